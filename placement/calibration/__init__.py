@@ -1,0 +1,1 @@
+"""Published runs the cost model is checked against (`placement validate`)."""

@@ -1,0 +1,121 @@
+"""The YAML catalogs (models/, hardware/) and the loaders that turn a name or a path into a spec.
+
+The catalogs ship inside the wheel as ``placement/_catalog/`` (see pyproject.toml); in a source
+checkout they are read from the repository root.  A reference that is an existing path is read as a
+file (``.json`` = HuggingFace config.json, ``.yaml``/``.yml`` = our schema); otherwise it is a name.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from pathlib import Path
+from typing import TypeVar
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from placement.errors import InputError
+from placement.loaders.errors import format_validation_error
+from placement.specs import AcceleratorSpec, ClusterSpec, ModelSpec
+
+S = TypeVar("S", bound=BaseModel)
+
+
+@lru_cache(maxsize=1)
+def catalog_root() -> Path:
+    """Where models/ and hardware/ are: inside the installed package, else the source checkout."""
+    packaged = Path(__file__).parent / "_catalog"
+    if (packaged / "models").is_dir():
+        return packaged
+    return Path(__file__).resolve().parent.parent
+
+
+def _names(folder: Path) -> list[str]:
+    return sorted(p.stem for p in folder.glob("*.yaml"))
+
+
+def model_names() -> list[str]:
+    return _names(catalog_root() / "models")
+
+
+def cluster_names() -> list[str]:
+    return _names(catalog_root() / "hardware" / "clusters")
+
+
+def accelerator_names() -> list[str]:
+    return _names(catalog_root() / "hardware" / "accelerators")
+
+
+def read_yaml(path: Path, schema: type[S], what: str) -> S:
+    """Parse one YAML file into `schema`, turning every failure into a one-paragraph InputError."""
+    try:
+        text = path.read_text()
+    except OSError as err:
+        raise InputError(f"cannot read {what} file {path}: {err.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise InputError(f"{path}:{where}: malformed YAML: {problem}; fix the syntax there") from None
+    if not isinstance(data, dict):
+        raise InputError(
+            f"{path}: a {what} file must be a YAML mapping of fields, got {type(data).__name__}; "
+            f"see the files in {catalog_root()} for examples"
+        )
+    try:
+        return schema.model_validate(data)
+    except ValidationError as err:
+        raise InputError(format_validation_error(err, str(path))) from None
+
+
+def _by_name(name: str, folder: Path, schema: type[S], what: str, flag: str) -> S:
+    path = folder / f"{name}.yaml"
+    if not path.is_file():
+        known = ", ".join(_names(folder))
+        raise InputError(
+            f"{flag} {name!r}: no {what} of that name; known {what}s: {known}; or give a path to a YAML file"
+        )
+    return read_yaml(path, schema, what)
+
+
+def load_model(ref: str) -> ModelSpec:
+    """A catalog name (llama3-405b), a YAML path, or a HuggingFace config.json path."""
+    path = Path(ref)
+    if path.suffix == ".json" or (path.is_dir() and (path / "config.json").is_file()):
+        from placement.loaders.hf_config import load_hf_config
+
+        if path.is_dir():
+            path = path / "config.json"
+        if not path.is_file():
+            raise InputError(f"--model {ref!r}: no such file; give a config.json path or a catalog name")
+        return load_hf_config(path)
+    if path.suffix in (".yaml", ".yml") or path.is_file():
+        if not path.is_file():
+            raise InputError(f"--model {ref!r}: no such file; give a YAML path or a catalog name")
+        return read_yaml(path, ModelSpec, "model")
+    return _by_name(ref, catalog_root() / "models", ModelSpec, "model", "--model")
+
+
+def load_accelerator(name: str) -> AcceleratorSpec:
+    return _by_name(name, catalog_root() / "hardware" / "accelerators", AcceleratorSpec, "accelerator", "accelerator")
+
+
+def load_cluster(ref: str) -> ClusterSpec:
+    path = Path(ref)
+    if path.suffix in (".yaml", ".yml") or path.is_file():
+        if not path.is_file():
+            raise InputError(f"--cluster {ref!r}: no such file; give a YAML path or a catalog name")
+        return read_yaml(path, ClusterSpec, "cluster")
+    return _by_name(ref, catalog_root() / "hardware" / "clusters", ClusterSpec, "cluster", "--cluster")
+
+
+def load_json(path: Path, what: str) -> object:
+    try:
+        return json.loads(path.read_text())
+    except OSError as err:
+        raise InputError(f"cannot read {what} file {path}: {err.strerror}") from None
+    except json.JSONDecodeError as err:
+        raise InputError(f"{path}: line {err.lineno}, column {err.colno}: invalid JSON: {err.msg}") from None

@@ -1,0 +1,56 @@
+"""Compute time of the per-micro-batch work on one GPU (vectorized).
+
+Roofline per GEMM: FLOPs / (peak * MAMF * shape efficiency), with the MAMF ceiling from the
+accelerator file (ml-engineering MAMF table) and the shape efficiency of GEMM_HALF_EFFICIENCY_DIM.
+Memory-bound element-wise work: bytes / HBM bandwidth.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from placement.cost.constants import ATTENTION_CORE_EFFICIENCY, BYTES_PER_ACTIVATION, \
+    CROSS_ENTROPY_BYTES_PER_LOGIT, ELEMENTWISE_BYTES_PER_HIDDEN, GEMM_HALF_EFFICIENCY_DIM, \
+    UNFUSED_SCORE_BYTES_FORWARD
+
+
+def shape_efficiency(m: np.ndarray, n: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """Fraction of MAMF a (m x k) @ (k x n) GEMM reaches: prod over dims of d / (d + d_half)."""
+    d = GEMM_HALF_EFFICIENCY_DIM
+    return (m / (m + d)) * (n / (n + d)) * (k / (k + d))
+
+
+def gemm_time(m, n, k, count, peak_flops: float) -> np.ndarray:
+    """`count` GEMMs of (m x k) @ (k x n); peak_flops already includes MAMF."""
+    m, n, k = (np.maximum(np.asarray(x, dtype=np.float64), 1.0) for x in (m, n, k))
+    return count * 2.0 * m * n * k / (peak_flops * shape_efficiency(m, n, k))
+
+
+def attention_core_time(tokens, seq_len: int, core_dim_local, peak_flops: float) -> np.ndarray:
+    """QK^T and AV of `tokens` queries against all `seq_len` keys (full s x s, as PaLM/Megatron count)."""
+    flops = 2.0 * tokens * seq_len * core_dim_local
+    return flops / (peak_flops * ATTENTION_CORE_EFFICIENCY)
+
+
+def unfused_attention_time(tokens, seq_len: int, heads_local, qk_dim: int, v_dim: int, peak_gemm: float,
+                           hbm_bytes_per_s: float) -> np.ndarray:
+    """Forward of an unfused attention core: two batched GEMMs per head (QK^T, AV) at GEMM efficiency,
+    plus the softmax/dropout streaming the s x s scores through HBM."""
+    qk = gemm_time(tokens, seq_len, qk_dim, heads_local, peak_gemm)
+    av = gemm_time(tokens, v_dim, seq_len, heads_local, peak_gemm)
+    scores = tokens * seq_len * heads_local * UNFUSED_SCORE_BYTES_FORWARD / hbm_bytes_per_s
+    return qk + av + scores
+
+
+def cross_entropy_time(tokens, vocab_local, hbm_bytes_per_s: float) -> np.ndarray:
+    """Loss over the (vocabulary-sharded) logits, forward and backward: memory-bound."""
+    return tokens * vocab_local * CROSS_ENTROPY_BYTES_PER_LOGIT / hbm_bytes_per_s
+
+
+def elementwise_time(tokens, hidden: int, shard, hbm_bytes_per_s: float) -> np.ndarray:
+    """Norms, residuals, activation and dropout of one layer's forward (memory-bound)."""
+    return tokens * hidden * ELEMENTWISE_BYTES_PER_HIDDEN / shard / hbm_bytes_per_s
+
+
+def activation_bytes(tokens, hidden: int) -> np.ndarray:
+    return tokens * hidden * BYTES_PER_ACTIVATION

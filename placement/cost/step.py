@@ -1,0 +1,325 @@
+"""Step time and memory of K candidate layouts at once: the cost model assembled.
+
+Per micro-batch, each pipeline stage runs forward + backward (+ a recompute forward) of its layers:
+GEMMs, attention core, element-wise work, and the collectives that sit in the critical path (TP/SP,
+CP, EP, PP point-to-point).  The pipeline runs m micro-batches plus a bubble of (pp - 1)/vpp
+micro-batch times (PTD-P §2.2).  Data-parallel gradient reduction runs once per step and hides
+behind the last micro-batch's backward; ZeRO-3/FSDP gathers weights every micro-batch and hides
+behind its compute.  The optimizer step is memory-bound.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from placement.cost import collectives as coll
+from placement.cost import constants as C
+from placement.cost.batch import LayoutBatch
+from placement.cost.compute import attention_core_time, cross_entropy_time, elementwise_time, gemm_time, \
+    unfused_attention_time
+from placement.cost.stages import stage_layers
+from placement.errors import InputError
+from placement.specs import TrainingSpec
+from placement.specs.training import AttentionKernel, Precision
+from placement.topology import Topology
+from placement.workload import Workload
+
+SELECTIVE, FULL = 1, 2
+
+
+@dataclass(frozen=True)
+class Estimates:
+    """Per-candidate arrays (seconds, bytes) of the cost model's terms."""
+
+    valid: np.ndarray
+    step_time_s: np.ndarray
+    compute_s: np.ndarray
+    tp_s: np.ndarray
+    cp_s: np.ndarray
+    cp_total_s: np.ndarray
+    """CP traffic before overlap with the attention core."""
+    ep_s: np.ndarray
+    pp_s: np.ndarray
+    dp_s: np.ndarray
+    dp_exposed_s: np.ndarray
+    bubble_s: np.ndarray
+    optimizer_s: np.ndarray
+    num_microbatches: np.ndarray
+    mfu: np.ndarray
+    hfu: np.ndarray
+    tokens_per_s: np.ndarray
+    weights_bytes: np.ndarray
+    grads_bytes: np.ndarray
+    optimizer_bytes: np.ndarray
+    activations_bytes: np.ndarray
+    other_bytes: np.ndarray
+    peak_memory_bytes: np.ndarray
+    memory_capacity_bytes: float
+    fits: np.ndarray
+
+
+def gemm_peak(topo: Topology, precision: Precision) -> float:
+    acc = topo.accelerator
+    if precision is Precision.FP8:
+        if acc.peak_flops_fp8 is None:
+            raise InputError(
+                f"--precision fp8: accelerator {acc.name!r} has no FP8 tensor cores (peak_flops_fp8 unset); "
+                f"use --precision bf16"
+            )
+        return acc.peak_flops_fp8 * (acc.matmul_efficiency_fp8 or acc.matmul_efficiency_bf16)
+    return acc.peak_flops_bf16 * acc.matmul_efficiency_bf16
+
+
+def peak_flops(topo: Topology, precision: Precision) -> float:
+    """MFU denominator: dense peak at the training precision."""
+    acc = topo.accelerator
+    return acc.peak_flops_fp8 if precision is Precision.FP8 and acc.peak_flops_fp8 else acc.peak_flops_bf16
+
+
+def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch) -> Estimates:
+    f64 = np.float64
+    s = train.seq_len
+    h = w.hidden
+    tp, cp, ep, etp, pp, vpp, dp = (x.astype(f64) for x in (b.tp, b.cp, b.ep, b.etp, b.pp, b.vpp, b.dp))
+    mbs, shard_dp = b.mbs.astype(f64), b.dp_shard.astype(f64)
+    sp = b.sp.astype(bool)
+    full = b.recompute == FULL
+    recompute_core = b.recompute >= SELECTIVE
+    levels = coll.LevelArrays(topo)
+    acc = topo.accelerator
+    peak_gemm = gemm_peak(topo, train.precision)
+    peak_core = acc.peak_flops_bf16 * acc.matmul_efficiency_bf16
+    hbm_bw = acc.hbm_bandwidth_bytes_per_s
+
+    m = train.global_batch / (dp * mbs)  # micro-batches per step
+    tokens = mbs * s / cp  # tokens in one micro-batch on one rank (rows of its GEMMs)
+    sp_shard = np.where(sp, tp, 1.0)
+    passes = 1.0 + C.BACKWARD_TO_FORWARD + full  # forward, backward, recompute forward
+
+    # --- compute of one layer, one micro-batch, forward+backward (+recompute) ------------------
+    out_dim = w.out_dim
+    qkv_width = w.attn_params / h - out_dim  # q + k + v output width (MLA: all its projections)
+    attn_gemm = gemm_time(tokens, qkv_width / tp, h, 1, peak_gemm) + gemm_time(tokens, h, out_dim / tp, 1, peak_gemm)
+    unfused = train.attention_kernel is AttentionKernel.UNFUSED
+    if unfused:
+        core = unfused_attention_time(tokens, s, w.num_heads / tp, w.qk_head_dim, w.v_head_dim, peak_gemm, hbm_bw)
+    else:
+        core = attention_core_time(tokens, s, w.attn_core_dim / tp, peak_core)
+    elem = elementwise_time(tokens, h, sp_shard, hbm_bw)
+    core_passes = 1.0 + C.BACKWARD_TO_FORWARD + recompute_core
+    attn_t = attn_gemm * passes + core * core_passes + elem * passes
+
+    def mlp_time(ffn: float) -> np.ndarray:
+        if ffn == 0:
+            return np.zeros_like(tokens)
+        return (gemm_time(tokens, w.mlp_up * ffn / tp, h, 1, peak_gemm)
+                + gemm_time(tokens, h, ffn / tp, 1, peak_gemm)) * passes
+
+    dense_layer_t = attn_t + mlp_time(w.dense_ffn)
+    if w.num_experts:
+        local_experts = w.num_experts / ep
+        pairs = tokens * w.top_k * etp / tp  # token-expert pairs one rank computes
+        per_expert = pairs / local_experts
+        routed = (gemm_time(per_expert, w.mlp_up * w.expert_ffn / etp, h, local_experts, peak_gemm)
+                  + gemm_time(per_expert, h, w.expert_ffn / etp, local_experts, peak_gemm)) * passes
+        router = gemm_time(tokens / sp_shard, w.num_experts, h, 1, peak_gemm) * passes
+        moe_layer_t = attn_t + mlp_time(w.shared_ffn_total) + routed + router
+    else:
+        moe_layer_t = dense_layer_t
+    vocab = w.embed_params / h
+    head_t = (gemm_time(tokens, vocab / tp, h, 1, peak_gemm) * (1.0 + C.BACKWARD_TO_FORWARD)
+              + cross_entropy_time(tokens, vocab / tp, hbm_bw))
+
+    # --- communication in the critical path, per layer per micro-batch ---------------------------
+    act = tokens * h * C.BYTES_PER_ACTIVATION
+    tp_within = coll.span_table(topo, np.ones_like(b.tp), b.tp)
+    tp_ops = 4.0 + 2.0 * full  # 2 fwd + 2 bwd all-reduce equivalents (PTD-P §3.2; SP: AG+RS pairs)
+    tp_layer = coll.all_reduce_time(levels, tp_within, act) * tp_ops * (1.0 - C.TP_COMM_OVERLAP)
+
+    cp_within = coll.span_table(topo, b.tp, b.cp)
+    kv_full = tokens * cp * w.kv_dim / tp * C.BYTES_PER_ACTIVATION  # gathered K and V of the sequence
+    cp_fwd = coll.reduce_scatter_time(levels, cp_within, kv_full)
+    cp_layer = (np.maximum(cp_fwd - core, 0.0) * (1.0 + full)  # ring attention overlaps with the core
+                + np.maximum(2.0 * cp_fwd - C.BACKWARD_TO_FORWARD * core, 0.0))  # dK/dV back: gather + RS
+    cp_layer_total = cp_fwd * (3.0 + full)
+
+    if w.num_experts:
+        ep_within = coll.span_table(topo, b.etp, b.ep)
+        dispatch = tokens / tp * w.top_k * h * C.BYTES_PER_ACTIVATION
+        ep_ops = 4.0 + 2.0 * full  # dispatch + combine, forward and backward
+        ep_layer = coll.all_to_all_time(levels, ep_within, dispatch) * ep_ops * (1.0 - C.EP_COMM_OVERLAP)
+    else:
+        ep_layer = np.zeros_like(tokens)
+
+    # --- per stage --------------------------------------------------------------------------------
+    st = stage_layers(w.num_layers, b.pp, b.vpp)
+    n_dense, n_moe = w.num_dense_layers, w.num_moe_layers
+    first_dense = np.minimum(st.first, n_dense)
+    first_moe = st.first - first_dense
+    mid_moe = np.where(n_moe >= st.middle, st.middle, 0)
+    mid_dense = st.middle - mid_moe
+    last_moe = np.where(n_moe >= st.last, st.last, 0)
+    last_dense = st.last - last_moe
+    single = b.pp == 1
+
+    def stage_time(nd, nm, head):
+        comp = nd * dense_layer_t + nm * moe_layer_t + head * head_t
+        comm_tp = (nd + nm) * tp_layer
+        comm_cp = (nd + nm) * cp_layer
+        comm_ep = nm * ep_layer
+        return comp, comm_tp, comm_cp, comm_ep, (nd + nm) * cp_layer_total
+
+    stages = [stage_time(first_dense, first_moe, single.astype(f64)),
+              stage_time(mid_dense, mid_moe, 0.0),
+              stage_time(last_dense, last_moe, 1.0)]
+    totals = np.stack([sum(parts[:4]) for parts in stages])
+    worst = np.argmax(totals, axis=0)
+    pick = lambda i: np.choose(worst, [stg[i] for stg in stages])  # noqa: E731
+    comp_mb, tp_mb, cp_mb, ep_mb, cp_mb_total = pick(0), pick(1), pick(2), pick(3), pick(4)
+
+    pp_group = coll.span_table(topo, b.tp * b.cp * b.dp, b.pp)
+    # neighbouring stages share a block exactly when the whole pipeline group does (else some pair crosses)
+    pp_pair = np.where(pp_group >= pp[:, None], 2.0, 1.0) * (pp[:, None] > 1) + (pp[:, None] == 1)
+    p2p = coll.p2p_time(levels, pp_pair, act / tp)  # scatter/gather across TP ranks (PTD-P §4.1)
+    pp_mb = np.where(b.pp > 1, 2.0 * vpp * p2p, 0.0)
+
+    t_mb = comp_mb + tp_mb + cp_mb + ep_mb + pp_mb
+    bubble = (pp - 1.0) / vpp * t_mb
+
+    # --- parameters held by one rank (worst stage) ------------------------------------------------
+    dense_layer_p = (w.attn_params + w.dense_mlp_params) / tp
+    moe_dense_p = (w.attn_params + w.shared_params) / tp + w.router_params
+    moe_expert_p = w.num_experts * w.expert_params / (ep * etp)
+    embed_p = w.embed_params / tp
+    head_p = w.head_params / tp
+
+    def stage_params(nd, nm, has_embed, has_head):
+        dense = nd * dense_layer_p + nm * moe_dense_p + has_embed * embed_p + has_head * head_p
+        return dense, nm * moe_expert_p
+
+    first_p = stage_params(first_dense, first_moe, 1.0, single.astype(f64))
+    mid_p = stage_params(mid_dense, mid_moe, 0.0, 0.0)
+    last_p = stage_params(last_dense, last_moe, 0.0, 1.0)
+
+    # --- data parallelism -------------------------------------------------------------------------
+    dense_repl = cp * dp  # ranks holding the same dense weights: CP ranks share them
+    zero3 = b.zero == 3
+    shard_dense = np.where(zero3, cp * shard_dp, dense_repl)
+    edp = tp * cp * dp / (ep * etp)
+    dense_within = coll.span_table(topo, b.tp, np.where(zero3, b.cp * b.dp_shard, b.cp * b.dp))
+    expert_within = coll.span_table(topo, b.ep * b.etp, np.rint(edp).astype(np.int64))
+    grad_b = C.BYTES_GRAD
+    pd = np.maximum(np.maximum(first_p[0], mid_p[0]), last_p[0])  # the stage with most dense params sets the pace
+    pe = np.maximum(np.maximum(first_p[1], mid_p[1]), last_p[1])
+    sync_once = coll.all_reduce_time(levels, dense_within, pd * grad_b) + \
+        coll.all_reduce_time(levels, expert_within, pe * grad_b)
+    # ZeRO-3 / FSDP: gather weights for forward and backward, reduce-scatter grads, every micro-batch
+    z3_mb = 3.0 * (coll.reduce_scatter_time(levels, dense_within, pd * C.BYTES_WEIGHT)
+                   + coll.reduce_scatter_time(levels, expert_within, pe * C.BYTES_WEIGHT))
+    repl_within = coll.span_table(topo, b.tp * b.cp * b.dp_shard, b.dp // b.dp_shard)
+    hsdp_once = coll.all_reduce_time(levels, repl_within, pd * grad_b / shard_dense)
+    dp_total = np.where(zero3, z3_mb * m + hsdp_once, sync_once)
+    bwd_share = C.BACKWARD_TO_FORWARD / (1.0 + C.BACKWARD_TO_FORWARD)
+    hide = C.DP_OVERLAP_FRACTION * bwd_share * comp_mb
+    dp_exposed = np.where(zero3,
+                          m * np.maximum(z3_mb - comp_mb, 0.0) + np.maximum(hsdp_once - hide, 0.0),
+                          np.maximum(sync_once - hide, 0.0))
+
+    # --- optimizer step (memory-bound) ------------------------------------------------------------
+    opt_shard_dense = np.where(b.zero >= 1, shard_dense, 1.0)
+    opt_shard_exp = np.where(b.zero >= 1, edp, 1.0)
+    opt_params = pd / opt_shard_dense + pe / opt_shard_exp
+    optimizer_s = opt_params * C.OPTIMIZER_BYTES_PER_PARAM_STEP / hbm_bw
+
+    step = m * t_mb + bubble + dp_exposed + optimizer_s
+
+    # --- memory -----------------------------------------------------------------------------------
+    def state_bytes(p_dense, p_exp):
+        p = p_dense + p_exp
+        sharded = p_dense / shard_dense + p_exp / edp
+        weights = np.where(zero3, sharded * C.BYTES_WEIGHT, p * C.BYTES_WEIGHT)
+        grads = np.where(b.zero >= 2, sharded * C.BYTES_GRAD, p * C.BYTES_GRAD)
+        opt = np.where(b.zero >= 1, sharded, p) * C.BYTES_OPTIMIZER
+        return weights, grads, opt
+
+    act_layer_dense, act_layer_moe, act_input = _activation_bytes_per_layer(w, tokens, tp, etp, sp_shard)
+    if unfused:  # scores, softmax output and dropout mask: 5 a s^2 b / t (Korthikanti Table 2), not kept
+        scores = tokens * s * w.num_heads / tp * 5.0 * (b.recompute == 0)  # under selective/full recompute
+        act_layer_dense = act_layer_dense + scores
+        act_layer_moe = act_layer_moe + scores
+    in_flight_first = np.minimum(m, pp) * np.where(b.vpp > 1, 1.0 + (pp - 1.0) / (pp * vpp), 1.0)
+    in_flight_mid = np.minimum(m, np.maximum(pp - 1.0, 1.0))
+
+    def stage_acts(nd, nm, in_flight):
+        stored_full = (nd + nm) * act_input
+        stored = np.where(full, stored_full, nd * act_layer_dense + nm * act_layer_moe)
+        working = np.where(full, np.maximum(np.where(nm > 0, act_layer_moe, act_layer_dense), 0.0), 0.0)
+        return stored * in_flight + working
+
+    logits = tokens * (w.embed_params / h) / tp * C.LOGITS_BYTES_PER_ELEMENT
+    z3_buffer = np.where(zero3, 2.0 * np.maximum(dense_layer_p, moe_dense_p + moe_expert_p) * C.BYTES_WEIGHT, 0.0)
+
+    cands = []
+    for p_pair, nd, nm, in_flight, has_logits in (
+        (first_p, first_dense, first_moe, in_flight_first, single.astype(f64)),
+        (mid_p, mid_dense, mid_moe, in_flight_mid, 0.0),
+        (last_p, last_dense, last_moe, np.ones_like(m), 1.0),
+    ):
+        wts, grd, opt = state_bytes(*p_pair)
+        acts = stage_acts(nd, nm, in_flight)
+        other = has_logits * logits + z3_buffer + C.MEMORY_RESERVE_BYTES
+        cands.append((wts, grd, opt, acts, other))
+    stage_totals = np.stack([sum(x) for x in cands])
+    mem_worst = np.argmax(stage_totals, axis=0)
+    pick_m = lambda i: np.choose(mem_worst, [c[i] for c in cands])  # noqa: E731
+    weights_b, grads_b, opt_b, acts_b, other_b = (pick_m(i) for i in range(5))
+    peak_mem = weights_b + grads_b + opt_b + acts_b + other_b
+    capacity = acc.hbm_bytes * (1.0 - C.ALLOCATOR_FRAGMENTATION)
+    fits = peak_mem <= capacity
+
+    # --- throughput -------------------------------------------------------------------------------
+    num_gpus = tp * cp * pp * dp
+    tokens_step = train.tokens_per_step
+    model_flops = w.model_flops_per_token(s) * tokens_step
+    hw_per_token = w.forward_flops_per_token(s) * (3.0 + full) + np.where(
+        b.recompute == SELECTIVE, 2.0 * s * w.attn_core_dim * w.num_layers, 0.0)
+    peak = peak_flops(topo, train.precision)
+    mfu = model_flops / (step * num_gpus * peak)
+    hfu = hw_per_token * tokens_step / (step * num_gpus * peak)
+
+    valid = st.valid & (np.abs(m - np.rint(m)) < 1e-9) & (m >= 1)
+    return Estimates(
+        valid=valid, step_time_s=step, compute_s=m * comp_mb, tp_s=m * tp_mb, cp_s=m * cp_mb,
+        cp_total_s=m * cp_mb_total, ep_s=m * ep_mb,
+        pp_s=m * pp_mb, dp_s=dp_total, dp_exposed_s=dp_exposed, bubble_s=bubble, optimizer_s=optimizer_s,
+        num_microbatches=np.rint(m).astype(np.int64), mfu=mfu, hfu=hfu, tokens_per_s=tokens_step / step,
+        weights_bytes=weights_b, grads_bytes=grads_b, optimizer_bytes=opt_b, activations_bytes=acts_b,
+        other_bytes=other_b, peak_memory_bytes=peak_mem, memory_capacity_bytes=capacity, fits=fits,
+    )
+
+
+def _activation_bytes_per_layer(w: Workload, tokens, tp, etp, sp_shard):
+    """Korthikanti et al. Table 2 per-layer activations, with fused (flash) attention: no s x s tensor.
+
+    Replicated across TP unless sequence parallel: the inputs of both norms, of the QKV and of the first
+    MLP GEMM (8 sbh bytes), plus two 1-byte dropout masks when dropout is on (2 sbh).  Sharded by TP:
+    Q, K, V and the attention output (2 bytes x widths), the MLP up-projection outputs and the
+    activation output.  MoE: every token-expert pair keeps its permuted input and expert activations.
+    Full recompute keeps only the layer input.
+    """
+    h = w.hidden
+    rep = (8.0 + (2.0 if w.dropout else 0.0)) * h
+    attn = 2.0 * (w.attn_params / h)  # q, k, v and output widths, 2 bytes each
+    dense_mlp = 2.0 * (w.mlp_up + 1) * w.dense_ffn
+    dense = tokens * (rep / sp_shard + (attn + dense_mlp) / tp)
+    if w.num_experts:
+        shared = 2.0 * (w.mlp_up + 1) * w.shared_ffn_total
+        pairs = tokens * w.top_k * etp / tp
+        routed = pairs * (2.0 * h + 2.0 * (w.mlp_up + 1) * w.expert_ffn / etp)
+        moe = tokens * (rep / sp_shard + (attn + shared) / tp) + routed
+    else:
+        moe = dense
+    layer_input = tokens * 2.0 * h / sp_shard
+    return dense, moe, layer_input

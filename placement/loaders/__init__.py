@@ -1,0 +1,1 @@
+"""Loaders: turn files in other formats (HuggingFace config.json, ...) into validated specs."""

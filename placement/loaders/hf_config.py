@@ -1,0 +1,463 @@
+"""Build a ModelSpec from a HuggingFace ``config.json``.
+
+Key names and their defaults follow the transformers configuration classes of each family
+(``LlamaConfig``, ``MistralConfig``, ``MixtralConfig``, ``Qwen2Config``, ``Qwen2MoeConfig``,
+``Qwen3Config``, ``Qwen3MoeConfig``, ``DeepseekV2Config``, ``DeepseekV3Config``, ``GPT2Config``,
+``NemotronConfig``).  Which layers carry experts follows the families' modeling code:
+
+- Qwen2-MoE / Qwen3-MoE (``modeling_qwen2_moe.py``, ``modeling_qwen3_moe.py``): layer ``i`` is sparse
+  when ``i`` is not in ``mlp_only_layers`` and ``(i + 1) % decoder_sparse_step == 0``.
+- DeepSeek-V2 / V3 (``modeling_deepseek.py`` shipped with the checkpoints): layer ``i`` is sparse when
+  ``n_routed_experts`` is set, ``i >= first_k_dense_replace`` and ``i % moe_layer_freq == 0``.
+
+ModelSpec can describe dense layers only as a leading block (``moe.num_dense_layers``); any other
+pattern is an InputError rather than a silent approximation.  Every failure is an InputError whose one
+paragraph names the file, the key, the value and the fix.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Final, overload
+
+from pydantic import ValidationError
+
+from placement.errors import InputError
+from placement.loaders.errors import format_validation_error
+from placement.specs.model import FfnKind, ModelSpec
+
+DEFAULT_SEQ_LEN_CAP: Final = 8192
+"""Cap on the default sequence length taken from ``max_position_embeddings``.
+
+That key is the longest context a checkpoint supports (131072 for Llama 3.1, whose pre-training ran at
+8192 per arXiv:2407.21783 §3.4), not a training length; it only seeds ``ModelSpec.default_seq_len``,
+which a job's own sequence length overrides.
+"""
+
+_DECODER_REQUIRED: Final = MappingProxyType(
+    {
+        # ModelSpec field: config.json key (LlamaConfig naming, shared by every family below but GPT-2)
+        "num_layers": "num_hidden_layers",
+        "hidden_size": "hidden_size",
+        "ffn_hidden_size": "intermediate_size",
+        "num_attention_heads": "num_attention_heads",
+        "vocab_size": "vocab_size",
+    }
+)
+_DECODER_OPTIONAL: Final = MappingProxyType({"num_kv_heads": "num_key_value_heads", "head_dim": "head_dim"})
+_DECODER_OTHER: Final = MappingProxyType(
+    {"tied_embeddings": "tie_word_embeddings", "default_seq_len": "max_position_embeddings"}
+)
+
+_MIXTRAL_MOE: Final = MappingProxyType(
+    {
+        "moe.num_experts": "num_local_experts",
+        "moe.top_k": "num_experts_per_tok",
+        "moe.expert_ffn_hidden_size": "intermediate_size",
+    }
+)
+_QWEN_MOE: Final = MappingProxyType(
+    {
+        "moe.num_experts": "num_experts",
+        "moe.top_k": "num_experts_per_tok",
+        "moe.expert_ffn_hidden_size": "moe_intermediate_size",
+    }
+)
+_QWEN2_SHARED: Final = MappingProxyType({"moe.shared_expert_ffn_hidden_size": "shared_expert_intermediate_size"})
+_DEEPSEEK_MOE: Final = MappingProxyType(
+    {
+        "moe.num_experts": "n_routed_experts",
+        "moe.top_k": "num_experts_per_tok",
+        "moe.expert_ffn_hidden_size": "moe_intermediate_size",
+        "moe.num_shared_experts": "n_shared_experts",
+        "moe.num_dense_layers": "first_k_dense_replace",
+    }
+)
+_MLA_KEYS: Final = ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
+_GPT2_KEYS: Final = MappingProxyType(
+    {
+        "num_layers": "n_layer",
+        "hidden_size": "n_embd",
+        "ffn_hidden_size": "n_inner",
+        "num_attention_heads": "n_head",
+        "vocab_size": "vocab_size",
+        "default_seq_len": "n_positions",
+        "ffn_kind": "activation_function",
+        "dropout": "resid_pdrop",
+    }
+)
+
+_ACTIVATIONS: Final = MappingProxyType(
+    {
+        # Names of transformers' ACT2CLS (activations.py) that a non-gated MLP (GPT-2, Nemotron) may use.
+        "gelu": FfnKind.GELU,
+        "gelu_new": FfnKind.GELU,
+        "gelu_fast": FfnKind.GELU,
+        "gelu_pytorch_tanh": FfnKind.GELU,
+        "gelu_python": FfnKind.GELU,
+        "relu": FfnKind.RELU,
+        "relu2": FfnKind.SQUARED_RELU,
+    }
+)
+
+
+@dataclass(frozen=True)
+class _Config:
+    """A config.json mapping with typed reads whose errors name the source, the key and the family."""
+
+    data: Mapping[str, Any]
+    source: str
+    family: str
+
+    def require(self, key: str) -> None:
+        """The key must be present (its value may be null where the family gives null a meaning)."""
+        if key not in self.data:
+            raise InputError(
+                f"{self.source}: key `{key}` is missing; the `{self.family}` family needs it to describe the "
+                f"model; add it with the value from the model's published config.json"
+            )
+
+    def required_int(self, key: str) -> int:
+        self.require(key)
+        value = self.optional_int(key)
+        if value is None:
+            raise InputError(
+                f"{self.source}: key `{key}` is null; the `{self.family}` family needs a whole number there; "
+                f"set it to the value from the model's published config.json"
+            )
+        return value
+
+    @overload
+    def optional_int(self, key: str, default: int) -> int: ...
+    @overload
+    def optional_int(self, key: str, default: int | None = None) -> int | None: ...
+    def optional_int(self, key: str, default: int | None = None) -> int | None:
+        """The integer at `key`, or `default` when the key is absent or null."""
+        value = self.data.get(key)
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise InputError(
+                f"{self.source}: key `{key}` = {value!r} is not a whole number; the `{self.family}` family reads "
+                f"it as an integer; write it as a JSON integer"
+            )
+        return value
+
+    def int_list(self, key: str) -> list[int]:
+        value = self.data.get(key)
+        if value is None:
+            return []
+        if not isinstance(value, list) or any(isinstance(v, bool) or not isinstance(v, int) for v in value):
+            raise InputError(
+                f"{self.source}: key `{key}` = {value!r} is not a list of layer indices; write it as a JSON "
+                f"list of integers, e.g. [0, 1]"
+            )
+        return value
+
+    def flag(self, key: str, default: bool) -> bool:
+        value = self.data.get(key)
+        if value is None:
+            return default
+        if not isinstance(value, bool):
+            raise InputError(
+                f"{self.source}: key `{key}` = {value!r} is not a boolean; write JSON true or false"
+            )
+        return value
+
+    def number(self, key: str, default: float) -> float:
+        value = self.data.get(key)
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise InputError(f"{self.source}: key `{key}` = {value!r} is not a number; write a JSON number")
+        return float(value)
+
+    def text(self, key: str, default: str) -> str:
+        value = self.data.get(key)
+        if value is None:
+            return default
+        if not isinstance(value, str):
+            raise InputError(f"{self.source}: key `{key}` = {value!r} is not a string; write a JSON string")
+        return value
+
+
+def _seq_len(cfg: _Config, key: str, default: int | None = None) -> dict[str, int]:
+    """``default_seq_len`` from the context-length key, capped at DEFAULT_SEQ_LEN_CAP; absent if unknown."""
+    value = cfg.optional_int(key, default)
+    return {} if value is None else {"default_seq_len": min(value, DEFAULT_SEQ_LEN_CAP)}
+
+
+def _activation(cfg: _Config, key: str, default: str) -> FfnKind:
+    """The FfnKind of a non-gated MLP from its activation name."""
+    name = cfg.text(key, default)
+    kind = _ACTIVATIONS.get(name)
+    if kind is None:
+        known = ", ".join(sorted(_ACTIVATIONS))
+        raise InputError(
+            f"{cfg.source}: key `{key}` = {name!r} is not an activation this loader maps for the "
+            f"`{cfg.family}` family; known: {known}; describe the model as a models/*.yaml file with an "
+            f"explicit ffn_kind instead"
+        )
+    return kind
+
+
+def _read_decoder(cfg: _Config) -> dict[str, Any]:
+    """The fields every Llama-style family spells the same way (gated SwiGLU MLP, untied by default)."""
+    fields: dict[str, Any] = {field: cfg.required_int(key) for field, key in _DECODER_REQUIRED.items()}
+    fields |= {field: cfg.optional_int(key) for field, key in _DECODER_OPTIONAL.items()}
+    fields["ffn_kind"] = FfnKind.SWIGLU
+    fields["tied_embeddings"] = cfg.flag("tie_word_embeddings", default=False)
+    return fields | _seq_len(cfg, "max_position_embeddings")
+
+
+def _brief(layers: list[int]) -> str:
+    """A layer list short enough for a one-paragraph message."""
+    if len(layers) <= 8:
+        return str(layers)
+    return f"[{', '.join(map(str, layers[:6]))}, ..., {layers[-1]}] ({len(layers)} layers)"
+
+
+def _with_moe(
+    cfg: _Config, fields: dict[str, Any], moe: dict[str, Any], dense_layers: list[int], pattern: str
+) -> dict[str, Any]:
+    """Attach `moe` when the dense layers form a leading block; all-dense configs stay dense models."""
+    num_layers = fields["num_layers"]
+    if len(dense_layers) >= num_layers:
+        return fields
+    if dense_layers != list(range(len(dense_layers))):
+        raise InputError(
+            f"{cfg.source}: the dense (non-MoE) layers are {_brief(dense_layers)} of {num_layers}, from "
+            f"{pattern}; ModelSpec describes dense layers only as a leading block (moe.num_dense_layers), so "
+            f"this pattern cannot be represented exactly; describe the model as a models/*.yaml file with "
+            f"the nearest leading block instead"
+        )
+    return fields | {"moe": moe | {"num_dense_layers": len(dense_layers)}}
+
+
+def _read_dense(cfg: _Config) -> dict[str, Any]:
+    """llama, mistral, qwen2, qwen3: the decoder fields and nothing else."""
+    return _read_decoder(cfg)
+
+
+def _read_mixtral(cfg: _Config) -> dict[str, Any]:
+    """Mixtral: every layer is MoE and each expert has the full ``intermediate_size``."""
+    fields = _read_decoder(cfg)
+    moe = {
+        "num_experts": cfg.required_int("num_local_experts"),
+        "top_k": cfg.required_int("num_experts_per_tok"),
+        "expert_ffn_hidden_size": fields["ffn_hidden_size"],
+    }
+    return fields | {"moe": moe}
+
+
+def _read_qwen_moe(cfg: _Config, *, shared_expert: bool) -> dict[str, Any]:
+    """Qwen2-MoE (one shared expert of ``shared_expert_intermediate_size``) and Qwen3-MoE (none)."""
+    fields = _read_decoder(cfg)
+    moe: dict[str, Any] = {field.removeprefix("moe."): cfg.required_int(key) for field, key in _QWEN_MOE.items()}
+    if shared_expert:
+        width = cfg.optional_int("shared_expert_intermediate_size", default=0)
+        if width:
+            moe |= {"num_shared_experts": 1, "shared_expert_ffn_hidden_size": width}
+    step = cfg.optional_int("decoder_sparse_step", default=1)
+    if step < 1:
+        raise InputError(
+            f"{cfg.source}: key `decoder_sparse_step` = {step} must be at least 1 (every step-th layer is "
+            f"MoE); use 1 for an all-MoE stack"
+        )
+    dense_only = set(cfg.int_list("mlp_only_layers"))
+    dense = [i for i in range(fields["num_layers"]) if i in dense_only or (i + 1) % step != 0]
+    pattern = f"`decoder_sparse_step` = {step} and `mlp_only_layers` = {sorted(dense_only)}"
+    return _with_moe(cfg, fields, moe, dense, pattern)
+
+
+def _read_deepseek(cfg: _Config) -> dict[str, Any]:
+    """DeepSeek-V2/V3: multi-head latent attention and fine-grained MoE after a dense block."""
+    fields = _read_decoder(cfg)
+    fields |= {"num_kv_heads": None, "head_dim": None}  # MLA sets the per-head sizes itself
+    for key in _MLA_KEYS:
+        cfg.require(key)
+    fields["mla"] = {key: cfg.optional_int(key) if key == "q_lora_rank" else cfg.required_int(key) for key in _MLA_KEYS}
+    num_experts = cfg.optional_int("n_routed_experts")
+    if num_experts is None:  # modeling_deepseek.py: no routed experts means a dense model
+        return fields
+    cfg.require("n_shared_experts")  # null is allowed and means none
+    first_dense = cfg.required_int("first_k_dense_replace")
+    moe = {
+        "num_experts": num_experts,
+        "top_k": cfg.required_int("num_experts_per_tok"),
+        "expert_ffn_hidden_size": cfg.required_int("moe_intermediate_size"),
+        "num_shared_experts": cfg.optional_int("n_shared_experts", default=0),
+    }
+    freq = cfg.optional_int("moe_layer_freq", default=1)
+    if freq < 1:
+        raise InputError(
+            f"{cfg.source}: key `moe_layer_freq` = {freq} must be at least 1 (every freq-th layer is MoE); "
+            f"use 1 for MoE in every layer after the dense block"
+        )
+    dense = [i for i in range(fields["num_layers"]) if i < first_dense or i % freq != 0]
+    pattern = f"`first_k_dense_replace` = {first_dense} and `moe_layer_freq` = {freq}"
+    return _with_moe(cfg, fields, moe, dense, pattern)
+
+
+def _read_gpt2(cfg: _Config) -> dict[str, Any]:
+    """GPT-2 naming, also used to describe GPT-3-style models (GPT2Config defaults: 4h MLP, gelu_new,
+    tied embeddings, residual dropout 0.1, 1024 positions)."""
+    hidden = cfg.required_int("n_embd")
+    return {
+        "num_layers": cfg.required_int("n_layer"),
+        "hidden_size": hidden,
+        "ffn_hidden_size": cfg.optional_int("n_inner", default=4 * hidden),
+        "num_attention_heads": cfg.required_int("n_head"),
+        "vocab_size": cfg.required_int("vocab_size"),
+        "ffn_kind": _activation(cfg, "activation_function", default="gelu_new"),
+        "tied_embeddings": cfg.flag("tie_word_embeddings", default=True),
+        "dropout": cfg.number("resid_pdrop", default=0.1) > 0,
+    } | _seq_len(cfg, "n_positions", default=1024)
+
+
+def _read_nemotron(cfg: _Config) -> dict[str, Any]:
+    """Nemotron-4: Llama-style keys, but a non-gated MLP whose activation is ``hidden_act`` (relu2)."""
+    return _read_decoder(cfg) | {"ffn_kind": _activation(cfg, "hidden_act", default="relu2")}
+
+
+@dataclass(frozen=True)
+class _Family:
+    """How one ``model_type`` is read, and which config key each ModelSpec field comes from."""
+
+    read: Callable[[_Config], dict[str, Any]]
+    keys: Mapping[str, str]
+
+
+_DECODER_KEYS: Final = {**_DECODER_REQUIRED, **_DECODER_OPTIONAL, **_DECODER_OTHER}
+
+FAMILIES: Final[Mapping[str, _Family]] = MappingProxyType(
+    {
+        "llama": _Family(_read_dense, _DECODER_KEYS),
+        "mistral": _Family(_read_dense, _DECODER_KEYS),
+        "mixtral": _Family(_read_mixtral, {**_DECODER_KEYS, **_MIXTRAL_MOE}),
+        "qwen2": _Family(_read_dense, _DECODER_KEYS),
+        "qwen2_moe": _Family(
+            lambda cfg: _read_qwen_moe(cfg, shared_expert=True), {**_DECODER_KEYS, **_QWEN_MOE, **_QWEN2_SHARED}
+        ),
+        "qwen3": _Family(_read_dense, _DECODER_KEYS),
+        "qwen3_moe": _Family(lambda cfg: _read_qwen_moe(cfg, shared_expert=False), {**_DECODER_KEYS, **_QWEN_MOE}),
+        "deepseek_v2": _Family(_read_deepseek, {**_DECODER_KEYS, **_DEEPSEEK_MOE}),
+        "deepseek_v3": _Family(_read_deepseek, {**_DECODER_KEYS, **_DEEPSEEK_MOE}),
+        "gpt2": _Family(_read_gpt2, _GPT2_KEYS),
+        "nemotron": _Family(_read_nemotron, {**_DECODER_KEYS, "ffn_kind": "hidden_act"}),
+    }
+)
+"""Supported ``model_type`` values."""
+
+ARCHITECTURES: Final[Mapping[str, str]] = MappingProxyType(
+    {
+        # The `architectures` entry transformers writes -> model_type; used when model_type is absent or unknown.
+        "LlamaForCausalLM": "llama",
+        "MistralForCausalLM": "mistral",
+        "MixtralForCausalLM": "mixtral",
+        "Qwen2ForCausalLM": "qwen2",
+        "Qwen2MoeForCausalLM": "qwen2_moe",
+        "Qwen3ForCausalLM": "qwen3",
+        "Qwen3MoeForCausalLM": "qwen3_moe",
+        "DeepseekV2ForCausalLM": "deepseek_v2",
+        "DeepseekV3ForCausalLM": "deepseek_v3",
+        "GPT2LMHeadModel": "gpt2",
+        "NemotronForCausalLM": "nemotron",
+    }
+)
+
+
+def _family_of(data: Mapping[str, Any], source: str) -> str:
+    """The family by ``model_type``, else by the first known ``architectures`` entry."""
+    model_type = data.get("model_type")
+    if isinstance(model_type, str) and model_type in FAMILIES:
+        return model_type
+    architectures = data.get("architectures")
+    names = [a for a in architectures if isinstance(a, str)] if isinstance(architectures, list) else []
+    for name in names:
+        if name in ARCHITECTURES:
+            return ARCHITECTURES[name]
+    said = "no `model_type`" if model_type is None else f"`model_type` = {model_type!r}"
+    if names:
+        said += f" and `architectures` = {names!r}"
+    raise InputError(
+        f"{source}: {said} names no family this loader reads; supported model_type values: "
+        f"{', '.join(sorted(FAMILIES))}; set `model_type` to the family the model follows, or describe "
+        f"the model as a models/*.yaml file with the fields of ModelSpec"
+    )
+
+
+def _key_hint(message: str, keys: Mapping[str, str]) -> str:
+    """Name the config.json key behind each ModelSpec field the message mentions, where they differ."""
+    named = [
+        f"`{field}` is `{key}`"
+        for field, key in keys.items()
+        if field != key and re.search(rf"(?<![\w.]){re.escape(field)}\b", message)
+    ]
+    return f" (In config.json terms: {', '.join(named)}.)" if named else ""
+
+
+def model_from_hf_config(data: Mapping[str, Any], name: str, *, source: str | None = None) -> ModelSpec:
+    """The ModelSpec described by a parsed HuggingFace config.json.
+
+    `name` becomes ``ModelSpec.name``; `source` (a file path, say) prefixes every error message and is
+    recorded in ``ModelSpec.source``.
+    """
+    where = source or f"HuggingFace config of {name!r}"
+    model_type = _family_of(data, where)
+    family = FAMILIES[model_type]
+    fields = family.read(_Config(data, where, model_type))
+    try:
+        return ModelSpec.model_validate(
+            {"name": name, **fields, "source": f"HuggingFace config.json (model_type {model_type}): {where}"}
+        )
+    except ValidationError as err:
+        message = format_validation_error(err, where)
+        raise InputError(message + _key_hint(message, family.keys)) from None
+
+
+def _json_kind(value: object) -> str:
+    return {list: "array", str: "string", bool: "boolean", type(None): "null"}.get(type(value), "number")
+
+
+def _read_json_object(file: Path) -> dict[str, Any]:
+    """The JSON object in `file`, or an InputError naming the file (and line and column for bad JSON)."""
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError as err:
+        raise InputError(
+            f"cannot read HuggingFace config {file}: {err.strerror}; give the path of a config.json file or "
+            f"of the folder holding it"
+        ) from None
+    except UnicodeDecodeError as err:
+        raise InputError(
+            f"{file}: byte {err.start} is not UTF-8 text; a config.json is a UTF-8 JSON file"
+        ) from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise InputError(
+            f"{file}: line {err.lineno}, column {err.colno}: invalid JSON: {err.msg}; fix the syntax there"
+        ) from None
+    if not isinstance(data, dict):
+        raise InputError(
+            f"{file}: a config.json holds one JSON object of settings, but this file holds a JSON "
+            f"{_json_kind(data)}; give the model's config.json"
+        )
+    return data
+
+
+def load_hf_config(path: Path) -> ModelSpec:
+    """Read a HuggingFace config.json (or a folder holding one) into a ModelSpec.
+
+    The model is named after the folder for ``.../NAME/config.json`` and after the file stem otherwise
+    (``NAME.json``).
+    """
+    file = path / "config.json" if path.is_dir() else path
+    name = file.resolve().parent.name if file.name == "config.json" else file.stem
+    return model_from_hf_config(_read_json_object(file), name, source=str(file))

@@ -1,0 +1,137 @@
+"""Plan: a layout with its estimate and provenance, the unit every command prints (`--json` contract)."""
+
+from __future__ import annotations
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+from placement import __version__
+from placement.cost.batch import LayoutBatch
+from placement.cost.stages import stage_layers
+from placement.cost.step import Estimates
+from placement.specs import ModelSpec, TrainingSpec
+from placement.topology import Topology
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class LayoutOut(_Out):
+    tp: int
+    cp: int
+    ep: int
+    etp: int
+    pp: int
+    vpp: int
+    dp: int
+    micro_batch_size: int
+    zero_stage: int
+    recompute: str
+    sequence_parallel: bool
+    dp_shard: int
+    """ZeRO-3 sharding group within dp (HSDP when < dp)."""
+    num_microbatches: int
+    stage_layers: list[int]
+    """Layers on the first, each middle, and the last pipeline stage."""
+
+
+class TermsOut(_Out):
+    tp: float
+    cp: float
+    ep: float
+    pp: float
+    dp: float
+
+
+class BreakdownOut(_Out):
+    """Seconds per step.  `compute` .. `dp` are each term's full time on the critical stage; `exposed`
+    is what adds to the step, `overlapped` what hides behind compute."""
+
+    compute: float
+    tp: float
+    cp: float
+    ep: float
+    pp: float
+    dp: float
+    bubble: float
+    optimizer: float
+    exposed: TermsOut
+    overlapped: TermsOut
+
+
+class MemoryOut(_Out):
+    weights_bytes: float
+    grads_bytes: float
+    optimizer_bytes: float
+    activations_bytes: float
+    other_bytes: float
+    """Reserve (CUDA context, NCCL and cuBLAS buffers), logits, ZeRO-3 gather buffers."""
+
+
+class Plan(_Out):
+    layout: LayoutOut
+    num_gpus: int
+    step_time_s: float
+    tokens_per_s: float
+    mfu: float
+    hfu: float
+    peak_memory_bytes: float
+    memory_capacity_bytes: float
+    fits: bool
+    breakdown: BreakdownOut
+    memory: MemoryOut
+    model: str
+    cluster: str
+    accelerator: str
+    seq_len: int
+    global_batch: int
+    precision: str
+    tool_version: str
+
+
+def _r(x: float, digits: int = 6) -> float:
+    """Round for stable, readable JSON (the model is not that precise)."""
+    return float(f"{float(x):.{digits}g}")
+
+
+def make_plan(batch: LayoutBatch, est: Estimates, i: int, model: ModelSpec, train: TrainingSpec,
+              topo: Topology) -> Plan:
+    lay = batch.layout(i)
+    st = stage_layers(model.num_layers, np.array([lay.pp]), np.array([lay.vpp]))
+    stages = [int(st.first[0])] + ([int(st.middle[0])] if lay.pp > 2 else []) + ([int(st.last[0])] if lay.pp > 1 else [])
+    terms = {k: float(getattr(est, f"{k}_s")[i]) for k in ("tp", "cp", "ep", "pp")}
+    cp_total = float(est.cp_total_s[i])
+    dp_total, dp_exp = float(est.dp_s[i]), float(est.dp_exposed_s[i])
+    exposed = TermsOut(tp=_r(terms["tp"]), cp=_r(terms["cp"]), ep=_r(terms["ep"]), pp=_r(terms["pp"]), dp=_r(dp_exp))
+    overlapped = TermsOut(tp=0.0, cp=_r(max(cp_total - terms["cp"], 0.0)), ep=0.0, pp=0.0,
+                          dp=_r(max(dp_total - dp_exp, 0.0)))
+    return Plan(
+        layout=LayoutOut(
+            tp=lay.tp, cp=lay.cp, ep=lay.ep, etp=lay.etp, pp=lay.pp, vpp=lay.vpp, dp=lay.dp,
+            micro_batch_size=lay.micro_batch_size, zero_stage=lay.zero_stage, recompute=lay.recompute.value,
+            sequence_parallel=lay.sequence_parallel, dp_shard=lay.shard_degree,
+            num_microbatches=int(est.num_microbatches[i]), stage_layers=stages,
+        ),
+        num_gpus=lay.num_gpus,
+        step_time_s=_r(est.step_time_s[i]),
+        tokens_per_s=_r(est.tokens_per_s[i]),
+        mfu=_r(est.mfu[i], 4),
+        hfu=_r(est.hfu[i], 4),
+        peak_memory_bytes=_r(est.peak_memory_bytes[i], 8),
+        memory_capacity_bytes=_r(est.memory_capacity_bytes, 8),
+        fits=bool(est.fits[i]),
+        breakdown=BreakdownOut(
+            compute=_r(est.compute_s[i]), tp=_r(terms["tp"]), cp=_r(cp_total), ep=_r(terms["ep"]),
+            pp=_r(terms["pp"]), dp=_r(dp_total), bubble=_r(est.bubble_s[i]), optimizer=_r(est.optimizer_s[i]),
+            exposed=exposed, overlapped=overlapped,
+        ),
+        memory=MemoryOut(
+            weights_bytes=_r(est.weights_bytes[i], 8), grads_bytes=_r(est.grads_bytes[i], 8),
+            optimizer_bytes=_r(est.optimizer_bytes[i], 8), activations_bytes=_r(est.activations_bytes[i], 8),
+            other_bytes=_r(est.other_bytes[i], 8),
+        ),
+        model=model.name, cluster=topo.cluster.name, accelerator=topo.accelerator.name,
+        seq_len=train.seq_len, global_batch=train.global_batch, precision=train.precision.value,
+        tool_version=__version__,
+    )

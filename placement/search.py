@@ -1,0 +1,194 @@
+"""Exact search over the layout space, vectorized: enumerate every valid layout as numpy arrays, price
+them all in one cost-model pass, mask the ones that do not fit, sort.
+
+The space is small enough to enumerate (divisors of the GPU count that respect heads, layers, experts
+and the batch), so no heuristic is needed: the best layout found is the best the cost model knows.
+Ties are broken by the layout fields, so the ranking is deterministic.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from placement.cost.batch import RECOMPUTE_CODES, LayoutBatch
+from placement.cost.constants import GiB
+from placement.cost.step import Estimates, estimate
+from placement.errors import PlacementInfeasible
+from placement.specs import ModelSpec, Recompute, TrainingSpec
+from placement.topology import Topology
+from placement.workload import Workload, workload
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    top_k: int = 5
+    recompute: tuple[Recompute, ...] = (Recompute.NONE, Recompute.SELECTIVE, Recompute.FULL)
+    zero_stages: tuple[int, ...] = (0, 1, 2, 3)
+    max_micro_batch_size: int = 16
+    max_tp: int = 64
+    max_cp: int = 32
+    hsdp: bool = True
+    """Also try ZeRO-3 sharded over part of the data-parallel group (HSDP)."""
+    fixed: dict[str, int | bool | str] = field(default_factory=dict)
+    """Degrees pinned by the caller (validate, evaluate): name -> value."""
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    batch: LayoutBatch
+    estimates: Estimates
+    ranked: np.ndarray
+    """Indices of fitting candidates, best first (at most top_k)."""
+    num_candidates: int
+    seconds: float
+
+
+def _divisors(n: int) -> list[int]:
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return sorted(set(small + [n // d for d in small]))
+
+
+def _expand(cols: dict[str, np.ndarray], name: str, options_for) -> dict[str, np.ndarray]:
+    """Cartesian-expand every row by its own option list `options_for(cols) -> (row_index, values)`."""
+    rows, values = options_for(cols)
+    out = {k: v[rows] for k, v in cols.items()}
+    out[name] = values
+    return out
+
+
+def _per_row(cols: dict[str, np.ndarray], candidates: np.ndarray, ok) -> tuple[np.ndarray, np.ndarray]:
+    """All (row, candidate) pairs with ok(row_cols, candidate_values) true, vectorized."""
+    n = len(next(iter(cols.values())))
+    rows = np.repeat(np.arange(n), len(candidates))
+    vals = np.tile(candidates, n)
+    keep = ok({k: v[rows] for k, v in cols.items()}, vals)
+    return rows[keep], vals[keep]
+
+
+def enumerate_layouts(w: Workload, model: ModelSpec, train: TrainingSpec, num_gpus: int,
+                      cfg: SearchConfig) -> LayoutBatch:
+    fixed = cfg.fixed
+    divs = np.array(_divisors(num_gpus), dtype=np.int64)
+    heads, kv = model.num_attention_heads, model.kv_heads
+
+    def pick(name: str, default: np.ndarray) -> np.ndarray:
+        return np.array([int(fixed[name])], dtype=np.int64) if name in fixed else default
+
+    tp_opts = pick("tp", divs[(divs <= cfg.max_tp) & (heads % divs == 0) & ((kv % divs == 0) | (divs % kv == 0))])
+    cp_opts = pick("cp", divs[(divs <= cfg.max_cp) & (train.seq_len % (2 * divs) == 0) | (divs == 1)])
+    pp_opts = pick("pp", divs[divs <= model.num_layers])
+    cols = {"tp": tp_opts}
+    cols = _expand(cols, "cp", lambda c: _per_row(c, cp_opts, lambda r, v: num_gpus % (r["tp"] * v) == 0))
+    cols = _expand(cols, "pp", lambda c: _per_row(c, pp_opts, lambda r, v: num_gpus % (r["tp"] * r["cp"] * v) == 0))
+    cols["dp"] = num_gpus // (cols["tp"] * cols["cp"] * cols["pp"])
+    if "dp" in fixed:
+        keep = cols["dp"] == int(fixed["dp"])
+        cols = {k: v[keep] for k, v in cols.items()}
+    keep = train.global_batch % cols["dp"] == 0
+    cols = {k: v[keep] for k, v in cols.items()}
+
+    mbs_opts = pick("micro_batch_size", np.arange(1, cfg.max_micro_batch_size + 1, dtype=np.int64))
+    cols = _expand(cols, "mbs", lambda c: _per_row(c, mbs_opts, lambda r, v: train.global_batch % (r["dp"] * v) == 0))
+    m = train.global_batch // (cols["dp"] * cols["mbs"])
+    cols["m"] = m
+    vpp_opts = pick("vpp", np.arange(1, 9, dtype=np.int64))
+    cols = _expand(cols, "vpp", lambda c: _per_row(
+        c, vpp_opts, lambda r, v: (v == 1) | ((r["pp"] > 1) & (model.num_layers % (r["pp"] * v) == 0)
+                                              & (r["m"] % r["pp"] == 0))))
+    if model.moe is not None:
+        experts = model.moe.num_experts
+        cols = _expand(cols, "etp", lambda c: _per_row(
+            c, pick("etp", divs), lambda r, v: (v == 1) | (v == r["tp"])))
+        cols = _expand(cols, "ep", lambda c: _per_row(
+            c, pick("ep", divs[experts % divs == 0] if divs.size else divs),
+            lambda r, v: (experts % v == 0) & ((r["tp"] * r["cp"] * r["dp"]) % (v * r["etp"]) == 0)))
+    else:
+        n = len(cols["tp"])
+        cols["etp"] = np.ones(n, dtype=np.int64)
+        cols["ep"] = np.ones(n, dtype=np.int64)
+    zero_opts = pick("zero_stage", np.array(cfg.zero_stages, dtype=np.int64))
+    cols = _expand(cols, "zero", lambda c: _per_row(c, zero_opts, lambda r, v: np.ones_like(v, dtype=bool)))
+    if "dp_shard" in fixed:
+        cols["dp_shard"] = np.where(cols["zero"] == 3, int(fixed["dp_shard"]), cols["dp"])
+    elif cfg.hsdp:
+        cols = _expand(cols, "dp_shard", lambda c: _per_row(
+            c, divs, lambda r, v: ((r["zero"] == 3) & (r["dp"] % v == 0) & (v > 1)) | (v == r["dp"])))
+    else:
+        cols["dp_shard"] = cols["dp"].copy()
+    rec_opts = np.array([RECOMPUTE_CODES.index(Recompute(fixed["recompute"]))] if "recompute" in fixed
+                        else [RECOMPUTE_CODES.index(r) for r in cfg.recompute], dtype=np.int64)
+    cols = _expand(cols, "recompute", lambda c: _per_row(c, rec_opts, lambda r, v: np.ones_like(v, dtype=bool)))
+    sp_opts = np.array([int(bool(fixed["sequence_parallel"]))] if "sequence_parallel" in fixed else [0, 1],
+                       dtype=np.int64)
+    cols = _expand(cols, "sp", lambda c: _per_row(c, sp_opts, lambda r, v: (v == 0) | (r["tp"] > 1)))
+    del cols["m"]
+    return LayoutBatch(tp=cols["tp"], cp=cols["cp"], ep=cols["ep"], etp=cols["etp"], pp=cols["pp"],
+                       vpp=cols["vpp"], dp=cols["dp"], mbs=cols["mbs"], zero=cols["zero"],
+                       dp_shard=cols["dp_shard"], recompute=cols["recompute"], sp=cols["sp"])
+
+
+def rank(batch: LayoutBatch, est: Estimates, mask: np.ndarray, top_k: int) -> np.ndarray:
+    """Indices of `mask`ed candidates by step time, ties broken by the layout fields (deterministic)."""
+    idx = np.flatnonzero(mask)
+    if idx.size == 0:
+        return idx
+    keys = [batch.sp[idx], batch.recompute[idx], batch.dp_shard[idx], batch.zero[idx], batch.mbs[idx],
+            batch.vpp[idx], batch.etp[idx], batch.ep[idx], batch.pp[idx], batch.cp[idx], batch.tp[idx],
+            np.round(est.step_time_s[idx], 9)]
+    order = np.lexsort(keys)
+    return idx[order[:top_k]]
+
+
+def search(model: ModelSpec, train: TrainingSpec, topo: Topology, cfg: SearchConfig = SearchConfig()) -> SearchResult:
+    start = time.perf_counter()
+    w = workload(model)
+    batch = enumerate_layouts(w, model, train, topo.num_gpus, cfg)
+    if len(batch) == 0:
+        raise PlacementInfeasible(_no_layout_message(model, train, topo.num_gpus, cfg), binding="divisibility")
+    est = estimate(w, train, topo, batch)
+    feasible = est.valid & est.fits
+    ranked = rank(batch, est, feasible, cfg.top_k)
+    if ranked.size == 0:
+        raise PlacementInfeasible(_memory_message(batch, est, model, train, topo, cfg), binding="memory")
+    return SearchResult(batch=batch, estimates=est, ranked=ranked, num_candidates=len(batch),
+                        seconds=time.perf_counter() - start)
+
+
+def _no_layout_message(model: ModelSpec, train: TrainingSpec, num_gpus: int, cfg: SearchConfig) -> str:
+    pinned = ", ".join(f"{k}={v}" for k, v in sorted(cfg.fixed.items()))
+    return (
+        f"no layout of {model.name} splits over {num_gpus} GPUs with global batch {train.global_batch} and "
+        f"sequence {train.seq_len}{' with ' + pinned if pinned else ''}: tp must divide the "
+        f"{model.num_attention_heads} heads, tp*cp*pp must divide {num_gpus}, and dp = {num_gpus}/(tp*cp*pp) "
+        f"must divide the global batch; try --global-batch a multiple of {num_gpus} or a GPU count that "
+        f"divides it"
+    )
+
+
+def _memory_message(batch: LayoutBatch, est: Estimates, model: ModelSpec, train: TrainingSpec, topo: Topology,
+                    cfg: SearchConfig) -> str:
+    valid = np.flatnonzero(est.valid)
+    i = valid[np.argmin(est.peak_memory_bytes[valid])] if valid.size else int(np.argmin(est.peak_memory_bytes))
+    need, cap = est.peak_memory_bytes[i], est.memory_capacity_bytes
+    lay = batch.layout(int(i))
+    state = est.weights_bytes[i] + est.grads_bytes[i] + est.optimizer_bytes[i]
+    n = topo.num_gpus
+    factor = 2 ** math.ceil(math.log2(max(need / cap, 1.0) * 1.05))
+    fixes = [f"--gpus {n * factor}"]
+    if Recompute.FULL not in cfg.recompute and "recompute" not in cfg.fixed:
+        fixes.append("--recompute full")
+    if 3 not in cfg.zero_stages and "zero_stage" not in cfg.fixed:
+        fixes.append("--zero 3")
+    if est.activations_bytes[i] > state:
+        fixes.append(f"--seq-len {train.seq_len // 2}")
+    return (
+        f"{model.name} on {n} x {topo.accelerator.name} does not fit: the leanest layout (tp {lay.tp}, cp {lay.cp}, "
+        f"ep {lay.ep}, pp {lay.pp}, dp {lay.dp}, ZeRO-{lay.zero_stage}, recompute {lay.recompute.value}, "
+        f"micro-batch {lay.micro_batch_size}) needs {need / GiB:.1f} GiB per GPU "
+        f"(weights+grads+optimizer {state / GiB:.1f}, activations {est.activations_bytes[i] / GiB:.1f}, "
+        f"buffers {est.other_bytes[i] / GiB:.1f}), capacity {cap / GiB:.1f} GiB; try {' or '.join(fixes)}"
+    )

@@ -1,0 +1,23 @@
+"""Validated input schemas: one frozen pydantic model per concept (STYLE lesson 1)."""
+
+from placement.specs.hardware import AcceleratorSpec, ClusterSpec, ScaleUpKind, ScaleUpSpec, SwitchTier
+from placement.specs.layout import Layout, Recompute
+from placement.specs.model import FfnKind, MLASpec, ModelSpec, MoESpec
+from placement.specs.training import AttentionKernel, Precision, TrainingSpec
+
+__all__ = [
+    "AttentionKernel",
+    "AcceleratorSpec",
+    "ClusterSpec",
+    "FfnKind",
+    "Layout",
+    "ScaleUpKind",
+    "MLASpec",
+    "ModelSpec",
+    "MoESpec",
+    "Precision",
+    "Recompute",
+    "ScaleUpSpec",
+    "SwitchTier",
+    "TrainingSpec",
+]

@@ -1,0 +1,106 @@
+"""AcceleratorSpec and ClusterSpec: what one GPU can do, and how GPUs are wired together.
+
+Bandwidths are bytes per second **per GPU, per direction** (what ring collectives and nccl-tests
+"busbw" are measured against); vendors quote NVLink bidirectional (H100 "900 GB/s" = 450 GB/s each
+way, reference costmodel.md §1b).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import Field, model_validator
+
+from placement.specs._base import Frozen
+
+
+class AcceleratorSpec(Frozen):
+    name: str = Field(min_length=1)
+    peak_flops_bf16: float = Field(gt=0)
+    """Dense BF16 FLOP/s (no 2:4 sparsity)."""
+    peak_flops_fp8: float | None = Field(default=None, gt=0)
+    """Dense FP8 FLOP/s; None when the part has no FP8 tensor cores."""
+    hbm_bytes: int = Field(gt=0)
+    hbm_bandwidth_bytes_per_s: float = Field(gt=0)
+    matmul_efficiency_bf16: float = Field(gt=0, le=1)
+    """Maximum achievable matmul FLOP/s (MAMF) over peak, BF16: the ceiling of any GEMM."""
+    matmul_efficiency_fp8: float | None = Field(default=None, gt=0, le=1)
+    source: str = ""
+
+
+class ScaleUpKind(StrEnum):
+    SWITCHED = "switched"
+    """Every GPU reaches every other at full per-GPU bandwidth (NVSwitch)."""
+    FULL_MESH = "full_mesh"
+    """Point-to-point links to each peer (AMD xGMI): a group of g gets (g - 1) peer links."""
+
+
+class ScaleUpSpec(Frozen):
+    name: str = "nvlink"
+    size: int = Field(ge=1)
+    """GPUs in one scale-up (NVLink) domain: 8 for DGX, 72 for GB200 NVL72."""
+    bandwidth_bytes_per_s: float = Field(gt=0)
+    """Per GPU, per direction, aggregate over its links."""
+    peer_bandwidth_bytes_per_s: float | None = Field(default=None, gt=0)
+    """FULL_MESH only: bandwidth to one peer."""
+    kind: ScaleUpKind = ScaleUpKind.SWITCHED
+    latency_s: float = Field(gt=0)
+    """Per-step latency of a ring step at this level."""
+    collective_efficiency: float = Field(gt=0, le=1)
+    """Achieved over line rate for large collectives at this level."""
+
+    @model_validator(mode="after")
+    def _check(self) -> ScaleUpSpec:
+        if self.kind is ScaleUpKind.FULL_MESH and self.peer_bandwidth_bytes_per_s is None:
+            raise ValueError(
+                "scale_up.kind is full_mesh but scale_up.peer_bandwidth_bytes_per_s is not set; "
+                "give the bandwidth of one peer link (MI300X: 64e9)"
+            )
+        return self
+
+
+class SwitchTier(Frozen):
+    name: str = Field(min_length=1)
+    """leaf, spine, core ..."""
+    fanout: int | None = Field(default=None, ge=1)
+    """Units of the level below under one switch group of this tier (the first tier counts scale-up
+    domains, e.g. 32 DGX nodes per leaf); None = the rest of the cluster (top tier)."""
+    oversubscription: float = Field(default=1.0, ge=1.0)
+    """Down:up bandwidth ratio of this tier's uplinks: traffic leaving one of its groups gets 1/ratio."""
+    latency_s: float = Field(gt=0)
+
+
+class ClusterSpec(Frozen):
+    name: str = Field(min_length=1)
+    accelerator: str = Field(min_length=1)
+    """Name in hardware/accelerators/."""
+    gpus_per_node: int = Field(ge=1)
+    """GPUs per host (launcher node): 8 for DGX, 4 for a GB200 compute tray."""
+    scale_up: ScaleUpSpec
+    nic_bandwidth_bytes_per_s: float = Field(gt=0)
+    """Scale-out bandwidth per GPU, per direction (8 x 400 Gb/s per 8 GPUs = 50e9)."""
+    nic_collective_efficiency: float = Field(gt=0, le=1)
+    """Achieved over NIC line rate for large collectives."""
+    tiers: tuple[SwitchTier, ...] = Field(min_length=1)
+    """Switch tiers above the scale-up domain, bottom up; the last may have fanout None."""
+    default_num_gpus: int = Field(ge=1)
+    source: str = ""
+
+    @model_validator(mode="after")
+    def _check(self) -> ClusterSpec:
+        if self.scale_up.size % self.gpus_per_node and self.gpus_per_node % self.scale_up.size:
+            raise ValueError(
+                f"scale_up.size ({self.scale_up.size}) and gpus_per_node ({self.gpus_per_node}) must divide "
+                f"one another: a host sits inside one scale-up domain or a domain inside one host"
+            )
+        for tier in self.tiers[:-1]:
+            if tier.fanout is None:
+                raise ValueError(
+                    f"tier {tier.name!r} has fanout None but is not the top tier; only the last tier may "
+                    f"span the rest of the cluster"
+                )
+        return self
+
+    @property
+    def domain_size(self) -> int:
+        return self.scale_up.size

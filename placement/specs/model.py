@@ -1,0 +1,124 @@
+"""ModelSpec: the architecture of a decoder-only transformer, dense or MoE; nothing about training."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import Field, model_validator
+
+from placement.specs._base import Frozen
+
+
+class FfnKind(StrEnum):
+    """The MLP's activation; gated kinds (SwiGLU) carry two up-projections."""
+
+    SWIGLU = "swiglu"
+    GELU = "gelu"
+    SQUARED_RELU = "squared_relu"
+    RELU = "relu"
+
+    @property
+    def num_up_projections(self) -> int:
+        return 2 if self is FfnKind.SWIGLU else 1
+
+
+class MoESpec(Frozen):
+    num_experts: int = Field(ge=1)
+    """Routed experts per MoE layer."""
+    top_k: int = Field(ge=1)
+    """Routed experts each token visits."""
+    expert_ffn_hidden_size: int = Field(ge=1)
+    """FFN width of one routed expert."""
+    num_shared_experts: int = Field(default=0, ge=0)
+    """Experts every token visits (DeepSeek, Qwen2-MoE)."""
+    shared_expert_ffn_hidden_size: int | None = Field(default=None, ge=1)
+    """FFN width of one shared expert; defaults to the routed expert width."""
+    num_dense_layers: int = Field(default=0, ge=0)
+    """Leading layers that use the dense FFN instead of experts (DeepSeek-V3: 3)."""
+
+    @model_validator(mode="after")
+    def _check(self) -> MoESpec:
+        if self.top_k > self.num_experts:
+            raise ValueError(
+                f"moe.top_k ({self.top_k}) > moe.num_experts ({self.num_experts}): a token cannot visit more "
+                f"experts than exist; set top_k <= {self.num_experts}"
+            )
+        return self
+
+    @property
+    def shared_ffn_size(self) -> int:
+        return self.shared_expert_ffn_hidden_size or self.expert_ffn_hidden_size
+
+
+class MLASpec(Frozen):
+    """DeepSeek multi-head latent attention (arXiv:2405.04434 §2.1)."""
+
+    q_lora_rank: int | None = Field(default=None, ge=1)
+    """Query compression rank; None means queries are projected directly."""
+    kv_lora_rank: int = Field(ge=1)
+    qk_nope_head_dim: int = Field(ge=1)
+    qk_rope_head_dim: int = Field(ge=1)
+    v_head_dim: int = Field(ge=1)
+
+
+class ModelSpec(Frozen):
+    name: str = Field(min_length=1)
+    num_layers: int = Field(ge=1)
+    hidden_size: int = Field(ge=1)
+    ffn_hidden_size: int = Field(ge=1)
+    """FFN width of the dense layers (for MoE models: the leading dense layers)."""
+    ffn_kind: FfnKind = FfnKind.SWIGLU
+    num_attention_heads: int = Field(ge=1)
+    num_kv_heads: int | None = Field(default=None, ge=1)
+    """Key/value heads (GQA/MQA); None means equal to num_attention_heads (MHA)."""
+    head_dim: int | None = Field(default=None, ge=1)
+    """Per-head dimension; None means hidden_size / num_attention_heads."""
+    vocab_size: int = Field(ge=1)
+    tied_embeddings: bool = False
+    """Input embedding and LM head share one matrix."""
+    dropout: bool = False
+    """Hidden dropout is on (GPT-3-era models); it stores a 1-byte mask per activation (Korthikanti §4)."""
+    moe: MoESpec | None = None
+    mla: MLASpec | None = None
+    default_seq_len: int = Field(default=4096, ge=1)
+    default_global_batch: int = Field(default=1024, ge=1)
+    """Global batch in sequences used when the job does not say."""
+    source: str = ""
+    """Where the dimensions come from."""
+
+    @model_validator(mode="after")
+    def _check(self) -> ModelSpec:
+        kv = self.kv_heads
+        if self.num_attention_heads % kv:
+            raise ValueError(
+                f"num_attention_heads ({self.num_attention_heads}) is not divisible by num_kv_heads ({kv}): "
+                f"grouped-query attention needs whole groups; use a num_kv_heads that divides "
+                f"{self.num_attention_heads}"
+            )
+        if self.head_dim is None and self.mla is None and self.hidden_size % self.num_attention_heads:
+            raise ValueError(
+                f"hidden_size ({self.hidden_size}) is not divisible by num_attention_heads "
+                f"({self.num_attention_heads}); set head_dim explicitly"
+            )
+        if self.moe is not None and self.moe.num_dense_layers > self.num_layers:
+            raise ValueError(
+                f"moe.num_dense_layers ({self.moe.num_dense_layers}) > num_layers ({self.num_layers}); "
+                f"set it to at most {self.num_layers}"
+            )
+        return self
+
+    @property
+    def kv_heads(self) -> int:
+        return self.num_kv_heads or self.num_attention_heads
+
+    @property
+    def dim_per_head(self) -> int:
+        return self.head_dim or self.hidden_size // self.num_attention_heads
+
+    @property
+    def num_moe_layers(self) -> int:
+        return 0 if self.moe is None else self.num_layers - self.moe.num_dense_layers
+
+    @property
+    def is_moe(self) -> bool:
+        return self.moe is not None

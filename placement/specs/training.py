@@ -1,0 +1,37 @@
+"""TrainingSpec: what the job trains on (sequence, batch, precision), independent of the layout."""
+
+from enum import StrEnum
+from typing import Literal
+
+from pydantic import Field
+
+from placement.specs._base import Frozen
+
+
+class Precision(StrEnum):
+    BF16 = "bf16"
+    FP8 = "fp8"
+
+
+class AttentionKernel(StrEnum):
+    FLASH = "flash"
+    """Fused attention (FlashAttention, cuDNN): no s x s score tensor is written or kept."""
+    UNFUSED = "unfused"
+    """Scores materialised in HBM (Megatron-LM's FusedScaleMaskSoftmax, 2019-2022 stacks): the softmax
+    and its dropout stream s x s elements per head, and keep 5 a s^2 b bytes (Korthikanti Table 2)."""
+
+
+class TrainingSpec(Frozen):
+    seq_len: int = Field(ge=1)
+    """Tokens per sequence."""
+    global_batch: int = Field(ge=1)
+    """Sequences per optimizer step."""
+    precision: Precision = Precision.BF16
+    """GEMM precision; weights, gradients and activations stay 16-bit, master weights and Adam state fp32."""
+    optimizer: Literal["adam"] = "adam"
+    attention_kernel: AttentionKernel = AttentionKernel.FLASH
+    """How the framework runs attention: today's frameworks fuse it (flash)."""
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.seq_len * self.global_batch

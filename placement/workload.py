@@ -1,0 +1,147 @@
+"""Per-layer parameter counts, FLOPs and activation sizes of a ModelSpec (pure arithmetic, no hardware).
+
+Counts follow Narayanan et al. 2021 (PTD-P, arXiv:2104.04473) eq. 2 for dense GPT layers, generalised
+to GQA, gated MLPs, MoE and MLA the way Megatron-LM's `num_floating_point_operations`
+(megatron/training/training.py) does.  Norm and bias parameters are left out (under 0.1 %).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from placement.specs import ModelSpec
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Per-layer sizes, in elements (parameters, activations per token) and FLOPs per token."""
+
+    hidden: int
+    attn_params: int
+    """Q, K, V and output projections of one layer."""
+    dense_mlp_params: int
+    """MLP of one dense layer."""
+    router_params: int
+    expert_params: int
+    """One routed expert."""
+    shared_params: int
+    """All shared experts of one MoE layer."""
+    num_experts: int
+    top_k: int
+    embed_params: int
+    head_params: int
+    """LM head (0 when tied: the embedding matrix is reused, its gradient summed)."""
+    num_layers: int
+    num_dense_layers: int
+    q_dim: int
+    """Query width (heads x query head dim)."""
+    kv_dim: int
+    """Key plus value width held per token (what context parallelism exchanges)."""
+    out_dim: int
+    """Attention output width (heads x value head dim)."""
+    attn_core_dim: int
+    """heads x (qk head dim + v head dim): attention-core FLOPs per (query, key) pair / 2."""
+    num_heads: int
+    qk_head_dim: int
+    v_head_dim: int
+    mlp_up: int
+    """Up-projections in the MLP (2 for SwiGLU)."""
+    dense_ffn: int
+    expert_ffn: int
+    shared_ffn_total: int
+    dropout: bool
+    """Hidden dropout on: 1-byte masks are stored (Korthikanti §4)."""
+
+    # -- parameters -------------------------------------------------------------------------------
+
+    @property
+    def moe_layer_params(self) -> int:
+        return self.attn_params + self.router_params + self.num_experts * self.expert_params + self.shared_params
+
+    @property
+    def dense_layer_params(self) -> int:
+        return self.attn_params + self.dense_mlp_params
+
+    @property
+    def num_moe_layers(self) -> int:
+        return self.num_layers - self.num_dense_layers
+
+    @property
+    def total_params(self) -> int:
+        return (self.num_dense_layers * self.dense_layer_params + self.num_moe_layers * self.moe_layer_params
+                + self.embed_params + self.head_params)
+
+    @property
+    def active_params_per_token(self) -> int:
+        """Parameters one token multiplies through (routed top-k, shared, dense), embeddings included."""
+        moe = self.attn_params + self.router_params + self.top_k * self.expert_params + self.shared_params
+        return (self.num_dense_layers * self.dense_layer_params + self.num_moe_layers * moe
+                + self.embed_params + self.head_params)
+
+    # -- FLOPs ------------------------------------------------------------------------------------
+
+    def forward_flops_per_token(self, seq_len: int) -> float:
+        """Forward FLOPs of one token: 2 per matmul weight it meets (layers and LM head; the embedding
+        lookup is free) plus the attention core 2 * s * heads * (d_qk + d_v), full s x s as Megatron and
+        PaLM count it (PaLM App. B: 6N + 12 L H Q T for fwd + bwd)."""
+        moe = self.router_params + self.top_k * self.expert_params + self.shared_params
+        matmul = (self.num_layers * self.attn_params + self.num_dense_layers * self.dense_mlp_params
+                  + self.num_moe_layers * moe + self.embed_params)  # LM head: V x h, tied or not
+        attn_core = 2.0 * seq_len * self.attn_core_dim * self.num_layers
+        return 2.0 * matmul + attn_core
+
+    def model_flops_per_token(self, seq_len: int) -> float:
+        """Model FLOPs (MFU numerator, PaLM's definition): forward + backward (2x forward), no recompute."""
+        return 3.0 * self.forward_flops_per_token(seq_len)
+
+
+def workload(model: ModelSpec) -> Workload:
+    h = model.hidden_size
+    a = model.num_attention_heads
+    if model.mla is not None:
+        mla = model.mla
+        qk = mla.qk_nope_head_dim + mla.qk_rope_head_dim
+        q_proj = h * a * qk if mla.q_lora_rank is None else h * mla.q_lora_rank + mla.q_lora_rank * a * qk
+        kv_proj = h * (mla.kv_lora_rank + mla.qk_rope_head_dim) + mla.kv_lora_rank * a * (mla.qk_nope_head_dim
+                                                                                          + mla.v_head_dim)
+        attn = q_proj + kv_proj + a * mla.v_head_dim * h
+        q_dim, kv_dim, out_dim = a * qk, a * (qk + mla.v_head_dim), a * mla.v_head_dim
+        core = a * (qk + mla.v_head_dim)
+        qk_head, v_head = qk, mla.v_head_dim
+    else:
+        d = model.dim_per_head
+        kv = model.kv_heads
+        attn = h * d * (2 * a + 2 * kv)
+        q_dim, kv_dim, out_dim = a * d, 2 * kv * d, a * d
+        core = 2 * a * d
+        qk_head, v_head = d, d
+    up = model.ffn_kind.num_up_projections
+    moe = model.moe
+    expert_ffn = moe.expert_ffn_hidden_size if moe else 0
+    shared_total = moe.num_shared_experts * moe.shared_ffn_size if moe else 0
+    return Workload(
+        hidden=h,
+        attn_params=attn,
+        dense_mlp_params=(up + 1) * h * model.ffn_hidden_size,
+        router_params=h * moe.num_experts if moe else 0,
+        expert_params=(up + 1) * h * expert_ffn,
+        shared_params=(up + 1) * h * shared_total,
+        num_experts=moe.num_experts if moe else 0,
+        top_k=moe.top_k if moe else 0,
+        embed_params=model.vocab_size * h,
+        head_params=0 if model.tied_embeddings else model.vocab_size * h,
+        num_layers=model.num_layers,
+        num_dense_layers=model.num_layers - model.num_moe_layers,
+        q_dim=q_dim,
+        kv_dim=kv_dim,
+        out_dim=out_dim,
+        attn_core_dim=core,
+        num_heads=a,
+        qk_head_dim=qk_head,
+        v_head_dim=v_head,
+        mlp_up=up,
+        dense_ffn=model.ffn_hidden_size,
+        expert_ffn=expert_ffn,
+        shared_ffn_total=shared_total,
+        dropout=model.dropout,
+    )

@@ -1,0 +1,325 @@
+"""HuggingFace config.json -> ModelSpec: one real config per family, and the bad inputs a user can give.
+
+The fixtures in tests/data/hf/ are the published configs (see the README there); the expected specs
+are the architectures those configs describe, written out field by field.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from placement.errors import InputError
+from placement.loaders.errors import format_validation_error
+from placement.loaders.hf_config import FAMILIES, load_hf_config, model_from_hf_config
+from placement.specs.model import FfnKind, MLASpec, ModelSpec, MoESpec
+
+DATA = Path(__file__).parent / "data" / "hf"
+
+EXPECTED: dict[str, dict[str, Any]] = {
+    "llama-3.1-8b": dict(
+        num_layers=32, hidden_size=4096, ffn_hidden_size=14336, num_attention_heads=32, num_kv_heads=8,
+        vocab_size=128256, default_seq_len=8192,
+    ),
+    "mistral-7b-v0.1": dict(
+        num_layers=32, hidden_size=4096, ffn_hidden_size=14336, num_attention_heads=32, num_kv_heads=8,
+        vocab_size=32000, default_seq_len=8192,
+    ),
+    "mixtral-8x7b-v0.1": dict(
+        num_layers=32, hidden_size=4096, ffn_hidden_size=14336, num_attention_heads=32, num_kv_heads=8,
+        vocab_size=32000, default_seq_len=8192,
+        moe=MoESpec(num_experts=8, top_k=2, expert_ffn_hidden_size=14336),
+    ),
+    "qwen2-7b": dict(
+        num_layers=28, hidden_size=3584, ffn_hidden_size=18944, num_attention_heads=28, num_kv_heads=4,
+        vocab_size=152064, default_seq_len=8192,
+    ),
+    "qwen1.5-moe-a2.7b": dict(
+        num_layers=24, hidden_size=2048, ffn_hidden_size=5632, num_attention_heads=16, num_kv_heads=16,
+        vocab_size=151936, default_seq_len=8192,
+        moe=MoESpec(
+            num_experts=60, top_k=4, expert_ffn_hidden_size=1408, num_shared_experts=1,
+            shared_expert_ffn_hidden_size=5632,
+        ),
+    ),
+    "qwen3-8b": dict(
+        num_layers=36, hidden_size=4096, ffn_hidden_size=12288, num_attention_heads=32, num_kv_heads=8,
+        head_dim=128, vocab_size=151936, default_seq_len=8192,
+    ),
+    "qwen3-30b-a3b": dict(
+        num_layers=48, hidden_size=2048, ffn_hidden_size=6144, num_attention_heads=32, num_kv_heads=4,
+        head_dim=128, vocab_size=151936, default_seq_len=8192,
+        moe=MoESpec(num_experts=128, top_k=8, expert_ffn_hidden_size=768),
+    ),
+    "deepseek-v2-lite": dict(
+        num_layers=27, hidden_size=2048, ffn_hidden_size=10944, num_attention_heads=16, vocab_size=102400,
+        default_seq_len=8192,
+        moe=MoESpec(num_experts=64, top_k=6, expert_ffn_hidden_size=1408, num_shared_experts=2, num_dense_layers=1),
+        mla=MLASpec(q_lora_rank=None, kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128),
+    ),
+    "deepseek-v3": dict(
+        num_layers=61, hidden_size=7168, ffn_hidden_size=18432, num_attention_heads=128, vocab_size=129280,
+        default_seq_len=8192,
+        moe=MoESpec(num_experts=256, top_k=8, expert_ffn_hidden_size=2048, num_shared_experts=1, num_dense_layers=3),
+        mla=MLASpec(q_lora_rank=1536, kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128),
+    ),
+    "gpt2-xl": dict(
+        num_layers=48, hidden_size=1600, ffn_hidden_size=6400, ffn_kind=FfnKind.GELU, num_attention_heads=25,
+        vocab_size=50257, tied_embeddings=True, dropout=True, default_seq_len=1024,
+    ),
+    "nemotron-4-340b": dict(
+        num_layers=96, hidden_size=18432, ffn_hidden_size=73728, ffn_kind=FfnKind.SQUARED_RELU,
+        num_attention_heads=96, num_kv_heads=8, head_dim=192, vocab_size=256000, default_seq_len=4096,
+    ),
+}
+
+
+def _config(folder: str) -> dict[str, Any]:
+    return json.loads((DATA / folder / "config.json").read_text())
+
+
+def _write(tmp_path: Path, data: object, name: str = "config.json") -> Path:
+    path = tmp_path / name
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_every_fixture_has_an_expectation_and_every_family_a_fixture() -> None:
+    folders = {p.name for p in DATA.iterdir() if p.is_dir()}
+    assert folders == set(EXPECTED)
+    assert {_config(f)["model_type"] for f in folders} == set(FAMILIES)
+
+
+@pytest.mark.parametrize("folder", sorted(EXPECTED))
+def test_real_config_parses_to_the_published_architecture(folder: str) -> None:
+    path = DATA / folder / "config.json"
+    spec = load_hf_config(path)
+    assert spec == ModelSpec(name=folder, source=spec.source, **EXPECTED[folder])
+    assert str(path) in spec.source
+
+
+def test_folder_path_reads_its_config_json() -> None:
+    assert load_hf_config(DATA / "qwen3-8b") == load_hf_config(DATA / "qwen3-8b" / "config.json")
+
+
+def test_other_file_names_give_the_model_their_stem(tmp_path: Path) -> None:
+    path = _write(tmp_path, _config("llama-3.1-8b"), "my-llama.json")
+    assert load_hf_config(path).name == "my-llama"
+
+
+def test_architectures_is_the_fallback_when_model_type_is_absent() -> None:
+    data = _config("mixtral-8x7b-v0.1")
+    del data["model_type"]
+    spec = model_from_hf_config(data, "mixtral")
+    assert spec.moe == MoESpec(num_experts=8, top_k=2, expert_ffn_hidden_size=14336)
+
+
+def test_default_seq_len_is_capped_but_shorter_contexts_are_kept() -> None:
+    llama = _config("llama-3.1-8b")
+    assert llama["max_position_embeddings"] == 131072
+    assert model_from_hf_config(llama, "l").default_seq_len == 8192
+    assert model_from_hf_config(llama | {"max_position_embeddings": 2048}, "l").default_seq_len == 2048
+
+
+def test_qwen3_moe_leading_mlp_only_layers_become_dense_layers() -> None:
+    data = _config("qwen3-30b-a3b") | {"mlp_only_layers": [0, 1]}
+    spec = model_from_hf_config(data, "q")
+    assert spec.moe is not None and spec.moe.num_dense_layers == 2
+    assert spec.num_moe_layers == 46
+
+
+def test_deepseek_without_routed_experts_is_dense() -> None:
+    data = _config("deepseek-v2-lite") | {"n_routed_experts": None}
+    spec = model_from_hf_config(data, "d")
+    assert spec.moe is None and spec.mla is not None
+
+
+def test_gpt2_explicit_inner_size_and_relu() -> None:
+    data = _config("gpt2-xl") | {"n_inner": 4096, "activation_function": "relu", "resid_pdrop": 0.0}
+    spec = model_from_hf_config(data, "g")
+    assert (spec.ffn_hidden_size, spec.ffn_kind, spec.dropout) == (4096, FfnKind.RELU, False)
+
+
+# --- bad inputs: every one is an InputError whose paragraph names the source, the key, the value and the fix.
+
+
+def test_unknown_model_type_lists_the_supported_families(tmp_path: Path) -> None:
+    path = _write(tmp_path, {"model_type": "falcon", "architectures": ["FalconForCausalLM"], "hidden_size": 4544})
+    with pytest.raises(InputError) as err:
+        load_hf_config(path)
+    assert str(err.value) == (
+        f"{path}: `model_type` = 'falcon' and `architectures` = ['FalconForCausalLM'] names no family this "
+        "loader reads; supported model_type values: deepseek_v2, deepseek_v3, gpt2, llama, mistral, mixtral, "
+        "nemotron, qwen2, qwen2_moe, qwen3, qwen3_moe; set `model_type` to the family the model follows, or "
+        "describe the model as a models/*.yaml file with the fields of ModelSpec"
+    )
+
+
+def test_missing_model_type_and_architectures() -> None:
+    with pytest.raises(InputError, match=re.escape("HuggingFace config of 'x': no `model_type` names no family")):
+        model_from_hf_config({"hidden_size": 8}, "x")
+
+
+def test_missing_required_key_names_the_key_and_the_family(tmp_path: Path) -> None:
+    data = _config("llama-3.1-8b")
+    del data["intermediate_size"]
+    path = _write(tmp_path, data)
+    with pytest.raises(InputError) as err:
+        load_hf_config(path)
+    assert str(err.value) == (
+        f"{path}: key `intermediate_size` is missing; the `llama` family needs it to describe the model; "
+        "add it with the value from the model's published config.json"
+    )
+
+
+@pytest.mark.parametrize(
+    ("folder", "key", "family"),
+    [
+        ("mixtral-8x7b-v0.1", "num_local_experts", "mixtral"),
+        ("qwen3-30b-a3b", "moe_intermediate_size", "qwen3_moe"),
+        ("deepseek-v3", "kv_lora_rank", "deepseek_v3"),
+        ("deepseek-v3", "first_k_dense_replace", "deepseek_v3"),
+        ("gpt2-xl", "n_embd", "gpt2"),
+    ],
+)
+def test_missing_family_specific_key(folder: str, key: str, family: str) -> None:
+    data = _config(folder)
+    del data[key]
+    with pytest.raises(InputError, match=re.escape(f"key `{key}` is missing; the `{family}` family needs it")):
+        model_from_hf_config(data, folder)
+
+
+def test_invalid_json_names_the_file_line_and_column(tmp_path: Path) -> None:
+    path = tmp_path / "config.json"
+    path.write_text('{\n  "model_type": "llama",\n  "hidden_size": 4096,\n}\n')
+    pattern = rf"^{re.escape(str(path))}: line 4, column 1: invalid JSON: .+; fix the syntax there$"
+    with pytest.raises(InputError, match=pattern):
+        load_hf_config(path)
+
+
+def test_json_that_is_not_an_object(tmp_path: Path) -> None:
+    path = _write(tmp_path, [1, 2])
+    with pytest.raises(InputError) as err:
+        load_hf_config(path)
+    assert str(err.value) == (
+        f"{path}: a config.json holds one JSON object of settings, but this file holds a JSON array; "
+        "give the model's config.json"
+    )
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    path = tmp_path / "nope" / "config.json"
+    with pytest.raises(InputError, match=re.escape(f"cannot read HuggingFace config {path}: No such file")):
+        load_hf_config(path)
+
+
+def test_heads_not_divisible_by_kv_heads_names_both_spellings(tmp_path: Path) -> None:
+    path = _write(tmp_path, _config("llama-3.1-8b") | {"num_key_value_heads": 5})
+    with pytest.raises(InputError) as err:
+        load_hf_config(path)
+    assert str(err.value) == (
+        f"{path}: num_attention_heads (32) is not divisible by num_kv_heads (5): grouped-query attention needs "
+        "whole groups; use a num_kv_heads that divides 32. "
+        "(In config.json terms: `num_kv_heads` is `num_key_value_heads`.)"
+    )
+
+
+def test_out_of_range_value_names_the_field_and_the_config_key() -> None:
+    with pytest.raises(InputError) as err:
+        model_from_hf_config(_config("qwen2-7b") | {"num_hidden_layers": 0}, "q", source="q.json")
+    assert str(err.value) == (
+        "q.json: field `num_layers` = 0: Input should be greater than or equal to 1. "
+        "(In config.json terms: `num_layers` is `num_hidden_layers`.)"
+    )
+
+
+def test_moe_top_k_above_experts_names_the_config_keys() -> None:
+    with pytest.raises(InputError) as err:
+        model_from_hf_config(_config("mixtral-8x7b-v0.1") | {"num_experts_per_tok": 9}, "m", source="m.json")
+    assert str(err.value) == (
+        "m.json: field `moe`: moe.top_k (9) > moe.num_experts (8): a token cannot visit more experts than "
+        "exist; set top_k <= 8. "
+        "(In config.json terms: `moe.num_experts` is `num_local_experts`, `moe.top_k` is `num_experts_per_tok`.)"
+    )
+
+
+@pytest.mark.parametrize("value", ["4096", 4096.0, True])
+def test_non_integer_value(value: object) -> None:
+    with pytest.raises(InputError) as err:
+        model_from_hf_config(_config("llama-3.1-8b") | {"hidden_size": value}, "l", source="l.json")
+    assert str(err.value) == (
+        f"l.json: key `hidden_size` = {value!r} is not a whole number; the `llama` family reads it as an "
+        "integer; write it as a JSON integer"
+    )
+
+
+def test_null_required_value() -> None:
+    with pytest.raises(InputError, match=re.escape("l.json: key `vocab_size` is null; the `llama` family needs")):
+        model_from_hf_config(_config("llama-3.1-8b") | {"vocab_size": None}, "l", source="l.json")
+
+
+def test_dense_layers_that_do_not_lead_are_refused() -> None:
+    data = _config("qwen1.5-moe-a2.7b") | {"decoder_sparse_step": 2}
+    with pytest.raises(InputError) as err:
+        model_from_hf_config(data, "q", source="q.json")
+    assert str(err.value) == (
+        "q.json: the dense (non-MoE) layers are [0, 2, 4, 6, 8, 10, ..., 22] (12 layers) of 24, from "
+        "`decoder_sparse_step` = 2 and `mlp_only_layers` = []; ModelSpec describes dense layers only as a "
+        "leading block (moe.num_dense_layers), so this pattern cannot be represented exactly; describe the "
+        "model as a models/*.yaml file with the nearest leading block instead"
+    )
+
+
+def test_deepseek_moe_layer_freq_other_than_one_is_refused() -> None:
+    data = _config("deepseek-v2-lite") | {"moe_layer_freq": 2}
+    with pytest.raises(InputError, match=re.escape("from `first_k_dense_replace` = 1 and `moe_layer_freq` = 2")):
+        model_from_hf_config(data, "d")
+
+
+def test_zero_sparse_step_is_refused() -> None:
+    with pytest.raises(InputError, match=re.escape("key `decoder_sparse_step` = 0 must be at least 1")):
+        model_from_hf_config(_config("qwen3-30b-a3b") | {"decoder_sparse_step": 0}, "q")
+
+
+def test_unknown_activation_lists_the_known_ones() -> None:
+    with pytest.raises(InputError) as err:
+        model_from_hf_config(_config("nemotron-4-340b") | {"hidden_act": "swish"}, "n", source="n.json")
+    assert str(err.value) == (
+        "n.json: key `hidden_act` = 'swish' is not an activation this loader maps for the `nemotron` family; "
+        "known: gelu, gelu_fast, gelu_new, gelu_python, gelu_pytorch_tanh, relu, relu2; describe the model as a "
+        "models/*.yaml file with an explicit ffn_kind instead"
+    )
+
+
+def test_wrong_type_for_flag_and_list() -> None:
+    with pytest.raises(InputError, match=re.escape("key `tie_word_embeddings` = 'no' is not a boolean")):
+        model_from_hf_config(_config("qwen2-7b") | {"tie_word_embeddings": "no"}, "q")
+    with pytest.raises(InputError, match=re.escape("key `mlp_only_layers` = '0' is not a list of layer indices")):
+        model_from_hf_config(_config("qwen3-30b-a3b") | {"mlp_only_layers": "0"}, "q")
+
+
+def test_loader_does_not_change_the_input_mapping() -> None:
+    data = _config("deepseek-v3")
+    before = copy.deepcopy(data)
+    model_from_hf_config(data, "d")
+    assert data == before
+
+
+def test_format_validation_error_one_line_per_failure() -> None:
+    with pytest.raises(ValidationError) as err:
+        ModelSpec.model_validate(
+            {"name": "m", "num_layers": -1, "hidden_size": 8, "ffn_hidden_size": 8, "num_attention_heads": 2,
+             "vocab_size": 8, "moe": {"num_experts": 8, "top_k": 2}, "typo": 1}
+        )
+    assert format_validation_error(err.value, "m.yaml") == (
+        "m.yaml: field `num_layers` = -1: Input should be greater than or equal to 1. "
+        "m.yaml: field `moe.expert_ffn_hidden_size` is missing: Field required (add it). "
+        "m.yaml: field `typo` = 1: Extra inputs are not permitted (it is not a field of this schema: remove it "
+        "or correct its spelling)."
+    )

@@ -1,0 +1,119 @@
+"""The model catalog: every models/*.yaml is a valid ModelSpec named after its file, and typos are errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from pydantic import ValidationError
+
+from placement.loaders.errors import format_validation_error
+from placement.specs.model import FfnKind, MLASpec, ModelSpec, MoESpec
+
+MODELS = Path(__file__).resolve().parent.parent / "models"
+CATALOG = sorted(MODELS.glob("*.yaml"))
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader that refuses a key given twice (plain YAML keeps the last one silently)."""
+
+
+def _mapping_without_duplicates(loader: _StrictLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+    keys = [loader.construct_object(key) for key, _ in node.value]
+    duplicates = sorted({k for k in keys if keys.count(k) > 1})
+    if duplicates:
+        raise yaml.constructor.ConstructorError(None, None, f"duplicate keys {duplicates}", node.start_mark)
+    return loader.construct_mapping(node)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_without_duplicates)
+
+
+def _load(path: Path) -> Any:
+    return yaml.load(path.read_text(), Loader=_StrictLoader)  # noqa: S506 (a SafeLoader subclass)
+
+
+def test_catalog_holds_the_planned_models() -> None:
+    names = {p.stem for p in CATALOG}
+    assert names >= {
+        "gpt3-175b", "llama3-8b", "llama3-70b", "llama3-405b", "mixtral-8x7b", "mixtral-8x22b", "deepseek-v3",
+        "qwen3-235b-a22b", "megatron-gpt-1.7b", "megatron-gpt-3.6b", "megatron-gpt-7.5b", "megatron-gpt-18.4b",
+        "megatron-gpt-39.1b", "megatron-gpt-76.1b", "megatron-gpt-145.6b", "megatron-gpt-310.1b",
+        "megatron-gpt-529.6b", "megatron-gpt-1t", "megatron-gpt-175b", "gpt-22b", "gpt-530b", "bloom-176b",
+        "gpt-neox-20b", "nemotron-4-340b",
+    }
+
+
+@pytest.mark.parametrize("path", CATALOG, ids=[p.stem for p in CATALOG])
+def test_catalog_entry_is_a_valid_model_named_after_its_file(path: Path) -> None:
+    spec = ModelSpec.model_validate(_load(path))
+    assert spec.name == path.stem
+    assert spec.source.strip(), f"{path.name} must cite where its dimensions come from"
+
+
+PUBLISHED = {
+    # Headline dimensions as the sources state them (a guard against a slipped digit when editing).
+    "gpt3-175b": dict(num_layers=96, hidden_size=12288, num_attention_heads=96, vocab_size=50257),
+    "llama3-405b": dict(
+        num_layers=126, hidden_size=16384, ffn_hidden_size=53248, num_attention_heads=128, num_kv_heads=8,
+        vocab_size=128256, default_seq_len=8192, default_global_batch=2048,
+    ),
+    "deepseek-v3": dict(
+        num_layers=61, hidden_size=7168, ffn_hidden_size=18432, num_attention_heads=128, vocab_size=129280,
+        moe=MoESpec(num_experts=256, top_k=8, expert_ffn_hidden_size=2048, num_shared_experts=1, num_dense_layers=3),
+        mla=MLASpec(q_lora_rank=1536, kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128),
+        default_seq_len=4096, default_global_batch=15360,
+    ),
+    "qwen3-235b-a22b": dict(
+        num_layers=94, hidden_size=4096, num_attention_heads=64, num_kv_heads=4, head_dim=128, vocab_size=151936,
+        moe=MoESpec(num_experts=128, top_k=8, expert_ffn_hidden_size=1536),
+    ),
+    "megatron-gpt-1t": dict(
+        num_layers=128, hidden_size=25600, ffn_hidden_size=102400, num_attention_heads=160, vocab_size=51200,
+        ffn_kind=FfnKind.GELU, tied_embeddings=True, dropout=True, default_seq_len=2048,
+    ),
+    "nemotron-4-340b": dict(
+        num_layers=96, hidden_size=18432, ffn_hidden_size=73728, ffn_kind=FfnKind.SQUARED_RELU,
+        num_attention_heads=96, num_kv_heads=8, vocab_size=256000, tied_embeddings=False,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PUBLISHED))
+def test_headline_dimensions_match_the_sources(name: str) -> None:
+    spec = ModelSpec.model_validate(_load(MODELS / f"{name}.yaml"))
+    assert {field: getattr(spec, field) for field in PUBLISHED[name]} == PUBLISHED[name]
+
+
+def test_unknown_top_level_key_is_rejected(tmp_path: Path) -> None:
+    text = (MODELS / "llama3-8b.yaml").read_text() + "num_expert: 8\n"
+    path = tmp_path / "llama3-8b.yaml"
+    path.write_text(text)
+    with pytest.raises(ValidationError) as err:
+        ModelSpec.model_validate(_load(path))
+    assert format_validation_error(err.value, str(path)) == (
+        f"{path}: field `num_expert` = 8: Extra inputs are not permitted (it is not a field of this schema: "
+        "remove it or correct its spelling)."
+    )
+
+
+def test_unknown_nested_key_is_rejected(tmp_path: Path) -> None:
+    text = (MODELS / "mixtral-8x7b.yaml").read_text().replace("  top_k: 2\n", "  topk: 2\n")
+    path = tmp_path / "mixtral.yaml"
+    path.write_text(text)
+    with pytest.raises(ValidationError) as err:
+        ModelSpec.model_validate(_load(path))
+    assert format_validation_error(err.value, "mixtral.yaml") == (
+        "mixtral.yaml: field `moe.top_k` is missing: Field required (add it). "
+        "mixtral.yaml: field `moe.topk` = 2: Extra inputs are not permitted (it is not a field of this schema: "
+        "remove it or correct its spelling)."
+    )
+
+
+def test_duplicate_key_is_caught_by_the_strict_loader(tmp_path: Path) -> None:
+    path = tmp_path / "dup.yaml"
+    path.write_text((MODELS / "llama3-8b.yaml").read_text() + "num_layers: 33\n")
+    with pytest.raises(yaml.constructor.ConstructorError, match="duplicate keys"):
+        _load(path)
