@@ -27,7 +27,10 @@ from placement.workload import Workload, workload
 class SearchConfig:
     top_k: int = 5
     recompute: tuple[Recompute, ...] = (Recompute.NONE, Recompute.SELECTIVE, Recompute.FULL)
-    zero_stages: tuple[int, ...] = (0, 1, 2, 3)
+    zero_stages: tuple[int, ...] = (1, 2, 3)
+    """ZeRO-0 (plain DDP) is left out by default: in this cost model ZeRO-1 moves the same bytes
+    (reduce-scatter + all-gather = all-reduce) with less memory and a smaller optimizer step, so it
+    is never worse.  Pin it with zero_stages or `fixed` to price it."""
     max_micro_batch_size: int = 16
     max_tp: int = 64
     max_cp: int = 32
@@ -70,7 +73,7 @@ def _per_row(cols: dict[str, np.ndarray], candidates: np.ndarray, ok) -> tuple[n
 
 
 def enumerate_layouts(w: Workload, model: ModelSpec, train: TrainingSpec, num_gpus: int,
-                      cfg: SearchConfig) -> LayoutBatch:
+                      cfg: SearchConfig, gpus_per_node: int = 1) -> LayoutBatch:
     fixed = cfg.fixed
     divs = np.array(_divisors(num_gpus), dtype=np.int64)
     heads, kv = model.num_attention_heads, model.kv_heads
@@ -114,17 +117,21 @@ def enumerate_layouts(w: Workload, model: ModelSpec, train: TrainingSpec, num_gp
     cols = _expand(cols, "zero", lambda c: _per_row(c, zero_opts, lambda r, v: np.ones_like(v, dtype=bool)))
     if "dp_shard" in fixed:
         cols["dp_shard"] = np.where(cols["zero"] == 3, int(fixed["dp_shard"]), cols["dp"])
-    elif cfg.hsdp:
+    elif cfg.hsdp:  # HSDP shard groups of whole nodes (sharding inside part of a node is not offered)
         cols = _expand(cols, "dp_shard", lambda c: _per_row(
-            c, divs, lambda r, v: ((r["zero"] == 3) & (r["dp"] % v == 0) & (v > 1)) | (v == r["dp"])))
+            c, divs, lambda r, v: ((r["zero"] == 3) & (r["dp"] % v == 0) & (v > 1)
+                                   & ((r["tp"] * r["cp"] * v) % gpus_per_node == 0)) | (v == r["dp"])))
     else:
         cols["dp_shard"] = cols["dp"].copy()
     rec_opts = np.array([RECOMPUTE_CODES.index(Recompute(fixed["recompute"]))] if "recompute" in fixed
                         else [RECOMPUTE_CODES.index(r) for r in cfg.recompute], dtype=np.int64)
     cols = _expand(cols, "recompute", lambda c: _per_row(c, rec_opts, lambda r, v: np.ones_like(v, dtype=bool)))
-    sp_opts = np.array([int(bool(fixed["sequence_parallel"]))] if "sequence_parallel" in fixed else [0, 1],
-                       dtype=np.int64)
-    cols = _expand(cols, "sp", lambda c: _per_row(c, sp_opts, lambda r, v: (v == 0) | (r["tp"] > 1)))
+    # Sequence parallelism moves the same bytes as plain TP (Korthikanti §4) and only shrinks memory and
+    # element-wise work, so with tp > 1 it is on unless pinned off; with tp = 1 it does not exist.
+    if "sequence_parallel" in fixed:
+        cols["sp"] = np.where(cols["tp"] > 1, int(bool(fixed["sequence_parallel"])), 0)
+    else:
+        cols["sp"] = (cols["tp"] > 1).astype(np.int64)
     del cols["m"]
     return LayoutBatch(tp=cols["tp"], cp=cols["cp"], ep=cols["ep"], etp=cols["etp"], pp=cols["pp"],
                        vpp=cols["vpp"], dp=cols["dp"], mbs=cols["mbs"], zero=cols["zero"],
@@ -146,7 +153,7 @@ def rank(batch: LayoutBatch, est: Estimates, mask: np.ndarray, top_k: int) -> np
 def search(model: ModelSpec, train: TrainingSpec, topo: Topology, cfg: SearchConfig = SearchConfig()) -> SearchResult:
     start = time.perf_counter()
     w = workload(model)
-    batch = enumerate_layouts(w, model, train, topo.num_gpus, cfg)
+    batch = enumerate_layouts(w, model, train, topo.num_gpus, cfg, min(topo.cluster.gpus_per_node, topo.num_gpus))
     if len(batch) == 0:
         raise PlacementInfeasible(_no_layout_message(model, train, topo.num_gpus, cfg), binding="divisibility")
     est = estimate(w, train, topo, batch)

@@ -34,7 +34,7 @@ class LevelArrays:
         self.num_levels = len(topo.levels)
 
     def bandwidth(self, within: np.ndarray) -> np.ndarray:
-        """K x levels bandwidth; level 0 depends on how many members share the scale-up domain."""
+        """U x levels bandwidth; level 0 depends on how many members share the scale-up domain."""
         bw = np.broadcast_to(self.bw, (within.shape[0], self.num_levels)).copy()
         su = self.topo.cluster.scale_up
         if su.peer_bandwidth_bytes_per_s is not None and su.kind.value == "full_mesh":
@@ -44,62 +44,67 @@ class LevelArrays:
         return bw
 
 
-def span_table(topo: Topology, stride: np.ndarray, size: np.ndarray) -> np.ndarray:
-    """K x (levels + 1) members-within table for groups of `size` ranks `stride` apart."""
-    pairs = np.stack([np.asarray(stride, dtype=np.int64), np.asarray(size, dtype=np.int64)], axis=1)
-    uniq, inverse = np.unique(pairs, axis=0, return_inverse=True)
-    table = np.array([topo.span(int(s), int(n)).members_within for s, n in uniq], dtype=np.float64)
-    return table[inverse.reshape(-1)]
+class Groups:
+    """One kind of group (a mesh axis) for K candidates: `size` ranks `stride` apart.
 
+    Every collective's time is linear in its bytes, time = bytes * coef + latency, with coef and
+    latency set by where the group sits; they are computed once per distinct (stride, size) and
+    gathered back, so pricing K candidates costs O(K) arithmetic.
+    """
 
-def _fanout(within: np.ndarray) -> np.ndarray:
-    prev = np.concatenate([np.ones((within.shape[0], 1)), within[:, :-2]], axis=1)
-    return within[:, :-1] / prev, prev
+    def __init__(self, levels: LevelArrays, stride: np.ndarray, size: np.ndarray, pair: bool = False) -> None:
+        topo = levels.topo
+        stride = np.asarray(stride, dtype=np.int64)
+        size = np.asarray(size, dtype=np.int64)
+        key = stride * (topo.num_gpus + 1) + size  # one integer per (stride, size): a fast unique
+        uniq, inverse = np.unique(key, return_inverse=True)
+        within = np.array([topo.span(int(k // (topo.num_gpus + 1)), int(k % (topo.num_gpus + 1))).members_within
+                           for k in uniq], dtype=np.float64)
+        if pair:  # neighbours share a block exactly when the whole group does (else some pair crosses)
+            within = np.where(within >= within[:, -1:], 2.0, 1.0) * (within[:, -1:] > 1) + (within[:, -1:] == 1)
+        self.levels = levels
+        self.within = within
+        self.inverse = inverse.reshape(-1)
+        self.single = within[:, -1] <= 1
 
+    def _linear(self, coef: np.ndarray, lat: np.ndarray, nbytes: np.ndarray) -> np.ndarray:
+        coef = np.where(self.single, 0.0, coef)[self.inverse]
+        lat = np.where(self.single, 0.0, lat)[self.inverse]
+        return nbytes * coef + lat
 
-def reduce_scatter_time(levels: LevelArrays, within: np.ndarray, nbytes: np.ndarray) -> np.ndarray:
-    """Reduce-scatter (or all-gather) of a buffer of `nbytes` per member (the full, unsharded size)."""
-    return _hierarchical(levels, within, nbytes, passes=1)
+    def _hierarchical(self, passes: int) -> tuple[np.ndarray, np.ndarray]:
+        lv, within = self.levels, self.within
+        prev = np.concatenate([np.ones((within.shape[0], 1)), within[:, :-2]], axis=1)
+        fan = within[:, :-1] / prev
+        coef = passes * ((fan - 1.0) / fan / prev / lv.bandwidth(within)).sum(axis=1)
+        ring_lat = passes * ((fan - 1.0) * lv.lat).sum(axis=1)
+        tree_lat = passes * (np.log2(fan) * lv.lat).sum(axis=1)
+        return coef, np.minimum(ring_lat, tree_lat) + COLLECTIVE_BASE_LATENCY_S
 
+    def reduce_scatter(self, nbytes: np.ndarray) -> np.ndarray:
+        """Reduce-scatter (or all-gather) of a buffer of `nbytes` per member (the full, unsharded size)."""
+        return self._linear(*self._hierarchical(1), nbytes)
 
-def all_reduce_time(levels: LevelArrays, within: np.ndarray, nbytes: np.ndarray) -> np.ndarray:
-    return _hierarchical(levels, within, nbytes, passes=2)
+    def all_reduce(self, nbytes: np.ndarray) -> np.ndarray:
+        return self._linear(*self._hierarchical(2), nbytes)
 
+    def all_to_all(self, nbytes: np.ndarray) -> np.ndarray:
+        """All-to-all where each member sends `nbytes` in total, spread evenly over the group."""
+        lv, within = self.levels, self.within
+        size = within[:, -1:]
+        prev = np.concatenate([np.ones((within.shape[0], 1)), within[:, :-2]], axis=1)
+        leaving = np.concatenate([(within[:, :1] - 1.0) / size,  # to the rest of its scale-up domain
+                                  1.0 - prev[:, 1:] / size], axis=1)  # out of its level-(j-1) block
+        coef = (leaving / lv.bandwidth(within)).max(axis=1)
+        lat = lv.lat[self._top()] + COLLECTIVE_BASE_LATENCY_S
+        return self._linear(coef, lat, nbytes)
 
-def _hierarchical(levels: LevelArrays, within: np.ndarray, nbytes: np.ndarray, passes: int) -> np.ndarray:
-    fan, prev = _fanout(within)
-    bw = levels.bandwidth(within)
-    phase = (nbytes[:, None] / prev) * (fan - 1.0) / fan / bw
-    bandwidth_s = passes * phase.max(axis=1)
-    ring_lat = passes * ((fan - 1.0) * levels.lat).sum(axis=1)
-    tree_lat = passes * (np.log2(fan) * levels.lat).sum(axis=1)
-    latency_s = np.minimum(ring_lat, tree_lat) + COLLECTIVE_BASE_LATENCY_S
-    size = within[:, -1]
-    return np.where(size > 1, bandwidth_s + latency_s, 0.0)
+    def p2p(self, nbytes: np.ndarray) -> np.ndarray:
+        """Send `nbytes` between two members: at the level of the lowest block holding both."""
+        top = self._top()
+        bw = self.levels.bandwidth(self.within)[np.arange(self.within.shape[0]), top]
+        return self._linear(1.0 / bw, self.levels.lat[top], nbytes)
 
-
-def all_to_all_time(levels: LevelArrays, within: np.ndarray, nbytes: np.ndarray) -> np.ndarray:
-    """All-to-all where each member sends `nbytes` in total, spread evenly over the group."""
-    size = within[:, -1]
-    bw = levels.bandwidth(within)
-    _, prev = _fanout(within)
-    leaving = np.empty_like(prev)
-    leaving[:, 0] = (within[:, 0] - 1.0) / size  # to other members of its own scale-up domain
-    leaving[:, 1:] = 1.0 - prev[:, 1:] / size   # out of its level-(j-1) block
-    bandwidth_s = (nbytes[:, None] * leaving / bw).max(axis=1)
-    top = _top_level(within)
-    latency_s = levels.lat[top] + COLLECTIVE_BASE_LATENCY_S
-    return np.where(size > 1, bandwidth_s + latency_s, 0.0)
-
-
-def p2p_time(levels: LevelArrays, within_pair: np.ndarray, nbytes: np.ndarray) -> np.ndarray:
-    """Send `nbytes` between two ranks: at the level of the lowest block holding both."""
-    top = _top_level(within_pair)
-    bw = levels.bandwidth(within_pair)[np.arange(within_pair.shape[0]), top]
-    return np.where(within_pair[:, -1] > 1, nbytes / bw + levels.lat[top], 0.0)
-
-
-def _top_level(within: np.ndarray) -> np.ndarray:
-    """Lowest level whose block holds a whole group."""
-    full = within[:, :-1] >= within[:, -1:]
-    return np.argmax(full, axis=1)
+    def _top(self) -> np.ndarray:
+        """Lowest level whose block holds a whole group."""
+        return np.argmax(self.within[:, :-1] >= self.within[:, -1:], axis=1)

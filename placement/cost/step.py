@@ -4,8 +4,9 @@ Per micro-batch, each pipeline stage runs forward + backward (+ a recompute forw
 GEMMs, attention core, element-wise work, and the collectives that sit in the critical path (TP/SP,
 CP, EP, PP point-to-point).  The pipeline runs m micro-batches plus a bubble of (pp - 1)/vpp
 micro-batch times (PTD-P §2.2).  Data-parallel gradient reduction runs once per step and hides
-behind the last micro-batch's backward; ZeRO-3/FSDP gathers weights every micro-batch and hides
-behind its compute.  The optimizer step is memory-bound.
+behind the last micro-batch's backward (ZeRO-1, Megatron's distributed optimizer); ZeRO-2
+reduce-scatters every micro-batch; ZeRO-3/FSDP also gathers weights every micro-batch and hides behind
+its compute.  The optimizer step is memory-bound.
 """
 
 from __future__ import annotations
@@ -134,22 +135,22 @@ def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch) -
 
     # --- communication in the critical path, per layer per micro-batch ---------------------------
     act = tokens * h * C.BYTES_PER_ACTIVATION
-    tp_within = coll.span_table(topo, np.ones_like(b.tp), b.tp)
+    tp_group = coll.Groups(levels, np.ones_like(b.tp), b.tp)
     tp_ops = 4.0 + 2.0 * full  # 2 fwd + 2 bwd all-reduce equivalents (PTD-P §3.2; SP: AG+RS pairs)
-    tp_layer = coll.all_reduce_time(levels, tp_within, act) * tp_ops * (1.0 - C.TP_COMM_OVERLAP)
+    tp_layer = tp_group.all_reduce(act) * tp_ops * (1.0 - C.TP_COMM_OVERLAP)
 
-    cp_within = coll.span_table(topo, b.tp, b.cp)
+    cp_group = coll.Groups(levels, b.tp, b.cp)
     kv_full = tokens * cp * w.kv_dim / tp * C.BYTES_PER_ACTIVATION  # gathered K and V of the sequence
-    cp_fwd = coll.reduce_scatter_time(levels, cp_within, kv_full)
+    cp_fwd = cp_group.reduce_scatter(kv_full)
     cp_layer = (np.maximum(cp_fwd - core, 0.0) * (1.0 + full)  # ring attention overlaps with the core
                 + np.maximum(2.0 * cp_fwd - C.BACKWARD_TO_FORWARD * core, 0.0))  # dK/dV back: gather + RS
     cp_layer_total = cp_fwd * (3.0 + full)
 
     if w.num_experts:
-        ep_within = coll.span_table(topo, b.etp, b.ep)
+        ep_group = coll.Groups(levels, b.etp, b.ep)
         dispatch = tokens / tp * w.top_k * h * C.BYTES_PER_ACTIVATION
         ep_ops = 4.0 + 2.0 * full  # dispatch + combine, forward and backward
-        ep_layer = coll.all_to_all_time(levels, ep_within, dispatch) * ep_ops * (1.0 - C.EP_COMM_OVERLAP)
+        ep_layer = ep_group.all_to_all(dispatch) * ep_ops * (1.0 - C.EP_COMM_OVERLAP)
     else:
         ep_layer = np.zeros_like(tokens)
 
@@ -179,10 +180,8 @@ def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch) -
     pick = lambda i: np.choose(worst, [stg[i] for stg in stages])  # noqa: E731
     comp_mb, tp_mb, cp_mb, ep_mb, cp_mb_total = pick(0), pick(1), pick(2), pick(3), pick(4)
 
-    pp_group = coll.span_table(topo, b.tp * b.cp * b.dp, b.pp)
-    # neighbouring stages share a block exactly when the whole pipeline group does (else some pair crosses)
-    pp_pair = np.where(pp_group >= pp[:, None], 2.0, 1.0) * (pp[:, None] > 1) + (pp[:, None] == 1)
-    p2p = coll.p2p_time(levels, pp_pair, act / tp)  # scatter/gather across TP ranks (PTD-P §4.1)
+    pp_pair = coll.Groups(levels, b.tp * b.cp * b.dp, b.pp, pair=True)
+    p2p = pp_pair.p2p(act / tp)  # scatter/gather across TP ranks (PTD-P §4.1)
     pp_mb = np.where(b.pp > 1, 2.0 * vpp * p2p, 0.0)
 
     t_mb = comp_mb + tp_mb + cp_mb + ep_mb + pp_mb
@@ -208,24 +207,28 @@ def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch) -
     zero3 = b.zero == 3
     shard_dense = np.where(zero3, cp * shard_dp, dense_repl)
     edp = tp * cp * dp / (ep * etp)
-    dense_within = coll.span_table(topo, b.tp, np.where(zero3, b.cp * b.dp_shard, b.cp * b.dp))
-    expert_within = coll.span_table(topo, b.ep * b.etp, np.rint(edp).astype(np.int64))
+    dense_group = coll.Groups(levels, b.tp, np.where(zero3, b.cp * b.dp_shard, b.cp * b.dp))
+    expert_group = coll.Groups(levels, b.ep * b.etp, np.rint(edp).astype(np.int64))
     grad_b = C.BYTES_GRAD
     pd = np.maximum(np.maximum(first_p[0], mid_p[0]), last_p[0])  # the stage with most dense params sets the pace
     pe = np.maximum(np.maximum(first_p[1], mid_p[1]), last_p[1])
-    sync_once = coll.all_reduce_time(levels, dense_within, pd * grad_b) + \
-        coll.all_reduce_time(levels, expert_within, pe * grad_b)
+    sync_once = dense_group.all_reduce(pd * grad_b) + expert_group.all_reduce(pe * grad_b)
     # ZeRO-3 / FSDP: gather weights for forward and backward, reduce-scatter grads, every micro-batch
-    z3_mb = 3.0 * (coll.reduce_scatter_time(levels, dense_within, pd * C.BYTES_WEIGHT)
-                   + coll.reduce_scatter_time(levels, expert_within, pe * C.BYTES_WEIGHT))
-    repl_within = coll.span_table(topo, b.tp * b.cp * b.dp_shard, b.dp // b.dp_shard)
-    hsdp_once = coll.all_reduce_time(levels, repl_within, pd * grad_b / shard_dense)
-    dp_total = np.where(zero3, z3_mb * m + hsdp_once, sync_once)
+    z3_mb = 3.0 * (dense_group.reduce_scatter(pd * C.BYTES_WEIGHT) + expert_group.reduce_scatter(pe * C.BYTES_WEIGHT))
+    replicas = coll.Groups(levels, b.tp * b.cp * b.dp_shard, b.dp // b.dp_shard)
+    hsdp_once = replicas.all_reduce(pd * grad_b / shard_dense)
+    # ZeRO-2 keeps only its gradient shard, so it reduce-scatters after every micro-batch's backward
+    # (DeepSpeed ZeRO-2, FSDP SHARD_GRAD_OP) and all-gathers the updated weights once per step
+    z2_rs_mb = dense_group.reduce_scatter(pd * grad_b) + expert_group.reduce_scatter(pe * grad_b)
+    z2_ag = sync_once - z2_rs_mb
+    zero2 = b.zero == 2
+    dp_total = np.where(zero3, z3_mb * m + hsdp_once, np.where(zero2, z2_rs_mb * m + z2_ag, sync_once))
     bwd_share = C.BACKWARD_TO_FORWARD / (1.0 + C.BACKWARD_TO_FORWARD)
     hide = C.DP_OVERLAP_FRACTION * bwd_share * comp_mb
     dp_exposed = np.where(zero3,
                           m * np.maximum(z3_mb - comp_mb, 0.0) + np.maximum(hsdp_once - hide, 0.0),
-                          np.maximum(sync_once - hide, 0.0))
+                          np.where(zero2, m * np.maximum(z2_rs_mb - hide, 0.0) + z2_ag,
+                                   np.maximum(sync_once - hide, 0.0)))
 
     # --- optimizer step (memory-bound) ------------------------------------------------------------
     opt_shard_dense = np.where(b.zero >= 1, shard_dense, 1.0)

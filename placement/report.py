@@ -1,0 +1,165 @@
+"""Rendering: JSON objects for machines (the contract in README), readable tables for people."""
+
+from __future__ import annotations
+
+from placement.calibration.validate import RunResult
+from placement.cost.constants import GiB
+from placement.plan import Plan, make_plan
+from placement.search import SearchResult
+from placement.specs import ModelSpec, TrainingSpec
+from placement.topology import Topology
+from placement.workload import workload
+
+
+def plans(result: SearchResult, model: ModelSpec, train: TrainingSpec, topo: Topology) -> list[Plan]:
+    return [make_plan(result.batch, result.estimates, int(i), model, train, topo) for i in result.ranked]
+
+
+def plan_json(result: SearchResult, model: ModelSpec, train: TrainingSpec, topo: Topology) -> dict:
+    return {
+        "plans": [p.model_dump(mode="json") for p in plans(result, model, train, topo)],
+        "search": {"candidates": result.num_candidates, "seconds": round(result.seconds, 4)},
+    }
+
+
+def _layout_cell(p: Plan) -> str:
+    lay = p.layout
+    parts = [f"tp{lay.tp}", f"cp{lay.cp}", f"pp{lay.pp}" + (f"x{lay.vpp}" if lay.vpp > 1 else ""), f"dp{lay.dp}"]
+    if lay.ep > 1:
+        parts.insert(2, f"ep{lay.ep}" + (f"/etp{lay.etp}" if lay.etp > 1 else ""))
+    z = f"z{lay.zero_stage}" + (f"/hsdp{lay.dp_shard}" if lay.dp_shard != lay.dp else "")
+    return " ".join(parts) + f" {z} mbs{lay.micro_batch_size} rc:{lay.recompute}" + (" sp" if lay.sequence_parallel else "")
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
+    line = lambda cells: "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths)))  # noqa: E731
+    return "\n".join([line(header), line(["-" * w for w in widths])] + [line(r) for r in rows])
+
+
+def _breakdown(p: Plan) -> str:
+    b = p.breakdown
+    rows = [
+        ["compute", f"{b.compute:.3f}", "", ""],
+        ["tp (TP/SP collectives)", f"{b.tp:.3f}", f"{b.exposed.tp:.3f}", f"{b.overlapped.tp:.3f}"],
+        ["cp (context-parallel KV)", f"{b.cp:.3f}", f"{b.exposed.cp:.3f}", f"{b.overlapped.cp:.3f}"],
+        ["ep (MoE all-to-all)", f"{b.ep:.3f}", f"{b.exposed.ep:.3f}", f"{b.overlapped.ep:.3f}"],
+        ["pp (point-to-point)", f"{b.pp:.3f}", f"{b.exposed.pp:.3f}", f"{b.overlapped.pp:.3f}"],
+        ["dp (gradients / ZeRO)", f"{b.dp:.3f}", f"{b.exposed.dp:.3f}", f"{b.overlapped.dp:.3f}"],
+        ["pipeline bubble", f"{b.bubble:.3f}", f"{b.bubble:.3f}", ""],
+        ["optimizer step", f"{b.optimizer:.3f}", f"{b.optimizer:.3f}", ""],
+    ]
+    m = p.memory
+    mem = [
+        ["weights", f"{m.weights_bytes / GiB:.1f}"], ["gradients", f"{m.grads_bytes / GiB:.1f}"],
+        ["optimizer state", f"{m.optimizer_bytes / GiB:.1f}"], ["activations", f"{m.activations_bytes / GiB:.1f}"],
+        ["buffers, logits, reserve", f"{m.other_bytes / GiB:.1f}"],
+        ["peak / capacity", f"{p.peak_memory_bytes / GiB:.1f} / {p.memory_capacity_bytes / GiB:.1f}"],
+    ]
+    return (_table(["term (s/step)", "total", "exposed", "overlapped"], rows) + "\n\n"
+            + _table(["memory per GPU (GiB)", ""], mem))
+
+
+def _headline(p: Plan) -> str:
+    lay = p.layout
+    stages = "/".join(str(x) for x in lay.stage_layers)
+    return (f"{p.model} on {p.num_gpus} x {p.accelerator} ({p.cluster}), seq {p.seq_len}, global batch "
+            f"{p.global_batch}, {p.precision}\n"
+            f"layout: {_layout_cell(p)}; {lay.num_microbatches} micro-batches; layers per stage {stages}\n"
+            f"step {p.step_time_s:.3f} s, {p.tokens_per_s:,.0f} tokens/s, MFU {p.mfu:.1%}, HFU {p.hfu:.1%}, "
+            f"memory {p.peak_memory_bytes / GiB:.1f} of {p.memory_capacity_bytes / GiB:.1f} GiB"
+            + ("" if p.fits else "  ** DOES NOT FIT **"))
+
+
+def plan_table(result: SearchResult, model: ModelSpec, train: TrainingSpec, topo: Topology) -> str:
+    ps = plans(result, model, train, topo)
+    rows = [[str(k + 1), _layout_cell(p), f"{p.step_time_s:.3f}", f"{p.mfu:.1%}",
+             f"{p.peak_memory_bytes / GiB:.1f}"] for k, p in enumerate(ps)]
+    return (_headline(ps[0]) + "\n\n" + _breakdown(ps[0]) + "\n\n"
+            + _table(["#", "layout", "step s", "MFU", "mem GiB"], rows)
+            + f"\n\nsearched {result.num_candidates:,} layouts in {result.seconds:.2f} s")
+
+
+def single_plan_table(p: Plan) -> str:
+    return _headline(p) + "\n\n" + _breakdown(p)
+
+
+def model_facts(model: ModelSpec, seq_len: int) -> dict:
+    w = workload(model)
+    return {
+        "name": model.name,
+        "source": model.source,
+        "num_layers": model.num_layers,
+        "hidden_size": model.hidden_size,
+        "num_attention_heads": model.num_attention_heads,
+        "num_kv_heads": model.kv_heads,
+        "moe": model.moe.model_dump(mode="json") if model.moe else None,
+        "total_params": w.total_params,
+        "active_params": w.active_params_per_token,
+        "seq_len": seq_len,
+        "model_flops_per_token": w.model_flops_per_token(seq_len),
+        "bytes_per_param": {"weights": 2, "grads": 2, "optimizer": 12, "total_mixed_precision_adam": 16},
+        "training_state_bytes": 16 * w.total_params,
+    }
+
+
+def model_table(f: dict) -> str:
+    rows = [
+        ["layers / hidden / heads / kv heads", f"{f['num_layers']} / {f['hidden_size']} / "
+                                              f"{f['num_attention_heads']} / {f['num_kv_heads']}"],
+        ["parameters (total)", f"{f['total_params'] / 1e9:,.2f} B"],
+        ["parameters (active per token)", f"{f['active_params'] / 1e9:,.2f} B"],
+        [f"model FLOPs per token (seq {f['seq_len']})", f"{f['model_flops_per_token'] / 1e9:,.1f} GFLOP"],
+        ["bytes per parameter (Adam, mixed precision)", "2 weights + 2 grads + 12 optimizer = 16"],
+        ["training state (unsharded)", f"{f['training_state_bytes'] / GiB:,.0f} GiB"],
+    ]
+    if f["moe"]:
+        moe = f["moe"]
+        rows.insert(1, ["experts (routed, top-k, shared)",
+                        f"{moe['num_experts']}, {moe['top_k']}, {moe['num_shared_experts']}"])
+    return f"{f['name']}\n" + _table(["", ""], rows) + (f"\nsource: {f['source']}" if f["source"] else "")
+
+
+def cluster_facts(topo: Topology) -> dict:
+    c = topo.cluster
+    acc = topo.accelerator
+    return {
+        "name": c.name, "accelerator": acc.name, "num_gpus": topo.num_gpus, "gpus_per_node": c.gpus_per_node,
+        "peak_flops_bf16": acc.peak_flops_bf16, "peak_flops_fp8": acc.peak_flops_fp8, "hbm_bytes": acc.hbm_bytes,
+        "levels": topo.describe(), "source": c.source,
+    }
+
+
+def cluster_table(f: dict) -> str:
+    rows = [[str(lv["level"]), lv["name"], f"{lv['block_gpus']:,}", f"{lv['bandwidth_bytes_per_s'] / 1e9:.1f}",
+             f"{lv['latency_s'] * 1e6:.1f}"] for lv in f["levels"]]
+    head = (f"{f['name']}: {f['num_gpus']:,} x {f['accelerator']} ({f['gpus_per_node']} per node), "
+            f"{f['peak_flops_bf16'] / 1e12:,.0f} TFLOP/s bf16, {f['hbm_bytes'] / 1e9:.0f} GB HBM")
+    return head + "\n" + _table(["level", "name", "GPUs per block", "GB/s per GPU (effective)", "latency us"], rows)
+
+
+def validate_json(results: list[RunResult], mean: float, worst: float) -> dict:
+    runs = []
+    for r in results:
+        runs.append({
+            "id": r.run.id, "group": r.run.group,
+            "predicted_step_time_s": None if r.predicted_step_time_s is None else round(r.predicted_step_time_s, 4),
+            "published_step_time_s": r.run.published_step_time_s,
+            "error": None if r.error is None else round(r.error, 4),
+            "fits": r.fits, "layout": r.layout,
+            "peak_memory_gib": None if r.peak_memory_gib is None else round(r.peak_memory_gib, 2),
+            "citation": r.run.citation, "step_time_basis": r.run.step_time_basis,
+        })
+    return {"runs": runs, "mean_abs_error": round(mean, 4), "max_abs_error": round(worst, 4),
+            "error_groups": ["ptdp-2021-table1", "korthikanti-2022-table5"]}
+
+
+def validate_table(results: list[RunResult], mean: float, worst: float) -> str:
+    rows = []
+    for r in results:
+        pred = "does not fit" if r.predicted_step_time_s is None else f"{r.predicted_step_time_s:.2f}"
+        err = "" if r.error is None else f"{r.error:+.1%}"
+        rows.append([r.run.id, r.run.group, f"{r.run.published_step_time_s:.2f}", pred, err,
+                     "" if r.peak_memory_gib is None else f"{r.peak_memory_gib:.1f}"])
+    return (_table(["run", "group", "published s", "predicted s", "error", "mem GiB"], rows)
+            + f"\n\nptdp-2021-table1 + korthikanti-2022-table5: mean |error| {mean:.1%}, max |error| {worst:.1%}")
