@@ -1,0 +1,27 @@
+# Two entry points on a fresh machine with Python 3.11: `make plan` and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: plan test bench validate clean
+
+$(BIN)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $@
+
+plan: $(BIN)/.installed
+	$(BIN)/placement plan --model llama3-405b --cluster dgx-h100 --gpus 16384 --seq-len 8192 --global-batch 2048
+
+test: $(BIN)/.installed
+	$(BIN)/python -m pytest
+
+validate: $(BIN)/.installed
+	$(BIN)/placement validate
+
+bench: $(BIN)/.installed
+	$(BIN)/python benchmarks/bench_plan.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis

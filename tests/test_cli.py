@@ -1,0 +1,179 @@
+"""The CLI end to end: the JSON contract, exit codes, and one-paragraph errors without tracebacks."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from placement.cli import main
+
+LAYOUT_KEYS = {"tp", "cp", "ep", "etp", "pp", "vpp", "dp", "micro_batch_size", "zero_stage", "recompute",
+               "sequence_parallel"}
+PLAN_KEYS = {"layout", "num_gpus", "step_time_s", "tokens_per_s", "mfu", "hfu", "peak_memory_bytes",
+             "memory_capacity_bytes", "breakdown"}
+BREAKDOWN_KEYS = {"compute", "tp", "cp", "ep", "pp", "dp", "bubble", "exposed", "overlapped"}
+
+
+def run(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(main, list(args), catch_exceptions=False)
+    return result.exit_code, result.stdout, result.stderr
+
+
+def check_plan(p: dict) -> None:
+    assert PLAN_KEYS <= p.keys()
+    assert LAYOUT_KEYS <= p["layout"].keys()
+    assert BREAKDOWN_KEYS <= p["breakdown"].keys()
+    lay = p["layout"]
+    assert lay["tp"] * lay["cp"] * lay["pp"] * lay["dp"] == p["num_gpus"]
+    assert 0 < p["mfu"] < 1 and p["hfu"] >= p["mfu"] - 1e-9
+    assert p["step_time_s"] > 0
+    assert p["tokens_per_s"] == pytest.approx(p["seq_len"] * p["global_batch"] / p["step_time_s"], rel=1e-4)
+
+
+def test_plan_llama3_405b_16k_gpus():
+    code, out, _ = run("plan", "--model", "llama3-405b", "--cluster", "dgx-h100", "--gpus", "16384",
+                       "--seq-len", "8192", "--global-batch", "2048", "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert data["search"]["candidates"] > 1000
+    steps = [p["step_time_s"] for p in data["plans"]]
+    assert steps == sorted(steps)
+    for p in data["plans"]:
+        check_plan(p)
+        assert p["fits"] and p["peak_memory_bytes"] <= p["memory_capacity_bytes"]
+
+
+def test_plan_deepseek_v3_uses_expert_parallelism():
+    code, out, _ = run("plan", "--model", "deepseek-v3", "--cluster", "hgx-h800", "--gpus", "2048",
+                       "--seq-len", "4096", "--global-batch", "15360", "--json", "--top-k", "2")
+    assert code == 0
+    best = json.loads(out)["plans"][0]
+    check_plan(best)
+    assert best["layout"]["ep"] > 1
+    assert best["breakdown"]["ep"] > 0
+
+
+def test_evaluate_matches_plan_estimate():
+    args = ["--model", "llama3-70b", "--cluster", "dgx-h100", "--gpus", "64", "--seq-len", "8192",
+            "--global-batch", "128"]
+    code, out, _ = run("plan", *args, "--json", "--top-k", "1")
+    best = json.loads(out)["plans"][0]
+    lay = best["layout"]
+    code, out, _ = run("evaluate", *args, "--json", "--tp", str(lay["tp"]), "--cp", str(lay["cp"]),
+                       "--pp", str(lay["pp"]), "--vpp", str(lay["vpp"]), "--mbs", str(lay["micro_batch_size"]),
+                       "--zero", str(lay["zero_stage"]), "--recompute", lay["recompute"],
+                       *(["--dp-shard", str(lay["dp_shard"])] if lay["dp_shard"] != lay["dp"] else []),
+                       "--sequence-parallel" if lay["sequence_parallel"] else "--no-sequence-parallel")
+    assert code == 0
+    assert json.loads(out)["step_time_s"] == best["step_time_s"]
+
+
+def test_evaluate_over_capacity_prints_estimate_and_exits_1():
+    code, out, _ = run("evaluate", "--model", "llama3-405b", "--cluster", "dgx-h100", "--gpus", "64",
+                       "--seq-len", "8192", "--global-batch", "64", "--tp", "8", "--pp", "1", "--zero", "0", "--json")
+    assert code == 1
+    data = json.loads(out)
+    assert data["fits"] is False
+    assert data["peak_memory_bytes"] > data["memory_capacity_bytes"]
+    assert data["memory"]["weights_bytes"] > 0
+
+
+def test_show_model_and_cluster():
+    code, out, _ = run("show", "model", "llama3-405b", "--json")
+    facts = json.loads(out)
+    assert code == 0 and 400e9 < facts["total_params"] < 410e9
+    code, out, _ = run("show", "cluster", "dgx-h100", "--gpus", "2048", "--json")
+    levels = json.loads(out)["levels"]
+    assert code == 0 and [lv["name"] for lv in levels] == ["nvlink4", "leaf", "spine", "core"]
+    code, out, _ = run("show", "model", "deepseek-v3")
+    assert code == 0 and "experts" in out
+
+
+def test_validate_meets_accuracy_targets_and_every_run_fits():
+    code, out, _ = run("validate", "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert data["mean_abs_error"] <= 0.05
+    assert data["max_abs_error"] <= 0.10
+    assert all(r["fits"] for r in data["runs"]), [r["id"] for r in data["runs"] if not r["fits"]]
+    targets = [r for r in data["runs"] if r["group"] in ("ptdp-2021-table1", "korthikanti-2022-table5")]
+    assert len(targets) == 18
+    assert max(abs(r["error"]) for r in targets) == pytest.approx(data["max_abs_error"], abs=1e-4)
+
+
+# --- bad input: message, exit code 2, no traceback ----------------------------------------------------
+
+def bad(tmp_path: Path, name: str, text: str) -> str:
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+GOOD_MODEL = """name: tiny
+num_layers: 4
+hidden_size: 512
+ffn_hidden_size: 2048
+num_attention_heads: 8
+num_kv_heads: 2
+vocab_size: 32000
+"""
+
+
+@pytest.mark.parametrize(
+    ("filename", "text", "message"),
+    [
+        ("broken.yaml", "name: x\nnum_layers: [1, 2\n", r"malformed YAML"),
+        ("unknown.yaml", GOOD_MODEL + "num_layer: 4\n", r"`num_layer`.*Extra inputs are not permitted"),
+        ("gqa.yaml", GOOD_MODEL.replace("num_kv_heads: 2", "num_kv_heads: 3"),
+         re.escape("num_attention_heads (8) is not divisible by num_kv_heads (3)")),
+        ("negative.yaml", GOOD_MODEL.replace("hidden_size: 512", "hidden_size: -512"),
+         r"`hidden_size` = -512"),
+        ("config.json", json.dumps({"model_type": "mamba", "hidden_size": 8}), r"mamba.*llama"),
+    ],
+)
+def test_bad_model_inputs(tmp_path, filename, text, message):
+    path = bad(tmp_path, filename, text)
+    code, out, err = run("plan", "--model", path, "--gpus", "8")
+    assert code == 2
+    assert out == ""
+    assert re.search(message, err), err
+    assert filename in err  # the error names the file
+    assert "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_unknown_catalog_names_list_the_known_ones():
+    code, _, err = run("plan", "--model", "llama9", "--gpus", "8")
+    assert code == 2 and "llama3-405b" in err
+    code, _, err = run("plan", "--model", "llama3-8b", "--cluster", "dgx-z1", "--gpus", "8")
+    assert code == 2 and "dgx-h100" in err
+
+
+def test_bad_numbers():
+    code, _, err = run("plan", "--model", "llama3-8b", "--gpus", "12")
+    assert code == 2 and "--gpus 12" in err and "8 or 16" in err
+    code, _, err = run("plan", "--model", "llama3-8b", "--gpus", "8", "--seq-len", "-4")
+    assert code == 2 and "--seq-len -4" in err
+    code, _, err = run("evaluate", "--model", "llama3-8b", "--gpus", "8", "--tp", "3")
+    assert code == 2 and "does not divide" in err
+
+
+def test_job_that_fits_nowhere_explains_binding_constraint():
+    code, out, err = run("plan", "--model", "llama3-405b", "--cluster", "dgx-h100", "--gpus", "8",
+                         "--seq-len", "8192", "--global-batch", "8")
+    assert code == 1 and out == ""
+    assert "GiB per GPU" in err and "capacity" in err and "--gpus" in err
+    assert "Traceback" not in err
+
+
+def test_installed_entry_point_runs_as_a_process():
+    proc = subprocess.run([sys.executable, "-m", "placement.cli", "plan", "--model", "nonexistent-model"],
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr and "nonexistent-model" in proc.stderr

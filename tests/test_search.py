@@ -1,0 +1,243 @@
+"""The exact search against a brute force that prices every layout on its own.
+
+The brute force walks the raw product of every degree choice with plain Python loops, lets `Layout`'s
+validator reject what it rejects (pydantic ValidationError), applies the rules `enumerate_layouts`
+applies (mirrored from placement/search.py), prices each surviving layout alone
+(`estimate(..., LayoutBatch.from_layouts([layout]))`) and keeps the fastest that is valid and fits.
+The search must find the same optimum over the same set of layouts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import re
+
+import numpy as np
+import pytest
+from pydantic import ValidationError
+
+from placement.catalog import load_accelerator, load_cluster, load_model
+from placement.cost.batch import RECOMPUTE_CODES, LayoutBatch
+from placement.cost.step import Estimates, estimate
+from placement.errors import PlacementInfeasible
+from placement.search import SearchConfig, rank, search
+from placement.specs import Layout, ModelSpec, MoESpec, Recompute, TrainingSpec
+from placement.topology import Topology
+from placement.workload import workload
+
+DENSE = ModelSpec(name="tiny-dense", num_layers=8, hidden_size=1024, ffn_hidden_size=4096, num_attention_heads=16,
+                  num_kv_heads=4, vocab_size=32000)
+DENSE_UNEVEN = DENSE.model_copy(update={"name": "tiny-dense-10l", "num_layers": 10})
+"""10 layers: pp 4 splits them unevenly (2, 3, 3, 2), pp 8 cannot (a stage would be empty)."""
+MOE = ModelSpec(name="tiny-moe", num_layers=8, hidden_size=1024, ffn_hidden_size=4096, num_attention_heads=16,
+                num_kv_heads=4, vocab_size=32000,
+                moe=MoESpec(num_experts=8, top_k=2, expert_ffn_hidden_size=2048))
+TIGHT = ModelSpec(name="tight-4b", num_layers=16, hidden_size=4096, ffn_hidden_size=14336, num_attention_heads=32,
+                  num_kv_heads=8, vocab_size=128256)
+"""About 4.3B parameters: 69 GB of unsharded training state, so on 80 GB GPUs memory decides."""
+
+VPP_MAX = 8  # enumerate_layouts tries vpp in 1..8
+
+
+def topo(n: int, cluster: str = "dgx-h100") -> Topology:
+    c = load_cluster(cluster)
+    return Topology(c, load_accelerator(c.accelerator), num_gpus=n)
+
+
+def key(lay: Layout) -> tuple:
+    return (lay.tp, lay.cp, lay.ep, lay.etp, lay.pp, lay.vpp, lay.dp, lay.micro_batch_size, lay.zero_stage,
+            lay.shard_degree, RECOMPUTE_CODES.index(lay.recompute), int(lay.sequence_parallel))
+
+
+def batch_keys(b: LayoutBatch, idx) -> list[tuple]:
+    cols = (b.tp, b.cp, b.ep, b.etp, b.pp, b.vpp, b.dp, b.mbs, b.zero, b.dp_shard, b.recompute, b.sp)
+    return [tuple(int(c[i]) for c in cols) for i in idx]
+
+
+def brute_force_layouts(model: ModelSpec, train: TrainingSpec, n: int, gpus_per_node: int, cfg: SearchConfig,
+                        *, superset: bool = False) -> tuple[list[Layout], int]:
+    """Every layout the search's rules allow; `superset` also keeps ZeRO-0 and SP off (both pruned by the
+    search as never faster).  Returns the layouts and how many the Layout validator rejected."""
+    L, heads, kv = model.num_layers, model.num_attention_heads, model.kv_heads
+    experts = model.moe.num_experts if model.moe else 1
+    zero_stages = sorted(set(cfg.zero_stages) | ({0} if superset else set()))
+    out: list[Layout] = []
+    rejected = 0
+    for tp, cp, pp in itertools.product(range(1, n + 1), repeat=3):
+        if n % (tp * cp * pp):
+            continue  # the degrees must multiply into the GPU count
+        dp = n // (tp * cp * pp)
+        if tp > cfg.max_tp or heads % tp or (kv % tp and tp % kv):
+            continue  # whole heads per TP rank; kv heads split or replicated whole
+        if cp > 1 and (cp > cfg.max_cp or train.seq_len % (2 * cp)):
+            continue  # load-balanced ring attention: 2 cp chunks of the sequence
+        if pp > L or train.global_batch % dp:
+            continue
+        for mbs, vpp in itertools.product(range(1, cfg.max_micro_batch_size + 1), range(1, VPP_MAX + 1)):
+            if train.global_batch % (dp * mbs):
+                continue
+            m = train.global_batch // (dp * mbs)
+            if vpp > 1 and (L % (pp * vpp) or m % pp):
+                continue  # interleaving: equal chunks, micro-batches in multiples of pp
+            for ep, etp, zero, shard, rec, sp in itertools.product(
+                    range(1, experts + 1), range(1, tp + 1), zero_stages, range(1, dp + 1), cfg.recompute,
+                    (False, True)):
+                if experts % ep or etp not in (1, tp) or (model.moe is None and etp != 1):
+                    continue  # ep divides the experts; experts are either whole or split like TP
+                if shard != dp and (shard == 1 or (tp * cp * shard) % gpus_per_node):
+                    continue  # HSDP: shard groups of more than one rank covering whole nodes
+                if not superset and sp != (tp > 1):
+                    continue  # the search turns SP on whenever tp > 1
+                try:
+                    lay = Layout(tp=tp, cp=cp, pp=pp, vpp=vpp, dp=dp, ep=ep, etp=etp, micro_batch_size=mbs,
+                                 zero_stage=zero, dp_shard=None if shard == dp else shard, recompute=rec,
+                                 sequence_parallel=sp)
+                except ValidationError:
+                    rejected += 1  # ep*etp not dividing tp*cp*dp, vpp without pp, SP without TP, HSDP w/o ZeRO-3
+                    continue
+                out.append(lay)
+    return out, rejected
+
+
+def price_alone(model: ModelSpec, train: TrainingSpec, t: Topology, lay: Layout) -> tuple[float, bool, bool]:
+    e = estimate(workload(model), train, t, LayoutBatch.from_layouts([lay]))
+    return float(e.step_time_s[0]), bool(e.valid[0]), bool(e.fits[0])
+
+
+CASES = [
+    pytest.param(DENSE, 8, 32, SearchConfig(), id="dense-8gpu-gb32"),
+    pytest.param(DENSE, 16, 64, SearchConfig(max_micro_batch_size=4), id="dense-16gpu-gb64"),
+    pytest.param(DENSE, 32, 48, SearchConfig(max_micro_batch_size=3), id="dense-32gpu-gb48"),
+    pytest.param(DENSE_UNEVEN, 16, 32, SearchConfig(max_micro_batch_size=2), id="dense10l-16gpu-uneven-pp"),
+    pytest.param(TIGHT, 8, 32, SearchConfig(max_micro_batch_size=4), id="tight-8gpu-memory-binds"),
+    pytest.param(MOE, 8, 32, SearchConfig(max_micro_batch_size=2), id="moe-8gpu-gb32"),
+    pytest.param(MOE, 16, 64, SearchConfig(max_micro_batch_size=1), id="moe-16gpu-gb64"),
+    pytest.param(MOE, 32, 32, SearchConfig(max_micro_batch_size=1, recompute=(Recompute.NONE, Recompute.FULL)),
+                 id="moe-32gpu-gb32"),
+]
+
+
+@pytest.mark.parametrize(("model", "n", "gb", "cfg"), CASES)
+def test_search_matches_brute_force(model: ModelSpec, n: int, gb: int, cfg: SearchConfig) -> None:
+    train = TrainingSpec(seq_len=2048, global_batch=gb)
+    t = topo(n)
+    res = search(model, train, t, cfg)
+    est = res.estimates
+
+    layouts, rejected = brute_force_layouts(model, train, n, min(t.cluster.gpus_per_node, n), cfg)
+    assert rejected > 0  # the Layout validator really is part of the brute force
+    bf_keys = [key(lay) for lay in layouts]
+    assert len(set(bf_keys)) == len(bf_keys)
+
+    # the search enumerates exactly the brute-force set: nothing missing, no extras, no duplicates
+    search_keys = batch_keys(res.batch, range(len(res.batch)))
+    assert len(set(search_keys)) == len(search_keys) == res.num_candidates
+    assert set(search_keys) == set(bf_keys)
+
+    # every layout priced alone: keep the fastest valid one that fits
+    search_step = dict(zip(search_keys, est.step_time_s.tolist()))
+    best, best_key, fitting = np.inf, None, set()
+    for lay, k in zip(layouts, bf_keys):
+        step, valid, fits = price_alone(model, train, t, lay)
+        assert step == pytest.approx(search_step[k], rel=1e-12)  # batched pricing = pricing alone
+        if valid and fits:
+            fitting.add(k)
+            if step < best:
+                best, best_key = step, k
+    assert best_key is not None
+
+    feasible = np.flatnonzero(est.valid & est.fits)
+    assert len(fitting) == feasible.size
+    assert fitting == set(batch_keys(res.batch, feasible))
+    assert est.step_time_s[res.ranked[0]] == pytest.approx(best, rel=1e-12)
+    # the ranking is ordered by step time and holds only fitting candidates
+    ranked_steps = est.step_time_s[res.ranked]
+    assert np.all(np.diff(ranked_steps) >= -1e-9)
+    assert np.all(est.valid[res.ranked] & est.fits[res.ranked])
+    assert res.ranked.size == min(cfg.top_k, feasible.size)
+
+
+def test_memory_really_binds_in_the_tight_case() -> None:
+    """The tight case above is only meaningful if `fits` excludes some valid layouts but not all."""
+    train = TrainingSpec(seq_len=2048, global_batch=32)
+    res = search(TIGHT, train, topo(8), SearchConfig(max_micro_batch_size=4))
+    est = res.estimates
+    assert 0 < int((est.valid & est.fits).sum()) < int(est.valid.sum())
+
+
+@pytest.mark.parametrize(("model", "n", "gb", "cfg"), [CASES[0], CASES[4], CASES[5]])
+def test_pruned_options_are_never_faster(model: ModelSpec, n: int, gb: int, cfg: SearchConfig) -> None:
+    """The search leaves out ZeRO-0 and SP off as never faster; pricing them must agree."""
+    train = TrainingSpec(seq_len=2048, global_batch=gb)
+    t = topo(n)
+    res = search(model, train, t, cfg)
+    best = float(res.estimates.step_time_s[res.ranked[0]])
+    everything, _ = brute_force_layouts(model, train, n, min(t.cluster.gpus_per_node, n), cfg, superset=True)
+    searched = set(batch_keys(res.batch, range(len(res.batch))))
+    extra = [lay for lay in everything if key(lay) not in searched]
+    assert extra and any(lay.zero_stage == 0 for lay in extra) and any(
+        lay.tp > 1 and not lay.sequence_parallel for lay in extra)
+    est = estimate(workload(model), train, t, LayoutBatch.from_layouts(extra))
+    ok = est.valid & est.fits
+    assert ok.any()
+    assert est.step_time_s[ok].min() >= best * (1 - 1e-12)
+
+
+# -- determinism -----------------------------------------------------------------------------------
+
+
+def _ranked(res) -> tuple[list[Layout], list[float]]:
+    return ([res.batch.layout(int(i)) for i in res.ranked],
+            [float(res.estimates.step_time_s[i]) for i in res.ranked])
+
+
+@pytest.mark.parametrize(("model", "n"), [(DENSE, 32), (MOE, 16), (load_model("llama3-8b"), 64)])
+def test_search_is_deterministic(model: ModelSpec, n: int) -> None:
+    train = TrainingSpec(seq_len=2048, global_batch=64)
+    cfg = SearchConfig(top_k=20)
+    first, second = _ranked(search(model, train, topo(n), cfg)), _ranked(search(model, train, topo(n), cfg))
+    assert len(first[0]) == 20
+    assert first == second
+
+
+def test_rank_does_not_depend_on_candidate_order() -> None:
+    """Ties are broken by the layout fields, so shuffling the candidates gives the same top-k."""
+    train = TrainingSpec(seq_len=2048, global_batch=64)
+    res = search(DENSE, train, topo(16), SearchConfig(top_k=50))
+    perm = np.random.default_rng(0).permutation(len(res.batch))
+    shuffled_est = Estimates(**{
+        f.name: (v[perm] if isinstance(v := getattr(res.estimates, f.name), np.ndarray) else v)
+        for f in dataclasses.fields(Estimates)
+    })
+    shuffled = res.batch.take(perm)
+    again = rank(shuffled, shuffled_est, shuffled_est.valid & shuffled_est.fits, 50)
+    assert batch_keys(shuffled, again) == batch_keys(res.batch, res.ranked)
+
+
+# -- infeasible --------------------------------------------------------------------------------------
+
+
+def test_model_that_cannot_fit_raises_with_numbers_and_a_fix() -> None:
+    model = load_model("llama3-405b")
+    train = TrainingSpec(seq_len=model.default_seq_len, global_batch=model.default_global_batch)
+    with pytest.raises(PlacementInfeasible) as info:
+        search(model, train, topo(8))
+    err = info.value
+    msg = str(err)
+    assert err.binding == "memory"
+    assert "GiB per GPU" in msg
+    assert "capacity" in msg
+    assert "llama3-405b" in msg
+    found = re.search(r"--gpus (\d+)", msg)
+    assert found, msg
+    suggested = int(found.group(1))
+    assert suggested > 8 and suggested % 8 == 0
+    # the numbers quoted are the real ones: need > capacity, capacity = 95 % of 80 GB
+    need = float(re.search(r"needs ([\d.]+) GiB per GPU", msg).group(1))
+    cap = float(re.search(r"capacity ([\d.]+) GiB", msg).group(1))
+    assert cap == pytest.approx(80e9 * 0.95 / 2**30, abs=0.05)
+    assert need > cap
+    # and the suggested GPU count does hold the model
+    res = search(model, train, topo(suggested))
+    assert res.ranked.size > 0
