@@ -34,7 +34,7 @@ class Level:
 
 @dataclass(frozen=True)
 class GroupSpan:
-    """How one kind of group sits on the hierarchy (worst group of that kind).
+    """How one kind of group sits on the hierarchy (the worst-placed group of that kind).
 
     members_within[j] = most members of one group inside a single level-j block; the entry past the
     last level is the group size.
@@ -188,13 +188,18 @@ def _span(_key: tuple, blocks: tuple[int, ...], num_gpus: int, stride: int, size
 
 
 def _span_exact(block: int, num_gpus: int, stride: int, size: int) -> int:
-    """Most members of any one group inside one block, by listing every group (misaligned cases)."""
+    """Members of the worst-placed group inside one block, by listing every group (misaligned cases).
+
+    Each group's count is its largest run of members sharing a block; the worst group is the one with
+    the smallest such count (the most split), and it sets the pace of a synchronous collective.
+    """
     ranks = np.arange(num_gpus, dtype=np.int64).reshape(-1, size, stride).transpose(0, 2, 1).reshape(-1, size)
     ids = np.sort(ranks // block, axis=1)
-    # run lengths of equal block ids along each row
     starts = np.ones_like(ids, dtype=bool)
     starts[:, 1:] = ids[:, 1:] != ids[:, :-1]
     # every row opens with a run start, so no run crosses rows once flattened
     first = np.flatnonzero(starts.ravel())
-    ends = np.append(first[1:], ids.size)
-    return int((ends - first).max())
+    lengths = np.append(first[1:], ids.size) - first
+    per_group = np.zeros(ids.shape[0], dtype=np.int64)
+    np.maximum.at(per_group, first // size, lengths)
+    return int(per_group.min())
