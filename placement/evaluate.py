@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from placement.cost.batch import LayoutBatch
 from placement.cost.stages import stage_layers
 from placement.cost.step import estimate
@@ -10,8 +12,6 @@ from placement.plan import Plan, make_plan
 from placement.specs import Layout, ModelSpec, TrainingSpec
 from placement.topology import Topology
 from placement.workload import workload
-
-import numpy as np
 
 
 def check_layout(model: ModelSpec, train: TrainingSpec, layout: Layout) -> None:

@@ -99,7 +99,9 @@ def make_plan(batch: LayoutBatch, est: Estimates, i: int, model: ModelSpec, trai
               topo: Topology) -> Plan:
     lay = batch.layout(i)
     st = stage_layers(model.num_layers, np.array([lay.pp]), np.array([lay.vpp]))
-    stages = [int(st.first[0])] + ([int(st.middle[0])] if lay.pp > 2 else []) + ([int(st.last[0])] if lay.pp > 1 else [])
+    stages = [int(st.first[0])]
+    stages += [int(st.middle[0])] if lay.pp > 2 else []
+    stages += [int(st.last[0])] if lay.pp > 1 else []
     terms = {k: float(getattr(est, f"{k}_s")[i]) for k in ("tp", "cp", "ep", "pp")}
     cp_total = float(est.cp_total_s[i])
     dp_total, dp_exp = float(est.dp_s[i]), float(est.dp_exposed_s[i])

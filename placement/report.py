@@ -28,12 +28,16 @@ def _layout_cell(p: Plan) -> str:
     if lay.ep > 1:
         parts.insert(2, f"ep{lay.ep}" + (f"/etp{lay.etp}" if lay.etp > 1 else ""))
     z = f"z{lay.zero_stage}" + (f"/hsdp{lay.dp_shard}" if lay.dp_shard != lay.dp else "")
-    return " ".join(parts) + f" {z} mbs{lay.micro_batch_size} rc:{lay.recompute}" + (" sp" if lay.sequence_parallel else "")
+    sp = " sp" if lay.sequence_parallel else ""
+    return " ".join(parts) + f" {z} mbs{lay.micro_batch_size} rc:{lay.recompute}{sp}"
 
 
 def _table(header: list[str], rows: list[list[str]]) -> str:
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
-    line = lambda cells: "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths)))  # noqa: E731
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True)))
+
     return "\n".join([line(header), line(["-" * w for w in widths])] + [line(r) for r in rows])
 
 

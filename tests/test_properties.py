@@ -137,7 +137,7 @@ def test_memory_really_binds_for_the_mid_model() -> None:
 def faster_link(draw):
     """(base cluster, cluster with one link made better, what changed)."""
     ratios = [draw(st.floats(1.0, 4.0)) for _ in DGX.tiers]
-    tiers = tuple(t.model_copy(update={"oversubscription": r}) for t, r in zip(DGX.tiers, ratios))
+    tiers = tuple(t.model_copy(update={"oversubscription": r}) for t, r in zip(DGX.tiers, ratios, strict=False))
     base = DGX.model_copy(update={"tiers": tiers})
     which = draw(st.sampled_from(["scale_up", "nic", "oversubscription"]))
     factor = draw(st.floats(1.0, 10.0))
@@ -149,7 +149,7 @@ def faster_link(draw):
     else:
         j = draw(st.integers(0, len(tiers) - 1))
         tier = tiers[j].model_copy(update={"oversubscription": max(1.0, tiers[j].oversubscription / factor)})
-        better = base.model_copy(update={"tiers": tiers[:j] + (tier,) + tiers[j + 1:]})
+        better = base.model_copy(update={"tiers": (*tiers[:j], tier, *tiers[j + 1:])})
         which = f"oversubscription of {tiers[j].name}"
     return base, better, which
 

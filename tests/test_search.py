@@ -138,9 +138,9 @@ def test_search_matches_brute_force(model: ModelSpec, n: int, gb: int, cfg: Sear
     assert set(search_keys) == set(bf_keys)
 
     # every layout priced alone: keep the fastest valid one that fits
-    search_step = dict(zip(search_keys, est.step_time_s.tolist()))
+    search_step = dict(zip(search_keys, est.step_time_s.tolist(), strict=False))
     best, best_key, fitting = np.inf, None, set()
-    for lay, k in zip(layouts, bf_keys):
+    for lay, k in zip(layouts, bf_keys, strict=False):
         step, valid, fits = price_alone(model, train, t, lay)
         assert step == pytest.approx(search_step[k], rel=1e-12)  # batched pricing = pricing alone
         if valid and fits:

@@ -40,7 +40,7 @@ def brute_force_within(t: Topology, stride: int, size: int, *, worst: bool = Tru
     fullest block; `worst` takes the group for which that is smallest (the one that crosses most)."""
     pick = min if worst else max
     gs = groups(t.num_gpus, stride, size)
-    return tuple(pick(most_in_one_block(g, lv.block_gpus) for g in gs) for lv in t.levels) + (size,)
+    return (*tuple(pick(most_in_one_block(g, lv.block_gpus) for g in gs) for lv in t.levels), size)
 
 
 # -- levels ----------------------------------------------------------------------------------------

@@ -2,7 +2,8 @@
 
 Each run's published layout is pinned.  A pipeline schedule the source does not state is the
 framework's default (non-interleaved, vpp 1); the other fields it leaves out (micro-batch size,
-ZeRO stage, recompute, sequence parallelism) are chosen by the search within that layout.  Nothing here is tuned per run: the same constants price every row.
+ZeRO stage, recompute, sequence parallelism) are chosen by the search within that layout.
+Nothing here is tuned per run: the same constants price every row.
 """
 
 from __future__ import annotations

@@ -9,9 +9,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from placement.cost.constants import ATTENTION_CORE_EFFICIENCY, BYTES_PER_ACTIVATION, \
-    CROSS_ENTROPY_BYTES_PER_LOGIT, ELEMENTWISE_BYTES_PER_HIDDEN, GEMM_HALF_EFFICIENCY_DIM, \
-    UNFUSED_SCORE_BYTES_FORWARD
+from placement.cost.constants import (
+    ATTENTION_CORE_EFFICIENCY,
+    BYTES_PER_ACTIVATION,
+    CAUSAL_EXECUTED_FRACTION,
+    CROSS_ENTROPY_BYTES_PER_LOGIT,
+    ELEMENTWISE_BYTES_PER_HIDDEN,
+    GEMM_HALF_EFFICIENCY_DIM,
+    UNFUSED_SCORE_BYTES_FORWARD,
+)
 
 
 def shape_efficiency(m: np.ndarray, n: np.ndarray, k: np.ndarray) -> np.ndarray:
@@ -27,8 +33,9 @@ def gemm_time(m, n, k, count, peak_flops: float) -> np.ndarray:
 
 
 def attention_core_time(tokens, seq_len: int, core_dim_local, peak_flops: float) -> np.ndarray:
-    """QK^T and AV of `tokens` queries against all `seq_len` keys (full s x s, as PaLM/Megatron count)."""
-    flops = 2.0 * tokens * seq_len * core_dim_local
+    """Fused causal QK^T and AV of `tokens` queries against `seq_len` keys: PaLM/Megatron count the full
+    s x s (2 * s * heads * (d_qk + d_v) per token), the kernel executes about half of it."""
+    flops = 2.0 * tokens * seq_len * core_dim_local * CAUSAL_EXECUTED_FRACTION
     return flops / (peak_flops * ATTENTION_CORE_EFFICIENCY)
 
 

@@ -20,9 +20,14 @@ GEMM_HALF_EFFICIENCY_DIM = 192.0
 """A GEMM dimension of this many elements reaches half of MAMF along that dimension; efficiency is
 MAMF * prod_d d/(d + this) over (m, n, k).  Models tile quantisation and wave underfill of small
 sharded GEMMs (calibrated: the PTD-P Table 1 trend from 44 % to 52 % of peak as h grows)."""
-ATTENTION_CORE_EFFICIENCY = 0.55
-"""Attention core (QK^T, softmax, AV) throughput as a fraction of MAMF: fused attention kernels reach
-well under dense-GEMM speed (calibrated on the Korthikanti full vs selective recompute pairs)."""
+ATTENTION_CORE_EFFICIENCY = 0.65
+"""Fused (flash) attention throughput on the FLOPs it really executes, as a fraction of MAMF:
+FlashAttention-2 reaches 50-73 % of A100 peak in forward and less in backward (Dao 2023,
+arXiv:2307.08691 §4), FlashAttention-3 about 75 % of H100 BF16 peak in forward (arXiv:2407.08608);
+0.65 of MAMF (about 52 % of H100 peak) stands for forward and backward together."""
+CAUSAL_EXECUTED_FRACTION = 0.5
+"""Causal fused attention skips the blocks above the diagonal: it executes about half of the s x s
+FLOPs that MFU counts (FlashAttention-2 §3.1, causal masking)."""
 ELEMENTWISE_BYTES_PER_HIDDEN = 48.0
 """HBM bytes moved per token per hidden element per layer in a forward pass by the memory-bound ops
 (norms, residual adds, activation function, dropout, bias): about two dozen 2-byte read/writes

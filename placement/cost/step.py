@@ -18,8 +18,13 @@ import numpy as np
 from placement.cost import collectives as coll
 from placement.cost import constants as C
 from placement.cost.batch import LayoutBatch
-from placement.cost.compute import attention_core_time, cross_entropy_time, elementwise_time, gemm_time, \
-    unfused_attention_time
+from placement.cost.compute import (
+    attention_core_time,
+    cross_entropy_time,
+    elementwise_time,
+    gemm_time,
+    unfused_attention_time,
+)
 from placement.cost.stages import stage_layers
 from placement.errors import InputError
 from placement.specs import TrainingSpec

@@ -6,17 +6,17 @@ from placement.specs.model import FfnKind, MLASpec, ModelSpec, MoESpec
 from placement.specs.training import AttentionKernel, Precision, TrainingSpec
 
 __all__ = [
-    "AttentionKernel",
     "AcceleratorSpec",
+    "AttentionKernel",
     "ClusterSpec",
     "FfnKind",
     "Layout",
-    "ScaleUpKind",
     "MLASpec",
-    "ModelSpec",
     "MoESpec",
+    "ModelSpec",
     "Precision",
     "Recompute",
+    "ScaleUpKind",
     "ScaleUpSpec",
     "SwitchTier",
     "TrainingSpec",
