@@ -121,7 +121,7 @@ def model_table(f: dict) -> str:
         moe = f["moe"]
         rows.insert(1, ["experts (routed, top-k, shared)",
                         f"{moe['num_experts']}, {moe['top_k']}, {moe['num_shared_experts']}"])
-    return f"{f['name']}\n" + _table(["", ""], rows) + (f"\nsource: {f['source']}" if f["source"] else "")
+    return f"{f['name']}\n" + _table(["quantity", "value"], rows) + (f"\nsource: {f['source']}" if f["source"] else "")
 
 
 def cluster_facts(topo: Topology) -> dict:

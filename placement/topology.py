@@ -10,6 +10,7 @@ oversubscription ratios of every tier below (reference costmodel.md §2a, oversu
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 
@@ -18,7 +19,6 @@ import numpy as np
 
 from placement.errors import InputError
 from placement.specs import AcceleratorSpec, ClusterSpec
-from placement.specs.hardware import ScaleUpKind
 
 
 @dataclass(frozen=True)
@@ -75,7 +75,14 @@ def _resolve_size(cluster: ClusterSpec, num_gpus: int | None, num_nodes: int | N
 
 
 class Topology:
-    """A regular cluster: `num_gpus` GPUs of `cluster`'s design filled innermost-first."""
+    """GPUs on a hierarchy of levels, and where each rank runs.
+
+    Built two ways: `Topology(cluster, accelerator, num_gpus)` is a regular cluster of the catalog
+    design filled innermost-first (blocks by arithmetic); `Topology.from_hosts(...)` is a real
+    allocation (leaves of different sizes, hosts left out), with each GPU's block at every level
+    listed explicitly.  `with_mapping(gpu_of_rank)` returns the same machine with ranks placed on
+    chosen GPUs; every group span is then counted on the GPUs its ranks really run on.
+    """
 
     def __init__(self, cluster: ClusterSpec, accelerator: AcceleratorSpec, num_gpus: int | None = None,
                  num_nodes: int | None = None) -> None:
@@ -88,6 +95,44 @@ class Topology:
         self.accelerator = accelerator
         self.num_gpus = _resolve_size(cluster, num_gpus, num_nodes)
         self.levels = self._levels()
+        n_hosts = -(-self.num_gpus // cluster.gpus_per_node)
+        self.host_names: tuple[str, ...] = tuple(f"host{h}" for h in range(n_hosts))
+        self._explicit_blocks: np.ndarray | None = None
+        self.gpu_of_rank: np.ndarray | None = None
+        self._span_cache: dict[tuple[int, int], GroupSpan] = {}
+
+    @classmethod
+    def from_hosts(cls, cluster: ClusterSpec, accelerator: AcceleratorSpec, host_names: list[str],
+                   host_blocks: np.ndarray, levels: tuple[Level, ...]) -> Topology:
+        """A real allocation: `host_blocks[j, h]` is the level-j block (scale-up domain, leaf, ...) of
+        host h; hosts are in allocation order and each holds `cluster.gpus_per_node` GPUs."""
+        topo = cls.__new__(cls)
+        topo.cluster = cluster
+        topo.accelerator = accelerator
+        topo.num_gpus = len(host_names) * cluster.gpus_per_node
+        topo.levels = levels
+        topo.host_names = tuple(host_names)
+        gpu_host = np.arange(topo.num_gpus) // cluster.gpus_per_node
+        topo._explicit_blocks = np.asarray(host_blocks, dtype=np.int64)[:, gpu_host]
+        topo.gpu_of_rank = None
+        topo._span_cache = {}
+        return topo
+
+    def with_mapping(self, gpu_of_rank: np.ndarray) -> Topology:
+        """The same machine with rank r running on GPU gpu_of_rank[r]."""
+        other = copy.copy(self)
+        other.gpu_of_rank = np.asarray(gpu_of_rank, dtype=np.int64)
+        other._span_cache = {}
+        return other
+
+    @property
+    def regular(self) -> bool:
+        """Blocks follow from arithmetic and ranks run on GPUs in order (the fast span path)."""
+        return self._explicit_blocks is None and self.gpu_of_rank is None
+
+    @property
+    def gpus_per_host(self) -> int:
+        return self.cluster.gpus_per_node
 
     # -- levels -----------------------------------------------------------------------------------
 
@@ -113,17 +158,11 @@ class Topology:
             )
         return tuple(levels)
 
-    def scale_up_bandwidth(self, members: int) -> float:
-        """Per-GPU bandwidth of a collective over `members` GPUs of one scale-up domain."""
-        su = self.cluster.scale_up
-        if su.kind is ScaleUpKind.FULL_MESH and su.peer_bandwidth_bytes_per_s is not None:
-            raw = min(su.bandwidth_bytes_per_s, max(members - 1, 1) * su.peer_bandwidth_bytes_per_s)
-            return raw * su.collective_efficiency
-        return self.levels[0].bandwidth_bytes_per_s
-
     @cached_property
     def block_of(self) -> np.ndarray:
-        """block_of[j, g] = index of the level-j block holding GPU g (rank g under the default mapping)."""
+        """block_of[j, g] = index of the level-j block holding GPU g."""
+        if self._explicit_blocks is not None:
+            return self._explicit_blocks
         g = np.arange(self.num_gpus, dtype=np.int64)
         return np.stack([g // lv.block_gpus for lv in self.levels])
 
@@ -134,36 +173,40 @@ class Topology:
         """GPUs, hosts, scale-up switches and switch tiers, edges carrying bandwidth per direction."""
         c = self.cluster
         g = nx.Graph(name=c.name)
-        n_hosts = -(-self.num_gpus // c.gpus_per_node)
-        for h in range(n_hosts):
-            g.add_node(f"host{h}", kind="host")
-        for d in range(-(-self.num_gpus // self.levels[0].block_gpus)):
-            g.add_node(f"{c.scale_up.name}{d}", kind="scale_up_switch", level=0)
+        gph = c.gpus_per_node
+        blocks = self.block_of
+        for name in self.host_names:
+            g.add_node(name, kind="host")
         for gpu in range(self.num_gpus):
-            name = f"gpu{gpu}"
-            g.add_node(name, kind="gpu", host=gpu // c.gpus_per_node, local_gpu=gpu % c.gpus_per_node)
-            g.add_edge(name, f"host{gpu // c.gpus_per_node}", kind="pcie")
-            g.add_edge(name, f"{c.scale_up.name}{gpu // self.levels[0].block_gpus}", kind="scale_up",
+            gname = f"gpu{gpu}"
+            g.add_node(gname, kind="gpu", host=self.host_names[gpu // gph], local_gpu=gpu % gph)
+            g.add_edge(gname, self.host_names[gpu // gph], kind="pcie")
+            g.add_edge(gname, f"{c.scale_up.name}{blocks[0, gpu]}", kind="scale_up",
                        bandwidth_bytes_per_s=c.scale_up.bandwidth_bytes_per_s)
+        for d in np.unique(blocks[0]):
+            g.nodes[f"{c.scale_up.name}{d}"].update(kind="scale_up_switch", level=0)
         for j, lv in enumerate(self.levels[1:], start=1):
-            below = self.levels[j - 1].block_gpus
-            for b in range(-(-self.num_gpus // lv.block_gpus)):
-                g.add_node(f"{lv.name}{b}", kind="switch", level=j)
-            for b in range(-(-self.num_gpus // below)):
-                child = f"{c.scale_up.name}{b}" if j == 1 else f"{self.levels[j - 1].name}{b}"
-                g.add_edge(child, f"{lv.name}{b * below // lv.block_gpus}", kind="uplink",
+            child_name = c.scale_up.name if j == 1 else self.levels[j - 1].name
+            pairs = np.unique(np.stack([blocks[j - 1], blocks[j]], axis=1), axis=0)
+            for child, parent in pairs:
+                g.add_node(f"{lv.name}{parent}", kind="switch", level=j)
+                g.add_edge(f"{child_name}{child}", f"{lv.name}{parent}", kind="uplink",
                            bandwidth_bytes_per_s=lv.bandwidth_bytes_per_s)
         return g
 
     # -- spans ------------------------------------------------------------------------------------
 
     def span(self, stride: int, size: int) -> GroupSpan:
-        """Span of the groups made of `size` ranks `stride` apart (a mesh axis under the default mapping)."""
-        return _span(self._key, tuple(lv.block_gpus for lv in self.levels), self.num_gpus, stride, size)
-
-    @property
-    def _key(self) -> tuple:
-        return (self.cluster.name, self.num_gpus)
+        """Span of the groups made of `size` ranks `stride` apart (a mesh axis), worst group."""
+        if self.regular:
+            return _span(tuple(lv.block_gpus for lv in self.levels), self.num_gpus, stride, size)
+        key = (stride, size)
+        if key not in self._span_cache:
+            ranks = _group_ranks(self.num_gpus, stride, size)
+            gpus = ranks if self.gpu_of_rank is None else self.gpu_of_rank[ranks]
+            within = [_worst_group_within(self.block_of[j][gpus]) for j in range(len(self.levels))]
+            self._span_cache[key] = GroupSpan((*within, size))
+        return self._span_cache[key]
 
     def describe(self) -> list[dict]:
         return [
@@ -173,28 +216,19 @@ class Topology:
         ]
 
 
-@lru_cache(maxsize=4096)
-def _span(_key: tuple, blocks: tuple[int, ...], num_gpus: int, stride: int, size: int) -> GroupSpan:
-    within = []
-    for block in blocks:
-        if stride >= block:
-            within.append(1)  # consecutive members are a block or more apart
-        elif block % stride == 0 and (block % (stride * size) == 0 or (stride * size) % block == 0):
-            within.append(min(size, block // stride))  # aligned: every group looks the same
-        else:
-            within.append(_span_exact(block, num_gpus, stride, size))
-    within.append(size)
-    return GroupSpan(tuple(within))
+def _group_ranks(num_gpus: int, stride: int, size: int) -> np.ndarray:
+    """Rows = groups of `size` ranks `stride` apart, as a mesh axis lays them."""
+    return np.arange(num_gpus, dtype=np.int64).reshape(-1, size, stride).transpose(0, 2, 1).reshape(-1, size)
 
 
-def _span_exact(block: int, num_gpus: int, stride: int, size: int) -> int:
-    """Members of the worst-placed group inside one block, by listing every group (misaligned cases).
+def _worst_group_within(ids: np.ndarray) -> int:
+    """Members of the worst-placed group inside one block, given each member's block id (rows = groups).
 
     Each group's count is its largest run of members sharing a block; the worst group is the one with
     the smallest such count (the most split), and it sets the pace of a synchronous collective.
     """
-    ranks = np.arange(num_gpus, dtype=np.int64).reshape(-1, size, stride).transpose(0, 2, 1).reshape(-1, size)
-    ids = np.sort(ranks // block, axis=1)
+    ids = np.sort(ids, axis=1)
+    size = ids.shape[1]
     starts = np.ones_like(ids, dtype=bool)
     starts[:, 1:] = ids[:, 1:] != ids[:, :-1]
     # every row opens with a run start, so no run crosses rows once flattened
@@ -203,3 +237,17 @@ def _span_exact(block: int, num_gpus: int, stride: int, size: int) -> int:
     per_group = np.zeros(ids.shape[0], dtype=np.int64)
     np.maximum.at(per_group, first // size, lengths)
     return int(per_group.min())
+
+
+@lru_cache(maxsize=4096)
+def _span(blocks: tuple[int, ...], num_gpus: int, stride: int, size: int) -> GroupSpan:
+    within = []
+    for block in blocks:
+        if stride >= block:
+            within.append(1)  # consecutive members are a block or more apart
+        elif block % stride == 0 and (block % (stride * size) == 0 or (stride * size) % block == 0):
+            within.append(min(size, block // stride))  # aligned: every group looks the same
+        else:  # misaligned (e.g. groups of 16 on 72-GPU NVLink domains): list every group
+            within.append(_worst_group_within(_group_ranks(num_gpus, stride, size) // block))
+    within.append(size)
+    return GroupSpan(tuple(within))

@@ -162,7 +162,7 @@ def test_graph_has_every_gpu_on_a_host(cluster: str, n: int, hosts: int) -> None
     for v in gpus:
         host_neighbours = [u for u in g.neighbors(v) if g.nodes[u]["kind"] == "host"]
         assert host_neighbours == [f"host{int(v[3:]) // per_node}"]
-        assert g.nodes[v]["host"] == int(v[3:]) // per_node
+        assert g.nodes[v]["host"] == f"host{int(v[3:]) // per_node}"
     assert nx.is_connected(g)
 
 
