@@ -27,9 +27,12 @@ class Level:
     block_gpus: int
     """GPUs in one block of this level (the last level: the whole cluster)."""
     bandwidth_bytes_per_s: float
-    """Effective per-GPU, per-direction bandwidth for traffic crossing into this level (efficiency and
-    oversubscription applied)."""
+    """Per-GPU, per-direction bandwidth for traffic crossing into this level when every GPU below sends
+    across it (efficiency and oversubscription applied)."""
     latency_s: float
+    oversubscription: float = 1.0
+    """Product of the oversubscription ratios of the tiers below: when only a fraction f of the GPUs
+    of a block send across, each gets bandwidth * oversubscription / max(1, oversubscription * f)."""
 
 
 @dataclass(frozen=True)
@@ -37,22 +40,25 @@ class GroupSpan:
     """How one kind of group sits on the hierarchy (the worst-placed group of that kind).
 
     members_within[j] = most members of one group inside a single level-j block; the entry past the
-    last level is the group size.
+    last level is the group size.  For the traffic crossing into level j (j >= 1), i.e. leaving
+    level-(j-1) blocks, `crossing[j]` is the largest share of a block's GPUs whose group reaches
+    outside it, and `load[j]` the largest mean share of their bytes that leaves it (all-to-all);
+    both are 1 for a fully loaded block, less where only some groups are split.
     """
 
     members_within: tuple[int, ...]
+    crossing: tuple[float, ...] = ()
+    load: tuple[float, ...] = ()
 
     @property
     def size(self) -> int:
         return self.members_within[-1]
 
     def top_level(self) -> int:
-        """Index of the highest level the group spans (-1 for a single GPU)."""
-        top = -1
-        for j in range(len(self.members_within) - 1):
-            if self.members_within[j] < self.size:
-                top = j + 1
-        return min(top, len(self.members_within) - 2) if top >= 0 else (0 if self.size > 1 else -1)
+        """Lowest level whose block holds a whole group (-1 for a single GPU)."""
+        if self.size <= 1:
+            return -1
+        return next(j for j, c in enumerate(self.members_within[:-1]) if c >= self.size)
 
 
 def _resolve_size(cluster: ClusterSpec, num_gpus: int | None, num_nodes: int | None) -> int:
@@ -148,7 +154,7 @@ class Topology:
                 break
             block = self.num_gpus if tier.fanout is None else min(block * tier.fanout, self.num_gpus)
             bw = c.nic_bandwidth_bytes_per_s * c.nic_collective_efficiency / derate
-            levels.append(Level(tier.name, block, bw, tier.latency_s))
+            levels.append(Level(tier.name, block, bw, tier.latency_s, derate))
             derate *= tier.oversubscription
         if block < self.num_gpus:
             top = c.tiers[-1]
@@ -204,14 +210,14 @@ class Topology:
         if key not in self._span_cache:
             ranks = _group_ranks(self.num_gpus, stride, size)
             gpus = ranks if self.gpu_of_rank is None else self.gpu_of_rank[ranks]
-            within = [_worst_group_within(self.block_of[j][gpus]) for j in range(len(self.levels))]
-            self._span_cache[key] = GroupSpan((*within, size))
+            self._span_cache[key] = _span_listed(self.block_of, gpus)
         return self._span_cache[key]
 
     def describe(self) -> list[dict]:
         return [
             {"level": j, "name": lv.name, "block_gpus": lv.block_gpus,
-             "bandwidth_bytes_per_s": lv.bandwidth_bytes_per_s, "latency_s": lv.latency_s}
+             "bandwidth_bytes_per_s": lv.bandwidth_bytes_per_s, "latency_s": lv.latency_s,
+             "oversubscription": lv.oversubscription}
             for j, lv in enumerate(self.levels)
         ]
 
@@ -219,6 +225,32 @@ class Topology:
 def _group_ranks(num_gpus: int, stride: int, size: int) -> np.ndarray:
     """Rows = groups of `size` ranks `stride` apart, as a mesh axis lays them."""
     return np.arange(num_gpus, dtype=np.int64).reshape(-1, size, stride).transpose(0, 2, 1).reshape(-1, size)
+
+
+def _span_listed(block_of: np.ndarray, gpus: np.ndarray) -> GroupSpan:
+    """Span of groups given as rows of GPU ids, counted on the blocks each GPU really sits in."""
+    size = gpus.shape[1]
+    within, crossing, load = [], [0.0], [0.0]
+    for j in range(block_of.shape[0]):
+        ids = block_of[j][gpus]
+        within.append(_worst_group_within(ids))
+        if j + 1 < block_of.shape[0]:
+            together = _members_sharing_block(ids)  # per member: members of its group in its block
+            leave = 1.0 - together / size
+            members = np.bincount(ids.ravel())
+            seen = members > 0
+            crossing.append(float((np.bincount(ids.ravel(), weights=(leave > 0).ravel())[seen] / members[seen]).max()))
+            load.append(float((np.bincount(ids.ravel(), weights=leave.ravel())[seen] / members[seen]).max()))
+    within.append(size)
+    return GroupSpan(tuple(within), tuple(crossing), tuple(load))
+
+
+def _members_sharing_block(ids: np.ndarray) -> np.ndarray:
+    """For every member (rows = groups), how many members of its group share its block."""
+    rows = np.repeat(np.arange(ids.shape[0]), ids.shape[1])
+    key = rows * (int(ids.max()) + 1) + ids.ravel()
+    _, inverse, counts = np.unique(key, return_inverse=True, return_counts=True)
+    return counts[inverse.reshape(-1)].reshape(ids.shape).astype(np.float64)
 
 
 def _worst_group_within(ids: np.ndarray) -> int:
@@ -250,4 +282,6 @@ def _span(blocks: tuple[int, ...], num_gpus: int, stride: int, size: int) -> Gro
         else:  # misaligned (e.g. groups of 16 on 72-GPU NVLink domains): list every group
             within.append(_worst_group_within(_group_ranks(num_gpus, stride, size) // block))
     within.append(size)
-    return GroupSpan(tuple(within))
+    crossing = [0.0] + [1.0 if within[j - 1] < size else 0.0 for j in range(1, len(blocks))]
+    load = [0.0] + [1.0 - within[j - 1] / size for j in range(1, len(blocks))]
+    return GroupSpan(tuple(within), tuple(crossing), tuple(load))

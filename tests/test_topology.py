@@ -64,7 +64,8 @@ def test_dgx_h100_levels_at_16384_gpus() -> None:
     for lv in t.levels[1:]:
         assert lv.bandwidth_bytes_per_s == pytest.approx(H100_NIC, rel=1e-12)
     assert t.describe()[3] == {"level": 3, "name": "core", "block_gpus": 16384,
-                               "bandwidth_bytes_per_s": pytest.approx(H100_NIC), "latency_s": 4.0e-6}
+                               "bandwidth_bytes_per_s": pytest.approx(H100_NIC), "latency_s": 4.0e-6,
+                               "oversubscription": 1.0}
 
 
 def test_small_cluster_stops_at_the_tier_that_covers_it() -> None:

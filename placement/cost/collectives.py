@@ -30,12 +30,16 @@ class LevelArrays:
     def __init__(self, topo: Topology) -> None:
         self.topo = topo
         self.bw = np.array([lv.bandwidth_bytes_per_s for lv in topo.levels])
+        self.oversub = np.array([lv.oversubscription for lv in topo.levels])
         self.lat = np.array([lv.latency_s for lv in topo.levels])
         self.num_levels = len(topo.levels)
 
-    def bandwidth(self, within: np.ndarray) -> np.ndarray:
-        """U x levels bandwidth; level 0 depends on how many members share the scale-up domain."""
+    def bandwidth(self, within: np.ndarray, crossing: np.ndarray | None = None) -> np.ndarray:
+        """U x levels bandwidth; level 0 depends on how many members share the scale-up domain, and an
+        oversubscribed level is shared only by the share `crossing` of GPUs that send across it."""
         bw = np.broadcast_to(self.bw, (within.shape[0], self.num_levels)).copy()
+        if crossing is not None:
+            bw = bw * self.oversub / np.maximum(1.0, self.oversub * crossing)
         su = self.topo.cluster.scale_up
         if su.peer_bandwidth_bytes_per_s is not None and su.kind.value == "full_mesh":
             peers = np.maximum(within[:, 0] - 1, 1)
@@ -58,8 +62,10 @@ class Groups:
         size = np.asarray(size, dtype=np.int64)
         key = stride * (topo.num_gpus + 1) + size  # one integer per (stride, size): a fast unique
         uniq, inverse = np.unique(key, return_inverse=True)
-        within = np.array([topo.span(int(k // (topo.num_gpus + 1)), int(k % (topo.num_gpus + 1))).members_within
-                           for k in uniq], dtype=np.float64)
+        spans = [topo.span(int(k // (topo.num_gpus + 1)), int(k % (topo.num_gpus + 1))) for k in uniq]
+        within = np.array([sp.members_within for sp in spans], dtype=np.float64)
+        self.crossing = np.array([sp.crossing for sp in spans], dtype=np.float64)
+        self.load = np.array([sp.load for sp in spans], dtype=np.float64)
         if pair:  # neighbours share a block exactly when the whole group does (else some pair crosses)
             within = np.where(within >= within[:, -1:], 2.0, 1.0) * (within[:, -1:] > 1) + (within[:, -1:] == 1)
         self.levels = levels
@@ -76,7 +82,7 @@ class Groups:
         lv, within = self.levels, self.within
         prev = np.concatenate([np.ones((within.shape[0], 1)), within[:, :-2]], axis=1)
         fan = within[:, :-1] / prev
-        coef = passes * ((fan - 1.0) / fan / prev / lv.bandwidth(within)).sum(axis=1)
+        coef = passes * ((fan - 1.0) / fan / prev / lv.bandwidth(within, self.crossing)).sum(axis=1)
         ring_lat = passes * ((fan - 1.0) * lv.lat).sum(axis=1)
         tree_lat = passes * (np.log2(fan) * lv.lat).sum(axis=1)
         return coef, np.minimum(ring_lat, tree_lat) + COLLECTIVE_BASE_LATENCY_S
@@ -95,14 +101,19 @@ class Groups:
         prev = np.concatenate([np.ones((within.shape[0], 1)), within[:, :-2]], axis=1)
         leaving = np.concatenate([(within[:, :1] - 1.0) / size,  # to the rest of its scale-up domain
                                   1.0 - prev[:, 1:] / size], axis=1)  # out of its level-(j-1) block
-        coef = (leaving / lv.bandwidth(within)).max(axis=1)
+        # a level is bound by the worst member's own bytes or, when oversubscribed, by the bytes all
+        # members of the most loaded block push through its uplinks: max(leave, ratio * load) / bw
+        raw = lv.bandwidth(within) * lv.oversub
+        demand = np.maximum(leaving, lv.oversub * self.load)
+        demand[:, 0] = leaving[:, 0]
+        coef = (demand / raw).max(axis=1)
         lat = lv.lat[self._top()] + COLLECTIVE_BASE_LATENCY_S
         return self._linear(coef, lat, nbytes)
 
     def p2p(self, nbytes: np.ndarray) -> np.ndarray:
         """Send `nbytes` between two members: at the level of the lowest block holding both."""
         top = self._top()
-        bw = self.levels.bandwidth(self.within)[np.arange(self.within.shape[0]), top]
+        bw = self.levels.bandwidth(self.within, self.crossing)[np.arange(self.within.shape[0]), top]
         return self._linear(1.0 / bw, self.levels.lat[top], nbytes)
 
     def _top(self) -> np.ndarray:

@@ -64,6 +64,9 @@ class Estimates:
     peak_memory_bytes: np.ndarray
     memory_capacity_bytes: float
     fits: np.ndarray
+    traffic_bytes: dict[str, np.ndarray]
+    """Bytes one member of each kind of group sends per step (tp, cp, ep, pp, dp, edp): what the
+    mapper weighs when it decides which groups to keep inside a block."""
 
 
 def gemm_peak(topo: Topology, precision: Precision) -> float:
@@ -175,7 +178,7 @@ def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch) -
         comm_tp = (nd + nm) * tp_layer
         comm_cp = (nd + nm) * cp_layer
         comm_ep = nm * ep_layer
-        return comp, comm_tp, comm_cp, comm_ep, (nd + nm) * cp_layer_total
+        return comp, comm_tp, comm_cp, comm_ep, (nd + nm) * cp_layer_total, nd + nm, nm
 
     stages = [stage_time(first_dense, first_moe, single.astype(f64)),
               stage_time(mid_dense, mid_moe, 0.0),
@@ -184,6 +187,7 @@ def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch) -
     worst = np.argmax(totals, axis=0)
     pick = lambda i: np.choose(worst, [stg[i] for stg in stages])  # noqa: E731
     comp_mb, tp_mb, cp_mb, ep_mb, cp_mb_total = pick(0), pick(1), pick(2), pick(3), pick(4)
+    layers_mb, moe_layers_mb = pick(5), pick(6)
 
     pp_pair = coll.Groups(levels, b.tp * b.cp * b.dp, b.pp, pair=True)
     p2p = pp_pair.p2p(act / tp)  # scatter/gather across TP ranks (PTD-P §4.1)
@@ -298,6 +302,18 @@ def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch) -
     hfu = hw_per_token * tokens_step / (step * num_gpus * peak)
 
     valid = st.valid & (np.abs(m - np.rint(m)) < 1e-9) & (m >= 1)
+    dense_grad_bytes = np.where(zero3, 3.0 * pd * C.BYTES_WEIGHT * m, np.where(zero2, pd * grad_b * (m + 1.0),
+                                                                               2.0 * pd * grad_b))
+    expert_grad_bytes = np.where(zero3, 3.0 * pe * C.BYTES_WEIGHT * m, np.where(zero2, pe * grad_b * (m + 1.0),
+                                                                                2.0 * pe * grad_b))
+    traffic = {
+        "tp": np.where(b.tp > 1, 2.0 * act * tp_ops * layers_mb * m, 0.0),
+        "cp": np.where(b.cp > 1, kv_full * (3.0 + full) * layers_mb * m, 0.0),
+        "ep": np.where(b.ep > 1, (dispatch if w.num_experts else 0.0) * (4.0 + 2.0 * full) * moe_layers_mb * m, 0.0),
+        "pp": np.where(b.pp > 1, act / tp * 2.0 * vpp * m, 0.0),
+        "dp": np.where(dense_repl > 1, dense_grad_bytes, 0.0),
+        "edp": np.where(edp > 1, expert_grad_bytes, 0.0),
+    }
     return Estimates(
         valid=valid, step_time_s=step, compute_s=m * comp_mb, tp_s=m * tp_mb, cp_s=m * cp_mb,
         cp_total_s=m * cp_mb_total, ep_s=m * ep_mb,
@@ -305,6 +321,7 @@ def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch) -
         num_microbatches=np.rint(m).astype(np.int64), mfu=mfu, hfu=hfu, tokens_per_s=tokens_step / step,
         weights_bytes=weights_b, grads_bytes=grads_b, optimizer_bytes=opt_b, activations_bytes=acts_b,
         other_bytes=other_b, peak_memory_bytes=peak_mem, memory_capacity_bytes=capacity, fits=fits,
+        traffic_bytes=traffic,
     )
 
 

@@ -1,0 +1,65 @@
+"""Map a planned layout onto the machine, price it as mapped, and price the plain launch orders.
+
+Baselines, each the same layout priced on the same machine:
+- `allocation_order`: ranks fill hosts in the order the allocation lists them (node_rank = position
+  in the host list), as torchrun or srun would launch them.
+- `megatron_order`: Megatron-Core's default rank order (tp-cp-ep-dp-pp, tp innermost) on hosts sorted
+  by name, as a launcher that sorts its node list does.  With a sorted host list the two coincide.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from placement.cost.batch import LayoutBatch
+from placement.cost.step import Estimates, estimate
+from placement.mapping.cpsat import MappingSolution, SolverConfig, solve_mapping
+from placement.mapping.groups import group_kinds
+from placement.specs import Layout, TrainingSpec
+from placement.topology import Topology
+from placement.workload import Workload
+
+
+@dataclass(frozen=True)
+class MappedLayout:
+    layout: Layout
+    solution: MappingSolution
+    estimate: Estimates
+    """Estimate of the layout on the mapped machine (arrays of one)."""
+    baselines: dict[str, float]
+    """Step time of the same layout under each plain launch order."""
+    topo: Topology
+    """The machine with the mapping applied."""
+
+
+def _price(w: Workload, train: TrainingSpec, topo: Topology, layout: Layout) -> Estimates:
+    return estimate(w, train, topo, LayoutBatch.from_layouts([layout]))
+
+
+def host_order_mapping(topo: Topology, host_order: np.ndarray) -> np.ndarray:
+    """gpu_of_rank when node block k runs on host host_order[k] with local GPUs in order."""
+    gph = topo.gpus_per_host
+    ranks = np.arange(topo.num_gpus)
+    return (np.asarray(host_order)[ranks // gph] * gph + ranks % gph).astype(np.int64)
+
+
+def baselines(w: Workload, train: TrainingSpec, topo: Topology, layout: Layout) -> dict[str, float]:
+    num_hosts = topo.num_gpus // topo.gpus_per_host
+    allocation = np.arange(num_hosts)
+    by_name = np.array(sorted(range(num_hosts), key=lambda h: topo.host_names[h]))
+    out = {}
+    for name, order in (("allocation_order", allocation), ("megatron_order", by_name)):
+        est = _price(w, train, topo.with_mapping(host_order_mapping(topo, order)), layout)
+        out[name] = float(est.step_time_s[0])
+    return out
+
+
+def map_layout(w: Workload, train: TrainingSpec, topo: Topology, layout: Layout, est: Estimates, i: int,
+               cfg: SolverConfig | None = None) -> MappedLayout:
+    """Solve the mapping for candidate `i` (priced unmapped in `est`) and price it mapped."""
+    solution = solve_mapping(topo, group_kinds(layout, est, i), cfg or SolverConfig())
+    mapped_topo = topo.with_mapping(solution.gpu_of_rank)
+    return MappedLayout(layout=layout, solution=solution, estimate=_price(w, train, mapped_topo, layout),
+                        baselines=baselines(w, train, topo, layout), topo=mapped_topo)
