@@ -1,12 +1,14 @@
 """The command line: a thin click layer.  It builds typed specs from flags, calls the core, and prints.
 
-Exit codes: 0 ok; 1 infeasible (or `evaluate` of a layout over capacity); 2 bad input.  Errors are
+Exit codes: 0 ok; 1 infeasible (or `evaluate` of a layout over capacity); 2 bad input; 3 internal
+error (a bug).  Errors are
 one paragraph on stderr, never a traceback.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable
 from functools import wraps
@@ -21,7 +23,7 @@ from placement.loaders.errors import format_validation_error
 from placement.specs import Layout, ModelSpec, Precision, Recompute, TrainingSpec
 from placement.topology import Topology
 
-EXIT_OK, EXIT_INFEASIBLE, EXIT_BAD_INPUT = 0, 1, 2
+EXIT_OK, EXIT_INFEASIBLE, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
 
 
 def _fail(code: int, message: str) -> None:
@@ -42,6 +44,12 @@ def handle_errors(fn: Callable) -> Callable:
             _fail(EXIT_BAD_INPUT, format_validation_error(err, "input"))
         except PlacementInfeasible as err:
             _fail(EXIT_INFEASIBLE, f"infeasible ({err.binding}): {err}")
+        except Exception as err:  # a bug: say so in one paragraph; PLACEMENT_DEBUG=1 shows the traceback
+            if os.environ.get("PLACEMENT_DEBUG"):
+                raise
+            _fail(EXIT_INTERNAL, f"internal error ({type(err).__name__}: {err}); this is a bug in placement "
+                                 f"{__version__}: please report it with the command line "
+                                 f"(PLACEMENT_DEBUG=1 prints the traceback)")
 
     return wrapper
 
@@ -59,6 +67,16 @@ def job_options(fn: Callable) -> Callable:
         click.option("--precision", type=click.Choice([p.value for p in Precision]), default="bf16",
                      show_default=True, help="GEMM precision."),
         click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout."),
+        click.option("--slurm-topology", type=click.Path(dir_okay=False), default=None,
+                     help="SLURM topology.conf (tree or block plugin) of the real cluster, instead of --cluster."),
+        click.option("--nodelist", default=None,
+                     help="The job's hosts: a hostlist expression ($SLURM_JOB_NODELIST) or @FILE, one per line."),
+        click.option("--node-type", default=None,
+                     help="Catalog cluster whose node design the hosts have (with --slurm-topology/--cluster-graph)."),
+        click.option("--cluster-graph", type=click.Path(dir_okay=False), default=None,
+                     help="networkx node-link JSON of any other fabric (with --node-type)."),
+        click.option("--oversubscription", type=float, default=None,
+                     help="Down:up ratio of the leaf uplinks of a real cluster (default: the node type's tiers)."),
     ]
     for opt in reversed(opts):
         fn = opt(fn)
@@ -70,14 +88,52 @@ def _positive(name: str, value: int | None) -> None:
         raise InputError(f"{name} {value}: must be a positive integer")
 
 
-def build_job(model_ref, cluster_ref, gpus, nodes, seq_len, global_batch, precision):
+def build_topology(cluster_ref, gpus, nodes, slurm_topology, nodelist, node_type, cluster_graph,
+                   oversubscription) -> Topology:
+    """A catalog cluster at a size, or a real allocation (SLURM topology + host list, or a graph)."""
+    real = slurm_topology is not None or cluster_graph is not None
+    if not real:
+        for flag, value in (("--nodelist", nodelist), ("--node-type", node_type),
+                            ("--oversubscription", oversubscription)):
+            if value is not None:
+                raise InputError(f"{flag} goes with --slurm-topology or --cluster-graph, which were not given")
+        cluster = load_cluster(cluster_ref)
+        return Topology(cluster, load_accelerator(cluster.accelerator), num_gpus=gpus, num_nodes=nodes)
+    if slurm_topology is not None and cluster_graph is not None:
+        raise InputError("give --slurm-topology or --cluster-graph, not both")
+    if gpus is not None or nodes is not None:
+        raise InputError("--gpus/--nodes do not apply to a real allocation: its size is the host list's")
+    if node_type is None:
+        raise InputError(f"--node-type is required with {'--slurm-topology' if slurm_topology else '--cluster-graph'}: "
+                         f"name the catalog design of the hosts (e.g. dgx-h100)")
+    cluster = load_cluster(node_type)
+    accelerator = load_accelerator(cluster.accelerator)
+    from pathlib import Path
+
+    from placement import fabric
+    if cluster_graph is not None:
+        from placement.loaders.graph_json import load_cluster_graph
+
+        return fabric.topology_from_graph(load_cluster_graph(Path(cluster_graph)), cluster, accelerator,
+                                          str(cluster_graph))
+    from placement.loaders.hostlist import read_nodelist
+    from placement.loaders.slurm import parse_topology_conf
+
+    if nodelist is None:
+        raise InputError("--nodelist is required with --slurm-topology: the job's hosts ($SLURM_JOB_NODELIST or @FILE)")
+    conf = parse_topology_conf(Path(slurm_topology))
+    return fabric.topology_from_slurm(conf, read_nodelist(nodelist), cluster, accelerator, oversubscription)
+
+
+def build_job(model_ref, cluster_ref, gpus, nodes, seq_len, global_batch, precision, slurm_topology=None,
+              nodelist=None, node_type=None, cluster_graph=None, oversubscription=None):
     """Flags -> (ModelSpec, TrainingSpec, Topology); every failure is an InputError."""
     for name, value in (("--gpus", gpus), ("--nodes", nodes), ("--seq-len", seq_len),
                         ("--global-batch", global_batch)):
         _positive(name, value)
     model = load_model(model_ref)
-    cluster = load_cluster(cluster_ref)
-    topo = Topology(cluster, load_accelerator(cluster.accelerator), num_gpus=gpus, num_nodes=nodes)
+    topo = build_topology(cluster_ref, gpus, nodes, slurm_topology, nodelist, node_type, cluster_graph,
+                          oversubscription)
     train = TrainingSpec(seq_len=seq_len or model.default_seq_len,
                          global_batch=global_batch or model.default_global_batch, precision=Precision(precision))
     return model, train, topo
@@ -94,22 +150,45 @@ def main() -> None:
 @click.option("--top-k", type=click.IntRange(1, 100), default=5, show_default=True, help="Plans to return.")
 @click.option("--recompute", type=click.Choice([r.value for r in Recompute]), multiple=True,
               help="Allowed recompute modes (repeatable; default all).")
-@click.option("--zero", type=click.IntRange(0, 3), multiple=True, help="Allowed ZeRO stages (repeatable; default all).")
+@click.option("--zero", type=click.IntRange(0, 3), multiple=True, help="Allowed ZeRO stages (repeatable; default 1-3).")
+@click.option("--map/--no-map", "do_map", default=None,
+              help="Map ranks to GPUs with CP-SAT (default: on for --slurm-topology/--cluster-graph).")
+@click.option("--map-time-limit", type=click.FloatRange(0.01, 600), default=1.0, show_default=True,
+              help="CP-SAT deterministic time limit per mapped plan.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
+              help="Write the best plan's launch files (host order, SLURM hostfile, MPI rankfile) here.")
 @handle_errors
-def plan(model_ref, cluster_ref, gpus, nodes, seq_len, global_batch, precision, as_json, top_k, recompute, zero):
-    """Search every layout; print the fastest that fit, best first."""
+def plan(model_ref, cluster_ref, gpus, nodes, seq_len, global_batch, precision, as_json, slurm_topology, nodelist,
+         node_type, cluster_graph, oversubscription, top_k, recompute, zero, do_map, map_time_limit, out_dir):
+    """Search every layout; map the best onto the machine; print them, best first."""
+    from placement.mapping.cpsat import SolverConfig
+    from placement.planner import plan_job
     from placement.report import plan_json, plan_table
-    from placement.search import SearchConfig, search
+    from placement.search import SearchConfig
 
-    model, train, topo = build_job(model_ref, cluster_ref, gpus, nodes, seq_len, global_batch, precision)
+    model, train, topo = build_job(model_ref, cluster_ref, gpus, nodes, seq_len, global_batch, precision,
+                                   slurm_topology, nodelist, node_type, cluster_graph, oversubscription)
     cfg = SearchConfig(top_k=top_k,
                        recompute=tuple(Recompute(r) for r in recompute) or SearchConfig.recompute,
                        zero_stages=tuple(sorted(set(zero))) or SearchConfig.zero_stages)
-    result = search(model, train, topo, cfg)
+    real = slurm_topology is not None or cluster_graph is not None
+    mapping = SolverConfig(time_limit_s=max(10.0, 5 * map_time_limit), deterministic_time_limit=map_time_limit) \
+        if (do_map if do_map is not None else real) else None
+    planned = plan_job(model, train, topo, cfg, mapping)
+    if out_dir is not None:
+        from pathlib import Path
+
+        from placement.mapping.report import write_launch_files
+
+        best = planned.plans[0]
+        header = (f"placement {__version__}: {best.model} on {best.num_gpus} x {best.accelerator}, "
+                  f"predicted step {best.step_time_s:.3f} s\nranks: tp innermost, then cp, dp, pp")
+        for path in write_launch_files(Path(out_dir), topo, planned.gpu_of_rank[0], header):
+            click.echo(f"wrote {path}", err=True)
     if as_json:
-        click.echo(json.dumps(plan_json(result, model, train, topo)))
+        click.echo(json.dumps(plan_json(planned)))
     else:
-        click.echo(plan_table(result, model, train, topo))
+        click.echo(plan_table(planned))
 
 
 @main.command()
@@ -127,13 +206,15 @@ def plan(model_ref, cluster_ref, gpus, nodes, seq_len, global_batch, precision, 
 @click.option("--sequence-parallel/--no-sequence-parallel", default=None,
               help="Default: on when tp > 1.")
 @handle_errors
-def evaluate(model_ref, cluster_ref, gpus, nodes, seq_len, global_batch, precision, as_json, tp, cp, ep, etp, pp,
-             vpp, mbs, zero, dp_shard, recompute, sequence_parallel):
+def evaluate(model_ref, cluster_ref, gpus, nodes, seq_len, global_batch, precision, as_json, slurm_topology,
+             nodelist, node_type, cluster_graph, oversubscription, tp, cp, ep, etp, pp, vpp, mbs, zero, dp_shard,
+             recompute, sequence_parallel):
     """Estimate one given layout (dp is derived from the GPU count); exit 1 if it does not fit."""
     from placement.evaluate import evaluate_layout
     from placement.report import single_plan_table
 
-    model, train, topo = build_job(model_ref, cluster_ref, gpus, nodes, seq_len, global_batch, precision)
+    model, train, topo = build_job(model_ref, cluster_ref, gpus, nodes, seq_len, global_batch, precision,
+                                   slurm_topology, nodelist, node_type, cluster_graph, oversubscription)
     per_replica = tp * cp * pp
     for name, value in (("--tp", tp), ("--cp", cp), ("--ep", ep), ("--etp", etp), ("--pp", pp), ("--vpp", vpp),
                         ("--mbs", mbs)):

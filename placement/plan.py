@@ -88,6 +88,14 @@ class Plan(_Out):
     global_batch: int
     precision: str
     tool_version: str
+    mapping: list[dict] | None = None
+    """Rank table: {"rank", "host", "local_gpu", "coords": {axis: index}} ordered by rank."""
+    mapping_solver: dict | None = None
+    """How the mapping was found: status, objective, bound, wall time, solver and seed."""
+    baselines: dict[str, dict] | None = None
+    """The same layout under plain launch orders: {"allocation_order": {"step_time_s"}, "megatron_order": ...}."""
+    crossings: dict[str, dict] | None = None
+    """Per kind of group, how many groups reach each level of the topology at most."""
 
 
 def _r(x: float, digits: int = 6) -> float:

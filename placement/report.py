@@ -4,21 +4,17 @@ from __future__ import annotations
 
 from placement.calibration.validate import RunResult
 from placement.cost.constants import GiB
-from placement.plan import Plan, make_plan
-from placement.search import SearchResult
-from placement.specs import ModelSpec, TrainingSpec
+from placement.plan import Plan
+from placement.planner import Planned
+from placement.specs import ModelSpec
 from placement.topology import Topology
 from placement.workload import workload
 
 
-def plans(result: SearchResult, model: ModelSpec, train: TrainingSpec, topo: Topology) -> list[Plan]:
-    return [make_plan(result.batch, result.estimates, int(i), model, train, topo) for i in result.ranked]
-
-
-def plan_json(result: SearchResult, model: ModelSpec, train: TrainingSpec, topo: Topology) -> dict:
+def plan_json(planned: Planned) -> dict:
     return {
-        "plans": [p.model_dump(mode="json") for p in plans(result, model, train, topo)],
-        "search": {"candidates": result.num_candidates, "seconds": round(result.seconds, 4)},
+        "plans": [p.model_dump(mode="json") for p in planned.plans],
+        "search": {"candidates": planned.search.num_candidates, "seconds": round(planned.search.seconds, 4)},
     }
 
 
@@ -75,11 +71,31 @@ def _headline(p: Plan) -> str:
             + ("" if p.fits else "  ** DOES NOT FIT **"))
 
 
-def plan_table(result: SearchResult, model: ModelSpec, train: TrainingSpec, topo: Topology) -> str:
-    ps = plans(result, model, train, topo)
+def _mapping_section(p: Plan) -> str:
+    if not p.crossings:
+        return ""
+    solver = p.mapping_solver or {}
+    base = p.baselines or {}
+    lines = [f"mapping: {solver.get('status', '')} ({solver.get('chosen', '')})"
+             + (f", objective {solver['objective_s']:.3f} s, bound {solver['bound_s']:.3f} s, "
+                f"{solver.get('wall_s', 0):.2f} s" if solver.get("objective_s") is not None else "")]
+    rows = [["planned mapping", f"{p.step_time_s:.3f}"]] + [[k.replace("_", " "), f"{v['step_time_s']:.3f}"]
+                                                            for k, v in base.items()]
+    lines.append(_table(["order", "step s"], rows))
+    levels = list(next(iter(p.crossings.values()))["highest_level"])
+    crows = [[k, f"{v['groups']} x {v['group_size']}", *(str(v["highest_level"][lv]) for lv in levels)]
+             for k, v in p.crossings.items()]
+    lines.append(_table(["groups", "count x size", *(f"within {lv}" for lv in levels)], crows))
+    return "\n\n".join(lines)
+
+
+def plan_table(planned: Planned) -> str:
+    ps = planned.plans
     rows = [[str(k + 1), _layout_cell(p), f"{p.step_time_s:.3f}", f"{p.mfu:.1%}",
              f"{p.peak_memory_bytes / GiB:.1f}"] for k, p in enumerate(ps)]
-    return (_headline(ps[0]) + "\n\n" + _breakdown(ps[0]) + "\n\n"
+    mapping = _mapping_section(ps[0])
+    result = planned.search
+    return (_headline(ps[0]) + "\n\n" + _breakdown(ps[0]) + "\n\n" + (mapping + "\n\n" if mapping else "")
             + _table(["#", "layout", "step s", "MFU", "mem GiB"], rows)
             + f"\n\nsearched {result.num_candidates:,} layouts in {result.seconds:.2f} s")
 

@@ -1,11 +1,14 @@
 """Compute time of the per-micro-batch work on one GPU (vectorized).
 
 Roofline per GEMM: FLOPs / (peak * MAMF * shape efficiency), with the MAMF ceiling from the
-accelerator file (ml-engineering MAMF table) and the shape efficiency of GEMM_HALF_EFFICIENCY_DIM.
+accelerator file (ml-engineering MAMF table) and a shape efficiency set by the accelerator's
+`gemm_half_efficiency_dim`.
 Memory-bound element-wise work: bytes / HBM bandwidth.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -15,21 +18,28 @@ from placement.cost.constants import (
     CAUSAL_EXECUTED_FRACTION,
     CROSS_ENTROPY_BYTES_PER_LOGIT,
     ELEMENTWISE_BYTES_PER_HIDDEN,
-    GEMM_HALF_EFFICIENCY_DIM,
     UNFUSED_SCORE_BYTES_FORWARD,
 )
 
 
-def shape_efficiency(m: np.ndarray, n: np.ndarray, k: np.ndarray) -> np.ndarray:
-    """Fraction of MAMF a (m x k) @ (k x n) GEMM reaches: prod over dims of d / (d + d_half)."""
-    d = GEMM_HALF_EFFICIENCY_DIM
-    return (m / (m + d)) * (n / (n + d)) * (k / (k + d))
+def shape_efficiency(m: np.ndarray, n: np.ndarray, k: np.ndarray, half_dim: float) -> np.ndarray:
+    """Fraction of MAMF a (m x k) @ (k x n) GEMM reaches: prod over dims of d / (d + half_dim), with the
+    accelerator's `gemm_half_efficiency_dim`."""
+    return (m / (m + half_dim)) * (n / (n + half_dim)) * (k / (k + half_dim))
 
 
-def gemm_time(m, n, k, count, peak_flops: float) -> np.ndarray:
-    """`count` GEMMs of (m x k) @ (k x n); peak_flops already includes MAMF."""
+@dataclass(frozen=True)
+class GemmRate:
+    """Where GEMMs run: peak times MAMF (FLOP/s) and the accelerator's half-efficiency dimension."""
+
+    peak_flops: float
+    half_dim: float
+
+
+def gemm_time(m, n, k, count, rate: GemmRate) -> np.ndarray:
+    """`count` GEMMs of (m x k) @ (k x n)."""
     m, n, k = (np.maximum(np.asarray(x, dtype=np.float64), 1.0) for x in (m, n, k))
-    return count * 2.0 * m * n * k / (peak_flops * shape_efficiency(m, n, k))
+    return count * 2.0 * m * n * k / (rate.peak_flops * shape_efficiency(m, n, k, rate.half_dim))
 
 
 def attention_core_time(tokens, seq_len: int, core_dim_local, peak_flops: float) -> np.ndarray:
@@ -39,7 +49,7 @@ def attention_core_time(tokens, seq_len: int, core_dim_local, peak_flops: float)
     return flops / (peak_flops * ATTENTION_CORE_EFFICIENCY)
 
 
-def unfused_attention_time(tokens, seq_len: int, heads_local, qk_dim: int, v_dim: int, peak_gemm: float,
+def unfused_attention_time(tokens, seq_len: int, heads_local, qk_dim: int, v_dim: int, peak_gemm: GemmRate,
                            hbm_bytes_per_s: float) -> np.ndarray:
     """Forward of an unfused attention core: two batched GEMMs per head (QK^T, AV) at GEMM efficiency,
     plus the softmax/dropout streaming the s x s scores through HBM."""

@@ -16,10 +16,6 @@ BYTES_OPTIMIZER = 12
 """Mixed-precision Adam: fp32 master weights, momentum and variance (ZeRO §3, K = 12): 16 B/param total."""
 
 # --- compute ---------------------------------------------------------------------------------------
-GEMM_HALF_EFFICIENCY_DIM = 192.0
-"""A GEMM dimension of this many elements reaches half of MAMF along that dimension; efficiency is
-MAMF * prod_d d/(d + this) over (m, n, k).  Models tile quantisation and wave underfill of small
-sharded GEMMs (calibrated: the PTD-P Table 1 trend from 44 % to 52 % of peak as h grows)."""
 ATTENTION_CORE_EFFICIENCY = 0.65
 """Fused (flash) attention throughput on the FLOPs it really executes, as a fraction of MAMF:
 FlashAttention-2 reaches 50-73 % of A100 peak in forward and less in backward (Dao 2023,

@@ -19,6 +19,7 @@ from placement.cost import collectives as coll
 from placement.cost import constants as C
 from placement.cost.batch import LayoutBatch
 from placement.cost.compute import (
+    GemmRate,
     attention_core_time,
     cross_entropy_time,
     elementwise_time,
@@ -69,7 +70,12 @@ class Estimates:
     mapper weighs when it decides which groups to keep inside a block."""
 
 
-def gemm_peak(topo: Topology, precision: Precision) -> float:
+def gemm_peak(topo: Topology, precision: Precision) -> GemmRate:
+    acc = topo.accelerator
+    return GemmRate(_gemm_flops(topo, precision), acc.gemm_half_efficiency_dim)
+
+
+def _gemm_flops(topo: Topology, precision: Precision) -> float:
     acc = topo.accelerator
     if precision is Precision.FP8:
         if acc.peak_flops_fp8 is None:

@@ -42,7 +42,7 @@ solver (objective values are whole numbers)."""
 class SolverConfig:
     time_limit_s: float = 10.0
     """Wall-clock limit (a safety net; the deterministic limit below normally ends the search)."""
-    deterministic_time_limit: float = 10.0
+    deterministic_time_limit: float = 1.0
     """CP-SAT deterministic time units: the same input gives the same answer on any machine load."""
     num_workers: int = 8
     """Portfolio workers (LNS needs several); run interleaved on one thread, which is deterministic."""

@@ -26,6 +26,9 @@ from placement.workload import Workload
 class MappedLayout:
     layout: Layout
     solution: MappingSolution
+    chosen: str
+    """Which mapping was kept: "cpsat", or a baseline the exact cost model prices faster."""
+    gpu_of_rank: np.ndarray
     estimate: Estimates
     """Estimate of the layout on the mapped machine (arrays of one)."""
     baselines: dict[str, float]
@@ -45,21 +48,25 @@ def host_order_mapping(topo: Topology, host_order: np.ndarray) -> np.ndarray:
     return (np.asarray(host_order)[ranks // gph] * gph + ranks % gph).astype(np.int64)
 
 
-def baselines(w: Workload, train: TrainingSpec, topo: Topology, layout: Layout) -> dict[str, float]:
+def baseline_mappings(topo: Topology) -> dict[str, np.ndarray]:
     num_hosts = topo.num_gpus // topo.gpus_per_host
-    allocation = np.arange(num_hosts)
     by_name = np.array(sorted(range(num_hosts), key=lambda h: topo.host_names[h]))
-    out = {}
-    for name, order in (("allocation_order", allocation), ("megatron_order", by_name)):
-        est = _price(w, train, topo.with_mapping(host_order_mapping(topo, order)), layout)
-        out[name] = float(est.step_time_s[0])
-    return out
+    return {"allocation_order": host_order_mapping(topo, np.arange(num_hosts)),
+            "megatron_order": host_order_mapping(topo, by_name)}
 
 
 def map_layout(w: Workload, train: TrainingSpec, topo: Topology, layout: Layout, est: Estimates, i: int,
                cfg: SolverConfig | None = None) -> MappedLayout:
-    """Solve the mapping for candidate `i` (priced unmapped in `est`) and price it mapped."""
+    """Solve the mapping for candidate `i` (priced unmapped in `est`) and price it mapped.
+
+    The solver's objective is a proxy (traffic pushed up the tree); the exact cost model has the last
+    word, so a plain launch order that it prices faster is kept instead (and reported as chosen).
+    """
     solution = solve_mapping(topo, group_kinds(layout, est, i), cfg or SolverConfig())
-    mapped_topo = topo.with_mapping(solution.gpu_of_rank)
-    return MappedLayout(layout=layout, solution=solution, estimate=_price(w, train, mapped_topo, layout),
-                        baselines=baselines(w, train, topo, layout), topo=mapped_topo)
+    options = {"cpsat": solution.gpu_of_rank, **baseline_mappings(topo)}
+    priced = {name: _price(w, train, topo.with_mapping(g), layout) for name, g in options.items()}
+    steps = {name: float(e.step_time_s[0]) for name, e in priced.items()}
+    chosen = min(options, key=lambda name: (steps[name], name != "cpsat"))
+    return MappedLayout(layout=layout, solution=solution, chosen=chosen, gpu_of_rank=options[chosen],
+                        estimate=priced[chosen], baselines={k: v for k, v in steps.items() if k != "cpsat"},
+                        topo=topo.with_mapping(options[chosen]))

@@ -25,6 +25,9 @@ class AcceleratorSpec(Frozen):
     matmul_efficiency_bf16: float = Field(gt=0, le=1)
     """Maximum achievable matmul FLOP/s (MAMF) over peak, BF16: the ceiling of any GEMM."""
     matmul_efficiency_fp8: float | None = Field(default=None, gt=0, le=1)
+    gemm_half_efficiency_dim: float = Field(gt=0)
+    """A GEMM dimension of this many elements reaches half of MAMF along that dimension (tile
+    quantisation and wave underfill of small sharded GEMMs; wider GPUs need bigger GEMMs)."""
     source: str = ""
 
 

@@ -1,0 +1,187 @@
+"""Real cluster inputs -> Topology: a SLURM topology plus the job's host list, or a networkx graph.
+
+Levels, innermost first:
+- 0, the scale-up domain: one host on 8-GPU nodes; a SLURM block (an NVL72 rack of 18 trays) when
+  the node design's NVLink domain spans several hosts.
+- 1.., the switch tiers above it, by height in the tree (leaf = 1).  Traffic into level j >= 2 is
+  derated by the oversubscription of the tiers below (the `--oversubscription` ratio at the leaf
+  uplinks, else the node design's catalog tiers).
+Hosts keep the allocation's order: that order is the `allocation_order` baseline and the host index
+of the mapping.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import networkx as nx
+import numpy as np
+
+from placement.errors import InputError
+from placement.specs import AcceleratorSpec, ClusterSpec
+from placement.specs.fabric import SlurmBlocks, SlurmTree
+from placement.topology import Level, Topology
+
+_TIER_NAMES = ("leaf", "spine", "core", "super-core")
+
+
+def _check_hosts(hosts: Sequence[str], known: set[str], source: str) -> None:
+    if not hosts:
+        raise InputError("--nodelist is empty: give the job's hosts (e.g. $SLURM_JOB_NODELIST or @hosts.txt)")
+    missing = [h for h in hosts if h not in known]
+    if missing:
+        shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+        raise InputError(
+            f"{source}: host(s) {shown} of --nodelist are not in the topology; give the topology.conf of the "
+            f"cluster the job ran on, or drop those hosts"
+        )
+
+
+def _tier_levels(cluster: ClusterSpec, heights: int, oversubscription: float | None) -> list[Level]:
+    """Levels 1..heights: NIC bandwidth per GPU, derated by the oversubscription of the tiers below."""
+    nic = cluster.nic_bandwidth_bytes_per_s * cluster.nic_collective_efficiency
+    levels, derate = [], 1.0
+    for j in range(1, heights + 1):
+        tier = cluster.tiers[min(j - 1, len(cluster.tiers) - 1)]
+        name = tier.name if j - 1 < len(cluster.tiers) else _TIER_NAMES[min(j - 1, len(_TIER_NAMES) - 1)]
+        levels.append(Level(name, 0, nic / derate, tier.latency_s, derate))
+        ratio = oversubscription if (j == 1 and oversubscription is not None) else tier.oversubscription
+        derate *= ratio
+    return levels
+
+
+def _scale_up_level(cluster: ClusterSpec, block_gpus: int) -> Level:
+    su = cluster.scale_up
+    return Level(su.name, block_gpus, su.bandwidth_bytes_per_s * su.collective_efficiency, su.latency_s)
+
+
+def topology_from_slurm(conf: SlurmTree | SlurmBlocks, hosts: Sequence[str], cluster: ClusterSpec,
+                        accelerator: AcceleratorSpec, oversubscription: float | None = None) -> Topology:
+    if oversubscription is not None and oversubscription < 1:
+        raise InputError(f"--oversubscription {oversubscription}: a down:up ratio is at least 1 (1 = non-blocking)")
+    if isinstance(conf, SlurmBlocks):
+        return _from_blocks(conf, hosts, cluster, accelerator, oversubscription)
+    return _from_tree(conf, hosts, cluster, accelerator, oversubscription)
+
+
+def _from_tree(conf: SlurmTree, hosts: Sequence[str], cluster: ClusterSpec, accelerator: AcceleratorSpec,
+               oversubscription: float | None) -> Topology:
+    if cluster.scale_up.size > cluster.gpus_per_node:
+        raise InputError(
+            f"--node-type {cluster.name}: its NVLink domain ({cluster.scale_up.size} GPUs) spans several hosts, "
+            f"which a tree topology.conf cannot place; give the block-plugin topology.conf (BlockName= lines)"
+        )
+    leaf_of = {n: s.name for s in conf.switches for n in s.nodes}
+    _check_hosts(hosts, set(leaf_of), conf.source)
+    parent = {c: s.name for s in conf.switches for c in s.switches}
+    height: dict[str, int] = {}
+
+    def h(name: str) -> int:
+        if name not in height:
+            sw = next(s for s in conf.switches if s.name == name)
+            height[name] = 1 + max((h(c) for c in sw.switches), default=0)
+        return height[name]
+
+    def ancestor(leaf: str, level: int) -> str:
+        node = leaf
+        while h(node) < level and node in parent:
+            node = parent[node]
+        return node
+
+    top = max(h(s.name) for s in conf.switches)
+    ids: dict[str, int] = {}
+    host_blocks = np.empty((top + 1, len(hosts)), dtype=np.int64)
+    host_blocks[0] = np.arange(len(hosts))
+    for j in range(1, top + 1):
+        for i, host in enumerate(hosts):
+            host_blocks[j, i] = ids.setdefault(ancestor(leaf_of[host], j), len(ids))
+    levels = [_scale_up_level(cluster, cluster.gpus_per_node), *_tier_levels(cluster, top, oversubscription)]
+    return Topology.from_hosts(cluster, accelerator, list(hosts), _collapse_top(host_blocks), tuple(levels))
+
+
+def _from_blocks(conf: SlurmBlocks, hosts: Sequence[str], cluster: ClusterSpec, accelerator: AcceleratorSpec,
+                 oversubscription: float | None) -> Topology:
+    block_of = {n: i for i, b in enumerate(conf.blocks) for n in b.nodes}
+    _check_hosts(hosts, set(block_of), conf.source)
+    hosts_per_domain = max(cluster.scale_up.size // cluster.gpus_per_node, 1)
+    largest = max(len(b.nodes) for b in conf.blocks)
+    if hosts_per_domain > 1 and largest > hosts_per_domain:
+        raise InputError(
+            f"{conf.source}: a block has {largest} nodes but one {cluster.name} NVLink domain holds "
+            f"{hosts_per_domain} ({cluster.scale_up.size} GPUs / {cluster.gpus_per_node} per node); check --node-type"
+        )
+    blocks = np.array([block_of[h] for h in hosts], dtype=np.int64)
+    if hosts_per_domain > 1:  # each block is one NVLink domain; the network above it
+        host_blocks = np.stack([blocks, np.zeros_like(blocks)])
+        levels = [_scale_up_level(cluster, cluster.scale_up.size), *_tier_levels(cluster, 1, oversubscription)]
+    else:  # 8-GPU nodes: blocks are network groups (leaf-like) above the hosts
+        host_blocks = np.stack([np.arange(len(hosts)), blocks, np.zeros_like(blocks)])
+        levels = [_scale_up_level(cluster, cluster.gpus_per_node), *_tier_levels(cluster, 2, oversubscription)]
+    return Topology.from_hosts(cluster, accelerator, list(hosts), _collapse_top(host_blocks), tuple(levels))
+
+
+def _collapse_top(host_blocks: np.ndarray) -> np.ndarray:
+    """The last level is the whole allocation (one block), whatever the tree above it."""
+    out = host_blocks.copy()
+    out[-1] = 0
+    return out
+
+
+def topology_from_graph(graph: nx.Graph, cluster: ClusterSpec, accelerator: AcceleratorSpec,
+                        source: str) -> Topology:
+    """A networkx cluster graph: hosts, their GPUs, switches with `level` (1 = leaf).
+
+    Host-to-leaf edges carry the host's NIC bandwidth; switch uplinks carry the switch's total uplink
+    bandwidth, so a switch's oversubscription is what its children bring over what it sends up.
+    """
+    hosts = [n for n, d in graph.nodes(data=True) if d["kind"] == "host"]
+    gpus_per_host = {h: sum(1 for g in graph.neighbors(h) if graph.nodes[g]["kind"] == "gpu") for h in hosts}
+    if len(set(gpus_per_host.values())) != 1 or next(iter(gpus_per_host.values())) != cluster.gpus_per_node:
+        raise InputError(
+            f"{source}: every host must have {cluster.gpus_per_node} GPUs for --node-type {cluster.name}; "
+            f"found {sorted(set(gpus_per_host.values()))}"
+        )
+
+    def up(node: str) -> list[str]:
+        level = graph.nodes[node].get("level", 0)
+        return [s for s in graph.neighbors(node) if graph.nodes[s]["kind"] == "switch"
+                and graph.nodes[s]["level"] > level]
+
+    chains = []
+    for h in hosts:
+        chain, node = [], h
+        while ups := up(node):
+            if len(ups) > 1:
+                raise InputError(f"{source}: node {node!r} has {len(ups)} parent switches; the mapper needs a tree")
+            node = ups[0]
+            chain.append(node)
+        if not chain:
+            raise InputError(f"{source}: host {h!r} connects to no switch; add its host-to-leaf edge")
+        chains.append(chain)
+    top = max(len(c) for c in chains)
+    ids: dict[str, int] = {}
+    host_blocks = np.empty((top + 1, len(hosts)), dtype=np.int64)
+    host_blocks[0] = np.arange(len(hosts))
+    for j in range(1, top + 1):
+        for i, chain in enumerate(chains):
+            host_blocks[j, i] = ids.setdefault(chain[min(j, len(chain)) - 1], len(ids))
+    nic = min(graph.edges[h, c[0]]["bandwidth_bytes_per_s"] for h, c in zip(hosts, chains, strict=True)) \
+        / cluster.gpus_per_node * cluster.nic_collective_efficiency
+    levels, derate = [_scale_up_level(cluster, cluster.gpus_per_node)], 1.0
+    for j in range(1, top + 1):
+        switches = sorted({c[j - 1] for c in chains if len(c) >= j})
+        levels.append(Level(_TIER_NAMES[min(j - 1, 3)], 0, nic / derate, cluster.tiers[0].latency_s, derate))
+        derate *= max(_oversubscription(graph, s) for s in switches)
+    return Topology.from_hosts(cluster, accelerator, hosts, _collapse_top(host_blocks), tuple(levels))
+
+
+def _oversubscription(graph: nx.Graph, switch: str) -> float:
+    level = graph.nodes[switch]["level"]
+    down = up = 0.0
+    for n in graph.neighbors(switch):
+        bw = graph.edges[switch, n].get("bandwidth_bytes_per_s", 0.0)
+        if graph.nodes[n]["kind"] == "switch" and graph.nodes[n]["level"] > level:
+            up += bw
+        elif graph.nodes[n]["kind"] != "gpu":
+            down += bw
+    return max(down / up, 1.0) if up > 0 else 1.0

@@ -1,0 +1,81 @@
+"""What a mapping looks like from outside: the rank table, which groups cross which level, and the
+launcher files that realize it (host order, SLURM arbitrary distribution, MPI rankfile)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from placement.mapping.groups import GroupKind
+from placement.specs import Layout
+from placement.topology import Topology
+
+
+def rank_coords(layout: Layout, num_ranks: int, moe: bool) -> dict[str, np.ndarray]:
+    """Mesh coordinates of every rank (tp innermost, then cp, dp, pp; experts etp, ep, edp)."""
+    r = np.arange(num_ranks)
+    coords = {"tp": r % layout.tp, "cp": (r // layout.tp) % layout.cp,
+              "dp": (r // (layout.tp * layout.cp)) % layout.dp, "pp": r // (layout.tp * layout.cp * layout.dp)}
+    if moe:
+        stage_rank = r % (layout.tp * layout.cp * layout.dp)
+        coords.update(etp=stage_rank % layout.etp, ep=(stage_rank // layout.etp) % layout.ep,
+                      edp=stage_rank // (layout.etp * layout.ep))
+    return coords
+
+
+def rank_table(topo: Topology, gpu_of_rank: np.ndarray, layout: Layout, moe: bool) -> list[dict]:
+    gph = topo.gpus_per_host
+    coords = rank_coords(layout, topo.num_gpus, moe)
+    names = topo.host_names
+    hosts = gpu_of_rank // gph
+    local = gpu_of_rank % gph
+    cols = {k: v.tolist() for k, v in coords.items()}
+    return [{"rank": r, "host": names[hosts[r]], "local_gpu": int(local[r]),
+             "coords": {k: cols[k][r] for k in cols}} for r in range(topo.num_gpus)]
+
+
+def crossings(mapped: Topology, kinds: list[GroupKind]) -> dict[str, dict]:
+    """Per kind of group: how many groups reach each level at most (their highest level spanned)."""
+    out = {}
+    names = [lv.name for lv in mapped.levels]
+    gpus_of = mapped.gpu_of_rank if mapped.gpu_of_rank is not None else np.arange(mapped.num_gpus)
+    for kind in kinds:
+        gpus = gpus_of[kind.ranks(mapped.num_gpus)]
+        top = np.zeros(gpus.shape[0], dtype=np.int64)  # lowest level whose block holds the whole group
+        for j in range(len(names)):
+            ids = mapped.block_of[j][gpus]
+            split = ~(ids == ids[:, :1]).all(axis=1)
+            top = np.maximum(top, np.where(split, j + 1, 0))
+        top = np.minimum(top, len(names) - 1)
+        counts = np.bincount(top, minlength=len(names))
+        out[kind.name] = {"groups": int(gpus.shape[0]), "group_size": int(gpus.shape[1]),
+                          "bytes_per_member_per_step": kind.bytes_per_step,
+                          "highest_level": {names[j]: int(counts[j]) for j in range(len(names))}}
+    return out
+
+
+def write_launch_files(out: Path, topo: Topology, gpu_of_rank: np.ndarray, header: str) -> list[Path]:
+    """Files for launchers: the host order (torchrun static rendezvous), a SLURM hostfile for
+    --distribution=arbitrary (one line per task), an Open MPI rankfile, CUDA_VISIBLE_DEVICES per host."""
+    out.mkdir(parents=True, exist_ok=True)
+    gph = topo.gpus_per_host
+    names = topo.host_names
+    host_of_rank = gpu_of_rank // gph
+    local = gpu_of_rank % gph
+    order = host_of_rank[::gph]  # node_rank k runs ranks k*gph .. (k+1)*gph - 1
+    written = []
+
+    def emit(name: str, lines: list[str]) -> None:
+        path = out / name
+        path.write_text("".join(f"# {line}\n" for line in header.splitlines()) + "\n".join(lines) + "\n")
+        written.append(path)
+
+    emit("hosts.txt", [f"{k} {names[h]}" for k, h in enumerate(order)])
+    emit("slurm.hostfile", [names[h] for h in host_of_rank])
+    emit("rankfile", [f"rank {r}={names[host_of_rank[r]]} slot={local[r]}" for r in range(topo.num_gpus)])
+    permuted = [(names[order[k]], local[k * gph:(k + 1) * gph]) for k in range(len(order))
+                if not np.array_equal(local[k * gph:(k + 1) * gph], np.arange(gph))]
+    if permuted:
+        emit("cuda_visible_devices.txt", [f"{h} CUDA_VISIBLE_DEVICES={','.join(map(str, p))}" for h, p in permuted])
+    return written

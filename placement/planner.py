@@ -1,0 +1,75 @@
+"""`plan` end to end: search every layout, map the best few onto the machine, re-rank by mapped cost."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from placement.mapping.cpsat import SolverConfig
+from placement.mapping.groups import group_kinds
+from placement.mapping.mapper import map_layout
+from placement.mapping.report import crossings, rank_table
+from placement.plan import Plan, make_plan
+from placement.search import SearchConfig, SearchResult, search
+from placement.specs import ModelSpec, TrainingSpec
+from placement.topology import Topology
+from placement.workload import workload
+
+
+@dataclass(frozen=True)
+class Planned:
+    plans: list[Plan]
+    search: SearchResult
+    gpu_of_rank: list[np.ndarray]
+    """The mapping of each plan, in plan order."""
+    mapped_topos: list[Topology]
+
+
+def plan_job(model: ModelSpec, train: TrainingSpec, topo: Topology, search_cfg: SearchConfig,
+             mapping: SolverConfig | None, with_rank_table: bool = True) -> Planned:
+    """`mapping` None: the default innermost-first mapping (a regular catalog cluster, whose host order
+    already follows the hierarchy); otherwise CP-SAT maps each of the top candidates."""
+    result = search(model, train, topo, search_cfg)
+    w = workload(model)
+    rows = []
+    for order, i in enumerate(result.ranked):
+        i = int(i)
+        layout = result.batch.layout(i)
+        kinds = group_kinds(layout, result.estimates, i)
+        if mapping is None:
+            plan = make_plan(result.batch, result.estimates, i, model, train, topo)
+            gpu_of_rank = np.arange(topo.num_gpus)
+            mapped_topo = topo
+            solver = {"status": "DEFAULT", "chosen": "innermost_first",
+                      "note": "regular catalog cluster: ranks fill the hierarchy innermost-first"}
+            base = {"allocation_order": plan.step_time_s, "megatron_order": plan.step_time_s}
+        else:
+            ml = map_layout(w, train, topo, layout, result.estimates, i, mapping)
+            sol = ml.solution
+            plan = make_plan(_one(result, i), ml.estimate, 0, model, train, topo)
+            gpu_of_rank, mapped_topo = ml.gpu_of_rank, ml.topo
+            solver = {"status": sol.status, "chosen": ml.chosen, "objective_s": _f(sol.objective_s),
+                      "bound_s": _f(sol.bound_s), "wall_s": round(sol.wall_s, 3), "chunk_blocks": sol.chunk_blocks,
+                      "variables": sol.num_variables, "solver": sol.solver, "random_seed": mapping.random_seed,
+                      "num_workers": mapping.num_workers, "deterministic_time_limit": mapping.deterministic_time_limit}
+            base = ml.baselines
+        plan = plan.model_copy(update={
+            "mapping_solver": solver,
+            "baselines": {k: {"step_time_s": float(f"{v:.6g}")} for k, v in base.items()},
+            "crossings": crossings(mapped_topo if mapped_topo.gpu_of_rank is not None
+                                   else mapped_topo.with_mapping(gpu_of_rank), kinds),
+            "mapping": rank_table(topo, gpu_of_rank, layout, model.is_moe) if with_rank_table else None,
+        })
+        rows.append((plan.step_time_s, order, plan, gpu_of_rank, mapped_topo))
+    rows.sort(key=lambda r: (r[0], r[1]))  # re-rank by mapped step time; ties keep search order
+    return Planned(plans=[r[2] for r in rows], search=result, gpu_of_rank=[r[3] for r in rows],
+                   mapped_topos=[r[4] for r in rows])
+
+
+def _one(result: SearchResult, i: int):
+    return result.batch.take(np.array([i]))
+
+
+def _f(x: float) -> float | None:
+    return None if x != x else round(float(x), 6)  # NaN (no solution) -> null
