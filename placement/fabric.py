@@ -135,7 +135,10 @@ def topology_from_graph(graph: nx.Graph, cluster: ClusterSpec, accelerator: Acce
     bandwidth, so a switch's oversubscription is what its children bring over what it sends up.
     """
     hosts = [n for n, d in graph.nodes(data=True) if d["kind"] == "host"]
-    gpus_per_host = {h: sum(1 for g in graph.neighbors(h) if graph.nodes[g]["kind"] == "gpu") for h in hosts}
+    gpus_per_host = dict.fromkeys(hosts, 0)
+    for _, d in graph.nodes(data=True):
+        if d["kind"] == "gpu":
+            gpus_per_host[d["host"]] += 1
     if len(set(gpus_per_host.values())) != 1 or next(iter(gpus_per_host.values())) != cluster.gpus_per_node:
         raise InputError(
             f"{source}: every host must have {cluster.gpus_per_node} GPUs for --node-type {cluster.name}; "

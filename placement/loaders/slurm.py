@@ -1,0 +1,410 @@
+"""Read a SLURM ``topology.conf`` into a SlurmTree (topology/tree) or SlurmBlocks (topology/block).
+
+The format is the topology.conf(5) man page's (Slurm 23.11 to 26.11; SchedMD/slurm
+``doc/man/man5/topology.conf.5``), read the way Slurm's own parser (``src/common/parse_config.c``) reads it:
+
+- one definition per line, as whitespace-separated ``Key=Value`` pairs; keys are case-insensitive;
+- ``#`` starts a comment that runs to the end of the physical line (``\\#`` is a literal ``#``);
+- a line whose last non-blank character is an odd number of backslashes continues on the next physical
+  line: the backslash is dropped and the next line appended as is (so keep the whitespace that separates
+  two pairs, e.g. at the start of the continuation line);
+- topology/tree: ``SwitchName=`` (required, at most 64 characters) with either ``Nodes=`` (a leaf switch)
+  or ``Switches=`` (child switches), and an optional ``LinkSpeed=`` (an integer whose unit SLURM leaves
+  to the site);
+- topology/block: ``BlockName=`` with ``Nodes=``, and one ``BlockSizes=`` line: the planning base block
+  size, then any larger enforced sizes, each a power of two times the one before; every block holds at
+  least the base size.
+
+``Nodes=`` and ``Switches=`` are hostlist expressions, expanded in written order by
+placement.loaders.hostlist.  The topology/ring plugin (``RingName=``) and topology.yaml are not read.
+
+Stricter than SLURM where SLURM would misplace jobs silently: a file mixing tree and block lines, an
+unknown key, a ``Switches=`` name no line defines, a switch defined twice or listed under two parents, a
+node under two leaf switches or in two blocks, a cycle of switches, and a tree with more than one top
+switch (SLURM never places a job across disconnected trees) are each an InputError that names the file,
+the line, the value and the fix.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from placement.errors import InputError
+from placement.loaders.hostlist import expand_hostlist
+from placement.specs.fabric import SlurmBlock, SlurmBlocks, SlurmSwitch, SlurmTree
+
+MAX_SWITCH_NAME_CHARS: Final = 64
+"""topology.conf(5): SwitchName "cannot be longer than 64 characters"."""
+
+_TREE_KEYS: Final = ("SwitchName", "Switches", "Nodes", "LinkSpeed")
+_BLOCK_KEYS: Final = ("BlockName", "Nodes")
+_BLOCK_SIZES_KEYS: Final = ("BlockSizes",)
+_KNOWN_KEYS: Final = {key.lower(): key for key in (*_TREE_KEYS, *_BLOCK_KEYS, *_BLOCK_SIZES_KEYS)}
+
+_TREE_EXAMPLE: Final = "`SwitchName=s0 Nodes=gpu[001-032]` or `SwitchName=spine Switches=s[0-3]`"
+_BLOCK_EXAMPLE: Final = "`BlockName=rack1 Nodes=nvl[001-018]` and one `BlockSizes=18,36` line"
+_MAX_NAMES_SHOWN: Final = 8
+_KIND_NAMES: Final = {"tree": "SwitchName=", "block": "BlockName=", "sizes": "BlockSizes="}
+
+
+@dataclass(frozen=True)
+class _Line:
+    """One logical line: its first physical line number and its pairs (key lower-cased -> value)."""
+
+    number: int
+    pairs: dict[str, str]
+    spelled: dict[str, str]
+    """Lower-cased key -> the key as written, for messages."""
+    kind: str = ""
+    """The line's kind: tree (SwitchName=), block (BlockName=), sizes (BlockSizes=), or empty if blank."""
+
+
+def parse_topology_conf(path: Path) -> SlurmTree | SlurmBlocks:
+    """Parse a topology.conf; the plugin (tree or block) is the one its lines define."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise InputError(
+            f"topology file `{path}` cannot be read ({err}); pass the path of SLURM's topology.conf "
+            "(a UTF-8 text file)."
+        ) from err
+    lines = [_parse_pairs(number, logical, path) for number, logical in _logical_lines(text)]
+    lines = [line for line in lines if line.kind]
+    if not lines:
+        raise InputError(
+            f"{path}: no SwitchName= or BlockName= lines (the file is empty or only comments); write "
+            f"topology/tree lines like {_TREE_EXAMPLE}, or topology/block lines like {_BLOCK_EXAMPLE}."
+        )
+    first_tree = next((line for line in lines if line.kind == "tree"), None)
+    first_block = next((line for line in lines if line.kind != "tree"), None)
+    if first_tree is not None and first_block is not None:
+        later, earlier = sorted((first_tree, first_block), key=lambda line: line.number, reverse=True)
+        raise InputError(
+            f"{path}:{later.number}: a {_KIND_NAMES[later.kind]} line in a file whose line {earlier.number} "
+            f"is a {_KIND_NAMES[earlier.kind]} line; a topology.conf describes one plugin, topology/tree "
+            "(SwitchName= lines) or topology/block (BlockName= and BlockSizes= lines): keep one kind of line."
+        )
+    if first_tree is not None:
+        return _tree(lines, path)
+    return _blocks(lines, path)
+
+
+# --- reading lines -------------------------------------------------------------------------------
+
+
+def _logical_lines(text: str) -> list[tuple[int, str]]:
+    """(first physical line number, text) per logical line: comments stripped, continuations joined."""
+    logical: list[tuple[int, str]] = []
+    buffer = ""
+    start = 0
+    for number, raw in enumerate(text.splitlines(), start=1):
+        if not buffer:
+            start = number
+        line = _strip_comment(raw).rstrip()
+        trailing = len(line) - len(line.rstrip("\\"))
+        if trailing % 2 == 1:
+            buffer += line[:-1]
+            continue
+        logical.append((start, (buffer + line).replace("\\#", "#")))
+        buffer = ""
+    if buffer:
+        logical.append((start, buffer.replace("\\#", "#")))
+    return logical
+
+
+def _strip_comment(line: str) -> str:
+    """The line up to its first ``#`` not escaped by an odd number of backslashes (parse_config.c rule)."""
+    backslashes = 0
+    for index, char in enumerate(line):
+        if char == "#" and backslashes % 2 == 0:
+            return line[:index]
+        backslashes = backslashes + 1 if char == "\\" else 0
+    return line
+
+
+def _parse_pairs(number: int, text: str, path: Path) -> _Line:
+    pairs: dict[str, str] = {}
+    spelled: dict[str, str] = {}
+    for token in text.split():
+        key, equals, value = token.partition("=")
+        if not equals or not re.fullmatch(r"[A-Za-z0-9_.]+", key):
+            raise InputError(
+                f"{path}:{number}: cannot read `{token}`; expected Key=Value pairs separated by whitespace "
+                f"with no spaces around `=`, e.g. {_TREE_EXAMPLE}."
+            )
+        if len(value) >= 2 and value[0] == value[-1] == '"':
+            value = value[1:-1]
+        if not value:
+            raise InputError(f"{path}:{number}: `{key}=` has no value; give it one (no space after `=`), or remove it.")
+        lower = key.lower()
+        if lower in pairs:
+            raise InputError(
+                f"{path}:{number}: `{key}=` appears twice on one line (`{spelled[lower]}={pairs[lower]}` and "
+                f"`{token}`); give each key once per line."
+            )
+        pairs[lower] = value
+        spelled[lower] = key
+    line = _Line(number=number, pairs=pairs, spelled=spelled)
+    return _Line(number=number, pairs=pairs, spelled=spelled, kind=_kind(line, path)) if pairs else line
+
+
+def _kind(line: _Line, path: Path) -> str:
+    """The line's kind (tree, block or sizes), its keys checked against that kind's keys."""
+    keys = line.pairs.keys()
+    if "ringname" in keys:
+        raise InputError(
+            f"{path}:{line.number}: `{line.spelled['ringname']}=` is the topology/ring plugin, which placement "
+            f"does not read; give a topology/tree file ({_TREE_EXAMPLE}) or a topology/block file "
+            f"({_BLOCK_EXAMPLE})."
+        )
+    if "switchname" in keys and "blockname" in keys:
+        raise InputError(
+            f"{path}:{line.number}: one line defines both a switch (`SwitchName=`) and a block "
+            "(`BlockName=`); a line defines one or the other, and a file uses only one of the two kinds."
+        )
+    if "switchname" in keys:
+        kind, allowed = "tree", _TREE_KEYS
+    elif "blockname" in keys:
+        if "blocksizes" in keys:
+            raise InputError(
+                f"{path}:{line.number}: `BlockSizes=` on a BlockName= line; it applies to the whole file: "
+                "move it to a line of its own, e.g. `BlockSizes=18,36`."
+            )
+        kind, allowed = "block", _BLOCK_KEYS
+    elif "blocksizes" in keys:
+        kind, allowed = "sizes", _BLOCK_SIZES_KEYS
+    else:
+        written = " ".join(f"{line.spelled[key]}={value}" for key, value in line.pairs.items())
+        raise InputError(
+            f"{path}:{line.number}: `{written}` defines neither a switch nor a block; every line starts with "
+            f"SwitchName= (topology/tree, e.g. {_TREE_EXAMPLE}) or BlockName= (topology/block), or is a "
+            "single BlockSizes= line."
+        )
+    for key in keys:
+        if _KNOWN_KEYS.get(key) not in allowed:
+            raise InputError(
+                f"{path}:{line.number}: unknown key `{line.spelled[key]}` on a {_KIND_NAMES[kind]} line; the "
+                f"keys allowed there are {', '.join(allowed)} (case-insensitive): correct the spelling or "
+                "remove it."
+            )
+    return kind
+
+
+def _hosts(line: _Line, key: str, path: Path) -> tuple[str, ...]:
+    return tuple(expand_hostlist(line.pairs[key], source=f"{path}:{line.number}: {line.spelled[key]}="))
+
+
+def _single_name(line: _Line, key: str, path: Path) -> str:
+    name = line.pairs[key]
+    if any(char in name for char in "[],"):
+        raise InputError(
+            f"{path}:{line.number}: `{line.spelled[key]}={name}` names more than one thing; it takes one "
+            "name per line (children go in Switches= or Nodes=, which take hostlist expressions)."
+        )
+    return name
+
+
+# --- topology/tree -------------------------------------------------------------------------------
+
+
+def _tree(lines: list[_Line], path: Path) -> SlurmTree:
+    switches: dict[str, SlurmSwitch] = {}
+    for line in lines:
+        switch = _switch(line, path)
+        if switch.name in switches:
+            raise InputError(
+                f"{path}:{line.number}: switch `{switch.name}` is already defined on line "
+                f"{switches[switch.name].line}; define each switch once (merge the two lines)."
+            )
+        switches[switch.name] = switch
+    parent = _parents(switches, path)
+    _check_leaf_nodes(switches, path)
+    _check_cycles(switches, parent, path)
+    roots = [switch for switch in switches.values() if switch.name not in parent]
+    if len(roots) > 1:
+        names = _names([root.name for root in roots])
+        raise InputError(
+            f"{path}: {len(roots)} switches have no parent ({names}), so the tree has {len(roots)} tops and "
+            "SLURM never places a job across them; add one top switch that lists them, e.g. "
+            f"`SwitchName=top Switches={','.join(root.name for root in roots[:2])}{',...' if len(roots) > 2 else ''}`."
+        )
+    return SlurmTree(switches=tuple(switches.values()), source=str(path))
+
+
+def _switch(line: _Line, path: Path) -> SlurmSwitch:
+    name = _single_name(line, "switchname", path)
+    if len(name) > MAX_SWITCH_NAME_CHARS:
+        raise InputError(
+            f"{path}:{line.number}: SwitchName `{name}` has {len(name)} characters; SLURM allows at most "
+            f"{MAX_SWITCH_NAME_CHARS}: shorten it."
+        )
+    has_nodes, has_switches = "nodes" in line.pairs, "switches" in line.pairs
+    if has_nodes and has_switches:
+        raise InputError(
+            f"{path}:{line.number}: switch `{name}` lists both Nodes= and Switches=; SLURM reads a switch as "
+            "a leaf (Nodes=) or as a parent of switches (Switches=) and ignores Switches= on a leaf: move the "
+            "nodes to a leaf switch of their own and list that switch in Switches=."
+        )
+    if not has_nodes and not has_switches:
+        raise InputError(
+            f"{path}:{line.number}: switch `{name}` has no children; give it Nodes= (a leaf switch, e.g. "
+            "`Nodes=gpu[001-032]`) or Switches= (e.g. `Switches=s[0-3]`)."
+        )
+    link_speed = None
+    if "linkspeed" in line.pairs:
+        written = line.pairs["linkspeed"]
+        if not written.isdigit():
+            raise InputError(
+                f"{path}:{line.number}: `{line.spelled['linkspeed']}={written}` is not a whole number; "
+                "LinkSpeed= takes a non-negative integer (a relative speed, e.g. LinkSpeed=100), or remove it."
+            )
+        link_speed = int(written)
+    return SlurmSwitch(
+        name=name,
+        switches=_hosts(line, "switches", path) if has_switches else (),
+        nodes=_hosts(line, "nodes", path) if has_nodes else (),
+        link_speed=link_speed,
+        line=line.number,
+    )
+
+
+def _parents(switches: dict[str, SlurmSwitch], path: Path) -> dict[str, SlurmSwitch]:
+    """Child switch name -> the switch that lists it; each child defined and listed once."""
+    parent: dict[str, SlurmSwitch] = {}
+    for switch in switches.values():
+        for child in switch.switches:
+            if child not in switches:
+                raise InputError(
+                    f"{path}:{switch.line}: switch `{switch.name}` lists `{child}` in Switches=, but no line "
+                    f"defines a switch `{child}`; add `SwitchName={child} Nodes=...` or correct the name."
+                )
+            if child in parent:
+                raise InputError(
+                    f"{path}:{switch.line}: switch `{child}` is listed under `{switch.name}` and under "
+                    f"`{parent[child].name}` (line {parent[child].line}); in a tree each switch has one "
+                    "parent: keep it in one Switches= list."
+                )
+            parent[child] = switch
+    return parent
+
+
+def _check_leaf_nodes(switches: dict[str, SlurmSwitch], path: Path) -> None:
+    leaf_of: dict[str, SlurmSwitch] = {}
+    for switch in switches.values():
+        for node in switch.nodes:
+            if node in leaf_of:
+                other = leaf_of[node]
+                raise InputError(
+                    f"{path}:{switch.line}: node `{node}` is under leaf switch `{switch.name}` and under "
+                    f"`{other.name}` (line {other.line}); a node hangs off one leaf switch: remove it from one "
+                    "Nodes= list."
+                )
+            leaf_of[node] = switch
+
+
+def _check_cycles(switches: dict[str, SlurmSwitch], parent: dict[str, SlurmSwitch], path: Path) -> None:
+    """Walk up from every switch; with one parent each, a walk that revisits a switch is a cycle."""
+    cleared: set[str] = set()
+    for start in switches:
+        walk: list[str] = []
+        seen: set[str] = set()
+        name: str | None = start
+        while name is not None and name not in cleared:
+            if name in seen:
+                cycle = walk[walk.index(name) :]
+                chain = " -> ".join(f"{parent[child].name} (line {parent[child].line})" for child in cycle)
+                raise InputError(
+                    f"{path}:{switches[name].line}: the switches form a cycle, each listing the next in "
+                    f"Switches=: {chain} -> {parent[cycle[0]].name}; a tree has no cycles: remove one of "
+                    "these Switches= entries."
+                )
+            seen.add(name)
+            walk.append(name)
+            name = parent[name].name if name in parent else None
+        cleared.update(walk)
+
+
+def _names(names: list[str]) -> str:
+    shown = ", ".join(names[:_MAX_NAMES_SHOWN])
+    return shown if len(names) <= _MAX_NAMES_SHOWN else f"{shown}, ... ({len(names)} in all)"
+
+
+# --- topology/block ------------------------------------------------------------------------------
+
+
+def _blocks(lines: list[_Line], path: Path) -> SlurmBlocks:
+    blocks: dict[str, SlurmBlock] = {}
+    block_of: dict[str, SlurmBlock] = {}
+    sizes: tuple[int, ...] | None = None
+    sizes_line = 0
+    for line in lines:
+        if line.kind == "sizes":
+            if sizes is not None:
+                raise InputError(
+                    f"{path}:{line.number}: a second BlockSizes= line (the first is line {sizes_line}); give "
+                    "BlockSizes= once."
+                )
+            sizes, sizes_line = _block_sizes(line, path), line.number
+            continue
+        block = _block(line, path)
+        if block.name in blocks:
+            raise InputError(
+                f"{path}:{line.number}: block `{block.name}` is already defined on line "
+                f"{blocks[block.name].line}; define each block once."
+            )
+        for node in block.nodes:
+            if node in block_of:
+                other = block_of[node]
+                raise InputError(
+                    f"{path}:{line.number}: node `{node}` is in block `{block.name}` and in block "
+                    f"`{other.name}` (line {other.line}); a node belongs to one block: remove it from one."
+                )
+            block_of[node] = block
+        blocks[block.name] = block
+    if not blocks:
+        raise InputError(
+            f"{path}:{sizes_line}: BlockSizes= but no BlockName= lines; define the blocks, e.g. {_BLOCK_EXAMPLE}."
+        )
+    if sizes is not None:
+        for block in blocks.values():
+            if len(block.nodes) < sizes[0]:
+                raise InputError(
+                    f"{path}:{block.line}: block `{block.name}` has {len(block.nodes)} nodes, fewer than the base "
+                    f"block size {sizes[0]} (BlockSizes= on line {sizes_line}); every block holds at least the "
+                    "base size: add nodes to it, or lower the first BlockSizes= value."
+                )
+    return SlurmBlocks(blocks=tuple(blocks.values()), block_sizes=sizes, source=str(path))
+
+
+def _block(line: _Line, path: Path) -> SlurmBlock:
+    name = _single_name(line, "blockname", path)
+    if "nodes" not in line.pairs:
+        raise InputError(
+            f"{path}:{line.number}: block `{name}` has no Nodes=; list its nodes, e.g. `BlockName={name} "
+            "Nodes=nvl[001-018]`."
+        )
+    return SlurmBlock(name=name, nodes=_hosts(line, "nodes", path), line=line.number)
+
+
+def _block_sizes(line: _Line, path: Path) -> tuple[int, ...]:
+    written = line.pairs["blocksizes"]
+    pieces = written.split(",")
+    if not all(piece.isdigit() and int(piece) > 0 for piece in pieces):
+        raise InputError(
+            f"{path}:{line.number}: `{line.spelled['blocksizes']}={written}` is not a comma-separated list of "
+            "positive whole numbers; write e.g. `BlockSizes=18,36`."
+        )
+    sizes = tuple(int(piece) for piece in pieces)
+    for smaller, larger in itertools.pairwise(sizes):
+        ratio = larger // smaller
+        if larger % smaller or ratio < 2 or ratio & (ratio - 1):
+            raise InputError(
+                f"{path}:{line.number}: BlockSizes={written}: {larger} is not a power of two times {smaller}; "
+                "each size after the first is the one before times 2, 4, 8, ... (e.g. 18,36,72)."
+            )
+    return sizes
