@@ -77,6 +77,8 @@ def job_options(fn: Callable) -> Callable:
                      help="networkx node-link JSON of any other fabric (with --node-type)."),
         click.option("--oversubscription", type=float, default=None,
                      help="Down:up ratio of the leaf uplinks of a real cluster (default: the node type's tiers)."),
+        click.option("--node-topo", type=click.Path(dir_okay=False), default=None,
+                     help="`nvidia-smi topo -m` output of one node: prices groups inside a node by their real links."),
     ]
     for opt in reversed(opts):
         fn = opt(fn)
@@ -126,7 +128,7 @@ def build_topology(cluster_ref, gpus, nodes, slurm_topology, nodelist, node_type
 
 
 def build_job(model_ref, cluster_ref, gpus, nodes, seq_len, global_batch, precision, slurm_topology=None,
-              nodelist=None, node_type=None, cluster_graph=None, oversubscription=None):
+              nodelist=None, node_type=None, cluster_graph=None, oversubscription=None, node_topo=None):
     """Flags -> (ModelSpec, TrainingSpec, Topology); every failure is an InputError."""
     for name, value in (("--gpus", gpus), ("--nodes", nodes), ("--seq-len", seq_len),
                         ("--global-batch", global_batch)):
@@ -134,6 +136,12 @@ def build_job(model_ref, cluster_ref, gpus, nodes, seq_len, global_batch, precis
     model = load_model(model_ref)
     topo = build_topology(cluster_ref, gpus, nodes, slurm_topology, nodelist, node_type, cluster_graph,
                           oversubscription)
+    if node_topo is not None:
+        from pathlib import Path
+
+        from placement.loaders.nvidia_smi import load_topo_matrix
+
+        topo = topo.with_node_topo(load_topo_matrix(Path(node_topo)))
     train = TrainingSpec(seq_len=seq_len or model.default_seq_len,
                          global_batch=global_batch or model.default_global_batch, precision=Precision(precision))
     return model, train, topo
@@ -159,7 +167,8 @@ def main() -> None:
               help="Write the best plan's launch files (host order, SLURM hostfile, MPI rankfile) here.")
 @handle_errors
 def plan(model_ref, cluster_ref, gpus, nodes, seq_len, global_batch, precision, as_json, slurm_topology, nodelist,
-         node_type, cluster_graph, oversubscription, top_k, recompute, zero, do_map, map_time_limit, out_dir):
+         node_type, cluster_graph, oversubscription, node_topo, top_k, recompute, zero, do_map, map_time_limit,
+         out_dir):
     """Search every layout; map the best onto the machine; print them, best first."""
     from placement.mapping.cpsat import SolverConfig
     from placement.planner import plan_job
@@ -167,7 +176,7 @@ def plan(model_ref, cluster_ref, gpus, nodes, seq_len, global_batch, precision, 
     from placement.search import SearchConfig
 
     model, train, topo = build_job(model_ref, cluster_ref, gpus, nodes, seq_len, global_batch, precision,
-                                   slurm_topology, nodelist, node_type, cluster_graph, oversubscription)
+                                   slurm_topology, nodelist, node_type, cluster_graph, oversubscription, node_topo)
     cfg = SearchConfig(top_k=top_k,
                        recompute=tuple(Recompute(r) for r in recompute) or SearchConfig.recompute,
                        zero_stages=tuple(sorted(set(zero))) or SearchConfig.zero_stages)
@@ -207,14 +216,14 @@ def plan(model_ref, cluster_ref, gpus, nodes, seq_len, global_batch, precision, 
               help="Default: on when tp > 1.")
 @handle_errors
 def evaluate(model_ref, cluster_ref, gpus, nodes, seq_len, global_batch, precision, as_json, slurm_topology,
-             nodelist, node_type, cluster_graph, oversubscription, tp, cp, ep, etp, pp, vpp, mbs, zero, dp_shard,
-             recompute, sequence_parallel):
+             nodelist, node_type, cluster_graph, oversubscription, node_topo, tp, cp, ep, etp, pp, vpp, mbs, zero,
+             dp_shard, recompute, sequence_parallel):
     """Estimate one given layout (dp is derived from the GPU count); exit 1 if it does not fit."""
     from placement.evaluate import evaluate_layout
     from placement.report import single_plan_table
 
     model, train, topo = build_job(model_ref, cluster_ref, gpus, nodes, seq_len, global_batch, precision,
-                                   slurm_topology, nodelist, node_type, cluster_graph, oversubscription)
+                                   slurm_topology, nodelist, node_type, cluster_graph, oversubscription, node_topo)
     per_replica = tp * cp * pp
     for name, value in (("--tp", tp), ("--cp", cp), ("--ep", ep), ("--etp", etp), ("--pp", pp), ("--vpp", vpp),
                         ("--mbs", mbs)):

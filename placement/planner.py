@@ -54,6 +54,7 @@ def plan_job(model: ModelSpec, train: TrainingSpec, topo: Topology, search_cfg: 
                       "variables": sol.num_variables, "solver": sol.solver, "random_seed": mapping.random_seed,
                       "num_workers": mapping.num_workers, "deterministic_time_limit": mapping.deterministic_time_limit}
             base = ml.baselines
+        gpu_of_rank = _intra_node_order(topo, layout.tp, gpu_of_rank)
         plan = plan.model_copy(update={
             "mapping_solver": solver,
             "baselines": {k: {"step_time_s": float(f"{v:.6g}")} for k, v in base.items()},
@@ -65,6 +66,17 @@ def plan_job(model: ModelSpec, train: TrainingSpec, topo: Topology, search_cfg: 
     rows.sort(key=lambda r: (r[0], r[1]))  # re-rank by mapped step time; ties keep search order
     return Planned(plans=[r[2] for r in rows], search=result, gpu_of_rank=[r[3] for r in rows],
                    mapped_topos=[r[4] for r in rows])
+
+
+def _intra_node_order(topo: Topology, tp: int, gpu_of_rank: np.ndarray) -> np.ndarray:
+    """With measured intra-node links, lay each TP group on its best-connected GPUs (the order the
+    cost model priced); realized at launch by CUDA_VISIBLE_DEVICES."""
+    node = topo.node_layout
+    gph = topo.gpus_per_host
+    if node is None or tp not in node.order or tp >= gph:
+        return gpu_of_rank
+    perm = np.array(node.order[tp])
+    return (gpu_of_rank // gph) * gph + perm[gpu_of_rank % gph]
 
 
 def _one(result: SearchResult, i: int):

@@ -18,6 +18,8 @@ import networkx as nx
 import numpy as np
 
 from placement.errors import InputError
+from placement.intranode import NodeLayout, node_layout
+from placement.specs.fabric import NodeTopo
 from placement.specs import AcceleratorSpec, ClusterSpec
 
 
@@ -105,6 +107,7 @@ class Topology:
         self.host_names: tuple[str, ...] = tuple(f"host{h}" for h in range(n_hosts))
         self._explicit_blocks: np.ndarray | None = None
         self.gpu_of_rank: np.ndarray | None = None
+        self.node_layout: NodeLayout | None = None
         self._span_cache: dict[tuple[int, int], GroupSpan] = {}
 
     @classmethod
@@ -121,6 +124,7 @@ class Topology:
         gpu_host = np.arange(topo.num_gpus) // cluster.gpus_per_node
         topo._explicit_blocks = np.asarray(host_blocks, dtype=np.int64)[:, gpu_host]
         topo.gpu_of_rank = None
+        topo.node_layout = None
         topo._span_cache = {}
         return topo
 
@@ -129,6 +133,18 @@ class Topology:
         other = copy.copy(self)
         other.gpu_of_rank = np.asarray(gpu_of_rank, dtype=np.int64)
         other._span_cache = {}
+        return other
+
+    def with_node_topo(self, node: NodeTopo) -> Topology:
+        """The same machine with each node's GPU-to-GPU links from `nvidia-smi topo -m`: groups inside a
+        node get the bandwidth of their best ring (PCIe, bridged NVLink pairs, cross-socket hops)."""
+        if node.num_gpus != self.gpus_per_host:
+            raise InputError(
+                f"{node.source}: the matrix has {node.num_gpus} GPUs but a {self.cluster.name} node has "
+                f"{self.gpus_per_host}; give the matrix of this node type or another --node-type"
+            )
+        other = copy.copy(self)
+        other.node_layout = node_layout(node)
         return other
 
     @property

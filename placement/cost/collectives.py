@@ -38,6 +38,12 @@ class LevelArrays:
         """U x levels bandwidth; level 0 depends on how many members share the scale-up domain, and an
         oversubscribed level is shared only by the share `crossing` of GPUs that send across it."""
         bw = np.broadcast_to(self.bw, (within.shape[0], self.num_levels)).copy()
+        node = self.topo.node_layout
+        if node is not None:  # measured intra-node links: the best ring of that many GPUs in a node
+            sizes = np.array(sorted(k for k in node.group_bandwidth if k > 1))
+            pick = sizes[np.minimum(np.searchsorted(sizes, within[:, 0]), len(sizes) - 1)]
+            ring = np.array([node.group_bandwidth[int(k)] for k in pick])
+            bw[:, 0] = np.minimum(ring * self.topo.cluster.scale_up.collective_efficiency, bw[:, 0])
         if crossing is not None:
             bw = bw * self.oversub / np.maximum(1.0, self.oversub * crossing)
         su = self.topo.cluster.scale_up

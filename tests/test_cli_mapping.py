@@ -1,0 +1,94 @@
+"""`placement plan` on a real allocation: SLURM topology + host list, the mapping contract, files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from placement.cli import main
+
+DATA = Path(__file__).parent / "data"
+
+
+def run(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(main, list(args), catch_exceptions=False)
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_plan_on_slurm_allocation_writes_mapping_and_files(tmp_path):
+    hosts = tmp_path / "hosts.txt"
+    # a partial allocation: 20 hosts from three leaves, listed out of order
+    hosts.write_text("\n".join(["gpu0040", "gpu0002", "gpu0003", "gpu0001", "gpu[0103-0110]", "gpu[0041-0048]"]) + "\n")
+    out = tmp_path / "launch"
+    code, stdout, stderr = run(
+        "plan", "--model", "mixtral-8x7b", "--slurm-topology", str(DATA / "slurm" / "tree-5leaf.conf"),
+        "--nodelist", f"@{hosts}", "--node-type", "dgx-h100", "--oversubscription", "2",
+        "--seq-len", "4096", "--global-batch", "160", "--top-k", "2", "--json", "--out", str(out))
+    assert code == 0, stderr
+    data = json.loads(stdout)
+    best = data["plans"][0]
+    assert best["num_gpus"] == 160
+    mapping = best["mapping"]
+    assert [m["rank"] for m in mapping] == list(range(160))
+    assert {m["host"] for m in mapping} == {f"gpu{i:04d}" for i in [40, 2, 3, 1, *range(103, 111), *range(41, 49)]}
+    assert {(m["host"], m["local_gpu"]) for m in mapping} == {(m["host"], g) for m in mapping for g in range(8)}
+    assert set(mapping[0]["coords"]) >= {"tp", "cp", "dp", "pp", "ep", "etp", "edp"}
+    assert set(best["baselines"]) == {"allocation_order", "megatron_order"}
+    assert best["step_time_s"] <= min(b["step_time_s"] for b in best["baselines"].values()) + 1e-9
+    solver = best["mapping_solver"]
+    assert solver["status"] in ("OPTIMAL", "FEASIBLE") and solver["solver"].startswith("ortools")
+    assert solver["bound_s"] <= solver["objective_s"] + 1e-6
+    steps = [p["step_time_s"] for p in data["plans"]]
+    assert steps == sorted(steps)  # re-ranked by mapped cost
+    # launch files follow the mapping
+    order = [line.split() for line in (out / "hosts.txt").read_text().splitlines() if line and line[0] != "#"]
+    assert [int(k) for k, _ in order] == list(range(20))
+    assert [h for _, h in order] == [mapping[8 * k]["host"] for k in range(20)]
+    tasks = [x for x in (out / "slurm.hostfile").read_text().splitlines() if x and x[0] != "#"]
+    assert tasks == [m["host"] for m in mapping]
+    assert "wrote" in stderr
+
+
+def test_same_allocation_twice_gives_identical_plans(tmp_path):
+    args = ["plan", "--model", "llama3-70b", "--slurm-topology", str(DATA / "slurm" / "tree-5leaf.conf"),
+            "--nodelist", "gpu[0030-0045]", "--node-type", "dgx-h100", "--seq-len", "8192", "--global-batch", "64",
+            "--top-k", "2", "--json"]
+    first, second = run(*args), run(*args)
+    assert first[0] == second[0] == 0
+    plans = [json.loads(out[1])["plans"] for out in (first, second)]
+    for ps in plans:  # wall-clock time is provenance, not part of the answer
+        for p in ps:
+            assert p["mapping_solver"].pop("wall_s") >= 0
+    assert plans[0] == plans[1]
+    assert json.dumps(plans[0][0]["mapping"]) == json.dumps(plans[1][0]["mapping"])
+
+
+def test_node_topo_prices_pcie_nodes_slower():
+    base = ["plan", "--model", "llama3-8b", "--cluster", "dgx-a100-80g", "--gpus", "8", "--seq-len", "4096",
+            "--global-batch", "64", "--top-k", "1", "--json"]
+    nvswitch = json.loads(run(*base)[1])["plans"][0]
+    pcie = json.loads(run(*base, "--node-topo", str(DATA / "nvsmi" / "pcie-8x4090.txt"))[1])["plans"][0]
+    same = json.loads(run(*base, "--node-topo", str(DATA / "nvsmi" / "a100-dgx.txt"))[1])["plans"][0]
+    assert pcie["step_time_s"] > nvswitch["step_time_s"]
+    assert same["step_time_s"] == nvswitch["step_time_s"]
+
+
+def test_real_allocation_input_errors(tmp_path):
+    topo = str(DATA / "slurm" / "tree-5leaf.conf")
+    code, _, err = run("plan", "--model", "llama3-8b", "--slurm-topology", topo, "--node-type", "dgx-h100")
+    assert code == 2 and "--nodelist is required" in err
+    code, _, err = run("plan", "--model", "llama3-8b", "--slurm-topology", topo, "--nodelist", "gpu[0001-0002]")
+    assert code == 2 and "--node-type is required" in err
+    code, _, err = run("plan", "--model", "llama3-8b", "--slurm-topology", topo, "--nodelist", "gpu[0001-0002],nope7",
+                       "--node-type", "dgx-h100")
+    assert code == 2 and "nope7" in err and "not in the topology" in err
+    code, _, err = run("plan", "--model", "llama3-8b", "--nodelist", "gpu[0001-0002]")
+    assert code == 2 and "--nodelist goes with --slurm-topology" in err
+    code, _, err = run("plan", "--model", "llama3-8b", "--slurm-topology", topo, "--nodelist", "gpu[0001-0002]",
+                       "--node-type", "dgx-h100", "--gpus", "16")
+    assert code == 2 and "do not apply to a real allocation" in err
+    code, _, err = run("plan", "--model", "llama3-8b", "--cluster", "gb200-nvl72", "--gpus", "72", "--node-topo",
+                       str(DATA / "nvsmi" / "h100-hgx.txt"))
+    assert code == 2 and "8 GPUs but a gb200-nvl72 node has 4" in err
