@@ -19,8 +19,8 @@ import numpy as np
 
 from placement.errors import InputError
 from placement.intranode import NodeLayout, node_layout
-from placement.specs.fabric import NodeTopo
 from placement.specs import AcceleratorSpec, ClusterSpec
+from placement.specs.fabric import NodeTopo
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,10 @@ from ortools.sat.python import cp_model
 from placement.mapping.groups import GroupKind
 from placement.topology import Topology
 
+MAX_ASSIGNMENT_VARIABLES = 40_000
+"""Above this many chunk-to-bin variables (thousands of hosts in hundreds of uneven leaves) the CP-SAT
+model is not built: the greedy packing is returned with status GREEDY and no bound.  Regular clusters
+never get there (their chunks are whole leaves)."""
 OBJECTIVE_RESOLUTION_S = 1e-6
 """Objective unit: one microsecond of modeled traffic time per step; finer resolutions only slow the
 solver (objective values are whole numbers)."""
@@ -110,6 +114,22 @@ def solve_mapping(topo: Topology, kinds: list[GroupKind], cfg: SolverConfig = So
     num_chunks = num_hosts // q
     bin_order = np.argsort([np.flatnonzero(bin_of_host == b)[0] for b in range(len(bins))], kind="stable")
 
+    # Greedy hint: whole groups of the heaviest-traffic kind that fits in a bin, first fit into bins in
+    # allocation order; what is left spreads over the roomiest bins.
+    room_max = int(cap.max()) // q
+    fitting = [(k, _chunk_sets(k.ranks(num_ranks), gph * q)) for k in kinds]
+    fitting = [(k, sets) for k, sets in fitting if sets and max(len(m) for m in sets) <= room_max]
+    atoms = list(max(fitting, key=lambda ks: ks[0].bytes_per_step)[1]) if fitting else []
+    hint = _first_fit(num_chunks, q, cap, bin_order, atoms)
+    if num_chunks * len(bins) > MAX_ASSIGNMENT_VARIABLES:
+        host_of_block = _fill(hint, q, bin_of_host, len(bins))
+        return MappingSolution(
+            gpu_of_rank=_gpu_of_rank(host_of_block, gph, num_ranks), host_of_block=host_of_block, status="GREEDY",
+            objective_s=proxy_objective_s(topo, kinds, host_of_block) if q == 1 else float("nan"),
+            bound_s=float("nan"), wall_s=time.perf_counter() - start, chunk_blocks=q,
+            num_variables=num_chunks * len(bins), solver="greedy first-fit (model above MAX_ASSIGNMENT_VARIABLES)",
+        )
+
     model = cp_model.CpModel()
     x = [[model.new_bool_var(f"assign_c{c}_b{b}") for b in range(len(bins))] for c in range(num_chunks)]
     v = _Vars(x)
@@ -173,10 +193,6 @@ def solve_mapping(topo: Topology, kinds: list[GroupKind], cfg: SolverConfig = So
                 model.add(sum(ys) >= -(-len(members) // largest))
     model.minimize(sum(objective))
 
-    # Greedy hint: whole groups of the heaviest kind, first fit into bins in allocation order.
-    heaviest = max(kinds, key=lambda k: k.size * k.bytes_per_step, default=None)
-    atoms = list(_chunk_sets(heaviest.ranks(num_ranks), gph * q)) if heaviest is not None else []
-    hint = _first_fit(num_chunks, q, cap, bin_order, atoms)
     if cfg.break_symmetries:
         hint = _sorted_within_classes(hint, classes)
     for c in range(num_chunks):
@@ -199,9 +215,9 @@ def solve_mapping(topo: Topology, kinds: list[GroupKind], cfg: SolverConfig = So
         objective_s = float("nan")
         bound_s = solver.best_objective_bound * OBJECTIVE_RESOLUTION_S + constant_s
     host_of_block = _fill(chunk_bin, q, bin_of_host, len(bins))
-    gpu_of_rank = (host_of_block[np.arange(num_ranks) // gph] * gph + np.arange(num_ranks) % gph).astype(np.int64)
     return MappingSolution(
-        gpu_of_rank=gpu_of_rank, host_of_block=host_of_block, status=solver.status_name(status),
+        gpu_of_rank=_gpu_of_rank(host_of_block, gph, num_ranks), host_of_block=host_of_block,
+        status=solver.status_name(status),
         objective_s=objective_s, bound_s=bound_s, wall_s=time.perf_counter() - start, chunk_blocks=q,
         num_variables=num_vars, solver=f"ortools {ortools.__version__} CP-SAT",
     )
@@ -225,6 +241,11 @@ def proxy_objective_s(topo: Topology, kinds: list[GroupKind], host_of_block: np.
             touched = sum(len(np.unique(hb[j][row])) for row in hosts)
             total += touched * kind.size * weights[j + 1]
     return total
+
+
+def _gpu_of_rank(host_of_block: np.ndarray, gph: int, num_ranks: int) -> np.ndarray:
+    ranks = np.arange(num_ranks)
+    return (host_of_block[ranks // gph] * gph + ranks % gph).astype(np.int64)
 
 
 def _chunk_sets(groups: np.ndarray, ranks_per_chunk: int) -> dict[tuple[int, ...], int]:
