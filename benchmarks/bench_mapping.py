@@ -28,7 +28,7 @@ from placement.topology import Topology
 from placement.workload import workload
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "tests"))
-from test_mapping import interleaved_tree  # noqa: E402  (the same generator the tests use)
+from test_mapping import interleaved_tree
 
 DGX = load_cluster("dgx-h100")
 H100 = load_accelerator("h100-sxm")
