@@ -71,8 +71,9 @@ def job_options(fn: Callable) -> Callable:
                      help="SLURM topology.conf (tree or block plugin) of the real cluster, instead of --cluster."),
         click.option("--nodelist", default=None,
                      help="The job's hosts: a hostlist expression ($SLURM_JOB_NODELIST) or @FILE, one per line."),
-        click.option("--node-type", default=None,
-                     help="Catalog cluster whose node design the hosts have (with --slurm-topology/--cluster-graph)."),
+        click.option("--node-type", multiple=True,
+                     help="Catalog cluster whose node design the hosts have (with --slurm-topology/--cluster-graph);"
+                          " repeat as HOSTLIST=NAME for mixed allocations."),
         click.option("--cluster-graph", type=click.Path(dir_okay=False), default=None,
                      help="networkx node-link JSON of any other fabric (with --node-type)."),
         click.option("--oversubscription", type=float, default=None,
@@ -95,7 +96,7 @@ def build_topology(cluster_ref, gpus, nodes, slurm_topology, nodelist, node_type
     """A catalog cluster at a size, or a real allocation (SLURM topology + host list, or a graph)."""
     real = slurm_topology is not None or cluster_graph is not None
     if not real:
-        for flag, value in (("--nodelist", nodelist), ("--node-type", node_type),
+        for flag, value in (("--nodelist", nodelist), ("--node-type", node_type or None),
                             ("--oversubscription", oversubscription)):
             if value is not None:
                 raise InputError(f"{flag} goes with --slurm-topology or --cluster-graph, which were not given")
@@ -105,26 +106,12 @@ def build_topology(cluster_ref, gpus, nodes, slurm_topology, nodelist, node_type
         raise InputError("give --slurm-topology or --cluster-graph, not both")
     if gpus is not None or nodes is not None:
         raise InputError("--gpus/--nodes do not apply to a real allocation: its size is the host list's")
-    if node_type is None:
-        raise InputError(f"--node-type is required with {'--slurm-topology' if slurm_topology else '--cluster-graph'}: "
-                         f"name the catalog design of the hosts (e.g. dgx-h100)")
-    cluster = load_cluster(node_type)
-    accelerator = load_accelerator(cluster.accelerator)
     from pathlib import Path
 
-    from placement import fabric
-    if cluster_graph is not None:
-        from placement.loaders.graph_json import load_cluster_graph
+    from placement.fabric import real_topology
 
-        return fabric.topology_from_graph(load_cluster_graph(Path(cluster_graph)), cluster, accelerator,
-                                          str(cluster_graph))
-    from placement.loaders.hostlist import read_nodelist
-    from placement.loaders.slurm import parse_topology_conf
-
-    if nodelist is None:
-        raise InputError("--nodelist is required with --slurm-topology: the job's hosts ($SLURM_JOB_NODELIST or @FILE)")
-    conf = parse_topology_conf(Path(slurm_topology))
-    return fabric.topology_from_slurm(conf, read_nodelist(nodelist), cluster, accelerator, oversubscription)
+    return real_topology(Path(slurm_topology) if slurm_topology else None,
+                         Path(cluster_graph) if cluster_graph else None, nodelist, list(node_type), oversubscription)
 
 
 def build_job(model_ref, cluster_ref, gpus, nodes, seq_len, global_batch, precision, slurm_topology=None,

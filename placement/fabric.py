@@ -13,6 +13,7 @@ of the mapping.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 import networkx as nx
 import numpy as np
@@ -188,3 +189,99 @@ def _oversubscription(graph: nx.Graph, switch: str) -> float:
         elif graph.nodes[n]["kind"] != "gpu":
             down += bw
     return max(down / up, 1.0) if up > 0 else 1.0
+
+
+def mixed_design(designs: list[tuple[ClusterSpec, AcceleratorSpec]]) -> tuple[ClusterSpec, AcceleratorSpec]:
+    """One design standing for hosts of several: every rate and capacity is the smallest among them.
+
+    Synchronous training steps at the pace of its slowest GPU and link, and the smallest HBM binds
+    memory, so a mixed allocation is priced as if every host were the weakest of each kind (placement
+    does not split work unevenly across node types).
+    """
+    clusters = [c for c, _ in designs]
+    accs = [a for _, a in designs]
+    if len(clusters) == 1:
+        return designs[0]
+    gpn = {c.gpus_per_node for c in clusters}
+    dom = {c.scale_up.size for c in clusters}
+    if len(gpn) > 1 or len(dom) > 1:
+        raise InputError(
+            "--node-type: mixed node designs must have the same GPUs per node and NVLink domain size; got "
+            + ", ".join(f"{c.name} ({c.gpus_per_node} per node, domain {c.scale_up.size})" for c in clusters)
+        )
+    name = "mixed(" + "+".join(sorted({c.name for c in clusters})) + ")"
+    fp8 = [a.peak_flops_fp8 for a in accs]
+    acc = accs[0].model_copy(update={
+        "name": name,
+        "peak_flops_bf16": min(a.peak_flops_bf16 for a in accs),
+        "peak_flops_fp8": None if None in fp8 else min(fp8),
+        "hbm_bytes": min(a.hbm_bytes for a in accs),
+        "hbm_bandwidth_bytes_per_s": min(a.hbm_bandwidth_bytes_per_s for a in accs),
+        "matmul_efficiency_bf16": min(a.matmul_efficiency_bf16 for a in accs),
+        "matmul_efficiency_fp8": None if None in fp8 else min(a.matmul_efficiency_fp8 or a.matmul_efficiency_bf16
+                                                              for a in accs),
+        "gemm_half_efficiency_dim": max(a.gemm_half_efficiency_dim for a in accs),
+        "source": "smallest of " + ", ".join(a.name for a in accs),
+    })
+    base = clusters[0]
+    slow_up = min(clusters, key=lambda c: c.scale_up.bandwidth_bytes_per_s * c.scale_up.collective_efficiency)
+    slow_nic = min(clusters, key=lambda c: c.nic_bandwidth_bytes_per_s * c.nic_collective_efficiency)
+    cluster = base.model_copy(update={
+        "name": name, "accelerator": name, "scale_up": slow_up.scale_up,
+        "nic_bandwidth_bytes_per_s": slow_nic.nic_bandwidth_bytes_per_s,
+        "nic_collective_efficiency": slow_nic.nic_collective_efficiency,
+        "source": "smallest of " + ", ".join(c.name for c in clusters),
+    })
+    return cluster, acc
+
+
+def real_topology(slurm_topology: Path | None, cluster_graph: Path | None, nodelist: str | None,
+                  node_type: list[str], oversubscription: float | None) -> Topology:
+    """The machine of a real allocation: a SLURM topology.conf with the job's host list, or a cluster
+    graph; node designs from the catalog, `HOSTLIST=NAME` entries for mixed allocations."""
+    from placement.catalog import load_accelerator, load_cluster
+
+    if not node_type:
+        flag = "--slurm-topology" if slurm_topology is not None else "--cluster-graph"
+        raise InputError(f"--node-type is required with {flag}: name the catalog design of the hosts (e.g. dgx-h100)")
+    default = [t for t in node_type if "=" not in t]
+    overrides = [t.split("=", 1) for t in node_type if "=" in t]
+    if len(default) > 1:
+        raise InputError(f"--node-type given {len(default)} times without HOSTLIST=: give one default design and "
+                         f"HOSTLIST=NAME for the others")
+
+    def designs(names: set[str]):
+        loaded = []
+        for name in sorted(names):
+            c = load_cluster(name)
+            loaded.append((c, load_accelerator(c.accelerator)))
+        return mixed_design(loaded)
+
+    if cluster_graph is not None:
+        from placement.loaders.graph_json import load_cluster_graph
+
+        if overrides:
+            raise InputError("--node-type HOSTLIST=NAME goes with --slurm-topology; a cluster graph takes one "
+                             "--node-type")
+        cluster, accelerator = designs(set(default))
+        return topology_from_graph(load_cluster_graph(cluster_graph), cluster, accelerator,
+                                          str(cluster_graph))
+    from placement.loaders.hostlist import expand_hostlist, read_nodelist
+    from placement.loaders.slurm import parse_topology_conf
+
+    if nodelist is None:
+        raise InputError("--nodelist is required with --slurm-topology: the job's hosts ($SLURM_JOB_NODELIST or @FILE)")
+    conf = parse_topology_conf(slurm_topology)
+    hosts = read_nodelist(nodelist)
+    typed: set[str] = set()
+    for expr, _ in overrides:
+        typed |= set(expand_hostlist(expr, source="--node-type"))
+    stray = typed - set(hosts)
+    if stray:
+        raise InputError(f"--node-type names host(s) {', '.join(sorted(stray)[:5])} that are not in --nodelist")
+    untyped = set(hosts) - typed
+    if untyped and not default:
+        raise InputError(f"--node-type gives no design for {', '.join(sorted(untyped)[:5])}; add a default "
+                         f"--node-type NAME")
+    cluster, accelerator = designs({name for _, name in overrides} | (set(default) if untyped else set()))
+    return topology_from_slurm(conf, hosts, cluster, accelerator, oversubscription)

@@ -92,3 +92,41 @@ def test_real_allocation_input_errors(tmp_path):
     code, _, err = run("plan", "--model", "llama3-8b", "--cluster", "gb200-nvl72", "--gpus", "72", "--node-topo",
                        str(DATA / "nvsmi" / "h100-hgx.txt"))
     assert code == 2 and "8 GPUs but a gb200-nvl72 node has 4" in err
+
+
+def test_bridged_pairs_get_tp_groups_and_cuda_visible_devices(tmp_path):
+    from placement.catalog import load_accelerator, load_cluster, load_model
+    from placement.loaders.nvidia_smi import load_topo_matrix
+    from placement.mapping.report import write_launch_files
+    from placement.planner import plan_job
+    from placement.search import SearchConfig
+    from placement.specs import TrainingSpec
+    from placement.topology import Topology
+
+    cluster = load_cluster("dgx-a100-80g")
+    topo = Topology(cluster, load_accelerator(cluster.accelerator), num_gpus=16).with_node_topo(
+        load_topo_matrix(DATA / "nvsmi" / "pcie-8x-nvbridge-pairs.txt"))
+    planned = plan_job(load_model("llama3-8b"), TrainingSpec(seq_len=4096, global_batch=64), topo,
+                       SearchConfig(top_k=1, fixed={"tp": 2, "pp": 1, "cp": 1}), None)
+    table = planned.plans[0].mapping
+    pairs = {(table[r]["local_gpu"], table[r + 1]["local_gpu"]) for r in range(0, 16, 2)}
+    assert pairs == {(0, 4), (1, 5), (2, 6), (3, 7)}  # every TP pair on a bridged pair
+    files = {p.name: p for p in write_launch_files(tmp_path, topo, planned.gpu_of_rank[0], "t")}
+    lines = [x for x in files["cuda_visible_devices.txt"].read_text().splitlines() if x and x[0] != "#"]
+    assert lines == ["host0 CUDA_VISIBLE_DEVICES=0,4,1,5,2,6,3,7", "host1 CUDA_VISIBLE_DEVICES=0,4,1,5,2,6,3,7"]
+
+
+def test_mixed_node_designs_price_the_weakest(tmp_path):
+    topo = str(DATA / "slurm" / "tree-5leaf.conf")
+    args = ["plan", "--model", "llama3-70b", "--slurm-topology", topo, "--nodelist", "gpu[0001-0016]",
+            "--seq-len", "8192", "--global-batch", "64", "--top-k", "1", "--json"]
+    code, out, _ = run(*args, "--node-type", "dgx-h200", "--node-type", "gpu[0009-0016]=dgx-h100")
+    assert code == 0
+    mixed = json.loads(out)["plans"][0]
+    assert mixed["cluster"] == "mixed(dgx-h100+dgx-h200)"
+    assert mixed["memory_capacity_bytes"] == json.loads(run(*args, "--node-type", "dgx-h100")[1])["plans"][0][
+        "memory_capacity_bytes"]
+    code, _, err = run(*args, "--node-type", "dgx-h100", "--node-type", "gpu[0001-0004]=gb200-nvl72")
+    assert code == 2 and "same GPUs per node" in err
+    code, _, err = run(*args, "--node-type", "gpu[0001-0004]=dgx-h100")
+    assert code == 2 and "no design for" in err

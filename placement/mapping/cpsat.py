@@ -53,8 +53,9 @@ class SolverConfig:
     interleave_search: bool = True
     random_seed: int = 0
     break_symmetries: bool = True
-    """Order interchangeable bins by the sum of their chunk indices.  This does not always help, but it
-    removes the permutations of equal bins from the search."""
+    """Order interchangeable bins by their first chunk: a chunk may open bin k of a class only if an
+    earlier chunk sits in bin k - 1.  This does not always help, but it removes the permutations of
+    equal bins from the search (on a regular cluster, all of them)."""
 
 
 @dataclass(frozen=True)
@@ -151,8 +152,8 @@ def solve_mapping(topo: Topology, kinds: list[GroupKind], cfg: SolverConfig = So
     if cfg.break_symmetries:
         for same in classes.values():
             for b1, b2 in itertools.pairwise(same):
-                model.add(sum(c * x[c][b1] for c in range(num_chunks))
-                          <= sum(c * x[c][b2] for c in range(num_chunks)))
+                for c in range(num_chunks):
+                    model.add(x[c][b2] <= sum(x[e][b1] for e in range(c)))
 
     # Each group pays, at every level from the bins up, for every unit it touches.
     objective = []
@@ -279,12 +280,11 @@ def _first_fit(num_chunks: int, q: int, cap: np.ndarray, bin_order: np.ndarray,
 
 
 def _sorted_within_classes(hint: np.ndarray, classes: dict[tuple, list[int]]) -> np.ndarray:
-    """Relabel interchangeable bins so their chunk-index sums increase (the symmetry-breaking order)."""
+    """Relabel interchangeable bins so their first chunks increase (the symmetry-breaking order)."""
     out = hint.copy()
-    chunks = np.arange(len(hint))
     for same in classes.values():
-        sums = [int(chunks[hint == b].sum()) for b in same]
-        for target, source in zip(same, [same[i] for i in np.argsort(sums, kind="stable")], strict=True):
+        firsts = [int(np.flatnonzero(hint == b)[0]) if np.any(hint == b) else len(hint) for b in same]
+        for target, source in zip(same, [same[i] for i in np.argsort(firsts, kind="stable")], strict=True):
             out[hint == source] = target
     return out
 
