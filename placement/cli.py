@@ -157,7 +157,7 @@ def plan(model_ref, cluster_ref, gpus, nodes, seq_len, global_batch, precision, 
          node_type, cluster_graph, oversubscription, node_topo, top_k, recompute, zero, do_map, map_time_limit,
          out_dir):
     """Search every layout; map the best onto the machine; print them, best first."""
-    from placement.mapping.cpsat import SolverConfig
+    from placement.mapping.config import SolverConfig
     from placement.planner import plan_job
     from placement.report import plan_json, plan_table
     from placement.search import SearchConfig

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from placement.mapping.cpsat import SolverConfig
+from placement.mapping.config import SolverConfig
 from placement.mapping.groups import group_kinds
 from placement.mapping.mapper import map_layout
 from placement.mapping.report import crossings, rank_table

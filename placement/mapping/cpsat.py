@@ -30,6 +30,7 @@ import numpy as np
 import ortools
 from ortools.sat.python import cp_model
 
+from placement.mapping.config import SolverConfig
 from placement.mapping.groups import GroupKind
 from placement.topology import Topology
 
@@ -40,22 +41,6 @@ never get there (their chunks are whole leaves)."""
 OBJECTIVE_RESOLUTION_S = 1e-6
 """Objective unit: one microsecond of modeled traffic time per step; finer resolutions only slow the
 solver (objective values are whole numbers)."""
-
-
-@dataclass(frozen=True)
-class SolverConfig:
-    time_limit_s: float = 10.0
-    """Wall-clock limit (a safety net; the deterministic limit below normally ends the search)."""
-    deterministic_time_limit: float = 1.0
-    """CP-SAT deterministic time units: the same input gives the same answer on any machine load."""
-    num_workers: int = 8
-    """Portfolio workers (LNS needs several); run interleaved on one thread, which is deterministic."""
-    interleave_search: bool = True
-    random_seed: int = 0
-    break_symmetries: bool = True
-    """Order interchangeable bins by their first chunk: a chunk may open bin k of a class only if an
-    earlier chunk sits in bin k - 1.  This does not always help, but it removes the permutations of
-    equal bins from the search (on a regular cluster, all of them)."""
 
 
 @dataclass(frozen=True)
@@ -94,7 +79,8 @@ def _bin_level(hb: np.ndarray) -> int:
     return hb.shape[0] - 1
 
 
-def solve_mapping(topo: Topology, kinds: list[GroupKind], cfg: SolverConfig = SolverConfig()) -> MappingSolution:
+def solve_mapping(topo: Topology, kinds: list[GroupKind], cfg: SolverConfig | None = None) -> MappingSolution:
+    cfg = cfg or SolverConfig()
     start = time.perf_counter()
     gph = topo.gpus_per_host
     num_ranks = topo.num_gpus

@@ -10,16 +10,20 @@ Baselines, each the same layout priced on the same machine:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from placement.cost.batch import LayoutBatch
 from placement.cost.step import Estimates, estimate
-from placement.mapping.cpsat import MappingSolution, SolverConfig, solve_mapping
+from placement.mapping.config import SolverConfig
 from placement.mapping.groups import group_kinds
 from placement.specs import Layout, TrainingSpec
 from placement.topology import Topology
 from placement.workload import Workload
+
+if TYPE_CHECKING:
+    from placement.mapping.cpsat import MappingSolution
 
 
 @dataclass(frozen=True)
@@ -62,6 +66,8 @@ def map_layout(w: Workload, train: TrainingSpec, topo: Topology, layout: Layout,
     The solver's objective is a proxy (traffic pushed up the tree); the exact cost model has the last
     word, so a plain launch order that it prices faster is kept instead (and reported as chosen).
     """
+    from placement.mapping.cpsat import solve_mapping  # OR-Tools loads only when a mapping is solved
+
     solution = solve_mapping(topo, group_kinds(layout, est, i), cfg or SolverConfig())
     options = {"cpsat": solution.gpu_of_rank, **baseline_mappings(topo)}
     priced = {name: _price(w, train, topo.with_mapping(g), layout) for name, g in options.items()}
