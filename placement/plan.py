@@ -56,6 +56,8 @@ class BreakdownOut(_Out):
     dp: float
     bubble: float
     optimizer: float
+    overlap_slowdown: float
+    """Compute lost to the overlapped communication (kernels sharing the GPU)."""
     exposed: TermsOut
     overlapped: TermsOut
 
@@ -134,6 +136,7 @@ def make_plan(batch: LayoutBatch, est: Estimates, i: int, model: ModelSpec, trai
         breakdown=BreakdownOut(
             compute=_r(est.compute_s[i]), tp=_r(terms["tp"]), cp=_r(cp_total), ep=_r(terms["ep"]),
             pp=_r(terms["pp"]), dp=_r(dp_total), bubble=_r(est.bubble_s[i]), optimizer=_r(est.optimizer_s[i]),
+            overlap_slowdown=_r(est.overlap_slowdown_s[i]),
             exposed=exposed, overlapped=overlapped,
         ),
         memory=MemoryOut(

@@ -48,6 +48,7 @@ def _breakdown(p: Plan) -> str:
         ["dp (gradients / ZeRO)", f"{b.dp:.3f}", f"{b.exposed.dp:.3f}", f"{b.overlapped.dp:.3f}"],
         ["pipeline bubble", f"{b.bubble:.3f}", f"{b.bubble:.3f}", ""],
         ["optimizer step", f"{b.optimizer:.3f}", f"{b.optimizer:.3f}", ""],
+        ["overlap slowdown", f"{b.overlap_slowdown:.3f}", f"{b.overlap_slowdown:.3f}", ""],
     ]
     m = p.memory
     mem = [

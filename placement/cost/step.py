@@ -53,6 +53,8 @@ class Estimates:
     dp_exposed_s: np.ndarray
     bubble_s: np.ndarray
     optimizer_s: np.ndarray
+    overlap_slowdown_s: np.ndarray
+    """Compute lost to communication running beside it (OVERLAP_COMPUTE_SLOWDOWN)."""
     num_microbatches: np.ndarray
     mfu: np.ndarray
     hfu: np.ndarray
@@ -251,7 +253,11 @@ def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch) -
     opt_params = pd / opt_shard_dense + pe / opt_shard_exp
     optimizer_s = opt_params * C.OPTIMIZER_BYTES_PER_PARAM_STEP / hbm_bw
 
-    step = m * t_mb + bubble + dp_exposed + optimizer_s
+    # hidden communication is not free: its kernels take SMs and HBM bandwidth from the compute it hides
+    # behind, so that compute runs slower for as long as they overlap
+    overlapped = np.maximum(dp_total - dp_exposed, 0.0) + m * np.maximum(cp_mb_total - cp_mb, 0.0)
+    overlap_slowdown = C.OVERLAP_COMPUTE_SLOWDOWN * np.minimum(overlapped, m * comp_mb)
+    step = m * t_mb + bubble + dp_exposed + optimizer_s + overlap_slowdown
 
     # --- memory -----------------------------------------------------------------------------------
     def state_bytes(p_dense, p_exp):
@@ -324,6 +330,7 @@ def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch) -
         valid=valid, step_time_s=step, compute_s=m * comp_mb, tp_s=m * tp_mb, cp_s=m * cp_mb,
         cp_total_s=m * cp_mb_total, ep_s=m * ep_mb,
         pp_s=m * pp_mb, dp_s=dp_total, dp_exposed_s=dp_exposed, bubble_s=bubble, optimizer_s=optimizer_s,
+        overlap_slowdown_s=overlap_slowdown,
         num_microbatches=np.rint(m).astype(np.int64), mfu=mfu, hfu=hfu, tokens_per_s=tokens_step / step,
         weights_bytes=weights_b, grads_bytes=grads_b, optimizer_bytes=opt_b, activations_bytes=acts_b,
         other_bytes=other_b, peak_memory_bytes=peak_mem, memory_capacity_bytes=capacity, fits=fits,
