@@ -56,7 +56,7 @@ CASES = [
      Layout(tp=8, pp=16, dp=128, zero_stage=1, recompute="full", sequence_parallel=True)),
     ("256 nodes, leaves 37/64/27/64/64, names interleaved, 2:1", lambda: irregular([37, 64, 27, 64, 64], 2.0),
      "deepseek-v3", 4096, 4096, Layout(tp=1, ep=64, pp=8, dp=256, zero_stage=1)),
-    ("2,048 nodes (16,384 GPUs), 77 uneven leaves, names interleaved, 2:1",
+    ("2,048 nodes (16,384 GPUs), 78 uneven leaves, names interleaved, 2:1",
      lambda: irregular(uneven_leaves(2048), 2.0), "deepseek-v3", 4096, 16384,
      Layout(tp=1, ep=64, pp=16, dp=1024, zero_stage=1)),
 ]

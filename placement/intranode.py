@@ -35,10 +35,6 @@ def link_bandwidth(link: GpuLink) -> float:
     return PCIE_BYTES_PER_S
 
 
-def bandwidth_matrix(node: NodeTopo) -> np.ndarray:
-    return np.array([[link_bandwidth(x) for x in row] for row in node.links])
-
-
 @dataclass(frozen=True)
 class NodeLayout:
     group_bandwidth: dict[int, float]

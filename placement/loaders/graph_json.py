@@ -34,6 +34,7 @@ from typing import Any, Final
 import networkx as nx
 
 from placement.errors import InputError
+from placement.loaders.files import read_text
 
 NODE_KINDS: Final = ("gpu", "host", "switch")
 BANDWIDTH: Final = "bandwidth_bytes_per_s"
@@ -52,13 +53,8 @@ def load_cluster_graph(path: Path) -> nx.Graph:
 
 
 def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise InputError(
-            f"cluster graph file `{path}` cannot be read ({err}); pass a UTF-8 JSON file written by "
-            "`json.dump(networkx.node_link_data(G), f)`."
-        ) from err
+    text = read_text(path, "cluster graph file",
+                     "pass a UTF-8 JSON file written by `json.dump(networkx.node_link_data(G), f)`")
     try:
         data = json.loads(text)
     except json.JSONDecodeError as err:

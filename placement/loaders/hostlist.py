@@ -31,6 +31,7 @@ from typing import Final
 from ClusterShell.RangeSet import RangeSet, RangeSetException
 
 from placement.errors import InputError
+from placement.loaders.files import read_text
 
 MAX_HOSTS: Final = 1 << 20
 """Largest expansion we accept (1,048,576 hosts, far above any real cluster); guards against
@@ -83,13 +84,8 @@ def read_nodelist(arg: str) -> list[str]:
     if not arg.startswith("@"):
         return expand_hostlist(arg, source="nodelist")
     path = Path(arg[1:])
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise InputError(
-            f"nodelist file `{path}` cannot be read ({err}); pass @PATH to a UTF-8 text file with one host "
-            "or hostlist expression per line."
-        ) from err
+    text = read_text(path, "nodelist file",
+                     "pass @PATH to a UTF-8 text file with one host or hostlist expression per line")
     hosts: list[str] = []
     first_line: dict[str, int] = {}
     for number, raw in enumerate(text.splitlines(), start=1):

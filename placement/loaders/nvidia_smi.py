@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Final, NoReturn
 
 from placement.errors import InputError
+from placement.loaders.files import read_text
 from placement.specs.fabric import GpuLink, LinkClass, NodeTopo
 
 _LEGACY_CODES: Final = {"SOC": LinkClass.SYS}
@@ -61,14 +62,8 @@ _HEADER_FORM: Final = "a header row `GPU0 GPU1 ... [NIC0 ...] [CPU Affinity ...]
 
 def load_topo_matrix(path: Path) -> NodeTopo:
     """Parse a file holding the output of ``nvidia-smi topo -m``."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise InputError(
-            f"topology matrix file `{path}` cannot be read ({err}); save the output of `nvidia-smi topo -m` "
-            "to a UTF-8 text file and pass its path."
-        ) from err
+    text = read_text(path, "topology matrix file",
+                     "save the output of `nvidia-smi topo -m` to a UTF-8 text file and pass its path")
     return parse_topo_matrix(text, str(path))
 
 

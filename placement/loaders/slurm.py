@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Final
 
 from placement.errors import InputError
+from placement.loaders.files import read_text
 from placement.loaders.hostlist import expand_hostlist
 from placement.specs.fabric import SlurmBlock, SlurmBlocks, SlurmSwitch, SlurmTree
 
@@ -66,13 +67,7 @@ class _Line:
 def parse_topology_conf(path: Path) -> SlurmTree | SlurmBlocks:
     """Parse a topology.conf; the plugin (tree or block) is the one its lines define."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise InputError(
-            f"topology file `{path}` cannot be read ({err}); pass the path of SLURM's topology.conf "
-            "(a UTF-8 text file)."
-        ) from err
+    text = read_text(path, "topology file", "pass the path of SLURM's topology.conf (a UTF-8 text file)")
     lines = [_parse_pairs(number, logical, path) for number, logical in _logical_lines(text)]
     lines = [line for line in lines if line.kind]
     if not lines:
