@@ -282,6 +282,42 @@ def show_clusters():
 
 
 @main.command()
+@click.argument("sweep_file", type=click.Path(exists=True, dir_okay=False))
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), required=True,
+              help="Directory for sweep.csv, sweep.json, frontier.png, breakdown.png and the cache.")
+@click.option("--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True,
+              help="local: a process pool on this machine; ray: tasks on a Ray cluster (RAY_ADDRESS) or a local one.")
+@click.option("--workers", type=click.IntRange(1, 1024), default=None, help="Parallel workers (default: CPUs).")
+@click.option("--no-cache", is_flag=True, help="Recompute every cell.")
+@click.option("--json", "as_json", is_flag=True, help="Print {\"rows\": [...]} on stdout.")
+@handle_errors
+def sweep(sweep_file, out_dir, executor, workers, no_cache, as_json):
+    """Plan every design x workload of a purchase study; cost, time-to-train and Pareto frontier."""
+    from pathlib import Path
+
+    from tqdm import tqdm
+
+    from placement.catalog import read_yaml
+    from placement.sweep.output import summary, write_plots, write_tables
+    from placement.sweep.run import cells, run_sweep
+    from placement.sweep.spec import SweepSpec
+
+    spec = read_yaml(Path(sweep_file), SweepSpec, "sweep")
+    out = Path(out_dir)
+    total = len(cells(spec))
+    with tqdm(total=total, desc=f"sweep {spec.name}", unit="cell", file=sys.stderr, leave=False,
+              disable=None) as bar:
+        result = run_sweep(spec, None if no_cache else out / "cache", executor, workers, progress=bar.update)
+    written = write_tables(out, result.rows) + write_plots(out, result.rows, spec.currency)
+    click.echo(f"{total} cells: computed {result.computed}, from cache {result.cached}; wrote "
+               + ", ".join(str(p) for p in written), err=True)
+    if as_json:
+        click.echo(json.dumps({"rows": result.rows}))
+    else:
+        click.echo(summary(result.rows, spec.currency))
+
+
+@main.command()
 @click.option("--json", "as_json", is_flag=True)
 @handle_errors
 def validate(as_json):

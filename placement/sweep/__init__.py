@@ -1,0 +1,1 @@
+"""Purchase studies: many cluster designs x workloads, each planned; cost, time-to-train, frontier."""

@@ -1,0 +1,254 @@
+"""Run a sweep: every design x workload planned once (cached by an input fingerprint), in parallel.
+
+A cell's fingerprint covers everything its answer depends on: the resolved design (node design,
+accelerator, overrides, GPU count, price), the workload, the model dimensions and the tool version.
+A re-run with one more design computes only that design's cells.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from placement import __version__
+from placement.catalog import load_accelerator, load_cluster, load_model
+from placement.errors import InputError, PlacementInfeasible
+from placement.specs import AcceleratorSpec, ClusterSpec
+from placement.sweep.spec import DesignSpec, SweepSpec, WorkloadSpec
+
+EXECUTORS = ("local", "ray")
+
+
+@dataclass(frozen=True)
+class Cell:
+    design: DesignSpec
+    workload: WorkloadSpec
+    gpu_options: tuple[int, ...]
+    """GPU counts the job may use; the cell keeps the fastest that has a plan."""
+    cluster: ClusterSpec
+    accelerator: AcceleratorSpec
+    num_gpus_bought: int
+
+    @property
+    def fingerprint(self) -> str:
+        payload = {
+            "version": __version__,
+            "code": _code_digest(),
+            "design": self.design.model_dump(mode="json"),
+            "workload": self.workload.model_dump(mode="json"),
+            "gpu_options": list(self.gpu_options),
+            "num_gpus_bought": self.num_gpus_bought,
+            "cluster": self.cluster.model_dump(mode="json"),
+            "accelerator": self.accelerator.model_dump(mode="json"),
+            "model": load_model(self.workload.model).model_dump(mode="json"),
+        }
+        return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:24]
+
+    def payload(self) -> dict:
+        """What a worker needs, as plain JSON (process pools and Ray ship it)."""
+        return {"design": self.design.model_dump(mode="json"), "workload": self.workload.model_dump(mode="json"),
+                "gpu_options": list(self.gpu_options), "num_gpus_bought": self.num_gpus_bought,
+                "cluster": self.cluster.model_dump(mode="json"),
+                "accelerator": self.accelerator.model_dump(mode="json")}
+
+
+@lru_cache(maxsize=1)
+def _code_digest() -> str:
+    """Digest of the package's source: a changed cost model invalidates cached cells."""
+    root = Path(__file__).resolve().parent.parent
+    h = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        h.update(path.relative_to(root).as_posix().encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def design_hardware(design: DesignSpec) -> tuple[ClusterSpec, AcceleratorSpec]:
+    """The catalog node design with the design's network overrides applied."""
+    cluster = load_cluster(design.cluster)
+    tiers = list(cluster.tiers)
+    if design.nodes_per_leaf is not None or design.oversubscription is not None:
+        leaf = tiers[0].model_copy(update={
+            k: v for k, v in (("fanout", design.nodes_per_leaf), ("oversubscription", design.oversubscription))
+            if v is not None})
+        tiers[0] = leaf
+    update: dict = {"tiers": tuple(tiers)}
+    if design.nic_bandwidth_bytes_per_s is not None:
+        update["nic_bandwidth_bytes_per_s"] = design.nic_bandwidth_bytes_per_s
+    cluster = ClusterSpec.model_validate({**cluster.model_dump(), **update, "tiers": [t.model_dump() for t in tiers]})
+    return cluster, load_accelerator(cluster.accelerator)
+
+
+def design_gpus(sweep: SweepSpec, design: DesignSpec, cluster: ClusterSpec) -> tuple[int, tuple[int, ...]]:
+    """(GPUs bought, GPU counts the job may use, largest first).  Given gpus are used as they are.  A
+    budget buys whole scale-up domains (nodes, NVL72 racks); since degrees must divide the GPU count
+    and the global batch (10,000 GPUs has no layout for a batch of 2,048), the job may use the largest
+    count of whole domains that is a power of two, or 3-smooth (no prime factor above 3); the cell
+    keeps whichever trains faster.  The idle rest of the purchase is still paid."""
+    if design.gpus is not None:
+        return design.gpus, (design.gpus,)
+    unit = max(cluster.gpus_per_node, cluster.scale_up.size)
+    units = math.floor(sweep.budget / (design.capex_per_gpu * unit))
+    if units < 1:
+        raise InputError(
+            f"design {design.name!r}: budget {sweep.budget:,.0f} buys {sweep.budget / design.capex_per_gpu:,.1f} GPUs, "
+            f"less than one {unit}-GPU unit of {cluster.name}; raise the budget or give gpus"
+        )
+    smooth = max(k for k in range(1, units + 1) if _smooth(k))
+    power = 1 << (units.bit_length() - 1)
+    return units * unit, tuple(sorted({smooth * unit, power * unit}, reverse=True))
+
+
+def _smooth(k: int) -> bool:
+    for p in (2, 3):
+        while k % p == 0:
+            k //= p
+    return k == 1
+
+
+def cells(sweep: SweepSpec) -> list[Cell]:
+    out = []
+    for design in sweep.designs:
+        cluster, acc = design_hardware(design)
+        bought, options = design_gpus(sweep, design, cluster)
+        out.extend(Cell(design, w, options, cluster, acc, bought) for w in sweep.workloads)
+    return out
+
+
+def evaluate_cell(payload: dict) -> dict:
+    """Plan one design x workload (top-level so process pools and Ray can call it)."""
+    from placement.planner import plan_job
+    from placement.search import SearchConfig
+    from placement.specs import TrainingSpec
+    from placement.topology import Topology
+
+    design = DesignSpec.model_validate(payload["design"])
+    work = WorkloadSpec.model_validate(payload["workload"])
+    cluster = ClusterSpec.model_validate(payload["cluster"])
+    acc = AcceleratorSpec.model_validate(payload["accelerator"])
+    row = {"design": design.name, "workload": work.name, "num_gpus_bought": payload["num_gpus_bought"],
+           "accelerator": acc.name, "cluster": cluster.name, "price_per_gpu_hour": design.gpu_hour_price}
+    train = TrainingSpec(seq_len=work.seq_len, global_batch=work.global_batch, precision=work.precision)
+    model = load_model(work.model)
+    best, errors = None, []
+    for n in payload["gpu_options"]:
+        try:
+            planned = plan_job(model, train, Topology(cluster, acc, num_gpus=n), SearchConfig(top_k=1), None,
+                               with_rank_table=False)
+        except PlacementInfeasible as err:
+            errors.append(f"{n} GPUs: {err}")
+            continue
+        if best is None or planned.plans[0].step_time_s < best.step_time_s:
+            best = planned.plans[0]
+    if best is None:
+        return {**row, "num_gpus": payload["gpu_options"][0], "status": "infeasible", "message": " | ".join(errors),
+                "step_time_s": None, "time_to_train_s": None, "gpu_hours": None, "cost": None, "plan": None}
+    plan = best
+    row["num_gpus"] = plan.num_gpus
+    time_to_train = work.tokens / plan.tokens_per_s
+    gpu_hours = time_to_train * payload["num_gpus_bought"] / 3600.0  # idle GPUs of the purchase are paid too
+    return {**row, "status": "ok", "message": "", "step_time_s": plan.step_time_s,
+            "time_to_train_s": time_to_train, "gpu_hours": gpu_hours, "cost": gpu_hours * design.gpu_hour_price,
+            "plan": plan.model_dump(mode="json")}
+
+
+def mark_pareto(rows: list[dict]) -> None:
+    """Per workload: a row is on the frontier when no other row is at most as costly and as slow and
+    strictly better in one of the two."""
+    for row in rows:
+        row["pareto"] = False
+    ok = [r for r in rows if r["status"] == "ok"]
+    for r in ok:
+        rivals = [o for o in ok if o is not r and o["workload"] == r["workload"]]
+        r["pareto"] = not any(
+            o["cost"] <= r["cost"] and o["time_to_train_s"] <= r["time_to_train_s"]
+            and (o["cost"] < r["cost"] or o["time_to_train_s"] < r["time_to_train_s"]) for o in rivals)
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    rows: list[dict]
+    computed: int
+    cached: int
+
+
+def run_sweep(sweep: SweepSpec, cache_dir: Path | None, executor: str = "local", workers: int | None = None,
+              progress: Callable[[int], None] | None = None) -> SweepResult:
+    """Plan every cell not in the cache, in parallel; rows come back in sweep order."""
+    todo = cells(sweep)
+    prints = [c.fingerprint for c in todo]
+    found: dict[str, dict] = {}
+    if cache_dir is not None:
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        for fp in prints:
+            path = cache_dir / f"{fp}.json"
+            if path.is_file():
+                found[fp] = json.loads(path.read_text())
+    missing = [(fp, c) for fp, c in zip(prints, todo, strict=True) if fp not in found]
+    fresh = _execute([c.payload() for _, c in missing], executor, workers, progress)
+    for (fp, _), row in zip(missing, fresh, strict=True):
+        found[fp] = row
+        if cache_dir is not None:
+            (cache_dir / f"{fp}.json").write_text(json.dumps(row, sort_keys=True))
+    rows = [dict(found[fp], fingerprint=fp) for fp in prints]
+    mark_pareto(rows)
+    return SweepResult(rows=rows, computed=len(missing), cached=len(todo) - len(missing))
+
+
+def _execute(payloads: list[dict], executor: str, workers: int | None,
+             progress: Callable[[int], None] | None) -> list[dict]:
+    if not payloads:
+        return []
+    if executor == "ray":
+        return _execute_ray(payloads, workers, progress)
+    if executor != "local":
+        raise InputError(f"--executor {executor!r}: use one of {', '.join(EXECUTORS)}")
+    workers = workers or min(len(payloads), os.cpu_count() or 1)
+    if workers == 1:
+        out = []
+        for p in payloads:
+            out.append(evaluate_cell(p))
+            if progress:
+                progress(1)
+        return out
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    results: dict[int, dict] = {}
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        futures = {pool.submit(evaluate_cell, p): i for i, p in enumerate(payloads)}
+        for fut in as_completed(futures):
+            results[futures[fut]] = fut.result()
+            if progress:
+                progress(1)
+    return [results[i] for i in range(len(payloads))]
+
+
+def _execute_ray(payloads: list[dict], workers: int | None, progress: Callable[[int], None] | None) -> list[dict]:
+    try:
+        import ray
+    except ImportError:
+        raise InputError("--executor ray needs Ray: pip install 'placement[ray]'") from None
+    started = not ray.is_initialized()
+    if started:  # a local instance unless RAY_ADDRESS points at a cluster
+        ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
+    try:
+        remote = ray.remote(evaluate_cell)
+        refs = [remote.remote(p) for p in payloads]
+        index = {ref: i for i, ref in enumerate(refs)}
+        results: dict[int, dict] = {}
+        pending = list(refs)
+        while pending:
+            done, pending = ray.wait(pending, num_returns=1)
+            results[index[done[0]]] = ray.get(done[0])
+            if progress:
+                progress(1)
+        return [results[i] for i in range(len(payloads))]
+    finally:
+        if started:
+            ray.shutdown()

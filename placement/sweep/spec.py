@@ -1,0 +1,89 @@
+"""The sweep file: candidate designs x workloads (validated once, `extra="forbid"`)."""
+
+from __future__ import annotations
+
+from pydantic import Field, model_validator
+
+from placement.specs._base import Frozen
+from placement.specs.training import Precision
+
+HOURS_PER_YEAR = 8760.0
+
+
+class DesignSpec(Frozen):
+    name: str = Field(min_length=1)
+    cluster: str = Field(min_length=1)
+    """Catalog node design (dgx-h100, gb200-nvl72, ...) or a cluster YAML path."""
+    gpus: int | None = Field(default=None, ge=1)
+    """GPU count; None = as many as the sweep's budget buys (whole nodes)."""
+    nic_bandwidth_bytes_per_s: float | None = Field(default=None, gt=0)
+    """Scale-out bandwidth per GPU per direction, if not the design's (8 x 400 Gb/s per 8 GPUs = 50e9)."""
+    nodes_per_leaf: int | None = Field(default=None, ge=1)
+    """Scale-up domains (nodes, or NVL72 racks) under one leaf switch, if not the design's."""
+    oversubscription: float | None = Field(default=None, ge=1)
+    """Down:up ratio of the leaf uplinks, if not the design's."""
+    price_per_gpu_hour: float | None = Field(default=None, gt=0)
+    """Rental or internal price; or give capex_per_gpu and power_per_gpu_w."""
+    capex_per_gpu: float | None = Field(default=None, gt=0)
+    """Purchase price per GPU, its share of servers, network and install."""
+    amortization_years: float = Field(default=4.0, gt=0)
+    power_per_gpu_w: float | None = Field(default=None, gt=0)
+    """Wall power per GPU, its share of the node and network."""
+    energy_price_per_kwh: float = Field(default=0.10, ge=0)
+    pue: float = Field(default=1.3, ge=1)
+
+    @model_validator(mode="after")
+    def _check(self) -> DesignSpec:
+        capex = self.capex_per_gpu is not None and self.power_per_gpu_w is not None
+        if (self.price_per_gpu_hour is None) == (not capex):
+            raise ValueError(
+                f"design {self.name!r}: give either price_per_gpu_hour or both capex_per_gpu and power_per_gpu_w "
+                f"(got price_per_gpu_hour={self.price_per_gpu_hour}, capex_per_gpu={self.capex_per_gpu}, "
+                f"power_per_gpu_w={self.power_per_gpu_w})"
+            )
+        return self
+
+    @property
+    def gpu_hour_price(self) -> float:
+        """Price per GPU-hour: given, or capex over its amortization plus energy at the wall."""
+        if self.price_per_gpu_hour is not None:
+            return self.price_per_gpu_hour
+        capex = self.capex_per_gpu / (self.amortization_years * HOURS_PER_YEAR)
+        energy = self.power_per_gpu_w / 1000.0 * self.pue * self.energy_price_per_kwh
+        return capex + energy
+
+
+class WorkloadSpec(Frozen):
+    name: str = Field(min_length=1)
+    model: str = Field(min_length=1)
+    """Catalog name, model YAML or HuggingFace config.json."""
+    seq_len: int = Field(ge=1)
+    global_batch: int = Field(ge=1)
+    """Sequences per step."""
+    tokens: float = Field(gt=0)
+    """Tokens to train."""
+    precision: Precision = Precision.BF16
+
+
+class SweepSpec(Frozen):
+    name: str = Field(min_length=1)
+    budget: float | None = Field(default=None, gt=0)
+    """Capex budget: designs without `gpus` get as many GPUs as it buys, in whole nodes."""
+    currency: str = "USD"
+    designs: tuple[DesignSpec, ...] = Field(min_length=1)
+    workloads: tuple[WorkloadSpec, ...] = Field(min_length=1)
+    top_k: int = Field(default=1, ge=1)
+
+    @model_validator(mode="after")
+    def _check(self) -> SweepSpec:
+        for group, items in (("designs", self.designs), ("workloads", self.workloads)):
+            names = [x.name for x in items]
+            dup = sorted({n for n in names if names.count(n) > 1})
+            if dup:
+                raise ValueError(f"{group}: names must be unique, {', '.join(dup)} repeated")
+        for d in self.designs:
+            if d.gpus is None and (self.budget is None or d.capex_per_gpu is None):
+                raise ValueError(
+                    f"design {d.name!r} has no gpus: give gpus, or a sweep budget and the design's capex_per_gpu"
+                )
+        return self

@@ -1,0 +1,125 @@
+"""Purchase sweeps: the frontier, cost arithmetic, the cache, the Ray executor, the CLI contract."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from placement.cli import main
+from placement.sweep.run import mark_pareto, run_sweep
+from placement.sweep.spec import DesignSpec, SweepSpec
+
+SMALL = {
+    "name": "small",
+    "designs": [
+        {"name": "h100x16", "cluster": "dgx-h100", "gpus": 16, "price_per_gpu_hour": 2.0},
+        {"name": "h100x32", "cluster": "dgx-h100", "gpus": 32, "price_per_gpu_hour": 2.0},
+        {"name": "a100x16", "cluster": "dgx-a100-80g", "gpus": 16, "price_per_gpu_hour": 1.2},
+    ],
+    "workloads": [{"name": "8b", "model": "llama3-8b", "seq_len": 4096, "global_batch": 64, "tokens": 1.0e9}],
+}
+
+
+def row(design, cost, days, workload="w", status="ok"):
+    return {"design": design, "workload": workload, "status": status, "cost": cost,
+            "time_to_train_s": None if days is None else days * 86400.0}
+
+
+def test_frontier_by_hand():
+    rows = [
+        row("cheap-slow", 10.0, 30.0),
+        row("mid", 20.0, 20.0),
+        row("dominated", 25.0, 25.0),     # mid is cheaper and faster
+        row("fast-dear", 40.0, 10.0),
+        row("tie-cost-slower", 20.0, 21.0),  # same cost as mid, slower: dominated
+        row("broken", None, None, status="infeasible"),
+        row("other-workload", 100.0, 100.0, workload="v"),  # alone in its workload: on its frontier
+    ]
+    mark_pareto(rows)
+    assert {r["design"] for r in rows if r["pareto"]} == {"cheap-slow", "mid", "fast-dear", "other-workload"}
+
+
+def test_capex_price_per_gpu_hour():
+    d = DesignSpec(name="x", cluster="dgx-h100", gpus=8, capex_per_gpu=35040.0, amortization_years=4.0,
+                   power_per_gpu_w=1000.0, energy_price_per_kwh=0.1, pue=1.5)
+    assert d.gpu_hour_price == pytest.approx(35040.0 / (4 * 8760) + 1.0 * 1.5 * 0.1)
+
+
+def test_rows_cost_and_time_follow_from_the_plan(tmp_path):
+    result = run_sweep(SweepSpec.model_validate(SMALL), tmp_path / "cache", "local", workers=1)
+    assert result.computed == 3 and result.cached == 0
+    for r in result.rows:
+        assert r["status"] == "ok"
+        plan = r["plan"]
+        assert r["time_to_train_s"] == pytest.approx(1.0e9 / plan["tokens_per_s"])
+        assert r["gpu_hours"] == pytest.approx(r["time_to_train_s"] * r["num_gpus_bought"] / 3600)
+        assert r["cost"] == pytest.approx(r["gpu_hours"] * r["price_per_gpu_hour"])
+    by = {r["design"]: r for r in result.rows}
+    assert by["h100x32"]["time_to_train_s"] < by["h100x16"]["time_to_train_s"]
+
+
+def test_cached_rerun_computes_nothing_and_a_new_design_only_its_cells(tmp_path):
+    spec = SweepSpec.model_validate(SMALL)
+    first = run_sweep(spec, tmp_path / "cache", "local", workers=1)
+    again = run_sweep(spec, tmp_path / "cache", "local", workers=1)
+    assert again.computed == 0 and again.cached == 3
+    assert again.rows == first.rows
+    more = dict(SMALL, designs=[*SMALL["designs"],
+                                {"name": "h200x16", "cluster": "dgx-h200", "gpus": 16, "price_per_gpu_hour": 3.0}])
+    grown = run_sweep(SweepSpec.model_validate(more), tmp_path / "cache", "local", workers=1)
+    assert grown.computed == 1 and grown.cached == 3
+
+
+def test_ray_executor_equals_local(tmp_path):
+    spec = SweepSpec.model_validate(SMALL)
+    local = run_sweep(spec, None, "local", workers=2)
+    ray = run_sweep(spec, None, "ray", workers=2)
+    assert ray.rows == local.rows
+
+
+def test_budget_buys_whole_units_and_uses_a_count_with_a_layout(tmp_path):
+    spec = SweepSpec.model_validate({
+        "name": "budget", "budget": 10_000_000,
+        "designs": [{"name": "nvl72", "cluster": "gb200-nvl72", "capex_per_gpu": 50_000, "power_per_gpu_w": 1800}],
+        "workloads": [{"name": "70b", "model": "llama3-70b", "seq_len": 8192, "global_batch": 256, "tokens": 1e10}],
+    })
+    r = run_sweep(spec, None, "local", workers=1).rows[0]
+    assert r["num_gpus_bought"] == 144  # 200 GPUs of budget -> two whole 72-GPU racks
+    assert r["status"] == "ok" and r["num_gpus"] in (144, 72)
+
+
+def test_cli_sweep_json_and_files(tmp_path):
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump(SMALL))
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, ["sweep", str(path), "--out", str(out), "--json", "--workers", "1"],
+                                catch_exceptions=False)
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    for r in data["rows"]:
+        keys = {"design", "workload", "step_time_s", "time_to_train_s", "gpu_hours", "cost", "pareto", "plan"}
+        assert keys <= r.keys()
+        assert r["plan"]["layout"]["tp"] >= 1
+    assert {p.name for p in out.iterdir()} >= {"sweep.csv", "sweep.json", "frontier.png", "breakdown.png", "cache"}
+    assert (out / "frontier.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert len((out / "sweep.csv").read_text().splitlines()) == 1 + len(data["rows"])
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"designs": [{"name": "x", "cluster": "dgx-h100", "gpus": 8}]}, "give either price_per_gpu_hour"),
+    ({"designs": [{"name": "x", "cluster": "dgx-h100", "price_per_gpu_hour": 1.0}]}, "has no gpus"),
+    ({"workloads": [SMALL["workloads"][0], SMALL["workloads"][0]]}, "names must be unique, 8b repeated"),
+    ({"designs": [{"name": "x", "cluster": "dgx-h100", "gpus": 8, "price_per_gpu_hour": 1, "nic_gbps": 400}]},
+     "nic_gbps"),
+])
+def test_bad_sweep_files(tmp_path, change, message):
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(dict(SMALL, **change)))
+    result = CliRunner().invoke(main, ["sweep", str(path), "--out", str(tmp_path / "o")], catch_exceptions=False)
+    assert result.exit_code == 2
+    assert message in result.stderr and "Traceback" not in result.stderr
+    assert str(Path(path)) in result.stderr
