@@ -37,7 +37,7 @@ def check_layout(model: ModelSpec, train: TrainingSpec, layout: Layout) -> None:
     if not st.valid[0]:
         raise InputError(
             f"--pp {layout.pp} --vpp {layout.vpp}: {model.num_layers} layers cannot be split that way "
-            f"(every stage needs a layer; interleaving needs layers divisible by pp * vpp)"
+            f"(every stage needs a layer; interleaving needs at least vpp layers on each stage)"
         )
     m = train.global_batch // (layout.dp * layout.micro_batch_size)
     if layout.vpp > 1 and m % layout.pp:

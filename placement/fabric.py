@@ -114,7 +114,11 @@ def _from_blocks(conf: SlurmBlocks, hosts: Sequence[str], cluster: ClusterSpec, 
     blocks = np.array([block_of[h] for h in hosts], dtype=np.int64)
     if hosts_per_domain > 1:  # each block is one NVLink domain; the network above it
         host_blocks = np.stack([blocks, np.zeros_like(blocks)])
-        levels = [_scale_up_level(cluster, cluster.scale_up.size), *_tier_levels(cluster, 1, oversubscription)]
+        ratio = oversubscription if oversubscription is not None else cluster.tiers[0].oversubscription
+        nic = cluster.nic_bandwidth_bytes_per_s * cluster.nic_collective_efficiency
+        # traffic between racks leaves each rack through its (possibly oversubscribed) uplinks
+        levels = [_scale_up_level(cluster, cluster.scale_up.size),
+                  Level(cluster.tiers[0].name, 0, nic / ratio, cluster.tiers[0].latency_s, ratio)]
     else:  # 8-GPU nodes: blocks are network groups (leaf-like) above the hosts
         host_blocks = np.stack([np.arange(len(hosts)), blocks, np.zeros_like(blocks)])
         levels = [_scale_up_level(cluster, cluster.gpus_per_node), *_tier_levels(cluster, 2, oversubscription)]

@@ -100,7 +100,7 @@ def enumerate_layouts(w: Workload, model: ModelSpec, train: TrainingSpec, num_gp
     cols["m"] = m
     vpp_opts = pick("vpp", np.arange(1, 9, dtype=np.int64))
     cols = _expand(cols, "vpp", lambda c: _per_row(
-        c, vpp_opts, lambda r, v: (v == 1) | ((r["pp"] > 1) & (model.num_layers % (r["pp"] * v) == 0)
+        c, vpp_opts, lambda r, v: (v == 1) | ((r["pp"] > 1) & (model.num_layers // r["pp"] >= v)
                                               & (r["m"] % r["pp"] == 0))))
     if model.moe is not None:
         experts = model.moe.num_experts

@@ -42,6 +42,11 @@ class Workload:
     attn_core_dim: int
     """heads x (qk head dim + v head dim): attention-core FLOPs per (query, key) pair / 2."""
     num_heads: int
+    kv_heads: int
+    """Key/value heads (what TP can split K and V into; MLA: every head has its own K and V)."""
+    attn_act_width: int
+    """Width of the attention activations one token keeps for backward: Q, K, V, the attention output,
+    and MLA's compressed latents."""
     qk_head_dim: int
     v_head_dim: int
     mlp_up: int
@@ -108,6 +113,9 @@ def workload(model: ModelSpec) -> Workload:
         q_dim, kv_dim, out_dim = a * qk, a * (qk + mla.v_head_dim), a * mla.v_head_dim
         core = a * (qk + mla.v_head_dim)
         qk_head, v_head = qk, mla.v_head_dim
+        kv_heads = a
+        latents = (mla.q_lora_rank or 0) + mla.kv_lora_rank + mla.qk_rope_head_dim
+        act_width = latents + q_dim + kv_dim + out_dim  # c_q, c_kv + k_rope, q, k, v, o
     else:
         d = model.dim_per_head
         kv = model.kv_heads
@@ -115,6 +123,8 @@ def workload(model: ModelSpec) -> Workload:
         q_dim, kv_dim, out_dim = a * d, 2 * kv * d, a * d
         core = 2 * a * d
         qk_head, v_head = d, d
+        kv_heads = kv
+        act_width = q_dim + kv_dim + out_dim
     up = model.ffn_kind.num_up_projections
     moe = model.moe
     expert_ffn = moe.expert_ffn_hidden_size if moe else 0
@@ -137,6 +147,8 @@ def workload(model: ModelSpec) -> Workload:
         out_dim=out_dim,
         attn_core_dim=core,
         num_heads=a,
+        kv_heads=kv_heads,
+        attn_act_width=act_width,
         qk_head_dim=qk_head,
         v_head_dim=v_head,
         mlp_up=up,

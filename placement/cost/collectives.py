@@ -6,9 +6,11 @@ f_j = within[:, j] / within[:, j-1] (within[:, -1] := 1).
 
 - Reduce-scatter / all-gather run hierarchically: level j moves (f_j - 1)/f_j of the data still
   unreduced, S / within[:, j-1], at level j's bandwidth (reference costmodel.md §2a, "Hierarchical
-  all-reduce"; nccl-tests PERF for the (n-1)/n factors).  The phases pipeline (NCCL rings with one
-  channel per NIC), so the bandwidth term is the slowest phase; the measured B200 4-node case lands
-  between this and the serialized sum (ml-engineering "Inter-node speed ...").
+  all-reduce"; nccl-tests PERF for the (n-1)/n factors).  The phases are summed (serialized): the
+  measured B200 4-node all-reduce, 22.05 ms, lies nearer the serialized model (26.25 ms) than the fully
+  overlapped one (16.1 ms) (ml-engineering "Inter-node speed depends on intra-node speed").
+- An oversubscribed level is shared by the GPUs of a block that send across it: with only a share f
+  of them crossing (a few split groups), each gets bandwidth * ratio / max(1, ratio * f).
 - All-reduce = reduce-scatter + all-gather: twice the bytes.  Latency is the cheaper of a
   hierarchical ring (one step per member per level) and NCCL's double binary tree (log2 of the
   members per level, NCCL tuning.cc), plus a base latency.

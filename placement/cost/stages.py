@@ -2,7 +2,7 @@
 
 Even split when pp divides the layer count.  Otherwise every middle stage holds ceil(L/pp) layers and
 the first and last stages share the rest, as Megatron's --decoder-first/last-pipeline-num-layers and
-Llama 3's "first and last stage carry one layer less" do (Llama 3 §3.3.2).  Leading dense layers of
+Llama 3's "first and last stage carry one layer less" do (Llama 3 §3.3.2), interleaved or not.  Leading dense layers of
 an MoE model sit on the first stage.
 """
 
@@ -35,5 +35,7 @@ def stage_layers(num_layers: int, pp: np.ndarray, vpp: np.ndarray) -> StageLayer
     first = np.where(pp == 1, num_layers, first)
     last = np.where(pp == 1, num_layers, last)
     middle = np.where(pp > 2, per, np.maximum(first, last))
-    valid = (pp <= num_layers) & ((pp == 1) | (first >= 1)) & ((vpp == 1) | (num_layers % (pp * vpp) == 0))
+    # interleaving needs every model chunk to hold a layer; chunks of one stage may differ by a layer
+    # (Megatron-Core's pipeline layout; Llama 3 ran interleaved 1F1B on 126 layers over 16 stages)
+    valid = (pp <= num_layers) & ((pp == 1) | (first >= 1)) & ((vpp == 1) | (np.minimum(first, last) >= vpp))
     return StageLayers(first=first, middle=middle, last=last, valid=valid)

@@ -156,19 +156,23 @@ def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch) -
     tp_layer = tp_group.all_reduce(act) * tp_ops * (1.0 - C.TP_COMM_OVERLAP)
 
     cp_group = coll.Groups(levels, b.tp, b.cp)
-    kv_full = tokens * cp * w.kv_dim / tp * C.BYTES_PER_ACTIVATION  # gathered K and V of the sequence
+    # gathered K and V of the sequence; KV heads are replicated across TP ranks beyond their count
+    kv_full = tokens * cp * w.kv_dim / np.minimum(tp, w.kv_heads) * C.BYTES_PER_ACTIVATION
     cp_fwd = cp_group.reduce_scatter(kv_full)
-    cp_layer = (np.maximum(cp_fwd - core, 0.0) * (1.0 + full)  # ring attention overlaps with the core
+    cp_layer = (np.maximum(cp_fwd - core, 0.0) * (1.0 + recompute_core)  # ring attention overlaps the core
                 + np.maximum(2.0 * cp_fwd - C.BACKWARD_TO_FORWARD * core, 0.0))  # dK/dV back: gather + RS
-    cp_layer_total = cp_fwd * (3.0 + full)
+    cp_layer_total = cp_fwd * (3.0 + recompute_core)
 
     if w.num_experts:
         ep_group = coll.Groups(levels, b.etp, b.ep)
+        # dispatch + combine, forward and backward (+ forward again under full recompute); under FP8 the
+        # forward dispatch moves FP8 activations, combine and backward stay 16-bit (DeepSeek-V3 §3.3)
         dispatch = tokens / tp * w.top_k * h * C.BYTES_PER_ACTIVATION
-        ep_ops = 4.0 + 2.0 * full  # dispatch + combine, forward and backward
+        fwd_dispatch = 0.5 if train.precision is Precision.FP8 else 1.0
+        ep_ops = (fwd_dispatch + 1.0) * (1.0 + full) + 2.0
         ep_layer = ep_group.all_to_all(dispatch) * ep_ops * (1.0 - C.EP_COMM_OVERLAP)
     else:
-        ep_layer = np.zeros_like(tokens)
+        ep_layer = dispatch = ep_ops = np.zeros_like(tokens)
 
     # --- per stage --------------------------------------------------------------------------------
     st = stage_layers(w.num_layers, b.pp, b.vpp)
@@ -183,11 +187,13 @@ def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch) -
 
     def stage_time(nd, nm, head):
         comp = nd * dense_layer_t + nm * moe_layer_t + head * head_t
-        comm_tp = (nd + nm) * tp_layer
+        comm_tp = (nd + nm * moe_tp_share) * tp_layer
         comm_cp = (nd + nm) * cp_layer
         comm_ep = nm * ep_layer
         return comp, comm_tp, comm_cp, comm_ep, (nd + nm) * cp_layer_total, nd + nm, nm
 
+    # with etp = 1 the experts run unsharded after an all-to-all: only attention keeps its TP collectives
+    moe_tp_share = np.where(b.etp > 1, 1.0, 0.5)
     stages = [stage_time(first_dense, first_moe, single.astype(f64)),
               stage_time(mid_dense, mid_moe, 0.0),
               stage_time(last_dense, last_moe, 1.0)]
@@ -229,23 +235,28 @@ def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch) -
     grad_b = C.BYTES_GRAD
     pd = np.maximum(np.maximum(first_p[0], mid_p[0]), last_p[0])  # the stage with most dense params sets the pace
     pe = np.maximum(np.maximum(first_p[1], mid_p[1]), last_p[1])
-    sync_once = dense_group.all_reduce(pd * grad_b) + expert_group.all_reduce(pe * grad_b)
+    rs_once = dense_group.reduce_scatter(pd * grad_b) + expert_group.reduce_scatter(pe * grad_b)
+    ag_once = dense_group.reduce_scatter(pd * C.BYTES_WEIGHT) + expert_group.reduce_scatter(pe * C.BYTES_WEIGHT)
     # ZeRO-3 / FSDP: gather weights for forward and backward, reduce-scatter grads, every micro-batch
     z3_mb = 3.0 * (dense_group.reduce_scatter(pd * C.BYTES_WEIGHT) + expert_group.reduce_scatter(pe * C.BYTES_WEIGHT))
     replicas = coll.Groups(levels, b.tp * b.cp * b.dp_shard, b.dp // b.dp_shard)
     hsdp_once = replicas.all_reduce(pd * grad_b / shard_dense)
-    # ZeRO-2 keeps only its gradient shard, so it reduce-scatters after every micro-batch's backward
-    # (DeepSpeed ZeRO-2, FSDP SHARD_GRAD_OP) and all-gathers the updated weights once per step
-    z2_rs_mb = dense_group.reduce_scatter(pd * grad_b) + expert_group.reduce_scatter(pe * grad_b)
-    z2_ag = sync_once - z2_rs_mb
+    # Gradients: DDP all-reduces them (reduce-scatter + all-gather) during the last backward.  ZeRO-1
+    # (Megatron's distributed optimizer) reduce-scatters them during the last backward and all-gathers
+    # the updated weights during the next forward (overlap-param-gather).  ZeRO-2 keeps only its
+    # gradient shard, so it reduce-scatters after every micro-batch's backward (DeepSpeed ZeRO-2, FSDP
+    # SHARD_GRAD_OP), then all-gathers the weights as ZeRO-1 does.
     zero2 = b.zero == 2
-    dp_total = np.where(zero3, z3_mb * m + hsdp_once, np.where(zero2, z2_rs_mb * m + z2_ag, sync_once))
+    dp_total = np.where(zero3, z3_mb * m + hsdp_once, np.where(zero2, rs_once * m + ag_once, rs_once + ag_once))
     bwd_share = C.BACKWARD_TO_FORWARD / (1.0 + C.BACKWARD_TO_FORWARD)
     hide = C.DP_OVERLAP_FRACTION * bwd_share * comp_mb
-    dp_exposed = np.where(zero3,
-                          m * np.maximum(z3_mb - comp_mb, 0.0) + np.maximum(hsdp_once - hide, 0.0),
-                          np.where(zero2, m * np.maximum(z2_rs_mb - hide, 0.0) + z2_ag,
-                                   np.maximum(sync_once - hide, 0.0)))
+    hide_fwd = C.DP_OVERLAP_FRACTION * (1.0 - bwd_share) * comp_mb
+    gather_exposed = np.maximum(ag_once - hide_fwd, 0.0)
+    dp_exposed = np.where(
+        zero3, m * np.maximum(z3_mb - comp_mb, 0.0) + np.maximum(hsdp_once - hide, 0.0),
+        np.where(zero2, m * np.maximum(rs_once - hide, 0.0) + gather_exposed,
+                 np.where(b.zero == 1, np.maximum(rs_once - hide, 0.0) + gather_exposed,
+                          np.maximum(rs_once + ag_once - hide, 0.0))))
 
     # --- optimizer step (memory-bound) ------------------------------------------------------------
     opt_shard_dense = np.where(b.zero >= 1, shard_dense, 1.0)
@@ -321,9 +332,10 @@ def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch) -
     traffic = {
         "tp": np.where(b.tp > 1, 2.0 * act * tp_ops * layers_mb * m, 0.0),
         "cp": np.where(b.cp > 1, kv_full * (3.0 + full) * layers_mb * m, 0.0),
-        "ep": np.where(b.ep > 1, (dispatch if w.num_experts else 0.0) * (4.0 + 2.0 * full) * moe_layers_mb * m, 0.0),
+        "ep": np.where(b.ep > 1, dispatch * ep_ops * moe_layers_mb * m, 0.0),
         "pp": np.where(b.pp > 1, act / tp * 2.0 * vpp * m, 0.0),
-        "dp": np.where(dense_repl > 1, dense_grad_bytes, 0.0),
+        "dp": np.where(np.where(zero3, cp * shard_dp, dense_repl) > 1, dense_grad_bytes, 0.0),
+        "dp_replica": np.where(zero3 & (b.dp_shard < b.dp), 2.0 * pd * grad_b / shard_dense, 0.0),
         "edp": np.where(edp > 1, expert_grad_bytes, 0.0),
     }
     return Estimates(
@@ -349,7 +361,7 @@ def _activation_bytes_per_layer(w: Workload, tokens, tp, etp, sp_shard):
     """
     h = w.hidden
     rep = (8.0 + (2.0 if w.dropout else 0.0)) * h
-    attn = 2.0 * (w.attn_params / h)  # q, k, v and output widths, 2 bytes each
+    attn = 2.0 * w.attn_act_width  # inputs of the attention core and the output projection, 2 bytes each
     dense_mlp = 2.0 * (w.mlp_up + 1) * w.dense_ffn
     dense = tokens * (rep / sp_shard + (attn + dense_mlp) / tp)
     if w.num_experts:

@@ -41,12 +41,13 @@ class GroupKind:
 def group_kinds(layout: Layout, est: Estimates, i: int) -> list[GroupKind]:
     """The group kinds of candidate `i` that move bytes (size > 1)."""
     t = {k: float(v[i]) for k, v in est.traffic_bytes.items()}
-    dense_dp = layout.cp * layout.dp
+    shard = layout.cp * (layout.shard_degree if layout.zero_stage == 3 else layout.dp)
     kinds = [
         GroupKind("tp", 1, layout.tp, t["tp"]),
         GroupKind("cp", layout.tp, layout.cp, t["cp"]),
         GroupKind("ep", layout.etp, layout.ep, t["ep"]),
-        GroupKind("dp", layout.tp, dense_dp, t["dp"]),
+        GroupKind("dp", layout.tp, shard, t["dp"]),  # HSDP: the shard group carries the ZeRO-3 traffic
+        GroupKind("dp_replica", layout.tp * shard, layout.dp * layout.cp // shard, t["dp_replica"]),
         GroupKind("edp", layout.ep * layout.etp, layout.edp, t["edp"]),
         GroupKind("pp", layout.tp * layout.cp * layout.dp, layout.pp, t["pp"]),
     ]
