@@ -1,7 +1,8 @@
 """`placement validate`: predicted vs published step time for every calibration run.
 
 Each run's published layout is pinned.  A pipeline schedule the source does not state is the
-framework's default (non-interleaved, vpp 1); the other fields it leaves out (micro-batch size,
+framework's default (non-interleaved, vpp 1; a source that says "interleaved" without the chunk
+count lets the search pick it); the other fields it leaves out (micro-batch size,
 ZeRO stage, recompute, sequence parallelism) are chosen by the search within that layout.
 Nothing here is tuned per run: the same constants price every row.
 """
@@ -37,6 +38,8 @@ class CalibrationRun(Frozen):
     precision: Precision
     attention_kernel: AttentionKernel
     layout: dict[str, int | bool | str]
+    interleaved: bool = False
+    """The source says the schedule is interleaved but not with how many chunks: the search picks vpp."""
     published_step_time_s: float = Field(gt=0)
     step_time_basis: str
     published_tflops_per_gpu: float | None = None
@@ -71,7 +74,8 @@ def predict(run: CalibrationRun) -> RunResult:
     train = TrainingSpec(seq_len=run.seq_len, global_batch=run.global_batch, precision=run.precision,
                          attention_kernel=run.attention_kernel)
     try:
-        res = search(model, train, topo, SearchConfig(top_k=1, fixed={"vpp": 1, **run.layout}))
+        fixed = dict(run.layout) if run.interleaved else {"vpp": 1, **run.layout}
+        res = search(model, train, topo, SearchConfig(top_k=1, fixed=fixed))
     except PlacementInfeasible:
         return RunResult(run, None, False, None, None)
     i = int(res.ranked[0])
