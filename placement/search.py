@@ -18,7 +18,7 @@ from placement.cost.batch import RECOMPUTE_CODES, LayoutBatch
 from placement.cost.constants import GiB
 from placement.cost.step import Estimates, estimate
 from placement.errors import PlacementInfeasible
-from placement.specs import ModelSpec, Recompute, TrainingSpec
+from placement.specs import AttentionKernel, ModelSpec, Recompute, TrainingSpec
 from placement.topology import Topology
 from placement.workload import Workload, workload
 
@@ -101,6 +101,7 @@ def enumerate_layouts(w: Workload, model: ModelSpec, train: TrainingSpec, num_gp
     vpp_opts = pick("vpp", np.arange(1, 9, dtype=np.int64))
     cols = _expand(cols, "vpp", lambda c: _per_row(
         c, vpp_opts, lambda r, v: (v == 1) | ((r["pp"] > 1) & (model.num_layers // r["pp"] >= v)
+                                              & (-(-model.num_layers // r["pp"]) % v == 0)
                                               & (r["m"] % r["pp"] == 0))))
     if model.moe is not None:
         experts = model.moe.num_experts
@@ -123,8 +124,13 @@ def enumerate_layouts(w: Workload, model: ModelSpec, train: TrainingSpec, num_gp
                                    & ((r["tp"] * r["cp"] * v) % gpus_per_node == 0)) | (v == r["dp"])))
     else:
         cols["dp_shard"] = cols["dp"].copy()
+    allowed = cfg.recompute
+    if train.attention_kernel is AttentionKernel.FLASH and Recompute.NONE in allowed:
+        # with fused attention no s x s tensor is kept, so selective recompute saves no memory and
+        # only adds the attention core's forward: it is never better than none here
+        allowed = tuple(r for r in allowed if r is not Recompute.SELECTIVE)
     rec_opts = np.array([RECOMPUTE_CODES.index(Recompute(fixed["recompute"]))] if "recompute" in fixed
-                        else [RECOMPUTE_CODES.index(r) for r in cfg.recompute], dtype=np.int64)
+                        else [RECOMPUTE_CODES.index(r) for r in allowed], dtype=np.int64)
     cols = _expand(cols, "recompute", lambda c: _per_row(c, rec_opts, lambda r, v: np.ones_like(v, dtype=bool)))
     # Sequence parallelism moves the same bytes as plain TP (Korthikanti §4) and only shrinks memory and
     # element-wise work, so with tp > 1 it is on unless pinned off; with tp = 1 it does not exist.

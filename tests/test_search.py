@@ -22,7 +22,7 @@ from placement.cost.batch import RECOMPUTE_CODES, LayoutBatch
 from placement.cost.step import Estimates, estimate
 from placement.errors import PlacementInfeasible
 from placement.search import SearchConfig, rank, search
-from placement.specs import Layout, ModelSpec, MoESpec, Recompute, TrainingSpec
+from placement.specs import AttentionKernel, Layout, ModelSpec, MoESpec, Recompute, TrainingSpec
 from placement.topology import Topology
 from placement.workload import workload
 
@@ -57,11 +57,16 @@ def batch_keys(b: LayoutBatch, idx) -> list[tuple]:
 
 def brute_force_layouts(model: ModelSpec, train: TrainingSpec, n: int, gpus_per_node: int, cfg: SearchConfig,
                         *, superset: bool = False) -> tuple[list[Layout], int]:
-    """Every layout the search's rules allow; `superset` also keeps ZeRO-0 and SP off (both pruned by the
-    search as never faster).  Returns the layouts and how many the Layout validator rejected."""
+    """Every layout the search's rules allow; `superset` also keeps ZeRO-0, SP off and (with fused
+    attention) selective recompute, all pruned by the search as never faster.  Returns the layouts and
+    how many the Layout validator rejected."""
     L, heads, kv = model.num_layers, model.num_attention_heads, model.kv_heads
     experts = model.moe.num_experts if model.moe else 1
     zero_stages = sorted(set(cfg.zero_stages) | ({0} if superset else set()))
+    # with fused attention the search drops selective recompute when none is allowed (never better)
+    recomputes = [r for r in cfg.recompute if superset or not (
+        r is Recompute.SELECTIVE and Recompute.NONE in cfg.recompute
+        and train.attention_kernel is AttentionKernel.FLASH)]
     out: list[Layout] = []
     rejected = 0
     for tp, cp, pp in itertools.product(range(1, n + 1), repeat=3):
@@ -78,10 +83,10 @@ def brute_force_layouts(model: ModelSpec, train: TrainingSpec, n: int, gpus_per_
             if train.global_batch % (dp * mbs):
                 continue
             m = train.global_batch // (dp * mbs)
-            if vpp > 1 and (L // pp < vpp or m % pp):  # every chunk needs a layer (uneven stages allowed)
+            if vpp > 1 and (L // pp < vpp or -(-L // pp) % vpp or m % pp):  # a layer per chunk, even middle
                 continue  # interleaving: a layer per chunk, micro-batches in multiples of pp
             for ep, etp, zero, shard, rec, sp in itertools.product(
-                    range(1, experts + 1), range(1, tp + 1), zero_stages, range(1, dp + 1), cfg.recompute,
+                    range(1, experts + 1), range(1, tp + 1), zero_stages, range(1, dp + 1), recomputes,
                     (False, True)):
                 if experts % ep or etp not in (1, tp) or (model.moe is None and etp != 1):
                     continue  # ep divides the experts; experts are either whole or split like TP
@@ -170,7 +175,8 @@ def test_memory_really_binds_in_the_tight_case() -> None:
 
 @pytest.mark.parametrize(("model", "n", "gb", "cfg"), [CASES[0], CASES[4], CASES[5]])
 def test_pruned_options_are_never_faster(model: ModelSpec, n: int, gb: int, cfg: SearchConfig) -> None:
-    """The search leaves out ZeRO-0 and SP off as never faster; pricing them must agree."""
+    """The search leaves out ZeRO-0, SP off and selective recompute under fused attention as never
+    faster; pricing them must agree."""
     train = TrainingSpec(seq_len=2048, global_batch=gb)
     t = topo(n)
     res = search(model, train, t, cfg)
