@@ -7,7 +7,6 @@ file (``.json`` = HuggingFace config.json, ``.yaml``/``.yml`` = our schema); oth
 
 from __future__ import annotations
 
-import json
 from functools import lru_cache
 from pathlib import Path
 from typing import TypeVar
@@ -110,12 +109,3 @@ def load_cluster(ref: str) -> ClusterSpec:
             raise InputError(f"--cluster {ref!r}: no such file; give a YAML path or a catalog name")
         return read_yaml(path, ClusterSpec, "cluster")
     return _by_name(ref, catalog_root() / "hardware" / "clusters", ClusterSpec, "cluster", "--cluster")
-
-
-def load_json(path: Path, what: str) -> object:
-    try:
-        return json.loads(path.read_text())
-    except OSError as err:
-        raise InputError(f"cannot read {what} file {path}: {err.strerror}") from None
-    except json.JSONDecodeError as err:
-        raise InputError(f"{path}: line {err.lineno}, column {err.colno}: invalid JSON: {err.msg}") from None

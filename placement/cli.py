@@ -17,7 +17,7 @@ import click
 from pydantic import ValidationError
 
 from placement import __version__
-from placement.catalog import cluster_names, load_accelerator, load_cluster, load_model, model_names
+from placement.catalog import accelerator_names, cluster_names, load_accelerator, load_cluster, load_model, model_names
 from placement.errors import InputError, PlacementInfeasible
 from placement.loaders.errors import format_validation_error
 from placement.specs import Layout, ModelSpec, Precision, Recompute, TrainingSpec
@@ -279,6 +279,12 @@ def show_models():
 def show_clusters():
     """List the cluster catalog."""
     click.echo("\n".join(cluster_names()))
+
+
+@show.command("accelerators")
+def show_accelerators():
+    """List the accelerator catalog."""
+    click.echo("\n".join(accelerator_names()))
 
 
 @main.command()

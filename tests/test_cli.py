@@ -93,6 +93,8 @@ def test_show_model_and_cluster():
     assert code == 0 and [lv["name"] for lv in levels] == ["nvlink4", "leaf", "spine", "core"]
     code, out, _ = run("show", "model", "deepseek-v3")
     assert code == 0 and "experts" in out
+    code, out, _ = run("show", "accelerators")
+    assert code == 0 and {"h100-sxm", "b200", "mi300x"} <= set(out.split())
 
 
 def test_validate_meets_accuracy_targets_and_every_run_fits():

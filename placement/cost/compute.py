@@ -14,7 +14,6 @@ import numpy as np
 
 from placement.cost.constants import (
     ATTENTION_CORE_EFFICIENCY,
-    BYTES_PER_ACTIVATION,
     CAUSAL_EXECUTED_FRACTION,
     CROSS_ENTROPY_BYTES_PER_LOGIT,
     ELEMENTWISE_BYTES_PER_HIDDEN,
@@ -68,6 +67,3 @@ def elementwise_time(tokens, hidden: int, shard, hbm_bytes_per_s: float) -> np.n
     """Norms, residuals, activation and dropout of one layer's forward (memory-bound)."""
     return tokens * hidden * ELEMENTWISE_BYTES_PER_HIDDEN / shard / hbm_bytes_per_s
 
-
-def activation_bytes(tokens, hidden: int) -> np.ndarray:
-    return tokens * hidden * BYTES_PER_ACTIVATION

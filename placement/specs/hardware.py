@@ -103,7 +103,3 @@ class ClusterSpec(Frozen):
                     f"span the rest of the cluster"
                 )
         return self
-
-    @property
-    def domain_size(self) -> int:
-        return self.scale_up.size
