@@ -55,6 +55,9 @@ class Workload:
     expert_ffn: int
     shared_ffn_total: int
     dropout: bool
+    num_expert_groups: int
+    """Expert groups of group-limited routing (1: routing is not limited)."""
+    groups_per_token: int
     """Hidden dropout on: 1-byte masks are stored (Korthikanti §4)."""
 
     # -- parameters -------------------------------------------------------------------------------
@@ -156,4 +159,6 @@ def workload(model: ModelSpec) -> Workload:
         expert_ffn=expert_ffn,
         shared_ffn_total=shared_total,
         dropout=model.dropout,
+        num_expert_groups=(moe.num_expert_groups or 1) if moe else 1,
+        groups_per_token=(moe.groups_per_token or moe.top_k) if moe else 1,
     )

@@ -66,7 +66,8 @@ EXPECTED: dict[str, dict[str, Any]] = {
     "deepseek-v3": dict(
         num_layers=61, hidden_size=7168, ffn_hidden_size=18432, num_attention_heads=128, vocab_size=129280,
         default_seq_len=8192,
-        moe=MoESpec(num_experts=256, top_k=8, expert_ffn_hidden_size=2048, num_shared_experts=1, num_dense_layers=3),
+        moe=MoESpec(num_experts=256, top_k=8, expert_ffn_hidden_size=2048, num_shared_experts=1, num_dense_layers=3,
+                    num_expert_groups=8, groups_per_token=4),  # n_group / topk_group: node-limited routing
         mla=MLASpec(q_lora_rank=1536, kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128),
     ),
     "gpt2-xl": dict(

@@ -62,7 +62,8 @@ PUBLISHED = {
     ),
     "deepseek-v3": dict(
         num_layers=61, hidden_size=7168, ffn_hidden_size=18432, num_attention_heads=128, vocab_size=129280,
-        moe=MoESpec(num_experts=256, top_k=8, expert_ffn_hidden_size=2048, num_shared_experts=1, num_dense_layers=3),
+        moe=MoESpec(num_experts=256, top_k=8, expert_ffn_hidden_size=2048, num_shared_experts=1, num_dense_layers=3,
+                    num_expert_groups=8, groups_per_token=4),  # at most 4 nodes per token (§2.1.2)
         mla=MLASpec(q_lora_rank=1536, kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128),
         default_seq_len=4096, default_global_batch=15360,
     ),

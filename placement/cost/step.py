@@ -170,7 +170,13 @@ def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch) -
         dispatch = tokens / tp * w.top_k * h * C.BYTES_PER_ACTIVATION
         fwd_dispatch = 0.5 if train.precision is Precision.FP8 else 1.0
         ep_ops = (fwd_dispatch + 1.0) * (1.0 + full) + 2.0
-        ep_layer = ep_group.all_to_all(dispatch) * ep_ops * (1.0 - C.EP_COMM_OVERLAP)
+        # group-limited routing (DeepSeek-V3): when each node holds whole expert groups, a token crosses
+        # the network once per target node (at most groups_per_token), not once per expert
+        experts_per_domain = (w.num_experts / ep) * ep_group.within[ep_group.inverse, 0]
+        whole_groups = experts_per_domain >= w.num_experts / w.num_expert_groups
+        dedup = np.where(whole_groups & (w.num_expert_groups > 1),
+                         min(w.groups_per_token, w.top_k) / w.top_k, 1.0)
+        ep_layer = ep_group.all_to_all(dispatch, dedup) * ep_ops * (1.0 - C.EP_COMM_OVERLAP)
     else:
         ep_layer = dispatch = ep_ops = np.zeros_like(tokens)
 

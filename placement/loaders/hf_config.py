@@ -293,6 +293,9 @@ def _read_deepseek(cfg: _Config) -> dict[str, Any]:
         "expert_ffn_hidden_size": cfg.required_int("moe_intermediate_size"),
         "num_shared_experts": cfg.optional_int("n_shared_experts", default=0),
     }
+    groups, per_token = cfg.optional_int("n_group"), cfg.optional_int("topk_group")
+    if groups is not None and per_token is not None and groups > 1:  # group-limited routing
+        moe |= {"num_expert_groups": groups, "groups_per_token": per_token}
     freq = cfg.optional_int("moe_layer_freq", default=1)
     if freq < 1:
         raise InputError(

@@ -35,6 +35,12 @@ class MoESpec(Frozen):
     """FFN width of one shared expert; defaults to the routed expert width."""
     num_dense_layers: int = Field(default=0, ge=0)
     """Leading layers that use the dense FFN instead of experts (DeepSeek-V3: 3)."""
+    num_expert_groups: int | None = Field(default=None, ge=1)
+    """Group-limited routing: experts split into this many groups (DeepSeek-V3 `n_group` = 8, one per
+    node of its EP-64 layout)."""
+    groups_per_token: int | None = Field(default=None, ge=1)
+    """Each token's top-k experts come from at most this many groups (`topk_group`; DeepSeek-V3: 4 =
+    "each token will be sent to at most M = 4 nodes", arXiv:2412.19437 §2.1.2)."""
 
     @model_validator(mode="after")
     def _check(self) -> MoESpec:
@@ -43,6 +49,19 @@ class MoESpec(Frozen):
                 f"moe.top_k ({self.top_k}) > moe.num_experts ({self.num_experts}): a token cannot visit more "
                 f"experts than exist; set top_k <= {self.num_experts}"
             )
+        if (self.num_expert_groups is None) != (self.groups_per_token is None):
+            raise ValueError("moe.num_expert_groups and moe.groups_per_token go together: set both or neither")
+        if self.num_expert_groups is not None:
+            if self.num_experts % self.num_expert_groups:
+                raise ValueError(
+                    f"moe.num_expert_groups ({self.num_expert_groups}) must divide moe.num_experts "
+                    f"({self.num_experts})"
+                )
+            if self.groups_per_token > self.num_expert_groups:
+                raise ValueError(
+                    f"moe.groups_per_token ({self.groups_per_token}) > moe.num_expert_groups "
+                    f"({self.num_expert_groups}); a token cannot use more groups than exist"
+                )
         return self
 
     @property
