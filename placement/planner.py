@@ -23,7 +23,6 @@ class Planned:
     search: SearchResult
     gpu_of_rank: list[np.ndarray]
     """The mapping of each plan, in plan order."""
-    mapped_topos: list[Topology]
 
 
 def plan_job(model: ModelSpec, train: TrainingSpec, topo: Topology, search_cfg: SearchConfig,
@@ -40,7 +39,6 @@ def plan_job(model: ModelSpec, train: TrainingSpec, topo: Topology, search_cfg: 
         if mapping is None:
             plan = make_plan(result.batch, result.estimates, i, model, train, topo)
             gpu_of_rank = np.arange(topo.num_gpus)
-            mapped_topo = topo
             solver = {"status": "DEFAULT", "chosen": "innermost_first",
                       "note": "regular catalog cluster: ranks fill the hierarchy innermost-first"}
             base = {"allocation_order": plan.step_time_s, "megatron_order": plan.step_time_s}
@@ -48,7 +46,7 @@ def plan_job(model: ModelSpec, train: TrainingSpec, topo: Topology, search_cfg: 
             ml = map_layout(w, train, topo, layout, result.estimates, i, mapping)
             sol = ml.solution
             plan = make_plan(_one(result, i), ml.estimate, 0, model, train, topo)
-            gpu_of_rank, mapped_topo = ml.gpu_of_rank, ml.topo
+            gpu_of_rank = ml.gpu_of_rank
             solver = {"status": sol.status, "chosen": ml.chosen, "objective_s": _f(sol.objective_s),
                       "bound_s": _f(sol.bound_s), "wall_s": round(sol.wall_s, 3), "chunk_blocks": sol.chunk_blocks,
                       "variables": sol.num_variables, "solver": sol.solver, "random_seed": mapping.random_seed,
@@ -58,14 +56,12 @@ def plan_job(model: ModelSpec, train: TrainingSpec, topo: Topology, search_cfg: 
         plan = plan.model_copy(update={
             "mapping_solver": solver,
             "baselines": {k: {"step_time_s": float(f"{v:.6g}")} for k, v in base.items()},
-            "crossings": crossings(mapped_topo if mapped_topo.gpu_of_rank is not None
-                                   else mapped_topo.with_mapping(gpu_of_rank), kinds),
+            "crossings": crossings(topo.with_mapping(gpu_of_rank), kinds),
             "mapping": rank_table(topo, gpu_of_rank, layout, model.is_moe) if with_rank_table else None,
         })
-        rows.append((plan.step_time_s, order, plan, gpu_of_rank, mapped_topo))
+        rows.append((plan.step_time_s, order, plan, gpu_of_rank))
     rows.sort(key=lambda r: (r[0], r[1]))  # re-rank by mapped step time; ties keep search order
-    return Planned(plans=[r[2] for r in rows], search=result, gpu_of_rank=[r[3] for r in rows],
-                   mapped_topos=[r[4] for r in rows])
+    return Planned(plans=[r[2] for r in rows], search=result, gpu_of_rank=[r[3] for r in rows])
 
 
 def _intra_node_order(topo: Topology, tp: int, gpu_of_rank: np.ndarray) -> np.ndarray:
