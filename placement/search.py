@@ -161,8 +161,12 @@ def search(model: ModelSpec, train: TrainingSpec, topo: Topology, cfg: SearchCon
     w = workload(model)
     batch = enumerate_layouts(w, model, train, topo.num_gpus, cfg, min(topo.cluster.gpus_per_node, topo.num_gpus))
     if len(batch) == 0:
-        raise PlacementInfeasible(_no_layout_message(model, train, topo.num_gpus, cfg), binding="divisibility")
+        raise PlacementInfeasible(_no_layout_message(model, train, topo.num_gpus, cfg, topo.gpus_per_host),
+                                  binding="divisibility")
     est = estimate(w, train, topo, batch)
+    if not est.valid.any():  # e.g. no pipeline split of the layers fits the GPU count's factors
+        raise PlacementInfeasible(_no_layout_message(model, train, topo.num_gpus, cfg, topo.gpus_per_host),
+                                  binding="divisibility")
     feasible = est.valid & est.fits
     ranked = rank(batch, est, feasible, cfg.top_k)
     if ranked.size == 0:
@@ -171,14 +175,19 @@ def search(model: ModelSpec, train: TrainingSpec, topo: Topology, cfg: SearchCon
                         seconds=time.perf_counter() - start)
 
 
-def _no_layout_message(model: ModelSpec, train: TrainingSpec, num_gpus: int, cfg: SearchConfig) -> str:
+def _no_layout_message(model: ModelSpec, train: TrainingSpec, num_gpus: int, cfg: SearchConfig,
+                       unit: int = 1) -> str:
     pinned = ", ".join(f"{k}={v}" for k, v in sorted(cfg.fixed.items()))
+    units = max(num_gpus // unit, 1)
+    below = unit * (1 << (units.bit_length() - 1))
+    counts = sorted({below, below * 2} - {num_gpus})
     return (
         f"no layout of {model.name} splits over {num_gpus} GPUs with global batch {train.global_batch} and "
         f"sequence {train.seq_len}{' with ' + pinned if pinned else ''}: tp must divide the "
-        f"{model.num_attention_heads} heads, tp*cp*pp must divide {num_gpus}, and dp = {num_gpus}/(tp*cp*pp) "
-        f"must divide the global batch; try --global-batch a multiple of {num_gpus} or a GPU count that "
-        f"divides it"
+        f"{model.num_attention_heads} heads, tp*cp*pp must divide {num_gpus}, pp must split the "
+        f"{model.num_layers} layers with a layer on every stage, and dp = {num_gpus}/(tp*cp*pp) must divide "
+        f"the global batch; try --gpus {' or --gpus '.join(map(str, counts))}, or a --global-batch that "
+        f"shares the GPU count's factors"
     )
 
 

@@ -166,6 +166,14 @@ def test_bad_numbers():
     assert code == 2 and "does not divide" in err
 
 
+def test_gpu_count_with_no_layout_is_not_called_a_memory_problem():
+    # 104 GPUs = 8 x 13: dp must divide the batch of 512, so pp would have to be 13 on 32 layers
+    code, out, err = run("plan", "--model", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "13")
+    assert code == 1 and out == ""
+    assert "infeasible (divisibility)" in err and "GiB" not in err
+    assert "try --gpus 64 or --gpus 128" in err
+
+
 def test_job_that_fits_nowhere_explains_binding_constraint():
     code, out, err = run("plan", "--model", "llama3-405b", "--cluster", "dgx-h100", "--gpus", "8",
                          "--seq-len", "8192", "--global-batch", "8")
