@@ -23,6 +23,8 @@ def check_layout(model: ModelSpec, train: TrainingSpec, layout: Layout) -> None:
         raise InputError(f"--tp {layout.tp} and the {kv} KV heads of {model.name}: one must divide the other")
     if layout.cp > 1 and train.seq_len % (2 * layout.cp):
         raise InputError(f"--cp {layout.cp}: sequence {train.seq_len} must split into 2 x cp equal chunks")
+    if model.moe is None and (layout.ep > 1 or layout.etp > 1):
+        raise InputError(f"--ep {layout.ep} --etp {layout.etp}: {model.name} has no experts; both must be 1")
     experts = model.moe.num_experts if model.moe else 1
     if experts % layout.ep:
         raise InputError(f"--ep {layout.ep} does not divide the {experts} experts of {model.name}")

@@ -164,6 +164,8 @@ def test_bad_numbers():
     assert code == 2 and "--seq-len -4" in err
     code, _, err = run("evaluate", "--model", "llama3-8b", "--gpus", "8", "--tp", "3")
     assert code == 2 and "does not divide" in err
+    code, _, err = run("evaluate", "--model", "llama3-8b", "--gpus", "8", "--tp", "2", "--etp", "2")
+    assert code == 2 and "llama3-8b has no experts; both must be 1" in err
 
 
 def test_gpu_count_with_no_layout_is_not_called_a_memory_problem():
