@@ -68,12 +68,28 @@ def _per_row(cols: dict[str, np.ndarray], candidates: np.ndarray, ok) -> tuple[n
     n = len(next(iter(cols.values())))
     rows = np.repeat(np.arange(n), len(candidates))
     vals = np.tile(candidates, n)
-    keep = ok({k: v[rows] for k, v in cols.items()}, vals)
+    keep = ok(_Gathered(cols, rows), vals)
     return rows[keep], vals[keep]
 
 
+class _Gathered:
+    """cols[k][rows] for the columns a rule reads, gathered on first use (rules read two or three)."""
+
+    def __init__(self, cols: dict[str, np.ndarray], rows: np.ndarray) -> None:
+        self._cols, self._rows, self._seen = cols, rows, {}
+
+    def __getitem__(self, key: str) -> np.ndarray:
+        if key not in self._seen:
+            self._seen[key] = self._cols[key][self._rows]
+        return self._seen[key]
+
+
 def enumerate_layouts(w: Workload, model: ModelSpec, train: TrainingSpec, num_gpus: int,
-                      cfg: SearchConfig, gpus_per_node: int = 1) -> LayoutBatch:
+                      cfg: SearchConfig, gpus_per_node: int = 1,
+                      hsdp_spans: tuple[int, ...] | None = None) -> LayoutBatch:
+    """Every valid layout as arrays.  HSDP shard groups span whole nodes; with `hsdp_spans` (the GPUs of
+    one block at each level of the machine) they span exactly one such block: shard inside a fast
+    domain, replicate across it."""
     fixed = cfg.fixed
     divs = np.array(_divisors(num_gpus), dtype=np.int64)
     heads, kv = model.num_attention_heads, model.kv_heads
@@ -118,10 +134,15 @@ def enumerate_layouts(w: Workload, model: ModelSpec, train: TrainingSpec, num_gp
     cols = _expand(cols, "zero", lambda c: _per_row(c, zero_opts, lambda r, v: np.ones_like(v, dtype=bool)))
     if "dp_shard" in fixed:
         cols["dp_shard"] = np.where(cols["zero"] == 3, int(fixed["dp_shard"]), cols["dp"])
-    elif cfg.hsdp:  # HSDP shard groups of whole nodes (sharding inside part of a node is not offered)
-        cols = _expand(cols, "dp_shard", lambda c: _per_row(
-            c, divs, lambda r, v: ((r["zero"] == 3) & (r["dp"] % v == 0) & (v > 1)
-                                   & ((r["tp"] * r["cp"] * v) % gpus_per_node == 0)) | (v == r["dp"])))
+    elif cfg.hsdp:
+        spans = np.array(sorted(hsdp_spans), dtype=np.int64) if hsdp_spans else None
+
+        def shard_ok(r, v):
+            span = r["tp"] * r["cp"] * v
+            whole = np.isin(span, spans) if spans is not None else span % gpus_per_node == 0
+            return ((r["zero"] == 3) & (r["dp"] % v == 0) & (v > 1) & whole) | (v == r["dp"])
+
+        cols = _expand(cols, "dp_shard", lambda c: _per_row(c, divs, shard_ok))
     else:
         cols["dp_shard"] = cols["dp"].copy()
     allowed = cfg.recompute
@@ -144,6 +165,13 @@ def enumerate_layouts(w: Workload, model: ModelSpec, train: TrainingSpec, num_gp
                        dp_shard=cols["dp_shard"], recompute=cols["recompute"], sp=cols["sp"])
 
 
+def hsdp_spans(topo: Topology) -> tuple[int, ...]:
+    """GPUs in one block at each level below the whole machine (HSDP shards inside one of them)."""
+    sizes = {lv.block_gpus for lv in topo.levels if 0 < lv.block_gpus < topo.num_gpus}
+    sizes.add(min(topo.cluster.scale_up.size, topo.num_gpus))
+    return tuple(sorted(s for s in sizes if s < topo.num_gpus))
+
+
 def rank(batch: LayoutBatch, est: Estimates, mask: np.ndarray, top_k: int) -> np.ndarray:
     """Indices of `mask`ed candidates by step time, ties broken by the layout fields (deterministic)."""
     idx = np.flatnonzero(mask)
@@ -159,7 +187,8 @@ def rank(batch: LayoutBatch, est: Estimates, mask: np.ndarray, top_k: int) -> np
 def search(model: ModelSpec, train: TrainingSpec, topo: Topology, cfg: SearchConfig = SearchConfig()) -> SearchResult:
     start = time.perf_counter()
     w = workload(model)
-    batch = enumerate_layouts(w, model, train, topo.num_gpus, cfg, min(topo.cluster.gpus_per_node, topo.num_gpus))
+    batch = enumerate_layouts(w, model, train, topo.num_gpus, cfg, min(topo.cluster.gpus_per_node, topo.num_gpus),
+                              hsdp_spans(topo))
     if len(batch) == 0:
         raise PlacementInfeasible(_no_layout_message(model, train, topo.num_gpus, cfg, topo.gpus_per_host),
                                   binding="divisibility")

@@ -21,7 +21,7 @@ from placement.catalog import load_accelerator, load_cluster, load_model
 from placement.cost.batch import RECOMPUTE_CODES, LayoutBatch
 from placement.cost.step import Estimates, estimate
 from placement.errors import PlacementInfeasible
-from placement.search import SearchConfig, rank, search
+from placement.search import SearchConfig, hsdp_spans, rank, search
 from placement.specs import AttentionKernel, Layout, ModelSpec, MoESpec, Recompute, TrainingSpec
 from placement.topology import Topology
 from placement.workload import workload
@@ -55,7 +55,7 @@ def batch_keys(b: LayoutBatch, idx) -> list[tuple]:
     return [tuple(int(c[i]) for c in cols) for i in idx]
 
 
-def brute_force_layouts(model: ModelSpec, train: TrainingSpec, n: int, gpus_per_node: int, cfg: SearchConfig,
+def brute_force_layouts(model: ModelSpec, train: TrainingSpec, n: int, spans: tuple[int, ...], cfg: SearchConfig,
                         *, superset: bool = False) -> tuple[list[Layout], int]:
     """Every layout the search's rules allow; `superset` also keeps ZeRO-0, SP off and (with fused
     attention) selective recompute, all pruned by the search as never faster.  Returns the layouts and
@@ -90,8 +90,8 @@ def brute_force_layouts(model: ModelSpec, train: TrainingSpec, n: int, gpus_per_
                     (False, True)):
                 if experts % ep or etp not in (1, tp) or (model.moe is None and etp != 1):
                     continue  # ep divides the experts; experts are either whole or split like TP
-                if shard != dp and (shard == 1 or (tp * cp * shard) % gpus_per_node):
-                    continue  # HSDP: shard groups of more than one rank covering whole nodes
+                if shard != dp and (shard == 1 or tp * cp * shard not in spans):
+                    continue  # HSDP: a shard group spans exactly one block of a level (node, leaf, ...)
                 if not superset and sp != (tp > 1):
                     continue  # the search turns SP on whenever tp > 1
                 try:
@@ -132,7 +132,7 @@ def test_search_matches_brute_force(model: ModelSpec, n: int, gb: int, cfg: Sear
     res = search(model, train, t, cfg)
     est = res.estimates
 
-    layouts, rejected = brute_force_layouts(model, train, n, min(t.cluster.gpus_per_node, n), cfg)
+    layouts, rejected = brute_force_layouts(model, train, n, hsdp_spans(t), cfg)
     assert rejected > 0  # the Layout validator really is part of the brute force
     bf_keys = [key(lay) for lay in layouts]
     assert len(set(bf_keys)) == len(bf_keys)
@@ -181,7 +181,7 @@ def test_pruned_options_are_never_faster(model: ModelSpec, n: int, gb: int, cfg:
     t = topo(n)
     res = search(model, train, t, cfg)
     best = float(res.estimates.step_time_s[res.ranked[0]])
-    everything, _ = brute_force_layouts(model, train, n, min(t.cluster.gpus_per_node, n), cfg, superset=True)
+    everything, _ = brute_force_layouts(model, train, n, hsdp_spans(t), cfg, superset=True)
     searched = set(batch_keys(res.batch, range(len(res.batch))))
     extra = [lay for lay in everything if key(lay) not in searched]
     assert extra and any(lay.zero_stage == 0 for lay in extra) and any(
