@@ -310,7 +310,10 @@ def sweep(sweep_file, out_dir, executor, workers, no_cache, as_json):
 
     spec = read_yaml(Path(sweep_file), SweepSpec, "sweep")
     out = Path(out_dir)
-    total = len(cells(spec))
+    try:
+        total = len(cells(spec))  # resolves every design and model: errors name the file
+    except InputError as err:
+        raise InputError(f"{sweep_file}: {err}") from None
     with tqdm(total=total, desc=f"sweep {spec.name}", unit="cell", file=sys.stderr, leave=False,
               disable=None) as bar:
         result = run_sweep(spec, None if no_cache else out / "cache", executor, workers, progress=bar.update)

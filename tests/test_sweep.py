@@ -112,6 +112,8 @@ def test_cli_sweep_json_and_files(tmp_path):
 @pytest.mark.parametrize(("change", "message"), [
     ({"designs": [{"name": "x", "cluster": "dgx-h100", "gpus": 8}]}, "give either price_per_gpu_hour"),
     ({"designs": [{"name": "x", "cluster": "dgx-h100", "price_per_gpu_hour": 1.0}]}, "has no gpus"),
+    ({"designs": [{"name": "x", "cluster": "dgx-h100", "gpus": 12, "price_per_gpu_hour": 1.0}]},
+     "design 'x': gpus 12 is not a whole number of dgx-h100 nodes"),
     ({"workloads": [SMALL["workloads"][0], SMALL["workloads"][0]]}, "names must be unique, 8b repeated"),
     ({"designs": [{"name": "x", "cluster": "dgx-h100", "gpus": 8, "price_per_gpu_hour": 1, "nic_gbps": 400}]},
      "nic_gbps"),

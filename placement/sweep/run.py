@@ -92,6 +92,11 @@ def design_gpus(sweep: SweepSpec, design: DesignSpec, cluster: ClusterSpec) -> t
     count of whole domains that is a power of two, or 3-smooth (no prime factor above 3); the cell
     keeps whichever trains faster.  The idle rest of the purchase is still paid."""
     if design.gpus is not None:
+        if design.gpus > cluster.gpus_per_node and design.gpus % cluster.gpus_per_node:
+            raise InputError(
+                f"design {design.name!r}: gpus {design.gpus} is not a whole number of {cluster.name} nodes "
+                f"({cluster.gpus_per_node} GPUs each); use a multiple of {cluster.gpus_per_node}"
+            )
         return design.gpus, (design.gpus,)
     unit = max(cluster.gpus_per_node, cluster.scale_up.size)
     units = math.floor(sweep.budget / (design.capex_per_gpu * unit))
@@ -113,6 +118,8 @@ def _smooth(k: int) -> bool:
 
 
 def cells(sweep: SweepSpec) -> list[Cell]:
+    for work in sweep.workloads:  # fail on an unknown model before any work starts
+        load_model(work.model)
     out = []
     for design in sweep.designs:
         cluster, acc = design_hardware(design)
