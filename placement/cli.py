@@ -151,11 +151,15 @@ def main() -> None:
 @click.option("--map-time-limit", type=click.FloatRange(0.01, 600), default=1.0, show_default=True,
               help="CP-SAT deterministic time limit per mapped plan.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
-              help="Write the best plan's launch files (host order, SLURM hostfile, MPI rankfile) here.")
+              help="Write the plan's launch files (host order, SLURM hostfile, MPI rankfile, --emit formats) here.")
+@click.option("--emit", "emit_formats", default=None,
+              help="Framework configs to write into --out: a comma list of torchtitan, devicemesh, or all.")
+@click.option("--plan-index", type=click.IntRange(1, 100), default=1, show_default=True,
+              help="Which of the ranked plans the files realize (1 = best).")
 @handle_errors
 def plan(model_ref, cluster_ref, gpus, nodes, seq_len, global_batch, precision, as_json, slurm_topology, nodelist,
          node_type, cluster_graph, oversubscription, node_topo, top_k, recompute, zero, do_map, map_time_limit,
-         out_dir):
+         out_dir, emit_formats, plan_index):
     """Search every layout; map the best onto the machine; print them, best first."""
     from placement.mapping.config import SolverConfig
     from placement.planner import plan_job
@@ -170,17 +174,36 @@ def plan(model_ref, cluster_ref, gpus, nodes, seq_len, global_batch, precision, 
     real = slurm_topology is not None or cluster_graph is not None
     mapping = SolverConfig(time_limit_s=max(10.0, 5 * map_time_limit), deterministic_time_limit=map_time_limit) \
         if (do_map if do_map is not None else real) else None
+    if emit_formats is not None and out_dir is None:
+        raise InputError("--emit writes files: give --out DIR as well")
+    formats = None
+    if emit_formats is not None:
+        from placement.emit.writer import parse_formats
+
+        formats = parse_formats(emit_formats)
     planned = plan_job(model, train, topo, cfg, mapping)
     if out_dir is not None:
         from pathlib import Path
 
         from placement.mapping.report import write_launch_files
 
-        best = planned.plans[0]
-        header = (f"placement {__version__}: {best.model} on {best.num_gpus} x {best.accelerator}, "
-                  f"predicted step {best.step_time_s:.3f} s\nranks: tp innermost, then cp, dp, pp")
-        for path in write_launch_files(Path(out_dir), topo, planned.gpu_of_rank[0], header):
+        if plan_index > len(planned.plans):
+            raise InputError(f"--plan-index {plan_index}: only {len(planned.plans)} plans were found")
+        chosen = planned.plans[plan_index - 1]
+        gpu_of_rank = planned.gpu_of_rank[plan_index - 1]
+        header = (f"placement {__version__}: {chosen.model} on {chosen.num_gpus} x {chosen.accelerator}, "
+                  f"predicted step {chosen.step_time_s:.3f} s\nranks: tp innermost, then cp, dp, pp")
+        for path in write_launch_files(Path(out_dir), topo, gpu_of_rank, header):
             click.echo(f"wrote {path}", err=True)
+        if formats:
+            from placement.emit.common import EmitContext
+            from placement.emit.writer import write
+
+            paths, warnings = write(EmitContext(chosen, topo, gpu_of_rank, model.name), formats, Path(out_dir))
+            for path in paths:
+                click.echo(f"wrote {path}", err=True)
+            for w in warnings:
+                click.echo(f"placement: warning: {w}", err=True)
     if as_json:
         click.echo(json.dumps(plan_json(planned)))
     else:

@@ -189,3 +189,24 @@ def test_installed_entry_point_runs_as_a_process():
                           capture_output=True, text=True, check=False)
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr and "nonexistent-model" in proc.stderr
+
+
+def test_emit_writes_framework_files_with_a_header(tmp_path):
+    code, _, err = run("plan", "--model", "llama3-70b", "--cluster", "dgx-h100", "--gpus", "64", "--seq-len", "8192",
+                       "--global-batch", "128", "--top-k", "2", "--emit", "all", "--out", str(tmp_path),
+                       "--plan-index", "2")
+    assert code == 0, err
+    titan = (tmp_path / "torchtitan.sh").read_text()
+    mesh = (tmp_path / "device_mesh.py").read_text()
+    assert titan.startswith("# torchtitan 0.3.0 launch") and "predicted:" in titan
+    assert titan.count("torchrun --nnodes 8 --nproc-per-node 8") == 8
+    assert "init_device_mesh(" in mesh and "mesh_dim_names=('pp', 'dp', 'cp', 'tp')" in mesh
+    compile(mesh, "device_mesh.py", "exec")  # the snippet is valid Python
+
+
+def test_emit_input_errors(tmp_path):
+    base = ["plan", "--model", "llama3-8b", "--gpus", "8", "--top-k", "1"]
+    code, _, err = run(*base, "--emit", "megatron", "--out", str(tmp_path))
+    assert code == 2 and "unknown format(s) megatron" in err and "torchtitan, devicemesh" in err
+    code, _, err = run(*base, "--emit", "all")
+    assert code == 2 and "--emit writes files: give --out DIR" in err

@@ -1,0 +1,87 @@
+"""torchtitan 0.3.0: `torchrun ... -m torchtitan.train --module M --config F` plus `--section.key` flags.
+
+Keys and rules from reference/frameworks.md §1 (torchtitan 0.3.0 `ParallelismConfig`, `ParallelDims`):
+the dense mesh is (pp, dp_replicate, dp_shard, cp, tp), TP innermost, as placement orders ranks; EP
+borrows the innermost ranks of dp_shard x cp x tp (our etp = 1 order).  FSDP is torchtitan's data
+parallelism: ZeRO-3 = dp_shard (HSDP: dp_shard inside, dp_replicate across), ZeRO-2 = FSDP without
+resharding after forward, DDP = dp_replicate only.  ZeRO-1 does not exist there.
+"""
+
+from __future__ import annotations
+
+from placement.emit.common import EmitContext, header, warn_block
+
+# placement catalog name -> (torchtitan --module, --config)
+MODELS = {
+    "llama3-8b": ("llama3", "llama3_8b"),
+    "llama3-70b": ("llama3", "llama3_70b"),
+    "llama3-405b": ("llama3", "llama3_405b"),
+    "deepseek-v3": ("deepseek_v3", "deepseek_v3_671b"),
+}
+
+
+def flags(ctx: EmitContext) -> tuple[list[str], list[str]]:
+    """(the argument list after `-m torchtitan.train`, warnings about what it cannot express)."""
+    lay = ctx.plan.layout
+    warnings = []
+    module, config = MODELS.get(ctx.model_name, (None, None))
+    if ctx.model_name == "llama3-405b" and ctx.plan.precision == "bf16":
+        warnings.append("torchtitan's llama3_405b config turns on Float8 linear layers: drop its float8 converter "
+                        "for the BF16 run this plan prices")
+    if module is None:
+        warnings.append(f"torchtitan 0.3.0 ships no config for {ctx.model_name}; replace MODULE/CONFIG with yours")
+        module, config = "MODULE", "CONFIG"
+    if lay.zero_stage == 3:
+        replicate, shard, reshard = lay.dp // lay.dp_shard, lay.dp_shard, "default"
+    elif lay.zero_stage in (1, 2):
+        replicate, shard, reshard = 1, lay.dp, "never"
+        if lay.zero_stage == 1:
+            warnings.append("torchtitan has no ZeRO-1: emitted as FSDP without resharding after forward (ZeRO-2), "
+                            "which holds less memory and reduce-scatters gradients every micro-batch")
+    else:
+        replicate, shard, reshard = lay.dp, 1, "default"
+    if lay.etp > 1:
+        warnings.append(f"torchtitan 0.3.0 has no expert tensor parallelism (etp {lay.etp}): experts run with etp 1")
+    if lay.pp > 1 and lay.pp * lay.vpp > 1:
+        stage_layers = lay.stage_layers
+        if len(set(stage_layers)) > 1:
+            warnings.append(f"uneven stages {stage_layers}: torchtitan splits by its own "
+                            f"pipeline_parallel_first/last_stage_less_layers rule; check the split")
+    m = lay.num_microbatches
+    args = [
+        "--module", module, "--config", config,
+        "--parallelism.data_parallel_replicate_degree", str(replicate),
+        "--parallelism.data_parallel_shard_degree", str(shard),
+        "--parallelism.fsdp_reshard_after_forward", reshard,
+        "--parallelism.tensor_parallel_degree", str(lay.tp),
+        "--parallelism.context_parallel_degree", str(lay.cp),
+        "--parallelism.expert_parallel_degree", str(lay.ep),
+        "--parallelism.pipeline_parallel_degree", str(lay.pp),
+        "--parallelism.pipeline_parallel_schedule", "Interleaved1F1B" if lay.vpp > 1 else "1F1B",
+        "--parallelism.pipeline_parallel_microbatch_size", str(lay.micro_batch_size),
+        # with PP the step's micro-batches go through the pipeline together; without it torchtitan
+        # accumulates gradients over global / (local x dp) steps
+        "--training.local_batch_size", str(lay.micro_batch_size * (m if lay.pp > 1 else 1)),
+        "--training.global_batch_size", str(ctx.plan.global_batch),
+        "--training.seq_len", str(ctx.plan.seq_len),
+    ]
+    if lay.tp > 1 and not lay.sequence_parallel:
+        args += ["--parallelism.no-enable-sequence-parallel"]
+    if lay.pp > 1:
+        args += ["--training.disable_cuda_graphs"]
+    args.append({"none": "activation-checkpoint:none", "selective": "activation-checkpoint:selective",
+                 "full": "activation-checkpoint:full"}[lay.recompute])
+    return args, warnings
+
+
+def render(ctx: EmitContext, master_port: int = 29500) -> tuple[str, list[str]]:
+    args, warnings = flags(ctx)
+    hosts = ctx.hosts_in_rank_order
+    gph = ctx.topo.gpus_per_host
+    quoted = " ".join(args)
+    lines = [header(ctx, "torchtitan 0.3.0"), warn_block(warnings),
+             "# one line per node, run on that host (static rendezvous; node ranks follow the planned host order)\n"]
+    for k, host in enumerate(hosts):
+        lines.append(f"# on {host}\ntorchrun --nnodes {len(hosts)} --nproc-per-node {gph} --node-rank {k} "
+                     f"--master-addr {hosts[0]} --master-port {master_port} -m torchtitan.train {quoted}\n")
+    return "".join(lines), warnings

@@ -1,0 +1,39 @@
+"""Write the launch files of one plan: the formats the user asked for, plus the mapping files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from placement.emit import devicemesh, torchtitan
+from placement.emit.common import EmitContext
+from placement.errors import InputError
+
+FORMATS = {
+    "torchtitan": ("torchtitan.sh", torchtitan.render),
+    "devicemesh": ("device_mesh.py", devicemesh.render),
+}
+
+
+def parse_formats(text: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if names == ["all"]:
+        return list(FORMATS)
+    unknown = [n for n in names if n not in FORMATS]
+    if unknown or not names:
+        raise InputError(f"--emit {text!r}: unknown format(s) {', '.join(unknown) or '(none)'}; give a comma list of "
+                         f"{', '.join(FORMATS)} or all")
+    return names
+
+
+def write(ctx: EmitContext, formats: list[str], out: Path) -> tuple[list[Path], list[str]]:
+    """The files written and every warning (also written inside the files)."""
+    out.mkdir(parents=True, exist_ok=True)
+    paths, warnings = [], []
+    for name in formats:
+        filename, render = FORMATS[name]
+        text, warns = render(ctx)
+        path = out / filename
+        path.write_text(text)
+        paths.append(path)
+        warnings += [f"{name}: {w}" for w in warns]
+    return paths, warnings

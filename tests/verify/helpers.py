@@ -1,0 +1,74 @@
+"""Shared by the framework checks: plans to emit, and the groups placement intends for them."""
+
+from __future__ import annotations
+
+import shlex
+
+import numpy as np
+
+from placement.catalog import load_accelerator, load_cluster, load_model
+from placement.emit import devicemesh, torchtitan
+from placement.emit.common import EmitContext
+from placement.mapping.report import rank_coords
+from placement.planner import plan_job
+from placement.search import SearchConfig
+from placement.specs import Layout, TrainingSpec
+from placement.topology import Topology
+
+CASES = {
+    # id: (model, cluster, gpus, seq, global batch, pinned degrees)
+    "llama3-70b-1024": ("llama3-70b", "dgx-h100", 1024, 8192, 512, {"tp": 8, "pp": 8, "cp": 2}),
+    "llama3-70b-4096-hsdp": ("llama3-70b", "dgx-h100", 4096, 8192, 4096,
+                             {"tp": 4, "pp": 1, "cp": 1, "zero_stage": 3, "dp_shard": 64}),
+    "llama3-8b-2048-ddp": ("llama3-8b", "dgx-h100", 2048, 4096, 2048, {"tp": 2, "pp": 1, "cp": 1, "zero_stage": 0}),
+    "deepseek-v3-2048-moe": ("deepseek-v3", "hgx-h800", 2048, 4096, 2048, {"tp": 2, "pp": 8, "ep": 16, "etp": 1}),
+}
+
+
+def planned(case: str):
+    model_name, cluster_name, gpus, seq, gbs, fixed = CASES[case]
+    cluster = load_cluster(cluster_name)
+    topo = Topology(cluster, load_accelerator(cluster.accelerator), num_gpus=gpus)
+    model = load_model(model_name)
+    result = plan_job(model, TrainingSpec(seq_len=seq, global_batch=gbs), topo,
+                      SearchConfig(top_k=1, fixed=fixed), None, with_rank_table=False)
+    plan = result.plans[0]
+    return EmitContext(plan, topo, result.gpu_of_rank[0], model_name), model
+
+
+def layout_of(ctx: EmitContext) -> Layout:
+    lay = ctx.plan.layout
+    return Layout(tp=lay.tp, cp=lay.cp, ep=lay.ep, etp=lay.etp, pp=lay.pp, vpp=lay.vpp, dp=lay.dp,
+                  micro_batch_size=lay.micro_batch_size, zero_stage=lay.zero_stage,
+                  dp_shard=None if lay.dp_shard == lay.dp else lay.dp_shard, recompute=lay.recompute,
+                  sequence_parallel=lay.sequence_parallel)
+
+
+def group_of(ctx: EmitContext, rank: int, axes: tuple[str, ...]) -> list[int]:
+    """Ranks that share every mesh coordinate with `rank` except `axes` (placement's intended group).
+    Dense axes: tp, cp, dp (or shard/replicate for HSDP), pp.  Expert axes: etp, ep, edp, pp."""
+    lay = layout_of(ctx)
+    c = rank_coords(lay, ctx.plan.num_gpus, moe=True)
+    if set(axes) & {"etp", "ep", "edp"}:
+        coords = {k: c[k] for k in ("etp", "ep", "edp", "pp")}
+    else:
+        coords = {k: c[k] for k in ("tp", "cp", "dp", "pp")}
+        if set(axes) & {"shard", "replicate"}:  # HSDP: dp = (replicate, shard), shard inner
+            dp = coords.pop("dp")
+            coords |= {"shard": dp % lay.shard_degree, "replicate": dp // lay.shard_degree}
+    keep = np.ones(ctx.plan.num_gpus, dtype=bool)
+    for name, values in coords.items():
+        if name not in axes:
+            keep &= values == values[rank]
+    return sorted(np.flatnonzero(keep).tolist())
+
+
+def torchtitan_args(ctx: EmitContext) -> list[str]:
+    text, _ = torchtitan.render(ctx)
+    line = next(x for x in text.splitlines() if x.startswith("torchrun"))
+    return shlex.split(line.split("-m torchtitan.train", 1)[1])
+
+
+def devicemesh_source(ctx: EmitContext) -> str:
+    text, _ = devicemesh.render(ctx)
+    return text

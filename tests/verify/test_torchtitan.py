@@ -1,0 +1,58 @@
+"""torchtitan 0.3.0 reads the emitted flags with its own parser, ParallelDims accepts the degrees, and
+the mesh it builds on torch's fake process group has the groups the plan intends."""
+
+from __future__ import annotations
+
+import pytest
+import torch.distributed as dist
+from torch.testing._internal.distributed.fake_pg import FakeStore
+from torchtitan.config import ConfigManager
+from torchtitan.distributed.parallel_dims import ParallelDims
+
+from tests.verify.helpers import CASES, group_of, planned, torchtitan_args
+
+# torchtitan mesh name -> placement axes it spans
+TITAN_AXES = {"tp": ("tp",), "cp": ("cp",), "pp": ("pp",), "dp": ("dp",), "dp_shard": ("shard",),
+              "dp_replicate": ("replicate",), "ep": ("ep",)}
+
+
+def titan_groups(pd: ParallelDims, world: int, rank: int) -> dict[str, list[int]]:
+    dist.init_process_group("fake", store=FakeStore(), rank=rank, world_size=world)
+    try:
+        pd.build_mesh()
+        return {k: sorted(m.mesh.tolist()) for k, m in pd.get_all_one_dimensional_meshes().items()}
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_torchtitan_accepts_the_flags_and_builds_the_planned_groups(case):
+    ctx, _ = planned(case)
+    lay = ctx.plan.layout
+    cfg = ConfigManager().parse_args(torchtitan_args(ctx))
+    par = cfg.parallelism
+    assert (par.tensor_parallel_degree, par.context_parallel_degree, par.pipeline_parallel_degree,
+            par.expert_parallel_degree) == (lay.tp, lay.cp, lay.pp, lay.ep)
+    world = ctx.plan.num_gpus
+    assert cfg.training.global_batch_size == ctx.plan.global_batch
+    for rank in (0, world - 1, world // 3):
+        pd = ParallelDims.from_config(par, world_size=world)  # runs torchtitan's own _validate
+        groups = titan_groups(pd, world, rank)
+        hsdp = lay.zero_stage == 3 and lay.dp_shard < lay.dp
+        for name, ranks in groups.items():
+            if name not in TITAN_AXES or len(ranks) == 1:
+                continue
+            axes = TITAN_AXES[name]
+            if name in ("dp_shard", "dp_replicate") and not hsdp:
+                axes = ("dp",)  # FSDP (or DDP) over the whole data-parallel group
+            assert ranks == group_of(ctx, rank, axes), (case, rank, name)
+        checked = {n for n, r in groups.items() if n in TITAN_AXES and len(r) > 1}
+        expected = {n for n, d in (("tp", lay.tp), ("cp", lay.cp), ("pp", lay.pp), ("ep", lay.ep)) if d > 1}
+        assert expected <= checked, (case, expected - checked)
+
+
+def test_torchtitan_rejects_a_world_that_does_not_match():
+    ctx, _ = planned("llama3-70b-1024")
+    cfg = ConfigManager().parse_args(torchtitan_args(ctx))
+    with pytest.raises(AssertionError, match="WORLD_SIZE"):
+        ParallelDims.from_config(cfg.parallelism, world_size=1000)
