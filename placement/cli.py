@@ -153,7 +153,7 @@ def main() -> None:
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
               help="Write the plan's launch files (host order, SLURM hostfile, MPI rankfile, --emit formats) here.")
 @click.option("--emit", "emit_formats", default=None,
-              help="Framework configs to write into --out: a comma list of torchtitan, devicemesh, or all.")
+              help="Framework configs to write into --out: a comma list of torchtitan, megatron, devicemesh, or all.")
 @click.option("--plan-index", type=click.IntRange(1, 100), default=1, show_default=True,
               help="Which of the ranked plans the files realize (1 = best).")
 @handle_errors
@@ -199,7 +199,8 @@ def plan(model_ref, cluster_ref, gpus, nodes, seq_len, global_batch, precision, 
             from placement.emit.common import EmitContext
             from placement.emit.writer import write
 
-            paths, warnings = write(EmitContext(chosen, topo, gpu_of_rank, model.name), formats, Path(out_dir))
+            ctx = EmitContext(chosen, topo, gpu_of_rank, model.name, model.num_layers, model.is_moe)
+            paths, warnings = write(ctx, formats, Path(out_dir))
             for path in paths:
                 click.echo(f"wrote {path}", err=True)
             for w in warnings:

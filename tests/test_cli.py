@@ -198,6 +198,8 @@ def test_emit_writes_framework_files_with_a_header(tmp_path):
     assert code == 0, err
     titan = (tmp_path / "torchtitan.sh").read_text()
     mesh = (tmp_path / "device_mesh.py").read_text()
+    mega = (tmp_path / "megatron.sh").read_text()
+    assert "export CUDA_DEVICE_MAX_CONNECTIONS=1" in mega and "--tensor-model-parallel-size" in mega
     assert titan.startswith("# torchtitan 0.3.0 launch") and "predicted:" in titan
     assert titan.count("torchrun --nnodes 8 --nproc-per-node 8") == 8
     assert "init_device_mesh(" in mesh and "mesh_dim_names=('pp', 'dp', 'cp', 'tp')" in mesh
@@ -206,7 +208,7 @@ def test_emit_writes_framework_files_with_a_header(tmp_path):
 
 def test_emit_input_errors(tmp_path):
     base = ["plan", "--model", "llama3-8b", "--gpus", "8", "--top-k", "1"]
-    code, _, err = run(*base, "--emit", "megatron", "--out", str(tmp_path))
-    assert code == 2 and "unknown format(s) megatron" in err and "torchtitan, devicemesh" in err
+    code, _, err = run(*base, "--emit", "deepspeed", "--out", str(tmp_path))
+    assert code == 2 and "unknown format(s) deepspeed" in err and "torchtitan, megatron, devicemesh" in err
     code, _, err = run(*base, "--emit", "all")
     assert code == 2 and "--emit writes files: give --out DIR" in err

@@ -18,6 +18,8 @@ class EmitContext:
     topo: Topology
     gpu_of_rank: np.ndarray
     model_name: str
+    num_layers: int = 0
+    moe: bool = False
 
     @property
     def hosts_in_rank_order(self) -> list[str]:

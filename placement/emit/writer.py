@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from placement.emit import devicemesh, torchtitan
+from placement.emit import devicemesh, megatron, torchtitan
 from placement.emit.common import EmitContext
 from placement.errors import InputError
 
 FORMATS = {
-    "torchtitan": ("torchtitan.sh", torchtitan.render),
-    "devicemesh": ("device_mesh.py", devicemesh.render),
+    "torchtitan": ("torchtitan.sh", lambda ctx: torchtitan.render(ctx)),
+    "megatron": ("megatron.sh", lambda ctx: megatron.render(ctx, ctx.num_layers, ctx.moe)),
+    "devicemesh": ("device_mesh.py", lambda ctx: devicemesh.render(ctx)),
 }
 
 

@@ -33,7 +33,7 @@ def planned(case: str):
     result = plan_job(model, TrainingSpec(seq_len=seq, global_batch=gbs), topo,
                       SearchConfig(top_k=1, fixed=fixed), None, with_rank_table=False)
     plan = result.plans[0]
-    return EmitContext(plan, topo, result.gpu_of_rank[0], model_name), model
+    return EmitContext(plan, topo, result.gpu_of_rank[0], model_name, model.num_layers, model.is_moe), model
 
 
 def layout_of(ctx: EmitContext) -> Layout:
