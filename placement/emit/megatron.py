@@ -4,7 +4,8 @@ Flags and rules from reference/frameworks.md §3 (read from Megatron's own parse
 tp-cp-ep-dp-pp, TP innermost, as placement orders ranks; experts on a second generator
 (etp, ep, edp, pp).  Uneven pipelines use --decoder-first/last-pipeline-num-layers, interleaving
 --num-virtual-stages-per-pipeline-rank (the layers-per-stage flag is not allowed with uneven stages).
-With TP or CP > 1 on Hopper and older, Megatron requires CUDA_DEVICE_MAX_CONNECTIONS=1.
+With TP or CP > 1 on Hopper and older, Megatron requires CUDA_DEVICE_MAX_CONNECTIONS=1, except under
+Megatron-FSDP, which refuses it (found by running Megatron's validate_args on the emitted arguments).
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ def arguments(ctx: EmitContext, num_layers: int, moe: bool) -> tuple[list[str], 
         args += ["--use-distributed-optimizer", "--overlap-grad-reduce", "--overlap-param-gather"]
     elif lay.zero_stage in (2, 3):
         args += ["--use-megatron-fsdp", "--data-parallel-sharding-strategy",
-                 "optim_grads" if lay.zero_stage == 2 else "optim_grads_params"]
+                 "optim_grads" if lay.zero_stage == 2 else "optim_grads_params",
+                 "--ckpt-format", "fsdp_dtensor"]  # validate_args: Megatron-FSDP checkpoints only this way
         if lay.zero_stage == 3 and lay.dp_shard < lay.dp:
             warnings.append(f"HSDP (shard {lay.dp_shard} of dp {lay.dp}) is not expressed: Megatron-FSDP shards "
                             f"over the whole data-parallel group here")
@@ -45,7 +47,10 @@ def arguments(ctx: EmitContext, num_layers: int, moe: bool) -> tuple[list[str], 
         args += ["--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"]
     elif lay.recompute == "selective":
         args += ["--recompute-granularity", "selective"]
-    env = {"CUDA_DEVICE_MAX_CONNECTIONS": "1"} if (lay.tp > 1 or lay.cp > 1) else {}
+    # validate_args: TP or CP > 1 without FSDP needs CUDA_DEVICE_MAX_CONNECTIONS=1 (Hopper and older);
+    # Megatron-FSDP refuses exactly that value
+    fsdp = lay.zero_stage in (2, 3)
+    env = {"CUDA_DEVICE_MAX_CONNECTIONS": "1"} if (lay.tp > 1 or lay.cp > 1) and not fsdp else {}
     return args, env, warnings
 
 

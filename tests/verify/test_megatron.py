@@ -46,6 +46,37 @@ def test_megatron_rank_generator_gives_the_planned_groups(case):
             for group in expert.get_ranks(token):
                 assert sorted(group) == group_of(ctx, group[0], axes), (case, "expert " + token)
         assert expert.get_ranks("pp") == dense.get_ranks("pp")  # Megatron asserts the two generators agree
-    if tp > 1 or cp > 1:
-        text, _ = megatron.render(ctx, ctx.num_layers, ctx.moe)
-        assert "export CUDA_DEVICE_MAX_CONNECTIONS=1" in text
+    text, _ = megatron.render(ctx, ctx.num_layers, ctx.moe)
+    fsdp = ctx.plan.layout.zero_stage in (2, 3)  # Megatron-FSDP refuses CUDA_DEVICE_MAX_CONNECTIONS=1
+    assert ("export CUDA_DEVICE_MAX_CONNECTIONS=1" in text) == ((tp > 1 or cp > 1) and not fsdp)
+
+
+def model_args(model) -> list[str]:
+    out = ["--hidden-size", str(model.hidden_size), "--num-attention-heads", str(model.num_attention_heads),
+           "--ffn-hidden-size", str(model.ffn_hidden_size), "--max-position-embeddings", "131072",
+           "--tokenizer-type", "NullTokenizer", "--vocab-size", str(model.vocab_size), "--mock-data"]
+    if model.kv_heads != model.num_attention_heads:
+        out += ["--group-query-attention", "--num-query-groups", str(model.kv_heads)]
+    if model.moe is not None:
+        out += ["--num-experts", str(model.moe.num_experts), "--moe-router-topk", str(model.moe.top_k),
+                "--moe-ffn-hidden-size", str(model.moe.expert_ffn_hidden_size)]
+    return out
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_megatron_validate_args_accepts_the_emitted_arguments(case, tmp_path):
+    import subprocess
+    import sys
+
+    ctx, model = planned(case)
+    text, _ = megatron.render(ctx, ctx.num_layers, ctx.moe)
+    path = tmp_path / "megatron.sh"
+    path.write_text(text)
+    proc = subprocess.run([sys.executable, "-m", "tests.verify.megatron_validate", str(ctx.plan.num_gpus), str(path),
+                           *model_args(model)], capture_output=True, text=True, check=False, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lay = ctx.plan.layout
+    valid = next(x for x in proc.stdout.splitlines() if x.startswith("VALID")).split()[1:]
+    vpp = None if lay.vpp == 1 else lay.vpp
+    assert valid == [str(lay.tp), str(lay.pp), str(lay.cp), str(lay.dp), str(vpp),
+                     str(lay.ep if ctx.moe else 1)]
