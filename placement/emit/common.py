@@ -27,10 +27,6 @@ class EmitContext:
         gph = self.topo.gpus_per_host
         return [self.topo.host_names[h] for h in (self.gpu_of_rank[::gph] // gph)]
 
-    @property
-    def permutes_within_nodes(self) -> bool:
-        gph = self.topo.gpus_per_host
-        return not np.array_equal(self.gpu_of_rank % gph, np.arange(len(self.gpu_of_rank)) % gph)
 
 
 def header(ctx: EmitContext, framework: str, comment: str = "#") -> str:
@@ -49,6 +45,16 @@ def header(ctx: EmitContext, framework: str, comment: str = "#") -> str:
         "applied by the host order (node ranks) below, never by renumbering ranks inside the framework",
     ]
     return "\n".join(f"{comment} {line}" for line in lines) + "\n"
+
+
+def torchrun_lines(ctx: EmitContext, command: str, master_port: int = 29500) -> str:
+    """One `torchrun` line per node, run on that host; node ranks follow the planned host order."""
+    hosts = ctx.hosts_in_rank_order
+    lines = ["# one line per node, run on that host (static rendezvous; node ranks follow the planned host order)\n"]
+    for k, host in enumerate(hosts):
+        lines.append(f"# on {host}\ntorchrun --nnodes {len(hosts)} --nproc-per-node {ctx.topo.gpus_per_host} "
+                     f"--node-rank {k} --master-addr {hosts[0]} --master-port {master_port} {command}\n")
+    return "".join(lines)
 
 
 def warn_block(warnings: list[str], comment: str = "#") -> str:

@@ -10,18 +10,18 @@ Megatron-FSDP, which refuses it (found by running Megatron's validate_args on th
 
 from __future__ import annotations
 
-from placement.emit.common import EmitContext, header, warn_block
+from placement.emit.common import EmitContext, header, torchrun_lines, warn_block
 
 
-def arguments(ctx: EmitContext, num_layers: int, moe: bool) -> tuple[list[str], dict[str, str], list[str]]:
+def arguments(ctx: EmitContext) -> tuple[list[str], dict[str, str], list[str]]:
     """(arguments, environment, warnings)."""
     lay = ctx.plan.layout
     args = ["--tensor-model-parallel-size", str(lay.tp), "--pipeline-model-parallel-size", str(lay.pp),
-            "--context-parallel-size", str(lay.cp), "--num-layers", str(num_layers),
+            "--context-parallel-size", str(lay.cp), "--num-layers", str(ctx.num_layers),
             "--seq-length", str(ctx.plan.seq_len), "--micro-batch-size", str(lay.micro_batch_size),
             "--global-batch-size", str(ctx.plan.global_batch)]
     warnings = []
-    if moe:
+    if ctx.moe:
         args += ["--expert-model-parallel-size", str(lay.ep), "--expert-tensor-parallel-size", str(lay.etp)]
     if lay.sequence_parallel:
         args.append("--sequence-parallel")
@@ -54,17 +54,10 @@ def arguments(ctx: EmitContext, num_layers: int, moe: bool) -> tuple[list[str], 
     return args, env, warnings
 
 
-def render(ctx: EmitContext, num_layers: int, moe: bool, master_port: int = 29500) -> tuple[str, list[str]]:
-    args, env, warnings = arguments(ctx, num_layers, moe)
-    hosts = ctx.hosts_in_rank_order
-    gph = ctx.topo.gpus_per_host
+def render(ctx: EmitContext) -> tuple[str, list[str]]:
+    args, env, warnings = arguments(ctx)
     exports = "".join(f"export {k}={v}\n" for k, v in env.items())
-    lines = [header(ctx, "Megatron-LM (megatron-core 0.19.2)"), warn_block(warnings),
-             "# add your model, data and optimizer arguments; the ones below set the layout\n", exports,
-             f"PLACEMENT_ARGS=({' '.join(args)})\n",
-             "# one line per node, run on that host (static rendezvous; node ranks follow the planned host order)\n"]
-    for k, host in enumerate(hosts):
-        lines.append(f"# on {host}\ntorchrun --nnodes {len(hosts)} --nproc-per-node {gph} --node-rank {k} "
-                     f"--master-addr {hosts[0]} --master-port {master_port} "
-                     f"pretrain_gpt.py \"${{PLACEMENT_ARGS[@]}}\"\n")
-    return "".join(lines), warnings
+    text = (header(ctx, "Megatron-LM (megatron-core 0.19.2)") + warn_block(warnings)
+            + "# add your model, data and optimizer arguments; the ones below set the layout\n" + exports
+            + f"PLACEMENT_ARGS=({' '.join(args)})\n")
+    return text + torchrun_lines(ctx, 'pretrain_gpt.py "${PLACEMENT_ARGS[@]}"'), warnings

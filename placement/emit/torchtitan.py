@@ -9,7 +9,7 @@ resharding after forward, DDP = dp_replicate only.  ZeRO-1 does not exist there.
 
 from __future__ import annotations
 
-from placement.emit.common import EmitContext, header, warn_block
+from placement.emit.common import EmitContext, header, torchrun_lines, warn_block
 
 # placement catalog name -> (torchtitan --module, --config)
 MODELS = {
@@ -74,14 +74,7 @@ def flags(ctx: EmitContext) -> tuple[list[str], list[str]]:
     return args, warnings
 
 
-def render(ctx: EmitContext, master_port: int = 29500) -> tuple[str, list[str]]:
+def render(ctx: EmitContext) -> tuple[str, list[str]]:
     args, warnings = flags(ctx)
-    hosts = ctx.hosts_in_rank_order
-    gph = ctx.topo.gpus_per_host
-    quoted = " ".join(args)
-    lines = [header(ctx, "torchtitan 0.3.0"), warn_block(warnings),
-             "# one line per node, run on that host (static rendezvous; node ranks follow the planned host order)\n"]
-    for k, host in enumerate(hosts):
-        lines.append(f"# on {host}\ntorchrun --nnodes {len(hosts)} --nproc-per-node {gph} --node-rank {k} "
-                     f"--master-addr {hosts[0]} --master-port {master_port} -m torchtitan.train {quoted}\n")
-    return "".join(lines), warnings
+    text = header(ctx, "torchtitan 0.3.0") + warn_block(warnings)
+    return text + torchrun_lines(ctx, "-m torchtitan.train " + " ".join(args)), warnings

@@ -9,9 +9,9 @@ from placement.emit.common import EmitContext
 from placement.errors import InputError
 
 FORMATS = {
-    "torchtitan": ("torchtitan.sh", lambda ctx: torchtitan.render(ctx)),
-    "megatron": ("megatron.sh", lambda ctx: megatron.render(ctx, ctx.num_layers, ctx.moe)),
-    "devicemesh": ("device_mesh.py", lambda ctx: devicemesh.render(ctx)),
+    "torchtitan": ("torchtitan.sh", torchtitan.render),
+    "megatron": ("megatron.sh", megatron.render),
+    "devicemesh": ("device_mesh.py", devicemesh.render),
 }
 
 

@@ -13,7 +13,7 @@ from tests.verify.helpers import CASES, group_of, planned
 
 
 def emitted_args(ctx) -> dict[str, str]:
-    text, _ = megatron.render(ctx, ctx.num_layers, ctx.moe)
+    text, _ = megatron.render(ctx)
     line = next(x for x in text.splitlines() if x.startswith("PLACEMENT_ARGS=("))
     tokens = shlex.split(line[len("PLACEMENT_ARGS=("):-1])
     out, i = {}, 0
@@ -46,7 +46,7 @@ def test_megatron_rank_generator_gives_the_planned_groups(case):
             for group in expert.get_ranks(token):
                 assert sorted(group) == group_of(ctx, group[0], axes), (case, "expert " + token)
         assert expert.get_ranks("pp") == dense.get_ranks("pp")  # Megatron asserts the two generators agree
-    text, _ = megatron.render(ctx, ctx.num_layers, ctx.moe)
+    text, _ = megatron.render(ctx)
     fsdp = ctx.plan.layout.zero_stage in (2, 3)  # Megatron-FSDP refuses CUDA_DEVICE_MAX_CONNECTIONS=1
     assert ("export CUDA_DEVICE_MAX_CONNECTIONS=1" in text) == ((tp > 1 or cp > 1) and not fsdp)
 
@@ -69,7 +69,7 @@ def test_megatron_validate_args_accepts_the_emitted_arguments(case, tmp_path):
     import sys
 
     ctx, model = planned(case)
-    text, _ = megatron.render(ctx, ctx.num_layers, ctx.moe)
+    text, _ = megatron.render(ctx)
     path = tmp_path / "megatron.sh"
     path.write_text(text)
     proc = subprocess.run([sys.executable, "-m", "tests.verify.megatron_validate", str(ctx.plan.num_gpus), str(path),
