@@ -16,6 +16,7 @@ from pydantic import BaseModel, ValidationError
 
 from placement.errors import InputError
 from placement.loaders.errors import format_validation_error
+from placement.loaders.files import read_text
 from placement.specs import AcceleratorSpec, ClusterSpec, ModelSpec
 
 S = TypeVar("S", bound=BaseModel)
@@ -48,10 +49,7 @@ def accelerator_names() -> list[str]:
 
 def read_yaml(path: Path, schema: type[S], what: str) -> S:
     """Parse one YAML file into `schema`, turning every failure into a one-paragraph InputError."""
-    try:
-        text = path.read_text()
-    except OSError as err:
-        raise InputError(f"cannot read {what} file {path}: {err.strerror}") from None
+    text = read_text(path, f"{what} file", f"give a readable UTF-8 YAML {what} file")
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as err:

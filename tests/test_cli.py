@@ -212,3 +212,11 @@ def test_emit_input_errors(tmp_path):
     assert code == 2 and "unknown format(s) deepspeed" in err and "torchtitan, megatron, devicemesh" in err
     code, _, err = run(*base, "--emit", "all")
     assert code == 2 and "--emit writes files: give --out DIR" in err
+
+
+def test_a_model_file_that_is_not_utf8_is_bad_input(tmp_path):
+    path = tmp_path / "model.yaml"
+    path.write_bytes(b"name: \xff\xfe\n")
+    code, out, err = run("plan", "--model", str(path))
+    assert code == 2 and out == ""
+    assert f"model file `{path}` cannot be read" in err and "UTF-8" in err
