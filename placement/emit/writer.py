@@ -27,14 +27,19 @@ def parse_formats(text: str) -> list[str]:
 
 
 def write(ctx: EmitContext, formats: list[str], out: Path) -> tuple[list[Path], list[str]]:
-    """The files written and every warning (also written inside the files)."""
+    """The files written and every warning (also written inside the files).
+
+    A renderer returns (text, warnings) for its one file, or (text, warnings, extra) where extra maps
+    further file names to their text (a DeepSpeed hostfile beside its JSON config, say)."""
     out.mkdir(parents=True, exist_ok=True)
     paths, warnings = [], []
     for name in formats:
         filename, render = FORMATS[name]
-        text, warns = render(ctx)
-        path = out / filename
-        path.write_text(text)
-        paths.append(path)
+        text, warns, *rest = render(ctx)
+        files = {filename: text} | (rest[0] if rest else {})
+        for fname, body in files.items():
+            path = out / fname
+            path.write_text(body)
+            paths.append(path)
         warnings += [f"{name}: {w}" for w in warns]
     return paths, warnings
