@@ -136,8 +136,19 @@ def build_job(model_ref, cluster_ref, gpus, nodes, seq_len, global_batch, precis
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="placement")
-def main() -> None:
+@click.option("--reproducible", is_flag=True, envvar="PLACEMENT_REPRODUCIBLE",
+              help="Leave out the wall-clock timings (search.seconds, mapping_solver.wall_s: null), so the same "
+                   "input prints the same bytes; also PLACEMENT_REPRODUCIBLE=1.")
+@click.pass_context
+def main(ctx: click.Context, reproducible: bool) -> None:
     """Choose and map the parallel layout of a training job onto a GPU cluster."""
+    ctx.obj = {"timings": not reproducible}
+
+
+def _timings() -> bool:
+    ctx = click.get_current_context(silent=True)
+    root = ctx.find_root() if ctx is not None else None
+    return bool(root is None or root.obj is None or root.obj.get("timings", True))
 
 
 @main.command()
@@ -163,7 +174,7 @@ def plan(model_ref, cluster_ref, gpus, nodes, seq_len, global_batch, precision, 
     """Search every layout; map the best onto the machine; print them, best first."""
     from placement.mapping.config import SolverConfig
     from placement.planner import plan_job
-    from placement.report import plan_json, plan_table
+    from placement.report import plan_json, plan_table, without_timings
     from placement.search import SearchConfig
 
     model, train, topo = build_job(model_ref, cluster_ref, gpus, nodes, seq_len, global_batch, precision,
@@ -205,6 +216,8 @@ def plan(model_ref, cluster_ref, gpus, nodes, seq_len, global_batch, precision, 
                 click.echo(f"wrote {path}", err=True)
             for w in warnings:
                 click.echo(f"placement: warning: {w}", err=True)
+    if not _timings():
+        planned = without_timings(planned)
     if as_json:
         click.echo(json.dumps(plan_json(planned)))
     else:

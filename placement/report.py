@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from placement.calibration.validate import RunResult
 from placement.cost.constants import GiB
 from placement.plan import Plan
@@ -12,10 +14,22 @@ from placement.workload import workload
 
 
 def plan_json(planned: Planned) -> dict:
+    seconds = planned.search.seconds
     return {
         "plans": [p.model_dump(mode="json") for p in planned.plans],
-        "search": {"candidates": planned.search.num_candidates, "seconds": round(planned.search.seconds, 4)},
+        "search": {"candidates": planned.search.num_candidates,
+                   "seconds": None if seconds is None else round(seconds, 4)},
     }
+
+
+def without_timings(planned: Planned) -> Planned:
+    """The same result with its wall-clock fields set to None (`--reproducible`): everything else in the
+    output is a function of the input alone."""
+    plans = [p if not p.mapping_solver or "wall_s" not in p.mapping_solver
+             else p.model_copy(update={"mapping_solver": p.mapping_solver | {"wall_s": None}})
+             for p in planned.plans]
+    return dataclasses.replace(planned, plans=plans,
+                               search=dataclasses.replace(planned.search, seconds=None))
 
 
 def _layout_cell(p: Plan) -> str:
@@ -78,8 +92,9 @@ def _mapping_section(p: Plan) -> str:
     solver = p.mapping_solver or {}
     base = p.baselines or {}
     lines = [f"mapping: {solver.get('status', '')} ({solver.get('chosen', '')})"
-             + (f", objective {solver['objective_s']:.3f} s, bound {solver['bound_s']:.3f} s, "
-                f"{solver.get('wall_s', 0):.2f} s" if solver.get("objective_s") is not None else "")]
+             + (f", objective {solver['objective_s']:.3f} s, bound {solver['bound_s']:.3f} s"
+                + (f", {solver['wall_s']:.2f} s" if solver.get("wall_s") is not None else "")
+                if solver.get("objective_s") is not None else "")]
     rows = [["planned mapping", f"{p.step_time_s:.3f}"]] + [[k.replace("_", " "), f"{v['step_time_s']:.3f}"]
                                                             for k, v in base.items()]
     lines.append(_table(["order", "step s"], rows))
@@ -98,7 +113,8 @@ def plan_table(planned: Planned) -> str:
     result = planned.search
     return (_headline(ps[0]) + "\n\n" + _breakdown(ps[0]) + "\n\n" + (mapping + "\n\n" if mapping else "")
             + _table(["#", "layout", "step s", "MFU", "mem GiB"], rows)
-            + f"\n\nsearched {result.num_candidates:,} layouts in {result.seconds:.2f} s")
+            + f"\n\nsearched {result.num_candidates:,} layouts"
+            + (f" in {result.seconds:.2f} s" if result.seconds is not None else ""))
 
 
 def single_plan_table(p: Plan) -> str:

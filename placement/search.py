@@ -47,7 +47,8 @@ class SearchResult:
     ranked: np.ndarray
     """Indices of fitting candidates, best first (at most top_k)."""
     num_candidates: int
-    seconds: float
+    seconds: float | None
+    """Wall-clock time of the search; None when left out (`--reproducible`)."""
 
 
 def _divisors(n: int) -> list[int]:
