@@ -24,6 +24,8 @@ from placement.specs import Layout, ModelSpec, Precision, Recompute, TrainingSpe
 from placement.topology import Topology
 
 EXIT_OK, EXIT_INFEASIBLE, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
+EXIT_FINDINGS = 1
+"""`audit`: findings at or above --fail-on exist."""
 
 
 def _fail(code: int, message: str) -> None:
@@ -361,6 +363,59 @@ def sweep(sweep_file, out_dir, executor, workers, no_cache, as_json):
         click.echo(json.dumps({"rows": result.rows}))
     else:
         click.echo(summary(result.rows, spec.currency))
+
+
+@main.command()
+@job_options
+@click.option("--launch", "launch_files", type=click.Path(dir_okay=False), multiple=True, required=True,
+              help="The job's launch material, unedited (repeatable): a Megatron-LM script or argument list, "
+                   "torchtitan flags or TOML, a DeepSpeed JSON and hostfile.")
+@click.option("--hosts", "hosts_file", type=click.Path(dir_okay=False), default=None,
+              help="The host order the job ran with, node rank 0 first: one host per line, or placement's "
+                   "hosts.txt, a DeepSpeed/MPI hostfile, a SLURM arbitrary-distribution hostfile.")
+@click.option("--framework", type=click.Choice(["megatron", "torchtitan", "deepspeed"]), default=None,
+              help="Default: detected from the launch files.")
+@click.option("--fail-on", type=click.Choice(["info", "warning", "error"]), default="error", show_default=True,
+              help="Exit 1 when a finding of this severity or above exists (for CI gates).")
+@click.option("--map-time-limit", type=click.FloatRange(0.01, 600), default=1.0, show_default=True,
+              help="CP-SAT deterministic time limit when mapping on a real allocation.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
+              help="Write the best plan's launch files (host order, hostfiles, the framework's config) here.")
+@handle_errors
+def audit(model_ref, cluster_ref, gpus, nodes, seq_len, global_batch, precision, as_json, slurm_topology, nodelist,
+          node_type, cluster_graph, oversubscription, node_topo, launch_files, hosts_file, framework, fail_on,
+          map_time_limit, out_dir):
+    """Read a running job's launch files; price its layout where it lands; list what it costs and the fix."""
+    from pathlib import Path
+
+    from placement.audit.core import SEVERITIES, audit_job, read_host_order
+    from placement.audit.launch import parse_launch
+    from placement.audit.report import audit_json, audit_table, write_best
+    from placement.mapping.config import SolverConfig
+
+    launch = parse_launch([Path(p) for p in launch_files], framework)
+    ctx = click.get_current_context()
+    if ctx.get_parameter_source("precision") == click.core.ParameterSource.DEFAULT:
+        precision = launch.precision or precision
+    real = slurm_topology is not None or cluster_graph is not None
+    if not real and gpus is None and nodes is None and launch.world_size is not None:
+        gpus = launch.world_size
+    model, train, topo = build_job(model_ref, cluster_ref, gpus, nodes, seq_len or launch.seq_len,
+                                   global_batch or launch.global_batch, precision, slurm_topology, nodelist,
+                                   node_type, cluster_graph, oversubscription, node_topo)
+    hosts = read_host_order(Path(hosts_file)) if hosts_file else None
+    mapping = SolverConfig(time_limit_s=max(10.0, 5 * map_time_limit), deterministic_time_limit=map_time_limit) \
+        if real else None
+    result = audit_job(launch, model, train, topo, hosts, mapping)
+    if not _timings():
+        result = result.without_timings()
+    if out_dir is not None:
+        for path in write_best(result, model, topo, Path(out_dir)):
+            click.echo(f"wrote {path}", err=True)
+    click.echo(json.dumps(audit_json(result)) if as_json else audit_table(result))
+    threshold = SEVERITIES.index(fail_on)
+    if any(SEVERITIES.index(f.severity) >= threshold for f in result.findings):
+        sys.exit(EXIT_FINDINGS)
 
 
 @main.command()

@@ -20,6 +20,29 @@ MODELS = {
 }
 
 
+def _stage_split(stage_layers: list[int], vpp: int) -> tuple[list[str], list[str]]:
+    """The layers-per-stage flags that make torchtitan split the layers as the plan does.
+
+    torchtitan 0.3.0 (`distributed/pipeline_parallel.py`): virtual stages = ceil((L + first_less +
+    last_less) / layers_per_stage); the effective layers are dealt evenly over them, and the first
+    (last) virtual stage carries first_less (last_less) fewer transformer layers; stage s runs on PP rank
+    s mod pp.  With chunks of `middle / vpp` layers, first_less = middle - first and last_less =
+    middle - last give each PP rank exactly the plan's layers.  torchtitan refuses a less-layers count
+    above the layers per stage."""
+    first, last = stage_layers[0], stage_layers[-1]
+    middle = stage_layers[1] if len(stage_layers) > 2 else max(first, last)
+    chunk = middle // vpp
+    first_less, last_less = middle - first, middle - last
+    args = ["--parallelism.pipeline_parallel_layers_per_stage", str(chunk),
+            "--parallelism.pipeline_parallel_first_stage_less_layers", str(first_less),
+            "--parallelism.pipeline_parallel_last_stage_less_layers", str(last_less)]
+    warnings = []
+    if middle % vpp or max(first_less, last_less) > chunk:
+        warnings.append(f"stages of {stage_layers} layers in {vpp} virtual chunks: torchtitan's even split with "
+                        f"first/last_stage_less_layers cannot give exactly this; it will split differently")
+    return args, warnings
+
+
 def flags(ctx: EmitContext) -> tuple[list[str], list[str]]:
     """(the argument list after `-m torchtitan.train`, warnings about what it cannot express)."""
     lay = ctx.plan.layout
@@ -42,11 +65,10 @@ def flags(ctx: EmitContext) -> tuple[list[str], list[str]]:
         replicate, shard, reshard = lay.dp, 1, "default"
     if lay.etp > 1:
         warnings.append(f"torchtitan 0.3.0 has no expert tensor parallelism (etp {lay.etp}): experts run with etp 1")
-    if lay.pp > 1 and lay.pp * lay.vpp > 1:
-        stage_layers = lay.stage_layers
-        if len(set(stage_layers)) > 1:
-            warnings.append(f"uneven stages {stage_layers}: torchtitan splits by its own "
-                            f"pipeline_parallel_first/last_stage_less_layers rule; check the split")
+    split: list[str] = []
+    if lay.pp > 1:
+        split, warn = _stage_split(lay.stage_layers, lay.vpp)
+        warnings += warn
     m = lay.num_microbatches
     args = [
         "--module", module, "--config", config,
@@ -65,6 +87,7 @@ def flags(ctx: EmitContext) -> tuple[list[str], list[str]]:
         "--training.global_batch_size", str(ctx.plan.global_batch),
         "--training.seq_len", str(ctx.plan.seq_len),
     ]
+    args += split
     if lay.tp > 1 and not lay.sequence_parallel:
         args += ["--parallelism.no-enable-sequence-parallel"]
     if lay.pp > 1:

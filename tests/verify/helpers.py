@@ -26,7 +26,10 @@ CASES = {
 
 
 def planned(case: str):
-    model_name, cluster_name, gpus, seq, gbs, fixed = CASES[case]
+    return plan_context(*CASES[case])
+
+
+def plan_context(model_name: str, cluster_name: str, gpus: int, seq: int, gbs: int, fixed: dict):
     cluster = load_cluster(cluster_name)
     topo = Topology(cluster, load_accelerator(cluster.accelerator), num_gpus=gpus)
     model = load_model(model_name)

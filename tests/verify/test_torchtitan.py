@@ -9,7 +9,7 @@ from torch.testing._internal.distributed.fake_pg import FakeStore
 from torchtitan.config import ConfigManager
 from torchtitan.distributed.parallel_dims import ParallelDims
 
-from tests.verify.helpers import CASES, group_of, planned, torchtitan_args
+from tests.verify.helpers import CASES, group_of, plan_context, planned, torchtitan_args
 
 # torchtitan mesh name -> placement axes it spans
 TITAN_AXES = {"tp": ("tp",), "cp": ("cp",), "pp": ("pp",), "dp": ("dp",), "dp_shard": ("shard",),
@@ -56,3 +56,33 @@ def test_torchtitan_rejects_a_world_that_does_not_match():
     cfg = ConfigManager().parse_args(torchtitan_args(ctx))
     with pytest.raises(AssertionError, match="WORLD_SIZE"):
         ParallelDims.from_config(cfg.parallelism, world_size=1000)
+
+
+@pytest.mark.parametrize("spec", [
+    ("llama3-70b", "dgx-h100", 1024, 8192, 512, {"tp": 8, "pp": 8, "cp": 2}),
+    ("llama3-70b", "dgx-h100", 1024, 8192, 512, {"tp": 8, "cp": 1, "pp": 4, "vpp": 5}),  # chunks of 4
+    ("llama3-70b", "dgx-h100", 1536, 8192, 768, {"tp": 8, "cp": 1, "pp": 12, "vpp": 1}),  # 5 + 10 x 7 + 5
+    ("llama3-8b", "dgx-h100", 96, 8192, 96, {"tp": 8, "cp": 1, "pp": 6, "vpp": 2}),  # 4 + 4 x 6 + 4, chunks of 3
+    # (llama3-405b's torchtitan config builds Float8 layers when it loads, which needs an SM89+ GPU)
+    ("deepseek-v3", "hgx-h800", 2048, 4096, 2048, {"tp": 2, "pp": 8, "ep": 16, "etp": 1}),
+], ids=lambda s: f"{s[0]}-pp{s[5]['pp']}x{s[5].get('vpp', 'auto')}")
+def test_torchtitan_splits_the_layers_over_stages_as_planned(spec):
+    """torchtitan's own stage split (`_get_pipeline_metadata` + `_generate_llm_fqn_per_model_part`) gives
+    every PP rank the layers the plan priced, virtual stages included."""
+    from types import SimpleNamespace
+
+    from torchtitan.distributed import pipeline_parallel as titan_pp
+
+    ctx, model = plan_context(*spec)
+    lay = ctx.plan.layout
+    cfg = ConfigManager().parse_args(torchtitan_args(ctx))
+    pd = ParallelDims.from_config(cfg.parallelism, world_size=ctx.plan.num_gpus)
+    stages, num_layers, first_less, last_less = titan_pp._get_pipeline_metadata(
+        pd, cfg.parallelism, SimpleNamespace(layers=[None] * model.num_layers))
+    assert stages == lay.pp * lay.vpp
+    parts = titan_pp._generate_llm_fqn_per_model_part(stages, num_layers, first_less, last_less)
+    per_rank = [0] * lay.pp
+    for s, names in enumerate(parts):  # looped schedules: virtual stage s runs on PP rank s mod pp
+        per_rank[s % lay.pp] += sum(n.startswith("layers.") for n in names)
+    planned_split = [lay.stage_layers[0]] + [lay.stage_layers[1]] * (lay.pp - 2) + [lay.stage_layers[-1]]
+    assert per_rank == planned_split

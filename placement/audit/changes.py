@@ -1,0 +1,87 @@
+"""The exact changes from the audited launch to the best plan: the framework's own arguments, as
+placement's emitter writes them for each of the two plans, compared setting by setting, plus the node
+order when the best mapping puts node ranks on other hosts."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from placement.emit.common import EmitContext
+
+NODE_ORDER = "node order (torchrun --node-rank / hostfile lines)"
+SHOWN_HOSTS = 8
+"""Hosts quoted in a node-order change (the full order goes to the --out files)."""
+
+
+def _settings(tokens: list[str]) -> dict[str, str]:
+    """`--flag value` / `--flag` / `name:value` tokens as {setting: value} ("true" for a bare flag)."""
+    out: dict[str, str] = {}
+    k = 0
+    while k < len(tokens):
+        tok = tokens[k]
+        if tok.startswith("--"):
+            if "=" in tok:
+                key, value = tok.split("=", 1)
+                out[key] = value
+            elif k + 1 < len(tokens) and not tokens[k + 1].startswith("--"):
+                out[tok] = tokens[k + 1]
+                k += 1
+            else:
+                out[tok] = "true"
+        elif ":" in tok:
+            key, value = tok.split(":", 1)
+            out[key] = value
+        k += 1
+    return out
+
+
+def _flatten(prefix: str, value: object, out: dict[str, str]) -> None:
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _flatten(f"{prefix}.{k}" if prefix else str(k), v, out)
+    else:
+        out[prefix] = str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def framework_settings(framework: str, ctx: EmitContext) -> dict[str, str]:
+    """The layout-setting arguments placement writes for this plan in this framework."""
+    if framework == "megatron":
+        from placement.emit import megatron
+
+        args, env, _ = megatron.arguments(ctx)
+        return _settings(args) | {f"env {k}": v for k, v in env.items()}
+    if framework == "torchtitan":
+        from placement.emit import torchtitan
+
+        args, _ = torchtitan.flags(ctx)
+        return _settings(args)
+    from placement.emit import deepspeed
+
+    out: dict[str, str] = {}
+    _flatten("", deepspeed.config(ctx), out)
+    return out
+
+
+def _hosts(ctx: EmitContext) -> list[str]:
+    return ctx.hosts_in_rank_order
+
+
+def launch_changes(framework: str, now: EmitContext, best: EmitContext) -> list[dict]:
+    """[{"argument", "from", "to"}] for every setting that differs (None = absent on that side)."""
+    a, b = framework_settings(framework, now), framework_settings(framework, best)
+    changes = [{"argument": k, "from": a.get(k), "to": b.get(k)}
+               for k in list(a) + [k for k in b if k not in a] if a.get(k) != b.get(k)]
+    ha, hb = _hosts(now), _hosts(best)
+    if ha != hb:
+        moved = sum(x != y for x, y in zip(ha, hb, strict=True))
+        changes.append({"argument": NODE_ORDER, "from": " ".join(ha[:SHOWN_HOSTS]) + (" ..." if len(ha) > SHOWN_HOSTS
+                                                                                        else ""),
+                        "to": " ".join(hb[:SHOWN_HOSTS]) + (" ..." if len(hb) > SHOWN_HOSTS else ""),
+                        "note": f"{moved} of {len(ha)} node ranks move; --out DIR writes the full order"})
+    gph = now.topo.gpus_per_host
+    local_a, local_b = now.gpu_of_rank % gph, best.gpu_of_rank % gph
+    if not np.array_equal(local_a, local_b):
+        changes.append({"argument": "CUDA_VISIBLE_DEVICES", "from": ",".join(map(str, local_a[:gph])),
+                        "to": ",".join(map(str, local_b[:gph])),
+                        "note": "GPU order inside each node (first node shown; --out DIR writes every node's)"})
+    return changes

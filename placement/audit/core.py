@@ -1,0 +1,470 @@
+"""Audit a running job: rebuild its groups from its own launch material, price them where they land,
+and say what each problem costs per step and what the best plan for the same job would change.
+
+Rank order.  Megatron-Core (`tp-cp-ep-dp-pp`, experts `etp-ep-edp-pp`), torchtitan (mesh `pp,
+dp_replicate, dp_shard, cp, tp`, TP innermost) and DeepSpeed (`PipeModelDataParallelTopology`: pipe,
+data, model, model innermost) all number ranks the way placement does (reference/frameworks.md §1-4),
+so a job's global rank r is placement's rank r and only the host order decides where it lands: node
+rank k runs on the k-th host of the order the job ran with (torchrun --node-rank, the DeepSpeed
+hostfile's line order, SLURM's node list).  Megatron's `--use-tp-pp-dp-mapping` (tp-cp-ep-pp-dp) is
+turned into placement's order by a permutation of ranks.
+
+Findings.  Each finding names a problem the issue lists (a TP/CP/EP group across a node or leaf, EP
+all-to-all over an oversubscribed tier, memory over capacity or idle enough for less recompute, a
+pipeline bubble above 10 %, micro-batches too small for the GEMMs, ZeRO-3 where ZeRO-1 fits).  Its
+cost is what one concrete remedy saves per step, priced by the same cost model: the same layout under
+placement's mapping, the same layout with the knob changed, or the best searched layout that avoids
+the problem.  Severity follows that cost as a share of the step (>= 10 % error, >= 2 % warning, else
+info); a job that does not fit in memory is an error whatever the rest.  A layout that placement
+planned costs nothing to keep, so every finding on it is at most info.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from placement.audit.changes import launch_changes
+from placement.audit.launch import LaunchLayout
+from placement.cost.batch import LayoutBatch
+from placement.cost.constants import GiB
+from placement.cost.step import Estimates, estimate
+from placement.emit.common import EmitContext
+from placement.errors import InputError
+from placement.evaluate import check_layout
+from placement.mapping.config import SolverConfig
+from placement.mapping.groups import GroupKind, group_kinds
+from placement.mapping.mapper import baseline_mappings, host_order_mapping, map_layout
+from placement.mapping.report import crossings, rank_table
+from placement.plan import Plan, make_plan
+from placement.planner import Planned, plan_job
+from placement.search import SearchConfig
+from placement.specs import Layout, ModelSpec, Recompute, TrainingSpec
+from placement.topology import Topology
+from placement.workload import workload
+
+SEVERITIES = ("info", "warning", "error")
+ERROR_SHARE, WARNING_SHARE = 0.10, 0.02
+"""A finding whose remedy saves at least this share of the step is an error / a warning."""
+BUBBLE_SHARE = 0.10
+"""Pipeline bubble above this share of the step is reported (the issue's threshold)."""
+IDLE_MEMORY_SHARE = 0.75
+"""Peak memory under this share of capacity with recompute on: try less recompute."""
+EXAMPLE_GROUPS = 4
+"""Groups quoted as evidence per finding (the count of all of them is given too)."""
+
+# framework defaults for what the launch files leave unsaid
+DEFAULT_ETP_IS_TP = {"megatron": True, "torchtitan": False, "deepspeed": False}
+"""Megatron-Core: --expert-tensor-parallel-size defaults to the TP size; torchtitan 0.3.0's
+expert_tensor_parallel_degree defaults to 1; DeepSpeed MoE has no expert TP."""
+
+
+def framework_space(framework: str, top_k: int) -> SearchConfig:
+    """The layouts the framework can launch, so the best plan is one the user can switch to
+    (reference/frameworks.md): torchtitan 0.3.0 has no ZeRO-1 (FSDP without resharding is ZeRO-2, DDP
+    is ZeRO-0) and no expert tensor parallelism; DeepSpeed's pipeline engine has no interleaved stages
+    and no ring context parallelism (its Ulysses sequence parallelism is another algorithm)."""
+    if framework == "torchtitan":
+        return SearchConfig(top_k=top_k, zero_stages=(0, 2, 3), fixed={"etp": 1})
+    if framework == "deepspeed":
+        return SearchConfig(top_k=top_k, zero_stages=(0, 1, 2, 3), fixed={"cp": 1, "vpp": 1})
+    return SearchConfig(top_k=top_k)
+
+
+@dataclass(frozen=True)
+class Finding:
+    severity: str
+    kind: str
+    message: str
+    groups: list[dict] = field(default_factory=list)
+    cost_s: float | None = 0.0
+
+    def as_json(self) -> dict:
+        return {"severity": self.severity, "kind": self.kind, "message": self.message, "groups": self.groups,
+                "cost_s": None if self.cost_s is None else round(self.cost_s, 6)}
+
+
+@dataclass(frozen=True)
+class Audit:
+    launch: LaunchLayout
+    layout: Layout
+    estimate: Plan
+    findings: list[Finding]
+    best: Plan
+    best_gpu_of_rank: np.ndarray
+    speedup: float
+    changes: list[dict]
+    planned: Planned
+    gpu_of_rank: np.ndarray
+    host_order: list[str]
+
+    def without_timings(self) -> Audit:
+        """`--reproducible`: the best plan's wall-clock mapping time left out."""
+        solver = self.best.mapping_solver
+        if not solver or solver.get("wall_s") is None:
+            return self
+        return dataclasses.replace(self, best=self.best.model_copy(update={"mapping_solver": solver | {"wall_s": None}}))
+
+
+def _severity(cost_s: float, step_s: float) -> str:
+    share = cost_s / step_s if step_s > 0 else 0.0
+    return "error" if share >= ERROR_SHARE else "warning" if share >= WARNING_SHARE else "info"
+
+
+def resolve_layout(launch: LaunchLayout, model: ModelSpec, num_gpus: int) -> Layout:
+    """The launch files' layout, with the framework's defaults for what they leave out and dp from the
+    GPU count; errors name the setting and its source line."""
+    where = launch.sources
+
+    def src(name: str) -> str:
+        return f" (from {where[name]})" if name in where else ""
+
+    per_replica = launch.tp * launch.cp * launch.pp
+    if num_gpus % per_replica:
+        raise InputError(
+            f"tp ({launch.tp}) x cp ({launch.cp}) x pp ({launch.pp}) = {per_replica} from the launch files does not "
+            f"divide the {num_gpus} GPUs; give the GPU count the job ran on (--gpus)")
+    dp = num_gpus // per_replica
+    if launch.dp is not None and launch.dp != dp:
+        raise InputError(
+            f"the launch files set a data-parallel degree of {launch.dp}{src('dp')} but {num_gpus} GPUs / "
+            f"(tp {launch.tp} x cp {launch.cp} x pp {launch.pp}) = {dp}; give the GPU count the job ran on")
+    for name, given, have in (("num_layers", launch.num_layers, model.num_layers),
+                              ("hidden_size", launch.hidden_size, model.hidden_size),
+                              ("num_attention_heads", launch.num_attention_heads, model.num_attention_heads)):
+        if given is not None and given != have:
+            raise InputError(
+                f"the launch files set {name} = {given}{src(name)} but model {model.name} has {have}; "
+                f"pass the model the job trains (--model NAME, a YAML or its config.json)")
+    etp = launch.etp if launch.etp is not None else (launch.tp if DEFAULT_ETP_IS_TP[launch.framework] else 1)
+    if model.moe is None:
+        etp = 1
+    shard = launch.dp_shard
+    zero = launch.zero_stage if launch.zero_stage is not None else 0
+    if zero == 3:
+        shard = shard if shard is not None else dp // max(launch.dp_replicate, 1)
+        if shard < 1 or dp % shard:
+            raise InputError(f"data-parallel shard degree {shard}{src('dp_shard')} does not divide dp {dp}")
+    else:
+        shard = None
+    tp = launch.tp
+    sp = bool(launch.sequence_parallel) and tp > 1
+    try:
+        return Layout(tp=tp, cp=launch.cp, ep=launch.ep, etp=etp, pp=launch.pp,
+                      vpp=launch.virtual_stages(model.num_layers), dp=dp,
+                      micro_batch_size=launch.micro_batch_size or 1, zero_stage=zero,
+                      dp_shard=None if shard in (None, dp) else shard,
+                      recompute=Recompute(launch.recompute or "none"), sequence_parallel=sp)
+    except ValueError as err:  # pydantic's cross-field checks, already worded with the numbers
+        raise InputError(f"the launch files' layout is not valid: {err}") from None
+
+
+def read_host_order(path: Path) -> list[str]:
+    """The host order a job ran with, node rank 0 first, from any of the files launchers take:
+    placement's hosts.txt (`NODE_RANK HOST`), a DeepSpeed/MPI hostfile (`HOST slots=N`), a SLURM
+    hostfile for --distribution=arbitrary (one line per task: runs of one host collapse), or one host or
+    hostlist expression per line.  `#` starts a comment."""
+    from placement.loaders.files import read_text
+    from placement.loaders.hostlist import expand_hostlist
+
+    text = read_text(path, "host order file", "give a text file with one host per line, node rank 0 first")
+    ranked: list[tuple[int, str]] = []
+    hosts: list[str] = []
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        tokens = line.split()
+        if len(tokens) == 2 and tokens[0].isdigit():
+            ranked.append((int(tokens[0]), tokens[1]))
+        elif len(tokens) >= 2 and all(t.startswith(("slots=", "max_slots=")) for t in tokens[1:]):
+            hosts.append(tokens[0])
+        elif len(tokens) == 1:
+            expanded = expand_hostlist(tokens[0], source=f"{path}:{number}")
+            hosts += [h for h in expanded if not hosts or h != hosts[-1]]
+        else:
+            raise InputError(f"{path}:{number}: {raw.strip()!r} is not a host order line; expected HOST, "
+                             f"NODE_RANK HOST or HOST slots=N")
+    if ranked and hosts:
+        raise InputError(f"{path}: mixes NODE_RANK HOST lines with plain host lines; use one form")
+    if ranked:
+        ranks = sorted(r for r, _ in ranked)
+        if ranks != list(range(len(ranked))):
+            raise InputError(f"{path}: node ranks must be 0 .. {len(ranked) - 1}, each once; got {ranks[:8]}")
+        hosts = [h for _, h in sorted(ranked)]
+    if not hosts:
+        raise InputError(f"{path}: no hosts in the file; give one host per line, node rank 0 first")
+    return hosts
+
+
+def host_order_of(topo: Topology, hosts: list[str] | None) -> np.ndarray:
+    """Host indices (allocation order) of node ranks 0, 1, ...: the job's own host order."""
+    num_hosts = topo.num_gpus // topo.gpus_per_host
+    if not hosts:
+        return np.arange(num_hosts)
+    index = {name: h for h, name in enumerate(topo.host_names)}
+    unknown = [h for h in hosts if h not in index]
+    if unknown:
+        raise InputError(
+            f"host order: {len(unknown)} host(s) not in the cluster, first {unknown[0]!r}; the cluster's hosts are "
+            f"{topo.host_names[0]!r} .. {topo.host_names[num_hosts - 1]!r} (give the same names as --nodelist)")
+    seen: set[str] = set()
+    dup = next((h for h in hosts if h in seen or seen.add(h)), None)
+    if dup is not None:
+        raise InputError(f"host order: host {dup!r} is listed twice; give each host once, in node-rank order")
+    if len(hosts) != num_hosts:
+        raise InputError(
+            f"host order: {len(hosts)} hosts for {topo.num_gpus} GPUs = {num_hosts} nodes of "
+            f"{topo.gpus_per_host}; list exactly the nodes the job ran on, in node-rank order")
+    return np.array([index[h] for h in hosts], dtype=np.int64)
+
+
+def _price(model: ModelSpec, train: TrainingSpec, topo: Topology, layouts: list[Layout]) -> Estimates:
+    return estimate(workload(model), train, topo, LayoutBatch.from_layouts(layouts))
+
+
+def _example_groups(kind: GroupKind, mapped: Topology, level: int, limit: int = EXAMPLE_GROUPS) -> tuple[int, list]:
+    """(how many groups of this kind leave a level-(level-1) block, a few of them with their hosts)."""
+    members = kind.ranks(mapped.num_gpus)
+    gpus = mapped.gpu_of_rank[members] if mapped.gpu_of_rank is not None else members
+    ids = mapped.block_of[level - 1][gpus]
+    split = np.flatnonzero(~(ids == ids[:, :1]).all(axis=1))
+    gph = mapped.gpus_per_host
+    examples = []
+    for g in split[:limit]:
+        hosts = sorted({mapped.host_names[int(x) // gph] for x in gpus[g]})
+        examples.append({"kind": kind.name, "ranks": [int(r) for r in members[g]], "hosts": hosts,
+                         "level": mapped.levels[level].name})
+    return int(split.size), examples
+
+
+@dataclass(frozen=True)
+class _Ctx:
+    model: ModelSpec
+    train: TrainingSpec
+    topo: Topology
+    layout: Layout
+    est: Estimates
+    step_s: float
+    mapped_same_s: float
+    """The same layout under placement's own mapping of this allocation."""
+    search_est: Estimates
+    search_batch: LayoutBatch
+    gpu_of_rank: np.ndarray
+    """The job's own rank -> GPU map."""
+    zero_stages: tuple[int, ...]
+    """ZeRO stages the framework can run."""
+
+    def best_where(self, keep: np.ndarray) -> float | None:
+        """Fastest fitting searched layout among `keep` (None if none)."""
+        ok = keep & self.search_est.fits & self.search_est.valid  # as the search ranks them
+        if not ok.any():
+            return None
+        return float(self.search_est.step_time_s[ok].min())
+
+    def saving(self, alt_s: float | None) -> float:
+        return 0.0 if alt_s is None else max(self.step_s - alt_s, 0.0)
+
+
+def _crossing_findings(c: _Ctx, mapped: Topology, kinds: list[GroupKind]) -> list[Finding]:
+    out = []
+    levels = mapped.levels
+    b = c.search_batch
+    for kind in kinds:
+        if kind.name not in ("tp", "cp", "ep"):
+            continue
+        worst = None
+        for j in range(len(levels) - 1, 0, -1):  # the highest level some group crosses into
+            count, examples = _example_groups(kind, mapped, j)
+            if count:
+                worst = (j, count, examples)
+                break
+        if worst is None:
+            continue
+        j, count, examples = worst
+        inner = levels[j - 1]
+        capacity = int(np.bincount(mapped.block_of[j - 1]).max())  # GPUs in the largest level-(j-1) block
+        over = levels[j].oversubscription > 1.0
+        alltoall = kind.name == "ep" and over
+        # remedy: placement's mapping of the same layout when the group fits in a level-(j-1) block,
+        # else the best searched layout whose groups of this kind do fit there
+        if kind.size <= capacity:
+            alt, how = c.mapped_same_s, "placement's mapping of the same layout"
+        else:
+            degree = getattr(b, {"tp": "tp", "cp": "cp", "ep": "ep"}[kind.name])
+            alt = c.best_where(degree <= capacity)
+            how = f"the best layout with {kind.name} <= {capacity}"
+        cost = c.saving(alt)
+        what = (f"{kind.name.upper()} all-to-all over the {levels[j].name} tier, oversubscribed "
+                f"{levels[j].oversubscription:g}:1" if alltoall else f"{kind.name.upper()} group crosses the "
+                f"{inner.name} boundary into {levels[j].name}")
+        msg = (f"{what}: {count} of {_num_groups(kind, mapped)} {kind.name} groups of {kind.size} ranks leave a {inner.name} block of {capacity} GPUs; "
+               f"each member moves {_bytes(kind.bytes_per_step)} per step at {levels[j].bandwidth_bytes_per_s / 1e9:.0f} GB/s instead "
+               f"of {inner.bandwidth_bytes_per_s / 1e9:.0f} GB/s; {how} saves {cost:.3f} s per step")
+        kind_name = (f"{kind.name}_alltoall_oversubscribed" if alltoall
+                     else f"{kind.name}_crosses_{'node' if j == 1 else inner.name}")
+        out.append(Finding(_severity(cost, c.step_s), kind_name, msg, examples, cost))
+    return out
+
+
+def _bytes(n: float) -> str:
+    return f"{n / 1e12:.2f} TB" if n >= 1e12 else f"{n / 1e9:.2f} GB" if n >= 1e9 else f"{n / 1e6:.1f} MB"
+
+
+def _num_groups(kind: GroupKind, topo: Topology) -> int:
+    return int(kind.ranks(topo.num_gpus).shape[0])
+
+
+def _layout_findings(c: _Ctx, plan: Plan) -> list[Finding]:
+    out = []
+    lay, b, est = c.layout, c.search_batch, c.est
+    cap = float(est.memory_capacity_bytes)
+    peak = float(est.peak_memory_bytes[0])
+    same_shape = (b.tp == lay.tp) & (b.cp == lay.cp) & (b.ep == lay.ep) & (b.etp == lay.etp)
+    if not bool(est.fits[0]):
+        best_fit = c.best_where(np.ones(len(b), dtype=bool))
+        out.append(Finding(
+            "error", "memory_over_capacity",
+            f"needs {peak / GiB:.1f} GiB per GPU, capacity {cap / GiB:.1f} GiB: the job runs out of memory "
+            f"(weights {plan.memory.weights_bytes / GiB:.1f}, grads {plan.memory.grads_bytes / GiB:.1f}, optimizer "
+            f"{plan.memory.optimizer_bytes / GiB:.1f}, activations {plan.memory.activations_bytes / GiB:.1f} GiB)"
+            + (f"; the best plan that fits takes {best_fit:.3f} s per step" if best_fit is not None else ""),
+            [], None))
+        return out
+    # memory so far under capacity that recompute could go
+    if lay.recompute != Recompute.NONE and peak < IDLE_MEMORY_SHARE * cap:
+        lighter = [r for r in (Recompute.NONE, Recompute.SELECTIVE) if r != lay.recompute
+                   and (lay.recompute == Recompute.FULL or r == Recompute.NONE)]
+        alts = [lay.model_copy(update={"recompute": r}) for r in lighter]
+        e = _price(c.model, c.train, c.topo.with_mapping(c.gpu_of_rank), alts)
+        ok = [(float(e.step_time_s[k]), alts[k].recompute.value, float(e.peak_memory_bytes[k]))
+              for k in range(len(alts)) if e.fits[k]]
+        if ok:
+            alt_s, mode, alt_peak = min(ok)
+            cost = c.saving(alt_s)
+            out.append(Finding(
+                _severity(cost, c.step_s), "memory_headroom_recompute",
+                f"peak memory {peak / GiB:.1f} of {cap / GiB:.1f} GiB ({peak / cap:.0%}) with recompute "
+                f"{lay.recompute.value}: recompute {mode} fits ({alt_peak / GiB:.1f} GiB) and saves {cost:.3f} s "
+                f"per step", [], cost))
+    # pipeline bubble above 10 %
+    bubble = float(est.bubble_s[0])
+    if lay.pp > 1 and bubble > BUBBLE_SHARE * c.step_s:
+        alt = c.best_where(same_shape)
+        cost = c.saving(alt)
+        m = int(est.num_microbatches[0])
+        out.append(Finding(
+            _severity(cost, c.step_s), "pipeline_bubble",
+            f"pipeline bubble {bubble:.3f} s = {bubble / c.step_s:.0%} of the step (pp {lay.pp}, vpp {lay.vpp}, "
+            f"{m} micro-batches per step); the best pp / virtual stages / micro-batch for the same tp, cp and ep "
+            f"save {cost:.3f} s per step", [], cost))
+    # micro-batches too small for efficient GEMMs: the same layout with a larger micro-batch
+    bigger = [k for k in (2, 4, 8, 16) if c.train.global_batch % (lay.dp * lay.micro_batch_size * k) == 0]
+    alts = []
+    for k in bigger:
+        cand = lay.model_copy(update={"micro_batch_size": lay.micro_batch_size * k})
+        m = c.train.global_batch // (cand.dp * cand.micro_batch_size)
+        if lay.vpp > 1 and m % lay.pp:
+            continue
+        alts.append(cand)
+    if alts:
+        e = _price(c.model, c.train, c.topo.with_mapping(c.gpu_of_rank), alts)
+        ok = [(float(e.step_time_s[k]), alts[k].micro_batch_size, float(e.compute_s[k]))
+              for k in range(len(alts)) if e.fits[k]]
+        if ok:
+            alt_s, mbs, alt_compute = min(ok)
+            gemm_gain = float(est.compute_s[0]) - alt_compute
+            cost = c.saving(alt_s)
+            if cost > 0 and gemm_gain > 0:
+                tokens = lay.micro_batch_size * c.train.seq_len // lay.cp
+                out.append(Finding(
+                    _severity(cost, c.step_s), "small_micro_batch",
+                    f"micro-batch {lay.micro_batch_size} ({tokens} tokens per GEMM row block after cp) keeps the "
+                    f"GEMMs below their efficient size: micro-batch {mbs} still fits, computes {gemm_gain:.3f} s "
+                    f"faster and saves {cost:.3f} s per step", [], cost))
+    # ZeRO-3 where ZeRO-1 fits (or ZeRO-2 where the framework has no ZeRO-1)
+    lighter = [z for z in (1, 2) if z in c.zero_stages]
+    if lay.zero_stage == 3 and lighter:
+        alts = [lay.model_copy(update={"zero_stage": z, "dp_shard": None}) for z in lighter]
+        e = _price(c.model, c.train, c.topo.with_mapping(c.gpu_of_rank), alts)
+        ok = [(float(e.step_time_s[k]), alts[k].zero_stage, float(e.peak_memory_bytes[k]))
+              for k in range(len(alts)) if e.fits[k]]
+        if ok:
+            alt_s, zero, alt_peak = min(ok)
+            cost = c.saving(alt_s)
+            hsdp = f" (HSDP shard {lay.dp_shard})" if lay.shard_degree != lay.dp else ""
+            out.append(Finding(
+                _severity(cost, c.step_s), "zero3_where_zero1_fits",
+                f"ZeRO-3{hsdp} re-gathers the weights every micro-batch; ZeRO-{zero} fits ({alt_peak / GiB:.1f} of "
+                f"{cap / GiB:.1f} GiB) and saves {cost:.3f} s per step", [], cost))
+    return out
+
+
+def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo: Topology,
+              hosts: list[str] | None, mapping: SolverConfig | None, top_k: int = 5) -> Audit:
+    """Price the job as launched, list its findings, and plan the same job from scratch."""
+    layout = resolve_layout(launch, model, topo.num_gpus)
+    try:
+        check_layout(model, train, layout)
+    except InputError as err:
+        raise InputError(f"the launch files' layout does not fit the job: {err}") from None
+    order = host_order_of(topo, hosts or list(launch.hosts) or None)
+    gpu_of_rank = host_order_mapping(topo, order)
+    mapped = topo.with_mapping(gpu_of_rank)
+    est = _price(model, train, mapped, [layout])
+    batch = LayoutBatch.from_layouts([layout])
+    plan = make_plan(batch, est, 0, model, train, topo)
+    kinds = group_kinds(layout, est, 0)
+    base = {k: float(_price(model, train, topo.with_mapping(g), [layout]).step_time_s[0])
+            for k, g in baseline_mappings(topo).items()}
+    # placement's own mapping of the same layout: CP-SAT on a real allocation, the hierarchy order else
+    if mapping is not None:
+        own = map_layout(workload(model), train, topo, layout, est, 0, mapping)
+        mapped_same_s = float(own.estimate.step_time_s[0])
+    else:
+        mapped_same_s = float(_price(model, train, topo, [layout]).step_time_s[0])
+    plan = plan.model_copy(update={
+        "mapping_solver": {"status": "AUDITED", "chosen": "launch_order",
+                           "note": "ranks as the launch files number them, node ranks in the job's host order"},
+        "baselines": {k: {"step_time_s": float(f"{v:.6g}")} for k, v in base.items()},
+        "crossings": crossings(mapped, kinds),
+        "mapping": rank_table(topo, gpu_of_rank, layout, model.is_moe),
+    })
+    space = framework_space(launch.framework, top_k)
+    planned = plan_job(model, train, topo, space, mapping)
+    step_s = float(est.step_time_s[0])
+    c = _Ctx(model, train, topo, layout, est, step_s, mapped_same_s, planned.search.estimates,
+             planned.search.batch, gpu_of_rank, space.zero_stages)
+    findings = _crossing_findings(c, mapped, kinds) + _layout_findings(c, plan)
+    stated = (launch.first_stage_layers, launch.last_stage_layers)
+    modeled = (plan.layout.stage_layers[0], plan.layout.stage_layers[-1])
+    if layout.pp > 1 and None not in stated and stated != modeled:
+        where = launch.sources.get("first_stage_layers", "the launch files")
+        findings.append(Finding(
+            "info", "stage_split_differs",
+            f"the launch files put {stated[0]} / {stated[1]} layers on the first / last pipeline rank ({where}); "
+            f"the estimate uses placement's split {'/'.join(map(str, plan.layout.stage_layers))} (first / middle "
+            f"/ last)", [], 0.0))
+    if launch.world_size is not None and launch.world_size != topo.num_gpus:
+        where = f" ({launch.sources['world_size']})" if "world_size" in launch.sources else ""
+        findings.append(Finding(
+            "info", "world_size_differs",
+            f"the launch files start {launch.world_size} processes{where}; audited on the {topo.num_gpus} GPUs given "
+            f"on the command line (dp {layout.dp})", [], 0.0))
+    findings.sort(key=lambda f: (-SEVERITIES.index(f.severity), -(f.cost_s or 0.0), f.kind))
+    best, best_gpu = planned.plans[0], planned.gpu_of_rank[0]
+    if best.step_time_s >= plan.step_time_s and plan.fits:  # the job already runs the best we know
+        best, best_gpu = plan, gpu_of_rank
+    speedup = round(plan.step_time_s / best.step_time_s, 3) if best.step_time_s > 0 else 1.0
+    changes = launch_changes(launch.framework, _emit_ctx(plan, topo, gpu_of_rank, model),
+                             _emit_ctx(best, topo, best_gpu, model))
+    return Audit(launch=launch, layout=layout, estimate=plan, findings=findings, best=best, best_gpu_of_rank=best_gpu,
+                 speedup=speedup, changes=changes, planned=planned, gpu_of_rank=gpu_of_rank,
+                 host_order=[topo.host_names[h] for h in order])
+
+
+def _emit_ctx(plan: Plan, topo: Topology, gpu_of_rank: np.ndarray, model: ModelSpec) -> EmitContext:
+    return EmitContext(plan, topo, gpu_of_rank, model.name, model.num_layers, model.is_moe)

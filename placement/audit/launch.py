@@ -1,0 +1,1172 @@
+"""Read a job's own launch material, unedited, into a `LaunchLayout` (issue #5, `placement audit`).
+
+Accepted forms (every value keeps its evidence, "file:line: original text", in `LaunchLayout.sources`):
+
+* Megatron-LM (megatron-core 0.19.2 names, checked against its own argparse table, plus the older
+  aliases below): a launch shell script (read by `placement.audit.shell`: variables, `${VAR:-x}`,
+  `$((...))`, arrays, `if` on known values, `eval`) whose `torchrun` / `python -m torch.distributed.run` /
+  `python` command runs a training script, or a plain file of arguments.  Old names read as their
+  0.19.2 meaning: `--model-parallel-size` (TP), `--batch-size` (micro-batch), `--checkpoint-activations`
+  (full recompute), `--recompute-activations` (selective), `--num-layers-per-virtual-pipeline-stage`,
+  `--virtual-pipeline-model-parallel-size`, `--fp8-hybrid`/`--fp8-e4m3`.
+* Megatron-Bridge (NVIDIA-NeMo/Megatron-Bridge): the YAML form of a `ConfigContainer` (what
+  `ConfigContainer.print_yaml()`/`to_yaml()` writes, with `_target_` keys, and the partial override files
+  passed with `--config-file`, e.g. `examples/recipes/llama/conf/*.yaml`; older `model_config:`/`train_config:`
+  section names too), and Hydra-style `section.key=value` overrides on the recipe's command line
+  (`pretrain_llama3_8b.py model.tensor_model_parallel_size=4`).  A partial override file states only what it
+  overrides: fields it does not set keep this model's defaults and have no entry in `sources`.
+* torchtitan 0.3.0 flags (`--module M --config F`, `--section.key value` or `=value`, `--no-` booleans,
+  the `activation-checkpoint:MODE` subcommand) and 0.2.x flags (`--job.config_file`, `--model.name`...),
+  in a script or argument file; torchtitan 0.2.x (and older) TOML files via tomllib.  CLI overrides win
+  over the TOML, as in torchtitan.
+* DeepSpeed 0.19.8: the JSON config, a hostfile (`host slots=N`; DeepSpeed's own rules,
+  reference/frameworks.md §4), and optionally the Megatron-DeepSpeed script carrying TP/PP and the
+  `deepspeed` launcher (`--num_nodes`, `--num_gpus`, `--hostfile`).
+
+Not supported: Megatron's `--yaml-cfg` files, Bridge's `scripts/performance` `perf_matrix` files, NeMo 1.x
+YAML, DeepSpeed `--include/--exclude`, here-documents in scripts (the DeepSpeed JSON must be a file).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import Field
+
+from placement.audit.shell import Command, Word, read_commands
+from placement.errors import InputError
+from placement.loaders.files import read_text
+from placement.specs._base import Frozen
+
+Framework = Literal["megatron", "torchtitan", "deepspeed"]
+FRAMEWORKS = ("megatron", "torchtitan", "deepspeed")
+
+
+class LaunchLayout(Frozen):
+    """The layout a job's launch files state.  Fields without an entry in `sources` are defaults."""
+
+    framework: Framework
+    tp: int = Field(default=1, ge=1)
+    cp: int = Field(default=1, ge=1)
+    ep: int = Field(default=1, ge=1)
+    etp: int | None = Field(default=None, ge=1)
+    """Expert-tensor degree if given (Megatron --expert-tensor-parallel-size; None = framework default)."""
+    pp: int = Field(default=1, ge=1)
+    vpp: int = Field(default=1, ge=1)
+    """Model chunks per pipeline rank; see `layers_per_virtual_stage` when it depends on the layer count."""
+    dp: int | None = Field(default=None, ge=1)
+    """Only if the files state it (torchtitan data_parallel_replicate * shard when both explicit)."""
+    dp_shard: int | None = Field(default=None, ge=1)
+    """torchtitan data_parallel_shard_degree (None for -1 = "the rest")."""
+    dp_replicate: int = Field(default=1, ge=1)
+    micro_batch_size: int | None = Field(default=None, ge=1)
+    global_batch: int | None = Field(default=None, ge=1)
+    seq_len: int | None = Field(default=None, ge=1)
+    zero_stage: int | None = Field(default=None, ge=0, le=3)
+    recompute: Literal["none", "selective", "full"] | None = None
+    sequence_parallel: bool | None = None
+    first_stage_layers: int | None = Field(default=None, ge=0)
+    """Transformer layers on the first pipeline rank (all its virtual stages), if the files fix it."""
+    last_stage_layers: int | None = Field(default=None, ge=0)
+    num_layers: int | None = Field(default=None, ge=1)
+    hidden_size: int | None = Field(default=None, ge=1)
+    num_attention_heads: int | None = Field(default=None, ge=1)
+    num_experts: int | None = Field(default=None, ge=1)
+    precision: Literal["bf16", "fp8"] | None = None
+    """fp8 if the files turn on FP8 GEMMs."""
+    world_size: int | None = Field(default=None, ge=1)
+    """From the launcher in the files (torchrun nnodes x nproc-per-node, hostfile slots...)."""
+    gpus_per_node: int | None = Field(default=None, ge=1)
+    hosts: tuple[str, ...] = ()
+    """Host order the files fix (DeepSpeed hostfile lines)."""
+    model_ref: str | None = None
+    """torchtitan model name:flavor (0.2.x) or module:config (0.3.0), e.g. "llama3:405B"."""
+    layers_per_virtual_stage: int | None = Field(default=None, ge=1)
+    """Added: layers per (virtual) pipeline stage when the files give that instead of a stage count
+    (Megatron --num-layers-per-virtual-pipeline-stage without --num-layers, torchtitan
+    pipeline_parallel_layers_per_stage); `virtual_stages(num_layers)` turns it into vpp."""
+    first_stage_less_layers: int = Field(default=1, ge=0)
+    """torchtitan pipeline_parallel_first_stage_less_layers: the embedding's weight in the stage split."""
+    last_stage_less_layers: int = Field(default=1, ge=0)
+    """torchtitan pipeline_parallel_last_stage_less_layers: the output layer's weight in the stage split."""
+    sources: dict[str, str] = Field(default_factory=dict)
+    """Field -> "file:line: original text", the evidence for each value read from the files."""
+    ignored: tuple[str, ...] = ()
+    """Settings seen that affect performance but are not modelled."""
+
+    def virtual_stages(self, num_layers: int) -> int:
+        """vpp for a model of `num_layers` layers (uses `layers_per_virtual_stage` when the files gave it).
+
+        torchtitan (0.2.2 and 0.3.0 `_get_pipeline_metadata`): stages = ceil((layers + first_less +
+        last_less) / layers_per_stage), the embedding and output weighing one layer each by default; per
+        rank = stages / pp.  Megatron (0.19.2 validate_args):
+        (layers / pp) / layers_per_virtual_stage.
+        """
+        if self.layers_per_virtual_stage is None or self.pp == 1:
+            return self.vpp
+        lps = self.layers_per_virtual_stage
+        if self.framework == "torchtitan":
+            stages = -(-(num_layers + self.first_stage_less_layers + self.last_stage_less_layers) // lps)
+            if stages % self.pp:
+                raise InputError(f"pipeline_parallel_layers_per_stage {lps} gives {stages} stages for {num_layers} "
+                                 f"layers, not a multiple of pipeline_parallel_degree {self.pp}; torchtitan rejects it")
+            return stages // self.pp
+        per_stage, rem = divmod(num_layers, self.pp)
+        if rem or per_stage % lps:
+            raise InputError(f"--num-layers-per-virtual-pipeline-stage {lps} does not divide the {num_layers} layers "
+                             f"/ pp {self.pp}; Megatron rejects it")
+        return per_stage // lps
+
+
+# ---------------------------------------------------------------------------------------------------
+# Settings gathered from one file: field -> (value, evidence); merged across files with conflict checks.
+
+
+@dataclass
+class _Settings:
+    path: str
+    values: dict[str, tuple[Any, str]]
+    ignored: list[str]
+    override: bool = False
+    """CLI overrides (torchtitan flags, Hydra overrides) win over config files instead of conflicting."""
+    extra: dict[str, Any] | None = None
+    """Framework-specific facts kept for the merge step (deepspeed config path, torchtitan config file)."""
+
+    def put(self, name: str, value: Any, evidence: str) -> None:
+        self.values[name] = (value, evidence)
+
+
+def _int(text: str, what: str, evidence: str, *, allow_negative: bool = False) -> int:
+    try:
+        value = int(str(text).strip())
+    except (TypeError, ValueError):
+        raise InputError(f"{evidence}: {what} must be an integer, got {text!r}") from None
+    if value < (-1 if allow_negative else 0):
+        raise InputError(f"{evidence}: {what} must be >= {-1 if allow_negative else 0}, got {value}")
+    return value
+
+
+def _word_check(word: Word, flag: str) -> None:
+    if word.unresolved:
+        raise InputError(f"{word.site}: {flag} depends on {word.unresolved}, which the files do not set "
+                         f"(value written at {word.origin.path}:{word.origin.line}); set it in the script or pass "
+                         f"the expanded argument list")
+    if word.uncertain:
+        raise InputError(f"{word.site}: {flag} is {word.uncertain}; expected the layout flags outside "
+                         f"conditions placement cannot evaluate (or pass the expanded argument list)")
+
+
+# ---------------------------------------------------------------------------------------------------
+# Argument lists: split into (flag, values) with Megatron-style rules.
+
+
+@dataclass
+class _Arg:
+    flag: str
+    values: list[Word]
+    word: Word
+
+    @property
+    def evidence(self) -> str:
+        ev = self.word.evidence
+        for v in self.values:
+            if v.origin != self.word.origin and v.origin != self.word.site:
+                ev = f"{self.word.site} [{self.flag} value from {v.origin}]"
+        return ev
+
+
+def _split_args(words: list[Word], nargs: dict[str, int | str]) -> list[_Arg]:
+    """`--flag value`, `--flag=value`, `--flag v1 v2` (nargs from the table; unknown flags take the
+    following words up to the next `--flag`)."""
+    out: list[_Arg] = []
+    i = 0
+    while i < len(words):
+        w = words[i]
+        if not w.text.startswith("-") or w.text in ("-", "--") or re.fullmatch(r"-\d.*", w.text):
+            if out:
+                out[-1].values.append(w)
+            i += 1
+            continue
+        flag, eq, inline = w.text.partition("=")
+        arg = _Arg(flag, [], w)
+        if eq:
+            arg.values.append(Word(inline, w.origin, w.site, w.unresolved, w.uncertain))
+            out.append(arg)
+            i += 1
+            continue
+        want = nargs.get(flag)
+        i += 1
+        if want == 0:
+            out.append(arg)
+            continue
+        while i < len(words) and not (words[i].text.startswith("--") or re.fullmatch(r"-[A-Za-z].*", words[i].text)):
+            arg.values.append(words[i])
+            i += 1
+            if isinstance(want, int) and len(arg.values) == want:
+                break
+        out.append(arg)
+    return out
+
+
+def _one(arg: _Arg) -> Word:
+    if len(arg.values) != 1:
+        got = "nothing" if not arg.values else " ".join(v.text for v in arg.values)
+        raise InputError(f"{arg.word.site}: {arg.flag} expects one value, got {got}")
+    _word_check(arg.values[0], arg.flag)
+    return arg.values[0]
+
+
+# Megatron-LM flags (megatron-core 0.19.2 argparse: dest, nargs; the aliases are older names).
+_MG_INT = {
+    "--tensor-model-parallel-size": "tp", "--model-parallel-size": "tp",
+    "--pipeline-model-parallel-size": "pp", "--context-parallel-size": "cp",
+    "--ds-sequence-parallel-size": "cp", "--expert-model-parallel-size": "ep",
+    "--expert-tensor-parallel-size": "etp", "--num-virtual-stages-per-pipeline-rank": "vpp",
+    "--virtual-pipeline-model-parallel-size": "vpp",
+    "--num-layers-per-virtual-pipeline-stage": "layers_per_virtual_stage",
+    "--decoder-first-pipeline-num-layers": "first_stage_layers",
+    "--decoder-last-pipeline-num-layers": "last_stage_layers",
+    "--micro-batch-size": "micro_batch_size", "--batch-size": "micro_batch_size",
+    "--global-batch-size": "global_batch", "--seq-length": "seq_len", "--num-layers": "num_layers",
+    "--hidden-size": "hidden_size", "--num-attention-heads": "num_attention_heads", "--num-experts": "num_experts",
+    "--zero-stage": "zero_stage",
+}
+_MG_FLAGS0 = {"--sequence-parallel", "--use-distributed-optimizer", "--use-megatron-fsdp", "--use-torch-fsdp2",
+              "--recompute-activations", "--checkpoint-activations", "--bf16", "--fp16", "--fp8-hybrid", "--fp8-e4m3",
+              "--no-pipeline-parallel", "--deepspeed", "--account-for-embedding-in-pipeline-split",
+              "--account-for-loss-in-pipeline-split", "--torch-fsdp2-no-reshard-after-forward",
+              "--overlap-grad-reduce", "--overlap-param-gather", "--tp-comm-overlap", "--use-tp-pp-dp-mapping",
+              "--fp8-param-gather", "--moe-layer-recompute", "--cpu-offloading", "--no-overlap-p2p-communication",
+              "--deepspeed-activation-checkpointing", "--partition-activations", "--cpu-optimizer",
+              "--fp16-lm-cross-entropy", "--swiglu", "--use-mcore-models", "--group-query-attention"}
+_MG_NARGS: dict[str, int | str] = {f: 1 for f in _MG_INT} | {f: 0 for f in _MG_FLAGS0} | {
+    "--rampup-batch-size": 3, "--recompute-granularity": 1, "--data-parallel-sharding-strategy": 1,
+    "--fp8-format": 1, "--fp4-format": 1, "--pipeline-model-parallel-layout": 1, "--deepspeed_config": 1,
+    "--deepspeed-config": 1, "--recompute-method": 1, "--recompute-num-layers": 1,
+    "--num-distributed-optimizer-instances": 1}
+_MG_IGNORED = {
+    "--overlap-grad-reduce": "overlaps the data-parallel gradient reduce with backward",
+    "--overlap-param-gather": "overlaps the distributed optimizer's parameter all-gather with forward",
+    "--tp-comm-overlap": "overlaps TP communication with GEMMs (userbuffers)",
+    "--use-tp-pp-dp-mapping": "rank order tp-cp-ep-pp-dp instead of tp-cp-ep-dp-pp",
+    "--num-distributed-optimizer-instances": "partial distributed optimizer (shards within instances)",
+    "--cpu-offloading": "activation/weight offload to CPU",
+    "--recompute-method": "full recompute of only some layers (method/num-layers)",
+    "--recompute-num-layers": "full recompute of only some layers (method/num-layers)",
+    "--moe-layer-recompute": "recomputes MoE layers",
+    "--rampup-batch-size": "batch-size ramp-up (the layout is read at the final batch size)",
+    "--fp8-param-gather": "all-gathers parameters in FP8",
+    "--account-for-embedding-in-pipeline-split": "counts the embedding as a layer in the pipeline split",
+    "--account-for-loss-in-pipeline-split": "counts the loss as a layer in the pipeline split",
+    "--fp4-format": "FP4 GEMMs (not modelled; priced as the other precision)",
+    "--no-overlap-p2p-communication": "pipeline send/recv not overlapped",
+    "--cpu-optimizer": "optimizer step on CPU",
+}
+
+
+def _megatron_args(words: list[Word], s: _Settings) -> None:
+    args = _split_args(words, _MG_NARGS)
+    sharding = None
+    fsdp = None
+    for a in args:
+        f = a.flag.replace("_", "-") if a.flag.startswith("--deepspeed") is False else a.flag
+        if a.flag in ("--deepspeed_config", "--deepspeed-config"):
+            name = a.values[0].text if a.values else ""
+            s.extra = (s.extra or {}) | {"deepspeed_config": (name, a.evidence)}
+            continue
+        if f in _MG_IGNORED:
+            note = f"{f}: {_MG_IGNORED[f]} ({a.word.site.path}:{a.word.site.line})"
+            if note not in s.ignored:
+                s.ignored.append(note)
+        if f in _MG_INT:
+            name = _MG_INT[f]
+            value = _int(_one(a).text, f, a.evidence)
+            if name in ("tp", "pp", "cp", "ep", "etp", "vpp", "micro_batch_size", "global_batch", "seq_len",
+                        "num_layers", "layers_per_virtual_stage") and value < 1:
+                raise InputError(f"{a.evidence}: {f} must be >= 1, got {value}")
+            if f == "--ds-sequence-parallel-size":
+                s.ignored.append(f"{f}: DeepSpeed-Ulysses all-to-all sequence parallelism, priced as context "
+                                 f"parallelism ({a.word.site.path}:{a.word.site.line})")
+            if f == "--zero-stage" and value > 3:
+                raise InputError(f"{a.evidence}: --zero-stage must be 0..3, got {value}")
+            s.put(name, value, a.evidence)
+        elif f == "--sequence-parallel":
+            s.put("sequence_parallel", True, a.evidence)
+        elif f == "--use-distributed-optimizer":
+            s.put("zero_stage", 1, a.evidence)
+        elif f in ("--use-megatron-fsdp", "--use-torch-fsdp2"):
+            fsdp = (f, a.evidence)
+        elif f == "--data-parallel-sharding-strategy":
+            sharding = (_one(a).text, a.evidence)
+        elif f == "--torch-fsdp2-no-reshard-after-forward":
+            sharding = ("optim_grads", a.evidence)
+        elif f == "--recompute-granularity":
+            value = _one(a).text
+            if value not in ("full", "selective"):
+                raise InputError(f"{a.evidence}: --recompute-granularity must be full or selective, got {value!r}")
+            s.put("recompute", value, a.evidence)
+        elif f == "--recompute-activations":
+            s.put("recompute", "selective", a.evidence)
+        elif f == "--checkpoint-activations":
+            s.put("recompute", "full", a.evidence)
+        elif f in ("--fp8-format", "--fp8-hybrid", "--fp8-e4m3"):
+            if f == "--fp8-format" and _one(a).text not in ("e4m3", "hybrid"):
+                raise InputError(f"{a.evidence}: --fp8-format must be e4m3 or hybrid, got {_one(a).text!r}")
+            s.put("precision", "fp8", a.evidence)
+        elif f in ("--bf16", "--fp16"):
+            if "precision" not in s.values or s.values["precision"][0] != "fp8":
+                s.put("precision", "bf16", a.evidence)
+            if f == "--fp16":
+                where = f"{a.word.site.path}:{a.word.site.line}"
+                s.ignored.append(f"--fp16: FP16 mixed precision, priced as bf16 ({where})")
+        elif f == "--no-pipeline-parallel":
+            s.put("pp", 1, a.evidence)
+        elif f == "--pipeline-model-parallel-layout":
+            s.put("pp_layout", _one(a).text, a.evidence)
+    if fsdp is not None:
+        strategy = sharding[0] if sharding else "optim_grads_params"
+        stage = {"no_shard": 0, "optim": 1, "optim_grads": 2, "optim_grads_params": 3}.get(strategy)
+        if stage is None:
+            raise InputError(f"{sharding[1]}: --data-parallel-sharding-strategy must be no_shard, optim, optim_grads "
+                             f"or optim_grads_params, got {strategy!r}")
+        s.put("zero_stage", stage, fsdp[1] if not sharding else f"{fsdp[1]}; {sharding[1]}")
+
+
+# ---------------------------------------------------------------------------------------------------
+# Launchers
+
+
+_LAUNCHERS = {"torchrun", "deepspeed", "deepspeed.pt"}
+_PY = re.compile(r"^(python[0-9.]*|.*/python[0-9.]*)$")
+
+
+@dataclass
+class _Launch:
+    launcher: str | None
+    launcher_args: list[Word]
+    entry: Word
+    args: list[Word]
+    command: Command
+
+
+def _find_launch(cmd: Command) -> _Launch | None:
+    w = list(cmd.words)
+    if not w or w[0].text in ("echo", "printf", "mkdir", "cd", "set", "exit", "rm", "cp", "cat", "wget", "sed"):
+        return None
+    launcher = None
+    for i, x in enumerate(w):
+        name = x.text.rsplit("/", 1)[-1]
+        if name in _LAUNCHERS:
+            launcher, start = name, i + 1
+            break
+        if _PY.match(x.text) and i + 2 < len(w) and w[i + 1].text == "-m" and w[i + 2].text in (
+                "torch.distributed.run", "torch.distributed.launch"):
+            launcher, start = "torchrun", i + 3
+            break
+    else:
+        start = 0
+    j = start
+    while j < len(w):
+        t = w[j].text
+        if t.endswith(".py") or (t.endswith(".sh") and j > 0) or (t == "-m" and launcher is not None):
+            break
+        if _PY.match(t) and launcher is None and j + 1 < len(w) and w[j + 1].text == "-m":
+            j += 1
+            break
+        j += 1
+    if j >= len(w):
+        return None
+    if w[j].text == "-m":
+        if j + 1 >= len(w):
+            return None
+        entry, rest = w[j + 1], w[j + 2:]
+        largs = w[start:j]
+    else:
+        entry, rest = w[j], w[j + 1:]
+        largs = w[start:j]
+    if launcher is None and not (entry.text.endswith(".py") or any(x.text.startswith("--") for x in rest)):
+        return None
+    return _Launch(launcher, largs, entry, rest, cmd)
+
+
+def _launch_commands(path: Path) -> list[_Launch]:
+    launches = [x for x in (_find_launch(c) for c in read_commands(path)) if x is not None]
+    if len(launches) > 1:
+        first = [w.text for w in launches[0].args]
+        for other in launches[1:]:
+            if [w.text for w in other.args] != first:
+                raise InputError(f"{path}: two launch commands with different arguments (lines "
+                                 f"{launches[0].command.origin.line} and {other.command.origin.line}); pass the "
+                                 f"file of one job")
+    return launches
+
+
+def _launcher_settings(launch: _Launch, s: _Settings) -> None:
+    nargs = {"--standalone": 0, "--no-python": 0, "--no_python": 0, "--no-local-rank": 0, "--no_local_rank": 0}
+    args = {a.flag.replace("_", "-"): a for a in _split_args(launch.launcher_args, nargs)}
+    if launch.launcher == "torchrun":
+        nodes, procs = args.get("--nnodes"), args.get("--nproc-per-node")
+        n = p = None
+        if nodes is not None:
+            text = _one(nodes).text
+            if not re.fullmatch(r"\d+", text):
+                s.ignored.append(f"--nnodes {text}: elastic node range; world size not fixed ({nodes.evidence})")
+            else:
+                n = _int(text, "--nnodes", nodes.evidence)
+        elif "--standalone" in args or procs is not None:
+            n = 1
+        if procs is not None:
+            text = _one(procs).text
+            if re.fullmatch(r"\d+", text):
+                p = _int(text, "--nproc-per-node", procs.evidence)
+                s.put("gpus_per_node", p, procs.evidence)
+        if n is not None and p is not None:
+            s.put("world_size", n * p, f"{nodes.evidence if nodes else procs.evidence}; {procs.evidence}")
+    elif launch.launcher in ("deepspeed", "deepspeed.pt"):
+        extra = s.extra or {}
+        for key in ("--num-nodes", "--num-gpus", "--hostfile"):
+            if key in args:
+                extra[key] = (_one(args[key]).text, args[key].evidence)
+        for key in ("--include", "--exclude", "-i", "-e"):
+            if key in args:
+                s.ignored.append(f"deepspeed {key}: host/GPU selection not applied ({args[key].evidence})")
+        s.extra = extra
+
+
+# ---------------------------------------------------------------------------------------------------
+# torchtitan
+
+
+_TT_SINGLE_STAGE = {"1f1b", "gpipe", "pipelineschedulesingle"}
+_TT_MULTI_STAGE = {"interleaved1f1b", "loopedbfs", "interleavedzerobubble", "zbvzerobubble", "dualpipev",
+                   "pipelineschedulemulti"}
+_TT_BOOL = {"training.disable_cuda_graphs", "parallelism.enable_sequence_parallel",
+            "parallelism.enable_async_tensor_parallel", "compile.enable", "training.compile",
+            "parallelism.disable_loss_parallel"}
+
+
+def _tt_key(flag: str) -> tuple[str, bool]:
+    """`--parallelism.no-enable-sequence-parallel` -> ("parallelism.enable_sequence_parallel", False)."""
+    key = flag[2:]
+    section, _, name = key.rpartition(".")
+    name = name.replace("-", "_")
+    value = True
+    if name.startswith("no_") and f"{section}.{name[3:]}" in _TT_BOOL:
+        name, value = name[3:], False
+    return (f"{section}.{name}" if section else name), value
+
+
+def _torchtitan_flags(words: list[Word], s: _Settings) -> dict[str, tuple[Any, str]]:
+    """Dotted keys from torchtitan CLI flags (0.3.0 tyro and 0.2.x)."""
+    out: dict[str, tuple[Any, str]] = {}
+    i = 0
+    while i < len(words):
+        w = words[i]
+        if w.text.startswith("activation-checkpoint:") or w.text.startswith("activation_checkpoint:"):
+            out["activation_checkpoint.mode"] = (w.text.split(":", 1)[1].replace("-", "_"), w.evidence)
+            i += 1
+            continue
+        if not w.text.startswith("--"):
+            raise InputError(f"{w.site}: unexpected argument {w.text!r}; expected --section.key value flags")
+        flag, eq, inline = w.text.partition("=")
+        key, truth = _tt_key(flag)
+        if eq:
+            _word_check(w, flag)
+            out[key] = (inline, w.evidence)
+            i += 1
+            continue
+        nxt = words[i + 1] if i + 1 < len(words) else None
+        takes_value = (key not in _TT_BOOL and key not in ("module", "config")) or key in ("module", "config")
+        if key in _TT_BOOL or not takes_value:
+            out[key] = (truth, w.evidence)
+            i += 1
+            continue
+        if nxt is None or nxt.text.startswith("--") or nxt.text.startswith("activation-checkpoint:"):
+            raise InputError(f"{w.site}: {flag} is missing its value")
+        _word_check(nxt, flag)
+        ev = w.evidence if nxt.origin in (w.origin, w.site) else f"{w.site} [{flag} value from {nxt.origin}]"
+        out[key] = (nxt.text, ev)
+        i += 2
+    return out
+
+
+def _torchtitan_toml(path: Path) -> dict[str, tuple[Any, str]]:
+    text = read_text(path, "torchtitan config", "expected a TOML file")
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise InputError(f"{path}: not valid TOML ({err}); expected torchtitan's [job]/[model]/[parallelism] "
+                         f"sections") from None
+    lines = text.splitlines()
+    out: dict[str, tuple[Any, str]] = {}
+    for section, table in data.items():
+        if not isinstance(table, dict):
+            continue
+        for key, value in _flatten(table):
+            dotted = f"{section}.{key}"
+            out[dotted] = (value, _toml_evidence(path, lines, section, key.rsplit(".", 1)[-1]))
+    return out
+
+
+def _flatten(table: dict, prefix: str = "") -> list[tuple[str, Any]]:
+    items = []
+    for k, v in table.items():
+        if isinstance(v, dict):
+            items += _flatten(v, f"{prefix}{k}.")
+        else:
+            items.append((f"{prefix}{k}", v))
+    return items
+
+
+def _toml_evidence(path: Path, lines: list[str], section: str, key: str) -> str:
+    in_section = False
+    for n, line in enumerate(lines, 1):
+        stripped = line.strip()
+        if stripped.startswith("["):
+            in_section = stripped.strip("[] ").split(".")[0] == section
+        elif in_section and re.match(rf"{re.escape(key)}\s*=", stripped):
+            return f"{path}:{n}: {stripped}"
+    return f"{path}: [{section}] {key}"
+
+
+def _torchtitan_settings(keys: dict[str, tuple[Any, str]], s: _Settings, where: str) -> None:
+    def get(key: str):
+        return keys.get(key, (None, None))
+
+    def degree(key: str, field: str, *, allow_negative: bool = False) -> int | None:
+        value, ev = get(key)
+        if value is None:
+            return None
+        v = _int(value, key, ev, allow_negative=allow_negative)
+        if v == 0 or (v < 0 and not (allow_negative and v == -1)):
+            raise InputError(f"{ev}: {key} must be >= 1{' or -1' if allow_negative else ''}, got {v}")
+        if field:
+            s.put(field, v, ev)
+        return v
+
+    for key, field in (("parallelism.tensor_parallel_degree", "tp"), ("parallelism.context_parallel_degree", "cp"),
+                       ("parallelism.expert_parallel_degree", "ep"), ("parallelism.pipeline_parallel_degree", "pp"),
+                       ("parallelism.expert_tensor_parallel_degree", "etp"),
+                       ("parallelism.data_parallel_replicate_degree", "dp_replicate"),
+                       ("training.seq_len", "seq_len")):
+        degree(key, field)
+    shard = degree("parallelism.data_parallel_shard_degree", "", allow_negative=True)
+    if shard is not None:
+        ev = get("parallelism.data_parallel_shard_degree")[1]
+        if shard > 0:
+            s.put("dp_shard", shard, ev)
+        s.put("_tt_shard", shard, ev)
+    reshard, rev = get("parallelism.fsdp_reshard_after_forward")
+    if reshard is not None:
+        s.put("_tt_reshard", str(reshard), rev)
+    local = get("training.local_batch_size") if "training.local_batch_size" in keys else get("training.batch_size")
+    if local[0] is not None:
+        s.put("_tt_local_batch", _int(local[0], "training.local_batch_size", local[1]), local[1])
+    pmb = get("parallelism.pipeline_parallel_microbatch_size")
+    if pmb[0] is not None:
+        s.put("_tt_pp_microbatch", _int(pmb[0], "parallelism.pipeline_parallel_microbatch_size", pmb[1]), pmb[1])
+    gbs = get("training.global_batch_size")
+    if gbs[0] is not None and _int(gbs[0], "training.global_batch_size", gbs[1], allow_negative=True) > 0:
+        s.put("global_batch", int(gbs[0]), gbs[1])
+    sched = get("parallelism.pipeline_parallel_schedule")
+    if sched[0] is not None:
+        name = str(sched[0]).lower()
+        if name not in _TT_SINGLE_STAGE | _TT_MULTI_STAGE:
+            raise InputError(f"{sched[1]}: unknown pipeline_parallel_schedule {sched[0]!r}; expected one of "
+                             f"1F1B, GPipe, Interleaved1F1B, LoopedBFS, InterleavedZeroBubble, ZBVZeroBubble, "
+                             f"DualPipeV")
+        s.put("_tt_schedule", name, sched[1])
+    lps = get("parallelism.pipeline_parallel_layers_per_stage")
+    if lps[0] is not None:
+        s.put("layers_per_virtual_stage", _int(lps[0], "pipeline_parallel_layers_per_stage", lps[1]), lps[1])
+    for key, field in (("parallelism.pipeline_parallel_first_stage_less_layers", "first_stage_less_layers"),
+                       ("parallelism.pipeline_parallel_last_stage_less_layers", "last_stage_less_layers")):
+        v, ev = get(key)
+        if v is not None:
+            s.put(field, _int(v, key.split(".")[1], ev), ev)
+    mode, mev = get("activation_checkpoint.mode")
+    if mode is not None:
+        mode = str(mode).replace("-", "_")
+        if mode in ("none", "selective", "full"):
+            s.put("recompute", mode, mev)
+        elif mode == "memory_budget":
+            s.ignored.append(f"activation checkpointing memory_budget: recompute chosen by the compiler ({mev})")
+        else:
+            raise InputError(f"{mev}: activation checkpoint mode must be none, selective, full or memory_budget, "
+                             f"got {mode!r}")
+    sp, spev = get("parallelism.enable_sequence_parallel")
+    if sp is not None:
+        s.put("sequence_parallel", sp in (True, "true", "True"), spev)
+    conv, cev = get("model.converters")
+    if conv is not None:
+        names = conv if isinstance(conv, list) else [c for c in str(conv).split(",") if c]
+        if any("float8" in str(c) or str(c).split(".")[-1] == "mx" for c in names):
+            s.put("precision", "fp8", cev)
+    name, nev = get("model.name")
+    flavor, fev = get("model.flavor")
+    module, mev2 = get("module")
+    config, cfev = get("config")
+    if name is not None or flavor is not None:
+        s.put("model_ref", f"{name or '?'}:{flavor or '?'}", nev or fev)
+    if module is not None or config is not None:
+        s.put("model_ref", f"{module or '?'}:{config or '?'}", mev2 or cfev)
+    for key, why in (("parallelism.enable_async_tensor_parallel", "async tensor parallelism"),
+                     ("compile.enable_async_tensor_parallel", "async tensor parallelism")):
+        v, ev = get(key)
+        if v in (True, "true", "True"):
+            s.ignored.append(f"{key}: {why} ({ev})")
+    cfg, cev2 = get("job.config_file")
+    if cfg is not None:
+        s.extra = (s.extra or {}) | {"config_file": (str(cfg), cev2)}
+    del where
+
+
+def _torchtitan_finish(v: dict[str, tuple[Any, str]], ignored: list[str]) -> None:
+    """Derived torchtitan fields: micro-batch, dp, ZeRO stage, vpp, sequence parallel."""
+    pp = v.get("pp", (1, ""))[0]
+    tp = v.get("tp", (1, ""))[0]
+    local = v.pop("_tt_local_batch", None)
+    pmb = v.pop("_tt_pp_microbatch", None)
+    if pp > 1:
+        mbs = pmb if pmb is not None else (1, "torchtitan default pipeline_parallel_microbatch_size 1")
+        v["micro_batch_size"] = mbs
+    elif local is not None:
+        v["micro_batch_size"] = local
+    shard = v.pop("_tt_shard", None)
+    rep = v.get("dp_replicate", (1, ""))[0]
+    reshard = v.pop("_tt_reshard", ("default", ""))
+    world = v.get("world_size", (None, ""))[0]
+    shard_value = shard[0] if shard is not None else -1
+    if shard_value == -1 and world is not None:
+        rest = rep * v.get("cp", (1, ""))[0] * tp * pp
+        if world % rest:
+            raise InputError(f"torchtitan: world size {world} is not divisible by dp_replicate({rep}) * cp * tp({tp}) "
+                             f"* pp({pp}) = {rest}; data_parallel_shard_degree -1 cannot resolve")
+        shard_value = world // rest
+    if shard_value != -1:
+        if "dp_shard" in v or shard is not None:
+            v["dp"] = (rep * shard_value, shard[1] if shard else "")
+    ev = shard[1] if shard else "torchtitan default data_parallel_shard_degree -1"
+    if shard_value == 1:
+        v["zero_stage"] = (0, ev)
+    else:
+        v["zero_stage"] = (2 if str(reshard[0]) == "never" else 3, ev if reshard[1] == "" else f"{ev}; {reshard[1]}")
+    sched = v.pop("_tt_schedule", None)
+    if pp > 1 and "layers_per_virtual_stage" not in v:
+        name = sched[0] if sched else "1f1b"
+        v["vpp"] = (1 if name in _TT_SINGLE_STAGE else 2, sched[1] if sched else "torchtitan default schedule 1F1B")
+    if "sequence_parallel" not in v:
+        v["sequence_parallel"] = (tp > 1, "")
+    elif tp == 1:
+        v["sequence_parallel"] = (False, v["sequence_parallel"][1])
+    del ignored
+
+
+# ---------------------------------------------------------------------------------------------------
+# Megatron-Bridge
+
+
+_BRIDGE_SECTIONS = {"model_config": "model", "train_config": "train", "ddp_config": "ddp", "dist_config": "dist",
+                    "optimizer_config": "optimizer", "mixed_precision_config": "mixed_precision",
+                    "dataset_config": "dataset"}
+_BRIDGE_INT = {"model.tensor_model_parallel_size": "tp", "model.pipeline_model_parallel_size": "pp",
+               "model.virtual_pipeline_model_parallel_size": "vpp", "model.context_parallel_size": "cp",
+               "model.expert_model_parallel_size": "ep", "model.expert_tensor_parallel_size": "etp",
+               "model.num_layers": "num_layers", "model.hidden_size": "hidden_size",
+               "model.num_attention_heads": "num_attention_heads", "model.num_moe_experts": "num_experts",
+               "model.seq_length": "seq_len", "dataset.sequence_length": "seq_len",
+               "model.num_layers_in_first_pipeline_stage": "first_stage_layers",
+               "model.num_layers_in_last_pipeline_stage": "last_stage_layers",
+               "train.micro_batch_size": "micro_batch_size", "train.global_batch_size": "global_batch"}
+
+
+def _bridge_keys(data: Any, path: Path, lines: list[str]) -> dict[str, tuple[Any, str]]:
+    if isinstance(data, dict) and set(data) == {"ConfigContainer"} | (set(data) - {"ConfigContainer"}) and \
+            "ConfigContainer" in data:
+        data = data["ConfigContainer"]
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: expected a YAML mapping of ConfigContainer sections (model:, train:, ...)")
+    out: dict[str, tuple[Any, str]] = {}
+    for raw, table in data.items():
+        section = _BRIDGE_SECTIONS.get(raw, raw)
+        if not isinstance(table, dict):
+            if section == "mixed_precision":
+                out[section] = (table, _yaml_evidence(path, lines, None, raw))
+            continue
+        for key, value in table.items():
+            out[f"{section}.{key}"] = (value, _yaml_evidence(path, lines, raw, key))
+    return out
+
+
+def _yaml_evidence(path: Path, lines: list[str], section: str | None, key: str) -> str:
+    """The line of `key` inside the `section:` block (by indentation)."""
+    start, indent = 0, -1
+    if section is not None:
+        for n, line in enumerate(lines):
+            if re.match(rf"\s*{re.escape(section)}\s*:\s*(#.*)?$", line):
+                start, indent = n + 1, len(line) - len(line.lstrip())
+                break
+    for n in range(start, len(lines)):
+        line = lines[n]
+        depth = len(line) - len(line.lstrip())
+        if line.strip() and not line.lstrip().startswith("#") and depth <= indent:
+            break
+        if re.match(rf"\s*{re.escape(key)}\s*:", line):
+            return f"{path}:{n + 1}: {line.strip()}"
+    return f"{path}: {section}.{key}" if section else f"{path}: {key}"
+
+
+def _bridge_settings(keys: dict[str, tuple[Any, str]], s: _Settings) -> None:
+    for key, field in _BRIDGE_INT.items():
+        value, ev = keys.get(key, (None, None))
+        if value is None:
+            continue
+        v = _int(value, key, ev)
+        if v < 1 and field not in ("first_stage_layers", "last_stage_layers"):
+            raise InputError(f"{ev}: {key} must be >= 1, got {v}")
+        if field in s.values and s.values[field][0] != v:
+            raise InputError(f"contradictory {field}: {v} ({ev}) vs {s.values[field][0]} ({s.values[field][1]})")
+        s.put(field, v, ev)
+    sp, ev = keys.get("model.sequence_parallel", (None, None))
+    if sp is not None:
+        s.put("sequence_parallel", bool(sp), ev)
+    rg, ev = keys.get("model.recompute_granularity", (None, None))
+    if rg is not None:
+        if rg not in ("full", "selective"):
+            raise InputError(f"{ev}: model.recompute_granularity must be full, selective or null, got {rg!r}")
+        s.put("recompute", rg, ev)
+    layout, ev = keys.get("model.pipeline_model_parallel_layout", (None, None))
+    if layout is not None:
+        s.put("pp_layout", str(layout), ev)
+    fsdp = next(((k, keys[k]) for k in ("ddp.use_megatron_fsdp", "dist.use_megatron_fsdp", "dist.use_torch_fsdp2")
+                 if keys.get(k, (None,))[0] is True), None)
+    if fsdp is not None:
+        strategy, sev = keys.get("ddp.data_parallel_sharding_strategy", (None, None))
+        stages = {"no_shard": 0, "optim": 1, "optim_grads": 2, "optim_grads_params": 3}
+        stage = stages.get(strategy or "optim_grads_params")
+        if stage is None:
+            raise InputError(f"{sev}: ddp.data_parallel_sharding_strategy must be no_shard, optim, optim_grads or "
+                             f"optim_grads_params, got {strategy!r}")
+        s.put("zero_stage", stage, fsdp[1][1] + (f"; {sev}" if sev else ""))
+    else:
+        for k in ("ddp.use_distributed_optimizer", "optimizer.use_distributed_optimizer"):
+            v, ev = keys.get(k, (None, None))
+            if v is not None:
+                s.put("zero_stage", 1 if v else 0, ev)
+                if v:
+                    break
+    mp, ev = keys.get("mixed_precision.fp8", (None, None))
+    mfp8, mev = keys.get("model.fp8", (None, None))
+    recipe, rev = keys.get("mixed_precision", (None, None))
+    if mp or mfp8:
+        s.put("precision", "fp8", ev if mp else mev)
+    elif isinstance(recipe, str):
+        s.put("precision", "fp8" if "fp8" in recipe else "bf16", rev)
+    elif keys.get("mixed_precision.bf16", (None,))[0] is True:
+        s.put("precision", "bf16", keys["mixed_precision.bf16"][1])
+    for key, why in (("comm_overlap.tp_comm_overlap", "overlaps TP communication with GEMMs"),
+                     ("ddp.overlap_grad_reduce", "overlaps the gradient reduce with backward"),
+                     ("ddp.overlap_param_gather", "overlaps the parameter all-gather with forward"),
+                     ("model.cpu_offloading", "activation/weight offload to CPU"),
+                     ("dist.use_tp_pp_dp_mapping", "rank order tp-cp-ep-pp-dp")):
+        v, ev = keys.get(key, (None, None))
+        if v is True:
+            s.ignored.append(f"{key}: {why} ({ev})")
+
+
+def _hydra_overrides(words: list[Word]) -> tuple[dict[str, tuple[Any, str]], str | None]:
+    keys: dict[str, tuple[Any, str]] = {}
+    config_file = None
+    i = 0
+    while i < len(words):
+        w = words[i]
+        if w.text in ("--config-file", "--config_file"):
+            if i + 1 >= len(words):
+                raise InputError(f"{w.site}: --config-file is missing its value")
+            config_file = words[i + 1].text
+            i += 2
+            continue
+        m = re.fullmatch(r"\+{0,2}([A-Za-z_][\w.]*)=(.*)", w.text, re.S)
+        if m:
+            _word_check(w, m.group(1))
+            try:
+                value = yaml.safe_load(m.group(2)) if m.group(2) else None
+            except yaml.YAMLError:
+                value = m.group(2)
+            section, _, rest = m.group(1).partition(".")
+            keys[f"{_BRIDGE_SECTIONS.get(section, section)}.{rest}" if rest else section] = (value, w.evidence)
+        i += 1
+    return keys, config_file
+
+
+# ---------------------------------------------------------------------------------------------------
+# DeepSpeed
+
+
+def _deepspeed_json(path: Path, s: _Settings) -> None:
+    text = read_text(path, "DeepSpeed config", "expected a JSON file")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise InputError(f"{path}:{err.lineno}: not valid JSON ({err.msg}); expected a DeepSpeed config object") \
+            from None
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: expected a JSON object with DeepSpeed keys (train_batch_size, zero_optimization...)")
+    lines = text.splitlines()
+
+    def ev(key: str) -> str:
+        for n, line in enumerate(lines, 1):
+            if f'"{key}"' in line:
+                return f"{path}:{n}: {line.strip()}"
+        return f"{path}: {key}"
+
+    for key, field in (("train_batch_size", "global_batch"), ("train_micro_batch_size_per_gpu", "micro_batch_size"),
+                       ("gradient_accumulation_steps", "_ds_gas"), ("sequence_parallel_size", "cp")):
+        if key in data:
+            v = _int(data[key], key, ev(key))
+            if v < 1:
+                raise InputError(f"{ev(key)}: {key} must be >= 1, got {v}")
+            s.put(field, v, ev(key))
+    zero = data.get("zero_optimization")
+    if isinstance(zero, dict) and "stage" in zero:
+        stage = _int(zero["stage"], "zero_optimization.stage", ev("stage"))
+        if stage > 3:
+            raise InputError(f"{ev('stage')}: zero_optimization.stage must be 0..3, got {stage}")
+        s.put("zero_stage", stage, ev("stage"))
+        for key in ("offload_param", "offload_optimizer"):
+            dev = zero.get(key)
+            if isinstance(dev, dict) and dev.get("device") not in (None, "none"):
+                s.ignored.append(f"zero_optimization.{key} to {dev.get('device')} ({ev(key)})")
+        if int(zero.get("zero_hpz_partition_size", 1) or 1) > 1:
+            hpz = ev("zero_hpz_partition_size")
+            s.ignored.append(f"zero_hpz_partition_size (ZeRO++ hierarchical partitioning) ({hpz})")
+    tpc = data.get("tensor_parallel")
+    if isinstance(tpc, dict) and "autotp_size" in tpc:
+        s.put("tp", _int(tpc["autotp_size"], "tensor_parallel.autotp_size", ev("autotp_size")), ev("autotp_size"))
+    for key in ("bf16", "fp16"):
+        sec = data.get(key)
+        if isinstance(sec, dict) and sec.get("enabled") in (True, "true", "auto"):
+            s.put("precision", "bf16", ev(key))
+            if key == "fp16":
+                s.ignored.append(f"fp16: FP16 mixed precision, priced as bf16 ({ev(key)})")
+
+
+def _hostfile(path: Path, s: _Settings) -> None:
+    """DeepSpeed 0.19.8 `launcher/runner.py::_parse_hostfile`: `^(\\S+)\\s+slots=(\\d+)`, `#` comments and blank
+    lines skipped, a duplicate host or any other line is an error; rank order = line order."""
+    text = read_text(path, "hostfile", "expected lines of `hostname slots=N`")
+    hosts: dict[str, int] = {}
+    first_ev = ""
+    for n, line in enumerate(text.splitlines(), 1):
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        m = re.search(r"^(\S+)\s+slots=(\d+)", stripped)
+        if not m:
+            raise InputError(f"{path}:{n}: {stripped!r} is not `hostname slots=N`; DeepSpeed rejects the hostfile")
+        if m.group(1) in hosts:
+            raise InputError(f"{path}:{n}: host {m.group(1)} is listed twice; DeepSpeed rejects duplicate hosts")
+        hosts[m.group(1)] = int(m.group(2))
+        first_ev = first_ev or f"{path}:{n}: {stripped}"
+    if not hosts:
+        raise InputError(f"{path}: no `hostname slots=N` line; DeepSpeed rejects an empty hostfile")
+    s.extra = (s.extra or {}) | {"hosts": (hosts, first_ev)}
+
+
+def _looks_like_hostfile(text: str) -> bool:
+    lines = [x.strip() for x in text.splitlines() if x.strip() and not x.strip().startswith("#")]
+    # one `host slots=N` line makes it a hostfile (a bad line among them is then reported by _hostfile)
+    return any(re.search(r"^(\S+)\s+slots=\d", x) for x in lines) and not any(
+        re.search(r"torchrun|python|deepspeed|--\w", x) for x in lines)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Detection and the public entry points
+
+
+def _kind(path: Path) -> str:
+    """toml | json | yaml | hostfile | script."""
+    suffix = path.suffix.lower()
+    if suffix == ".toml":
+        return "toml"
+    if suffix == ".json":
+        return "json"
+    if suffix in (".yaml", ".yml"):
+        return "yaml"
+    text = read_text(path, "launch file", "expected a launch script, config or hostfile")
+    if _looks_like_hostfile(text):
+        return "hostfile"
+    return "script"
+
+
+def _script_framework(path: Path) -> str | None:
+    text = read_text(path, "launch script", "expected a shell script or an argument list")
+    if re.search(r"torchtitan\.train|--parallelism\.|--job\.config_file|activation-checkpoint:|--model\.flavor", text):
+        return "torchtitan"
+    if re.search(r"--deepspeed_config|--deepspeed-config|\bdeepspeed(\.pt)?\s", text):
+        return "megatron-deepspeed"
+    if re.search(r"--tensor-model-parallel-size|--pipeline-model-parallel-size|--micro-batch-size|--num-layers\b|"
+                 r"pretrain_gpt|--model-parallel-size|\bmodel\.tensor_model_parallel_size=|"
+                 r"\btrain\.global_batch_size=", text):
+        return "megatron"
+    return None
+
+
+def detect_framework(paths: list[Path]) -> str:
+    """The framework the files belong to; an InputError names the files when it cannot be told."""
+    votes: dict[str, list[str]] = {}
+    for p in paths:
+        kind = _kind(p)
+        fw = {"toml": "torchtitan", "json": "deepspeed", "hostfile": "deepspeed", "yaml": "megatron"}.get(kind)
+        if kind == "script":
+            fw = _script_framework(p)
+        if fw is not None:
+            votes.setdefault(fw, []).append(str(p))
+    if "megatron-deepspeed" in votes:
+        target = "deepspeed" if "deepspeed" in votes else "megatron"
+        votes.setdefault(target, []).extend(votes.pop("megatron-deepspeed"))
+    if "deepspeed" in votes and "megatron" in votes and not any(_kind(Path(p)) == "yaml" for p in votes["megatron"]):
+        votes["deepspeed"] += votes.pop("megatron")
+    names = ", ".join(str(p) for p in paths)
+    if len(votes) == 1:
+        return next(iter(votes))
+    if not votes:
+        raise InputError(f"cannot tell the framework of {names}: no Megatron flags, torchtitan flags or TOML, or "
+                         f"DeepSpeed JSON/hostfile found; pass --framework megatron|torchtitan|deepspeed")
+    seen = "; ".join(f"{fw}: {', '.join(ps)}" for fw, ps in sorted(votes.items()))
+    raise InputError(f"the files look like more than one framework ({seen}); pass the files of one job, or "
+                     f"--framework megatron|torchtitan|deepspeed")
+
+
+def parse_launch(paths: list[Path], framework: str | None = None) -> LaunchLayout:
+    """The layout `paths` state, read as `framework` (detected when None)."""
+    if not paths:
+        raise InputError("no launch files given; pass the job's launch script or config files")
+    fw = framework or detect_framework(paths)
+    if fw not in FRAMEWORKS:
+        raise InputError(f"unknown framework {fw!r}; expected one of megatron, torchtitan, deepspeed")
+    groups = [_read_file(Path(p), fw) for p in paths]
+    if fw == "torchtitan":
+        groups = _torchtitan_merge(groups, paths)
+    values, ignored = _merge(groups)
+    extra: dict[str, Any] = {}
+    for g in groups:
+        extra |= g.extra or {}
+    if fw == "deepspeed":
+        _deepspeed_finish(values, ignored, extra)
+    if fw == "torchtitan":
+        _torchtitan_finish(values, ignored)
+    if fw in ("megatron", "deepspeed"):
+        _megatron_finish(values, ignored)
+    return _build(fw, values, ignored)
+
+
+def _read_file(path: Path, fw: str) -> _Settings:
+    s = _Settings(str(path), {}, [])
+    kind = _kind(path)
+    if kind == "toml":
+        if fw != "torchtitan":
+            raise InputError(f"{path}: a TOML file is a torchtitan config; this audit reads {fw}")
+        s.extra = {"toml_keys": _torchtitan_toml(path)}
+        return s
+    if kind == "json":
+        if fw != "deepspeed":
+            raise InputError(f"{path}: a JSON file is read as a DeepSpeed config; pass --framework deepspeed")
+        _deepspeed_json(path, s)
+        return s
+    if kind == "hostfile":
+        _hostfile(path, s)
+        return s
+    if kind == "yaml":
+        if fw != "megatron":
+            raise InputError(f"{path}: a YAML file is read as a Megatron-Bridge ConfigContainer; pass --framework "
+                             f"megatron")
+        text = read_text(path, "Megatron-Bridge config", "expected a YAML ConfigContainer")
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as err:
+            mark = getattr(err, "problem_mark", None)
+            where = f"{path}:{mark.line + 1}" if mark else str(path)
+            raise InputError(f"{where}: not valid YAML ({getattr(err, 'problem', err)}); expected a Megatron-Bridge "
+                             f"ConfigContainer") from None
+        _bridge_settings(_bridge_keys(data, path, text.splitlines()), s)
+        return s
+    # a script or an argument list
+    launches = _launch_commands(path)
+    if launches:
+        launch = launches[0]
+        _launcher_settings(launch, s)
+        args = launch.args
+    else:
+        args = [w for c in read_commands(path) for w in c.words]
+        if not args or (not args[0].text.startswith(("-", "activation")) and "=" not in args[0].text):
+            raise InputError(f"{path}: no launch command (torchrun, deepspeed, python ... .py) and not an argument "
+                             f"list; expected a launch script or a file of --flag value arguments")
+    if fw == "torchtitan":
+        s.extra = (s.extra or {}) | {"cli_keys": _torchtitan_flags(args, s)}
+        s.override = True
+    elif any(re.fullmatch(r"\+{0,2}[A-Za-z_][\w]*\.[\w.]+=.*", w.text, re.S) for w in args):
+        keys, config_file = _hydra_overrides(args)
+        _bridge_settings(keys, s)
+        _megatron_args([w for w in args if w.text.startswith("--") and w.text != "--config-file"], s)
+        s.override = True
+        if config_file:
+            s.extra = (s.extra or {}) | {"config_file": (config_file, "")}
+    else:
+        _megatron_args(args, s)
+    return s
+
+
+def _torchtitan_merge(groups: list[_Settings], paths: list[Path]) -> list[_Settings]:
+    """TOML keys first, then CLI flags on top (torchtitan's precedence)."""
+    merged: dict[str, tuple[Any, str]] = {}
+    for g in groups:
+        merged |= (g.extra or {}).get("toml_keys", {})
+    for g in groups:
+        merged |= (g.extra or {}).get("cli_keys", {})
+    out = _Settings(", ".join(str(p) for p in paths), {}, [])
+    _torchtitan_settings(merged, out, out.path)
+    for g in groups:  # launcher facts (world size) stay with their file
+        for k in ("world_size", "gpus_per_node"):
+            if k in g.values:
+                out.values[k] = g.values[k]
+        out.ignored += g.ignored
+    cfg = (out.extra or {}).get("config_file")
+    if cfg and not any(Path(cfg[0]).name == Path(p).name for p in paths):
+        out.ignored.append(f"--job.config_file {cfg[0]} is not among the audited files: its settings are not read "
+                           f"({cfg[1]})")
+    return [out]
+
+
+def _merge(groups: list[_Settings]) -> tuple[dict[str, tuple[Any, str]], list[str]]:
+    values: dict[str, tuple[Any, str]] = {}
+    ignored: list[str] = []
+    for g in sorted(groups, key=lambda g: g.override):
+        for k, (v, ev) in g.values.items():
+            if k in values and values[k][0] != v and not g.override:
+                raise InputError(f"contradictory values for {k}: {values[k][0]} ({values[k][1]}) and {v} ({ev}); "
+                                 f"make the files agree")
+            values[k] = (v, ev)
+        ignored += [x for x in g.ignored if x not in ignored]
+    return values, ignored
+
+
+def _deepspeed_finish(v: dict[str, tuple[Any, str]], ignored: list[str], extra: dict[str, Any]) -> None:
+    hosts = extra.get("hosts")
+    nodes = extra.get("--num-nodes")
+    gpus = extra.get("--num-gpus")
+    if hosts is not None:
+        pool, ev = hosts
+        names = list(pool)
+        slots = [pool[h] for h in names]
+        # DeepSpeed 0.19.8 runner.apply_num_nodes_and_gpus: the first num_nodes hosts, num_gpus slots each
+        if nodes is not None:
+            k = _int(nodes[0], "--num_nodes", nodes[1])
+            names, slots = names[:k], slots[:k]
+        if gpus is not None:
+            g = _int(gpus[0], "--num_gpus", gpus[1])
+            slots = [g] * len(names)
+        v["hosts"] = (tuple(names), ev)
+        v["world_size"] = (sum(slots), ev)
+        if len(set(slots)) == 1:
+            v["gpus_per_node"] = (slots[0], ev)
+        else:
+            ignored.append(f"hostfile slots differ per host ({dict(zip(names, slots, strict=True))}): no single "
+                           f"gpus_per_node")
+    elif gpus is not None:
+        g = _int(gpus[0], "--num_gpus", gpus[1])
+        n = _int(nodes[0], "--num_nodes", nodes[1]) if nodes is not None else 1
+        v["gpus_per_node"] = (g, gpus[1])
+        v["world_size"] = (n * g, gpus[1] if nodes is None else f"{nodes[1]}; {gpus[1]}")
+    cfg = extra.get("deepspeed_config")
+    if cfg is not None and "global_batch" not in v and "micro_batch_size" not in v and "zero_stage" not in v:
+        ignored.append(f"--deepspeed_config {cfg[0]}: the DeepSpeed JSON is not among the audited files ({cfg[1]})")
+    # train_batch_size = micro * gas * dp (deepspeed runtime/config.py _batch_assertion); derive what is missing
+    world = v.get("world_size", (None,))[0]
+    model = v.get("tp", (1,))[0] * v.get("pp", (1,))[0] * v.get("cp", (1,))[0]
+    gas = v.pop("_ds_gas", None)
+    tbs, mbs = v.get("global_batch"), v.get("micro_batch_size")
+    if world is not None:
+        if world % model:
+            raise InputError(f"world size {world} is not divisible by tp * pp * cp = {model}")
+        dp = world // model
+        if tbs is not None and mbs is None and gas is not None:
+            micro, rem = divmod(tbs[0], gas[0] * dp)
+            if rem or micro < 1:
+                raise InputError(f"train_batch_size {tbs[0]} is not gradient_accumulation_steps {gas[0]} x dp {dp} x "
+                                 f"an integer micro-batch ({tbs[1]}; {gas[1]}); DeepSpeed rejects it")
+            v["micro_batch_size"] = (micro, f"{tbs[1]}; {gas[1]} (train_batch_size / (gas x dp {dp}))")
+        elif tbs is not None and mbs is not None and gas is not None and tbs[0] != mbs[0] * gas[0] * dp:
+            raise InputError(f"train_batch_size {tbs[0]} != micro-batch {mbs[0]} x gradient_accumulation_steps "
+                             f"{gas[0]} x dp {dp} ({tbs[1]}; {mbs[1]}; {gas[1]}); DeepSpeed rejects it")
+    if tbs is None and mbs is not None and gas is not None and world is not None:
+        v["global_batch"] = (mbs[0] * gas[0] * (world // model), f"{mbs[1]}; {gas[1]}")
+
+
+def _megatron_finish(v: dict[str, tuple[Any, str]], ignored: list[str]) -> None:
+    layout = v.pop("pp_layout", None)
+    pp = v.get("pp", (1,))[0]
+    if layout is not None:
+        stages = _layout_stages(layout[0], layout[1])
+        if len(stages) % pp:
+            raise InputError(f"{layout[1]}: the layout has {len(stages)} stages, not a multiple of pp {pp}")
+        vpp = len(stages) // pp
+        if "vpp" in v and v["vpp"][0] != vpp:
+            raise InputError(f"contradictory vpp: {v['vpp'][0]} ({v['vpp'][1]}) but the layout gives {vpp} "
+                             f"({layout[1]})")
+        v["vpp"] = (vpp, layout[1])
+        per_rank = [sum(stages[r + k * pp].count("t") for k in range(vpp)) for r in range(pp)]
+        v["first_stage_layers"] = (per_rank[0], layout[1])
+        v["last_stage_layers"] = (per_rank[-1], layout[1])
+    lps = v.get("layers_per_virtual_stage")
+    if lps is not None and "num_layers" in v and pp > 1:
+        extra = sum(1 for x in ignored if "account-for-" in x and "pipeline split" in x)
+        layers = v["num_layers"][0] + extra
+        per, rem = divmod(layers, pp)
+        if rem or per % lps[0]:
+            raise InputError(f"{lps[1]}: --num-layers-per-virtual-pipeline-stage {lps[0]} does not divide "
+                             f"{layers} layers / pp {pp}; Megatron rejects it")
+        v["vpp"] = (per // lps[0], lps[1])
+        del v["layers_per_virtual_stage"]
+    tp = v.get("tp", (1,))[0]
+    if "sequence_parallel" not in v:
+        v["sequence_parallel"] = (False, "")
+    elif tp == 1 and v["sequence_parallel"][0]:
+        ignored.append(f"sequence parallel with tp 1 is turned off by Megatron ({v['sequence_parallel'][1]})")
+        v["sequence_parallel"] = (False, v["sequence_parallel"][1])
+    if "recompute" not in v:
+        v["recompute"] = ("none", "")
+    if "zero_stage" not in v:
+        v["zero_stage"] = (0, "")
+
+
+def _layout_stages(text: str, ev: str) -> list[str]:
+    """megatron-core 0.19.2 `PipelineParallelLayerLayout.parse_str_to_list`: commas are cosmetic, `(x)*n` and
+    `x*n` repeat, `|` separates stages; E embedding, t transformer layer, m MTP, L loss."""
+    s = text.replace(",", "")
+    for pattern in (r"\(([^)]+)\)\*(\d+)", r"(.)\*(\d+)"):
+        s = re.sub(pattern, lambda m: m.group(1) * int(m.group(2)), s)
+    bad = set(s) - set("EtmL|")
+    if bad:
+        raise InputError(f"{ev}: pipeline layout has unknown characters {sorted(bad)}; expected E, t, m, L, |, (x)*n")
+    return s.split("|")
+
+
+def _build(fw: str, v: dict[str, tuple[Any, str]], ignored: list[str]) -> LaunchLayout:
+    fields = {k: val for k, (val, _) in v.items() if not k.startswith("_")}
+    sources = {k: ev for k, (_, ev) in v.items() if ev and not k.startswith("_")}
+    if "hosts" in fields:
+        fields["hosts"] = tuple(fields["hosts"])
+    try:
+        return LaunchLayout(framework=fw, sources=sources, ignored=tuple(ignored), **fields)
+    except ValueError as err:  # pydantic ValidationError: a value out of range
+        bad = "; ".join(f"{'.'.join(str(x) for x in e['loc'])} = {e.get('input')!r} "
+                        f"({sources.get(str(e['loc'][0]), '')}): {e['msg']}"
+                        for e in err.errors())  # type: ignore[attr-defined]
+        raise InputError(f"launch files state an invalid layout: {bad}") from None

@@ -1,0 +1,79 @@
+"""Audit output: the JSON contract of issue #5 and a readable report."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+from placement import __version__
+from placement.audit.core import Audit
+from placement.cost.constants import GiB
+from placement.emit.common import EmitContext
+from placement.report import single_plan_table
+from placement.specs import ModelSpec
+from placement.topology import Topology
+
+FRAMEWORK_FORMAT = {"megatron": "megatron", "torchtitan": "torchtitan", "deepspeed": "deepspeed"}
+
+
+def audit_json(a: Audit) -> dict:
+    lay = a.estimate.layout
+    layout = {"framework": a.launch.framework, **lay.model_dump(mode="json"), "num_gpus": a.estimate.num_gpus,
+              "host_order": a.host_order, "sources": dict(a.launch.sources), "ignored": list(a.launch.ignored)}
+    return {"layout": layout, "estimate": a.estimate.model_dump(mode="json"),
+            "findings": [f.as_json() for f in a.findings], "best": a.best.model_dump(mode="json"),
+            "speedup": a.speedup, "changes": a.changes}
+
+
+def _ranks(ranks: list[int]) -> str:
+    return " ".join(map(str, ranks)) if len(ranks) <= 8 else " ".join(map(str, ranks[:8])) + f" ... ({len(ranks)})"
+
+
+def _layout_line(p) -> str:
+    lay = p.layout
+    return (f"tp {lay.tp}, cp {lay.cp}, ep {lay.ep}/etp {lay.etp}, pp {lay.pp} (vpp {lay.vpp}), dp {lay.dp}, "
+            f"ZeRO-{lay.zero_stage}, micro-batch {lay.micro_batch_size}, recompute {lay.recompute}")
+
+
+def audit_table(a: Audit) -> str:
+    est, best = a.estimate, a.best
+    parts = [f"audit of a {a.launch.framework} launch (placement {__version__})", single_plan_table(est)]
+    if a.findings:
+        blocks = []
+        for f in a.findings:
+            cost = "cannot run" if f.cost_s is None else f"{f.cost_s:.3f} s/step"
+            text = textwrap.fill(f.message, width=110, initial_indent="    ", subsequent_indent="    ")
+            groups = "".join(f"\n    e.g. ranks {_ranks(g['ranks'])} on {', '.join(g['hosts'])}" for g in f.groups[:2])
+            blocks.append(f"[{f.severity}] {f.kind} ({cost})\n{text}{groups}")
+        parts.append("findings:\n" + "\n".join(blocks))
+    else:
+        parts.append("no findings")
+    parts.append(f"best plan for the same job: {_layout_line(best)}\n"
+                 f"step {best.step_time_s:.3f} s vs {est.step_time_s:.3f} s as launched: speed-up x{a.speedup:.3f}; "
+                 f"memory {best.peak_memory_bytes / GiB:.1f} of {best.memory_capacity_bytes / GiB:.1f} GiB")
+    if a.changes:
+        lines = ["changes to the launch:"]
+        for c in a.changes:
+            if c["from"] is not None:
+                lines.append(f"- {c['argument']} {c['from']}")
+            if c["to"] is not None:
+                lines.append(f"+ {c['argument']} {c['to']}" + (f"    # {c['note']}" if c.get("note") else ""))
+        parts.append("\n".join(lines))
+    else:
+        parts.append("no changes: the job already runs the best plan placement knows for it")
+    return "\n\n".join(parts)
+
+
+def write_best(a: Audit, model: ModelSpec, topo: Topology, out: Path) -> list[Path]:
+    """The best plan's launch files for the audited framework, and the host-order files."""
+    from placement.emit.writer import write
+    from placement.mapping.report import write_launch_files
+
+    best = a.best
+    header = (f"placement {__version__} audit: best plan for {best.model} on {best.num_gpus} x {best.accelerator}, "
+              f"predicted step {best.step_time_s:.3f} s (x{a.speedup:.3f} over the audited launch)\n"
+              f"ranks: tp innermost, then cp, dp, pp")
+    paths = write_launch_files(out, topo, a.best_gpu_of_rank, header)
+    ctx = EmitContext(best, topo, a.best_gpu_of_rank, model.name, model.num_layers, model.is_moe)
+    written, _ = write(ctx, [FRAMEWORK_FORMAT[a.launch.framework]], out)
+    return paths + written

@@ -1,0 +1,283 @@
+"""`placement audit`: a job's own launch files in, its cost, findings, the best plan and the diff out."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from placement.audit.core import SEVERITIES, read_host_order
+from placement.cli import main
+from placement.errors import InputError
+
+DATA = Path(__file__).parent / "data"
+AUDIT = DATA / "audit"
+KINDS_WITH_GROUPS = ("tp_crosses", "cp_crosses", "ep_crosses", "ep_alltoall")
+
+
+def run(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(main, ["--reproducible", *args], catch_exceptions=False)
+    return result.exit_code, result.stdout, result.stderr
+
+
+def audit_json(*args: str, expect: tuple[int, ...] = (0, 1)) -> dict:
+    code, out, err = run("audit", *args, "--json")
+    assert code in expect, err
+    assert "Traceback" not in err
+    return json.loads(out)
+
+
+def worst(data: dict) -> int:
+    return max((SEVERITIES.index(f["severity"]) for f in data["findings"]), default=-1)
+
+
+# -- a plan placement made, audited from the files it wrote: nothing to fix ---------------------------
+
+@pytest.mark.parametrize("framework,filename", [("megatron", "megatron.sh"), ("torchtitan", "torchtitan.sh")])
+@pytest.mark.parametrize("model,gpus,seq,gbs", [("llama3-70b", 1024, 8192, 512), ("mixtral-8x7b", 256, 4096, 1024)])
+def test_audit_of_a_placement_plan_finds_nothing_to_fix(tmp_path, framework, filename, model, gpus, seq, gbs):
+    job = ["--model", model, "--cluster", "dgx-h100", "--gpus", str(gpus), "--seq-len", str(seq),
+           "--global-batch", str(gbs)]
+    # the plan is made in the framework's own space, as the audit's best plan is (torchtitan: no ZeRO-1)
+    zero = ["--zero", "0", "--zero", "2", "--zero", "3"] if framework == "torchtitan" else []
+    code, out, err = run("plan", *job, *zero, "--json", "--top-k", "1", "--emit", framework, "--out", str(tmp_path))
+    assert code == 0, err
+    planned = json.loads(out)["plans"][0]
+    if framework == "torchtitan" and planned["layout"]["etp"] != 1:
+        pytest.skip("torchtitan has no expert TP; the plan is not expressible there")
+    data = audit_json("--launch", str(tmp_path / filename), "--hosts", str(tmp_path / "hosts.txt"), *job)
+    assert data["layout"]["framework"] == framework
+    for key in ("tp", "cp", "ep", "pp", "vpp", "dp", "micro_batch_size", "zero_stage", "recompute"):
+        assert data["estimate"]["layout"][key] == planned["layout"][key], key
+    assert data["estimate"]["step_time_s"] == planned["step_time_s"]
+    assert data["speedup"] == 1.0
+    assert worst(data) <= SEVERITIES.index("info"), data["findings"]
+    assert data["changes"] == []
+
+
+def test_audit_of_a_mapped_plan_on_a_real_allocation_keeps_its_host_order(tmp_path):
+    hosts = tmp_path / "nodes.txt"
+    hosts.write_text("gpu[0001-0008]\ngpu[0041-0048]\ngpu[0103-0110]\n")
+    job = ["--model", "mixtral-8x7b", "--slurm-topology", str(DATA / "slurm" / "tree-5leaf.conf"),
+           "--nodelist", f"@{hosts}", "--node-type", "dgx-h100", "--oversubscription", "2",
+           "--seq-len", "4096", "--global-batch", "192"]
+    out = tmp_path / "launch"
+    code, stdout, err = run("plan", *job, "--top-k", "1", "--json", "--emit", "megatron", "--out", str(out))
+    assert code == 0, err
+    planned = json.loads(stdout)["plans"][0]
+    data = audit_json("--launch", str(out / "megatron.sh"), "--hosts", str(out / "hosts.txt"), *job)
+    assert data["estimate"]["step_time_s"] == planned["step_time_s"]
+    assert data["speedup"] == 1.0
+    assert worst(data) <= SEVERITIES.index("info"), data["findings"]
+    # and the same launch run with its node ranks dealt round-robin over the three leaves (as a sorted
+    # host list interleaved by a scheduler would): groups that placement kept in a leaf now cross the
+    # oversubscribed spine, the audit prices that, and the diff restores placement's order
+    leaves = [[f"gpu{i:04d}" for i in range(lo, lo + 8)] for lo in (1, 41, 103)]
+    shuffled = tmp_path / "shuffled.txt"
+    shuffled.write_text("\n".join(h for trio in zip(*leaves, strict=True) for h in trio) + "\n")
+    bad = audit_json("--launch", str(out / "megatron.sh"), "--hosts", str(shuffled), *job)
+    assert bad["estimate"]["step_time_s"] > planned["step_time_s"]
+    assert bad["speedup"] > 1.0
+    crossing = [f for f in bad["findings"] if f["kind"].startswith(KINDS_WITH_GROUPS)]
+    assert crossing and all(f["groups"] and f["cost_s"] > 0 for f in crossing)
+    for f in crossing:  # the evidence is real: each quoted group spans more than one host
+        assert all(len(g["hosts"]) > 1 for g in f["groups"])
+    assert any(c["argument"].startswith("node order") for c in bad["changes"])
+
+
+# -- a deliberately bad layout -----------------------------------------------------------------------
+
+MEGATRON_TP16 = """#!/bin/bash
+# llama3-8b on two 8-GPU nodes with TP spanning both
+GPUS_PER_NODE=8
+NNODES=2
+DISTRIBUTED_ARGS="--nproc_per_node $GPUS_PER_NODE --nnodes $NNODES --node_rank $NODE_RANK"
+torchrun $DISTRIBUTED_ARGS pretrain_gpt.py \\
+    --num-layers 32 --hidden-size 4096 --num-attention-heads 32 \\
+    --seq-length 8192 --max-position-embeddings 8192 \\
+    --tensor-model-parallel-size 16 --sequence-parallel \\
+    --pipeline-model-parallel-size 1 \\
+    --micro-batch-size 1 --global-batch-size 64 \\
+    --use-distributed-optimizer --bf16
+"""
+
+
+def test_tp16_across_two_nodes_is_flagged_with_a_better_plan(tmp_path):
+    script = tmp_path / "train.sh"
+    script.write_text(MEGATRON_TP16)
+    code, out, err = run("audit", "--launch", str(script), "--model", "llama3-8b", "--cluster", "dgx-h100", "--json")
+    assert code == 1, err  # an error-level finding fails the default --fail-on error
+    data = json.loads(out)
+    assert data["layout"]["num_gpus"] == 16 and data["estimate"]["layout"]["tp"] == 16
+    tp = [f for f in data["findings"] if f["kind"] == "tp_crosses_node"]
+    assert len(tp) == 1 and tp[0]["severity"] == "error" and tp[0]["cost_s"] > 0
+    assert all(len(g["hosts"]) == 2 and len(g["ranks"]) == 16 for g in tp[0]["groups"])
+    assert data["best"]["layout"]["tp"] <= 8
+    assert data["best"]["step_time_s"] < data["estimate"]["step_time_s"]
+    assert data["speedup"] == pytest.approx(data["estimate"]["step_time_s"] / data["best"]["step_time_s"], abs=1e-3)
+    tp_change = [c for c in data["changes"] if c["argument"] == "--tensor-model-parallel-size"]
+    assert tp_change == [{"argument": "--tensor-model-parallel-size", "from": "16",
+                          "to": str(data["best"]["layout"]["tp"])}]
+    # the readable report says the same and shows the diff
+    code, text, _ = run("audit", "--launch", str(script), "--model", "llama3-8b", "--cluster", "dgx-h100")
+    assert code == 1
+    assert "[error] tp_crosses_node" in text and "- --tensor-model-parallel-size 16" in text
+    # a gate that tolerates errors passes
+    code, _, _ = run("audit", "--launch", str(script), "--model", "llama3-8b", "--cluster", "dgx-h100",
+                     "--fail-on", "error")
+    assert code == 1
+    out_dir = tmp_path / "fixed"
+    code, _, err = run("audit", "--launch", str(script), "--model", "llama3-8b", "--cluster", "dgx-h100",
+                       "--out", str(out_dir))
+    assert (out_dir / "megatron.sh").exists() and (out_dir / "hosts.txt").exists()
+    assert f"--tensor-model-parallel-size {data['best']['layout']['tp']}" in (out_dir / "megatron.sh").read_text()
+
+
+def test_findings_are_costed_by_a_remedy_that_is_really_faster(tmp_path):
+    """ZeRO-3 plus full recompute on a model that fits without either: each remedy is priced, the
+    readable costs match, and the severities follow the saving."""
+    script = tmp_path / "train.sh"
+    script.write_text(MEGATRON_TP16.replace("--tensor-model-parallel-size 16 --sequence-parallel",
+                                            "--tensor-model-parallel-size 1")
+                      .replace("--use-distributed-optimizer", "--use-megatron-fsdp --data-parallel-sharding-strategy "
+                                                              "optim_grads_params --recompute-granularity full "
+                                                              "--recompute-method uniform --recompute-num-layers 1"))
+    data = audit_json("--launch", str(script), "--model", "llama3-8b", "--cluster", "dgx-h100",
+                      "--fail-on", "error")
+    kinds = {f["kind"]: f for f in data["findings"]}
+    assert data["estimate"]["layout"]["zero_stage"] == 3 and data["estimate"]["layout"]["recompute"] == "full"
+    assert "zero3_where_zero1_fits" in kinds and "memory_headroom_recompute" in kinds
+    step = data["estimate"]["step_time_s"]
+    for f in data["findings"]:
+        share = f["cost_s"] / step
+        expected = "error" if share >= 0.10 else "warning" if share >= 0.02 else "info"
+        assert f["severity"] == expected, f
+    assert kinds["memory_headroom_recompute"]["cost_s"] > 0
+    assert data["best"]["step_time_s"] < step
+
+
+def test_over_capacity_is_an_error_without_a_cost(tmp_path):
+    script = tmp_path / "train.sh"
+    script.write_text(MEGATRON_TP16.replace("--tensor-model-parallel-size 16 --sequence-parallel",
+                                            "--tensor-model-parallel-size 1")
+                      .replace("--use-distributed-optimizer ", "").replace("--micro-batch-size 1",
+                                                                          "--micro-batch-size 4"))
+    data = audit_json("--launch", str(script), "--model", "llama3-8b", "--cluster", "dgx-h100", expect=(1,))
+    over = [f for f in data["findings"] if f["kind"] == "memory_over_capacity"]
+    assert len(over) == 1 and over[0]["severity"] == "error" and over[0]["cost_s"] is None
+    assert not data["estimate"]["fits"] and data["best"]["fits"]
+
+
+# -- real published launch files, unedited ------------------------------------------------------------
+
+REAL = [
+    # file(s), model, cluster args
+    (["megatron/train_gpt3_175b_distributed.sh"], "gpt3-175b", ["--cluster", "dgx-a100-80g", "--gpus", "1024"]),
+    (["torchtitan/llama3_405b.toml"], "llama3-405b", ["--cluster", "dgx-h100", "--gpus", "512"]),
+    (["torchtitan/llama3_70b.toml"], "llama3-70b", ["--cluster", "dgx-h100", "--gpus", "256"]),
+    (["torchtitan/llama3_8b.toml"], "llama3-8b", ["--cluster", "dgx-h100", "--gpus", "8"]),
+    (["megatron/train_llama3_8b_h100_fp8.sh"], "llama3-8b", ["--cluster", "dgx-h100"]),
+    (["bridge/deepseek_v3_pretrain_h100_fp8_sc_v1.yaml"], "deepseek-v3", ["--cluster", "dgx-h100", "--gpus", "1024"]),
+    (["bridge/llama3_8b_pretrain_override_example_megatron_fsdp.yaml"], "llama3-8b",
+     ["--cluster", "dgx-h100", "--gpus", "8"]),
+]
+
+
+@pytest.mark.parametrize("files,model,cluster", REAL, ids=[r[0][0] for r in REAL])
+def test_real_published_launch_files_are_audited(files, model, cluster):
+    args = [a for f in files for a in ("--launch", str(AUDIT / f))]
+    data = audit_json(*args, "--model", model, *cluster)
+    est, best = data["estimate"], data["best"]
+    assert est["num_gpus"] == data["layout"]["num_gpus"]
+    assert best["fits"]
+    if est["fits"]:
+        assert best["step_time_s"] <= est["step_time_s"]
+        assert data["speedup"] == pytest.approx(est["step_time_s"] / best["step_time_s"], abs=1e-3)
+    for f in data["findings"]:
+        assert set(f) == {"severity", "kind", "message", "groups", "cost_s"}
+        assert f["severity"] in SEVERITIES and f["message"]
+
+
+def test_bridge_recipe_degrees_reach_the_estimate():
+    """Megatron-Bridge's DeepSeek-V3 H100 FP8 recipe (a ConfigContainer dump): TP 2, PP 8, VPP 4, EP 64 and
+    its own first/last stage layout, which the audit says it models with placement's split."""
+    path = AUDIT / "bridge" / "deepseek_v3_pretrain_h100_fp8_sc_v1.yaml"
+    text = path.read_text()
+    for key in ("tensor_model_parallel_size: 2", "pipeline_model_parallel_size: 8", "expert_model_parallel_size: 64"):
+        assert key in text
+    data = audit_json("--launch", str(path), "--model", "deepseek-v3", "--cluster", "dgx-h100", "--gpus", "1024")
+    lay = data["estimate"]["layout"]
+    assert (lay["tp"], lay["pp"], lay["vpp"], lay["ep"], lay["dp"]) == (2, 8, 4, 64, 64)
+    assert data["estimate"]["precision"] == "fp8"
+    kinds = {f["kind"] for f in data["findings"]}
+    assert "ep_crosses_node" in kinds  # 64-way EP cannot stay inside an 8-GPU node
+    assert "stage_split_differs" in kinds
+
+
+def test_gpt3_script_degrees_reach_the_estimate():
+    data = audit_json("--launch", str(AUDIT / "megatron" / "train_gpt3_175b_distributed.sh"), "--model", "gpt3-175b",
+                      "--cluster", "dgx-a100-80g", "--gpus", "1024")
+    lay = data["estimate"]["layout"]
+    text = (AUDIT / "megatron" / "train_gpt3_175b_distributed.sh").read_text()
+    assert "--tensor-model-parallel-size 8" in text and "--pipeline-model-parallel-size 16" in text
+    assert (lay["tp"], lay["pp"], lay["dp"], lay["micro_batch_size"]) == (8, 16, 1024 // 128, 1)
+    assert data["estimate"]["global_batch"] == 1536 and data["estimate"]["seq_len"] == 2048
+    # the script starts 8 processes (NUM_NODES=1, "change for multinode"): said, not fatal
+    assert any(f["kind"] == "world_size_differs" for f in data["findings"])
+
+
+# -- bad input -------------------------------------------------------------------------------------------
+
+def test_malformed_launch_file_names_the_argument(tmp_path):
+    script = tmp_path / "train.sh"
+    script.write_text(MEGATRON_TP16.replace("--tensor-model-parallel-size 16", "--tensor-model-parallel-size sixteen"))
+    code, out, err = run("audit", "--launch", str(script), "--model", "llama3-8b", "--cluster", "dgx-h100")
+    assert code == 2 and out == "" and "Traceback" not in err
+    assert "--tensor-model-parallel-size" in err and "sixteen" in err
+
+
+def test_layout_that_does_not_divide_the_gpus_is_bad_input(tmp_path):
+    script = tmp_path / "train.sh"
+    script.write_text(MEGATRON_TP16.replace("NNODES=2", "NNODES=3"))
+    code, _, err = run("audit", "--launch", str(script), "--model", "llama3-8b", "--cluster", "dgx-h100")
+    assert code == 2 and "tp (16) x cp (1) x pp (1) = 16" in err and "24 GPUs" in err
+
+
+def test_model_that_disagrees_with_the_launch_files_is_bad_input(tmp_path):
+    script = tmp_path / "train.sh"
+    script.write_text(MEGATRON_TP16)
+    code, _, err = run("audit", "--launch", str(script), "--model", "llama3-70b", "--cluster", "dgx-h100")
+    assert code == 2 and "num_layers = 32" in err and "llama3-70b has 80" in err
+
+
+def test_host_order_files_in_every_launcher_form(tmp_path):
+    forms = {
+        "plain": "b\na\n# comment\nc\n",
+        "placement": "# header\n1 a\n0 b\n2 c\n",
+        "hostfile": "b slots=8\na slots=8\nc slots=8\n",
+        "slurm": "b\nb\na\na\nc\nc\n",
+        "hostlist": "b\na\nc\n",
+    }
+    for name, text in forms.items():
+        path = tmp_path / name
+        path.write_text(text)
+        assert read_host_order(path) == ["b", "a", "c"], name
+    bad = tmp_path / "bad"
+    bad.write_text("a slots=8 extra\n")
+    with pytest.raises(InputError, match=r"bad:1: .*expected HOST"):
+        read_host_order(bad)
+    bad.write_text("0 a\n2 b\n")
+    with pytest.raises(InputError, match="node ranks must be 0 .. 1"):
+        read_host_order(bad)
+
+
+def test_unknown_host_in_the_order_is_bad_input(tmp_path):
+    script = tmp_path / "train.sh"
+    script.write_text(MEGATRON_TP16)
+    hosts = tmp_path / "hosts"
+    hosts.write_text("host0\nnode-x\n")
+    code, _, err = run("audit", "--launch", str(script), "--hosts", str(hosts), "--model", "llama3-8b",
+                       "--cluster", "dgx-h100")
+    assert code == 2 and "'node-x'" in err

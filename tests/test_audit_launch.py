@@ -1,0 +1,387 @@
+"""Launch-file parsers of `placement audit` (placement/audit/launch.py) on real published files, on our own
+emitted launches, and on malformed input.
+
+Expected values are read independently of the parser: TOML/YAML/JSON with tomllib/yaml/json, scripts with a
+regex on the literal line (the line is quoted in a comment where a value comes from a shell variable)."""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+import yaml
+
+from placement.audit.launch import detect_framework, parse_launch
+from placement.errors import InputError
+
+DATA = Path(__file__).parent / "data" / "audit"
+TT = DATA / "torchtitan"
+MG = DATA / "megatron"
+BR = DATA / "bridge"
+DS = DATA / "deepspeed"
+
+
+def _text(path: Path) -> str:
+    return path.read_text(encoding="utf-8")
+
+
+def _flag(path: Path, flag: str) -> int:
+    """The integer written after `flag` in the file (only for flags given literally)."""
+    (value,) = re.findall(rf"^\s*{re.escape(flag)}\s+(\d+)", _text(path), re.M)
+    return int(value)
+
+
+# ---------------------------------------------------------------------------------------------------
+# torchtitan's shipped TOML configs
+
+
+@pytest.mark.parametrize("name", ["llama3_405b", "llama3_70b", "llama3_8b", "deepseek_v3_671b", "deepseek_v3_16b"])
+def test_torchtitan_toml_degrees(name: str) -> None:
+    path = TT / f"{name}.toml"
+    cfg = tomllib.loads(_text(path))
+    par, train = cfg["parallelism"], cfg["training"]
+    lay = parse_launch([path])
+    assert lay.framework == "torchtitan"
+    assert lay.tp == par["tensor_parallel_degree"]
+    assert lay.pp == par["pipeline_parallel_degree"]
+    assert lay.cp == par.get("context_parallel_degree", 1)
+    assert lay.ep == par.get("expert_parallel_degree", 1)
+    assert lay.dp_replicate == par["data_parallel_replicate_degree"]
+    # every shipped config shards over "the rest" (-1): FSDP, shard degree left to the world size
+    assert par["data_parallel_shard_degree"] == -1 and lay.dp_shard is None and lay.zero_stage == 3
+    assert lay.seq_len == train["seq_len"]
+    # local_batch_size, or its older name batch_size (the 405B and 8B files), with pp 1 is the micro-batch
+    assert lay.micro_batch_size == train.get("local_batch_size", train.get("batch_size"))
+    assert lay.recompute == cfg["activation_checkpoint"]["mode"]
+    assert lay.model_ref == f"{cfg['model']['name']}:{cfg['model']['flavor']}"
+    fp8 = any("float8" in c for c in cfg["model"].get("converters", []))  # only llama3_405b turns it on
+    assert (lay.precision == "fp8") == fp8
+    assert lay.sources["tp"].startswith(f"{path}:") and "tensor_parallel_degree" in lay.sources["tp"]
+
+
+def test_torchtitan_toml_with_world_size_resolves_shard() -> None:
+    """torchrun flags next to the TOML fix the world: dp_shard -1 = 64 / (tp 8) = 8 for the 70B preset."""
+    script = "torchrun --nnodes 8 --nproc-per-node 8 -m torchtitan.train --job.config_file llama3_70b.toml\n"
+    lay = _parse_tmp({"run.sh": script}, extra=[TT / "llama3_70b.toml"])
+    assert (lay.world_size, lay.tp, lay.dp, lay.zero_stage) == (64, 8, 8, 3)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Megatron-LM example scripts
+
+
+def test_megatron_gpt3_175b_script() -> None:
+    path = MG / "train_gpt3_175b_distributed.sh"
+    lay = parse_launch([path])
+    assert detect_framework([path]) == "megatron"
+    assert lay.tp == _flag(path, "--tensor-model-parallel-size") == 8
+    assert lay.pp == _flag(path, "--pipeline-model-parallel-size") == 16
+    assert lay.num_layers == _flag(path, "--num-layers")
+    assert lay.hidden_size == _flag(path, "--hidden-size")
+    assert lay.num_attention_heads == _flag(path, "--num-attention-heads")
+    assert lay.micro_batch_size == _flag(path, "--micro-batch-size")
+    assert lay.global_batch == _flag(path, "--global-batch-size")
+    assert lay.seq_len == _flag(path, "--seq-length")
+    # torchrun gets --nproc_per_node $GPUS_PER_NODE (GPUS_PER_NODE=8) and --nnodes $NUM_NODES (NUM_NODES=1)
+    assert (lay.gpus_per_node, lay.world_size) == (8, 8)
+    assert (lay.zero_stage, lay.recompute, lay.sequence_parallel) == (0, "none", False)
+    assert any(x.startswith("--rampup-batch-size") for x in lay.ignored)
+    # the evidence names the array line and the torchrun line that expands it
+    assert re.search(r"train_gpt3_175b_distributed\.sh:\d+: --tensor-model-parallel-size 8 \(expanded at .*:\d+\)",
+                     lay.sources["tp"])
+
+
+def test_megatron_llama3_8b_fp8_script() -> None:
+    """Variables with defaults, arrays, `+=` of quoted multi-word elements inside `if [[ "$DTYPE" == "fp8" ]]`."""
+    path = MG / "train_llama3_8b_h100_fp8.sh"
+    text = _text(path)
+    lay = parse_launch([path])
+
+    def var(name: str) -> int:
+        return int(re.search(rf"^{name}=(\d+)", text, re.M).group(1))
+
+    assert lay.tp == var("TP_SIZE") and lay.cp == var("CP_SIZE")
+    assert lay.pp == 1  # the --pipeline-model-parallel-size line is commented out
+    assert lay.micro_batch_size == var("MICRO_BATCH_SIZE") and lay.global_batch == var("GLOBAL_BATCH_SIZE")
+    assert lay.num_layers == var("NUM_LAYERS") and lay.seq_len == var("SEQ_LENGTH")
+    assert lay.precision == "fp8"  # DTYPE="fp8" -> "--fp8-format hybrid"
+    assert lay.zero_stage == 1  # --use-distributed-optimizer, appended via TRAINING_ARGS+=("${DDP_ARGS[@]}")
+    assert lay.sequence_parallel is False  # --sequence-parallel with TP_SIZE=1: Megatron turns it off
+    assert "NUM_LAYERS=32" in lay.sources["num_layers"]
+
+
+# ---------------------------------------------------------------------------------------------------
+# Megatron-Bridge
+
+
+def test_bridge_config_container_yaml() -> None:
+    path = BR / "deepseek_v3_pretrain_h100_fp8_sc_v1.yaml"
+    cfg = yaml.safe_load(_text(path))
+    model, train = cfg["model"], cfg["train"]
+    lay = parse_launch([path])
+    assert detect_framework([path]) == "megatron"
+    assert lay.tp == model["tensor_model_parallel_size"]
+    assert lay.pp == model["pipeline_model_parallel_size"]
+    assert lay.vpp == model["virtual_pipeline_model_parallel_size"]  # 4, and the layout agrees: 32 stages / pp 8
+    assert lay.ep == model["expert_model_parallel_size"] and lay.etp == model["expert_tensor_parallel_size"]
+    assert lay.cp == model["context_parallel_size"]
+    assert lay.num_layers == model["num_layers"] and lay.num_experts == model["num_moe_experts"]
+    assert lay.micro_batch_size == train["micro_batch_size"] and lay.global_batch == train["global_batch_size"]
+    assert lay.sequence_parallel is model["sequence_parallel"]
+    assert lay.recompute == model["recompute_granularity"]
+    assert lay.zero_stage == 1 and cfg["ddp"]["use_distributed_optimizer"] is True
+    assert lay.precision == "fp8" and cfg["mixed_precision"]["fp8"] == "hybrid"
+    # layout "Et|(tt|)*30mL": stages Et, 30 x tt, mL; pp rank 0 holds stages 0, 8, 16, 24 -> 1+2+2+2 = 7 layers,
+    # rank 7 holds 7, 15, 23, 31 -> 2+2+2+0 = 6
+    assert (lay.first_stage_layers, lay.last_stage_layers) == (7, 6)
+    assert lay.sources["tp"] == f"{path}:579: tensor_model_parallel_size: 2"
+
+
+def test_bridge_override_yaml_megatron_fsdp() -> None:
+    path = BR / "llama3_8b_pretrain_override_example_megatron_fsdp.yaml"
+    cfg = yaml.safe_load(_text(path))
+    lay = parse_launch([path])
+    assert lay.micro_batch_size == cfg["train"]["micro_batch_size"]
+    assert lay.global_batch == cfg["train"]["global_batch_size"]
+    assert lay.seq_len == cfg["model"]["seq_length"]
+    assert cfg["ddp"]["data_parallel_sharding_strategy"] == "optim_grads_params" and lay.zero_stage == 3
+    assert "tp" not in lay.sources  # a partial override does not state TP: default, no evidence
+
+
+def test_bridge_hydra_overrides_on_top_of_yaml() -> None:
+    script = ("torchrun --nproc_per_node=8 pretrain_llama3_8b.py --config-file "
+              "llama3_8b_pretrain_override_example_megatron_fsdp.yaml model.tensor_model_parallel_size=4 "
+              "train.global_batch_size=512\n")
+    lay = _parse_tmp({"run.sh": script}, extra=[BR / "llama3_8b_pretrain_override_example_megatron_fsdp.yaml"])
+    assert (lay.tp, lay.global_batch, lay.micro_batch_size, lay.zero_stage, lay.world_size) == (4, 512, 1, 3, 8)
+
+
+# ---------------------------------------------------------------------------------------------------
+# DeepSpeed
+
+
+def test_deepspeed_json_and_megatron_deepspeed_script() -> None:
+    script, cfg_path = DS / "ds_zero2_pretrain_gpt2_model_parallel.sh", DS / "ds_zero3_config.json"
+    cfg = json.loads(_text(cfg_path))
+    assert detect_framework([script, cfg_path]) == "deepspeed"
+    lay = parse_launch([script, cfg_path])
+    assert lay.zero_stage == cfg["zero_optimization"]["stage"]
+    assert lay.global_batch == cfg["train_batch_size"]
+    # run_cmd="deepspeed.pt --num_nodes ${NUM_WORKERS} --num_gpus ${NUM_GPUS_PER_WORKER} ..." with 1 and 2
+    assert (lay.world_size, lay.gpus_per_node) == (1 * 2, 2)
+    # old Megatron names: --model-parallel-size ${MP_SIZE} (MP_SIZE=1), --batch-size 8, --checkpoint-activations
+    assert (lay.tp, lay.micro_batch_size, lay.recompute) == (1, _flag_inline(script, "--batch-size"), "full")
+    # DeepSpeed's rule holds: 16 = 8 x gas 1 x dp 2
+    assert cfg["train_batch_size"] == lay.micro_batch_size * cfg["gradient_accumulation_steps"] * 2
+
+
+def _flag_inline(path: Path, flag: str) -> int:
+    return int(re.search(rf"{re.escape(flag)} (\d+)", _text(path)).group(1))
+
+
+def test_deepspeed_hostfile_order_and_derived_micro_batch() -> None:
+    lay = parse_launch([DS / "ds_zero3_config.json", DS / "hostfile"])
+    lines = [x.split()[0] for x in _text(DS / "hostfile").splitlines() if x.strip() and not x.startswith("#")]
+    assert lay.hosts == tuple(lines) == ("worker-1", "worker-0")
+    assert lay.world_size == 4 and lay.gpus_per_node == 2
+    # train_batch_size 16 / (gradient_accumulation_steps 1 x dp 4) = 4
+    assert lay.micro_batch_size == 4
+
+
+# ---------------------------------------------------------------------------------------------------
+# Our own emitted launches round-trip to the plan's layout
+
+
+def _emitted(case: str):
+    from placement.emit import megatron, torchtitan
+    from tests.verify.helpers import planned
+
+    ctx, _ = planned(case)
+    return ctx, torchtitan.render(ctx)[0], megatron.render(ctx)[0]
+
+
+CASES = ["llama3-70b-1024", "llama3-70b-4096-hsdp", "llama3-8b-2048-ddp", "deepseek-v3-2048-moe"]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_emitted_megatron_round_trip(case: str, tmp_path: Path) -> None:
+    ctx, _, mg = _emitted(case)
+    lay, plan = _write_parse(tmp_path / "mg.sh", mg), ctx.plan.layout
+    assert lay.framework == "megatron"
+    assert (lay.tp, lay.cp, lay.pp, lay.vpp, lay.ep) == (plan.tp, plan.cp, plan.pp, plan.vpp, plan.ep)
+    assert (lay.zero_stage, lay.micro_batch_size, lay.recompute, lay.sequence_parallel) == (
+        plan.zero_stage, plan.micro_batch_size, plan.recompute, plan.sequence_parallel)
+    world = plan.dp * plan.tp * plan.cp * plan.pp
+    assert (lay.global_batch, lay.seq_len, lay.world_size) == (ctx.plan.global_batch, ctx.plan.seq_len, world)
+    if ctx.moe:
+        assert lay.etp == plan.etp
+    if lay.first_stage_layers is not None:
+        assert (lay.first_stage_layers, lay.last_stage_layers) == (plan.stage_layers[0], plan.stage_layers[-1])
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_emitted_torchtitan_round_trip(case: str, tmp_path: Path) -> None:
+    ctx, tt, _ = _emitted(case)
+    lay, plan = _write_parse(tmp_path / "tt.sh", tt), ctx.plan.layout
+    assert lay.framework == "torchtitan"
+    assert (lay.tp, lay.cp, lay.pp, lay.ep, lay.dp) == (plan.tp, plan.cp, plan.pp, plan.ep, plan.dp)
+    # torchtitan has no ZeRO-1: the emitter writes FSDP without resharding (ZeRO-2) for it
+    assert lay.zero_stage == {0: 0, 1: 2, 2: 2, 3: 3}[plan.zero_stage]
+    assert lay.dp_shard == (plan.dp_shard if plan.zero_stage else 1)
+    assert (lay.micro_batch_size, lay.recompute, lay.sequence_parallel) == (
+        plan.micro_batch_size, plan.recompute, plan.sequence_parallel)
+    assert (lay.global_batch, lay.seq_len, lay.world_size) == (ctx.plan.global_batch, ctx.plan.seq_len,
+                                                               ctx.plan.num_gpus)
+
+
+def test_emitted_torchtitan_keeps_vpp(tmp_path: Path) -> None:
+    """The interleaved plan's virtual stages survive the round trip: the emitter writes
+    pipeline_parallel_layers_per_stage and the stage weights, the parser turns them back into vpp."""
+    ctx, tt, _ = _emitted("llama3-70b-1024")
+    assert ctx.plan.layout.vpp > 2
+    assert _write_parse(tmp_path / "tt.sh", tt).virtual_stages(ctx.num_layers) == ctx.plan.layout.vpp
+
+
+# ---------------------------------------------------------------------------------------------------
+# Shell features and argument files
+
+
+def test_shell_defaults_arithmetic_quoted_arrays_and_if(tmp_path: Path) -> None:
+    script = """#!/bin/bash
+NODES=${NODES:-4}
+GPUS=8
+WORLD=$((NODES*GPUS))
+MODE=big
+ARGS=(--tensor-model-parallel-size 4 "--pipeline-model-parallel-size 2")
+if [ "$MODE" = "small" ]; then
+    ARGS+=(--context-parallel-size 8)
+elif [[ "$MODE" == "big" ]]; then
+    ARGS+=(--context-parallel-size 2)
+else
+    ARGS+=(--context-parallel-size 4)
+fi
+QUOTED=("--micro-batch-size 2")
+torchrun --nnodes $NODES --nproc-per-node=$GPUS pretrain_gpt.py ${ARGS[@]} "${QUOTED[@]}" --global-batch-size $WORLD
+"""
+    lay = _parse_tmp({"a.sh": script})
+    # ${ARGS[@]} unquoted splits "--pipeline-model-parallel-size 2"; the elif branch is the one taken
+    assert (lay.tp, lay.pp, lay.cp, lay.world_size, lay.global_batch) == (4, 2, 2, 32, 32)
+    # "${QUOTED[@]}" keeps "--micro-batch-size 2" one word, as bash passes it: not the micro-batch flag
+    assert lay.micro_batch_size is None
+
+
+def test_plain_argument_file(tmp_path: Path) -> None:
+    lay = _parse_tmp({"args.txt": "--tensor-model-parallel-size=8\n--pipeline-model-parallel-size 4 \\\n"
+                                  "  --num-layers-per-virtual-pipeline-stage 2 --num-layers 64\n"})
+    assert (lay.tp, lay.pp, lay.vpp) == (8, 4, 64 // 4 // 2)
+
+
+def test_torchtitan_030_flags_in_script(tmp_path: Path) -> None:
+    lay = _parse_tmp({"run.sh": "torchrun --nnodes 2 --nproc-per-node 8 -m torchtitan.train --module llama3 "
+                                "--config llama3_8b --parallelism.tensor_parallel_degree 4 "
+                                "--parallelism.data_parallel_shard_degree=2 --parallelism.pipeline_parallel_degree 2 "
+                                "--parallelism.pipeline_parallel_schedule ZBVZeroBubble "
+                                "--parallelism.pipeline_parallel_microbatch_size 2 --training.local_batch_size 8 "
+                                "--training.disable_cuda_graphs activation-checkpoint:full\n"})
+    assert (lay.tp, lay.pp, lay.vpp, lay.dp, lay.micro_batch_size, lay.recompute, lay.model_ref) == (
+        4, 2, 2, 2, 2, "full", "llama3:llama3_8b")
+    assert lay.world_size == 16 and lay.zero_stage == 3
+
+
+# ---------------------------------------------------------------------------------------------------
+# Malformed input: every error names the file and the line, key or argument
+
+
+@pytest.mark.parametrize(("files", "message"), [
+    ({"bad.toml": "[parallelism]\ntensor_parallel_degree = \n"}, "bad.toml: not valid TOML"),
+    ({"bad.toml": "[parallelism]\ntensor_parallel_degree = \"eight\"\n"},
+     "bad.toml:2: tensor_parallel_degree = \"eight\": parallelism.tensor_parallel_degree must be an integer"),
+    ({"bad.toml": "[parallelism]\npipeline_parallel_degree = 0\n"}, "pipeline_parallel_degree must be >= 1, got 0"),
+    ({"bad.toml": "[parallelism]\npipeline_parallel_degree = 2\npipeline_parallel_schedule = \"Zigzag\"\n"},
+     "unknown pipeline_parallel_schedule 'Zigzag'"),
+    ({"run.sh": "torchrun pretrain_gpt.py --tensor-model-parallel-size --pipeline-model-parallel-size 2\n"},
+     "run.sh:1: torchrun pretrain_gpt.py --tensor-model-parallel-size --pipeline-model-parallel-size 2: "
+     "--tensor-model-parallel-size expects one value, got nothing"),
+    ({"run.sh": "torchrun pretrain_gpt.py --tensor-model-parallel-size eight\n"},
+     "--tensor-model-parallel-size must be an integer, got 'eight'"),
+    ({"run.sh": "TP=$1\ntorchrun pretrain_gpt.py --tensor-model-parallel-size $TP\n"},
+     "run.sh:2: torchrun pretrain_gpt.py --tensor-model-parallel-size $TP: --tensor-model-parallel-size depends on "
+     "$1, which the files do not set (value written at"),
+    ({"run.sh": "if [ -f x ]; then\n  A=(--pipeline-model-parallel-size 4)\nfi\ntorchrun pretrain_gpt.py ${A[@]}\n"},
+     "--pipeline-model-parallel-size is set inside the block at"),
+    ({"run.sh": "torchrun -m torchtitan.train --parallelism.tensor_parallel_degree\n"},
+     "--parallelism.tensor_parallel_degree is missing its value"),
+    ({"run.sh": "X='unclosed\ntorchrun pretrain_gpt.py\n"}, "a ' quote opened here is never closed"),
+    ({"ds.json": "{\"train_batch_size\": 16,\n \"zero_optimization\": {\"stage\": }\n}"}, "ds.json:2: not valid JSON"),
+    ({"ds.json": "{\"zero_optimization\": {\"stage\": 4}}"}, "zero_optimization.stage must be 0..3, got 4"),
+    ({"ds.json": "{\"train_batch_size\": 10, \"gradient_accumulation_steps\": 1}", "hostfile": "a slots=4\n"},
+     "train_batch_size 10 is not gradient_accumulation_steps 1 x dp 4 x an integer micro-batch"),
+    ({"ds.json": "{}", "hostfile": "a slots=4\nb slots=4\na slots=4\n"},
+     "hostfile:3: host a is listed twice"),
+    ({"ds.json": "{}", "hosts.txt": "a slots=4\nb: 4 gpus\n"}, "hosts.txt:2: 'b: 4 gpus' is not `hostname slots=N`"),
+    ({"c.yaml": "model:\n  tensor_model_parallel_size: [2\n"}, "c.yaml:"),
+    ({"c.yaml": "model:\n  pipeline_model_parallel_size: 4\n  pipeline_model_parallel_layout: Et|tt|tX|tL\n"},
+     "pipeline layout has unknown characters ['X']"),
+    ({"c.yaml": "model:\n  pipeline_model_parallel_size: 2\n  virtual_pipeline_model_parallel_size: 3\n"
+                "  pipeline_model_parallel_layout: Et|tt|tt|tL\n"}, "contradictory vpp: 3"),
+])
+def test_malformed_inputs_name_the_place(files: dict[str, str], message: str, tmp_path: Path) -> None:
+    with pytest.raises(InputError, match=re.escape(message)):
+        _parse_tmp(files, tmp=tmp_path)
+
+
+def test_contradictory_values_across_files(tmp_path: Path) -> None:
+    files = {"ds.json": "{\"train_batch_size\": 16}",
+             "run.sh": "deepspeed pretrain_gpt.py --global-batch-size 32 --deepspeed_config ds.json\n"}
+    with pytest.raises(InputError, match=r"contradictory values for global_batch: .*ds\.json:1.* and 32 \(.*run\.sh:1"):
+        _parse_tmp(files, tmp=tmp_path)
+
+
+def test_unknown_framework_and_undecidable(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("hello\n")
+    with pytest.raises(InputError, match=r"cannot tell the framework of .*notes\.txt.*--framework"):
+        detect_framework([tmp_path / "notes.txt"])
+    with pytest.raises(InputError, match="unknown framework 'jax'"):
+        parse_launch([TT / "llama3_8b.toml"], framework="jax")
+    with pytest.raises(InputError, match="more than one framework"):
+        detect_framework([TT / "llama3_8b.toml", MG / "train_gpt3_175b_distributed.sh"])
+
+
+@pytest.mark.parametrize(("files", "framework"), [
+    ([TT / "llama3_405b.toml"], "torchtitan"),
+    ([MG / "train_llama3_8b_h100_fp8.sh"], "megatron"),
+    ([BR / "deepseek_v3_pretrain_h100_fp8_sc_v1.yaml"], "megatron"),
+    ([DS / "ds_zero3_config.json", DS / "hostfile"], "deepspeed"),
+    ([DS / "ds_zero2_pretrain_gpt2_model_parallel.sh"], "megatron"),  # Megatron-DeepSpeed script without its JSON
+])
+def test_detect_framework(files: list[Path], framework: str) -> None:
+    assert detect_framework(files) == framework
+
+
+# ---------------------------------------------------------------------------------------------------
+
+
+def _parse_tmp(files: dict[str, str], extra: list[Path] = (), tmp: Path | None = None):
+    import tempfile
+
+    root = tmp or Path(tempfile.mkdtemp())
+    paths = []
+    for name, text in files.items():
+        (root / name).write_text(text, encoding="utf-8")
+        paths.append(root / name)
+    return parse_launch(paths + list(extra))
+
+
+def _write_parse(path: Path, text: str):
+    path.write_text(text, encoding="utf-8")
+    return parse_launch([path])
+
+
+def test_megatron_layout_assigns_stages_round_robin(tmp_path: Path) -> None:
+    """megatron-core 0.19.2 PipelineParallelLayerLayout: stage s runs on pp rank s % pp.  Layout Et|t|tt|tL
+    over pp 2: rank 0 holds stages 0 and 2 (1 + 2 = 3 layers), rank 1 holds 1 and 3 (1 + 1 = 2)."""
+    lay = _parse_tmp({"args.txt": "--pipeline-model-parallel-size 2 --pipeline-model-parallel-layout 'Et|t|tt|tL'\n"})
+    assert (lay.vpp, lay.first_stage_layers, lay.last_stage_layers) == (2, 3, 2)
