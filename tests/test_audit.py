@@ -269,7 +269,7 @@ def test_host_order_files_in_every_launcher_form(tmp_path):
     with pytest.raises(InputError, match=r"bad:1: .*expected HOST"):
         read_host_order(bad)
     bad.write_text("0 a\n2 b\n")
-    with pytest.raises(InputError, match="node ranks must be 0 .. 1"):
+    with pytest.raises(InputError, match=r"node ranks must be 0 \.\. 1"):
         read_host_order(bad)
 
 

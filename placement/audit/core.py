@@ -106,7 +106,8 @@ class Audit:
         solver = self.best.mapping_solver
         if not solver or solver.get("wall_s") is None:
             return self
-        return dataclasses.replace(self, best=self.best.model_copy(update={"mapping_solver": solver | {"wall_s": None}}))
+        best = self.best.model_copy(update={"mapping_solver": solver | {"wall_s": None}})
+        return dataclasses.replace(self, best=best)
 
 
 def _severity(cost_s: float, step_s: float) -> str:
@@ -301,9 +302,10 @@ def _crossing_findings(c: _Ctx, mapped: Topology, kinds: list[GroupKind]) -> lis
         what = (f"{kind.name.upper()} all-to-all over the {levels[j].name} tier, oversubscribed "
                 f"{levels[j].oversubscription:g}:1" if alltoall else f"{kind.name.upper()} group crosses the "
                 f"{inner.name} boundary into {levels[j].name}")
-        msg = (f"{what}: {count} of {_num_groups(kind, mapped)} {kind.name} groups of {kind.size} ranks leave a {inner.name} block of {capacity} GPUs; "
-               f"each member moves {_bytes(kind.bytes_per_step)} per step at {levels[j].bandwidth_bytes_per_s / 1e9:.0f} GB/s instead "
-               f"of {inner.bandwidth_bytes_per_s / 1e9:.0f} GB/s; {how} saves {cost:.3f} s per step")
+        msg = (f"{what}: {count} of {_num_groups(kind, mapped)} {kind.name} groups of {kind.size} ranks leave a "
+               f"{inner.name} block of {capacity} GPUs; each member moves {_bytes(kind.bytes_per_step)} per step at "
+               f"{levels[j].bandwidth_bytes_per_s / 1e9:.0f} GB/s instead of {inner.bandwidth_bytes_per_s / 1e9:.0f} "
+               f"GB/s; {how} saves {cost:.3f} s per step")
         kind_name = (f"{kind.name}_alltoall_oversubscribed" if alltoall
                      else f"{kind.name}_crosses_{'node' if j == 1 else inner.name}")
         out.append(Finding(_severity(cost, c.step_s), kind_name, msg, examples, cost))
