@@ -281,3 +281,40 @@ def test_unknown_host_in_the_order_is_bad_input(tmp_path):
     code, _, err = run("audit", "--launch", str(script), "--hosts", str(hosts), "--model", "llama3-8b",
                        "--cluster", "dgx-h100")
     assert code == 2 and "'node-x'" in err
+
+
+GPT2_ONE_LAYER = """name: gpt2-1layer-deepspeed-example
+source: the model DeepSpeedExamples' Megatron-LM/scripts/ds_zero2_pretrain_gpt2_model_parallel.sh trains
+  (--num-layers 1 --hidden-size 1024 --num-attention-heads 16 --seq-length 1024, GPT-2 BPE vocabulary)
+num_layers: 1
+hidden_size: 1024
+ffn_hidden_size: 4096
+ffn_kind: gelu
+num_attention_heads: 16
+vocab_size: 50257
+tied_embeddings: true
+default_seq_len: 1024
+default_global_batch: 16
+"""
+
+
+def test_real_deepspeed_example_with_its_hostfile(tmp_path):
+    """DeepSpeedExamples' Megatron-DeepSpeed script + its ZeRO-3 JSON + a hostfile, unedited: the
+    launcher's --num_nodes 1 --num_gpus 2 keeps the first hostfile line, so the job is 2 GPUs of worker-1,
+    ZeRO-3 with full recompute on a model that needs neither."""
+    model = tmp_path / "gpt2.yaml"
+    model.write_text(GPT2_ONE_LAYER)
+    ds = AUDIT / "deepspeed"
+    files = [a for f in ("ds_zero3_config.json", "ds_zero2_pretrain_gpt2_model_parallel.sh", "hostfile")
+             for a in ("--launch", str(ds / f))]
+    data = audit_json(*files, "--model", str(model), "--cluster", "dgx-h100", "--gpus", "2")
+    assert data["layout"]["framework"] == "deepspeed"
+    assert data["layout"]["num_gpus"] == 2 and data["layout"]["hosts_in_files"] == ["worker-1"]
+    assert any(f["kind"] == "hosts_not_in_cluster" for f in data["findings"])
+    lay = data["estimate"]["layout"]
+    assert (lay["tp"], lay["pp"], lay["dp"], lay["zero_stage"], lay["recompute"]) == (1, 1, 2, 3, "full")
+    assert data["estimate"]["global_batch"] == 16 and lay["micro_batch_size"] == 8
+    kinds = {f["kind"] for f in data["findings"]}
+    assert {"zero3_where_zero1_fits", "memory_headroom_recompute"} <= kinds
+    assert data["best"]["layout"]["zero_stage"] < 3 and data["speedup"] > 1.0
+    assert any(c["argument"] == "zero_optimization.stage" and c["from"] == "3" for c in data["changes"])

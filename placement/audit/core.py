@@ -203,7 +203,7 @@ def read_host_order(path: Path) -> list[str]:
 
 def host_order_of(topo: Topology, hosts: list[str] | None) -> np.ndarray:
     """Host indices (allocation order) of node ranks 0, 1, ...: the job's own host order."""
-    num_hosts = topo.num_gpus // topo.gpus_per_host
+    num_hosts = -(-topo.num_gpus // topo.gpus_per_host)  # a job on part of one node still has its host
     if not hosts:
         return np.arange(num_hosts)
     index = {name: h for h, name in enumerate(topo.host_names)}
@@ -413,7 +413,18 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
         check_layout(model, train, layout)
     except InputError as err:
         raise InputError(f"the launch files' layout does not fit the job: {err}") from None
-    order = host_order_of(topo, hosts or list(launch.hosts) or None)
+    notes = []
+    if not hosts and launch.hosts and not set(launch.hosts) <= set(topo.host_names):
+        # a hostfile's real names on a catalog cluster: node ranks fill the cluster in its own order
+        notes.append(Finding(
+            "info", "hosts_not_in_cluster",
+            f"the launch files name hosts {', '.join(launch.hosts[:4])}{' ...' if len(launch.hosts) > 4 else ''}, "
+            f"which the cluster given does not have; node ranks are laid on its nodes in order (give the real "
+            f"allocation with --slurm-topology/--nodelist to price the job's own hosts)", [], 0.0))
+        launch_hosts = None
+    else:
+        launch_hosts = list(launch.hosts) or None
+    order = host_order_of(topo, hosts or launch_hosts)
     gpu_of_rank = host_order_mapping(topo, order)
     mapped = topo.with_mapping(gpu_of_rank)
     est = _price(model, train, mapped, [layout])
@@ -440,7 +451,7 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
     step_s = float(est.step_time_s[0])
     c = _Ctx(model, train, topo, layout, est, step_s, mapped_same_s, planned.search.estimates,
              planned.search.batch, gpu_of_rank, space.zero_stages)
-    findings = _crossing_findings(c, mapped, kinds) + _layout_findings(c, plan)
+    findings = _crossing_findings(c, mapped, kinds) + _layout_findings(c, plan) + notes
     stated = (launch.first_stage_layers, launch.last_stage_layers)
     modeled = (plan.layout.stage_layers[0], plan.layout.stage_layers[-1])
     if layout.pp > 1 and None not in stated and stated != modeled:

@@ -19,7 +19,8 @@ FRAMEWORK_FORMAT = {"megatron": "megatron", "torchtitan": "torchtitan", "deepspe
 def audit_json(a: Audit) -> dict:
     lay = a.estimate.layout
     layout = {"framework": a.launch.framework, **lay.model_dump(mode="json"), "num_gpus": a.estimate.num_gpus,
-              "host_order": a.host_order, "sources": dict(a.launch.sources), "ignored": list(a.launch.ignored)}
+              "host_order": a.host_order, "hosts_in_files": list(a.launch.hosts), "sources": dict(a.launch.sources),
+              "ignored": list(a.launch.ignored)}
     return {"layout": layout, "estimate": a.estimate.model_dump(mode="json"),
             "findings": [f.as_json() for f in a.findings], "best": a.best.model_dump(mode="json"),
             "speedup": a.speedup, "changes": a.changes}

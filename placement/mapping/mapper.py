@@ -53,7 +53,7 @@ def host_order_mapping(topo: Topology, host_order: np.ndarray) -> np.ndarray:
 
 
 def baseline_mappings(topo: Topology) -> dict[str, np.ndarray]:
-    num_hosts = topo.num_gpus // topo.gpus_per_host
+    num_hosts = -(-topo.num_gpus // topo.gpus_per_host)  # a job on part of one node still has its host
     by_name = np.array(sorted(range(num_hosts), key=lambda h: topo.host_names[h]))
     return {"allocation_order": host_order_mapping(topo, np.arange(num_hosts)),
             "megatron_order": host_order_mapping(topo, by_name)}
