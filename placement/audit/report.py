@@ -54,11 +54,14 @@ def audit_table(a: Audit) -> str:
                  f"memory {best.peak_memory_bytes / GiB:.1f} of {best.memory_capacity_bytes / GiB:.1f} GiB")
     if a.changes:
         lines = ["changes to the launch:"]
+        def setting(arg: str, value: str) -> str:  # a bare flag shows as itself
+            return arg if value == "true" and arg.startswith("--") else f"{arg} {value}"
+
         for c in a.changes:
             if c["from"] is not None:
-                lines.append(f"- {c['argument']} {c['from']}")
+                lines.append(f"- {setting(c['argument'], c['from'])}")
             if c["to"] is not None:
-                lines.append(f"+ {c['argument']} {c['to']}" + (f"    # {c['note']}" if c.get("note") else ""))
+                lines.append(f"+ {setting(c['argument'], c['to'])}" + (f"    # {c['note']}" if c.get("note") else ""))
         parts.append("\n".join(lines))
     else:
         parts.append("no changes: the job already runs the best plan placement knows for it")
