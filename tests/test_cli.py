@@ -208,8 +208,8 @@ def test_emit_writes_framework_files_with_a_header(tmp_path):
 
 def test_emit_input_errors(tmp_path):
     base = ["plan", "--model", "llama3-8b", "--gpus", "8", "--top-k", "1"]
-    code, _, err = run(*base, "--emit", "deepspeed", "--out", str(tmp_path))
-    assert code == 2 and "unknown format(s) deepspeed" in err and "torchtitan, megatron, devicemesh" in err
+    code, _, err = run(*base, "--emit", "horovod", "--out", str(tmp_path))
+    assert code == 2 and "unknown format(s) horovod" in err and "torchtitan, megatron, devicemesh" in err
     code, _, err = run(*base, "--emit", "all")
     assert code == 2 and "--emit writes files: give --out DIR" in err
 

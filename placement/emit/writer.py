@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from placement.emit import devicemesh, megatron, torchtitan
+from placement.emit import deepspeed, devicemesh, maxtext, megatron, torchtitan
 from placement.emit.common import EmitContext
 from placement.errors import InputError
 
@@ -12,6 +12,8 @@ FORMATS = {
     "torchtitan": ("torchtitan.sh", torchtitan.render),
     "megatron": ("megatron.sh", megatron.render),
     "devicemesh": ("device_mesh.py", devicemesh.render),
+    "deepspeed": ("deepspeed.sh", deepspeed.render),
+    "maxtext": ("maxtext.yml", maxtext.render),
 }
 
 

@@ -1,0 +1,255 @@
+"""DeepSpeed 0.19.8: `ds_config.json`, a `hostfile` in the planned host order, and `deepspeed.sh` with the
+launch line and the parts DeepSpeed takes in code (the rank topology, the pipeline module, the experts).
+
+Facts read from DeepSpeed 0.19.8's own code (reference/frameworks.md §4; checked by tests/verify/test_deepspeed.py):
+- `runtime/config.py` DeepSpeedConfig: `train_batch_size == micro * gas * dp` (`_batch_assertion`), where dp is
+  `mpu.get_data_parallel_world_size()` when an mpu is passed and the whole world otherwise; top-level keys it does
+  not know are ignored, which is where the JSON carries its header (`_comment`).
+- `runtime/pipe/topology.py`: `ProcessTopology` is row-major (last axis fastest);
+  `PipeModelDataParallelTopology(num_pp, num_mp, num_dp)` has axes [pipe, data, model], i.e. TP innermost, then
+  data, then pipe: placement's rank order when cp = 1.  `PipelineParallelGrid` builds the groups and is the mpu.
+- `runtime/pipe/engine.py` PipelineEngine: asserts ZeRO stage < 2; seeds the module's
+  `activation_checkpoint_interval` from `pipeline.activation_checkpoint_interval`; never reads `pipeline.stages`;
+  one plain 1F1B schedule, no interleaved stages.  `runtime/pipe/module.py` partitions layers by
+  'parameters', 'uniform' or 'type:<regex>' only.
+- `runtime/zero/config.py`: `overlap_comm` defaults to True only for stage 3; `runtime/engine.py`
+  `allreduce_gradients` all-reduces after backward when ZeRO is off.
+- `utils/groups.py::_get_expert_parallel_ranks`: EP groups are runs of `ep` ranks taken from each stage's
+  data-parallel ranks at one TP index (stride tp); MoE experts are whole on each rank (no expert TP).
+- `launcher/runner.py::_parse_hostfile` keeps line order; `launch.py` numbers ranks host by host in that order and
+  sets CUDA_VISIBLE_DEVICES to the host's slots, sorted (`parse_node_config_list`): node order is free, a GPU
+  order inside a node is not.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from placement.emit.common import EmitContext, header, torchrun_lines, warn_block
+
+VERSION = "DeepSpeed 0.19.8"
+BUCKET_ELEMENTS = 50_000_000
+"""ZeRO reduce/all-gather bucket, in elements (100 MB of bf16 gradients).  The plan hides the gradient reduction
+behind backward (cost.constants.DP_OVERLAP_FRACTION), which needs buckets that are small against a pipeline
+stage's gradients; DeepSpeed's default, 5e8 elements (1 GB), cuts a 70B model's rank under tp 8 x pp 8 (1.1e9
+parameters) into only 2-3 buckets."""
+MASTER_PORT = 29500
+TRAIN_SCRIPT = '"${TRAIN_SCRIPT:-train.py}"'
+
+
+def config(ctx: EmitContext) -> dict:
+    """The ds_config.json settings of the plan (without the header); what `placement audit` diffs."""
+    lay = ctx.plan.layout
+    zero: dict = {"stage": lay.zero_stage}
+    if lay.zero_stage > 0:
+        zero |= {"overlap_comm": True, "contiguous_gradients": True, "reduce_scatter": True,
+                 "reduce_bucket_size": BUCKET_ELEMENTS, "allgather_bucket_size": BUCKET_ELEMENTS}
+    out = {
+        "train_batch_size": ctx.plan.global_batch,
+        "train_micro_batch_size_per_gpu": lay.micro_batch_size,
+        "gradient_accumulation_steps": lay.num_microbatches,
+        "zero_optimization": zero,
+        "bf16": {"enabled": True},  # fp8 too: DeepSpeed's FP8 comes from model code (see the warning)
+    }
+    if lay.recompute == "full":
+        # read by deepspeed.checkpointing.configure(); partitioning the checkpointed layer inputs across the TP
+        # group is the 1/tp share sequence parallelism keeps
+        out["activation_checkpointing"] = {"partition_activations": lay.tp > 1 and lay.sequence_parallel,
+                                           "contiguous_memory_optimization": False, "cpu_checkpointing": False}
+    if lay.pp > 1:
+        # `stages` is not read by DeepSpeed (the topology sets it); it records the plan's value
+        out["pipeline"] = {"stages": lay.pp, "activation_checkpoint_interval": 1 if lay.recompute == "full" else 0}
+    return out
+
+
+def topology(ctx: EmitContext) -> str:
+    """DeepSpeed's rank topology of the plan, as a Python expression over `deepspeed.runtime.pipe.topology`."""
+    lay = ctx.plan.layout
+    if lay.cp == 1:
+        return f"PipeModelDataParallelTopology(num_pp={lay.pp}, num_mp={lay.tp}, num_dp={lay.dp})"
+    return (f'ProcessTopology(axes=["pipe", "data", "context", "model"], '
+            f"dims=[{lay.pp}, {lay.dp}, {lay.cp}, {lay.tp}])")
+
+
+def node_slots(ctx: EmitContext) -> list[tuple[str, list[int]]]:
+    """(host, local GPU of each of its ranks in rank order) for node rank 0, 1, ...; ranks are numbered host by
+    host, so node rank k holds ranks k*gpus_per_host onwards."""
+    gph = ctx.topo.gpus_per_host
+    gpus = ctx.gpu_of_rank
+    out = []
+    for start in range(0, len(gpus), gph):
+        block = gpus[start:start + gph]
+        out.append((ctx.topo.host_names[int(block[0]) // gph], [int(g) % gph for g in block]))
+    return out
+
+
+def hostfile(ctx: EmitContext) -> tuple[str, str | None]:
+    """(hostfile text, --include value or None).  The include names the slots of hosts that use other GPUs than
+    their first ones (DeepSpeed runs a host's ranks on its listed slots in ascending order)."""
+    gph = ctx.topo.gpus_per_host
+    nodes = node_slots(ctx)
+    lines = [f"# DeepSpeed hostfile: node rank k is line k (placement {ctx.plan.tool_version}, "
+             f"{ctx.plan.model} on {ctx.plan.num_gpus} GPUs)\n"]
+    partial = any(sorted(local) != list(range(len(local))) for _, local in nodes)
+    for host, local in nodes:
+        lines.append(f"{host} slots={gph if partial else len(local)}\n")
+    include = "@".join(f"{h}:{','.join(map(str, sorted(local)))}" for h, local in nodes) if partial else None
+    return "".join(lines), include
+
+
+def stage_split(lay) -> list[int]:
+    """Transformer layers on each pipeline stage, first to last."""
+    first, *rest = lay.stage_layers
+    return [first] if lay.pp == 1 else [first, *[rest[0]] * (lay.pp - 2), rest[-1]]
+
+
+def _ep_groups_match(lay) -> bool:
+    """DeepSpeed's EP groups (stride tp) equal placement's (etp innermost, then ep) iff etp == tp."""
+    return lay.tp == 1 or lay.etp == lay.tp
+
+
+def _hosts_spanned(ctx: EmitContext, ranks: list[int]) -> int:
+    return len(set((ctx.gpu_of_rank[ranks] // ctx.topo.gpus_per_host).tolist()))
+
+
+def warnings_for(ctx: EmitContext) -> list[str]:
+    """What DeepSpeed cannot express of this plan, each with the numbers and what to do."""
+    lay, plan = ctx.plan.layout, ctx.plan
+    out = []
+    nodes = node_slots(ctx)
+    gph = ctx.topo.gpus_per_host
+    split = [k for k in range(len(nodes))
+             if len(set((ctx.gpu_of_rank[k * gph:(k + 1) * gph] // gph).tolist())) > 1]
+    if split:
+        out.append(f"node rank {split[0]}'s ranks lie on several hosts ({len(split)} such node ranks): a hostfile "
+                   f"gives each host one block of {gph} consecutive ranks, so DeepSpeed cannot launch this mapping")
+    permuted = [(k, h, local) for k, (h, local) in enumerate(nodes) if local != sorted(local) and k not in split]
+    if permuted:
+        k, host, local = permuted[0]
+        out.append(f"the mapping orders GPUs inside {len(permuted)} node(s) (first: {host}, ranks {k * gph}.. on "
+                   f"local GPUs {','.join(map(str, local))}); the DeepSpeed launcher sorts a host's slots and sets "
+                   f"CUDA_VISIBLE_DEVICES to them, so it would run rank {k * gph} on GPU {sorted(local)[0]}. "
+                   f"deepspeed.sh launches with torchrun instead, exporting each node's CUDA_VISIBLE_DEVICES in the "
+                   f"planned order (DeepSpeed reads RANK and LOCAL_RANK from torchrun)")
+    if lay.cp > 1:
+        out.append(f"cp {lay.cp}: DeepSpeed has no ring context parallelism (its Ulysses sequence parallelism is an "
+                   f"all-to-all over heads, priced differently, on a world of sp x dp only). The topology keeps a "
+                   f"'context' axis so ranks and batch arithmetic match the plan, but the ring attention and the "
+                   f"gradient all-reduce over topology.get_axis_comm_lists('context') must come from your model code "
+                   f"(DeepSpeed reduces gradients and shards ZeRO over 'data' only)")
+    if ctx.moe and lay.ep > 1:
+        if lay.etp > 1:
+            out.append(f"etp {lay.etp}: DeepSpeed MoE has no expert tensor parallelism; each rank holds whole "
+                       f"experts, {lay.etp}x the plan's expert weight memory")
+        if not _ep_groups_match(lay):
+            ds = [lay.tp * j for j in range(lay.ep)]
+            ours = list(range(lay.ep))  # etp 1: ep innermost within the stage's ranks
+            out.append(f"DeepSpeed forms EP groups from one TP index of the data-parallel ranks (stride tp {lay.tp}: "
+                       f"rank 0 with {ds[1]}, {ds[2] if lay.ep > 2 else ds[1]}, ...), the plan from consecutive "
+                       f"ranks (etp {lay.etp}); its EP all-to-all spans {_hosts_spanned(ctx, ds)} hosts instead of "
+                       f"{_hosts_spanned(ctx, ours)}. Plan with etp = tp to match DeepSpeed")
+    if lay.zero_stage == 3 and lay.dp_shard < lay.dp:
+        out.append(f"HSDP (shard {lay.dp_shard} of dp {lay.dp}) is not expressed: DeepSpeed 0.19.8 removed MiCS, so "
+                   f"ZeRO-3 shards over the whole data-parallel group of {lay.dp}")
+    if lay.pp > 1 and lay.zero_stage >= 2:
+        out.append(f"DeepSpeed's PipelineEngine refuses ZeRO-{lay.zero_stage} with pipeline parallelism (it asserts "
+                   f"stage < 2): deepspeed.initialize fails; plan with --zero 0 --zero 1")
+    if lay.pp > 1 and len(set(lay.stage_layers)) > 1:
+        split_at = np.cumsum([0, *stage_split(lay)]).tolist()
+        out.append(f"uneven stages (layers first/middle/last {'/'.join(map(str, lay.stage_layers))}): PipelineModule "
+                   f"partitions by 'parameters', 'uniform' or 'type:<regex>' only, which balance the layers; for "
+                   f"this split override its _partition_layers to set self.parts at transformer layers "
+                   f"{', '.join(map(str, split_at))} (plus your embedding and head)")
+    if lay.vpp > 1:
+        out.append(f"vpp {lay.vpp}: DeepSpeed's pipeline has no interleaved stages; it runs plain 1F1B, whose bubble "
+                   f"is about {lay.vpp}x the plan's {plan.breakdown.bubble:.3f} s/step")
+    if lay.zero_stage == 0 and plan.breakdown.overlapped.dp > 0:
+        out.append(f"without ZeRO DeepSpeed all-reduces gradients after backward, not during it: the "
+                   f"{plan.breakdown.overlapped.dp:.3f} s/step of DP communication the plan hides is exposed; "
+                   f"ZeRO-1 with overlap_comm hides it")
+    if lay.recompute == "selective":
+        out.append("selective recompute is model code (recompute the attention core); DeepSpeed's checkpointing "
+                   "recomputes whole layers")
+    if plan.precision == "fp8":
+        out.append("fp8: the DeepSpeed config has no FP8 switch (bf16 is set); FP8 GEMMs come from model code, "
+                   "e.g. Transformer Engine layers")
+    return out
+
+
+def _code_lines(ctx: EmitContext) -> list[str]:
+    """The training-script side, as comment lines."""
+    lay = ctx.plan.layout
+    topo = topology(ctx)
+    cls = "PipeModelDataParallelTopology" if lay.cp == 1 else "ProcessTopology"
+    lines = ["In the training script (DeepSpeed takes these in code; args carry --deepspeed_config):",
+             "  import deepspeed",
+             f"  from deepspeed.runtime.pipe.topology import {cls}" + (", PipelineParallelGrid" if lay.pp == 1 else ""),
+             "  deepspeed.init_distributed()",
+             f"  topology = {topo}"]
+    if lay.pp > 1:
+        lines += ["  from deepspeed.pipe import PipelineModule  # TransformerLayer: your transformer block's class",
+                  '  model = PipelineModule(layers, topology=topology, partition_method="type:TransformerLayer",',
+                  f"                         activation_checkpoint_interval={1 if lay.recompute == 'full' else 0}, "
+                  "loss_fn=loss_fn)",
+                  "  engine, _, _, _ = deepspeed.initialize(args=args, model=model,",
+                  "                                         model_parameters=model.parameters())",
+                  "  mpu = model.mpu()  # the module's PipelineParallelGrid"]
+    else:
+        lines += ["  mpu = PipelineParallelGrid(topology=topology)  # data and tensor groups in the planned rank order",
+                  "  engine, _, _, _ = deepspeed.initialize(args=args, model=model,",
+                  "                                         model_parameters=model.parameters(), mpu=mpu)"]
+        if lay.recompute == "full":
+            lines += ["  deepspeed.checkpointing.configure(mpu, deepspeed_config=args.deepspeed_config)",
+                      "  # and run each transformer layer through deepspeed.checkpointing.checkpoint(layer, x)"]
+    if lay.tp > 1:
+        lines.append(f"  # tensor parallelism (tp {lay.tp}) is model code over mpu.get_slice_parallel_group()"
+                     + (", with sequence parallelism" if lay.sequence_parallel else ""))
+    if ctx.moe and lay.ep > 1:
+        lines.append(f"  # experts: deepspeed.moe.layer.MoE(..., num_experts=N, ep_size={lay.ep}); "
+                     f"DeepSpeed builds the EP groups from the mpu")
+    return lines
+
+
+def render(ctx: EmitContext) -> tuple[str, list[str], dict[str, str]]:
+    lay, plan = ctx.plan.layout, ctx.plan
+    warnings = warnings_for(ctx)
+    head = header(ctx, VERSION)
+    host_text, include = hostfile(ctx)
+    cfg = {"_comment": [line[2:] for line in head.splitlines()] + [f"WARNING: {w}" for w in warnings]}
+    cfg |= config(ctx)
+    world, hosts = plan.num_gpus, ctx.hosts_in_rank_order
+    derived = [f"DeepSpeed derives data parallelism {lay.dp} from the topology's 'data' axis "
+               f"(world {world} / (pp {lay.pp} x cp {lay.cp} x tp {lay.tp})) and requires",
+               f"train_batch_size {plan.global_batch} = micro-batch {lay.micro_batch_size} x "
+               f"gradient_accumulation_steps {lay.num_microbatches} x dp {lay.dp}"]
+    if world != lay.dp:
+        derived.append(f"without that mpu it takes dp = world size {world} and rejects the JSON")
+    axes = "pipe, data, context, model = pp, dp, cp, tp" if lay.cp > 1 else "pipe, data, model = pp, dp, tp"
+    body = [f"rank order: the topology's axes run outermost to innermost ({axes}), placement's order",
+            "files: ds_config.json (batch, ZeRO, precision, checkpointing, pipeline), hostfile (node rank k = line k)",
+            *derived, "", *_code_lines(ctx)]
+    text = head + warn_block(warnings) + "".join(f"# {x}\n" if x else "#\n" for x in body)
+    launch = (f"deepspeed --hostfile hostfile{f' --include {include}' if include else ''} --master_addr {hosts[0]} "
+              f"--master_port {MASTER_PORT} {TRAIN_SCRIPT} --deepspeed --deepspeed_config ds_config.json\n")
+    if any(local != sorted(local) for _, local in node_slots(ctx)):
+        text += "# the DeepSpeed launcher would lose the planned GPU order (see WARNING):\n# " + launch
+        text += _torchrun_permuted(ctx)
+    else:
+        text += launch
+    return text, warnings, {"ds_config.json": json.dumps(cfg, indent=2) + "\n", "hostfile": host_text}
+
+
+def _torchrun_permuted(ctx: EmitContext) -> str:
+    """torchrun per node with CUDA_VISIBLE_DEVICES in the planned order (torchrun keeps the parent's list and
+    LOCAL_RANK indexes it; reference/frameworks.md §6)."""
+    lines = torchrun_lines(ctx, f"{TRAIN_SCRIPT} --deepspeed --deepspeed_config ds_config.json", MASTER_PORT)
+    out = []
+    order = iter(node_slots(ctx))
+    for line in lines.splitlines(keepends=True):
+        if line.startswith("torchrun"):
+            _, local = next(order)
+            line = f"CUDA_VISIBLE_DEVICES={','.join(map(str, local))} {line}"
+        out.append(line)
+    return "".join(out)

@@ -1,0 +1,400 @@
+"""MaxText 0.2.5 on JAX 0.10.2: `maxtext.yml` (config overrides on top of MaxText's base.yml) and `jax_mesh.py`.
+
+Facts used (MaxText 0.2.5 wheel, JAX 0.10.2, XLA; reference/frameworks.md §5):
+
+* The mesh is `mesh_axes` (outermost first) with one size per axis from the `ici_<axis>_parallelism` and
+  `dcn_<axis>_parallelism` keys (`configs/types.py` ici_map / dcn_map; the axis `stage` is read from
+  `*_pipeline_parallelism`).  `utils/maxtext_utils.py::create_device_mesh` fills at most one -1 per list
+  (`max_utils.fill_unspecified_mesh_axes`: product of ICI = devices per slice, product of DCN = slices) and
+  calls `mesh_utils.create_hybrid_device_mesh(ici, dcn, devices)`, which groups devices by `slice_index`
+  and tiles one ICI mesh per slice over the DCN shape (DCN outer, ICI inner on every axis).
+* On GPUs a slice is a host: XLA gives every host (boot id) its own `slice_index` in process order and
+  numbers devices process by process (`xla/pjrt/distributed/topology_util.cc::BuildGlobalTopology`);
+  inside a slice JAX sorts GPUs by id (`mesh_utils.create_device_mesh`).  So MaxText's ICI axes live inside
+  one host, DCN axes across hosts, and the planned host order is realised by the process id of each
+  host (`NODE_RANK`, which MaxText's `max_utils.initialize_jax_for_gpu` passes to
+  `jax.distributed.initialize`).  A within-host GPU order needs CUDA_VISIBLE_DEVICES set before the
+  process starts: `local_device_ids` cannot reorder (XLA's `GpuClientOptions.allowed_devices` is a set).
+* With every axis's ICI part inside the innermost `gpus_per_host` positions, the row-major index of a
+  device's mesh coordinate equals process id x gpus_per_host + local index; with `mesh_axes` in
+  placement's rank order (pp, dp, cp, tp) that index is the placement rank, so every MaxText axis group
+  is a placement group.  MaxText itself moves `stage` before `data` when pipelining (types.py).
+* Batch: global batch = per_device_batch_size x devices x gradient_accumulation_steps; with a pipeline,
+  each step's batch is cut into num_pipeline_microbatches (a multiple of the stages), and
+  layers = stages x num_pipeline_repeats x num_layers_per_pipeline_stage (circular = interleaved).
+* Sharding rules (base.yml logical_axis_rules): weights' `embed` dimension is sharded over fsdp, context
+  and expert; `data` shards only the batch; expert MLPs are sharded over `tensor` (`mlp_moe`), so the
+  expert tensor-parallel size is tp.  `shard_optimizer_over_data` is MaxText's ZeRO-1 (not with fsdp).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+from placement.cost.constants import GiB
+from placement.emit.common import EmitContext, header, warn_block
+
+VERSION = "MaxText 0.2.5 (JAX 0.10.2)"
+
+# MaxText 0.2.5 configs/base.yml `mesh_axes`, outermost (least network-intensive) first
+DEFAULT_MESH_AXES = ("diloco", "data", "stage", "fsdp", "fsdp_transpose", "context", "context_usp_ulysses",
+                     "context_autoregressive", "tensor", "tensor_sequence", "expert", "autoregressive")
+
+# mesh axis -> the word in its ici_*/dcn_* key (configs/types.py ici_map)
+KEY_WORD = {axis: axis for axis in DEFAULT_MESH_AXES} | {"stage": "pipeline"}
+
+# placement catalog name -> (MaxText model_name, leading dense layers MaxText does not pipeline).
+# MaxText pipelines only the MoE layers of a DeepSeek model (types.py: pipeline_parallel_layers defaults
+# to num_decoder_layers - first_num_dense_layers; configs/models/deepseek3-671b.yml has 3).
+MODELS = {
+    "llama3-8b": ("llama3-8b", 0),
+    "llama3-70b": ("llama3-70b", 0),
+    "llama3-405b": ("llama3-405b", 0),
+    "deepseek-v3": ("deepseek3-671b", 3),
+    "mixtral-8x7b": ("mixtral-8x7b", 0),
+    "mixtral-8x22b": ("mixtral-8x22b", 0),
+    "qwen3-235b-a22b": ("qwen3-235b-a22b", 0),
+    "gpt3-175b": ("gpt3-175b", 0),
+}
+
+# placement recompute -> MaxText remat_policy (layers/nnx_decoders.py::get_remat_policy): "none" skips
+# jax.checkpoint; "minimal" saves the named matmul outputs and recomputes attention (selective recompute).
+REMAT = {"none": "none", "selective": "minimal", "full": "full"}
+
+COORDINATOR_PORT = 1234
+ENTRYPOINT = "python3 -m maxtext.trainers.pre_train.train"
+
+
+@dataclass(frozen=True)
+class MaxTextMesh:
+    axes: tuple[str, ...]
+    """mesh_axes, outermost first."""
+    sizes: dict[str, int]
+    """Every axis's full size."""
+    ici: dict[str, int]
+    """Part of each axis inside one host (a JAX process, MaxText's slice on GPUs)."""
+    dcn: dict[str, int]
+    """Part of each axis across hosts; ici x dcn = sizes."""
+
+
+def mesh_sizes(ctx: EmitContext) -> tuple[dict[str, int], list[str]]:
+    """MaxText axis -> size: tp -> tensor, cp -> context, pp -> stage, dp -> data (ZeRO-0/1/2) or fsdp
+    (ZeRO-3; HSDP = data x fsdp), ep -> expert carved from the innermost data-parallel ranks."""
+    lay = ctx.plan.layout
+    warnings = []
+    sizes = dict.fromkeys(DEFAULT_MESH_AXES, 1)
+    sizes |= {"tensor": lay.tp, "context": lay.cp, "stage": lay.pp}
+    if lay.zero_stage == 3:
+        sizes |= {"data": lay.dp // lay.dp_shard, "fsdp": lay.dp_shard}
+    elif lay.zero_stage == 2 and not zero2_as_zero1(ctx):
+        sizes["fsdp"] = lay.dp
+    else:
+        sizes["data"] = lay.dp
+    if lay.ep > 1:
+        inner = "fsdp" if sizes["fsdp"] > 1 else "data"
+        if sizes[inner] % lay.ep:
+            warnings.append(f"ep {lay.ep} does not divide MaxText's {inner} axis ({sizes[inner]}): experts are not "
+                            f"sharded (expert axis 1); set ici/dcn_expert_parallelism by hand")
+        else:
+            sizes[inner] //= lay.ep
+            sizes["expert"] = lay.ep
+        if lay.etp != lay.tp:
+            warnings.append(f"etp {lay.etp} != tp {lay.tp}: MaxText shards every expert's MLP over 'tensor' too "
+                            f"(base.yml rule mlp_moe), so experts run with etp {lay.tp} and the expert group is the "
+                            f"{lay.ep} ranks of one tensor coordinate, not the plan's")
+        elif lay.cp > 1:
+            warnings.append(f"ep {lay.ep} with cp {lay.cp}: the plan's expert groups span the context ranks, MaxText's "
+                            f"expert axis cannot (it is carved from the data-parallel ranks only)")
+    return sizes, warnings
+
+
+def mesh_axes(ctx: EmitContext) -> tuple[str, ...]:
+    """MaxText's default order, put in placement's rank order (pp, dp, cp, tp outermost first)."""
+    axes = list(DEFAULT_MESH_AXES)
+    if ctx.plan.layout.pp > 1:  # what MaxText does itself when pipelining (types.py)
+        i, j = axes.index("stage"), axes.index("data")
+        axes[i], axes[j] = axes[j], axes[i]
+    if ctx.plan.layout.ep > 1:  # expert = innermost data-parallel ranks, outside context and tensor
+        axes.remove("expert")
+        axes.insert(axes.index("fsdp_transpose") + 1, "expert")
+    return tuple(axes)
+
+
+def split_ici_dcn(axes: tuple[str, ...], sizes: dict[str, int], per_host: int) -> tuple[dict, dict, list[str]]:
+    """ICI takes the innermost `per_host` positions of the mesh (one axis may be split); DCN the rest."""
+    ici = dict.fromkeys(axes, 1)
+    left = per_host
+    for axis in reversed(axes):
+        size = sizes[axis]
+        if left == 1 or size == 1:
+            continue
+        if left % size == 0:
+            ici[axis], left = size, left // size
+        elif size % left == 0:
+            ici[axis], left = left, 1
+        else:
+            break
+    warnings = []
+    if left != 1:
+        warnings.append(f"the mesh {dict((a, sizes[a]) for a in axes if sizes[a] > 1)} does not tile hosts of "
+                        f"{per_host} GPUs in rank order: ICI/DCN split by greatest common divisor instead, so groups "
+                        f"differ from the plan's")
+        ici, left = dict.fromkeys(axes, 1), per_host
+        for axis in reversed(axes):
+            ici[axis] = math.gcd(sizes[axis], left)
+            left //= ici[axis]
+        if left != 1:
+            warnings.append(f"no ICI split multiplies to {per_host} GPUs per host: MaxText will reject this mesh")
+    dcn = {a: sizes[a] // ici[a] for a in axes}
+    return ici, dcn, warnings
+
+
+def build_mesh(ctx: EmitContext) -> tuple[MaxTextMesh, list[str]]:
+    sizes, warnings = mesh_sizes(ctx)
+    axes = mesh_axes(ctx)
+    # a job smaller than one host runs on part of it: the slice is then the whole job
+    ici, dcn, more = split_ici_dcn(axes, sizes, min(ctx.topo.gpus_per_host, ctx.plan.num_gpus))
+    return MaxTextMesh(axes, sizes, ici, dcn), warnings + more
+
+
+def zero2_as_zero1(ctx: EmitContext) -> bool:
+    """MaxText has no gradient-only sharding: ZeRO-2 becomes ZeRO-1 (shard_optimizer_over_data) when the
+    unsharded gradients still fit, else FSDP."""
+    p = ctx.plan
+    extra = p.memory.grads_bytes * (p.layout.dp - 1)
+    return p.peak_memory_bytes + extra <= p.memory_capacity_bytes
+
+
+def sharding_warnings(ctx: EmitContext, mesh: MaxTextMesh) -> list[str]:
+    """ZeRO mapping and what MaxText's sharding rules do to weight, gradient and optimizer memory."""
+    p, lay = ctx.plan, ctx.plan.layout
+    s = mesh.sizes
+    warnings = []
+    if lay.zero_stage == 2:
+        if s["fsdp"] > 1:
+            warnings.append(f"MaxText has no ZeRO-2: emitted as FSDP (ZeRO-3, fsdp {s['fsdp']}) because unsharded "
+                            f"gradients would not fit; parameters are all-gathered for every micro-batch")
+        else:
+            extra = p.memory.grads_bytes * (lay.dp - 1)
+            warnings.append(f"MaxText has no ZeRO-2: emitted as ZeRO-1 (shard_optimizer_over_data), gradients are "
+                            f"not sharded: +{extra / GiB:.1f} GiB per GPU, peak about "
+                            f"{(p.peak_memory_bytes + extra) / GiB:.1f} of {p.memory_capacity_bytes / GiB:.1f} GiB")
+    # dense weights: MaxText shards `embed` over fsdp x context x expert; ZeRO-1 adds `data` for the optimizer
+    weights_way = s["fsdp"] * s["context"] * s["expert"]
+    opt_way = weights_way * (s["data"] if optimizer_over_data(ctx, mesh) else 1)
+    plan_weights = lay.dp_shard if lay.zero_stage == 3 else 1
+    plan_grads = lay.dp_shard if lay.zero_stage == 3 else (lay.dp if lay.zero_stage == 2 else 1)
+    plan_opt = lay.dp_shard if lay.zero_stage == 3 else (lay.dp if lay.zero_stage >= 1 else 1)
+    if (weights_way, weights_way, opt_way) != (plan_weights, plan_grads, plan_opt):
+        m = p.memory
+        planned = m.weights_bytes + m.grads_bytes + m.optimizer_bytes
+        maxtext = (m.weights_bytes * plan_weights / weights_way + m.grads_bytes * plan_grads / weights_way
+                   + m.optimizer_bytes * plan_opt / opt_way)
+        note = "" if ctx.moe else (f"; weights + gradients + optimizer state about {maxtext / GiB:.1f} GiB per GPU "
+                                   f"instead of {planned / GiB:.1f}")
+        warnings.append(f"MaxText shards weights and gradients {weights_way}-way and optimizer state {opt_way}-way "
+                        f"over its data-parallel, context and expert axes (base.yml rule embed -> fsdp, context, "
+                        f"expert; shard_optimizer_over_data adds data), the plan weights {plan_weights}-way, "
+                        f"gradients {plan_grads}-way and optimizer state {plan_opt}-way{note}; cross-rank weight "
+                        f"traffic differs from the prediction")
+    return warnings
+
+
+def optimizer_over_data(ctx: EmitContext, mesh: MaxTextMesh) -> bool:
+    lay = ctx.plan.layout
+    return lay.zero_stage in (1, 2) and mesh.sizes["fsdp"] == 1 and mesh.sizes["data"] > 1
+
+
+def batch_keys(ctx: EmitContext) -> tuple[dict[str, object], list[str], str]:
+    """per_device_batch_size, gradient_accumulation_steps, num_pipeline_microbatches; and the arithmetic."""
+    p, lay = ctx.plan, ctx.plan.layout
+    m = lay.num_microbatches
+    warnings = []
+    if lay.pp > 1:  # every micro-batch of the step goes through the pipeline together
+        accumulation, keys = 1, {"num_pipeline_microbatches": m}
+        if m % lay.pp:
+            warnings.append(f"MaxText needs num_pipeline_microbatches ({m}) to be a multiple of the stages "
+                            f"({lay.pp}); it will reject this config")
+    else:
+        accumulation, keys = m, {}
+    per_device = Fraction(p.global_batch, p.num_gpus * accumulation)
+    value = float(per_device)
+    if Fraction(value) != per_device:
+        warnings.append(f"per_device_batch_size {per_device} is not exact in binary: MaxText's "
+                        f"int(devices x per_device_batch_size) may train on a slightly different batch")
+    keys = {"per_device_batch_size": value, "gradient_accumulation_steps": accumulation} | keys
+    arithmetic = (f"batch: per_device_batch_size {value:g} x {p.num_gpus} devices x gradient_accumulation_steps "
+                  f"{accumulation} = {p.global_batch} sequences (the plan's global batch = micro-batch "
+                  f"{lay.micro_batch_size} x {m} micro-batches x dp {lay.dp})")
+    return keys, warnings, arithmetic
+
+
+def pipeline_keys(ctx: EmitContext) -> tuple[dict[str, object], list[str]]:
+    lay = ctx.plan.layout
+    if lay.pp == 1:
+        return {}, []
+    warnings = []
+    _, dense = MODELS.get(ctx.model_name, (None, 0))
+    layers = ctx.num_layers - dense
+    if dense:
+        warnings.append(f"MaxText pipelines only the {layers} MoE layers of this model; its {dense} dense layers run "
+                        f"outside the pipeline with 'stage' acting as data parallelism")
+    chunks = lay.pp * lay.vpp
+    per_stage = layers // chunks if layers else 0
+    uneven = len(set(lay.stage_layers)) > 1
+    if per_stage == 0:
+        warnings.append(f"cannot pipeline {layers} layers over {lay.pp} stages x {lay.vpp} virtual stages")
+        per_stage = 1
+    if uneven or per_stage * chunks != layers:
+        warnings.append(f"MaxText pipelines equal stages only: the plan's stages hold {lay.stage_layers} layers; "
+                        f"emitted {lay.pp} stages x {lay.vpp} repeats x {per_stage} layers = {per_stage * chunks} "
+                        f"pipelined layers, the other {layers - per_stage * chunks} run outside the pipeline")
+    warnings.append("MaxText's pipeline runs every micro-batch's forward before the backward (a jax.lax.scan "
+                    "differentiated by JAX, layers/pipeline.py), not the plan's 1F1B; with its default per-iteration "
+                    "checkpoint (set_remat_policy_on_pipeline_iterations) it keeps each iteration's input and "
+                    "recomputes the stage forward, so expect memory below and step time above the prediction")
+    keys = {"num_layers_per_pipeline_stage": per_stage, "num_pipeline_repeats": lay.vpp,
+            "pipeline_parallel_layers": per_stage * chunks}
+    return keys, warnings
+
+
+def overrides(ctx: EmitContext) -> tuple[dict[str, object], MaxTextMesh, list[str], list[str]]:
+    """(key -> value in order, the mesh, warnings, explanatory comment lines)."""
+    p, lay = ctx.plan, ctx.plan.layout
+    mesh, warnings = build_mesh(ctx)
+    warnings += sharding_warnings(ctx, mesh)
+    model, _ = MODELS.get(ctx.model_name, (None, 0))
+    keys: dict[str, object] = {"base_config": "base.yml", "hardware": "gpu"}
+    if model is None:
+        warnings.append(f"MaxText 0.2.5 ships no model config matching {ctx.model_name}: set model_name or the "
+                        f"base_* dimensions yourself")
+        model = "default"
+    keys["model_name"] = model
+    keys["max_target_length"] = p.seq_len
+    if p.precision == "fp8":
+        keys["quantization"] = "nanoo_fp8" if p.accelerator.startswith("mi") else "fp8"
+    keys["num_slices"] = len(ctx.hosts_in_rank_order)
+    keys["mesh_axes"] = list(mesh.axes)
+    if mesh.axes != mesh_axes_default_for(lay.pp):
+        keys["data_sharding"] = [[a for a in mesh.axes if a != "diloco"]]
+    for prefix, part in (("ici", mesh.ici), ("dcn", mesh.dcn)):
+        for axis in DEFAULT_MESH_AXES:
+            keys[f"{prefix}_{KEY_WORD[axis]}_parallelism"] = part[axis]
+    if optimizer_over_data(ctx, mesh):
+        keys["shard_optimizer_over_data"] = True
+    batch, more, arithmetic = batch_keys(ctx)
+    keys |= batch
+    pipe, more2 = pipeline_keys(ctx)
+    keys |= pipe
+    keys["remat_policy"] = REMAT[lay.recompute]
+    warnings += more + more2
+    zero = {0: "data (DDP)", 1: "data + shard_optimizer_over_data (ZeRO-1)",
+            2: "data + shard_optimizer_over_data (ZeRO-2 emitted as ZeRO-1)" if mesh.sizes["fsdp"] == 1
+            else "fsdp (ZeRO-2 emitted as ZeRO-3)", 3: "fsdp (ZeRO-3)"}[lay.zero_stage]
+    if lay.zero_stage == 3 and lay.dp_shard < lay.dp:
+        zero = f"data {lay.dp // lay.dp_shard} x fsdp {lay.dp_shard} (HSDP)"
+    notes = [
+        f"placement -> MaxText axes: tp -> tensor, cp -> context, pp -> stage, dp -> {zero}"
+        + (f", ep -> expert (the innermost {lay.ep} data-parallel ranks)" if lay.ep > 1 else ""),
+        f"mesh (outermost first): {', '.join(f'{a} {mesh.sizes[a]}' for a in mesh.axes if mesh.sizes[a] > 1)}; "
+        f"ICI = inside one host ({math.prod(mesh.ici.values())} GPUs, one JAX process, MaxText's slice on GPUs), "
+        f"DCN = across hosts ({keys['num_slices']})",
+        arithmetic,
+    ]
+    if lay.tp > 1:
+        notes.append("MaxText's tensor axis also shards the activations between layers (rule activation_embed -> "
+                     "tensor), which is what sequence parallelism saves in memory")
+    return keys, mesh, warnings, notes
+
+
+def mesh_axes_default_for(pp: int) -> tuple[str, ...]:
+    """The order MaxText would use by itself (it moves stage first when pipelining)."""
+    axes = list(DEFAULT_MESH_AXES)
+    if pp > 1:
+        axes.remove("stage")
+        axes.insert(axes.index("data"), "stage")
+    return tuple(axes)
+
+
+def _yaml(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return f'"{value}"'
+    if isinstance(value, list):
+        return "[" + ", ".join(_yaml(v) for v in value) + "]"
+    return str(value)
+
+
+def launch_lines(ctx: EmitContext) -> list[str]:
+    """MaxText's GPU launch: one process per host; NODE_RANK is JAX's process id, so the planned host order."""
+    hosts = ctx.hosts_in_rank_order
+    gph = ctx.topo.gpus_per_host
+    local = ctx.gpu_of_rank % gph
+    lines = [f"on every host: export JAX_COORDINATOR_IP={hosts[0]} JAX_COORDINATOR_PORT={COORDINATOR_PORT} "
+             f"NNODES={len(hosts)}",
+             "then one line per host (NODE_RANK = JAX process id; CUDA_VISIBLE_DEVICES where the plan reorders GPUs):"]
+    for k, host in enumerate(hosts):
+        order = local[k * gph:(k + 1) * gph]
+        visible = "" if np.array_equal(order, np.arange(gph)) else f"CUDA_VISIBLE_DEVICES={','.join(map(str, order))} "
+        lines.append(f"  {host}: {visible}NODE_RANK={k} {ENTRYPOINT} maxtext.yml run_name=RUN "
+                     f"base_output_directory=DIR")
+    return lines
+
+
+def render(ctx: EmitContext) -> tuple[str, list[str], dict[str, str]]:
+    keys, mesh, warnings, notes = overrides(ctx)
+    head = header(ctx, VERSION) + warn_block(warnings)
+    head += "".join(f"# {n}\n" for n in notes)
+    head += "".join(f"# {line}\n" for line in launch_lines(ctx))
+    body = "".join(f"{k}: {_yaml(v)}\n" for k, v in keys.items())
+    return head + body, warnings, {"jax_mesh.py": mesh_snippet(ctx, mesh, warnings)}
+
+
+def mesh_snippet(ctx: EmitContext, mesh: MaxTextMesh, warnings: list[str]) -> str:
+    """The same mesh built by hand with JAX: initialize in the planned process order, then the hybrid mesh."""
+    hosts = ctx.hosts_in_rank_order
+    gph = ctx.topo.gpus_per_host
+    local = ctx.gpu_of_rank % gph
+    visible = {h: ",".join(map(str, local[k * gph:(k + 1) * gph])) for k, h in enumerate(hosts)
+               if not np.array_equal(local[k * gph:(k + 1) * gph], np.arange(gph))}
+    host_list = "".join(f"    {h!r},\n" for h in hosts)
+    return (
+        header(ctx, f"JAX mesh for {VERSION}") + warn_block(warnings)
+        + '"""Run on every host before any other JAX call: `initialize()` then `build_mesh()`.\n\n'
+        "Process k runs on HOSTS[k]: XLA numbers devices process by process and gives each host its own\n"
+        "slice_index, so this list realises the planned host order; ICI_SHAPE is the part of each axis inside\n"
+        'one host, DCN_SHAPE the part across hosts (same axis order).\n"""\n\n'
+        "import os\nimport socket\n\nimport jax\nfrom jax.experimental import mesh_utils\n"
+        "from jax.sharding import Mesh\n\n"
+        f"HOSTS = [\n{host_list}]\n"
+        "# GPU order inside a host, set before JAX starts CUDA (local_device_ids cannot reorder: XLA keeps a set)\n"
+        f"CUDA_VISIBLE_DEVICES = {visible!r}\n"
+        f'COORDINATOR_ADDRESS = "{hosts[0]}:{COORDINATOR_PORT}"\n'
+        f"AXES = {mesh.axes!r}\n"
+        f"ICI_SHAPE = {tuple(mesh.ici[a] for a in mesh.axes)!r}\n"
+        f"DCN_SHAPE = {tuple(mesh.dcn[a] for a in mesh.axes)!r}\n\n\n"
+        "def initialize(host=None):\n"
+        "    host = host or socket.gethostname()\n"
+        "    if host not in HOSTS:\n"
+        '        raise SystemExit(f"jax_mesh.py: host {host!r} is not in this plan\'s HOSTS; "\n'
+        '                         "pass initialize(host=...) with its name there")\n'
+        "    if host in CUDA_VISIBLE_DEVICES:\n"
+        '        os.environ["CUDA_VISIBLE_DEVICES"] = CUDA_VISIBLE_DEVICES[host]\n'
+        "    process_id = HOSTS.index(host)\n"
+        "    jax.distributed.initialize(coordinator_address=COORDINATOR_ADDRESS, num_processes=len(HOSTS),\n"
+        "                               process_id=process_id)\n"
+        "    return process_id\n\n\n"
+        "def build_mesh(devices=None):\n"
+        "    devices = jax.devices() if devices is None else devices\n"
+        "    grid = mesh_utils.create_hybrid_device_mesh(ICI_SHAPE, DCN_SHAPE, devices=devices,\n"
+        "                                                process_is_granule=True)\n"
+        "    return Mesh(grid, AXES)\n\n\n"
+        'if __name__ == "__main__":\n'
+        "    initialize()\n"
+        "    print(dict(build_mesh().shape))\n"
+    )

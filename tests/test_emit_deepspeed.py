@@ -1,0 +1,185 @@
+"""The DeepSpeed emitter without DeepSpeed: the JSON's batch arithmetic and keys, the hostfile order, and a
+warning for each part of a plan DeepSpeed cannot express.  tests/verify/test_deepspeed.py checks the same
+files with DeepSpeed's own code."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import replace
+from functools import cache
+
+import numpy as np
+import pytest
+
+from placement.catalog import load_accelerator, load_cluster, load_model
+from placement.emit import deepspeed
+from placement.emit.common import EmitContext
+from placement.emit.writer import FORMATS, write
+from placement.planner import plan_job
+from placement.search import SearchConfig
+from placement.specs import TrainingSpec
+from placement.topology import Topology
+
+
+@cache
+def ctx_for(model_name: str, gpus: int, fixed: tuple, precision: str = "bf16", global_batch: int = 64) -> EmitContext:
+    cluster = load_cluster("dgx-h100")
+    topo = Topology(cluster, load_accelerator(cluster.accelerator), num_gpus=gpus)
+    model = load_model(model_name)
+    train = TrainingSpec(seq_len=4096, global_batch=global_batch, precision=precision)
+    result = plan_job(model, train, topo, SearchConfig(top_k=1, fixed=dict(fixed)), None, with_rank_table=False)
+    return EmitContext(result.plans[0], topo, result.gpu_of_rank[0], model_name, model.num_layers, model.is_moe)
+
+
+PIPE = ("llama3-8b", 64, (("tp", 2), ("pp", 2), ("cp", 1), ("vpp", 1), ("zero_stage", 1), ("recompute", "full")))
+
+
+def files(ctx):
+    text, warnings, extra = deepspeed.render(ctx)
+    return text, warnings, json.loads(extra["ds_config.json"]), extra["hostfile"]
+
+
+def test_a_plan_deepspeed_can_run_gets_its_batch_zero_and_pipeline_keys_and_no_warning():
+    ctx = ctx_for(*PIPE)
+    lay = ctx.plan.layout
+    text, warnings, cfg, _ = files(ctx)
+    assert warnings == [] and "WARNING" not in text
+    assert cfg["train_batch_size"] == ctx.plan.global_batch
+    assert cfg["train_batch_size"] == (cfg["train_micro_batch_size_per_gpu"] * cfg["gradient_accumulation_steps"]
+                                       * lay.dp)  # DeepSpeed's _batch_assertion with dp from the topology
+    assert cfg["train_micro_batch_size_per_gpu"] == lay.micro_batch_size
+    assert cfg["zero_optimization"]["stage"] == 1 and cfg["zero_optimization"]["overlap_comm"] is True
+    assert cfg["pipeline"] == {"stages": 2, "activation_checkpoint_interval": 1}  # recompute full
+    assert cfg["activation_checkpointing"]["partition_activations"] is True  # tp 2 with sequence parallelism
+    assert cfg["bf16"] == {"enabled": True}
+    assert f"PipeModelDataParallelTopology(num_pp=2, num_mp=2, num_dp={lay.dp})" in text
+    assert "activation_checkpoint_interval=1" in text and "PipelineModule(" in text
+
+
+def test_the_json_opens_with_the_plan_header_under_a_key_and_the_script_with_the_launch_line():
+    ctx = ctx_for(*PIPE)
+    text, _, cfg, _ = files(ctx)
+    assert next(iter(cfg)) == "_comment"
+    head = cfg["_comment"]
+    assert head[0].startswith("DeepSpeed 0.19.8 launch for a placement plan (placement ")
+    assert any(f"{ctx.plan.step_time_s:.3f} s/step" in line for line in head)
+    launch = [x for x in text.splitlines() if x.startswith("deepspeed ")]
+    assert launch == [f"deepspeed --hostfile hostfile --master_addr {ctx.hosts_in_rank_order[0]} --master_port 29500 "
+                      '"${TRAIN_SCRIPT:-train.py}" --deepspeed --deepspeed_config ds_config.json']
+    assert "torchrun" not in text
+
+
+def test_zero_0_has_no_overlap_key_and_warns_that_the_gradient_all_reduce_is_exposed():
+    ctx = ctx_for("llama3-8b", 64, (("tp", 2), ("pp", 1), ("cp", 1), ("zero_stage", 0)))
+    _, warnings, cfg, _ = files(ctx)
+    assert cfg["zero_optimization"] == {"stage": 0}
+    assert "pipeline" not in cfg and "activation_checkpointing" not in cfg
+    hidden = ctx.plan.breakdown.overlapped.dp
+    assert hidden > 0
+    assert [w for w in warnings if "all-reduces gradients after backward" in w and f"{hidden:.3f} s/step" in w]
+
+
+def test_the_hostfile_lists_hosts_in_the_planned_node_order():
+    ctx = ctx_for(*PIPE)
+    gph = ctx.topo.gpus_per_host
+    blocks = ctx.gpu_of_rank.reshape(-1, gph)
+    order = np.array([3, 0, 7, 1, 2, 6, 5, 4])  # node rank k runs on host order[k]
+    moved = replace(ctx, gpu_of_rank=(blocks % gph + order[:, None] * gph).reshape(-1))
+    _, _, _, hostfile = files(moved)
+    lines = hostfile.splitlines()
+    assert lines[0].startswith("# ")
+    assert lines[1:] == [f"host{h} slots={gph}" for h in order]
+
+
+def test_a_gpu_order_inside_a_node_is_warned_and_launched_by_torchrun_instead():
+    ctx = ctx_for(*PIPE)
+    gpus = ctx.gpu_of_rank.copy()
+    gpus[8:16] = gpus[8:16][::-1]  # node rank 1 runs its ranks on local GPUs 7..0
+    text, warnings, _, _ = files(replace(ctx, gpu_of_rank=gpus))
+    host = ctx.hosts_in_rank_order[1]
+    assert [w for w in warnings if f"first: {host}, ranks 8.. on local GPUs 7,6,5,4,3,2,1,0" in w]
+    assert not [x for x in text.splitlines() if x.startswith("deepspeed ")]  # only as a comment
+    assert [x for x in text.splitlines() if x.startswith("# deepspeed --hostfile")]
+    runs = [x for x in text.splitlines() if "torchrun" in x and not x.startswith("#")]
+    assert len(runs) == len(ctx.hosts_in_rank_order)
+    assert runs[1].startswith("CUDA_VISIBLE_DEVICES=7,6,5,4,3,2,1,0 torchrun") and "--node-rank 1 " in runs[1]
+    assert runs[0].startswith("CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7 torchrun")
+
+
+def test_a_node_rank_whose_ranks_lie_on_two_hosts_is_warned():
+    ctx = ctx_for(*PIPE)
+    gpus = ctx.gpu_of_rank.copy()
+    gpus[[7, 8]] = gpus[[8, 7]]  # rank 7 on the second host, rank 8 on the first
+    _, warnings, _, _ = files(replace(ctx, gpu_of_rank=gpus))
+    assert len(warnings) == 1 and warnings[0].startswith("node rank 0's ranks lie on several hosts (2 such node ranks)")
+
+
+def test_a_node_that_uses_other_gpus_than_its_first_gets_an_include():
+    ctx = ctx_for("llama3-8b", 4, (("tp", 4), ("pp", 1), ("cp", 1)), global_batch=8)
+    gpus = np.array([4, 5, 6, 7])  # a 4-GPU job on the upper half of host0
+    text, warnings, _, hostfile = files(replace(ctx, gpu_of_rank=gpus))
+    assert hostfile.splitlines()[1:] == ["host0 slots=8"]
+    assert "--include host0:4,5,6,7 " in text
+    assert not [w for w in warnings if "orders GPUs inside" in w]
+
+
+@pytest.mark.parametrize(("fixed", "expected"), [
+    ((("tp", 2), ("pp", 2), ("cp", 2), ("vpp", 2), ("zero_stage", 2)),
+     ["cp 2: DeepSpeed has no ring context parallelism", "vpp 2: DeepSpeed's pipeline has no interleaved stages",
+      "PipelineEngine refuses ZeRO-2 with pipeline parallelism"]),
+    ((("tp", 1), ("pp", 1), ("cp", 1), ("zero_stage", 3), ("dp_shard", 8)),
+     ["HSDP (shard 8 of dp 64) is not expressed"]),
+    ((("tp", 2), ("pp", 3), ("cp", 1), ("vpp", 1), ("zero_stage", 1)),
+     ["uneven stages (layers first/middle/last "]),
+    ((("tp", 2), ("pp", 1), ("cp", 1), ("zero_stage", 1), ("recompute", "selective")),
+     ["selective recompute is model code"]),
+])
+def test_each_part_deepspeed_cannot_express_is_warned(fixed, expected):
+    ctx = ctx_for("llama3-8b", 96 if ("pp", 3) in fixed else 64, fixed)
+    text, warnings, cfg, _ = files(ctx)
+    for phrase in expected:
+        assert [w for w in warnings if phrase in w], (phrase, warnings)
+        assert f"# WARNING: {phrase}" in text or any(phrase in line for line in text.splitlines())
+        assert any(phrase in line for line in cfg["_comment"])
+    assert len(warnings) == len(expected), warnings
+    if ctx.plan.layout.pp == 3:  # 32 layers on 3 stages
+        assert "/".join(map(str, ctx.plan.layout.stage_layers)) + ")" in warnings[0]
+
+
+def test_context_parallelism_keeps_a_context_axis_so_deepspeed_derives_the_plans_dp():
+    ctx = ctx_for("llama3-8b", 64, (("tp", 2), ("pp", 2), ("cp", 2), ("vpp", 1), ("zero_stage", 1)))
+    lay = ctx.plan.layout
+    assert deepspeed.topology(ctx) == (f'ProcessTopology(axes=["pipe", "data", "context", "model"], '
+                                       f"dims=[2, {lay.dp}, 2, 2])")
+    text, _, cfg, _ = files(ctx)
+    micro, gas = cfg["train_micro_batch_size_per_gpu"], cfg["gradient_accumulation_steps"]
+    assert cfg["train_batch_size"] == ctx.plan.global_batch == micro * gas * lay.dp
+    assert f"without that mpu it takes dp = world size {ctx.plan.num_gpus} and rejects the JSON" in text
+
+
+def test_fp8_is_set_as_bf16_with_a_warning():
+    ctx = ctx_for(*PIPE[:2], PIPE[2], precision="fp8")
+    _, warnings, cfg, _ = files(ctx)
+    assert cfg["bf16"] == {"enabled": True} and "fp16" not in cfg
+    assert [w for w in warnings if w.startswith("fp8: the DeepSpeed config has no FP8 switch")]
+
+
+@pytest.mark.parametrize(("etp", "expected"), [(1, "DeepSpeed forms EP groups"), (2, "etp 2: DeepSpeed MoE has no")])
+def test_experts_are_set_in_code_and_a_different_ep_layout_is_warned(etp, expected):
+    ctx = ctx_for("mixtral-8x7b", 64, (("tp", 2), ("pp", 1), ("cp", 1), ("ep", 8), ("etp", etp), ("zero_stage", 1)))
+    text, warnings, _, _ = files(ctx)
+    assert "ep_size=8" in text
+    assert len(warnings) == 1 and warnings[0].startswith(expected), warnings
+    if etp == 1:  # DeepSpeed's EP group of rank 0 is 0, 2, .., 14 (two hosts), the plan's 0..7 (one)
+        assert "spans 2 hosts instead of 1" in warnings[0]
+
+
+def test_the_writer_writes_the_three_files_and_prefixes_the_warnings(tmp_path):
+    assert FORMATS["deepspeed"][0] == "deepspeed.sh"
+    ctx = ctx_for("llama3-8b", 64, (("tp", 2), ("pp", 1), ("cp", 1), ("zero_stage", 3), ("dp_shard", 8)))
+    paths, warnings = write(ctx, ["deepspeed"], tmp_path)
+    assert sorted(p.name for p in paths) == ["deepspeed.sh", "ds_config.json", "hostfile"]
+    assert warnings and all(w.startswith("deepspeed: ") for w in warnings)
+    json.loads((tmp_path / "ds_config.json").read_text())
+    assert re.search(r"^deepspeed --hostfile hostfile ", (tmp_path / "deepspeed.sh").read_text(), re.M)

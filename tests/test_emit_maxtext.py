@@ -1,0 +1,182 @@
+"""MaxText emitter: key names, mesh arithmetic, batch arithmetic, the ZeRO mapping and the warnings
+(no JAX needed; tests/verify/test_jax.py runs the output through MaxText's and JAX's own code)."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import math
+import re
+
+import numpy as np
+import pytest
+import yaml
+
+from placement.emit import maxtext, writer
+from tests.verify.helpers import CASES, planned
+
+LAUNCH = re.compile(r"^#\s+(\S+): (?:CUDA_VISIBLE_DEVICES=(\S+) )?NODE_RANK=(\d+) ", re.M)
+
+
+@pytest.fixture(scope="module")
+def contexts():
+    return {case: planned(case)[0] for case in CASES}
+
+
+def with_layout(ctx, **update):
+    lay = ctx.plan.layout.model_copy(update=update)
+    return dataclasses.replace(ctx, plan=ctx.plan.model_copy(update={"layout": lay}))
+
+
+def emitted(ctx) -> tuple[dict, str, list[str]]:
+    text, warnings, _ = maxtext.render(ctx)
+    return yaml.safe_load(text), text, warnings
+
+
+def axis_size(cfg: dict, axis: str) -> int:
+    word = "pipeline" if axis == "stage" else axis
+    return cfg[f"ici_{word}_parallelism"] * cfg[f"dcn_{word}_parallelism"]
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_every_mesh_axis_gets_ici_and_dcn_keys_that_multiply_to_the_plan(contexts, case):
+    ctx = contexts[case]
+    cfg, _, _ = emitted(ctx)
+    lay = ctx.plan.layout
+    assert cfg["hardware"] == "gpu" and cfg["base_config"] == "base.yml"
+    assert sorted(cfg["mesh_axes"]) == sorted(maxtext.DEFAULT_MESH_AXES)
+    for axis in cfg["mesh_axes"]:
+        assert axis_size(cfg, axis) >= 1
+    assert (axis_size(cfg, "tensor"), axis_size(cfg, "context"), axis_size(cfg, "stage")) == (lay.tp, lay.cp, lay.pp)
+    assert axis_size(cfg, "data") * axis_size(cfg, "fsdp") * axis_size(cfg, "expert") == lay.dp
+    # MaxText's fill rule: ICI multiplies to the devices of a slice (a host on GPUs), DCN to the slices
+    words = ["pipeline" if a == "stage" else a for a in cfg["mesh_axes"]]
+    assert math.prod(cfg[f"ici_{w}_parallelism"] for w in words) == ctx.topo.gpus_per_host
+    assert math.prod(cfg[f"dcn_{w}_parallelism"] for w in words) == cfg["num_slices"]
+    assert cfg["num_slices"] == ctx.plan.num_gpus // ctx.topo.gpus_per_host
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_batch_keys_reproduce_the_plans_global_batch_and_micro_batch(contexts, case):
+    ctx = contexts[case]
+    cfg, text, _ = emitted(ctx)
+    lay, p = ctx.plan.layout, ctx.plan
+    gas = cfg["gradient_accumulation_steps"]
+    assert cfg["per_device_batch_size"] * p.num_gpus * gas == p.global_batch
+    assert cfg["max_target_length"] == p.seq_len
+    data_parallel = axis_size(cfg, "data") * axis_size(cfg, "fsdp") * axis_size(cfg, "expert")
+    if lay.pp > 1:
+        m = cfg["num_pipeline_microbatches"]
+        assert gas == 1 and m == lay.num_microbatches and m % lay.pp == 0
+        assert p.global_batch // m // data_parallel == lay.micro_batch_size
+        assert cfg["num_pipeline_repeats"] == lay.vpp
+        assert lay.pp * lay.vpp * cfg["num_layers_per_pipeline_stage"] == cfg["pipeline_parallel_layers"]
+    else:
+        assert gas == lay.num_microbatches and "num_pipeline_microbatches" not in cfg
+        assert p.global_batch // gas // data_parallel == lay.micro_batch_size
+    assert f"= {p.global_batch} sequences" in text
+
+
+def test_zero_stages_become_data_fsdp_or_zero1(contexts):
+    ctx = contexts["llama3-8b-2048-ddp"]  # dp 1024, tp 2
+    ddp, _, _ = emitted(ctx)
+    assert (axis_size(ddp, "data"), axis_size(ddp, "fsdp")) == (1024, 1) and "shard_optimizer_over_data" not in ddp
+    zero1, _, _ = emitted(with_layout(ctx, zero_stage=1))
+    assert zero1["shard_optimizer_over_data"] is True and axis_size(zero1, "fsdp") == 1
+    zero3, _, _ = emitted(with_layout(ctx, zero_stage=3, dp_shard=1024))
+    assert (axis_size(zero3, "data"), axis_size(zero3, "fsdp")) == (1, 1024)
+    hsdp, _, _ = emitted(contexts["llama3-70b-4096-hsdp"])
+    assert (axis_size(hsdp, "data"), axis_size(hsdp, "fsdp")) == (16, 64)
+
+
+def test_zero2_becomes_zero1_when_unsharded_gradients_fit_else_fsdp(contexts):
+    ctx = with_layout(contexts["llama3-70b-1024"], zero_stage=2)  # dp 8: 7 more gradient shards per GPU
+    p = ctx.plan
+    extra = p.memory.grads_bytes * 7
+    roomy = dataclasses.replace(ctx, plan=p.model_copy(update={"memory_capacity_bytes": p.peak_memory_bytes + extra}))
+    cfg, _, warnings = emitted(roomy)
+    assert cfg["shard_optimizer_over_data"] is True and axis_size(cfg, "fsdp") == 1
+    gib = 2**30
+    assert (f"MaxText has no ZeRO-2: emitted as ZeRO-1 (shard_optimizer_over_data), gradients are not sharded: "
+            f"+{extra / gib:.1f} GiB per GPU, peak about {(p.peak_memory_bytes + extra) / gib:.1f}") in warnings[0]
+    tight = p.model_copy(update={"memory_capacity_bytes": p.peak_memory_bytes + extra / 2})
+    tight = dataclasses.replace(ctx, plan=tight)
+    cfg, _, warnings = emitted(tight)
+    assert "shard_optimizer_over_data" not in cfg and axis_size(cfg, "fsdp") == 8
+    assert warnings[0].startswith("MaxText has no ZeRO-2: emitted as FSDP (ZeRO-3, fsdp 8)")
+
+
+@pytest.mark.parametrize(("recompute", "policy"), [("none", "none"), ("selective", "minimal"), ("full", "full")])
+def test_recompute_becomes_a_remat_policy(contexts, recompute, policy):
+    cfg, _, _ = emitted(with_layout(contexts["llama3-8b-2048-ddp"], recompute=recompute))
+    assert cfg["remat_policy"] == policy
+
+
+def test_what_maxtext_cannot_express_is_warned_in_both_files_and_returned(contexts):
+    ctx = contexts["deepseek-v3-2048-moe"]  # tp 2, cp 2, ep 16, etp 1, pp 8 x vpp 4, stages [6, 8, 7]
+    text, warnings, extra = maxtext.render(ctx)
+    assert ("etp 1 != tp 2: MaxText shards every expert's MLP over 'tensor' too (base.yml rule mlp_moe), so experts "
+            "run with etp 2 and the expert group is the 16 ranks of one tensor coordinate, not the plan's") in warnings
+    assert ("MaxText pipelines only the 58 MoE layers of this model; its 3 dense layers run outside the pipeline "
+            "with 'stage' acting as data parallelism") in warnings
+    assert ("MaxText pipelines equal stages only: the plan's stages hold [6, 8, 7] layers; emitted 8 stages x 4 "
+            "repeats x 1 layers = 32 pipelined layers, the other 26 run outside the pipeline") in warnings
+    for w in warnings:
+        assert f"# WARNING: {w}\n" in text and f"# WARNING: {w}\n" in extra["jax_mesh.py"]
+    assert yaml.safe_load(text)["model_name"] == "deepseek3-671b"
+
+
+def test_an_even_dense_plan_without_pipeline_needs_no_warning(contexts):
+    _, text, warnings = emitted(contexts["llama3-8b-2048-ddp"])
+    assert warnings == [] and "WARNING" not in text
+
+
+def test_a_model_maxtext_does_not_ship_and_fp8_are_named(contexts):
+    ctx = contexts["llama3-8b-2048-ddp"]
+    other = dataclasses.replace(ctx, model_name="bloom-176b")
+    cfg, _, warnings = emitted(other)
+    assert cfg["model_name"] == "default"
+    assert ("MaxText 0.2.5 ships no model config matching bloom-176b: set model_name or the base_* dimensions "
+            "yourself") in warnings
+    fp8 = dataclasses.replace(ctx, plan=ctx.plan.model_copy(update={"precision": "fp8"}))
+    assert emitted(fp8)[0]["quantization"] == "fp8"
+
+
+def test_a_mesh_that_does_not_tile_hosts_is_warned():
+    axes = maxtext.DEFAULT_MESH_AXES
+    sizes = dict.fromkeys(axes, 1) | {"tensor": 3, "data": 8}
+    ici, dcn, warnings = maxtext.split_ici_dcn(axes, sizes, per_host=8)
+    assert warnings[0].startswith("the mesh {'data': 8, 'tensor': 3} does not tile hosts of 8 GPUs in rank order")
+    assert math.prod(ici.values()) == 8 and all(ici[a] * dcn[a] == sizes[a] for a in axes)
+    ici, dcn, warnings = maxtext.split_ici_dcn(axes, dict.fromkeys(axes, 1) | {"tensor": 3}, per_host=8)
+    assert warnings[-1] == "no ICI split multiplies to 8 GPUs per host: MaxText will reject this mesh"
+
+
+def test_the_planned_host_and_gpu_order_reach_the_launch_lines(contexts):
+    ctx = contexts["llama3-70b-1024"]
+    gph = ctx.topo.gpus_per_host
+    rng = np.random.default_rng(0)
+    hosts = rng.permutation(ctx.plan.num_gpus // gph)
+    local = np.concatenate([rng.permutation(gph) for _ in hosts])
+    moved = dataclasses.replace(ctx, gpu_of_rank=np.repeat(hosts, gph) * gph + local)
+    text, _, extra = maxtext.render(moved)
+    lines = LAUNCH.findall(text)
+    assert len(lines) == len(hosts)
+    for host, visible, rank in lines:
+        k = int(rank)
+        assert host == ctx.topo.host_names[hosts[k]]
+        assert visible == ",".join(map(str, local[k * gph:(k + 1) * gph]))
+    assert f"export JAX_COORDINATOR_IP={ctx.topo.host_names[hosts[0]]} " in text
+    tree = ast.parse(extra["jax_mesh.py"])
+    consts = {n.targets[0].id: ast.literal_eval(n.value) for n in tree.body
+              if isinstance(n, ast.Assign) and n.targets[0].id.isupper()}
+    assert consts["HOSTS"] == [ctx.topo.host_names[h] for h in hosts]
+    assert consts["CUDA_VISIBLE_DEVICES"][consts["HOSTS"][3]] == ",".join(map(str, local[3 * gph:4 * gph]))
+
+
+def test_the_writer_knows_maxtext_and_writes_both_files(contexts, tmp_path):
+    ctx = contexts["deepseek-v3-2048-moe"]
+    paths, warnings = writer.write(ctx, writer.parse_formats("maxtext"), tmp_path)
+    assert sorted(p.name for p in paths) == ["jax_mesh.py", "maxtext.yml"]
+    assert warnings and all(w.startswith("maxtext: ") for w in warnings)
+    compile((tmp_path / "jax_mesh.py").read_text(), "jax_mesh.py", "exec")  # valid Python
