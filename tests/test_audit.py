@@ -318,3 +318,23 @@ def test_real_deepspeed_example_with_its_hostfile(tmp_path):
     assert {"zero3_where_zero1_fits", "memory_headroom_recompute"} <= kinds
     assert data["best"]["layout"]["zero_stage"] < 3 and data["speedup"] > 1.0
     assert any(c["argument"] == "zero_optimization.stage" and c["from"] == "3" for c in data["changes"])
+
+
+def test_megatron_tp_pp_dp_rank_order_is_rebuilt(tmp_path):
+    """--use-tp-pp-dp-mapping numbers ranks tp-cp-ep-pp-dp: the audited rank table must put pp inside dp
+    (rank = tp + 8 (pp + 2 dp)), and the flag shows in the diff to placement's default order."""
+    script = tmp_path / "train.sh"
+    script.write_text(MEGATRON_TP16.replace("NNODES=2", "NNODES=4")
+                      .replace("--tensor-model-parallel-size 16", "--tensor-model-parallel-size 8")
+                      .replace("--pipeline-model-parallel-size 1", "--pipeline-model-parallel-size 2 "
+                                                                   "--use-tp-pp-dp-mapping"))
+    data = audit_json("--launch", str(script), "--model", "llama3-8b", "--cluster", "dgx-h100")
+    lay = data["estimate"]["layout"]
+    assert (lay["tp"], lay["pp"], lay["dp"]) == (8, 2, 2)
+    rows = data["estimate"]["mapping"]
+    assert [r["rank"] for r in rows] == list(range(32))
+    for r in rows:
+        c = r["coords"]
+        assert r["rank"] == c["tp"] + 8 * (c["pp"] + 2 * c["dp"])
+        assert r["host"] == f"host{r['rank'] // 8}"  # node rank k on the k-th host, as launched
+    assert {"argument": "--use-tp-pp-dp-mapping", "from": "true", "to": None} in data["changes"]

@@ -201,6 +201,20 @@ def read_host_order(path: Path) -> list[str]:
     return hosts
 
 
+def framework_rank_of(layout: Layout, order: str) -> np.ndarray:
+    """framework_rank[r]: the job's global rank that holds placement's rank r (same tp, cp, dp, pp
+    coordinates).  The identity for Megatron's default tp-cp-ep-dp-pp, torchtitan and DeepSpeed; with
+    --use-tp-pp-dp-mapping (tp-cp-ep-pp-dp) pp runs inside dp.  Expert groups follow placement's
+    etp-ep-edp split of each stage's ranks, which is Megatron's whenever ep x etp divides tp x cp."""
+    r = np.arange(layout.num_gpus, dtype=np.int64)
+    if order == "tp-cp-ep-dp-pp":
+        return r
+    inner = layout.tp * layout.cp
+    dp = (r // inner) % layout.dp
+    pp = r // (inner * layout.dp)
+    return r % inner + inner * (pp + layout.pp * dp)
+
+
 def host_order_of(topo: Topology, hosts: list[str] | None) -> np.ndarray:
     """Host indices (allocation order) of node ranks 0, 1, ...: the job's own host order."""
     num_hosts = -(-topo.num_gpus // topo.gpus_per_host)  # a job on part of one node still has its host
@@ -227,7 +241,8 @@ def _price(model: ModelSpec, train: TrainingSpec, topo: Topology, layouts: list[
     return estimate(workload(model), train, topo, LayoutBatch.from_layouts(layouts))
 
 
-def _example_groups(kind: GroupKind, mapped: Topology, level: int, limit: int = EXAMPLE_GROUPS) -> tuple[int, list]:
+def _example_groups(kind: GroupKind, mapped: Topology, level: int, framework_rank: np.ndarray,
+                    limit: int = EXAMPLE_GROUPS) -> tuple[int, list]:
     """(how many groups of this kind leave a level-(level-1) block, a few of them with their hosts)."""
     members = kind.ranks(mapped.num_gpus)
     gpus = mapped.gpu_of_rank[members] if mapped.gpu_of_rank is not None else members
@@ -237,7 +252,7 @@ def _example_groups(kind: GroupKind, mapped: Topology, level: int, limit: int = 
     examples = []
     for g in split[:limit]:
         hosts = sorted({mapped.host_names[int(x) // gph] for x in gpus[g]})
-        examples.append({"kind": kind.name, "ranks": [int(r) for r in members[g]], "hosts": hosts,
+        examples.append({"kind": kind.name, "ranks": sorted(int(framework_rank[r]) for r in members[g]), "hosts": hosts,
                          "level": mapped.levels[level].name})
     return int(split.size), examples
 
@@ -258,6 +273,8 @@ class _Ctx:
     """The job's own rank -> GPU map."""
     zero_stages: tuple[int, ...]
     """ZeRO stages the framework can run."""
+    framework_rank: np.ndarray
+    """The job's global rank of each placement rank (evidence quotes the job's ranks)."""
 
     def best_where(self, keep: np.ndarray) -> float | None:
         """Fastest fitting searched layout among `keep` (None if none)."""
@@ -279,7 +296,7 @@ def _crossing_findings(c: _Ctx, mapped: Topology, kinds: list[GroupKind]) -> lis
             continue
         worst = None
         for j in range(len(levels) - 1, 0, -1):  # the highest level some group crosses into
-            count, examples = _example_groups(kind, mapped, j)
+            count, examples = _example_groups(kind, mapped, j, c.framework_rank)
             if count:
                 worst = (j, count, examples)
                 break
@@ -425,7 +442,8 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
     else:
         launch_hosts = list(launch.hosts) or None
     order = host_order_of(topo, hosts or launch_hosts)
-    gpu_of_rank = host_order_mapping(topo, order)
+    framework_rank = framework_rank_of(layout, launch.rank_order)
+    gpu_of_rank = host_order_mapping(topo, order)[framework_rank]
     mapped = topo.with_mapping(gpu_of_rank)
     est = _price(model, train, mapped, [layout])
     batch = LayoutBatch.from_layouts([layout])
@@ -444,13 +462,15 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
                            "note": "ranks as the launch files number them, node ranks in the job's host order"},
         "baselines": {k: {"step_time_s": float(f"{v:.6g}")} for k, v in base.items()},
         "crossings": crossings(mapped, kinds),
-        "mapping": rank_table(topo, gpu_of_rank, layout, model.is_moe),
+        "mapping": sorted(({**row, "rank": int(framework_rank[row["rank"]])}
+                           for row in rank_table(topo, gpu_of_rank, layout, model.is_moe)),
+                          key=lambda row: row["rank"]),
     })
     space = framework_space(launch.framework, top_k)
     planned = plan_job(model, train, topo, space, mapping)
     step_s = float(est.step_time_s[0])
     c = _Ctx(model, train, topo, layout, est, step_s, mapped_same_s, planned.search.estimates,
-             planned.search.batch, gpu_of_rank, space.zero_stages)
+             planned.search.batch, gpu_of_rank, space.zero_stages, framework_rank)
     findings = _crossing_findings(c, mapped, kinds) + _layout_findings(c, plan) + notes
     stated = (launch.first_stage_layers, launch.last_stage_layers)
     modeled = (plan.layout.stage_layers[0], plan.layout.stage_layers[-1])
@@ -474,6 +494,8 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
     speedup = round(plan.step_time_s / best.step_time_s, 3) if best.step_time_s > 0 else 1.0
     changes = launch_changes(launch.framework, _emit_ctx(plan, topo, gpu_of_rank, model),
                              _emit_ctx(best, topo, best_gpu, model))
+    if launch.rank_order != "tp-cp-ep-dp-pp":  # placement's emitters keep Megatron's default order
+        changes.insert(0, {"argument": "--use-tp-pp-dp-mapping", "from": "true", "to": None})
     return Audit(launch=launch, layout=layout, estimate=plan, findings=findings, best=best, best_gpu_of_rank=best_gpu,
                  speedup=speedup, changes=changes, planned=planned, gpu_of_rank=gpu_of_rank,
                  host_order=[topo.host_names[h] for h in order])

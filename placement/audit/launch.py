@@ -91,6 +91,9 @@ class LaunchLayout(Frozen):
     """Added: layers per (virtual) pipeline stage when the files give that instead of a stage count
     (Megatron --num-layers-per-virtual-pipeline-stage without --num-layers, torchtitan
     pipeline_parallel_layers_per_stage); `virtual_stages(num_layers)` turns it into vpp."""
+    rank_order: Literal["tp-cp-ep-dp-pp", "tp-cp-ep-pp-dp"] = "tp-cp-ep-dp-pp"
+    """Megatron's rank order (--use-tp-pp-dp-mapping puts pp inside dp); torchtitan's and DeepSpeed's
+    meshes are the default one."""
     first_stage_less_layers: int = Field(default=1, ge=0)
     """torchtitan pipeline_parallel_first_stage_less_layers: the embedding's weight in the stage split."""
     last_stage_less_layers: int = Field(default=1, ge=0)
@@ -254,7 +257,6 @@ _MG_IGNORED = {
     "--overlap-grad-reduce": "overlaps the data-parallel gradient reduce with backward",
     "--overlap-param-gather": "overlaps the distributed optimizer's parameter all-gather with forward",
     "--tp-comm-overlap": "overlaps TP communication with GEMMs (userbuffers)",
-    "--use-tp-pp-dp-mapping": "rank order tp-cp-ep-pp-dp instead of tp-cp-ep-dp-pp",
     "--num-distributed-optimizer-instances": "partial distributed optimizer (shards within instances)",
     "--cpu-offloading": "activation/weight offload to CPU",
     "--recompute-method": "full recompute of only some layers (method/num-layers)",
@@ -296,6 +298,8 @@ def _megatron_args(words: list[Word], s: _Settings) -> None:
             if f == "--zero-stage" and value > 3:
                 raise InputError(f"{a.evidence}: --zero-stage must be 0..3, got {value}")
             s.put(name, value, a.evidence)
+        elif f == "--use-tp-pp-dp-mapping":
+            s.put("rank_order", "tp-cp-ep-pp-dp", a.evidence)
         elif f == "--sequence-parallel":
             s.put("sequence_parallel", True, a.evidence)
         elif f == "--use-distributed-optimizer":
@@ -770,11 +774,12 @@ def _bridge_settings(keys: dict[str, tuple[Any, str]], s: _Settings) -> None:
         s.put("precision", "fp8" if "fp8" in recipe else "bf16", rev)
     elif keys.get("mixed_precision.bf16", (None,))[0] is True:
         s.put("precision", "bf16", keys["mixed_precision.bf16"][1])
+    if keys.get("dist.use_tp_pp_dp_mapping", (None,))[0] is True:
+        s.put("rank_order", "tp-cp-ep-pp-dp", keys["dist.use_tp_pp_dp_mapping"][1])
     for key, why in (("comm_overlap.tp_comm_overlap", "overlaps TP communication with GEMMs"),
                      ("ddp.overlap_grad_reduce", "overlaps the gradient reduce with backward"),
                      ("ddp.overlap_param_gather", "overlaps the parameter all-gather with forward"),
-                     ("model.cpu_offloading", "activation/weight offload to CPU"),
-                     ("dist.use_tp_pp_dp_mapping", "rank order tp-cp-ep-pp-dp")):
+                     ("model.cpu_offloading", "activation/weight offload to CPU")):
         v, ev = keys.get(key, (None, None))
         if v is True:
             s.ignored.append(f"{key}: {why} ({ev})")
