@@ -1,4 +1,4 @@
-"""Time the CP-SAT rank mapping on regular and irregular allocations up to 16,384 GPUs.
+"""Time the CP-SAT rank mapping on regular clusters up to 131,072 GPUs and irregular allocations.
 
 Usage: python benchmarks/bench_mapping.py [--out benchmarks/mapping_results.json]
 Each case solves twice to check that the rank table is byte-identical.
@@ -54,6 +54,12 @@ CASES = [
      Layout(tp=8, pp=16, dp=8, zero_stage=1, recompute="full", sequence_parallel=True)),
     ("regular 16,384 GPUs (catalog)", lambda: Topology(DGX, H100, num_gpus=16384), "llama3-405b", 8192, 2048,
      Layout(tp=8, pp=16, dp=128, zero_stage=1, recompute="full", sequence_parallel=True)),
+    ("regular 16,384 GPUs (catalog), cp 2", lambda: Topology(DGX, H100, num_gpus=16384), "llama3-405b", 8192, 2048,
+     Layout(tp=8, cp=2, pp=8, dp=128, zero_stage=1, recompute="full", sequence_parallel=True)),
+    ("regular 16,384 GPUs (catalog), global batch 16,384 (heavy pp)", lambda: Topology(DGX, H100, num_gpus=16384),
+     "llama3-405b", 8192, 16384, Layout(tp=8, pp=16, dp=128, zero_stage=1, recompute="full", sequence_parallel=True)),
+    ("regular 131,072 GPUs (catalog)", lambda: Topology(DGX, H100, num_gpus=131072), "llama3-405b", 8192, 16384,
+     Layout(tp=8, pp=16, dp=1024, zero_stage=1, recompute="full", sequence_parallel=True)),
     ("256 nodes, leaves 37/64/27/64/64, names interleaved, 2:1", lambda: irregular([37, 64, 27, 64, 64], 2.0),
      "deepseek-v3", 4096, 4096, Layout(tp=1, ep=64, pp=8, dp=256, zero_stage=1)),
     ("2,048 nodes (16,384 GPUs), 78 uneven leaves, names interleaved, 2:1",
@@ -82,7 +88,8 @@ def main() -> None:
         row = {"case": name, "gpus": topo.num_gpus, "model": model, "wall_s": round(wall, 2),
                "solve_s": round(sol.wall_s, 2), "status": sol.status, "variables": sol.num_variables,
                "chunk_blocks": sol.chunk_blocks, "objective_s": round(sol.objective_s, 3),
-               "bound_s": round(sol.bound_s, 3), "chosen": mapped.chosen,
+               "bound_s": round(sol.bound_s, 3), "gap": round(sol.gap, 5), "method": sol.solver,
+               "chosen": mapped.chosen,
                "mapped_step_s": round(float(mapped.estimate.step_time_s[0]), 3),
                "allocation_order_step_s": round(mapped.baselines["allocation_order"], 3),
                "identical_rank_table": digests[0] == digests[1]}

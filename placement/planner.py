@@ -48,7 +48,8 @@ def plan_job(model: ModelSpec, train: TrainingSpec, topo: Topology, search_cfg: 
             plan = make_plan(_one(result, i), ml.estimate, 0, model, train, topo)
             gpu_of_rank = ml.gpu_of_rank
             solver = {"status": sol.status, "chosen": ml.chosen, "objective_s": _f(sol.objective_s),
-                      "bound_s": _f(sol.bound_s), "wall_s": round(sol.wall_s, 3), "chunk_blocks": sol.chunk_blocks,
+                      "bound_s": _f(sol.bound_s), "gap": _f(sol.gap), "wall_s": round(sol.wall_s, 3),
+                      "chunk_blocks": sol.chunk_blocks,
                       "variables": sol.num_variables, "solver": sol.solver, "random_seed": mapping.random_seed,
                       "num_workers": mapping.num_workers, "deterministic_time_limit": mapping.deterministic_time_limit}
             base = ml.baselines

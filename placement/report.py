@@ -92,7 +92,9 @@ def _mapping_section(p: Plan) -> str:
     solver = p.mapping_solver or {}
     base = p.baselines or {}
     lines = [f"mapping: {solver.get('status', '')} ({solver.get('chosen', '')})"
-             + (f", objective {solver['objective_s']:.3f} s, bound {solver['bound_s']:.3f} s"
+             + (f", objective {solver['objective_s']:.3f} s"
+                + (f", bound {solver['bound_s']:.3f} s" if solver.get("bound_s") is not None else "")
+                + (f", gap {solver['gap']:.2%}" if solver.get("gap") is not None else "")
                 + (f", {solver['wall_s']:.2f} s" if solver.get("wall_s") is not None else "")
                 if solver.get("objective_s") is not None else "")]
     rows = [["planned mapping", f"{p.step_time_s:.3f}"]] + [[k.replace("_", " "), f"{v['step_time_s']:.3f}"]

@@ -7,9 +7,10 @@ the model decides only how many and which node blocks each bin gets; within a bi
 hosts in allocation order.
 
 Size.  Node blocks move in chunks of q consecutive blocks, q = gcd of the bin capacities (q = 1 on
-irregular allocations, so the model is exact there; a regular cluster of 32-node leaves has q = 32 and
-the 16,384-GPU model has 64 chunks).  Groups that touch the same set of chunks are merged with their
-multiplicity.
+most irregular allocations, where the model is exact; when the capacities share a factor, as leaves of
+32 and 64 hosts do, it is exact among assignments that keep chunks whole, and so is the chunk model of
+a regular cluster, whose q is a whole leaf).  Groups that touch the same set of chunks are merged
+with their multiplicity.
 
 Objective.  For every kind of group (tp, cp, ep, dp, edp, pp) and every level j at or above the bins,
 the number of level-j units a group spans, times its members, times the time one member's traffic
@@ -17,6 +18,17 @@ per step takes at the bandwidth of level j + 1 (the links its traffic crosses wh
 unit, oversubscription included): the traffic the mapping pushes up the tree, in seconds.  Groups of
 one kind run at once and share the uplinks, so fewer split groups means less contention even when
 the worst group is split either way.  Scaled to integers by OBJECTIVE_RESOLUTION_S.
+
+Regular clusters.  On a regular tree (every unit of a level holds as many hosts, groups are boxes of
+the rank mesh) regular.py bounds the objective over every host assignment, level by level, and tiles
+the hierarchy with nested boxes of the mesh; when the tiling meets the bound it is optimal (the proof
+is in regular.py's docstring) and the chunk model is not built.  That objective counts every level,
+the leaves included, at node-block granularity (chunk_blocks 1).  When the tiling misses the bound the
+chunk model runs too, the cheaper mapping is kept, and its gap to the bound is stated.
+
+Limits.  The deterministic limit ends the search the same way on any machine; `time_limit_s` is a
+wall-clock ceiling over the whole solve.  A search stopped by either returns its best mapping with
+status FEASIBLE and gap = (objective - bound) / objective.
 """
 
 from __future__ import annotations
@@ -32,6 +44,7 @@ from ortools.sat.python import cp_model
 
 from placement.mapping.config import SolverConfig
 from placement.mapping.groups import GroupKind
+from placement.mapping.regular import RegularTree, best_tiling, host_of_block, level_bound, regular_tree
 from placement.topology import Topology
 
 MAX_ASSIGNMENT_VARIABLES = 40_000
@@ -41,6 +54,9 @@ never get there (their chunks are whole leaves)."""
 OBJECTIVE_RESOLUTION_S = 1e-6
 """Objective unit: one microsecond of modeled traffic time per step; finer resolutions only slow the
 solver (objective values are whole numbers)."""
+MIN_SOLVE_S = 0.01
+"""When model building has used up the wall-clock ceiling, CP-SAT still gets this long (it returns the
+hint, which is feasible, and a bound)."""
 
 
 @dataclass(frozen=True)
@@ -55,6 +71,16 @@ class MappingSolution:
     chunk_blocks: int
     num_variables: int
     solver: str
+    gap: float
+    """(objective - bound) / objective: 0 when OPTIMAL, NaN without a bound (GREEDY)."""
+
+
+def optimality_gap(status: str, objective_s: float, bound_s: float) -> float:
+    if status == "OPTIMAL":
+        return 0.0
+    if not (math.isfinite(objective_s) and math.isfinite(bound_s)) or objective_s <= 0:
+        return float("nan")
+    return max(0.0, (objective_s - bound_s) / objective_s)
 
 
 @dataclass
@@ -82,6 +108,43 @@ def _bin_level(hb: np.ndarray) -> int:
 def solve_mapping(topo: Topology, kinds: list[GroupKind], cfg: SolverConfig | None = None) -> MappingSolution:
     cfg = cfg or SolverConfig()
     start = time.perf_counter()
+    deadline = start + cfg.time_limit_s
+    tree = regular_tree(topo, kinds, OBJECTIVE_RESOLUTION_S) if cfg.exploit_regularity else None
+    if tree is not None:
+        return _solve_regular(topo, kinds, tree, cfg, start, deadline)
+    return _solve_chunks(topo, kinds, cfg, start, deadline)
+
+
+def _solve_regular(topo: Topology, kinds: list[GroupKind], tree: RegularTree, cfg: SolverConfig, start: float,
+                   deadline: float) -> MappingSolution:
+    """Bound every level over all host assignments, tile with nested boxes, and compare (regular.py)."""
+    tiling = best_tiling(tree)
+    bounds = [level_bound(tree, p, cfg, deadline, tiling[0][p] if tiling else None) for p in range(len(tree.levels))]
+    bound = sum(b.bound for b in bounds)
+    num_vars = sum(b.num_variables for b in bounds)
+    method = f"ortools {ortools.__version__} CP-SAT: regular-tree bound"
+    candidates = []  # (objective, host_of_block, how it was found)
+    if tiling is not None:
+        candidates.append((tiling[1], host_of_block(tree, topo, tiling[0]), "nested box tiling"))
+    if not candidates or candidates[0][0] > bound:
+        chunks = _solve_chunks(topo, kinds, cfg, start, deadline)
+        hb = _host_blocks(topo)
+        cost = tree.cost([hb[j][chunks.host_of_block] for j in tree.levels])
+        candidates.append((cost, chunks.host_of_block, f"chunk model ({chunks.status})"))
+        num_vars += chunks.num_variables
+    cost, hosts, how = min(candidates, key=lambda c: c[0])  # ties keep the tiling
+    status = "OPTIMAL" if cost <= bound else "FEASIBLE"
+    objective_s, bound_s = cost * OBJECTIVE_RESOLUTION_S, bound * OBJECTIVE_RESOLUTION_S
+    return MappingSolution(
+        gpu_of_rank=_gpu_of_rank(hosts, topo.gpus_per_host, topo.num_gpus), host_of_block=hosts, status=status,
+        objective_s=objective_s, bound_s=bound_s, wall_s=time.perf_counter() - start, chunk_blocks=1,
+        num_variables=num_vars, solver=f"{method} + {how}", gap=optimality_gap(status, objective_s, bound_s),
+    )
+
+
+def _solve_chunks(topo: Topology, kinds: list[GroupKind], cfg: SolverConfig, start: float,
+                  deadline: float) -> MappingSolution:
+    """The chunk model of the module docstring (any allocation)."""
     gph = topo.gpus_per_host
     num_ranks = topo.num_gpus
     hb = _host_blocks(topo)
@@ -115,6 +178,7 @@ def solve_mapping(topo: Topology, kinds: list[GroupKind], cfg: SolverConfig | No
             objective_s=proxy_objective_s(topo, kinds, host_of_block) if q == 1 else float("nan"),
             bound_s=float("nan"), wall_s=time.perf_counter() - start, chunk_blocks=q,
             num_variables=num_chunks * len(bins), solver="greedy first-fit (model above MAX_ASSIGNMENT_VARIABLES)",
+            gap=float("nan"),
         )
 
     model = cp_model.CpModel()
@@ -141,43 +205,52 @@ def solve_mapping(topo: Topology, kinds: list[GroupKind], cfg: SolverConfig | No
                 for c in range(num_chunks):
                     model.add(x[c][b2] <= sum(x[e][b1] for e in range(c)))
 
-    # Each group pays, at every level from the bins up, for every unit it touches.
-    objective = []
-    levels_above = []
+    levels_above = []  # (level, unit of each bin, bins of each unit) where the level has several units
     for j in range(jb, hb.shape[0]):
         unit_of_bin = np.array([hb[j, np.flatnonzero(bin_of_host == b)[0]] for b in range(len(bins))])
         units = np.unique(unit_of_bin)
         if len(units) > 1:
-            levels_above.append((j, [np.flatnonzero(unit_of_bin == u) for u in units]))
-    num_vars = num_chunks * len(bins)
+            levels_above.append((j, unit_of_bin, [np.flatnonzero(unit_of_bin == u) for u in units]))
+    terms = []  # (weight, chunks of a group, index into levels_above, kind): the objective, solver or not
     constant_s = 0.0  # lifted levels: every group touches one bin per chunk, whatever the assignment
     for kind in kinds:
         weights = kind.seconds_at(topo)
-        chunk_sets = _chunk_sets(kind.ranks(num_ranks), gph * q)
-        for members, count in chunk_sets.items():
+        for members, count in _chunk_sets(kind.ranks(num_ranks), gph * q).items():
             for j in lifted:
                 constant_s += count * kind.size * weights[j + 1] * len(members)
-            for j, unit_bins in levels_above:
+            for li, (j, _, _) in enumerate(levels_above):
                 w = round(count * kind.size * weights[j + 1] / OBJECTIVE_RESOLUTION_S)
-                if w == 0:
-                    continue
-                ys = []
-                for ui, ubins in enumerate(unit_bins):
-                    # y = 1 when any chunk of the group lands in this unit
-                    y = model.new_bool_var(f"span_{kind.name}_{'-'.join(map(str, members[:4]))}_l{j}_u{ui}")
-                    num_vars += 1
-                    inside = [x[c][int(b)] for c in members for b in ubins]
-                    for lit in inside:
-                        model.add_implication(lit, y)
-                    # the same rule summed: a unit holds at most min(group, unit room) of its chunks
-                    # (redundant, but it tightens the linear relaxation and so the bound)
-                    room = min(len(members), int(cap[ubins].sum()) // q)
-                    model.add(sum(inside) <= room * y)
-                    ys.append(y)
-                    objective.append(w * y)
-                # a group needs at least ceil(chunks / largest unit room) units (redundant bound)
-                largest = max(int(cap[ub].sum()) // q for ub in unit_bins)
-                model.add(sum(ys) >= -(-len(members) // largest))
+                if w:
+                    terms.append((w, members, li, kind.name))
+    largest = [max(int(cap[ub].sum()) // q for ub in unit_bins) for _, _, unit_bins in levels_above]
+    # a group needs at least ceil(chunks / largest unit room) units: a bound even before the search
+    counting_bound = sum(w * -(-len(members) // largest[li]) for w, members, li, _ in terms)
+
+    # Each group pays, at every level from the bins up, for every unit it touches.
+    objective = []
+    num_vars = num_chunks * len(bins)
+    built = True
+    for w, members, li, name in terms:
+        if time.perf_counter() > deadline:  # the wall-clock ceiling: keep the hint, skip the search
+            built = False
+            break
+        j, _, unit_bins = levels_above[li]
+        ys = []
+        for ui, ubins in enumerate(unit_bins):
+            # y = 1 when any chunk of the group lands in this unit
+            y = model.new_bool_var(f"span_{name}_{'-'.join(map(str, members[:4]))}_l{j}_u{ui}")
+            num_vars += 1
+            inside = [x[c][int(b)] for c in members for b in ubins]
+            for lit in inside:
+                model.add_implication(lit, y)
+            # the same rule summed: a unit holds at most min(group, unit room) of its chunks
+            # (redundant, but it tightens the linear relaxation and so the bound)
+            room = min(len(members), int(cap[ubins].sum()) // q)
+            model.add(sum(inside) <= room * y)
+            ys.append(y)
+            objective.append(w * y)
+        # the counting bound above, per group (redundant)
+        model.add(sum(ys) >= -(-len(members) // largest[li]))
     model.minimize(sum(objective))
 
     if cfg.break_symmetries:
@@ -187,26 +260,31 @@ def solve_mapping(topo: Topology, kinds: list[GroupKind], cfg: SolverConfig | No
             model.add_hint(x[c][b], int(hint[c] == b))
 
     solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = cfg.time_limit_s
+    # the wall-clock ceiling covers building the model too; the deterministic limit alone is reproducible
+    solver.parameters.max_time_in_seconds = max(deadline - time.perf_counter(), MIN_SOLVE_S)
     solver.parameters.max_deterministic_time = cfg.deterministic_time_limit
     solver.parameters.num_workers = cfg.num_workers
     solver.parameters.interleave_search = cfg.interleave_search
     solver.parameters.random_seed = cfg.random_seed
-    status = solver.solve(model)
+    status = solver.solve(model) if built else cp_model.UNKNOWN
+    bound = max(counting_bound, solver.best_objective_bound if built else 0)
     if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         chunk_bin = v.extract(solver)
-        objective_s = solver.objective_value * OBJECTIVE_RESOLUTION_S + constant_s
-        bound_s = solver.best_objective_bound * OBJECTIVE_RESOLUTION_S + constant_s
-    else:  # no solution within the limit: keep the hint, which always satisfies the constraints
+    elif status == cp_model.UNKNOWN:  # stopped before a solution: the hint satisfies every constraint
         chunk_bin = hint
-        objective_s = float("nan")
-        bound_s = solver.best_objective_bound * OBJECTIVE_RESOLUTION_S + constant_s
+    else:
+        raise RuntimeError(f"CP-SAT mapping model is {solver.status_name(status)}: the hint should satisfy it")
+    # counted from the assignment: a stopped search may leave a span variable on over an empty unit
+    objective = sum(w * len(np.unique(levels_above[li][1][chunk_bin[list(members)]])) for w, members, li, _ in terms)
+    status_name = "OPTIMAL" if objective <= bound else "FEASIBLE"
+    objective_s = objective * OBJECTIVE_RESOLUTION_S + constant_s
+    bound_s = min(bound, objective) * OBJECTIVE_RESOLUTION_S + constant_s
     host_of_block = _fill(chunk_bin, q, bin_of_host, len(bins))
     return MappingSolution(
-        gpu_of_rank=_gpu_of_rank(host_of_block, gph, num_ranks), host_of_block=host_of_block,
-        status=solver.status_name(status),
+        gpu_of_rank=_gpu_of_rank(host_of_block, gph, num_ranks), host_of_block=host_of_block, status=status_name,
         objective_s=objective_s, bound_s=bound_s, wall_s=time.perf_counter() - start, chunk_blocks=q,
         num_variables=num_vars, solver=f"ortools {ortools.__version__} CP-SAT",
+        gap=optimality_gap(status_name, objective_s, bound_s),
     )
 
 
