@@ -7,6 +7,7 @@ file (``.json`` = HuggingFace config.json, ``.yaml``/``.yml`` = our schema); oth
 
 from __future__ import annotations
 
+import sys
 from functools import lru_cache
 from pathlib import Path
 from typing import TypeVar
@@ -54,9 +55,15 @@ def read_yaml(path: Path, schema: type[S], what: str) -> S:
         data = yaml.safe_load(text)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
-        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        where = f": line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-        raise InputError(f"{path}:{where}: malformed YAML: {problem}; fix the syntax there") from None
+        raise InputError(f"{path}{where}: malformed YAML: {problem}; fix the syntax there") from None
+    except RecursionError:  # PyYAML composes nested collections recursively
+        raise InputError(
+            f"{path}: the YAML nests collections deeper than the reader can follow (Python's recursion limit, "
+            f"{sys.getrecursionlimit()}); a {what} file is a mapping of fields a few levels deep: look for "
+            "unclosed or repeated brackets"
+        ) from None
     if not isinstance(data, dict):
         raise InputError(
             f"{path}: a {what} file must be a YAML mapping of fields, got {type(data).__name__}; "
@@ -68,9 +75,24 @@ def read_yaml(path: Path, schema: type[S], what: str) -> S:
         raise InputError(format_validation_error(err, str(path))) from None
 
 
+def _is_file(path: Path) -> bool:
+    """Path.is_file, with a name the OS refuses to look up (longer than NAME_MAX, say) being no file."""
+    try:
+        return path.is_file()
+    except OSError:
+        return False
+
+
+def _is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except OSError:
+        return False
+
+
 def _by_name(name: str, folder: Path, schema: type[S], what: str, flag: str) -> S:
     path = folder / f"{name}.yaml"
-    if not path.is_file():
+    if not _is_file(path):
         known = ", ".join(_names(folder))
         raise InputError(
             f"{flag} {name!r}: no {what} of that name; known {what}s: {known}; or give a path to a YAML file"
@@ -81,16 +103,16 @@ def _by_name(name: str, folder: Path, schema: type[S], what: str, flag: str) -> 
 def load_model(ref: str) -> ModelSpec:
     """A catalog name (llama3-405b), a YAML path, or a HuggingFace config.json path."""
     path = Path(ref)
-    if path.suffix == ".json" or (path.is_dir() and (path / "config.json").is_file()):
+    if path.suffix == ".json" or (_is_dir(path) and _is_file(path / "config.json")):
         from placement.loaders.hf_config import load_hf_config
 
-        if path.is_dir():
+        if _is_dir(path):
             path = path / "config.json"
-        if not path.is_file():
+        if not _is_file(path):
             raise InputError(f"--model {ref!r}: no such file; give a config.json path or a catalog name")
         return load_hf_config(path)
-    if path.suffix in (".yaml", ".yml") or path.is_file():
-        if not path.is_file():
+    if path.suffix in (".yaml", ".yml") or _is_file(path):
+        if not _is_file(path):
             raise InputError(f"--model {ref!r}: no such file; give a YAML path or a catalog name")
         return read_yaml(path, ModelSpec, "model")
     return _by_name(ref, catalog_root() / "models", ModelSpec, "model", "--model")
@@ -102,8 +124,8 @@ def load_accelerator(name: str) -> AcceleratorSpec:
 
 def load_cluster(ref: str) -> ClusterSpec:
     path = Path(ref)
-    if path.suffix in (".yaml", ".yml") or path.is_file():
-        if not path.is_file():
+    if path.suffix in (".yaml", ".yml") or _is_file(path):
+        if not _is_file(path):
             raise InputError(f"--cluster {ref!r}: no such file; give a YAML path or a catalog name")
         return read_yaml(path, ClusterSpec, "cluster")
     return _by_name(ref, catalog_root() / "hardware" / "clusters", ClusterSpec, "cluster", "--cluster")

@@ -8,6 +8,7 @@ one paragraph on stderr, never a traceback.
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 from collections.abc import Callable
@@ -21,11 +22,25 @@ from placement.catalog import accelerator_names, cluster_names, load_accelerator
 from placement.errors import InputError, PlacementInfeasible
 from placement.loaders.errors import format_validation_error
 from placement.specs import Layout, ModelSpec, Precision, Recompute, TrainingSpec
+from placement.specs.training import MAX_GLOBAL_BATCH, MAX_SEQ_LEN
 from placement.topology import Topology
 
 EXIT_OK, EXIT_INFEASIBLE, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
 EXIT_FINDINGS = 1
 """`audit`: findings at or above --fail-on exist."""
+
+
+class _FiniteRange(click.FloatRange):
+    """click.FloatRange, refusing nan (every comparison with nan is false, so FloatRange lets it through)."""
+
+    def convert(self, value, param, ctx):
+        number = super().convert(value, param, ctx)
+        if math.isnan(number):
+            self.fail(f"{value!r} is not a number.", param, ctx)
+        return number
+
+
+_SECONDS = _FiniteRange(0.01, 600)
 
 
 def _fail(code: int, message: str) -> None:
@@ -122,6 +137,9 @@ def build_job(model_ref, cluster_ref, gpus, nodes, seq_len, global_batch, precis
     for name, value in (("--gpus", gpus), ("--nodes", nodes), ("--seq-len", seq_len),
                         ("--global-batch", global_batch)):
         _positive(name, value)
+    for name, value, most in (("--seq-len", seq_len, MAX_SEQ_LEN), ("--global-batch", global_batch, MAX_GLOBAL_BATCH)):
+        if value is not None and value > most:
+            raise InputError(f"{name} {value}: more than the {most:,} placement plans; check the number for a typo")
     model = load_model(model_ref)
     topo = build_topology(cluster_ref, gpus, nodes, slurm_topology, nodelist, node_type, cluster_graph,
                           oversubscription)
@@ -161,8 +179,11 @@ def _timings() -> bool:
 @click.option("--zero", type=click.IntRange(0, 3), multiple=True, help="Allowed ZeRO stages (repeatable; default 1-3).")
 @click.option("--map/--no-map", "do_map", default=None,
               help="Map ranks to GPUs with CP-SAT (default: on for --slurm-topology/--cluster-graph).")
-@click.option("--map-time-limit", type=click.FloatRange(0.01, 600), default=1.0, show_default=True,
+@click.option("--map-time-limit", type=_SECONDS, default=1.0, show_default=True,
               help="CP-SAT deterministic time limit per mapped plan.")
+@click.option("--exhaustive", is_flag=True,
+              help="Also price what the search leaves out as dominated (ZeRO-0, selective recompute under fused "
+                   "attention, sequence parallelism off); the best plan is the same.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
               help="Write the plan's launch files (host order, SLURM hostfile, MPI rankfile, --emit formats) here.")
 @click.option("--emit", "emit_formats", default=None,
@@ -172,7 +193,7 @@ def _timings() -> bool:
 @handle_errors
 def plan(model_ref, cluster_ref, gpus, nodes, seq_len, global_batch, precision, as_json, slurm_topology, nodelist,
          node_type, cluster_graph, oversubscription, node_topo, top_k, recompute, zero, do_map, map_time_limit,
-         out_dir, emit_formats, plan_index):
+         exhaustive, out_dir, emit_formats, plan_index):
     """Search every layout; map the best onto the machine; print them, best first."""
     from placement.mapping.config import SolverConfig
     from placement.planner import plan_job
@@ -183,7 +204,9 @@ def plan(model_ref, cluster_ref, gpus, nodes, seq_len, global_batch, precision, 
                                    slurm_topology, nodelist, node_type, cluster_graph, oversubscription, node_topo)
     cfg = SearchConfig(top_k=top_k,
                        recompute=tuple(Recompute(r) for r in recompute) or SearchConfig.recompute,
-                       zero_stages=tuple(sorted(set(zero))) or SearchConfig.zero_stages)
+                       zero_stages=tuple(sorted(set(zero)))
+                       or ((0, 1, 2, 3) if exhaustive else SearchConfig.zero_stages),
+                       prune_dominated=not exhaustive)
     real = slurm_topology is not None or cluster_graph is not None
     mapping = SolverConfig(time_limit_s=max(10.0, 5 * map_time_limit), deterministic_time_limit=map_time_limit) \
         if (do_map if do_map is not None else real) else None
@@ -194,7 +217,7 @@ def plan(model_ref, cluster_ref, gpus, nodes, seq_len, global_batch, precision, 
         from placement.emit.writer import parse_formats
 
         formats = parse_formats(emit_formats)
-    planned = plan_job(model, train, topo, cfg, mapping)
+    planned = plan_job(model, train, topo, cfg, mapping, with_rank_table=as_json)  # only --json prints the table
     if out_dir is not None:
         from pathlib import Path
 
@@ -377,7 +400,7 @@ def sweep(sweep_file, out_dir, executor, workers, no_cache, as_json):
               help="Default: detected from the launch files.")
 @click.option("--fail-on", type=click.Choice(["info", "warning", "error"]), default="error", show_default=True,
               help="Exit 1 when a finding of this severity or above exists (for CI gates).")
-@click.option("--map-time-limit", type=click.FloatRange(0.01, 600), default=1.0, show_default=True,
+@click.option("--map-time-limit", type=_SECONDS, default=1.0, show_default=True,
               help="CP-SAT deterministic time limit when mapping on a real allocation.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
               help="Write the best plan's launch files (host order, hostfiles, the framework's config) here.")

@@ -12,6 +12,7 @@ of the mapping.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -58,8 +59,9 @@ def _scale_up_level(cluster: ClusterSpec, block_gpus: int) -> Level:
 
 def topology_from_slurm(conf: SlurmTree | SlurmBlocks, hosts: Sequence[str], cluster: ClusterSpec,
                         accelerator: AcceleratorSpec, oversubscription: float | None = None) -> Topology:
-    if oversubscription is not None and oversubscription < 1:
-        raise InputError(f"--oversubscription {oversubscription}: a down:up ratio is at least 1 (1 = non-blocking)")
+    if oversubscription is not None and not (math.isfinite(oversubscription) and oversubscription >= 1):
+        raise InputError(f"--oversubscription {oversubscription}: a down:up ratio is a finite number of at least 1 "
+                         f"(1 = non-blocking)")
     if isinstance(conf, SlurmBlocks):
         return _from_blocks(conf, hosts, cluster, accelerator, oversubscription)
     return _from_tree(conf, hosts, cluster, accelerator, oversubscription)

@@ -36,6 +36,12 @@ class SearchConfig:
     max_cp: int = 32
     hsdp: bool = True
     """Also try ZeRO-3 sharded over part of the data-parallel group (HSDP)."""
+    prune_dominated: bool = True
+    """Leave out two options the cost model prices as never faster and never smaller than a sibling the
+    search keeps: selective recompute under fused attention when none is allowed (same memory, extra
+    attention-core forward) and sequence parallelism off with tp > 1 (same TP bytes, more element-wise
+    work and activation memory).  False enumerates them as well: the exhaustive space, for benchmarks and
+    for checking that the pruning loses nothing."""
     fixed: dict[str, int | bool | str] = field(default_factory=dict)
     """Degrees pinned by the caller (validate, evaluate): name -> value."""
 
@@ -147,7 +153,7 @@ def enumerate_layouts(w: Workload, model: ModelSpec, train: TrainingSpec, num_gp
     else:
         cols["dp_shard"] = cols["dp"].copy()
     allowed = cfg.recompute
-    if train.attention_kernel is AttentionKernel.FLASH and Recompute.NONE in allowed:
+    if cfg.prune_dominated and train.attention_kernel is AttentionKernel.FLASH and Recompute.NONE in allowed:
         # with fused attention no s x s tensor is kept, so selective recompute saves no memory and
         # only adds the attention core's forward: it is never better than none here
         allowed = tuple(r for r in allowed if r is not Recompute.SELECTIVE)
@@ -158,6 +164,9 @@ def enumerate_layouts(w: Workload, model: ModelSpec, train: TrainingSpec, num_gp
     # element-wise work, so with tp > 1 it is on unless pinned off; with tp = 1 it does not exist.
     if "sequence_parallel" in fixed:
         cols["sp"] = np.where(cols["tp"] > 1, int(bool(fixed["sequence_parallel"])), 0)
+    elif not cfg.prune_dominated:
+        cols = _expand(cols, "sp", lambda c: _per_row(c, np.array([1, 0], dtype=np.int64),
+                                                      lambda r, v: (v == 0) | (r["tp"] > 1)))
     else:
         cols["sp"] = (cols["tp"] > 1).astype(np.int64)
     del cols["m"]
@@ -178,9 +187,16 @@ def rank(batch: LayoutBatch, est: Estimates, mask: np.ndarray, top_k: int) -> np
     idx = np.flatnonzero(mask)
     if idx.size == 0:
         return idx
+    steps = np.round(est.step_time_s[idx], 9)
+    if 0 < top_k < idx.size:
+        # only candidates at or below the k-th smallest step time can be in the top k, ties included:
+        # sorting just those gives the same order as sorting all of them
+        kth = np.partition(steps, top_k - 1)[top_k - 1]
+        if not np.isnan(kth):
+            near = steps <= kth
+            idx, steps = idx[near], steps[near]
     keys = [batch.sp[idx], batch.recompute[idx], batch.dp_shard[idx], batch.zero[idx], batch.mbs[idx],
-            batch.vpp[idx], batch.etp[idx], batch.ep[idx], batch.pp[idx], batch.cp[idx], batch.tp[idx],
-            np.round(est.step_time_s[idx], 9)]
+            batch.vpp[idx], batch.etp[idx], batch.ep[idx], batch.pp[idx], batch.cp[idx], batch.tp[idx], steps]
     order = np.lexsort(keys)
     return idx[order[:top_k]]
 

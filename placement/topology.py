@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
+from typing import Final
 
 import networkx as nx
 import numpy as np
@@ -63,16 +64,32 @@ class GroupSpan:
         return next(j for j, c in enumerate(self.members_within[:-1]) if c >= self.size)
 
 
+MAX_GPUS: Final = 1 << 20
+"""Largest GPU count planned (1,048,576, far above any cluster built so far): the search, the mapping and
+the rank table hold arrays of this length, so a typo such as --gpus 10000000000 is refused, not run out of memory."""
+
+
+def _check_max(num_gpus: int, what: str) -> None:
+    if num_gpus > MAX_GPUS:
+        raise InputError(
+            f"{what}: {num_gpus:,} GPUs is more than the {MAX_GPUS:,} placement plans (far above any cluster "
+            f"built so far); check the number for a typo"
+        )
+
+
 def _resolve_size(cluster: ClusterSpec, num_gpus: int | None, num_nodes: int | None) -> int:
     if num_gpus is not None and num_nodes is not None:
         raise InputError("give --gpus or --nodes, not both")
     if num_nodes is not None:
         if num_nodes < 1:
             raise InputError(f"--nodes {num_nodes}: must be at least 1")
+        _check_max(num_nodes * cluster.gpus_per_node,
+                   f"--nodes {num_nodes} x {cluster.gpus_per_node} GPUs per {cluster.name} node")
         return num_nodes * cluster.gpus_per_node
     n = cluster.default_num_gpus if num_gpus is None else num_gpus
     if n < 1:
         raise InputError(f"--gpus {n}: must be at least 1")
+    _check_max(n, f"--gpus {n}" if num_gpus is not None else f"cluster {cluster.name!r} default_num_gpus {n}")
     if n > cluster.gpus_per_node and n % cluster.gpus_per_node:
         raise InputError(
             f"--gpus {n} is not a whole number of {cluster.name} nodes ({cluster.gpus_per_node} GPUs each); "
@@ -115,6 +132,8 @@ class Topology:
                    host_blocks: np.ndarray, levels: tuple[Level, ...]) -> Topology:
         """A real allocation: `host_blocks[j, h]` is the level-j block (scale-up domain, leaf, ...) of
         host h; hosts are in allocation order and each holds `cluster.gpus_per_node` GPUs."""
+        _check_max(len(host_names) * cluster.gpus_per_node,
+                   f"{len(host_names)} hosts x {cluster.gpus_per_node} GPUs per {cluster.name} node")
         topo = cls.__new__(cls)
         topo.cluster = cluster
         topo.accelerator = accelerator

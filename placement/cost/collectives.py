@@ -20,6 +20,9 @@ f_j = within[:, j] / within[:, j-1] (within[:, -1] := 1).
 
 from __future__ import annotations
 
+import math
+from functools import lru_cache
+
 import numpy as np
 
 from placement.cost.constants import COLLECTIVE_BASE_LATENCY_S
@@ -56,6 +59,30 @@ class LevelArrays:
         return bw
 
 
+@lru_cache(maxsize=8)
+def _divisors(n: int) -> np.ndarray:
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return np.array(sorted(set(small + [n // d for d in small])), dtype=np.int64)
+
+
+def _unique_pairs(stride: np.ndarray, size: np.ndarray, num_gpus: int) -> tuple[np.ndarray, np.ndarray]:
+    """np.unique(stride * (num_gpus + 1) + size, return_inverse=True), in O(K) when every stride and size
+    divides the GPU count (they do for mesh axes): each pair becomes (divisor index, divisor index), a
+    slot in a small table, instead of a sort of K keys.  Same sorted keys, same inverse."""
+    divs = _divisors(num_gpus)
+    n = divs.size
+    i_stride = np.minimum(np.searchsorted(divs, stride), n - 1)
+    i_size = np.minimum(np.searchsorted(divs, size), n - 1)
+    if n * n > 1 << 22 or not (np.array_equal(divs[i_stride], stride) and np.array_equal(divs[i_size], size)):
+        return np.unique(stride * (num_gpus + 1) + size, return_inverse=True)
+    slot = i_stride * n + i_size  # ordered as key is: stride first, then size (size <= num_gpus)
+    present = np.zeros(n * n, dtype=bool)
+    present[slot] = True
+    used = np.flatnonzero(present)
+    index_of_slot = np.cumsum(present) - 1
+    return divs[used // n] * (num_gpus + 1) + divs[used % n], index_of_slot[slot]
+
+
 class Groups:
     """One kind of group (a mesh axis) for K candidates: `size` ranks `stride` apart.
 
@@ -68,8 +95,7 @@ class Groups:
         topo = levels.topo
         stride = np.asarray(stride, dtype=np.int64)
         size = np.asarray(size, dtype=np.int64)
-        key = stride * (topo.num_gpus + 1) + size  # one integer per (stride, size): a fast unique
-        uniq, inverse = np.unique(key, return_inverse=True)
+        uniq, inverse = _unique_pairs(stride, size, topo.num_gpus)
         spans = [topo.span(int(k // (topo.num_gpus + 1)), int(k % (topo.num_gpus + 1))) for k in uniq]
         within = np.array([sp.members_within for sp in spans], dtype=np.float64)
         self.crossing = np.array([sp.crossing for sp in spans], dtype=np.float64)

@@ -205,7 +205,7 @@ def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch) -
               stage_time(last_dense, last_moe, 1.0)]
     totals = np.stack([sum(parts[:4]) for parts in stages])
     worst = np.argmax(totals, axis=0)
-    pick = lambda i: np.choose(worst, [stg[i] for stg in stages])  # noqa: E731
+    pick = lambda i: _choose(worst, [stg[i] for stg in stages])  # noqa: E731
     comp_mb, tp_mb, cp_mb, ep_mb, cp_mb_total = pick(0), pick(1), pick(2), pick(3), pick(4)
     layers_mb, moe_layers_mb = pick(5), pick(6)
 
@@ -314,7 +314,7 @@ def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch) -
         cands.append((wts, grd, opt, acts, other))
     stage_totals = np.stack([sum(x) for x in cands])
     mem_worst = np.argmax(stage_totals, axis=0)
-    pick_m = lambda i: np.choose(mem_worst, [c[i] for c in cands])  # noqa: E731
+    pick_m = lambda i: _choose(mem_worst, [c[i] for c in cands])  # noqa: E731
     weights_b, grads_b, opt_b, acts_b, other_b = (pick_m(i) for i in range(5))
     peak_mem = weights_b + grads_b + opt_b + acts_b + other_b
     capacity = acc.hbm_bytes * (1.0 - C.ALLOCATOR_FRAGMENTATION)
@@ -354,6 +354,14 @@ def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch) -
         other_bytes=other_b, peak_memory_bytes=peak_mem, memory_capacity_bytes=capacity, fits=fits,
         traffic_bytes=traffic,
     )
+
+
+def _choose(which: np.ndarray, options: list) -> np.ndarray:
+    """options[which[k]][k]: np.choose without stacking the options into one (n x K) array first."""
+    out = options[-1]
+    for i in range(len(options) - 2, -1, -1):
+        out = np.where(which == i, options[i], out)
+    return np.broadcast_to(out, which.shape)
 
 
 def _activation_bytes_per_layer(w: Workload, tokens, tp, etp, sp_shard):

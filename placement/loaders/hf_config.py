@@ -29,7 +29,8 @@ from pydantic import ValidationError
 
 from placement.errors import InputError
 from placement.loaders.errors import format_validation_error
-from placement.specs.model import FfnKind, ModelSpec
+from placement.loaders.files import json_limit_problem
+from placement.specs.model import MAX_LAYERS, FfnKind, ModelSpec
 
 DEFAULT_SEQ_LEN_CAP: Final = 8192
 """Cap on the default sequence length taken from ``max_position_embeddings``.
@@ -239,6 +240,17 @@ def _with_moe(
     return fields | {"moe": moe | {"num_dense_layers": len(dense_layers)}}
 
 
+def _layer_indices(cfg: _Config, num_layers: int) -> range:
+    """The layers a MoE reader walks to find the dense ones; a count past ModelSpec's bound is refused before
+    the walk (a billion layers took minutes and gigabytes)."""
+    if num_layers > MAX_LAYERS:
+        raise InputError(
+            f"{cfg.source}: key `num_hidden_layers` = {num_layers} is more than the {MAX_LAYERS:,} layers "
+            f"placement plans (published models have a few hundred at most); check the value"
+        )
+    return range(num_layers)
+
+
 def _read_dense(cfg: _Config) -> dict[str, Any]:
     """llama, mistral, qwen2, qwen3: the decoder fields and nothing else."""
     return _read_decoder(cfg)
@@ -270,7 +282,7 @@ def _read_qwen_moe(cfg: _Config, *, shared_expert: bool) -> dict[str, Any]:
             f"MoE); use 1 for an all-MoE stack"
         )
     dense_only = set(cfg.int_list("mlp_only_layers"))
-    dense = [i for i in range(fields["num_layers"]) if i in dense_only or (i + 1) % step != 0]
+    dense = [i for i in _layer_indices(cfg, fields["num_layers"]) if i in dense_only or (i + 1) % step != 0]
     pattern = f"`decoder_sparse_step` = {step} and `mlp_only_layers` = {sorted(dense_only)}"
     return _with_moe(cfg, fields, moe, dense, pattern)
 
@@ -302,7 +314,7 @@ def _read_deepseek(cfg: _Config) -> dict[str, Any]:
             f"{cfg.source}: key `moe_layer_freq` = {freq} must be at least 1 (every freq-th layer is MoE); "
             f"use 1 for MoE in every layer after the dense block"
         )
-    dense = [i for i in range(fields["num_layers"]) if i < first_dense or i % freq != 0]
+    dense = [i for i in _layer_indices(cfg, fields["num_layers"]) if i < first_dense or i % freq != 0]
     pattern = f"`first_k_dense_replace` = {first_dense} and `moe_layer_freq` = {freq}"
     return _with_moe(cfg, fields, moe, dense, pattern)
 
@@ -447,6 +459,8 @@ def _read_json_object(file: Path) -> dict[str, Any]:
         raise InputError(
             f"{file}: line {err.lineno}, column {err.colno}: invalid JSON: {err.msg}; fix the syntax there"
         ) from None
+    except (ValueError, RecursionError) as err:
+        raise InputError(f"{file}: {json_limit_problem(err)}; a config.json is a flat object of settings") from None
     if not isinstance(data, dict):
         raise InputError(
             f"{file}: a config.json holds one JSON object of settings, but this file holds a JSON "

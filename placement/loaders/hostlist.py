@@ -37,8 +37,12 @@ MAX_HOSTS: Final = 1 << 20
 """Largest expansion we accept (1,048,576 hosts, far above any real cluster); guards against
 ``n[0-99999999999]`` exhausting memory."""
 
-_RANGE_PIECE = re.compile(r"(\d+)(?:-(\d+))?")
-"""One comma-separated piece inside brackets: a number or ``lo-hi``."""
+_RANGE_PIECE = re.compile(r"([0-9]+)(?:-([0-9]+))?")
+"""One comma-separated piece inside brackets: a number or ``lo-hi``, in ASCII digits (``\\d`` also takes other
+scripts' digits, which SLURM does not)."""
+
+MAX_DIGITS: Final = 64
+"""Longest number inside brackets; Python refuses to convert more than 4,300 digits, and no host needs 65."""
 
 _EXPECTED = (
     "expected comma-separated host names, each optionally with [...] brackets of comma-separated "
@@ -161,22 +165,21 @@ def _expand_component(component: str, text: str, source: str, *, budget: int) ->
                     f"them with text (as in a[1-2]b[3-4]) or merge them into one; {_EXPECTED}."
                 )
             continue
-        numbers = _expand_bracket(piece, component, text, source)
+        # the bracket may hold at most budget // size numbers; it is counted before it is expanded
+        numbers = _expand_bracket(piece, component, text, source, limit=budget // size)
         size *= len(numbers)
-        if size > budget:
-            raise InputError(
-                f"{source}: `{text}` expands to more than {MAX_HOSTS:,} hosts (component "
-                f"`{component}`); check the ranges for a typo."
-            )
         parts.append(numbers)
     return ["".join(combo) for combo in itertools.product(*parts)]
 
 
-def _expand_bracket(bracket: str, component: str, text: str, source: str) -> list[str]:
-    """The numbers of one ``[...]``, in written order, each range expanded by ClusterShell's RangeSet."""
+def _expand_bracket(bracket: str, component: str, text: str, source: str, *, limit: int) -> list[str]:
+    """The numbers of one ``[...]``, in written order, each range expanded by ClusterShell's RangeSet.
+
+    More than `limit` numbers (what is left of MAX_HOSTS) is refused by arithmetic, before any is listed."""
     if not bracket:
         raise InputError(f"{source}: `{text}` has an empty bracket `[]` in `{component}`; {_EXPECTED}.")
     numbers: list[str] = []
+    count = 0
     for piece in bracket.split(","):
         match = _RANGE_PIECE.fullmatch(piece)
         if match is None:
@@ -185,12 +188,19 @@ def _expand_bracket(bracket: str, component: str, text: str, source: str) -> lis
                 "expected a number or a lo-hi range of numbers, e.g. [001-004,010]."
             )
         low, high = match.group(1), match.group(2)
+        longest = max(len(low), len(high or ""))
+        if longest > MAX_DIGITS:
+            raise InputError(
+                f"{source}: `{component}` has a {longest}-digit number inside its brackets; host numbers have at "
+                f"most {MAX_DIGITS} digits: check for a typo."
+            )
         if high is not None and int(high) < int(low):
             raise InputError(
                 f"{source}: `{text}` has the descending range `{piece}` in `{component}`; "
                 f"write it low to high, `{high}-{low}`."
             )
-        if high is not None and int(high) - int(low) >= MAX_HOSTS:
+        count += 1 if high is None else int(high) - int(low) + 1
+        if count > limit:
             raise InputError(
                 f"{source}: `{text}` expands to more than {MAX_HOSTS:,} hosts (range `{piece}`); "
                 "check the range for a typo."

@@ -180,7 +180,7 @@ def _cells(tokens: list[str], number: int, source: str, gpus: list[str], devices
 def _link(code: str, row: str, column: str, number: int, source: str) -> GpuLink:
     if code in _LEGACY_CODES:
         return GpuLink(kind=_LEGACY_CODES[code])
-    nvlink = re.fullmatch(r"NV(\d+)", code)
+    nvlink = re.fullmatch(r"NV([0-9]{1,4})", code)  # ASCII digits, few enough for int(): H100 has NV18
     if nvlink and int(nvlink.group(1)) >= 1:
         return GpuLink(kind=LinkClass.NVLINK, nvlinks=int(nvlink.group(1)))
     if code in _PLAIN_CODES:

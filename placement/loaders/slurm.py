@@ -41,6 +41,11 @@ from placement.specs.fabric import SlurmBlock, SlurmBlocks, SlurmSwitch, SlurmTr
 MAX_SWITCH_NAME_CHARS: Final = 64
 """topology.conf(5): SwitchName "cannot be longer than 64 characters"."""
 
+MAX_DIGITS: Final = 18
+"""Longest LinkSpeed= or BlockSizes= number read (Python refuses to convert more than 4,300 digits)."""
+_WHOLE: Final = re.compile(r"[0-9]+")
+"""ASCII digits only: str.isdigit() also accepts `²`, which int() refuses."""
+
 _TREE_KEYS: Final = ("SwitchName", "Switches", "Nodes", "LinkSpeed")
 _BLOCK_KEYS: Final = ("BlockName", "Nodes")
 _BLOCK_SIZES_KEYS: Final = ("BlockSizes",)
@@ -190,6 +195,14 @@ def _kind(line: _Line, path: Path) -> str:
     return kind
 
 
+def _check_digits(number: str, line: _Line, key: str, path: Path) -> None:
+    if len(number) > MAX_DIGITS:
+        raise InputError(
+            f"{path}:{line.number}: `{line.spelled[key]}=` holds a {len(number)}-digit number; the values it takes "
+            f"have at most {MAX_DIGITS} digits: check for a typo."
+        )
+
+
 def _hosts(line: _Line, key: str, path: Path) -> tuple[str, ...]:
     return tuple(expand_hostlist(line.pairs[key], source=f"{path}:{line.number}: {line.spelled[key]}="))
 
@@ -253,11 +266,12 @@ def _switch(line: _Line, path: Path) -> SlurmSwitch:
     link_speed = None
     if "linkspeed" in line.pairs:
         written = line.pairs["linkspeed"]
-        if not written.isdigit():
+        if not _WHOLE.fullmatch(written):
             raise InputError(
                 f"{path}:{line.number}: `{line.spelled['linkspeed']}={written}` is not a whole number; "
                 "LinkSpeed= takes a non-negative integer (a relative speed, e.g. LinkSpeed=100), or remove it."
             )
+        _check_digits(written, line, "linkspeed", path)
         link_speed = int(written)
     return SlurmSwitch(
         name=name,
@@ -389,7 +403,10 @@ def _block(line: _Line, path: Path) -> SlurmBlock:
 def _block_sizes(line: _Line, path: Path) -> tuple[int, ...]:
     written = line.pairs["blocksizes"]
     pieces = written.split(",")
-    if not all(piece.isdigit() and int(piece) > 0 for piece in pieces):
+    for piece in pieces:
+        if _WHOLE.fullmatch(piece):
+            _check_digits(piece, line, "blocksizes", path)
+    if not all(_WHOLE.fullmatch(piece) and int(piece) > 0 for piece in pieces):
         raise InputError(
             f"{path}:{line.number}: `{line.spelled['blocksizes']}={written}` is not a comma-separated list of "
             "positive whole numbers; write e.g. `BlockSizes=18,36`."

@@ -8,10 +8,20 @@ way, reference costmodel.md §1b).
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Final
 
 from pydantic import Field, model_validator
 
 from placement.specs._base import Frozen
+
+MIN_EFFICIENCY: Final = 0.01
+"""Smallest achieved fraction of a peak or line rate accepted (1%): less is a typo, and a fraction near zero
+turns step times into overflows (inf), not answers."""
+MAX_LATENCY_S: Final = 1.0
+"""Largest per-step latency accepted: a second or more is a unit slip (microseconds written as seconds)."""
+MAX_GEMM_HALF_EFFICIENCY_DIM: Final = 1 << 20
+"""Largest `gemm_half_efficiency_dim` accepted (the catalog calibrates 192 to 512): larger drives every GEMM
+efficiency towards zero and step times to overflow."""
 
 
 class AcceleratorSpec(Frozen):
@@ -22,10 +32,10 @@ class AcceleratorSpec(Frozen):
     """Dense FP8 FLOP/s; None when the part has no FP8 tensor cores."""
     hbm_bytes: int = Field(gt=0)
     hbm_bandwidth_bytes_per_s: float = Field(gt=0)
-    matmul_efficiency_bf16: float = Field(gt=0, le=1)
+    matmul_efficiency_bf16: float = Field(ge=MIN_EFFICIENCY, le=1)
     """Maximum achievable matmul FLOP/s (MAMF) over peak, BF16: the ceiling of any GEMM."""
-    matmul_efficiency_fp8: float | None = Field(default=None, gt=0, le=1)
-    gemm_half_efficiency_dim: float = Field(gt=0)
+    matmul_efficiency_fp8: float | None = Field(default=None, ge=MIN_EFFICIENCY, le=1)
+    gemm_half_efficiency_dim: float = Field(gt=0, le=MAX_GEMM_HALF_EFFICIENCY_DIM)
     """A GEMM dimension of this many elements reaches half of MAMF along that dimension (tile
     quantisation and wave underfill of small sharded GEMMs; wider GPUs need bigger GEMMs)."""
     source: str = ""
@@ -47,9 +57,9 @@ class ScaleUpSpec(Frozen):
     peer_bandwidth_bytes_per_s: float | None = Field(default=None, gt=0)
     """FULL_MESH only: bandwidth to one peer."""
     kind: ScaleUpKind = ScaleUpKind.SWITCHED
-    latency_s: float = Field(gt=0)
+    latency_s: float = Field(gt=0, le=MAX_LATENCY_S)
     """Per-step latency of a ring step at this level."""
-    collective_efficiency: float = Field(gt=0, le=1)
+    collective_efficiency: float = Field(ge=MIN_EFFICIENCY, le=1)
     """Achieved over line rate for large collectives at this level."""
 
     @model_validator(mode="after")
@@ -70,7 +80,7 @@ class SwitchTier(Frozen):
     domains, e.g. 32 DGX nodes per leaf); None = the rest of the cluster (top tier)."""
     oversubscription: float = Field(default=1.0, ge=1.0)
     """Down:up bandwidth ratio of this tier's uplinks: traffic leaving one of its groups gets 1/ratio."""
-    latency_s: float = Field(gt=0)
+    latency_s: float = Field(gt=0, le=MAX_LATENCY_S)
 
 
 class ClusterSpec(Frozen):
@@ -82,7 +92,7 @@ class ClusterSpec(Frozen):
     scale_up: ScaleUpSpec
     nic_bandwidth_bytes_per_s: float = Field(gt=0)
     """Scale-out bandwidth per GPU, per direction (8 x 400 Gb/s per 8 GPUs = 50e9)."""
-    nic_collective_efficiency: float = Field(gt=0, le=1)
+    nic_collective_efficiency: float = Field(ge=MIN_EFFICIENCY, le=1)
     """Achieved over NIC line rate for large collectives."""
     tiers: tuple[SwitchTier, ...] = Field(min_length=1)
     """Switch tiers above the scale-up domain, bottom up; the last may have fanout None."""

@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Final
 
 from pydantic import Field, model_validator
 
 from placement.specs._base import Frozen
+from placement.specs.training import MAX_GLOBAL_BATCH, MAX_SEQ_LEN
+
+MAX_LAYERS: Final = 1 << 16
+"""Deepest model planned (65,536 layers; published LLMs have a few hundred at most): a larger count is a typo, and
+the bound keeps the pipeline arithmetic inside numpy's int64."""
 
 
 class FfnKind(StrEnum):
@@ -82,7 +88,7 @@ class MLASpec(Frozen):
 
 class ModelSpec(Frozen):
     name: str = Field(min_length=1)
-    num_layers: int = Field(ge=1)
+    num_layers: int = Field(ge=1, le=MAX_LAYERS)
     hidden_size: int = Field(ge=1)
     ffn_hidden_size: int = Field(ge=1)
     """FFN width of the dense layers (for MoE models: the leading dense layers)."""
@@ -99,8 +105,8 @@ class ModelSpec(Frozen):
     """Hidden dropout is on (GPT-3-era models); it stores a 1-byte mask per activation (Korthikanti §4)."""
     moe: MoESpec | None = None
     mla: MLASpec | None = None
-    default_seq_len: int = Field(default=4096, ge=1)
-    default_global_batch: int = Field(default=1024, ge=1)
+    default_seq_len: int = Field(default=4096, ge=1, le=MAX_SEQ_LEN)
+    default_global_batch: int = Field(default=1024, ge=1, le=MAX_GLOBAL_BATCH)
     """Global batch in sequences used when the job does not say."""
     source: str = ""
     """Where the dimensions come from."""

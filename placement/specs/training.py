@@ -1,7 +1,7 @@
 """TrainingSpec: what the job trains on (sequence, batch, precision), independent of the layout."""
 
 from enum import StrEnum
-from typing import Literal
+from typing import Final, Literal
 
 from pydantic import Field
 
@@ -21,10 +21,17 @@ class AttentionKernel(StrEnum):
     and its dropout stream s x s elements per head, and keep 5 a s^2 b bytes (Korthikanti Table 2)."""
 
 
+MAX_SEQ_LEN: Final = 1 << 24
+"""Longest sequence planned (16,777,216 tokens, far past any published training run): larger is a typo, and
+the bound keeps every count the search forms from it inside numpy's int64."""
+MAX_GLOBAL_BATCH: Final = 1 << 24
+"""Largest global batch planned, in sequences (16,777,216; DeepSeek-V3 trained with 15,360), for the same reasons."""
+
+
 class TrainingSpec(Frozen):
-    seq_len: int = Field(ge=1)
+    seq_len: int = Field(ge=1, le=MAX_SEQ_LEN)
     """Tokens per sequence."""
-    global_batch: int = Field(ge=1)
+    global_batch: int = Field(ge=1, le=MAX_GLOBAL_BATCH)
     """Sequences per optimizer step."""
     precision: Precision = Precision.BF16
     """GEMM precision; weights, gradients and activations stay 16-bit, master weights and Adam state fp32."""

@@ -21,6 +21,7 @@ from placement.catalog import load_accelerator, load_cluster, load_model
 from placement.errors import InputError, PlacementInfeasible
 from placement.specs import AcceleratorSpec, ClusterSpec
 from placement.sweep.spec import DesignSpec, SweepSpec, WorkloadSpec
+from placement.topology import MAX_GPUS
 
 EXECUTORS = ("local", "ray")
 
@@ -92,6 +93,11 @@ def design_gpus(sweep: SweepSpec, design: DesignSpec, cluster: ClusterSpec) -> t
     count of whole domains that is a power of two, or 3-smooth (no prime factor above 3); the cell
     keeps whichever trains faster.  The idle rest of the purchase is still paid."""
     if design.gpus is not None:
+        if design.gpus > MAX_GPUS:
+            raise InputError(
+                f"design {design.name!r}: gpus {design.gpus:,} is more than the {MAX_GPUS:,} placement plans; "
+                "check the number for a typo"
+            )
         if design.gpus > cluster.gpus_per_node and design.gpus % cluster.gpus_per_node:
             raise InputError(
                 f"design {design.name!r}: gpus {design.gpus} is not a whole number of {cluster.name} nodes "
@@ -99,6 +105,13 @@ def design_gpus(sweep: SweepSpec, design: DesignSpec, cluster: ClusterSpec) -> t
             )
         return design.gpus, (design.gpus,)
     unit = max(cluster.gpus_per_node, cluster.scale_up.size)
+    affordable = sweep.budget / design.capex_per_gpu
+    if affordable > MAX_GPUS:  # also keeps the search for a 3-smooth count below short
+        raise InputError(
+            f"design {design.name!r}: budget {sweep.budget:,.0f} buys {affordable:,.0f} GPUs at "
+            f"{design.capex_per_gpu:,} each, more than the {MAX_GPUS:,} placement plans; check the budget and "
+            "capex_per_gpu, or give gpus"
+        )
     units = math.floor(sweep.budget / (design.capex_per_gpu * unit))
     if units < 1:
         raise InputError(

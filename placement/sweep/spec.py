@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import Field, model_validator
 
 from placement.specs._base import Frozen
-from placement.specs.training import Precision
+from placement.specs.training import MAX_GLOBAL_BATCH, MAX_SEQ_LEN, Precision
 
 HOURS_PER_YEAR = 8760.0
 
@@ -57,8 +57,8 @@ class WorkloadSpec(Frozen):
     name: str = Field(min_length=1)
     model: str = Field(min_length=1)
     """Catalog name, model YAML or HuggingFace config.json."""
-    seq_len: int = Field(ge=1)
-    global_batch: int = Field(ge=1)
+    seq_len: int = Field(ge=1, le=MAX_SEQ_LEN)
+    global_batch: int = Field(ge=1, le=MAX_GLOBAL_BATCH)
     """Sequences per step."""
     tokens: float = Field(gt=0)
     """Tokens to train."""
