@@ -25,6 +25,12 @@ class Planned:
     """The mapping of each plan, in plan order."""
 
 
+RANK_TABLES_FOR_EVERY_PLAN_MAX_GPUS = 131_072
+"""Above this many GPUs only the best plan carries its rank table (`mapping`) in the JSON: five tables of
+a million rows are gigabytes of output that no reader needs; the other plans' mappings are still
+written as launch files with --plan-index K --out DIR."""
+
+
 def plan_job(model: ModelSpec, train: TrainingSpec, topo: Topology, search_cfg: SearchConfig,
              mapping: SolverConfig | None, with_rank_table: bool = True) -> Planned:
     """`mapping` None: the default innermost-first mapping (a regular catalog cluster, whose host order
@@ -58,11 +64,19 @@ def plan_job(model: ModelSpec, train: TrainingSpec, topo: Topology, search_cfg: 
             "mapping_solver": solver,
             "baselines": {k: {"step_time_s": float(f"{v:.6g}")} for k, v in base.items()},
             "crossings": crossings(topo.with_mapping(gpu_of_rank), kinds),
-            "mapping": rank_table(topo, gpu_of_rank, layout, model.is_moe) if with_rank_table else None,
         })
-        rows.append((plan.step_time_s, order, plan, gpu_of_rank))
+        rows.append((plan.step_time_s, order, plan, gpu_of_rank, layout))
     rows.sort(key=lambda r: (r[0], r[1]))  # re-rank by mapped step time; ties keep search order
-    return Planned(plans=[r[2] for r in rows], search=result, gpu_of_rank=[r[3] for r in rows])
+    plans = []
+    for k, (_, _, plan, gpu_of_rank, layout) in enumerate(rows):
+        if with_rank_table and (k == 0 or topo.num_gpus <= RANK_TABLES_FOR_EVERY_PLAN_MAX_GPUS):
+            plan = plan.model_copy(update={"mapping": rank_table(topo, gpu_of_rank, layout, model.is_moe)})
+        elif with_rank_table:
+            plan = plan.model_copy(update={"mapping_solver": plan.mapping_solver | {
+                "rank_table": f"left out above {RANK_TABLES_FOR_EVERY_PLAN_MAX_GPUS:,} GPUs except for the best "
+                              f"plan; --plan-index {k + 1} --out DIR writes this plan's host order and rankfile"}})
+        plans.append(plan)
+    return Planned(plans=plans, search=result, gpu_of_rank=[r[3] for r in rows])
 
 
 def _intra_node_order(topo: Topology, tp: int, gpu_of_rank: np.ndarray) -> np.ndarray:

@@ -199,3 +199,29 @@ def test_past_the_gpu_limit_is_refused_naming_it(flags: list[str]) -> None:
     assert code == 2
     assert f"more than the {MAX_GPUS:,} placement plans" in err and flags[1] in err
     assert time.perf_counter() - start < 10
+
+
+def test_a_partial_node_writes_no_gpu_reordering(tmp_path: Path) -> None:
+    """7 GPUs of one 8-GPU node in their own order: the launch files say so, and no CUDA_VISIBLE_DEVICES
+    file claims a permutation that is not there."""
+    code, _, err = run("plan", "--model", "llama3-8b", "--gpus", "7", "--out", str(tmp_path))
+    assert code == 0, err
+    assert (tmp_path / "rankfile").exists() and not (tmp_path / "cuda_visible_devices.txt").exists()
+    ranks = [x for x in (tmp_path / "rankfile").read_text().splitlines() if x.startswith("rank")]
+    assert ranks == [f"rank {r}=host0 slot={r}" for r in range(7)]
+
+
+def test_above_the_table_limit_only_the_best_plan_carries_its_rank_table(monkeypatch) -> None:
+    """Huge clusters: the JSON keeps the best plan's rank table and says where the others' are."""
+    import placement.planner as planner
+
+    monkeypatch.setattr(planner, "RANK_TABLES_FOR_EVERY_PLAN_MAX_GPUS", 32)
+    code, out, err = run("plan", "--model", "llama3-8b", "--gpus", "64", "--top-k", "3", "--json")
+    assert code == 0, err
+    plans = plans_of(out)
+    assert len(plans) == 3 and len(plans[0]["mapping"]) == 64
+    for k, p in enumerate(plans[1:], start=2):
+        assert p["mapping"] is None and f"--plan-index {k}" in p["mapping_solver"]["rank_table"]
+    monkeypatch.setattr(planner, "RANK_TABLES_FOR_EVERY_PLAN_MAX_GPUS", 64)
+    code, out, _ = run("plan", "--model", "llama3-8b", "--gpus", "64", "--top-k", "3", "--json")
+    assert all(len(p["mapping"]) == 64 for p in plans_of(out))

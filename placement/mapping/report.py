@@ -74,8 +74,8 @@ def write_launch_files(out: Path, topo: Topology, gpu_of_rank: np.ndarray, heade
     emit("hosts.txt", [f"{k} {names[h]}" for k, h in enumerate(order)])
     emit("slurm.hostfile", [names[h] for h in host_of_rank])
     emit("rankfile", [f"rank {r}={names[host_of_rank[r]]} slot={local[r]}" for r in range(topo.num_gpus)])
-    permuted = [(names[order[k]], local[k * gph:(k + 1) * gph]) for k in range(len(order))
-                if not np.array_equal(local[k * gph:(k + 1) * gph], np.arange(gph))]
+    blocks = [local[k * gph:(k + 1) * gph] for k in range(len(order))]  # a job on part of a node: fewer
+    permuted = [(names[order[k]], b) for k, b in enumerate(blocks) if not np.array_equal(b, np.arange(b.size))]
     if permuted:
         emit("cuda_visible_devices.txt", [f"{h} CUDA_VISIBLE_DEVICES={','.join(map(str, p))}" for h, p in permuted])
     return written
