@@ -21,7 +21,7 @@ from placement.loaders.slurm import parse_topology_conf
 from placement.mapping.cpsat import SolverConfig, proxy_objective_s, solve_mapping
 from placement.mapping.groups import group_kinds
 from placement.mapping.mapper import map_layout
-from placement.mapping.regular import BoxKind, PairKind, RegularTree, max_unit_savings
+from placement.mapping.regular import BoxKind, PairKind, RegularTree, best_tiling, max_unit_savings, regular_tree
 from placement.mapping.report import crossings, rank_table, write_launch_files
 from placement.specs import Layout, TrainingSpec
 from placement.specs.hardware import SwitchTier
@@ -358,3 +358,24 @@ def test_plan_records_and_prints_the_gap():
     assert solver["gap"] == pytest.approx((solver["objective_s"] - solver["bound_s"]) / solver["objective_s"], abs=1e-6)
     text = CliRunner().invoke(main, args, catch_exceptions=False).stdout
     assert f"gap {solver['gap']:.2%}" in text
+
+
+def test_a_tiling_gap_on_a_small_allocation_is_closed_by_single_host_chunks(tmp_path):
+    """Three leaves of 8 hosts, Mixtral with expert groups over two nodes: the best box tiling stays above
+    the bound, and the leaves' gcd would make each leaf one chunk (nothing left to decide).  The chunk
+    model at single-host chunks arranges hosts inside the leaves and beats the tiling."""
+    from placement.mapping.cpsat import OBJECTIVE_RESOLUTION_S
+
+    topo = allocation(tmp_path, [8, 8, 8])
+    layout = Layout(tp=2, ep=8, etp=2, dp=96, micro_batch_size=2, zero_stage=1, sequence_parallel=True)
+    _, _, est = priced(topo, layout, model="mixtral-8x7b", batch=192)
+    kinds = group_kinds(layout, est, 0)
+    tree = regular_tree(topo, kinds, OBJECTIVE_RESOLUTION_S)
+    assert tree is not None
+    tiling_s = best_tiling(tree)[1] * OBJECTIVE_RESOLUTION_S
+    sol = solve_mapping(topo, kinds)
+    assert sol.bound_s < tiling_s  # the tiling alone leaves a gap here
+    assert "chunk model" in sol.solver
+    assert sol.objective_s == pytest.approx(proxy_objective_s(topo, kinds, sol.host_of_block), rel=1e-6)
+    assert sol.objective_s < tiling_s * 0.99
+    assert sol.bound_s <= sol.objective_s

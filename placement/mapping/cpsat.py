@@ -24,7 +24,9 @@ the rank mesh) regular.py bounds the objective over every host assignment, level
 the hierarchy with nested boxes of the mesh; when the tiling meets the bound it is optimal (the proof
 is in regular.py's docstring) and the chunk model is not built.  That objective counts every level,
 the leaves included, at node-block granularity (chunk_blocks 1).  When the tiling misses the bound the
-chunk model runs too, the cheaper mapping is kept, and its gap to the bound is stated.
+chunk model runs too, with single-host chunks where that model stays under MAX_ASSIGNMENT_VARIABLES (the
+leaves' gcd would make each leaf one chunk and leave nothing inside it to arrange), the cheaper mapping
+is kept, and its gap to the bound is stated.
 
 Limits.  The deterministic limit ends the search the same way on any machine; `time_limit_s` is a
 wall-clock ceiling over the whole solve.  A search stopped by either returns its best mapping with
@@ -127,7 +129,9 @@ def _solve_regular(topo: Topology, kinds: list[GroupKind], tree: RegularTree, cf
     if tiling is not None:
         candidates.append((tiling[1], host_of_block(tree, topo, tiling[0]), "nested box tiling"))
     if not candidates or candidates[0][0] > bound:
-        chunks = _solve_chunks(topo, kinds, cfg, start, deadline)
+        # the tiling left a gap: the chunk model, at single-host chunks when that model is small enough
+        # (the leaves' gcd would make each leaf one chunk and hide the arrangement inside it)
+        chunks = _solve_chunks(topo, kinds, cfg, start, deadline, single_host_chunks=True)
         hb = _host_blocks(topo)
         cost = tree.cost([hb[j][chunks.host_of_block] for j in tree.levels])
         candidates.append((cost, chunks.host_of_block, f"chunk model ({chunks.status})"))
@@ -143,7 +147,7 @@ def _solve_regular(topo: Topology, kinds: list[GroupKind], tree: RegularTree, cf
 
 
 def _solve_chunks(topo: Topology, kinds: list[GroupKind], cfg: SolverConfig, start: float,
-                  deadline: float) -> MappingSolution:
+                  deadline: float, single_host_chunks: bool = False) -> MappingSolution:
     """The chunk model of the module docstring (any allocation)."""
     gph = topo.gpus_per_host
     num_ranks = topo.num_gpus
@@ -153,6 +157,8 @@ def _solve_chunks(topo: Topology, kinds: list[GroupKind], cfg: SolverConfig, sta
     bins, bin_of_host = np.unique(hb[jb], return_inverse=True)
     cap = np.bincount(bin_of_host, minlength=len(bins))
     q = math.gcd(*cap.tolist())
+    if single_host_chunks and num_hosts * len(bins) <= MAX_ASSIGNMENT_VARIABLES:
+        q = 1
     # When every bin holds exactly one chunk, which chunk sits in which bin of the same parent changes
     # no cost at the bin level (each group touches as many bins as chunks): decide at the parent level.
     lifted = []
