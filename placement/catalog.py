@@ -7,17 +7,15 @@ file (``.json`` = HuggingFace config.json, ``.yaml``/``.yml`` = our schema); oth
 
 from __future__ import annotations
 
-import sys
 from functools import lru_cache
 from pathlib import Path
 from typing import TypeVar
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
 from placement.errors import InputError
 from placement.loaders.errors import format_validation_error
-from placement.loaders.files import read_text
+from placement.loaders.files import parse_yaml, read_text
 from placement.specs import AcceleratorSpec, ClusterSpec, ModelSpec
 
 S = TypeVar("S", bound=BaseModel)
@@ -51,19 +49,7 @@ def accelerator_names() -> list[str]:
 def read_yaml(path: Path, schema: type[S], what: str) -> S:
     """Parse one YAML file into `schema`, turning every failure into a one-paragraph InputError."""
     text = read_text(path, f"{what} file", f"give a readable UTF-8 YAML {what} file")
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f": line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-        raise InputError(f"{path}{where}: malformed YAML: {problem}; fix the syntax there") from None
-    except RecursionError:  # PyYAML composes nested collections recursively
-        raise InputError(
-            f"{path}: the YAML nests collections deeper than the reader can follow (Python's recursion limit, "
-            f"{sys.getrecursionlimit()}); a {what} file is a mapping of fields a few levels deep: look for "
-            "unclosed or repeated brackets"
-        ) from None
+    data = parse_yaml(text, path, f"{what} file")
     if not isinstance(data, dict):
         raise InputError(
             f"{path}: a {what} file must be a YAML mapping of fields, got {type(data).__name__}; "

@@ -323,6 +323,11 @@ def test_torchtitan_030_flags_in_script(tmp_path: Path) -> None:
      "hostfile:3: host a is listed twice"),
     ({"ds.json": "{}", "hosts.txt": "a slots=4\nb: 4 gpus\n"}, "hosts.txt:2: 'b: 4 gpus' is not `hostname slots=N`"),
     ({"c.yaml": "model:\n  tensor_model_parallel_size: [2\n"}, "c.yaml:"),
+    # past Python's parser limits: nesting and huge integers are bad input too, not internal errors
+    ({"ds.json": '{"a": ' * 5000 + "1" + "}" * 5000}, "ds.json: the JSON nests arrays or objects deeper"),
+    ({"ds.json": '{"train_batch_size": ' + "9" * 5000 + "}"}, "ds.json: a JSON integer has more than"),
+    ({"c.yaml": "model:\n  x: " + "[" * 5000 + "]" * 5000 + "\n"}, "c.yaml: the YAML nests collections deeper"),
+    ({"bad.toml": "[parallelism]\nx = " + "[" * 5000 + "]" * 5000 + "\n"}, "bad.toml: the TOML nests arrays"),
     ({"c.yaml": "model:\n  pipeline_model_parallel_size: 4\n  pipeline_model_parallel_layout: Et|tt|tX|tL\n"},
      "pipeline layout has unknown characters ['X']"),
     ({"c.yaml": "model:\n  pipeline_model_parallel_size: 2\n  virtual_pipeline_model_parallel_size: 3\n"

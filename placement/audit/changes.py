@@ -62,16 +62,12 @@ def framework_settings(framework: str, ctx: EmitContext) -> dict[str, str]:
     return out
 
 
-def _hosts(ctx: EmitContext) -> list[str]:
-    return ctx.hosts_in_rank_order
-
-
 def launch_changes(framework: str, now: EmitContext, best: EmitContext) -> list[dict]:
     """[{"argument", "from", "to"}] for every setting that differs (None = absent on that side)."""
     a, b = framework_settings(framework, now), framework_settings(framework, best)
     changes = [{"argument": k, "from": a.get(k), "to": b.get(k)}
                for k in list(a) + [k for k in b if k not in a] if a.get(k) != b.get(k)]
-    ha, hb = _hosts(now), _hosts(best)
+    ha, hb = now.hosts_in_rank_order, best.hosts_in_rank_order
     if ha != hb:
         moved = sum(x != y for x, y in zip(ha, hb, strict=True))
         changes.append({"argument": NODE_ORDER, "from": " ".join(ha[:SHOWN_HOSTS]) + (" ..." if len(ha) > SHOWN_HOSTS

@@ -40,7 +40,7 @@ from placement.mapping.groups import GroupKind, group_kinds
 from placement.mapping.mapper import baseline_mappings, host_order_mapping, map_layout
 from placement.mapping.report import crossings, rank_table
 from placement.plan import Plan, make_plan
-from placement.planner import Planned, plan_job
+from placement.planner import plan_job
 from placement.search import SearchConfig
 from placement.specs import Layout, ModelSpec, Recompute, TrainingSpec
 from placement.topology import Topology
@@ -97,8 +97,6 @@ class Audit:
     best_gpu_of_rank: np.ndarray
     speedup: float
     changes: list[dict]
-    planned: Planned
-    gpu_of_rank: np.ndarray
     host_order: list[str]
 
     def without_timings(self) -> Audit:
@@ -269,8 +267,8 @@ class _Ctx:
     """The same layout under placement's own mapping of this allocation."""
     search_est: Estimates
     search_batch: LayoutBatch
-    gpu_of_rank: np.ndarray
-    """The job's own rank -> GPU map."""
+    mapped: Topology
+    """The machine with the job's own rank -> GPU map applied."""
     zero_stages: tuple[int, ...]
     """ZeRO stages the framework can run."""
     framework_rank: np.ndarray
@@ -283,12 +281,17 @@ class _Ctx:
             return None
         return float(self.search_est.step_time_s[ok].min())
 
+    def price_as_launched(self, layouts: list[Layout]) -> Estimates:
+        """Variants of the job's layout on the job's own rank -> GPU map."""
+        return _price(self.model, self.train, self.mapped, layouts)
+
     def saving(self, alt_s: float | None) -> float:
         return 0.0 if alt_s is None else max(self.step_s - alt_s, 0.0)
 
 
-def _crossing_findings(c: _Ctx, mapped: Topology, kinds: list[GroupKind]) -> list[Finding]:
+def _crossing_findings(c: _Ctx, kinds: list[GroupKind]) -> list[Finding]:
     out = []
+    mapped = c.mapped
     levels = mapped.levels
     b = c.search_batch
     for kind in kinds:
@@ -358,7 +361,7 @@ def _layout_findings(c: _Ctx, plan: Plan) -> list[Finding]:
         lighter = [r for r in (Recompute.NONE, Recompute.SELECTIVE) if r != lay.recompute
                    and (lay.recompute == Recompute.FULL or r == Recompute.NONE)]
         alts = [lay.model_copy(update={"recompute": r}) for r in lighter]
-        e = _price(c.model, c.train, c.topo.with_mapping(c.gpu_of_rank), alts)
+        e = c.price_as_launched(alts)
         ok = [(float(e.step_time_s[k]), alts[k].recompute.value, float(e.peak_memory_bytes[k]))
               for k in range(len(alts)) if e.fits[k]]
         if ok:
@@ -390,7 +393,7 @@ def _layout_findings(c: _Ctx, plan: Plan) -> list[Finding]:
             continue
         alts.append(cand)
     if alts:
-        e = _price(c.model, c.train, c.topo.with_mapping(c.gpu_of_rank), alts)
+        e = c.price_as_launched(alts)
         ok = [(float(e.step_time_s[k]), alts[k].micro_batch_size, float(e.compute_s[k]))
               for k in range(len(alts)) if e.fits[k]]
         if ok:
@@ -408,7 +411,7 @@ def _layout_findings(c: _Ctx, plan: Plan) -> list[Finding]:
     lighter = [z for z in (1, 2) if z in c.zero_stages]
     if lay.zero_stage == 3 and lighter:
         alts = [lay.model_copy(update={"zero_stage": z, "dp_shard": None}) for z in lighter]
-        e = _price(c.model, c.train, c.topo.with_mapping(c.gpu_of_rank), alts)
+        e = c.price_as_launched(alts)
         ok = [(float(e.step_time_s[k]), alts[k].zero_stage, float(e.peak_memory_bytes[k]))
               for k in range(len(alts)) if e.fits[k]]
         if ok:
@@ -470,8 +473,8 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
     planned = plan_job(model, train, topo, space, mapping)
     step_s = float(est.step_time_s[0])
     c = _Ctx(model, train, topo, layout, est, step_s, mapped_same_s, planned.search.estimates,
-             planned.search.batch, gpu_of_rank, space.zero_stages, framework_rank)
-    findings = _crossing_findings(c, mapped, kinds) + _layout_findings(c, plan) + notes
+             planned.search.batch, mapped, space.zero_stages, framework_rank)
+    findings = _crossing_findings(c, kinds) + _layout_findings(c, plan) + notes
     stated = (launch.first_stage_layers, launch.last_stage_layers)
     modeled = (plan.layout.stage_layers[0], plan.layout.stage_layers[-1])
     if layout.pp > 1 and None not in stated and stated != modeled:
@@ -497,8 +500,7 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
     if launch.rank_order != "tp-cp-ep-dp-pp":  # placement's emitters keep Megatron's default order
         changes.insert(0, {"argument": "--use-tp-pp-dp-mapping", "from": "true", "to": None})
     return Audit(launch=launch, layout=layout, estimate=plan, findings=findings, best=best, best_gpu_of_rank=best_gpu,
-                 speedup=speedup, changes=changes, planned=planned, gpu_of_rank=gpu_of_rank,
-                 host_order=[topo.host_names[h] for h in order])
+                 speedup=speedup, changes=changes, host_order=[topo.host_names[h] for h in order])
 
 
 def _emit_ctx(plan: Plan, topo: Topology, gpu_of_rank: np.ndarray, model: ModelSpec) -> EmitContext:

@@ -29,7 +29,6 @@ YAML, DeepSpeed `--include/--exclude`, here-documents in scripts (the DeepSpeed 
 
 from __future__ import annotations
 
-import json
 import re
 import tomllib
 from dataclasses import dataclass
@@ -41,7 +40,7 @@ from pydantic import Field
 
 from placement.audit.shell import Command, Word, read_commands
 from placement.errors import InputError
-from placement.loaders.files import read_text
+from placement.loaders.files import parse_json, parse_yaml, read_text
 from placement.specs._base import Frozen
 
 Framework = Literal["megatron", "torchtitan", "deepspeed"]
@@ -507,6 +506,9 @@ def _torchtitan_toml(path: Path) -> dict[str, tuple[Any, str]]:
     except tomllib.TOMLDecodeError as err:
         raise InputError(f"{path}: not valid TOML ({err}); expected torchtitan's [job]/[model]/[parallelism] "
                          f"sections") from None
+    except RecursionError:  # tomllib parses nested arrays and inline tables recursively
+        raise InputError(f"{path}: the TOML nests arrays or tables deeper than the reader can follow; expected "
+                         f"torchtitan's [job]/[model]/[parallelism] sections: look for unclosed brackets") from None
     lines = text.splitlines()
     out: dict[str, tuple[Any, str]] = {}
     for section, table in data.items():
@@ -816,11 +818,8 @@ def _hydra_overrides(words: list[Word]) -> tuple[dict[str, tuple[Any, str]], str
 
 def _deepspeed_json(path: Path, s: _Settings) -> None:
     text = read_text(path, "DeepSpeed config", "expected a JSON file")
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise InputError(f"{path}:{err.lineno}: not valid JSON ({err.msg}); expected a DeepSpeed config object") \
-            from None
+    data = parse_json(text, path, "expected a DeepSpeed config object", lambda err: (
+        f"{path}:{err.lineno}: not valid JSON ({err.msg}); expected a DeepSpeed config object"))
     if not isinstance(data, dict):
         raise InputError(f"{path}: expected a JSON object with DeepSpeed keys (train_batch_size, zero_optimization...)")
     lines = text.splitlines()
@@ -993,13 +992,7 @@ def _read_file(path: Path, fw: str) -> _Settings:
             raise InputError(f"{path}: a YAML file is read as a Megatron-Bridge ConfigContainer; pass --framework "
                              f"megatron")
         text = read_text(path, "Megatron-Bridge config", "expected a YAML ConfigContainer")
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as err:
-            mark = getattr(err, "problem_mark", None)
-            where = f"{path}:{mark.line + 1}" if mark else str(path)
-            raise InputError(f"{where}: not valid YAML ({getattr(err, 'problem', err)}); expected a Megatron-Bridge "
-                             f"ConfigContainer") from None
+        data = parse_yaml(text, path, "Megatron-Bridge ConfigContainer")
         _bridge_settings(_bridge_keys(data, path, text.splitlines()), s)
         return s
     # a script or an argument list

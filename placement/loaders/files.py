@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 from placement.errors import InputError
 
@@ -30,3 +35,31 @@ def json_limit_problem(err: ValueError | RecursionError) -> str:
             "no setting needs that many, fix the number"
         )
     return f"the JSON cannot be read ({err})"
+
+
+def parse_json(text: str, path: Path, expected: str, syntax_error: Callable[[json.JSONDecodeError], str]) -> Any:
+    """`json.loads`, every failure an InputError: a syntax error worded by the caller (it names the line),
+    nesting or numbers past Python's limits as "{path}: {why}; {expected}"."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise InputError(syntax_error(err)) from None
+    except (ValueError, RecursionError) as err:
+        raise InputError(f"{path}: {json_limit_problem(err)}; {expected}") from None
+
+
+def parse_yaml(text: str, path: Path, what: str) -> Any:
+    """`yaml.safe_load`, every failure an InputError naming the line and column, or the nesting limit."""
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f": line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise InputError(f"{path}{where}: malformed YAML: {problem}; fix the syntax there") from None
+    except RecursionError:  # PyYAML composes nested collections recursively
+        raise InputError(
+            f"{path}: the YAML nests collections deeper than the reader can follow (Python's recursion limit, "
+            f"{sys.getrecursionlimit()}); a {what} is a mapping of fields a few levels deep: look for "
+            "unclosed or repeated brackets"
+        ) from None

@@ -34,7 +34,7 @@ from typing import Any, Final
 import networkx as nx
 
 from placement.errors import InputError
-from placement.loaders.files import json_limit_problem, read_text
+from placement.loaders.files import parse_json, read_text
 
 NODE_KINDS: Final = ("gpu", "host", "switch")
 BANDWIDTH: Final = "bandwidth_bytes_per_s"
@@ -55,15 +55,9 @@ def load_cluster_graph(path: Path) -> nx.Graph:
 def _read_json(path: Path) -> dict[str, Any]:
     text = read_text(path, "cluster graph file",
                      "pass a UTF-8 JSON file written by `json.dump(networkx.node_link_data(G), f)`")
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise InputError(
-            f"{path}:{err.lineno}:{err.colno}: not valid JSON ({err.msg}); the file must be networkx node-link "
-            "JSON, as `json.dump(networkx.node_link_data(G), f)` writes it."
-        ) from err
-    except (ValueError, RecursionError) as err:
-        raise InputError(f"{path}: {json_limit_problem(err)}; a cluster graph is networkx node-link JSON.") from None
+    data = parse_json(text, path, "a cluster graph is networkx node-link JSON.", lambda err: (
+        f"{path}:{err.lineno}:{err.colno}: not valid JSON ({err.msg}); the file must be networkx node-link "
+        "JSON, as `json.dump(networkx.node_link_data(G), f)` writes it."))
     if not isinstance(data, dict):
         raise InputError(
             f"{path}: the top level is a JSON {type(data).__name__}, expected an object with `nodes` and `edges` "

@@ -17,7 +17,6 @@ paragraph names the file, the key, the value and the fix.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -29,7 +28,7 @@ from pydantic import ValidationError
 
 from placement.errors import InputError
 from placement.loaders.errors import format_validation_error
-from placement.loaders.files import json_limit_problem
+from placement.loaders.files import parse_json
 from placement.specs.model import MAX_LAYERS, FfnKind, ModelSpec
 
 DEFAULT_SEQ_LEN_CAP: Final = 8192
@@ -453,14 +452,8 @@ def _read_json_object(file: Path) -> dict[str, Any]:
         raise InputError(
             f"{file}: byte {err.start} is not UTF-8 text; a config.json is a UTF-8 JSON file"
         ) from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise InputError(
-            f"{file}: line {err.lineno}, column {err.colno}: invalid JSON: {err.msg}; fix the syntax there"
-        ) from None
-    except (ValueError, RecursionError) as err:
-        raise InputError(f"{file}: {json_limit_problem(err)}; a config.json is a flat object of settings") from None
+    data = parse_json(text, file, "a config.json is a flat object of settings", lambda err: (
+        f"{file}: line {err.lineno}, column {err.colno}: invalid JSON: {err.msg}; fix the syntax there"))
     if not isinstance(data, dict):
         raise InputError(
             f"{file}: a config.json holds one JSON object of settings, but this file holds a JSON "
