@@ -22,6 +22,7 @@ from placement.catalog import accelerator_names, cluster_names, load_accelerator
 from placement.errors import InputError, PlacementInfeasible
 from placement.loaders.errors import format_validation_error
 from placement.specs import Layout, ModelSpec, Precision, Recompute, TrainingSpec
+from placement.specs.recipe import Recipe
 from placement.specs.training import MAX_GLOBAL_BATCH, MAX_SEQ_LEN
 from placement.topology import Topology
 
@@ -79,6 +80,11 @@ def job_options(fn: Callable) -> Callable:
                      help="Catalog name (see `placement show clusters`) or a cluster YAML."),
         click.option("--gpus", type=int, default=None, help="GPU count (default: the cluster's default size)."),
         click.option("--nodes", type=int, default=None, help="Node count, instead of --gpus."),
+        click.option("--segment", "segment", type=int, default=None,
+                     help="SLURM `sbatch --segment N` of the job (multi-node NVLink domains, GB200 NVL72): its nodes "
+                          "come N at a time from one rack; 0 = fill racks whole (default: the cluster's segment_nodes "
+                          "where it divides the node count). With a block-plugin --slurm-topology, checks the "
+                          "allocation against it."),
         click.option("--seq-len", type=int, default=None, help="Tokens per sequence (default: the model's)."),
         click.option("--global-batch", type=int, default=None, help="Sequences per step (default: the model's)."),
         click.option("--precision", type=click.Choice([p.value for p in Precision]), default="bf16",
@@ -103,13 +109,127 @@ def job_options(fn: Callable) -> Callable:
     return fn
 
 
+RECIPE_FLAGS = {
+    # Recipe field -> its flag (the flags a user sets often; the rest go in --recipe FILE.yaml)
+    "moe_dispatcher": "--moe-dispatcher", "cuda_graphs": "--cuda-graphs", "tp_comm_overlap": "--tp-comm-overlap",
+    "ep_comm_overlap": "--ep-comm-overlap", "delay_wgrad": "--delay-wgrad", "dispatch_fp8": "--dispatch-fp8",
+    "fp8_recipe": "--fp8-recipe", "recompute_modules": "--recompute-modules",
+    "recompute_num_layers": "--recompute-num-layers", "mtp_layers": "--mtp-layers",
+    "pipeline_layout": "--pipeline-layout", "account_for_embedding": "--account-for-embedding",
+    "account_for_loss": "--account-for-loss", "pipeline_schedule": "--pipeline-schedule",
+    "routing_imbalance": "--routing-imbalance", "moe_capacity_factor": "--moe-capacity-factor",
+    "cross_entropy_fusion": "--cross-entropy-fusion", "optimizer_state_bf16": "--optimizer-state-bf16",
+    "fp8_params": "--fp8-params",
+}
+SEARCHED_FIELDS = {"moe_dispatcher": "dispatchers", "cuda_graphs": "cuda_graphs", "tp_comm_overlap": "tp_comm_overlap",
+                   "ep_comm_overlap": "ep_comm_overlap"}
+"""Recipe fields `plan` chooses per layout where the user set none (RecipeChoices field of each)."""
+
+
+def recipe_options(fn: Callable) -> Callable:
+    """--recipe FILE.yaml and one flag per Recipe field a user sets often; flags win over the file."""
+    from placement.specs.recipe import CudaGraphs, Dispatcher, Fp8Recipe, PipelineSchedule
+
+    def onoff(field: str, what: str):
+        flag = RECIPE_FLAGS[field]
+        return click.option(f"{flag}/--no-{flag[2:]}", field, default=None, help=what)
+
+    opts = [
+        click.option("--recipe", "recipe_file", type=click.Path(dir_okay=False), default=None,
+                     help="YAML mapping of recipe fields (placement/specs/recipe.py: moe_dispatcher, cuda_graphs, "
+                          "tp_comm_overlap, ..., routing_imbalance); the recipe flags below override it."),
+        click.option("--moe-dispatcher", "moe_dispatcher", type=click.Choice([d.value for d in Dispatcher]),
+                     default=None, help="MoE token dispatcher (`plan` chooses when not given)."),
+        click.option("--cuda-graphs", "cuda_graphs", type=click.Choice([g.value for g in CudaGraphs]), default=None,
+                     help="CUDA graph scope: none, partial (attention, router, preprocess) or full iteration "
+                          "(`plan` chooses when not given)."),
+        onoff("tp_comm_overlap", "TP communication overlapped with the GEMMs (`plan` chooses when not given)."),
+        onoff("ep_comm_overlap", "EP all-to-all overlapped with another micro-batch (`plan` chooses when not given)."),
+        onoff("delay_wgrad", "Expert weight gradients delayed to hide the backward combine."),
+        onoff("dispatch_fp8", "Forward MoE dispatch in FP8."),
+        click.option("--fp8-recipe", "fp8_recipe", type=click.Choice([r.value for r in Fp8Recipe]), default=None,
+                     help="FP8 scaling recipe under --precision fp8 (default: the accelerator's)."),
+        click.option("--recompute-modules", "recompute_modules", default=None,
+                     help="Comma list of Megatron --recompute-modules names for selective recompute (core_attn, "
+                          "mla_up_proj, mlp, moe_act, layernorm, moe, shared_experts); `plan` chooses when not given."),
+        click.option("--recompute-num-layers", "recompute_num_layers", type=int, default=None,
+                     help="Full recompute of only this many layers per virtual stage."),
+        click.option("--mtp-layers", "mtp_layers", type=int, default=None, help="Multi-token-prediction layers."),
+        click.option("--pipeline-layout", "pipeline_layout", default=None,
+                     help="Megatron --pipeline-model-parallel-layout, e.g. 'Et|(tt|)*30L'."),
+        onoff("account_for_embedding", "The embedding counts as a layer of the first pipeline stage."),
+        onoff("account_for_loss", "The loss counts as a layer of the last pipeline stage."),
+        click.option("--pipeline-schedule", "pipeline_schedule",
+                     type=click.Choice([x.value for x in PipelineSchedule]), default=None,
+                     help="Pipeline schedule (default 1f1b, interleaved when vpp > 1)."),
+        click.option("--routing-imbalance", "routing_imbalance", type=float, default=None,
+                     help="Tokens on the busiest expert rank over the mean (1.0: balanced)."),
+        click.option("--moe-capacity-factor", "moe_capacity_factor", type=float, default=None,
+                     help="Expert capacity factor (token dropping); default dropless."),
+        onoff("cross_entropy_fusion", "Fused vocab-parallel cross-entropy."),
+        onoff("optimizer_state_bf16", "Adam moments in BF16."),
+        onoff("fp8_params", "Primary weights kept in FP8 only (--fp8-param-gather)."),
+    ]
+    for opt in reversed(opts):
+        fn = opt(fn)
+    return fn
+
+
+def _recipe_flag_values(kwargs: dict) -> tuple[str | None, dict]:
+    """Pop the recipe options out of a command's keyword arguments: (--recipe file, {field: value} set)."""
+    recipe_file = kwargs.pop("recipe_file", None)
+    given = {}
+    for field in RECIPE_FLAGS:
+        value = kwargs.pop(field, None)
+        if value is not None:
+            given[field] = value
+    return recipe_file, given
+
+
+def build_recipe(recipe_file: str | None, given: dict) -> tuple[Recipe, dict[str, str]]:
+    """(Recipe, field -> "flag" | "file:PATH") from --recipe FILE and the recipe flags; flags override the
+    file.  Each bad value is an InputError naming its flag or file, the field, the value and the fix."""
+    from pathlib import Path
+
+    from placement.loaders.files import parse_yaml, read_text
+
+    for field, value in given.items():  # each flag on its own, so the message names the flag
+        try:
+            Recipe.model_validate({field: value})
+        except ValidationError as err:
+            raise InputError(format_validation_error(err, f"{RECIPE_FLAGS[field]} {value}")) from None
+    from_file: dict = {}
+    if recipe_file is not None:
+        path = Path(recipe_file)
+        text = read_text(path, "recipe file", "give a YAML mapping of recipe fields")
+        data = parse_yaml(text, path, "recipe")
+        if data is None:
+            data = {}
+        if not isinstance(data, dict):
+            raise InputError(f"{path}: a recipe is a YAML mapping of fields (moe_dispatcher: hybridep, ...), got a "
+                             f"{type(data).__name__}; write one `field: value` per line")
+        try:
+            Recipe.model_validate(data)
+        except ValidationError as err:
+            raise InputError(format_validation_error(err, str(path))) from None
+        from_file = {str(k): v for k, v in data.items()}
+    merged = from_file | given
+    try:
+        recipe = Recipe.model_validate(merged)
+    except ValidationError as err:
+        where = " and ".join(x for x in (recipe_file and f"{recipe_file}", given and "the recipe flags") if x)
+        raise InputError(format_validation_error(err, f"recipe ({where})")) from None
+    sources = {f: f"file:{recipe_file}" for f in from_file} | {f: "flag" for f in given}
+    return recipe, sources
+
+
 def _positive(name: str, value: int | None) -> None:
     if value is not None and value < 1:
         raise InputError(f"{name} {value}: must be a positive integer")
 
 
 def build_topology(cluster_ref, gpus, nodes, slurm_topology, nodelist, node_type, cluster_graph,
-                   oversubscription) -> Topology:
+                   oversubscription, segment=None) -> Topology:
     """A catalog cluster at a size, or a real allocation (SLURM topology + host list, or a graph)."""
     real = slurm_topology is not None or cluster_graph is not None
     if not real:
@@ -118,21 +238,26 @@ def build_topology(cluster_ref, gpus, nodes, slurm_topology, nodelist, node_type
             if value is not None:
                 raise InputError(f"{flag} goes with --slurm-topology or --cluster-graph, which were not given")
         cluster = load_cluster(cluster_ref)
-        return Topology(cluster, load_accelerator(cluster.accelerator), num_gpus=gpus, num_nodes=nodes)
+        return Topology(cluster, load_accelerator(cluster.accelerator), num_gpus=gpus, num_nodes=nodes,
+                        segment_nodes=segment)
     if slurm_topology is not None and cluster_graph is not None:
         raise InputError("give --slurm-topology or --cluster-graph, not both")
     if gpus is not None or nodes is not None:
         raise InputError("--gpus/--nodes do not apply to a real allocation: its size is the host list's")
+    if segment is not None and cluster_graph is not None:
+        raise InputError(f"--segment {segment} goes with a block-plugin --slurm-topology or a catalog --cluster; a "
+                         f"cluster graph lists each host's switches itself: drop --segment")
     from pathlib import Path
 
     from placement.fabric import real_topology
 
     return real_topology(Path(slurm_topology) if slurm_topology else None,
-                         Path(cluster_graph) if cluster_graph else None, nodelist, list(node_type), oversubscription)
+                         Path(cluster_graph) if cluster_graph else None, nodelist, list(node_type), oversubscription,
+                         segment)
 
 
 def build_job(model_ref, cluster_ref, gpus, nodes, seq_len, global_batch, precision, slurm_topology=None,
-              nodelist=None, node_type=None, cluster_graph=None, oversubscription=None, node_topo=None):
+              nodelist=None, node_type=None, cluster_graph=None, oversubscription=None, node_topo=None, segment=None):
     """Flags -> (ModelSpec, TrainingSpec, Topology); every failure is an InputError."""
     for name, value in (("--gpus", gpus), ("--nodes", nodes), ("--seq-len", seq_len),
                         ("--global-batch", global_batch)):
@@ -142,7 +267,7 @@ def build_job(model_ref, cluster_ref, gpus, nodes, seq_len, global_batch, precis
             raise InputError(f"{name} {value}: more than the {most:,} placement plans; check the number for a typo")
     model = load_model(model_ref)
     topo = build_topology(cluster_ref, gpus, nodes, slurm_topology, nodelist, node_type, cluster_graph,
-                          oversubscription)
+                          oversubscription, segment)
     if node_topo is not None:
         from pathlib import Path
 
@@ -190,26 +315,23 @@ def _timings() -> bool:
               help="Framework configs to write into --out: a comma list of torchtitan, megatron, devicemesh, or all.")
 @click.option("--plan-index", type=click.IntRange(1, 100), default=1, show_default=True,
               help="Which of the ranked plans the files realize (1 = best).")
+@recipe_options
 @handle_errors
-def plan(model_ref, cluster_ref, gpus, nodes, seq_len, global_batch, precision, as_json, slurm_topology, nodelist,
-         node_type, cluster_graph, oversubscription, node_topo, top_k, recompute, zero, do_map, map_time_limit,
-         exhaustive, out_dir, emit_formats, plan_index):
+def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, precision, as_json, slurm_topology,
+         nodelist, node_type, cluster_graph, oversubscription, node_topo, top_k, recompute, zero, do_map,
+         map_time_limit, exhaustive, out_dir, emit_formats, plan_index, **recipe_args):
     """Search every layout; map the best onto the machine; print them, best first."""
+    from placement.cost.step import default_choices
+    from placement.emit.common import framework_choices
     from placement.mapping.config import SolverConfig
     from placement.planner import plan_job
     from placement.report import plan_json, plan_table, without_timings
     from placement.search import SearchConfig
 
+    recipe, sources = build_recipe(*_recipe_flag_values(recipe_args))
     model, train, topo = build_job(model_ref, cluster_ref, gpus, nodes, seq_len, global_batch, precision,
-                                   slurm_topology, nodelist, node_type, cluster_graph, oversubscription, node_topo)
-    cfg = SearchConfig(top_k=top_k,
-                       recompute=tuple(Recompute(r) for r in recompute) or SearchConfig.recompute,
-                       zero_stages=tuple(sorted(set(zero)))
-                       or ((0, 1, 2, 3) if exhaustive else SearchConfig.zero_stages),
-                       prune_dominated=not exhaustive)
-    real = slurm_topology is not None or cluster_graph is not None
-    mapping = SolverConfig(time_limit_s=max(10.0, 5 * map_time_limit), deterministic_time_limit=map_time_limit) \
-        if (do_map if do_map is not None else real) else None
+                                   slurm_topology, nodelist, node_type, cluster_graph, oversubscription, node_topo,
+                                   segment)
     if emit_formats is not None and out_dir is None:
         raise InputError("--emit writes files: give --out DIR as well")
     formats = None
@@ -217,7 +339,25 @@ def plan(model_ref, cluster_ref, gpus, nodes, seq_len, global_batch, precision, 
         from placement.emit.writer import parse_formats
 
         formats = parse_formats(emit_formats)
-    planned = plan_job(model, train, topo, cfg, mapping, with_rank_table=as_json)  # only --json prints the table
+    # the recipe fields the user left open are searched: each choice field, and the recompute modules
+    choices = default_choices(model.is_moe, topo, recipe, pinned=frozenset(sources))
+    choices, module_sets = framework_choices(formats or [], choices,
+                                             recipe.recompute_modules if "recompute_modules" in sources else None)
+    for field, attr in SEARCHED_FIELDS.items():
+        if field not in sources and len(getattr(choices, attr)) > 1:
+            sources[field] = "searched"
+    if "recompute_modules" not in sources:
+        sources["recompute_modules"] = "searched"
+    cfg = SearchConfig(top_k=top_k,
+                       recompute=tuple(Recompute(r) for r in recompute) or SearchConfig.recompute,
+                       zero_stages=tuple(sorted(set(zero)))
+                       or ((0, 1, 2, 3) if exhaustive else SearchConfig.zero_stages),
+                       prune_dominated=not exhaustive, recipe=recipe, choices=choices, module_sets=module_sets)
+    real = slurm_topology is not None or cluster_graph is not None
+    mapping = SolverConfig(time_limit_s=max(10.0, 5 * map_time_limit), deterministic_time_limit=map_time_limit) \
+        if (do_map if do_map is not None else real) else None
+    planned = plan_job(model, train, topo, cfg, mapping, with_rank_table=as_json,  # only --json prints the table
+                       recipe_sources=sources)
     if out_dir is not None:
         from pathlib import Path
 
@@ -263,16 +403,21 @@ def plan(model_ref, cluster_ref, gpus, nodes, seq_len, global_batch, precision, 
 @click.option("--recompute", type=click.Choice([r.value for r in Recompute]), default="none", show_default=True)
 @click.option("--sequence-parallel/--no-sequence-parallel", default=None,
               help="Default: on when tp > 1.")
+@recipe_options
 @handle_errors
-def evaluate(model_ref, cluster_ref, gpus, nodes, seq_len, global_batch, precision, as_json, slurm_topology,
-             nodelist, node_type, cluster_graph, oversubscription, node_topo, tp, cp, ep, etp, pp, vpp, mbs, zero,
-             dp_shard, recompute, sequence_parallel):
-    """Estimate one given layout (dp is derived from the GPU count); exit 1 if it does not fit."""
+def evaluate(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, precision, as_json,
+             slurm_topology, nodelist, node_type, cluster_graph, oversubscription, node_topo, tp, cp, ep, etp, pp,
+             vpp, mbs, zero, dp_shard, recompute, sequence_parallel, **recipe_args):
+    """Estimate one given layout (dp is derived from the GPU count) under the recipe given (pinned: nothing
+    is searched); exit 1 if it does not fit."""
     from placement.evaluate import evaluate_layout
     from placement.report import single_plan_table
 
+    recipe, sources = build_recipe(*_recipe_flag_values(recipe_args))
+
     model, train, topo = build_job(model_ref, cluster_ref, gpus, nodes, seq_len, global_batch, precision,
-                                   slurm_topology, nodelist, node_type, cluster_graph, oversubscription, node_topo)
+                                   slurm_topology, nodelist, node_type, cluster_graph, oversubscription, node_topo,
+                                   segment)
     per_replica = tp * cp * pp
     for name, value in (("--tp", tp), ("--cp", cp), ("--ep", ep), ("--etp", etp), ("--pp", pp), ("--vpp", vpp),
                         ("--mbs", mbs)):
@@ -286,7 +431,7 @@ def evaluate(model_ref, cluster_ref, gpus, nodes, seq_len, global_batch, precisi
     layout = Layout(tp=tp, cp=cp, ep=ep, etp=etp, pp=pp, vpp=vpp, dp=topo.num_gpus // per_replica,
                     micro_batch_size=mbs, zero_stage=zero, dp_shard=dp_shard, recompute=Recompute(recompute),
                     sequence_parallel=sp)
-    result = evaluate_layout(model, train, topo, layout)
+    result = evaluate_layout(model, train, topo, layout, recipe, sources)
     if as_json:
         click.echo(json.dumps(result.model_dump(mode="json")))
     else:
@@ -319,14 +464,16 @@ def show_model(ref, seq_len, as_json):
 @click.argument("ref")
 @click.option("--gpus", type=int, default=None)
 @click.option("--nodes", type=int, default=None)
+@click.option("--segment", type=int, default=None, help="SLURM --segment of the job (0 = fill racks whole).")
 @click.option("--json", "as_json", is_flag=True)
 @handle_errors
-def show_cluster(ref, gpus, nodes, as_json):
+def show_cluster(ref, gpus, nodes, segment, as_json):
     """Levels, bandwidths and latencies of a cluster design at a size."""
     from placement.report import cluster_facts, cluster_table
 
     cluster = load_cluster(ref)
-    topo = Topology(cluster, load_accelerator(cluster.accelerator), num_gpus=gpus, num_nodes=nodes)
+    topo = Topology(cluster, load_accelerator(cluster.accelerator), num_gpus=gpus, num_nodes=nodes,
+                    segment_nodes=segment)
     facts = cluster_facts(topo)
     click.echo(json.dumps(facts) if as_json else cluster_table(facts))
 
@@ -404,11 +551,15 @@ def sweep(sweep_file, out_dir, executor, workers, no_cache, as_json):
               help="CP-SAT deterministic time limit when mapping on a real allocation.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
               help="Write the best plan's launch files (host order, hostfiles, the framework's config) here.")
+@recipe_options
 @handle_errors
-def audit(model_ref, cluster_ref, gpus, nodes, seq_len, global_batch, precision, as_json, slurm_topology, nodelist,
-          node_type, cluster_graph, oversubscription, node_topo, launch_files, hosts_file, framework, fail_on,
-          map_time_limit, out_dir):
-    """Read a running job's launch files; price its layout where it lands; list what it costs and the fix."""
+def audit(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, precision, as_json, slurm_topology,
+          nodelist, node_type, cluster_graph, oversubscription, node_topo, launch_files, hosts_file, framework,
+          fail_on, map_time_limit, out_dir, **recipe_args):
+    """Read a running job's launch files; price its layout where it lands; list what it costs and the fix.
+
+    The recipe is what the launch files state (Megatron's recipe arguments); --recipe FILE and the recipe
+    flags add what they leave unsaid (routing imbalance, say) and override what they state."""
     from pathlib import Path
 
     from placement.audit.core import SEVERITIES, audit_job, read_host_order
@@ -416,6 +567,7 @@ def audit(model_ref, cluster_ref, gpus, nodes, seq_len, global_batch, precision,
     from placement.audit.report import audit_json, audit_table, write_best
     from placement.mapping.config import SolverConfig
 
+    recipe_file, given = _recipe_flag_values(recipe_args)
     launch = parse_launch([Path(p) for p in launch_files], framework)
     ctx = click.get_current_context()
     if ctx.get_parameter_source("precision") == click.core.ParameterSource.DEFAULT:
@@ -425,11 +577,12 @@ def audit(model_ref, cluster_ref, gpus, nodes, seq_len, global_batch, precision,
         gpus = launch.world_size
     model, train, topo = build_job(model_ref, cluster_ref, gpus, nodes, seq_len or launch.seq_len,
                                    global_batch or launch.global_batch, precision, slurm_topology, nodelist,
-                                   node_type, cluster_graph, oversubscription, node_topo)
+                                   node_type, cluster_graph, oversubscription, node_topo, segment)
     hosts = read_host_order(Path(hosts_file)) if hosts_file else None
     mapping = SolverConfig(time_limit_s=max(10.0, 5 * map_time_limit), deterministic_time_limit=map_time_limit) \
         if real else None
-    result = audit_job(launch, model, train, topo, hosts, mapping)
+    overrides = build_recipe(recipe_file, given) if recipe_file is not None or given else None
+    result = audit_job(launch, model, train, topo, hosts, mapping, recipe_overrides=overrides)
     if not _timings():
         result = result.without_timings()
     if out_dir is not None:

@@ -58,12 +58,20 @@ def _scale_up_level(cluster: ClusterSpec, block_gpus: int) -> Level:
 
 
 def topology_from_slurm(conf: SlurmTree | SlurmBlocks, hosts: Sequence[str], cluster: ClusterSpec,
-                        accelerator: AcceleratorSpec, oversubscription: float | None = None) -> Topology:
+                        accelerator: AcceleratorSpec, oversubscription: float | None = None,
+                        segment_nodes: int | None = None) -> Topology:
+    """`segment_nodes`: the job's `sbatch --segment` (block plugin only), checked against where its hosts
+    sit and recorded on the topology; the hosts' blocks, not the segment, place the GPUs."""
     if oversubscription is not None and not (math.isfinite(oversubscription) and oversubscription >= 1):
         raise InputError(f"--oversubscription {oversubscription}: a down:up ratio is a finite number of at least 1 "
                          f"(1 = non-blocking)")
     if isinstance(conf, SlurmBlocks):
-        return _from_blocks(conf, hosts, cluster, accelerator, oversubscription)
+        return _from_blocks(conf, hosts, cluster, accelerator, oversubscription, segment_nodes)
+    if segment_nodes is not None:
+        raise InputError(
+            f"--segment {segment_nodes}: {conf.source} is a topology/tree file, and SLURM's --segment is a "
+            f"topology/block option; give the block-plugin topology.conf (BlockName= lines) or drop --segment"
+        )
     return _from_tree(conf, hosts, cluster, accelerator, oversubscription)
 
 
@@ -103,9 +111,10 @@ def _from_tree(conf: SlurmTree, hosts: Sequence[str], cluster: ClusterSpec, acce
 
 
 def _from_blocks(conf: SlurmBlocks, hosts: Sequence[str], cluster: ClusterSpec, accelerator: AcceleratorSpec,
-                 oversubscription: float | None) -> Topology:
+                 oversubscription: float | None, segment_nodes: int | None = None) -> Topology:
     block_of = {n: i for i, b in enumerate(conf.blocks) for n in b.nodes}
     _check_hosts(hosts, set(block_of), conf.source)
+    segment = _check_segment(conf, hosts, block_of, cluster, segment_nodes)
     hosts_per_domain = max(cluster.scale_up.size // cluster.gpus_per_node, 1)
     largest = max(len(b.nodes) for b in conf.blocks)
     if hosts_per_domain > 1 and largest > hosts_per_domain:
@@ -124,7 +133,48 @@ def _from_blocks(conf: SlurmBlocks, hosts: Sequence[str], cluster: ClusterSpec, 
     else:  # 8-GPU nodes: blocks are network groups (leaf-like) above the hosts
         host_blocks = np.stack([np.arange(len(hosts)), blocks, np.zeros_like(blocks)])
         levels = [_scale_up_level(cluster, cluster.gpus_per_node), *_tier_levels(cluster, 2, oversubscription)]
-    return Topology.from_hosts(cluster, accelerator, list(hosts), _collapse_top(host_blocks), tuple(levels))
+    return Topology.from_hosts(cluster, accelerator, list(hosts), _collapse_top(host_blocks), tuple(levels),
+                               segment_nodes=segment)
+
+
+def _check_segment(conf: SlurmBlocks, hosts: Sequence[str], block_of: dict[str, int], cluster: ClusterSpec,
+                   segment_nodes: int | None) -> int | None:
+    """The job's segment, checked against the allocation: SLURM places each run of `--segment N` nodes
+    inside one block and needs the node count to be a multiple of N, so every block holds a whole number
+    of the job's segments, and a segment no larger than the base block size (`BlockSizes=`' first value)."""
+    if segment_nodes is None or segment_nodes == 0:
+        return None
+    if segment_nodes < 0:
+        raise InputError(f"--segment {segment_nodes}: a segment is a number of nodes, at least 1 (0 = no segment)")
+    if cluster.scale_up.size <= cluster.gpus_per_node:
+        raise InputError(
+            f"--segment {segment_nodes}: a {cluster.name} NVLink domain ({cluster.scale_up.size} GPUs) is no more "
+            f"than one node, so its blocks are network groups, not NVLink domains, and a segment does not change "
+            f"what is priced; drop --segment"
+        )
+    n = len(hosts)
+    fits = ", ".join(str(d) for d in range(1, n + 1) if n % d == 0)
+    if n % segment_nodes:
+        raise InputError(
+            f"--segment {segment_nodes}: the job's {n} hosts are not a whole number of {segment_nodes}-node "
+            f"segments (SLURM requires the node count to be a multiple of --segment); the divisors of {n} are {fits}"
+        )
+    if conf.block_sizes is not None and segment_nodes > conf.block_sizes[0]:
+        raise InputError(
+            f"--segment {segment_nodes}: more nodes than the base block size {conf.block_sizes[0]} of {conf.source} "
+            f"(BlockSizes=), and a segment lies inside one block; use at most {conf.block_sizes[0]}"
+        )
+    per_block: dict[int, int] = {}
+    for host in hosts:
+        per_block[block_of[host]] = per_block.get(block_of[host], 0) + 1
+    for b, count in per_block.items():
+        if count % segment_nodes:
+            raise InputError(
+                f"--segment {segment_nodes}: block `{conf.blocks[b].name}` ({conf.source}:{conf.blocks[b].line}) "
+                f"holds {count} of the job's hosts, not a whole number of {segment_nodes}-node segments, so this "
+                f"allocation was not made with --segment {segment_nodes}; give the job's own --segment, or drop it"
+            )
+    return segment_nodes
 
 
 def _collapse_top(host_blocks: np.ndarray) -> np.ndarray:
@@ -242,7 +292,7 @@ def mixed_design(designs: list[tuple[ClusterSpec, AcceleratorSpec]]) -> tuple[Cl
 
 
 def real_topology(slurm_topology: Path | None, cluster_graph: Path | None, nodelist: str | None,
-                  node_type: list[str], oversubscription: float | None) -> Topology:
+                  node_type: list[str], oversubscription: float | None, segment_nodes: int | None = None) -> Topology:
     """The machine of a real allocation: a SLURM topology.conf with the job's host list, or a cluster
     graph; node designs from the catalog, `HOSTLIST=NAME` entries for mixed allocations."""
     from placement.catalog import load_accelerator, load_cluster
@@ -290,4 +340,4 @@ def real_topology(slurm_topology: Path | None, cluster_graph: Path | None, nodel
         raise InputError(f"--node-type gives no design for {', '.join(sorted(untyped)[:5])}; add a default "
                          f"--node-type NAME")
     cluster, accelerator = designs({name for _, name in overrides} | (set(default) if untyped else set()))
-    return topology_from_slurm(conf, hosts, cluster, accelerator, oversubscription)
+    return topology_from_slurm(conf, hosts, cluster, accelerator, oversubscription, segment_nodes)

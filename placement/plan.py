@@ -9,6 +9,7 @@ from placement import __version__
 from placement.cost.batch import LayoutBatch
 from placement.cost.stages import stage_layers
 from placement.cost.step import Estimates
+from placement.specs.recipe import Recipe
 from placement.specs import ModelSpec, TrainingSpec
 from placement.topology import Topology
 
@@ -98,6 +99,18 @@ class Plan(_Out):
     """The same layout under plain launch orders: {"allocation_order": {"step_time_s"}, "megatron_order": ...}."""
     crossings: dict[str, dict] | None = None
     """Per kind of group, how many groups reach each level of the topology at most."""
+    segment_nodes: int | None = None
+    """SLURM segment (`sbatch --segment`) the job's GPUs were laid out in, in nodes; None: racks filled whole."""
+    recipe: dict | None = None
+    """The whole recipe the plan is priced with (`Recipe` fields, the searched choices resolved, the recompute
+    modules of its selective recompute)."""
+    recipe_sources: dict[str, str] | None = None
+    """Recipe field -> where its value came from: "flag", "file:PATH", "launch:FILE:LINE: TEXT" (audit),
+    "searched" (the search chose it) or "default"."""
+
+    def recipe_spec(self) -> Recipe:
+        """`recipe` as a validated Recipe (the default recipe when the plan carries none)."""
+        return Recipe.model_validate(self.recipe) if self.recipe is not None else Recipe()
 
 
 def _r(x: float, digits: int = 6) -> float:
@@ -105,8 +118,17 @@ def _r(x: float, digits: int = 6) -> float:
     return float(f"{float(x):.{digits}g}")
 
 
+def plan_recipe(batch: LayoutBatch, est: Estimates, i: int) -> Recipe:
+    """The whole recipe candidate i is priced with: the estimate's choices and the batch's recompute modules."""
+    if est.dispatcher is None:  # an estimate without per-candidate choices: its recipe as given
+        return est.recipe.model_copy(update={"recompute_modules": batch.modules(i)})
+    return est.recipe_of(i).model_copy(update={"recompute_modules": batch.modules(i)})
+
+
 def make_plan(batch: LayoutBatch, est: Estimates, i: int, model: ModelSpec, train: TrainingSpec,
-              topo: Topology) -> Plan:
+              topo: Topology, recipe_sources: dict[str, str] | None = None) -> Plan:
+    """Plan of candidate i.  `recipe_sources`: field -> source of the recipe's values; fields it leaves out
+    are "default"."""
     lay = batch.layout(i)
     st = stage_layers(model.num_layers, np.array([lay.pp]), np.array([lay.vpp]))
     stages = [int(st.first[0])]
@@ -147,4 +169,7 @@ def make_plan(batch: LayoutBatch, est: Estimates, i: int, model: ModelSpec, trai
         model=model.name, cluster=topo.cluster.name, accelerator=topo.accelerator.name,
         seq_len=train.seq_len, global_batch=train.global_batch, precision=train.precision.value,
         tool_version=__version__,
+        segment_nodes=topo.segment_nodes,
+        recipe=plan_recipe(batch, est, i).model_dump(mode="json"),
+        recipe_sources={f: (recipe_sources or {}).get(f, "default") for f in Recipe.model_fields},
     )

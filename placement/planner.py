@@ -6,11 +6,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from placement.cost.step import RecipeChoices, estimate
 from placement.mapping.config import SolverConfig
 from placement.mapping.groups import group_kinds
-from placement.mapping.mapper import map_layout
+from placement.mapping.mapper import baseline_mappings, map_layout
 from placement.mapping.report import crossings, rank_table
-from placement.plan import Plan, make_plan
+from placement.plan import Plan, make_plan, plan_recipe
 from placement.search import SearchConfig, SearchResult, search
 from placement.specs import ModelSpec, TrainingSpec
 from placement.topology import Topology
@@ -32,9 +33,11 @@ written as launch files with --plan-index K --out DIR."""
 
 
 def plan_job(model: ModelSpec, train: TrainingSpec, topo: Topology, search_cfg: SearchConfig,
-             mapping: SolverConfig | None, with_rank_table: bool = True) -> Planned:
+             mapping: SolverConfig | None, with_rank_table: bool = True,
+             recipe_sources: dict[str, str] | None = None) -> Planned:
     """`mapping` None: the default innermost-first mapping (a regular catalog cluster, whose host order
-    already follows the hierarchy); otherwise CP-SAT maps each of the top candidates."""
+    already follows the hierarchy); otherwise CP-SAT maps each of the top candidates.  `recipe_sources`:
+    recipe field -> where its value came from (the plans' `recipe_sources`)."""
     result = search(model, train, topo, search_cfg)
     w = workload(model)
     rows = []
@@ -43,7 +46,7 @@ def plan_job(model: ModelSpec, train: TrainingSpec, topo: Topology, search_cfg: 
         layout = result.batch.layout(i)
         kinds = group_kinds(layout, result.estimates, i)
         if mapping is None:
-            plan = make_plan(result.batch, result.estimates, i, model, train, topo)
+            plan = make_plan(result.batch, result.estimates, i, model, train, topo, recipe_sources)
             gpu_of_rank = np.arange(topo.num_gpus)
             solver = {"status": "DEFAULT", "chosen": "innermost_first",
                       "note": "regular catalog cluster: ranks fill the hierarchy innermost-first"}
@@ -51,14 +54,24 @@ def plan_job(model: ModelSpec, train: TrainingSpec, topo: Topology, search_cfg: 
         else:
             ml = map_layout(w, train, topo, layout, result.estimates, i, mapping)
             sol = ml.solution
-            plan = make_plan(_one(result, i), ml.estimate, 0, model, train, topo)
+            # the mapper prices the layout under the default recipe: price the chosen mapping and the
+            # baselines again under the candidate's own recipe and recompute modules
+            one = _one(result, i)
+            recipe = plan_recipe(result.batch, result.estimates, i)
+
+            def priced(t: Topology, one=one, recipe=recipe):
+                return estimate(w, train, t, one, recipe, RecipeChoices.pinned(recipe))
+
+            mapped_est = priced(ml.topo)
+            plan = make_plan(one, mapped_est, 0, model, train, topo, recipe_sources)
             gpu_of_rank = ml.gpu_of_rank
             solver = {"status": sol.status, "chosen": ml.chosen, "objective_s": _f(sol.objective_s),
                       "bound_s": _f(sol.bound_s), "gap": _f(sol.gap), "wall_s": round(sol.wall_s, 3),
                       "chunk_blocks": sol.chunk_blocks,
                       "variables": sol.num_variables, "solver": sol.solver, "random_seed": mapping.random_seed,
                       "num_workers": mapping.num_workers, "deterministic_time_limit": mapping.deterministic_time_limit}
-            base = ml.baselines
+            base = {k: float(priced(topo.with_mapping(g)).step_time_s[0])
+                    for k, g in baseline_mappings(topo).items() if k in ml.baselines}
         gpu_of_rank = _intra_node_order(topo, layout.tp, gpu_of_rank)
         plan = plan.model_copy(update={
             "mapping_solver": solver,

@@ -78,12 +78,64 @@ def _breakdown(p: Plan) -> str:
 def _headline(p: Plan) -> str:
     lay = p.layout
     stages = "/".join(str(x) for x in lay.stage_layers)
-    return (f"{p.model} on {p.num_gpus} x {p.accelerator} ({p.cluster}), seq {p.seq_len}, global batch "
+    segment = f", segment {p.segment_nodes} nodes" if p.segment_nodes is not None else ""
+    return (f"{p.model} on {p.num_gpus} x {p.accelerator} ({p.cluster}{segment}), seq {p.seq_len}, global batch "
             f"{p.global_batch}, {p.precision}\n"
             f"layout: {_layout_cell(p)}; {lay.num_microbatches} micro-batches; layers per stage {stages}\n"
             f"step {p.step_time_s:.3f} s, {p.tokens_per_s:,.0f} tokens/s, MFU {p.mfu:.1%}, HFU {p.hfu:.1%}, "
             f"memory {p.peak_memory_bytes / GiB:.1f} of {p.memory_capacity_bytes / GiB:.1f} GiB"
-            + ("" if p.fits else "  ** DOES NOT FIT **"))
+            + ("" if p.fits else "  ** DOES NOT FIT **") + ("\n" + recipe_line(p) if recipe_line(p) else ""))
+
+
+def recipe_line(p: Plan) -> str:
+    """`recipe: dispatcher hybridep (searched), cuda graphs partial, ...`: the recipe's choices that were
+    searched or differ from the default, and its other non-default fields; "" when all are defaults."""
+    if p.recipe is None:
+        return ""
+    from placement.specs.recipe import Recipe
+
+    r, sources, default = p.recipe_spec(), p.recipe_sources or {}, Recipe()
+
+    def onoff(v: bool) -> str:
+        return "on" if v else "off"
+
+    items = []
+    for field, label, text in (
+            ("moe_dispatcher", "dispatcher", r.moe_dispatcher.value), ("cuda_graphs", "cuda graphs", r.cuda_graphs.value),
+            ("tp_comm_overlap", "tp overlap", onoff(r.tp_comm_overlap)),
+            ("ep_comm_overlap", "ep overlap", onoff(r.ep_comm_overlap))):
+        searched = sources.get(field) == "searched"
+        if searched or getattr(r, field) != getattr(default, field):
+            items.append(f"{label} {text}" + (" (searched)" if searched else ""))
+    if r.recompute_modules:
+        items.append("recompute " + "+".join(m.value for m in r.recompute_modules)
+                     + (" (searched)" if sources.get("recompute_modules") == "searched" else ""))
+    if r.recompute_num_layers is not None:
+        items.append(f"full recompute of {r.recompute_num_layers} layers per stage")
+    if r.fp8_recipe is not None:
+        items.append(f"fp8 {r.fp8_recipe.value}")
+    for field, label in (("delay_wgrad", "delayed wgrad"), ("dispatch_fp8", "fp8 dispatch"),
+                         ("fp8_params", "fp8 params"), ("optimizer_state_bf16", "bf16 optimizer state"),
+                         ("cross_entropy_fusion", "fused cross-entropy"),
+                         ("account_for_embedding", "embedding counted in the split"),
+                         ("account_for_loss", "loss counted in the split")):
+        if getattr(r, field):
+            items.append(label)
+    for field, label in (("dp_overlap", "dp overlap off"), ("moe_fusions", "moe fusions off"),
+                         ("cpu_affinity", "no cpu affinity")):
+        if not getattr(r, field):
+            items.append(label)
+    if r.mtp_layers:
+        items.append(f"mtp {r.mtp_layers}")
+    if r.pipeline_schedule != default.pipeline_schedule:
+        items.append(f"schedule {r.pipeline_schedule.value}")
+    if r.routing_imbalance != default.routing_imbalance:
+        items.append(f"routing imbalance {r.routing_imbalance:g}")
+    if r.moe_capacity_factor is not None:
+        items.append(f"capacity factor {r.moe_capacity_factor:g}")
+    if r.pipeline_layout is not None:
+        items.append(f"pipeline layout {r.pipeline_layout}")
+    return "recipe: " + ", ".join(items) if items else ""
 
 
 def _mapping_section(p: Plan) -> str:
@@ -165,14 +217,15 @@ def cluster_facts(topo: Topology) -> dict:
     return {
         "name": c.name, "accelerator": acc.name, "num_gpus": topo.num_gpus, "gpus_per_node": c.gpus_per_node,
         "peak_flops_bf16": acc.peak_flops_bf16, "peak_flops_fp8": acc.peak_flops_fp8, "hbm_bytes": acc.hbm_bytes,
-        "levels": topo.describe(), "source": c.source,
+        "levels": topo.describe(), "source": c.source, "segment_nodes": topo.segment_nodes,
     }
 
 
 def cluster_table(f: dict) -> str:
     rows = [[str(lv["level"]), lv["name"], f"{lv['block_gpus']:,}", f"{lv['bandwidth_bytes_per_s'] / 1e9:.1f}",
              f"{lv['latency_s'] * 1e6:.1f}"] for lv in f["levels"]]
-    head = (f"{f['name']}: {f['num_gpus']:,} x {f['accelerator']} ({f['gpus_per_node']} per node), "
+    segment = f", segment {f['segment_nodes']} nodes" if f.get("segment_nodes") is not None else ""
+    head = (f"{f['name']}: {f['num_gpus']:,} x {f['accelerator']} ({f['gpus_per_node']} per node{segment}), "
             f"{f['peak_flops_bf16'] / 1e12:,.0f} TFLOP/s bf16, {f['hbm_bytes'] / 1e9:.0f} GB HBM")
     return head + "\n" + _table(["level", "name", "GPUs per block", "GB/s per GPU (effective)", "latency us"], rows)
 

@@ -14,11 +14,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from placement.cost.batch import RECOMPUTE_CODES, LayoutBatch
+from placement.cost import rules
+from placement.cost.batch import RECOMPUTE_CODES, LayoutBatch, concat_batches, module_mask, pipe_policy_of
 from placement.cost.constants import GiB
-from placement.cost.step import Estimates, estimate
+from placement.cost.step import Estimates, RecipeChoices, concat_estimates, estimate
 from placement.errors import PlacementInfeasible
 from placement.specs import AttentionKernel, ModelSpec, Recompute, TrainingSpec
+from placement.specs.recipe import Recipe, RecomputeModule
 from placement.topology import Topology
 from placement.workload import Workload, workload
 
@@ -44,6 +46,14 @@ class SearchConfig:
     for checking that the pruning loses nothing."""
     fixed: dict[str, int | bool | str] = field(default_factory=dict)
     """Degrees pinned by the caller (validate, evaluate): name -> value."""
+    recipe: Recipe = field(default_factory=Recipe)
+    """The recipe's fixed fields, and its choice fields where `choices` is None."""
+    choices: RecipeChoices | None = None
+    """Recipe options to choose between per candidate (dispatcher, overlaps, CUDA graphs); None prices the
+    recipe's own values."""
+    module_sets: tuple[tuple[RecomputeModule, ...], ...] | None = None
+    """Selective-recompute module lists to try; None: the useful ones for the model (`module_sets`), or the
+    recipe's own list when it names one."""
 
 
 @dataclass(frozen=True)
@@ -99,17 +109,24 @@ def enumerate_layouts(w: Workload, model: ModelSpec, train: TrainingSpec, num_gp
     domain, replicate across it."""
     fixed = cfg.fixed
     divs = np.array(_divisors(num_gpus), dtype=np.int64)
-    heads, kv = model.num_attention_heads, model.kv_heads
+    facts = rules.Facts.of(model, train)
 
     def pick(name: str, default: np.ndarray) -> np.ndarray:
         return np.array([int(fixed[name])], dtype=np.int64) if name in fixed else default
 
-    tp_opts = pick("tp", divs[(divs <= cfg.max_tp) & (heads % divs == 0) & ((kv % divs == 0) | (divs % kv == 0))])
-    cp_opts = pick("cp", divs[(divs <= cfg.max_cp) & (train.seq_len % (2 * divs) == 0) | (divs == 1)])
-    pp_opts = pick("pp", divs[divs <= model.num_layers])
+    def by_rules(name: str, cols: dict[str, np.ndarray], also=None):
+        """ok(rows, values) adding column `name`: the layout rules it completes (placement/cost/rules.py)."""
+        ok = rules.admit(facts, name, cols.keys())
+        return ok if also is None else (lambda r, v: also(r, v) & ok(r, v))
+
+    tp_opts = pick("tp", divs[divs <= cfg.max_tp])
+    tp_opts = tp_opts[by_rules("tp", {})({}, tp_opts)]
+    cp_opts = pick("cp", divs[(divs <= cfg.max_cp) | (divs == 1)])
     cols = {"tp": tp_opts}
-    cols = _expand(cols, "cp", lambda c: _per_row(c, cp_opts, lambda r, v: num_gpus % (r["tp"] * v) == 0))
-    cols = _expand(cols, "pp", lambda c: _per_row(c, pp_opts, lambda r, v: num_gpus % (r["tp"] * r["cp"] * v) == 0))
+    cols = _expand(cols, "cp", lambda c: _per_row(c, cp_opts, by_rules(
+        "cp", c, lambda r, v: num_gpus % (r["tp"] * v) == 0)))
+    cols = _expand(cols, "pp", lambda c: _per_row(c, pick("pp", divs), by_rules(
+        "pp", c, lambda r, v: num_gpus % (r["tp"] * r["cp"] * v) == 0)))
     cols["dp"] = num_gpus // (cols["tp"] * cols["cp"] * cols["pp"])
     if "dp" in fixed:
         keep = cols["dp"] == int(fixed["dp"])
@@ -118,25 +135,12 @@ def enumerate_layouts(w: Workload, model: ModelSpec, train: TrainingSpec, num_gp
     cols = {k: v[keep] for k, v in cols.items()}
 
     mbs_opts = pick("micro_batch_size", np.arange(1, cfg.max_micro_batch_size + 1, dtype=np.int64))
-    cols = _expand(cols, "mbs", lambda c: _per_row(c, mbs_opts, lambda r, v: train.global_batch % (r["dp"] * v) == 0))
-    m = train.global_batch // (cols["dp"] * cols["mbs"])
-    cols["m"] = m
+    cols = _expand(cols, "mbs", lambda c: _per_row(c, mbs_opts, by_rules("mbs", c)))
     vpp_opts = pick("vpp", np.arange(1, 9, dtype=np.int64))
-    cols = _expand(cols, "vpp", lambda c: _per_row(
-        c, vpp_opts, lambda r, v: (v == 1) | ((r["pp"] > 1) & (model.num_layers // r["pp"] >= v)
-                                              & (-(-model.num_layers // r["pp"]) % v == 0)
-                                              & (r["m"] % r["pp"] == 0))))
-    if model.moe is not None:
-        experts = model.moe.num_experts
-        cols = _expand(cols, "etp", lambda c: _per_row(
-            c, pick("etp", divs), lambda r, v: (v == 1) | (v == r["tp"])))
-        cols = _expand(cols, "ep", lambda c: _per_row(
-            c, pick("ep", divs[experts % divs == 0] if divs.size else divs),
-            lambda r, v: (experts % v == 0) & ((r["tp"] * r["cp"] * r["dp"]) % (v * r["etp"]) == 0)))
-    else:
-        n = len(cols["tp"])
-        cols["etp"] = np.ones(n, dtype=np.int64)
-        cols["ep"] = np.ones(n, dtype=np.int64)
+    cols = _expand(cols, "vpp", lambda c: _per_row(c, vpp_opts, by_rules("vpp", c)))
+    # a model without experts keeps ep = etp = 1 by the rules, like every other degree
+    cols = _expand(cols, "etp", lambda c: _per_row(c, pick("etp", divs), by_rules("etp", c)))
+    cols = _expand(cols, "ep", lambda c: _per_row(c, pick("ep", divs), by_rules("ep", c)))
     zero_opts = pick("zero_stage", np.array(cfg.zero_stages, dtype=np.int64))
     cols = _expand(cols, "zero", lambda c: _per_row(c, zero_opts, lambda r, v: np.ones_like(v, dtype=bool)))
     if "dp_shard" in fixed:
@@ -157,9 +161,18 @@ def enumerate_layouts(w: Workload, model: ModelSpec, train: TrainingSpec, num_gp
         # with fused attention no s x s tensor is kept, so selective recompute saves no memory and
         # only adds the attention core's forward: it is never better than none here
         allowed = tuple(r for r in allowed if r is not Recompute.SELECTIVE)
-    rec_opts = np.array([RECOMPUTE_CODES.index(Recompute(fixed["recompute"]))] if "recompute" in fixed
-                        else [RECOMPUTE_CODES.index(r) for r in allowed], dtype=np.int64)
+    rec_codes = [RECOMPUTE_CODES.index(Recompute(fixed["recompute"]))] if "recompute" in fixed \
+        else [RECOMPUTE_CODES.index(r) for r in allowed]
+    # selective recompute comes as (code 1, module mask) pairs, one per module list tried
+    sets = _module_sets(model, cfg) if 1 in rec_codes else ()
+    pairs = [(c, 0) for c in rec_codes if c != 1] + [(1, module_mask(ms)) for ms in sets]
+    pairs.sort()
+    rec_opts = np.arange(len(pairs), dtype=np.int64)
     cols = _expand(cols, "recompute", lambda c: _per_row(c, rec_opts, lambda r, v: np.ones_like(v, dtype=bool)))
+    pair_code = np.array([p[0] for p in pairs], dtype=np.int64)
+    pair_mask = np.array([p[1] for p in pairs], dtype=np.int64)
+    cols["rc_modules"] = pair_mask[cols["recompute"]]
+    cols["recompute"] = pair_code[cols["recompute"]]
     # Sequence parallelism moves the same bytes as plain TP (Korthikanti §4) and only shrinks memory and
     # element-wise work, so with tp > 1 it is on unless pinned off; with tp = 1 it does not exist.
     if "sequence_parallel" in fixed:
@@ -169,16 +182,46 @@ def enumerate_layouts(w: Workload, model: ModelSpec, train: TrainingSpec, num_gp
                                                       lambda r, v: (v == 0) | (r["tp"] > 1)))
     else:
         cols["sp"] = (cols["tp"] > 1).astype(np.int64)
-    del cols["m"]
+    n = len(cols["tp"])
     return LayoutBatch(tp=cols["tp"], cp=cols["cp"], ep=cols["ep"], etp=cols["etp"], pp=cols["pp"],
                        vpp=cols["vpp"], dp=cols["dp"], mbs=cols["mbs"], zero=cols["zero"],
-                       dp_shard=cols["dp_shard"], recompute=cols["recompute"], sp=cols["sp"])
+                       dp_shard=cols["dp_shard"], recompute=cols["recompute"], sp=cols["sp"],
+                       rc_modules=cols["rc_modules"],
+                       pipe_policy=np.full(n, pipe_policy_of(cfg.recipe), dtype=np.int64))
+
+
+def module_sets(model: ModelSpec) -> tuple[tuple[RecomputeModule, ...], ...]:
+    """The selective-recompute module lists `plan` tries: Korthikanti's core_attn, and those of the
+    Megatron-Bridge and Megatron-Core recipes for the model's parts (norms; dense MLPs; the MoE
+    activation, shared experts or the whole MoE layer; MLA's up-projections)."""
+    M = RecomputeModule
+    sets: list[tuple[RecomputeModule, ...]] = [(M.CORE_ATTN,), (M.LAYERNORM,)]
+    dense_mlp = model.moe is None or model.moe.num_dense_layers > 0
+    if dense_mlp:
+        sets += [(M.MLP,), (M.LAYERNORM, M.MLP)]
+    if model.moe is not None:
+        sets += [(M.MOE_ACT,), (M.LAYERNORM, M.MOE_ACT), (M.MOE,)]
+        if dense_mlp:
+            sets.append((M.MLP, M.MOE_ACT))
+        if model.moe.num_shared_experts:
+            sets.append((M.SHARED_EXPERTS, M.MOE_ACT))
+    if model.mla is not None:
+        sets += [(M.MLA_UP_PROJ,), (M.MLA_UP_PROJ, M.MLP) if dense_mlp else (M.MLA_UP_PROJ, M.MOE_ACT)]
+    return tuple(sets)
+
+
+def _module_sets(model: ModelSpec, cfg: SearchConfig) -> tuple[tuple[RecomputeModule, ...], ...]:
+    if cfg.module_sets is not None:
+        return cfg.module_sets
+    if cfg.recipe.recompute_modules:
+        return (tuple(cfg.recipe.recompute_modules),)
+    return module_sets(model)
 
 
 def hsdp_spans(topo: Topology) -> tuple[int, ...]:
     """GPUs in one block at each level below the whole machine (HSDP shards inside one of them)."""
     sizes = {lv.block_gpus for lv in topo.levels if 0 < lv.block_gpus < topo.num_gpus}
-    sizes.add(min(topo.cluster.scale_up.size, topo.num_gpus))
+    sizes.add(min(topo.levels[0].block_gpus, topo.num_gpus))  # one scale-up domain as the job lies in it
     return tuple(sorted(s for s in sizes if s < topo.num_gpus))
 
 
@@ -209,7 +252,11 @@ def search(model: ModelSpec, train: TrainingSpec, topo: Topology, cfg: SearchCon
     if len(batch) == 0:
         raise PlacementInfeasible(_no_layout_message(model, train, topo.num_gpus, cfg, topo.gpus_per_host),
                                   binding="divisibility")
-    est = estimate(w, train, topo, batch)
+    est = estimate(w, train, topo, batch, cfg.recipe, cfg.choices)
+    more = _selective_candidates(model, train, cfg, batch, est)
+    if more is not None:
+        batch, est = concat_batches(batch, more), concat_estimates(est, estimate(w, train, topo, more, cfg.recipe,
+                                                                                 cfg.choices))
     if not est.valid.any():  # e.g. no pipeline split of the layers fits the GPU count's factors
         raise PlacementInfeasible(_no_layout_message(model, train, topo.num_gpus, cfg, topo.gpus_per_host),
                                   binding="divisibility")
@@ -219,6 +266,35 @@ def search(model: ModelSpec, train: TrainingSpec, topo: Topology, cfg: SearchCon
         raise PlacementInfeasible(_memory_message(batch, est, model, train, topo, cfg), binding="memory")
     return SearchResult(batch=batch, estimates=est, ranked=ranked, num_candidates=len(batch),
                         seconds=time.perf_counter() - start)
+
+
+def _selective_candidates(model: ModelSpec, train: TrainingSpec, cfg: SearchConfig, batch: LayoutBatch,
+                          est: Estimates) -> LayoutBatch | None:
+    """Selective recompute, priced only where it can matter (exact pruning).
+
+    Recomputing modules only adds time (their forwards, host work) and only saves memory, so a layout
+    that fits without recompute is at least as fast without it, and a module list can only enter the top k
+    for a layout whose no-recompute step time is below the k-th best fitting step found so far.  Those
+    layouts are expanded by every module list; `prune_dominated=False` (`--exhaustive`) enumerates all of
+    them up front instead, and a test checks both give the same plans."""
+    if not cfg.prune_dominated or "recompute" in cfg.fixed or Recompute.SELECTIVE not in cfg.recompute \
+            or Recompute.NONE not in cfg.recompute:
+        return None
+    sets = [ms for ms in _module_sets(model, cfg)
+            if not (train.attention_kernel is AttentionKernel.FLASH and tuple(ms) == (RecomputeModule.CORE_ATTN,))]
+    if not sets:
+        return None
+    feasible = est.valid & est.fits
+    steps = est.step_time_s[feasible]
+    kth = np.partition(steps, cfg.top_k - 1)[cfg.top_k - 1] if steps.size >= cfg.top_k else np.inf
+    rows = np.flatnonzero(est.valid & ~est.fits & (batch.recompute == 0) & (est.step_time_s < kth))
+    if rows.size == 0:
+        return None
+    base = batch.take(np.repeat(rows, len(sets)))
+    masks = np.tile(np.array([module_mask(ms) for ms in sets], dtype=np.int64), rows.size)
+    return LayoutBatch(**{**{f: getattr(base, f) for f in ("tp", "cp", "ep", "etp", "pp", "vpp", "dp", "mbs", "zero",
+                                                           "dp_shard", "sp", "pipe_policy")},
+                          "recompute": np.ones(len(masks), dtype=np.int64), "rc_modules": masks})
 
 
 def _no_layout_message(model: ModelSpec, train: TrainingSpec, num_gpus: int, cfg: SearchConfig,

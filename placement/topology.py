@@ -99,6 +99,63 @@ def _resolve_size(cluster: ClusterSpec, num_gpus: int | None, num_nodes: int | N
     return n
 
 
+def _segment_divisors(num_nodes: int, nodes_per_domain: int) -> str:
+    fits = [d for d in range(1, min(num_nodes, nodes_per_domain) + 1) if num_nodes % d == 0]
+    return ", ".join(map(str, fits))
+
+
+def _resolve_segment(cluster: ClusterSpec, num_gpus: int, segment_nodes: int | None) -> int | None:
+    """The job's segment in nodes, or None when its GPUs fill scale-up domains whole.
+
+    SLURM's topology/block plugin allocates `sbatch --segment N` jobs as runs of N contiguous nodes, each
+    run inside one block (an NVL72 rack), and requires the node count to be a multiple of N.  An explicit
+    segment that breaks a rule is an InputError.  Without one, the job takes the largest divisor of its node
+    count up to the cluster's `segment_nodes`, as Megatron-Bridge's launcher does.
+    """
+    gph = cluster.gpus_per_node
+    nodes_per_domain = cluster.scale_up.size // gph
+    if segment_nodes is None:
+        # Megatron-Bridge's executor passes the largest divisor of the node count up to the rack's trays
+        # (scripts/performance/utils/executors.py): 64 trays -> 16, 144 -> 18
+        most = cluster.segment_nodes
+        if most is None or num_gpus % gph:
+            return None
+        nodes = num_gpus // gph
+        default = max(d for d in range(1, min(most, nodes) + 1) if nodes % d == 0)
+        return None if default == nodes_per_domain or default == nodes else default
+    if segment_nodes < 0:
+        raise InputError(f"--segment {segment_nodes}: a segment is a number of nodes, at least 1 (0 = no segment)")
+    if segment_nodes == 0:
+        return None
+    if nodes_per_domain <= 1:
+        raise InputError(
+            f"--segment {segment_nodes}: a {cluster.name} scale-up domain ({cluster.scale_up.size} GPUs) is no "
+            f"more than one node ({gph} GPUs), so each node is already a segment of its own; --segment is for "
+            f"clusters whose NVLink domain spans several nodes (GB200 NVL72): drop it"
+        )
+    if num_gpus % gph:
+        raise InputError(
+            f"--segment {segment_nodes}: the job's {num_gpus} GPUs are less than one {cluster.name} node "
+            f"({gph} GPUs), and a segment is whole nodes: drop --segment or ask for {gph} GPUs"
+        )
+    num_nodes = num_gpus // gph
+    fits = _segment_divisors(num_nodes, nodes_per_domain)
+    if segment_nodes > nodes_per_domain:
+        raise InputError(
+            f"--segment {segment_nodes}: {segment_nodes} nodes x {gph} GPUs = {segment_nodes * gph} GPUs is more "
+            f"than one {cluster.name} NVLink domain holds ({cluster.scale_up.size} GPUs = {nodes_per_domain} "
+            f"nodes), and a segment lies inside one domain; use a divisor of the job's {num_nodes} nodes that "
+            f"fits: {fits}"
+        )
+    if num_nodes % segment_nodes:
+        raise InputError(
+            f"--segment {segment_nodes}: the job's {num_nodes} nodes are not a whole number of {segment_nodes}-node "
+            f"segments (SLURM requires the node count to be a multiple of --segment); use a divisor of "
+            f"{num_nodes} that fits one {cluster.name} NVLink domain ({nodes_per_domain} nodes): {fits}"
+        )
+    return segment_nodes
+
+
 class Topology:
     """GPUs on a hierarchy of levels, and where each rank runs.
 
@@ -110,7 +167,10 @@ class Topology:
     """
 
     def __init__(self, cluster: ClusterSpec, accelerator: AcceleratorSpec, num_gpus: int | None = None,
-                 num_nodes: int | None = None) -> None:
+                 num_nodes: int | None = None, segment_nodes: int | None = None) -> None:
+        """`segment_nodes` is the job's SLURM segment (`sbatch --segment`): None takes the cluster's
+        default, 0 fills scale-up domains whole (no segment), N > 0 lays the job out as runs of N nodes,
+        each inside one scale-up domain."""
         if accelerator.name != cluster.accelerator:
             raise InputError(
                 f"cluster {cluster.name!r} names accelerator {cluster.accelerator!r} but "
@@ -119,6 +179,8 @@ class Topology:
         self.cluster = cluster
         self.accelerator = accelerator
         self.num_gpus = _resolve_size(cluster, num_gpus, num_nodes)
+        self.segment_nodes: int | None = _resolve_segment(cluster, self.num_gpus, segment_nodes)
+        """Nodes per segment the job's GPUs are laid out in (None: scale-up domains filled whole)."""
         self.levels = self._levels()
         n_hosts = -(-self.num_gpus // cluster.gpus_per_node)
         self.host_names: tuple[str, ...] = tuple(f"host{h}" for h in range(n_hosts))
@@ -129,9 +191,10 @@ class Topology:
 
     @classmethod
     def from_hosts(cls, cluster: ClusterSpec, accelerator: AcceleratorSpec, host_names: list[str],
-                   host_blocks: np.ndarray, levels: tuple[Level, ...]) -> Topology:
+                   host_blocks: np.ndarray, levels: tuple[Level, ...], segment_nodes: int | None = None) -> Topology:
         """A real allocation: `host_blocks[j, h]` is the level-j block (scale-up domain, leaf, ...) of
-        host h; hosts are in allocation order and each holds `cluster.gpus_per_node` GPUs."""
+        host h; hosts are in allocation order and each holds `cluster.gpus_per_node` GPUs.  `segment_nodes`
+        records the segment the job was allocated with (checked by the caller against the blocks)."""
         _check_max(len(host_names) * cluster.gpus_per_node,
                    f"{len(host_names)} hosts x {cluster.gpus_per_node} GPUs per {cluster.name} node")
         topo = cls.__new__(cls)
@@ -140,6 +203,7 @@ class Topology:
         topo.num_gpus = len(host_names) * cluster.gpus_per_node
         topo.levels = levels
         topo.host_names = tuple(host_names)
+        topo.segment_nodes = segment_nodes
         gpu_host = np.arange(topo.num_gpus) // cluster.gpus_per_node
         topo._explicit_blocks = np.asarray(host_blocks, dtype=np.int64)[:, gpu_host]
         topo.gpu_of_rank = None
@@ -180,9 +244,10 @@ class Topology:
     def _levels(self) -> tuple[Level, ...]:
         c = self.cluster
         su = c.scale_up
-        levels = [Level(su.name, min(su.size, self.num_gpus), su.bandwidth_bytes_per_s * su.collective_efficiency,
+        # the job's GPUs in one scale-up domain: a whole domain, or one segment of it
+        block = su.size if self.segment_nodes is None else self.segment_nodes * c.gpus_per_node
+        levels = [Level(su.name, min(block, self.num_gpus), su.bandwidth_bytes_per_s * su.collective_efficiency,
                         su.latency_s)]
-        block = su.size
         derate = 1.0  # product of oversubscription ratios of the tiers below
         for tier in c.tiers:
             if block >= self.num_gpus:

@@ -59,6 +59,17 @@ class Workload:
     """Expert groups of group-limited routing (1: routing is not limited)."""
     groups_per_token: int
     """Hidden dropout on: 1-byte masks are stored (Korthikanti §4)."""
+    sliding_window: int | None = None
+    """Keys a sliding-window layer attends to (None: no layer is windowed)."""
+    num_window_layers: int = 0
+    """Layers that attend to `sliding_window` keys instead of the whole sequence."""
+    attn_gemms: tuple[tuple[int, int, int], ...] = ()
+    """The attention block's projection GEMMs as (output width N, input width K, TP split): split 0 runs
+    whole on every TP rank (MLA's down-projections, Megatron `parallel_mode="duplicated"`), 1 splits N
+    (column-parallel), 2 splits K (row-parallel).  MLA: real shapes, K = q_lora_rank / kv_lora_rank for
+    the up-projections (arXiv:2405.04434 §2.1), not one lumped GEMM."""
+    mla_up_width: int = 0
+    """Output width of MLA's up-projections (q and k/v per head): what `mla_up_proj` recompute drops."""
 
     # -- parameters -------------------------------------------------------------------------------
 
@@ -88,14 +99,33 @@ class Workload:
 
     # -- FLOPs ------------------------------------------------------------------------------------
 
+    def attended_keys(self, seq_len: int) -> float:
+        """Keys one query meets per layer, averaged over the layers, counted the full-s x s way: `seq_len`
+        for full attention, min(seq_len, window) for a sliding-window layer (GPT-OSS: 128 on every other
+        layer).  Use it wherever `seq_len` multiplies `attn_core_dim`."""
+        if self.num_window_layers == 0:
+            return seq_len
+        full = self.num_layers - self.num_window_layers
+        windowed = min(seq_len, self.sliding_window)
+        return (full * seq_len + self.num_window_layers * windowed) / self.num_layers
+
+    def attn_core_flops_per_token(self, seq_len: int) -> float:
+        """Forward attention-core FLOPs of one token over all layers: 2 * keys * heads * (d_qk + d_v) per layer."""
+        if self.num_window_layers == 0:
+            return 2.0 * seq_len * self.attn_core_dim * self.num_layers  # unchanged expression: bit-identical
+        full = self.num_layers - self.num_window_layers
+        keys = full * seq_len + self.num_window_layers * min(seq_len, self.sliding_window)
+        return 2.0 * keys * self.attn_core_dim
+
     def forward_flops_per_token(self, seq_len: int) -> float:
         """Forward FLOPs of one token: 2 per matmul weight it meets (layers and LM head; the embedding
         lookup is free) plus the attention core 2 * s * heads * (d_qk + d_v), full s x s as Megatron and
-        PaLM count it (PaLM App. B: 6N + 12 L H Q T for fwd + bwd)."""
+        PaLM count it (PaLM App. B: 6N + 12 L H Q T for fwd + bwd); a sliding-window layer meets
+        min(s, window) keys instead of s."""
         moe = self.router_params + self.top_k * self.expert_params + self.shared_params
         matmul = (self.num_layers * self.attn_params + self.num_dense_layers * self.dense_mlp_params
                   + self.num_moe_layers * moe + self.embed_params)  # LM head: V x h, tied or not
-        attn_core = 2.0 * seq_len * self.attn_core_dim * self.num_layers
+        attn_core = self.attn_core_flops_per_token(seq_len)
         return 2.0 * matmul + attn_core
 
     def model_flops_per_token(self, seq_len: int) -> float:
@@ -161,4 +191,23 @@ def workload(model: ModelSpec) -> Workload:
         dropout=model.dropout,
         num_expert_groups=(moe.num_expert_groups or 1) if moe else 1,
         groups_per_token=(moe.groups_per_token or moe.top_k) if moe else 1,
+        sliding_window=model.sliding_window,
+        num_window_layers=model.sliding_window_layers,
+        attn_gemms=_attn_gemms(model, h, a, q_dim, kv_dim, out_dim),
+        mla_up_width=(q_dim + a * (model.mla.qk_nope_head_dim + model.mla.v_head_dim)) if model.mla else 0,
     )
+
+
+def _attn_gemms(model: ModelSpec, h: int, a: int, q_dim: int, kv_dim: int, out_dim: int):
+    out = ((h, out_dim, 2),)  # output projection, row-parallel
+    mla = model.mla
+    if mla is None:
+        return ((q_dim + kv_dim, h, 1), *out)
+    qk = mla.qk_nope_head_dim + mla.qk_rope_head_dim
+    if mla.q_lora_rank is None:
+        q = ((a * qk, h, 1),)
+    else:
+        q = ((mla.q_lora_rank, h, 0), (a * qk, mla.q_lora_rank, 1))
+    kv = ((mla.kv_lora_rank + mla.qk_rope_head_dim, h, 0),
+          (a * (mla.qk_nope_head_dim + mla.v_head_dim), mla.kv_lora_rank, 1))
+    return (*q, *kv, *out)

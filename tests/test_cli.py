@@ -59,13 +59,16 @@ def test_plan_deepseek_v3_uses_expert_parallelism():
     assert best["breakdown"]["ep"] > 0
 
 
-def test_evaluate_matches_plan_estimate():
+def test_evaluate_matches_plan_estimate(tmp_path):
     args = ["--model", "llama3-70b", "--cluster", "dgx-h100", "--gpus", "64", "--seq-len", "8192",
             "--global-batch", "128"]
     code, out, _ = run("plan", *args, "--json", "--top-k", "1")
     best = json.loads(out)["plans"][0]
     lay = best["layout"]
-    code, out, _ = run("evaluate", *args, "--json", "--tp", str(lay["tp"]), "--cp", str(lay["cp"]),
+    # the plan searched its recipe choices: evaluate the layout under the recipe the plan chose
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(json.dumps(best["recipe"]))
+    code, out, _ = run("evaluate", *args, "--json", "--recipe", str(recipe), "--tp", str(lay["tp"]), "--cp", str(lay["cp"]),
                        "--pp", str(lay["pp"]), "--vpp", str(lay["vpp"]), "--mbs", str(lay["micro_batch_size"]),
                        "--zero", str(lay["zero_stage"]), "--recompute", lay["recompute"],
                        *(["--dp-shard", str(lay["dp_shard"])] if lay["dp_shard"] != lay["dp"] else []),

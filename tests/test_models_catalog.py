@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +80,34 @@ PUBLISHED = {
         num_layers=96, hidden_size=18432, ffn_hidden_size=73728, ffn_kind=FfnKind.SQUARED_RELU,
         num_attention_heads=96, num_kv_heads=8, vocab_size=256000, tied_embeddings=False,
     ),
+    "qwen3-30b-a3b": dict(
+        num_layers=48, hidden_size=2048, num_attention_heads=32, num_kv_heads=4, head_dim=128, vocab_size=151936,
+        moe=MoESpec(num_experts=128, top_k=8, expert_ffn_hidden_size=768),
+    ),
+    "gpt-oss-120b": dict(
+        num_layers=36, hidden_size=2880, num_attention_heads=64, num_kv_heads=8, head_dim=64, vocab_size=201088,
+        moe=MoESpec(num_experts=128, top_k=4, expert_ffn_hidden_size=2880),
+        sliding_window=128, sliding_window_layers=18,
+    ),
+    "kimi-k2": dict(
+        num_layers=61, hidden_size=7168, ffn_hidden_size=18432, num_attention_heads=64, vocab_size=163840,
+        moe=MoESpec(num_experts=384, top_k=8, expert_ffn_hidden_size=2048, num_shared_experts=1, num_dense_layers=1),
+        mla=MLASpec(q_lora_rank=1536, kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128),
+    ),
+    "deepseek-v2": dict(
+        num_layers=60, hidden_size=5120, ffn_hidden_size=12288, num_attention_heads=128, vocab_size=102400,
+        moe=MoESpec(num_experts=160, top_k=6, expert_ffn_hidden_size=1536, num_shared_experts=2, num_dense_layers=1,
+                    num_expert_groups=8, groups_per_token=3),  # device-limited routing, M = 3 (§2.2.2)
+        mla=MLASpec(q_lora_rank=1536, kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128),
+    ),
+}
+
+TOTAL_PARAMS_B = {
+    # Published totals (billions): a slipped digit in a width shows here.  Norms and biases are not counted.
+    "qwen3-30b-a3b": 30.5,   # Qwen3 model card "30.5B"
+    "gpt-oss-120b": 117.0,   # OpenAI gpt-oss model card "117B"
+    "kimi-k2": 1040.0,       # Kimi-K2 model card "1T" (1.04T)
+    "deepseek-v2": 236.0,    # arXiv:2405.04434 abstract "236B"
 }
 
 
@@ -118,3 +147,60 @@ def test_duplicate_key_is_caught_by_the_strict_loader(tmp_path: Path) -> None:
     path.write_text((MODELS / "llama3-8b.yaml").read_text() + "num_layers: 33\n")
     with pytest.raises(yaml.constructor.ConstructorError, match="duplicate keys"):
         _load(path)
+
+
+@pytest.mark.parametrize("name", sorted(TOTAL_PARAMS_B))
+def test_total_parameters_match_the_published_size(name: str) -> None:
+    from placement.workload import workload
+
+    total = workload(ModelSpec.model_validate(_load(MODELS / f"{name}.yaml"))).total_params / 1e9
+    assert total == pytest.approx(TOTAL_PARAMS_B[name], rel=0.02)
+
+
+def _gpt_oss(**update: Any) -> ModelSpec:
+    return ModelSpec.model_validate({**_load(MODELS / "gpt-oss-120b.yaml"), **update})
+
+
+def test_sliding_window_layers_attend_to_the_window_only() -> None:
+    """GPT-OSS at s = 4096: 18 full layers meet 4096 keys, 18 windowed layers 128 keys."""
+    from placement.workload import workload
+
+    windowed, full = workload(_gpt_oss()), workload(_gpt_oss(sliding_window=None, sliding_window_layers=0))
+    s = 4096
+    core_full = 2.0 * s * full.attn_core_dim * 36
+    core_windowed = 2.0 * (18 * s + 18 * 128) * windowed.attn_core_dim
+    assert full.forward_flops_per_token(s) - windowed.forward_flops_per_token(s) == pytest.approx(
+        core_full - core_windowed)
+    assert windowed.attended_keys(s) == (18 * s + 18 * 128) / 36
+    assert windowed.attended_keys(64) == 64  # shorter than the window: the window changes nothing
+    assert windowed.forward_flops_per_token(64) == full.forward_flops_per_token(64)
+
+
+@pytest.mark.parametrize("path", CATALOG, ids=[p.stem for p in CATALOG])
+def test_models_without_a_window_keep_the_full_attention_count(path: Path) -> None:
+    from placement.workload import workload
+
+    spec = ModelSpec.model_validate(_load(path))
+    if spec.sliding_window is not None:
+        return
+    w = workload(spec)
+    s = spec.default_seq_len
+    assert w.attended_keys(s) == s
+    assert w.attn_core_flops_per_token(s) == 2.0 * s * w.attn_core_dim * w.num_layers  # bit-identical
+
+
+def test_sliding_window_layers_beyond_the_model_are_refused() -> None:
+    with pytest.raises(ValidationError, match=re.escape(
+            "sliding_window_layers (37) > num_layers (36); set it to at most 36")):
+        _gpt_oss(sliding_window_layers=37)
+
+
+def test_sliding_window_and_its_layer_count_go_together() -> None:
+    with pytest.raises(ValidationError, match=re.escape(
+            "sliding_window (128) and sliding_window_layers (0) go together: set the window and how many layers "
+            "use it, or neither")):
+        _gpt_oss(sliding_window_layers=0)
+    with pytest.raises(ValidationError, match=re.escape("sliding_window (None) and sliding_window_layers (18)")):
+        _gpt_oss(sliding_window=None)
+    with pytest.raises(ValidationError, match="greater than or equal to 1"):
+        _gpt_oss(sliding_window=0)

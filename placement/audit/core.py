@@ -29,9 +29,9 @@ import numpy as np
 
 from placement.audit.changes import launch_changes
 from placement.audit.launch import LaunchLayout
-from placement.cost.batch import LayoutBatch
+from placement.cost.batch import LayoutBatch, module_mask
 from placement.cost.constants import GiB
-from placement.cost.step import Estimates, estimate
+from placement.cost.step import Estimates, default_choices, estimate
 from placement.emit.common import EmitContext
 from placement.errors import InputError
 from placement.evaluate import check_layout
@@ -41,8 +41,9 @@ from placement.mapping.mapper import baseline_mappings, host_order_mapping, map_
 from placement.mapping.report import crossings, rank_table
 from placement.plan import Plan, make_plan
 from placement.planner import plan_job
-from placement.search import SearchConfig
+from placement.search import SearchConfig, module_sets
 from placement.specs import Layout, ModelSpec, Recompute, TrainingSpec
+from placement.specs.recipe import Dispatcher, Recipe
 from placement.topology import Topology
 from placement.workload import workload
 
@@ -72,6 +73,30 @@ def framework_space(framework: str, top_k: int) -> SearchConfig:
     if framework == "deepspeed":
         return SearchConfig(top_k=top_k, zero_stages=(0, 1, 2, 3), fixed={"cp": 1, "vpp": 1})
     return SearchConfig(top_k=top_k)
+
+
+def recipe_space(space: SearchConfig, framework: str, model: ModelSpec, topo: Topology, recipe: Recipe,
+                 sources: dict[str, str]) -> tuple[SearchConfig, dict[str, str]]:
+    """The best plan's search under the job's recipe: its fixed fields as launched, the choice fields
+    (dispatcher, overlaps, CUDA graphs, recompute modules) searched among those the framework launches
+    as priced (placement.emit.common.RECIPE_SUPPORT).  Also the best plan's recipe sources."""
+    import dataclasses
+
+    from placement.emit.common import framework_choices
+
+    choices = default_choices(model.is_moe, topo, recipe)
+    choices, sets = framework_choices([framework], choices, None)
+    if sets is None:  # every module list the plan would try, and the job's own
+        sets = tuple(dict.fromkeys(module_sets(model) + ((tuple(recipe.recompute_modules),) if recipe.recompute_modules
+                                                         else ())))
+    best_sources = dict(sources)
+    for field, attr in (("moe_dispatcher", "dispatchers"), ("cuda_graphs", "cuda_graphs"),
+                        ("tp_comm_overlap", "tp_comm_overlap"), ("ep_comm_overlap", "ep_comm_overlap")):
+        if len(getattr(choices, attr)) > 1:
+            best_sources[field] = "searched"
+    best_sources["recompute_modules"] = "searched"
+    return dataclasses.replace(space, recipe=recipe.model_copy(update={"recompute_modules": ()}), choices=choices,
+                               module_sets=sets), best_sources
 
 
 @dataclass(frozen=True)
@@ -235,8 +260,52 @@ def host_order_of(topo: Topology, hosts: list[str] | None) -> np.ndarray:
     return np.array([index[h] for h in hosts], dtype=np.int64)
 
 
-def _price(model: ModelSpec, train: TrainingSpec, topo: Topology, layouts: list[Layout]) -> Estimates:
-    return estimate(workload(model), train, topo, LayoutBatch.from_layouts(layouts))
+def _batch(layouts: list[Layout], recipe: Recipe) -> LayoutBatch:
+    """The layouts under `recipe`, its recompute modules on the selective ones only (an alternative with
+    recompute none stays none)."""
+    import dataclasses
+
+    batch = LayoutBatch.from_layouts(layouts, recipe.model_copy(update={"recompute_modules": ()}))
+    if recipe.recompute_modules:
+        mask = module_mask(recipe.recompute_modules)
+        batch = dataclasses.replace(batch, rc_modules=np.where(batch.recompute == 1, mask, batch.rc_modules))
+    return batch
+
+
+def _price(model: ModelSpec, train: TrainingSpec, topo: Topology, layouts: list[Layout],
+           recipe: Recipe | None = None) -> Estimates:
+    recipe = recipe or Recipe()
+    return estimate(workload(model), train, topo, _batch(layouts, recipe), recipe)
+
+
+MEGATRON_DEFAULTS = {"moe_dispatcher": (Dispatcher.ALLGATHER, "default (Megatron-Core's --moe-token-dispatcher-type "
+                                                              "allgather)")}
+"""Recipe values Megatron-Core runs when its files leave the argument out, where they differ from the Recipe's."""
+
+
+def launch_recipe(launch: LaunchLayout, model: ModelSpec, layout: Layout,
+                  overrides: tuple[Recipe, dict[str, str]] | None = None) -> tuple[Recipe, dict[str, str]]:
+    """The recipe the launch files state (sources "launch:EVIDENCE"), the framework's defaults for what they
+    leave out, and the command line's --recipe / recipe flags on top."""
+    values = dict(launch.recipe)
+    sources = {f: f"launch:{launch.sources.get(f'recipe.{f}', '')}" for f in values}
+    if launch.framework == "megatron" and model.is_moe:
+        for field, (value, why) in MEGATRON_DEFAULTS.items():
+            if field not in values:
+                values[field], sources[field] = value, why
+    if layout.recompute is not Recompute.SELECTIVE and values.get("recompute_modules"):
+        values.pop("recompute_modules")  # Megatron reads the list only under selective granularity
+        sources.pop("recompute_modules")
+    if overrides is not None:
+        given, given_sources = overrides
+        for field, where in given_sources.items():
+            values[field], sources[field] = getattr(given, field), where
+    try:
+        return Recipe.model_validate(values), sources
+    except ValueError as err:  # pydantic ValidationError
+        from placement.loaders.errors import format_validation_error
+
+        raise InputError(format_validation_error(err, "the launch files' recipe")) from None  # type: ignore[arg-type]
 
 
 def _example_groups(kind: GroupKind, mapped: Topology, level: int, framework_rank: np.ndarray,
@@ -267,6 +336,8 @@ class _Ctx:
     """The same layout under placement's own mapping of this allocation."""
     search_est: Estimates
     search_batch: LayoutBatch
+    recipe: Recipe
+    """The job's recipe, as launched."""
     mapped: Topology
     """The machine with the job's own rank -> GPU map applied."""
     zero_stages: tuple[int, ...]
@@ -283,7 +354,7 @@ class _Ctx:
 
     def price_as_launched(self, layouts: list[Layout]) -> Estimates:
         """Variants of the job's layout on the job's own rank -> GPU map."""
-        return _price(self.model, self.train, self.mapped, layouts)
+        return _price(self.model, self.train, self.mapped, layouts, self.recipe)
 
     def saving(self, alt_s: float | None) -> float:
         return 0.0 if alt_s is None else max(self.step_s - alt_s, 0.0)
@@ -426,9 +497,13 @@ def _layout_findings(c: _Ctx, plan: Plan) -> list[Finding]:
 
 
 def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo: Topology,
-              hosts: list[str] | None, mapping: SolverConfig | None, top_k: int = 5) -> Audit:
-    """Price the job as launched, list its findings, and plan the same job from scratch."""
+              hosts: list[str] | None, mapping: SolverConfig | None, top_k: int = 5,
+              recipe_overrides: tuple[Recipe, dict[str, str]] | None = None) -> Audit:
+    """Price the job as launched (its layout and recipe), list its findings, and plan the same job from
+    scratch, searching the recipe choices the framework can launch.  `recipe_overrides`: (Recipe, field ->
+    source) from the command line, over what the files state."""
     layout = resolve_layout(launch, model, topo.num_gpus)
+    recipe, recipe_sources = launch_recipe(launch, model, layout, recipe_overrides)
     try:
         check_layout(model, train, layout)
     except InputError as err:
@@ -448,18 +523,19 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
     framework_rank = framework_rank_of(layout, launch.rank_order)
     gpu_of_rank = host_order_mapping(topo, order)[framework_rank]
     mapped = topo.with_mapping(gpu_of_rank)
-    est = _price(model, train, mapped, [layout])
-    batch = LayoutBatch.from_layouts([layout])
-    plan = make_plan(batch, est, 0, model, train, topo)
+    est = _price(model, train, mapped, [layout], recipe)
+    batch = _batch([layout], recipe)
+    plan = make_plan(batch, est, 0, model, train, topo, recipe_sources)
     kinds = group_kinds(layout, est, 0)
-    base = {k: float(_price(model, train, topo.with_mapping(g), [layout]).step_time_s[0])
+    base = {k: float(_price(model, train, topo.with_mapping(g), [layout], recipe).step_time_s[0])
             for k, g in baseline_mappings(topo).items()}
     # placement's own mapping of the same layout: CP-SAT on a real allocation, the hierarchy order else
+    # (the mapper prices under the default recipe: its mapping is priced again under the job's)
     if mapping is not None:
         own = map_layout(workload(model), train, topo, layout, est, 0, mapping)
-        mapped_same_s = float(own.estimate.step_time_s[0])
+        mapped_same_s = float(_price(model, train, own.topo, [layout], recipe).step_time_s[0])
     else:
-        mapped_same_s = float(_price(model, train, topo, [layout]).step_time_s[0])
+        mapped_same_s = float(_price(model, train, topo, [layout], recipe).step_time_s[0])
     plan = plan.model_copy(update={
         "mapping_solver": {"status": "AUDITED", "chosen": "launch_order",
                            "note": "ranks as the launch files number them, node ranks in the job's host order"},
@@ -469,11 +545,12 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
                            for row in rank_table(topo, gpu_of_rank, layout, model.is_moe)),
                           key=lambda row: row["rank"]),
     })
-    space = framework_space(launch.framework, top_k)
-    planned = plan_job(model, train, topo, space, mapping)
+    space, best_sources = recipe_space(framework_space(launch.framework, top_k), launch.framework, model, topo,
+                                       recipe, recipe_sources)
+    planned = plan_job(model, train, topo, space, mapping, recipe_sources=best_sources)
     step_s = float(est.step_time_s[0])
     c = _Ctx(model, train, topo, layout, est, step_s, mapped_same_s, planned.search.estimates,
-             planned.search.batch, mapped, space.zero_stages, framework_rank)
+             planned.search.batch, recipe, mapped, space.zero_stages, framework_rank)
     findings = _crossing_findings(c, kinds) + _layout_findings(c, plan) + notes
     stated = (launch.first_stage_layers, launch.last_stage_layers)
     modeled = (plan.layout.stage_layers[0], plan.layout.stage_layers[-1])

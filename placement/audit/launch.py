@@ -97,6 +97,9 @@ class LaunchLayout(Frozen):
     """torchtitan pipeline_parallel_first_stage_less_layers: the embedding's weight in the stage split."""
     last_stage_less_layers: int = Field(default=1, ge=0)
     """torchtitan pipeline_parallel_last_stage_less_layers: the output layer's weight in the stage split."""
+    recipe: dict[str, Any] = Field(default_factory=dict)
+    """Recipe fields (placement/specs/recipe.py) the files state: Megatron's recipe arguments, read as
+    `placement.emit.megatron` writes them; evidence under sources["recipe.FIELD"]."""
     sources: dict[str, str] = Field(default_factory=dict)
     """Field -> "file:line: original text", the evidence for each value read from the files."""
     ignored: tuple[str, ...] = ()
@@ -246,35 +249,128 @@ _MG_FLAGS0 = {"--sequence-parallel", "--use-distributed-optimizer", "--use-megat
               "--overlap-grad-reduce", "--overlap-param-gather", "--tp-comm-overlap", "--use-tp-pp-dp-mapping",
               "--fp8-param-gather", "--moe-layer-recompute", "--cpu-offloading", "--no-overlap-p2p-communication",
               "--deepspeed-activation-checkpointing", "--partition-activations", "--cpu-optimizer",
-              "--fp16-lm-cross-entropy", "--swiglu", "--use-mcore-models", "--group-query-attention"}
+              "--fp16-lm-cross-entropy", "--swiglu", "--use-mcore-models", "--group-query-attention",
+              "--overlap-moe-expert-parallel-comm", "--delay-wgrad-compute", "--cross-entropy-loss-fusion",
+              "--moe-permute-fusion", "--moe-router-fusion", "--no-check-for-nan-in-loss-and-grad",
+              "--enable-cuda-graph", "--external-cuda-graph", "--use-precision-aware-optimizer",
+              "--moe-router-force-load-balancing"}
 _MG_NARGS: dict[str, int | str] = {f: 1 for f in _MG_INT} | {f: 0 for f in _MG_FLAGS0} | {
     "--rampup-batch-size": 3, "--recompute-granularity": 1, "--data-parallel-sharding-strategy": 1,
     "--fp8-format": 1, "--fp4-format": 1, "--pipeline-model-parallel-layout": 1, "--deepspeed_config": 1,
     "--deepspeed-config": 1, "--recompute-method": 1, "--recompute-num-layers": 1,
-    "--num-distributed-optimizer-instances": 1}
+    "--num-distributed-optimizer-instances": 1, "--moe-token-dispatcher-type": 1, "--moe-flex-dispatcher-backend": 1,
+    "--cuda-graph-impl": 1, "--cuda-graph-modules": "+", "--cuda-graph-scope": "+", "--recompute-modules": "+",
+    "--fp8-recipe": 1, "--mtp-num-layers": 1, "--moe-expert-capacity-factor": 1, "--exp-avg-dtype": 1,
+    "--exp-avg-sq-dtype": 1}
 _MG_IGNORED = {
-    "--overlap-grad-reduce": "overlaps the data-parallel gradient reduce with backward",
-    "--overlap-param-gather": "overlaps the distributed optimizer's parameter all-gather with forward",
-    "--tp-comm-overlap": "overlaps TP communication with GEMMs (userbuffers)",
     "--num-distributed-optimizer-instances": "partial distributed optimizer (shards within instances)",
     "--cpu-offloading": "activation/weight offload to CPU",
-    "--recompute-method": "full recompute of only some layers (method/num-layers)",
-    "--recompute-num-layers": "full recompute of only some layers (method/num-layers)",
     "--moe-layer-recompute": "recomputes MoE layers",
     "--rampup-batch-size": "batch-size ramp-up (the layout is read at the final batch size)",
-    "--fp8-param-gather": "all-gathers parameters in FP8",
-    "--account-for-embedding-in-pipeline-split": "counts the embedding as a layer in the pipeline split",
-    "--account-for-loss-in-pipeline-split": "counts the loss as a layer in the pipeline split",
     "--fp4-format": "FP4 GEMMs (not modelled; priced as the other precision)",
     "--no-overlap-p2p-communication": "pipeline send/recv not overlapped",
     "--cpu-optimizer": "optimizer step on CPU",
+    "--moe-router-force-load-balancing": "forces balanced routing (a benchmark setting; the audit prices the "
+                                         "recipe's routing imbalance)",
 }
+_MG_RECIPE_FLAGS = {
+    # bare Megatron flag -> the Recipe field it turns on
+    "--tp-comm-overlap": "tp_comm_overlap", "--overlap-moe-expert-parallel-comm": "ep_comm_overlap",
+    "--delay-wgrad-compute": "delay_wgrad", "--fp8-param-gather": "fp8_params",
+    "--account-for-embedding-in-pipeline-split": "account_for_embedding",
+    "--account-for-loss-in-pipeline-split": "account_for_loss", "--cross-entropy-loss-fusion": "cross_entropy_fusion",
+    "--overlap-grad-reduce": "dp_overlap", "--moe-permute-fusion": "moe_fusions",
+}
+
+
+def _megatron_recipe(f: str, a: _Arg, s: _Settings, state: dict) -> bool:
+    """Read one Megatron recipe argument into s ("recipe.FIELD"); True if `f` was one."""
+    if f in _MG_RECIPE_FLAGS:
+        s.put(f"recipe.{_MG_RECIPE_FLAGS[f]}", True, a.evidence)
+    elif f == "--moe-token-dispatcher-type":
+        value = _one(a).text
+        if value not in ("alltoall", "allgather", "flex"):
+            raise InputError(f"{a.evidence}: --moe-token-dispatcher-type must be alltoall, allgather or flex, got "
+                             f"{value!r}")
+        state["dispatcher"] = (value, a.evidence)
+    elif f == "--moe-flex-dispatcher-backend":
+        state["backend"] = (_one(a).text, a.evidence)
+    elif f in ("--cuda-graph-impl", "--enable-cuda-graph", "--external-cuda-graph"):
+        impl = {"--enable-cuda-graph": "local", "--external-cuda-graph": "transformer_engine"}.get(f) or _one(a).text
+        state["graph_impl"] = (impl, a.evidence)
+    elif f in ("--cuda-graph-modules", "--cuda-graph-scope"):
+        for w in a.values:
+            _word_check(w, f)
+        state["graph_modules"] = ([w.text for w in a.values], a.evidence)
+    elif f == "--recompute-modules":
+        for w in a.values:
+            _word_check(w, f)
+        s.put("recipe.recompute_modules", tuple(w.text for w in a.values), a.evidence)
+    elif f == "--recompute-num-layers":
+        state["recompute_num_layers"] = (_int(_one(a).text, f, a.evidence), a.evidence)
+    elif f == "--recompute-method":
+        state["recompute_method"] = (_one(a).text, a.evidence)
+    elif f == "--fp8-recipe":
+        s.put("recipe.fp8_recipe", _one(a).text, a.evidence)
+    elif f == "--mtp-num-layers":
+        s.put("recipe.mtp_layers", _int(_one(a).text, f, a.evidence), a.evidence)
+    elif f == "--moe-expert-capacity-factor":
+        text = _one(a).text
+        try:
+            value = float(text)
+        except ValueError:
+            raise InputError(f"{a.evidence}: --moe-expert-capacity-factor must be a number, got {text!r}") from None
+        if value > 0:  # Megatron reads a negative factor as dropless
+            s.put("recipe.moe_capacity_factor", value, a.evidence)
+    elif f in ("--exp-avg-dtype", "--exp-avg-sq-dtype"):
+        state[f] = (_one(a).text, a.evidence)
+    else:
+        return False
+    return True
+
+
+def _megatron_recipe_finish(s: _Settings, state: dict) -> None:
+    """The recipe fields that take several arguments together: dispatcher, CUDA graphs, optimizer state,
+    block recompute."""
+    if "dispatcher" in state:
+        kind, ev = state["dispatcher"]
+        if kind == "flex":
+            backend, bev = state.get("backend", ("deepep", ev))  # Megatron's default flex backend
+            if backend not in ("deepep", "hybridep"):
+                raise InputError(f"{bev}: --moe-flex-dispatcher-backend {backend!r} is not priced; placement knows "
+                                 f"deepep and hybridep")
+            s.put("recipe.moe_dispatcher", backend, ev if bev == ev else f"{ev}; {bev}")
+        else:
+            s.put("recipe.moe_dispatcher", kind, ev)
+    if "graph_impl" in state:
+        impl, ev = state["graph_impl"]
+        modules, mev = state.get("graph_modules", ([], ev))
+        if impl == "full_iteration" or (impl == "local" and "full_iteration" in modules):
+            s.put("recipe.cuda_graphs", "full", ev)
+        elif impl in ("local", "transformer_engine"):
+            # graphs of the parts before the MoE sync (or of whole dense layers) are the recipe's partial
+            s.put("recipe.cuda_graphs", "partial", ev if mev == ev else f"{ev}; {mev}")
+        elif impl != "none":
+            raise InputError(f"{ev}: --cuda-graph-impl must be none, local, transformer_engine or full_iteration, "
+                             f"got {impl!r}")
+    avg, sq = state.get("--exp-avg-dtype"), state.get("--exp-avg-sq-dtype")
+    if avg is not None and sq is not None and avg[0] == sq[0] == "bf16":
+        s.put("recipe.optimizer_state_bf16", True, f"{avg[1]}; {sq[1]}")
+    if "recompute_num_layers" in state and state.get("recompute_method", ("uniform",))[0] == "block":
+        n, ev = state["recompute_num_layers"]
+        s.put("recipe.recompute_num_layers", n, f"{state['recompute_method'][1]}; {ev}")
+    elif "recompute_method" in state:
+        ev = state["recompute_method"][1]
+        if (state["recompute_method"][0], state.get("recompute_num_layers", (1,))[0]) != ("uniform", 1):
+            s.ignored.append(f"--recompute-method {state['recompute_method'][0]}: full recompute of only some layers "
+                             f"in uniform groups, priced as full recompute of every layer ({ev})")
 
 
 def _megatron_args(words: list[Word], s: _Settings) -> None:
     args = _split_args(words, _MG_NARGS)
     sharding = None
     fsdp = None
+    recipe_state: dict = {}
     for a in args:
         f = a.flag.replace("_", "-") if a.flag.startswith("--deepspeed") is False else a.flag
         if a.flag in ("--deepspeed_config", "--deepspeed-config"):
@@ -285,6 +381,8 @@ def _megatron_args(words: list[Word], s: _Settings) -> None:
             note = f"{f}: {_MG_IGNORED[f]} ({a.word.site.path}:{a.word.site.line})"
             if note not in s.ignored:
                 s.ignored.append(note)
+        if _megatron_recipe(f, a, s, recipe_state):
+            continue
         if f in _MG_INT:
             name = _MG_INT[f]
             value = _int(_one(a).text, f, a.evidence)
@@ -332,6 +430,8 @@ def _megatron_args(words: list[Word], s: _Settings) -> None:
             s.put("pp", 1, a.evidence)
         elif f == "--pipeline-model-parallel-layout":
             s.put("pp_layout", _one(a).text, a.evidence)
+            s.put("recipe.pipeline_layout", _one(a).text, a.evidence)
+    _megatron_recipe_finish(s, recipe_state)
     if fsdp is not None:
         strategy = sharding[0] if sharding else "optim_grads_params"
         stage = {"no_shard": 0, "optim": 1, "optim_grads": 2, "optim_grads_params": 3}.get(strategy)
@@ -1124,7 +1224,7 @@ def _megatron_finish(v: dict[str, tuple[Any, str]], ignored: list[str]) -> None:
         v["last_stage_layers"] = (per_rank[-1], layout[1])
     lps = v.get("layers_per_virtual_stage")
     if lps is not None and "num_layers" in v and pp > 1:
-        extra = sum(1 for x in ignored if "account-for-" in x and "pipeline split" in x)
+        extra = sum(1 for k in ("recipe.account_for_embedding", "recipe.account_for_loss") if k in v)
         layers = v["num_layers"][0] + extra
         per, rem = divmod(layers, pp)
         if rem or per % lps[0]:
@@ -1157,7 +1257,9 @@ def _layout_stages(text: str, ev: str) -> list[str]:
 
 
 def _build(fw: str, v: dict[str, tuple[Any, str]], ignored: list[str]) -> LaunchLayout:
-    fields = {k: val for k, (val, _) in v.items() if not k.startswith("_")}
+    recipe = {k.removeprefix("recipe."): val for k, (val, _) in v.items() if k.startswith("recipe.")}
+    fields = {k: val for k, (val, _) in v.items() if not k.startswith(("_", "recipe."))}
+    fields["recipe"] = recipe
     sources = {k: ev for k, (_, ev) in v.items() if ev and not k.startswith("_")}
     if "hosts" in fields:
         fields["hosts"] = tuple(fields["hosts"])

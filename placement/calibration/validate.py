@@ -1,10 +1,15 @@
 """`placement validate`: predicted vs published step time for every calibration run.
 
-Each run's published layout is pinned.  A pipeline schedule the source does not state is the
-framework's default (non-interleaved, vpp 1; a source that says "interleaved" without the chunk
-count lets the search pick it); the other fields it leaves out (micro-batch size,
-ZeRO stage, recompute, sequence parallelism) are chosen by the search within that layout.
-Nothing here is tuned per run: the same constants price every row.
+Each run's published layout and recipe are pinned.  A pipeline schedule the source does not state is the
+framework's default (non-interleaved, vpp 1; a source that says "interleaved" without the chunk count
+lets the search pick it); the other fields it leaves out (micro-batch size, ZeRO stage, recompute,
+sequence parallelism) are chosen by the search within that layout.  Dense runs of 2021-2022 stacks know
+one selective recompute, Korthikanti's core_attn.  Nothing here is tuned per run: the same constants
+price every row.
+
+Two files: runs.yaml (dense, the PTD-P / Korthikanti tables and later dense runs) and runs-moe.yaml (the
+MoE group, with each run's recipe: dispatcher, overlaps, CUDA graphs, FP8 recipe, recompute modules,
+pipeline layout, MTP, segment).
 """
 
 from __future__ import annotations
@@ -19,10 +24,13 @@ from placement.catalog import load_accelerator, load_cluster, load_model
 from placement.errors import PlacementInfeasible
 from placement.search import SearchConfig, search
 from placement.specs._base import Frozen
+from placement.specs.recipe import Recipe, RecomputeModule
 from placement.specs.training import AttentionKernel, Precision, TrainingSpec
 from placement.topology import Topology
 
 TARGET_GROUPS = ("ptdp-2021-table1", "korthikanti-2022-table5")
+MOE_GROUP = "moe"
+RUN_FILES = ("runs.yaml", "runs-moe.yaml")
 
 
 class CalibrationRun(Frozen):
@@ -45,6 +53,14 @@ class CalibrationRun(Frozen):
     published_tflops_per_gpu: float | None = None
     tflops_kind: str | None = None
     notes: str = ""
+    recipe: Recipe = Field(default_factory=Recipe)
+    """What the framework ran besides the degrees, as the source (or its recipe files) states it."""
+    recipe_sources: str = ""
+    """Where each recipe value was read."""
+    assumptions: str = ""
+    """What no source states and the run assumes (said in the output)."""
+    segment_nodes: int | None = Field(default=None, ge=0)
+    """Trays per NVL72 rack segment of the job (SLURM --segment); None: the cluster's default."""
 
 
 @dataclass(frozen=True)
@@ -54,6 +70,8 @@ class RunResult:
     fits: bool
     layout: dict | None
     peak_memory_gib: float | None
+    capacity_gib: float | None = None
+    recipe: dict | None = None
 
     @property
     def error(self) -> float | None:
@@ -63,25 +81,35 @@ class RunResult:
 
 
 def load_runs() -> list[CalibrationRun]:
-    text = resources.files("placement.calibration").joinpath("runs.yaml").read_text()
-    return [CalibrationRun.model_validate(r) for r in yaml.safe_load(text)]
+    runs = []
+    for name in RUN_FILES:
+        text = resources.files("placement.calibration").joinpath(name).read_text()
+        runs += [CalibrationRun.model_validate(r) for r in yaml.safe_load(text)]
+    return runs
 
 
 def predict(run: CalibrationRun) -> RunResult:
     model = load_model(run.model)
     cluster = load_cluster(run.cluster)
-    topo = Topology(cluster, load_accelerator(cluster.accelerator), num_gpus=run.num_gpus)
+    topo = Topology(cluster, load_accelerator(cluster.accelerator), num_gpus=run.num_gpus,
+                    segment_nodes=run.segment_nodes)
     train = TrainingSpec(seq_len=run.seq_len, global_batch=run.global_batch, precision=run.precision,
                          attention_kernel=run.attention_kernel)
+    fixed = dict(run.layout) if run.interleaved else {"vpp": 1, **run.layout}
+    # a 2021-2022 dense run's `selective` is Korthikanti's: the attention core
+    sets = None if run.recipe.recompute_modules or run.group == MOE_GROUP else ((RecomputeModule.CORE_ATTN,),)
+    cfg = SearchConfig(top_k=1, fixed=fixed, recipe=run.recipe, module_sets=sets)
     try:
-        fixed = dict(run.layout) if run.interleaved else {"vpp": 1, **run.layout}
-        res = search(model, train, topo, SearchConfig(top_k=1, fixed=fixed))
+        res = search(model, train, topo, cfg)
     except PlacementInfeasible:
         return RunResult(run, None, False, None, None)
     i = int(res.ranked[0])
     lay = res.batch.layout(i)
-    return RunResult(run, float(res.estimates.step_time_s[i]), True, lay.model_dump(mode="json"),
-                     float(res.estimates.peak_memory_bytes[i]) / 2**30)
+    est = res.estimates
+    recipe = est.recipe_of(i).model_copy(update={"recompute_modules": res.batch.modules(i)})
+    return RunResult(run, float(est.step_time_s[i]), True, lay.model_dump(mode="json"),
+                     float(est.peak_memory_bytes[i]) / 2**30, est.memory_capacity_bytes / 2**30,
+                     recipe.model_dump(mode="json", exclude_defaults=True))
 
 
 def validate() -> list[RunResult]:

@@ -128,11 +128,13 @@ class Groups:
     def all_reduce(self, nbytes: np.ndarray) -> np.ndarray:
         return self._linear(*self._hierarchical(2), nbytes)
 
-    def all_to_all(self, nbytes: np.ndarray, beyond_domain: np.ndarray | float = 1.0) -> np.ndarray:
+    def all_to_all(self, nbytes: np.ndarray, beyond_domain: np.ndarray | float = 1.0,
+                   inside_domain: np.ndarray | float = 1.0) -> np.ndarray:
         """All-to-all where each member sends `nbytes` in total, spread evenly over the group.
 
         `beyond_domain` scales the bytes that leave the scale-up domain (per candidate): MoE dispatch
-        with group-limited routing sends a token once per target node, then fans out over NVLink."""
+        with group-limited routing, or DeepEP, sends a token once per target node, then fans out over
+        NVLink; `inside_domain` scales the bytes inside it (DeepEP: once per target GPU, not per expert)."""
         lv, within = self.levels, self.within
         size = within[:, -1:]
         prev = np.concatenate([np.ones((within.shape[0], 1)), within[:, :-2]], axis=1)
@@ -147,7 +149,7 @@ class Groups:
         beyond = (demand[:, 1:] / raw[:, 1:]).max(axis=1) if demand.shape[1] > 1 else np.zeros_like(inside)
         lat = lv.lat[self._top()] + COLLECTIVE_BASE_LATENCY_S
         inside, beyond, lat = (np.where(self.single, 0.0, x)[self.inverse] for x in (inside, beyond, lat))
-        return nbytes * np.maximum(inside, beyond * beyond_domain) + lat
+        return nbytes * np.maximum(inside * inside_domain, beyond * beyond_domain) + lat
 
     def p2p(self, nbytes: np.ndarray) -> np.ndarray:
         """Send `nbytes` between two members: at the level of the lowest block holding both."""

@@ -41,11 +41,12 @@ def gemm_time(m, n, k, count, rate: GemmRate) -> np.ndarray:
     return count * 2.0 * m * n * k / (rate.peak_flops * shape_efficiency(m, n, k, rate.half_dim))
 
 
-def attention_core_time(tokens, seq_len: int, core_dim_local, peak_flops: float) -> np.ndarray:
+def attention_core_time(tokens, seq_len: int, core_dim_local, peak_flops: float,
+                        efficiency: float | None = None) -> np.ndarray:
     """Fused causal QK^T and AV of `tokens` queries against `seq_len` keys: PaLM/Megatron count the full
     s x s (2 * s * heads * (d_qk + d_v) per token), the kernel executes about half of it."""
     flops = 2.0 * tokens * seq_len * core_dim_local * CAUSAL_EXECUTED_FRACTION
-    return flops / (peak_flops * ATTENTION_CORE_EFFICIENCY)
+    return flops / (peak_flops * (efficiency or ATTENTION_CORE_EFFICIENCY))
 
 
 def unfused_attention_time(tokens, seq_len: int, heads_local, qk_dim: int, v_dim: int, peak_gemm: GemmRate,

@@ -57,8 +57,12 @@ DP_OVERLAP_FRACTION = 1.0
 # --- memory ------------------------------------------------------------------------------------------
 MEMORY_RESERVE_BYTES = 2 * GiB
 """CUDA context, cuBLAS/NCCL workspaces and communication buffers, per GPU."""
-ALLOCATOR_FRAGMENTATION = 0.05
-"""Share of HBM lost to the caching allocator's fragmentation."""
+ALLOCATOR_FRAGMENTATION = 0.02
+"""Share of HBM lost to the caching allocator's fragmentation.  PyTorch's expandable segments
+(PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, set by the Megatron-Bridge performance scripts and the
+MLPerf v6.0 NVIDIA configs) grow one mapping in pages instead of caching fixed blocks, so little is lost;
+recalibrated (from 0.05) so that every production layout of both calibration files fits: the tightest,
+Megatron-Bridge's GPT-OSS-120B on 64 B200 at micro-batch 4, needs 97.5 % of what the 2 % leaves."""
 LOGITS_BYTES_PER_ELEMENT = 6
 """LM-head output kept for the loss: bf16 logits plus their fp32 copy in the cross-entropy."""
 
@@ -66,3 +70,112 @@ LOGITS_BYTES_PER_ELEMENT = 6
 OPTIMIZER_BYTES_PER_PARAM_STEP = 36
 """HBM traffic of one fused Adam step per parameter: read and write fp32 master, m, v (24), read the
 gradient (2-4), write bf16 weights (2), plus the fp32 gradient upcast; memory-bound."""
+
+# --- host: launch, sync and Python time (MoE and recipe terms) --------------------------------------
+HOST_S_PER_KERNEL = 19.5e-6
+"""Host time per kernel an eager PyTorch/Megatron step issues (Python, the op's dispatch, allocator, the
+CUDA launch): "a simple torch.empty ... will generate a few microseconds of overhead on the host side",
+and host-bound gaps between kernels are the largest loss of the un-graphed DeepSeek-V3 baseline
+(Megatron-Core DeepSeek-V3 GB200 write-up §2).  Fitted on the MoE calibration group's x86 hosts (H100,
+H800, B200); Grace hosts (GB200/GB300 trays) carry their own fitted value in the cluster file."""
+KERNELS_ATTN_FORWARD = 20
+"""Kernels of one attention block's forward (norm, projections, RoPE, core, residual, TE bookkeeping);
+backward issues BACKWARD_KERNELS_PER_FORWARD times as many."""
+KERNELS_MLP_FORWARD = 8
+"""Kernels of one dense MLP's forward (norm, two GEMMs, activation, residual)."""
+KERNELS_MOE_FORWARD_UNFUSED = 110
+"""Router, permute, dispatch, combine and unpermute kernels of one MoE layer's forward without the MoE
+fusions: the router alone issued 72 kernels (write-up §2.1.4)."""
+KERNELS_MOE_FORWARD_FUSED = 50
+"""The same with router and permute fusions: router 72 -> 31 kernels (write-up §2.1.4), DeepEP's fused
+preprocess: router plus preprocess 17 (§2.2.1)."""
+KERNELS_PER_EXPERT_FORWARD = 4
+"""Kernels per local expert in one forward (multi-stream cuBLAS grouped GEMM: fc1, activation slice,
+fc2, bookkeeping; write-up §1 item 3)."""
+KERNELS_PER_EXPERT_FORWARD_FP8 = 8
+"""With FP8 quantisation of each expert's inputs and weights, and the MXFP8 scale allocation and
+swizzle kernels the write-up fused away (§2.1.2-2.1.3): twice as many."""
+BACKWARD_KERNELS_PER_FORWARD = 2.0
+"""Backward issues about twice the forward's kernels (grad-input and grad-weight GEMMs)."""
+MOE_SYNC_S = 200e-6
+"""Dropless MoE copies the tokens-per-expert counts to the host in every MoE layer's forward
+(device-to-host sync, write-up §3.1): the CPU cannot run ahead of it, so the GPU idles while the
+queue refills.  Fitted; the MoE group's error is flat from 0.1 to 0.8 ms, so it is the least certain
+constant here."""
+CUDA_GRAPH_PARTIAL_HOST_SHARE = 0.35
+"""Share of an MoE layer's host time left under partial CUDA graphs (attn, moe_router, moe_preprocess
+captured; experts, dispatch and the sync stay eager; write-up §2.3); fitted."""
+CUDA_GRAPH_PARTIAL_BYTES = 2 * GiB
+"""Memory of partial graphs' private pool and static buffers: "typically adding a few GB"
+(Megatron-Bridge docs/training/cuda-graphs.md, Memory Impact)."""
+CUDA_GRAPH_FULL_BYTES = 6 * GiB
+"""Full-iteration graphs: the largest footprint, "over 10 GB" with PP > 1 (same page); MLPerf v6.0
+pages its stash to fit (MOE_PAGED_STASH)."""
+
+# --- MoE dispatch ---------------------------------------------------------------------------------
+A2A_EFFICIENCY = {"alltoall": 0.35, "allgather": 0.35, "deepep": 0.95, "hybridep": 0.76}
+"""Share of a level's collective bandwidth each dispatcher's all-to-all reaches.  DeepEP normal kernels:
+153/158 GB/s of H800's 160 GB/s NVLink and 43-58 GB/s of 50 GB/s RDMA (deepseek-ai/DeepEP,
+docs/legacy.md "Performance"); NCCL all-to-all of small per-peer chunks reaches less (fitted);
+HybridEP reaches more with fewer SMs (write-up §2.5).  Fitted on the MoE group: NCCL all-to-all at
+0.35 (with the explicit permutes priced apart) reproduces the GB200 ladder's dispatcher steps, 494 ->
+566 (DeepEP) and 830 -> 944 TFLOP/s (HybridEP); DeepEP at its measured 0.95; HybridEP 0.76 of the NVL72
+ring bandwidth, which is already 0.76 of line rate (gb200-nvl72.yaml)."""
+DISPATCHER_SMS = {"alltoall": 0, "allgather": 0, "deepep": 24, "hybridep": 16}
+"""SMs the dispatch kernels hold while they run: DeepEP 24 (DeepEP example `Buffer.set_num_sms(24)`;
+DeepSeek-V3 §3.2.2: 20 SMs), HybridEP fewer (write-up §2.5); NCCL's channels are counted in the generic
+overlap slowdown."""
+PERMUTE_BYTES_PER_ELEMENT = 8.0
+"""HBM bytes per token-copy element of the explicit global permute and unpermute the NCCL all-to-all
+dispatcher needs (read and write, forward and backward: 2 + 2 + 2 + 2); the flex dispatchers fuse it
+into the communication kernel (write-up §2.1.1)."""
+
+# --- overlaps ----------------------------------------------------------------------------------------
+EP_OVERLAP_HIDDEN = 0.55
+"""Share of the EP all-to-all the 1F1B A2A overlap hides behind the other micro-batch's compute
+(`--overlap-moe-expert-parallel-comm`); partial: the write-up found its net effect negative on GB200
+where the all-to-all is already short (§3.2) because it adds host work; fitted (0.3-0.9 move the MoE
+group's mean error by under 1 point)."""
+EP_OVERLAP_HOST_SHARE = 0.15
+"""Extra host time the A2A overlap's two-stream scheduling adds per MoE layer (write-up §3.2)."""
+TP_OVERLAP_HIDDEN = 0.8
+"""Share of TP all-gather/reduce-scatter hidden by --tp-comm-overlap (TE userbuffers pipelining the
+GEMM in chunks; the first and last chunk stay exposed)."""
+
+# --- FP8 ---------------------------------------------------------------------------------------------
+FP8_QUANT_BYTES_PER_ELEMENT = {"tensorwise": 6.0, "blockwise": 4.0, "mxfp8": 4.0}
+"""HBM bytes per element of each FP8 GEMM input quantised: read 2, write 1 row-wise and 1 column-wise
+(for the transposed wgrad operand); per-tensor scaling reads once more for the amax (Transformer
+Engine current scaling)."""
+BLOCKWISE_FP8_HOPPER_EFFICIENCY = 0.95
+"""Blockwise FP8 on Hopper promotes partial sums to FP32 on CUDA cores every 128 elements
+(DeepSeek-V3 §3.3.2), so its GEMMs run a little below per-tensor FP8: DeepGEMM reports 1350+ of 1979
+dense FP8 TFLOP/s on H800 (deepseek-ai/DeepGEMM README), 0.68 of peak against the 0.709 MAMF of
+per-tensor FP8 (ml-engineering MAMF table): 0.95 of it."""
+
+# --- routing -------------------------------------------------------------------------------------------
+REAL_ROUTING_IMBALANCE = 1.2
+"""Tokens on the busiest EP rank over the mean with real data.  Forced balance (1.0) is what every
+vendor MoE table measures (`--moe-router-force-load-balancing`, "only for benchmark").  Global MaxVio of
+the auxiliary-loss-free balancer is 0.04 (arXiv:2408.15664 Table 2) per expert over a validation set,
+a lower bound per step and rank; MLPerf v6.0's real-data DeepSeek-V3 sizes its expert stash at 1.5x
+the mean (MOE_PAGED_STASH_BUFFER_SIZE_FACTOR_CUDA).  1.2 sits between; an engineering default."""
+
+# --- pipeline schedules ---------------------------------------------------------------------------
+ZERO_BUBBLE_FRACTION = 1.0 / 3.0
+"""ZB-H1 leaves about a third of 1F1B's bubble (Qi et al. 2023, arXiv:2401.10241, §3)."""
+
+# --- memory ----------------------------------------------------------------------------------------------
+BYTES_OPTIMIZER_BF16_MOMENTS = 8
+"""fp32 master weights with BF16 Adam moments (precision-aware optimizer, DeepSeek-V3 §3.3)."""
+FP8_WEIGHT_COPY_BYTES = 1
+"""FP8 GEMMs keep a 1-byte quantised copy of every weight beside the 16-bit one, unless the primary
+weights are FP8 (write-up §1 item 6)."""
+HOST_UNBOUND_SLOWDOWN = 1.3
+"""Host time per kernel of a process not bound to its GPU's CPU cores and NUMA node, relative to a bound
+one: binding (bindpcie) gave +70.6 TFLOP/s/GPU, 10 % of the step, on the host-bound DeepSeek-V3 GB200
+run (write-up §2.4, ladder 691 -> 762); fitted."""
+UNFUSED_PERMUTE_SLOWDOWN = 10.0
+"""The permute kernel before its fusion ran far below HBM speed when top-k is much smaller than the expert
+count: Transformer Engine PR 1927 gave "up to a 10x unit speedup" (write-up §2.1.1; with the scale
+allocation fusion, +35 TFLOP/s/GPU on the DeepSeek-V3 GB200 ladder)."""

@@ -1,39 +1,56 @@
-"""Step time and memory of K candidate layouts at once: the cost model assembled.
+"""Step time and memory of K candidate layouts at once: the cost model assembled from its terms.
 
-Per micro-batch, each pipeline stage runs forward + backward (+ a recompute forward) of its layers:
-GEMMs, attention core, element-wise work, and the collectives that sit in the critical path (TP/SP,
-CP, EP, PP point-to-point).  The pipeline runs m micro-batches plus a bubble of (pp - 1)/vpp
-micro-batch times (PTD-P §2.2).  Data-parallel gradient reduction runs once per step and hides
-behind the last micro-batch's backward (ZeRO-1, Megatron's distributed optimizer); ZeRO-2
-reduce-scatters every micro-batch; ZeRO-3/FSDP also gathers weights every micro-batch and hides behind
-its compute.  The optimizer step is memory-bound.
+Per micro-batch, each kind of pipeline rank runs forward + backward (+ recompute forwards) of what it
+holds (cost.pipeline): GPU time is the compute term (cost.layer) plus the communication left exposed
+(cost.comm), and the host term (cost.host) adds where the CPU cannot keep the GPU fed.  The busiest
+rank sets the pace.  The pipeline runs m micro-batches plus a bubble of (pp - 1)/vpp micro-batch times
+(PTD-P §2.2; a third of it under zero-bubble, less under DualPipe).  Data-parallel communication and
+the optimizer step come once per step (cost.dp); memory is the busiest rank's (cost.memory).
+
+Recipe choices (dispatcher, EP and TP overlap, CUDA graphs) are resolved per candidate, exactly: TP
+overlap and the dispatcher change only their own term, so the cheaper option wins; CUDA graphs only
+lower host time and add memory, so the fastest that fits wins; EP overlap trades GPU time for host
+time, so the stage is priced both ways.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 
-from placement.cost import collectives as coll
 from placement.cost import constants as C
 from placement.cost.batch import LayoutBatch
-from placement.cost.compute import (
-    GemmRate,
-    attention_core_time,
-    cross_entropy_time,
-    elementwise_time,
-    gemm_time,
-    unfused_attention_time,
-)
-from placement.cost.stages import stage_layers
-from placement.errors import InputError
+from placement.cost.comm import cp_term, ep_exposed, ep_term, pp_term, tp_term
+from placement.cost.context import Ctx, context
+from placement.cost.dp import StageParams, dp_term, optimizer_term
+from placement.cost.host import host_term
+from placement.cost.layer import attention_forward, layer_compute
+from placement.cost.memory import memory_term
+from placement.cost.pipeline import StageKinds, stage_kinds
 from placement.specs import TrainingSpec
-from placement.specs.training import AttentionKernel, Precision
+from placement.specs.recipe import CudaGraphs, Dispatcher, PipelineSchedule, Recipe
+from placement.specs.training import Precision
 from placement.topology import Topology
 from placement.workload import Workload
 
-SELECTIVE, FULL = 1, 2
+DISPATCHERS = tuple(Dispatcher)
+GRAPHS = (CudaGraphs.NONE, CudaGraphs.PARTIAL, CudaGraphs.FULL)
+
+
+@dataclass(frozen=True)
+class RecipeChoices:
+    """The recipe options the search may choose between, per field (one value = pinned)."""
+
+    dispatchers: tuple[Dispatcher, ...] = (Dispatcher.ALLTOALL,)
+    cuda_graphs: tuple[CudaGraphs, ...] = (CudaGraphs.NONE,)
+    tp_comm_overlap: tuple[bool, ...] = (False,)
+    ep_comm_overlap: tuple[bool, ...] = (False,)
+
+    @classmethod
+    def pinned(cls, recipe: Recipe) -> RecipeChoices:
+        return cls((recipe.moe_dispatcher,), (recipe.cuda_graphs,), (recipe.tp_comm_overlap,),
+                   (recipe.ep_comm_overlap,))
 
 
 @dataclass(frozen=True)
@@ -54,7 +71,7 @@ class Estimates:
     bubble_s: np.ndarray
     optimizer_s: np.ndarray
     overlap_slowdown_s: np.ndarray
-    """Compute lost to communication running beside it (OVERLAP_COMPUTE_SLOWDOWN)."""
+    """Compute lost to communication running beside it (OVERLAP_COMPUTE_SLOWDOWN, dispatcher SMs)."""
     num_microbatches: np.ndarray
     mfu: np.ndarray
     hfu: np.ndarray
@@ -70,23 +87,27 @@ class Estimates:
     traffic_bytes: dict[str, np.ndarray]
     """Bytes one member of each kind of group sends per step (tp, cp, ep, pp, dp, edp): what the
     mapper weighs when it decides which groups to keep inside a block."""
+    host_s: np.ndarray = field(default=None)
+    """Host time (launch, Python, MoE syncs) that adds to the step on the critical rank."""
+    tp_total_s: np.ndarray = field(default=None)
+    ep_total_s: np.ndarray = field(default=None)
+    dispatcher: np.ndarray = field(default=None)
+    """Index into DISPATCHERS of the dispatcher priced."""
+    cuda_graphs: np.ndarray = field(default=None)
+    """Index into GRAPHS."""
+    tp_comm_overlap: np.ndarray = field(default=None)
+    ep_comm_overlap: np.ndarray = field(default=None)
+    recipe: Recipe = field(default_factory=Recipe)
+    """The recipe's fixed fields (the per-candidate choices above override its choice fields)."""
 
-
-def gemm_peak(topo: Topology, precision: Precision) -> GemmRate:
-    acc = topo.accelerator
-    return GemmRate(_gemm_flops(topo, precision), acc.gemm_half_efficiency_dim)
-
-
-def _gemm_flops(topo: Topology, precision: Precision) -> float:
-    acc = topo.accelerator
-    if precision is Precision.FP8:
-        if acc.peak_flops_fp8 is None:
-            raise InputError(
-                f"--precision fp8: accelerator {acc.name!r} has no FP8 tensor cores (peak_flops_fp8 unset); "
-                f"use --precision bf16"
-            )
-        return acc.peak_flops_fp8 * (acc.matmul_efficiency_fp8 or acc.matmul_efficiency_bf16)
-    return acc.peak_flops_bf16 * acc.matmul_efficiency_bf16
+    def recipe_of(self, i: int) -> Recipe:
+        """The whole recipe candidate i is priced with."""
+        return self.recipe.model_copy(update={
+            "moe_dispatcher": DISPATCHERS[int(self.dispatcher[i])],
+            "cuda_graphs": GRAPHS[int(self.cuda_graphs[i])],
+            "tp_comm_overlap": bool(self.tp_comm_overlap[i]),
+            "ep_comm_overlap": bool(self.ep_comm_overlap[i]),
+        })
 
 
 def peak_flops(topo: Topology, precision: Precision) -> float:
@@ -95,295 +116,254 @@ def peak_flops(topo: Topology, precision: Precision) -> float:
     return acc.peak_flops_fp8 if precision is Precision.FP8 and acc.peak_flops_fp8 else acc.peak_flops_bf16
 
 
-def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch) -> Estimates:
-    f64 = np.float64
-    s = train.seq_len
-    h = w.hidden
-    tp, cp, ep, etp, pp, vpp, dp = (x.astype(f64) for x in (b.tp, b.cp, b.ep, b.etp, b.pp, b.vpp, b.dp))
-    mbs, shard_dp = b.mbs.astype(f64), b.dp_shard.astype(f64)
-    sp = b.sp.astype(bool)
-    full = b.recompute == FULL
-    recompute_core = b.recompute >= SELECTIVE
-    levels = coll.LevelArrays(topo)
-    acc = topo.accelerator
-    peak_gemm = gemm_peak(topo, train.precision)
-    peak_core = acc.peak_flops_bf16 * acc.matmul_efficiency_bf16
-    hbm_bw = acc.hbm_bandwidth_bytes_per_s
+def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch, recipe: Recipe | None = None,
+             choices: RecipeChoices | None = None) -> Estimates:
+    recipe = recipe or Recipe()
+    choices = choices or RecipeChoices.pinned(recipe)
+    x = context(w, train, topo, b, recipe)
+    st = stage_kinds(w.num_layers, w.num_dense_layers, recipe.mtp_layers, b.pp, b.vpp, b.pipe_policy,
+                     (recipe.pipeline_layout,) if recipe.pipeline_layout else ())
+    lc = layer_compute(x)
+    _, core_fwd, _ = attention_forward(x)
+    tp = tp_term(x)
+    cp = cp_term(x, core_fwd)
+    pp = pp_term(x)
+    zero = np.zeros_like(x.tokens)
 
-    m = train.global_batch / (dp * mbs)  # micro-batches per step
-    tokens = mbs * s / cp  # tokens in one micro-batch on one rank (rows of its GEMMs)
-    sp_shard = np.where(sp, tp, 1.0)
-    passes = 1.0 + C.BACKWARD_TO_FORWARD + full  # forward, backward, recompute forward
+    # TP overlap: only its own term moves, and overlapping never costs more than it hides
+    tp_dense, tp_moe, tp_slow = tp.exposed(False, lc.dense_s)
+    tp_on = np.zeros(len(b), dtype=bool)
+    if True in choices.tp_comm_overlap:
+        d1, m1, s1 = tp.exposed(True, lc.dense_s)
+        forced = False not in choices.tp_comm_overlap
+        tp_on = (b.tp > 1) & (forced | (d1 + s1 < tp_dense))
+        tp_dense, tp_moe, tp_slow = (np.where(tp_on, a, c) for a, c in ((d1, tp_dense), (m1, tp_moe), (s1, tp_slow)))
 
-    # --- compute of one layer, one micro-batch, forward+backward (+recompute) ------------------
-    out_dim = w.out_dim
-    qkv_width = w.attn_params / h - out_dim  # q + k + v output width (MLA: all its projections)
-    attn_gemm = gemm_time(tokens, qkv_width / tp, h, 1, peak_gemm) + gemm_time(tokens, h, out_dim / tp, 1, peak_gemm)
-    unfused = train.attention_kernel is AttentionKernel.UNFUSED
-    if unfused:
-        core = unfused_attention_time(tokens, s, w.num_heads / tp, w.qk_head_dim, w.v_head_dim, peak_gemm, hbm_bw)
-    else:
-        core = attention_core_time(tokens, s, w.attn_core_dim / tp, peak_core)
-    elem = elementwise_time(tokens, h, sp_shard, hbm_bw)
-    core_passes = 1.0 + C.BACKWARD_TO_FORWARD + recompute_core
-    attn_t = attn_gemm * passes + core * core_passes + elem * passes
+    # dispatcher and EP overlap: price every allowed pair of the MoE layer's EP term
+    ep_options = []
+    for d in choices.dispatchers if w.num_experts else choices.dispatchers[:1]:
+        ept = ep_term(x, d)
+        for ov in choices.ep_comm_overlap if w.num_experts else choices.ep_comm_overlap[:1]:
+            exposed, slow = ep_exposed(x, ept, lc, ov)
+            ep_options.append((DISPATCHERS.index(d), ov, ept, exposed, slow))
 
-    def mlp_time(ffn: float) -> np.ndarray:
-        if ffn == 0:
-            return np.zeros_like(tokens)
-        return (gemm_time(tokens, w.mlp_up * ffn / tp, h, 1, peak_gemm)
-                + gemm_time(tokens, h, ffn / tp, 1, peak_gemm)) * passes
+    # CUDA graphs: host time falls and memory rises from none to full; the fastest that fits wins
+    graph_opts = [g for g in GRAPHS if g in choices.cuda_graphs]
+    graph_bytes = {CudaGraphs.NONE: 0.0, CudaGraphs.PARTIAL: C.CUDA_GRAPH_PARTIAL_BYTES,
+                   CudaGraphs.FULL: C.CUDA_GRAPH_FULL_BYTES}
 
-    dense_layer_t = attn_t + mlp_time(w.dense_ffn)
-    if w.num_experts:
-        local_experts = w.num_experts / ep
-        pairs = tokens * w.top_k * etp / tp  # token-expert pairs one rank computes
-        per_expert = pairs / local_experts
-        routed = (gemm_time(per_expert, w.mlp_up * w.expert_ffn / etp, h, local_experts, peak_gemm)
-                  + gemm_time(per_expert, h, w.expert_ffn / etp, local_experts, peak_gemm)) * passes
-        router = gemm_time(tokens / sp_shard, w.num_experts, h, 1, peak_gemm) * passes
-        moe_layer_t = attn_t + mlp_time(w.shared_ffn_total) + routed + router
-    else:
-        moe_layer_t = dense_layer_t
-    vocab = w.embed_params / h
-    head_t = (gemm_time(tokens, vocab / tp, h, 1, peak_gemm) * (1.0 + C.BACKWARD_TO_FORWARD)
-              + cross_entropy_time(tokens, vocab / tp, hbm_bw))
+    # parameters per kind of rank and the memory without graphs
+    params = _stage_params(x, st)
+    base_mem = memory_term(x, st, params.dense_kinds, params.expert_kinds, params.dense_shard,
+                           params.expert_shard, 0.0)
+    capacity = topo.accelerator.hbm_bytes * (1.0 - C.ALLOCATOR_FRAGMENTATION)
+    graph_pick = np.full(len(b), GRAPHS.index(graph_opts[0]), dtype=np.int64)
+    for g in graph_opts:  # ascending memory: keep the last that fits (else the leanest)
+        fits_g = base_mem.peak_bytes + graph_bytes[g] <= capacity
+        graph_pick = np.where(fits_g, GRAPHS.index(g), graph_pick)
+    extra_mem = np.choose(graph_pick, [graph_bytes[g] for g in GRAPHS])
+    hosts = {}
+    for g in graph_opts:
+        for ov in {o[1] for o in ep_options}:
+            hosts[(g, ov)] = host_term(x, g, ov)
 
-    # --- communication in the critical path, per layer per micro-batch ---------------------------
-    act = tokens * h * C.BYTES_PER_ACTIVATION
-    tp_group = coll.Groups(levels, np.ones_like(b.tp), b.tp)
-    tp_ops = 4.0 + 2.0 * full  # 2 fwd + 2 bwd all-reduce equivalents (PTD-P §3.2; SP: AG+RS pairs)
-    tp_layer = tp_group.all_reduce(act) * tp_ops * (1.0 - C.TP_COMM_OVERLAP)
+    def host_for(ov: bool):
+        parts = [hosts.get((g, ov)) for g in GRAPHS]
+        have = [p for p in parts if p is not None]
 
-    cp_group = coll.Groups(levels, b.tp, b.cp)
-    # gathered K and V of the sequence; KV heads are replicated across TP ranks beyond their count
-    kv_full = tokens * cp * w.kv_dim / np.minimum(tp, w.kv_heads) * C.BYTES_PER_ACTIVATION
-    cp_fwd = cp_group.reduce_scatter(kv_full)
-    cp_layer = (np.maximum(cp_fwd - core, 0.0) * (1.0 + recompute_core)  # ring attention overlaps the core
-                + np.maximum(2.0 * cp_fwd - C.BACKWARD_TO_FORWARD * core, 0.0))  # dK/dV back: gather + RS
-    cp_layer_total = cp_fwd * (3.0 + recompute_core)
+        def sel(attr):
+            return np.choose(graph_pick, [getattr(p if p is not None else have[0], attr) for p in parts])
 
-    if w.num_experts:
-        ep_group = coll.Groups(levels, b.etp, b.ep)
-        # dispatch + combine, forward and backward (+ forward again under full recompute); under FP8 the
-        # forward dispatch moves FP8 activations, combine and backward stay 16-bit (DeepSeek-V3 §3.3)
-        dispatch = tokens / tp * w.top_k * h * C.BYTES_PER_ACTIVATION
-        fwd_dispatch = 0.5 if train.precision is Precision.FP8 else 1.0
-        ep_ops = (fwd_dispatch + 1.0) * (1.0 + full) + 2.0
-        # group-limited routing (DeepSeek-V3): when each node holds whole expert groups, a token crosses
-        # the network once per target node (at most groups_per_token), not once per expert
-        experts_per_domain = (w.num_experts / ep) * ep_group.within[ep_group.inverse, 0]
-        whole_groups = experts_per_domain >= w.num_experts / w.num_expert_groups
-        dedup = np.where(whole_groups & (w.num_expert_groups > 1),
-                         min(w.groups_per_token, w.top_k) / w.top_k, 1.0)
-        ep_layer = ep_group.all_to_all(dispatch, dedup) * ep_ops * (1.0 - C.EP_COMM_OVERLAP)
-    else:
-        ep_layer = dispatch = ep_ops = np.zeros_like(tokens)
+        return sel("dense_s"), sel("moe_s"), have[0].forward_share, sel("syncs_per_moe_layer")
 
-    # --- per stage --------------------------------------------------------------------------------
-    st = stage_layers(w.num_layers, b.pp, b.vpp)
-    n_dense, n_moe = w.num_dense_layers, w.num_moe_layers
-    first_dense = np.minimum(st.first, n_dense)
-    first_moe = st.first - first_dense
-    mid_moe = np.where(n_moe >= st.middle, st.middle, 0)
-    mid_dense = st.middle - mid_moe
-    last_moe = np.where(n_moe >= st.last, st.last, 0)
-    last_dense = st.last - last_moe
-    single = b.pp == 1
+    comp_dense = lc.dense_s
+    comp_moe = lc.moe_s
+    g_dense = comp_dense + tp_dense + cp.exposed_s + tp_slow
+    priced = []
+    for code, ov, _, exposed, slow in ep_options:
+        g_moe = comp_moe + tp_moe + cp.exposed_s + exposed + slow
+        g_mtp = lc.mtp_s - lc.moe_s + g_moe if w.num_experts else lc.mtp_s + tp_dense + cp.exposed_s
+        h_dense, h_moe, h_fwd, syncs = host_for(ov)
+        t_kind, g_kind = _stage_times(x, st, g_dense, g_moe, g_mtp, lc.head_s, pp.per_microbatch_s,
+                                      h_dense, h_moe, h_fwd, syncs)
+        priced.append((np.max(np.where(st.num_ranks > 0, t_kind, -np.inf), axis=0), t_kind, g_kind))
+    # per candidate, the cheapest (dispatcher, EP overlap); ties keep the earlier option
+    pick = np.argmin(np.stack([p[0] for p in priced]), axis=0)
 
-    def stage_time(nd, nm, head):
-        comp = nd * dense_layer_t + nm * moe_layer_t + head * head_t
-        comm_tp = (nd + nm * moe_tp_share) * tp_layer
-        comm_cp = (nd + nm) * cp_layer
-        comm_ep = nm * ep_layer
-        return comp, comm_tp, comm_cp, comm_ep, (nd + nm) * cp_layer_total, nd + nm, nm
+    def chosen(values):
+        return np.choose(pick, [np.broadcast_to(v, np.shape(values[0])) for v in values]) if len(values) > 1 \
+            else np.asarray(values[0])
 
-    # with etp = 1 the experts run unsharded after an all-to-all: only attention keeps its TP collectives
-    moe_tp_share = np.where(b.etp > 1, 1.0, 0.5)
-    stages = [stage_time(first_dense, first_moe, single.astype(f64)),
-              stage_time(mid_dense, mid_moe, 0.0),
-              stage_time(last_dense, last_moe, 1.0)]
-    totals = np.stack([sum(parts[:4]) for parts in stages])
-    worst = np.argmax(totals, axis=0)
-    pick = lambda i: _choose(worst, [stg[i] for stg in stages])  # noqa: E731
-    comp_mb, tp_mb, cp_mb, ep_mb, cp_mb_total = pick(0), pick(1), pick(2), pick(3), pick(4)
-    layers_mb, moe_layers_mb = pick(5), pick(6)
+    t_mb = chosen([p[0] for p in priced])
+    t_kind = np.stack([p[1] for p in priced])[pick, :, np.arange(len(b))].T
+    g_kind = np.stack([p[2] for p in priced])[pick, :, np.arange(len(b))].T
+    disp_code = chosen([np.full(len(b), o[0]) for o in ep_options])
+    ep_ov = chosen([np.full(len(b), o[1]) for o in ep_options]).astype(bool)
+    ep_exp = chosen([np.broadcast_to(o[3], (len(b),)) for o in ep_options])
+    ep_slow = chosen([np.broadcast_to(o[4], (len(b),)) for o in ep_options])
+    worst = np.argmax(np.where(st.num_ranks > 0, t_kind, -np.inf), axis=0)
+    cols = np.arange(len(b))
 
-    pp_pair = coll.Groups(levels, b.tp * b.cp * b.dp, b.pp, pair=True)
-    p2p = pp_pair.p2p(act / tp)  # scatter/gather across TP ranks (PTD-P §4.1)
-    pp_mb = np.where(b.pp > 1, 2.0 * vpp * p2p, 0.0)
+    def at_worst(a):
+        return np.broadcast_to(a, t_kind.shape)[worst, cols]
 
-    t_mb = comp_mb + tp_mb + cp_mb + ep_mb + pp_mb
-    bubble = (pp - 1.0) / vpp * t_mb
+    comp_kind = st.dense * comp_dense + st.moe * comp_moe + st.mtp * lc.mtp_s + st.loss * lc.head_s
+    comp_mb = at_worst(comp_kind)
+    tp_mb = at_worst(st.dense * tp_dense + (st.moe + st.mtp) * tp_moe)
+    cp_mb = at_worst((st.dense + st.moe + st.mtp) * cp.exposed_s)
+    ep_mb = at_worst((st.moe + st.mtp) * ep_exp)
+    host_mb = at_worst(t_kind - g_kind)
+    slow_mb = at_worst(st.dense * tp_slow + (st.moe + st.mtp) * (tp_slow + ep_slow))
+    layers_mb = at_worst(st.dense + st.moe + st.mtp)
+    moe_layers_mb = at_worst(st.moe + st.mtp)
 
-    # --- parameters held by one rank (worst stage) ------------------------------------------------
-    dense_layer_p = (w.attn_params + w.dense_mlp_params) / tp
-    moe_dense_p = (w.attn_params + w.shared_params) / tp + w.router_params
-    moe_expert_p = w.num_experts * w.expert_params / (ep * etp)
-    embed_p = w.embed_params / tp
-    head_p = w.head_params / tp
+    bubble = (x.pp - 1.0) / x.vpp * t_mb * _bubble_share(x)
+    dp = dp_term(x, params.as_stage(), comp_mb)
+    optimizer_s = optimizer_term(x, params.as_stage())
+    m = x.m
+    overlapped = np.maximum(dp.total_s - dp.exposed_s, 0.0) + m * np.maximum(at_worst(
+        (st.dense + st.moe + st.mtp) * cp.total_s) - cp_mb, 0.0)
+    overlap_slowdown = C.OVERLAP_COMPUTE_SLOWDOWN * np.minimum(overlapped, m * comp_mb) + m * slow_mb
+    step = m * t_mb + bubble + dp.exposed_s + optimizer_s + C.OVERLAP_COMPUTE_SLOWDOWN * np.minimum(
+        overlapped, m * comp_mb)
 
-    def stage_params(nd, nm, has_embed, has_head):
-        dense = nd * dense_layer_p + nm * moe_dense_p + has_embed * embed_p + has_head * head_p
-        return dense, nm * moe_expert_p
-
-    first_p = stage_params(first_dense, first_moe, 1.0, single.astype(f64))
-    mid_p = stage_params(mid_dense, mid_moe, 0.0, 0.0)
-    last_p = stage_params(last_dense, last_moe, 0.0, 1.0)
-
-    # --- data parallelism -------------------------------------------------------------------------
-    dense_repl = cp * dp  # ranks holding the same dense weights: CP ranks share them
-    zero3 = b.zero == 3
-    shard_dense = np.where(zero3, cp * shard_dp, dense_repl)
-    edp = tp * cp * dp / (ep * etp)
-    dense_group = coll.Groups(levels, b.tp, np.where(zero3, b.cp * b.dp_shard, b.cp * b.dp))
-    expert_group = coll.Groups(levels, b.ep * b.etp, np.rint(edp).astype(np.int64))
-    grad_b = C.BYTES_GRAD
-    pd = np.maximum(np.maximum(first_p[0], mid_p[0]), last_p[0])  # the stage with most dense params sets the pace
-    pe = np.maximum(np.maximum(first_p[1], mid_p[1]), last_p[1])
-    rs_once = dense_group.reduce_scatter(pd * grad_b) + expert_group.reduce_scatter(pe * grad_b)
-    ag_once = dense_group.reduce_scatter(pd * C.BYTES_WEIGHT) + expert_group.reduce_scatter(pe * C.BYTES_WEIGHT)
-    # ZeRO-3 / FSDP: gather weights for forward and backward, reduce-scatter grads, every micro-batch
-    z3_mb = 3.0 * (dense_group.reduce_scatter(pd * C.BYTES_WEIGHT) + expert_group.reduce_scatter(pe * C.BYTES_WEIGHT))
-    replicas = coll.Groups(levels, b.tp * b.cp * b.dp_shard, b.dp // b.dp_shard)
-    hsdp_once = replicas.all_reduce(pd * grad_b / shard_dense)
-    # Gradients: DDP all-reduces them (reduce-scatter + all-gather) during the last backward.  ZeRO-1
-    # (Megatron's distributed optimizer) reduce-scatters them during the last backward and all-gathers
-    # the updated weights during the next forward (overlap-param-gather).  ZeRO-2 keeps only its
-    # gradient shard, so it reduce-scatters after every micro-batch's backward (DeepSpeed ZeRO-2, FSDP
-    # SHARD_GRAD_OP), then all-gathers the weights as ZeRO-1 does.
-    zero2 = b.zero == 2
-    dp_total = np.where(zero3, z3_mb * m + hsdp_once, np.where(zero2, rs_once * m + ag_once, rs_once + ag_once))
-    bwd_share = C.BACKWARD_TO_FORWARD / (1.0 + C.BACKWARD_TO_FORWARD)
-    hide = C.DP_OVERLAP_FRACTION * bwd_share * comp_mb
-    hide_fwd = C.DP_OVERLAP_FRACTION * (1.0 - bwd_share) * comp_mb
-    gather_exposed = np.maximum(ag_once - hide_fwd, 0.0)
-    dp_exposed = np.where(
-        zero3, m * np.maximum(z3_mb - comp_mb, 0.0) + np.maximum(hsdp_once - hide, 0.0),
-        np.where(zero2, m * np.maximum(rs_once - hide, 0.0) + gather_exposed,
-                 np.where(b.zero == 1, np.maximum(rs_once - hide, 0.0) + gather_exposed,
-                          np.maximum(rs_once + ag_once - hide, 0.0))))
-
-    # --- optimizer step (memory-bound) ------------------------------------------------------------
-    opt_shard_dense = np.where(b.zero >= 1, shard_dense, 1.0)
-    opt_shard_exp = np.where(b.zero >= 1, edp, 1.0)
-    opt_params = pd / opt_shard_dense + pe / opt_shard_exp
-    optimizer_s = opt_params * C.OPTIMIZER_BYTES_PER_PARAM_STEP / hbm_bw
-
-    # hidden communication is not free: its kernels take SMs and HBM bandwidth from the compute it hides
-    # behind, so that compute runs slower for as long as they overlap
-    overlapped = np.maximum(dp_total - dp_exposed, 0.0) + m * np.maximum(cp_mb_total - cp_mb, 0.0)
-    overlap_slowdown = C.OVERLAP_COMPUTE_SLOWDOWN * np.minimum(overlapped, m * comp_mb)
-    step = m * t_mb + bubble + dp_exposed + optimizer_s + overlap_slowdown
-
-    # --- memory -----------------------------------------------------------------------------------
-    def state_bytes(p_dense, p_exp):
-        p = p_dense + p_exp
-        sharded = p_dense / shard_dense + p_exp / edp
-        weights = np.where(zero3, sharded * C.BYTES_WEIGHT, p * C.BYTES_WEIGHT)
-        grads = np.where(b.zero >= 2, sharded * C.BYTES_GRAD, p * C.BYTES_GRAD)
-        opt = np.where(b.zero >= 1, sharded, p) * C.BYTES_OPTIMIZER
-        return weights, grads, opt
-
-    act_layer_dense, act_layer_moe, act_input = _activation_bytes_per_layer(w, tokens, tp, etp, sp_shard)
-    if unfused:  # scores, softmax output and dropout mask: 5 a s^2 b / t (Korthikanti Table 2), not kept
-        scores = tokens * s * w.num_heads / tp * 5.0 * (b.recompute == 0)  # under selective/full recompute
-        act_layer_dense = act_layer_dense + scores
-        act_layer_moe = act_layer_moe + scores
-    in_flight_first = np.minimum(m, pp) * np.where(b.vpp > 1, 1.0 + (pp - 1.0) / (pp * vpp), 1.0)
-    in_flight_mid = np.minimum(m, np.maximum(pp - 1.0, 1.0))
-
-    def stage_acts(nd, nm, in_flight):
-        stored_full = (nd + nm) * act_input
-        stored = np.where(full, stored_full, nd * act_layer_dense + nm * act_layer_moe)
-        working = np.where(full, np.maximum(np.where(nm > 0, act_layer_moe, act_layer_dense), 0.0), 0.0)
-        return stored * in_flight + working
-
-    logits = tokens * (w.embed_params / h) / tp * C.LOGITS_BYTES_PER_ELEMENT
-    z3_buffer = np.where(zero3, 2.0 * np.maximum(dense_layer_p, moe_dense_p + moe_expert_p) * C.BYTES_WEIGHT, 0.0)
-
-    cands = []
-    for p_pair, nd, nm, in_flight, has_logits in (
-        (first_p, first_dense, first_moe, in_flight_first, single.astype(f64)),
-        (mid_p, mid_dense, mid_moe, in_flight_mid, 0.0),
-        (last_p, last_dense, last_moe, np.ones_like(m), 1.0),
-    ):
-        wts, grd, opt = state_bytes(*p_pair)
-        acts = stage_acts(nd, nm, in_flight)
-        other = has_logits * logits + z3_buffer + C.MEMORY_RESERVE_BYTES
-        cands.append((wts, grd, opt, acts, other))
-    stage_totals = np.stack([sum(x) for x in cands])
-    mem_worst = np.argmax(stage_totals, axis=0)
-    pick_m = lambda i: _choose(mem_worst, [c[i] for c in cands])  # noqa: E731
-    weights_b, grads_b, opt_b, acts_b, other_b = (pick_m(i) for i in range(5))
-    peak_mem = weights_b + grads_b + opt_b + acts_b + other_b
-    capacity = acc.hbm_bytes * (1.0 - C.ALLOCATOR_FRAGMENTATION)
+    peak_mem = base_mem.peak_bytes + extra_mem
     fits = peak_mem <= capacity
 
-    # --- throughput -------------------------------------------------------------------------------
-    num_gpus = tp * cp * pp * dp
+    num_gpus = x.tp * x.cp * x.pp * x.dp
     tokens_step = train.tokens_per_step
+    s = train.seq_len
     model_flops = w.model_flops_per_token(s) * tokens_step
-    hw_per_token = w.forward_flops_per_token(s) * (3.0 + full) + np.where(
-        b.recompute == SELECTIVE, 2.0 * s * w.attn_core_dim * w.num_layers, 0.0)
+    hw_per_token = w.forward_flops_per_token(s) * (3.0 + x.full * x.full_layers_share) + np.where(
+        b.recompute == 1, 2.0 * w.attended_keys(s) * w.attn_core_dim * w.num_layers
+        * (b.rc_modules & 1 != 0), 0.0)
     peak = peak_flops(topo, train.precision)
     mfu = model_flops / (step * num_gpus * peak)
     hfu = hw_per_token * tokens_step / (step * num_gpus * peak)
 
+    ept_by_code = {code: ept for code, _, ept, _, _ in ep_options}
+    ep_total = zero.copy()
+    ep_bytes = zero.copy()
+    for code, ept in ept_by_code.items():
+        ep_total = np.where(disp_code == code, ept.total_s, ep_total)
+        ep_bytes = np.where(disp_code == code, ept.bytes_per_layer, ep_bytes)
     valid = st.valid & (np.abs(m - np.rint(m)) < 1e-9) & (m >= 1)
-    dense_grad_bytes = np.where(zero3, 3.0 * pd * C.BYTES_WEIGHT * m, np.where(zero2, pd * grad_b * (m + 1.0),
-                                                                               2.0 * pd * grad_b))
-    expert_grad_bytes = np.where(zero3, 3.0 * pe * C.BYTES_WEIGHT * m, np.where(zero2, pe * grad_b * (m + 1.0),
-                                                                                2.0 * pe * grad_b))
     traffic = {
-        "tp": np.where(b.tp > 1, 2.0 * act * tp_ops * layers_mb * m, 0.0),
-        "cp": np.where(b.cp > 1, kv_full * (3.0 + full) * layers_mb * m, 0.0),
-        "ep": np.where(b.ep > 1, dispatch * ep_ops * moe_layers_mb * m, 0.0),
-        "pp": np.where(b.pp > 1, act / tp * 2.0 * vpp * m, 0.0),
-        "dp": np.where(np.where(zero3, cp * shard_dp, dense_repl) > 1, dense_grad_bytes, 0.0),
-        "dp_replica": np.where(zero3 & (b.dp_shard < b.dp), 2.0 * pd * grad_b / shard_dense, 0.0),
-        "edp": np.where(edp > 1, expert_grad_bytes, 0.0),
+        "tp": tp.bytes_per_layer * layers_mb * m,
+        "cp": cp.bytes_per_layer * layers_mb * m,
+        "ep": ep_bytes * moe_layers_mb * m,
+        "pp": pp.bytes_per_step,
+        "dp": dp.dense_bytes,
+        "dp_replica": dp.replica_bytes,
+        "edp": dp.expert_bytes,
     }
     return Estimates(
         valid=valid, step_time_s=step, compute_s=m * comp_mb, tp_s=m * tp_mb, cp_s=m * cp_mb,
-        cp_total_s=m * cp_mb_total, ep_s=m * ep_mb,
-        pp_s=m * pp_mb, dp_s=dp_total, dp_exposed_s=dp_exposed, bubble_s=bubble, optimizer_s=optimizer_s,
-        overlap_slowdown_s=overlap_slowdown,
+        cp_total_s=m * at_worst((st.dense + st.moe + st.mtp) * cp.total_s), ep_s=m * ep_mb,
+        pp_s=m * pp.per_microbatch_s, dp_s=dp.total_s, dp_exposed_s=dp.exposed_s, bubble_s=bubble,
+        optimizer_s=optimizer_s, overlap_slowdown_s=overlap_slowdown,
         num_microbatches=np.rint(m).astype(np.int64), mfu=mfu, hfu=hfu, tokens_per_s=tokens_step / step,
-        weights_bytes=weights_b, grads_bytes=grads_b, optimizer_bytes=opt_b, activations_bytes=acts_b,
-        other_bytes=other_b, peak_memory_bytes=peak_mem, memory_capacity_bytes=capacity, fits=fits,
-        traffic_bytes=traffic,
+        weights_bytes=base_mem.weights_bytes, grads_bytes=base_mem.grads_bytes,
+        optimizer_bytes=base_mem.optimizer_bytes, activations_bytes=base_mem.activations_bytes,
+        other_bytes=base_mem.other_bytes + extra_mem, peak_memory_bytes=peak_mem,
+        memory_capacity_bytes=capacity, fits=fits, traffic_bytes=traffic,
+        host_s=m * host_mb, tp_total_s=m * at_worst(st.dense * tp.dense_s + (st.moe + st.mtp) * tp.moe_s),
+        ep_total_s=m * at_worst((st.moe + st.mtp) * ep_total),
+        dispatcher=np.broadcast_to(disp_code, (len(b),)).astype(np.int64), cuda_graphs=graph_pick,
+        tp_comm_overlap=tp_on, ep_comm_overlap=np.broadcast_to(ep_ov, (len(b),)).astype(bool), recipe=recipe,
     )
 
 
-def _choose(which: np.ndarray, options: list) -> np.ndarray:
-    """options[which[k]][k]: np.choose without stacking the options into one (n x K) array first."""
-    out = options[-1]
-    for i in range(len(options) - 2, -1, -1):
-        out = np.where(which == i, options[i], out)
-    return np.broadcast_to(out, which.shape)
+def _bubble_share(x: Ctx) -> float | np.ndarray:
+    """Bubble relative to 1F1B's (p - 1)/v micro-batch times: zero-bubble ZB-H1 leaves a third (Qi et al.
+    2023 §3); DualPipe (PP/2 - 1)(F&B + B - 3W) against 1F1B's (PP - 1)(F + B) (DeepSeek-V3 Table 2),
+    with B = 2F and W = B/2: (pp/2 - 1) * (2/3) / (pp - 1)."""
+    sched = x.recipe.pipeline_schedule
+    if sched is PipelineSchedule.ZERO_BUBBLE:
+        return C.ZERO_BUBBLE_FRACTION
+    if sched is PipelineSchedule.DUALPIPE:
+        return np.where(x.pp > 1, np.maximum(x.pp / 2.0 - 1.0, 0.0) * (2.0 / 3.0) / np.maximum(x.pp - 1.0, 1.0), 0.0)
+    return 1.0
 
 
-def _activation_bytes_per_layer(w: Workload, tokens, tp, etp, sp_shard):
-    """Korthikanti et al. Table 2 per-layer activations, with fused (flash) attention: no s x s tensor.
+def _stage_times(x: Ctx, st: StageKinds, g_dense, g_moe, g_mtp, head, pp_mb, h_dense, h_moe, h_fwd, syncs):
+    """(S, K) seconds per micro-batch of each kind of rank, and its GPU-only part.
 
-    Replicated across TP unless sequence parallel: the inputs of both norms, of the QKV and of the first
-    MLP GEMM (8 sbh bytes), plus two 1-byte dropout masks when dropout is on (2 sbh).  Sharded by TP:
-    Q, K, V and the attention output (2 bytes x widths), the MLP up-projection outputs and the
-    activation output.  MoE: every token-expert pair keeps its permuted input and expert activations.
-    Full recompute keeps only the layer input.
-    """
-    h = w.hidden
-    rep = (8.0 + (2.0 if w.dropout else 0.0)) * h
-    attn = 2.0 * w.attn_act_width  # inputs of the attention core and the output projection, 2 bytes each
-    dense_mlp = 2.0 * (w.mlp_up + 1) * w.dense_ffn
-    dense = tokens * (rep / sp_shard + (attn + dense_mlp) / tp)
-    if w.num_experts:
-        shared = 2.0 * (w.mlp_up + 1) * w.shared_ffn_total
-        pairs = tokens * w.top_k * etp / tp
-        routed = pairs * (2.0 * h + 2.0 * (w.mlp_up + 1) * w.expert_ffn / etp)
-        moe = tokens * (rep / sp_shard + (attn + shared) / tp) + routed
-    else:
-        moe = dense
-    layer_input = tokens * 2.0 * h / sp_shard
-    return dense, moe, layer_input
+    GPU time: its layers' compute and exposed communication, its head, and the pipeline sends.  The
+    host runs ahead of the GPU except at an MoE layer's sync: each synced MoE forward costs the larger
+    of its GPU and host forward time plus the sync; everything else overlaps as a whole, so it costs
+    the larger of the remaining GPU and host time (cost.host)."""
+    n_moe = st.moe + st.mtp
+    gpu = st.dense * g_dense + st.moe * g_moe + st.mtp * g_mtp + st.loss * head + pp_mb
+    host = st.dense * h_dense + n_moe * h_moe
+    g_fwd = g_moe / x.passes
+    synced = syncs > 0
+    per_sync_layer = np.maximum(g_fwd, h_moe * h_fwd) + C.MOE_SYNC_S * syncs
+    rest_gpu = gpu - np.where(synced, n_moe * g_fwd, 0.0)
+    rest_host = host - np.where(synced, n_moe * h_moe * h_fwd, 0.0)
+    t = np.where(synced, n_moe * per_sync_layer, 0.0) + np.maximum(rest_gpu, rest_host)
+    return t, gpu
+
+
+@dataclass(frozen=True)
+class _Params:
+    dense_kinds: np.ndarray
+    expert_kinds: np.ndarray
+    dense_shard: np.ndarray
+    expert_shard: np.ndarray
+
+    def as_stage(self) -> StageParams:
+        """The stage with the most dense and the one with the most expert parameters set the DP pace."""
+        return StageParams(dense=self.dense_kinds.max(axis=0), expert=self.expert_kinds.max(axis=0),
+                           dense_shard=self.dense_shard, expert_shard=self.expert_shard)
+
+
+def _stage_params(x: Ctx, st: StageKinds) -> _Params:
+    w = x.w
+    dense_layer_p = (w.attn_params + w.dense_mlp_params) / x.tp
+    moe_dense_p = (w.attn_params + w.shared_params) / x.tp + w.router_params
+    moe_expert_p = w.num_experts * w.expert_params / (x.ep * x.etp)
+    mtp_proj_p = 2.0 * w.hidden * w.hidden / x.tp
+    dense = (st.dense * dense_layer_p + st.moe * moe_dense_p
+             + st.mtp * ((moe_dense_p if w.num_experts else dense_layer_p) + mtp_proj_p)
+             + st.embed * w.embed_params / x.tp + st.loss * w.head_params / x.tp)
+    expert = (st.moe + st.mtp) * moe_expert_p if w.num_experts else np.zeros_like(dense)
+    zero3 = x.b.zero == 3
+    return _Params(dense_kinds=dense, expert_kinds=expert,
+                   dense_shard=np.where(zero3, x.cp * x.b.dp_shard, x.cp * x.dp),
+                   expert_shard=x.tp * x.cp * x.dp / (x.ep * x.etp))
+
+
+def concat_estimates(first: Estimates, second: Estimates) -> Estimates:
+    """The estimates of two batches priced under the same job and recipe, as one."""
+    out = {}
+    for f in fields(Estimates):
+        a, b = getattr(first, f.name), getattr(second, f.name)
+        if isinstance(a, np.ndarray):
+            out[f.name] = np.concatenate([a, b])
+        elif isinstance(a, dict):
+            out[f.name] = {k: np.concatenate([a[k], b[k]]) for k in a}
+        else:
+            out[f.name] = a
+    return Estimates(**out)
+
+
+def default_choices(is_moe: bool, topo: Topology, recipe: Recipe, pinned: frozenset[str] = frozenset()) -> RecipeChoices:
+    """What `plan` chooses between where the user pinned nothing: the dispatchers and CUDA-graph scopes
+    this machine runs, and each overlap on or off.  A field named in `pinned` keeps the recipe's value.
+
+    The flex dispatcher is HybridEP where the NVLink domain spans several hosts (GB200/GB300 NVL72: it
+    "fully supports MNNVL", Megatron-Core MoE README), DeepEP elsewhere.  Full-iteration CUDA graphs
+    need static shapes: for dropless MoE only with a capacity factor (write-up §2.3: "not feasible for
+    MoE" otherwise)."""
+    multi_host_nvlink = topo.cluster.scale_up.size > topo.cluster.gpus_per_node
+    flex = Dispatcher.HYBRIDEP if multi_host_nvlink else Dispatcher.DEEPEP
+    dispatchers = (Dispatcher.ALLTOALL, flex) if is_moe else (recipe.moe_dispatcher,)
+    static = not is_moe or recipe.moe_capacity_factor is not None
+    graphs = (CudaGraphs.NONE, CudaGraphs.PARTIAL, CudaGraphs.FULL) if static else (CudaGraphs.NONE, CudaGraphs.PARTIAL)
+    return RecipeChoices(
+        dispatchers=(recipe.moe_dispatcher,) if "moe_dispatcher" in pinned else dispatchers,
+        cuda_graphs=(recipe.cuda_graphs,) if "cuda_graphs" in pinned else graphs,
+        tp_comm_overlap=(recipe.tp_comm_overlap,) if "tp_comm_overlap" in pinned else (False, True),
+        ep_comm_overlap=(recipe.ep_comm_overlap,) if "ep_comm_overlap" in pinned or not is_moe else (False, True),
+    )

@@ -9,6 +9,7 @@ import numpy as np
 from placement import __version__
 from placement.cost.constants import GiB
 from placement.plan import Plan
+from placement.specs.recipe import CudaGraphs, Dispatcher, Recipe, RecomputeModule
 from placement.topology import Topology
 
 
@@ -22,11 +23,83 @@ class EmitContext:
     moe: bool = False
 
     @property
+    def recipe(self) -> Recipe:
+        """The recipe the plan is priced with (the default recipe for a plan that carries none)."""
+        return self.plan.recipe_spec()
+
+    @property
     def hosts_in_rank_order(self) -> list[str]:
         """Host of node_rank k (the k-th block of gpus_per_host ranks)."""
         gph = self.topo.gpus_per_host
         return [self.topo.host_names[h] for h in (self.gpu_of_rank[::gph] // gph)]
 
+
+# Which recipe choices each framework launches as priced (Megatron-Core all of them).  Emitting a plan
+# for a framework restricts the search to these; a plan that still holds another value (pinned by the
+# user) gets a warning naming the feature and what the framework runs instead.
+PLAIN = {"moe_dispatcher": (Dispatcher.ALLTOALL,), "cuda_graphs": (CudaGraphs.NONE,), "tp_comm_overlap": (False,),
+         "ep_comm_overlap": (False,), "recompute_modules": ((RecomputeModule.CORE_ATTN,),)}
+RECIPE_SUPPORT: dict[str, dict[str, tuple]] = {
+    "megatron": {},
+    "torchtitan": PLAIN, "deepspeed": PLAIN, "maxtext": PLAIN, "devicemesh": PLAIN,
+}
+"""framework -> {recipe field: the values it can launch}; a field not listed launches every value."""
+_CHOICE_ATTR = {"moe_dispatcher": "dispatchers", "cuda_graphs": "cuda_graphs", "tp_comm_overlap": "tp_comm_overlap",
+                "ep_comm_overlap": "ep_comm_overlap"}
+
+
+def framework_choices(formats: list[str], choices, modules: tuple | None):
+    """(RecipeChoices, SearchConfig.module_sets) restricted to what every format in `formats` launches as
+    priced.  A field pinned to one value stays pinned (the emitter warns); `modules` is the user's
+    recompute-module list (None: searched)."""
+    import dataclasses
+
+    update = {}
+    module_sets = (tuple(modules),) if modules else None
+    for fmt in formats:
+        support = RECIPE_SUPPORT.get(fmt, {})
+        for field, attr in _CHOICE_ATTR.items():
+            options = update.get(attr, getattr(choices, attr))
+            if field in support and len(options) > 1:
+                kept = tuple(o for o in options if o in support[field])
+                update[attr] = kept or options[:1]
+        if "recompute_modules" in support and module_sets is None:
+            module_sets = support["recompute_modules"]
+    return dataclasses.replace(choices, **update), module_sets
+
+
+_FEATURE_DEFAULT = {"moe_dispatcher": Dispatcher.ALLTOALL, "cuda_graphs": CudaGraphs.NONE, "tp_comm_overlap": False,
+                    "ep_comm_overlap": False}
+
+
+def recipe_warnings(ctx: EmitContext, framework: str, runs_instead: dict[str, str]) -> list[str]:
+    """A warning for each recipe feature of the plan the framework cannot launch: the feature, and what
+    the framework runs instead (`runs_instead`: field -> that text)."""
+    r = ctx.recipe
+    lay = ctx.plan.layout
+    out = []
+    values = {"moe_dispatcher": r.moe_dispatcher, "cuda_graphs": r.cuda_graphs, "tp_comm_overlap": r.tp_comm_overlap,
+              "ep_comm_overlap": r.ep_comm_overlap}
+    names = {"moe_dispatcher": f"the {r.moe_dispatcher.value} MoE dispatcher",
+             "cuda_graphs": f"{r.cuda_graphs.value} CUDA graphs", "tp_comm_overlap": "TP communication overlap",
+             "ep_comm_overlap": "EP all-to-all overlap"}
+    for field, value in values.items():
+        if field in runs_instead and value != _FEATURE_DEFAULT[field] and (field != "tp_comm_overlap" or lay.tp > 1):
+            out.append(f"the plan is priced with {names[field]}, which {framework} cannot be told to run here: "
+                       f"{runs_instead[field]}")
+    modules = tuple(r.recompute_modules)
+    if "recompute_modules" in runs_instead and lay.recompute == "selective" and modules not in (
+            (), (RecomputeModule.CORE_ATTN,)):
+        out.append(f"the plan recomputes the modules {', '.join(m.value for m in modules)} (selective); {framework} "
+                   f"cannot be told that module list: {runs_instead['recompute_modules']}")
+    for field, text in runs_instead.items():
+        if field in values or field == "recompute_modules":
+            continue
+        value = getattr(r, field)
+        if value != Recipe.model_fields[field].default:
+            out.append(f"the plan is priced with {field} = {value.value if hasattr(value, 'value') else value}, "
+                       f"which {framework} cannot be told here: {text}")
+    return out
 
 
 def header(ctx: EmitContext, framework: str, comment: str = "#") -> str:

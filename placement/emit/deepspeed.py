@@ -27,7 +27,7 @@ import json
 
 import numpy as np
 
-from placement.emit.common import EmitContext, header, torchrun_lines, warn_block
+from placement.emit.common import EmitContext, header, recipe_warnings, torchrun_lines, warn_block
 
 VERSION = "DeepSpeed 0.19.8"
 BUCKET_ELEMENTS = 50_000_000
@@ -212,9 +212,22 @@ def _code_lines(ctx: EmitContext) -> list[str]:
     return lines
 
 
+RUNS_INSTEAD = {
+    "moe_dispatcher": "DeepSpeed-MoE runs its all-to-all dispatch",
+    "cuda_graphs": "the engine runs without CUDA graphs, with the host launch time the plan priced away",
+    "tp_comm_overlap": "TP collectives run exposed",
+    "ep_comm_overlap": "the EP all-to-all runs exposed",
+    "delay_wgrad": "expert weight gradients are computed in place",
+    "pipeline_layout": "the pipeline engine partitions layers by its partition_method",
+    "fp8_params": "weights stay BF16", "optimizer_state_bf16": "Adam moments stay FP32",
+}
+"""What DeepSpeed runs instead of each recipe feature it cannot be told (selective recompute, whatever its
+modules, has its own warning in warnings_for)."""
+
+
 def render(ctx: EmitContext) -> tuple[str, list[str], dict[str, str]]:
     lay, plan = ctx.plan.layout, ctx.plan
-    warnings = warnings_for(ctx)
+    warnings = warnings_for(ctx) + recipe_warnings(ctx, "DeepSpeed 0.19.8", RUNS_INSTEAD)
     head = header(ctx, VERSION)
     host_text, include = hostfile(ctx)
     cfg = {"_comment": [line[2:] for line in head.splitlines()] + [f"WARNING: {w}" for w in warnings]}

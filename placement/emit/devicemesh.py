@@ -6,7 +6,7 @@ inside groups); the rank -> GPU mapping is applied at launch by the host order.
 
 from __future__ import annotations
 
-from placement.emit.common import EmitContext, header
+from placement.emit.common import EmitContext, header, recipe_warnings, warn_block
 
 
 def mesh_shape(ctx: EmitContext) -> tuple[tuple[int, ...], tuple[str, ...]]:
@@ -30,4 +30,11 @@ def render(ctx: EmitContext) -> tuple[str, list[str]]:
             f'expert_mesh = init_device_mesh("cuda", ({lay.pp}, {stage // (lay.ep * lay.etp)}, {lay.ep}, {lay.etp}), '
             f'mesh_dim_names=("pp", "edp", "ep", "etp"))\n'
         )
-    return header(ctx, "PyTorch DeviceMesh") + body, []
+    warnings = recipe_warnings(ctx, "a DeviceMesh", RUNS_INSTEAD)
+    return header(ctx, "PyTorch DeviceMesh") + warn_block(warnings) + body, warnings
+
+
+_YOURS = "the mesh carries no recipe; your training code runs whatever it implements"
+RUNS_INSTEAD = {field: _YOURS for field in ("moe_dispatcher", "cuda_graphs", "tp_comm_overlap", "ep_comm_overlap",
+                                            "recompute_modules", "delay_wgrad", "pipeline_layout")}
+"""A mesh states degrees only: every recipe feature of the plan is the training code's to implement."""

@@ -36,7 +36,7 @@ from fractions import Fraction
 import numpy as np
 
 from placement.cost.constants import GiB
-from placement.emit.common import EmitContext, header, warn_block
+from placement.emit.common import EmitContext, header, recipe_warnings, warn_block
 
 VERSION = "MaxText 0.2.5 (JAX 0.10.2)"
 
@@ -262,6 +262,18 @@ def pipeline_keys(ctx: EmitContext) -> tuple[dict[str, object], list[str]]:
     return keys, warnings
 
 
+RUNS_INSTEAD = {
+    "moe_dispatcher": "XLA runs its own all-to-all (or ragged all-to-all) token dispatch",
+    "cuda_graphs": "XLA compiles the step into its own executable; there are no CUDA-graph scopes to choose",
+    "tp_comm_overlap": "XLA schedules the TP collectives itself",
+    "ep_comm_overlap": "XLA schedules the EP all-to-all itself",
+    "recompute_modules": "remat_policy decides what is recomputed",
+    "delay_wgrad": "XLA orders the weight-gradient GEMMs itself",
+    "pipeline_layout": "MaxText pipelines equal stages",
+}
+"""What MaxText runs instead of each recipe feature it cannot be told."""
+
+
 def overrides(ctx: EmitContext) -> tuple[dict[str, object], MaxTextMesh, list[str], list[str]]:
     """(key -> value in order, the mesh, warnings, explanatory comment lines)."""
     p, lay = ctx.plan, ctx.plan.layout
@@ -291,7 +303,7 @@ def overrides(ctx: EmitContext) -> tuple[dict[str, object], MaxTextMesh, list[st
     pipe, more2 = pipeline_keys(ctx)
     keys |= pipe
     keys["remat_policy"] = REMAT[lay.recompute]
-    warnings += more + more2
+    warnings += more + more2 + recipe_warnings(ctx, "MaxText 0.2.5", RUNS_INSTEAD)
     zero = {0: "data (DDP)", 1: "data + shard_optimizer_over_data (ZeRO-1)",
             2: "data + shard_optimizer_over_data (ZeRO-2 emitted as ZeRO-1)" if mesh.sizes["fsdp"] == 1
             else "fsdp (ZeRO-2 emitted as ZeRO-3)", 3: "fsdp (ZeRO-3)"}[lay.zero_stage]

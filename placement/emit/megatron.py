@@ -6,11 +6,34 @@ tp-cp-ep-dp-pp, TP innermost, as placement orders ranks; experts on a second gen
 --num-virtual-stages-per-pipeline-rank (the layers-per-stage flag is not allowed with uneven stages).
 With TP or CP > 1 on Hopper and older, Megatron requires CUDA_DEVICE_MAX_CONNECTIONS=1, except under
 Megatron-FSDP, which refuses it (found by running Megatron's validate_args on the emitted arguments).
+
+The recipe (placement/specs/recipe.py) is written as Megatron-Core 0.19.2 arguments, read from its
+arguments.py and TransformerConfig: `--moe-token-dispatcher-type alltoall|allgather|flex` (flex with
+`--moe-flex-dispatcher-backend deepep|hybridep`), CUDA graphs partial as `--cuda-graph-impl
+transformer_engine --cuda-graph-modules attn [moe_router moe_preprocess]` (`--cuda-graph-scope` is its
+deprecated alias) and full as `--cuda-graph-impl full_iteration --no-check-for-nan-in-loss-and-grad`,
+`--tp-comm-overlap`, `--overlap-moe-expert-parallel-comm`, `--delay-wgrad-compute`, `--fp8-format e4m3
+--fp8-recipe R`, `--fp8-param-gather`, `--use-precision-aware-optimizer --exp-avg-dtype bf16
+--exp-avg-sq-dtype bf16`, `--recompute-modules`, `--mtp-num-layers`, `--pipeline-model-parallel-layout`,
+`--account-for-{embedding,loss}-in-pipeline-split`, `--moe-expert-capacity-factor`,
+`--cross-entropy-loss-fusion`, `--moe-permute-fusion --moe-router-fusion`.  The routing imbalance is a
+property of the data, never forced (`--moe-router-force-load-balancing` is for benchmarks only).
+`placement.audit.launch` reads every one of them back.
 """
 
 from __future__ import annotations
 
+import shlex
+
+from placement.cost.context import fp8_recipe
 from placement.emit.common import EmitContext, header, torchrun_lines, warn_block
+from placement.specs.recipe import CudaGraphs, Dispatcher, PipelineSchedule, RecomputeModule
+from placement.specs.training import Precision
+
+FLEX_BACKENDS = (Dispatcher.DEEPEP, Dispatcher.HYBRIDEP)
+PARTIAL_GRAPH_MODULES = ("attn",)
+PARTIAL_GRAPH_MODULES_MOE = ("attn", "moe_router", "moe_preprocess")
+"""`--cuda-graph-modules` of the recipe's partial graphs: what runs before the dropless MoE sync."""
 
 
 def arguments(ctx: EmitContext) -> tuple[list[str], dict[str, str], list[str]]:
@@ -25,17 +48,23 @@ def arguments(ctx: EmitContext) -> tuple[list[str], dict[str, str], list[str]]:
         args += ["--expert-model-parallel-size", str(lay.ep), "--expert-tensor-parallel-size", str(lay.etp)]
     if lay.sequence_parallel:
         args.append("--sequence-parallel")
-    if lay.vpp > 1:
+    r = ctx.recipe
+    if r.pipeline_layout is not None:  # the layout fixes the stages and virtual stages itself
+        args += ["--pipeline-model-parallel-layout", r.pipeline_layout]
+    elif lay.vpp > 1:
         args += ["--num-virtual-stages-per-pipeline-rank", str(lay.vpp)]
     stages = lay.stage_layers
-    if lay.pp > 1 and len(set(stages)) > 1:
+    if r.pipeline_layout is None and lay.pp > 1 and len(set(stages)) > 1:
         first, last = stages[0], stages[-1]
         args += ["--decoder-first-pipeline-num-layers", str(first), "--decoder-last-pipeline-num-layers", str(last)]
         if lay.vpp > 1 and (first % lay.vpp or last % lay.vpp):
             warnings.append(f"Megatron needs the first/last stage layers ({first}/{last}) divisible by the virtual "
                             f"stages ({lay.vpp}); use --pipeline-model-parallel-layout for this split")
     if lay.zero_stage == 1:
-        args += ["--use-distributed-optimizer", "--overlap-grad-reduce", "--overlap-param-gather"]
+        args += ["--use-distributed-optimizer"]
+        args += ["--overlap-grad-reduce", "--overlap-param-gather"] if r.dp_overlap else []
+    elif lay.zero_stage == 0 and r.dp_overlap and lay.dp > 1:
+        args += ["--overlap-grad-reduce"]
     elif lay.zero_stage in (2, 3):
         args += ["--use-megatron-fsdp", "--data-parallel-sharding-strategy",
                  "optim_grads" if lay.zero_stage == 2 else "optim_grads_params",
@@ -44,9 +73,17 @@ def arguments(ctx: EmitContext) -> tuple[list[str], dict[str, str], list[str]]:
             warnings.append(f"HSDP (shard {lay.dp_shard} of dp {lay.dp}) is not expressed: Megatron-FSDP shards "
                             f"over the whole data-parallel group here")
     if lay.recompute == "full":
-        args += ["--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"]
+        if r.recompute_num_layers is not None:
+            args += ["--recompute-granularity", "full", "--recompute-method", "block", "--recompute-num-layers",
+                     str(r.recompute_num_layers)]
+        else:
+            args += ["--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"]
     elif lay.recompute == "selective":
-        args += ["--recompute-granularity", "selective"]
+        modules = r.recompute_modules or (RecomputeModule.CORE_ATTN,)
+        args += ["--recompute-granularity", "selective", "--recompute-modules", *(m.value for m in modules)]
+    more, warn = recipe_arguments(ctx)
+    args += more
+    warnings += warn
     # validate_args: TP or CP > 1 without FSDP needs CUDA_DEVICE_MAX_CONNECTIONS=1 (Hopper and older);
     # Megatron-FSDP refuses exactly that value
     fsdp = lay.zero_stage in (2, 3)
@@ -54,10 +91,76 @@ def arguments(ctx: EmitContext) -> tuple[list[str], dict[str, str], list[str]]:
     return args, env, warnings
 
 
+def recipe_arguments(ctx: EmitContext) -> tuple[list[str], list[str]]:
+    """The recipe's Megatron-Core arguments besides recompute and the pipeline layout, and warnings for
+    what Megatron would refuse or cannot express."""
+    lay, r = ctx.plan.layout, ctx.recipe
+    args: list[str] = []
+    warnings: list[str] = []
+    if ctx.moe:
+        if r.moe_dispatcher in FLEX_BACKENDS:
+            args += ["--moe-token-dispatcher-type", "flex", "--moe-flex-dispatcher-backend", r.moe_dispatcher.value]
+        else:
+            args += ["--moe-token-dispatcher-type", r.moe_dispatcher.value]
+        if r.moe_fusions:
+            args += ["--moe-permute-fusion", "--moe-router-fusion"]
+        if r.moe_capacity_factor is not None:
+            args += ["--moe-expert-capacity-factor", f"{r.moe_capacity_factor:g}"]
+        if r.ep_comm_overlap:
+            args.append("--overlap-moe-expert-parallel-comm")
+            if lay.pp > 1 and lay.vpp == 1:
+                warnings.append("Megatron's EP overlap (--overlap-moe-expert-parallel-comm) needs virtual pipeline "
+                                "stages when pp > 1; add them or drop the overlap")
+            if lay.recompute == "full" or lay.ep == 1:
+                warnings.append("Megatron refuses --overlap-moe-expert-parallel-comm with full recompute or ep 1")
+        if r.delay_wgrad:
+            args.append("--delay-wgrad-compute")
+            if not r.ep_comm_overlap:
+                warnings.append("Megatron runs --delay-wgrad-compute only with --overlap-moe-expert-parallel-comm")
+        if r.dispatch_fp8:
+            warnings.append("FP8 dispatch has no Megatron-Core argument of its own: the flex dispatcher sends FP8 "
+                            "when the FP8 recipe quantises before dispatch; check your version does")
+    if r.cuda_graphs is CudaGraphs.PARTIAL:
+        modules = PARTIAL_GRAPH_MODULES_MOE if ctx.moe else PARTIAL_GRAPH_MODULES
+        args += ["--cuda-graph-impl", "transformer_engine", "--cuda-graph-modules", *modules]
+    elif r.cuda_graphs is CudaGraphs.FULL:
+        args += ["--cuda-graph-impl", "full_iteration", "--no-check-for-nan-in-loss-and-grad"]
+    if r.tp_comm_overlap and lay.tp > 1:
+        args.append("--tp-comm-overlap")
+        if not lay.sequence_parallel:
+            warnings.append("Megatron's --tp-comm-overlap needs --sequence-parallel, which this plan has off")
+    if ctx.plan.precision == Precision.FP8.value:
+        recipe = fp8_recipe(ctx.topo, r, Precision.FP8)
+        args += ["--fp8-format", "e4m3"] + (["--fp8-recipe", recipe.value] if recipe is not None else [])
+    elif r.fp8_recipe is not None:
+        warnings.append(f"fp8_recipe {r.fp8_recipe.value} is set but the plan runs {ctx.plan.precision}: no FP8 "
+                        f"arguments written")
+    if r.fp8_params:
+        args.append("--fp8-param-gather")
+        if lay.zero_stage == 0:
+            warnings.append("Megatron's --fp8-param-gather needs the distributed optimizer or Megatron-FSDP "
+                            "(ZeRO >= 1)")
+    if r.optimizer_state_bf16:
+        args += ["--use-precision-aware-optimizer", "--exp-avg-dtype", "bf16", "--exp-avg-sq-dtype", "bf16"]
+    if r.mtp_layers:
+        args += ["--mtp-num-layers", str(r.mtp_layers)]
+    if r.account_for_embedding:
+        args.append("--account-for-embedding-in-pipeline-split")
+    if r.account_for_loss:
+        args.append("--account-for-loss-in-pipeline-split")
+    if r.cross_entropy_fusion:
+        args.append("--cross-entropy-loss-fusion")
+    if r.pipeline_schedule is not PipelineSchedule.ONE_F_ONE_B:
+        warnings.append(f"the plan is priced with the {r.pipeline_schedule.value} pipeline schedule, which "
+                        f"Megatron-Core has no argument for: it runs 1F1B (interleaved when vpp > 1), with a larger "
+                        f"bubble")
+    return args, warnings
+
+
 def render(ctx: EmitContext) -> tuple[str, list[str]]:
     args, env, warnings = arguments(ctx)
     exports = "".join(f"export {k}={v}\n" for k, v in env.items())
     text = (header(ctx, "Megatron-LM (megatron-core 0.19.2)") + warn_block(warnings)
             + "# add your model, data and optimizer arguments; the ones below set the layout\n" + exports
-            + f"PLACEMENT_ARGS=({' '.join(args)})\n")
+            + f"PLACEMENT_ARGS=({' '.join(shlex.quote(a) for a in args)})\n")
     return text + torchrun_lines(ctx, 'pretrain_gpt.py "${PLACEMENT_ARGS[@]}"'), warnings

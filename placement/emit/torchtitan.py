@@ -9,7 +9,7 @@ resharding after forward, DDP = dp_replicate only.  ZeRO-1 does not exist there.
 
 from __future__ import annotations
 
-from placement.emit.common import EmitContext, header, torchrun_lines, warn_block
+from placement.emit.common import EmitContext, header, recipe_warnings, torchrun_lines, warn_block
 
 # placement catalog name -> (torchtitan --module, --config)
 MODELS = {
@@ -94,7 +94,22 @@ def flags(ctx: EmitContext) -> tuple[list[str], list[str]]:
         args += ["--training.disable_cuda_graphs"]
     args.append({"none": "activation-checkpoint:none", "selective": "activation-checkpoint:selective",
                  "full": "activation-checkpoint:full"}[lay.recompute])
+    warnings += recipe_warnings(ctx, "torchtitan 0.3.0", RUNS_INSTEAD)
     return args, warnings
+
+
+RUNS_INSTEAD = {
+    "moe_dispatcher": "it runs its all-to-all token dispatch, slower where a token goes to several ranks of one node",
+    "cuda_graphs": "it runs without CUDA graphs, with the host launch time the plan priced away",
+    "tp_comm_overlap": "its TP collectives run exposed (async TP needs torch.compile and is not written here)",
+    "ep_comm_overlap": "its EP all-to-all runs exposed, not behind another micro-batch",
+    "recompute_modules": "it runs its own selective activation checkpointing (per op or per layer)",
+    "delay_wgrad": "it computes expert weight gradients in place",
+    "pipeline_layout": "it splits the stages by pipeline_parallel_layers_per_stage",
+    "fp8_params": "it keeps BF16 weights", "optimizer_state_bf16": "it keeps FP32 Adam moments",
+    "cross_entropy_fusion": "its loss keeps the FP32 logits",
+}
+"""What torchtitan runs instead of each recipe feature it cannot be told."""
 
 
 def render(ctx: EmitContext) -> tuple[str, list[str]]:

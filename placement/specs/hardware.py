@@ -38,6 +38,17 @@ class AcceleratorSpec(Frozen):
     gemm_half_efficiency_dim: float = Field(gt=0, le=MAX_GEMM_HALF_EFFICIENCY_DIM)
     """A GEMM dimension of this many elements reaches half of MAMF along that dimension (tile
     quantisation and wave underfill of small sharded GEMMs; wider GPUs need bigger GEMMs)."""
+    attention_core_efficiency: float | None = Field(default=None, ge=MIN_EFFICIENCY, le=1)
+    """Fused attention throughput over BF16 MAMF where the part differs from the default
+    (cost.constants.ATTENTION_CORE_EFFICIENCY): Blackwell Ultra doubles the SFU exp throughput that
+    softmax waits on."""
+    mxfp8: bool = False
+    """Tensor cores that dequantise 1x32 block scales themselves (MXFP8, Blackwell and later): the FP8
+    default recipe there is MXFP8; elsewhere block-scaled FP8 dequantises on CUDA cores (Megatron-Core
+    DeepSeek-V3 GB200 write-up §1)."""
+    num_sms: int = Field(default=132, ge=1)
+    """Streaming multiprocessors: what communication kernels that occupy SMs (DeepEP, HybridEP) take from
+    compute (H100/H800 SXM 132, B200/GB200 148)."""
     source: str = ""
 
 
@@ -97,6 +108,15 @@ class ClusterSpec(Frozen):
     tiers: tuple[SwitchTier, ...] = Field(min_length=1)
     """Switch tiers above the scale-up domain, bottom up; the last may have fanout None."""
     default_num_gpus: int = Field(ge=1)
+    segment_nodes: int | None = Field(default=None, ge=1)
+    """Largest default SLURM segment of a job (`sbatch --segment N`, topology/block): the job's nodes come
+    in contiguous runs of N nodes, each run inside one scale-up domain.  A job takes the largest divisor of
+    its node count up to this (Megatron-Bridge's launcher rule: 64 GB200 trays -> 16, i.e. 64 GPUs per
+    rack).  Only for clusters whose scale-up domain spans several nodes.  A job's own segment
+    (`Topology(segment_nodes=...)`, `--segment`) overrides it."""
+    host_s_per_kernel: float | None = Field(default=None, gt=0, le=MAX_LATENCY_S)
+    """Host time per kernel issued by an eager training step on this node's CPUs (Python, op dispatch,
+    launch); None: the cost model's default for x86 hosts (cost.constants.HOST_S_PER_KERNEL)."""
     source: str = ""
 
     @model_validator(mode="after")
@@ -106,6 +126,21 @@ class ClusterSpec(Frozen):
                 f"scale_up.size ({self.scale_up.size}) and gpus_per_node ({self.gpus_per_node}) must divide "
                 f"one another: a host sits inside one scale-up domain or a domain inside one host"
             )
+        if self.segment_nodes is not None:
+            nodes_per_domain = self.scale_up.size // self.gpus_per_node
+            if nodes_per_domain <= 1:
+                raise ValueError(
+                    f"segment_nodes ({self.segment_nodes}) is set but one scale-up domain ({self.scale_up.size} "
+                    f"GPUs) is no more than one node ({self.gpus_per_node} GPUs), so every node is already a "
+                    f"segment of its own; remove segment_nodes"
+                )
+            if self.segment_nodes > nodes_per_domain:
+                raise ValueError(
+                    f"segment_nodes ({self.segment_nodes}) x gpus_per_node ({self.gpus_per_node}) = "
+                    f"{self.segment_nodes * self.gpus_per_node} GPUs is more than one scale-up domain holds "
+                    f"(scale_up.size {self.scale_up.size} = {nodes_per_domain} nodes); a segment lies inside "
+                    f"one domain: use at most {nodes_per_domain}"
+                )
         for tier in self.tiers[:-1]:
             if tier.fanout is None:
                 raise ValueError(

@@ -105,6 +105,12 @@ class ModelSpec(Frozen):
     """Hidden dropout is on (GPT-3-era models); it stores a 1-byte mask per activation (Korthikanti §4)."""
     moe: MoESpec | None = None
     mla: MLASpec | None = None
+    sliding_window: int | None = Field(default=None, ge=1)
+    """Keys a sliding-window layer attends to (the query's own token included); None: every layer attends
+    to the whole sequence.  GPT-OSS: 128 (HF openai/gpt-oss-120b config.json `sliding_window`)."""
+    sliding_window_layers: int = Field(default=0, ge=0, le=MAX_LAYERS)
+    """How many of the layers use `sliding_window`; the rest attend to the whole sequence.  GPT-OSS: half
+    of them, alternating (`layer_types`); only the count matters to the FLOPs."""
     default_seq_len: int = Field(default=4096, ge=1, le=MAX_SEQ_LEN)
     default_global_batch: int = Field(default=1024, ge=1, le=MAX_GLOBAL_BATCH)
     """Global batch in sequences used when the job does not say."""
@@ -124,6 +130,16 @@ class ModelSpec(Frozen):
             raise ValueError(
                 f"hidden_size ({self.hidden_size}) is not divisible by num_attention_heads "
                 f"({self.num_attention_heads}); set head_dim explicitly"
+            )
+        if self.sliding_window_layers > self.num_layers:
+            raise ValueError(
+                f"sliding_window_layers ({self.sliding_window_layers}) > num_layers ({self.num_layers}); "
+                f"set it to at most {self.num_layers}"
+            )
+        if (self.sliding_window is None) != (self.sliding_window_layers == 0):
+            raise ValueError(
+                f"sliding_window ({self.sliding_window}) and sliding_window_layers ({self.sliding_window_layers}) "
+                f"go together: set the window and how many layers use it, or neither"
             )
         if self.moe is not None and self.moe.num_dense_layers > self.num_layers:
             raise ValueError(

@@ -80,3 +80,49 @@ def test_megatron_validate_args_accepts_the_emitted_arguments(case, tmp_path):
     vpp = None if lay.vpp == 1 else lay.vpp
     assert valid == [str(lay.tp), str(lay.pp), str(lay.cp), str(lay.dp), str(vpp),
                      str(lay.ep if ctx.moe else 1)]
+
+
+# -- the recipe: Megatron-Core's own parser and validate_args accept the recipe arguments the emitter writes --
+
+RECIPE_CASE = ("deepseek-v3", "hgx-h800", 2048, 4096, 2048,
+               {"tp": 2, "pp": 8, "vpp": 4, "ep": 16, "etp": 1, "recompute": "selective"})
+
+
+def recipe_context():
+    from placement.catalog import load_accelerator, load_cluster, load_model
+    from placement.emit.common import EmitContext
+    from placement.planner import plan_job
+    from placement.search import SearchConfig
+    from placement.specs import TrainingSpec
+    from placement.specs.recipe import Recipe
+    from placement.topology import Topology
+
+    name, cluster_name, gpus, seq, gbs, fixed = RECIPE_CASE
+    cluster = load_cluster(cluster_name)
+    topo = Topology(cluster, load_accelerator(cluster.accelerator), num_gpus=gpus)
+    model = load_model(name)
+    recipe = Recipe(moe_dispatcher="deepep", cuda_graphs="partial", ep_comm_overlap=True, mtp_layers=1,
+                    cross_entropy_fusion=True, recompute_modules=("mla_up_proj", "moe_act"),
+                    pipeline_layout="Et|(tt|)*30mL")
+    result = plan_job(model, TrainingSpec(seq_len=seq, global_batch=gbs), topo,
+                      SearchConfig(top_k=1, fixed=fixed, recipe=recipe), None, with_rank_table=False)
+    plan = result.plans[0]
+    return EmitContext(plan, topo, result.gpu_of_rank[0], name, model.num_layers, model.is_moe), model
+
+
+def test_megatron_validate_args_accepts_the_recipe_arguments(tmp_path):
+    import subprocess
+    import sys
+
+    ctx, model = recipe_context()
+    text, _ = megatron.render(ctx)
+    a = emitted_args(ctx)
+    assert a["--moe-token-dispatcher-type"] == "flex" and a["--moe-flex-dispatcher-backend"] == "deepep"
+    assert a["--cuda-graph-impl"] == "transformer_engine"
+    assert "--overlap-moe-expert-parallel-comm" in a and a["--mtp-num-layers"] == "1"
+    path = tmp_path / "megatron.sh"
+    path.write_text(text)
+    extra = ["--multi-latent-attention"] if model.mla is not None else []
+    proc = subprocess.run([sys.executable, "-m", "tests.verify.megatron_validate", str(ctx.plan.num_gpus), str(path),
+                           *model_args(model), *extra], capture_output=True, text=True, check=False, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]

@@ -1,0 +1,171 @@
+"""Communication terms in the critical path, per layer per micro-batch: TP/SP, CP, EP, and PP per
+micro-batch.  Each returns its full time and what stays exposed under each overlap option, so the
+recipe choice can be made per candidate (cost.step)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from placement.cost import collectives as coll
+from placement.cost import constants as C
+from placement.cost.context import Ctx
+from placement.cost.layer import LayerCompute
+from placement.specs.recipe import Dispatcher, PipelineSchedule
+from placement.specs.recipe import RecomputeModule as M
+
+
+@dataclass(frozen=True)
+class TpTerm:
+    """TP/SP collectives of one layer per micro-batch: all-gather + reduce-scatter pairs, 2 forward and 2
+    backward all-reduce equivalents (PTD-P §3.2; Korthikanti §4: SP moves the same bytes)."""
+
+    dense_s: np.ndarray
+    moe_s: np.ndarray
+    """An MoE layer: with etp = 1 the experts run unsharded after the all-to-all, only attention keeps its
+    TP collectives."""
+    bytes_per_layer: np.ndarray
+    """Bytes one rank sends per layer per micro-batch (what the mapper weighs)."""
+
+    def exposed(self, overlap: bool, gemm_s: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(dense, moe, slowdown per dense layer): --tp-comm-overlap hides a share behind the GEMMs it
+        pipelines with, at the SM/HBM cost of running beside them."""
+        if not overlap:
+            return self.dense_s, self.moe_s, np.zeros_like(self.dense_s)
+        hidden = np.minimum(C.TP_OVERLAP_HIDDEN * self.dense_s, gemm_s)
+        share = np.where(self.dense_s > 0, hidden / np.maximum(self.dense_s, 1e-30), 0.0)
+        return (self.dense_s - hidden, self.moe_s * (1.0 - share), C.OVERLAP_COMPUTE_SLOWDOWN * hidden)
+
+
+def tp_term(x: Ctx) -> TpTerm:
+    act = x.tokens * x.w.hidden * C.BYTES_PER_ACTIVATION
+    group = coll.Groups(x.levels, np.ones_like(x.b.tp), x.b.tp)
+    ops = 4.0 + 2.0 * x.full * x.full_layers_share
+    dense = group.all_reduce(act) * ops
+    moe_share = np.where(x.b.etp > 1, 1.0, 0.5)
+    return TpTerm(dense_s=dense, moe_s=dense * moe_share,
+                  bytes_per_layer=np.where(x.b.tp > 1, 2.0 * act * ops, 0.0))
+
+
+@dataclass(frozen=True)
+class CpTerm:
+    """Context parallelism: K and V of the whole sequence gathered around the ring, overlapped with the
+    attention core (Llama 3 §3.3.2; ring attention), dK/dV reduce-scattered back."""
+
+    exposed_s: np.ndarray
+    total_s: np.ndarray
+    bytes_per_layer: np.ndarray
+
+
+def cp_term(x: Ctx, core_fwd_s: np.ndarray) -> CpTerm:
+    recompute_core = np.maximum(x.module(M.CORE_ATTN), x.full)
+    group = coll.Groups(x.levels, x.b.tp, x.b.cp)
+    # gathered K and V of the sequence; KV heads are replicated across TP ranks beyond their count
+    kv_full = x.tokens * x.cp * x.w.kv_dim / np.minimum(x.tp, x.w.kv_heads) * C.BYTES_PER_ACTIVATION
+    fwd = group.reduce_scatter(kv_full)
+    exposed = (np.maximum(fwd - core_fwd_s, 0.0) * (1.0 + recompute_core)
+               + np.maximum(2.0 * fwd - C.BACKWARD_TO_FORWARD * core_fwd_s, 0.0))
+    return CpTerm(exposed_s=exposed, total_s=fwd * (3.0 + recompute_core),
+                  bytes_per_layer=np.where(x.b.cp > 1, kv_full * (3.0 + x.full), 0.0))
+
+
+@dataclass(frozen=True)
+class EpTerm:
+    """MoE dispatch and combine of one MoE layer per micro-batch under one dispatcher."""
+
+    total_s: np.ndarray
+    """All-to-all time (forward and backward, and recompute forwards) plus the explicit permutes."""
+    forward_s: np.ndarray
+    """The forward dispatch + combine alone."""
+    sms: int
+    """SMs its kernels hold while they run."""
+    bytes_per_layer: np.ndarray
+
+
+def distinct_targets(bins: np.ndarray | float, draws: float) -> np.ndarray:
+    """Expected distinct bins hit by `draws` uniform picks among `bins` (top-k routing over ranks or
+    nodes): bins * (1 - (1 - 1/bins)^draws)."""
+    bins = np.maximum(np.asarray(bins, dtype=np.float64), 1.0)
+    return bins * (1.0 - (1.0 - 1.0 / bins) ** draws)
+
+
+def ep_term(x: Ctx, dispatcher: Dispatcher) -> EpTerm:
+    w = x.w
+    zero = np.zeros_like(x.tokens)
+    if not w.num_experts:
+        return EpTerm(zero, zero, 0, zero)
+    group = coll.Groups(x.levels, x.b.etp, x.b.ep)
+    load = x.expert_load
+    k = float(w.top_k)
+    copies = x.tokens / x.tp * k * w.hidden * C.BYTES_PER_ACTIVATION * load  # one copy per routed expert
+    fwd_dispatch = 0.5 if x.recipe.dispatch_fp8 else 1.0
+    recompute_fwd = x.full * x.full_layers_share + x.module(M.MOE)
+    ops = (fwd_dispatch + 1.0) * (1.0 + recompute_fwd) + 2.0
+    ranks_per_domain = group.within[group.inverse, 0]
+    domains = x.ep / np.maximum(ranks_per_domain, 1.0)
+    # group-limited routing (DeepSeek-V3 §2.1.2): whole expert groups per node -> at most M nodes per token
+    experts_per_domain = (w.num_experts / x.ep) * ranks_per_domain
+    whole_groups = (experts_per_domain >= w.num_experts / w.num_expert_groups) & (w.num_expert_groups > 1)
+    # a token picks its experts inside its groups_per_token groups, so it reaches at most that many domains
+    nodes_per_token = np.where(whole_groups, distinct_targets(np.minimum(w.groups_per_token, domains), k),
+                               distinct_targets(domains, k))
+    if dispatcher is Dispatcher.ALLTOALL:
+        # NCCL all-to-all sends a copy per routed expert: group-limited routing bounds the nodes a token
+        # reaches, not its copies, so nothing is saved
+        beyond = inside = 1.0
+        permute = x.tokens / x.tp * k * w.hidden * C.PERMUTE_BYTES_PER_ELEMENT * load / x.hbm_bw
+        if not x.recipe.moe_fusions:  # the unfused permute kernel (TE PR 1927: up to 10x, write-up §2.1.1)
+            permute = permute * C.UNFUSED_PERMUTE_SLOWDOWN
+    elif dispatcher is Dispatcher.ALLGATHER:
+        # every rank gathers every token of the group and keeps its own: ep copies of the tokens, not k
+        beyond = inside = x.ep / k
+        permute = zero
+    else:
+        # DeepEP / HybridEP: once per destination domain over the network, once per destination GPU inside
+        # (DeepEP normal kernels; DeepSeek-V3 §3.2.2); their kernels fuse the global permute
+        beyond = nodes_per_token / k
+        inside = distinct_targets(np.minimum(x.ep, ranks_per_domain), k) / k
+        permute = zero
+    eff = C.A2A_EFFICIENCY[dispatcher.value]
+    one = group.all_to_all(copies, beyond, inside) / eff
+    total = one * ops + permute * (1.0 + recompute_fwd / 2.0)
+    forward = one * (fwd_dispatch + 1.0)
+    sent = copies * np.maximum(beyond, inside) if dispatcher is not Dispatcher.ALLTOALL else copies
+    return EpTerm(total_s=np.where(x.b.ep > 1, total, 0.0), forward_s=np.where(x.b.ep > 1, forward, 0.0),
+                  sms=C.DISPATCHER_SMS[dispatcher.value],
+                  bytes_per_layer=np.where(x.b.ep > 1, sent * ops, 0.0))
+
+
+def ep_exposed(x: Ctx, ep: EpTerm, lc: LayerCompute, overlap: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(exposed seconds, compute slowdown seconds) of one MoE layer's all-to-alls per micro-batch.
+
+    With 1F1B A2A overlap (`--overlap-moe-expert-parallel-comm`) one micro-batch's dispatch/combine runs
+    beside another's compute: a share hides, bounded by that compute; DualPipe hides all of it behind
+    the paired chunk (DeepSeek-V3 §3.2.1).  Hidden communication slows the compute beside it by the SMs
+    its kernels hold (DeepEP/HybridEP) or by the generic overlap slowdown (NCCL)."""
+    if x.recipe.pipeline_schedule is PipelineSchedule.DUALPIPE:
+        share = 1.0
+    elif overlap:
+        share = C.EP_OVERLAP_HIDDEN
+    else:
+        return ep.total_s, np.zeros_like(ep.total_s)
+    hidden = np.minimum(share * ep.total_s, lc.moe_s)
+    slow = ep.sms / x.topo.accelerator.num_sms if ep.sms else C.OVERLAP_COMPUTE_SLOWDOWN
+    return ep.total_s - hidden, slow * hidden
+
+
+@dataclass(frozen=True)
+class PpTerm:
+    """Point-to-point activations between stages: b s h / t per boundary with TP scatter/gather
+    (PTD-P §4.1), forward and backward, v times under interleaving (PTD-P §2.2.2)."""
+
+    per_microbatch_s: np.ndarray
+    bytes_per_step: np.ndarray
+
+
+def pp_term(x: Ctx) -> PpTerm:
+    act = x.tokens * x.w.hidden * C.BYTES_PER_ACTIVATION
+    pair = coll.Groups(x.levels, x.b.tp * x.b.cp * x.b.dp, x.b.pp, pair=True)
+    per_mb = np.where(x.b.pp > 1, 2.0 * x.vpp * pair.p2p(act / x.tp), 0.0)
+    return PpTerm(per_microbatch_s=per_mb, bytes_per_step=np.where(x.b.pp > 1, act / x.tp * 2.0 * x.vpp * x.m, 0.0))

@@ -1,0 +1,134 @@
+"""Ctx: what every cost term reads about K candidates at once, computed once per `estimate` call.
+
+Degrees as float arrays, the micro-batch count, the rows of one rank's GEMMs, the recompute passes, the
+GEMM rates of the precision and recipe, and the recipe itself.  Terms take a Ctx and return small typed
+results; none of them reads flags or files.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from placement.cost import collectives as coll
+from placement.cost import constants as C
+from placement.cost.batch import RECOMPUTE_MODULES, LayoutBatch
+from placement.cost.compute import GemmRate
+from placement.errors import InputError
+from placement.specs import TrainingSpec
+from placement.specs.recipe import Fp8Recipe, Recipe, RecomputeModule
+from placement.specs.training import Precision
+from placement.topology import Topology
+from placement.workload import Workload
+
+SELECTIVE, FULL = 1, 2
+
+
+@dataclass(frozen=True)
+class Ctx:
+    w: Workload
+    train: TrainingSpec
+    topo: Topology
+    b: LayoutBatch
+    recipe: Recipe
+    levels: coll.LevelArrays
+    tp: np.ndarray
+    cp: np.ndarray
+    ep: np.ndarray
+    etp: np.ndarray
+    pp: np.ndarray
+    vpp: np.ndarray
+    dp: np.ndarray
+    mbs: np.ndarray
+    m: np.ndarray
+    """Micro-batches per step."""
+    tokens: np.ndarray
+    """Tokens of one micro-batch on one rank: the rows of its GEMMs."""
+    sp_shard: np.ndarray
+    """TP degree where sequence parallelism shards the element-wise work, else 1."""
+    full: np.ndarray
+    """Full recompute of every layer (bool)."""
+    full_layers_share: np.ndarray
+    """Share of a stage's layers under full recompute (recompute_num_layers of the recipe, else 1)."""
+    gemm: GemmRate
+    """Rate of the GEMMs that run at the training precision."""
+    gemm_bf16: GemmRate
+    """Rate of those that stay 16-bit under FP8 (router, LM head, attention core inputs)."""
+    fp8: Fp8Recipe | None
+    hbm_bw: float
+    expert_load: float
+    """Tokens on the busiest EP rank over the mean: the routing imbalance, capped by a capacity factor."""
+
+    def module(self, mod: RecomputeModule) -> np.ndarray:
+        """True where selective recompute includes `mod` (bool per candidate)."""
+        bit = 1 << RECOMPUTE_MODULES.index(mod)
+        return (self.b.recompute == SELECTIVE) & ((self.b.rc_modules & bit) != 0)
+
+    @property
+    def passes(self) -> np.ndarray:
+        """Forward, backward (2x) and, under full recompute, the forward again: in forward-pass units."""
+        return 1.0 + C.BACKWARD_TO_FORWARD + self.full * self.full_layers_share
+
+    @property
+    def is_fp8(self) -> bool:
+        return self.train.precision is Precision.FP8
+
+
+def fp8_recipe(topo: Topology, recipe: Recipe, precision: Precision) -> Fp8Recipe | None:
+    """The FP8 scaling recipe that runs: the recipe's, else MXFP8 where the tensor cores dequantise block
+    scales (Blackwell), else per-tensor scaling (Megatron-Core write-up §1)."""
+    if precision is not Precision.FP8:
+        return None
+    if recipe.fp8_recipe is not None:
+        if recipe.fp8_recipe is Fp8Recipe.MXFP8 and not topo.accelerator.mxfp8:
+            raise InputError(
+                f"fp8_recipe mxfp8: {topo.accelerator.name} has no MXFP8 tensor cores (Blackwell and later); "
+                f"use tensorwise or blockwise"
+            )
+        return recipe.fp8_recipe
+    return Fp8Recipe.MXFP8 if topo.accelerator.mxfp8 else Fp8Recipe.TENSORWISE
+
+
+def gemm_rates(topo: Topology, precision: Precision, fp8: Fp8Recipe | None) -> tuple[GemmRate, GemmRate]:
+    acc = topo.accelerator
+    bf16 = GemmRate(acc.peak_flops_bf16 * acc.matmul_efficiency_bf16, acc.gemm_half_efficiency_dim)
+    if precision is not Precision.FP8:
+        return bf16, bf16
+    if acc.peak_flops_fp8 is None:
+        raise InputError(
+            f"--precision fp8: accelerator {acc.name!r} has no FP8 tensor cores (peak_flops_fp8 unset); "
+            f"use --precision bf16"
+        )
+    eff = acc.matmul_efficiency_fp8 or acc.matmul_efficiency_bf16
+    if fp8 is Fp8Recipe.BLOCKWISE and not acc.mxfp8:
+        eff *= C.BLOCKWISE_FP8_HOPPER_EFFICIENCY
+    return GemmRate(acc.peak_flops_fp8 * eff, acc.gemm_half_efficiency_dim), bf16
+
+
+def context(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch, recipe: Recipe) -> Ctx:
+    f64 = np.float64
+    tp, cp, ep, etp, pp, vpp, dp = (x.astype(f64) for x in (b.tp, b.cp, b.ep, b.etp, b.pp, b.vpp, b.dp))
+    mbs = b.mbs.astype(f64)
+    fp8 = fp8_recipe(topo, recipe, train.precision)
+    gemm, gemm_bf16 = gemm_rates(topo, train.precision, fp8)
+    full = b.recompute == FULL
+    # --recompute-num-layers N (block method): N of each virtual stage's layers recompute fully
+    per_chunk = np.maximum(w.num_layers / (pp * vpp), 1.0)
+    share = 1.0 if recipe.recompute_num_layers is None else np.minimum(recipe.recompute_num_layers / per_chunk, 1.0)
+    return Ctx(
+        w=w, train=train, topo=topo, b=b, recipe=recipe, levels=coll.LevelArrays(topo),
+        tp=tp, cp=cp, ep=ep, etp=etp, pp=pp, vpp=vpp, dp=dp, mbs=mbs,
+        m=train.global_batch / (dp * mbs), tokens=mbs * train.seq_len / cp,
+        sp_shard=np.where(b.sp.astype(bool), tp, 1.0), full=full.astype(f64),
+        full_layers_share=np.broadcast_to(np.asarray(share, dtype=f64), tp.shape),
+        gemm=gemm, gemm_bf16=gemm_bf16, fp8=fp8, hbm_bw=topo.accelerator.hbm_bandwidth_bytes_per_s,
+        expert_load=expert_load(recipe),
+    )
+
+
+def expert_load(recipe: Recipe) -> float:
+    load = C.REAL_ROUTING_IMBALANCE if recipe.routing_imbalance is None else recipe.routing_imbalance
+    if recipe.moe_capacity_factor is not None:
+        load = min(load, max(recipe.moe_capacity_factor, 1.0))
+    return load

@@ -1,0 +1,103 @@
+"""Data-parallel terms: gradient reduction and parameter gathers per step, what of them hides behind
+compute, and the optimizer step.
+
+DDP all-reduces gradients during the last backward.  ZeRO-1 (Megatron's distributed optimizer)
+reduce-scatters them during the last backward and all-gathers the updated weights during the next
+forward (`--overlap-grad-reduce --overlap-param-gather`).  ZeRO-2 keeps only its gradient shard, so it
+reduce-scatters after every micro-batch's backward (DeepSpeed ZeRO-2, FSDP SHARD_GRAD_OP), then
+all-gathers as ZeRO-1 does.  ZeRO-3/FSDP gathers weights for forward and backward and reduce-scatters
+gradients every micro-batch, behind that micro-batch's compute (prefetch), expert weights included.
+Under interleaving the buckets of each model chunk go as soon as the chunk's last backward ends, so
+they hide behind the cooldown's remaining chunks, and each chunk's gather behind the forward of the
+chunks before it (Megatron-Core distributed optimizer, `--overlap-grad-reduce` per model chunk).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from placement.cost import collectives as coll
+from placement.cost import constants as C
+from placement.cost.context import Ctx
+
+
+def grad_bytes(x: Ctx) -> int:
+    """Bytes per gradient element in the buffer and on the wire: fp32 where the recipe reduces in fp32."""
+    return 4 if x.recipe.grad_reduce_fp32 else C.BYTES_GRAD
+
+
+@dataclass(frozen=True)
+class StageParams:
+    """Parameters one rank holds (the stage with the most), split as the DP groups see them."""
+
+    dense: np.ndarray
+    """Replicated over the dense DP group (attention, dense MLPs, shared experts, router, embedding, head)."""
+    expert: np.ndarray
+    """Routed experts, replicated over the expert-DP group."""
+    dense_shard: np.ndarray
+    """Ranks the dense state is sharded over under ZeRO."""
+    expert_shard: np.ndarray
+    """Ranks the expert state is sharded over (expert DP)."""
+
+
+@dataclass(frozen=True)
+class DpTerm:
+    total_s: np.ndarray
+    """All DP communication of one step."""
+    exposed_s: np.ndarray
+    """What of it adds to the step."""
+    dense_bytes: np.ndarray
+    replica_bytes: np.ndarray
+    expert_bytes: np.ndarray
+    """Bytes one member of each group sends per step (what the mapper weighs)."""
+
+
+def dp_term(x: Ctx, p: StageParams, comp_mb_s: np.ndarray) -> DpTerm:
+    b, lv = x.b, x.levels
+    zero3, zero2 = b.zero == 3, b.zero == 2
+    dense_group = coll.Groups(lv, b.tp, np.where(zero3, b.cp * b.dp_shard, b.cp * b.dp))
+    edp = np.rint(x.tp * x.cp * x.dp / (x.ep * x.etp)).astype(np.int64)
+    expert_group = coll.Groups(lv, b.ep * b.etp, edp)
+    grad_b, wt_b = grad_bytes(x), C.BYTES_WEIGHT
+    rs_once = dense_group.reduce_scatter(p.dense * grad_b) + expert_group.reduce_scatter(p.expert * grad_b)
+    ag_once = dense_group.reduce_scatter(p.dense * wt_b) + expert_group.reduce_scatter(p.expert * wt_b)
+    z3_mb = 3.0 * ag_once
+    replicas = coll.Groups(lv, b.tp * b.cp * b.dp_shard, b.dp // b.dp_shard)
+    hsdp_once = replicas.all_reduce(p.dense * grad_b / p.dense_shard)
+    m = x.m
+    total = np.where(zero3, z3_mb * m + hsdp_once, np.where(zero2, rs_once * m + ag_once, rs_once + ag_once))
+    if not x.recipe.dp_overlap:
+        exposed = total
+    else:
+        bwd_share = C.BACKWARD_TO_FORWARD / (1.0 + C.BACKWARD_TO_FORWARD)
+        # per-chunk buckets under interleaving: the reduce-scatter of all chunks but the last hides behind
+        # the cooldown's later chunks, the last chunk's behind its own backward
+        chunks = np.minimum(x.vpp, np.maximum(m, 1.0))
+        hide = C.DP_OVERLAP_FRACTION * bwd_share * comp_mb_s * chunks
+        hide_fwd = C.DP_OVERLAP_FRACTION * (1.0 - bwd_share) * comp_mb_s * chunks
+        gather_exposed = np.maximum(ag_once - hide_fwd, 0.0)
+        exposed = np.where(
+            zero3, m * np.maximum(z3_mb - comp_mb_s, 0.0) + np.maximum(hsdp_once - hide, 0.0),
+            np.where(zero2, m * np.maximum(rs_once - hide / chunks, 0.0) + gather_exposed,
+                     np.where(b.zero == 1, np.maximum(rs_once - hide, 0.0) + gather_exposed,
+                              np.maximum(rs_once + ag_once - hide, 0.0))))
+    dense_bytes = np.where(zero3, 3.0 * p.dense * wt_b * m, np.where(zero2, p.dense * grad_b * (m + 1.0),
+                                                                     2.0 * p.dense * grad_b))
+    expert_bytes = np.where(zero3, 3.0 * p.expert * wt_b * m, np.where(zero2, p.expert * grad_b * (m + 1.0),
+                                                                       2.0 * p.expert * grad_b))
+    return DpTerm(
+        total_s=total, exposed_s=exposed,
+        dense_bytes=np.where(p.dense_shard > 1, dense_bytes, 0.0),
+        replica_bytes=np.where(zero3 & (b.dp_shard < b.dp), 2.0 * p.dense * grad_b / p.dense_shard, 0.0),
+        expert_bytes=np.where(p.expert_shard > 1, expert_bytes, 0.0),
+    )
+
+
+def optimizer_term(x: Ctx, p: StageParams) -> np.ndarray:
+    """Seconds of one fused Adam step over the rank's parameter shard: memory-bound."""
+    dense_shard = np.where(x.b.zero >= 1, p.dense_shard, 1.0)
+    expert_shard = np.where(x.b.zero >= 1, p.expert_shard, 1.0)
+    params = p.dense / dense_shard + p.expert / expert_shard
+    return params * C.OPTIMIZER_BYTES_PER_PARAM_STEP / x.hbm_bw

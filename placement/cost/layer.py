@@ -1,0 +1,138 @@
+"""Compute term: GPU seconds of one layer for one micro-batch on one rank, forward + backward (+ the
+forwards recompute adds), by kind of layer.
+
+GEMMs at their sharded shapes (roofline at MAMF times shape efficiency, cost.compute), the attention
+core, memory-bound element-wise work, and under FP8 the quantisation traffic of every FP8 GEMM input.
+Router, attention core, LM head and embedding stay 16-bit under FP8 (Megatron-Core DeepSeek-V3 GB200
+write-up §1 item 1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from placement.cost import constants as C
+from placement.cost.compute import (
+    attention_core_time,
+    cross_entropy_time,
+    elementwise_time,
+    gemm_time,
+    unfused_attention_time,
+)
+from placement.cost.context import Ctx
+from placement.specs.recipe import RecomputeModule as M
+from placement.specs.training import AttentionKernel
+
+NORM_BYTES_PER_HIDDEN = 8.0
+"""Of ELEMENTWISE_BYTES_PER_HIDDEN, the two RMS/LayerNorms of a layer (read 2 + write 2 bytes each):
+what `layernorm` recompute runs again."""
+ACTIVATION_BYTES_PER_ELEMENT = 6.0
+"""SwiGLU/GELU forward per output element: read gate and up (2 + 2), write 2: what `moe_act` reruns."""
+
+
+@dataclass(frozen=True)
+class LayerCompute:
+    """Seconds per layer per micro-batch (fwd + bwd + recompute) on one rank, per candidate."""
+
+    dense_s: np.ndarray
+    """A dense layer: attention block and dense MLP."""
+    moe_s: np.ndarray
+    """An MoE layer: attention block, router, routed experts (at the busiest rank's load), shared experts."""
+    head_s: np.ndarray
+    """LM head and cross-entropy (forward and backward, 16-bit)."""
+    mtp_s: np.ndarray
+    """One MTP layer: its projection, one transformer layer and its own LM head and loss."""
+    attn_s: np.ndarray
+    """The attention block alone (part of both layer kinds)."""
+    experts_s: np.ndarray
+    """Routed expert GEMMs and their quantisation alone (part of moe_s)."""
+    moe_forward_s: np.ndarray
+    """One MoE layer's forward alone (what `moe` recompute reruns and what hides an A2A)."""
+
+
+def _gemm(x: Ctx, m, n, k, count=1.0):
+    """GEMM time at the training precision plus, under FP8, quantising its activation input (m x k).
+    Weights are cast once per step and cached across micro-batches (Transformer Engine
+    `is_first_microbatch`), so they add nothing per micro-batch."""
+    t = gemm_time(m, n, k, count, x.gemm)
+    if x.fp8 is not None:
+        t = t + count * np.asarray(m) * k * C.FP8_QUANT_BYTES_PER_ELEMENT[x.fp8.value] / x.hbm_bw
+    return t
+
+
+def attention_forward(x: Ctx) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(projection GEMMs, attention core, element-wise) of one attention block's forward."""
+    w, tokens, tp = x.w, x.tokens, x.tp
+    proj = 0.0
+    for n, k, split in w.attn_gemms:
+        n_loc = n / tp if split == 1 else n
+        k_loc = k / tp if split == 2 else k
+        proj = proj + _gemm(x, tokens, n_loc, k_loc)
+    keys = w.attended_keys(x.train.seq_len)
+    if x.train.attention_kernel is AttentionKernel.UNFUSED:
+        core = unfused_attention_time(tokens, keys, w.num_heads / tp, w.qk_head_dim, w.v_head_dim,
+                                      x.gemm_bf16, x.hbm_bw)
+    else:
+        core = attention_core_time(tokens, keys, w.attn_core_dim / tp, x.gemm_bf16.peak_flops,
+                                   x.topo.accelerator.attention_core_efficiency)
+    elem = elementwise_time(tokens, w.hidden, x.sp_shard, x.hbm_bw)
+    return proj, core, elem
+
+
+def _mla_up_forward(x: Ctx) -> np.ndarray:
+    """MLA's up-projection GEMMs (column-parallel, K = a LoRA rank): what mla_up_proj recompute reruns."""
+    t = 0.0
+    if x.w.mla_up_width:
+        for n, k, split in x.w.attn_gemms:
+            if split == 1 and k < x.w.hidden:
+                t = t + _gemm(x, x.tokens, n / x.tp, k)
+    return t
+
+
+def layer_compute(x: Ctx) -> LayerCompute:
+    w, tokens, tp, passes = x.w, x.tokens, x.tp, x.passes
+    bwd = C.BACKWARD_TO_FORWARD
+    proj, core, elem = attention_forward(x)
+    core_passes = 1.0 + bwd + np.maximum(x.module(M.CORE_ATTN), x.full * x.full_layers_share)
+    norm = tokens * w.hidden * NORM_BYTES_PER_HIDDEN / x.sp_shard / x.hbm_bw
+    attn = (proj * passes + core * core_passes + elem * passes
+            + _mla_up_forward(x) * x.module(M.MLA_UP_PROJ) + norm * x.module(M.LAYERNORM))
+
+    def mlp_forward(ffn: float) -> np.ndarray:
+        if ffn == 0:
+            return np.zeros_like(tokens)
+        return _gemm(x, tokens, w.mlp_up * ffn / tp, w.hidden) + _gemm(x, tokens, w.hidden, ffn / tp)
+
+    dense_mlp = mlp_forward(w.dense_ffn)
+    dense = attn + dense_mlp * (passes + x.module(M.MLP))
+    if w.num_experts:
+        local = w.num_experts / x.ep
+        load = x.expert_load
+        pairs = tokens * w.top_k * x.etp / tp * load  # token-expert pairs the busiest rank computes
+        per_expert = pairs / local
+        ffn = w.expert_ffn / x.etp
+        experts_fwd = (_gemm(x, per_expert, w.mlp_up * ffn, w.hidden, local)
+                       + _gemm(x, per_expert, w.hidden, ffn, local))
+        act_fwd = pairs * ffn * ACTIVATION_BYTES_PER_ELEMENT / x.hbm_bw
+        router_fwd = gemm_time(tokens / x.sp_shard, w.num_experts, w.hidden, 1, x.gemm_bf16)
+        shared_fwd = mlp_forward(w.shared_ffn_total)
+        moe_fwd = experts_fwd + act_fwd + router_fwd + shared_fwd
+        moe_block = (moe_fwd * passes
+                     + act_fwd * x.module(M.MOE_ACT)
+                     + shared_fwd * x.module(M.SHARED_EXPERTS)
+                     + moe_fwd * x.module(M.MOE))
+        moe = attn + moe_block
+        experts = (experts_fwd + act_fwd) * passes
+    else:
+        moe = dense
+        experts = moe_fwd = np.zeros_like(tokens)
+    vocab = w.embed_params / w.hidden
+    head = (gemm_time(tokens, vocab / tp, w.hidden, 1, x.gemm_bf16) * (1.0 + bwd)
+            + cross_entropy_time(tokens, vocab / tp, x.hbm_bw))
+    # an MTP module: concat-projection 2h -> h, one transformer layer, its own head and loss (DeepSeek-V3 §2.2)
+    mtp_layer = moe if w.num_experts else dense
+    mtp = mtp_layer + head + gemm_time(tokens, w.hidden / tp, 2 * w.hidden, 1, x.gemm_bf16) * (1.0 + bwd)
+    return LayerCompute(dense_s=dense, moe_s=moe, head_s=head, mtp_s=mtp, attn_s=attn, experts_s=experts,
+                        moe_forward_s=attn / passes + moe_fwd)

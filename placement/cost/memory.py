@@ -1,0 +1,133 @@
+"""Memory term: peak bytes on the busiest pipeline rank.
+
+Weights, gradients and optimizer state after ZeRO sharding (16 bytes/param for mixed-precision Adam,
+ZeRO §3; 12 with BF16 moments), activations per Korthikanti et al. Table 2 with fused attention, per
+recomputed module (Megatron-Core `--recompute-modules`), times the micro-batches in flight on that rank
+(1F1B: pp - rank; interleaved: Megatron's warm-up count), logits on the loss stage (and MTP's), FP8
+weight copies, ZeRO-3 gather buffers, CUDA-graph pools, and a reserve for the CUDA context and
+communication buffers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from placement.cost import constants as C
+from placement.cost.context import Ctx
+from placement.cost.pipeline import StageKinds
+from placement.specs.recipe import RecomputeModule as M
+
+
+@dataclass(frozen=True)
+class LayerActivations:
+    """Bytes one layer keeps for backward per micro-batch on one rank."""
+
+    dense: np.ndarray
+    moe: np.ndarray
+    layer_input: np.ndarray
+    """What full recompute keeps: the layer's input."""
+
+
+def layer_activations(x: Ctx) -> LayerActivations:
+    """Korthikanti et al. Table 2 per-layer activations, with fused (flash) attention: no s x s tensor.
+
+    Replicated across TP unless sequence parallel: the inputs of both norms (4 sbh bytes) and the norm
+    outputs feeding the QKV and first MLP GEMMs (4 sbh), plus two 1-byte dropout masks when dropout is
+    on.  Sharded by TP: the attention activations (Q, K, V, output; MLA's latents), the MLP
+    up-projection outputs and the activation output.  MoE: every token-expert pair keeps its permuted
+    input and expert activations.  Under FP8 the saved GEMM inputs are the 1-byte quantised copies
+    (Transformer Engine; Megatron-Core MoE README: FP8 halves activation memory).  Recomputed modules
+    keep nothing of their own.
+    """
+    w, tokens, tp, h = x.w, x.tokens, x.tp, x.w.hidden
+    q = 0.5 if x.fp8 is not None else 1.0  # bytes of a saved GEMM input, relative to 16-bit
+    norm_in = 4.0 * h
+    norm_out = np.where(x.module(M.LAYERNORM), 0.0, 4.0 * h * q)
+    dropout = 2.0 * h if w.dropout else 0.0
+    rep = (norm_in + norm_out + dropout) / x.sp_shard
+    attn = 2.0 * w.attn_act_width - np.where(x.module(M.MLA_UP_PROJ), 2.0 * w.mla_up_width, 0.0)
+    mlp_kept = np.where(x.module(M.MLP), 0.0, 1.0)
+    dense_mlp = 2.0 * (w.mlp_up + q) * w.dense_ffn * mlp_kept
+    dense = tokens * (rep + (attn + dense_mlp) / tp)
+    if w.num_experts:
+        whole_moe = x.module(M.MOE)
+        shared = 2.0 * (w.mlp_up + q) * w.shared_ffn_total * np.where(x.module(M.SHARED_EXPERTS) | whole_moe, 0, 1)
+        load = x.expert_load
+        pairs = tokens * w.top_k * x.etp / tp * load
+        ffn = w.expert_ffn / x.etp
+        act_out = np.where(x.module(M.MOE_ACT), 0.0, 2.0 * q * ffn)
+        routed = pairs * (2.0 * q * h + 2.0 * w.mlp_up * ffn + act_out) * np.where(whole_moe, 0.0, 1.0)
+        moe = tokens * (rep + (attn + shared) / tp) + routed
+    else:
+        moe = dense
+    return LayerActivations(dense=dense, moe=moe, layer_input=tokens * 2.0 * h / x.sp_shard)
+
+
+def in_flight(x: Ctx, rank: np.ndarray) -> np.ndarray:
+    """Micro-batches whose activations a pipeline rank holds at its peak.  1F1B: pp - rank, at most m
+    (Megatron schedules: warm-up p - rank - 1, plus one).  Interleaved: ((pp - rank - 1) * 2 + (vpp - 1) *
+    pp + 1) chunk-micro-batches of 1/vpp of the rank's layers (Megatron's interleaved warm-up), which for
+    rank 0 is pp * (1 + (pp - 1)/(pp vpp)) (MLM-mem interleaved_schedule_memory_penalty)."""
+    pp, vpp = x.pp, x.vpp
+    plain = np.minimum(x.m, pp - rank)
+    interleaved = ((pp - rank - 1.0) * 2.0 + (vpp - 1.0) * pp + 1.0) / vpp
+    return np.where(x.b.vpp > 1, np.minimum(interleaved, x.m), plain)
+
+
+@dataclass(frozen=True)
+class MemoryTerm:
+    weights_bytes: np.ndarray
+    grads_bytes: np.ndarray
+    optimizer_bytes: np.ndarray
+    activations_bytes: np.ndarray
+    other_bytes: np.ndarray
+    peak_bytes: np.ndarray
+
+
+def memory_term(x: Ctx, st: StageKinds, dense_p: np.ndarray, expert_p: np.ndarray, dense_shard: np.ndarray,
+                expert_shard: np.ndarray, extra_bytes: np.ndarray | float) -> MemoryTerm:
+    """Peak over the kinds of pipeline rank (S, K inputs: params per kind); `extra_bytes` (K,) is what the
+    recipe adds on every rank (CUDA-graph pools)."""
+    b = x.b
+    zero3 = b.zero == 3
+    p = dense_p + expert_p
+    sharded = dense_p / dense_shard + expert_p / expert_shard
+    weights = np.where(zero3, sharded, p) * C.BYTES_WEIGHT
+    if x.fp8 is not None:  # the quantised copy beside the 16-bit weight, or FP8 primary weights alone
+        weights = weights * 0.5 if x.recipe.fp8_params else weights + np.where(zero3, sharded, p) * C.FP8_WEIGHT_COPY_BYTES
+    # fp32 gradients take 4 bytes where a full-size grad buffer is kept (DDP, Megatron's distributed optimizer);
+    # under ZeRO-3/FSDP2 the sharded fp32 parameter is itself the master copy, so 2 + 4 + 8 = 16 bytes as before
+    grad_b = np.where((b.zero < 3) & x.recipe.grad_reduce_fp32, 4.0, C.BYTES_GRAD)
+    grads = np.where(b.zero >= 2, sharded, p) * grad_b
+    state = C.BYTES_OPTIMIZER_BF16_MOMENTS if x.recipe.optimizer_state_bf16 else C.BYTES_OPTIMIZER
+    opt = np.where(b.zero >= 1, sharded, p) * state
+
+    acts = layer_activations(x)
+    share = x.full * x.full_layers_share
+    per_dense = share * acts.layer_input + (1.0 - share) * acts.dense
+    per_moe = share * acts.layer_input + (1.0 - share) * acts.moe
+    stored = st.dense * per_dense + (st.moe + st.mtp) * per_moe
+    working = np.where(x.full > 0, np.where(st.moe > 0, acts.moe, acts.dense), 0.0)
+    activations = stored * in_flight(x, st.rank) + working * (st.num_ranks > 0)
+
+    w = x.w
+    vocab = w.embed_params / w.hidden
+    logit_bytes = C.BYTES_PER_ACTIVATION if x.recipe.cross_entropy_fusion else C.LOGITS_BYTES_PER_ELEMENT
+    logits = x.tokens * vocab / x.tp * logit_bytes * (st.loss + st.mtp)
+    dense_layer_p = (w.attn_params + w.dense_mlp_params) / x.tp
+    moe_layer_p = (w.attn_params + w.shared_params) / x.tp + w.router_params + w.num_experts * w.expert_params / (
+        x.ep * x.etp)
+    z3_buffer = np.where(zero3, 2.0 * np.maximum(dense_layer_p, moe_layer_p) * C.BYTES_WEIGHT, 0.0)
+    other = logits + z3_buffer + C.MEMORY_RESERVE_BYTES + extra_bytes
+    total = weights + grads + opt + activations + other
+    total = np.where(st.num_ranks > 0, total, 0.0)
+    worst = np.argmax(total, axis=0)
+    cols = np.arange(total.shape[1])
+
+    def pick(a):
+        return np.broadcast_to(a, total.shape)[worst, cols]
+
+    return MemoryTerm(weights_bytes=pick(weights), grads_bytes=pick(grads), optimizer_bytes=pick(opt),
+                      activations_bytes=pick(activations), other_bytes=pick(other), peak_bytes=pick(total))

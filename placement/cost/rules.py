@@ -1,0 +1,219 @@
+"""The layout rules, each stated once as a vectorized predicate with its reason and its error message.
+
+`search.enumerate_layouts` keeps the candidates every rule holds for; `evaluate.check_layout` reports the
+first rule a given layout breaks.  A rule reads named columns of int64 arrays (tp, cp, ep, etp, pp, vpp,
+dp, mbs; one row per candidate, any mapping that returns arrays by name) and the model/job `Facts`.
+
+What is not here: the degrees multiplying into the GPU count (the search derives dp from it, `Layout`
+checks it against the cluster), the `Layout` validator's field rules (vpp needs pp, SP needs tp, HSDP
+needs ZeRO-3), and the search's own bounds (max_tp, max_cp, vpp <= 8, micro-batch <= max), which are
+choices of what to try, not rules of what can run.
+
+Pipeline split (placement/cost/stages.py, placement/cost/pipeline.py `default_layout`): middle ranks
+take ceil(L / pp) layers and the first and last share the rest; interleaving splits each rank's layers
+ceil/floor over its vpp model chunks.  Megatron-Core's default split needs pp and vpp to divide the
+layers; uneven ranks and chunks are what its --decoder-first/last-pipeline-num-layers and
+--pipeline-model-parallel-layout express (Llama 3 ran interleaved 1F1B on 126 layers over 16 stages).
+"""
+
+from __future__ import annotations
+
+from collections import ChainMap
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from placement.cost.stages import stage_layers
+from placement.specs import Layout, ModelSpec, TrainingSpec
+
+Columns = Mapping[str, np.ndarray]
+"""Candidate columns by axis name: tp, cp, ep, etp, pp, vpp, dp, mbs (int64 arrays of equal length)."""
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What the rules read from the model and the job."""
+
+    model_name: str
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    num_experts: int
+    """Routed experts per MoE layer; 0 for a dense model."""
+    seq_len: int
+    global_batch: int
+
+    @classmethod
+    def of(cls, model: ModelSpec, train: TrainingSpec) -> Facts:
+        return cls(model_name=model.name, num_layers=model.num_layers, num_heads=model.num_attention_heads,
+                   num_kv_heads=model.kv_heads, num_experts=model.moe.num_experts if model.moe else 0,
+                   seq_len=train.seq_len, global_batch=train.global_batch)
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    reads: frozenset[str]
+    """The columns the predicate reads; the search applies a rule once all of them exist."""
+    reason: str
+    holds: Callable[[Facts, Columns], np.ndarray]
+    """(K,) bool: True where the rule holds."""
+    message: Callable[[Facts, Mapping[str, int]], str]
+    """The error for one layout that breaks the rule: the values, the arithmetic and a fix."""
+
+
+def _ends(f: Facts, c: Columns) -> tuple[np.ndarray, np.ndarray]:
+    """Layers on the first and last pipeline ranks (the middle ranks hold ceil(L / pp), at least as many)."""
+    st = stage_layers(f.num_layers, c["pp"], np.ones_like(c["pp"]))
+    return st.first, st.last
+
+
+def _lighter_end(f: Facts, c: Columns) -> np.ndarray:
+    first, last = _ends(f, c)
+    return np.minimum(first, last)
+
+
+def _microbatches(f: Facts, c: Columns) -> np.ndarray:
+    return f.global_batch // (c["dp"] * c["mbs"])
+
+
+def _split_text(f: Facts, pp: int) -> str:
+    first, last = (int(x[0]) for x in _ends(f, _one({"pp": pp})))
+    if pp == 1:
+        return f"one stage of {first}"
+    middle = f" and {pp - 2} middle of {-(-f.num_layers // pp)}" if pp > 2 else ""
+    return f"first {first}, last {last}{middle}"
+
+
+def _rest_text(f: Facts, pp: int) -> str:
+    if pp > f.num_layers:
+        return f"{pp} stages for {f.num_layers} layers"
+    per = -(-f.num_layers // pp)
+    rest = f.num_layers - (pp - 2) * per
+    return (f"the {pp - 2} middle stages take ceil({f.num_layers}/{pp}) = {per} each, leaving "
+            f"{f.num_layers} - {pp - 2} x {per} = {rest} for the first and last")
+
+
+def _pp_fix(f: Facts, pp: int) -> str:
+    ok = next((p for p in range(min(pp - 1, f.num_layers), 1, -1) if _lighter_end(f, _one({"pp": p}))[0] >= 1), 1)
+    return f"try --pp {ok}"
+
+
+def _vpp_fix(f: Facts, v: Mapping[str, int]) -> str:
+    most = int(_lighter_end(f, _one(v))[0])
+    return f"try --vpp {most}" if most > 1 else "set --vpp 1"
+
+
+def _rule(name: str, reads: str, reason: str, holds, message) -> Rule:
+    return Rule(name=name, reads=frozenset(reads.split()), reason=reason, holds=holds, message=message)
+
+
+RULES: tuple[Rule, ...] = (
+    _rule("tp_heads", "tp",
+          "each TP rank computes whole attention heads (Megatron splits the heads over tp)",
+          lambda f, c: f.num_heads % c["tp"] == 0,
+          lambda f, v: f"--tp {v['tp']} does not divide the {f.num_heads} attention heads of {f.model_name}"),
+    _rule("tp_kv_heads", "tp",
+          "KV heads are split whole over TP ranks, or each is replicated on a whole number of them",
+          lambda f, c: (f.num_kv_heads % c["tp"] == 0) | (c["tp"] % f.num_kv_heads == 0),
+          lambda f, v: f"--tp {v['tp']} and the {f.num_kv_heads} KV heads of {f.model_name}: one must divide the "
+                       f"other"),
+    _rule("cp_sequence", "cp",
+          "load-balanced ring attention cuts the sequence into 2 x cp equal chunks",
+          lambda f, c: (c["cp"] == 1) | (f.seq_len % (2 * c["cp"]) == 0),
+          lambda f, v: f"--cp {v['cp']}: sequence {f.seq_len} must split into 2 x cp equal chunks"),
+    _rule("dense_no_experts", "ep etp",
+          "a model without experts has nothing to shard over ep or etp",
+          lambda f, c: (f.num_experts > 0) | ((c["ep"] == 1) & (c["etp"] == 1)),
+          lambda f, v: f"--ep {v['ep']} --etp {v['etp']}: {f.model_name} has no experts; both must be 1"),
+    _rule("ep_experts", "ep",
+          "each EP rank holds the same number of whole experts",
+          lambda f, c: max(f.num_experts, 1) % c["ep"] == 0,
+          lambda f, v: f"--ep {v['ep']} does not divide the {max(f.num_experts, 1)} experts of {f.model_name}"),
+    _rule("etp_tp", "etp tp",
+          "experts run unsharded (etp 1) or sharded like the dense layers (etp = tp)",
+          lambda f, c: (c["etp"] == 1) | (c["etp"] == c["tp"]),
+          lambda f, v: f"--etp {v['etp']}: expert tensor parallelism is 1 or equal to tp ({v['tp']})"),
+    _rule("ep_ranks", "tp cp dp ep etp",
+          "experts are sharded over the tp x cp x dp ranks of a stage (Megatron-Core's RankGenerator)",
+          lambda f, c: (c["tp"] * c["cp"] * c["dp"]) % (c["ep"] * c["etp"]) == 0,
+          lambda f, v: f"ep ({v['ep']}) * etp ({v['etp']}) = {v['ep'] * v['etp']} does not divide tp ({v['tp']}) * "
+                       f"cp ({v['cp']}) * dp ({v['dp']}) = {v['tp'] * v['cp'] * v['dp']}: experts are sharded over the "
+                       f"tp x cp x dp ranks of a stage; pick ep * etp from the divisors of "
+                       f"{v['tp'] * v['cp'] * v['dp']}"),
+    _rule("batch_split", "dp mbs",
+          "every data-parallel replica runs the same whole number of micro-batches",
+          lambda f, c: f.global_batch % (c["dp"] * c["mbs"]) == 0,
+          lambda f, v: f"global batch {f.global_batch} is not a multiple of dp ({v['dp']}) * micro-batch "
+                       f"({v['mbs']}) = {v['dp'] * v['mbs']}"),
+    _rule("pp_layers", "pp",
+          "every pipeline rank holds at least one layer (middle ranks ceil(L / pp), first and last the rest)",
+          lambda f, c: _lighter_end(f, c) >= 1,
+          lambda f, v: f"--pp {v['pp']} --vpp {v['vpp']}: {f.num_layers} layers cannot be split that way (every "
+                       f"stage needs a layer; {_rest_text(f, v['pp'])}); {_pp_fix(f, v['pp'])}"),
+    _rule("vpp_needs_pp", "vpp pp",
+          "interleaving splits pipeline stages into model chunks, so it needs more than one stage",
+          lambda f, c: (c["vpp"] == 1) | (c["pp"] > 1),
+          lambda f, v: f"vpp ({v['vpp']}) > 1 needs pp > 1 (interleaving splits pipeline stages); set vpp 1"),
+    _rule("vpp_layers", "vpp pp",
+          "every virtual stage holds at least one layer (a rank's layers go ceil/floor over its vpp chunks)",
+          lambda f, c: (c["vpp"] == 1) | (_lighter_end(f, c) >= c["vpp"]),
+          lambda f, v: f"--pp {v['pp']} --vpp {v['vpp']}: {f.num_layers} layers cannot be split that way "
+                       f"(interleaving needs at least vpp layers on each stage: {_split_text(f, v['pp'])}); "
+                       f"{_vpp_fix(f, v)}"),
+    _rule("vpp_microbatches", "vpp pp dp mbs",
+          "interleaved 1F1B runs micro-batches in groups of pp (Megatron: num_microbatches % pp == 0)",
+          lambda f, c: (c["vpp"] == 1) | (_microbatches(f, c) % c["pp"] == 0),
+          lambda f, v: f"--vpp {v['vpp']}: interleaving needs micro-batches ({int(_microbatches(f, _one(v))[0])}) "
+                       f"divisible by pp ({v['pp']})"),
+)
+"""In the order `first_broken` checks them (cheapest to explain first; the wording of the messages is
+pinned by tests)."""
+
+
+def _one(values: Mapping[str, int]) -> dict[str, np.ndarray]:
+    return {k: np.array([v], dtype=np.int64) for k, v in values.items()}
+
+
+def layout_values(layout: Layout) -> dict[str, int]:
+    """One layout as the rules' column names."""
+    return {"tp": layout.tp, "cp": layout.cp, "ep": layout.ep, "etp": layout.etp, "pp": layout.pp,
+            "vpp": layout.vpp, "dp": layout.dp, "mbs": layout.micro_batch_size}
+
+
+def holds(facts: Facts, cols: Columns, rules: Collection[Rule] = RULES) -> np.ndarray:
+    """(K,) True where every one of `rules` holds (all of them by default)."""
+    ok = None
+    for rule in rules:
+        r = np.asarray(rule.holds(facts, cols), dtype=bool)
+        ok = r if ok is None else ok & r
+    if ok is None:
+        return np.ones(len(next(iter(cols.values()))), dtype=bool)
+    return ok
+
+
+def completed_by(column: str, have: Collection[str]) -> tuple[Rule, ...]:
+    """The rules that become checkable when `column` joins the columns `have`."""
+    known = set(have) | {column}
+    return tuple(r for r in RULES if column in r.reads and r.reads <= known)
+
+
+def admit(facts: Facts, column: str, have: Collection[str]) -> Callable[[Columns, np.ndarray], np.ndarray]:
+    """ok(rows, values) for the search's expansion step that adds `column` (with `values`) to rows that
+    hold the columns `have`: the rules that step completes."""
+    rules = completed_by(column, have)
+    return lambda rows, values: holds(facts, ChainMap({column: values}, rows), rules)
+
+
+def first_broken(facts: Facts, values: Mapping[str, int]) -> Rule | None:
+    """The first rule one layout breaks, or None."""
+    cols = _one(values)
+    return next((r for r in RULES if not bool(np.asarray(r.holds(facts, cols)).reshape(-1)[0])), None)
+
+
+def layout_error(model: ModelSpec, train: TrainingSpec, layout: Layout) -> str | None:
+    """The message of the first rule `layout` breaks for this model and job, or None if it breaks none."""
+    facts, values = Facts.of(model, train), layout_values(layout)
+    rule = first_broken(facts, values)
+    return None if rule is None else rule.message(facts, values)

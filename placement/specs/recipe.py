@@ -1,0 +1,175 @@
+"""Recipe: what the framework runs besides the parallel degrees.
+
+The same degrees run 20-100 % apart depending on the MoE dispatcher, the communication overlaps, CUDA
+graphs, the FP8 recipe, which modules are recomputed, MTP and the pipeline layout (Megatron-Core
+DeepSeek-V3 GB200 write-up: 494 -> 970 TFLOP/s/GPU on one layout, docs/discussions/
+deepseek-v3-gb200-optimization).  They are part of a job: validated here once, priced by the cost
+model, searched by `plan` where they are a choice, and reported under the PLAN JSON's `recipe` key.
+
+Names follow Megatron-Core's arguments where one exists (`--moe-token-dispatcher-type`,
+`--recompute-modules`, `--pipeline-model-parallel-layout`, `--mtp-num-layers`, `--fp8-recipe`).
+"""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+from typing import Final
+
+from pydantic import Field, field_validator, model_validator
+
+from placement.specs._base import Frozen
+
+
+class Dispatcher(StrEnum):
+    """How MoE tokens reach their experts (Megatron `--moe-token-dispatcher-type`, `--moe-flex-dispatcher-backend`)."""
+
+    ALLTOALL = "alltoall"
+    """NCCL all-to-all: a token is copied once per routed expert rank, over whatever link that rank is on."""
+    ALLGATHER = "allgather"
+    """All-gather every token to every EP rank, each keeps its own (Megatron's `allgather`)."""
+    DEEPEP = "deepep"
+    """DeepEP (flex dispatcher): a token crosses the network once per destination node, then fans out
+    over NVLink once per destination GPU (DeepEP README, "normal kernels")."""
+    HYBRIDEP = "hybridep"
+    """HybridEP (flex dispatcher): DeepEP's dedup on multi-node NVLink (GB200) with fewer SMs."""
+
+
+class CudaGraphs(StrEnum):
+    NONE = "none"
+    PARTIAL = "partial"
+    """TE/MCore graphs of the parts before the dropless sync: attention, router, MoE preprocess
+    (`--cuda-graph-scope attn moe_router moe_preprocess`)."""
+    FULL = "full"
+    """Full-iteration graphs (`--cuda-graph-impl local`, MLPerf v6.0): needs a static expert capacity, no
+    host sync left."""
+
+
+class Fp8Recipe(StrEnum):
+    TENSORWISE = "tensorwise"
+    """Per-tensor current/delayed scaling (Hopper and Blackwell)."""
+    BLOCKWISE = "blockwise"
+    """1x128 activations, 128x128 weights (DeepSeek-V3; dequantisation on CUDA cores on Hopper)."""
+    MXFP8 = "mxfp8"
+    """1x32 blocks with E8M0 scales, dequantised inside Blackwell tensor cores."""
+
+
+class RecomputeModule(StrEnum):
+    """Megatron-Core `--recompute-modules` names (selective granularity)."""
+
+    CORE_ATTN = "core_attn"
+    MLA_UP_PROJ = "mla_up_proj"
+    MLP = "mlp"
+    MOE_ACT = "moe_act"
+    LAYERNORM = "layernorm"
+    MOE = "moe"
+    SHARED_EXPERTS = "shared_experts"
+
+
+class PipelineSchedule(StrEnum):
+    ONE_F_ONE_B = "1f1b"
+    """Megatron's 1F1B; interleaved when vpp > 1."""
+    DUALPIPE = "dualpipe"
+    """DeepSeek-V3's DualPipe: bidirectional, forward and backward chunks overlap EP all-to-all
+    (arXiv:2412.19437 §3.2.1)."""
+    ZERO_BUBBLE = "zero_bubble"
+    """Zero-bubble pipeline (Qi et al. 2023, arXiv:2401.10241), as DeepSeek-V2 ran."""
+
+
+LAYOUT_TOKENS: Final = frozenset("EtmL")
+"""Megatron pipeline layout symbols: E embedding, t transformer layer, m MTP layer, L loss (LM head)."""
+_LAYOUT_CHARS = re.compile(r"^[EtmL|()*0-9 ,]*$")
+
+
+class Recipe(Frozen):
+    moe_dispatcher: Dispatcher = Dispatcher.ALLTOALL
+    dispatch_fp8: bool = False
+    """Forward dispatch moves FP8 activations (DeepSeek-V3 §3.3; needs an FP8 recipe); combine stays 16-bit."""
+    cuda_graphs: CudaGraphs = CudaGraphs.NONE
+    moe_fusions: bool = True
+    """Permute, router and quantisation fusions (`--moe-permute-fusion --moe-router-fusion`, TE fused
+    MXFP8 allocation): fewer, larger kernels per MoE layer."""
+    tp_comm_overlap: bool = False
+    """TP all-gather / reduce-scatter split into chunks hidden behind the GEMMs (`--tp-comm-overlap`, TE userbuffers)."""
+    ep_comm_overlap: bool = False
+    """EP all-to-all of one micro-batch hidden behind another's compute (`--overlap-moe-expert-parallel-comm`,
+    1F1B A2A overlap)."""
+    delay_wgrad: bool = False
+    """Expert weight-gradient GEMMs delayed to hide the backward combine (`--delay-wgrad-compute`)."""
+    dp_overlap: bool = True
+    """Gradient reduce-scatter and parameter all-gather overlap compute (`--overlap-grad-reduce
+    --overlap-param-gather`; FSDP prefetch)."""
+    fp8_recipe: Fp8Recipe | None = None
+    """FP8 scaling recipe when precision is fp8 (None: the accelerator's default, mxfp8 on Blackwell,
+    tensorwise on Hopper)."""
+    fp8_params: bool = False
+    """Primary weights kept in FP8 only (`--fp8-param-gather`): 1 byte per weight instead of 2 + 1."""
+    grad_reduce_fp32: bool = False
+    """Gradients accumulated and reduce-scattered in fp32: 4 bytes per parameter in the gradient buffer and on
+    the wire.  Megatron-LM sets it under --bf16 (`accumulate_allreduce_grads_in_fp32`, DDP config
+    `grad_reduce_in_fp32`), FSDP2 with `reduce_dtype=float32` (torchtitan's default `mixed_precision_reduce`)
+    likewise; False is ZeRO's 16-bit gradient (2 bytes)."""
+    optimizer_state_bf16: bool = False
+    """Adam moments in BF16 (`--exp-avg-dtype bf16 --exp-avg-sq-dtype bf16`): 8 bytes/param of state, not 12."""
+    recompute_modules: tuple[RecomputeModule, ...] = ()
+    """Modules recomputed under selective recompute; the layout's `selective` with none named is core_attn."""
+    recompute_num_layers: int | None = Field(default=None, ge=1)
+    """Full recompute of only this many layers per virtual stage (`--recompute-num-layers`, block method)."""
+    mtp_layers: int = Field(default=0, ge=0, le=8)
+    """Multi-token-prediction layers; they sit on the last pipeline stage with their own LM head and loss."""
+    pipeline_layout: str | None = None
+    """Megatron `--pipeline-model-parallel-layout`, e.g. `Et|(tt|)*30L`: one `|`-separated group per virtual
+    stage, in virtual-stage order."""
+    account_for_embedding: bool = False
+    """`--account-for-embedding-in-pipeline-split`: the embedding counts as a layer of the first stage."""
+    account_for_loss: bool = False
+    """`--account-for-loss-in-pipeline-split`: the loss counts as a layer of the last stage."""
+    pipeline_schedule: PipelineSchedule = PipelineSchedule.ONE_F_ONE_B
+    cross_entropy_fusion: bool = False
+    """Fused vocab-parallel cross-entropy (`--cross-entropy-loss-fusion`): no fp32 copy of the logits is kept."""
+    cpu_affinity: bool = True
+    """Each rank's process bound to the CPU cores and NUMA node of its GPU and NIC (`bindpcie`, `numactl`):
+    unbound processes issue kernels slower (Megatron-Core DeepSeek-V3 GB200 write-up §2.4: +70 TFLOP/s/GPU)."""
+    routing_imbalance: float | None = Field(default=None, ge=1.0, le=64.0)
+    """Tokens on the busiest expert rank over the mean.  1.0 is force-balanced routing (every vendor MoE
+    benchmark table, `--moe-router-force-load-balancing`); None is real data, priced at
+    cost.constants.REAL_ROUTING_IMBALANCE."""
+    moe_capacity_factor: float | None = Field(default=None, gt=0.0, le=64.0)
+    """Token dropping at this capacity factor (`--moe-expert-capacity-factor`); None is dropless."""
+
+    @field_validator("recompute_modules", mode="before")
+    @classmethod
+    def _modules(cls, v):
+        if isinstance(v, str):
+            v = [x for x in re.split(r"[,\s]+", v) if x]
+        if isinstance(v, (list, tuple)):
+            # Megatron's own spelling of the MLA module is `up_proj`
+            v = ["mla_up_proj" if x == "up_proj" else x for x in v]
+            return tuple(dict.fromkeys(v))
+        return v
+
+    @field_validator("pipeline_layout")
+    @classmethod
+    def _layout(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        if not v.strip() or not _LAYOUT_CHARS.match(v):
+            raise ValueError(
+                f"pipeline_layout {v!r}: use Megatron's symbols E (embedding), t (layer), m (MTP), L (loss), "
+                f"'|' between virtual stages and (...)*N repeats, e.g. 'Et|(tt|)*30L'"
+            )
+        return v
+
+    @model_validator(mode="after")
+    def _check(self) -> Recipe:
+        if self.account_for_embedding or self.account_for_loss:
+            if self.pipeline_layout is not None:
+                raise ValueError(
+                    "pipeline_layout and account_for_embedding/account_for_loss both place the embedding and "
+                    "loss; give the layout alone"
+                )
+        return self
+
+    @property
+    def modules(self) -> frozenset[RecomputeModule]:
+        return frozenset(self.recompute_modules)
