@@ -148,9 +148,13 @@ TRAIN = TrainingSpec(seq_len=4096, global_batch=64)
      "ceil(10/8) = 2 each, leaving 10 - 6 x 2 = -2 for the first and last); try --pp 6"),
     (DENSE, TRAIN, Layout(pp=16), "(every stage needs a layer; 16 stages for 10 layers); try --pp 10"),
     (DENSE, TRAIN, Layout(pp=4, vpp=3),
-     "--pp 4 --vpp 3: 10 layers cannot be split that way (interleaving needs at least vpp layers on each stage: "
-     "first 2, last 2 and 2 middle of 3); try --vpp 2"),
-    (DENSE, TrainingSpec(seq_len=4096, global_batch=6), Layout(pp=4, vpp=2),
+     "--pp 4 --vpp 3: 10 layers cannot be split that way (interleaving needs at least vpp layers on each stage "
+     "and the full stages' 3 layers in vpp equal chunks: first 2, last 2 and 2 middle of 3); set --vpp 1, or give "
+     "an explicit --pipeline-layout"),
+    (DEEP, TRAIN, Layout(pp=8, vpp=5),
+     "--pp 8 --vpp 5: 96 layers cannot be split that way (interleaving needs at least vpp layers on each stage "
+     "and the full stages' 12 layers in vpp equal chunks: first 12, last 12 and 6 middle of 12); try --vpp 4"),
+    (DEEP, TrainingSpec(seq_len=4096, global_batch=6), Layout(pp=4, vpp=2),
      "--vpp 2: interleaving needs micro-batches (6) divisible by pp (4)"),
 ])
 def test_messages_name_the_value_and_the_fix(model, train, layout, message) -> None:
@@ -159,12 +163,16 @@ def test_messages_name_the_value_and_the_fix(model, train, layout, message) -> N
 
 
 def test_rules_the_old_checks_disagreed_on() -> None:
-    # 10 layers on pp 4 (2/3/3/2) x vpp 2: each chunk holds one or two layers (Megatron's layout can say so)
-    check_layout(DENSE, TRAIN, Layout(pp=4, vpp=2))
-    # 96 layers on pp 8 x vpp 5: 12 per stage in chunks 3/3/2/2/2
-    check_layout(DEEP, TrainingSpec(seq_len=4096, global_batch=64), Layout(pp=8, vpp=5))
-    b = enumerate_layouts(workload(DEEP), DEEP, TRAIN, 8, SearchConfig(fixed={"pp": 8, "vpp": 5}))
-    assert len(b) > 0
+    """evaluate and the search now agree: Megatron's default split needs the full stages in equal chunks, so pp 4
+    x vpp 2 on 10 layers (3-layer stages) and pp 8 x vpp 5 on 96 (12-layer stages) are refused by both; an
+    explicit pipeline layout prices the uneven chunks instead."""
+    for model, layout in ((DENSE, Layout(pp=4, vpp=2)), (DEEP, Layout(pp=8, vpp=5))):
+        with pytest.raises(InputError, match="cannot be split that way"):
+            check_layout(model, TRAIN, layout)
+        fixed = {"pp": layout.pp, "vpp": layout.vpp}
+        assert len(enumerate_layouts(workload(model), model, TRAIN, layout.pp, SearchConfig(fixed=fixed))) == 0
+    ok = enumerate_layouts(workload(DEEP), DEEP, TRAIN, 8, SearchConfig(fixed={"pp": 8, "vpp": 6}))
+    assert len(ok) > 0
 
 
 def test_ep_ranks_rule_matches_the_layout_validator() -> None:

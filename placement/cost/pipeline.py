@@ -221,13 +221,14 @@ def default_layout(num_layers: int, pp: int, vpp: int, account_for_embedding: bo
     [['E', 't', 't'], ['t', 't', 't'], ['t', 't', 't'], ['t', 't', 'L']]
     """
     units = num_layers + int(account_for_embedding) + int(account_for_loss)
-    if pp > units or min(rank_units(units, pp)) < vpp:
+    if pp > units or min(rank_units(units, pp)) < vpp or max(rank_units(units, pp)) % vpp:
         what = f"{num_layers} layers" + (f" + {units - num_layers} (embedding, loss) = {units} units"
                                          if units != num_layers else "")
         held = _describe_ranks(rank_units(units, pp)) if pp <= units else "less than one each"
         raise ValueError(
             f"{what} cannot be split over pp {pp} x vpp {vpp} = {pp * vpp} virtual stages with one on each: "
-            f"the pipeline ranks would hold {held}, and each needs at least vpp ({vpp})"
+            f"the pipeline ranks would hold {held}; each needs at least vpp ({vpp}) and the fullest must split "
+            f"into vpp equal chunks (Megatron's default split; an explicit layout can be uneven)"
         )
     stages: list[list[str]] = []
     last = pp * vpp - 1

@@ -102,7 +102,11 @@ def _pp_fix(f: Facts, pp: int) -> str:
 
 def _vpp_fix(f: Facts, v: Mapping[str, int]) -> str:
     most = int(_lighter_end(f, _one(v))[0])
-    return f"try --vpp {most}" if most > 1 else "set --vpp 1"
+    full = -(-f.num_layers // v["pp"])
+    fits = [d for d in range(2, most + 1) if full % d == 0]
+    if not fits:
+        return "set --vpp 1, or give an explicit --pipeline-layout"
+    return f"try --vpp {min(fits, key=lambda d: (abs(d - v['vpp']), d))}"
 
 
 def _rule(name: str, reads: str, reason: str, holds, message) -> Rule:
@@ -157,10 +161,13 @@ RULES: tuple[Rule, ...] = (
           lambda f, c: (c["vpp"] == 1) | (c["pp"] > 1),
           lambda f, v: f"vpp ({v['vpp']}) > 1 needs pp > 1 (interleaving splits pipeline stages); set vpp 1"),
     _rule("vpp_layers", "vpp pp",
-          "every virtual stage holds at least one layer (a rank's layers go ceil/floor over its vpp chunks)",
-          lambda f, c: (c["vpp"] == 1) | (_lighter_end(f, c) >= c["vpp"]),
+          "every virtual stage holds at least one layer and the full stages split evenly into vpp chunks "
+          "(Megatron's default split asserts it; uneven chunks need an explicit --pipeline-layout)",
+          lambda f, c: (c["vpp"] == 1) | ((_lighter_end(f, c) >= c["vpp"])
+                                          & ((-(-f.num_layers // c["pp"])) % c["vpp"] == 0)),
           lambda f, v: f"--pp {v['pp']} --vpp {v['vpp']}: {f.num_layers} layers cannot be split that way "
-                       f"(interleaving needs at least vpp layers on each stage: {_split_text(f, v['pp'])}); "
+                       f"(interleaving needs at least vpp layers on each stage and the full stages' "
+                       f"{-(-f.num_layers // v['pp'])} layers in vpp equal chunks: {_split_text(f, v['pp'])}); "
                        f"{_vpp_fix(f, v)}"),
     _rule("vpp_microbatches", "vpp pp dp mbs",
           "interleaved 1F1B runs micro-batches in groups of pp (Megatron: num_microbatches % pp == 0)",

@@ -35,7 +35,9 @@ def stage_layers(num_layers: int, pp: np.ndarray, vpp: np.ndarray) -> StageLayer
     first = np.where(pp == 1, num_layers, first)
     last = np.where(pp == 1, num_layers, last)
     middle = np.where(pp > 2, per, np.maximum(first, last))
-    # interleaving needs every model chunk to hold a layer; chunks of one stage may differ by a layer
-    # (Megatron-Core's pipeline layout; Llama 3 ran interleaved 1F1B on 126 layers over 16 stages)
-    valid = (pp <= num_layers) & ((pp == 1) | (first >= 1)) & ((vpp == 1) | (np.minimum(first, last) >= vpp))
+    # interleaving needs every model chunk to hold a layer and the full stages in equal chunks (Megatron's
+    # default split); the lighter first and last stages may split unevenly (Llama 3 ran interleaved 1F1B on
+    # 126 layers over 16 stages, the first and last one layer short)
+    valid = (pp <= num_layers) & ((pp == 1) | (first >= 1)) & ((vpp == 1) | ((np.minimum(first, last) >= vpp)
+                                                                            & (per % vpp == 0)))
     return StageLayers(first=first, middle=middle, last=last, valid=valid)
