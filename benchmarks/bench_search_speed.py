@@ -22,6 +22,10 @@ top 5 (`same_raw_top5`) can differ by design: it also holds the pruned-out twins
 recompute on a layout that fits without it, which cost a little more than the layout they copy.
 `exact_top5` therefore compares the pruned top 5 with the exhaustive ranking after dropping every plan
 whose twin (the same layout with no recompute and SP on where tp > 1) fits and is at least as fast.
+
+--plan-choices (trees with recipe choices only; null elsewhere) also times the space `placement plan`
+searches when no recipe flag is given: `SearchConfig(top_k=5, choices=default_choices(...))`, which
+prices every allowed MoE dispatcher, CUDA-graph scope and TP/EP overlap per candidate.
 """
 
 from __future__ import annotations
@@ -106,7 +110,18 @@ def _timed(model, train, topo, cfg, repeats: int):
     return res, best_wall, best_cpu
 
 
-def run_case(name, model_name, cluster_name, gpus, seq, gbs, precision, repeats: int, exhaustive: bool) -> dict:
+def _plan_config(model, topo):
+    """What `placement plan` searches with no recipe flags, where the tree has recipe choices; else None."""
+    try:
+        from placement.cost.step import default_choices
+        from placement.specs.recipe import Recipe
+    except ImportError:
+        return None
+    return SearchConfig(top_k=5, choices=default_choices(model.is_moe, topo, Recipe()))
+
+
+def run_case(name, model_name, cluster_name, gpus, seq, gbs, precision, repeats: int, exhaustive: bool,
+             plan_choices: bool = False) -> dict:
     model, cluster = load_model(model_name), load_cluster(cluster_name)
     topo = Topology(cluster, load_accelerator(cluster.accelerator), num_gpus=gpus)
     train = TrainingSpec(seq_len=seq, global_batch=gbs, precision=precision)
@@ -116,6 +131,16 @@ def run_case(name, model_name, cluster_name, gpus, seq, gbs, precision, repeats:
            "fitting": int((res.estimates.valid & res.estimates.fits).sum()),
            "best_step_time_s": best["step_time_s"], "best_layout": _short(best["layout"]),
            "best_layout_fields": best["layout"]}
+    if plan_choices:
+        cfg = _plan_config(model, topo)
+        row.update(dict.fromkeys(("plan_choices_seconds", "plan_choices_num_candidates",
+                                  "plan_choices_best_step_time_s", "plan_choices_best_layout")))
+        if cfg is not None:
+            pres, pwall, _ = _timed(model, train, topo, cfg, repeats)
+            pbest = _plan(pres, int(pres.ranked[0]))
+            row.update({"plan_choices_seconds": round(pwall, 4), "plan_choices_num_candidates": pres.num_candidates,
+                        "plan_choices_best_step_time_s": pbest["step_time_s"],
+                        "plan_choices_best_layout": _short(pbest["layout"])})
     if exhaustive:
         full, fwall, fcpu = _timed(model, train, topo, SearchConfig(top_k=5, prune_dominated=False),
                                    max(1, repeats // 2))
@@ -134,6 +159,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--exhaustive", action="store_true", help="also run prune_dominated=False and compare")
+    ap.add_argument("--plan-choices", action="store_true",
+                    help="also time the recipe-choice space `placement plan` searches (new trees)")
     ap.add_argument("--only", action="append", default=[], help="run only cases whose name contains this")
     ap.add_argument("--out", help="also append the JSON lines (with a header line) to this file")
     args = ap.parse_args(argv)
@@ -144,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     for case in CASES:
         if args.only and not any(s in case[0] for s in args.only):
             continue
-        row = run_case(*case, repeats=args.repeats, exhaustive=args.exhaustive)
+        row = run_case(*case, repeats=args.repeats, exhaustive=args.exhaustive, plan_choices=args.plan_choices)
         lines.append(row)
         print(json.dumps(row), flush=True)
     if args.out:

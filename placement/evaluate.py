@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from placement.cost import rules
 from placement.cost.batch import LayoutBatch
+from placement.cost.pipeline import parse_layout
 from placement.cost.step import estimate
 from placement.errors import InputError
 from placement.plan import Plan, make_plan
@@ -13,11 +14,17 @@ from placement.topology import Topology
 from placement.workload import workload
 
 
-def check_layout(model: ModelSpec, train: TrainingSpec, layout: Layout) -> None:
-    """The rules the search enumerates by (placement/cost/rules.py), as errors that name the value and the fix."""
-    message = rules.layout_error(model, train, layout)
+def check_layout(model: ModelSpec, train: TrainingSpec, layout: Layout, recipe: Recipe | None = None) -> None:
+    """The rules the search enumerates by (placement/cost/rules.py), as errors that name the value and the fix;
+    an explicit pipeline layout is checked against the degrees and the model instead of the default split."""
+    message = rules.layout_error(model, train, layout, recipe)
     if message is not None:
         raise InputError(message)
+    if recipe is not None and recipe.pipeline_layout is not None:
+        try:
+            parse_layout(recipe.pipeline_layout, layout.pp, layout.vpp, model.num_layers, recipe.mtp_layers)
+        except ValueError as err:
+            raise InputError(f"--pipeline-layout {recipe.pipeline_layout!r}: {err}") from None
 
 
 def evaluate_layout(model: ModelSpec, train: TrainingSpec, topo: Topology, layout: Layout,
@@ -25,8 +32,8 @@ def evaluate_layout(model: ModelSpec, train: TrainingSpec, topo: Topology, layou
     """The layout priced under `recipe`, pinned (its recompute modules are the layout's selective ones)."""
     if layout.num_gpus != topo.num_gpus:
         raise InputError(f"layout uses {layout.num_gpus} GPUs but the cluster has {topo.num_gpus}")
-    check_layout(model, train, layout)
     recipe = recipe or Recipe()
+    check_layout(model, train, layout, recipe)
     batch = LayoutBatch.from_layouts([layout], recipe)
     est = estimate(workload(model), train, topo, batch, recipe)
     return make_plan(batch, est, 0, model, train, topo, recipe_sources)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from placement.calibration.validate import RunResult
+from placement.calibration.validate import MOE_GROUP, TARGET_GROUPS, RunResult
 from placement.cost.constants import GiB
 from placement.plan import Plan
 from placement.planner import Planned
@@ -240,10 +240,28 @@ def validate_json(results: list[RunResult], mean: float, worst: float) -> dict:
             "error": None if r.error is None else round(r.error, 4),
             "fits": r.fits, "layout": r.layout,
             "peak_memory_gib": None if r.peak_memory_gib is None else round(r.peak_memory_gib, 2),
+            "memory_capacity_gib": None if r.capacity_gib is None else round(r.capacity_gib, 2),
+            "recipe": r.recipe, "assumptions": r.run.assumptions or None,
             "citation": r.run.citation, "step_time_basis": r.run.step_time_basis,
         })
     return {"runs": runs, "mean_abs_error": round(mean, 4), "max_abs_error": round(worst, 4),
-            "error_groups": ["ptdp-2021-table1", "korthikanti-2022-table5"]}
+            "error_groups": list(TARGET_GROUPS), "groups": group_accuracy(results)}
+
+
+def group_accuracy(results: list[RunResult]) -> dict:
+    """Accuracy per calibration group, the dense target groups together, every dense row, and the MoE group."""
+    groups = sorted({r.run.group for r in results})
+    named = {"ptdp+korthikanti": TARGET_GROUPS, "dense (all)": tuple(g for g in groups if g != MOE_GROUP),
+             "moe": (MOE_GROUP,)}
+    named.update({g: (g,) for g in groups})
+    out = {}
+    for name, members in named.items():
+        rows = [r for r in results if r.run.group in members]
+        errs = [abs(r.error) for r in rows if r.error is not None]
+        out[name] = {"runs": len(rows), "priced": len(errs), "fit": sum(r.fits for r in rows),
+                     "mean_abs_error": round(sum(errs) / len(errs), 4) if errs else None,
+                     "max_abs_error": round(max(errs), 4) if errs else None}
+    return out
 
 
 def validate_table(results: list[RunResult], mean: float, worst: float) -> str:
@@ -251,7 +269,12 @@ def validate_table(results: list[RunResult], mean: float, worst: float) -> str:
     for r in results:
         pred = "does not fit" if r.predicted_step_time_s is None else f"{r.predicted_step_time_s:.2f}"
         err = "" if r.error is None else f"{r.error:+.1%}"
-        rows.append([r.run.id, r.run.group, f"{r.run.published_step_time_s:.2f}", pred, err,
-                     "" if r.peak_memory_gib is None else f"{r.peak_memory_gib:.1f}"])
-    return (_table(["run", "group", "published s", "predicted s", "error", "mem GiB"], rows)
+        mem = "" if r.peak_memory_gib is None else f"{r.peak_memory_gib:.1f}/{r.capacity_gib:.0f}"
+        rows.append([r.run.id, r.run.group, f"{r.run.published_step_time_s:.2f}", pred, err, mem])
+    lines = [f"{name}: {g['priced']} of {g['runs']} runs priced, {g['fit']} fit; mean |error| "
+             f"{g['mean_abs_error']:.1%}, max |error| {g['max_abs_error']:.1%}"
+             for name, g in group_accuracy(results).items()
+             if name in ("ptdp+korthikanti", "dense (all)", "moe") and g["priced"]]
+    return (_table(["run", "group", "published s", "predicted s", "error", "mem GiB/cap"], rows)
+            + "\n\n" + "\n".join(lines)
             + f"\n\nptdp-2021-table1 + korthikanti-2022-table5: mean |error| {mean:.1%}, max |error| {worst:.1%}")

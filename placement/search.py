@@ -109,7 +109,7 @@ def enumerate_layouts(w: Workload, model: ModelSpec, train: TrainingSpec, num_gp
     domain, replicate across it."""
     fixed = cfg.fixed
     divs = np.array(_divisors(num_gpus), dtype=np.int64)
-    facts = rules.Facts.of(model, train)
+    facts = rules.Facts.of(model, train, cfg.recipe)
 
     def pick(name: str, default: np.ndarray) -> np.ndarray:
         return np.array([int(fixed[name])], dtype=np.int64) if name in fixed else default

@@ -505,7 +505,7 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
     layout = resolve_layout(launch, model, topo.num_gpus)
     recipe, recipe_sources = launch_recipe(launch, model, layout, recipe_overrides)
     try:
-        check_layout(model, train, layout)
+        check_layout(model, train, layout, recipe)
     except InputError as err:
         raise InputError(f"the launch files' layout does not fit the job: {err}") from None
     notes = []

@@ -83,28 +83,36 @@ KERNELS_ATTN_FORWARD = 20
 backward issues BACKWARD_KERNELS_PER_FORWARD times as many."""
 KERNELS_MLP_FORWARD = 8
 """Kernels of one dense MLP's forward (norm, two GEMMs, activation, residual)."""
-KERNELS_MOE_FORWARD_UNFUSED = 110
-"""Router, permute, dispatch, combine and unpermute kernels of one MoE layer's forward without the MoE
-fusions: the router alone issued 72 kernels (write-up §2.1.4)."""
-KERNELS_MOE_FORWARD_FUSED = 50
-"""The same with router and permute fusions: router 72 -> 31 kernels (write-up §2.1.4), DeepEP's fused
-preprocess: router plus preprocess 17 (§2.2.1)."""
-KERNELS_PER_EXPERT_FORWARD = 4
-"""Kernels per local expert in one forward (multi-stream cuBLAS grouped GEMM: fc1, activation slice,
-fc2, bookkeeping; write-up §1 item 3)."""
-KERNELS_PER_EXPERT_FORWARD_FP8 = 8
-"""With FP8 quantisation of each expert's inputs and weights, and the MXFP8 scale allocation and
-swizzle kernels the write-up fused away (§2.1.2-2.1.3): twice as many."""
+KERNELS_ROUTER_FORWARD_UNFUSED = 72
+"""Kernels of one MoE router's forward (gating, top-k, scores, aux-loss bookkeeping) without the router
+fusion (write-up §2.1.4)."""
+KERNELS_ROUTER_FORWARD_FUSED = 31
+"""The same with `--moe-router-fusion`: 72 -> 31 kernels (write-up §2.1.4)."""
+KERNELS_DISPATCH_FORWARD = 20
+"""Permute, dispatch, combine and unpermute kernels of one MoE layer's forward (the token dispatcher's
+own bookkeeping included); partial CUDA graphs leave them eager, since the dispatch follows the host sync."""
+KERNELS_PER_EXPERT_FORWARD = 5
+"""Kernels per local expert in one FP8 forward: the MXFP8 grouped GEMM is "multi-stream + cuBLAS" (write-up
+§1 item 3): fc1, the activation slice and fc2 per expert, and the stream event record/wait around them.
+Fitted within that count on the published B200 DeepSeek-V3 pair of Megatron-Bridge 26.04/26.04.01: pp16 x
+ep8 (32 local experts) 2815 tokens/s/GPU against pp8 x vpp2 x ep32 (8 local experts) 3328 (3 gives the wrong
+order, 5 gives 24.4 s against 19.4 s, published 23.3 s against 19.7 s).  A 16-bit grouped GEMM is one
+Transformer Engine/CUTLASS launch for all local experts (`--moe-grouped-gemm`), counted in the dispatch
+kernels."""
+KERNELS_PER_EXPERT_FP8_QUANT = 6
+"""FP8 adds, per local expert, the quantisation of its two GEMM inputs with the scale-factor allocations
+(`torch.zeros`) and swizzles the write-up found as "a large number of small, fragmented kernels" before the
+expert GEMMs (§2.1.2-2.1.3)."""
+KERNELS_PER_EXPERT_FP8_QUANT_FUSED = 2
+"""With the MoE fusions (fused MXFP8 buffer allocation, one swizzle kernel for several inputs; write-up
+§2.1.2-2.1.3): one quantisation per input."""
 BACKWARD_KERNELS_PER_FORWARD = 2.0
 """Backward issues about twice the forward's kernels (grad-input and grad-weight GEMMs)."""
-MOE_SYNC_S = 200e-6
+MOE_SYNC_S = 500e-6
 """Dropless MoE copies the tokens-per-expert counts to the host in every MoE layer's forward
 (device-to-host sync, write-up §3.1): the CPU cannot run ahead of it, so the GPU idles while the
-queue refills.  Fitted; the MoE group's error is flat from 0.1 to 0.8 ms, so it is the least certain
-constant here."""
-CUDA_GRAPH_PARTIAL_HOST_SHARE = 0.35
-"""Share of an MoE layer's host time left under partial CUDA graphs (attn, moe_router, moe_preprocess
-captured; experts, dispatch and the sync stay eager; write-up §2.3); fitted."""
+queue refills.  Fitted (0.5 ms); the MoE group's error moves by under a point from 0.1 to 0.8 ms, so it
+is the least certain constant here."""
 CUDA_GRAPH_PARTIAL_BYTES = 2 * GiB
 """Memory of partial graphs' private pool and static buffers: "typically adding a few GB"
 (Megatron-Bridge docs/training/cuda-graphs.md, Memory Impact)."""
@@ -113,7 +121,7 @@ CUDA_GRAPH_FULL_BYTES = 6 * GiB
 pages its stash to fit (MOE_PAGED_STASH)."""
 
 # --- MoE dispatch ---------------------------------------------------------------------------------
-A2A_EFFICIENCY = {"alltoall": 0.35, "allgather": 0.35, "deepep": 0.95, "hybridep": 0.76}
+A2A_EFFICIENCY = {"alltoall": 0.3, "allgather": 0.3, "deepep": 0.95, "hybridep": 0.76}
 """Share of a level's collective bandwidth each dispatcher's all-to-all reaches.  DeepEP normal kernels:
 153/158 GB/s of H800's 160 GB/s NVLink and 43-58 GB/s of 50 GB/s RDMA (deepseek-ai/DeepEP,
 docs/legacy.md "Performance"); NCCL all-to-all of small per-peer chunks reaches less (fitted);
@@ -131,11 +139,11 @@ dispatcher needs (read and write, forward and backward: 2 + 2 + 2 + 2); the flex
 into the communication kernel (write-up §2.1.1)."""
 
 # --- overlaps ----------------------------------------------------------------------------------------
-EP_OVERLAP_HIDDEN = 0.55
+EP_OVERLAP_HIDDEN = 0.95
 """Share of the EP all-to-all the 1F1B A2A overlap hides behind the other micro-batch's compute
 (`--overlap-moe-expert-parallel-comm`); partial: the write-up found its net effect negative on GB200
-where the all-to-all is already short (§3.2) because it adds host work; fitted (0.3-0.9 move the MoE
-group's mean error by under 1 point)."""
+where the all-to-all is already short (§3.2) because it adds host work (EP_OVERLAP_HOST_SHARE), so the
+hiding itself can be near complete; fitted."""
 EP_OVERLAP_HOST_SHARE = 0.15
 """Extra host time the A2A overlap's two-stream scheduling adds per MoE layer (write-up §3.2)."""
 TP_OVERLAP_HIDDEN = 0.8
@@ -171,7 +179,7 @@ BYTES_OPTIMIZER_BF16_MOMENTS = 8
 FP8_WEIGHT_COPY_BYTES = 1
 """FP8 GEMMs keep a 1-byte quantised copy of every weight beside the 16-bit one, unless the primary
 weights are FP8 (write-up §1 item 6)."""
-HOST_UNBOUND_SLOWDOWN = 1.3
+HOST_UNBOUND_SLOWDOWN = 1.19
 """Host time per kernel of a process not bound to its GPU's CPU cores and NUMA node, relative to a bound
 one: binding (bindpcie) gave +70.6 TFLOP/s/GPU, 10 % of the step, on the host-bound DeepSeek-V3 GB200
 run (write-up §2.4, ladder 691 -> 762); fitted."""
@@ -179,3 +187,12 @@ UNFUSED_PERMUTE_SLOWDOWN = 10.0
 """The permute kernel before its fusion ran far below HBM speed when top-k is much smaller than the expert
 count: Transformer Engine PR 1927 gave "up to a 10x unit speedup" (write-up §2.1.1; with the scale
 allocation fusion, +35 TFLOP/s/GPU on the DeepSeek-V3 GB200 ladder)."""
+HOST_GPU_OVERLAP_SHARPNESS = 3.0
+"""How sharply GPU and host time overlap (cost.step._overlapped): infinite is a hard max (the CPU either
+keeps the GPU fed or it does not); a finite p lets both sides count when they are close, as the
+DeepSeek-V3 GB200 ladder shows: every host-side step (fusions, binding, graphs) and every GPU-side step
+(DeepEP, less recompute) moved the step time on the same un-graphed layout (write-up §3).  Fitted."""
+DEEPEP_MULTI_HOST_NVLINK_EFFICIENCY = 0.43
+"""DeepEP across the trays of one NVL72 rack: "about 400 GB/s dispatch and 190 GB/s combine" with 24 SMs at
+EP32 against 900 GB/s unidirectional (write-up §2.2.1), i.e. 295 of the 684 GB/s ring bandwidth the NVL72
+level carries (gb200-nvl72.yaml collective_efficiency 0.76)."""

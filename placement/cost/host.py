@@ -48,21 +48,24 @@ def host_term(x: Ctx, graphs: CudaGraphs, ep_overlap: bool) -> HostTerm:
     recompute = x.full * x.full_layers_share
     attn_k = C.KERNELS_ATTN_FORWARD * (fwd_units + np.maximum(recompute, x.module(M.CORE_ATTN)))
     mlp_k = C.KERNELS_MLP_FORWARD * (fwd_units + np.maximum(recompute, x.module(M.MLP)))
-    if graphs is CudaGraphs.FULL:
-        attn_share = moe_share = GRAPHED_HOST_SHARE
-    elif graphs is CudaGraphs.PARTIAL:
-        attn_share, moe_share = GRAPHED_HOST_SHARE, C.CUDA_GRAPH_PARTIAL_HOST_SHARE
-    else:
-        attn_share = moe_share = 1.0
-    dense = (attn_k + mlp_k) * attn_share * t
+    # partial graphs capture attention, the router and the MoE preprocess (`--cuda-graph-scope attn
+    # moe_router moe_preprocess`); the dispatch, the experts and the shared experts stay eager (write-up §2.3)
+    graphed = GRAPHED_HOST_SHARE if graphs is not CudaGraphs.NONE else 1.0
+    eager = GRAPHED_HOST_SHARE if graphs is CudaGraphs.FULL else 1.0
+    dense = (attn_k + mlp_k) * graphed * t
     if w.num_experts:
-        per_expert = C.KERNELS_PER_EXPERT_FORWARD_FP8 if x.fp8 is not None else C.KERNELS_PER_EXPERT_FORWARD
-        fixed = C.KERNELS_MOE_FORWARD_FUSED if x.recipe.moe_fusions else C.KERNELS_MOE_FORWARD_UNFUSED
-        moe_fwd_k = fixed + per_expert * (w.num_experts / x.ep) + (C.KERNELS_MLP_FORWARD if w.shared_ffn_total else 0)
-        moe_k = moe_fwd_k * (fwd_units + np.maximum(recompute, x.module(M.MOE)))
+        per_expert = 0
+        if x.fp8 is not None:
+            quant = C.KERNELS_PER_EXPERT_FP8_QUANT_FUSED if x.recipe.moe_fusions else C.KERNELS_PER_EXPERT_FP8_QUANT
+            per_expert = C.KERNELS_PER_EXPERT_FORWARD + quant
+        router = C.KERNELS_ROUTER_FORWARD_FUSED if x.recipe.moe_fusions else C.KERNELS_ROUTER_FORWARD_UNFUSED
+        eager_fwd = (C.KERNELS_DISPATCH_FORWARD + per_expert * (w.num_experts / x.ep)
+                     + (C.KERNELS_MLP_FORWARD if w.shared_ffn_total else 0))
+        units = fwd_units + np.maximum(recompute, x.module(M.MOE))
+        moe_k = router * units * graphed + eager_fwd * units * eager
         if ep_overlap:
             moe_k = moe_k * (1.0 + C.EP_OVERLAP_HOST_SHARE)
-        moe = attn_k * attn_share * t + moe_k * moe_share * t
+        moe = attn_k * graphed * t + moe_k * t
         static = graphs is CudaGraphs.FULL or x.recipe.moe_capacity_factor is not None
         syncs = np.where(static, 0.0, 1.0 + np.maximum(recompute, x.module(M.MOE)))
     else:

@@ -26,6 +26,7 @@ import numpy as np
 
 from placement.cost.stages import stage_layers
 from placement.specs import Layout, ModelSpec, TrainingSpec
+from placement.specs.recipe import Recipe
 
 Columns = Mapping[str, np.ndarray]
 """Candidate columns by axis name: tp, cp, ep, etp, pp, vpp, dp, mbs (int64 arrays of equal length)."""
@@ -43,12 +44,16 @@ class Facts:
     """Routed experts per MoE layer; 0 for a dense model."""
     seq_len: int
     global_batch: int
+    explicit_pipeline: bool = False
+    """An explicit pipeline layout places the layers: the default-split rules (pp_layers, vpp_layers) give way to
+    the layout's own checks (cost.pipeline.parse_layout)."""
 
     @classmethod
-    def of(cls, model: ModelSpec, train: TrainingSpec) -> Facts:
+    def of(cls, model: ModelSpec, train: TrainingSpec, recipe: Recipe | None = None) -> Facts:
         return cls(model_name=model.name, num_layers=model.num_layers, num_heads=model.num_attention_heads,
                    num_kv_heads=model.kv_heads, num_experts=model.moe.num_experts if model.moe else 0,
-                   seq_len=train.seq_len, global_batch=train.global_batch)
+                   seq_len=train.seq_len, global_batch=train.global_batch,
+                   explicit_pipeline=recipe is not None and recipe.pipeline_layout is not None)
 
 
 @dataclass(frozen=True)
@@ -153,7 +158,7 @@ RULES: tuple[Rule, ...] = (
                        f"({v['mbs']}) = {v['dp'] * v['mbs']}"),
     _rule("pp_layers", "pp",
           "every pipeline rank holds at least one layer (middle ranks ceil(L / pp), first and last the rest)",
-          lambda f, c: _lighter_end(f, c) >= 1,
+          lambda f, c: (_lighter_end(f, c) >= 1) | f.explicit_pipeline,
           lambda f, v: f"--pp {v['pp']} --vpp {v['vpp']}: {f.num_layers} layers cannot be split that way (every "
                        f"stage needs a layer; {_rest_text(f, v['pp'])}); {_pp_fix(f, v['pp'])}"),
     _rule("vpp_needs_pp", "vpp pp",
@@ -163,8 +168,8 @@ RULES: tuple[Rule, ...] = (
     _rule("vpp_layers", "vpp pp",
           "every virtual stage holds at least one layer and the full stages split evenly into vpp chunks "
           "(Megatron's default split asserts it; uneven chunks need an explicit --pipeline-layout)",
-          lambda f, c: (c["vpp"] == 1) | ((_lighter_end(f, c) >= c["vpp"])
-                                          & ((-(-f.num_layers // c["pp"])) % c["vpp"] == 0)),
+          lambda f, c: (c["vpp"] == 1) | f.explicit_pipeline | ((_lighter_end(f, c) >= c["vpp"])
+                                                                 & ((-(-f.num_layers // c["pp"])) % c["vpp"] == 0)),
           lambda f, v: f"--pp {v['pp']} --vpp {v['vpp']}: {f.num_layers} layers cannot be split that way "
                        f"(interleaving needs at least vpp layers on each stage and the full stages' "
                        f"{-(-f.num_layers // v['pp'])} layers in vpp equal chunks: {_split_text(f, v['pp'])}); "
@@ -219,8 +224,8 @@ def first_broken(facts: Facts, values: Mapping[str, int]) -> Rule | None:
     return next((r for r in RULES if not bool(np.asarray(r.holds(facts, cols)).reshape(-1)[0])), None)
 
 
-def layout_error(model: ModelSpec, train: TrainingSpec, layout: Layout) -> str | None:
+def layout_error(model: ModelSpec, train: TrainingSpec, layout: Layout, recipe: Recipe | None = None) -> str | None:
     """The message of the first rule `layout` breaks for this model and job, or None if it breaks none."""
-    facts, values = Facts.of(model, train), layout_values(layout)
+    facts, values = Facts.of(model, train, recipe), layout_values(layout)
     rule = first_broken(facts, values)
     return None if rule is None else rule.message(facts, values)

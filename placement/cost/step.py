@@ -298,11 +298,20 @@ def _stage_times(x: Ctx, st: StageKinds, g_dense, g_moe, g_mtp, head, pp_mb, h_d
     host = st.dense * h_dense + n_moe * h_moe
     g_fwd = g_moe / x.passes
     synced = syncs > 0
-    per_sync_layer = np.maximum(g_fwd, h_moe * h_fwd) + C.MOE_SYNC_S * syncs
+    per_sync_layer = _overlapped(g_fwd, h_moe * h_fwd) + C.MOE_SYNC_S * syncs
     rest_gpu = gpu - np.where(synced, n_moe * g_fwd, 0.0)
     rest_host = host - np.where(synced, n_moe * h_moe * h_fwd, 0.0)
-    t = np.where(synced, n_moe * per_sync_layer, 0.0) + np.maximum(rest_gpu, rest_host)
+    t = np.where(synced, n_moe * per_sync_layer, 0.0) + _overlapped(rest_gpu, rest_host)
     return t, gpu
+
+
+def _overlapped(gpu, host):
+    """Time of GPU work and the host work that feeds it, running side by side: the larger of the two when
+    one clearly dominates, more than it when they are close, because launch gaps then leave the GPU idle
+    between kernels (a soft maximum, (g^p + h^p)^(1/p) with p = HOST_GPU_OVERLAP_SHARPNESS)."""
+    p = C.HOST_GPU_OVERLAP_SHARPNESS
+    big = np.maximum(np.maximum(gpu, host), 1e-30)
+    return big * ((gpu / big) ** p + (host / big) ** p) ** (1.0 / p)
 
 
 @dataclass(frozen=True)
