@@ -99,7 +99,7 @@ def ep_term(x: Ctx, dispatcher: Dispatcher) -> EpTerm:
     load = x.expert_load
     k = float(w.top_k)
     copies = x.tokens / x.tp * k * w.hidden * C.BYTES_PER_ACTIVATION * load  # one copy per routed expert
-    fwd_dispatch = 0.5 if x.recipe.dispatch_fp8 else 1.0
+    fwd_dispatch = 0.5 if x.recipe.dispatch_fp8 and x.fp8 is not None else 1.0  # FP8 dispatch needs an FP8 recipe
     recompute_fwd = x.full * x.full_layers_share + x.module(M.MOE)
     ops = (fwd_dispatch + 1.0) * (1.0 + recompute_fwd) + 2.0
     ranks_per_domain = group.within[group.inverse, 0]

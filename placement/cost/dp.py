@@ -67,7 +67,11 @@ def dp_term(x: Ctx, p: StageParams, comp_mb_s: np.ndarray) -> DpTerm:
     replicas = coll.Groups(lv, b.tp * b.cp * b.dp_shard, b.dp // b.dp_shard)
     hsdp_once = replicas.all_reduce(p.dense * grad_b / p.dense_shard)
     m = x.m
-    total = np.where(zero3, z3_mb * m + hsdp_once, np.where(zero2, rs_once * m + ag_once, rs_once + ag_once))
+    # DDP all-reduces the gradient buffer (reduce-scatter + all-gather, both at the gradient width); ZeRO-1/2
+    # reduce-scatter gradients and all-gather 16-bit parameters
+    all_reduce = 2.0 * rs_once
+    total = np.where(zero3, z3_mb * m + hsdp_once, np.where(zero2, rs_once * m + ag_once,
+                                                            np.where(b.zero == 0, all_reduce, rs_once + ag_once)))
     if not x.recipe.dp_overlap:
         exposed = total
     else:
@@ -82,11 +86,13 @@ def dp_term(x: Ctx, p: StageParams, comp_mb_s: np.ndarray) -> DpTerm:
             zero3, m * np.maximum(z3_mb - comp_mb_s, 0.0) + np.maximum(hsdp_once - hide, 0.0),
             np.where(zero2, m * np.maximum(rs_once - hide / chunks, 0.0) + gather_exposed,
                      np.where(b.zero == 1, np.maximum(rs_once - hide, 0.0) + gather_exposed,
-                              np.maximum(rs_once + ag_once - hide, 0.0))))
-    dense_bytes = np.where(zero3, 3.0 * p.dense * wt_b * m, np.where(zero2, p.dense * grad_b * (m + 1.0),
-                                                                     2.0 * p.dense * grad_b))
-    expert_bytes = np.where(zero3, 3.0 * p.expert * wt_b * m, np.where(zero2, p.expert * grad_b * (m + 1.0),
-                                                                       2.0 * p.expert * grad_b))
+                              np.maximum(all_reduce - hide, 0.0))))
+    def sent(params):
+        return np.where(zero3, 3.0 * params * wt_b * m,
+                        np.where(zero2, params * (grad_b * m + wt_b),
+                                 np.where(b.zero == 0, 2.0 * params * grad_b, params * (grad_b + wt_b))))
+
+    dense_bytes, expert_bytes = sent(p.dense), sent(p.expert)
     return DpTerm(
         total_s=total, exposed_s=exposed,
         dense_bytes=np.where(p.dense_shard > 1, dense_bytes, 0.0),

@@ -335,7 +335,7 @@ def _stage_params(x: Ctx, st: StageKinds) -> _Params:
     mtp_proj_p = 2.0 * w.hidden * w.hidden / x.tp
     dense = (st.dense * dense_layer_p + st.moe * moe_dense_p
              + st.mtp * ((moe_dense_p if w.num_experts else dense_layer_p) + mtp_proj_p)
-             + st.embed * w.embed_params / x.tp + st.loss * w.head_params / x.tp)
+             + st.embed * (w.embed_params / x.tp) + st.loss * (w.head_params / x.tp))
     expert = (st.moe + st.mtp) * moe_expert_p if w.num_experts else np.zeros_like(dense)
     zero3 = x.b.zero == 3
     return _Params(dense_kinds=dense, expert_kinds=expert,
