@@ -8,6 +8,7 @@ results; none of them reads flags or files.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -60,10 +61,18 @@ class Ctx:
     expert_load: float
     """Tokens on the busiest EP rank over the mean: the routing imbalance, capped by a capacity factor."""
 
-    def module(self, mod: RecomputeModule) -> np.ndarray:
-        """True where selective recompute includes `mod` (bool per candidate)."""
+    def module(self, mod: RecomputeModule) -> np.ndarray | bool:
+        """True where selective recompute includes `mod` (bool per candidate; a plain False when no candidate
+        of the batch recomputes it, which keeps the common pass scalar)."""
         bit = 1 << RECOMPUTE_MODULES.index(mod)
+        if not self._any_module & bit:
+            return False
         return (self.b.recompute == SELECTIVE) & ((self.b.rc_modules & bit) != 0)
+
+    @cached_property
+    def _any_module(self) -> int:
+        sel = self.b.rc_modules[self.b.recompute == SELECTIVE]
+        return int(np.bitwise_or.reduce(sel)) if sel.size else 0
 
     @property
     def passes(self) -> np.ndarray:

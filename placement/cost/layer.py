@@ -50,6 +50,8 @@ class LayerCompute:
     """Routed expert GEMMs and their quantisation alone (part of moe_s)."""
     moe_forward_s: np.ndarray
     """One MoE layer's forward alone (what `moe` recompute reruns and what hides an A2A)."""
+    core_forward_s: np.ndarray
+    """The attention core's forward alone (what ring attention's KV exchange hides behind)."""
 
 
 def _gemm(x: Ctx, m, n, k, count=1.0):
@@ -135,4 +137,4 @@ def layer_compute(x: Ctx) -> LayerCompute:
     mtp_layer = moe if w.num_experts else dense
     mtp = mtp_layer + head + gemm_time(tokens, w.hidden / tp, 2 * w.hidden, 1, x.gemm_bf16) * (1.0 + bwd)
     return LayerCompute(dense_s=dense, moe_s=moe, head_s=head, mtp_s=mtp, attn_s=attn, experts_s=experts,
-                        moe_forward_s=attn / passes + moe_fwd)
+                        moe_forward_s=attn / passes + moe_fwd, core_forward_s=core)

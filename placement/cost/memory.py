@@ -89,45 +89,69 @@ class MemoryTerm:
 def memory_term(x: Ctx, st: StageKinds, dense_p: np.ndarray, expert_p: np.ndarray, dense_shard: np.ndarray,
                 expert_shard: np.ndarray, extra_bytes: np.ndarray | float) -> MemoryTerm:
     """Peak over the kinds of pipeline rank (S, K inputs: params per kind); `extra_bytes` (K,) is what the
-    recipe adds on every rank (CUDA-graph pools)."""
+    recipe adds on every rank (CUDA-graph pools).
+
+    Every part is linear in what a rank holds (its dense and expert parameters, layers, MTP layers, loss),
+    with per-candidate coefficients: the totals are priced for every kind to find the peak rank, and the
+    parts only for that rank."""
     b = x.b
     zero3 = b.zero == 3
-    p = dense_p + expert_p
-    sharded = dense_p / dense_shard + expert_p / expert_shard
-    weights = np.where(zero3, sharded, p) * C.BYTES_WEIGHT
+    # bytes per parameter of each part, replicated (1) or sharded (1 / shard) per ZeRO stage
+    weight_b = float(C.BYTES_WEIGHT)
     if x.fp8 is not None:  # the quantised copy beside the 16-bit weight, or FP8 primary weights alone
-        weights = weights * 0.5 if x.recipe.fp8_params else weights + np.where(zero3, sharded, p) * C.FP8_WEIGHT_COPY_BYTES
+        weight_b = weight_b * 0.5 if x.recipe.fp8_params else weight_b + C.FP8_WEIGHT_COPY_BYTES
     # fp32 gradients take 4 bytes where a full-size grad buffer is kept (DDP, Megatron's distributed optimizer);
     # under ZeRO-3/FSDP2 the sharded fp32 parameter is itself the master copy, so 2 + 4 + 8 = 16 bytes as before
     grad_b = np.where((b.zero < 3) & x.recipe.grad_reduce_fp32, 4.0, C.BYTES_GRAD)
-    grads = np.where(b.zero >= 2, sharded, p) * grad_b
-    state = C.BYTES_OPTIMIZER_BF16_MOMENTS if x.recipe.optimizer_state_bf16 else C.BYTES_OPTIMIZER
-    opt = np.where(b.zero >= 1, sharded, p) * state
+    state_b = C.BYTES_OPTIMIZER_BF16_MOMENTS if x.recipe.optimizer_state_bf16 else C.BYTES_OPTIMIZER
+
+    def per_param(shard):
+        w_ = weight_b * np.where(zero3, 1.0 / shard, 1.0)
+        g_ = grad_b * np.where(b.zero >= 2, 1.0 / shard, 1.0)
+        o_ = state_b * np.where(b.zero >= 1, 1.0 / shard, 1.0)
+        return w_, g_, o_
+
+    wd, gd, od = per_param(dense_shard)
+    we, ge, oe = per_param(expert_shard)
 
     acts = layer_activations(x)
     share = x.full * x.full_layers_share
     per_dense = share * acts.layer_input + (1.0 - share) * acts.dense
     per_moe = share * acts.layer_input + (1.0 - share) * acts.moe
-    stored = st.dense * per_dense + (st.moe + st.mtp) * per_moe
-    working = np.where(x.full > 0, np.where(st.moe > 0, acts.moe, acts.dense), 0.0)
-    activations = stored * in_flight(x, st.rank) + working * (st.num_ranks > 0)
+    working_moe = np.where(x.full > 0, acts.moe, 0.0)
+    working_dense = np.where(x.full > 0, acts.dense, 0.0)
 
     w = x.w
     vocab = w.embed_params / w.hidden
     logit_bytes = C.BYTES_PER_ACTIVATION if x.recipe.cross_entropy_fusion else C.LOGITS_BYTES_PER_ELEMENT
-    logits = x.tokens * vocab / x.tp * logit_bytes * (st.loss + st.mtp)
+    logits = x.tokens * vocab / x.tp * logit_bytes
     dense_layer_p = (w.attn_params + w.dense_mlp_params) / x.tp
     moe_layer_p = (w.attn_params + w.shared_params) / x.tp + w.router_params + w.num_experts * w.expert_params / (
         x.ep * x.etp)
     z3_buffer = np.where(zero3, 2.0 * np.maximum(dense_layer_p, moe_layer_p) * C.BYTES_WEIGHT, 0.0)
-    other = logits + z3_buffer + C.MEMORY_RESERVE_BYTES + extra_bytes
-    total = weights + grads + opt + activations + other
-    total = np.where(st.num_ranks > 0, total, 0.0)
-    worst = np.argmax(total, axis=0)
+    fixed = z3_buffer + C.MEMORY_RESERVE_BYTES + extra_bytes
+
+    def parts(nd, nmoe, heads, dp_, ep_, rank, active):
+        stored = nd * per_dense + nmoe * per_moe
+        working = np.where(nmoe > 0, working_moe, working_dense)
+        activations = stored * in_flight(x, rank) + working * active
+        return (dp_ * wd + ep_ * we, dp_ * gd + ep_ * ge, dp_ * od + ep_ * oe, activations, heads * logits + fixed)
+
+    n_moe = st.moe + st.mtp
+    heads = st.loss + st.mtp
+    active = st.num_ranks > 0
+    # the totals of every kind, summed in as few (S, K) passes as the parts allow
+    flight = in_flight(x, st.rank)
+    total = (dense_p * (wd + gd + od) + expert_p * (we + ge + oe)
+             + (st.dense * per_dense + n_moe * per_moe) * flight + np.where(n_moe > 0, working_moe, working_dense)
+             + heads * logits + fixed)
+    worst = np.argmax(np.where(active, total, 0.0), axis=0)
     cols = np.arange(total.shape[1])
 
-    def pick(a):
+    def at(a):
         return np.broadcast_to(a, total.shape)[worst, cols]
 
-    return MemoryTerm(weights_bytes=pick(weights), grads_bytes=pick(grads), optimizer_bytes=pick(opt),
-                      activations_bytes=pick(activations), other_bytes=pick(other), peak_bytes=pick(total))
+    weights, grads, opt, activations, other = parts(at(st.dense), at(n_moe), at(heads), at(dense_p), at(expert_p),
+                                                    at(st.rank), at(active))
+    return MemoryTerm(weights_bytes=weights, grads_bytes=grads, optimizer_bytes=opt, activations_bytes=activations,
+                      other_bytes=other, peak_bytes=weights + grads + opt + activations + other)

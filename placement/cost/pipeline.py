@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Final
 
 import numpy as np
@@ -314,6 +315,18 @@ def _stages_for(policy: int, pp: int, vpp: int, num_layers: int, mtp_layers: int
         return None
 
 
+@lru_cache(maxsize=4096)
+def _kinds_of_split(policy: int, pp: int, vpp: int, num_layers: int, num_dense_layers: int, mtp_layers: int,
+                    layouts: tuple[str, ...]):
+    """(kinds, fullest chunk) of one (pp, vpp, policy) split, memoized: a search prices the same few splits
+    for hundreds of thousands of candidates, and twice (cost.step, search._selective_candidates)."""
+    explicit = [(text, expand_layout(text)) for text in layouts]
+    stages = _stages_for(policy, pp, vpp, num_layers, mtp_layers, explicit)
+    if stages is None:
+        return None, 0
+    return _kinds(_rank_table(stages, pp, num_dense_layers)), max(st.count(DECODER) + st.count(MTP) for st in stages)
+
+
 def stage_kinds(num_layers: int, num_dense_layers: int, mtp_layers: int, pp: np.ndarray, vpp: np.ndarray,
                 policy: np.ndarray, layouts: tuple[str, ...] = ()) -> StageKinds:
     """The kinds of pipeline rank for K candidates (pp, vpp, policy), vectorized.
@@ -351,9 +364,9 @@ def stage_kinds(num_layers: int, num_dense_layers: int, mtp_layers: int, pp: np.
     per_key, fullest = [], []
     for k in distinct.tolist():
         p, v, pol = k // (vpp_span * policy_span), (k // policy_span) % vpp_span, k % policy_span
-        stages = _stages_for(pol, p, v, num_layers, mtp_layers, explicit)
-        per_key.append(None if stages is None else _kinds(_rank_table(stages, p, num_dense_layers)))
-        fullest.append(0 if stages is None else max(st.count(DECODER) + st.count(MTP) for st in stages))
+        kinds, most = _kinds_of_split(pol, p, v, num_layers, num_dense_layers, mtp_layers, tuple(layouts))
+        per_key.append(kinds)
+        fullest.append(most)
 
     num_kinds = max((len(kinds[1]) for kinds in per_key if kinds is not None), default=1)
     table = np.zeros((len(_KIND_FIELDS) + 2, num_kinds, len(distinct)), dtype=np.int64)

@@ -25,7 +25,7 @@ from placement.cost.comm import cp_term, ep_exposed, ep_term, pp_term, tp_term
 from placement.cost.context import Ctx, context
 from placement.cost.dp import StageParams, dp_term, optimizer_term
 from placement.cost.host import host_term
-from placement.cost.layer import attention_forward, layer_compute
+from placement.cost.layer import layer_compute
 from placement.cost.memory import memory_term
 from placement.cost.pipeline import StageKinds, stage_kinds
 from placement.specs import TrainingSpec
@@ -123,10 +123,10 @@ def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch, r
     x = context(w, train, topo, b, recipe)
     st = stage_kinds(w.num_layers, w.num_dense_layers, recipe.mtp_layers, b.pp, b.vpp, b.pipe_policy,
                      (recipe.pipeline_layout,) if recipe.pipeline_layout else ())
-    lc = layer_compute(x)
-    _, core_fwd, _ = attention_forward(x)
-    tp = tp_term(x)
-    cp = cp_term(x, core_fwd)
+    # the per-layer terms depend on a few columns only: price each distinct row once and gather
+    rows, inverse = _layer_rows(x)
+    u = context(w, train, topo, b.take(rows), recipe) if rows is not None else x
+    lc, tp, cp = (_gather(t, inverse) for t in _layer_terms(u))
     pp = pp_term(x)
     zero = np.zeros_like(x.tokens)
 
@@ -142,7 +142,7 @@ def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch, r
     # dispatcher and EP overlap: price every allowed pair of the MoE layer's EP term
     ep_options = []
     for d in choices.dispatchers if w.num_experts else choices.dispatchers[:1]:
-        ept = ep_term(x, d)
+        ept = _gather(ep_term(u, d), inverse)
         for ov in choices.ep_comm_overlap if w.num_experts else choices.ep_comm_overlap[:1]:
             exposed, slow = ep_exposed(x, ept, lc, ov)
             ep_options.append((DISPATCHERS.index(d), ov, ept, exposed, slow))
@@ -170,6 +170,9 @@ def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch, r
     def host_for(ov: bool):
         parts = [hosts.get((g, ov)) for g in GRAPHS]
         have = [p for p in parts if p is not None]
+        if len(have) == 1:
+            h = have[0]
+            return h.dense_s, h.moe_s, h.forward_share, h.syncs_per_moe_layer
 
         def sel(attr):
             return np.choose(graph_pick, [getattr(p if p is not None else have[0], attr) for p in parts])
@@ -179,50 +182,56 @@ def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch, r
     comp_dense = lc.dense_s
     comp_moe = lc.moe_s
     g_dense = comp_dense + tp_dense + cp.exposed_s + tp_slow
+    idle = st.num_ranks == 0
+    counts = _Counts.of(st)
     priced = []
     for code, ov, _, exposed, slow in ep_options:
         g_moe = comp_moe + tp_moe + cp.exposed_s + exposed + slow
         g_mtp = lc.mtp_s - lc.moe_s + g_moe if w.num_experts else lc.mtp_s + tp_dense + cp.exposed_s
         h_dense, h_moe, h_fwd, syncs = host_for(ov)
-        t_kind, g_kind = _stage_times(x, st, g_dense, g_moe, g_mtp, lc.head_s, pp.per_microbatch_s,
+        t_kind, g_kind = _stage_times(x, counts, g_dense, g_moe, g_mtp, lc.head_s, pp.per_microbatch_s,
                                       h_dense, h_moe, h_fwd, syncs)
-        priced.append((np.max(np.where(st.num_ranks > 0, t_kind, -np.inf), axis=0), t_kind, g_kind))
-    # per candidate, the cheapest (dispatcher, EP overlap); ties keep the earlier option
-    pick = np.argmin(np.stack([p[0] for p in priced]), axis=0)
-
-    def chosen(values):
-        return np.choose(pick, [np.broadcast_to(v, np.shape(values[0])) for v in values]) if len(values) > 1 \
-            else np.asarray(values[0])
-
-    t_mb = chosen([p[0] for p in priced])
-    t_kind = np.stack([p[1] for p in priced])[pick, :, np.arange(len(b))].T
-    g_kind = np.stack([p[2] for p in priced])[pick, :, np.arange(len(b))].T
-    disp_code = chosen([np.full(len(b), o[0]) for o in ep_options])
-    ep_ov = chosen([np.full(len(b), o[1]) for o in ep_options]).astype(bool)
-    ep_exp = chosen([np.broadcast_to(o[3], (len(b),)) for o in ep_options])
-    ep_slow = chosen([np.broadcast_to(o[4], (len(b),)) for o in ep_options])
-    worst = np.argmax(np.where(st.num_ranks > 0, t_kind, -np.inf), axis=0)
+        t_kind[idle] = -np.inf
+        worst = np.argmax(t_kind, axis=0)
+        priced.append((worst, t_kind, g_kind))
     cols = np.arange(len(b))
+    if len(priced) == 1:
+        worst, t_kind, g_kind = priced[0]
+        t_mb = t_kind[worst, cols]
+        host_mb = t_mb - g_kind[worst, cols]
+        disp_code = np.full(len(b), ep_options[0][0], dtype=np.int64)
+        ep_ov = np.full(len(b), ep_options[0][1], dtype=bool)
+        ep_exp = np.broadcast_to(ep_options[0][3], (len(b),))
+        ep_slow = np.broadcast_to(ep_options[0][4], (len(b),))
+    else:
+        # per candidate, the cheapest (dispatcher, EP overlap); ties keep the earlier option
+        per_option = np.stack([t[wo, cols] for wo, t, _ in priced])
+        pick = np.argmin(per_option, axis=0)
+        t_mb = per_option[pick, cols]
+        worst = np.choose(pick, [wo for wo, _, _ in priced])
+        host_mb = t_mb - np.choose(pick, [g[wo, cols] for wo, _, g in priced])
+        disp_code = np.array([o[0] for o in ep_options], dtype=np.int64)[pick]
+        ep_ov = np.array([o[1] for o in ep_options], dtype=bool)[pick]
+        ep_exp = np.choose(pick, [np.broadcast_to(o[3], (len(b),)) for o in ep_options])
+        ep_slow = np.choose(pick, [np.broadcast_to(o[4], (len(b),)) for o in ep_options])
 
-    def at_worst(a):
-        return np.broadcast_to(a, t_kind.shape)[worst, cols]
-
-    comp_kind = st.dense * comp_dense + st.moe * comp_moe + st.mtp * lc.mtp_s + st.loss * lc.head_s
-    comp_mb = at_worst(comp_kind)
-    tp_mb = at_worst(st.dense * tp_dense + (st.moe + st.mtp) * tp_moe)
-    cp_mb = at_worst((st.dense + st.moe + st.mtp) * cp.exposed_s)
-    ep_mb = at_worst((st.moe + st.mtp) * ep_exp)
-    host_mb = at_worst(t_kind - g_kind)
-    slow_mb = at_worst(st.dense * tp_slow + (st.moe + st.mtp) * (tp_slow + ep_slow))
-    layers_mb = at_worst(st.dense + st.moe + st.mtp)
-    moe_layers_mb = at_worst(st.moe + st.mtp)
+    # what the critical rank holds, per candidate: every per-micro-batch term is linear in these counts
+    nd, nm, nmtp, nloss = (a[worst, cols].astype(np.float64) for a in (st.dense, st.moe, st.mtp, st.loss))
+    n_moe = nm + nmtp
+    layers_mb = nd + n_moe
+    comp_mb = nd * comp_dense + nm * comp_moe + nmtp * lc.mtp_s + nloss * lc.head_s
+    tp_mb = nd * tp_dense + n_moe * tp_moe
+    cp_mb = layers_mb * cp.exposed_s
+    ep_mb = n_moe * ep_exp
+    slow_mb = nd * tp_slow + n_moe * (tp_slow + ep_slow)
+    moe_layers_mb = n_moe
 
     bubble = (x.pp - 1.0) / x.vpp * t_mb * _bubble_share(x)
     dp = dp_term(x, params.as_stage(), comp_mb)
     optimizer_s = optimizer_term(x, params.as_stage())
     m = x.m
-    overlapped = np.maximum(dp.total_s - dp.exposed_s, 0.0) + m * np.maximum(at_worst(
-        (st.dense + st.moe + st.mtp) * cp.total_s) - cp_mb, 0.0)
+    cp_total_mb = layers_mb * cp.total_s
+    overlapped = np.maximum(dp.total_s - dp.exposed_s, 0.0) + m * np.maximum(cp_total_mb - cp_mb, 0.0)
     overlap_slowdown = C.OVERLAP_COMPUTE_SLOWDOWN * np.minimum(overlapped, m * comp_mb) + m * slow_mb
     step = m * t_mb + bubble + dp.exposed_s + optimizer_s + C.OVERLAP_COMPUTE_SLOWDOWN * np.minimum(
         overlapped, m * comp_mb)
@@ -242,11 +251,14 @@ def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch, r
     hfu = hw_per_token * tokens_step / (step * num_gpus * peak)
 
     ept_by_code = {code: ept for code, _, ept, _, _ in ep_options}
-    ep_total = zero.copy()
-    ep_bytes = zero.copy()
-    for code, ept in ept_by_code.items():
-        ep_total = np.where(disp_code == code, ept.total_s, ep_total)
-        ep_bytes = np.where(disp_code == code, ept.bytes_per_layer, ep_bytes)
+    if len(ept_by_code) == 1:
+        only = next(iter(ept_by_code.values()))
+        ep_total, ep_bytes = only.total_s, only.bytes_per_layer
+    else:
+        ep_total, ep_bytes = zero, zero
+        for code, ept in ept_by_code.items():
+            ep_total = np.where(disp_code == code, ept.total_s, ep_total)
+            ep_bytes = np.where(disp_code == code, ept.bytes_per_layer, ep_bytes)
     valid = st.valid & (np.abs(m - np.rint(m)) < 1e-9) & (m >= 1)
     traffic = {
         "tp": tp.bytes_per_layer * layers_mb * m,
@@ -259,7 +271,7 @@ def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch, r
     }
     return Estimates(
         valid=valid, step_time_s=step, compute_s=m * comp_mb, tp_s=m * tp_mb, cp_s=m * cp_mb,
-        cp_total_s=m * at_worst((st.dense + st.moe + st.mtp) * cp.total_s), ep_s=m * ep_mb,
+        cp_total_s=m * cp_total_mb, ep_s=m * ep_mb,
         pp_s=m * pp.per_microbatch_s, dp_s=dp.total_s, dp_exposed_s=dp.exposed_s, bubble_s=bubble,
         optimizer_s=optimizer_s, overlap_slowdown_s=overlap_slowdown,
         num_microbatches=np.rint(m).astype(np.int64), mfu=mfu, hfu=hfu, tokens_per_s=tokens_step / step,
@@ -267,11 +279,46 @@ def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch, r
         optimizer_bytes=base_mem.optimizer_bytes, activations_bytes=base_mem.activations_bytes,
         other_bytes=base_mem.other_bytes + extra_mem, peak_memory_bytes=peak_mem,
         memory_capacity_bytes=capacity, fits=fits, traffic_bytes=traffic,
-        host_s=m * host_mb, tp_total_s=m * at_worst(st.dense * tp.dense_s + (st.moe + st.mtp) * tp.moe_s),
-        ep_total_s=m * at_worst((st.moe + st.mtp) * ep_total),
-        dispatcher=np.broadcast_to(disp_code, (len(b),)).astype(np.int64), cuda_graphs=graph_pick,
-        tp_comm_overlap=tp_on, ep_comm_overlap=np.broadcast_to(ep_ov, (len(b),)).astype(bool), recipe=recipe,
+        host_s=m * host_mb, tp_total_s=m * (nd * tp.dense_s + n_moe * tp.moe_s),
+        ep_total_s=m * n_moe * ep_total,
+        dispatcher=disp_code, cuda_graphs=graph_pick, tp_comm_overlap=tp_on, ep_comm_overlap=ep_ov, recipe=recipe,
     )
+
+
+def _layer_rows(x: Ctx) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """One candidate per distinct set of the columns the per-layer terms read (tp, cp, ep, etp, micro-batch,
+    sequence parallelism, recompute and its modules; pp and vpp too where recompute_num_layers makes the
+    recompute share depend on them), and the map back; (None, None) where that saves nothing."""
+    b = x.b
+    cols = [b.tp, b.cp, b.ep, b.etp, b.mbs, b.sp, b.recompute, b.rc_modules]
+    if x.recipe.recompute_num_layers is not None:
+        cols += [b.pp, b.vpp]
+    key = np.zeros(len(b), dtype=np.int64)
+    for c in cols:
+        span = int(c.max(initial=0)) + 1
+        if key.max(initial=0) > (np.iinfo(np.int64).max // max(span, 1)) // 2:
+            return None, None  # too wide for one int64 key: price every row
+        key = key * span + c
+    uniq, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    if uniq.size * 2 > len(b):
+        return None, None
+    return first, inverse.reshape(-1)
+
+
+def _layer_terms(u: Ctx):
+    lc = layer_compute(u)
+    return lc, tp_term(u), cp_term(u, lc.core_forward_s)
+
+
+def _gather(term, inverse: np.ndarray | None):
+    """A term's per-candidate arrays taken back from the distinct rows to every candidate."""
+    if inverse is None:
+        return term
+    out = {}
+    for f in fields(term):
+        v = getattr(term, f.name)
+        out[f.name] = v[inverse] if isinstance(v, np.ndarray) and v.ndim == 1 and v.shape[0] > 0 else v
+    return type(term)(**out)
 
 
 def _bubble_share(x: Ctx) -> float | np.ndarray:
@@ -286,23 +333,37 @@ def _bubble_share(x: Ctx) -> float | np.ndarray:
     return 1.0
 
 
-def _stage_times(x: Ctx, st: StageKinds, g_dense, g_moe, g_mtp, head, pp_mb, h_dense, h_moe, h_fwd, syncs):
+def _stage_times(x: Ctx, k: _Counts, g_dense, g_moe, g_mtp, head, pp_mb, h_dense, h_moe, h_fwd, syncs):
     """(S, K) seconds per micro-batch of each kind of rank, and its GPU-only part.
 
     GPU time: its layers' compute and exposed communication, its head, and the pipeline sends.  The
-    host runs ahead of the GPU except at an MoE layer's sync: each synced MoE forward costs the larger
-    of its GPU and host forward time plus the sync; everything else overlaps as a whole, so it costs
-    the larger of the remaining GPU and host time (cost.host)."""
-    n_moe = st.moe + st.mtp
-    gpu = st.dense * g_dense + st.moe * g_moe + st.mtp * g_mtp + st.loss * head + pp_mb
-    host = st.dense * h_dense + n_moe * h_moe
-    g_fwd = g_moe / x.passes
-    synced = syncs > 0
-    per_sync_layer = _overlapped(g_fwd, h_moe * h_fwd) + C.MOE_SYNC_S * syncs
-    rest_gpu = gpu - np.where(synced, n_moe * g_fwd, 0.0)
-    rest_host = host - np.where(synced, n_moe * h_moe * h_fwd, 0.0)
-    t = np.where(synced, n_moe * per_sync_layer, 0.0) + _overlapped(rest_gpu, rest_host)
+    host runs ahead of the GPU except at an MoE layer's sync: each synced MoE forward costs its GPU and host
+    forward time overlapped, plus the sync; everything else overlaps as a whole (cost.host, _overlapped)."""
+    synced = (np.asarray(syncs) > 0).astype(np.float64)
+    g_fwd = g_moe / x.passes * synced  # per synced MoE layer, per candidate
+    h_sync = h_moe * h_fwd * synced
+    gpu = k.dense * g_dense + k.moe * g_moe + k.mtp * g_mtp + k.loss * head + pp_mb
+    host = k.dense * h_dense + k.n_moe * h_moe
+    per_sync_layer = _overlapped(g_fwd, h_sync) + C.MOE_SYNC_S * syncs
+    t = k.n_moe * per_sync_layer + _overlapped(gpu - k.n_moe * g_fwd, host - k.n_moe * h_sync)
     return t, gpu
+
+
+@dataclass(frozen=True)
+class _Counts:
+    """What each kind of rank holds, as float (S, K) arrays (StageKinds' counts are int64)."""
+
+    dense: np.ndarray
+    moe: np.ndarray
+    mtp: np.ndarray
+    loss: np.ndarray
+    n_moe: np.ndarray
+
+    @classmethod
+    def of(cls, st: StageKinds) -> _Counts:
+        f = np.float64
+        moe, mtp = st.moe.astype(f), st.mtp.astype(f)
+        return cls(dense=st.dense.astype(f), moe=moe, mtp=mtp, loss=st.loss.astype(f), n_moe=moe + mtp)
 
 
 def _overlapped(gpu, host):
@@ -311,7 +372,10 @@ def _overlapped(gpu, host):
     between kernels (a soft maximum, (g^p + h^p)^(1/p) with p = HOST_GPU_OVERLAP_SHARPNESS)."""
     p = C.HOST_GPU_OVERLAP_SHARPNESS
     big = np.maximum(np.maximum(gpu, host), 1e-30)
-    return big * ((gpu / big) ** p + (host / big) ** p) ** (1.0 / p)
+    g, h = gpu / big, host / big
+    if p == 3.0:  # the fitted value: cubes and a cube root are far cheaper than pow
+        return big * np.cbrt(g * g * g + h * h * h)
+    return big * (g ** p + h ** p) ** (1.0 / p)
 
 
 @dataclass(frozen=True)
