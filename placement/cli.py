@@ -352,7 +352,9 @@ def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, pr
                        recompute=tuple(Recompute(r) for r in recompute) or SearchConfig.recompute,
                        zero_stages=tuple(sorted(set(zero)))
                        or ((0, 1, 2, 3) if exhaustive else SearchConfig.zero_stages),
-                       prune_dominated=not exhaustive, recipe=recipe, choices=choices, module_sets=module_sets)
+                       prune_dominated=not exhaustive, recipe=recipe, choices=choices, module_sets=module_sets,
+                       # Megatron-FSDP shards over the whole data-parallel group: no HSDP in its files
+                       hsdp=not (formats and "megatron" in formats))
     real = slurm_topology is not None or cluster_graph is not None
     mapping = SolverConfig(time_limit_s=max(10.0, 5 * map_time_limit), deterministic_time_limit=map_time_limit) \
         if (do_map if do_map is not None else real) else None

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from placement import __version__
 from placement.cost.batch import LayoutBatch
-from placement.cost.stages import stage_layers
+from placement.cost.pipeline import rank_layer_counts
 from placement.cost.step import Estimates
-from placement.specs.recipe import Recipe
 from placement.specs import ModelSpec, TrainingSpec
+from placement.specs.recipe import Recipe
 from placement.topology import Topology
 
 
@@ -34,7 +33,9 @@ class LayoutOut(_Out):
     """ZeRO-3 sharding group within dp (HSDP when < dp)."""
     num_microbatches: int
     stage_layers: list[int]
-    """Layers on the first, each middle, and the last pipeline stage."""
+    """Layers on the first, the fullest middle, and the last pipeline stage."""
+    rank_layers: list[int] | None = None
+    """Decoder layers on every pipeline rank, over all its model chunks (the recipe's pipeline layout)."""
 
 
 class TermsOut(_Out):
@@ -130,10 +131,12 @@ def make_plan(batch: LayoutBatch, est: Estimates, i: int, model: ModelSpec, trai
     """Plan of candidate i.  `recipe_sources`: field -> source of the recipe's values; fields it leaves out
     are "default"."""
     lay = batch.layout(i)
-    st = stage_layers(model.num_layers, np.array([lay.pp]), np.array([lay.vpp]))
-    stages = [int(st.first[0])]
-    stages += [int(st.middle[0])] if lay.pp > 2 else []
-    stages += [int(st.last[0])] if lay.pp > 1 else []
+    recipe = est.recipe
+    per_rank = rank_layer_counts(model.num_layers, lay.pp, lay.vpp, recipe.pipeline_layout,
+                                 recipe.account_for_embedding or recipe.account_for_loss, recipe.mtp_layers)
+    stages = [per_rank[0]]
+    stages += [max(per_rank[1:-1])] if lay.pp > 2 else []
+    stages += [per_rank[-1]] if lay.pp > 1 else []
     terms = {k: float(getattr(est, f"{k}_s")[i]) for k in ("tp", "cp", "ep", "pp")}
     cp_total = float(est.cp_total_s[i])
     dp_total, dp_exp = float(est.dp_s[i]), float(est.dp_exposed_s[i])
@@ -145,7 +148,7 @@ def make_plan(batch: LayoutBatch, est: Estimates, i: int, model: ModelSpec, trai
             tp=lay.tp, cp=lay.cp, ep=lay.ep, etp=lay.etp, pp=lay.pp, vpp=lay.vpp, dp=lay.dp,
             micro_batch_size=lay.micro_batch_size, zero_stage=lay.zero_stage, recompute=lay.recompute.value,
             sequence_parallel=lay.sequence_parallel, dp_shard=lay.shard_degree,
-            num_microbatches=int(est.num_microbatches[i]), stage_layers=stages,
+            num_microbatches=int(est.num_microbatches[i]), stage_layers=stages, rank_layers=per_rank,
         ),
         num_gpus=lay.num_gpus,
         step_time_s=_r(est.step_time_s[i]),

@@ -41,7 +41,8 @@ def test_layout_multiplies_out_to_the_gpu_count(run: dict) -> None:
     lay = run["layout"]
     assert run["group"] == "moe"
     assert lay["tp"] * lay["cp"] * lay["pp"] * lay["dp"] == run["num_gpus"]
-    assert (lay["dp"] * lay["cp"] * lay["tp"]) % (lay.get("ep", 1) * lay.get("etp", 1)) == 0  # expert ranks tile the dense ranks
+    # expert ranks tile the dense ranks
+    assert (lay["dp"] * lay["cp"] * lay["tp"]) % (lay.get("ep", 1) * lay.get("etp", 1)) == 0
     if "micro_batch_size" in lay:
         assert run["global_batch"] % (lay["dp"] * lay["micro_batch_size"]) == 0
     if run["cluster"] in ("gb200-nvl72", "gb300-nvl72"):

@@ -204,7 +204,7 @@ def test_emit_writes_framework_files_with_a_header(tmp_path):
     mega = (tmp_path / "megatron.sh").read_text()
     assert "--tensor-model-parallel-size" in mega
     # Megatron needs CUDA_DEVICE_MAX_CONNECTIONS=1 with TP/CP > 1, and Megatron-FSDP (ZeRO-2/3) refuses it
-    fsdp = any(f"--use-megatron-fsdp" in line or "ZeRO-2" in line or "ZeRO-3" in line
+    fsdp = any("--use-megatron-fsdp" in line or "ZeRO-2" in line or "ZeRO-3" in line
                for line in mega.splitlines()[:3])
     assert ("export CUDA_DEVICE_MAX_CONNECTIONS=1" in mega) != fsdp
     assert titan.startswith("# torchtitan 0.3.0 launch") and "predicted:" in titan

@@ -31,7 +31,8 @@ def test_group_limited_routing_sends_a_token_once_per_node():
     across_nodes = Layout(tp=1, ep=64, pp=16, dp=128, zero_stage=1)  # 8 nodes, one expert group each
     ratio = ep_time(limited, across_nodes) / ep_time(unlimited, across_nodes)
     assert 0.55 < ratio < 0.8  # about 3.6 of 5.25 distinct nodes per token; NVLink and latency stay
-    nccl = ep_time(limited, across_nodes, dispatcher="alltoall") / ep_time(unlimited, across_nodes, dispatcher="alltoall")
+    nccl = (ep_time(limited, across_nodes, dispatcher="alltoall")
+            / ep_time(unlimited, across_nodes, dispatcher="alltoall"))
     assert nccl == pytest.approx(1.0)
     inside_node = Layout(tp=1, ep=8, pp=16, dp=128, zero_stage=1)
     assert ep_time(limited, inside_node) == pytest.approx(ep_time(unlimited, inside_node))

@@ -20,10 +20,10 @@ from pydantic import ValidationError
 from placement.catalog import load_accelerator, load_cluster, load_model
 from placement.cost.batch import RECOMPUTE_CODES, LayoutBatch
 from placement.cost.step import Estimates, estimate
-from placement.specs.recipe import RecomputeModule
 from placement.errors import PlacementInfeasible
 from placement.search import SearchConfig, hsdp_spans, rank, search
 from placement.specs import AttentionKernel, Layout, ModelSpec, MoESpec, Recompute, TrainingSpec
+from placement.specs.recipe import RecomputeModule
 from placement.topology import Topology
 from placement.workload import workload
 
@@ -118,14 +118,21 @@ CORE = ((RecomputeModule.CORE_ATTN,),)
 
 CASES = [
     pytest.param(DENSE, 8, 32, SearchConfig(module_sets=CORE), id="dense-8gpu-gb32"),
-    pytest.param(DENSE, 16, 64, SearchConfig(module_sets=CORE, max_micro_batch_size=4), id="dense-16gpu-gb64"),
-    pytest.param(DENSE, 32, 48, SearchConfig(module_sets=CORE, max_micro_batch_size=3), id="dense-32gpu-gb48"),
-    pytest.param(DENSE_UNEVEN, 16, 32, SearchConfig(module_sets=CORE, max_micro_batch_size=2), id="dense10l-16gpu-uneven-pp"),
-    pytest.param(TIGHT, 8, 32, SearchConfig(module_sets=CORE, max_micro_batch_size=2), id="tight-8gpu-memory-binds"),
-    pytest.param(MOE, 8, 32, SearchConfig(module_sets=CORE, max_micro_batch_size=2, recompute=(Recompute.NONE, Recompute.SELECTIVE)),
+    pytest.param(DENSE, 16, 64, SearchConfig(
+        module_sets=CORE, max_micro_batch_size=4), id="dense-16gpu-gb64"),
+    pytest.param(DENSE, 32, 48, SearchConfig(
+        module_sets=CORE, max_micro_batch_size=3), id="dense-32gpu-gb48"),
+    pytest.param(DENSE_UNEVEN, 16, 32, SearchConfig(
+        module_sets=CORE, max_micro_batch_size=2), id="dense10l-16gpu-uneven-pp"),
+    pytest.param(TIGHT, 8, 32, SearchConfig(
+        module_sets=CORE, max_micro_batch_size=2), id="tight-8gpu-memory-binds"),
+    pytest.param(MOE, 8, 32, SearchConfig(
+        module_sets=CORE, max_micro_batch_size=2, recompute=(Recompute.NONE, Recompute.SELECTIVE)),
                  id="moe-8gpu-gb32"),
-    pytest.param(MOE, 16, 64, SearchConfig(module_sets=CORE, max_micro_batch_size=1, recompute=(Recompute.FULL,)), id="moe-16gpu-gb64"),
-    pytest.param(MOE, 32, 32, SearchConfig(module_sets=CORE, max_micro_batch_size=1, recompute=(Recompute.NONE, Recompute.FULL),
+    pytest.param(MOE, 16, 64, SearchConfig(
+        module_sets=CORE, max_micro_batch_size=1, recompute=(Recompute.FULL,)), id="moe-16gpu-gb64"),
+    pytest.param(MOE, 32, 32, SearchConfig(
+        module_sets=CORE, max_micro_batch_size=1, recompute=(Recompute.NONE, Recompute.FULL),
                                            zero_stages=(1, 3)),
                  id="moe-32gpu-gb32"),
 ]

@@ -67,11 +67,14 @@ def framework_space(framework: str, top_k: int) -> SearchConfig:
     """The layouts the framework can launch, so the best plan is one the user can switch to
     (reference/frameworks.md): torchtitan 0.3.0 has no ZeRO-1 (FSDP without resharding is ZeRO-2, DDP
     is ZeRO-0) and no expert tensor parallelism; DeepSpeed's pipeline engine has no interleaved stages
-    and no ring context parallelism (its Ulysses sequence parallelism is another algorithm)."""
+    and no ring context parallelism (its Ulysses sequence parallelism is another algorithm); Megatron-FSDP
+    shards over the whole data-parallel group (no HSDP)."""
     if framework == "torchtitan":
         return SearchConfig(top_k=top_k, zero_stages=(0, 2, 3), fixed={"etp": 1})
     if framework == "deepspeed":
         return SearchConfig(top_k=top_k, zero_stages=(0, 1, 2, 3), fixed={"cp": 1, "vpp": 1})
+    if framework == "megatron":
+        return SearchConfig(top_k=top_k, hsdp=False)
     return SearchConfig(top_k=top_k)
 
 

@@ -393,3 +393,17 @@ def _distinct(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     seen = np.zeros(int(key.max()) + 1, dtype=bool)
     seen[key] = True
     return np.flatnonzero(seen), (np.cumsum(seen) - 1)[key]
+
+
+def rank_layer_counts(num_layers: int, pp: int, vpp: int, recipe_layout: str | None = None,
+                      account: bool = False, mtp_layers: int = 0) -> list[int]:
+    """Decoder layers on each pipeline rank (over all its model chunks) of one split: the recipe's explicit
+    layout, or the default split (with the embedding and loss accounted for when `account`)."""
+    if recipe_layout is not None:
+        stages = parse_layout(recipe_layout, pp, vpp, num_layers, mtp_layers)
+    else:
+        stages = default_layout(num_layers, pp, vpp, account, account, mtp_layers)
+    counts = [0] * pp
+    for i, stage in enumerate(stages):
+        counts[i % pp] += stage.count(DECODER)
+    return counts

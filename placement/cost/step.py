@@ -185,7 +185,7 @@ def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch, r
     idle = st.num_ranks == 0
     counts = _Counts.of(st)
     priced = []
-    for code, ov, _, exposed, slow in ep_options:
+    for _, ov, _, exposed, slow in ep_options:
         g_moe = comp_moe + tp_moe + cp.exposed_s + exposed + slow
         g_mtp = lc.mtp_s - lc.moe_s + g_moe if w.num_experts else lc.mtp_s + tp_dense + cp.exposed_s
         h_dense, h_moe, h_fwd, syncs = host_for(ov)
@@ -226,7 +226,8 @@ def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch, r
     slow_mb = nd * tp_slow + n_moe * (tp_slow + ep_slow)
     moe_layers_mb = n_moe
 
-    bubble = (x.pp - 1.0) / x.vpp * t_mb * _bubble_share(x)
+    t_mb = np.where(np.isfinite(t_mb), t_mb, np.inf)  # a split with no rank (invalid) costs infinitely
+    bubble = (x.pp - 1.0) / x.vpp * np.where(x.pp > 1, t_mb, 0.0) * _bubble_share(x)
     dp = dp_term(x, params.as_stage(), comp_mb)
     optimizer_s = optimizer_term(x, params.as_stage())
     m = x.m
@@ -421,7 +422,8 @@ def concat_estimates(first: Estimates, second: Estimates) -> Estimates:
     return Estimates(**out)
 
 
-def default_choices(is_moe: bool, topo: Topology, recipe: Recipe, pinned: frozenset[str] = frozenset()) -> RecipeChoices:
+def default_choices(is_moe: bool, topo: Topology, recipe: Recipe,
+                    pinned: frozenset[str] = frozenset()) -> RecipeChoices:
     """What `plan` chooses between where the user pinned nothing: the dispatchers and CUDA-graph scopes
     this machine runs, and each overlap on or off.  A field named in `pinned` keeps the recipe's value.
 

@@ -90,7 +90,8 @@ class Recipe(Frozen):
     """Permute, router and quantisation fusions (`--moe-permute-fusion --moe-router-fusion`, TE fused
     MXFP8 allocation): fewer, larger kernels per MoE layer."""
     tp_comm_overlap: bool = False
-    """TP all-gather / reduce-scatter split into chunks hidden behind the GEMMs (`--tp-comm-overlap`, TE userbuffers)."""
+    """TP all-gather / reduce-scatter split into chunks hidden behind the GEMMs (`--tp-comm-overlap`, TE
+    userbuffers)."""
     ep_comm_overlap: bool = False
     """EP all-to-all of one micro-batch hidden behind another's compute (`--overlap-moe-expert-parallel-comm`,
     1F1B A2A overlap)."""
