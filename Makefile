@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: plan test verify bench validate clean
+.PHONY: plan test verify bench validate readme clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,10 @@ verify: $(BIN)/.verify-installed
 
 validate: $(BIN)/.installed
 	$(BIN)/placement validate
+
+# the README's accuracy section, regenerated from `placement validate --json` (never typed by hand)
+readme: $(BIN)/.installed
+	$(BIN)/python benchmarks/readme_accuracy.py
 
 bench: $(BIN)/.installed
 	$(BIN)/python benchmarks/bench_plan.py
