@@ -143,7 +143,8 @@ def recipe_arguments(ctx: EmitContext) -> tuple[list[str], list[str]]:
     if r.optimizer_state_bf16:
         args += ["--use-precision-aware-optimizer", "--exp-avg-dtype", "bf16", "--exp-avg-sq-dtype", "bf16"]
     if r.mtp_layers:
-        args += ["--mtp-num-layers", str(r.mtp_layers)]
+        # validate_args: MTP needs rope (or no) position embeddings; the MTP models (DeepSeek-V3 and kin) use rope
+        args += ["--mtp-num-layers", str(r.mtp_layers), "--position-embedding-type", "rope"]
     if r.account_for_embedding:
         args.append("--account-for-embedding-in-pipeline-split")
     if r.account_for_loss:
