@@ -139,8 +139,13 @@ def enumerate_layouts(w: Workload, model: ModelSpec, train: TrainingSpec, num_gp
     vpp_opts = pick("vpp", np.arange(1, 9, dtype=np.int64))
     cols = _expand(cols, "vpp", lambda c: _per_row(c, vpp_opts, by_rules("vpp", c)))
     # a model without experts keeps ep = etp = 1 by the rules, like every other degree
-    cols = _expand(cols, "etp", lambda c: _per_row(c, pick("etp", divs), by_rules("etp", c)))
-    cols = _expand(cols, "ep", lambda c: _per_row(c, pick("ep", divs), by_rules("ep", c)))
+    # options no row can take are dropped before the per-row expansion (a dense model: ep = etp = 1; experts:
+    # divisors of the expert count; etp: 1 or a tp value); the rules still decide per row
+    experts = model.moe.num_experts if model.moe else 1
+    etp_opts = pick("etp", divs[(divs == 1) | np.isin(divs, cols["tp"])] if model.moe else divs[:1])
+    ep_opts = pick("ep", divs[experts % divs == 0])
+    cols = _expand(cols, "etp", lambda c: _per_row(c, etp_opts, by_rules("etp", c)))
+    cols = _expand(cols, "ep", lambda c: _per_row(c, ep_opts, by_rules("ep", c)))
     zero_opts = pick("zero_stage", np.array(cfg.zero_stages, dtype=np.int64))
     cols = _expand(cols, "zero", lambda c: _per_row(c, zero_opts, lambda r, v: np.ones_like(v, dtype=bool)))
     if "dp_shard" in fixed:
