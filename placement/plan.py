@@ -62,6 +62,9 @@ class BreakdownOut(_Out):
     """Compute lost to the overlapped communication (kernels sharing the GPU)."""
     exposed: TermsOut
     overlapped: TermsOut
+    host: float = 0.0
+    """Host time that adds to the step on the critical rank: kernel launches the GPU waits for, and the
+    MoE host syncs (cost.host)."""
 
 
 class MemoryOut(_Out):
@@ -140,9 +143,10 @@ def make_plan(batch: LayoutBatch, est: Estimates, i: int, model: ModelSpec, trai
     terms = {k: float(getattr(est, f"{k}_s")[i]) for k in ("tp", "cp", "ep", "pp")}
     cp_total = float(est.cp_total_s[i])
     dp_total, dp_exp = float(est.dp_s[i]), float(est.dp_exposed_s[i])
+    tp_total, ep_total = float(est.tp_total_s[i]), float(est.ep_total_s[i])
     exposed = TermsOut(tp=_r(terms["tp"]), cp=_r(terms["cp"]), ep=_r(terms["ep"]), pp=_r(terms["pp"]), dp=_r(dp_exp))
-    overlapped = TermsOut(tp=0.0, cp=_r(max(cp_total - terms["cp"], 0.0)), ep=0.0, pp=0.0,
-                          dp=_r(max(dp_total - dp_exp, 0.0)))
+    overlapped = TermsOut(tp=_r(max(tp_total - terms["tp"], 0.0)), cp=_r(max(cp_total - terms["cp"], 0.0)),
+                          ep=_r(max(ep_total - terms["ep"], 0.0)), pp=0.0, dp=_r(max(dp_total - dp_exp, 0.0)))
     return Plan(
         layout=LayoutOut(
             tp=lay.tp, cp=lay.cp, ep=lay.ep, etp=lay.etp, pp=lay.pp, vpp=lay.vpp, dp=lay.dp,
@@ -159,10 +163,10 @@ def make_plan(batch: LayoutBatch, est: Estimates, i: int, model: ModelSpec, trai
         memory_capacity_bytes=_r(est.memory_capacity_bytes, 8),
         fits=bool(est.fits[i]),
         breakdown=BreakdownOut(
-            compute=_r(est.compute_s[i]), tp=_r(terms["tp"]), cp=_r(cp_total), ep=_r(terms["ep"]),
-            pp=_r(terms["pp"]), dp=_r(dp_total), bubble=_r(est.bubble_s[i]), optimizer=_r(est.optimizer_s[i]),
-            overlap_slowdown=_r(est.overlap_slowdown_s[i]),
-            exposed=exposed, overlapped=overlapped,
+            compute=_r(est.compute_s[i]), tp=_r(max(tp_total, terms["tp"])), cp=_r(cp_total),
+            ep=_r(max(ep_total, terms["ep"])), pp=_r(terms["pp"]), dp=_r(dp_total), bubble=_r(est.bubble_s[i]),
+            optimizer=_r(est.optimizer_s[i]), overlap_slowdown=_r(est.overlap_slowdown_s[i]),
+            exposed=exposed, overlapped=overlapped, host=_r(est.host_s[i]),
         ),
         memory=MemoryOut(
             weights_bytes=_r(est.weights_bytes[i], 8), grads_bytes=_r(est.grads_bytes[i], 8),

@@ -60,6 +60,7 @@ def _breakdown(p: Plan) -> str:
         ["ep (MoE all-to-all)", f"{b.ep:.3f}", f"{b.exposed.ep:.3f}", f"{b.overlapped.ep:.3f}"],
         ["pp (point-to-point)", f"{b.pp:.3f}", f"{b.exposed.pp:.3f}", f"{b.overlapped.pp:.3f}"],
         ["dp (gradients / ZeRO)", f"{b.dp:.3f}", f"{b.exposed.dp:.3f}", f"{b.overlapped.dp:.3f}"],
+        ["host (launches, MoE syncs)", f"{b.host:.3f}", f"{b.host:.3f}", ""],
         ["pipeline bubble", f"{b.bubble:.3f}", f"{b.bubble:.3f}", ""],
         ["optimizer step", f"{b.optimizer:.3f}", f"{b.optimizer:.3f}", ""],
         ["overlap slowdown", f"{b.overlap_slowdown:.3f}", f"{b.overlap_slowdown:.3f}", ""],
