@@ -128,8 +128,8 @@ def ep_term(x: Ctx, dispatcher: Dispatcher) -> EpTerm:
         inside = distinct_targets(np.minimum(x.ep, ranks_per_domain), k) / k
         permute = zero
     eff = C.A2A_EFFICIENCY[dispatcher.value]
-    if dispatcher is Dispatcher.DEEPEP and x.topo.cluster.scale_up.size > x.topo.cluster.gpus_per_node:
-        eff = C.DEEPEP_MULTI_HOST_NVLINK_EFFICIENCY
+    if x.topo.cluster.scale_up.size > x.topo.cluster.gpus_per_node:  # NVLink across hosts (GB200 NVL72)
+        eff = C.MULTI_HOST_NVLINK_A2A_EFFICIENCY.get(dispatcher.value, eff)
     one = group.all_to_all(copies, beyond, inside) / eff
     total = one * ops + permute * (1.0 + recompute_fwd / 2.0)
     forward = one * (fwd_dispatch + 1.0)

@@ -121,14 +121,13 @@ CUDA_GRAPH_FULL_BYTES = 6 * GiB
 pages its stash to fit (MOE_PAGED_STASH)."""
 
 # --- MoE dispatch ---------------------------------------------------------------------------------
-A2A_EFFICIENCY = {"alltoall": 0.3, "allgather": 0.3, "deepep": 0.95, "hybridep": 0.76}
-"""Share of a level's collective bandwidth each dispatcher's all-to-all reaches.  DeepEP normal kernels:
-153/158 GB/s of H800's 160 GB/s NVLink and 43-58 GB/s of 50 GB/s RDMA (deepseek-ai/DeepEP,
-docs/legacy.md "Performance"); NCCL all-to-all of small per-peer chunks reaches less (fitted);
-HybridEP reaches more with fewer SMs (write-up §2.5).  Fitted on the MoE group: NCCL all-to-all at
-0.35 (with the explicit permutes priced apart) reproduces the GB200 ladder's dispatcher steps, 494 ->
-566 (DeepEP) and 830 -> 944 TFLOP/s (HybridEP); DeepEP at its measured 0.95; HybridEP 0.76 of the NVL72
-ring bandwidth, which is already 0.76 of line rate (gb200-nvl72.yaml)."""
+A2A_EFFICIENCY = {"alltoall": 0.5, "allgather": 0.5, "deepep": 0.95, "hybridep": 0.76}
+"""Share of a level's collective bandwidth each dispatcher's all-to-all reaches (NVLink inside a host, or the
+network; MULTI_HOST_NVLINK_A2A_EFFICIENCY across NVL72 trays).  DeepEP normal kernels: 153/158 GB/s of H800's
+160 GB/s NVLink and 43-58 GB/s of 50 GB/s RDMA (deepseek-ai/DeepEP, docs/legacy.md "Performance").  NCCL's
+all-to-all with Megatron's per-expert chunks: fitted on the MoE group (0.5; with the explicit permutes
+priced apart).  HybridEP: fitted on the GB200 rows, 0.76 of the NVL72 ring bandwidth, which is itself 0.76
+of line rate (gb200-nvl72.yaml)."""
 DISPATCHER_SMS = {"alltoall": 0, "allgather": 0, "deepep": 24, "hybridep": 16}
 """SMs the dispatch kernels hold while they run: DeepEP 24 (DeepEP example `Buffer.set_num_sms(24)`;
 DeepSeek-V3 §3.2.2: 20 SMs), HybridEP fewer (write-up §2.5); NCCL's channels are counted in the generic
@@ -192,7 +191,8 @@ HOST_GPU_OVERLAP_SHARPNESS = 3.0
 keeps the GPU fed or it does not); a finite p lets both sides count when they are close, as the
 DeepSeek-V3 GB200 ladder shows: every host-side step (fusions, binding, graphs) and every GPU-side step
 (DeepEP, less recompute) moved the step time on the same un-graphed layout (write-up §3).  Fitted."""
-DEEPEP_MULTI_HOST_NVLINK_EFFICIENCY = 0.43
-"""DeepEP across the trays of one NVL72 rack: "about 400 GB/s dispatch and 190 GB/s combine" with 24 SMs at
-EP32 against 900 GB/s unidirectional (write-up §2.2.1), i.e. 295 of the 684 GB/s ring bandwidth the NVL72
-level carries (gb200-nvl72.yaml collective_efficiency 0.76)."""
+MULTI_HOST_NVLINK_A2A_EFFICIENCY = {"alltoall": 0.3, "allgather": 0.3, "deepep": 0.43}
+"""All-to-all across the trays of one NVL72 rack, where it differs from A2A_EFFICIENCY.  DeepEP: "about 400 GB/s
+dispatch and 190 GB/s combine" with 24 SMs at EP32 against 900 GB/s unidirectional (write-up §2.2.1), i.e. 295
+of the 684 GB/s ring bandwidth the NVL72 level carries (gb200-nvl72.yaml collective_efficiency 0.76).  NCCL's:
+fitted on the GB200 ladder's dispatcher steps (494 -> 566 TFLOP/s with DeepEP, 830 -> 944 with HybridEP)."""
