@@ -128,44 +128,136 @@ def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch, r
     u = context(w, train, topo, b.take(rows), recipe) if rows is not None else x
     lc, tp, cp = (_gather(t, inverse) for t in _layer_terms(u))
     pp = pp_term(x)
-    zero = np.zeros_like(x.tokens)
+    tpx = _tp_overlap(x, tp, lc, choices)
+    ep_options = _ep_options(x, u, inverse, lc, choices)
 
-    # TP overlap: only its own term moves, and overlapping never costs more than it hides
-    tp_dense, tp_moe, tp_slow = tp.exposed(False, lc.dense_s)
-    tp_on = np.zeros(len(b), dtype=bool)
-    if True in choices.tp_comm_overlap:
-        d1, m1, s1 = tp.exposed(True, lc.dense_s)
-        forced = False not in choices.tp_comm_overlap
-        tp_on = (b.tp > 1) & (forced | (d1 + s1 < tp_dense))
-        tp_dense, tp_moe, tp_slow = (np.where(tp_on, a, c) for a, c in ((d1, tp_dense), (m1, tp_moe), (s1, tp_slow)))
-
-    # dispatcher and EP overlap: price every allowed pair of the MoE layer's EP term
-    ep_options = []
-    for d in choices.dispatchers if w.num_experts else choices.dispatchers[:1]:
-        ept = _gather(ep_term(u, d), inverse)
-        for ov in choices.ep_comm_overlap if w.num_experts else choices.ep_comm_overlap[:1]:
-            exposed, slow = ep_exposed(x, ept, lc, ov)
-            ep_options.append((DISPATCHERS.index(d), ov, ept, exposed, slow))
-
-    # CUDA graphs: host time falls and memory rises from none to full; the fastest that fits wins
-    graph_opts = [g for g in GRAPHS if g in choices.cuda_graphs]
-    graph_bytes = {CudaGraphs.NONE: 0.0, CudaGraphs.PARTIAL: C.CUDA_GRAPH_PARTIAL_BYTES,
-                   CudaGraphs.FULL: C.CUDA_GRAPH_FULL_BYTES}
-
-    # parameters per kind of rank and the memory without graphs
+    # memory first: the CUDA-graph scope that fits decides the host term
     params = _stage_params(x, st)
     base_mem = memory_term(x, st, params.dense_kinds, params.expert_kinds, params.dense_shard,
                            params.expert_shard, 0.0)
     capacity = topo.accelerator.hbm_bytes * (1.0 - C.ALLOCATOR_FRAGMENTATION)
-    graph_pick = np.full(len(b), GRAPHS.index(graph_opts[0]), dtype=np.int64)
-    for g in graph_opts:  # ascending memory: keep the last that fits (else the leanest)
-        fits_g = base_mem.peak_bytes + graph_bytes[g] <= capacity
-        graph_pick = np.where(fits_g, GRAPHS.index(g), graph_pick)
-    extra_mem = np.choose(graph_pick, [graph_bytes[g] for g in GRAPHS])
-    hosts = {}
-    for g in graph_opts:
-        for ov in {o[1] for o in ep_options}:
-            hosts[(g, ov)] = host_term(x, g, ov)
+    graph_pick, extra_mem = _cuda_graphs(base_mem.peak_bytes, capacity, choices)
+    host_for = _host_terms(x, choices, {o.overlap for o in ep_options}, graph_pick)
+
+    crit = _critical_rank(x, st, lc, tpx, cp.exposed_s, pp.per_microbatch_s, ep_options, host_for)
+    nd, n_moe = crit.dense, crit.moe + crit.mtp
+    layers_mb = nd + n_moe
+    comp_mb = nd * lc.dense_s + crit.moe * lc.moe_s + crit.mtp * lc.mtp_s + crit.loss * lc.head_s
+    tp_mb = nd * tpx.dense_s + n_moe * tpx.moe_s
+    cp_mb = layers_mb * cp.exposed_s
+    slow_mb = nd * tpx.slow_s + n_moe * (tpx.slow_s + crit.ep_slow)
+
+    t_mb = np.where(np.isfinite(crit.t_mb), crit.t_mb, np.inf)  # a split with no rank (invalid) costs infinitely
+    bubble = (x.pp - 1.0) / x.vpp * np.where(x.pp > 1, t_mb, 0.0) * _bubble_share(x)
+    dp = dp_term(x, params.as_stage(), comp_mb)
+    optimizer_s = optimizer_term(x, params.as_stage())
+    m = x.m
+    cp_total_mb = layers_mb * cp.total_s
+    # DP and CP traffic hidden behind compute slows that compute (TP and EP slowdowns are in t_mb already)
+    overlapped = np.maximum(dp.total_s - dp.exposed_s, 0.0) + m * np.maximum(cp_total_mb - cp_mb, 0.0)
+    hidden_slowdown = C.OVERLAP_COMPUTE_SLOWDOWN * np.minimum(overlapped, m * comp_mb)
+    step = m * t_mb + bubble + dp.exposed_s + optimizer_s + hidden_slowdown
+    peak_mem = base_mem.peak_bytes + extra_mem
+
+    num_gpus = x.tp * x.cp * x.pp * x.dp
+    tokens_step = train.tokens_per_step
+    s = train.seq_len
+    model_flops = w.model_flops_per_token(s) * tokens_step
+    hw_per_token = w.forward_flops_per_token(s) * (3.0 + x.full * x.full_layers_share) + np.where(
+        b.recompute == 1, 2.0 * w.attended_keys(s) * w.attn_core_dim * w.num_layers
+        * (b.rc_modules & 1 != 0), 0.0)
+    peak = peak_flops(topo, train.precision)
+    ep_total, ep_bytes = _chosen_ep(ep_options, crit.dispatcher, x.tokens)
+    traffic = {
+        "tp": tp.bytes_per_layer * layers_mb * m,
+        "cp": cp.bytes_per_layer * layers_mb * m,
+        "ep": ep_bytes * n_moe * m,
+        "pp": pp.bytes_per_step,
+        "dp": dp.dense_bytes,
+        "dp_replica": dp.replica_bytes,
+        "edp": dp.expert_bytes,
+    }
+    return Estimates(
+        valid=st.valid & (np.abs(m - np.rint(m)) < 1e-9) & (m >= 1), step_time_s=step, compute_s=m * comp_mb,
+        tp_s=m * tp_mb, cp_s=m * cp_mb, cp_total_s=m * cp_total_mb, ep_s=m * n_moe * crit.ep_exposed,
+        pp_s=m * pp.per_microbatch_s, dp_s=dp.total_s, dp_exposed_s=dp.exposed_s, bubble_s=bubble,
+        optimizer_s=optimizer_s, overlap_slowdown_s=hidden_slowdown + m * slow_mb,
+        num_microbatches=np.rint(m).astype(np.int64),
+        mfu=model_flops / (step * num_gpus * peak), hfu=hw_per_token * tokens_step / (step * num_gpus * peak),
+        tokens_per_s=tokens_step / step,
+        weights_bytes=base_mem.weights_bytes, grads_bytes=base_mem.grads_bytes,
+        optimizer_bytes=base_mem.optimizer_bytes, activations_bytes=base_mem.activations_bytes,
+        other_bytes=base_mem.other_bytes + extra_mem, peak_memory_bytes=peak_mem,
+        memory_capacity_bytes=capacity, fits=peak_mem <= capacity, traffic_bytes=traffic,
+        host_s=m * crit.host_mb, tp_total_s=m * (nd * tp.dense_s + n_moe * tp.moe_s), ep_total_s=m * n_moe * ep_total,
+        dispatcher=crit.dispatcher, cuda_graphs=graph_pick, tp_comm_overlap=tpx.on, ep_comm_overlap=crit.ep_overlap,
+        recipe=recipe,
+    )
+
+
+@dataclass(frozen=True)
+class _TpExposed:
+    """TP time left per layer under the chosen overlap, and the slowdown its hidden part costs."""
+
+    dense_s: np.ndarray
+    moe_s: np.ndarray
+    slow_s: np.ndarray
+    on: np.ndarray
+
+
+def _tp_overlap(x: Ctx, tp, lc, choices: RecipeChoices) -> _TpExposed:
+    """TP overlap moves only its own term, and overlapping never costs more than it hides: on where allowed."""
+    dense, moe, slow = tp.exposed(False, lc.dense_s)
+    on = np.zeros(len(x.b), dtype=bool)
+    if True in choices.tp_comm_overlap:
+        d1, m1, s1 = tp.exposed(True, lc.dense_s)
+        forced = False not in choices.tp_comm_overlap
+        on = (x.b.tp > 1) & (forced | (d1 + s1 < dense))
+        dense, moe, slow = (np.where(on, a, c) for a, c in ((d1, dense), (m1, moe), (s1, slow)))
+    return _TpExposed(dense_s=dense, moe_s=moe, slow_s=slow, on=on)
+
+
+@dataclass(frozen=True)
+class _EpOption:
+    """One (dispatcher, EP overlap) pair priced: its EP term and what of it stays exposed per MoE layer."""
+
+    code: int
+    overlap: bool
+    term: object
+    exposed_s: np.ndarray
+    slow_s: np.ndarray
+
+
+def _ep_options(x: Ctx, u: Ctx, inverse, lc, choices: RecipeChoices) -> list[_EpOption]:
+    """Every allowed (dispatcher, EP overlap) pair; a dense model prices one (all zero)."""
+    moe = bool(x.w.num_experts)
+    out = []
+    for d in choices.dispatchers if moe else choices.dispatchers[:1]:
+        term = _gather(ep_term(u, d), inverse)
+        for ov in choices.ep_comm_overlap if moe else choices.ep_comm_overlap[:1]:
+            exposed, slow = ep_exposed(x, term, lc, ov)
+            out.append(_EpOption(DISPATCHERS.index(d), ov, term, exposed, slow))
+    return out
+
+
+_GRAPH_BYTES = {CudaGraphs.NONE: 0.0, CudaGraphs.PARTIAL: C.CUDA_GRAPH_PARTIAL_BYTES,
+                CudaGraphs.FULL: C.CUDA_GRAPH_FULL_BYTES}
+
+
+def _cuda_graphs(peak_bytes: np.ndarray, capacity: float, choices: RecipeChoices) -> tuple[np.ndarray, np.ndarray]:
+    """(index into GRAPHS, bytes) per candidate: host time falls and memory rises from none to full, so the
+    widest scope that fits is the fastest; where none fits, the leanest allowed."""
+    allowed = [g for g in GRAPHS if g in choices.cuda_graphs]
+    pick = np.full(peak_bytes.shape, GRAPHS.index(allowed[0]), dtype=np.int64)
+    for g in allowed:
+        pick = np.where(peak_bytes + _GRAPH_BYTES[g] <= capacity, GRAPHS.index(g), pick)
+    return pick, np.choose(pick, [_GRAPH_BYTES[g] for g in GRAPHS])
+
+
+def _host_terms(x: Ctx, choices: RecipeChoices, overlaps: set[bool], graph_pick: np.ndarray):
+    """overlap -> (dense, moe, forward share, syncs) host arrays under each candidate's graph scope."""
+    allowed = [g for g in GRAPHS if g in choices.cuda_graphs]
+    hosts = {(g, ov): host_term(x, g, ov) for g in allowed for ov in overlaps}
 
     def host_for(ov: bool):
         parts = [hosts.get((g, ov)) for g in GRAPHS]
@@ -179,111 +271,79 @@ def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch, r
 
         return sel("dense_s"), sel("moe_s"), have[0].forward_share, sel("syncs_per_moe_layer")
 
-    comp_dense = lc.dense_s
-    comp_moe = lc.moe_s
-    g_dense = comp_dense + tp_dense + cp.exposed_s + tp_slow
-    idle = st.num_ranks == 0
+    return host_for
+
+
+@dataclass(frozen=True)
+class _Critical:
+    """The busiest pipeline rank under the cheapest (dispatcher, EP overlap) per candidate: its time per
+    micro-batch, host share, what it holds, and the EP choice."""
+
+    t_mb: np.ndarray
+    host_mb: np.ndarray
+    dense: np.ndarray
+    moe: np.ndarray
+    mtp: np.ndarray
+    loss: np.ndarray
+    dispatcher: np.ndarray
+    ep_overlap: np.ndarray
+    ep_exposed: np.ndarray
+    ep_slow: np.ndarray
+
+
+def _critical_rank(x: Ctx, st: StageKinds, lc, tpx: _TpExposed, cp_exposed, pp_mb, ep_options: list[_EpOption],
+                   host_for) -> _Critical:
+    n = len(x.b)
+    cols = np.arange(n)
     counts = _Counts.of(st)
+    idle = st.num_ranks == 0
+    g_dense = lc.dense_s + tpx.dense_s + cp_exposed + tpx.slow_s
     priced = []
-    for _, ov, _, exposed, slow in ep_options:
-        g_moe = comp_moe + tp_moe + cp.exposed_s + exposed + slow
-        g_mtp = lc.mtp_s - lc.moe_s + g_moe if w.num_experts else lc.mtp_s + tp_dense + cp.exposed_s
-        h_dense, h_moe, h_fwd, syncs = host_for(ov)
-        t_kind, g_kind = _stage_times(x, counts, g_dense, g_moe, g_mtp, lc.head_s, pp.per_microbatch_s,
-                                      h_dense, h_moe, h_fwd, syncs)
+    for o in ep_options:
+        g_moe = lc.moe_s + tpx.moe_s + cp_exposed + o.exposed_s + o.slow_s
+        g_mtp = lc.mtp_s - lc.moe_s + g_moe if x.w.num_experts else lc.mtp_s + tpx.dense_s + cp_exposed
+        h_dense, h_moe, h_fwd, syncs = host_for(o.overlap)
+        t_kind, g_kind = _stage_times(x, counts, g_dense, g_moe, g_mtp, lc.head_s, pp_mb, h_dense, h_moe, h_fwd,
+                                      syncs)
         t_kind[idle] = -np.inf
         worst = np.argmax(t_kind, axis=0)
-        priced.append((worst, t_kind, g_kind))
-    cols = np.arange(len(b))
+        priced.append((worst, t_kind[worst, cols], g_kind[worst, cols]))
     if len(priced) == 1:
-        worst, t_kind, g_kind = priced[0]
-        t_mb = t_kind[worst, cols]
-        host_mb = t_mb - g_kind[worst, cols]
-        disp_code = np.full(len(b), ep_options[0][0], dtype=np.int64)
-        ep_ov = np.full(len(b), ep_options[0][1], dtype=bool)
-        ep_exp = np.broadcast_to(ep_options[0][3], (len(b),))
-        ep_slow = np.broadcast_to(ep_options[0][4], (len(b),))
-    else:
-        # per candidate, the cheapest (dispatcher, EP overlap); ties keep the earlier option
-        per_option = np.stack([t[wo, cols] for wo, t, _ in priced])
+        worst, t_mb, g_mb = priced[0]
+        pick = np.zeros(n, dtype=np.int64)
+    else:  # per candidate, the cheapest option; ties keep the earlier one
+        per_option = np.stack([t for _, t, _ in priced])
         pick = np.argmin(per_option, axis=0)
         t_mb = per_option[pick, cols]
         worst = np.choose(pick, [wo for wo, _, _ in priced])
-        host_mb = t_mb - np.choose(pick, [g[wo, cols] for wo, _, g in priced])
-        disp_code = np.array([o[0] for o in ep_options], dtype=np.int64)[pick]
-        ep_ov = np.array([o[1] for o in ep_options], dtype=bool)[pick]
-        ep_exp = np.choose(pick, [np.broadcast_to(o[3], (len(b),)) for o in ep_options])
-        ep_slow = np.choose(pick, [np.broadcast_to(o[4], (len(b),)) for o in ep_options])
+        g_mb = np.choose(pick, [g for _, _, g in priced])
 
-    # what the critical rank holds, per candidate: every per-micro-batch term is linear in these counts
-    nd, nm, nmtp, nloss = (a[worst, cols].astype(np.float64) for a in (st.dense, st.moe, st.mtp, st.loss))
-    n_moe = nm + nmtp
-    layers_mb = nd + n_moe
-    comp_mb = nd * comp_dense + nm * comp_moe + nmtp * lc.mtp_s + nloss * lc.head_s
-    tp_mb = nd * tp_dense + n_moe * tp_moe
-    cp_mb = layers_mb * cp.exposed_s
-    ep_mb = n_moe * ep_exp
-    slow_mb = nd * tp_slow + n_moe * (tp_slow + ep_slow)
-    moe_layers_mb = n_moe
+    def chosen(values):
+        return np.asarray(values[0]) if len(values) == 1 else np.choose(pick, values)
 
-    t_mb = np.where(np.isfinite(t_mb), t_mb, np.inf)  # a split with no rank (invalid) costs infinitely
-    bubble = (x.pp - 1.0) / x.vpp * np.where(x.pp > 1, t_mb, 0.0) * _bubble_share(x)
-    dp = dp_term(x, params.as_stage(), comp_mb)
-    optimizer_s = optimizer_term(x, params.as_stage())
-    m = x.m
-    cp_total_mb = layers_mb * cp.total_s
-    overlapped = np.maximum(dp.total_s - dp.exposed_s, 0.0) + m * np.maximum(cp_total_mb - cp_mb, 0.0)
-    overlap_slowdown = C.OVERLAP_COMPUTE_SLOWDOWN * np.minimum(overlapped, m * comp_mb) + m * slow_mb
-    step = m * t_mb + bubble + dp.exposed_s + optimizer_s + C.OVERLAP_COMPUTE_SLOWDOWN * np.minimum(
-        overlapped, m * comp_mb)
-
-    peak_mem = base_mem.peak_bytes + extra_mem
-    fits = peak_mem <= capacity
-
-    num_gpus = x.tp * x.cp * x.pp * x.dp
-    tokens_step = train.tokens_per_step
-    s = train.seq_len
-    model_flops = w.model_flops_per_token(s) * tokens_step
-    hw_per_token = w.forward_flops_per_token(s) * (3.0 + x.full * x.full_layers_share) + np.where(
-        b.recompute == 1, 2.0 * w.attended_keys(s) * w.attn_core_dim * w.num_layers
-        * (b.rc_modules & 1 != 0), 0.0)
-    peak = peak_flops(topo, train.precision)
-    mfu = model_flops / (step * num_gpus * peak)
-    hfu = hw_per_token * tokens_step / (step * num_gpus * peak)
-
-    ept_by_code = {code: ept for code, _, ept, _, _ in ep_options}
-    if len(ept_by_code) == 1:
-        only = next(iter(ept_by_code.values()))
-        ep_total, ep_bytes = only.total_s, only.bytes_per_layer
-    else:
-        ep_total, ep_bytes = zero, zero
-        for code, ept in ept_by_code.items():
-            ep_total = np.where(disp_code == code, ept.total_s, ep_total)
-            ep_bytes = np.where(disp_code == code, ept.bytes_per_layer, ep_bytes)
-    valid = st.valid & (np.abs(m - np.rint(m)) < 1e-9) & (m >= 1)
-    traffic = {
-        "tp": tp.bytes_per_layer * layers_mb * m,
-        "cp": cp.bytes_per_layer * layers_mb * m,
-        "ep": ep_bytes * moe_layers_mb * m,
-        "pp": pp.bytes_per_step,
-        "dp": dp.dense_bytes,
-        "dp_replica": dp.replica_bytes,
-        "edp": dp.expert_bytes,
-    }
-    return Estimates(
-        valid=valid, step_time_s=step, compute_s=m * comp_mb, tp_s=m * tp_mb, cp_s=m * cp_mb,
-        cp_total_s=m * cp_total_mb, ep_s=m * ep_mb,
-        pp_s=m * pp.per_microbatch_s, dp_s=dp.total_s, dp_exposed_s=dp.exposed_s, bubble_s=bubble,
-        optimizer_s=optimizer_s, overlap_slowdown_s=overlap_slowdown,
-        num_microbatches=np.rint(m).astype(np.int64), mfu=mfu, hfu=hfu, tokens_per_s=tokens_step / step,
-        weights_bytes=base_mem.weights_bytes, grads_bytes=base_mem.grads_bytes,
-        optimizer_bytes=base_mem.optimizer_bytes, activations_bytes=base_mem.activations_bytes,
-        other_bytes=base_mem.other_bytes + extra_mem, peak_memory_bytes=peak_mem,
-        memory_capacity_bytes=capacity, fits=fits, traffic_bytes=traffic,
-        host_s=m * host_mb, tp_total_s=m * (nd * tp.dense_s + n_moe * tp.moe_s),
-        ep_total_s=m * n_moe * ep_total,
-        dispatcher=disp_code, cuda_graphs=graph_pick, tp_comm_overlap=tp_on, ep_comm_overlap=ep_ov, recipe=recipe,
+    f = np.float64
+    return _Critical(
+        t_mb=t_mb, host_mb=t_mb - g_mb,
+        dense=st.dense[worst, cols].astype(f), moe=st.moe[worst, cols].astype(f), mtp=st.mtp[worst, cols].astype(f),
+        loss=st.loss[worst, cols].astype(f),
+        dispatcher=np.array([o.code for o in ep_options], dtype=np.int64)[pick],
+        ep_overlap=np.array([o.overlap for o in ep_options], dtype=bool)[pick],
+        ep_exposed=np.broadcast_to(chosen([np.broadcast_to(o.exposed_s, (n,)) for o in ep_options]), (n,)),
+        ep_slow=np.broadcast_to(chosen([np.broadcast_to(o.slow_s, (n,)) for o in ep_options]), (n,)),
     )
+
+
+def _chosen_ep(ep_options: list[_EpOption], dispatcher: np.ndarray, like: np.ndarray):
+    """(EP seconds per MoE layer, bytes per MoE layer) of each candidate's chosen dispatcher."""
+    terms = {o.code: o.term for o in ep_options}
+    if len(terms) == 1:
+        only = next(iter(terms.values()))
+        return only.total_s, only.bytes_per_layer
+    total = bytes_ = np.zeros_like(like)
+    for code, term in terms.items():
+        total = np.where(dispatcher == code, term.total_s, total)
+        bytes_ = np.where(dispatcher == code, term.bytes_per_layer, bytes_)
+    return total, bytes_
 
 
 def _layer_rows(x: Ctx) -> tuple[np.ndarray | None, np.ndarray | None]:
