@@ -348,11 +348,18 @@ def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, pr
             sources[field] = "searched"
     if "recompute_modules" not in sources:
         sources["recompute_modules"] = "searched"
+    # the pipeline split is searched where the recipe leaves it open and every emitted format can state it
+    # (Megatron's --account-for-*-in-pipeline-split); torchtitan, DeepSpeed and MaxText files keep the default
+    split_open = not ({"pipeline_layout", "account_for_embedding", "account_for_loss"} & set(sources))
+    splits = (0,) if formats and set(formats) - {"megatron"} else None
+    if split_open and splits is None:
+        sources["account_for_embedding"] = sources["account_for_loss"] = "searched"
     cfg = SearchConfig(top_k=top_k,
                        recompute=tuple(Recompute(r) for r in recompute) or SearchConfig.recompute,
                        zero_stages=tuple(sorted(set(zero)))
                        or ((0, 1, 2, 3) if exhaustive else SearchConfig.zero_stages),
                        prune_dominated=not exhaustive, recipe=recipe, choices=choices, module_sets=module_sets,
+                       pipeline_policies=splits,
                        # Megatron-FSDP shards over the whole data-parallel group: no HSDP in its files
                        hsdp=not (formats and "megatron" in formats))
     real = slurm_topology is not None or cluster_graph is not None

@@ -8,6 +8,7 @@ Ties are broken by the layout fields, so the ranking is deterministic.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from dataclasses import dataclass, field
@@ -17,7 +18,7 @@ import numpy as np
 from placement.cost import rules
 from placement.cost.batch import RECOMPUTE_CODES, LayoutBatch, concat_batches, module_mask, pipe_policy_of
 from placement.cost.constants import GiB
-from placement.cost.step import Estimates, RecipeChoices, concat_estimates, estimate
+from placement.cost.step import Estimates, RecipeChoices, concat_estimates, estimate, take_estimates
 from placement.errors import PlacementInfeasible
 from placement.specs import AttentionKernel, ModelSpec, Recompute, TrainingSpec
 from placement.specs.recipe import Recipe, RecomputeModule
@@ -51,6 +52,9 @@ class SearchConfig:
     choices: RecipeChoices | None = None
     """Recipe options to choose between per candidate (dispatcher, overlaps, CUDA graphs); None prices the
     recipe's own values."""
+    pipeline_policies: tuple[int, ...] | None = None
+    """Pipeline splits to try where the recipe leaves the split open (LayoutBatch.pipe_policy: 0 Megatron's
+    default, 1 the embedding and loss counted as a layer each); None: both."""
     module_sets: tuple[tuple[RecomputeModule, ...], ...] | None = None
     """Selective-recompute module lists to try; None: the useful ones for the model (`module_sets`), or the
     recipe's own list when it names one."""
@@ -188,11 +192,14 @@ def enumerate_layouts(w: Workload, model: ModelSpec, train: TrainingSpec, num_gp
     else:
         cols["sp"] = (cols["tp"] > 1).astype(np.int64)
     n = len(cols["tp"])
+    cols["pipe_policy"] = np.full(n, pipe_policy_of(cfg.recipe), dtype=np.int64)
+    if not cfg.prune_dominated and _open_split(cfg):  # the exhaustive space prices every split up front
+        splits = np.array((0, *_open_split(cfg)), dtype=np.int64)
+        cols = _expand(cols, "pipe_policy", lambda c: _per_row(c, splits, lambda r, v: (v == 0) | (r["pp"] > 1)))
     return LayoutBatch(tp=cols["tp"], cp=cols["cp"], ep=cols["ep"], etp=cols["etp"], pp=cols["pp"],
                        vpp=cols["vpp"], dp=cols["dp"], mbs=cols["mbs"], zero=cols["zero"],
                        dp_shard=cols["dp_shard"], recompute=cols["recompute"], sp=cols["sp"],
-                       rc_modules=cols["rc_modules"],
-                       pipe_policy=np.full(n, pipe_policy_of(cfg.recipe), dtype=np.int64))
+                       rc_modules=cols["rc_modules"], pipe_policy=cols["pipe_policy"])
 
 
 def module_sets(model: ModelSpec) -> tuple[tuple[RecomputeModule, ...], ...]:
@@ -258,10 +265,14 @@ def search(model: ModelSpec, train: TrainingSpec, topo: Topology, cfg: SearchCon
         raise PlacementInfeasible(_no_layout_message(model, train, topo.num_gpus, cfg, topo.gpus_per_host),
                                   binding="divisibility")
     est = estimate(w, train, topo, batch, cfg.recipe, cfg.choices)
-    more = _selective_candidates(model, train, cfg, batch, est)
-    if more is not None:
-        batch, est = concat_batches(batch, more), concat_estimates(est, estimate(w, train, topo, more, cfg.recipe,
-                                                                                 cfg.choices))
+    for phase in (_split_candidates, _selective_candidates):  # exact, pruned extensions of the space
+        more = phase(model, train, cfg, batch, est)
+        if more is not None:
+            extra = estimate(w, train, topo, more, cfg.recipe, cfg.choices)
+            # keep what can still rank (or seed the next phase): faster than the k-th best fitting plan so far
+            kth = _kth_fitting(est, cfg.top_k)
+            keep = np.flatnonzero(extra.valid & (extra.step_time_s < kth))
+            batch, est = concat_batches(batch, more.take(keep)), concat_estimates(est, take_estimates(extra, keep))
     if not est.valid.any():  # e.g. no pipeline split of the layers fits the GPU count's factors
         raise PlacementInfeasible(_no_layout_message(model, train, topo.num_gpus, cfg, topo.gpus_per_host),
                                   binding="divisibility")
@@ -271,6 +282,38 @@ def search(model: ModelSpec, train: TrainingSpec, topo: Topology, cfg: SearchCon
         raise PlacementInfeasible(_memory_message(batch, est, model, train, topo, cfg), binding="memory")
     return SearchResult(batch=batch, estimates=est, ranked=ranked, num_candidates=len(batch),
                         seconds=time.perf_counter() - start)
+
+
+def _open_split(cfg: SearchConfig) -> tuple[int, ...]:
+    """The pipeline splits the search may choose: none where the recipe states one."""
+    if cfg.recipe.pipeline_layout is not None or cfg.recipe.account_for_embedding or cfg.recipe.account_for_loss:
+        return ()
+    return tuple(p for p in (cfg.pipeline_policies or (0, 1)) if p != 0)
+
+
+def _kth_fitting(est: Estimates, top_k: int) -> float:
+    steps = est.step_time_s[est.valid & est.fits]
+    return np.partition(steps, top_k - 1)[top_k - 1] if steps.size >= top_k else np.inf
+
+
+def _split_candidates(model: ModelSpec, train: TrainingSpec, cfg: SearchConfig, batch: LayoutBatch,
+                      est: Estimates) -> LayoutBatch | None:
+    """The embedding and loss counted as a layer each (Megatron's --account-for-embedding/loss-in-pipeline-
+    split), priced only where it can matter.  It moves a layer off the first and last ranks onto the middle
+    ones, so the inner ranks only get fuller: its step is at least the inner ranks' pace over the
+    micro-batches and bubble (`Estimates.inner_bound_s`), and a layout whose bound is above the k-th best
+    fitting step cannot enter the top k.  (The one approximation: on a model with dense-first layers a dense
+    layer may move onto an inner rank.)  `--exhaustive` prices every split, and a test checks both agree."""
+    extra = _open_split(cfg)
+    if not cfg.prune_dominated or not extra:
+        return None
+    kth = _kth_fitting(est, cfg.top_k)
+    open_ = est.valid & (batch.pp > 1) & (batch.pipe_policy == 0)
+    rows = np.flatnonzero(open_ & (est.inner_bound_s < kth) & (est.critical_holds_ends | ~est.fits))
+    if rows.size == 0:
+        return None
+    base = batch.take(np.repeat(rows, len(extra)))
+    return dataclasses.replace(base, pipe_policy=np.tile(np.array(extra, dtype=np.int64), rows.size))
 
 
 def _selective_candidates(model: ModelSpec, train: TrainingSpec, cfg: SearchConfig, batch: LayoutBatch,
@@ -289,9 +332,7 @@ def _selective_candidates(model: ModelSpec, train: TrainingSpec, cfg: SearchConf
             if not (train.attention_kernel is AttentionKernel.FLASH and tuple(ms) == (RecomputeModule.CORE_ATTN,))]
     if not sets:
         return None
-    feasible = est.valid & est.fits
-    steps = est.step_time_s[feasible]
-    kth = np.partition(steps, cfg.top_k - 1)[cfg.top_k - 1] if steps.size >= cfg.top_k else np.inf
+    kth = _kth_fitting(est, cfg.top_k)
     rows = np.flatnonzero(est.valid & ~est.fits & (batch.recompute == 0) & (est.step_time_s < kth))
     if rows.size == 0:
         return None

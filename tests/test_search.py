@@ -23,7 +23,7 @@ from placement.cost.step import Estimates, estimate
 from placement.errors import PlacementInfeasible
 from placement.search import SearchConfig, hsdp_spans, rank, search
 from placement.specs import AttentionKernel, Layout, ModelSpec, MoESpec, Recompute, TrainingSpec
-from placement.specs.recipe import RecomputeModule
+from placement.specs.recipe import Recipe, RecomputeModule
 from placement.topology import Topology
 from placement.workload import workload
 
@@ -114,25 +114,28 @@ def price_alone(model: ModelSpec, train: TrainingSpec, t: Topology, lay: Layout)
 
 
 CORE = ((RecomputeModule.CORE_ATTN,),)
-"""The brute force knows one selective recompute, Korthikanti's; module lists are checked below."""
+"""The brute force knows one selective recompute, Korthikanti's, and the default pipeline split; module lists
+and splits are checked below."""
 
 CASES = [
-    pytest.param(DENSE, 8, 32, SearchConfig(module_sets=CORE), id="dense-8gpu-gb32"),
+    pytest.param(DENSE, 8, 32, SearchConfig(module_sets=CORE, pipeline_policies=(0,)), id="dense-8gpu-gb32"),
     pytest.param(DENSE, 16, 64, SearchConfig(
-        module_sets=CORE, max_micro_batch_size=4), id="dense-16gpu-gb64"),
+        module_sets=CORE, pipeline_policies=(0,), max_micro_batch_size=4), id="dense-16gpu-gb64"),
     pytest.param(DENSE, 32, 48, SearchConfig(
-        module_sets=CORE, max_micro_batch_size=3), id="dense-32gpu-gb48"),
+        module_sets=CORE, pipeline_policies=(0,), max_micro_batch_size=3), id="dense-32gpu-gb48"),
     pytest.param(DENSE_UNEVEN, 16, 32, SearchConfig(
-        module_sets=CORE, max_micro_batch_size=2), id="dense10l-16gpu-uneven-pp"),
+        module_sets=CORE, pipeline_policies=(0,), max_micro_batch_size=2), id="dense10l-16gpu-uneven-pp"),
     pytest.param(TIGHT, 8, 32, SearchConfig(
-        module_sets=CORE, max_micro_batch_size=2), id="tight-8gpu-memory-binds"),
+        module_sets=CORE, pipeline_policies=(0,), max_micro_batch_size=2), id="tight-8gpu-memory-binds"),
     pytest.param(MOE, 8, 32, SearchConfig(
-        module_sets=CORE, max_micro_batch_size=2, recompute=(Recompute.NONE, Recompute.SELECTIVE)),
+        module_sets=CORE, pipeline_policies=(0,), max_micro_batch_size=2,
+        recompute=(Recompute.NONE, Recompute.SELECTIVE)),
                  id="moe-8gpu-gb32"),
     pytest.param(MOE, 16, 64, SearchConfig(
-        module_sets=CORE, max_micro_batch_size=1, recompute=(Recompute.FULL,)), id="moe-16gpu-gb64"),
+        module_sets=CORE, pipeline_policies=(0,), max_micro_batch_size=1, recompute=(Recompute.FULL,)),
+        id="moe-16gpu-gb64"),
     pytest.param(MOE, 32, 32, SearchConfig(
-        module_sets=CORE, max_micro_batch_size=1, recompute=(Recompute.NONE, Recompute.FULL),
+        module_sets=CORE, pipeline_policies=(0,), max_micro_batch_size=1, recompute=(Recompute.NONE, Recompute.FULL),
                                            zero_stages=(1, 3)),
                  id="moe-32gpu-gb32"),
 ]
@@ -284,3 +287,30 @@ def test_recompute_module_lists_pruned_search_equals_exhaustive(model, n, gb, re
 
     assert best(pruned) == best(full)
     assert int((pruned.batch.recompute == 1).sum()) < int((full.batch.recompute == 1).sum())  # it did prune
+
+
+@pytest.mark.parametrize(("model", "n", "gb"), [(DENSE_UNEVEN, 16, 32), (TIGHT, 8, 32), (MOE, 16, 64)])
+def test_pipeline_split_search_equals_exhaustive(model, n: int, gb: int) -> None:
+    """Counting the embedding and loss as a layer each (Megatron's --account-for-*-in-pipeline-split) is priced
+    only where it can rank (search._split_candidates); the best plan equals the full enumeration's, which
+    prices both splits of every pipelined layout."""
+    train = TrainingSpec(seq_len=2048, global_batch=gb)
+    t = topo(n)
+    cfg = dict(top_k=5, max_micro_batch_size=2, module_sets=CORE)
+    pruned = search(model, train, t, SearchConfig(**cfg))
+    full = search(model, train, t, SearchConfig(**cfg, prune_dominated=False))
+    i, j = int(pruned.ranked[0]), int(full.ranked[0])
+    assert round(float(pruned.estimates.step_time_s[i]), 9) == round(float(full.estimates.step_time_s[j]), 9)
+    assert pruned.batch.layout(i) == full.batch.layout(j)
+    assert int(pruned.batch.pipe_policy[i]) == int(full.batch.pipe_policy[j])
+    assert (full.batch.pipe_policy == 1).sum() > (pruned.batch.pipe_policy == 1).sum()
+
+
+def test_a_pinned_split_is_not_searched() -> None:
+    """A recipe that states the split (or a layout) pins it: the search prices no other."""
+    train = TrainingSpec(seq_len=2048, global_batch=32)
+    res = search(DENSE_UNEVEN, train, topo(16), SearchConfig(recipe=Recipe(account_for_embedding=True,
+                                                                              account_for_loss=True)))
+    assert set(res.batch.pipe_policy.tolist()) == {1}
+    res = search(DENSE_UNEVEN, train, topo(16), SearchConfig(pipeline_policies=(0,)))
+    assert set(res.batch.pipe_policy.tolist()) == {0}

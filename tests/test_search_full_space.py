@@ -19,11 +19,12 @@ FULL = {"zero_stages": (0, 1, 2, 3), "prune_dominated": False}
 
 CASES = [
     pytest.param(DENSE, 8, 32, SearchConfig(
-        module_sets=CORE, max_micro_batch_size=4), id="dense-8gpu"),
+        module_sets=CORE, pipeline_policies=(0,), max_micro_batch_size=4), id="dense-8gpu"),
     pytest.param(TIGHT, 8, 32, SearchConfig(
-        module_sets=CORE, max_micro_batch_size=2), id="tight-8gpu"),
+        module_sets=CORE, pipeline_policies=(0,), max_micro_batch_size=2), id="tight-8gpu"),
     pytest.param(MOE, 8, 32, SearchConfig(
-        module_sets=CORE, max_micro_batch_size=2, recompute=(Recompute.NONE, Recompute.SELECTIVE)),
+        module_sets=CORE, pipeline_policies=(0,), max_micro_batch_size=2,
+        recompute=(Recompute.NONE, Recompute.SELECTIVE)),
                  id="moe-8gpu"),
 ]
 

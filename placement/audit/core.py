@@ -70,9 +70,9 @@ def framework_space(framework: str, top_k: int) -> SearchConfig:
     and no ring context parallelism (its Ulysses sequence parallelism is another algorithm); Megatron-FSDP
     shards over the whole data-parallel group (no HSDP)."""
     if framework == "torchtitan":
-        return SearchConfig(top_k=top_k, zero_stages=(0, 2, 3), fixed={"etp": 1})
+        return SearchConfig(top_k=top_k, zero_stages=(0, 2, 3), fixed={"etp": 1}, pipeline_policies=(0,))
     if framework == "deepspeed":
-        return SearchConfig(top_k=top_k, zero_stages=(0, 1, 2, 3), fixed={"cp": 1, "vpp": 1})
+        return SearchConfig(top_k=top_k, zero_stages=(0, 1, 2, 3), fixed={"cp": 1, "vpp": 1}, pipeline_policies=(0,))
     if framework == "megatron":
         return SearchConfig(top_k=top_k, hsdp=False)
     return SearchConfig(top_k=top_k)

@@ -98,7 +98,8 @@ def predict(run: CalibrationRun) -> RunResult:
     fixed = dict(run.layout) if run.interleaved else {"vpp": 1, **run.layout}
     # a 2021-2022 dense run's `selective` is Korthikanti's: the attention core
     sets = None if run.recipe.recompute_modules or run.group == MOE_GROUP else ((RecomputeModule.CORE_ATTN,),)
-    cfg = SearchConfig(top_k=1, fixed=fixed, recipe=run.recipe, module_sets=sets)
+    # an unstated pipeline split is the framework's default, like an unstated schedule
+    cfg = SearchConfig(top_k=1, fixed=fixed, recipe=run.recipe, module_sets=sets, pipeline_policies=(0,))
     try:
         res = search(model, train, topo, cfg)
     except PlacementInfeasible:

@@ -99,10 +99,21 @@ class Estimates:
     ep_comm_overlap: np.ndarray = field(default=None)
     recipe: Recipe = field(default_factory=Recipe)
     """The recipe's fixed fields (the per-candidate choices above override its choice fields)."""
+    pipe_policy: np.ndarray = field(default=None)
+    """The pipeline split priced (LayoutBatch.pipe_policy): 1 counts the embedding and loss as a layer each."""
+    critical_holds_ends: np.ndarray = field(default=None)
+    """The busiest pipeline rank holds the embedding, the loss or MTP (what a different split can move)."""
+    inner_bound_s: np.ndarray = field(default=None)
+    """A lower bound of the step under any split that gives the inner ranks at least their layers: the
+    micro-batches and bubble at the busiest inner rank's pace (0 where every rank holds an end)."""
 
     def recipe_of(self, i: int) -> Recipe:
         """The whole recipe candidate i is priced with."""
+        split = {}
+        if self.pipe_policy is not None and int(self.pipe_policy[i]) == 1 and self.recipe.pipeline_layout is None:
+            split = {"account_for_embedding": True, "account_for_loss": True}
         return self.recipe.model_copy(update={
+            **split,
             "moe_dispatcher": DISPATCHERS[int(self.dispatcher[i])],
             "cuda_graphs": GRAPHS[int(self.cuda_graphs[i])],
             "tp_comm_overlap": bool(self.tp_comm_overlap[i]),
@@ -191,7 +202,8 @@ def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch, r
         memory_capacity_bytes=capacity, fits=peak_mem <= capacity, traffic_bytes=traffic,
         host_s=m * crit.host_mb, tp_total_s=m * (nd * tp.dense_s + n_moe * tp.moe_s), ep_total_s=m * n_moe * ep_total,
         dispatcher=crit.dispatcher, cuda_graphs=graph_pick, tp_comm_overlap=tpx.on, ep_comm_overlap=crit.ep_overlap,
-        recipe=recipe,
+        recipe=recipe, pipe_policy=b.pipe_policy, critical_holds_ends=crit.ends,
+        inner_bound_s=(m + (x.pp - 1.0) / x.vpp * _bubble_share(x)) * crit.inner_t_mb,
     )
 
 
@@ -289,6 +301,10 @@ class _Critical:
     ep_overlap: np.ndarray
     ep_exposed: np.ndarray
     ep_slow: np.ndarray
+    ends: np.ndarray
+    """The rank holds the embedding, the loss or MTP layers."""
+    inner_t_mb: np.ndarray
+    """The busiest rank's time per micro-batch among those that hold no end (0 where none)."""
 
 
 def _critical_rank(x: Ctx, st: StageKinds, lc, tpx: _TpExposed, cp_exposed, pp_mb, ep_options: list[_EpOption],
@@ -297,6 +313,7 @@ def _critical_rank(x: Ctx, st: StageKinds, lc, tpx: _TpExposed, cp_exposed, pp_m
     cols = np.arange(n)
     counts = _Counts.of(st)
     idle = st.num_ranks == 0
+    holds_end = (st.embed > 0) | (st.loss > 0) | (st.mtp > 0)
     g_dense = lc.dense_s + tpx.dense_s + cp_exposed + tpx.slow_s
     priced = []
     for o in ep_options:
@@ -307,16 +324,18 @@ def _critical_rank(x: Ctx, st: StageKinds, lc, tpx: _TpExposed, cp_exposed, pp_m
                                       syncs)
         t_kind[idle] = -np.inf
         worst = np.argmax(t_kind, axis=0)
-        priced.append((worst, t_kind[worst, cols], g_kind[worst, cols]))
+        priced.append((worst, t_kind[worst, cols], g_kind[worst, cols],
+                       np.max(np.where(holds_end | idle, 0.0, t_kind), axis=0)))
     if len(priced) == 1:
-        worst, t_mb, g_mb = priced[0]
+        worst, t_mb, g_mb, inner = priced[0]
         pick = np.zeros(n, dtype=np.int64)
     else:  # per candidate, the cheapest option; ties keep the earlier one
-        per_option = np.stack([t for _, t, _ in priced])
+        per_option = np.stack([t for _, t, _, _ in priced])
         pick = np.argmin(per_option, axis=0)
         t_mb = per_option[pick, cols]
-        worst = np.choose(pick, [wo for wo, _, _ in priced])
-        g_mb = np.choose(pick, [g for _, _, g in priced])
+        worst = np.choose(pick, [wo for wo, _, _, _ in priced])
+        g_mb = np.choose(pick, [g for _, _, g, _ in priced])
+        inner = np.min(np.stack([i for _, _, _, i in priced]), axis=0)  # a bound over every option
 
     def chosen(values):
         return np.asarray(values[0]) if len(values) == 1 else np.choose(pick, values)
@@ -330,6 +349,7 @@ def _critical_rank(x: Ctx, st: StageKinds, lc, tpx: _TpExposed, cp_exposed, pp_m
         ep_overlap=np.array([o.overlap for o in ep_options], dtype=bool)[pick],
         ep_exposed=np.broadcast_to(chosen([np.broadcast_to(o.exposed_s, (n,)) for o in ep_options]), (n,)),
         ep_slow=np.broadcast_to(chosen([np.broadcast_to(o.slow_s, (n,)) for o in ep_options]), (n,)),
+        ends=holds_end[worst, cols], inner_t_mb=inner,
     )
 
 
@@ -502,3 +522,17 @@ def default_choices(is_moe: bool, topo: Topology, recipe: Recipe,
         tp_comm_overlap=(recipe.tp_comm_overlap,) if "tp_comm_overlap" in pinned else (False, True),
         ep_comm_overlap=(recipe.ep_comm_overlap,) if "ep_comm_overlap" in pinned or not is_moe else (False, True),
     )
+
+
+def take_estimates(est: Estimates, index: np.ndarray) -> Estimates:
+    """The estimates of the candidates `index` only."""
+    out = {}
+    for f in fields(Estimates):
+        a = getattr(est, f.name)
+        if isinstance(a, np.ndarray) and a.ndim == 1:
+            out[f.name] = a[index]
+        elif isinstance(a, dict):
+            out[f.name] = {k: v[index] for k, v in a.items()}
+        else:
+            out[f.name] = a
+    return Estimates(**out)
