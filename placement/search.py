@@ -264,11 +264,12 @@ def search(model: ModelSpec, train: TrainingSpec, topo: Topology, cfg: SearchCon
     if len(batch) == 0:
         raise PlacementInfeasible(_no_layout_message(model, train, topo.num_gpus, cfg, topo.gpus_per_host),
                                   binding="divisibility")
-    est = estimate(w, train, topo, batch, cfg.recipe, cfg.choices)
+    bounds = cfg.prune_dominated and bool(_open_split(cfg))
+    est = estimate(w, train, topo, batch, cfg.recipe, cfg.choices, split_bounds=bounds)
     for phase in (_split_candidates, _selective_candidates):  # exact, pruned extensions of the space
         more = phase(model, train, cfg, batch, est)
         if more is not None:
-            extra = estimate(w, train, topo, more, cfg.recipe, cfg.choices)
+            extra = estimate(w, train, topo, more, cfg.recipe, cfg.choices, split_bounds=bounds)
             # keep what can still rank (or seed the next phase): faster than the k-th best fitting plan so far
             kth = _kth_fitting(est, cfg.top_k)
             keep = np.flatnonzero(extra.valid & (extra.step_time_s < kth))
@@ -309,7 +310,10 @@ def _split_candidates(model: ModelSpec, train: TrainingSpec, cfg: SearchConfig, 
         return None
     kth = _kth_fitting(est, cfg.top_k)
     open_ = est.valid & (batch.pp > 1) & (batch.pipe_policy == 0)
-    rows = np.flatnonzero(open_ & (est.inner_bound_s < kth) & (est.critical_holds_ends | ~est.fits))
+    # the inner ranks take ceil((L + 2) / pp) layers instead of ceil(L / pp): their pace scales at least so
+    layers = model.num_layers
+    fuller = -(-(layers + 2) // batch.pp) / np.maximum(-(-layers // batch.pp), 1)
+    rows = np.flatnonzero(open_ & (est.inner_bound_s * fuller < kth) & (est.critical_holds_ends | ~est.fits))
     if rows.size == 0:
         return None
     base = batch.take(np.repeat(rows, len(extra)))

@@ -72,6 +72,8 @@ def in_flight(x: Ctx, rank: np.ndarray) -> np.ndarray:
     rank 0 is pp * (1 + (pp - 1)/(pp vpp)) (MLM-mem interleaved_schedule_memory_penalty)."""
     pp, vpp = x.pp, x.vpp
     plain = np.minimum(x.m, pp - rank)
+    if not (x.b.vpp > 1).any():
+        return plain
     interleaved = ((pp - rank - 1.0) * 2.0 + (vpp - 1.0) * pp + 1.0) / vpp
     return np.where(x.b.vpp > 1, np.minimum(interleaved, x.m), plain)
 
@@ -142,9 +144,11 @@ def memory_term(x: Ctx, st: StageKinds, dense_p: np.ndarray, expert_p: np.ndarra
     active = st.num_ranks > 0
     # the totals of every kind, summed in as few (S, K) passes as the parts allow
     flight = in_flight(x, st.rank)
-    total = (dense_p * (wd + gd + od) + expert_p * (we + ge + oe)
-             + (st.dense * per_dense + n_moe * per_moe) * flight + np.where(n_moe > 0, working_moe, working_dense)
-             + heads * logits + fixed)
+    total = dense_p * (wd + gd + od) + (st.dense * per_dense + n_moe * per_moe) * flight + heads * logits + fixed
+    if x.w.num_experts:
+        total += expert_p * (we + ge + oe)
+    if (x.full > 0).any():  # full recompute keeps one layer's working set besides the stored inputs
+        total += np.where(n_moe > 0, working_moe, working_dense)
     worst = np.argmax(np.where(active, total, 0.0), axis=0)
     cols = np.arange(total.shape[1])
 

@@ -128,7 +128,9 @@ def peak_flops(topo: Topology, precision: Precision) -> float:
 
 
 def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch, recipe: Recipe | None = None,
-             choices: RecipeChoices | None = None) -> Estimates:
+             choices: RecipeChoices | None = None, split_bounds: bool = False) -> Estimates:
+    """`split_bounds`: also report what the search needs to prune other pipeline splits (critical_holds_ends,
+    inner_bound_s); left None otherwise, which saves two passes over every kind of rank."""
     recipe = recipe or Recipe()
     choices = choices or RecipeChoices.pinned(recipe)
     x = context(w, train, topo, b, recipe)
@@ -150,7 +152,7 @@ def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch, r
     graph_pick, extra_mem = _cuda_graphs(base_mem.peak_bytes, capacity, choices)
     host_for = _host_terms(x, choices, {o.overlap for o in ep_options}, graph_pick)
 
-    crit = _critical_rank(x, st, lc, tpx, cp.exposed_s, pp.per_microbatch_s, ep_options, host_for)
+    crit = _critical_rank(x, st, lc, tpx, cp.exposed_s, pp.per_microbatch_s, ep_options, host_for, split_bounds)
     nd, n_moe = crit.dense, crit.moe + crit.mtp
     layers_mb = nd + n_moe
     comp_mb = nd * lc.dense_s + crit.moe * lc.moe_s + crit.mtp * lc.mtp_s + crit.loss * lc.head_s
@@ -203,7 +205,7 @@ def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch, r
         host_s=m * crit.host_mb, tp_total_s=m * (nd * tp.dense_s + n_moe * tp.moe_s), ep_total_s=m * n_moe * ep_total,
         dispatcher=crit.dispatcher, cuda_graphs=graph_pick, tp_comm_overlap=tpx.on, ep_comm_overlap=crit.ep_overlap,
         recipe=recipe, pipe_policy=b.pipe_policy, critical_holds_ends=crit.ends,
-        inner_bound_s=(m + (x.pp - 1.0) / x.vpp * _bubble_share(x)) * crit.inner_t_mb,
+        inner_bound_s=None if crit.inner_t_mb is None else (m + (x.pp - 1.0) / x.vpp * _bubble_share(x)) * crit.inner_t_mb,
     )
 
 
@@ -301,19 +303,19 @@ class _Critical:
     ep_overlap: np.ndarray
     ep_exposed: np.ndarray
     ep_slow: np.ndarray
-    ends: np.ndarray
-    """The rank holds the embedding, the loss or MTP layers."""
-    inner_t_mb: np.ndarray
+    ends: np.ndarray | None
+    """The rank holds the embedding, the loss or MTP layers (split_bounds only)."""
+    inner_t_mb: np.ndarray | None
     """The busiest rank's time per micro-batch among those that hold no end (0 where none)."""
 
 
 def _critical_rank(x: Ctx, st: StageKinds, lc, tpx: _TpExposed, cp_exposed, pp_mb, ep_options: list[_EpOption],
-                   host_for) -> _Critical:
+                   host_for, split_bounds: bool = False) -> _Critical:
     n = len(x.b)
     cols = np.arange(n)
     counts = _Counts.of(st)
     idle = st.num_ranks == 0
-    holds_end = (st.embed > 0) | (st.loss > 0) | (st.mtp > 0)
+    holds_end = ((st.embed > 0) | (st.loss > 0) | (st.mtp > 0)) if split_bounds else None
     g_dense = lc.dense_s + tpx.dense_s + cp_exposed + tpx.slow_s
     priced = []
     for o in ep_options:
@@ -325,7 +327,7 @@ def _critical_rank(x: Ctx, st: StageKinds, lc, tpx: _TpExposed, cp_exposed, pp_m
         t_kind[idle] = -np.inf
         worst = np.argmax(t_kind, axis=0)
         priced.append((worst, t_kind[worst, cols], g_kind[worst, cols],
-                       np.max(np.where(holds_end | idle, 0.0, t_kind), axis=0)))
+                       np.max(np.where(holds_end | idle, 0.0, t_kind), axis=0) if split_bounds else None))
     if len(priced) == 1:
         worst, t_mb, g_mb, inner = priced[0]
         pick = np.zeros(n, dtype=np.int64)
@@ -335,7 +337,7 @@ def _critical_rank(x: Ctx, st: StageKinds, lc, tpx: _TpExposed, cp_exposed, pp_m
         t_mb = per_option[pick, cols]
         worst = np.choose(pick, [wo for wo, _, _, _ in priced])
         g_mb = np.choose(pick, [g for _, _, g, _ in priced])
-        inner = np.min(np.stack([i for _, _, _, i in priced]), axis=0)  # a bound over every option
+        inner = np.min(np.stack([i for _, _, _, i in priced]), axis=0) if split_bounds else None  # over every option
 
     def chosen(values):
         return np.asarray(values[0]) if len(values) == 1 else np.choose(pick, values)
@@ -349,7 +351,7 @@ def _critical_rank(x: Ctx, st: StageKinds, lc, tpx: _TpExposed, cp_exposed, pp_m
         ep_overlap=np.array([o.overlap for o in ep_options], dtype=bool)[pick],
         ep_exposed=np.broadcast_to(chosen([np.broadcast_to(o.exposed_s, (n,)) for o in ep_options]), (n,)),
         ep_slow=np.broadcast_to(chosen([np.broadcast_to(o.slow_s, (n,)) for o in ep_options]), (n,)),
-        ends=holds_end[worst, cols], inner_t_mb=inner,
+        ends=None if holds_end is None else holds_end[worst, cols], inner_t_mb=inner,
     )
 
 
@@ -478,9 +480,11 @@ def _stage_params(x: Ctx, st: StageKinds) -> _Params:
     moe_dense_p = (w.attn_params + w.shared_params) / x.tp + w.router_params
     moe_expert_p = w.num_experts * w.expert_params / (x.ep * x.etp)
     mtp_proj_p = 2.0 * w.hidden * w.hidden / x.tp
-    dense = (st.dense * dense_layer_p + st.moe * moe_dense_p
-             + st.mtp * ((moe_dense_p if w.num_experts else dense_layer_p) + mtp_proj_p)
-             + st.embed * (w.embed_params / x.tp) + st.loss * (w.head_params / x.tp))
+    dense = st.dense * dense_layer_p + st.embed * (w.embed_params / x.tp) + st.loss * (w.head_params / x.tp)
+    if w.num_experts:
+        dense += st.moe * moe_dense_p
+    if x.recipe.mtp_layers:
+        dense += st.mtp * ((moe_dense_p if w.num_experts else dense_layer_p) + mtp_proj_p)
     expert = (st.moe + st.mtp) * moe_expert_p if w.num_experts else np.zeros_like(dense)
     zero3 = x.b.zero == 3
     return _Params(dense_kinds=dense, expert_kinds=expert,
@@ -493,7 +497,9 @@ def concat_estimates(first: Estimates, second: Estimates) -> Estimates:
     out = {}
     for f in fields(Estimates):
         a, b = getattr(first, f.name), getattr(second, f.name)
-        if isinstance(a, np.ndarray):
+        if a is None or b is None:
+            out[f.name] = None
+        elif isinstance(a, np.ndarray):
             out[f.name] = np.concatenate([a, b])
         elif isinstance(a, dict):
             out[f.name] = {k: np.concatenate([a[k], b[k]]) for k in a}
