@@ -40,11 +40,6 @@ BACKWARD_TO_FORWARD = 2.0
 # --- communication -----------------------------------------------------------------------------------
 COLLECTIVE_BASE_LATENCY_S = 8.4e-6
 """NCCL 2.30 baseLat of Ring/Tree, Simple protocol (src/graph/tuning.cc)."""
-TP_COMM_OVERLAP = 0.0
-"""Fraction of TP/SP collectives hidden behind GEMMs.  0: Megatron's default runs them in the critical
-path (tp-comm-overlap is opt-in)."""
-EP_COMM_OVERLAP = 0.0
-"""Fraction of MoE all-to-all hidden; 0 without DeepSeek-style dual-batch overlap."""
 OVERLAP_COMPUTE_SLOWDOWN = 0.189
 """Compute runs this much slower while a collective overlaps it (NCCL kernels hold SMs and HBM
 bandwidth): 18.9 % on average over GPT and Llama training on A100/H100/MI250/MI210, Lee et al. 2025,
