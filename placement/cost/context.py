@@ -79,10 +79,6 @@ class Ctx:
         """Forward, backward (2x) and, under full recompute, the forward again: in forward-pass units."""
         return 1.0 + C.BACKWARD_TO_FORWARD + self.full * self.full_layers_share
 
-    @property
-    def is_fp8(self) -> bool:
-        return self.train.precision is Precision.FP8
-
 
 def fp8_recipe(topo: Topology, recipe: Recipe, precision: Precision) -> Fp8Recipe | None:
     """The FP8 scaling recipe that runs: the recipe's, else MXFP8 where the tensor cores dequantise block

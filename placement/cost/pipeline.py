@@ -268,7 +268,8 @@ class StageKinds:
     """Pipeline ranks of that kind (0 for padding); sums to pp over the kinds of a valid candidate."""
     max_chunk_layers: np.ndarray
     """(K,) decoder and MTP layers in the fullest virtual stage.  With uneven chunks interleaved 1F1B's
-    warm-up and cool-down run at this chunk's pace, not at the rank's layers / vpp."""
+    warm-up and cool-down run at this chunk's pace; the step model does not use it yet (its bubble runs at
+    the rank's layers / vpp), so an uneven explicit layout's bubble is priced slightly low."""
     valid: np.ndarray
     """(K,) False where the split is impossible (a default split leaves a virtual stage without a layer, or
     an explicit layout does not have pp x vpp virtual stages or puts MTP outside a rank's last chunk);
