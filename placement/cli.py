@@ -119,7 +119,7 @@ RECIPE_FLAGS = {
     "account_for_loss": "--account-for-loss", "pipeline_schedule": "--pipeline-schedule",
     "routing_imbalance": "--routing-imbalance", "moe_capacity_factor": "--moe-capacity-factor",
     "cross_entropy_fusion": "--cross-entropy-fusion", "optimizer_state_bf16": "--optimizer-state-bf16",
-    "fp8_params": "--fp8-params",
+    "fp8_params": "--fp8-params", "activation_func_fp8_input_store": "--activation-fp8-input-store",
 }
 SEARCHED_FIELDS = {"moe_dispatcher": "dispatchers", "cuda_graphs": "cuda_graphs", "tp_comm_overlap": "tp_comm_overlap",
                    "ep_comm_overlap": "ep_comm_overlap"}
@@ -169,6 +169,8 @@ def recipe_options(fn: Callable) -> Callable:
         onoff("cross_entropy_fusion", "Fused vocab-parallel cross-entropy."),
         onoff("optimizer_state_bf16", "Adam moments in BF16."),
         onoff("fp8_params", "Primary weights kept in FP8 only (--fp8-param-gather)."),
+        onoff("activation_func_fp8_input_store", "MLP activation input kept in FP8 for backward "
+                                                 "(Megatron --activation-func-fp8-input-store)."),
     ]
     for opt in reversed(opts):
         fn = opt(fn)

@@ -175,7 +175,8 @@ def test_emitting_for_a_framework_searches_only_what_it_runs(tmp_path):
     assert r["recompute_modules"] in ([], ["core_attn"])
 
 
-@pytest.mark.parametrize("extra", [[], ["--precision", "fp8", "--cross-entropy-fusion", "--fp8-params"]])
+@pytest.mark.parametrize("extra", [[], ["--precision", "fp8", "--cross-entropy-fusion", "--fp8-params",
+                                         "--activation-fp8-input-store"]])
 def test_audit_of_a_moe_plan_on_gb200_reads_its_recipe_back(tmp_path, extra):
     code, out, err = run("plan", *MOE, *extra, "--json", "--top-k", "1", "--emit", "megatron", "--out", str(tmp_path))
     assert code == 0, err
@@ -189,7 +190,7 @@ def test_audit_of_a_moe_plan_on_gb200_reads_its_recipe_back(tmp_path, extra):
     assert data["changes"] == []
     got = data["estimate"]["recipe"]
     for field in ("moe_dispatcher", "cuda_graphs", "tp_comm_overlap", "ep_comm_overlap", "recompute_modules",
-                  "cross_entropy_fusion", "fp8_params"):
+                  "cross_entropy_fusion", "fp8_params", "activation_func_fp8_input_store"):
         assert got[field] == planned["recipe"][field], field
     assert data["estimate"]["recipe_sources"]["moe_dispatcher"].startswith("launch:")
 

@@ -253,7 +253,7 @@ _MG_FLAGS0 = {"--sequence-parallel", "--use-distributed-optimizer", "--use-megat
               "--overlap-moe-expert-parallel-comm", "--delay-wgrad-compute", "--cross-entropy-loss-fusion",
               "--moe-permute-fusion", "--moe-router-fusion", "--no-check-for-nan-in-loss-and-grad",
               "--enable-cuda-graph", "--external-cuda-graph", "--use-precision-aware-optimizer",
-              "--moe-router-force-load-balancing"}
+              "--moe-router-force-load-balancing", "--activation-func-fp8-input-store"}
 _MG_NARGS: dict[str, int | str] = {f: 1 for f in _MG_INT} | {f: 0 for f in _MG_FLAGS0} | {
     "--rampup-batch-size": 3, "--recompute-granularity": 1, "--data-parallel-sharding-strategy": 1,
     "--fp8-format": 1, "--fp4-format": 1, "--pipeline-model-parallel-layout": 1, "--deepspeed_config": 1,
@@ -280,6 +280,7 @@ _MG_RECIPE_FLAGS = {
     "--account-for-embedding-in-pipeline-split": "account_for_embedding",
     "--account-for-loss-in-pipeline-split": "account_for_loss", "--cross-entropy-loss-fusion": "cross_entropy_fusion",
     "--overlap-grad-reduce": "dp_overlap", "--moe-permute-fusion": "moe_fusions",
+    "--activation-func-fp8-input-store": "activation_func_fp8_input_store",
 }
 
 

@@ -146,14 +146,21 @@ def ep_exposed(x: Ctx, ep: EpTerm, lc: LayerCompute, overlap: bool) -> tuple[np.
     beside another's compute: a share hides, bounded by that compute; DualPipe hides all of it behind
     the paired chunk (DeepSeek-V3 §3.2.1).  Hidden communication slows the compute beside it by the SMs
     its kernels hold (DeepEP/HybridEP) or by the generic overlap slowdown (NCCL)."""
-    if x.recipe.pipeline_schedule is PipelineSchedule.DUALPIPE:
+    dualpipe = x.recipe.pipeline_schedule is PipelineSchedule.DUALPIPE
+    if dualpipe:
         share = 1.0
     elif overlap:
         share = C.EP_OVERLAP_HIDDEN
     else:
         return ep.total_s, np.zeros_like(ep.total_s)
     hidden = np.minimum(share * ep.total_s, lc.moe_s)
-    slow = ep.sms / x.topo.accelerator.num_sms if ep.sms else C.OVERLAP_COMPUTE_SLOWDOWN
+    sms = x.topo.accelerator.num_sms
+    if dualpipe and ep.sms:
+        # DualPipe gives the dispatch kernels their SMs for the whole overlapped forward-and-backward chunk
+        # (DeepSeek-V3 §3.2.2: 20 of 132 SMs set aside for communication), so the MoE layer's compute runs on
+        # the rest: t * sms / (num_sms - sms) more, whether or not bytes are moving
+        return ep.total_s - hidden, lc.moe_s * ep.sms / (sms - ep.sms)
+    slow = ep.sms / sms if ep.sms else C.OVERLAP_COMPUTE_SLOWDOWN
     return ep.total_s - hidden, slow * hidden
 
 

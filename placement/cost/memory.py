@@ -17,6 +17,7 @@ import numpy as np
 from placement.cost import constants as C
 from placement.cost.context import Ctx
 from placement.cost.pipeline import StageKinds
+from placement.specs.recipe import PipelineSchedule
 from placement.specs.recipe import RecomputeModule as M
 
 
@@ -38,7 +39,8 @@ def layer_activations(x: Ctx) -> LayerActivations:
     on.  Sharded by TP: the attention activations (Q, K, V, output; MLA's latents), the MLP
     up-projection outputs and the activation output.  MoE: every token-expert pair keeps its permuted
     input and expert activations.  Under FP8 the saved GEMM inputs are the 1-byte quantised copies
-    (Transformer Engine; Megatron-Core MoE README: FP8 halves activation memory).  Recomputed modules
+    (Transformer Engine; Megatron-Core MoE README: FP8 halves activation memory); the up-projection
+    outputs are 1 byte under `activation_func_fp8_input_store`.  Recomputed modules
     keep nothing of their own.
     """
     w, tokens, tp, h = x.w, x.tokens, x.tp, x.w.hidden
@@ -49,16 +51,17 @@ def layer_activations(x: Ctx) -> LayerActivations:
     rep = (norm_in + norm_out + dropout) / x.sp_shard
     attn = 2.0 * w.attn_act_width - np.where(x.module(M.MLA_UP_PROJ), 2.0 * w.mla_up_width, 0.0)
     mlp_kept = np.where(x.module(M.MLP), 0.0, 1.0)
-    dense_mlp = 2.0 * (w.mlp_up + q) * w.dense_ffn * mlp_kept
+    up_b = 1.0 if x.recipe.activation_func_fp8_input_store else 2.0  # bytes of a kept up-projection output
+    dense_mlp = (up_b * w.mlp_up + 2.0 * q) * w.dense_ffn * mlp_kept
     dense = tokens * (rep + (attn + dense_mlp) / tp)
     if w.num_experts:
         whole_moe = x.module(M.MOE)
-        shared = 2.0 * (w.mlp_up + q) * w.shared_ffn_total * np.where(x.module(M.SHARED_EXPERTS) | whole_moe, 0, 1)
+        shared = (up_b * w.mlp_up + 2.0 * q) * w.shared_ffn_total * np.where(x.module(M.SHARED_EXPERTS) | whole_moe, 0, 1)
         load = x.expert_load
         pairs = tokens * w.top_k * x.etp / tp * load
         ffn = w.expert_ffn / x.etp
         act_out = np.where(x.module(M.MOE_ACT), 0.0, 2.0 * q * ffn)
-        routed = pairs * (2.0 * q * h + 2.0 * w.mlp_up * ffn + act_out) * np.where(whole_moe, 0.0, 1.0)
+        routed = pairs * (2.0 * q * h + up_b * w.mlp_up * ffn + act_out) * np.where(whole_moe, 0.0, 1.0)
         moe = tokens * (rep + (attn + shared) / tp) + routed
     else:
         moe = dense
@@ -71,6 +74,10 @@ def in_flight(x: Ctx, rank: np.ndarray) -> np.ndarray:
     pp + 1) chunk-micro-batches of 1/vpp of the rank's layers (Megatron's interleaved warm-up), which for
     rank 0 is pp * (1 + (pp - 1)/(pp vpp)) (MLM-mem interleaved_schedule_memory_penalty)."""
     pp, vpp = x.pp, x.vpp
+    if x.recipe.pipeline_schedule is PipelineSchedule.DUALPIPE:
+        # PP + 1 micro-batches of one stage on every rank (DeepSeek-V3 Table 2); a DualPipe rank's counts are
+        # its two stages' (cost.pipeline.stage_kinds), so half of them
+        return np.minimum((pp + 1.0) / 2.0, x.m) + 0.0 * rank
     plain = np.minimum(x.m, pp - rank)
     if not (x.b.vpp > 1).any():
         return plain

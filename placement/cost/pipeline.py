@@ -318,19 +318,27 @@ def _stages_for(policy: int, pp: int, vpp: int, num_layers: int, mtp_layers: int
 
 @lru_cache(maxsize=4096)
 def _kinds_of_split(policy: int, pp: int, vpp: int, num_layers: int, num_dense_layers: int, mtp_layers: int,
-                    layouts: tuple[str, ...]):
+                    layouts: tuple[str, ...], bidirectional: bool = False):
     """(kinds, fullest chunk) of one (pp, vpp, policy) split, memoized: a search prices the same few splits
     for hundreds of thousands of candidates, and twice (cost.step, search._selective_candidates)."""
     explicit = [(text, expand_layout(text)) for text in layouts]
     stages = _stages_for(policy, pp, vpp, num_layers, mtp_layers, explicit)
     if stages is None:
         return None, 0
-    return _kinds(_rank_table(stages, pp, num_dense_layers)), max(st.count(DECODER) + st.count(MTP) for st in stages)
+    table = _rank_table(stages, pp, num_dense_layers)
+    if bidirectional:  # DualPipe: rank i also holds the other copy's stage pp - 1 - i
+        table = table + table[::-1]
+    return _kinds(table), max(st.count(DECODER) + st.count(MTP) for st in stages)
 
 
 def stage_kinds(num_layers: int, num_dense_layers: int, mtp_layers: int, pp: np.ndarray, vpp: np.ndarray,
-                policy: np.ndarray, layouts: tuple[str, ...] = ()) -> StageKinds:
+                policy: np.ndarray, layouts: tuple[str, ...] = (), bidirectional: bool = False) -> StageKinds:
     """The kinds of pipeline rank for K candidates (pp, vpp, policy), vectorized.
+
+    `bidirectional` (DualPipe): rank i holds stage i of one copy of the model and stage pp - 1 - i of the
+    other, and micro-batches enter from both ends (DeepSeek-V3 §3.2.1; Table 2: 2x parameters).  A rank's
+    counts are then the sum of both stages; half the micro-batches pass each, which the step model prices
+    as half the counts per micro-batch.
 
     policy 0 is `default_layout`, 1 the default with embedding and loss accounted for, 2 + i the explicit
     layout string layouts[i].  A malformed layout string, or one whose layer counts do not match the
@@ -365,7 +373,8 @@ def stage_kinds(num_layers: int, num_dense_layers: int, mtp_layers: int, pp: np.
     per_key, fullest = [], []
     for k in distinct.tolist():
         p, v, pol = k // (vpp_span * policy_span), (k // policy_span) % vpp_span, k % policy_span
-        kinds, most = _kinds_of_split(pol, p, v, num_layers, num_dense_layers, mtp_layers, tuple(layouts))
+        kinds, most = _kinds_of_split(pol, p, v, num_layers, num_dense_layers, mtp_layers, tuple(layouts),
+                                      bidirectional)
         per_key.append(kinds)
         fullest.append(most)
 

@@ -103,6 +103,9 @@ class Estimates:
     """The pipeline split priced (LayoutBatch.pipe_policy): 1 counts the embedding and loss as a layer each."""
     critical_holds_ends: np.ndarray = field(default=None)
     """The busiest pipeline rank holds the embedding, the loss or MTP (what a different split can move)."""
+    microbatch_s: np.ndarray = field(default=None)
+    """The busiest pipeline rank's time per micro-batch (under DualPipe, the mean of its two stages'): the
+    pace of the steady state and of the bubble."""
     inner_bound_s: np.ndarray = field(default=None)
     """A lower bound of the step under any split that gives the inner ranks at least their layers: the
     micro-batches and bubble at the busiest inner rank's pace (0 where every rank holds an end)."""
@@ -135,7 +138,7 @@ def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch, r
     choices = choices or RecipeChoices.pinned(recipe)
     x = context(w, train, topo, b, recipe)
     st = stage_kinds(w.num_layers, w.num_dense_layers, recipe.mtp_layers, b.pp, b.vpp, b.pipe_policy,
-                     (recipe.pipeline_layout,) if recipe.pipeline_layout else ())
+                     (recipe.pipeline_layout,) if recipe.pipeline_layout else (), bidirectional=_bidirectional(recipe))
     # the per-layer terms depend on a few columns only: price each distinct row once and gather
     rows, inverse = _layer_rows(x)
     u = context(w, train, topo, b.take(rows), recipe) if rows is not None else x
@@ -204,7 +207,7 @@ def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch, r
         memory_capacity_bytes=capacity, fits=peak_mem <= capacity, traffic_bytes=traffic,
         host_s=m * crit.host_mb, tp_total_s=m * (nd * tp.dense_s + n_moe * tp.moe_s), ep_total_s=m * n_moe * ep_total,
         dispatcher=crit.dispatcher, cuda_graphs=graph_pick, tp_comm_overlap=tpx.on, ep_comm_overlap=crit.ep_overlap,
-        recipe=recipe, pipe_policy=b.pipe_policy, critical_holds_ends=crit.ends,
+        recipe=recipe, pipe_policy=b.pipe_policy, critical_holds_ends=crit.ends, microbatch_s=t_mb,
         inner_bound_s=None if crit.inner_t_mb is None else (m + (x.pp - 1.0) / x.vpp * _bubble_share(x)) * crit.inner_t_mb,
     )
 
@@ -313,7 +316,7 @@ def _critical_rank(x: Ctx, st: StageKinds, lc, tpx: _TpExposed, cp_exposed, pp_m
                    host_for, split_bounds: bool = False) -> _Critical:
     n = len(x.b)
     cols = np.arange(n)
-    counts = _Counts.of(st)
+    counts = _Counts.of(st, 0.5 if _bidirectional(x.recipe) else 1.0)
     idle = st.num_ranks == 0
     holds_end = ((st.embed > 0) | (st.loss > 0) | (st.mtp > 0)) if split_bounds else None
     g_dense = lc.dense_s + tpx.dense_s + cp_exposed + tpx.slow_s
@@ -345,8 +348,8 @@ def _critical_rank(x: Ctx, st: StageKinds, lc, tpx: _TpExposed, cp_exposed, pp_m
     f = np.float64
     return _Critical(
         t_mb=t_mb, host_mb=t_mb - g_mb,
-        dense=st.dense[worst, cols].astype(f), moe=st.moe[worst, cols].astype(f), mtp=st.mtp[worst, cols].astype(f),
-        loss=st.loss[worst, cols].astype(f),
+        dense=counts.dense[worst, cols], moe=counts.moe[worst, cols], mtp=counts.mtp[worst, cols],
+        loss=counts.loss[worst, cols],
         dispatcher=np.array([o.code for o in ep_options], dtype=np.int64)[pick],
         ep_overlap=np.array([o.overlap for o in ep_options], dtype=bool)[pick],
         ep_exposed=np.broadcast_to(chosen([np.broadcast_to(o.exposed_s, (n,)) for o in ep_options]), (n,)),
@@ -443,10 +446,18 @@ class _Counts:
     n_moe: np.ndarray
 
     @classmethod
-    def of(cls, st: StageKinds) -> _Counts:
+    def of(cls, st: StageKinds, per_microbatch: float = 1.0) -> _Counts:
+        """`per_microbatch`: the share of a rank's counts one micro-batch passes (a half under DualPipe, whose
+        ranks hold two stages and send half the micro-batches through each)."""
         f = np.float64
-        moe, mtp = st.moe.astype(f), st.mtp.astype(f)
-        return cls(dense=st.dense.astype(f), moe=moe, mtp=mtp, loss=st.loss.astype(f), n_moe=moe + mtp)
+        moe, mtp = st.moe.astype(f) * per_microbatch, st.mtp.astype(f) * per_microbatch
+        return cls(dense=st.dense.astype(f) * per_microbatch, moe=moe, mtp=mtp,
+                   loss=st.loss.astype(f) * per_microbatch, n_moe=moe + mtp)
+
+
+def _bidirectional(recipe: Recipe) -> bool:
+    """DualPipe feeds micro-batches from both ends: each rank holds two stages (cost.pipeline.stage_kinds)."""
+    return recipe.pipeline_schedule is PipelineSchedule.DUALPIPE
 
 
 def _overlapped(gpu, host):

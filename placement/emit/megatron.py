@@ -140,6 +140,8 @@ def recipe_arguments(ctx: EmitContext) -> tuple[list[str], list[str]]:
         if lay.zero_stage == 0:
             warnings.append("Megatron's --fp8-param-gather needs the distributed optimizer or Megatron-FSDP "
                             "(ZeRO >= 1)")
+    if r.activation_func_fp8_input_store:
+        args.append("--activation-func-fp8-input-store")
     if r.optimizer_state_bf16:
         args += ["--use-precision-aware-optimizer", "--exp-avg-dtype", "bf16", "--exp-avg-sq-dtype", "bf16"]
     if r.mtp_layers:

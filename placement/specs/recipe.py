@@ -110,6 +110,10 @@ class Recipe(Frozen):
     the wire.  Megatron-LM sets it under --bf16 (`accumulate_allreduce_grads_in_fp32`, DDP config
     `grad_reduce_in_fp32`), FSDP2 with `reduce_dtype=float32` (torchtitan's default `mixed_precision_reduce`)
     likewise; False is ZeRO's 16-bit gradient (2 bytes)."""
+    activation_func_fp8_input_store: bool = False
+    """The MLP activation's input (the up-projection output) kept for backward as FP8, 1 byte instead of 2
+    (Megatron `--activation-func-fp8-input-store`, fused SwiGLU; DeepSeek-V3 §3.3.2 caches the SwiGLU
+    input in FP8).  Works under BF16 training too."""
     optimizer_state_bf16: bool = False
     """Adam moments in BF16 (`--exp-avg-dtype bf16 --exp-avg-sq-dtype bf16`): 8 bytes/param of state, not 12."""
     recompute_modules: tuple[RecomputeModule, ...] = ()

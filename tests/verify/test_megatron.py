@@ -103,7 +103,7 @@ def recipe_context():
     model = load_model(name)
     recipe = Recipe(moe_dispatcher="deepep", cuda_graphs="partial", ep_comm_overlap=True, mtp_layers=1,
                     cross_entropy_fusion=True, recompute_modules=("mla_up_proj", "moe_act"),
-                    pipeline_layout="Et|(tt|)*30mL")
+                    pipeline_layout="Et|(tt|)*30mL", activation_func_fp8_input_store=True)
     result = plan_job(model, TrainingSpec(seq_len=seq, global_batch=gbs), topo,
                       SearchConfig(top_k=1, fixed=fixed, recipe=recipe), None, with_rank_table=False)
     plan = result.plans[0]
@@ -120,6 +120,7 @@ def test_megatron_validate_args_accepts_the_recipe_arguments(tmp_path):
     assert a["--moe-token-dispatcher-type"] == "flex" and a["--moe-flex-dispatcher-backend"] == "deepep"
     assert a["--cuda-graph-impl"] == "transformer_engine"
     assert "--overlap-moe-expert-parallel-comm" in a and a["--mtp-num-layers"] == "1"
+    assert "--activation-func-fp8-input-store" in a
     path = tmp_path / "megatron.sh"
     path.write_text(text)
     extra = ["--multi-latent-attention"] if model.mla is not None else []
