@@ -68,9 +68,11 @@ print(json.dumps({{"candidates": res.num_candidates, "search_s": res.seconds,
 def raw_space(cfg: SearchConfig, zero_stages: int, recompute_modes: int, sp_modes: int) -> dict:
     """The cross product of every knob over its whole range, before any rule: tp, cp, pp and dp each over
     every divisor of the GPU count (independently, so their product need not be the GPU count), vpp
-    1..8, micro-batch 1..max_micro_batch_size, and the ZeRO, recompute and SP choices."""
+    1..the model's layers, micro-batch over the divisors of the global batch (or up to the config's bounds),
+    and the ZeRO, recompute and SP choices."""
     d = len(_divisors(GPUS))
-    vpp, mbs = 8, cfg.max_micro_batch_size
+    vpp = cfg.max_vpp or load_model(MODEL).num_layers
+    mbs = len([m for m in _divisors(GBS) if m <= (cfg.max_micro_batch_size or GBS)])
     issue_knobs = d ** 3 * vpp * zero_stages * mbs * recompute_modes * sp_modes  # tp, pp, dp x the rest
     with_cp = issue_knobs * d
     with_hsdp = with_cp * d  # ZeRO-3 shard degree, also any divisor

@@ -131,6 +131,7 @@ def run_case(name, model_name, cluster_name, gpus, seq, gbs, precision, repeats:
     res, wall, cpu = _timed(model, train, topo, SearchConfig(top_k=5, **pinned), repeats)
     best = _plan(res, int(res.ranked[0]))
     row = {"name": name, "seconds": round(wall, 4), "cpu_s": round(cpu, 4), "num_candidates": res.num_candidates,
+           "num_enumerated": getattr(res, "num_enumerated", None),
            "fitting": int((res.estimates.valid & res.estimates.fits).sum()),
            "best_step_time_s": best["step_time_s"], "best_layout": _short(best["layout"]),
            "best_layout_fields": best["layout"]}
@@ -142,6 +143,7 @@ def run_case(name, model_name, cluster_name, gpus, seq, gbs, precision, repeats:
             pres, pwall, _ = _timed(model, train, topo, cfg, repeats)
             pbest = _plan(pres, int(pres.ranked[0]))
             row.update({"plan_choices_seconds": round(pwall, 4), "plan_choices_num_candidates": pres.num_candidates,
+                        "plan_choices_num_enumerated": getattr(pres, "num_enumerated", None),
                         "plan_choices_best_step_time_s": pbest["step_time_s"],
                         "plan_choices_best_layout": _short(pbest["layout"])})
     if exhaustive:

@@ -120,7 +120,10 @@ RECIPE_FLAGS = {
     "routing_imbalance": "--routing-imbalance", "moe_capacity_factor": "--moe-capacity-factor",
     "cross_entropy_fusion": "--cross-entropy-fusion", "optimizer_state_bf16": "--optimizer-state-bf16",
     "fp8_params": "--fp8-params", "activation_func_fp8_input_store": "--activation-fp8-input-store",
+    "attention_kernel": "--attention-kernel", "grad_reduce_fp32": "--grad-reduce-fp32", "dp_overlap": "--dp-overlap",
+    "moe_fusions": "--moe-fusions", "cpu_affinity": "--cpu-affinity",
 }
+"""Every Recipe field has a flag (a test checks it), so any priced job can be written as one command."""
 SEARCHED_FIELDS = {"moe_dispatcher": "dispatchers", "cuda_graphs": "cuda_graphs", "tp_comm_overlap": "tp_comm_overlap",
                    "ep_comm_overlap": "ep_comm_overlap"}
 """Recipe fields `plan` chooses per layout where the user set none (RecipeChoices field of each)."""
@@ -128,7 +131,7 @@ SEARCHED_FIELDS = {"moe_dispatcher": "dispatchers", "cuda_graphs": "cuda_graphs"
 
 def recipe_options(fn: Callable) -> Callable:
     """--recipe FILE.yaml and one flag per Recipe field a user sets often; flags win over the file."""
-    from placement.specs.recipe import CudaGraphs, Dispatcher, Fp8Recipe, PipelineSchedule
+    from placement.specs.recipe import AttentionKernel, CudaGraphs, Dispatcher, Fp8Recipe, PipelineSchedule
 
     def onoff(field: str, what: str):
         flag = RECIPE_FLAGS[field]
@@ -171,6 +174,13 @@ def recipe_options(fn: Callable) -> Callable:
         onoff("fp8_params", "Primary weights kept in FP8 only (--fp8-param-gather)."),
         onoff("activation_func_fp8_input_store", "MLP activation input kept in FP8 for backward "
                                                  "(Megatron --activation-func-fp8-input-store)."),
+        click.option("--attention-kernel", "attention_kernel", type=click.Choice([k.value for k in AttentionKernel]),
+                     default=None, help="Attention core: flash (fused, default) or unfused (scores in HBM, as the "
+                                        "2019-2022 Megatron runs)."),
+        onoff("grad_reduce_fp32", "Gradients accumulated and reduce-scattered in fp32 (Megatron under --bf16)."),
+        onoff("dp_overlap", "DP gradient reduce-scatter and parameter all-gather overlapped (default on)."),
+        onoff("moe_fusions", "MoE permute/router/quantisation fusions (default on)."),
+        onoff("cpu_affinity", "Each rank bound to its GPU's CPU cores and NUMA node (default on)."),
     ]
     for opt in reversed(opts):
         fn = opt(fn)
@@ -397,7 +407,7 @@ def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, pr
     if as_json:
         click.echo(json.dumps(plan_json(planned)))
     else:
-        click.echo(plan_table(planned))
+        click.echo(plan_table(planned, exhaustive=exhaustive))
 
 
 @main.command()
@@ -616,7 +626,46 @@ def validate(as_json):
 
     results = run_validation()
     mean, worst = summary(results)
-    click.echo(json.dumps(validate_json(results, mean, worst)) if as_json else validate_table(results, mean, worst))
+    if not as_json:
+        click.echo(validate_table(results, mean, worst))
+        return
+    data = validate_json(results, mean, worst)
+    for row, r in zip(data["runs"], results, strict=True):
+        row["command"] = None if r.layout is None else evaluate_command(r.run, r.layout, r.recipe or {})
+    click.echo(json.dumps(data))
+
+
+def recipe_args(recipe: dict) -> list[str]:
+    """The flags that set each field of `recipe` (a JSON dump of the fields that differ from the defaults)."""
+    out: list[str] = []
+    for field, value in recipe.items():
+        flag = RECIPE_FLAGS[field]
+        if isinstance(value, bool):
+            out.append(flag if value else "--no-" + flag[2:])
+        elif isinstance(value, (list, tuple)):
+            out += [flag, ",".join(str(v) for v in value)]
+        else:
+            out += [flag, str(value)]
+    return out
+
+
+def evaluate_command(run, layout: dict, recipe: dict) -> str:
+    """The `placement evaluate` command that prices calibration run `run` in `layout` under `recipe` (both as
+    `validate --json` reports them): what a user runs to reproduce the row's prediction."""
+    import shlex
+
+    args = ["placement", "evaluate", "--model", run.model, "--cluster", run.cluster, "--gpus", str(run.num_gpus)]
+    if run.segment_nodes is not None:
+        args += ["--segment", str(run.segment_nodes)]
+    args += ["--seq-len", str(run.seq_len), "--global-batch", str(run.global_batch), "--precision", run.precision.value]
+    for flag, key in (("--tp", "tp"), ("--cp", "cp"), ("--ep", "ep"), ("--etp", "etp"), ("--pp", "pp"),
+                      ("--vpp", "vpp"), ("--mbs", "micro_batch_size"), ("--zero", "zero_stage"),
+                      ("--dp-shard", "dp_shard"), ("--recompute", "recompute")):
+        if layout.get(key) is not None:
+            args += [flag, str(layout[key])]
+    if layout["tp"] > 1:
+        args.append("--sequence-parallel" if layout["sequence_parallel"] else "--no-sequence-parallel")
+    return shlex.join(args + recipe_args(recipe))
 
 
 if __name__ == "__main__":

@@ -17,8 +17,9 @@ def plan_json(planned: Planned) -> dict:
     seconds = planned.search.seconds
     return {
         "plans": [p.model_dump(mode="json") for p in planned.plans],
-        "search": {"candidates": planned.search.num_candidates,
-                   "seconds": None if seconds is None else round(seconds, 4)},
+        "search": {"candidates": planned.search.num_candidates, "enumerated": planned.search.num_enumerated,
+                   "seconds": None if seconds is None else round(seconds, 4),
+                   "bounds": list(planned.search.bounds)},
     }
 
 
@@ -39,7 +40,12 @@ def _layout_cell(p: Plan) -> str:
         parts.insert(2, f"ep{lay.ep}" + (f"/etp{lay.etp}" if lay.etp > 1 else ""))
     z = f"z{lay.zero_stage}" + (f"/hsdp{lay.dp_shard}" if lay.dp_shard != lay.dp else "")
     sp = " sp" if lay.sequence_parallel else ""
-    return " ".join(parts) + f" {z} mbs{lay.micro_batch_size} rc:{lay.recompute}{sp}"
+    recipe = p.recipe or {}
+    modules = recipe.get("recompute_modules") or []
+    rc = f"rc:{lay.recompute}" + (f"({'+'.join(modules)})" if lay.recompute == "selective" and modules
+                                  and modules != ["core_attn"] else "")
+    split = " split:E+L" if recipe.get("account_for_embedding") or recipe.get("account_for_loss") else ""
+    return " ".join(parts) + f" {z} mbs{lay.micro_batch_size} {rc}{sp}{split}"
 
 
 def _table(header: list[str], rows: list[list[str]]) -> str:
@@ -160,7 +166,8 @@ def _mapping_section(p: Plan) -> str:
     return "\n\n".join(lines)
 
 
-def plan_table(planned: Planned) -> str:
+def plan_table(planned: Planned, exhaustive: bool = False) -> str:
+    """`exhaustive`: also state what the search leaves untried (`plan --exhaustive`)."""
     ps = planned.plans
     rows = [[str(k + 1), _layout_cell(p), f"{p.step_time_s:.3f}", f"{p.mfu:.1%}",
              f"{p.peak_memory_bytes / GiB:.1f}"] for k, p in enumerate(ps)]
@@ -168,8 +175,11 @@ def plan_table(planned: Planned) -> str:
     result = planned.search
     return (_headline(ps[0]) + "\n\n" + _breakdown(ps[0]) + "\n\n" + (mapping + "\n\n" if mapping else "")
             + _table(["#", "layout", "step s", "MFU", "mem GiB"], rows)
-            + f"\n\nsearched {result.num_candidates:,} layouts"
-            + (f" in {result.seconds:.2f} s" if result.seconds is not None else ""))
+            + f"\n\nsearched {result.num_enumerated or result.num_candidates:,} layouts"
+            + (f" ({result.num_candidates:,} priced, the rest bounded out)"
+               if result.num_enumerated and result.num_enumerated > result.num_candidates else "")
+            + (f" in {result.seconds:.2f} s" if result.seconds is not None else "")
+            + ("".join(f"\n  bound: {b}" for b in result.bounds) if exhaustive else ""))
 
 
 def single_plan_table(p: Plan) -> str:
@@ -243,6 +253,7 @@ def validate_json(results: list[RunResult], mean: float, worst: float) -> dict:
             "peak_memory_gib": None if r.peak_memory_gib is None else round(r.peak_memory_gib, 2),
             "memory_capacity_gib": None if r.capacity_gib is None else round(r.capacity_gib, 2),
             "recipe": r.recipe, "assumptions": r.run.assumptions or None,
+            "searched": r.searched,
             "citation": r.run.citation, "step_time_basis": r.run.step_time_basis,
         })
     return {"runs": runs, "mean_abs_error": round(mean, 4), "max_abs_error": round(worst, 4),

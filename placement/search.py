@@ -11,14 +11,21 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 
 from placement.cost import rules
 from placement.cost.batch import RECOMPUTE_CODES, LayoutBatch, concat_batches, module_mask, pipe_policy_of
 from placement.cost.constants import GiB
-from placement.cost.step import Estimates, RecipeChoices, concat_estimates, estimate, take_estimates
+from placement.cost.step import (
+    Estimates,
+    RecipeChoices,
+    concat_estimates,
+    estimate,
+    step_lower_bound,
+    take_estimates,
+)
 from placement.errors import PlacementInfeasible
 from placement.specs import AttentionKernel, ModelSpec, Recompute, TrainingSpec
 from placement.specs.recipe import Recipe, RecomputeModule
@@ -34,11 +41,21 @@ class SearchConfig:
     """ZeRO-0 (plain DDP) is left out by default: in this cost model ZeRO-1 moves the same bytes
     (reduce-scatter + all-gather = all-reduce) with less memory and a smaller optimizer step, so it
     is never worse.  Pin it with zero_stages or `fixed` to price it."""
-    max_micro_batch_size: int = 16
-    max_tp: int = 64
-    max_cp: int = 32
+    max_micro_batch_size: int | None = None
+    """Largest micro-batch tried; None: every divisor of the local batch (global batch / dp)."""
+    max_tp: int | None = None
+    """Largest TP degree tried; None: every one the layout rules allow (divisors of the heads)."""
+    max_cp: int | None = None
+    """Largest CP degree tried; None: every one the layout rules allow (2 x cp divides the sequence)."""
+    max_vpp: int | None = None
+    """Most model chunks per pipeline rank tried; None: up to the layers of a stage, as the rules allow."""
+    min_vpp: int = 1
+    """Fewest model chunks per pipeline rank tried (2: interleaved only, as a source that says so)."""
     hsdp: bool = True
     """Also try ZeRO-3 sharded over part of the data-parallel group (HSDP)."""
+    bound: bool = True
+    """Branch and bound: price a layout only where a lower bound of its step lets it rank (exact; False prices
+    every layout, for tests and benchmarks)."""
     prune_dominated: bool = True
     """Leave out two options the cost model prices as never faster and never smaller than a sibling the
     search keeps: selective recompute under fused attention when none is allowed (same memory, extra
@@ -69,6 +86,11 @@ class SearchResult:
     num_candidates: int
     seconds: float | None
     """Wall-clock time of the search; None when left out (`--reproducible`)."""
+    bounds: tuple[str, ...] = ()
+    """What the search does not try, in words (`search_bounds`): printed by `plan --exhaustive`, in PLAN JSON."""
+    num_enumerated: int | None = None
+    """Layouts in the searched space, those bounded out without pricing included (num_candidates: those priced
+    and kept, selective-recompute variants included)."""
 
 
 def _divisors(n: int) -> list[int]:
@@ -107,10 +129,11 @@ class _Gathered:
 
 def enumerate_layouts(w: Workload, model: ModelSpec, train: TrainingSpec, num_gpus: int,
                       cfg: SearchConfig, gpus_per_node: int = 1,
-                      hsdp_spans: tuple[int, ...] | None = None) -> LayoutBatch:
+                      hsdp_spans: tuple[int, ...] | None = None, sharded: bool = True) -> LayoutBatch:
     """Every valid layout as arrays.  HSDP shard groups span whole nodes; with `hsdp_spans` (the GPUs of
     one block at each level of the machine) they span exactly one such block: shard inside a fast
-    domain, replicate across it."""
+    domain, replicate across it.  `sharded=False`: ZeRO-1 over the whole DP group only, the rest left to
+    `expand_sharding`."""
     fixed = cfg.fixed
     divs = np.array(_divisors(num_gpus), dtype=np.int64)
     facts = rules.Facts.of(model, train, cfg.recipe)
@@ -123,9 +146,9 @@ def enumerate_layouts(w: Workload, model: ModelSpec, train: TrainingSpec, num_gp
         ok = rules.admit(facts, name, cols.keys())
         return ok if also is None else (lambda r, v: also(r, v) & ok(r, v))
 
-    tp_opts = pick("tp", divs[divs <= cfg.max_tp])
+    tp_opts = pick("tp", divs[divs <= (cfg.max_tp or num_gpus)])
     tp_opts = tp_opts[by_rules("tp", {})({}, tp_opts)]
-    cp_opts = pick("cp", divs[(divs <= cfg.max_cp) | (divs == 1)])
+    cp_opts = pick("cp", divs[(divs <= (cfg.max_cp or num_gpus)) | (divs == 1)])
     cols = {"tp": tp_opts}
     cols = _expand(cols, "cp", lambda c: _per_row(c, cp_opts, by_rules(
         "cp", c, lambda r, v: num_gpus % (r["tp"] * v) == 0)))
@@ -138,9 +161,18 @@ def enumerate_layouts(w: Workload, model: ModelSpec, train: TrainingSpec, num_gp
     keep = train.global_batch % cols["dp"] == 0
     cols = {k: v[keep] for k, v in cols.items()}
 
-    mbs_opts = pick("micro_batch_size", np.arange(1, cfg.max_micro_batch_size + 1, dtype=np.int64))
+    # micro-batches: the divisors of the local batch (the batch_split rule), up to max_micro_batch_size
+    mbs_all = np.array(_divisors(train.global_batch), dtype=np.int64)
+    mbs_opts = pick("micro_batch_size", mbs_all[mbs_all <= (cfg.max_micro_batch_size or train.global_batch)])
     cols = _expand(cols, "mbs", lambda c: _per_row(c, mbs_opts, by_rules("mbs", c)))
-    vpp_opts = pick("vpp", np.arange(1, 9, dtype=np.int64))
+    # model chunks per rank: up to the layers of a stage (the vpp_layers rule), or max_vpp
+    vpp_max = min(cfg.max_vpp or model.num_layers, model.num_layers)
+    if cfg.recipe.pipeline_layout is None:  # the default split: vpp divides a full stage's ceil(L / pp) layers
+        full = {-(-model.num_layers // p) for p in np.unique(cols["pp"]).tolist()}
+        vpp_all = np.array(sorted({d for f in full for d in _divisors(f)} | {1}), dtype=np.int64)
+    else:
+        vpp_all = np.arange(1, model.num_layers + 1, dtype=np.int64)
+    vpp_opts = pick("vpp", vpp_all[(vpp_all <= vpp_max) & (vpp_all >= cfg.min_vpp)])
     cols = _expand(cols, "vpp", lambda c: _per_row(c, vpp_opts, by_rules("vpp", c)))
     # a model without experts keeps ep = etp = 1 by the rules, like every other degree
     # options no row can take are dropped before the per-row expansion (a dense model: ep = etp = 1; experts:
@@ -150,23 +182,8 @@ def enumerate_layouts(w: Workload, model: ModelSpec, train: TrainingSpec, num_gp
     ep_opts = pick("ep", divs[experts % divs == 0])
     cols = _expand(cols, "etp", lambda c: _per_row(c, etp_opts, by_rules("etp", c)))
     cols = _expand(cols, "ep", lambda c: _per_row(c, ep_opts, by_rules("ep", c)))
-    zero_opts = pick("zero_stage", np.array(cfg.zero_stages, dtype=np.int64))
-    cols = _expand(cols, "zero", lambda c: _per_row(c, zero_opts, lambda r, v: np.ones_like(v, dtype=bool)))
-    if "dp_shard" in fixed:
-        cols["dp_shard"] = np.where(cols["zero"] == 3, int(fixed["dp_shard"]), cols["dp"])
-    elif cfg.hsdp:
-        spans = np.array(sorted(hsdp_spans), dtype=np.int64) if hsdp_spans else None
-
-        def shard_ok(r, v):
-            span = r["tp"] * r["cp"] * v
-            whole = np.isin(span, spans) if spans is not None else span % gpus_per_node == 0
-            return ((r["zero"] == 3) & (r["dp"] % v == 0) & (v > 1) & whole) | (v == r["dp"])
-
-        cols = _expand(cols, "dp_shard", lambda c: _per_row(c, divs, shard_ok))
-    else:
-        cols["dp_shard"] = cols["dp"].copy()
     allowed = cfg.recompute
-    if cfg.prune_dominated and train.attention_kernel is AttentionKernel.FLASH and Recompute.NONE in allowed:
+    if cfg.prune_dominated and cfg.recipe.attention_kernel is AttentionKernel.FLASH and Recompute.NONE in allowed:
         # with fused attention no s x s tensor is kept, so selective recompute saves no memory and
         # only adds the attention core's forward: it is never better than none here
         allowed = tuple(r for r in allowed if r is not Recompute.SELECTIVE)
@@ -193,13 +210,68 @@ def enumerate_layouts(w: Workload, model: ModelSpec, train: TrainingSpec, num_gp
         cols["sp"] = (cols["tp"] > 1).astype(np.int64)
     n = len(cols["tp"])
     cols["pipe_policy"] = np.full(n, pipe_policy_of(cfg.recipe), dtype=np.int64)
-    if not cfg.prune_dominated and _open_split(cfg):  # the exhaustive space prices every split up front
+    if _open_split(cfg):  # every open pipeline split is a candidate (priced where its bound lets it rank)
         splits = np.array((0, *_open_split(cfg)), dtype=np.int64)
         cols = _expand(cols, "pipe_policy", lambda c: _per_row(c, splits, lambda r, v: (v == 0) | (r["pp"] > 1)))
-    return LayoutBatch(tp=cols["tp"], cp=cols["cp"], ep=cols["ep"], etp=cols["etp"], pp=cols["pp"],
-                       vpp=cols["vpp"], dp=cols["dp"], mbs=cols["mbs"], zero=cols["zero"],
-                       dp_shard=cols["dp_shard"], recompute=cols["recompute"], sp=cols["sp"],
+    # ZeRO stage and shard group last: nothing but the DP, optimizer and memory terms reads them, so the search
+    # bounds the step of a layout before it multiplies it by them (expand_sharding)
+    base = LayoutBatch(tp=cols["tp"], cp=cols["cp"], ep=cols["ep"], etp=cols["etp"], pp=cols["pp"],
+                       vpp=cols["vpp"], dp=cols["dp"], mbs=cols["mbs"], zero=np.ones_like(cols["tp"]),
+                       dp_shard=cols["dp"].copy(), recompute=cols["recompute"], sp=cols["sp"],
                        rc_modules=cols["rc_modules"], pipe_policy=cols["pipe_policy"])
+    return expand_sharding(base, cfg, num_gpus, gpus_per_node, hsdp_spans) if sharded else base
+
+
+def _sharding(cfg: SearchConfig, num_gpus: int, gpus_per_node: int, hsdp_spans: tuple[int, ...] | None):
+    """(ZeRO stages, the shard-group test ok(rows, values) or None where the shard group is the whole DP)."""
+    fixed = cfg.fixed
+    zero_opts = np.array([int(fixed["zero_stage"])] if "zero_stage" in fixed else cfg.zero_stages, dtype=np.int64)
+    if "dp_shard" in fixed or not cfg.hsdp:
+        return zero_opts, None
+    spans = np.array(sorted(hsdp_spans), dtype=np.int64) if hsdp_spans else None
+
+    def shard_ok(r, v):
+        span = r["tp"] * r["cp"] * v
+        whole = np.isin(span, spans) if spans is not None else span % gpus_per_node == 0
+        return ((r["zero"] == 3) & (r["dp"] % v == 0) & (v > 1) & whole) | (v == r["dp"])
+
+    return zero_opts, shard_ok
+
+
+def expand_sharding(b: LayoutBatch, cfg: SearchConfig, num_gpus: int, gpus_per_node: int = 1,
+                    hsdp_spans: tuple[int, ...] | None = None) -> LayoutBatch:
+    """Each layout of `b` once per ZeRO stage and, under ZeRO-3, per shard group (HSDP inside one block of a
+    level of the machine)."""
+    zero_opts, shard_ok = _sharding(cfg, num_gpus, gpus_per_node, hsdp_spans)
+    cols = {f.name: getattr(b, f.name) for f in fields(LayoutBatch) if f.name not in ("zero", "dp_shard")}
+    cols = _expand(cols, "zero", lambda c: _per_row(c, zero_opts, lambda r, v: np.ones_like(v, dtype=bool)))
+    if "dp_shard" in cfg.fixed:
+        cols["dp_shard"] = np.where(cols["zero"] == 3, int(cfg.fixed["dp_shard"]), cols["dp"])
+    elif shard_ok is not None:
+        divs = np.array(_divisors(num_gpus), dtype=np.int64)
+        cols = _expand(cols, "dp_shard", lambda c: _per_row(c, divs, shard_ok))
+    else:
+        cols["dp_shard"] = cols["dp"].copy()
+    return LayoutBatch(**cols)
+
+
+def sharding_count(b: LayoutBatch, cfg: SearchConfig, num_gpus: int, gpus_per_node: int = 1,
+                   hsdp_spans: tuple[int, ...] | None = None) -> int:
+    """How many layouts `expand_sharding` makes of `b`, without making them (the count depends on tp x cp and
+    dp only: counted once per distinct pair)."""
+    zero_opts, shard_ok = _sharding(cfg, num_gpus, gpus_per_node, hsdp_spans)
+    if shard_ok is None or 3 not in zero_opts.tolist():
+        return len(b) * len(zero_opts)
+    divs = np.array(_divisors(num_gpus), dtype=np.int64)
+    key = np.searchsorted(divs, b.tp * b.cp) * len(divs) + np.searchsorted(divs, b.dp)
+    per_key = np.bincount(key, minlength=len(divs) ** 2)
+    total = 0
+    for k in np.flatnonzero(per_key).tolist():
+        tpcp, dp = divs[k // len(divs)], divs[k % len(divs)]
+        r = {"tp": np.array([tpcp]), "cp": np.array([1]), "dp": np.array([dp]), "zero": np.array([3])}
+        shards = int(np.count_nonzero(shard_ok({n: np.repeat(v, len(divs)) for n, v in r.items()}, divs)))
+        total += int(per_key[k]) * (len(zero_opts) - 1 + shards)
+    return total
 
 
 def module_sets(model: ModelSpec) -> tuple[tuple[RecomputeModule, ...], ...]:
@@ -259,21 +331,19 @@ def rank(batch: LayoutBatch, est: Estimates, mask: np.ndarray, top_k: int) -> np
 def search(model: ModelSpec, train: TrainingSpec, topo: Topology, cfg: SearchConfig = SearchConfig()) -> SearchResult:
     start = time.perf_counter()
     w = workload(model)
-    batch = enumerate_layouts(w, model, train, topo.num_gpus, cfg, min(topo.cluster.gpus_per_node, topo.num_gpus),
-                              hsdp_spans(topo))
-    if len(batch) == 0:
+    gpn, spans = min(topo.cluster.gpus_per_node, topo.num_gpus), hsdp_spans(topo)
+    base = enumerate_layouts(w, model, train, topo.num_gpus, cfg, gpn, spans, sharded=False)
+    if len(base) == 0:
         raise PlacementInfeasible(_no_layout_message(model, train, topo.num_gpus, cfg, topo.gpus_per_host),
                                   binding="divisibility")
-    bounds = cfg.prune_dominated and bool(_open_split(cfg))
-    est = estimate(w, train, topo, batch, cfg.recipe, cfg.choices, split_bounds=bounds)
-    for phase in (_split_candidates, _selective_candidates):  # exact, pruned extensions of the space
-        more = phase(model, train, cfg, batch, est)
-        if more is not None:
-            extra = estimate(w, train, topo, more, cfg.recipe, cfg.choices, split_bounds=bounds)
-            # keep what can still rank (or seed the next phase): faster than the k-th best fitting plan so far
-            kth = _kth_fitting(est, cfg.top_k)
-            keep = np.flatnonzero(extra.valid & (extra.step_time_s < kth))
-            batch, est = concat_batches(batch, more.take(keep)), concat_estimates(est, take_estimates(extra, keep))
+    batch, est, enumerated = _price_bounded(w, train, topo, base, cfg, _Sharding(cfg, topo.num_gpus, gpn, spans))
+    more = _selective_candidates(model, train, cfg, batch, est)  # an exact, pruned extension of the space
+    if more is not None:
+        extra = estimate(w, train, topo, more, cfg.recipe, cfg.choices)
+        # keep what can still rank: faster than the k-th best fitting plan so far
+        kth = _kth_fitting(est, cfg.top_k)
+        keep = np.flatnonzero(extra.valid & (extra.step_time_s < kth))
+        batch, est = concat_batches(batch, more.take(keep)), concat_estimates(est, take_estimates(extra, keep))
     if not est.valid.any():  # e.g. no pipeline split of the layers fits the GPU count's factors
         raise PlacementInfeasible(_no_layout_message(model, train, topo.num_gpus, cfg, topo.gpus_per_host),
                                   binding="divisibility")
@@ -282,7 +352,97 @@ def search(model: ModelSpec, train: TrainingSpec, topo: Topology, cfg: SearchCon
     if ranked.size == 0:
         raise PlacementInfeasible(_memory_message(batch, est, model, train, topo, cfg), binding="memory")
     return SearchResult(batch=batch, estimates=est, ranked=ranked, num_candidates=len(batch),
-                        seconds=time.perf_counter() - start)
+                        seconds=time.perf_counter() - start, bounds=search_bounds(model, cfg),
+                        num_enumerated=enumerated)
+
+
+@dataclass(frozen=True)
+class _Sharding:
+    """expand_sharding and sharding_count for one search."""
+
+    cfg: SearchConfig
+    num_gpus: int
+    gpus_per_node: int
+    spans: tuple[int, ...] | None
+
+    def __call__(self, b: LayoutBatch) -> LayoutBatch:
+        return expand_sharding(b, self.cfg, self.num_gpus, self.gpus_per_node, self.spans)
+
+    def count(self, b: LayoutBatch) -> int:
+        return sharding_count(b, self.cfg, self.num_gpus, self.gpus_per_node, self.spans)
+
+
+FIRST_PRICED = 4096
+"""Candidates of lowest step bound priced first (then twice as many, until top_k fit): they set the k-th best
+step that bounds out the rest."""
+
+
+def _price_bounded(w: Workload, train: TrainingSpec, topo: Topology, base: LayoutBatch, cfg: SearchConfig,
+                   expand) -> tuple[LayoutBatch, Estimates, int]:
+    """(layouts priced, their estimates, layouts in the space): branch and bound over the layouts, exact.
+
+    `base` holds each layout once, before `expand` multiplies it by its ZeRO stages and shard groups, which
+    move only the DP, optimizer and memory terms.  Every base layout gets a lower bound of its step
+    (`step_lower_bound`: a fraction of `estimate`'s work, and the same for all its ZeRO variants).  They are
+    priced, expanded, in the order of their bounds: first the FIRST_PRICED lowest (twice as many, and so on,
+    until top_k fit), then every one whose bound is at most the k-th best fitting step found.  A layout left
+    out has a step above that k-th best, so it cannot rank; nor can its selective-recompute variants
+    (recomputing only adds time).  `prune_dominated=False` (`--exhaustive`) prices every layout."""
+    n = len(base)
+    if not (cfg.bound and cfg.prune_dominated) or n <= 2 * FIRST_PRICED:
+        batch = expand(base)
+        return batch, estimate(w, train, topo, batch, cfg.recipe, cfg.choices), len(batch)
+    lb = step_lower_bound(w, train, topo, base, cfg.recipe, cfg.choices)
+    order = np.argsort(lb, kind="stable")
+    done, size = 0, FIRST_PRICED
+    batch, est = None, None
+    left = np.ones(n, dtype=bool)
+    while done < n:
+        kth = np.inf if est is None else _kth_fitting(est, cfg.top_k)
+        if kth < np.inf:  # the rest that can still rank, all at once
+            rest = order[done:]
+            chunk, done = rest[lb[rest] <= kth], n
+        else:
+            chunk, done, size = order[done:done + size], min(done + size, n), size * 2
+        if chunk.size == 0:
+            break
+        left[chunk] = False
+        more = expand(base.take(np.sort(chunk)))
+        priced = estimate(w, train, topo, more, cfg.recipe, cfg.choices)
+        batch = more if batch is None else concat_batches(batch, more)
+        est = priced if est is None else concat_estimates(est, priced)
+    return batch, est, len(batch) + expand.count(base.take(np.flatnonzero(left)))
+
+
+def search_bounds(model: ModelSpec, cfg: SearchConfig) -> tuple[str, ...]:
+    """What the search leaves untried, in words.  The degrees (tp, cp, ep, etp, pp, vpp, micro-batch) run over
+    every value the layout rules allow unless a max_* bound is set; what is pruned as dominated is priced by
+    `--exhaustive` (prune_dominated=False), so only the choices below remain."""
+    out = []
+    for name, value in (("tp", cfg.max_tp), ("cp", cfg.max_cp), ("vpp", cfg.max_vpp),
+                        ("micro-batch", cfg.max_micro_batch_size)):
+        if value is not None:
+            out.append(f"{name} up to {value} (SearchConfig.max_*)")
+    if cfg.min_vpp > 1:
+        out.append(f"vpp from {cfg.min_vpp} (interleaved only)")
+    if 0 not in cfg.zero_stages and "zero_stage" not in cfg.fixed:
+        out.append("ZeRO-0 left out: ZeRO-1 moves the same bytes with less memory (give --zero 0 or --exhaustive)")
+    if cfg.prune_dominated:
+        out.append("priced only where they can rank (exact pruning; --exhaustive prices all): selective recompute "
+                   "under fused attention, sequence parallelism off, the embedding/loss-accounted pipeline split")
+    if _open_split(cfg):
+        out.append("pipeline splits: only Megatron's default and the embedding and loss counted as a layer each; "
+                   "other uneven splits as a given --pipeline-layout")
+    elif cfg.recipe.pipeline_layout is None and not (cfg.recipe.account_for_embedding or cfg.recipe.account_for_loss):
+        out.append("pipeline split: Megatron's default only (the emitted formats state no other)")
+    if "recompute" not in cfg.fixed and Recompute.SELECTIVE in cfg.recompute:
+        sets = _module_sets(model, cfg)
+        out.append("selective recompute: only the module lists " + "; ".join(",".join(m.value for m in ms)
+                                                                     for ms in sets))
+    if cfg.hsdp and "dp_shard" not in cfg.fixed:
+        out.append("HSDP: only shard groups of one block of a level of the machine (node, NVLink domain, leaf)")
+    out.append("recompute_num_layers and the pipeline schedule: priced as given, not searched")
+    return tuple(out)
 
 
 def _open_split(cfg: SearchConfig) -> tuple[int, ...]:
@@ -297,29 +457,6 @@ def _kth_fitting(est: Estimates, top_k: int) -> float:
     return np.partition(steps, top_k - 1)[top_k - 1] if steps.size >= top_k else np.inf
 
 
-def _split_candidates(model: ModelSpec, train: TrainingSpec, cfg: SearchConfig, batch: LayoutBatch,
-                      est: Estimates) -> LayoutBatch | None:
-    """The embedding and loss counted as a layer each (Megatron's --account-for-embedding/loss-in-pipeline-
-    split), priced only where it can matter.  It moves a layer off the first and last ranks onto the middle
-    ones, so the inner ranks only get fuller: its step is at least the inner ranks' pace over the
-    micro-batches and bubble (`Estimates.inner_bound_s`), and a layout whose bound is above the k-th best
-    fitting step cannot enter the top k.  (The one approximation: on a model with dense-first layers a dense
-    layer may move onto an inner rank.)  `--exhaustive` prices every split, and a test checks both agree."""
-    extra = _open_split(cfg)
-    if not cfg.prune_dominated or not extra:
-        return None
-    kth = _kth_fitting(est, cfg.top_k)
-    open_ = est.valid & (batch.pp > 1) & (batch.pipe_policy == 0)
-    # the inner ranks take ceil((L + 2) / pp) layers instead of ceil(L / pp): their pace scales at least so
-    layers = model.num_layers
-    fuller = -(-(layers + 2) // batch.pp) / np.maximum(-(-layers // batch.pp), 1)
-    rows = np.flatnonzero(open_ & (est.inner_bound_s * fuller < kth) & (est.critical_holds_ends | ~est.fits))
-    if rows.size == 0:
-        return None
-    base = batch.take(np.repeat(rows, len(extra)))
-    return dataclasses.replace(base, pipe_policy=np.tile(np.array(extra, dtype=np.int64), rows.size))
-
-
 def _selective_candidates(model: ModelSpec, train: TrainingSpec, cfg: SearchConfig, batch: LayoutBatch,
                           est: Estimates) -> LayoutBatch | None:
     """Selective recompute, priced only where it can matter (exact pruning).
@@ -332,8 +469,8 @@ def _selective_candidates(model: ModelSpec, train: TrainingSpec, cfg: SearchConf
     if not cfg.prune_dominated or "recompute" in cfg.fixed or Recompute.SELECTIVE not in cfg.recompute \
             or Recompute.NONE not in cfg.recompute:
         return None
-    sets = [ms for ms in _module_sets(model, cfg)
-            if not (train.attention_kernel is AttentionKernel.FLASH and tuple(ms) == (RecomputeModule.CORE_ATTN,))]
+    flash = cfg.recipe.attention_kernel is AttentionKernel.FLASH
+    sets = [ms for ms in _module_sets(model, cfg) if not (flash and tuple(ms) == (RecomputeModule.CORE_ATTN,))]
     if not sets:
         return None
     kth = _kth_fitting(est, cfg.top_k)

@@ -210,3 +210,19 @@ def test_audit_round_trip_of_a_pipeline_layout_plan(tmp_path):
     assert data["estimate"]["recipe"]["pipeline_layout"] == "Et|(tt|)*30L"
     assert data["estimate"]["step_time_s"] == planned["step_time_s"]
     assert data["speedup"] == 1.0 and data["changes"] == []
+
+
+def test_unfused_attention_is_emitted_and_read_back_by_the_audit(tmp_path):
+    job = ["--model", "gpt3-175b", "--cluster", "dgx-a100-80g", "--gpus", "1024", "--seq-len", "2048",
+           "--global-batch", "1536", "--attention-kernel", "unfused"]
+    code, out, err = run("plan", *job, "--json", "--top-k", "1", "--emit", "megatron", "--out", str(tmp_path))
+    assert code == 0, err
+    planned = json.loads(out)["plans"][0]
+    assert planned["recipe"]["attention_kernel"] == "unfused"
+    assert planned["recipe_sources"]["attention_kernel"] == "flag"
+    assert "--attention-backend unfused" in (tmp_path / "megatron.sh").read_text()
+    code, out, err = run("audit", *job[:-2], "--launch", str(tmp_path / "megatron.sh"), "--hosts",
+                         str(tmp_path / "hosts.txt"), "--json")
+    data = json.loads(out)
+    assert data["estimate"]["recipe"]["attention_kernel"] == "unfused"
+    assert data["estimate"]["step_time_s"] == planned["step_time_s"]

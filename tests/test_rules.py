@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import re
+from functools import cache
 
 import numpy as np
 import pytest
@@ -16,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from placement.catalog import load_accelerator, load_cluster
 from placement.cost import rules
 from placement.cost.pipeline import stage_kinds
 from placement.cost.stages import stage_layers
@@ -23,11 +25,12 @@ from placement.errors import InputError
 from placement.evaluate import check_layout
 from placement.search import SearchConfig, enumerate_layouts
 from placement.specs import Layout, ModelSpec, MoESpec, Recompute, TrainingSpec
+from placement.topology import Topology
 from placement.workload import workload
 
 MAX_MBS = 3
-VPP_MAX = 8  # enumerate_layouts tries vpp 1..8
-CFG = SearchConfig(max_micro_batch_size=MAX_MBS, zero_stages=(1,), recompute=(Recompute.NONE,), hsdp=False)
+CFG = SearchConfig(max_micro_batch_size=MAX_MBS, zero_stages=(1,), recompute=(Recompute.NONE,), hsdp=False,
+                   pipeline_policies=(0,))
 
 
 def _divisors(n: int) -> list[int]:
@@ -59,7 +62,7 @@ def brute_force_accepted(model: ModelSpec, train: TrainingSpec, n: int) -> set[t
         if n % (tp * cp * pp):
             continue
         dp = n // (tp * cp * pp)
-        for ep, etp, vpp, mbs in itertools.product(_divisors(n), _divisors(n), range(1, VPP_MAX + 1),
+        for ep, etp, vpp, mbs in itertools.product(_divisors(n), _divisors(n), range(1, model.num_layers + 1),
                                                    range(1, MAX_MBS + 1)):
             try:
                 lay = Layout(tp=tp, cp=cp, ep=ep, etp=etp, pp=pp, vpp=vpp, dp=dp, micro_batch_size=mbs,
@@ -85,6 +88,62 @@ def test_search_enumerates_exactly_what_check_layout_accepts(model: ModelSpec, n
     for i in range(len(b)):  # every enumerated layout passes the scalar check
         check_layout(model, train, b.layout(i))
     assert enumerated == brute_force_accepted(model, train, n)
+
+
+PAIRS_PER_JOB = 50
+"""Each generated job checks at least this many (job, layout) pairs; with PAIR_JOBS jobs, >= 2,000 in all."""
+PAIR_JOBS = 40
+
+
+@settings(max_examples=PAIR_JOBS, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(model=models(), n=st.sampled_from([4, 6, 8, 16]), seq=st.sampled_from([512, 1000, 4096]),
+       gb=st.integers(4, 48))
+def test_search_prices_every_layout_evaluate_accepts_as_evaluate_does(model: ModelSpec, n: int, seq: int,
+                                                                      gb: int) -> None:
+    """Every layout of the degree grid that `evaluate` accepts is a search candidate with the same step time
+    (and memory), every candidate is accepted by `evaluate`, and nothing else is a candidate."""
+    from placement.cost.batch import LayoutBatch
+    from placement.cost.step import estimate
+
+    train = TrainingSpec(seq_len=seq, global_batch=gb)
+    topo = _topo(n)
+    w = workload(model)
+    b = enumerate_layouts(w, model, train, n, CFG)
+    est = estimate(w, train, topo, b) if len(b) else None
+    searched = {key(*(getattr(b, f)[i] for f in ("tp", "cp", "ep", "etp", "pp", "vpp", "dp", "mbs"))): i
+                for i in range(len(b))}
+    accepted, checked = [], 0
+    for tp, cp, pp in itertools.product(_divisors(n), repeat=3):
+        if n % (tp * cp * pp):
+            continue
+        dp = n // (tp * cp * pp)
+        for ep, etp, vpp, mbs in itertools.product(_divisors(n), _divisors(n), range(1, model.num_layers + 1),
+                                                   range(1, MAX_MBS + 1)):
+            checked += 1
+            try:
+                lay = Layout(tp=tp, cp=cp, ep=ep, etp=etp, pp=pp, vpp=vpp, dp=dp, micro_batch_size=mbs,
+                             sequence_parallel=tp > 1)
+                check_layout(model, train, lay)
+            except (ValidationError, InputError):
+                assert key(tp, cp, ep, etp, pp, vpp, dp, mbs) not in searched
+                continue
+            accepted.append(lay)
+    assert checked >= PAIRS_PER_JOB
+    assert {key(lay.tp, lay.cp, lay.ep, lay.etp, lay.pp, lay.vpp, lay.dp, lay.micro_batch_size)
+            for lay in accepted} == set(searched)
+    if not accepted:
+        return
+    alone = estimate(w, train, topo, LayoutBatch.from_layouts(accepted))  # what `evaluate` prices, per layout
+    for j, lay in enumerate(accepted):
+        i = searched[key(lay.tp, lay.cp, lay.ep, lay.etp, lay.pp, lay.vpp, lay.dp, lay.micro_batch_size)]
+        assert float(est.step_time_s[i]) == pytest.approx(float(alone.step_time_s[j]), rel=1e-9)
+        assert float(est.peak_memory_bytes[i]) == pytest.approx(float(alone.peak_memory_bytes[j]), rel=1e-9)
+
+
+@cache
+def _topo(n: int) -> Topology:
+    spec = load_cluster("dgx-h100")
+    return Topology(spec, load_accelerator(spec.accelerator), num_gpus=n)
 
 
 # -- the two forms of a rule agree -------------------------------------------------------------------------

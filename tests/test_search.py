@@ -38,7 +38,6 @@ TIGHT = ModelSpec(name="tight-23b", num_layers=24, hidden_size=8192, ffn_hidden_
                   num_kv_heads=8, vocab_size=128256)
 """About 23B parameters (360 GB of training state): on 8 x 80 GB only the well-sharded layouts fit."""
 
-VPP_MAX = 8  # enumerate_layouts tries vpp in 1..8
 
 
 def topo(n: int, cluster: str = "dgx-h100") -> Topology:
@@ -67,22 +66,23 @@ def brute_force_layouts(model: ModelSpec, train: TrainingSpec, n: int, spans: tu
     # with fused attention the search drops selective recompute when none is allowed (never better)
     recomputes = [r for r in cfg.recompute if superset or not (
         r is Recompute.SELECTIVE and Recompute.NONE in cfg.recompute
-        and train.attention_kernel is AttentionKernel.FLASH)]
+        and cfg.recipe.attention_kernel is AttentionKernel.FLASH)]
     out: list[Layout] = []
     rejected = 0
     for tp, cp, pp in itertools.product(range(1, n + 1), repeat=3):
         if n % (tp * cp * pp):
             continue  # the degrees must multiply into the GPU count
         dp = n // (tp * cp * pp)
-        if tp > cfg.max_tp or heads % tp or (kv % tp and tp % kv):
+        if tp > (cfg.max_tp or n) or heads % tp or (kv % tp and tp % kv):
             continue  # whole heads per TP rank; kv heads split or replicated whole
-        if cp > 1 and (cp > cfg.max_cp or train.seq_len % (2 * cp)):
+        if cp > 1 and (cp > (cfg.max_cp or n) or train.seq_len % (2 * cp)):
             continue  # load-balanced ring attention: 2 cp chunks of the sequence
         per = -(-L // pp)  # middle stages take ceil(L / pp); the first and last share the rest
         lighter_end = L // pp if L % pp == 0 else (L - max(pp - 2, 0) * per) // 2
         if lighter_end < 1 or train.global_batch % dp:
             continue  # every pipeline stage holds a layer
-        for mbs, vpp in itertools.product(range(1, cfg.max_micro_batch_size + 1), range(1, VPP_MAX + 1)):
+        for mbs, vpp in itertools.product(range(1, (cfg.max_micro_batch_size or train.global_batch) + 1),
+                                          range(1, (cfg.max_vpp or L) + 1)):
             if train.global_batch % (dp * mbs):
                 continue
             m = train.global_batch // (dp * mbs)

@@ -259,6 +259,7 @@ _MG_NARGS: dict[str, int | str] = {f: 1 for f in _MG_INT} | {f: 0 for f in _MG_F
     "--fp8-format": 1, "--fp4-format": 1, "--pipeline-model-parallel-layout": 1, "--deepspeed_config": 1,
     "--deepspeed-config": 1, "--recompute-method": 1, "--recompute-num-layers": 1,
     "--num-distributed-optimizer-instances": 1, "--moe-token-dispatcher-type": 1, "--moe-flex-dispatcher-backend": 1,
+    "--attention-backend": 1,
     "--cuda-graph-impl": 1, "--cuda-graph-modules": "+", "--cuda-graph-scope": "+", "--recompute-modules": "+",
     "--fp8-recipe": 1, "--mtp-num-layers": 1, "--moe-expert-capacity-factor": 1, "--exp-avg-dtype": 1,
     "--exp-avg-sq-dtype": 1}
@@ -296,6 +297,12 @@ def _megatron_recipe(f: str, a: _Arg, s: _Settings, state: dict) -> bool:
         state["dispatcher"] = (value, a.evidence)
     elif f == "--moe-flex-dispatcher-backend":
         state["backend"] = (_one(a).text, a.evidence)
+    elif f == "--attention-backend":  # Megatron's AttnBackend: the unfused and local ones keep the scores in HBM
+        value = _one(a).text
+        if value not in ("flash", "fused", "unfused", "local", "auto"):
+            raise InputError(f"{a.evidence}: --attention-backend must be flash, fused, unfused, local or auto, got "
+                             f"{value!r}")
+        s.put("recipe.attention_kernel", "unfused" if value in ("unfused", "local") else "flash", a.evidence)
     elif f in ("--cuda-graph-impl", "--enable-cuda-graph", "--external-cuda-graph"):
         impl = {"--enable-cuda-graph": "local", "--external-cuda-graph": "transformer_engine"}.get(f) or _one(a).text
         state["graph_impl"] = (impl, a.evidence)

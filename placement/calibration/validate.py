@@ -62,6 +62,11 @@ class CalibrationRun(Frozen):
     segment_nodes: int | None = Field(default=None, ge=0)
     """Trays per NVL72 rack segment of the job (SLURM --segment); None: the cluster's default."""
 
+    @property
+    def job_recipe(self) -> Recipe:
+        """The recipe with the run's attention kernel (a row states it beside the recipe)."""
+        return self.recipe.model_copy(update={"attention_kernel": self.attention_kernel})
+
 
 @dataclass(frozen=True)
 class RunResult:
@@ -72,6 +77,8 @@ class RunResult:
     peak_memory_gib: float | None
     capacity_gib: float | None = None
     recipe: dict | None = None
+    searched: dict | None = None
+    """The layout fields the source leaves open, as the search chose them (the row's stated assumption)."""
 
     @property
     def error(self) -> float | None:
@@ -93,13 +100,14 @@ def predict(run: CalibrationRun) -> RunResult:
     cluster = load_cluster(run.cluster)
     topo = Topology(cluster, load_accelerator(cluster.accelerator), num_gpus=run.num_gpus,
                     segment_nodes=run.segment_nodes)
-    train = TrainingSpec(seq_len=run.seq_len, global_batch=run.global_batch, precision=run.precision,
-                         attention_kernel=run.attention_kernel)
+    train = TrainingSpec(seq_len=run.seq_len, global_batch=run.global_batch, precision=run.precision)
     fixed = dict(run.layout) if run.interleaved else {"vpp": 1, **run.layout}
     # a 2021-2022 dense run's `selective` is Korthikanti's: the attention core
     sets = None if run.recipe.recompute_modules or run.group == MOE_GROUP else ((RecomputeModule.CORE_ATTN,),)
     # an unstated pipeline split is the framework's default, like an unstated schedule
-    cfg = SearchConfig(top_k=1, fixed=fixed, recipe=run.recipe, module_sets=sets, pipeline_policies=(0,))
+    # a source that says "interleaved" without the chunk count: the fastest interleaving, never vpp 1
+    cfg = SearchConfig(top_k=1, fixed=fixed, recipe=run.job_recipe, module_sets=sets, pipeline_policies=(0,),
+                       min_vpp=2 if run.interleaved else 1)
     try:
         res = search(model, train, topo, cfg)
     except PlacementInfeasible:
@@ -108,9 +116,12 @@ def predict(run: CalibrationRun) -> RunResult:
     lay = res.batch.layout(i)
     est = res.estimates
     recipe = est.recipe_of(i).model_copy(update={"recompute_modules": res.batch.modules(i)})
-    return RunResult(run, float(est.step_time_s[i]), True, lay.model_dump(mode="json"),
+    chosen = lay.model_dump(mode="json")
+    return RunResult(run, float(est.step_time_s[i]), True, chosen,
                      float(est.peak_memory_bytes[i]) / 2**30, est.memory_capacity_bytes / 2**30,
-                     recipe.model_dump(mode="json", exclude_defaults=True))
+                     recipe.model_dump(mode="json", exclude_defaults=True),
+                     {k: v for k, v in chosen.items() if k not in fixed and v is not None
+                      and k not in (("dp",) if model.moe else ("dp", "ep", "etp"))})
 
 
 def validate() -> list[RunResult]:

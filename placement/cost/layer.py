@@ -73,7 +73,7 @@ def attention_forward(x: Ctx) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         k_loc = k / tp if split == 2 else k
         proj = proj + _gemm(x, tokens, n_loc, k_loc)
     keys = w.attended_keys(x.train.seq_len)
-    if x.train.attention_kernel is AttentionKernel.UNFUSED:
+    if x.recipe.attention_kernel is AttentionKernel.UNFUSED:
         core = unfused_attention_time(tokens, keys, w.num_heads / tp, w.qk_head_dim, w.v_head_dim,
                                       x.gemm_bf16, x.hbm_bw)
     else:

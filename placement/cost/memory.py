@@ -19,6 +19,7 @@ from placement.cost.context import Ctx
 from placement.cost.pipeline import StageKinds
 from placement.specs.recipe import PipelineSchedule
 from placement.specs.recipe import RecomputeModule as M
+from placement.specs.training import AttentionKernel
 
 
 @dataclass(frozen=True)
@@ -32,7 +33,8 @@ class LayerActivations:
 
 
 def layer_activations(x: Ctx) -> LayerActivations:
-    """Korthikanti et al. Table 2 per-layer activations, with fused (flash) attention: no s x s tensor.
+    """Korthikanti et al. Table 2 per-layer activations; fused (flash) attention keeps no s x s tensor, unfused
+    attention keeps its scores unless the attention core is recomputed.
 
     Replicated across TP unless sequence parallel: the inputs of both norms (4 sbh bytes) and the norm
     outputs feeding the QKV and first MLP GEMMs (4 sbh), plus two 1-byte dropout masks when dropout is
@@ -50,13 +52,19 @@ def layer_activations(x: Ctx) -> LayerActivations:
     dropout = 2.0 * h if w.dropout else 0.0
     rep = (norm_in + norm_out + dropout) / x.sp_shard
     attn = 2.0 * w.attn_act_width - np.where(x.module(M.MLA_UP_PROJ), 2.0 * w.mla_up_width, 0.0)
+    if x.recipe.attention_kernel is AttentionKernel.UNFUSED:
+        # the s x s scores per head: softmax output (2 bytes), and with dropout its mask (1) and output (2):
+        # Korthikanti Table 2's 5 a s^2 b; recomputing the attention core keeps none of them
+        per_score = 5.0 if w.dropout else 2.0
+        attn = attn + np.where(x.module(M.CORE_ATTN), 0.0, w.num_heads * x.train.seq_len * per_score)
     mlp_kept = np.where(x.module(M.MLP), 0.0, 1.0)
     up_b = 1.0 if x.recipe.activation_func_fp8_input_store else 2.0  # bytes of a kept up-projection output
     dense_mlp = (up_b * w.mlp_up + 2.0 * q) * w.dense_ffn * mlp_kept
     dense = tokens * (rep + (attn + dense_mlp) / tp)
     if w.num_experts:
         whole_moe = x.module(M.MOE)
-        shared = (up_b * w.mlp_up + 2.0 * q) * w.shared_ffn_total * np.where(x.module(M.SHARED_EXPERTS) | whole_moe, 0, 1)
+        shared_kept = np.where(x.module(M.SHARED_EXPERTS) | whole_moe, 0, 1)
+        shared = (up_b * w.mlp_up + 2.0 * q) * w.shared_ffn_total * shared_kept
         load = x.expert_load
         pairs = tokens * w.top_k * x.etp / tp * load
         ffn = w.expert_ffn / x.etp

@@ -101,14 +101,9 @@ class Estimates:
     """The recipe's fixed fields (the per-candidate choices above override its choice fields)."""
     pipe_policy: np.ndarray = field(default=None)
     """The pipeline split priced (LayoutBatch.pipe_policy): 1 counts the embedding and loss as a layer each."""
-    critical_holds_ends: np.ndarray = field(default=None)
-    """The busiest pipeline rank holds the embedding, the loss or MTP (what a different split can move)."""
     microbatch_s: np.ndarray = field(default=None)
     """The busiest pipeline rank's time per micro-batch (under DualPipe, the mean of its two stages'): the
     pace of the steady state and of the bubble."""
-    inner_bound_s: np.ndarray = field(default=None)
-    """A lower bound of the step under any split that gives the inner ranks at least their layers: the
-    micro-batches and bubble at the busiest inner rank's pace (0 where every rank holds an end)."""
 
     def recipe_of(self, i: int) -> Recipe:
         """The whole recipe candidate i is priced with."""
@@ -131,9 +126,7 @@ def peak_flops(topo: Topology, precision: Precision) -> float:
 
 
 def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch, recipe: Recipe | None = None,
-             choices: RecipeChoices | None = None, split_bounds: bool = False) -> Estimates:
-    """`split_bounds`: also report what the search needs to prune other pipeline splits (critical_holds_ends,
-    inner_bound_s); left None otherwise, which saves two passes over every kind of rank."""
+             choices: RecipeChoices | None = None) -> Estimates:
     recipe = recipe or Recipe()
     choices = choices or RecipeChoices.pinned(recipe)
     x = context(w, train, topo, b, recipe)
@@ -155,7 +148,7 @@ def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch, r
     graph_pick, extra_mem = _cuda_graphs(base_mem.peak_bytes, capacity, choices)
     host_for = _host_terms(x, choices, {o.overlap for o in ep_options}, graph_pick)
 
-    crit = _critical_rank(x, st, lc, tpx, cp.exposed_s, pp.per_microbatch_s, ep_options, host_for, split_bounds)
+    crit = _critical_rank(x, st, lc, tpx, cp.exposed_s, pp.per_microbatch_s, ep_options, host_for)
     nd, n_moe = crit.dense, crit.moe + crit.mtp
     layers_mb = nd + n_moe
     comp_mb = nd * lc.dense_s + crit.moe * lc.moe_s + crit.mtp * lc.mtp_s + crit.loss * lc.head_s
@@ -164,7 +157,9 @@ def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch, r
     slow_mb = nd * tpx.slow_s + n_moe * (tpx.slow_s + crit.ep_slow)
 
     t_mb = np.where(np.isfinite(crit.t_mb), crit.t_mb, np.inf)  # a split with no rank (invalid) costs infinitely
-    bubble = (x.pp - 1.0) / x.vpp * np.where(x.pp > 1, t_mb, 0.0) * _bubble_share(x)
+    share = np.where(x.pp > 1, _bubble_share(x), 0.0)
+    with np.errstate(invalid="ignore"):  # an invalid split's infinite pace with no bubble (DualPipe at pp 2)
+        bubble = np.where(share > 0, (x.pp - 1.0) / x.vpp * t_mb * share, 0.0)
     dp = dp_term(x, params.as_stage(), comp_mb)
     optimizer_s = optimizer_term(x, params.as_stage())
     m = x.m
@@ -207,9 +202,39 @@ def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch, r
         memory_capacity_bytes=capacity, fits=peak_mem <= capacity, traffic_bytes=traffic,
         host_s=m * crit.host_mb, tp_total_s=m * (nd * tp.dense_s + n_moe * tp.moe_s), ep_total_s=m * n_moe * ep_total,
         dispatcher=crit.dispatcher, cuda_graphs=graph_pick, tp_comm_overlap=tpx.on, ep_comm_overlap=crit.ep_overlap,
-        recipe=recipe, pipe_policy=b.pipe_policy, critical_holds_ends=crit.ends, microbatch_s=t_mb,
-        inner_bound_s=None if crit.inner_t_mb is None else (m + (x.pp - 1.0) / x.vpp * _bubble_share(x)) * crit.inner_t_mb,
+        recipe=recipe, pipe_policy=b.pipe_policy, microbatch_s=t_mb,
     )
+
+
+def step_lower_bound(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch,
+                     recipe: Recipe | None = None, choices: RecipeChoices | None = None) -> np.ndarray:
+    """(K,) seconds no candidate's step can be below, for a fraction of `estimate`'s work: the micro-batches
+    and the bubble at the pace of the busiest kind of rank's GPU time (compute, exposed TP/CP, the cheapest
+    EP option's exposed time and slowdown, pipeline sends), without the host, DP and optimizer terms.  A kind
+    of rank takes at least its GPU time per micro-batch under any EP option (host time only adds, `_overlapped`
+    is at least the larger of the two), so the critical pace, a minimum over options of a maximum over kinds,
+    is at least the maximum over kinds of each kind's least GPU time; every term left out is non-negative.
+    The search prices a candidate only where this bound is below the k-th best step already found."""
+    recipe = recipe or Recipe()
+    x = context(w, train, topo, b, recipe)
+    st = stage_kinds(w.num_layers, w.num_dense_layers, recipe.mtp_layers, b.pp, b.vpp, b.pipe_policy,
+                     (recipe.pipeline_layout,) if recipe.pipeline_layout else (), bidirectional=_bidirectional(recipe))
+    choices = RecipeChoices.pinned(recipe) if choices is None else choices
+    rows, inverse = _layer_rows(x)
+    u = context(w, train, topo, b.take(rows), recipe) if rows is not None else x
+    lc, tp, cp = (_gather(t, inverse) for t in _layer_terms(u))
+    tpx = _tp_overlap(x, tp, lc, choices)
+    # per MoE layer, the least exposed-plus-slowdown of any (dispatcher, overlap) the candidate may pick
+    ep = np.min(np.stack([np.broadcast_to(o.exposed_s + o.slow_s, x.tp.shape)
+                          for o in _ep_options(x, u, inverse, lc, choices)]), axis=0)
+    dense = lc.dense_s + tpx.dense_s + cp.exposed_s + tpx.slow_s  # as _critical_rank's g_dense
+    moe = lc.moe_s + tpx.moe_s + cp.exposed_s + tpx.slow_s + ep  # as _critical_rank's g_moe
+    mtp = lc.mtp_s - lc.moe_s + moe if w.num_experts else lc.mtp_s + tpx.dense_s + cp.exposed_s
+    k = _Counts.of(st, 0.5 if _bidirectional(recipe) else 1.0)
+    per_kind = k.dense * dense + k.moe * moe + k.mtp * mtp + k.loss * lc.head_s + pp_term(x).per_microbatch_s
+    pace = np.max(np.where(st.num_ranks > 0, per_kind, 0.0), axis=0)
+    bubble = (x.pp - 1.0) / x.vpp * np.where(x.pp > 1, pace, 0.0) * _bubble_share(x)
+    return np.where(st.valid, x.m * pace + bubble, np.inf)
 
 
 @dataclass(frozen=True)
@@ -306,46 +331,38 @@ class _Critical:
     ep_overlap: np.ndarray
     ep_exposed: np.ndarray
     ep_slow: np.ndarray
-    ends: np.ndarray | None
-    """The rank holds the embedding, the loss or MTP layers (split_bounds only)."""
-    inner_t_mb: np.ndarray | None
-    """The busiest rank's time per micro-batch among those that hold no end (0 where none)."""
 
 
 def _critical_rank(x: Ctx, st: StageKinds, lc, tpx: _TpExposed, cp_exposed, pp_mb, ep_options: list[_EpOption],
-                   host_for, split_bounds: bool = False) -> _Critical:
+                   host_for) -> _Critical:
     n = len(x.b)
     cols = np.arange(n)
     counts = _Counts.of(st, 0.5 if _bidirectional(x.recipe) else 1.0)
     idle = st.num_ranks == 0
-    holds_end = ((st.embed > 0) | (st.loss > 0) | (st.mtp > 0)) if split_bounds else None
     g_dense = lc.dense_s + tpx.dense_s + cp_exposed + tpx.slow_s
     priced = []
     for o in ep_options:
-        g_moe = lc.moe_s + tpx.moe_s + cp_exposed + o.exposed_s + o.slow_s
+        g_moe = lc.moe_s + tpx.moe_s + cp_exposed + tpx.slow_s + o.exposed_s + o.slow_s
         g_mtp = lc.mtp_s - lc.moe_s + g_moe if x.w.num_experts else lc.mtp_s + tpx.dense_s + cp_exposed
         h_dense, h_moe, h_fwd, syncs = host_for(o.overlap)
         t_kind, g_kind = _stage_times(x, counts, g_dense, g_moe, g_mtp, lc.head_s, pp_mb, h_dense, h_moe, h_fwd,
                                       syncs)
         t_kind[idle] = -np.inf
         worst = np.argmax(t_kind, axis=0)
-        priced.append((worst, t_kind[worst, cols], g_kind[worst, cols],
-                       np.max(np.where(holds_end | idle, 0.0, t_kind), axis=0) if split_bounds else None))
+        priced.append((worst, t_kind[worst, cols], g_kind[worst, cols]))
     if len(priced) == 1:
-        worst, t_mb, g_mb, inner = priced[0]
+        worst, t_mb, g_mb = priced[0]
         pick = np.zeros(n, dtype=np.int64)
     else:  # per candidate, the cheapest option; ties keep the earlier one
-        per_option = np.stack([t for _, t, _, _ in priced])
+        per_option = np.stack([t for _, t, _ in priced])
         pick = np.argmin(per_option, axis=0)
         t_mb = per_option[pick, cols]
-        worst = np.choose(pick, [wo for wo, _, _, _ in priced])
-        g_mb = np.choose(pick, [g for _, _, g, _ in priced])
-        inner = np.min(np.stack([i for _, _, _, i in priced]), axis=0) if split_bounds else None  # over every option
+        worst = np.choose(pick, [wo for wo, _, _ in priced])
+        g_mb = np.choose(pick, [g for _, _, g in priced])
 
     def chosen(values):
         return np.asarray(values[0]) if len(values) == 1 else np.choose(pick, values)
 
-    f = np.float64
     return _Critical(
         t_mb=t_mb, host_mb=t_mb - g_mb,
         dense=counts.dense[worst, cols], moe=counts.moe[worst, cols], mtp=counts.mtp[worst, cols],
@@ -354,7 +371,6 @@ def _critical_rank(x: Ctx, st: StageKinds, lc, tpx: _TpExposed, cp_exposed, pp_m
         ep_overlap=np.array([o.overlap for o in ep_options], dtype=bool)[pick],
         ep_exposed=np.broadcast_to(chosen([np.broadcast_to(o.exposed_s, (n,)) for o in ep_options]), (n,)),
         ep_slow=np.broadcast_to(chosen([np.broadcast_to(o.slow_s, (n,)) for o in ep_options]), (n,)),
-        ends=None if holds_end is None else holds_end[worst, cols], inner_t_mb=inner,
     )
 
 

@@ -221,6 +221,7 @@ RUNS_INSTEAD = {
     "pipeline_layout": "the pipeline engine partitions layers by its partition_method",
     "fp8_params": "weights stay BF16", "optimizer_state_bf16": "Adam moments stay FP32",
     "activation_func_fp8_input_store": "the MLP activation input stays BF16",
+    "attention_kernel": "the model code's own attention runs",
 }
 """What DeepSpeed runs instead of each recipe feature it cannot be told (selective recompute, whatever its
 modules, has its own warning in warnings_for)."""

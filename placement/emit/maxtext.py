@@ -270,6 +270,7 @@ RUNS_INSTEAD = {
     "recompute_modules": "remat_policy decides what is recomputed",
     "delay_wgrad": "XLA orders the weight-gradient GEMMs itself",
     "pipeline_layout": "MaxText pipelines equal stages",
+    "attention_kernel": "the `attention` key of its config decides the kernel (dot_product or a fused one)",
 }
 """What MaxText runs instead of each recipe feature it cannot be told."""
 

@@ -28,7 +28,7 @@ import shlex
 from placement.cost.context import fp8_recipe
 from placement.emit.common import EmitContext, header, torchrun_lines, warn_block
 from placement.specs.recipe import CudaGraphs, Dispatcher, PipelineSchedule, RecomputeModule
-from placement.specs.training import Precision
+from placement.specs.training import AttentionKernel, Precision
 
 FLEX_BACKENDS = (Dispatcher.DEEPEP, Dispatcher.HYBRIDEP)
 PARTIAL_GRAPH_MODULES = ("attn",)
@@ -140,6 +140,8 @@ def recipe_arguments(ctx: EmitContext) -> tuple[list[str], list[str]]:
         if lay.zero_stage == 0:
             warnings.append("Megatron's --fp8-param-gather needs the distributed optimizer or Megatron-FSDP "
                             "(ZeRO >= 1)")
+    if r.attention_kernel is AttentionKernel.UNFUSED:
+        args += ["--attention-backend", "unfused"]
     if r.activation_func_fp8_input_store:
         args.append("--activation-func-fp8-input-store")
     if r.optimizer_state_bf16:

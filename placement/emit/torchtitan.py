@@ -108,6 +108,7 @@ RUNS_INSTEAD = {
     "pipeline_layout": "it splits the stages by pipeline_parallel_layers_per_stage",
     "fp8_params": "it keeps BF16 weights", "optimizer_state_bf16": "it keeps FP32 Adam moments",
     "activation_func_fp8_input_store": "it keeps the MLP activation input in BF16",
+    "attention_kernel": "it runs fused attention (SDPA or flex attention)",
     "cross_entropy_fusion": "its loss keeps the FP32 logits",
 }
 """What torchtitan runs instead of each recipe feature it cannot be told."""

@@ -19,6 +19,7 @@ from typing import Final
 from pydantic import Field, field_validator, model_validator
 
 from placement.specs._base import Frozen
+from placement.specs.training import AttentionKernel
 
 
 class Dispatcher(StrEnum):
@@ -82,6 +83,9 @@ _LAYOUT_CHARS = re.compile(r"^[EtmL|()*0-9 ,]*$")
 
 
 class Recipe(Frozen):
+    attention_kernel: AttentionKernel = AttentionKernel.FLASH
+    """How the framework runs the attention core: today's stacks fuse it (flash); the 2019-2022 Megatron runs
+    materialised the scores (unfused; Megatron `--attention-backend unfused`)."""
     moe_dispatcher: Dispatcher = Dispatcher.ALLTOALL
     dispatch_fp8: bool = False
     """Forward dispatch moves FP8 activations (DeepSeek-V3 §3.3; needs an FP8 recipe); combine stays 16-bit."""

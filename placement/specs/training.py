@@ -36,8 +36,6 @@ class TrainingSpec(Frozen):
     precision: Precision = Precision.BF16
     """GEMM precision; weights, gradients and activations stay 16-bit, master weights and Adam state fp32."""
     optimizer: Literal["adam"] = "adam"
-    attention_kernel: AttentionKernel = AttentionKernel.FLASH
-    """How the framework runs attention: today's frameworks fuse it (flash)."""
 
     @property
     def tokens_per_step(self) -> int:
