@@ -121,13 +121,15 @@ def _plan_config(model, topo):
 
 
 def run_case(name, model_name, cluster_name, gpus, seq, gbs, precision, repeats: int, exhaustive: bool,
-             plan_choices: bool = False, default_split: bool = False) -> dict:
+             plan_choices: bool = False, default_split: bool = False, old_bounds: bool = False) -> dict:
     model, cluster = load_model(model_name), load_cluster(cluster_name)
     topo = Topology(cluster, load_accelerator(cluster.accelerator), num_gpus=gpus)
     train = TrainingSpec(seq_len=seq, global_batch=gbs, precision=precision)
     # --default-split: the pipeline split pinned to Megatron's default, as before the split search existed
     pinned = {"pipeline_policies": (0,)} if default_split and "pipeline_policies" in SearchConfig.__dataclass_fields__ \
         else {}
+    if old_bounds and "max_vpp" in SearchConfig.__dataclass_fields__:  # the space before the bounds were lifted
+        pinned.update(max_vpp=8, max_micro_batch_size=16, max_tp=64, max_cp=32)
     res, wall, cpu = _timed(model, train, topo, SearchConfig(top_k=5, **pinned), repeats)
     best = _plan(res, int(res.ranked[0]))
     row = {"name": name, "seconds": round(wall, 4), "cpu_s": round(cpu, 4), "num_candidates": res.num_candidates,
@@ -169,6 +171,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", action="append", default=[], help="run only cases whose name contains this")
     ap.add_argument("--default-split", action="store_true",
                     help="pin the pipeline split to Megatron's default (trees that search it; others ignore it)")
+    ap.add_argument("--old-bounds", action="store_true",
+                    help="search the space of the older trees: vpp <= 8, micro-batch <= 16, tp <= 64, cp <= 32 "
+                         "(trees that lift those bounds; others ignore it)")
     ap.add_argument("--out", help="also append the JSON lines (with a header line) to this file")
     args = ap.parse_args(argv)
     header = {"tree": placement.__file__, "python": platform.python_version(), "numpy": np.__version__,
@@ -179,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.only and not any(s in case[0] for s in args.only):
             continue
         row = run_case(*case, repeats=args.repeats, exhaustive=args.exhaustive, plan_choices=args.plan_choices,
-                       default_split=args.default_split)
+                       default_split=args.default_split, old_bounds=args.old_bounds)
         lines.append(row)
         print(json.dumps(row), flush=True)
     if args.out:

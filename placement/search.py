@@ -265,13 +265,12 @@ def sharding_count(b: LayoutBatch, cfg: SearchConfig, num_gpus: int, gpus_per_no
     divs = np.array(_divisors(num_gpus), dtype=np.int64)
     key = np.searchsorted(divs, b.tp * b.cp) * len(divs) + np.searchsorted(divs, b.dp)
     per_key = np.bincount(key, minlength=len(divs) ** 2)
-    total = 0
-    for k in np.flatnonzero(per_key).tolist():
-        tpcp, dp = divs[k // len(divs)], divs[k % len(divs)]
-        r = {"tp": np.array([tpcp]), "cp": np.array([1]), "dp": np.array([dp]), "zero": np.array([3])}
-        shards = int(np.count_nonzero(shard_ok({n: np.repeat(v, len(divs)) for n, v in r.items()}, divs)))
-        total += int(per_key[k]) * (len(zero_opts) - 1 + shards)
-    return total
+    keys = np.flatnonzero(per_key)
+    d = len(divs)
+    rows = {"tp": np.repeat(divs[keys // d], d), "cp": np.ones(keys.size * d, dtype=np.int64),
+            "dp": np.repeat(divs[keys % d], d), "zero": np.full(keys.size * d, 3, dtype=np.int64)}
+    shards = shard_ok(rows, np.tile(divs, keys.size)).reshape(keys.size, d).sum(axis=1)
+    return int(np.sum(per_key[keys] * (len(zero_opts) - 1 + shards)))
 
 
 def module_sets(model: ModelSpec) -> tuple[tuple[RecomputeModule, ...], ...]:
@@ -372,7 +371,7 @@ class _Sharding:
         return sharding_count(b, self.cfg, self.num_gpus, self.gpus_per_node, self.spans)
 
 
-FIRST_PRICED = 4096
+FIRST_PRICED = 256
 """Candidates of lowest step bound priced first (then twice as many, until top_k fit): they set the k-th best
 step that bounds out the rest."""
 
@@ -384,8 +383,9 @@ def _price_bounded(w: Workload, train: TrainingSpec, topo: Topology, base: Layou
     `base` holds each layout once, before `expand` multiplies it by its ZeRO stages and shard groups, which
     move only the DP, optimizer and memory terms.  Every base layout gets a lower bound of its step
     (`step_lower_bound`: a fraction of `estimate`'s work, and the same for all its ZeRO variants).  They are
-    priced, expanded, in the order of their bounds: first the FIRST_PRICED lowest (twice as many, and so on,
-    until top_k fit), then every one whose bound is at most the k-th best fitting step found.  A layout left
+    priced, expanded, in the order of their bounds, in chunks (FIRST_PRICED, then twice as many each time)
+    of those whose bound is at most the k-th best fitting step found so far, until the next bound is above
+    it.  A layout left
     out has a step above that k-th best, so it cannot rank; nor can its selective-recompute variants
     (recomputing only adds time).  `prune_dominated=False` (`--exhaustive`) prices every layout."""
     n = len(base)
@@ -399,13 +399,11 @@ def _price_bounded(w: Workload, train: TrainingSpec, topo: Topology, base: Layou
     left = np.ones(n, dtype=bool)
     while done < n:
         kth = np.inf if est is None else _kth_fitting(est, cfg.top_k)
-        if kth < np.inf:  # the rest that can still rank, all at once
-            rest = order[done:]
-            chunk, done = rest[lb[rest] <= kth], n
-        else:
-            chunk, done, size = order[done:done + size], min(done + size, n), size * 2
-        if chunk.size == 0:
+        if lb[order[done]] > kth:  # every layout left is bounded out
             break
+        chunk = order[done:done + size]
+        chunk = chunk[lb[chunk] <= kth]
+        done, size = min(done + size, n), size * 2
         left[chunk] = False
         more = expand(base.take(np.sort(chunk)))
         priced = estimate(w, train, topo, more, cfg.recipe, cfg.choices)
