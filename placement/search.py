@@ -426,8 +426,12 @@ def search_bounds(model: ModelSpec, cfg: SearchConfig) -> tuple[str, ...]:
     if 0 not in cfg.zero_stages and "zero_stage" not in cfg.fixed:
         out.append("ZeRO-0 left out: ZeRO-1 moves the same bytes with less memory (give --zero 0 or --exhaustive)")
     if cfg.prune_dominated:
-        out.append("priced only where they can rank (exact pruning; --exhaustive prices all): selective recompute "
-                   "under fused attention, sequence parallelism off, the embedding/loss-accounted pipeline split")
+        out.append("left out as never faster nor smaller than a twin (--exhaustive prices them): sequence "
+                   "parallelism off with tp > 1, selective recompute under fused attention where none is allowed; "
+                   "selective module lists are priced only where no recompute does not fit and could rank")
+        if cfg.bound:
+            out.append("branch and bound (exact): a layout whose step bound is above the k-th best fitting step is "
+                       "not priced")
     if _open_split(cfg):
         out.append("pipeline splits: only Megatron's default and the embedding and loss counted as a layer each; "
                    "other uneven splits as a given --pipeline-layout")

@@ -55,9 +55,9 @@ def key(tp, cp, ep, etp, pp, vpp, dp, mbs) -> tuple[int, ...]:
     return tuple(int(x) for x in (tp, cp, ep, etp, pp, vpp, dp, mbs))
 
 
-def brute_force_accepted(model: ModelSpec, train: TrainingSpec, n: int) -> set[tuple[int, ...]]:
-    """Every (tp, cp, ep, etp, pp, vpp, dp, mbs) on n GPUs that Layout and check_layout accept."""
-    out = set()
+def grid(model: ModelSpec, train: TrainingSpec, n: int):
+    """Every (tp, cp, ep, etp, pp, vpp, dp, mbs) of the degree grid on n GPUs, with its Layout where Layout and
+    check_layout accept it (None where either refuses)."""
     for tp, cp, pp in itertools.product(_divisors(n), repeat=3):
         if n % (tp * cp * pp):
             continue
@@ -67,14 +67,15 @@ def brute_force_accepted(model: ModelSpec, train: TrainingSpec, n: int) -> set[t
             try:
                 lay = Layout(tp=tp, cp=cp, ep=ep, etp=etp, pp=pp, vpp=vpp, dp=dp, micro_batch_size=mbs,
                              sequence_parallel=tp > 1)
-            except ValidationError:
-                continue
-            try:
                 check_layout(model, train, lay)
-            except InputError:
-                continue
-            out.add(key(tp, cp, ep, etp, pp, vpp, dp, mbs))
-    return out
+            except (ValidationError, InputError):
+                lay = None
+            yield key(tp, cp, ep, etp, pp, vpp, dp, mbs), lay
+
+
+def brute_force_accepted(model: ModelSpec, train: TrainingSpec, n: int) -> set[tuple[int, ...]]:
+    """Every (tp, cp, ep, etp, pp, vpp, dp, mbs) on n GPUs that Layout and check_layout accept."""
+    return {k for k, lay in grid(model, train, n) if lay is not None}
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -113,20 +114,11 @@ def test_search_prices_every_layout_evaluate_accepts_as_evaluate_does(model: Mod
     searched = {key(*(getattr(b, f)[i] for f in ("tp", "cp", "ep", "etp", "pp", "vpp", "dp", "mbs"))): i
                 for i in range(len(b))}
     accepted, checked = [], 0
-    for tp, cp, pp in itertools.product(_divisors(n), repeat=3):
-        if n % (tp * cp * pp):
-            continue
-        dp = n // (tp * cp * pp)
-        for ep, etp, vpp, mbs in itertools.product(_divisors(n), _divisors(n), range(1, model.num_layers + 1),
-                                                   range(1, MAX_MBS + 1)):
-            checked += 1
-            try:
-                lay = Layout(tp=tp, cp=cp, ep=ep, etp=etp, pp=pp, vpp=vpp, dp=dp, micro_batch_size=mbs,
-                             sequence_parallel=tp > 1)
-                check_layout(model, train, lay)
-            except (ValidationError, InputError):
-                assert key(tp, cp, ep, etp, pp, vpp, dp, mbs) not in searched
-                continue
+    for k, lay in grid(model, train, n):
+        checked += 1
+        if lay is None:
+            assert k not in searched
+        else:
             accepted.append(lay)
     assert checked >= PAIRS_PER_JOB
     assert {key(lay.tp, lay.cp, lay.ep, lay.etp, lay.pp, lay.vpp, lay.dp, lay.micro_batch_size)
