@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import signal
 import sys
 from collections.abc import Callable
 from functools import wraps
@@ -277,6 +278,12 @@ def build_job(model_ref, cluster_ref, gpus, nodes, seq_len, global_batch, precis
     for name, value, most in (("--seq-len", seq_len, MAX_SEQ_LEN), ("--global-batch", global_batch, MAX_GLOBAL_BATCH)):
         if value is not None and value > most:
             raise InputError(f"{name} {value}: more than the {most:,} placement plans; check the number for a typo")
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None and "cluster_ref" in ctx.params and (slurm_topology or cluster_graph) \
+            and ctx.get_parameter_source("cluster_ref") is not click.core.ParameterSource.DEFAULT:
+        given = "--slurm-topology" if slurm_topology else "--cluster-graph"
+        raise InputError(f"--cluster {cluster_ref} and {given} both describe the machine; give one (the node design "
+                         f"of a real cluster goes in --node-type)")
     model = load_model(model_ref)
     topo = build_topology(cluster_ref, gpus, nodes, slurm_topology, nodelist, node_type, cluster_graph,
                           oversubscription, segment)
@@ -306,6 +313,14 @@ def _timings() -> bool:
     ctx = click.get_current_context(silent=True)
     root = ctx.find_root() if ctx is not None else None
     return bool(root is None or root.obj is None or root.obj.get("timings", True))
+
+
+EXIT_INTERRUPTED = 130
+"""A sweep stopped by Ctrl-C or SIGTERM (128 + SIGINT, the shell's convention)."""
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
 
 
 @main.command()
@@ -351,6 +366,12 @@ def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, pr
         from placement.emit.writer import parse_formats
 
         formats = parse_formats(emit_formats)
+    if out_dir is not None:  # before any work: a bad --out is bad input, not a crash after the search
+        from placement.emit.writer import output_names
+        from placement.mapping.report import LAUNCH_FILES
+        from placement.outfiles import check_out_dir
+
+        check_out_dir(out_dir, [*LAUNCH_FILES, *output_names(formats or [])])
     # the recipe fields the user left open are searched: each choice field, and the recompute modules
     choices = default_choices(model.is_moe, topo, recipe, pinned=frozenset(sources))
     choices, module_sets = framework_choices(formats or [], choices,
@@ -534,20 +555,36 @@ def sweep(sweep_file, out_dir, executor, workers, no_cache, as_json):
     from tqdm import tqdm
 
     from placement.catalog import read_yaml
+    from placement.outfiles import check_out_dir
     from placement.sweep.output import summary, write_plots, write_tables
     from placement.sweep.run import cells, run_sweep
     from placement.sweep.spec import SweepSpec
 
     spec = read_yaml(Path(sweep_file), SweepSpec, "sweep")
-    out = Path(out_dir)
+    out = check_out_dir(out_dir, ["sweep.csv", "sweep.json", "frontier.png", "breakdown.png"])
     try:
         total = len(cells(spec))  # resolves every design and model: errors name the file
     except InputError as err:
         raise InputError(f"{sweep_file}: {err}") from None
-    with tqdm(total=total, desc=f"sweep {spec.name}", unit="cell", file=sys.stderr, leave=False,
-              disable=None) as bar:
-        result = run_sweep(spec, None if no_cache else out / "cache", executor, workers, progress=bar.update)
+    cache = None if no_cache else out / "cache"
+    previous = signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM stops like Ctrl-C: finished cells stay cached
+    try:
+        with tqdm(total=total, desc=f"sweep {spec.name}", unit="cell", file=sys.stderr, leave=False,
+                  disable=None) as bar:
+            result = run_sweep(spec, cache, executor, workers, progress=bar.update)
+    except KeyboardInterrupt:
+        kept = {c.fingerprint for c in cells(spec)} & {p.stem for p in cache.glob("*.json")} if cache else set()
+        where = (f"{len(kept)} of {total} cells are done and cached in {cache}; run the same command again to "
+                 f"compute the rest" if cache else "nothing is kept (--no-cache)")
+        click.echo(f"placement: sweep interrupted: {where} (exit {EXIT_INTERRUPTED})", err=True)
+        sys.exit(EXIT_INTERRUPTED)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     written = write_tables(out, result.rows) + write_plots(out, result.rows, spec.currency)
+    if result.bad_cache:
+        click.echo(f"sweep cache {out / 'cache'}: {len(result.bad_cache)} unreadable entr"
+                   f"{'y' if len(result.bad_cache) == 1 else 'ies'} recomputed ({', '.join(result.bad_cache)})",
+                   err=True)
     click.echo(f"{total} cells: computed {result.computed}, from cache {result.cached}; wrote "
                + ", ".join(str(p) for p in written), err=True)
     if as_json:
@@ -590,6 +627,14 @@ def audit(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, p
 
     recipe_file, given = _recipe_flag_values(recipe_args)
     launch = parse_launch([Path(p) for p in launch_files], framework)
+    if out_dir is not None:  # before any work
+        from placement.audit.report import FRAMEWORK_FORMAT
+        from placement.emit.writer import output_names
+        from placement.mapping.report import LAUNCH_FILES
+        from placement.outfiles import check_out_dir
+
+        emitted = [f for f in [FRAMEWORK_FORMAT.get(launch.framework)] if f]
+        check_out_dir(out_dir, [*LAUNCH_FILES, *output_names(emitted)])
     ctx = click.get_current_context()
     if ctx.get_parameter_source("precision") == click.core.ParameterSource.DEFAULT:
         precision = launch.precision or precision

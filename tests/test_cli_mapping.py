@@ -130,3 +130,12 @@ def test_mixed_node_designs_price_the_weakest(tmp_path):
     assert code == 2 and "same GPUs per node" in err
     code, _, err = run(*args, "--node-type", "gpu[0001-0004]=dgx-h100")
     assert code == 2 and "no design for" in err
+
+
+def test_cluster_with_a_slurm_topology_is_a_conflict_not_ignored(tmp_path):
+    """--cluster and --slurm-topology both describe the machine: bad input, never one silently dropped."""
+    code, _, err = run("plan", "--model", "llama3-8b", "--cluster", "dgx-b200", "--slurm-topology",
+                       str(DATA / "slurm" / "tree-5leaf.conf"), "--nodelist", "gpu[0001-0002]",
+                       "--node-type", "dgx-h100")
+    assert code == 2
+    assert "--cluster dgx-b200 and --slurm-topology both describe the machine" in err

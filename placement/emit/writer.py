@@ -7,6 +7,7 @@ from pathlib import Path
 from placement.emit import deepspeed, devicemesh, maxtext, megatron, torchtitan
 from placement.emit.common import EmitContext
 from placement.errors import InputError
+from placement.outfiles import check_out_dir, write_atomic
 
 FORMATS = {
     "torchtitan": ("torchtitan.sh", torchtitan.render),
@@ -15,6 +16,13 @@ FORMATS = {
     "deepspeed": ("deepspeed.sh", deepspeed.render),
     "maxtext": ("maxtext.yml", maxtext.render),
 }
+EXTRA_FILES = {"deepspeed": ("ds_config.json", "hostfile")}
+"""Files a format writes beside its own."""
+
+
+def output_names(formats: list[str]) -> list[str]:
+    """Every file name the formats write (checked before any work: `outfiles.check_out_dir`)."""
+    return [n for f in formats for n in (FORMATS[f][0], *EXTRA_FILES.get(f, ()))]
 
 
 def parse_formats(text: str) -> list[str]:
@@ -33,7 +41,7 @@ def write(ctx: EmitContext, formats: list[str], out: Path) -> tuple[list[Path], 
 
     A renderer returns (text, warnings) for its one file, or (text, warnings, extra) where extra maps
     further file names to their text (a DeepSpeed hostfile beside its JSON config, say)."""
-    out.mkdir(parents=True, exist_ok=True)
+    check_out_dir(out)
     paths, warnings = [], []
     for name in formats:
         filename, render = FORMATS[name]
@@ -41,7 +49,7 @@ def write(ctx: EmitContext, formats: list[str], out: Path) -> tuple[list[Path], 
         files = {filename: text} | (rest[0] if rest else {})
         for fname, body in files.items():
             path = out / fname
-            path.write_text(body)
+            write_atomic(path, body)
             paths.append(path)
         warnings += [f"{name}: {w}" for w in warns]
     return paths, warnings

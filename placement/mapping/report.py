@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from placement.mapping.groups import GroupKind
+from placement.outfiles import check_out_dir, write_atomic
 from placement.specs import Layout
 from placement.topology import Topology
 
@@ -55,10 +56,14 @@ def crossings(mapped: Topology, kinds: list[GroupKind]) -> dict[str, dict]:
     return out
 
 
+LAUNCH_FILES = ("hosts.txt", "slurm.hostfile", "rankfile", "cuda_visible_devices.txt")
+"""What write_launch_files may write (the last only where a host's GPUs are permuted)."""
+
+
 def write_launch_files(out: Path, topo: Topology, gpu_of_rank: np.ndarray, header: str) -> list[Path]:
     """Files for launchers: the host order (torchrun static rendezvous), a SLURM hostfile for
     --distribution=arbitrary (one line per task), an Open MPI rankfile, CUDA_VISIBLE_DEVICES per host."""
-    out.mkdir(parents=True, exist_ok=True)
+    check_out_dir(out)
     gph = topo.gpus_per_host
     names = topo.host_names
     host_of_rank = gpu_of_rank // gph
@@ -68,7 +73,7 @@ def write_launch_files(out: Path, topo: Topology, gpu_of_rank: np.ndarray, heade
 
     def emit(name: str, lines: list[str]) -> None:
         path = out / name
-        path.write_text("".join(f"# {line}\n" for line in header.splitlines()) + "\n".join(lines) + "\n")
+        write_atomic(path, "".join(f"# {line}\n" for line in header.splitlines()) + "\n".join(lines) + "\n")
         written.append(path)
 
     emit("hosts.txt", [f"{k} {names[h]}" for k, h in enumerate(order)])

@@ -6,6 +6,8 @@ import csv
 import json
 from pathlib import Path
 
+from placement.outfiles import atomic_path, check_out_dir, write_atomic
+
 COLUMNS = ("design", "workload", "num_gpus", "num_gpus_bought", "accelerator", "status", "step_time_s",
            "time_to_train_s", "gpu_hours", "price_per_gpu_hour", "cost", "pareto", "mfu", "layout", "message")
 BREAKDOWN_TERMS = (("compute", "compute"), ("tp", "TP/SP"), ("cp", "CP"), ("ep", "EP all-to-all"),
@@ -37,14 +39,14 @@ def step_terms(plan: dict) -> dict[str, float]:
 
 
 def write_tables(out: Path, rows: list[dict]) -> list[Path]:
-    out.mkdir(parents=True, exist_ok=True)
+    check_out_dir(out)
     csv_path, json_path = out / "sweep.csv", out / "sweep.json"
-    with csv_path.open("w", newline="") as fh:
+    with atomic_path(csv_path) as tmp, tmp.open("w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=COLUMNS)
         writer.writeheader()
         for row in rows:
             writer.writerow(flat(row))
-    json_path.write_text(json.dumps({"rows": rows}, indent=1) + "\n")
+    write_atomic(json_path, json.dumps({"rows": rows}, indent=1) + "\n")
     return [csv_path, json_path]
 
 
@@ -99,7 +101,8 @@ def write_plots(out: Path, rows: list[dict], currency: str) -> list[Path]:
         ax.grid(alpha=0.3)
     fig.tight_layout()
     paths.append(out / "frontier.png")
-    fig.savefig(paths[-1], dpi=120)
+    with atomic_path(paths[-1]) as tmp:
+        fig.savefig(tmp, dpi=120, format="png")
     plt.close(fig)
 
     fig, axes = plt.subplots(len(works), 1, squeeze=False,
@@ -120,6 +123,7 @@ def write_plots(out: Path, rows: list[dict], currency: str) -> list[Path]:
             ax.legend(fontsize=7, ncol=8, loc="upper center", bbox_to_anchor=(0.5, -0.28), frameon=False)
     fig.tight_layout()
     paths.append(out / "breakdown.png")
-    fig.savefig(paths[-1], dpi=120)
+    with atomic_path(paths[-1]) as tmp:
+        fig.savefig(tmp, dpi=120, format="png")
     plt.close(fig)
     return paths

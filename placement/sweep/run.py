@@ -19,6 +19,7 @@ from pathlib import Path
 from placement import __version__
 from placement.catalog import load_accelerator, load_cluster, load_model
 from placement.errors import InputError, PlacementInfeasible
+from placement.outfiles import check_out_dir, checked_dump, checked_load, write_atomic
 from placement.specs import AcceleratorSpec, ClusterSpec
 from placement.sweep.spec import DesignSpec, SweepSpec, WorkloadSpec
 from placement.topology import MAX_GPUS
@@ -178,6 +179,12 @@ def evaluate_cell(payload: dict) -> dict:
             "plan": plan.model_dump(mode="json")}
 
 
+_ROW_KEYS = frozenset({"design", "workload", "num_gpus", "num_gpus_bought", "accelerator", "cluster", "status",
+                       "message", "step_time_s", "time_to_train_s", "gpu_hours", "cost", "plan",
+                       "price_per_gpu_hour"})
+"""What every computed row holds (`plan_cell`): a cache entry without them is recomputed."""
+
+
 def mark_pareto(rows: list[dict]) -> None:
     """Per workload: a row is on the frontier when no other row is at most as costly and as slow and
     strictly better in one of the two."""
@@ -196,6 +203,8 @@ class SweepResult:
     rows: list[dict]
     computed: int
     cached: int
+    bad_cache: tuple[str, ...] = ()
+    """Cache entries that were unreadable (truncated, edited, reshaped): recomputed, and named."""
 
 
 def run_sweep(sweep: SweepSpec, cache_dir: Path | None, executor: str = "local", workers: int | None = None,
@@ -204,52 +213,61 @@ def run_sweep(sweep: SweepSpec, cache_dir: Path | None, executor: str = "local",
     todo = cells(sweep)
     prints = [c.fingerprint for c in todo]
     found: dict[str, dict] = {}
+    bad: list[str] = []
     if cache_dir is not None:
-        cache_dir.mkdir(parents=True, exist_ok=True)
+        check_out_dir(cache_dir, flag="the sweep cache")
         for fp in prints:
             path = cache_dir / f"{fp}.json"
             if path.is_file():
-                found[fp] = json.loads(path.read_text())
+                row = checked_load(path.read_text(errors="replace"))
+                if isinstance(row, dict) and _ROW_KEYS <= row.keys():
+                    found[fp] = row
+                else:  # a cache must never break a study: recompute the cell
+                    bad.append(path.name)
     missing = [(fp, c) for fp, c in zip(prints, todo, strict=True) if fp not in found]
-    fresh = _execute([c.payload() for _, c in missing], executor, workers, progress)
-    for (fp, _), row in zip(missing, fresh, strict=True):
+
+    def finished(i: int, row: dict) -> None:
+        """A cell is done: keep it, cached at once (atomically), so a sweep stopped later keeps it."""
+        fp = missing[i][0]
         found[fp] = row
         if cache_dir is not None:
-            (cache_dir / f"{fp}.json").write_text(json.dumps(row, sort_keys=True))
+            write_atomic(cache_dir / f"{fp}.json", checked_dump(row))
+        if progress:
+            progress(1)
+
+    _execute([c.payload() for _, c in missing], executor, workers, finished)
     rows = [dict(found[fp], fingerprint=fp) for fp in prints]
     mark_pareto(rows)
-    return SweepResult(rows=rows, computed=len(missing), cached=len(todo) - len(missing))
+    return SweepResult(rows=rows, computed=len(missing), cached=len(todo) - len(missing), bad_cache=tuple(bad))
 
 
 def _execute(payloads: list[dict], executor: str, workers: int | None,
-             progress: Callable[[int], None] | None) -> list[dict]:
+             finished: Callable[[int, dict], None]) -> None:
+    """Evaluate every payload; `finished(i, row)` as each one completes (in completion order)."""
     if not payloads:
-        return []
+        return
     if executor == "ray":
-        return _execute_ray(payloads, workers, progress)
+        _execute_ray(payloads, workers, finished)
+        return
     if executor != "local":
         raise InputError(f"--executor {executor!r}: use one of {', '.join(EXECUTORS)}")
     workers = workers or min(len(payloads), os.cpu_count() or 1)
     if workers == 1:
-        out = []
-        for p in payloads:
-            out.append(evaluate_cell(p))
-            if progress:
-                progress(1)
-        return out
+        for i, p in enumerate(payloads):
+            finished(i, evaluate_cell(p))
+        return
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
-    results: dict[int, dict] = {}
-    with ProcessPoolExecutor(max_workers=workers) as pool:
+    pool = ProcessPoolExecutor(max_workers=workers)
+    try:
         futures = {pool.submit(evaluate_cell, p): i for i, p in enumerate(payloads)}
         for fut in as_completed(futures):
-            results[futures[fut]] = fut.result()
-            if progress:
-                progress(1)
-    return [results[i] for i in range(len(payloads))]
+            finished(futures[fut], fut.result())
+    finally:  # interrupted: drop the cells not started, do not wait for them
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _execute_ray(payloads: list[dict], workers: int | None, progress: Callable[[int], None] | None) -> list[dict]:
+def _execute_ray(payloads: list[dict], workers: int | None, finished: Callable[[int, dict], None]) -> None:
     try:
         import ray
     except ImportError:
@@ -261,14 +279,10 @@ def _execute_ray(payloads: list[dict], workers: int | None, progress: Callable[[
         remote = ray.remote(evaluate_cell)
         refs = [remote.remote(p) for p in payloads]
         index = {ref: i for i, ref in enumerate(refs)}
-        results: dict[int, dict] = {}
         pending = list(refs)
-        while pending:
+        while pending:  # a worker that dies loses only its cell: the finished ones are cached as they come
             done, pending = ray.wait(pending, num_returns=1)
-            results[index[done[0]]] = ray.get(done[0])
-            if progress:
-                progress(1)
-        return [results[i] for i in range(len(payloads))]
+            finished(index[done[0]], ray.get(done[0]))
     finally:
         if started:
             ray.shutdown()

@@ -1,0 +1,84 @@
+"""Output folders and files: checked before any work, written atomically.
+
+`check_out_dir` runs before a command plans anything: an `--out` that is a file, that lies under a file, that
+cannot be created or written, or where an output name is already a folder, is bad input named with its path
+and the problem, never a crash after minutes of work.  Every file is written to a temporary file in its own
+folder and renamed over its name (`os.replace`, atomic on one file system), so a run stopped half-way leaves
+each output either whole and old, or whole and new.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from placement.errors import InputError
+
+
+def check_out_dir(path: str | Path, names: Iterable[str] = (), flag: str = "--out") -> Path:
+    """The output folder, created if missing; an InputError naming the path and the problem otherwise."""
+    out = Path(path)
+    fix = f"give {flag} a folder you can write (it is created if missing)"
+    if out.exists() and not out.is_dir():
+        raise InputError(f"{flag} {out}: exists and is not a folder; {fix}")
+    parent = next((p for p in out.parents if p.exists()), None)
+    if parent is not None and not parent.is_dir():
+        raise InputError(f"{flag} {out}: {parent} is a file, so nothing can be created under it; {fix}")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise InputError(f"{flag} {out}: cannot create it ({err.strerror or err}); {fix}") from None
+    if not os.access(out, os.W_OK | os.X_OK):
+        raise InputError(f"{flag} {out}: not writable by this user; {fix}")
+    for name in names:
+        target = out / name
+        if target.is_dir():
+            raise InputError(f"{flag} {out}: the output {target} is a folder; remove it or give another {flag}")
+    return out
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | Path) -> Iterator[Path]:
+    """A temporary path beside `path` to write to; renamed over `path` when the block ends without an error,
+    removed when it raises."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def write_atomic(path: str | Path, text: str) -> Path:
+    """Write `text` to `path` atomically."""
+    with atomic_path(path) as tmp:
+        tmp.write_text(text)
+    return Path(path)
+
+
+def checked_dump(value: object) -> str:
+    """JSON of `value` with a SHA-256 of its canonical form, for cache entries (`checked_load`)."""
+    body = json.dumps(value, sort_keys=True)
+    return json.dumps({"sha256": hashlib.sha256(body.encode()).hexdigest(), "value": value}, sort_keys=True)
+
+
+def checked_load(text: str) -> object | None:
+    """The value `checked_dump` wrote, or None when the text is not such an entry or its checksum is wrong
+    (truncated, edited or reshaped)."""
+    try:
+        entry = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(entry, dict) or set(entry) != {"sha256", "value"}:
+        return None
+    body = json.dumps(entry["value"], sort_keys=True)
+    return entry["value"] if hashlib.sha256(body.encode()).hexdigest() == entry["sha256"] else None
