@@ -74,6 +74,11 @@ def node_layout(node: NodeTopo) -> NodeLayout:
     return _node_layout(node.links)
 
 
+EXHAUSTIVE_GPUS = 8
+"""Nodes up to this many GPUs are split by trying every partition and ring (exact, instant); larger ones by
+CP-SAT (`_split_cp_sat`), whose work grows polynomially where the enumeration grows factorially."""
+
+
 @lru_cache(maxsize=16)
 def _node_layout(links: tuple[tuple[GpuLink, ...], ...]) -> NodeLayout:
     n = len(links)
@@ -82,13 +87,114 @@ def _node_layout(links: tuple[tuple[GpuLink, ...], ...]) -> NodeLayout:
     for k in range(2, n + 1):
         if n % k:
             continue
-        best, best_split = -1.0, None
-        for split in _partitions(tuple(range(n)), k):
-            worst = min(ring_bandwidth(bw, g) for g in split)
-            if worst > best:
-                best, best_split = worst, split
+        if n > EXHAUSTIVE_GPUS:
+            best, best_split = _split_cp_sat(bw, k)
+        else:
+            best, best_split = -1.0, None
+            for split in _partitions(tuple(range(n)), k):
+                worst = min(ring_bandwidth(bw, g) for g in split)
+                if worst > best:
+                    best, best_split = worst, split
         group_bw[k] = best
         order[k] = tuple(g for group in best_split for g in group)
     group_bw[1] = float("inf")
     order[1] = tuple(range(n))
     return NodeLayout(group_bandwidth=group_bw, order=order)
+
+
+CP_SAT_SECONDS = 2.0
+"""Deterministic time (CP-SAT's own unit, about seconds) one component's split may take; past it the threshold
+counts as not reached, so the node is priced at a lower, reachable one (never faster than it is)."""
+
+
+def _split_cp_sat(bw: np.ndarray, k: int) -> tuple[float, tuple[tuple[int, ...], ...]]:
+    """(bottleneck, groups) of the best split of the node's GPUs into rings of k: the highest link bandwidth t
+    such that the GPUs split into groups of k, each closing a ring over links of at least t.  Thresholds are
+    tried from the highest (few: one per link class).  A ring cannot leave a connected component of the links
+    at least t, so each component is split on its own: a component where every pair is linked (an NVSwitch
+    node, a PCIe switch, a socket) in consecutive chunks; pairs by a perfect matching; any other shape by
+    exhaustion up to EXHAUSTIVE_GPUS GPUs, or by CP-SAT.  Deterministic (one worker, fixed seed)."""
+    n = len(bw)
+    levels = sorted({float(bw[a, b]) for a in range(n) for b in range(n) if a != b}, reverse=True)
+    for t in levels:
+        groups = _split_at(bw >= t, k)
+        if groups is not None:
+            return t, groups
+    raise AssertionError("at the lowest link bandwidth every pair of GPUs is linked: some split always exists")
+
+
+def _split_at(ok: np.ndarray, k: int) -> tuple[tuple[int, ...], ...] | None:
+    """Groups of k GPUs, each a ring over the links `ok` allows, or None when there is none."""
+    import networkx as nx
+
+    n = len(ok)
+    graph = nx.Graph()
+    graph.add_nodes_from(range(n))
+    graph.add_edges_from((a, b) for a in range(n) for b in range(a + 1, n) if ok[a, b])
+    out: list[tuple[int, ...]] = []
+    for comp in sorted(nx.connected_components(graph), key=min):
+        nodes = sorted(comp)
+        if len(nodes) % k:
+            return None
+        sub = ok[np.ix_(nodes, nodes)] | np.eye(len(nodes), dtype=bool)
+        if sub.all():  # every pair linked: any k of them close a ring
+            out += [tuple(nodes[i:i + k]) for i in range(0, len(nodes), k)]
+            continue
+        if k == 2:  # a ring of two is a link used both ways: a perfect matching of the component
+            pairs = nx.max_weight_matching(graph.subgraph(nodes), maxcardinality=True)
+            if 2 * len(pairs) < len(nodes):
+                return None
+            out += sorted(tuple(sorted(p)) for p in pairs)
+            continue
+        groups = _split_small(sub, k) if len(nodes) <= EXHAUSTIVE_GPUS else _split_component_cp_sat(sub, k)
+        if groups is None:
+            return None
+        out += [tuple(nodes[i] for i in grp) for grp in groups]
+    return tuple(sorted(out))
+
+
+def _split_small(ok: np.ndarray, k: int) -> tuple[tuple[int, ...], ...] | None:
+    """Exhaustively: the first split into groups of k that each close a ring over allowed links."""
+    allowed = np.where(ok, 1.0, 0.0)
+    for split in _partitions(tuple(range(len(ok))), k):
+        if all(ring_bandwidth(allowed, grp) > 0 for grp in split):
+            return split
+    return None
+
+
+def _split_component_cp_sat(ok: np.ndarray, k: int) -> tuple[tuple[int, ...], ...] | None:
+    """CP-SAT: groups of k (k >= 3) of one component, each a ring over allowed links; None when infeasible or
+    not decided within CP_SAT_SECONDS."""
+    from ortools.sat.python import cp_model
+
+    n = len(ok)
+    g = n // k
+    m = cp_model.CpModel()
+    member = [[m.NewBoolVar(f"in_{i}_{j}") for j in range(g)] for i in range(n)]
+    # each GPU in exactly one group, each group k GPUs
+    for i in range(n):
+        m.AddExactlyOne(member[i])
+    for j in range(g):
+        m.Add(sum(member[i][j] for i in range(n)) == k)
+    # symmetry: GPU i sits in a group numbered at most i (groups are interchangeable)
+    for i in range(n):
+        for j in range(i + 1, g):
+            m.Add(member[i][j] == 0)
+    # each group closes a ring over allowed links through exactly its members (the others take self-loops)
+    for j in range(g):
+        arcs = [(i, i, member[i][j].Not()) for i in range(n)]
+        for a in range(n):
+            for b in range(n):
+                if a != b and ok[a, b]:
+                    lit = m.NewBoolVar(f"arc_{j}_{a}_{b}")
+                    m.AddImplication(lit, member[a][j])
+                    m.AddImplication(lit, member[b][j])
+                    arcs.append((a, b, lit))
+        m.AddCircuit(arcs)
+    solver = cp_model.CpSolver()
+    solver.parameters.num_workers = 1
+    solver.parameters.random_seed = 0
+    solver.parameters.max_deterministic_time = CP_SAT_SECONDS
+    if solver.Solve(m) not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return None
+    return tuple(tuple(i for i in range(n) if solver.Value(member[i][j])) for j in range(g))
