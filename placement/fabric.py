@@ -57,14 +57,20 @@ def _scale_up_level(cluster: ClusterSpec, block_gpus: int) -> Level:
     return Level(su.name, block_gpus, su.bandwidth_bytes_per_s * su.collective_efficiency, su.latency_s)
 
 
+MAX_OVERSUBSCRIPTION = 64.0
+"""Largest leaf down:up ratio accepted: published fabrics run 1:1 to 4:1, and a larger number is a typo that
+would price a spine link at (almost) nothing."""
+
+
 def topology_from_slurm(conf: SlurmTree | SlurmBlocks, hosts: Sequence[str], cluster: ClusterSpec,
                         accelerator: AcceleratorSpec, oversubscription: float | None = None,
                         segment_nodes: int | None = None) -> Topology:
     """`segment_nodes`: the job's `sbatch --segment` (block plugin only), checked against where its hosts
     sit and recorded on the topology; the hosts' blocks, not the segment, place the GPUs."""
-    if oversubscription is not None and not (math.isfinite(oversubscription) and oversubscription >= 1):
+    if oversubscription is not None and not (math.isfinite(oversubscription)
+                                             and 1 <= oversubscription <= MAX_OVERSUBSCRIPTION):
         raise InputError(f"--oversubscription {oversubscription}: a down:up ratio is a finite number of at least 1 "
-                         f"(1 = non-blocking)")
+                         f"(1 = non-blocking) and at most {MAX_OVERSUBSCRIPTION:g}; give e.g. 2 for 2:1")
     if isinstance(conf, SlurmBlocks):
         return _from_blocks(conf, hosts, cluster, accelerator, oversubscription, segment_nodes)
     if segment_nodes is not None:

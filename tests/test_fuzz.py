@@ -668,6 +668,7 @@ def _cli_cases(folder: Path) -> list[tuple[str, list[str], str]]:
     real = ["plan", "--model", "llama3-8b", "--slurm-topology", slurm, "--nodelist", "gpu[0001-0004]",
             "--node-type", "dgx-h100"]
     for flags in (["--oversubscription", "nan"], ["--oversubscription", "inf"], ["--oversubscription", "0.5"],
+                  ["--oversubscription", "1e308"],
                   ["--map-time-limit", "nan"]):
         cases.append((" ".join(flags), [*real, *flags], flags[0]))
     return cases

@@ -984,6 +984,9 @@ def _hostfile(path: Path, s: _Settings) -> None:
             raise InputError(f"{path}:{n}: {stripped!r} is not `hostname slots=N`; DeepSpeed rejects the hostfile")
         if m.group(1) in hosts:
             raise InputError(f"{path}:{n}: host {m.group(1)} is listed twice; DeepSpeed rejects duplicate hosts")
+        if int(m.group(2)) < 1:
+            raise InputError(f"{path}:{n}: host {m.group(1)} has slots={m.group(2)}; a host runs at least one "
+                             f"process (DeepSpeed gives each slot a GPU): give slots=N with N its GPUs")
         hosts[m.group(1)] = int(m.group(2))
         first_ev = first_ev or f"{path}:{n}: {stripped}"
     if not hosts:

@@ -13,10 +13,21 @@ import yaml
 from placement.errors import InputError
 
 
+MAX_INPUT_BYTES = 64 * 2**20
+"""Most bytes placement reads from one input file (64 MiB: a 100,000-host topology.conf is a few MiB); past it
+the read stops and names the limit, so /dev/zero or a wrong huge file is an error, not a memory exhaustion."""
+
+
 def read_text(path: Path, what: str, expected: str) -> str:
-    """The UTF-8 text of `path`; a failure names the file, the reason and what was `expected`."""
+    """The UTF-8 text of `path`, at most MAX_INPUT_BYTES; a failure names the file, the reason and what was
+    `expected`."""
     try:
-        return Path(path).read_text(encoding="utf-8")
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_INPUT_BYTES + 1)
+        if len(data) > MAX_INPUT_BYTES:
+            raise InputError(f"{what} `{path}` is larger than the {MAX_INPUT_BYTES // 2**20} MiB placement reads "
+                             f"from one file; {expected}.")
+        return data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")  # as text mode reads it
     except (OSError, UnicodeDecodeError) as err:
         raise InputError(f"{what} `{path}` cannot be read ({err}); {expected}.") from err
 

@@ -28,7 +28,7 @@ from pydantic import ValidationError
 
 from placement.errors import InputError
 from placement.loaders.errors import format_validation_error
-from placement.loaders.files import parse_json
+from placement.loaders.files import MAX_INPUT_BYTES, parse_json
 from placement.specs.model import MAX_LAYERS, FfnKind, ModelSpec
 
 DEFAULT_SEQ_LEN_CAP: Final = 8192
@@ -298,6 +298,12 @@ def _read_deepseek(cfg: _Config) -> dict[str, Any]:
         return fields
     cfg.require("n_shared_experts")  # null is allowed and means none
     first_dense = cfg.required_int("first_k_dense_replace")
+    if not 0 <= first_dense < fields["num_layers"]:
+        raise InputError(
+            f"{cfg.source}: key `first_k_dense_replace` = {first_dense}: the dense layers before the MoE ones must "
+            f"number 0 to num_hidden_layers - 1 = {fields['num_layers'] - 1}, or the model has no MoE layer; "
+            f"fix the number (or drop n_routed_experts for a dense model)"
+        )
     moe = {
         "num_experts": num_experts,
         "top_k": cfg.required_int("num_experts_per_tok"),
@@ -442,12 +448,18 @@ def _json_kind(value: object) -> str:
 def _read_json_object(file: Path) -> dict[str, Any]:
     """The JSON object in `file`, or an InputError naming the file (and line and column for bad JSON)."""
     try:
-        text = file.read_text(encoding="utf-8")
+        with open(file, "rb") as fh:
+            raw = fh.read(MAX_INPUT_BYTES + 1)
     except OSError as err:
         raise InputError(
             f"cannot read HuggingFace config {file}: {err.strerror}; give the path of a config.json file or "
             f"of the folder holding it"
         ) from None
+    if len(raw) > MAX_INPUT_BYTES:
+        raise InputError(f"{file}: larger than the {MAX_INPUT_BYTES // 2**20} MiB placement reads from one file; a "
+                         f"config.json is a few kB: give the model's config.json")
+    try:
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
         raise InputError(
             f"{file}: byte {err.start} is not UTF-8 text; a config.json is a UTF-8 JSON file"

@@ -167,6 +167,9 @@ class Recipe(Frozen):
                 f"pipeline_layout {v!r}: use Megatron's symbols E (embedding), t (layer), m (MTP), L (loss), "
                 f"'|' between virtual stages and (...)*N repeats, e.g. 'Et|(tt|)*30L'"
             )
+        from placement.cost.pipeline import expand_layout  # its repeats unrolled within the size bound, codes known
+
+        expand_layout(v)
         return v
 
     @model_validator(mode="after")

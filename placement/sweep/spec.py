@@ -16,21 +16,21 @@ class DesignSpec(Frozen):
     """Catalog node design (dgx-h100, gb200-nvl72, ...) or a cluster YAML path."""
     gpus: int | None = Field(default=None, ge=1)
     """GPU count; None = as many as the sweep's budget buys (whole nodes)."""
-    nic_bandwidth_bytes_per_s: float | None = Field(default=None, gt=0)
+    nic_bandwidth_bytes_per_s: float | None = Field(default=None, gt=0, le=1e14)
     """Scale-out bandwidth per GPU per direction, if not the design's (8 x 400 Gb/s per 8 GPUs = 50e9)."""
     nodes_per_leaf: int | None = Field(default=None, ge=1)
     """Scale-up domains (nodes, or NVL72 racks) under one leaf switch, if not the design's."""
-    oversubscription: float | None = Field(default=None, ge=1)
+    oversubscription: float | None = Field(default=None, ge=1, le=64)
     """Down:up ratio of the leaf uplinks, if not the design's."""
-    price_per_gpu_hour: float | None = Field(default=None, gt=0)
+    price_per_gpu_hour: float | None = Field(default=None, gt=0, le=1e4)
     """Rental or internal price; or give capex_per_gpu and power_per_gpu_w."""
-    capex_per_gpu: float | None = Field(default=None, gt=0)
+    capex_per_gpu: float | None = Field(default=None, gt=0, le=1e8)
     """Purchase price per GPU, its share of servers, network and install."""
-    amortization_years: float = Field(default=4.0, gt=0)
-    power_per_gpu_w: float | None = Field(default=None, gt=0)
+    amortization_years: float = Field(default=4.0, gt=0, le=100)
+    power_per_gpu_w: float | None = Field(default=None, gt=0, le=1e5)
     """Wall power per GPU, its share of the node and network."""
-    energy_price_per_kwh: float = Field(default=0.10, ge=0)
-    pue: float = Field(default=1.3, ge=1)
+    energy_price_per_kwh: float = Field(default=0.10, ge=0, le=1e3)
+    pue: float = Field(default=1.3, ge=1, le=10)
 
     @model_validator(mode="after")
     def _check(self) -> DesignSpec:
@@ -60,14 +60,14 @@ class WorkloadSpec(Frozen):
     seq_len: int = Field(ge=1, le=MAX_SEQ_LEN)
     global_batch: int = Field(ge=1, le=MAX_GLOBAL_BATCH)
     """Sequences per step."""
-    tokens: float = Field(gt=0)
+    tokens: float = Field(gt=0, le=1e18)
     """Tokens to train."""
     precision: Precision = Precision.BF16
 
 
 class SweepSpec(Frozen):
     name: str = Field(min_length=1)
-    budget: float | None = Field(default=None, gt=0)
+    budget: float | None = Field(default=None, gt=0, le=1e13)
     """Capex budget: designs without `gpus` get as many GPUs as it buys, in whole nodes."""
     currency: str = "USD"
     designs: tuple[DesignSpec, ...] = Field(min_length=1)

@@ -1,0 +1,87 @@
+"""Inputs past their bounds are bad input (exit 2, one paragraph naming the limit), never a crash or a hang:
+unbounded files, repeat counts past the layout size (issue: robustness, part two)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from placement.cli import main
+from placement.loaders.files import MAX_INPUT_BYTES
+
+DATA = Path(__file__).parent / "data"
+JOB = ["--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "8", "--seq-len", "4096", "--global-batch", "64"]
+
+
+def _run(argv):
+    result = CliRunner().invoke(main, argv)
+    assert "Traceback" not in result.output
+    return result
+
+
+@pytest.mark.parametrize("argv", [
+    ["plan", "--model", "llama3-8b", "--slurm-topology", "/dev/zero", "--nodelist", "gpu[0001-0002]",
+     "--node-type", "dgx-h100"],
+    ["plan", "--model", "llama3-8b", "--slurm-topology", str(DATA / "slurm" / "tree-5leaf.conf"),
+     "--nodelist", "@/dev/zero", "--node-type", "dgx-h100"],
+    ["plan", *JOB, "--node-topo", "/dev/zero"],
+    ["audit", *JOB, "--launch", "/dev/zero"],
+    ["plan", "--model", "/dev/zero", "--gpus", "8"],
+], ids=["topology", "nodelist", "node-topo", "launch", "model"])
+def test_an_endless_file_is_refused_at_the_read_limit(argv):
+    result = _run(argv)
+    assert result.exit_code == 2, result.output
+    assert "/dev/zero" in result.stderr
+
+
+def test_a_file_past_the_limit_names_the_limit(tmp_path):
+    big = tmp_path / "topology.conf"
+    with open(big, "wb") as fh:
+        fh.seek(MAX_INPUT_BYTES)
+        fh.write(b"\n")
+    result = _run(["plan", "--model", "llama3-8b", "--slurm-topology", str(big), "--nodelist", "gpu[0001-0002]",
+                   "--node-type", "dgx-h100"])
+    assert result.exit_code == 2
+    assert f"larger than the {MAX_INPUT_BYTES // 2**20} MiB placement reads" in result.stderr
+
+
+def test_a_pipeline_layout_repeat_past_the_size_bound_is_bad_input():
+    result = _run(["plan", *JOB, "--pipeline-layout", "(t|)*99999999999999999999L"])
+    assert result.exit_code == 2
+    assert "past the 1048576 a layout may hold; check the repeat count" in result.stderr
+
+
+def test_first_k_dense_replace_past_the_layers_is_bad_input(tmp_path):
+    import json
+
+    cfg = json.loads((DATA / "hf" / "deepseek-v3" / "config.json").read_text())
+    cfg["first_k_dense_replace"] = cfg["num_hidden_layers"] + 39
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    result = _run(["show", "model", str(tmp_path / "config.json")])
+    assert result.exit_code == 2
+    assert "`first_k_dense_replace` = 100" in result.stderr
+
+
+def test_a_hostfile_slot_count_of_zero_is_bad_input(tmp_path):
+    hostfile = tmp_path / "hostfile"
+    hostfile.write_text("node1 slots=0\nnode2 slots=8\n")
+    result = _run(["audit", *JOB, "--launch", str(hostfile)])
+    assert result.exit_code == 2
+    assert "host node1 has slots=0" in result.stderr
+
+
+@pytest.mark.parametrize(("field", "value"), [("price_per_gpu_hour", 1e308), ("price_per_gpu_hour", float("inf")),
+                                              ("price_per_gpu_hour", float("nan"))])
+def test_a_sweep_price_out_of_range_is_bad_input_not_infinity(tmp_path, field, value):
+    import yaml
+
+    from tests.test_sweep import SMALL
+
+    spec = dict(SMALL, designs=[dict(SMALL["designs"][0], **{field: value})])
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    result = _run(["sweep", str(path), "--out", str(tmp_path / "out"), "--json", "--workers", "1"])
+    assert result.exit_code == 2, result.output
+    assert field in result.stderr and "Infinity" not in result.stdout
