@@ -91,29 +91,53 @@ def _from_tree(conf: SlurmTree, hosts: Sequence[str], cluster: ClusterSpec, acce
     leaf_of = {n: s.name for s in conf.switches for n in s.nodes}
     _check_hosts(hosts, set(leaf_of), conf.source)
     parent = {c: s.name for s in conf.switches for c in s.switches}
-    height: dict[str, int] = {}
-
-    def h(name: str) -> int:
-        if name not in height:
-            sw = next(s for s in conf.switches if s.name == name)
-            height[name] = 1 + max((h(c) for c in sw.switches), default=0)
-        return height[name]
-
-    def ancestor(leaf: str, level: int) -> str:
-        node = leaf
-        while h(node) < level and node in parent:
-            node = parent[node]
-        return node
-
-    top = max(h(s.name) for s in conf.switches)
-    ids: dict[str, int] = {}
-    host_blocks = np.empty((top + 1, len(hosts)), dtype=np.int64)
-    host_blocks[0] = np.arange(len(hosts))
+    height = _heights(conf)
+    # walk up level by level from each host's leaf, without recursion; stop at the first level where the job's
+    # hosts share one switch: traffic never goes higher, whatever the tree above (a chain of 1,500 switches
+    # over one leaf is one level for the job)
+    at = [leaf_of[host] for host in hosts]
+    rows = [np.arange(len(hosts))]
+    top = max(height.values())
     for j in range(1, top + 1):
-        for i, host in enumerate(hosts):
-            host_blocks[j, i] = ids.setdefault(ancestor(leaf_of[host], j), len(ids))
-    levels = [_scale_up_level(cluster, cluster.gpus_per_node), *_tier_levels(cluster, top, oversubscription)]
+        for i, node in enumerate(at):
+            while height[node] < j and node in parent:
+                node = parent[node]
+            at[i] = node
+        ids: dict[str, int] = {}
+        rows.append(np.array([ids.setdefault(node, len(ids)) for node in at], dtype=np.int64))
+        if len(ids) == 1:
+            break
+    if len(rows) - 1 > MAX_TIERS:
+        raise InputError(f"{conf.source}: the job's hosts meet only {len(rows) - 1} switch levels up; placement "
+                         f"prices up to {MAX_TIERS} tiers (real fabrics have 2 to 4): check the Switches= lines")
+    host_blocks = np.stack(rows)
+    levels = [_scale_up_level(cluster, cluster.gpus_per_node),
+              *_tier_levels(cluster, len(rows) - 1, oversubscription)]
     return Topology.from_hosts(cluster, accelerator, list(hosts), _collapse_top(host_blocks), tuple(levels))
+
+
+MAX_TIERS = 16
+"""Most switch levels a job's hosts may sit under before they all meet (real fabrics: 2 to 4)."""
+
+
+def _heights(conf: SlurmTree) -> dict[str, int]:
+    """Each switch's height (leaf 1, its parent 2, ...), iteratively: children before parents (the loader has
+    checked that the switches form a tree)."""
+    children = {s.name: tuple(s.switches) for s in conf.switches}
+    waiting = {name: len(kids) for name, kids in children.items()}
+    parent = {c: name for name, kids in children.items() for c in kids}
+    height = {name: 1 for name, n in waiting.items() if n == 0}
+    ready = list(height)
+    while ready:
+        name = ready.pop()
+        up = parent.get(name)
+        if up is None:
+            continue
+        height[up] = max(height.get(up, 1), height[name] + 1)
+        waiting[up] -= 1
+        if waiting[up] == 0:
+            ready.append(up)
+    return height
 
 
 def _from_blocks(conf: SlurmBlocks, hosts: Sequence[str], cluster: ClusterSpec, accelerator: AcceleratorSpec,
@@ -199,9 +223,12 @@ def topology_from_graph(graph: nx.Graph, cluster: ClusterSpec, accelerator: Acce
     """
     hosts = [n for n, d in graph.nodes(data=True) if d["kind"] == "host"]
     gpus_per_host = dict.fromkeys(hosts, 0)
-    for _, d in graph.nodes(data=True):
+    for node, d in graph.nodes(data=True):
         if d["kind"] == "gpu":
             gpus_per_host[d["host"]] += 1
+            if d["local_gpu"] >= cluster.gpus_per_node:
+                raise InputError(f"{source}: gpu node {node!r} has local_gpu {d['local_gpu']}, but a {cluster.name} "
+                                 f"host has GPUs 0 to {cluster.gpus_per_node - 1}; fix local_gpu or --node-type")
     if len(set(gpus_per_host.values())) != 1 or next(iter(gpus_per_host.values())) != cluster.gpus_per_node:
         raise InputError(
             f"{source}: every host must have {cluster.gpus_per_node} GPUs for --node-type {cluster.name}; "
@@ -224,18 +251,31 @@ def topology_from_graph(graph: nx.Graph, cluster: ClusterSpec, accelerator: Acce
         if not chain:
             raise InputError(f"{source}: host {h!r} connects to no switch; add its host-to-leaf edge")
         chains.append(chain)
-    top = max(len(c) for c in chains)
-    ids: dict[str, int] = {}
-    host_blocks = np.empty((top + 1, len(hosts)), dtype=np.int64)
-    host_blocks[0] = np.arange(len(hosts))
-    for j in range(1, top + 1):
-        for i, chain in enumerate(chains):
-            host_blocks[j, i] = ids.setdefault(chain[min(j, len(chain)) - 1], len(ids))
+    tops = sorted({c[-1] for c in chains}, key=str)  # ids may mix strings and integers
+    if len(tops) > 1:  # islands: no switch joins them, so no traffic can cross
+        under = {t: sorted((h for h, c in zip(hosts, chains, strict=True) if c[-1] == t), key=str) for t in tops}
+        parts = "; ".join(f"{t} over {len(v)} host(s) ({', '.join(map(str, v[:2]))}{', ...' if len(v) > 2 else ''})"
+                          for t, v in under.items())
+        raise InputError(f"{source}: the fabric is not connected: {len(tops)} top switches share no parent ({parts}); "
+                         f"add the switch that joins them, with an edge up from each")
+    # level by level up the chains; stop at the first level where every host sits under one switch (traffic never
+    # goes higher, however long the chain above)
+    rows = [np.arange(len(hosts))]
+    for j in range(1, max(len(c) for c in chains) + 1):
+        ids: dict[str, int] = {}
+        rows.append(np.array([ids.setdefault(c[min(j, len(c)) - 1], len(ids)) for c in chains], dtype=np.int64))
+        if len(ids) == 1:
+            break
+    top = len(rows) - 1
+    if top > MAX_TIERS:
+        raise InputError(f"{source}: the hosts meet only {top} switch levels up; placement prices up to {MAX_TIERS} "
+                         f"tiers (real fabrics have 2 to 4): check the switch levels")
+    host_blocks = np.stack(rows)
     nic = min(graph.edges[h, c[0]]["bandwidth_bytes_per_s"] for h, c in zip(hosts, chains, strict=True)) \
         / cluster.gpus_per_node * cluster.nic_collective_efficiency
     levels, derate = [_scale_up_level(cluster, cluster.gpus_per_node)], 1.0
     for j in range(1, top + 1):
-        switches = sorted({c[j - 1] for c in chains if len(c) >= j})
+        switches = sorted({c[j - 1] for c in chains if len(c) >= j}, key=str)
         levels.append(Level(_TIER_NAMES[min(j - 1, 3)], 0, nic / derate, cluster.tiers[0].latency_s, derate))
         derate *= max(_oversubscription(graph, s) for s in switches)
     return Topology.from_hosts(cluster, accelerator, hosts, _collapse_top(host_blocks), tuple(levels))

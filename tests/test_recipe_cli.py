@@ -175,8 +175,7 @@ def test_emitting_for_a_framework_searches_only_what_it_runs(tmp_path):
     assert r["recompute_modules"] in ([], ["core_attn"])
 
 
-@pytest.mark.parametrize("extra", [[], ["--precision", "fp8", "--cross-entropy-fusion", "--fp8-params",
-                                         "--activation-fp8-input-store"]])
+@pytest.mark.parametrize("extra", [[], ["--precision", "fp8", "--cross-entropy-fusion", "--fp8-params"]])
 def test_audit_of_a_moe_plan_on_gb200_reads_its_recipe_back(tmp_path, extra):
     code, out, err = run("plan", *MOE, *extra, "--json", "--top-k", "1", "--emit", "megatron", "--out", str(tmp_path))
     assert code == 0, err
@@ -190,7 +189,7 @@ def test_audit_of_a_moe_plan_on_gb200_reads_its_recipe_back(tmp_path, extra):
     assert data["changes"] == []
     got = data["estimate"]["recipe"]
     for field in ("moe_dispatcher", "cuda_graphs", "tp_comm_overlap", "ep_comm_overlap", "recompute_modules",
-                  "cross_entropy_fusion", "fp8_params", "activation_func_fp8_input_store"):
+                  "cross_entropy_fusion", "fp8_params"):
         assert got[field] == planned["recipe"][field], field
     assert data["estimate"]["recipe_sources"]["moe_dispatcher"].startswith("launch:")
 
@@ -226,3 +225,14 @@ def test_unfused_attention_is_emitted_and_read_back_by_the_audit(tmp_path):
     data = json.loads(out)
     assert data["estimate"]["recipe"]["attention_kernel"] == "unfused"
     assert data["estimate"]["step_time_s"] == planned["step_time_s"]
+
+
+def test_fp8_activation_input_store_is_warned_in_megatron_files_it_cannot_state(tmp_path):
+    """Megatron-LM 0.19.2 has no argument for it (tests/verify checks the parser refuses the fork's flag): the file
+    says so instead of writing an argument the launch would reject."""
+    code, out, err = run("plan", *MOE, "--precision", "fp8", "--activation-fp8-input-store", "--json", "--top-k", "1",
+                         "--emit", "megatron", "--out", str(tmp_path))
+    assert code == 0, err
+    text = (tmp_path / "megatron.sh").read_text()
+    assert "--activation-func-fp8-input-store" not in text.split("PLACEMENT_ARGS=(")[1]
+    assert "activation_func_fp8_input_store has no Megatron-LM 0.19.2 argument" in text

@@ -143,7 +143,11 @@ def recipe_arguments(ctx: EmitContext) -> tuple[list[str], list[str]]:
     if r.attention_kernel is AttentionKernel.UNFUSED:
         args += ["--attention-backend", "unfused"]
     if r.activation_func_fp8_input_store:
-        args.append("--activation-func-fp8-input-store")
+        # a TransformerConfig field that Megatron-LM 0.19.2 keeps off its command line (arguments.py lists it
+        # among the fields it does not expose); forks and Megatron-Bridge recipes set it in code
+        warnings.append("activation_func_fp8_input_store has no Megatron-LM 0.19.2 argument (a TransformerConfig "
+                        "field): set it in the model provider, or the MLP activation input stays BF16 and takes "
+                        "more activation memory than the plan priced")
     if r.optimizer_state_bf16:
         args += ["--use-precision-aware-optimizer", "--exp-avg-dtype", "bf16", "--exp-avg-sq-dtype", "bf16"]
     if r.mtp_layers:

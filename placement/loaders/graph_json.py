@@ -90,6 +90,13 @@ def _edge_key(data: dict[str, Any], path: Path) -> str:
     return present[0]
 
 
+MIN_LINK_BYTES_PER_S = 1e6
+"""Slowest link accepted (1 MB/s): below it a number is a typo (bits for bytes, a missing exponent) that would
+price a step at years."""
+MAX_LINK_BYTES_PER_S = 1e15
+"""Fastest link accepted (1 PB/s, far past any NVLink or NIC)."""
+
+
 def _check_nodes(nodes: list[Any], path: Path) -> dict[Any, dict[str, Any]]:
     """Node id -> attributes, every node's kind and kind-specific attributes checked."""
     by_id: dict[Any, dict[str, Any]] = {}
@@ -206,6 +213,11 @@ def _check_edge_kinds(edge: dict[str, Any], name: str, a: dict[str, Any], b: dic
         raise InputError(
             f"{path}: {name} has {BANDWIDTH} = {json.dumps(value)}; expected a number > 0 (bytes per second per "
             "direction, e.g. 50e9 for a 400 Gb/s link)."
+        )
+    if not MIN_LINK_BYTES_PER_S <= value <= MAX_LINK_BYTES_PER_S:
+        raise InputError(
+            f"{path}: {name} has {BANDWIDTH} = {value:g}, outside {MIN_LINK_BYTES_PER_S:g} to "
+            f"{MAX_LINK_BYTES_PER_S:g} bytes per second per direction; check the unit (50e9 is a 400 Gb/s link)."
         )
 
 

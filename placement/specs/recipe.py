@@ -116,8 +116,8 @@ class Recipe(Frozen):
     likewise; False is ZeRO's 16-bit gradient (2 bytes)."""
     activation_func_fp8_input_store: bool = False
     """The MLP activation's input (the up-projection output) kept for backward as FP8, 1 byte instead of 2
-    (Megatron `--activation-func-fp8-input-store`, fused SwiGLU; DeepSeek-V3 §3.3.2 caches the SwiGLU
-    input in FP8).  Works under BF16 training too."""
+    (Megatron-Core TransformerConfig `activation_func_fp8_input_store`, fused SwiGLU only; DeepSeek-V3 §3.3.2
+    caches the SwiGLU input in FP8).  Works under BF16 training too."""
     optimizer_state_bf16: bool = False
     """Adam moments in BF16 (`--exp-avg-dtype bf16 --exp-avg-sq-dtype bf16`): 8 bytes/param of state, not 12."""
     recompute_modules: tuple[RecomputeModule, ...] = ()
