@@ -85,3 +85,35 @@ def test_a_sweep_price_out_of_range_is_bad_input_not_infinity(tmp_path, field, v
     result = _run(["sweep", str(path), "--out", str(tmp_path / "out"), "--json", "--workers", "1"])
     assert result.exit_code == 2, result.output
     assert field in result.stderr and "Infinity" not in result.stdout
+
+
+@pytest.mark.parametrize(("script", "says"), [
+    ("A=(1 2)\ntorchrun --nproc-per-node ${A[0*]} pretrain_gpt.py --tensor-model-parallel-size 2\n", "depends on"),
+    ("A=(1 2)\ntorchrun --nproc-per-node ${A[@@]} pretrain_gpt.py --tensor-model-parallel-size 2\n", "depends on"),
+    ("torchrun --nproc-per-node $(( 10 ** 5000 )) pretrain_gpt.py --tensor-model-parallel-size 2\n", "depends on"),
+    ("torchrun --nproc-per-node $(( 1" + "+1" * 5000 + " )) pretrain_gpt.py --tensor-model-parallel-size 2\n",
+     "depends on"),
+], ids=["subscript-star", "subscript-at-at", "huge-arithmetic", "long-arithmetic"])
+def test_shell_values_the_reader_cannot_know_are_named_not_crashed(tmp_path, script, says):
+    path = tmp_path / "launch.sh"
+    path.write_text(script)
+    result = _run(["audit", *JOB, "--launch", str(path)])
+    assert result.exit_code == 2 and says in result.stderr
+
+
+def test_a_quoted_brace_inside_a_default_is_read_as_bash_reads_it(tmp_path):
+    path = tmp_path / "launch.sh"
+    path.write_text("torchrun --nproc-per-node ${NP:-'8'} pretrain_gpt.py --tensor-model-parallel-size 2 "
+                    "--seq-length 4096 --micro-batch-size 1 --global-batch-size 64 --data-path ${D:-'}'}\n")
+    result = _run(["audit", *JOB, "--launch", str(path), "--json"])
+    assert result.exit_code in (0, 1), result.output
+
+
+@pytest.mark.parametrize("yaml_text", ["model:\n  tensor_model_parallel_size: 2\n  1: 3\n",
+                                       "model:\n  tensor_model_parallel_size: 2\n  null: 4\n",
+                                       "1:\n  x: 2\nmodel:\n  tensor_model_parallel_size: 2\n"])
+def test_bridge_yaml_with_keys_that_are_not_names(tmp_path, yaml_text):
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml_text + "train:\n  micro_batch_size: 1\n")
+    result = _run(["audit", *JOB, "--launch", str(path)])
+    assert result.exit_code == 2 and "quote it or remove it" in result.stderr

@@ -808,12 +808,17 @@ def _bridge_keys(data: Any, path: Path, lines: list[str]) -> dict[str, tuple[Any
         raise InputError(f"{path}: expected a YAML mapping of ConfigContainer sections (model:, train:, ...)")
     out: dict[str, tuple[Any, str]] = {}
     for raw, table in data.items():
+        if not isinstance(raw, str):  # `1:` or `null:` at the top: no ConfigContainer section has such a name
+            raise InputError(f"{path}: top-level key {raw!r} is not a ConfigContainer section name (model, train, "
+                             f"...); quote it or remove it")
         section = _BRIDGE_SECTIONS.get(raw, raw)
         if not isinstance(table, dict):
             if section == "mixed_precision":
                 out[section] = (table, _yaml_evidence(path, lines, None, raw))
             continue
         for key, value in table.items():
+            if not isinstance(key, str):  # `1: 3` or `null: 4` inside a section: no field is named so
+                raise InputError(f"{path}: key {key!r} under {raw}: is not a field name; quote it or remove it")
             out[f"{section}.{key}"] = (value, _yaml_evidence(path, lines, raw, key))
     return out
 

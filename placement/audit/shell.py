@@ -237,7 +237,10 @@ def _lex(state: _State, stmt: _Stmt, start: int = 0, stop: int | None = None) ->
             continue
         started = True
         if c == "'":
-            j = s.index("'", i + 1)
+            j = s.find("'", i + 1)
+            if j < 0:
+                org = _origin(state, ln[i])
+                raise InputError(f"{org.path}:{org.line}: a single quote is never closed; close it in: {org.text}")
             lit(s[i + 1:j], True, i)
             i = j + 1
         elif c == '"':
@@ -308,6 +311,26 @@ def _lex_double(state: _State, stmt: _Stmt, i: int, cur: list[_Part], lit) -> in
     return i + 1
 
 
+def _closing_brace(s: str, i: int) -> int:
+    """Index of the `}` that closes a ${...} opened before i, skipping quoted text (${X:-'}'}); -1 if none."""
+    quote = ""
+    while i < len(s):
+        c = s[i]
+        if quote:
+            if c == quote:
+                quote = ""
+            elif c == "\\" and quote == '"':
+                i += 1
+        elif c in "'\"":
+            quote = c
+        elif c == "\\":
+            i += 1
+        elif c == "}":
+            return i
+        i += 1
+    return -1
+
+
 def _lex_dollar(state: _State, stmt: _Stmt, i: int, quoted: bool, cur: list[_Part], lit) -> int:
     s, ln = stmt.chars, stmt.lines
     org = _origin(state, ln[i])
@@ -323,7 +346,7 @@ def _lex_dollar(state: _State, stmt: _Stmt, i: int, quoted: bool, cur: list[_Par
         cur.append(_Part("cmdsub", s[i:j + 1], quoted, org))
         return j + 1
     if nxt == "{":
-        j = s.find("}", i + 2)
+        j = _closing_brace(s, i + 2)
         if j < 0:
             raise InputError(f"{org.path}:{org.line}: `${{` is never closed; expected ${{NAME}} in: {org.text}")
         body = s[i + 2:j]
@@ -369,7 +392,9 @@ def _param_value(state: _State, part: _Part) -> list[list[_Seg]] | None:
         if var.items is not None:
             return [list(x) for x in var.items]
         return [list(var.value or [])]
-    if index:  # ${A[0]}
+    if index:  # ${A[0]}; any other subscript (${A[0*]}, ${A[@@]}) is a value the reader does not know
+        if not index[1:-1].isdigit():
+            return None
         k = int(index[1:-1])
         if var is None or var.items is None or k >= len(var.items):
             return None
@@ -424,7 +449,7 @@ def _arith(state: _State, expr: str) -> int | None:
         text = re.sub(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)|\b([A-Za-z_][A-Za-z0-9_]*)\b",
                       sub, expr)
         tree = ast.parse(text.replace("/", "//"), mode="eval")
-    except (KeyError, SyntaxError):
+    except (KeyError, SyntaxError, RecursionError, MemoryError):
         return None
 
     def ev(node: ast.AST) -> int:
@@ -437,9 +462,10 @@ def _arith(state: _State, expr: str) -> int | None:
         raise ValueError(ast.dump(node))
 
     try:
-        return ev(tree.body)
-    except (ValueError, ZeroDivisionError):
+        value = ev(tree.body)
+    except (ValueError, ZeroDivisionError, RecursionError, OverflowError, MemoryError):
         return None
+    return value if abs(value) < 2**63 else None  # bash's arithmetic is 64-bit; past it, not a launch value
 
 
 def _expand_parts(state: _State, parts: list[_Part], as_field: bool = False) -> list[list[_Seg]]:
