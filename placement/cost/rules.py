@@ -6,8 +6,8 @@ dp, mbs; one row per candidate, any mapping that returns arrays by name) and the
 
 What is not here: the degrees multiplying into the GPU count (the search derives dp from it, `Layout`
 checks it against the cluster), the `Layout` validator's field rules (vpp needs pp, SP needs tp, HSDP
-needs ZeRO-3), and the search's own bounds (max_tp, max_cp, vpp <= 8, micro-batch <= max), which are
-choices of what to try, not rules of what can run.
+needs ZeRO-3), and the search's optional caps (SearchConfig.max_tp, max_cp, max_vpp,
+max_micro_batch_size; none by default), which are choices of what to try, not rules of what can run.
 
 Pipeline split (placement/cost/stages.py, placement/cost/pipeline.py `default_layout`): middle ranks
 take ceil(L / pp) layers and the first and last share the rest; interleaving splits each rank's layers
