@@ -490,7 +490,10 @@ def _expand_parts(state: _State, parts: list[_Part], as_field: bool = False) -> 
             fields = _param_value(state, p)
             if fields is None:
                 shown = "${" + p.text + p.arg.replace("\0", "") + "}"
-                segs.append(_Seg(shown, False, p.origin, unresolved="$" + p.text))
+                index = p.arg.partition("\0")[0]
+                # a subscript the reader cannot evaluate is named as written, not as an unset variable
+                segs.append(_Seg(shown, False, p.origin, unresolved=shown if index and p.text in state.vars
+                                 else "$" + p.text))
                 continue
             for k, f in enumerate(fields):
                 if k and p.quoted:
