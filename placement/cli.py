@@ -356,6 +356,10 @@ def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, pr
     from placement.search import SearchConfig
 
     recipe, sources = build_recipe(*_recipe_flag_values(recipe_args))
+    if recipe.recompute_modules and recompute and Recompute.SELECTIVE.value not in recompute:
+        raise InputError(f"--recompute-modules {','.join(m.value for m in recipe.recompute_modules)} names what "
+                         f"selective recompute reruns, but --recompute allows only {', '.join(recompute)}: add "
+                         f"--recompute selective, or drop --recompute-modules")
     model, train, topo = build_job(model_ref, cluster_ref, gpus, nodes, seq_len, global_batch, precision,
                                    slurm_topology, nodelist, node_type, cluster_graph, oversubscription, node_topo,
                                    segment)
@@ -456,6 +460,10 @@ def evaluate(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch
     from placement.report import single_plan_table
 
     recipe, sources = build_recipe(*_recipe_flag_values(recipe_args))
+    if recipe.recompute_modules and recompute != Recompute.SELECTIVE.value:
+        raise InputError(f"--recompute-modules {','.join(m.value for m in recipe.recompute_modules)} names what "
+                         f"selective recompute reruns, but --recompute is {recompute}: give --recompute selective, "
+                         f"or drop --recompute-modules")
 
     model, train, topo = build_job(model_ref, cluster_ref, gpus, nodes, seq_len, global_batch, precision,
                                    slurm_topology, nodelist, node_type, cluster_graph, oversubscription, node_topo,

@@ -236,3 +236,12 @@ def test_fp8_activation_input_store_is_warned_in_megatron_files_it_cannot_state(
     text = (tmp_path / "megatron.sh").read_text()
     assert "--activation-func-fp8-input-store" not in text.split("PLACEMENT_ARGS=(")[1]
     assert "activation_func_fp8_input_store has no Megatron-LM 0.19.2 argument" in text
+
+
+@pytest.mark.parametrize("argv", [
+    ["evaluate", "--model", "llama3-8b", "--gpus", "8", "--tp", "2", "--recompute-modules", "mlp"],
+    ["plan", "--model", "llama3-8b", "--gpus", "8", "--recompute", "none", "--recompute-modules", "mlp"],
+])
+def test_recompute_modules_without_selective_recompute_is_a_conflict(argv):
+    code, _, err = run(*argv)
+    assert code == 2 and "--recompute-modules mlp names what selective recompute reruns" in err
