@@ -28,6 +28,8 @@ from placement.specs.training import MAX_GLOBAL_BATCH, MAX_SEQ_LEN
 from placement.topology import Topology
 
 EXIT_OK, EXIT_INFEASIBLE, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
+EXIT_INTERRUPTED = 130
+"""A command stopped by Ctrl-C, or a sweep by SIGTERM (128 + SIGINT, the shell's convention)."""
 EXIT_FINDINGS = 1
 """`audit`: findings at or above --fail-on exist."""
 
@@ -63,6 +65,9 @@ def handle_errors(fn: Callable) -> Callable:
             _fail(EXIT_BAD_INPUT, format_validation_error(err, "input"))
         except PlacementInfeasible as err:
             _fail(EXIT_INFEASIBLE, f"infeasible ({err.binding}): {err}")
+        except KeyboardInterrupt:  # Ctrl-C (or SIGTERM where a command turns it into one): nothing half-written
+            _fail(EXIT_INTERRUPTED, f"interrupted (exit {EXIT_INTERRUPTED}); every file written so far is whole "
+                                    f"(outputs are written to a temporary name and renamed)")
         except Exception as err:  # a bug: say so in one paragraph; PLACEMENT_DEBUG=1 shows the traceback
             if os.environ.get("PLACEMENT_DEBUG"):
                 raise
@@ -313,10 +318,6 @@ def _timings() -> bool:
     ctx = click.get_current_context(silent=True)
     root = ctx.find_root() if ctx is not None else None
     return bool(root is None or root.obj is None or root.obj.get("timings", True))
-
-
-EXIT_INTERRUPTED = 130
-"""A sweep stopped by Ctrl-C or SIGTERM (128 + SIGINT, the shell's convention)."""
 
 
 def _interrupt(signum, frame):

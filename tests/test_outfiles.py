@@ -133,3 +133,15 @@ def test_a_sweep_killed_mid_run_keeps_every_finished_cell(tmp_path):
     rerun = CliRunner().invoke(main, ["sweep", str(spec), "--out", str(out), "--workers", "1"])
     assert rerun.exit_code == 0, rerun.output
     assert f"computed {3 - len(kept)}, from cache {len(kept)}" in rerun.stderr
+
+
+def test_ctrl_c_during_a_plan_exits_130_in_one_line(monkeypatch):
+    """Ctrl-C while the search or the CP-SAT mapping runs: exit 130 and one paragraph, no traceback."""
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(placement.planner, "plan_job", interrupted)
+    result = CliRunner().invoke(main, ["plan", *JOB])
+    assert result.exit_code == EXIT_INTERRUPTED
+    assert result.stderr.startswith("placement: interrupted") and "Traceback" not in result.output
