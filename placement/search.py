@@ -18,6 +18,7 @@ import numpy as np
 from placement.cost import rules
 from placement.cost.batch import RECOMPUTE_CODES, LayoutBatch, concat_batches, module_mask, pipe_policy_of
 from placement.cost.constants import GiB
+from placement.cost.pipeline import check_layout_text
 from placement.cost.step import (
     Estimates,
     RecipeChoices,
@@ -26,7 +27,7 @@ from placement.cost.step import (
     step_lower_bound,
     take_estimates,
 )
-from placement.errors import PlacementInfeasible
+from placement.errors import InputError, PlacementInfeasible
 from placement.specs import AttentionKernel, ModelSpec, Recompute, TrainingSpec
 from placement.specs.recipe import Recipe, RecomputeModule
 from placement.topology import Topology
@@ -330,6 +331,11 @@ def rank(batch: LayoutBatch, est: Estimates, mask: np.ndarray, top_k: int) -> np
 def search(model: ModelSpec, train: TrainingSpec, topo: Topology, cfg: SearchConfig = SearchConfig()) -> SearchResult:
     start = time.perf_counter()
     w = workload(model)
+    if cfg.recipe.pipeline_layout is not None:  # a layout that cannot hold this model is bad input, for any pp
+        try:
+            check_layout_text(cfg.recipe.pipeline_layout, model.num_layers, cfg.recipe.mtp_layers)
+        except ValueError as err:
+            raise InputError(f"pipeline_layout {cfg.recipe.pipeline_layout!r} for {model.name}: {err}") from None
     gpn, spans = min(topo.cluster.gpus_per_node, topo.num_gpus), hsdp_spans(topo)
     base = enumerate_layouts(w, model, train, topo.num_gpus, cfg, gpn, spans, sharded=False)
     if len(base) == 0:

@@ -86,6 +86,11 @@ def expand_layout(text: str) -> list[list[str]]:
     return stages
 
 
+def check_layout_text(text: str, num_layers: int, mtp_layers: int) -> None:
+    """ValueError unless the layout string parses and holds the model's layers (whatever pp and vpp)."""
+    _check_contents(expand_layout(text), num_layers, mtp_layers, text)
+
+
 def _check_contents(stages: list[list[str]], num_layers: int, mtp_layers: int, text: str) -> None:
     """Megatron's validate_layer_layout, the parts that do not depend on pp: one E first, one L last,
     every decoder and MTP layer placed once, decoder layers before MTP layers, MTP in one stage."""
