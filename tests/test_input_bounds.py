@@ -117,3 +117,20 @@ def test_bridge_yaml_with_keys_that_are_not_names(tmp_path, yaml_text):
     path.write_text(yaml_text + "train:\n  micro_batch_size: 1\n")
     result = _run(["audit", *JOB, "--launch", str(path)])
     assert result.exit_code == 2 and "quote it or remove it" in result.stderr
+
+
+@pytest.mark.parametrize("argv", [
+    ["evaluate", *JOB, "--mbs", "9223372036854775808"],
+    ["evaluate", *JOB, "--tp", str(2**40)],
+], ids=["mbs-2^63", "tp-2^40"])
+def test_degrees_past_int64_products_are_bad_input(argv):
+    result = _run(argv)
+    assert result.exit_code == 2 and "less than or equal to 16777216" in result.stderr
+
+
+def test_a_deepspeed_micro_batch_of_2_63_is_one_paragraph(tmp_path):
+    path = tmp_path / "ds_config.json"
+    path.write_text('{"train_micro_batch_size_per_gpu": 9223372036854775808, "gradient_accumulation_steps": 1}')
+    result = _run(["audit", *JOB, "--launch", str(path)])
+    assert result.exit_code == 2 and "\n" not in result.stderr.strip()
+    assert "field `micro_batch_size` = 9223372036854775808" in result.stderr

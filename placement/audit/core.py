@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from pydantic import ValidationError
 
 from placement.audit.changes import launch_changes
 from placement.audit.launch import LaunchLayout
@@ -35,6 +36,7 @@ from placement.cost.step import Estimates, default_choices, estimate
 from placement.emit.common import EmitContext
 from placement.errors import InputError
 from placement.evaluate import check_layout
+from placement.loaders.errors import format_validation_error
 from placement.mapping.config import SolverConfig
 from placement.mapping.groups import GroupKind, group_kinds
 from placement.mapping.mapper import baseline_mappings, host_order_mapping, map_layout
@@ -185,6 +187,8 @@ def resolve_layout(launch: LaunchLayout, model: ModelSpec, num_gpus: int) -> Lay
                       micro_batch_size=launch.micro_batch_size or 1, zero_stage=zero,
                       dp_shard=None if shard in (None, dp) else shard,
                       recompute=Recompute(launch.recompute or "none"), sequence_parallel=sp)
+    except ValidationError as err:  # one paragraph naming the field and the value read from the files
+        raise InputError(format_validation_error(err, "the launch files' layout")) from None
     except ValueError as err:  # pydantic's cross-field checks, already worded with the numbers
         raise InputError(f"the launch files' layout is not valid: {err}") from None
 

@@ -14,6 +14,10 @@ from pydantic import Field, model_validator
 
 from placement.specs._base import Frozen
 
+MAX_DEGREE = 1 << 24
+"""Largest degree or micro-batch a layout may name (16,777,216, past any GPU count or batch planned): a larger
+number is a typo, and the bound keeps every product the cost model forms inside numpy's int64."""
+
 
 class Recompute(StrEnum):
     NONE = "none"
@@ -24,18 +28,18 @@ class Recompute(StrEnum):
 
 
 class Layout(Frozen):
-    tp: int = Field(default=1, ge=1)
-    cp: int = Field(default=1, ge=1)
-    ep: int = Field(default=1, ge=1)
-    etp: int = Field(default=1, ge=1)
-    pp: int = Field(default=1, ge=1)
-    vpp: int = Field(default=1, ge=1)
+    tp: int = Field(default=1, ge=1, le=MAX_DEGREE)
+    cp: int = Field(default=1, ge=1, le=MAX_DEGREE)
+    ep: int = Field(default=1, ge=1, le=MAX_DEGREE)
+    etp: int = Field(default=1, ge=1, le=MAX_DEGREE)
+    pp: int = Field(default=1, ge=1, le=MAX_DEGREE)
+    vpp: int = Field(default=1, ge=1, le=MAX_DEGREE)
     """Model chunks per pipeline rank (interleaved 1F1B when > 1)."""
-    dp: int = Field(default=1, ge=1)
-    micro_batch_size: int = Field(default=1, ge=1)
+    dp: int = Field(default=1, ge=1, le=MAX_DEGREE)
+    micro_batch_size: int = Field(default=1, ge=1, le=MAX_DEGREE)
     zero_stage: int = Field(default=1, ge=0, le=3)
     """0 plain DDP; 1 optimizer state sharded (Megatron distributed optimizer); 2 + gradients; 3 + weights (FSDP)."""
-    dp_shard: int | None = Field(default=None, ge=1)
+    dp_shard: int | None = Field(default=None, ge=1, le=MAX_DEGREE)
     """ZeRO-3 sharding group size; less than dp is HSDP (shard inside, replicate across). None = dp."""
     recompute: Recompute = Recompute.NONE
     sequence_parallel: bool = False
