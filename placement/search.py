@@ -8,7 +8,6 @@ Ties are broken by the layout fields, so the ranking is deterministic.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import time
 from dataclasses import dataclass, field, fields

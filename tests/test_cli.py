@@ -68,8 +68,9 @@ def test_evaluate_matches_plan_estimate(tmp_path):
     # the plan searched its recipe choices: evaluate the layout under the recipe the plan chose
     recipe = tmp_path / "recipe.yaml"
     recipe.write_text(json.dumps(best["recipe"]))
-    code, out, _ = run("evaluate", *args, "--json", "--recipe", str(recipe), "--tp", str(lay["tp"]), "--cp", str(lay["cp"]),
-                       "--pp", str(lay["pp"]), "--vpp", str(lay["vpp"]), "--mbs", str(lay["micro_batch_size"]),
+    code, out, _ = run("evaluate", *args, "--json", "--recipe", str(recipe), "--tp", str(lay["tp"]),
+                       "--cp", str(lay["cp"]), "--pp", str(lay["pp"]), "--vpp", str(lay["vpp"]),
+                       "--mbs", str(lay["micro_batch_size"]),
                        "--zero", str(lay["zero_stage"]), "--recompute", lay["recompute"],
                        *(["--dp-shard", str(lay["dp_shard"])] if lay["dp_shard"] != lay["dp"] else []),
                        "--sequence-parallel" if lay["sequence_parallel"] else "--no-sequence-parallel")

@@ -373,8 +373,9 @@ def test_dualpipe_ranks_hold_two_stages():
 
     a, b = per_rank(one), per_rank(two)
     assert a[0][3] == 1 and a[0][4] == 0 and a[15][4] == 1  # 1F1B: embedding first, loss last
-    assert b[0] == tuple(x + y for x, y in zip(a[0], a[15]))  # DualPipe: both ends on rank 0 (and 15)
-    assert sum(n * m for n, m in zip(two.num_ranks[:, 0], two.moe[:, 0])) == 2 * 58  # every MoE layer twice
+    assert b[0] == tuple(x + y for x, y in zip(a[0], a[15], strict=True))  # DualPipe: both ends on rank 0 (and 15)
+    every_twice = sum(n * m for n, m in zip(two.num_ranks[:, 0], two.moe[:, 0], strict=True))
+    assert every_twice == 2 * 58  # every MoE layer twice
 
 
 def test_dualpipe_paces_the_pipeline_at_the_mean_of_paired_stages_and_holds_twice_the_weights():
@@ -408,8 +409,8 @@ def test_tp_overlap_hides_more_than_it_slows():
     OVERLAP_COMPUTE_SLOWDOWN of what it hides (TE userbuffers; arXiv:2507.03114)."""
     x = _ctx("llama3-70b", "dgx-h100", 1024, LLAMA_TP8)
     lc, tp = layer_compute(x), tp_term(x)
-    d0, m0, s0 = (_f(a) for a in tp.exposed(False, lc.dense_s))
-    d1, m1, s1 = (_f(a) for a in tp.exposed(True, lc.dense_s))
+    d0, _, s0 = (_f(a) for a in tp.exposed(False, lc.dense_s))
+    d1, _, s1 = (_f(a) for a in tp.exposed(True, lc.dense_s))
     assert d0 > 0 and s0 == 0.0
     assert d1 == pytest.approx((1 - C.TP_OVERLAP_HIDDEN) * d0, rel=1e-12)
     assert 0 < s1 < d0 - d1

@@ -20,7 +20,6 @@ from placement.cli import EXIT_INTERRUPTED, main
 from placement.outfiles import atomic_path, check_out_dir, checked_dump, checked_load, write_atomic
 from placement.sweep.run import run_sweep
 from placement.sweep.spec import SweepSpec
-
 from tests.test_sweep import SMALL
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -159,7 +159,7 @@ def test_megatron_file_carries_the_recipe(tmp_path):
 
 
 def test_other_frameworks_warn_about_what_they_cannot_run(tmp_path):
-    code, out, err = run("plan", *MOE, "--json", "--top-k", "1", "--moe-dispatcher", "hybridep", "--cuda-graphs",
+    code, _, err = run("plan", *MOE, "--json", "--top-k", "1", "--moe-dispatcher", "hybridep", "--cuda-graphs",
                          "partial", "--emit", "torchtitan,deepspeed,maxtext,devicemesh", "--out", str(tmp_path))
     assert code == 0, err
     for name in ("torchtitan", "deepspeed", "maxtext", "devicemesh"):
@@ -230,7 +230,7 @@ def test_unfused_attention_is_emitted_and_read_back_by_the_audit(tmp_path):
 def test_fp8_activation_input_store_is_warned_in_megatron_files_it_cannot_state(tmp_path):
     """Megatron-LM 0.19.2 has no argument for it (tests/verify checks the parser refuses the fork's flag): the file
     says so instead of writing an argument the launch would reject."""
-    code, out, err = run("plan", *MOE, "--precision", "fp8", "--activation-fp8-input-store", "--json", "--top-k", "1",
+    code, _, err = run("plan", *MOE, "--precision", "fp8", "--activation-fp8-input-store", "--json", "--top-k", "1",
                          "--emit", "megatron", "--out", str(tmp_path))
     assert code == 0, err
     text = (tmp_path / "megatron.sh").read_text()

@@ -95,10 +95,10 @@ def recipe_space(space: SearchConfig, framework: str, model: ModelSpec, topo: To
         sets = tuple(dict.fromkeys(module_sets(model) + ((tuple(recipe.recompute_modules),) if recipe.recompute_modules
                                                          else ())))
     best_sources = dict(sources)
-    for field, attr in (("moe_dispatcher", "dispatchers"), ("cuda_graphs", "cuda_graphs"),
-                        ("tp_comm_overlap", "tp_comm_overlap"), ("ep_comm_overlap", "ep_comm_overlap")):
+    for name, attr in (("moe_dispatcher", "dispatchers"), ("cuda_graphs", "cuda_graphs"),
+                       ("tp_comm_overlap", "tp_comm_overlap"), ("ep_comm_overlap", "ep_comm_overlap")):
         if len(getattr(choices, attr)) > 1:
-            best_sources[field] = "searched"
+            best_sources[name] = "searched"
     best_sources["recompute_modules"] = "searched"
     return dataclasses.replace(space, recipe=recipe.model_copy(update={"recompute_modules": ()}), choices=choices,
                                module_sets=sets), best_sources

@@ -12,7 +12,6 @@ import yaml
 
 from placement.errors import InputError
 
-
 MAX_INPUT_BYTES = 64 * 2**20
 """Most bytes placement reads from one input file (64 MiB: a 100,000-host topology.conf is a few MiB); past it
 the read stops and names the limit, so /dev/zero or a wrong huge file is an error, not a memory exhaustion."""
