@@ -376,6 +376,9 @@ class _Sharding:
         return sharding_count(b, self.cfg, self.num_gpus, self.gpus_per_node, self.spans)
 
 
+TIE_S = 1e-9
+"""`rank` compares steps rounded to 1e-9 s: a layout within that of the k-th best could tie with it, so the
+bound keeps it."""
 FIRST_PRICED = 256
 """Candidates of lowest step bound priced first (then twice as many, until top_k fit): they set the k-th best
 step that bounds out the rest."""
@@ -390,9 +393,9 @@ def _price_bounded(w: Workload, train: TrainingSpec, topo: Topology, base: Layou
     (`step_lower_bound`: a fraction of `estimate`'s work, and the same for all its ZeRO variants).  They are
     priced, expanded, in the order of their bounds, in chunks (FIRST_PRICED, then twice as many each time)
     of those whose bound is at most the k-th best fitting step found so far, until the next bound is above
-    it.  A layout left
-    out has a step above that k-th best, so it cannot rank; nor can its selective-recompute variants
-    (recomputing only adds time).  `prune_dominated=False` (`--exhaustive`) prices every layout."""
+    it.  A layout left out has a step above that k-th best (by more than the ranking's rounding, TIE_S), so
+    it cannot rank, not even on a tie; nor can its selective-recompute variants (recomputing only adds time).
+    `prune_dominated=False` (`--exhaustive`) prices every layout."""
     n = len(base)
     if not (cfg.bound and cfg.prune_dominated) or n <= 2 * FIRST_PRICED:
         batch = expand(base)
@@ -403,7 +406,7 @@ def _price_bounded(w: Workload, train: TrainingSpec, topo: Topology, base: Layou
     batch, est = None, None
     left = np.ones(n, dtype=bool)
     while done < n:
-        kth = np.inf if est is None else _kth_fitting(est, cfg.top_k)
+        kth = np.inf if est is None else _kth_fitting(est, cfg.top_k) + TIE_S
         if lb[order[done]] > kth:  # every layout left is bounded out
             break
         chunk = order[done:done + size]

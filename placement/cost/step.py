@@ -227,11 +227,8 @@ def step_lower_bound(w: Workload, train: TrainingSpec, topo: Topology, b: Layout
     # per MoE layer, the least exposed-plus-slowdown of any (dispatcher, overlap) the candidate may pick
     ep = np.min(np.stack([np.broadcast_to(o.exposed_s + o.slow_s, x.tp.shape)
                           for o in _ep_options(x, u, inverse, lc, choices)]), axis=0)
-    dense = lc.dense_s + tpx.dense_s + cp.exposed_s + tpx.slow_s  # as _critical_rank's g_dense
-    moe = lc.moe_s + tpx.moe_s + cp.exposed_s + tpx.slow_s + ep  # as _critical_rank's g_moe
-    mtp = lc.mtp_s - lc.moe_s + moe if w.num_experts else lc.mtp_s + tpx.dense_s + cp.exposed_s
     k = _Counts.of(st, 0.5 if _bidirectional(recipe) else 1.0)
-    per_kind = k.dense * dense + k.moe * moe + k.mtp * mtp + k.loss * lc.head_s + pp_term(x).per_microbatch_s
+    per_kind = _kind_gpu_s(k, *_layer_gpu_s(x, lc, tpx, cp.exposed_s, ep), lc.head_s, pp_term(x).per_microbatch_s)
     pace = np.max(np.where(st.num_ranks > 0, per_kind, 0.0), axis=0)
     bubble = (x.pp - 1.0) / x.vpp * np.where(x.pp > 1, pace, 0.0) * _bubble_share(x)
     return np.where(st.valid, x.m * pace + bubble, np.inf)
@@ -339,11 +336,9 @@ def _critical_rank(x: Ctx, st: StageKinds, lc, tpx: _TpExposed, cp_exposed, pp_m
     cols = np.arange(n)
     counts = _Counts.of(st, 0.5 if _bidirectional(x.recipe) else 1.0)
     idle = st.num_ranks == 0
-    g_dense = lc.dense_s + tpx.dense_s + cp_exposed + tpx.slow_s
     priced = []
     for o in ep_options:
-        g_moe = lc.moe_s + tpx.moe_s + cp_exposed + tpx.slow_s + o.exposed_s + o.slow_s
-        g_mtp = lc.mtp_s - lc.moe_s + g_moe if x.w.num_experts else lc.mtp_s + tpx.dense_s + cp_exposed
+        g_dense, g_moe, g_mtp = _layer_gpu_s(x, lc, tpx, cp_exposed, o.exposed_s + o.slow_s)
         h_dense, h_moe, h_fwd, syncs = host_for(o.overlap)
         t_kind, g_kind = _stage_times(x, counts, g_dense, g_moe, g_mtp, lc.head_s, pp_mb, h_dense, h_moe, h_fwd,
                                       syncs)
@@ -444,11 +439,26 @@ def _stage_times(x: Ctx, k: _Counts, g_dense, g_moe, g_mtp, head, pp_mb, h_dense
     synced = (np.asarray(syncs) > 0).astype(np.float64)
     g_fwd = g_moe / x.passes * synced  # per synced MoE layer, per candidate
     h_sync = h_moe * h_fwd * synced
-    gpu = k.dense * g_dense + k.moe * g_moe + k.mtp * g_mtp + k.loss * head + pp_mb
+    gpu = _kind_gpu_s(k, g_dense, g_moe, g_mtp, head, pp_mb)
     host = k.dense * h_dense + k.n_moe * h_moe
     per_sync_layer = _overlapped(g_fwd, h_sync) + C.MOE_SYNC_S * syncs
     t = k.n_moe * per_sync_layer + _overlapped(gpu - k.n_moe * g_fwd, host - k.n_moe * h_sync)
     return t, gpu
+
+
+def _layer_gpu_s(x: Ctx, lc, tpx: _TpExposed, cp_exposed, ep_s) -> tuple:
+    """(dense, MoE, MTP) GPU seconds of one layer per micro-batch: its compute, exposed TP and CP, TP overlap's
+    compute slowdown, and on MoE layers `ep_s` (an EP option's exposed time and slowdown).  The step model and
+    its lower bound (`step_lower_bound`) both read it."""
+    dense = lc.dense_s + tpx.dense_s + cp_exposed + tpx.slow_s
+    moe = lc.moe_s + tpx.moe_s + cp_exposed + tpx.slow_s + ep_s
+    mtp = lc.mtp_s - lc.moe_s + moe if x.w.num_experts else lc.mtp_s + tpx.dense_s + cp_exposed
+    return dense, moe, mtp
+
+
+def _kind_gpu_s(k: _Counts, g_dense, g_moe, g_mtp, head, pp_mb):
+    """(S, K) GPU seconds per micro-batch of each kind of rank: its layers, its head, the pipeline sends."""
+    return k.dense * g_dense + k.moe * g_moe + k.mtp * g_mtp + k.loss * head + pp_mb
 
 
 @dataclass(frozen=True)
