@@ -301,28 +301,19 @@ def test_cluster_graph_grammar(tmp_path_factory, text):
     check("graph-json", ["plan", *JOB, "--cluster-graph", str(path), "--node-type", "dgx-h100", "--top-k", "1"])
 
 
+AUDITED = {"launch-script": (launch_scripts(), "launch.sh"), "deepspeed-json": (deepspeed_jsons(), "ds_config.json"),
+           "torchtitan-toml": (torchtitan_tomls(), "train.toml")}
+"""Grammars of the files `audit --launch` reads, and the name each file gets."""
+
+
+@pytest.mark.parametrize("name", list(AUDITED))
 @PROFILE
-@given(text=launch_scripts())
-def test_launch_script_grammar(tmp_path_factory, text):
-    path = tmp_path_factory.mktemp("launch") / "launch.sh"
-    path.write_text(text)
-    check("launch-script", ["audit", *JOB, "--cluster", "dgx-h100", "--gpus", "8", "--launch", str(path)])
-
-
-@PROFILE
-@given(text=deepspeed_jsons())
-def test_deepspeed_json_grammar(tmp_path_factory, text):
-    path = tmp_path_factory.mktemp("ds") / "ds_config.json"
-    path.write_text(text)
-    check("deepspeed-json", ["audit", *JOB, "--cluster", "dgx-h100", "--gpus", "8", "--launch", str(path)])
-
-
-@PROFILE
-@given(text=torchtitan_tomls())
-def test_torchtitan_toml_grammar(tmp_path_factory, text):
-    path = tmp_path_factory.mktemp("tt") / "train.toml"
-    path.write_text(text)
-    check("torchtitan-toml", ["audit", *JOB, "--cluster", "dgx-h100", "--gpus", "8", "--launch", str(path)])
+@given(data=st.data())
+def test_audited_file_grammar(tmp_path_factory, name, data):
+    strategy, filename = AUDITED[name]
+    path = tmp_path_factory.mktemp(name) / filename
+    path.write_text(data.draw(strategy))
+    check(name, ["audit", *JOB, "--cluster", "dgx-h100", "--gpus", "8", "--launch", str(path)])
 
 
 @PROFILE
