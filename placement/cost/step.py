@@ -130,8 +130,7 @@ def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch, r
     recipe = recipe or Recipe()
     choices = choices or RecipeChoices.pinned(recipe)
     x = context(w, train, topo, b, recipe)
-    st = stage_kinds(w.num_layers, w.num_dense_layers, recipe.mtp_layers, b.pp, b.vpp, b.pipe_policy,
-                     (recipe.pipeline_layout,) if recipe.pipeline_layout else (), bidirectional=_bidirectional(recipe))
+    st = _stage_kinds(w, b, recipe)
     # the per-layer terms depend on a few columns only: price each distinct row once and gather
     rows, inverse = _layer_rows(x)
     u = context(w, train, topo, b.take(rows), recipe) if rows is not None else x
@@ -157,9 +156,7 @@ def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch, r
     slow_mb = nd * tpx.slow_s + n_moe * (tpx.slow_s + crit.ep_slow)
 
     t_mb = np.where(np.isfinite(crit.t_mb), crit.t_mb, np.inf)  # a split with no rank (invalid) costs infinitely
-    share = np.where(x.pp > 1, _bubble_share(x), 0.0)
-    with np.errstate(invalid="ignore"):  # an invalid split's infinite pace with no bubble (DualPipe at pp 2)
-        bubble = np.where(share > 0, (x.pp - 1.0) / x.vpp * t_mb * share, 0.0)
+    bubble = _bubble_s(x, t_mb)
     dp = dp_term(x, params.as_stage(), comp_mb)
     optimizer_s = optimizer_term(x, params.as_stage())
     m = x.m
@@ -217,8 +214,7 @@ def step_lower_bound(w: Workload, train: TrainingSpec, topo: Topology, b: Layout
     The search prices a candidate only where this bound is below the k-th best step already found."""
     recipe = recipe or Recipe()
     x = context(w, train, topo, b, recipe)
-    st = stage_kinds(w.num_layers, w.num_dense_layers, recipe.mtp_layers, b.pp, b.vpp, b.pipe_policy,
-                     (recipe.pipeline_layout,) if recipe.pipeline_layout else (), bidirectional=_bidirectional(recipe))
+    st = _stage_kinds(w, b, recipe)
     choices = RecipeChoices.pinned(recipe) if choices is None else choices
     rows, inverse = _layer_rows(x)
     u = context(w, train, topo, b.take(rows), recipe) if rows is not None else x
@@ -227,11 +223,10 @@ def step_lower_bound(w: Workload, train: TrainingSpec, topo: Topology, b: Layout
     # per MoE layer, the least exposed-plus-slowdown of any (dispatcher, overlap) the candidate may pick
     ep = np.min(np.stack([np.broadcast_to(o.exposed_s + o.slow_s, x.tp.shape)
                           for o in _ep_options(x, u, inverse, lc, choices)]), axis=0)
-    k = _Counts.of(st, 0.5 if _bidirectional(recipe) else 1.0)
+    k = _Counts.of(st, recipe)
     per_kind = _kind_gpu_s(k, *_layer_gpu_s(x, lc, tpx, cp.exposed_s, ep), lc.head_s, pp_term(x).per_microbatch_s)
     pace = np.max(np.where(st.num_ranks > 0, per_kind, 0.0), axis=0)
-    bubble = (x.pp - 1.0) / x.vpp * np.where(x.pp > 1, pace, 0.0) * _bubble_share(x)
-    return np.where(st.valid, x.m * pace + bubble, np.inf)
+    return np.where(st.valid, x.m * pace + _bubble_s(x, pace), np.inf)
 
 
 @dataclass(frozen=True)
@@ -334,7 +329,7 @@ def _critical_rank(x: Ctx, st: StageKinds, lc, tpx: _TpExposed, cp_exposed, pp_m
                    host_for) -> _Critical:
     n = len(x.b)
     cols = np.arange(n)
-    counts = _Counts.of(st, 0.5 if _bidirectional(x.recipe) else 1.0)
+    counts = _Counts.of(st, x.recipe)
     idle = st.num_ranks == 0
     priced = []
     for o in ep_options:
@@ -472,13 +467,29 @@ class _Counts:
     n_moe: np.ndarray
 
     @classmethod
-    def of(cls, st: StageKinds, per_microbatch: float = 1.0) -> _Counts:
-        """`per_microbatch`: the share of a rank's counts one micro-batch passes (a half under DualPipe, whose
-        ranks hold two stages and send half the micro-batches through each)."""
+    def of(cls, st: StageKinds, recipe: Recipe) -> _Counts:
+        """Per micro-batch: under DualPipe a rank holds two stages and sends half the micro-batches through
+        each, so one micro-batch passes half its counts."""
+        per_microbatch = 0.5 if _bidirectional(recipe) else 1.0
         f = np.float64
         moe, mtp = st.moe.astype(f) * per_microbatch, st.mtp.astype(f) * per_microbatch
         return cls(dense=st.dense.astype(f) * per_microbatch, moe=moe, mtp=mtp,
                    loss=st.loss.astype(f) * per_microbatch, n_moe=moe + mtp)
+
+
+def _stage_kinds(w: Workload, b: LayoutBatch, recipe: Recipe) -> StageKinds:
+    """The kinds of pipeline rank of the candidates under the recipe's pipeline layout and schedule."""
+    layouts = (recipe.pipeline_layout,) if recipe.pipeline_layout else ()
+    return stage_kinds(w.num_layers, w.num_dense_layers, recipe.mtp_layers, b.pp, b.vpp, b.pipe_policy, layouts,
+                       bidirectional=_bidirectional(recipe))
+
+
+def _bubble_s(x: Ctx, pace: np.ndarray) -> np.ndarray:
+    """Pipeline bubble of a step at `pace` seconds per micro-batch: (pp - 1) / vpp micro-batch times under 1F1B
+    (PTD-P §2.2), times the schedule's share (`_bubble_share`); none without a pipeline."""
+    share = np.where(x.pp > 1, _bubble_share(x), 0.0)
+    with np.errstate(invalid="ignore"):  # an invalid split's infinite pace with no bubble (DualPipe at pp 2)
+        return np.where(share > 0, (x.pp - 1.0) / x.vpp * pace * share, 0.0)
 
 
 def _bidirectional(recipe: Recipe) -> bool:
