@@ -91,33 +91,40 @@ def _from_tree(conf: SlurmTree, hosts: Sequence[str], cluster: ClusterSpec, acce
     leaf_of = {n: s.name for s in conf.switches for n in s.nodes}
     _check_hosts(hosts, set(leaf_of), conf.source)
     parent = {c: s.name for s in conf.switches for c in s.switches}
-    height = _heights(conf)
-    # walk up level by level from each host's leaf, without recursion; stop at the first level where the job's
-    # hosts share one switch: traffic never goes higher, whatever the tree above (a chain of 1,500 switches
-    # over one leaf is one level for the job)
+    height = _heights(conf)  # walked up level by level from each host's leaf, without recursion
     at = [leaf_of[host] for host in hosts]
-    rows = [np.arange(len(hosts))]
-    top = max(height.values())
-    for j in range(1, top + 1):
+
+    def switches_at(j: int) -> list[str]:
         for i, node in enumerate(at):
             while height[node] < j and node in parent:
                 node = parent[node]
             at[i] = node
-        ids: dict[str, int] = {}
-        rows.append(np.array([ids.setdefault(node, len(ids)) for node in at], dtype=np.int64))
-        if len(ids) == 1:
-            break
-    if len(rows) - 1 > MAX_TIERS:
-        raise InputError(f"{conf.source}: the job's hosts meet only {len(rows) - 1} switch levels up; placement "
-                         f"prices up to {MAX_TIERS} tiers (real fabrics have 2 to 4): check the Switches= lines")
-    host_blocks = np.stack(rows)
+        return at
+
+    host_blocks = _host_blocks(len(hosts), max(height.values()), switches_at, conf.source)
     levels = [_scale_up_level(cluster, cluster.gpus_per_node),
-              *_tier_levels(cluster, len(rows) - 1, oversubscription)]
+              *_tier_levels(cluster, len(host_blocks) - 1, oversubscription)]
     return Topology.from_hosts(cluster, accelerator, list(hosts), _collapse_top(host_blocks), tuple(levels))
 
 
 MAX_TIERS = 16
 """Most switch levels a job's hosts may sit under before they all meet (real fabrics: 2 to 4)."""
+
+
+def _host_blocks(num_hosts: int, top: int, switches_at, source: str) -> np.ndarray:
+    """(levels + 1, hosts) block ids: row 0 each host alone, row j the switch `switches_at(j)` puts above each
+    host.  It stops at the first level where the job's hosts share one switch: traffic never goes higher,
+    however long the chain of switches above (a chain of 1,500 over one leaf is one level for the job)."""
+    rows = [np.arange(num_hosts)]
+    for j in range(1, top + 1):
+        ids: dict = {}
+        rows.append(np.array([ids.setdefault(s, len(ids)) for s in switches_at(j)], dtype=np.int64))
+        if len(ids) == 1:
+            break
+    if len(rows) - 1 > MAX_TIERS:
+        raise InputError(f"{source}: the job's hosts meet only {len(rows) - 1} switch levels up; placement prices "
+                         f"up to {MAX_TIERS} tiers (real fabrics have 2 to 4): check the switches' levels")
+    return np.stack(rows)
 
 
 def _heights(conf: SlurmTree) -> dict[str, int]:
@@ -258,19 +265,9 @@ def topology_from_graph(graph: nx.Graph, cluster: ClusterSpec, accelerator: Acce
                           for t, v in under.items())
         raise InputError(f"{source}: the fabric is not connected: {len(tops)} top switches share no parent ({parts}); "
                          f"add the switch that joins them, with an edge up from each")
-    # level by level up the chains; stop at the first level where every host sits under one switch (traffic never
-    # goes higher, however long the chain above)
-    rows = [np.arange(len(hosts))]
-    for j in range(1, max(len(c) for c in chains) + 1):
-        ids: dict[str, int] = {}
-        rows.append(np.array([ids.setdefault(c[min(j, len(c)) - 1], len(ids)) for c in chains], dtype=np.int64))
-        if len(ids) == 1:
-            break
-    top = len(rows) - 1
-    if top > MAX_TIERS:
-        raise InputError(f"{source}: the hosts meet only {top} switch levels up; placement prices up to {MAX_TIERS} "
-                         f"tiers (real fabrics have 2 to 4): check the switch levels")
-    host_blocks = np.stack(rows)
+    host_blocks = _host_blocks(len(hosts), max(len(c) for c in chains),
+                               lambda j: [c[min(j, len(c)) - 1] for c in chains], source)
+    top = len(host_blocks) - 1
     nic = min(graph.edges[h, c[0]]["bandwidth_bytes_per_s"] for h, c in zip(hosts, chains, strict=True)) \
         / cluster.gpus_per_node * cluster.nic_collective_efficiency
     levels, derate = [_scale_up_level(cluster, cluster.gpus_per_node)], 1.0

@@ -76,7 +76,8 @@ def node_layout(node: NodeTopo) -> NodeLayout:
 
 EXHAUSTIVE_GPUS = 8
 """Nodes up to this many GPUs are split by trying every partition and ring (exact, instant); larger ones by
-CP-SAT (`_split_cp_sat`), whose work grows polynomially where the enumeration grows factorially."""
+link-class thresholds (`_split_by_threshold`: components, matchings, CP-SAT), not by enumerating partitions,
+whose number grows factorially."""
 
 
 @lru_cache(maxsize=16)
@@ -88,7 +89,7 @@ def _node_layout(links: tuple[tuple[GpuLink, ...], ...]) -> NodeLayout:
         if n % k:
             continue
         if n > EXHAUSTIVE_GPUS:
-            best, best_split = _split_cp_sat(bw, k)
+            best, best_split = _split_by_threshold(bw, k)
         else:
             best, best_split = -1.0, None
             for split in _partitions(tuple(range(n)), k):
@@ -107,7 +108,7 @@ CP_SAT_SECONDS = 2.0
 counts as not reached, so the node is priced at a lower, reachable one (never faster than it is)."""
 
 
-def _split_cp_sat(bw: np.ndarray, k: int) -> tuple[float, tuple[tuple[int, ...], ...]]:
+def _split_by_threshold(bw: np.ndarray, k: int) -> tuple[float, tuple[tuple[int, ...], ...]]:
     """(bottleneck, groups) of the best split of the node's GPUs into rings of k: the highest link bandwidth t
     such that the GPUs split into groups of k, each closing a ring over links of at least t.  Thresholds are
     tried from the highest (few: one per link class).  A ring cannot leave a connected component of the links

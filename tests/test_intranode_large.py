@@ -8,7 +8,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from placement.intranode import _node_layout, _partitions, _split_cp_sat, node_layout, ring_bandwidth
+from placement.intranode import _node_layout, _partitions, _split_by_threshold, node_layout, ring_bandwidth
 from placement.loaders.nvidia_smi import parse_topo_matrix
 from placement.specs.fabric import GpuLink, LinkClass, NodeTopo
 
@@ -74,7 +74,7 @@ def test_the_large_node_method_equals_exhaustion_on_small_nodes(n, data):
     for k, best in exact.group_bandwidth.items():
         if k == 1:
             continue
-        t, groups = _split_cp_sat(bw, k)
+        t, groups = _split_by_threshold(bw, k)
         assert t == best
         assert sorted(g for grp in groups for g in grp) == list(range(n)) and {len(grp) for grp in groups} == {k}
         assert min(ring_bandwidth(bw, grp) for grp in groups) == t
