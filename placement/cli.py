@@ -320,6 +320,14 @@ def _timings() -> bool:
     return bool(root is None or root.obj is None or root.obj.get("timings", True))
 
 
+def _modules_need_selective(recipe: Recipe, recompute: tuple[str, ...]) -> None:
+    """--recompute-modules names what selective recompute reruns: a conflict where --recompute rules it out."""
+    if recipe.recompute_modules and Recompute.SELECTIVE.value not in recompute:
+        raise InputError(f"--recompute-modules {','.join(m.value for m in recipe.recompute_modules)} names what "
+                         f"selective recompute reruns, but --recompute allows only {', '.join(recompute)}: add "
+                         f"--recompute selective, or drop --recompute-modules")
+
+
 def _interrupt(signum, frame):
     raise KeyboardInterrupt
 
@@ -357,10 +365,8 @@ def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, pr
     from placement.search import SearchConfig
 
     recipe, sources = build_recipe(*_recipe_flag_values(recipe_args))
-    if recipe.recompute_modules and recompute and Recompute.SELECTIVE.value not in recompute:
-        raise InputError(f"--recompute-modules {','.join(m.value for m in recipe.recompute_modules)} names what "
-                         f"selective recompute reruns, but --recompute allows only {', '.join(recompute)}: add "
-                         f"--recompute selective, or drop --recompute-modules")
+    if recompute:  # the modes the user allows (none given: all of them)
+        _modules_need_selective(recipe, recompute)
     model, train, topo = build_job(model_ref, cluster_ref, gpus, nodes, seq_len, global_batch, precision,
                                    slurm_topology, nodelist, node_type, cluster_graph, oversubscription, node_topo,
                                    segment)
@@ -461,10 +467,7 @@ def evaluate(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch
     from placement.report import single_plan_table
 
     recipe, sources = build_recipe(*_recipe_flag_values(recipe_args))
-    if recipe.recompute_modules and recompute != Recompute.SELECTIVE.value:
-        raise InputError(f"--recompute-modules {','.join(m.value for m in recipe.recompute_modules)} names what "
-                         f"selective recompute reruns, but --recompute is {recompute}: give --recompute selective, "
-                         f"or drop --recompute-modules")
+    _modules_need_selective(recipe, (recompute,))
 
     model, train, topo = build_job(model_ref, cluster_ref, gpus, nodes, seq_len, global_batch, precision,
                                    slurm_topology, nodelist, node_type, cluster_graph, oversubscription, node_topo,

@@ -17,15 +17,22 @@ MAX_INPUT_BYTES = 64 * 2**20
 the read stops and names the limit, so /dev/zero or a wrong huge file is an error, not a memory exhaustion."""
 
 
+def read_bytes(path: Path, what: str, expected: str) -> bytes:
+    """The bytes of `path`, at most MAX_INPUT_BYTES: past them an InputError names the limit (an OSError of the
+    read itself is left to the caller, which words it)."""
+    with open(path, "rb") as fh:
+        data = fh.read(MAX_INPUT_BYTES + 1)
+    if len(data) > MAX_INPUT_BYTES:
+        raise InputError(f"{what} `{path}` is larger than the {MAX_INPUT_BYTES // 2**20} MiB placement reads from "
+                         f"one file; {expected}.")
+    return data
+
+
 def read_text(path: Path, what: str, expected: str) -> str:
     """The UTF-8 text of `path`, at most MAX_INPUT_BYTES; a failure names the file, the reason and what was
     `expected`."""
     try:
-        with open(path, "rb") as fh:
-            data = fh.read(MAX_INPUT_BYTES + 1)
-        if len(data) > MAX_INPUT_BYTES:
-            raise InputError(f"{what} `{path}` is larger than the {MAX_INPUT_BYTES // 2**20} MiB placement reads "
-                             f"from one file; {expected}.")
+        data = read_bytes(path, what, expected)
         return data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")  # as text mode reads it
     except (OSError, UnicodeDecodeError) as err:
         raise InputError(f"{what} `{path}` cannot be read ({err}); {expected}.") from err

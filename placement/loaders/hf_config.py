@@ -28,7 +28,7 @@ from pydantic import ValidationError
 
 from placement.errors import InputError
 from placement.loaders.errors import format_validation_error
-from placement.loaders.files import MAX_INPUT_BYTES, parse_json
+from placement.loaders.files import parse_json, read_bytes
 from placement.specs.model import MAX_LAYERS, FfnKind, ModelSpec
 
 DEFAULT_SEQ_LEN_CAP: Final = 8192
@@ -448,16 +448,12 @@ def _json_kind(value: object) -> str:
 def _read_json_object(file: Path) -> dict[str, Any]:
     """The JSON object in `file`, or an InputError naming the file (and line and column for bad JSON)."""
     try:
-        with open(file, "rb") as fh:
-            raw = fh.read(MAX_INPUT_BYTES + 1)
+        raw = read_bytes(file, "HuggingFace config", "a config.json is a few kB: give the model's config.json")
     except OSError as err:
         raise InputError(
             f"cannot read HuggingFace config {file}: {err.strerror}; give the path of a config.json file or "
             f"of the folder holding it"
         ) from None
-    if len(raw) > MAX_INPUT_BYTES:
-        raise InputError(f"{file}: larger than the {MAX_INPUT_BYTES // 2**20} MiB placement reads from one file; a "
-                         f"config.json is a few kB: give the model's config.json")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
