@@ -30,6 +30,8 @@ from placement.topology import Topology
 EXIT_OK, EXIT_INFEASIBLE, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
 EXIT_INTERRUPTED = 130
 """A command stopped by Ctrl-C, or a sweep by SIGTERM (128 + SIGINT, the shell's convention)."""
+EXIT_CELLS_LOST = 75
+"""sysexits EX_TEMPFAIL: sweep workers died; the finished cells are cached and a rerun computes the rest."""
 EXIT_FINDINGS = 1
 """`audit`: findings at or above --fail-on exist."""
 
@@ -221,8 +223,9 @@ def build_recipe(recipe_file: str | None, given: dict) -> tuple[Recipe, dict[str
         path = Path(recipe_file)
         text = read_text(path, "recipe file", "give a YAML mapping of recipe fields")
         data = parse_yaml(text, path, "recipe")
-        if data is None:
-            data = {}
+        if data is None or data == {}:  # a file from which nothing was read is an error, not the defaults
+            raise InputError(f"{path}: the recipe file names no field; write one `field: value` per line "
+                             f"(moe_dispatcher: hybridep, ...), or drop --recipe for the defaults")
         if not isinstance(data, dict):
             raise InputError(f"{path}: a recipe is a YAML mapping of fields (moe_dispatcher: hybridep, ...), got a "
                              f"{type(data).__name__}; write one `field: value` per line")
@@ -569,7 +572,7 @@ def sweep(sweep_file, out_dir, executor, workers, no_cache, as_json):
     from placement.catalog import read_yaml
     from placement.outfiles import check_out_dir
     from placement.sweep.output import summary, write_plots, write_tables
-    from placement.sweep.run import cells, run_sweep
+    from placement.sweep.run import CellsLost, cells, run_sweep
     from placement.sweep.spec import SweepSpec
 
     spec = read_yaml(Path(sweep_file), SweepSpec, "sweep")
@@ -584,10 +587,13 @@ def sweep(sweep_file, out_dir, executor, workers, no_cache, as_json):
         with tqdm(total=total, desc=f"sweep {spec.name}", unit="cell", file=sys.stderr, leave=False,
                   disable=None) as bar:
             result = run_sweep(spec, cache, executor, workers, progress=bar.update)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, CellsLost) as err:
         kept = {c.fingerprint for c in cells(spec)} & {p.stem for p in cache.glob("*.json")} if cache else set()
         where = (f"{len(kept)} of {total} cells are done and cached in {cache}; run the same command again to "
                  f"compute the rest" if cache else "nothing is kept (--no-cache)")
+        if isinstance(err, CellsLost):
+            click.echo(f"placement: sweep incomplete: {err}; {where} (exit {EXIT_CELLS_LOST})", err=True)
+            sys.exit(EXIT_CELLS_LOST)
         click.echo(f"placement: sweep interrupted: {where} (exit {EXIT_INTERRUPTED})", err=True)
         sys.exit(EXIT_INTERRUPTED)
     finally:
@@ -597,6 +603,10 @@ def sweep(sweep_file, out_dir, executor, workers, no_cache, as_json):
         click.echo(f"sweep cache {out / 'cache'}: {len(result.bad_cache)} unreadable entr"
                    f"{'y' if len(result.bad_cache) == 1 else 'ies'} recomputed ({', '.join(result.bad_cache)})",
                    err=True)
+    if result.unwritable_cache:
+        click.echo(f"sweep cache {out / 'cache'}: {len(result.unwritable_cache)} entr"
+                   f"{'y' if len(result.unwritable_cache) == 1 else 'ies'} could not be written, the next run "
+                   f"computes them again ({', '.join(result.unwritable_cache)})", err=True)
     click.echo(f"{total} cells: computed {result.computed}, from cache {result.cached}; wrote "
                + ", ".join(str(p) for p in written), err=True)
     if as_json:

@@ -196,6 +196,9 @@ def launch_scripts(draw) -> str:
         lines.append(draw(st.sampled_from(["NP=8", "A=(4 8)", "export NP=2", "TP=2", "set -e",
                                            "if [ -n \"$X\" ]; then NP=4; fi", "if [ $NP -gt 4 ]; then", "else",
                                            "fi", "cd /tmp", "# comment", "source env.sh", "A+=(16)"])))
+    if draw(st.integers(0, 2)) == 0:  # runs of keywords, one line of thousands: no recursion, no re-lexing each
+        word = draw(st.sampled_from(["then ", "do ", "then do ", "then ", "do ", "else ", "do ; "]))
+        lines.append(word * draw(st.sampled_from([1, 40, 3000, 3000])))
     prefix = draw(st.sampled_from(["", "cd /w && ", "srun bash -c \"", "exec "]))
     launcher = draw(st.sampled_from(["torchrun --nproc-per-node", "python -m torch.distributed.run --nproc_per_node",
                                      "deepspeed --num_gpus", "python"]))
@@ -214,6 +217,10 @@ def deepspeed_jsons(draw) -> str:
            "zero_optimization": {"stage": draw(value)}}
     if draw(st.booleans()):
         cfg["train_batch_size"] = draw(value)
+    if draw(st.integers(0, 8)) == 0:
+        depth = draw(st.sampled_from([10, 5000]))
+        cfg["nested"] = "@@"
+        return json.dumps(cfg).replace('"@@"', '{"a": ' * depth + "1" + "}" * depth)
     text = json.dumps(cfg, allow_nan=True).replace("Infinity", "1e400")
     return text if draw(st.integers(0, 10)) else text[: len(text) // 2]
 
@@ -227,6 +234,8 @@ def torchtitan_tomls(draw) -> str:
             f"pipeline_parallel_degree = {draw(st.sampled_from(['1', '2', value]))}"]
     if draw(st.integers(0, 6)) == 0:
         body.append("deep = " + "[" * 3000 + "]" * 3000)
+    if draw(st.integers(0, 6)) == 0:  # tables nested by dotted headers: 3 deep is real, thousands are not
+        body += ["[" + ".".join(["t"] * draw(st.sampled_from([3, 65, 5000]))) + "]", "x = 1"]
     if draw(st.integers(0, 6)) == 0:
         body.insert(0, "[[broken")
     return "\n".join(body) + "\n"

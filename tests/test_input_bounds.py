@@ -134,3 +134,64 @@ def test_a_deepspeed_micro_batch_of_2_63_is_one_paragraph(tmp_path):
     result = _run(["audit", *JOB, "--launch", str(path)])
     assert result.exit_code == 2 and "\n" not in result.stderr.strip()
     assert "field `micro_batch_size` = 9223372036854775808" in result.stderr
+
+
+@pytest.mark.parametrize("run", ["then ", "do ", "then do ", "else "])
+def test_a_line_of_thousands_of_keywords_neither_recurses_nor_crawls(tmp_path, run):
+    """`do do do ... cmd`: each keyword ran the rest by recursion and lexed it again (RecursionError at 1,000;
+    a minute at 5,000).  Now one loop, one more lex."""
+    import time
+
+    path = tmp_path / "launch.sh"
+    path.write_text(run * 5000 + "torchrun --nproc_per_node 8 pretrain_gpt.py --tensor-model-parallel-size 2\n")
+    start = time.perf_counter()
+    result = _run(["audit", *JOB, "--launch", str(path)])
+    assert time.perf_counter() - start < 10.0
+    if run == "else ":  # `else` without an open `if` in front of the command: named, bad input
+        assert result.exit_code == 2
+        assert len(result.stderr) < 1000  # the 25,000-character line is shown shortened
+    else:
+        assert result.exit_code in (0, 1), result.output
+        assert "tp2" in result.stdout
+
+
+def test_toml_tables_nested_past_the_depth_limit_are_named(tmp_path):
+    """A 5,000-level dotted table header: the flattening recursed (RecursionError); now iterative, with a limit."""
+    from placement.audit.launch import TOML_MAX_DEPTH
+
+    path = tmp_path / "train.toml"
+    path.write_text('[job]\ndump_folder = "./out"\n[' + ".".join(["t"] * 5000) + "]\nx = 1\n")
+    result = _run(["audit", *JOB, "--launch", str(path)])
+    assert result.exit_code == 2
+    assert f"nest deeper than {TOML_MAX_DEPTH} levels" in result.stderr
+
+
+def test_a_fifo_nobody_writes_to_is_an_error_not_a_wait(tmp_path, monkeypatch):
+    import os
+
+    from placement.loaders import files
+
+    monkeypatch.setattr(files, "PIPE_WAIT_S", 0.1)
+    fifo = tmp_path / "launch.sh"
+    os.mkfifo(fifo)
+    result = _run(["audit", *JOB, "--launch", str(fifo)])
+    assert result.exit_code == 2
+    assert "is a pipe that sent nothing for 0.1 s" in result.stderr
+
+
+@pytest.mark.parametrize("text", ["", "# only a comment\n", "{}\n"])
+def test_an_empty_recipe_file_is_an_error_not_the_defaults(tmp_path, text):
+    path = tmp_path / "recipe.yaml"
+    path.write_text(text)
+    result = _run(["plan", *JOB, "--recipe", str(path)])
+    assert result.exit_code == 2
+    assert "the recipe file names no field" in result.stderr
+
+
+@pytest.mark.parametrize("slots", ["8.5", "1e400", "8x"])
+def test_a_hostfile_slot_count_that_is_not_whole_is_bad_input(tmp_path, slots):
+    hostfile = tmp_path / "hostfile"
+    hostfile.write_text(f"node1 slots={slots}\n")
+    result = _run(["audit", *JOB, "--launch", str(hostfile)])
+    assert result.exit_code == 2
+    assert "the slot count is not a whole number" in result.stderr

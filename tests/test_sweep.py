@@ -125,3 +125,70 @@ def test_bad_sweep_files(tmp_path, change, message):
     assert result.exit_code == 2
     assert message in result.stderr and "Traceback" not in result.stderr
     assert str(Path(path)) in result.stderr
+
+
+def _dies_on_a100(payload: dict) -> dict:
+    """A sweep cell whose worker process dies (as an OOM kill would) on the A100 design."""
+    import os
+
+    from placement.sweep.run import evaluate_cell
+
+    if payload["design"]["name"] == "a100x16":
+        os._exit(9)
+    return evaluate_cell(payload)
+
+
+def test_a_dead_pool_worker_loses_only_its_cells(tmp_path):
+    """A local worker killed mid-sweep: the cells it did not hold finish and are cached; the sweep says how many
+    were lost; the next run computes only those."""
+    from placement.sweep.run import CellsLost
+
+    spec = SweepSpec.model_validate(dict(SMALL, designs=[SMALL["designs"][2], *SMALL["designs"][:2]]))
+    cache = tmp_path / "cache"
+    with pytest.raises(CellsLost) as lost:
+        run_sweep(spec, cache, "local", workers=2, evaluate=_dies_on_a100)
+    kept = len(list(cache.glob("*.json")))
+    assert lost.value.lost >= 1 and kept + lost.value.lost == 3 and lost.value.total == 3
+    again = run_sweep(spec, cache, "local", workers=2)
+    assert (again.computed, again.cached) == (3 - kept, kept)
+    assert again.rows == run_sweep(spec, None, "local", workers=1).rows
+
+
+def test_a_dead_ray_worker_loses_only_its_cell(tmp_path):
+    """A Ray worker that dies on one cell every time (past Ray's retries): the two other cells are cached, the
+    sweep raises CellsLost(1 of 3), and the rerun computes that one cell only."""
+    from placement.sweep.run import CellsLost, evaluate_cell
+
+    def dies_on_a100(payload: dict) -> dict:  # nested: Ray ships it by value
+        import os
+
+        if payload["design"]["name"] == "a100x16":
+            os._exit(9)
+        return evaluate_cell(payload)
+
+    spec = SweepSpec.model_validate(SMALL)
+    cache = tmp_path / "cache"
+    with pytest.raises(CellsLost) as lost:
+        run_sweep(spec, cache, "ray", workers=2, evaluate=dies_on_a100)
+    assert (lost.value.lost, lost.value.total) == (1, 3)
+    assert len(list(cache.glob("*.json"))) == 2
+    again = run_sweep(spec, cache, "ray", workers=2)
+    assert (again.computed, again.cached) == (1, 2)
+    assert again.rows == run_sweep(spec, None, "local", workers=1).rows
+
+
+def test_cli_sweep_with_dead_workers_exits_75_and_names_the_loss(tmp_path, monkeypatch):
+    import placement.sweep.run as run
+
+    real = run.run_sweep
+
+    def dying(*args, **kwargs):
+        return real(*args, **{**kwargs, "evaluate": _dies_on_a100})
+
+    monkeypatch.setattr(run, "run_sweep", dying)
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(dict(SMALL, designs=[SMALL["designs"][2]])))
+    result = CliRunner().invoke(main, ["sweep", str(path), "--out", str(tmp_path / "out"), "--workers", "2"])
+    assert result.exit_code == 75, result.output
+    assert "1 of 1 cells were lost when a worker died" in result.stderr
+    assert "run the same command again" in result.stderr and "Traceback" not in result.stderr

@@ -622,17 +622,32 @@ def _torchtitan_toml(path: Path) -> dict[str, tuple[Any, str]]:
     for section, table in data.items():
         if not isinstance(table, dict):
             continue
-        for key, value in _flatten(table):
+        for key, value in _flatten(table, path):
             dotted = f"{section}.{key}"
             out[dotted] = (value, _toml_evidence(path, lines, section, key.rsplit(".", 1)[-1]))
     return out
 
 
-def _flatten(table: dict, prefix: str = "") -> list[tuple[str, Any]]:
-    items = []
-    for k, v in table.items():
-        if isinstance(v, dict):
-            items += _flatten(v, f"{prefix}{k}.")
+TOML_MAX_DEPTH = 64
+"""Deepest table nesting read from a torchtitan TOML (its real sections are two levels deep)."""
+
+
+def _flatten(table: dict, path: Path) -> list[tuple[str, Any]]:
+    """Every leaf of a TOML table as (dotted key, value) in file order, walked with an explicit stack (no
+    recursion over user data)."""
+    items: list[tuple[str, Any]] = []
+    stack = [("", iter(table.items()))]
+    while stack:
+        prefix, rest = stack[-1]
+        k, v = next(rest, (None, None))
+        if k is None:
+            stack.pop()
+        elif isinstance(v, dict):
+            if len(stack) >= TOML_MAX_DEPTH:
+                raise InputError(f"{path}: TOML tables nest deeper than {TOML_MAX_DEPTH} levels (at "
+                                 f"{prefix[:60]}...); torchtitan's sections are two levels deep: look for a "
+                                 f"runaway dotted key")
+            stack.append((f"{prefix}{k}.", iter(v.items())))
         else:
             items.append((f"{prefix}{k}", v))
     return items
@@ -987,6 +1002,9 @@ def _hostfile(path: Path, s: _Settings) -> None:
         m = re.search(r"^(\S+)\s+slots=(\d+)", stripped)
         if not m:
             raise InputError(f"{path}:{n}: {stripped!r} is not `hostname slots=N`; DeepSpeed rejects the hostfile")
+        if stripped[m.end():][:1] not in ("", " ", "\t"):  # DeepSpeed's search would read `slots=8.5` as 8
+            raise InputError(f"{path}:{n}: {stripped!r}: the slot count is not a whole number (DeepSpeed would read "
+                             f"slots={m.group(2)} from it); write slots=N with N the host's GPUs")
         if m.group(1) in hosts:
             raise InputError(f"{path}:{n}: host {m.group(1)} is listed twice; DeepSpeed rejects duplicate hosts")
         if int(m.group(2)) < 1:
@@ -1002,7 +1020,7 @@ def _hostfile(path: Path, s: _Settings) -> None:
 def _looks_like_hostfile(text: str) -> bool:
     lines = [x.strip() for x in text.splitlines() if x.strip() and not x.strip().startswith("#")]
     # one `host slots=N` line makes it a hostfile (a bad line among them is then reported by _hostfile)
-    return any(re.search(r"^(\S+)\s+slots=\d", x) for x in lines) and not any(
+    return any(re.search(r"^(\S+)\s+slots=", x) for x in lines) and not any(
         re.search(r"torchrun|python|deepspeed|--\w", x) for x in lines)
 
 

@@ -46,7 +46,8 @@ class Origin:
     """The physical source line, stripped."""
 
     def __str__(self) -> str:
-        return f"{self.path}:{self.line}: {self.text}"
+        text = self.text if len(self.text) <= 400 else f"{self.text[:300]} ... {self.text[-60:]}"  # messages stay short
+        return f"{self.path}:{self.line}: {text}"
 
 
 @dataclass(frozen=True)
@@ -549,50 +550,52 @@ def _to_word(f: list[_Seg], site: Origin, uncertain: str | None) -> Word:
 # Running statements
 
 
-def _run(state: _State, stmt: _Stmt) -> None:
+def _run(state: _State, stmt: _Stmt | None) -> None:
+    """Run one statement; `then cmd`, `do cmd` and `else cmd` run the rest in a loop (not recursion: a
+    script of 5,000 `do`s must not exhaust the stack)."""
+    while stmt is not None:
+        stmt = _run_one(state, stmt)
+
+
+def _run_one(state: _State, stmt: _Stmt) -> _Stmt | None:
+    """Run a statement; returns what follows a leading keyword, still to run."""
     words = _lex(state, stmt)
     if not words:
-        return
+        return None
     first = _plain(words[0])
     org = _origin(state, stmt.lines[0])
     if first in ("if", "elif"):
         _open_if(state, first, words[1:], org)
-        return
+        return None
     if first in ("then", "do"):
-        if len(words) > 1:
-            _run(state, _Stmt(*_rest(stmt, words)))
-        return
+        return _Stmt(*_rest(stmt, words)) if len(words) > 1 else None
     if first == "else":
         _else(state, org)
-        if len(words) > 1:
-            _run(state, _Stmt(*_rest(stmt, words)))
-        return
+        return _Stmt(*_rest(stmt, words)) if len(words) > 1 else None
     if first == "fi":
         if state.frames and state.frames[-1][0] != "loop":
             state.frames.pop()
-        return
+        return None
     if first in _CONTROL_OPEN or (first or "").endswith("()") or first == "{":
         state.frames.append(["uncertain", True, org])
-        return
+        return None
     if first in _CONTROL_CLOSE or first == "}":
         if state.frames:
             state.frames.pop()
-        return
+        return None
     mode, reason = _mode(state)
     if mode == "off":
-        return
+        return None
     k = 0
     if first in _DECLARE:
         k = 1
         while k < len(words) and _plain(words[k]).startswith("-"):
             k += 1
-    assigned = False
     while k < len(words) and _is_assignment(words[k]):
         _assign(state, stmt, words[k], reason)
-        assigned = True
         k += 1
     if k >= len(words) or first in _DECLARE:
-        return
+        return None
     rest = words[k:]
     if _plain(rest[0]) == "eval":
         rest = rest[1:]
@@ -602,14 +605,21 @@ def _run(state: _State, stmt: _Stmt) -> None:
         fields += [_to_word(f, site, reason) for f in _expand_parts(state, w)]
     if fields:
         state.commands.append(Command(tuple(fields), org))
-    del assigned
+    return None
+
+
+_LEADING_THEN_DO = re.compile(r"\s*(?:(?:then|do)(?=[\s;]|$)\s*)+")
 
 
 def _rest(stmt: _Stmt, words: list[list[_Part]]) -> tuple[str, list[int]]:
-    """The statement after its first keyword (`then cmd`, `else cmd`)."""
+    """The statement after its first keyword (`then cmd`, `else cmd`); a run of `then`/`do` keywords goes at
+    once, so a line of thousands is lexed once more, not once per keyword."""
+    kw = _plain(words[0])
+    m = _LEADING_THEN_DO.match(stmt.chars) if kw in ("then", "do") else None
+    if m:
+        return stmt.chars[m.end():], stmt.lines[m.end():]
     s = stmt.chars.lstrip()
     off = len(stmt.chars) - len(s)
-    kw = _plain(words[0])
     return stmt.chars[off + len(kw):], stmt.lines[off + len(kw):]
 
 

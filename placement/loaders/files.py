@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import select
+import stat
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -17,15 +20,52 @@ MAX_INPUT_BYTES = 64 * 2**20
 the read stops and names the limit, so /dev/zero or a wrong huge file is an error, not a memory exhaustion."""
 
 
+PIPE_WAIT_S = 10.0
+"""Longest wait for a named pipe's writer to send more (process substitution `<(cmd)` sends at once); a FIFO
+nobody writes to is an error after it, not a wait forever."""
+_PIPES: dict[str, bytes] = {}
+"""What each pipe sent: a pipe reads once, and a reader may look at a file twice (to detect, then to read)."""
+
+
 def read_bytes(path: Path, what: str, expected: str) -> bytes:
     """The bytes of `path`, at most MAX_INPUT_BYTES: past them an InputError names the limit (an OSError of the
     read itself is left to the caller, which words it)."""
-    with open(path, "rb") as fh:
-        data = fh.read(MAX_INPUT_BYTES + 1)
+    if stat.S_ISFIFO(os.stat(path).st_mode):
+        data = _PIPES.get(str(path))
+        if data is None:
+            data = _PIPES[str(path)] = _read_pipe(path, what)
+    else:
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_INPUT_BYTES + 1)
     if len(data) > MAX_INPUT_BYTES:
         raise InputError(f"{what} `{path}` is larger than the {MAX_INPUT_BYTES // 2**20} MiB placement reads from "
                          f"one file; {expected}.")
     return data
+
+
+def _read_pipe(path: Path, what: str) -> bytes:
+    """A named pipe, opened without blocking (a FIFO without a writer would block `open` forever) and read until
+    its writer closes it, MAX_INPUT_BYTES + 1 bytes, or PIPE_WAIT_S without data."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        while size <= MAX_INPUT_BYTES:
+            ready, _, _ = select.select([fd], [], [], PIPE_WAIT_S)
+            if not ready:
+                raise InputError(f"{what} `{path}` is a pipe that sent nothing for {PIPE_WAIT_S:g} s; give a file, "
+                                 f"or a pipe whose writer finishes")
+            try:
+                chunk = os.read(fd, 1 << 20)
+            except BlockingIOError:
+                continue
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    finally:
+        os.close(fd)
+    return b"".join(chunks)
 
 
 def read_text(path: Path, what: str, expected: str) -> str:

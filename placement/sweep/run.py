@@ -19,6 +19,7 @@ from pathlib import Path
 from placement import __version__
 from placement.catalog import load_accelerator, load_cluster, load_model
 from placement.errors import InputError, PlacementInfeasible
+from placement.loaders.files import read_bytes
 from placement.outfiles import check_out_dir, checked_dump, checked_load, write_atomic
 from placement.specs import AcceleratorSpec, ClusterSpec
 from placement.sweep.spec import DesignSpec, SweepSpec, WorkloadSpec
@@ -185,6 +186,36 @@ _ROW_KEYS = frozenset({"design", "workload", "num_gpus", "num_gpus_bought", "acc
 """What every computed row holds (`plan_cell`): a cache entry without them is recomputed."""
 
 
+_ROW_NUMBERS = ("num_gpus", "num_gpus_bought", "step_time_s", "time_to_train_s", "gpu_hours", "cost",
+                "price_per_gpu_hour")
+"""The numbers an "ok" row holds (finite, >= 0); an "infeasible" row holds None for the results."""
+
+
+def _cached_row(path: Path) -> dict | None:
+    """A cache entry's row, or None when it cannot be used: unreadable, past the read limit, a bad checksum,
+    or a row of the wrong shape (a missing key, a wrong type, a non-finite number)."""
+    try:
+        row = checked_load(read_bytes(path, "sweep cache entry", "").decode("utf-8", errors="replace"))
+    except (OSError, InputError):
+        return None
+    if not isinstance(row, dict) or not _ROW_KEYS <= row.keys() or row["status"] not in ("ok", "infeasible"):
+        return None
+    if not all(isinstance(row[k], str) for k in ("design", "workload", "accelerator", "cluster", "message")):
+        return None
+    results = _ROW_NUMBERS[2:6]
+    for key in _ROW_NUMBERS:
+        value = row[key]
+        if row["status"] == "infeasible" and key in results:
+            if value is not None:
+                return None
+        elif (isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value)
+              or value < 0):
+            return None
+    if row["status"] == "ok" and not isinstance(row["plan"], dict):
+        return None
+    return row
+
+
 def mark_pareto(rows: list[dict]) -> None:
     """Per workload: a row is on the frontier when no other row is at most as costly and as slow and
     strictly better in one of the two."""
@@ -205,22 +236,28 @@ class SweepResult:
     cached: int
     bad_cache: tuple[str, ...] = ()
     """Cache entries that were unreadable (truncated, edited, reshaped): recomputed, and named."""
+    unwritable_cache: tuple[str, ...] = ()
+    """Cache entries that could not be written (a directory in the way, a full disk): computed, not kept."""
 
 
 def run_sweep(sweep: SweepSpec, cache_dir: Path | None, executor: str = "local", workers: int | None = None,
-              progress: Callable[[int], None] | None = None) -> SweepResult:
-    """Plan every cell not in the cache, in parallel; rows come back in sweep order."""
+              progress: Callable[[int], None] | None = None,
+              evaluate: Callable[[dict], dict] = evaluate_cell) -> SweepResult:
+    """Plan every cell not in the cache, in parallel; rows come back in sweep order.  `evaluate` plans one
+    cell (tests pass one whose worker dies).  Raises CellsLost after the other cells finish when workers die."""
     todo = cells(sweep)
     prints = [c.fingerprint for c in todo]
     found: dict[str, dict] = {}
     bad: list[str] = []
+    unwritable: list[str] = []
     if cache_dir is not None:
         check_out_dir(cache_dir, flag="the sweep cache")
-        for fp in prints:
+        for fp, cell in zip(prints, todo, strict=True):
             path = cache_dir / f"{fp}.json"
-            if path.is_file():
-                row = checked_load(path.read_text(errors="replace"))
-                if isinstance(row, dict) and _ROW_KEYS <= row.keys():
+            if path.exists():
+                row = _cached_row(path)
+                names = (cell.design.name, cell.workload.name, cell.accelerator.name, cell.cluster.name)
+                if row is not None and (row["design"], row["workload"], row["accelerator"], row["cluster"]) == names:
                     found[fp] = row
                 else:  # a cache must never break a study: recompute the cell
                     bad.append(path.name)
@@ -231,58 +268,92 @@ def run_sweep(sweep: SweepSpec, cache_dir: Path | None, executor: str = "local",
         fp = missing[i][0]
         found[fp] = row
         if cache_dir is not None:
-            write_atomic(cache_dir / f"{fp}.json", checked_dump(row))
+            try:
+                write_atomic(cache_dir / f"{fp}.json", checked_dump(row))
+            except OSError as err:  # a cache must never break a study: the cell is computed, only not kept
+                unwritable.append(f"{fp}.json ({err.strerror or err})")
         if progress:
             progress(1)
 
-    _execute([c.payload() for _, c in missing], executor, workers, finished)
+    _execute([c.payload() for _, c in missing], executor, workers, finished, evaluate)
     rows = [dict(found[fp], fingerprint=fp) for fp in prints]
     mark_pareto(rows)
-    return SweepResult(rows=rows, computed=len(missing), cached=len(todo) - len(missing), bad_cache=tuple(bad))
+    return SweepResult(rows=rows, computed=len(missing), cached=len(todo) - len(missing), bad_cache=tuple(bad),
+                       unwritable_cache=tuple(unwritable))
 
 
-def _execute(payloads: list[dict], executor: str, workers: int | None,
-             finished: Callable[[int, dict], None]) -> None:
-    """Evaluate every payload; `finished(i, row)` as each one completes (in completion order)."""
+class CellsLost(Exception):
+    """Workers died during a sweep: the cells they held are not computed; every finished cell is cached."""
+
+    def __init__(self, lost: int, total: int, cause: str) -> None:
+        super().__init__(f"{lost} of {total} cells were lost when a worker died ({cause})")
+        self.lost, self.total, self.cause = lost, total, cause
+
+
+def _execute(payloads: list[dict], executor: str, workers: int | None, finished: Callable[[int, dict], None],
+             evaluate: Callable[[dict], dict] = evaluate_cell) -> None:
+    """Evaluate every payload; `finished(i, row)` as each one completes (in completion order).  A worker that
+    dies loses only the cells it held: the others still finish, then CellsLost names how many were lost."""
     if not payloads:
         return
     if executor == "ray":
-        _execute_ray(payloads, workers, finished)
+        _execute_ray(payloads, workers, finished, evaluate)
         return
     if executor != "local":
         raise InputError(f"--executor {executor!r}: use one of {', '.join(EXECUTORS)}")
     workers = workers or min(len(payloads), os.cpu_count() or 1)
     if workers == 1:
         for i, p in enumerate(payloads):
-            finished(i, evaluate_cell(p))
+            finished(i, evaluate(p))
         return
     from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures.process import BrokenProcessPool
 
+    lost: list[str] = []
     pool = ProcessPoolExecutor(max_workers=workers)
     try:
-        futures = {pool.submit(evaluate_cell, p): i for i, p in enumerate(payloads)}
+        futures = {pool.submit(evaluate, p): i for i, p in enumerate(payloads)}
         for fut in as_completed(futures):
-            finished(futures[fut], fut.result())
+            try:
+                row = fut.result()
+            except BrokenProcessPool as err:  # a worker process died (killed, out of memory): its pool is gone
+                lost.append(str(err) or "a process of the pool died")
+                continue
+            finished(futures[fut], row)
     finally:  # interrupted: drop the cells not started, do not wait for them
         pool.shutdown(wait=True, cancel_futures=True)
+    if lost:
+        raise CellsLost(len(lost), len(payloads), lost[0])
 
 
-def _execute_ray(payloads: list[dict], workers: int | None, finished: Callable[[int, dict], None]) -> None:
+def _execute_ray(payloads: list[dict], workers: int | None, finished: Callable[[int, dict], None],
+                 evaluate: Callable[[dict], dict]) -> None:
     try:
         import ray
+        from ray.exceptions import RayError, RayTaskError
     except ImportError:
         raise InputError("--executor ray needs Ray: pip install 'placement[ray]'") from None
     started = not ray.is_initialized()
     if started:  # a local instance unless RAY_ADDRESS points at a cluster
         ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
+    lost: list[str] = []
     try:
-        remote = ray.remote(evaluate_cell)
+        remote = ray.remote(evaluate)  # Ray retries a task whose worker died (max_retries, 3 by default)
         refs = [remote.remote(p) for p in payloads]
         index = {ref: i for i, ref in enumerate(refs)}
         pending = list(refs)
-        while pending:  # a worker that dies loses only its cell: the finished ones are cached as they come
+        while pending:  # finished cells are cached as they come, so a lost one costs only itself
             done, pending = ray.wait(pending, num_returns=1)
-            finished(index[done[0]], ray.get(done[0]))
+            try:
+                row = ray.get(done[0])
+            except RayTaskError as err:  # the cell itself raised: a bug, reported as such
+                raise err.as_instanceof_cause() from None
+            except RayError as err:  # the worker or its node died, past Ray's retries
+                lost.append(type(err).__name__)
+                continue
+            finished(index[done[0]], row)
     finally:
         if started:
             ray.shutdown()
+    if lost:
+        raise CellsLost(len(lost), len(payloads), lost[0])
