@@ -431,7 +431,7 @@ def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, pr
             from placement.emit.common import EmitContext
             from placement.emit.writer import write
 
-            ctx = EmitContext(chosen, topo, gpu_of_rank, model.name, model.num_layers, model.is_moe)
+            ctx = EmitContext.of(chosen, topo, gpu_of_rank, model, train)
             paths, warnings = write(ctx, formats, Path(out_dir))
             for path in paths:
                 click.echo(f"wrote {path}", err=True)
@@ -674,7 +674,7 @@ def audit(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, p
     if not _timings():
         result = result.without_timings()
     if out_dir is not None:
-        for path in write_best(result, model, topo, Path(out_dir)):
+        for path in write_best(result, model, train, topo, Path(out_dir)):
             click.echo(f"wrote {path}", err=True)
     click.echo(json.dumps(audit_json(result)) if as_json else audit_table(result))
     threshold = SEVERITIES.index(fail_on)

@@ -8,7 +8,7 @@ from placement import __version__
 from placement.cost.batch import LayoutBatch
 from placement.cost.pipeline import rank_layer_counts
 from placement.cost.step import Estimates
-from placement.specs import ModelSpec, TrainingSpec
+from placement.specs import Layout, ModelSpec, TrainingSpec
 from placement.specs.recipe import Recipe
 from placement.topology import Topology
 
@@ -115,6 +115,13 @@ class Plan(_Out):
     def recipe_spec(self) -> Recipe:
         """`recipe` as a validated Recipe (the default recipe when the plan carries none)."""
         return Recipe.model_validate(self.recipe) if self.recipe is not None else Recipe()
+
+    def layout_spec(self) -> Layout:
+        """The plan's layout as the input `evaluate` takes (to price it again under another precision)."""
+        lay = self.layout
+        return Layout(tp=lay.tp, cp=lay.cp, ep=lay.ep, etp=lay.etp, pp=lay.pp, vpp=lay.vpp, dp=lay.dp,
+                      micro_batch_size=lay.micro_batch_size, zero_stage=lay.zero_stage, dp_shard=lay.dp_shard,
+                      recompute=lay.recompute, sequence_parallel=lay.sequence_parallel)
 
 
 def _r(x: float, digits: int = 6) -> float:

@@ -29,7 +29,7 @@ def ctx_for(model_name: str, gpus: int, fixed: tuple, precision: str = "bf16", g
     model = load_model(model_name)
     train = TrainingSpec(seq_len=4096, global_batch=global_batch, precision=precision)
     result = plan_job(model, train, topo, SearchConfig(top_k=1, fixed=dict(fixed)), None, with_rank_table=False)
-    return EmitContext(result.plans[0], topo, result.gpu_of_rank[0], model_name, model.num_layers, model.is_moe)
+    return EmitContext.of(result.plans[0], topo, result.gpu_of_rank[0], model, train)
 
 
 PIPE = ("llama3-8b", 64, (("tp", 2), ("pp", 2), ("cp", 1), ("vpp", 1), ("zero_stage", 1), ("recompute", "full")))
@@ -162,7 +162,7 @@ def test_fp8_is_set_as_bf16_with_a_warning():
     ctx = ctx_for(*PIPE[:2], PIPE[2], precision="fp8")
     _, warnings, cfg, _ = files(ctx)
     assert cfg["bf16"] == {"enabled": True} and "fp16" not in cfg
-    assert [w for w in warnings if w.startswith("fp8: the DeepSpeed config has no FP8 switch")]
+    assert [w for w in warnings if w.startswith("the DeepSpeed config has no FP8 switch") and "this file runs bf16" in w]
 
 
 @pytest.mark.parametrize(("etp", "expected"), [(1, "DeepSpeed forms EP groups"), (2, "etp 2: DeepSpeed MoE has no")])

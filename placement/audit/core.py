@@ -579,13 +579,10 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
     if best.step_time_s >= plan.step_time_s and plan.fits:  # the job already runs the best we know
         best, best_gpu = plan, gpu_of_rank
     speedup = round(plan.step_time_s / best.step_time_s, 3) if best.step_time_s > 0 else 1.0
-    changes = launch_changes(launch.framework, _emit_ctx(plan, topo, gpu_of_rank, model),
-                             _emit_ctx(best, topo, best_gpu, model))
+    changes = launch_changes(launch.framework, EmitContext.of(plan, topo, gpu_of_rank, model, train),
+                             EmitContext.of(best, topo, best_gpu, model, train))
     if launch.rank_order != "tp-cp-ep-dp-pp":  # placement's emitters keep Megatron's default order
         changes.insert(0, {"argument": "--use-tp-pp-dp-mapping", "from": "true", "to": None})
     return Audit(launch=launch, layout=layout, estimate=plan, findings=findings, best=best, best_gpu_of_rank=best_gpu,
                  speedup=speedup, changes=changes, host_order=[topo.host_names[h] for h in order])
 
-
-def _emit_ctx(plan: Plan, topo: Topology, gpu_of_rank: np.ndarray, model: ModelSpec) -> EmitContext:
-    return EmitContext(plan, topo, gpu_of_rank, model.name, model.num_layers, model.is_moe)

@@ -9,7 +9,9 @@ import numpy as np
 from placement import __version__
 from placement.cost.constants import GiB
 from placement.plan import Plan
+from placement.specs import ModelSpec, TrainingSpec
 from placement.specs.recipe import CudaGraphs, Dispatcher, Recipe, RecomputeModule
+from placement.specs.training import Precision
 from placement.topology import Topology
 
 
@@ -21,6 +23,39 @@ class EmitContext:
     model_name: str
     num_layers: int = 0
     moe: bool = False
+    model: ModelSpec | None = None
+    train: TrainingSpec | None = None
+    """The job, to price what a file runs when it cannot state the plan (None: warnings without numbers)."""
+
+    @classmethod
+    def of(cls, plan: Plan, topo: Topology, gpu_of_rank: np.ndarray, model: ModelSpec,
+           train: TrainingSpec | None = None) -> EmitContext:
+        """The context of `plan` for `model`; with `train`, files that cannot state the plan are priced."""
+        return cls(plan, topo, gpu_of_rank, model.name, model.num_layers, model.is_moe, model, train)
+
+    def priced_as(self, precision: str) -> Plan | None:
+        """The plan's layout and recipe, on the ranks the files place, priced at `precision`: what a file
+        that cannot set the plan's precision runs."""
+        if self.model is None or self.train is None:
+            return None
+        from placement.evaluate import evaluate_layout
+
+        train = self.train.model_copy(update={"precision": Precision(precision)})
+        return evaluate_layout(self.model, train, self.topo.with_mapping(self.gpu_of_rank), self.plan.layout_spec(),
+                               self.recipe)
+
+    def runs_as(self, precision: str, why: str) -> tuple[str, str]:
+        """(header line, warning) for a file that runs the plan's layout at another `precision`: both times."""
+        p = self.plan
+        other = self.priced_as(precision)
+        if other is None:
+            return "", f"{why}: this file runs {precision}, not the plan's {p.precision}"
+        fits = "" if other.fits else " (DOES NOT FIT)"
+        line = (f"this file runs {precision}, not the plan's {p.precision} ({why}): {other.step_time_s:.3f} s/step "
+                f"({other.step_time_s / p.step_time_s - 1:+.1%}), {other.tokens_per_s:,.0f} tokens/s, "
+                f"{other.peak_memory_bytes / GiB:.1f} of {other.memory_capacity_bytes / GiB:.1f} GiB per GPU{fits}")
+        return line, (f"{why}: this file runs {precision}: {other.step_time_s:.3f} s/step against the plan's "
+                      f"{p.step_time_s:.3f} s/step at {p.precision}{fits}")
 
     @property
     def recipe(self) -> Recipe:
@@ -102,7 +137,9 @@ def recipe_warnings(ctx: EmitContext, framework: str, runs_instead: dict[str, st
     return out
 
 
-def header(ctx: EmitContext, framework: str, comment: str = "#") -> str:
+def header(ctx: EmitContext, framework: str, comment: str = "#", runs: str = "") -> str:
+    """Which plan the file realizes and its predicted numbers; `runs`: what the file runs instead, when it
+    cannot state the plan (EmitContext.runs_as), right under the prediction."""
     p = ctx.plan
     lay = p.layout
     lines = [
@@ -114,6 +151,7 @@ def header(ctx: EmitContext, framework: str, comment: str = "#") -> str:
         f"sequence parallel {lay.sequence_parallel}",
         f"predicted: {p.step_time_s:.3f} s/step, {p.tokens_per_s:,.0f} tokens/s, MFU {p.mfu:.1%}, "
         f"{p.peak_memory_bytes / GiB:.1f} of {p.memory_capacity_bytes / GiB:.1f} GiB per GPU",
+        *([runs] if runs else []),
         "ranks: tp innermost, then cp, dp, pp (Megatron-Core and torchtitan order); the rank -> GPU mapping is",
         "applied by the host order (node ranks) below, never by renumbering ranks inside the framework",
     ]

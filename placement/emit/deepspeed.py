@@ -172,10 +172,11 @@ def warnings_for(ctx: EmitContext) -> list[str]:
     if lay.recompute == "selective":
         out.append("selective recompute is model code (recompute the attention core); DeepSpeed's checkpointing "
                    "recomputes whole layers")
-    if plan.precision == "fp8":
-        out.append("fp8: the DeepSpeed config has no FP8 switch (bf16 is set); FP8 GEMMs come from model code, "
-                   "e.g. Transformer Engine layers")
     return out
+
+
+FP8_WHY = ("the DeepSpeed config has no FP8 switch (bf16 is set); FP8 GEMMs come only from model code such as "
+           "Transformer Engine layers")
 
 
 def _code_lines(ctx: EmitContext) -> list[str]:
@@ -230,7 +231,11 @@ modules, has its own warning in warnings_for)."""
 def render(ctx: EmitContext) -> tuple[str, list[str], dict[str, str]]:
     lay, plan = ctx.plan.layout, ctx.plan
     warnings = warnings_for(ctx) + recipe_warnings(ctx, "DeepSpeed 0.19.8", RUNS_INSTEAD)
-    head = header(ctx, VERSION)
+    runs = ""
+    if plan.precision == "fp8":
+        runs, warn = ctx.runs_as("bf16", FP8_WHY)
+        warnings.insert(0, warn)
+    head = header(ctx, VERSION, runs=runs)
     host_text, include = hostfile(ctx)
     cfg = {"_comment": [line[2:] for line in head.splitlines()] + [f"WARNING: {w}" for w in warnings]}
     cfg |= config(ctx)

@@ -129,6 +129,9 @@ def recipe_arguments(ctx: EmitContext) -> tuple[list[str], list[str]]:
         args.append("--tp-comm-overlap")
         if not lay.sequence_parallel:
             warnings.append("Megatron's --tp-comm-overlap needs --sequence-parallel, which this plan has off")
+    # Megatron's default is FP32 weights and GEMMs: both precisions run BF16 weights, FP8 only in the GEMMs
+    # (Megatron-LM arguments.py: --bf16 "Run model in bfloat16 mode"; --fp8-format on top of it)
+    args.append("--bf16")
     if ctx.plan.precision == Precision.FP8.value:
         recipe = fp8_recipe(ctx.topo, r, Precision.FP8)
         args += ["--fp8-format", "e4m3"] + (["--fp8-recipe", recipe.value] if recipe is not None else [])

@@ -18,6 +18,11 @@ MODELS = {
     "llama3-405b": ("llama3", "llama3_405b"),
     "deepseek-v3": ("deepseek_v3", "deepseek_v3_671b"),
 }
+FP8_CONFIGS = {"llama3_405b": "llama3_405b", "deepseek_v3_671b": "deepseek_v3_671b_float8"}
+"""torchtitan 0.3.0 config -> the config of the same model with Float8 linear layers (and grouped experts).
+Precision is set by the config function's converters, not by a flag: `llama3_405b` always converts,
+`llama3_70b` and `llama3_8b` never (its `llama3_8b_mxfp8` is MXFP8 under torch.compile, not priced here),
+`deepseek_v3_671b_float8` is the FP8 twin of `deepseek_v3_671b` (models/*/config_registry.py)."""
 
 
 def _stage_split(stage_layers: list[int], vpp: int) -> tuple[list[str], list[str]]:
@@ -48,9 +53,8 @@ def flags(ctx: EmitContext) -> tuple[list[str], list[str]]:
     lay = ctx.plan.layout
     warnings = []
     module, config = MODELS.get(ctx.model_name, (None, None))
-    if ctx.model_name == "llama3-405b" and ctx.plan.precision == "bf16":
-        warnings.append("torchtitan's llama3_405b config turns on Float8 linear layers: drop its float8 converter "
-                        "for the BF16 run this plan prices")
+    if config is not None and ctx.plan.precision == "fp8":
+        config = FP8_CONFIGS.get(config, config)
     if module is None:
         warnings.append(f"torchtitan 0.3.0 ships no config for {ctx.model_name}; replace MODULE/CONFIG with yours")
         module, config = "MODULE", "CONFIG"
@@ -114,7 +118,26 @@ RUNS_INSTEAD = {
 """What torchtitan runs instead of each recipe feature it cannot be told."""
 
 
+def runs_precision(ctx: EmitContext) -> tuple[str, str] | None:
+    """(precision, why) when the shipped config runs another precision than the plan's, else None."""
+    config = MODELS.get(ctx.model_name, (None, None))[1]
+    if config is None:
+        return None  # the user's own config: its converters are theirs to set
+    fp8 = config in FP8_CONFIGS.values() or FP8_CONFIGS.get(config) == config
+    if ctx.plan.precision == "fp8" and config not in FP8_CONFIGS:
+        return "bf16", f"torchtitan 0.3.0's {config} config has no Float8 converter and no flag adds one"
+    if ctx.plan.precision == "bf16" and fp8:
+        return "fp8", (f"torchtitan 0.3.0's {config} config turns on Float8 linear layers; drop its float8 "
+                       f"converter for the BF16 run the plan prices")
+    return None
+
+
 def render(ctx: EmitContext) -> tuple[str, list[str]]:
     args, warnings = flags(ctx)
-    text = header(ctx, "torchtitan 0.3.0") + warn_block(warnings)
+    runs = ""
+    other = runs_precision(ctx)
+    if other is not None:
+        runs, warn = ctx.runs_as(*other)
+        warnings.insert(0, warn)
+    text = header(ctx, "torchtitan 0.3.0", runs=runs) + warn_block(warnings)
     return text + torchrun_lines(ctx, "-m torchtitan.train " + " ".join(args)), warnings

@@ -29,22 +29,18 @@ def planned(case: str):
     return plan_context(*CASES[case])
 
 
-def plan_context(model_name: str, cluster_name: str, gpus: int, seq: int, gbs: int, fixed: dict):
+def plan_context(model_name: str, cluster_name: str, gpus: int, seq: int, gbs: int, fixed: dict,
+                 precision: str = "bf16"):
     cluster = load_cluster(cluster_name)
     topo = Topology(cluster, load_accelerator(cluster.accelerator), num_gpus=gpus)
     model = load_model(model_name)
-    result = plan_job(model, TrainingSpec(seq_len=seq, global_batch=gbs), topo,
-                      SearchConfig(top_k=1, fixed=fixed), None, with_rank_table=False)
-    plan = result.plans[0]
-    return EmitContext(plan, topo, result.gpu_of_rank[0], model_name, model.num_layers, model.is_moe), model
+    train = TrainingSpec(seq_len=seq, global_batch=gbs, precision=precision)
+    result = plan_job(model, train, topo, SearchConfig(top_k=1, fixed=fixed), None, with_rank_table=False)
+    return EmitContext.of(result.plans[0], topo, result.gpu_of_rank[0], model, train), model
 
 
 def layout_of(ctx: EmitContext) -> Layout:
-    lay = ctx.plan.layout
-    return Layout(tp=lay.tp, cp=lay.cp, ep=lay.ep, etp=lay.etp, pp=lay.pp, vpp=lay.vpp, dp=lay.dp,
-                  micro_batch_size=lay.micro_batch_size, zero_stage=lay.zero_stage,
-                  dp_shard=None if lay.dp_shard == lay.dp else lay.dp_shard, recompute=lay.recompute,
-                  sequence_parallel=lay.sequence_parallel)
+    return ctx.plan.layout_spec()
 
 
 def group_of(ctx: EmitContext, rank: int, axes: tuple[str, ...]) -> list[int]:

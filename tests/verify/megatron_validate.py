@@ -31,6 +31,7 @@ def main() -> None:
     arguments.validate_args(args)
     print("VALID", args.tensor_model_parallel_size, args.pipeline_model_parallel_size, args.context_parallel_size,
           args.data_parallel_size, args.virtual_pipeline_model_parallel_size, args.expert_model_parallel_size)
+    print("PRECISION", args.params_dtype, args.fp8)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ import pytest
 from megatron.core.parallel_state import RankGenerator
 
 from placement.emit import megatron
-from tests.verify.helpers import CASES, group_of, planned
+from tests.verify.helpers import CASES, group_of, plan_context, planned
 
 
 def emitted_args(ctx) -> dict[str, str]:
@@ -80,6 +80,21 @@ def test_megatron_validate_args_accepts_the_emitted_arguments(case, tmp_path):
     vpp = None if lay.vpp == 1 else lay.vpp
     assert valid == [str(lay.tp), str(lay.pp), str(lay.cp), str(lay.dp), str(vpp),
                      str(lay.ep if ctx.moe else 1)]
+    assert "PRECISION torch.bfloat16 None" in proc.stdout  # BF16 weights, not Megatron's FP32 default
+
+
+def test_megatron_takes_an_fp8_plan_as_bf16_weights_with_fp8_gemms(tmp_path):
+    import subprocess
+    import sys
+
+    ctx, model = plan_context("llama3-70b", "dgx-h100", 1024, 8192, 512, {"tp": 8, "pp": 4, "cp": 1},
+                              precision="fp8")
+    path = tmp_path / "megatron.sh"
+    path.write_text(megatron.render(ctx)[0])
+    proc = subprocess.run([sys.executable, "-m", "tests.verify.megatron_validate", str(ctx.plan.num_gpus), str(path),
+                           *model_args(model)], capture_output=True, text=True, check=False, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "PRECISION torch.bfloat16 e4m3" in proc.stdout
 
 
 # -- the recipe: Megatron-Core's own parser and validate_args accept the recipe arguments the emitter writes --

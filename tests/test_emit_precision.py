@@ -1,0 +1,117 @@
+"""Emitted files carry the plan's precision, or say what they run instead with both times (issue: launch files
+that run exactly what was priced)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from placement.cli import main
+from placement.emit.common import EmitContext
+from placement.planner import plan_job
+from placement.search import SearchConfig
+
+DATA = Path(__file__).parent / "data"
+
+
+def _emit(tmp_path: Path, model: str, gpus: int, precision: str, emit: str, *extra: str) -> tuple[dict, str]:
+    """plan --json --emit: (the best plan, stderr)."""
+    result = CliRunner().invoke(main, ["plan", "--model", model, "--gpus", str(gpus), "--seq-len", "4096",
+                                       "--global-batch", "64", "--precision", precision, "--top-k", "1", "--json",
+                                       "--out", str(tmp_path), "--emit", emit, *extra])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)["plans"][0], result.stderr
+
+
+def _megatron_args(path: Path) -> list[str]:
+    line = next(x for x in path.read_text().splitlines() if x.startswith("PLACEMENT_ARGS=("))
+    return shlex.split(line[len("PLACEMENT_ARGS=("):-1])
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp8"])
+def test_megatron_files_always_set_bf16_and_fp8_on_top(tmp_path, precision):
+    """Megatron's default is FP32: without --bf16 an FP8 or BF16 plan would run FP32 weights."""
+    _emit(tmp_path, "llama3-8b", 8, precision, "megatron")
+    args = _megatron_args(tmp_path / "megatron.sh")
+    assert "--bf16" in args
+    assert ("--fp8-format" in args) == (precision == "fp8")
+
+
+def _evaluate_step(plan: dict, precision: str) -> float:
+    """The plan's layout priced at `precision` by `evaluate`, as a user would check it."""
+    lay = plan["layout"]
+    argv = ["evaluate", "--model", plan["model"], "--cluster", plan["cluster"], "--gpus", str(plan["num_gpus"]),
+            "--seq-len", str(plan["seq_len"]), "--global-batch", str(plan["global_batch"]), "--precision", precision,
+            "--tp", str(lay["tp"]), "--cp", str(lay["cp"]), "--ep", str(lay["ep"]), "--etp", str(lay["etp"]),
+            "--pp", str(lay["pp"]), "--vpp", str(lay["vpp"]), "--mbs", str(lay["micro_batch_size"]),
+            "--zero", str(lay["zero_stage"]), "--dp-shard", str(lay["dp_shard"]), "--recompute", lay["recompute"],
+            "--sequence-parallel" if lay["sequence_parallel"] else "--no-sequence-parallel", "--json"]
+    recipe = plan["recipe"]
+    if recipe.get("recompute_modules") and lay["recompute"] == "selective":
+        argv += ["--recompute-modules", ",".join(recipe["recompute_modules"])]
+    result = CliRunner().invoke(main, argv)
+    assert result.exit_code in (0, 1), result.output
+    return json.loads(result.stdout)["step_time_s"]
+
+
+def _runs_line(path: Path) -> re.Match | None:
+    return re.search(r"^# this file runs (\w+), not the plan's (\w+) \((.*)\): ([\d.]+) s/step", path.read_text(),
+                     re.MULTILINE)
+
+
+def test_a_torchtitan_fp8_plan_without_an_fp8_config_says_it_runs_bf16_with_both_times(tmp_path):
+    plan, err = _emit(tmp_path, "llama3-70b", 64, "fp8", "torchtitan")
+    runs = _runs_line(tmp_path / "torchtitan.sh")
+    assert runs is not None and runs.group(1, 2) == ("bf16", "fp8")
+    assert "llama3_70b config has no Float8 converter" in runs.group(3)
+    assert float(runs.group(4)) == pytest.approx(_evaluate_step(plan, "bf16"), rel=2e-3)  # 3 decimals printed
+    assert float(runs.group(4)) > plan["step_time_s"]
+    assert f"against the plan's {plan['step_time_s']:.3f} s/step at fp8" in err
+
+
+def test_a_deepseek_fp8_plan_gets_torchtitans_float8_config_and_no_substitute(tmp_path):
+    _emit(tmp_path, "deepseek-v3", 256, "fp8", "torchtitan")
+    text = (tmp_path / "torchtitan.sh").read_text()
+    assert "--config deepseek_v3_671b_float8" in text
+    assert _runs_line(tmp_path / "torchtitan.sh") is None
+
+
+def test_a_bf16_405b_plan_says_torchtitans_config_runs_fp8(tmp_path):
+    plan, _ = _emit(tmp_path, "llama3-405b", 512, "bf16", "torchtitan")
+    runs = _runs_line(tmp_path / "torchtitan.sh")
+    assert runs is not None and runs.group(1, 2) == ("fp8", "bf16")
+    assert float(runs.group(4)) == pytest.approx(_evaluate_step(plan, "fp8"), rel=2e-3)
+
+
+def test_a_deepspeed_fp8_plan_prices_the_bf16_its_config_sets(tmp_path):
+    plan, _ = _emit(tmp_path, "llama3-8b", 16, "fp8", "deepspeed")
+    runs = _runs_line(tmp_path / "deepspeed.sh")
+    assert runs is not None and runs.group(1, 2) == ("bf16", "fp8")
+    assert float(runs.group(4)) == pytest.approx(_evaluate_step(plan, "bf16"), rel=2e-3)
+    assert json.loads((tmp_path / "ds_config.json").read_text())["bf16"] == {"enabled": True}
+
+
+@pytest.mark.parametrize("mapped", [False, True], ids=["catalog", "slurm-allocation"])
+def test_repricing_at_the_plans_own_precision_gives_the_plans_numbers(mapped):
+    """EmitContext.priced_as prices the layout on the ranks the files place: at the plan's own precision it
+    must reproduce the plan, on a catalog cluster and on a CP-SAT-mapped SLURM allocation."""
+    from placement.cli import build_job
+    from placement.mapping.config import SolverConfig
+
+    if mapped:
+        model, train, topo = build_job("llama3-8b", None, None, None, 4096, 64, "bf16",
+                                       str(DATA / "slurm" / "tree-5leaf.conf"), "gpu[0001-0004]", ("dgx-h100",))
+        mapping = SolverConfig(deterministic_time_limit=1.0)
+    else:
+        model, train, topo = build_job("llama3-8b", "dgx-h100", 16, None, 4096, 64, "bf16")
+        mapping = None
+    planned = plan_job(model, train, topo, SearchConfig(top_k=1), mapping, with_rank_table=False)
+    plan, gpu_of_rank = planned.plans[0], planned.gpu_of_rank[0]
+    again = EmitContext.of(plan, topo, gpu_of_rank, model, train).priced_as("bf16")
+    assert again.step_time_s == pytest.approx(plan.step_time_s, rel=1e-9)
+    assert again.peak_memory_bytes == pytest.approx(plan.peak_memory_bytes, rel=1e-9)
