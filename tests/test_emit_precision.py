@@ -42,9 +42,9 @@ def test_megatron_files_always_set_bf16_and_fp8_on_top(tmp_path, precision):
     assert ("--fp8-format" in args) == (precision == "fp8")
 
 
-def _evaluate_step(plan: dict, precision: str) -> float:
-    """The plan's layout priced at `precision` by `evaluate`, as a user would check it."""
-    lay = plan["layout"]
+def _evaluate_step(plan: dict, precision: str, **changes) -> float:
+    """The plan's layout (with `changes`) priced at `precision` by `evaluate`, as a user would check it."""
+    lay = plan["layout"] | changes
     argv = ["evaluate", "--model", plan["model"], "--cluster", plan["cluster"], "--gpus", str(plan["num_gpus"]),
             "--seq-len", str(plan["seq_len"]), "--global-batch", str(plan["global_batch"]), "--precision", precision,
             "--tp", str(lay["tp"]), "--cp", str(lay["cp"]), "--ep", str(lay["ep"]), "--etp", str(lay["etp"]),
@@ -60,18 +60,18 @@ def _evaluate_step(plan: dict, precision: str) -> float:
 
 
 def _runs_line(path: Path) -> re.Match | None:
-    return re.search(r"^# this file runs (\w+), not the plan's (\w+) \((.*)\): ([\d.]+) s/step", path.read_text(),
-                     re.MULTILINE)
+    """The header's `# this file runs WHAT: T s/step (+X%)` line: (what, seconds)."""
+    return re.search(r"^# this file runs (.*?): ([\d.]+) s/step \(", path.read_text(), re.MULTILINE)
 
 
 def test_a_torchtitan_fp8_plan_without_an_fp8_config_says_it_runs_bf16_with_both_times(tmp_path):
-    plan, err = _emit(tmp_path, "llama3-70b", 64, "fp8", "torchtitan")
+    plan, err = _emit(tmp_path, "llama3-70b", 64, "fp8", "torchtitan", "--zero", "3")
     runs = _runs_line(tmp_path / "torchtitan.sh")
-    assert runs is not None and runs.group(1, 2) == ("bf16", "fp8")
-    assert "llama3_70b config has no Float8 converter" in runs.group(3)
-    assert float(runs.group(4)) == pytest.approx(_evaluate_step(plan, "bf16"), rel=2e-3)  # 3 decimals printed
-    assert float(runs.group(4)) > plan["step_time_s"]
-    assert f"against the plan's {plan['step_time_s']:.3f} s/step at fp8" in err
+    assert runs is not None and runs.group(1) == "bf16 (not fp8)"
+    assert "llama3_70b config has no Float8 converter and no flag adds one: this file runs bf16" in err
+    assert float(runs.group(2)) == pytest.approx(_evaluate_step(plan, "bf16"), rel=2e-3)  # 3 decimals printed
+    assert float(runs.group(2)) > plan["step_time_s"]
+    assert f"against the plan's {plan['step_time_s']:.3f} s/step" in err
 
 
 def test_a_deepseek_fp8_plan_gets_torchtitans_float8_config_and_no_substitute(tmp_path):
@@ -82,18 +82,44 @@ def test_a_deepseek_fp8_plan_gets_torchtitans_float8_config_and_no_substitute(tm
 
 
 def test_a_bf16_405b_plan_says_torchtitans_config_runs_fp8(tmp_path):
-    plan, _ = _emit(tmp_path, "llama3-405b", 512, "bf16", "torchtitan")
+    plan, _ = _emit(tmp_path, "llama3-405b", 512, "bf16", "torchtitan", "--zero", "3")
     runs = _runs_line(tmp_path / "torchtitan.sh")
-    assert runs is not None and runs.group(1, 2) == ("fp8", "bf16")
-    assert float(runs.group(4)) == pytest.approx(_evaluate_step(plan, "fp8"), rel=2e-3)
+    assert runs is not None and runs.group(1) == "fp8 (not bf16)"
+    assert float(runs.group(2)) == pytest.approx(_evaluate_step(plan, "fp8"), rel=2e-3)
 
 
 def test_a_deepspeed_fp8_plan_prices_the_bf16_its_config_sets(tmp_path):
     plan, _ = _emit(tmp_path, "llama3-8b", 16, "fp8", "deepspeed")
     runs = _runs_line(tmp_path / "deepspeed.sh")
-    assert runs is not None and runs.group(1, 2) == ("bf16", "fp8")
-    assert float(runs.group(4)) == pytest.approx(_evaluate_step(plan, "bf16"), rel=2e-3)
+    assert runs is not None and runs.group(1) == "bf16 (not fp8)"
+    assert float(runs.group(2)) == pytest.approx(_evaluate_step(plan, "bf16"), rel=2e-3)
     assert json.loads((tmp_path / "ds_config.json").read_text())["bf16"] == {"enabled": True}
+
+
+def test_a_torchtitan_zero1_plan_says_it_runs_zero2_with_its_time(tmp_path):
+    """torchtitan has no ZeRO-1: the file runs FSDP without resharding after forward, priced as ZeRO-2."""
+    plan, err = _emit(tmp_path, "llama3-8b", 16, "bf16", "torchtitan", "--zero", "1")
+    assert plan["layout"]["zero_stage"] == 1
+    runs = _runs_line(tmp_path / "torchtitan.sh")
+    assert runs is not None and runs.group(1) == "ZeRO-2 (not ZeRO-1)"
+    assert float(runs.group(2)) == pytest.approx(_evaluate_step(plan, "bf16", zero_stage=2), rel=2e-3)
+    assert "--parallelism.fsdp_reshard_after_forward never" in (tmp_path / "torchtitan.sh").read_text()
+
+
+def test_a_deepspeed_interleaved_plan_says_it_runs_plain_1f1b(tmp_path):
+    result = CliRunner().invoke(main, ["plan", "--model", "llama3-70b", "--gpus", "64", "--seq-len", "4096",
+                                       "--global-batch", "64", "--top-k", "30", "--json"])
+    assert result.exit_code == 0, result.output
+    plans = [p for p in json.loads(result.stdout)["plans"] if p["layout"]["vpp"] > 1]
+    assert plans, "no interleaved plan among the 30 best"
+    index = json.loads(result.stdout)["plans"].index(plans[0]) + 1
+    emitted = CliRunner().invoke(main, ["plan", "--model", "llama3-70b", "--gpus", "64", "--seq-len", "4096",
+                                        "--global-batch", "64", "--top-k", "30", "--plan-index", str(index),
+                                        "--out", str(tmp_path), "--emit", "deepspeed"])
+    assert emitted.exit_code == 0, emitted.output
+    runs = _runs_line(tmp_path / "deepspeed.sh")
+    assert runs is not None and f"plain 1F1B (not {plans[0]['layout']['vpp']} interleaved stages)" in runs.group(1)
+    assert float(runs.group(2)) == pytest.approx(_evaluate_step(plans[0], "bf16", vpp=1), rel=2e-3)
 
 
 @pytest.mark.parametrize("mapped", [False, True], ids=["catalog", "slurm-allocation"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,29 +34,38 @@ class EmitContext:
         """The context of `plan` for `model`; with `train`, files that cannot state the plan are priced."""
         return cls(plan, topo, gpu_of_rank, model.name, model.num_layers, model.is_moe, model, train)
 
-    def priced_as(self, precision: str) -> Plan | None:
-        """The plan's layout and recipe, on the ranks the files place, priced at `precision`: what a file
-        that cannot set the plan's precision runs."""
+    def priced_as(self, precision: str | None = None, layout: dict | None = None,
+                  recipe: dict | None = None) -> Plan | None:
+        """The plan's layout and recipe with `layout` and `recipe` changes, on the ranks the files place, priced
+        at `precision` (default: the plan's): what a file that cannot state the plan runs."""
         if self.model is None or self.train is None:
             return None
         from placement.evaluate import evaluate_layout
+        from placement.specs import Layout
 
-        train = self.train.model_copy(update={"precision": Precision(precision)})
-        return evaluate_layout(self.model, train, self.topo.with_mapping(self.gpu_of_rank), self.plan.layout_spec(),
-                               self.recipe)
+        train = self.train.model_copy(update={"precision": Precision(precision or self.plan.precision)})
+        spec = self.plan.layout_spec()
+        lay = Layout.model_validate(spec.model_dump() | (layout or {}))
+        rec = Recipe.model_validate(self.recipe.model_dump() | (recipe or {}))
+        return evaluate_layout(self.model, train, self.topo.with_mapping(self.gpu_of_rank), lay, rec)
 
-    def runs_as(self, precision: str, why: str) -> tuple[str, str]:
-        """(header line, warning) for a file that runs the plan's layout at another `precision`: both times."""
+    def runs_as(self, runs: Runs) -> tuple[str, str]:
+        """(header line, warning) for a file that runs `runs` instead of the plan: both times.  ("", "") when
+        the file runs the plan."""
+        if not runs.what:
+            return "", ""
         p = self.plan
-        other = self.priced_as(precision)
+        what = ", ".join(runs.what)
+        other = self.priced_as(runs.precision, runs.layout, runs.recipe)
         if other is None:
-            return "", f"{why}: this file runs {precision}, not the plan's {p.precision}"
+            return f"this file runs {what} (not priced: no job given)", f"this file runs {what}"
         fits = "" if other.fits else " (DOES NOT FIT)"
-        line = (f"this file runs {precision}, not the plan's {p.precision} ({why}): {other.step_time_s:.3f} s/step "
-                f"({other.step_time_s / p.step_time_s - 1:+.1%}), {other.tokens_per_s:,.0f} tokens/s, "
-                f"{other.peak_memory_bytes / GiB:.1f} of {other.memory_capacity_bytes / GiB:.1f} GiB per GPU{fits}")
-        return line, (f"{why}: this file runs {precision}: {other.step_time_s:.3f} s/step against the plan's "
-                      f"{p.step_time_s:.3f} s/step at {p.precision}{fits}")
+        change = other.step_time_s / p.step_time_s - 1
+        line = (f"this file runs {what}: {other.step_time_s:.3f} s/step ({change:+.1%}), "
+                f"{other.tokens_per_s:,.0f} tokens/s, {other.peak_memory_bytes / GiB:.1f} of "
+                f"{other.memory_capacity_bytes / GiB:.1f} GiB per GPU{fits}; the warnings say why")
+        return line, (f"this file runs {what}: {other.step_time_s:.3f} s/step against the plan's "
+                      f"{p.step_time_s:.3f} s/step{fits}")
 
     @property
     def recipe(self) -> Recipe:
@@ -67,6 +77,51 @@ class EmitContext:
         """Host of node_rank k (the k-th block of gpus_per_host ranks)."""
         gph = self.topo.gpus_per_host
         return [self.topo.host_names[h] for h in (self.gpu_of_rank[::gph] // gph)]
+
+
+@dataclass
+class Runs:
+    """What an emitted file runs where it cannot state the plan: the precision, layout and recipe changes, and
+    each change in words ("bf16 (not fp8)")."""
+
+    precision: str | None = None
+    layout: dict = dataclasses.field(default_factory=dict)
+    recipe: dict = dataclasses.field(default_factory=dict)
+    what: list[str] = dataclasses.field(default_factory=list)
+
+    def set_precision(self, plan: Plan, precision: str) -> None:
+        self.precision = precision
+        self.what.append(f"{precision} (not {plan.precision})")
+
+    def set_layout(self, name: str, value: int, words: str) -> None:
+        self.layout[name] = value
+        self.what.append(words)
+
+
+def runs_recipe(ctx: EmitContext, runs_instead: dict[str, str], runs: Runs) -> None:
+    """Add to `runs` each recipe feature of the plan that `runs_instead` says the framework cannot be told (the
+    same test as recipe_warnings), set to what the framework runs: the feature's default."""
+    r, lay = ctx.recipe, ctx.plan.layout
+    for name, default in _FEATURE_DEFAULT.items():
+        if name in runs_instead and getattr(r, name) != default and (name != "tp_comm_overlap" or lay.tp > 1):
+            runs.recipe[name] = default
+            runs.what.append(f"{name} {_word(default)} (not {_word(getattr(r, name))})")
+    modules = tuple(r.recompute_modules)
+    if "recompute_modules" in runs_instead and lay.recompute == "selective" and modules not in (
+            (), (RecomputeModule.CORE_ATTN,)):
+        runs.recipe["recompute_modules"] = (RecomputeModule.CORE_ATTN,)
+        runs.what.append("selective recompute of core_attn (not " + "+".join(m.value for m in modules) + ")")
+    for name in runs_instead:
+        if name in _FEATURE_DEFAULT or name == "recompute_modules":
+            continue
+        default = Recipe.model_fields[name].default
+        if getattr(r, name) != default:
+            runs.recipe[name] = default
+            runs.what.append(f"{name} {_word(default)} (not {_word(getattr(r, name))})")
+
+
+def _word(value) -> str:
+    return str(value.value if hasattr(value, "value") else value)
 
 
 # Which recipe choices each framework launches as priced (Megatron-Core all of them).  Emitting a plan
@@ -87,8 +142,6 @@ def framework_choices(formats: list[str], choices, modules: tuple | None):
     """(RecipeChoices, SearchConfig.module_sets) restricted to what every format in `formats` launches as
     priced.  A field pinned to one value stays pinned (the emitter warns); `modules` is the user's
     recompute-module list (None: searched)."""
-    import dataclasses
-
     update = {}
     module_sets = (tuple(modules),) if modules else None
     for fmt in formats:

@@ -27,7 +27,7 @@ import json
 
 import numpy as np
 
-from placement.emit.common import EmitContext, header, recipe_warnings, torchrun_lines, warn_block
+from placement.emit.common import EmitContext, Runs, header, recipe_warnings, runs_recipe, torchrun_lines, warn_block
 
 VERSION = "DeepSpeed 0.19.8"
 BUCKET_ELEMENTS = 50_000_000
@@ -231,11 +231,17 @@ modules, has its own warning in warnings_for)."""
 def render(ctx: EmitContext) -> tuple[str, list[str], dict[str, str]]:
     lay, plan = ctx.plan.layout, ctx.plan
     warnings = warnings_for(ctx) + recipe_warnings(ctx, "DeepSpeed 0.19.8", RUNS_INSTEAD)
-    runs = ""
+    runs = Runs()
     if plan.precision == "fp8":
-        runs, warn = ctx.runs_as("bf16", FP8_WHY)
+        runs.set_precision(plan, "bf16")
+        warnings.insert(0, f"{FP8_WHY}: this file runs bf16")
+    if lay.vpp > 1:
+        runs.set_layout("vpp", 1, f"plain 1F1B (not {lay.vpp} interleaved stages)")
+    runs_recipe(ctx, RUNS_INSTEAD, runs)
+    line, warn = ctx.runs_as(runs)
+    if warn:
         warnings.insert(0, warn)
-    head = header(ctx, VERSION, runs=runs)
+    head = header(ctx, VERSION, runs=line)
     host_text, include = hostfile(ctx)
     cfg = {"_comment": [line[2:] for line in head.splitlines()] + [f"WARNING: {w}" for w in warnings]}
     cfg |= config(ctx)

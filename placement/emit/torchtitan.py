@@ -9,7 +9,7 @@ resharding after forward, DDP = dp_replicate only.  ZeRO-1 does not exist there.
 
 from __future__ import annotations
 
-from placement.emit.common import EmitContext, header, recipe_warnings, torchrun_lines, warn_block
+from placement.emit.common import EmitContext, Runs, header, recipe_warnings, runs_recipe, torchrun_lines, warn_block
 
 # placement catalog name -> (torchtitan --module, --config)
 MODELS = {
@@ -132,12 +132,28 @@ def runs_precision(ctx: EmitContext) -> tuple[str, str] | None:
     return None
 
 
-def render(ctx: EmitContext) -> tuple[str, list[str]]:
-    args, warnings = flags(ctx)
-    runs = ""
+def runs(ctx: EmitContext) -> Runs:
+    """What the file runs where torchtitan 0.3.0 cannot be told the plan (each is also a warning)."""
+    lay = ctx.plan.layout
+    out = Runs()
     other = runs_precision(ctx)
     if other is not None:
-        runs, warn = ctx.runs_as(*other)
+        out.set_precision(ctx.plan, other[0])
+    if lay.zero_stage == 1:
+        out.set_layout("zero_stage", 2, "ZeRO-2 (not ZeRO-1)")
+    if lay.etp > 1:
+        out.set_layout("etp", 1, f"etp 1 (not {lay.etp})")
+    runs_recipe(ctx, RUNS_INSTEAD, out)
+    return out
+
+
+def render(ctx: EmitContext) -> tuple[str, list[str]]:
+    args, warnings = flags(ctx)
+    other = runs_precision(ctx)
+    if other is not None:
+        warnings.insert(0, f"{other[1]}: this file runs {other[0]}")
+    line, warn = ctx.runs_as(runs(ctx))
+    if warn:
         warnings.insert(0, warn)
-    text = header(ctx, "torchtitan 0.3.0", runs=runs) + warn_block(warnings)
+    text = header(ctx, "torchtitan 0.3.0", runs=line) + warn_block(warnings)
     return text + torchrun_lines(ctx, "-m torchtitan.train " + " ".join(args)), warnings
