@@ -335,6 +335,51 @@ def _interrupt(signum, frame):
     raise KeyboardInterrupt
 
 
+EMIT_HELP = ("Framework configs to write into --out: a comma list of torchtitan, megatron, devicemesh, deepspeed, "
+             "maxtext, or all.")
+
+
+def _check_out(out_dir, emit_formats) -> list[str] | None:
+    """The --emit formats, with --out checked before any work (a bad --out is bad input, not a crash after
+    the search)."""
+    if emit_formats is not None and out_dir is None:
+        raise InputError("--emit writes files: give --out DIR as well")
+    formats = None
+    if emit_formats is not None:
+        from placement.emit.writer import parse_formats
+
+        formats = parse_formats(emit_formats)
+    if out_dir is not None:
+        from placement.emit.writer import output_names
+        from placement.mapping.report import LAUNCH_FILES
+        from placement.outfiles import check_out_dir
+
+        check_out_dir(out_dir, [*LAUNCH_FILES, "launch.sbatch", *output_names(formats or [])])
+    return formats
+
+
+def _write_out(out, formats: list[str] | None, chosen, gpu_of_rank, topo, model, train) -> None:
+    """The plan's launch files (host order, hostfiles, rankfile) and its --emit framework files, into `out`."""
+    from placement.emit import sbatch
+    from placement.emit.common import EmitContext
+    from placement.emit.writer import write
+    from placement.mapping.report import write_launch_files
+    from placement.outfiles import write_atomic
+
+    header = (f"placement {__version__}: {chosen.model} on {chosen.num_gpus} x {chosen.accelerator}, "
+              f"predicted step {chosen.step_time_s:.3f} s\nranks: tp innermost, then cp, dp, pp")
+    for path in write_launch_files(out, topo, gpu_of_rank, header):
+        click.echo(f"wrote {path}", err=True)
+    ctx = EmitContext.of(chosen, topo, gpu_of_rank, model, train)
+    click.echo(f"wrote {write_atomic(out / 'launch.sbatch', sbatch.render(ctx, formats or []))}", err=True)
+    if formats:
+        paths, warnings = write(ctx, formats, out)
+        for path in paths:
+            click.echo(f"wrote {path}", err=True)
+        for w in warnings:
+            click.echo(f"placement: warning: {w}", err=True)
+
+
 @main.command()
 @job_options
 @click.option("--top-k", type=click.IntRange(1, 100), default=5, show_default=True, help="Plans to return.")
@@ -350,8 +395,7 @@ def _interrupt(signum, frame):
                    "attention, sequence parallelism off); the best plan is the same.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
               help="Write the plan's launch files (host order, SLURM hostfile, MPI rankfile, --emit formats) here.")
-@click.option("--emit", "emit_formats", default=None,
-              help="Framework configs to write into --out: a comma list of torchtitan, megatron, devicemesh, or all.")
+@click.option("--emit", "emit_formats", default=None, help=EMIT_HELP)
 @click.option("--plan-index", type=click.IntRange(1, 100), default=1, show_default=True,
               help="Which of the ranked plans the files realize (1 = best).")
 @recipe_options
@@ -373,19 +417,7 @@ def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, pr
     model, train, topo = build_job(model_ref, cluster_ref, gpus, nodes, seq_len, global_batch, precision,
                                    slurm_topology, nodelist, node_type, cluster_graph, oversubscription, node_topo,
                                    segment)
-    if emit_formats is not None and out_dir is None:
-        raise InputError("--emit writes files: give --out DIR as well")
-    formats = None
-    if emit_formats is not None:
-        from placement.emit.writer import parse_formats
-
-        formats = parse_formats(emit_formats)
-    if out_dir is not None:  # before any work: a bad --out is bad input, not a crash after the search
-        from placement.emit.writer import output_names
-        from placement.mapping.report import LAUNCH_FILES
-        from placement.outfiles import check_out_dir
-
-        check_out_dir(out_dir, [*LAUNCH_FILES, *output_names(formats or [])])
+    formats = _check_out(out_dir, emit_formats)
     # the recipe fields the user left open are searched: each choice field, and the recompute modules
     choices = default_choices(model.is_moe, topo, recipe, pinned=frozenset(sources))
     choices, module_sets = framework_choices(formats or [], choices,
@@ -417,26 +449,10 @@ def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, pr
     if out_dir is not None:
         from pathlib import Path
 
-        from placement.mapping.report import write_launch_files
-
         if plan_index > len(planned.plans):
             raise InputError(f"--plan-index {plan_index}: only {len(planned.plans)} plans were found")
-        chosen = planned.plans[plan_index - 1]
-        gpu_of_rank = planned.gpu_of_rank[plan_index - 1]
-        header = (f"placement {__version__}: {chosen.model} on {chosen.num_gpus} x {chosen.accelerator}, "
-                  f"predicted step {chosen.step_time_s:.3f} s\nranks: tp innermost, then cp, dp, pp")
-        for path in write_launch_files(Path(out_dir), topo, gpu_of_rank, header):
-            click.echo(f"wrote {path}", err=True)
-        if formats:
-            from placement.emit.common import EmitContext
-            from placement.emit.writer import write
-
-            ctx = EmitContext.of(chosen, topo, gpu_of_rank, model, train)
-            paths, warnings = write(ctx, formats, Path(out_dir))
-            for path in paths:
-                click.echo(f"wrote {path}", err=True)
-            for w in warnings:
-                click.echo(f"placement: warning: {w}", err=True)
+        _write_out(Path(out_dir), formats, planned.plans[plan_index - 1], planned.gpu_of_rank[plan_index - 1], topo,
+                   model, train)
     if not _timings():
         planned = without_timings(planned)
     if as_json:
@@ -459,11 +475,15 @@ def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, pr
 @click.option("--recompute", type=click.Choice([r.value for r in Recompute]), default="none", show_default=True)
 @click.option("--sequence-parallel/--no-sequence-parallel", default=None,
               help="Default: on when tp > 1.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
+              help="Write the layout's launch files (host order, SLURM hostfile, MPI rankfile, --emit formats) here; "
+                   "ranks in the machine's order.")
+@click.option("--emit", "emit_formats", default=None, help=EMIT_HELP)
 @recipe_options
 @handle_errors
 def evaluate(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, precision, as_json,
              slurm_topology, nodelist, node_type, cluster_graph, oversubscription, node_topo, tp, cp, ep, etp, pp,
-             vpp, mbs, zero, dp_shard, recompute, sequence_parallel, **recipe_args):
+             vpp, mbs, zero, dp_shard, recompute, sequence_parallel, out_dir, emit_formats, **recipe_args):
     """Estimate one given layout (dp is derived from the GPU count) under the recipe given (pinned: nothing
     is searched); exit 1 if it does not fit."""
     from placement.evaluate import evaluate_layout
@@ -471,6 +491,7 @@ def evaluate(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch
 
     recipe, sources = build_recipe(*_recipe_flag_values(recipe_args))
     _modules_need_selective(recipe, (recompute,))
+    formats = _check_out(out_dir, emit_formats)
 
     model, train, topo = build_job(model_ref, cluster_ref, gpus, nodes, seq_len, global_batch, precision,
                                    slurm_topology, nodelist, node_type, cluster_graph, oversubscription, node_topo,
@@ -489,6 +510,13 @@ def evaluate(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch
                     micro_batch_size=mbs, zero_stage=zero, dp_shard=dp_shard, recompute=Recompute(recompute),
                     sequence_parallel=sp)
     result = evaluate_layout(model, train, topo, layout, recipe, sources)
+    if out_dir is not None:
+        from pathlib import Path
+
+        import numpy as np
+
+        order = np.arange(topo.num_gpus) if topo.gpu_of_rank is None else topo.gpu_of_rank  # allocation order
+        _write_out(Path(out_dir), formats, result, order, topo, model, train)
     if as_json:
         click.echo(json.dumps(result.model_dump(mode="json")))
     else:

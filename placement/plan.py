@@ -141,7 +141,7 @@ def make_plan(batch: LayoutBatch, est: Estimates, i: int, model: ModelSpec, trai
     """Plan of candidate i.  `recipe_sources`: field -> source of the recipe's values; fields it leaves out
     are "default"."""
     lay = batch.layout(i)
-    recipe = est.recipe
+    recipe = plan_recipe(batch, est, i)  # the candidate's own split (the search may account the embedding)
     per_rank = rank_layer_counts(model.num_layers, lay.pp, lay.vpp, recipe.pipeline_layout,
                                  recipe.account_for_embedding or recipe.account_for_loss, recipe.mtp_layers)
     stages = [per_rank[0]]
@@ -184,6 +184,6 @@ def make_plan(batch: LayoutBatch, est: Estimates, i: int, model: ModelSpec, trai
         seq_len=train.seq_len, global_batch=train.global_batch, precision=train.precision.value,
         tool_version=__version__,
         segment_nodes=topo.segment_nodes,
-        recipe=plan_recipe(batch, est, i).model_dump(mode="json"),
+        recipe=recipe.model_dump(mode="json"),
         recipe_sources={f: (recipe_sources or {}).get(f, "default") for f in Recipe.model_fields},
     )

@@ -228,3 +228,24 @@ def test_a_model_file_that_is_not_utf8_is_bad_input(tmp_path):
     code, out, err = run("plan", "--model", str(path))
     assert code == 2 and out == ""
     assert f"model file `{path}` cannot be read" in err and "UTF-8" in err
+
+
+def test_evaluate_writes_the_launch_files_of_the_layout_it_prices(tmp_path):
+    code, out, err = run("evaluate", "--model", "llama3-8b", "--gpus", "16", "--tp", "2", "--pp", "2", "--json",
+                         "--out", str(tmp_path), "--emit", "megatron,torchtitan")
+    assert code == 0, err
+    step = json.loads(out)["step_time_s"]
+    for name in ("hosts.txt", "megatron.sh", "torchtitan.sh"):
+        assert (tmp_path / name).is_file()
+    text = (tmp_path / "megatron.sh").read_text()
+    assert f"# predicted: {step:.3f} s/step" in text
+    assert "--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2" in text
+    code, _, err = run("evaluate", "--model", "llama3-8b", "--gpus", "16", "--emit", "megatron")
+    assert code == 2 and "--emit writes files: give --out DIR as well" in err
+
+
+def test_the_emit_help_names_every_format():
+    from placement.cli import EMIT_HELP
+    from placement.emit.writer import FORMATS
+
+    assert all(name in EMIT_HELP for name in FORMATS)

@@ -126,7 +126,8 @@ def test_a_node_that_uses_other_gpus_than_its_first_gets_an_include():
 
 @pytest.mark.parametrize(("fixed", "expected"), [
     ((("tp", 2), ("pp", 2), ("cp", 2), ("vpp", 2), ("zero_stage", 2)),
-     ["cp 2: DeepSpeed has no ring context parallelism", "vpp 2: DeepSpeed's pipeline has no interleaved stages",
+     ["this file runs plain 1F1B (not 2 interleaved stages): ", "cp 2: DeepSpeed has no ring context parallelism",
+      "vpp 2: DeepSpeed's pipeline has no interleaved stages",
       "PipelineEngine refuses ZeRO-2 with pipeline parallelism"]),
     ((("tp", 1), ("pp", 1), ("cp", 1), ("zero_stage", 3), ("dp_shard", 8)),
      ["HSDP (shard 8 of dp 64) is not expressed"]),
@@ -162,7 +163,8 @@ def test_fp8_is_set_as_bf16_with_a_warning():
     ctx = ctx_for(*PIPE[:2], PIPE[2], precision="fp8")
     _, warnings, cfg, _ = files(ctx)
     assert cfg["bf16"] == {"enabled": True} and "fp16" not in cfg
-    assert [w for w in warnings if w.startswith("the DeepSpeed config has no FP8 switch") and "this file runs bf16" in w]
+    assert [w for w in warnings
+            if w.startswith("the DeepSpeed config has no FP8 switch") and "this file runs bf16" in w]
 
 
 @pytest.mark.parametrize(("etp", "expected"), [(1, "DeepSpeed forms EP groups"), (2, "etp 2: DeepSpeed MoE has no")])

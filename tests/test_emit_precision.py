@@ -98,7 +98,7 @@ def test_a_deepspeed_fp8_plan_prices_the_bf16_its_config_sets(tmp_path):
 
 def test_a_torchtitan_zero1_plan_says_it_runs_zero2_with_its_time(tmp_path):
     """torchtitan has no ZeRO-1: the file runs FSDP without resharding after forward, priced as ZeRO-2."""
-    plan, err = _emit(tmp_path, "llama3-8b", 16, "bf16", "torchtitan", "--zero", "1")
+    plan, _ = _emit(tmp_path, "llama3-8b", 16, "bf16", "torchtitan", "--zero", "1")
     assert plan["layout"]["zero_stage"] == 1
     runs = _runs_line(tmp_path / "torchtitan.sh")
     assert runs is not None and runs.group(1) == "ZeRO-2 (not ZeRO-1)"

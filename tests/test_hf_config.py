@@ -81,6 +81,20 @@ EXPECTED: dict[str, dict[str, Any]] = {
 }
 
 
+R, L = "rmsnorm", "layernorm"
+ARCH: dict[str, tuple] = {  # (normalization, position_embedding, rope_base, linear_bias, qk_layernorm) per config
+    "deepseek-v2-lite": (R, "rope", 1e4, False, None), "deepseek-v3": (R, "rope", 1e4, False, None),
+    "gpt2-xl": (L, "learned", None, True, None), "llama-3.1-8b": (R, "rope", 5e5, False, None),
+    "mistral-7b-v0.1": (R, "rope", 1e4, None, None), "mixtral-8x7b-v0.1": (R, "rope", 1e6, None, None),
+    "nemotron-4-340b": (L, "rope", 1e4, False, None), "qwen1.5-moe-a2.7b": (R, "rope", 1e6, None, None),
+    "qwen2-7b": (R, "rope", 1e6, None, None),  # Qwen2's q/k/v biases are not a config key: left unstated
+    "qwen3-30b-a3b": (R, "rope", 1e6, False, True), "qwen3-8b": (R, "rope", 1e6, False, True),
+}
+"""What the emitted model arguments need beyond the dimensions, from rms_norm_eps / layer_norm_epsilon,
+rope_theta, attention_bias / mlp_bias and model_type."""
+_ARCH_FIELDS = ("normalization", "position_embedding", "rope_base", "linear_bias", "qk_layernorm")
+
+
 def _config(folder: str) -> dict[str, Any]:
     return json.loads((DATA / folder / "config.json").read_text())
 
@@ -93,7 +107,7 @@ def _write(tmp_path: Path, data: object, name: str = "config.json") -> Path:
 
 def test_every_fixture_has_an_expectation_and_every_family_a_fixture() -> None:
     folders = {p.name for p in DATA.iterdir() if p.is_dir()}
-    assert folders == set(EXPECTED)
+    assert folders == set(EXPECTED) == set(ARCH)
     assert {_config(f)["model_type"] for f in folders} == set(FAMILIES)
 
 
@@ -101,7 +115,8 @@ def test_every_fixture_has_an_expectation_and_every_family_a_fixture() -> None:
 def test_real_config_parses_to_the_published_architecture(folder: str) -> None:
     path = DATA / folder / "config.json"
     spec = load_hf_config(path)
-    assert spec == ModelSpec(name=folder, source=spec.source, **EXPECTED[folder])
+    assert spec == ModelSpec(name=folder, source=spec.source, **EXPECTED[folder],
+                             **dict(zip(_ARCH_FIELDS, ARCH[folder], strict=True)))
     assert str(path) in spec.source
 
 
@@ -324,3 +339,13 @@ def test_format_validation_error_one_line_per_failure() -> None:
         "m.yaml: field `typo` = 1: Extra inputs are not permitted (it is not a field of this schema: remove it "
         "or correct its spelling)."
     )
+
+
+def test_a_config_without_those_keys_leaves_them_unstated():
+    from placement.loaders.hf_config import model_from_hf_config
+
+    cfg = json.loads((Path(__file__).parent / "data" / "hf" / "llama-3.1-8b" / "config.json").read_text())
+    for key in ("rms_norm_eps", "rope_theta", "attention_bias", "mlp_bias"):
+        cfg.pop(key, None)
+    m = model_from_hf_config(cfg, "bare")
+    assert (m.normalization, m.position_embedding, m.rope_base, m.linear_bias) == (None, None, None, None)

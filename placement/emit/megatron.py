@@ -26,7 +26,9 @@ from __future__ import annotations
 import shlex
 
 from placement.cost.context import fp8_recipe
+from placement.cost.pipeline import default_layout, format_layout
 from placement.emit.common import EmitContext, header, torchrun_lines, warn_block
+from placement.specs.model import FfnKind, Normalization, PositionEmbedding
 from placement.specs.recipe import CudaGraphs, Dispatcher, PipelineSchedule, RecomputeModule
 from placement.specs.training import AttentionKernel, Precision
 
@@ -49,17 +51,7 @@ def arguments(ctx: EmitContext) -> tuple[list[str], dict[str, str], list[str]]:
     if lay.sequence_parallel:
         args.append("--sequence-parallel")
     r = ctx.recipe
-    if r.pipeline_layout is not None:  # the layout fixes the stages and virtual stages itself
-        args += ["--pipeline-model-parallel-layout", r.pipeline_layout]
-    elif lay.vpp > 1:
-        args += ["--num-virtual-stages-per-pipeline-rank", str(lay.vpp)]
-    stages = lay.stage_layers
-    if r.pipeline_layout is None and lay.pp > 1 and len(set(stages)) > 1:
-        first, last = stages[0], stages[-1]
-        args += ["--decoder-first-pipeline-num-layers", str(first), "--decoder-last-pipeline-num-layers", str(last)]
-        if lay.vpp > 1 and (first % lay.vpp or last % lay.vpp):
-            warnings.append(f"Megatron needs the first/last stage layers ({first}/{last}) divisible by the virtual "
-                            f"stages ({lay.vpp}); use --pipeline-model-parallel-layout for this split")
+    args += split_arguments(ctx)
     if lay.zero_stage == 1:
         args += ["--use-distributed-optimizer"]
         args += ["--overlap-grad-reduce", "--overlap-param-gather"] if r.dp_overlap else []
@@ -155,11 +147,9 @@ def recipe_arguments(ctx: EmitContext) -> tuple[list[str], list[str]]:
         args += ["--use-precision-aware-optimizer", "--exp-avg-dtype", "bf16", "--exp-avg-sq-dtype", "bf16"]
     if r.mtp_layers:
         # validate_args: MTP needs rope (or no) position embeddings; the MTP models (DeepSeek-V3 and kin) use rope
-        args += ["--mtp-num-layers", str(r.mtp_layers), "--position-embedding-type", "rope"]
-    if r.account_for_embedding:
-        args.append("--account-for-embedding-in-pipeline-split")
-    if r.account_for_loss:
-        args.append("--account-for-loss-in-pipeline-split")
+        args += ["--mtp-num-layers", str(r.mtp_layers)]
+        if ctx.model is None or ctx.model.position_embedding is None:  # else the model's arguments state it
+            args += ["--position-embedding-type", "rope"]
     if r.cross_entropy_fusion:
         args.append("--cross-entropy-loss-fusion")
     if r.pipeline_schedule is not PipelineSchedule.ONE_F_ONE_B:
@@ -169,10 +159,122 @@ def recipe_arguments(ctx: EmitContext) -> tuple[list[str], list[str]]:
     return args, warnings
 
 
-def render(ctx: EmitContext) -> tuple[str, list[str]]:
+def split_arguments(ctx: EmitContext) -> list[str]:
+    """The arguments that give Megatron exactly the pipeline split the plan priced.
+
+    Megatron's own flags where it takes them (megatron-core 0.19.2 validate_args): an even split needs none;
+    `--account-for-embedding/loss-in-pipeline-split` need the layers plus the accounted units to split evenly
+    over pp x vpp; `--decoder-first/last-pipeline-num-layers` take an uneven split without interleaving.  Any
+    other split (uneven with interleaving, accounted units that do not divide) goes as the explicit
+    `--pipeline-model-parallel-layout` of the priced stages, which fixes the virtual stages itself."""
+    lay, r = ctx.plan.layout, ctx.recipe
+    if r.pipeline_layout is not None:
+        return ["--pipeline-model-parallel-layout", r.pipeline_layout]
+    if lay.pp == 1:
+        return []
+    virtual = ["--num-virtual-stages-per-pipeline-rank", str(lay.vpp)] if lay.vpp > 1 else []
+    accounted = int(r.account_for_embedding) + int(r.account_for_loss)
+    units = ctx.num_layers + accounted
+    if accounted and units % (lay.pp * lay.vpp) == 0:
+        return virtual + (["--account-for-embedding-in-pipeline-split"] if r.account_for_embedding else []) + (
+            ["--account-for-loss-in-pipeline-split"] if r.account_for_loss else [])
+    stages = lay.stage_layers
+    if not accounted and len(set(stages)) == 1 and ctx.num_layers % (lay.pp * lay.vpp) == 0:
+        return virtual
+    if not accounted and lay.vpp == 1:
+        return ["--decoder-first-pipeline-num-layers", str(stages[0]), "--decoder-last-pipeline-num-layers",
+                str(stages[-1])]
+    priced = default_layout(ctx.num_layers, lay.pp, lay.vpp, r.account_for_embedding, r.account_for_loss,
+                            r.mtp_layers)
+    return ["--pipeline-model-parallel-layout", format_layout(priced)]
+
+
+_NORM = {Normalization.RMSNORM: "RMSNorm", Normalization.LAYERNORM: "LayerNorm"}
+_ACTIVATION = {FfnKind.SWIGLU: ["--swiglu"], FfnKind.SQUARED_RELU: ["--squared-relu"], FfnKind.GELU: []}
+
+
+def model_arguments(ctx: EmitContext) -> tuple[list[str], list[str]]:
+    """(the model's architecture as Megatron-LM arguments, what the model spec leaves unstated).
+
+    Megatron-Core's defaults are GPT-2's (LayerNorm, learned positions, biases, GeLU, dropout 0.1, tied
+    embeddings), so every difference is written out; the vocabulary comes from the user's tokenizer."""
+    m = ctx.model
+    if m is None:
+        return [], ["the model architecture (no model spec given)"]
+    heads, kv = m.num_attention_heads, m.num_kv_heads or m.num_attention_heads
+    args = ["--hidden-size", str(m.hidden_size), "--ffn-hidden-size", str(m.ffn_hidden_size),
+            "--num-attention-heads", str(heads), "--max-position-embeddings", str(ctx.plan.seq_len)]
+    unstated = []
+    if kv != heads:
+        args += ["--group-query-attention", "--num-query-groups", str(kv)]
+    if m.head_dim is not None and m.head_dim * heads != m.hidden_size:
+        args += ["--kv-channels", str(m.head_dim)]
+    if m.ffn_kind in _ACTIVATION:
+        args += _ACTIVATION[m.ffn_kind]
+    else:
+        unstated.append(f"the {m.ffn_kind.value} activation (no Megatron-LM argument)")
+    if not m.tied_embeddings:
+        args.append("--untie-embeddings-and-output-weights")
+    if not m.dropout:  # Megatron's defaults are 0.1
+        args += ["--hidden-dropout", "0", "--attention-dropout", "0"]
+    if m.normalization is not None:
+        args += ["--normalization", _NORM[m.normalization]]
+    else:
+        unstated.append("--normalization")
+    if m.position_embedding is PositionEmbedding.ROPE:
+        args += ["--position-embedding-type", "rope"]
+        if m.rope_base:  # Megatron-LM parses it as an int
+            args += ["--rotary-base", str(round(m.rope_base))]
+    elif m.position_embedding is PositionEmbedding.LEARNED:
+        args += ["--position-embedding-type", "learned_absolute"]
+    else:
+        unstated.append("--position-embedding-type" + (" (ALiBi has no Megatron-Core equivalent)"
+                                                        if m.position_embedding is PositionEmbedding.ALIBI else ""))
+    if m.linear_bias is False:
+        args.append("--disable-bias-linear")
+    elif m.linear_bias is None:
+        unstated.append("--disable-bias-linear or not")
+    if m.qk_layernorm:
+        args.append("--qk-layernorm")
+    if m.sliding_window and m.sliding_window_layers:
+        every = m.num_layers // m.sliding_window_layers  # GPT-OSS: every other layer (window_attn_skip_freq 2)
+        args += ["--window-size", f"{m.sliding_window},0", "--window-attn-skip-freq", str(every)]
+    if m.mla is not None:
+        a = m.mla
+        args += ["--multi-latent-attention", "--kv-lora-rank", str(a.kv_lora_rank), "--qk-head-dim",
+                 str(a.qk_nope_head_dim), "--qk-pos-emb-head-dim", str(a.qk_rope_head_dim), "--v-head-dim",
+                 str(a.v_head_dim)] + (["--q-lora-rank", str(a.q_lora_rank)] if a.q_lora_rank else [])
+    if m.moe is not None:
+        e = m.moe
+        args += ["--num-experts", str(e.num_experts), "--moe-router-topk", str(e.top_k), "--moe-ffn-hidden-size",
+                 str(e.expert_ffn_hidden_size), "--moe-grouped-gemm"]
+        if e.num_shared_experts:
+            width = e.num_shared_experts * (e.shared_expert_ffn_hidden_size or e.expert_ffn_hidden_size)
+            args += ["--moe-shared-expert-intermediate-size", str(width)]
+        if e.num_dense_layers:
+            args += ["--moe-layer-freq", f"([0]*{e.num_dense_layers}+[1]*{m.num_layers - e.num_dense_layers})"]
+        if e.num_expert_groups and e.groups_per_token:
+            args += ["--moe-router-num-groups", str(e.num_expert_groups), "--moe-router-group-topk",
+                     str(e.groups_per_token)]
+    return args, unstated
+
+
+def worker(ctx: EmitContext) -> tuple[str, str, list[str], list[str]]:
+    """(shell preamble: exports and the PLACEMENT_ARGS array, the command after `torchrun ...`, the line of what
+    stays the user's, warnings): what every node runs, for megatron.sh and launch.sbatch alike."""
     args, env, warnings = arguments(ctx)
+    model, unstated = model_arguments(ctx)
+    yours = ("# yours to add: data (--data-path or --mock-data), the tokenizer (the plan priced a vocabulary of "
+             f"{ctx.model.vocab_size:,}), optimizer hyper-parameters, checkpoint paths" if ctx.model else
+             "# yours to add: data, tokenizer, optimizer hyper-parameters, checkpoint paths")
+    if unstated:
+        yours += "; and, not in the model spec: " + ", ".join(unstated)
     exports = "".join(f"export {k}={v}\n" for k, v in env.items())
-    text = (header(ctx, "Megatron-LM (megatron-core 0.19.2)") + warn_block(warnings)
-            + "# add your model, data and optimizer arguments; the ones below set the layout\n" + exports
-            + f"PLACEMENT_ARGS=({' '.join(shlex.quote(a) for a in args)})\n")
-    return text + torchrun_lines(ctx, 'pretrain_gpt.py "${PLACEMENT_ARGS[@]}"'), warnings
+    preamble = exports + f"PLACEMENT_ARGS=({' '.join(shlex.quote(a) for a in args + model)})\n"
+    return preamble, 'pretrain_gpt.py "${PLACEMENT_ARGS[@]}"', [yours], warnings
+
+
+def render(ctx: EmitContext) -> tuple[str, list[str]]:
+    preamble, command, yours, warnings = worker(ctx)
+    text = header(ctx, "Megatron-LM (megatron-core 0.19.2)") + warn_block(warnings) + "\n".join(yours) + "\n" + preamble
+    return text + torchrun_lines(ctx, command), warnings

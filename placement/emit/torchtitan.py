@@ -147,8 +147,14 @@ def runs(ctx: EmitContext) -> Runs:
     return out
 
 
-def render(ctx: EmitContext) -> tuple[str, list[str]]:
+def worker(ctx: EmitContext) -> tuple[str, str, list[str], list[str]]:
+    """(preamble, the command after `torchrun ...`, notes, warnings): what every node runs."""
     args, warnings = flags(ctx)
+    return "", "-m torchtitan.train " + " ".join(args), [], warnings
+
+
+def render(ctx: EmitContext) -> tuple[str, list[str]]:
+    _, command, _, warnings = worker(ctx)
     other = runs_precision(ctx)
     if other is not None:
         warnings.insert(0, f"{other[1]}: this file runs {other[0]}")
@@ -156,4 +162,4 @@ def render(ctx: EmitContext) -> tuple[str, list[str]]:
     if warn:
         warnings.insert(0, warn)
     text = header(ctx, "torchtitan 0.3.0", runs=line) + warn_block(warnings)
-    return text + torchrun_lines(ctx, "-m torchtitan.train " + " ".join(args)), warnings
+    return text + torchrun_lines(ctx, command), warnings

@@ -431,7 +431,7 @@ def model_from_hf_config(data: Mapping[str, Any], name: str, *, source: str | No
     where = source or f"HuggingFace config of {name!r}"
     model_type = _family_of(data, where)
     family = FAMILIES[model_type]
-    fields = family.read(_Config(data, where, model_type))
+    fields = family.read(_Config(data, where, model_type)) | _architecture(data, model_type)
     try:
         return ModelSpec.model_validate(
             {"name": name, **fields, "source": f"HuggingFace config.json (model_type {model_type}): {where}"}
@@ -439,6 +439,32 @@ def model_from_hf_config(data: Mapping[str, Any], name: str, *, source: str | No
     except ValidationError as err:
         message = format_validation_error(err, where)
         raise InputError(message + _key_hint(message, family.keys)) from None
+
+
+_LAYERNORM_KEYS = ("layer_norm_eps", "layer_norm_epsilon", "layernorm_epsilon", "norm_eps")
+
+
+def _architecture(data: Mapping[str, Any], model_type: str) -> dict[str, Any]:
+    """The architecture fields only the emitted model arguments use, from the keys HF configs spell the same
+    way in every family; a key the config lacks leaves its field unstated (None), never guessed."""
+    out: dict[str, Any] = {}
+    if "rms_norm_eps" in data:
+        out["normalization"] = "rmsnorm"
+    elif any(k in data for k in _LAYERNORM_KEYS) or model_type == "gpt2":
+        out["normalization"] = "layernorm"
+    theta = data.get("rope_theta")
+    if isinstance(theta, int | float) and not isinstance(theta, bool):
+        out |= {"position_embedding": "rope", "rope_base": theta}
+    elif model_type == "gpt2":
+        out["position_embedding"] = "learned"
+    biases = [data[k] for k in ("attention_bias", "mlp_bias") if isinstance(data.get(k), bool)]
+    if biases:
+        out["linear_bias"] = any(biases)
+    elif model_type == "gpt2":
+        out["linear_bias"] = True
+    if model_type in ("qwen3", "qwen3_moe"):  # Qwen3 normalizes q and k per head (its modeling code)
+        out["qk_layernorm"] = True
+    return out
 
 
 def _json_kind(value: object) -> str:

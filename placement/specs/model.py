@@ -28,6 +28,19 @@ class FfnKind(StrEnum):
         return 2 if self is FfnKind.SWIGLU else 1
 
 
+class Normalization(StrEnum):
+    RMSNORM = "rmsnorm"
+    LAYERNORM = "layernorm"
+
+
+class PositionEmbedding(StrEnum):
+    ROPE = "rope"
+    LEARNED = "learned"
+    """Learned absolute positions (GPT-2/3)."""
+    ALIBI = "alibi"
+    """Attention biases by distance (BLOOM); Megatron-Core has no such position embedding."""
+
+
 class MoESpec(Frozen):
     num_experts: int = Field(ge=1)
     """Routed experts per MoE layer."""
@@ -111,6 +124,16 @@ class ModelSpec(Frozen):
     sliding_window_layers: int = Field(default=0, ge=0, le=MAX_LAYERS)
     """How many of the layers use `sliding_window`; the rest attend to the whole sequence.  GPT-OSS: half
     of them, alternating (`layer_types`); only the count matters to the FLOPs."""
+    normalization: Normalization | None = None
+    """The layers' norm; these five fields only shape the emitted model arguments (None: not stated, the file
+    leaves that argument to the user and says so)."""
+    position_embedding: PositionEmbedding | None = None
+    rope_base: float | None = Field(default=None, gt=0, le=1e12)
+    """RoPE theta (HF `rope_theta`)."""
+    linear_bias: bool | None = None
+    """The attention and MLP projections carry biases (GPT-2/3, BLOOM, GPT-OSS); Llama-style models have none."""
+    qk_layernorm: bool | None = None
+    """Queries and keys are normalized per head before RoPE (Qwen3)."""
     default_seq_len: int = Field(default=4096, ge=1, le=MAX_SEQ_LEN)
     default_global_batch: int = Field(default=1024, ge=1, le=MAX_GLOBAL_BATCH)
     """Global batch in sequences used when the job does not say."""

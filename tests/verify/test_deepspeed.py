@@ -29,14 +29,9 @@ from deepspeed.utils.groups import _get_expert_parallel_ranks
 from pydantic import ValidationError
 from torch.testing._internal.distributed.fake_pg import FakeStore
 
-from placement.catalog import load_accelerator, load_cluster, load_model
 from placement.emit import deepspeed as emitter
 from placement.emit.common import EmitContext
-from placement.planner import plan_job
-from placement.search import SearchConfig
-from placement.specs import TrainingSpec
-from placement.topology import Topology
-from tests.verify.helpers import CASES, group_of, planned
+from tests.verify.helpers import CASES, group_of, plan_context, planned
 
 # init_distributed() JIT-compiles a shared-memory op on a CPU box (84 s, 1.5 GB; reference/frameworks.md §0);
 # the fake backend never uses it.  `deepspeed.comm.torch` as an attribute is torch itself, hence importlib.
@@ -59,13 +54,7 @@ DS_AXES = {"model": ("tp",), "data": ("dp",), "pipe": ("pp",), "context": ("cp",
 def context(case: str) -> EmitContext:
     if case in CASES:
         return planned(case)[0]
-    model_name, cluster_name, gpus, seq, gbs, fixed = EXTRA[case]
-    cluster = load_cluster(cluster_name)
-    topo = Topology(cluster, load_accelerator(cluster.accelerator), num_gpus=gpus)
-    model = load_model(model_name)
-    result = plan_job(model, TrainingSpec(seq_len=seq, global_batch=gbs), topo, SearchConfig(top_k=1, fixed=fixed),
-                      None, with_rank_table=False)
-    return EmitContext(result.plans[0], topo, result.gpu_of_rank[0], model_name, model.num_layers, model.is_moe)
+    return plan_context(*EXTRA[case])[0]
 
 
 @contextmanager

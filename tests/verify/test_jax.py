@@ -26,14 +26,9 @@ import pytest
 import yaml
 from jax.experimental import mesh_utils
 
-from placement.catalog import load_accelerator, load_cluster, load_model
 from placement.emit import maxtext
 from placement.emit.common import EmitContext
-from placement.planner import plan_job
-from placement.search import SearchConfig
-from placement.specs import TrainingSpec
-from placement.topology import Topology
-from tests.verify.helpers import CASES, group_of, planned
+from tests.verify.helpers import CASES, group_of, plan_context, planned
 
 MAXTEXT = importlib.metadata.distribution("maxtext")  # fails collection when the wheel is missing
 assert MAXTEXT.version == "0.2.5", MAXTEXT.version
@@ -151,12 +146,8 @@ def shuffled(ctx, seed: int = 0):
 
 def expert_case() -> EmitContext:
     """MoE with etp = tp and cp = 1, the expert layout MaxText can express (not among CASES)."""
-    cluster, model = load_cluster("dgx-h100"), load_model("mixtral-8x7b")
-    topo = Topology(cluster, load_accelerator(cluster.accelerator), num_gpus=1024)
-    fixed = {"tp": 2, "ep": 8, "etp": 2, "cp": 1, "pp": 4}
-    result = plan_job(model, TrainingSpec(seq_len=4096, global_batch=1024), topo, SearchConfig(top_k=1, fixed=fixed),
-                      None, with_rank_table=False)
-    return EmitContext(result.plans[0], topo, result.gpu_of_rank[0], "mixtral-8x7b", model.num_layers, model.is_moe)
+    return plan_context("mixtral-8x7b", "dgx-h100", 1024, 4096, 1024,
+                        {"tp": 2, "ep": 8, "etp": 2, "cp": 1, "pp": 4})[0]
 
 
 def contexts():

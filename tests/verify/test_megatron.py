@@ -52,15 +52,8 @@ def test_megatron_rank_generator_gives_the_planned_groups(case):
 
 
 def model_args(model) -> list[str]:
-    out = ["--hidden-size", str(model.hidden_size), "--num-attention-heads", str(model.num_attention_heads),
-           "--ffn-hidden-size", str(model.ffn_hidden_size), "--max-position-embeddings", "131072",
-           "--tokenizer-type", "NullTokenizer", "--vocab-size", str(model.vocab_size), "--mock-data"]
-    if model.kv_heads != model.num_attention_heads:
-        out += ["--group-query-attention", "--num-query-groups", str(model.kv_heads)]
-    if model.moe is not None:
-        out += ["--num-experts", str(model.moe.num_experts), "--moe-router-topk", str(model.moe.top_k),
-                "--moe-ffn-hidden-size", str(model.moe.expert_ffn_hidden_size)]
-    return out
+    """What stays the user's: data and tokenizer (the emitted file carries the whole architecture)."""
+    return ["--tokenizer-type", "NullTokenizer", "--vocab-size", str(model.vocab_size), "--mock-data"]
 
 
 @pytest.mark.parametrize("case", list(CASES))
@@ -119,10 +112,10 @@ def recipe_context():
     recipe = Recipe(moe_dispatcher="deepep", cuda_graphs="partial", ep_comm_overlap=True, mtp_layers=1,
                     cross_entropy_fusion=True, recompute_modules=("mla_up_proj", "moe_act"),
                     pipeline_layout="Et|(tt|)*30mL", activation_func_fp8_input_store=True)
-    result = plan_job(model, TrainingSpec(seq_len=seq, global_batch=gbs), topo,
-                      SearchConfig(top_k=1, fixed=fixed, recipe=recipe), None, with_rank_table=False)
-    plan = result.plans[0]
-    return EmitContext(plan, topo, result.gpu_of_rank[0], name, model.num_layers, model.is_moe), model
+    train = TrainingSpec(seq_len=seq, global_batch=gbs)
+    result = plan_job(model, train, topo, SearchConfig(top_k=1, fixed=fixed, recipe=recipe), None,
+                      with_rank_table=False)
+    return EmitContext.of(result.plans[0], topo, result.gpu_of_rank[0], model, train), model
 
 
 def test_megatron_validate_args_accepts_the_recipe_arguments(tmp_path):
@@ -142,3 +135,54 @@ def test_megatron_validate_args_accepts_the_recipe_arguments(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "tests.verify.megatron_validate", str(ctx.plan.num_gpus), str(path),
                            *model_args(model), *extra], capture_output=True, text=True, check=False, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+@pytest.mark.parametrize("name", ["deepseek-v3", "gpt-oss-120b", "qwen3-30b-a3b", "llama3-8b", "gpt3-175b"])
+def test_megatron_builds_the_catalog_architecture_from_the_emitted_arguments(name, tmp_path):
+    """The emitted arguments alone (plus data and tokenizer) give Megatron the catalog model: its parsed
+    hidden size, heads, query groups, FFN, experts, MLA ranks, norm and position embedding."""
+    import subprocess
+    import sys
+
+    gpus = {"deepseek-v3": 1024, "gpt-oss-120b": 64, "qwen3-30b-a3b": 64, "llama3-8b": 8, "gpt3-175b": 1024}[name]
+    ctx, model = plan_context(name, "dgx-h100", gpus, 4096, 1024, {})
+    path = tmp_path / "megatron.sh"
+    path.write_text(megatron.render(ctx)[0])
+    proc = subprocess.run([sys.executable, "-m", "tests.verify.megatron_validate", str(ctx.plan.num_gpus), str(path),
+                           *model_args(model), "--print-model"], capture_output=True, text=True, check=False,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    got = dict(x.split("=", 1) for x in next(x for x in proc.stdout.splitlines() if x.startswith("MODEL")).split()[1:])
+    assert int(got["hidden_size"]) == model.hidden_size and int(got["num_attention_heads"]) == model.num_attention_heads
+    if (model.num_kv_heads or model.num_attention_heads) != model.num_attention_heads:  # GQA
+        assert int(got["num_query_groups"]) == model.num_kv_heads
+    assert got["normalization"] == {"rmsnorm": "RMSNorm", "layernorm": "LayerNorm"}[model.normalization.value]
+    assert int(got["ffn_hidden_size"]) == model.ffn_hidden_size
+    if model.moe is not None:
+        assert int(got["num_experts"]) == model.moe.num_experts and int(got["moe_router_topk"]) == model.moe.top_k
+        assert int(got["moe_ffn_hidden_size"]) == model.moe.expert_ffn_hidden_size
+    if model.mla is not None:
+        assert got["multi_latent_attention"] == "True" and int(got["kv_lora_rank"]) == model.mla.kv_lora_rank
+    assert got["position_embedding_type"] == {"rope": "rope", "learned": "learned_absolute"}[
+        model.position_embedding.value]
+
+
+@pytest.mark.parametrize("spec", [
+    ("llama3-405b", "dgx-h100", 1024, 4096, 512, {"tp": 8, "pp": 16, "vpp": 2}),  # uneven and interleaved
+    ("llama3-405b", "dgx-h100", 1024, 4096, 512, {"tp": 8, "pp": 16, "vpp": 1}),  # uneven: first/last flags
+], ids=["405b-pp16x2-layout", "405b-pp16-first-last"])
+def test_megatron_takes_the_split_arguments_the_plan_needs(spec, tmp_path):
+    """Splits Megatron's flags cannot give (uneven with interleaving) go as an explicit layout, which
+    validate_args accepts; the virtual stages it derives are the plan's."""
+    import subprocess
+    import sys
+
+    ctx, model = plan_context(*spec)
+    path = tmp_path / "megatron.sh"
+    path.write_text(megatron.render(ctx)[0])
+    proc = subprocess.run([sys.executable, "-m", "tests.verify.megatron_validate", str(ctx.plan.num_gpus), str(path),
+                           *model_args(model)], capture_output=True, text=True, check=False, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    valid = next(x for x in proc.stdout.splitlines() if x.startswith("VALID")).split()[1:]
+    assert valid[1] == str(ctx.plan.layout.pp)
+    assert valid[4] == (str(ctx.plan.layout.vpp) if ctx.plan.layout.vpp > 1 else "None")

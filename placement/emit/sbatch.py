@@ -1,0 +1,81 @@
+"""launch.sbatch: one SLURM batch script that starts the plan on every node of the allocation.
+
+`sbatch launch.sbatch [megatron|torchtitan]` from the --out folder.  The batch step runs `srun` with one task
+per node; each task re-enters this same script (`--task`) from the plan folder, finds its node rank in the
+planned host order (hosts.txt) from its SLURM node name (`SLURMD_NODENAME`), sets the GPU order of its host
+(cuda_visible_devices.txt, when the plan permutes a host's GPUs) and the static rendezvous, and execs the same
+`torchrun` command the framework file writes for that host.  A node of the allocation that is not in
+hosts.txt stops the job with its name: the plan was made for other hosts.
+"""
+
+from __future__ import annotations
+
+from placement import __version__
+from placement.emit import megatron, torchtitan
+from placement.emit.common import EmitContext
+
+WORKERS = {"megatron": megatron.worker, "torchtitan": torchtitan.worker}
+"""Formats whose nodes run one torchrun each (DeepSpeed's launcher starts the nodes itself over ssh, MaxText
+and the device mesh are the user's programs)."""
+MASTER_PORT = 29500
+
+
+def render(ctx: EmitContext, formats: list[str]) -> str:
+    """The batch script for the torchrun formats among `formats` (megatron first: the default)."""
+    lay, p = ctx.plan.layout, ctx.plan
+    frameworks = [f for f in WORKERS if f in formats] or ["megatron"]
+    nodes = p.num_gpus // ctx.topo.gpus_per_host
+    gph = min(ctx.topo.gpus_per_host, p.num_gpus)
+    head = [
+        "#!/bin/bash",
+        f"# SLURM launch for a placement plan (placement {__version__}): {p.model} on {p.num_gpus} x {p.accelerator}",
+        f"# layout tp {lay.tp} cp {lay.cp} ep {lay.ep} pp {lay.pp} (vpp {lay.vpp}) dp {lay.dp}; predicted "
+        f"{p.step_time_s:.3f} s/step",
+        f"# usage, from this folder: sbatch launch.sbatch [{'|'.join(frameworks)}]   (default {frameworks[0]})",
+        f"#SBATCH --job-name=placement-{p.model}",
+        f"#SBATCH --nodes={nodes}",
+        "#SBATCH --ntasks-per-node=1",
+        f"#SBATCH --gpus-per-node={gph}",
+    ]
+    if p.segment_nodes:
+        head.append(f"#SBATCH --segment={p.segment_nodes}")
+    if all(name.startswith("host") and name[4:].isdigit() for name in ctx.topo.host_names[:2]):
+        head.append("# hosts.txt holds the catalog's placeholder names: plan on the allocation (--slurm-topology "
+                    "--nodelist) to launch on real hosts")
+    cases = []
+    for name in frameworks:
+        preamble, command, _, _ = WORKERS[name](ctx)
+        body = "".join(f"    {line}\n" for line in preamble.splitlines())
+        cases.append(f"  {name})\n{body}    exec torchrun --nnodes \"$NNODES\" --nproc-per-node \"$GPUS_PER_NODE\" "
+                     f"--node-rank \"$NODE_RANK\" --master-addr \"$MASTER_ADDR\" --master-port \"$MASTER_PORT\" "
+                     f"{command}\n    ;;\n")
+    task = f'''if [[ "${{1:-}}" == --task ]]; then  # one per node, started by srun below
+  NODE_RANK=$(awk -v h="$SLURMD_NODENAME" '!/^#/ && $2 == h {{print $1}}' "$PLAN_DIR/hosts.txt")
+  if [[ -z "$NODE_RANK" ]]; then
+    echo "launch.sbatch: node $SLURMD_NODENAME is not in $PLAN_DIR/hosts.txt: the plan was made for other hosts" >&2
+    exit 1
+  fi
+  if [[ -f "$PLAN_DIR/cuda_visible_devices.txt" ]]; then
+    CVD=$(awk -v h="$SLURMD_NODENAME" '!/^#/ && $1 == h {{sub("CUDA_VISIBLE_DEVICES=", "", $2); print $2}}' \\
+      "$PLAN_DIR/cuda_visible_devices.txt")
+    if [[ -n "$CVD" ]]; then export CUDA_VISIBLE_DEVICES="$CVD"; fi
+  fi
+  case "$FRAMEWORK" in
+{"".join(cases)}  *)
+    echo "launch.sbatch: unknown framework $FRAMEWORK (written: {' '.join(frameworks)})" >&2
+    exit 2
+    ;;
+  esac
+fi
+'''
+    batch = f'''set -euo pipefail
+PLAN_DIR=${{PLAN_DIR:-${{SLURM_SUBMIT_DIR:-$PWD}}}}
+FRAMEWORK=${{FRAMEWORK:-${{1:-{frameworks[0]}}}}}
+NNODES={nodes}
+GPUS_PER_NODE={gph}
+MASTER_ADDR=$(awk '!/^#/ && NF {{print $2; exit}}' "$PLAN_DIR/hosts.txt")
+MASTER_PORT=${{MASTER_PORT:-{MASTER_PORT}}}
+export PLAN_DIR FRAMEWORK NNODES GPUS_PER_NODE MASTER_ADDR MASTER_PORT
+'''
+    launch = ('srun --ntasks-per-node=1 --kill-on-bad-exit=1 bash "$PLAN_DIR/launch.sbatch" --task\n')
+    return "\n".join(head) + "\n" + batch + task + launch

@@ -1,0 +1,91 @@
+"""launch.sbatch: `bash -n` passes, and under a stub `srun` (one task per host name) each host starts
+torchrun with the node rank hosts.txt gives it (issue: launch files that run exactly what was priced)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from placement.cli import main
+
+DATA = Path(__file__).parent / "data"
+BASH = shutil.which("bash")
+pytestmark = pytest.mark.skipif(BASH is None, reason="needs bash")
+
+STUB_SRUN = """#!/bin/bash
+# stub srun: run the command once per host of STUB_HOSTS, as SLURM would on each node
+while [[ "$1" == --* ]]; do shift; done
+for h in $STUB_HOSTS; do SLURMD_NODENAME="$h" "$@" || exit $?; done
+"""
+STUB_TORCHRUN = """#!/bin/bash
+echo "$SLURMD_NODENAME $*" >> "$STUB_LOG"
+"""
+
+
+def _plan(out: Path, *emit: str) -> None:
+    result = CliRunner().invoke(main, [
+        "plan", "--model", "llama3-8b", "--seq-len", "4096", "--global-batch", "64", "--top-k", "1",
+        "--slurm-topology", str(DATA / "slurm" / "tree-5leaf.conf"), "--nodelist", "gpu[0036-0039]",
+        "--node-type", "dgx-h100", "--out", str(out), *(["--emit", ",".join(emit)] if emit else [])])
+    assert result.exit_code == 0, result.output
+
+
+def _stubs(tmp: Path) -> dict[str, str]:
+    bin_dir = tmp / "bin"
+    bin_dir.mkdir()
+    for name, text in (("srun", STUB_SRUN), ("torchrun", STUB_TORCHRUN)):
+        path = bin_dir / name
+        path.write_text(text)
+        path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    return {"PATH": f"{bin_dir}:{os.environ['PATH']}", "STUB_LOG": str(tmp / "torchrun.log")}
+
+
+def _hosts(out: Path) -> list[str]:
+    lines = [x.split() for x in (out / "hosts.txt").read_text().splitlines() if x and not x.startswith("#")]
+    assert [int(k) for k, _ in lines] == list(range(len(lines)))
+    return [h for _, h in lines]
+
+
+@pytest.mark.parametrize("framework", ["megatron", "torchtitan"])
+def test_each_node_starts_with_its_planned_node_rank(tmp_path, framework):
+    out = tmp_path / "plan"
+    _plan(out, "megatron", "torchtitan")
+    script = out / "launch.sbatch"
+    assert subprocess.run([BASH, "-n", str(script)], check=False).returncode == 0
+    hosts = _hosts(out)
+    allocation = sorted(hosts)  # SLURM starts tasks in its own node order, not the plan's
+    env = os.environ | _stubs(tmp_path) | {"STUB_HOSTS": " ".join(allocation), "SLURM_SUBMIT_DIR": str(out)}
+    proc = subprocess.run([BASH, str(script), framework], env=env, capture_output=True, text=True, check=False,
+                          cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    started = {}
+    for line in (tmp_path / "torchrun.log").read_text().splitlines():
+        host, *args = line.split()
+        started[host] = args
+    assert set(started) == set(hosts)
+    for rank, host in enumerate(hosts):
+        args = started[host]
+        assert args[args.index("--node-rank") + 1] == str(rank)
+        assert args[args.index("--master-addr") + 1] == hosts[0]
+        assert args[args.index("--nnodes") + 1] == str(len(hosts))
+        expected = "pretrain_gpt.py" if framework == "megatron" else "torchtitan.train"
+        assert expected in args
+    if framework == "megatron":  # the PLACEMENT_ARGS array reaches torchrun expanded
+        assert "--tensor-model-parallel-size" in started[hosts[0]]
+        assert "--hidden-size" in started[hosts[0]]
+
+
+def test_a_node_the_plan_does_not_know_stops_the_job_with_its_name(tmp_path):
+    out = tmp_path / "plan"
+    _plan(out)
+    env = os.environ | _stubs(tmp_path) | {"STUB_HOSTS": "gpu9999", "SLURM_SUBMIT_DIR": str(out)}
+    proc = subprocess.run([BASH, str(out / "launch.sbatch")], env=env, capture_output=True, text=True, check=False,
+                          cwd=tmp_path)
+    assert proc.returncode == 1
+    assert "node gpu9999 is not in" in proc.stderr and "hosts.txt" in proc.stderr
