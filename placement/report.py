@@ -151,12 +151,24 @@ def _mapping_section(p: Plan) -> str:
         return ""
     solver = p.mapping_solver or {}
     base = p.baselines or {}
-    lines = [f"mapping: {solver.get('status', '')} ({solver.get('chosen', '')})"
-             + (f", objective {solver['objective_s']:.3f} s"
-                + (f", bound {solver['bound_s']:.3f} s" if solver.get("bound_s") is not None else "")
-                + (f", gap {solver['gap']:.2%}" if solver.get("gap") is not None else "")
-                + (f", {solver['wall_s']:.2f} s" if solver.get("wall_s") is not None else "")
-                if solver.get("objective_s") is not None else "")]
+    chosen = solver.get("chosen", "")
+    alloc = base.get("allocation_order", {}).get("step_time_s")
+    if chosen == "allocation_order" and alloc is not None:
+        verdict = f"hosts keep the allocation order: no reordering prices faster than its {alloc:.3f} s/step"
+    elif chosen in ("cpsat", "megatron_order") and alloc is not None:
+        verdict = (f"hosts reordered ({chosen.replace('_', ' ')}): {alloc - p.step_time_s:.3f} s/step faster than "
+                   f"the allocation order's {alloc:.3f} s")
+    else:
+        verdict = chosen.replace("_", " ")
+    solved = ""
+    if solver.get("objective_s") is not None:
+        solved = (f"; CP-SAT {solver.get('status', '')}: objective {solver['objective_s']:.3f} s, the group "
+                  f"traffic that leaves a leaf (switch or NVLink domain) summed over the levels above (the "
+                  f"solver's proxy, not the step)"
+                  + (f", bound {solver['bound_s']:.3f} s" if solver.get("bound_s") is not None else "")
+                  + (f", gap {solver['gap']:.2%}" if solver.get("gap") is not None else "")
+                  + (f", {solver['wall_s']:.2f} s" if solver.get("wall_s") is not None else ""))
+    lines = [f"mapping: {verdict}{solved}"]
     rows = [["planned mapping", f"{p.step_time_s:.3f}"]] + [[k.replace("_", " "), f"{v['step_time_s']:.3f}"]
                                                             for k, v in base.items()]
     lines.append(_table(["order", "step s"], rows))

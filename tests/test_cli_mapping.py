@@ -139,3 +139,22 @@ def test_cluster_with_a_slurm_topology_is_a_conflict_not_ignored(tmp_path):
                        "--node-type", "dgx-h100")
     assert code == 2
     assert "--cluster dgx-b200 and --slurm-topology both describe the machine" in err
+
+
+def test_hosts_keep_the_allocation_order_unless_a_reordering_prices_faster(tmp_path):
+    """Two leaves, 8 hosts each: CP-SAT's order prices the same as the allocation's, so hosts.txt keeps the
+    allocation order (no host moves for nothing) and the mapping line says so with the number."""
+    code, out, err = run("plan", "--model", "llama3-70b", "--seq-len", "4096", "--global-batch", "256", "--top-k",
+                         "1", "--slurm-topology", str(DATA / "slurm" / "tree-5leaf.conf"), "--nodelist",
+                         "gpu[0001-0008],gpu[0038-0045]", "--node-type", "dgx-h100", "--oversubscription", "4",
+                         "--json", "--out", str(tmp_path))
+    assert code == 0, err
+    plan = json.loads(out)["plans"][0]
+    alloc = plan["baselines"]["allocation_order"]["step_time_s"]
+    assert plan["step_time_s"] == alloc and plan["mapping_solver"]["chosen"] == "allocation_order"
+    hosts = [x.split()[1] for x in (tmp_path / "hosts.txt").read_text().splitlines() if x and x[0] != "#"]
+    assert hosts == [f"gpu{i:04d}" for i in [*range(1, 9), *range(38, 46)]]
+    code, text, _ = run("plan", "--model", "llama3-70b", "--seq-len", "4096", "--global-batch", "256", "--top-k",
+                        "1", "--slurm-topology", str(DATA / "slurm" / "tree-5leaf.conf"), "--nodelist",
+                        "gpu[0001-0008],gpu[0038-0045]", "--node-type", "dgx-h100", "--oversubscription", "4")
+    assert f"hosts keep the allocation order: no reordering prices faster than its {alloc:.3f} s/step" in text

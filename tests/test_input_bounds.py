@@ -179,19 +179,17 @@ def test_a_fifo_nobody_writes_to_is_an_error_not_a_wait(tmp_path, monkeypatch):
     assert "is a pipe that sent nothing for 0.1 s" in result.stderr
 
 
-@pytest.mark.parametrize("text", ["", "# only a comment\n", "{}\n"])
-def test_an_empty_recipe_file_is_an_error_not_the_defaults(tmp_path, text):
-    path = tmp_path / "recipe.yaml"
+@pytest.mark.parametrize(("name", "text", "flag", "says"), [
+    ("recipe.yaml", "", "--recipe", "the recipe file names no field"),  # nothing read: not the defaults
+    ("recipe.yaml", "# only a comment\n", "--recipe", "the recipe file names no field"),
+    ("recipe.yaml", "{}\n", "--recipe", "the recipe file names no field"),
+    ("hostfile", "node1 slots=8.5\n", "--launch", "the slot count is not a whole number"),  # DeepSpeed reads 8
+    ("hostfile", "node1 slots=1e400\n", "--launch", "the slot count is not a whole number"),
+    ("hostfile", "node1 slots=8x\n", "--launch", "the slot count is not a whole number"),
+])
+def test_a_file_that_says_nothing_usable_is_bad_input(tmp_path, name, text, flag, says):
+    path = tmp_path / name
     path.write_text(text)
-    result = _run(["plan", *JOB, "--recipe", str(path)])
+    result = _run(["audit" if flag == "--launch" else "plan", *JOB, flag, str(path)])
     assert result.exit_code == 2
-    assert "the recipe file names no field" in result.stderr
-
-
-@pytest.mark.parametrize("slots", ["8.5", "1e400", "8x"])
-def test_a_hostfile_slot_count_that_is_not_whole_is_bad_input(tmp_path, slots):
-    hostfile = tmp_path / "hostfile"
-    hostfile.write_text(f"node1 slots={slots}\n")
-    result = _run(["audit", *JOB, "--launch", str(hostfile)])
-    assert result.exit_code == 2
-    assert "the slot count is not a whole number" in result.stderr
+    assert says in result.stderr

@@ -52,6 +52,12 @@ def host_order_mapping(topo: Topology, host_order: np.ndarray) -> np.ndarray:
     return (np.asarray(host_order)[ranks // gph] * gph + ranks % gph).astype(np.int64)
 
 
+PREFERENCE = ("allocation_order", "megatron_order", "cpsat")
+"""Which mapping is kept among those that price the same: the one that moves fewest hosts."""
+TIE_REL = 1e-9
+"""Step times this close (relative) price the same: the ranking's rounding, as the search's TIE_S."""
+
+
 def baseline_mappings(topo: Topology) -> dict[str, np.ndarray]:
     num_hosts = -(-topo.num_gpus // topo.gpus_per_host)  # a job on part of one node still has its host
     by_name = np.array(sorted(range(num_hosts), key=lambda h: topo.host_names[h]))
@@ -64,7 +70,8 @@ def map_layout(w: Workload, train: TrainingSpec, topo: Topology, layout: Layout,
     """Solve the mapping for candidate `i` (priced unmapped in `est`) and price it mapped.
 
     The solver's objective is a proxy (traffic pushed up the tree); the exact cost model has the last
-    word, so a plain launch order that it prices faster is kept instead (and reported as chosen).
+    word, so a plain launch order that it prices faster or the same is kept instead (and reported as
+    chosen): a reordering must pay for itself.
     """
     from placement.mapping.cpsat import solve_mapping  # OR-Tools loads only when a mapping is solved
 
@@ -72,7 +79,10 @@ def map_layout(w: Workload, train: TrainingSpec, topo: Topology, layout: Layout,
     options = {"cpsat": solution.gpu_of_rank, **baseline_mappings(topo)}
     priced = {name: _price(w, train, topo.with_mapping(g), layout) for name, g in options.items()}
     steps = {name: float(e.step_time_s[0]) for name, e in priced.items()}
-    chosen = min(options, key=lambda name: (steps[name], name != "cpsat"))
+    # a reordering is kept only when it prices faster: ties (within TIE_REL) keep the allocation order, then
+    # Megatron's order, so hosts.txt does not move hosts for nothing
+    best = min(steps.values())
+    chosen = next(name for name in PREFERENCE if steps[name] <= best * (1.0 + TIE_REL))
     return MappedLayout(layout=layout, solution=solution, chosen=chosen, gpu_of_rank=options[chosen],
                         estimate=priced[chosen], baselines={k: v for k, v in steps.items() if k != "cpsat"},
                         topo=topo.with_mapping(options[chosen]))
