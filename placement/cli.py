@@ -21,6 +21,7 @@ from pydantic import ValidationError
 from placement import __version__
 from placement.catalog import accelerator_names, cluster_names, load_accelerator, load_cluster, load_model, model_names
 from placement.errors import InputError, PlacementInfeasible
+from placement.frameworks import CAPABILITIES, check_precision
 from placement.loaders.errors import format_validation_error
 from placement.specs import Layout, ModelSpec, Precision, Recompute, TrainingSpec
 from placement.specs.recipe import Recipe
@@ -335,6 +336,9 @@ def _interrupt(signum, frame):
     raise KeyboardInterrupt
 
 
+FRAMEWORK_CHOICES = ["megatron", "torchtitan", "deepspeed", "maxtext"]
+FRAMEWORK_HELP = ("Plan only the layouts and recipe features this framework launches exactly as priced (megatron-core "
+                  "0.19.2, torchtitan 0.3.0, DeepSpeed 0.19.8, MaxText 0.2.5: placement/frameworks.py).")
 EMIT_HELP = ("Framework configs to write into --out: a comma list of torchtitan, megatron, devicemesh, deepspeed, "
              "maxtext, or all.")
 
@@ -398,11 +402,12 @@ def _write_out(out, formats: list[str] | None, chosen, gpu_of_rank, topo, model,
 @click.option("--emit", "emit_formats", default=None, help=EMIT_HELP)
 @click.option("--plan-index", type=click.IntRange(1, 100), default=1, show_default=True,
               help="Which of the ranked plans the files realize (1 = best).")
+@click.option("--framework", type=click.Choice(FRAMEWORK_CHOICES), default=None, help=FRAMEWORK_HELP)
 @recipe_options
 @handle_errors
 def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, precision, as_json, slurm_topology,
          nodelist, node_type, cluster_graph, oversubscription, node_topo, top_k, recompute, zero, do_map,
-         map_time_limit, exhaustive, out_dir, emit_formats, plan_index, **recipe_args):
+         map_time_limit, exhaustive, out_dir, emit_formats, plan_index, framework, **recipe_args):
     """Search every layout; map the best onto the machine; print them, best first."""
     from placement.cost.step import default_choices
     from placement.emit.common import framework_choices
@@ -419,8 +424,11 @@ def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, pr
                                    segment)
     formats = _check_out(out_dir, emit_formats)
     # the recipe fields the user left open are searched: each choice field, and the recompute modules
+    if framework is not None:
+        check_precision(framework, model.name, train.precision.value)
+    launched = [*([framework] if framework else []), *(formats or [])]
     choices = default_choices(model.is_moe, topo, recipe, pinned=frozenset(sources))
-    choices, module_sets = framework_choices(formats or [], choices,
+    choices, module_sets = framework_choices(launched, choices,
                                              recipe.recompute_modules if "recompute_modules" in sources else None)
     for field, attr in SEARCHED_FIELDS.items():
         if field not in sources and len(getattr(choices, attr)) > 1:
@@ -430,7 +438,7 @@ def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, pr
     # the pipeline split is searched where the recipe leaves it open and every emitted format can state it
     # (Megatron's --account-for-*-in-pipeline-split); torchtitan, DeepSpeed and MaxText files keep the default
     split_open = not ({"pipeline_layout", "account_for_embedding", "account_for_loss"} & set(sources))
-    splits = (0,) if formats and set(formats) - {"megatron"} else None
+    splits = (0,) if launched and set(launched) - {"megatron"} else None
     if split_open and splits is None:
         sources["account_for_embedding"] = sources["account_for_loss"] = "searched"
     cfg = SearchConfig(top_k=top_k,
@@ -440,7 +448,8 @@ def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, pr
                        prune_dominated=not exhaustive, recipe=recipe, choices=choices, module_sets=module_sets,
                        pipeline_policies=splits,
                        # Megatron-FSDP shards over the whole data-parallel group: no HSDP in its files
-                       hsdp=not (formats and "megatron" in formats))
+                       hsdp=not ("megatron" in launched or (framework and not CAPABILITIES[framework].hsdp)),
+                       framework=CAPABILITIES[framework] if framework else None)
     real = slurm_topology is not None or cluster_graph is not None
     mapping = SolverConfig(time_limit_s=max(10.0, 5 * map_time_limit), deterministic_time_limit=map_time_limit) \
         if (do_map if do_map is not None else real) else None
@@ -479,11 +488,14 @@ def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, pr
               help="Write the layout's launch files (host order, SLURM hostfile, MPI rankfile, --emit formats) here; "
                    "ranks in the machine's order.")
 @click.option("--emit", "emit_formats", default=None, help=EMIT_HELP)
+@click.option("--framework", type=click.Choice(FRAMEWORK_CHOICES), default=None,
+              help="Refuse a layout this framework does not run exactly as priced (see plan --framework).")
 @recipe_options
 @handle_errors
 def evaluate(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, precision, as_json,
              slurm_topology, nodelist, node_type, cluster_graph, oversubscription, node_topo, tp, cp, ep, etp, pp,
-             vpp, mbs, zero, dp_shard, recompute, sequence_parallel, out_dir, emit_formats, **recipe_args):
+             vpp, mbs, zero, dp_shard, recompute, sequence_parallel, out_dir, emit_formats, framework,
+             **recipe_args):
     """Estimate one given layout (dp is derived from the GPU count) under the recipe given (pinned: nothing
     is searched); exit 1 if it does not fit."""
     from placement.evaluate import evaluate_layout
@@ -509,6 +521,11 @@ def evaluate(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch
     layout = Layout(tp=tp, cp=cp, ep=ep, etp=etp, pp=pp, vpp=vpp, dp=topo.num_gpus // per_replica,
                     micro_batch_size=mbs, zero_stage=zero, dp_shard=dp_shard, recompute=Recompute(recompute),
                     sequence_parallel=sp)
+    if framework is not None:
+        from placement.cost.batch import LayoutBatch
+
+        check_precision(framework, model.name, train.precision.value)
+        CAPABILITIES[framework].check(LayoutBatch.from_layouts([layout], recipe), model.num_layers)
     result = evaluate_layout(model, train, topo, layout, recipe, sources)
     if out_dir is not None:
         from pathlib import Path

@@ -27,6 +27,7 @@ from placement.cost.step import (
     take_estimates,
 )
 from placement.errors import InputError, PlacementInfeasible
+from placement.frameworks import Capability
 from placement.specs import AttentionKernel, ModelSpec, Recompute, TrainingSpec
 from placement.specs.recipe import Recipe, RecomputeModule
 from placement.topology import Topology
@@ -75,6 +76,8 @@ class SearchConfig:
     module_sets: tuple[tuple[RecomputeModule, ...], ...] | None = None
     """Selective-recompute module lists to try; None: the useful ones for the model (`module_sets`), or the
     recipe's own list when it names one."""
+    framework: Capability | None = None
+    """Only layouts this framework runs exactly as priced (`plan --framework`; placement/frameworks.py)."""
 
 
 @dataclass(frozen=True)
@@ -219,6 +222,8 @@ def enumerate_layouts(w: Workload, model: ModelSpec, train: TrainingSpec, num_gp
                        vpp=cols["vpp"], dp=cols["dp"], mbs=cols["mbs"], zero=np.ones_like(cols["tp"]),
                        dp_shard=cols["dp"].copy(), recompute=cols["recompute"], sp=cols["sp"],
                        rc_modules=cols["rc_modules"], pipe_policy=cols["pipe_policy"])
+    if cfg.framework is not None:  # only what the framework runs as priced (placement/frameworks.py)
+        base = base.take(np.flatnonzero(cfg.framework.layout_mask(base, model.num_layers)))
     return expand_sharding(base, cfg, num_gpus, gpus_per_node, hsdp_spans) if sharded else base
 
 
@@ -252,13 +257,16 @@ def expand_sharding(b: LayoutBatch, cfg: SearchConfig, num_gpus: int, gpus_per_n
         cols = _expand(cols, "dp_shard", lambda c: _per_row(c, divs, shard_ok))
     else:
         cols["dp_shard"] = cols["dp"].copy()
-    return LayoutBatch(**cols)
+    out = LayoutBatch(**cols)
+    return out if cfg.framework is None else out.take(np.flatnonzero(cfg.framework.sharding_mask(out)))
 
 
 def sharding_count(b: LayoutBatch, cfg: SearchConfig, num_gpus: int, gpus_per_node: int = 1,
                    hsdp_spans: tuple[int, ...] | None = None) -> int:
     """How many layouts `expand_sharding` makes of `b`, without making them (the count depends on tp x cp and
     dp only: counted once per distinct pair)."""
+    if cfg.framework is not None:  # its rules depend on more than tp x cp and dp: count what expands
+        return len(expand_sharding(b, cfg, num_gpus, gpus_per_node, hsdp_spans))
     zero_opts, shard_ok = _sharding(cfg, num_gpus, gpus_per_node, hsdp_spans)
     if shard_ok is None or 3 not in zero_opts.tolist():
         return len(b) * len(zero_opts)
@@ -431,6 +439,8 @@ def search_bounds(model: ModelSpec, cfg: SearchConfig) -> tuple[str, ...]:
             out.append(f"{name} up to {value} (SearchConfig.max_*)")
     if cfg.min_vpp > 1:
         out.append(f"vpp from {cfg.min_vpp} (interleaved only)")
+    if cfg.framework is not None:
+        out.append(f"only layouts {cfg.framework.version} runs as priced: {cfg.framework.why}")
     if 0 not in cfg.zero_stages and "zero_stage" not in cfg.fixed:
         out.append("ZeRO-0 left out: ZeRO-1 moves the same bytes with less memory (give --zero 0 or --exhaustive)")
     if cfg.prune_dominated:

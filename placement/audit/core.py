@@ -36,6 +36,7 @@ from placement.cost.step import Estimates, default_choices, estimate
 from placement.emit.common import EmitContext
 from placement.errors import InputError
 from placement.evaluate import check_layout
+from placement.frameworks import CAPABILITIES
 from placement.loaders.errors import format_validation_error
 from placement.mapping.config import SolverConfig
 from placement.mapping.groups import GroupKind, group_kinds
@@ -66,18 +67,13 @@ expert_tensor_parallel_degree defaults to 1; DeepSpeed MoE has no expert TP."""
 
 
 def framework_space(framework: str, top_k: int) -> SearchConfig:
-    """The layouts the framework can launch, so the best plan is one the user can switch to
-    (reference/frameworks.md): torchtitan 0.3.0 has no ZeRO-1 (FSDP without resharding is ZeRO-2, DDP
-    is ZeRO-0) and no expert tensor parallelism; DeepSpeed's pipeline engine has no interleaved stages
-    and no ring context parallelism (its Ulysses sequence parallelism is another algorithm); Megatron-FSDP
-    shards over the whole data-parallel group (no HSDP)."""
-    if framework == "torchtitan":
-        return SearchConfig(top_k=top_k, zero_stages=(0, 2, 3), fixed={"etp": 1}, pipeline_policies=(0,))
-    if framework == "deepspeed":
-        return SearchConfig(top_k=top_k, zero_stages=(0, 1, 2, 3), fixed={"cp": 1, "vpp": 1}, pipeline_policies=(0,))
-    if framework == "megatron":
-        return SearchConfig(top_k=top_k, hsdp=False)
-    return SearchConfig(top_k=top_k)
+    """The layouts the framework launches exactly as priced (placement/frameworks.py, the table `plan
+    --framework` uses), so the best plan is one the user can switch to."""
+    cap = CAPABILITIES.get(framework)
+    if cap is None:
+        return SearchConfig(top_k=top_k)
+    return SearchConfig(top_k=top_k, zero_stages=cap.zero_stages, hsdp=cap.hsdp, framework=cap,
+                        pipeline_policies=None if framework == "megatron" else (0,))
 
 
 def recipe_space(space: SearchConfig, framework: str, model: ModelSpec, topo: Topology, recipe: Recipe,

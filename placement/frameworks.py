@@ -1,0 +1,118 @@
+"""What each framework version launches exactly as placement prices it: one table for plan --framework,
+evaluate --framework and the audit's best plan.
+
+A layout outside a framework's row would run as something else (the emitters say what, and price it); with
+--framework the search never proposes it.  Sources: the emitters' module docstrings and warnings, which cite
+each framework's code (torchtitan 0.3.0 ParallelDims and pipeline split, DeepSpeed 0.19.8 PipelineEngine and
+PipeModelDataParallelTopology, MaxText 0.2.5 base.yml and layers/pipeline.py, megatron-core 0.19.2
+validate_args).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from placement.cost.batch import LayoutBatch
+from placement.errors import InputError
+
+
+@dataclass(frozen=True)
+class Capability:
+    """The layouts one framework version runs exactly as priced."""
+
+    name: str
+    version: str
+    zero_stages: tuple[int, ...]
+    """ZeRO stages it has (torchtitan: DDP, FSDP without resharding = ZeRO-2, FSDP = ZeRO-3; no ZeRO-1)."""
+    zero_stages_with_pp: tuple[int, ...]
+    """ZeRO stages it allows together with pipeline parallelism."""
+    max_pp: int | None = None
+    max_vpp: int | None = None
+    max_cp: int | None = None
+    max_ep: int | None = None
+    etp: str = "any"
+    """"one": expert TP 1 only; "tp": expert TP equal to TP; "any"."""
+    ep_with_cp: bool = True
+    even_pipeline: bool = False
+    """Every virtual stage holds as many layers (no first/last or explicit layout split)."""
+    hsdp: bool = True
+    """ZeRO-3 may shard over part of the data-parallel group (HSDP)."""
+    why: str = ""
+    """One line on the limits, for messages."""
+
+    def layout_mask(self, b: LayoutBatch, num_layers: int) -> np.ndarray:
+        """Which layouts of `b` (ZeRO aside) the framework runs as priced."""
+        ok = np.ones(len(b), dtype=bool)
+        for limit, col in ((self.max_pp, b.pp), (self.max_vpp, b.vpp), (self.max_cp, b.cp), (self.max_ep, b.ep)):
+            if limit is not None:
+                ok &= col <= limit
+        if self.etp == "one":
+            ok &= b.etp == 1
+        elif self.etp == "tp":
+            ok &= (b.etp == b.tp) | (b.ep == 1)
+        if not self.ep_with_cp:
+            ok &= (b.ep == 1) | (b.cp == 1)
+        if self.even_pipeline:
+            ok &= num_layers % (b.pp * b.vpp) == 0
+        return ok
+
+    def sharding_mask(self, b: LayoutBatch) -> np.ndarray:
+        """Which ZeRO stage and shard group of each layout of `b` the framework runs."""
+        ok = np.isin(b.zero, self.zero_stages)
+        ok &= (b.pp == 1) | np.isin(b.zero, self.zero_stages_with_pp)
+        if not self.hsdp:
+            ok &= (b.zero != 3) | (b.dp_shard == b.dp)
+        return ok
+
+    def check(self, b: LayoutBatch, num_layers: int) -> None:
+        """InputError naming the rule when the one layout in `b` is not one the framework runs."""
+        if not (self.layout_mask(b, num_layers) & self.sharding_mask(b)).all():
+            raise InputError(f"--framework {self.name}: {self.version} does not run this layout as placement "
+                             f"prices it ({self.why}); change the layout, or drop --framework to price it as given")
+
+
+CAPABILITIES: dict[str, Capability] = {
+    "megatron": Capability(
+        "megatron", "megatron-core 0.19.2", zero_stages=(0, 1, 2, 3), zero_stages_with_pp=(0, 1, 2, 3), hsdp=False,
+        why="Megatron-FSDP shards over the whole data-parallel group: no HSDP"),
+    "torchtitan": Capability(
+        "torchtitan", "torchtitan 0.3.0", zero_stages=(0, 2, 3), zero_stages_with_pp=(0, 2, 3), etp="one",
+        even_pipeline=True,
+        why="no ZeRO-1 and no expert TP; pipeline stages of equal layers (its first/last_stage_less_layers "
+            "cannot give every uneven split)"),
+    "deepspeed": Capability(
+        "deepspeed", "DeepSpeed 0.19.8", zero_stages=(1, 2, 3), zero_stages_with_pp=(1,), max_vpp=1, max_cp=1,
+        max_ep=1, etp="one", even_pipeline=True, hsdp=False,
+        why="no interleaving, no ring context parallelism, no HSDP, its own expert groups (placement plans "
+            "ep 1), stages of equal layers, ZeRO-1 only with pipeline parallelism (PipelineEngine), and "
+            "ZeRO-0's all-reduce does not overlap backward"),
+    "maxtext": Capability(
+        "maxtext", "MaxText 0.2.5", zero_stages=(0, 1, 3), zero_stages_with_pp=(0, 1, 3), max_pp=1, etp="tp",
+        ep_with_cp=False,
+        why="no ZeRO-2, expert TP equal to TP, EP not across CP, and its pipeline runs every forward before "
+            "the backward (not the 1F1B placement prices): pp 1"),
+}
+"""framework -> its row; the --framework choices."""
+
+
+def check_precision(framework: str, model_name: str, precision: str) -> None:
+    """InputError when the framework's files cannot run `precision` for this model (the emitters would run
+    another one): torchtitan sets FP8 by config, DeepSpeed's config has no FP8 switch."""
+    if framework == "torchtitan":
+        from placement.emit.torchtitan import FP8_CONFIGS, MODELS
+
+        config = MODELS.get(model_name, (None, None))[1]
+        if config is None:
+            return  # the user's own torchtitan config: its converters are theirs
+        always_fp8 = FP8_CONFIGS.get(config) == config
+        if precision == "fp8" and config not in FP8_CONFIGS:
+            raise InputError(f"--framework torchtitan --precision fp8: torchtitan 0.3.0's {config} config has no "
+                             f"Float8 converter and no flag adds one; plan with --precision bf16")
+        if precision == "bf16" and always_fp8:
+            raise InputError(f"--framework torchtitan --precision bf16: torchtitan 0.3.0's {config} config always "
+                             f"converts to Float8; plan with --precision fp8")
+    elif framework == "deepspeed" and precision == "fp8":
+        raise InputError("--framework deepspeed --precision fp8: a DeepSpeed config has no FP8 switch (FP8 GEMMs "
+                         "come only from model code); plan with --precision bf16")

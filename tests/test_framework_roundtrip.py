@@ -1,0 +1,84 @@
+"""plan --framework F plans only what F runs as priced, and the audit of its own files agrees (issue: launch
+files that run exactly what was priced): same layout and recipe, speed-up 1.00, no finding above info."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from placement.cli import main
+
+HOST_FILES = {"hosts.txt", "slurm.hostfile", "rankfile", "launch.sbatch", "cuda_visible_devices.txt"}
+LAYOUT_KEYS = ("tp", "cp", "ep", "etp", "pp", "vpp", "dp", "micro_batch_size", "zero_stage", "recompute",
+               "sequence_parallel")
+
+
+def _run(argv: list[str]):
+    result = CliRunner().invoke(main, argv)
+    assert result.exit_code in (0, 1), result.output[-1500:]
+    return result
+
+
+@pytest.mark.parametrize(("framework", "model", "gpus", "gbs"), [
+    ("megatron", "llama3-8b", 16, 64), ("megatron", "llama3-70b", 64, 128), ("megatron", "mixtral-8x7b", 64, 256),
+    ("torchtitan", "llama3-8b", 16, 64), ("torchtitan", "llama3-70b", 64, 128),
+    # DeepSpeed takes TP and PP in code (PipeModelDataParallelTopology), so only a layout without them is
+    # fully stated by its files; with TP the audit stops on the batch arithmetic it cannot check
+    ("deepspeed", "llama3-8b", 16, 64),
+])
+def test_the_audit_of_a_framework_plans_own_files_finds_nothing_to_change(tmp_path, framework, model, gpus, gbs):
+    job = ["--model", model, "--cluster", "dgx-h100", "--gpus", str(gpus), "--seq-len", "4096", "--global-batch",
+           str(gbs)]
+    out = tmp_path / "files"
+    planned = json.loads(_run(["plan", *job, "--top-k", "1", "--framework", framework, "--emit", framework,
+                               "--out", str(out), "--json"]).stdout)["plans"][0]
+    launch = [x for p in sorted(out.iterdir()) if p.name not in HOST_FILES for x in ("--launch", str(p))]
+    audit = json.loads(_run(["audit", *job, *launch, "--hosts", str(out / "hosts.txt"), "--json"]).stdout)
+    got = audit["estimate"]
+    assert {k: got["layout"][k] for k in LAYOUT_KEYS} == {k: planned["layout"][k] for k in LAYOUT_KEYS}
+    assert got["step_time_s"] == pytest.approx(planned["step_time_s"], rel=1e-6)
+    assert audit["speedup"] == 1.0
+    assert [f for f in audit["findings"] if f["severity"] != "info"] == []
+
+
+@pytest.mark.parametrize("framework", ["torchtitan", "deepspeed", "maxtext", "megatron"])
+def test_plan_framework_proposes_only_what_the_framework_runs(framework):
+    plans = json.loads(_run(["plan", "--model", "mixtral-8x7b", "--gpus", "64", "--seq-len", "4096",
+                             "--global-batch", "256", "--top-k", "20", "--framework", framework, "--zero", "0",
+                             "--zero", "1", "--zero", "2", "--zero", "3", "--json"]).stdout)["plans"]
+    assert plans
+    for p in plans:
+        lay = p["layout"]
+        if framework == "torchtitan":  # no ZeRO-1, no expert TP, even stages
+            assert lay["zero_stage"] != 1 and lay["etp"] == 1 and 32 % (lay["pp"] * lay["vpp"]) == 0
+        elif framework == "deepspeed":  # no interleaving, CP, HSDP, own EP; ZeRO-1 only with PP; no ZeRO-0
+            assert lay["vpp"] == 1 and lay["cp"] == 1 and lay["ep"] == 1 and lay["zero_stage"] != 0
+            assert lay["pp"] == 1 or lay["zero_stage"] == 1
+            assert lay["dp_shard"] == lay["dp"]
+        elif framework == "maxtext":  # no ZeRO-2, no pipeline, etp = tp, EP not across CP
+            assert (lay["zero_stage"] != 2 and lay["pp"] == 1 and lay["etp"] in (1, lay["tp"])) or lay["ep"] == 1
+            assert lay["ep"] == 1 or lay["cp"] == 1
+        else:  # Megatron-FSDP: no HSDP
+            assert lay["zero_stage"] != 3 or lay["dp_shard"] == lay["dp"]
+
+
+@pytest.mark.parametrize(("framework", "precision", "says"), [
+    ("torchtitan", "fp8", "llama3_70b config has no Float8 converter"),
+    ("deepspeed", "fp8", "a DeepSpeed config has no FP8 switch"),
+])
+def test_a_precision_the_framework_cannot_run_is_refused(framework, precision, says):
+    result = CliRunner().invoke(main, ["plan", "--model", "llama3-70b", "--gpus", "64", "--precision", precision,
+                                       "--framework", framework])
+    assert result.exit_code == 2 and says in result.stderr
+
+
+def test_evaluate_framework_refuses_a_layout_the_framework_does_not_run():
+    result = CliRunner().invoke(main, ["evaluate", "--model", "llama3-8b", "--gpus", "16", "--tp", "2", "--pp", "2",
+                                       "--vpp", "2", "--framework", "deepspeed"])
+    assert result.exit_code == 2 and "--framework deepspeed: DeepSpeed 0.19.8 does not run this layout" in (
+        result.stderr)
+    ok = CliRunner().invoke(main, ["evaluate", "--model", "llama3-8b", "--gpus", "16", "--tp", "2", "--pp", "2",
+                                   "--framework", "deepspeed"])
+    assert ok.exit_code in (0, 1), ok.output
