@@ -393,7 +393,8 @@ def _write_out(out, formats: list[str] | None, chosen, gpu_of_rank, topo, model,
 @click.option("--map/--no-map", "do_map", default=None,
               help="Map ranks to GPUs with CP-SAT (default: on for --slurm-topology/--cluster-graph).")
 @click.option("--map-time-limit", type=_SECONDS, default=1.0, show_default=True,
-              help="CP-SAT deterministic time limit per mapped plan.")
+              help="CP-SAT deterministic time for the whole plan, shared by the candidates that need a solve (a "
+                   "candidate whose allocation order meets the flat-fabric bound needs none).")
 @click.option("--exhaustive", is_flag=True,
               help="Also price what the search leaves out as dominated (ZeRO-0, selective recompute under fused "
                    "attention, sequence parallelism off); the best plan is the same.")
@@ -673,7 +674,8 @@ def sweep(sweep_file, out_dir, executor, workers, no_cache, as_json):
 @click.option("--fail-on", type=click.Choice(["info", "warning", "error"]), default="error", show_default=True,
               help="Exit 1 when a finding of this severity or above exists (for CI gates).")
 @click.option("--map-time-limit", type=_SECONDS, default=1.0, show_default=True,
-              help="CP-SAT deterministic time limit when mapping on a real allocation.")
+              help="CP-SAT deterministic time for the audit's plans on a real allocation, shared by the candidates "
+                   "that need a solve.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
               help="Write the best plan's launch files (host order, hostfiles, the framework's config) here.")
 @recipe_options

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -9,7 +10,7 @@ import numpy as np
 from placement.cost.step import RecipeChoices, estimate
 from placement.mapping.config import SolverConfig
 from placement.mapping.groups import group_kinds
-from placement.mapping.mapper import baseline_mappings, map_layout
+from placement.mapping.mapper import TIE_REL, baseline_mappings, map_layout
 from placement.mapping.report import crossings, rank_table
 from placement.plan import Plan, make_plan, plan_recipe
 from placement.search import SearchConfig, SearchResult, search
@@ -41,6 +42,12 @@ def plan_job(model: ModelSpec, train: TrainingSpec, topo: Topology, search_cfg: 
     result = search(model, train, topo, search_cfg)
     w = workload(model)
     rows = []
+    solve = ({int(i) for i in result.ranked if not _no_order_is_faster(w, train, topo, result, int(i))}
+             if mapping is not None else set())
+    if solve:  # one time budget for the whole plan, shared by the candidates that need a solve
+        share = len(solve)
+        mapping = dataclasses.replace(mapping, deterministic_time_limit=mapping.deterministic_time_limit / share,
+                                      time_limit_s=mapping.time_limit_s / share)
     for order, i in enumerate(result.ranked):
         i = int(i)
         layout = result.batch.layout(i)
@@ -51,6 +58,20 @@ def plan_job(model: ModelSpec, train: TrainingSpec, topo: Topology, search_cfg: 
             solver = {"status": "DEFAULT", "chosen": "innermost_first",
                       "note": "regular catalog cluster: ranks fill the hierarchy innermost-first"}
             base = {"allocation_order": plan.step_time_s, "megatron_order": plan.step_time_s}
+        elif i not in solve:
+            # the allocation order already prices as low as any host order can (the flat-fabric bound):
+            # no solve can change this plan's step or rank
+            one, recipe = _one(result, i), plan_recipe(result.batch, result.estimates, i)
+
+            def priced(t: Topology, one=one, recipe=recipe):
+                return estimate(w, train, t, one, recipe, RecipeChoices.pinned(recipe))
+
+            plan = make_plan(one, priced(topo), 0, model, train, topo, recipe_sources)
+            gpu_of_rank = np.arange(topo.num_gpus)
+            solver = {"status": "SKIPPED", "chosen": "allocation_order",
+                      "note": "no host order prices below the allocation order (the step on a flat fabric is "
+                              "the same): no CP-SAT solve"}
+            base = {k: float(priced(topo.with_mapping(g)).step_time_s[0]) for k, g in baseline_mappings(topo).items()}
         else:
             ml = map_layout(w, train, topo, layout, result.estimates, i, mapping)
             sol = ml.solution
@@ -101,6 +122,18 @@ def _intra_node_order(topo: Topology, tp: int, gpu_of_rank: np.ndarray) -> np.nd
         return gpu_of_rank
     perm = np.array(node.order[tp])
     return (gpu_of_rank // gph) * gph + perm[gpu_of_rank % gph]
+
+
+def _no_order_is_faster(w, train: TrainingSpec, topo: Topology, result: SearchResult, i: int) -> bool:
+    """Candidate i's step in allocation order equals its step on the flattened fabric, a lower bound over host
+    orders (Topology.flattened): mapping it cannot help."""
+    one, recipe = _one(result, i), plan_recipe(result.batch, result.estimates, i)
+
+    def step(t: Topology) -> float:
+        return float(estimate(w, train, t, one, recipe, RecipeChoices.pinned(recipe)).step_time_s[0])
+
+    flat = topo.flattened()
+    return flat is topo or step(flat) >= step(topo) * (1.0 - TIE_REL)
 
 
 def _one(result: SearchResult, i: int):

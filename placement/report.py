@@ -161,6 +161,8 @@ def _mapping_section(p: Plan) -> str:
     else:
         verdict = chosen.replace("_", " ")
     solved = ""
+    if solver.get("status") == "SKIPPED":
+        solved = "; no CP-SAT solve: on a flat fabric, the bound for every host order, it prices the same"
     if solver.get("objective_s") is not None:
         solved = (f"; CP-SAT {solver.get('status', '')}: objective {solver['objective_s']:.3f} s, the group "
                   f"traffic that leaves a leaf (switch or NVLink domain) summed over the levels above (the "

@@ -11,6 +11,7 @@ oversubscription ratios of every tier below (reference costmodel.md §2a, oversu
 from __future__ import annotations
 
 import copy
+import dataclasses
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from typing import Final
@@ -215,6 +216,20 @@ class Topology:
         """The same machine with rank r running on GPU gpu_of_rank[r]."""
         other = copy.copy(self)
         other.gpu_of_rank = np.asarray(gpu_of_rank, dtype=np.int64)
+        other._span_cache = {}
+        return other
+
+    def flattened(self) -> Topology:
+        """The same hosts with every level above the scale-up domain as fast as its fastest one (bandwidth,
+        latency, oversubscription): no host order can price below this machine, and every host order prices
+        the same on it (node blocks stay whole), so its step bounds the mapped step from below."""
+        if len(self.levels) <= 2:
+            return self
+        up = self.levels[1:]
+        best = dict(bandwidth_bytes_per_s=max(lv.bandwidth_bytes_per_s for lv in up),
+                    latency_s=min(lv.latency_s for lv in up), oversubscription=min(lv.oversubscription for lv in up))
+        other = copy.copy(self)
+        other.levels = (self.levels[0], *(dataclasses.replace(lv, **best) for lv in up))
         other._span_cache = {}
         return other
 

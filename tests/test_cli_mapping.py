@@ -54,12 +54,13 @@ def test_plan_on_slurm_allocation_writes_mapping_and_files(tmp_path):
 def test_same_allocation_twice_gives_identical_plans(tmp_path):
     args = ["plan", "--model", "llama3-70b", "--slurm-topology", str(DATA / "slurm" / "tree-5leaf.conf"),
             "--nodelist", "gpu[0030-0045]", "--node-type", "dgx-h100", "--seq-len", "8192", "--global-batch", "64",
-            "--top-k", "2", "--json"]
+            "--top-k", "2", "--json", "--oversubscription", "8"]  # oversubscribed: the plans need a CP-SAT solve
     first, second = run(*args), run(*args)
     assert first[0] == second[0] == 0
     plans = [json.loads(out[1])["plans"] for out in (first, second)]
     for ps in plans:  # wall-clock time is provenance, not part of the answer
         for p in ps:
+            assert p["mapping_solver"]["status"] != "SKIPPED"
             assert p["mapping_solver"].pop("wall_s") >= 0
     assert plans[0] == plans[1]
     assert json.dumps(plans[0][0]["mapping"]) == json.dumps(plans[1][0]["mapping"])
