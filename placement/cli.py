@@ -426,7 +426,7 @@ def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, pr
     formats = _check_out(out_dir, emit_formats)
     # the recipe fields the user left open are searched: each choice field, and the recompute modules
     if framework is not None:
-        check_precision(framework, model.name, train.precision.value)
+        check_precision(framework, model, train.precision.value)
     launched = [*([framework] if framework else []), *(formats or [])]
     choices = default_choices(model.is_moe, topo, recipe, pinned=frozenset(sources))
     choices, module_sets = framework_choices(launched, choices,
@@ -525,7 +525,7 @@ def evaluate(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch
     if framework is not None:
         from placement.cost.batch import LayoutBatch
 
-        check_precision(framework, model.name, train.precision.value)
+        check_precision(framework, model, train.precision.value)
         CAPABILITIES[framework].check(LayoutBatch.from_layouts([layout], recipe), model.num_layers)
     result = evaluate_layout(model, train, topo, layout, recipe, sources)
     if out_dir is not None:

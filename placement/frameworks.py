@@ -16,6 +16,7 @@ import numpy as np
 
 from placement.cost.batch import LayoutBatch
 from placement.errors import InputError
+from placement.specs import ModelSpec
 
 
 @dataclass(frozen=True)
@@ -97,13 +98,13 @@ CAPABILITIES: dict[str, Capability] = {
 """framework -> its row; the --framework choices."""
 
 
-def check_precision(framework: str, model_name: str, precision: str) -> None:
+def check_precision(framework: str, model: ModelSpec, precision: str) -> None:
     """InputError when the framework's files cannot run `precision` for this model (the emitters would run
     another one): torchtitan sets FP8 by config, DeepSpeed's config has no FP8 switch."""
     if framework == "torchtitan":
-        from placement.emit.torchtitan import FP8_CONFIGS, MODELS
+        from placement.emit.torchtitan import FP8_CONFIGS, config_for
 
-        config = MODELS.get(model_name, (None, None))[1]
+        config = (config_for(model) or (None, None))[1]
         if config is None:
             return  # the user's own torchtitan config: its converters are theirs
         always_fp8 = FP8_CONFIGS.get(config) == config

@@ -141,3 +141,14 @@ def test_repricing_at_the_plans_own_precision_gives_the_plans_numbers(mapped):
     again = EmitContext.of(plan, topo, gpu_of_rank, model, train).priced_as("bf16")
     assert again.step_time_s == pytest.approx(plan.step_time_s, rel=1e-9)
     assert again.peak_memory_bytes == pytest.approx(plan.peak_memory_bytes, rel=1e-9)
+
+
+def test_a_model_from_a_hf_config_gets_torchtitans_config_of_the_same_architecture(tmp_path):
+    """Llama 3.1 8B's config.json is torchtitan's llama3_8b: matched by architecture, not by catalog name."""
+    config = Path(__file__).parent / "data" / "hf" / "llama-3.1-8b" / "config.json"
+    result = CliRunner().invoke(main, ["plan", "--model", str(config), "--gpus", "16", "--seq-len", "4096",
+                                       "--global-batch", "64", "--top-k", "1", "--out", str(tmp_path), "--emit",
+                                       "torchtitan"])
+    assert result.exit_code == 0, result.output
+    text = (tmp_path / "torchtitan.sh").read_text()
+    assert "--module llama3 --config llama3_8b " in text and "MODULE" not in text

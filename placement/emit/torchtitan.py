@@ -10,6 +10,7 @@ resharding after forward, DDP = dp_replicate only.  ZeRO-1 does not exist there.
 from __future__ import annotations
 
 from placement.emit.common import EmitContext, Runs, header, recipe_warnings, runs_recipe, torchrun_lines, warn_block
+from placement.specs import ModelSpec
 
 # placement catalog name -> (torchtitan --module, --config)
 MODELS = {
@@ -52,7 +53,7 @@ def flags(ctx: EmitContext) -> tuple[list[str], list[str]]:
     """(the argument list after `-m torchtitan.train`, warnings about what it cannot express)."""
     lay = ctx.plan.layout
     warnings = []
-    module, config = MODELS.get(ctx.model_name, (None, None))
+    module, config = shipped_config(ctx) or (None, None)
     if config is not None and ctx.plan.precision == "fp8":
         config = FP8_CONFIGS.get(config, config)
     if module is None:
@@ -118,9 +119,34 @@ RUNS_INSTEAD = {
 """What torchtitan runs instead of each recipe feature it cannot be told."""
 
 
+_SAME_ARCHITECTURE = ("num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "num_kv_heads",
+                      "head_dim", "vocab_size", "tied_embeddings", "moe", "mla")
+"""What must match for a model to run as one of torchtitan's shipped configs (a HF config.json of Llama 3.1
+405B is torchtitan's llama3_405b)."""
+
+
+def shipped_config(ctx: EmitContext) -> tuple[str, str] | None:
+    """(module, config) of the torchtitan config that runs the context's model."""
+    return MODELS.get(ctx.model_name) or (config_for(ctx.model) if ctx.model is not None else None)
+
+
+def config_for(model: ModelSpec) -> tuple[str, str] | None:
+    """(module, config) of the torchtitan config that runs `model`: by catalog name, or by architecture for a
+    model read from elsewhere (a HF config.json, a user's YAML)."""
+    if model.name in MODELS:
+        return MODELS[model.name]
+    from placement.catalog import load_model
+
+    mine = model.model_dump(include=set(_SAME_ARCHITECTURE))
+    for name, pair in MODELS.items():
+        if load_model(name).model_dump(include=set(_SAME_ARCHITECTURE)) == mine:
+            return pair
+    return None
+
+
 def runs_precision(ctx: EmitContext) -> tuple[str, str] | None:
     """(precision, why) when the shipped config runs another precision than the plan's, else None."""
-    config = MODELS.get(ctx.model_name, (None, None))[1]
+    config = (shipped_config(ctx) or (None, None))[1]
     if config is None:
         return None  # the user's own config: its converters are theirs to set
     fp8 = config in FP8_CONFIGS.values() or FP8_CONFIGS.get(config) == config
