@@ -97,6 +97,10 @@ class Plan(_Out):
     tool_version: str
     mapping: list[dict] | None = None
     """Rank table: {"rank", "host", "local_gpu", "coords": {axis: index}} ordered by rank."""
+    mapping_compact: dict | None = None
+    """The mapping as host order plus local GPU order ({"rank_order", "gpus_per_host", "host_order": [host of node
+    rank k], "local_gpu_order": {host: [local GPU of each of its ranks]} for permuted hosts only}): every plan
+    has it at any size; scripts should read it.  `mapping` (the full rank table) is left out at scale."""
     mapping_solver: dict | None = None
     """How the mapping was found: status, objective, bound, wall time, solver and seed."""
     baselines: dict[str, dict] | None = None

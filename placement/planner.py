@@ -11,7 +11,7 @@ from placement.cost.step import RecipeChoices, estimate
 from placement.mapping.config import SolverConfig
 from placement.mapping.groups import group_kinds
 from placement.mapping.mapper import TIE_REL, baseline_mappings, map_layout
-from placement.mapping.report import crossings, rank_table
+from placement.mapping.report import compact_mapping, crossings, rank_table
 from placement.plan import Plan, make_plan, plan_recipe
 from placement.search import SearchConfig, SearchResult, search
 from placement.specs import ModelSpec, TrainingSpec
@@ -27,10 +27,12 @@ class Planned:
     """The mapping of each plan, in plan order."""
 
 
-RANK_TABLES_FOR_EVERY_PLAN_MAX_GPUS = 131_072
-"""Above this many GPUs only the best plan carries its rank table (`mapping`) in the JSON: five tables of
-a million rows are gigabytes of output that no reader needs; the other plans' mappings are still
-written as launch files with --plan-index K --out DIR."""
+RANK_TABLES_FOR_EVERY_PLAN_MAX_GPUS = 16_384
+RANK_TABLE_MAX_GPUS = 65_536
+"""The full rank table (`mapping`, about 100 bytes a rank) goes in PLAN JSON for every plan up to the first
+size and for the best one up to the second; past them `mapping_compact` alone (O(hosts)) keeps `plan --json`
+under 10 MB at 131,072 GPUs; the other plans' rank tables are written as launch files with --plan-index K
+--out DIR."""
 
 
 def plan_job(model: ModelSpec, train: TrainingSpec, topo: Topology, search_cfg: SearchConfig,
@@ -103,12 +105,17 @@ def plan_job(model: ModelSpec, train: TrainingSpec, topo: Topology, search_cfg: 
     rows.sort(key=lambda r: (r[0], r[1]))  # re-rank by mapped step time; ties keep search order
     plans = []
     for k, (_, _, plan, gpu_of_rank, layout) in enumerate(rows):
-        if with_rank_table and (k == 0 or topo.num_gpus <= RANK_TABLES_FOR_EVERY_PLAN_MAX_GPUS):
+        if not with_rank_table:
+            plans.append(plan)
+            continue
+        plan = plan.model_copy(update={"mapping_compact": compact_mapping(topo, gpu_of_rank)})
+        if topo.num_gpus <= RANK_TABLES_FOR_EVERY_PLAN_MAX_GPUS or (k == 0 and topo.num_gpus <= RANK_TABLE_MAX_GPUS):
             plan = plan.model_copy(update={"mapping": rank_table(topo, gpu_of_rank, layout, model.is_moe)})
-        elif with_rank_table:
+        else:
+            limit = RANK_TABLE_MAX_GPUS if k == 0 else RANK_TABLES_FOR_EVERY_PLAN_MAX_GPUS
             plan = plan.model_copy(update={"mapping_solver": plan.mapping_solver | {
-                "rank_table": f"left out above {RANK_TABLES_FOR_EVERY_PLAN_MAX_GPUS:,} GPUs except for the best "
-                              f"plan; --plan-index {k + 1} --out DIR writes this plan's host order and rankfile"}})
+                "rank_table": f"left out above {limit:,} GPUs (mapping_compact holds the same mapping); "
+                              f"--plan-index {k + 1} --out DIR writes this plan's host order and rankfile"}})
         plans.append(plan)
     return Planned(plans=plans, search=result, gpu_of_rank=[r[3] for r in rows])
 

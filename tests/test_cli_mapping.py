@@ -115,6 +115,37 @@ def test_bridged_pairs_get_tp_groups_and_cuda_visible_devices(tmp_path):
     files = {p.name: p for p in write_launch_files(tmp_path, topo, planned.gpu_of_rank[0], "t")}
     lines = [x for x in files["cuda_visible_devices.txt"].read_text().splitlines() if x and x[0] != "#"]
     assert lines == ["host0 CUDA_VISIBLE_DEVICES=0,4,1,5,2,6,3,7", "host1 CUDA_VISIBLE_DEVICES=0,4,1,5,2,6,3,7"]
+    assert _from_compact(planned.plans[0].mapping_compact, 16) == [(r["host"], r["local_gpu"]) for r in table]
+
+
+def _from_compact(compact: dict, num_gpus: int) -> list[tuple[str, int]]:
+    """(host, local GPU) of every rank, as a script reads mapping_compact."""
+    g = compact["gpus_per_host"]
+    out = []
+    for r in range(num_gpus):
+        host = compact["host_order"][r // g]
+        out.append((host, compact["local_gpu_order"].get(host, list(range(g)))[r % g]))
+    return out
+
+
+def test_the_compact_mapping_is_the_rank_table_and_replaces_it_at_scale(monkeypatch):
+    """mapping_compact (host order + local GPU order) gives every rank's host and GPU exactly as the rank table
+    does; above the table limits only the compact form is printed (plan --json at 131,072 GPUs: ~1 MB)."""
+    import placement.planner as planner
+
+    args = ["plan", "--model", "llama3-70b", "--slurm-topology", str(DATA / "slurm" / "tree-5leaf.conf"),
+            "--nodelist", "gpu[0030-0045]", "--node-type", "dgx-h100", "--seq-len", "8192", "--global-batch", "64",
+            "--top-k", "2", "--json", "--oversubscription", "8"]
+    code, out, err = run(*args)
+    assert code == 0, err
+    for p in json.loads(out)["plans"]:
+        assert _from_compact(p["mapping_compact"], 128) == [(r["host"], r["local_gpu"]) for r in p["mapping"]]
+    monkeypatch.setattr(planner, "RANK_TABLES_FOR_EVERY_PLAN_MAX_GPUS", 32)
+    monkeypatch.setattr(planner, "RANK_TABLE_MAX_GPUS", 64)
+    code, out, err = run(*args)
+    plans = json.loads(out)["plans"]
+    assert all(p["mapping"] is None and p["mapping_compact"]["host_order"] for p in plans)
+    assert "left out above 64 GPUs (mapping_compact holds the same mapping)" in plans[0]["mapping_solver"]["rank_table"]
 
 
 def test_mixed_node_designs_price_the_weakest(tmp_path):

@@ -36,6 +36,23 @@ def rank_table(topo: Topology, gpu_of_rank: np.ndarray, layout: Layout, moe: boo
              "coords": {k: cols[k][r] for k in cols}} for r in range(topo.num_gpus)]
 
 
+def compact_mapping(topo: Topology, gpu_of_rank: np.ndarray) -> dict | None:
+    """The rank table in O(hosts): node rank k (ranks k*G .. k*G+G-1, G = GPUs per host) runs on host_order[k],
+    rank r on local GPU local_gpu_order.get(host, 0..G-1)[r % G]; only permuted hosts are listed.  None when
+    some node block spans two hosts (never for placement's mappings, which move whole node blocks)."""
+    gph = min(topo.gpus_per_host, topo.num_gpus)
+    blocks = np.asarray(gpu_of_rank, dtype=np.int64).reshape(-1, gph)
+    hosts = blocks // topo.gpus_per_host
+    if (hosts != hosts[:, :1]).any():
+        return None
+    local = blocks % topo.gpus_per_host
+    names = topo.host_names
+    permuted = ~(local == np.arange(gph)).all(axis=1)
+    return {"rank_order": "tp-cp-ep-dp-pp", "gpus_per_host": int(gph),
+            "host_order": [names[h] for h in hosts[:, 0].tolist()],
+            "local_gpu_order": {names[hosts[k, 0]]: local[k].tolist() for k in np.flatnonzero(permuted).tolist()}}
+
+
 def crossings(mapped: Topology, kinds: list[GroupKind]) -> dict[str, dict]:
     """Per kind of group: how many groups reach each level at most (their highest level spanned)."""
     out = {}
