@@ -30,7 +30,7 @@ from placement.topology import Topology
 
 EXIT_OK, EXIT_INFEASIBLE, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
 EXIT_INTERRUPTED = 130
-"""A command stopped by Ctrl-C, or a sweep by SIGTERM (128 + SIGINT, the shell's convention)."""
+"""A command stopped by Ctrl-C or SIGTERM (128 + SIGINT, the shell's convention)."""
 EXIT_CELLS_LOST = 75
 """sysexits EX_TEMPFAIL: sweep workers died; the finished cells are cached and a rerun computes the rest."""
 EXIT_FINDINGS = 1
@@ -60,6 +60,10 @@ def handle_errors(fn: Callable) -> Callable:
 
     @wraps(fn)
     def wrapper(*args, **kwargs):
+        import threading
+
+        main_thread = threading.current_thread() is threading.main_thread()  # handlers install only there
+        previous = signal.signal(signal.SIGTERM, _interrupt) if main_thread else None  # SIGTERM stops like Ctrl-C
         try:
             return fn(*args, **kwargs)
         except InputError as err:
@@ -77,6 +81,9 @@ def handle_errors(fn: Callable) -> Callable:
             _fail(EXIT_INTERNAL, f"internal error ({type(err).__name__}: {err}); this is a bug in placement "
                                  f"{__version__}: please report it with the command line "
                                  f"(PLACEMENT_DEBUG=1 prints the traceback)")
+        finally:
+            if main_thread:
+                signal.signal(signal.SIGTERM, previous)
 
     return wrapper
 
@@ -333,6 +340,7 @@ def _modules_need_selective(recipe: Recipe, recompute: tuple[str, ...]) -> None:
 
 
 def _interrupt(signum, frame):
+    """SIGTERM (a scheduler's cancel, `kill`) stops a command as Ctrl-C does: exit 130, every file written whole."""
     raise KeyboardInterrupt
 
 
@@ -454,8 +462,13 @@ def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, pr
     real = slurm_topology is not None or cluster_graph is not None
     mapping = SolverConfig(time_limit_s=max(10.0, 5 * map_time_limit), deterministic_time_limit=map_time_limit) \
         if (do_map if do_map is not None else real) else None
-    planned = plan_job(model, train, topo, cfg, mapping, with_rank_table=as_json,  # only --json prints the table
-                       recipe_sources=sources)
+    from tqdm import tqdm
+
+    # a bar on stderr for plans mapped one by one, shown after 2 s and only on a terminal (disable=None)
+    with tqdm(total=top_k, desc="mapping plans", unit="plan", file=sys.stderr, leave=False, disable=None,
+              delay=2.0) as bar:
+        planned = plan_job(model, train, topo, cfg, mapping, with_rank_table=as_json,  # only --json prints the table
+                           recipe_sources=sources, progress=bar.update)
     if out_dir is not None:
         from pathlib import Path
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,7 +38,8 @@ under 10 MB at 131,072 GPUs; the other plans' rank tables are written as launch 
 
 def plan_job(model: ModelSpec, train: TrainingSpec, topo: Topology, search_cfg: SearchConfig,
              mapping: SolverConfig | None, with_rank_table: bool = True,
-             recipe_sources: dict[str, str] | None = None) -> Planned:
+             recipe_sources: dict[str, str] | None = None,
+             progress: Callable[[int], None] | None = None) -> Planned:
     """`mapping` None: the default innermost-first mapping (a regular catalog cluster, whose host order
     already follows the hierarchy); otherwise CP-SAT maps each of the top candidates.  `recipe_sources`:
     recipe field -> where its value came from (the plans' `recipe_sources`)."""
@@ -102,6 +104,8 @@ def plan_job(model: ModelSpec, train: TrainingSpec, topo: Topology, search_cfg: 
             "crossings": crossings(topo.with_mapping(gpu_of_rank), kinds),
         })
         rows.append((plan.step_time_s, order, plan, gpu_of_rank, layout))
+        if progress is not None:
+            progress(1)
     rows.sort(key=lambda r: (r[0], r[1]))  # re-rank by mapped step time; ties keep search order
     plans = []
     for k, (_, _, plan, gpu_of_rank, layout) in enumerate(rows):

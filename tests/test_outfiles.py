@@ -144,3 +144,27 @@ def test_ctrl_c_during_a_plan_exits_130_in_one_line(monkeypatch):
     result = CliRunner().invoke(main, ["plan", *JOB])
     assert result.exit_code == EXIT_INTERRUPTED
     assert result.stderr.startswith("placement: interrupted") and "Traceback" not in result.output
+
+
+def test_sigterm_during_the_cp_sat_mapping_exits_130_with_files_whole(tmp_path, monkeypatch):
+    """A scheduler's cancel (SIGTERM) arriving while CP-SAT maps: exit 130 in one paragraph, and the --out folder
+    holds no half-written or temporary file."""
+    import placement.mapping.cpsat as cpsat
+
+    real = cpsat.solve_mapping
+
+    def cancelled(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGTERM)  # delivered to the handler at the next bytecode
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(cpsat, "solve_mapping", cancelled)
+    before = signal.getsignal(signal.SIGTERM)
+    slurm = Path(__file__).parent / "data" / "slurm" / "tree-5leaf.conf"
+    result = CliRunner().invoke(main, ["plan", "--model", "llama3-70b", "--slurm-topology", str(slurm), "--nodelist",
+                                       "gpu[0030-0045]", "--node-type", "dgx-h100", "--oversubscription", "8",
+                                       "--out", str(tmp_path / "out")])
+    assert result.exit_code == EXIT_INTERRUPTED, result.output
+    assert result.stderr.startswith("placement: interrupted") and "\n" not in result.stderr.strip()
+    assert list((tmp_path / "out").glob("*")) == []  # checked (created) before any work, nothing written yet
+    assert signal.getsignal(signal.SIGTERM) is before  # the command restored the previous handler
+    assert "mapping plans" not in result.stderr  # no progress bar off a terminal
