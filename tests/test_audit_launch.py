@@ -390,3 +390,23 @@ def test_megatron_layout_assigns_stages_round_robin(tmp_path: Path) -> None:
     over pp 2: rank 0 holds stages 0 and 2 (1 + 2 = 3 layers), rank 1 holds 1 and 3 (1 + 1 = 2)."""
     lay = _parse_tmp({"args.txt": "--pipeline-model-parallel-size 2 --pipeline-model-parallel-layout 'Et|t|tt|tL'\n"})
     assert (lay.vpp, lay.first_stage_layers, lay.last_stage_layers) == (2, 3, 2)
+
+
+@pytest.mark.parametrize(("toml", "model", "says"), [
+    ("llama3_8b.toml", "llama3-405b", "train torchtitan's llama3:8B (llama3-8b in placement's catalog) but --model "
+                                      "llama3-405b is another architecture; pass --model llama3-8b"),
+    ("deepseek_v3_671b.toml", "llama3-405b", "pass --model deepseek-v3"),
+    ("deepseek_v3_16b.toml", "deepseek-v3", "but --model deepseek-v3 runs as torchtitan's "
+                                            "deepseek_v3:deepseek_v3_671b"),
+])
+def test_a_torchtitan_file_audited_with_another_model_is_refused(toml, model, says):
+    """torchtitan files name their model (module/config or name/flavor) as Megatron files give --num-layers: a
+    different --model is bad input, not a confident audit of the wrong model."""
+    from click.testing import CliRunner
+
+    from placement.cli import main
+
+    path = Path(__file__).parent / "data" / "audit" / "torchtitan" / toml
+    result = CliRunner().invoke(main, ["audit", "--model", model, "--cluster", "dgx-h100", "--gpus", "64",
+                                       "--launch", str(path)])
+    assert result.exit_code == 2 and says in result.stderr, result.stderr

@@ -66,6 +66,34 @@ DEFAULT_ETP_IS_TP = {"megatron": True, "torchtitan": False, "deepspeed": False}
 expert_tensor_parallel_degree defaults to 1; DeepSpeed MoE has no expert TP."""
 
 
+TORCHTITAN_FLAVORS = {("llama3", "8B"): "llama3-8b", ("llama3", "70B"): "llama3-70b", ("llama3", "405B"): "llama3-405b",
+                      ("deepseek_v3", "671B"): "deepseek-v3"}
+"""torchtitan 0.2.x `model.name`/`model.flavor` -> the catalog model (0.3.0's module/config: emit.torchtitan)."""
+
+
+def _check_torchtitan_model(launch: LaunchLayout, model: ModelSpec) -> None:
+    """The torchtitan files name their model (module/config or name/flavor): --model must be that model, as a
+    Megatron file's --num-layers/--hidden-size must match.  A config placement knows is compared by
+    architecture; another torchtitan module than the one --model runs as is a mismatch too."""
+    if launch.framework != "torchtitan" or not launch.model_ref:
+        return
+    from placement.catalog import load_model
+    from placement.emit.torchtitan import FP8_CONFIGS, MODELS, config_for, same_architecture
+
+    module, _, config = launch.model_ref.partition(":")
+    by_config = {pair: name for name, pair in MODELS.items()}
+    by_config |= {(m, FP8_CONFIGS[c]): n for (m, c), n in list(by_config.items()) if c in FP8_CONFIGS}
+    known = by_config.get((module, config)) or TORCHTITAN_FLAVORS.get((module, config))
+    where = f"the launch files train torchtitan's {module}:{config}"
+    if known is not None and not same_architecture(load_model(known), model):
+        raise InputError(f"{where} ({known} in placement's catalog) but --model {model.name} is another "
+                         f"architecture; pass --model {known}")
+    mine = config_for(model)  # --model is one of torchtitan's shipped configs, and the files name another one
+    if known is None and mine is not None and "?" not in (module, config):
+        raise InputError(f"{where}, but --model {model.name} runs as torchtitan's {mine[0]}:{mine[1]}; pass the "
+                         f"model the files train (--model NAME, a YAML or its config.json)")
+
+
 def framework_space(framework: str, top_k: int) -> SearchConfig:
     """The layouts the framework launches exactly as priced (placement/frameworks.py, the table `plan
     --framework` uses), so the best plan is one the user can switch to."""
@@ -164,6 +192,7 @@ def resolve_layout(launch: LaunchLayout, model: ModelSpec, num_gpus: int) -> Lay
             raise InputError(
                 f"the launch files set {name} = {given}{src(name)} but model {model.name} has {have}; "
                 f"pass the model the job trains (--model NAME, a YAML or its config.json)")
+    _check_torchtitan_model(launch, model)
     etp = launch.etp if launch.etp is not None else (launch.tp if DEFAULT_ETP_IS_TP[launch.framework] else 1)
     if model.moe is None:
         etp = 1

@@ -137,11 +137,15 @@ def config_for(model: ModelSpec) -> tuple[str, str] | None:
         return MODELS[model.name]
     from placement.catalog import load_model
 
-    mine = model.model_dump(include=set(_SAME_ARCHITECTURE))
     for name, pair in MODELS.items():
-        if load_model(name).model_dump(include=set(_SAME_ARCHITECTURE)) == mine:
+        if same_architecture(load_model(name), model):
             return pair
     return None
+
+
+def same_architecture(a: ModelSpec, b: ModelSpec) -> bool:
+    """The two models run as the same torchtitan config (dimensions, vocabulary, experts, MLA)."""
+    return a.model_dump(include=set(_SAME_ARCHITECTURE)) == b.model_dump(include=set(_SAME_ARCHITECTURE))
 
 
 def runs_precision(ctx: EmitContext) -> tuple[str, str] | None:
