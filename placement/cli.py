@@ -344,7 +344,7 @@ def _interrupt(signum, frame):
     raise KeyboardInterrupt
 
 
-FRAMEWORK_CHOICES = ["megatron", "torchtitan", "deepspeed", "maxtext"]
+FRAMEWORK_CHOICES = list(CAPABILITIES)
 FRAMEWORK_HELP = ("Plan only the layouts and recipe features this framework launches exactly as priced (megatron-core "
                   "0.19.2, torchtitan 0.3.0, DeepSpeed 0.19.8, MaxText 0.2.5: placement/frameworks.py).")
 EMIT_HELP = ("Framework configs to write into --out: a comma list of torchtitan, megatron, devicemesh, deepspeed, "
@@ -546,8 +546,7 @@ def evaluate(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch
 
         import numpy as np
 
-        order = np.arange(topo.num_gpus) if topo.gpu_of_rank is None else topo.gpu_of_rank  # allocation order
-        _write_out(Path(out_dir), formats, result, order, topo, model, train)
+        _write_out(Path(out_dir), formats, result, np.arange(topo.num_gpus), topo, model, train)  # allocation order
     if as_json:
         click.echo(json.dumps(result.model_dump(mode="json")))
     else:
@@ -641,8 +640,7 @@ def sweep(sweep_file, out_dir, executor, workers, no_cache, as_json):
     except InputError as err:
         raise InputError(f"{sweep_file}: {err}") from None
     cache = None if no_cache else out / "cache"
-    previous = signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM stops like Ctrl-C: finished cells stay cached
-    try:
+    try:  # SIGTERM stops like Ctrl-C (handle_errors): finished cells stay cached
         with tqdm(total=total, desc=f"sweep {spec.name}", unit="cell", file=sys.stderr, leave=False,
                   disable=None) as bar:
             result = run_sweep(spec, cache, executor, workers, progress=bar.update)
@@ -655,17 +653,12 @@ def sweep(sweep_file, out_dir, executor, workers, no_cache, as_json):
             sys.exit(EXIT_CELLS_LOST)
         click.echo(f"placement: sweep interrupted: {where} (exit {EXIT_INTERRUPTED})", err=True)
         sys.exit(EXIT_INTERRUPTED)
-    finally:
-        signal.signal(signal.SIGTERM, previous)
     written = write_tables(out, result.rows) + write_plots(out, result.rows, spec.currency)
-    if result.bad_cache:
-        click.echo(f"sweep cache {out / 'cache'}: {len(result.bad_cache)} unreadable entr"
-                   f"{'y' if len(result.bad_cache) == 1 else 'ies'} recomputed ({', '.join(result.bad_cache)})",
-                   err=True)
-    if result.unwritable_cache:
-        click.echo(f"sweep cache {out / 'cache'}: {len(result.unwritable_cache)} entr"
-                   f"{'y' if len(result.unwritable_cache) == 1 else 'ies'} could not be written, the next run "
-                   f"computes them again ({', '.join(result.unwritable_cache)})", err=True)
+    for names, kind, what in ((result.bad_cache, "unreadable ", "recomputed"),
+                              (result.unwritable_cache, "", "could not be written, the next run computes them again")):
+        if names:
+            click.echo(f"sweep cache {out / 'cache'}: {len(names)} {kind}entr{'y' if len(names) == 1 else 'ies'} "
+                       f"{what} ({', '.join(names)})", err=True)
     click.echo(f"{total} cells: computed {result.computed}, from cache {result.cached}; wrote "
                + ", ".join(str(p) for p in written), err=True)
     if as_json:

@@ -102,18 +102,12 @@ def check_precision(framework: str, model: ModelSpec, precision: str) -> None:
     """InputError when the framework's files cannot run `precision` for this model (the emitters would run
     another one): torchtitan sets FP8 by config, DeepSpeed's config has no FP8 switch."""
     if framework == "torchtitan":
-        from placement.emit.torchtitan import FP8_CONFIGS, config_for
+        from placement.emit.torchtitan import config_for, precision_run
 
-        config = (config_for(model) or (None, None))[1]
-        if config is None:
-            return  # the user's own torchtitan config: its converters are theirs
-        always_fp8 = FP8_CONFIGS.get(config) == config
-        if precision == "fp8" and config not in FP8_CONFIGS:
-            raise InputError(f"--framework torchtitan --precision fp8: torchtitan 0.3.0's {config} config has no "
-                             f"Float8 converter and no flag adds one; plan with --precision bf16")
-        if precision == "bf16" and always_fp8:
-            raise InputError(f"--framework torchtitan --precision bf16: torchtitan 0.3.0's {config} config always "
-                             f"converts to Float8; plan with --precision fp8")
+        other = precision_run((config_for(model) or (None, None))[1], precision)
+        if other is not None:
+            raise InputError(f"--framework torchtitan --precision {precision}: {other[1]}; plan with --precision "
+                             f"{other[0]}")
     elif framework == "deepspeed" and precision == "fp8":
         raise InputError("--framework deepspeed --precision fp8: a DeepSpeed config has no FP8 switch (FP8 GEMMs "
                          "come only from model code); plan with --precision bf16")

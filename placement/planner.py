@@ -65,11 +65,7 @@ def plan_job(model: ModelSpec, train: TrainingSpec, topo: Topology, search_cfg: 
         elif i not in solve:
             # the allocation order already prices as low as any host order can (the flat-fabric bound):
             # no solve can change this plan's step or rank
-            one, recipe = _one(result, i), plan_recipe(result.batch, result.estimates, i)
-
-            def priced(t: Topology, one=one, recipe=recipe):
-                return estimate(w, train, t, one, recipe, RecipeChoices.pinned(recipe))
-
+            one, priced = _pricer(w, train, result, i)
             plan = make_plan(one, priced(topo), 0, model, train, topo, recipe_sources)
             gpu_of_rank = np.arange(topo.num_gpus)
             solver = {"status": "SKIPPED", "chosen": "allocation_order",
@@ -81,12 +77,7 @@ def plan_job(model: ModelSpec, train: TrainingSpec, topo: Topology, search_cfg: 
             sol = ml.solution
             # the mapper prices the layout under the default recipe: price the chosen mapping and the
             # baselines again under the candidate's own recipe and recompute modules
-            one = _one(result, i)
-            recipe = plan_recipe(result.batch, result.estimates, i)
-
-            def priced(t: Topology, one=one, recipe=recipe):
-                return estimate(w, train, t, one, recipe, RecipeChoices.pinned(recipe))
-
+            one, priced = _pricer(w, train, result, i)
             mapped_est = priced(ml.topo)
             plan = make_plan(one, mapped_est, 0, model, train, topo, recipe_sources)
             gpu_of_rank = ml.gpu_of_rank
@@ -138,17 +129,22 @@ def _intra_node_order(topo: Topology, tp: int, gpu_of_rank: np.ndarray) -> np.nd
 def _no_order_is_faster(w, train: TrainingSpec, topo: Topology, result: SearchResult, i: int) -> bool:
     """Candidate i's step in allocation order equals its step on the flattened fabric, a lower bound over host
     orders (Topology.flattened): mapping it cannot help."""
-    one, recipe = _one(result, i), plan_recipe(result.batch, result.estimates, i)
-
-    def step(t: Topology) -> float:
-        return float(estimate(w, train, t, one, recipe, RecipeChoices.pinned(recipe)).step_time_s[0])
-
     flat = topo.flattened()
-    return flat is topo or step(flat) >= step(topo) * (1.0 - TIE_REL)
+    if flat is topo:
+        return True
+    _, priced = _pricer(w, train, result, i)
+    return float(priced(flat).step_time_s[0]) >= float(priced(topo).step_time_s[0]) * (1.0 - TIE_REL)
 
 
-def _one(result: SearchResult, i: int):
-    return result.batch.take(np.array([i]))
+def _pricer(w, train: TrainingSpec, result: SearchResult, i: int):
+    """(candidate i as a one-row batch, a function pricing it on a topology under its own recipe and recompute
+    modules, pinned)."""
+    one, recipe = result.batch.take(np.array([i])), plan_recipe(result.batch, result.estimates, i)
+
+    def priced(t: Topology):
+        return estimate(w, train, t, one, recipe, RecipeChoices.pinned(recipe))
+
+    return one, priced
 
 
 def _f(x: float) -> float | None:

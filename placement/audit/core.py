@@ -66,11 +66,6 @@ DEFAULT_ETP_IS_TP = {"megatron": True, "torchtitan": False, "deepspeed": False}
 expert_tensor_parallel_degree defaults to 1; DeepSpeed MoE has no expert TP."""
 
 
-TORCHTITAN_FLAVORS = {("llama3", "8B"): "llama3-8b", ("llama3", "70B"): "llama3-70b", ("llama3", "405B"): "llama3-405b",
-                      ("deepseek_v3", "671B"): "deepseek-v3"}
-"""torchtitan 0.2.x `model.name`/`model.flavor` -> the catalog model (0.3.0's module/config: emit.torchtitan)."""
-
-
 def _check_torchtitan_model(launch: LaunchLayout, model: ModelSpec) -> None:
     """The torchtitan files name their model (module/config or name/flavor): --model must be that model, as a
     Megatron file's --num-layers/--hidden-size must match.  A config placement knows is compared by
@@ -78,12 +73,10 @@ def _check_torchtitan_model(launch: LaunchLayout, model: ModelSpec) -> None:
     if launch.framework != "torchtitan" or not launch.model_ref:
         return
     from placement.catalog import load_model
-    from placement.emit.torchtitan import FP8_CONFIGS, MODELS, config_for, same_architecture
+    from placement.emit.torchtitan import catalog_name, config_for, same_architecture
 
     module, _, config = launch.model_ref.partition(":")
-    by_config = {pair: name for name, pair in MODELS.items()}
-    by_config |= {(m, FP8_CONFIGS[c]): n for (m, c), n in list(by_config.items()) if c in FP8_CONFIGS}
-    known = by_config.get((module, config)) or TORCHTITAN_FLAVORS.get((module, config))
+    known = catalog_name(module, config)
     where = f"the launch files train torchtitan's {module}:{config}"
     if known is not None and not same_architecture(load_model(known), model):
         raise InputError(f"{where} ({known} in placement's catalog) but --model {model.name} is another "

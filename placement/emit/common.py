@@ -10,7 +10,7 @@ import numpy as np
 from placement import __version__
 from placement.cost.constants import GiB
 from placement.plan import Plan
-from placement.specs import ModelSpec, TrainingSpec
+from placement.specs import Layout, ModelSpec, TrainingSpec
 from placement.specs.recipe import CudaGraphs, Dispatcher, Recipe, RecomputeModule
 from placement.specs.training import Precision
 from placement.topology import Topology
@@ -41,7 +41,6 @@ class EmitContext:
         if self.model is None or self.train is None:
             return None
         from placement.evaluate import evaluate_layout
-        from placement.specs import Layout
 
         train = self.train.model_copy(update={"precision": Precision(precision or self.plan.precision)})
         spec = self.plan.layout_spec()

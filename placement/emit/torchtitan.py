@@ -148,18 +148,36 @@ def same_architecture(a: ModelSpec, b: ModelSpec) -> bool:
     return a.model_dump(include=set(_SAME_ARCHITECTURE)) == b.model_dump(include=set(_SAME_ARCHITECTURE))
 
 
+def precision_run(config: str | None, precision: str) -> tuple[str, str] | None:
+    """(the precision torchtitan's shipped `config` runs, why) when it is not `precision`, else None; None for a
+    config of the user's own (its converters are theirs to set)."""
+    if config is None:
+        return None
+    if precision == "fp8" and config not in FP8_CONFIGS:
+        return "bf16", f"torchtitan 0.3.0's {config} config has no Float8 converter and no flag adds one"
+    if precision == "bf16" and FP8_CONFIGS.get(config) == config:  # llama3_405b always converts
+        return "fp8", (f"torchtitan 0.3.0's {config} config always turns on Float8 linear layers; drop its float8 "
+                       f"converter for a BF16 run")
+    return None
+
+
 def runs_precision(ctx: EmitContext) -> tuple[str, str] | None:
     """(precision, why) when the shipped config runs another precision than the plan's, else None."""
-    config = (shipped_config(ctx) or (None, None))[1]
-    if config is None:
-        return None  # the user's own config: its converters are theirs to set
-    fp8 = config in FP8_CONFIGS.values() or FP8_CONFIGS.get(config) == config
-    if ctx.plan.precision == "fp8" and config not in FP8_CONFIGS:
-        return "bf16", f"torchtitan 0.3.0's {config} config has no Float8 converter and no flag adds one"
-    if ctx.plan.precision == "bf16" and fp8:
-        return "fp8", (f"torchtitan 0.3.0's {config} config turns on Float8 linear layers; drop its float8 "
-                       f"converter for the BF16 run the plan prices")
-    return None
+    return precision_run((shipped_config(ctx) or (None, None))[1], ctx.plan.precision)
+
+
+TITAN_0_2_FLAVORS = {("llama3", "8B"): "llama3-8b", ("llama3", "70B"): "llama3-70b", ("llama3", "405B"): "llama3-405b",
+                     ("deepseek_v3", "671B"): "deepseek-v3"}
+"""torchtitan 0.2.x `model.name`/`model.flavor` -> the catalog model."""
+
+
+def catalog_name(module: str, config: str) -> str | None:
+    """The catalog model a torchtitan model reference names: 0.3.0's module/config (either precision's config)
+    or 0.2.x's name/flavor; None for a model placement's catalog does not hold."""
+    for name, (m, c) in MODELS.items():
+        if module == m and config in (c, FP8_CONFIGS.get(c)):
+            return name
+    return TITAN_0_2_FLAVORS.get((module, config))
 
 
 def runs(ctx: EmitContext) -> Runs:

@@ -186,14 +186,15 @@ _ROW_KEYS = frozenset({"design", "workload", "num_gpus", "num_gpus_bought", "acc
 """What every computed row holds (`plan_cell`): a cache entry without them is recomputed."""
 
 
-_ROW_NUMBERS = ("num_gpus", "num_gpus_bought", "step_time_s", "time_to_train_s", "gpu_hours", "cost",
-                "price_per_gpu_hour")
-"""The numbers an "ok" row holds (finite, >= 0); an "infeasible" row holds None for the results."""
+_RESULT_NUMBERS = ("step_time_s", "time_to_train_s", "gpu_hours", "cost")
+"""An "ok" row's results (finite, >= 0); an "infeasible" row holds None for them."""
+_CELL_NUMBERS = ("num_gpus", "num_gpus_bought", "price_per_gpu_hour")
+"""Numbers every row holds (finite, >= 0)."""
 
 
-def _cached_row(path: Path) -> dict | None:
-    """A cache entry's row, or None when it cannot be used: unreadable, past the read limit, a bad checksum,
-    or a row of the wrong shape (a missing key, a wrong type, a non-finite number)."""
+def _cached_row(path: Path, cell: Cell) -> dict | None:
+    """A cache entry's row for `cell`, or None when it cannot be used: unreadable, past the read limit, a bad
+    checksum, a row of the wrong shape (a missing key, a wrong type, a non-finite number), or another cell's."""
     try:
         row = checked_load(read_bytes(path, "sweep cache entry", "").decode("utf-8", errors="replace"))
     except (OSError, InputError):
@@ -202,18 +203,17 @@ def _cached_row(path: Path) -> dict | None:
         return None
     if not all(isinstance(row[k], str) for k in ("design", "workload", "accelerator", "cluster", "message")):
         return None
-    results = _ROW_NUMBERS[2:6]
-    for key in _ROW_NUMBERS:
-        value = row[key]
-        if row["status"] == "infeasible" and key in results:
-            if value is not None:
-                return None
-        elif (isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value)
-              or value < 0):
-            return None
-    if row["status"] == "ok" and not isinstance(row["plan"], dict):
+    names = (cell.design.name, cell.workload.name, cell.accelerator.name, cell.cluster.name)
+    if (row["design"], row["workload"], row["accelerator"], row["cluster"]) != names:
         return None
-    return row
+    ok = row["status"] == "ok"
+    if not ok and any(row[k] is not None for k in _RESULT_NUMBERS):
+        return None
+    for key in _CELL_NUMBERS + (_RESULT_NUMBERS if ok else ()):
+        value = row[key]
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+            return None
+    return row if not ok or isinstance(row["plan"], dict) else None
 
 
 def mark_pareto(rows: list[dict]) -> None:
@@ -255,9 +255,8 @@ def run_sweep(sweep: SweepSpec, cache_dir: Path | None, executor: str = "local",
         for fp, cell in zip(prints, todo, strict=True):
             path = cache_dir / f"{fp}.json"
             if path.exists():
-                row = _cached_row(path)
-                names = (cell.design.name, cell.workload.name, cell.accelerator.name, cell.cluster.name)
-                if row is not None and (row["design"], row["workload"], row["accelerator"], row["cluster"]) == names:
+                row = _cached_row(path, cell)
+                if row is not None:
                     found[fp] = row
                 else:  # a cache must never break a study: recompute the cell
                     bad.append(path.name)
