@@ -147,7 +147,7 @@ def make_plan(batch: LayoutBatch, est: Estimates, i: int, model: ModelSpec, trai
     lay = batch.layout(i)
     recipe = plan_recipe(batch, est, i)  # the candidate's own split (the search may account the embedding)
     per_rank = rank_layer_counts(model.num_layers, lay.pp, lay.vpp, recipe.pipeline_layout,
-                                 recipe.account_for_embedding or recipe.account_for_loss, recipe.mtp_layers)
+                                 recipe.account_for_embedding, recipe.account_for_loss, recipe.mtp_layers)
     stages = [per_rank[0]]
     stages += [max(per_rank[1:-1])] if lay.pp > 2 else []
     stages += [per_rank[-1]] if lay.pp > 1 else []

@@ -23,7 +23,7 @@ from placement.cost.dp import StageParams, dp_term
 from placement.cost.host import GRAPHED_HOST_SHARE, host_term
 from placement.cost.layer import attention_forward, layer_compute
 from placement.cost.memory import in_flight, layer_activations
-from placement.cost.pipeline import stage_kinds
+from placement.cost.pipeline import POLICY_EXPLICIT, stage_kinds
 from placement.cost.step import Estimates, estimate
 from placement.errors import InputError
 from placement.specs import Layout, ModelSpec, TrainingSpec
@@ -618,7 +618,7 @@ def test_megatron_layout_string_prices_as_megatron_places_it():
     7 layers (1 dense), rank 1 8 (2 dense), rank 7 6 and the loss, the rest 8 (Megatron-Core
     PipelineParallelLayerLayout); its busiest rank holds what the default split's does."""
     layout_text = "Et|(tt|)*30L"
-    st = stage_kinds(61, 3, 0, np.array([8]), np.array([4]), np.array([2]), (layout_text,))
+    st = stage_kinds(61, 3, 0, np.array([8]), np.array([4]), np.array([POLICY_EXPLICIT]), (layout_text,))
     assert st.valid.all()
     kinds = {int(st.rank[i, 0]): (int(st.dense[i, 0]), int(st.moe[i, 0]), int(st.loss[i, 0]))
              for i in range(st.num_kinds) if st.num_ranks[i, 0] > 0}

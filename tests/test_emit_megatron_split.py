@@ -49,8 +49,8 @@ def _value(args: list[str], flag: str) -> str | None:
 def test_the_megatron_split_arguments_give_the_priced_split(model, gpus, fixed, recipe, expect):
     ctx = _ctx(model, gpus, fixed, recipe)
     lay, r = ctx.plan.layout, ctx.recipe
-    priced = rank_layer_counts(ctx.num_layers, lay.pp, lay.vpp, r.pipeline_layout,
-                               r.account_for_embedding or r.account_for_loss, r.mtp_layers)
+    priced = rank_layer_counts(ctx.num_layers, lay.pp, lay.vpp, r.pipeline_layout, r.account_for_embedding,
+                               r.account_for_loss, r.mtp_layers)
     assert lay.rank_layers == priced  # the plan reports the split it priced (the candidate's own recipe)
     args = _args(ctx)
     text = _value(args, "--pipeline-model-parallel-layout")
@@ -70,3 +70,25 @@ def test_the_megatron_split_arguments_give_the_priced_split(model, gpus, fixed, 
     elif expect == "even":
         assert text is None and "--decoder-first-pipeline-num-layers" not in args
         assert len(set(priced)) == 1 and _value(args, "--num-virtual-stages-per-pipeline-rank") == str(lay.vpp)
+
+
+@pytest.mark.parametrize(("flag", "kept"), [("--account-for-embedding", "account_for_embedding"),
+                                            ("--account-for-loss", "account_for_loss")])
+def test_one_accounting_flag_is_priced_and_reported_as_given(flag, kept):
+    """Only the embedding (or only the loss) counted as a layer: the split priced, the recipe reported and the
+    Megatron file all keep that one flag (the policy code used to collapse both into "both")."""
+    import json
+
+    from click.testing import CliRunner
+
+    from placement.cli import main
+
+    result = CliRunner().invoke(main, ["evaluate", "--model", "llama3-8b", "--gpus", "24", "--tp", "2", "--pp", "3",
+                                       flag, "--json"])
+    assert result.exit_code in (0, 1), result.output
+    plan = json.loads(result.stdout)
+    other = ({"account_for_embedding", "account_for_loss"} - {kept}).pop()
+    assert plan["recipe"][kept] is True and plan["recipe"][other] is False
+    embedding, loss = kept == "account_for_embedding", kept == "account_for_loss"
+    assert plan["layout"]["rank_layers"] == rank_layer_counts(32, 3, 1, None, embedding, loss)
+    assert plan["layout"]["rank_layers"] != rank_layer_counts(32, 3, 1, None, True, True)

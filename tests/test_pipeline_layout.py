@@ -14,6 +14,11 @@ import pytest
 
 from placement.cost.pipeline import (
     MAX_LAYOUT_CHARS,
+    POLICY_ACCOUNT,
+    POLICY_ACCOUNT_EMBEDDING,
+    POLICY_ACCOUNT_LOSS,
+    POLICY_DEFAULT,
+    POLICY_EXPLICIT,
     StageKinds,
     default_layout,
     expand_layout,
@@ -78,7 +83,7 @@ def test_deepseek_v3_layout_rank_by_rank() -> None:
     assert layers_of_rank(stages, 8, 1) == [1, 2, 17, 18, 33, 34, 49, 50]
     assert layers_of_rank(stages, 8, 7) == [13, 14, 29, 30, 45, 46]
     assert stages[31] == ["L"]  # rank 7's last chunk
-    k = stage_kinds(61, 3, 0, np.array([8]), np.array([4]), np.array([2]), (DEEPSEEK_V3,))
+    k = stage_kinds(61, 3, 0, np.array([8]), np.array([4]), np.array([POLICY_EXPLICIT]), (DEEPSEEK_V3,))
     assert k.valid.tolist() == [True]
     # (rank, num_ranks, dense, moe, mtp, embed, loss): dense layers are 0, 1, 2
     assert kinds_of(k) == [(0, 1, 1, 6, 0, 1, 0), (1, 1, 2, 6, 0, 0, 0), (2, 5, 0, 8, 0, 0, 0), (7, 1, 0, 6, 0, 0, 1)]
@@ -92,7 +97,7 @@ def test_qwen3_235b_embedding_and_loss_stages() -> None:
     assert layers_of_rank(stages, 32, 0) == [31, 63]
     assert layers_of_rank(stages, 32, 31) == [30, 62]
     assert all(len(layers_of_rank(stages, 32, r)) == 3 for r in range(1, 31))
-    k = stage_kinds(94, 0, 0, np.array([32]), np.array([3]), np.array([2]), (QWEN3_235B,))
+    k = stage_kinds(94, 0, 0, np.array([32]), np.array([3]), np.array([POLICY_EXPLICIT]), (QWEN3_235B,))
     assert kinds_of(k) == [(0, 1, 0, 2, 0, 1, 0), (1, 30, 0, 3, 0, 0, 0), (31, 1, 0, 2, 0, 0, 1)]
     # the same split is Megatron's --account-for-embedding/loss-in-pipeline-split: 96 units over 96 stages
     assert default_layout(94, 32, 3, account_for_embedding=True, account_for_loss=True) == stages
@@ -104,7 +109,7 @@ def test_mlperf_deepseek_v3_layout_with_mtp() -> None:
     stages = parse_layout(MLPERF_DSV3, pp=4, vpp=4, num_layers=61, mtp_layers=1)
     assert len(stages) == 16 and stages[0] == ["E", "t", "t", "t", "t"] and stages[15] == ["t", "m", "L"]
     assert layers_of_rank(stages, 4, 0) == [0, 1, 2, 3, 16, 17, 18, 19, 32, 33, 34, 35, 48, 49, 50, 51]
-    k = stage_kinds(61, 3, 1, np.array([4]), np.array([4]), np.array([2]), (MLPERF_DSV3,))
+    k = stage_kinds(61, 3, 1, np.array([4]), np.array([4]), np.array([POLICY_EXPLICIT]), (MLPERF_DSV3,))
     assert kinds_of(k) == [(0, 1, 3, 13, 0, 1, 0), (1, 2, 0, 16, 0, 0, 0), (3, 1, 0, 13, 1, 0, 1)]
     assert k.max_chunk_layers.tolist() == [4]
 
@@ -230,7 +235,8 @@ def test_stage_kinds_gathers_per_candidate() -> None:
     rng = np.random.default_rng(0)
     pp = rng.choice([1, 2, 4, 8, 16], size=400)
     vpp = rng.choice([1, 2, 3, 4], size=400)
-    policy = rng.choice([0, 1, 2, 3], size=400)
+    policy = rng.choice([POLICY_DEFAULT, POLICY_ACCOUNT, POLICY_ACCOUNT_EMBEDDING, POLICY_ACCOUNT_LOSS, POLICY_EXPLICIT,
+                         POLICY_EXPLICIT + 1], size=400)
     k = stage_kinds(61, 3, 0, pp, vpp, policy, layouts)
     for j in range(400):
         p, v, pol = int(pp[j]), int(vpp[j]), int(policy[j])
@@ -247,7 +253,8 @@ def test_stage_kinds_gathers_per_candidate() -> None:
 def test_stage_kinds_validity() -> None:
     pp = np.array([8, 8, 8, 4, 16, 2])
     vpp = np.array([4, 2, 1, 4, 1, 1])
-    policy = np.array([2, 2, 0, 2, 0, 0])
+    e = POLICY_EXPLICIT
+    policy = np.array([e, e, 0, e, 0, 0])
     k = stage_kinds(61, 3, 0, pp, vpp, policy, (DEEPSEEK_V3,))
     # the layout has 32 virtual stages: only pp x vpp = 32 fits; 61 layers split over 16 ranks (4 each) fine
     assert k.valid.tolist() == [True, False, True, False, True, True]
@@ -255,9 +262,10 @@ def test_stage_kinds_validity() -> None:
 
 def test_stage_kinds_rejects_bad_input() -> None:
     with pytest.raises(ValueError, match=re.escape("holds 61 decoder layers 't', expected num_layers 60")):
-        stage_kinds(60, 0, 0, np.array([8]), np.array([4]), np.array([2]), (DEEPSEEK_V3,))
-    with pytest.raises(ValueError, match=re.escape("pipeline policy codes run from 0 to 1 (0 explicit layouts)")):
-        stage_kinds(60, 0, 0, np.array([8]), np.array([4]), np.array([2]))
+        stage_kinds(60, 0, 0, np.array([8]), np.array([4]), np.array([POLICY_EXPLICIT]), (DEEPSEEK_V3,))
+    with pytest.raises(ValueError, match=re.escape(f"pipeline policy codes run from 0 to {POLICY_EXPLICIT - 1} (0 "
+                                                   f"explicit layouts)")):
+        stage_kinds(60, 0, 0, np.array([8]), np.array([4]), np.array([POLICY_EXPLICIT]))
 
 
 def test_stage_kinds_default_matches_stage_layers_dense_and_moe_counts() -> None:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
+from placement.cost.pipeline import POLICY_EXPLICIT, split_policy
 from placement.specs import Layout, Recompute
 from placement.specs.recipe import Recipe, RecomputeModule
 
@@ -24,9 +25,10 @@ def mask_modules(mask: int) -> tuple[RecomputeModule, ...]:
 
 
 def pipe_policy_of(recipe: Recipe) -> int:
+    """The recipe's pipeline split as a `stage_kinds` policy code (its accounting flags kept apart)."""
     if recipe.pipeline_layout is not None:
-        return 2
-    return int(recipe.account_for_embedding or recipe.account_for_loss)
+        return POLICY_EXPLICIT
+    return split_policy(recipe.account_for_embedding, recipe.account_for_loss)
 
 
 @dataclass(frozen=True)

@@ -39,8 +39,20 @@ POLICY_DEFAULT: Final = 0
 POLICY_ACCOUNT: Final = 1
 """`stage_kinds` policy code: embedding and loss each count as one layer in the split
 (Megatron's --account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split)."""
-POLICY_EXPLICIT: Final = 2
-"""`stage_kinds` policy code 2 + i: the explicit layout string layouts[i]."""
+POLICY_ACCOUNT_EMBEDDING: Final = 2
+"""`stage_kinds` policy code: only the embedding counts as a layer (--account-for-embedding-in-pipeline-split)."""
+POLICY_ACCOUNT_LOSS: Final = 3
+"""`stage_kinds` policy code: only the loss counts as a layer (--account-for-loss-in-pipeline-split)."""
+POLICY_EXPLICIT: Final = 4
+"""`stage_kinds` policy code 4 + i: the explicit layout string layouts[i]."""
+_ACCOUNTED: Final = {POLICY_DEFAULT: (False, False), POLICY_ACCOUNT: (True, True),
+                     POLICY_ACCOUNT_EMBEDDING: (True, False), POLICY_ACCOUNT_LOSS: (False, True)}
+"""Policy code -> (embedding accounted, loss accounted) of the default split."""
+
+
+def split_policy(account_for_embedding: bool, account_for_loss: bool) -> int:
+    """The policy code of the default split with these accounting flags."""
+    return next(code for code, flags in _ACCOUNTED.items() if flags == (account_for_embedding, account_for_loss))
 
 # Megatron's parse_str_to_list unrolls `(...)*N` first, then single-character `x*N`; one pass each, so
 # parentheses do not nest, and the order matters: `(t*4|)*14` must lose its parentheses before `)*14`
@@ -311,9 +323,8 @@ def _stages_for(policy: int, pp: int, vpp: int, num_layers: int, mtp_layers: int
                 explicit: list[tuple[str, list[list[str]]]]) -> list[list[str]] | None:
     """The virtual stages of one (pp, vpp, policy), or None where that split is impossible."""
     try:
-        if policy in (POLICY_DEFAULT, POLICY_ACCOUNT):
-            account = policy == POLICY_ACCOUNT
-            return default_layout(num_layers, pp, vpp, account, account, mtp_layers)
+        if policy in _ACCOUNTED:
+            return default_layout(num_layers, pp, vpp, *_ACCOUNTED[policy], mtp_layers)
         text, stages = explicit[policy - POLICY_EXPLICIT]
         _check_placement(stages, pp, vpp, text)
         return stages
@@ -411,13 +422,14 @@ def _distinct(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def rank_layer_counts(num_layers: int, pp: int, vpp: int, recipe_layout: str | None = None,
-                      account: bool = False, mtp_layers: int = 0) -> list[int]:
+                      account_for_embedding: bool = False, account_for_loss: bool = False,
+                      mtp_layers: int = 0) -> list[int]:
     """Decoder layers on each pipeline rank (over all its model chunks) of one split: the recipe's explicit
-    layout, or the default split (with the embedding and loss accounted for when `account`)."""
+    layout, or the default split (with the embedding and/or the loss accounted for as a layer)."""
     if recipe_layout is not None:
         stages = parse_layout(recipe_layout, pp, vpp, num_layers, mtp_layers)
     else:
-        stages = default_layout(num_layers, pp, vpp, account, account, mtp_layers)
+        stages = default_layout(num_layers, pp, vpp, account_for_embedding, account_for_loss, mtp_layers)
     counts = [0] * pp
     for i, stage in enumerate(stages):
         counts[i % pp] += stage.count(DECODER)
