@@ -410,3 +410,49 @@ def test_a_torchtitan_file_audited_with_another_model_is_refused(toml, model, sa
     result = CliRunner().invoke(main, ["audit", "--model", model, "--cluster", "dgx-h100", "--gpus", "64",
                                        "--launch", str(path)])
     assert result.exit_code == 2 and says in result.stderr, result.stderr
+
+
+# ---------------------------------------------------------------------------------------------------
+# DeepSpeed's in-code topology, read from Python with `ast` (never run)
+
+
+def _py(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "train.py"
+    path.write_text(text)
+    return path
+
+
+def test_deepspeed_topology_is_read_from_python_with_its_line(tmp_path: Path) -> None:
+    cfg = tmp_path / "ds.json"
+    cfg.write_text(json.dumps({"train_batch_size": 64, "gradient_accumulation_steps": 4}))
+    py = _py(tmp_path, "import deepspeed\nfrom deepspeed.runtime.pipe.topology import ProcessTopology\n"
+                       "topo = ProcessTopology(axes=['data', 'pipe', 'model'], dims=[2, 4, 2])\n"
+                       "sequence_parallel = False\n")
+    assert detect_framework([cfg, py]) == "deepspeed"
+    lay = parse_launch([cfg, py])
+    assert (lay.tp, lay.pp, lay.dp, lay.cp, lay.sequence_parallel) == (2, 4, 2, 1, False)
+    assert lay.rank_order == "tp-cp-ep-pp-dp"  # data outermost: pp runs inside dp
+    assert lay.sources["tp"].endswith("train.py:3: topo = ProcessTopology(axes=['data', 'pipe', 'model'], "
+                                      "dims=[2, 4, 2])")
+    stages = parse_launch([cfg, _py(tmp_path, "model = PipelineModule(layers=specs, num_stages=4, loss_fn=f)\n")])
+    assert (stages.pp, stages.tp, stages.dp) == (4, 1, None)
+
+
+@pytest.mark.parametrize(("text", "says"), [
+    ("x = 1\n", "builds none"),
+    ("topo = PipeModelDataParallelTopology(num_pp=args.pp, num_mp=2, num_dp=4)\n", "args.pp"),
+    ("topo = PipeModelDataParallelTopology(num_pp=2, num_mp=2)\n", "takes num_pp, num_dp, num_mp"),
+    ("a = PipeDataParallelTopology(2, 4)\nb = PipeDataParallelTopology(4, 2)\n", "two different topologies"),
+    ("topo = ProcessTopology(axes=['model', 'data'], dims=[2, 4])\n", "rank order placement does not price"),
+    ("topo = ProcessTopology(axes=['pipe', 'expert'], dims=[2, 4])\n", "axis 'expert'"),
+    ("topo = PipeDataParallelTopology(0, 4)\n", "whole number >= 1"),
+    ("def f(:\n", "not valid Python"),
+])
+def test_deepspeed_python_that_states_no_readable_topology_is_refused(tmp_path: Path, text: str, says: str) -> None:
+    with pytest.raises(InputError, match=re.escape(says)):
+        parse_launch([_py(tmp_path, text)], "deepspeed")
+
+
+def test_a_python_file_is_deepspeed_only(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="pass --framework deepspeed"):
+        parse_launch([_py(tmp_path, "t = PipeDataParallelTopology(2, 4)\n")], "megatron")

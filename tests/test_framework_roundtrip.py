@@ -24,9 +24,8 @@ def _run(argv: list[str]):
 @pytest.mark.parametrize(("framework", "model", "gpus", "gbs"), [
     ("megatron", "llama3-8b", 16, 64), ("megatron", "llama3-70b", 64, 128), ("megatron", "mixtral-8x7b", 64, 256),
     ("torchtitan", "llama3-8b", 16, 64), ("torchtitan", "llama3-70b", 64, 128),
-    # DeepSpeed takes TP and PP in code (PipeModelDataParallelTopology), so only a layout without them is
-    # fully stated by its files; with TP the audit stops on the batch arithmetic it cannot check
-    ("deepspeed", "llama3-8b", 16, 64),
+    # DeepSpeed takes TP and PP in code: the audit reads them from the emitted ds_topology.py
+    ("deepspeed", "llama3-8b", 16, 64), ("deepspeed", "llama3-70b", 64, 128), ("deepspeed", "gpt3-175b", 128, 256),
 ])
 def test_the_audit_of_a_framework_plans_own_files_finds_nothing_to_change(tmp_path, framework, model, gpus, gbs):
     job = ["--model", model, "--cluster", "dgx-h100", "--gpus", str(gpus), "--seq-len", "4096", "--global-batch",
@@ -41,6 +40,8 @@ def test_the_audit_of_a_framework_plans_own_files_finds_nothing_to_change(tmp_pa
     assert got["step_time_s"] == pytest.approx(planned["step_time_s"], rel=1e-6)
     assert audit["speedup"] == 1.0
     assert [f for f in audit["findings"] if f["severity"] != "info"] == []
+    if framework == "deepspeed" and (planned["layout"]["tp"] > 1 or planned["layout"]["pp"] > 1):
+        assert "ds_topology.py" in audit["layout"]["sources"]["tp"]  # read, not defaulted
 
 
 @pytest.mark.parametrize("framework", ["torchtitan", "deepspeed", "maxtext", "megatron"])

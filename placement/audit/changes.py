@@ -57,7 +57,9 @@ def framework_settings(framework: str, ctx: EmitContext) -> dict[str, str]:
         return _settings(args)
     from placement.emit import deepspeed
 
-    out: dict[str, str] = {}
+    out: dict[str, str] = {"topology (ds_topology.py)": deepspeed.topology(ctx)}
+    if ctx.plan.layout.tp > 1:
+        out["sequence_parallel (ds_topology.py)"] = str(ctx.plan.layout.sequence_parallel)
     _flatten("", deepspeed.config(ctx), out)
     return out
 

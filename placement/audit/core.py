@@ -600,7 +600,11 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
     changes = launch_changes(launch.framework, EmitContext.of(plan, topo, gpu_of_rank, model, train),
                              EmitContext.of(best, topo, best_gpu, model, train))
     if launch.rank_order != "tp-cp-ep-dp-pp":  # placement's emitters keep Megatron's default order
-        changes.insert(0, {"argument": "--use-tp-pp-dp-mapping", "from": "true", "to": None})
+        if launch.framework == "deepspeed":
+            changes.insert(0, {"argument": "topology axes", "from": "['data', 'pipe', ...]",
+                               "to": "['pipe', 'data', ...]"})
+        else:
+            changes.insert(0, {"argument": "--use-tp-pp-dp-mapping", "from": "true", "to": None})
     return Audit(launch=launch, layout=layout, estimate=plan, findings=findings, best=best, best_gpu_of_rank=best_gpu,
                  speedup=speedup, changes=changes, host_order=[topo.host_names[h] for h in order])
 

@@ -20,8 +20,10 @@ Accepted forms (every value keeps its evidence, "file:line: original text", in `
   in a script or argument file; torchtitan 0.2.x (and older) TOML files via tomllib.  CLI overrides win
   over the TOML, as in torchtitan.
 * DeepSpeed 0.19.8: the JSON config, a hostfile (`host slots=N`; DeepSpeed's own rules,
-  reference/frameworks.md §4), and optionally the Megatron-DeepSpeed script carrying TP/PP and the
-  `deepspeed` launcher (`--num_nodes`, `--num_gpus`, `--hostfile`).
+  reference/frameworks.md §4), the `deepspeed` launcher (`--num_nodes`, `--num_gpus`, `--hostfile`), and the
+  TP/PP/DP it takes in code: either a Megatron-DeepSpeed script's arguments, or a Python file (the training
+  script, or the `ds_topology.py` that `--emit deepspeed` writes) whose `PipeModelDataParallelTopology`,
+  `PipeDataParallelTopology` or `ProcessTopology` call has literal numbers (read with `ast`, never run).
 
 Not supported: Megatron's `--yaml-cfg` files, Bridge's `scripts/performance` `perf_matrix` files, NeMo 1.x
 YAML, DeepSpeed `--include/--exclude`, here-documents in scripts (the DeepSpeed JSON must be a file).
@@ -29,6 +31,7 @@ YAML, DeepSpeed `--include/--exclude`, here-documents in scripts (the DeepSpeed 
 
 from __future__ import annotations
 
+import ast
 import re
 import tomllib
 from dataclasses import dataclass
@@ -989,6 +992,122 @@ def _deepspeed_json(path: Path, s: _Settings) -> None:
                 s.ignored.append(f"fp16: FP16 mixed precision, priced as bf16 ({ev(key)})")
 
 
+TOPOLOGY_AXES = {"model": "tp", "context": "cp", "data": "dp", "pipe": "pp"}
+"""DeepSpeed `ProcessTopology` axis names -> placement axes (runtime/pipe/topology.py; "context" is the axis
+placement's emitter adds for cp > 1)."""
+TOPOLOGY_CLASSES = {
+    # class -> (axes outermost first, constructor parameter of each axis), DeepSpeed 0.19.8 topology.py
+    "PipeModelDataParallelTopology": (("pipe", "data", "model"), ("num_pp", "num_dp", "num_mp")),
+    "PipeDataParallelTopology": (("pipe", "data"), ("num_pp", "num_dp")),
+}
+RANK_ORDERS = {("pipe", "data", "model"): "tp-cp-ep-dp-pp", ("pipe", "data", "context", "model"): "tp-cp-ep-dp-pp",
+               ("data", "pipe", "model"): "tp-cp-ep-pp-dp", ("data", "pipe", "context", "model"): "tp-cp-ep-pp-dp",
+               ("pipe", "data"): "tp-cp-ep-dp-pp", ("data", "pipe"): "tp-cp-ep-pp-dp"}
+"""Axis orders (outermost first; ProcessTopology is row-major) whose rank order placement prices; a missing axis
+has size 1."""
+
+
+def _literal(node: ast.expr, what: str, where: str) -> Any:
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
+        raise InputError(f"{where}: {what} is {ast.unparse(node)[:80]!r}, not a literal; the audit reads a "
+                         f"DeepSpeed topology's numbers only when they are written out: leave this file out and "
+                         f"pass the launch script whose arguments set them (Megatron-DeepSpeed "
+                         f"--tensor-model-parallel-size / --pipeline-model-parallel-size)") from None
+
+
+def _topology_call(call: ast.Call, name: str, path: Path, lines: list[str]) -> dict[str, tuple[int, str]]:
+    """{placement axis: (size, evidence)} of one topology constructor call, plus "_axes"."""
+    where = f"{path}:{call.lineno}"
+    evidence = f"{where}: {lines[call.lineno - 1].strip()[:160]}"
+    if name == "ProcessTopology":
+        params = ("axes", "dims")
+        given = dict(zip(params, call.args, strict=False)) | {k.arg: k.value for k in call.keywords if k.arg}
+        if set(given) != set(params):
+            raise InputError(f"{evidence}: ProcessTopology needs axes and dims; DeepSpeed rejects the call")
+        axes, dims = _literal(given["axes"], "axes", where), _literal(given["dims"], "dims", where)
+    else:
+        axes, params = TOPOLOGY_CLASSES[name]
+        given = dict(zip(params, call.args, strict=False)) | {k.arg: k.value for k in call.keywords if k.arg}
+        if set(given) != set(params):
+            raise InputError(f"{evidence}: {name} takes {', '.join(params)}; DeepSpeed rejects the call")
+        dims = [_literal(given[p], p, where) for p in params]
+    if (not isinstance(axes, (list, tuple)) or not isinstance(dims, (list, tuple)) or len(axes) != len(dims)
+            or not all(isinstance(a, str) for a in axes) or len(set(axes)) != len(axes)):
+        raise InputError(f"{evidence}: axes and dims must be lists of the same length, axis names unique")
+    unknown = [a for a in axes if a not in TOPOLOGY_AXES]
+    if unknown:
+        raise InputError(f"{evidence}: axis {unknown[0]!r} is not one DeepSpeed's grid or placement knows "
+                         f"({', '.join(TOPOLOGY_AXES)})")
+    out: dict[str, Any] = {}
+    for axis, dim in zip(axes, dims, strict=True):
+        if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
+            raise InputError(f"{evidence}: the {axis} dimension must be a whole number >= 1, got {dim!r}")
+        out[TOPOLOGY_AXES[axis]] = (dim, evidence)
+    order = tuple(a for a in axes if out[TOPOLOGY_AXES[a]][0] > 1 or a in ("pipe", "data", "model"))
+    if order not in RANK_ORDERS:
+        raise InputError(f"{evidence}: axes {list(axes)} (outermost first) give a rank order placement does not "
+                         f"price; use ['pipe', 'data', 'model'] (tp innermost) or ['data', 'pipe', 'model']")
+    out["_order"] = (RANK_ORDERS[order], evidence)
+    return out
+
+
+def _deepspeed_python(path: Path, s: _Settings) -> None:
+    """TP, CP, DP and PP from the DeepSpeed topology a Python file builds (parsed, never run)."""
+    text = read_text(path, "DeepSpeed training script", "expected Python code that builds a DeepSpeed topology")
+    try:
+        tree = ast.parse(text, filename=str(path))
+    except SyntaxError as err:
+        raise InputError(f"{path}:{err.lineno}: not valid Python ({err.msg}); expected the training script or "
+                         f"ds_topology.py") from None
+    except (ValueError, RecursionError, MemoryError) as err:
+        raise InputError(f"{path}: cannot be parsed as Python ({type(err).__name__}); expected the training script "
+                         f"or ds_topology.py") from None
+    lines = text.splitlines()
+    for node in tree.body:  # `sequence_parallel = True`, as ds_topology.py states it for the TP model code
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                and node.targets[0].id.lower() == "sequence_parallel"):
+            value = _literal(node.value, "sequence_parallel", f"{path}:{node.lineno}")
+            if not isinstance(value, bool):
+                raise InputError(f"{path}:{node.lineno}: sequence_parallel must be True or False, got {value!r}")
+            s.put("sequence_parallel", value, f"{path}:{node.lineno}: {lines[node.lineno - 1].strip()[:160]}")
+    found: list[dict[str, tuple[Any, str]]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            f = node.func
+            name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
+            if name in TOPOLOGY_CLASSES or name == "ProcessTopology":
+                found.append(_topology_call(node, name, path, lines))
+    if not found:  # PipelineModule(layers, num_stages=N) builds PipeDataParallelTopology(N, world / N)
+        for node in ast.walk(tree):
+            f = node.func if isinstance(node, ast.Call) else None
+            name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
+            if name == "PipelineModule":
+                kw = {k.arg: k.value for k in node.keywords if k.arg}
+                stages = kw.get("num_stages", node.args[1] if len(node.args) > 1 else None)
+                if stages is not None and "topology" not in kw:
+                    where = f"{path}:{node.lineno}"
+                    ev = f"{where}: {lines[node.lineno - 1].strip()[:160]}"
+                    pp = _literal(stages, "num_stages", where)
+                    if isinstance(pp, bool) or not isinstance(pp, int) or pp < 1:
+                        raise InputError(f"{ev}: num_stages must be a whole number >= 1, got {pp!r}")
+                    found.append({"pp": (pp, ev), "tp": (1, ev), "_order": ("tp-cp-ep-dp-pp", ev)})
+    if not found:
+        raise InputError(f"{path}: no PipeModelDataParallelTopology, PipeDataParallelTopology, ProcessTopology or "
+                         f"PipelineModule(num_stages=...) call; a Python file is read for the DeepSpeed topology it "
+                         f"builds, and this one builds none")
+    first = found[0]
+    for other in found[1:]:
+        if {k: v for k, (v, _) in other.items()} != {k: v for k, (v, _) in first.items()}:
+            raise InputError(f"{path}: two different topologies ({first['_order'][1]}; {other['_order'][1]}); "
+                             f"the audit cannot tell which one the job uses")
+    for axis in ("tp", "cp", "pp", "dp"):
+        if axis in first or axis != "dp":  # num_stages alone leaves dp to the world size
+            s.put(axis, *first.get(axis, (1, first["_order"][1])))
+    s.put("rank_order", first["_order"][0], first["_order"][1])
+
+
 def _hostfile(path: Path, s: _Settings) -> None:
     """DeepSpeed 0.19.8 `launcher/runner.py::_parse_hostfile`: `^(\\S+)\\s+slots=(\\d+)`, `#` comments and blank
     lines skipped, a duplicate host or any other line is an error; rank order = line order."""
@@ -1029,8 +1148,10 @@ def _looks_like_hostfile(text: str) -> bool:
 
 
 def _kind(path: Path) -> str:
-    """toml | json | yaml | hostfile | script."""
+    """toml | json | yaml | python | hostfile | script."""
     suffix = path.suffix.lower()
+    if suffix == ".py":
+        return "python"
     if suffix == ".toml":
         return "toml"
     if suffix == ".json":
@@ -1061,7 +1182,8 @@ def detect_framework(paths: list[Path]) -> str:
     votes: dict[str, list[str]] = {}
     for p in paths:
         kind = _kind(p)
-        fw = {"toml": "torchtitan", "json": "deepspeed", "hostfile": "deepspeed", "yaml": "megatron"}.get(kind)
+        fw = {"toml": "torchtitan", "json": "deepspeed", "hostfile": "deepspeed", "yaml": "megatron",
+              "python": "deepspeed"}.get(kind)
         if kind == "script":
             fw = _script_framework(p)
         if fw is not None:
@@ -1120,6 +1242,12 @@ def _read_file(path: Path, fw: str) -> _Settings:
         return s
     if kind == "hostfile":
         _hostfile(path, s)
+        return s
+    if kind == "python":
+        if fw != "deepspeed":
+            raise InputError(f"{path}: a Python file is read for the DeepSpeed topology it builds; pass "
+                             f"--framework deepspeed, or the {fw} launch script instead")
+        _deepspeed_python(path, s)
         return s
     if kind == "yaml":
         if fw != "megatron":

@@ -183,12 +183,12 @@ def _code_lines(ctx: EmitContext) -> list[str]:
     """The training-script side, as comment lines."""
     lay = ctx.plan.layout
     topo = topology(ctx)
-    cls = "PipeModelDataParallelTopology" if lay.cp == 1 else "ProcessTopology"
     lines = ["In the training script (DeepSpeed takes these in code; args carry --deepspeed_config):",
              "  import deepspeed",
-             f"  from deepspeed.runtime.pipe.topology import {cls}" + (", PipelineParallelGrid" if lay.pp == 1 else ""),
+             "  from deepspeed.runtime.pipe.topology import PipelineParallelGrid" if lay.pp == 1 else None,
              "  deepspeed.init_distributed()",
-             f"  topology = {topo}"]
+             f"  from ds_topology import topology  # ds_topology.py: {topo}"]
+    lines = [x for x in lines if x is not None]
     if lay.pp > 1:
         lines += ["  from deepspeed.pipe import PipelineModule  # TransformerLayer: your transformer block's class",
                   '  model = PipelineModule(layers, topology=topology, partition_method="type:TransformerLayer",',
@@ -264,7 +264,30 @@ def render(ctx: EmitContext) -> tuple[str, list[str], dict[str, str]]:
         text += _torchrun_permuted(ctx)
     else:
         text += launch
-    return text, warnings, {"ds_config.json": json.dumps(cfg, indent=2) + "\n", "hostfile": host_text}
+    return text, warnings, {"ds_config.json": json.dumps(cfg, indent=2) + "\n", "hostfile": host_text,
+                            TOPOLOGY_FILE: topology_module(ctx)}
+
+
+TOPOLOGY_FILE = "ds_topology.py"
+
+
+def topology_module(ctx: EmitContext) -> str:
+    """`ds_topology.py`: the plan's DeepSpeed topology as a module the training script imports, and the file
+    `placement audit` reads TP, CP, DP and PP from (DeepSpeed takes them in code, not in its JSON)."""
+    lay, plan = ctx.plan.layout, ctx.plan
+    cls = "PipeModelDataParallelTopology" if lay.cp == 1 else "ProcessTopology"
+    use = ("model = PipelineModule(layers, topology=topology, ...)" if lay.pp > 1 else
+           "mpu = PipelineParallelGrid(topology=topology)")
+    return (f'"""DeepSpeed rank topology of a placement plan (placement {plan.tool_version}): {plan.model} on '
+            f'{plan.num_gpus} GPUs,\ntp {lay.tp}, cp {lay.cp}, pp {lay.pp}, dp {lay.dp}; axes outermost first, tp '
+            f'innermost (placement\'s rank order).\n\n'
+            f'Import it from the training script after deepspeed.init_distributed():\n'
+            f'    from ds_topology import topology\n    {use}\n"""\n\n'
+            f"from deepspeed.runtime.pipe.topology import {cls}\n\n"
+            f"topology = {topology(ctx)}\n"
+            + (f"\n# for your tensor-parallel layers over mpu.get_slice_parallel_group(): shard the norm/dropout "
+               f"activations\n# along the sequence (all-gather before, reduce-scatter after each TP block)\n"
+               f"sequence_parallel = {lay.sequence_parallel}\n" if lay.tp > 1 else ""))
 
 
 def _torchrun_permuted(ctx: EmitContext) -> str:

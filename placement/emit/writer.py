@@ -16,7 +16,7 @@ FORMATS = {
     "deepspeed": ("deepspeed.sh", deepspeed.render),
     "maxtext": ("maxtext.yml", maxtext.render),
 }
-EXTRA_FILES = {"deepspeed": ("ds_config.json", "hostfile")}
+EXTRA_FILES = {"deepspeed": ("ds_config.json", "hostfile", deepspeed.TOPOLOGY_FILE)}
 """Files a format writes beside its own."""
 
 

@@ -72,9 +72,12 @@ def emitted(ctx: EmitContext, tmp_path):
     text, warnings, extra = emitter.render(ctx)
     path = tmp_path / "ds_config.json"
     path.write_text(extra["ds_config.json"])
-    expr = re.search(r"^#\s+topology = (.+)$", text, re.M).group(1)
-    topo = eval(expr, {"PipeModelDataParallelTopology": PipeModelDataParallelTopology,  # the emitted line, run
-                       "ProcessTopology": ProcessTopology})
+    module: dict = {}
+    exec(compile(extra[emitter.TOPOLOGY_FILE], emitter.TOPOLOGY_FILE, "exec"), module)  # the emitted module, run
+    topo = module["topology"]
+    assert isinstance(topo, PipeModelDataParallelTopology if ctx.plan.layout.cp == 1 else ProcessTopology)
+    assert module.get("sequence_parallel", False) == (ctx.plan.layout.tp > 1 and ctx.plan.layout.sequence_parallel)
+    assert f"from ds_topology import topology  # ds_topology.py: {emitter.topology(ctx)}" in text
     return text, warnings, path, extra["hostfile"], topo
 
 
