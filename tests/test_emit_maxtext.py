@@ -98,12 +98,14 @@ def test_zero2_becomes_zero1_when_unsharded_gradients_fit_else_fsdp(contexts):
     assert cfg["shard_optimizer_over_data"] is True and axis_size(cfg, "fsdp") == 1
     gib = 2**30
     assert (f"MaxText has no ZeRO-2: emitted as ZeRO-1 (shard_optimizer_over_data), gradients are not sharded: "
-            f"+{extra / gib:.1f} GiB per GPU, peak about {(p.peak_memory_bytes + extra) / gib:.1f}") in warnings[0]
+            f"+{extra / gib:.1f} GiB per GPU, peak about {(p.peak_memory_bytes + extra) / gib:.1f}") in warnings[1]
+    assert warnings[0].startswith("this file runs ZeRO-1 (not ZeRO-2): ")
     tight = p.model_copy(update={"memory_capacity_bytes": p.peak_memory_bytes + extra / 2})
     tight = dataclasses.replace(ctx, plan=tight)
     cfg, _, warnings = emitted(tight)
     assert "shard_optimizer_over_data" not in cfg and axis_size(cfg, "fsdp") == 8
-    assert warnings[0].startswith("MaxText has no ZeRO-2: emitted as FSDP (ZeRO-3, fsdp 8)")
+    assert warnings[1].startswith("MaxText has no ZeRO-2: emitted as FSDP (ZeRO-3, fsdp 8)")
+    assert warnings[0].startswith("this file runs FSDP (ZeRO-3 over dp 8; not ZeRO-2): ")
 
 
 @pytest.mark.parametrize(("recompute", "policy"), [("none", "none"), ("selective", "minimal"), ("full", "full")])

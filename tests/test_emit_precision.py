@@ -152,3 +152,21 @@ def test_a_model_from_a_hf_config_gets_torchtitans_config_of_the_same_architectu
     assert result.exit_code == 0, result.output
     text = (tmp_path / "torchtitan.sh").read_text()
     assert "--module llama3 --config llama3_8b " in text and "MODULE" not in text
+
+
+@pytest.mark.parametrize(("gpus", "model", "runs_zero", "words"), [
+    (16, "llama3-8b", 1, "ZeRO-1 (not ZeRO-2)"),  # unsharded gradients still fit: shard_optimizer_over_data
+    (64, "llama3-70b", 3, "FSDP (ZeRO-3 over dp {dp}; not ZeRO-2)"),  # they do not: fsdp
+])
+def test_a_maxtext_zero2_plan_says_what_it_runs_with_its_time(tmp_path, gpus, model, runs_zero, words):
+    """MaxText has no ZeRO-2: the file runs ZeRO-1 or FSDP, and its header prices that."""
+    plan, err = _emit(tmp_path, model, gpus, "bf16", "maxtext", "--zero", "2")
+    assert plan["layout"]["zero_stage"] == 2
+    runs = _runs_line(tmp_path / "maxtext.yml")
+    assert runs is not None and runs.group(1) == words.format(dp=plan["layout"]["dp"])
+    shard = plan["layout"]["dp"]
+    assert float(runs.group(2)) == pytest.approx(_evaluate_step(plan, "bf16", zero_stage=runs_zero, dp_shard=shard),
+                                                 rel=2e-3)
+    assert f"against the plan's {plan['step_time_s']:.3f} s/step" in err
+    text = (tmp_path / "maxtext.yml").read_text()
+    assert ("shard_optimizer_over_data: true" in text) == (runs_zero == 1)

@@ -36,7 +36,7 @@ from fractions import Fraction
 import numpy as np
 
 from placement.cost.constants import GiB
-from placement.emit.common import EmitContext, header, recipe_warnings, warn_block
+from placement.emit.common import EmitContext, Runs, header, recipe_warnings, runs_recipe, warn_block
 
 VERSION = "MaxText 0.2.5 (JAX 0.10.2)"
 
@@ -359,9 +359,28 @@ def launch_lines(ctx: EmitContext) -> list[str]:
     return lines
 
 
+def runs(ctx: EmitContext, mesh: MaxTextMesh) -> Runs:
+    """What the file runs where MaxText cannot be told the plan and placement can price the substitute: ZeRO-2
+    as ZeRO-1 or FSDP, and the recipe features (each is also a warning).  Its pipeline schedule and sharding
+    rules stay warnings: the cost model has no forward-all-then-backward schedule."""
+    lay = ctx.plan.layout
+    out = Runs()
+    if lay.zero_stage == 2:
+        if mesh.sizes["fsdp"] > 1:
+            out.set_layout("zero_stage", 3, f"FSDP (ZeRO-3 over dp {lay.dp}; not ZeRO-2)")
+            out.layout["dp_shard"] = lay.dp
+        else:
+            out.set_layout("zero_stage", 1, "ZeRO-1 (not ZeRO-2)")
+    runs_recipe(ctx, RUNS_INSTEAD, out)
+    return out
+
+
 def render(ctx: EmitContext) -> tuple[str, list[str], dict[str, str]]:
     keys, mesh, warnings, notes = overrides(ctx)
-    head = header(ctx, VERSION) + warn_block(warnings)
+    line, warn = ctx.runs_as(runs(ctx, mesh))
+    if warn:
+        warnings.insert(0, warn)
+    head = header(ctx, VERSION, runs=line) + warn_block(warnings)
     head += "".join(f"# {n}\n" for n in notes)
     head += "".join(f"# {line}\n" for line in launch_lines(ctx))
     body = "".join(f"{k}: {_yaml(v)}\n" for k, v in keys.items())
