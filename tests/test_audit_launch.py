@@ -456,3 +456,78 @@ def test_deepspeed_python_that_states_no_readable_topology_is_refused(tmp_path: 
 def test_a_python_file_is_deepspeed_only(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="pass --framework deepspeed"):
         parse_launch([_py(tmp_path, "t = PipeDataParallelTopology(2, 4)\n")], "megatron")
+
+
+# ---------------------------------------------------------------------------------------------------
+# MaxText: config YAML, key=value overrides on the train command, jax_mesh.py's process order
+
+
+def _maxtext(tmp_path: Path, config: str, script: str | None = None):
+    from types import SimpleNamespace
+
+    from placement.audit.core import maxtext_layout
+    from placement.catalog import load_model
+
+    cfg = tmp_path / "cfg.yml"
+    cfg.write_text(config)
+    files = [cfg]
+    if script is not None:
+        files.append(tmp_path / "run.sh")
+        files[-1].write_text(script)
+    launch = parse_launch(files)
+    return launch, lambda gpus, gbs: maxtext_layout(launch, load_model("llama3-8b"), SimpleNamespace(
+        gpus_per_host=8, num_gpus=gpus), gbs)  # the two facts of the cluster the mesh needs
+
+
+def test_maxtext_config_defaults_and_fills_are_maxtexts(tmp_path: Path) -> None:
+    """base.yml: ici_fsdp -1 (the host's GPUs), dcn_data -1 (the hosts), remat full, 12 per device."""
+    launch, on = _maxtext(tmp_path, "base_config: base.yml\nmodel_name: llama3-8b\nper_device_batch_size: 2\n"
+                                    "max_target_length: 4096\n")
+    assert launch.framework == "maxtext" and (launch.seq_len, launch.recompute, launch.precision) == (4096, "full",
+                                                                                                      "bf16")
+    lay = on(32, 64)  # 4 hosts: data 4 (DCN) x fsdp 8 (ICI); 2 x 32 x 1 = 64 sequences
+    assert (lay.tp, lay.pp, lay.dp, lay.zero_stage, lay.dp_shard, lay.micro_batch_size) == (1, 1, 32, 3, 8, 2)
+    assert "cfg.yml:3: per_device_batch_size: 2" in lay.sources["micro_batch_size"]
+    with pytest.raises(InputError, match=r"= 128 sequences per step .*pass --global-batch 128"):
+        on(64, 64)
+
+
+def test_maxtext_command_line_overrides_win_and_name_their_line(tmp_path: Path) -> None:
+    script = ("#!/bin/bash\nTP=4\npython3 -m MaxText.train cfg.yml run_name=x ici_tensor_parallelism=$TP "
+              "ici_fsdp_parallelism=2 remat_policy=none quantization=fp8\n")
+    launch, on = _maxtext(tmp_path, "base_config: base.yml\nici_fsdp_parallelism: 8\nper_device_batch_size: 1\n",
+                          script)
+    assert (launch.recompute, launch.precision) == ("none", "fp8")
+    lay = on(16, 16)
+    assert (lay.tp, lay.dp, lay.dp_shard, lay.zero_stage) == (4, 4, 2, 3)  # data 2 (DCN) x fsdp 2
+    assert "run.sh:3" in lay.sources["tp"]
+    alone = tmp_path / "alone.sh"
+    alone.write_text(script)
+    with pytest.raises(InputError, match=r"config cfg.yml, which is not among the audited files"):
+        parse_launch([alone])
+
+
+def test_maxtext_device_numbering_follows_its_hybrid_mesh(tmp_path: Path) -> None:
+    """tensor outermost in mesh_axes: ICI row-major puts tensor neighbours 4 GPUs apart inside a host."""
+    from placement.audit.maxtext import framework_rank
+
+    mesh = {"axes": ["tensor", "data", *[a for a in ("diloco", "stage", "fsdp", "fsdp_transpose", "context",
+                                                     "context_usp_ulysses", "context_autoregressive",
+                                                     "tensor_sequence", "expert", "autoregressive")]],
+            "ici": {"tensor": 2, "data": 4}, "dcn": {"data": 2}, "num_slices": -1}
+    for part in ("ici", "dcn"):
+        mesh[part] = {a: mesh[part].get(a, 1) for a in mesh["axes"]}
+    got = framework_rank(mesh, tp=2, cp=1, dp=8, pp=1, ep=1, gpus_per_host=8, num_gpus=16)
+    # placement rank r = t + 2 d; device = host (d // 4) x 8 + local t x 4 + d % 4
+    assert got.tolist() == [(d // 4) * 8 + t * 4 + d % 4 for d in range(8) for t in range(2)]
+
+
+@pytest.mark.parametrize(("config", "says"), [
+    ("ici_tensor_sequence_parallelism: 2\n", "the tensor_sequence axis is not one placement prices"),
+    ("ici_tensor_parallelism: -1\n", "more than one axis is -1"),
+    ("per_device_batch_size: x\n", "per_device_batch_size must be a number"),
+    ("mesh_axes: [data, tensor]\n", "mesh_axes must name MaxText 0.2.5's axes"),
+])
+def test_maxtext_configs_placement_cannot_price_are_refused(tmp_path: Path, config: str, says: str) -> None:
+    with pytest.raises(InputError, match=re.escape(says)):
+        _maxtext(tmp_path, "base_config: base.yml\n" + config)

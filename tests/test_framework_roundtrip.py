@@ -26,6 +26,8 @@ def _run(argv: list[str]):
     ("torchtitan", "llama3-8b", 16, 64), ("torchtitan", "llama3-70b", 64, 128),
     # DeepSpeed takes TP and PP in code: the audit reads them from the emitted ds_topology.py
     ("deepspeed", "llama3-8b", 16, 64), ("deepspeed", "llama3-70b", 64, 128), ("deepspeed", "gpt3-175b", 128, 256),
+    # MaxText: the config's mesh and batch keys, the process order from jax_mesh.py
+    ("maxtext", "llama3-8b", 16, 64), ("maxtext", "llama3-70b", 64, 128), ("maxtext", "mixtral-8x7b", 64, 256),
 ])
 def test_the_audit_of_a_framework_plans_own_files_finds_nothing_to_change(tmp_path, framework, model, gpus, gbs):
     job = ["--model", model, "--cluster", "dgx-h100", "--gpus", str(gpus), "--seq-len", "4096", "--global-batch",

@@ -55,6 +55,11 @@ def framework_settings(framework: str, ctx: EmitContext) -> dict[str, str]:
 
         args, _ = torchtitan.flags(ctx)
         return _settings(args)
+    if framework == "maxtext":
+        from placement.emit import maxtext
+
+        keys, _, _, _ = maxtext.overrides(ctx)
+        return {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in keys.items()}
     from placement.emit import deepspeed
 
     out: dict[str, str] = {"topology (ds_topology.py)": deepspeed.topology(ctx)}

@@ -61,7 +61,7 @@ EXAMPLE_GROUPS = 4
 """Groups quoted as evidence per finding (the count of all of them is given too)."""
 
 # framework defaults for what the launch files leave unsaid
-DEFAULT_ETP_IS_TP = {"megatron": True, "torchtitan": False, "deepspeed": False}
+DEFAULT_ETP_IS_TP = {"megatron": True, "torchtitan": False, "deepspeed": False, "maxtext": True}
 """Megatron-Core: --expert-tensor-parallel-size defaults to the TP size; torchtitan 0.3.0's
 expert_tensor_parallel_degree defaults to 1; DeepSpeed MoE has no expert TP."""
 
@@ -85,6 +85,31 @@ def _check_torchtitan_model(launch: LaunchLayout, model: ModelSpec) -> None:
     if known is None and mine is not None and "?" not in (module, config):
         raise InputError(f"{where}, but --model {model.name} runs as torchtitan's {mine[0]}:{mine[1]}; pass the "
                          f"model the files train (--model NAME, a YAML or its config.json)")
+
+
+def _check_maxtext_model(launch: LaunchLayout, model: ModelSpec) -> None:
+    """A MaxText config names its model (model_name): --model must be the catalog model placement emits as that
+    name (placement.emit.maxtext.MODELS)."""
+    if launch.framework != "maxtext" or not launch.model_ref or launch.model_ref == "default":
+        return
+    from placement.emit.maxtext import MODELS
+
+    names = [k for k, (m, _) in MODELS.items() if m == launch.model_ref]
+    if names and model.name not in names:
+        raise InputError(f"the MaxText files train model_name {launch.model_ref!r} "
+                         f"({launch.sources.get('model_ref', '')}), which is placement's {names[0]}, but --model is "
+                         f"{model.name}; pass --model {names[0]}")
+
+
+def maxtext_layout(launch: LaunchLayout, model: ModelSpec, topo: Topology, global_batch: int) -> LaunchLayout:
+    """A MaxText launch with its mesh resolved on the job's GPUs (-1 fills, batch arithmetic)."""
+    if launch.framework != "maxtext" or launch.mesh is None:
+        return launch
+    from placement.audit import maxtext
+
+    fields = maxtext.resolve(launch.mesh, model.num_layers, topo.gpus_per_host, topo.num_gpus, global_batch)
+    return launch.model_copy(update={k: v for k, (v, _) in fields.items()} | {
+        "sources": {**launch.sources, **{k: ev for k, (_, ev) in fields.items()}}})
 
 
 def framework_space(framework: str, top_k: int) -> SearchConfig:
@@ -186,6 +211,7 @@ def resolve_layout(launch: LaunchLayout, model: ModelSpec, num_gpus: int) -> Lay
                 f"the launch files set {name} = {given}{src(name)} but model {model.name} has {have}; "
                 f"pass the model the job trains (--model NAME, a YAML or its config.json)")
     _check_torchtitan_model(launch, model)
+    _check_maxtext_model(launch, model)
     etp = launch.etp if launch.etp is not None else (launch.tp if DEFAULT_ETP_IS_TP[launch.framework] else 1)
     if model.moe is None:
         etp = 1
@@ -527,6 +553,7 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
     """Price the job as launched (its layout and recipe), list its findings, and plan the same job from
     scratch, searching the recipe choices the framework can launch.  `recipe_overrides`: (Recipe, field ->
     source) from the command line, over what the files state."""
+    launch = maxtext_layout(launch, model, topo, train.global_batch)
     layout = resolve_layout(launch, model, topo.num_gpus)
     recipe, recipe_sources = launch_recipe(launch, model, layout, recipe_overrides)
     try:
@@ -545,7 +572,13 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
     else:
         launch_hosts = list(launch.hosts) or None
     order = host_order_of(topo, hosts or launch_hosts)
-    framework_rank = framework_rank_of(layout, launch.rank_order)
+    if launch.framework == "maxtext" and launch.mesh is not None:  # MaxText's hybrid mesh numbering
+        from placement.audit import maxtext
+
+        framework_rank = maxtext.framework_rank(launch.mesh, layout.tp, layout.cp, layout.dp, layout.pp, layout.ep,
+                                                topo.gpus_per_host, topo.num_gpus)
+    else:
+        framework_rank = framework_rank_of(layout, launch.rank_order)
     gpu_of_rank = host_order_mapping(topo, order)[framework_rank]
     mapped = topo.with_mapping(gpu_of_rank)
     est = _price(model, train, mapped, [layout], recipe)

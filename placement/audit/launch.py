@@ -19,6 +19,9 @@ Accepted forms (every value keeps its evidence, "file:line: original text", in `
   the `activation-checkpoint:MODE` subcommand) and 0.2.x flags (`--job.config_file`, `--model.name`...),
   in a script or argument file; torchtitan 0.2.x (and older) TOML files via tomllib.  CLI overrides win
   over the TOML, as in torchtitan.
+* MaxText 0.2.5: its config YAML (placement's maxtext.yml or a config with base_config), `key=value`
+  overrides on a launch script's MaxText train command, and placement's jax_mesh.py (process order);
+  `placement.audit.maxtext` has the rules.
 * DeepSpeed 0.19.8: the JSON config, a hostfile (`host slots=N`; DeepSpeed's own rules,
   reference/frameworks.md §4), the `deepspeed` launcher (`--num_nodes`, `--num_gpus`, `--hostfile`), and the
   TP/PP/DP it takes in code: either a Megatron-DeepSpeed script's arguments, or a Python file (the training
@@ -46,8 +49,8 @@ from placement.errors import InputError
 from placement.loaders.files import parse_json, parse_yaml, read_text
 from placement.specs._base import Frozen
 
-Framework = Literal["megatron", "torchtitan", "deepspeed"]
-FRAMEWORKS = ("megatron", "torchtitan", "deepspeed")
+Framework = Literal["megatron", "torchtitan", "deepspeed", "maxtext"]
+FRAMEWORKS = ("megatron", "torchtitan", "deepspeed", "maxtext")
 
 
 class LaunchLayout(Frozen):
@@ -93,6 +96,10 @@ class LaunchLayout(Frozen):
     """Added: layers per (virtual) pipeline stage when the files give that instead of a stage count
     (Megatron --num-layers-per-virtual-pipeline-stage without --num-layers, torchtitan
     pipeline_parallel_layers_per_stage); `virtual_stages(num_layers)` turns it into vpp."""
+    mesh: dict[str, Any] | None = None
+    """MaxText: the mesh and batch keys as read (axes, ici, dcn with -1 fills left for the cluster,
+    per_device_batch_size, accumulation, pipeline keys, the source of each); `placement.audit.maxtext.resolve`
+    turns them into the layout on the job's GPUs."""
     rank_order: Literal["tp-cp-ep-dp-pp", "tp-cp-ep-pp-dp"] = "tp-cp-ep-dp-pp"
     """Megatron's rank order (--use-tp-pp-dp-mapping puts pp inside dp); torchtitan's and DeepSpeed's
     meshes are the default one."""
@@ -1164,8 +1171,15 @@ def _kind(path: Path) -> str:
     return "script"
 
 
+def _maxtext_yaml(path: Path) -> bool:
+    text = read_text(path, "YAML config", "expected a YAML file")
+    return bool(re.search(r"^\s*(base_config|per_device_batch_size|(ici|dcn)_\w+_parallelism)\s*:", text, re.M))
+
+
 def _script_framework(path: Path) -> str | None:
     text = read_text(path, "launch script", "expected a shell script or an argument list")
+    if re.search(r"\b(maxtext|MaxText)[./]\S*train\b", text):
+        return "maxtext"
     if re.search(r"torchtitan\.train|--parallelism\.|--job\.config_file|activation-checkpoint:|--model\.flavor", text):
         return "torchtitan"
     if re.search(r"--deepspeed_config|--deepspeed-config|\bdeepspeed(\.pt)?\s", text):
@@ -1186,6 +1200,10 @@ def detect_framework(paths: list[Path]) -> str:
               "python": "deepspeed"}.get(kind)
         if kind == "script":
             fw = _script_framework(p)
+        elif kind == "yaml" and _maxtext_yaml(p):
+            fw = "maxtext"
+        elif kind == "python" and re.search(r"^HOSTS\s*=", read_text(p, "Python file", "expected Python"), re.M):
+            fw = "maxtext"
         if fw is not None:
             votes.setdefault(fw, []).append(str(p))
     if "megatron-deepspeed" in votes:
@@ -1197,11 +1215,12 @@ def detect_framework(paths: list[Path]) -> str:
     if len(votes) == 1:
         return next(iter(votes))
     if not votes:
-        raise InputError(f"cannot tell the framework of {names}: no Megatron flags, torchtitan flags or TOML, or "
-                         f"DeepSpeed JSON/hostfile found; pass --framework megatron|torchtitan|deepspeed")
+        raise InputError(f"cannot tell the framework of {names}: no Megatron flags, torchtitan flags or TOML, "
+                         f"DeepSpeed JSON/hostfile or MaxText config found; pass --framework "
+                         f"megatron|torchtitan|deepspeed|maxtext")
     seen = "; ".join(f"{fw}: {', '.join(ps)}" for fw, ps in sorted(votes.items()))
     raise InputError(f"the files look like more than one framework ({seen}); pass the files of one job, or "
-                     f"--framework megatron|torchtitan|deepspeed")
+                     f"--framework megatron|torchtitan|deepspeed|maxtext")
 
 
 def parse_launch(paths: list[Path], framework: str | None = None) -> LaunchLayout:
@@ -1210,7 +1229,7 @@ def parse_launch(paths: list[Path], framework: str | None = None) -> LaunchLayou
         raise InputError("no launch files given; pass the job's launch script or config files")
     fw = framework or detect_framework(paths)
     if fw not in FRAMEWORKS:
-        raise InputError(f"unknown framework {fw!r}; expected one of megatron, torchtitan, deepspeed")
+        raise InputError(f"unknown framework {fw!r}; expected one of megatron, torchtitan, deepspeed, maxtext")
     groups = [_read_file(Path(p), fw) for p in paths]
     if fw == "torchtitan":
         groups = _torchtitan_merge(groups, paths)
@@ -1220,6 +1239,17 @@ def parse_launch(paths: list[Path], framework: str | None = None) -> LaunchLayou
         extra |= g.extra or {}
     if fw == "deepspeed":
         _deepspeed_finish(values, ignored, extra)
+    if fw == "maxtext":
+        from placement.audit import maxtext
+
+        config = extra.get("config_file")
+        read_yaml = any(_kind(Path(p)) == "yaml" for p in paths)
+        if config is not None and not read_yaml and Path(config[0]).name != "base.yml":
+            raise InputError(f"the MaxText command trains with config {config[0]}, which is not among the audited "
+                             f"files; pass it too (--launch {config[0]}): without it the audit would price base.yml "
+                             f"defaults for every key the command line leaves out")
+        values = {k: v for k, v in values.items() if k == "hosts"} | maxtext.finish(
+            {k: v for k, v in values.items() if k != "hosts"}, ignored)
     if fw == "torchtitan":
         _torchtitan_finish(values, ignored)
     if fw in ("megatron", "deepspeed"):
@@ -1230,6 +1260,8 @@ def parse_launch(paths: list[Path], framework: str | None = None) -> LaunchLayou
 def _read_file(path: Path, fw: str) -> _Settings:
     s = _Settings(str(path), {}, [])
     kind = _kind(path)
+    if fw == "maxtext":
+        return _maxtext_file(path, kind, s)
     if kind == "toml":
         if fw != "torchtitan":
             raise InputError(f"{path}: a TOML file is a torchtitan config; this audit reads {fw}")
@@ -1280,6 +1312,33 @@ def _read_file(path: Path, fw: str) -> _Settings:
             s.extra = (s.extra or {}) | {"config_file": (config_file, "")}
     else:
         _megatron_args(args, s)
+    return s
+
+
+def _maxtext_file(path: Path, kind: str, s: _Settings) -> _Settings:
+    """A MaxText config (its keys), a launch script (the train command's key=value overrides, which win), or
+    jax_mesh.py (the process order)."""
+    from placement.audit import maxtext
+
+    if kind == "yaml":
+        s.values.update(maxtext.yaml_keys(path))
+        return s
+    if kind == "python":
+        hosts, ev = maxtext.mesh_hosts(path)
+        s.put("hosts", hosts, ev)
+        return s
+    if kind != "script":
+        raise InputError(f"{path}: a {kind} file is not MaxText launch material (its config YAML, a launch script "
+                         f"or jax_mesh.py)")
+    found = [k for k in (maxtext.command_keys(list(c.words)) for c in read_commands(path)) if k is not None]
+    if not found:
+        raise InputError(f"{path}: no MaxText train command (python3 -m maxtext.trainers.pre_train.train CONFIG "
+                         f"key=value ...); expected a MaxText launch script")
+    keys, config = found[0]
+    s.values.update(keys)
+    s.override = True
+    if config:
+        s.extra = {"config_file": (config, "")}
     return s
 
 

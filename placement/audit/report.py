@@ -13,7 +13,7 @@ from placement.report import single_plan_table
 from placement.specs import ModelSpec, TrainingSpec
 from placement.topology import Topology
 
-FRAMEWORK_FORMAT = {"megatron": "megatron", "torchtitan": "torchtitan", "deepspeed": "deepspeed"}
+FRAMEWORK_FORMAT = {"megatron": "megatron", "torchtitan": "torchtitan", "deepspeed": "deepspeed", "maxtext": "maxtext"}
 
 
 def audit_json(a: Audit) -> dict:

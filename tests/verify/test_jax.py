@@ -210,3 +210,39 @@ def test_maxtext_and_jax_reject_the_config_on_a_cluster_of_another_shape():
         CREATE_DEVICE_MESH(config, short)
     with pytest.raises(ValueError, match=re.escape("Number of slices 255 must equal the product of dcn_mesh_shape")):
         mesh_utils.create_hybrid_device_mesh(config.ici_parallelism, config.dcn_parallelism, short)
+
+
+@pytest.mark.parametrize(("order", "ici", "dcn"), [
+    (None, {"fsdp": -1}, {"data": -1}),  # base.yml's own mesh
+    (("tensor", "data"), {"tensor": 2, "data": 4}, {"data": 4}),  # tensor outermost: ICI row-major
+    (("stage", "data", "expert", "context", "tensor"), {"tensor": 2, "context": 2, "expert": 2},
+     {"stage": 2, "data": 2}),
+    (("data", "stage", "tensor"), {"tensor": 4, "data": 2}, {"stage": 4}),  # pp across hosts, inside dp
+])
+def test_the_audits_maxtext_device_numbering_is_jaxs_hybrid_mesh(order, ici, dcn):
+    """`placement audit` numbers a MaxText job's devices (placement.audit.maxtext.framework_rank) exactly as
+    MaxText's create_device_mesh -> JAX's create_hybrid_device_mesh places them, for any axis order."""
+    from placement.audit import maxtext as reader
+
+    gph, hosts = 8, 4
+    axes = list(order or ()) + [a for a in BASE["mesh_axes"] if a not in (order or ())]
+    keys = {"mesh_axes": axes, "num_slices": hosts} | {f"ici_{reader.KEY_WORD[a]}_parallelism": 1 for a in axes} | {
+        f"dcn_{reader.KEY_WORD[a]}_parallelism": 1 for a in axes}
+    keys |= {f"ici_{reader.KEY_WORD[a]}_parallelism": n for a, n in ici.items()}
+    keys |= {f"dcn_{reader.KEY_WORD[a]}_parallelism": n for a, n in dcn.items()}
+    config = SimpleNamespace(**(BASE | keys))
+    config.ici_parallelism = RESOLVE(None, eval(ICI_MAP, {"self": config}), config.mesh_axes)
+    config.dcn_parallelism = RESOLVE(None, eval(DCN_MAP, {"self": config}), config.mesh_axes)
+    devices = [FakeGpu(k * gph + g, k, k, f"h{k}", g) for k in range(hosts) for g in range(gph)]
+    grid = CREATE_DEVICE_MESH(config, devices)
+    mesh = {"axes": axes, "ici": {a: keys[f"ici_{reader.KEY_WORD[a]}_parallelism"] for a in axes},
+            "dcn": {a: keys[f"dcn_{reader.KEY_WORD[a]}_parallelism"] for a in axes}, "num_slices": hosts}
+    size = dict(zip(axes, grid.shape, strict=True))
+    tp, cp, pp, ep = size["tensor"], size["context"], size["stage"], size["expert"]
+    dp = size["data"] * size["fsdp"] * ep
+    device_of_rank = reader.framework_rank(mesh, tp, cp, dp, pp, ep, gph, gph * hosts)
+    for index in np.ndindex(grid.shape):  # placement's rank of each mesh position: tp, cp, dp (ep inner), pp
+        c = dict(zip(axes, index, strict=True))
+        d = (c["data"] * size["fsdp"] + c["fsdp"]) * ep + c["expert"]
+        rank = c["tensor"] + tp * (c["context"] + cp * (d + dp * c["stage"]))
+        assert device_of_rank[rank] == grid[index].id, (order, index)

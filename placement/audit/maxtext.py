@@ -1,0 +1,290 @@
+"""MaxText 0.2.5 launch material for `placement audit`: the config YAML (what `--emit maxtext` writes, or a
+user's config with `base_config`), `key=value` overrides on the train command of a launch script, and the
+`jax_mesh.py` that `--emit maxtext` writes (its HOSTS list is the process order).
+
+MaxText's rules, read from its 0.2.5 wheel (reference/frameworks.md §5; the emitter `placement.emit.maxtext`
+states the same facts):
+
+* Values: base.yml, then the config file, then `key=value` on the command line (pyconfig); a key the files
+  leave out keeps base.yml's value (BASE below, with its base.yml line).
+* Mesh: `mesh_axes` outermost first; each axis's size is `ici_<word>_parallelism x dcn_<word>_parallelism`;
+  one -1 per list is filled (ICI product = GPUs per host, a slice on GPUs; DCN product = hosts).
+  `create_hybrid_device_mesh` gives axis index = dcn index x ici size + ici index; devices are numbered
+  process by process (the host order) and by local id inside a host, each part row-major over `mesh_axes`.
+* Batch: global = per_device_batch_size x devices x gradient_accumulation_steps; with a pipeline the step's
+  batch is cut into num_pipeline_microbatches (-1: the number of stages).
+* ZeRO: fsdp > 1 shards weights (ZeRO-3; HSDP with data > 1); shard_optimizer_over_data is ZeRO-1.
+
+placement prices axes data, stage, fsdp, context, tensor and expert; another axis of size > 1 is refused
+by name (its parallelism is not one placement models).
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from placement.errors import InputError
+from placement.loaders.files import parse_yaml, read_text
+
+AXES = ("diloco", "data", "stage", "fsdp", "fsdp_transpose", "context", "context_usp_ulysses",
+        "context_autoregressive", "tensor", "tensor_sequence", "expert", "autoregressive")
+"""MaxText 0.2.5 base.yml `mesh_axes` (line 636), outermost first."""
+KEY_WORD = {a: a for a in AXES} | {"stage": "pipeline"}
+"""mesh axis -> the word of its ici_*/dcn_* keys (configs/types.py ici_map)."""
+PRICED = ("data", "stage", "fsdp", "context", "tensor", "expert")
+BASE: dict[str, Any] = {
+    # MaxText 0.2.5 configs/base.yml: the defaults a config leaves in place (line numbers of that file)
+    "model_name": "default",  # :23
+    "quantization": "",  # :137
+    "num_layers_per_pipeline_stage": 1,  # :409
+    "num_pipeline_repeats": -1,  # :411
+    "num_pipeline_microbatches": -1,  # :419
+    "remat_policy": "full",  # :450
+    "mesh_axes": list(AXES),  # :636
+    "shard_optimizer_over_data": False,  # :799
+    "num_slices": -1,  # :807
+    "per_device_batch_size": 12.0,  # :840
+    "max_target_length": 2048,  # :1004
+    "gradient_accumulation_steps": 1,  # :1098
+} | {f"ici_{KEY_WORD[a]}_parallelism": -1 if a == "fsdp" else 1 for a in AXES} | {  # :781-793
+    f"dcn_{KEY_WORD[a]}_parallelism": -1 if a == "data" else 1 for a in AXES}  # :768-780
+BASE_SOURCE = "MaxText 0.2.5 base.yml default"
+REMAT = {"none": "none", "full": "full", "minimal": "selective"}
+"""remat_policy -> placement recompute (the emitter's table); other policies are priced as selective."""
+TRAIN_ENTRY = re.compile(r"(^|[./])(maxtext|MaxText)([./].*)?[./]train(\.py)?$")
+
+
+def is_maxtext_config(data: Any) -> bool:
+    """A MaxText config: base_config, or ici_/dcn_ parallelism or per_device_batch_size keys."""
+    return isinstance(data, dict) and any(
+        k == "base_config" or k == "per_device_batch_size" or re.fullmatch(r"(ici|dcn)_\w+_parallelism", str(k))
+        for k in data)
+
+
+def yaml_keys(path: Path) -> dict[str, tuple[Any, str]]:
+    """{key: (value, "file:line: text")} of a MaxText config file."""
+    text = read_text(path, "MaxText config", "expected a MaxText YAML config")
+    data = parse_yaml(text, path, "MaxText config")
+    if not is_maxtext_config(data):
+        raise InputError(f"{path}: no MaxText keys (base_config, ici_*/dcn_*_parallelism, per_device_batch_size); "
+                         f"expected a MaxText config")
+    lines = text.splitlines()
+    out = {}
+    for key, value in data.items():
+        n = next((i for i, x in enumerate(lines, 1) if re.match(rf"\s*{re.escape(str(key))}\s*:", x)), None)
+        out[str(key)] = (value, f"{path}:{n}: {lines[n - 1].strip()[:160]}" if n else f"{path}: {key}")
+    return out
+
+
+def command_keys(words: list) -> tuple[dict[str, tuple[Any, str]], str | None] | None:
+    """(key=value overrides, config path) of a MaxText train command, or None if `words` run no MaxText."""
+    texts = [w.text for w in words]
+    at = next((i for i, t in enumerate(texts) if TRAIN_ENTRY.search(t)), None)
+    if at is None:
+        return None
+    keys: dict[str, tuple[Any, str]] = {}
+    config = None
+    import yaml
+
+    for w in words[at + 1:]:
+        if config is None and w.text.endswith((".yml", ".yaml")) and "=" not in w.text:
+            config = w.text
+            continue
+        m = re.fullmatch(r"([A-Za-z_]\w*)=(.*)", w.text, re.S)
+        if m:
+            try:
+                value = yaml.safe_load(m.group(2)) if m.group(2) else ""
+            except yaml.YAMLError:
+                value = m.group(2)
+            keys[m.group(1)] = (value, w.evidence)
+    return keys, config
+
+
+def mesh_hosts(path: Path) -> tuple[list[str], str]:
+    """The HOSTS list of a jax_mesh.py (process k runs on HOSTS[k]), parsed, never run."""
+    text = read_text(path, "JAX mesh script", "expected the jax_mesh.py that placement writes")
+    try:
+        tree = ast.parse(text, filename=str(path))
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as err:
+        raise InputError(f"{path}: not valid Python ({type(err).__name__}); expected jax_mesh.py") from None
+    for node in tree.body:
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                and node.targets[0].id == "HOSTS"):
+            try:
+                hosts = ast.literal_eval(node.value)
+            except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
+                hosts = None
+            if not isinstance(hosts, list) or not hosts or not all(isinstance(h, str) for h in hosts):
+                raise InputError(f"{path}:{node.lineno}: HOSTS must be a list of host names written out")
+            return hosts, f"{path}:{node.lineno}: HOSTS = [{', '.join(hosts[:3])}{', ...' if len(hosts) > 3 else ''}]"
+    raise InputError(f"{path}: no `HOSTS = [...]` list; a MaxText Python file is read for the process order "
+                     f"jax_mesh.py states, and this one states none")
+
+
+def _int_key(v: dict[str, tuple[Any, str]], key: str) -> tuple[int, str]:
+    value, ev = v[key]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
+        raise InputError(f"{ev}: {key} must be a whole number, got {value!r}")
+    return int(value), ev
+
+
+def finish(v: dict[str, tuple[Any, str]], ignored: list[str]) -> dict[str, tuple[Any, str]]:
+    """LaunchLayout fields from the merged MaxText keys (base.yml defaults for the rest): precision, sequence,
+    recompute, model name, the mesh as read (resolved with the cluster by `resolve`), and the world size and
+    global batch when the files fix them."""
+    keys = {k: (BASE[k], BASE_SOURCE) for k in BASE} | v
+    out: dict[str, tuple[Any, str]] = {}
+    axes = keys["mesh_axes"][0]
+    if not isinstance(axes, list) or sorted(map(str, axes)) != sorted(AXES):
+        raise InputError(f"{keys['mesh_axes'][1]}: mesh_axes must name MaxText 0.2.5's axes ({', '.join(AXES)}), "
+                         f"each once")
+    ici = {a: _int_key(keys, f"ici_{KEY_WORD[a]}_parallelism") for a in AXES}
+    dcn = {a: _int_key(keys, f"dcn_{KEY_WORD[a]}_parallelism") for a in AXES}
+    for part, name in ((ici, "ici"), (dcn, "dcn")):
+        filled = [a for a, (n, _) in part.items() if n == -1]
+        bad = [(a, n, ev) for a, (n, ev) in part.items() if n < -1 or n == 0]
+        if bad:
+            raise InputError(f"{bad[0][2]}: {name}_{KEY_WORD[bad[0][0]]}_parallelism must be >= 1 or -1 (fill)")
+        if len(filled) > 1:
+            raise InputError(f"{name} parallelism: more than one axis is -1 ({', '.join(filled)}); MaxText fills one")
+    for a in AXES:
+        if a not in PRICED and (ici[a][0] != 1 or dcn[a][0] != 1):
+            raise InputError(f"{ici[a][1] if ici[a][0] != 1 else dcn[a][1]}: the {a} axis is not one placement "
+                             f"prices (it prices data, stage, fsdp, context, tensor and expert); set it to 1")
+    mesh = {"axes": [str(a) for a in axes], "ici": {a: n for a, (n, _) in ici.items()},
+            "dcn": {a: n for a, (n, _) in dcn.items()}}
+    for key in ("num_slices", "per_device_batch_size", "gradient_accumulation_steps", "num_pipeline_microbatches",
+                "num_pipeline_repeats", "num_layers_per_pipeline_stage"):
+        value, ev = keys[key]
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise InputError(f"{ev}: {key} must be a number, got {value!r}")
+        mesh[key] = value
+    mesh["shard_optimizer_over_data"] = bool(keys["shard_optimizer_over_data"][0])
+    mesh["sources"] = {k: ev for k, (_, ev) in keys.items() if k in BASE and ev != BASE_SOURCE}
+    out["mesh"] = (mesh, keys["mesh_axes"][1])
+    quant, qev = keys["quantization"]
+    if quant in ("fp8", "nanoo_fp8"):
+        out["precision"] = ("fp8", qev)
+    else:
+        out["precision"] = ("bf16", qev)
+        if quant:
+            ignored.append(f"quantization {quant!r}: not FP8, priced as bf16 ({qev})")
+    seq, sev = _int_key(keys, "max_target_length")
+    out["seq_len"] = (seq, sev)
+    remat, rev = keys["remat_policy"]
+    out["recompute"] = (REMAT.get(str(remat), "selective"), rev)
+    if str(remat) not in REMAT:
+        ignored.append(f"remat_policy {remat!r}: priced as selective recompute of the attention core ({rev})")
+    out["model_ref"] = (str(keys["model_name"][0]), keys["model_name"][1])
+    # what the files alone fix: every mesh entry explicit
+    if all(n > 0 for n, _ in ici.values()) and all(n > 0 for n, _ in dcn.values()):
+        world = math.prod(n for n, _ in ici.values()) * math.prod(n for n, _ in dcn.values())
+        out["world_size"] = (world, keys["mesh_axes"][1])
+        out["gpus_per_node"] = (math.prod(n for n, _ in ici.values()), keys["mesh_axes"][1])
+        per_device = mesh["per_device_batch_size"]
+        total = per_device * world * mesh["gradient_accumulation_steps"]
+        if total == int(total) and total >= 1:
+            out["global_batch"] = (int(total), f"{keys['per_device_batch_size'][1]} (x {world} devices x "
+                                               f"gradient_accumulation_steps {mesh['gradient_accumulation_steps']})")
+    return out
+
+
+def _sizes(mesh: dict, gpus_per_host: int, num_gpus: int) -> tuple[dict[str, int], dict[str, int], dict[str, int]]:
+    """(ici, dcn, total) per axis with MaxText's -1 fills: ICI product = GPUs per host (one JAX slice on GPUs),
+    DCN product = hosts (max_utils.fill_unspecified_mesh_axes)."""
+    per_slice = min(gpus_per_host, num_gpus)
+    slices = num_gpus // per_slice
+    out = []
+    for part, want, what in ((dict(mesh["ici"]), per_slice, "ICI (GPUs per host)"),
+                             (dict(mesh["dcn"]), slices, "DCN (hosts)")):
+        known = math.prod(n for n in part.values() if n > 0)
+        fill = [a for a, n in part.items() if n == -1]
+        if fill:
+            if want % known:
+                raise InputError(f"MaxText {what}: the explicit axes multiply to {known}, which does not divide "
+                                 f"{want}; the -1 axis {fill[0]} cannot be filled")
+            part[fill[0]] = want // known
+        elif known != want:
+            raise InputError(f"MaxText {what}: the axes multiply to {known} but the job has {want} "
+                             f"({num_gpus} GPUs, {per_slice} per host); fix the ici_*/dcn_* parallelism or --gpus")
+        out.append(part)
+    ici, dcn = out
+    if mesh["num_slices"] not in (-1, slices):
+        raise InputError(f"num_slices {mesh['num_slices']} but the job has {slices} hosts of {per_slice} GPUs")
+    return ici, dcn, {a: ici[a] * dcn[a] for a in AXES}
+
+
+def resolve(mesh: dict, num_layers: int, gpus_per_host: int, num_gpus: int, global_batch: int,
+            ) -> dict[str, tuple[Any, str]]:
+    """The layout fields the MaxText mesh and batch keys give on this job's GPUs."""
+    ev = "; ".join(f"{k}: {v}" for k, v in sorted(mesh["sources"].items()) if "parallelism" in k) or BASE_SOURCE
+    _, _, size = _sizes(mesh, gpus_per_host, num_gpus)
+    tp, cp, pp, ep, fsdp, data = (size[a] for a in ("tensor", "context", "stage", "expert", "fsdp", "data"))
+    dp = data * fsdp * ep
+    out: dict[str, tuple[Any, str]] = {"tp": (tp, ev), "cp": (cp, ev), "pp": (pp, ev), "ep": (ep, ev),
+                                       "etp": (tp, "MaxText shards expert MLPs over tensor (base.yml mlp_moe)"),
+                                       "dp": (dp, ev), "sequence_parallel": (tp > 1, "MaxText activation_embed -> "
+                                                                                     "tensor (base.yml)")}
+    if fsdp > 1:
+        out["zero_stage"] = (3, ev)
+        out["dp_shard"] = (fsdp * ep, ev)
+    else:
+        over = mesh["shard_optimizer_over_data"] and data > 1
+        out["zero_stage"] = (1 if over else 0, mesh["sources"].get("shard_optimizer_over_data", BASE_SOURCE))
+    src = mesh["sources"]
+    accumulation = mesh["gradient_accumulation_steps"]
+    per_device = mesh["per_device_batch_size"]
+    files_batch = per_device * num_gpus * accumulation
+    batch_ev = src.get("per_device_batch_size", BASE_SOURCE)
+    if files_batch != global_batch:
+        raise InputError(f"the MaxText files train per_device_batch_size {per_device:g} x {num_gpus} devices x "
+                         f"gradient_accumulation_steps {accumulation} = {files_batch:g} sequences per step "
+                         f"({batch_ev}), not the job's global batch {global_batch}; pass --global-batch "
+                         f"{files_batch:g} or fix the files")
+    if pp > 1:
+        micro = mesh["num_pipeline_microbatches"]
+        micro = pp if micro == -1 else int(micro)
+        if accumulation != 1:
+            raise InputError(f"gradient_accumulation_steps {accumulation} with a pipeline: placement prices the "
+                             f"pipeline's num_pipeline_microbatches per step only")
+        repeats = mesh["num_pipeline_repeats"]
+        per_stage = int(mesh["num_layers_per_pipeline_stage"])
+        vpp = int(repeats) if repeats != -1 else max(1, num_layers // (pp * per_stage))
+        out["vpp"] = (vpp, src.get("num_pipeline_repeats", BASE_SOURCE))
+    else:
+        micro = int(accumulation)
+    mbs, rem = divmod(global_batch, dp * micro)
+    if rem or mbs < 1:
+        raise InputError(f"global batch {global_batch} is not dp {dp} x {micro} micro-batches x a whole micro-batch "
+                         f"({batch_ev})")
+    out["micro_batch_size"] = (mbs, batch_ev)
+    return out
+
+
+def framework_rank(mesh: dict, tp: int, cp: int, dp: int, pp: int, ep: int, gpus_per_host: int,
+                   num_gpus: int) -> np.ndarray:
+    """framework_rank[r]: the device (process x GPUs per host + local index, JAX's numbering) that holds
+    placement's rank r.  Placement's coordinates: tp innermost, then cp, dp (expert innermost in it, then fsdp,
+    then data), pp; MaxText's device of a mesh coordinate from create_hybrid_device_mesh."""
+    ici, dcn, size = _sizes(mesh, gpus_per_host, num_gpus)
+    axes = [a for a in mesh["axes"]]
+    per_slice = min(gpus_per_host, num_gpus)
+    shape = [size[a] for a in axes]
+    coords = np.indices(shape).reshape(len(axes), -1)  # every mesh position, row-major over `axes`
+    dcn_idx = np.stack([coords[i] // ici[a] for i, a in enumerate(axes)])
+    ici_idx = np.stack([coords[i] % ici[a] for i, a in enumerate(axes)])
+    process = np.ravel_multi_index(tuple(dcn_idx), [dcn[a] for a in axes])
+    local = np.ravel_multi_index(tuple(ici_idx), [ici[a] for a in axes])
+    device = process * per_slice + local
+    c = {a: coords[i] for i, a in enumerate(axes)}
+    dp_coord = (c["data"] * size["fsdp"] + c["fsdp"]) * size["expert"] + c["expert"]
+    rank = c["tensor"] + tp * (c["context"] + cp * (dp_coord + dp * c["stage"]))
+    out = np.empty(num_gpus, dtype=np.int64)
+    out[rank] = device
+    return out
