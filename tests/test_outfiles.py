@@ -168,3 +168,36 @@ def test_sigterm_during_the_cp_sat_mapping_exits_130_with_files_whole(tmp_path, 
     assert list((tmp_path / "out").glob("*")) == []  # checked (created) before any work, nothing written yet
     assert signal.getsignal(signal.SIGTERM) is before  # the command restored the previous handler
     assert "mapping plans" not in result.stderr  # no progress bar off a terminal
+
+
+def test_a_plan_longer_than_two_seconds_shows_progress_on_a_terminal_stderr(tmp_path):
+    """The mapping bar appears after 2 s, and only when stderr is a terminal (a pty here; the test above has it
+    off a terminal); stdout keeps the plan alone."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    slurm = Path(__file__).parent / "data" / "slurm" / "tree-5leaf.conf"
+    argv = [sys.executable, "-m", "placement.cli", "plan", "--model", "llama3-70b", "--slurm-topology", str(slurm),
+            "--nodelist", "gpu[0001-0256]", "--node-type", "dgx-h100", "--oversubscription", "2", "--top-k", "3",
+            "--map-time-limit", "4", "--json"]  # a 4 s CP-SAT budget: the mapping outlasts the bar's 2 s delay
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))  # a terminal 100 columns wide
+    with open(tmp_path / "plan.json", "wb") as out:  # a file, not a pipe: 1 MB of JSON would block the child
+        proc = subprocess.Popen(argv, stdout=out, stderr=slave, cwd=Path(__file__).parent.parent)
+        os.close(slave)
+        err = b""
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # EIO: the child closed the terminal
+                break
+            if not chunk:
+                break
+            err += chunk
+        proc.wait(timeout=120)
+    os.close(master)
+    assert proc.returncode == 0
+    assert b"mapping plans" in err
+    assert json.loads((tmp_path / "plan.json").read_text())["plans"]  # stdout holds the whole JSON, no bar
