@@ -695,7 +695,7 @@ def audit(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, p
     flags add what they leave unsaid (routing imbalance, say) and override what they state."""
     from pathlib import Path
 
-    from placement.audit.core import SEVERITIES, audit_job, read_host_order
+    from placement.audit.core import SEVERITIES, audit_job, files_global_batch, read_host_order
     from placement.audit.launch import parse_launch
     from placement.audit.report import audit_json, audit_table, write_best
     from placement.mapping.config import SolverConfig
@@ -719,6 +719,14 @@ def audit(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, p
     model, train, topo = build_job(model_ref, cluster_ref, gpus, nodes, seq_len or launch.seq_len,
                                    global_batch or launch.global_batch, precision, slurm_topology, nodelist,
                                    node_type, cluster_graph, oversubscription, node_topo, segment)
+    fixed = files_global_batch(launch, topo.num_gpus)  # the files' own batch wins over the catalog default
+    if fixed is not None and fixed[0] != train.global_batch:
+        if global_batch is not None:
+            raise InputError(f"--global-batch {global_batch} but the launch files train {fixed[0]} sequences per step "
+                             f"on {topo.num_gpus} GPUs ({fixed[1]}); drop the flag or fix the files")
+        train = train.model_copy(update={"global_batch": fixed[0]})
+    if fixed is not None and "global_batch" not in launch.sources:
+        launch = launch.model_copy(update={"sources": {**launch.sources, "global_batch": fixed[1]}})
     hosts = read_host_order(Path(hosts_file)) if hosts_file else None
     mapping = SolverConfig(time_limit_s=max(10.0, 5 * map_time_limit), deterministic_time_limit=map_time_limit) \
         if real else None

@@ -531,3 +531,48 @@ def test_maxtext_device_numbering_follows_its_hybrid_mesh(tmp_path: Path) -> Non
 def test_maxtext_configs_placement_cannot_price_are_refused(tmp_path: Path, config: str, says: str) -> None:
     with pytest.raises(InputError, match=re.escape(says)):
         _maxtext(tmp_path, "base_config: base.yml\n" + config)
+
+
+# ---------------------------------------------------------------------------------------------------
+# GPT-NeoX YAML (EleutherAI/gpt-neox configs/20B.yml, as published; DeepSpeed runs it)
+
+
+def _neox_value(path: Path, key: str) -> str:
+    (value,) = re.findall(rf'^\s*"{key}":\s*([^,\s]+)', _text(path), re.M)
+    return value
+
+
+def test_gpt_neox_20b_config_is_read_with_its_lines() -> None:
+    path = DATA / "neox" / "20B.yml"
+    assert detect_framework([path]) == "deepspeed"
+    lay = parse_launch([path])
+    assert lay.pp == int(_neox_value(path, "pipe_parallel_size"))
+    assert lay.tp == int(_neox_value(path, "model_parallel_size"))
+    assert lay.micro_batch_size == int(_neox_value(path, "train_micro_batch_size_per_gpu"))
+    assert lay.grad_accumulation == int(_neox_value(path, "gradient_accumulation_steps"))
+    assert lay.zero_stage == 1 and '"stage": 1' in _text(path)
+    assert lay.recompute == ("full" if _neox_value(path, "checkpoint_activations") == "true" else "none")
+    assert lay.num_layers == int(_neox_value(path, "num_layers"))
+    assert lay.sources["tp"].endswith('"model_parallel_size": 2,')
+    assert any(x.startswith("fp16: FP16 mixed precision") for x in lay.ignored)
+
+
+def test_gpt_neox_batch_is_micro_x_accumulation_x_dp_and_a_conflicting_flag_is_refused(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from placement.cli import main
+
+    path = DATA / "neox" / "20B.yml"
+    job = ["audit", "--model", "gpt-neox-20b", "--cluster", "dgx-a100-40g", "--gpus", "96", "--launch", str(path)]
+    result = CliRunner().invoke(main, [*job, "--json"])
+    assert result.exit_code in (0, 1), result.output
+    got = json.loads(result.stdout)
+    dp = 96 // (2 * 4)
+    assert got["estimate"]["global_batch"] == 4 * 32 * dp  # micro 4 x gradient_accumulation_steps 32 x dp 12
+    assert got["layout"]["sources"]["global_batch"].startswith("micro-batch 4 x accumulation 32 x dp 12")
+    refused = CliRunner().invoke(main, [*job, "--global-batch", "512"])
+    assert refused.exit_code == 2 and "the launch files train 1536 sequences per step" in refused.stderr
+    bare = tmp_path / "empty.yaml"
+    bare.write_text("train:\n  seed: 1\n")
+    empty = CliRunner().invoke(main, ["audit", "--model", "llama3-8b", "--launch", str(bare)])
+    assert empty.exit_code == 2 and "no layout or batch field read" in empty.stderr

@@ -101,6 +101,34 @@ def _check_maxtext_model(launch: LaunchLayout, model: ModelSpec) -> None:
                          f"{model.name}; pass --model {names[0]}")
 
 
+def files_global_batch(launch: LaunchLayout, num_gpus: int) -> tuple[int, str] | None:
+    """The global batch the launch files fix on `num_gpus` GPUs, with the arithmetic, or None if they leave it
+    open: stated, or each framework's rule (torchtitan local batch x dp; DeepSpeed and GPT-NeoX micro-batch x
+    accumulation x dp; MaxText per-device batch x devices x accumulation)."""
+    src = launch.sources
+    if launch.global_batch is not None:
+        return launch.global_batch, src.get("global_batch", "")
+    model = launch.tp * launch.cp * launch.pp
+    if launch.framework == "maxtext" and launch.mesh is not None:
+        per, acc = launch.mesh["per_device_batch_size"], launch.mesh["gradient_accumulation_steps"]
+        total = per * num_gpus * acc
+        where = launch.mesh["sources"].get("per_device_batch_size", "MaxText 0.2.5 base.yml default")
+        if total == int(total) and total >= 1:
+            return int(total), f"per_device_batch_size {per:g} x {num_gpus} devices x accumulation {acc} ({where})"
+        return None
+    if num_gpus % model:
+        return None
+    dp = num_gpus // model
+    if launch.framework == "torchtitan" and launch.local_batch is not None:
+        return launch.local_batch * dp, (f"local_batch_size {launch.local_batch} x dp {dp} "
+                                         f"({src.get('local_batch', '')})")
+    if launch.micro_batch_size is not None and launch.grad_accumulation is not None:
+        return (launch.micro_batch_size * launch.grad_accumulation * dp,
+                f"micro-batch {launch.micro_batch_size} x accumulation {launch.grad_accumulation} x dp {dp} "
+                f"({src.get('micro_batch_size', '')}; {src.get('grad_accumulation', '')})")
+    return None
+
+
 def maxtext_layout(launch: LaunchLayout, model: ModelSpec, topo: Topology, global_batch: int) -> LaunchLayout:
     """A MaxText launch with its mesh resolved on the job's GPUs (-1 fills, batch arithmetic)."""
     if launch.framework != "maxtext" or launch.mesh is None:

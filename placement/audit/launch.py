@@ -72,6 +72,12 @@ class LaunchLayout(Frozen):
     dp_replicate: int = Field(default=1, ge=1)
     micro_batch_size: int | None = Field(default=None, ge=1)
     global_batch: int | None = Field(default=None, ge=1)
+    grad_accumulation: int | None = Field(default=None, ge=1)
+    """Gradient-accumulation steps the files fix (DeepSpeed / GPT-NeoX gradient_accumulation_steps; DeepSpeed's
+    default 1 when they give a micro-batch and no train_batch_size): global batch = micro x this x dp."""
+    local_batch: int | None = Field(default=None, ge=1)
+    """torchtitan training.local_batch_size: sequences per data-parallel rank per step (global = this x dp
+    when training.global_batch_size is not set)."""
     seq_len: int | None = Field(default=None, ge=1)
     zero_stage: int | None = Field(default=None, ge=0, le=3)
     recompute: Literal["none", "selective", "full"] | None = None
@@ -771,6 +777,8 @@ def _torchtitan_finish(v: dict[str, tuple[Any, str]], ignored: list[str]) -> Non
     pp = v.get("pp", (1, ""))[0]
     tp = v.get("tp", (1, ""))[0]
     local = v.pop("_tt_local_batch", None)
+    if local is not None:
+        v["local_batch"] = local
     pmb = v.pop("_tt_pp_microbatch", None)
     if pp > 1:
         mbs = pmb if pmb is not None else (1, "torchtitan default pipeline_parallel_microbatch_size 1")
@@ -1115,6 +1123,63 @@ def _deepspeed_python(path: Path, s: _Settings) -> None:
     s.put("rank_order", first["_order"][0], first["_order"][1])
 
 
+NEOX_KEYS = {"pipe_parallel_size": "pp", "model_parallel_size": "tp", "train_micro_batch_size_per_gpu":
+             "micro_batch_size", "gradient_accumulation_steps": "_ds_gas", "train_batch_size": "global_batch",
+             "seq_length": "seq_len", "num_layers": "num_layers", "hidden_size": "hidden_size",
+             "num_attention_heads": "num_attention_heads"}
+"""GPT-NeoX argument (its YAML spells them with - or _, NeoXArgs reads both) -> LaunchLayout field."""
+
+
+def _is_neox(data: Any) -> bool:
+    return isinstance(data, dict) and any(str(k).replace("-", "_") in ("pipe_parallel_size", "model_parallel_size")
+                                          for k in data)
+
+
+def _neox_yaml(path: Path, data: dict, lines: list[str], s: _Settings) -> None:
+    """A GPT-NeoX config (EleutherAI/gpt-neox configs/*.yml; DeepSpeed runs it): TP, PP, micro-batch,
+    accumulation, ZeRO stage, activation checkpointing, precision and the model's dimensions."""
+    keys = {str(k).replace("-", "_"): (k, v) for k, v in data.items()}
+
+    def ev(key: str) -> str:
+        raw = str(keys[key][0])
+        for n, line in enumerate(lines, 1):
+            if re.search(rf"[\"']?{re.escape(raw)}[\"']?\s*:", line):
+                return f"{path}:{n}: {line.strip()[:160]}"
+        return f"{path}: {raw}"
+
+    for key, field in NEOX_KEYS.items():
+        if key in keys:
+            value = _int(keys[key][1], key, ev(key))
+            if value < 1:
+                raise InputError(f"{ev(key)}: {key} must be >= 1, got {value}")
+            s.put(field, value, ev(key))
+    zero = keys.get("zero_optimization", (None, None))[1]
+    if isinstance(zero, dict) and "stage" in zero:
+        stage = _int(zero["stage"], "zero_optimization.stage", ev("zero_optimization"))
+        if not 0 <= stage <= 3:
+            raise InputError(f"{ev('zero_optimization')}: zero_optimization.stage must be 0..3, got {stage}")
+        s.put("zero_stage", stage, ev("zero_optimization"))
+    if "checkpoint_activations" in keys:
+        s.put("recompute", "full" if keys["checkpoint_activations"][1] is True else "none",
+              ev("checkpoint_activations"))
+    if "sequence_parallel" in keys:
+        s.put("sequence_parallel", keys["sequence_parallel"][1] is True, ev("sequence_parallel"))
+    for key in ("fp16", "bf16"):
+        sec = keys.get(key, (None, None))[1]
+        if isinstance(sec, dict) and sec.get("enabled", True) in (True, "true"):
+            s.put("precision", "bf16", ev(key))
+            if key == "fp16":
+                s.ignored.append(f"fp16: FP16 mixed precision with loss scaling, priced as bf16 ({ev(key)})")
+    if "precision" in keys and str(keys["precision"][1]) in ("fp16", "bfloat16", "bf16"):
+        s.put("precision", "bf16", ev("precision"))
+    for key in ("synchronize_each_layer", "partition_activations", "cpu_offload"):
+        if keys.get(key, (None, None))[1] is True:
+            s.ignored.append(f"{key}: true ({ev(key)})")
+    if not s.values:
+        raise InputError(f"{path}: a GPT-NeoX config without pipe_parallel_size, model_parallel_size or batch keys; "
+                         f"nothing to audit")
+
+
 def _hostfile(path: Path, s: _Settings) -> None:
     """DeepSpeed 0.19.8 `launcher/runner.py::_parse_hostfile`: `^(\\S+)\\s+slots=(\\d+)`, `#` comments and blank
     lines skipped, a duplicate host or any other line is an error; rank order = line order."""
@@ -1202,6 +1267,9 @@ def detect_framework(paths: list[Path]) -> str:
             fw = _script_framework(p)
         elif kind == "yaml" and _maxtext_yaml(p):
             fw = "maxtext"
+        elif kind == "yaml" and re.search(r"^[\s{]*[\"']?(pipe|model)[-_]parallel[-_]size[\"']?\s*:",
+                                          read_text(p, "YAML config", "expected YAML"), re.M):
+            fw = "deepspeed"  # GPT-NeoX: Megatron layers on DeepSpeed's pipeline engine
         elif kind == "python" and re.search(r"^HOSTS\s*=", read_text(p, "Python file", "expected Python"), re.M):
             fw = "maxtext"
         if fw is not None:
@@ -1282,12 +1350,21 @@ def _read_file(path: Path, fw: str) -> _Settings:
         _deepspeed_python(path, s)
         return s
     if kind == "yaml":
+        text = read_text(path, "YAML config", "expected a Megatron-Bridge, GPT-NeoX or MaxText YAML config")
+        data = parse_yaml(text, path, "YAML config")
+        if _is_neox(data):
+            if fw != "deepspeed":
+                raise InputError(f"{path}: a GPT-NeoX config (DeepSpeed runs it); pass --framework deepspeed")
+            _neox_yaml(path, data, text.splitlines(), s)
+            return s
         if fw != "megatron":
             raise InputError(f"{path}: a YAML file is read as a Megatron-Bridge ConfigContainer; pass --framework "
                              f"megatron")
-        text = read_text(path, "Megatron-Bridge config", "expected a YAML ConfigContainer")
-        data = parse_yaml(text, path, "Megatron-Bridge ConfigContainer")
         _bridge_settings(_bridge_keys(data, path, text.splitlines()), s)
+        if not s.values:
+            raise InputError(f"{path}: no layout or batch field read (expected a Megatron-Bridge ConfigContainer with "
+                             f"model.tensor_model_parallel_size, train.global_batch_size..., a GPT-NeoX config with "
+                             f"pipe_parallel_size/model_parallel_size, or a MaxText config)")
         return s
     # a script or an argument list
     launches = _launch_commands(path)
@@ -1411,6 +1488,10 @@ def _deepspeed_finish(v: dict[str, tuple[Any, str]], ignored: list[str], extra: 
     model = v.get("tp", (1,))[0] * v.get("pp", (1,))[0] * v.get("cp", (1,))[0]
     gas = v.pop("_ds_gas", None)
     tbs, mbs = v.get("global_batch"), v.get("micro_batch_size")
+    if gas is None and tbs is None and mbs is not None:  # deepspeed runtime/config.py: gas defaults to 1
+        gas = (1, "DeepSpeed default gradient_accumulation_steps 1 (the files set no train_batch_size)")
+    if gas is not None:
+        v["grad_accumulation"] = gas
     if world is not None:
         if world % model:
             raise InputError(f"world size {world} is not divisible by tp * pp * cp = {model}")

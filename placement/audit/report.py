@@ -38,7 +38,8 @@ def _layout_line(p) -> str:
 
 def audit_table(a: Audit) -> str:
     est, best = a.estimate, a.best
-    parts = [f"audit of a {a.launch.framework} launch (placement {__version__})", single_plan_table(est)]
+    parts = [f"audit of a {a.launch.framework} launch (placement {__version__})", single_plan_table(est),
+             _sources_block(a)]
     if a.findings:
         blocks = []
         for f in a.findings:
@@ -66,6 +67,27 @@ def audit_table(a: Audit) -> str:
     else:
         parts.append("no changes: the job already runs the best plan placement knows for it")
     return "\n\n".join(parts)
+
+
+def _sources_block(a: Audit) -> str:
+    """Where each value of the audited layout came from (file:line, or the rule that derived it), what the files
+    leave to defaults, and what they set that placement does not model."""
+    launch = a.launch
+    lines = ["read from the launch files:"]
+    for name, where in sorted(launch.sources.items()):
+        value = getattr(launch, name, None) if "." not in name else launch.recipe.get(name.split(".", 1)[1])
+        if name == "global_batch" and value is None:  # derived from the files' micro-batch and accumulation
+            value = a.estimate.global_batch
+        shown = "" if value is None else f" {value}" if not isinstance(value, (list, tuple, dict)) else ""
+        lines.append(f"  {name}{shown}: {where}")
+    left = [f for f in ("tp", "pp", "cp", "micro_batch_size", "zero_stage", "recompute", "global_batch")
+            if f not in launch.sources]
+    if left:
+        lines.append(f"  not stated by the files (the framework's default, or the command line): {', '.join(left)}")
+    if launch.ignored:
+        lines.append("seen but not modelled (priced without them):")
+        lines += [f"  - {x}" for x in launch.ignored]
+    return "\n".join(lines)
 
 
 def write_best(a: Audit, model: ModelSpec, train: TrainingSpec, topo: Topology, out: Path) -> list[Path]:
