@@ -576,3 +576,32 @@ def test_gpt_neox_batch_is_micro_x_accumulation_x_dp_and_a_conflicting_flag_is_r
     bare.write_text("train:\n  seed: 1\n")
     empty = CliRunner().invoke(main, ["audit", "--model", "llama3-8b", "--launch", str(bare)])
     assert empty.exit_code == 2 and "no layout or batch field read" in empty.stderr
+
+
+# ---------------------------------------------------------------------------------------------------
+# HF Trainer DeepSpeed JSON: "auto" is filled from TrainingArguments (the launch command, else its defaults)
+
+HF = DATA / "hf" / "ds_config_zero3.json"
+
+
+def test_hf_auto_values_come_from_the_trainer_flags_and_say_so(tmp_path: Path) -> None:
+    cfg = json.loads(_text(HF))
+    assert cfg["train_micro_batch_size_per_gpu"] == cfg["gradient_accumulation_steps"] == "auto"
+    script = tmp_path / "run.sh"
+    script.write_text("deepspeed --num_gpus 8 run_clm.py --deepspeed ds_config_zero3.json \\\n"
+                      "  --per_device_train_batch_size 4 --gradient_accumulation_steps 2 --bf16\n")
+    lay = parse_launch([HF, script])
+    assert (lay.micro_batch_size, lay.grad_accumulation, lay.global_batch) == (4, 2, 4 * 2 * 8)
+    assert lay.zero_stage == cfg["zero_optimization"]["stage"]
+    assert 'fills "auto" of train_micro_batch_size_per_gpu' in lay.sources["micro_batch_size"]
+    assert lay.sources["micro_batch_size"].startswith(f"{script}:2:")
+    assert any(x.startswith("zero_optimization.offload_param to cpu") for x in lay.ignored)
+
+
+def test_hf_auto_values_without_trainer_flags_are_the_trainers_defaults(tmp_path: Path) -> None:
+    script = tmp_path / "run.sh"
+    script.write_text("deepspeed --num_gpus 8 run_clm.py --deepspeed ds_config_zero3.json\n")
+    lay = parse_launch([HF, script])
+    assert (lay.micro_batch_size, lay.grad_accumulation) == (8, 1)  # TrainingArguments defaults
+    assert lay.sources["micro_batch_size"].startswith("HF TrainingArguments default per_device_train_batch_size 8")
+    assert any("fp16.enabled \"auto\" with no --bf16/--fp16" in x for x in lay.ignored)

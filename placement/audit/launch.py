@@ -450,6 +450,19 @@ def _megatron_args(words: list[Word], s: _Settings) -> None:
             if f == "--fp16":
                 where = f"{a.word.site.path}:{a.word.site.line}"
                 s.ignored.append(f"--fp16: FP16 mixed precision, priced as bf16 ({where})")
+        elif f == "--per-device-train-batch-size":  # HF TrainingArguments (the Trainer's DeepSpeed "auto")
+            value = _int(_one(a).text, a.flag, a.evidence)
+            if value < 1:
+                raise InputError(f"{a.evidence}: {a.flag} must be >= 1, got {value}")
+            s.put("micro_batch_size", value, a.evidence)
+        elif f == "--gradient-accumulation-steps":
+            value = _int(_one(a).text, a.flag, a.evidence)
+            if value < 1:
+                raise InputError(f"{a.evidence}: {a.flag} must be >= 1, got {value}")
+            s.put("_ds_gas", value, a.evidence)
+        elif f == "--gradient-checkpointing":
+            on = not a.values or _one(a).text.lower() in ("true", "1", "yes")
+            s.put("recompute", "full" if on else "none", a.evidence)
         elif f == "--no-pipeline-parallel":
             s.put("pp", 1, a.evidence)
         elif f == "--pipeline-model-parallel-layout":
@@ -976,8 +989,12 @@ def _deepspeed_json(path: Path, s: _Settings) -> None:
                 return f"{path}:{n}: {line.strip()}"
         return f"{path}: {key}"
 
+    auto = {}
     for key, field in (("train_batch_size", "global_batch"), ("train_micro_batch_size_per_gpu", "micro_batch_size"),
                        ("gradient_accumulation_steps", "_ds_gas"), ("sequence_parallel_size", "cp")):
+        if data.get(key) == "auto":  # HF Trainer fills it from TrainingArguments (integrations/deepspeed.py)
+            auto[field] = (key, ev(key))
+            continue
         if key in data:
             v = _int(data[key], key, ev(key))
             if v < 1:
@@ -1001,10 +1018,14 @@ def _deepspeed_json(path: Path, s: _Settings) -> None:
         s.put("tp", _int(tpc["autotp_size"], "tensor_parallel.autotp_size", ev("autotp_size")), ev("autotp_size"))
     for key in ("bf16", "fp16"):
         sec = data.get(key)
-        if isinstance(sec, dict) and sec.get("enabled") in (True, "true", "auto"):
+        if isinstance(sec, dict) and sec.get("enabled") == "auto":
+            auto[f"_precision_{key}"] = (key, ev(key))
+        elif isinstance(sec, dict) and sec.get("enabled") in (True, "true"):
             s.put("precision", "bf16", ev(key))
             if key == "fp16":
                 s.ignored.append(f"fp16: FP16 mixed precision, priced as bf16 ({ev(key)})")
+    if auto:
+        s.extra = (s.extra or {}) | {"hf_auto": auto}
 
 
 TOPOLOGY_AXES = {"model": "tp", "context": "cp", "data": "dp", "pipe": "pp"}
@@ -1483,6 +1504,23 @@ def _deepspeed_finish(v: dict[str, tuple[Any, str]], ignored: list[str], extra: 
     cfg = extra.get("deepspeed_config")
     if cfg is not None and "global_batch" not in v and "micro_batch_size" not in v and "zero_stage" not in v:
         ignored.append(f"--deepspeed_config {cfg[0]}: the DeepSpeed JSON is not among the audited files ({cfg[1]})")
+    for field, (key, where) in extra.get("hf_auto", {}).items():
+        # HF Trainer fills "auto" from TrainingArguments: the launch command's flag, else its default
+        # (transformers training_args.py: per_device_train_batch_size 8, gradient_accumulation_steps 1, fp32)
+        if field.startswith("_precision_"):
+            if "precision" not in v:
+                ignored.append(f"{key}.enabled \"auto\" with no --bf16/--fp16 in the launch files: the HF Trainer "
+                               f"runs fp32, priced as bf16 ({where})")
+            continue
+        if field in v:
+            value, ev = v[field]
+            v[field] = (value, f"{ev} (fills \"auto\" of {key}: {where})")
+        elif field == "micro_batch_size":
+            v[field] = (8, f"HF TrainingArguments default per_device_train_batch_size 8 (fills \"auto\" of {key}: "
+                           f"{where})")
+        elif field == "_ds_gas":
+            v[field] = (1, f"HF TrainingArguments default gradient_accumulation_steps 1 (fills \"auto\" of {key}: "
+                           f"{where})")
     # train_batch_size = micro * gas * dp (deepspeed runtime/config.py _batch_assertion); derive what is missing
     world = v.get("world_size", (None,))[0]
     model = v.get("tp", (1,))[0] * v.get("pp", (1,))[0] * v.get("cp", (1,))[0]

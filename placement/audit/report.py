@@ -80,7 +80,7 @@ def _sources_block(a: Audit) -> str:
             value = a.estimate.global_batch
         shown = "" if value is None else f" {value}" if not isinstance(value, (list, tuple, dict)) else ""
         lines.append(f"  {name}{shown}: {where}")
-    left = [f for f in ("tp", "pp", "cp", "micro_batch_size", "zero_stage", "recompute", "global_batch")
+    left = [f for f in ("tp", "pp", "cp", "micro_batch_size", "zero_stage", "recompute", "global_batch", "seq_len")
             if f not in launch.sources]
     if left:
         lines.append(f"  not stated by the files (the framework's default, or the command line): {', '.join(left)}")
