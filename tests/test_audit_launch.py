@@ -605,3 +605,29 @@ def test_hf_auto_values_without_trainer_flags_are_the_trainers_defaults(tmp_path
     assert (lay.micro_batch_size, lay.grad_accumulation) == (8, 1)  # TrainingArguments defaults
     assert lay.sources["micro_batch_size"].startswith("HF TrainingArguments default per_device_train_batch_size 8")
     assert any("fp16.enabled \"auto\" with no --bf16/--fp16" in x for x in lay.ignored)
+
+
+# ---------------------------------------------------------------------------------------------------
+# BigScience's BLOOM SLURM script: `srun ... bash -c "$LAUNCHER --node_rank \$SLURM_PROCID $CMD" 2>&1 | tee`
+
+
+def _assigned(path: Path, name: str) -> int:
+    (value,) = re.findall(rf"^{name}=(\d+)", _text(path), re.M)
+    return int(value)
+
+
+def test_bloom_slurm_script_is_read_through_srun_bash_c() -> None:
+    path = DATA / "bloom" / "tr11-176B-ml.slurm"
+    lay = parse_launch([path])
+    assert lay.framework == "megatron"  # Megatron-DeepSpeed arguments; its JSON is a here-document
+    (nodes,) = re.findall(r"^#SBATCH --nodes=(\d+)", _text(path), re.M)
+    assert lay.world_size == int(nodes) * _assigned(path, "GPUS_PER_NODE")  # SLURM_NNODES from #SBATCH
+    assert (lay.tp, lay.pp) == (_assigned(path, "TP_SIZE"), _assigned(path, "PP_SIZE"))
+    assert lay.micro_batch_size == _assigned(path, "MICRO_BATCH_SIZE")
+    assert lay.global_batch == _assigned(path, "GLOBAL_BATCH_SIZE")
+    assert lay.recompute == "full" and "--checkpoint-activations" in _text(path)
+    # ZERO_STAGE=0 with --bf16 under --deepspeed: DeepSpeed's BF16_Optimizer shards like ZeRO-1
+    assert _assigned(path, "ZERO_STAGE") == 0 and lay.zero_stage == 1
+    assert "BF16_Optimizer" in lay.sources["zero_stage"]
+    srun = next(n for n, x in enumerate(_text(path).splitlines(), 1) if x.startswith("clear; srun "))
+    assert lay.sources["tp"].startswith(f"{path}:{srun}: clear; srun ")  # the line that launches

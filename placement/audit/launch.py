@@ -469,6 +469,14 @@ def _megatron_args(words: list[Word], s: _Settings) -> None:
             s.put("pp_layout", _one(a).text, a.evidence)
             s.put("recipe.pipeline_layout", _one(a).text, a.evidence)
     _megatron_recipe_finish(s, recipe_state)
+    deepspeed_flag = next((a for a in args if a.flag == "--deepspeed"), None)
+    zero = s.values.get("zero_stage")
+    if deepspeed_flag is not None and zero is not None and zero[0] == 0 and s.values.get("precision", ("",))[0] == \
+            "bf16" and not any(a.flag == "--fp16" for a in args):
+        # Megatron-DeepSpeed under --bf16 with ZeRO stage 0 runs DeepSpeed's BF16_Optimizer, which partitions
+        # the fp32 master weights and optimizer state across data parallelism (deepspeed/runtime/bf16_optimizer.py)
+        s.put("zero_stage", 1, f"{zero[1]}; {s.values['precision'][1]} (DeepSpeed's BF16_Optimizer under --bf16 "
+                               f"with ZeRO stage 0 shards the optimizer state over data parallelism: ZeRO-1)")
     if fsdp is not None:
         strategy = sharding[0] if sharding else "optim_grads_params"
         stage = {"no_shard": 0, "optim": 1, "optim_grads": 2, "optim_grads_params": 3}.get(strategy)
@@ -505,10 +513,14 @@ def _find_launch(cmd: Command) -> _Launch | None:
         if name in _LAUNCHERS:
             launcher, start = name, i + 1
             break
-        if _PY.match(x.text) and i + 2 < len(w) and w[i + 1].text == "-m" and w[i + 2].text in (
-                "torch.distributed.run", "torch.distributed.launch"):
-            launcher, start = "torchrun", i + 3
-            break
+        if _PY.match(x.text):
+            m = i + 1
+            while m < len(w) and w[m].text.startswith("-") and w[m].text != "-m":  # python -u -O ... -m
+                m += 1
+            if m + 1 < len(w) and w[m].text == "-m" and w[m + 1].text in (
+                    "torch.distributed.run", "torch.distributed.launch"):
+                launcher, start = "torchrun", m + 2
+                break
     else:
         start = 0
     j = start
@@ -537,6 +549,9 @@ def _find_launch(cmd: Command) -> _Launch | None:
 
 def _launch_commands(path: Path) -> list[_Launch]:
     launches = [x for x in (_find_launch(c) for c in read_commands(path)) if x is not None]
+    launched = [x for x in launches if x.launcher is not None]
+    if launched:  # a distributed launch (torchrun, deepspeed) is the job; plain `python x.py` lines prepare data
+        launches = launched
     if len(launches) > 1:
         first = [w.text for w in launches[0].args]
         for other in launches[1:]:

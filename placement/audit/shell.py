@@ -106,12 +106,20 @@ class _State:
     frames: list[list] = field(default_factory=list)
     """Open `if` blocks: [mode, taken, origin] with mode "on" / "off" / "uncertain"."""
     commands: list[Command] = field(default_factory=list)
+    depth: int = 0
+    """Nesting of `bash -c STRING` runs (bounded: MAX_NESTED_SHELLS)."""
+
+
+MAX_NESTED_SHELLS = 8
+_CONTROL_OPS = {"&&", "||", "|", "|&", "&"}
+"""Unquoted operators that end one simple command and start the next (a pipeline's or list's parts)."""
 
 
 def read_commands(path: Path) -> list[Command]:
     """The commands `path` runs, in order, with words expanded as far as the file determines them."""
     text = read_text(path, "launch script", "expected a shell script or an argument list")
     state = _State(str(path), text.splitlines())
+    _sbatch_environment(state)
     for stmt in _statements(state, text):
         _run(state, stmt)
     return state.commands
@@ -126,6 +134,33 @@ class _Stmt:
     chars: str
     lines: list[int]
     """Line number of every character of `chars`."""
+
+
+_SBATCH_ENV = {"nodes": ("SLURM_NNODES", "SLURM_JOB_NUM_NODES"), "ntasks-per-node": ("SLURM_NTASKS_PER_NODE",),
+               "gpus-per-node": ("SLURM_GPUS_ON_NODE", "SLURM_GPUS_PER_NODE")}
+"""sbatch option -> the variables SLURM sets from it in the job's environment (sbatch(1) OUTPUT ENVIRONMENT
+VARIABLES); `--gres=gpu:N` sets SLURM_GPUS_ON_NODE too."""
+
+
+def _sbatch_environment(state: _State) -> None:
+    """`#SBATCH --nodes=48` (or `-N 48`, `--gres=gpu:8`...) fixes SLURM_NNODES & co. for the script, as sbatch
+    does; a range (`--nodes=2-4`) fixes nothing.  Only the header's directives count (sbatch stops reading them at
+    the first command)."""
+    for n, raw in enumerate(state.lines, 1):
+        line = raw.strip()
+        if line and not line.startswith("#"):
+            break
+        m = re.match(r"#SBATCH\s+(?:--(nodes|ntasks-per-node|gpus-per-node|gres)[=\s]+|-N\s*)(\S+)", line)
+        if not m:
+            continue
+        option, value = m.group(1) or "nodes", m.group(2)
+        if option == "gres":
+            g = re.fullmatch(r"gpu(?::[\w-]+)?:(\d+)", value)
+            option, value = ("gpus-per-node", g.group(1)) if g else (None, "")
+        if option is None or not value.isdigit():
+            continue
+        for name in _SBATCH_ENV[option]:
+            state.vars.setdefault(name, _Var(value=[_Seg(value, False, Origin(state.path, n, line))]))
 
 
 def _statements(state: _State, text: str) -> list[_Stmt]:
@@ -256,6 +291,25 @@ def _lex(state: _State, stmt: _Stmt, start: int = 0, stop: int | None = None) ->
             j = stop if j < 0 else j
             cur.append(_Part("cmdsub", s[i:j + 1], False, _origin(state, ln[i])))
             i = j + 1
+        elif c in "|&<>":
+            # control operators and redirections are words of their own (kind "op"); a redirection's fd
+            # number (`2>`) belongs to it, and `>&1` / `2>&1` carry their target
+            fd = "".join(p.text for p in cur) if cur and all(p.kind == "lit" and not p.quoted for p in cur) else ""
+            if c in "<>" and fd.isdigit():
+                cur.clear()
+            elif cur:
+                words.append(cur)
+            cur, started = [], False
+            j = i + 1
+            if c in "|&" and j < stop and s[j] in ("|&" if c == "|" else "&>"):
+                j += 1
+            elif c in "<>" and j < stop and s[j] in ">&":
+                j += 1
+                while s[j - 1] == "&" and j < stop and (s[j].isdigit() or s[j] == "-"):
+                    j += 1
+            text = fd + s[i:j] if c in "<>" else s[i:j]
+            words.append([_Part("op", text, False, _origin(state, ln[i]))])
+            i = j
         elif c == "(" and cur and cur[-1].kind == "lit" and not cur[-1].quoted and _ASSIGN.match(cur[-1].text) \
                 and cur[-1].text.endswith("="):
             j = _matching(s, i, stop)
@@ -449,7 +503,7 @@ def _arith(state: _State, expr: str) -> int | None:
     try:
         text = re.sub(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)|\b([A-Za-z_][A-Za-z0-9_]*)\b",
                       sub, expr)
-        tree = ast.parse(text.replace("/", "//"), mode="eval")
+        tree = ast.parse(text.replace("/", "//").strip(), mode="eval")
     except (KeyError, SyntaxError, RecursionError, MemoryError):
         return None
 
@@ -496,8 +550,11 @@ def _expand_parts(state: _State, parts: list[_Part], as_field: bool = False) -> 
                 segs.append(_Seg(shown, False, p.origin, unresolved=shown if index and p.text in state.vars
                                  else "$" + p.text))
                 continue
+            star = p.arg.partition("\0")[0] == "[*]"
             for k, f in enumerate(fields):
-                if k and p.quoted:
+                if k and p.quoted and star:  # "${A[*]}": one word, the elements joined by a space
+                    segs.append(_Seg(" ", False, p.origin))
+                elif k and p.quoted:
                     segs.append(_Seg("", False, p.origin, brk=True))
                 elif k:
                     segs.append(_Seg(" ", True, p.origin))
@@ -586,6 +643,34 @@ def _run_one(state: _State, stmt: _Stmt) -> _Stmt | None:
     mode, reason = _mode(state)
     if mode == "off":
         return None
+    for segment in _segments(words):  # `a && b`, `a | tee log`: each simple command on its own
+        _simple_command(state, stmt, segment, org, reason)
+    return None
+
+
+def _is_op(word: list[_Part]) -> bool:
+    return len(word) == 1 and word[0].kind == "op"
+
+
+def _segments(words: list[list[_Part]]) -> list[list[list[_Part]]]:
+    """The simple commands of a list or pipeline, without their redirections (`> log`, `2>&1`, `&> f`)."""
+    out: list[list[list[_Part]]] = [[]]
+    skip = False
+    for w in words:
+        if skip:
+            skip = False
+            continue
+        if _is_op(w) and w[0].text in _CONTROL_OPS:
+            out.append([])
+        elif _is_op(w):
+            skip = not re.search(r"&(\d+|-)$", w[0].text)  # `>&1` carries its target; `> f` takes the next word
+        else:
+            out[-1].append(w)
+    return [x for x in out if x]
+
+
+def _simple_command(state: _State, stmt: _Stmt, words: list[list[_Part]], org: Origin, reason: str | None) -> None:
+    first = _plain(words[0])
     k = 0
     if first in _DECLARE:
         k = 1
@@ -595,7 +680,7 @@ def _run_one(state: _State, stmt: _Stmt) -> _Stmt | None:
         _assign(state, stmt, words[k], reason)
         k += 1
     if k >= len(words) or first in _DECLARE:
-        return None
+        return
     rest = words[k:]
     if _plain(rest[0]) == "eval":
         rest = rest[1:]
@@ -603,8 +688,25 @@ def _run_one(state: _State, stmt: _Stmt) -> _Stmt | None:
     for w in rest:
         site = w[0].origin if w else org
         fields += [_to_word(f, site, reason) for f in _expand_parts(state, w)]
+    inner = _shell_string(fields)
+    if inner is not None and state.depth < MAX_NESTED_SHELLS:
+        # `srun ... bash -c "$LAUNCHER --node_rank \$SLURM_PROCID $CMD"`: the string is what runs
+        state.depth += 1
+        try:
+            for sub in _statements(state, inner):
+                _run(state, _Stmt(sub.chars, [stmt.lines[0]] * len(sub.chars)))
+        finally:
+            state.depth -= 1
+        return
     if fields:
         state.commands.append(Command(tuple(fields), org))
+
+
+def _shell_string(fields: list[Word]) -> str | None:
+    """The STRING of `[wrapper ...] bash|sh -c STRING`, if the command runs one."""
+    for i, w in enumerate(fields[:-2]):
+        if w.text.rsplit("/", 1)[-1] in ("bash", "sh") and fields[i + 1].text == "-c":
+            return fields[i + 2].text
     return None
 
 
