@@ -1,0 +1,2 @@
+: ${PP:=4}
+torchrun train.py --pipeline-model-parallel-size $PP

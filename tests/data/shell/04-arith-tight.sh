@@ -1,0 +1,3 @@
+A=4
+B=2
+torchrun train.py --global-batch-size $((A*B*16))

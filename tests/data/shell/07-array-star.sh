@@ -1,0 +1,2 @@
+ARGS=(--tensor-model-parallel-size 2)
+torchrun train.py "${ARGS[*]}"

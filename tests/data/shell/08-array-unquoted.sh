@@ -1,0 +1,2 @@
+ARGS=(--seq-length 4096 --num-layers 32)
+torchrun train.py ${ARGS[@]}

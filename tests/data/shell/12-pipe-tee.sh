@@ -1,0 +1,1 @@
+torchrun --nproc_per_node 8 train.py --micro-batch-size 2 2>&1 | tee log.txt

@@ -1,0 +1,1 @@
+torchrun train.py --num-layers 80 &> out.log

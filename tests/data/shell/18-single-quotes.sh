@@ -1,0 +1,1 @@
+torchrun train.py --name 'run $X literal' --micro-batch-size 1

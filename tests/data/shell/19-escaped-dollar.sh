@@ -1,0 +1,1 @@
+torchrun train.py --name "cost \$5" --micro-batch-size 1

@@ -1,0 +1,1 @@
+torchrun train.py --extra '"a b"' --micro-batch-size 1

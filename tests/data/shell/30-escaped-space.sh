@@ -1,0 +1,1 @@
+torchrun train.py --save /tmp/my\ dir --micro-batch-size 1

@@ -1,0 +1,1 @@
+torchrun	train.py	--micro-batch-size	2

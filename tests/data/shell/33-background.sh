@@ -1,0 +1,2 @@
+torchrun train.py --micro-batch-size 2 &
+wait

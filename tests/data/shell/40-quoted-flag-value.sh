@@ -1,0 +1,1 @@
+torchrun train.py "--fp8-format" "hybrid" --micro-batch-size 1

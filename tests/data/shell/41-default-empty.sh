@@ -1,0 +1,2 @@
+EXTRA=""
+torchrun train.py $EXTRA --micro-batch-size 1
