@@ -631,3 +631,35 @@ def test_bloom_slurm_script_is_read_through_srun_bash_c() -> None:
     assert "BF16_Optimizer" in lay.sources["zero_stage"]
     srun = next(n for n, x in enumerate(_text(path).splitlines(), 1) if x.startswith("clear; srun "))
     assert lay.sources["tp"].startswith(f"{path}:{srun}: clear; srun ")  # the line that launches
+
+
+# ---------------------------------------------------------------------------------------------------
+# Megatron's printed arguments block (a training log)
+
+
+def _logged(path: Path, name: str) -> str:
+    (value,) = re.findall(rf"^  {name} \.+ (.*)$", _text(path), re.M)
+    return value
+
+
+def test_megatron_log_arguments_block_is_read_with_its_lines() -> None:
+    path = MG / "train_llama3_8b_h100_fp8.log"
+    assert detect_framework([path]) == "megatron"
+    lay = parse_launch([path])
+    for field, name in (("tp", "tensor_model_parallel_size"), ("pp", "pipeline_model_parallel_size"),
+                        ("cp", "context_parallel_size"), ("micro_batch_size", "micro_batch_size"),
+                        ("global_batch", "global_batch_size"), ("seq_len", "seq_length"),
+                        ("num_layers", "num_layers"), ("world_size", "world_size"), ("dp", "data_parallel_size")):
+        assert getattr(lay, field) == int(_logged(path, name)), field
+    assert lay.precision == ("fp8" if _logged(path, "fp8") in ("hybrid", "e4m3") else "bf16")
+    assert lay.zero_stage == (1 if _logged(path, "use_distributed_optimizer") == "True" else None)
+    line = next(n for n, x in enumerate(_text(path).splitlines(), 1) if x.startswith("  tensor_model_parallel_size "))
+    assert lay.sources["tp"].startswith(f"{path}:{line}: tensor_model_parallel_size ")
+    assert not any("num-distributed-optimizer-instances" in x for x in lay.ignored)  # its default, not a setting
+
+
+def test_a_log_without_a_whole_arguments_block_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "train.log"
+    path.write_text("------------------------ arguments ------------------------\n  tensor_model_parallel_size .. 2\n")
+    with pytest.raises(InputError, match="no complete Megatron arguments block"):
+        parse_launch([path])

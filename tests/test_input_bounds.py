@@ -133,7 +133,8 @@ def test_a_deepspeed_micro_batch_of_2_63_is_one_paragraph(tmp_path):
     path.write_text('{"train_micro_batch_size_per_gpu": 9223372036854775808, "gradient_accumulation_steps": 1}')
     result = _run(["audit", *JOB, "--launch", str(path)])
     assert result.exit_code == 2 and "\n" not in result.stderr.strip()
-    assert "field `micro_batch_size` = 9223372036854775808" in result.stderr
+    # the files' batch (micro-batch x accumulation x dp) disagrees with --global-batch: named with its numbers
+    assert "micro-batch 9223372036854775808 x accumulation 1 x dp 8" in result.stderr
 
 
 @pytest.mark.parametrize("run", ["then ", "do ", "then do ", "else "])

@@ -44,7 +44,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import Field
 
-from placement.audit.shell import Command, Word, read_commands
+from placement.audit.shell import Command, Origin, Word, read_commands
 from placement.errors import InputError
 from placement.loaders.files import parse_json, parse_yaml, read_text
 from placement.specs._base import Frozen
@@ -335,7 +335,9 @@ def _megatron_recipe(f: str, a: _Arg, s: _Settings, state: dict) -> bool:
     elif f == "--recompute-method":
         state["recompute_method"] = (_one(a).text, a.evidence)
     elif f == "--fp8-recipe":
-        s.put("recipe.fp8_recipe", _one(a).text, a.evidence)
+        value = _one(a).text
+        # Megatron's delayed (its default) and tensorwise are both per-tensor scaling: placement's tensorwise
+        s.put("recipe.fp8_recipe", "tensorwise" if value == "delayed" else value, a.evidence)
     elif f == "--mtp-num-layers":
         s.put("recipe.mtp_layers", _int(_one(a).text, f, a.evidence), a.evidence)
     elif f == "--moe-expert-capacity-factor":
@@ -1255,8 +1257,53 @@ def _looks_like_hostfile(text: str) -> bool:
 # Detection and the public entry points
 
 
+MEGATRON_LOG_BEGIN = "------------------------ arguments ------------------------"
+MEGATRON_LOG_END = "-------------------- end of arguments ---------------------"
+"""The block Megatron-LM prints at start-up (megatron/training/arguments.py `_print_args`): every argument as
+`  name ........ value`, sorted; the most exact record of what a running job parsed."""
+_LOG_LINE = re.compile(r"^\s*([a-z_][a-z0-9_]*) \.+ (.*)$")
+_LOG_FLAGS = {"fp8": "--fp8-format", "data_parallel_size": None, "world_size": None}
+_LOG_DEFAULTS = {"num_distributed_optimizer_instances": "1"}
+"""Printed values that are Megatron's defaults of a flag the reader would otherwise note as set."""
+"""Printed names whose flag is not `--` + the name with dashes (None: read directly, not as a flag)."""
+
+
+def _megatron_log(path: Path, s: _Settings) -> None:
+    """A training log's argument block, turned back into the flags that set it, each with its log line."""
+    text = read_text(path, "Megatron-LM log", "expected a log with Megatron's printed arguments block")
+    lines = text.splitlines()
+    try:
+        start = lines.index(MEGATRON_LOG_BEGIN) + 1
+        end = lines.index(MEGATRON_LOG_END, start)
+    except ValueError:
+        raise InputError(f"{path}: no complete Megatron arguments block ({MEGATRON_LOG_BEGIN!r} ... "
+                         f"{MEGATRON_LOG_END!r}); expected a Megatron-LM training log") from None
+    words: list[Word] = []
+    for n in range(start, end):
+        m = _LOG_LINE.match(lines[n])
+        if not m:
+            continue
+        name, value = m.group(1), m.group(2).strip()
+        org = Origin(str(path), n + 1, lines[n].strip())
+        if name in ("data_parallel_size", "world_size") and value.isdigit():
+            s.put("dp" if name == "data_parallel_size" else "world_size", int(value), str(org))
+            continue
+        if value in ("None", "False") or value.startswith(("[", "{", "(", "<", "torch.")) or name.startswith("_") \
+                or _LOG_DEFAULTS.get(name) == value:
+            continue  # unset, off, or a Python object no flag spells
+        enum = re.fullmatch(r"[A-Z]\w*\.(\w+)", value)  # AttnBackend.fused: the flag's value is the member name
+        value = enum.group(1) if enum else value
+        flag = _LOG_FLAGS.get(name, "--" + name.replace("_", "-"))
+        words.append(Word(flag, org, org))
+        if value != "True":
+            words.append(Word(value, org, org))
+    if not words:
+        raise InputError(f"{path}: the arguments block holds no argument lines")
+    _megatron_args(words, s)
+
+
 def _kind(path: Path) -> str:
-    """toml | json | yaml | python | hostfile | script."""
+    """toml | json | yaml | python | hostfile | megatron-log | script."""
     suffix = path.suffix.lower()
     if suffix == ".py":
         return "python"
@@ -1269,6 +1316,8 @@ def _kind(path: Path) -> str:
     text = read_text(path, "launch file", "expected a launch script, config or hostfile")
     if _looks_like_hostfile(text):
         return "hostfile"
+    if MEGATRON_LOG_BEGIN in text:
+        return "megatron-log"
     return "script"
 
 
@@ -1298,7 +1347,7 @@ def detect_framework(paths: list[Path]) -> str:
     for p in paths:
         kind = _kind(p)
         fw = {"toml": "torchtitan", "json": "deepspeed", "hostfile": "deepspeed", "yaml": "megatron",
-              "python": "deepspeed"}.get(kind)
+              "python": "deepspeed", "megatron-log": "megatron"}.get(kind)
         if kind == "script":
             fw = _script_framework(p)
         elif kind == "yaml" and _maxtext_yaml(p):
@@ -1378,6 +1427,11 @@ def _read_file(path: Path, fw: str) -> _Settings:
         return s
     if kind == "hostfile":
         _hostfile(path, s)
+        return s
+    if kind == "megatron-log":
+        if fw not in ("megatron", "deepspeed"):
+            raise InputError(f"{path}: a Megatron-LM log; pass --framework megatron")
+        _megatron_log(path, s)
         return s
     if kind == "python":
         if fw != "deepspeed":
