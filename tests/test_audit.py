@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -338,3 +339,37 @@ def test_megatron_tp_pp_dp_rank_order_is_rebuilt(tmp_path):
         assert r["rank"] == c["tp"] + 8 * (c["pp"] + 2 * c["dp"])
         assert r["host"] == f"host{r['rank'] // 8}"  # node rank k on the k-th host, as launched
     assert {"argument": "--use-tp-pp-dp-mapping", "from": "true", "to": None} in data["changes"]
+
+
+TP16 = """#!/bin/bash
+torchrun --nproc_per_node 8 --nnodes 8 pretrain_gpt.py \\
+  --tensor-model-parallel-size 16 --pipeline-model-parallel-size 1 --sequence-parallel \\
+  --num-layers 80 --hidden-size 8192 --num-attention-heads 64 --seq-length 4096 \\
+  --micro-batch-size 1 --global-batch-size 128 --bf16 --use-distributed-optimizer
+"""
+
+
+def test_tp16_across_nodes_is_an_error_worth_the_speed_up_and_the_micro_batch_finding_names_its_terms(tmp_path):
+    """TP 16 on 8-GPU nodes: a tp_crosses_node error whose cost is within 10 % of the saving the best plan
+    brings; the small-micro-batch finding splits its saving into GEMM time and the terms that shrink."""
+    script = tmp_path / "tp16.sh"
+    script.write_text(TP16)
+    got = audit_json("--model", "llama3-70b", "--cluster", "dgx-h100", "--launch", str(script))
+    saving = got["estimate"]["step_time_s"] - got["best"]["step_time_s"]
+    (cross,) = [f for f in got["findings"] if f["kind"] == "tp_crosses_node"]
+    assert cross["severity"] == "error" and cross["cost_s"] == pytest.approx(saving, rel=0.10)
+    small = [f for f in got["findings"] if f["kind"] == "small_micro_batch"]
+    assert small and "from larger GEMMs" in small[0]["message"] and "TP communication" in small[0]["message"]
+    # no zero-cost finding whose two bandwidths are the same number
+    for f in got["findings"]:
+        pair = re.search(r"at (\d+) GB/s instead of (\d+) GB/s", f["message"])
+        assert not (pair and pair.group(1) == pair.group(2) and f["cost_s"] == 0), f
+
+
+def test_a_torchtitan_diff_keeps_the_activation_checkpoint_subcommand_its_own_setting():
+    from placement.audit.changes import _settings
+
+    got = _settings(["--training.disable_cuda_graphs", "activation-checkpoint:full",
+                     "--parallelism.tensor_parallel_degree", "2"])
+    assert got == {"--training.disable_cuda_graphs": "true", "activation-checkpoint": "full",
+                   "--parallelism.tensor_parallel_degree": "2"}

@@ -13,6 +13,11 @@ SHOWN_HOSTS = 8
 """Hosts quoted in a node-order change (the full order goes to the --out files)."""
 
 
+SUBCOMMANDS = ("activation-checkpoint:",)
+"""torchtitan 0.3.0 CLI subcommand tokens (`activation-checkpoint:MODE`): a setting of their own, never the
+value of the flag before them."""
+
+
 def _settings(tokens: list[str]) -> dict[str, str]:
     """`--flag value` / `--flag` / `name:value` tokens as {setting: value} ("true" for a bare flag)."""
     out: dict[str, str] = {}
@@ -23,7 +28,7 @@ def _settings(tokens: list[str]) -> dict[str, str]:
             if "=" in tok:
                 key, value = tok.split("=", 1)
                 out[key] = value
-            elif k + 1 < len(tokens) and not tokens[k + 1].startswith("--"):
+            elif k + 1 < len(tokens) and not tokens[k + 1].startswith(("--", *SUBCOMMANDS)):
                 out[tok] = tokens[k + 1]
                 k += 1
             else:

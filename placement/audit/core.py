@@ -469,6 +469,8 @@ def _crossing_findings(c: _Ctx, kinds: list[GroupKind]) -> list[Finding]:
             alt = c.best_where(degree <= capacity)
             how = f"the best layout with {kind.name} <= {capacity}"
         cost = c.saving(alt)
+        if not over and levels[j].bandwidth_bytes_per_s >= inner.bandwidth_bytes_per_s and cost < 5e-4:
+            continue  # the crossing is no slower than staying inside, and nothing is saved: not a finding
         what = (f"{kind.name.upper()} all-to-all over the {levels[j].name} tier, oversubscribed "
                 f"{levels[j].oversubscription:g}:1" if alltoall else f"{kind.name.upper()} group crosses the "
                 f"{inner.name} boundary into {levels[j].name}")
@@ -544,19 +546,32 @@ def _layout_findings(c: _Ctx, plan: Plan) -> list[Finding]:
         alts.append(cand)
     if alts:
         e = c.price_as_launched(alts)
-        ok = [(float(e.step_time_s[k]), alts[k].micro_batch_size, float(e.compute_s[k]))
+        ok = [(float(e.step_time_s[k]), alts[k].micro_batch_size, float(e.compute_s[k]), k)
               for k in range(len(alts)) if e.fits[k]]
         if ok:
-            alt_s, mbs, alt_compute = min(ok)
+            alt_s, mbs, alt_compute, k_alt = min(ok)
             gemm_gain = float(est.compute_s[0]) - alt_compute
+            terms = {"TP communication": "tp_s", "CP communication": "cp_s", "EP all-to-all": "ep_s",
+                     "pipeline transfers": "pp_s", "exposed DP/ZeRO traffic": "dp_exposed_s",
+                     "pipeline bubble": "bubble_s", "host launches": "host_s",
+                     "overlap slowdown": "overlap_slowdown_s"}
+            moved = sorted(((float(getattr(est, a)[0]) - float(getattr(e, a)[k_alt]), name)
+                            for name, a in terms.items() if getattr(est, a) is not None), reverse=True)
             cost = c.saving(alt_s)
             if cost > 0 and gemm_gain > 0:
                 tokens = lay.micro_batch_size * c.train.seq_len // lay.cp
+                m_now = int(est.num_microbatches[0])
+                m_alt = c.train.global_batch // (lay.dp * mbs)
+                rest = cost - gemm_gain
+                rows = f"larger GEMMs ({mbs * c.train.seq_len // lay.cp} instead of {tokens} tokens per row block)"
+                others = ", ".join(f"{name} {d:.3f} s" for d, name in moved if d >= 0.0005)
+                why = (f"{gemm_gain:.3f} s from {rows} and {rest:.3f} s from {m_alt} instead of {m_now} micro-batches "
+                       f"per step ({others or 'per-micro-batch fixed costs'})") if rest > 0.0005 \
+                    else f"all of it from {rows}"
                 out.append(Finding(
                     _severity(cost, c.step_s), "small_micro_batch",
-                    f"micro-batch {lay.micro_batch_size} ({tokens} tokens per GEMM row block after cp) keeps the "
-                    f"GEMMs below their efficient size: micro-batch {mbs} still fits, computes {gemm_gain:.3f} s "
-                    f"faster and saves {cost:.3f} s per step", [], cost))
+                    f"micro-batch {lay.micro_batch_size}: micro-batch {mbs} still fits and saves {cost:.3f} s per "
+                    f"step, {why}", [], cost))
     # ZeRO-3 where ZeRO-1 fits (or ZeRO-2 where the framework has no ZeRO-1)
     lighter = [z for z in (1, 2) if z in c.zero_stages]
     if lay.zero_stage == 3 and lighter:
