@@ -727,6 +727,8 @@ def audit(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, p
         train = train.model_copy(update={"global_batch": fixed[0]})
     if fixed is not None and "global_batch" not in launch.sources:
         launch = launch.model_copy(update={"sources": {**launch.sources, "global_batch": fixed[1]}})
+    job_sources = _job_sources(launch, ctx, topo, train, model, real)
+    launch = launch.model_copy(update={"sources": {**job_sources, **launch.sources}})
     hosts = read_host_order(Path(hosts_file)) if hosts_file else None
     mapping = SolverConfig(time_limit_s=max(10.0, 5 * map_time_limit), deterministic_time_limit=map_time_limit) \
         if real else None
@@ -741,6 +743,30 @@ def audit(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, p
     threshold = SEVERITIES.index(fail_on)
     if any(SEVERITIES.index(f.severity) >= threshold for f in result.findings):
         sys.exit(EXIT_FINDINGS)
+
+
+def _job_sources(launch, ctx: click.Context, topo, train, model, real: bool) -> dict[str, str]:
+    """Where the audited job's GPU count, sequence, batch and precision came from when the launch files do not
+    say: a flag, the allocation, or a catalog default (named, with its value)."""
+    def given(name: str) -> bool:
+        return ctx.get_parameter_source(name) not in (click.core.ParameterSource.DEFAULT, None)
+
+    out = {}
+    if "world_size" not in launch.sources or given("gpus") or given("nodes"):
+        out["num_gpus"] = (f"--gpus {topo.num_gpus}" if given("gpus") else f"--nodes {ctx.params['nodes']}"
+                           if given("nodes") else "the allocation (--slurm-topology / --cluster-graph)" if real
+                           else f"the cluster's default size ({topo.num_gpus} GPUs): the launch files do not fix it")
+    if "seq_len" not in launch.sources:
+        out["seq_len"] = (f"--seq-len {train.seq_len}" if given("seq_len")
+                          else f"model {model.name}'s default ({train.seq_len}): the launch files do not fix it")
+    if "global_batch" not in launch.sources:
+        out["global_batch"] = (f"--global-batch {train.global_batch}" if given("global_batch")
+                               else f"model {model.name}'s default ({train.global_batch}): the launch files do not "
+                                    f"fix it")
+    if "precision" not in launch.sources:
+        out["precision"] = (f"--precision {train.precision}" if given("precision")
+                            else f"placement's default ({train.precision}): the launch files do not set it")
+    return out
 
 
 @main.command()

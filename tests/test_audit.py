@@ -373,3 +373,18 @@ def test_a_torchtitan_diff_keeps_the_activation_checkpoint_subcommand_its_own_se
                      "--parallelism.tensor_parallel_degree", "2"])
     assert got == {"--training.disable_cuda_graphs": "true", "activation-checkpoint": "full",
                    "--parallelism.tensor_parallel_degree": "2"}
+
+
+def test_every_job_value_says_where_it_came_from():
+    """GPU count, sequence, batch and precision: the file's line, the flag, or the default, named."""
+    neox = str(AUDIT / "neox" / "20B.yml")
+    got = audit_json("--model", "gpt-neox-20b", "--cluster", "dgx-a100-40g", "--launch", neox)["layout"]["sources"]
+    assert got["num_gpus"].startswith("the cluster's default size") and "launch files do not fix it" in got["num_gpus"]
+    assert got["seq_len"].endswith('"seq_length": 2048,') and "20B.yml" in got["seq_len"]
+    assert got["global_batch"].startswith("micro-batch 4 x accumulation 32 x dp")
+    flagged = audit_json("--model", "gpt-neox-20b", "--cluster", "dgx-a100-40g", "--gpus", "96", "--launch",
+                         neox)["layout"]["sources"]
+    assert flagged["num_gpus"] == "--gpus 96"
+    code, out, _ = run("audit", "--model", "gpt-neox-20b", "--cluster", "dgx-a100-40g", "--gpus", "96", "--launch",
+                       neox)
+    assert code in (0, 1) and "  num_gpus 96: --gpus 96" in out and "  tp 2: " in out  # the readable report too

@@ -73,15 +73,14 @@ def _sources_block(a: Audit) -> str:
     """Where each value of the audited layout came from (file:line, or the rule that derived it), what the files
     leave to defaults, and what they set that placement does not model."""
     launch = a.launch
-    lines = ["read from the launch files:"]
+    lines = ["where each value comes from (file:line, flag or default):"]
     for name, where in sorted(launch.sources.items()):
         value = getattr(launch, name, None) if "." not in name else launch.recipe.get(name.split(".", 1)[1])
-        if name == "global_batch" and value is None:  # derived from the files' micro-batch and accumulation
-            value = a.estimate.global_batch
+        if value is None and name in ("global_batch", "num_gpus", "seq_len", "precision"):  # the job's own value
+            value = getattr(a.estimate, name)
         shown = "" if value is None else f" {value}" if not isinstance(value, (list, tuple, dict)) else ""
         lines.append(f"  {name}{shown}: {where}")
-    left = [f for f in ("tp", "pp", "cp", "micro_batch_size", "zero_stage", "recompute", "global_batch", "seq_len")
-            if f not in launch.sources]
+    left = [f for f in ("tp", "pp", "cp", "micro_batch_size", "zero_stage", "recompute") if f not in launch.sources]
     if left:
         lines.append(f"  not stated by the files (the framework's default, or the command line): {', '.join(left)}")
     if launch.ignored:
