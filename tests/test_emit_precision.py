@@ -170,3 +170,12 @@ def test_a_maxtext_zero2_plan_says_what_it_runs_with_its_time(tmp_path, gpus, mo
     assert f"against the plan's {plan['step_time_s']:.3f} s/step" in err
     text = (tmp_path / "maxtext.yml").read_text()
     assert ("shard_optimizer_over_data: true" in text) == (runs_zero == 1)
+
+
+def test_a_device_mesh_for_an_fp8_plan_says_fp8_is_the_training_codes_and_prices_bf16(tmp_path):
+    plan, err = _emit(tmp_path, "llama3-8b", 16, "fp8", "devicemesh")
+    text = (tmp_path / "device_mesh.py").read_text()
+    runs = re.search(r"^# without FP8 layers in your code this job runs (.*?): ([\d.]+) s/step \(", text, re.M)
+    assert runs is not None and runs.group(1) == "bf16 (not fp8)"
+    assert float(runs.group(2)) == pytest.approx(_evaluate_step(plan, "bf16"), rel=2e-3)
+    assert "a DeviceMesh sets no precision" in err

@@ -6,7 +6,7 @@ inside groups); the rank -> GPU mapping is applied at launch by the host order.
 
 from __future__ import annotations
 
-from placement.emit.common import EmitContext, header, recipe_warnings, warn_block
+from placement.emit.common import EmitContext, Runs, header, recipe_warnings, warn_block
 
 
 def mesh_shape(ctx: EmitContext) -> tuple[tuple[int, ...], tuple[str, ...]]:
@@ -31,7 +31,16 @@ def render(ctx: EmitContext) -> tuple[str, list[str]]:
             f'mesh_dim_names=("pp", "edp", "ep", "etp"))\n'
         )
     warnings = recipe_warnings(ctx, "a DeviceMesh", RUNS_INSTEAD)
-    return header(ctx, "PyTorch DeviceMesh") + warn_block(warnings) + body, warnings
+    line = ""
+    if ctx.plan.precision == "fp8":  # a mesh sets no precision: price what runs if the code adds no FP8
+        runs = Runs()
+        runs.set_precision(ctx.plan, "bf16")
+        line, warn = ctx.runs_as(runs)
+        line = line.replace("this file runs", "without FP8 layers in your code this job runs", 1)
+        warnings.insert(0, f"a DeviceMesh sets no precision: the plan's FP8 GEMMs must come from your training code "
+                           f"(torchao Float8Linear or Transformer Engine layers); "
+                           f"{warn.replace('this file runs', 'without them it runs', 1)}")
+    return header(ctx, "PyTorch DeviceMesh", runs=line) + warn_block(warnings) + body, warnings
 
 
 _YOURS = "the mesh carries no recipe; your training code runs whatever it implements"
