@@ -733,7 +733,13 @@ def audit(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, p
     mapping = SolverConfig(time_limit_s=max(10.0, 5 * map_time_limit), deterministic_time_limit=map_time_limit) \
         if real else None
     overrides = build_recipe(recipe_file, given) if recipe_file is not None or given else None
-    result = audit_job(launch, model, train, topo, hosts, mapping, recipe_overrides=overrides)
+    from tqdm import tqdm
+
+    # the best plans are mapped one by one: a bar after 2 s, only on a terminal (disable=None)
+    with tqdm(total=5, desc="audit: planning the same job", unit="plan", file=sys.stderr, leave=False,
+              disable=None, delay=2.0) as bar:
+        result = audit_job(launch, model, train, topo, hosts, mapping, recipe_overrides=overrides,
+                           progress=bar.update)
     if not _timings():
         result = result.without_timings()
     if out_dir is not None:
@@ -774,11 +780,15 @@ def _job_sources(launch, ctx: click.Context, topo, train, model, real: bool) -> 
 @handle_errors
 def validate(as_json):
     """Predicted vs published step time for every calibration run."""
-    from placement.calibration.validate import summary
+    from tqdm import tqdm
+
+    from placement.calibration.validate import load_runs, summary
     from placement.calibration.validate import validate as run_validation
     from placement.report import validate_json, validate_table
 
-    results = run_validation()
+    with tqdm(total=len(load_runs()), desc="validate", unit="run", file=sys.stderr, leave=False, disable=None,
+              delay=2.0) as bar:
+        results = run_validation(progress=bar.update)
     mean, worst = summary(results)
     if not as_json:
         click.echo(validate_table(results, mean, worst))

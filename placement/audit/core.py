@@ -22,6 +22,7 @@ planned costs nothing to keep, so every finding on it is at most info.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -592,7 +593,8 @@ def _layout_findings(c: _Ctx, plan: Plan) -> list[Finding]:
 
 def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo: Topology,
               hosts: list[str] | None, mapping: SolverConfig | None, top_k: int = 5,
-              recipe_overrides: tuple[Recipe, dict[str, str]] | None = None) -> Audit:
+              recipe_overrides: tuple[Recipe, dict[str, str]] | None = None,
+              progress: Callable[[int], None] | None = None) -> Audit:
     """Price the job as launched (its layout and recipe), list its findings, and plan the same job from
     scratch, searching the recipe choices the framework can launch.  `recipe_overrides`: (Recipe, field ->
     source) from the command line, over what the files state."""
@@ -648,7 +650,7 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
     })
     space, best_sources = recipe_space(framework_space(launch.framework, top_k), launch.framework, model, topo,
                                        recipe, recipe_sources)
-    planned = plan_job(model, train, topo, space, mapping, recipe_sources=best_sources)
+    planned = plan_job(model, train, topo, space, mapping, recipe_sources=best_sources, progress=progress)
     step_s = float(est.step_time_s[0])
     c = _Ctx(model, train, topo, layout, est, step_s, mapped_same_s, planned.search.estimates,
              planned.search.batch, recipe, mapped, space.zero_stages, framework_rank)

@@ -14,6 +14,7 @@ pipeline layout, MTP, segment).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 
@@ -124,8 +125,14 @@ def predict(run: CalibrationRun) -> RunResult:
                       and k not in (("dp",) if model.moe else ("dp", "ep", "etp"))})
 
 
-def validate() -> list[RunResult]:
-    return [predict(r) for r in load_runs()]
+def validate(progress: Callable[[int], None] | None = None) -> list[RunResult]:
+    """Every calibration run priced; `progress(1)` after each (the CLI's bar)."""
+    out = []
+    for r in load_runs():
+        out.append(predict(r))
+        if progress is not None:
+            progress(1)
+    return out
 
 
 def summary(results: list[RunResult], groups: tuple[str, ...] = TARGET_GROUPS) -> tuple[float, float]:
