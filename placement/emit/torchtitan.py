@@ -26,27 +26,73 @@ Precision is set by the config function's converters, not by a flag: `llama3_405
 `deepseek_v3_671b_float8` is the FP8 twin of `deepseek_v3_671b` (models/*/config_registry.py)."""
 
 
-def _stage_split(stage_layers: list[int], vpp: int) -> tuple[list[str], list[str]]:
-    """The layers-per-stage flags that make torchtitan split the layers as the plan does.
+def torchtitan_split(num_layers: int, pp: int, chunk: int, first_less: int, last_less: int) -> list[int]:
+    """Transformer layers of each virtual stage as torchtitan 0.3.0 splits them, stage s on PP rank s mod pp
+    (`distributed/pipeline_parallel.py`: `_get_pipeline_metadata` gives ceil((L + first_less + last_less) /
+    layers_per_stage) stages; `_generate_llm_fqn_per_model_part` deals L + first_less + last_less effective
+    layers evenly, the first `extra` stages one more, the first stage first_less fewer transformer layers and
+    the last last_less fewer).  ValueError with torchtitan's reason where it refuses the flags."""
+    if chunk < 1:
+        raise ValueError(f"pipeline_parallel_layers_per_stage {chunk} is below 1")
+    stages = -(-(num_layers + first_less + last_less) // chunk)
+    if stages % pp:
+        raise ValueError(f"{stages} virtual stages are not divisible by pipeline_parallel_degree {pp}")
+    if stages == 1:
+        return [num_layers]
+    effective = num_layers + first_less + last_less
+    per, extra = divmod(effective, stages)
+    if per == 0:
+        raise ValueError(f"{stages} stages over {effective} effective layers leave empty stages")
+    if first_less > per or last_less > per:
+        raise ValueError(f"first/last_stage_less_layers ({first_less}/{last_less}) exceed the {per} layers per stage")
+    out, left = [], num_layers
+    for s in range(stages):
+        n = per + (s < extra) - (first_less if s == 0 else last_less if s == stages - 1 else 0)
+        n = max(0, min(n, left))
+        out.append(n)
+        left -= n
+    return out
 
-    torchtitan 0.3.0 (`distributed/pipeline_parallel.py`): virtual stages = ceil((L + first_less +
-    last_less) / layers_per_stage); the effective layers are dealt evenly over them, and the first
-    (last) virtual stage carries first_less (last_less) fewer transformer layers; stage s runs on PP rank
-    s mod pp.  With chunks of `middle / vpp` layers, first_less = middle - first and last_less =
-    middle - last give each PP rank exactly the plan's layers.  torchtitan refuses a less-layers count
-    above the layers per stage."""
-    first, last = stage_layers[0], stage_layers[-1]
-    middle = stage_layers[1] if len(stage_layers) > 2 else max(first, last)
-    chunk = middle // vpp
-    first_less, last_less = middle - first, middle - last
-    args = ["--parallelism.pipeline_parallel_layers_per_stage", str(chunk),
-            "--parallelism.pipeline_parallel_first_stage_less_layers", str(first_less),
-            "--parallelism.pipeline_parallel_last_stage_less_layers", str(last_less)]
-    warnings = []
-    if middle % vpp or max(first_less, last_less) > chunk:
-        warnings.append(f"stages of {stage_layers} layers in {vpp} virtual chunks: torchtitan's even split with "
-                        f"first/last_stage_less_layers cannot give exactly this; it will split differently")
-    return args, warnings
+
+def split_layout(split: list[int]) -> str:
+    """Megatron-style pipeline layout (placement's recipe.pipeline_layout) of a per-virtual-stage split: the
+    embedding on the first stage, norm and head (the loss) on the last."""
+    return "|".join(("E" if s == 0 else "") + "t" * n + ("L" if s == len(split) - 1 else "")
+                    for s, n in enumerate(split))
+
+
+def stage_flags(num_layers: int, pp: int, vpp: int, want: list[int]) -> tuple[list[int], list[str], list[int]]:
+    """(layers_per_stage, first_less, last_less), torchtitan's split of them, and its per-PP-rank totals: the
+    flags torchtitan 0.3.0 accepts whose split comes closest to `want` (the plan's layers per PP rank), with
+    the plan's virtual stages when any such flags exist.  Single-stage schedules need exactly pp stages, looped
+    ones at least 2 per rank (`_get_pipeline_metadata`)."""
+    counts = [vpp] + ([v for v in range(2, 2 * vpp + 3) if v != vpp] if vpp > 1 else [])
+    best = None
+    for rank_stages in counts:
+        stages = pp * rank_stages
+        # torchtitan refuses first/last_less above the layers per stage, (L + first + last) // stages
+        top = num_layers // max(stages - 1, 1) + 1
+        for first_less in range(top + 1):
+            for last_less in range(top + 1):
+                # the split depends on the stage count only; the smallest chunk that gives it is the flag
+                chunk = -(-(num_layers + first_less + last_less) // stages)
+                try:
+                    split = torchtitan_split(num_layers, pp, chunk, first_less, last_less)
+                except ValueError:
+                    continue
+                if len(split) != stages:
+                    continue
+                per_rank = [sum(split[r::pp]) for r in range(pp)]
+                key = (sum(abs(a - b) for a, b in zip(per_rank, want, strict=True)), rank_stages != vpp,
+                       first_less + last_less)
+                if best is None or key < best[0]:
+                    best = (key, [chunk, first_less, last_less], split, per_rank)
+        if best is not None and best[0][0] == 0:
+            break
+    if best is None:
+        raise ValueError(f"no pipeline_parallel_layers_per_stage / first / last_stage_less_layers split {num_layers} "
+                         f"layers over pp {pp}")
+    return best[1], best[2], best[3]
 
 
 def flags(ctx: EmitContext) -> tuple[list[str], list[str]]:
@@ -72,7 +118,7 @@ def flags(ctx: EmitContext) -> tuple[list[str], list[str]]:
         warnings.append(f"torchtitan 0.3.0 has no expert tensor parallelism (etp {lay.etp}): experts run with etp 1")
     split: list[str] = []
     if lay.pp > 1:
-        split, warn = _stage_split(lay.stage_layers, lay.vpp)
+        split, warn = _split_args(ctx)
         warnings += warn
     m = lay.num_microbatches
     args = [
@@ -192,7 +238,59 @@ def runs(ctx: EmitContext) -> Runs:
     if lay.etp > 1:
         out.set_layout("etp", 1, f"etp 1 (not {lay.etp})")
     runs_recipe(ctx, RUNS_INSTEAD, out)
+    split = runs_split(ctx)
+    if split is not None:
+        per_rank = [sum(split[r::lay.pp]) for r in range(lay.pp)]
+        out.recipe["pipeline_layout"] = split_layout(split)
+        out.recipe |= {"account_for_embedding": False, "account_for_loss": False}
+        words = f"torchtitan's stage split {'/'.join(map(str, per_rank))} layers per PP rank"
+        if len(split) != lay.pp * lay.vpp:
+            out.set_layout("vpp", len(split) // lay.pp, f"{words} in {len(split) // lay.pp} virtual stages "
+                                                        f"(not {lay.vpp})")
+        else:
+            out.what.append(f"{words} (not {'/'.join(map(str, _plan_per_rank(lay)))})")
     return out
+
+
+def _plan_per_rank(lay) -> list[int]:
+    first, *rest = lay.stage_layers
+    return [first] if lay.pp == 1 else [first, *[rest[0]] * (lay.pp - 2), rest[-1]]
+
+
+def runs_split(ctx: EmitContext) -> list[int] | None:
+    """torchtitan's own per-virtual-stage split of the emitted flags when it differs from the plan's (per PP
+    rank, or in stage count), else None."""
+    lay = ctx.plan.layout
+    if lay.pp == 1:
+        return None
+    try:
+        _, split, per_rank = stage_flags(ctx.num_layers, lay.pp, lay.vpp, _plan_per_rank(lay))
+    except ValueError:
+        return None  # no flags torchtitan accepts: warned, not priced
+    if per_rank == _plan_per_rank(lay) and len(split) == lay.pp * lay.vpp:
+        return None
+    return split
+
+
+def _split_args(ctx: EmitContext) -> tuple[list[str], list[str]]:
+    """The layers-per-stage flags (the split torchtitan accepts closest to the plan's) and a warning when its
+    split is not the plan's (the header prices what it runs)."""
+    lay = ctx.plan.layout
+    want = _plan_per_rank(lay)
+    try:
+        (chunk, first_less, last_less), split, per_rank = stage_flags(ctx.num_layers, lay.pp, lay.vpp, want)
+    except ValueError as err:
+        return [], [f"{err}: set pipeline_parallel_layers_per_stage yourself (torchtitan refuses its defaults here)"]
+    args = ["--parallelism.pipeline_parallel_layers_per_stage", str(chunk),
+            "--parallelism.pipeline_parallel_first_stage_less_layers", str(first_less),
+            "--parallelism.pipeline_parallel_last_stage_less_layers", str(last_less)]
+    warnings = []
+    if per_rank != want or len(split) != lay.pp * lay.vpp:
+        got = "/".join(map(str, per_rank))
+        warnings.append(f"torchtitan cannot split the layers as the plan does ({'/'.join(map(str, want))} per PP "
+                        f"rank in {lay.vpp} virtual stages): the closest flags it accepts give {got} in "
+                        f"{len(split) // lay.pp} (virtual stages {'/'.join(map(str, split))})")
+    return args, warnings
 
 
 def worker(ctx: EmitContext) -> tuple[str, str, list[str], list[str]]:

@@ -103,3 +103,31 @@ def test_an_fp8_deepseek_plan_names_torchtitans_float8_config():
     else:
         with pytest.raises(ValueError, match="Failed to swap to Float8Linear"):
             ConfigManager().parse_args(args)
+
+
+@pytest.mark.parametrize("num_layers", [32, 61, 80, 126])
+def test_placements_copy_of_torchtitans_stage_split_is_torchtitans(num_layers):
+    """`placement.emit.torchtitan.torchtitan_split` (which the header prices when torchtitan cannot split as
+    planned) equals torchtitan's own `_generate_llm_fqn_per_model_part` on the stage count its
+    `_get_pipeline_metadata` computes, refusals included."""
+    from torchtitan.distributed import pipeline_parallel as titan_pp
+
+    from placement.emit.torchtitan import torchtitan_split
+
+    for pp in (2, 4, 8):
+        for chunk in range(1, num_layers // pp + 2):
+            for first_less in range(3):
+                for last_less in range(3):
+                    stages = -(-(num_layers + first_less + last_less) // chunk)
+                    try:
+                        mine = torchtitan_split(num_layers, pp, chunk, first_less, last_less)
+                    except ValueError:
+                        mine = None
+                    try:
+                        if stages % pp:  # _get_pipeline_metadata's own check
+                            raise ValueError(stages)
+                        parts = titan_pp._generate_llm_fqn_per_model_part(stages, num_layers, first_less, last_less)
+                        theirs = [sum(n.startswith("layers.") for n in names) for names in parts]
+                    except ValueError:
+                        theirs = None
+                    assert mine == theirs, (num_layers, pp, chunk, first_less, last_less)
