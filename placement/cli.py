@@ -134,7 +134,8 @@ RECIPE_FLAGS = {
     "pipeline_layout": "--pipeline-layout", "account_for_embedding": "--account-for-embedding",
     "account_for_loss": "--account-for-loss", "pipeline_schedule": "--pipeline-schedule",
     "routing_imbalance": "--routing-imbalance", "moe_capacity_factor": "--moe-capacity-factor",
-    "cross_entropy_fusion": "--cross-entropy-fusion", "optimizer_state_bf16": "--optimizer-state-bf16",
+    "cross_entropy_fusion": "--cross-entropy-fusion", "pipeline_p2p_whole": "--pipeline-p2p-whole",
+    "optimizer_state_bf16": "--optimizer-state-bf16",
     "fp8_params": "--fp8-params", "activation_func_fp8_input_store": "--activation-fp8-input-store",
     "attention_kernel": "--attention-kernel", "grad_reduce_fp32": "--grad-reduce-fp32", "dp_overlap": "--dp-overlap",
     "moe_fusions": "--moe-fusions", "cpu_affinity": "--cpu-affinity",
@@ -186,6 +187,8 @@ def recipe_options(fn: Callable) -> Callable:
         click.option("--moe-capacity-factor", "moe_capacity_factor", type=float, default=None,
                      help="Expert capacity factor (token dropping); default dropless."),
         onoff("cross_entropy_fusion", "Fused vocab-parallel cross-entropy."),
+        onoff("pipeline_p2p_whole", "Each TP rank sends the whole activation between pipeline stages (DeepSpeed's "
+                                    "pipeline engine), not its 1/tp share."),
         onoff("optimizer_state_bf16", "Adam moments in BF16."),
         onoff("fp8_params", "Primary weights kept in FP8 only (--fp8-param-gather)."),
         onoff("activation_func_fp8_input_store", "MLP activation input kept in FP8 for backward "
@@ -426,6 +429,7 @@ def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, pr
     from placement.search import SearchConfig
 
     recipe, sources = build_recipe(*_recipe_flag_values(recipe_args))
+    recipe, sources = _framework_recipe(framework, recipe, sources)
     if recompute:  # the modes the user allows (none given: all of them)
         _modules_need_selective(recipe, recompute)
     model, train, topo = build_job(model_ref, cluster_ref, gpus, nodes, seq_len, global_batch, precision,
@@ -516,6 +520,7 @@ def evaluate(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch
     from placement.report import single_plan_table
 
     recipe, sources = build_recipe(*_recipe_flag_values(recipe_args))
+    recipe, sources = _framework_recipe(framework, recipe, sources)
     _modules_need_selective(recipe, (recompute,))
     formats = _check_out(out_dir, emit_formats)
 
@@ -749,6 +754,21 @@ def audit(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, p
     threshold = SEVERITIES.index(fail_on)
     if any(SEVERITIES.index(f.severity) >= threshold for f in result.findings):
         sys.exit(EXIT_FINDINGS)
+
+
+def _framework_recipe(framework, recipe, sources: dict[str, str]):
+    """The recipe with what `framework` always runs (its capability row); a flag that asks for something else is
+    refused, naming both."""
+    if framework is None:
+        return recipe, sources
+    sources = dict(sources)
+    for field, value, why in CAPABILITIES[framework].recipe:
+        if field in sources and getattr(recipe, field) != value:
+            raise InputError(f"--framework {framework} always runs {field} = {value} ({why}); drop "
+                             f"{RECIPE_FLAGS[field]} or --framework")
+        recipe = recipe.model_copy(update={field: value})
+        sources[field] = f"--framework {framework}: {why}"
+    return recipe, sources
 
 
 def _job_sources(launch, ctx: click.Context, topo, train, model, real: bool) -> dict[str, str]:

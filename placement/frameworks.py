@@ -42,6 +42,8 @@ class Capability:
     """ZeRO-3 may shard over part of the data-parallel group (HSDP)."""
     why: str = ""
     """One line on the limits, for messages."""
+    recipe: tuple[tuple[str, object, str], ...] = ()
+    """(recipe field, the value the framework always runs, why): set on every plan and audit for it."""
 
     def layout_mask(self, b: LayoutBatch, num_layers: int) -> np.ndarray:
         """Which layouts of `b` (ZeRO aside) the framework runs as priced."""
@@ -88,7 +90,9 @@ CAPABILITIES: dict[str, Capability] = {
         max_ep=1, etp="one", even_pipeline=True, hsdp=False,
         why="no interleaving, no ring context parallelism, no HSDP, its own expert groups (placement plans "
             "ep 1), stages of equal layers, ZeRO-1 only with pipeline parallelism (PipelineEngine), and "
-            "ZeRO-0's all-reduce does not overlap backward"),
+            "ZeRO-0's all-reduce does not overlap backward",
+        recipe=(("pipeline_p2p_whole", True, "DeepSpeed 0.19.8's PipelineEngine sends each TP rank's whole "
+                                             "activation (runtime/pipe/engine.py _exec_send_activations)"),)),
     "maxtext": Capability(
         "maxtext", "MaxText 0.2.5", zero_stages=(0, 1, 3), zero_stages_with_pp=(0, 1, 3), max_pp=1, etp="tp",
         ep_with_cp=False,

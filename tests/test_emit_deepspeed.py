@@ -19,16 +19,20 @@ from placement.emit.writer import FORMATS, write
 from placement.planner import plan_job
 from placement.search import SearchConfig
 from placement.specs import TrainingSpec
+from placement.specs.recipe import Recipe
 from placement.topology import Topology
 
 
 @cache
-def ctx_for(model_name: str, gpus: int, fixed: tuple, precision: str = "bf16", global_batch: int = 64) -> EmitContext:
+def ctx_for(model_name: str, gpus: int, fixed: tuple, precision: str = "bf16", global_batch: int = 64,
+            whole_sends: bool = True) -> EmitContext:
+    """A plan priced as DeepSpeed's pipeline engine runs (whole activations between stages) unless told."""
     cluster = load_cluster("dgx-h100")
     topo = Topology(cluster, load_accelerator(cluster.accelerator), num_gpus=gpus)
     model = load_model(model_name)
     train = TrainingSpec(seq_len=4096, global_batch=global_batch, precision=precision)
-    result = plan_job(model, train, topo, SearchConfig(top_k=1, fixed=dict(fixed)), None, with_rank_table=False)
+    cfg = SearchConfig(top_k=1, fixed=dict(fixed), recipe=Recipe(pipeline_p2p_whole=whole_sends))
+    result = plan_job(model, train, topo, cfg, None, with_rank_table=False)
     return EmitContext.of(result.plans[0], topo, result.gpu_of_rank[0], model, train)
 
 
@@ -185,3 +189,16 @@ def test_the_writer_writes_the_three_files_and_prefixes_the_warnings(tmp_path):
     assert warnings and all(w.startswith("deepspeed: ") for w in warnings)
     json.loads((tmp_path / "ds_config.json").read_text())
     assert re.search(r"^deepspeed --hostfile hostfile ", (tmp_path / "deepspeed.sh").read_text(), re.M)
+
+
+def test_a_pipelined_tp_plan_priced_with_megatron_shares_says_deepspeed_sends_whole_activations():
+    """DeepSpeed's PipelineEngine sends each TP rank's whole activation (runtime/pipe/engine.py): a plan priced with
+    Megatron's 1/tp shares gets both times."""
+    ctx = ctx_for(*PIPE, whole_sends=False)
+    text, warnings, _, _ = files(ctx)
+    assert warnings and warnings[0].startswith("this file runs whole activations between pipeline stages from each "
+                                               "of the 2 TP ranks (not 1/2 shares")
+    (line,) = [x for x in text.splitlines() if x.startswith("# this file runs whole activations")]
+    slower = float(re.search(r": ([\d.]+) s/step \(", line).group(1))
+    assert slower > ctx.plan.step_time_s
+    assert slower == pytest.approx(ctx_for(*PIPE).plan.step_time_s, rel=2e-3)  # the plan priced with whole sends

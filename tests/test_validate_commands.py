@@ -86,3 +86,17 @@ def test_a_dense_row_is_within_ten_percent_only_with_the_recipe_its_launcher_fil
     got = json.loads(result.output)["step_time_s"]
     error = got / row["published_step_time_s"] - 1
     assert abs(error) > abs(row["error"]) + 0.03, (run_id, error, row["error"])
+
+
+@pytest.mark.parametrize("run_id", ["bloom-176b-384xa100", "gpt-neox-20b-96xa100"])
+def test_a_deepspeed_pipeline_row_needs_its_whole_activation_sends(run_id: str) -> None:
+    """BLOOM (Megatron-DeepSpeed) and GPT-NeoX pipelined on DeepSpeed's PipelineEngine, which sends each TP
+    rank's whole activation: without that term the same command prices less pipeline traffic, further off."""
+    row = next(r for r in validate_rows()["runs"] if r["id"] == run_id)
+    argv = shlex.split(row["command"])[1:]
+    assert "--pipeline-p2p-whole" in argv
+    result = CliRunner().invoke(main, [*[a for a in argv if a != "--pipeline-p2p-whole"], "--json"])
+    got = json.loads(result.stdout)
+    with_term = CliRunner().invoke(main, [*argv, "--json"])
+    assert json.loads(with_term.stdout)["breakdown"]["pp"] > got["breakdown"]["pp"] * (row["layout"]["tp"] - 0.5)
+    assert abs(got["step_time_s"] / row["published_step_time_s"] - 1) > abs(row["error"])

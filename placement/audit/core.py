@@ -369,6 +369,9 @@ def launch_recipe(launch: LaunchLayout, model: ModelSpec, layout: Layout,
     leave out, and the command line's --recipe / recipe flags on top."""
     values = dict(launch.recipe)
     sources = {f: f"launch:{launch.sources.get(f'recipe.{f}', '')}" for f in values}
+    cap = CAPABILITIES.get(launch.framework)
+    for name, value, why in cap.recipe if cap is not None else ():
+        values[name], sources[name] = value, why
     if launch.framework == "megatron" and model.is_moe:
         for field, (value, why) in MEGATRON_DEFAULTS.items():
             if field not in values:

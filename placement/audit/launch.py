@@ -472,6 +472,9 @@ def _megatron_args(words: list[Word], s: _Settings) -> None:
             s.put("recipe.pipeline_layout", _one(a).text, a.evidence)
     _megatron_recipe_finish(s, recipe_state)
     deepspeed_flag = next((a for a in args if a.flag == "--deepspeed"), None)
+    if deepspeed_flag is not None:  # Megatron-DeepSpeed pipelines with DeepSpeed's PipelineEngine
+        s.put("recipe.pipeline_p2p_whole", True, f"{deepspeed_flag.evidence} (DeepSpeed's PipelineEngine sends each "
+                                                 f"TP rank's whole activation: runtime/pipe/engine.py)")
     zero = s.values.get("zero_stage")
     if deepspeed_flag is not None and zero is not None and zero[0] == 0 and s.values.get("precision", ("",))[0] == \
             "bf16" and not any(a.flag == "--fp16" for a in args):

@@ -175,6 +175,8 @@ class PpTerm:
 
 def pp_term(x: Ctx) -> PpTerm:
     act = x.tokens * x.w.hidden * C.BYTES_PER_ACTIVATION
+    # each TP rank sends its 1/tp share (Megatron), or the whole activation (DeepSpeed's pipeline engine)
+    sent = act if x.recipe.pipeline_p2p_whole else act / x.tp
     pair = coll.Groups(x.levels, x.b.tp * x.b.cp * x.b.dp, x.b.pp, pair=True)
-    per_mb = np.where(x.b.pp > 1, 2.0 * x.vpp * pair.p2p(act / x.tp), 0.0)
-    return PpTerm(per_microbatch_s=per_mb, bytes_per_step=np.where(x.b.pp > 1, act / x.tp * 2.0 * x.vpp * x.m, 0.0))
+    per_mb = np.where(x.b.pp > 1, 2.0 * x.vpp * pair.p2p(sent), 0.0)
+    return PpTerm(per_microbatch_s=per_mb, bytes_per_step=np.where(x.b.pp > 1, sent * 2.0 * x.vpp * x.m, 0.0))

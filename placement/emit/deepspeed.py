@@ -238,6 +238,10 @@ def render(ctx: EmitContext) -> tuple[str, list[str], dict[str, str]]:
     if lay.vpp > 1:
         runs.set_layout("vpp", 1, f"plain 1F1B (not {lay.vpp} interleaved stages)")
     runs_recipe(ctx, RUNS_INSTEAD, runs)
+    if lay.pp > 1 and lay.tp > 1 and not ctx.recipe.pipeline_p2p_whole:
+        runs.recipe["pipeline_p2p_whole"] = True
+        runs.what.append(f"whole activations between pipeline stages from each of the {lay.tp} TP ranks "
+                         f"(not 1/{lay.tp} shares: PipelineEngine has no scatter-gather)")
     line, warn = ctx.runs_as(runs)
     if warn:
         warnings.insert(0, warn)

@@ -161,6 +161,7 @@ RUNS_INSTEAD = {
     "activation_func_fp8_input_store": "it keeps the MLP activation input in BF16",
     "attention_kernel": "it runs fused attention (SDPA or flex attention)",
     "cross_entropy_fusion": "its loss keeps the FP32 logits",
+    "pipeline_p2p_whole": "its stages send each TP rank's sequence shard (a DTensor), not the whole activation",
 }
 """What torchtitan runs instead of each recipe feature it cannot be told."""
 

@@ -134,6 +134,11 @@ class Recipe(Frozen):
     account_for_loss: bool = False
     """`--account-for-loss-in-pipeline-split`: the loss counts as a layer of the last stage."""
     pipeline_schedule: PipelineSchedule = PipelineSchedule.ONE_F_ONE_B
+    pipeline_p2p_whole: bool = False
+    """Each TP rank sends the whole activation to the next pipeline stage, not its 1/tp share: DeepSpeed's
+    PipelineEngine (`runtime/pipe/engine.py` `_exec_send_activations` sends its `outputs` tensor as is) has no
+    scatter-gather, which Megatron's own pipeline does (`p2p_communication`: the sequence-parallel shard, or
+    `scatter_gather_tensors_in_pipeline`).  Megatron-DeepSpeed, GPT-NeoX and DeepSpeed pipeline jobs."""
     cross_entropy_fusion: bool = False
     """Fused vocab-parallel cross-entropy (`--cross-entropy-loss-fusion`): no fp32 copy of the logits is kept."""
     cpu_affinity: bool = True
