@@ -680,7 +680,7 @@ def sweep(sweep_file, out_dir, executor, workers, no_cache, as_json):
 @click.option("--hosts", "hosts_file", type=click.Path(dir_okay=False), default=None,
               help="The host order the job ran with, node rank 0 first: one host per line, or placement's "
                    "hosts.txt, a DeepSpeed/MPI hostfile, a SLURM arbitrary-distribution hostfile.")
-@click.option("--framework", type=click.Choice(["megatron", "torchtitan", "deepspeed", "maxtext"]), default=None,
+@click.option("--framework", type=click.Choice(FRAMEWORK_CHOICES), default=None,
               help="Default: detected from the launch files.")
 @click.option("--fail-on", type=click.Choice(["info", "warning", "error"]), default="error", show_default=True,
               help="Exit 1 when a finding of this severity or above exists (for CI gates).")

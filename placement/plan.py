@@ -37,6 +37,14 @@ class LayoutOut(_Out):
     rank_layers: list[int] | None = None
     """Decoder layers on every pipeline rank, over all its model chunks (the recipe's pipeline layout)."""
 
+    def per_rank_layers(self) -> list[int]:
+        """Decoder layers on each pipeline rank, first to last (`rank_layers`; rebuilt from `stage_layers` for a
+        plan written without it)."""
+        if self.rank_layers is not None:
+            return list(self.rank_layers)
+        first, *rest = self.stage_layers
+        return [first] if self.pp == 1 else [first, *[rest[0]] * (self.pp - 2), rest[-1]]
+
 
 class TermsOut(_Out):
     tp: float

@@ -163,13 +163,13 @@ class _Settings:
         self.values[name] = (value, evidence)
 
 
-def _int(text: str, what: str, evidence: str, *, allow_negative: bool = False) -> int:
+def _int(text: str, what: str, evidence: str, *, minimum: int = 0) -> int:
     try:
         value = int(str(text).strip())
     except (TypeError, ValueError):
         raise InputError(f"{evidence}: {what} must be an integer, got {text!r}") from None
-    if value < (-1 if allow_negative else 0):
-        raise InputError(f"{evidence}: {what} must be >= {-1 if allow_negative else 0}, got {value}")
+    if value < minimum:
+        raise InputError(f"{evidence}: {what} must be >= {minimum}, got {value}")
     return value
 
 
@@ -254,6 +254,7 @@ _MG_INT = {
     "--decoder-first-pipeline-num-layers": "first_stage_layers",
     "--decoder-last-pipeline-num-layers": "last_stage_layers",
     "--micro-batch-size": "micro_batch_size", "--batch-size": "micro_batch_size",
+    "--per-device-train-batch-size": "micro_batch_size", "--gradient-accumulation-steps": "_ds_gas",  # HF Trainer
     "--global-batch-size": "global_batch", "--seq-length": "seq_len", "--num-layers": "num_layers",
     "--hidden-size": "hidden_size", "--num-attention-heads": "num_attention_heads", "--num-experts": "num_experts",
     "--zero-stage": "zero_stage",
@@ -411,10 +412,9 @@ def _megatron_args(words: list[Word], s: _Settings) -> None:
             continue
         if f in _MG_INT:
             name = _MG_INT[f]
-            value = _int(_one(a).text, f, a.evidence)
-            if name in ("tp", "pp", "cp", "ep", "etp", "vpp", "micro_batch_size", "global_batch", "seq_len",
-                        "num_layers", "layers_per_virtual_stage") and value < 1:
-                raise InputError(f"{a.evidence}: {f} must be >= 1, got {value}")
+            value = _int(_one(a).text, f, a.evidence, minimum=1 if name in (
+                "tp", "pp", "cp", "ep", "etp", "vpp", "micro_batch_size", "global_batch", "seq_len", "num_layers",
+                "layers_per_virtual_stage", "_ds_gas") else 0)
             if f == "--ds-sequence-parallel-size":
                 s.ignored.append(f"{f}: DeepSpeed-Ulysses all-to-all sequence parallelism, priced as context "
                                  f"parallelism ({a.word.site.path}:{a.word.site.line})")
@@ -452,17 +452,7 @@ def _megatron_args(words: list[Word], s: _Settings) -> None:
             if f == "--fp16":
                 where = f"{a.word.site.path}:{a.word.site.line}"
                 s.ignored.append(f"--fp16: FP16 mixed precision, priced as bf16 ({where})")
-        elif f == "--per-device-train-batch-size":  # HF TrainingArguments (the Trainer's DeepSpeed "auto")
-            value = _int(_one(a).text, a.flag, a.evidence)
-            if value < 1:
-                raise InputError(f"{a.evidence}: {a.flag} must be >= 1, got {value}")
-            s.put("micro_batch_size", value, a.evidence)
-        elif f == "--gradient-accumulation-steps":
-            value = _int(_one(a).text, a.flag, a.evidence)
-            if value < 1:
-                raise InputError(f"{a.evidence}: {a.flag} must be >= 1, got {value}")
-            s.put("_ds_gas", value, a.evidence)
-        elif f == "--gradient-checkpointing":
+        elif f == "--gradient-checkpointing":  # HF TrainingArguments
             on = not a.values or _one(a).text.lower() in ("true", "1", "yes")
             s.put("recompute", "full" if on else "none", a.evidence)
         elif f == "--no-pipeline-parallel":
@@ -721,7 +711,7 @@ def _torchtitan_settings(keys: dict[str, tuple[Any, str]], s: _Settings, where: 
         value, ev = get(key)
         if value is None:
             return None
-        v = _int(value, key, ev, allow_negative=allow_negative)
+        v = _int(value, key, ev, minimum=-1 if allow_negative else 0)
         if v == 0 or (v < 0 and not (allow_negative and v == -1)):
             raise InputError(f"{ev}: {key} must be >= 1{' or -1' if allow_negative else ''}, got {v}")
         if field:
@@ -750,7 +740,7 @@ def _torchtitan_settings(keys: dict[str, tuple[Any, str]], s: _Settings, where: 
     if pmb[0] is not None:
         s.put("_tt_pp_microbatch", _int(pmb[0], "parallelism.pipeline_parallel_microbatch_size", pmb[1]), pmb[1])
     gbs = get("training.global_batch_size")
-    if gbs[0] is not None and _int(gbs[0], "training.global_batch_size", gbs[1], allow_negative=True) > 0:
+    if gbs[0] is not None and _int(gbs[0], "training.global_batch_size", gbs[1], minimum=-1) > 0:
         s.put("global_batch", int(gbs[0]), gbs[1])
     sched = get("parallelism.pipeline_parallel_schedule")
     if sched[0] is not None:
@@ -912,9 +902,7 @@ def _bridge_settings(keys: dict[str, tuple[Any, str]], s: _Settings) -> None:
         value, ev = keys.get(key, (None, None))
         if value is None:
             continue
-        v = _int(value, key, ev)
-        if v < 1 and field not in ("first_stage_layers", "last_stage_layers"):
-            raise InputError(f"{ev}: {key} must be >= 1, got {v}")
+        v = _int(value, key, ev, minimum=0 if field in ("first_stage_layers", "last_stage_layers") else 1)
         if field in s.values and s.values[field][0] != v:
             raise InputError(f"contradictory {field}: {v} ({ev}) vs {s.values[field][0]} ({s.values[field][1]})")
         s.put(field, v, ev)
@@ -1016,10 +1004,7 @@ def _deepspeed_json(path: Path, s: _Settings) -> None:
             auto[field] = (key, ev(key))
             continue
         if key in data:
-            v = _int(data[key], key, ev(key))
-            if v < 1:
-                raise InputError(f"{ev(key)}: {key} must be >= 1, got {v}")
-            s.put(field, v, ev(key))
+            s.put(field, _int(data[key], key, ev(key), minimum=1), ev(key))
     zero = data.get("zero_optimization")
     if isinstance(zero, dict) and "stage" in zero:
         stage = _int(zero["stage"], "zero_optimization.stage", ev("stage"))
@@ -1073,21 +1058,23 @@ def _literal(node: ast.expr, what: str, where: str) -> Any:
                          f"--tensor-model-parallel-size / --pipeline-model-parallel-size)") from None
 
 
+def _call_name(node: ast.AST) -> str | None:
+    """The called name of `f(...)` or `mod.f(...)`; None for anything else."""
+    f = node.func if isinstance(node, ast.Call) else None
+    return f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
+
+
 def _topology_call(call: ast.Call, name: str, path: Path, lines: list[str]) -> dict[str, tuple[int, str]]:
-    """{placement axis: (size, evidence)} of one topology constructor call, plus "_axes"."""
+    """{placement axis: (size, evidence)} of one topology constructor call, plus "_order" (its rank order)."""
     where = f"{path}:{call.lineno}"
     evidence = f"{where}: {lines[call.lineno - 1].strip()[:160]}"
-    if name == "ProcessTopology":
-        params = ("axes", "dims")
-        given = dict(zip(params, call.args, strict=False)) | {k.arg: k.value for k in call.keywords if k.arg}
-        if set(given) != set(params):
-            raise InputError(f"{evidence}: ProcessTopology needs axes and dims; DeepSpeed rejects the call")
+    axes, params = TOPOLOGY_CLASSES.get(name, (None, ("axes", "dims")))
+    given = dict(zip(params, call.args, strict=False)) | {k.arg: k.value for k in call.keywords if k.arg}
+    if set(given) != set(params):
+        raise InputError(f"{evidence}: {name} takes {', '.join(params)}; DeepSpeed rejects the call")
+    if axes is None:  # ProcessTopology(axes, dims)
         axes, dims = _literal(given["axes"], "axes", where), _literal(given["dims"], "dims", where)
     else:
-        axes, params = TOPOLOGY_CLASSES[name]
-        given = dict(zip(params, call.args, strict=False)) | {k.arg: k.value for k in call.keywords if k.arg}
-        if set(given) != set(params):
-            raise InputError(f"{evidence}: {name} takes {', '.join(params)}; DeepSpeed rejects the call")
         dims = [_literal(given[p], p, where) for p in params]
     if (not isinstance(axes, (list, tuple)) or not isinstance(dims, (list, tuple)) or len(axes) != len(dims)
             or not all(isinstance(a, str) for a in axes) or len(set(axes)) != len(axes)):
@@ -1128,27 +1115,19 @@ def _deepspeed_python(path: Path, s: _Settings) -> None:
             if not isinstance(value, bool):
                 raise InputError(f"{path}:{node.lineno}: sequence_parallel must be True or False, got {value!r}")
             s.put("sequence_parallel", value, f"{path}:{node.lineno}: {lines[node.lineno - 1].strip()[:160]}")
-    found: list[dict[str, tuple[Any, str]]] = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call):
-            f = node.func
-            name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
-            if name in TOPOLOGY_CLASSES or name == "ProcessTopology":
-                found.append(_topology_call(node, name, path, lines))
-    if not found:  # PipelineModule(layers, num_stages=N) builds PipeDataParallelTopology(N, world / N)
-        for node in ast.walk(tree):
-            f = node.func if isinstance(node, ast.Call) else None
-            name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
-            if name == "PipelineModule":
-                kw = {k.arg: k.value for k in node.keywords if k.arg}
-                stages = kw.get("num_stages", node.args[1] if len(node.args) > 1 else None)
-                if stages is not None and "topology" not in kw:
-                    where = f"{path}:{node.lineno}"
-                    ev = f"{where}: {lines[node.lineno - 1].strip()[:160]}"
-                    pp = _literal(stages, "num_stages", where)
-                    if isinstance(pp, bool) or not isinstance(pp, int) or pp < 1:
-                        raise InputError(f"{ev}: num_stages must be a whole number >= 1, got {pp!r}")
-                    found.append({"pp": (pp, ev), "tp": (1, ev), "_order": ("tp-cp-ep-dp-pp", ev)})
+    calls = [(node, _call_name(node)) for node in ast.walk(tree) if isinstance(node, ast.Call)]
+    found: list[dict[str, tuple[Any, str]]] = [_topology_call(node, name, path, lines) for node, name in calls
+                                               if name in TOPOLOGY_CLASSES or name == "ProcessTopology"]
+    for node, name in calls if not found else ():  # PipelineModule(layers, num_stages=N): PipeDataParallel(N, .)
+        kw = {k.arg: k.value for k in node.keywords if k.arg}
+        stages = kw.get("num_stages", node.args[1] if len(node.args) > 1 else None)
+        if name == "PipelineModule" and stages is not None and "topology" not in kw:
+            where = f"{path}:{node.lineno}"
+            ev = f"{where}: {lines[node.lineno - 1].strip()[:160]}"
+            pp = _literal(stages, "num_stages", where)
+            if isinstance(pp, bool) or not isinstance(pp, int) or pp < 1:
+                raise InputError(f"{ev}: num_stages must be a whole number >= 1, got {pp!r}")
+            found.append({"pp": (pp, ev), "tp": (1, ev), "_order": ("tp-cp-ep-dp-pp", ev)})
     if not found:
         raise InputError(f"{path}: no PipeModelDataParallelTopology, PipeDataParallelTopology, ProcessTopology or "
                          f"PipelineModule(num_stages=...) call; a Python file is read for the DeepSpeed topology it "
@@ -1190,10 +1169,7 @@ def _neox_yaml(path: Path, data: dict, lines: list[str], s: _Settings) -> None:
 
     for key, field in NEOX_KEYS.items():
         if key in keys:
-            value = _int(keys[key][1], key, ev(key))
-            if value < 1:
-                raise InputError(f"{ev(key)}: {key} must be >= 1, got {value}")
-            s.put(field, value, ev(key))
+            s.put(field, _int(keys[key][1], key, ev(key), minimum=1), ev(key))
     zero = keys.get("zero_optimization", (None, None))[1]
     if isinstance(zero, dict) and "stage" in zero:
         stage = _int(zero["stage"], "zero_optimization.stage", ev("zero_optimization"))
@@ -1266,9 +1242,9 @@ MEGATRON_LOG_END = "-------------------- end of arguments ---------------------"
 `  name ........ value`, sorted; the most exact record of what a running job parsed."""
 _LOG_LINE = re.compile(r"^\s*([a-z_][a-z0-9_]*) \.+ (.*)$")
 _LOG_FLAGS = {"fp8": "--fp8-format", "data_parallel_size": None, "world_size": None}
+"""Printed names whose flag is not `--` + the name with dashes (None: read directly, not as a flag)."""
 _LOG_DEFAULTS = {"num_distributed_optimizer_instances": "1"}
 """Printed values that are Megatron's defaults of a flag the reader would otherwise note as set."""
-"""Printed names whose flag is not `--` + the name with dashes (None: read directly, not as a flag)."""
 
 
 def _megatron_log(path: Path, s: _Settings) -> None:
@@ -1546,6 +1522,10 @@ def _merge(groups: list[_Settings]) -> tuple[dict[str, tuple[Any, str]], list[st
     return values, ignored
 
 
+HF_DEFAULTS = {"micro_batch_size": ("per_device_train_batch_size", 8), "_ds_gas": ("gradient_accumulation_steps", 1)}
+"""transformers TrainingArguments defaults the HF Trainer puts in a DeepSpeed config's "auto"."""
+
+
 def _deepspeed_finish(v: dict[str, tuple[Any, str]], ignored: list[str], extra: dict[str, Any]) -> None:
     hosts = extra.get("hosts")
     nodes = extra.get("--num-nodes")
@@ -1587,12 +1567,9 @@ def _deepspeed_finish(v: dict[str, tuple[Any, str]], ignored: list[str], extra: 
         if field in v:
             value, ev = v[field]
             v[field] = (value, f"{ev} (fills \"auto\" of {key}: {where})")
-        elif field == "micro_batch_size":
-            v[field] = (8, f"HF TrainingArguments default per_device_train_batch_size 8 (fills \"auto\" of {key}: "
-                           f"{where})")
-        elif field == "_ds_gas":
-            v[field] = (1, f"HF TrainingArguments default gradient_accumulation_steps 1 (fills \"auto\" of {key}: "
-                           f"{where})")
+        elif field in HF_DEFAULTS:
+            arg, value = HF_DEFAULTS[field]
+            v[field] = (value, f"HF TrainingArguments default {arg} {value} (fills \"auto\" of {key}: {where})")
     # train_batch_size = micro * gas * dp (deepspeed runtime/config.py _batch_assertion); derive what is missing
     world = v.get("world_size", (None,))[0]
     model = v.get("tp", (1,))[0] * v.get("pp", (1,))[0] * v.get("cp", (1,))[0]

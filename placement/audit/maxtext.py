@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import yaml
 
 from placement.errors import InputError
 from placement.loaders.files import parse_yaml, read_text
@@ -90,8 +91,6 @@ def command_keys(words: list) -> tuple[dict[str, tuple[Any, str]], str | None] |
         return None
     keys: dict[str, tuple[Any, str]] = {}
     config = None
-    import yaml
-
     for w in words[at + 1:]:
         if config is None and w.text.endswith((".yml", ".yaml")) and "=" not in w.text:
             config = w.text
@@ -273,7 +272,7 @@ def framework_rank(mesh: dict, tp: int, cp: int, dp: int, pp: int, ep: int, gpus
     placement's rank r.  Placement's coordinates: tp innermost, then cp, dp (expert innermost in it, then fsdp,
     then data), pp; MaxText's device of a mesh coordinate from create_hybrid_device_mesh."""
     ici, dcn, size = _sizes(mesh, gpus_per_host, num_gpus)
-    axes = [a for a in mesh["axes"]]
+    axes = list(mesh["axes"])
     per_slice = min(gpus_per_host, num_gpus)
     shape = [size[a] for a in axes]
     coords = np.indices(shape).reshape(len(axes), -1)  # every mesh position, row-major over `axes`

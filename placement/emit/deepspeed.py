@@ -99,12 +99,6 @@ def hostfile(ctx: EmitContext) -> tuple[str, str | None]:
     return "".join(lines), include
 
 
-def stage_split(lay) -> list[int]:
-    """Transformer layers on each pipeline stage, first to last."""
-    first, *rest = lay.stage_layers
-    return [first] if lay.pp == 1 else [first, *[rest[0]] * (lay.pp - 2), rest[-1]]
-
-
 def _ep_groups_match(lay) -> bool:
     """DeepSpeed's EP groups (stride tp) equal placement's (etp innermost, then ep) iff etp == tp."""
     return lay.tp == 1 or lay.etp == lay.tp
@@ -157,7 +151,7 @@ def warnings_for(ctx: EmitContext) -> list[str]:
         out.append(f"DeepSpeed's PipelineEngine refuses ZeRO-{lay.zero_stage} with pipeline parallelism (it asserts "
                    f"stage < 2): deepspeed.initialize fails; plan with --zero 0 --zero 1")
     if lay.pp > 1 and len(set(lay.stage_layers)) > 1:
-        split_at = np.cumsum([0, *stage_split(lay)]).tolist()
+        split_at = np.cumsum([0, *lay.per_rank_layers()]).tolist()
         out.append(f"uneven stages (layers first/middle/last {'/'.join(map(str, lay.stage_layers))}): PipelineModule "
                    f"partitions by 'parameters', 'uniform' or 'type:<regex>' only, which balance the layers; for "
                    f"this split override its _partition_layers to set self.parts at transformer layers "

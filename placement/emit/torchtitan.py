@@ -9,6 +9,8 @@ resharding after forward, DDP = dp_replicate only.  ZeRO-1 does not exist there.
 
 from __future__ import annotations
 
+from functools import cache
+
 from placement.emit.common import EmitContext, Runs, header, recipe_warnings, runs_recipe, torchrun_lines, warn_block
 from placement.specs import ModelSpec
 
@@ -61,7 +63,14 @@ def split_layout(split: list[int]) -> str:
                     for s, n in enumerate(split))
 
 
-def stage_flags(num_layers: int, pp: int, vpp: int, want: list[int]) -> tuple[list[int], list[str], list[int]]:
+def stage_flags(num_layers: int, pp: int, vpp: int, want: list[int]) -> tuple[list[int], list[int], list[int]]:
+    """`_stage_flags` (searched once per split: the file, its "runs as" line and the audit's diff all ask)."""
+    flags, split, per_rank = _stage_flags(num_layers, pp, vpp, tuple(want))
+    return list(flags), list(split), list(per_rank)
+
+
+@cache
+def _stage_flags(num_layers: int, pp: int, vpp: int, want: tuple[int, ...]) -> tuple[tuple, tuple, tuple]:
     """(layers_per_stage, first_less, last_less), torchtitan's split of them, and its per-PP-rank totals: the
     flags torchtitan 0.3.0 accepts whose split comes closest to `want` (the plan's layers per PP rank), with
     the plan's virtual stages when any such flags exist.  Single-stage schedules need exactly pp stages, looped
@@ -92,7 +101,7 @@ def stage_flags(num_layers: int, pp: int, vpp: int, want: list[int]) -> tuple[li
     if best is None:
         raise ValueError(f"no pipeline_parallel_layers_per_stage / first / last_stage_less_layers split {num_layers} "
                          f"layers over pp {pp}")
-    return best[1], best[2], best[3]
+    return tuple(best[1]), tuple(best[2]), tuple(best[3])
 
 
 def flags(ctx: EmitContext) -> tuple[list[str], list[str]]:
@@ -249,13 +258,8 @@ def runs(ctx: EmitContext) -> Runs:
             out.set_layout("vpp", len(split) // lay.pp, f"{words} in {len(split) // lay.pp} virtual stages "
                                                         f"(not {lay.vpp})")
         else:
-            out.what.append(f"{words} (not {'/'.join(map(str, _plan_per_rank(lay)))})")
+            out.what.append(f"{words} (not {'/'.join(map(str, lay.per_rank_layers()))})")
     return out
-
-
-def _plan_per_rank(lay) -> list[int]:
-    first, *rest = lay.stage_layers
-    return [first] if lay.pp == 1 else [first, *[rest[0]] * (lay.pp - 2), rest[-1]]
 
 
 def runs_split(ctx: EmitContext) -> list[int] | None:
@@ -265,10 +269,10 @@ def runs_split(ctx: EmitContext) -> list[int] | None:
     if lay.pp == 1:
         return None
     try:
-        _, split, per_rank = stage_flags(ctx.num_layers, lay.pp, lay.vpp, _plan_per_rank(lay))
+        _, split, per_rank = stage_flags(ctx.num_layers, lay.pp, lay.vpp, lay.per_rank_layers())
     except ValueError:
         return None  # no flags torchtitan accepts: warned, not priced
-    if per_rank == _plan_per_rank(lay) and len(split) == lay.pp * lay.vpp:
+    if per_rank == lay.per_rank_layers() and len(split) == lay.pp * lay.vpp:
         return None
     return split
 
@@ -277,7 +281,7 @@ def _split_args(ctx: EmitContext) -> tuple[list[str], list[str]]:
     """The layers-per-stage flags (the split torchtitan accepts closest to the plan's) and a warning when its
     split is not the plan's (the header prices what it runs)."""
     lay = ctx.plan.layout
-    want = _plan_per_rank(lay)
+    want = lay.per_rank_layers()
     try:
         (chunk, first_less, last_less), split, per_rank = stage_flags(ctx.num_layers, lay.pp, lay.vpp, want)
     except ValueError as err:
