@@ -138,7 +138,7 @@ RECIPE_FLAGS = {
     "optimizer_state_bf16": "--optimizer-state-bf16",
     "fp8_params": "--fp8-params", "activation_func_fp8_input_store": "--activation-fp8-input-store",
     "attention_kernel": "--attention-kernel", "grad_reduce_fp32": "--grad-reduce-fp32", "dp_overlap": "--dp-overlap",
-    "moe_fusions": "--moe-fusions", "cpu_affinity": "--cpu-affinity",
+    "moe_fusions": "--moe-fusions", "cpu_affinity": "--cpu-affinity", "fused_model_ops": "--fused-model-ops",
 }
 """Every Recipe field has a flag (a test checks it), so any priced job can be written as one command."""
 SEARCHED_FIELDS = {"moe_dispatcher": "dispatchers", "cuda_graphs": "cuda_graphs", "tp_comm_overlap": "tp_comm_overlap",
@@ -199,6 +199,8 @@ def recipe_options(fn: Callable) -> Callable:
         onoff("grad_reduce_fp32", "Gradients accumulated and reduce-scattered in fp32 (Megatron under --bf16)."),
         onoff("dp_overlap", "DP gradient reduce-scatter and parameter all-gather overlapped (default on)."),
         onoff("moe_fusions", "MoE permute/router/quantisation fusions (default on)."),
+        onoff("fused_model_ops", "The model's element-wise extras (YaRN RoPE, SwiGLU clamp, expert biases) run "
+                                 "fused (default on); off prices Megatron-Core 0.15-0.17's eager GPT-OSS ops."),
         onoff("cpu_affinity", "Each rank bound to its GPU's CPU cores and NUMA node (default on)."),
     ]
     for opt in reversed(opts):

@@ -130,7 +130,7 @@ def recipe_line(p: Plan) -> str:
         if getattr(r, field):
             items.append(label)
     for field, label in (("dp_overlap", "dp overlap off"), ("moe_fusions", "moe fusions off"),
-                         ("cpu_affinity", "no cpu affinity")):
+                         ("cpu_affinity", "no cpu affinity"), ("fused_model_ops", "eager model ops")):
         if not getattr(r, field):
             items.append(label)
     if r.mtp_layers:

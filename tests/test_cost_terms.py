@@ -21,7 +21,7 @@ from placement.cost.comm import cp_term, distinct_targets, ep_exposed, ep_term, 
 from placement.cost.context import Ctx, context
 from placement.cost.dp import StageParams, dp_term
 from placement.cost.host import GRAPHED_HOST_SHARE, host_term
-from placement.cost.layer import attention_forward, layer_compute
+from placement.cost.layer import attention_forward, eager_model_ops, layer_compute
 from placement.cost.memory import in_flight, layer_activations
 from placement.cost.pipeline import POLICY_EXPLICIT, stage_kinds
 from placement.cost.step import Estimates, estimate
@@ -171,6 +171,43 @@ def test_routing_imbalance_scales_expert_time_and_a_capacity_factor_caps_it():
     assert experts(Recipe()) == pytest.approx(experts(Recipe(routing_imbalance=C.REAL_ROUTING_IMBALANCE)), rel=1e-12)
 
 
+EAGER = Recipe(fused_model_ops=False, routing_imbalance=1.0)
+GPT_OSS_EP8 = Layout(ep=8, dp=8)
+
+
+def test_eager_model_ops_cost_only_what_the_model_has_and_only_unfused():
+    """GPT-OSS's clamp, expert-bias loop, YaRN RoPE and bias add cost HBM time only when the recipe runs them
+    unfused; a model without those extras (Qwen3: no clamp, no biases, plain RoPE) costs nothing either way."""
+    oss_eager = layer_compute(_ctx("gpt-oss-120b", "dgx-h100", 64, GPT_OSS_EP8, EAGER))
+    oss_fused = layer_compute(_ctx("gpt-oss-120b", "dgx-h100", 64, GPT_OSS_EP8,
+                                   EAGER.model_copy(update={"fused_model_ops": True})))
+    assert _f(oss_eager.moe_s) > 1.05 * _f(oss_fused.moe_s)
+    assert _f(oss_eager.attn_s) > _f(oss_fused.attn_s)
+    qwen = [layer_compute(_ctx("qwen3-30b-a3b", "dgx-h100", 64, GPT_OSS_EP8, r)).moe_s
+            for r in (EAGER, EAGER.model_copy(update={"fused_model_ops": True}))]
+    assert _f(qwen[0]) == _f(qwen[1])
+
+
+def test_eager_expert_ops_follow_the_routed_pairs_and_moe_act_recompute_reruns_the_clamp():
+    """The clamp and bias loop run over every token-expert pair the rank computes: twice the routing load,
+    twice the time.  `moe_act` recompute reruns the clamp's forward, not the bias loop."""
+    base = _ctx("gpt-oss-120b", "dgx-h100", 64, GPT_OSS_EP8, EAGER)
+    one = eager_model_ops(base, base.tokens * 4 * base.expert_load)
+    two = eager_model_ops(base, base.tokens * 8 * base.expert_load)
+    assert _f(two.experts_s) == pytest.approx(2 * _f(one.experts_s))
+    plain = layer_compute(base)
+    selective = GPT_OSS_EP8.model_copy(update={"recompute": "selective"})
+    act = {"recompute_modules": ("moe_act",)}
+
+    def moe(layout: Layout, **update) -> float:
+        return _f(layer_compute(_ctx("gpt-oss-120b", "dgx-h100", 64, layout, EAGER.model_copy(update=update))).moe_s)
+
+    rerun, fused = moe(selective, **act), moe(selective, **act, fused_model_ops=True)
+    fused_plain = moe(GPT_OSS_EP8, fused_model_ops=True)
+    clamp_rerun = (rerun - _f(plain.moe_s)) - (fused - fused_plain)
+    assert clamp_rerun == pytest.approx(_f(one.act_forward_s), rel=1e-9)
+
+
 # --- host (cost.host) -----------------------------------------------------------------------------------
 
 
@@ -284,6 +321,20 @@ def test_deepep_sends_once_per_destination_node_nccl_once_per_expert():
     assert _f(deepep.total_s) < 0.5 * _f(nccl.total_s)
     assert _f(deepep.bytes_per_layer) < _f(nccl.bytes_per_layer)
     assert deepep.sms == C.DISPATCHER_SMS["deepep"] and nccl.sms == 0
+
+
+def test_nccl_all_to_all_runs_at_the_nic_rate_over_the_network_and_half_of_nvlink(monkeypatch):
+    """NCCL's all-to-all reaches a single NIC's rate across nodes (nccl-tests#267) but about half of NVLink
+    inside one (A2A_EFFICIENCY).  An EP64 dispatch over 8 B200 nodes, bound by its network bytes, takes half
+    the time it would at NVLink's efficiency; an EP8 dispatch inside a node does not change."""
+    def ep_s(layout: Layout) -> float:
+        return _f(ep_term(_ctx("gpt-oss-120b", "dgx-b200", 64, layout), Dispatcher.ALLTOALL).total_s)
+
+    wide, narrow = Layout(ep=64, dp=64), Layout(ep=8, dp=64)
+    at_nic, in_node = ep_s(wide), ep_s(narrow)
+    monkeypatch.setattr(C, "NETWORK_A2A_EFFICIENCY", {})
+    assert ep_s(wide) == pytest.approx(at_nic / C.A2A_EFFICIENCY["alltoall"], rel=0.05)
+    assert ep_s(narrow) == pytest.approx(in_node, rel=1e-9)
 
 
 def test_group_limited_routing_cuts_deepep_network_time_not_nccl():

@@ -93,6 +93,9 @@ ARCH: dict[str, tuple] = {  # (normalization, position_embedding, rope_base, lin
 """What the emitted model arguments need beyond the dimensions, from rms_norm_eps / layer_norm_epsilon,
 rope_theta, attention_bias / mlp_bias and model_type."""
 _ARCH_FIELDS = ("normalization", "position_embedding", "rope_base", "linear_bias", "qk_layernorm")
+YARN = {"deepseek-v2-lite", "deepseek-v3"}
+"""Configs whose `rope_scaling` is YaRN (`"type": "yarn"`); Llama 3.1's `rope_type: llama3` only rescales the
+frequencies, which the fused kernel takes, so it is not a field."""
 
 
 def _config(folder: str) -> dict[str, Any]:
@@ -116,7 +119,8 @@ def test_real_config_parses_to_the_published_architecture(folder: str) -> None:
     path = DATA / folder / "config.json"
     spec = load_hf_config(path)
     assert spec == ModelSpec(name=folder, source=spec.source, **EXPECTED[folder],
-                             **dict(zip(_ARCH_FIELDS, ARCH[folder], strict=True)))
+                             **dict(zip(_ARCH_FIELDS, ARCH[folder], strict=True)),
+                             rope_scaling="yarn" if folder in YARN else None)
     assert str(path) in spec.source
 
 
@@ -349,3 +353,13 @@ def test_a_config_without_those_keys_leaves_them_unstated():
         cfg.pop(key, None)
     m = model_from_hf_config(cfg, "bare")
     assert (m.normalization, m.position_embedding, m.rope_base, m.linear_bias) == (None, None, None, None)
+
+
+def test_gpt_oss_style_clamp_and_yarn_are_read(tmp_path: Path) -> None:
+    """GPT-OSS's `swiglu_limit` (7.0) and `rope_scaling.rope_type: yarn` become swiglu_clamp and rope_scaling,
+    which price its eager ops when a recipe runs them unfused; a config without them leaves both unset."""
+    data = _config("qwen3-30b-a3b") | {"swiglu_limit": 7.0, "rope_scaling": {"rope_type": "yarn", "factor": 32.0}}
+    spec = load_hf_config(_write(tmp_path, data))
+    assert spec.swiglu_clamp == 7.0 and spec.rope_scaling == "yarn"
+    plain = load_hf_config(DATA / "qwen3-30b-a3b" / "config.json")
+    assert plain.swiglu_clamp is None and plain.rope_scaling is None

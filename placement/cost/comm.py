@@ -23,8 +23,9 @@ class TpTerm:
 
     dense_s: np.ndarray
     moe_s: np.ndarray
-    """An MoE layer: with etp = 1 the experts run unsharded after the all-to-all, only attention keeps its
-    TP collectives."""
+    """An MoE layer: with etp = 1 the routed experts run unsharded after the all-to-all, so attention keeps its
+    TP collectives and so does a shared expert, which is a tensor-parallel MLP with its own sequence-parallel
+    all-gather and reduce-scatter (Megatron-Core `moe/shared_experts.py` SharedExpertMLP)."""
     bytes_per_layer: np.ndarray
     """Bytes one rank sends per layer per micro-batch (what the mapper weighs)."""
 
@@ -43,7 +44,7 @@ def tp_term(x: Ctx) -> TpTerm:
     group = coll.Groups(x.levels, np.ones_like(x.b.tp), x.b.tp)
     ops = 4.0 + 2.0 * x.full * x.full_layers_share
     dense = group.all_reduce(act) * ops
-    moe_share = np.where(x.b.etp > 1, 1.0, 0.5)
+    moe_share = np.where((x.b.etp > 1) | (x.w.shared_ffn_total > 0), 1.0, 0.5)
     return TpTerm(dense_s=dense, moe_s=dense * moe_share,
                   bytes_per_layer=np.where(x.b.tp > 1, 2.0 * act * ops, 0.0))
 
@@ -130,7 +131,9 @@ def ep_term(x: Ctx, dispatcher: Dispatcher) -> EpTerm:
     eff = C.A2A_EFFICIENCY[dispatcher.value]
     if x.topo.cluster.scale_up.size > x.topo.cluster.gpus_per_node:  # NVLink across hosts (GB200 NVL72)
         eff = C.MULTI_HOST_NVLINK_A2A_EFFICIENCY.get(dispatcher.value, eff)
-    one = group.all_to_all(copies, beyond, inside) / eff
+    # the bytes that leave the scale-up domain go at the network's own all-to-all efficiency
+    net_eff = C.NETWORK_A2A_EFFICIENCY.get(dispatcher.value, C.A2A_EFFICIENCY[dispatcher.value])
+    one = group.all_to_all(copies, beyond / net_eff, inside / eff)
     total = one * ops + permute * (1.0 + recompute_fwd / 2.0)
     forward = one * (fwd_dispatch + 1.0)
     sent = copies * np.maximum(beyond, inside) if dispatcher is not Dispatcher.ALLTOALL else copies

@@ -123,6 +123,15 @@ network; MULTI_HOST_NVLINK_A2A_EFFICIENCY across NVL72 trays).  DeepEP normal ke
 all-to-all with Megatron's per-expert chunks: fitted on the MoE group (0.5; with the explicit permutes
 priced apart).  HybridEP: fitted on the GB200 rows, 0.76 of the NVL72 ring bandwidth, which is itself 0.76
 of line rate (gb200-nvl72.yaml)."""
+NETWORK_A2A_EFFICIENCY = {"alltoall": 1.0, "allgather": 1.0}
+"""Share of the network level's collective bandwidth NCCL's all-to-all reaches on the bytes that leave the
+scale-up domain, where it differs from A2A_EFFICIENCY.  NCCL's maintainers on nccl-tests `alltoall_perf`
+across nodes: it "cannot aggregate the bandwidth of multiple NICs, so the performance you should see is the
+performance of a single NIC", and "CX-7 NICs at NDR rate (400Gbps) should achieve up to 48-49GB/s per NIC"
+(NVIDIA/nccl-tests#267), with busBw = algBw (n-1)/n (NVIDIA/nccl-tests#130): each GPU's own NIC at the rate
+its ring collectives reach (the cluster's nic_collective_efficiency), not the 0.5 NCCL's all-to-all reaches
+over NVLink.  Fixed by the B200 GPT-OSS EP64 row (8 nodes, NCCL all-to-all over InfiniBand), the only run
+whose dispatch crosses the network with NCCL."""
 DISPATCHER_SMS = {"alltoall": 0, "allgather": 0, "deepep": 24, "hybridep": 16}
 """SMs the dispatch kernels hold while they run: DeepEP 24 (DeepEP example `Buffer.set_num_sms(24)`;
 DeepSeek-V3 §3.2.2: 20 SMs), HybridEP fewer (write-up §2.5); NCCL's channels are counted in the generic

@@ -20,6 +20,7 @@ import numpy as np
 
 from placement.cost import constants as C
 from placement.cost.context import Ctx
+from placement.cost.layer import KERNELS_PER_EXPERT_BIAS
 from placement.specs.recipe import CudaGraphs
 from placement.specs.recipe import RecomputeModule as M
 
@@ -58,6 +59,8 @@ def host_term(x: Ctx, graphs: CudaGraphs, ep_overlap: bool) -> HostTerm:
         if x.fp8 is not None:
             quant = C.KERNELS_PER_EXPERT_FP8_QUANT_FUSED if x.recipe.moe_fusions else C.KERNELS_PER_EXPERT_FP8_QUANT
             per_expert = C.KERNELS_PER_EXPERT_FORWARD + quant
+        if w.linear_bias and not x.recipe.fused_model_ops:  # the expert-bias loop (cost.layer.eager_model_ops)
+            per_expert = per_expert + KERNELS_PER_EXPERT_BIAS
         router = C.KERNELS_ROUTER_FORWARD_FUSED if x.recipe.moe_fusions else C.KERNELS_ROUTER_FORWARD_UNFUSED
         eager_fwd = (C.KERNELS_DISPATCH_FORWARD + per_expert * (w.num_experts / x.ep)
                      + (C.KERNELS_MLP_FORWARD if w.shared_ffn_total else 0))

@@ -32,6 +32,79 @@ ACTIVATION_BYTES_PER_ELEMENT = 6.0
 """SwiGLU/GELU forward per output element: read gate and up (2 + 2), write 2: what `moe_act` reruns."""
 
 
+# Eager element-wise ops a framework runs for some models' extras (HBM bytes per element, 16-bit), read from
+# Megatron-Core 0.15 (commit 0d8e0714, the 25.11 container) as the GPT-OSS recipes run it; each op reads
+# its inputs and writes its output once.  The fused path of each is already in ELEMENTWISE_BYTES_PER_HIDDEN
+# or the GEMM epilogue; these are the bytes on top.
+CLAMP_FORWARD_BYTES = 8.0
+"""Per up-projection output element: `x_glu.clamp(max=c)` and `x_linear.clamp(-c, c)` read and write half of it
+each, `torch.cat` reads and writes all of it, before the fused activation
+(`fusions/fused_bias_geglu.py` `weighted_bias_quick_geglu_impl`): 2 + 2 + 4 bytes."""
+CLAMP_BACKWARD_BYTES = 10.0
+"""Backward of the same: each clamp reads the gradient and its input and writes a gradient (6), the chunk's
+backward concatenates the two halves (4)."""
+EXPERT_BIAS_FORWARD_BYTES = 12.0
+"""Per down-projection output element of a routed expert: `t + b * p` per local expert writes b*p (2), reads t
+and it and writes the sum (6), then `torch.cat` over the experts reads and writes it (4)
+(`transformer/moe/experts.py` `TEGroupedMLP._apply_bias`, a Python loop over the local experts)."""
+EXPERT_BIAS_BACKWARD_BYTES = 16.0
+"""Its backward: grad * p and its sum for the bias (6), grad * b and its row sum for the probability (6), the
+split's backward concatenating the expert gradients (4)."""
+ROPE_UNFUSED_BYTES = 20.0
+"""Per query/key element, forward and again backward: `t * cos`, `rotate_half` (negate half, cat), `* sin` and
+the sum (`models/common/embeddings/rope_utils.py` `_apply_rotary_pos_emb_bshd`): 4 + 2 + 4 + 4 + 6 bytes,
+where the fused kernel reads and writes once (4, counted with YaRN off as ordinary RoPE is)."""
+BDA_UNFUSED_BYTES = 4.0
+"""Per hidden element, forward and backward: the projection bias added on its own before the residual add
+(`bias_dropout_fusion=False`, which TEGroupedMLP requires with biased experts)."""
+KERNELS_PER_EXPERT_BIAS = 2
+"""Kernels the bias loop launches per local expert in a forward (multiply, add)."""
+
+
+@dataclass(frozen=True)
+class EagerOps:
+    """Seconds per layer per micro-batch of the model's eager extras (0 when `fused_model_ops`)."""
+
+    attn_s: np.ndarray
+    """YaRN RoPE and the unfused bias add, forward and backward (and a full recompute's forward)."""
+    mlp_s: np.ndarray
+    """A dense MLP's clamp, forward and backward."""
+    experts_s: np.ndarray
+    """The routed experts' clamp and output-bias loop, forward and backward."""
+    act_forward_s: np.ndarray
+    """The clamp's forward alone (what `moe_act` recompute reruns)."""
+    mlp_forward_s: np.ndarray
+    """A dense MLP's clamp forward alone (what `mlp` recompute reruns)."""
+
+
+def eager_model_ops(x: Ctx, pairs: np.ndarray | float = 0.0) -> EagerOps:
+    """The HBM time of the element-wise ops a framework runs unfused for the model's extras (YaRN RoPE,
+    clamped SwiGLU, expert biases, bias-dropout-add), priced when the recipe says they are not fused.
+    `pairs` is the token-expert pairs the busiest rank computes."""
+    w, tokens, tp = x.w, x.tokens, x.tp
+    zero = np.zeros_like(tokens)
+    if x.recipe.fused_model_ops:
+        return EagerOps(zero, zero, zero, zero, zero)
+    full = x.full * x.full_layers_share  # full recompute reruns every forward
+    # MLA's YaRN has its own fused kernel (Megatron-Core fusions/fused_mla_yarn_rope_apply.py): nothing added
+    rope = (w.q_dim + w.kv_dim / 2) / tp * ROPE_UNFUSED_BYTES if w.yarn_rope and not w.mla_up_width else 0.0
+    bda = w.hidden / x.sp_shard * BDA_UNFUSED_BYTES if w.linear_bias else 0.0
+    attn = tokens * (rope + bda) * (2.0 + full) / x.hbm_bw
+    clamp_fwd = CLAMP_FORWARD_BYTES if w.swiglu_clamp else 0.0
+    clamp_bwd = CLAMP_BACKWARD_BYTES if w.swiglu_clamp else 0.0
+    mlp_elems = tokens * w.mlp_up * w.dense_ffn / tp
+    mlp_fwd = mlp_elems * clamp_fwd / x.hbm_bw
+    mlp = mlp_fwd * (1.0 + full) + mlp_elems * clamp_bwd / x.hbm_bw
+    up_elems = pairs * w.mlp_up * w.expert_ffn / x.etp
+    act_fwd = up_elems * clamp_fwd / x.hbm_bw
+    bias_fwd = pairs * w.hidden * EXPERT_BIAS_FORWARD_BYTES / x.hbm_bw if w.linear_bias else 0.0
+    bias_bwd = pairs * w.hidden * EXPERT_BIAS_BACKWARD_BYTES / x.hbm_bw if w.linear_bias else 0.0
+    experts = (act_fwd + bias_fwd) * (1.0 + full) + up_elems * clamp_bwd / x.hbm_bw + bias_bwd
+    b = np.broadcast_to
+    return EagerOps(b(attn, tokens.shape), b(mlp, tokens.shape), b(experts, tokens.shape),
+                    b(act_fwd, tokens.shape), b(mlp_fwd, tokens.shape))
+
+
 @dataclass(frozen=True)
 class LayerCompute:
     """Seconds per layer per micro-batch (fwd + bwd + recompute) on one rank, per candidate."""
@@ -101,6 +174,10 @@ def layer_compute(x: Ctx) -> LayerCompute:
     norm = tokens * w.hidden * NORM_BYTES_PER_HIDDEN / x.sp_shard / x.hbm_bw
     attn = (proj * passes + core * core_passes + elem * passes
             + _mla_up_forward(x) * x.module(M.MLA_UP_PROJ) + norm * x.module(M.LAYERNORM))
+    local = w.num_experts / x.ep if w.num_experts else 1.0
+    pairs = tokens * w.top_k * x.etp / tp * x.expert_load if w.num_experts else 0.0
+    eager = eager_model_ops(x, pairs)
+    attn = attn + eager.attn_s
 
     def mlp_forward(ffn: float) -> np.ndarray:
         if ffn == 0:
@@ -108,11 +185,9 @@ def layer_compute(x: Ctx) -> LayerCompute:
         return _gemm(x, tokens, w.mlp_up * ffn / tp, w.hidden) + _gemm(x, tokens, w.hidden, ffn / tp)
 
     dense_mlp = mlp_forward(w.dense_ffn)
-    dense = attn + dense_mlp * (passes + x.module(M.MLP))
+    dense = attn + dense_mlp * (passes + x.module(M.MLP)) + eager.mlp_s + eager.mlp_forward_s * x.module(M.MLP)
     if w.num_experts:
-        local = w.num_experts / x.ep
-        load = x.expert_load
-        pairs = tokens * w.top_k * x.etp / tp * load  # token-expert pairs the busiest rank computes
+        # `pairs`: the token-expert pairs the busiest rank computes
         per_expert = pairs / local
         ffn = w.expert_ffn / x.etp
         experts_fwd = (_gemm(x, per_expert, w.mlp_up * ffn, w.hidden, local)
@@ -122,11 +197,12 @@ def layer_compute(x: Ctx) -> LayerCompute:
         shared_fwd = mlp_forward(w.shared_ffn_total)
         moe_fwd = experts_fwd + act_fwd + router_fwd + shared_fwd
         moe_block = (moe_fwd * passes
-                     + act_fwd * x.module(M.MOE_ACT)
+                     + (act_fwd + eager.act_forward_s) * x.module(M.MOE_ACT)
                      + shared_fwd * x.module(M.SHARED_EXPERTS)
-                     + moe_fwd * x.module(M.MOE))
+                     + moe_fwd * x.module(M.MOE)
+                     + eager.experts_s)
         moe = attn + moe_block
-        experts = (experts_fwd + act_fwd) * passes
+        experts = (experts_fwd + act_fwd) * passes + eager.experts_s
     else:
         moe = dense
         experts = moe_fwd = np.zeros_like(tokens)

@@ -462,6 +462,12 @@ def _architecture(data: Mapping[str, Any], model_type: str) -> dict[str, Any]:
         out["linear_bias"] = any(biases)
     elif model_type == "gpt2":
         out["linear_bias"] = True
+    scaling = data.get("rope_scaling")
+    if isinstance(scaling, Mapping) and (scaling.get("rope_type") or scaling.get("type")) == "yarn":
+        out["rope_scaling"] = "yarn"
+    limit = data.get("swiglu_limit")
+    if isinstance(limit, int | float) and not isinstance(limit, bool) and limit > 0:
+        out["swiglu_clamp"] = float(limit)
     if model_type in ("qwen3", "qwen3_moe"):  # Qwen3 normalizes q and k per head (its modeling code)
         out["qk_layernorm"] = True
     return out

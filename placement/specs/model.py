@@ -41,6 +41,13 @@ class PositionEmbedding(StrEnum):
     """Attention biases by distance (BLOOM); Megatron-Core has no such position embedding."""
 
 
+class RopeScaling(StrEnum):
+    YARN = "yarn"
+    """YaRN (HF `rope_scaling.rope_type: yarn`, GPT-OSS): cos and sin scaled by mscale; Megatron-Core's fused
+    RoPE kernel takes only plain `rope`, so YaRN runs as eager ops (Megatron-Bridge `utils/fusions.py`
+    `validate_rope_fusion_compatibility`)."""
+
+
 class MoESpec(Frozen):
     num_experts: int = Field(ge=1)
     """Routed experts per MoE layer."""
@@ -134,6 +141,11 @@ class ModelSpec(Frozen):
     """The attention and MLP projections carry biases (GPT-2/3, BLOOM, GPT-OSS); Llama-style models have none."""
     qk_layernorm: bool | None = None
     """Queries and keys are normalized per head before RoPE (Qwen3)."""
+    rope_scaling: RopeScaling | None = None
+    """RoPE frequency scaling that changes the kernel (YaRN); None: plain RoPE or not stated."""
+    swiglu_clamp: float | None = Field(default=None, gt=0)
+    """The gated MLP's inputs are clamped at this value before the activation (GPT-OSS: 7.0, HF `swiglu_limit`,
+    Megatron-Core `activation_func_clamp_value`)."""
     default_seq_len: int = Field(default=4096, ge=1, le=MAX_SEQ_LEN)
     default_global_batch: int = Field(default=1024, ge=1, le=MAX_GLOBAL_BATCH)
     """Global batch in sequences used when the job does not say."""

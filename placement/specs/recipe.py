@@ -90,6 +90,11 @@ class Recipe(Frozen):
     dispatch_fp8: bool = False
     """Forward dispatch moves FP8 activations (DeepSeek-V3 §3.3; needs an FP8 recipe); combine stays 16-bit."""
     cuda_graphs: CudaGraphs = CudaGraphs.NONE
+    fused_model_ops: bool = True
+    """The model's own element-wise extras run fused: YaRN RoPE, the clamp of a clamped SwiGLU, expert output
+    biases, bias-dropout-add with biased projections.  False prices them as the eager ops Megatron-Core 0.15-0.17
+    runs for GPT-OSS (cost.layer.eager_model_ops); Megatron-Core fused the clamp later ("Complete clamped
+    SwiGLU across expert paths", #5940, 2026-08), so True is today's default."""
     moe_fusions: bool = True
     """Permute, router and quantisation fusions (`--moe-permute-fusion --moe-router-fusion`, TE fused
     MXFP8 allocation): fewer, larger kernels per MoE layer."""
