@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: plan test verify bench validate readme clean
+.PHONY: plan test verify bench validate readme calibrate-bench clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +42,10 @@ validate: $(BIN)/.installed
 # the README's accuracy section, regenerated from `placement validate --json` (never typed by hand)
 readme: $(BIN)/.installed
 	$(BIN)/python benchmarks/readme_accuracy.py
+
+# synthetic recovery, real nccl-tests fits and leave-one-out on the shipped runs -> README calibration section
+calibrate-bench: $(BIN)/.installed
+	$(BIN)/python benchmarks/bench_calibrate.py
 
 bench: $(BIN)/.installed
 	$(BIN)/python benchmarks/bench_plan.py

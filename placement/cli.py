@@ -14,6 +14,7 @@ import signal
 import sys
 from collections.abc import Callable
 from functools import wraps
+from pathlib import Path
 
 import click
 from pydantic import ValidationError
@@ -119,10 +120,53 @@ def job_options(fn: Callable) -> Callable:
                      help="Down:up ratio of the leaf uplinks of a real cluster (default: the node type's tiers)."),
         click.option("--node-topo", type=click.Path(dir_okay=False), default=None,
                      help="`nvidia-smi topo -m` output of one node: prices groups inside a node by their real links."),
+        CALIBRATION_OPTION,
     ]
     for opt in reversed(opts):
         fn = opt(fn)
     return fn
+
+
+def _remember_calibration(ctx: click.Context, _param, value):
+    """--calibration is read where the topology is built (build_job), inside the command's error handling."""
+    ctx.meta["calibration_path"] = value
+    return value
+
+
+CALIBRATION_OPTION = click.option(
+    "--calibration", type=click.Path(dir_okay=False), default=None, expose_value=False,
+    callback=_remember_calibration,
+    help="Profile written by `placement calibrate`: price with the constants fitted to your cluster.")
+
+
+def _calibration():
+    """(path, profile) of --calibration, or (None, None)."""
+    ctx = click.get_current_context(silent=True)
+    path = ctx.meta.get("calibration_path") if ctx is not None else None
+    if path is None:
+        return None, None
+    from placement.calibration.profile import load_profile
+
+    if "calibration_profile" not in ctx.meta:
+        ctx.meta["calibration_profile"] = load_profile(path)
+    return path, ctx.meta["calibration_profile"]
+
+
+def calibration_json() -> dict | None:
+    """What JSON output says about the profile it priced with (None: the catalog's constants)."""
+    path, profile = _calibration()
+    if profile is None:
+        return None
+    from placement.calibration.profile import summary
+
+    return summary(profile, str(path))
+
+
+def _echo_calibration() -> None:
+    path, profile = _calibration()
+    if profile is not None:
+        fitted = ", ".join(f"{k} {v:.4g}" for k, v in sorted(profile.fitted().items())) or "none identified"
+        click.echo(f"calibration: {path} (fitted on {profile.cluster}): {fitted}")
 
 
 RECIPE_FLAGS = {
@@ -314,6 +358,11 @@ def build_job(model_ref, cluster_ref, gpus, nodes, seq_len, global_batch, precis
         from placement.loaders.nvidia_smi import load_topo_matrix
 
         topo = topo.with_node_topo(load_topo_matrix(Path(node_topo)))
+    _, profile = _calibration()
+    if profile is not None:
+        from placement.calibration.profile import calibrated
+
+        topo = calibrated(topo, profile)
     train = TrainingSpec(seq_len=seq_len or model.default_seq_len,
                          global_batch=global_batch or model.default_global_batch, precision=Precision(precision))
     return model, train, topo
@@ -485,9 +534,10 @@ def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, pr
     if not _timings():
         planned = without_timings(planned)
     if as_json:
-        click.echo(json.dumps(plan_json(planned)))
+        click.echo(json.dumps(plan_json(planned) | {"calibration": calibration_json()}))
     else:
         click.echo(plan_table(planned, exhaustive=exhaustive))
+        _echo_calibration()
 
 
 @main.command()
@@ -555,9 +605,10 @@ def evaluate(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch
 
         _write_out(Path(out_dir), formats, result, np.arange(topo.num_gpus), topo, model, train)  # allocation order
     if as_json:
-        click.echo(json.dumps(result.model_dump(mode="json")))
+        click.echo(json.dumps(result.model_dump(mode="json") | {"calibration": calibration_json()}))
     else:
         click.echo(single_plan_table(result))
+        _echo_calibration()
     if not result.fits:
         sys.exit(EXIT_INFEASIBLE)
 
@@ -627,6 +678,7 @@ def show_accelerators():
 @click.option("--workers", type=click.IntRange(1, 1024), default=None, help="Parallel workers (default: CPUs).")
 @click.option("--no-cache", is_flag=True, help="Recompute every cell.")
 @click.option("--json", "as_json", is_flag=True, help="Print {\"rows\": [...]} on stdout.")
+@CALIBRATION_OPTION
 @handle_errors
 def sweep(sweep_file, out_dir, executor, workers, no_cache, as_json):
     """Plan every design x workload of a purchase study; cost, time-to-train and Pareto frontier."""
@@ -642,17 +694,23 @@ def sweep(sweep_file, out_dir, executor, workers, no_cache, as_json):
 
     spec = read_yaml(Path(sweep_file), SweepSpec, "sweep")
     out = check_out_dir(out_dir, ["sweep.csv", "sweep.json", "frontier.png", "breakdown.png"])
+    calibration_path, profile = _calibration()
+    fitted = profile.fitted() if profile is not None else None
     try:
-        total = len(cells(spec))  # resolves every design and model: errors name the file
+        todo = cells(spec, fitted, profile.accelerator if profile else None)  # every design and model resolved
     except InputError as err:
         raise InputError(f"{sweep_file}: {err}") from None
+    if profile is not None and not any(c.accelerator.name == profile.accelerator for c in todo):
+        raise InputError(f"--calibration {calibration_path}: fitted on {profile.accelerator}, but no design of "
+                         f"{sweep_file} uses it; calibrate on a design's cluster or drop --calibration")
+    total = len(todo)
     cache = None if no_cache else out / "cache"
     try:  # SIGTERM stops like Ctrl-C (handle_errors): finished cells stay cached
         with tqdm(total=total, desc=f"sweep {spec.name}", unit="cell", file=sys.stderr, leave=False,
                   disable=None) as bar:
-            result = run_sweep(spec, cache, executor, workers, progress=bar.update)
+            result = run_sweep(spec, cache, executor, workers, progress=bar.update, todo=todo)
     except (KeyboardInterrupt, CellsLost) as err:
-        kept = {c.fingerprint for c in cells(spec)} & {p.stem for p in cache.glob("*.json")} if cache else set()
+        kept = {c.fingerprint for c in todo} & {p.stem for p in cache.glob("*.json")} if cache else set()
         where = (f"{len(kept)} of {total} cells are done and cached in {cache}; run the same command again to "
                  f"compute the rest" if cache else "nothing is kept (--no-cache)")
         if isinstance(err, CellsLost):
@@ -669,9 +727,10 @@ def sweep(sweep_file, out_dir, executor, workers, no_cache, as_json):
     click.echo(f"{total} cells: computed {result.computed}, from cache {result.cached}; wrote "
                + ", ".join(str(p) for p in written), err=True)
     if as_json:
-        click.echo(json.dumps({"rows": result.rows}))
+        click.echo(json.dumps({"rows": result.rows, "calibration": calibration_json()}))
     else:
         click.echo(summary(result.rows, spec.currency))
+        _echo_calibration()
 
 
 @main.command()
@@ -752,7 +811,11 @@ def audit(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, p
     if out_dir is not None:
         for path in write_best(result, model, train, topo, Path(out_dir)):
             click.echo(f"wrote {path}", err=True)
-    click.echo(json.dumps(audit_json(result)) if as_json else audit_table(result))
+    if as_json:
+        click.echo(json.dumps(audit_json(result) | {"calibration": calibration_json()}))
+    else:
+        click.echo(audit_table(result))
+        _echo_calibration()
     threshold = SEVERITIES.index(fail_on)
     if any(SEVERITIES.index(f.severity) >= threshold for f in result.findings):
         sys.exit(EXIT_FINDINGS)
@@ -799,15 +862,30 @@ def _job_sources(launch, ctx: click.Context, topo, train, model, real: bool) -> 
 
 @main.command()
 @click.option("--json", "as_json", is_flag=True)
+@click.option("--runs", "runs_files", multiple=True, type=click.Path(dir_okay=False),
+              help="Your own measured runs instead of the published ones: a step YAML or a Megatron-LM log (the "
+                   "formats of `placement calibrate --steps`); repeatable.")
+@click.option("--cluster", "cluster_ref", default=None,
+              help="The cluster --runs ran on (default: the --calibration profile's).")
+@CALIBRATION_OPTION
 @handle_errors
-def validate(as_json):
-    """Predicted vs published step time for every calibration run."""
+def validate(as_json, runs_files, cluster_ref):
+    """Predicted vs published step time for every calibration run; with --calibration, with and without the
+    profile, and with --runs, on your own measured runs."""
     from tqdm import tqdm
 
     from placement.calibration.validate import load_runs, summary
     from placement.calibration.validate import validate as run_validation
     from placement.report import validate_json, validate_table
 
+    path, profile = _calibration()
+    if runs_files or profile is not None:
+        from placement.calibration.compare import compare_json, compare_runs, compare_table
+
+        rows = compare_runs(profile, [Path(f) for f in runs_files], cluster_ref)
+        click.echo(json.dumps(compare_json(rows) | {"calibration": calibration_json()}) if as_json
+                   else compare_table(rows, str(path) if path else None))
+        return
     with tqdm(total=len(load_runs()), desc="validate", unit="run", file=sys.stderr, leave=False, disable=None,
               delay=2.0) as bar:
         results = run_validation(progress=bar.update)
@@ -819,6 +897,58 @@ def validate(as_json):
     for row, r in zip(data["runs"], results, strict=True):
         row["command"] = None if r.layout is None else evaluate_command(r.run, r.layout, r.recipe or {})
     click.echo(json.dumps(data))
+
+
+@main.command()
+@click.option("--nccl", "nccl_files", multiple=True, type=click.Path(dir_okay=False),
+              help="nccl-tests output (all_reduce_perf, all_gather_perf, reduce_scatter_perf, alltoall_perf, "
+                   "sendrecv_perf), inside a node or across nodes; repeatable.")
+@click.option("--steps", "step_files", multiple=True, type=click.Path(dir_okay=False),
+              help="Measured training steps: a Megatron-LM log (its arguments block and `elapsed time per iteration` "
+                   "lines) or a YAML list of {model, num_gpus, seq_len, global_batch, precision, layout, recipe, "
+                   "step_time_s}; repeatable.")
+@click.option("--gemm", "gemm_file", type=click.Path(dir_okay=False), default=None,
+              help="GEMM benchmark CSV with columns m,n,k,dtype,tflops (dtype bf16 or fp8).")
+@click.option("--cluster", "cluster_ref", default="dgx-h100", show_default=True,
+              help="Catalog cluster (or YAML) the measurements ran on.")
+@click.option("--gpus", type=int, default=None, help="GPU count of the cluster (default: its default size).")
+@click.option("--slurm-topology", type=click.Path(dir_okay=False), default=None,
+              help="SLURM topology.conf of the real cluster, instead of --cluster.")
+@click.option("--nodelist", default=None, help="The hosts (hostlist expression or @FILE), with --slurm-topology.")
+@click.option("--node-type", multiple=True, help="Catalog cluster whose node design the hosts have.")
+@click.option("--out", "out_file", type=click.Path(dir_okay=False), required=True,
+              help="Where to write the calibration profile (YAML).")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the fitted constants, defaults, uncertainties and per-measurement residuals as JSON.")
+@click.option("--report", "report_file", type=click.Path(dir_okay=False), default=None,
+              help="Also write an HTML page: measured against predicted, before and after the fit.")
+@handle_errors
+def calibrate(nccl_files, step_files, gemm_file, cluster_ref, gpus, slurm_topology, nodelist, node_type, out_file,
+              as_json, report_file):
+    """Fit the cost model's constants (bandwidths, latencies, GEMM efficiency, host time, overlap) to your
+    cluster's nccl-tests outputs and measured steps; write a profile for --calibration."""
+    import yaml
+
+    from placement.calibration.calibrate import Calibration
+    from placement.calibration.report import calibrate_html, calibrate_json, calibrate_table
+    from placement.outfiles import check_out_file, write_atomic
+
+    out = check_out_file(out_file, "--out")
+    report = check_out_file(report_file, "--report") if report_file else None
+    ctx = click.get_current_context()
+    if slurm_topology is not None and ctx.get_parameter_source("cluster_ref") is not click.core.ParameterSource.DEFAULT:
+        raise InputError(f"--cluster {cluster_ref} and --slurm-topology both describe the machine; give one (the node "
+                         f"design of a real cluster goes in --node-type)")
+    _positive("--gpus", gpus)
+    topo = build_topology(cluster_ref, gpus, None, slurm_topology, nodelist, node_type, None, None)
+    name = cluster_ref if slurm_topology is None else topo.cluster.name
+    profile = Calibration(topo, name, [Path(f) for f in nccl_files], [Path(f) for f in step_files],
+                          Path(gemm_file) if gemm_file else None).run()
+    write_atomic(out, yaml.safe_dump(profile.model_dump(mode="json"), sort_keys=False, width=120))
+    if report is not None:
+        write_atomic(report, calibrate_html(profile))
+        click.echo(f"wrote {report}", err=True)
+    click.echo(json.dumps(calibrate_json(profile)) if as_json else calibrate_table(profile, str(out)))
 
 
 def recipe_args(recipe: dict) -> list[str]:

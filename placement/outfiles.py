@@ -42,6 +42,15 @@ def check_out_dir(path: str | Path, names: Iterable[str] = (), flag: str = "--ou
     return out
 
 
+def check_out_file(path: str | Path, flag: str) -> Path:
+    """An output file's path, its folder created if missing; an InputError naming the path otherwise."""
+    out = Path(path)
+    if out.is_dir():
+        raise InputError(f"{flag} {out}: is a folder; give a file name")
+    check_out_dir(out.parent if str(out.parent) else ".", flag=flag)
+    return out
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
     """A temporary path beside `path` to write to; renamed over `path` when the block ends without an error,

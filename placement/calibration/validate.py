@@ -24,6 +24,7 @@ from pydantic import Field
 from placement.catalog import load_accelerator, load_cluster, load_model
 from placement.errors import PlacementInfeasible
 from placement.search import SearchConfig, search
+from placement.specs import AcceleratorSpec, ClusterSpec, ModelSpec
 from placement.specs._base import Frozen
 from placement.specs.recipe import Recipe, RecomputeModule
 from placement.specs.training import AttentionKernel, Precision, TrainingSpec
@@ -96,11 +97,18 @@ def load_runs() -> list[CalibrationRun]:
     return runs
 
 
-def predict(run: CalibrationRun) -> RunResult:
-    model = load_model(run.model)
-    cluster = load_cluster(run.cluster)
-    topo = Topology(cluster, load_accelerator(cluster.accelerator), num_gpus=run.num_gpus,
+def run_topology(run: CalibrationRun, cluster: ClusterSpec | None = None,
+                 accelerator: AcceleratorSpec | None = None) -> Topology:
+    """The run's GPUs on its catalog cluster (or on the given cluster design)."""
+    cluster = cluster or load_cluster(run.cluster)
+    return Topology(cluster, accelerator or load_accelerator(cluster.accelerator), num_gpus=run.num_gpus,
                     segment_nodes=run.segment_nodes)
+
+
+def predict(run: CalibrationRun, model: ModelSpec | None = None, topo: Topology | None = None) -> RunResult:
+    """The run priced with its layout and recipe pinned, on its catalog model and cluster unless given."""
+    model = model or load_model(run.model)
+    topo = topo or run_topology(run)
     train = TrainingSpec(seq_len=run.seq_len, global_batch=run.global_batch, precision=run.precision)
     fixed = dict(run.layout) if run.interleaved else {"vpp": 1, **run.layout}
     # a 2021-2022 dense run's `selective` is Korthikanti's: the attention core

@@ -11,6 +11,9 @@ f_j = within[:, j] / within[:, j-1] (within[:, -1] := 1).
   overlapped one (16.1 ms) (ml-engineering "Inter-node speed depends on intra-node speed").
 - An oversubscribed level is shared by the GPUs of a block that send across it: with only a share f
   of them crossing (a few split groups), each gets bandwidth * ratio / max(1, ratio * f).
+  A cluster's `hierarchical_serial_share` (calibrated from nccl-tests) moves this towards the slowest level
+  alone: NCCL's rings across 8-NIC H100 nodes reach 392 GB/s busbw on 2 nodes (nccl-tests#309), which only
+  overlapped phases reproduce.
 - All-reduce = reduce-scatter + all-gather: twice the bytes.  Latency is the cheaper of a
   hierarchical ring (one step per member per level) and NCCL's double binary tree (log2 of the
   members per level, NCCL tuning.cc), plus a base latency.
@@ -116,7 +119,11 @@ class Groups:
         lv, within = self.levels, self.within
         prev = np.concatenate([np.ones((within.shape[0], 1)), within[:, :-2]], axis=1)
         fan = within[:, :-1] / prev
-        coef = passes * ((fan - 1.0) / fan / prev / lv.bandwidth(within, self.crossing)).sum(axis=1)
+        terms = passes * (fan - 1.0) / fan / prev / lv.bandwidth(within, self.crossing)
+        coef = terms.sum(axis=1)
+        serial = lv.topo.cluster.hierarchical_serial_share
+        if serial < 1.0:  # pipelined levels overlap: between the sum and the slowest level (calibrated)
+            coef = serial * coef + (1.0 - serial) * terms.max(axis=1)
         ring_lat = passes * ((fan - 1.0) * lv.lat).sum(axis=1)
         tree_lat = passes * (np.log2(fan) * lv.lat).sum(axis=1)
         return coef, np.minimum(ring_lat, tree_lat) + COLLECTIVE_BASE_LATENCY_S

@@ -29,14 +29,15 @@ class TpTerm:
     bytes_per_layer: np.ndarray
     """Bytes one rank sends per layer per micro-batch (what the mapper weighs)."""
 
-    def exposed(self, overlap: bool, gemm_s: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def exposed(self, overlap: bool, gemm_s: np.ndarray,
+                slowdown: float = C.OVERLAP_COMPUTE_SLOWDOWN) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(dense, moe, slowdown per dense layer): --tp-comm-overlap hides a share behind the GEMMs it
         pipelines with, at the SM/HBM cost of running beside them."""
         if not overlap:
             return self.dense_s, self.moe_s, np.zeros_like(self.dense_s)
         hidden = np.minimum(C.TP_OVERLAP_HIDDEN * self.dense_s, gemm_s)
         share = np.where(self.dense_s > 0, hidden / np.maximum(self.dense_s, 1e-30), 0.0)
-        return (self.dense_s - hidden, self.moe_s * (1.0 - share), C.OVERLAP_COMPUTE_SLOWDOWN * hidden)
+        return (self.dense_s - hidden, self.moe_s * (1.0 - share), slowdown * hidden)
 
 
 def tp_term(x: Ctx) -> TpTerm:
@@ -163,7 +164,7 @@ def ep_exposed(x: Ctx, ep: EpTerm, lc: LayerCompute, overlap: bool) -> tuple[np.
         # (DeepSeek-V3 §3.2.2: 20 of 132 SMs set aside for communication), so the MoE layer's compute runs on
         # the rest: t * sms / (num_sms - sms) more, whether or not bytes are moving
         return ep.total_s - hidden, lc.moe_s * ep.sms / (sms - ep.sms)
-    slow = ep.sms / sms if ep.sms else C.OVERLAP_COMPUTE_SLOWDOWN
+    slow = ep.sms / sms if ep.sms else x.overlap_slowdown
     return ep.total_s - hidden, slow * hidden
 
 

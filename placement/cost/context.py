@@ -61,6 +61,12 @@ class Ctx:
     expert_load: float
     """Tokens on the busiest EP rank over the mean: the routing imbalance, capped by a capacity factor."""
 
+    @property
+    def overlap_slowdown(self) -> float:
+        """Compute slowdown beside overlapped communication: the accelerator's measured value, else the default."""
+        s = self.topo.accelerator.overlap_compute_slowdown
+        return C.OVERLAP_COMPUTE_SLOWDOWN if s is None else s
+
     def module(self, mod: RecomputeModule) -> np.ndarray | bool:
         """True where selective recompute includes `mod` (bool per candidate; a plain False when no candidate
         of the batch recomputes it, which keeps the common pass scalar)."""

@@ -163,7 +163,7 @@ def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch, r
     cp_total_mb = layers_mb * cp.total_s
     # DP and CP traffic hidden behind compute slows that compute (TP and EP slowdowns are in t_mb already)
     overlapped = np.maximum(dp.total_s - dp.exposed_s, 0.0) + m * np.maximum(cp_total_mb - cp_mb, 0.0)
-    hidden_slowdown = C.OVERLAP_COMPUTE_SLOWDOWN * np.minimum(overlapped, m * comp_mb)
+    hidden_slowdown = x.overlap_slowdown * np.minimum(overlapped, m * comp_mb)
     step = m * t_mb + bubble + dp.exposed_s + optimizer_s + hidden_slowdown
     peak_mem = base_mem.peak_bytes + extra_mem
 
@@ -244,7 +244,7 @@ def _tp_overlap(x: Ctx, tp, lc, choices: RecipeChoices) -> _TpExposed:
     dense, moe, slow = tp.exposed(False, lc.dense_s)
     on = np.zeros(len(x.b), dtype=bool)
     if True in choices.tp_comm_overlap:
-        d1, m1, s1 = tp.exposed(True, lc.dense_s)
+        d1, m1, s1 = tp.exposed(True, lc.dense_s, x.overlap_slowdown)
         forced = False not in choices.tp_comm_overlap
         on = (x.b.tp > 1) & (forced | (d1 + s1 < dense))
         dense, moe, slow = (np.where(on, a, c) for a, c in ((d1, dense), (m1, moe), (s1, slow)))

@@ -28,7 +28,7 @@ import shlex
 from placement.cost.context import fp8_recipe
 from placement.cost.pipeline import default_layout, format_layout
 from placement.emit.common import EmitContext, header, torchrun_lines, warn_block
-from placement.specs.model import FfnKind, Normalization, PositionEmbedding
+from placement.specs.model import FfnKind, Normalization, PositionEmbedding, RopeScaling
 from placement.specs.recipe import CudaGraphs, Dispatcher, PipelineSchedule, RecomputeModule
 from placement.specs.training import AttentionKernel, Precision
 
@@ -222,9 +222,13 @@ def model_arguments(ctx: EmitContext) -> tuple[list[str], list[str]]:
     else:
         unstated.append("--normalization")
     if m.position_embedding is PositionEmbedding.ROPE:
-        args += ["--position-embedding-type", "rope"]
+        yarn = m.rope_scaling is RopeScaling.YARN and m.mla is None  # MLA applies YaRN itself (--rope-type)
+        args += ["--position-embedding-type", "yarn" if yarn else "rope"]
         if m.rope_base:  # Megatron-LM parses it as an int
             args += ["--rotary-base", str(round(m.rope_base))]
+        if yarn:  # the model spec keeps the kind of scaling, not its factors
+            unstated.append("the YaRN factors (TransformerConfig yarn_rotary_scaling_factor, "
+                            "yarn_original_max_position_embeddings, yarn_beta_fast/slow)")
     elif m.position_embedding is PositionEmbedding.LEARNED:
         args += ["--position-embedding-type", "learned_absolute"]
     else:
@@ -236,6 +240,9 @@ def model_arguments(ctx: EmitContext) -> tuple[list[str], list[str]]:
         unstated.append("--disable-bias-linear or not")
     if m.qk_layernorm:
         args.append("--qk-layernorm")
+    if m.swiglu_clamp is not None:
+        unstated.append(f"the SwiGLU input clamp {m.swiglu_clamp:g} (TransformerConfig activation_func_clamp_value; "
+                        f"no Megatron-LM argument)")
     if m.sliding_window and m.sliding_window_layers:
         every = m.num_layers // m.sliding_window_layers  # GPT-OSS: every other layer (window_attn_skip_freq 2)
         args += ["--window-size", f"{m.sliding_window},0", "--window-attn-skip-freq", str(every)]

@@ -46,6 +46,9 @@ class AcceleratorSpec(Frozen):
     """Tensor cores that dequantise 1x32 block scales themselves (MXFP8, Blackwell and later): the FP8
     default recipe there is MXFP8; elsewhere block-scaled FP8 dequantises on CUDA cores (Megatron-Core
     DeepSeek-V3 GB200 write-up §1)."""
+    overlap_compute_slowdown: float | None = Field(default=None, ge=0, le=1)
+    """Compute slowdown while a collective runs beside it, where measured on this part (`placement calibrate`);
+    None: cost.constants.OVERLAP_COMPUTE_SLOWDOWN."""
     num_sms: int = Field(default=132, ge=1)
     """Streaming multiprocessors: what communication kernels that occupy SMs (DeepEP, HybridEP) take from
     compute (H100/H800 SXM 132, B200/GB200 148)."""
@@ -114,6 +117,10 @@ class ClusterSpec(Frozen):
     its node count up to this (Megatron-Bridge's launcher rule: 64 GB200 trays -> 16, i.e. 64 GPUs per
     rack).  Only for clusters whose scale-up domain spans several nodes.  A job's own segment
     (`Topology(segment_nodes=...)`, `--segment`) overrides it."""
+    hierarchical_serial_share: float = Field(default=1.0, ge=0.0, le=1.0)
+    """How far the levels of a hierarchical reduce-scatter / all-gather run one after another: 1 sums their
+    times (the default, cost.collectives), 0 overlaps them fully (the slowest level sets the time, as NCCL's
+    pipelined rings can on rail-optimised nodes); `placement calibrate` fits it from multi-node nccl-tests."""
     host_s_per_kernel: float | None = Field(default=None, gt=0, le=MAX_LATENCY_S)
     """Host time per kernel issued by an eager training step on this node's CPUs (Python, op dispatch,
     launch); None: the cost model's default for x86 hosts (cost.constants.HOST_S_PER_KERNEL)."""

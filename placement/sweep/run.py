@@ -132,12 +132,18 @@ def _smooth(k: int) -> bool:
     return k == 1
 
 
-def cells(sweep: SweepSpec) -> list[Cell]:
+def cells(sweep: SweepSpec, calibration: dict[str, float] | None = None, accelerator: str | None = None
+          ) -> list[Cell]:
+    """The study's cells; `calibration` (a profile's fitted constants) applies to the designs on `accelerator`."""
     for work in sweep.workloads:  # fail on an unknown model before any work starts
         load_model(work.model)
     out = []
     for design in sweep.designs:
         cluster, acc = design_hardware(design)
+        if calibration and acc.name == accelerator:
+            from placement.calibration.profile import calibrated_specs
+
+            cluster, acc = calibrated_specs(cluster, acc, calibration)
         bought, options = design_gpus(sweep, design, cluster)
         out.extend(Cell(design, w, options, cluster, acc, bought) for w in sweep.workloads)
     return out
@@ -242,10 +248,10 @@ class SweepResult:
 
 def run_sweep(sweep: SweepSpec, cache_dir: Path | None, executor: str = "local", workers: int | None = None,
               progress: Callable[[int], None] | None = None,
-              evaluate: Callable[[dict], dict] = evaluate_cell) -> SweepResult:
+              evaluate: Callable[[dict], dict] = evaluate_cell, todo: list[Cell] | None = None) -> SweepResult:
     """Plan every cell not in the cache, in parallel; rows come back in sweep order.  `evaluate` plans one
     cell (tests pass one whose worker dies).  Raises CellsLost after the other cells finish when workers die."""
-    todo = cells(sweep)
+    todo = cells(sweep) if todo is None else todo
     prints = [c.fingerprint for c in todo]
     found: dict[str, dict] = {}
     bad: list[str] = []

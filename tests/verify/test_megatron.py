@@ -163,8 +163,8 @@ def test_megatron_builds_the_catalog_architecture_from_the_emitted_arguments(nam
         assert int(got["moe_ffn_hidden_size"]) == model.moe.expert_ffn_hidden_size
     if model.mla is not None:
         assert got["multi_latent_attention"] == "True" and int(got["kv_lora_rank"]) == model.mla.kv_lora_rank
-    assert got["position_embedding_type"] == {"rope": "rope", "learned": "learned_absolute"}[
-        model.position_embedding.value]
+    assert got["position_embedding_type"] == ("yarn" if model.rope_scaling == "yarn" else {
+        "rope": "rope", "learned": "learned_absolute"}[model.position_embedding.value])
 
 
 @pytest.mark.parametrize("spec", [

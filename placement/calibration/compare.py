@@ -1,0 +1,90 @@
+"""`placement validate --calibration PROFILE [--runs FILE]`: each run's error with and without the profile.
+
+Without --runs the runs are the published ones on the profile's accelerator; with --runs they are the user's
+own (the step formats of `placement calibrate`), on --cluster or the profile's cluster.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from placement.calibration.profile import CalibrationProfile, calibrated
+from placement.calibration.steps import StepRun, read_steps
+from placement.calibration.validate import CalibrationRun, load_runs, predict, run_topology
+from placement.catalog import load_accelerator, load_cluster, load_model
+from placement.errors import InputError
+
+
+@dataclass(frozen=True)
+class Compared:
+    run: CalibrationRun
+    measured_s: float
+    default_s: float | None
+    calibrated_s: float | None
+
+    @staticmethod
+    def _error(pred: float | None, measured: float) -> float | None:
+        return None if pred is None else (pred - measured) / measured
+
+    @property
+    def error_default(self) -> float | None:
+        return self._error(self.default_s, self.measured_s)
+
+    @property
+    def error_calibrated(self) -> float | None:
+        return self._error(self.calibrated_s, self.measured_s)
+
+
+def compare_runs(profile: CalibrationProfile | None, files: list[Path], cluster_ref: str | None) -> list[Compared]:
+    if files:
+        ref = cluster_ref or (profile.cluster if profile is not None else None)
+        if ref is None:
+            raise InputError("validate --runs: give the cluster the runs ran on (--cluster) or a --calibration "
+                             "profile that names it")
+        cluster = load_cluster(ref)
+        acc = load_accelerator(cluster.accelerator)
+        runs: list[StepRun] = [s for f in files for s in read_steps(f, ref)]
+        pairs = [(s.run, s.model, (cluster, acc)) for s in runs]
+    else:
+        mine = [r for r in load_runs() if load_cluster(r.cluster).accelerator == profile.accelerator]
+        if not mine:
+            raise InputError(f"validate --calibration: no published run is on {profile.accelerator}, the profile's "
+                             f"accelerator; give your own runs with --runs")
+        pairs = [(r, load_model(r.model), None) for r in mine]
+    out = []
+    for run, model, hw in pairs:
+        topo = run_topology(run, *hw) if hw else run_topology(run)
+        default = predict(run, model, topo).predicted_step_time_s
+        tuned = predict(run, model, calibrated(topo, profile)).predicted_step_time_s if profile else None
+        out.append(Compared(run, run.published_step_time_s, default, tuned))
+    return out
+
+
+def compare_json(rows: list[Compared]) -> dict:
+    return {"runs": [{"id": c.run.id, "source": c.run.citation, "measured_step_time_s": c.measured_s,
+                      "predicted_step_time_s": c.default_s, "error": c.error_default,
+                      "calibrated_step_time_s": c.calibrated_s, "calibrated_error": c.error_calibrated}
+                     for c in rows]}
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{v:+.1%}"
+
+
+def compare_table(rows: list[Compared], profile_path: str | None) -> str:
+    lines = [f"{'run':<60} {'measured s':>10} {'default s':>10} {'error':>7} {'calibrated s':>12} {'error':>7}"]
+    for c in rows:
+        label = c.run.id if len(c.run.id) <= 60 else c.run.id[:57] + "..."
+        default = f"{c.default_s:.3f}" if c.default_s is not None else "no fit"
+        tuned = f"{c.calibrated_s:.3f}" if c.calibrated_s is not None else "-"
+        lines.append(f"{label:<60} {c.measured_s:>10.3f} {default:>10} {_pct(c.error_default):>7} {tuned:>12} "
+                     f"{_pct(c.error_calibrated):>7}")
+    for name, attr in (("default", "error_default"), ("calibrated", "error_calibrated")):
+        errs = [abs(getattr(c, attr)) for c in rows if getattr(c, attr) is not None]
+        if errs:
+            lines.append(f"{name}: mean |error| {sum(errs) / len(errs):.1%}, max {max(errs):.1%} over {len(errs)} "
+                         f"runs")
+    if profile_path:
+        lines.append(f"calibration: {profile_path}")
+    return "\n".join(lines)

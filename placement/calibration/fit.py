@@ -1,0 +1,176 @@
+"""Least-squares fit of the cost model's constants to measurements, with bounds, identifiability and errors.
+
+Each constant is fitted as its logarithm (every one is a positive scale), starting from its default, within
+bounds (efficiencies at most 1, the datasheet).  The residual of a measurement is log(predicted / measured),
+so a 10 % miss weighs the same on a 1 ms collective and a 10 s step.  SciPy's trust-region reflective solver
+(`scipy.optimize.least_squares`, method "trf") handles the bounds; its Jacobian at the optimum gives the
+standard errors: cov = (J^T J)^-1 s^2 with s^2 the residual variance over m - p degrees of freedom.
+
+Identifiability comes first, at the defaults: a constant whose column of the Jacobian is (near) zero does not
+move any measurement and stays at its default; then, while J^T J is ill-conditioned or there are fewer
+measurements than constants, the constant that moves the measurements least is dropped.  What is dropped is
+reported with the reason; nothing is fitted that the data cannot pin down.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+_STEP = 0.02
+"""Relative step of the finite-difference Jacobian used for identifiability (2 % of each constant)."""
+MIN_SENSITIVITY = 1e-3
+"""A constant whose largest effect on a measurement's log residual per unit log change is below this moves
+nothing the data shows: not identified."""
+MIN_INDEPENDENT = 0.05
+"""Share of a constant's effect on the measurements that must be its own (not a combination of constants
+already fitted) for the data to tell it apart."""
+MAX_RELATIVE_STDERR = 0.5
+"""A fitted constant whose standard error exceeds half its value is not pinned down: dropped and refitted."""
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    default: float
+    low: float
+    high: float
+
+
+@dataclass(frozen=True)
+class FitResult:
+    values: dict[str, float]
+    """Every parameter: the fitted value, or the default when not identified."""
+    stderr: dict[str, float | None]
+    identified: dict[str, bool]
+    why_not: dict[str, str]
+    driver: dict[str, int]
+    """Index of the measurement that moves each fitted constant most."""
+    residuals_before: np.ndarray
+    residuals_after: np.ndarray
+    at_bound: dict[str, bool]
+
+
+def _jacobian(residual: Callable[[dict[str, float]], np.ndarray], params: Sequence[Param],
+              values: dict[str, float]) -> np.ndarray:
+    base = residual(values)
+    cols = []
+    for p in params:
+        step = dict(values)
+        up = values[p.name] * (1.0 + _STEP) <= p.high  # step down from an upper bound (a share at 1)
+        factor = 1.0 + _STEP if up else 1.0 / (1.0 + _STEP)
+        step[p.name] = values[p.name] * factor
+        cols.append((residual(step) - base) / np.log(factor))
+    return np.stack(cols, axis=1) if cols else np.zeros((base.size, 0))
+
+
+def identifiable(residual: Callable[[dict[str, float]], np.ndarray], params: Sequence[Param]
+                 ) -> tuple[list[Param], dict[str, str]]:
+    """The parameters the measurements pin down at the defaults, and why each other one is left out.
+
+    Columns of the Jacobian are taken strongest first (ties in the order of `params`); one is kept when a share
+    of at least MIN_INDEPENDENT of it is not explained by the columns already kept (a column-pivoted QR, done by
+    hand); while there are fewer measurements than kept columns, none more is taken."""
+    values = {p.name: p.default for p in params}
+    jac = _jacobian(residual, params, values)
+    norms = np.linalg.norm(jac, axis=0) if jac.size else np.zeros(len(params))
+    keep: list[int] = []
+    why: dict[str, str] = {}
+    # strongest first; equal strength (one constant standing in for another) goes by the order given
+    for k in sorted(range(len(params)), key=lambda k: (-float(f"{norms[k]:.6g}"), k)):
+        name = params[k].name
+        if np.abs(jac[:, k]).max(initial=0.0) < MIN_SENSITIVITY:
+            why[name] = "no measurement depends on it"
+            continue
+        if len(keep) >= jac.shape[0]:
+            why[name] = f"{jac.shape[0]} measurement(s) cannot fix more constants"
+            continue
+        if keep:
+            basis, _ = np.linalg.qr(jac[:, keep])
+            rest = jac[:, k] - basis @ (basis.T @ jac[:, k])
+            if np.linalg.norm(rest) < MIN_INDEPENDENT * norms[k]:
+                others = ", ".join(params[j].name for j in keep)
+                why[name] = f"these measurements move it only together with {others}"
+                continue
+        keep.append(k)
+    return [params[k] for k in sorted(keep)], why
+
+
+def _solve(residual: Callable[[dict[str, float]], np.ndarray], free: Sequence[Param], defaults: dict[str, float]):
+    """(values, stderr, driver, at_bound) of a bounded least-squares fit of `free` from the defaults."""
+    from scipy.optimize import least_squares  # imported here: only `calibrate` needs SciPy
+
+    lo = np.log([p.low for p in free])
+    hi = np.log([p.high for p in free])
+    x0 = np.clip(np.log([p.default for p in free]), lo + 1e-9, hi - 1e-9)
+
+    def fun(x: np.ndarray) -> np.ndarray:
+        return residual(defaults | {p.name: float(v) for p, v in zip(free, np.exp(x), strict=True)})
+
+    sol = least_squares(fun, x0, bounds=(lo, hi), method="trf", diff_step=_STEP, x_scale=1.0,
+                        xtol=1e-10, ftol=1e-10, gtol=1e-10, max_nfev=200)
+    m, n = sol.fun.size, len(free)
+    cov = None
+    if m > n:
+        s2 = float(sol.fun @ sol.fun) / (m - n)
+        try:
+            cov = np.linalg.inv(sol.jac.T @ sol.jac) * s2
+        except np.linalg.LinAlgError:
+            cov = None
+    values, stderr, driver, at_bound = {}, {}, {}, {}
+    for k, p in enumerate(free):
+        v = float(np.exp(sol.x[k]))
+        values[p.name] = v
+        stderr[p.name] = v * float(np.sqrt(cov[k, k])) if cov is not None and cov[k, k] >= 0 else None
+        driver[p.name] = int(np.argmax(np.abs(sol.jac[:, k])))
+        at_bound[p.name] = bool(np.isclose(sol.x[k], lo[k], atol=1e-6) or np.isclose(sol.x[k], hi[k], atol=1e-6))
+    return values, stderr, driver, at_bound
+
+
+def fit(residual: Callable[[dict[str, float]], np.ndarray], params: Sequence[Param]) -> FitResult:
+    """Fit `params` so that `residual(values)` (log predicted / measured per measurement) is least squares."""
+    defaults = {p.name: p.default for p in params}
+    before = residual(defaults)
+    free, why = identifiable(residual, params)
+    found: tuple[dict, dict, dict, dict] = ({}, {}, {}, {})
+    while free:
+        found = _solve(residual, free, defaults)
+        loose = [p for p in free if found[1][p.name] is not None
+                 and found[1][p.name] > MAX_RELATIVE_STDERR * found[0][p.name]]
+        if not loose:
+            break
+        worst = max(loose, key=lambda p: found[1][p.name] / found[0][p.name])
+        why[worst.name] = (f"its standard error would be {found[1][worst.name] / found[0][worst.name]:.0%} of its "
+                           f"value")
+        free = [p for p in free if p is not worst]
+        found = ({}, {}, {}, {})
+    free, why, found = _swap_at_bound(residual, params, free, why, found, defaults)
+    values = defaults | found[0]
+    return FitResult(values=values, stderr={p.name: found[1].get(p.name) for p in params},
+                     identified={p.name: p.name not in why for p in params}, why_not=why, driver=found[2],
+                     residuals_before=before, residuals_after=residual(values),
+                     at_bound={p.name: found[3].get(p.name, False) for p in params})
+
+
+def _swap_at_bound(residual, params, free, why, found, defaults):
+    """A constant that ends at its upper bound (a NIC at its line rate) while another constant was left out only
+    because it moves the measurements the same way: the two are alternative explanations, so the other one is
+    fitted in its place when that fits the measurements better (a pipelined collective rather than a NIC faster
+    than its datasheet)."""
+    for p in list(free):
+        if not found[3].get(p.name) or found[0][p.name] < p.high * (1 - 1e-6):
+            continue
+        for q in params:
+            if q.name in why and p.name in why[q.name] and "together with" in why[q.name]:
+                alt_free = [x for x in free if x is not p] + [q]
+                alt = _solve(residual, alt_free, defaults)
+                cost = float(np.sum(residual(defaults | found[0]) ** 2))
+                alt_cost = float(np.sum(residual(defaults | alt[0]) ** 2))
+                if alt_cost < cost:
+                    why = {k: v for k, v in why.items() if k != q.name}
+                    why[p.name] = (f"at its bound ({p.high:g}) these measurements are explained better by {q.name}; "
+                                   f"kept at the default")
+                    return alt_free, why, alt
+    return free, why, found

@@ -1,0 +1,214 @@
+"""A calibration profile: the cost model's free constants fitted to one cluster's measurements.
+
+`placement calibrate` writes it; `--calibration PROFILE` on plan, evaluate, audit, sweep and validate prices
+with it.  Every constant the profile can set is a field of the hardware specs (so a calibrated topology is
+the same cost model with other inputs, nothing global changes):
+
+- `scale_up_efficiency`, `scale_up_latency_s`: the NVLink level's collective efficiency and per-hop latency
+  (ClusterSpec.scale_up);
+- `network_efficiency`, `network_latency_s`: the NIC's collective efficiency and the switch tiers' per-hop
+  latency (ClusterSpec.nic_collective_efficiency, SwitchTier.latency_s: the first tier's value, the others
+  keep their ratio to it);
+- `matmul_efficiency_bf16`, `matmul_efficiency_fp8`: GEMM ceiling over peak, and `gemm_half_efficiency_dim`,
+  the GEMM dimension at which a shape reaches half of it (AcceleratorSpec);
+- `hierarchical_serial_share`: how far a multi-level collective's levels add up rather than overlap
+  (ClusterSpec);
+- `host_s_per_kernel`: CPU time per launched kernel (ClusterSpec);
+- `overlap_compute_slowdown`: compute lost beside overlapped communication (AcceleratorSpec).
+
+A constant the measurements could not identify keeps its default and says so (`identified: false`).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from pathlib import Path
+from typing import Final, Literal
+
+import yaml
+from pydantic import Field, ValidationError
+
+from placement.cost import constants as C
+from placement.errors import InputError
+from placement.loaders.errors import format_validation_error
+from placement.loaders.files import read_text
+from placement.specs import AcceleratorSpec, ClusterSpec
+from placement.specs._base import Frozen
+from placement.topology import Topology
+
+NETWORK_CONSTANTS: Final = ("scale_up_efficiency", "scale_up_latency_s", "network_efficiency", "network_latency_s",
+                            "hierarchical_serial_share")
+STEP_CONSTANTS: Final = ("matmul_efficiency_bf16", "matmul_efficiency_fp8", "host_s_per_kernel",
+                         "overlap_compute_slowdown", "gemm_half_efficiency_dim")
+UNITS: Final = {
+    "scale_up_efficiency": "of nominal", "scale_up_latency_s": "s", "network_efficiency": "of nominal",
+    "network_latency_s": "s", "hierarchical_serial_share": "of the summed levels",
+    "matmul_efficiency_bf16": "of peak", "matmul_efficiency_fp8": "of peak", "host_s_per_kernel": "s",
+    "overlap_compute_slowdown": "of compute", "gemm_half_efficiency_dim": "elements",
+}
+
+
+class Constant(Frozen):
+    default: float
+    """The value the cost model uses without the profile (catalog or cost.constants)."""
+    value: float
+    """The fitted value (the default when not identified)."""
+    stderr: float | None = None
+    """One standard error of the fit (None: not identified, or no degrees of freedom left)."""
+    identified: bool
+    unit: str
+    note: str = ""
+    """Why it was not identified, or which measurement drives it most."""
+
+
+class Residual(Frozen):
+    measurement: str
+    """What was measured and where (file:line)."""
+    kind: Literal["nccl", "gemm", "step"]
+    group: str = ""
+    """The input it belongs to (an nccl-tests file, the GEMM table, a step run)."""
+    unit: str
+    measured: float
+    before: float
+    """The cost model's prediction with the defaults."""
+    after: float
+    """With the profile."""
+
+
+class HeldOut(Frozen):
+    measurement: str
+    measured: float
+    before: float
+    """Prediction with the defaults."""
+    held_out: float
+    """Prediction with the constants fitted on every other step measurement."""
+
+
+class CalibrationProfile(Frozen):
+    profile_version: Literal[1] = 1
+    placement_version: str
+    cluster: str
+    """The cluster design the measurements ran on (catalog name or file)."""
+    accelerator: str
+    constants: dict[str, Constant]
+    measurements: tuple[Residual, ...] = ()
+    leave_one_out: tuple[HeldOut, ...] = ()
+    warnings: tuple[str, ...] = ()
+    inputs: tuple[str, ...] = Field(default=())
+    """The files the fit read."""
+
+    def fitted(self) -> dict[str, float]:
+        """The identified constants (the others stay what the catalog says)."""
+        return {k: c.value for k, c in self.constants.items() if c.identified}
+
+
+def defaults(topo: Topology) -> dict[str, float]:
+    """Every profile constant as `topo` prices it without a profile."""
+    return _defaults(topo.cluster, topo.accelerator)
+
+
+def _defaults(c: ClusterSpec, a: AcceleratorSpec) -> dict[str, float]:
+    return {
+        "scale_up_efficiency": c.scale_up.collective_efficiency,
+        "scale_up_latency_s": c.scale_up.latency_s,
+        "network_efficiency": c.nic_collective_efficiency,
+        "network_latency_s": c.tiers[0].latency_s,
+        "hierarchical_serial_share": c.hierarchical_serial_share,
+        "matmul_efficiency_bf16": a.matmul_efficiency_bf16,
+        "matmul_efficiency_fp8": a.matmul_efficiency_fp8 or a.matmul_efficiency_bf16,
+        "host_s_per_kernel": c.host_s_per_kernel or C.HOST_S_PER_KERNEL,
+        "overlap_compute_slowdown": (C.OVERLAP_COMPUTE_SLOWDOWN if a.overlap_compute_slowdown is None
+                                     else a.overlap_compute_slowdown),
+        "gemm_half_efficiency_dim": a.gemm_half_efficiency_dim,
+    }
+
+
+def _specs(cluster: ClusterSpec, acc: AcceleratorSpec, old: dict[str, float], values: dict[str, float]
+           ) -> tuple[ClusterSpec, AcceleratorSpec]:
+    new = old | values
+    su = cluster.scale_up.model_copy(update={"collective_efficiency": new["scale_up_efficiency"],
+                                             "latency_s": new["scale_up_latency_s"]})
+    lat_ratio = new["network_latency_s"] / old["network_latency_s"]
+    tiers = tuple(t.model_copy(update={"latency_s": t.latency_s * lat_ratio}) for t in cluster.tiers)
+    cluster = cluster.model_copy(update={"scale_up": su, "tiers": tiers, "host_s_per_kernel": new["host_s_per_kernel"],
+                                         "hierarchical_serial_share": new["hierarchical_serial_share"],
+                                         "nic_collective_efficiency": new["network_efficiency"]})
+    acc = acc.model_copy(update={"matmul_efficiency_bf16": new["matmul_efficiency_bf16"],
+                                 "matmul_efficiency_fp8": (new["matmul_efficiency_fp8"] if acc.matmul_efficiency_fp8
+                                                           or "matmul_efficiency_fp8" in values else None),
+                                 "overlap_compute_slowdown": new["overlap_compute_slowdown"],
+                                 "gemm_half_efficiency_dim": new["gemm_half_efficiency_dim"]})
+    return cluster, acc
+
+
+def _check(values: dict[str, float]) -> None:
+    unknown = set(values) - set(UNITS)
+    if unknown:
+        raise InputError(f"calibration constants {sorted(unknown)}: unknown; the profile sets {sorted(UNITS)}")
+
+
+def calibrated_specs(cluster: ClusterSpec, acc: AcceleratorSpec, values: dict[str, float]
+                     ) -> tuple[ClusterSpec, AcceleratorSpec]:
+    """A cluster design and its accelerator carrying `values` (what a sweep plans on)."""
+    _check(values)
+    return _specs(cluster, acc, _defaults(cluster, acc), values)
+
+
+def with_constants(topo: Topology, values: dict[str, float]) -> Topology:
+    """`topo` priced with `values` (any subset of the profile constants): its specs carry them and its
+    levels are rescaled to them (a real allocation's levels too: each level's bandwidth by the efficiency
+    ratio, its latency by the latency ratio)."""
+    if not values:
+        return topo
+    _check(values)
+    old = defaults(topo)
+    new = old | values
+    other = copy.copy(topo)
+    other.cluster, other.accelerator = _specs(topo.cluster, topo.accelerator, old, values)
+    up_bw = new["scale_up_efficiency"] / old["scale_up_efficiency"]
+    up_lat = new["scale_up_latency_s"] / old["scale_up_latency_s"]
+    net_bw = new["network_efficiency"] / old["network_efficiency"]
+    net_lat = new["network_latency_s"] / old["network_latency_s"]
+    other.levels = tuple(
+        dataclasses.replace(lv, bandwidth_bytes_per_s=lv.bandwidth_bytes_per_s * (up_bw if j == 0 else net_bw),
+                            latency_s=lv.latency_s * (up_lat if j == 0 else net_lat))
+        for j, lv in enumerate(topo.levels))
+    other._span_cache = {}
+    return other
+
+
+def calibrated(topo: Topology, profile: CalibrationProfile | None) -> Topology:
+    """`topo` with the profile's fitted constants; the profile must come from the same accelerator."""
+    if profile is None:
+        return topo
+    if profile.accelerator != topo.accelerator.name:
+        raise InputError(
+            f"calibration profile: fitted on {profile.accelerator} ({profile.cluster}) but this job runs on "
+            f"{topo.accelerator.name} ({topo.cluster.name}); calibrate on this cluster or drop --calibration"
+        )
+    return with_constants(topo, profile.fitted())
+
+
+def load_profile(path: Path | str) -> CalibrationProfile:
+    """A profile file written by `placement calibrate`; a bad one names the file and the field."""
+    path = Path(path)
+    text = read_text(path, "calibration profile", "give the YAML file `placement calibrate --out` wrote")
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        raise InputError(f"calibration profile `{path}`: not YAML ({str(err).splitlines()[0]}); give the file "
+                         f"`placement calibrate --out` wrote") from None
+    if not isinstance(data, dict):
+        raise InputError(f"calibration profile `{path}`: expected a mapping of profile fields, found "
+                         f"{type(data).__name__}; give the file `placement calibrate --out` wrote")
+    try:
+        return CalibrationProfile.model_validate(data)
+    except ValidationError as err:
+        raise InputError(format_validation_error(err, f"calibration profile `{path}`")) from None
+
+
+def summary(profile: CalibrationProfile, path: str) -> dict:
+    """What PLAN JSON says about the profile it priced with."""
+    return {"path": path, "cluster": profile.cluster, "accelerator": profile.accelerator,
+            "constants": profile.fitted()}

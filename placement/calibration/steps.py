@@ -1,0 +1,194 @@
+"""Measured training steps, read as users have them: a Megatron-LM log, or a small YAML of runs.
+
+- **Megatron-LM log**: the `arguments` block Megatron prints at start-up gives the model (layers, widths,
+  heads, vocabulary, experts), the layout, batch, precision and recipe (read by the audit's Megatron reader,
+  so a log prices exactly as `placement audit` would price it); the `elapsed time per iteration (ms): X`
+  lines give the step time, the median of the logged iterations after the first (start-up and compilation).
+- **Step YAML**: a list of `{model, num_gpus, seq_len, global_batch, precision, layout, recipe,
+  step_time_s}` (the fields of placement/calibration/runs.yaml; `model` a catalog name, a model YAML or a
+  config.json), one measured run each.
+
+Each measurement becomes a `CalibrationRun` (the schema `placement validate` prices) plus its ModelSpec.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+from pydantic import Field, ValidationError
+
+from placement.calibration.validate import CalibrationRun
+from placement.catalog import load_model
+from placement.errors import InputError
+from placement.loaders.errors import format_validation_error
+from placement.loaders.files import read_text
+from placement.specs import ModelSpec
+from placement.specs._base import Frozen
+from placement.specs.model import FfnKind, MoESpec
+from placement.specs.recipe import Recipe
+from placement.specs.training import Precision
+
+ITERATION_TIME = re.compile(r"elapsed time per iteration \(ms\):\s*([0-9.]+)")
+_ARG_LINE = re.compile(r"^\s*([a-z_][a-z0-9_]*) \.+ (.*)$")
+
+
+@dataclass(frozen=True)
+class StepRun:
+    run: CalibrationRun
+    model: ModelSpec
+
+
+class StepEntry(Frozen):
+    """One measured run in a step YAML."""
+
+    id: str | None = None
+    model: str
+    num_gpus: int = Field(ge=1)
+    seq_len: int = Field(ge=1)
+    global_batch: int = Field(ge=1)
+    precision: Precision = Precision.BF16
+    layout: dict[str, int | bool | str]
+    recipe: Recipe = Field(default_factory=Recipe)
+    step_time_s: float = Field(gt=0)
+    segment_nodes: int | None = Field(default=None, ge=0)
+
+
+def _run(entry_id: str, where: str, cluster: str, model: ModelSpec, model_ref: str, num_gpus: int, seq_len: int,
+         global_batch: int, precision: Precision, layout: dict, recipe: Recipe, step_s: float,
+         segment: int | None = None) -> StepRun:
+    run = CalibrationRun(id=entry_id, group="measured", citation=where, model=model_ref, cluster=cluster,
+                         num_gpus=num_gpus, seq_len=seq_len, global_batch=global_batch, precision=precision,
+                         attention_kernel=recipe.attention_kernel, layout=layout, published_step_time_s=step_s,
+                         step_time_basis=f"measured: {where}", recipe=recipe, segment_nodes=segment)
+    return StepRun(run, model)
+
+
+def read_step_yaml(path: Path, cluster: str) -> list[StepRun]:
+    text = read_text(path, "step file", "give a YAML list of measured runs or a Megatron-LM log")
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        raise InputError(f"step file `{path}`: not YAML ({str(err).splitlines()[0]})") from None
+    if isinstance(data, dict):
+        data = [data]
+    if not isinstance(data, list) or not data:
+        raise InputError(f"step file `{path}`: expected a list of measured runs ({{model, num_gpus, seq_len, "
+                         f"global_batch, layout, step_time_s, ...}}); found {type(data).__name__}")
+    out = []
+    for i, item in enumerate(data):
+        try:
+            e = StepEntry.model_validate(item)
+        except ValidationError as err:
+            raise InputError(format_validation_error(err, f"step file `{path}`, entry {i + 1}")) from None
+        where = f"{path}, entry {i + 1}"
+        out.append(_run(e.id or f"{path.name}#{i + 1}", where, cluster, load_model(e.model), e.model, e.num_gpus,
+                        e.seq_len, e.global_batch, e.precision, e.layout, e.recipe, e.step_time_s, e.segment_nodes))
+    return out
+
+
+def megatron_arguments(path: Path, lines: list[str]) -> dict[str, tuple[str, int]]:
+    """name -> (printed value, line) of a log's arguments block."""
+    from placement.audit.launch import MEGATRON_LOG_BEGIN, MEGATRON_LOG_END
+
+    try:
+        start = lines.index(MEGATRON_LOG_BEGIN) + 1
+        end = lines.index(MEGATRON_LOG_END, start)
+    except ValueError:
+        raise InputError(f"step file `{path}`: neither a YAML list of runs nor a Megatron-LM log with its printed "
+                         f"arguments block ({MEGATRON_LOG_BEGIN!r} ... {MEGATRON_LOG_END!r})") from None
+    out = {}
+    for n in range(start, end):
+        m = _ARG_LINE.match(lines[n])
+        if m:
+            out[m.group(1)] = (m.group(2).strip(), n + 1)
+    return out
+
+
+def _int(args: dict[str, tuple[str, int]], name: str, path: Path) -> int | None:
+    value = args.get(name, ("None", 0))[0]
+    if value == "None":
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise InputError(f"{path}:{args[name][1]}: {name} = {value!r} is not an integer") from None
+
+
+def model_from_megatron(args: dict[str, tuple[str, int]], path: Path) -> ModelSpec:
+    """The model a Megatron-LM log trained, from its printed arguments (dense, GQA, MoE with shared experts)."""
+    def need(name: str) -> int:
+        v = _int(args, name, path)
+        if v is None:
+            raise InputError(f"{path}: the arguments block has no {name}; give the run as a step YAML entry "
+                             f"naming its model")
+        return v
+
+    flag = {k: v[0] == "True" for k, v in args.items() if v[0] in ("True", "False")}
+    hidden, heads = need("hidden_size"), need("num_attention_heads")
+    experts = _int(args, "num_experts", path)
+    moe = None
+    if experts:
+        shared = _int(args, "moe_shared_expert_intermediate_size", path)
+        moe_ffn = _int(args, "moe_ffn_hidden_size", path) or need("ffn_hidden_size")
+        moe = MoESpec(num_experts=experts, top_k=_int(args, "moe_router_topk", path) or 2,
+                      expert_ffn_hidden_size=moe_ffn, num_shared_experts=1 if shared else 0,
+                      shared_expert_ffn_hidden_size=shared)
+    groups = _int(args, "num_query_groups", path) if flag.get("group_query_attention") else None
+    vocab = _int(args, "padded_vocab_size", path) or need("vocab_size")
+    try:
+        return ModelSpec(
+            name=f"megatron-log:{path.name}", num_layers=need("num_layers"), hidden_size=hidden,
+            ffn_hidden_size=_int(args, "ffn_hidden_size", path) or 4 * hidden,
+            ffn_kind=FfnKind.SWIGLU if flag.get("swiglu") else FfnKind.GELU, num_attention_heads=heads,
+            num_kv_heads=groups, head_dim=_int(args, "kv_channels", path), vocab_size=vocab,
+            tied_embeddings=not flag.get("untie_embeddings_and_output_weights", False), moe=moe,
+            default_seq_len=need("seq_length"), source=f"{path}: Megatron-LM arguments block")
+    except ValidationError as err:
+        raise InputError(format_validation_error(err, f"{path}: the model its arguments describe")) from None
+
+
+def read_megatron_log(path: Path, cluster: str) -> StepRun:
+    from placement.audit.core import launch_recipe, resolve_layout
+    from placement.audit.launch import parse_launch
+
+    lines = read_text(path, "step file", "give a YAML list of measured runs or a Megatron-LM log").splitlines()
+    args = megatron_arguments(path, lines)
+    model = model_from_megatron(args, path)
+    times = [(float(m.group(1)), n) for n, line in enumerate(lines, start=1) if (m := ITERATION_TIME.search(line))]
+    if len(times) < 2:
+        raise InputError(f"{path}: {len(times)} `elapsed time per iteration (ms)` line(s); the step time needs at "
+                         f"least two logged iterations (the first is start-up)")
+    kept = times[1:]
+    step_s = statistics.median(t for t, _ in kept) / 1e3
+    launch = parse_launch([path], "megatron")
+    world = _int(args, "world_size", path) or launch.world_size
+    if world is None:
+        raise InputError(f"{path}: the arguments block has no world_size; the GPU count is unknown")
+    layout = resolve_layout(launch, model, world)
+    recipe, _ = launch_recipe(launch, model, layout)
+    where = f"{path}:{kept[0][1]}-{kept[-1][1]} (median of {len(kept)} iterations)"
+    precision = Precision(launch.precision or "bf16")
+    return _run(path.name, where, cluster, model, str(path), world, launch.seq_len or model.default_seq_len,
+                launch.global_batch or need_batch(args, path), precision,
+                layout.model_dump(mode="json", exclude_none=True), recipe, step_s)
+
+
+def need_batch(args: dict[str, tuple[str, int]], path: Path) -> int:
+    batch = _int(args, "global_batch_size", path)
+    if batch is None:
+        raise InputError(f"{path}: the arguments block has no global_batch_size")
+    return batch
+
+
+def read_steps(path: Path, cluster: str) -> list[StepRun]:
+    """A step file of either kind (a log when it holds Megatron's arguments block)."""
+    from placement.audit.launch import MEGATRON_LOG_BEGIN
+
+    head = read_text(path, "step file", "give a YAML list of measured runs or a Megatron-LM log")
+    if MEGATRON_LOG_BEGIN in head:
+        return [read_megatron_log(path, cluster)]
+    return read_step_yaml(path, cluster)
