@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from synthetic_calibration import TRUTH, study  # noqa: E402
 
-from placement.calibration.calibrate import BOUNDS, Calibration  # noqa: E402
+from placement.calibration.calibrate import BOUNDS, PRIOR_WIDTH, Calibration  # noqa: E402
 from placement.calibration.fit import Param, fit  # noqa: E402
 from placement.calibration.profile import defaults, with_constants  # noqa: E402
 from placement.calibration.validate import load_runs, predict, run_topology  # noqa: E402
@@ -83,14 +83,14 @@ def _family_fit(runs, held: int | None) -> tuple[float, dict[str, float]]:
     start = defaults(topo0)
     names = [*sorted({f"matmul_efficiency_{r.precision.value}" for r, _ in train}), "host_s_per_kernel",
              "overlap_compute_slowdown"]
-    params = [Param(n, start[n], *BOUNDS[n]) for n in names]
+    params = [Param(n, start[n], *BOUNDS[n], PRIOR_WIDTH[n]) for n in names]
     measured = np.array([r.published_step_time_s for r, _ in train])
 
     def residual(values: dict[str, float]) -> np.ndarray:
         pred = [predict(r, m, with_constants(run_topology(r), values)).predicted_step_time_s for r, m in train]
         return np.log(np.array([p if p is not None else 1e9 for p in pred]) / measured)
 
-    result = fit(residual, params)
+    result = fit(residual, params, robust=True)
     fitted = {k: v for k, v in result.values.items() if result.identified[k]}
     if held is None:
         return float("nan"), fitted

@@ -232,3 +232,26 @@ def test_sweep_prices_the_calibrated_design_and_names_the_profile(tmp_path: Path
     assert a["calibration"] is None and b["calibration"]["path"] == str(path)
     assert a["rows"][0]["step_time_s"] != b["rows"][0]["step_time_s"]
     assert "computed 1" in tuned.stderr
+
+
+def test_gemm_table_fixes_the_ceiling_and_the_shape_efficiency(tmp_path: Path) -> None:
+    """A GEMM benchmark table (m, n, k, dtype, TFLOP/s) made by the roofline with a known ceiling and half
+    dimension: both come back, and a step fit then keeps them."""
+    from placement.cost.compute import GemmRate, gemm_time
+
+    acc = load_accelerator("h100-sxm")
+    rate = GemmRate(acc.peak_flops_bf16 * 0.7, 384.0)
+    rows = ["m,n,k,dtype,tflops"]
+    for m in (256, 1024, 4096, 16384):
+        for n, k in ((1024, 4096), (8192, 8192), (28672, 8192)):
+            t = float(gemm_time(m, n, k, 1, rate))
+            rows.append(f"{m},{n},{k},bf16,{2 * m * n * k / t / 1e12:.2f}")
+    table = tmp_path / "gemm.csv"
+    table.write_text("\n".join(rows) + "\n")
+    profile = Calibration(_base(), "dgx-h100", gemm=table).run()
+    assert profile.constants["matmul_efficiency_bf16"].value == pytest.approx(0.7, rel=0.01)
+    assert profile.constants["gemm_half_efficiency_dim"].value == pytest.approx(384.0, rel=0.02)
+    bad = tmp_path / "bad.csv"
+    bad.write_text("m,n,k,tflops\n1,2,3,4\n")
+    with pytest.raises(InputError, match="expected CSV columns"):
+        Calibration(_base(), "dgx-h100", gemm=bad)

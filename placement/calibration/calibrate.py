@@ -56,6 +56,13 @@ the ring formula) and is then flagged; a NIC and the GEMMs stop at theirs; laten
 ranges."""
 DATASHEET = 1.0
 """An efficiency above this is above the datasheet peak: implausible, named in the warnings."""
+PRIOR_WIDTH = {"scale_up_efficiency": 0.15, "network_efficiency": 0.15, "hierarchical_serial_share": 0.5,
+               "scale_up_latency_s": 1.0, "network_latency_s": 1.0, "matmul_efficiency_bf16": 0.1,
+               "matmul_efficiency_fp8": 0.1, "host_s_per_kernel": 0.5, "overlap_compute_slowdown": 0.5,
+               "gemm_half_efficiency_dim": 0.5}
+"""Prior spread at each default (log units): GEMM ceilings are measured (MAMF tables, about 10 %), collective
+efficiencies are datasheet fractions (15 %), latencies, host time, overlap and shape constants are known to a
+factor (50-100 %)."""
 SHARES = frozenset({"hierarchical_serial_share"})
 """Constants whose bounds are physical (a share between 0 and 1): reaching one is no warning."""
 PLAUSIBLE_LOW = 0.2
@@ -70,8 +77,12 @@ class _Nccl:
     measured: np.ndarray
 
 
+def _identified(r: FitResult) -> dict[str, float]:
+    return {k: v for k, v in r.values.items() if r.identified[k]}
+
+
 def _params(names: Sequence[str], start: dict[str, float]) -> list[Param]:
-    return [Param(n, start[n], *BOUNDS[n]) for n in names]
+    return [Param(n, start[n], *BOUNDS[n], PRIOR_WIDTH[n]) for n in names]
 
 
 def _read_gemm(path: Path) -> list[tuple[float, float, float, str, float, int]]:
@@ -149,34 +160,28 @@ class Calibration:
     # -- the fits ----------------------------------------------------------------------------------
 
     def step_names(self) -> list[str]:
-        names = ["matmul_efficiency_bf16"]
-        if any(s.run.precision.value == "fp8" for s in self.steps):
-            names = (names if any(s.run.precision.value == "bf16" for s in self.steps) else []) + \
-                ["matmul_efficiency_fp8"]
-        return [*names, "host_s_per_kernel", "overlap_compute_slowdown"]
+        """The step constants: the GEMM ceiling of each precision the runs use, host time, overlap slowdown."""
+        precisions = sorted({s.run.precision.value for s in self.steps})
+        return [*(f"matmul_efficiency_{p}" for p in precisions), "host_s_per_kernel", "overlap_compute_slowdown"]
 
     def run(self) -> CalibrationProfile:
         values = dict(self.defaults)
-        fits: dict[str, tuple[FitResult, str]] = {}
+        fits: dict[str, FitResult] = {}  # by kind of measurement, in the order fitted
         if self.nccl:
-            r = fit(self.nccl_residual, _params(NETWORK_CONSTANTS, values))
-            values |= {k: v for k, v in r.values.items() if r.identified[k]}
-            fits["nccl"] = (r, "nccl")
+            fits["nccl"] = fit(self.nccl_residual, _params(NETWORK_CONSTANTS, values))
+            values |= _identified(fits["nccl"])
         if self.gemm:
-            dtypes = sorted({g[3] for g in self.gemm})
-            names = [f"matmul_efficiency_{d}" for d in dtypes] + ["gemm_half_efficiency_dim"]
-            r = fit(lambda v: self.gemm_residual(values | v), _params(names, values))
-            values |= {k: v for k, v in r.values.items() if r.identified[k]}
-            fits["gemm"] = (r, "gemm")
+            names = [f"matmul_efficiency_{d}" for d in sorted({g[3] for g in self.gemm})] + ["gemm_half_efficiency_dim"]
+            fits["gemm"] = fit(lambda v: self.gemm_residual(values | v), _params(names, values))
+            values |= _identified(fits["gemm"])
         held: list[HeldOut] = []
         if self.steps:
             fixed = dict(values)
-            names = [n for n in self.step_names() if not (fits.get("gemm") and n in fits["gemm"][0].identified
-                                                          and fits["gemm"][0].identified[n])]
+            by_gemm = set(_identified(fits["gemm"])) if "gemm" in fits else set()
+            names = [n for n in self.step_names() if n not in by_gemm]
             residual = self.step_residual(self.steps)
-            r = fit(lambda v: residual(fixed | v), _params(names, values))
-            values |= {k: v for k, v in r.values.items() if r.identified[k]}
-            fits["steps"] = (r, "step")
+            fits["step"] = fit(lambda v: residual(fixed | v), _params(names, values), robust=True)
+            values |= _identified(fits["step"])
             if len(self.steps) >= 2:
                 held = self._leave_one_out(fixed, names)
         return self._profile(values, fits, held)
@@ -187,8 +192,8 @@ class Calibration:
         for i, s in enumerate(self.steps):
             rest = [t for j, t in enumerate(self.steps) if j != i]
             residual = self.step_residual(rest)
-            r = fit(lambda v, residual=residual: residual(fixed | v), _params(names, fixed))
-            fitted = fixed | {k: v for k, v in r.values.items() if r.identified[k]}
+            r = fit(lambda v, residual=residual: residual(fixed | v), _params(names, fixed), robust=True)
+            fitted = fixed | _identified(r)
             out.append(HeldOut(measurement=f"{s.run.id} ({s.run.citation})", measured=s.run.published_step_time_s,
                                before=float(before[i]), held_out=float(self.step_times(fitted, [s])[0])))
         return out
@@ -204,14 +209,13 @@ class Calibration:
             return [(f"GEMM {m:g}x{n:g}x{k:g} {d} (line {ln})", "GEMM table") for m, n, k, d, _, ln in self.gemm]
         return [(f"step {s.run.id} ({s.run.citation})", s.run.id) for s in self.steps]
 
-    def _profile(self, values: dict[str, float], fits: dict[str, tuple[FitResult, str]],
+    def _profile(self, values: dict[str, float], fits: dict[str, FitResult],
                  held: list[HeldOut]) -> CalibrationProfile:
         constants: dict[str, Constant] = {}
         warnings: list[str] = []
         residuals: list[Residual] = []
-        for key, (r, kind) in fits.items():
-            labels = [label for label, _ in self._labels(key)]
-            groups = [group for _, group in self._labels(key)]
+        for kind, r in fits.items():
+            labels, groups = zip(*self._labels(kind), strict=True)
             for name, ok in r.identified.items():
                 default = self.defaults[name]
                 note = ""
@@ -239,7 +243,7 @@ class Calibration:
                 constants[name] = Constant(default=default, value=r.values[name] if ok else values.get(name, default),
                                            stderr=r.stderr.get(name) if ok else None, identified=ok,
                                            unit=UNITS[name], note=note)
-            measured = self._measured(key)
+            measured = self._measured(kind)
             for label, group, m, rb, ra in zip(labels, groups, measured, r.residuals_before, r.residuals_after,
                                                strict=True):
                 residuals.append(Residual(measurement=label, kind=kind, group=group, unit="s", measured=float(m),
@@ -254,9 +258,9 @@ class Calibration:
                                   measurements=tuple(residuals), leave_one_out=tuple(held),
                                   warnings=tuple(warnings), inputs=self.inputs)
 
-    def _measured(self, key: str) -> np.ndarray:
-        if key == "nccl":
+    def _measured(self, kind: str) -> np.ndarray:
+        if kind == "nccl":
             return np.concatenate([n.measured for n in self.nccl])
-        if key == "gemm":
+        if kind == "gemm":
             return np.array([2.0 * m * n * k / (t * 1e12) for m, n, k, _, t, _ in self.gemm])  # seconds per GEMM
         return np.array([s.run.published_step_time_s for s in self.steps])
