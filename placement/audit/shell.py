@@ -1,23 +1,31 @@
-"""Read the commands a launch script runs, without running it: a small, honest subset of bash.
+"""Read the commands a launch script runs, without running it: bash's grammar, and an honest evaluator.
 
 Launch scripts for Megatron-LM, torchtitan and DeepSpeed build their argument lists in shell variables
 (``GPUS_PER_NODE=8``, ``${MASTER_PORT:-6000}``, ``$((GPUS_PER_NODE*NUM_NODES))``, arrays
 ``ARGS=( ... )`` expanded with ``${ARGS[@]}``, ``ARGS+=(...)``, strings grown with ``opts="${opts} --x"``,
-``if [[ "$DTYPE" == "fp8" ]]; then ... fi``, ``eval ${run_cmd}``).  This module walks the script
-statement by statement, keeps the variables it can know, and returns every other command with its
-words expanded, each word tagged with the file line it was written on.
+``if [[ "$DTYPE" == "fp8" ]]; then ... fi``, ``eval ${run_cmd}``).  This module reads the script with
+tree-sitter's bash grammar (statements, lists, pipelines, redirections, words and which of their parts are
+quoted, assignments, arrays, ``if``/``for``/``while``/``case``, functions, here-documents, comments and line
+continuations all come from the syntax tree), walks the tree statement by statement, keeps the variables it can
+know, and returns every other command with its words expanded, each word tagged with the file line it was
+written on.
 
-We lex words ourselves instead of calling ``shlex.split`` on substituted text: an expansion splits into
-words only when it is unquoted (``${ARGS[@]}`` vs ``"${ARGS[@]}"``, ``"--fp8-format hybrid"`` as one
-array element that splits when expanded unquoted), and shlex cannot tell which parts of a word were
-quoted.  Plain argument-list files go through the same lexer.
+The evaluation is ours: an expansion splits into words only when it is unquoted (``${ARGS[@]}`` vs
+``"${ARGS[@]}"``, ``"--fp8-format hybrid"`` as one array element that splits when expanded unquoted), which is
+why words are built from the tree's parts rather than from text.  Plain argument-list files go through the
+same grammar (bash reads them as one long command).
 
 What is not known is never guessed: a variable set outside the file (``$1``, ``$HOSTNAME``), a command
 substitution ``$(...)`` or an ``if`` whose condition tests files or runs commands leaves its words
 marked ``unresolved`` or ``uncertain``; the caller raises an error only if such a word sets a layout
 field.  ``${VAR:-default}`` with VAR not set in the file takes the default (the script run with no
 arguments and a clean environment); ``$@`` and ``$*`` expand to nothing for the same reason.
-Not supported (their bodies are read as uncertain): loops, ``case``, functions, here-documents.
+A ``for`` loop over words the file determines runs once per word; other loops (``while``, ``until``,
+``for ((;;))``, or a ``for`` over unknown words or with ``break``/``continue``) have their body read once as
+uncertain.  A ``case`` on a known value takes the branch whose pattern matches; on an unknown value every
+branch is uncertain.  A function runs where it is called, with the call's arguments as ``$1``...``$@``.
+Here-document bodies are data, not commands.  Text bash would refuse (an unclosed quote, ``fi`` without
+``if``) is an InputError naming the line.
 """
 
 from __future__ import annotations
@@ -25,17 +33,15 @@ from __future__ import annotations
 import ast
 import operator
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import tree_sitter
+import tree_sitter_bash
+
 from placement.errors import InputError
 from placement.loaders.files import read_text
-
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_ASSIGN = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(\+?=)")
-_CONTROL_OPEN = {"for", "while", "until", "case", "select", "function"}
-_CONTROL_CLOSE = {"done", "esac"}
-_DECLARE = {"export", "declare", "local", "readonly", "typeset"}
 
 
 @dataclass(frozen=True)
@@ -99,41 +105,74 @@ class _Var:
 
 
 @dataclass
+class _Src:
+    """A text the grammar parsed: the script itself, or the STRING of `bash -c STRING` / a function body's file."""
+
+    data: bytes
+    line: int | None = None
+    """For a `bash -c` STRING: the line of that command, which every node of the string is attributed to."""
+
+
+@dataclass
+class _Call:
+    """A running function: its arguments ($1 ... $@) and the outer values of the variables it made `local`."""
+
+    args: list[list[_Seg]]
+    saved: dict[str, _Var | None] = field(default_factory=dict)
+
+
+@dataclass
 class _State:
     path: str
     lines: list[str]
     vars: dict[str, _Var] = field(default_factory=dict)
     frames: list[list] = field(default_factory=list)
-    """Open `if` blocks: [mode, taken, origin] with mode "on" / "off" / "uncertain"."""
+    """Open blocks: [mode, taken, origin] with mode "on" / "off" / "uncertain" (`if`, loops, `case` branches)."""
     commands: list[Command] = field(default_factory=list)
     depth: int = 0
     """Nesting of `bash -c STRING` runs (bounded: MAX_NESTED_SHELLS)."""
+    functions: dict[str, tuple[tree_sitter.Node, _Src]] = field(default_factory=dict)
+    calls: list[_Call] = field(default_factory=list)
+    loop_runs: int = 0
+    num_calls: int = 0
+    """Loop bodies run so far (bounded: MAX_LOOP_RUNS)."""
 
 
 MAX_NESTED_SHELLS = 8
-_CONTROL_OPS = {"&&", "||", "|", "|&", "&"}
-"""Unquoted operators that end one simple command and start the next (a pipeline's or list's parts)."""
+MAX_CALL_DEPTH = 32
+"""Function calls inside function calls; deeper (a recursion) is an error rather than a guess at its end."""
+MAX_CALLS = 10_000
+"""Function calls in one script; more (calls fanning out) is an error, not an endless read."""
+MAX_LOOP_RUNS = 1000
+"""Body runs of `for` loops the reader unrolls in one script; past it a loop's body is read once, as uncertain."""
+_DECLARE_LOCAL = {"local", "declare", "typeset"}
+"""Declaration commands that make a variable local when run inside a function."""
+_RESERVED = {"then", "elif", "else", "fi", "do", "done", "esac"}
+"""Words bash accepts only inside a compound command; tree-sitter reads a stray one as a command name."""
+_WORDS = {"word", "string", "raw_string", "ansi_c_string", "translated_string", "concatenation", "simple_expansion",
+          "expansion", "command_substitution", "arithmetic_expansion", "number", "extglob_pattern", "regex",
+          "process_substitution", "brace_expression", "test_operator"}
+"""Node types that are one shell word (or a test operator, read as one)."""
+
+_LANGUAGE: tree_sitter.Language | None = None
 
 
 def read_commands(path: Path) -> list[Command]:
     """The commands `path` runs, in order, with words expanded as far as the file determines them."""
     text = read_text(path, "launch script", "expected a shell script or an argument list")
-    state = _State(str(path), text.splitlines())
+    state = _State(str(path), text.split("\n"))
     _sbatch_environment(state)
-    for stmt in _statements(state, text):
-        _run(state, stmt)
+    src = _Src(text.encode())
+    try:
+        _block(state, src, _parse(state, src, None).children)
+    except RecursionError:
+        raise InputError(f"{path}: the script nests commands, quotes or expansions deeper than the reader follows "
+                         f"(Python's recursion limit); expected a launch script") from None
     return state.commands
 
 
 # ---------------------------------------------------------------------------------------------------
-# Statements: join continuations and multi-line quotes/arrays, drop comments, split at `;`.
-
-
-@dataclass
-class _Stmt:
-    chars: str
-    lines: list[int]
-    """Line number of every character of `chars`."""
+# The environment sbatch gives the script
 
 
 _SBATCH_ENV = {"nodes": ("SLURM_NNODES", "SLURM_JOB_NUM_NODES"), "ntasks-per-node": ("SLURM_NTASKS_PER_NODE",),
@@ -163,84 +202,78 @@ def _sbatch_environment(state: _State) -> None:
             state.vars.setdefault(name, _Var(value=[_Seg(value, False, Origin(state.path, n, line))]))
 
 
-def _statements(state: _State, text: str) -> list[_Stmt]:
-    out: list[_Stmt] = []
-    chars: list[str] = []
-    lines: list[int] = []
-    quote = ""
-    depth = 0
-    i, line = 0, 1
-    n = len(text)
-
-    def flush() -> None:
-        s = "".join(chars)
-        if s.strip():
-            out.append(_Stmt(s, list(lines)))
-        chars.clear()
-        lines.clear()
-
-    def at_word_start() -> bool:
-        return not chars or chars[-1] in " \t\n;(|&"
-
-    while i < n:
-        c = text[i]
-        if quote == "'":
-            chars.append(c), lines.append(line)
-            if c == "'":
-                quote = ""
-        elif c == "\\" and i + 1 < n:
-            if text[i + 1] == "\n":  # line continuation (also inside double quotes)
-                i += 2
-                line += 1
-                continue
-            chars.extend((c, text[i + 1])), lines.extend((line, line))
-            i += 2
-            continue
-        elif quote == '"':
-            chars.append(c), lines.append(line)
-            if c == '"':
-                quote = ""
-        elif c in "'\"":
-            quote = c
-            chars.append(c), lines.append(line)
-        elif c == "#" and at_word_start():
-            while i < n and text[i] != "\n":
-                i += 1
-            continue
-        elif c == "(":
-            depth += 1
-            chars.append(c), lines.append(line)
-        elif c == ")":
-            depth = max(depth - 1, 0)
-            chars.append(c), lines.append(line)
-        elif c == ";" and depth == 0 and not (i + 1 < n and text[i + 1] == ";"):
-            flush()
-        elif c == "\n" and depth == 0:
-            flush()
-        else:
-            chars.append(c if c != "\n" else " "), lines.append(line)
-        if c == "\n":
-            line += 1
-        i += 1
-    if quote:
-        raise InputError(f"{state.path}:{lines[0] if lines else line}: a {quote} quote opened here is never closed; "
-                         f"expected a balanced shell script")
-    flush()
-    return out
-
-
 # ---------------------------------------------------------------------------------------------------
-# Lexing one statement into raw words (lists of parts), then expanding them.
+# The syntax tree: tree-sitter's bash grammar; its ERROR and MISSING nodes are the script's syntax errors.
 
 
-@dataclass
-class _Part:
-    kind: str  # "lit", "param", "arith", "cmdsub", "array"
-    text: str
-    quoted: bool
-    origin: Origin
-    arg: str = ""
-    """For "param": the operator and word of ${NAME<op>word}."""
+def _parse(state: _State, src: _Src, at: Origin | None) -> tree_sitter.Node:
+    """The tree of `src`; a syntax error is an InputError naming its line (`at`: the `bash -c` command)."""
+    global _LANGUAGE
+    if _LANGUAGE is None:
+        _LANGUAGE = tree_sitter.Language(tree_sitter_bash.language())
+    root = tree_sitter.Parser(_LANGUAGE).parse(src.data).root_node
+    for node in _descendants(root):
+        if node.is_missing or node.is_error:
+            raise InputError(_syntax_error(state, src, node, at))
+        if node.type == "command_name" and node.text.decode("utf-8", "replace") in _RESERVED:
+            kw = node.text.decode()
+            opener = {"then": "if", "elif": "if", "else": "if", "fi": "if", "do": "for/while", "done": "for/while",
+                      "esac": "case"}[kw]
+            raise InputError(f"{at or _org(state, src, node)}: `{kw}` here belongs to no `{opener}`; expected a "
+                             f"balanced shell script (bash stops with a syntax error here)")
+    return root
+
+
+def _descendants(node: tree_sitter.Node) -> Iterator[tree_sitter.Node]:
+    """Every node under `node`, in document order (a cursor walk: trees deeper than Python's stack are fine)."""
+    cursor = node.walk()
+    while True:
+        yield cursor.node
+        if cursor.goto_first_child():
+            continue
+        while not cursor.goto_next_sibling():
+            if not cursor.goto_parent() or cursor.node == node:
+                return
+
+
+_CLOSERS = {"if": "fi", "case": "esac", "for": "done", "while": "done", "until": "done", "select": "done",
+            "do": "done", "{": "}", "(": ")", "$(": ")", "((": "))", "$((": "))", "[[": "]]", "[": "]", "${": "}"}
+"""A keyword or bracket that starts a construct, and what closes it."""
+_QUOTES = {'"': '"', "'": "'", "`": "`", "$'": "'", '$"': '"'}
+
+
+def _syntax_error(state: _State, src: _Src, node: tree_sitter.Node, at: Origin | None) -> str:
+    if node.is_missing:
+        parent = node.parent or node
+        if node.type in _QUOTES.values():
+            return _quote_error(state, src, parent, node.type, at)
+        opener = parent.children[0].type if parent.children and not parent.children[0].is_named else parent.type
+        return (f"{at or _org(state, src, parent)}: `{opener}` opened here is never closed (expected `{node.type}`); "
+                f"expected a balanced shell script")
+    for inner in _descendants(node):  # an unclosed quote: tree-sitter's error starts where the quote opens
+        text = inner.text.decode("utf-8", "replace")
+        for opening, closing in _QUOTES.items():
+            if inner.is_error and text.startswith(opening) and (len(text) <= len(opening)
+                                                                 or not text.rstrip().endswith(closing)):
+                return _quote_error(state, src, inner, closing, at)
+    opened: list[tree_sitter.Node] = []  # keywords and brackets the error leaves open, outermost first
+    for leaf in _descendants(node):
+        if leaf.child_count == 0:
+            if leaf.type in _CLOSERS:
+                opened.append(leaf)
+            elif opened and leaf.type == _CLOSERS[opened[-1].type]:
+                opened.pop()
+    if opened:
+        return (f"{at or _org(state, src, opened[0])}: `{opened[0].type}` opened here is never closed (expected "
+                f"`{_CLOSERS[opened[0].type]}`); expected a balanced shell script")
+    snippet = node.text.decode("utf-8", "replace").strip().split("\n")[0][:60]
+    return (f"{at or _org(state, src, node)}: bash cannot parse the script here (at `{snippet}`); expected a "
+            f"balanced shell script (quotes, brackets, if/fi, case/esac, do/done)")
+
+
+def _quote_error(state: _State, src: _Src, node: tree_sitter.Node, quote: str, at: Origin | None) -> str:
+    return (f"{at or _org(state, src, node)}: a {quote} quote opened here is never closed; expected a balanced shell "
+            f"script")
 
 
 def _origin(state: _State, line: int) -> Origin:
@@ -248,175 +281,184 @@ def _origin(state: _State, line: int) -> Origin:
     return Origin(state.path, line, raw)
 
 
-def _lex(state: _State, stmt: _Stmt, start: int = 0, stop: int | None = None) -> list[list[_Part]]:
-    """Split `stmt.chars[start:stop]` into words of parts (array bodies `NAME=( ... )` stay one word)."""
-    s, ln = stmt.chars, stmt.lines
-    stop = len(s) if stop is None else stop
-    words: list[list[_Part]] = []
-    cur: list[_Part] = []
-    started = False
-    i = start
+def _line(src: _Src, row: int) -> int:
+    return src.line if src.line is not None else row + 1
 
-    def lit(text: str, quoted: bool, at: int) -> None:
-        if cur and cur[-1].kind == "lit" and cur[-1].quoted == quoted and cur[-1].origin.line == ln[at]:
-            cur[-1].text += text
-        else:
-            cur.append(_Part("lit", text, quoted, _origin(state, ln[at])))
 
-    while i < stop:
-        c = s[i]
-        if c in " \t":
-            if started:
-                words.append(cur)
-                cur, started = [], False
-            i += 1
+def _org(state: _State, src: _Src, node: tree_sitter.Node) -> Origin:
+    return _origin(state, _line(src, _start(node)[1]))
+
+
+def _text(node: tree_sitter.Node) -> str:
+    return node.text.decode("utf-8", "replace")
+
+
+_EXTRAS = re.compile(rb"(?:[ \t]|\\\n)*")
+
+
+def _start(node: tree_sitter.Node) -> tuple[int, int]:
+    """Where `node` really starts (byte, row): inside double quotes tree-sitter's `$`, `` ` `` and `"` tokens
+    begin at the blanks and line continuations before them, which are the string's text."""
+    leaf = node
+    while leaf.child_count:
+        leaf = leaf.children[0]
+    if leaf.is_named or leaf.start_byte != node.start_byte:
+        return node.start_byte, node.start_point[0]
+    data = leaf.text
+    k = _EXTRAS.match(data).end()
+    if k == 0 or k == len(data):
+        return node.start_byte, node.start_point[0]
+    return node.start_byte + k, node.start_point[0] + data[:k].count(b"\n")
+
+
+def _source(src: _Src, node: tree_sitter.Node) -> str:
+    """The text of `node` from its real start."""
+    return src.data[_start(node)[0]:node.end_byte].decode("utf-8", "replace")
+
+
+# ---------------------------------------------------------------------------------------------------
+# Words: the tree's word nodes become parts (literal text, quoted or not; parameters; arithmetic; command
+# substitutions), which the evaluator expands.
+
+
+@dataclass
+class _Part:
+    kind: str  # "lit", "param", "arith", "cmdsub" (any construct whose value is unknown: `$(...)`, `<(...)`...)
+    text: str
+    quoted: bool
+    origin: Origin
+    arg: str = ""
+    """For "param": the subscript and the operator with its word, as written (`[@]\\0:-8`)."""
+    word: list[_Part] | None = None
+    """For "param" with an operator (`${NAME:-word}`): the word's parts."""
+
+
+def _parts(state: _State, src: _Src, node: tree_sitter.Node, quoted: bool = False) -> list[_Part]:
+    """One word node as parts; `quoted`: the node is inside double quotes."""
+    t = node.type
+    org = _org(state, src, node)
+    if t in ("string", "translated_string"):
+        first, last = node.children[0], node.children[-1]
+        parts = _span(state, src, node, first.end_byte, _start(last)[0], "double")
+        return parts or [_Part("lit", "", True, org)]
+    if t == "raw_string":
+        parts = _literal(state, src, node.start_byte + 1, node.end_byte - 1, node.start_point[0], "single")
+        return parts or [_Part("lit", "", True, org)]
+    if t == "ansi_c_string":
+        body = src.data[node.start_byte + 2:node.end_byte - 1].decode("utf-8", "replace")
+        return [_Part("lit", _ansi_c(body), True, org)]
+    if t in ("concatenation", "command_name"):
+        return _span(state, src, node, node.start_byte, node.end_byte, "double" if quoted else "unquoted")
+    if t == "simple_expansion":
+        return [_Part("param", _source(src, node)[1:], quoted, org, arg="\0")]
+    if t == "expansion":
+        return [_expansion(state, src, node, quoted)]
+    if t == "arithmetic_expansion":
+        text = _source(src, node)
+        inner = text[3:-2] if text.startswith("$((") else text[2:-1]
+        return [_Part("arith", inner, quoted, org)]
+    if t in ("command_substitution", "process_substitution", "brace_expression"):
+        return [_Part("cmdsub", _source(src, node), quoted, org)]
+    if t == "string_content":
+        return _literal(state, src, node.start_byte, node.end_byte, node.start_point[0], "double")
+    if t in _WORDS or not node.is_named or not node.named_children:
+        return _literal(state, src, node.start_byte, node.end_byte, node.start_point[0],
+                        "double" if quoted else "unquoted")
+    # a construct the reader does not expand: its text, marked unknown
+    return [_Part("cmdsub", _source(src, node), quoted, org)]
+
+
+def _span(state: _State, src: _Src, node: tree_sitter.Node, start: int, end: int, mode: str) -> list[_Part]:
+    """The parts of bytes start..end of `node`: its children, and the text between them as literal text."""
+    parts: list[_Part] = []
+    pos, row = start, node.start_point[0]
+    for child in node.children:
+        begin, begin_row = _start(child)
+        if begin < start or child.end_byte > end:
+            if child.end_byte <= start:
+                row = child.end_point[0]
             continue
-        started = True
-        if c == "'":
-            j = s.find("'", i + 1)
-            if j < 0:
-                org = _origin(state, ln[i])
-                raise InputError(f"{org.path}:{org.line}: a single quote is never closed; close it in: {org.text}")
-            lit(s[i + 1:j], True, i)
-            i = j + 1
-        elif c == '"':
-            i = _lex_double(state, stmt, i + 1, cur, lit)
-        elif c == "\\":
-            lit(s[i + 1:i + 2], True, i)
-            i += 2
-        elif c == "$":
-            i = _lex_dollar(state, stmt, i, False, cur, lit)
-        elif c == "`":
-            j = s.find("`", i + 1)
-            j = stop if j < 0 else j
-            cur.append(_Part("cmdsub", s[i:j + 1], False, _origin(state, ln[i])))
-            i = j + 1
-        elif c in "|&<>":
-            # control operators and redirections are words of their own (kind "op"); a redirection's fd
-            # number (`2>`) belongs to it, and `>&1` / `2>&1` carry their target
-            fd = "".join(p.text for p in cur) if cur and all(p.kind == "lit" and not p.quoted for p in cur) else ""
-            if c in "<>" and fd.isdigit():
-                cur.clear()
-            elif cur:
-                words.append(cur)
-            cur, started = [], False
-            j = i + 1
-            if c in "|&" and j < stop and s[j] in ("|&" if c == "|" else "&>"):
-                j += 1
-            elif c in "<>" and j < stop and s[j] in ">&":
-                j += 1
-                while s[j - 1] == "&" and j < stop and (s[j].isdigit() or s[j] == "-"):
-                    j += 1
-            text = fd + s[i:j] if c in "<>" else s[i:j]
-            words.append([_Part("op", text, False, _origin(state, ln[i]))])
-            i = j
-        elif c == "(" and cur and cur[-1].kind == "lit" and not cur[-1].quoted and _ASSIGN.match(cur[-1].text) \
-                and cur[-1].text.endswith("="):
-            j = _matching(s, i, stop)
-            cur.append(_Part("array", "", False, _origin(state, ln[i]), arg=f"{i + 1}:{j}"))
-            i = j + 1
+        if begin > pos:
+            parts += _literal(state, src, pos, begin, row, mode)
+        if child.type == "comment":
+            pass
+        elif child.type == "string_content" or not child.is_named:
+            parts += _literal(state, src, begin, child.end_byte, begin_row, mode)
         else:
-            lit(c, False, i)
-            i += 1
-    if started:
-        words.append(cur)
-    return words
+            parts += _parts(state, src, child, quoted=mode == "double")
+        pos, row = child.end_byte, child.end_point[0]
+    if pos < end:
+        parts += _literal(state, src, pos, end, row, mode)
+    return parts
 
 
-def _matching(s: str, i: int, stop: int) -> int:
-    """Index of the `)` closing the `(` at i (quotes respected)."""
-    depth, quote = 0, ""
-    while i < stop:
-        c = s[i]
-        if quote:
-            if c == "\\" and quote == '"':
-                i += 1
-            elif c == quote:
-                quote = ""
-        elif c in "'\"":
-            quote = c
-        elif c == "(":
-            depth += 1
-        elif c == ")":
-            depth -= 1
-            if depth == 0:
-                return i
+def _literal(state: _State, src: _Src, start: int, end: int, row: int, mode: str) -> list[_Part]:
+    """Literal text as parts, one per line and quoting: `mode` "unquoted" (a backslash quotes the next character),
+    "double" (it quotes only $ ` " \\ and newline) or "single" (no escapes); backslash-newline is removed."""
+    text = src.data[start:end].decode("utf-8", "replace")
+    parts: list[_Part] = []
+
+    def add(ch: str, quoted: bool) -> None:
+        line = _line(src, row)
+        if parts and parts[-1].quoted == quoted and parts[-1].origin.line == line:
+            parts[-1].text += ch
+        else:
+            parts.append(_Part("lit", ch, quoted, _origin(state, line)))
+
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if c == "\\" and mode != "single" and i + 1 < len(text):
+            nxt = text[i + 1]
+            if nxt == "\n":  # line continuation
+                row += 1
+                i += 2
+                continue
+            if mode == "unquoted" or nxt in '$`"\\':
+                add(nxt, True)
+                i += 2
+                continue
+        add(c, mode != "unquoted")
+        if c == "\n":
+            row += 1
         i += 1
-    return stop - 1
+    return parts
 
 
-def _lex_double(state: _State, stmt: _Stmt, i: int, cur: list[_Part], lit) -> int:
-    s = stmt.chars
-    while i < len(s) and s[i] != '"':
-        c = s[i]
-        if c == "\\" and i + 1 < len(s) and s[i + 1] in '$`"\\':
-            lit(s[i + 1], True, i)
-            i += 2
-        elif c == "$":
-            i = _lex_dollar(state, stmt, i, True, cur, lit)
-        elif c == "`":
-            j = s.find("`", i + 1)
-            cur.append(_Part("cmdsub", s[i:j + 1], True, _origin(state, stmt.lines[i])))
-            i = j + 1
+_ANSI_C = {"n": "\n", "t": "\t", "\\": "\\", "'": "'", '"': '"', "a": "\a", "b": "\b", "e": "\x1b", "E": "\x1b",
+           "f": "\f", "r": "\r", "v": "\v", "?": "?"}
+
+
+def _ansi_c(body: str) -> str:
+    """The text of $'...': backslash escapes decoded (octal and hex too)."""
+    return re.sub(r"\\(x[0-9A-Fa-f]{1,2}|[0-7]{1,3}|.)",
+                  lambda m: (chr(int(m.group(1)[1:], 16)) if m.group(1)[0] == "x" and len(m.group(1)) > 1
+                             else chr(int(m.group(1), 8)) if m.group(1)[0] in "01234567"
+                             else _ANSI_C.get(m.group(1), "\\" + m.group(1))), body, flags=re.S)
+
+
+_PARAM = re.compile(r"([A-Za-z_][A-Za-z0-9_]*|[0-9]+|[@*#?$!])(\[[@*0-9]+\])?(.*)$", re.S)
+_DEFAULT_OPS = (":-", "-", ":=", "=", ":+", "+", ":?", "?")
+
+
+def _expansion(state: _State, src: _Src, node: tree_sitter.Node, quoted: bool) -> _Part:
+    """`${...}`: NAME, a subscript of @, * or digits, and an operator with its word; anything else (`${X%%.*}`,
+    `${!X}`, `${A[i]}`) is kept as written and expands to an unknown value."""
+    text = _source(src, node)
+    org = _org(state, src, node)
+    m = _PARAM.match(text[2:-1])
+    if not m:
+        return _Part("cmdsub", text, quoted, org)
+    part = _Part("param", m.group(1), quoted, org, arg=(m.group(2) or "") + "\0" + m.group(3))
+    op = re.match(r":?[-=+?]", m.group(3))
+    if op:
+        token = next((c for c in node.children if not c.is_named and c.type == op.group(0)), None)
+        close = node.children[-1]
+        if token is not None and close.type == "}":
+            part.word = _span(state, src, node, token.end_byte, _start(close)[0], "double" if quoted else "unquoted")
         else:
-            lit(c, True, i)
-            i += 1
-    if not cur:
-        lit("", True, max(i - 1, 0))
-    return i + 1
-
-
-def _closing_brace(s: str, i: int) -> int:
-    """Index of the `}` that closes a ${...} opened before i, skipping quoted text (${X:-'}'}); -1 if none."""
-    quote = ""
-    while i < len(s):
-        c = s[i]
-        if quote:
-            if c == quote:
-                quote = ""
-            elif c == "\\" and quote == '"':
-                i += 1
-        elif c in "'\"":
-            quote = c
-        elif c == "\\":
-            i += 1
-        elif c == "}":
-            return i
-        i += 1
-    return -1
-
-
-def _lex_dollar(state: _State, stmt: _Stmt, i: int, quoted: bool, cur: list[_Part], lit) -> int:
-    s, ln = stmt.chars, stmt.lines
-    org = _origin(state, ln[i])
-    nxt = s[i + 1] if i + 1 < len(s) else ""
-    if s.startswith("$((", i):
-        j = s.find("))", i + 3)
-        if j < 0:
-            raise InputError(f"{org.path}:{org.line}: `$((` is never closed; expected $(( expression )) in: {org.text}")
-        cur.append(_Part("arith", s[i + 3:j], quoted, org))
-        return j + 2
-    if nxt == "(":
-        j = _matching(s, i + 1, len(s))
-        cur.append(_Part("cmdsub", s[i:j + 1], quoted, org))
-        return j + 1
-    if nxt == "{":
-        j = _closing_brace(s, i + 2)
-        if j < 0:
-            raise InputError(f"{org.path}:{org.line}: `${{` is never closed; expected ${{NAME}} in: {org.text}")
-        body = s[i + 2:j]
-        m = re.match(r"([A-Za-z_][A-Za-z0-9_]*|[0-9]+|[@*#?$!])(\[[@*0-9]+\])?(.*)$", body, re.S)
-        if not m:
-            cur.append(_Part("cmdsub", s[i:j + 1], quoted, org))
-        else:
-            cur.append(_Part("param", m.group(1), quoted, org, arg=(m.group(2) or "") + "\0" + m.group(3)))
-        return j + 1
-    m = re.match(r"[A-Za-z_][A-Za-z0-9_]*|[0-9@*#?$!]", s[i + 1:])
-    if m:
-        cur.append(_Part("param", m.group(0), quoted, org, arg="\0"))
-        return i + 1 + len(m.group(0))
-    lit("$", quoted, i)
-    return i + 1
+            part.word = [_Part("lit", m.group(3)[op.end():], quoted, org)]
+    return part
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -426,11 +468,12 @@ def _lex_dollar(state: _State, stmt: _Stmt, i: int, quoted: bool, cur: list[_Par
 def _mode(state: _State) -> tuple[str, str | None]:
     """("off" | "uncertain" | "on", reason)."""
     reason = None
-    for mode, _, org in state.frames:
+    for mode, _, org, *why in state.frames:
         if mode == "off":
             return "off", None
         if mode == "uncertain" and reason is None:
-            reason = f"set inside the block at {org.path}:{org.line} ({org.text}), whose condition cannot be evaluated"
+            reason = why[0] if why else (f"set inside the block at {org.path}:{org.line} ({org.text}), whose "
+                                         f"condition cannot be evaluated")
     return ("uncertain", reason) if reason else ("on", None)
 
 
@@ -439,8 +482,14 @@ def _param_value(state: _State, part: _Part) -> list[list[_Seg]] | None:
     name = part.text
     index, _, op_arg = part.arg.partition("\0")
     var = state.vars.get(name)
-    if name in ("@", "*"):
-        return []
+    call = state.calls[-1] if state.calls else None
+    if name in ("@", "*"):  # the script runs with no arguments; a function with its call's
+        return [list(a) for a in call.args] if call else []
+    if call and name == "#":
+        var = _Var(value=[_Seg(str(len(call.args)), False, part.origin)])
+    elif call and name.isdigit() and name != "0":
+        k = int(name)
+        var = _Var(value=list(call.args[k - 1])) if k <= len(call.args) else None
     if index in ("[@]", "[*]"):
         if var is None:
             return None
@@ -462,29 +511,25 @@ def _param_value(state: _State, part: _Part) -> list[list[_Seg]] | None:
     m = re.match(r"(:?[-=+?])(.*)$", op_arg, re.S)
     if not m:
         return None
-    op, word = m.groups()
+    op = m.group(1)
     empty = value is None or (op.startswith(":") and not "".join(x.text for x in value))
     if op in (":-", "-", ":=", "="):
         if not empty or (op in ("-", "=") and value is not None):
             return [list(value)]
-        sub = _expand_text(state, word, part.origin)
+        sub = _expand_word(state, part.word or [])
         if op in (":=", "="):
             state.vars[name] = _Var(value=sub)
         return [sub]
     if op in (":+", "+"):
-        return [] if empty else [_expand_text(state, word, part.origin)]
+        return [] if empty else [_expand_word(state, part.word or [])]
     return None
 
 
-def _expand_text(state: _State, text: str, org: Origin) -> list[_Seg]:
-    """Expand a word given as text (a ${VAR:-word} default) into one field."""
-    stmt = _Stmt(text, [org.line] * len(text))
+def _expand_word(state: _State, parts: list[_Part]) -> list[_Seg]:
+    """Expand the word of ${VAR:-word} into one field."""
     segs: list[_Seg] = []
-    for word in _lex(state, stmt):
-        if segs:
-            segs.append(_Seg(" ", False, org))
-        for fieldsegs in _expand_parts(state, word, as_field=True):
-            segs.extend(fieldsegs)
+    for fieldsegs in _expand_parts(state, parts, as_field=True):
+        segs.extend(fieldsegs)
     return segs
 
 
@@ -492,12 +537,16 @@ _ARITH_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.m
               ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod}
 
 
-def _arith(state: _State, expr: str) -> int | None:
+def _arith(state: _State, expr: str) -> tuple[int, str | None] | None:
+    """The value of $(( expr )) and why it is uncertain (a variable set under a condition), or None if unknown."""
+    uncertain: list[str] = []
+
     def sub(m: re.Match) -> str:
         name = m.group(1) or m.group(2) or m.group(3)
         var = state.vars.get(name)
-        if var is None or var.value is None:
+        if var is None or var.value is None or any(x.unresolved for x in var.value):
             raise KeyError(name)
+        uncertain.extend(x.uncertain for x in var.value if x.uncertain)
         return "".join(x.text for x in var.value).strip() or "0"
 
     try:
@@ -520,7 +569,9 @@ def _arith(state: _State, expr: str) -> int | None:
         value = ev(tree.body)
     except (ValueError, ZeroDivisionError, RecursionError, OverflowError, MemoryError):
         return None
-    return value if abs(value) < 2**63 else None  # bash's arithmetic is 64-bit; past it, not a launch value
+    if abs(value) >= 2**63:  # bash's arithmetic is 64-bit; past it, not a launch value
+        return None
+    return value, (uncertain[0] if uncertain else None)
 
 
 def _expand_parts(state: _State, parts: list[_Part], as_field: bool = False) -> list[list[_Seg]]:
@@ -538,7 +589,7 @@ def _expand_parts(state: _State, parts: list[_Part], as_field: bool = False) -> 
             if v is None:
                 segs.append(_Seg(f"$(({p.text}))", False, p.origin, unresolved=f"$(({p.text}))"))
             else:
-                segs.append(_Seg(str(v), split, p.origin))
+                segs.append(_Seg(str(v[0]), split, p.origin, uncertain=v[1]))
         elif p.kind == "cmdsub":
             segs.append(_Seg(p.text, False, p.origin, unresolved=p.text))
         elif p.kind == "param":
@@ -550,7 +601,7 @@ def _expand_parts(state: _State, parts: list[_Part], as_field: bool = False) -> 
                 segs.append(_Seg(shown, False, p.origin, unresolved=shown if index and p.text in state.vars
                                  else "$" + p.text))
                 continue
-            star = p.arg.partition("\0")[0] == "[*]"
+            star = p.arg.partition("\0")[0] == "[*]" or p.text == "*"
             for k, f in enumerate(fields):
                 if k and p.quoted and star:  # "${A[*]}": one word, the elements joined by a space
                     segs.append(_Seg(" ", False, p.origin))
@@ -607,122 +658,159 @@ def _to_word(f: list[_Seg], site: Origin, uncertain: str | None) -> Word:
 # Running statements
 
 
-def _run(state: _State, stmt: _Stmt | None) -> None:
-    """Run one statement; `then cmd`, `do cmd` and `else cmd` run the rest in a loop (not recursion: a
-    script of 5,000 `do`s must not exhaust the stack)."""
-    while stmt is not None:
-        stmt = _run_one(state, stmt)
+def _block(state: _State, src: _Src, nodes: list[tree_sitter.Node]) -> None:
+    for node in nodes:
+        if node.is_named:
+            _statement(state, src, node)
 
 
-def _run_one(state: _State, stmt: _Stmt) -> _Stmt | None:
-    """Run a statement; returns what follows a leading keyword, still to run."""
-    words = _lex(state, stmt)
-    if not words:
-        return None
-    first = _plain(words[0])
-    org = _origin(state, stmt.lines[0])
-    if first in ("if", "elif"):
-        _open_if(state, first, words[1:], org)
-        return None
-    if first in ("then", "do"):
-        return _Stmt(*_rest(stmt, words)) if len(words) > 1 else None
-    if first == "else":
-        _else(state, org)
-        return _Stmt(*_rest(stmt, words)) if len(words) > 1 else None
-    if first == "fi":
-        if state.frames and state.frames[-1][0] != "loop":
-            state.frames.pop()
-        return None
-    if first in _CONTROL_OPEN or (first or "").endswith("()") or first == "{":
-        state.frames.append(["uncertain", True, org])
-        return None
-    if first in _CONTROL_CLOSE or first == "}":
-        if state.frames:
-            state.frames.pop()
-        return None
-    mode, reason = _mode(state)
-    if mode == "off":
-        return None
-    for segment in _segments(words):  # `a && b`, `a | tee log`: each simple command on its own
-        _simple_command(state, stmt, segment, org, reason)
-    return None
-
-
-def _is_op(word: list[_Part]) -> bool:
-    return len(word) == 1 and word[0].kind == "op"
-
-
-def _segments(words: list[list[_Part]]) -> list[list[list[_Part]]]:
-    """The simple commands of a list or pipeline, without their redirections (`> log`, `2>&1`, `&> f`)."""
-    out: list[list[list[_Part]]] = [[]]
-    skip = False
-    for w in words:
-        if skip:
-            skip = False
-            continue
-        if _is_op(w) and w[0].text in _CONTROL_OPS:
-            out.append([])
-        elif _is_op(w):
-            skip = not re.search(r"&(\d+|-)$", w[0].text)  # `>&1` carries its target; `> f` takes the next word
-        else:
-            out[-1].append(w)
-    return [x for x in out if x]
-
-
-def _simple_command(state: _State, stmt: _Stmt, words: list[list[_Part]], org: Origin, reason: str | None) -> None:
-    first = _plain(words[0])
-    k = 0
-    if first in _DECLARE:
-        k = 1
-        while k < len(words) and _plain(words[k]).startswith("-"):
-            k += 1
-    while k < len(words) and _is_assignment(words[k]):
-        _assign(state, stmt, words[k], reason)
-        k += 1
-    if k >= len(words) or first in _DECLARE:
+def _statement(state: _State, src: _Src, node: tree_sitter.Node, line: int | None = None) -> None:
+    """Run one statement; `line`: the first line of the list or pipeline it is part of (its commands' origin)."""
+    if _mode(state)[0] == "off":
         return
-    rest = words[k:]
-    if _plain(rest[0]) == "eval":
-        rest = rest[1:]
+    t = node.type
+    line = _line(src, node.start_point[0]) if line is None else line
+    if t == "command":
+        _command(state, src, node, line)
+    elif t == "variable_assignment":
+        _assign(state, src, node, _mode(state)[1])
+    elif t == "variable_assignments":
+        for child in node.named_children:
+            if child.type == "variable_assignment":
+                _assign(state, src, child, _mode(state)[1])
+    elif t == "declaration_command":
+        _declare(state, src, node)
+    elif t == "unset_command":
+        functions = any(_text(c) == "-f" for c in node.named_children)
+        for child in node.named_children:
+            if child.type in ("variable_name", "word") and not _text(child).startswith("-"):
+                (state.functions if functions else state.vars).pop(_text(child), None)
+    elif t in ("redirected_statement", "list", "pipeline", "negated_command"):
+        # `a && b`, `a | tee log`, `cmd > log 2>&1`: each command on its own, redirections dropped; the left of
+        # `[[ test ]] && cmd` decides whether cmd runs
+        children = [c for c in node.children if c.is_named and c.type not in ("comment", "file_redirect",
+                                                                                "heredoc_redirect",
+                                                                                "herestring_redirect")]
+        ops = [c.type for c in node.children if not c.is_named]
+        if t == "list" and len(children) == 2 and children[0].type == "test_command" and ops[0] in ("&&", "||"):
+            value = _condition(state, _condition_words(state, src, [children[0]]))
+            if value is not None and ops[0] == "||":
+                value = not value
+            _guarded(state, src, children[1], value, _org(state, src, children[0]), line)
+            return
+        for child in children:
+            if child.type != "test_command":
+                _statement(state, src, child, line)
+    elif t == "subshell":  # `( cd dir && cmd )`: runs; its variables do not outlive it
+        saved = dict(state.vars)
+        _block(state, src, node.children)
+        state.vars = saved
+    elif t == "compound_statement":
+        if node.children and node.children[0].type == "((":
+            _arith_command(state, src, node)
+        else:
+            _block(state, src, node.children)
+    elif t == "if_statement":
+        _if(state, src, node)
+    elif t == "for_statement":
+        _for(state, src, node)
+    elif t in ("while_statement", "c_style_for_statement"):
+        _unknown_loop(state, src, node)
+    elif t == "case_statement":
+        _case(state, src, node)
+    elif t == "function_definition":
+        name = node.child_by_field_name("name")
+        body = node.child_by_field_name("body")
+        if name is not None and body is not None:
+            state.functions[_text(name)] = (body, src)
+    # test_command alone, comments, heredoc bodies: nothing runs that the launch depends on
+
+
+def _guarded(state: _State, src: _Src, node: tree_sitter.Node, value: bool | None, org: Origin, line: int) -> None:
+    """Run `node` only if `value` (a condition's result) is True; under an uncertain block if it is unknown."""
+    if value is False:
+        return
+    state.frames.append(["on" if value else "uncertain", True, org])
+    try:
+        _statement(state, src, node, line)
+    finally:
+        state.frames.pop()
+
+
+def _command(state: _State, src: _Src, node: tree_sitter.Node, line: int) -> None:
+    reason = _mode(state)[1]
+    org = _origin(state, line)
+    words: list[tree_sitter.Node] = []
+    for i, child in enumerate(node.children):
+        if child.type == "variable_assignment":  # `NAME=value cmd`: the reader keeps NAME, as before
+            _assign(state, src, child, reason)
+        elif node.field_name_for_child(i) in ("name", "argument"):
+            words.append(child)
+    raw = [_parts(state, src, w) for w in words]
+    if raw and _plain(raw[0]) == "eval":
+        raw = raw[1:]
     fields: list[Word] = []
-    for w in rest:
+    for w in raw:
         site = w[0].origin if w else org
         fields += [_to_word(f, site, reason) for f in _expand_parts(state, w)]
     inner = _shell_string(fields)
     if inner is not None and state.depth < MAX_NESTED_SHELLS:
-        # `srun ... bash -c "$LAUNCHER --node_rank \$SLURM_PROCID $CMD"`: the string is what runs
+        # `srun ... bash -c "$LAUNCHER --node_rank \$SLURM_PROCID $CMD"`: the string is what runs (and it is
+        # uncertain if the string is)
+        string = fields[inner]
         state.depth += 1
+        state.frames.append(["uncertain" if string.uncertain else "on", True, org, string.uncertain])
         try:
-            for sub in _statements(state, inner):
-                _run(state, _Stmt(sub.chars, [stmt.lines[0]] * len(sub.chars)))
+            sub = _Src(string.text.encode(), org.line)
+            _block(state, sub, _parse(state, sub, org).children)
         finally:
             state.depth -= 1
+            state.frames.pop()
         return
+    if fields and fields[0].text in state.functions and not fields[0].unresolved:
+        _call(state, fields, org)
+        return
+    if fields and fields[0].text == "shift" and state.calls:  # inside a function: drop its first arguments
+        call = state.calls[-1]
+        n = fields[1].text if len(fields) > 1 else "1"
+        if n.isdigit() and not fields[-1].unresolved:
+            call.args = call.args[int(n):]
+        else:
+            call.args = [[_Seg(f"${k + 1}", False, org, unresolved=f"the arguments after `{org.text}`")]
+                         for k in range(len(call.args))]
     if fields:
         state.commands.append(Command(tuple(fields), org))
 
 
-def _shell_string(fields: list[Word]) -> str | None:
-    """The STRING of `[wrapper ...] bash|sh -c STRING`, if the command runs one."""
+def _call(state: _State, fields: list[Word], org: Origin) -> None:
+    """Run a function where it is called: its body with the call's words as $1 ... $@."""
+    if len(state.calls) >= MAX_CALL_DEPTH:
+        raise InputError(f"{org}: function {fields[0].text} runs inside {MAX_CALL_DEPTH} nested function calls "
+                         f"(a recursion); expected a launch script whose functions end")
+    state.num_calls += 1
+    if state.num_calls > MAX_CALLS:
+        raise InputError(f"{org}: the script calls its functions more than {MAX_CALLS:,} times; expected a launch "
+                         f"script that runs each a few times")
+    body, src = state.functions[fields[0].text]
+    args = [[_Seg(w.text, False, w.origin, w.unresolved, w.uncertain)] for w in fields[1:]]
+    state.calls.append(_Call(args))
+    try:
+        _statement(state, src, body)
+    finally:
+        call = state.calls.pop()
+        for name, var in call.saved.items():
+            if var is None:
+                state.vars.pop(name, None)
+            else:
+                state.vars[name] = var
+
+
+def _shell_string(fields: list[Word]) -> int | None:
+    """The index of STRING in `[wrapper ...] bash|sh -c STRING`, if the command runs one."""
     for i, w in enumerate(fields[:-2]):
         if w.text.rsplit("/", 1)[-1] in ("bash", "sh") and fields[i + 1].text == "-c":
-            return fields[i + 2].text
+            return i + 2
     return None
-
-
-_LEADING_THEN_DO = re.compile(r"\s*(?:(?:then|do)(?=[\s;]|$)\s*)+")
-
-
-def _rest(stmt: _Stmt, words: list[list[_Part]]) -> tuple[str, list[int]]:
-    """The statement after its first keyword (`then cmd`, `else cmd`); a run of `then`/`do` keywords goes at
-    once, so a line of thousands is lexed once more, not once per keyword."""
-    kw = _plain(words[0])
-    m = _LEADING_THEN_DO.match(stmt.chars) if kw in ("then", "do") else None
-    if m:
-        return stmt.chars[m.end():], stmt.lines[m.end():]
-    s = stmt.chars.lstrip()
-    off = len(stmt.chars) - len(s)
-    return stmt.chars[off + len(kw):], stmt.lines[off + len(kw):]
 
 
 def _plain(parts: list[_Part]) -> str:
@@ -730,37 +818,294 @@ def _plain(parts: list[_Part]) -> str:
         p.kind == "lit" for p in parts) else ""
 
 
-def _is_assignment(parts: list[_Part]) -> bool:
-    return bool(parts) and parts[0].kind == "lit" and not parts[0].quoted and bool(_ASSIGN.match(parts[0].text))
+def _declare(state: _State, src: _Src, node: tree_sitter.Node) -> None:
+    """`export A=1 B`, `local X=2`, `declare -a ARGS=(...)`: the assignments (local ones end with their function)."""
+    keyword = node.children[0].type if node.children else ""
+    call = state.calls[-1] if state.calls and keyword in _DECLARE_LOCAL else None
+    for child in node.named_children:
+        name = child.child_by_field_name("name") if child.type == "variable_assignment" else (
+            child if child.type == "variable_name" else None)
+        if name is None:
+            continue
+        if call is not None and _text(name) not in call.saved:
+            call.saved[_text(name)] = state.vars.get(_text(name))
+        if child.type == "variable_assignment":
+            _assign(state, src, child, _mode(state)[1])
 
 
-def _assign(state: _State, stmt: _Stmt, parts: list[_Part], uncertain: str | None) -> None:
-    m = _ASSIGN.match(parts[0].text)
-    name, op = m.group(1), m.group(2)
-    head = _Part("lit", parts[0].text[m.end():], False, parts[0].origin)
-    rhs = ([head] if head.text else []) + parts[1:]
+def _assign(state: _State, src: _Src, node: tree_sitter.Node, uncertain: str | None) -> None:
+    name_node = node.child_by_field_name("name")
+    value = node.child_by_field_name("value")
+    if name_node is None:
+        return
+    append = any(c.type == "+=" for c in node.children)
+    if name_node.type == "subscript":  # A[i]=x
+        _assign_element(state, src, name_node, value, append, uncertain)
+        return
+    name = _text(name_node)
     var = state.vars.get(name)
-    if rhs and rhs[0].kind == "array":
-        a, b = (int(x) for x in rhs[0].arg.split(":"))
+    if value is not None and value.type == "array":
         items: list[list[_Seg]] = []
-        for w in _lex(state, stmt, a, b):
-            for f in _expand_parts(state, w):
+        for element in value.named_children:
+            if element.type == "comment":
+                continue
+            for f in _expand_parts(state, _parts(state, src, element)):
                 items.append([_Seg(x.text, False, x.origin, x.unresolved, x.uncertain or uncertain) for x in f])
-        if op == "+=" and var is not None:
+        if append and var is not None:
             base = var.items if var.items is not None else ([var.value] if var.value else [])
-            items = [list(x) for x in base] + items
+            items = [*base, *items]  # element lists are never changed in place: share them
         state.vars[name] = _Var(items=items)
         return
     segs: list[_Seg] = []
-    for f in _expand_parts(state, rhs, as_field=True):
+    for f in _expand_parts(state, _parts(state, src, value) if value is not None else [], as_field=True):
         segs.extend(f)
     segs = [_Seg(x.text, False, x.origin, x.unresolved, x.uncertain or uncertain) for x in segs]
-    if op == "+=" and var is not None:
+    if append and var is not None:
         if var.items is not None:
             state.vars[name] = _Var(items=[*var.items, segs])
             return
         segs = list(var.value or []) + segs
     state.vars[name] = _Var(value=segs)
+
+
+def _assign_element(state: _State, src: _Src, subscript: tree_sitter.Node, value: tree_sitter.Node | None,
+                    append: bool, uncertain: str | None) -> None:
+    """`A[3]=x`: the element of a known array at a literal index next to its end; otherwise the array becomes
+    unknown."""
+    name_node, index = subscript.child_by_field_name("name"), subscript.child_by_field_name("index")
+    if name_node is None:
+        return
+    name = _text(name_node)
+    var = state.vars.get(name)
+    segs: list[_Seg] = []
+    for f in _expand_parts(state, _parts(state, src, value) if value is not None else [], as_field=True):
+        segs.extend(f)
+    segs = [_Seg(x.text, False, x.origin, x.unresolved, x.uncertain or uncertain) for x in segs]
+    k = int(_text(index)) if index is not None and _text(index).isdigit() else None
+    items = var.items if var is not None and var.items is not None else (
+        [var.value] if var is not None and var.value else ([] if var is None else [[]]))
+    if k is not None and k <= len(items) and not (var is None and k):
+        items = [list(x) for x in items]
+        if k == len(items):
+            items.append(segs)
+        else:
+            items[k] = (items[k] + segs) if append else segs
+        state.vars[name] = _Var(items=items)
+        return
+    org = _org(state, src, subscript)
+    state.vars[name] = _Var(value=[_Seg(f"${{{name}[@]}}", False, org, unresolved=f"{_text(subscript)} ({org})")])
+
+
+def _arith_command(state: _State, src: _Src, node: tree_sitter.Node) -> None:
+    """`(( N = N * 2 ))`, `(( i++ ))`: the variables it assigns become unknown (the reader does not run it)."""
+    org = _org(state, src, node)
+    for inner in _descendants(node):
+        target = None
+        if inner.type in ("binary_expression", "postfix_expression", "unary_expression"):
+            ops = [c.type for c in inner.children if not c.is_named]
+            if any(op in ("=", "+=", "-=", "*=", "/=", "%=", "<<=", ">>=", "&=", "|=", "^=", "++", "--")
+                   for op in ops):
+                target = next((c for c in inner.named_children if c.type in ("variable_name", "word")), None)
+        if target is not None:
+            name = _text(target)
+            state.vars[name] = _Var(value=[_Seg(f"${name}", False, org, unresolved=f"{_text(node)} ({org})")])
+
+
+# ---------------------------------------------------------------------------------------------------
+# Compound commands: if, for, while/until, case
+
+
+def _if(state: _State, src: _Src, node: tree_sitter.Node) -> None:
+    org = _org(state, src, node)
+    cond, body = _clause(node)
+    _open_if(state, "if", _condition_words(state, src, cond), org)
+    try:
+        _block(state, src, body)
+        for clause in node.named_children:
+            if clause.type == "elif_clause":
+                cond, body = _clause(clause)
+                _open_if(state, "elif", _condition_words(state, src, cond), _org(state, src, clause))
+                _block(state, src, body)
+            elif clause.type == "else_clause":
+                _else(state, _org(state, src, clause))
+                _block(state, src, clause.children)
+    finally:
+        state.frames.pop()
+
+
+def _clause(node: tree_sitter.Node) -> tuple[list[tree_sitter.Node], list[tree_sitter.Node]]:
+    """The condition (between `if`/`elif` and `then`) and the body (after `then`) of an if or elif clause."""
+    cond: list[tree_sitter.Node] = []
+    body: list[tree_sitter.Node] = []
+    then = False
+    for child in node.children:
+        if child.type == "then":
+            then = True
+        elif child.type in ("elif_clause", "else_clause"):
+            break
+        elif child.is_named:
+            (body if then else cond).append(child)
+    return cond, body
+
+
+def _condition_words(state: _State, src: _Src, nodes: list[tree_sitter.Node]) -> list[list[_Part]]:
+    """A condition as the words bash's `test` reads: operators as plain words, operands as parts; a glob
+    pattern (`[[ $X == fp8* ]]`) is a value the reader does not match, so it is unknown."""
+    words: list[list[_Part]] = []
+    stack = list(reversed(nodes))
+    while stack:
+        node = stack.pop()
+        if node.type == "comment" or node.type in (";", "&", "\n"):
+            continue
+        if node.type in ("extglob_pattern", "regex") and re.search(r"[*?\[(]", _text(node)):
+            words.append([_Part("cmdsub", _text(node), False, _org(state, src, node))])
+        elif node.type in _WORDS or not node.is_named or node.type == "variable_name":
+            words.append(_parts(state, src, node))
+        else:
+            stack.extend(reversed(node.children))
+    return words
+
+
+def _for(state: _State, src: _Src, node: tree_sitter.Node) -> None:
+    """`for x in a b c; do ...; done`: the body once per word when the words are known and no `break` or
+    `continue` can cut a run short; otherwise once, as uncertain, with x unknown."""
+    org = _org(state, src, node)
+    var = node.child_by_field_name("variable")
+    body = node.child_by_field_name("body")
+    if var is None or body is None:
+        return
+    name = _text(var)
+    values = node.children_by_field_name("value")
+    call = state.calls[-1] if state.calls else None
+    if any(c.type == "in" for c in node.children):
+        fields = [f for v in values for f in _expand_parts(state, _parts(state, src, v))]
+    else:  # `for x; do`: the arguments
+        fields = [list(a) for a in call.args] if call else []
+    jumps = any(n.type == "command_name" and _text(n) in ("break", "continue") for n in _descendants(body))
+    known = not jumps and state.loop_runs + len(fields) <= MAX_LOOP_RUNS and not any(
+        x.unresolved or x.uncertain for f in fields for x in f)
+    reason = _mode(state)[1]
+    if known:
+        state.loop_runs += len(fields)
+        for f in fields:
+            state.vars[name] = _Var(value=[_Seg(x.text, False, x.origin, None, reason) for x in f])
+            _block(state, src, body.children)
+        return
+    state.vars[name] = _Var(value=[_Seg(f"${name}", False, org, unresolved=f"${name}, the loop variable of "
+                                                                            f"{org.path}:{org.line}")])
+    _unknown_body(state, src, body, org)
+
+
+def _unknown_loop(state: _State, src: _Src, node: tree_sitter.Node) -> None:
+    """`while`, `until`, `for ((;;))`: the body read once, as uncertain; the loop's counters are unknown."""
+    org = _org(state, src, node)
+    for child in node.children:
+        if child.type == "variable_assignment" and child.child_by_field_name("name") is not None:
+            name = _text(child.child_by_field_name("name"))
+            state.vars[name] = _Var(value=[_Seg(f"${name}", False, org, unresolved=f"${name}, the loop variable "
+                                                                                   f"of {org.path}:{org.line}")])
+    body = node.child_by_field_name("body")
+    if body is not None:
+        _unknown_body(state, src, body, org)
+
+
+def _unknown_body(state: _State, src: _Src, body: tree_sitter.Node, org: Origin) -> None:
+    state.frames.append(["uncertain", True, org])
+    try:
+        _block(state, src, body.children)
+    finally:
+        state.frames.pop()
+
+
+def _case(state: _State, src: _Src, node: tree_sitter.Node) -> None:
+    """`case WORD in PATTERN) ...;; esac`: the first branch whose pattern matches a known WORD; a branch whose
+    pattern or WORD is unknown, and every one after it, is uncertain."""
+    value = node.child_by_field_name("value")
+    subject = None
+    if value is not None:
+        fields = _expand_parts(state, _parts(state, src, value), as_field=True)
+        segs = fields[0] if fields else []
+        if not any(x.unresolved or x.uncertain for x in segs):
+            subject = "".join(x.text for x in segs)
+    items = [c for c in node.named_children if c.type == "case_item"]
+    fallthrough = any(c.type in (";&", ";;&") for item in items for c in item.children)
+    unsure = subject is None or fallthrough
+    for item in items:
+        patterns = item.children_by_field_name("value")
+        matched: bool | None = False
+        for pattern in patterns:
+            m = None if unsure else _case_match(state, src, pattern, subject or "")
+            if m is None:
+                matched = None
+            elif m:
+                matched = True
+                break
+        if matched is False:
+            continue
+        after = next((k for k, c in enumerate(item.children) if c.type == ")"), -1)
+        body = [c for c in item.children[after + 1:] if c not in patterns]
+        if matched and not unsure:
+            _block(state, src, body)
+            return
+        state.frames.append(["uncertain", True, _org(state, src, item)])
+        try:
+            _block(state, src, body)
+        finally:
+            state.frames.pop()
+        unsure = True
+
+
+def _case_match(state: _State, src: _Src, pattern: tree_sitter.Node, subject: str) -> bool | None:
+    """Whether a case pattern matches: unquoted text is a glob (*, ?, [...]), quoted text and the values of
+    quoted expansions are literal; an unknown value or an extended glob is None."""
+    regex = ""
+    for part in _parts(state, src, pattern):
+        if part.kind == "lit":
+            text = part.text
+            quoted = part.quoted
+        else:
+            fields = _expand_parts(state, [part], as_field=True)
+            segs = fields[0] if fields else []
+            if any(x.unresolved or x.uncertain for x in segs):
+                return None
+            text, quoted = "".join(x.text for x in segs), part.quoted
+        if quoted:
+            regex += re.escape(text)
+            continue
+        glob = _glob_regex(text)
+        if glob is None:
+            return None
+        regex += glob
+    return re.fullmatch(regex, subject, re.S) is not None
+
+
+def _glob_regex(text: str) -> str | None:
+    out = ""
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if c in "?*+@!" and i + 1 < len(text) and text[i + 1] == "(":
+            return None  # extglob
+        if c == "*":
+            out += ".*"
+        elif c == "?":
+            out += "."
+        elif c == "[":
+            j = text.find("]", i + 2)
+            if j < 0:
+                out += re.escape(c)
+            else:
+                body = text[i + 1:j]
+                if body.startswith("[:") or "[:" in body:
+                    return None  # character classes: not followed
+                neg = body[:1] in ("!", "^")
+                body = body[1:] if neg else body
+                out += "[" + ("^" if neg else "") + body.replace("\\", "\\\\") + "]"
+                i = j
+        else:
+            out += re.escape(c)
+        i += 1
+    return out
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -1,0 +1,128 @@
+"""The audit's shell reader (placement/audit/shell.py) on what bash alone cannot check with a stub launcher:
+values the reader must mark unknown or uncertain rather than guess, the lines words are attributed to, and
+syntax errors (tree-sitter's ERROR and MISSING nodes, a stray `fi`) as one-paragraph InputErrors naming the
+line."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from placement.audit.shell import Command, read_commands
+from placement.errors import InputError
+
+
+def _read(tmp_path: Path, text: str) -> list[Command]:
+    path = tmp_path / "run.sh"
+    path.write_text(text)
+    return read_commands(path)
+
+
+def _launch(tmp_path: Path, text: str) -> Command:
+    (cmd,) = [c for c in _read(tmp_path, text) if c.words[0].text == "torchrun"]
+    return cmd
+
+
+def _word(cmd: Command, text: str):
+    return next(w for w in cmd.words if w.text == text)
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("X='unclosed\ntorchrun train.py\n", "run.sh:1: X='unclosed: a ' quote opened here is never closed"),
+    ("A=1\ntorchrun train.py \"--name x\n", "run.sh:2: torchrun train.py \"--name x: a \" quote opened here is "
+                                            "never closed"),
+    ("torchrun train.py\nfi\n", "run.sh:2: fi: `fi` here belongs to no `if`"),
+    ("echo a; done\n", "run.sh:1: echo a; done: `done` here belongs to no `for/while`"),
+    ("if [ -f x ]; then\n  torchrun train.py\n", "run.sh:1: if [ -f x ]; then: `if` opened here is never closed "
+                                                 "(expected `fi`)"),
+    ("for x in 1 2; do\n  echo $x\n", "run.sh:1: for x in 1 2; do: `do` opened here is never closed (expected "
+                                      "`done`)"),
+    ("case $A in\n  a) echo ;;\n", "run.sh:1: case $A in: `case` opened here is never closed (expected `esac`)"),
+    ("A=1\nsrun bash -c 'torchrun train.py \"x'\n", "run.sh:2: srun bash -c 'torchrun train.py \"x': a \" quote "
+                                                    "opened here is never closed"),
+])
+def test_syntax_errors_name_the_line(tmp_path: Path, text: str, message: str) -> None:
+    with pytest.raises(InputError, match=re.escape(message)) as err:
+        _read(tmp_path, text)
+    assert "\n" not in str(err.value)
+
+
+def test_case_on_an_unknown_value_is_uncertain(tmp_path: Path) -> None:
+    cmd = _launch(tmp_path, 'case "$SIZE" in\n  big) TP=8 ;;\n  *) TP=2 ;;\nesac\ntorchrun train.py --tp $TP\n')
+    tp = cmd.words[-1]
+    # the last branch taken is the one whose value stays; the reader says it cannot tell which
+    assert tp.text == "2" and "run.sh:3" in tp.uncertain and tp.unresolved is None
+
+
+def test_case_after_an_unknown_pattern_is_uncertain(tmp_path: Path) -> None:
+    cmd = _launch(tmp_path, 'S=big\ncase $S in\n  "$OTHER") TP=1 ;;\n  big) TP=8 ;;\nesac\ntorchrun x --tp $TP\n')
+    assert cmd.words[-1].text == "8" and cmd.words[-1].uncertain
+
+
+def test_loops_the_reader_cannot_unroll(tmp_path: Path) -> None:
+    cmd = _launch(tmp_path, "ARGS=()\nfor x in $(ls); do\n  ARGS+=(--f $x)\ndone\n"
+                            "while read line; do EXTRA=--bf16; done < f\ntorchrun train.py ${ARGS[@]} $EXTRA\n")
+    assert _word(cmd, "--f").uncertain.startswith("set inside the block at ")
+    assert _word(cmd, "$x").unresolved.startswith("$x, the loop variable of ")
+    assert "run.sh:5" in _word(cmd, "--bf16").uncertain
+
+
+def test_for_with_break_is_read_once_as_uncertain(tmp_path: Path) -> None:
+    cmd = _launch(tmp_path, "for n in 1 2 3; do\n  N=$n\n  [ $n -eq 2 ] && break\ndone\ntorchrun x --n $N\n")
+    assert cmd.words[-1].unresolved and cmd.words[-1].uncertain
+
+
+def test_test_on_an_unset_variable_guards_uncertainly(tmp_path: Path) -> None:
+    cmd = _launch(tmp_path, '[[ -n "$EXTERNAL" ]] && MBS=4\ntorchrun train.py --micro-batch-size ${MBS:-1}\n')
+    mbs = cmd.words[-1]
+    assert mbs.text == "4" and "run.sh:1" in mbs.uncertain
+
+
+def test_arithmetic_over_an_uncertain_value_is_uncertain(tmp_path: Path) -> None:
+    cmd = _launch(tmp_path, "N=2\nif [ -f hosts ]; then N=4; fi\ntorchrun x --world $((N * 8))\n")
+    assert cmd.words[-1].text == "32" and cmd.words[-1].uncertain
+
+
+def test_arithmetic_commands_make_their_variables_unknown(tmp_path: Path) -> None:
+    cmd = _launch(tmp_path, "N=2\n(( N = N * 4 ))\n((M++))\ntorchrun x --n $N --m $M\n")
+    assert cmd.words[-3].unresolved and cmd.words[-1].unresolved
+
+
+def test_here_document_bodies_are_not_commands(tmp_path: Path) -> None:
+    cmds = _read(tmp_path, "cat <<EOF > run2.sh\ntorchrun --inside 1\nEOF\ntorchrun --outside 2\n")
+    assert [c.words[0].text for c in cmds] == ["cat", "torchrun"] and cmds[1].words[1].text == "--outside"
+
+
+def test_functions_run_where_called_with_their_locals(tmp_path: Path) -> None:
+    cmds = _read(tmp_path, "TP=1\nunused() { torchrun never; }\nrun() {\n  local TP=$1\n  torchrun x --tp $TP\n}\n"
+                           "run 8\ntorchrun y --tp $TP\n")
+    assert [[w.text for w in c.words] for c in cmds] == [["torchrun", "x", "--tp", "8"], ["torchrun", "y", "--tp", "1"]]
+    assert cmds[0].origin.line == 5 and cmds[0].words[-1].origin.line == 7  # written as the call's argument
+
+
+def test_recursion_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match=r"run\.sh:1: .*function f runs inside 32 nested function calls"):
+        _read(tmp_path, "f() { f; }; f\n")
+
+
+def test_words_keep_their_lines(tmp_path: Path) -> None:
+    cmd = _launch(tmp_path, 'TP=4\nARGS=(\n  --a 1 \\\n  --tp "$TP"\n)\ncd /w && \\\n  torchrun train.py \\\n'
+                            '  "${ARGS[@]}" "--x \\\n y"\n')
+    assert cmd.origin.line == 6  # the statement's first line, as before
+    tp = cmd.words[5]
+    assert (tp.text, tp.origin.line, tp.site.line) == ("4", 1, 8)
+    assert (_word(cmd, "--tp").origin.line, _word(cmd, "--a").origin.line) == (4, 3)
+    assert _word(cmd, "--x  y").origin.line == 8
+
+
+def test_element_assignment(tmp_path: Path) -> None:
+    cmd = _launch(tmp_path, "A=(1 2)\nA[1]=8\nA[2]=9\nB[$i]=3\ntorchrun x ${A[@]} ${B[@]}\n")
+    assert [w.text for w in cmd.words[2:5]] == ["1", "8", "9"] and cmd.words[5].unresolved
+
+
+def test_a_bash_c_string_set_under_a_condition_is_uncertain(tmp_path: Path) -> None:
+    cmd = _launch(tmp_path, 'CMD="torchrun a --tp 2"\nif [ -f x ]; then CMD="torchrun b --tp 4"; fi\n'
+                            'srun bash -c "$CMD"\n')
+    assert cmd.origin.line == 3 and cmd.words[-1].text == "4" and "run.sh:2" in cmd.words[-1].uncertain
