@@ -1,5 +1,5 @@
-"""Launch-file parsers of `placement audit` (placement/audit/launch.py) on real published files, on our own
-emitted launches, and on malformed input.
+"""Launch-file parsers of `placement audit` (placement/audit/launch.py and its readers in placement/audit/readers/)
+on real published files, on our own emitted launches, and on malformed input.
 
 Expected values are read independently of the parser: TOML/YAML/JSON with tomllib/yaml/json, scripts with a
 regex on the literal line (the line is quoted in a comment where a value comes from a shell variable)."""

@@ -18,7 +18,7 @@ deprecated alias) and full as `--cuda-graph-impl full_iteration --no-check-for-n
 `--account-for-{embedding,loss}-in-pipeline-split`, `--moe-expert-capacity-factor`,
 `--cross-entropy-loss-fusion`, `--moe-permute-fusion --moe-router-fusion`.  The routing imbalance is a
 property of the data, never forced (`--moe-router-force-load-balancing` is for benchmarks only).
-`placement.audit.launch` reads every one of them back.
+`placement.audit.readers.megatron` reads every one of them back.
 """
 
 from __future__ import annotations

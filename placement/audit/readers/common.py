@@ -1,0 +1,245 @@
+"""What every reader shares: integers with a minimum, Megatron-style argument splitting, the launcher command
+of a script (torchrun, deepspeed, python -m torch.distributed.run) and its world size, and the merge of several
+files' settings with conflict checks."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from placement.audit.readers.reading import Settings
+from placement.audit.shell import Command, Word, read_commands
+from placement.errors import InputError
+
+
+def read_int(text: str, what: str, evidence: str, *, minimum: int = 0) -> int:
+    """`text` as an integer >= `minimum`; an InputError names `what` and its evidence otherwise."""
+    try:
+        value = int(str(text).strip())
+    except (TypeError, ValueError):
+        raise InputError(f"{evidence}: {what} must be an integer, got {text!r}") from None
+    if value < minimum:
+        raise InputError(f"{evidence}: {what} must be >= {minimum}, got {value}")
+    return value
+
+
+def word_check(word: Word, flag: str) -> None:
+    """InputError when the script leaves `word` (the value of `flag`) unresolved or under a condition."""
+    if word.unresolved:
+        raise InputError(f"{word.site}: {flag} depends on {word.unresolved}, which the files do not set "
+                         f"(value written at {word.origin.path}:{word.origin.line}); set it in the script or pass "
+                         f"the expanded argument list")
+    if word.uncertain:
+        raise InputError(f"{word.site}: {flag} is {word.uncertain}; expected the layout flags outside "
+                         f"conditions placement cannot evaluate (or pass the expanded argument list)")
+
+
+@dataclass
+class Arg:
+    """One flag of an argument list with its values and the word that spelled it."""
+
+    flag: str
+    values: list[Word]
+    word: Word
+
+    @property
+    def evidence(self) -> str:
+        """Where the flag was written, and where its value came from when elsewhere (a variable)."""
+        ev = self.word.evidence
+        for v in self.values:
+            if v.origin != self.word.origin and v.origin != self.word.site:
+                ev = f"{self.word.site} [{self.flag} value from {v.origin}]"
+        return ev
+
+
+def split_args(words: list[Word], nargs: dict[str, int | str]) -> list[Arg]:
+    """`--flag value`, `--flag=value`, `--flag v1 v2` (nargs from the table; unknown flags take the
+    following words up to the next `--flag`)."""
+    out: list[Arg] = []
+    i = 0
+    while i < len(words):
+        w = words[i]
+        if not w.text.startswith("-") or w.text in ("-", "--") or re.fullmatch(r"-\d.*", w.text):
+            if out:
+                out[-1].values.append(w)
+            i += 1
+            continue
+        flag, eq, inline = w.text.partition("=")
+        arg = Arg(flag, [], w)
+        if eq:
+            arg.values.append(Word(inline, w.origin, w.site, w.unresolved, w.uncertain))
+            out.append(arg)
+            i += 1
+            continue
+        want = nargs.get(flag)
+        i += 1
+        if want == 0:
+            out.append(arg)
+            continue
+        while i < len(words) and not (words[i].text.startswith("--") or re.fullmatch(r"-[A-Za-z].*", words[i].text)):
+            arg.values.append(words[i])
+            i += 1
+            if isinstance(want, int) and len(arg.values) == want:
+                break
+        out.append(arg)
+    return out
+
+
+def one_value(arg: Arg) -> Word:
+    """The single value of `arg`; an InputError when it has none or several."""
+    if len(arg.values) != 1:
+        got = "nothing" if not arg.values else " ".join(v.text for v in arg.values)
+        raise InputError(f"{arg.word.site}: {arg.flag} expects one value, got {got}")
+    word_check(arg.values[0], arg.flag)
+    return arg.values[0]
+
+
+_LAUNCHERS = {"torchrun", "deepspeed", "deepspeed.pt"}
+_PY = re.compile(r"^(python[0-9.]*|.*/python[0-9.]*)$")
+
+
+@dataclass
+class Launch:
+    """A script's launch command: the launcher and its arguments, the entry point and the training arguments."""
+
+    launcher: str | None
+    launcher_args: list[Word]
+    entry: Word
+    args: list[Word]
+    command: Command
+
+
+def find_launch(cmd: Command) -> Launch | None:
+    """The launch in `cmd` (torchrun, deepspeed, python [-m torch.distributed.run] x.py), or None."""
+    w = list(cmd.words)
+    if not w or w[0].text in ("echo", "printf", "mkdir", "cd", "set", "exit", "rm", "cp", "cat", "wget", "sed"):
+        return None
+    launcher = None
+    for i, x in enumerate(w):
+        name = x.text.rsplit("/", 1)[-1]
+        if name in _LAUNCHERS:
+            launcher, start = name, i + 1
+            break
+        if _PY.match(x.text):
+            m = i + 1
+            while m < len(w) and w[m].text.startswith("-") and w[m].text != "-m":  # python -u -O ... -m
+                m += 1
+            if m + 1 < len(w) and w[m].text == "-m" and w[m + 1].text in (
+                    "torch.distributed.run", "torch.distributed.launch"):
+                launcher, start = "torchrun", m + 2
+                break
+    else:
+        start = 0
+    j = start
+    while j < len(w):
+        t = w[j].text
+        if t.endswith(".py") or (t.endswith(".sh") and j > 0) or (t == "-m" and launcher is not None):
+            break
+        if _PY.match(t) and launcher is None and j + 1 < len(w) and w[j + 1].text == "-m":
+            j += 1
+            break
+        j += 1
+    if j >= len(w):
+        return None
+    if w[j].text == "-m":
+        if j + 1 >= len(w):
+            return None
+        entry, rest = w[j + 1], w[j + 2:]
+        largs = w[start:j]
+    else:
+        entry, rest = w[j], w[j + 1:]
+        largs = w[start:j]
+    if launcher is None and not (entry.text.endswith(".py") or any(x.text.startswith("--") for x in rest)):
+        return None
+    return Launch(launcher, largs, entry, rest, cmd)
+
+
+def launch_commands(path: Path) -> list[Launch]:
+    """The script's launch commands (an InputError when two launch different arguments)."""
+    launches = [x for x in (find_launch(c) for c in read_commands(path)) if x is not None]
+    launched = [x for x in launches if x.launcher is not None]
+    if launched:  # a distributed launch (torchrun, deepspeed) is the job; plain `python x.py` lines prepare data
+        launches = launched
+    if len(launches) > 1:
+        first = [w.text for w in launches[0].args]
+        for other in launches[1:]:
+            if [w.text for w in other.args] != first:
+                raise InputError(f"{path}: two launch commands with different arguments (lines "
+                                 f"{launches[0].command.origin.line} and {other.command.origin.line}); pass the "
+                                 f"file of one job")
+    return launches
+
+
+def launcher_settings(launch: Launch, s: Settings) -> None:
+    """The world size and GPUs per node torchrun's flags fix; the deepspeed launcher's node and GPU counts."""
+    nargs = {"--standalone": 0, "--no-python": 0, "--no_python": 0, "--no-local-rank": 0, "--no_local_rank": 0}
+    args = {a.flag.replace("_", "-"): a for a in split_args(launch.launcher_args, nargs)}
+    if launch.launcher == "torchrun":
+        nodes, procs = args.get("--nnodes"), args.get("--nproc-per-node")
+        n = p = None
+        if nodes is not None:
+            text = one_value(nodes).text
+            if not re.fullmatch(r"\d+", text):
+                s.ignored.append(f"--nnodes {text}: elastic node range; world size not fixed ({nodes.evidence})")
+            else:
+                n = read_int(text, "--nnodes", nodes.evidence)
+        elif "--standalone" in args or procs is not None:
+            n = 1
+        if procs is not None:
+            text = one_value(procs).text
+            if re.fullmatch(r"\d+", text):
+                p = read_int(text, "--nproc-per-node", procs.evidence)
+                s.put("gpus_per_node", p, procs.evidence)
+        if n is not None and p is not None:
+            s.put("world_size", n * p, f"{nodes.evidence if nodes else procs.evidence}; {procs.evidence}")
+    elif launch.launcher in ("deepspeed", "deepspeed.pt"):
+        for key in ("--num-nodes", "--num-gpus", "--hostfile"):  # DeepSpeed reads the hostfile's name itself
+            if key in args:
+                given = (one_value(args[key]).text, args[key].evidence)
+                if key == "--num-nodes":
+                    s.num_nodes = given
+                elif key == "--num-gpus":
+                    s.num_gpus = given
+        for key in ("--include", "--exclude", "-i", "-e"):
+            if key in args:
+                s.ignored.append(f"deepspeed {key}: host/GPU selection not applied ({args[key].evidence})")
+
+
+def merge(groups: list[Settings]) -> Settings:
+    """The files' settings together: a value two config files give differently is an error; a CLI override
+    (`override`) wins.  Framework keys merge the same way; launcher and file facts: the last file's."""
+    out = Settings(", ".join(g.path for g in groups))
+    for g in sorted(groups, key=lambda g: g.override):
+        for name, ev in g.sources.items():
+            value = g.value(name)
+            if out.has(name) and out.value(name) != value and not g.override:
+                raise _contradiction(name, out.value(name), out.sources[name], value, ev)
+            out.put(name, value, ev)
+        if g.keys is not None:
+            out.keys = _merge_keys(out.keys or {}, g.keys, g.override)
+        out.ignored += [x for x in g.ignored if x not in out.ignored]
+    for g in groups:
+        out.config_file = g.config_file or out.config_file
+        out.deepspeed_config = g.deepspeed_config or out.deepspeed_config
+        out.num_nodes = g.num_nodes or out.num_nodes
+        out.num_gpus = g.num_gpus or out.num_gpus
+        out.hostfile = g.hostfile or out.hostfile
+        out.hf_auto = g.hf_auto or out.hf_auto
+    return out
+
+
+def _merge_keys(into: dict[str, tuple[Any, str]], keys: dict[str, tuple[Any, str]],
+                override: bool) -> dict[str, tuple[Any, str]]:
+    out = dict(into)
+    for k, (v, ev) in keys.items():
+        if k in out and out[k][0] != v and not override:
+            raise _contradiction(k, out[k][0], out[k][1], v, ev)
+        out[k] = (v, ev)
+    return out
+
+
+def _contradiction(name: str, first: Any, first_ev: str, second: Any, second_ev: str) -> InputError:
+    return InputError(f"contradictory values for {name}: {first} ({first_ev}) and {second} ({second_ev}); make the "
+                      f"files agree")

@@ -1,0 +1,310 @@
+"""DeepSpeed 0.19.8 launch material: the JSON config (with the HF Trainer's "auto" values), a hostfile
+(`host slots=N`; DeepSpeed's own rules, reference/frameworks.md §4), the `deepspeed` launcher's --num_nodes and
+--num_gpus, and the TP/PP/DP a Python file's topology call states (`PipeModelDataParallelTopology`,
+`PipeDataParallelTopology`, `ProcessTopology`, `PipelineModule(num_stages=N)`: read with `ast`, never run).
+Megatron-DeepSpeed scripts and GPT-NeoX configs are read by `readers.megatron` and `readers.neox`; the join
+derives world size, hosts, accumulation and the missing batch term by DeepSpeed's rules, then Megatron's."""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from placement.audit.readers import megatron
+from placement.audit.readers.common import merge, read_int
+from placement.audit.readers.reading import AutoKey, Hostfile, Reading, Settings
+from placement.errors import InputError
+from placement.loaders.files import parse_json, read_text
+
+
+def read_json(path: Path, s: Settings) -> None:
+    """A DeepSpeed JSON config: batch terms, ZeRO stage, AutoTP, precision; "auto" values kept for the join."""
+    text = read_text(path, "DeepSpeed config", "expected a JSON file")
+    data = parse_json(text, path, "expected a DeepSpeed config object", lambda err: (
+        f"{path}:{err.lineno}: not valid JSON ({err.msg}); expected a DeepSpeed config object"))
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: expected a JSON object with DeepSpeed keys (train_batch_size, zero_optimization...)")
+    lines = text.splitlines()
+
+    def ev(key: str) -> str:
+        for n, line in enumerate(lines, 1):
+            if f'"{key}"' in line:
+                return f"{path}:{n}: {line.strip()}"
+        return f"{path}: {key}"
+
+    auto: list[AutoKey] = []
+    for key, field in (("train_batch_size", "global_batch"), ("train_micro_batch_size_per_gpu", "micro_batch_size"),
+                       ("gradient_accumulation_steps", "grad_accumulation"), ("sequence_parallel_size", "cp")):
+        if data.get(key) == "auto":  # HF Trainer fills it from TrainingArguments (integrations/deepspeed.py)
+            auto.append(AutoKey(key, field, ev(key)))
+            continue
+        if key in data:
+            s.put(field, read_int(data[key], key, ev(key), minimum=1), ev(key))
+    zero = data.get("zero_optimization")
+    if isinstance(zero, dict) and "stage" in zero:
+        stage = read_int(zero["stage"], "zero_optimization.stage", ev("stage"))
+        if stage > 3:
+            raise InputError(f"{ev('stage')}: zero_optimization.stage must be 0..3, got {stage}")
+        s.put("zero_stage", stage, ev("stage"))
+        for key in ("offload_param", "offload_optimizer"):
+            dev = zero.get(key)
+            if isinstance(dev, dict) and dev.get("device") not in (None, "none"):
+                s.ignored.append(f"zero_optimization.{key} to {dev.get('device')} ({ev(key)})")
+        if int(zero.get("zero_hpz_partition_size", 1) or 1) > 1:
+            hpz = ev("zero_hpz_partition_size")
+            s.ignored.append(f"zero_hpz_partition_size (ZeRO++ hierarchical partitioning) ({hpz})")
+    tpc = data.get("tensor_parallel")
+    if isinstance(tpc, dict) and "autotp_size" in tpc:
+        s.put("tp", read_int(tpc["autotp_size"], "tensor_parallel.autotp_size", ev("autotp_size")), ev("autotp_size"))
+    for key in ("bf16", "fp16"):
+        sec = data.get(key)
+        if isinstance(sec, dict) and sec.get("enabled") == "auto":
+            auto.append(AutoKey(key, "precision", ev(key)))
+        elif isinstance(sec, dict) and sec.get("enabled") in (True, "true"):
+            s.put("precision", "bf16", ev(key))
+            if key == "fp16":
+                s.ignored.append(f"fp16: FP16 mixed precision, priced as bf16 ({ev(key)})")
+    if auto:
+        s.hf_auto = tuple(auto)
+
+
+TOPOLOGY_AXES = {"model": "tp", "context": "cp", "data": "dp", "pipe": "pp"}
+"""DeepSpeed `ProcessTopology` axis names -> placement axes (runtime/pipe/topology.py; "context" is the axis
+placement's emitter adds for cp > 1)."""
+TOPOLOGY_CLASSES = {
+    # class -> (axes outermost first, constructor parameter of each axis), DeepSpeed 0.19.8 topology.py
+    "PipeModelDataParallelTopology": (("pipe", "data", "model"), ("num_pp", "num_dp", "num_mp")),
+    "PipeDataParallelTopology": (("pipe", "data"), ("num_pp", "num_dp")),
+}
+RANK_ORDERS = {("pipe", "data", "model"): "tp-cp-ep-dp-pp", ("pipe", "data", "context", "model"): "tp-cp-ep-dp-pp",
+               ("data", "pipe", "model"): "tp-cp-ep-pp-dp", ("data", "pipe", "context", "model"): "tp-cp-ep-pp-dp",
+               ("pipe", "data"): "tp-cp-ep-dp-pp", ("data", "pipe"): "tp-cp-ep-pp-dp"}
+"""Axis orders (outermost first; ProcessTopology is row-major) whose rank order placement prices; a missing axis
+has size 1."""
+
+
+def _literal(node: ast.expr, what: str, where: str) -> Any:
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
+        raise InputError(f"{where}: {what} is {ast.unparse(node)[:80]!r}, not a literal; the audit reads a "
+                         f"DeepSpeed topology's numbers only when they are written out: leave this file out and "
+                         f"pass the launch script whose arguments set them (Megatron-DeepSpeed "
+                         f"--tensor-model-parallel-size / --pipeline-model-parallel-size)") from None
+
+
+def _call_name(node: ast.AST) -> str | None:
+    """The called name of `f(...)` or `mod.f(...)`; None for anything else."""
+    f = node.func if isinstance(node, ast.Call) else None
+    return f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
+
+
+@dataclass(frozen=True)
+class _Topology:
+    """The layout one topology call builds."""
+
+    sizes: dict[str, int]
+    """placement axis -> size, for the axes the call names."""
+    rank_order: str
+    evidence: str
+
+
+def _topology_call(call: ast.Call, name: str, path: Path, lines: list[str]) -> _Topology:
+    """The axes, sizes and rank order of one topology constructor call."""
+    where = f"{path}:{call.lineno}"
+    evidence = f"{where}: {lines[call.lineno - 1].strip()[:160]}"
+    axes, params = TOPOLOGY_CLASSES.get(name, (None, ("axes", "dims")))
+    given = dict(zip(params, call.args, strict=False)) | {k.arg: k.value for k in call.keywords if k.arg}
+    if set(given) != set(params):
+        raise InputError(f"{evidence}: {name} takes {', '.join(params)}; DeepSpeed rejects the call")
+    if axes is None:  # ProcessTopology(axes, dims)
+        axes, dims = _literal(given["axes"], "axes", where), _literal(given["dims"], "dims", where)
+    else:
+        dims = [_literal(given[p], p, where) for p in params]
+    if (not isinstance(axes, (list, tuple)) or not isinstance(dims, (list, tuple)) or len(axes) != len(dims)
+            or not all(isinstance(a, str) for a in axes) or len(set(axes)) != len(axes)):
+        raise InputError(f"{evidence}: axes and dims must be lists of the same length, axis names unique")
+    unknown = [a for a in axes if a not in TOPOLOGY_AXES]
+    if unknown:
+        raise InputError(f"{evidence}: axis {unknown[0]!r} is not one DeepSpeed's grid or placement knows "
+                         f"({', '.join(TOPOLOGY_AXES)})")
+    out: dict[str, int] = {}
+    for axis, dim in zip(axes, dims, strict=True):
+        if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
+            raise InputError(f"{evidence}: the {axis} dimension must be a whole number >= 1, got {dim!r}")
+        out[TOPOLOGY_AXES[axis]] = dim
+    order = tuple(a for a in axes if out[TOPOLOGY_AXES[a]] > 1 or a in ("pipe", "data", "model"))
+    if order not in RANK_ORDERS:
+        raise InputError(f"{evidence}: axes {list(axes)} (outermost first) give a rank order placement does not "
+                         f"price; use ['pipe', 'data', 'model'] (tp innermost) or ['data', 'pipe', 'model']")
+    return _Topology(out, RANK_ORDERS[order], evidence)
+
+
+def read_python(path: Path, s: Settings) -> None:
+    """TP, CP, DP and PP from the DeepSpeed topology a Python file builds (parsed, never run)."""
+    text = read_text(path, "DeepSpeed training script", "expected Python code that builds a DeepSpeed topology")
+    try:
+        tree = ast.parse(text, filename=str(path))
+    except SyntaxError as err:
+        raise InputError(f"{path}:{err.lineno}: not valid Python ({err.msg}); expected the training script or "
+                         f"ds_topology.py") from None
+    except (ValueError, RecursionError, MemoryError) as err:
+        raise InputError(f"{path}: cannot be parsed as Python ({type(err).__name__}); expected the training script "
+                         f"or ds_topology.py") from None
+    lines = text.splitlines()
+    for node in tree.body:  # `sequence_parallel = True`, as ds_topology.py states it for the TP model code
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                and node.targets[0].id.lower() == "sequence_parallel"):
+            value = _literal(node.value, "sequence_parallel", f"{path}:{node.lineno}")
+            if not isinstance(value, bool):
+                raise InputError(f"{path}:{node.lineno}: sequence_parallel must be True or False, got {value!r}")
+            s.put("sequence_parallel", value, f"{path}:{node.lineno}: {lines[node.lineno - 1].strip()[:160]}")
+    calls = [(node, _call_name(node)) for node in ast.walk(tree) if isinstance(node, ast.Call)]
+    found: list[_Topology] = [_topology_call(node, name, path, lines) for node, name in calls
+                                               if name in TOPOLOGY_CLASSES or name == "ProcessTopology"]
+    for node, name in calls if not found else ():  # PipelineModule(layers, num_stages=N): PipeDataParallel(N, .)
+        kw = {k.arg: k.value for k in node.keywords if k.arg}
+        stages = kw.get("num_stages", node.args[1] if len(node.args) > 1 else None)
+        if name == "PipelineModule" and stages is not None and "topology" not in kw:
+            where = f"{path}:{node.lineno}"
+            ev = f"{where}: {lines[node.lineno - 1].strip()[:160]}"
+            pp = _literal(stages, "num_stages", where)
+            if isinstance(pp, bool) or not isinstance(pp, int) or pp < 1:
+                raise InputError(f"{ev}: num_stages must be a whole number >= 1, got {pp!r}")
+            found.append(_Topology({"pp": pp, "tp": 1}, "tp-cp-ep-dp-pp", ev))
+    if not found:
+        raise InputError(f"{path}: no PipeModelDataParallelTopology, PipeDataParallelTopology, ProcessTopology or "
+                         f"PipelineModule(num_stages=...) call; a Python file is read for the DeepSpeed topology it "
+                         f"builds, and this one builds none")
+    first = found[0]
+    for other in found[1:]:
+        if (other.sizes, other.rank_order) != (first.sizes, first.rank_order):
+            raise InputError(f"{path}: two different topologies ({first.evidence}; {other.evidence}); "
+                             f"the audit cannot tell which one the job uses")
+    for axis in ("tp", "cp", "pp", "dp"):
+        if axis in first.sizes or axis != "dp":  # num_stages alone leaves dp to the world size
+            s.put(axis, first.sizes.get(axis, 1), first.evidence)
+    s.put("rank_order", first.rank_order, first.evidence)
+
+
+def read_hostfile(path: Path, s: Settings) -> None:
+    """DeepSpeed 0.19.8 `launcher/runner.py::_parse_hostfile`: `^(\\S+)\\s+slots=(\\d+)`, `#` comments and blank
+    lines skipped, a duplicate host or any other line is an error; rank order = line order."""
+    text = read_text(path, "hostfile", "expected lines of `hostname slots=N`")
+    hosts: dict[str, int] = {}
+    first_ev = ""
+    for n, line in enumerate(text.splitlines(), 1):
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        m = re.search(r"^(\S+)\s+slots=(\d+)", stripped)
+        if not m:
+            raise InputError(f"{path}:{n}: {stripped!r} is not `hostname slots=N`; DeepSpeed rejects the hostfile")
+        if stripped[m.end():][:1] not in ("", " ", "\t"):  # DeepSpeed's search would read `slots=8.5` as 8
+            raise InputError(f"{path}:{n}: {stripped!r}: the slot count is not a whole number (DeepSpeed would read "
+                             f"slots={m.group(2)} from it); write slots=N with N the host's GPUs")
+        if m.group(1) in hosts:
+            raise InputError(f"{path}:{n}: host {m.group(1)} is listed twice; DeepSpeed rejects duplicate hosts")
+        if int(m.group(2)) < 1:
+            raise InputError(f"{path}:{n}: host {m.group(1)} has slots={m.group(2)}; a host runs at least one "
+                             f"process (DeepSpeed gives each slot a GPU): give slots=N with N its GPUs")
+        hosts[m.group(1)] = int(m.group(2))
+        first_ev = first_ev or f"{path}:{n}: {stripped}"
+    if not hosts:
+        raise InputError(f"{path}: no `hostname slots=N` line; DeepSpeed rejects an empty hostfile")
+    s.hostfile = Hostfile(hosts, first_ev)
+
+
+def looks_like_hostfile(text: str) -> bool:
+    """Whether a file without a suffix is a hostfile (a `host slots=N` line and no command)."""
+    lines = [x.strip() for x in text.splitlines() if x.strip() and not x.strip().startswith("#")]
+    # one `host slots=N` line makes it a hostfile (a bad line among them is then reported by read_hostfile)
+    return any(re.search(r"^(\S+)\s+slots=", x) for x in lines) and not any(
+        re.search(r"torchrun|python|deepspeed|--\w", x) for x in lines)
+
+
+HF_DEFAULTS = {"micro_batch_size": ("per_device_train_batch_size", 8),
+               "grad_accumulation": ("gradient_accumulation_steps", 1)}
+"""transformers TrainingArguments defaults the HF Trainer puts in a DeepSpeed config's "auto"."""
+
+
+def join(groups: list[Settings]) -> Reading:
+    """A DeepSpeed job (DeepSpeed JSON, hostfile, launcher, topology code, Megatron-DeepSpeed or HF Trainer
+    scripts, GPT-NeoX configs): DeepSpeed's rules, then Megatron's (its layers run most of these jobs)."""
+    s = merge(groups)
+    _finish(s)
+    megatron.finish(s)
+    return s.reading("deepspeed")
+
+
+def _finish(s: Settings) -> None:
+    """World size and hosts from the hostfile and launcher, the HF Trainer's "auto" values, and DeepSpeed's
+    batch identity train_batch_size = micro x accumulation x dp for the term the files leave out."""
+    nodes, gpus = s.num_nodes, s.num_gpus
+    if s.hostfile is not None:
+        pool, ev = s.hostfile.slots, s.hostfile.evidence
+        names = list(pool)
+        slots = [pool[h] for h in names]
+        # DeepSpeed 0.19.8 runner.apply_num_nodes_and_gpus: the first num_nodes hosts, num_gpus slots each
+        if nodes is not None:
+            k = read_int(nodes[0], "--num_nodes", nodes[1])
+            names, slots = names[:k], slots[:k]
+        if gpus is not None:
+            g = read_int(gpus[0], "--num_gpus", gpus[1])
+            slots = [g] * len(names)
+        s.put("hosts", tuple(names), ev)
+        s.put("world_size", sum(slots), ev)
+        if len(set(slots)) == 1:
+            s.put("gpus_per_node", slots[0], ev)
+        else:
+            s.ignored.append(f"hostfile slots differ per host ({dict(zip(names, slots, strict=True))}): no single "
+                             f"gpus_per_node")
+    elif gpus is not None:
+        g = read_int(gpus[0], "--num_gpus", gpus[1])
+        n = read_int(nodes[0], "--num_nodes", nodes[1]) if nodes is not None else 1
+        s.put("gpus_per_node", g, gpus[1])
+        s.put("world_size", n * g, gpus[1] if nodes is None else f"{nodes[1]}; {gpus[1]}")
+    cfg = s.deepspeed_config
+    if cfg is not None and not s.has("global_batch") and not s.has("micro_batch_size") and not s.has("zero_stage"):
+        s.ignored.append(f"--deepspeed_config {cfg[0]}: the DeepSpeed JSON is not among the audited files ({cfg[1]})")
+    for auto in s.hf_auto:
+        # HF Trainer fills "auto" from TrainingArguments: the launch command's flag, else its default
+        # (transformers training_args.py: per_device_train_batch_size 8, gradient_accumulation_steps 1, fp32)
+        key, where = auto.key, auto.evidence
+        if auto.field == "precision":
+            if not s.has("precision"):
+                s.ignored.append(f"{key}.enabled \"auto\" with no --bf16/--fp16 in the launch files: the HF Trainer "
+                                 f"runs fp32, priced as bf16 ({where})")
+            continue
+        if s.has(auto.field):
+            s.put(auto.field, s.value(auto.field), f"{s.sources[auto.field]} (fills \"auto\" of {key}: {where})")
+        elif auto.field in HF_DEFAULTS:
+            arg, value = HF_DEFAULTS[auto.field]
+            s.put(auto.field, value, f"HF TrainingArguments default {arg} {value} (fills \"auto\" of {key}: {where})")
+    # train_batch_size = micro * gas * dp (deepspeed runtime/config.py _batch_assertion); derive what is missing
+    world = s.value("world_size")
+    model = s.value("tp", 1) * s.value("pp", 1) * s.value("cp", 1)
+    gas = s.take("grad_accumulation")
+    tbs, mbs = s.entry("global_batch"), s.entry("micro_batch_size")
+    if gas is None and tbs is None and mbs is not None:  # deepspeed runtime/config.py: gas defaults to 1
+        gas = (1, "DeepSpeed default gradient_accumulation_steps 1 (the files set no train_batch_size)")
+    if gas is not None:
+        s.put("grad_accumulation", *gas)
+    if world is not None:
+        if world % model:
+            raise InputError(f"world size {world} is not divisible by tp * pp * cp = {model}")
+        dp = world // model
+        if tbs is not None and mbs is None and gas is not None:
+            micro, rem = divmod(tbs[0], gas[0] * dp)
+            if rem or micro < 1:
+                raise InputError(f"train_batch_size {tbs[0]} is not gradient_accumulation_steps {gas[0]} x dp {dp} x "
+                                 f"an integer micro-batch ({tbs[1]}; {gas[1]}); DeepSpeed rejects it")
+            s.put("micro_batch_size", micro, f"{tbs[1]}; {gas[1]} (train_batch_size / (gas x dp {dp}))")
+        elif tbs is not None and mbs is not None and gas is not None and tbs[0] != mbs[0] * gas[0] * dp:
+            raise InputError(f"train_batch_size {tbs[0]} != micro-batch {mbs[0]} x gradient_accumulation_steps "
+                             f"{gas[0]} x dp {dp} ({tbs[1]}; {mbs[1]}; {gas[1]}); DeepSpeed rejects it")
+    if tbs is None and mbs is not None and gas is not None and world is not None:
+        s.put("global_batch", mbs[0] * gas[0] * (world // model), f"{mbs[1]}; {gas[1]}")

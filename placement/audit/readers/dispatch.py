@@ -1,0 +1,168 @@
+"""Which reader reads which file: a file's kind (by suffix, else by content), the framework a set of files
+belongs to, and one file read by the reader of its kind for the audited framework."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from placement.audit.readers import deepspeed, megatron, neox, torchtitan
+from placement.audit.readers import maxtext as maxtext_reader
+from placement.audit.readers.common import launch_commands, launcher_settings
+from placement.audit.readers.reading import Settings
+from placement.audit.shell import read_commands
+from placement.errors import InputError
+from placement.frameworks import CAPABILITIES
+from placement.loaders.files import parse_yaml, read_text
+
+
+def file_kind(path: Path) -> str:
+    """toml | json | yaml | python | hostfile | megatron-log | script."""
+    suffix = path.suffix.lower()
+    if suffix == ".py":
+        return "python"
+    if suffix == ".toml":
+        return "toml"
+    if suffix == ".json":
+        return "json"
+    if suffix in (".yaml", ".yml"):
+        return "yaml"
+    text = read_text(path, "launch file", "expected a launch script, config or hostfile")
+    if deepspeed.looks_like_hostfile(text):
+        return "hostfile"
+    if megatron.MEGATRON_LOG_BEGIN in text:
+        return "megatron-log"
+    return "script"
+
+
+def _maxtext_yaml(path: Path) -> bool:
+    """A YAML file with MaxText keys (base_config, per_device_batch_size, ici_/dcn_ parallelism)."""
+    text = read_text(path, "YAML config", "expected a YAML file")
+    return bool(re.search(r"^\s*(base_config|per_device_batch_size|(ici|dcn)_\w+_parallelism)\s*:", text, re.M))
+
+
+def _script_framework(path: Path) -> str | None:
+    """The framework a script's text names, by its flags and entry points (None: none it knows)."""
+    text = read_text(path, "launch script", "expected a shell script or an argument list")
+    if re.search(r"\b(maxtext|MaxText)[./]\S*train\b", text):
+        return "maxtext"
+    if re.search(r"torchtitan\.train|--parallelism\.|--job\.config_file|activation-checkpoint:|--model\.flavor", text):
+        return "torchtitan"
+    if re.search(r"--deepspeed_config|--deepspeed-config|\bdeepspeed(\.pt)?\s", text):
+        return "megatron-deepspeed"
+    if re.search(r"--tensor-model-parallel-size|--pipeline-model-parallel-size|--micro-batch-size|--num-layers\b|"
+                 r"pretrain_gpt|--model-parallel-size|\bmodel\.tensor_model_parallel_size=|"
+                 r"\btrain\.global_batch_size=", text):
+        return "megatron"
+    return None
+
+
+def detect_framework(paths: list[Path]) -> str:
+    """The framework the files belong to; an InputError names the files when it cannot be told."""
+    votes: dict[str, list[str]] = {}
+    for p in paths:
+        kind = file_kind(p)
+        fw = {"toml": "torchtitan", "json": "deepspeed", "hostfile": "deepspeed", "yaml": "megatron",
+              "python": "deepspeed", "megatron-log": "megatron"}.get(kind)
+        if kind == "script":
+            fw = _script_framework(p)
+        elif kind == "yaml" and _maxtext_yaml(p):
+            fw = "maxtext"
+        elif kind == "yaml" and re.search(r"^[\s{]*[\"']?(pipe|model)[-_]parallel[-_]size[\"']?\s*:",
+                                          read_text(p, "YAML config", "expected YAML"), re.M):
+            fw = "deepspeed"  # GPT-NeoX: Megatron layers on DeepSpeed's pipeline engine
+        elif kind == "python" and re.search(r"^HOSTS\s*=", read_text(p, "Python file", "expected Python"), re.M):
+            fw = "maxtext"
+        if fw is not None:
+            votes.setdefault(fw, []).append(str(p))
+    if "megatron-deepspeed" in votes:
+        target = "deepspeed" if "deepspeed" in votes else "megatron"
+        votes.setdefault(target, []).extend(votes.pop("megatron-deepspeed"))
+    if "deepspeed" in votes and "megatron" in votes and not any(file_kind(Path(p)) == "yaml"
+                                                                  for p in votes["megatron"]):
+        votes["deepspeed"] += votes.pop("megatron")
+    names = ", ".join(str(p) for p in paths)
+    if len(votes) == 1:
+        return next(iter(votes))
+    if not votes:
+        raise InputError(f"cannot tell the framework of {names}: no Megatron flags, torchtitan flags or TOML, "
+                         f"DeepSpeed JSON/hostfile or MaxText config found; pass --framework "
+                         f"{'|'.join(CAPABILITIES)}")
+    seen = "; ".join(f"{fw}: {', '.join(ps)}" for fw, ps in sorted(votes.items()))
+    raise InputError(f"the files look like more than one framework ({seen}); pass the files of one job, or "
+                     f"--framework {'|'.join(CAPABILITIES)}")
+
+
+def read_file(path: Path, fw: str) -> Settings:
+    """What one file states, read by the reader of its kind; an InputError when `fw` does not read that kind."""
+    s = Settings(str(path))
+    kind = file_kind(path)
+    if fw == "maxtext":
+        return maxtext_reader.read_file(path, kind, s)
+    if kind == "toml":
+        if fw != "torchtitan":
+            raise InputError(f"{path}: a TOML file is a torchtitan config; this audit reads {fw}")
+        s.keys = torchtitan.toml_keys(path)
+        return s
+    if kind == "json":
+        if fw != "deepspeed":
+            raise InputError(f"{path}: a JSON file is read as a DeepSpeed config; pass --framework deepspeed")
+        deepspeed.read_json(path, s)
+        return s
+    if kind == "hostfile":
+        deepspeed.read_hostfile(path, s)
+        return s
+    if kind == "megatron-log":
+        if fw not in ("megatron", "deepspeed"):
+            raise InputError(f"{path}: a Megatron-LM log; pass --framework megatron")
+        megatron.read_log(path, s)
+        return s
+    if kind == "python":
+        if fw != "deepspeed":
+            raise InputError(f"{path}: a Python file is read for the DeepSpeed topology it builds; pass "
+                             f"--framework deepspeed, or the {fw} launch script instead")
+        deepspeed.read_python(path, s)
+        return s
+    if kind == "yaml":
+        text = read_text(path, "YAML config", "expected a Megatron-Bridge, GPT-NeoX or MaxText YAML config")
+        data = parse_yaml(text, path, "YAML config")
+        if neox.is_neox(data):
+            if fw != "deepspeed":
+                raise InputError(f"{path}: a GPT-NeoX config (DeepSpeed runs it); pass --framework deepspeed")
+            neox.read_yaml(path, data, text.splitlines(), s)
+            return s
+        if fw != "megatron":
+            raise InputError(f"{path}: a YAML file is read as a Megatron-Bridge ConfigContainer; pass --framework "
+                             f"megatron")
+        megatron.bridge_settings(megatron.bridge_keys(data, path, text.splitlines()), s)
+        if not s.sources:
+            raise InputError(f"{path}: no layout or batch field read (expected a Megatron-Bridge ConfigContainer with "
+                             f"model.tensor_model_parallel_size, train.global_batch_size..., a GPT-NeoX config with "
+                             f"pipe_parallel_size/model_parallel_size, or a MaxText config)")
+        return s
+    # a script or an argument list
+    launches = launch_commands(path)
+    if launches:
+        launch = launches[0]
+        launcher_settings(launch, s)
+        args = launch.args
+    else:
+        args = [w for c in read_commands(path) for w in c.words]
+        if not args or (not args[0].text.startswith(("-", "activation")) and "=" not in args[0].text):
+            raise InputError(f"{path}: no launch command (torchrun, deepspeed, python ... .py) and not an argument "
+                             f"list; expected a launch script or a file of --flag value arguments")
+    if fw == "torchtitan":
+        s.keys = torchtitan.flags(args)
+        s.override = True
+    elif any(re.fullmatch(r"\+{0,2}[A-Za-z_][\w]*\.[\w.]+=.*", w.text, re.S) for w in args):
+        keys, config_file = megatron.hydra_overrides(args)
+        megatron.bridge_settings(keys, s)
+        megatron.read_args([w for w in args if w.text.startswith("--") and w.text != "--config-file"], s)
+        s.override = True
+        if config_file:
+            s.config_file = (config_file, "")
+    else:
+        megatron.read_args(args, s)
+    return s
+
+

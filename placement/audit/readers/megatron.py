@@ -1,0 +1,507 @@
+"""Megatron-LM launch material: a launch script's or argument file's flags (megatron-core 0.19.2 names, checked
+against its own argparse table, and the older aliases), its recipe flags (read as `placement.emit.megatron`
+writes them), Megatron-Bridge YAML and Hydra-style `section.key=value` overrides, and the arguments block a
+Megatron training log prints; the Megatron join turns a pipeline layout string and layers per virtual stage
+into vpp and fills Megatron's defaults."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from placement.audit.readers.common import Arg, merge, one_value, read_int, split_args, word_check
+from placement.audit.readers.reading import Reading, Settings
+from placement.audit.shell import Origin, Word
+from placement.errors import InputError
+from placement.loaders.files import read_text
+
+# Megatron-LM flags (megatron-core 0.19.2 argparse: dest, nargs; the aliases are older names).
+_MG_INT = {
+    "--tensor-model-parallel-size": "tp", "--model-parallel-size": "tp",
+    "--pipeline-model-parallel-size": "pp", "--context-parallel-size": "cp",
+    "--ds-sequence-parallel-size": "cp", "--expert-model-parallel-size": "ep",
+    "--expert-tensor-parallel-size": "etp", "--num-virtual-stages-per-pipeline-rank": "vpp",
+    "--virtual-pipeline-model-parallel-size": "vpp",
+    "--num-layers-per-virtual-pipeline-stage": "layers_per_virtual_stage",
+    "--decoder-first-pipeline-num-layers": "first_stage_layers",
+    "--decoder-last-pipeline-num-layers": "last_stage_layers",
+    "--micro-batch-size": "micro_batch_size", "--batch-size": "micro_batch_size",
+    "--per-device-train-batch-size": "micro_batch_size",  # HF Trainer
+    "--gradient-accumulation-steps": "grad_accumulation",  # HF Trainer
+    "--global-batch-size": "global_batch", "--seq-length": "seq_len", "--num-layers": "num_layers",
+    "--hidden-size": "hidden_size", "--num-attention-heads": "num_attention_heads", "--num-experts": "num_experts",
+    "--zero-stage": "zero_stage",
+}
+_MG_FLAGS0 = {"--sequence-parallel", "--use-distributed-optimizer", "--use-megatron-fsdp", "--use-torch-fsdp2",
+              "--recompute-activations", "--checkpoint-activations", "--bf16", "--fp16", "--fp8-hybrid", "--fp8-e4m3",
+              "--no-pipeline-parallel", "--deepspeed", "--account-for-embedding-in-pipeline-split",
+              "--account-for-loss-in-pipeline-split", "--torch-fsdp2-no-reshard-after-forward",
+              "--overlap-grad-reduce", "--overlap-param-gather", "--tp-comm-overlap", "--use-tp-pp-dp-mapping",
+              "--fp8-param-gather", "--moe-layer-recompute", "--cpu-offloading", "--no-overlap-p2p-communication",
+              "--deepspeed-activation-checkpointing", "--partition-activations", "--cpu-optimizer",
+              "--fp16-lm-cross-entropy", "--swiglu", "--use-mcore-models", "--group-query-attention",
+              "--overlap-moe-expert-parallel-comm", "--delay-wgrad-compute", "--cross-entropy-loss-fusion",
+              "--moe-permute-fusion", "--moe-router-fusion", "--no-check-for-nan-in-loss-and-grad",
+              "--enable-cuda-graph", "--external-cuda-graph", "--use-precision-aware-optimizer",
+              "--moe-router-force-load-balancing", "--activation-func-fp8-input-store"}
+_MG_NARGS: dict[str, int | str] = {f: 1 for f in _MG_INT} | {f: 0 for f in _MG_FLAGS0} | {
+    "--rampup-batch-size": 3, "--recompute-granularity": 1, "--data-parallel-sharding-strategy": 1,
+    "--fp8-format": 1, "--fp4-format": 1, "--pipeline-model-parallel-layout": 1, "--deepspeed_config": 1,
+    "--deepspeed-config": 1, "--recompute-method": 1, "--recompute-num-layers": 1,
+    "--num-distributed-optimizer-instances": 1, "--moe-token-dispatcher-type": 1, "--moe-flex-dispatcher-backend": 1,
+    "--attention-backend": 1,
+    "--cuda-graph-impl": 1, "--cuda-graph-modules": "+", "--cuda-graph-scope": "+", "--recompute-modules": "+",
+    "--fp8-recipe": 1, "--mtp-num-layers": 1, "--moe-expert-capacity-factor": 1, "--exp-avg-dtype": 1,
+    "--exp-avg-sq-dtype": 1}
+_MG_IGNORED = {
+    "--num-distributed-optimizer-instances": "partial distributed optimizer (shards within instances)",
+    "--cpu-offloading": "activation/weight offload to CPU",
+    "--moe-layer-recompute": "recomputes MoE layers",
+    "--rampup-batch-size": "batch-size ramp-up (the layout is read at the final batch size)",
+    "--fp4-format": "FP4 GEMMs (not modelled; priced as the other precision)",
+    "--no-overlap-p2p-communication": "pipeline send/recv not overlapped",
+    "--cpu-optimizer": "optimizer step on CPU",
+    "--moe-router-force-load-balancing": "forces balanced routing (a benchmark setting; the audit prices the "
+                                         "recipe's routing imbalance)",
+}
+_MG_RECIPE_FLAGS = {
+    # bare Megatron flag -> the Recipe field it turns on
+    "--tp-comm-overlap": "tp_comm_overlap", "--overlap-moe-expert-parallel-comm": "ep_comm_overlap",
+    "--delay-wgrad-compute": "delay_wgrad", "--fp8-param-gather": "fp8_params",
+    "--account-for-embedding-in-pipeline-split": "account_for_embedding",
+    "--account-for-loss-in-pipeline-split": "account_for_loss", "--cross-entropy-loss-fusion": "cross_entropy_fusion",
+    "--overlap-grad-reduce": "dp_overlap", "--moe-permute-fusion": "moe_fusions",
+    "--activation-func-fp8-input-store": "activation_func_fp8_input_store",
+}
+
+
+def _megatron_recipe(f: str, a: Arg, s: Settings, state: dict) -> bool:
+    """Read one Megatron recipe argument into s ("recipe.FIELD"); True if `f` was one."""
+    if f in _MG_RECIPE_FLAGS:
+        s.put(f"recipe.{_MG_RECIPE_FLAGS[f]}", True, a.evidence)
+    elif f == "--moe-token-dispatcher-type":
+        value = one_value(a).text
+        if value not in ("alltoall", "allgather", "flex"):
+            raise InputError(f"{a.evidence}: --moe-token-dispatcher-type must be alltoall, allgather or flex, got "
+                             f"{value!r}")
+        state["dispatcher"] = (value, a.evidence)
+    elif f == "--moe-flex-dispatcher-backend":
+        state["backend"] = (one_value(a).text, a.evidence)
+    elif f == "--attention-backend":  # Megatron's AttnBackend: the unfused and local ones keep the scores in HBM
+        value = one_value(a).text
+        if value not in ("flash", "fused", "unfused", "local", "auto"):
+            raise InputError(f"{a.evidence}: --attention-backend must be flash, fused, unfused, local or auto, got "
+                             f"{value!r}")
+        s.put("recipe.attention_kernel", "unfused" if value in ("unfused", "local") else "flash", a.evidence)
+    elif f in ("--cuda-graph-impl", "--enable-cuda-graph", "--external-cuda-graph"):
+        impl = ({"--enable-cuda-graph": "local", "--external-cuda-graph": "transformer_engine"}.get(f)
+                or one_value(a).text)
+        state["graph_impl"] = (impl, a.evidence)
+    elif f in ("--cuda-graph-modules", "--cuda-graph-scope"):
+        for w in a.values:
+            word_check(w, f)
+        state["graph_modules"] = ([w.text for w in a.values], a.evidence)
+    elif f == "--recompute-modules":
+        for w in a.values:
+            word_check(w, f)
+        s.put("recipe.recompute_modules", tuple(w.text for w in a.values), a.evidence)
+    elif f == "--recompute-num-layers":
+        state["recompute_num_layers"] = (read_int(one_value(a).text, f, a.evidence), a.evidence)
+    elif f == "--recompute-method":
+        state["recompute_method"] = (one_value(a).text, a.evidence)
+    elif f == "--fp8-recipe":
+        value = one_value(a).text
+        # Megatron's delayed (its default) and tensorwise are both per-tensor scaling: placement's tensorwise
+        s.put("recipe.fp8_recipe", "tensorwise" if value == "delayed" else value, a.evidence)
+    elif f == "--mtp-num-layers":
+        s.put("recipe.mtp_layers", read_int(one_value(a).text, f, a.evidence), a.evidence)
+    elif f == "--moe-expert-capacity-factor":
+        text = one_value(a).text
+        try:
+            value = float(text)
+        except ValueError:
+            raise InputError(f"{a.evidence}: --moe-expert-capacity-factor must be a number, got {text!r}") from None
+        if value > 0:  # Megatron reads a negative factor as dropless
+            s.put("recipe.moe_capacity_factor", value, a.evidence)
+    elif f in ("--exp-avg-dtype", "--exp-avg-sq-dtype"):
+        state[f] = (one_value(a).text, a.evidence)
+    else:
+        return False
+    return True
+
+
+def _megatron_recipe_finish(s: Settings, state: dict) -> None:
+    """The recipe fields that take several arguments together: dispatcher, CUDA graphs, optimizer state,
+    block recompute."""
+    if "dispatcher" in state:
+        kind, ev = state["dispatcher"]
+        if kind == "flex":
+            backend, bev = state.get("backend", ("deepep", ev))  # Megatron's default flex backend
+            if backend not in ("deepep", "hybridep"):
+                raise InputError(f"{bev}: --moe-flex-dispatcher-backend {backend!r} is not priced; placement knows "
+                                 f"deepep and hybridep")
+            s.put("recipe.moe_dispatcher", backend, ev if bev == ev else f"{ev}; {bev}")
+        else:
+            s.put("recipe.moe_dispatcher", kind, ev)
+    if "graph_impl" in state:
+        impl, ev = state["graph_impl"]
+        modules, mev = state.get("graph_modules", ([], ev))
+        if impl == "full_iteration" or (impl == "local" and "full_iteration" in modules):
+            s.put("recipe.cuda_graphs", "full", ev)
+        elif impl in ("local", "transformer_engine"):
+            # graphs of the parts before the MoE sync (or of whole dense layers) are the recipe's partial
+            s.put("recipe.cuda_graphs", "partial", ev if mev == ev else f"{ev}; {mev}")
+        elif impl != "none":
+            raise InputError(f"{ev}: --cuda-graph-impl must be none, local, transformer_engine or full_iteration, "
+                             f"got {impl!r}")
+    avg, sq = state.get("--exp-avg-dtype"), state.get("--exp-avg-sq-dtype")
+    if avg is not None and sq is not None and avg[0] == sq[0] == "bf16":
+        s.put("recipe.optimizer_state_bf16", True, f"{avg[1]}; {sq[1]}")
+    if "recompute_num_layers" in state and state.get("recompute_method", ("uniform",))[0] == "block":
+        n, ev = state["recompute_num_layers"]
+        s.put("recipe.recompute_num_layers", n, f"{state['recompute_method'][1]}; {ev}")
+    elif "recompute_method" in state:
+        ev = state["recompute_method"][1]
+        if (state["recompute_method"][0], state.get("recompute_num_layers", (1,))[0]) != ("uniform", 1):
+            s.ignored.append(f"--recompute-method {state['recompute_method'][0]}: full recompute of only some layers "
+                             f"in uniform groups, priced as full recompute of every layer ({ev})")
+
+
+def read_args(words: list[Word], s: Settings) -> None:
+    """A Megatron-LM (or Megatron-DeepSpeed, HF Trainer) argument list: layout, batch, sharding, recompute,
+    precision and recipe flags."""
+    args = split_args(words, _MG_NARGS)
+    sharding = None
+    fsdp = None
+    recipe_state: dict = {}
+    for a in args:
+        f = a.flag.replace("_", "-") if a.flag.startswith("--deepspeed") is False else a.flag
+        if a.flag in ("--deepspeed_config", "--deepspeed-config"):
+            name = a.values[0].text if a.values else ""
+            s.deepspeed_config = (name, a.evidence)
+            continue
+        if f in _MG_IGNORED:
+            note = f"{f}: {_MG_IGNORED[f]} ({a.word.site.path}:{a.word.site.line})"
+            if note not in s.ignored:
+                s.ignored.append(note)
+        if _megatron_recipe(f, a, s, recipe_state):
+            continue
+        if f in _MG_INT:
+            name = _MG_INT[f]
+            value = read_int(one_value(a).text, f, a.evidence, minimum=1 if name in (
+                "tp", "pp", "cp", "ep", "etp", "vpp", "micro_batch_size", "global_batch", "seq_len", "num_layers",
+                "layers_per_virtual_stage", "grad_accumulation") else 0)
+            if f == "--ds-sequence-parallel-size":
+                s.ignored.append(f"{f}: DeepSpeed-Ulysses all-to-all sequence parallelism, priced as context "
+                                 f"parallelism ({a.word.site.path}:{a.word.site.line})")
+            if f == "--zero-stage" and value > 3:
+                raise InputError(f"{a.evidence}: --zero-stage must be 0..3, got {value}")
+            s.put(name, value, a.evidence)
+        elif f == "--use-tp-pp-dp-mapping":
+            s.put("rank_order", "tp-cp-ep-pp-dp", a.evidence)
+        elif f == "--sequence-parallel":
+            s.put("sequence_parallel", True, a.evidence)
+        elif f == "--use-distributed-optimizer":
+            s.put("zero_stage", 1, a.evidence)
+        elif f in ("--use-megatron-fsdp", "--use-torch-fsdp2"):
+            fsdp = (f, a.evidence)
+        elif f == "--data-parallel-sharding-strategy":
+            sharding = (one_value(a).text, a.evidence)
+        elif f == "--torch-fsdp2-no-reshard-after-forward":
+            sharding = ("optim_grads", a.evidence)
+        elif f == "--recompute-granularity":
+            value = one_value(a).text
+            if value not in ("full", "selective"):
+                raise InputError(f"{a.evidence}: --recompute-granularity must be full or selective, got {value!r}")
+            s.put("recompute", value, a.evidence)
+        elif f == "--recompute-activations":
+            s.put("recompute", "selective", a.evidence)
+        elif f == "--checkpoint-activations":
+            s.put("recompute", "full", a.evidence)
+        elif f in ("--fp8-format", "--fp8-hybrid", "--fp8-e4m3"):
+            if f == "--fp8-format" and one_value(a).text not in ("e4m3", "hybrid"):
+                raise InputError(f"{a.evidence}: --fp8-format must be e4m3 or hybrid, got {one_value(a).text!r}")
+            s.put("precision", "fp8", a.evidence)
+        elif f in ("--bf16", "--fp16"):
+            if s.value("precision") != "fp8":
+                s.put("precision", "bf16", a.evidence)
+            if f == "--fp16":
+                where = f"{a.word.site.path}:{a.word.site.line}"
+                s.ignored.append(f"--fp16: FP16 mixed precision, priced as bf16 ({where})")
+        elif f == "--gradient-checkpointing":  # HF TrainingArguments
+            on = not a.values or one_value(a).text.lower() in ("true", "1", "yes")
+            s.put("recompute", "full" if on else "none", a.evidence)
+        elif f == "--no-pipeline-parallel":
+            s.put("pp", 1, a.evidence)
+        elif f == "--pipeline-model-parallel-layout":
+            s.put("pp_layout", one_value(a).text, a.evidence)
+            s.put("recipe.pipeline_layout", one_value(a).text, a.evidence)
+    _megatron_recipe_finish(s, recipe_state)
+    deepspeed_flag = next((a for a in args if a.flag == "--deepspeed"), None)
+    if deepspeed_flag is not None:  # Megatron-DeepSpeed pipelines with DeepSpeed's PipelineEngine
+        s.put("recipe.pipeline_p2p_whole", True, f"{deepspeed_flag.evidence} (DeepSpeed's PipelineEngine sends each "
+                                                 f"TP rank's whole activation: runtime/pipe/engine.py)")
+    zero = s.entry("zero_stage")
+    if deepspeed_flag is not None and zero is not None and zero[0] == 0 and s.value("precision", "") == "bf16" \
+            and not any(a.flag == "--fp16" for a in args):
+        # Megatron-DeepSpeed under --bf16 with ZeRO stage 0 runs DeepSpeed's BF16_Optimizer, which partitions
+        # the fp32 master weights and optimizer state across data parallelism (deepspeed/runtime/bf16_optimizer.py)
+        s.put("zero_stage", 1, f"{zero[1]}; {s.sources['precision']} (DeepSpeed's BF16_Optimizer under --bf16 "
+                               f"with ZeRO stage 0 shards the optimizer state over data parallelism: ZeRO-1)")
+    if fsdp is not None:
+        strategy = sharding[0] if sharding else "optim_grads_params"
+        stage = {"no_shard": 0, "optim": 1, "optim_grads": 2, "optim_grads_params": 3}.get(strategy)
+        if stage is None:
+            raise InputError(f"{sharding[1]}: --data-parallel-sharding-strategy must be no_shard, optim, optim_grads "
+                             f"or optim_grads_params, got {strategy!r}")
+        s.put("zero_stage", stage, fsdp[1] if not sharding else f"{fsdp[1]}; {sharding[1]}")
+
+
+_BRIDGE_SECTIONS = {"model_config": "model", "train_config": "train", "ddp_config": "ddp", "dist_config": "dist",
+                    "optimizer_config": "optimizer", "mixed_precision_config": "mixed_precision",
+                    "dataset_config": "dataset"}
+_BRIDGE_INT = {"model.tensor_model_parallel_size": "tp", "model.pipeline_model_parallel_size": "pp",
+               "model.virtual_pipeline_model_parallel_size": "vpp", "model.context_parallel_size": "cp",
+               "model.expert_model_parallel_size": "ep", "model.expert_tensor_parallel_size": "etp",
+               "model.num_layers": "num_layers", "model.hidden_size": "hidden_size",
+               "model.num_attention_heads": "num_attention_heads", "model.num_moe_experts": "num_experts",
+               "model.seq_length": "seq_len", "dataset.sequence_length": "seq_len",
+               "model.num_layers_in_first_pipeline_stage": "first_stage_layers",
+               "model.num_layers_in_last_pipeline_stage": "last_stage_layers",
+               "train.micro_batch_size": "micro_batch_size", "train.global_batch_size": "global_batch"}
+
+
+def bridge_keys(data: Any, path: Path, lines: list[str]) -> dict[str, tuple[Any, str]]:
+    """`section.key` -> (value, evidence) of a Megatron-Bridge ConfigContainer YAML (older section names mapped)."""
+    if isinstance(data, dict) and set(data) == {"ConfigContainer"} | (set(data) - {"ConfigContainer"}) and \
+            "ConfigContainer" in data:
+        data = data["ConfigContainer"]
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: expected a YAML mapping of ConfigContainer sections (model:, train:, ...)")
+    out: dict[str, tuple[Any, str]] = {}
+    for raw, table in data.items():
+        if not isinstance(raw, str):  # `1:` or `null:` at the top: no ConfigContainer section has such a name
+            raise InputError(f"{path}: top-level key {raw!r} is not a ConfigContainer section name (model, train, "
+                             f"...); quote it or remove it")
+        section = _BRIDGE_SECTIONS.get(raw, raw)
+        if not isinstance(table, dict):
+            if section == "mixed_precision":
+                out[section] = (table, _yaml_evidence(path, lines, None, raw))
+            continue
+        for key, value in table.items():
+            if not isinstance(key, str):  # `1: 3` or `null: 4` inside a section: no field is named so
+                raise InputError(f"{path}: key {key!r} under {raw}: is not a field name; quote it or remove it")
+            out[f"{section}.{key}"] = (value, _yaml_evidence(path, lines, raw, key))
+    return out
+
+
+def _yaml_evidence(path: Path, lines: list[str], section: str | None, key: str) -> str:
+    """The line of `key` inside the `section:` block (by indentation)."""
+    start, indent = 0, -1
+    if section is not None:
+        for n, line in enumerate(lines):
+            if re.match(rf"\s*{re.escape(section)}\s*:\s*(#.*)?$", line):
+                start, indent = n + 1, len(line) - len(line.lstrip())
+                break
+    for n in range(start, len(lines)):
+        line = lines[n]
+        depth = len(line) - len(line.lstrip())
+        if line.strip() and not line.lstrip().startswith("#") and depth <= indent:
+            break
+        if re.match(rf"\s*{re.escape(key)}\s*:", line):
+            return f"{path}:{n + 1}: {line.strip()}"
+    return f"{path}: {section}.{key}" if section else f"{path}: {key}"
+
+
+def bridge_settings(keys: dict[str, tuple[Any, str]], s: Settings) -> None:
+    """The layout, batch, sharding and precision fields of Megatron-Bridge keys (YAML or Hydra overrides)."""
+    for key, field in _BRIDGE_INT.items():
+        value, ev = keys.get(key, (None, None))
+        if value is None:
+            continue
+        v = read_int(value, key, ev, minimum=0 if field in ("first_stage_layers", "last_stage_layers") else 1)
+        if s.has(field) and s.value(field) != v:
+            raise InputError(f"contradictory {field}: {v} ({ev}) vs {s.value(field)} ({s.sources[field]})")
+        s.put(field, v, ev)
+    sp, ev = keys.get("model.sequence_parallel", (None, None))
+    if sp is not None:
+        s.put("sequence_parallel", bool(sp), ev)
+    rg, ev = keys.get("model.recompute_granularity", (None, None))
+    if rg is not None:
+        if rg not in ("full", "selective"):
+            raise InputError(f"{ev}: model.recompute_granularity must be full, selective or null, got {rg!r}")
+        s.put("recompute", rg, ev)
+    layout, ev = keys.get("model.pipeline_model_parallel_layout", (None, None))
+    if layout is not None:
+        s.put("pp_layout", str(layout), ev)
+    fsdp = next(((k, keys[k]) for k in ("ddp.use_megatron_fsdp", "dist.use_megatron_fsdp", "dist.use_torch_fsdp2")
+                 if keys.get(k, (None,))[0] is True), None)
+    if fsdp is not None:
+        strategy, sev = keys.get("ddp.data_parallel_sharding_strategy", (None, None))
+        stages = {"no_shard": 0, "optim": 1, "optim_grads": 2, "optim_grads_params": 3}
+        stage = stages.get(strategy or "optim_grads_params")
+        if stage is None:
+            raise InputError(f"{sev}: ddp.data_parallel_sharding_strategy must be no_shard, optim, optim_grads or "
+                             f"optim_grads_params, got {strategy!r}")
+        s.put("zero_stage", stage, fsdp[1][1] + (f"; {sev}" if sev else ""))
+    else:
+        for k in ("ddp.use_distributed_optimizer", "optimizer.use_distributed_optimizer"):
+            v, ev = keys.get(k, (None, None))
+            if v is not None:
+                s.put("zero_stage", 1 if v else 0, ev)
+                if v:
+                    break
+    mp, ev = keys.get("mixed_precision.fp8", (None, None))
+    mfp8, mev = keys.get("model.fp8", (None, None))
+    recipe, rev = keys.get("mixed_precision", (None, None))
+    if mp or mfp8:
+        s.put("precision", "fp8", ev if mp else mev)
+    elif isinstance(recipe, str):
+        s.put("precision", "fp8" if "fp8" in recipe else "bf16", rev)
+    elif keys.get("mixed_precision.bf16", (None,))[0] is True:
+        s.put("precision", "bf16", keys["mixed_precision.bf16"][1])
+    if keys.get("dist.use_tp_pp_dp_mapping", (None,))[0] is True:
+        s.put("rank_order", "tp-cp-ep-pp-dp", keys["dist.use_tp_pp_dp_mapping"][1])
+    for key, why in (("comm_overlap.tp_comm_overlap", "overlaps TP communication with GEMMs"),
+                     ("ddp.overlap_grad_reduce", "overlaps the gradient reduce with backward"),
+                     ("ddp.overlap_param_gather", "overlaps the parameter all-gather with forward"),
+                     ("model.cpu_offloading", "activation/weight offload to CPU")):
+        v, ev = keys.get(key, (None, None))
+        if v is True:
+            s.ignored.append(f"{key}: {why} ({ev})")
+
+
+def hydra_overrides(words: list[Word]) -> tuple[dict[str, tuple[Any, str]], str | None]:
+    """Bridge keys of a recipe's `section.key=value` overrides, and the --config-file it names."""
+    keys: dict[str, tuple[Any, str]] = {}
+    config_file = None
+    i = 0
+    while i < len(words):
+        w = words[i]
+        if w.text in ("--config-file", "--config_file"):
+            if i + 1 >= len(words):
+                raise InputError(f"{w.site}: --config-file is missing its value")
+            config_file = words[i + 1].text
+            i += 2
+            continue
+        m = re.fullmatch(r"\+{0,2}([A-Za-z_][\w.]*)=(.*)", w.text, re.S)
+        if m:
+            word_check(w, m.group(1))
+            try:
+                value = yaml.safe_load(m.group(2)) if m.group(2) else None
+            except yaml.YAMLError:
+                value = m.group(2)
+            section, _, rest = m.group(1).partition(".")
+            keys[f"{_BRIDGE_SECTIONS.get(section, section)}.{rest}" if rest else section] = (value, w.evidence)
+        i += 1
+    return keys, config_file
+
+
+MEGATRON_LOG_BEGIN = "------------------------ arguments ------------------------"
+MEGATRON_LOG_END = "-------------------- end of arguments ---------------------"
+"""The block Megatron-LM prints at start-up (megatron/training/arguments.py `_print_args`): every argument as
+`  name ........ value`, sorted; the most exact record of what a running job parsed."""
+_LOG_LINE = re.compile(r"^\s*([a-z_][a-z0-9_]*) \.+ (.*)$")
+_LOG_FLAGS = {"fp8": "--fp8-format", "data_parallel_size": None, "world_size": None}
+"""Printed names whose flag is not `--` + the name with dashes (None: read directly, not as a flag)."""
+_LOG_DEFAULTS = {"num_distributed_optimizer_instances": "1"}
+"""Printed values that are Megatron's defaults of a flag the reader would otherwise note as set."""
+
+
+def read_log(path: Path, s: Settings) -> None:
+    """A training log's argument block, turned back into the flags that set it, each with its log line."""
+    text = read_text(path, "Megatron-LM log", "expected a log with Megatron's printed arguments block")
+    lines = text.splitlines()
+    try:
+        start = lines.index(MEGATRON_LOG_BEGIN) + 1
+        end = lines.index(MEGATRON_LOG_END, start)
+    except ValueError:
+        raise InputError(f"{path}: no complete Megatron arguments block ({MEGATRON_LOG_BEGIN!r} ... "
+                         f"{MEGATRON_LOG_END!r}); expected a Megatron-LM training log") from None
+    words: list[Word] = []
+    for n in range(start, end):
+        m = _LOG_LINE.match(lines[n])
+        if not m:
+            continue
+        name, value = m.group(1), m.group(2).strip()
+        org = Origin(str(path), n + 1, lines[n].strip())
+        if name in ("data_parallel_size", "world_size") and value.isdigit():
+            s.put("dp" if name == "data_parallel_size" else "world_size", int(value), str(org))
+            continue
+        if value in ("None", "False") or value.startswith(("[", "{", "(", "<", "torch.")) or name.startswith("_") \
+                or _LOG_DEFAULTS.get(name) == value:
+            continue  # unset, off, or a Python object no flag spells
+        enum = re.fullmatch(r"[A-Z]\w*\.(\w+)", value)  # AttnBackend.fused: the flag's value is the member name
+        value = enum.group(1) if enum else value
+        flag = _LOG_FLAGS.get(name, "--" + name.replace("_", "-"))
+        words.append(Word(flag, org, org))
+        if value != "True":
+            words.append(Word(value, org, org))
+    if not words:
+        raise InputError(f"{path}: the arguments block holds no argument lines")
+    read_args(words, s)
+
+
+def join(groups: list[Settings]) -> Reading:
+    """A Megatron job from its files' settings (Megatron-LM scripts, logs, Bridge YAML and overrides)."""
+    s = merge(groups)
+    s.take("grad_accumulation")  # an HF Trainer flag, for DeepSpeed's batch identity: Megatron has none
+    finish(s)
+    return s.reading("megatron")
+
+
+def finish(s: Settings) -> None:
+    """Megatron's rules on the merged settings: the pipeline layout string and layers per virtual stage give
+    vpp (and the first and last stages' layers); sequence parallelism is off at tp 1; defaults for what the
+    files leave out (no recompute, ZeRO-0).  Megatron-DeepSpeed jobs take the same rules."""
+    layout = s.take("pp_layout")
+    pp = s.value("pp", 1)
+    if layout is not None:
+        stages = _layout_stages(layout[0], layout[1])
+        if len(stages) % pp:
+            raise InputError(f"{layout[1]}: the layout has {len(stages)} stages, not a multiple of pp {pp}")
+        vpp = len(stages) // pp
+        if s.has("vpp") and s.value("vpp") != vpp:
+            raise InputError(f"contradictory vpp: {s.value('vpp')} ({s.sources['vpp']}) but the layout gives {vpp} "
+                             f"({layout[1]})")
+        s.put("vpp", vpp, layout[1])
+        per_rank = [sum(stages[r + k * pp].count("t") for k in range(vpp)) for r in range(pp)]
+        s.put("first_stage_layers", per_rank[0], layout[1])
+        s.put("last_stage_layers", per_rank[-1], layout[1])
+    lps = s.entry("layers_per_virtual_stage")
+    if lps is not None and s.has("num_layers") and pp > 1:
+        extra = sum(1 for k in ("recipe.account_for_embedding", "recipe.account_for_loss") if s.has(k))
+        layers = s.value("num_layers") + extra
+        per, rem = divmod(layers, pp)
+        if rem or per % lps[0]:
+            raise InputError(f"{lps[1]}: --num-layers-per-virtual-pipeline-stage {lps[0]} does not divide "
+                             f"{layers} layers / pp {pp}; Megatron rejects it")
+        s.put("vpp", per // lps[0], lps[1])
+        s.take("layers_per_virtual_stage")
+    tp = s.value("tp", 1)
+    if not s.has("sequence_parallel"):
+        s.put("sequence_parallel", False, "")
+    elif tp == 1 and s.value("sequence_parallel"):
+        s.ignored.append(f"sequence parallel with tp 1 is turned off by Megatron ({s.sources['sequence_parallel']})")
+        s.put("sequence_parallel", False, s.sources["sequence_parallel"])
+    if not s.has("recompute"):
+        s.put("recompute", "none", "")
+    if not s.has("zero_stage"):
+        s.put("zero_stage", 0, "")
+
+
+def _layout_stages(text: str, ev: str) -> list[str]:
+    """megatron-core 0.19.2 `PipelineParallelLayerLayout.parse_str_to_list`: commas are cosmetic, `(x)*n` and
+    `x*n` repeat, `|` separates stages; E embedding, t transformer layer, m MTP, L loss."""
+    s = text.replace(",", "")
+    for pattern in (r"\(([^)]+)\)\*(\d+)", r"(.)\*(\d+)"):
+        s = re.sub(pattern, lambda m: m.group(1) * int(m.group(2)), s)
+    bad = set(s) - set("EtmL|")
+    if bad:
+        raise InputError(f"{ev}: pipeline layout has unknown characters {sorted(bad)}; expected E, t, m, L, |, (x)*n")
+    return s.split("|")
+
+

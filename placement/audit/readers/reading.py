@@ -1,0 +1,288 @@
+"""What the readers hand the audit: `Reading`, a typed record of the layout, the job and the recipe the launch
+files state with the evidence of each, and `LaunchLayout`, the validated model the audit core reads.
+
+Each reader fills one `Settings` per file (typed values, None where the file says nothing); a framework's
+join step merges them with conflict checks, applies that framework's rules (defaults, derived fields), and
+returns a frozen `Reading`; `Reading.launch_layout()` validates it into the `LaunchLayout`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import Field
+
+from placement.errors import InputError
+from placement.specs._base import Frozen
+
+Framework = Literal["megatron", "torchtitan", "deepspeed", "maxtext"]
+
+
+class LaunchLayout(Frozen):
+    """The layout a job's launch files state.  Fields without an entry in `sources` are defaults."""
+
+    framework: Framework
+    tp: int = Field(default=1, ge=1)
+    cp: int = Field(default=1, ge=1)
+    ep: int = Field(default=1, ge=1)
+    etp: int | None = Field(default=None, ge=1)
+    """Expert-tensor degree if given (Megatron --expert-tensor-parallel-size; None = framework default)."""
+    pp: int = Field(default=1, ge=1)
+    vpp: int = Field(default=1, ge=1)
+    """Model chunks per pipeline rank; see `layers_per_virtual_stage` when it depends on the layer count."""
+    dp: int | None = Field(default=None, ge=1)
+    """Only if the files state it (torchtitan data_parallel_replicate * shard when both explicit)."""
+    dp_shard: int | None = Field(default=None, ge=1)
+    """torchtitan data_parallel_shard_degree (None for -1 = "the rest")."""
+    dp_replicate: int = Field(default=1, ge=1)
+    micro_batch_size: int | None = Field(default=None, ge=1)
+    global_batch: int | None = Field(default=None, ge=1)
+    grad_accumulation: int | None = Field(default=None, ge=1)
+    """Gradient-accumulation steps the files fix (DeepSpeed / GPT-NeoX gradient_accumulation_steps; DeepSpeed's
+    default 1 when they give a micro-batch and no train_batch_size): global batch = micro x this x dp."""
+    local_batch: int | None = Field(default=None, ge=1)
+    """torchtitan training.local_batch_size: sequences per data-parallel rank per step (global = this x dp
+    when training.global_batch_size is not set)."""
+    seq_len: int | None = Field(default=None, ge=1)
+    zero_stage: int | None = Field(default=None, ge=0, le=3)
+    recompute: Literal["none", "selective", "full"] | None = None
+    sequence_parallel: bool | None = None
+    first_stage_layers: int | None = Field(default=None, ge=0)
+    """Transformer layers on the first pipeline rank (all its virtual stages), if the files fix it."""
+    last_stage_layers: int | None = Field(default=None, ge=0)
+    num_layers: int | None = Field(default=None, ge=1)
+    hidden_size: int | None = Field(default=None, ge=1)
+    num_attention_heads: int | None = Field(default=None, ge=1)
+    num_experts: int | None = Field(default=None, ge=1)
+    precision: Literal["bf16", "fp8"] | None = None
+    """fp8 if the files turn on FP8 GEMMs."""
+    world_size: int | None = Field(default=None, ge=1)
+    """From the launcher in the files (torchrun nnodes x nproc-per-node, hostfile slots...)."""
+    gpus_per_node: int | None = Field(default=None, ge=1)
+    hosts: tuple[str, ...] = ()
+    """Host order the files fix (DeepSpeed hostfile lines)."""
+    model_ref: str | None = None
+    """torchtitan model name:flavor (0.2.x) or module:config (0.3.0), e.g. "llama3:405B"."""
+    layers_per_virtual_stage: int | None = Field(default=None, ge=1)
+    """Added: layers per (virtual) pipeline stage when the files give that instead of a stage count
+    (Megatron --num-layers-per-virtual-pipeline-stage without --num-layers, torchtitan
+    pipeline_parallel_layers_per_stage); `virtual_stages(num_layers)` turns it into vpp."""
+    mesh: dict[str, Any] | None = None
+    """MaxText: the mesh and batch keys as read (axes, ici, dcn with -1 fills left for the cluster,
+    per_device_batch_size, accumulation, pipeline keys, the source of each); `placement.audit.maxtext.resolve`
+    turns them into the layout on the job's GPUs."""
+    rank_order: Literal["tp-cp-ep-dp-pp", "tp-cp-ep-pp-dp"] = "tp-cp-ep-dp-pp"
+    """Megatron's rank order (--use-tp-pp-dp-mapping puts pp inside dp); torchtitan's and DeepSpeed's
+    meshes are the default one."""
+    first_stage_less_layers: int = Field(default=1, ge=0)
+    """torchtitan pipeline_parallel_first_stage_less_layers: the embedding's weight in the stage split."""
+    last_stage_less_layers: int = Field(default=1, ge=0)
+    """torchtitan pipeline_parallel_last_stage_less_layers: the output layer's weight in the stage split."""
+    recipe: dict[str, Any] = Field(default_factory=dict)
+    """Recipe fields (placement/specs/recipe.py) the files state: Megatron's recipe arguments, read as
+    `placement.emit.megatron` writes them; evidence under sources["recipe.FIELD"]."""
+    sources: dict[str, str] = Field(default_factory=dict)
+    """Field -> "file:line: original text", the evidence for each value read from the files."""
+    ignored: tuple[str, ...] = ()
+    """Settings seen that affect performance but are not modelled."""
+
+    def virtual_stages(self, num_layers: int) -> int:
+        """vpp for a model of `num_layers` layers (uses `layers_per_virtual_stage` when the files gave it).
+
+        torchtitan (0.2.2 and 0.3.0 `_get_pipeline_metadata`): stages = ceil((layers + first_less +
+        last_less) / layers_per_stage), the embedding and output weighing one layer each by default; per
+        rank = stages / pp.  Megatron (0.19.2 validate_args):
+        (layers / pp) / layers_per_virtual_stage.
+        """
+        if self.layers_per_virtual_stage is None or self.pp == 1:
+            return self.vpp
+        lps = self.layers_per_virtual_stage
+        if self.framework == "torchtitan":
+            stages = -(-(num_layers + self.first_stage_less_layers + self.last_stage_less_layers) // lps)
+            if stages % self.pp:
+                raise InputError(f"pipeline_parallel_layers_per_stage {lps} gives {stages} stages for {num_layers} "
+                                 f"layers, not a multiple of pipeline_parallel_degree {self.pp}; torchtitan rejects it")
+            return stages // self.pp
+        per_stage, rem = divmod(num_layers, self.pp)
+        if rem or per_stage % lps:
+            raise InputError(f"--num-layers-per-virtual-pipeline-stage {lps} does not divide the {num_layers} layers "
+                             f"/ pp {self.pp}; Megatron rejects it")
+        return per_stage // lps
+
+
+@dataclass(frozen=True)
+class LayoutRead:
+    """The parallel layout the files state; None where they say nothing (LaunchLayout's default then)."""
+
+    tp: int | None = None
+    cp: int | None = None
+    ep: int | None = None
+    etp: int | None = None
+    pp: int | None = None
+    vpp: int | None = None
+    dp: int | None = None
+    dp_shard: int | None = None
+    dp_replicate: int | None = None
+    zero_stage: int | None = None
+    recompute: str | None = None
+    sequence_parallel: bool | None = None
+    first_stage_layers: int | None = None
+    last_stage_layers: int | None = None
+    layers_per_virtual_stage: int | None = None
+    first_stage_less_layers: int | None = None
+    last_stage_less_layers: int | None = None
+    rank_order: str | None = None
+    mesh: dict[str, Any] | None = None
+    """MaxText's mesh as read (`placement.audit.maxtext.finish`)."""
+    pp_layout: str | None = None
+    """Megatron's --pipeline-model-parallel-layout text; the Megatron join turns it into vpp and the first and
+    last stages' layers, so it never reaches the LaunchLayout."""
+
+
+@dataclass(frozen=True)
+class JobRead:
+    """The job the files state around the layout: batch, sequence, precision, world, hosts, model."""
+
+    micro_batch_size: int | None = None
+    global_batch: int | None = None
+    grad_accumulation: int | None = None
+    local_batch: int | None = None
+    seq_len: int | None = None
+    precision: str | None = None
+    world_size: int | None = None
+    gpus_per_node: int | None = None
+    hosts: tuple[str, ...] | None = None
+    model_ref: str | None = None
+    num_layers: int | None = None
+    hidden_size: int | None = None
+    num_attention_heads: int | None = None
+    num_experts: int | None = None
+
+
+_LAYOUT_FIELDS = frozenset(f.name for f in dataclasses.fields(LayoutRead))
+_JOB_FIELDS = frozenset(f.name for f in dataclasses.fields(JobRead))
+
+
+@dataclass(frozen=True)
+class Reading:
+    """A job's launch files as the readers hand them to the core: typed values (None: not stated), the recipe
+    fields stated, and the evidence of each value under its LaunchLayout `sources` key."""
+
+    framework: str
+    layout: LayoutRead
+    job: JobRead
+    recipe: dict[str, Any]
+    """Recipe field (placement/specs/recipe.py) -> value."""
+    sources: dict[str, str]
+    """LaunchLayout field, or "recipe.FIELD" -> "file:line: original text"."""
+    ignored: tuple[str, ...]
+
+    def launch_layout(self) -> LaunchLayout:
+        """The validated LaunchLayout; an InputError names each value out of range with its evidence."""
+        stated = {**dataclasses.asdict(self.layout), **dataclasses.asdict(self.job)}
+        fields = {k: v for k, v in stated.items() if v is not None and k != "pp_layout"}
+        try:
+            return LaunchLayout(framework=self.framework, recipe=self.recipe, sources=self.sources,
+                                ignored=self.ignored, **fields)
+        except ValueError as err:  # pydantic ValidationError: a value out of range
+            bad = "; ".join(f"{'.'.join(str(x) for x in e['loc'])} = {e.get('input')!r} "
+                            f"({self.sources.get(str(e['loc'][0]), '')}): {e['msg']}"
+                            for e in err.errors())  # type: ignore[attr-defined]
+            raise InputError(f"launch files state an invalid layout: {bad}") from None
+
+
+@dataclass(frozen=True)
+class Hostfile:
+    """A DeepSpeed hostfile: slots per host in line order, and the evidence of its first host line."""
+
+    slots: dict[str, int]
+    evidence: str
+
+
+@dataclass(frozen=True)
+class AutoKey:
+    """A DeepSpeed config value "auto", which the HF Trainer fills from TrainingArguments."""
+
+    key: str
+    """The config key, e.g. "train_micro_batch_size_per_gpu" or "bf16"."""
+    field: str
+    """The field it fills (LayoutRead or JobRead; "precision" for bf16/fp16 "enabled")."""
+    evidence: str
+
+
+@dataclass
+class Settings:
+    """What one file states (or the merge of several), filled by a reader: typed values through `put`, which
+    records the evidence of each in `sources` in reading order ("" for a value a rule fills without evidence,
+    left out of the LaunchLayout's sources)."""
+
+    path: str
+    layout: LayoutRead = field(default_factory=LayoutRead)
+    job: JobRead = field(default_factory=JobRead)
+    recipe: dict[str, Any] = field(default_factory=dict)
+    sources: dict[str, str] = field(default_factory=dict)
+    ignored: list[str] = field(default_factory=list)
+    override: bool = False
+    """CLI overrides (torchtitan flags, Hydra overrides, MaxText key=value) win over config files instead of
+    conflicting."""
+    keys: dict[str, tuple[Any, str]] | None = None
+    """The framework's own keys as read, each with its evidence (torchtitan dotted keys, MaxText keys), for
+    its join step to interpret."""
+    config_file: tuple[str, str] | None = None
+    """Config file the command line names (torchtitan --job.config_file, MaxText's, Bridge --config-file)."""
+    deepspeed_config: tuple[str, str] | None = None
+    """--deepspeed_config of a Megatron-DeepSpeed command."""
+    num_nodes: tuple[str, str] | None = None
+    """The deepspeed launcher's --num_nodes (text, evidence)."""
+    num_gpus: tuple[str, str] | None = None
+    """The deepspeed launcher's --num_gpus."""
+    hostfile: Hostfile | None = None
+    hf_auto: tuple[AutoKey, ...] = ()
+
+    def put(self, name: str, value: Any, evidence: str) -> None:
+        """Set field `name` (a LayoutRead or JobRead field, or "recipe.FIELD") with its evidence."""
+        if name.startswith("recipe."):
+            self.recipe[name.removeprefix("recipe.")] = value
+        elif name in _LAYOUT_FIELDS:
+            self.layout = dataclasses.replace(self.layout, **{name: value})
+        elif name in _JOB_FIELDS:
+            self.job = dataclasses.replace(self.job, **{name: value})
+        else:
+            raise KeyError(f"no launch field {name!r}")
+        self.sources[name] = evidence
+
+    def has(self, name: str) -> bool:
+        """Whether the files (or a rule) set `name`."""
+        return name in self.sources
+
+    def value(self, name: str, default: Any = None) -> Any:
+        """The value of `name`, or `default` when nothing set it."""
+        if name not in self.sources:
+            return default
+        if name.startswith("recipe."):
+            return self.recipe[name.removeprefix("recipe.")]
+        return getattr(self.layout if name in _LAYOUT_FIELDS else self.job, name)
+
+    def entry(self, name: str) -> tuple[Any, str] | None:
+        """(value, evidence) of `name`, or None when nothing set it."""
+        return (self.value(name), self.sources[name]) if name in self.sources else None
+
+    def take(self, name: str) -> tuple[Any, str] | None:
+        """`entry(name)`, then unset it (a value the join step turns into others)."""
+        found = self.entry(name)
+        if found is not None:
+            del self.sources[name]
+            if name.startswith("recipe."):
+                del self.recipe[name.removeprefix("recipe.")]
+            elif name in _LAYOUT_FIELDS:
+                self.layout = dataclasses.replace(self.layout, **{name: None})
+            else:
+                self.job = dataclasses.replace(self.job, **{name: None})
+        return found
+
+    def reading(self, framework: str) -> Reading:
+        """The frozen record the core reads: the values set and the evidence that has text."""
+        return Reading(framework, self.layout, self.job, dict(self.recipe),
+                       {k: ev for k, ev in self.sources.items() if ev}, tuple(self.ignored))

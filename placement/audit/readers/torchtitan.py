@@ -1,0 +1,303 @@
+"""torchtitan launch material: 0.3.0 flags (`--module M --config F`, `--section.key value` or `=value`, `--no-`
+booleans, the `activation-checkpoint:MODE` subcommand) and 0.2.x flags (`--job.config_file`, `--model.name`...),
+and 0.2.x TOML files; CLI flags win over the TOML, as in torchtitan.  The join reads the merged dotted keys
+into the layout and derives micro-batch, dp, ZeRO stage, vpp and sequence parallelism by torchtitan's rules."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from placement.audit.readers.common import read_int, word_check
+from placement.audit.readers.reading import Reading, Settings
+from placement.audit.shell import Word
+from placement.errors import InputError
+from placement.loaders.files import read_text
+
+_TT_SINGLE_STAGE = {"1f1b", "gpipe", "pipelineschedulesingle"}
+_TT_MULTI_STAGE = {"interleaved1f1b", "loopedbfs", "interleavedzerobubble", "zbvzerobubble", "dualpipev",
+                   "pipelineschedulemulti"}
+_TT_BOOL = {"training.disable_cuda_graphs", "parallelism.enable_sequence_parallel",
+            "parallelism.enable_async_tensor_parallel", "compile.enable", "training.compile",
+            "parallelism.disable_loss_parallel"}
+
+
+def _tt_key(flag: str) -> tuple[str, bool]:
+    """`--parallelism.no-enable-sequence-parallel` -> ("parallelism.enable_sequence_parallel", False)."""
+    key = flag[2:]
+    section, _, name = key.rpartition(".")
+    name = name.replace("-", "_")
+    value = True
+    if name.startswith("no_") and f"{section}.{name[3:]}" in _TT_BOOL:
+        name, value = name[3:], False
+    return (f"{section}.{name}" if section else name), value
+
+
+def flags(words: list[Word]) -> dict[str, tuple[Any, str]]:
+    """Dotted keys from torchtitan CLI flags (0.3.0 tyro and 0.2.x)."""
+    out: dict[str, tuple[Any, str]] = {}
+    i = 0
+    while i < len(words):
+        w = words[i]
+        if w.text.startswith("activation-checkpoint:") or w.text.startswith("activation_checkpoint:"):
+            out["activation_checkpoint.mode"] = (w.text.split(":", 1)[1].replace("-", "_"), w.evidence)
+            i += 1
+            continue
+        if not w.text.startswith("--"):
+            raise InputError(f"{w.site}: unexpected argument {w.text!r}; expected --section.key value flags")
+        flag, eq, inline = w.text.partition("=")
+        key, truth = _tt_key(flag)
+        if eq:
+            word_check(w, flag)
+            out[key] = (inline, w.evidence)
+            i += 1
+            continue
+        nxt = words[i + 1] if i + 1 < len(words) else None
+        takes_value = (key not in _TT_BOOL and key not in ("module", "config")) or key in ("module", "config")
+        if key in _TT_BOOL or not takes_value:
+            out[key] = (truth, w.evidence)
+            i += 1
+            continue
+        if nxt is None or nxt.text.startswith("--") or nxt.text.startswith("activation-checkpoint:"):
+            raise InputError(f"{w.site}: {flag} is missing its value")
+        word_check(nxt, flag)
+        ev = w.evidence if nxt.origin in (w.origin, w.site) else f"{w.site} [{flag} value from {nxt.origin}]"
+        out[key] = (nxt.text, ev)
+        i += 2
+    return out
+
+
+def toml_keys(path: Path) -> dict[str, tuple[Any, str]]:
+    """Dotted keys of a torchtitan TOML file, each with its line."""
+    text = read_text(path, "torchtitan config", "expected a TOML file")
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise InputError(f"{path}: not valid TOML ({err}); expected torchtitan's [job]/[model]/[parallelism] "
+                         f"sections") from None
+    except RecursionError:  # tomllib parses nested arrays and inline tables recursively
+        raise InputError(f"{path}: the TOML nests arrays or tables deeper than the reader can follow; expected "
+                         f"torchtitan's [job]/[model]/[parallelism] sections: look for unclosed brackets") from None
+    lines = text.splitlines()
+    out: dict[str, tuple[Any, str]] = {}
+    for section, table in data.items():
+        if not isinstance(table, dict):
+            continue
+        for key, value in _flatten(table, path):
+            dotted = f"{section}.{key}"
+            out[dotted] = (value, _toml_evidence(path, lines, section, key.rsplit(".", 1)[-1]))
+    return out
+
+
+TOML_MAX_DEPTH = 64
+"""Deepest table nesting read from a torchtitan TOML (its real sections are two levels deep)."""
+
+
+def _flatten(table: dict, path: Path) -> list[tuple[str, Any]]:
+    """Every leaf of a TOML table as (dotted key, value) in file order, walked with an explicit stack (no
+    recursion over user data)."""
+    items: list[tuple[str, Any]] = []
+    stack = [("", iter(table.items()))]
+    while stack:
+        prefix, rest = stack[-1]
+        k, v = next(rest, (None, None))
+        if k is None:
+            stack.pop()
+        elif isinstance(v, dict):
+            if len(stack) >= TOML_MAX_DEPTH:
+                raise InputError(f"{path}: TOML tables nest deeper than {TOML_MAX_DEPTH} levels (at "
+                                 f"{prefix[:60]}...); torchtitan's sections are two levels deep: look for a "
+                                 f"runaway dotted key")
+            stack.append((f"{prefix}{k}.", iter(v.items())))
+        else:
+            items.append((f"{prefix}{k}", v))
+    return items
+
+
+def _toml_evidence(path: Path, lines: list[str], section: str, key: str) -> str:
+    in_section = False
+    for n, line in enumerate(lines, 1):
+        stripped = line.strip()
+        if stripped.startswith("["):
+            in_section = stripped.strip("[] ").split(".")[0] == section
+        elif in_section and re.match(rf"{re.escape(key)}\s*=", stripped):
+            return f"{path}:{n}: {stripped}"
+    return f"{path}: [{section}] {key}"
+
+
+@dataclass(frozen=True)
+class _Pipeline:
+    """torchtitan keys the join turns into other fields, as (value, evidence)."""
+
+    shard: tuple[int, str] | None = None
+    """data_parallel_shard_degree (-1 = the rest)."""
+    reshard: tuple[str, str] | None = None
+    """fsdp_reshard_after_forward."""
+    local_batch: tuple[int, str] | None = None
+    pp_microbatch: tuple[int, str] | None = None
+    schedule: tuple[str, str] | None = None
+    """pipeline_parallel_schedule, lower case."""
+
+
+def _settings(keys: dict[str, tuple[Any, str]], s: Settings) -> _Pipeline:
+    """The layout fields the merged keys state, into `s`; the keys the join step derives from, returned."""
+    def get(key: str):
+        return keys.get(key, (None, None))
+
+    def degree(key: str, field: str, *, allow_negative: bool = False) -> int | None:
+        value, ev = get(key)
+        if value is None:
+            return None
+        v = read_int(value, key, ev, minimum=-1 if allow_negative else 0)
+        if v == 0 or (v < 0 and not (allow_negative and v == -1)):
+            raise InputError(f"{ev}: {key} must be >= 1{' or -1' if allow_negative else ''}, got {v}")
+        if field:
+            s.put(field, v, ev)
+        return v
+
+    for key, field in (("parallelism.tensor_parallel_degree", "tp"), ("parallelism.context_parallel_degree", "cp"),
+                       ("parallelism.expert_parallel_degree", "ep"), ("parallelism.pipeline_parallel_degree", "pp"),
+                       ("parallelism.expert_tensor_parallel_degree", "etp"),
+                       ("parallelism.data_parallel_replicate_degree", "dp_replicate"),
+                       ("training.seq_len", "seq_len")):
+        degree(key, field)
+    pipeline = _Pipeline()
+    shard = degree("parallelism.data_parallel_shard_degree", "", allow_negative=True)
+    if shard is not None:
+        ev = get("parallelism.data_parallel_shard_degree")[1]
+        if shard > 0:
+            s.put("dp_shard", shard, ev)
+        pipeline = dataclasses.replace(pipeline, shard=(shard, ev))
+    reshard, rev = get("parallelism.fsdp_reshard_after_forward")
+    if reshard is not None:
+        pipeline = dataclasses.replace(pipeline, reshard=(str(reshard), rev))
+    local = get("training.local_batch_size") if "training.local_batch_size" in keys else get("training.batch_size")
+    if local[0] is not None:
+        pipeline = dataclasses.replace(pipeline, local_batch=(
+            read_int(local[0], "training.local_batch_size", local[1]), local[1]))
+    pmb = get("parallelism.pipeline_parallel_microbatch_size")
+    if pmb[0] is not None:
+        pipeline = dataclasses.replace(pipeline, pp_microbatch=(
+            read_int(pmb[0], "parallelism.pipeline_parallel_microbatch_size", pmb[1]), pmb[1]))
+    gbs = get("training.global_batch_size")
+    if gbs[0] is not None and read_int(gbs[0], "training.global_batch_size", gbs[1], minimum=-1) > 0:
+        s.put("global_batch", int(gbs[0]), gbs[1])
+    sched = get("parallelism.pipeline_parallel_schedule")
+    if sched[0] is not None:
+        name = str(sched[0]).lower()
+        if name not in _TT_SINGLE_STAGE | _TT_MULTI_STAGE:
+            raise InputError(f"{sched[1]}: unknown pipeline_parallel_schedule {sched[0]!r}; expected one of "
+                             f"1F1B, GPipe, Interleaved1F1B, LoopedBFS, InterleavedZeroBubble, ZBVZeroBubble, "
+                             f"DualPipeV")
+        pipeline = dataclasses.replace(pipeline, schedule=(name, sched[1]))
+    lps = get("parallelism.pipeline_parallel_layers_per_stage")
+    if lps[0] is not None:
+        s.put("layers_per_virtual_stage", read_int(lps[0], "pipeline_parallel_layers_per_stage", lps[1]), lps[1])
+    for key, field in (("parallelism.pipeline_parallel_first_stage_less_layers", "first_stage_less_layers"),
+                       ("parallelism.pipeline_parallel_last_stage_less_layers", "last_stage_less_layers")):
+        v, ev = get(key)
+        if v is not None:
+            s.put(field, read_int(v, key.split(".")[1], ev), ev)
+    mode, mev = get("activation_checkpoint.mode")
+    if mode is not None:
+        mode = str(mode).replace("-", "_")
+        if mode in ("none", "selective", "full"):
+            s.put("recompute", mode, mev)
+        elif mode == "memory_budget":
+            s.ignored.append(f"activation checkpointing memory_budget: recompute chosen by the compiler ({mev})")
+        else:
+            raise InputError(f"{mev}: activation checkpoint mode must be none, selective, full or memory_budget, "
+                             f"got {mode!r}")
+    sp, spev = get("parallelism.enable_sequence_parallel")
+    if sp is not None:
+        s.put("sequence_parallel", sp in (True, "true", "True"), spev)
+    conv, cev = get("model.converters")
+    if conv is not None:
+        names = conv if isinstance(conv, list) else [c for c in str(conv).split(",") if c]
+        if any("float8" in str(c) or str(c).split(".")[-1] == "mx" for c in names):
+            s.put("precision", "fp8", cev)
+    name, nev = get("model.name")
+    flavor, fev = get("model.flavor")
+    module, mev2 = get("module")
+    config, cfev = get("config")
+    if name is not None or flavor is not None:
+        s.put("model_ref", f"{name or '?'}:{flavor or '?'}", nev or fev)
+    if module is not None or config is not None:
+        s.put("model_ref", f"{module or '?'}:{config or '?'}", mev2 or cfev)
+    for key, why in (("parallelism.enable_async_tensor_parallel", "async tensor parallelism"),
+                     ("compile.enable_async_tensor_parallel", "async tensor parallelism")):
+        v, ev = get(key)
+        if v in (True, "true", "True"):
+            s.ignored.append(f"{key}: {why} ({ev})")
+    cfg, cev2 = get("job.config_file")
+    if cfg is not None:
+        s.config_file = (str(cfg), cev2)
+    return pipeline
+
+
+def join(groups: list[Settings], paths: list[Path]) -> Reading:
+    """A torchtitan job: TOML keys first, then CLI flags on top (torchtitan's precedence), read into the
+    layout; the launcher's world size stays with its file."""
+    merged: dict[str, tuple[Any, str]] = {}
+    for g in sorted(groups, key=lambda g: g.override):  # the TOML files' keys, then the command lines'
+        merged |= g.keys or {}
+    out = Settings(", ".join(str(p) for p in paths))
+    pipeline = _settings(merged, out)
+    for g in groups:
+        for k in ("world_size", "gpus_per_node"):
+            if g.has(k):
+                out.put(k, g.value(k), g.sources[k])
+        out.ignored += g.ignored
+    cfg = out.config_file
+    if cfg and not any(Path(cfg[0]).name == Path(p).name for p in paths):
+        out.ignored.append(f"--job.config_file {cfg[0]} is not among the audited files: its settings are not read "
+                           f"({cfg[1]})")
+    out.ignored = list(dict.fromkeys(out.ignored))
+    _finish(out, pipeline)
+    return out.reading("torchtitan")
+
+
+def _finish(s: Settings, pipeline: _Pipeline) -> None:
+    """Derived torchtitan fields: micro-batch, dp, ZeRO stage, vpp, sequence parallel."""
+    pp = s.value("pp", 1)
+    tp = s.value("tp", 1)
+    local = pipeline.local_batch
+    if local is not None:
+        s.put("local_batch", *local)
+    pmb = pipeline.pp_microbatch
+    if pp > 1:
+        s.put("micro_batch_size", *(pmb if pmb is not None else
+                                    (1, "torchtitan default pipeline_parallel_microbatch_size 1")))
+    elif local is not None:
+        s.put("micro_batch_size", *local)
+    shard = pipeline.shard
+    rep = s.value("dp_replicate", 1)
+    reshard = pipeline.reshard or ("default", "")
+    world = s.value("world_size")
+    shard_value = shard[0] if shard is not None else -1
+    if shard_value == -1 and world is not None:
+        rest = rep * s.value("cp", 1) * tp * pp
+        if world % rest:
+            raise InputError(f"torchtitan: world size {world} is not divisible by dp_replicate({rep}) * cp * tp({tp}) "
+                             f"* pp({pp}) = {rest}; data_parallel_shard_degree -1 cannot resolve")
+        shard_value = world // rest
+    if shard_value != -1:
+        if s.has("dp_shard") or shard is not None:
+            s.put("dp", rep * shard_value, shard[1] if shard else "")
+    ev = shard[1] if shard else "torchtitan default data_parallel_shard_degree -1"
+    if shard_value == 1:
+        s.put("zero_stage", 0, ev)
+    else:
+        s.put("zero_stage", 2 if str(reshard[0]) == "never" else 3, ev if reshard[1] == "" else f"{ev}; {reshard[1]}")
+    sched = pipeline.schedule
+    if pp > 1 and not s.has("layers_per_virtual_stage"):
+        name = sched[0] if sched else "1f1b"
+        s.put("vpp", 1 if name in _TT_SINGLE_STAGE else 2, sched[1] if sched else "torchtitan default schedule 1F1B")
+    if not s.has("sequence_parallel"):
+        s.put("sequence_parallel", tp > 1, "")
+    elif tp == 1:
+        s.put("sequence_parallel", False, s.sources["sequence_parallel"])
