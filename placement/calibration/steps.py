@@ -33,7 +33,6 @@ from placement.specs.recipe import Recipe
 from placement.specs.training import Precision
 
 ITERATION_TIME = re.compile(r"elapsed time per iteration \(ms\):\s*([0-9.]+)")
-_ARG_LINE = re.compile(r"^\s*([a-z_][a-z0-9_]*) \.+ (.*)$")
 
 
 @dataclass(frozen=True)
@@ -92,20 +91,10 @@ def read_step_yaml(path: Path, cluster: str) -> list[StepRun]:
 
 def megatron_arguments(path: Path, lines: list[str]) -> dict[str, tuple[str, int]]:
     """name -> (printed value, line) of a log's arguments block."""
-    from placement.audit.launch import MEGATRON_LOG_BEGIN, MEGATRON_LOG_END
+    from placement.audit.readers.megatron import log_arguments
 
-    try:
-        start = lines.index(MEGATRON_LOG_BEGIN) + 1
-        end = lines.index(MEGATRON_LOG_END, start)
-    except ValueError:
-        raise InputError(f"step file `{path}`: neither a YAML list of runs nor a Megatron-LM log with its printed "
-                         f"arguments block ({MEGATRON_LOG_BEGIN!r} ... {MEGATRON_LOG_END!r})") from None
-    out = {}
-    for n in range(start, end):
-        m = _ARG_LINE.match(lines[n])
-        if m:
-            out[m.group(1)] = (m.group(2).strip(), n + 1)
-    return out
+    return {name: (value, line) for name, value, line in log_arguments(
+        path, lines, "give a YAML list of measured runs or a Megatron-LM log with its printed arguments block")}
 
 
 def _int(args: dict[str, tuple[str, int]], name: str, path: Path) -> int | None:

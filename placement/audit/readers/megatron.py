@@ -411,23 +411,26 @@ _LOG_DEFAULTS = {"num_distributed_optimizer_instances": "1"}
 """Printed values that are Megatron's defaults of a flag the reader would otherwise note as set."""
 
 
-def read_log(path: Path, s: Settings) -> None:
-    """A training log's argument block, turned back into the flags that set it, each with its log line."""
-    text = read_text(path, "Megatron-LM log", "expected a log with Megatron's printed arguments block")
-    lines = text.splitlines()
+def log_arguments(path: Path, lines: list[str], expected: str = "expected a Megatron-LM training log"
+                  ) -> list[tuple[str, str, int]]:
+    """(name, printed value, line number) of each argument in a log's arguments block; an error naming the file
+    when it has no complete block (`expected` says what the file should have been)."""
     try:
         start = lines.index(MEGATRON_LOG_BEGIN) + 1
         end = lines.index(MEGATRON_LOG_END, start)
     except ValueError:
         raise InputError(f"{path}: no complete Megatron arguments block ({MEGATRON_LOG_BEGIN!r} ... "
-                         f"{MEGATRON_LOG_END!r}); expected a Megatron-LM training log") from None
+                         f"{MEGATRON_LOG_END!r}); {expected}") from None
+    return [(m.group(1), m.group(2).strip(), n + 1) for n in range(start, end) if (m := _LOG_LINE.match(lines[n]))]
+
+
+def read_log(path: Path, s: Settings) -> None:
+    """A training log's argument block, turned back into the flags that set it, each with its log line."""
+    text = read_text(path, "Megatron-LM log", "expected a log with Megatron's printed arguments block")
+    lines = text.splitlines()
     words: list[Word] = []
-    for n in range(start, end):
-        m = _LOG_LINE.match(lines[n])
-        if not m:
-            continue
-        name, value = m.group(1), m.group(2).strip()
-        org = Origin(str(path), n + 1, lines[n].strip())
+    for name, value, line in log_arguments(path, lines):
+        org = Origin(str(path), line, lines[line - 1].strip())
         if name in ("data_parallel_size", "world_size") and value.isdigit():
             s.put("dp" if name == "data_parallel_size" else "world_size", int(value), str(org))
             continue
