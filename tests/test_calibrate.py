@@ -255,3 +255,30 @@ def test_gemm_table_fixes_the_ceiling_and_the_shape_efficiency(tmp_path: Path) -
     bad.write_text("m,n,k,tflops\n1,2,3,4\n")
     with pytest.raises(InputError, match="expected CSV columns"):
         Calibration(_base(), "dgx-h100", gemm=bad)
+
+
+def test_a_torchtitan_run_reads_its_layout_from_its_config_and_its_step_from_tps(tmp_path: Path) -> None:
+    """A step YAML entry can name the job's launch files (a real torchtitan TOML, read as the audit reads it) and
+    its log: the step is global batch x seq / (tps x GPUs), the median of the logged steps after the first (the
+    log lines as torchtitan 0.3.0's metrics logger prints them, colours included)."""
+    import shutil
+
+    from placement.calibration.steps import read_steps
+
+    shutil.copy(Path(__file__).parent / "data" / "audit" / "torchtitan" / "llama3_8b.toml", tmp_path / "job.toml")
+    colour = "\x1b[31mstep: {s:2}  \x1b[32mloss: 7.12345  \x1b[38;2;180;60;0mgrad_norm: 1.2345  \x1b[36mmemory: " \
+             "30.12GiB(31.70%)  \x1b[34mtps: {tps:,}  \x1b[36mtflops: 72.34  \x1b[35mmfu: 7.31%\x1b[39m"
+    tps = [900, 6000, 6100, 5900, 6050]
+    (tmp_path / "run.log").write_text("\n".join("[rank0]:[titan] 2026-12-01 10:00:00,000 - root - INFO - "
+                                                + colour.format(s=i * 10, tps=t) for i, t in enumerate(tps, 1)) + "\n")
+    (tmp_path / "steps.yaml").write_text(yaml.safe_dump([{"model": "llama3-8b", "num_gpus": 8,
+                                                          "config": ["job.toml"], "log": "run.log"}]))
+    (step,) = read_steps(tmp_path / "steps.yaml", "dgx-h100")
+    run = step.run
+    assert run.seq_len == 8192 and run.layout["dp"] == 8 and run.layout["tp"] == 1
+    steps = [run.global_batch * 8192 / (t * 8) for t in tps[1:]]
+    assert run.published_step_time_s == pytest.approx(float(np.median(steps)))
+    assert "run.log" in run.citation and "tps" in run.citation
+    (tmp_path / "bad.yaml").write_text(yaml.safe_dump([{"model": "llama3-8b", "num_gpus": 8, "log": "run.log"}]))
+    with pytest.raises(InputError, match="launch files"):
+        read_steps(tmp_path / "bad.yaml", "dgx-h100")

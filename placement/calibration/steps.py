@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, model_validator
 
 from placement.calibration.validate import CalibrationRun
 from placement.catalog import load_model
@@ -42,18 +42,58 @@ class StepRun:
 
 
 class StepEntry(Frozen):
-    """One measured run in a step YAML."""
+    """One measured run in a step YAML: its layout written out or read from its launch files (`config`), its step
+    time written out or read from its training log (`log`).  Relative paths are relative to the YAML file."""
 
     id: str | None = None
     model: str
     num_gpus: int = Field(ge=1)
-    seq_len: int = Field(ge=1)
-    global_batch: int = Field(ge=1)
-    precision: Precision = Precision.BF16
-    layout: dict[str, int | bool | str]
-    recipe: Recipe = Field(default_factory=Recipe)
-    step_time_s: float = Field(gt=0)
+    seq_len: int | None = Field(default=None, ge=1)
+    """Default: what the launch files fix, else the model's."""
+    global_batch: int | None = Field(default=None, ge=1)
+    """Default: what the launch files fix (torchtitan local batch x dp, ...)."""
+    precision: Precision | None = None
+    """Default: what the launch files set, else bf16."""
+    layout: dict[str, int | bool | str] | None = None
+    config: list[str] | None = None
+    """The job's launch files (torchtitan TOML, Megatron script, DeepSpeed JSON...), read as `placement audit`
+    reads them."""
+    recipe: Recipe | None = None
+    step_time_s: float | None = Field(default=None, gt=0)
+    log: str | None = None
+    """A torchtitan log (`step: N ... tps: T` lines: step time = global batch x seq / (tps x GPUs)) or a
+    Megatron-LM log (`elapsed time per iteration (ms)`); the median of the logged steps after the first."""
     segment_nodes: int | None = Field(default=None, ge=0)
+
+    @model_validator(mode="after")
+    def _one_of_each(self) -> StepEntry:
+        if (self.layout is None) == (self.config is None):
+            raise ValueError("give the layout (`layout: {tp: .., pp: ..}`) or the launch files (`config: [..]`), "
+                             "one of the two")
+        if (self.step_time_s is None) == (self.log is None):
+            raise ValueError("give the measured step (`step_time_s`) or the training log (`log`), one of the two")
+        return self
+
+
+TORCHTITAN_STEP = re.compile(r"step:\s*(\d+)\s.*?tps:\s*([0-9,]+)")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def log_step_time(path: Path, global_batch: int, seq_len: int, num_gpus: int) -> tuple[float, str]:
+    """(seconds per step, where) from a torchtitan or Megatron-LM log: the median after the first logged step."""
+    lines = [_ANSI.sub("", x) for x in read_text(path, "training log", "give a torchtitan or Megatron-LM log"
+                                                 ).splitlines()]
+    mega = [(float(m.group(1)) / 1e3, n) for n, x in enumerate(lines, 1) if (m := ITERATION_TIME.search(x))]
+    titan = [(global_batch * seq_len / (float(m.group(2).replace(",", "")) * num_gpus), n)
+             for n, x in enumerate(lines, 1) if (m := TORCHTITAN_STEP.search(x)) and m.group(2) != "0"]
+    found = mega or titan
+    if len(found) < 2:
+        raise InputError(f"training log `{path}`: {len(found)} logged step(s) (torchtitan `step: N ... tps: T` or "
+                         f"Megatron `elapsed time per iteration (ms): X`); the step time needs at least two, the "
+                         f"first being start-up")
+    kept = found[1:]
+    how = "" if mega else f" (global batch {global_batch} x seq {seq_len} / (tps x {num_gpus} GPUs))"
+    return statistics.median(t for t, _ in kept), f"{path}:{kept[0][1]}-{kept[-1][1]}, median of {len(kept)}{how}"
 
 
 def _run(entry_id: str, where: str, cluster: str, model: ModelSpec, model_ref: str, num_gpus: int, seq_len: int,
@@ -83,10 +123,33 @@ def read_step_yaml(path: Path, cluster: str) -> list[StepRun]:
             e = StepEntry.model_validate(item)
         except ValidationError as err:
             raise InputError(format_validation_error(err, f"step file `{path}`, entry {i + 1}")) from None
-        where = f"{path}, entry {i + 1}"
-        out.append(_run(e.id or f"{path.name}#{i + 1}", where, cluster, load_model(e.model), e.model, e.num_gpus,
-                        e.seq_len, e.global_batch, e.precision, e.layout, e.recipe, e.step_time_s, e.segment_nodes))
+        out.append(_entry(e, path, i, cluster))
     return out
+
+
+def _entry(e: StepEntry, path: Path, i: int, cluster: str) -> StepRun:
+    where = f"{path}, entry {i + 1}"
+    model = load_model(e.model)
+    seq, batch, precision, layout, recipe = e.seq_len, e.global_batch, e.precision, e.layout, e.recipe
+    if e.config is not None:
+        from placement.audit.core import files_global_batch, launch_recipe, resolve_layout
+        from placement.audit.launch import parse_launch
+
+        launch = parse_launch([path.parent / c for c in e.config])
+        lay = resolve_layout(launch, model, e.num_gpus)
+        layout = lay.model_dump(mode="json", exclude_none=True)
+        recipe = recipe or launch_recipe(launch, model, lay)[0]
+        seq = seq or launch.seq_len
+        batch = batch or (files_global_batch(launch, e.num_gpus) or (None, ""))[0]
+        precision = precision or (Precision(launch.precision) if launch.precision else None)
+    seq, precision = seq or model.default_seq_len, precision or Precision.BF16
+    if batch is None:
+        raise InputError(f"{where}: no global batch; give `global_batch` (the launch files do not fix it)")
+    step_s = e.step_time_s
+    if e.log is not None:
+        step_s, where = log_step_time(path.parent / e.log, batch, seq, e.num_gpus)
+    return _run(e.id or f"{path.name}#{i + 1}", where, cluster, model, e.model, e.num_gpus, seq, batch, precision,
+                layout, recipe or Recipe(), step_s, e.segment_nodes)
 
 
 def megatron_arguments(path: Path, lines: list[str]) -> dict[str, tuple[str, int]]:
