@@ -282,3 +282,16 @@ def test_a_torchtitan_run_reads_its_layout_from_its_config_and_its_step_from_tps
     (tmp_path / "bad.yaml").write_text(yaml.safe_dump([{"model": "llama3-8b", "num_gpus": 8, "log": "run.log"}]))
     with pytest.raises(InputError, match="launch files"):
         read_steps(tmp_path / "bad.yaml", "dgx-h100")
+
+
+def test_steps_the_fit_cannot_generalise_are_flagged(tmp_path: Path) -> None:
+    """Measured steps the model misses each in its own way (here: two synthetic runs, one measured 25 % slower
+    and one 25 % faster than the model predicts): leave-one-out is worse than the defaults, and the profile says
+    so instead of presenting the fitted constants as an improvement."""
+    _, logs = study(tmp_path, truth={}, noise=0.0, steps=((8, 1, 1, 64, 8192), (16, 4, 1, 32, 2048)))
+    for path, factor in zip(logs, (1.25, 0.75), strict=True):
+        text = path.read_text()
+        path.write_text(re.sub(r"elapsed time per iteration \(ms\): ([0-9.]+)",
+                               lambda m: f"elapsed time per iteration (ms): {float(m.group(1)) * factor:.1f}", text))
+    profile = Calibration(_base(), "dgx-h100", steps=logs).run()
+    assert any("no better than the defaults" in w for w in profile.warnings)

@@ -253,6 +253,13 @@ class Calibration:
                 constants[name] = Constant(default=default, value=default, identified=False,
                                            unit=UNITS[name],
                                            note="not identified: no measurement of its kind was given")
+        if held:
+            out_of_sample = float(np.mean([abs(h.held_out / h.measured - 1) for h in held]))
+            default = float(np.mean([abs(h.before / h.measured - 1) for h in held]))
+            if out_of_sample >= default:
+                warnings.append(f"the step constants fitted on all but one run predict that run no better than the "
+                                f"defaults (leave-one-out mean |error| {out_of_sample:.1%}, defaults {default:.1%}): "
+                                f"what the runs miss is run by run, not a shared constant; price with care")
         return CalibrationProfile(placement_version=__version__, cluster=self.cluster_name,
                                   accelerator=self.base.accelerator.name, constants=constants,
                                   measurements=tuple(residuals), leave_one_out=tuple(held),
