@@ -6,7 +6,9 @@
   lines give the step time, the median of the logged iterations after the first (start-up and compilation).
 - **Step YAML**: a list of `{model, num_gpus, seq_len, global_batch, precision, layout, recipe,
   step_time_s}` (the fields of placement/calibration/runs.yaml; `model` a catalog name, a model YAML or a
-  config.json), one measured run each.
+  config.json), one measured run each.  `config: [FILES]` may stand for the layout (the job's launch files, read
+  by the audit's readers, which also give batch, sequence, precision and recipe where the files fix them) and
+  `log: FILE` for the step time (a torchtitan log's `tps` lines, or a Megatron log's iteration times).
 
 Each measurement becomes a `CalibrationRun` (the schema `placement validate` prices) plus its ModelSpec.
 """
