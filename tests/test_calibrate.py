@@ -292,6 +292,7 @@ def test_steps_the_fit_cannot_generalise_are_flagged(tmp_path: Path) -> None:
     for path, factor in zip(logs, (1.25, 0.75), strict=True):
         text = path.read_text()
         path.write_text(re.sub(r"elapsed time per iteration \(ms\): ([0-9.]+)",
-                               lambda m: f"elapsed time per iteration (ms): {float(m.group(1)) * factor:.1f}", text))
+                               lambda m, f=factor: f"elapsed time per iteration (ms): {float(m.group(1)) * f:.1f}",
+                               text))
     profile = Calibration(_base(), "dgx-h100", steps=logs).run()
     assert any("no better than the defaults" in w for w in profile.warnings)
