@@ -11,9 +11,9 @@ f_j = within[:, j] / within[:, j-1] (within[:, -1] := 1).
   overlapped one (16.1 ms) (ml-engineering "Inter-node speed depends on intra-node speed").
 - An oversubscribed level is shared by the GPUs of a block that send across it: with only a share f
   of them crossing (a few split groups), each gets bandwidth * ratio / max(1, ratio * f).
-  A cluster's `hierarchical_serial_share` (calibrated from nccl-tests) moves this towards the slowest level
-  alone: NCCL's rings across 8-NIC H100 nodes reach 392 GB/s busbw on 2 nodes (nccl-tests#309), which only
-  overlapped phases reproduce.
+  A cluster's `hierarchical_serial_share` (1 by default; `placement calibrate` fits it from nccl-tests) moves
+  the summed phases towards the slowest level alone: NCCL's rings across 8-NIC H100 nodes reach 392 GB/s
+  busbw on 2 nodes (nccl-tests#309), which only overlapped phases reproduce.
 - All-reduce = reduce-scatter + all-gather: twice the bytes.  Latency is the cheaper of a
   hierarchical ring (one step per member per level) and NCCL's double binary tree (log2 of the
   members per level, NCCL tuning.cc), plus a base latency.

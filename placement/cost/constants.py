@@ -130,8 +130,8 @@ across nodes: it "cannot aggregate the bandwidth of multiple NICs, so the perfor
 performance of a single NIC", and "CX-7 NICs at NDR rate (400Gbps) should achieve up to 48-49GB/s per NIC"
 (NVIDIA/nccl-tests#267), with busBw = algBw (n-1)/n (NVIDIA/nccl-tests#130): each GPU's own NIC at the rate
 its ring collectives reach (the cluster's nic_collective_efficiency), not the 0.5 NCCL's all-to-all reaches
-over NVLink.  Fixed by the B200 GPT-OSS EP64 row (8 nodes, NCCL all-to-all over InfiniBand), the only run
-whose dispatch crosses the network with NCCL."""
+over NVLink.  The value is the citation's, not a fit; the one calibration run it checks is the B200 GPT-OSS
+EP64 row (8 nodes), the only run whose NCCL dispatch crosses a network."""
 DISPATCHER_SMS = {"alltoall": 0, "allgather": 0, "deepep": 24, "hybridep": 16}
 """SMs the dispatch kernels hold while they run: DeepEP 24 (DeepEP example `Buffer.set_num_sms(24)`;
 DeepSeek-V3 §3.2.2: 20 SMs), HybridEP fewer (write-up §2.5); NCCL's channels are counted in the generic
