@@ -12,7 +12,7 @@ import numpy as np
 
 from placement.calibration.nccl_tests import NcclRow, NcclRun, bus_bandwidth, predict_times
 from placement.calibration.profile import with_constants
-from placement.calibration.steps import read_megatron_log
+from placement.calibration.steps import read_steps
 from placement.calibration.validate import predict, run_topology
 from placement.catalog import load_accelerator, load_cluster
 from placement.topology import Topology
@@ -87,7 +87,7 @@ def write_log(path: Path, world: int, tp: int, mbs: int, gbs: int, seq: int, tru
                  "sequence_parallel": str(tp > 1)}
     head = _args_block(overrides)
     path.write_text("\n".join(head) + "\n" + _iterations([1.0, 1.0], gbs))
-    step = read_megatron_log(path, CLUSTER)
+    (step,) = read_steps(path, CLUSTER)
     cluster = load_cluster(CLUSTER)
     topo = with_constants(run_topology(step.run, cluster, load_accelerator(cluster.accelerator)), truth)
     true_s = predict(step.run, step.model, topo).predicted_step_time_s

@@ -188,7 +188,8 @@ def test_a_profile_from_another_accelerator_is_refused(tmp_path: Path, synthetic
 
 
 @pytest.mark.parametrize(("text", "match"), [
-    ("not: [a, profile", "not YAML"), ("- 1\n- 2\n", "expected a mapping"),
+    ("not: [a, profile", "malformed YAML"), ("- 1\n- 2\n", "expected a mapping"),
+    ("a: " + "[" * 3000 + "]" * 3000 + "\n", "nests collections deeper"),
     ("profile_version: 1\nplacement_version: x\ncluster: c\naccelerator: a\nconstants: {}\nbogus: 1\n", "bogus")])
 def test_a_bad_profile_is_named(tmp_path: Path, text: str, match: str) -> None:
     path = tmp_path / "p.yaml"
@@ -255,6 +256,10 @@ def test_gemm_table_fixes_the_ceiling_and_the_shape_efficiency(tmp_path: Path) -
     bad.write_text("m,n,k,tflops\n1,2,3,4\n")
     with pytest.raises(InputError, match="expected CSV columns"):
         Calibration(_base(), "dgx-h100", gemm=bad)
+    short = tmp_path / "short.csv"
+    short.write_text("m,n,k,dtype,tflops\n1,2,3\n")
+    with pytest.raises(InputError, match=r"short.csv`:2: 5 columns needed"):
+        Calibration(_base(), "dgx-h100", gemm=short)
 
 
 def test_a_torchtitan_run_reads_its_layout_from_its_config_and_its_step_from_tps(tmp_path: Path) -> None:
@@ -296,3 +301,12 @@ def test_steps_the_fit_cannot_generalise_are_flagged(tmp_path: Path) -> None:
                                text))
     profile = Calibration(_base(), "dgx-h100", steps=logs).run()
     assert any("no better than the defaults" in w for w in profile.warnings)
+
+
+def test_a_step_yaml_nested_past_the_limit_is_an_error(tmp_path: Path) -> None:
+    from placement.calibration.steps import read_steps
+
+    path = tmp_path / "steps.yaml"
+    path.write_text("- " + "[" * 3000 + "]" * 3000 + "\n")
+    with pytest.raises(InputError, match="nests collections deeper"):
+        read_steps(path, "dgx-h100")

@@ -96,6 +96,8 @@ def _read_gemm(path: Path) -> list[tuple[float, float, float, str, float, int]]:
     out = []
     for i, r in enumerate(rows, start=2):
         try:
+            if any(r.get(c) is None for c in need):
+                raise ValueError(f"{len(need)} columns needed, the row has fewer")
             dtype = r["dtype"].strip().lower()
             if dtype not in ("bf16", "fp8"):
                 raise ValueError(f"dtype {r['dtype']!r} (bf16 or fp8)")

@@ -26,13 +26,12 @@ import dataclasses
 from pathlib import Path
 from typing import Final, Literal
 
-import yaml
 from pydantic import Field, ValidationError
 
 from placement.cost import constants as C
 from placement.errors import InputError
 from placement.loaders.errors import format_validation_error
-from placement.loaders.files import read_text
+from placement.loaders.files import parse_yaml, read_text
 from placement.specs import AcceleratorSpec, ClusterSpec
 from placement.specs._base import Frozen
 from placement.topology import Topology
@@ -194,11 +193,7 @@ def load_profile(path: Path | str) -> CalibrationProfile:
     """A profile file written by `placement calibrate`; a bad one names the file and the field."""
     path = Path(path)
     text = read_text(path, "calibration profile", "give the YAML file `placement calibrate --out` wrote")
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        raise InputError(f"calibration profile `{path}`: not YAML ({str(err).splitlines()[0]}); give the file "
-                         f"`placement calibrate --out` wrote") from None
+    data = parse_yaml(text, path, "calibration profile")
     if not isinstance(data, dict):
         raise InputError(f"calibration profile `{path}`: expected a mapping of profile fields, found "
                          f"{type(data).__name__}; give the file `placement calibrate --out` wrote")

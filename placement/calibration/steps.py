@@ -20,14 +20,13 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
 from pydantic import Field, ValidationError, model_validator
 
 from placement.calibration.validate import CalibrationRun
 from placement.catalog import load_model
 from placement.errors import InputError
 from placement.loaders.errors import format_validation_error
-from placement.loaders.files import read_text
+from placement.loaders.files import parse_yaml, read_text
 from placement.specs import ModelSpec
 from placement.specs._base import Frozen
 from placement.specs.model import FfnKind, MoESpec
@@ -108,12 +107,8 @@ def _run(entry_id: str, where: str, cluster: str, model: ModelSpec, model_ref: s
     return StepRun(run, model)
 
 
-def read_step_yaml(path: Path, cluster: str) -> list[StepRun]:
-    text = read_text(path, "step file", "give a YAML list of measured runs or a Megatron-LM log")
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        raise InputError(f"step file `{path}`: not YAML ({str(err).splitlines()[0]})") from None
+def read_step_yaml(path: Path, cluster: str, text: str) -> list[StepRun]:
+    data = parse_yaml(text, path, "step file")
     if isinstance(data, dict):
         data = [data]
     if not isinstance(data, list) or not data:
@@ -205,11 +200,11 @@ def model_from_megatron(args: dict[str, tuple[str, int]], path: Path) -> ModelSp
         raise InputError(format_validation_error(err, f"{path}: the model its arguments describe")) from None
 
 
-def read_megatron_log(path: Path, cluster: str) -> StepRun:
+def read_megatron_log(path: Path, cluster: str, text: str) -> StepRun:
     from placement.audit.core import launch_recipe, resolve_layout
     from placement.audit.launch import parse_launch
 
-    lines = read_text(path, "step file", "give a YAML list of measured runs or a Megatron-LM log").splitlines()
+    lines = text.splitlines()
     args = megatron_arguments(path, lines)
     model = model_from_megatron(args, path)
     times = [(float(m.group(1)), n) for n, line in enumerate(lines, start=1) if (m := ITERATION_TIME.search(line))]
@@ -242,7 +237,7 @@ def read_steps(path: Path, cluster: str) -> list[StepRun]:
     """A step file of either kind (a log when it holds Megatron's arguments block)."""
     from placement.audit.launch import MEGATRON_LOG_BEGIN
 
-    head = read_text(path, "step file", "give a YAML list of measured runs or a Megatron-LM log")
-    if MEGATRON_LOG_BEGIN in head:
-        return [read_megatron_log(path, cluster)]
-    return read_step_yaml(path, cluster)
+    text = read_text(path, "step file", "give a YAML list of measured runs or a Megatron-LM log")
+    if MEGATRON_LOG_BEGIN in text:
+        return [read_megatron_log(path, cluster, text)]
+    return read_step_yaml(path, cluster, text)
