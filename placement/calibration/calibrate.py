@@ -7,7 +7,7 @@ Two fits, in order, each by cost.calibration.fit (log residuals, bounds, identif
    cost.collectives, the same functions that price a training step's collectives.
 2. **Step** from measured training steps, with the network constants from (1) held: GEMM efficiency for the
    precisions the runs use, host time per kernel and the compute slowdown beside overlapped communication
-   (`profile.STEP_CONSTANTS`).  Each run is priced exactly as `placement validate` prices a published run
+   (`Calibration.step_names`).  Each run is priced exactly as `placement validate` prices a published run
    (layout and recipe pinned).  With two or more runs, every run is also predicted from a fit on the
    others (leave-one-out), the honest error of the fitted model.
 

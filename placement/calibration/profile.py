@@ -38,8 +38,6 @@ from placement.topology import Topology
 
 NETWORK_CONSTANTS: Final = ("scale_up_efficiency", "scale_up_latency_s", "network_efficiency", "network_latency_s",
                             "hierarchical_serial_share")
-STEP_CONSTANTS: Final = ("matmul_efficiency_bf16", "matmul_efficiency_fp8", "host_s_per_kernel",
-                         "overlap_compute_slowdown", "gemm_half_efficiency_dim")
 UNITS: Final = {
     "scale_up_efficiency": "of nominal", "scale_up_latency_s": "s", "network_efficiency": "of nominal",
     "network_latency_s": "s", "hierarchical_serial_share": "of the summed levels",
