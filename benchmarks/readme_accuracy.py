@@ -40,6 +40,8 @@ def section(data: dict) -> str:
     for r in data["runs"]:
         pred = "does not fit" if r["predicted_step_time_s"] is None else f"{r['predicted_step_time_s']:.2f}"
         mem = "" if r["peak_memory_gib"] is None else f"{r['peak_memory_gib']:.0f} / {r['memory_capacity_gib']:.0f}"
+        if r["predicted_step_time_s"] is not None and not r["fits"]:
+            mem += " (over: priced at its stated recompute)"
         lines.append(f"| {r['id']} | {r['group']} | {r['published_step_time_s']:.2f} | {pred} | {pct(r['error'])} "
                      f"| {mem} |")
     lines += ["", END]

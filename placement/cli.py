@@ -181,7 +181,8 @@ RECIPE_FLAGS = {
     "cross_entropy_fusion": "--cross-entropy-fusion", "pipeline_p2p_whole": "--pipeline-p2p-whole",
     "optimizer_state_bf16": "--optimizer-state-bf16",
     "fp8_params": "--fp8-params", "activation_func_fp8_input_store": "--activation-fp8-input-store",
-    "attention_kernel": "--attention-kernel", "grad_reduce_fp32": "--grad-reduce-fp32", "dp_overlap": "--dp-overlap",
+    "attention_kernel": "--attention-kernel", "cp_comm_type": "--cp-comm-type",
+    "grad_reduce_fp32": "--grad-reduce-fp32", "dp_overlap": "--dp-overlap",
     "moe_fusions": "--moe-fusions", "cpu_affinity": "--cpu-affinity", "fused_model_ops": "--fused-model-ops",
 }
 """Every Recipe field has a flag (a test checks it), so any priced job can be written as one command."""
@@ -192,7 +193,7 @@ SEARCHED_FIELDS = {"moe_dispatcher": "dispatchers", "cuda_graphs": "cuda_graphs"
 
 def recipe_options(fn: Callable) -> Callable:
     """--recipe FILE.yaml and one flag per Recipe field a user sets often; flags win over the file."""
-    from placement.specs.recipe import AttentionKernel, CudaGraphs, Dispatcher, Fp8Recipe, PipelineSchedule
+    from placement.specs.recipe import AttentionKernel, CpCommType, CudaGraphs, Dispatcher, Fp8Recipe, PipelineSchedule
 
     def onoff(field: str, what: str):
         flag = RECIPE_FLAGS[field]
@@ -238,8 +239,11 @@ def recipe_options(fn: Callable) -> Callable:
         onoff("activation_func_fp8_input_store", "MLP activation input kept in FP8 for backward "
                                                  "(Megatron --activation-func-fp8-input-store)."),
         click.option("--attention-kernel", "attention_kernel", type=click.Choice([k.value for k in AttentionKernel]),
-                     default=None, help="Attention core: flash (fused, default) or unfused (scores in HBM, as the "
-                                        "2019-2022 Megatron runs)."),
+                     default=None, help="Attention core: flash (fused, default), flash2 (FlashAttention-2: slower "
+                                        "on Hopper) or unfused (scores in HBM, as the 2019-2022 Megatron runs)."),
+        click.option("--cp-comm-type", "cp_comm_type", type=click.Choice([c.value for c in CpCommType]),
+                     default=None, help="Context parallelism's K/V exchange: p2p ring hidden behind attention "
+                                        "(default) or an exposed all_gather (Llama 3)."),
         onoff("grad_reduce_fp32", "Gradients accumulated and reduce-scattered in fp32 (Megatron under --bf16)."),
         onoff("dp_overlap", "DP gradient reduce-scatter and parameter all-gather overlapped (default on)."),
         onoff("moe_fusions", "MoE permute/router/quantisation fusions (default on)."),

@@ -297,11 +297,20 @@ def validate_table(results: list[RunResult], mean: float, worst: float) -> str:
         pred = "does not fit" if r.predicted_step_time_s is None else f"{r.predicted_step_time_s:.2f}"
         err = "" if r.error is None else f"{r.error:+.1%}"
         mem = "" if r.peak_memory_gib is None else f"{r.peak_memory_gib:.1f}/{r.capacity_gib:.0f}"
+        if r.predicted_step_time_s is not None and not r.fits:
+            mem += " over"
         rows.append([r.run.id, r.run.group, f"{r.run.published_step_time_s:.2f}", pred, err, mem])
     lines = [f"{name}: {g['priced']} of {g['runs']} runs priced, {g['fit']} fit; mean |error| "
              f"{g['mean_abs_error']:.1%}, max |error| {g['max_abs_error']:.1%}"
              for name, g in group_accuracy(results).items()
              if name in ("ptdp+korthikanti", "dense (all)", "moe") and g["priced"]]
+    left_out = [r.run.id for r in results if r.predicted_step_time_s is None]
+    lines.append("left out of every summary (no layout of the run could be priced): "
+                 + (", ".join(left_out) if left_out else "none"))
+    over = [r.run.id for r in results if r.predicted_step_time_s is not None and not r.fits]
+    if over:
+        lines.append("priced at their stated recompute though the memory model puts them over capacity (\"over\"; the "
+                     "runs fit, so the model over-counts their memory): " + ", ".join(over))
     return (_table(["run", "group", "published s", "predicted s", "error", "mem GiB/cap"], rows)
             + "\n\n" + "\n".join(lines)
             + f"\n\nptdp-2021-table1 + korthikanti-2022-table5: mean |error| {mean:.1%}, max |error| {worst:.1%}")

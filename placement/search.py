@@ -186,7 +186,7 @@ def enumerate_layouts(w: Workload, model: ModelSpec, train: TrainingSpec, num_gp
     cols = _expand(cols, "etp", lambda c: _per_row(c, etp_opts, by_rules("etp", c)))
     cols = _expand(cols, "ep", lambda c: _per_row(c, ep_opts, by_rules("ep", c)))
     allowed = cfg.recompute
-    if cfg.prune_dominated and cfg.recipe.attention_kernel is AttentionKernel.FLASH and Recompute.NONE in allowed:
+    if cfg.prune_dominated and cfg.recipe.attention_kernel is not AttentionKernel.UNFUSED and Recompute.NONE in allowed:
         # with fused attention no s x s tensor is kept, so selective recompute saves no memory and
         # only adds the attention core's forward: it is never better than none here
         allowed = tuple(r for r in allowed if r is not Recompute.SELECTIVE)
@@ -489,7 +489,7 @@ def _selective_candidates(model: ModelSpec, train: TrainingSpec, cfg: SearchConf
     if not cfg.prune_dominated or "recompute" in cfg.fixed or Recompute.SELECTIVE not in cfg.recompute \
             or Recompute.NONE not in cfg.recompute:
         return None
-    flash = cfg.recipe.attention_kernel is AttentionKernel.FLASH
+    flash = cfg.recipe.attention_kernel is not AttentionKernel.UNFUSED
     sets = [ms for ms in _module_sets(model, cfg) if not (flash and tuple(ms) == (RecomputeModule.CORE_ATTN,))]
     if not sets:
         return None

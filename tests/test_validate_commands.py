@@ -39,7 +39,8 @@ def test_every_validate_row_is_reproduced_by_its_evaluate_command() -> None:
         argv = shlex.split(row["command"])
         assert argv[:2] == ["placement", "evaluate"]
         result = runner.invoke(main, [*argv[1:], "--json"])
-        assert result.exit_code == 0, (row["id"], result.output[-500:])  # 0: it fits, as in validate
+        # 0: it fits, as in validate; 1: over the memory model's capacity, as validate says too
+        assert result.exit_code == (0 if row["fits"] else 1), (row["id"], result.output[-500:])
         got = json.loads(result.output)["step_time_s"]
         assert got == pytest.approx(row["predicted_step_time_s"], rel=1e-3), row["id"]
 

@@ -89,6 +89,11 @@ class RunResult:
         return (self.predicted_step_time_s - self.run.published_step_time_s) / self.run.published_step_time_s
 
 
+UNBOUND_MEMORY = 64
+"""HBM multiple a run is re-priced with when its stated layout (recompute included) does not fit the memory
+model: the published run fit, so its time is still the row's, and the row says it does not fit."""
+
+
 def load_runs() -> list[CalibrationRun]:
     runs = []
     for name in RUN_FILES:
@@ -117,17 +122,30 @@ def predict(run: CalibrationRun, model: ModelSpec | None = None, topo: Topology 
     # a source that says "interleaved" without the chunk count: the fastest interleaving, never vpp 1
     cfg = SearchConfig(top_k=1, fixed=fixed, recipe=run.job_recipe, module_sets=sets, pipeline_policies=(0,),
                        min_vpp=2 if run.interleaved else 1)
+    fits = True
     try:
         res = search(model, train, topo, cfg)
     except PlacementInfeasible:
-        return RunResult(run, None, False, None, None)
+        if "recompute" not in fixed:
+            return RunResult(run, None, False, None, None)
+        # the run ran this layout, recompute included: price it where the memory model says it does not fit,
+        # and say so (fits False, its modelled peak against the real capacity) rather than price another one
+        acc = topo.accelerator
+        roomy = Topology(topo.cluster, acc.model_copy(update={"hbm_bytes": acc.hbm_bytes * UNBOUND_MEMORY}),
+                         num_gpus=topo.num_gpus, segment_nodes=run.segment_nodes)
+        try:
+            res = search(model, train, roomy, cfg)
+        except PlacementInfeasible:
+            return RunResult(run, None, False, None, None)
+        fits = False
     i = int(res.ranked[0])
     lay = res.batch.layout(i)
     est = res.estimates
     recipe = est.recipe_of(i).model_copy(update={"recompute_modules": res.batch.modules(i)})
     chosen = lay.model_dump(mode="json")
-    return RunResult(run, float(est.step_time_s[i]), True, chosen,
-                     float(est.peak_memory_bytes[i]) / 2**30, est.memory_capacity_bytes / 2**30,
+    capacity = est.memory_capacity_bytes / (1 if fits else UNBOUND_MEMORY)
+    return RunResult(run, float(est.step_time_s[i]), fits, chosen,
+                     float(est.peak_memory_bytes[i]) / 2**30, capacity / 2**30,
                      recipe.model_dump(mode="json", exclude_defaults=True),
                      {k: v for k, v in chosen.items() if k not in fixed and v is not None
                       and k not in (("dp",) if model.moe else ("dp", "ep", "etp"))})

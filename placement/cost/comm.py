@@ -12,7 +12,7 @@ from placement.cost import collectives as coll
 from placement.cost import constants as C
 from placement.cost.context import Ctx
 from placement.cost.layer import LayerCompute
-from placement.specs.recipe import Dispatcher, PipelineSchedule
+from placement.specs.recipe import CpCommType, Dispatcher, PipelineSchedule
 from placement.specs.recipe import RecomputeModule as M
 
 
@@ -52,8 +52,8 @@ def tp_term(x: Ctx) -> TpTerm:
 
 @dataclass(frozen=True)
 class CpTerm:
-    """Context parallelism: K and V of the whole sequence gathered around the ring, overlapped with the
-    attention core (Llama 3 §3.3.2; ring attention), dK/dV reduce-scattered back."""
+    """Context parallelism: K and V of the whole sequence gathered (around the ring, overlapped with the
+    attention core; or in one exposed all-gather, Llama 3 §3.3.2), dK/dV reduce-scattered back."""
 
     exposed_s: np.ndarray
     total_s: np.ndarray
@@ -66,9 +66,14 @@ def cp_term(x: Ctx, core_fwd_s: np.ndarray) -> CpTerm:
     # gathered K and V of the sequence; KV heads are replicated across TP ranks beyond their count
     kv_full = x.tokens * x.cp * x.w.kv_dim / np.minimum(x.tp, x.w.kv_heads) * C.BYTES_PER_ACTIVATION
     fwd = group.reduce_scatter(kv_full)
-    exposed = (np.maximum(fwd - core_fwd_s, 0.0) * (1.0 + recompute_core)
-               + np.maximum(2.0 * fwd - C.BACKWARD_TO_FORWARD * core_fwd_s, 0.0))
-    return CpTerm(exposed_s=exposed, total_s=fwd * (3.0 + recompute_core),
+    total = fwd * (3.0 + recompute_core)
+    if x.recipe.cp_comm_type is CpCommType.ALL_GATHER:
+        # gathered before the core starts, reduce-scattered after it ends: nothing hides it (Llama 3 §3.3.2)
+        exposed = total
+    else:  # ring: each hop hides behind the attention of the block before
+        exposed = (np.maximum(fwd - core_fwd_s, 0.0) * (1.0 + recompute_core)
+                   + np.maximum(2.0 * fwd - C.BACKWARD_TO_FORWARD * core_fwd_s, 0.0))
+    return CpTerm(exposed_s=exposed, total_s=total,
                   bytes_per_layer=np.where(x.b.cp > 1, kv_full * (3.0 + x.full), 0.0))
 
 

@@ -150,8 +150,11 @@ def attention_forward(x: Ctx) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         core = unfused_attention_time(tokens, keys, w.num_heads / tp, w.qk_head_dim, w.v_head_dim,
                                       x.gemm_bf16, x.hbm_bw)
     else:
-        core = attention_core_time(tokens, keys, w.attn_core_dim / tp, x.gemm_bf16.peak_flops,
-                                   x.topo.accelerator.attention_core_efficiency)
+        acc = x.topo.accelerator
+        efficiency = acc.attention_core_efficiency
+        if x.recipe.attention_kernel is AttentionKernel.FLASH2 and acc.flash2_attention_efficiency is not None:
+            efficiency = acc.flash2_attention_efficiency  # FlashAttention-2 on Hopper (specs.training.AttentionKernel)
+        core = attention_core_time(tokens, keys, w.attn_core_dim / tp, x.gemm_bf16.peak_flops, efficiency)
     elem = elementwise_time(tokens, w.hidden, x.sp_shard, x.hbm_bw)
     return proj, core, elem
 

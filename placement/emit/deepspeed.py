@@ -217,6 +217,8 @@ RUNS_INSTEAD = {
     "fp8_params": "weights stay BF16", "optimizer_state_bf16": "Adam moments stay FP32",
     "activation_func_fp8_input_store": "the MLP activation input stays BF16",
     "attention_kernel": "the model code's own attention runs",
+    "cp_comm_type": "DeepSpeed has no context parallelism of this kind (its sequence parallelism is Ulysses "
+                    "all-to-all)",
 }
 """What DeepSpeed runs instead of each recipe feature it cannot be told (selective recompute, whatever its
 modules, has its own warning in warnings_for)."""

@@ -271,6 +271,7 @@ RUNS_INSTEAD = {
     "delay_wgrad": "XLA orders the weight-gradient GEMMs itself",
     "pipeline_layout": "MaxText pipelines equal stages",
     "attention_kernel": "the `attention` key of its config decides the kernel (dot_product or a fused one)",
+    "cp_comm_type": "XLA schedules the context-parallel K/V exchange itself",
 }
 """What MaxText runs instead of each recipe feature it cannot be told."""
 

@@ -29,7 +29,7 @@ from placement.cost.context import fp8_recipe
 from placement.cost.pipeline import default_layout, format_layout
 from placement.emit.common import EmitContext, header, torchrun_lines, warn_block
 from placement.specs.model import FfnKind, Normalization, PositionEmbedding, RopeScaling
-from placement.specs.recipe import CudaGraphs, Dispatcher, PipelineSchedule, RecomputeModule
+from placement.specs.recipe import CpCommType, CudaGraphs, Dispatcher, PipelineSchedule, RecomputeModule
 from placement.specs.training import AttentionKernel, Precision
 
 FLEX_BACKENDS = (Dispatcher.DEEPEP, Dispatcher.HYBRIDEP)
@@ -137,6 +137,12 @@ def recipe_arguments(ctx: EmitContext) -> tuple[list[str], list[str]]:
                             "(ZeRO >= 1)")
     if r.attention_kernel is AttentionKernel.UNFUSED:
         args += ["--attention-backend", "unfused"]
+    elif r.attention_kernel is AttentionKernel.FLASH2:  # the flash-attn package; its installed version decides 2 or 3
+        args += ["--attention-backend", "flash"]
+        warnings.append("attention_kernel flash2 is written as --attention-backend flash: Megatron then runs the "
+                        "installed flash-attn package, FlashAttention-2 only if that is version 2.x")
+    if lay.cp > 1 and r.cp_comm_type is not CpCommType.P2P:
+        args += ["--cp-comm-type", r.cp_comm_type.value]
     if r.activation_func_fp8_input_store:
         # a TransformerConfig field that Megatron-LM 0.19.2 keeps off its command line (arguments.py lists it
         # among the fields it does not expose); forks and Megatron-Bridge recipes set it in code

@@ -42,6 +42,9 @@ class AcceleratorSpec(Frozen):
     """Fused attention throughput over BF16 MAMF where the part differs from the default
     (cost.constants.ATTENTION_CORE_EFFICIENCY): Blackwell Ultra doubles the SFU exp throughput that
     softmax waits on."""
+    flash2_attention_efficiency: float | None = Field(default=None, ge=MIN_EFFICIENCY, le=1)
+    """FlashAttention-2's attention-core throughput over BF16 MAMF where it falls short of the part's fused
+    kernels (Hopper: FlashAttention-2 has no TMA/wgmma pipeline); None: as `attention_core_efficiency`."""
     mxfp8: bool = False
     """Tensor cores that dequantise 1x32 block scales themselves (MXFP8, Blackwell and later): the FP8
     default recipe there is MXFP8; elsewhere block-scaled FP8 dequantises on CUDA cores (Megatron-Core

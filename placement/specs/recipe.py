@@ -77,6 +77,16 @@ class PipelineSchedule(StrEnum):
     """Zero-bubble pipeline (Qi et al. 2023, arXiv:2401.10241), as DeepSeek-V2 ran."""
 
 
+class CpCommType(StrEnum):
+    P2P = "p2p"
+    """Ring attention: K/V blocks passed around the CP ring, each hop hidden behind the attention of the
+    block before (Megatron/Transformer Engine `--cp-comm-type p2p`, the default)."""
+    ALL_GATHER = "all_gather"
+    """K and V of the whole sequence all-gathered before the attention core, dK/dV reduce-scattered after:
+    the collective sits on the critical path (Llama 3 §3.3.2 "Context parallelism": "the all-gather
+    communication latency is exposed in the critical path"; Megatron `--cp-comm-type all_gather`)."""
+
+
 LAYOUT_TOKENS: Final = frozenset("EtmL")
 """Megatron pipeline layout symbols: E embedding, t transformer layer, m MTP layer, L loss (LM head)."""
 _LAYOUT_CHARS = re.compile(r"^[EtmL|()*0-9 ,]*$")
@@ -106,6 +116,9 @@ class Recipe(Frozen):
     1F1B A2A overlap)."""
     delay_wgrad: bool = False
     """Expert weight-gradient GEMMs delayed to hide the backward combine (`--delay-wgrad-compute`)."""
+    cp_comm_type: CpCommType = CpCommType.P2P
+    """How context parallelism moves K and V: a ring hidden behind the attention core, or an exposed
+    all-gather (CpCommType)."""
     dp_overlap: bool = True
     """Gradient reduce-scatter and parameter all-gather overlap compute (`--overlap-grad-reduce
     --overlap-param-gather`; FSDP prefetch)."""

@@ -16,6 +16,11 @@ class Precision(StrEnum):
 class AttentionKernel(StrEnum):
     FLASH = "flash"
     """Fused attention (FlashAttention, cuDNN): no s x s score tensor is written or kept."""
+    FLASH2 = "flash2"
+    """FlashAttention-2 specifically (flash-attn 2.x, PyTorch SDPA's flash backend, xFormers): fused like
+    `flash`, but on Hopper it lacks the asynchronous TMA/wgmma pipeline of FlashAttention-3 and cuDNN and
+    reaches about 35 % of H100 peak (FlashAttention-3, arXiv:2407.08608, abstract); priced with the
+    accelerator's `flash2_attention_efficiency`."""
     UNFUSED = "unfused"
     """Scores materialised in HBM (Megatron-LM's FusedScaleMaskSoftmax, 2019-2022 stacks): the softmax
     and its dropout stream s x s elements per head, and keep 5 a s^2 b bytes (Korthikanti Table 2)."""

@@ -52,7 +52,7 @@ _MG_NARGS: dict[str, int | str] = {f: 1 for f in _MG_INT} | {f: 0 for f in _MG_F
     "--fp8-format": 1, "--fp4-format": 1, "--pipeline-model-parallel-layout": 1, "--deepspeed_config": 1,
     "--deepspeed-config": 1, "--recompute-method": 1, "--recompute-num-layers": 1,
     "--num-distributed-optimizer-instances": 1, "--moe-token-dispatcher-type": 1, "--moe-flex-dispatcher-backend": 1,
-    "--attention-backend": 1,
+    "--attention-backend": 1, "--cp-comm-type": "+",
     "--cuda-graph-impl": 1, "--cuda-graph-modules": "+", "--cuda-graph-scope": "+", "--recompute-modules": "+",
     "--fp8-recipe": 1, "--mtp-num-layers": 1, "--moe-expert-capacity-factor": 1, "--exp-avg-dtype": 1,
     "--exp-avg-sq-dtype": 1}
@@ -96,6 +96,16 @@ def _megatron_recipe(f: str, a: Arg, s: Settings, state: dict) -> bool:
             raise InputError(f"{a.evidence}: --attention-backend must be flash, fused, unfused, local or auto, got "
                              f"{value!r}")
         s.put("recipe.attention_kernel", "unfused" if value in ("unfused", "local") else "flash", a.evidence)
+    elif f == "--cp-comm-type":  # one type, or one per layer; the cost model prices p2p and all_gather
+        kinds = {v.text for v in a.values}
+        if not kinds or not kinds <= {"p2p", "all_gather", "a2a", "a2a+p2p"}:
+            raise InputError(f"{a.evidence}: --cp-comm-type takes p2p, all_gather, a2a or a2a+p2p, got "
+                             f"{' '.join(v.text for v in a.values) or 'nothing'}")
+        if kinds == {"all_gather"}:
+            s.put("recipe.cp_comm_type", "all_gather", a.evidence)
+        elif kinds != {"p2p"}:
+            s.ignored.append(f"--cp-comm-type {' '.join(sorted(kinds))}: only p2p and all_gather are modelled; "
+                             f"priced as p2p ({a.evidence})")
     elif f in ("--cuda-graph-impl", "--enable-cuda-graph", "--external-cuda-graph"):
         impl = ({"--enable-cuda-graph": "local", "--external-cuda-graph": "transformer_engine"}.get(f)
                 or one_value(a).text)
