@@ -310,3 +310,25 @@ def test_a_step_yaml_nested_past_the_limit_is_an_error(tmp_path: Path) -> None:
     path.write_text("- " + "[" * 3000 + "]" * 3000 + "\n")
     with pytest.raises(InputError, match="nests collections deeper"):
         read_steps(path, "dgx-h100")
+
+
+@pytest.mark.parametrize(("shift", "moved"), [(1.0, False), (1.3, True)])
+def test_a_fit_must_beat_the_defaults_by_its_price(shift: float, moved: bool) -> None:
+    """Ten measured steps scattered 3 % around the model: fitting a constant to them only chases the scatter, so
+    the default stays and says why (Schwarz's criterion); the same steps 30 % slower move it to 1/1.3."""
+    from placement.calibration.fit import Param, fit
+
+    rng = np.random.default_rng(7)
+    x = np.linspace(1.0, 10.0, 10)
+    measured = shift * x * np.exp(rng.normal(0.0, 0.03, x.size))
+
+    def residual(values: dict[str, float]) -> np.ndarray:
+        return np.log(x / values["efficiency"] / measured)
+
+    result = fit(residual, [Param("efficiency", 1.0, 0.1, 2.0, 0.5)], robust=True)
+    assert result.identified["efficiency"] is moved
+    if moved:
+        assert result.values["efficiency"] == pytest.approx(1 / 1.3, rel=0.05)
+    else:
+        assert result.values["efficiency"] == 1.0
+        assert "Schwarz" in result.why_not["efficiency"]

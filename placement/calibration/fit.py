@@ -9,7 +9,9 @@ standard errors: cov = (J^T J)^-1 s^2 with s^2 the residual variance over m - p 
 Identifiability comes first, at the defaults: a constant whose column of the Jacobian is (near) zero does not
 move any measurement and stays at its default; then, while J^T J is ill-conditioned or there are fewer
 measurements than constants, the constant that moves the measurements least is dropped.  What is dropped is
-reported with the reason; nothing is fitted that the data cannot pin down.
+reported with the reason; nothing is fitted that the data cannot pin down.  Last, the fit must beat the
+defaults by more than its constants' price in Schwarz's criterion (k ln n), or the defaults stay: constants
+that only chase noise would predict the next measurement worse than the defaults do.
 """
 
 from __future__ import annotations
@@ -167,11 +169,35 @@ def fit(residual: Callable[[dict[str, float]], np.ndarray], params: Sequence[Par
         free = [p for p in free if p is not worst]
         found = ({}, {}, {}, {})
     free, why, found = _swap_at_bound(residual, params, free, why, found, defaults, robust)
+    if free:
+        gain, price = _earned(before, residual(defaults | found[0]), len(free), robust)
+        if gain <= price:  # the defaults explain the measurements as well: nothing is moved
+            for p in free:
+                why[p.name] = (f"the defaults explain these measurements as well: fitting {len(free)} constant(s) "
+                               f"would lower their misfit by {gain:.1f}, not the {price:.1f} it must earn "
+                               f"(Schwarz's criterion, k ln n)")
+            free, found = [], ({}, {}, {}, {})
     values = defaults | found[0]
     return FitResult(values=values, stderr={p.name: found[1].get(p.name) for p in params},
                      identified={p.name: p.name not in why for p in params}, why_not=why, driver=found[2],
                      residuals_before=before, residuals_after=residual(values),
                      at_bound={p.name: found[3].get(p.name, False) for p in params})
+
+
+def _misfit(res: np.ndarray, robust: bool) -> float:
+    """Sum of the loss the fit minimises over the measurements, in units of their scale squared: soft-L1
+    (2 (sqrt(1 + z) - 1), z = (r / STEP_SCALE)^2) for steps, squares for microbenchmarks."""
+    z = (np.asarray(res) / (STEP_SCALE if robust else MICROBENCHMARK_SCALE)) ** 2
+    return float(np.sum(2.0 * (np.sqrt(1.0 + z) - 1.0) if robust else z))
+
+
+def _earned(before: np.ndarray, after: np.ndarray, k: int, robust: bool) -> tuple[float, float]:
+    """(misfit the fit removes, what k fitted constants must remove to be kept): Schwarz's Bayesian information
+    criterion (Ann. Statist. 6(2), 1978), k ln n over n measurements, with the misfit as -2 log likelihood.  A
+    fit that does not beat the defaults by that much is chance: on runs the defaults were themselves fitted to,
+    moving them makes held-out runs worse, not better."""
+    n = max(int(np.size(before)), 1)
+    return _misfit(before, robust) - _misfit(after, robust), k * float(np.log(max(n, 2)))
 
 
 def _swap_at_bound(residual, params, free, why, found, defaults, robust):
