@@ -72,7 +72,8 @@ def audit_table(a: Audit) -> str:
         blocks = []
         for f in a.findings:
             text = textwrap.fill(f.message, width=110, initial_indent="    ", subsequent_indent="    ")
-            groups = "".join(f"\n    e.g. ranks {ranks_text(g['ranks'])} on {', '.join(g['hosts'])}" for g in f.groups[:2])
+            groups = "".join(f"\n    e.g. ranks {ranks_text(g['ranks'])} on {', '.join(g['hosts'])}"
+                             for g in f.groups[:2])
             blocks.append(f"[{f.severity}] {f.kind} ({finding_cost(f)})\n{text}{groups}")
         parts.append("findings:\n" + "\n".join(blocks))
     else:

@@ -28,7 +28,7 @@ def _figure(width_in: float, height_in: float):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    return plt, plt.figure(figsize=(width_in, height_in))
+    return plt.figure(figsize=(width_in, height_in))
 
 
 def svg(fig) -> str:
@@ -61,7 +61,7 @@ def step_chart(p: Plan) -> str:
     terms = [(key, label) for key, label in STEP_TERMS
              if key == "compute" or getattr(b, key) > 0 or (key in comm and getattr(b.overlapped, key) > 0)]
     with _rc():
-        plt, fig = _figure(7.0, 0.45 * len(terms) + 0.9)
+        fig = _figure(7.0, 0.45 * len(terms) + 0.9)
         ax = fig.add_subplot()
         y = np.arange(len(terms))[::-1]
         exposed = [getattr(b.exposed, k) if k in comm else getattr(b, k) for k, _ in terms]
@@ -87,7 +87,7 @@ def memory_chart(p: Plan) -> str:
     """GiB per GPU, stacked by term, against the capacity."""
     m = p.memory
     with _rc():
-        plt, fig = _figure(7.0, 1.7)
+        fig = _figure(7.0, 1.7)
         ax = fig.add_subplot()
         left = 0.0
         for k, (attr, label) in enumerate(MEMORY_TERMS):
@@ -112,7 +112,7 @@ def frontier_chart(workload: str, points: Sequence[dict], currency: str) -> str:
     import matplotlib.ticker
 
     with _rc():
-        plt, fig = _figure(7.0, 4.2)
+        fig = _figure(7.0, 4.2)
         ax = fig.add_subplot()
         for pt in points:
             color = PALETTE[3] if pt["pareto"] else PALETTE[7]
@@ -153,7 +153,7 @@ def stacked_step_chart(title: str, labels: Sequence[str], terms: Sequence[dict[s
                        names: Sequence[tuple[str, str]]) -> str:
     """One horizontal bar per label, stacked by the (key, legend) `names` of each `terms` dict (s/step)."""
     with _rc():
-        plt, fig = _figure(7.5, 0.42 * len(labels) + 1.4)
+        fig = _figure(7.5, 0.42 * len(labels) + 1.4)
         ax = fig.add_subplot()
         y = np.arange(len(labels))[::-1]
         left = np.zeros(len(labels))

@@ -13,8 +13,17 @@ from placement.html.render import render, trusted_svg
 from placement.html.topology_view import TopologyView, topology_view
 from placement.mapping.report import rank_coords
 from placement.plan import Plan
-from placement.report import (BREAKDOWN_HEADER, MEMORY_HEADER, TOP_K_HEADER, breakdown_rows, headline,
-                              layout_cell, mapping_parts, memory_rows, search_line, top_k_rows)
+from placement.report import (
+    BREAKDOWN_HEADER,
+    MEMORY_HEADER,
+    TOP_K_HEADER,
+    breakdown_rows,
+    headline,
+    mapping_parts,
+    memory_rows,
+    search_line,
+    top_k_rows,
+)
 from placement.topology import Topology
 
 
