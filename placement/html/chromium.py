@@ -131,9 +131,11 @@ def _error_lines(events: list[dict]) -> list[str]:
 
 
 def load_page(path: Path, width: int = 1280, height: int = 900, screenshot: bool = False,
-              full_page: bool = False, chromium: str | None = None, timeout_s: float = 60.0) -> PageResult:
+              full_page: bool = False, max_height: int | None = None, chromium: str | None = None,
+              timeout_s: float = 60.0) -> PageResult:
     """Open `path` (a local file) in headless Chromium, wait for its load event, and return its rendered text,
-    its errors and, with `screenshot`, a PNG of the viewport (`full_page`: of the whole page)."""
+    its errors and, with `screenshot`, a PNG of the viewport (`full_page`: of the whole page, cut at
+    `max_height` pixels if given)."""
     binary = chromium or find_chromium()
     if binary is None:
         raise ChromiumError("no Chromium found (apt-get install chromium, or set PLACEMENT_CHROMIUM)")
@@ -142,7 +144,11 @@ def load_page(path: Path, width: int = 1280, height: int = 900, screenshot: bool
     from_child_r, from_child_w = os.pipe()
 
     def child_fds() -> None:  # the pipe's ends at the numbers Chromium expects: it reads 3, writes 4
-        read_end, write_end = os.dup(to_child_r), os.dup(from_child_w)  # above 4, whatever the two were
+        import fcntl
+
+        # copies above 4 first (a plain dup may return 3 or 4 itself, and dup2 onto the same number keeps its
+        # close-on-exec flag), then onto 3 and 4, inheritable
+        read_end, write_end = (fcntl.fcntl(fd, fcntl.F_DUPFD, 16) for fd in (to_child_r, from_child_w))
         os.dup2(read_end, 3)
         os.dup2(write_end, 4)
 
@@ -151,7 +157,9 @@ def load_page(path: Path, width: int = 1280, height: int = 900, screenshot: bool
             [binary, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--remote-debugging-pipe",
              f"--window-size={width},{height}", "about:blank"],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            pass_fds=(3, 4, to_child_r, from_child_w), preexec_fn=child_fds)
+            # close_fds=False: the fds Python opens are close-on-exec anyway (PEP 446); 3 and 4, made by dup2 in
+            # the child, are the only ones Chromium inherits (pass_fds would need 3 and 4 open in this process)
+            close_fds=False, preexec_fn=child_fds)
         os.close(to_child_r)
         os.close(from_child_w)
         pipe = _Pipe(proc, to_child_w, from_child_r)
@@ -174,7 +182,8 @@ def load_page(path: Path, width: int = 1280, height: int = 900, screenshot: bool
                 if full_page:
                     params["captureBeyondViewport"] = True
                     size = pipe.send("Page.getLayoutMetrics", session=session)["cssContentSize"]
-                    params["clip"] = {"x": 0, "y": 0, "width": width, "height": size["height"], "scale": 1}
+                    tall = size["height"] if max_height is None else min(size["height"], max_height)
+                    params["clip"] = {"x": 0, "y": 0, "width": width, "height": tall, "scale": 1}
                 png = base64.b64decode(pipe.send("Page.captureScreenshot", params, session=session)["data"])
             errors = _error_lines(pipe.events)
             try:
