@@ -38,10 +38,12 @@ def _plan_view(p: Plan, topo: Topology, gpu_of_rank: np.ndarray) -> TopologyView
     return topology_view(topo, gpu_of_rank, coords, _sizes(p))
 
 
-def _table_view(p: Plan, topo: Topology) -> TopologyView:
+def _table_view(p: Plan, topo: Topology) -> TopologyView | None:
     """The plan's groups from its rank table (`Plan.mapping`: host, local GPU and mesh coordinates of each
-    rank), as audit prices the job as launched."""
+    rank), as audit prices the job as launched; None for a plan without one."""
     rows = p.mapping or []
+    if not rows:
+        return None
     index = {name: k for k, name in enumerate(topo.host_names)}
     gph = topo.gpus_per_host
     gpu_of_rank = np.array([index[r["host"]] * gph + r["local_gpu"] for r in rows], dtype=np.int64)
