@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: plan test verify bench validate readme calibrate-bench clean
+.PHONY: plan test verify bench validate readme calibrate-bench report-screenshots clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -44,8 +44,16 @@ readme: $(BIN)/.installed
 	$(BIN)/python benchmarks/readme_accuracy.py
 
 # synthetic recovery, real nccl-tests fits and leave-one-out on the shipped runs -> README calibration section
-calibrate-bench: $(BIN)/.installed
+calibrate-# the README's screenshots of the --report pages, taken in headless Chromium (Debian: apt-get install chromium)
+report-screenshots: $(BIN)/.installed
+	$(BIN)/python benchmarks/report_screenshots.py
+
+bench: $(BIN)/.installed
 	$(BIN)/python benchmarks/bench_calibrate.py
+
+# the README's screenshots of the --report pages, taken in headless Chromium (Debian: apt-get install chromium)
+report-screenshots: $(BIN)/.installed
+	$(BIN)/python benchmarks/report_screenshots.py
 
 bench: $(BIN)/.installed
 	$(BIN)/python benchmarks/bench_plan.py

@@ -162,11 +162,42 @@ def calibration_json() -> dict | None:
     return summary(profile, str(path))
 
 
-def _echo_calibration() -> None:
+def _calibration_line() -> str | None:
+    """`calibration: PATH (fitted on CLUSTER): constants`, the last line of the text output (None: no profile)."""
     path, profile = _calibration()
-    if profile is not None:
-        fitted = ", ".join(f"{k} {v:.4g}" for k, v in sorted(profile.fitted().items())) or "none identified"
-        click.echo(f"calibration: {path} (fitted on {profile.cluster}): {fitted}")
+    if profile is None:
+        return None
+    fitted = ", ".join(f"{k} {v:.4g}" for k, v in sorted(profile.fitted().items())) or "none identified"
+    return f"calibration: {path} (fitted on {profile.cluster}): {fitted}"
+
+
+def _echo_calibration() -> None:
+    line = _calibration_line()
+    if line is not None:
+        click.echo(line)
+
+
+REPORT_HELP = ("Also write one self-contained HTML page (inline SVG charts, nothing fetched, prints): {what}. "
+               "Its folder is created if missing.")
+
+
+def _check_report(path: str | None) -> Path | None:
+    """--report FILE.html, checked before any work: an .html name whose folder can be written."""
+    if path is None:
+        return None
+    from placement.outfiles import check_out_file
+
+    if Path(path).suffix.lower() not in (".html", ".htm"):
+        raise InputError(f"--report {path}: the report is an HTML page; give a file name ending in .html")
+    return check_out_file(path, "--report")
+
+
+def _write_report(report: Path | None, page: Callable[[], str]) -> None:
+    if report is None:
+        return
+    from placement.outfiles import write_atomic
+
+    click.echo(f"wrote {write_atomic(report, page())}", err=True)
 
 
 RECIPE_FLAGS = {
@@ -470,11 +501,14 @@ def _write_out(out, formats: list[str] | None, chosen, gpu_of_rank, topo, model,
 @click.option("--plan-index", type=click.IntRange(1, 100), default=1, show_default=True,
               help="Which of the ranked plans the files realize (1 = best).")
 @click.option("--framework", type=click.Choice(FRAMEWORK_CHOICES), default=None, help=FRAMEWORK_HELP)
+@click.option("--report", "report_file", default=None,
+              help=REPORT_HELP.format(what="the best plan's groups on the topology, its step and memory, the "
+                                           "mapping against the baselines, the top-k table"))
 @recipe_options
 @handle_errors
 def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, precision, as_json, slurm_topology,
          nodelist, node_type, cluster_graph, oversubscription, node_topo, top_k, recompute, zero, do_map,
-         map_time_limit, exhaustive, out_dir, emit_formats, plan_index, framework, **recipe_args):
+         map_time_limit, exhaustive, out_dir, emit_formats, plan_index, framework, report_file, **recipe_args):
     """Search every layout; map the best onto the machine; print them, best first."""
     from placement.cost.step import default_choices
     from placement.emit.common import framework_choices
@@ -491,6 +525,7 @@ def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, pr
                                    slurm_topology, nodelist, node_type, cluster_graph, oversubscription, node_topo,
                                    segment)
     formats = _check_out(out_dir, emit_formats)
+    report = _check_report(report_file)
     # the recipe fields the user left open are searched: each choice field, and the recompute modules
     if framework is not None:
         check_precision(framework, model, train.precision.value)
@@ -537,6 +572,9 @@ def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, pr
                    model, train)
     if not _timings():
         planned = without_timings(planned)
+    from placement.html import plan_html
+
+    _write_report(report, lambda: plan_html(planned, topo, _calibration_line()))
     if as_json:
         click.echo(json.dumps(plan_json(planned) | {"calibration": calibration_json()}))
     else:
@@ -682,9 +720,12 @@ def show_accelerators():
 @click.option("--workers", type=click.IntRange(1, 1024), default=None, help="Parallel workers (default: CPUs).")
 @click.option("--no-cache", is_flag=True, help="Recompute every cell.")
 @click.option("--json", "as_json", is_flag=True, help="Print {\"rows\": [...]} on stdout.")
+@click.option("--report", "report_file", default=None,
+              help=REPORT_HELP.format(what="the study's assumptions, the table, the frontier with error bars and "
+                                           "GPU counts, the step breakdown"))
 @CALIBRATION_OPTION
 @handle_errors
-def sweep(sweep_file, out_dir, executor, workers, no_cache, as_json):
+def sweep(sweep_file, out_dir, executor, workers, no_cache, as_json, report_file):
     """Plan every design x workload of a purchase study; cost, time-to-train and Pareto frontier."""
     from pathlib import Path
 
@@ -698,6 +739,7 @@ def sweep(sweep_file, out_dir, executor, workers, no_cache, as_json):
 
     spec = read_yaml(Path(sweep_file), SweepSpec, "sweep")
     out = check_out_dir(out_dir, ["sweep.csv", "sweep.json", "frontier.png", "breakdown.png"])
+    report = _check_report(report_file)
     calibration_path, profile = _calibration()
     fitted = profile.fitted() if profile is not None else None
     try:
@@ -730,6 +772,9 @@ def sweep(sweep_file, out_dir, executor, workers, no_cache, as_json):
                        f"{what} ({', '.join(names)})", err=True)
     click.echo(f"{total} cells: computed {result.computed}, from cache {result.cached}; wrote "
                + ", ".join(str(p) for p in written), err=True)
+    from placement.html import study_meta, sweep_html
+
+    _write_report(report, lambda: sweep_html(result.rows, study_meta(spec, _calibration_line())))
     if as_json:
         click.echo(json.dumps({"rows": result.rows, "calibration": calibration_json()}))
     else:
@@ -754,11 +799,14 @@ def sweep(sweep_file, out_dir, executor, workers, no_cache, as_json):
                    "that need a solve.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
               help="Write the best plan's launch files (host order, hostfiles, the framework's config) here.")
+@click.option("--report", "report_file", default=None,
+              help=REPORT_HELP.format(what="the job as launched and the best plan on the topology, their step and "
+                                           "memory, the findings with their cost, the argument diff"))
 @recipe_options
 @handle_errors
 def audit(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, precision, as_json, slurm_topology,
           nodelist, node_type, cluster_graph, oversubscription, node_topo, launch_files, hosts_file, framework,
-          fail_on, map_time_limit, out_dir, **recipe_args):
+          fail_on, map_time_limit, out_dir, report_file, **recipe_args):
     """Read a running job's launch files; price its layout where it lands; list what it costs and the fix.
 
     The recipe is what the launch files state (Megatron's recipe arguments); --recipe FILE and the recipe
@@ -771,6 +819,7 @@ def audit(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, p
     from placement.mapping.config import SolverConfig
 
     recipe_file, given = _recipe_flag_values(recipe_args)
+    report = _check_report(report_file)
     launch = parse_launch([Path(p) for p in launch_files], framework)
     if out_dir is not None:  # before any work
         from placement.audit.report import FRAMEWORK_FORMAT
@@ -812,6 +861,9 @@ def audit(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, p
                            progress=bar.update)
     if not _timings():
         result = result.without_timings()
+    from placement.html import audit_html
+
+    _write_report(report, lambda: audit_html(result, topo, _calibration_line()))
     if out_dir is not None:
         for path in write_best(result, model, train, topo, Path(out_dir)):
             click.echo(f"wrote {path}", err=True)

@@ -33,7 +33,8 @@ def without_timings(planned: Planned) -> Planned:
                                search=dataclasses.replace(planned.search, seconds=None))
 
 
-def _layout_cell(p: Plan) -> str:
+def layout_cell(p: Plan) -> str:
+    """`tp4 cp1 pp2x8 dp8 z2 mbs1 rc:none sp`: the layout in one cell."""
     lay = p.layout
     parts = [f"tp{lay.tp}", f"cp{lay.cp}", f"pp{lay.pp}" + (f"x{lay.vpp}" if lay.vpp > 1 else ""), f"dp{lay.dp}"]
     if lay.ep > 1:
@@ -57,9 +58,10 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join([line(header), line(["-" * w for w in widths])] + [line(r) for r in rows])
 
 
-def _breakdown(p: Plan) -> str:
+def breakdown_rows(p: Plan) -> list[list[str]]:
+    """The step-time table's rows: term, total, exposed, overlapped (s/step, as printed)."""
     b = p.breakdown
-    rows = [
+    return [
         ["compute", f"{b.compute:.3f}", "", ""],
         ["tp (TP/SP collectives)", f"{b.tp:.3f}", f"{b.exposed.tp:.3f}", f"{b.overlapped.tp:.3f}"],
         ["cp (context-parallel KV)", f"{b.cp:.3f}", f"{b.exposed.cp:.3f}", f"{b.overlapped.cp:.3f}"],
@@ -71,24 +73,35 @@ def _breakdown(p: Plan) -> str:
         ["optimizer step", f"{b.optimizer:.3f}", f"{b.optimizer:.3f}", ""],
         ["overlap slowdown", f"{b.overlap_slowdown:.3f}", f"{b.overlap_slowdown:.3f}", ""],
     ]
+
+
+BREAKDOWN_HEADER = ["term (s/step)", "total", "exposed", "overlapped"]
+MEMORY_HEADER = ["memory per GPU (GiB)", ""]
+
+
+def memory_rows(p: Plan) -> list[list[str]]:
+    """The memory table's rows (GiB per GPU, as printed)."""
     m = p.memory
-    mem = [
+    return [
         ["weights", f"{m.weights_bytes / GiB:.1f}"], ["gradients", f"{m.grads_bytes / GiB:.1f}"],
         ["optimizer state", f"{m.optimizer_bytes / GiB:.1f}"], ["activations", f"{m.activations_bytes / GiB:.1f}"],
         ["buffers, logits, reserve", f"{m.other_bytes / GiB:.1f}"],
         ["peak / capacity", f"{p.peak_memory_bytes / GiB:.1f} / {p.memory_capacity_bytes / GiB:.1f}"],
     ]
-    return (_table(["term (s/step)", "total", "exposed", "overlapped"], rows) + "\n\n"
-            + _table(["memory per GPU (GiB)", ""], mem))
 
 
-def _headline(p: Plan) -> str:
+def _breakdown(p: Plan) -> str:
+    return _table(BREAKDOWN_HEADER, breakdown_rows(p)) + "\n\n" + _table(MEMORY_HEADER, memory_rows(p))
+
+
+def headline(p: Plan) -> str:
+    """The plan's first lines: job, layout, step, memory, recipe."""
     lay = p.layout
     stages = "/".join(str(x) for x in lay.stage_layers)
     segment = f", segment {p.segment_nodes} nodes" if p.segment_nodes is not None else ""
     return (f"{p.model} on {p.num_gpus} x {p.accelerator} ({p.cluster}{segment}), seq {p.seq_len}, global batch "
             f"{p.global_batch}, {p.precision}\n"
-            f"layout: {_layout_cell(p)}; {lay.num_microbatches} micro-batches; layers per stage {stages}\n"
+            f"layout: {layout_cell(p)}; {lay.num_microbatches} micro-batches; layers per stage {stages}\n"
             f"step {p.step_time_s:.3f} s, {p.tokens_per_s:,.0f} tokens/s, MFU {p.mfu:.1%}, HFU {p.hfu:.1%}, "
             f"memory {p.peak_memory_bytes / GiB:.1f} of {p.memory_capacity_bytes / GiB:.1f} GiB"
             + ("" if p.fits else "  ** DOES NOT FIT **") + ("\n" + recipe_line(p) if recipe_line(p) else ""))
@@ -146,9 +159,11 @@ def recipe_line(p: Plan) -> str:
     return "recipe: " + ", ".join(items) if items else ""
 
 
-def _mapping_section(p: Plan) -> str:
+def mapping_parts(p: Plan) -> tuple[str, list[list[str]], list[str], list[list[str]]] | None:
+    """The mapping section's parts, as printed: the verdict line, the step of each order (planned, baselines),
+    the level names, and how many groups of each kind stay within each level.  None without crossings."""
     if not p.crossings:
-        return ""
+        return None
     solver = p.mapping_solver or {}
     base = p.baselines or {}
     chosen = solver.get("chosen", "")
@@ -170,35 +185,53 @@ def _mapping_section(p: Plan) -> str:
                   + (f", bound {solver['bound_s']:.3f} s" if solver.get("bound_s") is not None else "")
                   + (f", gap {solver['gap']:.2%}" if solver.get("gap") is not None else "")
                   + (f", {solver['wall_s']:.2f} s" if solver.get("wall_s") is not None else ""))
-    lines = [f"mapping: {verdict}{solved}"]
     rows = [["planned mapping", f"{p.step_time_s:.3f}"]] + [[k.replace("_", " "), f"{v['step_time_s']:.3f}"]
                                                             for k, v in base.items()]
-    lines.append(_table(["order", "step s"], rows))
     levels = list(next(iter(p.crossings.values()))["highest_level"])
     crows = [[k, f"{v['groups']} x {v['group_size']}", *(str(v["highest_level"][lv]) for lv in levels)]
              for k, v in p.crossings.items()]
-    lines.append(_table(["groups", "count x size", *(f"within {lv}" for lv in levels)], crows))
-    return "\n\n".join(lines)
+    return f"mapping: {verdict}{solved}", rows, levels, crows
+
+
+def _mapping_section(p: Plan) -> str:
+    parts = mapping_parts(p)
+    if parts is None:
+        return ""
+    verdict, rows, levels, crows = parts
+    return "\n\n".join([verdict, _table(["order", "step s"], rows),
+                         _table(["groups", "count x size", *(f"within {lv}" for lv in levels)], crows)])
+
+
+def top_k_rows(planned: Planned) -> list[list[str]]:
+    """The ranked plans' table rows: #, layout, step s, MFU, mem GiB."""
+    return [[str(k + 1), layout_cell(p), f"{p.step_time_s:.3f}", f"{p.mfu:.1%}",
+             f"{p.peak_memory_bytes / GiB:.1f}"] for k, p in enumerate(planned.plans)]
+
+
+TOP_K_HEADER = ["#", "layout", "step s", "MFU", "mem GiB"]
+
+
+def search_line(planned: Planned) -> str:
+    """`searched N layouts (M priced, the rest bounded out) in S s`."""
+    result = planned.search
+    return (f"searched {result.num_enumerated or result.num_candidates:,} layouts"
+            + (f" ({result.num_candidates:,} priced, the rest bounded out)"
+               if result.num_enumerated and result.num_enumerated > result.num_candidates else "")
+            + (f" in {result.seconds:.2f} s" if result.seconds is not None else ""))
 
 
 def plan_table(planned: Planned, exhaustive: bool = False) -> str:
     """`exhaustive`: also state what the search leaves untried (`plan --exhaustive`)."""
     ps = planned.plans
-    rows = [[str(k + 1), _layout_cell(p), f"{p.step_time_s:.3f}", f"{p.mfu:.1%}",
-             f"{p.peak_memory_bytes / GiB:.1f}"] for k, p in enumerate(ps)]
     mapping = _mapping_section(ps[0])
-    result = planned.search
-    return (_headline(ps[0]) + "\n\n" + _breakdown(ps[0]) + "\n\n" + (mapping + "\n\n" if mapping else "")
-            + _table(["#", "layout", "step s", "MFU", "mem GiB"], rows)
-            + f"\n\nsearched {result.num_enumerated or result.num_candidates:,} layouts"
-            + (f" ({result.num_candidates:,} priced, the rest bounded out)"
-               if result.num_enumerated and result.num_enumerated > result.num_candidates else "")
-            + (f" in {result.seconds:.2f} s" if result.seconds is not None else "")
-            + ("".join(f"\n  bound: {b}" for b in result.bounds) if exhaustive else ""))
+    return (headline(ps[0]) + "\n\n" + _breakdown(ps[0]) + "\n\n" + (mapping + "\n\n" if mapping else "")
+            + _table(TOP_K_HEADER, top_k_rows(planned))
+            + "\n\n" + search_line(planned)
+            + ("".join(f"\n  bound: {b}" for b in planned.search.bounds) if exhaustive else ""))
 
 
 def single_plan_table(p: Plan) -> str:
-    return _headline(p) + "\n\n" + _breakdown(p)
+    return headline(p) + "\n\n" + _breakdown(p)
 
 
 def model_facts(model: ModelSpec, seq_len: int) -> dict:

@@ -26,7 +26,8 @@ def audit_json(a: Audit) -> dict:
             "speedup": a.speedup, "changes": a.changes}
 
 
-def _ranks(ranks: list[int]) -> str:
+def ranks_text(ranks: list[int]) -> str:
+    """A group's ranks, the first 8 and the count past that."""
     return " ".join(map(str, ranks)) if len(ranks) <= 8 else " ".join(map(str, ranks[:8])) + f" ... ({len(ranks)})"
 
 
@@ -36,37 +37,61 @@ def _layout_line(p) -> str:
             f"ZeRO-{lay.zero_stage}, micro-batch {lay.micro_batch_size}, recompute {lay.recompute}")
 
 
-def audit_table(a: Audit) -> str:
+def finding_cost(f) -> str:
+    """A finding's cost as printed: `0.123 s/step`, or `cannot run`."""
+    return "cannot run" if f.cost_s is None else f"{f.cost_s:.3f} s/step"
+
+
+def best_lines(a: Audit) -> str:
+    """The best plan for the same job against the job as launched: layout, step, speed-up, memory."""
     est, best = a.estimate, a.best
+    return (f"best plan for the same job: {_layout_line(best)}\n"
+            f"step {best.step_time_s:.3f} s vs {est.step_time_s:.3f} s as launched: speed-up x{a.speedup:.3f}; "
+            f"memory {best.peak_memory_bytes / GiB:.1f} of {best.memory_capacity_bytes / GiB:.1f} GiB")
+
+
+def change_lines(a: Audit) -> list[tuple[str, str]]:
+    """The argument diff as ("-" or "+", text) pairs: the launch's setting removed, the best plan's added."""
+    def setting(arg: str, value: str) -> str:  # a bare flag shows as itself
+        return arg if value == "true" and arg.startswith("--") else f"{arg} {value}"
+
+    lines = []
+    for c in a.changes:
+        if c["from"] is not None:
+            lines.append(("-", setting(c["argument"], c["from"])))
+        if c["to"] is not None:
+            lines.append(("+", setting(c["argument"], c["to"]) + (f"    # {c['note']}" if c.get("note") else "")))
+    return lines
+
+
+def audit_table(a: Audit) -> str:
+    est = a.estimate
     parts = [f"audit of a {a.launch.framework} launch (placement {__version__})", single_plan_table(est),
              _sources_block(a)]
     if a.findings:
         blocks = []
         for f in a.findings:
-            cost = "cannot run" if f.cost_s is None else f"{f.cost_s:.3f} s/step"
             text = textwrap.fill(f.message, width=110, initial_indent="    ", subsequent_indent="    ")
-            groups = "".join(f"\n    e.g. ranks {_ranks(g['ranks'])} on {', '.join(g['hosts'])}" for g in f.groups[:2])
-            blocks.append(f"[{f.severity}] {f.kind} ({cost})\n{text}{groups}")
+            groups = "".join(f"\n    e.g. ranks {ranks_text(g['ranks'])} on {', '.join(g['hosts'])}"
+                             for g in f.groups[:2])
+            blocks.append(f"[{f.severity}] {f.kind} ({finding_cost(f)})\n{text}{groups}")
         parts.append("findings:\n" + "\n".join(blocks))
     else:
         parts.append("no findings")
-    parts.append(f"best plan for the same job: {_layout_line(best)}\n"
-                 f"step {best.step_time_s:.3f} s vs {est.step_time_s:.3f} s as launched: speed-up x{a.speedup:.3f}; "
-                 f"memory {best.peak_memory_bytes / GiB:.1f} of {best.memory_capacity_bytes / GiB:.1f} GiB")
+    parts.append(best_lines(a))
     if a.changes:
-        lines = ["changes to the launch:"]
-        def setting(arg: str, value: str) -> str:  # a bare flag shows as itself
-            return arg if value == "true" and arg.startswith("--") else f"{arg} {value}"
-
-        for c in a.changes:
-            if c["from"] is not None:
-                lines.append(f"- {setting(c['argument'], c['from'])}")
-            if c["to"] is not None:
-                lines.append(f"+ {setting(c['argument'], c['to'])}" + (f"    # {c['note']}" if c.get("note") else ""))
-        parts.append("\n".join(lines))
+        parts.append("\n".join(["changes to the launch:", *(f"{sign} {text}" for sign, text in change_lines(a))]))
     else:
-        parts.append("no changes: the job already runs the best plan placement knows for it")
+        parts.append(NO_CHANGES)
     return "\n\n".join(parts)
+
+
+NO_CHANGES = "no changes: the job already runs the best plan placement knows for it"
+
+
+def sources_lines(a: Audit) -> list[str]:
+    """Where each value of the audited layout came from (the lines of the text report's sources block)."""
+    return _sources_block(a).splitlines()
 
 
 def _sources_block(a: Audit) -> str:

@@ -1,0 +1,308 @@
+"""The three pages: what `plan`, `audit` and `sweep` computed, laid out for people."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from placement.html import charts
+from placement.html.render import render, trusted_svg
+from placement.html.topology_view import TopologyView, topology_view
+from placement.mapping.report import rank_coords
+from placement.plan import Plan
+from placement.report import (
+    BREAKDOWN_HEADER,
+    MEMORY_HEADER,
+    TOP_K_HEADER,
+    breakdown_rows,
+    headline,
+    mapping_parts,
+    memory_rows,
+    search_line,
+    top_k_rows,
+)
+from placement.topology import Topology
+
+
+def _sizes(p: Plan) -> dict[str, int]:
+    lay = p.layout
+    return {"tp": lay.tp, "cp": lay.cp, "ep": lay.ep, "dp": lay.dp, "pp": lay.pp}
+
+
+def _plan_view(p: Plan, topo: Topology, gpu_of_rank: np.ndarray) -> TopologyView:
+    """The plan's groups where its mapping puts them (ranks in placement's mesh order)."""
+    coords = rank_coords(p.layout_spec(), topo.num_gpus, p.layout.ep > 1)
+    return topology_view(topo, gpu_of_rank, coords, _sizes(p))
+
+
+def _table_view(p: Plan, topo: Topology) -> TopologyView | None:
+    """The plan's groups from its rank table (`Plan.mapping`: host, local GPU and mesh coordinates of each
+    rank), as audit prices the job as launched; None for a plan without one."""
+    rows = p.mapping or []
+    if not rows:
+        return None
+    index = {name: k for k, name in enumerate(topo.host_names)}
+    gph = topo.gpus_per_host
+    gpu_of_rank = np.array([index[r["host"]] * gph + r["local_gpu"] for r in rows], dtype=np.int64)
+    coords = {axis: np.array([r["coords"][axis] for r in rows], dtype=np.int64) for axis in rows[0]["coords"]}
+    return topology_view(topo, gpu_of_rank, coords, _sizes(p))
+
+
+def _plan_sections(p: Plan) -> dict:
+    return {"headline": headline(p).splitlines(), "step_svg": trusted_svg(charts.step_chart(p)),
+            "memory_svg": trusted_svg(charts.memory_chart(p)), "breakdown_header": BREAKDOWN_HEADER,
+            "breakdown_rows": breakdown_rows(p), "memory_header": MEMORY_HEADER, "memory_rows": memory_rows(p)}
+
+
+def _mapping(p: Plan) -> dict | None:
+    parts = mapping_parts(p)
+    if parts is None:
+        return None
+    verdict, orders, levels, crossings = parts
+    return {"verdict": verdict, "orders": orders, "crossings": crossings,
+            "crossing_header": ["groups", "count x size", *(f"within {lv}" for lv in levels)]}
+
+
+def plan_html(planned, topo: Topology, calibration: str | None = None) -> str:
+    """The `plan` page: the best plan's headline, step and memory charts and tables, its groups on the
+    topology, its mapping against the baseline orders, the top-k table.  `planned`: what `plan_job` returned
+    (after `without_timings` under --reproducible, as the text output); `calibration`: the profile line the
+    text output ends with, if any."""
+    best = planned.plans[0]
+    return render("plan.html", title=f"placement plan: {best.model} on {best.num_gpus:,} x {best.accelerator}",
+                  subtitle=f"{best.cluster}, seq {best.seq_len}, global batch {best.global_batch}, {best.precision}",
+                  best=_plan_sections(best), view=_plan_view(best, topo, planned.gpu_of_rank[0]),
+                  mapping=_mapping(best), top_header=TOP_K_HEADER, top_rows=top_k_rows(planned),
+                  search=search_line(planned), calibration=calibration)
+
+
+def audit_html(a, topo: Topology, calibration: str | None = None) -> str:
+    """The `audit` page: the job as launched (headline, charts, groups where they land, mapping against the
+    baselines), its findings with their cost, the better plan as an argument diff, and where each value came
+    from.  `a`: what `audit_job` returned (after `without_timings` under --reproducible)."""
+    from placement.audit.report import NO_CHANGES, best_lines, change_lines, finding_cost, ranks_text, sources_lines
+
+    est, best = a.estimate, a.best
+    findings = [{"severity": f.severity, "kind": f.kind, "cost": finding_cost(f), "message": f.message,
+                 "groups": [f"{ranks_text(g['ranks'])} on {', '.join(g['hosts'])}" for g in f.groups[:2]]}
+                for f in a.findings]
+    same = best is est
+    return render("audit.html", title=f"placement audit: a {a.launch.framework} launch of {est.model} on "
+                                      f"{est.num_gpus:,} x {est.accelerator}",
+                  subtitle=f"{est.cluster}, seq {est.seq_len}, global batch {est.global_batch}, {est.precision}",
+                  launched=_plan_sections(est), best=_plan_sections(best), findings=findings,
+                  best_lines=best_lines(a).splitlines(), changes=change_lines(a), no_changes=NO_CHANGES,
+                  launched_view=_table_view(est, topo),
+                  best_view=None if same else _plan_view(best, topo, a.best_gpu_of_rank),
+                  mapping=_mapping(est), sources=[line.strip() for line in sources_lines(a)[1:]],
+                  calibration=calibration)
+
+
+# -- sweep ------------------------------------------------------------------------------------------------
+
+SWEEP_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    # (key, header, format); a column shows when some row has its key
+    ("design", "design", "text"),
+    ("status", "status", "text"),
+    ("num_gpus_bought", "GPUs bought", "int"),
+    ("num_gpus", "GPUs used", "int"),
+    ("num_gpus_idle", "GPUs idle", "int"),
+    ("time_to_train_days", "days", "days"),
+    ("time_to_train_days_range", "days range", "range1"),
+    ("step_time_s", "step s", "f3"),
+    ("mfu", "MFU", "pct"),
+    ("gpu_hours", "GPU-hours", "int"),
+    ("cost", "cost", "money"),
+    ("cost_range", "cost range", "moneyrange"),
+    ("capex_total", "capex total", "money"),
+    ("capex_amortized", "capex amortized", "money"),
+    ("energy_mwh", "energy MWh", "f1"),
+    ("energy_cost", "energy cost", "money"),
+    ("facility_mw", "facility MW", "f2"),
+    ("idle_cost", "idle cost", "money"),
+    ("outlay", "outlay", "money"),
+    ("cost_per_million_tokens", "per M tokens", "f2"),
+    ("error_band_source", "error band from", "text"),
+    ("pareto", "frontier", "mark"),
+    ("layout", "layout", "layout"),
+)
+GLOSSARY = {
+    "GPUs bought": "GPUs the design buys (its `gpus`, or what the budget buys in whole nodes)",
+    "GPUs used": "GPUs the chosen plan runs on",
+    "GPUs idle": "bought and not used by the plan; still paid for",
+    "days": "time to train the workload's tokens at the plan's tokens/s",
+    "days range": "time to train across the error band of the nearest calibration group",
+    "step s": "modeled seconds per training step",
+    "MFU": "model FLOPs utilisation of the plan (PaLM's definition)",
+    "GPU-hours": "hours to train x GPUs bought",
+    "cost": "cost of the run, idle GPUs included",
+    "cost range": "cost across the error band",
+    "capex total": "purchase price of everything bought",
+    "capex amortized": "the purchase price's share for the run's duration",
+    "energy MWh": "energy at the wall over the run, PUE included",
+    "energy cost": "that energy at the design's energy price",
+    "facility MW": "power the facility draws while training, PUE included",
+    "idle cost": "the cost's share paid for idle GPUs",
+    "outlay": "capex total plus the run's energy cost",
+    "per M tokens": "cost per million training tokens",
+    "error band from": "the validation group whose error sets the band",
+    "frontier": "on the Pareto frontier of cost and time for this workload",
+    "layout": "the chosen plan's parallel layout",
+}
+
+
+def _num(v) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
+
+
+def _days(row: dict, key: str = "time_to_train_days") -> float | None:
+    if _num(row.get(key)) is not None:
+        return _num(row[key])
+    seconds = _num(row.get("time_to_train_s")) if key == "time_to_train_days" else None
+    return None if seconds is None else seconds / 86400.0
+
+
+def _band(row: dict) -> str | None:
+    for key in ("error_band_source", "error_source", "band_source"):
+        if row.get(key) is not None:
+            return str(row[key])
+    band = row.get("error_band")
+    if isinstance(band, dict):
+        return str(band.get("source") or band.get("group") or "") or None
+    return str(band) if band is not None else None
+
+
+def _value(row: dict, key: str):
+    """A row's value for a sweep column (derived columns from the row's own fields), None if absent."""
+    plan = row.get("plan") or None
+    if key == "time_to_train_days":
+        return _days(row)
+    if key == "time_to_train_days_range":
+        lo, hi = _days(row, "time_to_train_days_low"), _days(row, "time_to_train_days_high")
+        return None if lo is None or hi is None else (lo, hi)
+    if key == "cost_range":
+        lo, hi = _num(row.get("cost_low")), _num(row.get("cost_high"))
+        return None if lo is None or hi is None else (lo, hi)
+    if key == "mfu":
+        return plan.get("mfu") if plan else None
+    if key == "layout":
+        return plan
+    if key == "error_band_source":
+        return _band(row)
+    return row.get(key)
+
+
+def _cell(value, fmt: str, currency: str) -> str:
+    if value is None:
+        return "-"
+    if fmt == "text":
+        return str(value)
+    if fmt == "mark":
+        return "*" if value else ""
+    if fmt == "layout":
+        from placement.sweep.output import _layout
+
+        return _layout(value)
+    if fmt in ("range1", "moneyrange"):
+        lo, hi = value
+        return f"{lo:,.1f} - {hi:,.1f}" if fmt == "range1" else f"{lo:,.0f} - {hi:,.0f}"
+    number = _num(value)
+    if number is None:
+        return str(value)
+    return {"int": f"{number:,.0f}", "days": f"{number:,.1f}", "f1": f"{number:,.1f}", "f2": f"{number:,.2f}",
+            "f3": f"{number:.3f}", "pct": f"{number:.1%}", "money": f"{number:,.0f}"}[fmt]
+
+
+def _study_sections(meta: dict) -> list[dict]:
+    """The document's metadata as titled sections: its scalars first (one table), then each dict (a table) and
+    each list (bullets), in the document's own order."""
+    scalars = [[str(k).replace("_", " "), _plain(v)] for k, v in meta.items() if not isinstance(v, (dict, list))]
+    sections = [{"title": None, "rows": scalars, "bullets": None, "header": None}] if scalars else []
+    for k, v in meta.items():
+        if isinstance(v, dict):
+            sections.append({"title": str(k).replace("_", " "), "bullets": None, "header": None,
+                             "rows": [[str(kk).replace("_", " "), _plain(vv)] for kk, vv in v.items()]})
+        elif isinstance(v, list) and v and all(isinstance(x, dict) for x in v):  # records: one table
+            keys = list(dict.fromkeys(kk for x in v for kk in x))
+            sections.append({"title": str(k).replace("_", " "), "bullets": None, "header": keys,
+                             "rows": [[_plain(x.get(kk)) for kk in keys] for x in v]})
+        elif isinstance(v, list):
+            sections.append({"title": str(k).replace("_", " "), "rows": None, "header": None,
+                             "bullets": [_plain(x) for x in v]})
+    return sections
+
+
+def _plain(v) -> str:
+    if isinstance(v, (dict, list)):
+        return json.dumps(v, sort_keys=False, separators=(", ", ": "))
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:,.6g}"
+    return str(v)
+
+
+def study_meta(spec, calibration: str | None = None) -> dict:
+    """The study as the sweep page shows it, from the sweep file (`SweepSpec`): name, currency, budget, the
+    designs and workloads as given, and the calibration line if a profile priced it."""
+    meta = {"name": spec.name, "currency": spec.currency, "budget": spec.budget,
+            "designs": [d.model_dump(mode="json", exclude_none=True) for d in spec.designs],
+            "workloads": [w.model_dump(mode="json") for w in spec.workloads]}
+    if calibration:
+        meta["calibration"] = calibration
+    return meta
+
+
+def sweep_html(rows: Sequence[dict], meta: dict) -> str:
+    """The `sweep` page: the study and its assumptions, then per workload the table, the cost/time frontier with
+    error bars and GPU counts, and the step breakdown of each design's plan.
+
+    `rows`: the sweep's rows as `sweep.json` holds them.  Read, each where present ("-" where a row lacks it,
+    the column left out where no row has it): design, workload, status, message, num_gpus_bought, num_gpus,
+    num_gpus_idle, time_to_train_days (else time_to_train_s / 86400), time_to_train_days_low/_high,
+    step_time_s, gpu_hours, cost, cost_low/_high, capex_total, capex_amortized, energy_mwh, energy_cost,
+    facility_mw, idle_cost, outlay, cost_per_million_tokens, error_band_source (or error_band{"source"}),
+    pareto, and plan (its mfu, layout and breakdown).
+    `meta`: the study document's other fields, shown as they are (name, currency, date, version, budget,
+    inputs, assumptions...); "name" titles the page and "currency" labels the money columns (default USD)."""
+    from placement.sweep.output import BREAKDOWN_TERMS, step_terms
+
+    currency = str(meta.get("currency") or "USD")
+    name = meta.get("name") or meta.get("study") or "sweep"
+    workloads = []
+    for work in dict.fromkeys(r.get("workload", "-") for r in rows):
+        mine = [r for r in rows if r.get("workload", "-") == work]
+        columns = [c for c in SWEEP_COLUMNS if c[0] in ("design", "status")
+                   or any(_value(r, c[0]) is not None for r in mine)]
+        header = [h + (f" ({currency})" if fmt in ("money", "moneyrange") else "") for _, h, fmt in columns]
+        table = [[_cell(_value(r, key), fmt, currency) for key, _, fmt in columns] for r in mine]
+        classes = ["text" if fmt == "text" else "layout" if fmt == "layout" else None for _, _, fmt in columns]
+        ok = [r for r in mine if r.get("status") == "ok" and _num(r.get("cost")) is not None
+              and _days(r) is not None]
+        points = [{"label": f"{r.get('design')}\n{_cell(r.get('num_gpus'), 'int', currency)} GPUs",
+                   "cost": float(r["cost"]), "days": _days(r), "pareto": bool(r.get("pareto")),
+                   "cost_low": _num(r.get("cost_low")), "cost_high": _num(r.get("cost_high")),
+                   "days_low": _days(r, "time_to_train_days_low"), "days_high": _days(r, "time_to_train_days_high")}
+                  for r in ok]
+        planned = [r for r in ok if r.get("plan")]
+        workloads.append({
+            "name": work, "header": header, "rows": table, "classes": classes,
+            "frontier_svg": trusted_svg(charts.frontier_chart(str(work), points, currency)) if points else None,
+            "has_bars": any(p["days_low"] is not None or p["cost_low"] is not None for p in points),
+            "breakdown_svg": trusted_svg(charts.stacked_step_chart(
+                f"{work}: step time by term", [f"{r.get('design')} ({_cell(r.get('num_gpus'), 'int', currency)})"
+                                               for r in planned],
+                [step_terms(r["plan"]) for r in planned], BREAKDOWN_TERMS)) if planned else None,
+            "failed": [f"{r.get('design')}: {r.get('message') or r.get('status')}" for r in mine
+                       if r.get("status") != "ok"],
+        })
+    shown = {h for w in workloads for h in w["header"]}
+    glossary = [(h, text) for h, text in GLOSSARY.items()
+                if h in shown or f"{h} ({currency})" in shown]
+    return render("sweep.html", title=f"placement sweep: {name}", subtitle=f"{len(rows)} cells, money in {currency}",
+                  study=_study_sections(meta), workloads=workloads, glossary=glossary)
+
+

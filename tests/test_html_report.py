@@ -1,0 +1,285 @@
+"""`--report FILE.html` on plan, audit and sweep: the page shows the numbers the command prints, is the same bytes
+for the same input, fetches nothing, escapes what it shows; bad --report values are bad input.  (The pages
+rendered in a browser: tests/test_html_chromium.py.)"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from placement.catalog import load_accelerator, load_cluster
+from placement.cli import main
+from placement.html import sweep_html
+from placement.html.topology_view import MAX_HOSTS, topology_view
+from placement.mapping.report import rank_coords
+from placement.specs import Layout
+from placement.sweep.run import run_sweep
+from placement.sweep.spec import SweepSpec
+from placement.topology import Topology
+
+DATA = Path(__file__).parent / "data"
+REPORT = DATA / "report"
+PLAN_ARGS = ("plan", "--model", "llama3-70b", "--cluster", "dgx-h100", "--gpus", "64", "--seq-len", "8192",
+             "--global-batch", "128")
+AUDIT_ARGS = ("audit", "--launch", str(REPORT / "megatron_tp16.sh"), "--model", "llama3-70b", "--cluster",
+              "dgx-h100")
+
+
+def run(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(main, ["--reproducible", *args], catch_exceptions=False)
+    return result.exit_code, result.stdout, result.stderr
+
+
+class _Page(HTMLParser):
+    """The page's visible text (script, style and SVG <title> tooltips aside) and every URL it references."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.text: list[str] = []
+        self.urls: list[tuple[str, str, str]] = []
+        self.tags: list[str] = []
+        self._skip = 0
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+        if tag in ("style", "script", "title"):
+            self._skip += 1
+        for name, value in attrs:
+            if name in ("src", "href", "xlink:href", "action", "data", "poster") and value is not None:
+                self.urls.append((tag, name, value))
+
+    def handle_endtag(self, tag):
+        if tag in ("style", "script", "title"):
+            self._skip -= 1
+
+    def handle_data(self, data):
+        if not self._skip:
+            self.text.append(data)
+
+
+def parse(page: str) -> _Page:
+    p = _Page()
+    p.feed(page)
+    return p
+
+
+def visible(page: str) -> str:
+    return re.sub(r"\s+", " ", " ".join(parse(page).text))
+
+
+@pytest.fixture(scope="module")
+def plan_pages(tmp_path_factory):
+    out = tmp_path_factory.mktemp("plan")
+    code, text, err = run(*PLAN_ARGS, "--report", str(out / "plan.html"))
+    assert code == 0, err
+    code, js, err = run(*PLAN_ARGS, "--json")
+    assert code == 0, err
+    return (out / "plan.html").read_text(), text, json.loads(js)
+
+
+def test_plan_page_shows_the_numbers_the_text_prints(plan_pages):
+    page, text, data = plan_pages
+    shown = visible(page)
+    best = data["plans"][0]
+    lay = best["layout"]
+    # the headline, word for word, and the top-k table row by row (the same plan the text and JSON describe)
+    for line in text.splitlines()[:3]:
+        assert line in shown, line
+    assert f"step {best['step_time_s']:.3f} s" in shown
+    for k, p in enumerate(data["plans"]):
+        assert re.search(rf"{k + 1} tp{p['layout']['tp']} cp{p['layout']['cp']} pp{p['layout']['pp']}\S* "
+                         rf"dp{p['layout']['dp']} .*? {p['step_time_s']:.3f} {p['mfu']:.1%}", shown), k
+    # every cell of the step and memory tables as printed
+    table = text[text.index("term (s/step)"):text.index("peak / capacity")]
+    for number in re.findall(r"\d+\.\d{1,3}", table):
+        assert number in shown, number
+    # the mapping against the baselines and the crossings
+    for order, step in (("planned mapping", best["step_time_s"]),
+                        *((k.replace("_", " "), v["step_time_s"]) for k, v in best["baselines"].items())):
+        assert f"{order} {step:.3f}" in shown
+    for kind, c in best["crossings"].items():
+        assert f"{kind} {c['groups']} x {c['group_size']}" in shown
+    # the topology strips: one per axis of size > 1, the job drawn whole (8 hosts)
+    assert "the whole job: 64 GPUs on 8 hosts" in shown
+    for axis in ("tp", "cp", "dp", "pp"):
+        if lay[axis] > 1:
+            assert f"{axis.upper()} groups {lay[axis]} GPUs each" in shown
+
+
+def test_plan_page_is_self_contained_and_deterministic(plan_pages, tmp_path):
+    page = plan_pages[0]
+    parsed = parse(page)
+    assert "script" not in parsed.tags and "link" not in parsed.tags and "iframe" not in parsed.tags
+    assert [u for u in parsed.urls if not u[2].startswith(("#", "data:"))] == []
+    assert "@import" not in page and "url(" not in page.replace("url(#", "")
+    assert page.count("<svg") >= 3  # step chart, memory chart, topology
+    code, _, err = run(*PLAN_ARGS, "--report", str(tmp_path / "again.html"))
+    assert code == 0, err
+    assert (tmp_path / "again.html").read_text() == page
+
+
+def test_plan_page_of_a_mapped_allocation_draws_its_switches_and_compares_orders(tmp_path):
+    report = tmp_path / "moe.html"
+    args = ("plan", "--model", "mixtral-8x7b", "--slurm-topology", str(DATA / "slurm" / "tree-5leaf.conf"),
+            "--nodelist", f"@{REPORT / 'hosts-3leaves.txt'}", "--node-type", "dgx-h100", "--oversubscription", "2",
+            "--seq-len", "4096", "--global-batch", "160", "--top-k", "2")
+    code, js, err = run(*args, "--json", "--report", str(report))
+    assert code == 0, err
+    best = json.loads(js)["plans"][0]
+    shown = visible(report.read_text())
+    assert "mapping: " in shown and f"CP-SAT {best['mapping_solver']['status']}" in shown
+    for host in ("gpu0040", "gpu0002", "gpu0110"):
+        assert host in shown
+    for box in ("leaf 0", "leaf 1", "leaf 2", "spine 0"):
+        assert box in report.read_text()
+    assert f"EP groups {best['layout']['ep']} GPUs each" in shown
+
+
+def test_audit_page_shows_findings_costs_and_the_argument_diff(tmp_path):
+    report = tmp_path / "audit.html"
+    code, js, err = run(*AUDIT_ARGS, "--json", "--report", str(report))
+    assert code == 1, err  # an error-level finding, as without --report
+    code, text, _ = run(*AUDIT_ARGS)
+    data = json.loads(js)
+    shown = visible(report.read_text())
+    assert data["findings"], "the example launch has findings"
+    for f in data["findings"]:
+        cost = "cannot run" if f["cost_s"] is None else f"{f['cost_s']:.3f} s/step"
+        assert f"{f['severity']} {f['kind']} {cost}" in shown
+    for c in data["changes"]:
+        if c["from"] is not None:
+            assert f"- {c['argument']}" in shown
+        if c["to"] is not None:
+            assert f"+ {c['argument']}" in shown
+    best_line = next(line for line in text.splitlines() if line.startswith("step ") and "speed-up" in line)
+    assert best_line in shown
+    assert f"step {data['estimate']['step_time_s']:.3f} s" in shown and f"x{data['speedup']:.3f}" in shown
+    assert "As launched: the whole job: 32 GPUs on 4 hosts" in shown
+
+
+@pytest.mark.parametrize("name, message", [
+    ("plan.txt", "--report {path}: the report is an HTML page; give a file name ending in .html"),
+    ("folder.html", "--report {path}: is a folder; give a file name"),
+])
+def test_bad_report_path_is_bad_input_before_any_work(tmp_path, name, message):
+    path = tmp_path / name
+    if name == "folder.html":
+        path.mkdir()
+    for args in (PLAN_ARGS, AUDIT_ARGS):
+        code, out, err = run(*args, "--report", str(path))
+        assert code == 2 and out == ""
+        assert err.strip() == "placement: " + message.format(path=path)
+    code, _, err = run("sweep", str(REPORT / "small_sweep.yaml"), "--out", str(tmp_path / "sw"), "--report", str(path))
+    assert code == 2 and err.strip() == "placement: " + message.format(path=path)
+    assert not (tmp_path / "sw" / "sweep.json").exists()  # refused before any cell ran
+
+
+def test_report_folder_is_created(tmp_path):
+    report = tmp_path / "new" / "deeper" / "plan.html"
+    code, _, err = run("plan", "--model", "llama3-8b", "--gpus", "8", "--top-k", "1", "--report", str(report))
+    assert code == 0, err
+    assert report.read_text().startswith("<!DOCTYPE html>") and f"wrote {report}" in err
+
+
+# -- the topology slice -------------------------------------------------------------------------------------
+
+def _view(num_gpus: int, layout: Layout):
+    topo = Topology(load_cluster("dgx-h100"), load_accelerator("h100-sxm"), num_gpus=num_gpus)
+    coords = rank_coords(layout, num_gpus, moe=False)
+    sizes = {"tp": layout.tp, "cp": layout.cp, "dp": layout.dp, "pp": layout.pp}
+    return topo, topology_view(topo, np.arange(num_gpus), coords, sizes)
+
+
+def test_a_large_job_draws_a_slice_and_says_which():
+    _, view = _view(16384, Layout(tp=8, pp=16, dp=128))
+    assert view.caption == ("a slice: the first 32 hosts (in rank order) of pipeline stage 1 of 16, 256 of the job's "
+                            "16,384 GPUs on 2,048 hosts; DP groups continue past it")
+    host_labels = [t.text for t in view.texts if t.rotate]
+    assert host_labels == [f"host{h}" for h in range(MAX_HOSTS)]
+    assert len(view.cells) == 3 * MAX_HOSTS * 8  # TP, DP and PP strips, every GPU of the slice
+    assert view.legend[0] == "TP: 32 of the job's 2,048 groups of 8 GPUs shown (colours repeat every 12 groups; " \
+                             "the numbers do not)"
+    # a TP group is one host: its 8 cells share a number
+    tp = [c for c in view.cells if c.title.endswith("pp 0") and "tp " in c.title][:8]
+    assert len({c.label for c in tp}) == 1
+
+
+def test_a_stage_that_fits_is_drawn_whole():
+    _, view = _view(1024, Layout(tp=8, pp=8, dp=16))
+    assert view.caption == ("a slice: the 16 hosts of pipeline stage 1 of 8 (128 of 1,024 GPUs); the other stages "
+                            "repeat it on other hosts")
+
+
+# -- the sweep page ---------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def sweep_rows(tmp_path_factory):
+    import yaml
+
+    spec = SweepSpec.model_validate(yaml.safe_load((REPORT / "small_sweep.yaml").read_text()))
+    return spec, run_sweep(spec, tmp_path_factory.mktemp("cache"), "local", workers=1).rows
+
+
+def test_sweep_page_of_todays_rows_shows_their_cells_and_leaves_out_absent_columns(sweep_rows):
+    spec, rows = sweep_rows
+    page = sweep_html(rows, {"name": spec.name, "currency": "USD"})
+    shown = visible(page)
+    for r in rows:
+        days = r["time_to_train_s"] / 86400
+        assert re.search(rf"{r['design']} ok {r['num_gpus_bought']} {r['num_gpus']} {days:,.1f} {r['step_time_s']:.3f} "
+                         rf"{r['plan']['mfu']:.1%} {r['gpu_hours']:,.0f} {r['cost']:,.0f}", shown)
+    assert "capex" not in shown and "energy MWh" not in shown  # no row has them: no column
+    assert "placement sweep: report-example" in shown
+    assert page.count("<svg") == 2  # frontier, breakdown
+
+
+def test_sweep_page_shows_the_new_fields_where_present_and_a_dash_where_not(sweep_rows):
+    _, rows = sweep_rows
+    extra = [dict(r) for r in rows]
+    first = extra[0]
+    days = first["time_to_train_s"] / 86400
+    first.update(num_gpus_idle=0, idle_cost=0.0, capex_total=1_234_567.0, capex_amortized=4321.0, energy_mwh=12.34,
+                 energy_cost=1500.5, facility_mw=0.0456, cost_per_million_tokens=0.0471, time_to_train_days=days,
+                 time_to_train_days_low=days * 0.8, time_to_train_days_high=days * 1.3, cost_low=first["cost"] * 0.8,
+                 cost_high=first["cost"] * 1.3, error_band_source="dense, h100 (validate: mean |error| 5.9 %)")
+    meta = {"name": "study <b>bold</b>", "currency": "EUR", "date": "2026-12-01", "placement_version": "0.1.0",
+            "assumptions": {"pue": 1.3, "energy_price_per_kwh": 0.1}, "inputs": {"sweep_file": "s.yaml"}}
+    page = sweep_html(extra, meta)
+    shown = visible(page)
+    row = re.search(rf"{first['design']} ok .*?(?= {extra[1]['design']} ok)", shown).group(0)
+    for cell in ("1,234,567", "4,321", "12.3", "1,500", "0.05", f"{days * 0.8:,.1f} - {days * 1.3:,.1f}",
+                 f"{first['cost'] * 0.8:,.0f} - {first['cost'] * 1.3:,.0f}", "dense, h100"):
+        assert cell in row, cell
+    other = re.search(rf"{extra[1]['design']} ok .*?(?= {extra[2]['design']} ok)", shown).group(0)
+    assert other.split().count("-") == 11  # the 11 columns this row lacks (idle, ranges, capex, energy, ...)
+    assert "capex total (EUR)" in shown and "energy MWh" in shown and "error band from" in shown
+    # the document's metadata, escaped
+    assert "2026-12-01" in shown and "energy price per kwh 0.1" in shown and "sweep file s.yaml" in shown
+    assert "<b>bold</b>" not in page and html.escape("<b>bold</b>") in page
+    assert "bars: the error band" in shown
+
+
+def test_sweep_page_without_any_plan():
+    rows = [{"design": "d", "workload": "w", "status": "infeasible", "message": "8 GPUs: needs 900 GiB",
+             "num_gpus": 8, "num_gpus_bought": 8, "cost": None, "time_to_train_s": None, "plan": None}]
+    shown = visible(sweep_html(rows, {}))
+    assert "d infeasible 8 8" in shown and "d: 8 GPUs: needs 900 GiB" in shown
+    assert "placement sweep: sweep" in shown
+
+
+def test_sweep_cli_writes_the_page(tmp_path):
+    report = tmp_path / "sweep.html"
+    code, js, err = run("sweep", str(REPORT / "small_sweep.yaml"), "--out", str(tmp_path / "out"), "--json",
+                        "--workers", "1", "--report", str(report))
+    assert code == 0, err
+    shown = visible(report.read_text())
+    for r in json.loads(js)["rows"]:
+        assert f"{r['time_to_train_s'] / 86400:,.1f}" in shown and f"{r['cost']:,.0f}" in shown
+    assert "designs" in shown and "dgx-a100-80g" in shown
