@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from synthetic_calibration import TRUTH, study  # noqa: E402
 
 from placement.calibration.calibrate import BOUNDS, PRIOR_WIDTH, Calibration  # noqa: E402
-from placement.calibration.fit import Param, fit  # noqa: E402
+from placement.calibration.fit import Param, fit_steps  # noqa: E402
 from placement.calibration.profile import defaults, with_constants  # noqa: E402
 from placement.calibration.validate import load_runs, predict, run_topology  # noqa: E402
 from placement.catalog import load_accelerator, load_cluster, load_model  # noqa: E402
@@ -81,20 +81,25 @@ def real() -> list[dict]:
 
 
 def _family_fit(runs, held: int | None) -> tuple[float, dict[str, float]]:
-    """Fit the step constants on `runs` minus `held`; the held-out run's prediction (or None) and the values."""
+    """Fit the step constants on `runs` minus `held` as `calibrate` does (Schwarz's criterion, then its own
+    leave-one-out test: fit_steps); the held-out run's error (or nan) and the values kept."""
     train = [r for i, r in enumerate(runs) if i != held]
     topo0 = run_topology(train[0][0])
     start = defaults(topo0)
     names = [*sorted({f"matmul_efficiency_{r.precision.value}" for r, _ in train}), "host_s_per_kernel",
              "overlap_compute_slowdown"]
     params = [Param(n, start[n], *BOUNDS[n], PRIOR_WIDTH[n]) for n in names]
-    measured = np.array([r.published_step_time_s for r, _ in train])
 
-    def residual(values: dict[str, float]) -> np.ndarray:
-        pred = [predict(r, m, with_constants(run_topology(r), values)).predicted_step_time_s for r, m in train]
-        return np.log(np.array([p if p is not None else 1e9 for p in pred]) / measured)
+    def residual_of(indices):
+        chosen = [train[i] for i in indices]
+        measured = np.array([r.published_step_time_s for r, _ in chosen])
 
-    result = fit(residual, params, robust=True)
+        def residual(values: dict[str, float]) -> np.ndarray:
+            pred = [predict(r, m, with_constants(run_topology(r), values)).predicted_step_time_s for r, m in chosen]
+            return np.log(np.array([p if p is not None else 1e9 for p in pred]) / measured)
+        return residual
+
+    result = fit_steps(residual_of, len(train), params, report=False).result
     fitted = {k: v for k, v in result.values.items() if result.identified[k]}
     if held is None:
         return float("nan"), fitted

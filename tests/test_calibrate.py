@@ -301,6 +301,11 @@ def test_steps_the_fit_cannot_generalise_are_flagged(tmp_path: Path) -> None:
                                text))
     profile = Calibration(_base(), "dgx-h100", steps=logs).run()
     assert any("no better than the defaults" in w for w in profile.warnings)
+    # and the constants are not moved: a fit that does not generalise prices nothing
+    steps = [n for n in profile.constants if n.startswith("matmul_efficiency") or n in ("host_s_per_kernel",
+                                                                                     "overlap_compute_slowdown")]
+    assert steps and not any(profile.constants[n].identified for n in steps)
+    assert all(profile.constants[n].value == profile.constants[n].default for n in steps)
 
 
 def test_a_step_yaml_nested_past_the_limit_is_an_error(tmp_path: Path) -> None:

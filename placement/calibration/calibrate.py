@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from placement import __version__
-from placement.calibration.fit import FitResult, Param, fit
+from placement.calibration.fit import FitResult, Param, fit, fit_steps
 from placement.calibration.nccl_tests import NcclRun, predict_times, read_nccl_tests, run_topology
 from placement.calibration.profile import (
     NETWORK_CONSTANTS,
@@ -181,24 +181,20 @@ class Calibration:
             fixed = dict(values)
             by_gemm = set(_identified(fits["gemm"])) if "gemm" in fits else set()
             names = [n for n in self.step_names() if n not in by_gemm]
-            residual = self.step_residual(self.steps)
-            fits["step"] = fit(lambda v: residual(fixed | v), _params(names, values), robust=True)
-            values |= _identified(fits["step"])
-            if len(self.steps) >= 2:
-                held = self._leave_one_out(fixed, names)
-        return self._profile(values, fits, held)
+            def residual_of(indices: Sequence[int]) -> Callable[[dict[str, float]], np.ndarray]:
+                residual = self.step_residual([self.steps[i] for i in indices])
+                return lambda v: residual(fixed | v)
 
-    def _leave_one_out(self, fixed: dict[str, float], names: list[str]) -> list[HeldOut]:
-        out = []
-        before = self.step_times(fixed, self.steps)
-        for i, s in enumerate(self.steps):
-            rest = [t for j, t in enumerate(self.steps) if j != i]
-            residual = self.step_residual(rest)
-            r = fit(lambda v, residual=residual: residual(fixed | v), _params(names, fixed), robust=True)
-            fitted = fixed | _identified(r)
-            out.append(HeldOut(measurement=f"{s.run.id} ({s.run.citation})", measured=s.run.published_step_time_s,
-                               before=float(before[i]), held_out=float(self.step_times(fitted, [s])[0])))
-        return out
+            stepfit = fit_steps(residual_of, len(self.steps), _params(names, values))
+            fits["step"] = stepfit.result
+            values |= _identified(fits["step"])
+            if stepfit.held_out is not None:
+                before = self.step_times(fixed, self.steps)
+                held = [HeldOut(measurement=f"{s.run.id} ({s.run.citation})", measured=s.run.published_step_time_s,
+                                before=float(before[i]),
+                                held_out=float(s.run.published_step_time_s * np.exp(stepfit.held_out[i])))
+                        for i, s in enumerate(self.steps)]
+        return self._profile(values, fits, held)
 
     # -- the profile -------------------------------------------------------------------------------
 
@@ -261,7 +257,8 @@ class Calibration:
             if out_of_sample >= default:
                 warnings.append(f"the step constants fitted on all but one run predict that run no better than the "
                                 f"defaults (leave-one-out mean |error| {out_of_sample:.1%}, defaults {default:.1%}): "
-                                f"what the runs miss is run by run, not a shared constant; price with care")
+                                f"what the runs miss is run by run, not a shared constant, so the step constants "
+                                f"stay at their defaults; price with care")
         return CalibrationProfile(placement_version=__version__, cluster=self.cluster_name,
                                   accelerator=self.base.accelerator.name, constants=constants,
                                   measurements=tuple(residuals), leave_one_out=tuple(held),
