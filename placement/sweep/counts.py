@@ -5,7 +5,8 @@ The rule (README "Choosing the GPU count"):
 1. Candidates: every count of whole nodes up to what the design buys (`candidate_counts`).
 2. Layouts: a count is kept only when the planner's own layout rules admit a layout on it (the
    search's `enumerate_layouts`: tp divides the heads, tp*cp*pp divides the count, pp splits the layers,
-   dp = count/(tp*cp*pp) divides the global batch, the experts' rules...).  No plan is run for this.
+   dp = count/(tp*cp*pp) divides the global batch, the experts' rules...).  No plan is run for this, and
+   `may_have_layout` rules out about half the counts by arithmetic before any enumeration.
 3. Bound: each kept count gets a lower bound of its best step (`step_lower_bound`, the bound the search's
    own branch and bound relies on, minimized over the count's layouts), hence of its time to train and of
    any objective (each is non-decreasing in the time to train for a fixed count).
@@ -80,6 +81,9 @@ def count_bounds(model: ModelSpec, train: TrainingSpec, cluster: ClusterSpec, ac
     cfg, w = SearchConfig(top_k=1), workload(model)
     out: dict[int, float | None] = {}
     for n in counts:
+        if not may_have_layout(model, train, n):
+            out[n] = None
+            continue
         base = enumerate_layouts(w, model, train, n, cfg, min(cluster.gpus_per_node, n), None, sharded=False)
         if len(base) == 0:
             out[n] = None
@@ -87,6 +91,26 @@ def count_bounds(model: ModelSpec, train: TrainingSpec, cluster: ClusterSpec, ac
         lb = step_lower_bound(w, train, Topology(cluster, acc, num_gpus=n), base, cfg.recipe, cfg.choices)
         out[n] = float(lb.min())
     return out
+
+
+def may_have_layout(model: ModelSpec, train: TrainingSpec, n: int) -> bool:
+    """False when the layout rules rule `n` GPUs out by arithmetic alone (no enumeration): a prime factor of
+    n / gcd(n, batch) divides tp*cp*pp (dp divides both), so it must divide the heads (tp does), or half the
+    sequence (2*cp divides it), or be at most the layers (pp: a layer on every stage).  A 1,048,576-GPU budget
+    has 131,072 node counts; this skips about half of them at no cost."""
+    rest = n // math.gcd(n, train.global_batch)
+    return all(model.num_attention_heads % q == 0 or (train.seq_len // 2) % q == 0 or q <= model.num_layers + 2
+               for q in _primes(rest))
+
+
+def _primes(m: int) -> set[int]:
+    out, p = set(), 2
+    while p * p <= m:
+        while m % p == 0:
+            out.add(p)
+            m //= p
+        p += 1
+    return out | ({m} if m > 1 else set())
 
 
 def plan_count(model: ModelSpec, train: TrainingSpec, cluster: ClusterSpec, acc: AcceleratorSpec, n: int) -> dict:

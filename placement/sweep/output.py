@@ -182,10 +182,12 @@ def write_plots(out: Path, rows: list[dict], currency: str, budget: float | None
     works = list(dict.fromkeys(r["workload"] for r in rows))
     paths = []
 
-    fig, axes = plt.subplots(1, len(works), figsize=(6.5 * len(works), 5), squeeze=False)
+    most = max((sum(1 for r in rows if r["workload"] == w and r["status"] == "ok") for w in works), default=0)
+    fig, axes = plt.subplots(1, len(works), figsize=(6.5 * len(works), 5 + 0.2 * most), squeeze=False)
     for ax, work in zip(axes[0], works, strict=True):
-        ok = [r for r in rows if r["workload"] == work and r["status"] == "ok"]
-        for r in ok:
+        ok = sorted((r for r in rows if r["workload"] == work and r["status"] == "ok"),
+                    key=lambda r: (r["cost"], r["design"]))
+        for k, r in enumerate(ok, start=1):  # numbered points, the key below the plot: labels never overlap
             x, y = r["cost"], r["time_to_train_days"]
             color = "tab:red" if r["pareto"] else "tab:gray"
             if r.get("cost_low") is not None:  # the validate error band of the row's calibration group
@@ -193,8 +195,11 @@ def write_plots(out: Path, rows: list[dict], currency: str, budget: float | None
                             yerr=[[y - r["time_to_train_days_low"]], [r["time_to_train_days_high"] - y]],
                             fmt="none", ecolor=color, alpha=0.5, capsize=3, zorder=2)
             ax.scatter(x, y, s=60 if r["pareto"] else 30, color=color, zorder=3)
-            ax.annotate(f"{r['design']}\n{r['num_gpus']:,} of {r['num_gpus_bought']:,} GPUs", (x, y),
-                        textcoords="offset points", xytext=(5, 4), fontsize=7)
+            ax.annotate(str(k), (x, y), textcoords="offset points", xytext=(4 + 7 * (k % 2), 3 + 5 * (k % 3)),
+                        fontsize=8, fontweight="bold")
+        key = "\n".join(f"{k}  {r['design']}: {r['num_gpus']:,} of {r['num_gpus_bought']:,} GPUs, "
+                        f"{r['time_to_train_days']:,.1f} d, {r['cost'] / 1e6:,.1f}M" for k, r in enumerate(ok, 1))
+        ax.text(0.0, -0.16, key, transform=ax.transAxes, va="top", ha="left", fontsize=7.5, family="monospace")
         front = sorted((r for r in ok if r["pareto"]), key=lambda r: r["cost"])
         if front:
             ax.step([r["cost"] for r in front], [r["time_to_train_s"] / 86400 for r in front], where="post",

@@ -190,6 +190,9 @@ def _cached_entry(path: Path, cell: Cell) -> dict | None:
                 or plan["plan"].get("num_gpus") != int(key) \
                 or not all(_number(plan["plan"].get(k), positive=True) for k in ("tokens_per_s", "step_time_s")):
             return None
+        bound = entry["bounds"][key]  # a planned count has a layout, and its bound is below its step
+        if bound is None or (plan["status"] == "ok" and bound > plan["plan"]["step_time_s"] * (1 + 1e-5)):
+            return None
     return entry
 
 
@@ -229,7 +232,7 @@ def cell_row(cell: Cell, sweep: SweepSpec, entry: dict, errors: tuple[str, tuple
     row = {"design": design.name, "workload": work.name, "accelerator": cell.accelerator.name,
            "cluster": cell.cluster.name, "objective": sweep.objective.value, "num_gpus": choice.num_gpus,
            "num_gpus_bought": choice.num_gpus_bought, "price_per_gpu_hour": design.gpu_hour_price,
-           "deadline_days": sweep.deadline_days, "deadline_met": choice.deadline_met, "counts": choice.counts}
+           "deadline_days": sweep.deadline_days, "deadline_met": choice.deadline_met, "gpu_counts": choice.counts}
     if choice.entry["status"] != "ok":
         return {**row, **dict.fromkeys(RESULT_KEYS), "status": "infeasible", "message": choice.entry["message"],
                 "idle_reason": None, "error_band": None, "plan": None}
@@ -340,7 +343,7 @@ def run_sweep(sweep: SweepSpec, cache_dir: Path | None, executor: str = "local",
         rows[i] = cell_row(todo[i], sweep, entries[prints[i]], errors)
     out = [dict(rows[i], fingerprint=fp) for i, fp in enumerate(prints)]
     mark_pareto(out)
-    used = sum(r["counts"]["planned"] for r in out)
+    used = sum(r["gpu_counts"]["planned"] for r in out)
     return SweepResult(rows=out, computed=len(missing), cached=cached, bad_cache=tuple(bad),
                        unwritable_cache=tuple(unwritable), plans_computed=planned,
                        plans_cached=max(used - planned, 0), validate_cached=validate_cached)
