@@ -84,7 +84,7 @@ def test_reprice_of_a_cached_study_plans_nothing(shipped):
     assert result.exit_code == 0, result.output
     assert "computed 0, from cache 10; plans computed 0" in result.stderr
     after = json.loads(result.stdout)
-    assert after["work"]["plans_computed"] == 0 and after["overrides"] == ["energy_price_per_kwh=0.15"]
+    assert after["overrides"] == ["energy_price_per_kwh=0.15"]
     assert {d["energy_price_per_kwh"] for d in after["inputs"]["designs"]} == {0.15}
     for a, b in zip(before["rows"], after["rows"], strict=True):
         assert (a["num_gpus"], a["plan"]) == (b["num_gpus"], b["plan"])
@@ -348,3 +348,31 @@ def test_the_prime_prefilter_never_drops_a_count_with_a_layout(model, seq_len, b
         skipped += 1
         assert len(enumerate_layouts(w, m, train, n, SearchConfig(top_k=1), 8, None, sharded=False)) == 0, n
     assert skipped > 50
+
+
+def test_a_cached_rerun_writes_the_same_sweep_json(tmp_path):
+    path = _write(tmp_path, CAPEX_SMALL)
+    args = ["--reproducible", "sweep", str(path), "--out", str(tmp_path / "o"), "--no-plots", "--workers", "1"]
+    first = CliRunner().invoke(main, args)
+    text = (tmp_path / "o" / "sweep.json").read_bytes()
+    again = CliRunner().invoke(main, args)
+    assert first.exit_code == again.exit_code == 0
+    assert "from cache 2" in again.stderr and (tmp_path / "o" / "sweep.json").read_bytes() == text
+
+
+def test_cost_objective_rechosen_after_a_reprice_equals_a_fresh_study(tmp_path):
+    """Under `cost` (outlay: capex + energy) the price ratio can move the choice: the re-priced study, from its
+    cache, gives what an uncached study of the edited file gives (planning any count it must, and saying so)."""
+    study = {"name": "c", "budget": 2_600_000, "objective": "cost", "deadline_days": 9.0,
+             "designs": [{"name": "h100", "cluster": "dgx-h100", "capex_per_gpu": 40_000, "power_per_gpu_w": 1400}],
+             "workloads": [{"name": "8b", "model": "llama3-8b", "seq_len": 4096, "global_batch": 96,
+                            "tokens": 2e11}]}
+    spec = SweepSpec.model_validate(study)
+    run_sweep(spec, tmp_path / "c", "local", workers=1)
+    edited = SweepSpec.model_validate({**study, "designs": [dict(study["designs"][0], capex_per_gpu=100.0,
+                                                                 energy_price_per_kwh=50.0)]})
+    again = run_sweep(edited, tmp_path / "c", "local", workers=1)
+    fresh = run_sweep(edited, None, "local", workers=1)
+    keys = ("num_gpus", "num_gpus_bought", "outlay", "cost", "time_to_train_s")
+    assert [tuple(r[k] for k in keys) for r in again.rows] == [tuple(r[k] for k in keys) for r in fresh.rows]
+    assert again.plans_computed + again.plans_cached >= again.rows[0]["gpu_counts"]["planned"]

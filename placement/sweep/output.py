@@ -59,7 +59,8 @@ ASSUMPTIONS = (
 def study_document(sweep, result, overrides: tuple[str, ...] = (), date: str | None = None,
                    calibration: dict | None = None) -> dict:
     """The sweep's JSON document (sweep.json, `--json`, the HTML report's input): the study's resolved inputs,
-    assumptions, package version, date (None when --reproducible), how the plans were obtained, and the rows."""
+    assumptions, package version, date (None when --reproducible) and the rows.  A function of the inputs and the
+    date only: what came from the cache is said on stderr, not here, so a cached re-run writes the same bytes."""
     from placement import __version__
 
     bands = {}
@@ -79,9 +80,6 @@ def study_document(sweep, result, overrides: tuple[str, ...] = (), date: str | N
         "currency": sweep.currency,
         "assumptions": list(ASSUMPTIONS),
         "error_bands": dict(sorted(bands.items())),
-        "work": {"cells": len(result.rows), "cells_computed": result.computed, "cells_cached": result.cached,
-                 "plans_computed": result.plans_computed, "plans_cached": result.plans_cached,
-                 "validate_cached": result.validate_cached},
         "calibration": calibration,
         "rows": result.rows,
     }

@@ -328,7 +328,7 @@ def run_sweep(sweep: SweepSpec, cache_dir: Path | None, executor: str = "local",
         if old is not None:  # another cell of the same fingerprint (other prices) planned other counts
             work["plans"] = {**old["plans"], **work["plans"]}
             work["plans"] = {k: work["plans"][k] for k in sorted(work["plans"], key=int)}
-        entries[fp] = json.loads(json.dumps(work))  # rows read what the cache holds, to the byte
+        entries[fp] = json.loads(json.dumps(work, sort_keys=True))  # what the cache holds, keys in its order
         if cache_dir is not None:
             try:
                 write_atomic(cache_dir / f"{fp}.json", checked_dump(entries[fp]))
