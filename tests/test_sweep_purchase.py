@@ -376,3 +376,16 @@ def test_cost_objective_rechosen_after_a_reprice_equals_a_fresh_study(tmp_path):
     keys = ("num_gpus", "num_gpus_bought", "outlay", "cost", "time_to_train_s")
     assert [tuple(r[k] for k in keys) for r in again.rows] == [tuple(r[k] for k in keys) for r in fresh.rows]
     assert again.plans_computed + again.plans_cached >= again.rows[0]["gpu_counts"]["planned"]
+
+
+def test_rental_rows_state_no_capex_and_fixed_gpus_may_run_on_fewer(tmp_path):
+    """SMALL's designs are rentals with fixed `gpus`: the capex and power fields are null, the cost is the bill,
+    and a fixed purchase still runs on its fastest whole-node count (never more than it has)."""
+    result = run_sweep(SweepSpec.model_validate(SMALL), tmp_path / "c", "local", workers=1)
+    for r in result.rows:
+        assert all(r[k] is None for k in ("capex_total", "capex_amortized", "energy_mwh", "energy_cost",
+                                          "facility_mw"))
+        assert r["outlay"] == r["cost"] == pytest.approx(r["gpu_hours"] * r["price_per_gpu_hour"])
+        assert r["num_gpus_bought"] == {"h100x16": 16, "h100x32": 32, "a100x16": 16}[r["design"]]
+        assert r["num_gpus"] <= r["num_gpus_bought"] and r["num_gpus"] % 8 == 0
+        assert r["gpu_counts"]["considered"] == r["num_gpus_bought"] // 8

@@ -159,7 +159,7 @@ def choose(design: DesignSpec, work: WorkloadSpec, train: TrainingSpec, objectiv
     def search(obj: Objective, deadline: float | None) -> int | None:
         cands = []
         for n in laid:
-            f = fields(n, tokens_per_step / bounds[n])  # the bound's speed: no plan is faster
+            f = fields(n, tokens_per_step / max(bounds[n], 1e-12))  # the bound's speed: no plan is faster
             if meets(deadline, f["time_to_train_s"]):
                 cands.append((score(obj, f), n))
         cands.sort()
@@ -181,7 +181,8 @@ def choose(design: DesignSpec, work: WorkloadSpec, train: TrainingSpec, objectiv
 
     chosen, met = search(objective, deadline_days), None if deadline_days is None else True
     if chosen is None and deadline_days is not None:
-        chosen, met = search(Objective.TIME, None), False
+        chosen = search(Objective.TIME, None)
+        met = None if chosen is None else False
     summary = {"considered": len(counts), "with_layout": len(laid), "planned": len(planned),
                "planned_ok": sum(e["status"] == "ok" for e in planned.values()),
                "largest_with_layout": laid[-1] if laid else None}
