@@ -719,25 +719,42 @@ def show_accelerators():
               help="local: a process pool on this machine; ray: tasks on a Ray cluster (RAY_ADDRESS) or a local one.")
 @click.option("--workers", type=click.IntRange(1, 1024), default=None, help="Parallel workers (default: CPUs).")
 @click.option("--no-cache", is_flag=True, help="Recompute every cell.")
-@click.option("--json", "as_json", is_flag=True, help="Print {\"rows\": [...]} on stdout.")
+@click.option("--json", "as_json", is_flag=True, help="Print the sweep.json document on stdout.")
+@click.option("--no-plots", is_flag=True, help="Skip frontier.png and breakdown.png (a quick what-if).")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
+              help="Override a field of the sweep file (repeatable): a study field (budget, objective, "
+                   "deadline_days), a design or workload field for all (energy_price_per_kwh=0.15, tokens=2e13), "
+                   "or designs.NAME.KEY / workloads.NAME.KEY for one. Prices re-apply to cached plans.")
 @click.option("--report", "report_file", default=None,
               help=REPORT_HELP.format(what="the study's assumptions, the table, the frontier with error bars and "
                                            "GPU counts, the step breakdown"))
 @CALIBRATION_OPTION
 @handle_errors
-def sweep(sweep_file, out_dir, executor, workers, no_cache, as_json, report_file):
+def sweep(sweep_file, out_dir, executor, workers, no_cache, as_json, no_plots, sets, report_file):
     """Plan every design x workload of a purchase study; cost, time-to-train and Pareto frontier."""
+    from datetime import UTC, datetime
     from pathlib import Path
 
     from tqdm import tqdm
 
-    from placement.catalog import read_yaml
+    from placement.catalog import catalog_root
+    from placement.loaders.files import parse_yaml, read_text
     from placement.outfiles import check_out_dir
-    from placement.sweep.output import summary, write_plots, write_tables
+    from placement.sweep.output import study_document, summary, write_plots, write_tables
+    from placement.sweep.overrides import apply_sets
     from placement.sweep.run import CellsLost, cells, run_sweep
     from placement.sweep.spec import SweepSpec
 
-    spec = read_yaml(Path(sweep_file), SweepSpec, "sweep")
+    path = Path(sweep_file)
+    data = parse_yaml(read_text(path, "sweep file", "give a readable UTF-8 YAML sweep file"), path, "sweep file")
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: a sweep file must be a YAML mapping of fields, got {type(data).__name__}; "
+                         f"see the files in {catalog_root()} for examples")
+    try:
+        spec = SweepSpec.model_validate(apply_sets(data, sets))
+    except ValidationError as err:
+        where = f"{path} with --set {' --set '.join(sets)}" if sets else str(path)
+        raise InputError(format_validation_error(err, where)) from None
     out = check_out_dir(out_dir, ["sweep.csv", "sweep.json", "frontier.png", "breakdown.png"])
     report = _check_report(report_file)
     calibration_path, profile = _calibration()
@@ -764,22 +781,32 @@ def sweep(sweep_file, out_dir, executor, workers, no_cache, as_json, report_file
             sys.exit(EXIT_CELLS_LOST)
         click.echo(f"placement: sweep interrupted: {where} (exit {EXIT_INTERRUPTED})", err=True)
         sys.exit(EXIT_INTERRUPTED)
-    written = write_tables(out, result.rows) + write_plots(out, result.rows, spec.currency)
+    date = datetime.now(UTC).isoformat(timespec="seconds") if _timings() else None  # --reproducible: None
+    document = study_document(spec, result, tuple(sets), date, calibration_json())
+    written = write_tables(out, result.rows, document)
+    if not no_plots:
+        written += write_plots(out, result.rows, spec.currency, spec.budget)
     for names, kind, what in ((result.bad_cache, "unreadable ", "recomputed"),
                               (result.unwritable_cache, "", "could not be written, the next run computes them again")):
         if names:
             click.echo(f"sweep cache {out / 'cache'}: {len(names)} {kind}entr{'y' if len(names) == 1 else 'ies'} "
                        f"{what} ({', '.join(names)})", err=True)
-    click.echo(f"{total} cells: computed {result.computed}, from cache {result.cached}; wrote "
+    click.echo(f"{total} cells: computed {result.computed}, from cache {result.cached}; plans computed "
+               f"{result.plans_computed}, from cache {result.plans_cached}; wrote "
                + ", ".join(str(p) for p in written), err=True)
-    from placement.html import study_meta, sweep_html
+    from placement.html import sweep_html
 
-    _write_report(report, lambda: sweep_html(result.rows, study_meta(spec, _calibration_line())))
+    # the page shows the study document's own fields (inputs, assumptions, bands, date): the same as sweep.json
+    meta = {k: v for k, v in document.items() if k != "rows"} | {"calibration": _calibration_line()}
+    _write_report(report, lambda: sweep_html(result.rows, meta))
     if as_json:
-        click.echo(json.dumps({"rows": result.rows, "calibration": calibration_json()}))
+        click.echo(json.dumps(document))
     else:
-        click.echo(summary(result.rows, spec.currency))
+        click.echo(summary(result.rows, spec.currency, spec))
         _echo_calibration()
+    if not any(r["status"] == "ok" for r in result.rows):
+        _fail(EXIT_INFEASIBLE, f"sweep {spec.name}: no cell has a plan (every design x workload is infeasible; "
+                               f"each row's message says why); the files above are written")
 
 
 @main.command()

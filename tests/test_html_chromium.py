@@ -103,5 +103,7 @@ def test_sweep_page_renders_with_its_cells(chromium, tmp_path):
     assert page.errors == []
     text = rendered(page.text)
     for r in json.loads(js)["rows"]:
-        assert f"{r['design']} ok {r['num_gpus_bought']} {r['num_gpus']} {r['time_to_train_s'] / 86400:,.1f}" in text
+        assert (f"{r['design']} ok {r['num_gpus_bought']} {r['num_gpus']} {r['num_gpus_idle']} "
+                f"{r['time_to_train_days']:,.1f} {r['time_to_train_days_low']:,.1f} - "
+                f"{r['time_to_train_days_high']:,.1f}") in text
         assert f"{r['cost']:,.0f}" in text

@@ -227,15 +227,19 @@ def sweep_rows(tmp_path_factory):
     return spec, run_sweep(spec, tmp_path_factory.mktemp("cache"), "local", workers=1).rows
 
 
-def test_sweep_page_of_todays_rows_shows_their_cells_and_leaves_out_absent_columns(sweep_rows):
+def test_sweep_page_shows_each_cell_as_the_sweep_priced_it_and_leaves_out_absent_columns(sweep_rows):
     spec, rows = sweep_rows
     page = sweep_html(rows, {"name": spec.name, "currency": "USD"})
     shown = visible(page)
     for r in rows:
-        days = r["time_to_train_s"] / 86400
-        assert re.search(rf"{r['design']} ok {r['num_gpus_bought']} {r['num_gpus']} {days:,.1f} {r['step_time_s']:.3f} "
-                         rf"{r['plan']['mfu']:.1%} {r['gpu_hours']:,.0f} {r['cost']:,.0f}", shown)
-    assert "capex" not in shown and "energy MWh" not in shown  # no row has them: no column
+        assert re.search(
+            rf"{r['design']} ok {r['num_gpus_bought']} {r['num_gpus']} {r['num_gpus_idle']} "
+            rf"{r['time_to_train_days']:,.1f} {r['time_to_train_days_low']:,.1f} - {r['time_to_train_days_high']:,.1f} "
+            rf"{r['step_time_s']:.3f} {r['plan']['mfu']:.1%} {r['gpu_hours']:,.0f} {r['cost']:,.0f} "
+            rf"{r['cost_low']:,.0f} - {r['cost_high']:,.0f}", shown), r["design"]
+    # the study rents its GPUs (price_per_gpu_hour): no row has capex or energy, so no such column
+    assert all(r["capex_total"] is None and r["energy_mwh"] is None for r in rows)
+    assert "capex total (USD)" not in shown and "energy MWh" not in shown
     assert "placement sweep: report-example" in shown
     assert page.count("<svg") == 2  # frontier, breakdown
 
@@ -258,7 +262,8 @@ def test_sweep_page_shows_the_new_fields_where_present_and_a_dash_where_not(swee
                  f"{first['cost'] * 0.8:,.0f} - {first['cost'] * 1.3:,.0f}", "dense, h100"):
         assert cell in row, cell
     other = re.search(rf"{extra[1]['design']} ok .*?(?= {extra[2]['design']} ok)", shown).group(0)
-    assert other.split().count("-") == 11  # the 11 columns this row lacks (idle, ranges, capex, energy, ...)
+    # the 5 capex and energy columns a rented row lacks, and the separators of its two ranges
+    assert other.split().count("-") == 7
     assert "capex total (EUR)" in shown and "energy MWh" in shown and "error band from" in shown
     # the document's metadata, escaped
     assert "2026-12-01" in shown and "energy price per kwh 0.1" in shown and "sweep file s.yaml" in shown

@@ -7,6 +7,6 @@ command's text output, from the same objects.  The core never sees click: each b
 result objects and returns the page as a string, the same bytes for the same input.
 """
 
-from placement.html.pages import audit_html, plan_html, study_meta, sweep_html
+from placement.html.pages import audit_html, plan_html, sweep_html
 
-__all__ = ["audit_html", "plan_html", "study_meta", "sweep_html"]
+__all__ = ["audit_html", "plan_html", "sweep_html"]

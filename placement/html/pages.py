@@ -245,17 +245,6 @@ def _plain(v) -> str:
     return str(v)
 
 
-def study_meta(spec, calibration: str | None = None) -> dict:
-    """The study as the sweep page shows it, from the sweep file (`SweepSpec`): name, currency, budget, the
-    designs and workloads as given, and the calibration line if a profile priced it."""
-    meta = {"name": spec.name, "currency": spec.currency, "budget": spec.budget,
-            "designs": [d.model_dump(mode="json", exclude_none=True) for d in spec.designs],
-            "workloads": [w.model_dump(mode="json") for w in spec.workloads]}
-    if calibration:
-        meta["calibration"] = calibration
-    return meta
-
-
 def sweep_html(rows: Sequence[dict], meta: dict) -> str:
     """The `sweep` page: the study and its assumptions, then per workload the table, the cost/time frontier with
     error bars and GPU counts, and the step breakdown of each design's plan.

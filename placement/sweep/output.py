@@ -4,12 +4,21 @@ from __future__ import annotations
 
 import csv
 import json
+import textwrap
 from pathlib import Path
 
 from placement.outfiles import atomic_path, check_out_dir, write_atomic
 
 COLUMNS = ("design", "workload", "num_gpus", "num_gpus_bought", "accelerator", "status", "step_time_s",
-           "time_to_train_s", "gpu_hours", "price_per_gpu_hour", "cost", "pareto", "mfu", "layout", "message")
+           "time_to_train_s", "gpu_hours", "price_per_gpu_hour", "cost", "pareto", "mfu", "layout", "message",
+           # added by issue #14 (after the old columns, so a reader by position keeps working)
+           "time_to_train_days", "time_to_train_days_low", "time_to_train_days_high", "num_gpus_idle", "idle_cost",
+           "cost_low", "cost_high", "cost_per_million_tokens", "capex_total", "capex_amortized", "energy_mwh",
+           "energy_cost", "facility_mw", "outlay", "objective", "deadline_met", "error_band_group",
+           "error_band_num_rows", "idle_reason")
+WIDTH = 100
+"""The text summary's width in columns."""
+SCHEMA = "placement.sweep/2"
 BREAKDOWN_TERMS = (("compute", "compute"), ("tp", "TP/SP"), ("cp", "CP"), ("ep", "EP all-to-all"),
                    ("pp", "PP p2p"), ("dp", "DP/ZeRO exposed"), ("bubble", "pipeline bubble"),
                    ("other", "optimizer + overlap"))
@@ -27,7 +36,53 @@ def flat(row: dict) -> dict:
     out = {k: row.get(k) for k in COLUMNS}
     out["mfu"] = row["plan"]["mfu"] if row.get("plan") else None
     out["layout"] = _layout(row.get("plan"))
+    band = row.get("error_band") or {}
+    out["error_band_group"] = band.get("group")
+    out["error_band_num_rows"] = band.get("num_rows")
     return out
+
+
+ASSUMPTIONS = (
+    "time_to_train = tokens / tokens_per_s of the chosen plan (the cost model's step, no restarts or failures)",
+    "cost = capex_amortized + energy_cost for a capex design, gpu_hours x price_per_gpu_hour for a rental one; "
+    "GPUs bought and idle are charged in full (capex, and energy at power_per_gpu_w)",
+    "capex_amortized = capex_total x run hours / (amortization_years x 8760)",
+    "energy_mwh = facility_mw x run hours; facility_mw = num_gpus_bought x power_per_gpu_w x pue",
+    "outlay = capex_total + energy_cost (a rental design: cost); cost_per_million_tokens = cost / tokens x 1e6",
+    "rental designs (price_per_gpu_hour) state no capex or power: capex_total, capex_amortized, energy_mwh, "
+    "energy_cost and facility_mw are null",
+    "error bands: predicted step / (1 + e) for the lowest and highest `placement validate` error e (0 included) of "
+    "the nearest calibration group (dense or MoE, accelerator family); the GPU count stays as chosen",
+)
+
+
+def study_document(sweep, result, overrides: tuple[str, ...] = (), date: str | None = None,
+                   calibration: dict | None = None) -> dict:
+    """The sweep's JSON document (sweep.json, `--json`, the HTML report's input): the study's resolved inputs,
+    assumptions, package version, date (None when --reproducible) and the rows.  A function of the inputs and the
+    date only: what came from the cache is said on stderr, not here, so a cached re-run writes the same bytes."""
+    from placement import __version__
+
+    bands = {}
+    for r in result.rows:
+        if r.get("error_band"):
+            bands[r["error_band"]["group"]] = r["error_band"]
+    return {
+        "schema": SCHEMA,
+        "name": sweep.name,
+        "placement_version": __version__,
+        "date": date,
+        "inputs": sweep.model_dump(mode="json"),
+        "overrides": list(overrides),
+        "objective": sweep.objective.value,
+        "deadline_days": sweep.deadline_days,
+        "budget": sweep.budget,
+        "currency": sweep.currency,
+        "assumptions": list(ASSUMPTIONS),
+        "error_bands": dict(sorted(bands.items())),
+        "calibration": calibration,
+        "rows": result.rows,
+    }
 
 
 def step_terms(plan: dict) -> dict[str, float]:
@@ -38,7 +93,8 @@ def step_terms(plan: dict) -> dict[str, float]:
             "bubble": b["bubble"], "other": b["optimizer"] + b.get("overlap_slowdown", 0.0)}
 
 
-def write_tables(out: Path, rows: list[dict]) -> list[Path]:
+def write_tables(out: Path, rows: list[dict], document: dict | None = None) -> list[Path]:
+    """sweep.csv and sweep.json (`document`, or {"rows": rows})."""
     check_out_dir(out)
     csv_path, json_path = out / "sweep.csv", out / "sweep.json"
     with atomic_path(csv_path) as tmp, tmp.open("w", newline="") as fh:
@@ -46,31 +102,75 @@ def write_tables(out: Path, rows: list[dict]) -> list[Path]:
         writer.writeheader()
         for row in rows:
             writer.writerow(flat(row))
-    write_atomic(json_path, json.dumps({"rows": rows}, indent=1) + "\n")
+    write_atomic(json_path, json.dumps(document if document is not None else {"rows": rows}, indent=1) + "\n")
     return [csv_path, json_path]
 
 
-def summary(rows: list[dict], currency: str) -> str:
+def _money(x: float | None) -> str:
+    if x is None:
+        return "-"
+    return f"{x / 1e6:,.1f}M" if abs(x) >= 1e6 else f"{x:,.0f}"
+
+
+def _band(lo: float | None, hi: float | None, scale: float = 1.0, fmt: str = ".0f") -> str:
+    if lo is None or hi is None:
+        return ""
+    return f"({lo / scale:{fmt}}-{hi / scale:{fmt}})"
+
+
+def _wrap(text: str, indent: int = 6) -> list[str]:
+    return textwrap.wrap(text, WIDTH, initial_indent=" " * indent, subsequent_indent=" " * indent) or []
+
+
+def summary(rows: list[dict], currency: str, sweep=None) -> str:
+    """The readable summary, at most WIDTH (100) columns: per workload, each design's GPUs used of bought, days
+    and cost with their error bands, cost per million tokens, the frontier, then its layout and any reason."""
     lines = []
+    if sweep is not None:
+        head = [f"study {sweep.name}: objective {sweep.objective.value}"
+                + (f", deadline {sweep.deadline_days:g} days" if sweep.deadline_days else "")
+                + (f", budget {sweep.budget:,.0f} {currency}" if sweep.budget else "")]
+        head.append("cost = amortized capex + energy over the run (rental: GPU-hours x price); idle GPUs bought are "
+                    "charged; ranges: the validate error band of the nearest calibration group")
+        lines += [ln for h in head for ln in _wrap(h, 0)] + [""]
     for work in dict.fromkeys(r["workload"] for r in rows):
         mine = sorted((r for r in rows if r["workload"] == work),
                       key=lambda r: (r["status"] != "ok", r["cost"] or 0.0, r["design"]))
-        lines.append(f"{work}")
-        cost = "cost " + currency
-        head = f"  {'design':28} {'GPUs used':>9} {'days':>8} {'GPU-hours':>12} {cost:>16}  frontier  layout"
-        lines.append(head)
+        lines.append(textwrap.shorten(work, WIDTH, placeholder="..."))
+        cost = f"cost {currency}"
+        lines.append(f"  {'design':26} {'GPUs used/bought':>16} {'days (band)':>16} {cost + ' (band)':>21} "
+                     f"{'per Mtok':>8} {'front':>5}")
         for r in mine:
+            name = textwrap.shorten(r["design"], 26, placeholder="...")
+            used = f"{r['num_gpus']:,}/{r['num_gpus_bought']:,}"
             if r["status"] != "ok":
-                lines.append(f"  {r['design']:28} {r['num_gpus']:>9} {'no plan: ' + r['message'][:90]}")
+                lines.append(f"  {name:26} {used:>16}  no plan")
+                lines += _wrap(r["message"][:600])
                 continue
-            lines.append(f"  {r['design']:28} {r['num_gpus']:>9} {r['time_to_train_s'] / 86400:>8.1f} "
-                         f"{r['gpu_hours']:>12,.0f} {r['cost']:>16,.0f}  {'*' if r['pareto'] else ' ':^8}  "
-                         f"{_layout(r['plan'])}")
+            fmt = ",.0f" if r["time_to_train_days"] >= 20 else ",.1f"
+            days = f"{r['time_to_train_days']:,.1f} " + _band(r["time_to_train_days_low"], r["time_to_train_days_high"],
+                                                             1.0, fmt)
+            money = f"{_money(r['cost'])} " + (
+                _band(r["cost_low"], r["cost_high"], 1e6, ",.1f") if r["cost"] >= 1e6 else
+                _band(r["cost_low"], r["cost_high"], 1.0, ",.0f"))
+            per = f"{r['cost_per_million_tokens']:,.2f}"
+            lines.append(f"  {name:26} {used:>16} {days:>16} {money:>21} {per:>8} {'*' if r['pareto'] else '':>5}")
+            extra = [_layout(r["plan"])]
+            if r.get("outlay") is not None and r.get("capex_total") is not None:
+                extra.append(f"capex {_money(r['capex_total'])}, energy {r['energy_mwh']:,.0f} MWh "
+                             f"({_money(r['energy_cost'])}), {r['facility_mw']:,.1f} MW")
+            if r.get("idle_cost"):
+                extra.append(f"idle {r['num_gpus_idle']:,} GPUs cost {_money(r['idle_cost'])}")
+            lines += _wrap("; ".join(extra))
+            for text in (r.get("idle_reason") if r["num_gpus"] < 0.9 * r["num_gpus_bought"] else None,
+                         r.get("message")):
+                if text:
+                    lines += _wrap(text)
         lines.append("")
     return "\n".join(lines)
 
 
-def write_plots(out: Path, rows: list[dict], currency: str) -> list[Path]:
+def write_plots(out: Path, rows: list[dict], currency: str, budget: float | None = None) -> list[Path]:
     import matplotlib
     import matplotlib.ticker
 
@@ -80,14 +180,24 @@ def write_plots(out: Path, rows: list[dict], currency: str) -> list[Path]:
     works = list(dict.fromkeys(r["workload"] for r in rows))
     paths = []
 
-    fig, axes = plt.subplots(1, len(works), figsize=(6.5 * len(works), 5), squeeze=False)
+    most = max((sum(1 for r in rows if r["workload"] == w and r["status"] == "ok") for w in works), default=0)
+    fig, axes = plt.subplots(1, len(works), figsize=(6.5 * len(works), 5 + 0.2 * most), squeeze=False)
     for ax, work in zip(axes[0], works, strict=True):
-        ok = [r for r in rows if r["workload"] == work and r["status"] == "ok"]
-        for r in ok:
-            ax.scatter(r["cost"], r["time_to_train_s"] / 86400, s=60 if r["pareto"] else 30,
-                       color="tab:red" if r["pareto"] else "tab:gray", zorder=3)
-            ax.annotate(r["design"], (r["cost"], r["time_to_train_s"] / 86400), textcoords="offset points",
-                        xytext=(5, 4), fontsize=8)
+        ok = sorted((r for r in rows if r["workload"] == work and r["status"] == "ok"),
+                    key=lambda r: (r["cost"], r["design"]))
+        for k, r in enumerate(ok, start=1):  # numbered points, the key below the plot: labels never overlap
+            x, y = r["cost"], r["time_to_train_days"]
+            color = "tab:red" if r["pareto"] else "tab:gray"
+            if r.get("cost_low") is not None:  # the validate error band of the row's calibration group
+                ax.errorbar(x, y, xerr=[[x - r["cost_low"]], [r["cost_high"] - x]],
+                            yerr=[[y - r["time_to_train_days_low"]], [r["time_to_train_days_high"] - y]],
+                            fmt="none", ecolor=color, alpha=0.5, capsize=3, zorder=2)
+            ax.scatter(x, y, s=60 if r["pareto"] else 30, color=color, zorder=3)
+            ax.annotate(str(k), (x, y), textcoords="offset points", xytext=(4 + 7 * (k % 2), 3 + 5 * (k % 3)),
+                        fontsize=8, fontweight="bold")
+        key = "\n".join(f"{k}  {r['design']}: {r['num_gpus']:,} of {r['num_gpus_bought']:,} GPUs, "
+                        f"{r['time_to_train_days']:,.1f} d, {r['cost'] / 1e6:,.1f}M" for k, r in enumerate(ok, 1))
+        ax.text(0.0, -0.16, key, transform=ax.transAxes, va="top", ha="left", fontsize=7.5, family="monospace")
         front = sorted((r for r in ok if r["pareto"]), key=lambda r: r["cost"])
         if front:
             ax.step([r["cost"] for r in front], [r["time_to_train_s"] / 86400 for r in front], where="post",
@@ -95,8 +205,8 @@ def write_plots(out: Path, rows: list[dict], currency: str) -> list[Path]:
             ax.legend(loc="best", fontsize=8)
         ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda x, _: f"{x / 1e6:,.1f}M"))
         ax.margins(x=0.25, y=0.15)
-        ax.set_title(work)
-        ax.set_xlabel(f"cost to train ({currency})")
+        ax.set_title(work + (f"\nbudget {budget:,.0f} {currency}" if budget else ""), fontsize=10)
+        ax.set_xlabel(f"cost to train ({currency}; bars: validate error band)")
         ax.set_ylabel("time to train (days)")
         ax.grid(alpha=0.3)
     fig.tight_layout()
@@ -116,7 +226,7 @@ def write_plots(out: Path, rows: list[dict], currency: str) -> list[Path]:
                 width = step_terms(r["plan"])[term]
                 ax.barh(y, width, left=left, color=colors[k % len(colors)], label=label if y == 0 else None)
                 left += width
-        ax.set_yticks(range(len(ok)), [r["design"] for r in ok], fontsize=8)
+        ax.set_yticks(range(len(ok)), [f"{r['design']}\n{r['num_gpus']:,} GPUs" for r in ok], fontsize=8)
         ax.set_xlabel("seconds per step")
         ax.set_title(f"{work}: step time by term")
         if ok:

@@ -1,8 +1,12 @@
-"""Run a sweep: every design x workload planned once (cached by an input fingerprint), in parallel.
+"""Run a sweep: every design x workload, its GPU count chosen by the study objective, in parallel.
 
-A cell's fingerprint covers everything its answer depends on: the resolved design (node design,
-accelerator, overrides, GPU count, price), the workload, the model dimensions and the tool version.
-A re-run with one more design computes only that design's cells.
+Plans are cached by what they depend on only: one cache entry per cell holds the cell's count bounds and
+the plans of the counts it planned, under a fingerprint of the hardware (node design, accelerator, network
+overrides, calibration), the model, the workload's shape (sequence, global batch, precision), the
+candidate GPU counts and the code.  Prices, the energy price, PUE, amortization, the tokens to train, the
+objective and the deadline are not in it: they are applied to the cached plans afterwards (`cell_row`), so
+a re-priced study plans nothing unless the new prices make a count worth checking that was not planned
+(under the time and cost_per_token objectives they never do; README "What-ifs").
 """
 
 from __future__ import annotations
@@ -18,12 +22,15 @@ from pathlib import Path
 
 from placement import __version__
 from placement.catalog import load_accelerator, load_cluster, load_model
-from placement.errors import InputError, PlacementInfeasible
+from placement.errors import InputError
 from placement.loaders.files import read_bytes
 from placement.outfiles import check_out_dir, checked_dump, checked_load, write_atomic
-from placement.specs import AcceleratorSpec, ClusterSpec
-from placement.sweep.spec import DesignSpec, SweepSpec, WorkloadSpec
-from placement.topology import MAX_GPUS
+from placement.specs import AcceleratorSpec, ClusterSpec, ModelSpec, TrainingSpec
+from placement.sweep.band import band as error_band
+from placement.sweep.band import validate_errors
+from placement.sweep.counts import Choice, NeedPlan, candidate_counts, choose, count_bounds, plan_count
+from placement.sweep.price import price
+from placement.sweep.spec import DesignSpec, Objective, SweepSpec, WorkloadSpec
 
 EXECUTORS = ("local", "ray")
 
@@ -32,33 +39,43 @@ EXECUTORS = ("local", "ray")
 class Cell:
     design: DesignSpec
     workload: WorkloadSpec
-    gpu_options: tuple[int, ...]
-    """GPU counts the job may use; the cell keeps the fastest that has a plan."""
+    counts: tuple[int, ...]
+    """GPU counts the job may use, ascending (whole nodes, up to what the design buys)."""
     cluster: ClusterSpec
     accelerator: AcceleratorSpec
     num_gpus_bought: int
+    """The most GPUs the design buys (its `gpus`, or every whole unit the budget affords)."""
+    unit: int
+    """GPUs per purchase unit (scale-up domain)."""
+    model: ModelSpec
+
+    @property
+    def train(self) -> TrainingSpec:
+        w = self.workload
+        return TrainingSpec(seq_len=w.seq_len, global_batch=w.global_batch, precision=w.precision)
 
     @property
     def fingerprint(self) -> str:
+        """What the cell's plans depend on, and nothing else (no name, price, token count or objective)."""
         payload = {
             "version": __version__,
             "code": _code_digest(),
-            "design": self.design.model_dump(mode="json"),
-            "workload": self.workload.model_dump(mode="json"),
-            "gpu_options": list(self.gpu_options),
-            "num_gpus_bought": self.num_gpus_bought,
+            "counts": list(self.counts),
+            "train": self.train.model_dump(mode="json"),
             "cluster": self.cluster.model_dump(mode="json"),
             "accelerator": self.accelerator.model_dump(mode="json"),
-            "model": load_model(self.workload.model).model_dump(mode="json"),
+            "model": self.model.model_dump(mode="json"),
         }
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:24]
 
-    def payload(self) -> dict:
-        """What a worker needs, as plain JSON (process pools and Ray ship it)."""
+    def payload(self, objective: Objective, deadline_days: float | None, known: dict | None) -> dict:
+        """What a worker needs, as plain JSON (process pools and Ray ship it); `known`: the cached entry."""
         return {"design": self.design.model_dump(mode="json"), "workload": self.workload.model_dump(mode="json"),
-                "gpu_options": list(self.gpu_options), "num_gpus_bought": self.num_gpus_bought,
+                "counts": list(self.counts), "num_gpus_bought": self.num_gpus_bought, "unit": self.unit,
                 "cluster": self.cluster.model_dump(mode="json"),
-                "accelerator": self.accelerator.model_dump(mode="json")}
+                "accelerator": self.accelerator.model_dump(mode="json"),
+                "model": self.model.model_dump(mode="json"), "objective": objective.value,
+                "deadline_days": deadline_days, "known": known}
 
 
 @lru_cache(maxsize=1)
@@ -88,55 +105,10 @@ def design_hardware(design: DesignSpec) -> tuple[ClusterSpec, AcceleratorSpec]:
     return cluster, load_accelerator(cluster.accelerator)
 
 
-def design_gpus(sweep: SweepSpec, design: DesignSpec, cluster: ClusterSpec) -> tuple[int, tuple[int, ...]]:
-    """(GPUs bought, GPU counts the job may use, largest first).  Given gpus are used as they are.  A
-    budget buys whole scale-up domains (nodes, NVL72 racks); since degrees must divide the GPU count
-    and the global batch (10,000 GPUs has no layout for a batch of 2,048), the job may use the largest
-    count of whole domains that is a power of two, or 3-smooth (no prime factor above 3); the cell
-    keeps whichever trains faster.  The idle rest of the purchase is still paid."""
-    if design.gpus is not None:
-        if design.gpus > MAX_GPUS:
-            raise InputError(
-                f"design {design.name!r}: gpus {design.gpus:,} is more than the {MAX_GPUS:,} placement plans; "
-                "check the number for a typo"
-            )
-        if design.gpus > cluster.gpus_per_node and design.gpus % cluster.gpus_per_node:
-            raise InputError(
-                f"design {design.name!r}: gpus {design.gpus} is not a whole number of {cluster.name} nodes "
-                f"({cluster.gpus_per_node} GPUs each); use a multiple of {cluster.gpus_per_node}"
-            )
-        return design.gpus, (design.gpus,)
-    unit = max(cluster.gpus_per_node, cluster.scale_up.size)
-    affordable = sweep.budget / design.capex_per_gpu
-    if affordable > MAX_GPUS:  # also keeps the search for a 3-smooth count below short
-        raise InputError(
-            f"design {design.name!r}: budget {sweep.budget:,.0f} buys {affordable:,.0f} GPUs at "
-            f"{design.capex_per_gpu:,} each, more than the {MAX_GPUS:,} placement plans; check the budget and "
-            "capex_per_gpu, or give gpus"
-        )
-    units = math.floor(sweep.budget / (design.capex_per_gpu * unit))
-    if units < 1:
-        raise InputError(
-            f"design {design.name!r}: budget {sweep.budget:,.0f} buys {sweep.budget / design.capex_per_gpu:,.1f} GPUs, "
-            f"less than one {unit}-GPU unit of {cluster.name}; raise the budget or give gpus"
-        )
-    smooth = max(k for k in range(1, units + 1) if _smooth(k))
-    power = 1 << (units.bit_length() - 1)
-    return units * unit, tuple(sorted({smooth * unit, power * unit}, reverse=True))
-
-
-def _smooth(k: int) -> bool:
-    for p in (2, 3):
-        while k % p == 0:
-            k //= p
-    return k == 1
-
-
 def cells(sweep: SweepSpec, calibration: dict[str, float] | None = None, accelerator: str | None = None
           ) -> list[Cell]:
     """The study's cells; `calibration` (a profile's fitted constants) applies to the designs on `accelerator`."""
-    for work in sweep.workloads:  # fail on an unknown model before any work starts
-        load_model(work.model)
+    models = {w.model: load_model(w.model) for w in sweep.workloads}  # an unknown model fails before any work
     out = []
     for design in sweep.designs:
         cluster, acc = design_hardware(design)
@@ -144,82 +116,84 @@ def cells(sweep: SweepSpec, calibration: dict[str, float] | None = None, acceler
             from placement.calibration.profile import calibrated_specs
 
             cluster, acc = calibrated_specs(cluster, acc, calibration)
-        bought, options = design_gpus(sweep, design, cluster)
-        out.extend(Cell(design, w, options, cluster, acc, bought) for w in sweep.workloads)
+        counts, unit, most = candidate_counts(sweep, design, cluster)
+        out.extend(Cell(design, w, counts, cluster, acc, most, unit, models[w.model]) for w in sweep.workloads)
     return out
 
 
 def evaluate_cell(payload: dict) -> dict:
-    """Plan one design x workload (top-level so process pools and Ray can call it)."""
-    from placement.planner import plan_job
-    from placement.search import SearchConfig
-    from placement.specs import TrainingSpec
-    from placement.topology import Topology
-
+    """A cell's work (top-level so process pools and Ray can call it): the count bounds, unless known, and the
+    plans the objective's choice needs that the cache does not hold.  Returns the cache entry
+    {counts, bounds, plans} and `num_planned`."""
     design = DesignSpec.model_validate(payload["design"])
     work = WorkloadSpec.model_validate(payload["workload"])
     cluster = ClusterSpec.model_validate(payload["cluster"])
     acc = AcceleratorSpec.model_validate(payload["accelerator"])
-    row = {"design": design.name, "workload": work.name, "num_gpus_bought": payload["num_gpus_bought"],
-           "accelerator": acc.name, "cluster": cluster.name, "price_per_gpu_hour": design.gpu_hour_price}
+    counts = tuple(payload["counts"])
     train = TrainingSpec(seq_len=work.seq_len, global_batch=work.global_batch, precision=work.precision)
-    model = load_model(work.model)
-    best, errors = None, []
-    for n in payload["gpu_options"]:
-        try:
-            planned = plan_job(model, train, Topology(cluster, acc, num_gpus=n), SearchConfig(top_k=1), None,
-                               with_rank_table=False)
-        except PlacementInfeasible as err:
-            errors.append(f"{n} GPUs: {err}")
-            continue
-        if best is None or planned.plans[0].step_time_s < best.step_time_s:
-            best = planned.plans[0]
-    if best is None:
-        return {**row, "num_gpus": payload["gpu_options"][0], "status": "infeasible", "message": " | ".join(errors),
-                "step_time_s": None, "time_to_train_s": None, "gpu_hours": None, "cost": None, "plan": None}
-    plan = best
-    row["num_gpus"] = plan.num_gpus
-    time_to_train = work.tokens / plan.tokens_per_s
-    gpu_hours = time_to_train * payload["num_gpus_bought"] / 3600.0  # idle GPUs of the purchase are paid too
-    return {**row, "status": "ok", "message": "", "step_time_s": plan.step_time_s,
-            "time_to_train_s": time_to_train, "gpu_hours": gpu_hours, "cost": gpu_hours * design.gpu_hour_price,
-            "plan": plan.model_dump(mode="json")}
+    model = ModelSpec.model_validate(payload["model"])
+    known = payload["known"] or {}
+    bounds = _bounds_of(known) if known.get("bounds") is not None else count_bounds(model, train, cluster, acc, counts)
+    plans = {int(k): v for k, v in (known.get("plans") or {}).items()}
+    fresh = []
+
+    def plan_of(n: int) -> dict:
+        if n not in plans:
+            plans[n] = plan_count(model, train, cluster, acc, n)
+            fresh.append(n)
+        return plans[n]
+
+    choose(design, work, train, Objective(payload["objective"]), payload["deadline_days"], counts, payload["unit"],
+           payload["num_gpus_bought"], bounds, plan_of)
+    return {**_entry(counts, bounds, plans), "num_planned": len(fresh),
+            "bounded": known.get("bounds") is None}
 
 
-_ROW_KEYS = frozenset({"design", "workload", "num_gpus", "num_gpus_bought", "accelerator", "cluster", "status",
-                       "message", "step_time_s", "time_to_train_s", "gpu_hours", "cost", "plan",
-                       "price_per_gpu_hour"})
-"""What every computed row holds (`plan_cell`): a cache entry without them is recomputed."""
+def _entry(counts: tuple[int, ...], bounds: dict[int, float | None], plans: dict[int, dict]) -> dict:
+    return {"counts": list(counts), "bounds": {str(n): bounds[n] for n in counts},
+            "plans": {str(n): plans[n] for n in sorted(plans)}}
 
 
-_RESULT_NUMBERS = ("step_time_s", "time_to_train_s", "gpu_hours", "cost")
-"""An "ok" row's results (finite, >= 0); an "infeasible" row holds None for them."""
-_CELL_NUMBERS = ("num_gpus", "num_gpus_bought", "price_per_gpu_hour")
-"""Numbers every row holds (finite, >= 0)."""
+def _bounds_of(entry: dict) -> dict[int, float | None]:
+    return {int(k): v for k, v in entry["bounds"].items()}
 
 
-def _cached_row(path: Path, cell: Cell) -> dict | None:
-    """A cache entry's row for `cell`, or None when it cannot be used: unreadable, past the read limit, a bad
-    checksum, a row of the wrong shape (a missing key, a wrong type, a non-finite number), or another cell's."""
+def _number(value, positive: bool = False) -> bool:
+    ok = not isinstance(value, bool) and isinstance(value, int | float) and math.isfinite(value) and value >= 0
+    return ok and (value > 0 or not positive)
+
+
+def _cached_entry(path: Path, cell: Cell) -> dict | None:
+    """A cache entry for `cell`, or None when it cannot be used: unreadable, past the read limit, a bad checksum,
+    of the wrong shape (a missing key, a wrong type, a non-finite number), or another cell's counts."""
     try:
-        row = checked_load(read_bytes(path, "sweep cache entry", "").decode("utf-8", errors="replace"))
+        entry = checked_load(read_bytes(path, "sweep cache entry", "").decode("utf-8", errors="replace"))
     except (OSError, InputError):
         return None
-    if not isinstance(row, dict) or not _ROW_KEYS <= row.keys() or row["status"] not in ("ok", "infeasible"):
+    if not isinstance(entry, dict) or set(entry) != {"counts", "bounds", "plans"}:
         return None
-    if not all(isinstance(row[k], str) for k in ("design", "workload", "accelerator", "cluster", "message")):
+    if entry["counts"] != list(cell.counts) or not isinstance(entry["bounds"], dict) \
+            or not isinstance(entry["plans"], dict):
         return None
-    names = (cell.design.name, cell.workload.name, cell.accelerator.name, cell.cluster.name)
-    if (row["design"], row["workload"], row["accelerator"], row["cluster"]) != names:
+    if set(entry["bounds"]) != {str(n) for n in cell.counts} \
+            or not all(v is None or _number(v) for v in entry["bounds"].values()):
         return None
-    ok = row["status"] == "ok"
-    if not ok and any(row[k] is not None for k in _RESULT_NUMBERS):
-        return None
-    for key in _CELL_NUMBERS + (_RESULT_NUMBERS if ok else ()):
-        value = row[key]
-        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+    for key, plan in entry["plans"].items():
+        if key not in entry["bounds"] or not isinstance(plan, dict) \
+                or set(plan) != {"status", "binding", "message", "plan"} \
+                or not isinstance(plan["message"], str) or not isinstance(plan["binding"], str):
             return None
-    return row if not ok or isinstance(row["plan"], dict) else None
+        if plan["status"] == "infeasible":
+            if plan["plan"] is not None:
+                return None
+        elif plan["status"] != "ok" or not isinstance(plan["plan"], dict) \
+                or plan["plan"].get("num_gpus") != int(key) \
+                or not all(_number(plan["plan"].get(k), positive=True) for k in ("tokens_per_s", "step_time_s")):
+            return None
+        bound = entry["bounds"][key]  # a planned count has a layout, and its bound is below its step
+        if bound is None or (plan["status"] == "ok" and bound > plan["plan"]["step_time_s"] * (1 + 1e-5)):
+            return None
+    return entry
 
 
 def mark_pareto(rows: list[dict]) -> None:
@@ -235,56 +209,144 @@ def mark_pareto(rows: list[dict]) -> None:
             and (o["cost"] < r["cost"] or o["time_to_train_s"] < r["time_to_train_s"]) for o in rivals)
 
 
+RESULT_KEYS = ("step_time_s", "tokens_per_s", "mfu", "time_to_train_s", "time_to_train_days",
+               "time_to_train_days_low", "time_to_train_days_high", "gpu_hours", "cost", "cost_low", "cost_high",
+               "cost_per_million_tokens", "capex_total", "capex_amortized", "energy_mwh", "energy_cost",
+               "facility_mw", "outlay", "num_gpus_idle", "idle_cost")
+"""A row's results: numbers for a row with a plan (the rental nulls aside), None for one without."""
+
+
+def cell_row(cell: Cell, sweep: SweepSpec, entry: dict, errors: tuple[str, tuple[dict, ...]] | None) -> dict:
+    """A cell's row from its cache entry: the count the objective chooses, priced, with its error band.
+    Raises NeedPlan when the choice needs a plan the entry does not hold."""
+    plans = entry["plans"]
+
+    def plan_of(n: int) -> dict:
+        if str(n) not in plans:
+            raise NeedPlan(n)
+        return plans[str(n)]
+
+    design, work = cell.design, cell.workload
+    choice: Choice = choose(design, work, cell.train, sweep.objective, sweep.deadline_days, cell.counts,
+                            cell.unit, cell.num_gpus_bought, _bounds_of(entry), plan_of)
+    row = {"design": design.name, "workload": work.name, "accelerator": cell.accelerator.name,
+           "cluster": cell.cluster.name, "objective": sweep.objective.value, "num_gpus": choice.num_gpus,
+           "num_gpus_bought": choice.num_gpus_bought, "price_per_gpu_hour": design.gpu_hour_price,
+           "deadline_days": sweep.deadline_days, "deadline_met": choice.deadline_met, "gpu_counts": choice.counts}
+    if choice.entry["status"] != "ok":
+        return {**row, **dict.fromkeys(RESULT_KEYS), "status": "infeasible", "message": choice.entry["message"],
+                "idle_reason": None, "error_band": None, "plan": None}
+    plan = choice.entry["plan"]
+    fields = price(design, work, choice.num_gpus_bought, choice.num_gpus, plan["tokens_per_s"])
+    band = error_band(errors[1], cell.model.moe is not None, cell.accelerator.name, errors[0]) if errors else None
+    low = high = {"time_to_train_days": None, "cost": None}
+    if band is not None:  # true step = predicted / (1 + error): the group's best and worst rows
+        low = price(design, work, choice.num_gpus_bought, choice.num_gpus,
+                    plan["tokens_per_s"] * (1 + band["error_high"]))
+        high = price(design, work, choice.num_gpus_bought, choice.num_gpus,
+                     plan["tokens_per_s"] * (1 + band["error_low"])) if band["error_low"] > -1 else \
+            {"time_to_train_days": math.inf, "cost": math.inf}
+    message = ""
+    if choice.deadline_met is False:
+        message = (f"no GPU count trains within the {sweep.deadline_days:g}-day deadline; the fastest "
+                   f"({choice.num_gpus:,} GPUs) is shown")
+    return {**row, "status": "ok", "message": message, "step_time_s": plan["step_time_s"],
+            "tokens_per_s": plan["tokens_per_s"], "mfu": plan.get("mfu"), **fields,
+            "time_to_train_days_low": low["time_to_train_days"], "time_to_train_days_high": high["time_to_train_days"],
+            "cost_low": low["cost"], "cost_high": high["cost"], "idle_reason": choice.idle_reason,
+            "error_band": band, "plan": plan}
+
+
 @dataclass(frozen=True)
 class SweepResult:
     rows: list[dict]
     computed: int
+    """Cells that needed a worker (count bounds or a plan not in the cache)."""
     cached: int
+    """Cells answered from the cache alone."""
     bad_cache: tuple[str, ...] = ()
     """Cache entries that were unreadable (truncated, edited, reshaped): recomputed, and named."""
     unwritable_cache: tuple[str, ...] = ()
     """Cache entries that could not be written (a directory in the way, a full disk): computed, not kept."""
+    plans_computed: int = 0
+    """Plans (one GPU count of one cell) computed by this run."""
+    plans_cached: int = 0
+    """Plans the rows read from the cache."""
+    validate_cached: bool | None = None
+    """Whether the error bands' validate errors came from the cache (None: no band was needed)."""
 
 
 def run_sweep(sweep: SweepSpec, cache_dir: Path | None, executor: str = "local", workers: int | None = None,
               progress: Callable[[int], None] | None = None,
-              evaluate: Callable[[dict], dict] = evaluate_cell, todo: list[Cell] | None = None) -> SweepResult:
-    """Plan every cell not in the cache, in parallel; rows come back in sweep order.  `evaluate` plans one
-    cell (tests pass one whose worker dies).  Raises CellsLost after the other cells finish when workers die."""
+              evaluate: Callable[[dict], dict] = evaluate_cell, todo: list[Cell] | None = None,
+              bands: bool = True) -> SweepResult:
+    """Answer every cell, from the cache where it holds what the choice needs, else by a worker; rows come back
+    in sweep order.  `evaluate` does one cell's work (tests pass one whose worker dies).  Raises CellsLost after
+    the other cells finish when workers die.  `bands`: attach validate's error bands."""
     todo = cells(sweep) if todo is None else todo
     prints = [c.fingerprint for c in todo]
-    found: dict[str, dict] = {}
+    entries: dict[str, dict] = {}
     bad: list[str] = []
     unwritable: list[str] = []
     if cache_dir is not None:
         check_out_dir(cache_dir, flag="the sweep cache")
         for fp, cell in zip(prints, todo, strict=True):
             path = cache_dir / f"{fp}.json"
-            if path.exists():
-                row = _cached_row(path, cell)
-                if row is not None:
-                    found[fp] = row
-                else:  # a cache must never break a study: recompute the cell
+            if fp not in entries and path.exists():
+                entry = _cached_entry(path, cell)
+                if entry is not None:
+                    entries[fp] = entry
+                elif path.name not in bad:  # a cache must never break a study: recompute the cell
                     bad.append(path.name)
-    missing = [(fp, c) for fp, c in zip(prints, todo, strict=True) if fp not in found]
+    errors = None
+    validate_cached = None
+    if bands:
+        digest, rows, validate_cached = validate_errors(None if cache_dir is None else cache_dir / "validate")
+        errors = (digest, rows)
+    rows: dict[int, dict] = {}
+    missing: list[int] = []
+    for i, (fp, cell) in enumerate(zip(prints, todo, strict=True)):
+        if fp in entries:
+            try:
+                rows[i] = cell_row(cell, sweep, entries[fp], errors)
+                continue
+            except NeedPlan:
+                pass
+        missing.append(i)
+    cached = len(rows)
+    planned = 0
 
-    def finished(i: int, row: dict) -> None:
-        """A cell is done: keep it, cached at once (atomically), so a sweep stopped later keeps it."""
-        fp = missing[i][0]
-        found[fp] = row
+    def finished(k: int, work: dict) -> None:
+        """A cell's work is done: merge it into its entry, cached at once (atomically), so a sweep stopped later
+        keeps it."""
+        nonlocal planned
+        i = missing[k]
+        fp = prints[i]
+        planned += work.pop("num_planned")
+        work.pop("bounded")
+        old = entries.get(fp)
+        if old is not None:  # another cell of the same fingerprint (other prices) planned other counts
+            work["plans"] = {**old["plans"], **work["plans"]}
+            work["plans"] = {k: work["plans"][k] for k in sorted(work["plans"], key=int)}
+        entries[fp] = json.loads(json.dumps(work, sort_keys=True))  # what the cache holds, keys in its order
         if cache_dir is not None:
             try:
-                write_atomic(cache_dir / f"{fp}.json", checked_dump(row))
+                write_atomic(cache_dir / f"{fp}.json", checked_dump(entries[fp]))
             except OSError as err:  # a cache must never break a study: the cell is computed, only not kept
                 unwritable.append(f"{fp}.json ({err.strerror or err})")
         if progress:
             progress(1)
 
-    _execute([c.payload() for _, c in missing], executor, workers, finished, evaluate)
-    rows = [dict(found[fp], fingerprint=fp) for fp in prints]
-    mark_pareto(rows)
-    return SweepResult(rows=rows, computed=len(missing), cached=len(todo) - len(missing), bad_cache=tuple(bad),
-                       unwritable_cache=tuple(unwritable))
+    _execute([todo[i].payload(sweep.objective, sweep.deadline_days, entries.get(prints[i])) for i in missing],
+             executor, workers, finished, evaluate)
+    for i in missing:
+        rows[i] = cell_row(todo[i], sweep, entries[prints[i]], errors)
+    out = [dict(rows[i], fingerprint=fp) for i, fp in enumerate(prints)]
+    mark_pareto(out)
+    used = sum(r["gpu_counts"]["planned"] for r in out)
+    return SweepResult(rows=out, computed=len(missing), cached=cached, bad_cache=tuple(bad),
+                       unwritable_cache=tuple(unwritable), plans_computed=planned,
+                       plans_cached=max(used - planned, 0), validate_cached=validate_cached)
 
 
 class CellsLost(Exception):

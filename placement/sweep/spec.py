@@ -2,12 +2,27 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
+
 from pydantic import Field, model_validator
 
 from placement.specs._base import Frozen
 from placement.specs.training import MAX_GLOBAL_BATCH, MAX_SEQ_LEN, Precision
 
 HOURS_PER_YEAR = 8760.0
+
+
+class Objective(StrEnum):
+    """How a design's GPU count is chosen (README "Choosing the GPU count")."""
+
+    TIME = "time"
+    """Shortest time to train; a budget design buys every whole unit the budget affords."""
+    COST = "cost"
+    """Lowest outlay (capex of the GPUs bought plus the run's energy; rental: the rental bill); a budget design buys
+    only the whole units the job uses."""
+    COST_PER_TOKEN = "cost_per_token"
+    """Lowest cost per million tokens with capex amortized over `amortization_years`; a budget design buys only
+    the whole units the job uses."""
 
 
 class DesignSpec(Frozen):
@@ -27,10 +42,13 @@ class DesignSpec(Frozen):
     capex_per_gpu: float | None = Field(default=None, gt=0, le=1e8)
     """Purchase price per GPU, its share of servers, network and install."""
     amortization_years: float = Field(default=4.0, gt=0, le=100)
+    """Years over which capex is spread: the run is charged capex x run hours / (years x 8760 h)."""
     power_per_gpu_w: float | None = Field(default=None, gt=0, le=1e5)
     """Wall power per GPU, its share of the node and network."""
     energy_price_per_kwh: float = Field(default=0.10, ge=0, le=1e3)
+    """Price of one kWh drawn by the facility (after PUE)."""
     pue: float = Field(default=1.3, ge=1, le=10)
+    """Power usage effectiveness: facility power / IT power."""
 
     @model_validator(mode="after")
     def _check(self) -> DesignSpec:
@@ -63,6 +81,7 @@ class WorkloadSpec(Frozen):
     tokens: float = Field(gt=0, le=1e18)
     """Tokens to train."""
     precision: Precision = Precision.BF16
+    """GEMM precision (bf16, fp8, ...)."""
 
 
 class SweepSpec(Frozen):
@@ -70,9 +89,15 @@ class SweepSpec(Frozen):
     budget: float | None = Field(default=None, gt=0, le=1e13)
     """Capex budget: designs without `gpus` get as many GPUs as it buys, in whole nodes."""
     currency: str = "USD"
+    """Label of every money figure (no conversion)."""
     designs: tuple[DesignSpec, ...] = Field(min_length=1)
     workloads: tuple[WorkloadSpec, ...] = Field(min_length=1)
     top_k: int = Field(default=1, ge=1)
+    """Accepted for compatibility; a sweep keeps the best plan of each GPU count."""
+    objective: Objective = Objective.TIME
+    """What the GPU count of each design x workload minimizes: time, cost or cost_per_token."""
+    deadline_days: float | None = Field(default=None, gt=0, le=1e6)
+    """Only GPU counts that train within this many days are chosen (if none does, the fastest, flagged)."""
 
     @model_validator(mode="after")
     def _check(self) -> SweepSpec:

@@ -1,0 +1,109 @@
+"""Error bands: how far `placement validate` finds the model off on the calibration runs nearest a cell.
+
+A cell's band comes from the validate errors of its calibration group: dense or MoE by the workload's
+model, and the accelerator family of the design (Ampere, Hopper, Blackwell); a family with no runs of that
+kind takes the nearest family that has some (by generation), and says so.  The errors are the current
+code's: `validate` runs once per code version (a digest of the package source and the calibration runs,
+~3 s) and its errors are cached in the sweep cache under that digest, so a change to the cost model
+refreshes them and a re-price does not pay for them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from functools import lru_cache
+from pathlib import Path
+
+from placement.outfiles import checked_dump, checked_load, write_atomic
+
+FAMILIES = (("Ampere", ("a100",)), ("Hopper", ("h100", "h200", "h800")), ("Blackwell", ("b200", "gb200", "gb300")))
+"""Accelerator families by generation; an accelerator belongs to the family whose prefix its name starts with."""
+
+
+def family(accelerator: str) -> str | None:
+    for name, prefixes in FAMILIES:
+        if accelerator.startswith(prefixes):
+            return name
+    return None
+
+
+@lru_cache(maxsize=1)
+def _digest() -> str:
+    """The package source and the calibration runs: what validate's errors depend on (the catalogs it reads are
+    part of the package data)."""
+    root = Path(__file__).resolve().parent.parent
+    h = hashlib.sha256()
+    for path in sorted([*root.rglob("*.py"), *(root / "calibration").glob("*.yaml")]):
+        h.update(path.relative_to(root).as_posix().encode())
+        h.update(path.read_bytes())
+    from placement.catalog import catalog_root
+
+    for sub in ("models", "hardware/clusters", "hardware/accelerators"):
+        for path in sorted((catalog_root() / sub).glob("*.yaml")):
+            h.update(path.name.encode())
+            h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+@lru_cache(maxsize=4)
+def _validate_errors(digest: str) -> tuple[dict, ...]:
+    from placement.calibration.validate import MOE_GROUP, validate
+    from placement.catalog import load_cluster
+
+    out = []
+    for r in validate():
+        if r.error is None:
+            continue
+        out.append({"id": r.run.id, "moe": r.run.group == MOE_GROUP,
+                    "accelerator": load_cluster(r.run.cluster).accelerator, "error": r.error})
+    return tuple(out)
+
+
+def validate_errors(cache_dir: Path | None) -> tuple[str, tuple[dict, ...], bool]:
+    """(code digest, every validate row's error, whether it came from the cache).  Cached in `cache_dir` under the
+    digest; an unreadable entry is recomputed."""
+    digest = _digest()
+    path = None if cache_dir is None else cache_dir / f"{digest}.json"
+    if path is not None and path.is_file():
+        try:
+            value = checked_load(path.read_text(errors="replace"))
+        except OSError:
+            value = None
+        if isinstance(value, list) and all(isinstance(v, dict) and {"id", "moe", "accelerator", "error"} <= v.keys()
+                                           for v in value):
+            return digest, tuple(value), True
+    rows = _validate_errors(digest)
+    if path is not None:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(path, checked_dump(list(rows)))
+        except OSError:
+            pass  # a cache must never break a study
+    return digest, rows, False
+
+
+def band(rows: tuple[dict, ...], moe: bool, accelerator: str, digest: str) -> dict | None:
+    """The error band for a cell: the group's errors (predicted/published - 1), widened to include 0."""
+    kind = "MoE" if moe else "dense"
+    mine = [r for r in rows if r["moe"] == moe]
+    fam = family(accelerator)
+    names = [f for f, _ in FAMILIES]
+    order = sorted(names, key=lambda f: (abs(names.index(f) - names.index(fam)), -names.index(f))) if fam else []
+    chosen, note = None, ""
+    for f in order:
+        group = [r for r in mine if family(r["accelerator"]) == f]
+        if group:
+            chosen = (f, group)
+            if f != fam:
+                note = f"no {kind} {fam} runs in validate; nearest family {f}"
+            break
+    if chosen is None:
+        if not mine:
+            return None
+        chosen = ("every family", mine)
+        note = f"{accelerator} is in no family with validate runs; all {kind} runs"
+    f, group = chosen
+    errors = [r["error"] for r in group]
+    return {"group": f"{kind} / {f}", "num_rows": len(group), "error_low": min(min(errors), 0.0),
+            "error_high": max(max(errors), 0.0), "accelerators": sorted({r["accelerator"] for r in group}),
+            "source": f"placement validate, code {digest}", "note": note}
