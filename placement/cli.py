@@ -795,10 +795,10 @@ def sweep(sweep_file, out_dir, executor, workers, no_cache, as_json, no_plots, s
                f"{result.plans_computed}, from cache {result.plans_cached}; wrote "
                + ", ".join(str(p) for p in written), err=True)
     from placement.html import sweep_html
+    from placement.sweep.output import page_meta
 
-    # the page shows the study document's own fields (inputs, assumptions, bands, date): the same as sweep.json
-    meta = {k: v for k, v in document.items() if k != "rows"} | {"calibration": _calibration_line()}
-    _write_report(report, lambda: sweep_html(result.rows, meta))
+    # the page shows the study document (inputs, assumptions, bands, date) that sweep.json holds, in words
+    _write_report(report, lambda: sweep_html(result.rows, page_meta(document, _calibration_line())))
     if as_json:
         click.echo(json.dumps(document))
     else:

@@ -85,6 +85,29 @@ def study_document(sweep, result, overrides: tuple[str, ...] = (), date: str | N
     }
 
 
+def page_meta(document: dict, calibration_line: str | None = None) -> dict:
+    """The study document as the HTML page shows it: the scalar fields as they are, and each design, workload
+    and error band as one line of words (their full JSON is in sweep.json)."""
+
+    def fields(item: dict, skip: tuple[str, ...] = ("name",)) -> str:
+        return ", ".join(f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}" for k, v in item.items()
+                         if k not in skip and v is not None)
+
+    inputs = document.get("inputs") or {}
+    meta = {k: document.get(k) for k in ("name", "placement_version", "date", "objective", "deadline_days", "budget",
+                                         "currency")}
+    meta["calibration"] = calibration_line
+    meta["designs"] = [f"{d['name']}: {fields(d)}" for d in inputs.get("designs", ())]
+    meta["workloads"] = [f"{w['name']}: {fields(w)}" for w in inputs.get("workloads", ())]
+    meta["overrides"] = list(document.get("overrides") or ())
+    meta["assumptions"] = list(document.get("assumptions") or ())
+    meta["error bands"] = [
+        f"{group}: {b['num_rows']} validate rows ({', '.join(b['accelerators'])}), error {b['error_low']:+.1%} to "
+        f"{b['error_high']:+.1%}; {b['source']}" + (f"; {b['note']}" if b.get("note") else "")
+        for group, b in (document.get("error_bands") or {}).items()]
+    return meta
+
+
 def step_terms(plan: dict) -> dict[str, float]:
     """Seconds per step of each term as it adds to the step (exposed communication only)."""
     b = plan["breakdown"]
