@@ -188,10 +188,10 @@ class Calibration:
             stepfit = fit_steps(residual_of, len(self.steps), _params(names, values))
             fits["step"] = stepfit.result
             values |= _identified(fits["step"])
-            if stepfit.held_out is not None:
-                before = self.step_times(fixed, self.steps)
+            if stepfit.held_out is not None:  # residuals are log(predicted / measured)
+                before = stepfit.result.residuals_before
                 held = [HeldOut(measurement=f"{s.run.id} ({s.run.citation})", measured=s.run.published_step_time_s,
-                                before=float(before[i]),
+                                before=float(s.run.published_step_time_s * np.exp(before[i])),
                                 held_out=float(s.run.published_step_time_s * np.exp(stepfit.held_out[i])))
                         for i, s in enumerate(self.steps)]
         return self._profile(values, fits, held)

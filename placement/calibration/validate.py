@@ -131,8 +131,7 @@ def predict(run: CalibrationRun, model: ModelSpec | None = None, topo: Topology 
         # the run ran this layout, recompute included: price it where the memory model says it does not fit,
         # and say so (fits False, its modelled peak against the real capacity) rather than price another one
         acc = topo.accelerator
-        roomy = Topology(topo.cluster, acc.model_copy(update={"hbm_bytes": acc.hbm_bytes * UNBOUND_MEMORY}),
-                         num_gpus=topo.num_gpus, segment_nodes=run.segment_nodes)
+        roomy = run_topology(run, topo.cluster, acc.model_copy(update={"hbm_bytes": acc.hbm_bytes * UNBOUND_MEMORY}))
         try:
             res = search(model, train, roomy, cfg)
         except PlacementInfeasible:

@@ -28,12 +28,23 @@ def family(accelerator: str) -> str | None:
 
 
 @lru_cache(maxsize=1)
-def _digest() -> str:
-    """The package source and the calibration runs: what validate's errors depend on (the catalogs it reads are
-    part of the package data)."""
+def code_digest() -> str:
+    """Digest of the package's Python source (read once per process): the sweep's cell fingerprints and the
+    validate errors below both key on it."""
     root = Path(__file__).resolve().parent.parent
     h = hashlib.sha256()
-    for path in sorted([*root.rglob("*.py"), *(root / "calibration").glob("*.yaml")]):
+    for path in sorted(root.rglob("*.py")):
+        h.update(path.relative_to(root).as_posix().encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+@lru_cache(maxsize=1)
+def _digest() -> str:
+    """The package source, the calibration runs and the catalogs: what validate's errors depend on."""
+    root = Path(__file__).resolve().parent.parent
+    h = hashlib.sha256(code_digest().encode())
+    for path in sorted((root / "calibration").glob("*.yaml")):
         h.update(path.relative_to(root).as_posix().encode())
         h.update(path.read_bytes())
     from placement.catalog import catalog_root

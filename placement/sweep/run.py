@@ -17,7 +17,6 @@ import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 
 from placement import __version__
@@ -27,7 +26,7 @@ from placement.loaders.files import read_bytes
 from placement.outfiles import check_out_dir, checked_dump, checked_load, write_atomic
 from placement.specs import AcceleratorSpec, ClusterSpec, ModelSpec, TrainingSpec
 from placement.sweep.band import band as error_band
-from placement.sweep.band import validate_errors
+from placement.sweep.band import code_digest, validate_errors
 from placement.sweep.counts import Choice, NeedPlan, candidate_counts, choose, count_bounds, plan_count
 from placement.sweep.price import price
 from placement.sweep.spec import DesignSpec, Objective, SweepSpec, WorkloadSpec
@@ -59,7 +58,7 @@ class Cell:
         """What the cell's plans depend on, and nothing else (no name, price, token count or objective)."""
         payload = {
             "version": __version__,
-            "code": _code_digest(),
+            "code": code_digest(),  # a changed cost model invalidates cached cells
             "counts": list(self.counts),
             "train": self.train.model_dump(mode="json"),
             "cluster": self.cluster.model_dump(mode="json"),
@@ -76,17 +75,6 @@ class Cell:
                 "accelerator": self.accelerator.model_dump(mode="json"),
                 "model": self.model.model_dump(mode="json"), "objective": objective.value,
                 "deadline_days": deadline_days, "known": known}
-
-
-@lru_cache(maxsize=1)
-def _code_digest() -> str:
-    """Digest of the package's source: a changed cost model invalidates cached cells."""
-    root = Path(__file__).resolve().parent.parent
-    h = hashlib.sha256()
-    for path in sorted(root.rglob("*.py")):
-        h.update(path.relative_to(root).as_posix().encode())
-        h.update(path.read_bytes())
-    return h.hexdigest()[:16]
 
 
 def design_hardware(design: DesignSpec) -> tuple[ClusterSpec, AcceleratorSpec]:
