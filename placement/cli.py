@@ -215,6 +215,7 @@ RECIPE_FLAGS = {
     "attention_kernel": "--attention-kernel", "cp_comm_type": "--cp-comm-type",
     "grad_reduce_fp32": "--grad-reduce-fp32", "dp_overlap": "--dp-overlap",
     "moe_fusions": "--moe-fusions", "cpu_affinity": "--cpu-affinity", "fused_model_ops": "--fused-model-ops",
+    "cuda_launch_blocking": "--cuda-launch-blocking",
 }
 """Every Recipe field has a flag (a test checks it), so any priced job can be written as one command."""
 SEARCHED_FIELDS = {"moe_dispatcher": "dispatchers", "cuda_graphs": "cuda_graphs", "tp_comm_overlap": "tp_comm_overlap",
@@ -281,6 +282,8 @@ def recipe_options(fn: Callable) -> Callable:
         onoff("fused_model_ops", "The model's element-wise extras (YaRN RoPE, SwiGLU clamp, expert biases) run "
                                  "fused (default on); off prices Megatron-Core 0.15-0.17's eager GPT-OSS ops."),
         onoff("cpu_affinity", "Each rank bound to its GPU's CPU cores and NUMA node (default on)."),
+        onoff("cuda_launch_blocking", "The job runs with CUDA_LAUNCH_BLOCKING=1: every kernel's host time adds to "
+                                      "the step and no communication overlaps compute (default off)."),
     ]
     for opt in reversed(opts):
         fn = opt(fn)

@@ -138,6 +138,7 @@ def recipe_line(p: Plan) -> str:
     for field, label in (("delay_wgrad", "delayed wgrad"), ("dispatch_fp8", "fp8 dispatch"),
                          ("fp8_params", "fp8 params"), ("optimizer_state_bf16", "bf16 optimizer state"),
                          ("cross_entropy_fusion", "fused cross-entropy"),
+                         ("cuda_launch_blocking", "CUDA_LAUNCH_BLOCKING=1"),
                          ("account_for_embedding", "embedding counted in the split"),
                          ("account_for_loss", "loss counted in the split")):
         if getattr(r, field):

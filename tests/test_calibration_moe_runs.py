@@ -116,7 +116,8 @@ def test_shared_expert_keeps_its_tp_collectives_on_the_mlperf_gb200_row(monkeypa
     """DeepSeek-V3's shared expert is a tensor-parallel MLP (Megatron-Core SharedExpertMLP: its own
     sequence-parallel all-gather and reduce-scatter), so a TP2 / ETP1 MoE layer keeps all of a dense layer's TP
     collectives, not only attention's.  The MLPerf GB200 row (TP2) is within 20 % with them; counting only
-    attention's puts it over."""
+    attention's leaves it two points further off (over 20 % before the fused attention backward was priced at
+    2.5 forwards)."""
     import placement.cost.comm as comm
     from placement.calibration.validate import predict
 
@@ -130,4 +131,4 @@ def test_shared_expert_keeps_its_tp_collectives_on_the_mlperf_gb200_row(monkeypa
         return comm.TpTerm(dense_s=t.dense_s, moe_s=t.dense_s * 0.5, bytes_per_layer=t.bytes_per_layer)
 
     monkeypatch.setattr("placement.cost.step.tp_term", attention_only)
-    assert predict(run).error < -0.20
+    assert predict(run).error < res.error - 0.015

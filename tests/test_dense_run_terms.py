@@ -1,11 +1,13 @@
-"""The facts that bring Llama 3's Table 4 rows within 10 % (issue: every dense row within 12 %), each tested
-on the row it fixes: without it the row is off by more than 12 %.
+"""The facts that bring the dense rows within 12 % (issue: every dense row within 12 %), each tested on the row
+it fixes: without it the row is off by more than 12 %, or by several points more.
 
 - `attention_kernel: flash2`: FlashAttention-2 on Hopper (0.37 of MAMF against 0.65 for FlashAttention-3 and
   cuDNN), the kernel of the run's time;
 - `cp_comm_type: all_gather`: Llama 3's context parallelism gathers K and V before attention, exposed
   (Llama 3 §3.3.2);
-- the stated recompute (none, Llama 3 §3.3.2) is priced even where the memory model puts it over capacity.
+- the stated recompute (none, Llama 3 §3.3.2) is priced even where the memory model puts it over capacity;
+- a fused attention backward executes 2.5 forwards (FlashAttention's benchmark count);
+- `cuda_launch_blocking`: BLOOM-176B's launch script exports CUDA_LAUNCH_BLOCKING=1.
 """
 
 from __future__ import annotations
@@ -37,8 +39,10 @@ def test_llama3_131k_row_needs_flash2_and_the_exposed_all_gather() -> None:
     assert abs(_error(run)) <= BOUND
     # FlashAttention-3/cuDNN-class attention: far too fast
     assert _error(run.model_copy(update={"attention_kernel": AttentionKernel.FLASH})) < -BOUND
-    # the K/V exchange hidden behind attention, as a ring: too fast
-    assert _error(_with_recipe(run, cp_comm_type=CpCommType.P2P)) < -BOUND
+    # the K/V exchange hidden behind attention, as a ring (with the ring's own copies): two points faster
+    # (within the bound since the fused backward is priced at 2.5 forwards,
+    # test_fused_attention_backward_recomputes_the_scores)
+    assert _error(_with_recipe(run, cp_comm_type=CpCommType.P2P)) < _error(run) - 0.02
 
 
 def test_all_gather_cp_is_exposed_and_the_ring_hides_it() -> None:
@@ -113,3 +117,97 @@ def test_audit_reads_megatron_cp_comm_type(tmp_path, value, recipe, ignored) -> 
     assert Recipe.model_validate(layout.recipe).cp_comm_type is recipe
     assert any("--cp-comm-type" in note for note in layout.ignored) is ignored
 
+
+
+def test_fused_attention_backward_recomputes_the_scores(monkeypatch) -> None:
+    """A fused attention backward executes 2.5 forwards (FlashAttention's own benchmark count); at 131K context,
+    where attention is most of the step, pricing it as a GEMM's 2 leaves the row 9 % too fast."""
+    import placement.cost.constants as C
+
+    run = RUNS["llama3-2024-table4-16384gpu-131k"]
+    assert C.FUSED_ATTENTION_BACKWARD_TO_FORWARD == 2.5
+    with_term = _error(run)
+    assert abs(with_term) < 0.05
+    monkeypatch.setattr(C, "FUSED_ATTENTION_BACKWARD_TO_FORWARD", C.BACKWARD_TO_FORWARD)
+    without = _error(run)
+    assert without < with_term - 0.05 and without < -0.08
+    # an unfused core keeps its probabilities: its backward is 2 forwards, untouched by the constant
+    korthikanti = RUNS["korthikanti-2022-175b-sp-selective"]
+    assert korthikanti.attention_kernel is AttentionKernel.UNFUSED
+    before = _error(korthikanti)
+    monkeypatch.setattr(C, "FUSED_ATTENTION_BACKWARD_TO_FORWARD", 2.5)
+    assert _error(korthikanti) == pytest.approx(before, rel=1e-12)
+
+
+def test_bloom_row_needs_its_blocking_launches() -> None:
+    """BLOOM-176B's launch script exports CUDA_LAUNCH_BLOCKING=1 (its chronicles: the workaround for hangs at
+    scale): host launch time adds to the step and nothing overlaps.  Priced asynchronous, the row is more than
+    12 % too fast."""
+    run = RUNS["bloom-176b-384xa100"]
+    assert run.recipe.cuda_launch_blocking
+    res = predict(run)
+    assert abs(res.error) <= BOUND
+    async_ = predict(_with_recipe(run, cuda_launch_blocking=False))
+    assert async_.error < -BOUND
+    # what it adds is small against the step, as BigScience measured (0-6 %, tr11 chronicles-prequel.md)
+    assert 0.0 < res.predicted_step_time_s / async_.predicted_step_time_s - 1.0 < 0.06
+
+
+def test_blocking_launches_add_host_time_and_expose_dp() -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from placement.cli import main
+
+    def step(*extra):
+        result = CliRunner().invoke(main, [
+            "evaluate", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "16", "--tp", "2", "--pp", "2",
+            "--json", *extra])
+        assert result.exit_code == 0, result.output
+        return json.loads(result.output)
+
+    base, blocking = step(), step("--cuda-launch-blocking")
+    b0, b1 = base["breakdown"], blocking["breakdown"]
+    assert blocking["step_time_s"] > base["step_time_s"]
+    assert b1["exposed"]["dp"] == pytest.approx(b1["dp"]) and b1["overlapped"]["dp"] == 0  # nothing overlaps
+    assert b0["exposed"]["dp"] < b0["dp"]
+    # the host's launch time adds in full instead of hiding behind the GPU's queue
+    assert blocking["step_time_s"] - base["step_time_s"] >= b1["host"] - b0["host"]
+    assert blocking["recipe"]["cuda_launch_blocking"] is True
+
+
+def test_audit_reads_cuda_launch_blocking_from_the_script(tmp_path) -> None:
+    from placement.audit.launch import parse_launch
+
+    args = ("pretrain_gpt.py --tensor-model-parallel-size 4 --num-layers 32 --hidden-size 4096 "
+            "--num-attention-heads 32 --seq-length 2048 --micro-batch-size 1 --global-batch-size 16 --bf16\n")
+    script = tmp_path / "train.sh"
+    script.write_text("#!/bin/bash\nexport CUDA_LAUNCH_BLOCKING=1\ntorchrun --nnodes 2 --nproc-per-node 8 " + args)
+    layout = parse_launch([script])
+    assert layout.recipe["cuda_launch_blocking"] is True
+    assert "export CUDA_LAUNCH_BLOCKING=1" in layout.sources["recipe.cuda_launch_blocking"]
+    # set but not exported: torchrun does not see it
+    script.write_text("#!/bin/bash\nCUDA_LAUNCH_BLOCKING=1\ntorchrun --nnodes 2 --nproc-per-node 8 " + args)
+    assert "cuda_launch_blocking" not in parse_launch([script]).recipe
+    # on the command's own line it is in its environment; 0 is asynchronous
+    script.write_text("CUDA_LAUNCH_BLOCKING=0 torchrun --nnodes 2 --nproc-per-node 8 " + args)
+    assert parse_launch([script]).recipe["cuda_launch_blocking"] is False
+
+
+def test_emitted_files_launch_blocking_as_priced(tmp_path) -> None:
+    from click.testing import CliRunner
+
+    from placement.cli import main
+
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, [
+        "evaluate", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "16", "--tp", "2", "--pp", "2",
+        "--cuda-launch-blocking", "--out", str(out), "--emit", "megatron,torchtitan,deepspeed"])
+    assert result.exit_code == 0, result.output
+    for name in ("megatron.sh", "torchtitan.sh"):
+        lines = [x for x in (out / name).read_text().splitlines() if "torchrun --nnodes" in x]
+        assert lines and all(x.startswith("CUDA_LAUNCH_BLOCKING=1 torchrun") for x in lines)
+    # the deepspeed launcher does not pass the variable on: the file runs asynchronous launches, and says so
+    assert "CUDA_LAUNCH_BLOCKING" not in (out / "deepspeed.sh").read_text().replace("cuda_launch_blocking", "")
+    assert "cuda_launch_blocking False (not True)" in result.output

@@ -576,6 +576,15 @@ def _layout_findings(c: _Ctx, plan: Plan) -> list[Finding]:
                     _severity(cost, c.step_s), "small_micro_batch",
                     f"micro-batch {lay.micro_batch_size}: micro-batch {mbs} still fits and saves {cost:.3f} s per "
                     f"step, {why}", [], cost))
+    # CUDA_LAUNCH_BLOCKING=1: a debugging switch left in the environment serialises host and GPU
+    if c.recipe.cuda_launch_blocking:
+        e = _price(c.model, c.train, c.mapped, [lay], c.recipe.model_copy(update={"cuda_launch_blocking": False}))
+        cost = c.saving(float(e.step_time_s[0]))
+        out.append(Finding(
+            _severity(cost, c.step_s), "cuda_launch_blocking",
+            f"the job runs with CUDA_LAUNCH_BLOCKING=1: every kernel launch waits for its kernel, so "
+            f"{float(est.host_s[0]):.3f} s of host launch time adds to the step and no communication overlaps "
+            f"compute; unset it (asynchronous launches) to save {cost:.3f} s per step", [], cost))
     # ZeRO-3 where ZeRO-1 fits (or ZeRO-2 where the framework has no ZeRO-1)
     lighter = [z for z in (1, 2) if z in c.zero_stages]
     if lay.zero_stage == 3 and lighter:

@@ -81,6 +81,12 @@ class Word:
 class Command:
     words: tuple[Word, ...]
     origin: Origin
+    environment: tuple[tuple[str, Word], ...] = ()
+    """The WATCHED_ENVIRONMENT variables the command runs with: exported earlier in the file (`export NAME=...`)
+    or assigned on its own line (`NAME=value cmd`), each with its value's evidence."""
+
+    def env(self, name: str) -> Word | None:
+        return dict(self.environment).get(name)
 
 
 @dataclass
@@ -132,6 +138,8 @@ class _State:
     depth: int = 0
     """Nesting of `bash -c STRING` runs (bounded: MAX_NESTED_SHELLS)."""
     functions: dict[str, tuple[tree_sitter.Node, _Src]] = field(default_factory=dict)
+    exported: set[str] = field(default_factory=set)
+    """Variables `export` marked: they reach the commands the script runs."""
     calls: list[_Call] = field(default_factory=list)
     loop_runs: int = 0
     num_calls: int = 0
@@ -146,6 +154,8 @@ MAX_CALLS = 10_000
 MAX_LOOP_RUNS = 1000
 """Body runs of `for` loops the reader unrolls in one script; past it a loop's body is read once, as uncertain."""
 _DECLARE_LOCAL = {"local", "declare", "typeset"}
+WATCHED_ENVIRONMENT = ("CUDA_LAUNCH_BLOCKING",)
+"""Environment variables a command's `environment` reports (the ones the cost model prices)."""
 """Declaration commands that make a variable local when run inside a function."""
 _RESERVED = {"then", "elif", "else", "fi", "do", "done", "esac"}
 """Words bash accepts only inside a compound command; tree-sitter reads a stray one as a command name."""
@@ -741,9 +751,13 @@ def _command(state: _State, src: _Src, node: tree_sitter.Node, line: int) -> Non
     reason = _mode(state)[1]
     org = _origin(state, line)
     words: list[tree_sitter.Node] = []
+    prefixed: set[str] = set()
     for i, child in enumerate(node.children):
         if child.type == "variable_assignment":  # `NAME=value cmd`: the reader keeps NAME, as before
             _assign(state, src, child, reason)
+            name = child.child_by_field_name("name")
+            if name is not None:
+                prefixed.add(_text(name))
         elif node.field_name_for_child(i) in ("name", "argument"):
             words.append(child)
     raw = [_parts(state, src, w) for w in words]
@@ -779,7 +793,17 @@ def _command(state: _State, src: _Src, node: tree_sitter.Node, line: int) -> Non
             call.args = [[_Seg(f"${k + 1}", False, org, unresolved=f"the arguments after `{org.text}`")]
                          for k in range(len(call.args))]
     if fields:
-        state.commands.append(Command(tuple(fields), org))
+        state.commands.append(Command(tuple(fields), org, _environment(state, prefixed, org, reason)))
+
+
+def _environment(state: _State, prefixed: set[str], org: Origin, reason: str | None) -> tuple[tuple[str, Word], ...]:
+    """The watched variables a command inherits (exported) or is given on its line, with their values."""
+    out = []
+    for name in WATCHED_ENVIRONMENT:
+        var = state.vars.get(name)
+        if (name in state.exported or name in prefixed) and var is not None and var.value is not None:
+            out.append((name, _to_word(var.value, org, reason)))
+    return tuple(out)
 
 
 def _call(state: _State, fields: list[Word], org: Origin) -> None:
@@ -827,6 +851,8 @@ def _declare(state: _State, src: _Src, node: tree_sitter.Node) -> None:
             child if child.type == "variable_name" else None)
         if name is None:
             continue
+        if keyword == "export":
+            state.exported.add(_text(name))
         if call is not None and _text(name) not in call.saved:
             call.saved[_text(name)] = state.vars.get(_text(name))
         if child.type == "variable_assignment":

@@ -11,7 +11,7 @@ import numpy as np
 from placement.cost import collectives as coll
 from placement.cost import constants as C
 from placement.cost.context import Ctx
-from placement.cost.layer import LayerCompute
+from placement.cost.layer import LayerCompute, core_backward_factor
 from placement.specs.recipe import CpCommType, Dispatcher, PipelineSchedule
 from placement.specs.recipe import RecomputeModule as M
 
@@ -67,12 +67,13 @@ def cp_term(x: Ctx, core_fwd_s: np.ndarray) -> CpTerm:
     kv_full = x.tokens * x.cp * x.w.kv_dim / np.minimum(x.tp, x.w.kv_heads) * C.BYTES_PER_ACTIVATION
     fwd = group.reduce_scatter(kv_full)
     total = fwd * (3.0 + recompute_core)
-    if x.recipe.cp_comm_type is CpCommType.ALL_GATHER:
-        # gathered before the core starts, reduce-scattered after it ends: nothing hides it (Llama 3 §3.3.2)
+    if x.recipe.cp_comm_type is CpCommType.ALL_GATHER or x.recipe.cuda_launch_blocking:
+        # gathered before the core starts, reduce-scattered after it ends: nothing hides it (Llama 3 §3.3.2);
+        # under blocking launches no exchange runs beside the core either
         exposed = total
     else:  # ring: each hop hides behind the attention of the block before
         exposed = (np.maximum(fwd - core_fwd_s, 0.0) * (1.0 + recompute_core)
-                   + np.maximum(2.0 * fwd - C.BACKWARD_TO_FORWARD * core_fwd_s, 0.0))
+                   + np.maximum(2.0 * fwd - core_backward_factor(x) * core_fwd_s, 0.0))
     return CpTerm(exposed_s=exposed, total_s=total,
                   bytes_per_layer=np.where(x.b.cp > 1, kv_full * (3.0 + x.full), 0.0))
 

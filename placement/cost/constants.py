@@ -20,7 +20,14 @@ ATTENTION_CORE_EFFICIENCY = 0.65
 """Fused (flash) attention throughput on the FLOPs it really executes, as a fraction of MAMF:
 FlashAttention-2 reaches 50-73 % of A100 peak in forward and less in backward (Dao 2023,
 arXiv:2307.08691 §4), FlashAttention-3 about 75 % of H100 BF16 peak in forward (arXiv:2407.08608);
-0.65 of MAMF (about 52 % of H100 peak) stands for forward and backward together."""
+0.65 of MAMF (about 52 % of H100 peak) stands for forward and backward together, on the FLOPs each
+executes (backward counted at FUSED_ATTENTION_BACKWARD_TO_FORWARD times the forward)."""
+FUSED_ATTENTION_BACKWARD_TO_FORWARD = 2.5
+"""A fused (flash) attention backward executes 2.5 times its forward's FLOPs, not the 2 of a GEMM: it
+recomputes the scores QK^T from the saved softmax statistics before the four gradient matmuls (five
+against the forward's two); FlashAttention's own benchmark counts backward FLOPs as 2.5 x forward
+(Dao-AILab/flash-attention benchmarks/benchmark_flash_attention.py, `flops`).  An unfused core keeps its
+probabilities, so its backward is the ordinary 2 x."""
 CAUSAL_EXECUTED_FRACTION = 0.5
 """Causal fused attention skips the blocks above the diagonal: it executes about half of the s x s
 FLOPs that MFU counts (FlashAttention-2 §3.1, causal masking)."""
@@ -28,6 +35,15 @@ ELEMENTWISE_BYTES_PER_HIDDEN = 48.0
 """HBM bytes moved per token per hidden element per layer in a forward pass by the memory-bound ops
 (norms, residual adds, activation function, dropout, bias): about two dozen 2-byte read/writes
 (calibrated; the count of such ops in a Megatron GPT layer is of this order)."""
+CP_RING_COPY_PASSES_FORWARD = (3.5, 1.5)
+"""HBM passes (read + write of the whole tensor counts one) of the rank's local query-sized and K/V-sized tensors
+that ring attention's eager bookkeeping makes per CP step in a forward: Transformer Engine's `AttnFuncWithCP`
+(v1.8 `pytorch/attention.py`; the p2p path Megatron-Core runs) concatenates K and V into the send buffer,
+copies the half of Q or of K/V a causal step attends into contiguous tensors, zeroes the output and merges
+each step's partial output into it (`flash_attn_fwd_out_correction`).  Counted from the source, about."""
+CP_RING_COPY_PASSES_BACKWARD = (4.0, 5.5)
+"""The same for a backward: the K/V send buffer copied again, contiguous halves of Q, the output and its
+gradient, dQ copied/accumulated per step, dK and dV concatenated and accumulated (v1.8 `AttnFuncWithCP.backward`)."""
 UNFUSED_SCORE_BYTES_FORWARD = 11.0
 """HBM bytes per attention score (one query, key, head) in an unfused forward: write the scores (2),
 softmax read and write (4), dropout mask (1) and output (2), read by the AV GEMM (2)."""

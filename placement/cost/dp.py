@@ -72,7 +72,7 @@ def dp_term(x: Ctx, p: StageParams, comp_mb_s: np.ndarray) -> DpTerm:
     all_reduce = 2.0 * rs_once
     total = np.where(zero3, z3_mb * m + hsdp_once, np.where(zero2, rs_once * m + ag_once,
                                                             np.where(b.zero == 0, all_reduce, rs_once + ag_once)))
-    if not x.recipe.dp_overlap:
+    if not x.recipe.dp_overlap or x.recipe.cuda_launch_blocking:  # blocking launches overlap nothing
         exposed = total
     else:
         bwd_share = C.BACKWARD_TO_FORWARD / (1.0 + C.BACKWARD_TO_FORWARD)

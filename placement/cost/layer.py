@@ -22,6 +22,7 @@ from placement.cost.compute import (
     unfused_attention_time,
 )
 from placement.cost.context import Ctx
+from placement.specs.recipe import CpCommType
 from placement.specs.recipe import RecomputeModule as M
 from placement.specs.training import AttentionKernel
 
@@ -159,6 +160,28 @@ def attention_forward(x: Ctx) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return proj, core, elem
 
 
+def cp_ring_copies(x: Ctx) -> tuple[np.ndarray, np.ndarray]:
+    """(forward, backward) seconds of ring attention's eager copies per layer per micro-batch: zero without
+    context parallelism or with the all-gather exchange (constants.CP_RING_COPY_PASSES_*)."""
+    w = x.w
+    ring = (x.cp > 1) & (x.recipe.cp_comm_type is CpCommType.P2P)
+    q_bytes = x.tokens * w.q_dim / x.tp * C.BYTES_PER_ACTIVATION
+    kv_bytes = x.tokens * w.kv_dim / np.minimum(x.tp, w.kv_heads) * C.BYTES_PER_ACTIVATION
+
+    def seconds(passes: tuple[float, float]) -> np.ndarray:
+        return np.where(ring, x.cp * (passes[0] * q_bytes + passes[1] * kv_bytes) / x.hbm_bw, 0.0)
+
+    return seconds(C.CP_RING_COPY_PASSES_FORWARD), seconds(C.CP_RING_COPY_PASSES_BACKWARD)
+
+
+def core_backward_factor(x: Ctx) -> float:
+    """The attention core's backward in units of its forward: 2.5 for a fused kernel, which recomputes the
+    scores (constants.FUSED_ATTENTION_BACKWARD_TO_FORWARD), 2 for an unfused one."""
+    if x.recipe.attention_kernel is AttentionKernel.UNFUSED:
+        return C.BACKWARD_TO_FORWARD
+    return C.FUSED_ATTENTION_BACKWARD_TO_FORWARD
+
+
 def _mla_up_forward(x: Ctx) -> np.ndarray:
     """MLA's up-projection GEMMs (column-parallel, K = a LoRA rank): what mla_up_proj recompute reruns."""
     t = 0.0
@@ -173,10 +196,12 @@ def layer_compute(x: Ctx) -> LayerCompute:
     w, tokens, tp, passes = x.w, x.tokens, x.tp, x.passes
     bwd = C.BACKWARD_TO_FORWARD
     proj, core, elem = attention_forward(x)
-    core_passes = 1.0 + bwd + np.maximum(x.module(M.CORE_ATTN), x.full * x.full_layers_share)
+    core_passes = 1.0 + core_backward_factor(x) + np.maximum(x.module(M.CORE_ATTN), x.full * x.full_layers_share)
     norm = tokens * w.hidden * NORM_BYTES_PER_HIDDEN / x.sp_shard / x.hbm_bw
+    copies_fwd, copies_bwd = cp_ring_copies(x)
     attn = (proj * passes + core * core_passes + elem * passes
-            + _mla_up_forward(x) * x.module(M.MLA_UP_PROJ) + norm * x.module(M.LAYERNORM))
+            + _mla_up_forward(x) * x.module(M.MLA_UP_PROJ) + norm * x.module(M.LAYERNORM)
+            + copies_fwd * (core_passes - core_backward_factor(x)) + copies_bwd)
     local = w.num_experts / x.ep if w.num_experts else 1.0
     pairs = tokens * w.top_k * x.etp / tp * x.expert_load if w.num_experts else 0.0
     eager = eager_model_ops(x, pairs)

@@ -15,7 +15,7 @@ time, so the stage is priced both ways.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
 
@@ -129,6 +129,8 @@ def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch, r
              choices: RecipeChoices | None = None) -> Estimates:
     recipe = recipe or Recipe()
     choices = choices or RecipeChoices.pinned(recipe)
+    if recipe.cuda_launch_blocking:  # a launch returns when its kernel ends: no communication overlaps compute
+        choices = replace(choices, tp_comm_overlap=(False,), ep_comm_overlap=(False,))
     x = context(w, train, topo, b, recipe)
     st = _stage_kinds(w, b, recipe)
     # the per-layer terms depend on a few columns only: price each distinct row once and gather
@@ -436,6 +438,8 @@ def _stage_times(x: Ctx, k: _Counts, g_dense, g_moe, g_mtp, head, pp_mb, h_dense
     h_sync = h_moe * h_fwd * synced
     gpu = _kind_gpu_s(k, g_dense, g_moe, g_mtp, head, pp_mb)
     host = k.dense * h_dense + k.n_moe * h_moe
+    if x.recipe.cuda_launch_blocking:  # every launch waits for its kernel: host and GPU time add, kernel by kernel
+        return gpu + host + C.MOE_SYNC_S * k.n_moe * syncs, gpu
     per_sync_layer = _overlapped(g_fwd, h_sync) + C.MOE_SYNC_S * syncs
     t = k.n_moe * per_sync_layer + _overlapped(gpu - k.n_moe * g_fwd, host - k.n_moe * h_sync)
     return t, gpu

@@ -210,12 +210,15 @@ def header(ctx: EmitContext, framework: str, comment: str = "#", runs: str = "")
     return "\n".join(f"{comment} {line}" for line in lines) + "\n"
 
 
-def torchrun_lines(ctx: EmitContext, command: str, master_port: int = 29500) -> str:
-    """One `torchrun` line per node, run on that host; node ranks follow the planned host order."""
+def torchrun_lines(ctx: EmitContext, command: str, master_port: int = 29500, blocking: bool | None = None) -> str:
+    """One `torchrun` line per node, run on that host; node ranks follow the planned host order.  `blocking`
+    (default: the recipe's cuda_launch_blocking) prefixes CUDA_LAUNCH_BLOCKING=1."""
     hosts = ctx.hosts_in_rank_order
     lines = ["# one line per node, run on that host (static rendezvous; node ranks follow the planned host order)\n"]
+    # the plan was priced with blocking launches (recipe cuda_launch_blocking): the files run that way
+    env = "CUDA_LAUNCH_BLOCKING=1 " if (ctx.recipe.cuda_launch_blocking if blocking is None else blocking) else ""
     for k, host in enumerate(hosts):
-        lines.append(f"# on {host}\ntorchrun --nnodes {len(hosts)} --nproc-per-node {ctx.topo.gpus_per_host} "
+        lines.append(f"# on {host}\n{env}torchrun --nnodes {len(hosts)} --nproc-per-node {ctx.topo.gpus_per_host} "
                      f"--node-rank {k} --master-addr {hosts[0]} --master-port {master_port} {command}\n")
     return "".join(lines)
 

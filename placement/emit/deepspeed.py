@@ -219,6 +219,8 @@ RUNS_INSTEAD = {
     "attention_kernel": "the model code's own attention runs",
     "cp_comm_type": "DeepSpeed has no context parallelism of this kind (its sequence parallelism is Ulysses "
                     "all-to-all)",
+    "cuda_launch_blocking": "its launcher passes a node only the NCCL/PYTHON/UCX/MV2 variables and .deepspeed_env, "
+                            "which placement does not write: kernels launch asynchronously",
 }
 """What DeepSpeed runs instead of each recipe feature it cannot be told (selective recompute, whatever its
 modules, has its own warning in warnings_for)."""
@@ -293,7 +295,9 @@ def topology_module(ctx: EmitContext) -> str:
 def _torchrun_permuted(ctx: EmitContext) -> str:
     """torchrun per node with CUDA_VISIBLE_DEVICES in the planned order (torchrun keeps the parent's list and
     LOCAL_RANK indexes it; reference/frameworks.md §6)."""
-    lines = torchrun_lines(ctx, f"{TRAIN_SCRIPT} --deepspeed --deepspeed_config ds_config.json", MASTER_PORT)
+    # the deepspeed launcher line beside these runs asynchronous launches (RUNS_INSTEAD), so these do too
+    lines = torchrun_lines(ctx, f"{TRAIN_SCRIPT} --deepspeed --deepspeed_config ds_config.json", MASTER_PORT,
+                           blocking=False)
     out = []
     order = iter(node_slots(ctx))
     for line in lines.splitlines(keepends=True):

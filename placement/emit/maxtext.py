@@ -349,8 +349,9 @@ def launch_lines(ctx: EmitContext) -> list[str]:
     hosts = ctx.hosts_in_rank_order
     gph = ctx.topo.gpus_per_host
     local = ctx.gpu_of_rank % gph
+    blocking = " CUDA_LAUNCH_BLOCKING=1" if ctx.recipe.cuda_launch_blocking else ""  # as priced
     lines = [f"on every host: export JAX_COORDINATOR_IP={hosts[0]} JAX_COORDINATOR_PORT={COORDINATOR_PORT} "
-             f"NNODES={len(hosts)}",
+             f"NNODES={len(hosts)}{blocking}",
              "then one line per host (NODE_RANK = JAX process id; CUDA_VISIBLE_DEVICES where the plan reorders GPUs):"]
     for k, host in enumerate(hosts):
         order = local[k * gph:(k + 1) * gph]

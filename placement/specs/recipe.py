@@ -162,6 +162,12 @@ class Recipe(Frozen):
     cpu_affinity: bool = True
     """Each rank's process bound to the CPU cores and NUMA node of its GPU and NIC (`bindpcie`, `numactl`):
     unbound processes issue kernels slower (Megatron-Core DeepSeek-V3 GB200 write-up §2.4: +70 TFLOP/s/GPU)."""
+    cuda_launch_blocking: bool = False
+    """The job runs with `CUDA_LAUNCH_BLOCKING=1` in its environment: every kernel launch returns only when the
+    kernel has finished (CUDA's debugging switch, "disables asynchronous kernel launches", CUDA C Programming
+    Guide, Asynchronous Concurrent Execution).  The CPU can no longer run ahead, so each kernel's host time adds
+    to its GPU time, and no communication kernel overlaps compute.  BigScience's BLOOM-176B launch script
+    exports it (bigscience-workshop/bigscience train/tr11-176B-ml/tr11-176B-ml.slurm)."""
     routing_imbalance: float | None = Field(default=None, ge=1.0, le=64.0)
     """Tokens on the busiest expert rank over the mean.  1.0 is force-balanced routing (every vendor MoE
     benchmark table, `--moe-router-force-load-balancing`); None is real data, priced at

@@ -173,7 +173,15 @@ def launch_commands(path: Path) -> list[Launch]:
 
 
 def launcher_settings(launch: Launch, s: Settings) -> None:
-    """The world size and GPUs per node torchrun's flags fix; the deepspeed launcher's node and GPU counts."""
+    """The world size and GPUs per node torchrun's flags fix; the deepspeed launcher's node and GPU counts; the
+    environment the launch runs with (CUDA_LAUNCH_BLOCKING)."""
+    blocking = launch.command.env("CUDA_LAUNCH_BLOCKING")
+    if blocking is not None:
+        if blocking.unresolved:
+            s.ignored.append(f"CUDA_LAUNCH_BLOCKING={blocking.text}: its value depends on {blocking.unresolved}; "
+                             f"priced as asynchronous launches ({blocking.evidence})")
+        else:  # CUDA reads any value but 1 as asynchronous launches
+            s.put("recipe.cuda_launch_blocking", blocking.text.strip() == "1", blocking.evidence)
     nargs = {"--standalone": 0, "--no-python": 0, "--no_python": 0, "--no-local-rank": 0, "--no_local_rank": 0}
     args = {a.flag.replace("_", "-"): a for a in split_args(launch.launcher_args, nargs)}
     if launch.launcher == "torchrun":
