@@ -215,7 +215,7 @@ RECIPE_FLAGS = {
     "attention_kernel": "--attention-kernel", "cp_comm_type": "--cp-comm-type",
     "grad_reduce_fp32": "--grad-reduce-fp32", "dp_overlap": "--dp-overlap",
     "moe_fusions": "--moe-fusions", "cpu_affinity": "--cpu-affinity", "fused_model_ops": "--fused-model-ops",
-    "cuda_launch_blocking": "--cuda-launch-blocking",
+    "cuda_launch_blocking": "--cuda-launch-blocking", "grad_accumulation": "--grad-accumulation",
 }
 """Every Recipe field has a flag (a test checks it), so any priced job can be written as one command."""
 SEARCHED_FIELDS = {"moe_dispatcher": "dispatchers", "cuda_graphs": "cuda_graphs", "tp_comm_overlap": "tp_comm_overlap",
@@ -225,7 +225,15 @@ SEARCHED_FIELDS = {"moe_dispatcher": "dispatchers", "cuda_graphs": "cuda_graphs"
 
 def recipe_options(fn: Callable) -> Callable:
     """--recipe FILE.yaml and one flag per Recipe field a user sets often; flags win over the file."""
-    from placement.specs.recipe import AttentionKernel, CpCommType, CudaGraphs, Dispatcher, Fp8Recipe, PipelineSchedule
+    from placement.specs.recipe import (
+        AttentionKernel,
+        CpCommType,
+        CudaGraphs,
+        Dispatcher,
+        Fp8Recipe,
+        GradAccumulation,
+        PipelineSchedule,
+    )
 
     def onoff(field: str, what: str):
         flag = RECIPE_FLAGS[field]
@@ -276,6 +284,11 @@ def recipe_options(fn: Callable) -> Callable:
         click.option("--cp-comm-type", "cp_comm_type", type=click.Choice([c.value for c in CpCommType]),
                      default=None, help="Context parallelism's K/V exchange: p2p ring hidden behind attention "
                                         "(default) or an exposed all_gather (Llama 3)."),
+        click.option("--grad-accumulation", "grad_accumulation",
+                     type=click.Choice([g.value for g in GradAccumulation]), default=None,
+                     help="How micro-batch gradients accumulate: fused into the weight-gradient GEMM (default, "
+                          "Megatron), autograd's 16-bit .grad += (DeepSpeed ZeRO-1 pipelines), or fp32_copy "
+                          "(DeepSpeed's BF16_Optimizer)."),
         onoff("grad_reduce_fp32", "Gradients accumulated and reduce-scattered in fp32 (Megatron under --bf16)."),
         onoff("dp_overlap", "DP gradient reduce-scatter and parameter all-gather overlapped (default on)."),
         onoff("moe_fusions", "MoE permute/router/quantisation fusions (default on)."),

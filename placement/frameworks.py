@@ -17,6 +17,7 @@ import numpy as np
 from placement.cost.batch import LayoutBatch
 from placement.errors import InputError
 from placement.specs import ModelSpec
+from placement.specs.recipe import GradAccumulation
 
 
 @dataclass(frozen=True)
@@ -92,7 +93,10 @@ CAPABILITIES: dict[str, Capability] = {
             "ep 1), stages of equal layers, ZeRO-1 only with pipeline parallelism (PipelineEngine), and "
             "ZeRO-0's all-reduce does not overlap backward",
         recipe=(("pipeline_p2p_whole", True, "DeepSpeed 0.19.8's PipelineEngine sends each TP rank's whole "
-                                             "activation (runtime/pipe/engine.py _exec_send_activations)"),)),
+                                             "activation (runtime/pipe/engine.py _exec_send_activations)"),
+                ("grad_accumulation", GradAccumulation.AUTOGRAD,
+                 "DeepSpeed 0.19.8's ZeRO optimizer lets autograd accumulate each micro-batch's gradients in "
+                 ".grad (its BF16_Optimizer, with ZeRO stage 0, is not what these files configure)"))),
     "maxtext": Capability(
         "maxtext", "MaxText 0.2.5", zero_stages=(0, 1, 3), zero_stages_with_pp=(0, 1, 3), max_pp=1, etp="tp",
         ep_with_cp=False,

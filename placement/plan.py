@@ -73,6 +73,9 @@ class BreakdownOut(_Out):
     host: float = 0.0
     """Host time that adds to the step on the critical rank: kernel launches the GPU waits for, and the
     MoE host syncs (cost.host)."""
+    grad_accumulation: float = 0.0
+    """Weight gradients accumulated outside the GEMMs, per micro-batch, on the critical rank (recipe
+    grad_accumulation: autograd's 16-bit `+=`, DeepSpeed BF16_Optimizer's fp32 copy)."""
 
 
 class MemoryOut(_Out):
@@ -186,6 +189,7 @@ def make_plan(batch: LayoutBatch, est: Estimates, i: int, model: ModelSpec, trai
             ep=_r(max(ep_total, terms["ep"])), pp=_r(terms["pp"]), dp=_r(dp_total), bubble=_r(est.bubble_s[i]),
             optimizer=_r(est.optimizer_s[i]), overlap_slowdown=_r(est.overlap_slowdown_s[i]),
             exposed=exposed, overlapped=overlapped, host=_r(est.host_s[i]),
+            grad_accumulation=_r(est.grad_accumulation_s[i]),
         ),
         memory=MemoryOut(
             weights_bytes=_r(est.weights_bytes[i], 8), grads_bytes=_r(est.grads_bytes[i], 8),

@@ -61,6 +61,9 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
 def breakdown_rows(p: Plan) -> list[list[str]]:
     """The step-time table's rows: term, total, exposed, overlapped (s/step, as printed)."""
     b = p.breakdown
+    # the accumulation row only where the recipe prices one (Megatron's fused accumulation has none)
+    accumulation = ([["gradient accumulation", f"{b.grad_accumulation:.3f}", f"{b.grad_accumulation:.3f}", ""]]
+                    if b.grad_accumulation > 0 else [])
     return [
         ["compute", f"{b.compute:.3f}", "", ""],
         ["tp (TP/SP collectives)", f"{b.tp:.3f}", f"{b.exposed.tp:.3f}", f"{b.overlapped.tp:.3f}"],
@@ -69,6 +72,7 @@ def breakdown_rows(p: Plan) -> list[list[str]]:
         ["pp (point-to-point)", f"{b.pp:.3f}", f"{b.exposed.pp:.3f}", f"{b.overlapped.pp:.3f}"],
         ["dp (gradients / ZeRO)", f"{b.dp:.3f}", f"{b.exposed.dp:.3f}", f"{b.overlapped.dp:.3f}"],
         ["host (launches, MoE syncs)", f"{b.host:.3f}", f"{b.host:.3f}", ""],
+        *accumulation,
         ["pipeline bubble", f"{b.bubble:.3f}", f"{b.bubble:.3f}", ""],
         ["optimizer step", f"{b.optimizer:.3f}", f"{b.optimizer:.3f}", ""],
         ["overlap slowdown", f"{b.overlap_slowdown:.3f}", f"{b.overlap_slowdown:.3f}", ""],
@@ -135,6 +139,8 @@ def recipe_line(p: Plan) -> str:
         items.append(f"full recompute of {r.recompute_num_layers} layers per stage")
     if r.fp8_recipe is not None:
         items.append(f"fp8 {r.fp8_recipe.value}")
+    if r.grad_accumulation != default.grad_accumulation:
+        items.append(f"gradient accumulation {r.grad_accumulation.value}")
     for field, label in (("delay_wgrad", "delayed wgrad"), ("dispatch_fp8", "fp8 dispatch"),
                          ("fp8_params", "fp8 params"), ("optimizer_state_bf16", "bf16 optimizer state"),
                          ("cross_entropy_fusion", "fused cross-entropy"),

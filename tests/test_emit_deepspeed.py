@@ -19,19 +19,21 @@ from placement.emit.writer import FORMATS, write
 from placement.planner import plan_job
 from placement.search import SearchConfig
 from placement.specs import TrainingSpec
-from placement.specs.recipe import Recipe
+from placement.specs.recipe import GradAccumulation, Recipe
 from placement.topology import Topology
 
 
 @cache
 def ctx_for(model_name: str, gpus: int, fixed: tuple, precision: str = "bf16", global_batch: int = 64,
             whole_sends: bool = True) -> EmitContext:
-    """A plan priced as DeepSpeed's pipeline engine runs (whole activations between stages) unless told."""
+    """A plan priced as DeepSpeed's pipeline engine runs (whole activations between stages unless told, and
+    gradients accumulated by autograd in .grad)."""
     cluster = load_cluster("dgx-h100")
     topo = Topology(cluster, load_accelerator(cluster.accelerator), num_gpus=gpus)
     model = load_model(model_name)
     train = TrainingSpec(seq_len=4096, global_batch=global_batch, precision=precision)
-    cfg = SearchConfig(top_k=1, fixed=dict(fixed), recipe=Recipe(pipeline_p2p_whole=whole_sends))
+    cfg = SearchConfig(top_k=1, fixed=dict(fixed), recipe=Recipe(pipeline_p2p_whole=whole_sends,
+                                                                 grad_accumulation=GradAccumulation.AUTOGRAD))
     result = plan_job(model, train, topo, cfg, None, with_rank_table=False)
     return EmitContext.of(result.plans[0], topo, result.gpu_of_rank[0], model, train)
 
@@ -202,3 +204,25 @@ def test_a_pipelined_tp_plan_priced_with_megatron_shares_says_deepspeed_sends_wh
     slower = float(re.search(r": ([\d.]+) s/step \(", line).group(1))
     assert slower > ctx.plan.step_time_s
     assert slower == pytest.approx(ctx_for(*PIPE).plan.step_time_s, rel=2e-3)  # the plan priced with whole sends
+
+
+@pytest.mark.parametrize(("interval", "recompute"), [(1, "full"), (0, "none")])
+def test_the_audit_reads_the_pipeline_checkpoint_interval(tmp_path, interval, recompute):
+    """PipelineEngine seeds its module's activation_checkpoint_interval from the JSON's pipeline section."""
+    from placement.audit.launch import parse_launch
+
+    path = tmp_path / "ds_config.json"
+    path.write_text(json.dumps({"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": True},
+                                "pipeline": {"stages": 2, "activation_checkpoint_interval": interval}}))
+    layout = parse_launch([path], "deepspeed")
+    assert layout.recompute == recompute and "activation_checkpoint_interval" in layout.sources["recompute"]
+
+
+def test_without_a_pipeline_the_topology_module_states_the_recompute():
+    """Without a pipeline, recompute is training code DeepSpeed's JSON cannot state: ds_topology.py says it, and the
+    audit reads it back."""
+    ctx = ctx_for("llama3-8b", 64, (("tp", 1), ("pp", 1), ("cp", 1), ("zero_stage", 3), ("recompute", "full")))
+    module = deepspeed.topology_module(ctx)
+    assert "recompute = 'full'" in module and "deepspeed.checkpointing.checkpoint" in module
+    plain = ctx_for("llama3-8b", 64, (("tp", 1), ("pp", 1), ("cp", 1), ("zero_stage", 3), ("recompute", "none")))
+    assert "recompute" not in deepspeed.topology_module(plain)

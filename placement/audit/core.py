@@ -371,7 +371,8 @@ def launch_recipe(launch: LaunchLayout, model: ModelSpec, layout: Layout,
     sources = {f: f"launch:{launch.sources.get(f'recipe.{f}', '')}" for f in values}
     cap = CAPABILITIES.get(launch.framework)
     for name, value, why in cap.recipe if cap is not None else ():
-        values[name], sources[name] = value, why
+        if name not in values:  # what the files state wins (a BF16_Optimizer job's fp32 gradient copy)
+            values[name], sources[name] = value, why
     if launch.framework == "megatron" and model.is_moe:
         for field, (value, why) in MEGATRON_DEFAULTS.items():
             if field not in values:

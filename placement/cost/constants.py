@@ -50,6 +50,11 @@ softmax read and write (4), dropout mask (1) and output (2), read by the AV GEMM
 CROSS_ENTROPY_BYTES_PER_LOGIT = 24.0
 """HBM traffic per logit of the vocabulary-parallel cross-entropy, forward and backward together
 (fp32 upcast, max, exp-sum, loss, gradient: about six 4-byte passes)."""
+GRAD_ACCUMULATION_BYTES_PER_PARAM = {"fused": 0.0, "autograd": 6.0, "fp32_copy": 18.0}
+"""HBM bytes per local parameter per micro-batch of each way of accumulating gradients (specs.recipe
+GradAccumulation): none beyond the GEMM for Megatron's fused path; `.grad += g` in 16 bits (read 2 + 2,
+write 2; not on a step's first micro-batch, which assigns); BF16_Optimizer's cast to fp32 (read 2, write 4)
+and add (read 4 + 4, write 4)."""
 BACKWARD_TO_FORWARD = 2.0
 """Backward costs twice the forward (gradients w.r.t. inputs and weights; PTD-P §5.1)."""
 

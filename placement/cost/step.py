@@ -29,7 +29,7 @@ from placement.cost.layer import layer_compute
 from placement.cost.memory import memory_term
 from placement.cost.pipeline import StageKinds, stage_kinds
 from placement.specs import TrainingSpec
-from placement.specs.recipe import CudaGraphs, Dispatcher, PipelineSchedule, Recipe
+from placement.specs.recipe import CudaGraphs, Dispatcher, GradAccumulation, PipelineSchedule, Recipe
 from placement.specs.training import Precision
 from placement.topology import Topology
 from placement.workload import Workload
@@ -89,6 +89,8 @@ class Estimates:
     mapper weighs when it decides which groups to keep inside a block."""
     host_s: np.ndarray = field(default=None)
     """Host time (launch, Python, MoE syncs) that adds to the step on the critical rank."""
+    grad_accumulation_s: np.ndarray = field(default=None)
+    """Weight-gradient accumulation outside the GEMMs on the critical rank (recipe grad_accumulation)."""
     tp_total_s: np.ndarray = field(default=None)
     ep_total_s: np.ndarray = field(default=None)
     dispatcher: np.ndarray = field(default=None)
@@ -149,7 +151,8 @@ def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch, r
     graph_pick, extra_mem = _cuda_graphs(base_mem.peak_bytes, capacity, choices)
     host_for = _host_terms(x, choices, {o.overlap for o in ep_options}, graph_pick)
 
-    crit = _critical_rank(x, st, lc, tpx, cp.exposed_s, pp.per_microbatch_s, ep_options, host_for)
+    accumulate = _grad_accumulation_s(x, params)
+    crit = _critical_rank(x, st, lc, tpx, cp.exposed_s, pp.per_microbatch_s, ep_options, host_for, accumulate)
     nd, n_moe = crit.dense, crit.moe + crit.mtp
     layers_mb = nd + n_moe
     comp_mb = nd * lc.dense_s + crit.moe * lc.moe_s + crit.mtp * lc.mtp_s + crit.loss * lc.head_s
@@ -199,7 +202,8 @@ def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch, r
         optimizer_bytes=base_mem.optimizer_bytes, activations_bytes=base_mem.activations_bytes,
         other_bytes=base_mem.other_bytes + extra_mem, peak_memory_bytes=peak_mem,
         memory_capacity_bytes=capacity, fits=peak_mem <= capacity, traffic_bytes=traffic,
-        host_s=m * crit.host_mb, tp_total_s=m * (nd * tp.dense_s + n_moe * tp.moe_s), ep_total_s=m * n_moe * ep_total,
+        host_s=m * crit.host_mb, grad_accumulation_s=m * crit.accumulate_mb,
+        tp_total_s=m * (nd * tp.dense_s + n_moe * tp.moe_s), ep_total_s=m * n_moe * ep_total,
         dispatcher=crit.dispatcher, cuda_graphs=graph_pick, tp_comm_overlap=tpx.on, ep_comm_overlap=crit.ep_overlap,
         recipe=recipe, pipe_policy=b.pipe_policy, microbatch_s=t_mb,
     )
@@ -317,6 +321,8 @@ class _Critical:
 
     t_mb: np.ndarray
     host_mb: np.ndarray
+    accumulate_mb: np.ndarray
+    """Gradient accumulation of the critical kind of rank per micro-batch (_grad_accumulation_s)."""
     dense: np.ndarray
     moe: np.ndarray
     mtp: np.ndarray
@@ -328,7 +334,7 @@ class _Critical:
 
 
 def _critical_rank(x: Ctx, st: StageKinds, lc, tpx: _TpExposed, cp_exposed, pp_mb, ep_options: list[_EpOption],
-                   host_for) -> _Critical:
+                   host_for, accumulate=0.0) -> _Critical:
     n = len(x.b)
     cols = np.arange(n)
     counts = _Counts.of(st, x.recipe)
@@ -337,8 +343,8 @@ def _critical_rank(x: Ctx, st: StageKinds, lc, tpx: _TpExposed, cp_exposed, pp_m
     for o in ep_options:
         g_dense, g_moe, g_mtp = _layer_gpu_s(x, lc, tpx, cp_exposed, o.exposed_s + o.slow_s)
         h_dense, h_moe, h_fwd, syncs = host_for(o.overlap)
-        t_kind, g_kind = _stage_times(x, counts, g_dense, g_moe, g_mtp, lc.head_s, pp_mb, h_dense, h_moe, h_fwd,
-                                      syncs)
+        t_kind, g_kind = _stage_times(x, counts, g_dense, g_moe, g_mtp, lc.head_s, pp_mb + accumulate, h_dense,
+                                      h_moe, h_fwd, syncs)
         t_kind[idle] = -np.inf
         worst = np.argmax(t_kind, axis=0)
         priced.append((worst, t_kind[worst, cols], g_kind[worst, cols]))
@@ -355,8 +361,9 @@ def _critical_rank(x: Ctx, st: StageKinds, lc, tpx: _TpExposed, cp_exposed, pp_m
     def chosen(values):
         return np.asarray(values[0]) if len(values) == 1 else np.choose(pick, values)
 
+    accumulate = np.broadcast_to(np.asarray(accumulate, dtype=np.float64), (len(st.dense), n))
     return _Critical(
-        t_mb=t_mb, host_mb=t_mb - g_mb,
+        t_mb=t_mb, host_mb=t_mb - g_mb, accumulate_mb=accumulate[worst, cols],
         dense=counts.dense[worst, cols], moe=counts.moe[worst, cols], mtp=counts.mtp[worst, cols],
         loss=counts.loss[worst, cols],
         dispatcher=np.array([o.code for o in ep_options], dtype=np.int64)[pick],
@@ -453,6 +460,23 @@ def _layer_gpu_s(x: Ctx, lc, tpx: _TpExposed, cp_exposed, ep_s) -> tuple:
     moe = lc.moe_s + tpx.moe_s + cp_exposed + tpx.slow_s + ep_s
     mtp = lc.mtp_s - lc.moe_s + moe if x.w.num_experts else lc.mtp_s + tpx.dense_s + cp_exposed
     return dense, moe, mtp
+
+
+def _grad_accumulation_s(x: Ctx, params: _Params) -> np.ndarray | float:
+    """(S, K) seconds per micro-batch each kind of rank spends accumulating its weight gradients outside the
+    GEMMs (recipe grad_accumulation, constants.GRAD_ACCUMULATION_BYTES_PER_PARAM): its parameters' bytes at HBM
+    speed; on the gradient shard where ZeRO-2/3 reduce-scatter every micro-batch; autograd's `+=` skips a step's
+    first micro-batch; a DualPipe micro-batch passes one of a rank's two stages."""
+    mode = x.recipe.grad_accumulation
+    per_param = C.GRAD_ACCUMULATION_BYTES_PER_PARAM[mode.value]
+    if per_param == 0.0:
+        return 0.0
+    sharded = x.b.zero >= 2
+    dense = params.dense_kinds / np.where(sharded, params.dense_shard, 1.0)
+    expert = params.expert_kinds / np.where(sharded, params.expert_shard, 1.0)
+    share = np.maximum(x.m - 1.0, 0.0) / np.maximum(x.m, 1.0) if mode is GradAccumulation.AUTOGRAD else 1.0
+    per_microbatch = 0.5 if _bidirectional(x.recipe) else 1.0
+    return (dense + expert) * per_param * share * per_microbatch / x.hbm_bw
 
 
 def _kind_gpu_s(k: _Counts, g_dense, g_moe, g_mtp, head, pp_mb):

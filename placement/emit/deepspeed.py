@@ -28,6 +28,7 @@ import json
 import numpy as np
 
 from placement.emit.common import EmitContext, Runs, header, recipe_warnings, runs_recipe, torchrun_lines, warn_block
+from placement.specs.recipe import GradAccumulation
 
 VERSION = "DeepSpeed 0.19.8"
 BUCKET_ELEMENTS = 50_000_000
@@ -240,6 +241,9 @@ def render(ctx: EmitContext) -> tuple[str, list[str], dict[str, str]]:
         runs.recipe["pipeline_p2p_whole"] = True
         runs.what.append(f"whole activations between pipeline stages from each of the {lay.tp} TP ranks "
                          f"(not 1/{lay.tp} shares: PipelineEngine has no scatter-gather)")
+    if ctx.recipe.grad_accumulation is not GradAccumulation.AUTOGRAD:  # its ZeRO optimizer (stage >= 1)
+        runs.recipe["grad_accumulation"] = GradAccumulation.AUTOGRAD
+        runs.what.append(f"gradients accumulated by autograd in .grad (not {ctx.recipe.grad_accumulation.value})")
     line, warn = ctx.runs_as(runs)
     if warn:
         warnings.insert(0, warn)
@@ -289,7 +293,11 @@ def topology_module(ctx: EmitContext) -> str:
             f"topology = {topology(ctx)}\n"
             + (f"\n# for your tensor-parallel layers over mpu.get_slice_parallel_group(): shard the norm/dropout "
                f"activations\n# along the sequence (all-gather before, reduce-scatter after each TP block)\n"
-               f"sequence_parallel = {lay.sequence_parallel}\n" if lay.tp > 1 else ""))
+               f"sequence_parallel = {lay.sequence_parallel}\n" if lay.tp > 1 else "")
+            # without a pipeline, recompute is the training code's: the JSON cannot say it
+            + (f"\n# for your training loop: run each transformer layer through "
+               f"deepspeed.checkpointing.checkpoint(layer, x)\nrecompute = {lay.recompute!r}\n"
+               if lay.pp == 1 and lay.recompute == "full" else ""))
 
 
 def _torchrun_permuted(ctx: EmitContext) -> str:

@@ -46,5 +46,6 @@ def render(ctx: EmitContext) -> tuple[str, list[str]]:
 _YOURS = "the mesh carries no recipe; your training code runs whatever it implements"
 RUNS_INSTEAD = {field: _YOURS for field in ("moe_dispatcher", "cuda_graphs", "tp_comm_overlap", "ep_comm_overlap",
                                             "recompute_modules", "delay_wgrad", "pipeline_layout",
-                                            "attention_kernel", "cp_comm_type", "cuda_launch_blocking")}
+                                            "attention_kernel", "cp_comm_type", "cuda_launch_blocking",
+                                            "grad_accumulation")}
 """A mesh states degrees only: every recipe feature of the plan is the training code's to implement."""

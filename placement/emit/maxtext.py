@@ -272,6 +272,7 @@ RUNS_INSTEAD = {
     "pipeline_layout": "MaxText pipelines equal stages",
     "attention_kernel": "the `attention` key of its config decides the kernel (dot_product or a fused one)",
     "cp_comm_type": "XLA schedules the context-parallel K/V exchange itself",
+    "grad_accumulation": "XLA accumulates the gradients in its own compiled step",
 }
 """What MaxText runs instead of each recipe feature it cannot be told."""
 

@@ -27,7 +27,7 @@ import shlex
 
 from placement.cost.context import fp8_recipe
 from placement.cost.pipeline import default_layout, format_layout
-from placement.emit.common import EmitContext, header, torchrun_lines, warn_block
+from placement.emit.common import EmitContext, Runs, header, recipe_warnings, runs_recipe, torchrun_lines, warn_block
 from placement.specs.model import FfnKind, Normalization, PositionEmbedding, RopeScaling
 from placement.specs.recipe import CpCommType, CudaGraphs, Dispatcher, PipelineSchedule, RecomputeModule
 from placement.specs.training import AttentionKernel, Precision
@@ -272,10 +272,26 @@ def model_arguments(ctx: EmitContext) -> tuple[list[str], list[str]]:
     return args, unstated
 
 
+VERSION = "Megatron-LM (megatron-core 0.19.2)"
+RUNS_INSTEAD = {
+    "grad_accumulation": "Megatron-LM accumulates gradients inside the weight-gradient GEMM "
+                         "(--gradient-accumulation-fusion, its default)",
+}
+"""What Megatron-LM runs instead of each recipe feature it cannot be told."""
+
+
+def runs(ctx: EmitContext) -> Runs:
+    """What the file runs where Megatron-LM cannot be told the plan (each is also a warning)."""
+    out = Runs()
+    runs_recipe(ctx, RUNS_INSTEAD, out)
+    return out
+
+
 def worker(ctx: EmitContext) -> tuple[str, str, list[str], list[str]]:
     """(shell preamble: exports and the PLACEMENT_ARGS array, the command after `torchrun ...`, the line of what
     stays the user's, warnings): what every node runs, for megatron.sh and launch.sbatch alike."""
     args, env, warnings = arguments(ctx)
+    warnings = warnings + recipe_warnings(ctx, VERSION, RUNS_INSTEAD)
     model, unstated = model_arguments(ctx)
     yours = ("# yours to add: data (--data-path or --mock-data), the tokenizer (the plan priced a vocabulary of "
              f"{ctx.model.vocab_size:,}), optimizer hyper-parameters, checkpoint paths" if ctx.model else
@@ -289,5 +305,8 @@ def worker(ctx: EmitContext) -> tuple[str, str, list[str], list[str]]:
 
 def render(ctx: EmitContext) -> tuple[str, list[str]]:
     preamble, command, yours, warnings = worker(ctx)
-    text = header(ctx, "Megatron-LM (megatron-core 0.19.2)") + warn_block(warnings) + "\n".join(yours) + "\n" + preamble
+    line, warn = ctx.runs_as(runs(ctx))
+    if warn:
+        warnings.insert(0, warn)
+    text = header(ctx, VERSION, runs=line) + warn_block(warnings) + "\n".join(yours) + "\n" + preamble
     return text + torchrun_lines(ctx, command), warnings

@@ -15,6 +15,7 @@ from placement.emit import megatron, torchtitan
 from placement.emit.common import EmitContext
 
 WORKERS = {"megatron": megatron.worker, "torchtitan": torchtitan.worker}
+RUNS = {"megatron": megatron.runs, "torchtitan": torchtitan.runs}
 """Formats whose nodes run one torchrun each (DeepSpeed's launcher starts the nodes itself over ssh, MaxText
 and the device mesh are the user's programs)."""
 MASTER_PORT = 29500
@@ -42,9 +43,15 @@ def render(ctx: EmitContext, formats: list[str]) -> str:
     if all(name.startswith("host") and name[4:].isdigit() for name in ctx.topo.host_names[:2]):
         head.append("# hosts.txt holds the catalog's placeholder names: plan on the allocation (--slurm-topology "
                     "--nodelist) to launch on real hosts")
+    for name in frameworks:  # where a framework cannot state the plan, both numbers (as its own file says)
+        line, _ = ctx.runs_as(RUNS[name](ctx))
+        if line:
+            head.append(f"# {name}: {line}")
     cases = []
     for name in frameworks:
         preamble, command, _, _ = WORKERS[name](ctx)
+        if ctx.recipe.cuda_launch_blocking:  # priced with blocking launches (recipe cuda_launch_blocking)
+            preamble = "export CUDA_LAUNCH_BLOCKING=1\n" + preamble
         body = "".join(f"    {line}\n" for line in preamble.splitlines())
         cases.append(f"  {name})\n{body}    exec torchrun --nnodes \"$NNODES\" --nproc-per-node \"$GPUS_PER_NODE\" "
                      f"--node-rank \"$NODE_RANK\" --master-addr \"$MASTER_ADDR\" --master-port \"$MASTER_PORT\" "

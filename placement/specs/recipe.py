@@ -77,6 +77,24 @@ class PipelineSchedule(StrEnum):
     """Zero-bubble pipeline (Qi et al. 2023, arXiv:2401.10241), as DeepSeek-V2 ran."""
 
 
+class GradAccumulation(StrEnum):
+    """How each micro-batch's weight gradients reach the gradient buffer the optimizer reads."""
+
+    FUSED = "fused"
+    """The weight-gradient GEMM accumulates into the buffer in its own epilogue (Megatron-LM
+    `--gradient-accumulation-fusion`, its default; Transformer Engine `fuse_wgrad_accumulation`): no pass of
+    its own (the default)."""
+    AUTOGRAD = "autograd"
+    """PyTorch's AccumulateGrad adds each micro-batch's 16-bit gradient into the parameter's `.grad` after the
+    first (read 2 + 2, write 2 bytes per parameter): DeepSpeed's PipelineEngine with its ZeRO-1 optimizer, which
+    reduces only at the step boundary (GPT-NeoX)."""
+    FP32_COPY = "fp32_copy"
+    """DeepSpeed's BF16_Optimizer: after every micro-batch's backward each bf16 gradient is cast to fp32 and added
+    into the fp32 gradient (`update_hp_grads`: read 2, write 4, read 4 + 4, write 4 = 18 bytes per parameter),
+    one parameter at a time (deepspeed/runtime/bf16_optimizer.py and pipe/engine.py `_exec_backward_pass`, from
+    "bf16+pipeline parallelism" #1801 for BigScience's BLOOM to today's releases)."""
+
+
 class CpCommType(StrEnum):
     P2P = "p2p"
     """Ring attention: K/V blocks passed around the CP ring, each hop hidden behind the attention of the
@@ -116,6 +134,9 @@ class Recipe(Frozen):
     1F1B A2A overlap)."""
     delay_wgrad: bool = False
     """Expert weight-gradient GEMMs delayed to hide the backward combine (`--delay-wgrad-compute`)."""
+    grad_accumulation: GradAccumulation = GradAccumulation.FUSED
+    """How micro-batch gradients are accumulated (GradAccumulation): in the GEMM (Megatron), by autograd into
+    16-bit `.grad`, or copied into fp32 after each backward (DeepSpeed's BF16_Optimizer)."""
     cp_comm_type: CpCommType = CpCommType.P2P
     """How context parallelism moves K and V: a ring hidden behind the attention core, or an exposed
     all-gather (CpCommType)."""

@@ -56,6 +56,12 @@ def read_json(path: Path, s: Settings) -> None:
         if int(zero.get("zero_hpz_partition_size", 1) or 1) > 1:
             hpz = ev("zero_hpz_partition_size")
             s.ignored.append(f"zero_hpz_partition_size (ZeRO++ hierarchical partitioning) ({hpz})")
+    pipe = data.get("pipeline")
+    if isinstance(pipe, dict) and "activation_checkpoint_interval" in pipe:
+        # PipelineEngine seeds its module's checkpoint interval from it (runtime/pipe/engine.py): 0 is none
+        every = read_int(pipe["activation_checkpoint_interval"], "pipeline.activation_checkpoint_interval",
+                         ev("activation_checkpoint_interval"))
+        s.put("recompute", "full" if every >= 1 else "none", ev("activation_checkpoint_interval"))
     tpc = data.get("tensor_parallel")
     if isinstance(tpc, dict) and "autotp_size" in tpc:
         s.put("tp", read_int(tpc["autotp_size"], "tensor_parallel.autotp_size", ev("autotp_size")), ev("autotp_size"))
@@ -162,6 +168,13 @@ def read_python(path: Path, s: Settings) -> None:
             if not isinstance(value, bool):
                 raise InputError(f"{path}:{node.lineno}: sequence_parallel must be True or False, got {value!r}")
             s.put("sequence_parallel", value, f"{path}:{node.lineno}: {lines[node.lineno - 1].strip()[:160]}")
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                and node.targets[0].id == "recompute"):  # `recompute = 'full'`, as ds_topology.py states it
+            value = _literal(node.value, "recompute", f"{path}:{node.lineno}")
+            if value not in ("none", "full", "selective"):
+                raise InputError(f"{path}:{node.lineno}: recompute must be 'none', 'full' or 'selective', got "
+                                 f"{value!r}")
+            s.put("recompute", value, f"{path}:{node.lineno}: {lines[node.lineno - 1].strip()[:160]}")
     calls = [(node, _call_name(node)) for node in ast.walk(tree) if isinstance(node, ast.Call)]
     found: list[_Topology] = [_topology_call(node, name, path, lines) for node, name in calls
                                                if name in TOPOLOGY_CLASSES or name == "ProcessTopology"]
@@ -236,8 +249,28 @@ def join(groups: list[Settings]) -> Reading:
     scripts, GPT-NeoX configs): DeepSpeed's rules, then Megatron's (its layers run most of these jobs)."""
     s = merge(groups)
     _finish(s)
+    _grad_accumulation(s)
     megatron.finish(s)
     return s.reading("deepspeed")
+
+
+def _grad_accumulation(s: Settings) -> None:
+    """How DeepSpeed accumulates micro-batch gradients, from the ZeRO stage and precision the files state:
+    under bf16 with ZeRO stage 0 its BF16_Optimizer adds them into fp32 after each backward
+    (bf16_optimizer.py update_hp_grads); otherwise autograd accumulates them in .grad (ZeRO-2/3 on the shard)."""
+    if s.has("recipe.grad_accumulation"):
+        return
+    zero = s.entry("zero_stage") or (0, "DeepSpeed's default ZeRO stage 0")
+    precision = s.sources.get("precision", "")
+    bf16 = s.value("precision") == "bf16" and "fp16" not in precision.split(":", 2)[-1]
+    if zero[0] == 0 and bf16:
+        s.put("recipe.grad_accumulation", "fp32_copy",
+              f"{zero[1]}; {precision} (DeepSpeed's BF16_Optimizer adds each micro-batch's bf16 gradients into fp32 "
+              f"after its backward: bf16_optimizer.py update_hp_grads)")
+    else:
+        s.put("recipe.grad_accumulation", "autograd",
+              f"{zero[1]} (DeepSpeed's engine lets autograd accumulate each micro-batch's gradients in .grad; "
+              f"ZeRO-2/3 reduce-scatter them every micro-batch)")
 
 
 def _finish(s: Settings) -> None:
