@@ -119,6 +119,19 @@ def test_audit_reads_megatron_cp_comm_type(tmp_path, value, recipe, ignored) -> 
 
 
 
+def _evaluate_json(*args: str) -> dict:
+    """`placement evaluate --json` of Llama 3 8B on DGX H100 with `args` (GPUs, layout, recipe flags)."""
+    import json
+
+    from click.testing import CliRunner
+
+    from placement.cli import main
+
+    result = CliRunner().invoke(main, ["evaluate", "--model", "llama3-8b", "--cluster", "dgx-h100", "--json", *args])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)
+
+
 def test_fused_attention_backward_recomputes_the_scores(monkeypatch) -> None:
     """A fused attention backward executes 2.5 forwards (FlashAttention's own benchmark count); at 131K context,
     where attention is most of the step, pricing it as a GEMM's 2 leaves the row 9 % too fast."""
@@ -156,18 +169,8 @@ def test_bloom_row_needs_its_blocking_launches() -> None:
 
 
 def test_blocking_launches_add_host_time_and_expose_dp() -> None:
-    import json
-
-    from click.testing import CliRunner
-
-    from placement.cli import main
-
     def step(*extra):
-        result = CliRunner().invoke(main, [
-            "evaluate", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "16", "--tp", "2", "--pp", "2",
-            "--json", *extra])
-        assert result.exit_code == 0, result.output
-        return json.loads(result.output)
+        return _evaluate_json("--gpus", "16", "--tp", "2", "--pp", "2", *extra)
 
     base, blocking = step(), step("--cuda-launch-blocking")
     b0, b1 = base["breakdown"], blocking["breakdown"]
@@ -215,18 +218,10 @@ def test_emitted_files_launch_blocking_as_priced(tmp_path) -> None:
     assert "cuda_launch_blocking False (not True)" in result.output
 
 
-def _evaluate_json(*extra) -> dict:
-    import json
 
-    from click.testing import CliRunner
 
-    from placement.cli import main
-
-    result = CliRunner().invoke(main, ["evaluate", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "8",
-                                       "--tp", "1", "--pp", "1", "--mbs", "1", "--global-batch", "64",
-                                       "--seq-len", "4096", "--recompute", "none", "--json", *extra])
-    assert result.exit_code == 0, result.output
-    return json.loads(result.output)
+SMALL_DP = ("--gpus", "8", "--tp", "1", "--pp", "1", "--mbs", "1", "--global-batch", "64", "--seq-len", "4096",
+            "--recompute", "none")
 
 
 def test_gradient_accumulation_is_its_bytes_per_parameter_at_hbm_speed() -> None:
@@ -236,9 +231,9 @@ def test_gradient_accumulation_is_its_bytes_per_parameter_at_hbm_speed() -> None
     from placement.catalog import load_accelerator
 
     hbm = load_accelerator("h100-sxm").hbm_bandwidth_bytes_per_s
-    fused = _evaluate_json("--zero", "1")
-    autograd = _evaluate_json("--zero", "1", "--grad-accumulation", "autograd")
-    copy = _evaluate_json("--zero", "1", "--grad-accumulation", "fp32_copy")
+    fused = _evaluate_json(*SMALL_DP, "--zero", "1")
+    autograd = _evaluate_json(*SMALL_DP, "--zero", "1", "--grad-accumulation", "autograd")
+    copy = _evaluate_json(*SMALL_DP, "--zero", "1", "--grad-accumulation", "fp32_copy")
     m = autograd["layout"]["num_microbatches"]
     params = autograd["memory"]["grads_bytes"] / 2  # 16-bit gradients: every local parameter once
     assert fused["breakdown"]["grad_accumulation"] == 0
@@ -247,7 +242,7 @@ def test_gradient_accumulation_is_its_bytes_per_parameter_at_hbm_speed() -> None
     for est in (autograd, copy):  # all of it adds to the step: nothing runs beside it
         assert est["step_time_s"] - fused["step_time_s"] == pytest.approx(est["breakdown"]["grad_accumulation"],
                                                                           rel=0.02)
-    sharded = _evaluate_json("--zero", "3", "--grad-accumulation", "autograd")
+    sharded = _evaluate_json(*SMALL_DP, "--zero", "3", "--grad-accumulation", "autograd")
     assert sharded["breakdown"]["grad_accumulation"] == pytest.approx(
         autograd["breakdown"]["grad_accumulation"] / sharded["layout"]["dp"], rel=0.02)
 

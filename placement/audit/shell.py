@@ -154,9 +154,9 @@ MAX_CALLS = 10_000
 MAX_LOOP_RUNS = 1000
 """Body runs of `for` loops the reader unrolls in one script; past it a loop's body is read once, as uncertain."""
 _DECLARE_LOCAL = {"local", "declare", "typeset"}
+"""Declaration commands that make a variable local when run inside a function."""
 WATCHED_ENVIRONMENT = ("CUDA_LAUNCH_BLOCKING",)
 """Environment variables a command's `environment` reports (the ones the cost model prices)."""
-"""Declaration commands that make a variable local when run inside a function."""
 _RESERVED = {"then", "elif", "else", "fi", "do", "done", "esac"}
 """Words bash accepts only inside a compound command; tree-sitter reads a stray one as a command name."""
 _WORDS = {"word", "string", "raw_string", "ansi_c_string", "translated_string", "concatenation", "simple_expansion",

@@ -196,12 +196,13 @@ def layer_compute(x: Ctx) -> LayerCompute:
     w, tokens, tp, passes = x.w, x.tokens, x.tp, x.passes
     bwd = C.BACKWARD_TO_FORWARD
     proj, core, elem = attention_forward(x)
-    core_passes = 1.0 + core_backward_factor(x) + np.maximum(x.module(M.CORE_ATTN), x.full * x.full_layers_share)
+    core_forwards = 1.0 + np.maximum(x.module(M.CORE_ATTN), x.full * x.full_layers_share)  # with its recompute
+    core_passes = core_forwards + core_backward_factor(x)
     norm = tokens * w.hidden * NORM_BYTES_PER_HIDDEN / x.sp_shard / x.hbm_bw
     copies_fwd, copies_bwd = cp_ring_copies(x)
     attn = (proj * passes + core * core_passes + elem * passes
             + _mla_up_forward(x) * x.module(M.MLA_UP_PROJ) + norm * x.module(M.LAYERNORM)
-            + copies_fwd * (core_passes - core_backward_factor(x)) + copies_bwd)
+            + copies_fwd * core_forwards + copies_bwd)
     local = w.num_experts / x.ep if w.num_experts else 1.0
     pairs = tokens * w.top_k * x.etp / tp * x.expert_load if w.num_experts else 0.0
     eager = eager_model_ops(x, pairs)

@@ -172,6 +172,22 @@ def launch_commands(path: Path) -> list[Launch]:
     return launches
 
 
+def deepspeed_grad_accumulation(s: Settings, bf16_optimizer: bool, evidence: str) -> None:
+    """How a DeepSpeed job accumulates micro-batch gradients, unless the files said: its BF16_Optimizer (bf16
+    with ZeRO stage 0) adds them into fp32 after each backward (bf16_optimizer.py update_hp_grads); its ZeRO
+    optimizers let autograd accumulate them in .grad (ZeRO-2/3 on the shard, reduce-scattered every micro-batch)."""
+    if s.has("recipe.grad_accumulation"):
+        return
+    if bf16_optimizer:
+        s.put("recipe.grad_accumulation", "fp32_copy",
+              f"{evidence} (DeepSpeed's BF16_Optimizer adds each micro-batch's bf16 gradients into fp32 after its "
+              f"backward: bf16_optimizer.py update_hp_grads)")
+    else:
+        s.put("recipe.grad_accumulation", "autograd",
+              f"{evidence} (DeepSpeed's engine lets autograd accumulate each micro-batch's gradients in .grad and "
+              f"reduces them at the step boundary; ZeRO-2/3 reduce-scatter them every micro-batch)")
+
+
 def launcher_settings(launch: Launch, s: Settings) -> None:
     """The world size and GPUs per node torchrun's flags fix; the deepspeed launcher's node and GPU counts; the
     environment the launch runs with (CUDA_LAUNCH_BLOCKING)."""

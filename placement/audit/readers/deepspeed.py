@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from placement.audit.readers import megatron
-from placement.audit.readers.common import merge, read_int
+from placement.audit.readers.common import deepspeed_grad_accumulation, merge, read_int
 from placement.audit.readers.reading import AutoKey, Hostfile, Reading, Settings
 from placement.errors import InputError
 from placement.loaders.files import parse_json, read_text
@@ -255,22 +255,13 @@ def join(groups: list[Settings]) -> Reading:
 
 
 def _grad_accumulation(s: Settings) -> None:
-    """How DeepSpeed accumulates micro-batch gradients, from the ZeRO stage and precision the files state:
-    under bf16 with ZeRO stage 0 its BF16_Optimizer adds them into fp32 after each backward
-    (bf16_optimizer.py update_hp_grads); otherwise autograd accumulates them in .grad (ZeRO-2/3 on the shard)."""
-    if s.has("recipe.grad_accumulation"):
-        return
+    """Which DeepSpeed optimizer the files' ZeRO stage and precision select (bf16 with ZeRO stage 0 is the
+    BF16_Optimizer), and so how it accumulates gradients (common.deepspeed_grad_accumulation)."""
     zero = s.entry("zero_stage") or (0, "DeepSpeed's default ZeRO stage 0")
     precision = s.sources.get("precision", "")
     bf16 = s.value("precision") == "bf16" and "fp16" not in precision.split(":", 2)[-1]
-    if zero[0] == 0 and bf16:
-        s.put("recipe.grad_accumulation", "fp32_copy",
-              f"{zero[1]}; {precision} (DeepSpeed's BF16_Optimizer adds each micro-batch's bf16 gradients into fp32 "
-              f"after its backward: bf16_optimizer.py update_hp_grads)")
-    else:
-        s.put("recipe.grad_accumulation", "autograd",
-              f"{zero[1]} (DeepSpeed's engine lets autograd accumulate each micro-batch's gradients in .grad; "
-              f"ZeRO-2/3 reduce-scatter them every micro-batch)")
+    bf16_optimizer = zero[0] == 0 and bf16
+    deepspeed_grad_accumulation(s, bf16_optimizer, f"{zero[1]}; {precision}" if bf16_optimizer else zero[1])
 
 
 def _finish(s: Settings) -> None:

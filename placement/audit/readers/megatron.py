@@ -12,7 +12,15 @@ from typing import Any
 
 import yaml
 
-from placement.audit.readers.common import Arg, merge, one_value, read_int, split_args, word_check
+from placement.audit.readers.common import (
+    Arg,
+    deepspeed_grad_accumulation,
+    merge,
+    one_value,
+    read_int,
+    split_args,
+    word_check,
+)
 from placement.audit.readers.reading import Reading, Settings
 from placement.audit.shell import Origin, Word
 from placement.errors import InputError
@@ -261,14 +269,9 @@ def read_args(words: list[Word], s: Settings) -> None:
         # the fp32 master weights and optimizer state across data parallelism (deepspeed/runtime/bf16_optimizer.py)
         s.put("zero_stage", 1, f"{zero[1]}; {s.sources['precision']} (DeepSpeed's BF16_Optimizer under --bf16 "
                                f"with ZeRO stage 0 shards the optimizer state over data parallelism: ZeRO-1)")
-        if not s.has("recipe.grad_accumulation"):
-            s.put("recipe.grad_accumulation", "fp32_copy",
-                  f"{zero[1]}; {s.sources['precision']} (DeepSpeed's BF16_Optimizer adds each micro-batch's bf16 "
-                  f"gradients into fp32 after its backward: bf16_optimizer.py update_hp_grads)")
-    if deepspeed_flag is not None and not s.has("recipe.grad_accumulation"):
-        s.put("recipe.grad_accumulation", "autograd",
-              f"{deepspeed_flag.evidence} (DeepSpeed's engine lets autograd accumulate each micro-batch's gradients "
-              f"in .grad and reduces them at the step boundary)")
+        deepspeed_grad_accumulation(s, True, f"{zero[1]}; {s.sources['precision']}")
+    if deepspeed_flag is not None:
+        deepspeed_grad_accumulation(s, False, deepspeed_flag.evidence)
     if fsdp is not None:
         strategy = sharding[0] if sharding else "optim_grads_params"
         stage = {"no_shard": 0, "optim": 1, "optim_grads": 2, "optim_grads_params": 3}.get(strategy)
