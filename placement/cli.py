@@ -210,10 +210,11 @@ RECIPE_FLAGS = {
     "account_for_loss": "--account-for-loss", "pipeline_schedule": "--pipeline-schedule",
     "routing_imbalance": "--routing-imbalance", "moe_capacity_factor": "--moe-capacity-factor",
     "cross_entropy_fusion": "--cross-entropy-fusion", "pipeline_p2p_whole": "--pipeline-p2p-whole",
+    "pipeline_p2p_blocking": "--pipeline-p2p-blocking",
     "optimizer_state_bf16": "--optimizer-state-bf16",
     "fp8_params": "--fp8-params", "activation_func_fp8_input_store": "--activation-fp8-input-store",
     "attention_kernel": "--attention-kernel", "cp_comm_type": "--cp-comm-type",
-    "grad_reduce_fp32": "--grad-reduce-fp32", "dp_overlap": "--dp-overlap",
+    "grad_reduce_fp32": "--grad-reduce-fp32", "grad_all_reduce": "--grad-all-reduce", "dp_overlap": "--dp-overlap",
     "moe_fusions": "--moe-fusions", "cpu_affinity": "--cpu-affinity", "fused_model_ops": "--fused-model-ops",
     "cuda_launch_blocking": "--cuda-launch-blocking", "grad_accumulation": "--grad-accumulation",
 }
@@ -274,6 +275,9 @@ def recipe_options(fn: Callable) -> Callable:
         onoff("cross_entropy_fusion", "Fused vocab-parallel cross-entropy."),
         onoff("pipeline_p2p_whole", "Each TP rank sends the whole activation between pipeline stages (DeepSpeed's "
                                     "pipeline engine), not its 1/tp share."),
+        onoff("pipeline_p2p_blocking", "Each send and receive between pipeline stages is a blocking call of its own "
+                                       "(DeepSpeed's pipeline engine): four transfer times per micro-batch on a "
+                                       "middle stage, not Megatron's two paired ones."),
         onoff("optimizer_state_bf16", "Adam moments in BF16."),
         onoff("fp8_params", "Primary weights kept in FP8 only (--fp8-param-gather)."),
         onoff("activation_func_fp8_input_store", "MLP activation input kept in FP8 for backward "
@@ -290,6 +294,8 @@ def recipe_options(fn: Callable) -> Callable:
                           "Megatron), autograd's 16-bit .grad += (DeepSpeed ZeRO-1 pipelines), or fp32_copy "
                           "(DeepSpeed's BF16_Optimizer)."),
         onoff("grad_reduce_fp32", "Gradients accumulated and reduce-scattered in fp32 (Megatron under --bf16)."),
+        onoff("grad_all_reduce", "ZeRO-1 all-reduces the whole gradient before updating its shard (DeepSpeed's "
+                                 "BF16_Optimizer), not a reduce-scatter."),
         onoff("dp_overlap", "DP gradient reduce-scatter and parameter all-gather overlapped (default on)."),
         onoff("moe_fusions", "MoE permute/router/quantisation fusions (default on)."),
         onoff("fused_model_ops", "The model's element-wise extras (YaRN RoPE, SwiGLU clamp, expert biases) run "

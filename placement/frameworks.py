@@ -94,6 +94,9 @@ CAPABILITIES: dict[str, Capability] = {
             "ZeRO-0's all-reduce does not overlap backward",
         recipe=(("pipeline_p2p_whole", True, "DeepSpeed 0.19.8's PipelineEngine sends each TP rank's whole "
                                              "activation (runtime/pipe/engine.py _exec_send_activations)"),
+                ("pipeline_p2p_blocking", True, "DeepSpeed 0.19.8's PipelineEngine sends and receives between "
+                                                "stages one blocking call after another (runtime/pipe/schedule.py "
+                                                "TrainSchedule, runtime/pipe/p2p.py)"),
                 ("grad_accumulation", GradAccumulation.AUTOGRAD,
                  "DeepSpeed 0.19.8's ZeRO optimizer lets autograd accumulate each micro-batch's gradients in "
                  ".grad (its BF16_Optimizer, with ZeRO stage 0, is not what these files configure)"))),

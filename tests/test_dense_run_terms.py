@@ -7,7 +7,9 @@ it fixes: without it the row is off by more than 12 %, or by several points more
   (Llama 3 §3.3.2);
 - the stated recompute (none, Llama 3 §3.3.2) is priced even where the memory model puts it over capacity;
 - a fused attention backward executes 2.5 forwards (FlashAttention's benchmark count);
-- `cuda_launch_blocking`: BLOOM-176B's launch script exports CUDA_LAUNCH_BLOCKING=1.
+- `cuda_launch_blocking`: BLOOM-176B's launch script exports CUDA_LAUNCH_BLOCKING=1;
+- `pipeline_p2p_blocking`: DeepSpeed's PipelineEngine (BLOOM, GPT-NeoX) sends and receives one blocking call
+  after another.
 """
 
 from __future__ import annotations
@@ -155,15 +157,16 @@ def test_fused_attention_backward_recomputes_the_scores(monkeypatch) -> None:
 def test_bloom_row_needs_its_blocking_launches() -> None:
     """BLOOM-176B's launch script exports CUDA_LAUNCH_BLOCKING=1 (its chronicles: the workaround for hangs at
     scale): host launch time adds to the step and nothing overlaps.  Priced asynchronous, the row is two points
-    faster; with the BF16_Optimizer's copies also left out, more than 12 % too fast."""
+    faster; with the BF16_Optimizer's copies and the pipeline's blocking sends also left out, more than 12 % too
+    fast."""
     run = RUNS["bloom-176b-384xa100"]
     assert run.recipe.cuda_launch_blocking
     res = predict(run)
     assert abs(res.error) <= BOUND
     async_ = predict(_with_recipe(run, cuda_launch_blocking=False))
     assert async_.error < res.error - 0.02
-    assert predict(_with_recipe(run, cuda_launch_blocking=False, grad_accumulation=GradAccumulation.FUSED)).error \
-        < -BOUND
+    assert predict(_with_recipe(run, cuda_launch_blocking=False, grad_accumulation=GradAccumulation.FUSED,
+                                pipeline_p2p_blocking=False)).error < -BOUND
     # what it adds is small against the step, as BigScience measured (0-6 %, tr11 chronicles-prequel.md)
     assert 0.0 < res.predicted_step_time_s / async_.predicted_step_time_s - 1.0 < 0.06
 
@@ -285,8 +288,10 @@ def test_audit_reads_megatron_deepspeed_bf16_optimizer(tmp_path) -> None:
     script.write_text("torchrun --nnodes 2 --nproc-per-node 8 " + args.format(prec="--bf16"))
     layout = parse_launch([script])
     assert layout.recipe["grad_accumulation"] == "fp32_copy" and layout.zero_stage == 1
+    assert layout.recipe["grad_all_reduce"] is True
     script.write_text("torchrun --nnodes 2 --nproc-per-node 8 " + args.format(prec="--fp16"))
-    assert parse_launch([script]).recipe["grad_accumulation"] == "autograd"
+    fp16 = parse_launch([script])
+    assert fp16.recipe["grad_accumulation"] == "autograd" and "grad_all_reduce" not in fp16.recipe
 
 
 def test_emitted_files_price_the_accumulation_they_run(tmp_path) -> None:
@@ -358,3 +363,111 @@ def test_audit_reports_what_unsetting_cuda_launch_blocking_saves(tmp_path) -> No
     saved = blocking["estimate"]["step_time_s"] - plain["estimate"]["step_time_s"]
     assert found[0]["cost_s"] == pytest.approx(saved, rel=1e-3)
     assert not [f for f in plain["findings"] if f["kind"] == "cuda_launch_blocking"]
+
+
+def test_deepspeed_pipeline_rows_send_and_receive_in_turn() -> None:
+    """DeepSpeed's PipelineEngine runs each send and receive between stages as a blocking call of its own: a
+    middle stage spends four transfer times per micro-batch, not Megatron's two.  BLOOM (pp 12, 117 MB per
+    transfer over Jean Zay's network) is five points faster without it, GPT-NeoX (pp 4) one."""
+    for row, points in (("bloom-176b-384xa100", 0.05), ("gpt-neox-20b-96xa100", 0.01)):
+        run = RUNS[row]
+        assert run.recipe.pipeline_p2p_blocking and run.recipe.pipeline_p2p_whole
+        paired = predict(_with_recipe(run, pipeline_p2p_blocking=False))
+        res = predict(run)
+        assert paired.error < res.error - points
+        assert abs(res.error) < abs(paired.error)
+
+
+@pytest.mark.parametrize("pp", [2, 4])
+def test_blocking_p2p_doubles_the_transfers_of_a_middle_stage(pp) -> None:
+    def pp_s(*extra):
+        est = _evaluate_json("--gpus", str(8 * pp), "--tp", "8", "--pp", str(pp), "--mbs", "1", *extra)
+        return est["breakdown"]["pp"], est["step_time_s"]
+
+    paired, blocking = pp_s(), pp_s("--pipeline-p2p-blocking")
+    if pp == 2:  # each stage has one neighbour: a send and a receive either way
+        assert blocking == paired
+    else:
+        assert blocking[0] == pytest.approx(2 * paired[0], rel=1e-5)  # JSON rounds to the microsecond
+        assert blocking[1] > paired[1]
+
+
+def test_deepspeed_files_and_audits_price_blocking_p2p(tmp_path) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from placement.audit.launch import parse_launch
+    from placement.cli import main
+
+    base = ["evaluate", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "32", "--tp", "2", "--pp", "4"]
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, [*base, "--out", str(out), "--emit", "megatron,deepspeed"])
+    assert result.exit_code == 0, result.output
+    assert "each send and receive between pipeline stages as a blocking call of its own" in \
+        (out / "ds_config.json").read_text()
+    assert "blocking call" not in (out / "megatron.sh").read_text()  # Megatron pairs them, as priced
+    # planned for DeepSpeed, the plan is what its files run
+    result = CliRunner().invoke(main, [*base, "--framework", "deepspeed", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["recipe"]["pipeline_p2p_blocking"] is True
+    # a Megatron-DeepSpeed launch (its --deepspeed runs DeepSpeed's PipelineEngine)
+    script = tmp_path / "train.sh"
+    script.write_text("torchrun --nnodes 4 --nproc-per-node 8 pretrain_gpt.py --tensor-model-parallel-size 2 "
+                      "--pipeline-model-parallel-size 4 --num-layers 32 --hidden-size 4096 "
+                      "--num-attention-heads 32 --seq-length 2048 --micro-batch-size 1 --global-batch-size 16 "
+                      "--bf16 --deepspeed --deepspeed_config ds.json --zero-stage 1\n")
+    layout = parse_launch([script])
+    assert layout.recipe["pipeline_p2p_blocking"] is True
+    assert "--deepspeed" in layout.sources["recipe.pipeline_p2p_blocking"]
+
+
+def test_zero1_all_reduce_sends_the_gradients_twice() -> None:
+    """A ZeRO-1 that all-reduces (DeepSpeed's BF16_Optimizer) sends the gradients twice before its weight gather:
+    its DP time is ZeRO-0's all-reduce plus ZeRO-1's gather.  Other stages are unchanged."""
+    def dp_s(*extra):  # TP 4 so that ZeRO-0 fits
+        return _evaluate_json("--gpus", "16", "--tp", "4", "--pp", "1", "--mbs", "1", "--global-batch", "64",
+                              "--no-dp-overlap", *extra)["breakdown"]["dp"]
+
+    z0, z1 = dp_s("--zero", "0"), dp_s("--zero", "1")
+    z1_all = dp_s("--zero", "1", "--grad-all-reduce")
+    assert z1_all == pytest.approx(z1 + z0 / 2, rel=1e-4)  # 16-bit gradients and weights: gather = reduce-scatter
+    for zero in ("0", "2", "3"):
+        assert dp_s("--zero", zero, "--grad-all-reduce") == dp_s("--zero", zero)
+
+
+def test_deepspeed_bf16_optimizer_rows_all_reduce_their_gradients() -> None:
+    run = RUNS["bloom-176b-384xa100"]
+    assert run.recipe.grad_all_reduce and RUNS["gpt-neox-20b-96xa100"].recipe.grad_all_reduce
+    # BLOOM's fp32 gradients of 3.7 B parameters per rank across 8 data-parallel ranks: a point of the step
+    assert _error(_with_recipe(run, grad_all_reduce=False)) < _error(run) - 0.005
+
+
+@pytest.mark.parametrize(("stage", "expected"), [(0, True), (1, None)])
+def test_audit_reads_the_bf16_optimizer_all_reduce(tmp_path, stage, expected) -> None:
+    from placement.audit.launch import parse_launch
+
+    (tmp_path / "ds.json").write_text('{"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}, '
+                                      f'"zero_optimization": {{"stage": {stage}}}}}')
+    layout = parse_launch([tmp_path / "ds.json"], "deepspeed")
+    assert layout.recipe.get("grad_all_reduce") is expected
+    if expected:
+        assert "BF16_Optimizer" in layout.sources["recipe.grad_all_reduce"]
+
+
+def test_unfused_core_without_dropout_moves_no_dropout_bytes(monkeypatch) -> None:
+    """GPT-NeoX-20B trains without dropout, so its unfused attention core writes no dropout mask or output: 3 of
+    the 11 bytes per score.  Its 536,870,912 scores per layer and micro-batch (8,192 tokens x 2,048 keys x 32
+    heads) pass 4 times (forward, recompute, backward twice) on 11 layers, over 32 micro-batches and the 3 of
+    the bubble, at the A100-40GB's 1,555 GB/s.  Rows with dropout (Korthikanti's) keep all 11 bytes."""
+    import placement.cost.compute as compute
+    from placement.catalog import load_model
+
+    neox, korthikanti = RUNS["gpt-neox-20b-96xa100"], RUNS["korthikanti-2022-22b-full-recompute-baseline"]
+    assert not load_model(neox.model).dropout and load_model(korthikanti.model).dropout
+    before = [predict(r).predicted_step_time_s for r in (neox, korthikanti)]
+    monkeypatch.setattr(compute, "UNFUSED_SCORE_DROPOUT_BYTES", 0.0)
+    after = [predict(r).predicted_step_time_s for r in (neox, korthikanti)]
+    expected = 3.0 * 8192 * 2048 * 32 * 4 * 11 * (32 + 3) / 1.555e12
+    assert after[0] - before[0] == pytest.approx(expected, rel=0.02)
+    assert after[1] == before[1]

@@ -138,7 +138,8 @@ def test_a_node_that_uses_other_gpus_than_its_first_gets_an_include():
     ((("tp", 1), ("pp", 1), ("cp", 1), ("zero_stage", 3), ("dp_shard", 8)),
      ["HSDP (shard 8 of dp 64) is not expressed"]),
     ((("tp", 2), ("pp", 3), ("cp", 1), ("vpp", 1), ("zero_stage", 1)),
-     ["uneven stages (layers first/middle/last "]),
+     ["uneven stages (layers first/middle/last ",
+      "this file runs each send and receive between pipeline stages as a blocking call of its own"]),
     ((("tp", 2), ("pp", 1), ("cp", 1), ("zero_stage", 1), ("recompute", "selective")),
      ["selective recompute is model code"]),
 ])
@@ -151,7 +152,8 @@ def test_each_part_deepspeed_cannot_express_is_warned(fixed, expected):
         assert any(phrase in line for line in cfg["_comment"])
     assert len(warnings) == len(expected), warnings
     if ctx.plan.layout.pp == 3:  # 32 layers on 3 stages
-        assert "/".join(map(str, ctx.plan.layout.stage_layers)) + ")" in warnings[0]
+        uneven = [w for w in warnings if w.startswith("uneven stages")]
+        assert uneven and "/".join(map(str, ctx.plan.layout.stage_layers)) + ")" in uneven[0]
 
 
 def test_context_parallelism_keeps_a_context_axis_so_deepspeed_derives_the_plans_dp():

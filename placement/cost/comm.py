@@ -177,7 +177,9 @@ def ep_exposed(x: Ctx, ep: EpTerm, lc: LayerCompute, overlap: bool) -> tuple[np.
 @dataclass(frozen=True)
 class PpTerm:
     """Point-to-point activations between stages: b s h / t per boundary with TP scatter/gather
-    (PTD-P §4.1), forward and backward, v times under interleaving (PTD-P §2.2.2)."""
+    (PTD-P §4.1), forward and backward, v times under interleaving (PTD-P §2.2.2).  Megatron pairs each send
+    with a receive (two transfer times per micro-batch); blocking sends and receives one after another
+    (`pipeline_p2p_blocking`) take four on a stage with neighbours on both sides."""
 
     per_microbatch_s: np.ndarray
     bytes_per_step: np.ndarray
@@ -188,5 +190,8 @@ def pp_term(x: Ctx) -> PpTerm:
     # each TP rank sends its 1/tp share (Megatron), or the whole activation (DeepSpeed's pipeline engine)
     sent = act if x.recipe.pipeline_p2p_whole else act / x.tp
     pair = coll.Groups(x.levels, x.b.tp * x.b.cp * x.b.dp, x.b.pp, pair=True)
-    per_mb = np.where(x.b.pp > 1, 2.0 * x.vpp * pair.p2p(sent), 0.0)
+    # a middle stage receives the activation, sends it on, receives the gradient and sends it back: paired,
+    # each receive runs beside a send; blocking, all four run in turn (an end stage has one neighbour: two)
+    transfers = np.where(x.recipe.pipeline_p2p_blocking & (x.b.pp > 2), 4.0, 2.0)
+    per_mb = np.where(x.b.pp > 1, transfers * x.vpp * pair.p2p(sent), 0.0)
     return PpTerm(per_microbatch_s=per_mb, bytes_per_step=np.where(x.b.pp > 1, sent * 2.0 * x.vpp * x.m, 0.0))

@@ -18,6 +18,7 @@ from placement.cost.constants import (
     CROSS_ENTROPY_BYTES_PER_LOGIT,
     ELEMENTWISE_BYTES_PER_HIDDEN,
     UNFUSED_SCORE_BYTES_FORWARD,
+    UNFUSED_SCORE_DROPOUT_BYTES,
 )
 
 
@@ -50,12 +51,13 @@ def attention_core_time(tokens, seq_len: int, core_dim_local, peak_flops: float,
 
 
 def unfused_attention_time(tokens, seq_len: int, heads_local, qk_dim: int, v_dim: int, peak_gemm: GemmRate,
-                           hbm_bytes_per_s: float) -> np.ndarray:
+                           hbm_bytes_per_s: float, dropout: bool = True) -> np.ndarray:
     """Forward of an unfused attention core: two batched GEMMs per head (QK^T, AV) at GEMM efficiency,
-    plus the softmax/dropout streaming the s x s scores through HBM."""
+    plus the softmax (and the dropout, where the model has one) streaming the s x s scores through HBM."""
     qk = gemm_time(tokens, seq_len, qk_dim, heads_local, peak_gemm)
     av = gemm_time(tokens, v_dim, seq_len, heads_local, peak_gemm)
-    scores = tokens * seq_len * heads_local * UNFUSED_SCORE_BYTES_FORWARD / hbm_bytes_per_s
+    per_score = UNFUSED_SCORE_BYTES_FORWARD - (0.0 if dropout else UNFUSED_SCORE_DROPOUT_BYTES)
+    scores = tokens * seq_len * heads_local * per_score / hbm_bytes_per_s
     return qk + av + scores
 
 

@@ -47,6 +47,10 @@ gradient, dQ copied/accumulated per step, dK and dV concatenated and accumulated
 UNFUSED_SCORE_BYTES_FORWARD = 11.0
 """HBM bytes per attention score (one query, key, head) in an unfused forward: write the scores (2),
 softmax read and write (4), dropout mask (1) and output (2), read by the AV GEMM (2)."""
+UNFUSED_SCORE_DROPOUT_BYTES = 3.0
+"""Of UNFUSED_SCORE_BYTES_FORWARD, the attention dropout's mask and output: a model trained without dropout does
+not move them (PyTorch's dropout returns its input at p = 0, `_dropout_impl`), as the memory model keeps 2 bytes
+per score for it instead of 5 (Korthikanti Table 2)."""
 CROSS_ENTROPY_BYTES_PER_LOGIT = 24.0
 """HBM traffic per logit of the vocabulary-parallel cross-entropy, forward and backward together
 (fp32 upcast, max, exp-sum, loss, gradient: about six 4-byte passes)."""

@@ -3,7 +3,8 @@ compute, and the optimizer step.
 
 DDP all-reduces gradients during the last backward.  ZeRO-1 (Megatron's distributed optimizer)
 reduce-scatters them during the last backward and all-gathers the updated weights during the next
-forward (`--overlap-grad-reduce --overlap-param-gather`).  ZeRO-2 keeps only its gradient shard, so it
+forward (`--overlap-grad-reduce --overlap-param-gather`); DeepSpeed's BF16_Optimizer all-reduces them
+instead (recipe `grad_all_reduce`).  ZeRO-2 keeps only its gradient shard, so it
 reduce-scatters after every micro-batch's backward (DeepSpeed ZeRO-2, FSDP SHARD_GRAD_OP), then
 all-gathers as ZeRO-1 does.  ZeRO-3/FSDP gathers weights for forward and backward and reduce-scatters
 gradients every micro-batch, behind that micro-batch's compute (prefetch), expert weights included.
@@ -68,10 +69,12 @@ def dp_term(x: Ctx, p: StageParams, comp_mb_s: np.ndarray) -> DpTerm:
     hsdp_once = replicas.all_reduce(p.dense * grad_b / p.dense_shard)
     m = x.m
     # DDP all-reduces the gradient buffer (reduce-scatter + all-gather, both at the gradient width); ZeRO-1/2
-    # reduce-scatter gradients and all-gather 16-bit parameters
+    # reduce-scatter gradients and all-gather 16-bit parameters; a ZeRO-1 that all-reduces (grad_all_reduce)
+    # sends the gradients twice before its gather
     all_reduce = 2.0 * rs_once
+    z1_grads = all_reduce if x.recipe.grad_all_reduce else rs_once
     total = np.where(zero3, z3_mb * m + hsdp_once, np.where(zero2, rs_once * m + ag_once,
-                                                            np.where(b.zero == 0, all_reduce, rs_once + ag_once)))
+                                                            np.where(b.zero == 0, all_reduce, z1_grads + ag_once)))
     if not x.recipe.dp_overlap or x.recipe.cuda_launch_blocking:  # blocking launches overlap nothing
         exposed = total
     else:
@@ -85,12 +88,15 @@ def dp_term(x: Ctx, p: StageParams, comp_mb_s: np.ndarray) -> DpTerm:
         exposed = np.where(
             zero3, m * np.maximum(z3_mb - comp_mb_s, 0.0) + np.maximum(hsdp_once - hide, 0.0),
             np.where(zero2, m * np.maximum(rs_once - hide / chunks, 0.0) + gather_exposed,
-                     np.where(b.zero == 1, np.maximum(rs_once - hide, 0.0) + gather_exposed,
+                     np.where(b.zero == 1, np.maximum(z1_grads - hide, 0.0) + gather_exposed,
                               np.maximum(all_reduce - hide, 0.0))))
+    z1_grad_sends = 2.0 if x.recipe.grad_all_reduce else 1.0
+
     def sent(params):
         return np.where(zero3, 3.0 * params * wt_b * m,
                         np.where(zero2, params * (grad_b * m + wt_b),
-                                 np.where(b.zero == 0, 2.0 * params * grad_b, params * (grad_b + wt_b))))
+                                 np.where(b.zero == 0, 2.0 * params * grad_b,
+                                          params * (z1_grad_sends * grad_b + wt_b))))
 
     dense_bytes, expert_bytes = sent(p.dense), sent(p.expert)
     return DpTerm(

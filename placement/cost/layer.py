@@ -149,7 +149,7 @@ def attention_forward(x: Ctx) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     keys = w.attended_keys(x.train.seq_len)
     if x.recipe.attention_kernel is AttentionKernel.UNFUSED:
         core = unfused_attention_time(tokens, keys, w.num_heads / tp, w.qk_head_dim, w.v_head_dim,
-                                      x.gemm_bf16, x.hbm_bw)
+                                      x.gemm_bf16, x.hbm_bw, dropout=w.dropout)
     else:
         acc = x.topo.accelerator
         efficiency = acc.attention_core_efficiency

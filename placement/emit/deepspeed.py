@@ -218,6 +218,8 @@ RUNS_INSTEAD = {
     "fp8_params": "weights stay BF16", "optimizer_state_bf16": "Adam moments stay FP32",
     "activation_func_fp8_input_store": "the MLP activation input stays BF16",
     "attention_kernel": "the model code's own attention runs",
+    "grad_all_reduce": "its ZeRO optimizer reduce-scatters the gradients (the BF16_Optimizer, ZeRO stage 0, is not "
+                       "what these files configure)",
     "cp_comm_type": "DeepSpeed has no context parallelism of this kind (its sequence parallelism is Ulysses "
                     "all-to-all)",
     "cuda_launch_blocking": "its launcher passes a node only the NCCL/PYTHON/UCX/MV2 variables and .deepspeed_env, "
@@ -241,6 +243,10 @@ def render(ctx: EmitContext) -> tuple[str, list[str], dict[str, str]]:
         runs.recipe["pipeline_p2p_whole"] = True
         runs.what.append(f"whole activations between pipeline stages from each of the {lay.tp} TP ranks "
                          f"(not 1/{lay.tp} shares: PipelineEngine has no scatter-gather)")
+    if lay.pp > 2 and not ctx.recipe.pipeline_p2p_blocking:
+        runs.recipe["pipeline_p2p_blocking"] = True
+        runs.what.append("each send and receive between pipeline stages as a blocking call of its own (not paired "
+                         "with the opposite transfer: PipelineEngine's p2p)")
     if ctx.recipe.grad_accumulation is not GradAccumulation.AUTOGRAD:  # its ZeRO optimizer (stage >= 1)
         runs.recipe["grad_accumulation"] = GradAccumulation.AUTOGRAD
         runs.what.append(f"gradients accumulated by autograd in .grad (not {ctx.recipe.grad_accumulation.value})")

@@ -273,6 +273,7 @@ RUNS_INSTEAD = {
     "attention_kernel": "the `attention` key of its config decides the kernel (dot_product or a fused one)",
     "cp_comm_type": "XLA schedules the context-parallel K/V exchange itself",
     "grad_accumulation": "XLA accumulates the gradients in its own compiled step",
+    "grad_all_reduce": "XLA reduces the gradients to the sharded optimizer state itself",
 }
 """What MaxText runs instead of each recipe feature it cannot be told."""
 

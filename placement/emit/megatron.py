@@ -276,6 +276,11 @@ VERSION = "Megatron-LM (megatron-core 0.19.2)"
 RUNS_INSTEAD = {
     "grad_accumulation": "Megatron-LM accumulates gradients inside the weight-gradient GEMM "
                          "(--gradient-accumulation-fusion, its default)",
+    "grad_all_reduce": "its distributed optimizer reduce-scatters the gradients",
+    "pipeline_p2p_whole": "its stages send each TP rank's share of the activation (the sequence-parallel shard or "
+                          "scatter-gather), not the whole activation",
+    "pipeline_p2p_blocking": "its stages pair each send with the opposite receive in one batched call "
+                             "(p2p_communication, batch_isend_irecv)",
 }
 """What Megatron-LM runs instead of each recipe feature it cannot be told."""
 

@@ -171,6 +171,9 @@ RUNS_INSTEAD = {
     "attention_kernel": "it runs fused attention (SDPA or flex attention)",
     "cross_entropy_fusion": "its loss keeps the FP32 logits",
     "pipeline_p2p_whole": "its stages send each TP rank's sequence shard (a DTensor), not the whole activation",
+    "grad_all_reduce": "FSDP2 reduce-scatters the gradients",
+    "pipeline_p2p_blocking": "its schedules batch each step's sends and receives (torch.distributed.pipelining, "
+                             "batch_isend_irecv)",
     "grad_accumulation": "FSDP2 reduce-scatters every micro-batch and accumulates the gradient shard",
     "cp_comm_type": "its context parallelism (PyTorch context_parallel) overlaps the K/V exchange with the attention "
                     "of the local block, as the p2p ring",

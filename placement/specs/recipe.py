@@ -153,6 +153,12 @@ class Recipe(Frozen):
     the wire.  Megatron-LM sets it under --bf16 (`accumulate_allreduce_grads_in_fp32`, DDP config
     `grad_reduce_in_fp32`), FSDP2 with `reduce_dtype=float32` (torchtitan's default `mixed_precision_reduce`)
     likewise; False is ZeRO's 16-bit gradient (2 bytes)."""
+    grad_all_reduce: bool = False
+    """Under ZeRO-1 the whole gradient is all-reduced, not reduce-scattered, before each rank updates its shard and
+    all-gathers the weights: twice the gradient traffic.  DeepSpeed's BF16_Optimizer (bf16 with ZeRO stage 0, which
+    shards the optimizer state) reduces with `buffered_allreduce_fallback` (`runtime/pipe/engine.py`
+    `_bf16_reduce_grads`), and so did DeepSpeed 0.3's PipelineEngine for its ZeRO-1 (`_exec_reduce_grads`, the
+    DeeperSpeed GPT-NeoX-20B trained on).  No effect at other ZeRO stages (ZeRO-0 all-reduces anyway)."""
     activation_func_fp8_input_store: bool = False
     """The MLP activation's input (the up-projection output) kept for backward as FP8, 1 byte instead of 2
     (Megatron-Core TransformerConfig `activation_func_fp8_input_store`, fused SwiGLU only; DeepSeek-V3 §3.3.2
@@ -178,6 +184,15 @@ class Recipe(Frozen):
     PipelineEngine (`runtime/pipe/engine.py` `_exec_send_activations` sends its `outputs` tensor as is) has no
     scatter-gather, which Megatron's own pipeline does (`p2p_communication`: the sequence-parallel shard, or
     `scatter_gather_tensors_in_pipeline`).  Megatron-DeepSpeed, GPT-NeoX and DeepSpeed pipeline jobs."""
+    pipeline_p2p_blocking: bool = False
+    """Each send and each receive between pipeline stages is a blocking call of its own, run one after another:
+    DeepSpeed's PipelineEngine issues RecvActivation, SendGrad, SendActivation and RecvGrad as separate
+    instructions (`runtime/pipe/schedule.py` TrainSchedule; "The communication is blocking and must be paired",
+    its SendActivation docstring) over `runtime/pipe/p2p.py` send/recv with `async_op` False (torch.distributed
+    broadcast in 2-rank groups before torch 1.8, send/recv after).  A stage with neighbours on both sides so spends
+    four transfer times per micro-batch, where Megatron pairs each send with a receive in one batched call
+    (`send_forward_recv_backward`, `batch_isend_irecv`) and spends two.  Megatron-DeepSpeed, GPT-NeoX and
+    DeepSpeed pipeline jobs."""
     cross_entropy_fusion: bool = False
     """Fused vocab-parallel cross-entropy (`--cross-entropy-loss-fusion`): no fp32 copy of the logits is kept."""
     cpu_affinity: bool = True

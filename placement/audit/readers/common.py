@@ -173,9 +173,14 @@ def launch_commands(path: Path) -> list[Launch]:
 
 
 def deepspeed_grad_accumulation(s: Settings, bf16_optimizer: bool, evidence: str) -> None:
-    """How a DeepSpeed job accumulates micro-batch gradients, unless the files said: its BF16_Optimizer (bf16
-    with ZeRO stage 0) adds them into fp32 after each backward (bf16_optimizer.py update_hp_grads); its ZeRO
-    optimizers let autograd accumulate them in .grad (ZeRO-2/3 on the shard, reduce-scattered every micro-batch)."""
+    """How a DeepSpeed job accumulates and reduces micro-batch gradients, unless the files said: its BF16_Optimizer
+    (bf16 with ZeRO stage 0) adds them into fp32 after each backward (bf16_optimizer.py update_hp_grads) and
+    all-reduces them whole before updating its shard (buffered_allreduce_fallback); its ZeRO optimizers let
+    autograd accumulate them in .grad (ZeRO-2/3 on the shard, reduce-scattered every micro-batch)."""
+    if bf16_optimizer and not s.has("recipe.grad_all_reduce"):
+        s.put("recipe.grad_all_reduce", True,
+              f"{evidence} (DeepSpeed's BF16_Optimizer all-reduces the whole gradient, then updates its shard of "
+              f"the optimizer state: runtime/engine.py buffered_allreduce_fallback)")
     if s.has("recipe.grad_accumulation"):
         return
     if bf16_optimizer:

@@ -262,6 +262,9 @@ def read_args(words: list[Word], s: Settings) -> None:
     if deepspeed_flag is not None:  # Megatron-DeepSpeed pipelines with DeepSpeed's PipelineEngine
         s.put("recipe.pipeline_p2p_whole", True, f"{deepspeed_flag.evidence} (DeepSpeed's PipelineEngine sends each "
                                                  f"TP rank's whole activation: runtime/pipe/engine.py)")
+        s.put("recipe.pipeline_p2p_blocking", True,
+              f"{deepspeed_flag.evidence} (DeepSpeed's PipelineEngine sends and receives between stages one "
+              f"blocking call after another: runtime/pipe/schedule.py, runtime/pipe/p2p.py)")
     zero = s.entry("zero_stage")
     if deepspeed_flag is not None and zero is not None and zero[0] == 0 and s.value("precision", "") == "bf16" \
             and not any(a.flag == "--fp16" for a in args):
