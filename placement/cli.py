@@ -210,7 +210,7 @@ RECIPE_FLAGS = {
     "account_for_loss": "--account-for-loss", "pipeline_schedule": "--pipeline-schedule",
     "routing_imbalance": "--routing-imbalance", "moe_capacity_factor": "--moe-capacity-factor",
     "cross_entropy_fusion": "--cross-entropy-fusion", "pipeline_p2p_whole": "--pipeline-p2p-whole",
-    "pipeline_p2p_blocking": "--pipeline-p2p-blocking",
+    "pipeline_p2p_blocking": "--pipeline-p2p-blocking", "pipeline_grads_whole": "--pipeline-grads-whole",
     "optimizer_state_bf16": "--optimizer-state-bf16",
     "fp8_params": "--fp8-params", "activation_func_fp8_input_store": "--activation-fp8-input-store",
     "attention_kernel": "--attention-kernel", "cp_comm_type": "--cp-comm-type",
@@ -273,8 +273,11 @@ def recipe_options(fn: Callable) -> Callable:
         click.option("--moe-capacity-factor", "moe_capacity_factor", type=float, default=None,
                      help="Expert capacity factor (token dropping); default dropless."),
         onoff("cross_entropy_fusion", "Fused vocab-parallel cross-entropy."),
-        onoff("pipeline_p2p_whole", "Each TP rank sends the whole activation between pipeline stages (DeepSpeed's "
-                                    "pipeline engine), not its 1/tp share."),
+        onoff("pipeline_p2p_whole", "Each TP rank sends the whole activation and gradient between pipeline stages "
+                                    "(DeepSpeed with pipe_partitioned and grad_partitioned false), not its 1/tp "
+                                    "share."),
+        onoff("pipeline_grads_whole", "Activations go in 1/tp shares but each TP rank sends the whole gradient back "
+                                      "(DeepSpeed before 2021-09 or grad_partitioned false)."),
         onoff("pipeline_p2p_blocking", "Each send and receive between pipeline stages is a blocking call of its own "
                                        "(DeepSpeed's pipeline engine): four transfer times per micro-batch on a "
                                        "middle stage, not Megatron's two paired ones."),

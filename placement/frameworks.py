@@ -92,9 +92,7 @@ CAPABILITIES: dict[str, Capability] = {
         why="no interleaving, no ring context parallelism, no HSDP, its own expert groups (placement plans "
             "ep 1), stages of equal layers, ZeRO-1 only with pipeline parallelism (PipelineEngine), and "
             "ZeRO-0's all-reduce does not overlap backward",
-        recipe=(("pipeline_p2p_whole", True, "DeepSpeed 0.19.8's PipelineEngine sends each TP rank's whole "
-                                             "activation (runtime/pipe/engine.py _exec_send_activations)"),
-                ("pipeline_p2p_blocking", True, "DeepSpeed 0.19.8's PipelineEngine sends and receives between "
+        recipe=(("pipeline_p2p_blocking", True, "DeepSpeed 0.19.8's PipelineEngine sends and receives between "
                                                 "stages one blocking call after another (runtime/pipe/schedule.py "
                                                 "TrainSchedule, runtime/pipe/p2p.py)"),
                 ("grad_accumulation", GradAccumulation.AUTOGRAD,

@@ -9,7 +9,9 @@ it fixes: without it the row is off by more than 12 %, or by several points more
 - a fused attention backward executes 2.5 forwards (FlashAttention's benchmark count);
 - `cuda_launch_blocking`: BLOOM-176B's launch script exports CUDA_LAUNCH_BLOCKING=1;
 - `pipeline_p2p_blocking`: DeepSpeed's PipelineEngine (BLOOM, GPT-NeoX) sends and receives one blocking call
-  after another.
+  after another;
+- NeMo 24.07's launcher turned cuDNN attention off for all but its GPT-3 175B scripts: those rows ran
+  FlashAttention-2 (`attention_kernel: flash2`).
 """
 
 from __future__ import annotations
@@ -252,11 +254,11 @@ def test_gradient_accumulation_is_its_bytes_per_parameter_at_hbm_speed() -> None
 
 def test_bloom_row_prices_bf16_optimizer_gradient_copies() -> None:
     """BLOOM's BF16_Optimizer adds every micro-batch's bf16 gradients into fp32 (DeepSpeed #1801, written for
-    this run): four points of the step.  Priced as Megatron's fused accumulation the row falls back to -11 %."""
+    this run): four points of the step.  Priced as Megatron's fused accumulation the row falls past -12 %."""
     run = RUNS["bloom-176b-384xa100"]
     assert run.recipe.grad_accumulation is GradAccumulation.FP32_COPY
     with_copy = _error(run)
-    assert abs(with_copy) < 0.08
+    assert abs(with_copy) < 0.09
     assert _error(_with_recipe(run, grad_accumulation=GradAccumulation.FUSED)) < with_copy - 0.04
 
 
@@ -367,15 +369,33 @@ def test_audit_reports_what_unsetting_cuda_launch_blocking_saves(tmp_path) -> No
 
 def test_deepspeed_pipeline_rows_send_and_receive_in_turn() -> None:
     """DeepSpeed's PipelineEngine runs each send and receive between stages as a blocking call of its own: a
-    middle stage spends four transfer times per micro-batch, not Megatron's two.  BLOOM (pp 12, 117 MB per
-    transfer over Jean Zay's network) is five points faster without it, GPT-NeoX (pp 4) one."""
-    for row, points in (("bloom-176b-384xa100", 0.05), ("gpt-neox-20b-96xa100", 0.01)):
+    middle stage spends four transfer times per micro-batch, not Megatron's two.  BLOOM (pp 12, 29 MB shares of
+    each 117 MB activation over Jean Zay's network) is a point faster without it, GPT-NeoX (pp 4) one."""
+    for row, points in (("bloom-176b-384xa100", 0.01), ("gpt-neox-20b-96xa100", 0.009)):
         run = RUNS[row]
-        assert run.recipe.pipeline_p2p_blocking and run.recipe.pipeline_p2p_whole
+        assert run.recipe.pipeline_p2p_blocking and not run.recipe.pipeline_p2p_whole
         paired = predict(_with_recipe(run, pipeline_p2p_blocking=False))
         res = predict(run)
         assert paired.error < res.error - points
         assert abs(res.error) < abs(paired.error)
+
+
+def test_deepspeed_pipelines_send_shares_and_the_old_engine_whole_gradients() -> None:
+    """DeepSpeed's PipelineEngine partitions activations (and since 2021-09-29 gradients) over the TP group, as
+    Megatron's scatter-gather does.  GPT-NeoX's DeeperSpeed, older, sent each TP rank's whole gradient back: with
+    tp 2 its pipeline moves 1.5 times the bytes of shares both ways (1/2 forward + 1 back against 1/2 + 1/2)."""
+    bloom, neox = RUNS["bloom-176b-384xa100"], RUNS["gpt-neox-20b-96xa100"]
+    assert not bloom.recipe.pipeline_grads_whole and not bloom.recipe.pipeline_p2p_whole
+    assert neox.recipe.pipeline_grads_whole and not neox.recipe.pipeline_p2p_whole
+    shares = predict(_with_recipe(neox, pipeline_grads_whole=False))
+    res = predict(neox)
+    assert res.predicted_step_time_s > shares.predicted_step_time_s
+    assert abs(res.error) < abs(shares.error)
+    pp = {w: _evaluate_json("--gpus", "32", "--tp", "2", "--pp", "4", "--mbs", "1", *w)["breakdown"]["pp"]
+          for w in ((), ("--pipeline-grads-whole",), ("--pipeline-p2p-whole",))}
+    # bytes 1.5 and 2 times; the per-transfer latency does not scale
+    assert pp[("--pipeline-grads-whole",)] == pytest.approx(1.5 * pp[()], rel=0.01)
+    assert pp[("--pipeline-p2p-whole",)] == pytest.approx(2.0 * pp[()], rel=0.01)
 
 
 @pytest.mark.parametrize("pp", [2, 4])
@@ -471,3 +491,18 @@ def test_unfused_core_without_dropout_moves_no_dropout_bytes(monkeypatch) -> Non
     expected = 3.0 * 8192 * 2048 * 32 * 4 * 11 * (32 + 3) / 1.555e12
     assert after[0] - before[0] == pytest.approx(expected, rel=0.02)
     assert after[1] == before[1]
+
+
+def test_nemo_24_07_rows_ran_flash_attention_2_but_gpt3_175b() -> None:
+    """NeMo-Framework-Launcher 24.07 sets NVTE_FUSED_ATTN: 0 for every run ("Disable cudnn FA until we've tested it
+    more"); only its GPT-3 175B files set it back to 1.  Transformer Engine 1.8 then runs FlashAttention-2, 0.37 of
+    MAMF on Hopper against 0.65 for cuDNN's: the Llama 3 8B row at 8,192 tokens, attention-heavy, is more than 12 %
+    too fast priced with cuDNN-class attention."""
+    rows = {k: RUNS[k] for k in RUNS if k.startswith("nemo-24.07-h100-")}
+    for key, run in rows.items():
+        expected = AttentionKernel.FLASH if "gpt3-175b" in key else AttentionKernel.FLASH2
+        assert run.attention_kernel is expected, key
+        assert "NVTE_FUSED_ATTN" in run.recipe_sources, key
+    llama8b = rows["nemo-24.07-h100-llama3-8b-8gpu"]
+    assert abs(_error(llama8b)) <= BOUND
+    assert _error(llama8b.model_copy(update={"attention_kernel": AttentionKernel.FLASH})) < -BOUND

@@ -16,6 +16,7 @@ from placement.catalog import load_accelerator, load_cluster, load_model
 from placement.emit import deepspeed
 from placement.emit.common import EmitContext
 from placement.emit.writer import FORMATS, write
+from placement.errors import InputError
 from placement.planner import plan_job
 from placement.search import SearchConfig
 from placement.specs import TrainingSpec
@@ -25,14 +26,15 @@ from placement.topology import Topology
 
 @cache
 def ctx_for(model_name: str, gpus: int, fixed: tuple, precision: str = "bf16", global_batch: int = 64,
-            whole_sends: bool = True) -> EmitContext:
-    """A plan priced as DeepSpeed's pipeline engine runs (whole activations between stages unless told, and
-    gradients accumulated by autograd in .grad)."""
+            whole_sends: bool = False) -> EmitContext:
+    """A plan priced as DeepSpeed's pipeline engine runs (blocking sends and receives between stages, 1/tp shares
+    unless told whole, and gradients accumulated by autograd in .grad)."""
     cluster = load_cluster("dgx-h100")
     topo = Topology(cluster, load_accelerator(cluster.accelerator), num_gpus=gpus)
     model = load_model(model_name)
     train = TrainingSpec(seq_len=4096, global_batch=global_batch, precision=precision)
     cfg = SearchConfig(top_k=1, fixed=dict(fixed), recipe=Recipe(pipeline_p2p_whole=whole_sends,
+                                                                 pipeline_p2p_blocking=True,
                                                                  grad_accumulation=GradAccumulation.AUTOGRAD))
     result = plan_job(model, train, topo, cfg, None, with_rank_table=False)
     return EmitContext.of(result.plans[0], topo, result.gpu_of_rank[0], model, train)
@@ -56,7 +58,8 @@ def test_a_plan_deepspeed_can_run_gets_its_batch_zero_and_pipeline_keys_and_no_w
                                        * lay.dp)  # DeepSpeed's _batch_assertion with dp from the topology
     assert cfg["train_micro_batch_size_per_gpu"] == lay.micro_batch_size
     assert cfg["zero_optimization"]["stage"] == 1 and cfg["zero_optimization"]["overlap_comm"] is True
-    assert cfg["pipeline"] == {"stages": 2, "activation_checkpoint_interval": 1}  # recompute full
+    assert cfg["pipeline"] == {"stages": 2, "activation_checkpoint_interval": 1,  # recompute full
+                               "pipe_partitioned": True, "grad_partitioned": True}  # 1/tp shares, as priced
     assert cfg["activation_checkpointing"]["partition_activations"] is True  # tp 2 with sequence parallelism
     assert cfg["bf16"] == {"enabled": True}
     assert f"PipeModelDataParallelTopology(num_pp=2, num_mp=2, num_dp={lay.dp})" in text
@@ -138,8 +141,7 @@ def test_a_node_that_uses_other_gpus_than_its_first_gets_an_include():
     ((("tp", 1), ("pp", 1), ("cp", 1), ("zero_stage", 3), ("dp_shard", 8)),
      ["HSDP (shard 8 of dp 64) is not expressed"]),
     ((("tp", 2), ("pp", 3), ("cp", 1), ("vpp", 1), ("zero_stage", 1)),
-     ["uneven stages (layers first/middle/last ",
-      "this file runs each send and receive between pipeline stages as a blocking call of its own"]),
+     ["uneven stages (layers first/middle/last "]),
     ((("tp", 2), ("pp", 1), ("cp", 1), ("zero_stage", 1), ("recompute", "selective")),
      ["selective recompute is model code"]),
 ])
@@ -195,17 +197,27 @@ def test_the_writer_writes_the_three_files_and_prefixes_the_warnings(tmp_path):
     assert re.search(r"^deepspeed --hostfile hostfile ", (tmp_path / "deepspeed.sh").read_text(), re.M)
 
 
-def test_a_pipelined_tp_plan_priced_with_megatron_shares_says_deepspeed_sends_whole_activations():
-    """DeepSpeed's PipelineEngine sends each TP rank's whole activation (runtime/pipe/engine.py): a plan priced with
-    Megatron's 1/tp shares gets both times."""
-    ctx = ctx_for(*PIPE, whole_sends=False)
-    text, warnings, _, _ = files(ctx)
-    assert warnings and warnings[0].startswith("this file runs whole activations between pipeline stages from each "
-                                               "of the 2 TP ranks (not 1/2 shares")
-    (line,) = [x for x in text.splitlines() if x.startswith("# this file runs whole activations")]
-    slower = float(re.search(r": ([\d.]+) s/step \(", line).group(1))
-    assert slower > ctx.plan.step_time_s
-    assert slower == pytest.approx(ctx_for(*PIPE).plan.step_time_s, rel=2e-3)  # the plan priced with whole sends
+def test_the_config_partitions_the_sends_as_the_plan_priced_them(tmp_path):
+    """PipelineEngine sends 1/tp shares of activations and gradients unless `pipeline.pipe_partitioned` /
+    `grad_partitioned` are false (runtime/pipe/engine.py): the file sets both to what the plan priced, so a plan
+    priced with whole sends runs them and says nothing else, and the audit reads the keys back."""
+    from placement.audit.launch import parse_launch
+
+    whole = ctx_for(*PIPE, whole_sends=True)
+    _, warnings, cfg, _ = files(whole)
+    assert warnings == [] and cfg["pipeline"]["pipe_partitioned"] is False
+    assert cfg["pipeline"]["grad_partitioned"] is False
+    assert whole.plan.step_time_s > ctx_for(*PIPE).plan.step_time_s
+    for pipe, grad, expected in ((False, False, {"pipeline_p2p_whole": True}),
+                                 (True, False, {"pipeline_grads_whole": True}), (True, True, {})):
+        path = tmp_path / f"ds_{pipe}_{grad}.json"
+        path.write_text(json.dumps({"train_micro_batch_size_per_gpu": 1, "pipeline": {
+            "pipe_partitioned": pipe, "grad_partitioned": grad}}))
+        recipe = parse_launch([path], "deepspeed").recipe
+        assert {k: v for k, v in recipe.items() if k in ("pipeline_p2p_whole", "pipeline_grads_whole")} == expected
+    path.write_text('{"pipeline": {"grad_partitioned": "no"}}')
+    with pytest.raises(InputError, match=r"pipeline\.grad_partitioned must be true or false"):
+        parse_launch([path], "deepspeed")
 
 
 @pytest.mark.parametrize(("interval", "recompute"), [(1, "full"), (0, "none")])

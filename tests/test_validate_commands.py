@@ -89,15 +89,15 @@ def test_a_dense_row_is_within_ten_percent_only_with_the_recipe_its_launcher_fil
     assert abs(error) > abs(row["error"]) + 0.03, (run_id, error, row["error"])
 
 
-@pytest.mark.parametrize("run_id", ["bloom-176b-384xa100", "gpt-neox-20b-96xa100"])
-def test_a_deepspeed_pipeline_row_needs_its_whole_activation_sends(run_id: str) -> None:
-    """BLOOM (Megatron-DeepSpeed) and GPT-NeoX pipelined on DeepSpeed's PipelineEngine, which sends each TP
-    rank's whole activation: without that term the same command prices less pipeline traffic, further off."""
-    row = next(r for r in validate_rows()["runs"] if r["id"] == run_id)
+def test_the_neox_row_needs_its_whole_gradient_sends() -> None:
+    """GPT-NeoX pipelined on DeeperSpeed's PipelineEngine, which sent activations as 1/tp shares but each TP rank's
+    whole gradient back (`is_grad_partitioned = False`): without that term the same command prices 2/3 of the
+    pipeline traffic (1/2 + 1/2 against 1/2 + 1 at tp 2) and is further off."""
+    row = next(r for r in validate_rows()["runs"] if r["id"] == "gpt-neox-20b-96xa100")
     argv = shlex.split(row["command"])[1:]
-    assert "--pipeline-p2p-whole" in argv
-    result = CliRunner().invoke(main, [*[a for a in argv if a != "--pipeline-p2p-whole"], "--json"])
+    assert "--pipeline-grads-whole" in argv and "--pipeline-p2p-whole" not in argv
+    result = CliRunner().invoke(main, [*[a for a in argv if a != "--pipeline-grads-whole"], "--json"])
     got = json.loads(result.stdout)
-    with_term = CliRunner().invoke(main, [*argv, "--json"])
-    assert json.loads(with_term.stdout)["breakdown"]["pp"] > got["breakdown"]["pp"] * (row["layout"]["tp"] - 0.5)
+    with_term = json.loads(CliRunner().invoke(main, [*argv, "--json"]).stdout)
+    assert with_term["breakdown"]["pp"] == pytest.approx(1.5 * got["breakdown"]["pp"], rel=0.01)
     assert abs(got["step_time_s"] / row["published_step_time_s"] - 1) > abs(row["error"])

@@ -187,11 +187,14 @@ class PpTerm:
 
 def pp_term(x: Ctx) -> PpTerm:
     act = x.tokens * x.w.hidden * C.BYTES_PER_ACTIVATION
-    # each TP rank sends its 1/tp share (Megatron), or the whole activation (DeepSpeed's pipeline engine)
-    sent = act if x.recipe.pipeline_p2p_whole else act / x.tp
+    # each TP rank sends its 1/tp share (Megatron; DeepSpeed's partitioned sends), or the whole tensor
+    r = x.recipe
+    forward = act if r.pipeline_p2p_whole else act / x.tp
+    backward = act if (r.pipeline_p2p_whole or r.pipeline_grads_whole) else act / x.tp
     pair = coll.Groups(x.levels, x.b.tp * x.b.cp * x.b.dp, x.b.pp, pair=True)
     # a middle stage receives the activation, sends it on, receives the gradient and sends it back: paired,
     # each receive runs beside a send; blocking, all four run in turn (an end stage has one neighbour: two)
-    transfers = np.where(x.recipe.pipeline_p2p_blocking & (x.b.pp > 2), 4.0, 2.0)
-    per_mb = np.where(x.b.pp > 1, transfers * x.vpp * pair.p2p(sent), 0.0)
-    return PpTerm(per_microbatch_s=per_mb, bytes_per_step=np.where(x.b.pp > 1, sent * 2.0 * x.vpp * x.m, 0.0))
+    turns = np.where(r.pipeline_p2p_blocking & (x.b.pp > 2), 2.0, 1.0)
+    per_mb = np.where(x.b.pp > 1, turns * x.vpp * (pair.p2p(forward) + pair.p2p(backward)), 0.0)
+    return PpTerm(per_microbatch_s=per_mb,
+                  bytes_per_step=np.where(x.b.pp > 1, (forward + backward) * x.vpp * x.m, 0.0))

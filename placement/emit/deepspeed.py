@@ -10,8 +10,10 @@ Facts read from DeepSpeed 0.19.8's own code (reference/frameworks.md §4; checke
   data, then pipe: placement's rank order when cp = 1.  `PipelineParallelGrid` builds the groups and is the mpu.
 - `runtime/pipe/engine.py` PipelineEngine: asserts ZeRO stage < 2; seeds the module's
   `activation_checkpoint_interval` from `pipeline.activation_checkpoint_interval`; never reads `pipeline.stages`;
-  one plain 1F1B schedule, no interleaved stages.  `runtime/pipe/module.py` partitions layers by
-  'parameters', 'uniform' or 'type:<regex>' only.
+  one plain 1F1B schedule, no interleaved stages, each send and receive a blocking call of its own
+  (`runtime/pipe/schedule.py`, `p2p.py`); under TP it sends activations and gradients as 1/tp shares of the TP
+  group and all-gathers them on arrival unless `pipeline.pipe_partitioned` / `grad_partitioned` are false.
+  `runtime/pipe/module.py` partitions layers by 'parameters', 'uniform' or 'type:<regex>' only.
 - `runtime/zero/config.py`: `overlap_comm` defaults to True only for stage 3; `runtime/engine.py`
   `allreduce_gradients` all-reduces after backward when ZeRO is off.
 - `utils/groups.py::_get_expert_parallel_ranks`: EP groups are runs of `ep` ranks taken from each stage's
@@ -61,7 +63,11 @@ def config(ctx: EmitContext) -> dict:
                                            "contiguous_memory_optimization": False, "cpu_checkpointing": False}
     if lay.pp > 1:
         # `stages` is not read by DeepSpeed (the topology sets it); it records the plan's value
-        out["pipeline"] = {"stages": lay.pp, "activation_checkpoint_interval": 1 if lay.recompute == "full" else 0}
+        r = ctx.recipe
+        out["pipeline"] = {"stages": lay.pp, "activation_checkpoint_interval": 1 if lay.recompute == "full" else 0,
+                           # how the plan's stage-to-stage sends were priced: 1/tp shares unless whole
+                           "pipe_partitioned": not r.pipeline_p2p_whole,
+                           "grad_partitioned": not (r.pipeline_p2p_whole or r.pipeline_grads_whole)}
     return out
 
 
@@ -239,10 +245,6 @@ def render(ctx: EmitContext) -> tuple[str, list[str], dict[str, str]]:
     if lay.vpp > 1:
         runs.set_layout("vpp", 1, f"plain 1F1B (not {lay.vpp} interleaved stages)")
     runs_recipe(ctx, RUNS_INSTEAD, runs)
-    if lay.pp > 1 and lay.tp > 1 and not ctx.recipe.pipeline_p2p_whole:
-        runs.recipe["pipeline_p2p_whole"] = True
-        runs.what.append(f"whole activations between pipeline stages from each of the {lay.tp} TP ranks "
-                         f"(not 1/{lay.tp} shares: PipelineEngine has no scatter-gather)")
     if lay.pp > 2 and not ctx.recipe.pipeline_p2p_blocking:
         runs.recipe["pipeline_p2p_blocking"] = True
         runs.what.append("each send and receive between pipeline stages as a blocking call of its own (not paired "

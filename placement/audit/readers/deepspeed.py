@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -62,6 +63,8 @@ def read_json(path: Path, s: Settings) -> None:
         every = read_int(pipe["activation_checkpoint_interval"], "pipeline.activation_checkpoint_interval",
                          ev("activation_checkpoint_interval"))
         s.put("recompute", "full" if every >= 1 else "none", ev("activation_checkpoint_interval"))
+    if isinstance(pipe, dict):
+        _partitioned_sends(pipe, s, ev)
     tpc = data.get("tensor_parallel")
     if isinstance(tpc, dict) and "autotp_size" in tpc:
         s.put("tp", read_int(tpc["autotp_size"], "tensor_parallel.autotp_size", ev("autotp_size")), ev("autotp_size"))
@@ -75,6 +78,25 @@ def read_json(path: Path, s: Settings) -> None:
                 s.ignored.append(f"fp16: FP16 mixed precision, priced as bf16 ({ev(key)})")
     if auto:
         s.hf_auto = tuple(auto)
+
+
+def _partitioned_sends(pipe: dict, s: Settings, ev: Callable[[str], str]) -> None:
+    """How the PipelineEngine sends activations and gradients between stages under TP: 1/tp shares of the TP group,
+    all-gathered on arrival, unless `pipe_partitioned` / `grad_partitioned` are false (runtime/pipe/engine.py)."""
+    flags = {}
+    for key in ("pipe_partitioned", "grad_partitioned"):
+        if key in pipe:
+            if not isinstance(pipe[key], bool):
+                raise InputError(f"{ev(key)}: pipeline.{key} must be true or false, got {pipe[key]!r}")
+            flags[key] = pipe[key]
+    acts, grads = flags.get("pipe_partitioned", True), flags.get("grad_partitioned", True)
+    if not acts and not grads:
+        s.put("recipe.pipeline_p2p_whole", True, f"{ev('pipe_partitioned')}; {ev('grad_partitioned')}")
+    elif acts and not grads:
+        s.put("recipe.pipeline_grads_whole", True, ev("grad_partitioned"))
+    elif not acts:
+        s.ignored.append(f"pipeline.pipe_partitioned false with grad_partitioned true: whole activations forward, "
+                         f"shares back; priced as shares both ways ({ev('pipe_partitioned')})")
 
 
 TOPOLOGY_AXES = {"model": "tp", "context": "cp", "data": "dp", "pipe": "pp"}

@@ -260,8 +260,6 @@ def read_args(words: list[Word], s: Settings) -> None:
     _megatron_recipe_finish(s, recipe_state)
     deepspeed_flag = next((a for a in args if a.flag == "--deepspeed"), None)
     if deepspeed_flag is not None:  # Megatron-DeepSpeed pipelines with DeepSpeed's PipelineEngine
-        s.put("recipe.pipeline_p2p_whole", True, f"{deepspeed_flag.evidence} (DeepSpeed's PipelineEngine sends each "
-                                                 f"TP rank's whole activation: runtime/pipe/engine.py)")
         s.put("recipe.pipeline_p2p_blocking", True,
               f"{deepspeed_flag.evidence} (DeepSpeed's PipelineEngine sends and receives between stages one "
               f"blocking call after another: runtime/pipe/schedule.py, runtime/pipe/p2p.py)")
