@@ -85,3 +85,23 @@ def test_evaluate_framework_refuses_a_layout_the_framework_does_not_run():
     ok = CliRunner().invoke(main, ["evaluate", "--model", "llama3-8b", "--gpus", "16", "--tp", "2", "--pp", "2",
                                    "--framework", "deepspeed"])
     assert ok.exit_code in (0, 1), ok.output
+
+
+def test_a_deepspeed_plan_with_whole_pipeline_sends_runs_them_and_the_audit_prices_shares(tmp_path):
+    """A plan priced with whole sends between stages writes `pipe_partitioned` / `grad_partitioned` false, so its
+    files run as priced; the audit reads them back, prices the same step, and reports what DeepSpeed's default
+    1/tp shares would save (`pipeline_whole_sends`)."""
+    job = ["--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "32", "--seq-len", "4096", "--global-batch",
+           "64"]
+    layout = ["--tp", "2", "--pp", "4", "--zero", "1", "--mbs", "1", "--framework", "deepspeed"]
+    out = tmp_path / "files"
+    whole = json.loads(_run(["evaluate", *job, *layout, "--pipeline-p2p-whole", "--emit", "deepspeed",
+                             "--out", str(out), "--json"]).stdout)
+    shares = json.loads(_run(["evaluate", *job, *layout, "--json"]).stdout)
+    assert whole["step_time_s"] > shares["step_time_s"]
+    launch = [x for p in sorted(out.iterdir()) if p.name not in HOST_FILES for x in ("--launch", str(p))]
+    audit = json.loads(_run(["audit", *job, *launch, "--hosts", str(out / "hosts.txt"), "--json"]).stdout)
+    assert audit["estimate"]["step_time_s"] == pytest.approx(whole["step_time_s"], rel=1e-6)
+    assert "pipe_partitioned" in audit["layout"]["sources"]["recipe.pipeline_p2p_whole"]
+    (found,) = [f for f in audit["findings"] if f["kind"] == "pipeline_whole_sends"]
+    assert found["cost_s"] == pytest.approx(whole["step_time_s"] - shares["step_time_s"], rel=1e-3)

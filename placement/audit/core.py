@@ -586,6 +586,18 @@ def _layout_findings(c: _Ctx, plan: Plan) -> list[Finding]:
             f"the job runs with CUDA_LAUNCH_BLOCKING=1: every kernel launch waits for its kernel, so "
             f"{float(est.host_s[0]):.3f} s of host launch time adds to the step and no communication overlaps "
             f"compute; unset it (asynchronous launches) to save {cost:.3f} s per step", [], cost))
+    # whole tensors between pipeline stages from every TP rank, where 1/tp shares would do (DeepSpeed's default)
+    whole = c.recipe.pipeline_p2p_whole or c.recipe.pipeline_grads_whole
+    if whole and lay.pp > 1 and lay.tp > 1:
+        shares = c.recipe.model_copy(update={"pipeline_p2p_whole": False, "pipeline_grads_whole": False})
+        e = _price(c.model, c.train, c.mapped, [lay], shares)
+        cost = c.saving(float(e.step_time_s[0]))
+        what = "activation and gradient" if c.recipe.pipeline_p2p_whole else "gradient"
+        out.append(Finding(
+            _severity(cost, c.step_s), "pipeline_whole_sends",
+            f"each of the {lay.tp} TP ranks sends the whole {what} between pipeline stages: sending 1/{lay.tp} "
+            f"shares and all-gathering them on arrival (DeepSpeed's pipe_partitioned / grad_partitioned true, its "
+            f"default) saves {cost:.3f} s per step", [], cost))
     # ZeRO-3 where ZeRO-1 fits (or ZeRO-2 where the framework has no ZeRO-1)
     lighter = [z for z in (1, 2) if z in c.zero_stages]
     if lay.zero_stage == 3 and lighter:

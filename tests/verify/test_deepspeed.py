@@ -104,6 +104,10 @@ def test_deepspeed_config_accepts_the_json_and_its_grid_has_the_planned_groups(c
                 lay.recompute == "full" and lay.tp > 1 and lay.sequence_parallel)
             assert cfg.pipeline["activation_checkpoint_interval"] == (1 if lay.recompute == "full" and lay.pp > 1
                                                                       else 0)
+            # the stage-to-stage sends as priced: DeepSpeed partitions them over the slice (TP) group when true
+            r = ctx.recipe
+            assert cfg.pipeline["pipe_partitioned"] is (not r.pipeline_p2p_whole)
+            assert cfg.pipeline["grad_partitioned"] is (not (r.pipeline_p2p_whole or r.pipeline_grads_whole))
             assert grid.dp_group == group_of(ctx, rank, ("dp",))
             assert grid.pp_group == group_of(ctx, rank, ("pp",))
             assert grid.slice_group == group_of(ctx, rank, ("tp",))
