@@ -47,6 +47,6 @@ _YOURS = "the mesh carries no recipe; your training code runs whatever it implem
 RUNS_INSTEAD = {field: _YOURS for field in ("moe_dispatcher", "cuda_graphs", "tp_comm_overlap", "ep_comm_overlap",
                                             "recompute_modules", "delay_wgrad", "pipeline_layout",
                                             "attention_kernel", "cp_comm_type", "cuda_launch_blocking",
-                                            "grad_accumulation", "pipeline_p2p_whole", "pipeline_p2p_blocking",
-                                            "grad_all_reduce")}
+                                            "grad_accumulation", "pipeline_p2p_whole", "pipeline_grads_whole",
+                                            "pipeline_p2p_blocking", "grad_all_reduce")}
 """A mesh states degrees only: every recipe feature of the plan is the training code's to implement."""

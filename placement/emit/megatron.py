@@ -279,6 +279,7 @@ RUNS_INSTEAD = {
     "grad_all_reduce": "its distributed optimizer reduce-scatters the gradients",
     "pipeline_p2p_whole": "its stages send each TP rank's share of the activation (the sequence-parallel shard or "
                           "scatter-gather), not the whole activation",
+    "pipeline_grads_whole": "its stages send each TP rank's share of the gradient, not the whole gradient",
     "pipeline_p2p_blocking": "its stages pair each send with the opposite receive in one batched call "
                              "(p2p_communication, batch_isend_irecv)",
 }
