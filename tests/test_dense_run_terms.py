@@ -426,7 +426,12 @@ def test_deepspeed_files_and_audits_price_blocking_p2p(tmp_path) -> None:
     assert result.exit_code == 0, result.output
     assert "each send and receive between pipeline stages as a blocking call of its own" in \
         (out / "ds_config.json").read_text()
-    assert "blocking call" not in (out / "megatron.sh").read_text()  # Megatron pairs them, as priced
+    # priced blocking, Megatron's file says it pairs them, and DeepSpeed's runs as priced
+    result = CliRunner().invoke(main, [*base, "--pipeline-p2p-blocking", "--out", str(out / "b"),
+                                       "--emit", "megatron,deepspeed"])
+    assert result.exit_code == 0, result.output
+    assert "this file runs pipeline_p2p_blocking False (not True)" in (out / "b" / "megatron.sh").read_text()
+    assert "blocking call" not in (out / "b" / "ds_config.json").read_text()
     # planned for DeepSpeed, the plan is what its files run
     result = CliRunner().invoke(main, [*base, "--framework", "deepspeed", "--json"])
     assert result.exit_code == 0, result.output
@@ -471,8 +476,11 @@ def test_audit_reads_the_bf16_optimizer_all_reduce(tmp_path, stage, expected) ->
                                       f'"zero_optimization": {{"stage": {stage}}}}}')
     layout = parse_launch([tmp_path / "ds.json"], "deepspeed")
     assert layout.recipe.get("grad_all_reduce") is expected
+    # the BF16_Optimizer shards the optimizer state (ZeRO-1), where the all-reduce is priced
+    assert layout.zero_stage == 1
     if expected:
         assert "BF16_Optimizer" in layout.sources["recipe.grad_all_reduce"]
+        assert "BF16_Optimizer" in layout.sources["zero_stage"]
 
 
 def test_unfused_core_without_dropout_moves_no_dropout_bytes(monkeypatch) -> None:
@@ -506,3 +514,22 @@ def test_nemo_24_07_rows_ran_flash_attention_2_but_gpt3_175b() -> None:
     llama8b = rows["nemo-24.07-h100-llama3-8b-8gpu"]
     assert abs(_error(llama8b)) <= BOUND
     assert _error(llama8b.model_copy(update={"attention_kernel": AttentionKernel.FLASH})) < -BOUND
+
+
+def test_files_say_nothing_of_recipe_fields_that_price_nothing_for_the_layout(tmp_path) -> None:
+    """Whole or blocking pipeline sends without a pipeline, and ZeRO-1's all-reduce at another ZeRO stage, change
+    no price: a file that cannot run them says nothing of them (cost.comm.pp_term, cost.dp.dp_term)."""
+    from click.testing import CliRunner
+
+    from placement.cli import main
+
+    flags = ["--pipeline-p2p-whole", "--pipeline-grads-whole", "--pipeline-p2p-blocking", "--grad-all-reduce"]
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, [
+        "evaluate", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "16", "--tp", "2", "--pp", "1",
+        "--zero", "3", *flags, "--out", str(out), "--emit", "megatron,torchtitan"])
+    assert result.exit_code == 0, result.output
+    for name in ("megatron.sh", "torchtitan.sh"):
+        text = (out / name).read_text()
+        for field in ("pipeline_p2p_whole", "pipeline_grads_whole", "pipeline_p2p_blocking", "grad_all_reduce"):
+            assert field not in text, (name, field)

@@ -596,8 +596,10 @@ def _layout_findings(c: _Ctx, plan: Plan) -> list[Finding]:
         out.append(Finding(
             _severity(cost, c.step_s), "pipeline_whole_sends",
             f"each of the {lay.tp} TP ranks sends the whole {what} between pipeline stages: sending 1/{lay.tp} "
-            f"shares and all-gathering them on arrival (DeepSpeed's pipe_partitioned / grad_partitioned true, its "
-            f"default) saves {cost:.3f} s per step", [], cost))
+            f"shares and all-gathering them on arrival over the TP group (DeepSpeed's pipe_partitioned / "
+            f"grad_partitioned, true by default since v0.12.3; an engine older than 2021-09-29 sends gradients "
+            f"whole and needs an upgrade) saves up to {cost:.3f} s per step (the all-gathers are not priced)",
+            [], cost))
     # ZeRO-3 where ZeRO-1 fits (or ZeRO-2 where the framework has no ZeRO-1)
     lighter = [z for z in (1, 2) if z in c.zero_stages]
     if lay.zero_stage == 3 and lighter:

@@ -179,7 +179,8 @@ class PpTerm:
     """Point-to-point activations between stages: b s h / t per boundary with TP scatter/gather
     (PTD-P §4.1), forward and backward, v times under interleaving (PTD-P §2.2.2).  Megatron pairs each send
     with a receive (two transfer times per micro-batch); blocking sends and receives one after another
-    (`pipeline_p2p_blocking`) take four on a stage with neighbours on both sides."""
+    (`pipeline_p2p_blocking`) take four on a stage with neighbours on both sides.  The pace is a middle stage's:
+    in a two-stage pipeline Megatron's end stages exchange in one paired call, priced here at two transfers."""
 
     per_microbatch_s: np.ndarray
     bytes_per_step: np.ndarray

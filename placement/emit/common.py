@@ -111,12 +111,25 @@ def runs_recipe(ctx: EmitContext, runs_instead: dict[str, str], runs: Runs) -> N
         runs.recipe["recompute_modules"] = (RecomputeModule.CORE_ATTN,)
         runs.what.append("selective recompute of core_attn (not " + "+".join(m.value for m in modules) + ")")
     for name in runs_instead:
-        if name in _FEATURE_DEFAULT or name == "recompute_modules":
+        if name in _FEATURE_DEFAULT or name == "recompute_modules" or not _matters(name, lay):
             continue
         default = Recipe.model_fields[name].default
         if getattr(r, name) != default:
             runs.recipe[name] = default
             runs.what.append(f"{name} {_word(default)} (not {_word(getattr(r, name))})")
+
+
+_MATTERS = {"pipeline_p2p_whole": lambda lay: lay.pp > 1 and lay.tp > 1,
+            "pipeline_grads_whole": lambda lay: lay.pp > 1 and lay.tp > 1,
+            "pipeline_p2p_blocking": lambda lay: lay.pp > 2,
+            "grad_all_reduce": lambda lay: lay.zero_stage == 1,
+            "cp_comm_type": lambda lay: lay.cp > 1}
+"""Recipe fields that price nothing outside these layouts (cost.comm.pp_term, cost.dp.dp_term, cost.comm.cp_term):
+a file need not say it runs without them there."""
+
+
+def _matters(name: str, lay) -> bool:
+    return _MATTERS.get(name, lambda _: True)(lay)
 
 
 def _word(value) -> str:
@@ -180,7 +193,7 @@ def recipe_warnings(ctx: EmitContext, framework: str, runs_instead: dict[str, st
         out.append(f"the plan recomputes the modules {', '.join(m.value for m in modules)} (selective); {framework} "
                    f"cannot be told that module list: {runs_instead['recompute_modules']}")
     for field, text in runs_instead.items():
-        if field in values or field == "recompute_modules":
+        if field in values or field == "recompute_modules" or not _matters(field, lay):
             continue
         value = getattr(r, field)
         if value != Recipe.model_fields[field].default:

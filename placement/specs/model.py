@@ -122,7 +122,8 @@ class ModelSpec(Frozen):
     tied_embeddings: bool = False
     """Input embedding and LM head share one matrix."""
     dropout: bool = False
-    """Hidden dropout is on (GPT-3-era models); it stores a 1-byte mask per activation (Korthikanti §4)."""
+    """Hidden and attention dropout are on (GPT-3-era models): a 1-byte mask per activation and per attention score
+    is stored (Korthikanti §4), and an unfused attention core moves the scores' dropout mask and output."""
     moe: MoESpec | None = None
     mla: MLASpec | None = None
     sliding_window: int | None = Field(default=None, ge=1)

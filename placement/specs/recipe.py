@@ -182,14 +182,15 @@ class Recipe(Frozen):
     pipeline_p2p_whole: bool = False
     """Each TP rank sends the whole activation forward and the whole gradient back between pipeline stages, not
     its 1/tp share.  Megatron sends shares (`p2p_communication`: the sequence-parallel shard, or
-    `scatter_gather_tensors_in_pipeline`), and so does DeepSpeed's PipelineEngine by default: it partitions both
-    over the TP group and all-gathers them on arrival (`runtime/pipe/engine.py` PartitionedTensor, config
-    `pipeline.pipe_partitioned` and `pipeline.grad_partitioned`, True unless set).  Whole sends are DeepSpeed
-    with both set false."""
+    `scatter_gather_tensors_in_pipeline`), and so does DeepSpeed's PipelineEngine under TP: it partitions both
+    over the TP group and all-gathers them on arrival (`runtime/pipe/engine.py` PartitionedTensor; both always
+    since microsoft/DeepSpeed e2fdd254 of 2021-09-29, and since v0.12.3 (c2074b34) unless the config's
+    `pipeline.pipe_partitioned` / `pipeline.grad_partitioned`, true by default, say false).  Whole sends are
+    DeepSpeed with both set false."""
     pipeline_grads_whole: bool = False
     """Activations go forward in 1/tp shares but each TP rank sends the whole gradient back: DeepSpeed's
     PipelineEngine before 2021-09-29 (`is_grad_partitioned = False` until microsoft/DeepSpeed e2fdd254, "Big science
-    related changes"; the DeeperSpeed GPT-NeoX-20B trained on), or `pipeline.grad_partitioned: false`."""
+    related changes"; the DeeperSpeed GPT-NeoX-20B trained on), or `pipeline.grad_partitioned: false` (v0.12.3 on)."""
     pipeline_p2p_blocking: bool = False
     """Each send and each receive between pipeline stages is a blocking call of its own, run one after another:
     DeepSpeed's PipelineEngine issues RecvActivation, SendGrad, SendActivation and RecvGrad as separate

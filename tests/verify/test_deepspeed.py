@@ -91,6 +91,10 @@ def test_deepspeed_config_accepts_the_json_and_its_grid_has_the_planned_groups(c
         for ranks in topo.get_axis_comm_lists(axis):
             assert sorted(ranks) == group_of(ctx, ranks[0], axes), (case, axis)
     assert set(topo.get_axis_names()) == {a for a in DS_AXES if a != "context" or lay.cp > 1}
+    if lay.pp > 1:  # the file itself states the stage-to-stage sends (DeepSpeed's defaults would hide a missing key)
+        raw = json.loads(path.read_text())["pipeline"]
+        assert (raw["pipe_partitioned"], raw["grad_partitioned"]) == (
+            not ctx.recipe.pipeline_p2p_whole, not (ctx.recipe.pipeline_p2p_whole or ctx.recipe.pipeline_grads_whole))
     for rank in (0, world - 1, world // 3):
         with fake_world(world, rank):
             grid = PipelineParallelGrid(topology=topo)

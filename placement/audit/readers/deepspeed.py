@@ -283,6 +283,9 @@ def _grad_accumulation(s: Settings) -> None:
     precision = s.sources.get("precision", "")
     bf16 = s.value("precision") == "bf16" and "fp16" not in precision.split(":", 2)[-1]
     bf16_optimizer = zero[0] == 0 and bf16
+    if bf16_optimizer:  # it shards the fp32 master weights and optimizer state over data parallelism
+        s.put("zero_stage", 1, f"{zero[1]}; {precision} (DeepSpeed's BF16_Optimizer under bf16 with ZeRO stage 0 "
+                               f"shards the optimizer state over data parallelism: ZeRO-1, bf16_optimizer.py)")
     deepspeed_grad_accumulation(s, bf16_optimizer, f"{zero[1]}; {precision}" if bf16_optimizer else zero[1])
 
 
