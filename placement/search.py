@@ -23,6 +23,7 @@ from placement.cost.step import (
     RecipeChoices,
     concat_estimates,
     estimate,
+    memory_floor,
     step_lower_bound,
     take_estimates,
 )
@@ -390,6 +391,9 @@ bound keeps it."""
 FIRST_PRICED = 256
 """Candidates of lowest step bound priced first (then twice as many, until top_k fit): they set the k-th best
 step that bounds out the rest."""
+LEANEST_PRICED = 64
+"""Where no candidate can fit, how many of the leanest (by `memory_floor`) are priced for the message that names
+the leanest layout."""
 
 
 def _price_bounded(w: Workload, train: TrainingSpec, topo: Topology, base: LayoutBatch, cfg: SearchConfig,
@@ -425,7 +429,23 @@ def _price_bounded(w: Workload, train: TrainingSpec, topo: Topology, base: Layou
         priced = estimate(w, train, topo, more, cfg.recipe, cfg.choices)
         batch = more if batch is None else concat_batches(batch, more)
         est = priced if est is None else concat_estimates(est, priced)
+        if done == len(chunk) and done < n and not est.fits.any() and _full_recompute_is_leanest(cfg):
+            # nothing of the first chunk fits: if no layout left can fit either, price only the leanest of them
+            rest = expand(base.take(np.flatnonzero(left)))
+            valid, floor, capacity = memory_floor(w, train, topo, rest, cfg.recipe)
+            if not (valid & (floor <= capacity)).any():
+                lean = np.flatnonzero(valid) if valid.any() else np.arange(len(rest))
+                pick = np.sort(lean[np.argsort(floor[lean], kind="stable")[:LEANEST_PRICED]])
+                priced = estimate(w, train, topo, rest.take(pick), cfg.recipe, cfg.choices)
+                return (concat_batches(batch, rest.take(pick)), concat_estimates(est, priced),
+                        len(batch) + len(rest))
     return batch, est, len(batch) + expand.count(base.take(np.flatnonzero(left)))
+
+
+def _full_recompute_is_leanest(cfg: SearchConfig) -> bool:
+    """Whether the space holds each layout's leanest recompute: full recompute of every layer (or a recompute the
+    user pinned), leaner than any selective module list `_selective_candidates` may add later."""
+    return cfg.recipe.recompute_num_layers is None and ("recompute" in cfg.fixed or Recompute.FULL in cfg.recompute)
 
 
 def search_bounds(model: ModelSpec, cfg: SearchConfig) -> tuple[str, ...]:

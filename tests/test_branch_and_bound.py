@@ -90,3 +90,50 @@ def test_bounded_search_returns_the_plans_of_pricing_everything(case, plan_choic
                 for i in res.ranked]
 
     assert plans(bounded) == plans(full)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(job=jobs())
+def test_memory_floor_never_exceeds_the_priced_peak(job):
+    """`memory_floor` is `estimate`'s memory without the CUDA-graph pools: never above the priced peak, and the same
+    validity, so a candidate whose floor is over capacity cannot fit."""
+    from placement.cost.step import memory_floor
+
+    model, recipe, cluster, n, train, _ = job
+    topo = _topo(cluster, n)
+    w = workload(model)
+    b = enumerate_layouts(w, model, train, n, SearchConfig(recipe=recipe), min(topo.cluster.gpus_per_node, n),
+                          hsdp_spans(topo))
+    if len(b) == 0:
+        return
+    est = estimate(w, train, topo, b, recipe)
+    valid, floor, capacity = memory_floor(w, train, topo, b, recipe)
+    assert np.array_equal(valid, est.valid)
+    assert capacity == est.memory_capacity_bytes
+    assert np.all(floor[valid] <= est.peak_memory_bytes[valid] * (1 + 1e-12))
+    assert not np.any(est.fits[valid] & (floor[valid] > capacity))
+
+
+INFEASIBLE = [  # each over 2 x FIRST_PRICED layouts, so the bounded search runs and finds nothing fits
+    ("llama3-405b", "dgx-h100", 64, 8192, 2048), ("mixtral-8x22b", "dgx-h100", 16, 4096, 1024),
+    ("qwen3-235b-a22b", "dgx-h100", 16, 4096, 1024),
+]
+
+
+@pytest.mark.parametrize("case", INFEASIBLE, ids=[c[0] for c in INFEASIBLE])
+def test_an_infeasible_job_names_the_leanest_layout_of_pricing_everything(case):
+    """Where nothing of the first chunk fits and no layout left can (by its memory floor), the bounded search prices
+    only the leanest of them: the message, which names the leanest layout of the whole space, is the same as
+    pricing every layout gives."""
+    from placement.errors import PlacementInfeasible
+
+    name, cluster, n, seq, gbs = case
+    model, topo = load_model(name), _topo(cluster, n)
+    train = TrainingSpec(seq_len=seq, global_batch=gbs)
+    messages = []
+    for bound in (True, False):
+        with pytest.raises(PlacementInfeasible) as err:
+            search(model, train, topo, SearchConfig(top_k=1, bound=bound))
+        messages.append(str(err.value))
+    assert messages[0] == messages[1]
+    assert "the leanest layout" in messages[0]

@@ -209,6 +209,20 @@ def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch, r
     )
 
 
+def memory_floor(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch,
+                 recipe: Recipe | None = None) -> tuple[np.ndarray, np.ndarray, float]:
+    """(valid, peak bytes, capacity) per candidate from `estimate`'s memory term alone: the peak without the
+    CUDA-graph pools a recipe may add, so a lower bound of `estimate`'s, at a fraction of its work.  A candidate
+    whose floor is over capacity cannot fit."""
+    recipe = recipe or Recipe()
+    x = context(w, train, topo, b, recipe)
+    st = _stage_kinds(w, b, recipe)
+    params = _stage_params(x, st)
+    mem = memory_term(x, st, params.dense_kinds, params.expert_kinds, params.dense_shard, params.expert_shard, 0.0)
+    valid = st.valid & (np.abs(x.m - np.rint(x.m)) < 1e-9) & (x.m >= 1)  # as `estimate` marks them
+    return valid, mem.peak_bytes, topo.accelerator.hbm_bytes * (1.0 - C.ALLOCATOR_FRAGMENTATION)
+
+
 def step_lower_bound(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch,
                      recipe: Recipe | None = None, choices: RecipeChoices | None = None) -> np.ndarray:
     """(K,) seconds no candidate's step can be below, for a fraction of `estimate`'s work: the micro-batches
