@@ -533,3 +533,24 @@ def test_files_say_nothing_of_recipe_fields_that_price_nothing_for_the_layout(tm
         text = (out / name).read_text()
         for field in ("pipeline_p2p_whole", "pipeline_grads_whole", "pipeline_p2p_blocking", "grad_all_reduce"):
             assert field not in text, (name, field)
+
+
+@pytest.mark.parametrize(("types", "offload", "expected"), [
+    ({"grad_accum_dtype": "fp32"}, None, ("fp32_copy", True)),
+    ({"grad_accum_dtype": "bf16"}, None, ("autograd", None)),
+    ({"grad_accum_dtype": "fp32"}, {"device": "cpu"}, ("autograd", None)),
+])
+def test_audit_reads_the_bf16_optimizer_deepspeed_picks_at_zero1(tmp_path, types, offload, expected) -> None:
+    """Current DeepSpeed runs its BF16_Optimizer for bf16 at ZeRO-1 when gradients accumulate in fp32 and the
+    optimizer stays on the GPU (`_do_optimizer_sanity_check`): fp32 copies after every backward and the whole
+    gradient all-reduced; otherwise its ZeRO optimizer (autograd's .grad, reduce-scatter)."""
+    import json
+
+    from placement.audit.launch import parse_launch
+
+    zero = {"stage": 1} | ({"offload_optimizer": offload} if offload else {})
+    (tmp_path / "ds.json").write_text(json.dumps({"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": True},
+                                                  "zero_optimization": zero, "data_types": types}))
+    layout = parse_launch([tmp_path / "ds.json"], "deepspeed")
+    assert (layout.recipe["grad_accumulation"], layout.recipe.get("grad_all_reduce")) == expected
+    assert layout.zero_stage == 1

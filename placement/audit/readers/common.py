@@ -178,7 +178,8 @@ def deepspeed_grad_accumulation(s: Settings, bf16_optimizer: bool, evidence: str
     all-reduces them whole before updating its shard (buffered_allreduce_fallback); its ZeRO optimizers let
     autograd accumulate them in .grad (ZeRO-2/3 on the shard, reduce-scattered every micro-batch).  Current
     DeepSpeed also picks the BF16_Optimizer for ZeRO-1 with `data_types.grad_accum_dtype` fp32
-    (`runtime/engine.py` `_do_optimizer_sanity_check`), which this rule does not read."""
+    (`runtime/engine.py` `_do_optimizer_sanity_check`): the DeepSpeed JSON reader sets that case from the file
+    before this rule runs (`deepspeed._bf16_optimizer_at_zero1`)."""
     if bf16_optimizer and not s.has("recipe.grad_all_reduce"):
         s.put("recipe.grad_all_reduce", True,
               f"{evidence} (DeepSpeed's BF16_Optimizer all-reduces the whole gradient, then updates its shard of "

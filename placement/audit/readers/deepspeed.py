@@ -78,6 +78,29 @@ def read_json(path: Path, s: Settings) -> None:
                 s.ignored.append(f"fp16: FP16 mixed precision, priced as bf16 ({ev(key)})")
     if auto:
         s.hf_auto = tuple(auto)
+    _bf16_optimizer_at_zero1(data, s, ev)
+
+
+FP32_NAMES = frozenset({"fp32", "float32", "float", "torch.float32"})
+"""How a DeepSpeed config may write fp32 (`runtime/config_utils.py` DtypeEnum)."""
+
+
+def _bf16_optimizer_at_zero1(data: dict, s: Settings, ev: Callable[[str], str]) -> None:
+    """DeepSpeed picks its BF16_Optimizer, not its ZeRO optimizer, for bf16 at ZeRO stage 1 with
+    `data_types.grad_accum_dtype` fp32 and no optimizer offload (`runtime/engine.py` `_do_optimizer_sanity_check`):
+    fp32 gradient copies after every backward, and the whole gradient all-reduced (buffered_allreduce_fallback)."""
+    zero, types, bf16 = data.get("zero_optimization"), data.get("data_types"), data.get("bf16")
+    if not (isinstance(zero, dict) and zero.get("stage") == 1 and isinstance(types, dict)
+            and isinstance(bf16, dict) and bf16.get("enabled") in (True, "true")):
+        return
+    offload = zero.get("offload_optimizer")
+    if str(types.get("grad_accum_dtype", "")).lower() not in FP32_NAMES or (
+            isinstance(offload, dict) and offload.get("device") not in (None, "none")):
+        return
+    why = (f"{ev('grad_accum_dtype')} with {ev('stage')} and bf16 (DeepSpeed's BF16_Optimizer: runtime/engine.py "
+           f"_do_optimizer_sanity_check)")
+    s.put("recipe.grad_accumulation", "fp32_copy", why)
+    s.put("recipe.grad_all_reduce", True, why)
 
 
 def _partitioned_sends(pipe: dict, s: Settings, ev: Callable[[str], str]) -> None:
