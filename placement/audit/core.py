@@ -497,6 +497,12 @@ def _num_groups(kind: GroupKind, topo: Topology) -> int:
     return int(kind.ranks(topo.num_gpus).shape[0])
 
 
+def _saving_with(c: _Ctx, lay: Layout, **recipe) -> float:
+    """Seconds per step the audited layout saves with these recipe fields changed (a recipe finding's remedy)."""
+    e = _price(c.model, c.train, c.mapped, [lay], c.recipe.model_copy(update=recipe))
+    return c.saving(float(e.step_time_s[0]))
+
+
 def _layout_findings(c: _Ctx, plan: Plan) -> list[Finding]:
     out = []
     lay, b, est = c.layout, c.search_batch, c.est
@@ -579,8 +585,7 @@ def _layout_findings(c: _Ctx, plan: Plan) -> list[Finding]:
                     f"step, {why}", [], cost))
     # CUDA_LAUNCH_BLOCKING=1: a debugging switch left in the environment serialises host and GPU
     if c.recipe.cuda_launch_blocking:
-        e = _price(c.model, c.train, c.mapped, [lay], c.recipe.model_copy(update={"cuda_launch_blocking": False}))
-        cost = c.saving(float(e.step_time_s[0]))
+        cost = _saving_with(c, lay, cuda_launch_blocking=False)
         out.append(Finding(
             _severity(cost, c.step_s), "cuda_launch_blocking",
             f"the job runs with CUDA_LAUNCH_BLOCKING=1: every kernel launch waits for its kernel, so "
@@ -589,9 +594,7 @@ def _layout_findings(c: _Ctx, plan: Plan) -> list[Finding]:
     # whole tensors between pipeline stages from every TP rank, where 1/tp shares would do (DeepSpeed's default)
     whole = c.recipe.pipeline_p2p_whole or c.recipe.pipeline_grads_whole
     if whole and lay.pp > 1 and lay.tp > 1:
-        shares = c.recipe.model_copy(update={"pipeline_p2p_whole": False, "pipeline_grads_whole": False})
-        e = _price(c.model, c.train, c.mapped, [lay], shares)
-        cost = c.saving(float(e.step_time_s[0]))
+        cost = _saving_with(c, lay, pipeline_p2p_whole=False, pipeline_grads_whole=False)
         what = "activation and gradient" if c.recipe.pipeline_p2p_whole else "gradient"
         out.append(Finding(
             _severity(cost, c.step_s), "pipeline_whole_sends",

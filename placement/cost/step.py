@@ -147,7 +147,7 @@ def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch, r
     params = _stage_params(x, st)
     base_mem = memory_term(x, st, params.dense_kinds, params.expert_kinds, params.dense_shard,
                            params.expert_shard, 0.0)
-    capacity = topo.accelerator.hbm_bytes * (1.0 - C.ALLOCATOR_FRAGMENTATION)
+    capacity = _capacity(topo)
     graph_pick, extra_mem = _cuda_graphs(base_mem.peak_bytes, capacity, choices)
     host_for = _host_terms(x, choices, {o.overlap for o in ep_options}, graph_pick)
 
@@ -191,7 +191,7 @@ def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch, r
         "edp": dp.expert_bytes,
     }
     return Estimates(
-        valid=st.valid & (np.abs(m - np.rint(m)) < 1e-9) & (m >= 1), step_time_s=step, compute_s=m * comp_mb,
+        valid=_valid(st, m), step_time_s=step, compute_s=m * comp_mb,
         tp_s=m * tp_mb, cp_s=m * cp_mb, cp_total_s=m * cp_total_mb, ep_s=m * n_moe * crit.ep_exposed,
         pp_s=m * pp.per_microbatch_s, dp_s=dp.total_s, dp_exposed_s=dp.exposed_s, bubble_s=bubble,
         optimizer_s=optimizer_s, overlap_slowdown_s=hidden_slowdown + m * slow_mb,
@@ -219,8 +219,17 @@ def memory_floor(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatc
     st = _stage_kinds(w, b, recipe)
     params = _stage_params(x, st)
     mem = memory_term(x, st, params.dense_kinds, params.expert_kinds, params.dense_shard, params.expert_shard, 0.0)
-    valid = st.valid & (np.abs(x.m - np.rint(x.m)) < 1e-9) & (x.m >= 1)  # as `estimate` marks them
-    return valid, mem.peak_bytes, topo.accelerator.hbm_bytes * (1.0 - C.ALLOCATOR_FRAGMENTATION)
+    return _valid(st, x.m), mem.peak_bytes, _capacity(topo)
+
+
+def _valid(st: StageKinds, m: np.ndarray) -> np.ndarray:
+    """Candidates with a pipeline split and a whole number of micro-batches (at least one)."""
+    return st.valid & (np.abs(m - np.rint(m)) < 1e-9) & (m >= 1)
+
+
+def _capacity(topo: Topology) -> float:
+    """Bytes a GPU can hold for the job: its HBM less the allocator's fragmentation."""
+    return topo.accelerator.hbm_bytes * (1.0 - C.ALLOCATOR_FRAGMENTATION)
 
 
 def step_lower_bound(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch,

@@ -180,6 +180,10 @@ def deepspeed_grad_accumulation(s: Settings, bf16_optimizer: bool, evidence: str
     DeepSpeed also picks the BF16_Optimizer for ZeRO-1 with `data_types.grad_accum_dtype` fp32
     (`runtime/engine.py` `_do_optimizer_sanity_check`): the DeepSpeed JSON reader sets that case from the file
     before this rule runs (`deepspeed._bf16_optimizer_at_zero1`)."""
+    if bf16_optimizer and s.value("zero_stage", 0) == 0:
+        # it shards the fp32 master weights and optimizer state over data parallelism (bf16_optimizer.py): ZeRO-1
+        s.put("zero_stage", 1, f"{evidence} (DeepSpeed's BF16_Optimizer shards the optimizer state over data "
+                               f"parallelism: ZeRO-1)")
     if bf16_optimizer and not s.has("recipe.grad_all_reduce"):
         s.put("recipe.grad_all_reduce", True,
               f"{evidence} (DeepSpeed's BF16_Optimizer all-reduces the whole gradient, then updates its shard of "

@@ -97,10 +97,8 @@ def _bf16_optimizer_at_zero1(data: dict, s: Settings, ev: Callable[[str], str]) 
     if str(types.get("grad_accum_dtype", "")).lower() not in FP32_NAMES or (
             isinstance(offload, dict) and offload.get("device") not in (None, "none")):
         return
-    why = (f"{ev('grad_accum_dtype')} with {ev('stage')} and bf16 (DeepSpeed's BF16_Optimizer: runtime/engine.py "
-           f"_do_optimizer_sanity_check)")
-    s.put("recipe.grad_accumulation", "fp32_copy", why)
-    s.put("recipe.grad_all_reduce", True, why)
+    deepspeed_grad_accumulation(s, True, f"{ev('grad_accum_dtype')} with {ev('stage')} and bf16 (runtime/engine.py "
+                                         f"_do_optimizer_sanity_check picks the BF16_Optimizer)")
 
 
 def _partitioned_sends(pipe: dict, s: Settings, ev: Callable[[str], str]) -> None:
@@ -306,9 +304,6 @@ def _grad_accumulation(s: Settings) -> None:
     precision = s.sources.get("precision", "")
     bf16 = s.value("precision") == "bf16" and "fp16" not in precision.split(":", 2)[-1]
     bf16_optimizer = zero[0] == 0 and bf16
-    if bf16_optimizer:  # it shards the fp32 master weights and optimizer state over data parallelism
-        s.put("zero_stage", 1, f"{zero[1]}; {precision} (DeepSpeed's BF16_Optimizer under bf16 with ZeRO stage 0 "
-                               f"shards the optimizer state over data parallelism: ZeRO-1, bf16_optimizer.py)")
     deepspeed_grad_accumulation(s, bf16_optimizer, f"{zero[1]}; {precision}" if bf16_optimizer else zero[1])
 
 

@@ -266,10 +266,7 @@ def read_args(words: list[Word], s: Settings) -> None:
     zero = s.entry("zero_stage")
     if deepspeed_flag is not None and zero is not None and zero[0] == 0 and s.value("precision", "") == "bf16" \
             and not any(a.flag == "--fp16" for a in args):
-        # Megatron-DeepSpeed under --bf16 with ZeRO stage 0 runs DeepSpeed's BF16_Optimizer, which partitions
-        # the fp32 master weights and optimizer state across data parallelism (deepspeed/runtime/bf16_optimizer.py)
-        s.put("zero_stage", 1, f"{zero[1]}; {s.sources['precision']} (DeepSpeed's BF16_Optimizer under --bf16 "
-                               f"with ZeRO stage 0 shards the optimizer state over data parallelism: ZeRO-1)")
+        # Megatron-DeepSpeed under --bf16 with ZeRO stage 0 runs DeepSpeed's BF16_Optimizer
         deepspeed_grad_accumulation(s, True, f"{zero[1]}; {s.sources['precision']}")
     if deepspeed_flag is not None:
         deepspeed_grad_accumulation(s, False, deepspeed_flag.evidence)
