@@ -492,6 +492,21 @@ def test_pp_sends_once_per_virtual_stage():
     assert per_mb(4) == pytest.approx(4 * per_mb(1), rel=1e-12)
 
 
+def test_a_two_stage_pipeline_exchanges_in_one_paired_call():
+    """pp 2 without interleaving: each stage makes one send/receive call per micro-batch (Megatron 1F1B:
+    send_forward_recv_backward on the first, send_backward_recv_forward on the last), both directions at once,
+    so it costs one transfer, half of a middle stage's two; interleaved, each rank has neighbours both ways;
+    DeepSpeed's blocking end stage sends and receives in turn."""
+    def per_mb(pp, vpp=1, recipe=PLAIN):
+        lay = Layout(tp=8, pp=pp, vpp=vpp, dp=1024 // (8 * pp), sequence_parallel=True)
+        return _f(pp_term(_ctx("llama3-70b", "dgx-h100", 1024, lay, recipe)).per_microbatch_s)
+
+    assert per_mb(2) > 0
+    assert per_mb(2) == pytest.approx(per_mb(4) / 2, rel=0.05)  # same bytes per boundary, one call not two
+    assert per_mb(2, vpp=2) == pytest.approx(4 * per_mb(2), rel=1e-9)
+    assert per_mb(2, recipe=Recipe(pipeline_p2p_blocking=True)) == pytest.approx(2 * per_mb(2), rel=1e-9)
+
+
 # --- data parallelism (cost.dp) -------------------------------------------------------------------------
 
 
@@ -535,6 +550,28 @@ def test_dp_term_direct_interleaving_share():
                                   global_batch=256), p, comp).exposed_s) for v in (1, 4)}
     total = _f(dp_term(_ctx("llama3-70b", "dgx-h100", 1024, LLAMA_TP8, global_batch=256), p, comp).total_s)
     assert 0 < exposed[4] < exposed[1] < total
+
+
+def test_the_end_chunks_share_of_the_dp_collectives_stays_exposed():
+    """However long the cooldown hides the other chunks' buckets behind, the last chunk's reduce-scatter has
+    only its own last backward to hide behind and the first chunk's gather only its own first forward
+    (Megatron-Core `finish_param_sync`: the first gather bucket goes out when the forward needs it): with one
+    micro-batch's compute c, (RS - 2c/3 + AG - c/3) / vpp = (DP - c) / vpp stays exposed at ZeRO-1."""
+    p = StageParams(dense=np.array([2.0e9]), expert=np.array([0.0]), dense_shard=np.array([32.0]),
+                    expert_shard=np.array([1.0]))
+
+    def term(vpp, comp, zero=1):
+        lay = Layout(tp=8, pp=4, vpp=vpp, dp=32, zero_stage=zero, sequence_parallel=True)
+        return dp_term(_ctx("llama3-70b", "dgx-h100", 1024, lay, global_batch=256), p, np.array([comp]))
+
+    total = _f(term(4, 1.0).total_s)
+    comp = 0.5 * total  # 4 chunks x 2/3 of it is far more backward than the whole reduce-scatter
+    assert _f(term(4, comp).exposed_s) == pytest.approx((total - comp) / 4, rel=1e-9)
+    # DDP: the last chunk's all-reduce behind its own backward
+    ddp_total = _f(term(4, 1.0, zero=0).total_s)
+    assert _f(term(4, comp, zero=0).exposed_s) == pytest.approx((ddp_total - 2.0 * comp / 3.0) / 4, rel=1e-9)
+    # one chunk: the whole rank's rule, unchanged
+    assert _f(term(1, comp).exposed_s) == pytest.approx(total - comp, rel=1e-9)
 
 
 def test_ddp_fp32_all_reduce_moves_fp32_in_both_halves():

@@ -179,8 +179,10 @@ class PpTerm:
     """Point-to-point activations between stages: b s h / t per boundary with TP scatter/gather
     (PTD-P §4.1), forward and backward, v times under interleaving (PTD-P §2.2.2).  Megatron pairs each send
     with a receive (two transfer times per micro-batch); blocking sends and receives one after another
-    (`pipeline_p2p_blocking`) take four on a stage with neighbours on both sides.  The pace is a middle stage's:
-    in a two-stage pipeline Megatron's end stages exchange in one paired call, priced here at two transfers."""
+    (`pipeline_p2p_blocking`) take four on a stage with neighbours on both sides.  The pace is a middle stage's;
+    a two-stage pipeline without interleaving has none, and each of its stages makes one paired call per
+    micro-batch (Megatron's 1F1B: the first stage `send_forward_recv_backward`, the last
+    `send_backward_recv_forward`), the two directions at once: one transfer time, the longer one's."""
 
     per_microbatch_s: np.ndarray
     bytes_per_step: np.ndarray
@@ -196,6 +198,10 @@ def pp_term(x: Ctx) -> PpTerm:
     # a middle stage receives the activation, sends it on, receives the gradient and sends it back: paired,
     # each receive runs beside a send; blocking, all four run in turn (an end stage has one neighbour: two)
     turns = np.where(r.pipeline_p2p_blocking & (x.b.pp > 2), 2.0, 1.0)
-    per_mb = np.where(x.b.pp > 1, turns * x.vpp * (pair.p2p(forward) + pair.p2p(backward)), 0.0)
+    fwd_s, bwd_s = pair.p2p(forward), pair.p2p(backward)
+    # two end stages and no chunks between them: one paired exchange, each direction on its own half of the link
+    ends_only = (x.b.pp == 2) & (x.vpp == 1) & (not r.pipeline_p2p_blocking)
+    per_mb = np.where(x.b.pp > 1, np.where(ends_only, np.maximum(fwd_s, bwd_s), turns * x.vpp * (fwd_s + bwd_s)),
+                      0.0)
     return PpTerm(per_microbatch_s=per_mb,
                   bytes_per_step=np.where(x.b.pp > 1, (forward + backward) * x.vpp * x.m, 0.0))

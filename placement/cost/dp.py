@@ -10,7 +10,8 @@ all-gathers as ZeRO-1 does.  ZeRO-3/FSDP gathers weights for forward and backwar
 gradients every micro-batch, behind that micro-batch's compute (prefetch), expert weights included.
 Under interleaving the buckets of each model chunk go as soon as the chunk's last backward ends, so
 they hide behind the cooldown's remaining chunks, and each chunk's gather behind the forward of the
-chunks before it (Megatron-Core distributed optimizer, `--overlap-grad-reduce` per model chunk).
+chunks before it (Megatron-Core distributed optimizer, `--overlap-grad-reduce` per model chunk), but the
+last chunk's reduction and the first chunk's gather have only that chunk's own compute to hide behind.
 """
 
 from __future__ import annotations
@@ -85,11 +86,20 @@ def dp_term(x: Ctx, p: StageParams, comp_mb_s: np.ndarray) -> DpTerm:
         hide = C.DP_OVERLAP_FRACTION * bwd_share * comp_mb_s * chunks
         hide_fwd = C.DP_OVERLAP_FRACTION * (1.0 - bwd_share) * comp_mb_s * chunks
         gather_exposed = np.maximum(ag_once - hide_fwd, 0.0)
+        z1_exposed = np.maximum(z1_grads - hide, 0.0) + gather_exposed
+        ddp_exposed = np.maximum(all_reduce - hide, 0.0)
+        # ...but no chunk hides behind another's compute at the ends of the step: the last chunk's reduction
+        # only behind its own last backward, the first chunk's gather only behind its own first forward
+        # (`_last_chunk_floor`)
+        own_bwd = C.DP_OVERLAP_FRACTION * bwd_share * comp_mb_s
+        own_fwd = C.DP_OVERLAP_FRACTION * (1.0 - bwd_share) * comp_mb_s
+        z1_exposed = np.maximum(z1_exposed, _last_chunk_floor(z1_grads, own_bwd, x.vpp)
+                                + _last_chunk_floor(ag_once, own_fwd, x.vpp))
+        ddp_exposed = np.maximum(ddp_exposed, _last_chunk_floor(all_reduce, own_bwd, x.vpp))
         exposed = np.where(
             zero3, m * np.maximum(z3_mb - comp_mb_s, 0.0) + np.maximum(hsdp_once - hide, 0.0),
             np.where(zero2, m * np.maximum(rs_once - hide / chunks, 0.0) + gather_exposed,
-                     np.where(b.zero == 1, np.maximum(z1_grads - hide, 0.0) + gather_exposed,
-                              np.maximum(all_reduce - hide, 0.0))))
+                     np.where(b.zero == 1, z1_exposed, ddp_exposed)))
     z1_grad_sends = 2.0 if x.recipe.grad_all_reduce else 1.0
 
     def sent(params):
@@ -105,6 +115,18 @@ def dp_term(x: Ctx, p: StageParams, comp_mb_s: np.ndarray) -> DpTerm:
         replica_bytes=np.where(zero3 & (b.dp_shard < b.dp), 2.0 * p.dense * grad_b / p.dense_shard, 0.0),
         expert_bytes=np.where(p.expert_shard > 1, expert_bytes, 0.0),
     )
+
+
+def _last_chunk_floor(comm_s: np.ndarray, own_compute_s: np.ndarray, vpp) -> np.ndarray:
+    """Seconds of a step-end collective that stay exposed however the other chunks hide it: the share of one
+    model chunk (1/vpp of the rank's parameters) less that chunk's own compute of one micro-batch.  The last
+    chunk's buckets reduce as its last backward frees them and the step waits for them after it (Megatron-Core
+    `finalize_model_grads`); the first chunk's first gather bucket goes out when the next forward needs it,
+    and each later bucket behind the forward of the one before (`ParamAndGradBucketGroup.finish_param_sync`:
+    "dispatch it now (e.g., first AG bucket in first model chunk ...)", megatron/core/distributed/
+    param_and_grad_buffer.py, NVIDIA/Megatron-LM d98e8a64).  At vpp 1 this is the whole-rank rule above."""
+    per_chunk = 1.0 / np.maximum(vpp, 1)
+    return np.maximum((comm_s - own_compute_s) * per_chunk, 0.0)
 
 
 def optimizer_term(x: Ctx, p: StageParams) -> np.ndarray:

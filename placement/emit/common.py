@@ -121,7 +121,7 @@ def runs_recipe(ctx: EmitContext, runs_instead: dict[str, str], runs: Runs) -> N
 
 _MATTERS = {"pipeline_p2p_whole": lambda lay: lay.pp > 1 and lay.tp > 1,
             "pipeline_grads_whole": lambda lay: lay.pp > 1 and lay.tp > 1,
-            "pipeline_p2p_blocking": lambda lay: lay.pp > 2,
+            "pipeline_p2p_blocking": lambda lay: lay.pp > 2 or (lay.pp == 2 and lay.vpp == 1),
             "grad_all_reduce": lambda lay: lay.zero_stage == 1,
             "cp_comm_type": lambda lay: lay.cp > 1}
 """Recipe fields that price nothing outside these layouts (cost.comm.pp_term, cost.dp.dp_term, cost.comm.cp_term):

@@ -198,8 +198,8 @@ class Recipe(Frozen):
     its SendActivation docstring) over `runtime/pipe/p2p.py` send/recv with `async_op` False (torch.distributed
     broadcast in 2-rank groups before torch 1.8, send/recv after).  A stage with neighbours on both sides so spends
     four transfer times per micro-batch, where Megatron pairs each send with a receive in one batched call
-    (`send_forward_recv_backward`, `batch_isend_irecv`) and spends two.  Megatron-DeepSpeed, GPT-NeoX and
-    DeepSpeed pipeline jobs."""
+    (`send_forward_recv_backward`, `batch_isend_irecv`) and spends two; a two-stage pipeline's end stages spend
+    two against Megatron's one.  Megatron-DeepSpeed, GPT-NeoX and DeepSpeed pipeline jobs."""
     cross_entropy_fusion: bool = False
     """Fused vocab-parallel cross-entropy (`--cross-entropy-loss-fusion`): no fp32 copy of the logits is kept."""
     cpu_affinity: bool = True
