@@ -85,7 +85,10 @@ CAPABILITIES: dict[str, Capability] = {
         "torchtitan", "torchtitan 0.3.0", zero_stages=(0, 2, 3), zero_stages_with_pp=(0, 2, 3), etp="one",
         even_pipeline=True,
         why="no ZeRO-1 and no expert TP; pipeline stages of equal layers (its first/last_stage_less_layers "
-            "cannot give every uneven split)"),
+            "cannot give every uneven split)",
+        recipe=(("grad_reduce_fp32", True, "torchtitan 0.3.0 reduces gradients in float32: FSDP2's reduce_dtype is "
+                                           "training.mixed_precision_reduce, whose only value is float32 "
+                                           "(config/configs.py), and DDP keeps fp32 parameters under autocast"),)),
     "deepspeed": Capability(
         "deepspeed", "DeepSpeed 0.19.8", zero_stages=(1, 2, 3), zero_stages_with_pp=(1,), max_vpp=1, max_cp=1,
         max_ep=1, etp="one", even_pipeline=True, hsdp=False,
@@ -102,7 +105,10 @@ CAPABILITIES: dict[str, Capability] = {
         "maxtext", "MaxText 0.2.5", zero_stages=(0, 1, 3), zero_stages_with_pp=(0, 1, 3), max_pp=1, etp="tp",
         ep_with_cp=False,
         why="no ZeRO-2, expert TP equal to TP, EP not across CP, and its pipeline runs every forward before "
-            "the backward (not the 1F1B placement prices): pp 1"),
+            "the backward (not the 1F1B placement prices): pp 1",
+        recipe=(("grad_reduce_fp32", True, "MaxText 0.2.5 keeps fp32 weights and gradients (configs/base.yml "
+                                           "weight_dtype and grad_dtype float32): its data-parallel reduction "
+                                           "moves fp32"),)),
 }
 """framework -> its row; the --framework choices."""
 

@@ -140,6 +140,32 @@ def test_bridge_config_container_yaml() -> None:
     assert lay.sources["tp"] == f"{path}:579: tensor_model_parallel_size: 2"
 
 
+def test_bridge_gradient_width_is_read_with_its_line() -> None:
+    """grad_reduce_in_fp32 as the YAML states it: false in the DeepSeek-V3 dump (mixed_precision, which
+    Megatron-Bridge copies over ddp), true in the FSDP override's ddp section."""
+    dsv3 = BR / "deepseek_v3_pretrain_h100_fp8_sc_v1.yaml"
+    lay = parse_launch([dsv3])
+    assert lay.recipe["grad_reduce_fp32"] is False
+    assert lay.sources["recipe.grad_reduce_fp32"] == f"{dsv3}:242: grad_reduce_in_fp32: false"
+    fsdp = BR / "llama3_8b_pretrain_override_example_megatron_fsdp.yaml"
+    assert parse_launch([fsdp]).recipe["grad_reduce_fp32"] is True
+
+
+@pytest.mark.parametrize(("flags", "fp32", "says"), [
+    ("--bf16", True, "under --bf16 Megatron accumulates and reduces gradients in fp32"),
+    ("--bf16 --grad-reduce-in-bf16", False, "--grad-reduce-in-bf16"),
+    ("--bf16 --accumulate-allreduce-grads-in-fp32", True, "--accumulate-allreduce-grads-in-fp32"),
+    ("--fp16", None, None),  # fp16 without the fp32 flag: the 16-bit default, nothing stated
+])
+def test_megatron_gradient_width_follows_megatrons_bf16_rule(tmp_path: Path, flags, fp32, says) -> None:
+    """megatron/training/arguments.py (core_v0.19.0): "bfloat16 requires gradient accumulation and all-reduce to
+    be done in fp32" unless --grad-reduce-in-bf16."""
+    lay = _write_parse(tmp_path / "args.txt", f"--tensor-model-parallel-size 2 {flags}\n")
+    assert lay.recipe.get("grad_reduce_fp32") is fp32
+    if says is not None:
+        assert says in lay.sources["recipe.grad_reduce_fp32"]
+
+
 def test_bridge_override_yaml_megatron_fsdp() -> None:
     path = BR / "llama3_8b_pretrain_override_example_megatron_fsdp.yaml"
     cfg = yaml.safe_load(_text(path))

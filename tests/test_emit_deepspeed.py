@@ -74,8 +74,9 @@ def test_the_json_opens_with_the_plan_header_under_a_key_and_the_script_with_the
     assert head[0].startswith("DeepSpeed 0.19.8 launch for a placement plan (placement ")
     assert any(f"{ctx.plan.step_time_s:.3f} s/step" in line for line in head)
     launch = [x for x in text.splitlines() if x.startswith("deepspeed ")]
-    assert launch == [f"deepspeed --hostfile hostfile --master_addr {ctx.hosts_in_rank_order[0]} --master_port 29500 "
-                      '"${TRAIN_SCRIPT:-train.py}" --deepspeed --deepspeed_config ds_config.json']
+    # bound processes (the default recipe's cpu_affinity): the launcher's numactl split per rank
+    assert launch == [f"deepspeed --bind_cores_to_rank --hostfile hostfile --master_addr {ctx.hosts_in_rank_order[0]} "
+                      '--master_port 29500 "${TRAIN_SCRIPT:-train.py}" --deepspeed --deepspeed_config ds_config.json']
     assert "torchrun" not in text
 
 
@@ -109,7 +110,7 @@ def test_a_gpu_order_inside_a_node_is_warned_and_launched_by_torchrun_instead():
     host = ctx.hosts_in_rank_order[1]
     assert [w for w in warnings if f"first: {host}, ranks 8.. on local GPUs 7,6,5,4,3,2,1,0" in w]
     assert not [x for x in text.splitlines() if x.startswith("deepspeed ")]  # only as a comment
-    assert [x for x in text.splitlines() if x.startswith("# deepspeed --hostfile")]
+    assert [x for x in text.splitlines() if x.startswith("# deepspeed --bind_cores_to_rank --hostfile")]
     runs = [x for x in text.splitlines() if "torchrun" in x and not x.startswith("#")]
     assert len(runs) == len(ctx.hosts_in_rank_order)
     assert runs[1].startswith("CUDA_VISIBLE_DEVICES=7,6,5,4,3,2,1,0 torchrun") and "--node-rank 1 " in runs[1]
@@ -194,7 +195,8 @@ def test_the_writer_writes_the_three_files_and_prefixes_the_warnings(tmp_path):
     assert sorted(p.name for p in paths) == ["deepspeed.sh", "ds_config.json", "ds_topology.py", "hostfile"]
     assert warnings and all(w.startswith("deepspeed: ") for w in warnings)
     json.loads((tmp_path / "ds_config.json").read_text())
-    assert re.search(r"^deepspeed --hostfile hostfile ", (tmp_path / "deepspeed.sh").read_text(), re.M)
+    assert re.search(r"^deepspeed --bind_cores_to_rank --hostfile hostfile ", (tmp_path / "deepspeed.sh").read_text(),
+                     re.M)
 
 
 def test_the_config_partitions_the_sends_as_the_plan_priced_them(tmp_path):

@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from placement.emit import maxtext, writer
+from placement.specs.recipe import Recipe, RecomputeModule
 from tests.verify.helpers import CASES, planned
 
 LAUNCH = re.compile(r"^#\s+(\S+): (?:CUDA_VISIBLE_DEVICES=(\S+) )?NODE_RANK=(\d+) ", re.M)
@@ -20,7 +21,10 @@ LAUNCH = re.compile(r"^#\s+(\S+): (?:CUDA_VISIBLE_DEVICES=(\S+) )?NODE_RANK=(\d+
 
 @pytest.fixture(scope="module")
 def contexts():
-    return {case: planned(case)[0] for case in CASES}
+    """Each case planned with fp32 gradients, as MaxText's fp32 weights reduce them (frameworks.CAPABILITIES),
+    and selective recompute of the attention core only, the one a remat_policy states."""
+    recipe = Recipe(grad_reduce_fp32=True, recompute_modules=(RecomputeModule.CORE_ATTN,))
+    return {case: planned(case, recipe)[0] for case in CASES}
 
 
 def with_layout(ctx, **update):

@@ -28,6 +28,38 @@ def _emit(tmp_path: Path, model: str, gpus: int, precision: str, emit: str, *ext
     return json.loads(result.stdout)["plans"][0], result.stderr
 
 
+FP32_GRADS = ("--grad-reduce-fp32",)
+"""torchtitan and MaxText always reduce gradients in fp32: plans priced so keep the substitution under test alone."""
+
+
+def test_a_torchtitan_plan_with_16bit_gradients_says_it_reduces_fp32_with_both_times(tmp_path):
+    """torchtitan 0.3.0 has one reduce dtype, float32: a plan priced with 16-bit gradients is re-priced as the
+    file runs it, and said so."""
+    plan, err = _emit(tmp_path, "llama3-8b", 16, "bf16", "torchtitan", "--zero", "3")
+    assert not plan["recipe"].get("grad_reduce_fp32")
+    runs = _runs_line(tmp_path / "torchtitan.sh")
+    assert runs is not None and runs.group(1) == "grad_reduce_fp32 True (not False)"
+    assert float(runs.group(2)) == pytest.approx(_evaluate_step(plan, "bf16", "--grad-reduce-fp32"), rel=2e-3)
+    assert float(runs.group(2)) > plan["step_time_s"]
+    assert "mixed_precision_reduce, whose only value is float32" in err
+
+
+def test_a_torchtitan_framework_plan_prices_the_fp32_gradients_its_file_runs(tmp_path):
+    plan, _ = _emit(tmp_path, "llama3-8b", 16, "bf16", "torchtitan", "--framework", "torchtitan")
+    assert plan["recipe"]["grad_reduce_fp32"] is True
+    assert "float32" in plan["recipe_sources"]["grad_reduce_fp32"]
+    assert _runs_line(tmp_path / "torchtitan.sh") is None
+
+
+def test_megatron_files_state_the_gradient_width_they_were_priced_with(tmp_path):
+    """Under --bf16 Megatron reduces gradients in fp32 unless told --grad-reduce-in-bf16: the file says which."""
+    _emit(tmp_path / "a", "llama3-8b", 16, "bf16", "megatron")
+    assert "--grad-reduce-in-bf16" in _megatron_args(tmp_path / "a" / "megatron.sh")
+    _emit(tmp_path / "b", "llama3-8b", 16, "bf16", "megatron", "--grad-reduce-fp32")
+    args = _megatron_args(tmp_path / "b" / "megatron.sh")
+    assert "--accumulate-allreduce-grads-in-fp32" in args and "--grad-reduce-in-bf16" not in args
+
+
 def _megatron_args(path: Path) -> list[str]:
     line = next(x for x in path.read_text().splitlines() if x.startswith("PLACEMENT_ARGS=("))
     return shlex.split(line[len("PLACEMENT_ARGS=("):-1])
@@ -54,6 +86,8 @@ def _evaluate_step(plan: dict, precision: str, *flags: str, **changes) -> float:
     recipe = plan["recipe"]
     if recipe.get("recompute_modules") and lay["recompute"] == "selective":
         argv += ["--recompute-modules", ",".join(recipe["recompute_modules"])]
+    if recipe.get("grad_reduce_fp32"):
+        argv.append("--grad-reduce-fp32")
     argv += list(flags)
     result = CliRunner().invoke(main, argv)
     assert result.exit_code in (0, 1), result.output
@@ -66,7 +100,7 @@ def _runs_line(path: Path) -> re.Match | None:
 
 
 def test_a_torchtitan_fp8_plan_without_an_fp8_config_says_it_runs_bf16_with_both_times(tmp_path):
-    plan, err = _emit(tmp_path, "llama3-70b", 64, "fp8", "torchtitan", "--zero", "3")
+    plan, err = _emit(tmp_path, "llama3-70b", 64, "fp8", "torchtitan", "--zero", "3", *FP32_GRADS)
     runs = _runs_line(tmp_path / "torchtitan.sh")
     assert runs is not None and runs.group(1) == "bf16 (not fp8)"
     assert "llama3_70b config has no Float8 converter and no flag adds one: this file runs bf16" in err
@@ -76,14 +110,14 @@ def test_a_torchtitan_fp8_plan_without_an_fp8_config_says_it_runs_bf16_with_both
 
 
 def test_a_deepseek_fp8_plan_gets_torchtitans_float8_config_and_no_substitute(tmp_path):
-    _emit(tmp_path, "deepseek-v3", 256, "fp8", "torchtitan")
+    _emit(tmp_path, "deepseek-v3", 256, "fp8", "torchtitan", *FP32_GRADS)
     text = (tmp_path / "torchtitan.sh").read_text()
     assert "--config deepseek_v3_671b_float8" in text
     assert _runs_line(tmp_path / "torchtitan.sh") is None
 
 
 def test_a_bf16_405b_plan_says_torchtitans_config_runs_fp8(tmp_path):
-    plan, _ = _emit(tmp_path, "llama3-405b", 512, "bf16", "torchtitan", "--zero", "3")
+    plan, _ = _emit(tmp_path, "llama3-405b", 512, "bf16", "torchtitan", "--zero", "3", *FP32_GRADS)
     runs = _runs_line(tmp_path / "torchtitan.sh")
     assert runs is not None and runs.group(1) == "fp8 (not bf16)"
     assert float(runs.group(2)) == pytest.approx(_evaluate_step(plan, "fp8"), rel=2e-3)
@@ -102,7 +136,7 @@ def test_a_deepspeed_fp8_plan_prices_the_bf16_its_config_sets(tmp_path):
 
 def test_a_torchtitan_zero1_plan_says_it_runs_zero2_with_its_time(tmp_path):
     """torchtitan has no ZeRO-1: the file runs FSDP without resharding after forward, priced as ZeRO-2."""
-    plan, _ = _emit(tmp_path, "llama3-8b", 16, "bf16", "torchtitan", "--zero", "1")
+    plan, _ = _emit(tmp_path, "llama3-8b", 16, "bf16", "torchtitan", "--zero", "1", *FP32_GRADS)
     assert plan["layout"]["zero_stage"] == 1
     runs = _runs_line(tmp_path / "torchtitan.sh")
     assert runs is not None and runs.group(1) == "ZeRO-2 (not ZeRO-1)"
@@ -162,12 +196,12 @@ def test_a_model_from_a_hf_config_gets_torchtitans_config_of_the_same_architectu
 
 
 @pytest.mark.parametrize(("gpus", "model", "runs_zero", "words"), [
-    (16, "llama3-8b", 1, "ZeRO-1 (not ZeRO-2)"),  # unsharded gradients still fit: shard_optimizer_over_data
+    (16, "megatron-gpt-3.6b", 1, "ZeRO-1 (not ZeRO-2)"),  # unsharded fp32 gradients fit: shard_optimizer_over_data
     (64, "llama3-70b", 3, "FSDP (ZeRO-3 over dp {dp}; not ZeRO-2)"),  # they do not: fsdp
 ])
 def test_a_maxtext_zero2_plan_says_what_it_runs_with_its_time(tmp_path, gpus, model, runs_zero, words):
     """MaxText has no ZeRO-2: the file runs ZeRO-1 or FSDP, and its header prices that."""
-    plan, err = _emit(tmp_path, model, gpus, "bf16", "maxtext", "--zero", "2")
+    plan, err = _emit(tmp_path, model, gpus, "bf16", "maxtext", "--zero", "2", *FP32_GRADS)
     assert plan["layout"]["zero_stage"] == 2
     runs = _runs_line(tmp_path / "maxtext.yml")
     assert runs is not None and runs.group(1) == words.format(dp=plan["layout"]["dp"])

@@ -119,11 +119,43 @@ def runs_recipe(ctx: EmitContext, runs_instead: dict[str, str], runs: Runs) -> N
             runs.what.append(f"{name} {_word(default)} (not {_word(getattr(r, name))})")
 
 
+def forced(ctx: EmitContext, framework: str, fields: tuple[str, ...]) -> list[tuple[str, object, str]]:
+    """(field, value, why) for each of `fields` the framework always runs (frameworks.CAPABILITIES) at another
+    value than the plan was priced with."""
+    from placement.frameworks import CAPABILITIES
+
+    r, lay = ctx.recipe, ctx.plan.layout
+    return [(name, value, why) for name, value, why in CAPABILITIES[framework].recipe
+            if name in fields and getattr(r, name) != value and _matters(name, lay)]
+
+
+def runs_forced(ctx: EmitContext, framework: str, fields: tuple[str, ...], runs: Runs) -> None:
+    """Add to `runs` each of `fields` the framework always runs at another value than the plan (`forced`)."""
+    for name, value, _ in forced(ctx, framework, fields):
+        runs.recipe[name] = value
+        runs.what.append(f"{name} {_word(value)} (not {_word(getattr(ctx.recipe, name))})")
+
+
+def forced_warnings(ctx: EmitContext, framework: str, fields: tuple[str, ...]) -> list[str]:
+    """A warning for each of `fields` the framework always runs at another value than the plan (`forced`)."""
+    return [f"the plan is priced with {name} = {_word(getattr(ctx.recipe, name))}, which this file cannot run: {why}"
+            for name, _, why in forced(ctx, framework, fields)]
+
+
+NOT_SETTINGS = frozenset({"routing_imbalance", "fused_model_ops", "moe_fusions"})
+"""Recipe fields no launch file states: the data's expert load (routing_imbalance), and the model code's own eager
+ops and MoE kernels, which the code the user runs decides (Megatron's files do state its MoE fusions).  Every other
+field is, for each emitter, written into its files, re-priced as the framework runs it (RUNS_INSTEAD, FORCED), or
+the user's (a DeviceMesh's or MaxText's launcher)."""
+
 _MATTERS = {"pipeline_p2p_whole": lambda lay: lay.pp > 1 and lay.tp > 1,
             "pipeline_grads_whole": lambda lay: lay.pp > 1 and lay.tp > 1,
             "pipeline_p2p_blocking": lambda lay: lay.pp > 2 or (lay.pp == 2 and lay.vpp == 1),
             "grad_all_reduce": lambda lay: lay.zero_stage == 1,
-            "cp_comm_type": lambda lay: lay.cp > 1}
+            "cp_comm_type": lambda lay: lay.cp > 1,
+            "pipeline_schedule": lambda lay: lay.pp > 1,
+            "account_for_embedding": lambda lay: lay.pp > 1,
+            "account_for_loss": lambda lay: lay.pp > 1}
 """Recipe fields that price nothing outside these layouts (cost.comm.pp_term, cost.dp.dp_term, cost.comm.cp_term):
 a file need not say it runs without them there."""
 
@@ -232,8 +264,15 @@ def torchrun_lines(ctx: EmitContext, command: str, master_port: int = 29500, blo
     env = "CUDA_LAUNCH_BLOCKING=1 " if (ctx.recipe.cuda_launch_blocking if blocking is None else blocking) else ""
     for k, host in enumerate(hosts):
         lines.append(f"# on {host}\n{env}torchrun --nnodes {len(hosts)} --nproc-per-node {ctx.topo.gpus_per_host} "
-                     f"--node-rank {k} --master-addr {hosts[0]} --master-port {master_port} {command}\n")
+                     f"--node-rank {k} --master-addr {hosts[0]} --master-port {master_port} {numa_binding(ctx)}"
+                     f"{command}\n")
     return "".join(lines)
+
+
+def numa_binding(ctx: EmitContext) -> str:
+    """torchrun's `--numa-binding node` (each worker on the CPUs of its GPU's NUMA node; PyTorch "NUMA Binding",
+    torch.distributed.run since 2.9) where the plan was priced with bound processes (recipe cpu_affinity)."""
+    return "--numa-binding node " if ctx.recipe.cpu_affinity else ""
 
 
 def warn_block(warnings: list[str], comment: str = "#") -> str:

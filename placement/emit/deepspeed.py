@@ -228,11 +228,27 @@ RUNS_INSTEAD = {
                        "what these files configure)",
     "cp_comm_type": "DeepSpeed has no context parallelism of this kind (its sequence parallelism is Ulysses "
                     "all-to-all)",
+    "grad_reduce_fp32": "its ZeRO optimizer reduces the gradients in the bf16 of its config (communication_data_type "
+                        "unset: the engine's communication_data_type is then bf16)",
+    "dispatch_fp8": "DeepSpeed-MoE dispatches bf16 tokens",
+    "fp8_recipe": "a DeepSpeed config has no FP8 recipe",
+    "recompute_num_layers": "its activation checkpointing recomputes every layer",
+    "mtp_layers": "it trains without multi-token prediction modules",
+    "pipeline_schedule": "its PipelineEngine runs 1F1B (TrainSchedule)",
+    "cross_entropy_fusion": "the model code's own loss runs",
+    "moe_capacity_factor": "the MoE layers of the model code route as they are written",
+    "dp_overlap": "its ZeRO optimizer overlaps the gradient reduction (overlap_comm, as these files set it)",
     "cuda_launch_blocking": "its launcher passes a node only the NCCL/PYTHON/UCX/MV2 variables and .deepspeed_env, "
                             "which placement does not write: kernels launch asynchronously",
 }
 """What DeepSpeed runs instead of each recipe feature it cannot be told (selective recompute, whatever its
 modules, has its own warning in warnings_for)."""
+STATED = frozenset({"grad_accumulation", "pipeline_p2p_whole", "pipeline_grads_whole", "pipeline_p2p_blocking",
+                    "cpu_affinity"})
+"""Recipe fields the files state (ds_config.json, the launcher line) or re-price in `render` themselves."""
+YOURS = frozenset({"recompute_modules", "account_for_embedding", "account_for_loss"})
+"""Recipe fields the model code decides: selective recompute, and the stage split, which the PipelineModule's
+partition_method makes (`warnings_for` says both)."""
 
 
 def render(ctx: EmitContext) -> tuple[str, list[str], dict[str, str]]:
@@ -245,7 +261,7 @@ def render(ctx: EmitContext) -> tuple[str, list[str], dict[str, str]]:
     if lay.vpp > 1:
         runs.set_layout("vpp", 1, f"plain 1F1B (not {lay.vpp} interleaved stages)")
     runs_recipe(ctx, RUNS_INSTEAD, runs)
-    if lay.pp > 2 and not ctx.recipe.pipeline_p2p_blocking:
+    if lay.pp > 1 and not ctx.recipe.pipeline_p2p_blocking:
         runs.recipe["pipeline_p2p_blocking"] = True
         runs.what.append("each send and receive between pipeline stages as a blocking call of its own (not paired "
                          "with the opposite transfer: PipelineEngine's p2p)")
@@ -271,8 +287,11 @@ def render(ctx: EmitContext) -> tuple[str, list[str], dict[str, str]]:
             "files: ds_config.json (batch, ZeRO, precision, checkpointing, pipeline), hostfile (node rank k = line k)",
             *derived, "", *_code_lines(ctx)]
     text = head + warn_block(warnings) + "".join(f"# {x}\n" if x else "#\n" for x in body)
-    launch = (f"deepspeed --hostfile hostfile{f' --include {include}' if include else ''} --master_addr {hosts[0]} "
-              f"--master_port {MASTER_PORT} {TRAIN_SCRIPT} --deepspeed --deepspeed_config ds_config.json\n")
+    # bound processes (recipe cpu_affinity): the launcher's numactl core split per rank (launcher/launch.py)
+    bind = "--bind_cores_to_rank " if ctx.recipe.cpu_affinity else ""
+    launch = (f"deepspeed {bind}--hostfile hostfile{f' --include {include}' if include else ''} "
+              f"--master_addr {hosts[0]} --master_port {MASTER_PORT} {TRAIN_SCRIPT} --deepspeed "
+              f"--deepspeed_config ds_config.json\n")
     if any(local != sorted(local) for _, local in node_slots(ctx)):
         text += "# the DeepSpeed launcher would lose the planned GPU order (see WARNING):\n# " + launch
         text += _torchrun_permuted(ctx)

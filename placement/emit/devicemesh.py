@@ -48,5 +48,10 @@ RUNS_INSTEAD = {field: _YOURS for field in ("moe_dispatcher", "cuda_graphs", "tp
                                             "recompute_modules", "delay_wgrad", "pipeline_layout",
                                             "attention_kernel", "cp_comm_type", "cuda_launch_blocking",
                                             "grad_accumulation", "pipeline_p2p_whole", "pipeline_grads_whole",
-                                            "pipeline_p2p_blocking", "grad_all_reduce")}
+                                            "pipeline_p2p_blocking", "grad_all_reduce", "grad_reduce_fp32",
+                                            "dispatch_fp8", "dp_overlap", "fp8_recipe", "fp8_params",
+                                            "activation_func_fp8_input_store", "optimizer_state_bf16",
+                                            "recompute_num_layers", "mtp_layers", "account_for_embedding",
+                                            "account_for_loss", "pipeline_schedule", "cross_entropy_fusion",
+                                            "cpu_affinity", "moe_capacity_factor")}
 """A mesh states degrees only: every recipe feature of the plan is the training code's to implement."""

@@ -36,6 +36,7 @@ from fractions import Fraction
 import numpy as np
 
 from placement.cost.constants import GiB
+from placement.emit import common
 from placement.emit.common import EmitContext, Runs, header, recipe_warnings, runs_recipe, warn_block
 
 VERSION = "MaxText 0.2.5 (JAX 0.10.2)"
@@ -274,8 +275,27 @@ RUNS_INSTEAD = {
     "cp_comm_type": "XLA schedules the context-parallel K/V exchange itself",
     "grad_accumulation": "XLA accumulates the gradients in its own compiled step",
     "grad_all_reduce": "XLA reduces the gradients to the sharded optimizer state itself",
+    "dispatch_fp8": "its token dispatch moves bf16",
+    "fp8_recipe": "its quantization key's own scaling runs",
+    "fp8_params": "it keeps its weights in weight_dtype (float32)",
+    "optimizer_state_bf16": "its Adam moments stay float32",
+    "activation_func_fp8_input_store": "XLA keeps the MLP activation input as it compiles it",
+    "recompute_num_layers": "remat_policy full recomputes every layer",
+    "mtp_layers": "it trains without multi-token prediction modules",
+    "moe_capacity_factor": "its MoE routes dropless unless capacity_factor is set",
+    "cross_entropy_fusion": "XLA compiles the loss itself",
+    "dp_overlap": "XLA overlaps the gradient reduction with the backward itself",
 }
 """What MaxText runs instead of each recipe feature it cannot be told."""
+FORCED = ("grad_reduce_fp32",)
+"""Recipe fields MaxText runs at one value whatever the plan (frameworks.CAPABILITIES["maxtext"].recipe)."""
+STATED = frozenset({"cuda_launch_blocking"})
+"""Recipe fields the files state (the environment line)."""
+YOURS = frozenset({"cpu_affinity", "account_for_embedding", "account_for_loss", "pipeline_schedule",
+                   "pipeline_p2p_whole", "pipeline_grads_whole", "pipeline_p2p_blocking"})
+"""Recipe fields the files cannot touch and the job's own setup decides: process binding (MaxText's processes are
+started by your launcher), and the pipeline's sends and split, which only priced pipelines have (MaxText plans
+run pp 1: frameworks.CAPABILITIES)."""
 
 
 def overrides(ctx: EmitContext) -> tuple[dict[str, object], MaxTextMesh, list[str], list[str]]:
@@ -308,6 +328,7 @@ def overrides(ctx: EmitContext) -> tuple[dict[str, object], MaxTextMesh, list[st
     keys |= pipe
     keys["remat_policy"] = REMAT[lay.recompute]
     warnings += more + more2 + recipe_warnings(ctx, "MaxText 0.2.5", RUNS_INSTEAD)
+    warnings += common.forced_warnings(ctx, "maxtext", FORCED)
     zero = {0: "data (DDP)", 1: "data + shard_optimizer_over_data (ZeRO-1)",
             2: "data + shard_optimizer_over_data (ZeRO-2 emitted as ZeRO-1)" if mesh.sizes["fsdp"] == 1
             else "fsdp (ZeRO-2 emitted as ZeRO-3)", 3: "fsdp (ZeRO-3)"}[lay.zero_stage]
@@ -376,6 +397,7 @@ def runs(ctx: EmitContext, mesh: MaxTextMesh) -> Runs:
         else:
             out.set_layout("zero_stage", 1, "ZeRO-1 (not ZeRO-2)")
     runs_recipe(ctx, RUNS_INSTEAD, out)
+    common.runs_forced(ctx, "maxtext", FORCED, out)
     return out
 
 

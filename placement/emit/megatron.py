@@ -16,7 +16,9 @@ deprecated alias) and full as `--cuda-graph-impl full_iteration --no-check-for-n
 --fp8-recipe R`, `--fp8-param-gather`, `--use-precision-aware-optimizer --exp-avg-dtype bf16
 --exp-avg-sq-dtype bf16`, `--recompute-modules`, `--mtp-num-layers`, `--pipeline-model-parallel-layout`,
 `--account-for-{embedding,loss}-in-pipeline-split`, `--moe-expert-capacity-factor`,
-`--cross-entropy-loss-fusion`, `--moe-permute-fusion --moe-router-fusion`.  The routing imbalance is a
+`--cross-entropy-loss-fusion`, `--moe-permute-fusion --moe-router-fusion`, and the gradient width as
+`--grad-reduce-in-bf16` or `--accumulate-allreduce-grads-in-fp32` (under `--bf16` Megatron's default is
+fp32, which a plan priced with 16-bit gradients would not run).  The routing imbalance is a
 property of the data, never forced (`--moe-router-force-load-balancing` is for benchmarks only).
 `placement.audit.readers.megatron` reads every one of them back.
 """
@@ -29,7 +31,7 @@ from placement.cost.context import fp8_recipe
 from placement.cost.pipeline import default_layout, format_layout
 from placement.emit.common import EmitContext, Runs, header, recipe_warnings, runs_recipe, torchrun_lines, warn_block
 from placement.specs.model import FfnKind, Normalization, PositionEmbedding, RopeScaling
-from placement.specs.recipe import CpCommType, CudaGraphs, Dispatcher, PipelineSchedule, RecomputeModule
+from placement.specs.recipe import CpCommType, CudaGraphs, Dispatcher, RecomputeModule
 from placement.specs.training import AttentionKernel, Precision
 
 FLEX_BACKENDS = (Dispatcher.DEEPEP, Dispatcher.HYBRIDEP)
@@ -124,6 +126,9 @@ def recipe_arguments(ctx: EmitContext) -> tuple[list[str], list[str]]:
     # Megatron's default is FP32 weights and GEMMs: both precisions run BF16 weights, FP8 only in the GEMMs
     # (Megatron-LM arguments.py: --bf16 "Run model in bfloat16 mode"; --fp8-format on top of it)
     args.append("--bf16")
+    # under --bf16 Megatron accumulates and reduce-scatters gradients in fp32 unless told --grad-reduce-in-bf16
+    # (megatron/training/arguments.py, core_v0.19.0 :1181-1194): both ways stated, as priced
+    args.append("--accumulate-allreduce-grads-in-fp32" if r.grad_reduce_fp32 else "--grad-reduce-in-bf16")
     if ctx.plan.precision == Precision.FP8.value:
         recipe = fp8_recipe(ctx.topo, r, Precision.FP8)
         args += ["--fp8-format", "e4m3"] + (["--fp8-recipe", recipe.value] if recipe is not None else [])
@@ -158,10 +163,6 @@ def recipe_arguments(ctx: EmitContext) -> tuple[list[str], list[str]]:
             args += ["--position-embedding-type", "rope"]
     if r.cross_entropy_fusion:
         args.append("--cross-entropy-loss-fusion")
-    if r.pipeline_schedule is not PipelineSchedule.ONE_F_ONE_B:
-        warnings.append(f"the plan is priced with the {r.pipeline_schedule.value} pipeline schedule, which "
-                        f"Megatron-Core has no argument for: it runs 1F1B (interleaved when vpp > 1), with a larger "
-                        f"bubble")
     return args, warnings
 
 
@@ -282,8 +283,17 @@ RUNS_INSTEAD = {
     "pipeline_grads_whole": "its stages send each TP rank's share of the gradient, not the whole gradient",
     "pipeline_p2p_blocking": "its stages pair each send with the opposite receive in one batched call "
                              "(p2p_communication, batch_isend_irecv)",
+    "pipeline_schedule": "Megatron-Core has no argument for it: it runs 1F1B (interleaved when vpp > 1), with a "
+                         "larger bubble",
 }
 """What Megatron-LM runs instead of each recipe feature it cannot be told."""
+STATED = frozenset({
+    "attention_kernel", "moe_dispatcher", "dispatch_fp8", "cuda_graphs", "moe_fusions", "tp_comm_overlap",
+    "ep_comm_overlap", "delay_wgrad", "cp_comm_type", "dp_overlap", "fp8_recipe", "fp8_params", "grad_reduce_fp32",
+    "activation_func_fp8_input_store", "optimizer_state_bf16", "recompute_modules", "recompute_num_layers",
+    "mtp_layers", "pipeline_layout", "account_for_embedding", "account_for_loss", "cross_entropy_fusion",
+    "moe_capacity_factor", "cpu_affinity", "cuda_launch_blocking"})
+"""Recipe fields the files state: the `arguments` flags, the torchrun line's binding and environment."""
 
 
 def runs(ctx: EmitContext) -> Runs:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from placement import __version__
 from placement.emit import megatron, torchtitan
-from placement.emit.common import EmitContext
+from placement.emit.common import EmitContext, numa_binding
 
 WORKERS = {"megatron": megatron.worker, "torchtitan": torchtitan.worker}
 RUNS = {"megatron": megatron.runs, "torchtitan": torchtitan.runs}
@@ -55,7 +55,7 @@ def render(ctx: EmitContext, formats: list[str]) -> str:
         body = "".join(f"    {line}\n" for line in preamble.splitlines())
         cases.append(f"  {name})\n{body}    exec torchrun --nnodes \"$NNODES\" --nproc-per-node \"$GPUS_PER_NODE\" "
                      f"--node-rank \"$NODE_RANK\" --master-addr \"$MASTER_ADDR\" --master-port \"$MASTER_PORT\" "
-                     f"{command}\n    ;;\n")
+                     f"{numa_binding(ctx)}{command}\n    ;;\n")
     task = f'''if [[ "${{1:-}}" == --task ]]; then  # one per node, started by srun below
   NODE_RANK=$(awk -v h="$SLURMD_NODENAME" '!/^#/ && $2 == h {{print $1}}' "$PLAN_DIR/hosts.txt")
   if [[ -z "$NODE_RANK" ]]; then

@@ -11,7 +11,17 @@ from __future__ import annotations
 
 from functools import cache
 
-from placement.emit.common import EmitContext, Runs, header, recipe_warnings, runs_recipe, torchrun_lines, warn_block
+from placement.emit.common import (
+    EmitContext,
+    Runs,
+    forced_warnings,
+    header,
+    recipe_warnings,
+    runs_forced,
+    runs_recipe,
+    torchrun_lines,
+    warn_block,
+)
 from placement.specs import ModelSpec
 
 # placement catalog name -> (torchtitan --module, --config)
@@ -155,6 +165,7 @@ def flags(ctx: EmitContext) -> tuple[list[str], list[str]]:
     args.append({"none": "activation-checkpoint:none", "selective": "activation-checkpoint:selective",
                  "full": "activation-checkpoint:full"}[lay.recompute])
     warnings += recipe_warnings(ctx, "torchtitan 0.3.0", RUNS_INSTEAD)
+    warnings += forced_warnings(ctx, "torchtitan", FORCED)
     return args, warnings
 
 
@@ -178,8 +189,20 @@ RUNS_INSTEAD = {
     "grad_accumulation": "FSDP2 reduce-scatters every micro-batch and accumulates the gradient shard",
     "cp_comm_type": "its context parallelism (PyTorch context_parallel) overlaps the K/V exchange with the attention "
                     "of the local block, as the p2p ring",
+    "dispatch_fp8": "its token dispatch moves bf16",
+    "fp8_recipe": "its Float8 config's own scaling runs",
+    "recompute_num_layers": "full activation checkpointing recomputes every layer",
+    "mtp_layers": "it trains without multi-token prediction modules",
+    "pipeline_schedule": "it runs the 1F1B or Interleaved1F1B schedule written here",
+    "moe_capacity_factor": "its MoE routes dropless",
+    "dp_overlap": "FSDP2 prefetches and reduces behind compute, and DDP reduces in buckets during backward",
 }
 """What torchtitan runs instead of each recipe feature it cannot be told."""
+FORCED = ("grad_reduce_fp32",)
+"""Recipe fields torchtitan runs at one value whatever the plan (frameworks.CAPABILITIES["torchtitan"].recipe)."""
+STATED = frozenset({"account_for_embedding", "account_for_loss", "cpu_affinity", "cuda_launch_blocking"})
+"""Recipe fields the files state: the pipeline split (its layers-per-stage flags, re-priced as torchtitan splits) and
+the torchrun line's binding and environment."""
 
 
 _SAME_ARCHITECTURE = ("num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "num_kv_heads",
@@ -255,6 +278,7 @@ def runs(ctx: EmitContext) -> Runs:
     if lay.etp > 1:
         out.set_layout("etp", 1, f"etp 1 (not {lay.etp})")
     runs_recipe(ctx, RUNS_INSTEAD, out)
+    runs_forced(ctx, "torchtitan", FORCED, out)
     split = runs_split(ctx)
     if split is not None:
         per_rank = [sum(split[r::lay.pp]) for r in range(lay.pp)]

@@ -13,6 +13,7 @@ from placement.mapping.report import rank_coords
 from placement.planner import plan_job
 from placement.search import SearchConfig
 from placement.specs import Layout, TrainingSpec
+from placement.specs.recipe import Recipe
 from placement.topology import Topology
 
 CASES = {
@@ -25,17 +26,19 @@ CASES = {
 }
 
 
-def planned(case: str):
-    return plan_context(*CASES[case])
+def planned(case: str, recipe: Recipe | None = None):
+    return plan_context(*CASES[case], recipe=recipe)
 
 
 def plan_context(model_name: str, cluster_name: str, gpus: int, seq: int, gbs: int, fixed: dict,
-                 precision: str = "bf16"):
+                 precision: str = "bf16", recipe: Recipe | None = None):
+    """The best plan of the job (under `recipe`, default the default recipe) as an emitter's context."""
     cluster = load_cluster(cluster_name)
     topo = Topology(cluster, load_accelerator(cluster.accelerator), num_gpus=gpus)
     model = load_model(model_name)
     train = TrainingSpec(seq_len=seq, global_batch=gbs, precision=precision)
-    result = plan_job(model, train, topo, SearchConfig(top_k=1, fixed=fixed), None, with_rank_table=False)
+    cfg = SearchConfig(top_k=1, fixed=fixed, recipe=recipe or Recipe())
+    result = plan_job(model, train, topo, cfg, None, with_rank_table=False)
     return EmitContext.of(result.plans[0], topo, result.gpu_of_rank[0], model, train), model
 
 

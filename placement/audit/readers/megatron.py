@@ -54,7 +54,8 @@ _MG_FLAGS0 = {"--sequence-parallel", "--use-distributed-optimizer", "--use-megat
               "--overlap-moe-expert-parallel-comm", "--delay-wgrad-compute", "--cross-entropy-loss-fusion",
               "--moe-permute-fusion", "--moe-router-fusion", "--no-check-for-nan-in-loss-and-grad",
               "--enable-cuda-graph", "--external-cuda-graph", "--use-precision-aware-optimizer",
-              "--moe-router-force-load-balancing", "--activation-func-fp8-input-store"}
+              "--moe-router-force-load-balancing", "--activation-func-fp8-input-store", "--grad-reduce-in-bf16",
+              "--accumulate-allreduce-grads-in-fp32"}
 _MG_NARGS: dict[str, int | str] = {f: 1 for f in _MG_INT} | {f: 0 for f in _MG_FLAGS0} | {
     "--rampup-batch-size": 3, "--recompute-granularity": 1, "--data-parallel-sharding-strategy": 1,
     "--fp8-format": 1, "--fp4-format": 1, "--pipeline-model-parallel-layout": 1, "--deepspeed_config": 1,
@@ -259,6 +260,8 @@ def read_args(words: list[Word], s: Settings) -> None:
             s.put("recipe.pipeline_layout", one_value(a).text, a.evidence)
     _megatron_recipe_finish(s, recipe_state)
     deepspeed_flag = next((a for a in args if a.flag == "--deepspeed"), None)
+    if deepspeed_flag is None:  # Megatron's own DDP reduces the gradients (DeepSpeed's engine under --deepspeed)
+        _gradient_width(args, s)
     if deepspeed_flag is not None:  # Megatron-DeepSpeed pipelines with DeepSpeed's PipelineEngine
         s.put("recipe.pipeline_p2p_blocking", True,
               f"{deepspeed_flag.evidence} (DeepSpeed's PipelineEngine sends and receives between stages one "
@@ -277,6 +280,22 @@ def read_args(words: list[Word], s: Settings) -> None:
             raise InputError(f"{sharding[1]}: --data-parallel-sharding-strategy must be no_shard, optim, optim_grads "
                              f"or optim_grads_params, got {strategy!r}")
         s.put("zero_stage", stage, fsdp[1] if not sharding else f"{fsdp[1]}; {sharding[1]}")
+
+
+def _gradient_width(args: list[Arg], s: Settings) -> None:
+    """recipe.grad_reduce_fp32 from Megatron-LM's flags: `--accumulate-allreduce-grads-in-fp32` fp32,
+    `--grad-reduce-in-bf16` 16-bit, and under `--bf16` without either fp32, Megatron's own rule
+    (megatron/training/arguments.py, core_v0.19.0 :1181-1194: "bfloat16 requires gradient accumulation and
+    all-reduce to be done in fp32"); under --fp16 without the first, the 16-bit default."""
+    flag = {a.flag: a for a in args}
+    if "--accumulate-allreduce-grads-in-fp32" in flag:
+        s.put("recipe.grad_reduce_fp32", True, flag["--accumulate-allreduce-grads-in-fp32"].evidence)
+    elif "--grad-reduce-in-bf16" in flag:
+        s.put("recipe.grad_reduce_fp32", False, flag["--grad-reduce-in-bf16"].evidence)
+    elif "--bf16" in flag and "--fp16" not in flag:
+        s.put("recipe.grad_reduce_fp32", True,
+              f"{flag['--bf16'].evidence} (under --bf16 Megatron accumulates and reduces gradients in fp32 unless "
+              f"--grad-reduce-in-bf16: megatron/training/arguments.py)")
 
 
 _BRIDGE_SECTIONS = {"model_config": "model", "train_config": "train", "ddp_config": "ddp", "dist_config": "dist",
@@ -382,6 +401,19 @@ def bridge_settings(keys: dict[str, tuple[Any, str]], s: Settings) -> None:
         s.put("precision", "fp8" if "fp8" in recipe else "bf16", rev)
     elif keys.get("mixed_precision.bf16", (None,))[0] is True:
         s.put("precision", "bf16", keys["mixed_precision.bf16"][1])
+    # the gradient width: MixedPrecisionConfig's grad_reduce_in_fp32 overrides the DDP config's (Megatron-Bridge
+    # training/mixed_precision.py update_config_with_precision_overrides; its default, and bf16_mixed's, is True)
+    width = next(((k, keys[k]) for k in ("mixed_precision.grad_reduce_in_fp32", "ddp.grad_reduce_in_fp32")
+                  if isinstance(keys.get(k, (None,))[0], bool)), None)
+    if width is not None:
+        s.put("recipe.grad_reduce_fp32", width[1][0], width[1][1])
+    elif isinstance(recipe, str) and recipe.startswith("fp16"):
+        s.put("recipe.grad_reduce_fp32", False, f"{rev} (Megatron-Bridge fp16_mixed: grad_reduce_in_fp32 False)")
+    elif s.value("precision") in ("bf16", "fp8") and (isinstance(recipe, str) or mp or mfp8
+                                                       or keys.get("mixed_precision.bf16", (None,))[0] is True):
+        where = rev or ev or mev or keys.get("mixed_precision.bf16", (None, ""))[1]
+        s.put("recipe.grad_reduce_fp32", True, f"{where} (Megatron-Bridge MixedPrecisionConfig.grad_reduce_in_fp32 "
+                                               f"defaults to True)")
     if keys.get("dist.use_tp_pp_dp_mapping", (None,))[0] is True:
         s.put("rank_order", "tp-cp-ep-pp-dp", keys["dist.use_tp_pp_dp_mapping"][1])
     for key, why in (("comm_overlap.tp_comm_overlap", "overlaps TP communication with GEMMs"),
