@@ -166,6 +166,19 @@ def test_megatron_gradient_width_follows_megatrons_bf16_rule(tmp_path: Path, fla
         assert says in lay.sources["recipe.grad_reduce_fp32"]
 
 
+@pytest.mark.parametrize(("comm", "fp32"), [("fp32", True), ("bf16", False), ("FP16", False)])
+def test_deepspeed_communication_data_type_is_the_gradient_width(tmp_path: Path, comm, fp32) -> None:
+    lay = _write_parse(tmp_path / "ds_config.json", json.dumps({"train_micro_batch_size_per_gpu": 1,
+                                                                 "communication_data_type": comm}))
+    assert lay.recipe["grad_reduce_fp32"] is fp32
+    assert "communication_data_type" in lay.sources["recipe.grad_reduce_fp32"]
+
+
+def test_deepspeed_communication_data_type_must_be_one_it_knows(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="communication_data_type must be fp32, bf16 or fp16"):
+        _write_parse(tmp_path / "ds_config.json", '{"communication_data_type": "int8"}')
+
+
 def test_bridge_override_yaml_megatron_fsdp() -> None:
     path = BR / "llama3_8b_pretrain_override_example_megatron_fsdp.yaml"
     cfg = yaml.safe_load(_text(path))

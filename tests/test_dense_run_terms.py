@@ -295,6 +295,9 @@ def test_audit_reads_megatron_deepspeed_bf16_optimizer(tmp_path) -> None:
     layout = parse_launch([script])
     assert layout.recipe["grad_accumulation"] == "fp32_copy" and layout.zero_stage == 1
     assert layout.recipe["grad_all_reduce"] is True
+    # its fp32 gradient copies are what it all-reduces (bf16_optimizer.py), not Megatron's DDP rule
+    assert layout.recipe["grad_reduce_fp32"] is True
+    assert "BF16_Optimizer" in layout.sources["recipe.grad_reduce_fp32"]
     script.write_text("torchrun --nnodes 2 --nproc-per-node 8 " + args.format(prec="--fp16"))
     fp16 = parse_launch([script])
     assert fp16.recipe["grad_accumulation"] == "autograd" and "grad_all_reduce" not in fp16.recipe
@@ -556,6 +559,7 @@ def test_audit_reads_the_bf16_optimizer_deepspeed_picks_at_zero1(tmp_path, types
                                                   "zero_optimization": zero, "data_types": types}))
     layout = parse_launch([tmp_path / "ds.json"], "deepspeed")
     assert (layout.recipe["grad_accumulation"], layout.recipe.get("grad_all_reduce")) == expected
+    assert layout.recipe.get("grad_reduce_fp32") is expected[1]  # the BF16_Optimizer reduces fp32 copies
     assert layout.zero_stage == 1
 
 

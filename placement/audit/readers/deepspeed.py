@@ -78,6 +78,13 @@ def read_json(path: Path, s: Settings) -> None:
                 s.ignored.append(f"fp16: FP16 mixed precision, priced as bf16 ({ev(key)})")
     if auto:
         s.hf_auto = tuple(auto)
+    comm = data.get("communication_data_type")
+    if comm is not None:  # the gradients' reduce dtype (runtime/config.py get_communication_data_type; unset: bf16)
+        name = str(comm).lower()
+        if name not in ("fp32", "bf16", "fp16"):
+            raise InputError(f"{ev('communication_data_type')}: communication_data_type must be fp32, bf16 or fp16 "
+                             f"(DeepSpeed's runtime/config.py), got {comm!r}")
+        s.put("recipe.grad_reduce_fp32", name == "fp32", ev("communication_data_type"))
     _bf16_optimizer_at_zero1(data, s, ev)
 
 
