@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from placement.audit.launch import detect_framework, parse_launch
+from placement.audit.launch import MEGATRON_LOG_BEGIN, MEGATRON_LOG_END, detect_framework, parse_launch
 from placement.errors import InputError
 
 DATA = Path(__file__).parent / "data" / "audit"
@@ -140,6 +140,30 @@ def test_bridge_config_container_yaml() -> None:
     assert lay.sources["tp"] == f"{path}:579: tensor_model_parallel_size: 2"
 
 
+def test_a_megatron_logs_printed_gradient_width_is_the_answer(tmp_path: Path) -> None:
+    """Megatron prints its arguments after validate_args: `accumulate_allreduce_grads_in_fp32 False` under bf16 is
+    a 16-bit reduce (the --bf16 rule must not override it)."""
+    log = tmp_path / "train.log"
+    body = "".join(f"  {k} {'.' * (40 - len(k))} {v}\n" for k, v in (
+        ("accumulate_allreduce_grads_in_fp32", "False"), ("bf16", "True"), ("tensor_model_parallel_size", "2")))
+    log.write_text(f"{MEGATRON_LOG_BEGIN}\n{body}{MEGATRON_LOG_END}\n")
+    lay = parse_launch([log])
+    assert lay.recipe["grad_reduce_fp32"] is False and "accumulate_allreduce_grads_in_fp32" in \
+        lay.sources["recipe.grad_reduce_fp32"]
+
+
+@pytest.mark.parametrize(("yaml_text", "fp32"), [
+    ("mixed_precision: bf16_mixed\nddp:\n  grad_reduce_in_fp32: false\n", True),  # the recipe wins
+    ("mixed_precision: fp16_mixed\n", False),
+    ("mixed_precision:\n  bf16: true\nddp:\n  grad_reduce_in_fp32: false\n", True),  # the section's default
+    ("model:\n  fp8: hybrid\nddp:\n  grad_reduce_in_fp32: false\n", False),  # no section: DDP's
+])
+def test_bridge_gradient_width_follows_mixed_precision_over_ddp(tmp_path: Path, yaml_text, fp32) -> None:
+    lay = _write_parse(tmp_path / "cfg.yaml", "model:\n  tensor_model_parallel_size: 2\n" + yaml_text
+                       if not yaml_text.startswith("model:") else yaml_text + "  tensor_model_parallel_size: 2\n")
+    assert lay.recipe["grad_reduce_fp32"] is fp32
+
+
 def test_bridge_gradient_width_is_read_with_its_line() -> None:
     """grad_reduce_in_fp32 as the YAML states it: false in the DeepSeek-V3 dump (mixed_precision, which
     Megatron-Bridge copies over ddp), true in the FSDP override's ddp section."""
@@ -156,6 +180,12 @@ def test_bridge_gradient_width_is_read_with_its_line() -> None:
     ("--bf16 --grad-reduce-in-bf16", False, "--grad-reduce-in-bf16"),
     ("--bf16 --accumulate-allreduce-grads-in-fp32", True, "--accumulate-allreduce-grads-in-fp32"),
     ("--fp16", None, None),  # fp16 without the fp32 flag: the 16-bit default, nothing stated
+    # arguments.py's order: --grad-reduce-in-bf16 wins under --bf16; --main-grads-dtype bf16 keeps 16 bits
+    ("--bf16 --accumulate-allreduce-grads-in-fp32 --grad-reduce-in-bf16", False, "--grad-reduce-in-bf16"),
+    ("--bf16 --main-grads-dtype bf16", False, "--main-grads-dtype"),
+    # Megatron-FSDP: its own dtypes, auto the model's 16 bits
+    ("--bf16 --use-megatron-fsdp", False, "Megatron-FSDP reduces gradients in the model's 16 bits"),
+    ("--bf16 --use-megatron-fsdp --megatron-fsdp-main-grads-dtype fp32", True, "--megatron-fsdp-main-grads-dtype"),
 ])
 def test_megatron_gradient_width_follows_megatrons_bf16_rule(tmp_path: Path, flags, fp32, says) -> None:
     """megatron/training/arguments.py (core_v0.19.0): "bfloat16 requires gradient accumulation and all-reduce to

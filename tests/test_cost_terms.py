@@ -555,7 +555,7 @@ def test_dp_term_direct_interleaving_share():
 def test_the_end_chunks_share_of_the_dp_collectives_stays_exposed():
     """However long the cooldown hides the other chunks' buckets behind, the last chunk's reduce-scatter has
     only its own last backward to hide behind and the first chunk's gather only its own first forward
-    (Megatron-Core `finish_param_sync`: the first gather bucket goes out when the forward needs it): with one
+    (Megatron-Core's interleaved schedule gathers the first chunks' parameters at its start): with one
     micro-batch's compute c, (RS - 2c/3 + AG - c/3) / vpp = (DP - c) / vpp stays exposed at ZeRO-1."""
     p = StageParams(dense=np.array([2.0e9]), expert=np.array([0.0]), dense_shard=np.array([32.0]),
                     expert_shard=np.array([1.0]))

@@ -93,12 +93,14 @@ def dp_term(x: Ctx, p: StageParams, comp_mb_s: np.ndarray) -> DpTerm:
         # (`_last_chunk_floor`)
         own_bwd = C.DP_OVERLAP_FRACTION * bwd_share * comp_mb_s
         own_fwd = C.DP_OVERLAP_FRACTION * (1.0 - bwd_share) * comp_mb_s
-        z1_exposed = np.maximum(z1_exposed, _last_chunk_floor(z1_grads, own_bwd, x.vpp)
-                                + _last_chunk_floor(ag_once, own_fwd, x.vpp))
+        first_gather = _last_chunk_floor(ag_once, own_fwd, x.vpp)
+        z1_exposed = np.maximum(z1_exposed, _last_chunk_floor(z1_grads, own_bwd, x.vpp) + first_gather)
         ddp_exposed = np.maximum(ddp_exposed, _last_chunk_floor(all_reduce, own_bwd, x.vpp))
+        # ZeRO-2 reduce-scatters behind every micro-batch's backward; its gather is ZeRO-1's.  ZeRO-3 gathers and
+        # reduces every micro-batch behind that micro-batch's compute: no step-end collective to floor
         exposed = np.where(
             zero3, m * np.maximum(z3_mb - comp_mb_s, 0.0) + np.maximum(hsdp_once - hide, 0.0),
-            np.where(zero2, m * np.maximum(rs_once - hide / chunks, 0.0) + gather_exposed,
+            np.where(zero2, m * np.maximum(rs_once - hide / chunks, 0.0) + np.maximum(gather_exposed, first_gather),
                      np.where(b.zero == 1, z1_exposed, ddp_exposed)))
     z1_grad_sends = 2.0 if x.recipe.grad_all_reduce else 1.0
 
@@ -121,10 +123,10 @@ def _last_chunk_floor(comm_s: np.ndarray, own_compute_s: np.ndarray, vpp) -> np.
     """Seconds of a step-end collective that stay exposed however the other chunks hide it: the share of one
     model chunk (1/vpp of the rank's parameters) less that chunk's own compute of one micro-batch.  The last
     chunk's buckets reduce as its last backward frees them and the step waits for them after it (Megatron-Core
-    `finalize_model_grads`); the first chunk's first gather bucket goes out when the next forward needs it,
-    and each later bucket behind the forward of the one before (`ParamAndGradBucketGroup.finish_param_sync`:
-    "dispatch it now (e.g., first AG bucket in first model chunk ...)", megatron/core/distributed/
-    param_and_grad_buffer.py, NVIDIA/Megatron-LM d98e8a64).  At vpp 1 this is the whole-rank rule above."""
+    `finalize_model_grads`); the interleaved schedule dispatches the first two chunks' gathers at its start
+    ("Synchronize params for first two model chunks", pipeline_parallel/schedules.py core_v0.19.0 :1191-1194)
+    and chunk 0's first forward waits for its buckets one by one, each later bucket behind the forward of the
+    one before.  At vpp 1 this is the whole-rank rule above."""
     per_chunk = 1.0 / np.maximum(vpp, 1)
     return np.maximum((comm_s - own_compute_s) * per_chunk, 0.0)
 

@@ -17,7 +17,7 @@ import numpy as np
 from placement.cost import constants as C
 from placement.cost.context import Ctx
 from placement.cost.pipeline import StageKinds
-from placement.specs.recipe import PipelineSchedule
+from placement.specs.recipe import GradAccumulation, PipelineSchedule
 from placement.specs.recipe import RecomputeModule as M
 from placement.specs.training import AttentionKernel
 
@@ -120,6 +120,10 @@ def memory_term(x: Ctx, st: StageKinds, dense_p: np.ndarray, expert_p: np.ndarra
     # fp32 gradients take 4 bytes where a full-size grad buffer is kept (DDP, Megatron's distributed optimizer);
     # under ZeRO-3/FSDP2 the sharded fp32 parameter is itself the master copy, so 2 + 4 + 8 = 16 bytes as before
     grad_b = np.where((b.zero < 3) & x.recipe.grad_reduce_fp32, 4.0, C.BYTES_GRAD)
+    if x.recipe.grad_accumulation is GradAccumulation.FP32_COPY:
+        # DeepSpeed's BF16_Optimizer keeps a full-size fp32 gradient beside the bf16 .grad (bf16_optimizer.py
+        # fp32_groups_gradients_flat, zeros_like the flat bf16 parameters), whatever width it reduces in
+        grad_b = np.where(b.zero < 3, C.BYTES_GRAD + 4.0, grad_b)
     state_b = C.BYTES_OPTIMIZER_BF16_MOMENTS if x.recipe.optimizer_state_bf16 else C.BYTES_OPTIMIZER
 
     def per_param(shard):

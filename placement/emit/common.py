@@ -260,6 +260,9 @@ def torchrun_lines(ctx: EmitContext, command: str, master_port: int = 29500, blo
     (default: the recipe's cuda_launch_blocking) prefixes CUDA_LAUNCH_BLOCKING=1."""
     hosts = ctx.hosts_in_rank_order
     lines = ["# one line per node, run on that host (static rendezvous; node ranks follow the planned host order)\n"]
+    if ctx.recipe.cpu_affinity:
+        lines.append("# --numa-binding node: torchrun's flag since PyTorch 2.9 (older: bind with numactl, or plan "
+                     "with --no-cpu-affinity)\n")
     # the plan was priced with blocking launches (recipe cuda_launch_blocking): the files run that way
     env = "CUDA_LAUNCH_BLOCKING=1 " if (ctx.recipe.cuda_launch_blocking if blocking is None else blocking) else ""
     for k, host in enumerate(hosts):

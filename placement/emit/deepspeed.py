@@ -56,6 +56,8 @@ def config(ctx: EmitContext) -> dict:
         "zero_optimization": zero,
         "bf16": {"enabled": True},  # fp8 too: DeepSpeed's FP8 comes from model code (see the warning)
     }
+    if ctx.recipe.grad_reduce_fp32:  # unset, the engine reduces in the bf16 above (runtime/engine.py)
+        out["communication_data_type"] = "fp32"
     if lay.recompute == "full":
         # read by deepspeed.checkpointing.configure(); partitioning the checkpointed layer inputs across the TP
         # group is the 1/tp share sequence parallelism keeps
@@ -228,8 +230,6 @@ RUNS_INSTEAD = {
                        "what these files configure)",
     "cp_comm_type": "DeepSpeed has no context parallelism of this kind (its sequence parallelism is Ulysses "
                     "all-to-all)",
-    "grad_reduce_fp32": "its ZeRO optimizer reduces the gradients in the bf16 of its config (communication_data_type "
-                        "unset: the engine's communication_data_type is then bf16)",
     "dispatch_fp8": "DeepSpeed-MoE dispatches bf16 tokens",
     "fp8_recipe": "a DeepSpeed config has no FP8 recipe",
     "recompute_num_layers": "its activation checkpointing recomputes every layer",
@@ -244,7 +244,7 @@ RUNS_INSTEAD = {
 """What DeepSpeed runs instead of each recipe feature it cannot be told (selective recompute, whatever its
 modules, has its own warning in warnings_for)."""
 STATED = frozenset({"grad_accumulation", "pipeline_p2p_whole", "pipeline_grads_whole", "pipeline_p2p_blocking",
-                    "cpu_affinity"})
+                    "cpu_affinity", "grad_reduce_fp32"})
 """Recipe fields the files state (ds_config.json, the launcher line) or re-price in `render` themselves."""
 YOURS = frozenset({"recompute_modules", "account_for_embedding", "account_for_loss"})
 """Recipe fields the model code decides: selective recompute, and the stage split, which the PipelineModule's
@@ -268,6 +268,11 @@ def render(ctx: EmitContext) -> tuple[str, list[str], dict[str, str]]:
     if ctx.recipe.grad_accumulation is not GradAccumulation.AUTOGRAD:  # its ZeRO optimizer (stage >= 1)
         runs.recipe["grad_accumulation"] = GradAccumulation.AUTOGRAD
         runs.what.append(f"gradients accumulated by autograd in .grad (not {ctx.recipe.grad_accumulation.value})")
+    if ctx.recipe.cpu_affinity and not _launch_binds(ctx):
+        runs.recipe["cpu_affinity"] = False
+        runs.what.append("unbound processes (not bound)")
+        warnings.append("the deepspeed launcher starts other hosts over pdsh without --bind_cores_to_rank "
+                        "(launcher/multinode_runner.py PDSHRunner drops it): the processes run unbound")
     line, warn = ctx.runs_as(runs)
     if warn:
         warnings.insert(0, warn)
@@ -287,8 +292,9 @@ def render(ctx: EmitContext) -> tuple[str, list[str], dict[str, str]]:
             "files: ds_config.json (batch, ZeRO, precision, checkpointing, pipeline), hostfile (node rank k = line k)",
             *derived, "", *_code_lines(ctx)]
     text = head + warn_block(warnings) + "".join(f"# {x}\n" if x else "#\n" for x in body)
-    # bound processes (recipe cpu_affinity): the launcher's numactl core split per rank (launcher/launch.py)
-    bind = "--bind_cores_to_rank " if ctx.recipe.cpu_affinity else ""
+    # bound processes (recipe cpu_affinity): the launcher's numactl core split per rank (launcher/launch.py), which
+    # it passes on only on one host (_launch_binds)
+    bind = "--bind_cores_to_rank " if ctx.recipe.cpu_affinity and _launch_binds(ctx) else ""
     launch = (f"deepspeed {bind}--hostfile hostfile{f' --include {include}' if include else ''} "
               f"--master_addr {hosts[0]} --master_port {MASTER_PORT} {TRAIN_SCRIPT} --deepspeed "
               f"--deepspeed_config ds_config.json\n")
@@ -325,6 +331,14 @@ def topology_module(ctx: EmitContext) -> str:
             + (f"\n# for your training loop: run each transformer layer through "
                f"deepspeed.checkpointing.checkpoint(layer, x)\nrecompute = {lay.recompute!r}\n"
                if lay.pp == 1 and lay.recompute == "full" else ""))
+
+
+def _launch_binds(ctx: EmitContext) -> bool:
+    """Whether the file's launch binds each process to cores: torchrun's --numa-binding where the file launches with
+    torchrun (a GPU order the deepspeed launcher would lose), the deepspeed launcher's --bind_cores_to_rank on one
+    host only (runner.py passes it to launch.py locally; multinode_runner.py's PDSHRunner does not)."""
+    permuted = any(local != sorted(local) for _, local in node_slots(ctx))
+    return permuted or len(ctx.hosts_in_rank_order) == 1
 
 
 def _torchrun_permuted(ctx: EmitContext) -> str:

@@ -18,7 +18,8 @@ deprecated alias) and full as `--cuda-graph-impl full_iteration --no-check-for-n
 `--account-for-{embedding,loss}-in-pipeline-split`, `--moe-expert-capacity-factor`,
 `--cross-entropy-loss-fusion`, `--moe-permute-fusion --moe-router-fusion`, and the gradient width as
 `--grad-reduce-in-bf16` or `--accumulate-allreduce-grads-in-fp32` (under `--bf16` Megatron's default is
-fp32, which a plan priced with 16-bit gradients would not run).  The routing imbalance is a
+fp32, which a plan priced with 16-bit gradients would not run), under Megatron-FSDP as
+`--megatron-fsdp-main-grads-dtype` and `--megatron-fsdp-grad-comm-dtype`.  The routing imbalance is a
 property of the data, never forced (`--moe-router-force-load-balancing` is for benchmarks only).
 `placement.audit.readers.megatron` reads every one of them back.
 """
@@ -126,9 +127,14 @@ def recipe_arguments(ctx: EmitContext) -> tuple[list[str], list[str]]:
     # Megatron's default is FP32 weights and GEMMs: both precisions run BF16 weights, FP8 only in the GEMMs
     # (Megatron-LM arguments.py: --bf16 "Run model in bfloat16 mode"; --fp8-format on top of it)
     args.append("--bf16")
-    # under --bf16 Megatron accumulates and reduce-scatters gradients in fp32 unless told --grad-reduce-in-bf16
-    # (megatron/training/arguments.py, core_v0.19.0 :1181-1194): both ways stated, as priced
-    args.append("--accumulate-allreduce-grads-in-fp32" if r.grad_reduce_fp32 else "--grad-reduce-in-bf16")
+    # the gradient width as priced: under --bf16 Megatron's DDP accumulates and reduces in fp32 unless told
+    # --grad-reduce-in-bf16 (megatron/training/arguments.py, core_v0.19.0 :1181-1194); Megatron-FSDP takes its own
+    # dtypes (auto: the model's 16 bits; arguments.py :3524-3532)
+    if lay.zero_stage >= 2:
+        width = "fp32" if r.grad_reduce_fp32 else "bf16"
+        args += ["--megatron-fsdp-main-grads-dtype", width, "--megatron-fsdp-grad-comm-dtype", width]
+    else:
+        args.append("--accumulate-allreduce-grads-in-fp32" if r.grad_reduce_fp32 else "--grad-reduce-in-bf16")
     if ctx.plan.precision == Precision.FP8.value:
         recipe = fp8_recipe(ctx.topo, r, Precision.FP8)
         args += ["--fp8-format", "e4m3"] + (["--fp8-recipe", recipe.value] if recipe is not None else [])

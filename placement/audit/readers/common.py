@@ -188,10 +188,6 @@ def deepspeed_grad_accumulation(s: Settings, bf16_optimizer: bool, evidence: str
         s.put("recipe.grad_all_reduce", True,
               f"{evidence} (DeepSpeed's BF16_Optimizer all-reduces the whole gradient, then updates its shard of "
               f"the optimizer state: runtime/engine.py buffered_allreduce_fallback)")
-    if bf16_optimizer and not s.has("recipe.grad_reduce_fp32"):
-        s.put("recipe.grad_reduce_fp32", True,
-              f"{evidence} (DeepSpeed's BF16_Optimizer keeps and all-reduces fp32 gradient copies: "
-              f"runtime/bf16_optimizer.py update_hp_grads, _bf16_reduce_grads)")
     if s.has("recipe.grad_accumulation"):
         return
     if bf16_optimizer:

@@ -64,7 +64,8 @@ _MG_NARGS: dict[str, int | str] = {f: 1 for f in _MG_INT} | {f: 0 for f in _MG_F
     "--attention-backend": 1, "--cp-comm-type": "+",
     "--cuda-graph-impl": 1, "--cuda-graph-modules": "+", "--cuda-graph-scope": "+", "--recompute-modules": "+",
     "--fp8-recipe": 1, "--mtp-num-layers": 1, "--moe-expert-capacity-factor": 1, "--exp-avg-dtype": 1,
-    "--exp-avg-sq-dtype": 1}
+    "--exp-avg-sq-dtype": 1, "--main-grads-dtype": 1, "--megatron-fsdp-main-grads-dtype": 1,
+    "--megatron-fsdp-grad-comm-dtype": 1}
 _MG_IGNORED = {
     "--num-distributed-optimizer-instances": "partial distributed optimizer (shards within instances)",
     "--cpu-offloading": "activation/weight offload to CPU",
@@ -283,19 +284,41 @@ def read_args(words: list[Word], s: Settings) -> None:
 
 
 def _gradient_width(args: list[Arg], s: Settings) -> None:
-    """recipe.grad_reduce_fp32 from Megatron-LM's flags: `--accumulate-allreduce-grads-in-fp32` fp32,
-    `--grad-reduce-in-bf16` 16-bit, and under `--bf16` without either fp32, Megatron's own rule
-    (megatron/training/arguments.py, core_v0.19.0 :1181-1194: "bfloat16 requires gradient accumulation and
-    all-reduce to be done in fp32"); under --fp16 without the first, the 16-bit default."""
+    """recipe.grad_reduce_fp32 from Megatron-LM's flags, in megatron/training/arguments.py's order (core_v0.19.0
+    :1181-1194): under `--bf16`, `--grad-reduce-in-bf16` is 16-bit, then `--accumulate-allreduce-grads-in-fp32`
+    is fp32, then `--main-grads-dtype bf16` keeps 16-bit, and otherwise "bfloat16 requires gradient accumulation
+    and all-reduce to be done in fp32"; under --fp16 only the fp32 flag widens.  Megatron-FSDP takes its own
+    `--megatron-fsdp-grad-comm-dtype` (auto: `--megatron-fsdp-main-grads-dtype`; auto: the model's 16 bits).
+    A log's printed `accumulate_allreduce_grads_in_fp32`, read first (`read_log`), is the answer already."""
+    if s.has("recipe.grad_reduce_fp32"):
+        return
     flag = {a.flag: a for a in args}
-    if "--accumulate-allreduce-grads-in-fp32" in flag:
-        s.put("recipe.grad_reduce_fp32", True, flag["--accumulate-allreduce-grads-in-fp32"].evidence)
-    elif "--grad-reduce-in-bf16" in flag:
-        s.put("recipe.grad_reduce_fp32", False, flag["--grad-reduce-in-bf16"].evidence)
+
+    def value(name: str, default: str = "auto") -> str:
+        return one_value(flag[name]).text if name in flag else default
+
+    if "--use-megatron-fsdp" in flag:
+        comm, main = value("--megatron-fsdp-grad-comm-dtype"), value("--megatron-fsdp-main-grads-dtype")
+        named = next((f for f in ("--megatron-fsdp-grad-comm-dtype", "--megatron-fsdp-main-grads-dtype")
+                      if f in flag), "--use-megatron-fsdp")
+        width = main if comm == "auto" else comm
+        s.put("recipe.grad_reduce_fp32", width == "fp32",
+              flag[named].evidence + ("" if named != "--use-megatron-fsdp" else
+                                      " (Megatron-FSDP reduces gradients in the model's 16 bits unless "
+                                      "--megatron-fsdp-grad-comm-dtype says otherwise)"))
     elif "--bf16" in flag and "--fp16" not in flag:
-        s.put("recipe.grad_reduce_fp32", True,
-              f"{flag['--bf16'].evidence} (under --bf16 Megatron accumulates and reduces gradients in fp32 unless "
-              f"--grad-reduce-in-bf16: megatron/training/arguments.py)")
+        if "--grad-reduce-in-bf16" in flag:
+            s.put("recipe.grad_reduce_fp32", False, flag["--grad-reduce-in-bf16"].evidence)
+        elif "--accumulate-allreduce-grads-in-fp32" in flag:
+            s.put("recipe.grad_reduce_fp32", True, flag["--accumulate-allreduce-grads-in-fp32"].evidence)
+        elif value("--main-grads-dtype", "fp32") == "bf16":
+            s.put("recipe.grad_reduce_fp32", False, flag["--main-grads-dtype"].evidence)
+        else:
+            s.put("recipe.grad_reduce_fp32", True,
+                  f"{flag['--bf16'].evidence} (under --bf16 Megatron accumulates and reduces gradients in fp32 "
+                  f"unless --grad-reduce-in-bf16: megatron/training/arguments.py)")
+    elif "--accumulate-allreduce-grads-in-fp32" in flag:
+        s.put("recipe.grad_reduce_fp32", True, flag["--accumulate-allreduce-grads-in-fp32"].evidence)
 
 
 _BRIDGE_SECTIONS = {"model_config": "model", "train_config": "train", "ddp_config": "ddp", "dist_config": "dist",
@@ -401,19 +424,20 @@ def bridge_settings(keys: dict[str, tuple[Any, str]], s: Settings) -> None:
         s.put("precision", "fp8" if "fp8" in recipe else "bf16", rev)
     elif keys.get("mixed_precision.bf16", (None,))[0] is True:
         s.put("precision", "bf16", keys["mixed_precision.bf16"][1])
-    # the gradient width: MixedPrecisionConfig's grad_reduce_in_fp32 overrides the DDP config's (Megatron-Bridge
-    # training/mixed_precision.py update_config_with_precision_overrides; its default, and bf16_mixed's, is True)
-    width = next(((k, keys[k]) for k in ("mixed_precision.grad_reduce_in_fp32", "ddp.grad_reduce_in_fp32")
-                  if isinstance(keys.get(k, (None,))[0], bool)), None)
-    if width is not None:
-        s.put("recipe.grad_reduce_fp32", width[1][0], width[1][1])
-    elif isinstance(recipe, str) and recipe.startswith("fp16"):
-        s.put("recipe.grad_reduce_fp32", False, f"{rev} (Megatron-Bridge fp16_mixed: grad_reduce_in_fp32 False)")
-    elif s.value("precision") in ("bf16", "fp8") and (isinstance(recipe, str) or mp or mfp8
-                                                       or keys.get("mixed_precision.bf16", (None,))[0] is True):
-        where = rev or ev or mev or keys.get("mixed_precision.bf16", (None, ""))[1]
-        s.put("recipe.grad_reduce_fp32", True, f"{where} (Megatron-Bridge MixedPrecisionConfig.grad_reduce_in_fp32 "
-                                               f"defaults to True)")
+    # the gradient width: with a mixed_precision section Megatron-Bridge copies its grad_reduce_in_fp32 (default
+    # True; the fp16_mixed recipe's False) over the DDP config's (training/mixed_precision.py setup,
+    # update_config_with_precision_overrides); without one the DDP config's stands (default False)
+    section = [k for k in keys if k.startswith("mixed_precision.")]
+    if isinstance(recipe, str):
+        fp32 = not recipe.startswith("fp16")
+        s.put("recipe.grad_reduce_fp32", fp32, f"{rev} (Megatron-Bridge's {recipe} recipe: grad_reduce_in_fp32 "
+                                               f"{fp32})")
+    elif section:
+        value, where = keys.get("mixed_precision.grad_reduce_in_fp32", (True, None))
+        default = f"{keys[section[0]][1]} (Megatron-Bridge MixedPrecisionConfig.grad_reduce_in_fp32 defaults to True)"
+        s.put("recipe.grad_reduce_fp32", bool(value), where or default)
+    elif isinstance(keys.get("ddp.grad_reduce_in_fp32", (None,))[0], bool):
+        s.put("recipe.grad_reduce_fp32", keys["ddp.grad_reduce_in_fp32"][0], keys["ddp.grad_reduce_in_fp32"][1])
     if keys.get("dist.use_tp_pp_dp_mapping", (None,))[0] is True:
         s.put("rank_order", "tp-cp-ep-pp-dp", keys["dist.use_tp_pp_dp_mapping"][1])
     for key, why in (("comm_overlap.tp_comm_overlap", "overlaps TP communication with GEMMs"),
@@ -482,6 +506,10 @@ def read_log(path: Path, s: Settings) -> None:
     words: list[Word] = []
     for name, value, line in log_arguments(path, lines):
         org = Origin(str(path), line, lines[line - 1].strip())
+        if name == "accumulate_allreduce_grads_in_fp32" and value in ("True", "False"):
+            # printed after validate_args: the gradient width the job ran (_gradient_width need not infer it)
+            s.put("recipe.grad_reduce_fp32", value == "True", str(org))
+            continue
         if name in ("data_parallel_size", "world_size") and value.isdigit():
             s.put("dp" if name == "data_parallel_size" else "world_size", int(value), str(org))
             continue
