@@ -119,27 +119,34 @@ def runs_recipe(ctx: EmitContext, runs_instead: dict[str, str], runs: Runs) -> N
             runs.what.append(f"{name} {_word(default)} (not {_word(getattr(r, name))})")
 
 
-def forced(ctx: EmitContext, framework: str, fields: tuple[str, ...]) -> list[tuple[str, object, str]]:
-    """(field, value, why) for each of `fields` the framework always runs (frameworks.CAPABILITIES) at another
-    value than the plan was priced with."""
+def forced_fields(framework: str) -> tuple[str, ...]:
+    """Recipe fields the framework runs at one value whatever the plan (frameworks.CAPABILITIES' recipe row)."""
+    from placement.frameworks import CAPABILITIES
+
+    return tuple(name for name, _, _ in CAPABILITIES[framework].recipe)
+
+
+def forced(ctx: EmitContext, framework: str) -> list[tuple[str, object, str]]:
+    """(field, value, why) for each recipe value the framework always runs (frameworks.CAPABILITIES) where the plan
+    was priced with another."""
     from placement.frameworks import CAPABILITIES
 
     r, lay = ctx.recipe, ctx.plan.layout
     return [(name, value, why) for name, value, why in CAPABILITIES[framework].recipe
-            if name in fields and getattr(r, name) != value and _matters(name, lay)]
+            if getattr(r, name) != value and _matters(name, lay)]
 
 
-def runs_forced(ctx: EmitContext, framework: str, fields: tuple[str, ...], runs: Runs) -> None:
-    """Add to `runs` each of `fields` the framework always runs at another value than the plan (`forced`)."""
-    for name, value, _ in forced(ctx, framework, fields):
+def runs_forced(ctx: EmitContext, framework: str, runs: Runs) -> None:
+    """Add to `runs` each value the framework always runs where the plan was priced with another (`forced`)."""
+    for name, value, _ in forced(ctx, framework):
         runs.recipe[name] = value
         runs.what.append(f"{name} {_word(value)} (not {_word(getattr(ctx.recipe, name))})")
 
 
-def forced_warnings(ctx: EmitContext, framework: str, fields: tuple[str, ...]) -> list[str]:
-    """A warning for each of `fields` the framework always runs at another value than the plan (`forced`)."""
+def forced_warnings(ctx: EmitContext, framework: str) -> list[str]:
+    """A warning for each value the framework always runs where the plan was priced with another (`forced`)."""
     return [f"the plan is priced with {name} = {_word(getattr(ctx.recipe, name))}, which this file cannot run: {why}"
-            for name, _, why in forced(ctx, framework, fields)]
+            for name, _, why in forced(ctx, framework)]
 
 
 NOT_SETTINGS = frozenset({"routing_imbalance", "fused_model_ops", "moe_fusions"})

@@ -298,7 +298,7 @@ def render(ctx: EmitContext) -> tuple[str, list[str], dict[str, str]]:
     launch = (f"deepspeed {bind}--hostfile hostfile{f' --include {include}' if include else ''} "
               f"--master_addr {hosts[0]} --master_port {MASTER_PORT} {TRAIN_SCRIPT} --deepspeed "
               f"--deepspeed_config ds_config.json\n")
-    if any(local != sorted(local) for _, local in node_slots(ctx)):
+    if _permuted(ctx):
         text += "# the DeepSpeed launcher would lose the planned GPU order (see WARNING):\n# " + launch
         text += _torchrun_permuted(ctx)
     else:
@@ -333,12 +333,17 @@ def topology_module(ctx: EmitContext) -> str:
                if lay.pp == 1 and lay.recompute == "full" else ""))
 
 
+def _permuted(ctx: EmitContext) -> bool:
+    """Whether the mapping orders GPUs inside a node, which the deepspeed launcher (it sorts a host's slots) would
+    lose: the file then launches with torchrun instead (`_torchrun_permuted`)."""
+    return any(local != sorted(local) for _, local in node_slots(ctx))
+
+
 def _launch_binds(ctx: EmitContext) -> bool:
     """Whether the file's launch binds each process to cores: torchrun's --numa-binding where the file launches with
-    torchrun (a GPU order the deepspeed launcher would lose), the deepspeed launcher's --bind_cores_to_rank on one
-    host only (runner.py passes it to launch.py locally; multinode_runner.py's PDSHRunner does not)."""
-    permuted = any(local != sorted(local) for _, local in node_slots(ctx))
-    return permuted or len(ctx.hosts_in_rank_order) == 1
+    torchrun (`_permuted`), the deepspeed launcher's --bind_cores_to_rank on one host only (runner.py passes it to
+    launch.py locally; multinode_runner.py's PDSHRunner does not)."""
+    return _permuted(ctx) or len(ctx.hosts_in_rank_order) == 1
 
 
 def _torchrun_permuted(ctx: EmitContext) -> str:

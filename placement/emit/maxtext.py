@@ -287,7 +287,7 @@ RUNS_INSTEAD = {
     "dp_overlap": "XLA overlaps the gradient reduction with the backward itself",
 }
 """What MaxText runs instead of each recipe feature it cannot be told."""
-FORCED = ("grad_reduce_fp32",)
+FORCED = common.forced_fields("maxtext")
 """Recipe fields MaxText runs at one value whatever the plan (frameworks.CAPABILITIES["maxtext"].recipe)."""
 STATED = frozenset({"cuda_launch_blocking"})
 """Recipe fields the files state (the environment line)."""
@@ -328,7 +328,7 @@ def overrides(ctx: EmitContext) -> tuple[dict[str, object], MaxTextMesh, list[st
     keys |= pipe
     keys["remat_policy"] = REMAT[lay.recompute]
     warnings += more + more2 + recipe_warnings(ctx, "MaxText 0.2.5", RUNS_INSTEAD)
-    warnings += common.forced_warnings(ctx, "maxtext", FORCED)
+    warnings += common.forced_warnings(ctx, "maxtext")
     zero = {0: "data (DDP)", 1: "data + shard_optimizer_over_data (ZeRO-1)",
             2: "data + shard_optimizer_over_data (ZeRO-2 emitted as ZeRO-1)" if mesh.sizes["fsdp"] == 1
             else "fsdp (ZeRO-2 emitted as ZeRO-3)", 3: "fsdp (ZeRO-3)"}[lay.zero_stage]
@@ -397,7 +397,7 @@ def runs(ctx: EmitContext, mesh: MaxTextMesh) -> Runs:
         else:
             out.set_layout("zero_stage", 1, "ZeRO-1 (not ZeRO-2)")
     runs_recipe(ctx, RUNS_INSTEAD, out)
-    common.runs_forced(ctx, "maxtext", FORCED, out)
+    common.runs_forced(ctx, "maxtext", out)
     return out
 
 

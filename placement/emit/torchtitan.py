@@ -14,6 +14,7 @@ from functools import cache
 from placement.emit.common import (
     EmitContext,
     Runs,
+    forced_fields,
     forced_warnings,
     header,
     recipe_warnings,
@@ -165,7 +166,7 @@ def flags(ctx: EmitContext) -> tuple[list[str], list[str]]:
     args.append({"none": "activation-checkpoint:none", "selective": "activation-checkpoint:selective",
                  "full": "activation-checkpoint:full"}[lay.recompute])
     warnings += recipe_warnings(ctx, "torchtitan 0.3.0", RUNS_INSTEAD)
-    warnings += forced_warnings(ctx, "torchtitan", FORCED)
+    warnings += forced_warnings(ctx, "torchtitan")
     return args, warnings
 
 
@@ -198,7 +199,7 @@ RUNS_INSTEAD = {
     "dp_overlap": "FSDP2 prefetches and reduces behind compute, and DDP reduces in buckets during backward",
 }
 """What torchtitan runs instead of each recipe feature it cannot be told."""
-FORCED = ("grad_reduce_fp32",)
+FORCED = forced_fields("torchtitan")
 """Recipe fields torchtitan runs at one value whatever the plan (frameworks.CAPABILITIES["torchtitan"].recipe)."""
 STATED = frozenset({"account_for_embedding", "account_for_loss", "cpu_affinity", "cuda_launch_blocking"})
 """Recipe fields the files state: the pipeline split (its layers-per-stage flags, re-priced as torchtitan splits) and
@@ -278,7 +279,7 @@ def runs(ctx: EmitContext) -> Runs:
     if lay.etp > 1:
         out.set_layout("etp", 1, f"etp 1 (not {lay.etp})")
     runs_recipe(ctx, RUNS_INSTEAD, out)
-    runs_forced(ctx, "torchtitan", FORCED, out)
+    runs_forced(ctx, "torchtitan", out)
     split = runs_split(ctx)
     if split is not None:
         per_rank = [sum(split[r::lay.pp]) for r in range(lay.pp)]
