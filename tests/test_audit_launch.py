@@ -140,6 +140,13 @@ def test_bridge_config_container_yaml() -> None:
     assert lay.sources["tp"] == f"{path}:579: tensor_model_parallel_size: 2"
 
 
+@pytest.mark.parametrize("flags", ["--bf16 --main-grads-dtype fp16",
+                                   "--bf16 --use-megatron-fsdp --megatron-fsdp-grad-comm-dtype int8"])
+def test_a_gradient_dtype_megatron_does_not_take_is_refused(tmp_path: Path, flags) -> None:
+    with pytest.raises(InputError, match="must be fp32(, bf16, fp16)? or (bf16|auto)"):
+        _write_parse(tmp_path / "args.txt", f"--tensor-model-parallel-size 2 {flags}\n")
+
+
 def test_a_megatron_logs_printed_gradient_width_is_the_answer(tmp_path: Path) -> None:
     """Megatron prints its arguments after validate_args: `accumulate_allreduce_grads_in_fp32 False` under bf16 is
     a 16-bit reduce (the --bf16 rule must not override it)."""

@@ -295,7 +295,14 @@ def _gradient_width(args: list[Arg], s: Settings) -> None:
     flag = {a.flag: a for a in args}
 
     def value(name: str, default: str = "auto") -> str:
-        return one_value(flag[name]).text if name in flag else default
+        if name not in flag:
+            return default
+        text = one_value(flag[name]).text
+        allowed = ("fp32", "bf16") if name == "--main-grads-dtype" else ("fp32", "bf16", "fp16", "auto")
+        if text not in allowed:  # megatron/training/arguments.py choices
+            raise InputError(f"{flag[name].evidence}: {name} must be {', '.join(allowed[:-1])} or {allowed[-1]} "
+                             f"(Megatron's choices), got {text!r}")
+        return text
 
     if "--use-megatron-fsdp" in flag:
         comm, main = value("--megatron-fsdp-grad-comm-dtype"), value("--megatron-fsdp-main-grads-dtype")
