@@ -143,7 +143,7 @@ def test_bridge_config_container_yaml() -> None:
 @pytest.mark.parametrize("flags", ["--bf16 --main-grads-dtype fp16",
                                    "--bf16 --use-megatron-fsdp --megatron-fsdp-grad-comm-dtype int8"])
 def test_a_gradient_dtype_megatron_does_not_take_is_refused(tmp_path: Path, flags) -> None:
-    with pytest.raises(InputError, match="must be fp32(, bf16, fp16)? or (bf16|auto)"):
+    with pytest.raises(InputError, match=r"must be fp32(, bf16, fp16)? or (bf16|auto)"):
         _write_parse(tmp_path / "args.txt", f"--tensor-model-parallel-size 2 {flags}\n")
 
 
