@@ -95,6 +95,8 @@ def dominance(res) -> dict:
     vs ZeRO-1, SP off vs on, selective vs no recompute): how many candidates of the full space have such a
     twin, and how many are faster or smaller than it (0 means leaving them out cannot lose the optimum)."""
     b, e = res.batch, res.estimates
+    # a space over search.PRICE_CHUNK_ROWS is priced in chunks and only its best are kept: not the whole space
+    assert len(b) == res.num_candidates, "the full space was priced in chunks; raise search.PRICE_CHUNK_ROWS"
     fields = {"tp": b.tp, "cp": b.cp, "ep": b.ep, "etp": b.etp, "pp": b.pp, "vpp": b.vpp, "dp": b.dp,
               "mbs": b.mbs, "zero": b.zero, "dp_shard": b.dp_shard, "recompute": b.recompute, "sp": b.sp}
     out = {}

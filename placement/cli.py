@@ -583,11 +583,18 @@ def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, pr
         if (do_map if do_map is not None else real) else None
     from tqdm import tqdm
 
-    # a bar on stderr for plans mapped one by one, shown after 2 s and only on a terminal (disable=None)
-    with tqdm(total=top_k, desc="mapping plans", unit="plan", file=sys.stderr, leave=False, disable=None,
-              delay=2.0) as bar:
+    # bars on stderr, shown after 2 s and only on a terminal (disable=None): the layouts of an --exhaustive space
+    # too big to price at once, then the plans mapped one by one
+    with tqdm(desc="pricing layouts", unit="layout", unit_scale=True, file=sys.stderr, leave=False, disable=None,
+              delay=2.0) as priced_bar, \
+            tqdm(total=top_k, desc="mapping plans", unit="plan", file=sys.stderr, leave=False, disable=None,
+                 delay=2.0) as bar:
+        def priced(done: int, total: int) -> None:
+            priced_bar.total = total
+            priced_bar.update(done - priced_bar.n)
+
         planned = plan_job(model, train, topo, cfg, mapping, with_rank_table=as_json,  # only --json prints the table
-                           recipe_sources=sources, progress=bar.update)
+                           recipe_sources=sources, progress=bar.update, search_progress=priced)
     if out_dir is not None:
         from pathlib import Path
 

@@ -39,11 +39,13 @@ under 10 MB at 131,072 GPUs; the other plans' rank tables are written as launch 
 def plan_job(model: ModelSpec, train: TrainingSpec, topo: Topology, search_cfg: SearchConfig,
              mapping: SolverConfig | None, with_rank_table: bool = True,
              recipe_sources: dict[str, str] | None = None,
-             progress: Callable[[int], None] | None = None) -> Planned:
+             progress: Callable[[int], None] | None = None,
+             search_progress: Callable[[int, int], None] | None = None) -> Planned:
     """`mapping` None: the default innermost-first mapping (a regular catalog cluster, whose host order
     already follows the hierarchy); otherwise CP-SAT maps each of the top candidates.  `recipe_sources`:
-    recipe field -> where its value came from (the plans' `recipe_sources`)."""
-    result = search(model, train, topo, search_cfg)
+    recipe field -> where its value came from (the plans' `recipe_sources`).  `progress(1)` after each plan
+    mapped; `search_progress(priced, total)` while a whole space is priced in chunks (search.search)."""
+    result = search(model, train, topo, search_cfg, search_progress)
     w = workload(model)
     rows = []
     solve = ({int(i) for i in result.ranked if not _no_order_is_faster(w, train, topo, result, int(i))}

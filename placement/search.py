@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 
 import numpy as np
@@ -88,6 +89,8 @@ class SearchResult:
     ranked: np.ndarray
     """Indices of fitting candidates, best first (at most top_k)."""
     num_candidates: int
+    """Layouts priced and kept (selective-recompute variants included); the length of `batch`, except where a
+    whole space too big to hold was priced in chunks (PRICE_CHUNK_ROWS), of which `batch` keeps the best."""
     seconds: float | None
     """Wall-clock time of the search; None when left out (`--reproducible`)."""
     bounds: tuple[str, ...] = ()
@@ -336,7 +339,10 @@ def rank(batch: LayoutBatch, est: Estimates, mask: np.ndarray, top_k: int) -> np
     return idx[order[:top_k]]
 
 
-def search(model: ModelSpec, train: TrainingSpec, topo: Topology, cfg: SearchConfig = SearchConfig()) -> SearchResult:
+def search(model: ModelSpec, train: TrainingSpec, topo: Topology, cfg: SearchConfig = SearchConfig(),
+           progress: Callable[[int, int], None] | None = None) -> SearchResult:
+    """The best `cfg.top_k` layouts that fit.  `progress(priced, total)` is called after each chunk where a whole
+    space is priced in chunks (`_price_all`; minutes for the largest `--exhaustive` spaces)."""
     start = time.perf_counter()
     w = workload(model)
     if cfg.recipe.pipeline_layout is not None:  # a layout that cannot hold this model is bad input, for any pp
@@ -349,7 +355,8 @@ def search(model: ModelSpec, train: TrainingSpec, topo: Topology, cfg: SearchCon
     if len(base) == 0:
         raise PlacementInfeasible(_no_layout_message(model, train, topo.num_gpus, cfg, topo.gpus_per_host),
                                   binding="divisibility")
-    batch, est, enumerated = _price_bounded(w, train, topo, base, cfg, _Sharding(cfg, topo.num_gpus, gpn, spans))
+    batch, est, enumerated, priced = _price_bounded(w, train, topo, base, cfg,
+                                                    _Sharding(cfg, topo.num_gpus, gpn, spans), progress)
     more = _selective_candidates(model, train, cfg, batch, est)  # an exact, pruned extension of the space
     if more is not None:
         extra = estimate(w, train, topo, more, cfg.recipe, cfg.choices)
@@ -357,6 +364,7 @@ def search(model: ModelSpec, train: TrainingSpec, topo: Topology, cfg: SearchCon
         kth = _kth_fitting(est, cfg.top_k)
         keep = np.flatnonzero(extra.valid & (extra.step_time_s < kth))
         batch, est = concat_batches(batch, more.take(keep)), concat_estimates(est, take_estimates(extra, keep))
+        priced += keep.size
     if not est.valid.any():  # e.g. no pipeline split of the layers fits the GPU count's factors
         raise PlacementInfeasible(_no_layout_message(model, train, topo.num_gpus, cfg, topo.gpus_per_host),
                                   binding="divisibility")
@@ -364,7 +372,7 @@ def search(model: ModelSpec, train: TrainingSpec, topo: Topology, cfg: SearchCon
     ranked = rank(batch, est, feasible, cfg.top_k)
     if ranked.size == 0:
         raise PlacementInfeasible(_memory_message(batch, est, model, train, topo, cfg), binding="memory")
-    return SearchResult(batch=batch, estimates=est, ranked=ranked, num_candidates=len(batch),
+    return SearchResult(batch=batch, estimates=est, ranked=ranked, num_candidates=priced,
                         seconds=time.perf_counter() - start, bounds=search_bounds(model, cfg),
                         num_enumerated=enumerated)
 
@@ -391,14 +399,25 @@ bound keeps it."""
 FIRST_PRICED = 256
 """Candidates of lowest step bound priced first (then twice as many, until top_k fit): they set the k-th best
 step that bounds out the rest."""
+PRICE_CHUNK_ROWS = 250_000
+"""Most layouts priced at once where every layout is priced (`--exhaustive`, or the bound off): a bigger space is
+priced in chunks of about this many, keeping of each only what can still matter (KEPT_WHEN_CHUNKED), so memory
+stays bounded.  DeepSeek-V3's exhaustive space on the 1,024 H100 of `dgx-h100` is 31.3 M layouts: priced at once
+it did not fit in 18 GiB; in chunks it peaks at 1.5 GiB (benchmarks/README.md, "Exhaustive search in chunks")."""
+KEPT_WHEN_CHUNKED = 1024
+"""Of a space priced in chunks, the fastest fitting layouts kept (at least top_k, and every layout tied with the
+last of them to the ranking's rounding, TIE_S), plus the leanest layout for the message when none fits: the
+ranking and that message are those of pricing every layout at once."""
 LEANEST_PRICED = 64
 """Where no candidate can fit, how many of the leanest (by `memory_floor`) are priced for the message that names
 the leanest layout."""
 
 
 def _price_bounded(w: Workload, train: TrainingSpec, topo: Topology, base: LayoutBatch, cfg: SearchConfig,
-                   expand) -> tuple[LayoutBatch, Estimates, int]:
-    """(layouts priced, their estimates, layouts in the space): branch and bound over the layouts, exact.
+                   expand, progress: Callable[[int, int], None] | None = None
+                   ) -> tuple[LayoutBatch, Estimates, int, int]:
+    """(layouts kept, their estimates, layouts in the space, layouts priced): branch and bound over the layouts,
+    exact.
 
     `base` holds each layout once, before `expand` multiplies it by its ZeRO stages and shard groups, which
     move only the DP, optimizer and memory terms.  Every base layout gets a lower bound of its step
@@ -407,11 +426,10 @@ def _price_bounded(w: Workload, train: TrainingSpec, topo: Topology, base: Layou
     of those whose bound is at most the k-th best fitting step found so far, until the next bound is above
     it.  A layout left out has a step above that k-th best (by more than the ranking's rounding, TIE_S), so
     it cannot rank, not even on a tie; nor can its selective-recompute variants (recomputing only adds time).
-    `prune_dominated=False` (`--exhaustive`) prices every layout."""
+    `prune_dominated=False` (`--exhaustive`) prices every layout (`_price_all`)."""
     n = len(base)
     if not (cfg.bound and cfg.prune_dominated) or n <= 2 * FIRST_PRICED:
-        batch = expand(base)
-        return batch, estimate(w, train, topo, batch, cfg.recipe, cfg.choices), len(batch)
+        return _price_all(w, train, topo, base, cfg, expand, progress)
     lb = step_lower_bound(w, train, topo, base, cfg.recipe, cfg.choices)
     order = np.argsort(lb, kind="stable")
     done, size = 0, FIRST_PRICED
@@ -438,8 +456,44 @@ def _price_bounded(w: Workload, train: TrainingSpec, topo: Topology, base: Layou
                 pick = np.sort(lean[np.argsort(floor[lean], kind="stable")[:LEANEST_PRICED]])
                 priced = estimate(w, train, topo, rest.take(pick), cfg.recipe, cfg.choices)
                 return (concat_batches(batch, rest.take(pick)), concat_estimates(est, priced),
-                        len(batch) + len(rest))
-    return batch, est, len(batch) + expand.count(base.take(np.flatnonzero(left)))
+                        len(batch) + len(rest), len(batch) + pick.size)
+    return batch, est, len(batch) + expand.count(base.take(np.flatnonzero(left))), len(batch)
+
+
+def _price_all(w: Workload, train: TrainingSpec, topo: Topology, base: LayoutBatch, cfg: SearchConfig,
+               expand, progress: Callable[[int, int], None] | None = None) -> tuple[LayoutBatch, Estimates, int, int]:
+    """Every layout of the space priced, at once where it holds fewer than PRICE_CHUNK_ROWS; else in chunks of
+    `base` rows in their enumeration order, each chunk's result cut to what can still matter (`_keep_best`)
+    before the next, so the kept set, its ranking and the no-fit message do not depend on the chunk size."""
+    total = expand.count(base)
+    if total <= PRICE_CHUNK_ROWS:
+        batch = expand(base)
+        return batch, estimate(w, train, topo, batch, cfg.recipe, cfg.choices), len(batch), len(batch)
+    rows = max(1, len(base) * PRICE_CHUNK_ROWS // total)
+    keep_n = max(cfg.top_k, KEPT_WHEN_CHUNKED)
+    batch, est, priced = None, None, 0
+    for start in range(0, len(base), rows):
+        more = expand(base.take(np.arange(start, min(start + rows, len(base)))))
+        more_est = estimate(w, train, topo, more, cfg.recipe, cfg.choices)
+        priced += len(more)
+        if batch is not None:
+            more, more_est = concat_batches(batch, more), concat_estimates(est, more_est)
+        keep = _keep_best(more_est, keep_n)
+        batch, est = more.take(keep), take_estimates(more_est, keep)
+        if progress is not None:
+            progress(priced, total)
+    return batch, est, priced, priced
+
+
+def _keep_best(est: Estimates, keep_n: int) -> np.ndarray:
+    """Indices (sorted) of the fitting candidates at most TIE_S slower than the keep_n-th fastest, and of the
+    leanest valid one (the leanest of all where none is valid), which `_memory_message` names if nothing fits."""
+    ok = est.valid & est.fits
+    keep = ok if ok.sum() <= keep_n else ok & (est.step_time_s <= _kth_fitting(est, keep_n) + TIE_S)
+    valid = np.flatnonzero(est.valid)
+    leanest = valid[np.argmin(est.peak_memory_bytes[valid])] if valid.size else int(np.argmin(est.peak_memory_bytes))
+    keep[leanest] = True
+    return np.flatnonzero(keep)
 
 
 def _full_recompute_is_leanest(cfg: SearchConfig) -> bool:

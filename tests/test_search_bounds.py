@@ -29,9 +29,12 @@ def test_gpt3_175b_plan_is_no_slower_than_a_hand_picked_vpp_12():
     assert int(best.batch.vpp[best.ranked[0]]) > 8  # the best interleaving is past the old bound
 
 
-def test_gpt3_175b_plan_is_the_best_of_every_layout_evaluate_accepts():
+def test_gpt3_175b_plan_is_the_best_of_every_layout_evaluate_accepts(monkeypatch):
     """The exhaustive space (nothing pruned as dominated, ZeRO-0 included) holds every layout the rules and the
     Layout validator accept; the default search's best plan is its best fitting one."""
+    import placement.search as search_mod
+
+    monkeypatch.setattr(search_mod, "PRICE_CHUNK_ROWS", 10**8)  # priced at once: `every.batch` is the whole space
     best = search(GPT3, TRAIN, TOPO, SearchConfig(top_k=1))
     every = search(GPT3, TRAIN, TOPO, SearchConfig(top_k=1, prune_dominated=False, zero_stages=(0, 1, 2, 3)))
     fits = every.estimates.valid & every.estimates.fits
