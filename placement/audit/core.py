@@ -591,6 +591,15 @@ def _layout_findings(c: _Ctx, plan: Plan) -> list[Finding]:
             f"the job runs with CUDA_LAUNCH_BLOCKING=1: every kernel launch waits for its kernel, so "
             f"{float(est.host_s[0]):.3f} s of host launch time adds to the step and no communication overlaps "
             f"compute; unset it (asynchronous launches) to save {cost:.3f} s per step", [], cost))
+    # ranks the launch line leaves unbound: their host time per kernel grows (cost.constants.HOST_UNBOUND_SLOWDOWN)
+    if not c.recipe.cpu_affinity:
+        cost = _saving_with(c, lay, cpu_affinity=True)
+        if cost >= 0.0005:  # shown to the millisecond
+            out.append(Finding(
+                _severity(cost, c.step_s), "unbound_processes",
+                f"the ranks run unbound: binding each to its GPU's CPU cores and NUMA node (torchrun --numa-binding "
+                f"node, PyTorch >= 2.9; deepspeed --bind_cores_to_rank) shortens their host launch time and saves "
+                f"{cost:.3f} s per step", [], cost))
     # whole tensors between pipeline stages from every TP rank, where 1/tp shares would do (DeepSpeed's default)
     whole = c.recipe.pipeline_p2p_whole or c.recipe.pipeline_grads_whole
     if whole and lay.pp > 1 and lay.tp > 1:

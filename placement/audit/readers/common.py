@@ -210,8 +210,11 @@ def launcher_settings(launch: Launch, s: Settings) -> None:
                              f"priced as asynchronous launches ({blocking.evidence})")
         else:  # CUDA reads any value but 1 as asynchronous launches
             s.put("recipe.cuda_launch_blocking", blocking.text.strip() == "1", blocking.evidence)
-    nargs = {"--standalone": 0, "--no-python": 0, "--no_python": 0, "--no-local-rank": 0, "--no_local_rank": 0}
+    nargs = {"--standalone": 0, "--no-python": 0, "--no_python": 0, "--no-local-rank": 0, "--no_local_rank": 0,
+             "--bind_cores_to_rank": 0, "--bind-cores-to-rank": 0, "--no_ssh": 0, "--no-ssh": 0, "--force_multi": 0,
+             "--force-multi": 0}
     args = {a.flag.replace("_", "-"): a for a in split_args(launch.launcher_args, nargs)}
+    process_binding(launch, args, s)
     if launch.launcher == "torchrun":
         nodes, procs = args.get("--nnodes"), args.get("--nproc-per-node")
         n = p = None
@@ -241,6 +244,54 @@ def launcher_settings(launch: Launch, s: Settings) -> None:
         for key in ("--include", "--exclude", "-i", "-e"):
             if key in args:
                 s.ignored.append(f"deepspeed {key}: host/GPU selection not applied ({args[key].evidence})")
+
+
+_BINDING_RUNNERS = {"impi"}
+"""DeepSpeed multi-node runners that pass --bind_cores_to_rank on (multinode_runner.py: IMPIRunner); pdsh (the
+default), OpenMPI, MPICH, SLURM and MVAPICH drop it."""
+
+
+def process_binding(launch: Launch, args: dict[str, Arg], s: Settings) -> None:
+    """Whether each rank runs bound to its GPU's CPU cores and NUMA node (recipe cpu_affinity), as the launch line
+    starts it: torchrun binds only with --numa-binding (PyTorch >= 2.9), the deepspeed launcher only with
+    --bind_cores_to_rank and only where it starts the ranks itself (one host, or --no_ssh); a wrapper in front of
+    torchrun (numactl, srun --cpu-bind) binds torchrun as a whole, not each rank to its GPU.  Ranks started one per
+    task (`srun python ...`) are bound as the cluster's SLURM task plugin decides, which no file states: left at the
+    default, said in the notes."""
+    if s.has("recipe.cpu_affinity"):
+        return
+    where = launch.command.origin
+    if launch.launcher == "torchrun":
+        numa = args.get("--numa-binding")
+        if numa is not None:
+            s.put("recipe.cpu_affinity", True, numa.evidence)
+        else:
+            s.put("recipe.cpu_affinity", False, f"{where}: torchrun without --numa-binding starts its ranks unbound")
+    elif launch.launcher in ("deepspeed", "deepspeed.pt"):
+        bind = args.get("--bind-cores-to-rank")
+        if bind is None:
+            s.put("recipe.cpu_affinity", False,
+                  f"{where}: deepspeed without --bind_cores_to_rank starts its ranks unbound (launcher/launch.py)")
+            return
+        runner = args.get("--launcher")
+        runner = one_value(runner).text.lower() if runner is not None else "pdsh"
+        nodes = args.get("--num-nodes")
+        n = one_value(nodes).text if nodes is not None else None
+        several = "--force-multi" in args or (n is not None and re.fullmatch(r"\d+", n) is not None and int(n) > 1)
+        if "--no-ssh" in args or runner in _BINDING_RUNNERS or (n == "1" and "--force-multi" not in args):
+            s.put("recipe.cpu_affinity", True, bind.evidence)
+        elif several:
+            s.put("recipe.cpu_affinity", False,
+                  f"{bind.evidence} (on several hosts DeepSpeed's {runner} runner drops it: "
+                  f"launcher/multinode_runner.py; launch each node with --no_ssh --node_rank to bind)")
+        else:
+            s.put("recipe.cpu_affinity", True, bind.evidence)
+            s.ignored.append(f"--bind_cores_to_rank binds only where deepspeed starts the ranks itself: priced bound, "
+                             f"as on one host; a hostfile of several hosts runs them unbound under its {runner} "
+                             f"runner ({bind.evidence})")
+    else:
+        s.ignored.append(f"process binding: ranks started one per task bind as the cluster's SLURM task plugin (or "
+                         f"the MPI launcher) decides, which the files do not state; priced bound ({where})")
 
 
 def merge(groups: list[Settings]) -> Settings:

@@ -1,0 +1,89 @@
+"""Process binding as the launch line states it (recipe cpu_affinity): read by the audit, priced, and a finding
+with its cost where the ranks run unbound."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from placement.audit.launch import parse_launch
+from placement.cli import main
+
+ARGS = ("pretrain_gpt.py --tensor-model-parallel-size 4 --num-layers 32 --hidden-size 4096 "
+        "--num-attention-heads 32 --seq-length 2048 --micro-batch-size 1 --global-batch-size 16 --bf16\n")
+
+
+def _read(tmp_path, line: str):
+    script = tmp_path / "train.sh"
+    script.write_text("#!/bin/bash\n" + line + ARGS)
+    return parse_launch([script])
+
+
+@pytest.mark.parametrize(("line", "bound", "evidence"), [
+    ("torchrun --nnodes 2 --nproc-per-node 8 --numa-binding node ", True, "--numa-binding node"),
+    ("torchrun --nnodes 2 --nproc-per-node 8 --numa_binding=socket ", True, "--numa_binding=socket"),
+    ("torchrun --nnodes 2 --nproc-per-node 8 ", False, "torchrun without --numa-binding"),
+    # a wrapper binds torchrun as a whole, not each rank to its GPU
+    ("numactl --cpunodebind=0 torchrun --nnodes 2 --nproc-per-node 8 ", False, "torchrun without --numa-binding"),
+    ("python -m torch.distributed.run --nnodes 2 --nproc-per-node 8 ", False, "torchrun without --numa-binding"),
+    ("deepspeed --num_nodes 1 --num_gpus 8 --bind_cores_to_rank ", True, "--bind_cores_to_rank"),
+    ("deepspeed --no_ssh --node_rank 0 --bind_cores_to_rank ", True, "--bind_cores_to_rank"),
+    # DeepSpeed's pdsh runner drops the flag when it starts several hosts
+    ("deepspeed --num_nodes 2 --num_gpus 8 --bind_cores_to_rank ", False, "pdsh runner drops it"),
+    ("deepspeed --num_nodes 2 --num_gpus 8 --launcher impi --bind_cores_to_rank ", True, "--bind_cores_to_rank"),
+    ("deepspeed --num_nodes 2 --num_gpus 8 ", False, "deepspeed without --bind_cores_to_rank"),
+])
+def test_audit_reads_process_binding_from_the_launch_line(tmp_path, line: str, bound: bool, evidence: str) -> None:
+    layout = _read(tmp_path, line)
+    assert layout.recipe["cpu_affinity"] is bound
+    assert evidence in layout.sources["recipe.cpu_affinity"]
+
+
+def test_binding_a_hostfile_decides_is_priced_bound_and_said(tmp_path) -> None:
+    layout = _read(tmp_path, "deepspeed --hostfile hosts --bind_cores_to_rank ")
+    assert layout.recipe["cpu_affinity"] is True
+    assert any("several hosts runs them unbound" in note for note in layout.ignored)
+
+
+def test_ranks_started_per_task_keep_the_default_and_say_why(tmp_path) -> None:
+    layout = _read(tmp_path, "srun --ntasks-per-node 8 python ")
+    assert "cpu_affinity" not in layout.recipe
+    assert any("SLURM task plugin" in note for note in layout.ignored)
+
+
+def _run(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(main, ["--reproducible", *args], catch_exceptions=False)
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_unbound_ranks_cost_what_binding_saves(tmp_path) -> None:
+    """A plan's Megatron file binds its ranks (torchrun --numa-binding node) and audits at the plan's step; the same
+    file without the flag runs unbound: slower by the host time, with a finding that names the fix and its saving."""
+    job = ["--model", "mixtral-8x7b", "--cluster", "dgx-h100", "--gpus", "64", "--seq-len", "4096",
+           "--global-batch", "256"]
+    code, out, err = _run("plan", *job, "--framework", "megatron", "--json", "--top-k", "1", "--emit", "megatron",
+                          "--out", str(tmp_path))
+    assert code == 0, err
+    planned = json.loads(out)["plans"][0]
+    script = tmp_path / "megatron.sh"
+    assert "--numa-binding node" in script.read_text()
+
+    def audit() -> dict:
+        code, out, err = _run("audit", "--launch", str(script), "--hosts", str(tmp_path / "hosts.txt"), *job, "--json")
+        assert code in (0, 1), err
+        return json.loads(out)
+
+    bound = audit()
+    assert bound["estimate"]["step_time_s"] == planned["step_time_s"]
+    assert not [f for f in bound["findings"] if f["kind"] == "unbound_processes"]
+    script.write_text(script.read_text().replace("--numa-binding node ", ""))
+    unbound = audit()
+    assert "torchrun without --numa-binding" in unbound["layout"]["sources"]["recipe.cpu_affinity"]
+    slower = unbound["estimate"]["step_time_s"] - bound["estimate"]["step_time_s"]
+    assert unbound["estimate"]["breakdown"]["host"] > bound["estimate"]["breakdown"]["host"]
+    [finding] = [f for f in unbound["findings"] if f["kind"] == "unbound_processes"]
+    assert "--numa-binding node" in finding["message"]
+    assert finding["cost_s"] == pytest.approx(slower, abs=2e-5)  # steps print to 6 digits
+    assert slower > 0.0005
