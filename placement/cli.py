@@ -549,6 +549,7 @@ def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, pr
     model, train, topo = build_job(model_ref, cluster_ref, gpus, nodes, seq_len, global_batch, precision,
                                    slurm_topology, nodelist, node_type, cluster_graph, oversubscription, node_topo,
                                    segment)
+    recipe, sources = _framework_recipe(framework, recipe, sources, topo)
     formats = _check_out(out_dir, emit_formats)
     report = _check_report(report_file)
     # the recipe fields the user left open are searched: each choice field, and the recompute modules
@@ -653,6 +654,7 @@ def evaluate(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch
     model, train, topo = build_job(model_ref, cluster_ref, gpus, nodes, seq_len, global_batch, precision,
                                    slurm_topology, nodelist, node_type, cluster_graph, oversubscription, node_topo,
                                    segment)
+    recipe, sources = _framework_recipe(framework, recipe, sources, topo)
     per_replica = tp * cp * pp
     for name, value in (("--tp", tp), ("--cp", cp), ("--ep", ep), ("--etp", etp), ("--pp", pp), ("--vpp", vpp),
                         ("--mbs", mbs)):
@@ -936,13 +938,15 @@ def audit(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, p
         sys.exit(EXIT_FINDINGS)
 
 
-def _framework_recipe(framework, recipe, sources: dict[str, str]):
-    """The recipe with what `framework` always runs (its capability row); a flag that asks for something else is
-    refused, naming both."""
+def _framework_recipe(framework, recipe, sources: dict[str, str], topo=None):
+    """The recipe with what `framework` always runs (its capability row; with `topo`, also what it runs on more
+    than one host); a flag that asks for something else is refused, naming both."""
     if framework is None:
         return recipe, sources
     sources = dict(sources)
-    for field, value, why in CAPABILITIES[framework].recipe:
+    row = CAPABILITIES[framework].recipe if topo is None else \
+        CAPABILITIES[framework].several_hosts_recipe if topo.num_gpus > topo.gpus_per_host else ()
+    for field, value, why in row:
         if field in sources and getattr(recipe, field) != value:
             raise InputError(f"--framework {framework} always runs {field} = {value} ({why}); drop "
                              f"{RECIPE_FLAGS[field]} or --framework")

@@ -45,6 +45,8 @@ class Capability:
     """One line on the limits, for messages."""
     recipe: tuple[tuple[str, object, str], ...] = ()
     """(recipe field, the value the framework always runs, why): set on every plan and audit for it."""
+    several_hosts_recipe: tuple[tuple[str, object, str], ...] = ()
+    """The same, for a job on more than one host only."""
 
     def layout_mask(self, b: LayoutBatch, num_layers: int) -> np.ndarray:
         """Which layouts of `b` (ZeRO aside) the framework runs as priced."""
@@ -100,7 +102,11 @@ CAPABILITIES: dict[str, Capability] = {
                                                 "TrainSchedule, runtime/pipe/p2p.py)"),
                 ("grad_accumulation", GradAccumulation.AUTOGRAD,
                  "DeepSpeed 0.19.8's ZeRO optimizer lets autograd accumulate each micro-batch's gradients in "
-                 ".grad (its BF16_Optimizer, with ZeRO stage 0, is not what these files configure)"))),
+                 ".grad (its BF16_Optimizer, with ZeRO stage 0, is not what these files configure)")),
+        several_hosts_recipe=(("cpu_affinity", False, "DeepSpeed 0.19.8's pdsh runner, which its files launch several "
+                                                      "hosts with, does not pass --bind_cores_to_rank on "
+                                                      "(launcher/multinode_runner.py PDSHRunner): the ranks run "
+                                                      "unbound"),)),
     "maxtext": Capability(
         "maxtext", "MaxText 0.2.5", zero_stages=(0, 1, 3), zero_stages_with_pp=(0, 1, 3), max_pp=1, etp="tp",
         ep_with_cp=False,

@@ -96,8 +96,8 @@ class SearchResult:
     bounds: tuple[str, ...] = ()
     """What the search does not try, in words (`search_bounds`): printed by `plan --exhaustive`, in PLAN JSON."""
     num_enumerated: int | None = None
-    """Layouts in the searched space, those bounded out without pricing included (num_candidates: those priced
-    and kept, selective-recompute variants included)."""
+    """Layouts in the searched space, those bounded out without pricing included (num_candidates: those priced,
+    selective-recompute variants kept included)."""
 
 
 def _divisors(n: int) -> list[int]:
@@ -403,7 +403,8 @@ PRICE_CHUNK_ROWS = 250_000
 """Most layouts priced at once where every layout is priced (`--exhaustive`, or the bound off): a bigger space is
 priced in chunks of about this many, keeping of each only what can still matter (KEPT_WHEN_CHUNKED), so memory
 stays bounded.  DeepSeek-V3's exhaustive space on the 1,024 H100 of `dgx-h100` is 31.3 M layouts: priced at once
-it did not fit in 18 GiB; in chunks it peaks at 1.5 GiB (benchmarks/README.md, "Exhaustive search in chunks")."""
+it ran out of an 18,000,000 kB address space (17.7 GB resident); in chunks it peaks at 1.5 GB resident
+(benchmarks/README.md, "Exhaustive search in chunks")."""
 KEPT_WHEN_CHUNKED = 1024
 """Of a space priced in chunks, the fastest fitting layouts kept (at least top_k, and every layout tied with the
 last of them to the ranking's rounding, TIE_S), plus the leanest layout for the message when none fits: the
@@ -478,18 +479,23 @@ def _price_all(w: Workload, train: TrainingSpec, topo: Topology, base: LayoutBat
         priced += len(more)
         if batch is not None:
             more, more_est = concat_batches(batch, more), concat_estimates(est, more_est)
-        keep = _keep_best(more_est, keep_n)
+        keep = _keep_best(more_est, keep_n, cfg.top_k, more if cfg.prune_dominated else None)
         batch, est = more.take(keep), take_estimates(more_est, keep)
         if progress is not None:
             progress(priced, total)
     return batch, est, priced, priced
 
 
-def _keep_best(est: Estimates, keep_n: int) -> np.ndarray:
+def _keep_best(est: Estimates, keep_n: int, top_k: int, batch: LayoutBatch | None = None) -> np.ndarray:
     """Indices (sorted) of the fitting candidates at most TIE_S slower than the keep_n-th fastest, and of the
-    leanest valid one (the leanest of all where none is valid), which `_memory_message` names if nothing fits."""
+    leanest valid one (the leanest of all where none is valid), which `_memory_message` names if nothing fits.
+    With `batch` (a pruned space, which `_selective_candidates` extends afterwards) also the layouts it extends:
+    valid, not fitting without recompute and faster than the top_k-th fitting step so far, which is never below
+    the final one, so none it would extend is dropped."""
     ok = est.valid & est.fits
     keep = ok if ok.sum() <= keep_n else ok & (est.step_time_s <= _kth_fitting(est, keep_n) + TIE_S)
+    if batch is not None:
+        keep |= est.valid & ~est.fits & (batch.recompute == 0) & (est.step_time_s < _kth_fitting(est, top_k))
     valid = np.flatnonzero(est.valid)
     leanest = valid[np.argmin(est.peak_memory_bytes[valid])] if valid.size else int(np.argmin(est.peak_memory_bytes))
     keep[leanest] = True

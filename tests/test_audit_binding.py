@@ -10,6 +10,7 @@ from click.testing import CliRunner
 
 from placement.audit.launch import parse_launch
 from placement.cli import main
+from placement.errors import InputError
 
 ARGS = ("pretrain_gpt.py --tensor-model-parallel-size 4 --num-layers 32 --hidden-size 4096 "
         "--num-attention-heads 32 --seq-length 2048 --micro-batch-size 1 --global-batch-size 16 --bf16\n")
@@ -28,11 +29,14 @@ def _read(tmp_path, line: str):
     # a wrapper binds torchrun as a whole, not each rank to its GPU
     ("numactl --cpunodebind=0 torchrun --nnodes 2 --nproc-per-node 8 ", False, "torchrun without --numa-binding"),
     ("python -m torch.distributed.run --nnodes 2 --nproc-per-node 8 ", False, "torchrun without --numa-binding"),
-    ("deepspeed --num_nodes 1 --num_gpus 8 --bind_cores_to_rank ", True, "--bind_cores_to_rank"),
-    ("deepspeed --no_ssh --node_rank 0 --bind_cores_to_rank ", True, "--bind_cores_to_rank"),
-    # DeepSpeed's pdsh runner drops the flag when it starts several hosts
-    ("deepspeed --num_nodes 2 --num_gpus 8 --bind_cores_to_rank ", False, "pdsh runner drops it"),
-    ("deepspeed --num_nodes 2 --num_gpus 8 --launcher impi --bind_cores_to_rank ", True, "--bind_cores_to_rank"),
+    # one host: runner.py starts launch.py itself, which binds under the flag
+    ("deepspeed --num_nodes 1 --num_gpus 8 --bind_cores_to_rank ", True, "--num_nodes 1 --num_gpus 8 --bind"),
+    ("deepspeed --num_nodes 1 --num_gpus 8 ", False, "deepspeed without --bind_cores_to_rank"),
+    ("deepspeed --no_ssh --node_rank 0 --num_gpus 8 --bind_cores_to_rank ", True, "--no_ssh --node_rank 0"),
+    # several hosts: the pdsh runner (the default) drops the flag; IMPI passes it on
+    ("deepspeed --num_nodes 2 --num_gpus 8 --bind_cores_to_rank ", False, "dropped: DeepSpeed's pdsh runner"),
+    ("deepspeed --force_multi --num_gpus 8 --bind_cores_to_rank ", False, "dropped: DeepSpeed's pdsh runner"),
+    ("deepspeed --num_nodes 2 --num_gpus 8 --launcher IMPI --bind_cores_to_rank ", True, "--launcher IMPI"),
     ("deepspeed --num_nodes 2 --num_gpus 8 ", False, "deepspeed without --bind_cores_to_rank"),
 ])
 def test_audit_reads_process_binding_from_the_launch_line(tmp_path, line: str, bound: bool, evidence: str) -> None:
@@ -41,16 +45,37 @@ def test_audit_reads_process_binding_from_the_launch_line(tmp_path, line: str, b
     assert evidence in layout.sources["recipe.cpu_affinity"]
 
 
-def test_binding_a_hostfile_decides_is_priced_bound_and_said(tmp_path) -> None:
-    layout = _read(tmp_path, "deepspeed --hostfile hosts --bind_cores_to_rank ")
-    assert layout.recipe["cpu_affinity"] is True
-    assert any("several hosts runs them unbound" in note for note in layout.ignored)
-
-
-def test_ranks_started_per_task_keep_the_default_and_say_why(tmp_path) -> None:
-    layout = _read(tmp_path, "srun --ntasks-per-node 8 python ")
+@pytest.mark.parametrize(("line", "note"), [
+    # the host count is in a hostfile that is not among the files
+    ("deepspeed --hostfile hosts --bind_cores_to_rank ", "the files do not fix the host count"),
+    # mpirun or srun binds, as the cluster is set up
+    ("deepspeed --num_nodes 2 --num_gpus 8 --launcher openmpi --bind_cores_to_rank ", "openmpi runner leaves it"),
+    ("deepspeed --num_nodes 2 --num_gpus 8 --launcher $RUNNER --bind_cores_to_rank ", "--launcher is not fixed"),
+    ("torchrun --nnodes 2 --nproc-per-node 8 --numa-binding $MODE ", "--numa-binding: its value is not fixed"),
+    ("srun --ntasks-per-node 8 python ", "SLURM task plugin"),
+])
+def test_binding_the_files_do_not_decide_keeps_the_default_and_says_why(tmp_path, line: str, note: str) -> None:
+    layout = _read(tmp_path, line)
     assert "cpu_affinity" not in layout.recipe
-    assert any("SLURM task plugin" in note for note in layout.ignored)
+    assert any(note in x for x in layout.ignored), layout.ignored
+
+
+@pytest.mark.parametrize(("hosts", "bound"), [(["worker-0 slots=8"], True),
+                                              (["worker-0 slots=8", "worker-1 slots=8"], False)])
+def test_a_hostfile_decides_whether_deepspeed_binds(tmp_path, hosts: list[str], bound: bool) -> None:
+    hostfile = tmp_path / "hostfile"
+    hostfile.write_text("\n".join(hosts) + "\n")
+    script = tmp_path / "train.sh"
+    script.write_text(f"deepspeed --hostfile {hostfile} --bind_cores_to_rank " + ARGS)
+    layout = parse_launch([script, hostfile])
+    assert layout.recipe["cpu_affinity"] is bound
+    assert not any("host count" in x for x in layout.ignored)
+
+
+def test_a_numa_binding_torchrun_refuses_is_an_error_naming_its_choices(tmp_path) -> None:
+    with pytest.raises(InputError, match=r"--numa-binding 'none' is not one of its choices node, socket, exclusive, "
+                                         r"core-complex"):
+        _read(tmp_path, "torchrun --nnodes 2 --nproc-per-node 8 --numa-binding none ")
 
 
 def _run(*args: str) -> tuple[int, str, str]:
@@ -84,6 +109,6 @@ def test_unbound_ranks_cost_what_binding_saves(tmp_path) -> None:
     slower = unbound["estimate"]["step_time_s"] - bound["estimate"]["step_time_s"]
     assert unbound["estimate"]["breakdown"]["host"] > bound["estimate"]["breakdown"]["host"]
     [finding] = [f for f in unbound["findings"] if f["kind"] == "unbound_processes"]
-    assert "--numa-binding node" in finding["message"]
+    assert "--numa-binding node" in finding["message"] and "torchrun without --numa-binding" in finding["message"]
     assert finding["cost_s"] == pytest.approx(slower, abs=2e-5)  # steps print to 6 digits
     assert slower > 0.0005

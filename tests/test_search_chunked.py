@@ -68,3 +68,17 @@ def test_chunked_pricing_names_the_same_leanest_layout_when_nothing_fits(monkeyp
         search(TIGHT, train, topo(2), FULL)
     assert str(chunked.value) == str(whole.value)
     assert chunked.value.binding == whole.value.binding == "memory"
+
+
+def test_chunked_pricing_of_a_pruned_space_keeps_what_selective_recompute_extends(monkeypatch):
+    """With the bound off and the space pruned (SearchConfig(bound=False), the reference of the branch-and-bound
+    tests), selective recompute is added afterwards to layouts that do not fit without recompute: chunking must keep
+    those, or the best plan (here selective recompute of the layernorms) is lost."""
+    train = TrainingSpec(seq_len=4096, global_batch=64)
+    cfg = SearchConfig(top_k=5, bound=False)
+    whole = search(TIGHT, train, topo(16), cfg)
+    assert any(m for i in whole.ranked for m in [whole.batch.modules(int(i))])  # a selective plan ranks
+    monkeypatch.setattr(search_mod, "PRICE_CHUNK_ROWS", 50)
+    chunked = search(TIGHT, train, topo(16), cfg)
+    assert _plans(chunked) == _plans(whole)
+    assert chunked.num_candidates == whole.num_candidates

@@ -595,11 +595,13 @@ def _layout_findings(c: _Ctx, plan: Plan) -> list[Finding]:
     if not c.recipe.cpu_affinity:
         cost = _saving_with(c, lay, cpu_affinity=True)
         if cost >= 0.0005:  # shown to the millisecond
+            where = (plan.recipe_sources or {}).get("cpu_affinity", "default")
             out.append(Finding(
                 _severity(cost, c.step_s), "unbound_processes",
-                f"the ranks run unbound: binding each to its GPU's CPU cores and NUMA node (torchrun --numa-binding "
-                f"node, PyTorch >= 2.9; deepspeed --bind_cores_to_rank) shortens their host launch time and saves "
-                f"{cost:.3f} s per step", [], cost))
+                f"cpu_affinity False, the ranks run unbound ({where}): binding each to its GPU's CPU cores and NUMA "
+                f"node shortens its host launch time and saves {cost:.3f} s per step; torchrun --numa-binding node "
+                f"(PyTorch >= 2.9), or deepspeed --bind_cores_to_rank where it starts the ranks itself (one host, or "
+                f"each host launched with --no_ssh --node_rank N)", [], cost))
     # whole tensors between pipeline stages from every TP rank, where 1/tp shares would do (DeepSpeed's default)
     whole = c.recipe.pipeline_p2p_whole or c.recipe.pipeline_grads_whole
     if whole and lay.pp > 1 and lay.tp > 1:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from placement.audit.readers.reading import Settings
+from placement.audit.readers.reading import DeepSpeedBinding, Settings
 from placement.audit.shell import Command, Word, read_commands
 from placement.errors import InputError
 
@@ -246,52 +246,86 @@ def launcher_settings(launch: Launch, s: Settings) -> None:
                 s.ignored.append(f"deepspeed {key}: host/GPU selection not applied ({args[key].evidence})")
 
 
-_BINDING_RUNNERS = {"impi"}
-"""DeepSpeed multi-node runners that pass --bind_cores_to_rank on (multinode_runner.py: IMPIRunner); pdsh (the
-default), OpenMPI, MPICH, SLURM and MVAPICH drop it."""
+TORCHRUN_NUMA_BINDINGS = ("node", "socket", "exclusive", "core-complex")
+"""torchrun --numa-binding's choices (PyTorch >= 2.9 torch/numa/binding.py AffinityMode)."""
 
 
 def process_binding(launch: Launch, args: dict[str, Arg], s: Settings) -> None:
     """Whether each rank runs bound to its GPU's CPU cores and NUMA node (recipe cpu_affinity), as the launch line
-    starts it: torchrun binds only with --numa-binding (PyTorch >= 2.9), the deepspeed launcher only with
-    --bind_cores_to_rank and only where it starts the ranks itself (one host, or --no_ssh); a wrapper in front of
-    torchrun (numactl, srun --cpu-bind) binds torchrun as a whole, not each rank to its GPU.  Ranks started one per
-    task (`srun python ...`) are bound as the cluster's SLURM task plugin decides, which no file states: left at the
-    default, said in the notes."""
+    starts it: torchrun binds only with --numa-binding (PyTorch >= 2.9); a wrapper in front of torchrun (numactl,
+    srun --cpu-bind) binds torchrun as a whole, not each rank to its GPU.  The deepspeed launcher's case depends on
+    its host count, known once the hostfile is read (`DeepSpeedBinding`, decided by deepspeed.process_binding).
+    Ranks started one per task (`srun python ...`) bind as the cluster's SLURM task plugin decides, which no file
+    states: left at the default, said in the notes."""
     if s.has("recipe.cpu_affinity"):
         return
     where = launch.command.origin
     if launch.launcher == "torchrun":
         numa = args.get("--numa-binding")
-        if numa is not None:
-            s.put("recipe.cpu_affinity", True, numa.evidence)
-        else:
+        if numa is None:
             s.put("recipe.cpu_affinity", False, f"{where}: torchrun without --numa-binding starts its ranks unbound")
-    elif launch.launcher in ("deepspeed", "deepspeed.pt"):
-        bind = args.get("--bind-cores-to-rank")
-        if bind is None:
-            s.put("recipe.cpu_affinity", False,
-                  f"{where}: deepspeed without --bind_cores_to_rank starts its ranks unbound (launcher/launch.py)")
             return
+        if len(numa.values) != 1 or numa.values[0].unresolved or numa.values[0].uncertain:
+            s.ignored.append(f"torchrun --numa-binding: its value is not fixed by the files; priced bound "
+                             f"({numa.evidence})")
+            return
+        mode = numa.values[0].text
+        if mode not in TORCHRUN_NUMA_BINDINGS:
+            raise InputError(f"{numa.evidence}: torchrun --numa-binding {mode!r} is not one of its choices "
+                             f"{', '.join(TORCHRUN_NUMA_BINDINGS)} (torch/numa/binding.py); fix the launch line")
+        s.put("recipe.cpu_affinity", True, numa.evidence)
+    elif launch.launcher in ("deepspeed", "deepspeed.pt"):
         runner = args.get("--launcher")
-        runner = one_value(runner).text.lower() if runner is not None else "pdsh"
-        nodes = args.get("--num-nodes")
-        n = one_value(nodes).text if nodes is not None else None
-        several = "--force-multi" in args or (n is not None and re.fullmatch(r"\d+", n) is not None and int(n) > 1)
-        if "--no-ssh" in args or runner in _BINDING_RUNNERS or (n == "1" and "--force-multi" not in args):
-            s.put("recipe.cpu_affinity", True, bind.evidence)
-        elif several:
-            s.put("recipe.cpu_affinity", False,
-                  f"{bind.evidence} (on several hosts DeepSpeed's {runner} runner drops it: "
-                  f"launcher/multinode_runner.py; launch each node with --no_ssh --node_rank to bind)")
-        else:
-            s.put("recipe.cpu_affinity", True, bind.evidence)
-            s.ignored.append(f"--bind_cores_to_rank binds only where deepspeed starts the ranks itself: priced bound, "
-                             f"as on one host; a hostfile of several hosts runs them unbound under its {runner} "
-                             f"runner ({bind.evidence})")
+        value = runner.values[0] if runner is not None and len(runner.values) == 1 else None
+        fixed = value is not None and not value.unresolved and not value.uncertain
+        s.deepspeed_binding = DeepSpeedBinding(
+            flag=args["--bind-cores-to-rank"].evidence if "--bind-cores-to-rank" in args else None,
+            runner=(value.text.lower() if fixed else None) if runner is not None else "pdsh",
+            runner_evidence=runner.evidence if runner is not None else "",
+            local="--no-ssh" in args, force_multi="--force-multi" in args, where=str(where))
     else:
         s.ignored.append(f"process binding: ranks started one per task bind as the cluster's SLURM task plugin (or "
                          f"the MPI launcher) decides, which the files do not state; priced bound ({where})")
+
+
+def deepspeed_binding(s: Settings) -> None:
+    """Whether the deepspeed launcher's ranks run bound (recipe cpu_affinity), once the host count is known.  On one
+    host (or with --no_ssh) runner.py starts them with deepspeed.launcher.launch, which binds each to its share of
+    cores only under --bind_cores_to_rank; on several, the pdsh runner (the default) drops that flag and starts
+    launch.py unbound, IMPI passes it on, and the OpenMPI, MPICH, SLURM and MVAPICH runners leave binding to mpirun
+    or srun, which the files do not state (DeepSpeed 0.19.8 launcher/runner.py, multinode_runner.py)."""
+    b = s.deepspeed_binding
+    if b is None or s.has("recipe.cpu_affinity"):
+        return
+    hosts, world, gpn = s.value("hosts"), s.value("world_size"), s.value("gpus_per_node")
+    nodes = s.num_nodes[0] if s.num_nodes is not None else ""
+    n = len(hosts) if hosts else int(nodes) if nodes.isdigit() else -(-world // gpn) if world and gpn else None
+    unbound = f"{b.where}: deepspeed without --bind_cores_to_rank starts its ranks unbound (launcher/launch.py)"
+    if b.local or (n == 1 and not b.force_multi):
+        s.put("recipe.cpu_affinity", b.flag is not None, b.flag or unbound)
+        return
+    if b.runner is None:
+        s.ignored.append(f"deepspeed --launcher is not fixed by the files, so neither is process binding; priced "
+                         f"bound ({b.runner_evidence})")
+        return
+    several = b.force_multi or (n is not None and n > 1)
+    if b.runner == "pdsh" and b.flag is None:
+        s.put("recipe.cpu_affinity", False, unbound)
+    elif b.runner == "pdsh" and several:
+        s.put("recipe.cpu_affinity", False,
+              f"{b.flag} (dropped: DeepSpeed's pdsh runner does not pass it to the {n or 'several'} hosts it starts, "
+              f"launcher/multinode_runner.py; launch each host with deepspeed --no_ssh --node_rank N, or use "
+              f"--launcher impi, to bind)")
+    elif b.runner == "impi" and b.flag is not None:
+        s.put("recipe.cpu_affinity", True, b.flag)
+    elif b.runner == "pdsh":
+        s.ignored.append(f"--bind_cores_to_rank binds only where deepspeed starts the ranks itself (one host, "
+                         f"--no_ssh) and the files do not fix the host count: priced bound, as on one host; on "
+                         f"several the pdsh runner drops it ({b.flag})")
+    else:
+        s.ignored.append(f"process binding: on several hosts DeepSpeed's {b.runner} runner leaves it to its "
+                         f"launcher (mpirun, srun) and the cluster's settings, which the files do not state; priced "
+                         f"bound ({b.runner_evidence})")
 
 
 def merge(groups: list[Settings]) -> Settings:
@@ -314,6 +348,7 @@ def merge(groups: list[Settings]) -> Settings:
         out.num_gpus = g.num_gpus or out.num_gpus
         out.hostfile = g.hostfile or out.hostfile
         out.hf_auto = g.hf_auto or out.hf_auto
+        out.deepspeed_binding = g.deepspeed_binding or out.deepspeed_binding
     return out
 
 

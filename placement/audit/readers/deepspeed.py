@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from placement.audit.readers import megatron
-from placement.audit.readers.common import deepspeed_grad_accumulation, merge, read_int
+from placement.audit.readers.common import deepspeed_binding, deepspeed_grad_accumulation, merge, read_int
 from placement.audit.readers.reading import AutoKey, Hostfile, Reading, Settings
 from placement.errors import InputError
 from placement.loaders.files import parse_json, read_text
@@ -299,6 +299,7 @@ def join(groups: list[Settings]) -> Reading:
     scripts, GPT-NeoX configs): DeepSpeed's rules, then Megatron's (its layers run most of these jobs)."""
     s = merge(groups)
     _finish(s)
+    deepspeed_binding(s)
     _grad_accumulation(s)
     megatron.finish(s)
     return s.reading("deepspeed")

@@ -14,6 +14,7 @@ import yaml
 
 from placement.audit.readers.common import (
     Arg,
+    deepspeed_binding,
     deepspeed_grad_accumulation,
     merge,
     one_value,
@@ -538,6 +539,7 @@ def join(groups: list[Settings]) -> Reading:
     """A Megatron job from its files' settings (Megatron-LM scripts, logs, Bridge YAML and overrides)."""
     s = merge(groups)
     s.take("grad_accumulation")  # an HF Trainer flag, for DeepSpeed's batch identity: Megatron has none
+    deepspeed_binding(s)  # a Megatron script the deepspeed launcher starts
     finish(s)
     return s.reading("megatron")
 

@@ -194,6 +194,23 @@ class Reading:
 
 
 @dataclass(frozen=True)
+class DeepSpeedBinding:
+    """What the deepspeed launch line says about process binding, decided once the host count is known
+    (deepspeed.process_binding)."""
+
+    flag: str | None
+    """Evidence of --bind_cores_to_rank, or None without it."""
+    runner: str | None
+    """--launcher (pdsh when not given), lower case; None where the files leave it unresolved."""
+    runner_evidence: str
+    local: bool
+    """--no_ssh: this host's ranks are started here (runner.py: deepspeed.launcher.launch, with the flag)."""
+    force_multi: bool
+    where: str
+    """The launch line."""
+
+
+@dataclass(frozen=True)
 class Hostfile:
     """A DeepSpeed hostfile: slots per host in line order, and the evidence of its first host line."""
 
@@ -240,6 +257,7 @@ class Settings:
     """The deepspeed launcher's --num_gpus."""
     hostfile: Hostfile | None = None
     hf_auto: tuple[AutoKey, ...] = ()
+    deepspeed_binding: DeepSpeedBinding | None = None
 
     def put(self, name: str, value: Any, evidence: str) -> None:
         """Set field `name` (a LayoutRead or JobRead field, or "recipe.FIELD") with its evidence."""
