@@ -269,8 +269,10 @@ def sharding_count(b: LayoutBatch, cfg: SearchConfig, num_gpus: int, gpus_per_no
                    hsdp_spans: tuple[int, ...] | None = None) -> int:
     """How many layouts `expand_sharding` makes of `b`, without making them (the count depends on tp x cp and
     dp only: counted once per distinct pair)."""
-    if cfg.framework is not None:  # its rules depend on more than tp x cp and dp: count what expands
-        return len(expand_sharding(b, cfg, num_gpus, gpus_per_node, hsdp_spans))
+    if cfg.framework is not None:  # its rules depend on more than tp x cp and dp: count what expands, in chunks
+        step = max(1, PRICE_CHUNK_ROWS // 16)  # of base rows, so the count never holds a whole expanded space
+        return sum(len(expand_sharding(b.take(np.arange(i, min(i + step, len(b)))), cfg, num_gpus, gpus_per_node,
+                                       hsdp_spans)) for i in range(0, len(b), step))
     zero_opts, shard_ok = _sharding(cfg, num_gpus, gpus_per_node, hsdp_spans)
     if shard_ok is None or 3 not in zero_opts.tolist():
         return len(b) * len(zero_opts)

@@ -82,3 +82,19 @@ def test_chunked_pricing_of_a_pruned_space_keeps_what_selective_recompute_extend
     chunked = search(TIGHT, train, topo(16), cfg)
     assert _plans(chunked) == _plans(whole)
     assert chunked.num_candidates == whole.num_candidates
+
+
+def test_a_framework_space_is_counted_in_chunks_to_the_same_count(monkeypatch):
+    """With --framework the count expands the layouts (its rules depend on more than tp x cp and dp); it does so
+    a chunk at a time, to the count of expanding them all at once."""
+    from placement.frameworks import CAPABILITIES
+    from placement.search import enumerate_layouts, expand_sharding, hsdp_spans, sharding_count
+    from placement.workload import workload
+
+    cfg = SearchConfig(framework=CAPABILITIES["torchtitan"], zero_stages=(1, 2, 3))
+    t = topo(16)
+    base = enumerate_layouts(workload(MOE), MOE, TrainingSpec(seq_len=2048, global_batch=64), 16, cfg, 8,
+                             hsdp_spans(t), sharded=False)
+    whole = len(expand_sharding(base, cfg, 16, 8, hsdp_spans(t)))
+    monkeypatch.setattr(search_mod, "PRICE_CHUNK_ROWS", 32)  # chunks of 2 base rows
+    assert len(base) > 2 and sharding_count(base, cfg, 16, 8, hsdp_spans(t)) == whole > 0
