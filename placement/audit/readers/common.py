@@ -254,7 +254,7 @@ def process_binding(launch: Launch, args: dict[str, Arg], s: Settings) -> None:
     """Whether each rank runs bound to its GPU's CPU cores and NUMA node (recipe cpu_affinity), as the launch line
     starts it: torchrun binds only with --numa-binding (PyTorch >= 2.9); a wrapper in front of torchrun (numactl,
     srun --cpu-bind) binds torchrun as a whole, not each rank to its GPU.  The deepspeed launcher's case depends on
-    its host count, known once the hostfile is read (`DeepSpeedBinding`, decided by deepspeed.process_binding).
+    its host count, known once the hostfile is read (`DeepSpeedBinding`, decided by `deepspeed_binding`).
     Ranks started one per task (`srun python ...`) bind as the cluster's SLURM task plugin decides, which no file
     states: left at the default, said in the notes."""
     if s.has("recipe.cpu_affinity"):

@@ -196,7 +196,7 @@ class Reading:
 @dataclass(frozen=True)
 class DeepSpeedBinding:
     """What the deepspeed launch line says about process binding, decided once the host count is known
-    (deepspeed.process_binding)."""
+    (common.deepspeed_binding)."""
 
     flag: str | None
     """Evidence of --bind_cores_to_rank, or None without it."""
