@@ -45,19 +45,49 @@ def test_audit_reads_process_binding_from_the_launch_line(tmp_path, line: str, b
     assert evidence in layout.sources["recipe.cpu_affinity"]
 
 
-@pytest.mark.parametrize(("line", "note"), [
-    # the host count is in a hostfile that is not among the files
-    ("deepspeed --hostfile hosts --bind_cores_to_rank ", "the files do not fix the host count"),
+@pytest.mark.parametrize(("line", "evidence"), [
     # mpirun or srun binds, as the cluster is set up
-    ("deepspeed --num_nodes 2 --num_gpus 8 --launcher openmpi --bind_cores_to_rank ", "openmpi runner leaves it"),
-    ("deepspeed --num_nodes 2 --num_gpus 8 --launcher $RUNNER --bind_cores_to_rank ", "--launcher is not fixed"),
-    ("torchrun --nnodes 2 --nproc-per-node 8 --numa-binding $MODE ", "--numa-binding: its value is not fixed"),
+    ("deepspeed --num_nodes 2 --num_gpus 8 --launcher openmpi --bind_cores_to_rank ", "openmpi runner leaves binding"),
+    ("deepspeed --num_nodes 2 --num_gpus 8 --launcher $RUNNER --bind_cores_to_rank ", "not fixed by the files"),
     ("srun --ntasks-per-node 8 python ", "SLURM task plugin"),
 ])
-def test_binding_the_files_do_not_decide_keeps_the_default_and_says_why(tmp_path, line: str, note: str) -> None:
+def test_binding_the_files_leave_to_the_cluster_is_priced_bound_and_says_why(tmp_path, line: str,
+                                                                             evidence: str) -> None:
+    layout = _read(tmp_path, line)
+    assert layout.recipe["cpu_affinity"] is True
+    assert evidence in layout.sources["recipe.cpu_affinity"] and "priced bound" in layout.sources["recipe.cpu_affinity"]
+
+
+@pytest.mark.parametrize(("line", "note"), [
+    # the host count is in a hostfile that is not among the files: the audited allocation decides
+    ("deepspeed --hostfile hosts --bind_cores_to_rank ", "the files do not fix the host count"),
+    ("torchrun --nnodes 2 --nproc-per-node 8 --numa-binding $MODE ", "--numa-binding: its value is not fixed"),
+])
+def test_binding_the_files_do_not_decide_is_left_open_and_said(tmp_path, line: str, note: str) -> None:
     layout = _read(tmp_path, line)
     assert "cpu_affinity" not in layout.recipe
     assert any(note in x for x in layout.ignored), layout.ignored
+
+
+def test_a_deepspeed_job_on_several_hosts_that_states_no_binding_runs_unbound(tmp_path) -> None:
+    """A DeepSpeed JSON and hostfile alone (no launch line): on several hosts the deepspeed launcher's pdsh runner
+    starts the ranks, unbound, as `plan --framework deepspeed` prices them; on one host the default stands."""
+    config = tmp_path / "ds.json"
+    config.write_text(json.dumps({"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 4,
+                                  "bf16": {"enabled": True}, "zero_optimization": {"stage": 1}}))
+
+    def audit(gpus: int) -> dict:
+        hostfile = tmp_path / "hostfile"
+        hostfile.write_text("".join(f"worker-{i} slots=8\n" for i in range(gpus // 8)))
+        code, out, err = _run("audit", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", str(gpus),
+                              "--seq-len", "4096", "--launch", str(config), "--launch", str(hostfile), "--json")
+        assert code in (0, 1), err
+        return json.loads(out)
+
+    several = audit(16)["estimate"]
+    assert several["recipe"]["cpu_affinity"] is False
+    assert "pdsh runner" in several["recipe_sources"]["cpu_affinity"]
+    assert audit(8)["estimate"]["recipe"]["cpu_affinity"] is True
 
 
 @pytest.mark.parametrize(("hosts", "bound"), [(["worker-0 slots=8"], True),

@@ -364,13 +364,16 @@ MEGATRON_DEFAULTS = {"moe_dispatcher": (Dispatcher.ALLGATHER, "default (Megatron
 
 
 def launch_recipe(launch: LaunchLayout, model: ModelSpec, layout: Layout,
-                  overrides: tuple[Recipe, dict[str, str]] | None = None) -> tuple[Recipe, dict[str, str]]:
+                  overrides: tuple[Recipe, dict[str, str]] | None = None,
+                  several_hosts: bool = False) -> tuple[Recipe, dict[str, str]]:
     """The recipe the launch files state (sources "launch:EVIDENCE"), the framework's defaults for what they
-    leave out, and the command line's --recipe / recipe flags on top."""
+    leave out (on `several_hosts`, also what it runs there), and the command line's --recipe / recipe flags on
+    top."""
     values = dict(launch.recipe)
     sources = {f: f"launch:{launch.sources.get(f'recipe.{f}', '')}" for f in values}
     cap = CAPABILITIES.get(launch.framework)
-    for name, value, why in cap.recipe if cap is not None else ():
+    row = (cap.recipe + (cap.several_hosts_recipe if several_hosts else ())) if cap is not None else ()
+    for name, value, why in row:
         if name not in values:  # what the files state wins (a BF16_Optimizer job's fp32 gradient copy)
             values[name], sources[name] = value, why
     if launch.framework == "megatron" and model.is_moe:
@@ -641,7 +644,8 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
     source) from the command line, over what the files state."""
     launch = maxtext_layout(launch, model, topo, train.global_batch)
     layout = resolve_layout(launch, model, topo.num_gpus)
-    recipe, recipe_sources = launch_recipe(launch, model, layout, recipe_overrides)
+    recipe, recipe_sources = launch_recipe(launch, model, layout, recipe_overrides,
+                                           several_hosts=topo.num_gpus > topo.gpus_per_host)
     try:
         check_layout(model, train, layout, recipe)
     except InputError as err:

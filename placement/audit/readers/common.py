@@ -256,7 +256,7 @@ def process_binding(launch: Launch, args: dict[str, Arg], s: Settings) -> None:
     srun --cpu-bind) binds torchrun as a whole, not each rank to its GPU.  The deepspeed launcher's case depends on
     its host count, known once the hostfile is read (`DeepSpeedBinding`, decided by `deepspeed_binding`).
     Ranks started one per task (`srun python ...`) bind as the cluster's SLURM task plugin decides, which no file
-    states: left at the default, said in the notes."""
+    states: priced bound, and the evidence says so."""
     if s.has("recipe.cpu_affinity"):
         return
     where = launch.command.origin
@@ -284,8 +284,9 @@ def process_binding(launch: Launch, args: dict[str, Arg], s: Settings) -> None:
             runner_evidence=runner.evidence if runner is not None else "",
             local="--no-ssh" in args, force_multi="--force-multi" in args, where=str(where))
     else:
-        s.ignored.append(f"process binding: ranks started one per task bind as the cluster's SLURM task plugin (or "
-                         f"the MPI launcher) decides, which the files do not state; priced bound ({where})")
+        s.put("recipe.cpu_affinity", True, f"{where} (ranks started one per task bind as the cluster's SLURM task "
+                                           f"plugin or the MPI launcher decides, which the files do not state: "
+                                           f"priced bound)")
 
 
 def deepspeed_binding(s: Settings) -> None:
@@ -305,8 +306,8 @@ def deepspeed_binding(s: Settings) -> None:
         s.put("recipe.cpu_affinity", b.flag is not None, b.flag or unbound)
         return
     if b.runner is None:
-        s.ignored.append(f"deepspeed --launcher is not fixed by the files, so neither is process binding; priced "
-                         f"bound ({b.runner_evidence})")
+        s.put("recipe.cpu_affinity", True, f"{b.runner_evidence} (not fixed by the files, so neither is process "
+                                           f"binding: priced bound)")
         return
     several = b.force_multi or (n is not None and n > 1)
     if b.runner == "pdsh" and b.flag is None:
@@ -318,14 +319,14 @@ def deepspeed_binding(s: Settings) -> None:
               f"--launcher impi, to bind)")
     elif b.runner == "impi" and b.flag is not None:
         s.put("recipe.cpu_affinity", True, b.flag)
-    elif b.runner == "pdsh":
+    elif b.runner == "pdsh":  # the audited allocation's host count decides (audit.core.launch_recipe)
         s.ignored.append(f"--bind_cores_to_rank binds only where deepspeed starts the ranks itself (one host, "
-                         f"--no_ssh) and the files do not fix the host count: priced bound, as on one host; on "
-                         f"several the pdsh runner drops it ({b.flag})")
+                         f"--no_ssh) and the files do not fix the host count: bound on one host of the allocation, "
+                         f"unbound on several, where the pdsh runner drops it ({b.flag})")
     else:
-        s.ignored.append(f"process binding: on several hosts DeepSpeed's {b.runner} runner leaves it to its "
-                         f"launcher (mpirun, srun) and the cluster's settings, which the files do not state; priced "
-                         f"bound ({b.runner_evidence})")
+        s.put("recipe.cpu_affinity", True,
+              f"{b.runner_evidence} (on several hosts DeepSpeed's {b.runner} runner leaves binding to its launcher, "
+              f"mpirun or srun, and the cluster's settings, which the files do not state: priced bound)")
 
 
 def merge(groups: list[Settings]) -> Settings:
