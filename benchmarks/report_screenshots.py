@@ -7,6 +7,7 @@ docs/report-audit.png and docs/report-sweep.png.  Stops with a message if a page
 
 from __future__ import annotations
 
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -17,7 +18,7 @@ from placement.cli import main
 from placement.html.chromium import find_chromium, load_page
 
 ROOT = Path(__file__).resolve().parent.parent
-DATA = ROOT / "tests" / "data"
+DATA = Path("tests") / "data"  # relative to ROOT, where main_ runs: the pages quote these paths, not this machine's
 REPORT = DATA / "report"
 WIDTH = 1200
 PAGES = {
@@ -32,6 +33,7 @@ PAGES = {
 
 
 def main_() -> int:
+    os.chdir(ROOT)
     if find_chromium() is None:
         print("report_screenshots: no Chromium (Debian: apt-get install chromium)", file=sys.stderr)
         return 2
