@@ -543,7 +543,6 @@ def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, pr
     from placement.search import SearchConfig
 
     recipe, sources = build_recipe(*_recipe_flag_values(recipe_args))
-    recipe, sources = _framework_recipe(framework, recipe, sources)
     if recompute:  # the modes the user allows (none given: all of them)
         _modules_need_selective(recipe, recompute)
     model, train, topo = build_job(model_ref, cluster_ref, gpus, nodes, seq_len, global_batch, precision,
@@ -647,7 +646,6 @@ def evaluate(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch
     from placement.report import single_plan_table
 
     recipe, sources = build_recipe(*_recipe_flag_values(recipe_args))
-    recipe, sources = _framework_recipe(framework, recipe, sources)
     _modules_need_selective(recipe, (recompute,))
     formats = _check_out(out_dir, emit_formats)
 
@@ -938,17 +936,15 @@ def audit(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, p
         sys.exit(EXIT_FINDINGS)
 
 
-def _framework_recipe(framework, recipe, sources: dict[str, str], topo=None):
-    """The recipe with what `framework` always runs (its capability row; with `topo`, also what it runs on more
-    than one host); a flag that asks for something else is refused, naming both."""
+def _framework_recipe(framework, recipe, sources: dict[str, str], topo):
+    """The recipe with what `framework` always runs on `topo`'s hosts (its capability rows); a flag that asks for
+    something else is refused, naming both."""
     if framework is None:
         return recipe, sources
     sources = dict(sources)
-    row = CAPABILITIES[framework].recipe if topo is None else \
-        CAPABILITIES[framework].several_hosts_recipe if topo.num_gpus > topo.gpus_per_host else ()
-    for field, value, why in row:
+    for field, value, why in CAPABILITIES[framework].recipe_rows(topo.num_hosts > 1):
         if field in sources and getattr(recipe, field) != value:
-            raise InputError(f"--framework {framework} always runs {field} = {value} ({why}); drop "
+            raise InputError(f"--framework {framework} runs {field} = {value} on this job ({why}); drop "
                              f"{RECIPE_FLAGS[field]} or --framework")
         recipe = recipe.model_copy(update={field: value})
         sources[field] = f"--framework {framework}: {why}"

@@ -48,6 +48,10 @@ class Capability:
     several_hosts_recipe: tuple[tuple[str, object, str], ...] = ()
     """The same, for a job on more than one host only."""
 
+    def recipe_rows(self, several_hosts: bool) -> tuple[tuple[str, object, str], ...]:
+        """(field, value, why) the framework runs for a job on one host or on several."""
+        return self.recipe + (self.several_hosts_recipe if several_hosts else ())
+
     def layout_mask(self, b: LayoutBatch, num_layers: int) -> np.ndarray:
         """Which layouts of `b` (ZeRO aside) the framework runs as priced."""
         ok = np.ones(len(b), dtype=bool)

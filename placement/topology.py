@@ -254,6 +254,11 @@ class Topology:
     def gpus_per_host(self) -> int:
         return self.cluster.gpus_per_node
 
+    @property
+    def num_hosts(self) -> int:
+        """Hosts the job's GPUs occupy (a job on part of one node still has its host)."""
+        return -(-self.num_gpus // self.gpus_per_host)
+
     # -- levels -----------------------------------------------------------------------------------
 
     def _levels(self) -> tuple[Level, ...]:

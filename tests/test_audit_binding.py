@@ -142,3 +142,21 @@ def test_unbound_ranks_cost_what_binding_saves(tmp_path) -> None:
     assert "--numa-binding node" in finding["message"] and "torchrun without --numa-binding" in finding["message"]
     assert finding["cost_s"] == pytest.approx(slower, abs=2e-5)  # steps print to 6 digits
     assert slower > 0.0005
+
+
+def test_framework_deepspeed_runs_a_job_on_several_hosts_unbound() -> None:
+    """Its files launch several hosts over pdsh, which drops --bind_cores_to_rank: `--framework deepspeed` prices
+    such a job unbound and refuses a flag asking for binding; on one host the launcher binds and the flag stands."""
+    job = ["evaluate", "--model", "llama3-8b", "--cluster", "dgx-h100", "--tp", "2", "--pp", "1", "--seq-len", "4096",
+           "--global-batch", "64", "--framework", "deepspeed", "--json"]
+    code, out, err = _run(*job, "--gpus", "16")
+    assert code in (0, 1), err
+    priced = json.loads(out)
+    assert priced["recipe"]["cpu_affinity"] is False
+    assert "pdsh runner" in priced["recipe_sources"]["cpu_affinity"]
+    code, _, err = _run(*job, "--gpus", "16", "--cpu-affinity")
+    assert code == 2 and "cpu_affinity = False" in err and "drop --cpu-affinity or --framework" in err
+    assert "Traceback" not in err
+    code, out, err = _run(*job, "--gpus", "8", "--cpu-affinity")
+    assert code in (0, 1), err
+    assert json.loads(out)["recipe"]["cpu_affinity"] is True

@@ -320,7 +320,7 @@ def framework_rank_of(layout: Layout, order: str) -> np.ndarray:
 
 def host_order_of(topo: Topology, hosts: list[str] | None) -> np.ndarray:
     """Host indices (allocation order) of node ranks 0, 1, ...: the job's own host order."""
-    num_hosts = -(-topo.num_gpus // topo.gpus_per_host)  # a job on part of one node still has its host
+    num_hosts = topo.num_hosts
     if not hosts:
         return np.arange(num_hosts)
     index = {name: h for h, name in enumerate(topo.host_names)}
@@ -372,8 +372,7 @@ def launch_recipe(launch: LaunchLayout, model: ModelSpec, layout: Layout,
     values = dict(launch.recipe)
     sources = {f: f"launch:{launch.sources.get(f'recipe.{f}', '')}" for f in values}
     cap = CAPABILITIES.get(launch.framework)
-    row = (cap.recipe + (cap.several_hosts_recipe if several_hosts else ())) if cap is not None else ()
-    for name, value, why in row:
+    for name, value, why in cap.recipe_rows(several_hosts) if cap is not None else ():
         if name not in values:  # what the files state wins (a BF16_Optimizer job's fp32 gradient copy)
             values[name], sources[name] = value, why
     if launch.framework == "megatron" and model.is_moe:
@@ -644,8 +643,7 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
     source) from the command line, over what the files state."""
     launch = maxtext_layout(launch, model, topo, train.global_batch)
     layout = resolve_layout(launch, model, topo.num_gpus)
-    recipe, recipe_sources = launch_recipe(launch, model, layout, recipe_overrides,
-                                           several_hosts=topo.num_gpus > topo.gpus_per_host)
+    recipe, recipe_sources = launch_recipe(launch, model, layout, recipe_overrides, several_hosts=topo.num_hosts > 1)
     try:
         check_layout(model, train, layout, recipe)
     except InputError as err:

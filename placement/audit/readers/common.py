@@ -246,6 +246,13 @@ def launcher_settings(launch: Launch, s: Settings) -> None:
                 s.ignored.append(f"deepspeed {key}: host/GPU selection not applied ({args[key].evidence})")
 
 
+def _fixed_value(arg: Arg | None) -> Word | None:
+    """The single value of `arg` where the files fix it (not unresolved, not under a condition); else None."""
+    if arg is None or len(arg.values) != 1 or arg.values[0].unresolved or arg.values[0].uncertain:
+        return None
+    return arg.values[0]
+
+
 TORCHRUN_NUMA_BINDINGS = ("node", "socket", "exclusive", "core-complex")
 """torchrun --numa-binding's choices (PyTorch >= 2.9 torch/numa/binding.py AffinityMode)."""
 
@@ -265,22 +272,22 @@ def process_binding(launch: Launch, args: dict[str, Arg], s: Settings) -> None:
         if numa is None:
             s.put("recipe.cpu_affinity", False, f"{where}: torchrun without --numa-binding starts its ranks unbound")
             return
-        if len(numa.values) != 1 or numa.values[0].unresolved or numa.values[0].uncertain:
+        fixed = _fixed_value(numa)
+        if fixed is None:
             s.ignored.append(f"torchrun --numa-binding: its value is not fixed by the files; priced bound "
                              f"({numa.evidence})")
             return
-        mode = numa.values[0].text
+        mode = fixed.text
         if mode not in TORCHRUN_NUMA_BINDINGS:
             raise InputError(f"{numa.evidence}: torchrun --numa-binding {mode!r} is not one of its choices "
                              f"{', '.join(TORCHRUN_NUMA_BINDINGS)} (torch/numa/binding.py); fix the launch line")
         s.put("recipe.cpu_affinity", True, numa.evidence)
     elif launch.launcher in ("deepspeed", "deepspeed.pt"):
         runner = args.get("--launcher")
-        value = runner.values[0] if runner is not None and len(runner.values) == 1 else None
-        fixed = value is not None and not value.unresolved and not value.uncertain
+        value = _fixed_value(runner)
         s.deepspeed_binding = DeepSpeedBinding(
             flag=args["--bind-cores-to-rank"].evidence if "--bind-cores-to-rank" in args else None,
-            runner=(value.text.lower() if fixed else None) if runner is not None else "pdsh",
+            runner=(value.text.lower() if value is not None else None) if runner is not None else "pdsh",
             runner_evidence=runner.evidence if runner is not None else "",
             local="--no-ssh" in args, force_multi="--force-multi" in args, where=str(where))
     else:
