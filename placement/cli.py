@@ -22,7 +22,7 @@ from pydantic import ValidationError
 from placement import __version__
 from placement.catalog import accelerator_names, cluster_names, load_accelerator, load_cluster, load_model, model_names
 from placement.errors import InputError, PlacementInfeasible
-from placement.frameworks import CAPABILITIES, check_precision
+from placement.frameworks import CAPABILITIES, check_precision, model_as_run
 from placement.loaders.errors import format_validation_error
 from placement.specs import Layout, ModelSpec, Precision, Recompute, TrainingSpec
 from placement.specs.recipe import Recipe
@@ -549,6 +549,7 @@ def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, pr
                                    slurm_topology, nodelist, node_type, cluster_graph, oversubscription, node_topo,
                                    segment)
     recipe, sources = _framework_recipe(framework, recipe, sources, topo)
+    model, model_sources = _framework_model(framework, model)
     formats = _check_out(out_dir, emit_formats)
     report = _check_report(report_file)
     # the recipe fields the user left open are searched: each choice field, and the recompute modules
@@ -594,7 +595,8 @@ def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, pr
             priced_bar.update(done - priced_bar.n)
 
         planned = plan_job(model, train, topo, cfg, mapping, with_rank_table=as_json,  # only --json prints the table
-                           recipe_sources=sources, progress=bar.update, search_progress=priced)
+                           recipe_sources=sources, progress=bar.update, search_progress=priced,
+                           model_sources=model_sources)
     if out_dir is not None:
         from pathlib import Path
 
@@ -653,6 +655,7 @@ def evaluate(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch
                                    slurm_topology, nodelist, node_type, cluster_graph, oversubscription, node_topo,
                                    segment)
     recipe, sources = _framework_recipe(framework, recipe, sources, topo)
+    model, model_sources = _framework_model(framework, model)
     per_replica = tp * cp * pp
     for name, value in (("--tp", tp), ("--cp", cp), ("--ep", ep), ("--etp", etp), ("--pp", pp), ("--vpp", vpp),
                         ("--mbs", mbs)):
@@ -671,7 +674,7 @@ def evaluate(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch
 
         check_precision(framework, model, train.precision.value)
         CAPABILITIES[framework].check(LayoutBatch.from_layouts([layout], recipe), model.num_layers)
-    result = evaluate_layout(model, train, topo, layout, recipe, sources)
+    result = evaluate_layout(model, train, topo, layout, recipe, sources, model_sources)
     if out_dir is not None:
         from pathlib import Path
 
@@ -934,6 +937,13 @@ def audit(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, p
     threshold = SEVERITIES.index(fail_on)
     if any(SEVERITIES.index(f.severity) >= threshold for f in result.findings):
         sys.exit(EXIT_FINDINGS)
+
+
+def _framework_model(framework, model: ModelSpec) -> tuple[ModelSpec, dict[str, str]]:
+    """The model as `framework`'s own layers run it, and each model field that changed, with why
+    (Plan.model_features)."""
+    model, why = model_as_run(framework, model)
+    return model, {field: f"--framework {framework}: {text}" for field, text in why.items()}
 
 
 def _framework_recipe(framework, recipe, sources: dict[str, str], topo):

@@ -28,7 +28,8 @@ def check_layout(model: ModelSpec, train: TrainingSpec, layout: Layout, recipe: 
 
 
 def evaluate_layout(model: ModelSpec, train: TrainingSpec, topo: Topology, layout: Layout,
-                    recipe: Recipe | None = None, recipe_sources: dict[str, str] | None = None) -> Plan:
+                    recipe: Recipe | None = None, recipe_sources: dict[str, str] | None = None,
+                    model_sources: dict[str, str] | None = None) -> Plan:
     """The layout priced under `recipe`, pinned (its recompute modules are the layout's selective ones)."""
     if layout.num_gpus != topo.num_gpus:
         raise InputError(f"layout uses {layout.num_gpus} GPUs but the cluster has {topo.num_gpus}")
@@ -36,4 +37,4 @@ def evaluate_layout(model: ModelSpec, train: TrainingSpec, topo: Topology, layou
     check_layout(model, train, layout, recipe)
     batch = LayoutBatch.from_layouts([layout], recipe)
     est = estimate(workload(model), train, topo, batch, recipe)
-    return make_plan(batch, est, 0, model, train, topo, recipe_sources)
+    return make_plan(batch, est, 0, model, train, topo, recipe_sources, model_sources)

@@ -47,6 +47,9 @@ class Capability:
     """(recipe field, the value the framework always runs, why): set on every plan and audit for it."""
     several_hosts_recipe: tuple[tuple[str, object, str], ...] = ()
     """The same, for a job on more than one host only."""
+    sequential_layers: str = ""
+    """Why its own model code runs attention, then the MLP, whatever the model's `parallel_residual` says; "" where
+    the model code is the user's (DeepSpeed: GPT-NeoX's own layers on DeeperSpeed run the parallel residual)."""
 
     def recipe_rows(self, several_hosts: bool) -> tuple[tuple[str, object, str], ...]:
         """(field, value, why) the framework runs for a job on one host or on several."""
@@ -86,12 +89,16 @@ class Capability:
 CAPABILITIES: dict[str, Capability] = {
     "megatron": Capability(
         "megatron", "megatron-core 0.19.2", zero_stages=(0, 1, 2, 3), zero_stages_with_pp=(0, 1, 2, 3), hsdp=False,
-        why="Megatron-FSDP shards over the whole data-parallel group: no HSDP"),
+        why="Megatron-FSDP shards over the whole data-parallel group: no HSDP",
+        sequential_layers="Megatron-Core 0.19.2's TransformerLayer runs the MLP on the residual the attention "
+                          "output was added to (transformer/transformer_layer.py)"),
     "torchtitan": Capability(
         "torchtitan", "torchtitan 0.3.0", zero_stages=(0, 2, 3), zero_stages_with_pp=(0, 2, 3), etp="one",
         even_pipeline=True,
         why="no ZeRO-1 and no expert TP; pipeline stages of equal layers (its first/last_stage_less_layers "
             "cannot give every uneven split)",
+        sequential_layers="torchtitan 0.3.0's TransformerBlock runs the feed-forward on the residual the attention "
+                          "output was added to (models/*/model.py)",
         recipe=(("grad_reduce_fp32", True, "torchtitan 0.3.0 reduces gradients in float32: FSDP2's reduce_dtype is "
                                            "training.mixed_precision_reduce, whose only value is float32 "
                                            "(config/configs.py), and DDP keeps fp32 parameters under autocast"),)),
@@ -116,6 +123,8 @@ CAPABILITIES: dict[str, Capability] = {
         ep_with_cp=False,
         why="no ZeRO-2, expert TP equal to TP, EP not across CP, and its pipeline runs every forward before "
             "the backward (not the 1F1B placement prices): pp 1",
+        sequential_layers="MaxText 0.2.5's decoder layers run the MLP on the residual the attention output was "
+                          "added to (layers/llama2.py, layers/gpt3.py)",
         recipe=(("grad_reduce_fp32", True, "MaxText 0.2.5 keeps fp32 weights and gradients (configs/base.yml "
                                            "weight_dtype and grad_dtype float32): its data-parallel reduction "
                                            "moves fp32"),)),
@@ -136,3 +145,12 @@ def check_precision(framework: str, model: ModelSpec, precision: str) -> None:
     elif framework == "deepspeed" and precision == "fp8":
         raise InputError("--framework deepspeed --precision fp8: a DeepSpeed config has no FP8 switch (FP8 GEMMs "
                          "come only from model code); plan with --precision bf16")
+
+
+def model_as_run(framework: str | None, model: ModelSpec) -> tuple[ModelSpec, dict[str, str]]:
+    """The model as `framework`'s files run it, and model field -> why, for each field its model code changes:
+    a parallel residual runs in sequence where the framework's own layers have none."""
+    if framework is None or not model.parallel_residual or not CAPABILITIES[framework].sequential_layers:
+        return model, {}
+    return (model.model_copy(update={"parallel_residual": False}),
+            {"parallel_residual": CAPABILITIES[framework].sequential_layers})

@@ -127,6 +127,11 @@ class Plan(_Out):
     """Recipe field -> where its value came from: "flag", "file:PATH", "launch:FILE:LINE: TEXT" (audit),
     "searched" (the search chose it) or "default"."""
 
+    model_features: dict[str, dict] | None = None
+    """Model fields that change the price and that a framework or a launch file may decide, as priced:
+    field -> {"value": ..., "source": "model <name>" or why the files run another value}.  Only
+    `parallel_residual`, and only where it is on in the model or was turned off; None otherwise."""
+
     def recipe_spec(self) -> Recipe:
         """`recipe` as a validated Recipe (the default recipe when the plan carries none)."""
         return Recipe.model_validate(self.recipe) if self.recipe is not None else Recipe()
@@ -152,9 +157,11 @@ def plan_recipe(batch: LayoutBatch, est: Estimates, i: int) -> Recipe:
 
 
 def make_plan(batch: LayoutBatch, est: Estimates, i: int, model: ModelSpec, train: TrainingSpec,
-              topo: Topology, recipe_sources: dict[str, str] | None = None) -> Plan:
+              topo: Topology, recipe_sources: dict[str, str] | None = None,
+              model_sources: dict[str, str] | None = None) -> Plan:
     """Plan of candidate i.  `recipe_sources`: field -> source of the recipe's values; fields it leaves out
-    are "default"."""
+    are "default".  `model_sources`: model field -> why the priced model differs from the model given
+    (frameworks.model_as_run, the audit's launch files)."""
     lay = batch.layout(i)
     recipe = plan_recipe(batch, est, i)  # the candidate's own split (the search may account the embedding)
     per_rank = rank_layer_counts(model.num_layers, lay.pp, lay.vpp, recipe.pipeline_layout,
@@ -202,4 +209,13 @@ def make_plan(batch: LayoutBatch, est: Estimates, i: int, model: ModelSpec, trai
         segment_nodes=topo.segment_nodes,
         recipe=recipe.model_dump(mode="json"),
         recipe_sources={f: (recipe_sources or {}).get(f, "default") for f in Recipe.model_fields},
+        model_features=model_features(model, model_sources),
     )
+
+
+def model_features(model: ModelSpec, model_sources: dict[str, str] | None) -> dict[str, dict] | None:
+    """Plan.model_features: the parallel residual as priced, where the model has one or the files turned it off."""
+    why = (model_sources or {}).get("parallel_residual")
+    if not model.parallel_residual and why is None:
+        return None
+    return {"parallel_residual": {"value": model.parallel_residual, "source": why or f"model {model.name}"}}

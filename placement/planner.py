@@ -40,11 +40,13 @@ def plan_job(model: ModelSpec, train: TrainingSpec, topo: Topology, search_cfg: 
              mapping: SolverConfig | None, with_rank_table: bool = True,
              recipe_sources: dict[str, str] | None = None,
              progress: Callable[[int], None] | None = None,
-             search_progress: Callable[[int, int], None] | None = None) -> Planned:
+             search_progress: Callable[[int, int], None] | None = None,
+             model_sources: dict[str, str] | None = None) -> Planned:
     """`mapping` None: the default innermost-first mapping (a regular catalog cluster, whose host order
     already follows the hierarchy); otherwise CP-SAT maps each of the top candidates.  `recipe_sources`:
     recipe field -> where its value came from (the plans' `recipe_sources`).  `progress(1)` after each plan
-    mapped; `search_progress(priced, total)` while a whole space is priced in chunks (search.search)."""
+    mapped; `search_progress(priced, total)` while a whole space is priced in chunks (search.search);
+    `model_sources`: model field -> why `model` differs from the one the user gave (plan.make_plan)."""
     result = search(model, train, topo, search_cfg, search_progress)
     w = workload(model)
     rows = []
@@ -59,7 +61,7 @@ def plan_job(model: ModelSpec, train: TrainingSpec, topo: Topology, search_cfg: 
         layout = result.batch.layout(i)
         kinds = group_kinds(layout, result.estimates, i)
         if mapping is None:
-            plan = make_plan(result.batch, result.estimates, i, model, train, topo, recipe_sources)
+            plan = make_plan(result.batch, result.estimates, i, model, train, topo, recipe_sources, model_sources)
             gpu_of_rank = np.arange(topo.num_gpus)
             solver = {"status": "DEFAULT", "chosen": "innermost_first",
                       "note": "regular catalog cluster: ranks fill the hierarchy innermost-first"}
@@ -68,7 +70,7 @@ def plan_job(model: ModelSpec, train: TrainingSpec, topo: Topology, search_cfg: 
             # the allocation order already prices as low as any host order can (the flat-fabric bound):
             # no solve can change this plan's step or rank
             one, priced = _pricer(w, train, result, i)
-            plan = make_plan(one, priced(topo), 0, model, train, topo, recipe_sources)
+            plan = make_plan(one, priced(topo), 0, model, train, topo, recipe_sources, model_sources)
             gpu_of_rank = np.arange(topo.num_gpus)
             solver = {"status": "SKIPPED", "chosen": "allocation_order",
                       "note": "no host order prices below the allocation order (the step on a flat fabric is "
@@ -81,7 +83,7 @@ def plan_job(model: ModelSpec, train: TrainingSpec, topo: Topology, search_cfg: 
             # baselines again under the candidate's own recipe and recompute modules
             one, priced = _pricer(w, train, result, i)
             mapped_est = priced(ml.topo)
-            plan = make_plan(one, mapped_est, 0, model, train, topo, recipe_sources)
+            plan = make_plan(one, mapped_est, 0, model, train, topo, recipe_sources, model_sources)
             gpu_of_rank = ml.gpu_of_rank
             solver = {"status": sol.status, "chosen": ml.chosen, "objective_s": _f(sol.objective_s),
                       "bound_s": _f(sol.bound_s), "gap": _f(sol.gap), "wall_s": round(sol.wall_s, 3),

@@ -108,7 +108,16 @@ def headline(p: Plan) -> str:
             f"layout: {layout_cell(p)}; {lay.num_microbatches} micro-batches; layers per stage {stages}\n"
             f"step {p.step_time_s:.3f} s, {p.tokens_per_s:,.0f} tokens/s, MFU {p.mfu:.1%}, HFU {p.hfu:.1%}, "
             f"memory {p.peak_memory_bytes / GiB:.1f} of {p.memory_capacity_bytes / GiB:.1f} GiB"
-            + ("" if p.fits else "  ** DOES NOT FIT **") + ("\n" + recipe_line(p) if recipe_line(p) else ""))
+            + ("" if p.fits else "  ** DOES NOT FIT **") + ("\n" + recipe_line(p) if recipe_line(p) else "")
+            + ("\n" + model_line(p) if p.model_features else ""))
+
+
+def model_line(p: Plan) -> str:
+    """`model: parallel residual on (model gpt-neox-20b)`: the model features a framework or launch file decides,
+    as priced, with their source."""
+    items = [f"{name.replace('_', ' ')} {'on' if f['value'] else 'off'} ({f['source']})"
+             for name, f in (p.model_features or {}).items()]
+    return "model: " + "; ".join(items)
 
 
 def recipe_line(p: Plan) -> str:
@@ -251,6 +260,7 @@ def model_facts(model: ModelSpec, seq_len: int) -> dict:
         "num_attention_heads": model.num_attention_heads,
         "num_kv_heads": model.kv_heads,
         "moe": model.moe.model_dump(mode="json") if model.moe else None,
+        "parallel_residual": model.parallel_residual,
         "total_params": w.total_params,
         "active_params": w.active_params_per_token,
         "seq_len": seq_len,
@@ -274,6 +284,8 @@ def model_table(f: dict) -> str:
         moe = f["moe"]
         rows.insert(1, ["experts (routed, top-k, shared)",
                         f"{moe['num_experts']}, {moe['top_k']}, {moe['num_shared_experts']}"])
+    if f.get("parallel_residual"):
+        rows.insert(1, ["residual", "parallel: attention + MLP, one forward TP all-reduce per layer"])
     return f"{f['name']}\n" + _table(["quantity", "value"], rows) + (f"\nsource: {f['source']}" if f["source"] else "")
 
 

@@ -77,6 +77,8 @@ class Workload:
     """The gated MLP clamps its inputs before the activation (GPT-OSS)."""
     linear_bias: bool = False
     """Biased projections (expert output biases, bias-dropout-add with a bias)."""
+    parallel_residual: bool = False
+    """Attention and MLP outputs summed before one TP all-reduce (ModelSpec.parallel_residual)."""
 
     # -- parameters -------------------------------------------------------------------------------
 
@@ -205,6 +207,7 @@ def workload(model: ModelSpec) -> Workload:
         yarn_rope=model.rope_scaling is RopeScaling.YARN,
         swiglu_clamp=model.swiglu_clamp is not None,
         linear_bias=bool(model.linear_bias),
+        parallel_residual=model.parallel_residual,
     )
 
 

@@ -74,6 +74,10 @@ EXPECTED: dict[str, dict[str, Any]] = {
         num_layers=48, hidden_size=1600, ffn_hidden_size=6400, ffn_kind=FfnKind.GELU, num_attention_heads=25,
         vocab_size=50257, tied_embeddings=True, dropout=True, default_seq_len=1024,
     ),
+    "pythia-1b": dict(
+        num_layers=16, hidden_size=2048, ffn_hidden_size=8192, ffn_kind=FfnKind.GELU, num_attention_heads=8,
+        vocab_size=50304, default_seq_len=2048, parallel_residual=True,
+    ),
     "nemotron-4-340b": dict(
         num_layers=96, hidden_size=18432, ffn_hidden_size=73728, ffn_kind=FfnKind.SQUARED_RELU,
         num_attention_heads=96, num_kv_heads=8, head_dim=192, vocab_size=256000, default_seq_len=4096,
@@ -87,6 +91,7 @@ ARCH: dict[str, tuple] = {  # (normalization, position_embedding, rope_base, lin
     "gpt2-xl": (L, "learned", None, True, None), "llama-3.1-8b": (R, "rope", 5e5, False, None),
     "mistral-7b-v0.1": (R, "rope", 1e4, None, None), "mixtral-8x7b-v0.1": (R, "rope", 1e6, None, None),
     "nemotron-4-340b": (L, "rope", 1e4, False, None), "qwen1.5-moe-a2.7b": (R, "rope", 1e6, None, None),
+    "pythia-1b": (L, "rope", 1e4, True, None),
     "qwen2-7b": (R, "rope", 1e6, None, None),  # Qwen2's q/k/v biases are not a config key: left unstated
     "qwen3-30b-a3b": (R, "rope", 1e6, False, True), "qwen3-8b": (R, "rope", 1e6, False, True),
 }
@@ -166,6 +171,15 @@ def test_gpt2_explicit_inner_size_and_relu() -> None:
     assert (spec.ffn_hidden_size, spec.ffn_kind, spec.dropout) == (4096, FfnKind.RELU, False)
 
 
+def test_gpt_neox_runs_a_parallel_residual_unless_the_config_turns_it_off() -> None:
+    """GPTNeoXConfig's use_parallel_residual defaults to true (Pythia and GPT-NeoX-20B state it); false runs the
+    layers in sequence, and the TP all-reduces of a layer go from 4 back to 6 (cost.comm.tp_term)."""
+    data = _config("pythia-1b")
+    assert model_from_hf_config(data, "p").parallel_residual
+    assert model_from_hf_config({k: v for k, v in data.items() if k != "use_parallel_residual"}, "p").parallel_residual
+    assert not model_from_hf_config(data | {"use_parallel_residual": False}, "p").parallel_residual
+
+
 # --- bad inputs: every one is an InputError whose paragraph names the source, the key, the value and the fix.
 
 
@@ -175,8 +189,8 @@ def test_unknown_model_type_lists_the_supported_families(tmp_path: Path) -> None
         load_hf_config(path)
     assert str(err.value) == (
         f"{path}: `model_type` = 'falcon' and `architectures` = ['FalconForCausalLM'] names no family this "
-        "loader reads; supported model_type values: deepseek_v2, deepseek_v3, gpt2, llama, mistral, mixtral, "
-        "nemotron, qwen2, qwen2_moe, qwen3, qwen3_moe; set `model_type` to the family the model follows, or "
+        "loader reads; supported model_type values: deepseek_v2, deepseek_v3, gpt2, gpt_neox, llama, mistral, "
+        "mixtral, nemotron, qwen2, qwen2_moe, qwen3, qwen3_moe; set `model_type` to the family the model follows, or "
         "describe the model as a models/*.yaml file with the fields of ModelSpec"
     )
 
@@ -206,6 +220,7 @@ def test_missing_required_key_names_the_key_and_the_family(tmp_path: Path) -> No
         ("deepseek-v3", "kv_lora_rank", "deepseek_v3"),
         ("deepseek-v3", "first_k_dense_replace", "deepseek_v3"),
         ("gpt2-xl", "n_embd", "gpt2"),
+        ("pythia-1b", "intermediate_size", "gpt_neox"),
     ],
 )
 def test_missing_family_specific_key(folder: str, key: str, family: str) -> None:

@@ -37,7 +37,7 @@ from placement.cost.step import Estimates, default_choices, estimate
 from placement.emit.common import EmitContext
 from placement.errors import InputError
 from placement.evaluate import check_layout
-from placement.frameworks import CAPABILITIES
+from placement.frameworks import CAPABILITIES, model_as_run
 from placement.loaders.errors import format_validation_error
 from placement.mapping.config import SolverConfig
 from placement.mapping.groups import GroupKind, group_kinds
@@ -212,6 +212,17 @@ class Audit:
 def _severity(cost_s: float, step_s: float) -> str:
     share = cost_s / step_s if step_s > 0 else 0.0
     return "error" if share >= ERROR_SHARE else "warning" if share >= WARNING_SHARE else "info"
+
+
+def launched_model(launch: LaunchLayout, model: ModelSpec) -> tuple[ModelSpec, dict[str, str]]:
+    """The model as the launch files run it, and model field -> evidence (Plan.model_features): a GPT-NeoX config's
+    gpt_j_residual decides the parallel residual; Megatron's, torchtitan's and MaxText's own layers run one in
+    sequence (frameworks.model_as_run); DeepSpeed runs the user's model code, as the model says."""
+    if launch.parallel_residual is not None:
+        evidence = launch.sources.get("parallel_residual", "the launch files")
+        return model.model_copy(update={"parallel_residual": launch.parallel_residual}), {"parallel_residual": evidence}
+    model, why = model_as_run(launch.framework, model)
+    return model, {name: f"{launch.framework}: {text}" for name, text in why.items()}
 
 
 def resolve_layout(launch: LaunchLayout, model: ModelSpec, num_gpus: int) -> Layout:
@@ -642,6 +653,7 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
     scratch, searching the recipe choices the framework can launch.  `recipe_overrides`: (Recipe, field ->
     source) from the command line, over what the files state."""
     launch = maxtext_layout(launch, model, topo, train.global_batch)
+    model, model_sources = launched_model(launch, model)
     layout = resolve_layout(launch, model, topo.num_gpus)
     recipe, recipe_sources = launch_recipe(launch, model, layout, recipe_overrides, several_hosts=topo.num_hosts > 1)
     try:
@@ -671,7 +683,7 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
     mapped = topo.with_mapping(gpu_of_rank)
     est = _price(model, train, mapped, [layout], recipe)
     batch = _batch([layout], recipe)
-    plan = make_plan(batch, est, 0, model, train, topo, recipe_sources)
+    plan = make_plan(batch, est, 0, model, train, topo, recipe_sources, model_sources)
     kinds = group_kinds(layout, est, 0)
     base = {k: float(_price(model, train, topo.with_mapping(g), [layout], recipe).step_time_s[0])
             for k, g in baseline_mappings(topo).items()}
@@ -693,7 +705,8 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
     })
     space, best_sources = recipe_space(framework_space(launch.framework, top_k), launch.framework, model, topo,
                                        recipe, recipe_sources)
-    planned = plan_job(model, train, topo, space, mapping, recipe_sources=best_sources, progress=progress)
+    planned = plan_job(model, train, topo, space, mapping, recipe_sources=best_sources, progress=progress,
+                       model_sources=model_sources)
     step_s = float(est.step_time_s[0])
     c = _Ctx(model, train, topo, layout, est, step_s, mapped_same_s, planned.search.estimates,
              planned.search.batch, recipe, mapped, space.zero_stages, framework_rank)

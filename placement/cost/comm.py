@@ -19,7 +19,8 @@ from placement.specs.recipe import RecomputeModule as M
 @dataclass(frozen=True)
 class TpTerm:
     """TP/SP collectives of one layer per micro-batch: all-gather + reduce-scatter pairs, 2 forward and 2
-    backward all-reduce equivalents (PTD-P §3.2; Korthikanti §4: SP moves the same bytes)."""
+    backward all-reduce equivalents (PTD-P §3.2; Korthikanti §4: SP moves the same bytes); 1 forward under a
+    parallel residual."""
 
     dense_s: np.ndarray
     moe_s: np.ndarray
@@ -43,7 +44,12 @@ class TpTerm:
 def tp_term(x: Ctx) -> TpTerm:
     act = x.tokens * x.w.hidden * C.BYTES_PER_ACTIVATION
     group = coll.Groups(x.levels, np.ones_like(x.b.tp), x.b.tp)
-    ops = 4.0 + 2.0 * x.full * x.full_layers_share
+    # all-reduces of one layer: 2 forward (after attention, after the MLP), each again in a full recompute's
+    # forward, and 2 backward (the column-parallel inputs' gradients).  A parallel residual sums attention and
+    # MLP outputs before one forward all-reduce; its backward still reduces each column-parallel input's
+    # gradient (ModelSpec.parallel_residual, GPT-NeoX's gpt_j_residual)
+    forward = 1.0 if x.w.parallel_residual else 2.0
+    ops = forward * (1.0 + x.full * x.full_layers_share) + 2.0
     dense = group.all_reduce(act) * ops
     moe_share = np.where((x.b.etp > 1) | (x.w.shared_ffn_total > 0), 1.0, 0.5)
     return TpTerm(dense_s=dense, moe_s=dense * moe_share,

@@ -35,9 +35,10 @@ class EmitContext:
         return cls(plan, topo, gpu_of_rank, model.name, model.num_layers, model.is_moe, model, train)
 
     def priced_as(self, precision: str | None = None, layout: dict | None = None,
-                  recipe: dict | None = None) -> Plan | None:
-        """The plan's layout and recipe with `layout` and `recipe` changes, on the ranks the files place, priced
-        at `precision` (default: the plan's): what a file that cannot state the plan runs."""
+                  recipe: dict | None = None, model: dict | None = None) -> Plan | None:
+        """The plan's layout and recipe with `layout` and `recipe` changes (and the model with `model`'s), on the
+        ranks the files place, priced at `precision` (default: the plan's): what a file that cannot state the plan
+        runs."""
         if self.model is None or self.train is None:
             return None
         from placement.evaluate import evaluate_layout
@@ -46,7 +47,8 @@ class EmitContext:
         spec = self.plan.layout_spec()
         lay = Layout.model_validate(spec.model_dump() | (layout or {}))
         rec = Recipe.model_validate(self.recipe.model_dump() | (recipe or {}))
-        return evaluate_layout(self.model, train, self.topo.with_mapping(self.gpu_of_rank), lay, rec)
+        spec_model = self.model.model_copy(update=model) if model else self.model
+        return evaluate_layout(spec_model, train, self.topo.with_mapping(self.gpu_of_rank), lay, rec)
 
     def runs_as(self, runs: Runs) -> tuple[str, str]:
         """(header line, warning) for a file that runs `runs` instead of the plan: both times.  ("", "") when
@@ -55,7 +57,7 @@ class EmitContext:
             return "", ""
         p = self.plan
         what = ", ".join(runs.what)
-        other = self.priced_as(runs.precision, runs.layout, runs.recipe)
+        other = self.priced_as(runs.precision, runs.layout, runs.recipe, runs.model)
         if other is None:
             return f"this file runs {what} (not priced: no job given)", f"this file runs {what}"
         fits = "" if other.fits else " (DOES NOT FIT)"
@@ -87,6 +89,8 @@ class Runs:
     layout: dict = dataclasses.field(default_factory=dict)
     recipe: dict = dataclasses.field(default_factory=dict)
     what: list[str] = dataclasses.field(default_factory=list)
+    model: dict = dataclasses.field(default_factory=dict)
+    """Model fields the framework's own layers run otherwise (frameworks.model_as_run)."""
 
     def set_precision(self, plan: Plan, precision: str) -> None:
         self.precision = precision
@@ -117,6 +121,18 @@ def runs_recipe(ctx: EmitContext, runs_instead: dict[str, str], runs: Runs) -> N
         if getattr(r, name) != default:
             runs.recipe[name] = default
             runs.what.append(f"{name} {_word(default)} (not {_word(getattr(r, name))})")
+
+
+def runs_model(ctx: EmitContext, framework: str, runs: Runs) -> None:
+    """Add to `runs` the model fields the framework's own layers run otherwise: a parallel residual in sequence."""
+    if ctx.model is None:
+        return
+    from placement.frameworks import model_as_run
+
+    _, why = model_as_run(framework, ctx.model)
+    if "parallel_residual" in why:
+        runs.model["parallel_residual"] = False
+        runs.what.append(f"attention, then the MLP (not the model's parallel residual: {why['parallel_residual']})")
 
 
 def forced_fields(framework: str) -> tuple[str, ...]:

@@ -398,6 +398,7 @@ def runs(ctx: EmitContext, mesh: MaxTextMesh) -> Runs:
             out.set_layout("zero_stage", 1, "ZeRO-1 (not ZeRO-2)")
     runs_recipe(ctx, RUNS_INSTEAD, out)
     common.runs_forced(ctx, "maxtext", out)
+    common.runs_model(ctx, "maxtext", out)
     return out
 
 

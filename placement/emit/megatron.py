@@ -30,7 +30,16 @@ import shlex
 
 from placement.cost.context import fp8_recipe
 from placement.cost.pipeline import default_layout, format_layout
-from placement.emit.common import EmitContext, Runs, header, recipe_warnings, runs_recipe, torchrun_lines, warn_block
+from placement.emit.common import (
+    EmitContext,
+    Runs,
+    header,
+    recipe_warnings,
+    runs_model,
+    runs_recipe,
+    torchrun_lines,
+    warn_block,
+)
 from placement.specs.model import FfnKind, Normalization, PositionEmbedding, RopeScaling
 from placement.specs.recipe import CpCommType, CudaGraphs, Dispatcher, RecomputeModule
 from placement.specs.training import AttentionKernel, Precision
@@ -306,6 +315,7 @@ def runs(ctx: EmitContext) -> Runs:
     """What the file runs where Megatron-LM cannot be told the plan (each is also a warning)."""
     out = Runs()
     runs_recipe(ctx, RUNS_INSTEAD, out)
+    runs_model(ctx, "megatron", out)
     return out
 
 

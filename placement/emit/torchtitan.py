@@ -19,6 +19,7 @@ from placement.emit.common import (
     header,
     recipe_warnings,
     runs_forced,
+    runs_model,
     runs_recipe,
     torchrun_lines,
     warn_block,
@@ -280,6 +281,7 @@ def runs(ctx: EmitContext) -> Runs:
         out.set_layout("etp", 1, f"etp 1 (not {lay.etp})")
     runs_recipe(ctx, RUNS_INSTEAD, out)
     runs_forced(ctx, "torchtitan", out)
+    runs_model(ctx, "torchtitan", out)
     split = runs_split(ctx)
     if split is not None:
         per_rank = [sum(split[r::lay.pp]) for r in range(lay.pp)]

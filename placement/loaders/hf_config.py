@@ -3,7 +3,7 @@
 Key names and their defaults follow the transformers configuration classes of each family
 (``LlamaConfig``, ``MistralConfig``, ``MixtralConfig``, ``Qwen2Config``, ``Qwen2MoeConfig``,
 ``Qwen3Config``, ``Qwen3MoeConfig``, ``DeepseekV2Config``, ``DeepseekV3Config``, ``GPT2Config``,
-``NemotronConfig``).  Which layers carry experts follows the families' modeling code:
+``NemotronConfig``, ``GPTNeoXConfig``).  Which layers carry experts follows the families' modeling code:
 
 - Qwen2-MoE / Qwen3-MoE (``modeling_qwen2_moe.py``, ``modeling_qwen3_moe.py``): layer ``i`` is sparse
   when ``i`` is not in ``mlp_only_layers`` and ``(i + 1) % decoder_sparse_step == 0``.
@@ -340,6 +340,19 @@ def _read_gpt2(cfg: _Config) -> dict[str, Any]:
     } | _seq_len(cfg, "n_positions", default=1024)
 
 
+def _read_gpt_neox(cfg: _Config) -> dict[str, Any]:
+    """GPT-NeoX / Pythia: Llama-style sizes, a non-gated MLP (``hidden_act``), biased projections, and a parallel
+    residual unless ``use_parallel_residual`` is false (GPTNeoXConfig defaults: gelu, true, untied, 2048
+    positions, dropout 0).  Its partial rotary (``rotary_pct``) is not a ModelSpec field."""
+    fields: dict[str, Any] = {field: cfg.required_int(key) for field, key in _DECODER_REQUIRED.items()}
+    return fields | {
+        "ffn_kind": _activation(cfg, "hidden_act", default="gelu"),
+        "tied_embeddings": cfg.flag("tie_word_embeddings", default=False),
+        "dropout": cfg.number("hidden_dropout", default=0.0) > 0,
+        "parallel_residual": cfg.flag("use_parallel_residual", default=True),
+    } | _seq_len(cfg, "max_position_embeddings", default=2048)
+
+
 def _read_nemotron(cfg: _Config) -> dict[str, Any]:
     """Nemotron-4: Llama-style keys, but a non-gated MLP whose activation is ``hidden_act`` (relu2)."""
     return _read_decoder(cfg) | {"ffn_kind": _activation(cfg, "hidden_act", default="relu2")}
@@ -370,6 +383,10 @@ FAMILIES: Final[Mapping[str, _Family]] = MappingProxyType(
         "deepseek_v3": _Family(_read_deepseek, {**_DECODER_KEYS, **_DEEPSEEK_MOE}),
         "gpt2": _Family(_read_gpt2, _GPT2_KEYS),
         "nemotron": _Family(_read_nemotron, {**_DECODER_KEYS, "ffn_kind": "hidden_act"}),
+        "gpt_neox": _Family(_read_gpt_neox, {**_DECODER_REQUIRED, "ffn_kind": "hidden_act",
+                                             "tied_embeddings": "tie_word_embeddings",
+                                             "default_seq_len": "max_position_embeddings",
+                                             "parallel_residual": "use_parallel_residual"}),
     }
 )
 """Supported ``model_type`` values."""
@@ -388,6 +405,7 @@ ARCHITECTURES: Final[Mapping[str, str]] = MappingProxyType(
         "DeepseekV3ForCausalLM": "deepseek_v3",
         "GPT2LMHeadModel": "gpt2",
         "NemotronForCausalLM": "nemotron",
+        "GPTNeoXForCausalLM": "gpt_neox",
     }
 )
 
@@ -452,7 +470,7 @@ def _architecture(data: Mapping[str, Any], model_type: str) -> dict[str, Any]:
         out["normalization"] = "rmsnorm"
     elif any(k in data for k in _LAYERNORM_KEYS) or model_type == "gpt2":
         out["normalization"] = "layernorm"
-    theta = data.get("rope_theta")
+    theta = data.get("rotary_emb_base", 10000) if model_type == "gpt_neox" else data.get("rope_theta")
     if isinstance(theta, int | float) and not isinstance(theta, bool):
         out |= {"position_embedding": "rope", "rope_base": theta}
     elif model_type == "gpt2":
@@ -462,6 +480,8 @@ def _architecture(data: Mapping[str, Any], model_type: str) -> dict[str, Any]:
         out["linear_bias"] = any(biases)
     elif model_type == "gpt2":
         out["linear_bias"] = True
+    elif model_type == "gpt_neox":  # GPTNeoXConfig attention_bias defaults to true; its MLP always has biases
+        out["linear_bias"] = data.get("attention_bias", True) is not False
     scaling = data.get("rope_scaling")
     if isinstance(scaling, Mapping) and (scaling.get("rope_type") or scaling.get("type")) == "yarn":
         out["rope_scaling"] = "yarn"

@@ -142,6 +142,11 @@ class ModelSpec(Frozen):
     """The attention and MLP projections carry biases (GPT-2/3, BLOOM, GPT-OSS); Llama-style models have none."""
     qk_layernorm: bool | None = None
     """Queries and keys are normalized per head before RoPE (Qwen3)."""
+    parallel_residual: bool = False
+    """Attention and MLP read the same layer input and their outputs are added to it together, x + attn(ln1(x)) +
+    mlp(ln2(x)) (GPT-J; GPT-NeoX `gpt_j_residual`): under TP the two row-parallel outputs are summed before one
+    all-reduce, one forward TP all-reduce per layer instead of two (EleutherAI/gpt-neox eb02115b, 2021-09-29,
+    megatron/model/transformer.py ParallelTransformerLayer); the backward keeps one per column-parallel input."""
     rope_scaling: RopeScaling | None = None
     """RoPE frequency scaling that changes the kernel (YaRN); None: plain RoPE or not stated."""
     swiglu_clamp: float | None = Field(default=None, gt=0)

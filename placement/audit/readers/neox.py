@@ -26,7 +26,8 @@ def is_neox(data: Any) -> bool:
 
 def read_yaml(path: Path, data: dict, lines: list[str], s: Settings) -> None:
     """A GPT-NeoX config (EleutherAI/gpt-neox configs/*.yml; DeepSpeed runs it): TP, PP, micro-batch,
-    accumulation, ZeRO stage, activation checkpointing, precision and the model's dimensions."""
+    accumulation, ZeRO stage, activation checkpointing, precision, the model's dimensions and its parallel
+    residual (`gpt_j_residual`)."""
     keys = {str(k).replace("-", "_"): (k, v) for k, v in data.items()}
 
     def ev(key: str) -> str:
@@ -58,6 +59,10 @@ def read_yaml(path: Path, data: dict, lines: list[str], s: Settings) -> None:
                 s.ignored.append(f"fp16: FP16 mixed precision with loss scaling, priced as bf16 ({ev(key)})")
     if "precision" in keys and str(keys["precision"][1]) in ("fp16", "bfloat16", "bf16"):
         s.put("precision", "bf16", ev("precision"))
+    if "gpt_j_residual" in keys:
+        s.put("parallel_residual", keys["gpt_j_residual"][1] is True, ev("gpt_j_residual"))
+    elif not s.has("parallel_residual"):  # another of the job's files may set it; GPT-NeoX's default is off
+        s.put("parallel_residual", False, f"{path}: no gpt_j_residual (GPT-NeoX's default: false)")
     for key in ("synchronize_each_layer", "partition_activations", "cpu_offload"):
         if keys.get(key, (None, None))[1] is True:
             s.ignored.append(f"{key}: true ({ev(key)})")

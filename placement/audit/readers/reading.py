@@ -56,6 +56,8 @@ class LaunchLayout(Frozen):
     hidden_size: int | None = Field(default=None, ge=1)
     num_attention_heads: int | None = Field(default=None, ge=1)
     num_experts: int | None = Field(default=None, ge=1)
+    parallel_residual: bool | None = None
+    """GPT-NeoX `gpt_j_residual`: attention and MLP outputs summed before one TP all-reduce (ModelSpec field)."""
     precision: Literal["bf16", "fp8"] | None = None
     """fp8 if the files turn on FP8 GEMMs."""
     world_size: int | None = Field(default=None, ge=1)
@@ -159,6 +161,7 @@ class JobRead:
     hidden_size: int | None = None
     num_attention_heads: int | None = None
     num_experts: int | None = None
+    parallel_residual: bool | None = None
 
 
 _LAYOUT_FIELDS = frozenset(f.name for f in dataclasses.fields(LayoutRead))

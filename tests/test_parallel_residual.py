@@ -1,0 +1,97 @@
+"""A parallel residual (GPT-J, GPT-NeoX `gpt_j_residual`) sums the attention and MLP outputs before one TP
+all-reduce: one forward all-reduce per layer instead of two, the backward's two unchanged.  Priced where the files
+run it (GPT-NeoX's configs, DeepSpeed with the user's model code); Megatron-Core's, torchtitan's and MaxText's own
+layers run the model in sequence, and their plans, files and audits price that."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from placement.calibration.validate import load_runs, predict
+from placement.catalog import load_model
+from placement.cli import main
+
+NEOX = Path(__file__).parent / "data" / "audit" / "neox" / "20B.yml"
+ROW = {r.id: r for r in load_runs()}["gpt-neox-20b-96xa100"]
+JOB = ["--model", "gpt-neox-20b", "--cluster", "gpt-neox-a100-40g", "--gpus", "96"]
+LAYOUT = ["--tp", "2", "--pp", "4", "--mbs", "4", "--recompute", "full", "--zero", "1", "--no-sequence-parallel"]
+
+
+def _cli(*args: str) -> dict:
+    result = CliRunner().invoke(main, [*args, "--json"])
+    assert result.exit_code in (0, 1), result.output
+    return json.loads(result.stdout)
+
+
+def test_the_neox_row_runs_its_parallel_residual_with_four_tp_all_reduces_per_layer(tmp_path: Path) -> None:
+    """GPT-NeoX-20B under full recompute: 1 forward + 1 recomputed forward + 2 backward all-reduces per layer
+    against 2 + 2 + 2 in sequence, so its TP time is 4/6 of the sequential model's and the row's step shorter by
+    the difference, and by the bubble's share of it: (32 + 4 - 1) / 32 micro-batch times (nothing overlaps TP)."""
+    model = load_model(ROW.model)
+    assert model.parallel_residual
+    sequential_model = model.model_copy(update={"parallel_residual": False})
+    saved = predict(ROW, model=sequential_model).predicted_step_time_s - predict(ROW).predicted_step_time_s
+    yaml = tmp_path / "sequential.yaml"
+    yaml.write_text(json.dumps(sequential_model.model_dump(mode="json")))  # JSON is YAML
+    row = ["--gpus", "96", "--cluster", "gpt-neox-a100-40g", *LAYOUT, "--global-batch", "1536",
+           "--attention-kernel", "unfused", "--grad-accumulation", "autograd", "--no-dp-overlap",
+           "--grad-all-reduce", "--pipeline-grads-whole", "--pipeline-p2p-blocking", "--no-cpu-affinity"]
+    tp_par = _cli("evaluate", "--model", "gpt-neox-20b", *row)["breakdown"]["tp"]
+    tp_seq = _cli("evaluate", "--model", str(yaml), *row)["breakdown"]["tp"]
+    assert tp_par == pytest.approx(tp_seq * 4 / 6, rel=1e-4)
+    assert saved == pytest.approx((tp_seq - tp_par) * (32 + 4 - 1) / 32, rel=1e-3) and saved > 0.2
+
+
+def test_plans_say_where_the_residual_comes_from_and_frameworks_price_what_their_layers_run() -> None:
+    own = _cli("evaluate", *JOB, *LAYOUT)
+    assert own["model_features"] == {"parallel_residual": {"value": True, "source": "model gpt-neox-20b"}}
+    megatron = _cli("evaluate", *JOB, *LAYOUT, "--framework", "megatron")
+    feature = megatron["model_features"]["parallel_residual"]
+    assert feature["value"] is False and feature["source"].startswith("--framework megatron: Megatron-Core 0.19.2")
+    assert megatron["breakdown"]["tp"] == pytest.approx(own["breakdown"]["tp"] * 6 / 4, rel=1e-4)
+    # DeepSpeed runs the user's model code (GPT-NeoX's own layers): the model as it is
+    deepspeed = _cli("evaluate", *JOB, *LAYOUT, "--framework", "deepspeed")
+    assert deepspeed["model_features"]["parallel_residual"]["value"] is True
+    # a model without one carries no feature line
+    assert _cli("evaluate", "--model", "llama3-8b", "--gpus", "8")["model_features"] is None
+
+
+def test_a_megatron_file_for_a_parallel_residual_plan_prices_its_sequential_layers(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, ["evaluate", *JOB, "--tp", "2", "--pp", "4", "--mbs", "1", "--out", str(out),
+                                       "--emit", "megatron,deepspeed"])
+    assert result.exit_code == 0, result.output
+    sequential = _cli("evaluate", *JOB, "--tp", "2", "--pp", "4", "--mbs", "1", "--framework", "megatron")
+    header = (out / "megatron.sh").read_text()
+    assert "this file runs attention, then the MLP (not the model's parallel residual" in header
+    assert f"{sequential['step_time_s']:.3f} s/step" in header
+    assert "parallel residual" not in (out / "deepspeed.sh").read_text()
+
+
+@pytest.mark.parametrize("value", ["true", "false", None])
+def test_the_audit_reads_gpt_j_residual_from_a_neox_config(tmp_path: Path, value: str | None) -> None:
+    text = NEOX.read_text()
+    assert '"gpt_j_residual": true,' in text
+    path = tmp_path / "20B.yml"
+    path.write_text(text.replace('"gpt_j_residual": true,', "" if value is None else f'"gpt_j_residual": {value},'))
+    got = _cli("audit", *JOB, "--launch", str(path))["estimate"]
+    feature = got["model_features"]["parallel_residual"]
+    assert feature["value"] is (value == "true")
+    if value is None:  # GPT-NeoX's default, said as such
+        assert feature["source"].endswith("no gpt_j_residual (GPT-NeoX's default: false)")
+    else:
+        assert feature["source"].endswith(f'"gpt_j_residual": {value},')
+
+
+def test_a_megatron_audit_of_a_parallel_residual_model_prices_megatrons_layers(tmp_path: Path) -> None:
+    script = tmp_path / "train.sh"
+    script.write_text("torchrun --nnodes 12 --nproc-per-node 8 pretrain_gpt.py --tensor-model-parallel-size 2 "
+                      "--pipeline-model-parallel-size 4 --num-layers 44 --hidden-size 6144 --num-attention-heads 64 "
+                      "--seq-length 2048 --micro-batch-size 4 --global-batch-size 1536 --bf16\n")
+    got = _cli("audit", *JOB, "--launch", str(script))["estimate"]
+    feature = got["model_features"]["parallel_residual"]
+    assert feature["value"] is False and feature["source"].startswith("megatron: Megatron-Core 0.19.2")
