@@ -106,6 +106,9 @@ def job_options(fn: Callable) -> Callable:
         click.option("--global-batch", type=int, default=None, help="Sequences per step (default: the model's)."),
         click.option("--precision", type=click.Choice([p.value for p in Precision]), default="bf16",
                      show_default=True, help="GEMM precision."),
+        click.option("--memory-headroom-gib", type=float, default=0.0, show_default=True,
+                     help="GiB of HBM per GPU to keep free beyond the modelled reserve (fragmentation, NCCL "
+                          "buffers, a margin): a layout fits when its peak is at most the capacity less this."),
         click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout."),
         click.option("--slurm-topology", type=click.Path(dir_okay=False), default=None,
                      help="SLURM topology.conf (tree or block plugin) of the real cluster, instead of --cluster."),
@@ -395,7 +398,8 @@ def build_topology(cluster_ref, gpus, nodes, slurm_topology, nodelist, node_type
 
 
 def build_job(model_ref, cluster_ref, gpus, nodes, seq_len, global_batch, precision, slurm_topology=None,
-              nodelist=None, node_type=None, cluster_graph=None, oversubscription=None, node_topo=None, segment=None):
+              nodelist=None, node_type=None, cluster_graph=None, oversubscription=None, node_topo=None, segment=None,
+              memory_headroom_gib=0.0):
     """Flags -> (ModelSpec, TrainingSpec, Topology); every failure is an InputError."""
     for name, value in (("--gpus", gpus), ("--nodes", nodes), ("--seq-len", seq_len),
                         ("--global-batch", global_batch)):
@@ -423,9 +427,26 @@ def build_job(model_ref, cluster_ref, gpus, nodes, seq_len, global_batch, precis
         from placement.calibration.profile import calibrated
 
         topo = calibrated(topo, profile)
+    headroom = _memory_headroom_bytes(memory_headroom_gib, topo)
     train = TrainingSpec(seq_len=seq_len or model.default_seq_len,
-                         global_batch=global_batch or model.default_global_batch, precision=Precision(precision))
+                         global_batch=global_batch or model.default_global_batch, precision=Precision(precision),
+                         memory_headroom_bytes=headroom)
     return model, train, topo
+
+
+def _memory_headroom_bytes(gib: float | None, topo) -> float:
+    """--memory-headroom-gib in bytes; refused when negative, not a number, or all of what a GPU holds."""
+    from placement.cost.constants import GiB
+    from placement.cost.step import usable_hbm_bytes
+
+    gib = gib or 0.0
+    usable = usable_hbm_bytes(topo)
+    if not math.isfinite(gib) or gib < 0:
+        raise InputError(f"--memory-headroom-gib {gib}: give the GiB per GPU to keep free, 0 or more")
+    if gib * GiB >= usable:
+        raise InputError(f"--memory-headroom-gib {gib:g}: each {topo.accelerator.name} holds {usable / GiB:.1f} GiB "
+                         f"for the job (its HBM less 2 % fragmentation); keep less than that free")
+    return gib * GiB
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -531,9 +552,10 @@ def _write_out(out, formats: list[str] | None, chosen, gpu_of_rank, topo, model,
                                            "mapping against the baselines, the top-k table"))
 @recipe_options
 @handle_errors
-def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, precision, as_json, slurm_topology,
-         nodelist, node_type, cluster_graph, oversubscription, node_topo, top_k, recompute, zero, do_map,
-         map_time_limit, exhaustive, out_dir, emit_formats, plan_index, framework, report_file, **recipe_args):
+def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, precision, memory_headroom_gib,
+         as_json, slurm_topology, nodelist, node_type, cluster_graph, oversubscription, node_topo, top_k, recompute,
+         zero, do_map, map_time_limit, exhaustive, out_dir, emit_formats, plan_index, framework, report_file,
+         **recipe_args):
     """Search every layout; map the best onto the machine; print them, best first."""
     from placement.cost.step import default_choices
     from placement.emit.common import framework_choices
@@ -547,7 +569,7 @@ def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, pr
         _modules_need_selective(recipe, recompute)
     model, train, topo = build_job(model_ref, cluster_ref, gpus, nodes, seq_len, global_batch, precision,
                                    slurm_topology, nodelist, node_type, cluster_graph, oversubscription, node_topo,
-                                   segment)
+                                   segment, memory_headroom_gib)
     recipe, sources = _framework_recipe(framework, recipe, sources, topo)
     model, model_sources = _framework_model(framework, model)
     formats = _check_out(out_dir, emit_formats)
@@ -638,9 +660,9 @@ def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, pr
               help="Refuse a layout this framework does not run exactly as priced (see plan --framework).")
 @recipe_options
 @handle_errors
-def evaluate(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, precision, as_json,
-             slurm_topology, nodelist, node_type, cluster_graph, oversubscription, node_topo, tp, cp, ep, etp, pp,
-             vpp, mbs, zero, dp_shard, recompute, sequence_parallel, out_dir, emit_formats, framework,
+def evaluate(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, precision, memory_headroom_gib,
+             as_json, slurm_topology, nodelist, node_type, cluster_graph, oversubscription, node_topo, tp, cp, ep, etp,
+             pp, vpp, mbs, zero, dp_shard, recompute, sequence_parallel, out_dir, emit_formats, framework,
              **recipe_args):
     """Estimate one given layout (dp is derived from the GPU count) under the recipe given (pinned: nothing
     is searched); exit 1 if it does not fit."""
@@ -653,7 +675,7 @@ def evaluate(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch
 
     model, train, topo = build_job(model_ref, cluster_ref, gpus, nodes, seq_len, global_batch, precision,
                                    slurm_topology, nodelist, node_type, cluster_graph, oversubscription, node_topo,
-                                   segment)
+                                   segment, memory_headroom_gib)
     recipe, sources = _framework_recipe(framework, recipe, sources, topo)
     model, model_sources = _framework_model(framework, model)
     per_replica = tp * cp * pp
@@ -866,9 +888,9 @@ def sweep(sweep_file, out_dir, executor, workers, no_cache, as_json, no_plots, s
                                            "memory, the findings with their cost, the argument diff"))
 @recipe_options
 @handle_errors
-def audit(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, precision, as_json, slurm_topology,
-          nodelist, node_type, cluster_graph, oversubscription, node_topo, launch_files, hosts_file, framework,
-          fail_on, map_time_limit, out_dir, report_file, **recipe_args):
+def audit(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, precision, memory_headroom_gib,
+          as_json, slurm_topology, nodelist, node_type, cluster_graph, oversubscription, node_topo, launch_files,
+          hosts_file, framework, fail_on, map_time_limit, out_dir, report_file, **recipe_args):
     """Read a running job's launch files; price its layout where it lands; list what it costs and the fix.
 
     The recipe is what the launch files state (Megatron's recipe arguments); --recipe FILE and the recipe
@@ -899,7 +921,7 @@ def audit(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, p
         gpus = launch.world_size
     model, train, topo = build_job(model_ref, cluster_ref, gpus, nodes, seq_len or launch.seq_len,
                                    global_batch or launch.global_batch, precision, slurm_topology, nodelist,
-                                   node_type, cluster_graph, oversubscription, node_topo, segment)
+                                   node_type, cluster_graph, oversubscription, node_topo, segment, memory_headroom_gib)
     fixed = files_global_batch(launch, topo.num_gpus)  # the files' own batch wins over the catalog default
     if fixed is not None and fixed[0] != train.global_batch:
         if global_batch is not None:

@@ -96,6 +96,7 @@ class Plan(_Out):
     hfu: float
     peak_memory_bytes: float
     memory_capacity_bytes: float
+    """Bytes a GPU can hold for the job: its HBM less the allocator's fragmentation and `memory_headroom_bytes`."""
     fits: bool
     breakdown: BreakdownOut
     memory: MemoryOut
@@ -127,6 +128,8 @@ class Plan(_Out):
     """Recipe field -> where its value came from: "flag", "file:PATH", "launch:FILE:LINE: TEXT" (audit),
     "searched" (the search chose it) or "default"."""
 
+    memory_headroom_bytes: float = 0.0
+    """HBM per GPU the plan keeps free (`--memory-headroom-gib`), already taken out of `memory_capacity_bytes`."""
     model_features: dict[str, dict] | None = None
     """Model fields that change the price and that a framework or a launch file may decide, as priced:
     field -> {"value": ..., "source": "model <name>" or why the files run another value}.  Only
@@ -210,6 +213,7 @@ def make_plan(batch: LayoutBatch, est: Estimates, i: int, model: ModelSpec, trai
         recipe=recipe.model_dump(mode="json"),
         recipe_sources={f: (recipe_sources or {}).get(f, "default") for f in Recipe.model_fields},
         model_features=model_features(model, model_sources),
+        memory_headroom_bytes=train.memory_headroom_bytes,
     )
 
 

@@ -618,10 +618,15 @@ def _memory_message(batch: LayoutBatch, est: Estimates, model: ModelSpec, train:
         fixes.append("--zero 3")
     if est.activations_bytes[i] > state:
         fixes.append(f"--seq-len {train.seq_len // 2}")
+    headroom = train.memory_headroom_bytes
+    if headroom and need <= cap + headroom:
+        fixes.append(f"--memory-headroom-gib {math.floor((cap + headroom - need) / GiB * 10) / 10:.1f}")
     return (
         f"{model.name} on {n} x {topo.accelerator.name} does not fit: the leanest layout (tp {lay.tp}, cp {lay.cp}, "
         f"ep {lay.ep}, pp {lay.pp}, dp {lay.dp}, ZeRO-{lay.zero_stage}, recompute {lay.recompute.value}, "
         f"micro-batch {lay.micro_batch_size}) needs {need / GiB:.1f} GiB per GPU "
         f"(weights+grads+optimizer {state / GiB:.1f}, activations {est.activations_bytes[i] / GiB:.1f}, "
-        f"buffers {est.other_bytes[i] / GiB:.1f}), capacity {cap / GiB:.1f} GiB; try {' or '.join(fixes)}"
+        f"buffers {est.other_bytes[i] / GiB:.1f}), capacity {cap / GiB:.1f} GiB"
+        + (f" (after the {headroom / GiB:.1f} GiB --memory-headroom-gib keeps free)" if headroom else "")
+        + f"; try {' or '.join(fixes)}"
     )

@@ -147,7 +147,7 @@ def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch, r
     params = _stage_params(x, st)
     base_mem = memory_term(x, st, params.dense_kinds, params.expert_kinds, params.dense_shard,
                            params.expert_shard, 0.0)
-    capacity = _capacity(topo)
+    capacity = _capacity(topo, train)
     graph_pick, extra_mem = _cuda_graphs(base_mem.peak_bytes, capacity, choices)
     host_for = _host_terms(x, choices, {o.overlap for o in ep_options}, graph_pick)
 
@@ -219,7 +219,7 @@ def memory_floor(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatc
     st = _stage_kinds(w, b, recipe)
     params = _stage_params(x, st)
     mem = memory_term(x, st, params.dense_kinds, params.expert_kinds, params.dense_shard, params.expert_shard, 0.0)
-    return _valid(st, x.m), mem.peak_bytes, _capacity(topo)
+    return _valid(st, x.m), mem.peak_bytes, _capacity(topo, train)
 
 
 def _valid(st: StageKinds, m: np.ndarray) -> np.ndarray:
@@ -227,8 +227,14 @@ def _valid(st: StageKinds, m: np.ndarray) -> np.ndarray:
     return st.valid & (np.abs(m - np.rint(m)) < 1e-9) & (m >= 1)
 
 
-def _capacity(topo: Topology) -> float:
-    """Bytes a GPU can hold for the job: its HBM less the allocator's fragmentation."""
+def _capacity(topo: Topology, train: TrainingSpec) -> float:
+    """Bytes a GPU can hold for the job: its HBM less the allocator's fragmentation and the headroom the user
+    keeps free."""
+    return usable_hbm_bytes(topo) - train.memory_headroom_bytes
+
+
+def usable_hbm_bytes(topo: Topology) -> float:
+    """A GPU's HBM less the allocator's fragmentation: what a job may fill before any headroom."""
     return topo.accelerator.hbm_bytes * (1.0 - C.ALLOCATOR_FRAGMENTATION)
 
 

@@ -270,7 +270,8 @@ def header(ctx: EmitContext, framework: str, comment: str = "#", runs: str = "")
         f"ZeRO-{lay.zero_stage}, micro-batch {lay.micro_batch_size}, recompute {lay.recompute}, "
         f"sequence parallel {lay.sequence_parallel}",
         f"predicted: {p.step_time_s:.3f} s/step, {p.tokens_per_s:,.0f} tokens/s, MFU {p.mfu:.1%}, "
-        f"{p.peak_memory_bytes / GiB:.1f} of {p.memory_capacity_bytes / GiB:.1f} GiB per GPU",
+        f"{p.peak_memory_bytes / GiB:.1f} of {p.memory_capacity_bytes / GiB:.1f} GiB per GPU"
+        + (f" ({p.memory_headroom_bytes / GiB:.1f} GiB more kept free)" if p.memory_headroom_bytes else ""),
         *([runs] if runs else []),
         "ranks: tp innermost, then cp, dp, pp (Megatron-Core and torchtitan order); the rank -> GPU mapping is",
         "applied by the host order (node ranks) below, never by renumbering ranks inside the framework",

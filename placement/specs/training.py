@@ -41,6 +41,9 @@ class TrainingSpec(Frozen):
     precision: Precision = Precision.BF16
     """GEMM precision; weights, gradients and activations stay 16-bit, master weights and Adam state fp32."""
     optimizer: Literal["adam"] = "adam"
+    memory_headroom_bytes: float = Field(default=0.0, ge=0.0, le=1 << 50)
+    """HBM per GPU the plan keeps free on top of the modelled reserve (`--memory-headroom-gib`): a layout fits when
+    its peak is at most the GPU's capacity less this."""
 
     @property
     def tokens_per_step(self) -> int:

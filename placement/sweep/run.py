@@ -50,8 +50,7 @@ class Cell:
 
     @property
     def train(self) -> TrainingSpec:
-        w = self.workload
-        return TrainingSpec(seq_len=w.seq_len, global_batch=w.global_batch, precision=w.precision)
+        return self.workload.train()
 
     @property
     def fingerprint(self) -> str:
@@ -118,7 +117,7 @@ def evaluate_cell(payload: dict) -> dict:
     cluster = ClusterSpec.model_validate(payload["cluster"])
     acc = AcceleratorSpec.model_validate(payload["accelerator"])
     counts = tuple(payload["counts"])
-    train = TrainingSpec(seq_len=work.seq_len, global_batch=work.global_batch, precision=work.precision)
+    train = work.train()
     model = ModelSpec.model_validate(payload["model"])
     known = payload["known"] or {}
     bounds = _bounds_of(known) if known.get("bounds") is not None else count_bounds(model, train, cluster, acc, counts)

@@ -6,8 +6,9 @@ from enum import StrEnum
 
 from pydantic import Field, model_validator
 
+from placement.cost.constants import GiB
 from placement.specs._base import Frozen
-from placement.specs.training import MAX_GLOBAL_BATCH, MAX_SEQ_LEN, Precision
+from placement.specs.training import MAX_GLOBAL_BATCH, MAX_SEQ_LEN, Precision, TrainingSpec
 
 HOURS_PER_YEAR = 8760.0
 
@@ -82,6 +83,13 @@ class WorkloadSpec(Frozen):
     """Tokens to train."""
     precision: Precision = Precision.BF16
     """GEMM precision (bf16, fp8, ...)."""
+    memory_headroom_gib: float = Field(default=0.0, ge=0.0, le=1e6)
+    """HBM per GPU its plans keep free beyond the modelled reserve (plan's `--memory-headroom-gib`)."""
+
+    def train(self) -> TrainingSpec:
+        """The job each cell of this workload prices."""
+        return TrainingSpec(seq_len=self.seq_len, global_batch=self.global_batch, precision=self.precision,
+                            memory_headroom_bytes=self.memory_headroom_gib * GiB)
 
 
 class SweepSpec(Frozen):
