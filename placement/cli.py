@@ -570,7 +570,7 @@ def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, pr
     model, train, topo = build_job(model_ref, cluster_ref, gpus, nodes, seq_len, global_batch, precision,
                                    slurm_topology, nodelist, node_type, cluster_graph, oversubscription, node_topo,
                                    segment, memory_headroom_gib)
-    recipe, sources = _framework_recipe(framework, recipe, sources, topo)
+    recipe, sources = _framework_recipe(framework, recipe, sources)
     model, model_sources = _framework_model(framework, model)
     formats = _check_out(out_dir, emit_formats)
     report = _check_report(report_file)
@@ -676,7 +676,7 @@ def evaluate(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch
     model, train, topo = build_job(model_ref, cluster_ref, gpus, nodes, seq_len, global_batch, precision,
                                    slurm_topology, nodelist, node_type, cluster_graph, oversubscription, node_topo,
                                    segment, memory_headroom_gib)
-    recipe, sources = _framework_recipe(framework, recipe, sources, topo)
+    recipe, sources = _framework_recipe(framework, recipe, sources)
     model, model_sources = _framework_model(framework, model)
     per_replica = tp * cp * pp
     for name, value in (("--tp", tp), ("--cp", cp), ("--ep", ep), ("--etp", etp), ("--pp", pp), ("--vpp", vpp),
@@ -968,16 +968,19 @@ def _framework_model(framework, model: ModelSpec) -> tuple[ModelSpec, dict[str, 
     return model, {field: f"--framework {framework}: {text}" for field, text in why.items()}
 
 
-def _framework_recipe(framework, recipe, sources: dict[str, str], topo):
-    """The recipe with what `framework` always runs on `topo`'s hosts (its capability rows); a flag that asks for
-    something else is refused, naming both."""
+def _framework_recipe(framework, recipe, sources: dict[str, str]):
+    """The recipe with what `framework` always runs (its capability rows; what its launcher would run on several
+    hosts, placement's files state themselves); a flag that asks for something else is refused, naming both."""
     if framework is None:
         return recipe, sources
     sources = dict(sources)
-    for field, value, why in CAPABILITIES[framework].recipe_rows(topo.num_hosts > 1):
+    for field, value, why in CAPABILITIES[framework].recipe:
         if field in sources and getattr(recipe, field) != value:
-            raise InputError(f"--framework {framework} runs {field} = {value} on this job ({why}); drop "
-                             f"{RECIPE_FLAGS[field]} or --framework")
+            asked = getattr(recipe, field)
+            given = (" ".join(recipe_args({field: asked}))
+                     if sources[field] == "flag" else f"{field} from {sources[field].removeprefix('file:')}")
+            raise InputError(f"--framework {framework} always runs {field} = {value} ({why}); drop {given} or "
+                             f"--framework")
         recipe = recipe.model_copy(update={field: value})
         sources[field] = f"--framework {framework}: {why}"
     return recipe, sources

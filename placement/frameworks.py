@@ -46,13 +46,15 @@ class Capability:
     recipe: tuple[tuple[str, object, str], ...] = ()
     """(recipe field, the value the framework always runs, why): set on every plan and audit for it."""
     several_hosts_recipe: tuple[tuple[str, object, str], ...] = ()
-    """The same, for a job on more than one host only."""
+    """What the framework's own launcher runs on more than one host where a job's launch files leave it to it (the
+    audit's default); placement's files state it themselves, so plans do not take it."""
     sequential_layers: str = ""
     """Why its own model code runs attention, then the MLP, whatever the model's `parallel_residual` says; "" where
     the model code is the user's (DeepSpeed: GPT-NeoX's own layers on DeeperSpeed run the parallel residual)."""
 
     def recipe_rows(self, several_hosts: bool) -> tuple[tuple[str, object, str], ...]:
-        """(field, value, why) the framework runs for a job on one host or on several."""
+        """(field, value, why) a job's launch runs where its files leave it to the framework, on one host or on
+        several."""
         return self.recipe + (self.several_hosts_recipe if several_hosts else ())
 
     def layout_mask(self, b: LayoutBatch, num_layers: int) -> np.ndarray:
@@ -114,9 +116,9 @@ CAPABILITIES: dict[str, Capability] = {
                 ("grad_accumulation", GradAccumulation.AUTOGRAD,
                  "DeepSpeed 0.19.8's ZeRO optimizer lets autograd accumulate each micro-batch's gradients in "
                  ".grad (its BF16_Optimizer, with ZeRO stage 0, is not what these files configure)")),
-        several_hosts_recipe=(("cpu_affinity", False, "DeepSpeed 0.19.8's pdsh runner, which its files launch several "
-                                                      "hosts with, does not pass --bind_cores_to_rank on "
-                                                      "(launcher/multinode_runner.py PDSHRunner): the ranks run "
+        several_hosts_recipe=(("cpu_affinity", False, "DeepSpeed 0.19.8's pdsh runner, the deepspeed launcher's "
+                                                      "default for several hosts, does not pass --bind_cores_to_rank "
+                                                      "on (launcher/multinode_runner.py PDSHRunner): the ranks run "
                                                       "unbound"),)),
     "maxtext": Capability(
         "maxtext", "MaxText 0.2.5", zero_stages=(0, 1, 3), zero_stages_with_pp=(0, 1, 3), max_pp=1, etp="tp",

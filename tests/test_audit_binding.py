@@ -144,19 +144,28 @@ def test_unbound_ranks_cost_what_binding_saves(tmp_path) -> None:
     assert slower > 0.0005
 
 
-def test_framework_deepspeed_runs_a_job_on_several_hosts_unbound() -> None:
-    """Its files launch several hosts over pdsh, which drops --bind_cores_to_rank: `--framework deepspeed` prices
-    such a job unbound and refuses a flag asking for binding; on one host the launcher binds and the flag stands."""
-    job = ["evaluate", "--model", "llama3-8b", "--cluster", "dgx-h100", "--tp", "2", "--pp", "1", "--seq-len", "4096",
-           "--global-batch", "64", "--framework", "deepspeed", "--json"]
-    code, out, err = _run(*job, "--gpus", "16")
+def test_framework_deepspeed_binds_on_several_hosts_as_its_files_launch_them(tmp_path) -> None:
+    """placement's DeepSpeed files start each node with its own launcher line (--no_ssh --node_rank k), which binds:
+    `--framework deepspeed` prices a job on several hosts bound, and the audit of its files agrees; what the pdsh
+    runner would run stays the audit's default for launch files that leave it to the launcher
+    (test_a_deepspeed_job_on_several_hosts_that_states_no_binding_runs_unbound).  A recipe value the framework
+    always runs is still refused when a flag asks for another."""
+    job = ["evaluate", "--model", "llama3-8b", "--cluster", "dgx-h100", "--tp", "2", "--pp", "2", "--seq-len", "4096",
+           "--global-batch", "64", "--gpus", "16", "--framework", "deepspeed"]
+    code, out, err = _run(*job, "--json")
     assert code in (0, 1), err
     priced = json.loads(out)
-    assert priced["recipe"]["cpu_affinity"] is False
-    assert "pdsh runner" in priced["recipe_sources"]["cpu_affinity"]
-    code, _, err = _run(*job, "--gpus", "16", "--cpu-affinity")
-    assert code == 2 and "cpu_affinity = False" in err and "drop --cpu-affinity or --framework" in err
-    assert "Traceback" not in err
-    code, out, err = _run(*job, "--gpus", "8", "--cpu-affinity")
+    assert priced["recipe"]["cpu_affinity"] is True and priced["recipe_sources"]["cpu_affinity"] == "default"
+    out_dir = tmp_path / "out"
+    code, _, err = _run(*job, "--out", str(out_dir), "--emit", "deepspeed")
     assert code in (0, 1), err
-    assert json.loads(out)["recipe"]["cpu_affinity"] is True
+    code, out, err = _run("audit", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "16", "--seq-len", "4096",
+                          "--launch", str(out_dir / "deepspeed.sh"), "--launch", str(out_dir / "ds_config.json"),
+                          "--launch", str(out_dir / "ds_topology.py"), "--launch", str(out_dir / "hostfile"), "--json")
+    assert code in (0, 1), err
+    audited = json.loads(out)["estimate"]
+    assert audited["recipe"]["cpu_affinity"] is True and "--no_ssh" in audited["recipe_sources"]["cpu_affinity"]
+    assert audited["step_time_s"] == priced["step_time_s"]
+    code, _, err = _run(*job, "--no-pipeline-p2p-blocking")
+    assert code == 2 and "always runs pipeline_p2p_blocking = True" in err
+    assert "drop --no-pipeline-p2p-blocking or --framework" in err and "Traceback" not in err

@@ -28,16 +28,15 @@ from placement.topology import Topology
 def ctx_for(model_name: str, gpus: int, fixed: tuple, precision: str = "bf16", global_batch: int = 64,
             whole_sends: bool = False) -> EmitContext:
     """A plan priced as DeepSpeed's pipeline engine runs (blocking sends and receives between stages, 1/tp shares
-    unless told whole, and gradients accumulated by autograd in .grad), and as its launcher binds processes: on
-    one host only (`--bind_cores_to_rank` does not reach pdsh-started hosts)."""
+    unless told whole, and gradients accumulated by autograd in .grad), with processes bound, as the files launch
+    them (`--bind_cores_to_rank`, on several hosts one launcher line per node without ssh)."""
     cluster = load_cluster("dgx-h100")
     topo = Topology(cluster, load_accelerator(cluster.accelerator), num_gpus=gpus)
     model = load_model(model_name)
     train = TrainingSpec(seq_len=4096, global_batch=global_batch, precision=precision)
     cfg = SearchConfig(top_k=1, fixed=dict(fixed), recipe=Recipe(pipeline_p2p_whole=whole_sends,
                                                                  pipeline_p2p_blocking=True,
-                                                                 grad_accumulation=GradAccumulation.AUTOGRAD,
-                                                                 cpu_affinity=gpus <= topo.gpus_per_host))
+                                                                 grad_accumulation=GradAccumulation.AUTOGRAD))
     result = plan_job(model, train, topo, cfg, None, with_rank_table=False)
     return EmitContext.of(result.plans[0], topo, result.gpu_of_rank[0], model, train)
 
@@ -76,8 +75,10 @@ def test_the_json_opens_with_the_plan_header_under_a_key_and_the_script_with_the
     assert head[0].startswith("DeepSpeed 0.19.8 launch for a placement plan (placement ")
     assert any(f"{ctx.plan.step_time_s:.3f} s/step" in line for line in head)
     launch = [x for x in text.splitlines() if x.startswith("deepspeed ")]
-    assert launch == [f"deepspeed --hostfile hostfile --master_addr {ctx.hosts_in_rank_order[0]} "
-                      '--master_port 29500 "${TRAIN_SCRIPT:-train.py}" --deepspeed --deepspeed_config ds_config.json']
+    hosts = ctx.hosts_in_rank_order
+    assert launch == [f"deepspeed --bind_cores_to_rank --hostfile hostfile --no_ssh --node_rank {k} --master_addr "
+                      f'{hosts[0]} --master_port 29500 "${{TRAIN_SCRIPT:-train.py}}" --deepspeed --deepspeed_config '
+                      f"ds_config.json" for k in range(len(hosts))]
     assert "torchrun" not in text
 
 
@@ -111,7 +112,7 @@ def test_a_gpu_order_inside_a_node_is_warned_and_launched_by_torchrun_instead():
     host = ctx.hosts_in_rank_order[1]
     assert [w for w in warnings if f"first: {host}, ranks 8.. on local GPUs 7,6,5,4,3,2,1,0" in w]
     assert not [x for x in text.splitlines() if x.startswith("deepspeed ")]  # only as a comment
-    assert [x for x in text.splitlines() if x.startswith("# deepspeed --hostfile")]
+    assert [x for x in text.splitlines() if x.startswith("# deepspeed --bind_cores_to_rank --hostfile")]
     runs = [x for x in text.splitlines() if "torchrun" in x and not x.startswith("#")]
     assert len(runs) == len(ctx.hosts_in_rank_order)
     assert runs[1].startswith("CUDA_VISIBLE_DEVICES=7,6,5,4,3,2,1,0 torchrun") and "--node-rank 1 " in runs[1]
@@ -196,7 +197,8 @@ def test_the_writer_writes_the_three_files_and_prefixes_the_warnings(tmp_path):
     assert sorted(p.name for p in paths) == ["deepspeed.sh", "ds_config.json", "ds_topology.py", "hostfile"]
     assert warnings and all(w.startswith("deepspeed: ") for w in warnings)
     json.loads((tmp_path / "ds_config.json").read_text())
-    assert re.search(r"^deepspeed --hostfile hostfile ", (tmp_path / "deepspeed.sh").read_text(), re.M)
+    assert re.search(r"^deepspeed --bind_cores_to_rank --hostfile hostfile --no_ssh --node_rank 7 ",
+                     (tmp_path / "deepspeed.sh").read_text(), re.M)
 
 
 def test_the_config_partitions_the_sends_as_the_plan_priced_them(tmp_path):
@@ -244,24 +246,33 @@ def test_without_a_pipeline_the_topology_module_states_the_recompute():
     assert "recompute" not in deepspeed.topology_module(plain)
 
 
-def test_bound_processes_bind_on_one_host_and_are_priced_unbound_across_hosts():
-    """The deepspeed launcher binds each rank to its cores (--bind_cores_to_rank, launcher/launch.py numactl) only
-    when it launches locally: its pdsh runner does not pass the flag on (multinode_runner.py PDSHRunner).  One host:
-    the flag; several: no flag, and a plan priced with bound processes is re-priced unbound and said so."""
+def test_bound_processes_bind_on_every_host_and_the_pdsh_line_is_offered_at_its_own_price():
+    """The deepspeed launcher binds each rank to its cores (--bind_cores_to_rank, launcher/launch.py numactl) when it
+    launches locally: on one host, and on several with one line per node without ssh (runner.py runs launch.py for
+    --node_rank itself).  Its pdsh runner, which starts every node from one line, does not pass the flag on
+    (multinode_runner.py PDSHRunner): that line is a comment, priced unbound."""
     import dataclasses
 
     one = ctx_for("llama3-8b", 8, ())
-    bound = dataclasses.replace(one, plan=one.plan.model_copy(update={"recipe": {**one.plan.recipe,
-                                                                                 "cpu_affinity": True}}))
-    text, warnings, _ = deepspeed.render(bound)
-    assert "\ndeepspeed --bind_cores_to_rank --hostfile" in text and not any("unbound" in w for w in warnings)
+    text, warnings, _ = deepspeed.render(one)
+    assert next(x for x in text.splitlines() if x.startswith("deepspeed ")).startswith(
+        "deepspeed --bind_cores_to_rank --hostfile hostfile --master_addr")
+    assert "pdsh" not in text and not any("unbound" in w for w in warnings)
     many = ctx_for("llama3-8b", 64, ())
-    bound = dataclasses.replace(many, plan=many.plan.model_copy(update={"recipe": {**many.plan.recipe,
-                                                                                   "cpu_affinity": True}}))
-    text, warnings, _ = deepspeed.render(bound)
-    assert "\ndeepspeed --hostfile" in text and "\ndeepspeed --bind_cores_to_rank" not in text
-    assert any("PDSHRunner drops it" in w for w in warnings)
-    assert re.search(r"^# this file runs unbound processes \(not bound\): ", text, re.M)
+    text, warnings, _ = deepspeed.render(many)
+    lines = [x for x in text.splitlines() if x.startswith("deepspeed ")]
+    assert len(lines) == 8 and all("--bind_cores_to_rank" in x and f"--no_ssh --node_rank {k} " in x
+                                   for k, x in enumerate(lines))
+    assert not re.search(r"^# this file runs .*unbound", text, re.M) and not any("unbound" in w for w in warnings)
+    unbound = many.priced_as(recipe={"cpu_affinity": False})
+    assert unbound.step_time_s > many.plan.step_time_s
+    assert f"PDSHRunner): unbound processes: {unbound.step_time_s:.3f} s/step" in text
+    assert "\n#   deepspeed --hostfile hostfile --master_addr" in text
+    # a plan priced unbound: no flag, and nothing to offer
+    free = dataclasses.replace(many, plan=many.plan.model_copy(update={"recipe": {**many.plan.recipe,
+                                                                                  "cpu_affinity": False}}))
+    text, _, _ = deepspeed.render(free)
+    assert "--bind_cores_to_rank" not in text and "pdsh" not in text
 
 
 def test_an_fp32_gradient_plan_sets_deepspeeds_communication_dtype_and_reads_back(tmp_path):

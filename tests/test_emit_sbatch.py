@@ -89,3 +89,33 @@ def test_a_node_the_plan_does_not_know_stops_the_job_with_its_name(tmp_path):
                           cwd=tmp_path)
     assert proc.returncode == 1
     assert "node gpu9999 is not in" in proc.stderr and "hosts.txt" in proc.stderr
+
+
+def test_deepspeed_nodes_start_their_own_launcher_as_the_deepspeed_file_writes_it(tmp_path):
+    """`sbatch launch.sbatch deepspeed`: each node execs the deepspeed launcher without ssh for its own node rank,
+    bound, with the plan's hostfile: the line deepspeed.sh writes for that host, with the plan folder's paths."""
+    out = tmp_path / "plan"
+    _plan(out, "megatron", "deepspeed")
+    script = out / "launch.sbatch"
+    assert subprocess.run([BASH, "-n", str(script)], check=False).returncode == 0
+    stubs = _stubs(tmp_path)
+    launcher = Path(stubs["PATH"].split(":")[0]) / "deepspeed"
+    launcher.write_text(STUB_TORCHRUN)
+    launcher.chmod(launcher.stat().st_mode | stat.S_IEXEC)
+    hosts = _hosts(out)
+    env = os.environ | stubs | {"STUB_HOSTS": " ".join(sorted(hosts)), "SLURM_SUBMIT_DIR": str(out)}
+    proc = subprocess.run([BASH, str(script), "deepspeed"], env=env, capture_output=True, text=True, check=False,
+                          cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    started = {line.split()[0]: line.split()[1:] for line in (tmp_path / "torchrun.log").read_text().splitlines()}
+    assert set(started) == set(hosts)
+    file_lines = [x.split() for x in (out / "deepspeed.sh").read_text().splitlines() if x.startswith("deepspeed ")]
+    for rank, host in enumerate(hosts):
+        args = started[host]
+        assert args[args.index("--node_rank") + 1] == str(rank)
+        assert "--no_ssh" in args and "--bind_cores_to_rank" in args
+        assert args[args.index("--hostfile") + 1] == f"{out}/hostfile"
+        assert args[args.index("--master_addr") + 1] == hosts[0]
+        local = [a.replace(f"{out}/", "").replace('"', "") for a in args]
+        assert local == [a.replace('"', "").replace("${TRAIN_SCRIPT:-train.py}", "train.py")
+                         for a in file_lines[rank][1:]]

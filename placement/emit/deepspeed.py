@@ -29,7 +29,16 @@ import json
 
 import numpy as np
 
-from placement.emit.common import EmitContext, Runs, header, recipe_warnings, runs_recipe, torchrun_lines, warn_block
+from placement.emit.common import (
+    EmitContext,
+    Runs,
+    header,
+    numa_binding,
+    recipe_warnings,
+    runs_recipe,
+    torchrun_lines,
+    warn_block,
+)
 from placement.specs.recipe import GradAccumulation
 
 VERSION = "DeepSpeed 0.19.8"
@@ -251,13 +260,12 @@ YOURS = frozenset({"recompute_modules", "account_for_embedding", "account_for_lo
 partition_method makes (`warnings_for` says both)."""
 
 
-def render(ctx: EmitContext) -> tuple[str, list[str], dict[str, str]]:
+def files_run(ctx: EmitContext) -> Runs:
+    """What the files run where DeepSpeed cannot be told the plan (each is also a warning)."""
     lay, plan = ctx.plan.layout, ctx.plan
-    warnings = warnings_for(ctx) + recipe_warnings(ctx, "DeepSpeed 0.19.8", RUNS_INSTEAD)
     runs = Runs()
     if plan.precision == "fp8":
         runs.set_precision(plan, "bf16")
-        warnings.insert(0, f"{FP8_WHY}: this file runs bf16")
     if lay.vpp > 1:
         runs.set_layout("vpp", 1, f"plain 1F1B (not {lay.vpp} interleaved stages)")
     runs_recipe(ctx, RUNS_INSTEAD, runs)
@@ -268,11 +276,15 @@ def render(ctx: EmitContext) -> tuple[str, list[str], dict[str, str]]:
     if ctx.recipe.grad_accumulation is not GradAccumulation.AUTOGRAD:  # its ZeRO optimizer (stage >= 1)
         runs.recipe["grad_accumulation"] = GradAccumulation.AUTOGRAD
         runs.what.append(f"gradients accumulated by autograd in .grad (not {ctx.recipe.grad_accumulation.value})")
-    if ctx.recipe.cpu_affinity and not _launch_binds(ctx):
-        runs.recipe["cpu_affinity"] = False
-        runs.what.append("unbound processes (not bound)")
-        warnings.append("the deepspeed launcher starts other hosts over pdsh without --bind_cores_to_rank "
-                        "(launcher/multinode_runner.py PDSHRunner drops it): the processes run unbound")
+    return runs
+
+
+def render(ctx: EmitContext) -> tuple[str, list[str], dict[str, str]]:
+    lay, plan = ctx.plan.layout, ctx.plan
+    warnings = warnings_for(ctx) + recipe_warnings(ctx, "DeepSpeed 0.19.8", RUNS_INSTEAD)
+    if plan.precision == "fp8":
+        warnings.insert(0, f"{FP8_WHY}: this file runs bf16")
+    runs = files_run(ctx)
     line, warn = ctx.runs_as(runs)
     if warn:
         warnings.insert(0, warn)
@@ -280,7 +292,7 @@ def render(ctx: EmitContext) -> tuple[str, list[str], dict[str, str]]:
     host_text, include = hostfile(ctx)
     cfg = {"_comment": [line[2:] for line in head.splitlines()] + [f"WARNING: {w}" for w in warnings]}
     cfg |= config(ctx)
-    world, hosts = plan.num_gpus, ctx.hosts_in_rank_order
+    world = plan.num_gpus
     derived = [f"DeepSpeed derives data parallelism {lay.dp} from the topology's 'data' axis "
                f"(world {world} / (pp {lay.pp} x cp {lay.cp} x tp {lay.tp})) and requires",
                f"train_batch_size {plan.global_batch} = micro-batch {lay.micro_batch_size} x "
@@ -292,14 +304,10 @@ def render(ctx: EmitContext) -> tuple[str, list[str], dict[str, str]]:
             "files: ds_config.json (batch, ZeRO, precision, checkpointing, pipeline), hostfile (node rank k = line k)",
             *derived, "", *_code_lines(ctx)]
     text = head + warn_block(warnings) + "".join(f"# {x}\n" if x else "#\n" for x in body)
-    # bound processes (recipe cpu_affinity): the launcher's numactl core split per rank (launcher/launch.py), which
-    # it passes on only on one host (_launch_binds)
-    bind = "--bind_cores_to_rank " if ctx.recipe.cpu_affinity and _launch_binds(ctx) else ""
-    launch = (f"deepspeed {bind}--hostfile hostfile{f' --include {include}' if include else ''} "
-              f"--master_addr {hosts[0]} --master_port {MASTER_PORT} {TRAIN_SCRIPT} --deepspeed "
-              f"--deepspeed_config ds_config.json\n")
+    launch = launch_lines(ctx, include, runs)
     if _permuted(ctx):
-        text += "# the DeepSpeed launcher would lose the planned GPU order (see WARNING):\n# " + launch
+        text += "# the DeepSpeed launcher would lose the planned GPU order (see WARNING):\n"
+        text += "".join(f"# {x}\n" if not x.startswith("#") else f"{x}\n" for x in launch.splitlines())
         text += _torchrun_permuted(ctx)
     else:
         text += launch
@@ -339,11 +347,45 @@ def _permuted(ctx: EmitContext) -> bool:
     return any(local != sorted(local) for _, local in node_slots(ctx))
 
 
-def _launch_binds(ctx: EmitContext) -> bool:
-    """Whether the file's launch binds each process to cores: torchrun's --numa-binding where the file launches with
-    torchrun (`_permuted`), the deepspeed launcher's --bind_cores_to_rank on one host only (runner.py passes it to
-    launch.py locally; multinode_runner.py's PDSHRunner does not)."""
-    return _permuted(ctx) or len(ctx.hosts_in_rank_order) == 1
+def sbatch_task(ctx: EmitContext) -> str:
+    """The command each node's task of launch.sbatch execs ($NODE_RANK, $MASTER_ADDR, $MASTER_PORT, $NNODES,
+    $GPUS_PER_NODE and $PLAN_DIR set): the deepspeed launcher without ssh for that node, as `launch_lines` writes
+    it; torchrun where the launcher would lose the planned GPU order (`_permuted`; launch.sbatch sets the node's
+    CUDA_VISIBLE_DEVICES)."""
+    script = f"{TRAIN_SCRIPT} --deepspeed --deepspeed_config \"$PLAN_DIR/ds_config.json\""
+    if _permuted(ctx):
+        return ('torchrun --nnodes "$NNODES" --nproc-per-node "$GPUS_PER_NODE" --node-rank "$NODE_RANK" '
+                f'--master-addr "$MASTER_ADDR" --master-port "$MASTER_PORT" {numa_binding(ctx)}{script}')
+    _, include = hostfile(ctx)
+    bind = "--bind_cores_to_rank " if ctx.recipe.cpu_affinity else ""
+    return (f'deepspeed {bind}--hostfile "$PLAN_DIR/hostfile"{f" --include {include}" if include else ""} --no_ssh '
+            f'--node_rank "$NODE_RANK" --master_addr "$MASTER_ADDR" --master_port "$MASTER_PORT" {script}')
+
+
+def launch_lines(ctx: EmitContext, include: str | None, runs: Runs) -> str:
+    """The deepspeed launcher lines.  One host: one line.  Several: one line per node, run on that host, the launcher
+    starting that node's ranks itself (`--no_ssh --node_rank k`, node rank k = hostfile line k: runner.py then runs
+    launch.py locally, which passes --bind_cores_to_rank on); its pdsh runner, which starts every node from one
+    line, drops --bind_cores_to_rank (launcher/multinode_runner.py PDSHRunner), so that line is only offered, with
+    its own price, where the plan binds (recipe cpu_affinity: launch.py's numactl core split per rank)."""
+    hosts = ctx.hosts_in_rank_order
+    bind = "--bind_cores_to_rank " if ctx.recipe.cpu_affinity else ""
+    files = f"--hostfile hostfile{f' --include {include}' if include else ''}"
+    rest = (f"--master_addr {hosts[0]} --master_port {MASTER_PORT} {TRAIN_SCRIPT} --deepspeed "
+            f"--deepspeed_config ds_config.json")
+    if len(hosts) == 1:
+        return f"deepspeed {bind}{files} {rest}\n"
+    out = ["# one line per node, run on that host (no ssh: each starts its own node's ranks; node rank k = hostfile "
+           "line k), or `sbatch launch.sbatch deepspeed`"]
+    for k, host in enumerate(hosts):
+        out += [f"# on {host}", f"deepspeed {bind}{files} --no_ssh --node_rank {k} {rest}"]
+    if ctx.recipe.cpu_affinity:
+        unbound = ctx.priced_as(runs.precision, runs.layout, runs.recipe | {"cpu_affinity": False}, runs.model)
+        price = "" if unbound is None else f": {unbound.step_time_s:.3f} s/step"
+        out += [f"# or one line on {hosts[0]} that starts every node over pdsh, whose runner drops "
+                f"--bind_cores_to_rank (launcher/multinode_runner.py PDSHRunner): unbound processes{price}",
+                f"#   deepspeed {files} {rest}"]
+    return "\n".join(out) + "\n"
 
 
 def _torchrun_permuted(ctx: EmitContext) -> str:

@@ -1,30 +1,32 @@
 """launch.sbatch: one SLURM batch script that starts the plan on every node of the allocation.
 
-`sbatch launch.sbatch [megatron|torchtitan]` from the --out folder.  The batch step runs `srun` with one task
-per node; each task re-enters this same script (`--task`) from the plan folder, finds its node rank in the
+`sbatch launch.sbatch [megatron|torchtitan|deepspeed]` from the --out folder.  The batch step runs `srun` with one
+task per node; each task re-enters this same script (`--task`) from the plan folder, finds its node rank in the
 planned host order (hosts.txt) from its SLURM node name (`SLURMD_NODENAME`), sets the GPU order of its host
 (cuda_visible_devices.txt, when the plan permutes a host's GPUs) and the static rendezvous, and execs the same
-`torchrun` command the framework file writes for that host.  A node of the allocation that is not in
+command the framework file writes for that host: `torchrun`, or the deepspeed launcher without ssh
+(`--no_ssh --node_rank`).  A node of the allocation that is not in
 hosts.txt stops the job with its name: the plan was made for other hosts.
 """
 
 from __future__ import annotations
 
 from placement import __version__
-from placement.emit import megatron, torchtitan
+from placement.emit import deepspeed, megatron, torchtitan
 from placement.emit.common import EmitContext, numa_binding
 
 WORKERS = {"megatron": megatron.worker, "torchtitan": torchtitan.worker}
-RUNS = {"megatron": megatron.runs, "torchtitan": torchtitan.runs}
-"""Formats whose nodes run one torchrun each (DeepSpeed's launcher starts the nodes itself over ssh, MaxText
-and the device mesh are the user's programs)."""
+"""Formats whose nodes run one torchrun each."""
+TASKS = {"deepspeed": deepspeed.sbatch_task}
+"""Formats whose nodes run their own launcher line (MaxText and the device mesh are the user's programs)."""
+RUNS = {"megatron": megatron.runs, "torchtitan": torchtitan.runs, "deepspeed": deepspeed.files_run}
 MASTER_PORT = 29500
 
 
 def render(ctx: EmitContext, formats: list[str]) -> str:
-    """The batch script for the torchrun formats among `formats` (megatron first: the default)."""
+    """The batch script for the formats among `formats` that launch per node (megatron first: the default)."""
     lay, p = ctx.plan.layout, ctx.plan
-    frameworks = [f for f in WORKERS if f in formats] or ["megatron"]
+    frameworks = [f for f in (*WORKERS, *TASKS) if f in formats] or ["megatron"]
     nodes = p.num_gpus // ctx.topo.gpus_per_host
     gph = min(ctx.topo.gpus_per_host, p.num_gpus)
     head = [
@@ -49,6 +51,10 @@ def render(ctx: EmitContext, formats: list[str]) -> str:
             head.append(f"# {name}: {line}")
     cases = []
     for name in frameworks:
+        if name in TASKS:
+            blocking = "export CUDA_LAUNCH_BLOCKING=1\n    " if ctx.recipe.cuda_launch_blocking else ""
+            cases.append(f"  {name})\n    {blocking}exec {TASKS[name](ctx)}\n    ;;\n")
+            continue
         preamble, command, _, _ = WORKERS[name](ctx)
         if ctx.recipe.cuda_launch_blocking:  # priced with blocking launches (recipe cuda_launch_blocking)
             preamble = "export CUDA_LAUNCH_BLOCKING=1\n" + preamble

@@ -5,6 +5,8 @@
 - the emitted topology, `PipelineParallelGrid` and `PipelineModule` give exactly the planned TP, DP, PP (and
   CP) groups and stage split, or the emitter warned;
 - the launcher's own hostfile parser and slot filter put every rank on its planned GPU, or the emitter warned;
+- its own argument parser reads each launch line: on several hosts one per node, without ssh, for that node rank
+  of the hostfile, bound to cores as the plan was priced (runner.py then runs launch.py locally, which binds);
 - DeepSpeed's expert groups (`_get_expert_parallel_ranks`) equal the planned ones, or the emitter warned.
 """
 
@@ -21,7 +23,7 @@ import deepspeed
 import pytest
 import torch
 import torch.distributed as dist
-from deepspeed.launcher.runner import _parse_hostfile, parse_inclusion_exclusion
+from deepspeed.launcher.runner import _parse_hostfile, parse_args, parse_inclusion_exclusion
 from deepspeed.pipe import LayerSpec, PipelineModule
 from deepspeed.runtime.config import DeepSpeedConfig, DeepSpeedConfigError
 from deepspeed.runtime.pipe.topology import PipelineParallelGrid, PipeModelDataParallelTopology, ProcessTopology
@@ -184,11 +186,31 @@ def test_the_launcher_puts_every_rank_on_its_planned_gpu(case, tmp_path):
     ctx = context(case)
     text, warnings, _, hostfile, _ = emitted(ctx, tmp_path)
     assert not [w for w in warnings if "orders GPUs inside" in w]
-    include = re.search(r"^deepspeed .*?(?:--include (\S+))?\s--master_addr", text, re.M).group(1) or ""
+    first = next(x for x in text.splitlines() if x.startswith("deepspeed "))
+    include = (re.search(r"--include (\S+)", first) or [None, ""])[1]
     gph = ctx.topo.gpus_per_host
     planned_gpus = [(ctx.topo.host_names[g // gph], g % gph) for g in ctx.gpu_of_rank.tolist()]
     assert rank_to_gpu_by_the_launcher(hostfile, include) == planned_gpus
     assert list(_parse_hostfile(hostfile.splitlines())) == ctx.hosts_in_rank_order
+
+
+@pytest.mark.parametrize("case", ALL)
+def test_the_launcher_reads_one_line_per_node_without_ssh_bound_as_priced(case, tmp_path):
+    ctx = context(case)
+    text, _, _, hostfile, _ = emitted(ctx, tmp_path)
+    lines = [x for x in text.splitlines() if x.startswith("deepspeed ")]
+    hosts = ctx.hosts_in_rank_order
+    assert len(lines) == len(hosts)
+    for k, line in enumerate(lines):
+        args = parse_args([a.replace('"${TRAIN_SCRIPT:-train.py}"', "train.py") for a in line.split()[1:]])
+        assert args.hostfile == "hostfile" and args.master_addr == hosts[0] and args.user_script == "train.py"
+        assert args.bind_cores_to_rank == ctx.recipe.cpu_affinity
+        assert args.user_args == ["--deepspeed", "--deepspeed_config", "ds_config.json"]
+        if len(hosts) > 1:  # runner.main: no ssh -> launch.py here, for the node rank's slice of the hostfile
+            active = parse_inclusion_exclusion(_parse_hostfile(hostfile.splitlines()), args.include, args.exclude)
+            assert args.no_ssh and args.node_rank == k and list(active)[args.node_rank] == hosts[k]
+        else:
+            assert not args.no_ssh
 
 
 def test_a_gpu_order_inside_a_node_is_what_the_launcher_loses_and_the_file_says_so(tmp_path):
