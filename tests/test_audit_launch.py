@@ -633,6 +633,58 @@ def test_gpt_neox_20b_config_is_read_with_its_lines() -> None:
     assert any(x.startswith("fp16: FP16 mixed precision") for x in lay.ignored)
 
 
+@pytest.mark.parametrize(("config", "kernel", "noted"), [
+    (None, "unfused", "no attention_config (GPT-NeoX's default: global attention on every layer"),
+    ('[[["global"], 44]]', "unfused", None),
+    ('[[["flash"], 44]]', "flash2", None),
+    ('[[["local", "global"], "all"]]', "unfused", "attention types local: not priced"),
+    ('[[["flash"], 40], [["global"], 4]]', "flash2", "attention types flash and global mixed: priced as flash"),
+    ('["flash", "flash", "global"]', "flash2", "attention types flash and global mixed: priced as flash"),
+])
+def test_gpt_neox_attention_config_decides_the_attention_kernel(tmp_path: Path, config, kernel, noted) -> None:
+    """GPT-NeoX's "global" attention is its own core (baddbmm, the fused masked softmax, bmm: scores in HBM) and
+    "flash" the flash-attn 2 package; unset, every layer is global (NeoXArgs calculate_derived)."""
+    text = _text(DATA / "neox" / "20B.yml")
+    assert "attention_config" not in text
+    path = tmp_path / "20B.yml"
+    stated = f'  "attention_config": {config},\n  "pos_emb": "rotary",'
+    path.write_text(text if config is None else text.replace('  "pos_emb": "rotary",', stated))
+    lay = parse_launch([path])
+    assert lay.recipe["attention_kernel"] == kernel
+    where = lay.sources["recipe.attention_kernel"]
+    assert (noted in where) if config is None else where.endswith(f'"attention_config": {config},')
+    assert (noted is None or config is None) or any(x.startswith(noted) for x in lay.ignored)
+
+
+def test_gpt_neox_flash_attention_is_priced_faster_than_its_global_core(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from placement.cli import main
+
+    text = _text(DATA / "neox" / "20B.yml")
+    steps = {}
+    for kind in ("global", "flash"):
+        path = tmp_path / f"{kind}.yml"
+        path.write_text(text.replace('  "pos_emb": "rotary",', f'  "attention_config": [[["{kind}"], 44]],\n'
+                                                                '  "pos_emb": "rotary",'))
+        result = CliRunner().invoke(main, ["audit", "--model", "gpt-neox-20b", "--cluster", "gpt-neox-a100-40g",
+                                           "--gpus", "96", "--launch", str(path), "--json"])
+        assert result.exit_code in (0, 1), result.output
+        est = json.loads(result.stdout)["estimate"]
+        assert est["recipe"]["attention_kernel"] == {"global": "unfused", "flash": "flash2"}[kind]
+        steps[kind] = est["step_time_s"]
+    assert steps["flash"] < steps["global"] - 1.0  # the s x s scores of 32 heads per rank, three times per step
+
+
+def test_a_gpt_neox_attention_config_it_cannot_read_is_refused_by_name(tmp_path: Path) -> None:
+    path = tmp_path / "20B.yml"
+    path.write_text(_text(DATA / "neox" / "20B.yml").replace('  "pos_emb": "rotary",',
+                                                              '  "attention_config": [["global", 44]],\n'
+                                                              '  "pos_emb": "rotary",'))
+    with pytest.raises(InputError, match=r'each attention_config item is \[\[types...\], count or "all"\]'):
+        parse_launch([path])
+
+
 def test_gpt_neox_batch_is_micro_x_accumulation_x_dp_and_a_conflicting_flag_is_refused(tmp_path: Path) -> None:
     from click.testing import CliRunner
 

@@ -76,7 +76,7 @@ EXPECTED: dict[str, dict[str, Any]] = {
     ),
     "pythia-1b": dict(
         num_layers=16, hidden_size=2048, ffn_hidden_size=8192, ffn_kind=FfnKind.GELU, num_attention_heads=8,
-        vocab_size=50304, default_seq_len=2048, parallel_residual=True,
+        vocab_size=50304, default_seq_len=2048, parallel_residual=True, rotary_percent=0.25,
     ),
     "nemotron-4-340b": dict(
         num_layers=96, hidden_size=18432, ffn_hidden_size=73728, ffn_kind=FfnKind.SQUARED_RELU,

@@ -1,7 +1,8 @@
-"""A parallel residual (GPT-J, GPT-NeoX `gpt_j_residual`) sums the attention and MLP outputs before one TP
-all-reduce: one forward all-reduce per layer instead of two, the backward's two unchanged.  Priced where the files
-run it (GPT-NeoX's configs, DeepSpeed with the user's model code); Megatron-Core's, torchtitan's and MaxText's own
-layers run the model in sequence, and their plans, files and audits price that."""
+"""GPT-NeoX-style models.  A parallel residual (GPT-J, GPT-NeoX `gpt_j_residual`) sums the attention and MLP
+outputs before one TP all-reduce: one forward all-reduce per layer instead of two, the backward's two unchanged.
+Priced where the files run it (GPT-NeoX's configs, DeepSpeed with the user's model code); Megatron-Core's,
+torchtitan's and MaxText's own layers run the model in sequence, and their plans, files and audits price that.
+Their RoPE on part of each head is stated to Megatron."""
 
 from __future__ import annotations
 
@@ -95,3 +96,22 @@ def test_a_megatron_audit_of_a_parallel_residual_model_prices_megatrons_layers(t
     got = _cli("audit", *JOB, "--launch", str(script))["estimate"]
     feature = got["model_features"]["parallel_residual"]
     assert feature["value"] is False and feature["source"].startswith("megatron: Megatron-Core 0.19.2")
+
+
+def test_gpt_neox_rope_on_a_quarter_of_each_head_is_stated_to_megatron(tmp_path: Path) -> None:
+    """GPT-NeoX-20B rotates 24 of each head's 96 dimensions (configs/20B.yml rotary_pct 0.25): the Megatron file
+    says so (`--rotary-percent`, which megatron-core parses: tests/verify/test_megatron.py), and a share of RoPE on
+    a model without RoPE is refused by name."""
+    from placement.errors import InputError
+    from placement.specs.model import ModelSpec
+
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, ["evaluate", *JOB, "--tp", "2", "--pp", "4", "--mbs", "1", "--out", str(out),
+                                       "--emit", "megatron"])
+    assert result.exit_code == 0, result.output
+    text = (out / "megatron.sh").read_text()
+    assert "--position-embedding-type rope --rotary-base 10000 --rotary-percent 0.25" in text
+    assert "--position-embedding-type\n" not in text and "not in the model spec: --position" not in text
+    spec = load_model("gpt-neox-20b").model_dump() | {"position_embedding": "learned"}
+    with pytest.raises((ValueError, InputError), match=r"rotary_percent .* set position_embedding: rope"):
+        ModelSpec.model_validate(spec)

@@ -248,6 +248,8 @@ def model_arguments(ctx: EmitContext) -> tuple[list[str], list[str]]:
         args += ["--position-embedding-type", "yarn" if yarn else "rope"]
         if m.rope_base:  # Megatron-LM parses it as an int
             args += ["--rotary-base", str(round(m.rope_base))]
+        if m.rotary_percent is not None and m.rotary_percent < 1:
+            args += ["--rotary-percent", f"{m.rotary_percent:g}"]
         if yarn:  # the model spec keeps the kind of scaling, not its factors
             unstated.append("the YaRN factors (TransformerConfig yarn_rotary_scaling_factor, "
                             "yarn_original_max_position_embeddings, yarn_beta_fast/slow)")

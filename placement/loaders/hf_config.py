@@ -342,14 +342,15 @@ def _read_gpt2(cfg: _Config) -> dict[str, Any]:
 
 def _read_gpt_neox(cfg: _Config) -> dict[str, Any]:
     """GPT-NeoX / Pythia: Llama-style sizes, a non-gated MLP (``hidden_act``), biased projections, and a parallel
-    residual unless ``use_parallel_residual`` is false (GPTNeoXConfig defaults: gelu, true, untied, 2048
-    positions, dropout 0).  Its partial rotary (``rotary_pct``) is not a ModelSpec field."""
+    residual unless ``use_parallel_residual`` is false, RoPE on ``rotary_pct`` of each head (GPTNeoXConfig
+    defaults: gelu, true, 0.25, untied, 2048 positions, dropout 0)."""
     fields: dict[str, Any] = {field: cfg.required_int(key) for field, key in _DECODER_REQUIRED.items()}
     return fields | {
         "ffn_kind": _activation(cfg, "hidden_act", default="gelu"),
         "tied_embeddings": cfg.flag("tie_word_embeddings", default=False),
         "dropout": cfg.number("hidden_dropout", default=0.0) > 0,
         "parallel_residual": cfg.flag("use_parallel_residual", default=True),
+        "rotary_percent": cfg.number("rotary_pct", default=0.25),
     } | _seq_len(cfg, "max_position_embeddings", default=2048)
 
 
@@ -386,7 +387,8 @@ FAMILIES: Final[Mapping[str, _Family]] = MappingProxyType(
         "gpt_neox": _Family(_read_gpt_neox, {**_DECODER_REQUIRED, "ffn_kind": "hidden_act",
                                              "tied_embeddings": "tie_word_embeddings",
                                              "default_seq_len": "max_position_embeddings",
-                                             "parallel_residual": "use_parallel_residual"}),
+                                             "parallel_residual": "use_parallel_residual",
+                                             "rotary_percent": "rotary_pct"}),
     }
 )
 """Supported ``model_type`` values."""

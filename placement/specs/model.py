@@ -138,6 +138,9 @@ class ModelSpec(Frozen):
     position_embedding: PositionEmbedding | None = None
     rope_base: float | None = Field(default=None, gt=0, le=1e12)
     """RoPE theta (HF `rope_theta`)."""
+    rotary_percent: float | None = Field(default=None, gt=0, le=1)
+    """Share of each head's dimensions RoPE rotates (GPT-NeoX `rotary_pct`, Megatron `--rotary-percent`); None: all
+    of them."""
     linear_bias: bool | None = None
     """The attention and MLP projections carry biases (GPT-2/3, BLOOM, GPT-OSS); Llama-style models have none."""
     qk_layernorm: bool | None = None
@@ -181,6 +184,12 @@ class ModelSpec(Frozen):
             raise ValueError(
                 f"sliding_window ({self.sliding_window}) and sliding_window_layers ({self.sliding_window_layers}) "
                 f"go together: set the window and how many layers use it, or neither"
+            )
+        if self.rotary_percent is not None and self.position_embedding not in (PositionEmbedding.ROPE, None):
+            raise ValueError(
+                f"rotary_percent ({self.rotary_percent}) is the share of each head RoPE rotates, but "
+                f"position_embedding is {self.position_embedding.value}; set position_embedding: rope or drop "
+                f"rotary_percent"
             )
         if self.moe is not None and self.moe.num_dense_layers > self.num_layers:
             raise ValueError(

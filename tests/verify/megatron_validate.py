@@ -39,7 +39,7 @@ def main() -> None:
     if show_model:
         fields = ("hidden_size", "num_attention_heads", "num_query_groups", "ffn_hidden_size", "normalization",
                   "position_embedding_type", "num_experts", "moe_router_topk", "moe_ffn_hidden_size",
-                  "multi_latent_attention", "kv_lora_rank")
+                  "multi_latent_attention", "kv_lora_rank", "rotary_percent", "rotary_base")
         print("MODEL", *(f"{k}={getattr(args, k, None)}" for k in fields))
 
 

@@ -137,14 +137,16 @@ def test_megatron_validate_args_accepts_the_recipe_arguments(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
 
 
-@pytest.mark.parametrize("name", ["deepseek-v3", "gpt-oss-120b", "qwen3-30b-a3b", "llama3-8b", "gpt3-175b"])
+@pytest.mark.parametrize("name", ["deepseek-v3", "gpt-oss-120b", "qwen3-30b-a3b", "llama3-8b", "gpt3-175b",
+                                  "gpt-neox-20b"])
 def test_megatron_builds_the_catalog_architecture_from_the_emitted_arguments(name, tmp_path):
     """The emitted arguments alone (plus data and tokenizer) give Megatron the catalog model: its parsed
     hidden size, heads, query groups, FFN, experts, MLA ranks, norm and position embedding."""
     import subprocess
     import sys
 
-    gpus = {"deepseek-v3": 1024, "gpt-oss-120b": 64, "qwen3-30b-a3b": 64, "llama3-8b": 8, "gpt3-175b": 1024}[name]
+    gpus = {"deepseek-v3": 1024, "gpt-oss-120b": 64, "qwen3-30b-a3b": 64, "llama3-8b": 8, "gpt3-175b": 1024,
+            "gpt-neox-20b": 64}[name]
     ctx, model = plan_context(name, "dgx-h100", gpus, 4096, 1024, {})
     path = tmp_path / "megatron.sh"
     path.write_text(megatron.render(ctx)[0])
@@ -165,6 +167,9 @@ def test_megatron_builds_the_catalog_architecture_from_the_emitted_arguments(nam
         assert got["multi_latent_attention"] == "True" and int(got["kv_lora_rank"]) == model.mla.kv_lora_rank
     assert got["position_embedding_type"] == ("yarn" if model.rope_scaling == "yarn" else {
         "rope": "rope", "learned": "learned_absolute"}[model.position_embedding.value])
+    if model.position_embedding == "rope":  # GPT-NeoX rotates a quarter of each head
+        assert float(got["rotary_percent"]) == (model.rotary_percent or 1.0)
+        assert int(got["rotary_base"]) == round(model.rope_base)
 
 
 @pytest.mark.parametrize("spec", [

@@ -26,8 +26,8 @@ def is_neox(data: Any) -> bool:
 
 def read_yaml(path: Path, data: dict, lines: list[str], s: Settings) -> None:
     """A GPT-NeoX config (EleutherAI/gpt-neox configs/*.yml; DeepSpeed runs it): TP, PP, micro-batch,
-    accumulation, ZeRO stage, activation checkpointing, precision, the model's dimensions and its parallel
-    residual (`gpt_j_residual`)."""
+    accumulation, ZeRO stage, activation checkpointing, precision, the model's dimensions, its parallel residual
+    (`gpt_j_residual`) and its attention kernel (`attention_config`)."""
     keys = {str(k).replace("-", "_"): (k, v) for k, v in data.items()}
 
     def ev(key: str) -> str:
@@ -59,15 +59,58 @@ def read_yaml(path: Path, data: dict, lines: list[str], s: Settings) -> None:
                 s.ignored.append(f"fp16: FP16 mixed precision with loss scaling, priced as bf16 ({ev(key)})")
     if "precision" in keys and str(keys["precision"][1]) in ("fp16", "bfloat16", "bf16"):
         s.put("precision", "bf16", ev("precision"))
-    if "gpt_j_residual" in keys:
-        s.put("parallel_residual", keys["gpt_j_residual"][1] is True, ev("gpt_j_residual"))
-    elif not s.has("parallel_residual"):  # another of the job's files may set it; GPT-NeoX's default is off
-        s.put("parallel_residual", False, f"{path}: no gpt_j_residual (GPT-NeoX's default: false)")
     for key in ("synchronize_each_layer", "partition_activations", "cpu_offload"):
         if keys.get(key, (None, None))[1] is True:
             s.ignored.append(f"{key}: true ({ev(key)})")
     if not s.sources:
         raise InputError(f"{path}: a GPT-NeoX config without pipe_parallel_size, model_parallel_size or batch keys; "
                          f"nothing to audit")
+    # the model code's choices, each GPT-NeoX's default where no file of the job states it
+    _attention_kernel(keys, ev, path, s)
+    if "gpt_j_residual" in keys:
+        s.put("parallel_residual", keys["gpt_j_residual"][1] is True, ev("gpt_j_residual"))
+    elif not s.has("parallel_residual"):  # another of the job's files may set it; GPT-NeoX's default is off
+        s.put("parallel_residual", False, f"{path}: no gpt_j_residual (GPT-NeoX's default: false)")
 
 
+
+ATTENTION_KERNELS = {"global": "unfused", "flash": "flash2"}
+"""GPT-NeoX attention type -> the kernel it runs: "global" is ParallelSelfAttention's own core (scores in HBM through
+baddbmm, the fused masked softmax and bmm), "flash" calls the flash-attn 2 package's flash_attn_func
+(megatron/model/transformer.py); the other types (local, sparse, gMLP, Mamba, RWKV) are not priced."""
+
+
+def _attention_kernel(keys: dict, ev, path: Path, s: Settings) -> None:
+    """recipe.attention_kernel from `attention_config` ([[types, count or "all"], ...], expanded by
+    megatron/utils.py expand_attention_types; GPT-NeoX's default, unset, is global attention on every layer):
+    the kernel of most layers, the rest named as not priced."""
+    if "attention_config" not in keys:
+        if not s.has("recipe.attention_kernel"):  # another of the job's files may set it
+            s.put("recipe.attention_kernel", "unfused", f"{path}: no attention_config (GPT-NeoX's default: global "
+                                                        f"attention on every layer, its unfused core)")
+        return
+    value = keys["attention_config"][1]
+    layers: dict[str, int] = {}
+    items = value if isinstance(value, list) else []
+    if items and all(isinstance(x, str) for x in items):  # already expanded: one type per layer
+        items = [[[x], 1] for x in items]
+    for item in items:
+        if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], list)
+                and (item[1] == "all" or (isinstance(item[1], int) and not isinstance(item[1], bool)))):
+            raise InputError(f"{ev('attention_config')}: each attention_config item is [[types...], count or "
+                             f"\"all\"], got {item!r}; fix the item as GPT-NeoX's expand_attention_types reads it")
+        for kind in item[0]:
+            layers[str(kind)] = layers.get(str(kind), 0) + (1 if item[1] == "all" else item[1])
+    if not items or not layers:
+        raise InputError(f"{ev('attention_config')}: attention_config = {value!r} names no attention type; give "
+                         f"[[[\"global\"], NUM_LAYERS]] or [[[\"flash\"], NUM_LAYERS]]")
+    priced = {k: n for k, n in layers.items() if k in ATTENTION_KERNELS}
+    other = sorted(set(layers) - set(priced))
+    if other:
+        s.ignored.append(f"attention types {', '.join(other)}: not priced ({ev('attention_config')})")
+    if priced:
+        kind = max(sorted(priced), key=lambda k: priced[k])
+        if len(priced) > 1:
+            s.ignored.append(f"attention types {' and '.join(sorted(priced))} mixed: priced as {kind}, the type of "
+                             f"most layers ({ev('attention_config')})")
+        s.put("recipe.attention_kernel", ATTENTION_KERNELS[kind], ev("attention_config"))
