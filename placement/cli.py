@@ -571,6 +571,7 @@ def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, pr
                                    slurm_topology, nodelist, node_type, cluster_graph, oversubscription, node_topo,
                                    segment, memory_headroom_gib)
     recipe, sources = _framework_recipe(framework, recipe, sources)
+    given_model = model  # the files' own model code (DeepSpeed, a device mesh) runs it as given
     model, model_sources = _framework_model(framework, model)
     formats = _check_out(out_dir, emit_formats)
     report = _check_report(report_file)
@@ -625,7 +626,7 @@ def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, pr
         if plan_index > len(planned.plans):
             raise InputError(f"--plan-index {plan_index}: only {len(planned.plans)} plans were found")
         _write_out(Path(out_dir), formats, planned.plans[plan_index - 1], planned.gpu_of_rank[plan_index - 1], topo,
-                   model, train)
+                   given_model, train)
     if not _timings():
         planned = without_timings(planned)
     from placement.html import plan_html
@@ -677,6 +678,7 @@ def evaluate(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch
                                    slurm_topology, nodelist, node_type, cluster_graph, oversubscription, node_topo,
                                    segment, memory_headroom_gib)
     recipe, sources = _framework_recipe(framework, recipe, sources)
+    given_model = model  # the files' own model code (DeepSpeed, a device mesh) runs it as given
     model, model_sources = _framework_model(framework, model)
     per_replica = tp * cp * pp
     for name, value in (("--tp", tp), ("--cp", cp), ("--ep", ep), ("--etp", etp), ("--pp", pp), ("--vpp", vpp),
@@ -702,7 +704,8 @@ def evaluate(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch
 
         import numpy as np
 
-        _write_out(Path(out_dir), formats, result, np.arange(topo.num_gpus), topo, model, train)  # allocation order
+        _write_out(Path(out_dir), formats, result, np.arange(topo.num_gpus), topo, given_model,
+                   train)  # allocation order
     if as_json:
         click.echo(json.dumps(result.model_dump(mode="json") | {"calibration": calibration_json()}))
     else:
@@ -949,7 +952,7 @@ def audit(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, p
 
     _write_report(report, lambda: audit_html(result, topo, _calibration_line()))
     if out_dir is not None:
-        for path in write_best(result, model, train, topo, Path(out_dir)):
+        for path in write_best(result, train, topo, Path(out_dir)):
             click.echo(f"wrote {path}", err=True)
     if as_json:
         click.echo(json.dumps(audit_json(result) | {"calibration": calibration_json()}))

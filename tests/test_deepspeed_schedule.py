@@ -106,3 +106,39 @@ def test_blocking_transfers_cost_what_pipeline_p2p_blocking_prices(stages, micro
     expected = 2 * micro_batches if stages == 2 else 4 * micro_batches + 2 * (stages - 4)
     assert added == pytest.approx(expected, abs=1e-6)
     assert expected <= modelled <= expected + 2 * stages + 4
+
+
+@pytest.mark.parametrize("pp", [3, 4, 8])
+def test_the_models_deepspeed_step_is_the_simulated_schedule_within_its_transfer_bound(pp) -> None:
+    """placement's estimate of a DeepSpeed pipeline (blocking sends and receives) against the schedule simulated
+    with the estimate's own micro-batch compute and one transfer of a stage's 1/tp activation share priced on
+    its own (collectives.Groups.p2p): the model runs four transfers per micro-batch through m + p - 1
+    micro-batch times, the schedule 4 m + 2 (p - 4); nothing else differs."""
+    import numpy as np
+
+    from placement.catalog import load_accelerator, load_cluster, load_model
+    from placement.cost import collectives as coll
+    from placement.cost.batch import LayoutBatch
+    from placement.cost.constants import BYTES_PER_ACTIVATION
+    from placement.cost.step import estimate
+    from placement.specs import Layout, Recompute, TrainingSpec
+    from placement.specs.recipe import GradAccumulation, Recipe
+    from placement.topology import Topology
+    from placement.workload import workload
+
+    cluster = load_cluster("dgx-h100")
+    topo = Topology(cluster, load_accelerator(cluster.accelerator), num_gpus=8 * pp)
+    model = load_model("llama3-8b")
+    train = TrainingSpec(seq_len=4096, global_batch=32)
+    recipe = Recipe(pipeline_p2p_blocking=True, grad_accumulation=GradAccumulation.AUTOGRAD, dp_overlap=False)
+    layout = Layout(tp=8, pp=pp, dp=1, micro_batch_size=1, zero_stage=1, recompute=Recompute.FULL,
+                    sequence_parallel=True)
+    est = estimate(workload(model), train, topo, LayoutBatch.from_layouts([layout], recipe), recipe)
+    m = int(est.num_microbatches[0])
+    pair = coll.Groups(coll.LevelArrays(topo), np.array([8]), np.array([pp]), pair=True)
+    transfer = float(pair.p2p(np.array([4096 * model.hidden_size * BYTES_PER_ACTIVATION / 8]))[0])
+    assert float(est.pp_s[0]) == pytest.approx(4 * m * transfer, rel=1e-9)  # four per micro-batch, in turn
+    compute = float(est.microbatch_s[0]) - 4 * transfer  # forward + backward of one micro-batch on a stage
+    simulated = simulate(pp, m, compute / 4, 3 * compute / 4, transfer)
+    modelled = m * float(est.microbatch_s[0]) + float(est.bubble_s[0])
+    assert modelled == pytest.approx(simulated + (2 * pp + 4) * transfer, rel=1e-9)

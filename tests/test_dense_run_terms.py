@@ -222,9 +222,14 @@ def test_emitted_files_launch_blocking_as_priced(tmp_path) -> None:
     for name in ("megatron.sh", "torchtitan.sh"):
         lines = [x for x in (out / name).read_text().splitlines() if "torchrun --nnodes" in x]
         assert lines and all(x.startswith("CUDA_LAUNCH_BLOCKING=1 torchrun") for x in lines)
-    # the deepspeed launcher does not pass the variable on: the file runs asynchronous launches, and says so
-    assert "CUDA_LAUNCH_BLOCKING" not in (out / "deepspeed.sh").read_text().replace("cuda_launch_blocking", "")
-    assert "cuda_launch_blocking False (not True)" in result.output
+    # the deepspeed launcher run on each node passes its environment to the ranks (runner.py, launch.py); its pdsh
+    # runner would not, so that line is a comment priced with asynchronous launches
+    text = (out / "deepspeed.sh").read_text()
+    launchers = [x for x in text.splitlines() if "deepspeed --" in x and not x.startswith("#")]
+    assert len(launchers) == 2 and all(x.startswith("CUDA_LAUNCH_BLOCKING=1 deepspeed ") for x in launchers)
+    assert "\n#   deepspeed --hostfile" in text and "asynchronous launches" in text
+    assert "cuda_launch_blocking False (not True)" not in result.output
+    assert "export CUDA_LAUNCH_BLOCKING=1\n    exec deepspeed " in (out / "launch.sbatch").read_text()
 
 
 

@@ -180,6 +180,18 @@ def test_gpt_neox_runs_a_parallel_residual_unless_the_config_turns_it_off() -> N
     assert not model_from_hf_config(data | {"use_parallel_residual": False}, "p").parallel_residual
 
 
+def test_transformers_5_rope_parameters_are_read_before_the_old_keys() -> None:
+    """transformers 5 writes `rope_parameters` {rope_theta, partial_rotary_factor} instead of rope_theta /
+    rotary_emb_base / rotary_pct: the emitted --rotary-base and --rotary-percent follow it."""
+    data = {k: v for k, v in _config("pythia-1b").items() if k not in ("rotary_pct", "rotary_emb_base")}
+    spec = model_from_hf_config(data | {"rope_parameters": {"rope_type": "default", "rope_theta": 50000.0,
+                                                            "partial_rotary_factor": 0.5}}, "p")
+    assert (spec.rope_base, spec.rotary_percent) == (50000.0, 0.5)
+    llama = {k: v for k, v in _config("llama-3.1-8b").items() if k != "rope_theta"}
+    assert model_from_hf_config(llama | {"rope_parameters": {"rope_theta": 500000.0}}, "l").rope_base == 500000.0
+    assert model_from_hf_config(data | {"attention_dropout": 0.1}, "p").dropout
+
+
 # --- bad inputs: every one is an InputError whose paragraph names the source, the key, the value and the fix.
 
 

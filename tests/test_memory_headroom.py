@@ -89,3 +89,23 @@ def test_a_sweep_workload_keeps_its_headroom_in_every_cell(tmp_path) -> None:
     plan = kept.rows[0]["plan"]
     assert plan["memory_headroom_bytes"] == pytest.approx(round(spare_gib + 1.0, 3) * GiB)
     assert plan["peak_memory_bytes"] <= plan["memory_capacity_bytes"] < free["plan"]["memory_capacity_bytes"]
+
+
+def test_an_audited_job_in_the_headroom_is_a_warning_that_it_runs_in_the_margin(tmp_path) -> None:
+    """Over the capacity less the headroom but under the GPU's: the job runs, in the margin kept free (a warning);
+    over the GPU's: it runs out of memory (an error)."""
+    from tests.test_audit import MEGATRON_TP16
+
+    script = tmp_path / "train.sh"
+    script.write_text(MEGATRON_TP16)
+    job = ["audit", "--launch", str(script), "--model", "llama3-8b", "--cluster", "dgx-h100", "--json"]
+    code, free, err = _run(*job)
+    assert code in (0, 1), err
+    est = free["estimate"]
+    assert est["fits"] and not [f for f in free["findings"] if f["kind"] == "memory_over_capacity"]
+    spare_gib = (est["memory_capacity_bytes"] - est["peak_memory_bytes"]) / GiB
+    code, tight, err = _run(*job, "--memory-headroom-gib", f"{spare_gib + 1.0:.3f}")
+    assert code in (0, 1), err
+    [over] = [f for f in tight["findings"] if f["kind"] == "memory_over_capacity"]
+    assert over["severity"] == "warning" and "it runs, in 1.0 GiB of the margin" in over["message"]
+    assert f"after the {spare_gib + 1.0:.1f} GiB --memory-headroom-gib keeps free" in over["message"]

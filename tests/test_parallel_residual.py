@@ -115,3 +115,43 @@ def test_gpt_neox_rope_on_a_quarter_of_each_head_is_stated_to_megatron(tmp_path:
     spec = load_model("gpt-neox-20b").model_dump() | {"position_embedding": "learned"}
     with pytest.raises((ValueError, InputError), match=r"rotary_percent .* set position_embedding: rope"):
         ModelSpec.model_validate(spec)
+
+
+def test_files_for_the_users_model_code_run_the_parallel_residual_a_framework_plan_priced_without(
+        tmp_path: Path) -> None:
+    """Planned for Megatron (sequential layers), the DeepSpeed and device-mesh files still run the user's model code:
+    with the parallel residual, priced as such beside the plan's number; Megatron's file runs the plan."""
+    out = tmp_path / "out"
+    args = ["evaluate", *JOB, "--tp", "2", "--pp", "4", "--mbs", "1", "--framework", "megatron"]
+    result = CliRunner().invoke(main, [*args, "--out", str(out), "--emit", "megatron,deepspeed,devicemesh"])
+    assert result.exit_code == 0, result.output
+    own = _cli("evaluate", *JOB, "--tp", "2", "--pp", "4", "--mbs", "1")  # the model's own layers
+    assert "parallel residual" not in (out / "megatron.sh").read_text()
+    for name in ("deepspeed.sh", "device_mesh.py"):
+        text = (out / name).read_text()
+        assert "the model's parallel residual (its own model code), not attention then the MLP" in text
+    mesh = (out / "device_mesh.py").read_text()
+    assert f"this file runs the model's parallel residual (its own model code), not attention then the MLP: " \
+           f"{own['step_time_s']:.3f} s/step" in mesh
+
+
+@pytest.mark.parametrize(("launch", "feature"), [("megatron", False), ("neox-default", False), ("neox", True)])
+def test_the_audits_best_files_run_the_model_as_the_job_does(tmp_path: Path, launch: str, feature: bool) -> None:
+    """The audit's best plan is priced with the model as the launch files run it, and so are its files: no line
+    saying they run another model than the one priced."""
+    if launch == "megatron":
+        path = tmp_path / "train.sh"
+        path.write_text("torchrun --nnodes 12 --nproc-per-node 8 pretrain_gpt.py --tensor-model-parallel-size 2 "
+                        "--pipeline-model-parallel-size 4 --num-layers 44 --hidden-size 6144 "
+                        "--num-attention-heads 64 --seq-length 2048 --micro-batch-size 4 --global-batch-size 1536 "
+                        "--bf16\n")
+    else:
+        path = tmp_path / "20B.yml"
+        text = NEOX.read_text()
+        path.write_text(text if launch == "neox" else text.replace('"gpt_j_residual": true,', ""))
+    out = tmp_path / "out"
+    got = _cli("audit", *JOB, "--launch", str(path), "--out", str(out))
+    assert got["best"]["model_features"]["parallel_residual"]["value"] is feature
+    written = (out / ("megatron.sh" if launch == "megatron" else "deepspeed.sh")).read_text()
+    assert "not the model's parallel residual" not in written
+    assert "the model's parallel residual (its own" not in written

@@ -191,6 +191,8 @@ class Finding:
 @dataclass(frozen=True)
 class Audit:
     launch: LaunchLayout
+    model: ModelSpec
+    """The model as the launch files run it (`launched_model`)."""
     layout: Layout
     estimate: Plan
     findings: list[Finding]
@@ -524,12 +526,23 @@ def _layout_findings(c: _Ctx, plan: Plan) -> list[Finding]:
     same_shape = (b.tp == lay.tp) & (b.cp == lay.cp) & (b.ep == lay.ep) & (b.etp == lay.etp)
     if not bool(est.fits[0]):
         best_fit = c.best_where(np.ones(len(b), dtype=bool))
+        parts = (f"(weights {plan.memory.weights_bytes / GiB:.1f}, grads {plan.memory.grads_bytes / GiB:.1f}, "
+                 f"optimizer {plan.memory.optimizer_bytes / GiB:.1f}, activations "
+                 f"{plan.memory.activations_bytes / GiB:.1f} GiB)")
+        headroom = c.train.memory_headroom_bytes
+        kept = f" (after the {headroom / GiB:.1f} GiB --memory-headroom-gib keeps free)" if headroom else ""
+        if peak <= cap + headroom:  # it runs, in the margin the user asked to keep free
+            severity = "warning"
+            what = (f"needs {peak / GiB:.1f} GiB per GPU {parts}, capacity {cap / GiB:.1f} GiB{kept}: it runs, in "
+                    f"{(peak - cap) / GiB:.1f} GiB of the margin (the GPU holds {(cap + headroom) / GiB:.1f} GiB for "
+                    f"the job)")
+        else:
+            severity = "error"
+            what = (f"needs {peak / GiB:.1f} GiB per GPU, capacity {cap / GiB:.1f} GiB{kept}: the job runs out of "
+                    f"memory {parts}")
         out.append(Finding(
-            "error", "memory_over_capacity",
-            f"needs {peak / GiB:.1f} GiB per GPU, capacity {cap / GiB:.1f} GiB: the job runs out of memory "
-            f"(weights {plan.memory.weights_bytes / GiB:.1f}, grads {plan.memory.grads_bytes / GiB:.1f}, optimizer "
-            f"{plan.memory.optimizer_bytes / GiB:.1f}, activations {plan.memory.activations_bytes / GiB:.1f} GiB)"
-            + (f"; the best plan that fits takes {best_fit:.3f} s per step" if best_fit is not None else ""),
+            severity, "memory_over_capacity",
+            what + (f"; the best plan that fits takes {best_fit:.3f} s per step" if best_fit is not None else ""),
             [], None))
         return out
     # memory so far under capacity that recompute could go
@@ -739,6 +752,7 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
                                "to": "['pipe', 'data', ...]"})
         else:
             changes.insert(0, {"argument": "--use-tp-pp-dp-mapping", "from": "true", "to": None})
-    return Audit(launch=launch, layout=layout, estimate=plan, findings=findings, best=best, best_gpu_of_rank=best_gpu,
-                 speedup=speedup, changes=changes, host_order=[topo.host_names[h] for h in order])
+    return Audit(launch=launch, model=model, layout=layout, estimate=plan, findings=findings, best=best,
+                 best_gpu_of_rank=best_gpu, speedup=speedup, changes=changes,
+                 host_order=[topo.host_names[h] for h in order])
 

@@ -10,7 +10,7 @@ from placement.audit.core import Audit
 from placement.cost.constants import GiB
 from placement.emit.common import EmitContext
 from placement.report import single_plan_table
-from placement.specs import ModelSpec, TrainingSpec
+from placement.specs import TrainingSpec
 from placement.topology import Topology
 
 FRAMEWORK_FORMAT = {"megatron": "megatron", "torchtitan": "torchtitan", "deepspeed": "deepspeed", "maxtext": "maxtext"}
@@ -114,8 +114,9 @@ def _sources_block(a: Audit) -> str:
     return "\n".join(lines)
 
 
-def write_best(a: Audit, model: ModelSpec, train: TrainingSpec, topo: Topology, out: Path) -> list[Path]:
-    """The best plan's launch files for the audited framework, and the host-order files."""
+def write_best(a: Audit, train: TrainingSpec, topo: Topology, out: Path) -> list[Path]:
+    """The best plan's launch files for the audited framework (its model as the launch files run it), and the
+    host-order files."""
     from placement.emit.writer import write
     from placement.mapping.report import write_launch_files
 
@@ -124,6 +125,6 @@ def write_best(a: Audit, model: ModelSpec, train: TrainingSpec, topo: Topology, 
               f"predicted step {best.step_time_s:.3f} s (x{a.speedup:.3f} over the audited launch)\n"
               f"ranks: tp innermost, then cp, dp, pp")
     paths = write_launch_files(out, topo, a.best_gpu_of_rank, header)
-    ctx = EmitContext.of(best, topo, a.best_gpu_of_rank, model, train)
+    ctx = EmitContext.of(best, topo, a.best_gpu_of_rank, a.model, train)
     written, _ = write(ctx, [FRAMEWORK_FORMAT[a.launch.framework]], out)
     return paths + written

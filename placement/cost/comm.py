@@ -47,7 +47,9 @@ def tp_term(x: Ctx) -> TpTerm:
     # all-reduces of one layer: 2 forward (after attention, after the MLP), each again in a full recompute's
     # forward, and 2 backward (the column-parallel inputs' gradients).  A parallel residual sums attention and
     # MLP outputs before one forward all-reduce; its backward still reduces each column-parallel input's
-    # gradient (ModelSpec.parallel_residual, GPT-NeoX's gpt_j_residual)
+    # gradient (ModelSpec.parallel_residual, GPT-NeoX's gpt_j_residual).  As GPT-NeoX runs it: without sequence
+    # parallelism (with it, the forward would gather both norms' outputs, 1.5 all-reduces, the same 3 in all) and
+    # dense (an MoE layer keeps `moe_share` of the sequential count)
     forward = 1.0 if x.w.parallel_residual else 2.0
     ops = forward * (1.0 + x.full * x.full_layers_share) + 2.0
     dense = group.all_reduce(act) * ops

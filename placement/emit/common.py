@@ -25,6 +25,8 @@ class EmitContext:
     num_layers: int = 0
     moe: bool = False
     model: ModelSpec | None = None
+    """The model as the user gave it (what model code of the user's own runs); the plan may have been priced with
+    some of its features as a framework's layers run them (`priced_model`, Plan.model_features)."""
     train: TrainingSpec | None = None
     """The job, to price what a file runs when it cannot state the plan (None: warnings without numbers)."""
 
@@ -47,8 +49,21 @@ class EmitContext:
         spec = self.plan.layout_spec()
         lay = Layout.model_validate(spec.model_dump() | (layout or {}))
         rec = Recipe.model_validate(self.recipe.model_dump() | (recipe or {}))
-        spec_model = self.model.model_copy(update=model) if model else self.model
+        spec_model = self.priced_model.model_copy(update=model or {})
         return evaluate_layout(spec_model, train, self.topo.with_mapping(self.gpu_of_rank), lay, rec)
+
+    def with_recipe(self, update: dict) -> EmitContext:
+        """The same context with the plan's recipe fields in `update` changed (what a variant of the files runs)."""
+        return dataclasses.replace(self, plan=self.plan.model_copy(update={"recipe": {**(self.plan.recipe or {}),
+                                                                                      **update}}))
+
+    @property
+    def priced_model(self) -> ModelSpec | None:
+        """The model as the plan was priced: the given one with the plan's model features."""
+        if self.model is None:
+            return None
+        features = self.plan.model_features or {}
+        return self.model.model_copy(update={name: f["value"] for name, f in features.items()})
 
     def runs_as(self, runs: Runs) -> tuple[str, str]:
         """(header line, warning) for a file that runs `runs` instead of the plan: both times.  ("", "") when
@@ -124,14 +139,21 @@ def runs_recipe(ctx: EmitContext, runs_instead: dict[str, str], runs: Runs) -> N
 
 
 def runs_model(ctx: EmitContext, framework: str, runs: Runs) -> None:
-    """Add to `runs` the model fields the framework's own layers run otherwise: a parallel residual in sequence."""
+    """Add to `runs` the model fields the files run otherwise than the plan was priced: the framework's own layers
+    run a parallel residual in sequence (frameworks.model_as_run); the user's model code (DeepSpeed, a device
+    mesh) runs the model as given, also where the plan was priced for a framework's layers."""
     if ctx.model is None:
         return
-    from placement.frameworks import model_as_run
+    from placement.frameworks import CAPABILITIES, model_as_run
 
-    _, why = model_as_run(framework, ctx.model)
-    if "parallel_residual" in why:
-        runs.model["parallel_residual"] = False
+    run, why = model_as_run(framework, ctx.model) if framework in CAPABILITIES else (ctx.model, {})
+    priced = ctx.priced_model
+    if run.parallel_residual == priced.parallel_residual:
+        return
+    runs.model["parallel_residual"] = run.parallel_residual
+    if run.parallel_residual:
+        runs.what.append("the model's parallel residual (its own model code), not attention then the MLP")
+    else:
         runs.what.append(f"attention, then the MLP (not the model's parallel residual: {why['parallel_residual']})")
 
 

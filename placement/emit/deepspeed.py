@@ -35,6 +35,7 @@ from placement.emit.common import (
     header,
     numa_binding,
     recipe_warnings,
+    runs_model,
     runs_recipe,
     torchrun_lines,
     warn_block,
@@ -247,14 +248,14 @@ RUNS_INSTEAD = {
     "cross_entropy_fusion": "the model code's own loss runs",
     "moe_capacity_factor": "the MoE layers of the model code route as they are written",
     "dp_overlap": "its ZeRO optimizer overlaps the gradient reduction (overlap_comm, as these files set it)",
-    "cuda_launch_blocking": "its launcher passes a node only the NCCL/PYTHON/UCX/MV2 variables and .deepspeed_env, "
-                            "which placement does not write: kernels launch asynchronously",
 }
 """What DeepSpeed runs instead of each recipe feature it cannot be told (selective recompute, whatever its
 modules, has its own warning in warnings_for)."""
 STATED = frozenset({"grad_accumulation", "pipeline_p2p_whole", "pipeline_grads_whole", "pipeline_p2p_blocking",
-                    "cpu_affinity", "grad_reduce_fp32"})
-"""Recipe fields the files state (ds_config.json, the launcher line) or re-price in `render` themselves."""
+                    "cpu_affinity", "grad_reduce_fp32", "cuda_launch_blocking"})
+"""Recipe fields the files state (ds_config.json, the launcher line) or re-price in `render` themselves.  The launch
+lines carry CUDA_LAUNCH_BLOCKING=1 where the plan was priced with it: run on each node, the launcher passes its
+environment to the ranks (runner.py, launch.py); only its pdsh runner, offered as a comment, would not."""
 YOURS = frozenset({"recompute_modules", "account_for_embedding", "account_for_loss"})
 """Recipe fields the model code decides: selective recompute, and the stage split, which the PipelineModule's
 partition_method makes (`warnings_for` says both)."""
@@ -276,6 +277,7 @@ def files_run(ctx: EmitContext) -> Runs:
     if ctx.recipe.grad_accumulation is not GradAccumulation.AUTOGRAD:  # its ZeRO optimizer (stage >= 1)
         runs.recipe["grad_accumulation"] = GradAccumulation.AUTOGRAD
         runs.what.append(f"gradients accumulated by autograd in .grad (not {ctx.recipe.grad_accumulation.value})")
+    runs_model(ctx, "deepspeed", runs)  # your model code runs the model as given
     return runs
 
 
@@ -347,53 +349,65 @@ def _permuted(ctx: EmitContext) -> bool:
     return any(local != sorted(local) for _, local in node_slots(ctx))
 
 
+def launcher_line(ctx: EmitContext, include: str | None, node_rank: str | None, master: str, port: str,
+                  hostfile_path: str = "hostfile", config_path: str = "ds_config.json", env: bool = True) -> str:
+    """One deepspeed launcher command: the plan's binding (`--bind_cores_to_rank` where it was priced bound), the
+    hostfile and its slot filter, and on several hosts `--no_ssh --node_rank` (runner.py then runs launch.py for
+    that node here, which keeps the binding and this environment: with `env`, CUDA_LAUNCH_BLOCKING=1 where the plan
+    was priced with it)."""
+    blocking = "CUDA_LAUNCH_BLOCKING=1 " if env and ctx.recipe.cuda_launch_blocking else ""
+    bind = "--bind_cores_to_rank " if ctx.recipe.cpu_affinity else ""
+    files = f"--hostfile {hostfile_path}{f' --include {include}' if include else ''}"
+    node = f" --no_ssh --node_rank {node_rank}" if node_rank is not None else ""
+    return (f"{blocking}deepspeed {bind}{files}{node} --master_addr {master} --master_port {port} {TRAIN_SCRIPT} "
+            f"--deepspeed --deepspeed_config {config_path}")
+
+
 def sbatch_task(ctx: EmitContext) -> str:
     """The command each node's task of launch.sbatch execs ($NODE_RANK, $MASTER_ADDR, $MASTER_PORT, $NNODES,
-    $GPUS_PER_NODE and $PLAN_DIR set): the deepspeed launcher without ssh for that node, as `launch_lines` writes
-    it; torchrun where the launcher would lose the planned GPU order (`_permuted`; launch.sbatch sets the node's
-    CUDA_VISIBLE_DEVICES)."""
-    script = f"{TRAIN_SCRIPT} --deepspeed --deepspeed_config \"$PLAN_DIR/ds_config.json\""
+    $GPUS_PER_NODE and $PLAN_DIR set; launch.sbatch exports CUDA_LAUNCH_BLOCKING itself): the deepspeed launcher
+    without ssh for that node, as `launch_lines` writes it; torchrun where the launcher would lose the planned GPU
+    order (`_permuted`; launch.sbatch sets the node's CUDA_VISIBLE_DEVICES)."""
     if _permuted(ctx):
         return ('torchrun --nnodes "$NNODES" --nproc-per-node "$GPUS_PER_NODE" --node-rank "$NODE_RANK" '
-                f'--master-addr "$MASTER_ADDR" --master-port "$MASTER_PORT" {numa_binding(ctx)}{script}')
-    _, include = hostfile(ctx)
-    bind = "--bind_cores_to_rank " if ctx.recipe.cpu_affinity else ""
-    return (f'deepspeed {bind}--hostfile "$PLAN_DIR/hostfile"{f" --include {include}" if include else ""} --no_ssh '
-            f'--node_rank "$NODE_RANK" --master_addr "$MASTER_ADDR" --master_port "$MASTER_PORT" {script}')
+                f'--master-addr "$MASTER_ADDR" --master-port "$MASTER_PORT" {numa_binding(ctx)}{TRAIN_SCRIPT} '
+                f'--deepspeed --deepspeed_config "$PLAN_DIR/ds_config.json"')
+    return launcher_line(ctx, hostfile(ctx)[1], '"$NODE_RANK"', '"$MASTER_ADDR"', '"$MASTER_PORT"',
+                         '"$PLAN_DIR/hostfile"', '"$PLAN_DIR/ds_config.json"', env=False)
 
 
 def launch_lines(ctx: EmitContext, include: str | None, runs: Runs) -> str:
     """The deepspeed launcher lines.  One host: one line.  Several: one line per node, run on that host, the launcher
     starting that node's ranks itself (`--no_ssh --node_rank k`, node rank k = hostfile line k: runner.py then runs
     launch.py locally, which passes --bind_cores_to_rank on); its pdsh runner, which starts every node from one
-    line, drops --bind_cores_to_rank (launcher/multinode_runner.py PDSHRunner), so that line is only offered, with
-    its own price, where the plan binds (recipe cpu_affinity: launch.py's numactl core split per rank)."""
+    line, drops --bind_cores_to_rank and the environment (launcher/multinode_runner.py PDSHRunner passes only the
+    NCCL/PYTHON/UCX/MV2 variables and .deepspeed_env), so that line is only offered, with its own price, where the
+    plan binds or blocks."""
     hosts = ctx.hosts_in_rank_order
-    bind = "--bind_cores_to_rank " if ctx.recipe.cpu_affinity else ""
-    files = f"--hostfile hostfile{f' --include {include}' if include else ''}"
-    rest = (f"--master_addr {hosts[0]} --master_port {MASTER_PORT} {TRAIN_SCRIPT} --deepspeed "
-            f"--deepspeed_config ds_config.json")
+    port = str(MASTER_PORT)
     if len(hosts) == 1:
-        return f"deepspeed {bind}{files} {rest}\n"
+        return launcher_line(ctx, include, None, hosts[0], port) + "\n"
     out = ["# one line per node, run on that host (no ssh: each starts its own node's ranks; node rank k = hostfile "
            "line k), or `sbatch launch.sbatch deepspeed`"]
     for k, host in enumerate(hosts):
-        out += [f"# on {host}", f"deepspeed {bind}{files} --no_ssh --node_rank {k} {rest}"]
-    if ctx.recipe.cpu_affinity:
-        unbound = ctx.priced_as(runs.precision, runs.layout, runs.recipe | {"cpu_affinity": False}, runs.model)
-        price = "" if unbound is None else f": {unbound.step_time_s:.3f} s/step"
-        out += [f"# or one line on {hosts[0]} that starts every node over pdsh, whose runner drops "
-                f"--bind_cores_to_rank (launcher/multinode_runner.py PDSHRunner): unbound processes{price}",
-                f"#   deepspeed {files} {rest}"]
+        out += [f"# on {host}", launcher_line(ctx, include, str(k), hosts[0], port)]
+    if ctx.recipe.cpu_affinity or ctx.recipe.cuda_launch_blocking:
+        pdsh = {"cpu_affinity": False, "cuda_launch_blocking": False}
+        other = ctx.priced_as(runs.precision, runs.layout, runs.recipe | pdsh, runs.model)
+        price = "" if other is None else f": {other.step_time_s:.3f} s/step"
+        plain = launcher_line(ctx.with_recipe(pdsh), include, None, hosts[0], port)
+        lost = [what for what, on in (("unbound processes", ctx.recipe.cpu_affinity),
+                                      ("asynchronous launches", ctx.recipe.cuda_launch_blocking)) if on]
+        out += [f"# or one line on {hosts[0]} that starts every node over pdsh, whose runner passes on neither "
+                f"--bind_cores_to_rank nor this environment (launcher/multinode_runner.py PDSHRunner): "
+                f"{', '.join(lost)}{price}", f"#   {plain}"]
     return "\n".join(out) + "\n"
 
 
 def _torchrun_permuted(ctx: EmitContext) -> str:
     """torchrun per node with CUDA_VISIBLE_DEVICES in the planned order (torchrun keeps the parent's list and
     LOCAL_RANK indexes it; reference/frameworks.md §6)."""
-    # the deepspeed launcher line beside these runs asynchronous launches (RUNS_INSTEAD), so these do too
-    lines = torchrun_lines(ctx, f"{TRAIN_SCRIPT} --deepspeed --deepspeed_config ds_config.json", MASTER_PORT,
-                           blocking=False)
+    lines = torchrun_lines(ctx, f"{TRAIN_SCRIPT} --deepspeed --deepspeed_config ds_config.json", MASTER_PORT)
     out = []
     order = iter(node_slots(ctx))
     for line in lines.splitlines(keepends=True):

@@ -6,7 +6,7 @@ inside groups); the rank -> GPU mapping is applied at launch by the host order.
 
 from __future__ import annotations
 
-from placement.emit.common import EmitContext, Runs, header, recipe_warnings, warn_block
+from placement.emit.common import EmitContext, Runs, header, recipe_warnings, runs_model, warn_block
 
 
 def mesh_shape(ctx: EmitContext) -> tuple[tuple[int, ...], tuple[str, ...]]:
@@ -32,14 +32,20 @@ def render(ctx: EmitContext) -> tuple[str, list[str]]:
         )
     warnings = recipe_warnings(ctx, "a DeviceMesh", RUNS_INSTEAD)
     line = ""
-    if ctx.plan.precision == "fp8":  # a mesh sets no precision: price what runs if the code adds no FP8
-        runs = Runs()
+    runs = Runs()
+    fp8 = ctx.plan.precision == "fp8"
+    if fp8:  # a mesh sets no precision: price what runs if the code adds no FP8
         runs.set_precision(ctx.plan, "bf16")
+    runs_model(ctx, "devicemesh", runs)  # your model code runs the model as given
+    if runs.what:
         line, warn = ctx.runs_as(runs)
-        line = line.replace("this file runs", "without FP8 layers in your code this job runs", 1)
-        warnings.insert(0, f"a DeviceMesh sets no precision: the plan's FP8 GEMMs must come from your training code "
-                           f"(torchao Float8Linear or Transformer Engine layers); "
-                           f"{warn.replace('this file runs', 'without them it runs', 1)}")
+        if fp8:
+            line = line.replace("this file runs", "without FP8 layers in your code this job runs", 1)
+            warnings.insert(0, f"a DeviceMesh sets no precision: the plan's FP8 GEMMs must come from your training "
+                               f"code (torchao Float8Linear or Transformer Engine layers); "
+                               f"{warn.replace('this file runs', 'without them it runs', 1)}")
+        else:
+            warnings.insert(0, warn)
     return header(ctx, "PyTorch DeviceMesh", runs=line) + warn_block(warnings) + body, warnings
 
 

@@ -342,16 +342,25 @@ def _read_gpt2(cfg: _Config) -> dict[str, Any]:
 
 def _read_gpt_neox(cfg: _Config) -> dict[str, Any]:
     """GPT-NeoX / Pythia: Llama-style sizes, a non-gated MLP (``hidden_act``), biased projections, and a parallel
-    residual unless ``use_parallel_residual`` is false, RoPE on ``rotary_pct`` of each head (GPTNeoXConfig
-    defaults: gelu, true, 0.25, untied, 2048 positions, dropout 0)."""
+    residual unless ``use_parallel_residual`` is false, RoPE on ``rotary_pct`` of each head (``rope_parameters``
+    ``partial_rotary_factor`` in transformers 5; GPTNeoXConfig defaults: gelu, true, 0.25, untied, 2048 positions,
+    dropout 0)."""
     fields: dict[str, Any] = {field: cfg.required_int(key) for field, key in _DECODER_REQUIRED.items()}
     return fields | {
         "ffn_kind": _activation(cfg, "hidden_act", default="gelu"),
         "tied_embeddings": cfg.flag("tie_word_embeddings", default=False),
-        "dropout": cfg.number("hidden_dropout", default=0.0) > 0,
+        "dropout": max(cfg.number("hidden_dropout", default=0.0), cfg.number("attention_dropout", default=0.0)) > 0,
         "parallel_residual": cfg.flag("use_parallel_residual", default=True),
-        "rotary_percent": cfg.number("rotary_pct", default=0.25),
+        "rotary_percent": _rope_parameter(cfg.data, "partial_rotary_factor") or cfg.number("rotary_pct", default=0.25),
     } | _seq_len(cfg, "max_position_embeddings", default=2048)
+
+
+def _rope_parameter(data: Mapping[str, Any], key: str) -> float | None:
+    """A number from `rope_parameters` (transformers 5's spelling of rope_theta, partial_rotary_factor and the
+    scaling), else None."""
+    params = data.get("rope_parameters")
+    value = params.get(key) if isinstance(params, Mapping) else None
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def _read_nemotron(cfg: _Config) -> dict[str, Any]:
@@ -472,7 +481,9 @@ def _architecture(data: Mapping[str, Any], model_type: str) -> dict[str, Any]:
         out["normalization"] = "rmsnorm"
     elif any(k in data for k in _LAYERNORM_KEYS) or model_type == "gpt2":
         out["normalization"] = "layernorm"
-    theta = data.get("rotary_emb_base", 10000) if model_type == "gpt_neox" else data.get("rope_theta")
+    theta = data.get("rope_theta", _rope_parameter(data, "rope_theta"))
+    if theta is None and model_type == "gpt_neox":
+        theta = data.get("rotary_emb_base", 10000)  # GPTNeoXConfig's own name and default
     if isinstance(theta, int | float) and not isinstance(theta, bool):
         out |= {"position_embedding": "rope", "rope_base": theta}
     elif model_type == "gpt2":
