@@ -389,3 +389,22 @@ def test_every_job_value_says_where_it_came_from():
     code, out, _ = run("audit", "--model", "gpt-neox-20b", "--cluster", "dgx-a100-40g", "--gpus", "96", "--launch",
                        neox)
     assert code in (0, 1) and "  num_gpus 96: --gpus 96" in out and "  tp 2: " in out  # the readable report too
+
+
+@pytest.mark.parametrize(("backend", "found"), [("unfused", True), ("local", True), ("flash", False), (None, False)])
+def test_an_unfused_attention_core_is_a_finding_priced_as_the_fused_kernel_saves(tmp_path, backend, found):
+    """Megatron's --attention-backend unfused (or local) streams the s x s scores through HBM in every layer: the
+    finding prices --attention-backend flash on the same job, and says so."""
+    script = tmp_path / "train.sh"
+    script.write_text(MEGATRON_TP16.replace("--bf16", "--bf16" + (f" --attention-backend {backend}" if backend
+                                                                  else "")))
+    data = audit_json("--launch", str(script), "--model", "llama3-8b", "--cluster", "dgx-h100")
+    hits = [f for f in data["findings"] if f["kind"] == "unfused_attention"]
+    assert bool(hits) is found
+    if found:
+        flash = audit_json("--launch", str(script), "--model", "llama3-8b", "--cluster", "dgx-h100",
+                           "--attention-kernel", "flash")
+        assert hits[0]["cost_s"] == pytest.approx(data["estimate"]["step_time_s"] - flash["estimate"]["step_time_s"],
+                                                  abs=2e-4)
+        assert "--attention-backend flash" in hits[0]["message"] and f"--attention-backend {backend}" in \
+            hits[0]["message"]

@@ -670,10 +670,20 @@ def test_gpt_neox_flash_attention_is_priced_faster_than_its_global_core(tmp_path
         result = CliRunner().invoke(main, ["audit", "--model", "gpt-neox-20b", "--cluster", "gpt-neox-a100-40g",
                                            "--gpus", "96", "--launch", str(path), "--json"])
         assert result.exit_code in (0, 1), result.output
-        est = json.loads(result.stdout)["estimate"]
+        got = json.loads(result.stdout)
+        est = got["estimate"]
         assert est["recipe"]["attention_kernel"] == {"global": "unfused", "flash": "flash2"}[kind]
         steps[kind] = est["step_time_s"]
+        found = [f for f in got["findings"] if f["kind"] == "unfused_attention"]
+        if kind == "flash":
+            assert not found
     assert steps["flash"] < steps["global"] - 1.0  # the s x s scores of 32 heads per rank, three times per step
+    # the global-attention job's finding prices exactly that change, and says how to make it
+    result = CliRunner().invoke(main, ["audit", "--model", "gpt-neox-20b", "--cluster", "gpt-neox-a100-40g", "--gpus",
+                                       "96", "--launch", str(tmp_path / "global.yml"), "--json"])
+    [finding] = [f for f in json.loads(result.stdout)["findings"] if f["kind"] == "unfused_attention"]
+    assert finding["cost_s"] == pytest.approx(steps["global"] - steps["flash"], abs=2e-4)  # steps print 6 digits
+    assert 'attention_config [[["flash"], NUM_LAYERS]]' in finding["message"]
 
 
 def test_a_gpt_neox_attention_config_it_cannot_read_is_refused_by_name(tmp_path: Path) -> None:

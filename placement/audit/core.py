@@ -48,6 +48,7 @@ from placement.planner import plan_job
 from placement.search import SearchConfig, module_sets
 from placement.specs import Layout, ModelSpec, Recompute, TrainingSpec
 from placement.specs.recipe import Dispatcher, Recipe
+from placement.specs.training import AttentionKernel
 from placement.topology import Topology
 from placement.workload import workload
 
@@ -443,6 +444,8 @@ class _Ctx:
     """ZeRO stages the framework can run."""
     framework_rank: np.ndarray
     """The job's global rank of each placement rank (evidence quotes the job's ranks)."""
+    framework: str = ""
+    """The audited launch's framework."""
 
     def best_where(self, keep: np.ndarray) -> float | None:
         """Fastest fitting searched layout among `keep` (None if none)."""
@@ -510,6 +513,16 @@ def _bytes(n: float) -> str:
 
 def _num_groups(kind: GroupKind, topo: Topology) -> int:
     return int(kind.ranks(topo.num_gpus).shape[0])
+
+
+FUSED_ATTENTION = {
+    "megatron": (AttentionKernel.FLASH, "--attention-backend flash (or auto: cuDNN or FlashAttention through "
+                                        "Transformer Engine)"),
+    "deepspeed": (AttentionKernel.FLASH2, "in the model code (GPT-NeoX: attention_config [[[\"flash\"], "
+                                          "NUM_LAYERS]], the flash-attn 2 package; or PyTorch SDPA)"),
+    "": (AttentionKernel.FLASH, "in the model code"),
+}
+"""Framework -> (the fused attention kernel its files can turn on, how), for the `unfused_attention` finding."""
 
 
 def _saving_with(c: _Ctx, lay: Layout, **recipe) -> float:
@@ -617,6 +630,15 @@ def _layout_findings(c: _Ctx, plan: Plan) -> list[Finding]:
             f"the job runs with CUDA_LAUNCH_BLOCKING=1: every kernel launch waits for its kernel, so "
             f"{float(est.host_s[0]):.3f} s of host launch time adds to the step and no communication overlaps "
             f"compute; unset it (asynchronous launches) to save {cost:.3f} s per step", [], cost))
+    # the attention core unfused: every layer streams its s x s scores through HBM and keeps them for backward
+    if c.recipe.attention_kernel is AttentionKernel.UNFUSED:
+        kernel, how = FUSED_ATTENTION.get(c.framework, FUSED_ATTENTION[""])
+        cost = _saving_with(c, lay, attention_kernel=kernel)
+        where = (plan.recipe_sources or {}).get("attention_kernel", "default")
+        out.append(Finding(
+            _severity(cost, c.step_s), "unfused_attention",
+            f"the attention core runs unfused ({where}): its s x s scores go through HBM in every layer's forward, "
+            f"recompute and backward; a fused kernel, {how}, saves {cost:.3f} s per step", [], cost))
     # ranks the launch line leaves unbound: their host time per kernel grows (cost.constants.HOST_UNBOUND_SLOWDOWN)
     if not c.recipe.cpu_affinity:
         cost = _saving_with(c, lay, cpu_affinity=True)
@@ -722,7 +744,7 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
                        model_sources=model_sources)
     step_s = float(est.step_time_s[0])
     c = _Ctx(model, train, topo, layout, est, step_s, mapped_same_s, planned.search.estimates,
-             planned.search.batch, recipe, mapped, space.zero_stages, framework_rank)
+             planned.search.batch, recipe, mapped, space.zero_stages, framework_rank, launch.framework)
     findings = _crossing_findings(c, kinds) + _layout_findings(c, plan) + notes
     stated = (launch.first_stage_layers, launch.last_stage_layers)
     modeled = (plan.layout.stage_layers[0], plan.layout.stage_layers[-1])
