@@ -109,3 +109,19 @@ def test_an_audited_job_in_the_headroom_is_a_warning_that_it_runs_in_the_margin(
     [over] = [f for f in tight["findings"] if f["kind"] == "memory_over_capacity"]
     assert over["severity"] == "warning" and "it runs, in 1.0 GiB of the margin" in over["message"]
     assert f"after the {spare_gib + 1.0:.1f} GiB --memory-headroom-gib keeps free" in over["message"]
+
+
+def test_the_report_draws_the_headroom_beside_the_capacity(tmp_path) -> None:
+    from placement.html.charts import memory_chart
+    from placement.plan import Plan
+
+    page = tmp_path / "plan.html"
+    result = CliRunner().invoke(main, ["evaluate", "--model", "llama3-8b", "--gpus", "8", "--memory-headroom-gib",
+                                       "20", "--json"])
+    plan = Plan.model_validate({k: v for k, v in json.loads(result.stdout).items() if k != "calibration"})
+    svg = memory_chart(plan)
+    assert "20.0 GiB" in svg and "kept free" in svg
+    assert "kept free" not in memory_chart(plan.model_copy(update={"memory_headroom_bytes": 0.0}))
+    result = CliRunner().invoke(main, ["plan", "--model", "llama3-8b", "--gpus", "8", "--memory-headroom-gib", "20",
+                                       "--report", str(page)])
+    assert result.exit_code == 0 and "(20.0 GiB more kept free)" in page.read_text()
