@@ -105,7 +105,7 @@ class Runs:
     recipe: dict = dataclasses.field(default_factory=dict)
     what: list[str] = dataclasses.field(default_factory=list)
     model: dict = dataclasses.field(default_factory=dict)
-    """Model fields the framework's own layers run otherwise (frameworks.model_as_run)."""
+    """Model fields the files run otherwise than the plan was priced (`runs_model`)."""
 
     def set_precision(self, plan: Plan, precision: str) -> None:
         self.precision = precision
