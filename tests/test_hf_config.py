@@ -74,6 +74,10 @@ EXPECTED: dict[str, dict[str, Any]] = {
         num_layers=48, hidden_size=1600, ffn_hidden_size=6400, ffn_kind=FfnKind.GELU, num_attention_heads=25,
         vocab_size=50257, tied_embeddings=True, dropout=True, default_seq_len=1024,
     ),
+    "gpt-j-6b": dict(
+        num_layers=28, hidden_size=4096, ffn_hidden_size=16384, ffn_kind=FfnKind.GELU, num_attention_heads=16,
+        vocab_size=50400, default_seq_len=2048, parallel_residual=True, rotary_percent=0.25,
+    ),
     "pythia-1b": dict(
         num_layers=16, hidden_size=2048, ffn_hidden_size=8192, ffn_kind=FfnKind.GELU, num_attention_heads=8,
         vocab_size=50304, default_seq_len=2048, parallel_residual=True, rotary_percent=0.25,
@@ -92,6 +96,7 @@ ARCH: dict[str, tuple] = {  # (normalization, position_embedding, rope_base, lin
     "mistral-7b-v0.1": (R, "rope", 1e4, None, None), "mixtral-8x7b-v0.1": (R, "rope", 1e6, None, None),
     "nemotron-4-340b": (L, "rope", 1e4, False, None), "qwen1.5-moe-a2.7b": (R, "rope", 1e6, None, None),
     "pythia-1b": (L, "rope", 1e4, True, None),
+    "gpt-j-6b": (L, "rope", 1e4, None, None),  # unbiased attention, biased MLP: not one value
     "qwen2-7b": (R, "rope", 1e6, None, None),  # Qwen2's q/k/v biases are not a config key: left unstated
     "qwen3-30b-a3b": (R, "rope", 1e6, False, True), "qwen3-8b": (R, "rope", 1e6, False, True),
 }
@@ -201,9 +206,9 @@ def test_unknown_model_type_lists_the_supported_families(tmp_path: Path) -> None
         load_hf_config(path)
     assert str(err.value) == (
         f"{path}: `model_type` = 'falcon' and `architectures` = ['FalconForCausalLM'] names no family this "
-        "loader reads; supported model_type values: deepseek_v2, deepseek_v3, gpt2, gpt_neox, llama, mistral, "
-        "mixtral, nemotron, qwen2, qwen2_moe, qwen3, qwen3_moe; set `model_type` to the family the model follows, or "
-        "describe the model as a models/*.yaml file with the fields of ModelSpec"
+        "loader reads; supported model_type values: deepseek_v2, deepseek_v3, gpt2, gpt_neox, gptj, llama, "
+        "mistral, mixtral, nemotron, qwen2, qwen2_moe, qwen3, qwen3_moe; set `model_type` to the family the model "
+        "follows, or describe the model as a models/*.yaml file with the fields of ModelSpec"
     )
 
 
@@ -233,6 +238,7 @@ def test_missing_required_key_names_the_key_and_the_family(tmp_path: Path) -> No
         ("deepseek-v3", "first_k_dense_replace", "deepseek_v3"),
         ("gpt2-xl", "n_embd", "gpt2"),
         ("pythia-1b", "intermediate_size", "gpt_neox"),
+        ("gpt-j-6b", "n_embd", "gptj"),
     ],
 )
 def test_missing_family_specific_key(folder: str, key: str, family: str) -> None:

@@ -3,7 +3,7 @@
 Key names and their defaults follow the transformers configuration classes of each family
 (``LlamaConfig``, ``MistralConfig``, ``MixtralConfig``, ``Qwen2Config``, ``Qwen2MoeConfig``,
 ``Qwen3Config``, ``Qwen3MoeConfig``, ``DeepseekV2Config``, ``DeepseekV3Config``, ``GPT2Config``,
-``NemotronConfig``, ``GPTNeoXConfig``).  Which layers carry experts follows the families' modeling code:
+``NemotronConfig``, ``GPTNeoXConfig``, ``GPTJConfig``).  Which layers carry experts follows the families' modeling code:
 
 - Qwen2-MoE / Qwen3-MoE (``modeling_qwen2_moe.py``, ``modeling_qwen3_moe.py``): layer ``i`` is sparse
   when ``i`` is not in ``mlp_only_layers`` and ``(i + 1) % decoder_sparse_step == 0``.
@@ -355,6 +355,27 @@ def _read_gpt_neox(cfg: _Config) -> dict[str, Any]:
     } | _seq_len(cfg, "max_position_embeddings", default=2048)
 
 
+def _read_gptj(cfg: _Config) -> dict[str, Any]:
+    """GPT-J: GPT-2 key names, and attention and MLP side by side on one LayerNorm's output (a parallel residual,
+    always: modeling_gptj.py GPTJBlock), RoPE on the first ``rotary_dim`` of each head's dimensions (GPTJConfig
+    defaults: 4h MLP, gelu_new, rotary_dim 64, untied, 2048 positions, dropout 0)."""
+    hidden, heads = cfg.required_int("n_embd"), cfg.required_int("n_head")
+    rotary = cfg.optional_int("rotary_dim", default=64)
+    head_dim = hidden // heads if heads and hidden % heads == 0 else None
+    return {
+        "num_layers": cfg.required_int("n_layer"),
+        "hidden_size": hidden,
+        "ffn_hidden_size": cfg.optional_int("n_inner", default=4 * hidden),
+        "num_attention_heads": heads,
+        "vocab_size": cfg.required_int("vocab_size"),
+        "ffn_kind": _activation(cfg, "activation_function", default="gelu_new"),
+        "tied_embeddings": cfg.flag("tie_word_embeddings", default=False),
+        "dropout": max(cfg.number("resid_pdrop", default=0.0), cfg.number("attn_pdrop", default=0.0)) > 0,
+        "parallel_residual": True,
+        "rotary_percent": min(rotary / head_dim, 1.0) if head_dim and rotary else None,
+    } | _seq_len(cfg, "n_positions", default=2048)
+
+
 def _rope_parameter(data: Mapping[str, Any], key: str) -> float | None:
     """A number from `rope_parameters` (transformers 5's spelling of rope_theta, partial_rotary_factor and the
     scaling), else None."""
@@ -393,6 +414,7 @@ FAMILIES: Final[Mapping[str, _Family]] = MappingProxyType(
         "deepseek_v3": _Family(_read_deepseek, {**_DECODER_KEYS, **_DEEPSEEK_MOE}),
         "gpt2": _Family(_read_gpt2, _GPT2_KEYS),
         "nemotron": _Family(_read_nemotron, {**_DECODER_KEYS, "ffn_kind": "hidden_act"}),
+        "gptj": _Family(_read_gptj, {**_GPT2_KEYS, "dropout": "resid_pdrop", "rotary_percent": "rotary_dim"}),
         "gpt_neox": _Family(_read_gpt_neox, {**_DECODER_REQUIRED, "ffn_kind": "hidden_act",
                                              "tied_embeddings": "tie_word_embeddings",
                                              "default_seq_len": "max_position_embeddings",
@@ -417,6 +439,7 @@ ARCHITECTURES: Final[Mapping[str, str]] = MappingProxyType(
         "GPT2LMHeadModel": "gpt2",
         "NemotronForCausalLM": "nemotron",
         "GPTNeoXForCausalLM": "gpt_neox",
+        "GPTJForCausalLM": "gptj",
     }
 )
 
@@ -484,6 +507,8 @@ def _architecture(data: Mapping[str, Any], model_type: str) -> dict[str, Any]:
     theta = data.get("rope_theta", _rope_parameter(data, "rope_theta"))
     if theta is None and model_type == "gpt_neox":
         theta = data.get("rotary_emb_base", 10000)  # GPTNeoXConfig's own name and default
+    if theta is None and model_type == "gptj":
+        theta = 10000  # modeling_gptj.py create_sinusoidal_positions: a fixed base
     if isinstance(theta, int | float) and not isinstance(theta, bool):
         out |= {"position_embedding": "rope", "rope_base": theta}
     elif model_type == "gpt2":
