@@ -436,7 +436,7 @@ def build_job(model_ref, cluster_ref, gpus, nodes, seq_len, global_batch, precis
 
 def _memory_headroom_bytes(gib: float | None, topo) -> float:
     """--memory-headroom-gib in bytes; refused when negative, not a number, or all of what a GPU holds."""
-    from placement.cost.constants import GiB
+    from placement.cost.constants import ALLOCATOR_FRAGMENTATION, GiB
     from placement.cost.step import usable_hbm_bytes
 
     gib = gib or 0.0
@@ -445,7 +445,8 @@ def _memory_headroom_bytes(gib: float | None, topo) -> float:
         raise InputError(f"--memory-headroom-gib {gib}: give the GiB per GPU to keep free, 0 or more")
     if gib * GiB >= usable:
         raise InputError(f"--memory-headroom-gib {gib:g}: each {topo.accelerator.name} holds {usable / GiB:.1f} GiB "
-                         f"for the job (its HBM less 2 % fragmentation); keep less than that free")
+                         f"for the job (its HBM less {ALLOCATOR_FRAGMENTATION * 100:g} % fragmentation); keep less "
+                         f"than that free")
     return gib * GiB
 
 
@@ -572,7 +573,7 @@ def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, pr
                                    segment, memory_headroom_gib)
     recipe, sources = _framework_recipe(framework, recipe, sources)
     given_model = model  # the files' own model code (DeepSpeed, a device mesh) runs it as given
-    model, model_sources = _framework_model(framework, model)
+    model, model_sources = model_as_run(framework, model, f"--framework {framework}")
     formats = _check_out(out_dir, emit_formats)
     report = _check_report(report_file)
     # the recipe fields the user left open are searched: each choice field, and the recompute modules
@@ -679,7 +680,7 @@ def evaluate(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch
                                    segment, memory_headroom_gib)
     recipe, sources = _framework_recipe(framework, recipe, sources)
     given_model = model  # the files' own model code (DeepSpeed, a device mesh) runs it as given
-    model, model_sources = _framework_model(framework, model)
+    model, model_sources = model_as_run(framework, model, f"--framework {framework}")
     per_replica = tp * cp * pp
     for name, value in (("--tp", tp), ("--cp", cp), ("--ep", ep), ("--etp", etp), ("--pp", pp), ("--vpp", vpp),
                         ("--mbs", mbs)):
@@ -962,13 +963,6 @@ def audit(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, p
     threshold = SEVERITIES.index(fail_on)
     if any(SEVERITIES.index(f.severity) >= threshold for f in result.findings):
         sys.exit(EXIT_FINDINGS)
-
-
-def _framework_model(framework, model: ModelSpec) -> tuple[ModelSpec, dict[str, str]]:
-    """The model as `framework`'s own layers run it, and each model field that changed, with why
-    (Plan.model_features)."""
-    model, why = model_as_run(framework, model)
-    return model, {field: f"--framework {framework}: {text}" for field, text in why.items()}
 
 
 def _framework_recipe(framework, recipe, sources: dict[str, str]):

@@ -149,10 +149,12 @@ def check_precision(framework: str, model: ModelSpec, precision: str) -> None:
                          "come only from model code); plan with --precision bf16")
 
 
-def model_as_run(framework: str | None, model: ModelSpec) -> tuple[ModelSpec, dict[str, str]]:
-    """The model as `framework`'s files run it, and model field -> why, for each field its model code changes:
-    a parallel residual runs in sequence where the framework's own layers have none."""
-    if framework is None or not model.parallel_residual or not CAPABILITIES[framework].sequential_layers:
+def model_as_run(framework: str | None, model: ModelSpec, label: str = "") -> tuple[ModelSpec, dict[str, str]]:
+    """The model as `framework`'s files run it, and model field -> why (after "`label`: "), for each field its model
+    code changes: a parallel residual runs in sequence where the framework's own layers have none.  A format
+    without a row here (a device mesh) runs the user's model code: the model as given."""
+    cap = CAPABILITIES.get(framework or "")
+    if cap is None or not model.parallel_residual or not cap.sequential_layers:
         return model, {}
     return (model.model_copy(update={"parallel_residual": False}),
-            {"parallel_residual": CAPABILITIES[framework].sequential_layers})
+            {"parallel_residual": f"{label}: {cap.sequential_layers}" if label else cap.sequential_layers})

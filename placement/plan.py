@@ -6,6 +6,7 @@ from pydantic import BaseModel, ConfigDict
 
 from placement import __version__
 from placement.cost.batch import LayoutBatch
+from placement.cost.constants import GiB
 from placement.cost.pipeline import rank_layer_counts
 from placement.cost.step import Estimates
 from placement.specs import Layout, ModelSpec, TrainingSpec
@@ -134,6 +135,11 @@ class Plan(_Out):
     """Model fields that change the price and that a framework or a launch file may decide, as priced:
     field -> {"value": ..., "source": "model <name>" or why the files run another value}.  Only
     `parallel_residual`, and only where it is on in the model or was turned off; None otherwise."""
+
+    @property
+    def headroom_note(self) -> str:
+        """` (4.0 GiB more kept free)` after the memory figures where the plan keeps headroom, else ""."""
+        return f" ({self.memory_headroom_bytes / GiB:.1f} GiB more kept free)" if self.memory_headroom_bytes else ""
 
     def recipe_spec(self) -> Recipe:
         """`recipe` as a validated Recipe (the default recipe when the plan carries none)."""

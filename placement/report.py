@@ -110,7 +110,7 @@ def headline(p: Plan) -> str:
             f"layout: {layout_cell(p)}; {lay.num_microbatches} micro-batches; layers per stage {stages}\n"
             f"step {p.step_time_s:.3f} s, {p.tokens_per_s:,.0f} tokens/s, MFU {p.mfu:.1%}, HFU {p.hfu:.1%}, "
             f"memory {p.peak_memory_bytes / GiB:.1f} of {p.memory_capacity_bytes / GiB:.1f} GiB"
-            + (f" ({p.memory_headroom_bytes / GiB:.1f} GiB more kept free)" if p.memory_headroom_bytes else "")
+            + p.headroom_note
             + ("" if p.fits else "  ** DOES NOT FIT **") + ("\n" + recipe_line(p) if recipe_line(p) else "")
             + ("\n" + model_line(p) if p.model_features else ""))
 

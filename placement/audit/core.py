@@ -224,8 +224,7 @@ def launched_model(launch: LaunchLayout, model: ModelSpec) -> tuple[ModelSpec, d
     if launch.parallel_residual is not None:
         evidence = launch.sources.get("parallel_residual", "the launch files")
         return model.model_copy(update={"parallel_residual": launch.parallel_residual}), {"parallel_residual": evidence}
-    model, why = model_as_run(launch.framework, model)
-    return model, {name: f"{launch.framework}: {text}" for name, text in why.items()}
+    return model_as_run(launch.framework, model, launch.framework)
 
 
 def resolve_layout(launch: LaunchLayout, model: ModelSpec, num_gpus: int) -> Layout:

@@ -144,9 +144,9 @@ def runs_model(ctx: EmitContext, framework: str, runs: Runs) -> None:
     mesh) runs the model as given, also where the plan was priced for a framework's layers."""
     if ctx.model is None:
         return
-    from placement.frameworks import CAPABILITIES, model_as_run
+    from placement.frameworks import model_as_run
 
-    run, why = model_as_run(framework, ctx.model) if framework in CAPABILITIES else (ctx.model, {})
+    run, why = model_as_run(framework, ctx.model)
     priced = ctx.priced_model
     if run.parallel_residual == priced.parallel_residual:
         return
@@ -293,7 +293,7 @@ def header(ctx: EmitContext, framework: str, comment: str = "#", runs: str = "")
         f"sequence parallel {lay.sequence_parallel}",
         f"predicted: {p.step_time_s:.3f} s/step, {p.tokens_per_s:,.0f} tokens/s, MFU {p.mfu:.1%}, "
         f"{p.peak_memory_bytes / GiB:.1f} of {p.memory_capacity_bytes / GiB:.1f} GiB per GPU"
-        + (f" ({p.memory_headroom_bytes / GiB:.1f} GiB more kept free)" if p.memory_headroom_bytes else ""),
+        + p.headroom_note,
         *([runs] if runs else []),
         "ranks: tp innermost, then cp, dp, pp (Megatron-Core and torchtitan order); the rank -> GPU mapping is",
         "applied by the host order (node ranks) below, never by renumbering ranks inside the framework",
