@@ -610,8 +610,10 @@ def _memory_message(batch: LayoutBatch, est: Estimates, model: ModelSpec, train:
     lay = batch.layout(int(i))
     state = est.weights_bytes[i] + est.grads_bytes[i] + est.optimizer_bytes[i]
     n = topo.num_gpus
-    factor = 2 ** math.ceil(math.log2(max(need / cap, 1.0) * 1.05))
-    fixes = [f"--gpus {n * factor}"]
+    fixes = []
+    if cap > 0:  # a headroom of all a GPU holds (a sweep workload's memory_headroom_gib) leaves no GPU count to try
+        factor = 2 ** math.ceil(math.log2(max(need / cap, 1.0) * 1.05))
+        fixes.append(f"--gpus {n * factor}")
     if Recompute.FULL not in cfg.recompute and "recompute" not in cfg.fixed:
         fixes.append("--recompute full")
     if 3 not in cfg.zero_stages and "zero_stage" not in cfg.fixed:
@@ -619,8 +621,8 @@ def _memory_message(batch: LayoutBatch, est: Estimates, model: ModelSpec, train:
     if est.activations_bytes[i] > state:
         fixes.append(f"--seq-len {train.seq_len // 2}")
     headroom = train.memory_headroom_bytes
-    if headroom and need <= cap + headroom:
-        fixes.append(f"--memory-headroom-gib {math.floor((cap + headroom - need) / GiB * 10) / 10:.1f}")
+    if headroom and (need <= cap + headroom or cap <= 0):
+        fixes.append(f"--memory-headroom-gib {max(math.floor((cap + headroom - need) / GiB * 10) / 10, 0.0):.1f}")
     return (
         f"{model.name} on {n} x {topo.accelerator.name} does not fit: the leanest layout (tp {lay.tp}, cp {lay.cp}, "
         f"ep {lay.ep}, pp {lay.pp}, dp {lay.dp}, ZeRO-{lay.zero_stage}, recompute {lay.recompute.value}, "

@@ -125,3 +125,15 @@ def test_the_report_draws_the_headroom_beside_the_capacity(tmp_path) -> None:
     result = CliRunner().invoke(main, ["plan", "--model", "llama3-8b", "--gpus", "8", "--memory-headroom-gib", "20",
                                        "--report", str(page)])
     assert result.exit_code == 0 and "(20.0 GiB more kept free)" in page.read_text()
+
+
+def test_a_sweep_headroom_of_the_whole_gpu_names_the_headroom_not_more_gpus(tmp_path) -> None:
+    """The CLI refuses a headroom of all a GPU holds; a sweep workload can ask for it (its designs differ): no GPU
+    count helps then, so the infeasible message names only the headroom that fits."""
+    spec = {"name": "h", "designs": [{"name": "h100x8", "cluster": "dgx-h100", "gpus": 8, "price_per_gpu_hour": 2.0}],
+            "workloads": [{"name": "8b", "model": "llama3-8b", "seq_len": 4096, "global_batch": 64, "tokens": 1e9,
+                           "memory_headroom_gib": 100}]}
+    [row] = run_sweep(SweepSpec.model_validate(spec), tmp_path / "cache", "local", workers=1).rows
+    assert row["status"] == "infeasible"
+    assert "(after the 100.0 GiB --memory-headroom-gib keeps free); try --memory-headroom-gib " in row["message"]
+    assert "--gpus" not in row["message"].split("; try ")[-1]
