@@ -391,8 +391,9 @@ def test_audit_reports_what_unsetting_cuda_launch_blocking_saves(tmp_path) -> No
 def test_deepspeed_pipeline_rows_send_and_receive_in_turn() -> None:
     """DeepSpeed's PipelineEngine runs each send and receive between stages as a blocking call of its own: a
     middle stage spends four transfer times per micro-batch, not Megatron's two.  BLOOM (pp 12, 29 MB shares of
-    each 117 MB activation over Jean Zay's network) is a point faster without it, GPT-NeoX (pp 4) one."""
-    for row, points in (("bloom-176b-384xa100", 0.01), ("gpt-neox-20b-96xa100", 0.009)):
+    each 117 MB activation over Jean Zay's network) is a point faster without it, GPT-NeoX (pp 4) almost one,
+    after the transfers the lock-step schedule keeps out of its bubble (`PpTerm.bubble_credit_s`)."""
+    for row, points in (("bloom-176b-384xa100", 0.01), ("gpt-neox-20b-96xa100", 0.008)):
         run = RUNS[row]
         assert run.recipe.pipeline_p2p_blocking and not run.recipe.pipeline_p2p_whole
         paired = predict(_with_recipe(run, pipeline_p2p_blocking=False))

@@ -194,6 +194,12 @@ class PpTerm:
 
     per_microbatch_s: np.ndarray
     bytes_per_step: np.ndarray
+    bubble_credit_s: np.ndarray
+    """Transfer seconds the bubble does not run at the micro-batch pace: DeepSpeed's lock-step `TrainSchedule`
+    with blocking sends (no interleaving) takes 4 m + 2 (p - 4) transfers in all, not the 4 (m + p - 1) that
+    (p - 1) micro-batch times of a middle stage's pace hold, so (2 p + 4) transfers less; at p = 2, 2 m, not
+    2 (m + 1) (the schedule simulated in tests/test_deepspeed_schedule.py, at every forward:backward ratio);
+    0 otherwise."""
 
 
 def pp_term(x: Ctx) -> PpTerm:
@@ -211,5 +217,9 @@ def pp_term(x: Ctx) -> PpTerm:
     ends_only = (x.b.pp == 2) & (x.vpp == 1) & (not r.pipeline_p2p_blocking)
     per_mb = np.where(x.b.pp > 1, np.where(ends_only, np.maximum(fwd_s, bwd_s), turns * x.vpp * (fwd_s + bwd_s)),
                       0.0)
+    # in pairs of one activation and one gradient transfer: (p + 2) of them, one at p = 2
+    lock_step = r.pipeline_p2p_blocking & (x.b.pp > 1) & (x.vpp == 1)
+    credit = np.where(lock_step, np.where(x.b.pp > 2, x.b.pp + 2.0, 1.0) * (fwd_s + bwd_s), 0.0)
     return PpTerm(per_microbatch_s=per_mb,
-                  bytes_per_step=np.where(x.b.pp > 1, (forward + backward) * x.vpp * x.m, 0.0))
+                  bytes_per_step=np.where(x.b.pp > 1, (forward + backward) * x.vpp * x.m, 0.0),
+                  bubble_credit_s=credit)

@@ -161,7 +161,7 @@ def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch, r
     slow_mb = nd * tpx.slow_s + n_moe * (tpx.slow_s + crit.ep_slow)
 
     t_mb = np.where(np.isfinite(crit.t_mb), crit.t_mb, np.inf)  # a split with no rank (invalid) costs infinitely
-    bubble = _bubble_s(x, t_mb)
+    bubble = _bubble_s(x, t_mb, pp.bubble_credit_s)
     dp = dp_term(x, params.as_stage(), comp_mb)
     optimizer_s = optimizer_term(x, params.as_stage())
     m = x.m
@@ -259,9 +259,10 @@ def step_lower_bound(w: Workload, train: TrainingSpec, topo: Topology, b: Layout
     ep = np.min(np.stack([np.broadcast_to(o.exposed_s + o.slow_s, x.tp.shape)
                           for o in _ep_options(x, u, inverse, lc, choices)]), axis=0)
     k = _Counts.of(st, recipe)
-    per_kind = _kind_gpu_s(k, *_layer_gpu_s(x, lc, tpx, cp.exposed_s, ep), lc.head_s, pp_term(x).per_microbatch_s)
+    pp = pp_term(x)
+    per_kind = _kind_gpu_s(k, *_layer_gpu_s(x, lc, tpx, cp.exposed_s, ep), lc.head_s, pp.per_microbatch_s)
     pace = np.max(np.where(st.num_ranks > 0, per_kind, 0.0), axis=0)
-    return np.where(st.valid, x.m * pace + _bubble_s(x, pace), np.inf)
+    return np.where(st.valid, x.m * pace + _bubble_s(x, pace, pp.bubble_credit_s), np.inf)
 
 
 @dataclass(frozen=True)
@@ -541,12 +542,13 @@ def _stage_kinds(w: Workload, b: LayoutBatch, recipe: Recipe) -> StageKinds:
                        bidirectional=_bidirectional(recipe))
 
 
-def _bubble_s(x: Ctx, pace: np.ndarray) -> np.ndarray:
+def _bubble_s(x: Ctx, pace: np.ndarray, transfer_credit_s: np.ndarray | float = 0.0) -> np.ndarray:
     """Pipeline bubble of a step at `pace` seconds per micro-batch: (pp - 1) / vpp micro-batch times under 1F1B
-    (PTD-P §2.2), times the schedule's share (`_bubble_share`); none without a pipeline."""
+    (PTD-P §2.2), times the schedule's share (`_bubble_share`), less the transfers a lock-step schedule does not
+    run at that pace (`PpTerm.bubble_credit_s`); none without a pipeline."""
     share = np.where(x.pp > 1, _bubble_share(x), 0.0)
     with np.errstate(invalid="ignore"):  # an invalid split's infinite pace with no bubble (DualPipe at pp 2)
-        return np.where(share > 0, (x.pp - 1.0) / x.vpp * pace * share, 0.0)
+        return np.where(share > 0, np.maximum((x.pp - 1.0) / x.vpp * pace * share - transfer_credit_s, 0.0), 0.0)
 
 
 def _bidirectional(recipe: Recipe) -> bool:
