@@ -364,7 +364,9 @@ def test_torchtitan_030_flags_in_script(tmp_path: Path) -> None:
                                 "--training.disable_cuda_graphs activation-checkpoint:full\n"})
     assert (lay.tp, lay.pp, lay.vpp, lay.dp, lay.micro_batch_size, lay.recompute, lay.model_ref) == (
         4, 2, 2, 2, 2, "full", "llama3:llama3_8b")
-    assert lay.world_size == 16 and lay.zero_stage == 3
+    # fsdp_reshard_after_forward left at "default": no resharding after forward under pipeline parallelism
+    # (torchtitan `reshard_after_forward = not pp_enabled`), which is ZeRO-2
+    assert lay.world_size == 16 and lay.zero_stage == 2
 
 
 # ---------------------------------------------------------------------------------------------------

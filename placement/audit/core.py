@@ -172,7 +172,14 @@ def recipe_space(space: SearchConfig, framework: str, model: ModelSpec, topo: To
         if len(getattr(choices, attr)) > 1:
             best_sources[name] = "searched"
     best_sources["recompute_modules"] = "searched"
-    return dataclasses.replace(space, recipe=recipe.model_copy(update={"recompute_modules": ()}), choices=choices,
+    update: dict = {"recompute_modules": ()}
+    if framework == "megatron" and not recipe.pipeline_p2p_blocking:
+        # switches Megatron turns on with a flag and that only save time (the findings price each): the best plan
+        # runs them (--overlap-grad-reduce --overlap-param-gather; --moe-permute-fusion --moe-router-fusion)
+        for name in ("dp_overlap", "moe_fusions"):
+            if not getattr(recipe, name):
+                update[name], best_sources[name] = True, "searched"
+    return dataclasses.replace(space, recipe=recipe.model_copy(update=update), choices=choices,
                                module_sets=sets), best_sources
 
 
@@ -372,7 +379,10 @@ def _price(model: ModelSpec, train: TrainingSpec, topo: Topology, layouts: list[
 
 
 MEGATRON_DEFAULTS = {"moe_dispatcher": (Dispatcher.ALLGATHER, "default (Megatron-Core's --moe-token-dispatcher-type "
-                                                              "allgather)")}
+                                                              "allgather)"),
+                     "moe_fusions": (False, "default (megatron-core TransformerConfig.moe_permute_fusion and "
+                                            "moe_router_fusion are False unless --moe-permute-fusion "
+                                            "--moe-router-fusion)")}
 """Recipe values Megatron-Core runs when its files leave the argument out, where they differ from the Recipe's."""
 
 
@@ -384,6 +394,13 @@ def launch_recipe(launch: LaunchLayout, model: ModelSpec, layout: Layout,
     top."""
     values = dict(launch.recipe)
     sources = {f: f"launch:{launch.sources.get(f'recipe.{f}', '')}" for f in values}
+    interval = values.pop("ac_layer_interval", None)
+    if interval is not None:  # torchtitan's layer SAC: a full checkpoint of every k-th block of a chunk
+        sources.pop("ac_layer_interval")
+        per_chunk = -(-model.num_layers // (layout.pp * layout.vpp))
+        values["recompute_num_layers"] = max(per_chunk // interval, 1)
+        sources["recompute_num_layers"] = (f"launch:{launch.sources.get('recipe.ac_layer_interval', '')} (every "
+                                           f"{interval}th of {per_chunk} layers per stage)")
     cap = CAPABILITIES.get(launch.framework)
     for name, value, why in cap.recipe_rows(several_hosts) if cap is not None else ():
         if name not in values:  # what the files state wins (a BF16_Optimizer job's fp32 gradient copy)
@@ -638,6 +655,24 @@ def _layout_findings(c: _Ctx, plan: Plan) -> list[Finding]:
             _severity(cost, c.step_s), "unfused_attention",
             f"the attention core runs unfused ({where}): its s x s scores go through HBM in every layer's forward, "
             f"recompute and backward; a fused kernel, {how}, saves {cost:.3f} s per step", [], cost))
+    # Megatron switches the files leave off that only save time (Megatron-LM's defaults: arguments.py,
+    # TransformerConfig)
+    if c.framework == "megatron" and not c.recipe.pipeline_p2p_blocking:
+        where = plan.recipe_sources or {}
+        if not c.recipe.dp_overlap and lay.dp > 1:
+            cost = _saving_with(c, lay, dp_overlap=True)
+            gather = " --overlap-param-gather" if lay.zero_stage >= 1 else ""
+            out.append(Finding(
+                _severity(cost, c.step_s), "dp_not_overlapped",
+                f"the gradient reduction waits for the last backward ({where.get('dp_overlap', 'default')}): "
+                f"--overlap-grad-reduce{gather} hides it behind the backward and saves {cost:.3f} s per step",
+                [], cost))
+        if c.model.is_moe and not c.recipe.moe_fusions:
+            cost = _saving_with(c, lay, moe_fusions=True)
+            out.append(Finding(
+                _severity(cost, c.step_s), "moe_unfused",
+                f"the MoE permute and router run unfused ({where.get('moe_fusions', 'default')}): "
+                f"--moe-permute-fusion --moe-router-fusion save {cost:.3f} s per step", [], cost))
     # ranks the launch line leaves unbound: their host time per kernel grows (cost.constants.HOST_UNBOUND_SLOWDOWN)
     if not c.recipe.cpu_affinity:
         cost = _saving_with(c, lay, cpu_affinity=True)

@@ -105,6 +105,10 @@ def _sources_block(a: Audit) -> str:
             value = getattr(a.estimate, name)
         shown = "" if value is None else f" {value}" if not isinstance(value, (list, tuple, dict)) else ""
         lines.append(f"  {name}{shown}: {where}")
+    # recipe values the framework runs when the files leave them out (launch_recipe), each with its source
+    for field, where in sorted((a.estimate.recipe_sources or {}).items()):
+        if where != "default" and not where.startswith("launch:") and f"recipe.{field}" not in launch.sources:
+            lines.append(f"  recipe.{field} {_shown((a.estimate.recipe or {}).get(field))}: {where}")
     left = [f for f in ("tp", "pp", "cp", "micro_batch_size", "zero_stage", "recompute") if f not in launch.sources]
     if left:
         lines.append(f"  not stated by the files (the framework's default, or the command line): {', '.join(left)}")
@@ -112,6 +116,11 @@ def _sources_block(a: Audit) -> str:
         lines.append("seen but not modelled (priced without them):")
         lines += [f"  - {x}" for x in launch.ignored]
     return "\n".join(lines)
+
+
+def _shown(value: object) -> str:
+    """A recipe value as the sources block prints it (an enum by its value)."""
+    return str(getattr(value, "value", value))
 
 
 def write_best(a: Audit, train: TrainingSpec, topo: Topology, out: Path) -> list[Path]:

@@ -76,6 +76,10 @@ def dp_term(x: Ctx, p: StageParams, comp_mb_s: np.ndarray) -> DpTerm:
     z1_grads = all_reduce if x.recipe.grad_all_reduce else rs_once
     total = np.where(zero3, z3_mb * m + hsdp_once, np.where(zero2, rs_once * m + ag_once,
                                                             np.where(b.zero == 0, all_reduce, z1_grads + ag_once)))
+    # DeepSpeed's PipelineEngine (the engine `pipeline_p2p_blocking` prices) reduces the gradients after the
+    # pipeline flush, in the schedule's last step (runtime/pipe/schedule.py TrainSchedule: ReduceTiedGrads,
+    # ReduceGrads, OptimizerStep; pipe/engine.py _exec_reduce_grads, DeepSpeed 0.19.8), behind no compute
+    engine_flush = x.recipe.pipeline_p2p_blocking & (b.pp > 1)
     if not x.recipe.dp_overlap or x.recipe.cuda_launch_blocking:  # blocking launches overlap nothing
         exposed = total
     else:
@@ -102,6 +106,7 @@ def dp_term(x: Ctx, p: StageParams, comp_mb_s: np.ndarray) -> DpTerm:
             zero3, m * np.maximum(z3_mb - comp_mb_s, 0.0) + np.maximum(hsdp_once - hide, 0.0),
             np.where(zero2, m * np.maximum(rs_once - hide / chunks, 0.0) + np.maximum(gather_exposed, first_gather),
                      np.where(b.zero == 1, z1_exposed, ddp_exposed)))
+        exposed = np.where(engine_flush, total, exposed)
     z1_grad_sends = 2.0 if x.recipe.grad_all_reduce else 1.0
 
     def sent(params):

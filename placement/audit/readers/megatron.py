@@ -56,7 +56,9 @@ _MG_FLAGS0 = {"--sequence-parallel", "--use-distributed-optimizer", "--use-megat
               "--moe-permute-fusion", "--moe-router-fusion", "--no-check-for-nan-in-loss-and-grad",
               "--enable-cuda-graph", "--external-cuda-graph", "--use-precision-aware-optimizer",
               "--moe-router-force-load-balancing", "--activation-func-fp8-input-store", "--grad-reduce-in-bf16",
-              "--accumulate-allreduce-grads-in-fp32"}
+              "--accumulate-allreduce-grads-in-fp32", "--moe-grouped-gemm",
+              "--use-flash-attn", "--use-flash-attn-v1", "--use-flash-attn-v2", "--use-flash-attn-triton",
+              "--use-flash-attn-builder"}
 _MG_NARGS: dict[str, int | str] = {f: 1 for f in _MG_INT} | {f: 0 for f in _MG_FLAGS0} | {
     "--rampup-batch-size": 3, "--recompute-granularity": 1, "--data-parallel-sharding-strategy": 1,
     "--fp8-format": 1, "--fp4-format": 1, "--pipeline-model-parallel-layout": 1, "--deepspeed_config": 1,
@@ -275,6 +277,7 @@ def read_args(words: list[Word], s: Settings) -> None:
         deepspeed_grad_accumulation(s, True, f"{zero[1]}; {s.sources['precision']}")
     if deepspeed_flag is not None:
         deepspeed_grad_accumulation(s, False, deepspeed_flag.evidence)
+        _megatron_deepspeed_attention(args, s, deepspeed_flag)
     if fsdp is not None:
         strategy = sharding[0] if sharding else "optim_grads_params"
         stage = {"no_shard": 0, "optim": 1, "optim_grads": 2, "optim_grads_params": 3}.get(strategy)
@@ -282,6 +285,61 @@ def read_args(words: list[Word], s: Settings) -> None:
             raise InputError(f"{sharding[1]}: --data-parallel-sharding-strategy must be no_shard, optim, optim_grads "
                              f"or optim_grads_params, got {strategy!r}")
         s.put("zero_stage", stage, fsdp[1] if not sharding else f"{fsdp[1]}; {sharding[1]}")
+        if fsdp[0] == "--use-torch-fsdp2":
+            s.put("recipe.dp_overlap", True, f"{fsdp[1]} (FSDP2 reduce-scatters during backward and prefetches "
+                                             f"the next gathers)")
+        elif stage >= 2:
+            s.put("recipe.dp_overlap", True, f"{fsdp[1]} (Megatron-FSDP turns the overlapped reduce-scatter and "
+                                             f"gather on when it shards gradients: megatron_fsdp.py MegatronFSDP "
+                                             f"__init__, megatron-core 0.19.2)")
+    _moe_grouped_gemm(args, s)
+    if deepspeed_flag is None:
+        _megatron_lm_defaults(s)
+
+
+def _megatron_lm_defaults(s: Settings) -> None:
+    """Recipe values Megatron-LM runs when its arguments leave them out, where placement's Recipe defaults to
+    another, each with the source that says so (a Megatron-DeepSpeed job, `--deepspeed`, keeps DeepSpeed's)."""
+    if not s.has("recipe.dp_overlap"):
+        s.put("recipe.dp_overlap", False,
+              "default (Megatron-LM's --overlap-grad-reduce is off unless given: megatron/training/arguments.py "
+              "store_true, megatron-core DistributedDataParallelConfig.overlap_grad_reduce False): the gradient "
+              "reduction runs after the last backward")
+    if s.value("precision", "") == "fp8" and not s.has("recipe.fp8_recipe"):
+        s.put("recipe.fp8_recipe", "tensorwise",
+              "default (megatron-core TransformerConfig.fp8_recipe is 'delayed' when --fp8-recipe is not given: "
+              "per-tensor scaling, priced as tensorwise)")
+
+
+def _moe_grouped_gemm(args: list[Arg], s: Settings) -> None:
+    """An MoE job without --moe-grouped-gemm runs Megatron-Core's SequentialMLP, one GEMM pair per local expert
+    in a Python loop (TransformerConfig.moe_grouped_gemm False): noted, priced as grouped GEMMs."""
+    flags = {a.flag for a in args}
+    experts = next((a for a in args if a.flag == "--num-experts"), None)
+    if experts is not None and "--moe-grouped-gemm" not in flags and "--deepspeed" not in flags:
+        s.ignored.append(f"no --moe-grouped-gemm: Megatron-Core runs SequentialMLP, a Python loop of per-expert "
+                         f"GEMMs (priced as grouped GEMMs; {experts.evidence})")
+
+
+MDS_FLASH_FLAGS = {"--use-flash-attn": "flash", "--use-flash-attn-v1": "flash", "--use-flash-attn-v2": "flash2",
+                   "--use-flash-attn-triton": "flash", "--use-flash-attn-builder": "flash"}
+"""Megatron-DeepSpeed's switches to a fused attention core (megatron/arguments.py, deepspeedai/Megatron-DeepSpeed
+4efb479d :927-936); FlashAttention-2 priced as such."""
+
+
+def _megatron_deepspeed_attention(args: list[Arg], s: Settings, deepspeed_flag: Arg) -> None:
+    """Megatron-DeepSpeed computes attention unfused (CoreAttention: baddbmm, the fused masked softmax, bmm;
+    megatron/model/transformer.py) unless a --use-flash-attn* flag picks FlashSelfAttention."""
+    megatron = {"--num-layers", "--hidden-size", "--tensor-model-parallel-size", "--pipeline-model-parallel-size"}
+    if s.has("recipe.attention_kernel") or not megatron & {a.flag for a in args}:
+        return  # a model script of the user's own (train.py --deepspeed): its attention is its code's
+    flash = next((a for a in args if a.flag in MDS_FLASH_FLAGS), None)
+    if flash is not None:
+        s.put("recipe.attention_kernel", MDS_FLASH_FLAGS[flash.flag], flash.evidence)
+    else:
+        s.put("recipe.attention_kernel", "unfused",
+              f"{deepspeed_flag.evidence} (Megatron-DeepSpeed's CoreAttention keeps the scores in HBM unless "
+              f"--use-flash-attn or --use-flash-attn-v2: megatron/model/transformer.py, megatron/arguments.py)")
 
 
 def _gradient_width(args: list[Arg], s: Settings) -> None:
@@ -448,9 +506,14 @@ def bridge_settings(keys: dict[str, tuple[Any, str]], s: Settings) -> None:
         s.put("recipe.grad_reduce_fp32", keys["ddp.grad_reduce_in_fp32"][0], keys["ddp.grad_reduce_in_fp32"][1])
     if keys.get("dist.use_tp_pp_dp_mapping", (None,))[0] is True:
         s.put("rank_order", "tp-cp-ep-pp-dp", keys["dist.use_tp_pp_dp_mapping"][1])
+    # Megatron-Bridge's CommOverlapConfig writes its overlap_grad_reduce over the DDP config's when set
+    # (training/comm_overlap.py); the parameter gather overlaps only with it (megatron/training/arguments.py)
+    for key in ("comm_overlap.overlap_grad_reduce", "ddp.overlap_grad_reduce"):
+        overlap, oev = keys.get(key, (None, None))
+        if isinstance(overlap, bool):
+            s.put("recipe.dp_overlap", overlap, oev)
+            break
     for key, why in (("comm_overlap.tp_comm_overlap", "overlaps TP communication with GEMMs"),
-                     ("ddp.overlap_grad_reduce", "overlaps the gradient reduce with backward"),
-                     ("ddp.overlap_param_gather", "overlaps the parameter all-gather with forward"),
                      ("model.cpu_offloading", "activation/weight offload to CPU")):
         v, ev = keys.get(key, (None, None))
         if v is True:

@@ -202,16 +202,7 @@ def _settings(keys: dict[str, tuple[Any, str]], s: Settings) -> _Pipeline:
         v, ev = get(key)
         if v is not None:
             s.put(field, read_int(v, key.split(".")[1], ev), ev)
-    mode, mev = get("activation_checkpoint.mode")
-    if mode is not None:
-        mode = str(mode).replace("-", "_")
-        if mode in ("none", "selective", "full"):
-            s.put("recompute", mode, mev)
-        elif mode == "memory_budget":
-            s.ignored.append(f"activation checkpointing memory_budget: recompute chosen by the compiler ({mev})")
-        else:
-            raise InputError(f"{mev}: activation checkpoint mode must be none, selective, full or memory_budget, "
-                             f"got {mode!r}")
+    _activation_checkpoint(get, s, version3="module" in keys or "config" in keys)
     sp, spev = get("parallelism.enable_sequence_parallel")
     if sp is not None:
         s.put("sequence_parallel", sp in (True, "true", "True"), spev)
@@ -239,6 +230,44 @@ def _settings(keys: dict[str, tuple[Any, str]], s: Settings) -> _Pipeline:
     return pipeline
 
 
+def _activation_checkpoint(get, s: Settings, version3: bool) -> None:
+    """The recompute torchtitan runs.  Its default is selective (v0.2.2 config/job_config.py ActivationCheckpoint
+    mode 'selective'; 0.3.0 trainer.py activation_checkpoint SelectiveAC).  Up to 0.2.x, selective_ac_option (default
+    "2") is an integer k, a full checkpoint of every k-th block (distributed/activation_checkpoint.py
+    _apply_layer_sac: the k-th, 2k-th, ... block it wraps), or "op", the per-op policy; 0.3.0's selective is the
+    per-op policy (SelectiveAC: saves the matmul, attention and collective outputs but every second matmul, recomputes the
+    rest), priced as selective recompute of the attention core and noted."""
+    mode, mev = get("activation_checkpoint.mode")
+    if mode is None:
+        mode, mev = "selective", ("torchtitan default activation_checkpoint mode 'selective' (v0.2.2 "
+                                  "config/job_config.py; 0.3.0 trainer.py SelectiveAC)")
+    mode = str(mode).replace("-", "_")
+    if mode == "memory_budget":
+        s.ignored.append(f"activation checkpointing memory_budget: recompute chosen by the compiler ({mev})")
+        return
+    if mode not in ("none", "selective", "full"):
+        raise InputError(f"{mev}: activation checkpoint mode must be none, selective, full or memory_budget, "
+                         f"got {mode!r}")
+    if mode != "selective":
+        s.put("recompute", mode, mev)
+        return
+    option, oev = get("activation_checkpoint.selective_ac_option")
+    if not version3 and option is None:
+        option, oev = "2", "torchtitan default selective_ac_option '2' (v0.2.2 config/job_config.py)"
+    if not version3 and str(option).isdigit():
+        k = int(str(option))  # 0 checkpoints every block, as 1 does (`not ac_freq`)
+        s.put("recompute", "full", f"{mev}; {oev} (a full checkpoint of one transformer block in {max(k, 1)})")
+        if k > 1:
+            s.put("recipe.ac_layer_interval", k, oev)
+        return
+    if not version3 and str(option) != "op":
+        raise InputError(f"{oev}: selective_ac_option must be a positive integer or 'op', got {option!r}")
+    s.put("recompute", "selective", mev if version3 else f"{mev}; {oev}")
+    s.ignored.append(f"per-op selective activation checkpointing (saves matmul, attention and collective outputs "
+                     f"but every second matmul, recomputes the element-wise ops): priced as selective recompute "
+                     f"of the attention core ({mev})")
+
+
 def join(groups: list[Settings], paths: list[Path]) -> Reading:
     """A torchtitan job: TOML keys first, then CLI flags on top (torchtitan's precedence), read into the
     layout; the launcher's world size stays with its file."""
@@ -261,11 +290,22 @@ def join(groups: list[Settings], paths: list[Path]) -> Reading:
     return out.reading("torchtitan")
 
 
+TT_DEFAULT_LOCAL_BATCH = 8
+TT_DEFAULT_SEQ_LEN = 2048
+"""torchtitan's training.local_batch_size and training.seq_len when the files leave them out (v0.2.2 and 0.3.0)."""
+
+
 def _finish(s: Settings, pipeline: _Pipeline) -> None:
     """Derived torchtitan fields: micro-batch, dp, ZeRO stage, vpp, sequence parallel."""
     pp = s.value("pp", 1)
     tp = s.value("tp", 1)
     local = pipeline.local_batch
+    if local is None and not s.has("global_batch"):
+        local = (TT_DEFAULT_LOCAL_BATCH, f"torchtitan default training.local_batch_size {TT_DEFAULT_LOCAL_BATCH} "
+                                         f"(v0.2.2 config/job_config.py, 0.3.0 config/configs.py)")
+    if not s.has("seq_len"):
+        s.put("seq_len", TT_DEFAULT_SEQ_LEN, f"torchtitan default training.seq_len {TT_DEFAULT_SEQ_LEN} (v0.2.2 "
+                                             f"config/job_config.py, 0.3.0 config/configs.py)")
     if local is not None:
         s.put("local_batch", *local)
     pmb = pipeline.pp_microbatch
@@ -292,7 +332,14 @@ def _finish(s: Settings, pipeline: _Pipeline) -> None:
     if shard_value == 1:
         s.put("zero_stage", 0, ev)
     else:
-        s.put("zero_stage", 2 if str(reshard[0]) == "never" else 3, ev if reshard[1] == "" else f"{ev}; {reshard[1]}")
+        # "default" reshards after forward only without pipeline parallelism (`reshard_after_forward = not
+        # pp_enabled`: models/llama3/infra/parallelize.py apply_fsdp at v0.2.2, distributed/fsdp.py at 0.3.0)
+        keeps = str(reshard[0]) == "never" or (str(reshard[0]) == "default" and pp > 1)
+        why = ev if reshard[1] == "" else f"{ev}; {reshard[1]}"
+        if str(reshard[0]) == "default" and pp > 1:
+            why += (" (fsdp_reshard_after_forward 'default' keeps the gathered weights between forward and backward "
+                    "under pipeline parallelism: ZeRO-2)")
+        s.put("zero_stage", 2 if keeps else 3, why)
     sched = pipeline.schedule
     if pp > 1 and not s.has("layers_per_virtual_stage"):
         name = sched[0] if sched else "1f1b"

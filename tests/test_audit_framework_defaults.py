@@ -1,0 +1,199 @@
+"""What a framework runs when its launch files leave a setting out: the audit prices the framework's own default,
+not placement's Recipe default, and says where the value came from.
+
+Megatron-LM: `--overlap-grad-reduce` is a store_true flag (megatron/training/arguments.py), fp8_recipe is 'delayed'
+and moe_permute_fusion / moe_router_fusion / moe_grouped_gemm are False (megatron-core TransformerConfig).
+Megatron-DeepSpeed computes attention unfused unless a --use-flash-attn* flag says otherwise.  DeepSpeed's
+PipelineEngine reduces gradients after the pipeline flush, behind no compute."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from placement.cli import main
+
+AUDIT = Path(__file__).parent / "data" / "audit"
+LLAMA_FP8 = AUDIT / "megatron" / "train_llama3_8b_h100_fp8.sh"
+JOB_8B = ("--model", "llama3-8b", "--gpus", "64")
+
+
+def _json(*args: str) -> dict:
+    result = CliRunner().invoke(main, ["--reproducible", *args, "--json"], catch_exceptions=False)
+    assert result.exit_code in (0, 1), result.stderr
+    return json.loads(result.stdout)
+
+
+def _audit(path: Path, *job: str, cluster: str = "dgx-h100") -> dict:
+    return _json("audit", "--launch", str(path), "--cluster", cluster, *job)
+
+
+def _without(tmp_path: Path, source: Path, *flags: str) -> Path:
+    """A copy of a launch script with the lines holding `flags` deleted."""
+    lines = [x for x in source.read_text().splitlines() if not any(f in x for f in flags)]
+    out = tmp_path / source.name
+    out.write_text("\n".join(lines) + "\n")
+    return out
+
+
+def test_a_megatron_job_without_overlap_grad_reduce_reduces_after_the_last_backward(tmp_path) -> None:
+    launched = _audit(LLAMA_FP8, *JOB_8B)
+    assert launched["estimate"]["recipe"]["dp_overlap"] is True
+    plain = _audit(_without(tmp_path, LLAMA_FP8, "--overlap-grad-reduce", "--overlap-param-gather"), *JOB_8B)
+    est = plain["estimate"]
+    assert est["recipe"]["dp_overlap"] is False
+    assert "--overlap-grad-reduce is off unless given" in est["recipe_sources"]["dp_overlap"]
+    # the whole reduction is exposed, so the job is slower by about what the launched one hid
+    assert est["breakdown"]["exposed"]["dp"] == pytest.approx(est["breakdown"]["dp"])
+    assert est["step_time_s"] > launched["estimate"]["step_time_s"]
+    # a finding prices the flag, and the best plan runs it
+    finding = next(f for f in plain["findings"] if f["kind"] == "dp_not_overlapped")
+    assert finding["cost_s"] == pytest.approx(est["step_time_s"] - launched["estimate"]["step_time_s"], abs=2e-3)
+    assert "--overlap-grad-reduce --overlap-param-gather" in finding["message"]
+    assert plain["best"]["recipe"]["dp_overlap"] is True
+
+
+def test_megatron_fp8_without_a_recipe_runs_delayed_scaling_not_the_accelerators_default() -> None:
+    """On B200 placement's own default is MXFP8; Megatron without --fp8-recipe runs 'delayed' (per-tensor)."""
+    est = _audit(LLAMA_FP8, *JOB_8B, cluster="dgx-b200")["estimate"]
+    assert est["recipe"]["fp8_recipe"] == "tensorwise"
+    assert "'delayed'" in est["recipe_sources"]["fp8_recipe"]
+
+
+MOE_SCRIPT = """\
+torchrun --nproc_per_node 8 --nnodes 8 pretrain_gpt.py \\
+  --tensor-model-parallel-size 1 --pipeline-model-parallel-size 4 --expert-model-parallel-size 8 \\
+  --num-experts 8 --moe-router-topk 2 --moe-token-dispatcher-type alltoall {extra} \\
+  --num-layers 32 --hidden-size 4096 --num-attention-heads 32 --seq-length 4096 \\
+  --micro-batch-size 1 --global-batch-size 256 --bf16 \\
+  --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather
+"""
+
+
+@pytest.mark.parametrize("fused", [False, True])
+def test_megatron_moe_fusions_and_grouped_gemm_are_off_unless_the_flags_say(tmp_path, fused) -> None:
+    script = tmp_path / "moe.sh"
+    extra = "--moe-permute-fusion --moe-router-fusion --moe-grouped-gemm" if fused else ""
+    script.write_text(MOE_SCRIPT.format(extra=extra))
+    data = _audit(script, "--model", "mixtral-8x7b", "--gpus", "64")
+    est = data["estimate"]
+    assert est["recipe"]["moe_fusions"] is fused
+    if not fused:
+        assert "moe_permute_fusion" in est["recipe_sources"]["moe_fusions"]
+    notes = " ".join(data["layout"]["ignored"])
+    assert ("no --moe-grouped-gemm" in notes) is not fused
+    kinds = {f["kind"] for f in data["findings"]}
+    assert ("moe_unfused" in kinds) is not fused
+    assert data["best"]["recipe"]["moe_fusions"] is True
+    added = {c["argument"] for c in data["changes"] if c["from"] is None}
+    assert ("--moe-permute-fusion" in added) is not fused
+
+
+def test_the_fused_moe_job_is_faster_than_the_unfused_one(tmp_path) -> None:
+    steps = {}
+    for extra in ("", "--moe-permute-fusion --moe-router-fusion"):
+        script = tmp_path / f"moe{len(extra)}.sh"
+        script.write_text(MOE_SCRIPT.format(extra=extra))
+        steps[extra] = _audit(script, "--model", "mixtral-8x7b", "--gpus", "64")["estimate"]["step_time_s"]
+    assert steps["--moe-permute-fusion --moe-router-fusion"] < steps[""]
+
+
+BLOOM = AUDIT / "bloom" / "tr11-176B-ml.slurm"
+BLOOM_JOB = ("--model", "bloom-176b", "--gpus", "384")
+
+
+def test_megatron_deepspeed_attention_is_unfused_unless_a_flash_flag_is_given(tmp_path) -> None:
+    est = _audit(BLOOM, *BLOOM_JOB, cluster="jean-zay-a100-80g")["estimate"]
+    assert est["recipe"]["attention_kernel"] == "unfused"
+    assert "CoreAttention" in est["recipe_sources"]["attention_kernel"]
+    flash = tmp_path / BLOOM.name
+    flash.write_text(BLOOM.read_text().replace("    --deepspeed \\", "    --deepspeed --use-flash-attn-v2 \\"))
+    fast = _audit(flash, *BLOOM_JOB, cluster="jean-zay-a100-80g")["estimate"]
+    assert fast["recipe"]["attention_kernel"] == "flash2"
+    assert fast["step_time_s"] < est["step_time_s"]
+
+
+def test_the_bloom_launch_file_is_priced_as_its_calibration_row() -> None:
+    """validate's BLOOM row (unfused attention, from the run's own code) and the audit of the run's launch file
+    describe the same job: their step times agree to a tenth of a percent."""
+    from placement.calibration.validate import load_runs, predict
+
+    row = next(r for r in load_runs() if r.id == "bloom-176b-384xa100")
+    audited = _audit(BLOOM, *BLOOM_JOB, cluster="jean-zay-a100-80g")["estimate"]["step_time_s"]
+    assert audited == pytest.approx(predict(row).predicted_step_time_s, rel=1e-3)
+
+
+def test_a_bridge_config_states_its_gradient_overlap() -> None:
+    """Megatron-Bridge's DeepSeek-V3 config sets comm_overlap.overlap_grad_reduce false: priced exposed."""
+    path = AUDIT / "bridge" / "deepseek_v3_pretrain_h100_fp8_sc_v1.yaml"
+    est = _audit(path, "--model", "deepseek-v3", "--gpus", "1024")["estimate"]
+    assert est["recipe"]["dp_overlap"] is False
+    assert "overlap_grad_reduce: false" in est["recipe_sources"]["dp_overlap"]
+
+
+@pytest.mark.parametrize("pp", [1, 2])
+def test_deepspeeds_pipeline_engine_reduces_gradients_after_the_flush(pp) -> None:
+    """`pipeline_p2p_blocking` prices DeepSpeed's PipelineEngine, whose ReduceGrads runs in the schedule's last
+    step: nothing hides it.  Without a pipeline the engine is not in play and the overlap holds."""
+    args = ("evaluate", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", str(8 * pp), "--tp", "8",
+            "--pp", str(pp), "--mbs", "1", "--seq-len", "4096", "--global-batch", "64", "--zero", "1")
+    blocking = _json(*args, "--pipeline-p2p-blocking")["breakdown"]
+    paired = _json(*args)["breakdown"]
+    assert paired["exposed"]["dp"] < paired["dp"]
+    if pp > 1:
+        assert blocking["exposed"]["dp"] == pytest.approx(blocking["dp"])
+    else:
+        assert blocking["exposed"]["dp"] == pytest.approx(paired["exposed"]["dp"])
+
+
+TT_8B = AUDIT / "torchtitan" / "llama3_8b.toml"
+TT_JOB = ("--model", "llama3-8b", "--gpus", "8")
+
+
+def _toml(tmp_path: Path, old: str, new: str) -> Path:
+    text = TT_8B.read_text()
+    assert old in text
+    out = tmp_path / "llama3_8b.toml"
+    out.write_text(text.replace(old, new))
+    return out
+
+
+@pytest.mark.parametrize(("option", "full_layers"), [("'2'", 16), ("'4'", 8), ("'1'", None)])
+def test_torchtitan_layer_sac_checkpoints_every_kth_block(tmp_path, option, full_layers) -> None:
+    """torchtitan <= 0.2's selective_ac_option k: a full checkpoint of every k-th block (_apply_layer_sac)."""
+    path = _toml(tmp_path, "selective_ac_option = 'op'", f"selective_ac_option = {option}")
+    data = _audit(path, *TT_JOB)
+    assert data["layout"]["recompute"] == "full"
+    assert data["estimate"]["recipe"]["recompute_num_layers"] == full_layers
+    if full_layers:
+        assert f"every {option.strip(chr(39))}th of 32" in data["estimate"]["recipe_sources"]["recompute_num_layers"]
+
+
+def test_torchtitan_without_an_activation_checkpoint_table_runs_its_default_layer_sac(tmp_path) -> None:
+    path = _toml(tmp_path, "[activation_checkpoint]\nmode = 'selective'  # ['none', 'selective', 'full']\n"
+                           "selective_ac_option = 'op'", "")
+    data = _audit(path, *TT_JOB)
+    assert data["layout"]["recompute"] == "full"
+    assert data["estimate"]["recipe"]["recompute_num_layers"] == 16
+    assert "default selective_ac_option '2'" in data["layout"]["sources"]["recompute"]
+    none = _audit(_toml(tmp_path, "mode = 'selective'", "mode = 'none'"), *TT_JOB)
+    assert none["estimate"]["step_time_s"] < data["estimate"]["step_time_s"]  # half the blocks recomputed
+
+
+def test_torchtitan_per_op_sac_is_priced_as_attention_recompute_and_says_so() -> None:
+    data = _audit(TT_8B, *TT_JOB)
+    assert data["layout"]["recompute"] == "selective"
+    assert any("per-op selective activation checkpointing" in x for x in data["layout"]["ignored"])
+
+
+def test_torchtitan_batch_and_sequence_defaults(tmp_path) -> None:
+    """Without local_batch_size and seq_len torchtitan trains 8 sequences of 2048 per data-parallel rank and
+    step (global_batch_size -1: local x dp, no accumulation)."""
+    path = _toml(tmp_path, "batch_size = 1\nseq_len = 8192\n", "")
+    data = _audit(path, *TT_JOB)
+    est, lay = data["estimate"], data["layout"]
+    assert (est["seq_len"], est["global_batch"], lay["micro_batch_size"], lay["num_microbatches"]) == (2048, 64, 8, 1)
+    assert "torchtitan default training.seq_len 2048" in lay["sources"]["seq_len"]
