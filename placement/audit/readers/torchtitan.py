@@ -235,8 +235,8 @@ def _activation_checkpoint(get, s: Settings, version3: bool) -> None:
     mode 'selective'; 0.3.0 trainer.py activation_checkpoint SelectiveAC).  Up to 0.2.x, selective_ac_option (default
     "2") is an integer k, a full checkpoint of every k-th block (distributed/activation_checkpoint.py
     _apply_layer_sac: the k-th, 2k-th, ... block it wraps), or "op", the per-op policy; 0.3.0's selective is the
-    per-op policy (SelectiveAC: saves the matmul, attention and collective outputs but every second matmul, recomputes the
-    rest), priced as selective recompute of the attention core and noted."""
+    per-op policy (SelectiveAC: saves the matmul, attention and collective outputs but every second matmul,
+    recomputes the rest), priced as selective recompute of the attention core and noted."""
     mode, mev = get("activation_checkpoint.mode")
     if mode is None:
         mode, mev = "selective", ("torchtitan default activation_checkpoint mode 'selective' (v0.2.2 "
