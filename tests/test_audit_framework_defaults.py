@@ -197,3 +197,15 @@ def test_torchtitan_batch_and_sequence_defaults(tmp_path) -> None:
     est, lay = data["estimate"], data["layout"]
     assert (est["seq_len"], est["global_batch"], lay["micro_batch_size"], lay["num_microbatches"]) == (2048, 64, 8, 1)
     assert "torchtitan default training.seq_len 2048" in lay["sources"]["seq_len"]
+
+
+def test_a_megatron_deepspeed_jobs_best_plan_is_a_move_to_megatron_lm() -> None:
+    """The best plan's files are Megatron-LM's: it is priced with Megatron-LM's engine (paired pipeline sends, its
+    own DDP, a fused attention backend), and the diff says it is a move, not edits to the script."""
+    data = _audit(BLOOM, *BLOOM_JOB, cluster="jean-zay-a100-80g")
+    launched, best = data["estimate"]["recipe"], data["best"]["recipe"]
+    assert launched["pipeline_p2p_blocking"] is True and best["pipeline_p2p_blocking"] is False
+    assert best["attention_kernel"] == "flash" and best["grad_accumulation"] == "fused"
+    assert "Megatron-LM" in data["best"]["recipe_sources"]["pipeline_p2p_blocking"]
+    assert "Megatron-DeepSpeed" in data["changes_note"]
+    assert _audit(LLAMA_FP8, *JOB_8B)["changes_note"] is None

@@ -47,7 +47,7 @@ from placement.plan import Plan, make_plan
 from placement.planner import plan_job
 from placement.search import SearchConfig, module_sets
 from placement.specs import Layout, ModelSpec, Recompute, TrainingSpec
-from placement.specs.recipe import Dispatcher, Recipe
+from placement.specs.recipe import Dispatcher, GradAccumulation, Recipe
 from placement.specs.training import AttentionKernel
 from placement.topology import Topology
 from placement.workload import workload
@@ -173,7 +173,13 @@ def recipe_space(space: SearchConfig, framework: str, model: ModelSpec, topo: To
             best_sources[name] = "searched"
     best_sources["recompute_modules"] = "searched"
     update: dict = {"recompute_modules": ()}
-    if framework == "megatron" and not recipe.pipeline_p2p_blocking:
+    if framework == "megatron" and recipe.pipeline_p2p_blocking:
+        # a Megatron-DeepSpeed job (DeepSpeed's engine under Megatron's layers): the best plan is written as
+        # Megatron-LM arguments, so it runs Megatron-LM's own pipeline schedule, DDP and attention backend
+        for name, value in MEGATRON_LM_ENGINE.items():
+            if getattr(recipe, name) != value:
+                update[name], best_sources[name] = value, MEGATRON_LM_SOURCE
+    if framework == "megatron":
         # switches Megatron turns on with a flag and that only save time (the findings price each): the best plan
         # runs them (--overlap-grad-reduce --overlap-param-gather; --moe-permute-fusion --moe-router-fusion)
         for name in ("dp_overlap", "moe_fusions"):
@@ -377,6 +383,15 @@ def _price(model: ModelSpec, train: TrainingSpec, topo: Topology, layouts: list[
     recipe = recipe or Recipe()
     return estimate(workload(model), train, topo, _batch(layouts, recipe), recipe)
 
+
+MEGATRON_LM_ENGINE = {"pipeline_p2p_blocking": False, "pipeline_p2p_whole": False, "pipeline_grads_whole": False,
+                      "grad_accumulation": GradAccumulation.FUSED, "grad_all_reduce": False,
+                      "attention_kernel": AttentionKernel.FLASH}
+"""What Megatron-LM runs where a Megatron-DeepSpeed job ran DeepSpeed's engine: paired non-blocking pipeline sends of
+1/tp shares, gradient-accumulation fusion into its fp32 main grads, its own DDP reduce-scatter, and a fused
+attention backend (--attention-backend auto)."""
+MEGATRON_LM_SOURCE = ("Megatron-LM (the best plan's arguments are Megatron-LM's: it runs its own pipeline schedule, "
+                      "DDP and attention backend, not Megatron-DeepSpeed's DeepSpeed engine)")
 
 MEGATRON_DEFAULTS = {"moe_dispatcher": (Dispatcher.ALLGATHER, "default (Megatron-Core's --moe-token-dispatcher-type "
                                                               "allgather)"),

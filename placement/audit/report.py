@@ -23,7 +23,21 @@ def audit_json(a: Audit) -> dict:
               "ignored": list(a.launch.ignored)}
     return {"layout": layout, "estimate": a.estimate.model_dump(mode="json"),
             "findings": [f.as_json() for f in a.findings], "best": a.best.model_dump(mode="json"),
-            "speedup": a.speedup, "changes": a.changes}
+            "speedup": a.speedup, "changes": a.changes, "changes_note": changes_note(a)}
+
+
+MEGATRON_DEEPSPEED_NOTE = ("the job runs Megatron-DeepSpeed (--deepspeed: DeepSpeed's engine under Megatron's layers); "
+                           "the changes are Megatron-LM arguments and the best plan runs Megatron-LM's own pipeline "
+                           "schedule, DDP and optimizer: a move to Megatron-LM, not edits to this script (flags such "
+                           "as --use-distributed-optimizer, --overlap-grad-reduce or --cuda-graph-impl do not exist in "
+                           "Megatron-DeepSpeed)")
+
+
+def changes_note(a: Audit) -> str | None:
+    """What the argument diff is, where it is not edits to the launched files (None: it is)."""
+    if a.launch.framework == "megatron" and a.launch.recipe.get("pipeline_p2p_blocking"):
+        return MEGATRON_DEEPSPEED_NOTE
+    return None
 
 
 def ranks_text(ranks: list[int]) -> str:
@@ -80,7 +94,9 @@ def audit_table(a: Audit) -> str:
         parts.append("no findings")
     parts.append(best_lines(a))
     if a.changes:
-        parts.append("\n".join(["changes to the launch:", *(f"{sign} {text}" for sign, text in change_lines(a))]))
+        note = changes_note(a)
+        head = ["changes to the launch:"] + ([f"  ({note})"] if note else [])
+        parts.append("\n".join([*head, *(f"{sign} {text}" for sign, text in change_lines(a))]))
     else:
         parts.append(NO_CHANGES)
     return "\n\n".join(parts)
