@@ -209,3 +209,20 @@ def test_a_megatron_deepspeed_jobs_best_plan_is_a_move_to_megatron_lm() -> None:
     assert "Megatron-LM" in data["best"]["recipe_sources"]["pipeline_p2p_blocking"]
     assert "Megatron-DeepSpeed" in data["changes_note"]
     assert _audit(LLAMA_FP8, *JOB_8B)["changes_note"] is None
+
+
+def test_settings_read_or_noted_rather_than_dropped(tmp_path) -> None:
+    """A setting the files state is priced, or listed as seen but not modelled: never dropped."""
+    script = tmp_path / "mg.sh"
+    script.write_text(LLAMA_FP8.read_text().replace("    --overlap-grad-reduce\n",
+                                                    "    --overlap-grad-reduce --no-gradient-accumulation-fusion\n"))
+    notes = " ".join(_audit(script, *JOB_8B)["layout"]["ignored"])
+    assert "--no-gradient-accumulation-fusion" in notes
+    toml = _toml(tmp_path, "compile = false", "compile = true")
+    assert any("torch.compile" in x for x in _audit(toml, *TT_JOB)["layout"]["ignored"])
+    config = tmp_path / "moe.yml"
+    config.write_text("base_config: base.yml\nmodel_name: mixtral-8x7b\nper_device_batch_size: 1\n"
+                      "ici_fsdp_parallelism: -1\ncapacity_factor: 1.25\nremat_policy: full\n")
+    est = _audit(config, "--model", "mixtral-8x7b", "--gpus", "64")["estimate"]
+    assert est["recipe"]["moe_capacity_factor"] == 1.25
+    assert "capacity_factor: 1.25" in est["recipe_sources"]["moe_capacity_factor"]

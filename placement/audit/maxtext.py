@@ -181,6 +181,10 @@ def finish(v: dict[str, tuple[Any, str]], ignored: list[str]) -> dict[str, tuple
     if str(remat) not in REMAT:
         ignored.append(f"remat_policy {remat!r}: priced as selective recompute of the attention core ({rev})")
     out["model_ref"] = (str(keys["model_name"][0]), keys["model_name"][1])
+    # MoE token dropping: capacity_factor > 0 caps each expert's tokens (base.yml default -1, dropless)
+    cap = keys.get("capacity_factor")
+    if cap is not None and isinstance(cap[0], (int, float)) and not isinstance(cap[0], bool) and cap[0] > 0:
+        out["recipe.moe_capacity_factor"] = (float(cap[0]), cap[1])
     # what the files alone fix: every mesh entry explicit
     if all(n > 0 for n, _ in ici.values()) and all(n > 0 for n, _ in dcn.values()):
         world = math.prod(n for n, _ in ici.values()) * math.prod(n for n, _ in dcn.values())

@@ -58,7 +58,7 @@ _MG_FLAGS0 = {"--sequence-parallel", "--use-distributed-optimizer", "--use-megat
               "--moe-router-force-load-balancing", "--activation-func-fp8-input-store", "--grad-reduce-in-bf16",
               "--accumulate-allreduce-grads-in-fp32", "--moe-grouped-gemm",
               "--use-flash-attn", "--use-flash-attn-v1", "--use-flash-attn-v2", "--use-flash-attn-triton",
-              "--use-flash-attn-builder"}
+              "--use-flash-attn-builder", "--no-gradient-accumulation-fusion"}
 _MG_NARGS: dict[str, int | str] = {f: 1 for f in _MG_INT} | {f: 0 for f in _MG_FLAGS0} | {
     "--rampup-batch-size": 3, "--recompute-granularity": 1, "--data-parallel-sharding-strategy": 1,
     "--fp8-format": 1, "--fp4-format": 1, "--pipeline-model-parallel-layout": 1, "--deepspeed_config": 1,
@@ -77,6 +77,8 @@ _MG_IGNORED = {
     "--fp4-format": "FP4 GEMMs (not modelled; priced as the other precision)",
     "--no-overlap-p2p-communication": "pipeline send/recv not overlapped",
     "--cpu-optimizer": "optimizer step on CPU",
+    "--no-gradient-accumulation-fusion": "each weight-gradient GEMM writes a 16-bit gradient that a separate kernel "
+                                         "adds into the fp32 main_grad (priced as the fused accumulation)",
     "--moe-router-force-load-balancing": "forces balanced routing (a benchmark setting; the audit prices the "
                                          "recipe's routing imbalance)",
 }

@@ -220,7 +220,9 @@ def _settings(keys: dict[str, tuple[Any, str]], s: Settings) -> _Pipeline:
     if module is not None or config is not None:
         s.put("model_ref", f"{module or '?'}:{config or '?'}", mev2 or cfev)
     for key, why in (("parallelism.enable_async_tensor_parallel", "async tensor parallelism"),
-                     ("compile.enable_async_tensor_parallel", "async tensor parallelism")):
+                     ("compile.enable_async_tensor_parallel", "async tensor parallelism"),
+                     ("compile.enable", "torch.compile of the model (priced as its eager kernels)"),
+                     ("training.compile", "torch.compile of the model (priced as its eager kernels)")):
         v, ev = get(key)
         if v in (True, "true", "True"):
             s.ignored.append(f"{key}: {why} ({ev})")
