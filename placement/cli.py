@@ -870,6 +870,11 @@ def sweep(sweep_file, out_dir, executor, workers, no_cache, as_json, no_plots, s
                                f"each row's message says why); the files above are written")
 
 
+def _files_text(paths) -> str:
+    """The launch files' text, which the audit's argument diff checks its launched side against."""
+    return "\n".join(Path(p).read_text(errors="replace") for p in paths if Path(p).is_file())
+
+
 @main.command()
 @job_options
 @click.option("--launch", "launch_files", type=click.Path(dir_okay=False), multiple=True, required=True,
@@ -946,7 +951,7 @@ def audit(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, p
     with tqdm(total=5, desc="audit: planning the same job", unit="plan", file=sys.stderr, leave=False,
               disable=None, delay=2.0) as bar:
         result = audit_job(launch, model, train, topo, hosts, mapping, recipe_overrides=overrides,
-                           progress=bar.update)
+                           progress=bar.update, files_text=_files_text(launch_files))
     if not _timings():
         result = result.without_timings()
     from placement.html import audit_html

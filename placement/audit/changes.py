@@ -74,11 +74,37 @@ def framework_settings(framework: str, ctx: EmitContext) -> dict[str, str]:
     return out
 
 
-def launch_changes(framework: str, now: EmitContext, best: EmitContext) -> list[dict]:
-    """[{"argument", "from", "to"}] for every setting that differs (None = absent on that side)."""
+NOT_IN_FILES = "not in the launch files: placement's spelling of the launched layout"
+GLOBAL_BATCH = {"megatron": "--global-batch-size", "torchtitan": "--training.global_batch_size"}
+"""The setting that fixes the global batch, where leaving it out makes it micro-batch x dp (Megatron) or local
+batch x dp (torchtitan): a best plan that changes either must state it."""
+
+
+def _token(framework: str, key: str) -> str:
+    """The text a launch file holds when it states `key` (a flag, a dotted key's last part, an env variable)."""
+    if key.startswith("env "):
+        return key[4:]
+    if framework == "torchtitan":  # a TOML key or a 0.3.0 flag; the subcommand's table is [activation_checkpoint]
+        return key.rsplit(".", 1)[-1] if key.startswith("--") else key.replace("-", "_")
+    return key
+
+
+def launch_changes(framework: str, now: EmitContext, best: EmitContext, files_text: str | None = None) -> list[dict]:
+    """[{"argument", "from", "to"}] for every setting that differs (None = absent on that side).  With the launch
+    files' text, a "from" value the files do not state is marked (NOT_IN_FILES), and a global batch the files
+    leave to the framework is stated where the best plan needs it."""
     a, b = framework_settings(framework, now), framework_settings(framework, best)
     changes = [{"argument": k, "from": a.get(k), "to": b.get(k)}
                for k in list(a) + [k for k in b if k not in a] if a.get(k) != b.get(k)]
+    if files_text is not None and framework in ("megatron", "torchtitan", "maxtext"):
+        for c in changes:
+            if c["from"] is not None and _token(framework, c["argument"]) not in files_text:
+                c["note"] = NOT_IN_FILES
+        key = GLOBAL_BATCH.get(framework)
+        if key and key in b and a.get(key) == b.get(key) and _token(framework, key) not in files_text:
+            changes.append({"argument": key, "from": None, "to": b[key],
+                            "note": "the launch files leave the global batch to the framework, which derives it "
+                                    "from the layout this plan changes"})
     ha, hb = now.hosts_in_rank_order, best.hosts_in_rank_order
     if ha != hb:
         moved = sum(x != y for x, y in zip(ha, hb, strict=True))

@@ -732,10 +732,11 @@ def _layout_findings(c: _Ctx, plan: Plan) -> list[Finding]:
 def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo: Topology,
               hosts: list[str] | None, mapping: SolverConfig | None, top_k: int = 5,
               recipe_overrides: tuple[Recipe, dict[str, str]] | None = None,
-              progress: Callable[[int], None] | None = None) -> Audit:
+              progress: Callable[[int], None] | None = None, files_text: str | None = None) -> Audit:
     """Price the job as launched (its layout and recipe), list its findings, and plan the same job from
     scratch, searching the recipe choices the framework can launch.  `recipe_overrides`: (Recipe, field ->
-    source) from the command line, over what the files state."""
+    source) from the command line, over what the files state.  `files_text`: the launch files' text, which the
+    argument diff checks its launched side against (changes.launch_changes)."""
     launch = maxtext_layout(launch, model, topo, train.global_batch)
     model, model_sources = launched_model(launch, model)
     layout = resolve_layout(launch, model, topo.num_gpus)
@@ -816,7 +817,7 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
         best, best_gpu = plan, gpu_of_rank
     speedup = round(plan.step_time_s / best.step_time_s, 3) if best.step_time_s > 0 else 1.0
     changes = launch_changes(launch.framework, EmitContext.of(plan, topo, gpu_of_rank, model, train),
-                             EmitContext.of(best, topo, best_gpu, model, train))
+                             EmitContext.of(best, topo, best_gpu, model, train), files_text)
     if launch.rank_order != "tp-cp-ep-dp-pp":  # placement's emitters keep Megatron's default order
         if launch.framework == "deepspeed":
             changes.insert(0, {"argument": "topology axes", "from": "['data', 'pipe', ...]",

@@ -6,6 +6,7 @@ import textwrap
 from pathlib import Path
 
 from placement import __version__
+from placement.audit.changes import NOT_IN_FILES
 from placement.audit.core import Audit
 from placement.cost.constants import GiB
 from placement.emit.common import EmitContext
@@ -71,10 +72,12 @@ def change_lines(a: Audit) -> list[tuple[str, str]]:
 
     lines = []
     for c in a.changes:
+        note = c.get("note")
+        on_from = note == NOT_IN_FILES
         if c["from"] is not None:
-            lines.append(("-", setting(c["argument"], c["from"])))
+            lines.append(("-", setting(c["argument"], c["from"]) + (f"    # {note}" if on_from else "")))
         if c["to"] is not None:
-            lines.append(("+", setting(c["argument"], c["to"]) + (f"    # {c['note']}" if c.get("note") else "")))
+            lines.append(("+", setting(c["argument"], c["to"]) + (f"    # {note}" if note and not on_from else "")))
     return lines
 
 
