@@ -572,7 +572,7 @@ def test_maxtext_config_defaults_and_fills_are_maxtexts(tmp_path: Path) -> None:
 
 def test_maxtext_command_line_overrides_win_and_name_their_line(tmp_path: Path) -> None:
     script = ("#!/bin/bash\nTP=4\npython3 -m MaxText.train cfg.yml run_name=x ici_tensor_parallelism=$TP "
-              "ici_fsdp_parallelism=2 remat_policy=none quantization=fp8\n")
+              "ici_fsdp_parallelism=2 remat_policy=none scan_layers=false quantization=fp8\n")
     launch, on = _maxtext(tmp_path, "base_config: base.yml\nici_fsdp_parallelism: 8\nper_device_batch_size: 1\n",
                           script)
     assert (launch.recompute, launch.precision) == ("none", "fp8")

@@ -112,10 +112,12 @@ def test_zero2_becomes_zero1_when_unsharded_gradients_fit_else_fsdp(contexts):
     assert warnings[0].startswith("this file runs FSDP (ZeRO-3 over dp 8; not ZeRO-2): ")
 
 
-@pytest.mark.parametrize(("recompute", "policy"), [("none", "none"), ("selective", "minimal"), ("full", "full")])
-def test_recompute_becomes_a_remat_policy(contexts, recompute, policy):
+@pytest.mark.parametrize(("recompute", "policy", "scan"),
+                         [("none", "none", False), ("selective", "minimal", None), ("full", "full", None)])
+def test_recompute_becomes_a_remat_policy(contexts, recompute, policy, scan):
+    """Recompute none needs scan_layers false: the scanned decoder checkpoints every layer (a full recompute)."""
     cfg, _, _ = emitted(with_layout(contexts["llama3-8b-2048-ddp"], recompute=recompute))
-    assert cfg["remat_policy"] == policy
+    assert cfg["remat_policy"] == policy and cfg.get("scan_layers") is scan
 
 
 def test_what_maxtext_cannot_express_is_warned_in_both_files_and_returned(contexts):

@@ -47,6 +47,7 @@ BASE: dict[str, Any] = {
     "num_pipeline_repeats": -1,  # :411
     "num_pipeline_microbatches": -1,  # :419
     "remat_policy": "full",  # :450
+    "scan_layers": True,  # :481
     "mesh_axes": list(AXES),  # :636
     "shard_optimizer_over_data": False,  # :799
     "num_slices": -1,  # :807
@@ -178,6 +179,11 @@ def finish(v: dict[str, tuple[Any, str]], ignored: list[str]) -> dict[str, tuple
     out["seq_len"] = (seq, sev)
     remat, rev = keys["remat_policy"]
     out["recompute"] = (REMAT.get(str(remat), "selective"), rev)
+    scan, sev = keys["scan_layers"]
+    if str(remat) == "none" and scan not in (False, "false", "False"):
+        # the scanned decoder checkpoints every layer with get_remat_policy()'s None for "none": a full recompute
+        # (layers/nnx_decoders.py:1154-1159, :1278-1287); only the unscanned loop skips jax.checkpoint (:2248)
+        out["recompute"] = ("full", f"{rev} with scan_layers {scan} ({sev})")
     if str(remat) not in REMAT:
         ignored.append(f"remat_policy {remat!r}: priced as selective recompute of the attention core ({rev})")
     out["model_ref"] = (str(keys["model_name"][0]), keys["model_name"][1])

@@ -68,20 +68,25 @@ class EmitContext:
     def runs_as(self, runs: Runs) -> tuple[str, str]:
         """(header line, warning) for a file that runs `runs` instead of the plan: both times.  ("", "") when
         the file runs the plan."""
+        unpriced = f"; and {', '.join(runs.unpriced)} (not priced)" if runs.unpriced else ""
         if not runs.what:
-            return "", ""
+            if not unpriced:
+                return "", ""
+            what = ", ".join(runs.unpriced)
+            return (f"this file runs {what} (not priced: the cost model has no such run); the warnings say why",
+                    f"this file runs {what} (not priced)")
         p = self.plan
         what = ", ".join(runs.what)
         other = self.priced_as(runs.precision, runs.layout, runs.recipe, runs.model)
         if other is None:
-            return f"this file runs {what} (not priced: no job given)", f"this file runs {what}"
+            return f"this file runs {what} (not priced: no job given){unpriced}", f"this file runs {what}{unpriced}"
         fits = "" if other.fits else " (DOES NOT FIT)"
         change = other.step_time_s / p.step_time_s - 1
         line = (f"this file runs {what}: {other.step_time_s:.3f} s/step ({change:+.1%}), "
                 f"{other.tokens_per_s:,.0f} tokens/s, {other.peak_memory_bytes / GiB:.1f} of "
-                f"{other.memory_capacity_bytes / GiB:.1f} GiB per GPU{fits}; the warnings say why")
+                f"{other.memory_capacity_bytes / GiB:.1f} GiB per GPU{fits}{unpriced}; the warnings say why")
         return line, (f"this file runs {what}: {other.step_time_s:.3f} s/step against the plan's "
-                      f"{p.step_time_s:.3f} s/step{fits}")
+                      f"{p.step_time_s:.3f} s/step{fits}{unpriced}")
 
     @property
     def recipe(self) -> Recipe:
@@ -106,6 +111,9 @@ class Runs:
     what: list[str] = dataclasses.field(default_factory=list)
     model: dict = dataclasses.field(default_factory=dict)
     """Model fields the files run otherwise than the plan was priced (`runs_model`)."""
+    unpriced: list[str] = dataclasses.field(default_factory=list)
+    """What the files run otherwise that the cost model cannot price, in words (the header says so beside the
+    numbers it can give)."""
 
     def set_precision(self, plan: Plan, precision: str) -> None:
         self.precision = precision
@@ -115,20 +123,41 @@ class Runs:
         self.layout[name] = value
         self.what.append(words)
 
+    def shard_whole_dp(self, plan: Plan, framework: str) -> None:
+        """ZeRO-3 over the whole data-parallel group (dp_shard = dp) where `framework` has no HSDP and the plan
+        shards over part of it."""
+        lay = plan.layout
+        if lay.zero_stage == 3 and lay.dp_shard < lay.dp:
+            self.set_layout("dp_shard", lay.dp, f"ZeRO-3 over all {lay.dp} data-parallel ranks (not HSDP shard "
+                                                f"{lay.dp_shard}: {framework} has no HSDP here)")
 
-def runs_recipe(ctx: EmitContext, runs_instead: dict[str, str], runs: Runs) -> None:
+
+CORE_ATTN_ONLY = (RecomputeModule.CORE_ATTN,)
+"""What selective recompute reruns where a framework cannot be told a module list (the layout's default)."""
+
+
+def _modules_differ(ctx: EmitContext, runs_instead: dict[str, str], selective: tuple) -> bool:
+    """Whether the plan's selective recompute reruns other modules than the framework's `selective` does."""
+    r, lay = ctx.recipe, ctx.plan.layout
+    return ("recompute_modules" in runs_instead and lay.recompute == "selective"
+            and set(r.recompute_modules or CORE_ATTN_ONLY) != set(selective))
+
+
+def runs_recipe(ctx: EmitContext, runs_instead: dict[str, str], runs: Runs,
+                selective: tuple[RecomputeModule, ...] = CORE_ATTN_ONLY) -> None:
     """Add to `runs` each recipe feature of the plan that `runs_instead` says the framework cannot be told (the
-    same test as recipe_warnings), set to what the framework runs: the feature's default."""
+    same test as recipe_warnings), set to what the framework runs: the feature's default, and for selective
+    recompute the modules its own selective policy reruns (`selective`)."""
     r, lay = ctx.recipe, ctx.plan.layout
     for name, default in _FEATURE_DEFAULT.items():
         if name in runs_instead and getattr(r, name) != default and (name != "tp_comm_overlap" or lay.tp > 1):
             runs.recipe[name] = default
             runs.what.append(f"{name} {_word(default)} (not {_word(getattr(r, name))})")
-    modules = tuple(r.recompute_modules)
-    if "recompute_modules" in runs_instead and lay.recompute == "selective" and modules not in (
-            (), (RecomputeModule.CORE_ATTN,)):
-        runs.recipe["recompute_modules"] = (RecomputeModule.CORE_ATTN,)
-        runs.what.append("selective recompute of core_attn (not " + "+".join(m.value for m in modules) + ")")
+    if _modules_differ(ctx, runs_instead, selective):
+        modules = r.recompute_modules or CORE_ATTN_ONLY
+        runs.recipe["recompute_modules"] = tuple(selective)
+        runs.what.append(f"selective recompute of {'+'.join(m.value for m in selective)} (not "
+                         + "+".join(m.value for m in modules) + ")")
     for name in runs_instead:
         if name in _FEATURE_DEFAULT or name == "recompute_modules" or not _matters(name, lay):
             continue
@@ -220,7 +249,10 @@ PLAIN = {"moe_dispatcher": (Dispatcher.ALLTOALL,), "cuda_graphs": (CudaGraphs.NO
          "ep_comm_overlap": (False,), "recompute_modules": ((RecomputeModule.CORE_ATTN,),)}
 RECIPE_SUPPORT: dict[str, dict[str, tuple]] = {
     "megatron": {},
-    "torchtitan": PLAIN, "deepspeed": PLAIN, "maxtext": PLAIN, "devicemesh": PLAIN,
+    "torchtitan": PLAIN, "deepspeed": PLAIN, "devicemesh": PLAIN,
+    # MaxText's selective recompute (remat_policy minimal) reruns the attention core and both norms
+    # (emit.maxtext.MINIMAL_RECOMPUTES)
+    "maxtext": PLAIN | {"recompute_modules": ((RecomputeModule.CORE_ATTN, RecomputeModule.LAYERNORM),)},
 }
 """framework -> {recipe field: the values it can launch}; a field not listed launches every value."""
 _CHOICE_ATTR = {"moe_dispatcher": "dispatchers", "cuda_graphs": "cuda_graphs", "tp_comm_overlap": "tp_comm_overlap",
@@ -249,9 +281,11 @@ _FEATURE_DEFAULT = {"moe_dispatcher": Dispatcher.ALLTOALL, "cuda_graphs": CudaGr
                     "ep_comm_overlap": False}
 
 
-def recipe_warnings(ctx: EmitContext, framework: str, runs_instead: dict[str, str]) -> list[str]:
+def recipe_warnings(ctx: EmitContext, framework: str, runs_instead: dict[str, str],
+                    selective: tuple[RecomputeModule, ...] = CORE_ATTN_ONLY) -> list[str]:
     """A warning for each recipe feature of the plan the framework cannot launch: the feature, and what
-    the framework runs instead (`runs_instead`: field -> that text)."""
+    the framework runs instead (`runs_instead`: field -> that text; `selective`: the modules its selective
+    recompute reruns)."""
     r = ctx.recipe
     lay = ctx.plan.layout
     out = []
@@ -264,9 +298,8 @@ def recipe_warnings(ctx: EmitContext, framework: str, runs_instead: dict[str, st
         if field in runs_instead and value != _FEATURE_DEFAULT[field] and (field != "tp_comm_overlap" or lay.tp > 1):
             out.append(f"the plan is priced with {names[field]}, which {framework} cannot be told to run here: "
                        f"{runs_instead[field]}")
-    modules = tuple(r.recompute_modules)
-    if "recompute_modules" in runs_instead and lay.recompute == "selective" and modules not in (
-            (), (RecomputeModule.CORE_ATTN,)):
+    if _modules_differ(ctx, runs_instead, selective):
+        modules = r.recompute_modules or CORE_ATTN_ONLY
         out.append(f"the plan recomputes the modules {', '.join(m.value for m in modules)} (selective); {framework} "
                    f"cannot be told that module list: {runs_instead['recompute_modules']}")
     for field, text in runs_instead.items():

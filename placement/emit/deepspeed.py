@@ -269,6 +269,12 @@ def files_run(ctx: EmitContext) -> Runs:
         runs.set_precision(plan, "bf16")
     if lay.vpp > 1:
         runs.set_layout("vpp", 1, f"plain 1F1B (not {lay.vpp} interleaved stages)")
+    # ZeRO-3 partitions over the engine's seq_data_parallel_group (runtime/engine.py:2768), the mpu's 'data'
+    # axis: all dp ranks (no MiCS in 0.19.8, and hpZ only adds a secondary weight copy)
+    runs.shard_whole_dp(plan, "DeepSpeed 0.19.8")
+    if lay.cp > 1:  # no ring attention in DeepSpeed: the cost model has no price for what the model code adds
+        runs.unpriced.append(f"cp {lay.cp} only as your model code's ring attention, with ZeRO over the {lay.dp} "
+                             f"'data' ranks (not cp x dp = {lay.cp * lay.dp})")
     runs_recipe(ctx, RUNS_INSTEAD, runs)
     if lay.pp > 1 and not ctx.recipe.pipeline_p2p_blocking:
         runs.recipe["pipeline_p2p_blocking"] = True

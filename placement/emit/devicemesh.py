@@ -10,8 +10,33 @@ from placement.emit.common import EmitContext, Runs, header, recipe_warnings, ru
 
 
 def mesh_shape(ctx: EmitContext) -> tuple[tuple[int, ...], tuple[str, ...]]:
+    """(pp, dp, cp, tp); under HSDP dp splits into (dp_replicate, dp_shard), shard inner, as placement numbers
+    the data-parallel ranks (cost.dp: replica groups of stride tp x cp x dp_shard) and torchtitan names them."""
     lay = ctx.plan.layout
+    if lay.zero_stage == 3 and lay.dp_shard < lay.dp:
+        return ((lay.pp, lay.dp // lay.dp_shard, lay.dp_shard, lay.cp, lay.tp),
+                ("pp", "dp_replicate", "dp_shard", "cp", "tp"))
     return (lay.pp, lay.dp, lay.cp, lay.tp), ("pp", "dp", "cp", "tp")
+
+
+def fsdp_lines(ctx: EmitContext) -> str:
+    """How the plan's ZeRO-3 shards, as comments: over cp x the shard ranks (the priced shard group, cost.step
+    dense_shard), replicated over dp_replicate under HSDP (torch's fully_shard takes a 2-D mesh as HSDP)."""
+    lay = ctx.plan.layout
+    if lay.zero_stage != 3:
+        return ""
+    hsdp = lay.dp_shard < lay.dp
+    shard = "dp_shard" if hsdp else "dp"
+    fsdp_dim = f"{shard}_cp" if lay.cp > 1 else shard
+    dims = f'"dp_replicate", "{fsdp_dim}"' if hsdp else f'"{fsdp_dim}"'
+    what = (f"HSDP, sharded over {lay.cp * lay.dp_shard} ranks ({shard} {lay.dp_shard} x cp {lay.cp}) and "
+            f"replicated over dp_replicate {lay.dp // lay.dp_shard}" if hsdp
+            else f"FSDP over {lay.cp * lay.dp} ranks (dp {lay.dp} x cp {lay.cp})")
+    lines = [f"# ZeRO-3 as priced: {what}"]
+    if lay.cp > 1:
+        lines.append(f'# mesh["{shard}", "cp"]._flatten("{fsdp_dim}")  # as torchtitan flattens it')
+    lines.append(f"# fully_shard(block, mesh=mesh[{dims}]) for every block, then the model")
+    return "".join(f"{x}\n" for x in lines)
 
 
 def render(ctx: EmitContext) -> tuple[str, list[str]]:
@@ -21,7 +46,7 @@ def render(ctx: EmitContext) -> tuple[str, list[str]]:
         "from torch.distributed.device_mesh import init_device_mesh\n\n"
         f"# world size {ctx.plan.num_gpus}: dims outermost -> innermost, rank stride 1 on the last\n"
         f'mesh = init_device_mesh("cuda", {shape}, mesh_dim_names={names})\n'
-    )
+    ) + fsdp_lines(ctx)
     if lay.ep > 1:
         stage = lay.tp * lay.cp * lay.dp
         body += (

@@ -38,6 +38,7 @@ import numpy as np
 from placement.cost.constants import GiB
 from placement.emit import common
 from placement.emit.common import EmitContext, Runs, header, recipe_warnings, runs_recipe, warn_block
+from placement.specs.recipe import RecomputeModule
 
 VERSION = "MaxText 0.2.5 (JAX 0.10.2)"
 
@@ -62,9 +63,25 @@ MODELS = {
     "gpt3-175b": ("gpt3-175b", 0),
 }
 
-# placement recompute -> MaxText remat_policy (layers/nnx_decoders.py::get_remat_policy): "none" skips
-# jax.checkpoint; "minimal" saves the named matmul outputs and recomputes attention (selective recompute).
+# placement recompute -> MaxText remat_policy (layers/nnx_decoders.py::get_remat_policy, :1278-1387).
+# get_remat_policy returns None for "none" and "full" alike, and the scanned decoder (scan_layers, base.yml
+# default true) wraps every layer in jax.checkpoint(layer_fn, policy=None) unless skip_block_remat
+# (_apply_layers_sequentially, :1154-1159), which the standard layers' scan (:2130, :2144) does not set: policy None
+# saves only the layer's input, a full recompute.  Only the unscanned loop calls the layer without jax.checkpoint
+# for "none" (:2248-2251), so recompute none is remat_policy "none" with scan_layers false (SCAN_LAYERS).
+# "minimal" saves the named matmul outputs (minimal_policy, :1258-1276: query/key/value_proj, out_proj,
+# mlpwi_0/1, mlpwo) and nothing else of the layer: the attention core (its "context" residual), both norms and
+# the MLP's activation function run again in backward (MINIMAL_RECOMPUTES, ACTIVATION_RECOMPUTED).
 REMAT = {"none": "none", "selective": "minimal", "full": "full"}
+SCAN_LAYERS = {"none": False}
+"""scan_layers where the remat_policy needs it (base.yml's true otherwise)."""
+MINIMAL_RECOMPUTES = (RecomputeModule.CORE_ATTN, RecomputeModule.LAYERNORM)
+"""The modules remat_policy "minimal" reruns in placement's terms: no names save the attention output (layers/
+attention_op.py "context") or the norm outputs."""
+ACTIVATION_RECOMPUTED = ("remat_policy minimal also recomputes the MLP's activation function (it saves mlpwi_0 and "
+                         "mlpwi_1, not their product, and saves the MLP output mlpwo): the plan's price keeps the "
+                         "activation output, so expect slightly less activation memory and a few more elementwise "
+                         "kernels than the numbers above")
 
 COORDINATOR_PORT = 1234
 ENTRYPOINT = "python3 -m maxtext.trainers.pre_train.train"
@@ -187,9 +204,12 @@ def sharding_warnings(ctx: EmitContext, mesh: MaxTextMesh) -> list[str]:
     # dense weights: MaxText shards `embed` over fsdp x context x expert; ZeRO-1 adds `data` for the optimizer
     weights_way = s["fsdp"] * s["context"] * s["expert"]
     opt_way = weights_way * (s["data"] if optimizer_over_data(ctx, mesh) else 1)
-    plan_weights = lay.dp_shard if lay.zero_stage == 3 else 1
-    plan_grads = lay.dp_shard if lay.zero_stage == 3 else (lay.dp if lay.zero_stage == 2 else 1)
-    plan_opt = lay.dp_shard if lay.zero_stage == 3 else (lay.dp if lay.zero_stage >= 1 else 1)
+    # the plan's shards as priced: over the context ranks too (cost.step dense_shard: cp x dp_shard under ZeRO-3,
+    # cp x dp otherwise, Megatron's dp-cp group)
+    shard = lay.cp * (lay.dp_shard if lay.zero_stage == 3 else lay.dp)
+    plan_weights = shard if lay.zero_stage == 3 else 1
+    plan_grads = shard if lay.zero_stage >= 2 else 1
+    plan_opt = shard if lay.zero_stage >= 1 else 1
     if (weights_way, weights_way, opt_way) != (plan_weights, plan_grads, plan_opt):
         m = p.memory
         planned = m.weights_bytes + m.grads_bytes + m.optimizer_bytes
@@ -268,7 +288,7 @@ RUNS_INSTEAD = {
     "cuda_graphs": "XLA compiles the step into its own executable; there are no CUDA-graph scopes to choose",
     "tp_comm_overlap": "XLA schedules the TP collectives itself",
     "ep_comm_overlap": "XLA schedules the EP all-to-all itself",
-    "recompute_modules": "remat_policy decides what is recomputed",
+    "recompute_modules": "remat_policy minimal recomputes the attention core and both norms",
     "delay_wgrad": "XLA orders the weight-gradient GEMMs itself",
     "pipeline_layout": "MaxText pipelines equal stages",
     "attention_kernel": "the `attention` key of its config decides the kernel (dot_product or a fused one)",
@@ -327,7 +347,11 @@ def overrides(ctx: EmitContext) -> tuple[dict[str, object], MaxTextMesh, list[st
     pipe, more2 = pipeline_keys(ctx)
     keys |= pipe
     keys["remat_policy"] = REMAT[lay.recompute]
-    warnings += more + more2 + recipe_warnings(ctx, "MaxText 0.2.5", RUNS_INSTEAD)
+    if lay.recompute in SCAN_LAYERS:
+        keys["scan_layers"] = SCAN_LAYERS[lay.recompute]
+    warnings += more + more2 + recipe_warnings(ctx, "MaxText 0.2.5", RUNS_INSTEAD, MINIMAL_RECOMPUTES)
+    if lay.recompute == "selective":
+        warnings.append(ACTIVATION_RECOMPUTED)
     warnings += common.forced_warnings(ctx, "maxtext")
     zero = {0: "data (DDP)", 1: "data + shard_optimizer_over_data (ZeRO-1)",
             2: "data + shard_optimizer_over_data (ZeRO-2 emitted as ZeRO-1)" if mesh.sizes["fsdp"] == 1
@@ -396,7 +420,7 @@ def runs(ctx: EmitContext, mesh: MaxTextMesh) -> Runs:
             out.layout["dp_shard"] = lay.dp
         else:
             out.set_layout("zero_stage", 1, "ZeRO-1 (not ZeRO-2)")
-    runs_recipe(ctx, RUNS_INSTEAD, out)
+    runs_recipe(ctx, RUNS_INSTEAD, out, MINIMAL_RECOMPUTES)
     common.runs_forced(ctx, "maxtext", out)
     common.runs_model(ctx, "maxtext", out)
     return out

@@ -75,7 +75,8 @@ def arguments(ctx: EmitContext) -> tuple[list[str], dict[str, str], list[str]]:
                  "--ckpt-format", "fsdp_dtensor"]  # validate_args: Megatron-FSDP checkpoints only this way
         if lay.zero_stage == 3 and lay.dp_shard < lay.dp:
             warnings.append(f"HSDP (shard {lay.dp_shard} of dp {lay.dp}) is not expressed: Megatron-FSDP shards "
-                            f"over the whole data-parallel group here")
+                            f"over the whole data-parallel group here (the file sets no "
+                            f"--num-distributed-optimizer-instances, its hybrid mode)")
     if lay.recompute == "full":
         if r.recompute_num_layers is not None:
             args += ["--recompute-granularity", "full", "--recompute-method", "block", "--recompute-num-layers",
@@ -316,6 +317,10 @@ STATED = frozenset({
 def runs(ctx: EmitContext) -> Runs:
     """What the file runs where Megatron-LM cannot be told the plan (each is also a warning)."""
     out = Runs()
+    # the emitted --use-megatron-fsdp shards over the whole dp-cp group: its hybrid mode needs
+    # --num-distributed-optimizer-instances > 1 (core/distributed/fsdp/mcore_fsdp_adapter.py:343), which these
+    # files do not set
+    out.shard_whole_dp(ctx.plan, "Megatron-FSDP")
     runs_recipe(ctx, RUNS_INSTEAD, out)
     runs_model(ctx, "megatron", out)
     return out

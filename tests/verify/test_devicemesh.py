@@ -23,10 +23,11 @@ def test_device_mesh_snippet_builds_the_planned_groups(case):
             grid = mesh.mesh
             assert sorted(grid.flatten().tolist()) == list(range(world))  # a permutation of every rank
             for i, name in enumerate(mesh.mesh_dim_names):
+                axis = {"dp_replicate": "replicate", "dp_shard": "shard"}.get(name, name)  # HSDP's 2-D dp
                 mine = sorted(dist.get_process_group_ranks(mesh.get_group(name)))
-                assert mine == group_of(ctx, rank, (name,)), (case, rank, name)
+                assert mine == group_of(ctx, rank, (axis,)), (case, rank, name)
                 every = grid.movedim(i, -1).reshape(-1, grid.size(i)).tolist()
-                assert all(sorted(g) == group_of(ctx, g[0], (name,)) for g in every[:64])
+                assert all(sorted(g) == group_of(ctx, g[0], (axis,)) for g in every[:64])
             if "expert_mesh" in scope:
                 em = scope["expert_mesh"]
                 mine = sorted(dist.get_process_group_ranks(em.get_group("ep")))

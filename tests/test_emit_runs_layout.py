@@ -1,0 +1,121 @@
+"""Each file's numbers describe what it runs: MaxText's remat_policy for recompute none and selective, and ZeRO-3
+over part of the data-parallel group (HSDP) where a framework shards over all of it.  The header's prediction and
+its "this file runs" line are checked against `placement evaluate` of the layout and recipe the file runs."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from placement.audit.maxtext import finish
+from placement.cli import main
+from placement.emit import common, maxtext
+from placement.specs.recipe import RecomputeModule
+
+LLAMA70 = ("--model", "llama3-70b", "--cluster", "dgx-h100", "--gpus", "512", "--seq-len", "8192",
+           "--global-batch", "512", "--precision", "fp8", "--framework", "maxtext", "--tp", "4", "--zero", "3",
+           "--mbs", "2")
+HSDP = ("--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "64", "--seq-len", "4096", "--global-batch", "64",
+        "--tp", "1", "--cp", "2", "--zero", "3", "--mbs", "1", "--recompute", "none")
+STEP = re.compile(r"^step (\d+\.\d{3}) s, .* memory (\d+\.\d) of", re.M)
+
+
+def evaluate(*args: str) -> tuple[str, str, str]:
+    """(step seconds, peak GiB) as `placement evaluate` prints them, and its whole output."""
+    result = CliRunner().invoke(main, ["evaluate", *args], catch_exceptions=False)
+    m = STEP.search(result.output)
+    assert m, result.output
+    return m.group(1), m.group(2), result.output
+
+
+def runs_line(text: str) -> str:
+    return next((line for line in text.splitlines() if line.startswith("# this file runs")), "")
+
+
+def predicted(text: str) -> str:
+    return next(line for line in text.splitlines() if line.startswith("# predicted:"))
+
+
+def test_recompute_none_turns_off_the_scan_whose_checkpoint_recomputes_every_layer(tmp_path: Path):
+    """MaxText 0.2.5 checkpoints every scanned layer with get_remat_policy()'s None for "none" (a full recompute,
+    layers/nnx_decoders.py:1154-1159); the unscanned loop runs the layer plainly (:2248)."""
+    step, mem, _ = evaluate(*LLAMA70, "--recompute", "none", "--emit", "maxtext", "--out", str(tmp_path))
+    text = (tmp_path / "maxtext.yml").read_text()
+    cfg = yaml.safe_load(text)
+    assert (cfg["remat_policy"], cfg["scan_layers"]) == ("none", False)
+    assert f"predicted: {step} s/step" in predicted(text) and f"{mem} of" in predicted(text)
+    assert runs_line(text) == ""  # the file runs the plan: no recompute
+    full, full_mem, _ = evaluate(*LLAMA70, "--recompute", "full")
+    assert (full, full_mem) != (step, mem)  # what the scanned default would have run instead
+
+
+def test_selective_recompute_is_priced_as_the_modules_remat_policy_minimal_reruns(tmp_path: Path):
+    """remat_policy minimal saves only named matmul outputs: the attention core and both norms rerun."""
+    evaluate(*LLAMA70, "--recompute", "selective", "--emit", "maxtext", "--out", str(tmp_path))
+    text = (tmp_path / "maxtext.yml").read_text()
+    cfg = yaml.safe_load(text)
+    assert cfg["remat_policy"] == "minimal" and "scan_layers" not in cfg
+    line = runs_line(text)
+    assert line.startswith("# this file runs selective recompute of core_attn+layernorm (not core_attn): ")
+    step, mem, _ = evaluate(*LLAMA70, "--recompute", "selective", "--recompute-modules", "core_attn,layernorm")
+    assert f": {step} s/step" in line and f", {mem} of" in line
+    assert maxtext.ACTIVATION_RECOMPUTED in text
+    # planned with the modules MaxText runs, the file states the plan
+    evaluate(*LLAMA70, "--recompute", "selective", "--recompute-modules", "core_attn,layernorm", "--emit", "maxtext",
+             "--out", str(tmp_path / "as-run"))
+    assert runs_line((tmp_path / "as-run" / "maxtext.yml").read_text()) == ""
+
+
+def test_plans_for_maxtext_search_the_modules_it_reruns():
+    assert common.RECIPE_SUPPORT["maxtext"]["recompute_modules"] == (maxtext.MINIMAL_RECOMPUTES,)
+    assert maxtext.MINIMAL_RECOMPUTES == (RecomputeModule.CORE_ATTN, RecomputeModule.LAYERNORM)
+
+
+@pytest.mark.parametrize(("scan", "recompute"), [(None, "full"), ("false", "none")])
+def test_audit_reads_remat_policy_none_with_the_scan_as_what_runs(scan, recompute):
+    keys = {"remat_policy": ("none", "cfg.yml:2")} | ({"scan_layers": (False, "cfg.yml:3")} if scan else {})
+    assert finish(keys, [])["recompute"][0] == recompute
+
+
+@pytest.mark.parametrize("fmt", ["megatron", "deepspeed"])
+def test_hsdp_is_priced_over_the_whole_data_parallel_group_where_the_framework_shards_there(tmp_path: Path, fmt):
+    """Megatron-FSDP without --num-distributed-optimizer-instances and DeepSpeed's ZeRO-3 (dp_process_group =
+    seq_data_parallel_group, runtime/engine.py:2768) shard over every data-parallel rank."""
+    evaluate(*HSDP, "--dp-shard", "8", "--emit", fmt, "--out", str(tmp_path))
+    text = (tmp_path / f"{fmt}.sh").read_text()
+    line = runs_line(text)
+    assert "ZeRO-3 over all 32 data-parallel ranks (not HSDP shard 8" in line
+    if fmt == "megatron":  # the layout it runs, priced: no --dp-shard
+        step, mem, _ = evaluate(*HSDP)
+        assert f": {step} s/step" in line and f", {mem} of" in line
+    else:  # DeepSpeed has no ring attention: cp stays the model code's, not priced
+        assert ("cp 2 only as your model code's ring attention, with ZeRO over the 32 'data' ranks (not cp x dp = "
+                "64) (not priced)") in line
+
+
+def test_maxtext_hsdp_with_cp_is_the_priced_shard_and_no_warning_says_otherwise(tmp_path: Path):
+    """MaxText shards weights over fsdp x context (base.yml rule embed); the plan is priced over cp x dp_shard
+    (cost.step dense_shard): the same 16 ranks."""
+    evaluate(*HSDP, "--dp-shard", "8", "--emit", "maxtext", "--out", str(tmp_path))
+    text = (tmp_path / "maxtext.yml").read_text()
+    cfg = yaml.safe_load(text)
+    assert (cfg["ici_data_parallelism"] * cfg["dcn_data_parallelism"],
+            cfg["ici_fsdp_parallelism"] * cfg["dcn_fsdp_parallelism"]) == (4, 8)
+    assert "MaxText shards weights and gradients" not in text
+
+
+def test_device_mesh_splits_dp_into_replicate_and_shard_under_hsdp(tmp_path: Path):
+    evaluate(*HSDP, "--dp-shard", "8", "--emit", "devicemesh", "--out", str(tmp_path))
+    text = (tmp_path / "device_mesh.py").read_text()
+    assert ("init_device_mesh(\"cuda\", (1, 4, 8, 2, 1), mesh_dim_names=('pp', 'dp_replicate', 'dp_shard', 'cp', "
+            "'tp'))") in text
+    assert "# ZeRO-3 as priced: HSDP, sharded over 16 ranks (dp_shard 8 x cp 2) and replicated over dp_replicate 4" \
+        in text
+    assert 'fully_shard(block, mesh=mesh["dp_replicate", "dp_shard_cp"])' in text
+    compile(text, "device_mesh.py", "exec")
+    evaluate(*HSDP, "--emit", "devicemesh", "--out", str(tmp_path / "fsdp"))
+    assert "mesh_dim_names=('pp', 'dp', 'cp', 'tp')" in (tmp_path / "fsdp" / "device_mesh.py").read_text()
