@@ -571,7 +571,7 @@ def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, pr
     model, train, topo = build_job(model_ref, cluster_ref, gpus, nodes, seq_len, global_batch, precision,
                                    slurm_topology, nodelist, node_type, cluster_graph, oversubscription, node_topo,
                                    segment, memory_headroom_gib)
-    recipe, sources = _framework_recipe(framework, recipe, sources)
+    recipe, sources = _framework_recipe(framework, recipe, sources, train.precision)
     given_model = model  # the files' own model code (DeepSpeed, a device mesh) runs it as given
     model, model_sources = model_as_run(framework, model, f"--framework {framework}")
     formats = _check_out(out_dir, emit_formats)
@@ -678,7 +678,7 @@ def evaluate(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch
     model, train, topo = build_job(model_ref, cluster_ref, gpus, nodes, seq_len, global_batch, precision,
                                    slurm_topology, nodelist, node_type, cluster_graph, oversubscription, node_topo,
                                    segment, memory_headroom_gib)
-    recipe, sources = _framework_recipe(framework, recipe, sources)
+    recipe, sources = _framework_recipe(framework, recipe, sources, train.precision)
     given_model = model  # the files' own model code (DeepSpeed, a device mesh) runs it as given
     model, model_sources = model_as_run(framework, model, f"--framework {framework}")
     per_replica = tp * cp * pp
@@ -970,13 +970,14 @@ def audit(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, p
         sys.exit(EXIT_FINDINGS)
 
 
-def _framework_recipe(framework, recipe, sources: dict[str, str]):
-    """The recipe with what `framework` always runs (its capability rows; what its launcher would run on several
-    hosts, placement's files state themselves); a flag that asks for something else is refused, naming both."""
+def _framework_recipe(framework, recipe, sources: dict[str, str], precision):
+    """The recipe with what `framework` always runs at `precision` (its capability rows; what its launcher would
+    run on several hosts, placement's files state themselves); a flag that asks for something else is refused,
+    naming both."""
     if framework is None:
         return recipe, sources
     sources = dict(sources)
-    for field, value, why in CAPABILITIES[framework].recipe:
+    for field, value, why in CAPABILITIES[framework].recipe_rows(False, precision):
         if field in sources and getattr(recipe, field) != value:
             asked = getattr(recipe, field)
             given = (" ".join(recipe_args({field: asked}))

@@ -17,7 +17,16 @@ import numpy as np
 from placement.cost.batch import LayoutBatch
 from placement.errors import InputError
 from placement.specs import ModelSpec
-from placement.specs.recipe import GradAccumulation
+from placement.specs.recipe import Fp8Recipe, GradAccumulation
+
+PRECISION_ONLY = {"fp8_recipe": "fp8"}
+"""Recipe fields that price something at one precision only: a capability row for one holds for jobs at it."""
+
+
+def row_applies(field: str, precision: str | None) -> bool:
+    """A capability row for `field` prices a job at `precision` (None: not known, it holds)."""
+    need = PRECISION_ONLY.get(field)
+    return need is None or precision is None or str(precision) == need
 
 
 @dataclass(frozen=True)
@@ -52,10 +61,11 @@ class Capability:
     """Why its own model code runs attention, then the MLP, whatever the model's `parallel_residual` says; "" where
     the model code is the user's (DeepSpeed: GPT-NeoX's own layers on DeeperSpeed run the parallel residual)."""
 
-    def recipe_rows(self, several_hosts: bool) -> tuple[tuple[str, object, str], ...]:
+    def recipe_rows(self, several_hosts: bool, precision: str | None = None) -> tuple[tuple[str, object, str], ...]:
         """(field, value, why) a job's launch runs where its files leave it to the framework, on one host or on
-        several."""
-        return self.recipe + (self.several_hosts_recipe if several_hosts else ())
+        several, at `precision` (None: every row)."""
+        rows = self.recipe + (self.several_hosts_recipe if several_hosts else ())
+        return tuple(row for row in rows if row_applies(row[0], precision))
 
     def layout_mask(self, b: LayoutBatch, num_layers: int) -> np.ndarray:
         """Which layouts of `b` (ZeRO aside) the framework runs as priced."""
@@ -103,7 +113,13 @@ CAPABILITIES: dict[str, Capability] = {
                           "output was added to (models/*/model.py)",
         recipe=(("grad_reduce_fp32", True, "torchtitan 0.3.0 reduces gradients in float32: FSDP2's reduce_dtype is "
                                            "training.mixed_precision_reduce, whose only value is float32 "
-                                           "(config/configs.py), and DDP keeps fp32 parameters under autocast"),)),
+                                           "(config/configs.py), and DDP keeps fp32 parameters under autocast"),
+                ("fp8_recipe", Fp8Recipe.ROWWISE, "torchtitan 0.3.0's Float8 converters scale row-wise: "
+                                                  "Float8LinearConverter's recipe_name is rowwise by default and "
+                                                  "has no tensorwise (components/quantization/float8.py:58), "
+                                                  "Float8GroupedExpertsConverter runs rowwise scaled grouped GEMMs "
+                                                  "(float8.py:257-260), and no flag reaches either (model_spec is "
+                                                  "suppressed from the CLI, trainer.py:75-77)"))),
     "deepspeed": Capability(
         "deepspeed", "DeepSpeed 0.19.8", zero_stages=(1, 2, 3), zero_stages_with_pp=(1,), max_vpp=1, max_cp=1,
         max_ep=1, etp="one", even_pipeline=True, hsdp=False,

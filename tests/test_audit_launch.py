@@ -364,9 +364,21 @@ def test_torchtitan_030_flags_in_script(tmp_path: Path) -> None:
                                 "--training.disable_cuda_graphs activation-checkpoint:full\n"})
     assert (lay.tp, lay.pp, lay.vpp, lay.dp, lay.micro_batch_size, lay.recompute, lay.model_ref) == (
         4, 2, 2, 2, 2, "full", "llama3:llama3_8b")
-    # fsdp_reshard_after_forward left at "default": no resharding after forward under pipeline parallelism
-    # (torchtitan `reshard_after_forward = not pp_enabled`), which is ZeRO-2
+    # no fsdp_reshard_after_forward: "default", which is `not pp_enabled` (torchtitan 0.3.0
+    # distributed/fsdp.py:71-74): with pp 2 FSDP keeps the weights from forward to backward, ZeRO-2
     assert lay.world_size == 16 and lay.zero_stage == 2
+
+
+@pytest.mark.parametrize(("policy", "pp", "zero"), [("default", 1, 3), ("default", 2, 2), ("always", 2, 3),
+                                                    ("never", 1, 2)])
+def test_torchtitan_reshard_policy_reads_as_torchtitan_resolves_it(tmp_path: Path, policy, pp, zero) -> None:
+    lay = _parse_tmp({"run.sh": "torchrun --nnodes 2 --nproc-per-node 8 -m torchtitan.train --module llama3 "
+                                "--config llama3_8b --parallelism.data_parallel_shard_degree 4 "
+                                f"--parallelism.tensor_parallel_degree {4 // pp} "
+                                f"--parallelism.pipeline_parallel_degree {pp} "
+                                f"--parallelism.fsdp_reshard_after_forward {policy} "
+                                "--compile.no-enable-async-tensor-parallel --training.local_batch_size 8\n"})
+    assert lay.zero_stage == zero and lay.tp == 4 // pp
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -117,7 +117,8 @@ def test_a_torchtitan_fp8_plan_without_an_fp8_config_says_it_runs_bf16_with_both
 
 
 def test_a_deepseek_fp8_plan_gets_torchtitans_float8_config_and_no_substitute(tmp_path):
-    _emit(tmp_path, "deepseek-v3", 256, "fp8", "torchtitan", *FP32_GRADS)
+    """FP8 stays FP8; the config's converters scale row-wise (float8.py:58, :257-260), priced with --framework."""
+    _emit(tmp_path, "deepseek-v3", 256, "fp8", "torchtitan", "--framework", "torchtitan")
     text = (tmp_path / "torchtitan.sh").read_text()
     assert "--config deepseek_v3_671b_float8" in text
     assert _runs_line(tmp_path / "torchtitan.sh") is None
@@ -126,8 +127,8 @@ def test_a_deepseek_fp8_plan_gets_torchtitans_float8_config_and_no_substitute(tm
 def test_a_bf16_405b_plan_says_torchtitans_config_runs_fp8(tmp_path):
     plan, _ = _emit(tmp_path, "llama3-405b", 512, "bf16", "torchtitan", "--zero", "3", *FP32_GRADS)
     runs = _runs_line(tmp_path / "torchtitan.sh")
-    assert runs is not None and runs.group(1) == "fp8 (not bf16)"
-    assert float(runs.group(2)) == pytest.approx(_evaluate_step(plan, "fp8"), rel=2e-3)
+    assert runs is not None and runs.group(1) == "fp8 with row-wise scaling (not bf16)"
+    assert float(runs.group(2)) == pytest.approx(_evaluate_step(plan, "fp8", "--fp8-recipe", "rowwise"), rel=2e-3)
 
 
 def test_a_deepspeed_fp8_plan_prices_the_bf16_its_config_sets(tmp_path):

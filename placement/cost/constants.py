@@ -179,15 +179,24 @@ TP_OVERLAP_HIDDEN = 0.8
 GEMM in chunks; the first and last chunk stay exposed)."""
 
 # --- FP8 ---------------------------------------------------------------------------------------------
-FP8_QUANT_BYTES_PER_ELEMENT = {"tensorwise": 6.0, "blockwise": 4.0, "mxfp8": 4.0}
+FP8_QUANT_BYTES_PER_ELEMENT = {"tensorwise": 6.0, "blockwise": 4.0, "mxfp8": 4.0, "rowwise": 6.0}
 """HBM bytes per element of each FP8 GEMM input quantised: read 2, write 1 row-wise and 1 column-wise
 (for the transposed wgrad operand); per-tensor scaling reads once more for the amax (Transformer
-Engine current scaling)."""
+Engine current scaling), and row-wise scaling reads once more for the column-wise scales of the transposed
+operand (torchao float8 rowwise: each operand cast along both axes, each axis its own amax)."""
 BLOCKWISE_FP8_HOPPER_EFFICIENCY = 0.95
 """Blockwise FP8 on Hopper promotes partial sums to FP32 on CUDA cores every 128 elements
 (DeepSeek-V3 §3.3.2), so its GEMMs run a little below per-tensor FP8: DeepGEMM reports 1350+ of 1979
 dense FP8 TFLOP/s on H800 (deepseek-ai/DeepGEMM README), 0.68 of peak against the 0.709 MAMF of
 per-tensor FP8 (ml-engineering MAMF table): 0.95 of it."""
+
+ROWWISE_FP8_EFFICIENCY = 0.78
+"""Row-wise scaled FP8 GEMMs (torchao `rowwise`, CUTLASS row-wise `torch._scaled_mm`) run below per-tensor FP8:
+torchao's float8 README (pytorch/ao, "Training benchmarks", NVIDIA H100) measures torchtitan Llama3-8B on 8xH100
+(seq 8192, batch 1, FSDP2, per-op SAC, torch.compile) at 6150 tokens/s in bf16, 7689.5 tensorwise and 6768
+rowwise: rowwise runs at 0.880 of tensorwise.  0.78 of the FP8 GEMM efficiency gives that ratio for the same
+job here (tests/test_emit_torchtitan_run.py); fitted on Hopper and applied elsewhere for want of a
+measurement."""
 
 # --- routing -------------------------------------------------------------------------------------------
 REAL_ROUTING_IMBALANCE = 1.2

@@ -114,6 +114,8 @@ def gemm_rates(topo: Topology, precision: Precision, fp8: Fp8Recipe | None) -> t
     eff = acc.matmul_efficiency_fp8 or acc.matmul_efficiency_bf16
     if fp8 is Fp8Recipe.BLOCKWISE and not acc.mxfp8:
         eff *= C.BLOCKWISE_FP8_HOPPER_EFFICIENCY
+    if fp8 is Fp8Recipe.ROWWISE:
+        eff *= C.ROWWISE_FP8_EFFICIENCY
     return GemmRate(acc.peak_flops_fp8 * eff, acc.gemm_half_efficiency_dim), bf16
 
 

@@ -193,27 +193,41 @@ def forced_fields(framework: str) -> tuple[str, ...]:
     return tuple(name for name, _, _ in CAPABILITIES[framework].recipe)
 
 
-def forced(ctx: EmitContext, framework: str) -> list[tuple[str, object, str]]:
+def forced(ctx: EmitContext, framework: str, precision: str | None = None) -> list[tuple[str, object, str]]:
     """(field, value, why) for each recipe value the framework always runs (frameworks.CAPABILITIES) where the plan
-    was priced with another."""
-    from placement.frameworks import CAPABILITIES
+    was priced with another, for files that run `precision` (default: the plan's).  A row of one precision's
+    (an FP8 recipe) holds where the plan and the files are both at it: a file at another precision than the plan
+    is re-priced at its own, and its emitter says with which recipe."""
+    from placement.frameworks import CAPABILITIES, row_applies
 
-    r, lay = ctx.recipe, ctx.plan.layout
-    return [(name, value, why) for name, value, why in CAPABILITIES[framework].recipe
-            if getattr(r, name) != value and _matters(name, lay)]
+    lay = ctx.plan.layout
+    return [(name, value, why) for name, value, why in CAPABILITIES[framework].recipe_rows(
+                False, precision or ctx.plan.precision)
+            if row_applies(name, ctx.plan.precision) and priced_value(ctx, name) != value and _matters(name, lay)]
 
 
-def runs_forced(ctx: EmitContext, framework: str, runs: Runs) -> None:
+def priced_value(ctx: EmitContext, name: str):
+    """The plan's recipe value of `name` as it prices: an FP8 recipe left to the accelerator is the one it runs
+    (cost.context.fp8_recipe: mxfp8 on Blackwell, tensorwise before)."""
+    value = getattr(ctx.recipe, name)
+    if name == "fp8_recipe" and value is None:
+        from placement.cost.context import fp8_recipe
+
+        return fp8_recipe(ctx.topo, ctx.recipe, Precision.FP8)
+    return value
+
+
+def runs_forced(ctx: EmitContext, framework: str, runs: Runs, precision: str | None = None) -> None:
     """Add to `runs` each value the framework always runs where the plan was priced with another (`forced`)."""
-    for name, value, _ in forced(ctx, framework):
+    for name, value, _ in forced(ctx, framework, precision):
         runs.recipe[name] = value
-        runs.what.append(f"{name} {_word(value)} (not {_word(getattr(ctx.recipe, name))})")
+        runs.what.append(f"{name} {_word(value)} (not {_word(priced_value(ctx, name))})")
 
 
-def forced_warnings(ctx: EmitContext, framework: str) -> list[str]:
+def forced_warnings(ctx: EmitContext, framework: str, precision: str | None = None) -> list[str]:
     """A warning for each value the framework always runs where the plan was priced with another (`forced`)."""
-    return [f"the plan is priced with {name} = {_word(getattr(ctx.recipe, name))}, which this file cannot run: {why}"
-            for name, _, why in forced(ctx, framework)]
+    return [f"the plan is priced with {name} = {_word(priced_value(ctx, name))}, which this file cannot run: {why}"
+            for name, _, why in forced(ctx, framework, precision)]
 
 
 NOT_SETTINGS = frozenset({"routing_imbalance", "fused_model_ops", "moe_fusions"})

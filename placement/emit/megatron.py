@@ -41,7 +41,7 @@ from placement.emit.common import (
     warn_block,
 )
 from placement.specs.model import FfnKind, Normalization, PositionEmbedding, RopeScaling
-from placement.specs.recipe import CpCommType, CudaGraphs, Dispatcher, RecomputeModule
+from placement.specs.recipe import CpCommType, CudaGraphs, Dispatcher, Fp8Recipe, RecomputeModule
 from placement.specs.training import AttentionKernel, Precision
 
 FLEX_BACKENDS = (Dispatcher.DEEPEP, Dispatcher.HYBRIDEP)
@@ -146,8 +146,11 @@ def recipe_arguments(ctx: EmitContext) -> tuple[list[str], list[str]]:
     else:
         args.append("--accumulate-allreduce-grads-in-fp32" if r.grad_reduce_fp32 else "--grad-reduce-in-bf16")
     if ctx.plan.precision == Precision.FP8.value:
-        recipe = fp8_recipe(ctx.topo, r, Precision.FP8)
+        recipe = megatron_fp8_recipe(ctx)
         args += ["--fp8-format", "e4m3"] + (["--fp8-recipe", recipe.value] if recipe is not None else [])
+        if recipe is not fp8_recipe(ctx.topo, r, Precision.FP8):
+            warnings.append(f"the plan is priced with fp8_recipe = {r.fp8_recipe.value}, which {VERSION} has no "
+                            f"recipe for (megatron/core/enums.py Fp8Recipe): it runs {recipe.value}")
     elif r.fp8_recipe is not None:
         warnings.append(f"fp8_recipe {r.fp8_recipe.value} is set but the plan runs {ctx.plan.precision}: no FP8 "
                         f"arguments written")
@@ -314,6 +317,15 @@ STATED = frozenset({
 """Recipe fields the files state: the `arguments` flags, the torchrun line's binding and environment."""
 
 
+def megatron_fp8_recipe(ctx: EmitContext) -> Fp8Recipe | None:
+    """The FP8 recipe the file writes: the plan's, or the accelerator's own for torchao's row-wise scaling, which
+    Megatron-Core does not have (delayed, tensorwise, mxfp8, blockwise, custom: megatron/core/enums.py)."""
+    recipe = fp8_recipe(ctx.topo, ctx.recipe, Precision.FP8)
+    if recipe is Fp8Recipe.ROWWISE:
+        return fp8_recipe(ctx.topo, ctx.recipe.model_copy(update={"fp8_recipe": None}), Precision.FP8)
+    return recipe
+
+
 def runs(ctx: EmitContext) -> Runs:
     """What the file runs where Megatron-LM cannot be told the plan (each is also a warning)."""
     out = Runs()
@@ -321,6 +333,10 @@ def runs(ctx: EmitContext) -> Runs:
     # --num-distributed-optimizer-instances > 1 (core/distributed/fsdp/mcore_fsdp_adapter.py:343), which these
     # files do not set
     out.shard_whole_dp(ctx.plan, "Megatron-FSDP")
+    if ctx.plan.precision == Precision.FP8.value and ctx.recipe.fp8_recipe is Fp8Recipe.ROWWISE:
+        written = megatron_fp8_recipe(ctx)
+        out.recipe["fp8_recipe"] = written
+        out.what.append(f"fp8_recipe {written.value} (not rowwise)")
     runs_recipe(ctx, RUNS_INSTEAD, out)
     runs_model(ctx, "megatron", out)
     return out

@@ -5,6 +5,11 @@ the dense mesh is (pp, dp_replicate, dp_shard, cp, tp), TP innermost, as placeme
 borrows the innermost ranks of dp_shard x cp x tp (our etp = 1 order).  FSDP is torchtitan's data
 parallelism: ZeRO-3 = dp_shard (HSDP: dp_shard inside, dp_replicate across), ZeRO-2 = FSDP without
 resharding after forward, DDP = dp_replicate only.  ZeRO-1 does not exist there.
+
+The files are written for torchtitan 0.3.0 (`pip install torchtitan==0.3.0`; its main branch has since removed some
+of these keys) and state every setting the price depends on that a shipped config would otherwise choose: the
+resharding policy, CUDA graphs and async TP (`flags`), and the Float8 recipe the configs run is priced (rowwise,
+frameworks.CAPABILITIES).
 """
 
 from __future__ import annotations
@@ -25,6 +30,10 @@ from placement.emit.common import (
     warn_block,
 )
 from placement.specs import ModelSpec
+from placement.specs.recipe import CudaGraphs, Fp8Recipe
+
+VERSION = "torchtitan 0.3.0"
+PIP_PIN = "torchtitan==0.3.0"
 
 # placement catalog name -> (torchtitan --module, --config)
 MODELS = {
@@ -38,6 +47,13 @@ FP8_CONFIGS = {"llama3_405b": "llama3_405b", "deepseek_v3_671b": "deepseek_v3_67
 Precision is set by the config function's converters, not by a flag: `llama3_405b` always converts,
 `llama3_70b` and `llama3_8b` never (its `llama3_8b_mxfp8` is MXFP8 under torch.compile, not priced here),
 `deepseek_v3_671b_float8` is the FP8 twin of `deepseek_v3_671b` (models/*/config_registry.py)."""
+COMPILE = {"llama3_8b": "off", "llama3_70b": "off",
+           "llama3_405b": "on for the transformer blocks and the loss (CompileConfig(enable=True), "
+                          "models/llama3/config_registry.py:296-299)",
+           "deepseek_v3_671b": "on for the loss only (models/deepseek_v3/config_registry.py:241)",
+           "deepseek_v3_671b_float8": "on for the loss only (deepseek_v3_671b's, config_registry.py:241)"}
+"""torchtitan 0.3.0 config -> the torch.compile its config function sets (the files leave it; the cost model has no
+compile term, its kernels are the fused ones either way)."""
 
 
 def torchtitan_split(num_layers: int, pp: int, chunk: int, first_less: int, last_less: int) -> list[int]:
@@ -124,10 +140,12 @@ def flags(ctx: EmitContext) -> tuple[list[str], list[str]]:
     if config is not None and ctx.plan.precision == "fp8":
         config = FP8_CONFIGS.get(config, config)
     if module is None:
-        warnings.append(f"torchtitan 0.3.0 ships no config for {ctx.model_name}; replace MODULE/CONFIG with yours")
+        warnings.append(f"{VERSION} ships no config for {ctx.model_name}; replace MODULE/CONFIG with yours")
         module, config = "MODULE", "CONFIG"
     if lay.zero_stage == 3:
-        replicate, shard, reshard = lay.dp // lay.dp_shard, lay.dp_shard, "default"
+        # "default" is `not pp_enabled` (distributed/fsdp.py:71-74): with PP it would keep the gathered weights
+        # from forward to backward, ZeRO-2's memory, where ZeRO-3 is priced
+        replicate, shard, reshard = lay.dp // lay.dp_shard, lay.dp_shard, "always"
     elif lay.zero_stage in (1, 2):
         replicate, shard, reshard = 1, lay.dp, "never"
         if lay.zero_stage == 1:
@@ -162,19 +180,67 @@ def flags(ctx: EmitContext) -> tuple[list[str], list[str]]:
     args += split
     if lay.tp > 1 and not lay.sequence_parallel:
         args += ["--parallelism.no-enable-sequence-parallel"]
-    if lay.pp > 1:
-        args += ["--training.disable_cuda_graphs"]
+    args += graph_args(ctx) + async_tp_args(ctx)
     args.append({"none": "activation-checkpoint:none", "selective": "activation-checkpoint:selective",
                  "full": "activation-checkpoint:full"}[lay.recompute])
-    warnings += recipe_warnings(ctx, "torchtitan 0.3.0", RUNS_INSTEAD)
-    warnings += forced_warnings(ctx, "torchtitan")
+    warnings += recipe_warnings(ctx, VERSION, runs_instead(ctx))
+    warnings += forced_warnings(ctx, "torchtitan", run_precision(ctx))
     return args, warnings
+
+
+def full_graphs_run(ctx: EmitContext) -> bool:
+    """The file lets torchtitan 0.3.0 capture its CUDA graph: the plan prices full graphs and the layout is one
+    torchtitan captures.  Its graph is the whole forward and backward of a micro-batch (trainer.py:613-614,
+    `wrap_with_cuda_graph(self.fwd_bwd_fn)`); it refuses pipeline parallelism, and expert parallelism unless a
+    host-sync-free dispatcher is configured, which no flag selects (trainer.py:179-210)."""
+    lay = ctx.plan.layout
+    return ctx.recipe.cuda_graphs is CudaGraphs.FULL and lay.pp == 1 and lay.ep == 1
+
+
+def graph_args(ctx: EmitContext) -> list[str]:
+    """`--training.disable_cuda_graphs` unless the plan's full graphs run: torchtitan 0.3.0 captures by default
+    (training.disable_cuda_graphs = False, config/configs.py:66; trainer.py:613-614)."""
+    return [] if full_graphs_run(ctx) else ["--training.disable_cuda_graphs"]
+
+
+def async_tp_args(ctx: EmitContext) -> list[str]:
+    """Async TP off, whatever the config sets: the plan prices TP collectives exposed (torchtitan's async TP, the
+    inductor micro-pipeline pass of distributed/compile.py:75-94, is not priced), and llama3_405b turns it on
+    (CompileConfig(enable_async_tensor_parallel=True), models/llama3/config_registry.py:296-299)."""
+    return ["--compile.no-enable-async-tensor-parallel"]
+
+
+def runs_instead(ctx: EmitContext) -> dict[str, str]:
+    """RUNS_INSTEAD for this plan: without the CUDA-graph entry where the plan's full graphs run."""
+    return {k: v for k, v in RUNS_INSTEAD.items() if k != "cuda_graphs" or not full_graphs_run(ctx)}
+
+
+def run_precision(ctx: EmitContext) -> str:
+    """The precision the file runs: the shipped config's where it sets another (`runs_precision`)."""
+    other = runs_precision(ctx)
+    return other[0] if other is not None else ctx.plan.precision
+
+
+def notes(ctx: EmitContext) -> list[str]:
+    """Header lines: the torchtitan release the flags are for, and the compile settings the file runs."""
+    config = (shipped_config(ctx) or (None, None))[1]
+    if config is not None and ctx.plan.precision == "fp8":
+        config = FP8_CONFIGS.get(config, config)
+    compile_ = (f"torch.compile {COMPILE[config]}, as {config} sets it" if config in COMPILE
+                else "torch.compile as your config sets it")
+    return [f"written for {VERSION} (pip install {PIP_PIN}); torchtitan's main has since renamed or removed some "
+            f"of these flags",
+            compile_,
+            "async TP off (--compile.no-enable-async-tensor-parallel): the plan prices the TP collectives exposed"]
 
 
 RUNS_INSTEAD = {
     "moe_dispatcher": "it runs its all-to-all token dispatch, slower where a token goes to several ranks of one node",
-    "cuda_graphs": "it runs without CUDA graphs, with the host launch time the plan priced away",
-    "tp_comm_overlap": "its TP collectives run exposed (async TP needs torch.compile and is not written here)",
+    "cuda_graphs": "it runs without CUDA graphs (--training.disable_cuda_graphs: its one graph is the whole forward "
+                   "and backward, which it captures only without pipeline and expert parallelism, trainer.py:179-210), "
+                   "with the host launch time the plan priced away",
+    "tp_comm_overlap": "its TP collectives run exposed (--compile.no-enable-async-tensor-parallel: async TP, "
+                       "inductor's micro-pipeline pass, is not priced)",
     "ep_comm_overlap": "its EP all-to-all runs exposed, not behind another micro-batch",
     "recompute_modules": "it runs its own selective activation checkpointing (per op or per layer)",
     "delay_wgrad": "it computes expert weight gradients in place",
@@ -192,7 +258,6 @@ RUNS_INSTEAD = {
     "cp_comm_type": "its context parallelism (PyTorch context_parallel) overlaps the K/V exchange with the attention "
                     "of the local block, as the p2p ring",
     "dispatch_fp8": "its token dispatch moves bf16",
-    "fp8_recipe": "its Float8 config's own scaling runs",
     "recompute_num_layers": "full activation checkpointing recomputes every layer",
     "mtp_layers": "it trains without multi-token prediction modules",
     "pipeline_schedule": "it runs the 1F1B or Interleaved1F1B schedule written here",
@@ -275,12 +340,15 @@ def runs(ctx: EmitContext) -> Runs:
     other = runs_precision(ctx)
     if other is not None:
         out.set_precision(ctx.plan, other[0])
+        if other[0] == "fp8":  # a BF16 plan priced no FP8 recipe; the config's converters scale row-wise
+            out.recipe["fp8_recipe"] = Fp8Recipe.ROWWISE
+            out.what[-1] = f"fp8 with row-wise scaling (not {ctx.plan.precision})"
     if lay.zero_stage == 1:
         out.set_layout("zero_stage", 2, "ZeRO-2 (not ZeRO-1)")
     if lay.etp > 1:
         out.set_layout("etp", 1, f"etp 1 (not {lay.etp})")
-    runs_recipe(ctx, RUNS_INSTEAD, out)
-    runs_forced(ctx, "torchtitan", out)
+    runs_recipe(ctx, runs_instead(ctx), out)
+    runs_forced(ctx, "torchtitan", out, run_precision(ctx))
     runs_model(ctx, "torchtitan", out)
     split = runs_split(ctx)
     if split is not None:
@@ -335,16 +403,16 @@ def _split_args(ctx: EmitContext) -> tuple[list[str], list[str]]:
 def worker(ctx: EmitContext) -> tuple[str, str, list[str], list[str]]:
     """(preamble, the command after `torchrun ...`, notes, warnings): what every node runs."""
     args, warnings = flags(ctx)
-    return "", "-m torchtitan.train " + " ".join(args), [], warnings
+    return "", "-m torchtitan.train " + " ".join(args), notes(ctx), warnings
 
 
 def render(ctx: EmitContext) -> tuple[str, list[str]]:
-    _, command, _, warnings = worker(ctx)
+    _, command, lines, warnings = worker(ctx)
     other = runs_precision(ctx)
     if other is not None:
         warnings.insert(0, f"{other[1]}: this file runs {other[0]}")
     line, warn = ctx.runs_as(runs(ctx))
     if warn:
         warnings.insert(0, warn)
-    text = header(ctx, "torchtitan 0.3.0", runs=line) + warn_block(warnings)
+    text = header(ctx, VERSION, runs=line) + "".join(f"# {n}\n" for n in lines) + warn_block(warnings)
     return text + torchrun_lines(ctx, command), warnings

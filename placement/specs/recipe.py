@@ -53,6 +53,10 @@ class Fp8Recipe(StrEnum):
     """1x128 activations, 128x128 weights (DeepSeek-V3; dequantisation on CUDA cores on Hopper)."""
     MXFP8 = "mxfp8"
     """1x32 blocks with E8M0 scales, dequantised inside Blackwell tensor cores."""
+    ROWWISE = "rowwise"
+    """torchao's dynamic row-wise scaling (one scale per row of each GEMM operand, the CUTLASS row-wise
+    `torch._scaled_mm`): what torchtitan 0.3.0's Float8 converters run, and the only FP8 they have
+    (components/quantization/float8.py:58, `recipe_name: Literal["rowwise", "rowwise_with_gw_hp"]`)."""
 
 
 class RecomputeModule(StrEnum):

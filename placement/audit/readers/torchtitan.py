@@ -22,8 +22,8 @@ _TT_SINGLE_STAGE = {"1f1b", "gpipe", "pipelineschedulesingle"}
 _TT_MULTI_STAGE = {"interleaved1f1b", "loopedbfs", "interleavedzerobubble", "zbvzerobubble", "dualpipev",
                    "pipelineschedulemulti"}
 _TT_BOOL = {"training.disable_cuda_graphs", "parallelism.enable_sequence_parallel",
-            "parallelism.enable_async_tensor_parallel", "compile.enable", "training.compile",
-            "parallelism.disable_loss_parallel"}
+            "parallelism.enable_async_tensor_parallel", "compile.enable", "compile.enable_async_tensor_parallel",
+            "training.compile", "parallelism.disable_loss_parallel"}
 
 
 def _tt_key(flag: str) -> tuple[str, bool]:
@@ -334,14 +334,11 @@ def _finish(s: Settings, pipeline: _Pipeline) -> None:
     if shard_value == 1:
         s.put("zero_stage", 0, ev)
     else:
-        # "default" reshards after forward only without pipeline parallelism (`reshard_after_forward = not
-        # pp_enabled`: models/llama3/infra/parallelize.py apply_fsdp at v0.2.2, distributed/fsdp.py at 0.3.0)
-        keeps = str(reshard[0]) == "never" or (str(reshard[0]) == "default" and pp > 1)
         why = ev if reshard[1] == "" else f"{ev}; {reshard[1]}"
         if str(reshard[0]) == "default" and pp > 1:
             why += (" (fsdp_reshard_after_forward 'default' keeps the gathered weights between forward and backward "
                     "under pipeline parallelism: ZeRO-2)")
-        s.put("zero_stage", 2 if keeps else 3, why)
+        s.put("zero_stage", 3 if _reshards(str(reshard[0]), pp) else 2, why)
     sched = pipeline.schedule
     if pp > 1 and not s.has("layers_per_virtual_stage"):
         name = sched[0] if sched else "1f1b"
@@ -350,3 +347,10 @@ def _finish(s: Settings, pipeline: _Pipeline) -> None:
         s.put("sequence_parallel", tp > 1, "")
     elif tp == 1:
         s.put("sequence_parallel", False, s.sources["sequence_parallel"])
+
+
+def _reshards(policy: str, pp: int) -> bool:
+    """FSDP reshards after forward (ZeRO-3; else ZeRO-2) under torchtitan's fsdp_reshard_after_forward `policy`:
+    "default" is `not pp_enabled` (torchtitan 0.3.0 distributed/fsdp.py:71-74; 0.2.2
+    models/llama3/infra/parallelize.py:327)."""
+    return policy == "always" or (policy == "default" and pp == 1)

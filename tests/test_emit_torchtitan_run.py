@@ -1,0 +1,186 @@
+"""torchtitan 0.3.0 files run what their header prices: the resharding policy of ZeRO-3 under pipeline parallelism,
+CUDA graphs (on by default in 0.3.0), async TP (on in llama3_405b's config) and the Float8 recipe (row-wise, the only
+one its converters have); and they say which torchtitan release their flags are for."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from placement.audit.launch import parse_launch
+from placement.cli import main
+from placement.emit.torchtitan import COMPILE, FP8_CONFIGS, MODELS
+
+JOB = ["--gpus", "16", "--seq-len", "4096", "--global-batch", "64"]
+
+
+def _evaluate(tmp_path: Path | None, *argv: str) -> dict:
+    """`evaluate --json` of llama3-8b on 16 H100s (with --emit torchtitan into `tmp_path`)."""
+    out = ["--emit", "torchtitan", "--out", str(tmp_path)] if tmp_path is not None else []
+    result = CliRunner().invoke(main, ["evaluate", "--model", "llama3-8b", *JOB, "--grad-reduce-fp32", *argv,
+                                       "--json", *out])
+    assert result.exit_code in (0, 1), result.output
+    return json.loads(result.stdout)
+
+
+def _args(path: Path) -> list[str]:
+    """The arguments after `-m torchtitan.train` of the first node's line."""
+    line = next(x for x in path.read_text().splitlines() if x.startswith("torchrun "))
+    words = shlex.split(line)
+    return words[words.index("torchtitan.train") + 1:]
+
+
+def _predicted(path: Path) -> float:
+    return float(re.search(r"^# predicted: ([\d.]+) s/step", path.read_text(), re.MULTILINE).group(1))
+
+
+def _runs_line(path: Path) -> re.Match | None:
+    return re.search(r"^# this file runs (.*?): ([\d.]+) s/step \(", path.read_text(), re.MULTILINE)
+
+
+def _value(args: list[str], flag: str) -> str:
+    return args[args.index(flag) + 1]
+
+
+# --- 1. ZeRO-3 under pipeline parallelism -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("pp", [1, 2])
+def test_zero3_reshards_after_forward_with_or_without_pipeline_parallelism(tmp_path, pp):
+    """torchtitan's "default" policy is `not pp_enabled` (distributed/fsdp.py:71-74): with pp 2 it would keep the
+    gathered weights to backward (ZeRO-2's memory).  The file says `always`, and the audit reads it back as ZeRO-3."""
+    plan = _evaluate(tmp_path, "--tp", "4", "--pp", str(pp), "--zero", "3", "--recompute", "full")
+    path = tmp_path / "torchtitan.sh"
+    args = _args(path)
+    assert _value(args, "--parallelism.fsdp_reshard_after_forward") == "always"
+    assert _predicted(path) == pytest.approx(plan["step_time_s"], abs=1e-3) and _runs_line(path) is None
+    launch = parse_launch([path])
+    assert launch.zero_stage == 3 and launch.pp == pp
+
+
+def test_zero2_never_reshards_and_reads_back_as_zero2(tmp_path):
+    _evaluate(tmp_path, "--tp", "4", "--pp", "2", "--zero", "2", "--recompute", "full")
+    path = tmp_path / "torchtitan.sh"
+    assert _value(_args(path), "--parallelism.fsdp_reshard_after_forward") == "never"
+    assert parse_launch([path]).zero_stage == 2
+
+
+# --- 2. CUDA graphs -------------------------------------------------------------------------------------------------
+
+def test_a_plan_without_cuda_graphs_disables_them_without_pipeline_parallelism_too(tmp_path):
+    """0.3.0 captures the forward and backward in a CUDA graph unless told (config/configs.py:66,
+    trainer.py:613-614): a plan priced without graphs says --training.disable_cuda_graphs at pp 1."""
+    plan = _evaluate(tmp_path, "--tp", "4", "--zero", "3", "--recompute", "full")
+    assert plan["recipe"].get("cuda_graphs", "none") == "none"
+    path = tmp_path / "torchtitan.sh"
+    assert "--training.disable_cuda_graphs" in _args(path)
+    assert _runs_line(path) is None
+
+
+def test_full_cuda_graphs_run_where_torchtitan_captures_them(tmp_path):
+    plan = _evaluate(tmp_path, "--tp", "4", "--zero", "3", "--recompute", "full", "--cuda-graphs", "full")
+    path = tmp_path / "torchtitan.sh"
+    assert "--training.disable_cuda_graphs" not in _args(path)
+    assert _runs_line(path) is None and "CUDA graphs" not in path.read_text()
+    assert _predicted(path) == pytest.approx(plan["step_time_s"], abs=1e-3)
+
+
+def test_full_cuda_graphs_with_pipeline_parallelism_run_without_and_are_priced_so(tmp_path):
+    """torchtitan refuses CUDA graphs with PP (trainer.py:183-187): the file disables them and prices that."""
+    lay = ["--tp", "4", "--pp", "2", "--zero", "3", "--recompute", "full"]
+    _evaluate(tmp_path, *lay, "--cuda-graphs", "full")
+    path = tmp_path / "torchtitan.sh"
+    assert "--training.disable_cuda_graphs" in _args(path)
+    runs = _runs_line(path)
+    assert runs is not None and runs.group(1) == "cuda_graphs none (not full)"
+    assert float(runs.group(2)) == pytest.approx(_evaluate(None, *lay)["step_time_s"], abs=1e-3)
+    assert "it runs without CUDA graphs (--training.disable_cuda_graphs" in path.read_text()
+
+
+# --- 3. async TP and compile ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("model", list(MODELS))
+def test_every_config_runs_async_tp_off_as_priced_and_states_its_compile(tmp_path, model):
+    """llama3_405b's config turns async TP on (config_registry.py:296-299); the plan prices TP exposed, so every
+    file turns it off, and says what compile its config runs."""
+    precision = "fp8" if MODELS[model][1] in FP8_CONFIGS else "bf16"
+    result = CliRunner().invoke(main, ["plan", "--model", model, "--gpus", "512", "--seq-len", "4096",
+                                       "--global-batch", "512", "--precision", precision, "--framework",
+                                       "torchtitan", "--top-k", "1", "--json", "--out", str(tmp_path), "--emit",
+                                       "torchtitan"])
+    assert result.exit_code == 0, result.output
+    path = tmp_path / "torchtitan.sh"
+    assert "--compile.no-enable-async-tensor-parallel" in _args(path)
+    config = _value(_args(path), "--config")
+    assert f"# torch.compile {COMPILE[config]}, as {config} sets it" in path.read_text()
+    assert parse_launch([path]).tp == json.loads(result.stdout)["plans"][0]["layout"]["tp"]
+
+
+# --- 4. the Float8 recipe ------------------------------------------------------------------------------------------
+
+def test_a_torchtitan_framework_plan_prices_the_rowwise_float8_its_config_runs(tmp_path):
+    result = CliRunner().invoke(main, ["plan", "--model", "llama3-405b", "--gpus", "128", "--seq-len", "8192",
+                                       "--global-batch", "128", "--precision", "fp8", "--framework", "torchtitan",
+                                       "--zero", "3", "--top-k", "1", "--json", "--out", str(tmp_path), "--emit",
+                                       "torchtitan"])
+    assert result.exit_code == 0, result.output
+    plan = json.loads(result.stdout)["plans"][0]
+    assert plan["recipe"]["fp8_recipe"] == "rowwise"
+    assert "float8.py:58" in plan["recipe_sources"]["fp8_recipe"]
+    path = tmp_path / "torchtitan.sh"
+    assert _runs_line(path) is None and _predicted(path) == pytest.approx(plan["step_time_s"], abs=1e-3)
+    lay = plan["layout"]
+    again = CliRunner().invoke(main, [
+        "evaluate", "--model", "llama3-405b", "--gpus", "128", "--seq-len", "8192", "--global-batch", "128",
+        "--precision", "fp8", "--fp8-recipe", "rowwise", "--grad-reduce-fp32", "--tp", str(lay["tp"]), "--cp",
+        str(lay["cp"]), "--pp", str(lay["pp"]), "--vpp", str(lay["vpp"]), "--mbs", str(lay["micro_batch_size"]),
+        "--zero", "3", "--dp-shard", str(lay["dp_shard"]), "--recompute", lay["recompute"], "--json"])
+    assert again.exit_code in (0, 1), again.output
+    assert json.loads(again.stdout)["step_time_s"] == pytest.approx(plan["step_time_s"], rel=2e-3)
+
+
+def test_a_tensorwise_plan_emitted_for_torchtitan_is_priced_rowwise(tmp_path):
+    lay = ["--tp", "8", "--pp", "2", "--zero", "3", "--recompute", "full", "--grad-reduce-fp32"]
+    argv = ["evaluate", "--model", "llama3-405b", "--gpus", "256", "--seq-len", "8192", "--global-batch", "256",
+            "--precision", "fp8", *lay, "--json"]
+    result = CliRunner().invoke(main, [*argv, "--out", str(tmp_path), "--emit", "torchtitan"])
+    assert result.exit_code in (0, 1), result.output
+    path = tmp_path / "torchtitan.sh"
+    runs = _runs_line(path)
+    assert runs is not None and runs.group(1) == "fp8_recipe rowwise (not tensorwise)"
+    rowwise = json.loads(CliRunner().invoke(main, [*argv, "--fp8-recipe", "rowwise"]).stdout)["step_time_s"]
+    assert float(runs.group(2)) == pytest.approx(rowwise, abs=1e-3)
+    assert float(runs.group(2)) > json.loads(result.stdout)["step_time_s"]
+
+
+def test_torchtitan_refuses_a_tensorwise_flag():
+    result = CliRunner().invoke(main, ["evaluate", "--model", "llama3-8b", *JOB, "--precision", "fp8",
+                                       "--fp8-recipe", "tensorwise", "--framework", "torchtitan"])
+    assert result.exit_code == 2
+    assert "--framework torchtitan always runs fp8_recipe = rowwise" in result.output
+    assert "drop --fp8-recipe tensorwise or --framework" in result.output
+
+
+def test_rowwise_runs_at_torchaos_measured_share_of_tensorwise():
+    """torchao's float8 README (NVIDIA H100 training benchmarks): torchtitan Llama3-8B on 8 H100s, seq 8192, batch 1,
+    FSDP2, selective AC: 7689.5 tokens/s tensorwise, 6768 rowwise (cost.constants.ROWWISE_FP8_EFFICIENCY)."""
+    def step(recipe):
+        result = CliRunner().invoke(main, ["evaluate", "--model", "llama3-8b", "--gpus", "8", "--seq-len", "8192",
+                                           "--global-batch", "8", "--zero", "3", "--recompute", "selective",
+                                           "--precision", "fp8", "--fp8-recipe", recipe, "--json"])
+        return json.loads(result.stdout)["step_time_s"]
+
+    assert step("tensorwise") / step("rowwise") == pytest.approx(6768 / 7689.5, abs=0.01)
+
+
+# --- 5. the release ------------------------------------------------------------------------------------------------
+
+def test_the_file_names_the_torchtitan_release_its_flags_are_for(tmp_path):
+    _evaluate(tmp_path, "--tp", "4", "--zero", "3")
+    text = (tmp_path / "torchtitan.sh").read_text()
+    assert text.startswith("# torchtitan 0.3.0 launch")
+    assert "# written for torchtitan 0.3.0 (pip install torchtitan==0.3.0)" in text
