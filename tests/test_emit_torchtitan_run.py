@@ -184,3 +184,14 @@ def test_the_file_names_the_torchtitan_release_its_flags_are_for(tmp_path):
     text = (tmp_path / "torchtitan.sh").read_text()
     assert text.startswith("# torchtitan 0.3.0 launch")
     assert "# written for torchtitan 0.3.0 (pip install torchtitan==0.3.0)" in text
+
+
+# --- selective activation checkpointing ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("recompute", ["selective", "full"])
+def test_selective_checkpointing_says_it_is_torchtitans_per_op_policy(tmp_path, recompute):
+    """0.3.0's `selective` is the per-op policy, not Megatron's attention-core recompute that placement prices:
+    the file says so (and the audit notes it when it reads the file back)."""
+    _evaluate(tmp_path, "--tp", "4", "--recompute", recompute)
+    text = (tmp_path / "torchtitan.sh").read_text()
+    assert ("per-op policy" in text) is (recompute == "selective")

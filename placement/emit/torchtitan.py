@@ -183,9 +183,17 @@ def flags(ctx: EmitContext) -> tuple[list[str], list[str]]:
     args += graph_args(ctx) + async_tp_args(ctx)
     args.append({"none": "activation-checkpoint:none", "selective": "activation-checkpoint:selective",
                  "full": "activation-checkpoint:full"}[lay.recompute])
+    if lay.recompute == "selective":
+        warnings.append(PER_OP_SAC)
     warnings += recipe_warnings(ctx, VERSION, runs_instead(ctx))
     warnings += forced_warnings(ctx, "torchtitan", run_precision(ctx))
     return args, warnings
+
+
+PER_OP_SAC = ("activation-checkpoint:selective runs torchtitan 0.3.0's per-op policy (distributed/activation_checkpoint.py "
+              "SelectiveAC: it saves the matmul, attention and collective outputs but every second matmul, and "
+              "recomputes the rest): priced as selective recompute of the attention core, not that policy exactly")
+"""The warning of every torchtitan file that runs selective activation checkpointing."""
 
 
 def full_graphs_run(ctx: EmitContext) -> bool:
