@@ -191,8 +191,9 @@ def flags(ctx: EmitContext) -> tuple[list[str], list[str]]:
 
 
 PER_OP_SAC = ("activation-checkpoint:selective runs torchtitan 0.3.0's per-op policy "
-              "(distributed/activation_checkpoint.py SelectiveAC: it saves the matmul, attention and collective outputs but every second matmul, and "
-              "recomputes the rest): priced as selective recompute of the attention core, not that policy exactly")
+              "(distributed/activation_checkpoint.py SelectiveAC: it saves the matmul, attention and collective "
+              "outputs but every second matmul, and recomputes the rest): priced as selective recompute of the "
+              "attention core, not that policy exactly")
 """The warning of every torchtitan file that runs selective activation checkpointing."""
 
 
