@@ -242,3 +242,17 @@ def test_the_diff_marks_what_the_files_do_not_state_and_states_the_global_batch(
     marked = [c for c in data["changes"] if c.get("note") == NOT_IN_FILES]
     text = (AUDIT / "torchtitan" / "llama3_70b.toml").read_text()
     assert marked and all(c["argument"].rsplit(".", 1)[-1] not in text for c in marked)
+
+
+def test_an_argument_one_typo_from_one_read_is_refused_as_megatron_would(tmp_path) -> None:
+    """Megatron-LM's parser refuses unknown arguments (allow_abbrev=False): a typo of a flag the audit reads would
+    otherwise leave its default priced (tp 1 for `--tensor-model-parallel-sise 2`)."""
+    script = tmp_path / "typo.sh"
+    script.write_text(MOE_SCRIPT.format(extra="").replace("--tensor-model-parallel-size", "--tensor-model-parallel-sise"))
+    result = CliRunner().invoke(main, ["audit", "--launch", str(script), "--model", "mixtral-8x7b", "--cluster",
+                                       "dgx-h100", "--gpus", "64"])
+    assert result.exit_code == 2
+    assert "did you mean --tensor-model-parallel-size?" in result.stderr and "Traceback" not in result.stderr
+    negation = tmp_path / "negation.sh"  # a --no- form of a flag is not taken for a typo of it
+    negation.write_text(MOE_SCRIPT.format(extra="--no-moe-permute-fusion"))
+    assert _audit(negation, "--model", "mixtral-8x7b", "--gpus", "64")["layout"]["tp"] == 1

@@ -6,6 +6,7 @@ into vpp and fills Megatron's defaults."""
 
 from __future__ import annotations
 
+import difflib
 import re
 from pathlib import Path
 from typing import Any
@@ -195,9 +196,26 @@ def _megatron_recipe_finish(s: Settings, state: dict) -> None:
                              f"in uniform groups, priced as full recompute of every layer ({ev})")
 
 
-def read_args(words: list[Word], s: Settings) -> None:
+def _near_miss(flag: str, a: Arg) -> None:
+    """InputError for an argument one typo away from one the audit reads (`--tensor-model-parallel-sise`):
+    Megatron-LM's parser refuses unknown arguments and abbreviations (megatron/training/arguments.py
+    ArgumentParser(allow_abbrev=False)), so the job would not start, and the audit would price the default."""
+    if not flag.startswith("--") or any(c.isspace() for c in flag) or flag in _MG_NARGS or flag in _MG_IGNORED:
+        return
+    close = difflib.get_close_matches(flag, list(_MG_NARGS), n=1, cutoff=NEAR_MISS_CUTOFF)
+    if close and close[0].replace("--no-", "--") != flag.replace("--no-", "--"):  # a negation is no typo
+        raise InputError(f"{a.evidence}: unknown argument {flag}; did you mean {close[0]}? Megatron-LM refuses "
+                         f"arguments it does not know (allow_abbrev=False), so this launch would not start")
+
+
+NEAR_MISS_CUTOFF = 0.9
+"""difflib similarity above which an unknown flag is taken for a typo of one the audit reads."""
+
+
+def read_args(words: list[Word], s: Settings, typos: bool = True) -> None:
     """A Megatron-LM (or Megatron-DeepSpeed, HF Trainer) argument list: layout, batch, sharding, recompute,
-    precision and recipe flags."""
+    precision and recipe flags; with `typos`, an argument one typo away from one it reads is an error (a log's
+    block, turned back into flags, is not checked)."""
     args = split_args(words, _MG_NARGS)
     sharding = None
     fsdp = None
@@ -208,6 +226,8 @@ def read_args(words: list[Word], s: Settings) -> None:
             name = a.values[0].text if a.values else ""
             s.deepspeed_config = (name, a.evidence)
             continue
+        if typos:
+            _near_miss(f, a)
         if f in _MG_IGNORED:
             note = f"{f}: {_MG_IGNORED[f]} ({a.word.site.path}:{a.word.site.line})"
             if note not in s.ignored:
@@ -597,7 +617,7 @@ def read_log(path: Path, s: Settings) -> None:
             words.append(Word(value, org, org))
     if not words:
         raise InputError(f"{path}: the arguments block holds no argument lines")
-    read_args(words, s)
+    read_args(words, s, typos=False)
 
 
 def join(groups: list[Settings]) -> Reading:
