@@ -337,3 +337,26 @@ def test_a_fit_must_beat_the_defaults_by_its_price(shift: float, moved: bool) ->
     else:
         assert result.values["efficiency"] == 1.0
         assert "Schwarz" in result.why_not["efficiency"]
+
+
+@pytest.mark.parametrize(("name", "value", "rule"), [
+    ("scale_up_latency_s", -1, "0 < value <= 1 (ScaleUpSpec.latency_s)"),
+    ("network_efficiency", 0, "0.01 <= value <= 1 (ClusterSpec.nic_collective_efficiency)"),
+    ("gemm_half_efficiency_dim", 2e6, "0 < value <= 1,048,576 (AcceleratorSpec.gemm_half_efficiency_dim)"),
+    ("scale_up_efficiency", 1.6, "0.01 <= value <= 1.5"),
+])
+def test_a_profile_constant_outside_the_spec_bounds_is_refused(tmp_path: Path, synthetic, name: str, value: float,
+                                                               rule: str) -> None:
+    """A profile is the hardware specs with other numbers, so each constant passes the bound its spec field has
+    (a negative latency priced negative step times and exit 0); scale_up_efficiency may pass the datasheet as far as
+    calibrate searches (NVLink SHARP)."""
+    data = synthetic[2].model_dump(mode="json")
+    data["constants"][name]["value"] = value
+    data["constants"][name]["identified"] = True
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(InputError, match=re.escape(f"constants.{name}.value = {value:g}")):
+        load_profile(path)
+    res = CliRunner().invoke(main, ["evaluate", "--model", "llama3-8b", "--gpus", "8", "--calibration", str(path)])
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    assert f"constants.{name}.value" in res.output and rule in res.output.replace("\n", " ")
