@@ -47,7 +47,8 @@ from placement.errors import InputError
 from placement.loaders.files import read_text
 from placement.topology import Topology
 
-BOUNDS = {"scale_up_efficiency": (0.02, MEASURED_ABOVE_DATASHEET["scale_up_efficiency"]), "network_efficiency": (0.02, 1.0),
+BOUNDS = {"scale_up_efficiency": (0.02, MEASURED_ABOVE_DATASHEET["scale_up_efficiency"]),
+          "network_efficiency": (0.02, 1.0),
           "hierarchical_serial_share": (0.01, 1.0),
           "scale_up_latency_s": (1e-8, 1e-3), "network_latency_s": (1e-8, 1e-3),
           "matmul_efficiency_bf16": (0.02, 1.0), "matmul_efficiency_fp8": (0.02, 1.0),
