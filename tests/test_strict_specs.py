@@ -63,3 +63,15 @@ def test_a_number_pyyaml_leaves_as_text_still_reads_as_a_float(tmp_path: Path) -
     with pytest.raises(InputError, match=re.escape("= 'fast': a number expected, not a string")):
         path.write_text(text.replace("50.0e9", "fast"))
         load_cluster(str(path))
+
+
+def test_a_cluster_naming_its_accelerator_by_path_is_told_it_takes_a_name(tmp_path: Path) -> None:
+    """The message offered "or give a path to a YAML file", which the field does not take: it names the file and
+    the field, the catalog names, and that a path is not one."""
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump({**_cluster(), "accelerator": "acc.yaml"}))
+    res = CliRunner().invoke(main, ["plan", "--model", "llama3-8b", "--cluster", str(path), "--gpus", "8"])
+    assert res.exit_code == 2
+    out = res.output.replace("\n", " ")
+    assert f"{path}: field `accelerator` = 'acc.yaml': no accelerator of that name; known accelerators: " in out
+    assert "h100-sxm" in out and "not a path" in out and "give a path" not in out
