@@ -105,7 +105,17 @@ def load_model(ref: str) -> ModelSpec:
 
 
 def load_accelerator(name: str) -> AcceleratorSpec:
-    return _by_name(name, catalog_root() / "hardware" / "accelerators", AcceleratorSpec, "accelerator", "accelerator")
+    """A catalog accelerator (hardware/accelerators/NAME.yaml): what a cluster's `accelerator` field names."""
+    folder = catalog_root() / "hardware" / "accelerators"
+    if not _is_file(folder / f"{name}.yaml"):
+        raise InputError(f"accelerator {name!r}: {_no_accelerator(name)}")
+    return read_yaml(folder / f"{name}.yaml", AcceleratorSpec, "accelerator")
+
+
+def _no_accelerator(name: str) -> str:
+    return (f"no accelerator of that name; known accelerators: {', '.join(accelerator_names())}; a cluster's "
+            f"`accelerator` names one of them, not a path (a new part goes in {catalog_root() / 'hardware'}"
+            f"/accelerators/NAME.yaml)")
 
 
 def load_cluster(ref: str) -> ClusterSpec:
@@ -113,5 +123,9 @@ def load_cluster(ref: str) -> ClusterSpec:
     if path.suffix in (".yaml", ".yml") or _is_file(path):
         if not _is_file(path):
             raise InputError(f"--cluster {ref!r}: no such file; give a YAML path or a catalog name")
-        return read_yaml(path, ClusterSpec, "cluster")
+        cluster = read_yaml(path, ClusterSpec, "cluster")
+        if cluster.accelerator not in accelerator_names():
+            raise InputError(f"{path}: field `accelerator` = {cluster.accelerator!r}: "
+                             f"{_no_accelerator(cluster.accelerator)}")
+        return cluster
     return _by_name(ref, catalog_root() / "hardware" / "clusters", ClusterSpec, "cluster", "--cluster")

@@ -475,6 +475,28 @@ def _modules_need_selective(recipe: Recipe, recompute: tuple[str, ...]) -> None:
                          f"--recompute selective, or drop --recompute-modules")
 
 
+def _check_recompute_num_layers(recipe: Recipe, sources: dict[str, str], recompute: tuple[str, ...],
+                                 model: ModelSpec, pp: int | None = None, vpp: int | None = None) -> None:
+    """--recompute-num-layers N is full recompute of N layers per virtual stage: it needs full recompute allowed,
+    and a stage that holds N layers (more would be priced as the stage's, silently)."""
+    n = recipe.recompute_num_layers
+    if n is None:
+        return
+    source = sources.get("recompute_num_layers", "flag")
+    given = f"recompute_num_layers {n} ({source.removeprefix('file:')})" if source.startswith("file:") \
+        else f"--recompute-num-layers {n}"
+    if Recompute.FULL.value not in recompute:
+        raise InputError(f"{given} is full recompute of {n} layers per stage, but --recompute allows only "
+                         f"{', '.join(recompute)}: add --recompute full, or drop the number of layers")
+    even = pp is not None and recipe.pipeline_layout is None  # a written pipeline layout may load one stage more
+    chunks = pp * (vpp or 1) if even else 1
+    most = -(-model.num_layers // chunks)
+    if n > most:
+        where = (f"at pp {pp} and vpp {vpp} a stage of {model.name} holds at most {most} layers (ceil of "
+                 f"{model.num_layers} layers / {chunks} stages)" if even else f"{model.name} has {most} layers")
+        raise InputError(f"{given}: {where}; give 1 to {most}, or drop it to recompute every layer of the stage")
+
+
 def _interrupt(signum, frame):
     """SIGTERM (a scheduler's cancel, `kill`) stops a command as Ctrl-C does: exit 130, every file written whole."""
     raise KeyboardInterrupt
@@ -574,6 +596,7 @@ def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, pr
     recipe, sources = _framework_recipe(framework, recipe, sources, train.precision)
     given_model = model  # the files' own model code (DeepSpeed, a device mesh) runs it as given
     model, model_sources = model_as_run(framework, model, f"--framework {framework}")
+    _check_recompute_num_layers(recipe, sources, recompute or tuple(r.value for r in Recompute), model)
     formats = _check_out(out_dir, emit_formats)
     report = _check_report(report_file)
     # the recipe fields the user left open are searched: each choice field, and the recompute modules
@@ -681,6 +704,7 @@ def evaluate(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch
     recipe, sources = _framework_recipe(framework, recipe, sources, train.precision)
     given_model = model  # the files' own model code (DeepSpeed, a device mesh) runs it as given
     model, model_sources = model_as_run(framework, model, f"--framework {framework}")
+    _check_recompute_num_layers(recipe, sources, (recompute,), model, pp, vpp)
     per_replica = tp * cp * pp
     for name, value in (("--tp", tp), ("--cp", cp), ("--ep", ep), ("--etp", etp), ("--pp", pp), ("--vpp", vpp),
                         ("--mbs", mbs)):

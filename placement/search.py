@@ -11,13 +11,14 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
+from typing import Final
 
 import numpy as np
 
 from placement.cost import rules
 from placement.cost.batch import RECOMPUTE_CODES, LayoutBatch, concat_batches, module_mask, pipe_policy_of
-from placement.cost.constants import GiB
+from placement.cost.constants import MEMORY_RESERVE_BYTES, GiB
 from placement.cost.pipeline import check_layout_text
 from placement.cost.step import (
     Estimates,
@@ -32,8 +33,34 @@ from placement.errors import InputError, PlacementInfeasible
 from placement.frameworks import Capability
 from placement.specs import AttentionKernel, ModelSpec, Recompute, TrainingSpec
 from placement.specs.recipe import Recipe, RecomputeModule
-from placement.topology import Topology
+from placement.topology import MAX_GPUS, Topology
 from placement.workload import Workload, workload
+
+
+@dataclass(frozen=True)
+class FixNames:
+    """How an infeasible message spells each fix: `plan`'s flags by default; a sweep names its file's fields.
+    Each is a format string taking the value."""
+
+    gpus: str | None = "--gpus {}"
+    """None: the GPU count is not the caller's to change (a real allocation's is its host list's)."""
+    global_batch: str = "--global-batch"
+    seq_len: str = "--seq-len {}"
+    headroom: str = "--memory-headroom-gib {}"
+    headroom_source: str = "--memory-headroom-gib"
+    """What set the headroom the capacity is net of."""
+    recompute: str = "--recompute full"
+    zero: str = "--zero 3"
+
+
+SWEEP_FIX_NAMES: Final = FixNames(gpus="`gpus: {}` in the design", global_batch="a workload `global_batch`",
+                                  seq_len="`seq_len: {}` in the workload",
+                                  headroom="`memory_headroom_gib: {}` in the workload",
+                                  headroom_source="the workload's memory_headroom_gib")
+"""A sweep cell's fixes, named as the sweep file's fields (a sweep takes no --gpus or --memory-headroom-gib)."""
+SUGGEST_TRIES: Final = 4
+"""GPU counts (doubling) searched before a memory message suggests one: it names a count only where the search
+finds a layout that fits, never a guess."""
 
 
 @dataclass(frozen=True)
@@ -80,6 +107,8 @@ class SearchConfig:
     recipe's own list when it names one."""
     framework: Capability | None = None
     """Only layouts this framework runs exactly as priced (`plan --framework`; placement/frameworks.py)."""
+    fix_names: FixNames = FixNames()
+    """How an infeasible message names its fixes (flags, or a sweep file's fields)."""
 
 
 @dataclass(frozen=True)
@@ -355,8 +384,8 @@ def search(model: ModelSpec, train: TrainingSpec, topo: Topology, cfg: SearchCon
     gpn, spans = min(topo.cluster.gpus_per_node, topo.num_gpus), hsdp_spans(topo)
     base = enumerate_layouts(w, model, train, topo.num_gpus, cfg, gpn, spans, sharded=False)
     if len(base) == 0:
-        raise PlacementInfeasible(_no_layout_message(model, train, topo.num_gpus, cfg, topo.gpus_per_host),
-                                  binding="divisibility")
+        raise PlacementInfeasible(_no_layout_message(model, train, topo.num_gpus, cfg, topo.gpus_per_host,
+                                                     topo.regular), binding="divisibility")
     batch, est, enumerated, priced = _price_bounded(w, train, topo, base, cfg,
                                                     _Sharding(cfg, topo.num_gpus, gpn, spans), progress)
     more = _selective_candidates(model, train, cfg, batch, est)  # an exact, pruned extension of the space
@@ -368,8 +397,8 @@ def search(model: ModelSpec, train: TrainingSpec, topo: Topology, cfg: SearchCon
         batch, est = concat_batches(batch, more.take(keep)), concat_estimates(est, take_estimates(extra, keep))
         priced += keep.size
     if not est.valid.any():  # e.g. no pipeline split of the layers fits the GPU count's factors
-        raise PlacementInfeasible(_no_layout_message(model, train, topo.num_gpus, cfg, topo.gpus_per_host),
-                                  binding="divisibility")
+        raise PlacementInfeasible(_no_layout_message(model, train, topo.num_gpus, cfg, topo.gpus_per_host,
+                                                     topo.regular), binding="divisibility")
     feasible = est.valid & est.fits
     ranked = rank(batch, est, feasible, cfg.top_k)
     if ranked.size == 0:
@@ -587,17 +616,19 @@ def _selective_candidates(model: ModelSpec, train: TrainingSpec, cfg: SearchConf
 
 
 def _no_layout_message(model: ModelSpec, train: TrainingSpec, num_gpus: int, cfg: SearchConfig,
-                       unit: int = 1) -> str:
+                       unit: int = 1, regular: bool = True) -> str:
     pinned = ", ".join(f"{k}={v}" for k, v in sorted(cfg.fixed.items()))
     units = max(num_gpus // unit, 1)
     below = unit * (1 << (units.bit_length() - 1))
-    counts = sorted({below, below * 2} - {num_gpus})
+    counts = sorted(c for c in {below, below * 2} - {num_gpus} if c <= MAX_GPUS)
+    names = cfg.fix_names
+    gpus = [names.gpus.format(c) for c in counts] if names.gpus is not None and regular else []
     return (
         f"no layout of {model.name} splits over {num_gpus} GPUs with global batch {train.global_batch} and "
         f"sequence {train.seq_len}{' with ' + pinned if pinned else ''}: tp must divide the "
         f"{model.num_attention_heads} heads, tp*cp*pp must divide {num_gpus}, pp must split the "
         f"{model.num_layers} layers with a layer on every stage, and dp = {num_gpus}/(tp*cp*pp) must divide "
-        f"the global batch; try --gpus {' or --gpus '.join(map(str, counts))}, or a --global-batch that "
+        f"the global batch; try {''.join(g + ' or ' for g in gpus)}{names.global_batch} that "
         f"shares the GPU count's factors"
     )
 
@@ -610,25 +641,62 @@ def _memory_message(batch: LayoutBatch, est: Estimates, model: ModelSpec, train:
     lay = batch.layout(int(i))
     state = est.weights_bytes[i] + est.grads_bytes[i] + est.optimizer_bytes[i]
     n = topo.num_gpus
+    names = cfg.fix_names
     fixes = []
-    if cap > 0:  # a headroom of all a GPU holds (a sweep workload's memory_headroom_gib) leaves no GPU count to try
-        factor = 2 ** math.ceil(math.log2(max(need / cap, 1.0) * 1.05))
-        fixes.append(f"--gpus {n * factor}")
+    more, tried = (_fitting_count(model, train, topo, cfg, need, cap) if names.gpus is not None and topo.regular
+                   else (None, 0))
+    if more is not None:
+        fixes.append(names.gpus.format(more))
     if Recompute.FULL not in cfg.recompute and "recompute" not in cfg.fixed:
-        fixes.append("--recompute full")
+        fixes.append(names.recompute)
     if 3 not in cfg.zero_stages and "zero_stage" not in cfg.fixed:
-        fixes.append("--zero 3")
+        fixes.append(names.zero)
     if est.activations_bytes[i] > state:
-        fixes.append(f"--seq-len {train.seq_len // 2}")
+        fixes.append(names.seq_len.format(train.seq_len // 2))
     headroom = train.memory_headroom_bytes
     if headroom and (need <= cap + headroom or cap <= 0):
-        fixes.append(f"--memory-headroom-gib {max(math.floor((cap + headroom - need) / GiB * 10) / 10, 0.0):.1f}")
+        fixes.append(names.headroom.format(
+            f"{max(math.floor((cap + headroom - need) / GiB * 10) / 10, 0.0):.1f}"))
+    if not fixes:
+        if not topo.regular:
+            why = f"this allocation's {n} GPUs (its host list) hold no layout of it"
+        elif tried:
+            why = f"no GPU count from {n} to {tried:,} holds a layout of it"
+        else:
+            why = f"a GPU's reserve ({MEMORY_RESERVE_BYTES / GiB:.1f} GiB) alone passes the capacity, on any GPU count"
+        fixes.append(f"a smaller model, sequence or micro-batch: {why}")
     return (
         f"{model.name} on {n} x {topo.accelerator.name} does not fit: the leanest layout (tp {lay.tp}, cp {lay.cp}, "
         f"ep {lay.ep}, pp {lay.pp}, dp {lay.dp}, ZeRO-{lay.zero_stage}, recompute {lay.recompute.value}, "
         f"micro-batch {lay.micro_batch_size}) needs {need / GiB:.1f} GiB per GPU "
         f"(weights+grads+optimizer {state / GiB:.1f}, activations {est.activations_bytes[i] / GiB:.1f}, "
         f"buffers {est.other_bytes[i] / GiB:.1f}), capacity {cap / GiB:.1f} GiB"
-        + (f" (after the {headroom / GiB:.1f} GiB --memory-headroom-gib keeps free)" if headroom else "")
+        + (f" (after the {headroom / GiB:.1f} GiB {names.headroom_source} keeps free)" if headroom else "")
         + f"; try {' or '.join(fixes)}"
     )
+
+
+def _fitting_count(model: ModelSpec, train: TrainingSpec, topo: Topology, cfg: SearchConfig, need: float,
+                   cap: float) -> tuple[int | None, int]:
+    """(count, largest tried): the fewest GPUs, doubling from the count the peak over the capacity asks for, on
+    which the search finds a layout that fits; None when no count up to MAX_GPUS does within SUGGEST_TRIES, or
+    none can (the reserve every GPU keeps, MEMORY_RESERVE_BYTES, is no smaller on more GPUs, so a capacity at or
+    below it fits on none: largest tried 0)."""
+    if cap <= MEMORY_RESERVE_BYTES:
+        return None, 0
+    n, gpn = topo.num_gpus, topo.cluster.gpus_per_node
+    count = n * 2 ** math.ceil(math.log2(max(need / cap, 1.0) * 1.05))
+    quiet = replace(cfg, top_k=1, fix_names=replace(cfg.fix_names, gpus=None))  # no suggestion of its own
+    tried = n
+    for _ in range(SUGGEST_TRIES):
+        if count > gpn:
+            count = -(-count // gpn) * gpn  # whole nodes
+        if count > MAX_GPUS:
+            break
+        tried = count
+        try:
+            search(model, train, Topology(topo.cluster, topo.accelerator, num_gpus=count), quiet)
+            return count, tried
+        except (PlacementInfeasible, InputError):
+            count *= 2
+    return None, tried

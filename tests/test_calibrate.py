@@ -337,3 +337,85 @@ def test_a_fit_must_beat_the_defaults_by_its_price(shift: float, moved: bool) ->
     else:
         assert result.values["efficiency"] == 1.0
         assert "Schwarz" in result.why_not["efficiency"]
+
+
+@pytest.mark.parametrize(("name", "value", "rule"), [
+    ("scale_up_latency_s", -1, "0 < value <= 1 (ScaleUpSpec.latency_s)"),
+    ("network_efficiency", 0, "0.01 <= value <= 1 (ClusterSpec.nic_collective_efficiency)"),
+    ("gemm_half_efficiency_dim", 2e6, "0 < value <= 1,048,576 (AcceleratorSpec.gemm_half_efficiency_dim)"),
+    ("scale_up_efficiency", 1.6, "0.01 <= value <= 1.5"),
+])
+def test_a_profile_constant_outside_the_spec_bounds_is_refused(tmp_path: Path, synthetic, name: str, value: float,
+                                                               rule: str) -> None:
+    """A profile is the hardware specs with other numbers, so each constant passes the bound its spec field has
+    (a negative latency priced negative step times and exit 0); scale_up_efficiency may pass the datasheet as far as
+    calibrate searches (NVLink SHARP)."""
+    data = synthetic[2].model_dump(mode="json")
+    data["constants"][name]["value"] = value
+    data["constants"][name]["identified"] = True
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(InputError, match=re.escape(f"constants.{name}.value = {value:g}")):
+        load_profile(path)
+    res = CliRunner().invoke(main, ["evaluate", "--model", "llama3-8b", "--gpus", "8", "--calibration", str(path)])
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    assert f"constants.{name}.value" in res.output and rule in res.output.replace("\n", " ")
+
+
+_RUN = {"id": "r1", "model": "llama3-8b", "num_gpus": 64, "seq_len": 8192, "global_batch": 512, "precision": "bf16",
+        "step_time_s": 9.5}
+
+
+@pytest.mark.parametrize(("layout", "message"), [
+    ({"tp": "two", "pp": 2}, "field `layout.tp` = 'two': Input should be a valid integer"),
+    ({"tp": True, "pp": 2}, "field `layout.tp` = True: Input should be a valid integer"),
+    ({"tp": 2, "recompute": "fulll"}, "field `layout.recompute` = 'fulll': Input should be 'none', 'selective' or "
+                                      "'full'"),
+    ({"tpp": 2, "pp": 2}, "field `layout.tpp` = 2: Extra inputs are not permitted (it is not a field of this "
+                          "schema: remove it or correct its spelling)"),
+    ({"tp": 3, "pp": 2}, "layout tp (3) * cp (1) * pp (2) = 6 does not divide num_gpus (64), so no data-parallel "
+                         "degree completes the job; give degrees whose product divides 64 (with cp 1 and pp 2, tp "
+                         "can be 1, 2, 4, 8, 16, 32)"),
+    ({"tp": 2, "pp": 2, "dp": 8}, "layout tp (2) * cp (1) * pp (2) * dp (8) = 32 != num_gpus (64); set dp to 16"),
+])
+def test_a_step_yaml_layout_mistake_is_named_with_exit_2(tmp_path: Path, layout: dict, message: str) -> None:
+    """A measured run's layout is typed (a string degree or a misspelt recompute was a ValueError deep in the
+    search, exit 3), has no unknown key (`tpp` left tp to the search) and must split the GPUs (tp 3 x pp 2 on 64
+    GPUs was "no fit" or "does not fit in memory")."""
+    path = tmp_path / "steps.yaml"
+    path.write_text(yaml.safe_dump([{**_RUN, "layout": layout}]))
+    for args in (["validate", "--runs", str(path), "--cluster", "dgx-h100"],
+                 ["calibrate", "--steps", str(path), "--cluster", "dgx-h100", "--gpus", "64", "--out",
+                  str(tmp_path / "p.yaml")]):
+        res = CliRunner().invoke(main, args)
+        assert res.exit_code == 2, res.output
+        assert "Traceback" not in res.output and message in res.output.replace("\n", " "), res.output
+        assert "entry 1" in res.output
+
+
+@pytest.mark.parametrize(("row", "message"), [
+    ("8192,8192,8192,bf16,nan", "gemm.csv`:2: tflops = 'nan' must be a finite number above 0"),
+    ("0,8192,8192,bf16,750", "gemm.csv`:2: m = '0' must be a finite number above 0"),
+    ("8192,8192,8192,bf16,-700", "gemm.csv`:2: tflops = '-700' must be a finite number above 0"),
+    ("8192,8192,8192,bf16,inf", "gemm.csv`:2: tflops = 'inf' must be a finite number above 0"),
+])
+def test_a_gemm_row_that_is_no_measurement_is_named_with_exit_2(tmp_path: Path, row: str, message: str) -> None:
+    """NaN ("Residuals are not finite"), a zero dimension or a negative rate (ZeroDivisionError) ended in exit 3."""
+    table = tmp_path / "gemm.csv"
+    table.write_text(f"m,n,k,dtype,tflops\n{row}\n4096,4096,4096,bf16,700\n")
+    res = CliRunner().invoke(main, ["calibrate", "--gemm", str(table), "--cluster", "dgx-h100", "--gpus", "8",
+                                    "--out", str(tmp_path / "p.yaml")])
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    assert message in res.output
+
+
+def test_fp8_gemm_rows_on_an_accelerator_without_fp8_are_refused(tmp_path: Path) -> None:
+    """An A100 has no FP8 peak: fp8 rows were fitted against its BF16 peak and moved gemm_half_efficiency_dim,
+    which its BF16 plans share."""
+    table = tmp_path / "gemm.csv"
+    table.write_text("m,n,k,dtype,tflops\n4096,4096,4096,bf16,250\n8192,8192,8192,fp8,1500\n4096,4096,4096,fp8,1300\n")
+    res = CliRunner().invoke(main, ["calibrate", "--gemm", str(table), "--cluster", "dgx-a100-80g", "--gpus", "8",
+                                    "--out", str(tmp_path / "p.yaml")])
+    assert res.exit_code == 2 and not (tmp_path / "p.yaml").exists()
+    assert "line(s) 3, 4 are fp8 GEMMs, but a100-80g has no FP8 peak" in res.output.replace("\n", " ")
+    assert "gemm_half_efficiency_dim" in res.output

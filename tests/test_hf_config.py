@@ -29,7 +29,7 @@ EXPECTED: dict[str, dict[str, Any]] = {
     ),
     "mistral-7b-v0.1": dict(
         num_layers=32, hidden_size=4096, ffn_hidden_size=14336, num_attention_heads=32, num_kv_heads=8,
-        vocab_size=32000, default_seq_len=8192,
+        vocab_size=32000, default_seq_len=8192, sliding_window=4096, sliding_window_layers=32,
     ),
     "mixtral-8x7b-v0.1": dict(
         num_layers=32, hidden_size=4096, ffn_hidden_size=14336, num_attention_heads=32, num_kv_heads=8,
@@ -396,3 +396,34 @@ def test_gpt_oss_style_clamp_and_yarn_are_read(tmp_path: Path) -> None:
     assert spec.swiglu_clamp == 7.0 and spec.rope_scaling == "yarn"
     plain = load_hf_config(DATA / "qwen3-30b-a3b" / "config.json")
     assert plain.swiglu_clamp is None and plain.rope_scaling is None
+
+
+def test_mistral_sliding_window_is_priced_not_dropped() -> None:
+    """Mistral 7B v0.1's `sliding_window: 4096` covers every layer; it was read as full attention."""
+    spec = model_from_hf_config(_config("mistral-7b-v0.1"), "m", source="m.json")
+    assert (spec.sliding_window, spec.sliding_window_layers) == (4096, 32)
+    full = model_from_hf_config(_config("mistral-7b-v0.1") | {"sliding_window": None}, "m", source="m.json")
+    assert full.sliding_window is None
+
+
+def test_a_qwen_sliding_window_in_use_is_refused_not_dropped() -> None:
+    cfg = _config("qwen2-7b") | {"sliding_window": 4096, "use_sliding_window": True}
+    with pytest.raises(InputError, match=re.escape("key `sliding_window` = 4096 with sliding-window attention on")):
+        model_from_hf_config(cfg, "q", source="q.json")
+    assert model_from_hf_config(cfg | {"use_sliding_window": False}, "q", source="q.json").sliding_window is None
+
+
+def test_a_gated_mlp_that_is_not_silu_is_refused() -> None:
+    """`hidden_act: gelu` on a Llama config was emitted as SwiGLU."""
+    with pytest.raises(InputError, match=re.escape("q.json: key `hidden_act` = 'gelu': the `llama` family's gated "
+                                                   "MLP is priced as SwiGLU")):
+        model_from_hf_config(_config("llama-3.1-8b") | {"hidden_act": "gelu"}, "q", source="q.json")
+
+
+def test_a_nan_number_is_refused(tmp_path: Path) -> None:
+    """GPT-2 `"resid_pdrop": NaN` (Python's json reads it) was read as dropout off."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(_config("gpt2-xl")).replace('"resid_pdrop": 0.1', '"resid_pdrop": NaN'))
+    assert "NaN" in path.read_text()
+    with pytest.raises(InputError, match=re.escape("key `resid_pdrop` = nan is not a finite number")):
+        load_hf_config(path)

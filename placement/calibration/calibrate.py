@@ -18,6 +18,7 @@ A GEMM table (m, n, k, dtype, TFLOP/s) fits the GEMM ceiling and the shape effic
 from __future__ import annotations
 
 import csv
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +29,7 @@ from placement import __version__
 from placement.calibration.fit import FitResult, Param, fit, fit_steps
 from placement.calibration.nccl_tests import NcclRun, predict_times, read_nccl_tests, run_topology
 from placement.calibration.profile import (
+    MEASURED_ABOVE_DATASHEET,
     NETWORK_CONSTANTS,
     UNITS,
     CalibrationProfile,
@@ -45,7 +47,8 @@ from placement.errors import InputError
 from placement.loaders.files import read_text
 from placement.topology import Topology
 
-BOUNDS = {"scale_up_efficiency": (0.02, 1.5), "network_efficiency": (0.02, 1.0),
+BOUNDS = {"scale_up_efficiency": (0.02, MEASURED_ABOVE_DATASHEET["scale_up_efficiency"]),
+          "network_efficiency": (0.02, 1.0),
           "hierarchical_serial_share": (0.01, 1.0),
           "scale_up_latency_s": (1e-8, 1e-3), "network_latency_s": (1e-8, 1e-3),
           "matmul_efficiency_bf16": (0.02, 1.0), "matmul_efficiency_fp8": (0.02, 1.0),
@@ -101,10 +104,20 @@ def _read_gemm(path: Path) -> list[tuple[float, float, float, str, float, int]]:
             dtype = r["dtype"].strip().lower()
             if dtype not in ("bf16", "fp8"):
                 raise ValueError(f"dtype {r['dtype']!r} (bf16 or fp8)")
-            out.append((float(r["m"]), float(r["n"]), float(r["k"]), dtype, float(r["tflops"]), i))
+            m, n, k, tflops = (_positive(r, c) for c in ("m", "n", "k", "tflops"))
+            out.append((m, n, k, dtype, tflops, i))
         except ValueError as err:
             raise InputError(f"GEMM table `{path}`:{i}: {err}; give numbers for m, n, k, tflops") from None
     return out
+
+
+def _positive(row: dict[str, str], column: str) -> float:
+    """A GEMM table cell that is a finite number above zero (a GEMM of no rows, or a rate that is negative or
+    not a number, is no measurement: the fit divides by them)."""
+    value = float(row[column])
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{column} = {row[column].strip()!r} must be a finite number above 0")
+    return value
 
 
 class Calibration:
@@ -125,6 +138,13 @@ class Calibration:
             self.nccl.append(_Nccl(run, topo, stride, np.array([r.time_s for r in run.rows])))
         self.steps: list[StepRun] = [s for path in steps for s in read_steps(Path(path), cluster_name)]
         self.gemm = _read_gemm(Path(gemm)) if gemm is not None else []
+        fp8 = [line for *_, dtype, _, line in self.gemm if dtype == "fp8"]
+        if fp8 and base.accelerator.peak_flops_fp8 is None:
+            raise InputError(
+                f"GEMM table `{gemm}`: line(s) {', '.join(map(str, fp8))} are fp8 GEMMs, but "
+                f"{base.accelerator.name} has no FP8 peak (peak_flops_fp8 unset: no FP8 tensor cores), so they would "
+                f"be fitted against its BF16 peak and move gemm_half_efficiency_dim, which BF16 plans share; remove "
+                f"the fp8 rows or calibrate on the cluster that ran them")
         self.inputs = tuple(str(p) for p in (*nccl, *steps, *([gemm] if gemm else [])))
 
     # -- residual functions ------------------------------------------------------------------------

@@ -26,7 +26,8 @@ import dataclasses
 from pathlib import Path
 from typing import Final, Literal
 
-from pydantic import Field, ValidationError
+from annotated_types import Ge, Gt, Le
+from pydantic import Field, ValidationError, model_validator
 
 from placement.cost import constants as C
 from placement.errors import InputError
@@ -34,6 +35,7 @@ from placement.loaders.errors import format_validation_error
 from placement.loaders.files import parse_yaml, read_text
 from placement.specs import AcceleratorSpec, ClusterSpec
 from placement.specs._base import Frozen
+from placement.specs.hardware import ScaleUpSpec, SwitchTier
 from placement.topology import Topology
 
 NETWORK_CONSTANTS: Final = ("scale_up_efficiency", "scale_up_latency_s", "network_efficiency", "network_latency_s",
@@ -44,6 +46,57 @@ UNITS: Final = {
     "matmul_efficiency_bf16": "of peak", "matmul_efficiency_fp8": "of peak", "host_s_per_kernel": "s",
     "overlap_compute_slowdown": "of compute", "gemm_half_efficiency_dim": "elements",
 }
+SPEC_FIELDS: Final = {
+    "scale_up_efficiency": (ScaleUpSpec, "collective_efficiency"), "scale_up_latency_s": (ScaleUpSpec, "latency_s"),
+    "network_efficiency": (ClusterSpec, "nic_collective_efficiency"), "network_latency_s": (SwitchTier, "latency_s"),
+    "hierarchical_serial_share": (ClusterSpec, "hierarchical_serial_share"),
+    "matmul_efficiency_bf16": (AcceleratorSpec, "matmul_efficiency_bf16"),
+    "matmul_efficiency_fp8": (AcceleratorSpec, "matmul_efficiency_fp8"),
+    "host_s_per_kernel": (ClusterSpec, "host_s_per_kernel"),
+    "overlap_compute_slowdown": (AcceleratorSpec, "overlap_compute_slowdown"),
+    "gemm_half_efficiency_dim": (AcceleratorSpec, "gemm_half_efficiency_dim"),
+}
+"""The hardware-spec field each constant sets: a profile value must pass that field's bounds, the same a cluster or
+accelerator YAML must (a profile is those specs with other numbers, so it is checked as they are)."""
+
+
+MEASURED_ABOVE_DATASHEET: Final = {"scale_up_efficiency": 1.5}
+"""Upper bounds a profile may pass the spec's at: NVLink's collective efficiency measured past its datasheet
+(in-switch reduction, NVLink SHARP, beats the ring formula); `placement calibrate` searches up to this and warns."""
+
+
+def _limits(name: str) -> tuple[float | None, bool, float | None]:
+    """(low, low is exclusive, high) of profile constant `name`, from its spec field's own constraints."""
+    spec, field = SPEC_FIELDS[name]
+    low, strict, high = None, False, None
+    for c in spec.model_fields[field].metadata:
+        if isinstance(c, Gt):
+            low, strict = c.gt, True
+        elif isinstance(c, Ge):
+            low = c.ge
+        elif isinstance(c, Le):
+            high = c.le
+    return low, strict, MEASURED_ABOVE_DATASHEET.get(name, high)
+
+
+def bounds_of(name: str) -> str:
+    """What profile constant `name` may be, in words: "0 < value <= 1 (ScaleUpSpec.latency_s)"."""
+    low, strict, high = _limits(name)
+    spec, field = SPEC_FIELDS[name]
+    text = " ".join(part for part in (
+        None if low is None else f"{_number(low)} {'<' if strict else '<='}", "value",
+        None if high is None else f"<= {_number(high)}") if part)
+    above = ", its datasheet bound widened to what NVLink SHARP measures" if name in MEASURED_ABOVE_DATASHEET else ""
+    return f"{text} ({spec.__name__}.{field}{above})"
+
+
+def _number(x: float) -> str:
+    return f"{int(x):,}" if float(x).is_integer() else f"{x:g}"
+
+
+def out_of_bounds(name: str, value: float) -> bool:
+    low, strict, high = _limits(name)
+    return bool((low is not None and (value <= low if strict else value < low)) or (high is not None and value > high))
 
 
 class Constant(Frozen):
@@ -94,6 +147,23 @@ class CalibrationProfile(Frozen):
     warnings: tuple[str, ...] = ()
     inputs: tuple[str, ...] = Field(default=())
     """The files the fit read."""
+
+    @model_validator(mode="after")
+    def _check_constants(self) -> CalibrationProfile:
+        unknown = sorted(set(self.constants) - set(UNITS))
+        if unknown:
+            raise ValueError(f"constants {unknown}: not constants a profile sets ({sorted(UNITS)}); remove them or "
+                             f"re-run `placement calibrate`")
+        for name, c in self.constants.items():
+            for key in ("default", "value"):
+                value = getattr(c, key)
+                if out_of_bounds(name, value):
+                    raise ValueError(
+                        f"constants.{name}.{key} = {value:g} {c.unit}: out of bounds; the cost model takes "
+                        f"{bounds_of(name)}, the bound a cluster or accelerator YAML has, and a value outside it "
+                        f"prices nonsense (negative or overflowing step times); re-run `placement calibrate` or set "
+                        f"it within the bounds")
+        return self
 
     def fitted(self) -> dict[str, float]:
         """The identified constants (the others stay what the catalog says)."""

@@ -29,6 +29,7 @@ from placement.loaders.errors import format_validation_error
 from placement.loaders.files import parse_yaml, read_text
 from placement.specs import ModelSpec
 from placement.specs._base import Frozen
+from placement.specs.layout import PinnedLayout
 from placement.specs.model import FfnKind, MoESpec
 from placement.specs.recipe import Recipe
 from placement.specs.training import Precision
@@ -55,7 +56,8 @@ class StepEntry(Frozen):
     """Default: what the launch files fix (torchtitan local batch x dp, ...)."""
     precision: Precision | None = None
     """Default: what the launch files set, else bf16."""
-    layout: dict[str, int | bool | str] | None = None
+    layout: PinnedLayout | None = None
+    """The degrees and knobs the run used; the fields left out are searched."""
     config: list[str] | None = None
     """The job's launch files (torchtitan TOML, Megatron script, DeepSpeed JSON...), read as `placement audit`
     reads them."""
@@ -73,6 +75,8 @@ class StepEntry(Frozen):
                              "one of the two")
         if (self.step_time_s is None) == (self.log is None):
             raise ValueError("give the measured step (`step_time_s`) or the training log (`log`), one of the two")
+        if self.layout is not None:
+            self.layout.check_gpus(self.num_gpus)
         return self
 
 
@@ -127,7 +131,8 @@ def read_step_yaml(path: Path, cluster: str, text: str) -> list[StepRun]:
 def _entry(e: StepEntry, path: Path, i: int, cluster: str) -> StepRun:
     where = f"{path}, entry {i + 1}"
     model = load_model(e.model)
-    seq, batch, precision, layout, recipe = e.seq_len, e.global_batch, e.precision, e.layout, e.recipe
+    seq, batch, precision, recipe = e.seq_len, e.global_batch, e.precision, e.recipe
+    layout = e.layout.fixed() if e.layout is not None else None
     if e.config is not None:
         from placement.audit.core import files_global_batch, launch_recipe, resolve_layout
         from placement.audit.launch import parse_launch

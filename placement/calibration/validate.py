@@ -19,13 +19,14 @@ from dataclasses import dataclass
 from importlib import resources
 
 import yaml
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from placement.catalog import load_accelerator, load_cluster, load_model
 from placement.errors import PlacementInfeasible
 from placement.search import SearchConfig, search
 from placement.specs import AcceleratorSpec, ClusterSpec, ModelSpec
 from placement.specs._base import Frozen
+from placement.specs.layout import PinnedLayout
 from placement.specs.recipe import Recipe, RecomputeModule
 from placement.specs.training import AttentionKernel, Precision, TrainingSpec
 from placement.topology import Topology
@@ -48,6 +49,7 @@ class CalibrationRun(Frozen):
     precision: Precision
     attention_kernel: AttentionKernel
     layout: dict[str, int | bool | str]
+    """The fields the source states (PinnedLayout's: strict types, no unknown key, degrees that split the GPUs)."""
     interleaved: bool = False
     """The source says the schedule is interleaved but not with how many chunks: the search picks vpp."""
     published_step_time_s: float = Field(gt=0)
@@ -63,6 +65,11 @@ class CalibrationRun(Frozen):
     """What no source states and the run assumes (said in the output)."""
     segment_nodes: int | None = Field(default=None, ge=0)
     """Trays per NVL72 rack segment of the job (SLURM --segment); None: the cluster's default."""
+
+    @model_validator(mode="after")
+    def _check_layout(self) -> CalibrationRun:
+        PinnedLayout.model_validate(self.layout).check_gpus(self.num_gpus)
+        return self
 
     @property
     def job_recipe(self) -> Recipe:

@@ -35,6 +35,7 @@ import networkx as nx
 
 from placement.errors import InputError
 from placement.loaders.files import parse_json, read_text
+from placement.specs.hardware import MAX_BANDWIDTH_BYTES_PER_S, MIN_BANDWIDTH_BYTES_PER_S
 
 NODE_KINDS: Final = ("gpu", "host", "switch")
 BANDWIDTH: Final = "bandwidth_bytes_per_s"
@@ -90,10 +91,10 @@ def _edge_key(data: dict[str, Any], path: Path) -> str:
     return present[0]
 
 
-MIN_LINK_BYTES_PER_S = 1e6
-"""Slowest link accepted (1 MB/s): below it a number is a typo (bits for bytes, a missing exponent) that would
-price a step at years."""
-MAX_LINK_BYTES_PER_S = 1e15
+MIN_LINK_BYTES_PER_S = MIN_BANDWIDTH_BYTES_PER_S
+"""Slowest link accepted (1 MB/s, as in a cluster YAML): below it a number is a typo (bits for bytes, a missing
+exponent) that would price a step at years."""
+MAX_LINK_BYTES_PER_S = MAX_BANDWIDTH_BYTES_PER_S
 """Fastest link accepted (1 PB/s, far past any NVLink or NIC)."""
 
 

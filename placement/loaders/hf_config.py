@@ -17,6 +17,7 @@ paragraph names the file, the key, the value and the fix.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -92,6 +93,8 @@ _GPT2_KEYS: Final = MappingProxyType(
     }
 )
 
+GATED_SILU: Final = frozenset({"silu", "swish"})
+"""transformers' names of the activation a Llama-style gated MLP (SwiGLU) applies."""
 _ACTIVATIONS: Final = MappingProxyType(
     {
         # Names of transformers' ACT2CLS (activations.py) that a non-gated MLP (GPT-2, Nemotron) may use.
@@ -175,6 +178,9 @@ class _Config:
             return default
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise InputError(f"{self.source}: key `{key}` = {value!r} is not a number; write a JSON number")
+        if not math.isfinite(value):  # Python's json reads NaN and Infinity; no comparison with them means anything
+            raise InputError(f"{self.source}: key `{key}` = {value!r} is not a finite number; write the value the "
+                             f"model was trained with")
         return float(value)
 
     def text(self, key: str, default: str) -> str:
@@ -211,7 +217,23 @@ def _read_decoder(cfg: _Config) -> dict[str, Any]:
     fields: dict[str, Any] = {field: cfg.required_int(key) for field, key in _DECODER_REQUIRED.items()}
     fields |= {field: cfg.optional_int(key) for field, key in _DECODER_OPTIONAL.items()}
     fields["ffn_kind"] = FfnKind.SWIGLU
+    act = cfg.text("hidden_act", "silu")
+    if cfg.family != "nemotron" and act not in GATED_SILU:  # Nemotron reads its own non-gated activation
+        raise InputError(
+            f"{cfg.source}: key `hidden_act` = {act!r}: the `{cfg.family}` family's gated MLP is priced as SwiGLU "
+            f"(SiLU: {', '.join(sorted(GATED_SILU))}), and a gated MLP with another activation is no kind ModelSpec "
+            f"has; describe the model as a models/*.yaml file with the nearest ffn_kind instead")
     fields["tied_embeddings"] = cfg.flag("tie_word_embeddings", default=False)
+    window = cfg.optional_int("sliding_window")
+    if window is not None and cfg.family == "mistral":
+        # Mistral's window applies to every layer (transformers MistralAttention: one sliding_window for all)
+        fields |= {"sliding_window": window, "sliding_window_layers": fields["num_layers"]}
+    elif window is not None and cfg.flag("use_sliding_window", default=cfg.family not in ("qwen2", "qwen2_moe",
+                                                                                          "qwen3", "qwen3_moe")):
+        raise InputError(
+            f"{cfg.source}: key `sliding_window` = {window} with sliding-window attention on: the `{cfg.family}` "
+            f"loader does not read which layers use it; describe the model as a models/*.yaml file with "
+            f"sliding_window and sliding_window_layers, or set `use_sliding_window` false if the model does not use it")
     return fields | _seq_len(cfg, "max_position_embeddings")
 
 

@@ -2,8 +2,49 @@
 a float is finite (YAML's `.inf` and `.nan` are no measurement, and `inf` would reach --json as `Infinity`,
 which is not JSON)."""
 
+import re
+import types
+import typing
+
+import pydantic
 from pydantic import BaseModel, ConfigDict
 
 
 class Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True, allow_inf_nan=False)
+
+
+def _scalar_kinds(annotation: object) -> set[type]:
+    """The scalar types a field takes (`int | None` -> {int}); empty for anything else (str, enums, models)."""
+    args = typing.get_args(annotation) if typing.get_origin(annotation) in (typing.Union, types.UnionType) \
+        else (annotation,)
+    kinds = {a for a in args if a is not type(None)}
+    return kinds if kinds and kinds <= {int, float, bool} else set()
+
+
+class StrictScalars(Frozen):
+    """A spec read from a YAML file the user writes (model, cluster, accelerator): a number or a flag is never
+    coerced from another type.  Pydantic's lax mode reads `num_layers: true` as 1 layer, `gpus_per_node: "8"` as
+    8 and `tied_embeddings: "yes"` as True; here each is an error naming the field.  A float field takes a number
+    PyYAML left as text (`450.0e9`, see _DECIMAL); a whole float such as `4096.0` still passes as an int."""
+
+    @pydantic.field_validator("*", mode="before")
+    @classmethod
+    def _no_coercion(cls, value: object, info: pydantic.ValidationInfo) -> object:
+        kinds = _scalar_kinds(cls.model_fields[info.field_name].annotation)
+        if not kinds:
+            return value
+        want = " or ".join(_KIND_NAMES[k] for k in (int, float, bool) if k in kinds)
+        if isinstance(value, bool) and bool not in kinds:
+            raise ValueError(f"{want} expected, not true/false: write the number")
+        if isinstance(value, str) and not (float in kinds and _DECIMAL.fullmatch(value.strip())):
+            raise ValueError(f"{want} expected, not a string: write it without quotes")
+        if kinds == {bool} and value is not None and not isinstance(value, bool):
+            raise ValueError("true or false expected, not a number")
+        return value
+
+
+_DECIMAL = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
+"""A number as YAML 1.2 writes it: PyYAML (YAML 1.1) reads `450.0e9`, with no sign on the exponent, as a string, so
+a float field takes this text; nothing else a string holds (`"yes"`, `"8"` for an integer) is coerced."""
+_KIND_NAMES = {int: "an integer", float: "a number", bool: "true or false"}

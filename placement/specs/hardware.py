@@ -8,30 +8,48 @@ way, reference costmodel.md §1b).
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Final
+from typing import Annotated, Final
 
-from pydantic import Field, model_validator
+from pydantic import AfterValidator, Field, model_validator
 
-from placement.specs._base import Frozen
+from placement.specs._base import StrictScalars
 
 MIN_EFFICIENCY: Final = 0.01
 """Smallest achieved fraction of a peak or line rate accepted (1%): less is a typo, and a fraction near zero
 turns step times into overflows (inf), not answers."""
 MAX_LATENCY_S: Final = 1.0
 """Largest per-step latency accepted: a second or more is a unit slip (microseconds written as seconds)."""
+MIN_BANDWIDTH_BYTES_PER_S: Final = 1e6
+"""Slowest link accepted (1 MB/s), as in a cluster graph: below it a number is a unit slip (GB/s or Gb/s written
+as bytes per second: `50` for 50e9) that would price a step at years."""
+MAX_BANDWIDTH_BYTES_PER_S: Final = 1e15
+"""Fastest link accepted (1 PB/s, far past any HBM, NVLink or NIC)."""
+
+
+def _plausible_bandwidth(value: float) -> float:
+    if not MIN_BANDWIDTH_BYTES_PER_S <= value <= MAX_BANDWIDTH_BYTES_PER_S:
+        raise ValueError(
+            f"{value:g} B/s is outside {MIN_BANDWIDTH_BYTES_PER_S:g} to {MAX_BANDWIDTH_BYTES_PER_S:g} bytes per "
+            f"second, a unit slip: bandwidths here are bytes per second per GPU and direction, so 50 GB/s (8 x 400 "
+            f"Gb/s per 8 GPUs) is 50.0e9, not 50")
+    return value
+
+
+Bandwidth = Annotated[float, AfterValidator(_plausible_bandwidth)]
+"""Bytes per second within MIN_BANDWIDTH_BYTES_PER_S..MAX_BANDWIDTH_BYTES_PER_S."""
 MAX_GEMM_HALF_EFFICIENCY_DIM: Final = 1 << 20
 """Largest `gemm_half_efficiency_dim` accepted (the catalog calibrates 192 to 512): larger drives every GEMM
 efficiency towards zero and step times to overflow."""
 
 
-class AcceleratorSpec(Frozen):
+class AcceleratorSpec(StrictScalars):
     name: str = Field(min_length=1)
     peak_flops_bf16: float = Field(gt=0)
     """Dense BF16 FLOP/s (no 2:4 sparsity)."""
     peak_flops_fp8: float | None = Field(default=None, gt=0)
     """Dense FP8 FLOP/s; None when the part has no FP8 tensor cores."""
     hbm_bytes: int = Field(gt=0)
-    hbm_bandwidth_bytes_per_s: float = Field(gt=0)
+    hbm_bandwidth_bytes_per_s: Bandwidth
     matmul_efficiency_bf16: float = Field(ge=MIN_EFFICIENCY, le=1)
     """Maximum achievable matmul FLOP/s (MAMF) over peak, BF16: the ceiling of any GEMM."""
     matmul_efficiency_fp8: float | None = Field(default=None, ge=MIN_EFFICIENCY, le=1)
@@ -65,13 +83,13 @@ class ScaleUpKind(StrEnum):
     """Point-to-point links to each peer (AMD xGMI): a group of g gets (g - 1) peer links."""
 
 
-class ScaleUpSpec(Frozen):
+class ScaleUpSpec(StrictScalars):
     name: str = "nvlink"
     size: int = Field(ge=1)
     """GPUs in one scale-up (NVLink) domain: 8 for DGX, 72 for GB200 NVL72."""
-    bandwidth_bytes_per_s: float = Field(gt=0)
+    bandwidth_bytes_per_s: Bandwidth
     """Per GPU, per direction, aggregate over its links."""
-    peer_bandwidth_bytes_per_s: float | None = Field(default=None, gt=0)
+    peer_bandwidth_bytes_per_s: Bandwidth | None = None
     """FULL_MESH only: bandwidth to one peer."""
     kind: ScaleUpKind = ScaleUpKind.SWITCHED
     latency_s: float = Field(gt=0, le=MAX_LATENCY_S)
@@ -89,7 +107,7 @@ class ScaleUpSpec(Frozen):
         return self
 
 
-class SwitchTier(Frozen):
+class SwitchTier(StrictScalars):
     name: str = Field(min_length=1)
     """leaf, spine, core ..."""
     fanout: int | None = Field(default=None, ge=1)
@@ -100,14 +118,14 @@ class SwitchTier(Frozen):
     latency_s: float = Field(gt=0, le=MAX_LATENCY_S)
 
 
-class ClusterSpec(Frozen):
+class ClusterSpec(StrictScalars):
     name: str = Field(min_length=1)
     accelerator: str = Field(min_length=1)
     """Name in hardware/accelerators/."""
     gpus_per_node: int = Field(ge=1)
     """GPUs per host (launcher node): 8 for DGX, 4 for a GB200 compute tray."""
     scale_up: ScaleUpSpec
-    nic_bandwidth_bytes_per_s: float = Field(gt=0)
+    nic_bandwidth_bytes_per_s: Bandwidth
     """Scale-out bandwidth per GPU, per direction (8 x 400 Gb/s per 8 GPUs = 50e9)."""
     nic_collective_efficiency: float = Field(ge=MIN_EFFICIENCY, le=1)
     """Achieved over NIC line rate for large collectives."""

@@ -8,9 +8,10 @@ does (reference/frameworks.md): experts are sharded over the tp x cp x dp ranks 
 
 from __future__ import annotations
 
+import math
 from enum import StrEnum
 
-from pydantic import Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from placement.specs._base import Frozen
 
@@ -78,3 +79,49 @@ class Layout(Frozen):
     @property
     def shard_degree(self) -> int:
         return self.dp_shard if self.dp_shard is not None else self.dp
+
+
+class PinnedLayout(Frozen):
+    """The layout fields a measured or published run states (a runs or step YAML's `layout:`); the others are
+    searched.  Types are strict: `tp: "two"` or `tp: true` is an error naming the field, not a parse failure
+    later, and an unknown key (`tpp: 2`) is an error rather than a field left to the search."""
+
+    model_config = ConfigDict(strict=True)
+    tp: int | None = Field(default=None, ge=1, le=MAX_DEGREE)
+    cp: int | None = Field(default=None, ge=1, le=MAX_DEGREE)
+    ep: int | None = Field(default=None, ge=1, le=MAX_DEGREE)
+    etp: int | None = Field(default=None, ge=1, le=MAX_DEGREE)
+    pp: int | None = Field(default=None, ge=1, le=MAX_DEGREE)
+    vpp: int | None = Field(default=None, ge=1, le=MAX_DEGREE)
+    dp: int | None = Field(default=None, ge=1, le=MAX_DEGREE)
+    micro_batch_size: int | None = Field(default=None, ge=1, le=MAX_DEGREE)
+    zero_stage: int | None = Field(default=None, ge=0, le=3)
+    dp_shard: int | None = Field(default=None, ge=1, le=MAX_DEGREE)
+    recompute: Recompute | None = Field(default=None, strict=False)
+    """none, selective or full (a YAML string)."""
+    sequence_parallel: bool | None = None
+
+    def check_gpus(self, num_gpus: int) -> None:
+        """The stated degrees must split `num_gpus`: tp*cp*pp divides it, and dp, when stated, completes it."""
+        tp, cp, pp = self.tp or 1, self.cp or 1, self.pp or 1
+        model = tp * cp * pp
+        if num_gpus % model:
+            rest = num_gpus // (cp * pp) if num_gpus % (cp * pp) == 0 else 0
+            fix = (f"with cp {cp} and pp {pp}, tp can be {', '.join(map(str, _divisors(rest)))}"
+                   if rest else f"cp * pp = {cp * pp} does not divide it either: pick cp and pp among its divisors")
+            raise ValueError(
+                f"layout tp ({tp}) * cp ({cp}) * pp ({pp}) = {model} does not divide num_gpus ({num_gpus}), so no "
+                f"data-parallel degree completes the job; give degrees whose product divides {num_gpus} ({fix})")
+        if self.dp is not None and model * self.dp != num_gpus:
+            raise ValueError(
+                f"layout tp ({tp}) * cp ({cp}) * pp ({pp}) * dp ({self.dp}) = {model * self.dp} != num_gpus "
+                f"({num_gpus}); set dp to {num_gpus // model} or drop it (it follows from the others)")
+
+    def fixed(self) -> dict[str, int | bool | str]:
+        """The stated fields as a search's `fixed` mapping."""
+        return self.model_dump(mode="json", exclude_none=True)
+
+
+def _divisors(n: int) -> list[int]:
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return sorted({*small, *(n // d for d in small)})

@@ -7,7 +7,7 @@ from typing import Final
 
 from pydantic import Field, model_validator
 
-from placement.specs._base import Frozen
+from placement.specs._base import StrictScalars
 from placement.specs.training import MAX_GLOBAL_BATCH, MAX_SEQ_LEN
 
 MAX_LAYERS: Final = 1 << 16
@@ -48,7 +48,7 @@ class RopeScaling(StrEnum):
     `validate_rope_fusion_compatibility`)."""
 
 
-class MoESpec(Frozen):
+class MoESpec(StrictScalars):
     num_experts: int = Field(ge=1)
     """Routed experts per MoE layer."""
     top_k: int = Field(ge=1)
@@ -95,7 +95,7 @@ class MoESpec(Frozen):
         return self.shared_expert_ffn_hidden_size or self.expert_ffn_hidden_size
 
 
-class MLASpec(Frozen):
+class MLASpec(StrictScalars):
     """DeepSeek multi-head latent attention (arXiv:2405.04434 §2.1)."""
 
     q_lora_rank: int | None = Field(default=None, ge=1)
@@ -106,7 +106,7 @@ class MLASpec(Frozen):
     v_head_dim: int = Field(ge=1)
 
 
-class ModelSpec(Frozen):
+class ModelSpec(StrictScalars):
     name: str = Field(min_length=1)
     num_layers: int = Field(ge=1, le=MAX_LAYERS)
     hidden_size: int = Field(ge=1)

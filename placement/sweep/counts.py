@@ -116,11 +116,12 @@ def _primes(m: int) -> set[int]:
 def plan_count(model: ModelSpec, train: TrainingSpec, cluster: ClusterSpec, acc: AcceleratorSpec, n: int) -> dict:
     """The best plan on `n` GPUs as a cache entry: {status, binding, message, plan}."""
     from placement.planner import plan_job
-    from placement.search import SearchConfig
+    from placement.search import SWEEP_FIX_NAMES, SearchConfig
     from placement.topology import Topology
 
     try:
-        planned = plan_job(model, train, Topology(cluster, acc, num_gpus=n), SearchConfig(top_k=1), None,
+        planned = plan_job(model, train, Topology(cluster, acc, num_gpus=n),
+                           SearchConfig(top_k=1, fix_names=SWEEP_FIX_NAMES), None,
                            with_rank_table=False)
     except PlacementInfeasible as err:
         return {"status": "infeasible", "binding": err.binding, "message": str(err), "plan": None}

@@ -8,6 +8,7 @@ from pydantic import Field, model_validator
 
 from placement.cost.constants import GiB
 from placement.specs._base import Frozen
+from placement.specs.hardware import Bandwidth
 from placement.specs.training import MAX_GLOBAL_BATCH, MAX_SEQ_LEN, Precision, TrainingSpec
 
 HOURS_PER_YEAR = 8760.0
@@ -32,7 +33,7 @@ class DesignSpec(Frozen):
     """Catalog node design (dgx-h100, gb200-nvl72, ...) or a cluster YAML path."""
     gpus: int | None = Field(default=None, ge=1)
     """GPU count; None = as many as the sweep's budget buys (whole nodes)."""
-    nic_bandwidth_bytes_per_s: float | None = Field(default=None, gt=0, le=1e14)
+    nic_bandwidth_bytes_per_s: Bandwidth | None = None
     """Scale-out bandwidth per GPU per direction, if not the design's (8 x 400 Gb/s per 8 GPUs = 50e9)."""
     nodes_per_leaf: int | None = Field(default=None, ge=1)
     """Scale-up domains (nodes, or NVL72 racks) under one leaf switch, if not the design's."""

@@ -1,0 +1,77 @@
+"""Model, cluster and accelerator YAML: a number or a flag is never coerced from another type (lax pydantic read
+`num_layers: true` as one layer), and a bandwidth outside 1e6..1e15 B/s is a unit slip, named as one."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from placement.catalog import load_cluster
+from placement.cli import main
+from placement.errors import InputError
+
+MODEL = {"name": "m", "num_layers": 32, "hidden_size": 4096, "ffn_hidden_size": 14336, "num_attention_heads": 32,
+         "vocab_size": 128256}
+
+
+def _cluster() -> dict:
+    return load_cluster("dgx-h100").model_dump(mode="json")
+
+
+@pytest.mark.parametrize(("field", "value", "message"), [
+    ("num_layers", True, "field `num_layers` = True: an integer expected, not true/false: write the number."),
+    ("tied_embeddings", "yes", "field `tied_embeddings` = 'yes': true or false expected, not a string: write it "
+                               "without quotes."),
+    ("tied_embeddings", 1, "field `tied_embeddings` = 1: true or false expected, not a number."),
+    ("hidden_size", "4096", "field `hidden_size` = '4096': an integer expected, not a string"),
+])
+def test_a_model_yaml_value_of_the_wrong_type_is_named(tmp_path: Path, field: str, value: object,
+                                                       message: str) -> None:
+    path = tmp_path / "m.yaml"
+    path.write_text(yaml.safe_dump({**MODEL, field: value}))
+    res = CliRunner().invoke(main, ["show", "model", str(path)])
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    assert message in res.output.replace("\n", " ")
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"gpus_per_node": "8"}, "field `gpus_per_node` = '8': an integer expected, not a string"),
+    ({"nic_bandwidth_bytes_per_s": 50}, "field `nic_bandwidth_bytes_per_s` = 50: 50 B/s is outside 1e+06 to 1e+15 "
+                                        "bytes per second, a unit slip"),
+])
+def test_a_cluster_yaml_slip_is_named(tmp_path: Path, change: dict, message: str) -> None:
+    """`nic_bandwidth_bytes_per_s: 50` (GB/s meant) planned a 56,255,500 s step."""
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump({**_cluster(), **change}))
+    res = CliRunner().invoke(main, ["plan", "--model", "llama3-8b", "--cluster", str(path), "--gpus", "8"])
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    assert message in res.output.replace("\n", " ")
+
+
+def test_a_number_pyyaml_leaves_as_text_still_reads_as_a_float(tmp_path: Path) -> None:
+    """PyYAML reads `450.0e9` (no exponent sign) as a string; the catalogs write bandwidths so."""
+    text = yaml.safe_dump(_cluster()).replace("nic_bandwidth_bytes_per_s: 50000000000.0",
+                                              "nic_bandwidth_bytes_per_s: 50.0e9")
+    assert "50.0e9" in text
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    assert load_cluster(str(path)).nic_bandwidth_bytes_per_s == 50e9
+    with pytest.raises(InputError, match=re.escape("= 'fast': a number expected, not a string")):
+        path.write_text(text.replace("50.0e9", "fast"))
+        load_cluster(str(path))
+
+
+def test_a_cluster_naming_its_accelerator_by_path_is_told_it_takes_a_name(tmp_path: Path) -> None:
+    """The message offered "or give a path to a YAML file", which the field does not take: it names the file and
+    the field, the catalog names, and that a path is not one."""
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump({**_cluster(), "accelerator": "acc.yaml"}))
+    res = CliRunner().invoke(main, ["plan", "--model", "llama3-8b", "--cluster", str(path), "--gpus", "8"])
+    assert res.exit_code == 2
+    out = res.output.replace("\n", " ")
+    assert f"{path}: field `accelerator` = 'acc.yaml': no accelerator of that name; known accelerators: " in out
+    assert "h100-sxm" in out and "not a path" in out and "give a path" not in out
