@@ -248,7 +248,8 @@ def test_an_argument_one_typo_from_one_read_is_refused_as_megatron_would(tmp_pat
     """Megatron-LM's parser refuses unknown arguments (allow_abbrev=False): a typo of a flag the audit reads would
     otherwise leave its default priced (tp 1 for `--tensor-model-parallel-sise 2`)."""
     script = tmp_path / "typo.sh"
-    script.write_text(MOE_SCRIPT.format(extra="").replace("--tensor-model-parallel-size", "--tensor-model-parallel-sise"))
+    typo = MOE_SCRIPT.format(extra="").replace("--tensor-model-parallel-size", "--tensor-model-parallel-sise")
+    script.write_text(typo)
     result = CliRunner().invoke(main, ["audit", "--launch", str(script), "--model", "mixtral-8x7b", "--cluster",
                                        "dgx-h100", "--gpus", "64"])
     assert result.exit_code == 2
