@@ -257,3 +257,43 @@ def test_an_argument_one_typo_from_one_read_is_refused_as_megatron_would(tmp_pat
     negation = tmp_path / "negation.sh"  # a --no- form of a flag is not taken for a typo of it
     negation.write_text(MOE_SCRIPT.format(extra="--no-moe-permute-fusion"))
     assert _audit(negation, "--model", "mixtral-8x7b", "--gpus", "64")["layout"]["tp"] == 1
+
+
+@pytest.mark.parametrize("flag", ["--fp4-param-gather", "--tp-comm-overlap-ag", "--moe-expert-rank-capacity-factor"])
+def test_real_megatron_arguments_close_to_read_ones_are_not_typos(tmp_path, flag) -> None:
+    script = tmp_path / "real.sh"
+    script.write_text(MOE_SCRIPT.format(extra=flag + (" 1.5" if "factor" in flag else "")))
+    assert _audit(script, "--model", "mixtral-8x7b", "--gpus", "64")["layout"]["tp"] == 1
+
+
+def test_a_bridge_configs_overlap_survives_a_script_of_overrides(tmp_path) -> None:
+    """Megatron-LM's argument defaults are not Megatron-Bridge's: a recipe script's Hydra overrides (which win the
+    merge) must not bring --overlap-grad-reduce's default over the YAML's `ddp.overlap_grad_reduce: true`."""
+    from placement.audit.launch import parse_launch
+
+    yaml = tmp_path / "cfg.yaml"
+    yaml.write_text((AUDIT / "bridge" / "deepseek_v3_pretrain_h100_fp8_sc_v1.yaml").read_text()
+                    .replace("overlap_grad_reduce: false", "overlap_grad_reduce: true"))
+    script = tmp_path / "run.sh"
+    script.write_text("torchrun --nproc_per_node=8 run_recipe.py --config-file cfg.yaml "
+                      "model.pipeline_model_parallel_size=8\n")
+    lay = parse_launch([script, yaml])
+    assert lay.recipe["dp_overlap"] is True
+    assert "overlap_grad_reduce: true" in lay.sources["recipe.dp_overlap"]
+
+
+def test_torchtitan_030_without_disable_cuda_graphs_runs_them(tmp_path) -> None:
+    """0.3.0 captures forward and backward in a CUDA graph unless --training.disable_cuda_graphs (pp 1, ep 1); a
+    named config's batch and sequence are its config function's, noted, not replaced by 0.2 defaults."""
+    from placement.audit.launch import parse_launch
+
+    line = ("torchrun --nnodes 1 --nproc-per-node 8 -m torchtitan.train --module llama3 --config llama3_8b "
+            "--parallelism.data_parallel_shard_degree 8 activation-checkpoint:full{extra}\n")
+    graphs = tmp_path / "graphs.sh"
+    graphs.write_text(line.format(extra=""))
+    lay = parse_launch([graphs])
+    assert lay.recipe["cuda_graphs"] == "full"
+    assert any("config_registry" in x and "seq_len" in x for x in lay.ignored) and lay.seq_len is None
+    off = tmp_path / "off.sh"
+    off.write_text(line.format(extra=" --training.disable_cuda_graphs"))
+    assert "cuda_graphs" not in parse_launch([off]).recipe

@@ -106,9 +106,6 @@ def test_blocking_transfers_cost_what_pipeline_p2p_blocking_prices(stages, micro
         c = 0.01
         added = (simulate(stages, micro_batches, f, b, c) - simulate(stages, micro_batches, f, b, 0.0)) / c
         assert added == pytest.approx(expected, abs=1e-6)
-    per_microbatch = 2 if stages == 2 else 4
-    credit = 2 if stages == 2 else 2 * stages + 4
-    assert per_microbatch * (micro_batches + stages - 1) - credit == expected
 
 
 @pytest.mark.parametrize("pp", [2, 3, 4, 8])

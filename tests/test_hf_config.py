@@ -406,6 +406,12 @@ def test_mistral_sliding_window_is_priced_not_dropped() -> None:
     assert full.sliding_window is None
 
 
+def test_a_mixtral_sliding_window_covers_every_layer_as_mistrals() -> None:
+    """transformers' MixtralAttention applies one sliding_window to all layers, as Mistral's does."""
+    spec = model_from_hf_config(_config("mixtral-8x7b-v0.1") | {"sliding_window": 4096}, "m", source="m.json")
+    assert (spec.sliding_window, spec.sliding_window_layers) == (4096, spec.num_layers)
+
+
 def test_a_qwen_sliding_window_in_use_is_refused_not_dropped() -> None:
     cfg = _config("qwen2-7b") | {"sliding_window": 4096, "use_sliding_window": True}
     with pytest.raises(InputError, match=re.escape("key `sliding_window` = 4096 with sliding-window attention on")):

@@ -401,14 +401,20 @@ MEGATRON_DEFAULTS = {"moe_dispatcher": (Dispatcher.ALLGATHER, "default (Megatron
 """Recipe values Megatron-Core runs when its files leave the argument out, where they differ from the Recipe's."""
 
 
+def _launch_source(evidence: str) -> str:
+    """A recipe value's source as the plan names it: "launch:" and the files' evidence, or the framework default
+    a reader filled in for what the files leave out (its own "default (...)" text)."""
+    return evidence if evidence.startswith(("default", "torchtitan default")) else f"launch:{evidence}"
+
+
 def launch_recipe(launch: LaunchLayout, model: ModelSpec, layout: Layout,
                   overrides: tuple[Recipe, dict[str, str]] | None = None,
-                  several_hosts: bool = False) -> tuple[Recipe, dict[str, str]]:
+                  several_hosts: bool = False, precision: str | None = None) -> tuple[Recipe, dict[str, str]]:
     """The recipe the launch files state (sources "launch:EVIDENCE"), the framework's defaults for what they
     leave out (on `several_hosts`, also what it runs there), and the command line's --recipe / recipe flags on
     top."""
     values = dict(launch.recipe)
-    sources = {f: f"launch:{launch.sources.get(f'recipe.{f}', '')}" for f in values}
+    sources = {f: _launch_source(launch.sources.get(f"recipe.{f}", "")) for f in values}
     interval = values.pop("ac_layer_interval", None)
     if interval is not None:  # torchtitan's layer SAC: a full checkpoint of every k-th block of a chunk
         sources.pop("ac_layer_interval")
@@ -417,7 +423,7 @@ def launch_recipe(launch: LaunchLayout, model: ModelSpec, layout: Layout,
         sources["recompute_num_layers"] = (f"launch:{launch.sources.get('recipe.ac_layer_interval', '')} (every "
                                            f"{interval}th of {per_chunk} layers per stage)")
     cap = CAPABILITIES.get(launch.framework)
-    for name, value, why in cap.recipe_rows(several_hosts) if cap is not None else ():
+    for name, value, why in cap.recipe_rows(several_hosts, precision) if cap is not None else ():
         if name not in values:  # what the files state wins (a BF16_Optimizer job's fp32 gradient copy)
             values[name], sources[name] = value, why
     if launch.framework == "megatron" and model.is_moe:
@@ -740,7 +746,8 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
     launch = maxtext_layout(launch, model, topo, train.global_batch)
     model, model_sources = launched_model(launch, model)
     layout = resolve_layout(launch, model, topo.num_gpus)
-    recipe, recipe_sources = launch_recipe(launch, model, layout, recipe_overrides, several_hosts=topo.num_hosts > 1)
+    recipe, recipe_sources = launch_recipe(launch, model, layout, recipe_overrides, several_hosts=topo.num_hosts > 1,
+                                           precision=train.precision.value)
     try:
         check_layout(model, train, layout, recipe)
     except InputError as err:

@@ -184,6 +184,12 @@ def finish(v: dict[str, tuple[Any, str]], ignored: list[str]) -> dict[str, tuple
         # the scanned decoder checkpoints every layer with get_remat_policy()'s None for "none": a full recompute
         # (layers/nnx_decoders.py:1154-1159, :1278-1287); only the unscanned loop skips jax.checkpoint (:2248)
         out["recompute"] = ("full", f"{rev} with scan_layers {scan} ({sev})")
+    if str(remat) == "minimal":  # what minimal_policy leaves unsaved runs again: the attention core and the norms
+        from placement.emit.maxtext import MINIMAL_RECOMPUTES
+
+        out["recipe.recompute_modules"] = (tuple(m.value for m in MINIMAL_RECOMPUTES),
+                                           f"{rev} (minimal_policy saves only the named matmul outputs: "
+                                           f"layers/nnx_decoders.py)")
     if str(remat) not in REMAT:
         ignored.append(f"remat_policy {remat!r}: priced as selective recompute of the attention core ({rev})")
     out["model_ref"] = (str(keys["model_name"][0]), keys["model_name"][1])

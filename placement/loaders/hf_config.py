@@ -225,8 +225,9 @@ def _read_decoder(cfg: _Config) -> dict[str, Any]:
             f"has; describe the model as a models/*.yaml file with the nearest ffn_kind instead")
     fields["tied_embeddings"] = cfg.flag("tie_word_embeddings", default=False)
     window = cfg.optional_int("sliding_window")
-    if window is not None and cfg.family == "mistral":
-        # Mistral's window applies to every layer (transformers MistralAttention: one sliding_window for all)
+    if window is not None and cfg.family in ("mistral", "mixtral"):
+        # Mistral's and Mixtral's window applies to every layer (transformers MistralAttention, MixtralAttention:
+        # one sliding_window for all)
         fields |= {"sliding_window": window, "sliding_window_layers": fields["num_layers"]}
     elif window is not None and cfg.flag("use_sliding_window", default=cfg.family not in ("qwen2", "qwen2_moe",
                                                                                           "qwen3", "qwen3_moe")):

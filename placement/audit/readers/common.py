@@ -357,6 +357,8 @@ def merge(groups: list[Settings]) -> Settings:
         out.hostfile = g.hostfile or out.hostfile
         out.hf_auto = g.hf_auto or out.hf_auto
         out.deepspeed_binding = g.deepspeed_binding or out.deepspeed_binding
+        out.megatron_lm = out.megatron_lm or g.megatron_lm
+        out.bridge = out.bridge or g.bridge
     return out
 
 

@@ -157,7 +157,8 @@ def read_file(path: Path, fw: str) -> Settings:
     elif any(re.fullmatch(r"\+{0,2}[A-Za-z_][\w]*\.[\w.]+=.*", w.text, re.S) for w in args):
         keys, config_file = megatron.hydra_overrides(args)
         megatron.bridge_settings(keys, s)
-        megatron.read_args([w for w in args if w.text.startswith("--") and w.text != "--config-file"], s)
+        megatron.read_args([w for w in args if w.text.startswith("--") and w.text != "--config-file"], s,
+                           typos=False)  # the recipe script's own flags, not Megatron-LM's
         s.override = True
         if config_file:
             s.config_file = (config_file, "")

@@ -200,7 +200,8 @@ def _near_miss(flag: str, a: Arg) -> None:
     """InputError for an argument one typo away from one the audit reads (`--tensor-model-parallel-sise`):
     Megatron-LM's parser refuses unknown arguments and abbreviations (megatron/training/arguments.py
     ArgumentParser(allow_abbrev=False)), so the job would not start, and the audit would price the default."""
-    if not flag.startswith("--") or any(c.isspace() for c in flag) or flag in _MG_NARGS or flag in _MG_IGNORED:
+    if (not flag.startswith("--") or any(c.isspace() for c in flag) or flag in _MG_NARGS or flag in _MG_IGNORED
+            or flag in MEGATRON_NEAR_NAMES):
         return
     close = difflib.get_close_matches(flag, list(_MG_NARGS), n=1, cutoff=NEAR_MISS_CUTOFF)
     if close and close[0].replace("--no-", "--") != flag.replace("--no-", "--"):  # a negation is no typo
@@ -208,6 +209,11 @@ def _near_miss(flag: str, a: Arg) -> None:
                          f"arguments it does not know (allow_abbrev=False), so this launch would not start")
 
 
+MEGATRON_NEAR_NAMES = frozenset({"--fp4-param-gather", "--fp4-recipe", "--megatron-fsdp-main-params-dtype",
+                                 "--moe-expert-rank-capacity-factor", "--tp-comm-overlap-ag", "--tp-comm-overlap-rs"})
+"""Real Megatron-LM arguments within NEAR_MISS_CUTOFF of one the audit reads: the whole of megatron/training/
+arguments.py's flags and megatron-core's config dataclass fields (NVIDIA/Megatron-LM d98e8a64, 871 names) checked
+against `_near_miss`, these six are the ones it would take for typos."""
 NEAR_MISS_CUTOFF = 0.9
 """difflib similarity above which an unknown flag is taken for a typo of one the audit reads."""
 
@@ -315,13 +321,15 @@ def read_args(words: list[Word], s: Settings, typos: bool = True) -> None:
                                              f"gather on when it shards gradients: megatron_fsdp.py MegatronFSDP "
                                              f"__init__, megatron-core 0.19.2)")
     _moe_grouped_gemm(args, s)
-    if deepspeed_flag is None:
-        _megatron_lm_defaults(s)
+    s.megatron_lm = True
 
 
 def _megatron_lm_defaults(s: Settings) -> None:
     """Recipe values Megatron-LM runs when its arguments leave them out, where placement's Recipe defaults to
-    another, each with the source that says so (a Megatron-DeepSpeed job, `--deepspeed`, keeps DeepSpeed's)."""
+    another, each with the source that says so; applied to the merged files of a Megatron-LM job only (a
+    Megatron-Bridge config has its own defaults, a Megatron-DeepSpeed job, `--deepspeed`, DeepSpeed's)."""
+    if not s.megatron_lm or s.bridge or s.has("recipe.pipeline_p2p_blocking"):
+        return
     if not s.has("recipe.dp_overlap"):
         s.put("recipe.dp_overlap", False,
               "default (Megatron-LM's --overlap-grad-reduce is off unless given: megatron/training/arguments.py "
@@ -467,6 +475,7 @@ def _yaml_evidence(path: Path, lines: list[str], section: str | None, key: str) 
 
 def bridge_settings(keys: dict[str, tuple[Any, str]], s: Settings) -> None:
     """The layout, batch, sharding and precision fields of Megatron-Bridge keys (YAML or Hydra overrides)."""
+    s.bridge = True
     for key, field in _BRIDGE_INT.items():
         value, ev = keys.get(key, (None, None))
         if value is None:
@@ -626,6 +635,7 @@ def join(groups: list[Settings]) -> Reading:
     s.take("grad_accumulation")  # an HF Trainer flag, for DeepSpeed's batch identity: Megatron has none
     deepspeed_binding(s)  # a Megatron script the deepspeed launcher starts
     finish(s)
+    _megatron_lm_defaults(s)
     return s.reading("megatron")
 
 

@@ -261,6 +261,10 @@ class Settings:
     hostfile: Hostfile | None = None
     hf_auto: tuple[AutoKey, ...] = ()
     deepspeed_binding: DeepSpeedBinding | None = None
+    megatron_lm: bool = False
+    """A Megatron-LM argument list was read (its defaults apply after the merge: megatron.join)."""
+    bridge: bool = False
+    """Megatron-Bridge keys were read (a ConfigContainer YAML or Hydra overrides): its own defaults apply."""
 
     def put(self, name: str, value: Any, evidence: str) -> None:
         """Set field `name` (a LayoutRead or JobRead field, or "recipe.FIELD") with its evidence."""

@@ -141,6 +141,8 @@ class _Pipeline:
     pp_microbatch: tuple[int, str] | None = None
     schedule: tuple[str, str] | None = None
     """pipeline_parallel_schedule, lower case."""
+    named_config: str | None = None
+    """A 0.3.0 launch's `--module M --config F` (its config function sets batch, sequence and checkpointing)."""
 
 
 def _settings(keys: dict[str, tuple[Any, str]], s: Settings) -> _Pipeline:
@@ -165,7 +167,8 @@ def _settings(keys: dict[str, tuple[Any, str]], s: Settings) -> _Pipeline:
                        ("parallelism.data_parallel_replicate_degree", "dp_replicate"),
                        ("training.seq_len", "seq_len")):
         degree(key, field)
-    pipeline = _Pipeline()
+    version3 = "module" in keys or "config" in keys
+    pipeline = _Pipeline(named_config=f"{get('module')[0]}:{get('config')[0]}" if version3 else None)
     shard = degree("parallelism.data_parallel_shard_degree", "", allow_negative=True)
     if shard is not None:
         ev = get("parallelism.data_parallel_shard_degree")[1]
@@ -202,7 +205,15 @@ def _settings(keys: dict[str, tuple[Any, str]], s: Settings) -> _Pipeline:
         v, ev = get(key)
         if v is not None:
             s.put(field, read_int(v, key.split(".")[1], ev), ev)
-    _activation_checkpoint(get, s, version3="module" in keys or "config" in keys)
+    if version3 and not s.has("precision"):
+        from placement.emit.torchtitan import FP8_CONFIGS
+
+        config = str(get("config")[0])
+        if config in FP8_CONFIGS.values() and FP8_CONFIGS.get(config, config) == config:
+            s.put("precision", "fp8", f"{get('config')[1]} (torchtitan 0.3.0's {config} config converts the "
+                                      f"linear layers to Float8: models/*/config_registry.py)")
+    _activation_checkpoint(get, s, version3)
+    _cuda_graphs(get, s, version3)
     sp, spev = get("parallelism.enable_sequence_parallel")
     if sp is not None:
         s.put("sequence_parallel", sp in (True, "true", "True"), spev)
@@ -240,9 +251,13 @@ def _activation_checkpoint(get, s: Settings, version3: bool) -> None:
     per-op policy (SelectiveAC: saves the matmul, attention and collective outputs but every second matmul,
     recomputes the rest), priced as selective recompute of the attention core and noted."""
     mode, mev = get("activation_checkpoint.mode")
+    if mode is None and version3:  # the named config function decides (config_registry.py), which is not read
+        s.ignored.append(f"activation checkpointing: set by the named config (torchtitan 0.3.0 config_registry), "
+                         f"not read: give the activation-checkpoint:MODE subcommand to price it ({NAMED_CONFIG})")
+        return
     if mode is None:
         mode, mev = "selective", ("torchtitan default activation_checkpoint mode 'selective' (v0.2.2 "
-                                  "config/job_config.py; 0.3.0 trainer.py SelectiveAC)")
+                                  "config/job_config.py)")
     mode = str(mode).replace("-", "_")
     if mode == "memory_budget":
         s.ignored.append(f"activation checkpointing memory_budget: recompute chosen by the compiler ({mev})")
@@ -270,6 +285,27 @@ def _activation_checkpoint(get, s: Settings, version3: bool) -> None:
                      f"of the attention core ({mev})")
 
 
+NAMED_CONFIG = "--module/--config"
+
+
+def _cuda_graphs(get, s: Settings, version3: bool) -> None:
+    """torchtitan 0.3.0 captures each micro-batch's forward and backward in one CUDA graph unless told
+    (training.disable_cuda_graphs False, config/configs.py; trainer.py wrap_with_cuda_graph), and refuses to
+    start with pipeline parallelism or a host-syncing EP dispatcher unless told (trainer.py
+    _validate_cuda_graphs).  0.2.x has no graphs."""
+    off = get("training.disable_cuda_graphs")[0]
+    if not version3 or off in (True, "true", "True"):
+        return
+    if s.value("pp", 1) > 1 or s.value("ep", 1) > 1:
+        s.ignored.append("CUDA graphs: torchtitan 0.3.0 refuses them with pipeline or expert parallelism unless "
+                         "--training.disable_cuda_graphs (trainer.py _validate_cuda_graphs): this launch stops at "
+                         "start unless its named config sets it; priced without graphs")
+        return
+    s.put("recipe.cuda_graphs", "full", "torchtitan 0.3.0 default training.disable_cuda_graphs False: the forward "
+                                        "and backward of each micro-batch run as one CUDA graph (config/configs.py, "
+                                        "trainer.py wrap_with_cuda_graph)")
+
+
 def join(groups: list[Settings], paths: list[Path]) -> Reading:
     """A torchtitan job: TOML keys first, then CLI flags on top (torchtitan's precedence), read into the
     layout; the launcher's world size stays with its file."""
@@ -294,7 +330,8 @@ def join(groups: list[Settings], paths: list[Path]) -> Reading:
 
 TT_DEFAULT_LOCAL_BATCH = 8
 TT_DEFAULT_SEQ_LEN = 2048
-"""torchtitan's training.local_batch_size and training.seq_len when the files leave them out (v0.2.2 and 0.3.0)."""
+"""torchtitan's training.local_batch_size and training.seq_len when a TOML leaves them out (v0.2.2 config/job_config.py;
+0.3.0's named config functions set their own, which are not read)."""
 
 
 def _finish(s: Settings, pipeline: _Pipeline) -> None:
@@ -302,10 +339,15 @@ def _finish(s: Settings, pipeline: _Pipeline) -> None:
     pp = s.value("pp", 1)
     tp = s.value("tp", 1)
     local = pipeline.local_batch
-    if local is None and not s.has("global_batch"):
+    if pipeline.named_config is not None and (local is None or not s.has("seq_len")):
+        s.ignored.append(f"batch and sequence: the named config {pipeline.named_config} sets local_batch_size and "
+                         f"seq_len in torchtitan 0.3.0's config_registry, which is not read; give "
+                         f"--training.local_batch_size and --training.seq_len (or the audit's --seq-len and "
+                         f"--global-batch) to price them")
+    elif local is None and not s.has("global_batch"):
         local = (TT_DEFAULT_LOCAL_BATCH, f"torchtitan default training.local_batch_size {TT_DEFAULT_LOCAL_BATCH} "
                                          f"(v0.2.2 config/job_config.py, 0.3.0 config/configs.py)")
-    if not s.has("seq_len"):
+    if not s.has("seq_len") and pipeline.named_config is None:
         s.put("seq_len", TT_DEFAULT_SEQ_LEN, f"torchtitan default training.seq_len {TT_DEFAULT_SEQ_LEN} (v0.2.2 "
                                              f"config/job_config.py, 0.3.0 config/configs.py)")
     if local is not None:
