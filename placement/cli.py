@@ -648,7 +648,10 @@ def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, pr
         from pathlib import Path
 
         if plan_index > len(planned.plans):
-            raise InputError(f"--plan-index {plan_index}: only {len(planned.plans)} plans were found")
+            found = len(planned.plans)
+            more = (f"raise --top-k to {plan_index} to keep that many" if found == top_k else
+                    f"only {found} layouts fit this job; pick --plan-index 1..{found}")
+            raise InputError(f"--plan-index {plan_index}: only {found} plans were found; {more}")
         _write_out(Path(out_dir), formats, planned.plans[plan_index - 1], planned.gpu_of_rank[plan_index - 1], topo,
                    given_model, train)
     if not _timings():
@@ -712,7 +715,7 @@ def evaluate(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch
     if topo.num_gpus % per_replica:
         raise InputError(
             f"tp ({tp}) * cp ({cp}) * pp ({pp}) = {per_replica} does not divide the {topo.num_gpus} GPUs; "
-            f"dp = GPUs / (tp * cp * pp) must be whole"
+            f"dp = GPUs / (tp * cp * pp) must be whole; {_replica_fix(topo.num_gpus, tp, cp, pp)}"
         )
     sp = tp > 1 if sequence_parallel is None else sequence_parallel
     layout = Layout(tp=tp, cp=cp, ep=ep, etp=etp, pp=pp, vpp=vpp, dp=topo.num_gpus // per_replica,
@@ -892,6 +895,15 @@ def sweep(sweep_file, out_dir, executor, workers, no_cache, as_json, no_plots, s
     if not any(r["status"] == "ok" for r in result.rows):
         _fail(EXIT_INFEASIBLE, f"sweep {spec.name}: no cell has a plan (every design x workload is infeasible; "
                                f"each row's message says why); the files above are written")
+
+
+def _replica_fix(num_gpus: int, tp: int, cp: int, pp: int) -> str:
+    """The nearest tp below the one given whose tp x cp x pp divides the GPUs, or the rule to pick one."""
+    rest = cp * pp
+    if num_gpus % rest == 0:
+        smaller = next((t for t in range(min(tp, num_gpus // rest), 0, -1) if (num_gpus // rest) % t == 0), 1)
+        return f"try --tp {smaller}"
+    return f"pick tp, cp and pp whose product divides {num_gpus}"
 
 
 def _files_text(paths) -> str:

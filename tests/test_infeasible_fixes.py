@@ -60,3 +60,29 @@ def test_a_sweep_names_the_design_field_not_the_flag(tmp_path: Path) -> None:
     assert row["status"] == "infeasible"
     assert "--gpus" not in row["message"]
     assert re.search(r"try `gpus: \d+` in the design$", row["message"]), row["message"]
+
+
+def _run(*args: str) -> tuple[int, str]:
+    res = CliRunner().invoke(main, list(args))
+    return res.exit_code, res.stderr.replace("\n", " ")
+
+
+def test_layout_errors_name_a_fix_that_works() -> None:
+    """tp x cp x pp that does not divide the GPUs, a sequence ring attention cannot cut, a global batch dp does
+    not divide: each message names a value, and the command with it runs."""
+    job = ["evaluate", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "64", "--mbs", "1"]
+    cases = [(["--seq-len", "8192", "--global-batch", "128", "--tp", "3"], r"try --tp (\d+)", "--tp"),
+             (["--seq-len", "8190", "--global-batch", "128", "--cp", "8"], r"try --seq-len (\d+)", "--seq-len"),
+             (["--seq-len", "8192", "--global-batch", "100"], r"try --global-batch \d+ or (\d+)", "--global-batch")]
+    for given, pattern, flag in cases:
+        code, err = _run(*job, *given)
+        assert code == 2, err
+        value = re.search(pattern, err).group(1)
+        fixed = [*given[:given.index(flag) + 1], value, *given[given.index(flag) + 2:]] if flag in given else given
+        assert _run(*job, *fixed)[0] in (0, 1), (fixed, _run(*job, *fixed)[1])
+
+
+def test_a_plan_index_past_the_top_k_says_to_raise_it(tmp_path) -> None:
+    code, err = _run("plan", "--model", "llama3-8b", "--gpus", "64", "--top-k", "2", "--plan-index", "3",
+                     "--out", str(tmp_path / "o"))
+    assert code == 2 and "raise --top-k to 3" in err

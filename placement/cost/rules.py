@@ -114,6 +114,24 @@ def _vpp_fix(f: Facts, v: Mapping[str, int]) -> str:
     return f"try --vpp {min(fits, key=lambda d: (abs(d - v['vpp']), d))}"
 
 
+def _cp_fix(f: Facts, cp: int) -> str:
+    """The nearest sequence length 2 x cp divides, and the largest divisor of cp that splits this one."""
+    up = -(-f.seq_len // (2 * cp)) * 2 * cp
+    smaller = next((c for c in range(cp - 1, 1, -1) if cp % c == 0 and f.seq_len % (2 * c) == 0), None)
+    return f"try --seq-len {up}" + (f", or --cp {smaller}" if smaller else "")
+
+
+def _batch_fix(global_batch: int, dp: int, mbs: int) -> str:
+    """The nearest global batches dp x micro-batch divides (and micro-batch 1 when it divides dp's share)."""
+    unit = dp * mbs
+    down, up = global_batch // unit * unit, -(-global_batch // unit) * unit
+    sizes = " or ".join(str(b) for b in dict.fromkeys(b for b in (down, up) if b > 0))
+    fix = f"try --global-batch {sizes}"
+    if mbs > 1 and global_batch % dp == 0:
+        fix += ", or --mbs 1"
+    return fix
+
+
 def _rule(name: str, reads: str, reason: str, holds, message) -> Rule:
     return Rule(name=name, reads=frozenset(reads.split()), reason=reason, holds=holds, message=message)
 
@@ -131,7 +149,8 @@ RULES: tuple[Rule, ...] = (
     _rule("cp_sequence", "cp",
           "load-balanced ring attention cuts the sequence into 2 x cp equal chunks",
           lambda f, c: (c["cp"] == 1) | (f.seq_len % (2 * c["cp"]) == 0),
-          lambda f, v: f"--cp {v['cp']}: sequence {f.seq_len} must split into 2 x cp equal chunks"),
+          lambda f, v: f"--cp {v['cp']}: sequence {f.seq_len} must split into 2 x cp equal chunks; "
+                       f"{_cp_fix(f, v['cp'])}"),
     _rule("dense_no_experts", "ep etp",
           "a model without experts has nothing to shard over ep or etp",
           lambda f, c: (f.num_experts > 0) | ((c["ep"] == 1) & (c["etp"] == 1)),
@@ -155,7 +174,7 @@ RULES: tuple[Rule, ...] = (
           "every data-parallel replica runs the same whole number of micro-batches",
           lambda f, c: f.global_batch % (c["dp"] * c["mbs"]) == 0,
           lambda f, v: f"global batch {f.global_batch} is not a multiple of dp ({v['dp']}) * micro-batch "
-                       f"({v['mbs']}) = {v['dp'] * v['mbs']}"),
+                       f"({v['mbs']}) = {v['dp'] * v['mbs']}; {_batch_fix(f.global_batch, v['dp'], v['mbs'])}"),
     _rule("pp_layers", "pp",
           "every pipeline rank holds at least one layer (middle ranks ceil(L / pp), first and last the rest)",
           lambda f, c: (_lighter_end(f, c) >= 1) | f.explicit_pipeline,
