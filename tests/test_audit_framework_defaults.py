@@ -280,6 +280,9 @@ def test_a_bridge_configs_overlap_survives_a_script_of_overrides(tmp_path) -> No
     lay = parse_launch([script, yaml])
     assert lay.recipe["dp_overlap"] is True
     assert "overlap_grad_reduce: true" in lay.sources["recipe.dp_overlap"]
+    # a Bridge config that states no overlap is not given Megatron-LM's argument default either
+    yaml.write_text("\n".join(x for x in yaml.read_text().splitlines() if "overlap_grad_reduce" not in x))
+    assert "dp_overlap" not in parse_launch([script, yaml]).recipe
 
 
 def test_torchtitan_030_without_disable_cuda_graphs_runs_them(tmp_path) -> None:
