@@ -300,3 +300,24 @@ def test_torchtitan_030_without_disable_cuda_graphs_runs_them(tmp_path) -> None:
     off = tmp_path / "off.sh"
     off.write_text(line.format(extra=" --training.disable_cuda_graphs"))
     assert "cuda_graphs" not in parse_launch([off]).recipe
+
+
+@pytest.mark.parametrize(("flag", "value", "name"), [("--ffn-hidden-size", "8192", "ffn_hidden_size"),
+                                                      ("--moe-router-topk", "3", "moe_router_topk"),
+                                                      ("--kv-channels", "64", "kv_channels")])
+def test_a_model_shape_the_files_train_differently_is_refused(tmp_path, flag, value, name) -> None:
+    """A cost-relevant dimension the files state otherwise than --model: the job trains another model, which the
+    audit would price as the catalog's."""
+    script = tmp_path / "shape.sh"
+    script.write_text(MOE_SCRIPT.format(extra=f"{flag} {value}"))
+    result = CliRunner().invoke(main, ["audit", "--launch", str(script), "--model", "mixtral-8x7b", "--cluster",
+                                       "dgx-h100", "--gpus", "64"])
+    assert result.exit_code == 2 and f"the launch files set {name} = {value}" in result.stderr
+
+
+def test_the_models_own_values_pass_and_a_rope_base_is_noted(tmp_path) -> None:
+    script = tmp_path / "same.sh"
+    script.write_text(MOE_SCRIPT.format(extra="--ffn-hidden-size 14336 --moe-router-topk 2 --kv-channels 128 "
+                                              "--rotary-base 10000"))
+    notes = " ".join(_audit(script, "--model", "mixtral-8x7b", "--gpus", "64")["layout"]["ignored"])
+    assert "--rotary-base 10000" in notes and "priced the same" in notes

@@ -68,6 +68,40 @@ DEFAULT_ETP_IS_TP = {"megatron": True, "torchtitan": False, "deepspeed": False, 
 expert_tensor_parallel_degree defaults to 1; DeepSpeed MoE has no expert TP."""
 
 
+def _model_shape(launch: LaunchLayout, model: ModelSpec) -> list[tuple[str, object, object]]:
+    """(field, the files' value, the model's) of every model dimension the cost depends on that the files state:
+    a job whose files train another shape than --model's is refused, not priced as the catalog's."""
+    moe = model.moe
+    return [("num_layers", launch.num_layers, model.num_layers),
+            ("hidden_size", launch.hidden_size, model.hidden_size),
+            ("num_attention_heads", launch.num_attention_heads, model.num_attention_heads),
+            # Megatron's --moe-ffn-hidden-size defaults to --ffn-hidden-size: without it, an all-MoE model's
+            # --ffn-hidden-size is the experts'
+            ("ffn_hidden_size", launch.ffn_hidden_size,
+             model.ffn_hidden_size if moe is None or moe.num_dense_layers else
+             moe.expert_ffn_hidden_size if launch.moe_ffn_hidden_size is None else launch.ffn_hidden_size),
+            ("num_query_groups", launch.num_query_groups, model.num_kv_heads or model.num_attention_heads),
+            ("kv_channels", launch.kv_channels,
+             None if model.mla else model.head_dim or model.hidden_size // model.num_attention_heads),
+            ("num_experts", launch.num_experts, moe.num_experts if moe else None),
+            ("moe_router_topk", launch.moe_router_topk, moe.top_k if moe else None),
+            ("moe_ffn_hidden_size", launch.moe_ffn_hidden_size, moe.expert_ffn_hidden_size if moe else None)]
+
+
+def model_differs(launch: LaunchLayout, model: ModelSpec) -> list[str]:
+    """Model settings the files state differently from --model that do not change the cost (the notes say the
+    best plan's files write the model's)."""
+    out = []
+    if launch.rope_base is not None and model.rope_base is not None and launch.rope_base != model.rope_base:
+        def text(v: float) -> str:
+            return f"{v:.0f}" if v == int(v) else f"{v}"
+
+        out.append(f"--rotary-base {text(launch.rope_base)} ({launch.sources.get('rope_base', '')}) differs from "
+                   f"model {model.name}'s {text(model.rope_base)}: priced the same; the best plan's files write the "
+                   f"model's, keep yours")
+    return out
+
+
 def _check_torchtitan_model(launch: LaunchLayout, model: ModelSpec) -> None:
     """The torchtitan files name their model (module/config or name/flavor): --model must be that model, as a
     Megatron file's --num-layers/--hidden-size must match.  A config placement knows is compared by
@@ -258,9 +292,7 @@ def resolve_layout(launch: LaunchLayout, model: ModelSpec, num_gpus: int) -> Lay
         raise InputError(
             f"the launch files set a data-parallel degree of {launch.dp}{src('dp')} but {num_gpus} GPUs / "
             f"(tp {launch.tp} x cp {launch.cp} x pp {launch.pp}) = {dp}; give the GPU count the job ran on")
-    for name, given, have in (("num_layers", launch.num_layers, model.num_layers),
-                              ("hidden_size", launch.hidden_size, model.hidden_size),
-                              ("num_attention_heads", launch.num_attention_heads, model.num_attention_heads)):
+    for name, given, have in _model_shape(launch, model):
         if given is not None and given != have:
             raise InputError(
                 f"the launch files set {name} = {given}{src(name)} but model {model.name} has {have}; "
@@ -744,6 +776,7 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
     source) from the command line, over what the files state.  `files_text`: the launch files' text, which the
     argument diff checks its launched side against (changes.launch_changes)."""
     launch = maxtext_layout(launch, model, topo, train.global_batch)
+    launch = launch.model_copy(update={"ignored": (*launch.ignored, *model_differs(launch, model))})
     model, model_sources = launched_model(launch, model)
     layout = resolve_layout(launch, model, topo.num_gpus)
     recipe, recipe_sources = launch_recipe(launch, model, layout, recipe_overrides, several_hosts=topo.num_hosts > 1,

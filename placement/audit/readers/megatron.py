@@ -43,7 +43,9 @@ _MG_INT = {
     "--gradient-accumulation-steps": "grad_accumulation",  # HF Trainer
     "--global-batch-size": "global_batch", "--seq-length": "seq_len", "--num-layers": "num_layers",
     "--hidden-size": "hidden_size", "--num-attention-heads": "num_attention_heads", "--num-experts": "num_experts",
-    "--zero-stage": "zero_stage",
+    "--zero-stage": "zero_stage", "--ffn-hidden-size": "ffn_hidden_size", "--num-query-groups": "num_query_groups",
+    "--moe-router-topk": "moe_router_topk", "--moe-ffn-hidden-size": "moe_ffn_hidden_size",
+    "--kv-channels": "kv_channels",
 }
 _MG_FLAGS0 = {"--sequence-parallel", "--use-distributed-optimizer", "--use-megatron-fsdp", "--use-torch-fsdp2",
               "--recompute-activations", "--checkpoint-activations", "--bf16", "--fp16", "--fp8-hybrid", "--fp8-e4m3",
@@ -65,7 +67,7 @@ _MG_NARGS: dict[str, int | str] = {f: 1 for f in _MG_INT} | {f: 0 for f in _MG_F
     "--fp8-format": 1, "--fp4-format": 1, "--pipeline-model-parallel-layout": 1, "--deepspeed_config": 1,
     "--deepspeed-config": 1, "--recompute-method": 1, "--recompute-num-layers": 1,
     "--num-distributed-optimizer-instances": 1, "--moe-token-dispatcher-type": 1, "--moe-flex-dispatcher-backend": 1,
-    "--attention-backend": 1, "--cp-comm-type": "+",
+    "--attention-backend": 1, "--cp-comm-type": "+", "--rotary-base": 1,
     "--cuda-graph-impl": 1, "--cuda-graph-modules": "+", "--cuda-graph-scope": "+", "--recompute-modules": "+",
     "--fp8-recipe": 1, "--mtp-num-layers": 1, "--moe-expert-capacity-factor": 1, "--exp-avg-dtype": 1,
     "--exp-avg-sq-dtype": 1, "--main-grads-dtype": 1, "--megatron-fsdp-main-grads-dtype": 1,
@@ -251,6 +253,12 @@ def read_args(words: list[Word], s: Settings, typos: bool = True) -> None:
             if f == "--zero-stage" and value > 3:
                 raise InputError(f"{a.evidence}: --zero-stage must be 0..3, got {value}")
             s.put(name, value, a.evidence)
+        elif f == "--rotary-base":
+            text = one_value(a).text
+            try:
+                s.put("rope_base", float(text), a.evidence)
+            except ValueError:
+                raise InputError(f"{a.evidence}: --rotary-base must be a number, got {text!r}") from None
         elif f == "--use-tp-pp-dp-mapping":
             s.put("rank_order", "tp-cp-ep-pp-dp", a.evidence)
         elif f == "--sequence-parallel":
@@ -321,6 +329,8 @@ def read_args(words: list[Word], s: Settings, typos: bool = True) -> None:
                                              f"gather on when it shards gradients: megatron_fsdp.py MegatronFSDP "
                                              f"__init__, megatron-core 0.19.2)")
     _moe_grouped_gemm(args, s)
+    if s.has("num_query_groups") and not any(a.flag == "--group-query-attention" for a in args):
+        s.take("num_query_groups")  # Megatron reads --num-query-groups only under --group-query-attention
     s.megatron_lm = True
 
 

@@ -56,6 +56,15 @@ class LaunchLayout(Frozen):
     hidden_size: int | None = Field(default=None, ge=1)
     num_attention_heads: int | None = Field(default=None, ge=1)
     num_experts: int | None = Field(default=None, ge=1)
+    ffn_hidden_size: int | None = Field(default=None, ge=1)
+    num_query_groups: int | None = Field(default=None, ge=1)
+    """Megatron --num-query-groups under --group-query-attention: the model's KV heads."""
+    moe_router_topk: int | None = Field(default=None, ge=1)
+    moe_ffn_hidden_size: int | None = Field(default=None, ge=1)
+    kv_channels: int | None = Field(default=None, ge=1)
+    """Megatron --kv-channels: the head dimension."""
+    rope_base: float | None = Field(default=None, gt=0)
+    """Megatron --rotary-base (the numerics, not the cost)."""
     parallel_residual: bool | None = None
     """GPT-NeoX `gpt_j_residual`: attention and MLP outputs summed before one TP all-reduce (ModelSpec field)."""
     precision: Literal["bf16", "fp8"] | None = None
@@ -161,6 +170,12 @@ class JobRead:
     hidden_size: int | None = None
     num_attention_heads: int | None = None
     num_experts: int | None = None
+    ffn_hidden_size: int | None = None
+    num_query_groups: int | None = None
+    moe_router_topk: int | None = None
+    moe_ffn_hidden_size: int | None = None
+    kv_channels: int | None = None
+    rope_base: float | None = None
     parallel_residual: bool | None = None
 
 
