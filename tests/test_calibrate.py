@@ -419,3 +419,45 @@ def test_fp8_gemm_rows_on_an_accelerator_without_fp8_are_refused(tmp_path: Path)
     assert res.exit_code == 2 and not (tmp_path / "p.yaml").exists()
     assert "line(s) 3, 4 are fp8 GEMMs, but a100-80g has no FP8 peak" in res.output.replace("\n", " ")
     assert "gemm_half_efficiency_dim" in res.output
+
+
+NCCL_2NODE = Path(__file__).parent / "data" / "nccl" / "h100-2node-all_reduce_perf.txt"
+
+
+def _edited_nccl(tmp_path: Path, name: str, edit) -> Path:
+    lines = NCCL_2NODE.read_text().splitlines()
+    out = tmp_path / name
+    out.write_text("\n".join(edit(lines)) + "\n")
+    return out
+
+
+def test_nccl_tests_rows_that_are_no_measurement_are_named() -> None:
+    """A time of zero or less, a row cut short, and another test's rows under this test's name are errors that
+    name the line, not rows dropped or fitted as the wrong collective."""
+    import tempfile
+
+    from placement.calibration.nccl_tests import read_nccl_tests
+
+    row = 24  # the first result row (8 bytes)
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        cases = [
+            (_edited_nccl(tmp, "neg_all_reduce_perf.txt",
+                          lambda ls: [*ls[:row - 1], ls[row - 1].replace("68.52", "-68.52", 1), *ls[row:]]),
+             "is no measurement"),
+            (_edited_nccl(tmp, "cut_all_reduce_perf.txt",
+                          lambda ls: [*ls[:row - 1], " ".join(ls[row - 1].split()[:7]), *ls[row:]]),
+             "the output is cut or edited"),
+            (_edited_nccl(tmp, "alltoall_perf-x.txt", lambda ls: ls),
+             "a row with reduction 'sum', which alltoall_perf does not print"),
+        ]
+        for path, message in cases:
+            with pytest.raises(InputError, match=re.escape(message)):
+                read_nccl_tests(path)
+        assert read_nccl_tests(_edited_nccl(tmp, "all_reduce_perf.txt", lambda ls: ls)).ranks == 16
+
+
+def test_an_nccl_tests_file_with_more_ranks_than_gpus_given_is_refused(tmp_path) -> None:
+    res = CliRunner().invoke(main, ["calibrate", "--nccl", str(NCCL_2NODE), "--cluster", "dgx-h100", "--gpus", "8",
+                                    "--out", str(tmp_path / "p.yaml")])
+    assert res.exit_code == 2 and "16 ranks on 2 host(s), more than the 8 GPUs given" in res.stderr

@@ -84,8 +84,10 @@ def _model_shape(launch: LaunchLayout, model: ModelSpec) -> list[tuple[str, obje
             ("kv_channels", launch.kv_channels,
              None if model.mla else model.head_dim or model.hidden_size // model.num_attention_heads),
             ("num_experts", launch.num_experts, moe.num_experts if moe else None),
-            ("moe_router_topk", launch.moe_router_topk, moe.top_k if moe else None),
-            ("moe_ffn_hidden_size", launch.moe_ffn_hidden_size, moe.expert_ffn_hidden_size if moe else None)]
+            # a dense job's MoE arguments do nothing (Megatron's logs print moe_router_topk 2 for every model)
+            ("moe_router_topk", launch.moe_router_topk, moe.top_k if moe else launch.moe_router_topk),
+            ("moe_ffn_hidden_size", launch.moe_ffn_hidden_size,
+             moe.expert_ffn_hidden_size if moe else launch.moe_ffn_hidden_size)]
 
 
 def model_differs(launch: LaunchLayout, model: ModelSpec) -> list[str]:

@@ -76,6 +76,10 @@ def _op_of(path: Path, lines: list[str]) -> str:
     )
 
 
+REDUCING: Final = ("all_reduce", "reduce_scatter")
+"""The tests whose rows name a reduction (`sum`, ...); the others print `none` in the redop column."""
+
+
 def _row(tokens: list[str]) -> tuple[int, float, float] | None:
     """(size, out-of-place time in us, out-of-place busbw in GB/s) of a result row, or None."""
     if len(tokens) < 8 or not tokens[0].isdigit() or not tokens[1].isdigit():
@@ -104,8 +108,23 @@ def read_nccl_tests(path: Path | str) -> NcclRun:
             continue
         if line.lstrip().startswith("#"):
             continue
-        got = _row(line.split())
-        if got and got[0] > 0 and got[1] > 0:
+        tokens = line.split()
+        got = _row(tokens)
+        if got is None and len(tokens) >= 2 and tokens[0].isdigit() and tokens[1].isdigit():
+            raise InputError(f"nccl-tests file `{path}` line {i}: a result row with {len(tokens)} columns, where "
+                             f"nccl-tests prints 12 or 13 (size count type redop [root] time algbw busbw #wrong, "
+                             f"out of place then in place): the output is cut or edited; give the whole output")
+        if got is None:
+            continue
+        if got[0] > 0 and got[1] <= 0:
+            raise InputError(f"nccl-tests file `{path}` line {i}: {got[0]} bytes in {got[1]} us is no measurement; "
+                             f"give the output as the binary printed it")
+        redop = tokens[3]
+        if (redop != "none") != (op in REDUCING):
+            raise InputError(f"nccl-tests file `{path}` line {i}: a row with reduction {redop!r}, which "
+                             f"{op}_perf does not print ({'a reduction' if op in REDUCING else 'none'}); the file "
+                             f"is another test's output (its name or `# Collective test starting:` line says {op})")
+        if got[0] > 0:
             rows.append(NcclRow(got[0], got[1] * 1e-6, got[2] * 1e9, i))
     if not ranks:
         raise InputError(f"nccl-tests file `{path}`: no `#  Rank N Group ... on HOST device N` lines, so the ranks "
@@ -125,6 +144,10 @@ def read_nccl_tests(path: Path | str) -> NcclRun:
 def run_topology(run: NcclRun, base: Topology) -> tuple[Topology, coll.Groups]:
     """A topology of the run's hosts shaped like `base` (its cluster design) and the group the test ran as."""
     gpn = base.cluster.gpus_per_node
+    if run.ranks > base.num_gpus:
+        raise InputError(f"nccl-tests file `{run.path}`: {run.ranks} ranks on {len(run.hosts)} host(s), more than "
+                         f"the {base.num_gpus} GPUs given; give the GPU count the test ran on (--gpus "
+                         f"{run.ranks} or more)")
     if run.gpus_per_host > gpn:
         raise InputError(f"nccl-tests file `{run.path}`: {run.gpus_per_host} ranks per host but a "
                          f"{base.cluster.name} node has {gpn} GPUs; give the cluster it ran on (--cluster)")
