@@ -86,8 +86,9 @@ def _by_name(name: str, folder: Path, schema: type[S], what: str, flag: str) -> 
     return read_yaml(path, schema, what)
 
 
-def load_model(ref: str) -> ModelSpec:
-    """A catalog name (llama3-405b), a YAML path, or a HuggingFace config.json path."""
+def load_model(ref: str, field: str = "--model") -> ModelSpec:
+    """A catalog name (llama3-405b), a YAML path, or a HuggingFace config.json path; `field` is how an error names
+    where the reference came from (a flag, or a sweep file's `workloads.N.model`)."""
     path = Path(ref)
     if path.suffix == ".json" or (_is_dir(path) and _is_file(path / "config.json")):
         from placement.loaders.hf_config import load_hf_config
@@ -95,13 +96,13 @@ def load_model(ref: str) -> ModelSpec:
         if _is_dir(path):
             path = path / "config.json"
         if not _is_file(path):
-            raise InputError(f"--model {ref!r}: no such file; give a config.json path or a catalog name")
+            raise InputError(f"{field} {ref!r}: no such file; give a config.json path or a catalog name")
         return load_hf_config(path)
     if path.suffix in (".yaml", ".yml") or _is_file(path):
         if not _is_file(path):
-            raise InputError(f"--model {ref!r}: no such file; give a YAML path or a catalog name")
+            raise InputError(f"{field} {ref!r}: no such file; give a YAML path or a catalog name")
         return read_yaml(path, ModelSpec, "model")
-    return _by_name(ref, catalog_root() / "models", ModelSpec, "model", "--model")
+    return _by_name(ref, catalog_root() / "models", ModelSpec, "model", field)
 
 
 def load_accelerator(name: str) -> AcceleratorSpec:
@@ -118,14 +119,15 @@ def _no_accelerator(name: str) -> str:
             f"/accelerators/NAME.yaml)")
 
 
-def load_cluster(ref: str) -> ClusterSpec:
+def load_cluster(ref: str, field: str = "--cluster") -> ClusterSpec:
+    """A catalog name (dgx-h100) or a cluster YAML path; `field` names where the reference came from."""
     path = Path(ref)
     if path.suffix in (".yaml", ".yml") or _is_file(path):
         if not _is_file(path):
-            raise InputError(f"--cluster {ref!r}: no such file; give a YAML path or a catalog name")
+            raise InputError(f"{field} {ref!r}: no such file; give a YAML path or a catalog name")
         cluster = read_yaml(path, ClusterSpec, "cluster")
         if cluster.accelerator not in accelerator_names():
             raise InputError(f"{path}: field `accelerator` = {cluster.accelerator!r}: "
                              f"{_no_accelerator(cluster.accelerator)}")
         return cluster
-    return _by_name(ref, catalog_root() / "hardware" / "clusters", ClusterSpec, "cluster", "--cluster")
+    return _by_name(ref, catalog_root() / "hardware" / "clusters", ClusterSpec, "cluster", field)

@@ -213,3 +213,28 @@ def test_cli_sweep_with_dead_workers_exits_75_and_names_the_loss(tmp_path, monke
     assert result.exit_code == 75, result.output
     assert "1 of 1 cells were lost when a worker died" in result.stderr
     assert "run the same command again" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_sweep_errors_name_the_files_fields(tmp_path):
+    """An unknown model or cluster is named as the sweep file's field, and one bad design gives one message (not
+    also a false "no designs")."""
+    from click.testing import CliRunner
+
+    from placement.cli import main
+
+    def run(design: str, model: str) -> str:
+        study = tmp_path / "s.yaml"
+        study.write_text(f"name: s\ndesigns:\n  - name: d1\n    cluster: {design}\n    gpus: 64\n"
+                         f"    price_per_gpu_hour: 2.0\nworkloads:\n  - name: w1\n    model: {model}\n"
+                         f"    seq_len: 4096\n    global_batch: 64\n    tokens: 1.0e9\n")
+        res = CliRunner().invoke(main, ["sweep", str(study), "--out", str(tmp_path / "o")])
+        assert res.exit_code == 2
+        return res.stderr
+
+    assert "the `model` of workload 'w1' 'llama3-8bb': no model of that name" in run("dgx-h100", "llama3-8bb")
+    assert "the `cluster` of design 'd1' 'dgx-h1000': no cluster of that name" in run("dgx-h1000", "llama3-8b")
+    bad = tmp_path / "b.yaml"
+    bad.write_text("name: s\ndesigns:\n  - name: d1\n    cluster: dgx-h100\n    gpus: 64\nworkloads:\n  - name: w1\n"
+                   "    model: llama3-8b\n    seq_len: 4096\n    global_batch: 64\n    tokens: 1.0e9\n")
+    res = CliRunner().invoke(main, ["sweep", str(bad), "--out", str(tmp_path / "o2")])
+    assert res.exit_code == 2 and "price_per_gpu_hour" in res.stderr and "at least 1 item" not in res.stderr

@@ -33,7 +33,14 @@ def format_validation_error(err: ValidationError, source: str) -> str:
     ...     print(format_validation_error(e, "m.yaml"))
     m.yaml: field `num_layers` = 0: Input should be greater than or equal to 1.
     """
-    return " ".join(_format_one(error, source) for error in err.errors(include_url=False))
+    errors = err.errors(include_url=False)
+
+    def inside(error: Any) -> bool:  # a list's too_short that counts only its items which failed on their own
+        loc = tuple(error["loc"])
+        return error["type"] == "too_short" and any(
+            len(e["loc"]) > len(loc) and tuple(e["loc"][:len(loc)]) == loc for e in errors)
+
+    return " ".join(_format_one(error, source) for error in errors if not inside(error))
 
 
 def _format_one(error: Any, source: str) -> str:

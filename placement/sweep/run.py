@@ -78,7 +78,7 @@ class Cell:
 
 def design_hardware(design: DesignSpec) -> tuple[ClusterSpec, AcceleratorSpec]:
     """The catalog node design with the design's network overrides applied."""
-    cluster = load_cluster(design.cluster)
+    cluster = load_cluster(design.cluster, f"the `cluster` of design {design.name!r}")
     tiers = list(cluster.tiers)
     if design.nodes_per_leaf is not None or design.oversubscription is not None:
         leaf = tiers[0].model_copy(update={
@@ -95,7 +95,8 @@ def design_hardware(design: DesignSpec) -> tuple[ClusterSpec, AcceleratorSpec]:
 def cells(sweep: SweepSpec, calibration: dict[str, float] | None = None, accelerator: str | None = None
           ) -> list[Cell]:
     """The study's cells; `calibration` (a profile's fitted constants) applies to the designs on `accelerator`."""
-    models = {w.model: load_model(w.model) for w in sweep.workloads}  # an unknown model fails before any work
+    # an unknown model fails before any work, named as the sweep file's field
+    models = {w.model: load_model(w.model, f"the `model` of workload {w.name!r}") for w in sweep.workloads}
     out = []
     for design in sweep.designs:
         cluster, acc = design_hardware(design)
