@@ -81,8 +81,9 @@ def _model_shape(launch: LaunchLayout, model: ModelSpec) -> list[tuple[str, obje
              model.ffn_hidden_size if moe is None or moe.num_dense_layers else
              moe.expert_ffn_hidden_size if launch.moe_ffn_hidden_size is None else launch.ffn_hidden_size),
             ("num_query_groups", launch.num_query_groups, model.num_kv_heads or model.num_attention_heads),
+            # MLA's heads have their own widths (qk_nope + qk_rope, v): Megatron's --kv-channels is not compared
             ("kv_channels", launch.kv_channels,
-             None if model.mla else model.head_dim or model.hidden_size // model.num_attention_heads),
+             launch.kv_channels if model.mla else model.head_dim or model.hidden_size // model.num_attention_heads),
             ("num_experts", launch.num_experts, moe.num_experts if moe else None),
             # a dense job's MoE arguments do nothing (Megatron's logs print moe_router_topk 2 for every model)
             ("moe_router_topk", launch.moe_router_topk, moe.top_k if moe else launch.moe_router_topk),
