@@ -332,3 +332,17 @@ def test_an_mla_models_kv_channels_are_not_compared(tmp_path) -> None:
                       "--kv-channels 128 --seq-length 4096 --micro-batch-size 1 --global-batch-size 8192 --bf16 "
                       "--use-distributed-optimizer\n")
     assert _audit(script, "--model", "deepseek-v3", "--gpus", "1024")["layout"]["ep"] == 64
+
+
+def test_a_command_inside_a_heredoc_is_named_as_such(tmp_path) -> None:
+    script = tmp_path / "sbatch.sh"
+    script.write_text("#!/bin/bash\nsbatch <<EOF\n#!/bin/bash\nsrun torchrun pretrain_gpt.py --num-layers 32\nEOF\n")
+    result = CliRunner().invoke(main, ["audit", "--launch", str(script), "--model", "llama3-8b", "--cluster",
+                                       "dgx-h100", "--gpus", "8"])
+    assert result.exit_code == 2 and "inside one" in result.stderr and "heredoc" in result.stderr
+
+
+def test_the_audit_names_a_megatron_deepspeed_launch_so(tmp_path) -> None:
+    result = CliRunner().invoke(main, ["--reproducible", "audit", "--launch", str(BLOOM), *BLOOM_JOB, "--cluster",
+                                       "jean-zay-a100-80g"])
+    assert result.stdout.startswith("audit of a megatron-deepspeed launch")

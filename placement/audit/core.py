@@ -597,6 +597,10 @@ FUSED_ATTENTION = {
 """Framework -> (the fused attention kernel its files can turn on, how), for the `unfused_attention` finding."""
 
 
+MIN_SAVING_S = 0.0005
+"""Seconds per step below which a remedy is no finding (they print to the millisecond)."""
+
+
 def _saving_with(c: _Ctx, lay: Layout, **recipe) -> float:
     """Seconds per step the audited layout saves with these recipe fields changed (a recipe finding's remedy)."""
     e = _price(c.model, c.train, c.mapped, [lay], c.recipe.model_copy(update=recipe))
@@ -656,7 +660,9 @@ def _layout_findings(c: _Ctx, plan: Plan) -> list[Finding]:
             _severity(cost, c.step_s), "pipeline_bubble",
             f"pipeline bubble {bubble:.3f} s = {bubble / c.step_s:.0%} of the step (pp {lay.pp}, vpp {lay.vpp}, "
             f"{m} micro-batches per step); the best pp / virtual stages / micro-batch for the same tp, cp and ep "
-            f"save {cost:.3f} s per step", [], cost))
+            f"save {cost:.3f} s per step"
+            + (" (more than the bubble: the other pp and micro-batch also change the per-stage compute, "
+               "transfers and memory)" if cost > bubble else ""), [], cost))
     # micro-batches too small for efficient GEMMs: the same layout with a larger micro-batch
     bigger = [k for k in (2, 4, 8, 16) if c.train.global_batch % (lay.dp * lay.micro_batch_size * k) == 0]
     alts = []
@@ -732,7 +738,7 @@ def _layout_findings(c: _Ctx, plan: Plan) -> list[Finding]:
     # ranks the launch line leaves unbound: their host time per kernel grows (cost.constants.HOST_UNBOUND_SLOWDOWN)
     if not c.recipe.cpu_affinity:
         cost = _saving_with(c, lay, cpu_affinity=True)
-        if cost >= 0.0005:  # shown to the millisecond
+        if cost >= MIN_SAVING_S:  # shown to the millisecond
             where = (plan.recipe_sources or {}).get("cpu_affinity", "default")
             out.append(Finding(
                 _severity(cost, c.step_s), "unbound_processes",
@@ -759,7 +765,7 @@ def _layout_findings(c: _Ctx, plan: Plan) -> list[Finding]:
         e = c.price_as_launched(alts)
         ok = [(float(e.step_time_s[k]), alts[k].zero_stage, float(e.peak_memory_bytes[k]))
               for k in range(len(alts)) if e.fits[k]]
-        if ok:
+        if ok and c.saving(min(ok)[0]) >= MIN_SAVING_S:  # a lighter stage that saves nothing is no finding
             alt_s, zero, alt_peak = min(ok)
             cost = c.saving(alt_s)
             hsdp = f" (HSDP shard {lay.dp_shard})" if lay.shard_degree != lay.dp else ""

@@ -34,6 +34,11 @@ MEGATRON_DEEPSPEED_NOTE = ("the job runs Megatron-DeepSpeed (--deepspeed: DeepSp
                            "Megatron-DeepSpeed)")
 
 
+def launch_label(a: Audit) -> str:
+    """The framework the audited files run: `megatron-deepspeed` for Megatron's arguments under --deepspeed."""
+    return "megatron-deepspeed" if changes_note(a) == MEGATRON_DEEPSPEED_NOTE else a.launch.framework
+
+
 def changes_note(a: Audit) -> str | None:
     """What the argument diff is, where it is not edits to the launched files (None: it is)."""
     if a.launch.framework == "megatron" and a.launch.recipe.get("pipeline_p2p_blocking"):
@@ -83,7 +88,7 @@ def change_lines(a: Audit) -> list[tuple[str, str]]:
 
 def audit_table(a: Audit) -> str:
     est = a.estimate
-    parts = [f"audit of a {a.launch.framework} launch (placement {__version__})", single_plan_table(est),
+    parts = [f"audit of a {launch_label(a)} launch (placement {__version__})", single_plan_table(est),
              _sources_block(a)]
     if a.findings:
         blocks = []

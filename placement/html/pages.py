@@ -89,6 +89,7 @@ def audit_html(a, topo: Topology, calibration: str | None = None) -> str:
         change_lines,
         changes_note,
         finding_cost,
+        launch_label,
         ranks_text,
         sources_lines,
     )
@@ -98,7 +99,7 @@ def audit_html(a, topo: Topology, calibration: str | None = None) -> str:
                  "groups": [f"{ranks_text(g['ranks'])} on {', '.join(g['hosts'])}" for g in f.groups[:2]]}
                 for f in a.findings]
     same = best is est
-    return render("audit.html", title=f"placement audit: a {a.launch.framework} launch of {est.model} on "
+    return render("audit.html", title=f"placement audit: a {launch_label(a)} launch of {est.model} on "
                                       f"{est.num_gpus:,} x {est.accelerator}",
                   subtitle=f"{est.cluster}, seq {est.seq_len}, global batch {est.global_batch}, {est.precision}",
                   launched=_plan_sections(est), best=_plan_sections(best), findings=findings,

@@ -149,6 +149,10 @@ def read_file(path: Path, fw: str) -> Settings:
     else:
         args = [w for c in read_commands(path) for w in c.words]
         if not args or (not args[0].text.startswith(("-", "activation")) and "=" not in args[0].text):
+            if re.search(r"<<-?\s*['\"]?\w+", read_text(path, "launch script", "a launch script")):
+                raise InputError(f"{path}: no launch command outside a heredoc (`sbatch <<EOF ... EOF` or `cat "
+                                 f"<<EOF`): the audit does not read the commands inside one; pass the script the "
+                                 f"heredoc runs, or its command as a file of its own")
             raise InputError(f"{path}: no launch command (torchrun, deepspeed, python ... .py) and not an argument "
                              f"list; expected a launch script or a file of --flag value arguments")
     if fw == "torchtitan":
