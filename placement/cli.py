@@ -99,8 +99,8 @@ def job_options(fn: Callable) -> Callable:
         click.option("--nodes", type=int, default=None, help="Node count, instead of --gpus."),
         click.option("--segment", "segment", type=int, default=None,
                      help="SLURM `sbatch --segment N` of the job (multi-node NVLink domains, GB200 NVL72): its nodes "
-                          "come N at a time from one rack; 0 = fill racks whole (default: the cluster's segment_nodes "
-                          "where it divides the node count). With a block-plugin --slurm-topology, checks the "
+                          "come N at a time from one rack; 0 = no segment, racks filled whole (default: the "
+                          "cluster's segment_nodes where it divides the node count). With a block-plugin --slurm-topology, checks the "
                           "allocation against it."),
         click.option("--seq-len", type=int, default=None, help="Tokens per sequence (default: the model's)."),
         click.option("--global-batch", type=int, default=None, help="Sequences per step (default: the model's)."),
@@ -191,7 +191,7 @@ def _check_report(path: str | None) -> Path | None:
     from placement.outfiles import check_out_file
 
     if Path(path).suffix.lower() not in (".html", ".htm"):
-        raise InputError(f"--report {path}: the report is an HTML page; give a file name ending in .html")
+        raise InputError(f"--report {path}: the report is an HTML page; give a file name ending in .html (or .htm)")
     return check_out_file(path, "--report")
 
 
@@ -767,7 +767,8 @@ def show_model(ref, seq_len, as_json):
 @click.argument("ref")
 @click.option("--gpus", type=int, default=None)
 @click.option("--nodes", type=int, default=None)
-@click.option("--segment", type=int, default=None, help="SLURM --segment of the job (0 = fill racks whole).")
+@click.option("--segment", type=int, default=None,
+              help="SLURM --segment of the job (0 = no segment, racks filled whole).")
 @click.option("--json", "as_json", is_flag=True)
 @handle_errors
 def show_cluster(ref, gpus, nodes, segment, as_json):

@@ -22,8 +22,10 @@ from placement.errors import InputError
 
 def check_out_dir(path: str | Path, names: Iterable[str] = (), flag: str = "--out") -> Path:
     """The output folder, created if missing; an InputError naming the path and the problem otherwise."""
-    out = Path(path)
     fix = f"give {flag} a folder you can write (it is created if missing)"
+    if not str(path).strip():
+        raise InputError(f"{flag} '': an empty folder name; {fix} (`.` for the current one)")
+    out = Path(path)
     if out.exists() and not out.is_dir():
         raise InputError(f"{flag} {out}: exists and is not a folder; {fix}")
     parent = next((p for p in out.parents if p.exists()), None)

@@ -192,3 +192,14 @@ def test_a_file_that_says_nothing_usable_is_bad_input(tmp_path, name, text, flag
     result = _run(["audit" if flag == "--launch" else "plan", *JOB, flag, str(path)])
     assert result.exit_code == 2
     assert says in result.stderr
+
+
+def test_an_empty_out_folder_name_is_refused(tmp_path, monkeypatch):
+    """`--out ""` used to write into the current folder."""
+    from click.testing import CliRunner
+
+    from placement.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    res = CliRunner().invoke(main, ["plan", "--model", "llama3-8b", "--gpus", "8", "--out", ""])
+    assert res.exit_code == 2 and "an empty folder name" in res.stderr and not any(tmp_path.iterdir())
