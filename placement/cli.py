@@ -100,8 +100,8 @@ def job_options(fn: Callable) -> Callable:
         click.option("--segment", "segment", type=int, default=None,
                      help="SLURM `sbatch --segment N` of the job (multi-node NVLink domains, GB200 NVL72): its nodes "
                           "come N at a time from one rack; 0 = no segment, racks filled whole (default: the "
-                          "cluster's segment_nodes where it divides the node count). With a block-plugin --slurm-topology, checks the "
-                          "allocation against it."),
+                          "cluster's segment_nodes where it divides the node count). With a block-plugin "
+                          "--slurm-topology, checks the allocation against it."),
         click.option("--seq-len", type=int, default=None, help="Tokens per sequence (default: the model's)."),
         click.option("--global-batch", type=int, default=None, help="Sequences per step (default: the model's)."),
         click.option("--precision", type=click.Choice([p.value for p in Precision]), default="bf16",
