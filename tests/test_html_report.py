@@ -165,7 +165,7 @@ def test_audit_page_shows_findings_costs_and_the_argument_diff(tmp_path):
 
 
 @pytest.mark.parametrize("name, message", [
-    ("plan.txt", "--report {path}: the report is an HTML page; give a file name ending in .html"),
+    ("plan.txt", "--report {path}: the report is an HTML page; give a file name ending in .html (or .htm)"),
     ("folder.html", "--report {path}: is a folder; give a file name"),
 ])
 def test_bad_report_path_is_bad_input_before_any_work(tmp_path, name, message):
