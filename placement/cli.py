@@ -77,6 +77,9 @@ def handle_errors(fn: Callable) -> Callable:
             _fail(EXIT_INTERRUPTED, f"interrupted (exit {EXIT_INTERRUPTED}); every file written so far is whole "
                                     f"(outputs are written to a temporary name and renamed)")
         except Exception as err:  # a bug: say so in one paragraph; PLACEMENT_DEBUG=1 shows the traceback
+            if _SIGNALLED:  # raised by the stop itself, wherever it landed
+                _fail(EXIT_INTERRUPTED, f"interrupted (exit {EXIT_INTERRUPTED}); every file written so far is whole "
+                                        f"(outputs are written to a temporary name and renamed)")
             if os.environ.get("PLACEMENT_DEBUG"):
                 raise
             _fail(EXIT_INTERNAL, f"internal error ({type(err).__name__}: {err}); this is a bug in placement "
@@ -497,8 +500,14 @@ def _check_recompute_num_layers(recipe: Recipe, sources: dict[str, str], recompu
         raise InputError(f"{given}: {where}; give 1 to {most}, or drop it to recompute every layer of the stage")
 
 
+_SIGNALLED: list[int] = []
+"""The SIGTERMs received: an exception raised after one is its casualty, not a bug (numpy turns a KeyboardInterrupt
+raised inside a structured-array comparison into a TypeError)."""
+
+
 def _interrupt(signum, frame):
     """SIGTERM (a scheduler's cancel, `kill`) stops a command as Ctrl-C does: exit 130, every file written whole."""
+    _SIGNALLED.append(signum)
     raise KeyboardInterrupt
 
 
@@ -861,15 +870,13 @@ def sweep(sweep_file, out_dir, executor, workers, no_cache, as_json, no_plots, s
         with tqdm(total=total, desc=f"sweep {spec.name}", unit="cell", file=sys.stderr, leave=False,
                   disable=None) as bar:
             result = run_sweep(spec, cache, executor, workers, progress=bar.update, todo=todo)
-    except (KeyboardInterrupt, CellsLost) as err:
-        kept = {c.fingerprint for c in todo} & {p.stem for p in cache.glob("*.json")} if cache else set()
-        where = (f"{len(kept)} of {total} cells are done and cached in {cache}; run the same command again to "
-                 f"compute the rest" if cache else "nothing is kept (--no-cache)")
-        if isinstance(err, CellsLost):
-            click.echo(f"placement: sweep incomplete: {err}; {where} (exit {EXIT_CELLS_LOST})", err=True)
-            sys.exit(EXIT_CELLS_LOST)
-        click.echo(f"placement: sweep interrupted: {where} (exit {EXIT_INTERRUPTED})", err=True)
-        sys.exit(EXIT_INTERRUPTED)
+    except Exception as err:
+        if not _SIGNALLED and not isinstance(err, CellsLost):
+            raise
+        # a SIGTERM's KeyboardInterrupt can surface as another exception (see _SIGNALLED): the stop still stops
+        _sweep_stopped(err, todo, total, cache)
+    except KeyboardInterrupt as err:
+        _sweep_stopped(err, todo, total, cache)
     date = datetime.now(UTC).isoformat(timespec="seconds") if _timings() else None  # --reproducible: None
     document = study_document(spec, result, tuple(sets), date, calibration_json())
     written = write_tables(out, result.rows, document)
@@ -905,6 +912,20 @@ def _replica_fix(num_gpus: int, tp: int, cp: int, pp: int) -> str:
         smaller = next((t for t in range(min(tp, num_gpus // rest), 0, -1) if (num_gpus // rest) % t == 0), 1)
         return f"try --tp {smaller}"
     return f"pick tp, cp and pp whose product divides {num_gpus}"
+
+
+def _sweep_stopped(err: BaseException, todo, total: int, cache) -> None:
+    """A sweep stopped (a signal) or short of workers (CellsLost): what is cached, and the exit code."""
+    from placement.sweep.run import CellsLost
+
+    kept = {c.fingerprint for c in todo} & {p.stem for p in cache.glob("*.json")} if cache else set()
+    where = (f"{len(kept)} of {total} cells are done and cached in {cache}; run the same command again to "
+             f"compute the rest" if cache else "nothing is kept (--no-cache)")
+    if isinstance(err, CellsLost):
+        click.echo(f"placement: sweep incomplete: {err}; {where} (exit {EXIT_CELLS_LOST})", err=True)
+        sys.exit(EXIT_CELLS_LOST)
+    click.echo(f"placement: sweep interrupted: {where} (exit {EXIT_INTERRUPTED})", err=True)
+    sys.exit(EXIT_INTERRUPTED)
 
 
 def _files_text(paths) -> str:
