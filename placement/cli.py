@@ -32,6 +32,8 @@ from placement.topology import Topology
 EXIT_OK, EXIT_INFEASIBLE, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
 EXIT_INTERRUPTED = 130
 """A command stopped by Ctrl-C or SIGTERM (128 + SIGINT, the shell's convention)."""
+INTERRUPTED = (f"interrupted (exit {EXIT_INTERRUPTED}); every file written so far is whole (outputs are written to a "
+               f"temporary name and renamed)")
 EXIT_CELLS_LOST = 75
 """sysexits EX_TEMPFAIL: sweep workers died; the finished cells are cached and a rerun computes the rest."""
 EXIT_FINDINGS = 1
@@ -74,12 +76,10 @@ def handle_errors(fn: Callable) -> Callable:
         except PlacementInfeasible as err:
             _fail(EXIT_INFEASIBLE, f"infeasible ({err.binding}): {err}")
         except KeyboardInterrupt:  # Ctrl-C (or SIGTERM where a command turns it into one): nothing half-written
-            _fail(EXIT_INTERRUPTED, f"interrupted (exit {EXIT_INTERRUPTED}); every file written so far is whole "
-                                    f"(outputs are written to a temporary name and renamed)")
+            _fail(EXIT_INTERRUPTED, INTERRUPTED)
         except Exception as err:  # a bug: say so in one paragraph; PLACEMENT_DEBUG=1 shows the traceback
             if _SIGNALLED:  # raised by the stop itself, wherever it landed
-                _fail(EXIT_INTERRUPTED, f"interrupted (exit {EXIT_INTERRUPTED}); every file written so far is whole "
-                                        f"(outputs are written to a temporary name and renamed)")
+                _fail(EXIT_INTERRUPTED, INTERRUPTED)
             if os.environ.get("PLACEMENT_DEBUG"):
                 raise
             _fail(EXIT_INTERNAL, f"internal error ({type(err).__name__}: {err}); this is a bug in placement "

@@ -692,9 +692,9 @@ def _layout_findings(c: _Ctx, plan: Plan) -> list[Finding]:
                 m_alt = c.train.global_batch // (lay.dp * mbs)
                 rest = cost - gemm_gain
                 rows = f"larger GEMMs ({mbs * c.train.seq_len // lay.cp} instead of {tokens} tokens per row block)"
-                others = ", ".join(f"{name} {d:.3f} s" for d, name in moved if d >= 0.0005)
+                others = ", ".join(f"{name} {d:.3f} s" for d, name in moved if d >= MIN_SAVING_S)
                 why = (f"{gemm_gain:.3f} s from {rows} and {rest:.3f} s from {m_alt} instead of {m_now} micro-batches "
-                       f"per step ({others or 'per-micro-batch fixed costs'})") if rest > 0.0005 \
+                       f"per step ({others or 'per-micro-batch fixed costs'})") if rest > MIN_SAVING_S \
                     else f"all of it from {rows}"
                 out.append(Finding(
                     _severity(cost, c.step_s), "small_micro_batch",

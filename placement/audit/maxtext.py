@@ -185,7 +185,7 @@ def finish(v: dict[str, tuple[Any, str]], ignored: list[str]) -> dict[str, tuple
         # (layers/nnx_decoders.py:1154-1159, :1278-1287); only the unscanned loop skips jax.checkpoint (:2248)
         out["recompute"] = ("full", f"{rev} with scan_layers {scan} ({sev})")
     if str(remat) == "minimal":  # what minimal_policy leaves unsaved runs again: the attention core and the norms
-        from placement.emit.maxtext import MINIMAL_RECOMPUTES
+        from placement.emit.common import MINIMAL_RECOMPUTES
 
         out["recipe.recompute_modules"] = (tuple(m.value for m in MINIMAL_RECOMPUTES),
                                            f"{rev} (minimal_policy saves only the named matmul outputs: "

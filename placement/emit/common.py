@@ -259,14 +259,15 @@ def _word(value) -> str:
 # Which recipe choices each framework launches as priced (Megatron-Core all of them).  Emitting a plan
 # for a framework restricts the search to these; a plan that still holds another value (pinned by the
 # user) gets a warning naming the feature and what the framework runs instead.
+MINIMAL_RECOMPUTES = (RecomputeModule.CORE_ATTN, RecomputeModule.LAYERNORM)
+"""The modules MaxText's selective recompute (remat_policy "minimal") reruns in placement's terms: no names save
+the attention output (layers/attention_op.py "context") or the norm outputs (emit.maxtext)."""
 PLAIN = {"moe_dispatcher": (Dispatcher.ALLTOALL,), "cuda_graphs": (CudaGraphs.NONE,), "tp_comm_overlap": (False,),
          "ep_comm_overlap": (False,), "recompute_modules": ((RecomputeModule.CORE_ATTN,),)}
 RECIPE_SUPPORT: dict[str, dict[str, tuple]] = {
     "megatron": {},
     "torchtitan": PLAIN, "deepspeed": PLAIN, "devicemesh": PLAIN,
-    # MaxText's selective recompute (remat_policy minimal) reruns the attention core and both norms
-    # (emit.maxtext.MINIMAL_RECOMPUTES)
-    "maxtext": PLAIN | {"recompute_modules": ((RecomputeModule.CORE_ATTN, RecomputeModule.LAYERNORM),)},
+    "maxtext": PLAIN | {"recompute_modules": (MINIMAL_RECOMPUTES,)},
 }
 """framework -> {recipe field: the values it can launch}; a field not listed launches every value."""
 _CHOICE_ATTR = {"moe_dispatcher": "dispatchers", "cuda_graphs": "cuda_graphs", "tp_comm_overlap": "tp_comm_overlap",

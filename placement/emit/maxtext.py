@@ -37,8 +37,15 @@ import numpy as np
 
 from placement.cost.constants import GiB
 from placement.emit import common
-from placement.emit.common import EmitContext, Runs, header, recipe_warnings, runs_recipe, warn_block
-from placement.specs.recipe import RecomputeModule
+from placement.emit.common import (
+    MINIMAL_RECOMPUTES,
+    EmitContext,
+    Runs,
+    header,
+    recipe_warnings,
+    runs_recipe,
+    warn_block,
+)
 
 VERSION = "MaxText 0.2.5 (JAX 0.10.2)"
 
@@ -75,9 +82,6 @@ MODELS = {
 REMAT = {"none": "none", "selective": "minimal", "full": "full"}
 SCAN_LAYERS = {"none": False}
 """scan_layers where the remat_policy needs it (base.yml's true otherwise)."""
-MINIMAL_RECOMPUTES = (RecomputeModule.CORE_ATTN, RecomputeModule.LAYERNORM)
-"""The modules remat_policy "minimal" reruns in placement's terms: no names save the attention output (layers/
-attention_op.py "context") or the norm outputs."""
 ACTIVATION_RECOMPUTED = ("remat_policy minimal also recomputes the MLP's activation function (it saves mlpwi_0 and "
                          "mlpwi_1, not their product, and saves the MLP output mlpwo): the plan's price keeps the "
                          "activation output, so expect slightly less activation memory and a few more elementwise "

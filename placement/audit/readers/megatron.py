@@ -47,6 +47,12 @@ _MG_INT = {
     "--moe-router-topk": "moe_router_topk", "--moe-ffn-hidden-size": "moe_ffn_hidden_size",
     "--kv-channels": "kv_channels",
 }
+MDS_FLASH_FLAGS = {"--use-flash-attn": "flash", "--use-flash-attn-v1": "flash", "--use-flash-attn-v2": "flash2",
+                   "--use-flash-attn-triton": "flash", "--use-flash-attn-builder": "flash"}
+"""Megatron-DeepSpeed's switches to a fused attention core (megatron/arguments.py, deepspeedai/Megatron-DeepSpeed
+4efb479d :927-936); FlashAttention-2 priced as such."""
+
+
 _MG_FLAGS0 = {"--sequence-parallel", "--use-distributed-optimizer", "--use-megatron-fsdp", "--use-torch-fsdp2",
               "--recompute-activations", "--checkpoint-activations", "--bf16", "--fp16", "--fp8-hybrid", "--fp8-e4m3",
               "--no-pipeline-parallel", "--deepspeed", "--account-for-embedding-in-pipeline-split",
@@ -59,9 +65,8 @@ _MG_FLAGS0 = {"--sequence-parallel", "--use-distributed-optimizer", "--use-megat
               "--moe-permute-fusion", "--moe-router-fusion", "--no-check-for-nan-in-loss-and-grad",
               "--enable-cuda-graph", "--external-cuda-graph", "--use-precision-aware-optimizer",
               "--moe-router-force-load-balancing", "--activation-func-fp8-input-store", "--grad-reduce-in-bf16",
-              "--accumulate-allreduce-grads-in-fp32", "--moe-grouped-gemm",
-              "--use-flash-attn", "--use-flash-attn-v1", "--use-flash-attn-v2", "--use-flash-attn-triton",
-              "--use-flash-attn-builder", "--no-gradient-accumulation-fusion"}
+              "--accumulate-allreduce-grads-in-fp32", "--moe-grouped-gemm", *MDS_FLASH_FLAGS,
+              "--no-gradient-accumulation-fusion"}
 _MG_NARGS: dict[str, int | str] = {f: 1 for f in _MG_INT} | {f: 0 for f in _MG_FLAGS0} | {
     "--rampup-batch-size": 3, "--recompute-granularity": 1, "--data-parallel-sharding-strategy": 1,
     "--fp8-format": 1, "--fp4-format": 1, "--pipeline-model-parallel-layout": 1, "--deepspeed_config": 1,
@@ -359,12 +364,6 @@ def _moe_grouped_gemm(args: list[Arg], s: Settings) -> None:
     if experts is not None and "--moe-grouped-gemm" not in flags and "--deepspeed" not in flags:
         s.ignored.append(f"no --moe-grouped-gemm: Megatron-Core runs SequentialMLP, a Python loop of per-expert "
                          f"GEMMs (priced as grouped GEMMs; {experts.evidence})")
-
-
-MDS_FLASH_FLAGS = {"--use-flash-attn": "flash", "--use-flash-attn-v1": "flash", "--use-flash-attn-v2": "flash2",
-                   "--use-flash-attn-triton": "flash", "--use-flash-attn-builder": "flash"}
-"""Megatron-DeepSpeed's switches to a fused attention core (megatron/arguments.py, deepspeedai/Megatron-DeepSpeed
-4efb479d :927-936); FlashAttention-2 priced as such."""
 
 
 def _megatron_deepspeed_attention(args: list[Arg], s: Settings, deepspeed_flag: Arg) -> None:

@@ -21,6 +21,8 @@ from placement.loaders.files import read_text
 _TT_SINGLE_STAGE = {"1f1b", "gpipe", "pipelineschedulesingle"}
 _TT_MULTI_STAGE = {"interleaved1f1b", "loopedbfs", "interleavedzerobubble", "zbvzerobubble", "dualpipev",
                    "pipelineschedulemulti"}
+_TRUE = (True, "true", "True")
+"""A boolean key's value as TOML or the command line spells true."""
 _TT_BOOL = {"training.disable_cuda_graphs", "parallelism.enable_sequence_parallel",
             "parallelism.enable_async_tensor_parallel", "compile.enable", "compile.enable_async_tensor_parallel",
             "training.compile", "parallelism.disable_loss_parallel"}
@@ -209,14 +211,14 @@ def _settings(keys: dict[str, tuple[Any, str]], s: Settings) -> _Pipeline:
         from placement.emit.torchtitan import FP8_CONFIGS
 
         config = str(get("config")[0])
-        if config in FP8_CONFIGS.values() and FP8_CONFIGS.get(config, config) == config:
+        if config in FP8_CONFIGS.values():  # the configs whose converters run Float8
             s.put("precision", "fp8", f"{get('config')[1]} (torchtitan 0.3.0's {config} config converts the "
                                       f"linear layers to Float8: models/*/config_registry.py)")
     _activation_checkpoint(get, s, version3)
     _cuda_graphs(get, s, version3)
     sp, spev = get("parallelism.enable_sequence_parallel")
     if sp is not None:
-        s.put("sequence_parallel", sp in (True, "true", "True"), spev)
+        s.put("sequence_parallel", sp in _TRUE, spev)
     conv, cev = get("model.converters")
     if conv is not None:
         names = conv if isinstance(conv, list) else [c for c in str(conv).split(",") if c]
@@ -235,7 +237,7 @@ def _settings(keys: dict[str, tuple[Any, str]], s: Settings) -> _Pipeline:
                      ("compile.enable", "torch.compile of the model (priced as its eager kernels)"),
                      ("training.compile", "torch.compile of the model (priced as its eager kernels)")):
         v, ev = get(key)
-        if v in (True, "true", "True"):
+        if v in _TRUE:
             s.ignored.append(f"{key}: {why} ({ev})")
     cfg, cev2 = get("job.config_file")
     if cfg is not None:
@@ -294,7 +296,7 @@ def _cuda_graphs(get, s: Settings, version3: bool) -> None:
     start with pipeline parallelism or a host-syncing EP dispatcher unless told (trainer.py
     _validate_cuda_graphs).  0.2.x has no graphs."""
     off = get("training.disable_cuda_graphs")[0]
-    if not version3 or off in (True, "true", "True"):
+    if not version3 or off in _TRUE:
         return
     if s.value("pp", 1) > 1 or s.value("ep", 1) > 1:
         s.ignored.append("CUDA graphs: torchtitan 0.3.0 refuses them with pipeline or expert parallelism unless "
