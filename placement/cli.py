@@ -223,6 +223,7 @@ RECIPE_FLAGS = {
     "grad_reduce_fp32": "--grad-reduce-fp32", "grad_all_reduce": "--grad-all-reduce", "dp_overlap": "--dp-overlap",
     "moe_fusions": "--moe-fusions", "cpu_affinity": "--cpu-affinity", "fused_model_ops": "--fused-model-ops",
     "cuda_launch_blocking": "--cuda-launch-blocking", "grad_accumulation": "--grad-accumulation",
+    "checkpoint_sync": "--checkpoint-sync",
 }
 """Every Recipe field has a flag (a test checks it), so any priced job can be written as one command."""
 SEARCHED_FIELDS = {"moe_dispatcher": "dispatchers", "cuda_graphs": "cuda_graphs", "tp_comm_overlap": "tp_comm_overlap",
@@ -307,11 +308,14 @@ def recipe_options(fn: Callable) -> Callable:
                                  "BF16_Optimizer), not a reduce-scatter."),
         onoff("dp_overlap", "DP gradient reduce-scatter and parameter all-gather overlapped (default on)."),
         onoff("moe_fusions", "MoE permute/router/quantisation fusions (default on)."),
-        onoff("fused_model_ops", "The model's element-wise extras (YaRN RoPE, SwiGLU clamp, expert biases) run "
-                                 "fused (default on); off prices Megatron-Core 0.15-0.17's eager GPT-OSS ops."),
+        onoff("fused_model_ops", "The model's element-wise extras (RoPE, SwiGLU clamp, expert biases, "
+                                 "bias-dropout-add) run fused (default on); off prices them eager, as Megatron-Core "
+                                 "0.15-0.17 runs GPT-OSS and GPT-NeoX runs without rope_fusion."),
         onoff("cpu_affinity", "Each rank bound to its GPU's CPU cores and NUMA node (default on)."),
         onoff("cuda_launch_blocking", "The job runs with CUDA_LAUNCH_BLOCKING=1: every kernel's host time adds to "
                                       "the step and no communication overlaps compute (default off)."),
+        onoff("checkpoint_sync", "DeepSpeed's activation checkpointing synchronizes the device around every "
+                                 "checkpointed layer (GPT-NeoX synchronize_each_layer; default off)."),
     ]
     for opt in reversed(opts):
         fn = opt(fn)

@@ -71,7 +71,7 @@ def breakdown_rows(p: Plan) -> list[list[str]]:
         ["ep (MoE all-to-all)", f"{b.ep:.3f}", f"{b.exposed.ep:.3f}", f"{b.overlapped.ep:.3f}"],
         ["pp (point-to-point)", f"{b.pp:.3f}", f"{b.exposed.pp:.3f}", f"{b.overlapped.pp:.3f}"],
         ["dp (gradients / ZeRO)", f"{b.dp:.3f}", f"{b.exposed.dp:.3f}", f"{b.overlapped.dp:.3f}"],
-        ["host (launches, MoE syncs)", f"{b.host:.3f}", f"{b.host:.3f}", ""],
+        ["host (launches, syncs)", f"{b.host:.3f}", f"{b.host:.3f}", ""],
         *accumulation,
         ["pipeline bubble", f"{b.bubble:.3f}", f"{b.bubble:.3f}", ""],
         ["optimizer step", f"{b.optimizer:.3f}", f"{b.optimizer:.3f}", ""],
@@ -157,6 +157,7 @@ def recipe_line(p: Plan) -> str:
                          ("fp8_params", "fp8 params"), ("optimizer_state_bf16", "bf16 optimizer state"),
                          ("cross_entropy_fusion", "fused cross-entropy"),
                          ("cuda_launch_blocking", "CUDA_LAUNCH_BLOCKING=1"),
+                         ("checkpoint_sync", "sync at each checkpointed layer"),
                          ("account_for_embedding", "embedding counted in the split"),
                          ("account_for_loss", "loss counted in the split")):
         if getattr(r, field):

@@ -111,7 +111,7 @@ def test_larger_micro_batch_wins_only_because_of_host_cost(monkeypatch):
     one, two = price("qwen3-235b-a22b", "dgx-b200", 64, train, lays, run.recipe)
     assert two < 0.9 * one
     monkeypatch.setattr(C, "HOST_S_PER_KERNEL", 1e-12)
-    monkeypatch.setattr(C, "MOE_SYNC_S", 0.0)
+    monkeypatch.setattr(C, "HOST_SYNC_S", 0.0)
     one_gpu, two_gpu = price("qwen3-235b-a22b", "dgx-b200", 64, train, lays, run.recipe)
     assert one_gpu < two_gpu
 
@@ -124,7 +124,7 @@ def test_lower_tp_wins_more_with_host_cost(monkeypatch):
     lays = [Layout(pp=8, ep=8, dp=8), Layout(tp=2, pp=8, ep=8, dp=4, sequence_parallel=True)]
     tp1, tp2 = price("qwen3-235b-a22b", "dgx-b200", 64, train, lays, run.recipe)
     monkeypatch.setattr(C, "HOST_S_PER_KERNEL", 1e-12)
-    monkeypatch.setattr(C, "MOE_SYNC_S", 0.0)
+    monkeypatch.setattr(C, "HOST_SYNC_S", 0.0)
     tp1_gpu, tp2_gpu = price("qwen3-235b-a22b", "dgx-b200", 64, train, lays, run.recipe)
     assert tp1 < tp2 and tp2 / tp1 > 1.3 * (tp2_gpu / tp1_gpu)
 

@@ -128,11 +128,18 @@ KERNELS_PER_EXPERT_FP8_QUANT_FUSED = 2
 §2.1.2-2.1.3): one quantisation per input."""
 BACKWARD_KERNELS_PER_FORWARD = 2.0
 """Backward issues about twice the forward's kernels (grad-input and grad-weight GEMMs)."""
-MOE_SYNC_S = 500e-6
-"""Dropless MoE copies the tokens-per-expert counts to the host in every MoE layer's forward
-(device-to-host sync, write-up §3.1): the CPU cannot run ahead of it, so the GPU idles while the
-queue refills.  Fitted (0.5 ms); the MoE group's error moves by under a point from 0.1 to 0.8 ms, so it
-is the least certain constant here."""
+HOST_SYNC_S = 500e-6
+"""One host sync inside a layer's work: the CPU waits for the GPU to drain, then the GPU idles while the
+queue refills.  Dropless MoE copies the tokens-per-expert counts to the host in every MoE layer's forward
+(device-to-host sync, write-up §3.1); DeepSpeed's checkpoint-boundary synchronize does it around every
+checkpointed layer (CHECKPOINT_BOUNDARY_SYNCS).  Fitted (0.5 ms) on the MoE group; its error moves by under a
+point from 0.1 to 0.8 ms, so it is the least certain constant here."""
+CHECKPOINT_BOUNDARY_SYNCS = 4
+"""torch.cuda.synchronize() calls per checkpointed layer per micro-batch under DeepSpeed activation
+checkpointing's `synchronize_checkpoint_boundary` (GPT-NeoX `synchronize_each_layer`, Megatron-DeepSpeed
+`--synchronize-each-layer`): at the start and end of its forward and of its backward (EleutherAI/DeeperSpeed
+eb7f5cff, the 0.3.15 fork GPT-NeoX-20B trained on, runtime/activation_checkpointing/checkpointing.py
+lines 377, 554, 581, 676)."""
 CUDA_GRAPH_PARTIAL_BYTES = 2 * GiB
 """Memory of partial graphs' private pool and static buffers: "typically adding a few GB"
 (Megatron-Bridge docs/training/cuda-graphs.md, Memory Impact)."""

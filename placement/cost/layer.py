@@ -55,6 +55,15 @@ ROPE_UNFUSED_BYTES = 20.0
 """Per query/key element, forward and again backward: `t * cos`, `rotate_half` (negate half, cat), `* sin` and
 the sum (`models/common/embeddings/rope_utils.py` `_apply_rotary_pos_emb_bshd`): 4 + 2 + 4 + 4 + 6 bytes,
 where the fused kernel reads and writes once (4, counted with YaRN off as ordinary RoPE is)."""
+PARTIAL_ROPE_FORWARD_BYTES = 4.0
+"""Per query/key element, forward, when RoPE rotates only part of each head (GPT-NeoX `rotary_pct` < 1): the
+rotated and the passed-through slices are concatenated back into one tensor, reading and writing all of it
+(EleutherAI/gpt-neox megatron/model/transformer.py ParallelSelfAttention, `torch.cat((query_layer, query_pass),
+dim=-1)`, and the same for the key)."""
+PARTIAL_ROPE_BACKWARD_BYTES = 14.0
+"""Its backward: each of the two slices' gradient is a zero-filled full-size tensor with the slice copied in
+(PyTorch `slice_backward`: 2 + 2 per element for the two fills, 4 for the copies) and autograd sums the two
+(read 2 + 2, write 2)."""
 BDA_UNFUSED_BYTES = 4.0
 """Per hidden element, forward and backward: the projection bias added on its own before the residual add
 (`bias_dropout_fusion=False`, which TEGroupedMLP requires with biased experts)."""
@@ -79,18 +88,21 @@ class EagerOps:
 
 
 def eager_model_ops(x: Ctx, pairs: np.ndarray | float = 0.0) -> EagerOps:
-    """The HBM time of the element-wise ops a framework runs unfused for the model's extras (YaRN RoPE,
-    clamped SwiGLU, expert biases, bias-dropout-add), priced when the recipe says they are not fused.
-    `pairs` is the token-expert pairs the busiest rank computes."""
+    """The HBM time of the element-wise ops a framework runs unfused for the model's extras (RoPE, YaRN or
+    plain, and the concatenation a partial RoPE adds; clamped SwiGLU, expert biases, bias-dropout-add), priced
+    when the recipe says they are not fused.  `pairs` is the token-expert pairs the busiest rank computes."""
     w, tokens, tp = x.w, x.tokens, x.tp
     zero = np.zeros_like(tokens)
     if x.recipe.fused_model_ops:
         return EagerOps(zero, zero, zero, zero, zero)
     full = x.full * x.full_layers_share  # full recompute reruns every forward
     # MLA's YaRN has its own fused kernel (Megatron-Core fusions/fused_mla_yarn_rope_apply.py): nothing added
-    rope = (w.q_dim + w.kv_dim / 2) / tp * ROPE_UNFUSED_BYTES if w.yarn_rope and not w.mla_up_width else 0.0
+    qk = (w.q_dim + w.kv_dim / 2) / tp if w.rope_share and not w.mla_up_width else 0.0  # query + key per token
+    partial = w.rope_share < 1.0
+    rope_fwd = qk * (w.rope_share * ROPE_UNFUSED_BYTES + (PARTIAL_ROPE_FORWARD_BYTES if partial else 0.0))
+    rope_bwd = qk * (w.rope_share * ROPE_UNFUSED_BYTES + (PARTIAL_ROPE_BACKWARD_BYTES if partial else 0.0))
     bda = w.hidden / x.sp_shard * BDA_UNFUSED_BYTES if w.linear_bias else 0.0
-    attn = tokens * (rope + bda) * (2.0 + full) / x.hbm_bw
+    attn = tokens * ((rope_fwd + bda) * (1.0 + full) + rope_bwd + bda) / x.hbm_bw
     clamp_fwd = CLAMP_FORWARD_BYTES if w.swiglu_clamp else 0.0
     clamp_bwd = CLAMP_BACKWARD_BYTES if w.swiglu_clamp else 0.0
     mlp_elems = tokens * w.mlp_up * w.dense_ffn / tp

@@ -72,7 +72,9 @@ def config(ctx: EmitContext) -> dict:
         # read by deepspeed.checkpointing.configure(); partitioning the checkpointed layer inputs across the TP
         # group is the 1/tp share sequence parallelism keeps
         out["activation_checkpointing"] = {"partition_activations": lay.tp > 1 and lay.sequence_parallel,
-                                           "contiguous_memory_optimization": False, "cpu_checkpointing": False}
+                                           "contiguous_memory_optimization": False, "cpu_checkpointing": False,
+                                           # torch.cuda.synchronize() around every checkpointed layer, as priced
+                                           "synchronize_checkpoint_boundary": ctx.recipe.checkpoint_sync}
     if lay.pp > 1:
         # `stages` is not read by DeepSpeed (the topology sets it); it records the plan's value
         r = ctx.recipe
@@ -252,7 +254,7 @@ RUNS_INSTEAD = {
 """What DeepSpeed runs instead of each recipe feature it cannot be told (selective recompute, whatever its
 modules, has its own warning in warnings_for)."""
 STATED = frozenset({"grad_accumulation", "pipeline_p2p_whole", "pipeline_grads_whole", "pipeline_p2p_blocking",
-                    "cpu_affinity", "grad_reduce_fp32", "cuda_launch_blocking"})
+                    "cpu_affinity", "grad_reduce_fp32", "cuda_launch_blocking", "checkpoint_sync"})
 """Recipe fields the files state (ds_config.json, the launcher line) or re-price in `render` themselves.  The launch
 lines carry CUDA_LAUNCH_BLOCKING=1 where the plan was priced with it: run on each node, the launcher passes its
 environment to the ranks (runner.py, launch.py); only its pdsh runner, offered as a comment, would not."""

@@ -123,9 +123,10 @@ class Recipe(Frozen):
     """Forward dispatch moves FP8 activations (DeepSeek-V3 §3.3; needs an FP8 recipe); combine stays 16-bit."""
     cuda_graphs: CudaGraphs = CudaGraphs.NONE
     fused_model_ops: bool = True
-    """The model's own element-wise extras run fused: YaRN RoPE, the clamp of a clamped SwiGLU, expert output
-    biases, bias-dropout-add with biased projections.  False prices them as the eager ops Megatron-Core 0.15-0.17
-    runs for GPT-OSS (cost.layer.eager_model_ops); Megatron-Core fused the clamp later ("Complete clamped
+    """The model's own element-wise extras run fused: RoPE (YaRN or plain, and a partial RoPE's concatenation),
+    the clamp of a clamped SwiGLU, expert output biases, bias-dropout-add with biased projections.  False prices
+    them as the eager ops Megatron-Core 0.15-0.17 runs for GPT-OSS, or GPT-NeoX runs without `rope_fusion` and
+    `bias_dropout_fusion` (cost.layer.eager_model_ops); Megatron-Core fused the clamp later ("Complete clamped
     SwiGLU across expert paths", #5940, 2026-08), so True is today's default."""
     moe_fusions: bool = True
     """Permute, router and quantisation fusions (`--moe-permute-fusion --moe-router-fusion`, TE fused
@@ -215,6 +216,12 @@ class Recipe(Frozen):
     Guide, Asynchronous Concurrent Execution).  The CPU can no longer run ahead, so each kernel's host time adds
     to its GPU time, and no communication kernel overlaps compute.  BigScience's BLOOM-176B launch script
     exports it (bigscience-workshop/bigscience train/tr11-176B-ml/tr11-176B-ml.slurm)."""
+    checkpoint_sync: bool = False
+    """DeepSpeed activation checkpointing synchronizes the device around every checkpointed layer
+    (`synchronize_checkpoint_boundary`; GPT-NeoX `synchronize_each_layer`, Megatron-DeepSpeed
+    `--synchronize-each-layer`): constants.CHECKPOINT_BOUNDARY_SYNCS host syncs per checkpointed layer per
+    micro-batch, each constants.HOST_SYNC_S.  Only with full recompute (no layer is checkpointed otherwise).
+    GPT-NeoX-20B trained with it on (configs/20B.yml)."""
     routing_imbalance: float | None = Field(default=None, ge=1.0, le=64.0)
     """Tokens on the busiest expert rank over the mean.  1.0 is force-balanced routing (every vendor MoE
     benchmark table, `--moe-router-force-load-balancing`); None is real data, priced at

@@ -108,6 +108,8 @@ def test_deepspeed_config_accepts_the_json_and_its_grid_has_the_planned_groups(c
             assert cfg.zero_config.overlap_comm == (lay.zero_stage > 0)
             assert cfg.activation_checkpointing_config.partition_activations == (
                 lay.recompute == "full" and lay.tp > 1 and lay.sequence_parallel)
+            assert cfg.activation_checkpointing_config.synchronize_checkpoint_boundary == (
+                lay.recompute == "full" and ctx.recipe.checkpoint_sync)
             assert cfg.pipeline["activation_checkpoint_interval"] == (1 if lay.recompute == "full" and lay.pp > 1
                                                                       else 0)
             # the stage-to-stage sends as priced: DeepSpeed partitions them over the slice (TP) group when true

@@ -66,7 +66,7 @@ _MG_FLAGS0 = {"--sequence-parallel", "--use-distributed-optimizer", "--use-megat
               "--enable-cuda-graph", "--external-cuda-graph", "--use-precision-aware-optimizer",
               "--moe-router-force-load-balancing", "--activation-func-fp8-input-store", "--grad-reduce-in-bf16",
               "--accumulate-allreduce-grads-in-fp32", "--moe-grouped-gemm", *MDS_FLASH_FLAGS,
-              "--no-gradient-accumulation-fusion"}
+              "--no-gradient-accumulation-fusion", "--synchronize-each-layer"}
 _MG_NARGS: dict[str, int | str] = {f: 1 for f in _MG_INT} | {f: 0 for f in _MG_FLAGS0} | {
     "--rampup-batch-size": 3, "--recompute-granularity": 1, "--data-parallel-sharding-strategy": 1,
     "--fp8-format": 1, "--fp4-format": 1, "--pipeline-model-parallel-layout": 1, "--deepspeed_config": 1,
@@ -319,6 +319,7 @@ def read_args(words: list[Word], s: Settings, typos: bool = True) -> None:
     if deepspeed_flag is not None:
         deepspeed_grad_accumulation(s, False, deepspeed_flag.evidence)
         _megatron_deepspeed_attention(args, s, deepspeed_flag)
+    _checkpoint_sync(args, s)
     if fsdp is not None:
         strategy = sharding[0] if sharding else "optim_grads_params"
         stage = {"no_shard": 0, "optim": 1, "optim_grads": 2, "optim_grads_params": 3}.get(strategy)
@@ -364,6 +365,21 @@ def _moe_grouped_gemm(args: list[Arg], s: Settings) -> None:
     if experts is not None and "--moe-grouped-gemm" not in flags and "--deepspeed" not in flags:
         s.ignored.append(f"no --moe-grouped-gemm: Megatron-Core runs SequentialMLP, a Python loop of per-expert "
                          f"GEMMs (priced as grouped GEMMs; {experts.evidence})")
+
+
+def _checkpoint_sync(args: list[Arg], s: Settings) -> None:
+    """Megatron-DeepSpeed's --synchronize-each-layer: DeepSpeed's checkpointing synchronizes around every checkpointed
+    layer, but only where --deepspeed-activation-checkpointing hands the checkpointing to DeepSpeed
+    (megatron/initialize.py _set_deepspeed_activation_checkpointing, bigscience-workshop/Megatron-DeepSpeed
+    8387ae17)."""
+    sync = next((a for a in args if a.flag == "--synchronize-each-layer"), None)
+    if sync is None:
+        return
+    if any(a.flag == "--deepspeed-activation-checkpointing" for a in args):
+        s.put("recipe.checkpoint_sync", True, sync.evidence)
+    else:
+        s.ignored.append(f"--synchronize-each-layer without --deepspeed-activation-checkpointing: Megatron's own "
+                         f"checkpointing does not read it ({sync.evidence})")
 
 
 def _megatron_deepspeed_attention(args: list[Arg], s: Settings, deepspeed_flag: Arg) -> None:

@@ -59,7 +59,9 @@ def read_yaml(path: Path, data: dict, lines: list[str], s: Settings) -> None:
                 s.ignored.append(f"fp16: FP16 mixed precision with loss scaling, priced as bf16 ({ev(key)})")
     if "precision" in keys and str(keys["precision"][1]) in ("fp16", "bfloat16", "bf16"):
         s.put("precision", "bf16", ev("precision"))
-    for key in ("synchronize_each_layer", "partition_activations", "cpu_offload"):
+    if keys.get("synchronize_each_layer", (None, None))[1] is True:
+        s.put("recipe.checkpoint_sync", True, ev("synchronize_each_layer"))
+    for key in ("partition_activations", "cpu_offload"):
         if keys.get(key, (None, None))[1] is True:
             s.ignored.append(f"{key}: true ({ev(key)})")
     if not s.sources:
@@ -67,11 +69,31 @@ def read_yaml(path: Path, data: dict, lines: list[str], s: Settings) -> None:
                          f"nothing to audit")
     # the model code's choices, each GPT-NeoX's default where no file of the job states it
     _attention_kernel(keys, ev, path, s)
+    _fusions(keys, ev, path, s)
     if "gpt_j_residual" in keys:
         s.put("parallel_residual", keys["gpt_j_residual"][1] is True, ev("gpt_j_residual"))
     elif not s.has("parallel_residual"):  # another of the job's files may set it; GPT-NeoX's default is off
         s.put("parallel_residual", False, f"{path}: no gpt_j_residual (GPT-NeoX's default: false)")
 
+
+
+FUSIONS = ("rope_fusion", "bias_dropout_fusion")
+"""GPT-NeoX switches that fuse the model's element-wise extras (RoPE, bias-dropout-add); both default to false
+(megatron/neox_arguments/neox_args.py), which runs them as eager ops (recipe.fused_model_ops false)."""
+
+
+def _fusions(keys: dict, ev, path: Path, s: Settings) -> None:
+    """recipe.fused_model_ops: true only where the config turns on every one of FUSIONS."""
+    if s.has("recipe.fused_model_ops"):  # another of the job's files set it
+        return
+    off = [k for k in FUSIONS if keys.get(k, (None, None))[1] is not True]
+    if not off:
+        s.put("recipe.fused_model_ops", True, "; ".join(ev(k) for k in FUSIONS))
+        return
+    said = [ev(k) for k in off if k in keys]
+    unsaid = [k for k in off if k not in keys]
+    where = "; ".join(said + ([f"{path}: no {' or '.join(unsaid)} (GPT-NeoX's default: false)"] if unsaid else []))
+    s.put("recipe.fused_model_ops", False, where)
 
 
 ATTENTION_KERNELS = {"global": "unfused", "flash": "flash2"}
