@@ -223,7 +223,7 @@ RECIPE_FLAGS = {
     "grad_reduce_fp32": "--grad-reduce-fp32", "grad_all_reduce": "--grad-all-reduce", "dp_overlap": "--dp-overlap",
     "moe_fusions": "--moe-fusions", "cpu_affinity": "--cpu-affinity", "fused_model_ops": "--fused-model-ops",
     "cuda_launch_blocking": "--cuda-launch-blocking", "grad_accumulation": "--grad-accumulation",
-    "checkpoint_sync": "--checkpoint-sync",
+    "checkpoint_sync": "--checkpoint-sync", "checkpoint_interval": "--checkpoint-interval",
 }
 """Every Recipe field has a flag (a test checks it), so any priced job can be written as one command."""
 SEARCHED_FIELDS = {"moe_dispatcher": "dispatchers", "cuda_graphs": "cuda_graphs", "tp_comm_overlap": "tp_comm_overlap",
@@ -315,7 +315,10 @@ def recipe_options(fn: Callable) -> Callable:
         onoff("cuda_launch_blocking", "The job runs with CUDA_LAUNCH_BLOCKING=1: every kernel's host time adds to "
                                       "the step and no communication overlaps compute (default off)."),
         onoff("checkpoint_sync", "DeepSpeed's activation checkpointing synchronizes the device around every "
-                                 "checkpointed layer (GPT-NeoX synchronize_each_layer; default off)."),
+                                 "checkpointed chunk (GPT-NeoX synchronize_each_layer; default off)."),
+        click.option("--checkpoint-interval", "checkpoint_interval", type=click.IntRange(1, 1024), default=None,
+                     help="Layers DeepSpeed checkpoints as one chunk (pipeline.activation_checkpoint_interval, "
+                          "GPT-NeoX checkpoint_num_layers; default 1): how often --checkpoint-sync synchronizes."),
     ]
     for opt in reversed(opts):
         fn = opt(fn)

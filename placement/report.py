@@ -157,7 +157,6 @@ def recipe_line(p: Plan) -> str:
                          ("fp8_params", "fp8 params"), ("optimizer_state_bf16", "bf16 optimizer state"),
                          ("cross_entropy_fusion", "fused cross-entropy"),
                          ("cuda_launch_blocking", "CUDA_LAUNCH_BLOCKING=1"),
-                         ("checkpoint_sync", "sync at each checkpointed layer"),
                          ("account_for_embedding", "embedding counted in the split"),
                          ("account_for_loss", "loss counted in the split")):
         if getattr(r, field):
@@ -166,6 +165,11 @@ def recipe_line(p: Plan) -> str:
                          ("cpu_affinity", "no cpu affinity"), ("fused_model_ops", "eager model ops")):
         if not getattr(r, field):
             items.append(label)
+    if r.checkpoint_sync:
+        checkpointed = p.layout.recompute == "full"
+        chunk = "layer" if r.checkpoint_interval == 1 else f"chunk of {r.checkpoint_interval} layers"
+        items.append(f"sync at each checkpointed {chunk}" if checkpointed
+                     else "checkpoint sync (no layer checkpointed: prices nothing)")
     if r.mtp_layers:
         items.append(f"mtp {r.mtp_layers}")
     if r.pipeline_schedule != default.pipeline_schedule:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from placement.specs import ModelSpec
-from placement.specs.model import PositionEmbedding
+from placement.specs.model import PositionEmbedding, RopeScaling
 
 
 @dataclass(frozen=True)
@@ -71,6 +71,8 @@ class Workload:
     the up-projections (arXiv:2405.04434 §2.1), not one lumped GEMM."""
     mla_up_width: int = 0
     """Output width of MLA's up-projections (q and k/v per head): what `mla_up_proj` recompute drops."""
+    yarn_rope: bool = False
+    """RoPE with YaRN scaling (eager in Megatron-Core: no fused kernel takes it)."""
     rope_share: float = 0.0
     """Share of each query and key head's dimensions RoPE rotates (GPT-NeoX `rotary_pct`); 0 without RoPE."""
     swiglu_clamp: bool = False
@@ -204,7 +206,9 @@ def workload(model: ModelSpec) -> Workload:
         num_window_layers=model.sliding_window_layers,
         attn_gemms=_attn_gemms(model, h, a, q_dim, kv_dim, out_dim),
         mla_up_width=(q_dim + a * (model.mla.qk_nope_head_dim + model.mla.v_head_dim)) if model.mla else 0,
-        rope_share=(model.rotary_percent or 1.0) if model.position_embedding is PositionEmbedding.ROPE else 0.0,
+        yarn_rope=model.rope_scaling is RopeScaling.YARN,
+        rope_share=(model.rotary_percent or 1.0) if (model.position_embedding is PositionEmbedding.ROPE
+                                                     or model.rope_scaling is RopeScaling.YARN) else 0.0,
         swiglu_clamp=model.swiglu_clamp is not None,
         linear_bias=bool(model.linear_bias),
         parallel_residual=model.parallel_residual,

@@ -177,18 +177,15 @@ GPT_OSS_EP8 = Layout(ep=8, dp=8)
 
 def test_eager_model_ops_cost_only_what_the_model_has_and_only_unfused():
     """GPT-OSS's clamp, expert-bias loop, YaRN RoPE and bias add cost HBM time only when the recipe runs them
-    unfused; a model with fewer extras (Qwen3: no clamp, no biases, plain RoPE) pays for its RoPE alone, in the
-    attention block."""
+    unfused; a model without those extras (Qwen3: no clamp, no biases, plain RoPE) costs nothing either way."""
     oss_eager = layer_compute(_ctx("gpt-oss-120b", "dgx-h100", 64, GPT_OSS_EP8, EAGER))
     oss_fused = layer_compute(_ctx("gpt-oss-120b", "dgx-h100", 64, GPT_OSS_EP8,
                                    EAGER.model_copy(update={"fused_model_ops": True})))
     assert _f(oss_eager.moe_s) > 1.05 * _f(oss_fused.moe_s)
     assert _f(oss_eager.attn_s) > _f(oss_fused.attn_s)
-    qwen = [layer_compute(_ctx("qwen3-30b-a3b", "dgx-h100", 64, GPT_OSS_EP8, r))
+    qwen = [layer_compute(_ctx("qwen3-30b-a3b", "dgx-h100", 64, GPT_OSS_EP8, r)).moe_s
             for r in (EAGER, EAGER.model_copy(update={"fused_model_ops": True}))]
-    assert _f(qwen[0].attn_s) > _f(qwen[1].attn_s)
-    assert _f(qwen[0].moe_s) - _f(qwen[1].moe_s) == pytest.approx(_f(qwen[0].attn_s) - _f(qwen[1].attn_s), rel=1e-9)
-    assert _f(qwen[0].experts_s) == _f(qwen[1].experts_s)
+    assert _f(qwen[0]) == _f(qwen[1])
 
 
 def test_eager_expert_ops_follow_the_routed_pairs_and_moe_act_recompute_reruns_the_clamp():

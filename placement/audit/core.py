@@ -32,7 +32,7 @@ from pydantic import ValidationError
 from placement.audit.changes import launch_changes
 from placement.audit.launch import LaunchLayout
 from placement.cost.batch import LayoutBatch, module_mask
-from placement.cost.constants import CHECKPOINT_BOUNDARY_SYNCS, GiB
+from placement.cost.constants import GiB
 from placement.cost.step import Estimates, default_choices, estimate
 from placement.emit.common import EmitContext
 from placement.errors import InputError
@@ -708,28 +708,20 @@ def _layout_findings(c: _Ctx, plan: Plan) -> list[Finding]:
             f"the job runs with CUDA_LAUNCH_BLOCKING=1: every kernel launch waits for its kernel, so "
             f"{float(est.host_s[0]):.3f} s of host launch time adds to the step and no communication overlaps "
             f"compute; unset it (asynchronous launches) to save {cost:.3f} s per step", [], cost))
-    # DeepSpeed's checkpoint-boundary synchronize: the device drains around every checkpointed layer
+    # DeepSpeed's checkpoint-boundary synchronize: the device drains around every checkpointed chunk
     if c.recipe.checkpoint_sync and lay.recompute is Recompute.FULL:
         cost = _saving_with(c, lay, checkpoint_sync=False)
         if cost >= MIN_SAVING_S:
             where = (plan.recipe_sources or {}).get("checkpoint_sync", "default")
+            n = c.recipe.checkpoint_interval
+            chunk = "layer" if n == 1 else f"chunk of {n} layers"
             out.append(Finding(
                 _severity(cost, c.step_s), "checkpoint_sync",
-                f"every checkpointed layer synchronizes the device at the start and end of its forward and "
-                f"backward ({where}): {CHECKPOINT_BOUNDARY_SYNCS} host syncs per layer per micro-batch; "
+                f"the device is synchronized at the start and end of the forward and of the backward of every "
+                f"checkpointed {chunk} ({where}), so the GPU idles while the next kernels are issued; "
                 f"synchronize_each_layer: false (GPT-NeoX; DeepSpeed's activation_checkpointing."
                 f"synchronize_checkpoint_boundary, Megatron-DeepSpeed's --synchronize-each-layer) saves {cost:.3f} s "
                 f"per step", [], cost))
-    # GPT-NeoX's RoPE and bias-dropout-add as eager ops (its rope_fusion and bias_dropout_fusion default off)
-    if c.framework == "deepspeed" and not c.recipe.fused_model_ops:
-        cost = _saving_with(c, lay, fused_model_ops=True)
-        if cost >= MIN_SAVING_S:
-            where = (plan.recipe_sources or {}).get("fused_model_ops", "default")
-            out.append(Finding(
-                _severity(cost, c.step_s), "model_ops_unfused",
-                f"RoPE and the bias-dropout-add run as eager element-wise ops ({where}): GPT-NeoX's rope_fusion: "
-                f"true and bias_dropout_fusion: true save up to {cost:.3f} s per step (a partial RoPE's "
-                f"concatenation stays)", [], cost))
     # the attention core unfused: every layer streams its s x s scores through HBM and keeps them for backward
     if c.recipe.attention_kernel is AttentionKernel.UNFUSED:
         kernel, how = FUSED_ATTENTION.get(c.framework, FUSED_ATTENTION[""])

@@ -44,7 +44,7 @@ from pathlib import Path
 from placement.audit.readers import deepspeed, megatron, torchtitan
 from placement.audit.readers import maxtext as maxtext_reader
 from placement.audit.readers.deepspeed import HF_DEFAULTS, RANK_ORDERS, TOPOLOGY_AXES, TOPOLOGY_CLASSES
-from placement.audit.readers.dispatch import detect_framework, read_file
+from placement.audit.readers.dispatch import detect_framework, file_kind, read_file, read_neox
 from placement.audit.readers.megatron import MEGATRON_LOG_BEGIN, MEGATRON_LOG_END
 from placement.audit.readers.neox import NEOX_KEYS
 from placement.audit.readers.reading import Framework, LaunchLayout, Reading
@@ -67,7 +67,11 @@ def parse_launch(paths: list[Path], framework: str | None = None) -> LaunchLayou
     fw = framework or detect_framework(paths)
     if fw not in FRAMEWORKS:
         raise InputError(f"unknown framework {fw!r}; expected one of {', '.join(FRAMEWORKS)}")
-    groups = [read_file(Path(p), fw) for p in paths]
+    yamls = [Path(p) for p in paths if file_kind(Path(p)) == "yaml"] if fw == "deepspeed" else []
+    if yamls:  # GPT-NeoX merges all its config files into one
+        groups = [read_neox(yamls)] + [read_file(Path(p), fw) for p in paths if Path(p) not in yamls]
+    else:
+        groups = [read_file(Path(p), fw) for p in paths]
     if fw == "torchtitan":
         reading = torchtitan.join(groups, paths)
     elif fw == "maxtext":

@@ -88,9 +88,11 @@ class EagerOps:
 
 
 def eager_model_ops(x: Ctx, pairs: np.ndarray | float = 0.0) -> EagerOps:
-    """The HBM time of the element-wise ops a framework runs unfused for the model's extras (RoPE, YaRN or
-    plain, and the concatenation a partial RoPE adds; clamped SwiGLU, expert biases, bias-dropout-add), priced
-    when the recipe says they are not fused.  `pairs` is the token-expert pairs the busiest rank computes."""
+    """The HBM time of the element-wise ops a framework runs unfused for the model's extras (YaRN RoPE, a partial
+    RoPE's concatenation, clamped SwiGLU, expert biases, bias-dropout-add), priced when the recipe says they are not
+    fused.  Plain RoPE's rotation counts as fused: Megatron-Core and Transformer Engine fuse it, and GPT-NeoX's fp16
+    path runs it as one TorchScript kernel (megatron/model/positional_embeddings.py `apply_rotary_pos_emb` under
+    the GPU fuser transformer.py turns on).  `pairs` is the token-expert pairs the busiest rank computes."""
     w, tokens, tp = x.w, x.tokens, x.tp
     zero = np.zeros_like(tokens)
     if x.recipe.fused_model_ops:
@@ -98,16 +100,20 @@ def eager_model_ops(x: Ctx, pairs: np.ndarray | float = 0.0) -> EagerOps:
     full = x.full * x.full_layers_share  # full recompute reruns every forward
     # MLA's YaRN has its own fused kernel (Megatron-Core fusions/fused_mla_yarn_rope_apply.py): nothing added
     qk = (w.q_dim + w.kv_dim / 2) / tp if w.rope_share and not w.mla_up_width else 0.0  # query + key per token
+    rotation = ROPE_UNFUSED_BYTES * w.rope_share if w.yarn_rope else 0.0
     partial = w.rope_share < 1.0
-    rope_fwd = qk * (w.rope_share * ROPE_UNFUSED_BYTES + (PARTIAL_ROPE_FORWARD_BYTES if partial else 0.0))
-    rope_bwd = qk * (w.rope_share * ROPE_UNFUSED_BYTES + (PARTIAL_ROPE_BACKWARD_BYTES if partial else 0.0))
+    rope_fwd = qk * (rotation + (PARTIAL_ROPE_FORWARD_BYTES if partial else 0.0))
+    rope_bwd = qk * (rotation + (PARTIAL_ROPE_BACKWARD_BYTES if partial else 0.0))
     bda = w.hidden / x.sp_shard * BDA_UNFUSED_BYTES if w.linear_bias else 0.0
     attn = tokens * ((rope_fwd + bda) * (1.0 + full) + rope_bwd + bda) / x.hbm_bw
+    # a dense MLP's output bias goes through its own bias-dropout-add too (GPT-NeoX transformer.py: one after the
+    # attention, one after the MLP)
+    dense_bda = tokens * bda * (2.0 + full) / x.hbm_bw
     clamp_fwd = CLAMP_FORWARD_BYTES if w.swiglu_clamp else 0.0
     clamp_bwd = CLAMP_BACKWARD_BYTES if w.swiglu_clamp else 0.0
     mlp_elems = tokens * w.mlp_up * w.dense_ffn / tp
     mlp_fwd = mlp_elems * clamp_fwd / x.hbm_bw
-    mlp = mlp_fwd * (1.0 + full) + mlp_elems * clamp_bwd / x.hbm_bw
+    mlp = mlp_fwd * (1.0 + full) + mlp_elems * clamp_bwd / x.hbm_bw + dense_bda
     up_elems = pairs * w.mlp_up * w.expert_ffn / x.etp
     act_fwd = up_elems * clamp_fwd / x.hbm_bw
     bias_fwd = pairs * w.hidden * EXPERT_BIAS_FORWARD_BYTES / x.hbm_bw if w.linear_bias else 0.0

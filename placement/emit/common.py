@@ -236,7 +236,9 @@ ops and MoE kernels, which the code the user runs decides (Megatron's files do s
 field is, for each emitter, written into its files, re-priced as the framework runs it (RUNS_INSTEAD, FORCED), or
 the user's (a DeviceMesh's or MaxText's launcher)."""
 
-_MATTERS = {"pipeline_p2p_whole": lambda lay: lay.pp > 1 and lay.tp > 1,
+_MATTERS = {"checkpoint_sync": lambda lay: lay.recompute == "full",
+            "checkpoint_interval": lambda lay: lay.recompute == "full",
+            "pipeline_p2p_whole": lambda lay: lay.pp > 1 and lay.tp > 1,
             "pipeline_grads_whole": lambda lay: lay.pp > 1 and lay.tp > 1,
             "pipeline_p2p_blocking": lambda lay: lay.pp > 2 or (lay.pp == 2 and lay.vpp == 1),
             "grad_all_reduce": lambda lay: lay.zero_stage == 1,

@@ -78,11 +78,17 @@ def config(ctx: EmitContext) -> dict:
     if lay.pp > 1:
         # `stages` is not read by DeepSpeed (the topology sets it); it records the plan's value
         r = ctx.recipe
-        out["pipeline"] = {"stages": lay.pp, "activation_checkpoint_interval": 1 if lay.recompute == "full" else 0,
+        out["pipeline"] = {"stages": lay.pp, "activation_checkpoint_interval": _interval(ctx),
                            # how the plan's stage-to-stage sends were priced: 1/tp shares unless whole
                            "pipe_partitioned": not r.pipeline_p2p_whole,
                            "grad_partitioned": not (r.pipeline_p2p_whole or r.pipeline_grads_whole)}
     return out
+
+
+def _interval(ctx: EmitContext) -> int:
+    """The PipelineModule's activation_checkpoint_interval: the plan's checkpointed chunk under full recompute, 0
+    (no checkpointing) otherwise."""
+    return ctx.recipe.checkpoint_interval if ctx.plan.layout.recompute == "full" else 0
 
 
 def topology(ctx: EmitContext) -> str:
@@ -207,18 +213,23 @@ def _code_lines(ctx: EmitContext) -> list[str]:
     if lay.pp > 1:
         lines += ["  from deepspeed.pipe import PipelineModule  # TransformerLayer: your transformer block's class",
                   '  model = PipelineModule(layers, topology=topology, partition_method="type:TransformerLayer",',
-                  f"                         activation_checkpoint_interval={1 if lay.recompute == 'full' else 0}, "
+                  f"                         activation_checkpoint_interval={_interval(ctx)}, "
                   "loss_fn=loss_fn)",
                   "  engine, _, _, _ = deepspeed.initialize(args=args, model=model,",
                   "                                         model_parameters=model.parameters())",
                   "  mpu = model.mpu()  # the module's PipelineParallelGrid"]
+        if lay.recompute == "full":  # the module checkpoints through deepspeed.checkpointing, which reads the JSON
+            lines += ["  deepspeed.checkpointing.configure(mpu, deepspeed_config=args.deepspeed_config)"]
     else:
         lines += ["  mpu = PipelineParallelGrid(topology=topology)  # data and tensor groups in the planned rank order",
                   "  engine, _, _, _ = deepspeed.initialize(args=args, model=model,",
                   "                                         model_parameters=model.parameters(), mpu=mpu)"]
         if lay.recompute == "full":
             lines += ["  deepspeed.checkpointing.configure(mpu, deepspeed_config=args.deepspeed_config)",
-                      "  # and run each transformer layer through deepspeed.checkpointing.checkpoint(layer, x)"]
+                      "  # and run each transformer layer through deepspeed.checkpointing.checkpoint(layer, x)"
+                      if _interval(ctx) == 1 else
+                      f"  # and run each chunk of {_interval(ctx)} transformer layers through "
+                      f"deepspeed.checkpointing.checkpoint(chunk, x)"]
     if lay.tp > 1:
         lines.append(f"  # tensor parallelism (tp {lay.tp}) is model code over mpu.get_slice_parallel_group()"
                      + (", with sequence parallelism" if lay.sequence_parallel else ""))
@@ -254,7 +265,8 @@ RUNS_INSTEAD = {
 """What DeepSpeed runs instead of each recipe feature it cannot be told (selective recompute, whatever its
 modules, has its own warning in warnings_for)."""
 STATED = frozenset({"grad_accumulation", "pipeline_p2p_whole", "pipeline_grads_whole", "pipeline_p2p_blocking",
-                    "cpu_affinity", "grad_reduce_fp32", "cuda_launch_blocking", "checkpoint_sync"})
+                    "cpu_affinity", "grad_reduce_fp32", "cuda_launch_blocking", "checkpoint_sync",
+                    "checkpoint_interval"})
 """Recipe fields the files state (ds_config.json, the launcher line) or re-price in `render` themselves.  The launch
 lines carry CUDA_LAUNCH_BLOCKING=1 where the plan was priced with it: run on each node, the launcher passes its
 environment to the ranks (runner.py, launch.py); only its pdsh runner, offered as a comment, would not."""

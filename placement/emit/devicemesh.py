@@ -84,5 +84,6 @@ RUNS_INSTEAD = {field: _YOURS for field in ("moe_dispatcher", "cuda_graphs", "tp
                                             "activation_func_fp8_input_store", "optimizer_state_bf16",
                                             "recompute_num_layers", "mtp_layers", "account_for_embedding",
                                             "account_for_loss", "pipeline_schedule", "cross_entropy_fusion",
-                                            "cpu_affinity", "moe_capacity_factor", "checkpoint_sync")}
+                                            "cpu_affinity", "moe_capacity_factor", "checkpoint_sync",
+                                            "checkpoint_interval")}
 """A mesh states degrees only: every recipe feature of the plan is the training code's to implement."""

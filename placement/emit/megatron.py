@@ -296,6 +296,7 @@ def model_arguments(ctx: EmitContext) -> tuple[list[str], list[str]]:
 
 VERSION = "Megatron-LM (megatron-core 0.19.2)"
 RUNS_INSTEAD = {
+    "checkpoint_interval": "its checkpointing synchronizes nothing, so the chunk size prices nothing",
     "checkpoint_sync": "Megatron-LM does not synchronize the device around checkpointed layers",
     "grad_accumulation": "Megatron-LM accumulates gradients inside the weight-gradient GEMM "
                          "(--gradient-accumulation-fusion, its default)",

@@ -217,11 +217,16 @@ class Recipe(Frozen):
     to its GPU time, and no communication kernel overlaps compute.  BigScience's BLOOM-176B launch script
     exports it (bigscience-workshop/bigscience train/tr11-176B-ml/tr11-176B-ml.slurm)."""
     checkpoint_sync: bool = False
-    """DeepSpeed activation checkpointing synchronizes the device around every checkpointed layer
+    """DeepSpeed activation checkpointing synchronizes the device around every checkpointed chunk
     (`synchronize_checkpoint_boundary`; GPT-NeoX `synchronize_each_layer`, Megatron-DeepSpeed
-    `--synchronize-each-layer`): constants.CHECKPOINT_BOUNDARY_SYNCS host syncs per checkpointed layer per
-    micro-batch, each constants.HOST_SYNC_S.  Only with full recompute (no layer is checkpointed otherwise).
-    GPT-NeoX-20B trained with it on (configs/20B.yml)."""
+    `--synchronize-each-layer`): constants.CHECKPOINT_SYNC_GAPS idle refills per chunk per micro-batch, each
+    constants.HOST_SYNC_S.  Only with full recompute (nothing is checkpointed otherwise).  GPT-NeoX-20B trained
+    with it on (configs/20B.yml)."""
+    checkpoint_interval: int = Field(default=1, ge=1, le=1024)
+    """Layers DeepSpeed checkpoints as one chunk (`pipeline.activation_checkpoint_interval`; GPT-NeoX
+    `checkpoint_num_layers`, Megatron-DeepSpeed `--checkpoint-num-layers`): it sets how often `checkpoint_sync`
+    synchronizes.  The memory and recompute are priced per layer either way (a chunk of several layers keeps fewer
+    inputs but rebuilds all its layers' activations at once in backward: not modelled)."""
     routing_imbalance: float | None = Field(default=None, ge=1.0, le=64.0)
     """Tokens on the busiest expert rank over the mean.  1.0 is force-balanced routing (every vendor MoE
     benchmark table, `--moe-router-force-load-balancing`); None is real data, priced at

@@ -359,6 +359,9 @@ def merge(groups: list[Settings]) -> Settings:
         out.deepspeed_binding = g.deepspeed_binding or out.deepspeed_binding
         out.megatron_lm = out.megatron_lm or g.megatron_lm
         out.bridge = out.bridge or g.bridge
+        out.neox = out.neox or g.neox
+        out.megatron_deepspeed = out.megatron_deepspeed or g.megatron_deepspeed
+        out.json_sync = g.json_sync or out.json_sync
     return out
 
 

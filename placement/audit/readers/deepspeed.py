@@ -63,6 +63,15 @@ def read_json(path: Path, s: Settings) -> None:
         every = read_int(pipe["activation_checkpoint_interval"], "pipeline.activation_checkpoint_interval",
                          ev("activation_checkpoint_interval"))
         s.put("recompute", "full" if every >= 1 else "none", ev("activation_checkpoint_interval"))
+        if every >= 1:
+            s.put("recipe.checkpoint_interval", every, ev("activation_checkpoint_interval"))
+    ckpt = data.get("activation_checkpointing")
+    if isinstance(ckpt, dict) and "synchronize_checkpoint_boundary" in ckpt:
+        value = ckpt["synchronize_checkpoint_boundary"]
+        if not isinstance(value, bool):
+            raise InputError(f"{ev('synchronize_checkpoint_boundary')}: activation_checkpointing."
+                             f"synchronize_checkpoint_boundary must be true or false, got {value!r}")
+        s.json_sync = (value, ev("synchronize_checkpoint_boundary"))
     if isinstance(pipe, dict):
         _partitioned_sends(pipe, s, ev)
     tpc = data.get("tensor_parallel")
@@ -299,10 +308,36 @@ def join(groups: list[Settings]) -> Reading:
     scripts, GPT-NeoX configs): DeepSpeed's rules, then Megatron's (its layers run most of these jobs)."""
     s = merge(groups)
     _finish(s)
+    _checkpoint_sync(s)
     deepspeed_binding(s)
     _grad_accumulation(s)
     megatron.finish(s)
     return s.reading("deepspeed")
+
+
+def _checkpoint_sync(s: Settings) -> None:
+    """recipe.checkpoint_sync from the JSON's activation_checkpointing.synchronize_checkpoint_boundary, which
+    deepspeed.checkpointing.configure(mpu, deepspeed_config=...) reads, where the training code does not pass its own:
+    Megatron-DeepSpeed calls configure(synchronize=args.synchronize_each_layer) and GPT-NeoX
+    configure(synchronize=neox_args.synchronize_each_layer), which override the file (activation_checkpointing/
+    checkpointing.py configure: an argument given wins).  Only checkpointed layers synchronize."""
+    if s.json_sync is None:
+        return
+    value, ev = s.json_sync
+    own = "GPT-NeoX's synchronize_each_layer" if s.neox else (
+        "Megatron-DeepSpeed's --synchronize-each-layer" if s.megatron_deepspeed else None)
+    if own is not None:
+        if s.value("recipe.checkpoint_sync", False) != value:
+            s.ignored.append(f"activation_checkpointing.synchronize_checkpoint_boundary {str(value).lower()}: "
+                             f"overridden by {own}, which the training code passes to "
+                             f"deepspeed.checkpointing.configure ({ev})")
+        return
+    if value and s.value("recompute") == "full":
+        s.put("recipe.checkpoint_sync", True, f"{ev} (deepspeed.checkpointing.configure(mpu, deepspeed_config=...) "
+                                              f"reads it)")
+    elif value:
+        s.ignored.append(f"activation_checkpointing.synchronize_checkpoint_boundary true without checkpointed "
+                         f"layers: nothing is synchronized ({ev})")
 
 
 def _grad_accumulation(s: Settings) -> None:

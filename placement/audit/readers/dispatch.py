@@ -78,8 +78,10 @@ def detect_framework(paths: list[Path]) -> str:
     if "megatron-deepspeed" in votes:
         target = "deepspeed" if "deepspeed" in votes else "megatron"
         votes.setdefault(target, []).extend(votes.pop("megatron-deepspeed"))
-    if "deepspeed" in votes and "megatron" in votes and not any(file_kind(Path(p)) == "yaml"
-                                                                  for p in votes["megatron"]):
+    neox_yaml = any(file_kind(Path(p)) == "yaml" for p in votes.get("deepspeed", []))
+    if "deepspeed" in votes and "megatron" in votes and (neox_yaml or not any(file_kind(Path(p)) == "yaml"
+                                                                              for p in votes["megatron"])):
+        # a GPT-NeoX config's other YAML files (a setup file with paths and logging) are part of it
         votes["deepspeed"] += votes.pop("megatron")
     names = ", ".join(str(p) for p in paths)
     if len(votes) == 1:
@@ -91,6 +93,26 @@ def detect_framework(paths: list[Path]) -> str:
     seen = "; ".join(f"{fw}: {', '.join(ps)}" for fw, ps in sorted(votes.items()))
     raise InputError(f"the files look like more than one framework ({seen}); pass the files of one job, or "
                      f"--framework {'|'.join(CAPABILITIES)}")
+
+
+def read_neox(paths: list[Path]) -> Settings:
+    """The YAML files of a DeepSpeed job as one GPT-NeoX config (GPT-NeoX merges every config file it is given, a
+    model file and a setup file, say); an InputError when none of them is a GPT-NeoX config."""
+    parts = []
+    for path in paths:
+        text = read_text(path, "YAML config", "expected a GPT-NeoX YAML config")
+        data = parse_yaml(text, path, "YAML config")
+        if not isinstance(data, dict):
+            raise InputError(f"{path}: a GPT-NeoX config file must be a mapping of keys, got {type(data).__name__}")
+        parts.append((path, data, text.splitlines()))
+    if not any(neox.is_neox(d) for _, d, _ in parts):
+        names = ", ".join(str(p) for p in paths)
+        raise InputError(f"{names}: no GPT-NeoX config among the YAML files (none names pipe_parallel_size or "
+                         f"model_parallel_size); a YAML file is read as a Megatron-Bridge ConfigContainer: pass "
+                         f"--framework megatron")
+    s = Settings(str(paths[0]))
+    neox.read_yamls(parts, s)
+    return s
 
 
 def read_file(path: Path, fw: str) -> Settings:
@@ -129,8 +151,7 @@ def read_file(path: Path, fw: str) -> Settings:
         if neox.is_neox(data):
             if fw != "deepspeed":
                 raise InputError(f"{path}: a GPT-NeoX config (DeepSpeed runs it); pass --framework deepspeed")
-            neox.read_yaml(path, data, text.splitlines(), s)
-            return s
+            return read_neox([path])
         if fw != "megatron":
             raise InputError(f"{path}: a YAML file is read as a Megatron-Bridge ConfigContainer; pass --framework "
                              f"megatron")

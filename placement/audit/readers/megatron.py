@@ -72,7 +72,7 @@ _MG_NARGS: dict[str, int | str] = {f: 1 for f in _MG_INT} | {f: 0 for f in _MG_F
     "--fp8-format": 1, "--fp4-format": 1, "--pipeline-model-parallel-layout": 1, "--deepspeed_config": 1,
     "--deepspeed-config": 1, "--recompute-method": 1, "--recompute-num-layers": 1,
     "--num-distributed-optimizer-instances": 1, "--moe-token-dispatcher-type": 1, "--moe-flex-dispatcher-backend": 1,
-    "--attention-backend": 1, "--cp-comm-type": "+", "--rotary-base": 1,
+    "--attention-backend": 1, "--cp-comm-type": "+", "--rotary-base": 1, "--checkpoint-num-layers": 1,
     "--cuda-graph-impl": 1, "--cuda-graph-modules": "+", "--cuda-graph-scope": "+", "--recompute-modules": "+",
     "--fp8-recipe": 1, "--mtp-num-layers": 1, "--moe-expert-capacity-factor": 1, "--exp-avg-dtype": 1,
     "--exp-avg-sq-dtype": 1, "--main-grads-dtype": 1, "--megatron-fsdp-main-grads-dtype": 1,
@@ -319,7 +319,9 @@ def read_args(words: list[Word], s: Settings, typos: bool = True) -> None:
     if deepspeed_flag is not None:
         deepspeed_grad_accumulation(s, False, deepspeed_flag.evidence)
         _megatron_deepspeed_attention(args, s, deepspeed_flag)
-    _checkpoint_sync(args, s)
+    if deepspeed_flag is not None and MEGATRON_MODEL_FLAGS & {a.flag for a in args}:
+        s.megatron_deepspeed = True
+        _checkpoint_sync(args, s)
     if fsdp is not None:
         strategy = sharding[0] if sharding else "optim_grads_params"
         stage = {"no_shard": 0, "optim": 1, "optim_grads": 2, "optim_grads_params": 3}.get(strategy)
@@ -367,15 +369,26 @@ def _moe_grouped_gemm(args: list[Arg], s: Settings) -> None:
                          f"GEMMs (priced as grouped GEMMs; {experts.evidence})")
 
 
+MEGATRON_MODEL_FLAGS = frozenset({"--num-layers", "--hidden-size", "--tensor-model-parallel-size",
+                                  "--pipeline-model-parallel-size"})
+"""Flags only a Megatron(-DeepSpeed) model script takes: with --deepspeed, a Megatron-DeepSpeed job, not a model
+script of the user's own that DeepSpeed runs."""
+
+
 def _checkpoint_sync(args: list[Arg], s: Settings) -> None:
     """Megatron-DeepSpeed's --synchronize-each-layer: DeepSpeed's checkpointing synchronizes around every checkpointed
     layer, but only where --deepspeed-activation-checkpointing hands the checkpointing to DeepSpeed
     (megatron/initialize.py _set_deepspeed_activation_checkpointing, bigscience-workshop/Megatron-DeepSpeed
     8387ae17)."""
     sync = next((a for a in args if a.flag == "--synchronize-each-layer"), None)
+    chunk = next((a for a in args if a.flag == "--checkpoint-num-layers"), None)
+    deepspeed_ckpt = any(a.flag == "--deepspeed-activation-checkpointing" for a in args)
+    if chunk is not None and deepspeed_ckpt:
+        s.put("recipe.checkpoint_interval", read_int(one_value(chunk).text, "--checkpoint-num-layers",
+                                                     chunk.evidence, minimum=1), chunk.evidence)
     if sync is None:
         return
-    if any(a.flag == "--deepspeed-activation-checkpointing" for a in args):
+    if deepspeed_ckpt:
         s.put("recipe.checkpoint_sync", True, sync.evidence)
     else:
         s.ignored.append(f"--synchronize-each-layer without --deepspeed-activation-checkpointing: Megatron's own "
@@ -385,8 +398,7 @@ def _checkpoint_sync(args: list[Arg], s: Settings) -> None:
 def _megatron_deepspeed_attention(args: list[Arg], s: Settings, deepspeed_flag: Arg) -> None:
     """Megatron-DeepSpeed computes attention unfused (CoreAttention: baddbmm, the fused masked softmax, bmm;
     megatron/model/transformer.py) unless a --use-flash-attn* flag picks FlashSelfAttention."""
-    megatron = {"--num-layers", "--hidden-size", "--tensor-model-parallel-size", "--pipeline-model-parallel-size"}
-    if s.has("recipe.attention_kernel") or not megatron & {a.flag for a in args}:
+    if s.has("recipe.attention_kernel") or not MEGATRON_MODEL_FLAGS & {a.flag for a in args}:
         return  # a model script of the user's own (train.py --deepspeed): its attention is its code's
     flash = next((a for a in args if a.flag in MDS_FLASH_FLAGS), None)
     if flash is not None:

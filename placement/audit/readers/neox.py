@@ -24,18 +24,38 @@ def is_neox(data: Any) -> bool:
                                           for k in data)
 
 
-def read_yaml(path: Path, data: dict, lines: list[str], s: Settings) -> None:
-    """A GPT-NeoX config (EleutherAI/gpt-neox configs/*.yml; DeepSpeed runs it): TP, PP, micro-batch,
-    accumulation, ZeRO stage, activation checkpointing, precision, the model's dimensions, its parallel residual
-    (`gpt_j_residual`) and its attention kernel (`attention_config`)."""
-    keys = {str(k).replace("-", "_"): (k, v) for k, v in data.items()}
+def read_yamls(parts: list[tuple[Path, dict, list[str]]], s: Settings) -> None:
+    """A GPT-NeoX config, given as one or several YAML files that GPT-NeoX merges (deepy.py train.py a.yml b.yml;
+    a key in two files is its error, and so here): TP, PP, micro-batch, accumulation, ZeRO stage, activation
+    checkpointing (its chunk and synchronize), precision, the model's dimensions, its parallel residual
+    (`gpt_j_residual`), its eager extras and its attention kernel (`attention_config`)."""
+    keys: dict[str, tuple[Any, Any, Path, list[str]]] = {}
+    for path, data, lines in parts:
+        for k, v in data.items():
+            norm = str(k).replace("-", "_")
+            if norm in keys:
+                raise InputError(f"{path}: {k} is also set in {keys[norm][2]}; GPT-NeoX refuses a key in two config "
+                                 f"files (duplicate keys with previously loaded file): keep it in one")
+            keys[norm] = (k, v, path, lines)
+    first = parts[0][0]
+    s.neox = True
 
     def ev(key: str) -> str:
-        raw = str(keys[key][0])
+        raw, _, path, lines = keys[key]
         for n, line in enumerate(lines, 1):
-            if re.search(rf"[\"']?{re.escape(raw)}[\"']?\s*:", line):
+            if not line.lstrip().startswith("#") and re.search(rf"[\"']?{re.escape(str(raw))}[\"']?\s*:", line):
                 return f"{path}:{n}: {line.strip()[:160]}"
         return f"{path}: {raw}"
+
+    def flag(key: str, default: bool | None = None) -> bool | None:
+        """A boolean key as GPT-NeoX's validate_types takes it (YAML true/false), else an InputError."""
+        if key not in keys:
+            return default
+        value = keys[key][1]
+        if not isinstance(value, bool):
+            raise InputError(f"{ev(key)}: {keys[key][0]} must be true or false, got {value!r} (GPT-NeoX's "
+                             f"validate_types refuses anything else); write true or false without quotes")
+        return value
 
     for key, field in NEOX_KEYS.items():
         if key in keys:
@@ -46,11 +66,12 @@ def read_yaml(path: Path, data: dict, lines: list[str], s: Settings) -> None:
         if not 0 <= stage <= 3:
             raise InputError(f"{ev('zero_optimization')}: zero_optimization.stage must be 0..3, got {stage}")
         s.put("zero_stage", stage, ev("zero_optimization"))
-    if "checkpoint_activations" in keys:
-        s.put("recompute", "full" if keys["checkpoint_activations"][1] is True else "none",
-              ev("checkpoint_activations"))
-    if "sequence_parallel" in keys:
-        s.put("sequence_parallel", keys["sequence_parallel"][1] is True, ev("sequence_parallel"))
+    checkpointed = flag("checkpoint_activations")
+    if checkpointed is not None:
+        s.put("recompute", "full" if checkpointed else "none", ev("checkpoint_activations"))
+    _checkpointing(keys, ev, flag, bool(checkpointed), s)
+    if flag("sequence_parallel") is not None:
+        s.put("sequence_parallel", flag("sequence_parallel"), ev("sequence_parallel"))
     for key in ("fp16", "bf16"):
         sec = keys.get(key, (None, None))[1]
         if isinstance(sec, dict) and sec.get("enabled", True) in (True, "true"):
@@ -59,41 +80,72 @@ def read_yaml(path: Path, data: dict, lines: list[str], s: Settings) -> None:
                 s.ignored.append(f"fp16: FP16 mixed precision with loss scaling, priced as bf16 ({ev(key)})")
     if "precision" in keys and str(keys["precision"][1]) in ("fp16", "bfloat16", "bf16"):
         s.put("precision", "bf16", ev("precision"))
-    if keys.get("synchronize_each_layer", (None, None))[1] is True:
-        s.put("recipe.checkpoint_sync", True, ev("synchronize_each_layer"))
     for key in ("partition_activations", "cpu_offload"):
-        if keys.get(key, (None, None))[1] is True:
+        if flag(key):
             s.ignored.append(f"{key}: true ({ev(key)})")
     if not s.sources:
-        raise InputError(f"{path}: a GPT-NeoX config without pipe_parallel_size, model_parallel_size or batch keys; "
-                         f"nothing to audit")
+        raise InputError(f"{', '.join(str(p) for p, _, _ in parts)}: a GPT-NeoX config without pipe_parallel_size, "
+                         f"model_parallel_size or batch keys; nothing to audit")
     # the model code's choices, each GPT-NeoX's default where no file of the job states it
-    _attention_kernel(keys, ev, path, s)
-    _fusions(keys, ev, path, s)
-    if "gpt_j_residual" in keys:
-        s.put("parallel_residual", keys["gpt_j_residual"][1] is True, ev("gpt_j_residual"))
+    _attention_kernel(keys, ev, first, s)
+    _fusions(keys, ev, flag, first, s)
+    if flag("gpt_j_residual") is not None:
+        s.put("parallel_residual", flag("gpt_j_residual"), ev("gpt_j_residual"))
     elif not s.has("parallel_residual"):  # another of the job's files may set it; GPT-NeoX's default is off
-        s.put("parallel_residual", False, f"{path}: no gpt_j_residual (GPT-NeoX's default: false)")
+        s.put("parallel_residual", False, f"{first}: no gpt_j_residual (GPT-NeoX's default: false)")
 
 
+def _checkpointing(keys: dict, ev, flag, checkpointed: bool, s: Settings) -> None:
+    """recipe.checkpoint_interval from `checkpoint_num_layers` (the layers DeepSpeed checkpoints as one chunk) and
+    recipe.checkpoint_sync from `synchronize_each_layer`, both only where layers are checkpointed."""
+    if "checkpoint_num_layers" in keys and checkpointed:
+        n = read_int(keys["checkpoint_num_layers"][1], "checkpoint_num_layers", ev("checkpoint_num_layers"),
+                     minimum=1)
+        s.put("recipe.checkpoint_interval", n, ev("checkpoint_num_layers"))
+        if n > 1:
+            s.ignored.append(f"checkpoint_num_layers {n}: chunks of {n} layers, whose fewer saved inputs and larger "
+                             f"backward working set are priced per layer ({ev('checkpoint_num_layers')})")
+    if flag("synchronize_each_layer"):
+        if checkpointed:
+            s.put("recipe.checkpoint_sync", True, ev("synchronize_each_layer"))
+        else:
+            s.ignored.append(f"synchronize_each_layer: true without checkpoint_activations: no layer is "
+                             f"checkpointed, so nothing is synchronized ({ev('synchronize_each_layer')})")
 
-FUSIONS = ("rope_fusion", "bias_dropout_fusion")
-"""GPT-NeoX switches that fuse the model's element-wise extras (RoPE, bias-dropout-add); both default to false
-(megatron/neox_arguments/neox_args.py), which runs them as eager ops (recipe.fused_model_ops false)."""
 
-
-def _fusions(keys: dict, ev, path: Path, s: Settings) -> None:
-    """recipe.fused_model_ops: true only where the config turns on every one of FUSIONS."""
+def _fusions(keys: dict, ev, flag, path: Path, s: Settings) -> None:
+    """recipe.fused_model_ops: false where GPT-NeoX runs an extra of the model eagerly: the bias-dropout-add of biased
+    projections without `bias_dropout_fusion` (megatron/model/transformer.py `_get_bias_dropout`), or a partial
+    RoPE, whose rotated and passed-through slices are concatenated back with or without `rope_fusion`
+    (ParallelSelfAttention).  Defaults from megatron/neox_arguments/neox_args.py: pos_emb learned, rotary_pct 1,
+    biases on, both fusions off."""
     if s.has("recipe.fused_model_ops"):  # another of the job's files set it
         return
-    off = [k for k in FUSIONS if keys.get(k, (None, None))[1] is not True]
-    if not off:
-        s.put("recipe.fused_model_ops", True, "; ".join(ev(k) for k in FUSIONS))
-        return
-    said = [ev(k) for k in off if k in keys]
-    unsaid = [k for k in off if k not in keys]
-    where = "; ".join(said + ([f"{path}: no {' or '.join(unsaid)} (GPT-NeoX's default: false)"] if unsaid else []))
-    s.put("recipe.fused_model_ops", False, where)
+    biased = [k for k in ("use_bias_in_attn_linear", "use_bias_in_mlp") if flag(k, True)]
+    rotary = "pos_emb" in keys and str(keys["pos_emb"][1]) == "rotary"
+    pct = keys.get("rotary_pct", (None, 1.0))[1]
+    if not isinstance(pct, (int, float)) or isinstance(pct, bool) or not 0 < pct <= 1:
+        raise InputError(f"{ev('rotary_pct')}: rotary_pct must be a number in (0, 1], got {pct!r}")
+    eager = []
+    if biased and not flag("bias_dropout_fusion", False):
+        said = ev("bias_dropout_fusion") if "bias_dropout_fusion" in keys else \
+            f"{path}: no bias_dropout_fusion (GPT-NeoX's default: false)"
+        eager.append(f"{said}, with biased projections: the bias-dropout-add runs unfused")
+    if rotary and pct < 1:
+        eager.append(f"{ev('rotary_pct')}: the rotated and passed-through slices are concatenated back, with or "
+                     f"without rope_fusion")
+    if eager:
+        s.put("recipe.fused_model_ops", False, "; ".join(eager))
+    else:
+        said = [ev("bias_dropout_fusion")] if biased else [ev(k) for k in ("use_bias_in_attn_linear",
+                                                                          "use_bias_in_mlp")]
+        whole = f"; {ev('pos_emb')}, the whole head rotated" if rotary else ""
+        s.put("recipe.fused_model_ops", True, "; ".join(said) + whole)
+    bf16 = next((k for k in ("bf16", "precision") if k in keys and (
+        k == "bf16" or str(keys[k][1]) in ("bf16", "bfloat16"))), None)
+    if rotary and bf16 and not flag("rope_fusion", False):
+        s.ignored.append(f"bf16 without rope_fusion: GPT-NeoX rotates with eager ops (apply_rotary_pos_emb_torch), "
+                         f"priced as a fused rotation ({ev(bf16)})")
 
 
 ATTENTION_KERNELS = {"global": "unfused", "flash": "flash2"}

@@ -280,6 +280,13 @@ class Settings:
     """A Megatron-LM argument list was read (its defaults apply after the merge: megatron.join)."""
     bridge: bool = False
     """Megatron-Bridge keys were read (a ConfigContainer YAML or Hydra overrides): its own defaults apply."""
+    megatron_deepspeed: bool = False
+    """A Megatron-DeepSpeed command (--deepspeed with Megatron's model flags) was read."""
+    neox: bool = False
+    """A GPT-NeoX config is among the files: its own arguments decide DeepSpeed's checkpointing settings."""
+    json_sync: tuple[bool, str] | None = None
+    """A DeepSpeed JSON's activation_checkpointing.synchronize_checkpoint_boundary (value, evidence), which the
+    join applies unless the training code passes its own (Megatron-DeepSpeed's, GPT-NeoX's configure call)."""
 
     def put(self, name: str, value: Any, evidence: str) -> None:
         """Set field `name` (a LayoutRead or JobRead field, or "recipe.FIELD") with its evidence."""
