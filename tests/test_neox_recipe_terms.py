@@ -208,3 +208,21 @@ def test_emitted_deepspeed_files_synchronize_as_priced_and_read_back(tmp_path: P
     files = [out / n for n in ("ds_config.json", "deepspeed.sh", "hostfile", "ds_topology.py")]
     lay = parse_launch(files)
     assert lay.recipe["checkpoint_sync"] is True and lay.recipe["checkpoint_interval"] == 2
+
+
+def test_a_gpt_neox_audit_speaks_its_configs_keys() -> None:
+    """The change list of a GPT-NeoX config is in its own keys, each launched value the one the file states (or
+    marked where the file leaves it to GPT-NeoX's default)."""
+    result = CliRunner().invoke(main, ["audit", "--model", "gpt-neox-20b", "--cluster", "gpt-neox-a100-40g",
+                                       "--gpus", "96", "--launch", str(DATA / "20B.yml"), "--json"])
+    assert result.exit_code in (0, 1), result.output
+    got = json.loads(result.stdout)
+    assert got["layout"]["dialect"] == "gpt-neox" and "GPT-NeoX config's keys" in got["changes_note"]
+    text = _neox_text()
+    for c in got["changes"]:
+        assert "ds_topology" not in c["argument"] and not c["argument"].startswith("pipeline.")
+        key = c["argument"].rsplit(".", 1)[-1]
+        if c["from"] is not None and c.get("note") is None:
+            # the launched value is the file's own
+            (stated,) = [line for line in text.splitlines() if f'"{key}":' in line and not line.strip().startswith("#")]
+            assert c["from"] in stated.replace('"', " ").replace(",", " ").split(), (key, stated)

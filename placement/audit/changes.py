@@ -48,8 +48,33 @@ def _flatten(prefix: str, value: object, out: dict[str, str]) -> None:
         out[prefix] = str(value).lower() if isinstance(value, bool) else str(value)
 
 
+def neox_settings(ctx: EmitContext) -> dict[str, str]:
+    """The plan in a GPT-NeoX config's keys (megatron/neox_arguments/neox_args.py), as the DeepSpeed files placement
+    writes for it run it: the parallel degrees, batch, ZeRO stage and activation checkpointing (partition_activations,
+    which the audit does not price, is left as the file has it)."""
+    lay, r = ctx.plan.layout, ctx.recipe
+    full = lay.recompute == "full"
+
+    def word(v: bool) -> str:
+        return str(v).lower()
+
+    out = {"pipe_parallel_size": str(lay.pp), "model_parallel_size": str(lay.tp),
+           "train_micro_batch_size_per_gpu": str(lay.micro_batch_size),
+           "gradient_accumulation_steps": str(lay.num_microbatches), "zero_optimization.stage": str(lay.zero_stage),
+           "checkpoint_activations": word(full)}
+    if full:
+        out |= {"checkpoint_num_layers": str(r.checkpoint_interval), "synchronize_each_layer": word(r.checkpoint_sync)}
+    if lay.tp > 1:
+        out["sequence_parallel"] = word(lay.sequence_parallel)
+    if lay.cp > 1:
+        out["context parallelism (no GPT-NeoX key: DeepSpeed's ProcessTopology, ds_topology.py)"] = str(lay.cp)
+    return out
+
+
 def framework_settings(framework: str, ctx: EmitContext) -> dict[str, str]:
-    """The layout-setting arguments placement writes for this plan in this framework."""
+    """The layout-setting arguments placement writes for this plan in this framework (or dialect: gpt-neox)."""
+    if framework == "gpt-neox":
+        return neox_settings(ctx)
     if framework == "megatron":
         from placement.emit import megatron
 
@@ -84,6 +109,8 @@ def _token(framework: str, key: str) -> str:
     """The text a launch file holds when it states `key` (a flag, a dotted key's last part, an env variable)."""
     if key.startswith("env "):
         return key[4:]
+    if framework == "gpt-neox":  # a dotted key's last part; GPT-NeoX also reads - for _
+        return key.rsplit(".", 1)[-1]
     if framework == "torchtitan":  # a TOML key or a 0.3.0 flag; the subcommand's table is [activation_checkpoint]
         return key.rsplit(".", 1)[-1] if key.startswith("--") else key.replace("-", "_")
     return key
@@ -96,9 +123,10 @@ def launch_changes(framework: str, now: EmitContext, best: EmitContext, files_te
     a, b = framework_settings(framework, now), framework_settings(framework, best)
     changes = [{"argument": k, "from": a.get(k), "to": b.get(k)}
                for k in list(a) + [k for k in b if k not in a] if a.get(k) != b.get(k)]
-    if files_text is not None and framework in ("megatron", "torchtitan", "maxtext"):
+    if files_text is not None and framework in ("megatron", "torchtitan", "maxtext", "gpt-neox"):
+        spelled = files_text.replace("-", "_") if framework == "gpt-neox" else files_text
         for c in changes:
-            if c["from"] is not None and _token(framework, c["argument"]) not in files_text:
+            if c["from"] is not None and _token(framework, c["argument"]) not in spelled:
                 c["note"] = NOT_IN_FILES
         key = GLOBAL_BATCH.get(framework)
         if key and key in b and a.get(key) == b.get(key) and _token(framework, key) not in files_text:

@@ -879,7 +879,8 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
     if best.step_time_s >= plan.step_time_s and plan.fits:  # the job already runs the best we know
         best, best_gpu = plan, gpu_of_rank
     speedup = round(plan.step_time_s / best.step_time_s, 3) if best.step_time_s > 0 else 1.0
-    changes = launch_changes(launch.framework, EmitContext.of(plan, topo, gpu_of_rank, model, train),
+    changes = launch_changes(launch.dialect or launch.framework,
+                             EmitContext.of(plan, topo, gpu_of_rank, model, train),
                              EmitContext.of(best, topo, best_gpu, model, train), files_text)
     if launch.rank_order != "tp-cp-ep-dp-pp":  # placement's emitters keep Megatron's default order
         if launch.framework == "deepspeed":

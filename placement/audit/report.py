@@ -19,7 +19,8 @@ FRAMEWORK_FORMAT = {"megatron": "megatron", "torchtitan": "torchtitan", "deepspe
 
 def audit_json(a: Audit) -> dict:
     lay = a.estimate.layout
-    layout = {"framework": a.launch.framework, **lay.model_dump(mode="json"), "num_gpus": a.estimate.num_gpus,
+    layout = {"framework": a.launch.framework, "dialect": a.launch.dialect, **lay.model_dump(mode="json"),
+              "num_gpus": a.estimate.num_gpus,
               "host_order": a.host_order, "hosts_in_files": list(a.launch.hosts), "sources": dict(a.launch.sources),
               "ignored": list(a.launch.ignored)}
     return {"layout": layout, "estimate": a.estimate.model_dump(mode="json"),
@@ -39,10 +40,16 @@ def launch_label(a: Audit) -> str:
     return "megatron-deepspeed" if changes_note(a) == MEGATRON_DEEPSPEED_NOTE else a.launch.framework
 
 
+NEOX_NOTE = ("the changes are the GPT-NeoX config's keys; --out DIR writes the plan as DeepSpeed files "
+             "(ds_config.json, ds_topology.py), which run the same settings")
+
+
 def changes_note(a: Audit) -> str | None:
     """What the argument diff is, where it is not edits to the launched files (None: it is)."""
     if a.launch.framework == "megatron" and a.launch.recipe.get("pipeline_p2p_blocking"):
         return MEGATRON_DEEPSPEED_NOTE
+    if a.launch.dialect == "gpt-neox":
+        return NEOX_NOTE
     return None
 
 

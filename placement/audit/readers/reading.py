@@ -24,6 +24,9 @@ class LaunchLayout(Frozen):
     """The layout a job's launch files state.  Fields without an entry in `sources` are defaults."""
 
     framework: Framework
+    dialect: Literal["gpt-neox"] | None = None
+    """The files' own spelling where it is not the framework's: "gpt-neox" for a GPT-NeoX config, whose keys the
+    argument diff then speaks."""
     tp: int = Field(default=1, ge=1)
     cp: int = Field(default=1, ge=1)
     ep: int = Field(default=1, ge=1)
@@ -196,6 +199,8 @@ class Reading:
     sources: dict[str, str]
     """LaunchLayout field, or "recipe.FIELD" -> "file:line: original text"."""
     ignored: tuple[str, ...]
+    dialect: str | None = None
+    """"gpt-neox" where a GPT-NeoX config states the job (DeepSpeed runs it in GPT-NeoX's own keys)."""
 
     def launch_layout(self) -> LaunchLayout:
         """The validated LaunchLayout; an InputError names each value out of range with its evidence."""
@@ -203,7 +208,7 @@ class Reading:
         fields = {k: v for k, v in stated.items() if v is not None and k != "pp_layout"}
         try:
             return LaunchLayout(framework=self.framework, recipe=self.recipe, sources=self.sources,
-                                ignored=self.ignored, **fields)
+                                ignored=self.ignored, dialect=self.dialect, **fields)
         except ValueError as err:  # pydantic ValidationError: a value out of range
             bad = "; ".join(f"{'.'.join(str(x) for x in e['loc'])} = {e.get('input')!r} "
                             f"({self.sources.get(str(e['loc'][0]), '')}): {e['msg']}"
@@ -332,4 +337,5 @@ class Settings:
     def reading(self, framework: str) -> Reading:
         """The frozen record the core reads: the values set and the evidence that has text."""
         return Reading(framework, self.layout, self.job, dict(self.recipe),
-                       {k: ev for k, ev in self.sources.items() if ev}, tuple(self.ignored))
+                       {k: ev for k, ev in self.sources.items() if ev}, tuple(self.ignored),
+                       "gpt-neox" if self.neox else None)
