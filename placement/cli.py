@@ -359,10 +359,14 @@ def build_recipe(recipe_file: str | None, given: dict) -> tuple[Recipe, dict[str
         if not isinstance(data, dict):
             raise InputError(f"{path}: a recipe is a YAML mapping of fields (moe_dispatcher: hybridep, ...), got a "
                              f"{type(data).__name__}; write one `field: value` per line")
-        for k, v in data.items():  # YAML true/false only: pydantic would read "yes" or 1 as true
+        for k, v in data.items():  # YAML types only: pydantic would read "yes" or 1 as true, true or "2" as a number
             info = Recipe.model_fields.get(str(k))
-            if info is not None and info.annotation is bool and not isinstance(v, bool):
+            kind = None if info is None else info.annotation
+            if kind is bool and not isinstance(v, bool):
                 raise InputError(f"{path}: {k} must be true or false, got {v!r}; write true or false without quotes")
+            number = kind in (int, float, int | None, float | None)
+            if number and v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
+                raise InputError(f"{path}: {k} must be a number, got {v!r}; write the number without quotes")
         try:
             Recipe.model_validate(data)
         except ValidationError as err:

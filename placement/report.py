@@ -168,8 +168,12 @@ def recipe_line(p: Plan) -> str:
     if r.checkpoint_sync:
         checkpointed = p.layout.recompute == "full"
         chunk = "layer" if r.checkpoint_interval == 1 else f"chunk of {r.checkpoint_interval} layers"
-        items.append(f"sync at each checkpointed {chunk}" if checkpointed
-                     else "checkpoint sync (no layer checkpointed: prices nothing)")
+        if not checkpointed:
+            items.append("checkpoint sync (no layer checkpointed: prices nothing)")
+        elif r.cuda_launch_blocking:
+            items.append("checkpoint sync (free under CUDA_LAUNCH_BLOCKING=1)")
+        else:
+            items.append(f"sync at each checkpointed {chunk}")
     if r.mtp_layers:
         items.append(f"mtp {r.mtp_layers}")
     if r.pipeline_schedule != default.pipeline_schedule:

@@ -184,6 +184,8 @@ def test_a_fifo_nobody_writes_to_is_an_error_not_a_wait(tmp_path, monkeypatch):
     ("recipe.yaml", "{}\n", "--recipe", "the recipe file names no field"),
     ("recipe.yaml", 'checkpoint_sync: "yes"\n', "--recipe", "checkpoint_sync must be true or false, got 'yes'"),
     ("recipe.yaml", "cpu_affinity: 1\n", "--recipe", "cpu_affinity must be true or false, got 1"),
+    ("recipe.yaml", "checkpoint_interval: true\n", "--recipe", "checkpoint_interval must be a number, got True"),
+    ("recipe.yaml", 'checkpoint_interval: "2"\n', "--recipe", "checkpoint_interval must be a number, got '2'"),
     ("hostfile", "node1 slots=8.5\n", "--launch", "the slot count is not a whole number"),  # DeepSpeed reads 8
     ("hostfile", "node1 slots=1e400\n", "--launch", "the slot count is not a whole number"),
     ("hostfile", "node1 slots=8x\n", "--launch", "the slot count is not a whole number"),

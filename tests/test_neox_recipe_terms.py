@@ -50,12 +50,12 @@ def _evaluate(*extra) -> dict:
     return json.loads(result.output)
 
 
-def test_neox_row_pays_two_gaps_per_checkpointed_layer_and_micro_batch() -> None:
-    """11 checkpointed layers per stage, two idle gaps each, on every micro-batch slot: without them the row is a
-    point faster, further from the published step."""
+def test_neox_row_pays_a_gap_per_checkpointed_layer_boundary_and_micro_batch() -> None:
+    """11 checkpointed layers per stage: 12 drains of the GPU in the forward and 12 in the backward, on every
+    micro-batch slot: without them the row is a point faster, further from the published step."""
     assert NEOX.recipe.checkpoint_sync and NEOX.layout["recompute"] == "full"
     res, without = predict(NEOX), predict(_with_recipe(NEOX, checkpoint_sync=False))
-    expected = C.CHECKPOINT_SYNC_GAPS * C.HOST_SYNC_S * (44 // NEOX.layout["pp"]) * _slots(NEOX)
+    expected = C.CHECKPOINT_SYNC_PASSES * C.HOST_SYNC_S * (44 // NEOX.layout["pp"] + 1) * _slots(NEOX)
     assert res.predicted_step_time_s - without.predicted_step_time_s == pytest.approx(expected, rel=1e-6)
     assert abs(res.error) < abs(without.error) - 0.008
 
@@ -69,9 +69,11 @@ def test_checkpoint_sync_counts_chunks_and_nothing_without_checkpointing_or_unde
     base = step("--recompute", "full")
     every = step("--recompute", "full", "--checkpoint-sync") - base
     assert every > 0
-    # chunks of 4 layers: a quarter of the gaps
-    fourth = step("--recompute", "full", "--checkpoint-sync", "--checkpoint-interval", "4") - base
-    assert fourth == pytest.approx(every / 4, rel=1e-3)
+    # 16 layers per stage: 17 gaps a pass; in chunks of 4, 5; of 3, 7 (six chunks, the last of one layer); of
+    # 16 or more, 2 (one chunk)
+    for interval, gaps in ((4, 5), (3, 7), (16, 2), (32, 2)):
+        got = step("--recompute", "full", "--checkpoint-sync", "--checkpoint-interval", str(interval)) - base
+        assert got == pytest.approx(every * gaps / 17, rel=1e-3), interval
     # launches that wait for their kernels leave the queue empty anyway
     blocking = step("--recompute", "full", "--cuda-launch-blocking")
     assert step("--recompute", "full", "--cuda-launch-blocking", "--checkpoint-sync") == blocking
@@ -226,3 +228,22 @@ def test_a_gpt_neox_audit_speaks_its_configs_keys() -> None:
             # the launched value is the file's own
             (stated,) = [line for line in text.splitlines() if f'"{key}":' in line and not line.strip().startswith("#")]
             assert c["from"] in stated.replace('"', " ").replace(",", " ").split(), (key, stated)
+
+
+def test_deepspeed_files_without_a_pipeline_state_the_chunk_and_audit_back_to_their_price(tmp_path: Path) -> None:
+    """Without a pipeline the training code checkpoints; ds_topology.py states recompute and the chunk, and the
+    files audited back price what the header says."""
+    out = tmp_path / "out"
+    job = ["--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "32"]
+    result = CliRunner().invoke(main, ["evaluate", *job, "--tp", "2", "--pp", "1", "--recompute", "full",
+                                       "--framework", "deepspeed", "--checkpoint-sync", "--checkpoint-interval", "2",
+                                       "--out", str(out), "--emit", "deepspeed", "--json"])
+    assert result.exit_code == 0, result.output
+    priced = json.loads(result.stdout)["step_time_s"]
+    assert "checkpoint_interval = 2" in (out / "ds_topology.py").read_text()
+    files = [str(out / n) for n in ("ds_config.json", "deepspeed.sh", "hostfile", "ds_topology.py")]
+    audited = CliRunner().invoke(main, ["audit", *job, *(x for f in files for x in ("--launch", f)), "--json"])
+    assert audited.exit_code in (0, 1), audited.output
+    got = json.loads(audited.stdout)
+    assert got["estimate"]["recipe"]["checkpoint_interval"] == 2 and got["estimate"]["recipe"]["checkpoint_sync"]
+    assert got["estimate"]["step_time_s"] == pytest.approx(priced, abs=2e-6)

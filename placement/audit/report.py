@@ -40,8 +40,9 @@ def launch_label(a: Audit) -> str:
     return "megatron-deepspeed" if changes_note(a) == MEGATRON_DEEPSPEED_NOTE else a.launch.framework
 
 
-NEOX_NOTE = ("the changes are the GPT-NeoX config's keys; --out DIR writes the plan as DeepSpeed files "
-             "(ds_config.json, ds_topology.py), which run the same settings")
+NEOX_NOTE = ("the changes are the GPT-NeoX config's keys, to edit in the config; --out DIR writes the plan as "
+             "DeepSpeed files (ds_config.json, ds_topology.py) for a training script of your own, not for GPT-NeoX, "
+             "which reads only its config")
 
 
 def changes_note(a: Audit) -> str | None:

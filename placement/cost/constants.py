@@ -132,16 +132,17 @@ HOST_SYNC_S = 500e-6
 """One host sync inside a layer's work: the CPU waits for the GPU to drain, then the GPU idles while the
 queue refills.  Dropless MoE copies the tokens-per-expert counts to the host in every MoE layer's forward
 (device-to-host sync, write-up §3.1); DeepSpeed's checkpoint-boundary synchronize does it around every
-checkpointed chunk (CHECKPOINT_SYNC_GAPS).  Fitted (0.5 ms) on the MoE group; its error moves by under a
+checkpointed chunk (CHECKPOINT_SYNC_PASSES).  Fitted (0.5 ms) on the MoE group; its error moves by under a
 point from 0.1 to 0.8 ms, so it is the least certain constant here."""
-CHECKPOINT_SYNC_GAPS = 2
-"""Idle refills per checkpointed chunk per micro-batch under DeepSpeed activation checkpointing's
-`synchronize_checkpoint_boundary` (GPT-NeoX `synchronize_each_layer`, Megatron-DeepSpeed
-`--synchronize-each-layer`): it calls torch.cuda.synchronize() at the start and end of each chunk's forward and of
-its backward (EleutherAI/DeeperSpeed eb7f5cff, the 0.3.15 fork GPT-NeoX-20B trained on,
-runtime/activation_checkpointing/checkpointing.py lines 377, 554, 581, 676), but a chunk's start follows the
-previous chunk's end with no GPU work between (pipe/module.py runs the chunks back to back), so the four calls
-leave two gaps of HOST_SYNC_S, one in the forward and one in the backward."""
+CHECKPOINT_SYNC_PASSES = 2
+"""Passes per micro-batch over a stage's checkpointed chunks that synchronize (forward, and backward with its
+recompute) under DeepSpeed activation checkpointing's `synchronize_checkpoint_boundary` (GPT-NeoX
+`synchronize_each_layer`, Megatron-DeepSpeed `--synchronize-each-layer`): it calls torch.cuda.synchronize() at the
+start and end of each chunk's forward and of its backward (EleutherAI/DeeperSpeed eb7f5cff, the 0.3.15 fork GPT-NeoX-20B
+trained on, runtime/activation_checkpointing/checkpointing.py lines 377, 554, 581, 676).  A chunk's start follows
+the previous chunk's end with no GPU work between (pipe/module.py runs the chunks back to back), so a pass over N
+chunks drains the GPU at N + 1 points (before the first chunk, between chunks, after the last), each an idle gap
+of HOST_SYNC_S."""
 CUDA_GRAPH_PARTIAL_BYTES = 2 * GiB
 """Memory of partial graphs' private pool and static buffers: "typically adding a few GB"
 (Megatron-Bridge docs/training/cuda-graphs.md, Memory Impact)."""

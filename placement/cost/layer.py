@@ -76,9 +76,10 @@ class EagerOps:
     """Seconds per layer per micro-batch of the model's eager extras (0 when `fused_model_ops`)."""
 
     attn_s: np.ndarray
-    """YaRN RoPE and the unfused bias add, forward and backward (and a full recompute's forward)."""
+    """YaRN RoPE, a partial RoPE's concatenation and the attention's unfused bias add, forward and backward (and a
+    full recompute's forward)."""
     mlp_s: np.ndarray
-    """A dense MLP's clamp, forward and backward."""
+    """A dense MLP's clamp and its output's unfused bias add, forward and backward."""
     experts_s: np.ndarray
     """The routed experts' clamp and output-bias loop, forward and backward."""
     act_forward_s: np.ndarray

@@ -360,7 +360,11 @@ def topology_module(ctx: EmitContext) -> str:
             # without a pipeline, recompute is the training code's: the JSON cannot say it
             + (f"\n# for your training loop: run each transformer layer through "
                f"deepspeed.checkpointing.checkpoint(layer, x)\nrecompute = {lay.recompute!r}\n"
-               if lay.pp == 1 and lay.recompute == "full" else ""))
+               if lay.pp == 1 and lay.recompute == "full" and _interval(ctx) == 1 else "")
+            + (f"\n# for your training loop: run each chunk of checkpoint_interval transformer layers through "
+               f"deepspeed.checkpointing.checkpoint(chunk, x)\nrecompute = {lay.recompute!r}\n"
+               f"checkpoint_interval = {_interval(ctx)}\n"
+               if lay.pp == 1 and lay.recompute == "full" and _interval(ctx) > 1 else ""))
 
 
 def _permuted(ctx: EmitContext) -> bool:

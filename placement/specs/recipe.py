@@ -219,9 +219,9 @@ class Recipe(Frozen):
     checkpoint_sync: bool = False
     """DeepSpeed activation checkpointing synchronizes the device around every checkpointed chunk
     (`synchronize_checkpoint_boundary`; GPT-NeoX `synchronize_each_layer`, Megatron-DeepSpeed
-    `--synchronize-each-layer`): constants.CHECKPOINT_SYNC_GAPS idle refills per chunk per micro-batch, each
-    constants.HOST_SYNC_S.  Only with full recompute (nothing is checkpointed otherwise).  GPT-NeoX-20B trained
-    with it on (configs/20B.yml)."""
+    `--synchronize-each-layer`): chunks + 1 idle refills per pass (forward, backward) per micro-batch
+    (constants.CHECKPOINT_SYNC_PASSES), each constants.HOST_SYNC_S; nothing under `cuda_launch_blocking`.  Only
+    with full recompute (nothing is checkpointed otherwise).  GPT-NeoX-20B trained with it on (configs/20B.yml)."""
     checkpoint_interval: int = Field(default=1, ge=1, le=1024)
     """Layers DeepSpeed checkpoints as one chunk (`pipeline.activation_checkpoint_interval`; GPT-NeoX
     `checkpoint_num_layers`, Megatron-DeepSpeed `--checkpoint-num-layers`): it sets how often `checkpoint_sync`

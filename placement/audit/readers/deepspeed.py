@@ -234,6 +234,14 @@ def read_python(path: Path, s: Settings) -> None:
                 raise InputError(f"{path}:{node.lineno}: recompute must be 'none', 'full' or 'selective', got "
                                  f"{value!r}")
             s.put("recompute", value, f"{path}:{node.lineno}: {lines[node.lineno - 1].strip()[:160]}")
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                and node.targets[0].id == "checkpoint_interval"):  # layers per checkpointed chunk, ds_topology.py
+            value = _literal(node.value, "checkpoint_interval", f"{path}:{node.lineno}")
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InputError(f"{path}:{node.lineno}: checkpoint_interval must be a whole number >= 1, got "
+                                 f"{value!r}")
+            s.put("recipe.checkpoint_interval", value, f"{path}:{node.lineno}: "
+                                                       f"{lines[node.lineno - 1].strip()[:160]}")
     calls = [(node, _call_name(node)) for node in ast.walk(tree) if isinstance(node, ast.Call)]
     found: list[_Topology] = [_topology_call(node, name, path, lines) for node, name in calls
                                                if name in TOPOLOGY_CLASSES or name == "ProcessTopology"]
@@ -336,8 +344,10 @@ def _checkpoint_sync(s: Settings) -> None:
         s.put("recipe.checkpoint_sync", True, f"{ev} (deepspeed.checkpointing.configure(mpu, deepspeed_config=...) "
                                               f"reads it)")
     elif value:
-        s.ignored.append(f"activation_checkpointing.synchronize_checkpoint_boundary true without checkpointed "
-                         f"layers: nothing is synchronized ({ev})")
+        s.ignored.append(f"activation_checkpointing.synchronize_checkpoint_boundary true, but the files do not say the "
+                         f"layers are checkpointed (recompute priced as {s.value('recompute', 'none')}); if the "
+                         f"training code checkpoints through deepspeed.checkpointing it synchronizes: state "
+                         f"recompute = 'full' in ds_topology.py or pipeline.activation_checkpoint_interval ({ev})")
 
 
 def _grad_accumulation(s: Settings) -> None:

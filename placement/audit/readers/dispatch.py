@@ -108,8 +108,8 @@ def read_neox(paths: list[Path]) -> Settings:
     if not any(neox.is_neox(d) for _, d, _ in parts):
         names = ", ".join(str(p) for p in paths)
         raise InputError(f"{names}: no GPT-NeoX config among the YAML files (none names pipe_parallel_size or "
-                         f"model_parallel_size); a YAML file is read as a Megatron-Bridge ConfigContainer: pass "
-                         f"--framework megatron")
+                         f"model_parallel_size); leave out a YAML file the job does not launch from, or pass "
+                         f"--framework megatron for a Megatron-Bridge ConfigContainer")
     s = Settings(str(paths[0]))
     neox.read_yamls(parts, s)
     return s

@@ -142,7 +142,8 @@ def _fusions(keys: dict, ev, flag, path: Path, s: Settings) -> None:
         whole = f"; {ev('pos_emb')}, the whole head rotated" if rotary else ""
         s.put("recipe.fused_model_ops", True, "; ".join(said) + whole)
     bf16 = next((k for k in ("bf16", "precision") if k in keys and (
-        k == "bf16" or str(keys[k][1]) in ("bf16", "bfloat16"))), None)
+        (k == "bf16" and isinstance(keys[k][1], dict) and keys[k][1].get("enabled", True) is True)
+        or (k == "precision" and str(keys[k][1]) in ("bf16", "bfloat16")))), None)
     if rotary and bf16 and not flag("rope_fusion", False):
         s.ignored.append(f"bf16 without rope_fusion: GPT-NeoX rotates with eager ops (apply_rotary_pos_emb_torch), "
                          f"priced as a fused rotation ({ev(bf16)})")
