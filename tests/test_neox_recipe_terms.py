@@ -117,10 +117,11 @@ def test_gpt_neox_config_states_its_sync_its_chunk_and_its_eager_ops(tmp_path: P
     path.write_text(_neox_text().replace('"rope_fusion": false,', FUSED).replace('"rotary_pct": 0.25,',
                                                                                 '"rotary_pct": 1.0,'))
     assert parse_launch([path]).recipe["fused_model_ops"] is True
-    # chunks of 2 layers, noted as priced per layer for memory
+    # chunks of 2 layers
     path.write_text(_neox_text().replace('"checkpoint_num_layers": 1,', '"checkpoint_num_layers": 2,'))
     lay = parse_launch([path])
-    assert lay.recipe["checkpoint_interval"] == 2 and any(x.startswith("checkpoint_num_layers 2") for x in lay.ignored)
+    assert lay.recipe["checkpoint_interval"] == 2 and lay.sources["recipe.checkpoint_interval"].endswith(
+        '"checkpoint_num_layers": 2,')
     # no checkpointing: the sync is not read as on, and says why
     path.write_text(_neox_text().replace('"checkpoint_activations": true,', '"checkpoint_activations": false,'))
     lay = parse_launch([path])
@@ -247,3 +248,46 @@ def test_deepspeed_files_without_a_pipeline_state_the_chunk_and_audit_back_to_th
     got = json.loads(audited.stdout)
     assert got["estimate"]["recipe"]["checkpoint_interval"] == 2 and got["estimate"]["recipe"]["checkpoint_sync"]
     assert got["estimate"]["step_time_s"] == pytest.approx(priced, abs=2e-6)
+
+
+def test_a_checkpointed_chunk_keeps_one_input_and_rebuilds_all_its_layers() -> None:
+    """DeepSpeed's activation_checkpoint_interval k: a rank keeps one input per chunk of k layers per micro-batch in
+    flight, and backward holds k layers' activations at once: memory falls from k = 1 to 2 only by the inputs saved
+    (and rises by one layer's working set), and one chunk of a whole stage holds every layer's activations."""
+    def memory(k: int) -> dict:
+        return _evaluate("--recompute", "full", "--framework", "deepspeed", "--checkpoint-interval", str(k))["memory"]
+
+    one, two, whole, more = (memory(k)["activations_bytes"] for k in (1, 2, 16, 64))
+    # llama3-8b at seq 8192, tp 2 with sequence parallelism: a layer input is 8192 x 4096 x 2 / 2 bytes; the peak
+    # rank is the last of 2 (it holds the logits), one micro-batch in flight; k = 2 keeps 8 of its 16 inputs and
+    # rebuilds 2 layers, not 1
+    layer_input = 8192 * 4096 * 2 / 2
+    working = one - 16 * layer_input
+    assert working > 10 * layer_input  # a whole layer's activations
+    assert two == pytest.approx(8 * layer_input + 2 * working, rel=1e-6)
+    assert whole == pytest.approx(1 * layer_input + 16 * working, rel=1e-6)
+    assert more == whole  # a chunk is at most the rank's 16 layers
+
+
+def test_gpt_neox_numbers_and_its_zero_rule(tmp_path: Path) -> None:
+    """pipe_parallel_size 0 is GPT-NeoX's default (no PipelineModule): one stage; a quoted number is refused as
+    GPT-NeoX refuses it; and the best plan keeps to ZeRO-0/1, since GPT-NeoX exits on ZeRO-2/3 with its
+    PipelineModule or model parallelism (megatron/training.py)."""
+    path = tmp_path / "20B.yml"
+    path.write_text(_neox_text().replace('"pipe_parallel_size": 4,', '"pipe_parallel_size": 0,'))
+    lay = parse_launch([path])
+    assert lay.pp == 1 and "0: no PipelineModule" in lay.sources["pp"]
+    path.write_text(_neox_text().replace('"model_parallel_size": 2,', '"model_parallel_size": "2",'))
+    with pytest.raises(InputError, match="model_parallel_size must be a whole number, got '2'"):
+        parse_launch([path])
+    # a Llama-3-8B-shaped GPT-NeoX job on one node: left free, the best plan would take ZeRO-2 under TP
+    path.write_text('{\n  "pipe_parallel_size": 1,\n  "model_parallel_size": 1,\n  "num_layers": 32,\n'
+                    '  "hidden_size": 4096,\n  "num_attention_heads": 32,\n  "seq_length": 8192,\n'
+                    '  "pos_emb": "rotary",\n  "train_micro_batch_size_per_gpu": 1,\n'
+                    '  "gradient_accumulation_steps": 4,\n  "zero_optimization": {"stage": 1},\n'
+                    '  "checkpoint_activations": true,\n  "bf16": {"enabled": true},\n}\n')
+    result = CliRunner().invoke(main, ["audit", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "8",
+                                       "--launch", str(path), "--json"])
+    assert result.exit_code in (0, 1), result.output
+    best = json.loads(result.stdout)["best"]["layout"]
+    assert best["tp"] > 1 and best["zero_stage"] <= 1

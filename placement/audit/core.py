@@ -851,8 +851,10 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
                            for row in rank_table(topo, gpu_of_rank, layout, model.is_moe)),
                           key=lambda row: row["rank"]),
     })
-    space, best_sources = recipe_space(framework_space(launch.framework, top_k), launch.framework, model, topo,
-                                       recipe, recipe_sources)
+    space = framework_space(launch.framework, top_k)
+    if launch.dialect == "gpt-neox":  # GPT-NeoX exits on ZeRO-2/3 with its PipelineModule or with model parallelism
+        space = dataclasses.replace(space, zero_stages=tuple(z for z in space.zero_stages if z <= 1))
+    space, best_sources = recipe_space(space, launch.framework, model, topo, recipe, recipe_sources)
     planned = plan_job(model, train, topo, space, mapping, recipe_sources=best_sources, progress=progress,
                        model_sources=model_sources)
     step_s = float(est.step_time_s[0])

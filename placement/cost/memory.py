@@ -152,9 +152,25 @@ def memory_term(x: Ctx, st: StageKinds, dense_p: np.ndarray, expert_p: np.ndarra
     z3_buffer = np.where(zero3, 2.0 * np.maximum(dense_layer_p, moe_layer_p) * C.BYTES_WEIGHT, 0.0)
     fixed = z3_buffer + C.MEMORY_RESERVE_BYTES + extra_bytes
 
+    k = x.recipe.checkpoint_interval
+
+    def stored_of(nd, nmoe):
+        """Bytes a rank keeps per micro-batch in flight: its recomputed layers' inputs (one per checkpointed chunk
+        of `checkpoint_interval` layers, DeepSpeed's activation_checkpoint_interval) and the rest's activations."""
+        if k == 1:
+            return nd * per_dense + nmoe * per_moe
+        chunks = np.ceil(share * (nd + nmoe) / k)
+        return chunks * acts.layer_input + (1.0 - share) * (nd * acts.dense + nmoe * acts.moe)
+
+    def working_of(nd, nmoe):
+        """Full recompute rebuilds one chunk at a time in backward: `checkpoint_interval` layers' activations (at
+        most the rank's layers), one layer's by default."""
+        one = np.where(nmoe > 0, working_moe, working_dense)
+        return one if k == 1 else one * np.minimum(k, np.maximum(nd + nmoe, 1.0))
+
     def parts(nd, nmoe, heads, dp_, ep_, rank, active):
-        stored = nd * per_dense + nmoe * per_moe
-        working = np.where(nmoe > 0, working_moe, working_dense)
+        stored = stored_of(nd, nmoe)
+        working = working_of(nd, nmoe)
         activations = stored * in_flight(x, rank) + working * active
         return (dp_ * wd + ep_ * we, dp_ * gd + ep_ * ge, dp_ * od + ep_ * oe, activations, heads * logits + fixed)
 
@@ -163,11 +179,11 @@ def memory_term(x: Ctx, st: StageKinds, dense_p: np.ndarray, expert_p: np.ndarra
     active = st.num_ranks > 0
     # the totals of every kind, summed in as few (S, K) passes as the parts allow
     flight = in_flight(x, st.rank)
-    total = dense_p * (wd + gd + od) + (st.dense * per_dense + n_moe * per_moe) * flight + heads * logits + fixed
+    total = dense_p * (wd + gd + od) + stored_of(st.dense, n_moe) * flight + heads * logits + fixed
     if x.w.num_experts:
         total += expert_p * (we + ge + oe)
-    if (x.full > 0).any():  # full recompute keeps one layer's working set besides the stored inputs
-        total += np.where(n_moe > 0, working_moe, working_dense)
+    if (x.full > 0).any():  # full recompute keeps one chunk's working set besides the stored inputs
+        total += working_of(st.dense, n_moe)
     worst = np.argmax(np.where(active, total, 0.0), axis=0)
     cols = np.arange(total.shape[1])
 

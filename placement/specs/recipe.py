@@ -224,9 +224,9 @@ class Recipe(Frozen):
     with full recompute (nothing is checkpointed otherwise).  GPT-NeoX-20B trained with it on (configs/20B.yml)."""
     checkpoint_interval: int = Field(default=1, ge=1, le=1024)
     """Layers DeepSpeed checkpoints as one chunk (`pipeline.activation_checkpoint_interval`; GPT-NeoX
-    `checkpoint_num_layers`, Megatron-DeepSpeed `--checkpoint-num-layers`): it sets how often `checkpoint_sync`
-    synchronizes.  The memory and recompute are priced per layer either way (a chunk of several layers keeps fewer
-    inputs but rebuilds all its layers' activations at once in backward: not modelled)."""
+    `checkpoint_num_layers`, Megatron-DeepSpeed `--checkpoint-num-layers`): one saved input per chunk, and backward
+    rebuilds a whole chunk's activations at once (cost.memory); it also sets how often `checkpoint_sync`
+    synchronizes.  Under full recompute only."""
     routing_imbalance: float | None = Field(default=None, ge=1.0, le=64.0)
     """Tokens on the busiest expert rank over the mean.  1.0 is force-balanced routing (every vendor MoE
     benchmark table, `--moe-router-force-load-balancing`); None is real data, priced at

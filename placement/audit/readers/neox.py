@@ -58,8 +58,16 @@ def read_yamls(parts: list[tuple[Path, dict, list[str]]], s: Settings) -> None:
         return value
 
     for key, field in NEOX_KEYS.items():
-        if key in keys:
-            s.put(field, read_int(keys[key][1], key, ev(key), minimum=1), ev(key))
+        if key not in keys:
+            continue
+        value = keys[key][1]
+        if isinstance(value, bool) or not isinstance(value, int):  # GPT-NeoX's validate_types: an int, not "2"
+            raise InputError(f"{ev(key)}: {keys[key][0]} must be a whole number, got {value!r} (GPT-NeoX's "
+                             f"validate_types refuses anything else); write the number without quotes")
+        if key == "pipe_parallel_size" and value == 0:  # GPT-NeoX's default: no PipelineModule, one stage
+            s.put(field, 1, f"{ev(key)} (0: no PipelineModule, one stage)")
+            continue
+        s.put(field, read_int(value, key, ev(key), minimum=1), ev(key))
     zero = keys.get("zero_optimization", (None, None))[1]
     if isinstance(zero, dict) and "stage" in zero:
         stage = read_int(zero["stage"], "zero_optimization.stage", ev("zero_optimization"))
@@ -99,12 +107,12 @@ def _checkpointing(keys: dict, ev, flag, checkpointed: bool, s: Settings) -> Non
     """recipe.checkpoint_interval from `checkpoint_num_layers` (the layers DeepSpeed checkpoints as one chunk) and
     recipe.checkpoint_sync from `synchronize_each_layer`, both only where layers are checkpointed."""
     if "checkpoint_num_layers" in keys and checkpointed:
-        n = read_int(keys["checkpoint_num_layers"][1], "checkpoint_num_layers", ev("checkpoint_num_layers"),
-                     minimum=1)
+        raw = keys["checkpoint_num_layers"][1]
+        if isinstance(raw, bool) or not isinstance(raw, int):
+            raise InputError(f"{ev('checkpoint_num_layers')}: checkpoint_num_layers must be a whole number, got "
+                             f"{raw!r}; write the number without quotes")
+        n = read_int(raw, "checkpoint_num_layers", ev("checkpoint_num_layers"), minimum=1)
         s.put("recipe.checkpoint_interval", n, ev("checkpoint_num_layers"))
-        if n > 1:
-            s.ignored.append(f"checkpoint_num_layers {n}: chunks of {n} layers, whose fewer saved inputs and larger "
-                             f"backward working set are priced per layer ({ev('checkpoint_num_layers')})")
     if flag("synchronize_each_layer"):
         if checkpointed:
             s.put("recipe.checkpoint_sync", True, ev("synchronize_each_layer"))
