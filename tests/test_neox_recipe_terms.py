@@ -283,7 +283,8 @@ def test_gpt_neox_numbers_and_its_zero_rule(tmp_path: Path) -> None:
     # a Llama-3-8B-shaped GPT-NeoX job on one node: left free, the best plan would take ZeRO-2 under TP
     path.write_text('{\n  "pipe_parallel_size": 1,\n  "model_parallel_size": 1,\n  "num_layers": 32,\n'
                     '  "hidden_size": 4096,\n  "num_attention_heads": 32,\n  "seq_length": 8192,\n'
-                    '  "pos_emb": "rotary",\n  "train_micro_batch_size_per_gpu": 1,\n'
+                    '  "pos_emb": "rotary",\n  "activation": "swiglu",\n  "intermediate_size": 43008,\n'
+                    '  "num_kv_heads": 8,\n  "train_micro_batch_size_per_gpu": 1,\n'
                     '  "gradient_accumulation_steps": 4,\n  "zero_optimization": {"stage": 1},\n'
                     '  "checkpoint_activations": true,\n  "bf16": {"enabled": true},\n}\n')
     result = CliRunner().invoke(main, ["audit", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "8",
@@ -291,3 +292,19 @@ def test_gpt_neox_numbers_and_its_zero_rule(tmp_path: Path) -> None:
     assert result.exit_code in (0, 1), result.output
     best = json.loads(result.stdout)["best"]["layout"]
     assert best["tp"] > 1 and best["zero_stage"] <= 1
+
+
+def test_gpt_neox_mlp_width_is_compared_with_the_model(tmp_path: Path) -> None:
+    """GPT-NeoX builds the MLP from intermediate_size (else 4 x hidden), two thirds of it per gated pair, each branch
+    rounded up to a multiple of 256: Llama-2-7B's config (swiglu, 32768) is an 11008-wide MLP, which is not
+    llama3-8b's 14336, so the audit refuses it as another model; 20B.yml's 4 x 6144 is gpt-neox-20b's."""
+    assert parse_launch([DATA / "20B.yml"]).ffn_hidden_size == 24576 == load_model("gpt-neox-20b").ffn_hidden_size
+    path = tmp_path / "7B.yml"
+    path.write_text('{\n  "pipe_parallel_size": 1,\n  "model_parallel_size": 1,\n  "num_layers": 32,\n'
+                    '  "hidden_size": 4096,\n  "num_attention_heads": 32,\n  "seq_length": 4096,\n'
+                    '  "intermediate_size": 32768,\n  "activation": "swiglu",\n'
+                    '  "train_micro_batch_size_per_gpu": 1,\n}\n')
+    assert parse_launch([path]).ffn_hidden_size == 11008
+    result = CliRunner().invoke(main, ["audit", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "8",
+                                       "--launch", str(path)])
+    assert result.exit_code == 2 and "ffn_hidden_size = 11008" in result.stderr and "has 14336" in result.stderr

@@ -68,6 +68,7 @@ def read_yamls(parts: list[tuple[Path, dict, list[str]]], s: Settings) -> None:
             s.put(field, 1, f"{ev(key)} (0: no PipelineModule, one stage)")
             continue
         s.put(field, read_int(value, key, ev(key), minimum=1), ev(key))
+    _model_widths(keys, ev, first, s)
     zero = keys.get("zero_optimization", (None, None))[1]
     if isinstance(zero, dict) and "stage" in zero:
         stage = read_int(zero["stage"], "zero_optimization.stage", ev("zero_optimization"))
@@ -101,6 +102,37 @@ def read_yamls(parts: list[tuple[Path, dict, list[str]]], s: Settings) -> None:
         s.put("parallel_residual", flag("gpt_j_residual"), ev("gpt_j_residual"))
     elif not s.has("parallel_residual"):  # another of the job's files may set it; GPT-NeoX's default is off
         s.put("parallel_residual", False, f"{first}: no gpt_j_residual (GPT-NeoX's default: false)")
+
+
+GATED = frozenset({"geglu", "reglu", "bilinear", "swiglu", "glu"})
+"""GPT-NeoX activations whose MLP is gated (megatron/model/activations.py get_activation)."""
+
+
+def _model_widths(keys: dict, ev, path: Path, s: Settings) -> None:
+    """The MLP width and KV heads GPT-NeoX builds from the config, for the audit to compare with --model: the MLP is
+    intermediate_size, else expansion_factor x hidden, else 4 x hidden; a gated activation takes two thirds of it
+    for its two branches, then rounds each branch up to a multiple of 256 (megatron/model/transformer.py
+    ParallelMLP, multiple_of 256); num_kv_heads, else the attention heads."""
+    hidden = keys.get("hidden_size", (None, None))[1]
+    if not isinstance(hidden, int) or isinstance(hidden, bool):
+        return
+    act = str(keys.get("activation", (None, "gelu"))[1])
+    size = keys.get("intermediate_size", (None, None))[1]
+    factor = keys.get("expansion_factor", (None, None))[1]
+    if isinstance(size, int) and not isinstance(size, bool):
+        ffn, where = size, ev("intermediate_size")
+    elif isinstance(factor, (int, float)) and not isinstance(factor, bool):
+        ffn, where = int(factor * hidden), ev("expansion_factor")
+    else:
+        ffn, where = 4 * hidden, f"{ev('hidden_size')} (no intermediate_size: GPT-NeoX's 4 x hidden)"
+    if act in GATED:
+        ffn = ffn * 2 // 3 // 2
+        where += f"; activation {act}: two thirds for the gated pair"
+    branch = 256 * -(-ffn // 256)
+    s.put("ffn_hidden_size", branch, f"{where}, rounded up to a multiple of 256 (GPT-NeoX ParallelMLP)")
+    kv = keys.get("num_kv_heads", (None, None))[1]
+    if isinstance(kv, int) and not isinstance(kv, bool):
+        s.put("num_query_groups", kv, ev("num_kv_heads"))
 
 
 def _checkpointing(keys: dict, ev, flag, checkpointed: bool, s: Settings) -> None:
