@@ -308,3 +308,16 @@ def test_gpt_neox_mlp_width_is_compared_with_the_model(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["audit", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "8",
                                        "--launch", str(path)])
     assert result.exit_code == 2 and "ffn_hidden_size = 11008" in result.stderr and "has 14336" in result.stderr
+
+
+def test_bloom_flags_the_audit_does_not_price_are_listed(tmp_path: Path) -> None:
+    """BLOOM's tr11 script passes --sync-tp-duplicated-parameters and --embed-layernorm: neither is priced, and the
+    audit says so instead of dropping them."""
+    script = tmp_path / "train.sh"
+    script.write_text("torchrun --nnodes 4 --nproc-per-node 8 pretrain_gpt.py --tensor-model-parallel-size 2 "
+                      "--pipeline-model-parallel-size 4 --num-layers 32 --hidden-size 4096 --num-attention-heads 32 "
+                      "--seq-length 2048 --micro-batch-size 1 --global-batch-size 16 --bf16 --deepspeed "
+                      "--deepspeed_config ds.json --zero-stage 0 --sync-tp-duplicated-parameters --embed-layernorm\n")
+    ignored = parse_launch([script]).ignored
+    for flag in ("--sync-tp-duplicated-parameters", "--embed-layernorm"):
+        assert any(x.startswith(f"{flag}: ") and "not priced" in x for x in ignored), flag

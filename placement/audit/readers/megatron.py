@@ -66,7 +66,8 @@ _MG_FLAGS0 = {"--sequence-parallel", "--use-distributed-optimizer", "--use-megat
               "--enable-cuda-graph", "--external-cuda-graph", "--use-precision-aware-optimizer",
               "--moe-router-force-load-balancing", "--activation-func-fp8-input-store", "--grad-reduce-in-bf16",
               "--accumulate-allreduce-grads-in-fp32", "--moe-grouped-gemm", *MDS_FLASH_FLAGS,
-              "--no-gradient-accumulation-fusion", "--synchronize-each-layer"}
+              "--no-gradient-accumulation-fusion", "--synchronize-each-layer", "--sync-tp-duplicated-parameters",
+              "--embed-layernorm"}
 _MG_NARGS: dict[str, int | str] = {f: 1 for f in _MG_INT} | {f: 0 for f in _MG_FLAGS0} | {
     "--rampup-batch-size": 3, "--recompute-granularity": 1, "--data-parallel-sharding-strategy": 1,
     "--fp8-format": 1, "--fp4-format": 1, "--pipeline-model-parallel-layout": 1, "--deepspeed_config": 1,
@@ -89,6 +90,11 @@ _MG_IGNORED = {
                                          "adds into the fp32 main_grad (priced as the fused accumulation)",
     "--moe-router-force-load-balancing": "forces balanced routing (a benchmark setting; the audit prices the "
                                          "recipe's routing imbalance)",
+    "--sync-tp-duplicated-parameters": "Megatron-DeepSpeed all-reduces every LayerNorm's weight and bias and the "
+                                       "row-parallel biases over the TP group in each forward (megatron/model/"
+                                       "fused_layer_norm.py, mpu/layers.py): small all-reduces, not priced",
+    "--embed-layernorm": "a LayerNorm after the embedding (Megatron-DeepSpeed, BLOOM): one norm per micro-batch on "
+                         "the first stage, not priced",
 }
 _MG_RECIPE_FLAGS = {
     # bare Megatron flag -> the Recipe field it turns on
