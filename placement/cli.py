@@ -308,9 +308,10 @@ def recipe_options(fn: Callable) -> Callable:
                                  "BF16_Optimizer), not a reduce-scatter."),
         onoff("dp_overlap", "DP gradient reduce-scatter and parameter all-gather overlapped (default on)."),
         onoff("moe_fusions", "MoE permute/router/quantisation fusions (default on)."),
-        onoff("fused_model_ops", "The model's element-wise extras (RoPE, SwiGLU clamp, expert biases, "
-                                 "bias-dropout-add) run fused (default on); off prices them eager, as Megatron-Core "
-                                 "0.15-0.17 runs GPT-OSS and GPT-NeoX runs without rope_fusion."),
+        onoff("fused_model_ops", "The model's element-wise extras (YaRN RoPE, a partial RoPE's concatenation, "
+                                 "SwiGLU clamp, expert biases, bias-dropout-add) run fused (default on); off prices "
+                                 "them eager, as Megatron-Core 0.15-0.17 runs GPT-OSS and GPT-NeoX its partial RoPE "
+                                 "and, without bias_dropout_fusion, its biases."),
         onoff("cpu_affinity", "Each rank bound to its GPU's CPU cores and NUMA node (default on)."),
         onoff("cuda_launch_blocking", "The job runs with CUDA_LAUNCH_BLOCKING=1: every kernel's host time adds to "
                                       "the step and no communication overlaps compute (default off)."),
@@ -318,7 +319,8 @@ def recipe_options(fn: Callable) -> Callable:
                                  "checkpointed chunk (GPT-NeoX synchronize_each_layer; default off)."),
         click.option("--checkpoint-interval", "checkpoint_interval", type=click.IntRange(1, 1024), default=None,
                      help="Layers DeepSpeed checkpoints as one chunk (pipeline.activation_checkpoint_interval, "
-                          "GPT-NeoX checkpoint_num_layers; default 1): how often --checkpoint-sync synchronizes."),
+                          "GPT-NeoX checkpoint_num_layers; default 1): one saved input per chunk, a whole chunk "
+                          "rebuilt at once in backward, and how often --checkpoint-sync synchronizes."),
     ]
     for opt in reversed(opts):
         fn = opt(fn)

@@ -165,15 +165,17 @@ def recipe_line(p: Plan) -> str:
                          ("cpu_affinity", "no cpu affinity"), ("fused_model_ops", "eager model ops")):
         if not getattr(r, field):
             items.append(label)
+    checkpointed = p.layout.recompute == "full"
+    if r.checkpoint_interval != default.checkpoint_interval:
+        items.append(f"checkpointed chunks of {r.checkpoint_interval} layers" if checkpointed
+                     else f"checkpoint interval {r.checkpoint_interval} (no layer checkpointed: prices nothing)")
     if r.checkpoint_sync:
-        checkpointed = p.layout.recompute == "full"
-        chunk = "layer" if r.checkpoint_interval == 1 else f"chunk of {r.checkpoint_interval} layers"
         if not checkpointed:
             items.append("checkpoint sync (no layer checkpointed: prices nothing)")
         elif r.cuda_launch_blocking:
             items.append("checkpoint sync (free under CUDA_LAUNCH_BLOCKING=1)")
         else:
-            items.append(f"sync at each checkpointed {chunk}")
+            items.append("sync at each checkpointed " + ("layer" if r.checkpoint_interval == 1 else "chunk"))
     if r.mtp_layers:
         items.append(f"mtp {r.mtp_layers}")
     if r.pipeline_schedule != default.pipeline_schedule:

@@ -280,6 +280,10 @@ def test_gpt_neox_numbers_and_its_zero_rule(tmp_path: Path) -> None:
     path.write_text(_neox_text().replace('"model_parallel_size": 2,', '"model_parallel_size": "2",'))
     with pytest.raises(InputError, match="model_parallel_size must be a whole number, got '2'"):
         parse_launch([path])
+    path.write_text(_neox_text().replace('"hidden_size": 6144,',
+                                         '"hidden_size": 6144,\n  "intermediate_size": "24576",'))
+    with pytest.raises(InputError, match="intermediate_size must be a whole number, got '24576'"):
+        parse_launch([path])
     # a Llama-3-8B-shaped GPT-NeoX job on one node: left free, the best plan would take ZeRO-2 under TP
     path.write_text('{\n  "pipe_parallel_size": 1,\n  "model_parallel_size": 1,\n  "num_layers": 32,\n'
                     '  "hidden_size": 4096,\n  "num_attention_heads": 32,\n  "seq_length": 8192,\n'

@@ -80,6 +80,11 @@ class Ctx:
         sel = self.b.rc_modules[self.b.recompute == SELECTIVE]
         return int(np.bitwise_or.reduce(sel)) if sel.size else 0
 
+    def checkpoint_chunks(self, layers):
+        """Checkpointed chunks of `recipe.checkpoint_interval` layers among a rank's `layers` under full recompute
+        (DeepSpeed's activation_checkpoint_interval: a last chunk may be short)."""
+        return np.ceil(self.full * self.full_layers_share * layers / self.recipe.checkpoint_interval)
+
     @property
     def passes(self) -> np.ndarray:
         """Forward, backward (2x) and, under full recompute, the forward again: in forward-pass units."""

@@ -159,8 +159,7 @@ def memory_term(x: Ctx, st: StageKinds, dense_p: np.ndarray, expert_p: np.ndarra
         of `checkpoint_interval` layers, DeepSpeed's activation_checkpoint_interval) and the rest's activations."""
         if k == 1:
             return nd * per_dense + nmoe * per_moe
-        chunks = np.ceil(share * (nd + nmoe) / k)
-        return chunks * acts.layer_input + (1.0 - share) * (nd * acts.dense + nmoe * acts.moe)
+        return x.checkpoint_chunks(nd + nmoe) * acts.layer_input + (1.0 - share) * (nd * acts.dense + nmoe * acts.moe)
 
     def working_of(nd, nmoe):
         """Full recompute rebuilds one chunk at a time in backward: `checkpoint_interval` layers' activations (at

@@ -474,9 +474,10 @@ def _stage_times(x: Ctx, k: _Counts, g_dense, g_moe, g_mtp, head, pp_mb, h_dense
     checkpointed chunks of `checkpoint_interval` layers (constants.CHECKPOINT_SYNC_PASSES); the GPU work between
     two of them (a chunk's forward or backward) is taken to outlast its host work, as on the dense runs that use
     it.  Under CUDA_LAUNCH_BLOCKING the queue is empty at every launch anyway: the syncs add nothing."""
-    chunks = np.ceil(x.full * x.full_layers_share * (k.dense + k.n_moe) / x.recipe.checkpoint_interval)
-    gaps = C.CHECKPOINT_SYNC_PASSES * np.where(chunks > 0, chunks + 1.0, 0.0)
-    boundary = C.HOST_SYNC_S * gaps if x.recipe.checkpoint_sync else 0.0
+    boundary = 0.0
+    if x.recipe.checkpoint_sync:
+        chunks = x.checkpoint_chunks(k.dense + k.n_moe)
+        boundary = C.HOST_SYNC_S * C.CHECKPOINT_SYNC_PASSES * np.where(chunks > 0, chunks + 1.0, 0.0)
     synced = (np.asarray(syncs) > 0).astype(np.float64)
     g_fwd = g_moe / x.passes * synced  # per synced MoE layer, per candidate
     h_sync = h_moe * h_fwd * synced

@@ -123,11 +123,12 @@ class Recipe(Frozen):
     """Forward dispatch moves FP8 activations (DeepSeek-V3 §3.3; needs an FP8 recipe); combine stays 16-bit."""
     cuda_graphs: CudaGraphs = CudaGraphs.NONE
     fused_model_ops: bool = True
-    """The model's own element-wise extras run fused: RoPE (YaRN or plain, and a partial RoPE's concatenation),
+    """The model's own element-wise extras run fused: YaRN RoPE, a partial RoPE's concatenation back into the head,
     the clamp of a clamped SwiGLU, expert output biases, bias-dropout-add with biased projections.  False prices
-    them as the eager ops Megatron-Core 0.15-0.17 runs for GPT-OSS, or GPT-NeoX runs without `rope_fusion` and
-    `bias_dropout_fusion` (cost.layer.eager_model_ops); Megatron-Core fused the clamp later ("Complete clamped
-    SwiGLU across expert paths", #5940, 2026-08), so True is today's default."""
+    them as the eager ops Megatron-Core 0.15-0.17 runs for GPT-OSS, or GPT-NeoX runs for a partial RoPE and,
+    without `bias_dropout_fusion`, its biases (cost.layer.eager_model_ops; plain RoPE's rotation counts as fused
+    either way); Megatron-Core fused the clamp later ("Complete clamped SwiGLU across expert paths", #5940,
+    2026-08), so True is today's default."""
     moe_fusions: bool = True
     """Permute, router and quantisation fusions (`--moe-permute-fusion --moe-router-fusion`, TE fused
     MXFP8 allocation): fewer, larger kernels per MoE layer."""

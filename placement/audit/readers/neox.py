@@ -57,18 +57,27 @@ def read_yamls(parts: list[tuple[Path, dict, list[str]]], s: Settings) -> None:
                              f"validate_types refuses anything else); write true or false without quotes")
         return value
 
-    for key, field in NEOX_KEYS.items():
+    def number(key: str, kind: type | tuple = int) -> Any:
+        """A numeric key as GPT-NeoX's validate_types takes it (a YAML number, not "2"), else an InputError; None
+        where the files leave it out."""
         if key not in keys:
-            continue
+            return None
         value = keys[key][1]
-        if isinstance(value, bool) or not isinstance(value, int):  # GPT-NeoX's validate_types: an int, not "2"
-            raise InputError(f"{ev(key)}: {keys[key][0]} must be a whole number, got {value!r} (GPT-NeoX's "
-                             f"validate_types refuses anything else); write the number without quotes")
+        if isinstance(value, bool) or not isinstance(value, kind):
+            what = "a whole number" if kind is int else "a number"
+            raise InputError(f"{ev(key)}: {keys[key][0]} must be {what}, got {value!r} (GPT-NeoX's validate_types "
+                             f"refuses anything else); write the number without quotes")
+        return value
+
+    for key, field in NEOX_KEYS.items():
+        value = number(key)
+        if value is None:
+            continue
         if key == "pipe_parallel_size" and value == 0:  # GPT-NeoX's default: no PipelineModule, one stage
             s.put(field, 1, f"{ev(key)} (0: no PipelineModule, one stage)")
             continue
         s.put(field, read_int(value, key, ev(key), minimum=1), ev(key))
-    _model_widths(keys, ev, first, s)
+    _model_widths(keys, ev, number, s)
     zero = keys.get("zero_optimization", (None, None))[1]
     if isinstance(zero, dict) and "stage" in zero:
         stage = read_int(zero["stage"], "zero_optimization.stage", ev("zero_optimization"))
@@ -78,7 +87,7 @@ def read_yamls(parts: list[tuple[Path, dict, list[str]]], s: Settings) -> None:
     checkpointed = flag("checkpoint_activations")
     if checkpointed is not None:
         s.put("recompute", "full" if checkpointed else "none", ev("checkpoint_activations"))
-    _checkpointing(keys, ev, flag, bool(checkpointed), s)
+    _checkpointing(ev, flag, number, bool(checkpointed), s)
     if flag("sequence_parallel") is not None:
         s.put("sequence_parallel", flag("sequence_parallel"), ev("sequence_parallel"))
     for key in ("fp16", "bf16"):
@@ -108,20 +117,19 @@ GATED = frozenset({"geglu", "reglu", "bilinear", "swiglu", "glu"})
 """GPT-NeoX activations whose MLP is gated (megatron/model/activations.py get_activation)."""
 
 
-def _model_widths(keys: dict, ev, path: Path, s: Settings) -> None:
+def _model_widths(keys: dict, ev, number, s: Settings) -> None:
     """The MLP width and KV heads GPT-NeoX builds from the config, for the audit to compare with --model: the MLP is
     intermediate_size, else expansion_factor x hidden, else 4 x hidden; a gated activation takes two thirds of it
     for its two branches, then rounds each branch up to a multiple of 256 (megatron/model/transformer.py
     ParallelMLP, multiple_of 256); num_kv_heads, else the attention heads."""
-    hidden = keys.get("hidden_size", (None, None))[1]
-    if not isinstance(hidden, int) or isinstance(hidden, bool):
+    hidden = number("hidden_size")
+    if hidden is None:
         return
     act = str(keys.get("activation", (None, "gelu"))[1])
-    size = keys.get("intermediate_size", (None, None))[1]
-    factor = keys.get("expansion_factor", (None, None))[1]
-    if isinstance(size, int) and not isinstance(size, bool):
+    size, factor = number("intermediate_size"), number("expansion_factor", (int, float))
+    if size is not None:
         ffn, where = size, ev("intermediate_size")
-    elif isinstance(factor, (int, float)) and not isinstance(factor, bool):
+    elif factor is not None:
         ffn, where = int(factor * hidden), ev("expansion_factor")
     else:
         ffn, where = 4 * hidden, f"{ev('hidden_size')} (no intermediate_size: GPT-NeoX's 4 x hidden)"
@@ -130,19 +138,16 @@ def _model_widths(keys: dict, ev, path: Path, s: Settings) -> None:
         where += f"; activation {act}: two thirds for the gated pair"
     branch = 256 * -(-ffn // 256)
     s.put("ffn_hidden_size", branch, f"{where}, rounded up to a multiple of 256 (GPT-NeoX ParallelMLP)")
-    kv = keys.get("num_kv_heads", (None, None))[1]
-    if isinstance(kv, int) and not isinstance(kv, bool):
+    kv = number("num_kv_heads")
+    if kv is not None:
         s.put("num_query_groups", kv, ev("num_kv_heads"))
 
 
-def _checkpointing(keys: dict, ev, flag, checkpointed: bool, s: Settings) -> None:
+def _checkpointing(ev, flag, number, checkpointed: bool, s: Settings) -> None:
     """recipe.checkpoint_interval from `checkpoint_num_layers` (the layers DeepSpeed checkpoints as one chunk) and
     recipe.checkpoint_sync from `synchronize_each_layer`, both only where layers are checkpointed."""
-    if "checkpoint_num_layers" in keys and checkpointed:
-        raw = keys["checkpoint_num_layers"][1]
-        if isinstance(raw, bool) or not isinstance(raw, int):
-            raise InputError(f"{ev('checkpoint_num_layers')}: checkpoint_num_layers must be a whole number, got "
-                             f"{raw!r}; write the number without quotes")
+    raw = number("checkpoint_num_layers")
+    if raw is not None and checkpointed:
         n = read_int(raw, "checkpoint_num_layers", ev("checkpoint_num_layers"), minimum=1)
         s.put("recipe.checkpoint_interval", n, ev("checkpoint_num_layers"))
     if flag("synchronize_each_layer"):
