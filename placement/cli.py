@@ -217,6 +217,7 @@ RECIPE_FLAGS = {
     "routing_imbalance": "--routing-imbalance", "moe_capacity_factor": "--moe-capacity-factor",
     "cross_entropy_fusion": "--cross-entropy-fusion", "pipeline_p2p_whole": "--pipeline-p2p-whole",
     "pipeline_p2p_blocking": "--pipeline-p2p-blocking", "pipeline_grads_whole": "--pipeline-grads-whole",
+    "pipeline_sends_mask": "--pipeline-sends-mask",
     "optimizer_state_bf16": "--optimizer-state-bf16",
     "fp8_params": "--fp8-params", "activation_func_fp8_input_store": "--activation-fp8-input-store",
     "attention_kernel": "--attention-kernel", "cp_comm_type": "--cp-comm-type",
@@ -288,6 +289,8 @@ def recipe_options(fn: Callable) -> Callable:
         onoff("pipeline_p2p_blocking", "Each send and receive between pipeline stages is a blocking call of its own "
                                        "(DeepSpeed's pipeline engine): four transfer times per micro-batch on a "
                                        "middle stage, not Megatron's two paired ones."),
+        onoff("pipeline_sends_mask", "Each forward send between pipeline stages also carries the s x s attention "
+                                     "mask, whole from every TP rank (GPT-NeoX on DeepSpeed's pipeline engine)."),
         onoff("optimizer_state_bf16", "Adam moments in BF16."),
         onoff("fp8_params", "Primary weights kept in FP8 only (--fp8-param-gather)."),
         onoff("activation_func_fp8_input_store", "MLP activation input kept in FP8 for backward "

@@ -176,6 +176,9 @@ def recipe_line(p: Plan) -> str:
             items.append("checkpoint sync (free under CUDA_LAUNCH_BLOCKING=1)")
         else:
             items.append("sync at each checkpointed " + ("layer" if r.checkpoint_interval == 1 else "chunk"))
+    if r.pipeline_sends_mask:
+        items.append("s x s mask sent with each activation" if p.layout.pp > 1
+                     else "pipeline sends mask (one stage: prices nothing)")
     if r.mtp_layers:
         items.append(f"mtp {r.mtp_layers}")
     if r.pipeline_schedule != default.pipeline_schedule:

@@ -190,7 +190,8 @@ class PpTerm:
     (`pipeline_p2p_blocking`) take four on a stage with neighbours on both sides.  The pace is a middle stage's;
     a two-stage pipeline without interleaving has none, and each of its stages makes one paired call per
     micro-batch (Megatron's 1F1B: the first stage `send_forward_recv_backward`, the last
-    `send_backward_recv_forward`), the two directions at once: one transfer time, the longer one's."""
+    `send_backward_recv_forward`), the two directions at once: one transfer time, the longer one's.  Under
+    `pipeline_sends_mask` each activation transfer carries GPT-NeoX's s x s mask too."""
 
     per_microbatch_s: np.ndarray
     bytes_per_step: np.ndarray
@@ -213,6 +214,13 @@ def pp_term(x: Ctx) -> PpTerm:
     # each receive runs beside a send; blocking, all four run in turn (an end stage has one neighbour: two)
     turns = np.where(r.pipeline_p2p_blocking & (x.b.pp > 2), 2.0, 1.0)
     fwd_s, bwd_s = pair.p2p(forward), pair.p2p(backward)
+    mask = 0.0
+    if r.pipeline_sends_mask:
+        # GPT-NeoX's [1, 1, s, s] mask, cast to 16 bits, goes whole from every TP rank with each activation, a
+        # blocking send of its own, with its casts and copies on either side
+        mask = float(x.train.seq_len) ** 2
+        fwd_s = fwd_s + pair.p2p(np.full_like(fwd_s, mask * C.BYTES_PER_ACTIVATION)) \
+            + mask * C.MASK_COPY_BYTES_PER_TRANSFER / x.hbm_bw
     # two end stages and no chunks between them: one paired exchange, each direction on its own half of the link
     ends_only = (x.b.pp == 2) & (x.vpp == 1) & (not r.pipeline_p2p_blocking)
     per_mb = np.where(x.b.pp > 1, np.where(ends_only, np.maximum(fwd_s, bwd_s), turns * x.vpp * (fwd_s + bwd_s)),
@@ -221,5 +229,6 @@ def pp_term(x: Ctx) -> PpTerm:
     lock_step = r.pipeline_p2p_blocking & (x.b.pp > 1) & (x.vpp == 1)
     credit = np.where(lock_step, np.where(x.b.pp > 2, x.b.pp + 2.0, 1.0) * (fwd_s + bwd_s), 0.0)
     return PpTerm(per_microbatch_s=per_mb,
-                  bytes_per_step=np.where(x.b.pp > 1, (forward + backward) * x.vpp * x.m, 0.0),
+                  bytes_per_step=np.where(x.b.pp > 1, (forward + mask * C.BYTES_PER_ACTIVATION + backward) * x.vpp
+                                          * x.m, 0.0),
                   bubble_credit_s=credit)

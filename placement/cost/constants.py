@@ -143,6 +143,12 @@ trained on, runtime/activation_checkpointing/checkpointing.py lines 377, 554, 58
 the previous chunk's end with no GPU work between (pipe/module.py runs the chunks back to back), so a pass over N
 chunks drains the GPU at N + 1 points (before the first chunk, between chunks, after the last), each an idle gap
 of HOST_SYNC_S."""
+MASK_COPY_BYTES_PER_TRANSFER = 7.5
+"""HBM bytes per mask element around each send or receive of `pipeline_sends_mask`, the mean of the two: the sender
+casts the bool mask to half and back (read 1 + write 2, read 2 + write 1 = 6); the receiver clones what arrived
+(2 + 2), casts it back to bool (2 + 1) and the forward pass clones its inputs again (1 + 1 = 9)
+(DeepSpeed runtime/pipe/engine.py _exec_send_activations, _exec_recv_activations, _exec_forward_pass, the same at
+DeeperSpeed eb7f5cff and DeepSpeed 0.19.8).  A middle stage does both per micro-batch: 15."""
 CUDA_GRAPH_PARTIAL_BYTES = 2 * GiB
 """Memory of partial graphs' private pool and static buffers: "typically adding a few GB"
 (Megatron-Bridge docs/training/cuda-graphs.md, Memory Impact)."""

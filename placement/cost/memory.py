@@ -153,6 +153,13 @@ def memory_term(x: Ctx, st: StageKinds, dense_p: np.ndarray, expert_p: np.ndarra
     fixed = z3_buffer + C.MEMORY_RESERVE_BYTES + extra_bytes
 
     k = x.recipe.checkpoint_interval
+    # `pipeline_sends_mask`: each micro-batch in flight holds its own bool [1, 1, s, s] mask (the data loader's on the
+    # first stage, a clone of what arrived on the others), and a receiving stage keeps the 16-bit receive buffer
+    # (DeepSpeed runtime/pipe/engine.py pipe_recv_buf, _exec_recv_activations)
+    mask = np.where(x.b.pp > 1, float(x.train.seq_len) ** 2, 0.0) if x.recipe.pipeline_sends_mask else 0.0
+
+    def mask_buffer(rank):
+        return np.where(rank > 0, mask * C.BYTES_PER_ACTIVATION, 0.0)
 
     def stored_of(nd, nmoe):
         """Bytes a rank keeps per micro-batch in flight: its recomputed layers' inputs (one per checkpointed chunk
@@ -170,15 +177,17 @@ def memory_term(x: Ctx, st: StageKinds, dense_p: np.ndarray, expert_p: np.ndarra
     def parts(nd, nmoe, heads, dp_, ep_, rank, active):
         stored = stored_of(nd, nmoe)
         working = working_of(nd, nmoe)
-        activations = stored * in_flight(x, rank) + working * active
-        return (dp_ * wd + ep_ * we, dp_ * gd + ep_ * ge, dp_ * od + ep_ * oe, activations, heads * logits + fixed)
+        activations = (stored + mask) * in_flight(x, rank) + working * active
+        return (dp_ * wd + ep_ * we, dp_ * gd + ep_ * ge, dp_ * od + ep_ * oe, activations,
+                heads * logits + fixed + mask_buffer(rank))
 
     n_moe = st.moe + st.mtp
     heads = st.loss + st.mtp
     active = st.num_ranks > 0
     # the totals of every kind, summed in as few (S, K) passes as the parts allow
     flight = in_flight(x, st.rank)
-    total = dense_p * (wd + gd + od) + stored_of(st.dense, n_moe) * flight + heads * logits + fixed
+    total = (dense_p * (wd + gd + od) + (stored_of(st.dense, n_moe) + mask) * flight + heads * logits + fixed
+             + mask_buffer(st.rank))
     if x.w.num_experts:
         total += expert_p * (we + ge + oe)
     if (x.full > 0).any():  # full recompute keeps one chunk's working set besides the stored inputs

@@ -193,6 +193,12 @@ def warnings_for(ctx: EmitContext) -> list[str]:
     if lay.recompute == "selective":
         out.append("selective recompute is model code (recompute the attention core); DeepSpeed's checkpointing "
                    "recomputes whole layers")
+    if lay.pp > 1 and ctx.recipe.pipeline_sends_mask:
+        mib = 2 * plan.seq_len ** 2 / 2**20
+        out.append(f"the plan is priced with the {plan.seq_len} x {plan.seq_len} attention mask sent with every "
+                   f"activation ({mib:,.0f} MiB per micro-batch from each rank, as GPT-NeoX's GPT2ModelPipe does); "
+                   f"the engine sends whatever your PipelineModule's layers return, so layers that return the hidden "
+                   f"states alone run faster than the header")
     return out
 
 
@@ -270,9 +276,10 @@ STATED = frozenset({"grad_accumulation", "pipeline_p2p_whole", "pipeline_grads_w
 """Recipe fields the files state (ds_config.json, the launcher line) or re-price in `render` themselves.  The launch
 lines carry CUDA_LAUNCH_BLOCKING=1 where the plan was priced with it: run on each node, the launcher passes its
 environment to the ranks (runner.py, launch.py); only its pdsh runner, offered as a comment, would not."""
-YOURS = frozenset({"recompute_modules", "account_for_embedding", "account_for_loss"})
-"""Recipe fields the model code decides: selective recompute, and the stage split, which the PipelineModule's
-partition_method makes (`warnings_for` says both)."""
+YOURS = frozenset({"recompute_modules", "account_for_embedding", "account_for_loss", "pipeline_sends_mask"})
+"""Recipe fields the model code decides: selective recompute, the stage split, which the PipelineModule's
+partition_method makes, and what a stage returns, which the engine sends on (a mask too, GPT-NeoX's
+GPT2ModelPipe) (`warnings_for` says each)."""
 
 
 def files_run(ctx: EmitContext) -> Runs:

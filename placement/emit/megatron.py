@@ -304,6 +304,7 @@ RUNS_INSTEAD = {
     "pipeline_p2p_whole": "its stages send each TP rank's share of the activation (the sequence-parallel shard or "
                           "scatter-gather), not the whole activation",
     "pipeline_grads_whole": "its stages send each TP rank's share of the gradient, not the whole gradient",
+    "pipeline_sends_mask": "its stages send the hidden states only, no attention mask",
     "pipeline_p2p_blocking": "its stages pair each send with the opposite receive in one batched call "
                              "(p2p_communication, batch_isend_irecv)",
     "pipeline_schedule": "Megatron-Core has no argument for it: it runs 1F1B (interleaved when vpp > 1), with a "

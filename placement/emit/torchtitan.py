@@ -262,6 +262,7 @@ RUNS_INSTEAD = {
     "cross_entropy_fusion": "its loss keeps the FP32 logits",
     "pipeline_p2p_whole": "its stages send each TP rank's sequence shard (a DTensor), not the whole activation",
     "pipeline_grads_whole": "its stages send each TP rank's sequence shard of the gradient (a DTensor)",
+    "pipeline_sends_mask": "its stages send the hidden states only, no attention mask",
     "grad_all_reduce": "FSDP2 reduce-scatters the gradients",
     "pipeline_p2p_blocking": "its schedules batch each step's sends and receives (torch.distributed.pipelining, "
                              "batch_isend_irecv)",

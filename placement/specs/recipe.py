@@ -206,6 +206,16 @@ class Recipe(Frozen):
     four transfer times per micro-batch, where Megatron pairs each send with a receive in one batched call
     (`send_forward_recv_backward`, `batch_isend_irecv`) and spends two; a two-stage pipeline's end stages spend
     two against Megatron's one.  Megatron-DeepSpeed, GPT-NeoX and DeepSpeed pipeline jobs."""
+    pipeline_sends_mask: bool = False
+    """Every forward send between pipeline stages also carries the s x s attention mask, whole from each TP rank:
+    GPT-NeoX's layers return (hidden_states, attention_mask) (megatron/model/transformer.py
+    ParallelTransformerLayerPipe; the mask is [1, 1, s, s], megatron/utils.py get_attn_mask), and DeepSpeed's
+    PipelineEngine sends every tensor a stage returns, the mask cast to 16 bits for NCCL for a module named
+    GPT2ModelPipe (runtime/pipe/engine.py `has_attention_mask`, _exec_send_activations; the gradient sends drop
+    it).  2 s^2 bytes per micro-batch whatever its size, 8 MiB at s = 2048, 2 GiB at s = 32,768, plus the casts
+    and copies around each send and receive (constants.MASK_COPY_BYTES_PER_TRANSFER), and s^2 bytes kept per
+    micro-batch in flight (cost.memory).  Megatron-DeepSpeed under DeepSpeed keeps its causal mask out of the
+    pipe (pretrain_gpt.py sets pretrain_causal_attention), Megatron-LM and torchtitan send hidden states only."""
     cross_entropy_fusion: bool = False
     """Fused vocab-parallel cross-entropy (`--cross-entropy-loss-fusion`): no fp32 copy of the logits is kept."""
     cpu_affinity: bool = True

@@ -107,6 +107,10 @@ def read_yamls(parts: list[tuple[Path, dict, list[str]]], s: Settings) -> None:
     # the model code's choices, each GPT-NeoX's default where no file of the job states it
     _attention_kernel(keys, ev, first, s)
     _fusions(keys, ev, flag, first, s)
+    if (s.value("pp") or 1) > 1:
+        s.put("recipe.pipeline_sends_mask", True,
+              f"{ev('pipe_parallel_size')} (GPT-NeoX's GPT2ModelPipe layers return (hidden_states, attention_mask), "
+              f"and DeepSpeed's pipeline engine sends the [1, 1, s, s] mask with every activation)")
     if flag("gpt_j_residual") is not None:
         s.put("parallel_residual", flag("gpt_j_residual"), ev("gpt_j_residual"))
     elif not s.has("parallel_residual"):  # another of the job's files may set it; GPT-NeoX's default is off
