@@ -183,10 +183,14 @@ def test_torchtitan_without_an_activation_checkpoint_table_runs_its_default_laye
     assert none["estimate"]["step_time_s"] < data["estimate"]["step_time_s"]  # half the blocks recomputed
 
 
-def test_torchtitan_per_op_sac_is_priced_as_attention_recompute_and_says_so() -> None:
+def test_torchtitan_selective_is_priced_as_its_per_op_policy() -> None:
+    """0.3.0's selective activation checkpointing is its per-op policy: read as recompute module per_op, priced
+    as such (tests/test_per_op_checkpointing.py), with its source, not noted as something else."""
     data = _audit(TT_8B, *TT_JOB)
     assert data["layout"]["recompute"] == "selective"
-    assert any("per-op selective activation checkpointing" in x for x in data["layout"]["ignored"])
+    assert data["estimate"]["recipe"]["recompute_modules"] == ["per_op"]
+    assert "torchtitan's per-op policy" in data["layout"]["sources"]["recipe.recompute_modules"]
+    assert not any("per-op" in x for x in data["layout"]["ignored"])
 
 
 def test_torchtitan_batch_and_sequence_defaults(tmp_path) -> None:

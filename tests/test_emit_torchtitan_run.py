@@ -188,10 +188,13 @@ def test_the_file_names_the_torchtitan_release_its_flags_are_for(tmp_path):
 
 # --- selective activation checkpointing ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize("recompute", ["selective", "full"])
-def test_selective_checkpointing_says_it_is_torchtitans_per_op_policy(tmp_path, recompute):
-    """0.3.0's `selective` is the per-op policy, not Megatron's attention-core recompute that placement prices:
-    the file says so (and the audit notes it when it reads the file back)."""
-    _evaluate(tmp_path, "--tp", "4", "--recompute", recompute)
+@pytest.mark.parametrize("modules", ["core_attn", "per_op"])
+def test_selective_checkpointing_is_torchtitans_per_op_policy(tmp_path, modules):
+    """0.3.0's `selective` is the per-op policy: a plan priced with it writes activation-checkpoint:selective
+    without a warning; one priced with Megatron's attention-core recompute says torchtitan runs its per-op policy
+    instead, and its header is priced that way."""
+    _evaluate(tmp_path, "--tp", "4", "--recompute", "selective", "--recompute-modules", modules)
     text = (tmp_path / "torchtitan.sh").read_text()
-    assert ("per-op policy" in text) is (recompute == "selective")
+    assert "activation-checkpoint:selective" in text
+    assert ("is its per-op policy" in text) is (modules == "core_attn")
+    assert ("selective recompute of per_op (not core_attn)" in text) is (modules == "core_attn")

@@ -51,7 +51,10 @@ def tp_term(x: Ctx) -> TpTerm:
     # parallelism (with it, the forward would gather both norms' outputs, 1.5 all-reduces, the same 3 in all) and
     # dense (an MoE layer keeps `moe_share` of the sequential count)
     forward = 1.0 if x.w.parallel_residual else 2.0
-    ops = forward * (1.0 + x.full * x.full_layers_share) + 2.0
+    # torchtitan's per-op checkpointing saves reduce-scatter outputs but not all-gathers: its recompute gathers the
+    # inputs of the attention's and the MLP's recomputed matmuls again (two all-gathers, one all-reduce's time), or
+    # without sequence parallelism all-reduces the recomputed output projection again (one)
+    ops = forward * (1.0 + x.full * x.full_layers_share) + 2.0 + 1.0 * x.module(M.PER_OP)
     dense = group.all_reduce(act) * ops
     moe_share = np.where((x.b.etp > 1) | (x.w.shared_ffn_total > 0), 1.0, 0.5)
     return TpTerm(dense_s=dense, moe_s=dense * moe_share,

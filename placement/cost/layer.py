@@ -201,6 +201,73 @@ def core_backward_factor(x: Ctx) -> float:
     return C.FUSED_ATTENTION_BACKWARD_TO_FORWARD
 
 
+@dataclass(frozen=True)
+class PerOpGemm:
+    """One projection GEMM of a block as torchtitan runs it, at its local shape."""
+
+    n: np.ndarray | float
+    """Output width on this rank (a row-parallel GEMM's is the whole hidden: the partial sums before the
+    reduction)."""
+    k: np.ndarray | float
+    row_parallel: bool
+    saved: bool
+    """Its output is kept for backward (odd position in the block's count); else it is recomputed."""
+
+
+def per_op_gemms(x: Ctx) -> tuple[tuple[PerOpGemm, ...], tuple[PerOpGemm, ...], tuple[PerOpGemm, ...]]:
+    """(attention, dense MLP, shared experts) projection GEMMs of one block in the order torchtitan's models run
+    them, each marked saved or recomputed by torchtitan's per-op policy (RecomputeModule.PER_OP): it counts the
+    block's matmuls from 1 and recomputes the even ones.  Attention: wq, wk, wv, wo (models/llama3/model.py
+    Attention.forward), or MLA's down- and up-projections then wo (Workload.attn_gemms' order,
+    models/deepseek_v3/model.py); the MLP: w1, w3, w2 (`w2(silu(w1(x)) * w3(x))`), or w1, w2 ungated.  A dense
+    block counts its MLP after its attention, an MoE block its shared experts (the router's gate is forced to
+    recompute and not counted; the routed experts' grouped GEMMs are not matmuls to it)."""
+    return _per_op_sequence(x.w, x.tp)
+
+
+def _per_op_sequence(w, tp) -> tuple[tuple[PerOpGemm, ...], tuple[PerOpGemm, ...], tuple[PerOpGemm, ...]]:
+    """`per_op_gemms` at TP degree `tp` (an array per candidate, or 1 for the whole model's FLOPs)."""
+
+    def gemm(n, k, split) -> tuple:
+        return (n / tp if split == 1 else (w.hidden if split == 2 else n), k / tp if split == 2 else k, split == 2)
+
+    if w.mla_up_width:
+        attn = [gemm(n, k, split) for n, k, split in w.attn_gemms]
+    else:
+        half = w.kv_dim / 2
+        attn = [gemm(w.q_dim, w.hidden, 1), gemm(half, w.hidden, 1), gemm(half, w.hidden, 1),
+                gemm(w.hidden, w.out_dim, 2)]
+
+    def mlp(ffn: float) -> list[tuple]:
+        if not ffn:
+            return []
+        ups = [gemm(ffn, w.hidden, 1)] * w.mlp_up
+        return [*ups, gemm(w.hidden, ffn, 2)]
+
+    def marked(seq: list[tuple], start: int) -> tuple[PerOpGemm, ...]:
+        return tuple(PerOpGemm(n, k, row, (start + i) % 2 == 1) for i, (n, k, row) in enumerate(seq))
+
+    first = len(attn) + 1
+    return marked(attn, 1), marked(mlp(w.dense_ffn), first), marked(mlp(w.shared_ffn_total), first)
+
+
+def per_op_recompute_flops(w) -> tuple[float, float]:
+    """(dense, MoE) layer FLOPs per token that torchtitan's per-op checkpointing recomputes, whole model (the HFU
+    numerator): the unsaved projection matmuls, and in an MoE layer the router and the routed experts."""
+    attn, mlp, shared = _per_op_sequence(w, 1)
+
+    def redone(gemms) -> float:
+        return sum(2.0 * g.n * g.k for g in gemms if not g.saved)
+
+    experts = 2.0 * w.top_k * (w.mlp_up + 1) * w.expert_ffn * w.hidden + 2.0 * w.num_experts * w.hidden
+    return redone(attn) + redone(mlp), redone(attn) + redone(shared) + (experts if w.num_experts else 0.0)
+
+
+def _per_op_recompute(x: Ctx, gemms: tuple[PerOpGemm, ...]) -> np.ndarray | float:
+    """Forward seconds of the GEMMs per-op checkpointing recomputes among `gemms`."""
+    return sum((_gemm(x, x.tokens, g.n, g.k) for g in gemms if not g.saved), 0.0)
+
+
 def _mla_up_forward(x: Ctx) -> np.ndarray:
     """MLA's up-projection GEMMs (column-parallel, K = a LoRA rank): what mla_up_proj recompute reruns."""
     t = 0.0
@@ -226,6 +293,10 @@ def layer_compute(x: Ctx) -> LayerCompute:
     pairs = tokens * w.top_k * x.etp / tp * x.expert_load if w.num_experts else 0.0
     eager = eager_model_ops(x, pairs)
     attn = attn + eager.attn_s
+    per_op = x.module(M.PER_OP)
+    op_attn, op_mlp, op_shared = per_op_gemms(x) if per_op is not False else ((), (), ())
+    # torchtitan's per-op policy reruns the unsaved matmuls and every element-wise op of the block once
+    attn = attn + per_op * (_per_op_recompute(x, op_attn) + elem)
 
     def mlp_forward(ffn: float) -> np.ndarray:
         if ffn == 0:
@@ -233,7 +304,8 @@ def layer_compute(x: Ctx) -> LayerCompute:
         return _gemm(x, tokens, w.mlp_up * ffn / tp, w.hidden) + _gemm(x, tokens, w.hidden, ffn / tp)
 
     dense_mlp = mlp_forward(w.dense_ffn)
-    dense = attn + dense_mlp * (passes + x.module(M.MLP)) + eager.mlp_s + eager.mlp_forward_s * x.module(M.MLP)
+    dense = (attn + dense_mlp * (passes + x.module(M.MLP)) + eager.mlp_s + eager.mlp_forward_s * x.module(M.MLP)
+             + per_op * _per_op_recompute(x, op_mlp))
     if w.num_experts:
         # `pairs`: the token-expert pairs the busiest rank computes
         per_expert = pairs / local
@@ -248,7 +320,9 @@ def layer_compute(x: Ctx) -> LayerCompute:
                      + (act_fwd + eager.act_forward_s) * x.module(M.MOE_ACT)
                      + shared_fwd * x.module(M.SHARED_EXPERTS)
                      + moe_fwd * x.module(M.MOE)
-                     + eager.experts_s)
+                     + eager.experts_s
+                     # per-op: the router and the routed experts rerun whole, the shared experts' unsaved matmuls
+                     + per_op * (experts_fwd + act_fwd + router_fwd + _per_op_recompute(x, op_shared)))
         moe = attn + moe_block
         experts = (experts_fwd + act_fwd) * passes + eager.experts_s
     else:

@@ -73,7 +73,36 @@ def layer_activations(x: Ctx) -> LayerActivations:
         moe = tokens * (rep + (attn + shared) / tp) + routed
     else:
         moe = dense
+    per_op = x.module(M.PER_OP)
+    if per_op is not False:
+        op_dense, op_moe = _per_op_kept(x)
+        dense, moe = np.where(per_op, op_dense, dense), np.where(per_op, op_moe, moe)
     return LayerActivations(dense=dense, moe=moe, layer_input=tokens * 2.0 * h / x.sp_shard)
+
+
+def _per_op_kept(x: Ctx) -> tuple[np.ndarray, np.ndarray]:
+    """(dense, MoE) bytes a block keeps per micro-batch under torchtitan's per-op checkpointing
+    (RecomputeModule.PER_OP): its input (the checkpoint's), the outputs of the matmuls it saves (a row-parallel
+    one's whole-width partial sums, before the reduction), the attention kernel's output and log-sum-exp, the
+    reduce-scatter outputs of sequence parallelism and, with experts on other ranks, the all-to-all outputs;
+    every other activation is recomputed."""
+    from placement.cost.layer import per_op_gemms
+
+    w, tokens, tp, h = x.w, x.tokens, x.tp, x.w.hidden
+    attn, mlp, shared = per_op_gemms(x)
+
+    def saved(gemms) -> np.ndarray | float:
+        return sum((2.0 * g.n for g in gemms if g.saved), 0.0)
+
+    core = (2.0 * w.out_dim + 4.0 * w.num_heads) / tp  # attention output and its fp32 log-sum-exp per head
+    scattered = np.where((x.b.tp > 1) & x.b.sp.astype(bool), 2.0 * 2.0 * h / tp, 0.0)  # wo's and w2's outputs
+    block = 2.0 * h / x.sp_shard + saved(attn) + core + scattered
+    dense = tokens * (block + saved(mlp))
+    if not w.num_experts:
+        return dense, dense
+    pairs = tokens * w.top_k * x.etp / tp * x.expert_load
+    exchanged = np.where(x.b.ep > 1, 2.0 * 2.0 * h * pairs, 0.0)  # dispatch and combine all-to-all outputs
+    return dense, tokens * (block + saved(shared)) + exchanged
 
 
 def in_flight(x: Ctx, rank: np.ndarray) -> np.ndarray:

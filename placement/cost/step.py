@@ -25,11 +25,18 @@ from placement.cost.comm import cp_term, ep_exposed, ep_term, pp_term, tp_term
 from placement.cost.context import Ctx, context
 from placement.cost.dp import StageParams, dp_term, optimizer_term
 from placement.cost.host import host_term
-from placement.cost.layer import layer_compute
+from placement.cost.layer import layer_compute, per_op_recompute_flops
 from placement.cost.memory import memory_term
 from placement.cost.pipeline import StageKinds, stage_kinds
 from placement.specs import TrainingSpec
-from placement.specs.recipe import CudaGraphs, Dispatcher, GradAccumulation, PipelineSchedule, Recipe
+from placement.specs.recipe import (
+    CudaGraphs,
+    Dispatcher,
+    GradAccumulation,
+    PipelineSchedule,
+    Recipe,
+    RecomputeModule,
+)
 from placement.specs.training import Precision
 from placement.topology import Topology
 from placement.workload import Workload
@@ -179,6 +186,10 @@ def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch, r
     hw_per_token = w.forward_flops_per_token(s) * (3.0 + x.full * x.full_layers_share) + np.where(
         b.recompute == 1, 2.0 * w.attended_keys(s) * w.attn_core_dim * w.num_layers
         * (b.rc_modules & 1 != 0), 0.0)
+    per_op = x.module(RecomputeModule.PER_OP)
+    if per_op is not False:  # torchtitan's per-op checkpointing reruns its unsaved matmuls (and experts)
+        dense_redo, moe_redo = per_op_recompute_flops(w)
+        hw_per_token = hw_per_token + per_op * (w.num_dense_layers * dense_redo + w.num_moe_layers * moe_redo)
     peak = peak_flops(topo, train.precision)
     ep_total, ep_bytes = _chosen_ep(ep_options, crit.dispatcher, x.tokens)
     traffic = {

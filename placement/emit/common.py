@@ -267,9 +267,11 @@ MINIMAL_RECOMPUTES = (RecomputeModule.CORE_ATTN, RecomputeModule.LAYERNORM)
 the attention output (layers/attention_op.py "context") or the norm outputs (emit.maxtext)."""
 PLAIN = {"moe_dispatcher": (Dispatcher.ALLTOALL,), "cuda_graphs": (CudaGraphs.NONE,), "tp_comm_overlap": (False,),
          "ep_comm_overlap": (False,), "recompute_modules": ((RecomputeModule.CORE_ATTN,),)}
+PER_OP_ONLY = (RecomputeModule.PER_OP,)
+"""torchtitan's selective activation checkpointing: its per-op policy (0.3.0 SelectiveAC)."""
 RECIPE_SUPPORT: dict[str, dict[str, tuple]] = {
     "megatron": {},
-    "torchtitan": PLAIN, "deepspeed": PLAIN, "devicemesh": PLAIN,
+    "torchtitan": PLAIN | {"recompute_modules": (PER_OP_ONLY,)}, "deepspeed": PLAIN, "devicemesh": PLAIN,
     "maxtext": PLAIN | {"recompute_modules": (MINIMAL_RECOMPUTES,)},
 }
 """framework -> {recipe field: the values it can launch}; a field not listed launches every value."""

@@ -191,8 +191,11 @@ def warnings_for(ctx: EmitContext) -> list[str]:
                    f"{plan.breakdown.overlapped.dp:.3f} s/step of DP communication the plan hides is exposed; "
                    f"ZeRO-1 with overlap_comm hides it")
     if lay.recompute == "selective":
-        out.append("selective recompute is model code (recompute the attention core); DeepSpeed's checkpointing "
-                   "recomputes whole layers")
+        modules = "+".join(m.value for m in ctx.recipe.recompute_modules) or "core_attn"
+        what = ("torchtitan's per-op policy" if modules == "per_op" else
+                "the attention core" if modules == "core_attn" else f"the modules {modules}")
+        out.append(f"selective recompute is model code (the plan recomputes {what}); DeepSpeed's checkpointing "
+                   f"recomputes whole layers")
     if lay.pp > 1 and ctx.recipe.pipeline_sends_mask:
         mib = 2 * plan.seq_len ** 2 / 2**20
         out.append(f"the plan is priced with the {plan.seq_len} x {plan.seq_len} attention mask sent with every "

@@ -85,6 +85,9 @@ def arguments(ctx: EmitContext) -> tuple[list[str], dict[str, str], list[str]]:
             args += ["--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"]
     elif lay.recompute == "selective":
         modules = r.recompute_modules or (RecomputeModule.CORE_ATTN,)
+        if RecomputeModule.PER_OP in modules:
+            modules = (RecomputeModule.CORE_ATTN,)
+            warnings.append(PER_OP_WHY)
         args += ["--recompute-granularity", "selective", "--recompute-modules", *(m.value for m in modules)]
     more, warn = recipe_arguments(ctx)
     args += more
@@ -341,8 +344,16 @@ def runs(ctx: EmitContext) -> Runs:
         out.recipe["fp8_recipe"] = written
         out.what.append(f"fp8_recipe {written.value} (not rowwise)")
     runs_recipe(ctx, RUNS_INSTEAD, out)
+    if ctx.plan.layout.recompute == "selective" and RecomputeModule.PER_OP in ctx.recipe.recompute_modules:
+        out.recipe["recompute_modules"] = (RecomputeModule.CORE_ATTN,)
+        out.what.append("selective recompute of core_attn (not per_op)")
     runs_model(ctx, "megatron", out)
     return out
+
+
+PER_OP_WHY = ("the plan recomputes with torchtitan's per-op policy (per_op), which Megatron-LM has no "
+              "--recompute-modules name for: this file recomputes the attention core (core_attn) and is priced so")
+"""The warning of a Megatron-LM file for a plan priced with torchtitan's per-op checkpointing."""
 
 
 def worker(ctx: EmitContext) -> tuple[str, str, list[str], list[str]]:

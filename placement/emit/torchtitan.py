@@ -17,6 +17,7 @@ from __future__ import annotations
 from functools import cache
 
 from placement.emit.common import (
+    PER_OP_ONLY,
     EmitContext,
     Runs,
     forced_fields,
@@ -183,18 +184,11 @@ def flags(ctx: EmitContext) -> tuple[list[str], list[str]]:
     args += graph_args(ctx) + async_tp_args(ctx)
     args.append({"none": "activation-checkpoint:none", "selective": "activation-checkpoint:selective",
                  "full": "activation-checkpoint:full"}[lay.recompute])
-    if lay.recompute == "selective":
-        warnings.append(PER_OP_SAC)
-    warnings += recipe_warnings(ctx, VERSION, runs_instead(ctx))
+    warnings += recipe_warnings(ctx, VERSION, runs_instead(ctx), PER_OP_ONLY)
     warnings += forced_warnings(ctx, "torchtitan", run_precision(ctx))
     return args, warnings
 
 
-PER_OP_SAC = ("activation-checkpoint:selective runs torchtitan 0.3.0's per-op policy "
-              "(distributed/activation_checkpoint.py SelectiveAC: it saves the matmul, attention and collective "
-              "outputs but every second matmul, and recomputes the rest): priced as selective recompute of the "
-              "attention core, not that policy exactly")
-"""The warning of every torchtitan file that runs selective activation checkpointing."""
 
 
 def full_graphs_run(ctx: EmitContext) -> bool:
@@ -253,7 +247,9 @@ RUNS_INSTEAD = {
     "tp_comm_overlap": "its TP collectives run exposed (--compile.no-enable-async-tensor-parallel: async TP, "
                        "inductor's micro-pipeline pass, is not priced)",
     "ep_comm_overlap": "its EP all-to-all runs exposed, not behind another micro-batch",
-    "recompute_modules": "it runs its own selective activation checkpointing (per op or per layer)",
+    "recompute_modules": "its activation-checkpoint:selective is its per-op policy (per_op: SelectiveAC saves the "
+                         "matmul, attention and collective outputs but every second matmul, and recomputes the "
+                         "rest)",
     "delay_wgrad": "it computes expert weight gradients in place",
     "pipeline_layout": "it splits the stages by pipeline_parallel_layers_per_stage",
     "fp8_params": "it keeps BF16 weights", "optimizer_state_bf16": "it keeps FP32 Adam moments",
@@ -359,7 +355,7 @@ def runs(ctx: EmitContext) -> Runs:
         out.set_layout("zero_stage", 2, "ZeRO-2 (not ZeRO-1)")
     if lay.etp > 1:
         out.set_layout("etp", 1, f"etp 1 (not {lay.etp})")
-    runs_recipe(ctx, runs_instead(ctx), out)
+    runs_recipe(ctx, runs_instead(ctx), out, PER_OP_ONLY)
     runs_forced(ctx, "torchtitan", out, run_precision(ctx))
     runs_model(ctx, "torchtitan", out)
     split = runs_split(ctx)

@@ -60,7 +60,7 @@ class Fp8Recipe(StrEnum):
 
 
 class RecomputeModule(StrEnum):
-    """Megatron-Core `--recompute-modules` names (selective granularity)."""
+    """Megatron-Core `--recompute-modules` names (selective granularity), and torchtitan's per-op policy."""
 
     CORE_ATTN = "core_attn"
     MLA_UP_PROJ = "mla_up_proj"
@@ -69,6 +69,15 @@ class RecomputeModule(StrEnum):
     LAYERNORM = "layernorm"
     MOE = "moe"
     SHARED_EXPERTS = "shared_experts"
+    PER_OP = "per_op"
+    """torchtitan's per-op selective activation checkpointing (0.3.0 distributed/activation_checkpoint.py
+    SelectiveAC, its `activation-checkpoint:selective`; 0.2.x `selective_ac_option = "op"`): in each transformer
+    block it saves the outputs of the matmuls, the attention kernel and the reduce-scatter / all-to-all
+    collectives, except every second matmul in the block's order (its policy counts aten.mm and aten.linear; the
+    MoE router's gate is always recomputed and not counted), and recomputes everything else in backward: the
+    other matmuls, every element-wise op, the routed experts' grouped GEMMs (torch._grouped_mm is not among
+    PyTorch's compute-intensive ops it saves) and the all-gathers feeding recomputed matmuls.  A policy of its
+    own: not combined with Megatron's module names (cost.layer.per_op_gemms)."""
 
 
 class PipelineSchedule(StrEnum):
@@ -253,7 +262,11 @@ class Recipe(Frozen):
         if isinstance(v, (list, tuple)):
             # Megatron's own spelling of the MLA module is `up_proj`
             v = ["mla_up_proj" if x == "up_proj" else x for x in v]
-            return tuple(dict.fromkeys(v))
+            v = tuple(dict.fromkeys(v))
+            if "per_op" in v and len(v) > 1:
+                raise ValueError(f"recompute_modules {','.join(map(str, v))}: per_op is torchtitan's whole "
+                                 f"per-op policy and takes no Megatron module beside it; give per_op alone")
+            return v
         return v
 
     @field_validator("pipeline_layout")

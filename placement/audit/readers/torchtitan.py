@@ -251,7 +251,7 @@ def _activation_checkpoint(get, s: Settings, version3: bool) -> None:
     "2") is an integer k, a full checkpoint of every k-th block (distributed/activation_checkpoint.py
     _apply_layer_sac: the k-th, 2k-th, ... block it wraps), or "op", the per-op policy; 0.3.0's selective is the
     per-op policy (SelectiveAC: saves the matmul, attention and collective outputs but every second matmul,
-    recomputes the rest), priced as selective recompute of the attention core and noted."""
+    recomputes the rest), priced as such (recompute module per_op)."""
     mode, mev = get("activation_checkpoint.mode")
     if mode is None and version3:  # the named config function decides (config_registry.py), which is not read
         s.ignored.append(f"activation checkpointing: set by the named config (torchtitan 0.3.0 config_registry), "
@@ -281,10 +281,11 @@ def _activation_checkpoint(get, s: Settings, version3: bool) -> None:
         return
     if not version3 and str(option) != "op":
         raise InputError(f"{oev}: selective_ac_option must be a positive integer or 'op', got {option!r}")
-    s.put("recompute", "selective", mev if version3 else f"{mev}; {oev}")
-    s.ignored.append(f"per-op selective activation checkpointing (saves matmul, attention and collective outputs "
-                     f"but every second matmul, recomputes the element-wise ops): priced as selective recompute "
-                     f"of the attention core ({mev})")
+    where = mev if version3 else f"{mev}; {oev}"
+    s.put("recompute", "selective", where)
+    s.put("recipe.recompute_modules", "per_op", f"{where} (torchtitan's per-op policy: the matmul, attention and "
+                                                f"collective outputs saved but every second matmul's, the rest "
+                                                f"recomputed)")
 
 
 NAMED_CONFIG = "--module/--config"
