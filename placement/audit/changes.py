@@ -116,14 +116,47 @@ def _token(framework: str, key: str) -> str:
     return key
 
 
-def launch_changes(framework: str, now: EmitContext, best: EmitContext, files_text: str | None = None) -> list[dict]:
+NEOX_DEFAULTS = {"sequence_parallel": "false", "checkpoint_num_layers": "1", "synchronize_each_layer": "false"}
+"""GPT-NeoX's defaults (megatron/neox_arguments/neox_args.py) of the keys neox_settings leaves out of a plan where
+they do nothing: what a config that does not state them runs when the best plan needs them."""
+
+
+def _neox_changes(a: dict[str, str], b: dict[str, str], stated: dict[str, str]) -> list[dict]:
+    """The changes from the launched plan's GPT-NeoX keys `a` to the best plan's `b`, the launched side as the
+    config states it (`stated`, LaunchLayout.config_keys).  A key the best plan leaves out does nothing there
+    (sequence_parallel under model_parallel_size 1, whose TP collectives are no-ops; checkpoint_num_layers and
+    synchronize_each_layer without checkpoint_activations): the config's line may stay as it is, so no change.  A
+    key the launched plan leaves out did nothing as launched: the best plan's value against the config's own, or
+    GPT-NeoX's default where the config does not state it (then `from` is None: the key is to be added)."""
+    out = []
+    for k in list(a) + [k for k in b if k not in a]:
+        if k not in b:
+            continue
+        if k in a:
+            if a[k] != b[k]:
+                out.append({"argument": k, "from": stated.get(k, a[k]), "to": b[k]})
+        elif stated.get(k, NEOX_DEFAULTS.get(k)) != b[k]:
+            out.append({"argument": k, "from": stated.get(k), "to": b[k]})
+    return out
+
+
+def launch_changes(framework: str, now: EmitContext, best: EmitContext, files_text: str | None = None,
+                   stated: dict[str, str] | None = None) -> list[dict]:
     """[{"argument", "from", "to"}] for every setting that differs (None = absent on that side).  With the launch
     files' text, a "from" value the files do not state is marked (NOT_IN_FILES), and a global batch the files
-    leave to the framework is stated where the best plan needs it."""
+    leave to the framework is stated where the best plan needs it.  `stated`: a GPT-NeoX config's own keys
+    (LaunchLayout.config_keys), for framework "gpt-neox"."""
     a, b = framework_settings(framework, now), framework_settings(framework, best)
-    changes = [{"argument": k, "from": a.get(k), "to": b.get(k)}
-               for k in list(a) + [k for k in b if k not in a] if a.get(k) != b.get(k)]
-    if files_text is not None and framework in ("megatron", "torchtitan", "maxtext", "gpt-neox"):
+    if framework == "gpt-neox":
+        changes = _neox_changes(a, b, stated or {})
+    else:
+        changes = [{"argument": k, "from": a.get(k), "to": b.get(k)}
+                   for k in list(a) + [k for k in b if k not in a] if a.get(k) != b.get(k)]
+    if framework == "gpt-neox" and stated is not None:
+        for c in changes:
+            if c["from"] is not None and c["argument"] not in stated:
+                c["note"] = NOT_IN_FILES
+    elif files_text is not None and framework in ("megatron", "torchtitan", "maxtext", "gpt-neox"):
         spelled = files_text.replace("-", "_") if framework == "gpt-neox" else files_text
         for c in changes:
             if c["from"] is not None and _token(framework, c["argument"]) not in spelled:
@@ -147,3 +180,28 @@ def launch_changes(framework: str, now: EmitContext, best: EmitContext, files_te
                         "to": ",".join(map(str, local_b[:gph])),
                         "note": "GPU order inside each node (first node shown; --out DIR writes every node's)"})
     return changes
+
+
+def neox_requirements(changes: list[dict], stated: dict[str, str], best: EmitContext) -> None:
+    """Mark (`requires`) each change that writes a GPT-NeoX key not every version takes, where the config's own keys
+    leave open whether its version does (readers.neox.version_takes): the first version with the key, and for
+    sequence_parallel what the best plan runs without it, which an older GPT-NeoX is left with."""
+    from placement.audit.readers.neox import KEYS, since, version_takes, version_window
+    from placement.cost.constants import GiB
+
+    newest, _ = version_window(stated)
+    for c in changes:
+        key = c["argument"].split(".", 1)[0]
+        if c["to"] is None or key not in KEYS or version_takes(key, stated) is not None:
+            continue
+        commit, date = since(key)
+        dated = (f"the config's keys say only that its GPT-NeoX is {newest[1]} ({newest[2]}) or later, by "
+                 f"{newest[0]}") if newest else "the config's keys do not date its GPT-NeoX"
+        text = f"GPT-NeoX {commit} ({date}) or later: an older one has no {key} and refuses the config ({dated})"
+        if key == "sequence_parallel" and c["to"] == "true":
+            without = best.priced_as(layout={"sequence_parallel": False})
+            if without is not None:
+                fit = "fits" if without.fits else "does not fit"
+                text += (f"; without it the best plan takes {without.step_time_s:.3f} s per step and {fit} "
+                         f"({without.peak_memory_bytes / GiB:.1f} of {without.memory_capacity_bytes / GiB:.1f} GiB)")
+        c["requires"] = text

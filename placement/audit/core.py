@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 from pydantic import ValidationError
 
-from placement.audit.changes import launch_changes
+from placement.audit.changes import launch_changes, neox_requirements
 from placement.audit.launch import LaunchLayout
 from placement.cost.batch import LayoutBatch, module_mask
 from placement.cost.constants import GiB
@@ -518,6 +518,9 @@ class _Ctx:
     """The job's global rank of each placement rank (evidence quotes the job's ranks)."""
     framework: str = ""
     """The audited launch's framework."""
+    dialect: str | None = None
+    """The launch files' own spelling (LaunchLayout.dialect): "gpt-neox" where a GPT-NeoX config states the job, whose
+    remedies must be ones its keys can state."""
 
     def best_where(self, keep: np.ndarray) -> float | None:
         """Fastest fitting searched layout among `keep` (None if none)."""
@@ -607,6 +610,38 @@ def _saving_with(c: _Ctx, lay: Layout, **recipe) -> float:
     return c.saving(float(e.step_time_s[0]))
 
 
+NEOX_CHECKPOINTING = ("GPT-NeoX's checkpoint_activations recomputes every layer whole, in chunks of "
+                      "checkpoint_num_layers (its PipelineModule's activation_checkpoint_interval), and "
+                      "partition_activations and checkpoint_in_cpu only move the inputs it keeps: no key of any "
+                      "GPT-NeoX version recomputes the attention core alone")
+"""What GPT-NeoX's recompute keys can state (megatron/neox_arguments/neox_args.py; megatron/model/gpt2_model.py)."""
+
+
+def _neox_recompute_headroom(c: _Ctx, peak: float, cap: float,
+                             priced: dict[str, tuple[float, bool, float]]) -> list[Finding]:
+    """memory_headroom_recompute for a GPT-NeoX config, whose only lighter recompute is none (checkpoint_activations:
+    false): that remedy where it fits; else, where selective recompute would fit and save time, an info finding that
+    says GPT-NeoX cannot state it (no saving counted: no key of the job's config reaches it)."""
+    head = (f"peak memory {peak / GiB:.1f} of {cap / GiB:.1f} GiB ({peak / cap:.0%}) with checkpoint_activations: true "
+            f"(recompute full)")
+    none_s, none_fits, none_peak = priced["none"]
+    if none_fits:
+        cost = c.saving(none_s)
+        return [Finding(_severity(cost, c.step_s), "memory_headroom_recompute",
+                        f"{head}: checkpoint_activations: false (recompute none) fits ({none_peak / GiB:.1f} GiB) and "
+                        f"saves {cost:.3f} s per step", [], cost)]
+    if "selective" not in priced:
+        return []
+    sel_s, sel_fits, sel_peak = priced["selective"]
+    if not sel_fits or c.saving(sel_s) < MIN_SAVING_S:
+        return []
+    return [Finding("info", "memory_headroom_recompute",
+                    f"{head}: checkpoint_activations: false does not fit ({none_peak / GiB:.1f} GiB); recomputing "
+                    f"only the attention core (selective recompute) would fit ({sel_peak / GiB:.1f} GiB) and save "
+                    f"{c.saving(sel_s):.3f} s per step, but GPT-NeoX cannot express it: {NEOX_CHECKPOINTING}; no "
+                    f"saving is counted", [], 0.0)]
+
+
 def _layout_findings(c: _Ctx, plan: Plan) -> list[Finding]:
     out = []
     lay, b, est = c.layout, c.search_batch, c.est
@@ -642,7 +677,10 @@ def _layout_findings(c: _Ctx, plan: Plan) -> list[Finding]:
         e = c.price_as_launched(alts)
         ok = [(float(e.step_time_s[k]), alts[k].recompute.value, float(e.peak_memory_bytes[k]))
               for k in range(len(alts)) if e.fits[k]]
-        if ok:
+        if c.dialect == "gpt-neox":
+            out += _neox_recompute_headroom(c, peak, cap, {alts[k].recompute.value: (
+                float(e.step_time_s[k]), bool(e.fits[k]), float(e.peak_memory_bytes[k])) for k in range(len(alts))})
+        elif ok:
             alt_s, mode, alt_peak = min(ok)
             cost = c.saving(alt_s)
             out.append(Finding(
@@ -790,6 +828,39 @@ def _layout_findings(c: _Ctx, plan: Plan) -> list[Finding]:
     return out
 
 
+def neox_space(space: SearchConfig, launch: LaunchLayout) -> SearchConfig:
+    """The best plan's search for a GPT-NeoX config, within what its keys can state and its version runs: ZeRO-0/1
+    (GPT-NeoX exits on ZeRO-2/3 with its PipelineModule or with model parallelism, megatron/training.py), recompute
+    none or full (checkpoint_activations: no key recomputes the attention core alone), and sequence parallelism off
+    where the config's own keys date its GPT-NeoX before sequence_parallel (neox.version_takes)."""
+    from placement.audit.readers.neox import version_takes
+
+    update: dict = {"zero_stages": tuple(z for z in space.zero_stages if z <= 1),
+                    "recompute": tuple(r for r in space.recompute if r is not Recompute.SELECTIVE)}
+    if version_takes("sequence_parallel", launch.config_keys) is False:
+        update["fixed"] = {**space.fixed, "sequence_parallel": False}
+    return dataclasses.replace(space, **update)
+
+
+def unknown_key_findings(launch: LaunchLayout) -> list[Finding]:
+    """A warning per key of the config that no GPT-NeoX version takes (readers.neox_keys): stock GPT-NeoX refuses
+    such a config; the job is priced without the key."""
+    if not launch.unknown_keys:
+        return []
+    from placement.audit.readers.neox import VERSIONS_READ
+
+    out = []
+    for k in launch.unknown_keys:
+        where = f"{k.file}:{k.line}" if k.line is not None else k.file
+        near = f"; the nearest GPT-NeoX key is {k.suggestion}" if k.suggestion else ""
+        out.append(Finding(
+            "warning", "unknown_config_key",
+            f"{where}: {k.key} is no GPT-NeoX key ({VERSIONS_READ}): GPT-NeoX refuses a config with a key it does not "
+            f"know (NeoXArgs(**config) raises TypeError), so only a GPT-NeoX that defines it (a fork, or a newer "
+            f"version) runs this config; priced without it{near}", [], 0.0))
+    return out
+
+
 def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo: Topology,
               hosts: list[str] | None, mapping: SolverConfig | None, top_k: int = 5,
               recipe_overrides: tuple[Recipe, dict[str, str]] | None = None,
@@ -852,15 +923,15 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
                           key=lambda row: row["rank"]),
     })
     space = framework_space(launch.framework, top_k)
-    if launch.dialect == "gpt-neox":  # GPT-NeoX exits on ZeRO-2/3 with its PipelineModule or with model parallelism
-        space = dataclasses.replace(space, zero_stages=tuple(z for z in space.zero_stages if z <= 1))
+    if launch.dialect == "gpt-neox":
+        space = neox_space(space, launch)
     space, best_sources = recipe_space(space, launch.framework, model, topo, recipe, recipe_sources)
     planned = plan_job(model, train, topo, space, mapping, recipe_sources=best_sources, progress=progress,
                        model_sources=model_sources)
     step_s = float(est.step_time_s[0])
     c = _Ctx(model, train, topo, layout, est, step_s, mapped_same_s, planned.search.estimates,
-             planned.search.batch, recipe, mapped, space.zero_stages, framework_rank, launch.framework)
-    findings = _crossing_findings(c, kinds) + _layout_findings(c, plan) + notes
+             planned.search.batch, recipe, mapped, space.zero_stages, framework_rank, launch.framework, launch.dialect)
+    findings = _crossing_findings(c, kinds) + _layout_findings(c, plan) + notes + unknown_key_findings(launch)
     stated = (launch.first_stage_layers, launch.last_stage_layers)
     modeled = (plan.layout.stage_layers[0], plan.layout.stage_layers[-1])
     if layout.pp > 1 and None not in stated and stated != modeled:
@@ -881,9 +952,11 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
     if best.step_time_s >= plan.step_time_s and plan.fits:  # the job already runs the best we know
         best, best_gpu = plan, gpu_of_rank
     speedup = round(plan.step_time_s / best.step_time_s, 3) if best.step_time_s > 0 else 1.0
-    changes = launch_changes(launch.dialect or launch.framework,
-                             EmitContext.of(plan, topo, gpu_of_rank, model, train),
-                             EmitContext.of(best, topo, best_gpu, model, train), files_text)
+    best_ctx = EmitContext.of(best, topo, best_gpu, model, train)
+    changes = launch_changes(launch.dialect or launch.framework, EmitContext.of(plan, topo, gpu_of_rank, model, train),
+                             best_ctx, files_text, launch.config_keys if launch.dialect == "gpt-neox" else None)
+    if launch.dialect == "gpt-neox":
+        neox_requirements(changes, launch.config_keys, best_ctx)
     if launch.rank_order != "tp-cp-ep-dp-pp":  # placement's emitters keep Megatron's default order
         if launch.framework == "deepspeed":
             changes.insert(0, {"argument": "topology axes", "from": "['data', 'pipe', ...]",

@@ -22,7 +22,7 @@ def audit_json(a: Audit) -> dict:
     layout = {"framework": a.launch.framework, "dialect": a.launch.dialect, **lay.model_dump(mode="json"),
               "num_gpus": a.estimate.num_gpus,
               "host_order": a.host_order, "hosts_in_files": list(a.launch.hosts), "sources": dict(a.launch.sources),
-              "ignored": list(a.launch.ignored)}
+              "ignored": list(a.launch.ignored), "unknown_keys": [k.model_dump() for k in a.launch.unknown_keys]}
     return {"layout": layout, "estimate": a.estimate.model_dump(mode="json"),
             "findings": [f.as_json() for f in a.findings], "best": a.best.model_dump(mode="json"),
             "speedup": a.speedup, "changes": a.changes, "changes_note": changes_note(a)}
@@ -50,8 +50,22 @@ def changes_note(a: Audit) -> str | None:
     if a.launch.framework == "megatron" and a.launch.recipe.get("pipeline_p2p_blocking"):
         return MEGATRON_DEEPSPEED_NOTE
     if a.launch.dialect == "gpt-neox":
-        return NEOX_NOTE
+        return NEOX_NOTE + neox_version_note(a.launch.config_keys)
     return None
+
+
+def neox_version_note(stated: dict[str, str]) -> str:
+    """Why a GPT-NeoX config's best plan has no sequence parallelism where its keys date its GPT-NeoX before
+    sequence_parallel (audit.core.neox_space), else ""."""
+    from placement.audit.readers.neox import since, version_takes, version_window
+
+    if version_takes("sequence_parallel", stated) is not False:
+        return ""
+    _, oldest = version_window(stated)
+    commit, date = since("sequence_parallel")
+    by = f" ({oldest[0]} is last in {oldest[1]} of {oldest[2]})" if oldest else ""
+    return (f"; the best plan runs without sequence parallelism: the config's keys date its GPT-NeoX before {commit} "
+            f"({date}), which added sequence_parallel{by}")
 
 
 def ranks_text(ranks: list[int]) -> str:
@@ -90,7 +104,8 @@ def change_lines(a: Audit) -> list[tuple[str, str]]:
         if c["from"] is not None:
             lines.append(("-", setting(c["argument"], c["from"]) + (f"    # {note}" if on_from else "")))
         if c["to"] is not None:
-            lines.append(("+", setting(c["argument"], c["to"]) + (f"    # {note}" if note and not on_from else "")))
+            said = [x for x in (None if on_from else note, c.get("requires")) if x]
+            lines.append(("+", setting(c["argument"], c["to"]) + (f"    # {'; '.join(said)}" if said else "")))
     return lines
 
 

@@ -360,6 +360,8 @@ def merge(groups: list[Settings]) -> Settings:
         out.megatron_lm = out.megatron_lm or g.megatron_lm
         out.bridge = out.bridge or g.bridge
         out.neox = out.neox or g.neox
+        out.config_keys |= g.config_keys
+        out.unknown_keys += g.unknown_keys
         out.megatron_deepspeed = out.megatron_deepspeed or g.megatron_deepspeed
         out.json_sync = g.json_sync or out.json_sync
     return out

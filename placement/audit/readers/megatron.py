@@ -714,7 +714,9 @@ def finish(s: Settings) -> None:
     if not s.has("sequence_parallel"):
         s.put("sequence_parallel", False, "")
     elif tp == 1 and s.value("sequence_parallel"):
-        s.ignored.append(f"sequence parallel with tp 1 is turned off by Megatron ({s.sources['sequence_parallel']})")
+        s.ignored.append(f"sequence_parallel true with model_parallel_size 1 has no effect in GPT-NeoX "
+                         f"({s.sources['sequence_parallel']})" if s.neox else
+                         f"sequence parallel with tp 1 is turned off by Megatron ({s.sources['sequence_parallel']})")
         s.put("sequence_parallel", False, s.sources["sequence_parallel"])
     if not s.has("recompute"):
         s.put("recompute", "none", "")

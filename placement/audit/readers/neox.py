@@ -3,12 +3,15 @@ the audit reads them as a DeepSpeed job."""
 
 from __future__ import annotations
 
+import difflib
 import re
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from placement.audit.readers.common import read_int
-from placement.audit.readers.reading import Settings
+from placement.audit.readers.neox_keys import COMMIT_DATES, FIRST_ON_MAIN, KEYS, SOURCE_HEAD
+from placement.audit.readers.reading import Settings, UnknownKey
 from placement.errors import InputError
 
 NEOX_KEYS = {"pipe_parallel_size": "pp", "model_parallel_size": "tp", "train_micro_batch_size_per_gpu":
@@ -40,12 +43,31 @@ def read_yamls(parts: list[tuple[Path, dict, list[str]]], s: Settings) -> None:
     first = parts[0][0]
     s.neox = True
 
-    def ev(key: str) -> str:
-        raw, _, path, lines = keys[key]
+    stated_at: dict[tuple[Path, str], int] = {}  # (file, a word followed by ":") -> its first line, not a comment
+    for path, _, lines in parts:
         for n, line in enumerate(lines, 1):
-            if not line.lstrip().startswith("#") and re.search(rf"[\"']?{re.escape(str(raw))}[\"']?\s*:", line):
-                return f"{path}:{n}: {line.strip()[:160]}"
-        return f"{path}: {raw}"
+            if not line.lstrip().startswith("#"):
+                for m in KEY_AT.finditer(line):
+                    stated_at.setdefault((path, m.group(1)), n)
+
+    def line_of(key: str) -> tuple[Path, int | None, str]:
+        """(file, line number, line text) where the files state `key` (None, "": not on a line of its own)."""
+        raw, _, path, lines = keys[key]
+        n = stated_at.get((path, str(raw)))
+        if n is None:  # a key with other characters than KEY_AT's words
+            n = next((n for n, line in enumerate(lines, 1) if not line.lstrip().startswith("#") and re.search(
+                rf"(?<![\w-])[\"']?{re.escape(str(raw))}[\"']?\s*:", line)), None)
+        return (path, n, lines[n - 1].strip()[:160]) if n is not None else (path, None, "")
+
+    def ev(key: str) -> str:
+        path, n, text = line_of(key)
+        return f"{path}:{n}: {text}" if n is not None else f"{path}: {keys[key][0]}"
+
+    _check_keys(keys, line_of, ev, s)
+    s.config_keys = {k: _text(v) for k, (_, v, _, _) in keys.items()}
+    zero_section = keys.get("zero_optimization", (None, None))[1]
+    if isinstance(zero_section, dict) and "stage" in zero_section:
+        s.config_keys["zero_optimization.stage"] = _text(zero_section["stage"])
 
     def flag(key: str, default: bool | None = None) -> bool | None:
         """A boolean key as GPT-NeoX's validate_types takes it (YAML true/false), else an InputError."""
@@ -115,6 +137,119 @@ def read_yamls(parts: list[tuple[Path, dict, list[str]]], s: Settings) -> None:
         s.put("parallel_residual", flag("gpt_j_residual"), ev("gpt_j_residual"))
     elif not s.has("parallel_residual"):  # another of the job's files may set it; GPT-NeoX's default is off
         s.put("parallel_residual", False, f"{first}: no gpt_j_residual (GPT-NeoX's default: false)")
+
+
+KEY_AT = re.compile(r"(?<![\w.-])[\"']?([\w.-]+)[\"']?\s*:")
+"""A key where a line states it: a word of letters, digits, `_`, `-` or `.`, maybe quoted, then `:`."""
+
+
+def _text(value: Any) -> str:
+    """A config value as the change list spells it: true / false, a mapping or a list elided, else as written."""
+    if isinstance(value, dict):
+        return "{...}"
+    if isinstance(value, list):
+        return "[...]"
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+VERSIONS_READ = f"the NeoXArgs fields of EleutherAI/gpt-neox from {min(COMMIT_DATES.values())[:7]} to {SOURCE_HEAD}"
+"""The GPT-NeoX versions neox_keys.KEYS was read from, for messages."""
+TYPO_CUTOFF = 0.9
+"""difflib similarity at or above which an unknown key with the same words as a known one, one of them spelled
+differently, is taken for a typo of it (Megatron's NEAR_MISS_CUTOFF too)."""
+SUGGEST_CUTOFF = 0.6
+"""difflib similarity at or above which a known key is named as the nearest to an unknown one (difflib's default)."""
+
+
+def nearest_key(key: str) -> str | None:
+    """The known GPT-NeoX key nearest to `key` (with `-` read as `_`, in any letter case; difflib, at least
+    SUGGEST_CUTOFF similar), or None."""
+    low = key.replace("-", "_").lower()
+    if low in KEYS:
+        return low
+    close = difflib.get_close_matches(low, list(KEYS), n=1, cutoff=SUGGEST_CUTOFF)
+    return close[0] if close else None
+
+
+def typo_of(key: str, nearest: str | Literal[False] | None = False) -> str | None:
+    """The known GPT-NeoX key `key` surely misspells, or None: the same key in other letter case, or one with as many
+    `_`-separated words, all but one the same and that one misspelled (a difflib similarity of the keys of at least
+    TYPO_CUTOFF).  A word that differs only in its digits names another key, as adam_beta1 and adam_beta2 did, and
+    a word added or dropped may too (gptj_residual, gpt_j_residual): those are not taken for typos.  `nearest`:
+    nearest_key(key), where the caller has it (False: not computed yet)."""
+    low = key.replace("-", "_").lower()
+    known = nearest_key(key) if nearest is False else nearest
+    if known is None or known == low:
+        return known
+    if difflib.SequenceMatcher(None, low, known).ratio() < TYPO_CUTOFF:
+        return None
+    words, known_words = low.split("_"), known.split("_")
+    if len(words) != len(known_words):
+        return None
+    differ = [(a, b) for a, b in zip(words, known_words, strict=True) if a != b]
+    if len(differ) != 1 or re.sub(r"\d", "", differ[0][0]) == re.sub(r"\d", "", differ[0][1]):
+        return None
+    return known
+
+
+def _check_keys(keys: dict, line_of, ev, s: Settings) -> None:
+    """Every top-level key against the keys GPT-NeoX takes in any version (neox_keys.KEYS): GPT-NeoX refuses a config
+    with another one (NeoXArgs(**config) raises TypeError), so a sure typo of a known key is an error naming each, and
+    any other unknown key (a fork's, or a version newer than the one read) is kept in `unknown_keys`, for the audit to
+    report."""
+    typos = []
+    for norm, (raw, _, path, _) in keys.items():
+        if norm in KEYS:
+            continue
+        near = nearest_key(str(raw))
+        known = typo_of(str(raw), near)
+        if known is not None:  # in the file's own spelling: dashes where it writes dashes
+            meant = known.replace("_", "-") if "-" in str(raw) and "_" not in str(raw) else known
+            typos.append(f"{ev(norm)}: unknown key {raw}; did you mean {meant}?")
+            continue
+        _, line, _ = line_of(norm)
+        s.unknown_keys.append(UnknownKey(key=str(raw), file=str(path), line=line, suggestion=near))
+    if typos:
+        which = "this key" if len(typos) == 1 else "these keys"
+        raise InputError(f"{'; '.join(typos)} No GPT-NeoX version has {which} ({VERSIONS_READ}), and GPT-NeoX refuses "
+                         f"a config with a key it does not know (NeoXArgs(**config) raises TypeError), so this job "
+                         f"would not start: correct the spelling")
+
+
+def since(key: str) -> tuple[str, str]:
+    """(commit, date) of the first GPT-NeoX version that takes `key`: the first of its main line (FIRST_ON_MAIN) for a
+    key the dataclasses had from the start."""
+    commit = KEYS[key][0]
+    if COMMIT_DATES[commit] <= COMMIT_DATES[FIRST_ON_MAIN]:
+        commit = FIRST_ON_MAIN
+    return commit, COMMIT_DATES[commit]
+
+
+def version_window(stated: Iterable[str]) -> tuple[tuple[str, str, str] | None, tuple[str, str, str] | None]:
+    """What a config's own keys say of the GPT-NeoX version that runs it: (key, commit, date) of the key GPT-NeoX
+    added last, which the version must have, and of the key GPT-NeoX removed first, which it must still have (None
+    where no known key bounds it)."""
+    known = [k for k in stated if k in KEYS]
+    newest = max(((k, *since(k)) for k in known), key=lambda x: (x[2], x[0]), default=None)
+    removed = [(k, KEYS[k][1], COMMIT_DATES[KEYS[k][1]]) for k in known if KEYS[k][1] is not None]
+    oldest = min(removed, key=lambda x: (x[2], x[0]), default=None)
+    return newest, oldest
+
+
+def version_takes(key: str, stated: Iterable[str]) -> bool | None:
+    """Whether the GPT-NeoX version that runs a config stating the keys `stated` takes `key`: True or False where
+    the config's own keys decide it (version_window), None where they leave it open."""
+    if key in stated:
+        return True
+    first, last = since(key)[1], KEYS[key][1] and COMMIT_DATES[KEYS[key][1]]
+    newest, oldest = version_window(stated)
+    low = newest[2] if newest else None
+    high = oldest[2] if oldest else None
+    if (high is not None and high < first) or (last and low is not None and low > last):
+        return False
+    if low is not None and low >= first and (not last or (high is not None and high <= last)):
+        return True
+    return None
 
 
 GATED = frozenset({"geglu", "reglu", "bilinear", "swiglu", "glu"})

@@ -20,6 +20,19 @@ from placement.specs._base import Frozen
 Framework = Literal["megatron", "torchtitan", "deepspeed", "maxtext"]
 
 
+class UnknownKey(Frozen):
+    """A key of a config file that no version of its framework takes (GPT-NeoX: readers.neox_keys), where it is no
+    sure typo of one it takes (that is an error)."""
+
+    key: str
+    """As the file spells it."""
+    file: str
+    line: int | None = None
+    """1-based, None where the key is not found on a line of its own (a flow mapping on one line)."""
+    suggestion: str | None = None
+    """The nearest key the framework takes (difflib), if any is near."""
+
+
 class LaunchLayout(Frozen):
     """The layout a job's launch files state.  Fields without an entry in `sources` are defaults."""
 
@@ -101,6 +114,13 @@ class LaunchLayout(Frozen):
     """Field -> "file:line: original text", the evidence for each value read from the files."""
     ignored: tuple[str, ...] = ()
     """Settings seen that affect performance but are not modelled."""
+    config_keys: dict[str, str] = Field(default_factory=dict)
+    """GPT-NeoX: every top-level key the config files state (a `-` read as `_`, as GPT-NeoX reads it) and
+    zero_optimization.stage, each with its value as the change list spells it (true / false, numbers as written, a
+    mapping or a list elided as {...} / [...]): the change list's launched side and the config's GPT-NeoX version
+    (readers.neox.version_window)."""
+    unknown_keys: tuple[UnknownKey, ...] = ()
+    """Keys the files state that no version of the framework takes (GPT-NeoX), priced without them."""
 
     def virtual_stages(self, num_layers: int) -> int:
         """vpp for a model of `num_layers` layers (uses `layers_per_virtual_stage` when the files gave it).
@@ -201,6 +221,9 @@ class Reading:
     ignored: tuple[str, ...]
     dialect: str | None = None
     """"gpt-neox" where a GPT-NeoX config states the job (DeepSpeed runs it in GPT-NeoX's own keys)."""
+    config_keys: dict[str, str] = field(default_factory=dict)
+    """LaunchLayout.config_keys."""
+    unknown_keys: tuple[UnknownKey, ...] = ()
 
     def launch_layout(self) -> LaunchLayout:
         """The validated LaunchLayout; an InputError names each value out of range with its evidence."""
@@ -208,7 +231,8 @@ class Reading:
         fields = {k: v for k, v in stated.items() if v is not None and k != "pp_layout"}
         try:
             return LaunchLayout(framework=self.framework, recipe=self.recipe, sources=self.sources,
-                                ignored=self.ignored, dialect=self.dialect, **fields)
+                                ignored=self.ignored, dialect=self.dialect, config_keys=self.config_keys,
+                                unknown_keys=self.unknown_keys, **fields)
         except ValueError as err:  # pydantic ValidationError: a value out of range
             bad = "; ".join(f"{'.'.join(str(x) for x in e['loc'])} = {e.get('input')!r} "
                             f"({self.sources.get(str(e['loc'][0]), '')}): {e['msg']}"
@@ -289,6 +313,10 @@ class Settings:
     """A Megatron-DeepSpeed command (--deepspeed with Megatron's model flags) was read."""
     neox: bool = False
     """A GPT-NeoX config is among the files: its own arguments decide DeepSpeed's checkpointing settings."""
+    config_keys: dict[str, str] = field(default_factory=dict)
+    """LaunchLayout.config_keys (GPT-NeoX)."""
+    unknown_keys: list[UnknownKey] = field(default_factory=list)
+    """LaunchLayout.unknown_keys."""
     json_sync: tuple[bool, str] | None = None
     """A DeepSpeed JSON's activation_checkpointing.synchronize_checkpoint_boundary (value, evidence), which the
     join applies unless the training code passes its own (Megatron-DeepSpeed's, GPT-NeoX's configure call)."""
@@ -338,4 +366,4 @@ class Settings:
         """The frozen record the core reads: the values set and the evidence that has text."""
         return Reading(framework, self.layout, self.job, dict(self.recipe),
                        {k: ev for k, ev in self.sources.items() if ev}, tuple(self.ignored),
-                       "gpt-neox" if self.neox else None)
+                       "gpt-neox" if self.neox else None, dict(self.config_keys), tuple(self.unknown_keys))
