@@ -1064,6 +1064,34 @@ def _framework_recipe(framework, recipe, sources: dict[str, str], precision):
                              f"--framework")
         recipe = recipe.model_copy(update={field: value})
         sources[field] = f"--framework {framework}: {why}"
+    return _framework_modules(framework, recipe, sources)
+
+
+PER_OP_FRAMEWORK = ("its activation-checkpoint:selective is its per-op policy, recompute module per_op "
+                    "(torchtitan 0.3.0 distributed/activation_checkpoint.py SelectiveAC)")
+"""Why `--framework torchtitan` prices selective recompute as per_op."""
+
+
+def _framework_modules(framework: str, recipe, sources: dict[str, str]):
+    """Selective recompute as `framework` runs it: torchtitan's is its per-op policy, whatever module list is asked
+    for (refused, naming both); Megatron-LM and MaxText cannot run torchtitan's policy (refused).  DeepSpeed's and
+    a device mesh's selective recompute is the user's model code: any list."""
+    from placement.specs.recipe import RecomputeModule
+
+    modules = tuple(recipe.recompute_modules)
+    per_op = (RecomputeModule.PER_OP,)
+    given = " ".join(recipe_args({"recompute_modules": modules})) if sources.get("recompute_modules") == "flag" \
+        else f"recompute_modules from {sources.get('recompute_modules', '').removeprefix('file:')}"
+    if framework == "torchtitan":
+        if modules and modules != per_op:
+            raise InputError(f"--framework torchtitan recomputes selectively with its per-op policy only "
+                             f"({PER_OP_FRAMEWORK}), not {','.join(m.value for m in modules)}; drop {given}, give "
+                             f"--recompute-modules per_op, or drop --framework")
+        sources["recompute_modules"] = sources.get("recompute_modules") or f"--framework torchtitan: {PER_OP_FRAMEWORK}"
+        return recipe.model_copy(update={"recompute_modules": per_op}), sources
+    if framework in ("megatron", "maxtext") and RecomputeModule.PER_OP in modules:
+        raise InputError(f"--framework {framework} cannot run torchtitan's per-op checkpointing (recompute module "
+                         f"per_op); drop {given}, give its own module list, or drop --framework")
     return recipe, sources
 
 

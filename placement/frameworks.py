@@ -18,6 +18,7 @@ from placement.cost.batch import LayoutBatch
 from placement.errors import InputError
 from placement.specs import ModelSpec
 from placement.specs.recipe import Fp8Recipe, GradAccumulation
+from placement.specs.training import AttentionKernel
 
 PRECISION_ONLY = {"fp8_recipe": "fp8"}
 """Recipe fields that price something at one precision only: a capability row for one holds for jobs at it."""
@@ -119,7 +120,12 @@ CAPABILITIES: dict[str, Capability] = {
                                                   "has no tensorwise (components/quantization/float8.py:58), "
                                                   "Float8GroupedExpertsConverter runs rowwise scaled grouped GEMMs "
                                                   "(float8.py:257-260), and no flag reaches either (model_spec is "
-                                                  "suppressed from the CLI, trainer.py:75-77)"))),
+                                                  "suppressed from the CLI, trainer.py:75-77)"),
+                ("attention_kernel", AttentionKernel.FLASH2,
+                 "torchtitan 0.3.0's language models run FlexAttention (models/llama3/__init__.py model_registry: "
+                 "attn_backend 'flex', which every config_registry config takes), a Triton kernel of "
+                 "FlashAttention-2's class: about 90 % of its forward and 85 % of its backward (PyTorch blog "
+                 "'FlexAttention', 2024), priced as FlashAttention-2"))),
     "deepspeed": Capability(
         "deepspeed", "DeepSpeed 0.19.8", zero_stages=(1, 2, 3), zero_stages_with_pp=(1,), max_vpp=1, max_cp=1,
         max_ep=1, etp="one", even_pipeline=True, hsdp=False,

@@ -184,13 +184,15 @@ def test_torchtitan_without_an_activation_checkpoint_table_runs_its_default_laye
 
 
 def test_torchtitan_selective_is_priced_as_its_per_op_policy() -> None:
-    """0.3.0's selective activation checkpointing is its per-op policy: read as recompute module per_op, priced
-    as such (tests/test_per_op_checkpointing.py), with its source, not noted as something else."""
+    """selective_ac_option 'op' is the per-op policy: read as recompute module per_op, priced as such
+    (tests/test_per_op_checkpointing.py) with its source; this 0.2.x file's attention runs wq, wk and wv apart, which
+    the note says is priced as 0.3.0's fused wqkv."""
     data = _audit(TT_8B, *TT_JOB)
     assert data["layout"]["recompute"] == "selective"
     assert data["estimate"]["recipe"]["recompute_modules"] == ["per_op"]
     assert "torchtitan's per-op policy" in data["layout"]["sources"]["recipe.recompute_modules"]
-    assert not any("per-op" in x for x in data["layout"]["ignored"])
+    assert [x for x in data["layout"]["ignored"] if "per-op" in x] == [
+        next(x for x in data["layout"]["ignored"] if x.startswith("per-op checkpointing of torchtitan 0.2.x"))]
 
 
 def test_torchtitan_batch_and_sequence_defaults(tmp_path) -> None:
@@ -289,18 +291,41 @@ def test_a_bridge_configs_overlap_survives_a_script_of_overrides(tmp_path) -> No
     assert "dp_overlap" not in parse_launch([script, yaml]).recipe
 
 
+@pytest.mark.parametrize("drop", ["--parallelism.tensor_parallel_degree 8 ", "--training.seq_len 8192 ",
+                                  "activation-checkpoint:full"])
+def test_a_torchtitan_030_line_states_what_its_named_config_sets(tmp_path, drop: str) -> None:
+    """torchtitan 0.3.0's named config sets the degrees, batch, sequence and activation checkpointing of the job
+    (llama3_70b: tensor_parallel_degree 8, FullAC, ...); placement does not run config_registry.py, so a line that
+    leaves one to it is refused, naming it, rather than priced as another job."""
+    from placement.audit.launch import parse_launch
+    from placement.errors import InputError
+
+    line = ("torchrun --nnodes 8 --nproc-per-node 8 -m torchtitan.train --module llama3 --config llama3_70b "
+            "--parallelism.tensor_parallel_degree 8 --parallelism.pipeline_parallel_degree 1 "
+            "--parallelism.context_parallel_degree 1 --parallelism.expert_parallel_degree 1 "
+            "--training.local_batch_size 8 --training.seq_len 8192 activation-checkpoint:full\n")
+    path = tmp_path / "run.sh"
+    path.write_text(line)
+    assert parse_launch([path]).tp == 8
+    path.write_text(line.replace(drop, ""))
+    with pytest.raises(InputError, match="named config sets") as err:
+        parse_launch([path])
+    assert drop.split()[0].removeprefix("--").removesuffix("full") in str(err.value)
+
+
 def test_torchtitan_030_without_disable_cuda_graphs_runs_them(tmp_path) -> None:
-    """0.3.0 captures forward and backward in a CUDA graph unless --training.disable_cuda_graphs (pp 1, ep 1); a
-    named config's batch and sequence are its config function's, noted, not replaced by 0.2 defaults."""
+    """0.3.0 captures forward and backward in a CUDA graph unless --training.disable_cuda_graphs (pp 1, ep 1)."""
     from placement.audit.launch import parse_launch
 
     line = ("torchrun --nnodes 1 --nproc-per-node 8 -m torchtitan.train --module llama3 --config llama3_8b "
-            "--parallelism.data_parallel_shard_degree 8 activation-checkpoint:full{extra}\n")
+            "--parallelism.data_parallel_shard_degree 8 --parallelism.tensor_parallel_degree 1 "
+            "--parallelism.pipeline_parallel_degree 1 --parallelism.context_parallel_degree 1 "
+            "--parallelism.expert_parallel_degree 1 --training.local_batch_size 1 --training.seq_len 8192 "
+            "activation-checkpoint:full{extra}\n")
     graphs = tmp_path / "graphs.sh"
     graphs.write_text(line.format(extra=""))
     lay = parse_launch([graphs])
-    assert lay.recipe["cuda_graphs"] == "full"
-    assert any("config_registry" in x and "seq_len" in x for x in lay.ignored) and lay.seq_len is None
+    assert lay.recipe["cuda_graphs"] == "full" and lay.seq_len == 8192
     off = tmp_path / "off.sh"
     off.write_text(line.format(extra=" --training.disable_cuda_graphs"))
     assert "cuda_graphs" not in parse_launch([off]).recipe

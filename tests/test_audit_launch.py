@@ -355,13 +355,17 @@ def test_plain_argument_file(tmp_path: Path) -> None:
     assert (lay.tp, lay.pp, lay.vpp) == (8, 4, 64 // 4 // 2)
 
 
+TT_STATED = "--parallelism.context_parallel_degree 1 --parallelism.expert_parallel_degree 1 --training.seq_len 8192 "
+"""What a torchtitan 0.3.0 line must state beside its degrees, batch and checkpointing (its named config sets them)."""
+
+
 def test_torchtitan_030_flags_in_script(tmp_path: Path) -> None:
     lay = _parse_tmp({"run.sh": "torchrun --nnodes 2 --nproc-per-node 8 -m torchtitan.train --module llama3 "
                                 "--config llama3_8b --parallelism.tensor_parallel_degree 4 "
                                 "--parallelism.data_parallel_shard_degree=2 --parallelism.pipeline_parallel_degree 2 "
                                 "--parallelism.pipeline_parallel_schedule ZBVZeroBubble "
                                 "--parallelism.pipeline_parallel_microbatch_size 2 --training.local_batch_size 8 "
-                                "--training.disable_cuda_graphs activation-checkpoint:full\n"})
+                                f"{TT_STATED}--training.disable_cuda_graphs activation-checkpoint:full\n"})
     assert (lay.tp, lay.pp, lay.vpp, lay.dp, lay.micro_batch_size, lay.recompute, lay.model_ref) == (
         4, 2, 2, 2, 2, "full", "llama3:llama3_8b")
     # no fsdp_reshard_after_forward: "default", which is `not pp_enabled` (torchtitan 0.3.0
@@ -377,7 +381,8 @@ def test_torchtitan_reshard_policy_reads_as_torchtitan_resolves_it(tmp_path: Pat
                                 f"--parallelism.tensor_parallel_degree {4 // pp} "
                                 f"--parallelism.pipeline_parallel_degree {pp} "
                                 f"--parallelism.fsdp_reshard_after_forward {policy} "
-                                "--compile.no-enable-async-tensor-parallel --training.local_batch_size 8\n"})
+                                "--compile.no-enable-async-tensor-parallel --training.local_batch_size 8 "
+                                f"{TT_STATED}activation-checkpoint:none\n"})
     assert lay.zero_stage == zero and lay.tp == 4 // pp
 
 

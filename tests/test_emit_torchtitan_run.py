@@ -22,7 +22,8 @@ JOB = ["--gpus", "16", "--seq-len", "4096", "--global-batch", "64"]
 def _evaluate(tmp_path: Path | None, *argv: str) -> dict:
     """`evaluate --json` of llama3-8b on 16 H100s (with --emit torchtitan into `tmp_path`)."""
     out = ["--emit", "torchtitan", "--out", str(tmp_path)] if tmp_path is not None else []
-    result = CliRunner().invoke(main, ["evaluate", "--model", "llama3-8b", *JOB, "--grad-reduce-fp32", *argv,
+    result = CliRunner().invoke(main, ["evaluate", "--model", "llama3-8b", *JOB, "--grad-reduce-fp32",
+                                       "--attention-kernel", "flash2", *argv,
                                        "--json", *out])
     assert result.exit_code in (0, 1), result.output
     return json.loads(result.stdout)
@@ -138,13 +139,16 @@ def test_a_torchtitan_framework_plan_prices_the_rowwise_float8_its_config_runs(t
         "evaluate", "--model", "llama3-405b", "--gpus", "128", "--seq-len", "8192", "--global-batch", "128",
         "--precision", "fp8", "--fp8-recipe", "rowwise", "--grad-reduce-fp32", "--tp", str(lay["tp"]), "--cp",
         str(lay["cp"]), "--pp", str(lay["pp"]), "--vpp", str(lay["vpp"]), "--mbs", str(lay["micro_batch_size"]),
-        "--zero", "3", "--dp-shard", str(lay["dp_shard"]), "--recompute", lay["recompute"], "--json"])
+        "--zero", "3", "--dp-shard", str(lay["dp_shard"]), "--recompute", lay["recompute"],
+        *(["--recompute-modules", "per_op"] if lay["recompute"] == "selective" else []),
+        "--attention-kernel", "flash2", "--json"])
     assert again.exit_code in (0, 1), again.output
     assert json.loads(again.stdout)["step_time_s"] == pytest.approx(plan["step_time_s"], rel=2e-3)
 
 
 def test_a_tensorwise_plan_emitted_for_torchtitan_is_priced_rowwise(tmp_path):
-    lay = ["--tp", "8", "--pp", "2", "--zero", "3", "--recompute", "full", "--grad-reduce-fp32"]
+    lay = ["--tp", "8", "--pp", "2", "--zero", "3", "--recompute", "full", "--grad-reduce-fp32", "--attention-kernel",
+           "flash2"]
     argv = ["evaluate", "--model", "llama3-405b", "--gpus", "256", "--seq-len", "8192", "--global-batch", "256",
             "--precision", "fp8", *lay, "--json"]
     result = CliRunner().invoke(main, [*argv, "--out", str(tmp_path), "--emit", "torchtitan"])

@@ -314,3 +314,12 @@ def test_the_key_table_is_what_the_generator_reads_from_gpt_neox(tmp_path: Path)
 ])
 def test_what_a_configs_keys_say_of_its_gpt_neox(key: str, stated: set[str], takes: bool | None) -> None:
     assert version_takes(key, stated) is takes
+
+
+def test_the_change_list_names_each_key_as_the_config_spells_it() -> None:
+    """GPT-NeoX reads `-` as `_` and takes a key written both ways without complaint, so a change in the other
+    spelling than the config's might add a second line GPT-NeoX does not take: each key as the file writes it."""
+    data, _ = _audit(DATA / "20B-c560814b.yml", "gpt-neox-a100-40g", 96)
+    names = {c["argument"] for c in data["changes"]}
+    assert "checkpoint-activations" in names and "checkpoint_activations" not in names  # line 67 spells it so
+    assert "train_micro_batch_size_per_gpu" in names  # and line 61 so

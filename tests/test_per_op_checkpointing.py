@@ -1,8 +1,9 @@
 """torchtitan's per-op selective activation checkpointing (RecomputeModule.PER_OP; torchtitan 0.3.0
 distributed/activation_checkpoint.py SelectiveAC): in each block it saves the matmul, attention-kernel and
-reduce-scatter / all-to-all outputs except every second matmul, and recomputes the rest.  For Llama's block
-(wq, wk, wv, wo, w1, w3, w2) that is wk, wo and w3 recomputed, with every element-wise op; the routed experts'
-grouped GEMMs and the router of an MoE block are recomputed whole."""
+reduce-scatter / all-to-all outputs except every second matmul, and recomputes the rest.  0.3.0 builds every
+attention with one fused wqkv (models/common/attention.py FusedQKVLinear), so Llama's block (wqkv, wo, w1, w3, w2)
+recomputes wo and w3 with every element-wise op; the routed experts' grouped GEMMs and the router of an MoE block
+are recomputed whole, and a biased projection (addmm) is always saved."""
 
 from __future__ import annotations
 
@@ -40,35 +41,41 @@ def _setup(model: str, tp: int, recompute: str, modules: str = "", gpus: int = 8
     return w, train, topo, batch, recipe
 
 
-def test_llama_block_recomputes_wk_wo_w3_and_its_elementwise_ops() -> None:
+def test_llama_block_recomputes_wo_w3_and_its_elementwise_ops() -> None:
     w, train, topo, batch, recipe = _setup("llama3-8b", 2, "selective", "per_op")
     x = context(w, train, topo, batch, recipe)
     attn, mlp, _ = per_op_gemms(x)
-    assert [g.saved for g in attn] == [True, False, True, False]  # wq, wk, wv, wo
-    assert [g.saved for g in mlp] == [True, False, True]  # w1, w3, w2 (counted on from the attention's 4)
+    assert [g.saved for g in attn] == [True, False]  # wqkv, wo
+    assert [g.saved for g in mlp] == [True, False, True]  # w1, w3, w2 (counted on from the attention's 2)
     *_, none_batch, none_recipe = _setup("llama3-8b", 2, "none")
     plain = layer_compute(context(w, train, topo, none_batch, none_recipe)).dense_s
     per_op = layer_compute(x).dense_s
     h, tokens = w.hidden, SEQ
-    redo = (gemm_time(tokens, w.kv_dim / 2 / 2, h, 1, x.gemm) + gemm_time(tokens, h, w.out_dim / 2, 1, x.gemm)
-            + gemm_time(tokens, w.dense_ffn / 2, h, 1, x.gemm)
+    redo = (gemm_time(tokens, h, w.out_dim / 2, 1, x.gemm) + gemm_time(tokens, w.dense_ffn / 2, h, 1, x.gemm)
             + elementwise_time(tokens, h, x.sp_shard, x.hbm_bw))
     assert float(per_op[0] - plain[0]) == pytest.approx(float(np.asarray(redo).ravel()[0]), rel=1e-9)
 
 
 def test_llama_block_keeps_its_input_saved_outputs_and_reduce_scatters() -> None:
-    """Per token at tp 2 with sequence parallelism: the input's shard (2 h / 2), wq's and wv's outputs, the
-    attention output and its log-sum-exp, wo's and w2's reduce-scattered outputs, w1's output and w2's whole-width
-    partial sums (before its reduce-scatter)."""
+    """Per token at tp 2 with sequence parallelism: the input's shard (2 h / 2), wqkv's output, the attention output
+    and its log-sum-exp, wo's and w2's reduce-scattered outputs, w1's output and w2's whole-width partial sums
+    (before its reduce-scatter)."""
     w, train, topo, batch, recipe = _setup("llama3-8b", 2, "selective", "per_op")
     kept = float(layer_activations(context(w, train, topo, batch, recipe)).dense[0])
     h, q, kv, ffn, heads = w.hidden, w.q_dim, w.kv_dim, w.dense_ffn, w.num_heads
-    per_token = (2 * h / 2 + 2 * q / 2 + 2 * (kv / 2) / 2 + (2 * w.out_dim + 4 * heads) / 2 + 2 * 2 * h / 2
+    per_token = (2 * h / 2 + 2 * (q + kv) / 2 + (2 * w.out_dim + 4 * heads) / 2 + 2 * 2 * h / 2
                  + 2 * ffn / 2 + 2 * h)
     assert kept == pytest.approx(SEQ * per_token, rel=1e-12)
     # between no recompute and a full one
     none = layer_activations(context(w, train, topo, *_setup("llama3-8b", 2, "none")[3:])).dense[0]
     assert layer_activations(context(w, train, topo, batch, recipe)).layer_input[0] < kept < none
+
+
+def test_biased_projections_are_always_kept() -> None:
+    """GPT-OSS's projections carry biases: each runs as addmm, which the policy saves and does not count."""
+    w, train, topo, batch, recipe = _setup("gpt-oss-120b", 1, "selective", "per_op", ep=8)
+    attn, _, _ = per_op_gemms(context(w, train, topo, batch, recipe))
+    assert attn and all(g.saved for g in attn)
 
 
 def test_moe_block_recomputes_its_router_and_routed_experts() -> None:
@@ -104,6 +111,26 @@ def test_per_op_sits_between_no_recompute_and_full() -> None:
     # its recompute counts as hardware FLOPs, not model FLOPs; and its one extra TP all-gather pair per layer
     assert per_op["hfu"] > per_op["mfu"] and none["hfu"] == pytest.approx(none["mfu"], rel=1e-3)
     assert per_op["breakdown"]["tp"] == pytest.approx(none["breakdown"]["tp"] * 5 / 4, abs=2e-6)
+    # without sequence parallelism the recompute all-reduces both row-parallel outputs again: 6 all-reduces, not 4
+    plain = _evaluate("--recompute", "none", "--no-sequence-parallel")
+    redone = _evaluate("--recompute", "selective", "--recompute-modules", "per_op", "--no-sequence-parallel")
+    assert redone["breakdown"]["tp"] == pytest.approx(plain["breakdown"]["tp"] * 6 / 4, abs=2e-6)
+
+
+def test_per_op_gathers_the_context_parallel_kv_again() -> None:
+    """With context parallelism the attention output is kept but the K/V all-gather (flex attention's
+    cplib::flex_cp_allgather) is not: the recompute gathers again, with no attention core to hide behind."""
+    base = ["--cp", "2", "--seq-len", "32768", "--gpus", "8", "--global-batch", "8", "--cp-comm-type", "all_gather"]
+    plain = _evaluate_at(*base, "--recompute", "none")
+    redone = _evaluate_at(*base, "--recompute", "selective", "--recompute-modules", "per_op")
+    assert redone["breakdown"]["cp"] == pytest.approx(plain["breakdown"]["cp"] * 4 / 3, abs=2e-6)
+
+
+def _evaluate_at(*args: str) -> dict:
+    result = CliRunner().invoke(main, ["evaluate", "--model", "llama3-8b", "--cluster", "dgx-h100", "--tp", "2",
+                                       "--json", *args])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)
 
 
 def test_per_op_takes_no_megatron_module_beside_it() -> None:
@@ -130,3 +157,41 @@ def test_torchtitan_plans_price_per_op_and_megatron_files_cannot_run_it(tmp_path
     assert result.exit_code == 0, result.output
     text = (out / "megatron.sh").read_text()
     assert "--recompute-modules core_attn" in text and "selective recompute of core_attn (not per_op)" in text
+
+
+def _run(*args: str):
+    return CliRunner().invoke(main, ["evaluate", "--model", "llama3-8b", "--gpus", "8", "--tp", "2", "--zero", "2",
+                                     "--recompute", "selective", *args])
+
+
+def test_a_framework_prices_only_the_selective_recompute_it_runs() -> None:
+    """--framework torchtitan recomputes with its per-op policy whatever is asked (another list is refused, naming
+    both); Megatron-LM and MaxText cannot run torchtitan's policy."""
+    ok = _run("--framework", "torchtitan", "--json")
+    assert ok.exit_code == 0, ok.output
+    data = json.loads(ok.output)
+    assert data["recipe"]["recompute_modules"] == ["per_op"]
+    assert "per-op policy" in data["recipe_sources"]["recompute_modules"]
+    for framework, modules in (("torchtitan", "mlp"), ("megatron", "per_op"), ("maxtext", "per_op")):
+        bad = _run("--framework", framework, "--recompute-modules", modules)
+        assert bad.exit_code == 2 and f"--recompute-modules {modules}" in bad.output, (framework, bad.output)
+        assert "Traceback" not in bad.output
+
+
+def test_torchtitan_prices_its_flex_attention_as_flashattention_2() -> None:
+    ok = _run("--framework", "torchtitan", "--json")
+    data = json.loads(ok.output)
+    assert data["recipe"]["attention_kernel"] == "flash2"
+    assert "FlexAttention" in data["recipe_sources"]["attention_kernel"]
+    fa3 = json.loads(_run("--recompute-modules", "per_op", "--zero", "2", "--json").output)
+    assert data["step_time_s"] > fa3["step_time_s"]  # on Hopper FlashAttention-2 reaches less of the peak
+
+
+@pytest.mark.parametrize(("modules", "more"), [("mlp", True), ("core_attn,mlp", True), ("layernorm", False)])
+def test_hfu_counts_each_recomputed_modules_matmuls(modules: str, more: bool) -> None:
+    """HFU adds what selective recompute reruns: the MLP's matmuls under `mlp`; `layernorm` reruns element-wise
+    work only."""
+    data = json.loads(_run("--recompute-modules", modules, "--json").output)
+    base = json.loads(_run("--recompute-modules", "layernorm", "--json").output)
+    ratio = data["hfu"] / data["mfu"]
+    assert (ratio > base["hfu"] / base["mfu"] + 0.05) is more

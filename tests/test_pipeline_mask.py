@@ -53,9 +53,9 @@ def test_neox_row_sends_its_mask_with_every_activation() -> None:
     assert abs(with_mask.error) < abs(without.error)
 
 
-def _evaluate(*extra: str) -> dict:
-    result = CliRunner().invoke(main, ["evaluate", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "16",
-                                       "--tp", "2", "--pp", "4", "--mbs", "1", "--recompute", "full",
+def _evaluate(*extra: str, gpus: int = 16, tp: int = 2) -> dict:
+    result = CliRunner().invoke(main, ["evaluate", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", str(gpus),
+                                       "--tp", str(tp), "--pp", "4", "--mbs", "1", "--recompute", "full",
                                        "--seq-len", "32768", "--global-batch", "32", "--json", *extra])
     assert result.exit_code == 0, result.output
     return json.loads(result.output)
@@ -63,7 +63,7 @@ def _evaluate(*extra: str) -> dict:
 
 def test_at_long_context_the_mask_outweighs_the_activation() -> None:
     """At s = 32,768 the mask is 2 GiB per micro-batch against a 128 MiB activation share (tp 2, hidden 4096):
-    the pipeline's traffic grows about sixteen-fold, and each micro-batch in flight keeps its 1 GiB bool mask."""
+    the pipeline's traffic grows ninefold at least, and the masks a stage holds, builds and copies take gigabytes."""
     plain, masked = _evaluate(), _evaluate("--pipeline-sends-mask")
     s2 = 32768 ** 2
     share = 32768 * 4096 * 2 / 2
@@ -71,10 +71,14 @@ def test_at_long_context_the_mask_outweighs_the_activation() -> None:
     # (1 + 16 + 1) / 2 = 9 times the transfer time (more with the mask's own send latency and copies)
     assert 2 * s2 == 16 * share
     assert masked["breakdown"]["exposed"]["pp"] > 9 * plain["breakdown"]["exposed"]["pp"]
-    # the last stage stays the peak (it holds the logits): one micro-batch in flight keeps its 1 GiB bool mask and
-    # the 16-bit receive buffer takes 2 GiB; 3 s^2 bytes more than without the mask (the JSON rounds to kB)
+    # the last stage stays the peak (it holds the logits): the mask of its one micro-batch in flight (1 GiB), the
+    # 16-bit receive buffer (2 GiB), and while it loads a micro-batch GPT-NeoX's float32 ones and their lower
+    # triangle beside the bool result (9 GiB): 12 s^2 bytes more than without the mask
     grown = masked["peak_memory_bytes"] - plain["peak_memory_bytes"]
-    assert grown == pytest.approx(3 * s2, abs=1e4)
+    assert grown == pytest.approx(12 * s2, abs=1e4)
+    # at tp 1 activations go whole, and the received mask stays in its buffer beside the forward pass's clone
+    whole = [_evaluate(*flag, gpus=8, tp=1)["peak_memory_bytes"] for flag in ((), ("--pipeline-sends-mask",))]
+    assert whole[1] - whole[0] == pytest.approx(13 * s2, abs=1e4)
 
 
 def test_one_stage_sends_nothing() -> None:

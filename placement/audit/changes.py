@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from placement.audit.readers.neox_keys import KEYS as NEOX_KNOWN_KEYS
 from placement.emit.common import EmitContext
 
 NODE_ORDER = "node order (torchrun --node-rank / hostfile lines)"
@@ -180,6 +181,19 @@ def launch_changes(framework: str, now: EmitContext, best: EmitContext, files_te
                         "to": ",".join(map(str, local_b[:gph])),
                         "note": "GPU order inside each node (first node shown; --out DIR writes every node's)"})
     return changes
+
+
+def spell_neox_keys(changes: list[dict], spelling: dict[str, str]) -> None:
+    """Name each GPT-NeoX key of `changes` as the config spells it (LaunchLayout.config_spelling): its own spelling
+    for a key it states, dashes for one it does not where its keys are written with dashes.  GPT-NeoX reads `-` as
+    `_` and does not refuse a key written both ways, so a line added in the other spelling might not be the one it
+    takes."""
+    for c in changes:
+        key = c["argument"]
+        if key in spelling:
+            c["argument"] = spelling[key]
+        elif "-" in spelling and key in NEOX_KNOWN_KEYS:  # not CUDA_VISIBLE_DEVICES and the like
+            c["argument"] = key.replace("_", "-")
 
 
 def neox_requirements(changes: list[dict], stated: dict[str, str], best: EmitContext) -> None:

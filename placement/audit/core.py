@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 from pydantic import ValidationError
 
-from placement.audit.changes import launch_changes, neox_requirements
+from placement.audit.changes import launch_changes, neox_requirements, spell_neox_keys
 from placement.audit.launch import LaunchLayout
 from placement.cost.batch import LayoutBatch, module_mask
 from placement.cost.constants import GiB
@@ -957,6 +957,7 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
                              best_ctx, files_text, launch.config_keys if launch.dialect == "gpt-neox" else None)
     if launch.dialect == "gpt-neox":
         neox_requirements(changes, launch.config_keys, best_ctx)
+        spell_neox_keys(changes, launch.config_spelling)
     if launch.rank_order != "tp-cp-ep-dp-pp":  # placement's emitters keep Megatron's default order
         if launch.framework == "deepspeed":
             changes.insert(0, {"argument": "topology axes", "from": "['data', 'pipe', ...]",

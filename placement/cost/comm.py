@@ -51,10 +51,12 @@ def tp_term(x: Ctx) -> TpTerm:
     # parallelism (with it, the forward would gather both norms' outputs, 1.5 all-reduces, the same 3 in all) and
     # dense (an MoE layer keeps `moe_share` of the sequential count)
     forward = 1.0 if x.w.parallel_residual else 2.0
-    # torchtitan's per-op checkpointing saves reduce-scatter outputs but not all-gathers: its recompute gathers the
-    # inputs of the attention's and the MLP's recomputed matmuls again (two all-gathers, one all-reduce's time), or
-    # without sequence parallelism all-reduces the recomputed output projection again (one)
-    ops = forward * (1.0 + x.full * x.full_layers_share) + 2.0 + 1.0 * x.module(M.PER_OP)
+    # torchtitan's per-op checkpointing saves reduce-scatter outputs but not all-gathers or all-reduces, and reruns
+    # the whole block but its saved ops (early_stop False): with sequence parallelism the recompute gathers the
+    # attention's and the MLP's inputs again (two all-gathers, one all-reduce's time), without it all-reduces both
+    # row-parallel outputs again (two; models/common/decoder_sharding.py rowwise_config)
+    redo = np.where(x.b.sp.astype(bool) & (x.b.tp > 1), 1.0, 2.0)
+    ops = forward * (1.0 + x.full * x.full_layers_share) + 2.0 + redo * x.module(M.PER_OP)
     dense = group.all_reduce(act) * ops
     moe_share = np.where((x.b.etp > 1) | (x.w.shared_ffn_total > 0), 1.0, 0.5)
     return TpTerm(dense_s=dense, moe_s=dense * moe_share,
@@ -77,16 +79,19 @@ def cp_term(x: Ctx, core_fwd_s: np.ndarray) -> CpTerm:
     # gathered K and V of the sequence; KV heads are replicated across TP ranks beyond their count
     kv_full = x.tokens * x.cp * x.w.kv_dim / np.minimum(x.tp, x.w.kv_heads) * C.BYTES_PER_ACTIVATION
     fwd = group.reduce_scatter(kv_full)
-    total = fwd * (3.0 + recompute_core)
+    # torchtitan's per-op checkpointing keeps the attention output but reruns the K/V all-gather (flex attention's
+    # cplib::flex_cp_allgather is not among the ops it saves), with no attention core to hide behind
+    regather = fwd * x.module(M.PER_OP)
+    total = fwd * (3.0 + recompute_core) + regather
     if x.recipe.cp_comm_type is CpCommType.ALL_GATHER or x.recipe.cuda_launch_blocking:
         # gathered before the core starts, reduce-scattered after it ends: nothing hides it (Llama 3 §3.3.2);
         # under blocking launches no exchange runs beside the core either
         exposed = total
     else:  # ring: each hop hides behind the attention of the block before
         exposed = (np.maximum(fwd - core_fwd_s, 0.0) * (1.0 + recompute_core)
-                   + np.maximum(2.0 * fwd - core_backward_factor(x) * core_fwd_s, 0.0))
+                   + np.maximum(2.0 * fwd - core_backward_factor(x) * core_fwd_s, 0.0) + regather)
     return CpTerm(exposed_s=exposed, total_s=total,
-                  bytes_per_layer=np.where(x.b.cp > 1, kv_full * (3.0 + x.full), 0.0))
+                  bytes_per_layer=np.where(x.b.cp > 1, kv_full * (3.0 + x.full + x.module(M.PER_OP)), 0.0))
 
 
 @dataclass(frozen=True)

@@ -216,12 +216,15 @@ class PerOpGemm:
 
 def per_op_gemms(x: Ctx) -> tuple[tuple[PerOpGemm, ...], tuple[PerOpGemm, ...], tuple[PerOpGemm, ...]]:
     """(attention, dense MLP, shared experts) projection GEMMs of one block in the order torchtitan's models run
-    them, each marked saved or recomputed by torchtitan's per-op policy (RecomputeModule.PER_OP): it counts the
-    block's matmuls from 1 and recomputes the even ones.  Attention: wq, wk, wv, wo (models/llama3/model.py
-    Attention.forward), or MLA's down- and up-projections then wo (Workload.attn_gemms' order,
-    models/deepseek_v3/model.py); the MLP: w1, w3, w2 (`w2(silu(w1(x)) * w3(x))`), or w1, w2 ungated.  A dense
-    block counts its MLP after its attention, an MoE block its shared experts (the router's gate is forced to
-    recompute and not counted; the routed experts' grouped GEMMs are not matmuls to it)."""
+    them, each marked saved or recomputed by torchtitan 0.3.0's per-op policy (RecomputeModule.PER_OP): it counts
+    the block's matmuls from 1 and recomputes the even ones.  Attention: one fused wqkv, then wo (every 0.3.0
+    model builds its attention with fuse_qkv True: models/common/attention.py FusedQKVLinear), or MLA's down- and
+    up-projections then wo (Workload.attn_gemms' order, models/deepseek_v3); the MLP: w1, w3, w2
+    (models/common/feed_forward.py `w2(silu(w1(x)) * w3(x))`), or w1, w2 ungated.  A dense block counts its MLP
+    after its attention, an MoE block its shared experts (the router's gate is forced to recompute and not
+    counted; the routed experts' grouped GEMMs are not matmuls to it).  A biased projection runs as addmm, which
+    the policy saves whatever its count and does not count (PyTorch's compute-intensive ops): a model with biased
+    linears keeps every projection's output."""
     return _per_op_sequence(x.w, x.tp)
 
 
@@ -231,12 +234,7 @@ def _per_op_sequence(w, tp) -> tuple[tuple[PerOpGemm, ...], tuple[PerOpGemm, ...
     def gemm(n, k, split) -> tuple:
         return (n / tp if split == 1 else (w.hidden if split == 2 else n), k / tp if split == 2 else k, split == 2)
 
-    if w.mla_up_width:
-        attn = [gemm(n, k, split) for n, k, split in w.attn_gemms]
-    else:
-        half = w.kv_dim / 2
-        attn = [gemm(w.q_dim, w.hidden, 1), gemm(half, w.hidden, 1), gemm(half, w.hidden, 1),
-                gemm(w.hidden, w.out_dim, 2)]
+    attn = [gemm(n, k, split) for n, k, split in w.attn_gemms]  # fused QKV and wo, or MLA's in order
 
     def mlp(ffn: float) -> list[tuple]:
         if not ffn:
@@ -245,7 +243,7 @@ def _per_op_sequence(w, tp) -> tuple[tuple[PerOpGemm, ...], tuple[PerOpGemm, ...
         return [*ups, gemm(w.hidden, ffn, 2)]
 
     def marked(seq: list[tuple], start: int) -> tuple[PerOpGemm, ...]:
-        return tuple(PerOpGemm(n, k, row, (start + i) % 2 == 1) for i, (n, k, row) in enumerate(seq))
+        return tuple(PerOpGemm(n, k, row, w.linear_bias or (start + i) % 2 == 1) for i, (n, k, row) in enumerate(seq))
 
     first = len(attn) + 1
     return marked(attn, 1), marked(mlp(w.dense_ffn), first), marked(mlp(w.shared_ffn_total), first)
@@ -305,7 +303,7 @@ def layer_compute(x: Ctx) -> LayerCompute:
 
     dense_mlp = mlp_forward(w.dense_ffn)
     dense = (attn + dense_mlp * (passes + x.module(M.MLP)) + eager.mlp_s + eager.mlp_forward_s * x.module(M.MLP)
-             + per_op * _per_op_recompute(x, op_mlp))
+             + per_op * (_per_op_recompute(x, op_mlp) + eager.mlp_forward_s))
     if w.num_experts:
         # `pairs`: the token-expert pairs the busiest rank computes
         per_expert = pairs / local
@@ -322,7 +320,8 @@ def layer_compute(x: Ctx) -> LayerCompute:
                      + moe_fwd * x.module(M.MOE)
                      + eager.experts_s
                      # per-op: the router and the routed experts rerun whole, the shared experts' unsaved matmuls
-                     + per_op * (experts_fwd + act_fwd + router_fwd + _per_op_recompute(x, op_shared)))
+                     + per_op * (experts_fwd + act_fwd + eager.act_forward_s + router_fwd
+                                 + _per_op_recompute(x, op_shared)))
         moe = attn + moe_block
         experts = (experts_fwd + act_fwd) * passes + eager.experts_s
     else:

@@ -21,6 +21,10 @@ from placement.specs.recipe import GradAccumulation, PipelineSchedule
 from placement.specs.recipe import RecomputeModule as M
 from placement.specs.training import AttentionKernel
 
+MASK_BUILD_BYTES_PER_ELEMENT = 4.0
+"""GPT-NeoX builds each micro-batch's causal mask as torch.tril(torch.ones(1, s, s)) in float32 (megatron/utils.py
+get_attn_mask): the ones and their lower triangle, 4 bytes each, are alive together."""
+
 
 @dataclass(frozen=True)
 class LayerActivations:
@@ -182,13 +186,23 @@ def memory_term(x: Ctx, st: StageKinds, dense_p: np.ndarray, expert_p: np.ndarra
     fixed = z3_buffer + C.MEMORY_RESERVE_BYTES + extra_bytes
 
     k = x.recipe.checkpoint_interval
-    # `pipeline_sends_mask`: each micro-batch in flight holds its own bool [1, 1, s, s] mask (the data loader's on the
-    # first stage, a clone of what arrived on the others), and a receiving stage keeps the 16-bit receive buffer
-    # (DeepSpeed runtime/pipe/engine.py pipe_recv_buf, _exec_recv_activations)
     mask = np.where(x.b.pp > 1, float(x.train.seq_len) ** 2, 0.0) if x.recipe.pipeline_sends_mask else 0.0
 
-    def mask_buffer(rank):
-        return np.where(rank > 0, mask * C.BYTES_PER_ACTIVATION, 0.0)
+    def mask_bytes(rank, flight):
+        """`pipeline_sends_mask`: the bool [1, 1, s, s] masks a rank holds (DeepSpeed runtime/pipe/engine.py, the same
+        at DeeperSpeed eb7f5cff).  The first stage loads each micro-batch's mask into a pipeline buffer it never frees
+        (it sends no gradient), min(pp + 1, m) of them (pipe/schedule.py TrainSchedule.num_pipe_buffers), and the
+        forward pass clones it again for each micro-batch in flight; a receiving stage keeps one clone per micro-batch
+        in flight (two where activations are not partitioned, tp 1: the received one stays in the buffer beside the
+        forward's clone) and the 16-bit receive buffer; every stage holds a 16-bit copy around each send or receive,
+        and the first and last stages, which load each micro-batch, build its mask from a float32 tensor of ones and
+        its float32 lower triangle (GPT-NeoX megatron/utils.py get_attn_mask: 8 bytes per element at once) before
+        the bool result."""
+        first = np.minimum(x.pp + 1.0, x.m) + flight
+        later = flight * np.where(x.b.tp > 1, 1.0, 2.0) + C.BYTES_PER_ACTIVATION
+        loads = (rank == 0) | (rank == x.pp - 1)
+        transient = np.where(loads, 2 * MASK_BUILD_BYTES_PER_ELEMENT + 1.0, C.BYTES_PER_ACTIVATION)
+        return mask * (np.where(rank == 0, first, later) + transient)
 
     def stored_of(nd, nmoe):
         """Bytes a rank keeps per micro-batch in flight: its recomputed layers' inputs (one per checkpointed chunk
@@ -206,17 +220,18 @@ def memory_term(x: Ctx, st: StageKinds, dense_p: np.ndarray, expert_p: np.ndarra
     def parts(nd, nmoe, heads, dp_, ep_, rank, active):
         stored = stored_of(nd, nmoe)
         working = working_of(nd, nmoe)
-        activations = (stored + mask) * in_flight(x, rank) + working * active
+        flight = in_flight(x, rank)
+        activations = stored * flight + working * active
         return (dp_ * wd + ep_ * we, dp_ * gd + ep_ * ge, dp_ * od + ep_ * oe, activations,
-                heads * logits + fixed + mask_buffer(rank))
+                heads * logits + fixed + mask_bytes(rank, flight))
 
     n_moe = st.moe + st.mtp
     heads = st.loss + st.mtp
     active = st.num_ranks > 0
     # the totals of every kind, summed in as few (S, K) passes as the parts allow
     flight = in_flight(x, st.rank)
-    total = (dense_p * (wd + gd + od) + (stored_of(st.dense, n_moe) + mask) * flight + heads * logits + fixed
-             + mask_buffer(st.rank))
+    total = (dense_p * (wd + gd + od) + stored_of(st.dense, n_moe) * flight + heads * logits + fixed
+             + mask_bytes(st.rank, flight))
     if x.w.num_experts:
         total += expert_p * (we + ge + oe)
     if (x.full > 0).any():  # full recompute keeps one chunk's working set besides the stored inputs

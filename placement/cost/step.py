@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, fields, replace
 import numpy as np
 
 from placement.cost import constants as C
-from placement.cost.batch import LayoutBatch
+from placement.cost.batch import RECOMPUTE_MODULES, LayoutBatch
 from placement.cost.comm import cp_term, ep_exposed, ep_term, pp_term, tp_term
 from placement.cost.context import Ctx, context
 from placement.cost.dp import StageParams, dp_term, optimizer_term
@@ -186,6 +186,7 @@ def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch, r
     hw_per_token = w.forward_flops_per_token(s) * (3.0 + x.full * x.full_layers_share) + np.where(
         b.recompute == 1, 2.0 * w.attended_keys(s) * w.attn_core_dim * w.num_layers
         * (b.rc_modules & 1 != 0), 0.0)
+    hw_per_token = hw_per_token + _module_redo_flops(w, b)
     per_op = x.module(RecomputeModule.PER_OP)
     if per_op is not False:  # torchtitan's per-op checkpointing reruns its unsaved matmuls (and experts)
         dense_redo, moe_redo = per_op_recompute_flops(w)
@@ -218,6 +219,26 @@ def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch, r
         dispatcher=crit.dispatcher, cuda_graphs=graph_pick, tp_comm_overlap=tpx.on, ep_comm_overlap=crit.ep_overlap,
         recipe=recipe, pipe_policy=b.pipe_policy, microbatch_s=t_mb,
     )
+
+
+def _module_redo_flops(w: Workload, b: LayoutBatch) -> np.ndarray:
+    """(K,) matmul FLOPs per token, whole model, that selective recompute's Megatron modules rerun (the HFU
+    numerator beside the attention core's): the dense MLP (`mlp`), the shared experts (`shared_experts`, and
+    within `moe`), the routed experts and router (`moe`), MLA's up-projections (`mla_up_proj`); `moe_act` and
+    `layernorm` rerun element-wise work only."""
+    M = RecomputeModule
+
+    def on(mod: RecomputeModule) -> np.ndarray:
+        return (b.recompute == 1) & ((b.rc_modules & (1 << RECOMPUTE_MODULES.index(mod))) != 0)
+
+    h, up = w.hidden, w.mlp_up + 1
+    mlp = 2.0 * up * w.dense_ffn * h * w.num_dense_layers
+    shared = 2.0 * up * w.shared_ffn_total * h * w.num_moe_layers
+    routed = 2.0 * (w.top_k * up * w.expert_ffn * h + w.num_experts * h) * w.num_moe_layers
+    mla = w.num_layers * sum(2.0 * n * k for n, k, split in w.attn_gemms if split == 1 and k < h) \
+        if w.mla_up_width else 0.0
+    return (on(M.MLP) * mlp + (on(M.SHARED_EXPERTS) | on(M.MOE)) * shared + on(M.MOE) * routed
+            + on(M.MLA_UP_PROJ) * mla)
 
 
 def memory_floor(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch,

@@ -74,10 +74,12 @@ class RecomputeModule(StrEnum):
     SelectiveAC, its `activation-checkpoint:selective`; 0.2.x `selective_ac_option = "op"`): in each transformer
     block it saves the outputs of the matmuls, the attention kernel and the reduce-scatter / all-to-all
     collectives, except every second matmul in the block's order (its policy counts aten.mm and aten.linear; the
-    MoE router's gate is always recomputed and not counted), and recomputes everything else in backward: the
-    other matmuls, every element-wise op, the routed experts' grouped GEMMs (torch._grouped_mm is not among
-    PyTorch's compute-intensive ops it saves) and the all-gathers feeding recomputed matmuls.  A policy of its
-    own: not combined with Megatron's module names (cost.layer.per_op_gemms)."""
+    MoE router's gate is always recomputed and not counted; a biased projection, addmm, is always saved), and
+    recomputes everything else in backward: the other matmuls (Llama: wo and w3 of wqkv, wo, w1, w3, w2), every
+    element-wise op, the routed experts' grouped GEMMs (torch._grouped_mm is not among PyTorch's
+    compute-intensive ops it saves) and the all-gathers or all-reduces around recomputed matmuls, and the
+    context-parallel K/V all-gather.  A policy of its own: not combined with Megatron's module names
+    (cost.layer.per_op_gemms)."""
 
 
 class PipelineSchedule(StrEnum):

@@ -361,6 +361,7 @@ def merge(groups: list[Settings]) -> Settings:
         out.bridge = out.bridge or g.bridge
         out.neox = out.neox or g.neox
         out.config_keys |= g.config_keys
+        out.config_spelling |= g.config_spelling
         out.unknown_keys += g.unknown_keys
         out.megatron_deepspeed = out.megatron_deepspeed or g.megatron_deepspeed
         out.json_sync = g.json_sync or out.json_sync

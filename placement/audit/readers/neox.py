@@ -65,6 +65,10 @@ def read_yamls(parts: list[tuple[Path, dict, list[str]]], s: Settings) -> None:
 
     _check_keys(keys, line_of, ev, s)
     s.config_keys = {k: _text(v) for k, (_, v, _, _) in keys.items()}
+    s.config_spelling = {k: str(raw) for k, (raw, _, _, _) in keys.items()}
+    dashed = sum("-" in str(raw) for raw, _, _, _ in keys.values())
+    if dashed > sum("_" in str(raw) for raw, _, _, _ in keys.values()):
+        s.config_spelling["-"] = "-"  # the files spell their keys with dashes: so the keys they do not state
     zero_section = keys.get("zero_optimization", (None, None))[1]
     if isinstance(zero_section, dict) and "stage" in zero_section:
         s.config_keys["zero_optimization.stage"] = _text(zero_section["stage"])

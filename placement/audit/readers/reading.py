@@ -121,6 +121,10 @@ class LaunchLayout(Frozen):
     (readers.neox.version_window)."""
     unknown_keys: tuple[UnknownKey, ...] = ()
     """Keys the files state that no version of the framework takes (GPT-NeoX), priced without them."""
+    config_spelling: dict[str, str] = Field(default_factory=dict)
+    """GPT-NeoX: each key of config_keys as the files spell it (`checkpoint-activations`), and "-" where the files
+    spell their keys with dashes: the change list names keys that way (GPT-NeoX reads both spellings, and a key
+    written both ways is not refused, so an added line in the other spelling may not be the one it takes)."""
 
     def virtual_stages(self, num_layers: int) -> int:
         """vpp for a model of `num_layers` layers (uses `layers_per_virtual_stage` when the files gave it).
@@ -224,6 +228,8 @@ class Reading:
     config_keys: dict[str, str] = field(default_factory=dict)
     """LaunchLayout.config_keys."""
     unknown_keys: tuple[UnknownKey, ...] = ()
+    config_spelling: dict[str, str] = field(default_factory=dict)
+    """LaunchLayout.config_spelling."""
 
     def launch_layout(self) -> LaunchLayout:
         """The validated LaunchLayout; an InputError names each value out of range with its evidence."""
@@ -232,7 +238,7 @@ class Reading:
         try:
             return LaunchLayout(framework=self.framework, recipe=self.recipe, sources=self.sources,
                                 ignored=self.ignored, dialect=self.dialect, config_keys=self.config_keys,
-                                unknown_keys=self.unknown_keys, **fields)
+                                unknown_keys=self.unknown_keys, config_spelling=self.config_spelling, **fields)
         except ValueError as err:  # pydantic ValidationError: a value out of range
             bad = "; ".join(f"{'.'.join(str(x) for x in e['loc'])} = {e.get('input')!r} "
                             f"({self.sources.get(str(e['loc'][0]), '')}): {e['msg']}"
@@ -315,6 +321,8 @@ class Settings:
     """A GPT-NeoX config is among the files: its own arguments decide DeepSpeed's checkpointing settings."""
     config_keys: dict[str, str] = field(default_factory=dict)
     """LaunchLayout.config_keys (GPT-NeoX)."""
+    config_spelling: dict[str, str] = field(default_factory=dict)
+    """LaunchLayout.config_spelling (GPT-NeoX)."""
     unknown_keys: list[UnknownKey] = field(default_factory=list)
     """LaunchLayout.unknown_keys."""
     json_sync: tuple[bool, str] | None = None
@@ -366,4 +374,5 @@ class Settings:
         """The frozen record the core reads: the values set and the evidence that has text."""
         return Reading(framework, self.layout, self.job, dict(self.recipe),
                        {k: ev for k, ev in self.sources.items() if ev}, tuple(self.ignored),
-                       "gpt-neox" if self.neox else None, dict(self.config_keys), tuple(self.unknown_keys))
+                       "gpt-neox" if self.neox else None, dict(self.config_keys), tuple(self.unknown_keys),
+                       dict(self.config_spelling))

@@ -170,6 +170,8 @@ def _settings(keys: dict[str, tuple[Any, str]], s: Settings) -> _Pipeline:
                        ("training.seq_len", "seq_len")):
         degree(key, field)
     version3 = "module" in keys or "config" in keys
+    if version3:
+        _named_config_stated(keys, get)
     pipeline = _Pipeline(named_config=f"{get('module')[0]}:{get('config')[0]}" if version3 else None)
     shard = degree("parallelism.data_parallel_shard_degree", "", allow_negative=True)
     if shard is not None:
@@ -252,11 +254,7 @@ def _activation_checkpoint(get, s: Settings, version3: bool) -> None:
     _apply_layer_sac: the k-th, 2k-th, ... block it wraps), or "op", the per-op policy; 0.3.0's selective is the
     per-op policy (SelectiveAC: saves the matmul, attention and collective outputs but every second matmul,
     recomputes the rest), priced as such (recompute module per_op)."""
-    mode, mev = get("activation_checkpoint.mode")
-    if mode is None and version3:  # the named config function decides (config_registry.py), which is not read
-        s.ignored.append(f"activation checkpointing: set by the named config (torchtitan 0.3.0 config_registry), "
-                         f"not read: give the activation-checkpoint:MODE subcommand to price it ({NAMED_CONFIG})")
-        return
+    mode, mev = get("activation_checkpoint.mode")  # a 0.3.0 line states it (_named_config_stated)
     if mode is None:
         mode, mev = "selective", ("torchtitan default activation_checkpoint mode 'selective' (v0.2.2 "
                                   "config/job_config.py)")
@@ -283,12 +281,36 @@ def _activation_checkpoint(get, s: Settings, version3: bool) -> None:
         raise InputError(f"{oev}: selective_ac_option must be a positive integer or 'op', got {option!r}")
     where = mev if version3 else f"{mev}; {oev}"
     s.put("recompute", "selective", where)
+    if not version3:
+        s.ignored.append(f"per-op checkpointing of torchtitan 0.2.x, whose attention runs wq, wk and wv apart: it "
+                         f"also recomputes wk and keeps wq's and wv's outputs, priced as 0.3.0's fused wqkv, kept "
+                         f"whole ({oev})")
     s.put("recipe.recompute_modules", "per_op", f"{where} (torchtitan's per-op policy: the matmul, attention and "
                                                 f"collective outputs saved but every second matmul's, the rest "
                                                 f"recomputed)")
 
 
-NAMED_CONFIG = "--module/--config"
+NAMED_CONFIG_SETS = ("parallelism.tensor_parallel_degree", "parallelism.pipeline_parallel_degree",
+                     "parallelism.context_parallel_degree", "parallelism.expert_parallel_degree",
+                     "training.local_batch_size", "training.seq_len")
+"""Keys torchtitan 0.3.0's named configs set (models/*/config_registry.py: llama3_70b tensor_parallel_degree 8,
+llama3_8b local_batch_size 1 and seq_len 8192, ...), which a command line must state for the audit: placement does
+not run config_registry.py, and pricing placement's defaults instead would price another job."""
+
+
+def _named_config_stated(keys, get) -> None:
+    """A torchtitan 0.3.0 command line names a config function whose values the audit cannot read: every key such a
+    config sets (NAMED_CONFIG_SETS) and the activation-checkpoint subcommand must be on the line, else an
+    InputError names what is missing and the flags that state it."""
+    missing = [k for k in NAMED_CONFIG_SETS if k not in keys]
+    if get("activation_checkpoint.mode")[0] is None:
+        missing.append("activation-checkpoint:MODE")
+    if missing:
+        named = f"--module {get('module')[0]} --config {get('config')[0]}"
+        flags = ", ".join(k if k.startswith("activation") else "--" + k for k in missing)
+        raise InputError(f"{named}: torchtitan 0.3.0's named config sets {', '.join(missing)} where this command "
+                         f"line does not, and placement does not run its config_registry.py: state them on the line "
+                         f"({flags} N, as torchtitan's config for the job has them) to audit the job it runs")
 
 
 def _cuda_graphs(get, s: Settings, version3: bool) -> None:
