@@ -217,7 +217,8 @@ RECIPE_FLAGS = {
     "routing_imbalance": "--routing-imbalance", "moe_capacity_factor": "--moe-capacity-factor",
     "cross_entropy_fusion": "--cross-entropy-fusion", "pipeline_p2p_whole": "--pipeline-p2p-whole",
     "pipeline_p2p_blocking": "--pipeline-p2p-blocking", "pipeline_grads_whole": "--pipeline-grads-whole",
-    "pipeline_sends_mask": "--pipeline-sends-mask",
+    "pipeline_sends_mask": "--pipeline-sends-mask", "fp8_saves_16bit_inputs": "--fp8-saves-16bit-inputs",
+    "sp_saves_gathered_inputs": "--sp-saves-gathered-inputs",
     "optimizer_state_bf16": "--optimizer-state-bf16",
     "fp8_params": "--fp8-params", "activation_func_fp8_input_store": "--activation-fp8-input-store",
     "attention_kernel": "--attention-kernel", "cp_comm_type": "--cp-comm-type",
@@ -292,6 +293,10 @@ def recipe_options(fn: Callable) -> Callable:
         onoff("pipeline_sends_mask", "Each forward send between pipeline stages also carries the s x s attention "
                                      "mask, whole from every TP rank (GPT-NeoX on DeepSpeed's pipeline engine)."),
         onoff("optimizer_state_bf16", "Adam moments in BF16."),
+        onoff("fp8_saves_16bit_inputs", "Under FP8 the GEMMs keep their 16-bit inputs for backward (torchao "
+                                        "Float8Linear, torchtitan), not 1-byte copies (Transformer Engine)."),
+        onoff("sp_saves_gathered_inputs", "Under sequence parallelism the projections keep their gathered, "
+                                          "whole-sequence inputs for backward (torchtitan), not the shard (Megatron)."),
         onoff("fp8_params", "Primary weights kept in FP8 only (--fp8-param-gather)."),
         onoff("activation_func_fp8_input_store", "MLP activation input kept in FP8 for backward "
                                                  "(Megatron --activation-func-fp8-input-store)."),
@@ -734,6 +739,9 @@ def evaluate(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch
                                    slurm_topology, nodelist, node_type, cluster_graph, oversubscription, node_topo,
                                    segment, memory_headroom_gib)
     recipe, sources = _framework_recipe(framework, recipe, sources, train.precision)
+    if framework == "torchtitan" and recompute == Recompute.SELECTIVE.value and not recipe.recompute_modules:
+        recipe = recipe.model_copy(update={"recompute_modules": ("per_op",)})
+        sources["recompute_modules"] = f"--framework torchtitan: {PER_OP_FRAMEWORK}"
     given_model = model  # the files' own model code (DeepSpeed, a device mesh) runs it as given
     model, model_sources = model_as_run(framework, model, f"--framework {framework}")
     _check_recompute_num_layers(recipe, sources, (recompute,), model, pp, vpp)
@@ -1073,9 +1081,10 @@ PER_OP_FRAMEWORK = ("its activation-checkpoint:selective is its per-op policy, r
 
 
 def _framework_modules(framework: str, recipe, sources: dict[str, str]):
-    """Selective recompute as `framework` runs it: torchtitan's is its per-op policy, whatever module list is asked
-    for (refused, naming both); Megatron-LM and MaxText cannot run torchtitan's policy (refused).  DeepSpeed's and
-    a device mesh's selective recompute is the user's model code: any list."""
+    """Selective recompute as `framework` runs it: torchtitan's is its per-op policy, so another module list is
+    refused, naming both (`plan` searches per_op alone for it, emit.common.RECIPE_SUPPORT; `evaluate` prices its
+    selective so, _framework_selective); Megatron-LM and MaxText cannot run torchtitan's policy (refused).
+    DeepSpeed's and a device mesh's selective recompute is the user's model code: any list."""
     from placement.specs.recipe import RecomputeModule
 
     modules = tuple(recipe.recompute_modules)
@@ -1087,8 +1096,7 @@ def _framework_modules(framework: str, recipe, sources: dict[str, str]):
             raise InputError(f"--framework torchtitan recomputes selectively with its per-op policy only "
                              f"({PER_OP_FRAMEWORK}), not {','.join(m.value for m in modules)}; drop {given}, give "
                              f"--recompute-modules per_op, or drop --framework")
-        sources["recompute_modules"] = sources.get("recompute_modules") or f"--framework torchtitan: {PER_OP_FRAMEWORK}"
-        return recipe.model_copy(update={"recompute_modules": per_op}), sources
+        return recipe, sources
     if framework in ("megatron", "maxtext") and RecomputeModule.PER_OP in modules:
         raise InputError(f"--framework {framework} cannot run torchtitan's per-op checkpointing (recompute module "
                          f"per_op); drop {given}, give its own module list, or drop --framework")

@@ -20,7 +20,7 @@ from placement.specs import ModelSpec
 from placement.specs.recipe import Fp8Recipe, GradAccumulation
 from placement.specs.training import AttentionKernel
 
-PRECISION_ONLY = {"fp8_recipe": "fp8"}
+PRECISION_ONLY = {"fp8_recipe": "fp8", "fp8_saves_16bit_inputs": "fp8"}
 """Recipe fields that price something at one precision only: a capability row for one holds for jobs at it."""
 
 
@@ -122,10 +122,18 @@ CAPABILITIES: dict[str, Capability] = {
                                                   "(float8.py:257-260), and no flag reaches either (model_spec is "
                                                   "suppressed from the CLI, trainer.py:75-77)"),
                 ("attention_kernel", AttentionKernel.FLASH2,
-                 "torchtitan 0.3.0's language models run FlexAttention (models/llama3/__init__.py model_registry: "
-                 "attn_backend 'flex', which every config_registry config takes), a Triton kernel of "
-                 "FlashAttention-2's class: about 90 % of its forward and 85 % of its backward (PyTorch blog "
-                 "'FlexAttention', 2024), priced as FlashAttention-2"))),
+                 "torchtitan 0.3.0's Llama 3, Qwen3 and DeepSeek-V3 configs run FlexAttention (model_registry's "
+                 "attn_backend 'flex'), a Triton kernel of FlashAttention-2's class (about 90 % of its forward and "
+                 "85 % of its backward, PyTorch blog 'FlexAttention', 2024), and GPT-OSS's run PyTorch's varlen "
+                 "attention (attn_backend 'varlen'): priced as FlashAttention-2"),
+                ("fp8_saves_16bit_inputs", True,
+                 "torchtitan 0.3.0's Float8 converters run torchao's Float8Linear, which saves the 16-bit input for "
+                 "backward (save_for_backward(input_hp, weight_hp_t)): its own benchmark measures 76.8 GiB with "
+                 "Float8 against 77.0 in BF16 (benchmarks/llama3_h100_202412_torchtitan.md Table 1)"),
+                ("sp_saves_gathered_inputs", True,
+                 "torchtitan 0.3.0 redistributes each block's attention and feed-forward input to Replicate before "
+                 "the projections (models/common/decoder_sharding.py in_dst_shardings), and autograd keeps that "
+                 "gathered, whole-sequence tensor for the weight gradients"))),
     "deepspeed": Capability(
         "deepspeed", "DeepSpeed 0.19.8", zero_stages=(1, 2, 3), zero_stages_with_pp=(1,), max_vpp=1, max_cp=1,
         max_ep=1, etp="one", even_pipeline=True, hsdp=False,

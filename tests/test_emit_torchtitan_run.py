@@ -17,13 +17,16 @@ from placement.cli import main
 from placement.emit.torchtitan import COMPILE, FP8_CONFIGS, MODELS
 
 JOB = ["--gpus", "16", "--seq-len", "4096", "--global-batch", "64"]
+TORCHTITAN_RUNS = ["--grad-reduce-fp32", "--attention-kernel", "flash2", "--sp-saves-gathered-inputs",
+                   "--fp8-saves-16bit-inputs"]
+"""What torchtitan 0.3.0 always runs (frameworks.CAPABILITIES): plans priced so keep the substitution under test
+alone."""
 
 
 def _evaluate(tmp_path: Path | None, *argv: str) -> dict:
     """`evaluate --json` of llama3-8b on 16 H100s (with --emit torchtitan into `tmp_path`)."""
     out = ["--emit", "torchtitan", "--out", str(tmp_path)] if tmp_path is not None else []
-    result = CliRunner().invoke(main, ["evaluate", "--model", "llama3-8b", *JOB, "--grad-reduce-fp32",
-                                       "--attention-kernel", "flash2", *argv,
+    result = CliRunner().invoke(main, ["evaluate", "--model", "llama3-8b", *JOB, *TORCHTITAN_RUNS, *argv,
                                        "--json", *out])
     assert result.exit_code in (0, 1), result.output
     return json.loads(result.stdout)
@@ -141,14 +144,13 @@ def test_a_torchtitan_framework_plan_prices_the_rowwise_float8_its_config_runs(t
         str(lay["cp"]), "--pp", str(lay["pp"]), "--vpp", str(lay["vpp"]), "--mbs", str(lay["micro_batch_size"]),
         "--zero", "3", "--dp-shard", str(lay["dp_shard"]), "--recompute", lay["recompute"],
         *(["--recompute-modules", "per_op"] if lay["recompute"] == "selective" else []),
-        "--attention-kernel", "flash2", "--json"])
+        *TORCHTITAN_RUNS, "--json"])
     assert again.exit_code in (0, 1), again.output
     assert json.loads(again.stdout)["step_time_s"] == pytest.approx(plan["step_time_s"], rel=2e-3)
 
 
 def test_a_tensorwise_plan_emitted_for_torchtitan_is_priced_rowwise(tmp_path):
-    lay = ["--tp", "8", "--pp", "2", "--zero", "3", "--recompute", "full", "--grad-reduce-fp32", "--attention-kernel",
-           "flash2"]
+    lay = ["--tp", "8", "--pp", "2", "--zero", "3", "--recompute", "full", *TORCHTITAN_RUNS]
     argv = ["evaluate", "--model", "llama3-405b", "--gpus", "256", "--seq-len", "8192", "--global-batch", "256",
             "--precision", "fp8", *lay, "--json"]
     result = CliRunner().invoke(main, [*argv, "--out", str(tmp_path), "--emit", "torchtitan"])

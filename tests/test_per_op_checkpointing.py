@@ -195,3 +195,30 @@ def test_hfu_counts_each_recomputed_modules_matmuls(modules: str, more: bool) ->
     base = json.loads(_run("--recompute-modules", "layernorm", "--json").output)
     ratio = data["hfu"] / data["mfu"]
     assert (ratio > base["hfu"] / base["mfu"] + 0.05) is more
+
+
+def test_framework_torchtitan_keeps_no_recompute_as_none() -> None:
+    """--framework torchtitan sets per_op for selective recompute only: a layout priced without recompute stays
+    without it (a named module list would otherwise read as selective)."""
+    data = json.loads(CliRunner().invoke(main, ["evaluate", "--model", "llama3-8b", "--gpus", "8", "--tp", "2",
+                                                "--zero", "2", "--recompute", "none", "--framework", "torchtitan",
+                                                "--json"]).output)
+    assert data["layout"]["recompute"] == "none" and not data["recipe"].get("recompute_modules")
+
+
+def test_torchtitan_keeps_gathered_inputs_and_16bit_inputs_under_fp8() -> None:
+    """torchtitan saves each projection's gathered, whole-sequence input under sequence parallelism (2 of the 4 h
+    bytes per token of the two norms' outputs are the shard's otherwise, at tp 2), and torchao's Float8Linear
+    saves the 16-bit input, not an FP8 copy."""
+    def acts(*extra: str, precision: str = "bf16") -> float:
+        result = CliRunner().invoke(main, ["evaluate", "--model", "llama3-8b", "--gpus", "8", "--tp", "2", "--zero",
+                                           "2", "--recompute", "none", "--seq-len", str(SEQ), "--precision",
+                                           precision, "--json", *extra])
+        assert result.exit_code in (0, 1), result.output
+        return json.loads(result.output)["memory"]["activations_bytes"]
+
+    model = load_model("llama3-8b")
+    gathered = acts("--sp-saves-gathered-inputs") - acts()
+    assert gathered == pytest.approx(model.num_layers * SEQ * 4 * model.hidden_size / 2, abs=1e4)
+    assert acts("--fp8-saves-16bit-inputs", precision="fp8") > acts(precision="fp8")
+    assert acts("--fp8-saves-16bit-inputs") == acts()  # nothing under BF16

@@ -50,11 +50,15 @@ def layer_activations(x: Ctx) -> LayerActivations:
     keep nothing of their own.
     """
     w, tokens, tp, h = x.w, x.tokens, x.tp, x.w.hidden
-    q = 0.5 if x.fp8 is not None else 1.0  # bytes of a saved GEMM input, relative to 16-bit
+    # bytes of a saved GEMM input, relative to 16-bit: Transformer Engine keeps the FP8 copy, torchao the 16-bit one
+    q = 0.5 if x.fp8 is not None and not x.recipe.fp8_saves_16bit_inputs else 1.0
     norm_in = 4.0 * h
     norm_out = np.where(x.module(M.LAYERNORM), 0.0, 4.0 * h * q)
     dropout = 2.0 * h if w.dropout else 0.0
-    rep = (norm_in + norm_out + dropout) / x.sp_shard
+    # the norms' outputs feed the projections: kept as the sequence shard (Megatron), or gathered whole where the
+    # framework saves the projections' gathered inputs (sp_saves_gathered_inputs, torchtitan)
+    out_shard = 1.0 if x.recipe.sp_saves_gathered_inputs else x.sp_shard
+    rep = (norm_in + dropout) / x.sp_shard + norm_out / out_shard
     attn = 2.0 * w.attn_act_width - np.where(x.module(M.MLA_UP_PROJ), 2.0 * w.mla_up_width, 0.0)
     if x.recipe.attention_kernel is AttentionKernel.UNFUSED:
         # the s x s scores per head: softmax output (2 bytes), and with dropout its mask (1) and output (2):

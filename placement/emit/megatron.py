@@ -308,6 +308,9 @@ RUNS_INSTEAD = {
                           "scatter-gather), not the whole activation",
     "pipeline_grads_whole": "its stages send each TP rank's share of the gradient, not the whole gradient",
     "pipeline_sends_mask": "its stages send the hidden states only, no attention mask",
+    "fp8_saves_16bit_inputs": "Transformer Engine keeps each FP8 GEMM's quantised input for backward, 1 byte",
+    "sp_saves_gathered_inputs": "it keeps the sequence-parallel shard of each projection's input and gathers it "
+                                "again in backward",
     "pipeline_p2p_blocking": "its stages pair each send with the opposite receive in one batched call "
                              "(p2p_communication, batch_isend_irecv)",
     "pipeline_schedule": "Megatron-Core has no argument for it: it runs 1F1B (interleaved when vpp > 1), with a "

@@ -42,6 +42,8 @@ MODELS = {
     "llama3-70b": ("llama3", "llama3_70b"),
     "llama3-405b": ("llama3", "llama3_405b"),
     "deepseek-v3": ("deepseek_v3", "deepseek_v3_671b"),
+    "qwen3-30b-a3b": ("qwen3", "qwen3_30b_a3b"),
+    "gpt-oss-120b": ("gpt_oss", "gpt_oss_120b"),
 }
 FP8_CONFIGS = {"llama3_405b": "llama3_405b", "deepseek_v3_671b": "deepseek_v3_671b_float8"}
 """torchtitan 0.3.0 config -> the config of the same model with Float8 linear layers (and grouped experts).
@@ -52,7 +54,8 @@ COMPILE = {"llama3_8b": "off", "llama3_70b": "off",
            "llama3_405b": "on for the transformer blocks and the loss (CompileConfig(enable=True), "
                           "models/llama3/config_registry.py:296-299)",
            "deepseek_v3_671b": "on for the loss only (models/deepseek_v3/config_registry.py:241)",
-           "deepseek_v3_671b_float8": "on for the loss only (deepseek_v3_671b's, config_registry.py:241)"}
+           "deepseek_v3_671b_float8": "on for the loss only (deepseek_v3_671b's, config_registry.py:241)",
+           "qwen3_30b_a3b": "off", "gpt_oss_120b": "off"}
 """torchtitan 0.3.0 config -> the torch.compile its config function sets (the files leave it; the cost model has no
 compile term, its kernels are the fused ones either way)."""
 

@@ -176,6 +176,17 @@ class Recipe(Frozen):
     shards the optimizer state) reduces with `buffered_allreduce_fallback` (`runtime/pipe/engine.py`
     `_bf16_reduce_grads`), and so did DeepSpeed 0.3's PipelineEngine for its ZeRO-1 (`_exec_reduce_grads`, the
     DeeperSpeed GPT-NeoX-20B trained on).  No effect at other ZeRO stages (ZeRO-0 all-reduces anyway)."""
+    fp8_saves_16bit_inputs: bool = False
+    """Under FP8 each GEMM keeps its 16-bit input for backward and quantises it again there (torchao Float8Linear:
+    `save_for_backward(input_hp, weight_hp_t)`), not the 1-byte copy Transformer Engine keeps: no activation memory
+    saved by FP8 (torchtitan's own benchmark, benchmarks/llama3_h100_202412_torchtitan.md Table 1: 77.0 GiB in BF16
+    against 76.8 with Float8)."""
+    sp_saves_gathered_inputs: bool = False
+    """Under sequence parallelism the attention's and the MLP's projections keep their gathered, whole-sequence
+    input for backward, not the sequence shard: torchtitan redistributes each block's input to Replicate before its
+    projections (0.3.0 models/common/decoder_sharding.py in_dst_shardings Replicate; 0.2.x PrepareModuleInput), and
+    autograd keeps that gathered tensor for the weight gradients, where Megatron keeps the shard and gathers it
+    again in backward (Korthikanti et al. 2022 §4.2.2)."""
     activation_func_fp8_input_store: bool = False
     """The MLP activation's input (the up-projection output) kept for backward as FP8, 1 byte instead of 2
     (Megatron-Core TransformerConfig `activation_func_fp8_input_store`, fused SwiGLU only; DeepSeek-V3 §3.3.2
