@@ -222,3 +222,17 @@ def test_torchtitan_keeps_gathered_inputs_and_16bit_inputs_under_fp8() -> None:
     assert gathered == pytest.approx(model.num_layers * SEQ * 4 * model.hidden_size / 2, abs=1e4)
     assert acts("--fp8-saves-16bit-inputs", precision="fp8") > acts(precision="fp8")
     assert acts("--fp8-saves-16bit-inputs") == acts()  # nothing under BF16
+
+
+def test_a_torchtitan_audit_finds_its_checkpointing_subcommand_in_the_file(tmp_path) -> None:
+    """`activation-checkpoint:selective` on the line states the setting the TOML spells [activation_checkpoint]: a
+    change to it is not marked as missing from the launch files."""
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, ["evaluate", "--model", "llama3-8b", "--gpus", "8", "--tp", "2", "--zero", "2",
+                                       "--recompute", "selective", "--framework", "torchtitan", "--emit",
+                                       "torchtitan", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    audit = CliRunner().invoke(main, ["audit", "--launch", str(out / "torchtitan.sh"), "--model", "llama3-8b",
+                                      "--gpus", "8", "--json"])
+    change = next(c for c in json.loads(audit.stdout)["changes"] if c["argument"] == "activation-checkpoint")
+    assert change["from"] == "selective" and "note" not in change

@@ -158,7 +158,10 @@ def launch_changes(framework: str, now: EmitContext, best: EmitContext, files_te
             if c["from"] is not None and c["argument"] not in stated:
                 c["note"] = NOT_IN_FILES
     elif files_text is not None and framework in ("megatron", "torchtitan", "maxtext", "gpt-neox"):
-        spelled = files_text.replace("-", "_") if framework == "gpt-neox" else files_text
+        # GPT-NeoX reads - as _; torchtitan's CLI takes both (tyro), and its subcommand activation-checkpoint:MODE is
+        # the TOML's [activation_checkpoint]
+        spelled = (files_text.replace("-", "_") if framework == "gpt-neox" else
+                   files_text + "\n" + files_text.replace("-", "_") if framework == "torchtitan" else files_text)
         for c in changes:
             if c["from"] is not None and _token(framework, c["argument"]) not in spelled:
                 c["note"] = NOT_IN_FILES
