@@ -843,21 +843,30 @@ def neox_space(space: SearchConfig, launch: LaunchLayout) -> SearchConfig:
 
 
 def unknown_key_findings(launch: LaunchLayout) -> list[Finding]:
-    """A warning per key of the config that no GPT-NeoX version takes (readers.neox_keys): stock GPT-NeoX refuses
-    such a config; the job is priced without the key."""
+    """A warning per key of the files that no version of their framework takes (GPT-NeoX: readers.neox_keys,
+    torchtitan: readers.torchtitan_keys): the stock framework refuses such a config; the job is priced without the
+    key."""
     if not launch.unknown_keys:
         return []
-    from placement.audit.readers.neox import VERSIONS_READ
+    if launch.framework == "torchtitan":
+        from placement.audit.readers.torchtitan import REFUSES, VERSIONS_READ
 
+        name, refuses, who = "torchtitan", REFUSES, ("a torchtitan that defines it (an extension named by "
+                                                     "job.custom_config_module, an experiment's config, or a newer "
+                                                     "version)")
+    else:
+        from placement.audit.readers.neox import VERSIONS_READ
+
+        name, refuses, who = ("GPT-NeoX", "GPT-NeoX refuses a config with a key it does not know (NeoXArgs(**config) "
+                              "raises TypeError)", "a GPT-NeoX that defines it (a fork, or a newer version)")
     out = []
     for k in launch.unknown_keys:
         where = f"{k.file}:{k.line}" if k.line is not None else k.file
-        near = f"; the nearest GPT-NeoX key is {k.suggestion}" if k.suggestion else ""
+        near = f"; the nearest {name} key is {k.suggestion}" if k.suggestion else ""
         out.append(Finding(
             "warning", "unknown_config_key",
-            f"{where}: {k.key} is no GPT-NeoX key ({VERSIONS_READ}): GPT-NeoX refuses a config with a key it does not "
-            f"know (NeoXArgs(**config) raises TypeError), so only a GPT-NeoX that defines it (a fork, or a newer "
-            f"version) runs this config; priced without it{near}", [], 0.0))
+            f"{where}: {k.key} is no {name} key ({VERSIONS_READ}): {refuses}, so only {who} runs this config; "
+            f"priced without it{near}", [], 0.0))
     return out
 
 

@@ -1,13 +1,15 @@
 """What every reader shares: integers with a minimum, Megatron-style argument splitting, the launcher command
 of a script (torchrun, deepspeed, python -m torch.distributed.run) and its world size, and the merge of several
-files' settings with conflict checks."""
+files' settings with conflict checks, and the nearest known key to an unknown one (a framework's key check)."""
 
 from __future__ import annotations
 
+import difflib
 import re
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from placement.audit.readers.reading import DeepSpeedBinding, Settings
 from placement.audit.shell import Command, Word, read_commands
@@ -23,6 +25,45 @@ def read_int(text: str, what: str, evidence: str, *, minimum: int = 0) -> int:
     if value < minimum:
         raise InputError(f"{evidence}: {what} must be >= {minimum}, got {value}")
     return value
+
+
+TYPO_CUTOFF = 0.9
+"""difflib similarity at or above which an unknown key with the same words as a known one, one of them spelled
+differently, is taken for a typo of it (Megatron's NEAR_MISS_CUTOFF too)."""
+SUGGEST_CUTOFF = 0.6
+"""difflib similarity at or above which a known key is named as the nearest to an unknown one (difflib's default)."""
+
+
+def nearest_key(key: str, known: Collection[str]) -> str | None:
+    """The key of `known` (spelled with `_`, lower case) nearest to `key` (with `-` read as `_`, in any letter case;
+    difflib, at least SUGGEST_CUTOFF similar), or None."""
+    low = key.replace("-", "_").lower()
+    if low in known:
+        return low
+    close = difflib.get_close_matches(low, list(known), n=1, cutoff=SUGGEST_CUTOFF)
+    return close[0] if close else None
+
+
+def typo_of(key: str, known: Collection[str], nearest: str | Literal[False] | None = False) -> str | None:
+    """The key of `known` that `key` surely misspells, or None: the same key in other letter case or with `-` for
+    `_`, or one with as many words (split at `_` and at the `.` of a dotted key), all but one the same and that one
+    misspelled (a difflib similarity of the keys of at least TYPO_CUTOFF).  A word that differs only in its digits
+    names another key, as adam_beta1 and adam_beta2 do, and a word added or dropped may too (gptj_residual,
+    gpt_j_residual): those are not taken for typos.  `nearest`: nearest_key(key, known), where the caller has it
+    (False: not computed yet)."""
+    low = key.replace("-", "_").lower()
+    near = nearest_key(key, known) if nearest is False else nearest
+    if near is None or near == low:
+        return near
+    if difflib.SequenceMatcher(None, low, near).ratio() < TYPO_CUTOFF:
+        return None
+    words, known_words = re.split(r"[_.]", low), re.split(r"[_.]", near)
+    if len(words) != len(known_words) or low.count(".") != near.count("."):
+        return None
+    differ = [(a, b) for a, b in zip(words, known_words, strict=True) if a != b]
+    if len(differ) != 1 or re.sub(r"\d", "", differ[0][0]) == re.sub(r"\d", "", differ[0][1]):
+        return None
+    return near
 
 
 def word_check(word: Word, flag: str) -> None:

@@ -124,7 +124,7 @@ def read_file(path: Path, fw: str) -> Settings:
     if kind == "toml":
         if fw != "torchtitan":
             raise InputError(f"{path}: a TOML file is a torchtitan config; this audit reads {fw}")
-        s.keys = torchtitan.toml_keys(path)
+        s.keys = torchtitan.toml_keys(path, s.key_sites)
         return s
     if kind == "json":
         if fw != "deepspeed":
@@ -177,7 +177,7 @@ def read_file(path: Path, fw: str) -> Settings:
             raise InputError(f"{path}: no launch command (torchrun, deepspeed, python ... .py) and not an argument "
                              f"list; expected a launch script or a file of --flag value arguments")
     if fw == "torchtitan":
-        s.keys = torchtitan.flags(args)
+        s.keys = torchtitan.flags(args, s.key_sites)
         s.override = True
     elif any(re.fullmatch(r"\+{0,2}[A-Za-z_][\w]*\.[\w.]+=.*", w.text, re.S) for w in args):
         keys, config_file = megatron.hydra_overrides(args)

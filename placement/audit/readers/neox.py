@@ -3,12 +3,12 @@ the audit reads them as a DeepSpeed job."""
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
 
+from placement.audit.readers import common
 from placement.audit.readers.common import read_int
 from placement.audit.readers.neox_keys import COMMIT_DATES, FIRST_ON_MAIN, KEYS, SOURCE_HEAD
 from placement.audit.readers.reading import Settings, UnknownKey
@@ -158,42 +158,16 @@ def _text(value: Any) -> str:
 
 VERSIONS_READ = f"the NeoXArgs fields of EleutherAI/gpt-neox from {min(COMMIT_DATES.values())[:7]} to {SOURCE_HEAD}"
 """The GPT-NeoX versions neox_keys.KEYS was read from, for messages."""
-TYPO_CUTOFF = 0.9
-"""difflib similarity at or above which an unknown key with the same words as a known one, one of them spelled
-differently, is taken for a typo of it (Megatron's NEAR_MISS_CUTOFF too)."""
-SUGGEST_CUTOFF = 0.6
-"""difflib similarity at or above which a known key is named as the nearest to an unknown one (difflib's default)."""
 
 
 def nearest_key(key: str) -> str | None:
-    """The known GPT-NeoX key nearest to `key` (with `-` read as `_`, in any letter case; difflib, at least
-    SUGGEST_CUTOFF similar), or None."""
-    low = key.replace("-", "_").lower()
-    if low in KEYS:
-        return low
-    close = difflib.get_close_matches(low, list(KEYS), n=1, cutoff=SUGGEST_CUTOFF)
-    return close[0] if close else None
+    """The known GPT-NeoX key nearest to `key` (common.nearest_key over neox_keys.KEYS), or None."""
+    return common.nearest_key(key, KEYS)
 
 
 def typo_of(key: str, nearest: str | Literal[False] | None = False) -> str | None:
-    """The known GPT-NeoX key `key` surely misspells, or None: the same key in other letter case, or one with as many
-    `_`-separated words, all but one the same and that one misspelled (a difflib similarity of the keys of at least
-    TYPO_CUTOFF).  A word that differs only in its digits names another key, as adam_beta1 and adam_beta2 did, and
-    a word added or dropped may too (gptj_residual, gpt_j_residual): those are not taken for typos.  `nearest`:
-    nearest_key(key), where the caller has it (False: not computed yet)."""
-    low = key.replace("-", "_").lower()
-    known = nearest_key(key) if nearest is False else nearest
-    if known is None or known == low:
-        return known
-    if difflib.SequenceMatcher(None, low, known).ratio() < TYPO_CUTOFF:
-        return None
-    words, known_words = low.split("_"), known.split("_")
-    if len(words) != len(known_words):
-        return None
-    differ = [(a, b) for a, b in zip(words, known_words, strict=True) if a != b]
-    if len(differ) != 1 or re.sub(r"\d", "", differ[0][0]) == re.sub(r"\d", "", differ[0][1]):
-        return None
-    return known
+    """The known GPT-NeoX key `key` surely misspells, or None (common.typo_of over neox_keys.KEYS)."""
+    return common.typo_of(key, KEYS, nearest)
 
 
 def _check_keys(keys: dict, line_of, ev, s: Settings) -> None:

@@ -21,8 +21,8 @@ Framework = Literal["megatron", "torchtitan", "deepspeed", "maxtext"]
 
 
 class UnknownKey(Frozen):
-    """A key of a config file that no version of its framework takes (GPT-NeoX: readers.neox_keys), where it is no
-    sure typo of one it takes (that is an error)."""
+    """A key of a config file or command line that no version of its framework takes (GPT-NeoX: readers.neox_keys,
+    torchtitan: readers.torchtitan_keys), where it is no sure typo of one it takes (that is an error)."""
 
     key: str
     """As the file spells it."""
@@ -120,7 +120,7 @@ class LaunchLayout(Frozen):
     mapping or a list elided as {...} / [...]): the change list's launched side and the config's GPT-NeoX version
     (readers.neox.version_window)."""
     unknown_keys: tuple[UnknownKey, ...] = ()
-    """Keys the files state that no version of the framework takes (GPT-NeoX), priced without them."""
+    """Keys the files state that no version of the framework takes (GPT-NeoX, torchtitan), priced without them."""
     config_spelling: dict[str, str] = Field(default_factory=dict)
     """GPT-NeoX: each key of config_keys as the files spell it (`checkpoint-activations`), and "-" where the files
     spell their keys with dashes: the change list names keys that way (GPT-NeoX reads both spellings, and a key
@@ -300,6 +300,8 @@ class Settings:
     keys: dict[str, tuple[Any, str]] | None = None
     """The framework's own keys as read, each with its evidence (torchtitan dotted keys, MaxText keys), for
     its join step to interpret."""
+    key_sites: dict[str, tuple[str, str, int | None]] = field(default_factory=dict)
+    """torchtitan: each key of `keys` -> (its spelling in the file, the file, the line), for the key check."""
     config_file: tuple[str, str] | None = None
     """Config file the command line names (torchtitan --job.config_file, MaxText's, Bridge --config-file)."""
     deepspeed_config: tuple[str, str] | None = None

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from placement.audit.readers.common import read_int, word_check
-from placement.audit.readers.reading import Reading, Settings
+from placement.audit.readers.common import nearest_key, read_int, typo_of, word_check
+from placement.audit.readers.reading import Reading, Settings, UnknownKey
+from placement.audit.readers.torchtitan_keys import KEYS, VERSIONS
 from placement.audit.shell import Word
 from placement.errors import InputError
 from placement.loaders.files import read_text
@@ -29,18 +30,21 @@ _TT_BOOL = {"training.disable_cuda_graphs", "parallelism.enable_sequence_paralle
 
 
 def _tt_key(flag: str) -> tuple[str, bool]:
-    """`--parallelism.no-enable-sequence-parallel` -> ("parallelism.enable_sequence_parallel", False)."""
-    key = flag[2:]
+    """`--parallelism.no-enable-sequence-parallel` -> ("parallelism.enable_sequence_parallel", False): tyro reads a
+    flag's `-` as `_`, and `--section.no-KEY` as KEY false."""
+    key = flag[2:].replace("-", "_")
     section, _, name = key.rpartition(".")
-    name = name.replace("-", "_")
     value = True
-    if name.startswith("no_") and f"{section}.{name[3:]}" in _TT_BOOL:
+    if name.startswith("no_") and (f"{section}.{name[3:]}" in _TT_BOOL or (
+            f"{section}.{name[3:]}" in KEYS and f"{section}.{name}" not in KEYS)):
         name, value = name[3:], False
     return (f"{section}.{name}" if section else name), value
 
 
-def flags(words: list[Word]) -> dict[str, tuple[Any, str]]:
-    """Dotted keys from torchtitan CLI flags (0.3.0 tyro and 0.2.x)."""
+def flags(words: list[Word], sites: dict[str, tuple[str, str, int | None]] | None = None
+          ) -> dict[str, tuple[Any, str]]:
+    """Dotted keys from torchtitan CLI flags (0.3.0 tyro and 0.2.x); `sites`, where given, gets each key's flag as
+    written, with the file and line that write it (check_keys)."""
     out: dict[str, tuple[Any, str]] = {}
     i = 0
     while i < len(words):
@@ -53,6 +57,8 @@ def flags(words: list[Word]) -> dict[str, tuple[Any, str]]:
             raise InputError(f"{w.site}: unexpected argument {w.text!r}; expected --section.key value flags")
         flag, eq, inline = w.text.partition("=")
         key, truth = _tt_key(flag)
+        if sites is not None:
+            sites[key] = (flag, w.origin.path, w.origin.line)
         if eq:
             word_check(w, flag)
             out[key] = (inline, w.evidence)
@@ -73,8 +79,10 @@ def flags(words: list[Word]) -> dict[str, tuple[Any, str]]:
     return out
 
 
-def toml_keys(path: Path) -> dict[str, tuple[Any, str]]:
-    """Dotted keys of a torchtitan TOML file, each with its line."""
+def toml_keys(path: Path, sites: dict[str, tuple[str, str, int | None]] | None = None
+              ) -> dict[str, tuple[Any, str]]:
+    """Dotted keys of a torchtitan TOML file, each with its line; `sites`, where given, gets each key as written,
+    with the file and line (check_keys)."""
     text = read_text(path, "torchtitan config", "expected a TOML file")
     try:
         data = tomllib.loads(text)
@@ -91,7 +99,10 @@ def toml_keys(path: Path) -> dict[str, tuple[Any, str]]:
             continue
         for key, value in _flatten(table, path):
             dotted = f"{section}.{key}"
-            out[dotted] = (value, _toml_evidence(path, lines, section, key.rsplit(".", 1)[-1]))
+            evidence, line = _toml_evidence(path, lines, section, key.rsplit(".", 1)[-1])
+            out[dotted] = (value, evidence)
+            if sites is not None:
+                sites[dotted] = (dotted, str(path), line)
     return out
 
 
@@ -120,15 +131,17 @@ def _flatten(table: dict, path: Path) -> list[tuple[str, Any]]:
     return items
 
 
-def _toml_evidence(path: Path, lines: list[str], section: str, key: str) -> str:
+def _toml_evidence(path: Path, lines: list[str], section: str, key: str) -> tuple[str, int | None]:
+    """("file:line: text", line) of `key` in table `section` (or one nested in it); (file: [section] key, None) where
+    no line of its own states it."""
     in_section = False
     for n, line in enumerate(lines, 1):
         stripped = line.strip()
         if stripped.startswith("["):
             in_section = stripped.strip("[] ").split(".")[0] == section
-        elif in_section and re.match(rf"{re.escape(key)}\s*=", stripped):
-            return f"{path}:{n}: {stripped}"
-    return f"{path}: [{section}] {key}"
+        elif in_section and re.match(rf"[\"']?{re.escape(key)}[\"']?\s*=", stripped):
+            return f"{path}:{n}: {stripped}", n
+    return f"{path}: [{section}] {key}", None
 
 
 @dataclass(frozen=True)
@@ -331,13 +344,68 @@ def _cuda_graphs(get, s: Settings, version3: bool) -> None:
                                         "trainer.py wrap_with_cuda_graph)")
 
 
+VERSIONS_READ = (f"the JobConfig fields of torchtitan {VERSIONS[0]} to {VERSIONS[-2]} and of its main line to "
+                 f"9810191b, and {VERSIONS[-1]}'s Trainer.Config")
+"""The torchtitan versions torchtitan_keys.KEYS was read from, for messages."""
+REFUSES = ("torchtitan refuses a key it does not know: ConfigManager._dict_to_dataclass raises \"Invalid field "
+           "names\" on a TOML key (since eadca483, 2025-08-28, before 0.2.0; older versions dropped it), and its "
+           "tyro command line, like 0.3.0's, exits on an unknown flag")
+"""Why an unknown key stops the job, for messages."""
+READ_ALSO = frozenset({"module", "config", "activation_checkpoint.mode"})
+"""Keys the reader takes besides KEYS: 0.3.0's --module and --config (config/manager.py ConfigManager._load_config
+takes them before tyro) and its `activation-checkpoint:MODE` subcommand (read as activation_checkpoint.mode)."""
+CUSTOM_CONFIG = ("job.custom_config_module", "experimental.custom_args_module")
+"""0.2.x keys naming a module whose JobConfig extends torchtitan's (config/manager.py _maybe_add_custom_config): its
+fields, which the audit cannot read, are keys too."""
+
+
+def known(key: str) -> bool:
+    """Whether torchtitan takes the dotted key (with _): a field of some version read, a key the reader takes, or a
+    key inside a field that takes a table (a dict-valued field: its keys are values)."""
+    if key in KEYS or key in READ_ALSO:
+        return True
+    parts = key.split(".")
+    return any(".".join(parts[:i]) in KEYS for i in range(1, len(parts)))
+
+
+def check_keys(groups: list[Settings], merged: dict[str, tuple[Any, str]], s: Settings) -> None:
+    """Every key the TOML files and command lines state against the keys torchtitan takes in any version read
+    (torchtitan_keys.KEYS): torchtitan refuses a config with another one, so a sure typo of a known key (common.typo_of:
+    `tensor_paralel_degree`, or a TOML key spelled with `-`, which torchtitan reads as written) is an error naming
+    each, and any other unknown key (an experiment's or an extension's section, a newer version's key) is kept in
+    `unknown_keys`, for the audit to report.  Where the job names a custom config module (0.2.x), whose fields may
+    be any key, a typo is reported that way too."""
+    custom = next((merged[k] for k in CUSTOM_CONFIG if k in merged), None)
+    typos = []
+    for g in groups:
+        for key, (raw, file, line) in g.key_sites.items():
+            if known(key):  # a TOML key is read as written; a flag's, as tyro reads it (_tt_key)
+                continue
+            near = nearest_key(key, KEYS)
+            meant = typo_of(raw.removeprefix("--"), KEYS, near)
+            if meant is not None and custom is None:
+                flag = raw.startswith("--")
+                spelled = meant.replace("_", "-") if flag and "-" in raw[2:] and "_" not in raw else meant
+                how = (" (torchtitan reads a TOML key as written: `-` is no `_` there)"
+                       if not flag and raw.replace("-", "_") == meant else "")
+                typos.append(f"{g.keys[key][1] if g.keys else file}: unknown key {raw}; did you mean "
+                             f"{'--' if flag else ''}{spelled}?{how}")
+                continue
+            s.unknown_keys.append(UnknownKey(key=raw, file=file, line=line, suggestion=near))
+    if typos:
+        which = "this key" if len(typos) == 1 else "these keys"
+        raise InputError(f"{'; '.join(typos)} No torchtitan version read has {which} ({VERSIONS_READ}), and "
+                         f"{REFUSES}, so this job would not start: correct the spelling")
+
+
 def join(groups: list[Settings], paths: list[Path]) -> Reading:
     """A torchtitan job: TOML keys first, then CLI flags on top (torchtitan's precedence), read into the
-    layout; the launcher's world size stays with its file."""
+    layout; the launcher's world size stays with its file.  Every key is checked first (check_keys)."""
     merged: dict[str, tuple[Any, str]] = {}
     for g in sorted(groups, key=lambda g: g.override):  # the TOML files' keys, then the command lines'
         merged |= g.keys or {}
     out = Settings(", ".join(str(p) for p in paths))
+    check_keys(groups, merged, out)
     pipeline = _settings(merged, out)
     for g in groups:
         for k in ("world_size", "gpus_per_node"):
