@@ -739,9 +739,7 @@ def evaluate(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch
                                    slurm_topology, nodelist, node_type, cluster_graph, oversubscription, node_topo,
                                    segment, memory_headroom_gib)
     recipe, sources = _framework_recipe(framework, recipe, sources, train.precision)
-    if framework == "torchtitan" and recompute == Recompute.SELECTIVE.value and not recipe.recompute_modules:
-        recipe = recipe.model_copy(update={"recompute_modules": ("per_op",)})
-        sources["recompute_modules"] = f"--framework torchtitan: {PER_OP_FRAMEWORK}"
+    recipe, sources = _framework_selective(framework, recompute, recipe, sources)
     given_model = model  # the files' own model code (DeepSpeed, a device mesh) runs it as given
     model, model_sources = model_as_run(framework, model, f"--framework {framework}")
     _check_recompute_num_layers(recipe, sources, (recompute,), model, pp, vpp)
@@ -1078,6 +1076,15 @@ def _framework_recipe(framework, recipe, sources: dict[str, str], precision):
 PER_OP_FRAMEWORK = ("its activation-checkpoint:selective is its per-op policy, recompute module per_op "
                     "(torchtitan 0.3.0 distributed/activation_checkpoint.py SelectiveAC)")
 """Why `--framework torchtitan` prices selective recompute as per_op."""
+
+
+def _framework_selective(framework: str | None, recompute: str, recipe, sources: dict[str, str]):
+    """`evaluate`'s selective recompute as `framework` runs it where no module list is given: torchtitan's per-op
+    policy (a layout without recompute keeps none: a named module list would read as selective)."""
+    if framework == "torchtitan" and recompute == Recompute.SELECTIVE.value and not recipe.recompute_modules:
+        recipe = recipe.model_copy(update={"recompute_modules": ("per_op",)})
+        sources = {**sources, "recompute_modules": f"--framework torchtitan: {PER_OP_FRAMEWORK}"}
+    return recipe, sources
 
 
 def _framework_modules(framework: str, recipe, sources: dict[str, str]):

@@ -110,8 +110,6 @@ def _token(framework: str, key: str) -> str:
     """The text a launch file holds when it states `key` (a flag, a dotted key's last part, an env variable)."""
     if key.startswith("env "):
         return key[4:]
-    if framework == "gpt-neox":  # a dotted key's last part; GPT-NeoX also reads - for _
-        return key.rsplit(".", 1)[-1]
     if framework == "torchtitan":  # a TOML key or a 0.3.0 flag; the subcommand's table is [activation_checkpoint]
         return key.rsplit(".", 1)[-1] if key.startswith("--") else key.replace("-", "_")
     return key
@@ -153,15 +151,14 @@ def launch_changes(framework: str, now: EmitContext, best: EmitContext, files_te
     else:
         changes = [{"argument": k, "from": a.get(k), "to": b.get(k)}
                    for k in list(a) + [k for k in b if k not in a] if a.get(k) != b.get(k)]
-    if framework == "gpt-neox" and stated is not None:
+    if framework == "gpt-neox":  # the config's own keys say what it states
         for c in changes:
-            if c["from"] is not None and c["argument"] not in stated:
+            if c["from"] is not None and c["argument"] not in (stated or {}):
                 c["note"] = NOT_IN_FILES
-    elif files_text is not None and framework in ("megatron", "torchtitan", "maxtext", "gpt-neox"):
-        # GPT-NeoX reads - as _; torchtitan's CLI takes both (tyro), and its subcommand activation-checkpoint:MODE is
-        # the TOML's [activation_checkpoint]
-        spelled = (files_text.replace("-", "_") if framework == "gpt-neox" else
-                   files_text + "\n" + files_text.replace("-", "_") if framework == "torchtitan" else files_text)
+    elif files_text is not None and framework in ("megatron", "torchtitan", "maxtext"):
+        # torchtitan's CLI takes - and _ (tyro), and its subcommand activation-checkpoint:MODE is the TOML's
+        # [activation_checkpoint]
+        spelled = files_text + "\n" + files_text.replace("-", "_") if framework == "torchtitan" else files_text
         for c in changes:
             if c["from"] is not None and _token(framework, c["argument"]) not in spelled:
                 c["note"] = NOT_IN_FILES

@@ -855,10 +855,9 @@ def unknown_key_findings(launch: LaunchLayout) -> list[Finding]:
                                                      "job.custom_config_module, an experiment's config, or a newer "
                                                      "version)")
     else:
-        from placement.audit.readers.neox import VERSIONS_READ
+        from placement.audit.readers.neox import REFUSES, VERSIONS_READ
 
-        name, refuses, who = ("GPT-NeoX", "GPT-NeoX refuses a config with a key it does not know (NeoXArgs(**config) "
-                              "raises TypeError)", "a GPT-NeoX that defines it (a fork, or a newer version)")
+        name, refuses, who = "GPT-NeoX", REFUSES, "a GPT-NeoX that defines it (a fork, or a newer version)"
     out = []
     for k in launch.unknown_keys:
         where = f"{k.file}:{k.line}" if k.line is not None else k.file

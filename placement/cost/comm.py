@@ -55,7 +55,7 @@ def tp_term(x: Ctx) -> TpTerm:
     # the whole block but its saved ops (early_stop False): with sequence parallelism the recompute gathers the
     # attention's and the MLP's inputs again (two all-gathers, one all-reduce's time), without it all-reduces both
     # row-parallel outputs again (two; models/common/decoder_sharding.py rowwise_config)
-    redo = np.where(x.b.sp.astype(bool) & (x.b.tp > 1), 1.0, 2.0)
+    redo = np.where(x.sp_shard > 1, 1.0, 2.0)
     ops = forward * (1.0 + x.full * x.full_layers_share) + 2.0 + redo * x.module(M.PER_OP)
     dense = group.all_reduce(act) * ops
     moe_share = np.where((x.b.etp > 1) | (x.w.shared_ffn_total > 0), 1.0, 0.5)

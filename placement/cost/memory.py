@@ -103,7 +103,7 @@ def _per_op_kept(x: Ctx) -> tuple[np.ndarray, np.ndarray]:
         return sum((2.0 * g.n for g in gemms if g.saved), 0.0)
 
     core = (2.0 * w.out_dim + 4.0 * w.num_heads) / tp  # attention output and its fp32 log-sum-exp per head
-    scattered = np.where((x.b.tp > 1) & x.b.sp.astype(bool), 2.0 * 2.0 * h / tp, 0.0)  # wo's and w2's outputs
+    scattered = np.where(x.sp_shard > 1, 2.0 * 2.0 * h / tp, 0.0)  # wo's and w2's reduce-scattered outputs
     block = 2.0 * h / x.sp_shard + saved(attn) + core + scattered
     dense = tokens * (block + saved(mlp))
     if not w.num_experts:

@@ -183,14 +183,8 @@ def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch, r
     tokens_step = train.tokens_per_step
     s = train.seq_len
     model_flops = w.model_flops_per_token(s) * tokens_step
-    hw_per_token = w.forward_flops_per_token(s) * (3.0 + x.full * x.full_layers_share) + np.where(
-        b.recompute == 1, 2.0 * w.attended_keys(s) * w.attn_core_dim * w.num_layers
-        * (b.rc_modules & 1 != 0), 0.0)
-    hw_per_token = hw_per_token + _module_redo_flops(w, b)
-    per_op = x.module(RecomputeModule.PER_OP)
-    if per_op is not False:  # torchtitan's per-op checkpointing reruns its unsaved matmuls (and experts)
-        dense_redo, moe_redo = per_op_recompute_flops(w)
-        hw_per_token = hw_per_token + per_op * (w.num_dense_layers * dense_redo + w.num_moe_layers * moe_redo)
+    hw_per_token = (w.forward_flops_per_token(s) * (3.0 + x.full * x.full_layers_share)
+                    + _selective_redo_flops(w, b, s))
     peak = peak_flops(topo, train.precision)
     ep_total, ep_bytes = _chosen_ep(ep_options, crit.dispatcher, x.tokens)
     traffic = {
@@ -221,15 +215,20 @@ def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch, r
     )
 
 
-def _module_redo_flops(w: Workload, b: LayoutBatch) -> np.ndarray:
-    """(K,) matmul FLOPs per token, whole model, that selective recompute's Megatron modules rerun (the HFU
-    numerator beside the attention core's): the dense MLP (`mlp`), the shared experts (`shared_experts`, and
-    within `moe`), the routed experts and router (`moe`), MLA's up-projections (`mla_up_proj`); `moe_act` and
+def _selective_redo_flops(w: Workload, b: LayoutBatch, seq_len: int) -> np.ndarray:
+    """(K,) FLOPs per token, whole model, that selective recompute reruns (the HFU numerator beside full
+    recompute's forward): the attention core (`core_attn`), the dense MLP (`mlp`), the shared experts
+    (`shared_experts`, and within `moe`), the routed experts and router (`moe`), MLA's up-projections
+    (`mla_up_proj`), and torchtitan's per-op policy its unsaved matmuls and experts (`per_op`); `moe_act` and
     `layernorm` rerun element-wise work only."""
     M = RecomputeModule
 
     def on(mod: RecomputeModule) -> np.ndarray:
         return (b.recompute == 1) & ((b.rc_modules & (1 << RECOMPUTE_MODULES.index(mod))) != 0)
+
+    core = 2.0 * w.attended_keys(seq_len) * w.attn_core_dim * w.num_layers
+    dense_redo, moe_redo = per_op_recompute_flops(w)
+    per_op = w.num_dense_layers * dense_redo + w.num_moe_layers * moe_redo
 
     h, up = w.hidden, w.mlp_up + 1
     mlp = 2.0 * up * w.dense_ffn * h * w.num_dense_layers
@@ -237,8 +236,8 @@ def _module_redo_flops(w: Workload, b: LayoutBatch) -> np.ndarray:
     routed = 2.0 * (w.top_k * up * w.expert_ffn * h + w.num_experts * h) * w.num_moe_layers
     mla = w.num_layers * sum(2.0 * n * k for n, k, split in w.attn_gemms if split == 1 and k < h) \
         if w.mla_up_width else 0.0
-    return (on(M.MLP) * mlp + (on(M.SHARED_EXPERTS) | on(M.MOE)) * shared + on(M.MOE) * routed
-            + on(M.MLA_UP_PROJ) * mla)
+    return (on(M.CORE_ATTN) * core + on(M.MLP) * mlp + (on(M.SHARED_EXPERTS) | on(M.MOE)) * shared
+            + on(M.MOE) * routed + on(M.MLA_UP_PROJ) * mla + on(M.PER_OP) * per_op)
 
 
 def memory_floor(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch,

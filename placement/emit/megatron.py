@@ -84,9 +84,8 @@ def arguments(ctx: EmitContext) -> tuple[list[str], dict[str, str], list[str]]:
         else:
             args += ["--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"]
     elif lay.recompute == "selective":
-        modules = r.recompute_modules or (RecomputeModule.CORE_ATTN,)
-        if RecomputeModule.PER_OP in modules:
-            modules = (RecomputeModule.CORE_ATTN,)
+        modules = megatron_recompute_modules(ctx)
+        if RecomputeModule.PER_OP in r.recompute_modules:
             warnings.append(PER_OP_WHY)
         args += ["--recompute-granularity", "selective", "--recompute-modules", *(m.value for m in modules)]
     more, warn = recipe_arguments(ctx)
@@ -326,6 +325,13 @@ STATED = frozenset({
 """Recipe fields the files state: the `arguments` flags, the torchrun line's binding and environment."""
 
 
+def megatron_recompute_modules(ctx: EmitContext) -> tuple[RecomputeModule, ...]:
+    """The --recompute-modules the file writes for selective recompute: the plan's (core_attn where it names none),
+    core_attn for torchtitan's per-op policy, which Megatron-LM has no name for (PER_OP_WHY)."""
+    modules = ctx.recipe.recompute_modules or (RecomputeModule.CORE_ATTN,)
+    return (RecomputeModule.CORE_ATTN,) if RecomputeModule.PER_OP in modules else tuple(modules)
+
+
 def megatron_fp8_recipe(ctx: EmitContext) -> Fp8Recipe | None:
     """The FP8 recipe the file writes: the plan's, or the accelerator's own for torchao's row-wise scaling, which
     Megatron-Core does not have (delayed, tensorwise, mxfp8, blockwise, custom: megatron/core/enums.py)."""
@@ -347,9 +353,11 @@ def runs(ctx: EmitContext) -> Runs:
         out.recipe["fp8_recipe"] = written
         out.what.append(f"fp8_recipe {written.value} (not rowwise)")
     runs_recipe(ctx, RUNS_INSTEAD, out)
-    if ctx.plan.layout.recompute == "selective" and RecomputeModule.PER_OP in ctx.recipe.recompute_modules:
-        out.recipe["recompute_modules"] = (RecomputeModule.CORE_ATTN,)
-        out.what.append("selective recompute of core_attn (not per_op)")
+    written = megatron_recompute_modules(ctx)
+    if ctx.plan.layout.recompute == "selective" and written != (ctx.recipe.recompute_modules or written):
+        out.recipe["recompute_modules"] = written
+        out.what.append(f"selective recompute of {'+'.join(m.value for m in written)} (not "
+                        f"{'+'.join(m.value for m in ctx.recipe.recompute_modules)})")
     runs_model(ctx, "megatron", out)
     return out
 

@@ -66,6 +66,15 @@ def typo_of(key: str, known: Collection[str], nearest: str | Literal[False] | No
     return near
 
 
+def typo_error(typos: list[str], no_version: str, versions_read: str, refuses: str) -> InputError:
+    """The one error for every sure typo a config states (`typos`: "file:line: unknown key K; did you mean M?"):
+    `no_version` ("No GPT-NeoX version") read (`versions_read`) has them, and the framework refuses such a config
+    (`refuses`)."""
+    which = "this key" if len(typos) == 1 else "these keys"
+    return InputError(f"{'; '.join(typos)} {no_version} has {which} ({versions_read}), and {refuses}, so this job "
+                      f"would not start: correct the spelling")
+
+
 def word_check(word: Word, flag: str) -> None:
     """InputError when the script leaves `word` (the value of `flag`) unresolved or under a condition."""
     if word.unresolved:

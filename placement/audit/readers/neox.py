@@ -158,6 +158,8 @@ def _text(value: Any) -> str:
 
 VERSIONS_READ = f"the NeoXArgs fields of EleutherAI/gpt-neox from {min(COMMIT_DATES.values())[:7]} to {SOURCE_HEAD}"
 """The GPT-NeoX versions neox_keys.KEYS was read from, for messages."""
+REFUSES = "GPT-NeoX refuses a config with a key it does not know (NeoXArgs(**config) raises TypeError)"
+"""What GPT-NeoX does with an unknown key, for messages."""
 
 
 def nearest_key(key: str) -> str | None:
@@ -188,10 +190,7 @@ def _check_keys(keys: dict, line_of, ev, s: Settings) -> None:
         _, line, _ = line_of(norm)
         s.unknown_keys.append(UnknownKey(key=str(raw), file=str(path), line=line, suggestion=near))
     if typos:
-        which = "this key" if len(typos) == 1 else "these keys"
-        raise InputError(f"{'; '.join(typos)} No GPT-NeoX version has {which} ({VERSIONS_READ}), and GPT-NeoX refuses "
-                         f"a config with a key it does not know (NeoXArgs(**config) raises TypeError), so this job "
-                         f"would not start: correct the spelling")
+        raise common.typo_error(typos, "No GPT-NeoX version", VERSIONS_READ, REFUSES)
 
 
 def since(key: str) -> tuple[str, str]:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from placement.audit.readers.common import nearest_key, read_int, typo_of, word_check
+from placement.audit.readers.common import nearest_key, read_int, typo_error, typo_of, word_check
 from placement.audit.readers.reading import Reading, Settings, UnknownKey
 from placement.audit.readers.torchtitan_keys import KEYS, VERSIONS
 from placement.audit.shell import Word
@@ -320,10 +320,10 @@ def _named_config_stated(keys, get) -> None:
         missing.append("activation-checkpoint:MODE")
     if missing:
         named = f"--module {get('module')[0]} --config {get('config')[0]}"
-        flags = ", ".join(k if k.startswith("activation") else "--" + k for k in missing)
+        needed = ", ".join(k if k.startswith("activation") else f"--{k} N" for k in missing)
         raise InputError(f"{named}: torchtitan 0.3.0's named config sets {', '.join(missing)} where this command "
                          f"line does not, and placement does not run its config_registry.py: state them on the line "
-                         f"({flags} N, as torchtitan's config for the job has them) to audit the job it runs")
+                         f"({needed}, with the values torchtitan's config for the job has) to audit the job it runs")
 
 
 def _cuda_graphs(get, s: Settings, version3: bool) -> None:
@@ -393,9 +393,7 @@ def check_keys(groups: list[Settings], merged: dict[str, tuple[Any, str]], s: Se
                 continue
             s.unknown_keys.append(UnknownKey(key=raw, file=file, line=line, suggestion=near))
     if typos:
-        which = "this key" if len(typos) == 1 else "these keys"
-        raise InputError(f"{'; '.join(typos)} No torchtitan version read has {which} ({VERSIONS_READ}), and "
-                         f"{REFUSES}, so this job would not start: correct the spelling")
+        raise typo_error(typos, "No torchtitan version read", VERSIONS_READ, REFUSES)
 
 
 def join(groups: list[Settings], paths: list[Path]) -> Reading:
