@@ -42,6 +42,10 @@ class StageParams:
     """Ranks the dense state is sharded over under ZeRO."""
     expert_shard: np.ndarray
     """Ranks the expert state is sharded over (expert DP)."""
+    edge_dense: np.ndarray | float = 0.0
+    edge_expert: np.ndarray | float = 0.0
+    """Under ZeRO-3, the parameters of the units gathered before the step's first compute and reduced after its
+    last: one decoder layer plus the embedding, final norm and head the rank holds (`zero3_edge_s`)."""
 
 
 @dataclass(frozen=True)
@@ -65,7 +69,10 @@ def dp_term(x: Ctx, p: StageParams, comp_mb_s: np.ndarray) -> DpTerm:
     grad_b, wt_b = grad_bytes(x), C.BYTES_WEIGHT
     rs_once = dense_group.reduce_scatter(p.dense * grad_b) + expert_group.reduce_scatter(p.expert * grad_b)
     ag_once = dense_group.reduce_scatter(p.dense * wt_b) + expert_group.reduce_scatter(p.expert * wt_b)
-    z3_mb = 3.0 * ag_once
+    # ZeRO-3 gathers the 16-bit weights for forward and again for backward, and reduce-scatters the gradients at
+    # their reduce width (FSDP2 reduce_dtype: torchtitan's float32)
+    z3_mb = 2.0 * ag_once + rs_once
+    z3_edge = zero3_edge_s(dense_group, expert_group, p, wt_b, grad_b)
     replicas = coll.Groups(lv, b.tp * b.cp * b.dp_shard, b.dp // b.dp_shard)
     hsdp_once = replicas.all_reduce(p.dense * grad_b / p.dense_shard)
     m = x.m
@@ -102,15 +109,17 @@ def dp_term(x: Ctx, p: StageParams, comp_mb_s: np.ndarray) -> DpTerm:
         ddp_exposed = np.maximum(ddp_exposed, _last_chunk_floor(all_reduce, own_bwd, x.vpp))
         # ZeRO-2 reduce-scatters behind every micro-batch's backward; its gather is ZeRO-1's.  ZeRO-3 gathers and
         # reduces every micro-batch behind that micro-batch's compute: no step-end collective to floor
+        # ZeRO-3 hides each micro-batch's collectives behind its compute, all but the step's first gather and last
+        # reduce-scatter, which have no compute beside them (zero3_edge_s)
         exposed = np.where(
-            zero3, m * np.maximum(z3_mb - comp_mb_s, 0.0) + np.maximum(hsdp_once - hide, 0.0),
+            zero3, m * np.maximum(z3_mb - z3_edge / m - comp_mb_s, 0.0) + z3_edge + np.maximum(hsdp_once - hide, 0.0),
             np.where(zero2, m * np.maximum(rs_once - hide / chunks, 0.0) + np.maximum(gather_exposed, first_gather),
                      np.where(b.zero == 1, z1_exposed, ddp_exposed)))
         exposed = np.where(engine_flush, total, exposed)
     z1_grad_sends = 2.0 if x.recipe.grad_all_reduce else 1.0
 
     def sent(params):
-        return np.where(zero3, 3.0 * params * wt_b * m,
+        return np.where(zero3, params * (2.0 * wt_b + grad_b) * m,
                         np.where(zero2, params * (grad_b * m + wt_b),
                                  np.where(b.zero == 0, 2.0 * params * grad_b,
                                           params * (z1_grad_sends * grad_b + wt_b))))
@@ -122,6 +131,25 @@ def dp_term(x: Ctx, p: StageParams, comp_mb_s: np.ndarray) -> DpTerm:
         replica_bytes=np.where(zero3 & (b.dp_shard < b.dp), 2.0 * p.dense * grad_b / p.dense_shard, 0.0),
         expert_bytes=np.where(p.expert_shard > 1, expert_bytes, 0.0),
     )
+
+
+def zero3_edge_s(dense_group: coll.Groups, expert_group: coll.Groups, p: StageParams, wt_b: float,
+                  grad_b: float) -> np.ndarray:
+    """Seconds of ZeRO-3 collectives no compute hides: the gather of the units the step's first forward needs
+    before it can start, and the reduce-scatter of the units whose gradients its last backward finishes.
+
+    FSDP2 (torchtitan `apply_fsdp`: fully_shard on each TransformerBlock, then on the root model, which keeps
+    tok_embeddings, the final norm and the output head) gathers the root and the first block before the
+    embedding runs, prefetches each later block behind the one before, and reduce-scatters a unit's gradients
+    after the unit's backward (`post_backward`): the first block's and the root's come after the embedding's
+    backward, the step's last compute.  The root is not resharded after forward (FSDP2 `fully_shard`: the
+    root's reshard_after_forward is False), so backward gathers nothing first.  One layer plus the embedding
+    and head the rank holds (`StageParams.edge_dense`), gathered at the weight width and reduced at the
+    gradient's."""
+    gather = dense_group.reduce_scatter(p.edge_dense * wt_b) + expert_group.reduce_scatter(p.edge_expert * wt_b)
+    reduce = (dense_group.reduce_scatter(p.edge_dense * grad_b)
+              + expert_group.reduce_scatter(p.edge_expert * grad_b))
+    return np.where(np.asarray(p.edge_dense + p.edge_expert) > 0, gather + reduce, 0.0)
 
 
 def _last_chunk_floor(comm_s: np.ndarray, own_compute_s: np.ndarray, vpp) -> np.ndarray:

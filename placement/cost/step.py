@@ -613,11 +613,14 @@ class _Params:
     expert_kinds: np.ndarray
     dense_shard: np.ndarray
     expert_shard: np.ndarray
+    edge_dense_kinds: np.ndarray
+    edge_expert_kinds: np.ndarray
 
     def as_stage(self) -> StageParams:
         """The stage with the most dense and the one with the most expert parameters set the DP pace."""
         return StageParams(dense=self.dense_kinds.max(axis=0), expert=self.expert_kinds.max(axis=0),
-                           dense_shard=self.dense_shard, expert_shard=self.expert_shard)
+                           dense_shard=self.dense_shard, expert_shard=self.expert_shard,
+                           edge_dense=self.edge_dense_kinds.max(axis=0), edge_expert=self.edge_expert_kinds.max(axis=0))
 
 
 def _stage_params(x: Ctx, st: StageKinds) -> _Params:
@@ -632,10 +635,18 @@ def _stage_params(x: Ctx, st: StageKinds) -> _Params:
     if x.recipe.mtp_layers:
         dense += st.mtp * ((moe_dense_p if w.num_experts else dense_layer_p) + mtp_proj_p)
     expert = (st.moe + st.mtp) * moe_expert_p if w.num_experts else np.zeros_like(dense)
+    # ZeRO-3's first gathered and last reduced units (dp.zero3_edge_s): the rank's first layer, dense where it
+    # holds one, and its embedding and head
+    has_dense = st.dense > 0
+    edge_dense = (np.where(has_dense, dense_layer_p, np.where(st.moe > 0, moe_dense_p if w.num_experts else 0.0, 0.0))
+                  + st.embed * (w.embed_params / x.tp) + st.loss * (w.head_params / x.tp))
+    edge_expert = np.where(~has_dense & (st.moe > 0), moe_expert_p, 0.0) if w.num_experts else np.zeros_like(dense)
     zero3 = x.b.zero == 3
     return _Params(dense_kinds=dense, expert_kinds=expert,
                    dense_shard=np.where(zero3, x.cp * x.b.dp_shard, x.cp * x.dp),
-                   expert_shard=x.tp * x.cp * x.dp / (x.ep * x.etp))
+                   expert_shard=x.tp * x.cp * x.dp / (x.ep * x.etp),
+                   edge_dense_kinds=edge_dense * np.ones_like(dense),
+                   edge_expert_kinds=edge_expert * np.ones_like(dense))
 
 
 def concat_estimates(first: Estimates, second: Estimates) -> Estimates:
