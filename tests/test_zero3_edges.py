@@ -1,5 +1,5 @@
 """ZeRO-3 / FSDP: the step's first gather and last reduce-scatter have no compute beside them
-(`dp.zero3_edge_s`), and the reduce-scatter moves the gradient at its reduce width (FSDP2 reduce_dtype float32
+(`dp.shard_edges_s`), and the reduce-scatter moves the gradient at its reduce width (FSDP2 reduce_dtype float32
 in torchtitan).  Tested on the torchtitan rows they move, and on dp_term alone."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ TRAINY = [r for r in load_runs() if r.id.startswith("torchtitan-trainy-h200")]
 
 
 def _no_edge(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(dp, "zero3_edge_s", lambda dense, expert, p, wt_b, grad_b: np.zeros_like(p.dense))
+    monkeypatch.setattr(dp, "shard_edges_s", lambda dense, expert, p, wt_b, grad_b: (np.zeros_like(p.dense),) * 2)
 
 
 def test_the_trainy_rows_are_two() -> None:
@@ -62,10 +62,10 @@ def test_the_exposed_dp_time_is_the_edges_when_compute_hides_the_rest() -> None:
     assert exposed == pytest.approx(expect, rel=0.02)
 
 
-def _term(edge: float, comp: float, **recipe):
+def _term(edge: float, comp: float, zero: int = 3, **recipe):
     p = StageParams(dense=np.array([8.0e9]), expert=np.array([0.0]), dense_shard=np.array([32.0]),
                     expert_shard=np.array([1.0]), edge_dense=np.array([edge]), edge_expert=np.array([0.0]))
-    ctx = _ctx("llama3-8b", "dgx-h100", 32, Layout(dp=32, zero_stage=3), global_batch=32, **recipe)
+    ctx = _ctx("llama3-8b", "dgx-h100", 32, Layout(dp=32, zero_stage=zero), global_batch=32, **recipe)
     return dp_term(ctx, p, np.array([comp]))
 
 
@@ -88,3 +88,12 @@ def test_zero3_reduces_at_the_gradient_width() -> None:
     bf16 = float(_term(0.0, 1.0).total_s[0])
     fp32 = float(_term(0.0, 1.0, recipe=Recipe(grad_reduce_fp32=True)).total_s[0])
     assert fp32 / bf16 == pytest.approx(4.0 / 3.0, rel=1e-3)  # bandwidth terms; latency is the same
+
+
+def test_zero2_has_the_same_edges() -> None:
+    """ZeRO-2 (FSDP2 without resharding after forward) gathers once and reduce-scatters each micro-batch: behind long
+    compute only the first unit's gather and the last unit's reduce-scatter stay, as under ZeRO-3."""
+    total = float(_term(0.0, 1.0, zero=2).total_s[0])
+    assert float(_term(0.0, 100.0 * total, zero=2).exposed_s[0]) == 0.0
+    edges = float(_term(1.0e9, 100.0 * total, zero=2).exposed_s[0])
+    assert edges == pytest.approx(float(_term(1.0e9, 100.0 * total, zero=3).exposed_s[0]), rel=1e-9)

@@ -44,8 +44,8 @@ class StageParams:
     """Ranks the expert state is sharded over (expert DP)."""
     edge_dense: np.ndarray | float = 0.0
     edge_expert: np.ndarray | float = 0.0
-    """Under ZeRO-3, the parameters of the units gathered before the step's first compute and reduced after its
-    last: one decoder layer plus the embedding, final norm and head the rank holds (`zero3_edge_s`)."""
+    """Under ZeRO-2/3, the parameters of the units gathered before the step's first compute and reduced after its
+    last: one decoder layer plus the embedding, final norm and head the rank holds (`shard_edges_s`)."""
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,8 @@ def dp_term(x: Ctx, p: StageParams, comp_mb_s: np.ndarray) -> DpTerm:
     # ZeRO-3 gathers the 16-bit weights for forward and again for backward, and reduce-scatters the gradients at
     # their reduce width (FSDP2 reduce_dtype: torchtitan's float32)
     z3_mb = 2.0 * ag_once + rs_once
-    z3_edge = zero3_edge_s(dense_group, expert_group, p, wt_b, grad_b)
+    edge_ag, edge_rs = shard_edges_s(dense_group, expert_group, p, wt_b, grad_b)
+    z3_edge = edge_ag + edge_rs
     replicas = coll.Groups(lv, b.tp * b.cp * b.dp_shard, b.dp // b.dp_shard)
     hsdp_once = replicas.all_reduce(p.dense * grad_b / p.dense_shard)
     m = x.m
@@ -97,6 +98,10 @@ def dp_term(x: Ctx, p: StageParams, comp_mb_s: np.ndarray) -> DpTerm:
         hide = C.DP_OVERLAP_FRACTION * bwd_share * comp_mb_s * chunks
         hide_fwd = C.DP_OVERLAP_FRACTION * (1.0 - bwd_share) * comp_mb_s * chunks
         gather_exposed = np.maximum(ag_once - hide_fwd, 0.0)
+        # ZeRO-2 (FSDP2 reshard_after_forward False) gathers each unit once, before its first forward, and
+        # reduce-scatters each micro-batch's gradients: its first unit's gather and last unit's reduce-scatter
+        # have no compute beside them either (shard_edges_s)
+        z2_gather = np.maximum(ag_once - edge_ag - hide_fwd, 0.0) + edge_ag
         z1_exposed = np.maximum(z1_grads - hide, 0.0) + gather_exposed
         ddp_exposed = np.maximum(all_reduce - hide, 0.0)
         # ...but no chunk hides behind another's compute at the ends of the step: the last chunk's reduction
@@ -107,13 +112,13 @@ def dp_term(x: Ctx, p: StageParams, comp_mb_s: np.ndarray) -> DpTerm:
         first_gather = _last_chunk_floor(ag_once, own_fwd, x.vpp)
         z1_exposed = np.maximum(z1_exposed, _last_chunk_floor(z1_grads, own_bwd, x.vpp) + first_gather)
         ddp_exposed = np.maximum(ddp_exposed, _last_chunk_floor(all_reduce, own_bwd, x.vpp))
-        # ZeRO-2 reduce-scatters behind every micro-batch's backward; its gather is ZeRO-1's.  ZeRO-3 gathers and
-        # reduces every micro-batch behind that micro-batch's compute: no step-end collective to floor
-        # ZeRO-3 hides each micro-batch's collectives behind its compute, all but the step's first gather and last
-        # reduce-scatter, which have no compute beside them (zero3_edge_s)
+        # ZeRO-2 reduce-scatters behind every micro-batch's backward and gathers behind the forward, ZeRO-3 gathers
+        # and reduces every micro-batch behind that micro-batch's compute: all but the step's first gather and last
+        # reduce-scatter, which have no compute beside them (shard_edges_s)
         exposed = np.where(
             zero3, m * np.maximum(z3_mb - z3_edge / m - comp_mb_s, 0.0) + z3_edge + np.maximum(hsdp_once - hide, 0.0),
-            np.where(zero2, m * np.maximum(rs_once - hide / chunks, 0.0) + np.maximum(gather_exposed, first_gather),
+            np.where(zero2, m * np.maximum(rs_once - edge_rs / m - hide / chunks, 0.0) + edge_rs
+                     + np.maximum(z2_gather, first_gather),
                      np.where(b.zero == 1, z1_exposed, ddp_exposed)))
         exposed = np.where(engine_flush, total, exposed)
     z1_grad_sends = 2.0 if x.recipe.grad_all_reduce else 1.0
@@ -133,23 +138,26 @@ def dp_term(x: Ctx, p: StageParams, comp_mb_s: np.ndarray) -> DpTerm:
     )
 
 
-def zero3_edge_s(dense_group: coll.Groups, expert_group: coll.Groups, p: StageParams, wt_b: float,
-                  grad_b: float) -> np.ndarray:
-    """Seconds of ZeRO-3 collectives no compute hides: the gather of the units the step's first forward needs
-    before it can start, and the reduce-scatter of the units whose gradients its last backward finishes.
+def shard_edges_s(dense_group: coll.Groups, expert_group: coll.Groups, p: StageParams, wt_b: float,
+                  grad_b: float) -> tuple[np.ndarray, np.ndarray]:
+    """(gather, reduce-scatter) seconds of the ZeRO-2/3 collectives no compute hides: the gather of the units the
+    step's first forward needs before it can start, and the reduce-scatter of the units whose gradients its last
+    backward finishes.
 
     FSDP2 (torchtitan `apply_fsdp`: fully_shard on each TransformerBlock, then on the root model, which keeps
     tok_embeddings, the final norm and the output head) gathers the root and the first block before the
     embedding runs, prefetches each later block behind the one before, and reduce-scatters a unit's gradients
     after the unit's backward (`post_backward`): the first block's and the root's come after the embedding's
     backward, the step's last compute.  The root is not resharded after forward (FSDP2 `fully_shard`: the
-    root's reshard_after_forward is False), so backward gathers nothing first.  One layer plus the embedding
-    and head the rank holds (`StageParams.edge_dense`), gathered at the weight width and reduced at the
-    gradient's."""
+    root's reshard_after_forward is False), so backward gathers nothing first.  ZeRO-2 (reshard_after_forward
+    False everywhere) gathers once per step and reduce-scatters every micro-batch: the same two edges.  One layer
+    plus the embedding and head the rank holds (`StageParams.edge_dense`), gathered at the weight width and
+    reduced at the gradient's."""
     gather = dense_group.reduce_scatter(p.edge_dense * wt_b) + expert_group.reduce_scatter(p.edge_expert * wt_b)
     reduce = (dense_group.reduce_scatter(p.edge_dense * grad_b)
               + expert_group.reduce_scatter(p.edge_expert * grad_b))
-    return np.where(np.asarray(p.edge_dense + p.edge_expert) > 0, gather + reduce, 0.0)
+    some = np.asarray(p.edge_dense + p.edge_expert) > 0
+    return np.where(some, gather, 0.0), np.where(some, reduce, 0.0)
 
 
 def _last_chunk_floor(comm_s: np.ndarray, own_compute_s: np.ndarray, vpp) -> np.ndarray:

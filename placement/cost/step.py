@@ -635,7 +635,7 @@ def _stage_params(x: Ctx, st: StageKinds) -> _Params:
     if x.recipe.mtp_layers:
         dense += st.mtp * ((moe_dense_p if w.num_experts else dense_layer_p) + mtp_proj_p)
     expert = (st.moe + st.mtp) * moe_expert_p if w.num_experts else np.zeros_like(dense)
-    # ZeRO-3's first gathered and last reduced units (dp.zero3_edge_s): the rank's first layer, dense where it
+    # ZeRO-2/3's first gathered and last reduced units (dp.shard_edges_s): the rank's first layer, dense where it
     # holds one, and its embedding and head
     has_dense = st.dense > 0
     edge_dense = (np.where(has_dense, dense_layer_p, np.where(st.moe > 0, moe_dense_p if w.num_experts else 0.0, 0.0))
