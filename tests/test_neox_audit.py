@@ -6,7 +6,12 @@
 - the best plan and the memory_headroom_recompute finding: only recompute GPT-NeoX's keys state (none or full;
   no selective recompute), and no sequence parallelism for a config older than sequence_parallel;
 - unknown keys: GPT-NeoX refuses a config with a key that is no NeoXArgs field, so a sure typo is an error, and any
-  other unknown key is a warning finding and `layout.unknown_keys`.
+  other unknown key is a warning finding and `layout.unknown_keys`;
+- the MLP width GPT-NeoX builds, as the config's version builds it: mlp_multiple_of (adbf5d6f, default 1) or, before
+  it, ParallelMLP's multiple_of 256 (0d4bdb96), LLaMAParallelMLP (mlp_type llama) and the older geglu rules; where the
+  keys leave the version open, the 256 rule assumed, and said;
+- the unfused_attention finding of a GPT-NeoX config: attention type "flash" dated by the config's keys (efd5911d
+  added it, with flash-attn 0.2.2; 8903a969 moved it to flash-attn 2), an upgrade where they date it older.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from click.testing import CliRunner
 
 from placement.audit.changes import NOT_IN_FILES, _neox_changes
 from placement.audit.launch import parse_launch
-from placement.audit.readers.neox import typo_of, version_takes
+from placement.audit.readers.neox import flash_remedy, typo_of, version_takes
 from placement.audit.readers.neox_keys import KEYS
 from placement.cli import main
 from placement.errors import InputError
@@ -323,3 +328,184 @@ def test_the_change_list_names_each_key_as_the_config_spells_it() -> None:
     names = {c["argument"] for c in data["changes"]}
     assert "checkpoint-activations" in names and "checkpoint_activations" not in names  # line 67 spells it so
     assert "train_micro_batch_size_per_gpu" in names  # and line 61 so
+
+
+# -- 4. the MLP width GPT-NeoX builds -------------------------------------------------------------------------------
+
+LLAMA_LIKE = """{
+  "pipe_parallel_size": 1,
+  "model_parallel_size": 1,
+  "num_layers": 32,
+  "hidden_size": 4096,
+  "num_attention_heads": 32,
+  "seq_length": 4096,
+  "train_micro_batch_size_per_gpu": 1,
+  "gradient_accumulation_steps": 1,
+  "activation": "swiglu",
+EXTRA}
+"""
+"""A Llama-7B-shaped GPT-NeoX config whose keys date nothing (all in GPT-NeoX since 2021) but swiglu (0d4bdb96,
+2024-09-06): 4 x 4096 = 16384, two thirds for the gated pair, 5461 per branch before rounding."""
+
+
+def _llama_like(tmp_path: Path, *extra: str) -> Path:
+    return _written(tmp_path, LLAMA_LIKE.replace("EXTRA", "".join(f"  {x},\n" for x in extra)), "llama.yml")
+
+
+@pytest.mark.parametrize(("extra", "width", "said"), [
+    # stated: GPT-NeoX adbf5d6f or later, its multiple (configs/llama2/7B.yml: 32768 x 2/3 // 2 = 10922 -> 11008)
+    (['"intermediate_size": 32768', '"mlp_multiple_of": 256'], 11008,
+     "intermediate_size 32768; swiglu is gated: int(32768 x 2/3) = 21845 for the pair, 10922 per branch, rounded up "
+     "to a multiple of 256 (linear1's pair to 512): 11008 (GPT-NeoX adbf5d6f (2024-09-10) or later, which takes "
+     "mlp_multiple_of"),
+    (['"intermediate_size": 33024', '"mlp_multiple_of": 1'], 11008, "GPT-NeoX adbf5d6f (2024-09-10) or later, which "
+                                                                     "takes mlp_multiple_of"),
+    # use_bias_in_mlp came with adbf5d6f: mlp_multiple_of's default 1, no rounding (the old rule gave 5632)
+    (['"use_bias_in_mlp": false'], 5461, "5461 per branch: 5461 (GPT-NeoX adbf5d6f (2024-09-10) or later, "
+                                         "mlp_multiple_of's default 1; the config's keys date its GPT-NeoX adbf5d6f "
+                                         "(2024-09-10) or later, by use_bias_in_mlp"),
+    # mlp_type is last in c1ae1d77 (2024-09-09), swiglu first in 0d4bdb96: ParallelMLP's multiple_of 256
+    (['"mlp_type": "regular"'], 5632, "rounded up to a multiple of 256 (linear1's pair to 512): 5632 (GPT-NeoX "
+                                      "0d4bdb96 (2024-09-06) to adbf5d6f (2024-09-10), ParallelMLP's multiple_of 256; "
+                                      "the config's keys date its GPT-NeoX"),
+])
+def test_the_mlp_width_is_what_the_configs_gpt_neox_builds(tmp_path: Path, extra, width, said) -> None:
+    lay = parse_launch([_llama_like(tmp_path, *extra)])
+    assert lay.ffn_hidden_size == width
+    assert said in lay.sources["ffn_hidden_size"], lay.sources["ffn_hidden_size"]
+    assert "assumed" not in lay.sources["ffn_hidden_size"] and not [x for x in lay.ignored if "ffn_hidden_size" in x]
+
+
+def test_an_mlp_width_the_keys_leave_open_is_the_256_rule_and_says_what_else_gpt_neox_builds(tmp_path: Path) -> None:
+    """No key dates the config after 0d4bdb96: GPT-NeoX 0d4bdb96 to adbf5d6f rounds the branch to 256 (5632), one
+    from adbf5d6f takes mlp_multiple_of, default 1 (5461).  The 256 rule is assumed, and the evidence and a note say
+    the other width and that the keys leave the version open."""
+    path = _llama_like(tmp_path)
+    lay = parse_launch([path])
+    assert version_takes("mlp_multiple_of", lay.config_keys) is None
+    assert lay.ffn_hidden_size == 5632
+    where = lay.sources["ffn_hidden_size"]
+    assert "5632 (assumed: GPT-NeoX 0d4bdb96 (2024-09-06) to adbf5d6f (2024-09-10), ParallelMLP's multiple_of 256; " \
+           "GPT-NeoX adbf5d6f (2024-09-10) or later builds 5461;" in where, where
+    assert "which leaves the version open: state mlp_multiple_of to decide it" in where
+    (note,) = [x for x in lay.ignored if "ffn_hidden_size" in x]
+    assert note.startswith("ffn_hidden_size 5632 assumed (GPT-NeoX 0d4bdb96 (2024-09-06) to adbf5d6f (2024-09-10), "
+                           "ParallelMLP's multiple_of 256): GPT-NeoX adbf5d6f (2024-09-10) or later builds 5461")
+    # audited against a model of the other width: the refusal names both, with their versions
+    model = _written(tmp_path, "name: neox-llama\nnum_layers: 32\nhidden_size: 4096\nffn_hidden_size: 5461\n"
+                               "num_attention_heads: 32\nvocab_size: 32000\n", "model.yaml")
+    got = CliRunner().invoke(main, ["audit", "--model", str(model), "--cluster", "dgx-a100-80g", "--gpus", "8",
+                                    "--launch", str(path)])
+    assert got.exit_code == 2 and "ffn_hidden_size = 5632" in got.stderr and "or later builds 5461" in got.stderr
+    # against the assumed width it runs, and the readable report carries the note
+    model.write_text(model.read_text().replace("5461", "5632"))
+    got = CliRunner().invoke(main, ["--reproducible", "audit", "--model", str(model), "--cluster", "dgx-a100-80g",
+                                    "--gpus", "8", "--launch", str(path)])
+    assert got.exit_code in (0, 1), got.output
+    assert f"  - {note}" in got.stdout
+
+
+def test_an_old_llama_config_is_read_as_llama_parallel_mlp(tmp_path: Path) -> None:
+    """configs/llama/7B.yml before 0d4bdb96 (mlp_type llama, activation silu): LLaMAParallelMLP's int(8/3 x 4096)
+    rounded up to 256, 11008; mlp_type is last in c1ae1d77, and 0d4bdb96 to adbf5d6f, which ignore it, build a plain
+    4 x hidden silu MLP (16384): said, and 11008 assumed."""
+    text = LLAMA_LIKE.replace('"activation": "swiglu",', '"activation": "silu",')
+    path = _written(tmp_path, text.replace("EXTRA", '  "use_bias_in_norms": false,\n  "mlp_type": "llama",\n'),
+                    "llama.yml")
+    lay = parse_launch([path])
+    assert lay.ffn_hidden_size == 11008
+    where = lay.sources["ffn_hidden_size"]
+    assert "mlp_type llama: LLaMAParallelMLP's int(2 x 4096 x 4/3) = 10922, rounded up to a multiple of 256: 11008" \
+           in where
+    assert "GPT-NeoX 0d4bdb96 (2024-09-06) to adbf5d6f (2024-09-10) builds 16384" in where
+    assert [x for x in lay.ignored if "ffn_hidden_size 11008 assumed" in x]
+
+
+def test_a_geglu_config_of_the_20b_release_is_read_with_its_eras_rule(tmp_path: Path) -> None:
+    """The 20B release config's keys (save_interval, last 2022-12-10) date it before 038b0114 (2023-04-03), where
+    geglu's branch was int(4 x 2/3 x hidden): 16384 at 6144, not the 8192 of the later rule."""
+    text = RELEASE_20B.read_text().replace('"hidden-size": 6144,', '"hidden-size": 6144,\n  "activation": "geglu",', 1)
+    lay = parse_launch([_written(tmp_path, text)])
+    assert lay.ffn_hidden_size == 16384
+    assert "geglu: int(4 x 2/3 x 6144) = 16384 per branch: 16384 (GPT-NeoX d2ef139b (2021-05-20) to 038b0114 " \
+           "(2023-04-03);" in lay.sources["ffn_hidden_size"]
+
+
+def test_an_mlp_gpt_neox_cannot_chain_is_an_error_with_the_fix(tmp_path: Path) -> None:
+    """configs/llama2/7B.yml's intermediate_size 32768 without its mlp_multiple_of 256, in a GPT-NeoX from adbf5d6f:
+    linear1 int(32768 x 2/3) = 21845 rounded up to 2 is 21846, linear2 10922, and the gate's halves are 10923."""
+    path = _llama_like(tmp_path, '"intermediate_size": 32768', '"use_bias_in_mlp": false')
+    with pytest.raises(InputError, match=re.escape(
+            "GPT-NeoX adbf5d6f (2024-09-10) or later builds linear1 21846 wide and linear2 10922 (its gate halves "
+            "linear1 into two of 10923), which ParallelMLP's forward cannot chain")) as err:
+        parse_launch([path])
+    assert "3 x 10922 = 32766 builds 10922" in str(err.value) and "mlp_multiple_of 256" in str(err.value)
+
+
+# -- 5. flash attention in the config's GPT-NeoX --------------------------------------------------------------------
+
+
+def _unfused(data: dict) -> str:
+    (f,) = [f for f in data["findings"] if f["kind"] == "unfused_attention"]
+    return f["message"]
+
+
+def test_unfused_attention_dates_flash_by_the_configs_keys(tmp_path: Path) -> None:
+    """20B.yml dates its GPT-NeoX after 8903a969 (flash-attn 2): a config change.  The 20B release config's keys
+    date it before 8903a969: its "flash" is flash-attn 0.2.2 at best, so the flash-attn 2 priced is an upgrade.  With
+    slurm_comment (last in 0accac61, 2022-12-05) it predates "flash" itself (efd5911d, 2022-12-10): flash is not
+    available in that version."""
+    data, _ = _audit(NEOX_20B, "gpt-neox-a100-40g", 96)
+    assert ('a fused kernel, attention_config [[["flash"], NUM_LAYERS]] (the flash-attn 2 package, GPT-NeoX 8903a969 '
+            "(2023-09-20) or later: the config's keys date its GPT-NeoX 3d8fec02 (2024-01-26) or later, by "
+            "layernorm_fusion), saves") in _unfused(data)
+    data, text = _audit(RELEASE_20B, "gpt-neox-a100-40g", 96)
+    message = _unfused(data)
+    assert "the fused kernel priced here, the flash-attn 2 package, needs an upgrade: the config's keys date its " \
+           "GPT-NeoX d0e5eb10 (2021-09-29) or later, by output_layer_parallelism and 0535bfbb (2022-12-10) or " \
+           "earlier, by save_interval" in message
+    assert "flash-attn 0.2.2 (FlashAttention-1, from efd5911d (2022-12-10)" in message
+    assert re.search(r"GPT-NeoX 8903a969 \(2023-09-20\) or later \(one without save_interval, which it no longer "
+                     r'takes\), then attention_config \[\[\["flash"\], NUM_LAYERS\]\], saves \d+\.\d{3} s per step$',
+                     message), message
+    assert "unfused_attention" in text and "package, needs an upgrade: the config's keys date" in " ".join(text.split())
+    older = RELEASE_20B.read_text().replace('"hidden-size": 6144,', '"hidden-size": 6144,\n  "slurm_comment": "x",', 1)
+    data, _ = _audit(_written(tmp_path, older), "gpt-neox-a100-40g", 96)
+    message = _unfused(data)
+    assert "flash attention is not available in the config's GPT-NeoX: the config's keys date its GPT-NeoX 191d72f8 " \
+           "(2022-09-20) or later, by slurm_comment and 0accac61 (2022-12-05) or earlier, by slurm_comment, and " \
+           'attention type "flash" came with efd5911d (2022-12-10' in message
+    assert "an upgrade to GPT-NeoX 8903a969 (2023-09-20) or later (one without slurm_comment" in message
+
+
+@pytest.mark.parametrize(("stated", "start"), [
+    ({"pipe_parallel_size", "model_parallel_size"},
+     'a fused kernel, attention_config [[["flash"], NUM_LAYERS]] (GPT-NeoX 8903a969 (2023-09-20) or later for the '
+     "flash-attn 2 package priced here"),
+    ({"pipe_parallel_size", "layernorm_fusion"}, "a fused kernel, attention_config"),
+    ({"pipe_parallel_size", "save_interval"}, "the fused kernel priced here, the flash-attn 2 package, needs an "
+                                              "upgrade"),
+    ({"pipe_parallel_size", "slurm_comment"}, "flash attention is not available in the config's GPT-NeoX"),
+])
+def test_the_flash_remedy_of_each_version_window(stated: set[str], start: str) -> None:
+    remedy = flash_remedy(stated)
+    assert remedy.startswith(start), remedy
+    assert ("which leaves the version open" in remedy) is (stated == {"pipe_parallel_size", "model_parallel_size"})
+
+
+def test_a_flash_config_is_dated_as_it_is_read(tmp_path: Path) -> None:
+    """The release config with attention type flash: priced as FlashAttention-2, which its keys date it before (a
+    note says so); with a key last in 2022-12-05 no GPT-NeoX runs it (flash came 2022-12-10): an error."""
+    text = RELEASE_20B.read_text().replace('"hidden-size": 6144,', '"hidden-size": 6144,\n  "attention_config": '
+                                                                   '[[["flash"], 44]],', 1)
+    lay = parse_launch([_written(tmp_path, text)])
+    assert lay.recipe["attention_kernel"] == "flash2"
+    (note,) = [x for x in lay.ignored if x.startswith("attention type flash")]
+    assert 'priced as FlashAttention-2, but GPT-NeoX efd5911d (2022-12-10) to 8903a969 (2023-09-20) runs "flash" ' \
+           "with flash-attn 0.2.2, FlashAttention-1" in note
+    older = text.replace('"hidden-size": 6144,', '"hidden-size": 6144,\n  "slurm_comment": "x",', 1)
+    with pytest.raises(InputError, match=re.escape('attention type "flash" came with GPT-NeoX efd5911d (2022-12-10), '
+                                                   "but the config's keys date its GPT-NeoX")):
+        parse_launch([_written(tmp_path, older)])
+    # a config of a GPT-NeoX with flash-attn 2 gets no note
+    assert not [x for x in parse_launch([LLEMMA_7B]).ignored if x.startswith("attention type flash")]

@@ -521,6 +521,8 @@ class _Ctx:
     dialect: str | None = None
     """The launch files' own spelling (LaunchLayout.dialect): "gpt-neox" where a GPT-NeoX config states the job, whose
     remedies must be ones its keys can state."""
+    config_keys: dict[str, str] = field(default_factory=dict)
+    """A GPT-NeoX config's own keys (LaunchLayout.config_keys), which date the GPT-NeoX version its remedies need."""
 
     def best_where(self, keep: np.ndarray) -> float | None:
         """Fastest fitting searched layout among `keep` (None if none)."""
@@ -593,11 +595,13 @@ def _num_groups(kind: GroupKind, topo: Topology) -> int:
 FUSED_ATTENTION = {
     "megatron": (AttentionKernel.FLASH, "--attention-backend flash (or auto: cuDNN or FlashAttention through "
                                         "Transformer Engine)"),
-    "deepspeed": (AttentionKernel.FLASH2, "in the model code (GPT-NeoX: attention_config [[[\"flash\"], "
-                                          "NUM_LAYERS]], the flash-attn 2 package; or PyTorch SDPA)"),
+    "deepspeed": (AttentionKernel.FLASH2, "in the model code (GPT-NeoX 8903a969 (2023-09-20) or later: "
+                                          "attention_config [[[\"flash\"], NUM_LAYERS]], the flash-attn 2 package; or "
+                                          "PyTorch SDPA)"),
     "": (AttentionKernel.FLASH, "in the model code"),
 }
-"""Framework -> (the fused attention kernel its files can turn on, how), for the `unfused_attention` finding."""
+"""Framework -> (the fused attention kernel its files can turn on, how), for the `unfused_attention` finding; a
+GPT-NeoX config's, dated by its own keys, is readers.neox.flash_remedy."""
 
 
 MIN_SAVING_S = 0.0005
@@ -765,10 +769,16 @@ def _layout_findings(c: _Ctx, plan: Plan) -> list[Finding]:
         kernel, how = FUSED_ATTENTION.get(c.framework, FUSED_ATTENTION[""])
         cost = _saving_with(c, lay, attention_kernel=kernel)
         where = (plan.recipe_sources or {}).get("attention_kernel", "default")
+        if c.dialect == "gpt-neox":  # attention_config "flash", in the versions that have it
+            from placement.audit.readers.neox import flash_remedy
+
+            remedy = flash_remedy(c.config_keys)
+        else:
+            remedy = f"a fused kernel, {how},"
         out.append(Finding(
             _severity(cost, c.step_s), "unfused_attention",
             f"the attention core runs unfused ({where}): its s x s scores go through HBM in every layer's forward, "
-            f"recompute and backward; a fused kernel, {how}, saves {cost:.3f} s per step", [], cost))
+            f"recompute and backward; {remedy} saves {cost:.3f} s per step", [], cost))
     # Megatron switches the files leave off that only save time (Megatron-LM's defaults: arguments.py,
     # TransformerConfig)
     if c.framework == "megatron" and not c.recipe.pipeline_p2p_blocking:
@@ -938,7 +948,8 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
                        model_sources=model_sources)
     step_s = float(est.step_time_s[0])
     c = _Ctx(model, train, topo, layout, est, step_s, mapped_same_s, planned.search.estimates,
-             planned.search.batch, recipe, mapped, space.zero_stages, framework_rank, launch.framework, launch.dialect)
+             planned.search.batch, recipe, mapped, space.zero_stages, framework_rank, launch.framework, launch.dialect,
+             launch.config_keys)
     findings = _crossing_findings(c, kinds) + _layout_findings(c, plan) + notes + unknown_key_findings(launch)
     stated = (launch.first_stage_layers, launch.last_stage_layers)
     modeled = (plan.layout.stage_layers[0], plan.layout.stage_layers[-1])

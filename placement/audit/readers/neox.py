@@ -3,8 +3,10 @@ the audit reads them as a DeepSpeed job."""
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -103,7 +105,7 @@ def read_yamls(parts: list[tuple[Path, dict, list[str]]], s: Settings) -> None:
             s.put(field, 1, f"{ev(key)} (0: no PipelineModule, one stage)")
             continue
         s.put(field, read_int(value, key, ev(key), minimum=1), ev(key))
-    _model_widths(keys, ev, number, s)
+    _model_widths(keys, ev, number, flag, s)
     zero = keys.get("zero_optimization", (None, None))[1]
     if isinstance(zero, dict) and "stage" in zero:
         stage = read_int(zero["stage"], "zero_optimization.stage", ev("zero_optimization"))
@@ -218,7 +220,14 @@ def version_takes(key: str, stated: Iterable[str]) -> bool | None:
     the config's own keys decide it (version_window), None where they leave it open."""
     if key in stated:
         return True
-    first, last = since(key)[1], KEYS[key][1] and COMMIT_DATES[KEYS[key][1]]
+    return version_has(since(key)[1], stated, KEYS[key][1] and COMMIT_DATES[KEYS[key][1]])
+
+
+def version_has(first: str, stated: Iterable[str], last: str | None = None) -> bool | None:
+    """Whether the GPT-NeoX version that runs a config stating the keys `stated` has what GPT-NeoX added on date
+    `first` (and, where `last` is given, had last on that date): True or False where the config's own keys decide
+    it (version_window), None where they leave it open.  By commit dates (COMMIT_DATES): a config whose newest key
+    came the same day as `first` counts as having it."""
     newest, oldest = version_window(stated)
     low = newest[2] if newest else None
     high = oldest[2] if oldest else None
@@ -229,31 +238,250 @@ def version_takes(key: str, stated: Iterable[str]) -> bool | None:
     return None
 
 
+def window_text(stated: Iterable[str]) -> str:
+    """What the config's keys say of its GPT-NeoX version (version_window), for messages: "the config's keys date its
+    GPT-NeoX 3d8fec02 (2024-01-26) or later, by layernorm_fusion", with "and 0535bfbb (2022-12-10) or earlier, by
+    save_interval" where a key it states was removed."""
+    newest, oldest = version_window(stated)
+    parts = ([f"{newest[1]} ({newest[2]}) or later, by {newest[0]}"] if newest else []) + \
+        ([f"{oldest[1]} ({oldest[2]}) or earlier, by {oldest[0]}"] if oldest else [])
+    return f"the config's keys date its GPT-NeoX {' and '.join(parts)}" if parts else \
+        "the config's keys do not date its GPT-NeoX"
+
+
 GATED = frozenset({"geglu", "reglu", "bilinear", "swiglu", "glu"})
-"""GPT-NeoX activations whose MLP is gated (megatron/model/activations.py get_activation)."""
+"""GPT-NeoX activations whose MLP is gated (megatron/model/activations.py get_activation, since 0d4bdb96; before
+it geglu alone, in ParallelMLP itself)."""
+GATED_SINCE = ("0d4bdb96", "2024-09-06")
+"""The GPT-NeoX commit that added reglu, swiglu, bilinear and glu to `activation`'s choices (neox_args.py): an
+older NeoXArgs.validate_types refuses them."""
+
+MLP_ERAS: tuple[tuple[str, str], ...] = (
+    ("52bd29b0", "2021-04-26"),  # geglu: dense_h_to_4h 8 x hidden, dense_4h_to_h 4 x hidden
+    ("ec7e2a8d", "2021-05-08"),  # geglu-fix: int(4 * 2 / 3 * hidden * 2) for the pair, half of it back
+    ("d2ef139b", "2021-05-20"),  # int(4 * 2 / 3 * hidden) * 2 for the pair
+    ("038b0114", "2023-04-03"),  # ff_mult int(4 * 2 / 3) = 2; from 299b68cd, mlp_type llama: LLaMAParallelMLP
+    ("0d4bdb96", "2024-09-06"),  # one ParallelMLP: intermediate_size / expansion_factor, gated pair, multiple_of 256
+    ("adbf5d6f", "2024-09-10"),  # multiple_of = mlp_multiple_of (default 1)
+)
+"""The first commit (and its date) of each era of GPT-NeoX's MLP widths on its main line, read from
+megatron/model/transformer.py ParallelMLP (and LLaMAParallelMLP, 299b68cd to 0d4bdb96) at each; _mlp_built gives
+what each builds."""
+LLAMA, MULTIPLE_256, LATEST = 3, 4, 5
+"""MLP_ERAS: the one where mlp_type llama builds LLaMAParallelMLP (from 299b68cd), ParallelMLP's multiple_of 256,
+mlp_multiple_of's."""
+OLD_MULTIPLE = 256
+"""ParallelMLP's multiple_of from 0d4bdb96 until adbf5d6f (and LLaMAParallelMLP's before it)."""
 
 
-def _model_widths(keys: dict, ev, number, s: Settings) -> None:
-    """The MLP width and KV heads GPT-NeoX builds from the config, for the audit to compare with --model: the MLP is
-    intermediate_size, else expansion_factor x hidden, else 4 x hidden; a gated activation takes two thirds of it
-    for its two branches, then rounds each branch up to a multiple of 256 (megatron/model/transformer.py
-    ParallelMLP, multiple_of 256); num_kv_heads, else the attention heads."""
+def _era_label(first: int, last: int | None = None) -> str:
+    """MLP_ERAS[first] (to MLP_ERAS[last]) as a range of GPT-NeoX versions."""
+    end = first if last is None else last
+    commit, date = MLP_ERAS[first]
+    if end + 1 == len(MLP_ERAS):
+        return f"GPT-NeoX {commit} ({date}) or later"
+    return f"GPT-NeoX {commit} ({date}) to {MLP_ERAS[end + 1][0]} ({MLP_ERAS[end + 1][1]})"
+
+
+@dataclass(frozen=True)
+class _Mlp:
+    """What a config states of its MLP (megatron/neox_arguments/neox_args.py defaults where it does not)."""
+
+    hidden: int
+    act: str
+    size: int | None
+    """intermediate_size."""
+    factor: float | None
+    """expansion_factor."""
+    mlp_type: str | None
+    te: bool
+    """te_layernorm_mlp: Transformer Engine's LayerNormMLP instead of ParallelMLP."""
+
+
+def _mlp_built(era: int, m: _Mlp, multiple: int) -> tuple[int, int, str]:
+    """(linear1's output width, linear2's input width, how) of the MLP GPT-NeoX builds in MLP_ERAS[era], from
+    megatron/model/transformer.py at that era (`multiple`: multiple_of, from 0d4bdb96).  linear2's input is the
+    width placement compares with --model's ffn_hidden_size (a gated MLP's branch)."""
+    h = m.hidden
+    commit = MLP_ERAS[era][0]
+    if era >= MULTIPLE_256:
+        ffn = m.size or (int(m.factor * h) if m.factor else 4 * h)
+        said = f"intermediate_size {m.size}" if m.size else \
+            f"int(expansion_factor {m.factor} x {h}) = {ffn}" if m.factor else f"4 x hidden = {ffn}"
+        if m.te:  # megatron/model/transformer_engine.py TELayerNormMLP: ffn_hidden_size=ffn_dim
+            return 2 * ffn if m.act in GATED else ffn, ffn, f"{said}, TELayerNormMLP's ffn_hidden_size as it is"
+        if m.act in GATED:
+            pair = int(ffn * 2 / 3)
+            branch = pair // 2
+            said += f"; {m.act} is gated: int({ffn} x 2/3) = {pair} for the pair, {branch} per branch"
+        else:
+            pair = branch = ffn
+        if multiple > 1:
+            said += (f", rounded up to a multiple of {multiple} (linear1's {'pair' if m.act in GATED else 'output'} "
+                     f"to {2 * multiple})")
+        return 2 * multiple * -(-pair // (2 * multiple)), multiple * -(-branch // multiple), said
+    if m.mlp_type == "llama" and era == LLAMA:  # 299b68cd to 0d4bdb96: LLaMAParallelMLP, SiLU-gated w1 x w3
+        if m.size is not None:
+            return 2 * m.size, m.size, f"mlp_type llama: LLaMAParallelMLP's intermediate_size {m.size} as it is"
+        raw = int(2 * h * 4 / 3)
+        ff = OLD_MULTIPLE * -(-raw // OLD_MULTIPLE)
+        return 2 * ff, ff, (f"mlp_type llama: LLaMAParallelMLP's int(2 x {h} x 4/3) = {raw}, rounded up to a multiple "
+                            f"of {OLD_MULTIPLE}")
+    unread = ", intermediate_size unread (ParallelMLP's 4 x hidden)" if m.size is not None else ""
+    if m.act != "geglu":
+        return 4 * h, 4 * h, f"4 x hidden = {4 * h}{unread}"
+    if commit == "52bd29b0":
+        return 8 * h, 4 * h, f"geglu: 8 x hidden = {8 * h} for the pair, 4 x hidden = {4 * h} back{unread}"
+    if commit == "ec7e2a8d":
+        pair = int(4 * 2 / 3 * h * 2)
+        return pair, pair // 2, f"geglu: int(4 x 2/3 x {h} x 2) = {pair} for the pair, half of it back{unread}"
+    if commit == "d2ef139b":
+        branch = int(4 * 2 / 3 * h)
+        return 2 * branch, branch, f"geglu: int(4 x 2/3 x {h}) = {branch} per branch{unread}"
+    return 4 * h, 2 * h, f"geglu: int(4 x 2/3) = 2, 2 x {h} = {2 * h} per branch{unread}"
+
+
+def _gated(m: _Mlp, era: int) -> bool:
+    """Whether the MLP of MLP_ERAS[era] is gated: an activation of GATED from 0d4bdb96, geglu or LLaMAParallelMLP
+    before it."""
+    if era >= MULTIPLE_256:
+        return m.act in GATED
+    return m.act == "geglu" or (m.mlp_type == "llama" and era == LLAMA)
+
+
+def _chains(built: tuple[int, int, str], m: _Mlp, era: int) -> bool:
+    """Whether ParallelMLP's forward can run what it built: linear1's output (halved by the gate where gated)
+    is linear2's input."""
+    l1, l2, _ = built
+    return l1 == (2 * l2 if _gated(m, era) else l2)
+
+
+def _mlp_eras(stated: set[str], act: str, ev) -> list[int]:
+    """The MLP_ERAS the config's GPT-NeoX can be in: those its keys allow (version_window; all of them where no one
+    version has all its keys), and from 0d4bdb96 where its activation is a gated one other than geglu: an InputError
+    where its keys date it before that."""
+    newest, oldest = version_window(stated)
+    low, high = (newest[2] if newest else None), (oldest[2] if oldest else None)
+    eras = [i for i, (_, date) in enumerate(MLP_ERAS)
+            if (high is None or high >= date) and (low is None or i + 1 == len(MLP_ERAS) or low < MLP_ERAS[i + 1][1])]
+    eras = eras or list(range(len(MLP_ERAS)))  # keys no one version has together: they do not date it
+    if act in GATED - {"geglu"}:
+        eras = [i for i in eras if MLP_ERAS[i][1] >= GATED_SINCE[1]]
+        if not eras:
+            raise InputError(f"{ev('activation')}: activation {act} came with GPT-NeoX {GATED_SINCE[0]} "
+                             f"({GATED_SINCE[1]}), but {oldest[0]} is last in {oldest[1]} ({oldest[2]}): no GPT-NeoX "
+                             f"version takes both (an older one's validate_types refuses {act}, a newer one refuses "
+                             f"{oldest[0]}); drop {oldest[0]} or use an activation of its version")
+    return eras
+
+
+def _alternatives(eras: list[int], built: dict, runs: list[int]) -> list[tuple[str, int | str]]:
+    """(versions, what they build) for `eras`, adjacent eras that build the same width merged into one range: the
+    width of linear2's input, or where ParallelMLP's forward cannot chain linear1 into linear2, the two widths."""
+    out: list[tuple[int, int, int | str]] = []
+    for i in eras:
+        w: int | str = built[i][1] if i in runs else (f"linear1 {built[i][0]} and linear2 {built[i][1]} wide, "
+                                                      f"which its forward cannot chain")
+        if out and out[-1][1] == i - 1 and out[-1][2] == w:
+            out[-1] = (out[-1][0], i, w)
+        else:
+            out.append((i, i, w))
+    return [(_era_label(a, b), w) for a, b, w in out]
+
+
+def _mlp_fix(built: tuple[int, int, str], m: _Mlp, multiple: int) -> str:
+    """How to state an MLP ParallelMLP (multiple_of `multiple`) can chain, for an error: an intermediate_size of
+    3 x the branch (gated) or a multiple of 2 x multiple_of, which it builds as it is."""
+    l1, l2, _ = built
+    if m.act in GATED:
+        of = f", the branch a multiple of {multiple}" if multiple > 1 else ""
+        return f"state intermediate_size as 3 x the branch width{of} (3 x {l2} = {3 * l2} builds {l2})"
+    return f"state intermediate_size as a multiple of {2 * multiple} ({l1} builds {l1})"
+
+
+def _model_widths(keys: dict, ev, number, flag, s: Settings) -> None:
+    """The MLP width and KV heads GPT-NeoX builds from the config, for the audit to compare with --model: the width
+    of the MLP's linear2 input (a gated MLP's branch) as the config's GPT-NeoX builds it (MLP_ERAS, _mlp_built),
+    its version read from the config's keys (version_window): with mlp_multiple_of, GPT-NeoX adbf5d6f or later and
+    that multiple; from adbf5d6f without it, the default 1; before it, that era's rule (ParallelMLP's multiple_of
+    256 from 0d4bdb96, LLaMAParallelMLP for mlp_type llama before it).  Where the keys leave open whether the version
+    is older than adbf5d6f, the multiple_of 256 of 0d4bdb96 to adbf5d6f is assumed, and said, with what the other
+    versions build where that differs (the evidence and an `ignored` note).  An MLP no version the keys allow can
+    run (linear1 not chaining into linear2) is an error.  num_kv_heads, else the attention heads."""
     hidden = number("hidden_size")
     if hidden is None:
         return
-    act = str(keys.get("activation", (None, "gelu"))[1])
+    if "intermediate_size" in keys and "expansion_factor" in keys:
+        raise InputError(f"{ev('intermediate_size')}; {ev('expansion_factor')}: GPT-NeoX's ParallelMLP asserts that "
+                         f"only one of intermediate_size and expansion_factor is set; keep one")
     size, factor = number("intermediate_size"), number("expansion_factor", (int, float))
     if size is not None:
-        ffn, where = size, ev("intermediate_size")
-    elif factor is not None:
-        ffn, where = int(factor * hidden), ev("expansion_factor")
+        size = read_int(size, "intermediate_size", ev("intermediate_size"), minimum=1)
+    if factor is not None and not (math.isfinite(factor) and int(factor * hidden) >= 1):
+        raise InputError(f"{ev('expansion_factor')}: expansion_factor x hidden_size must be a width of at least 1, "
+                         f"got {factor!r} x {hidden}; give the factor GPT-NeoX multiplies hidden_size by (4 for 4 x "
+                         f"hidden)")
+    m = _Mlp(hidden, str(keys.get("activation", (None, "gelu"))[1]), size, factor,
+             str(keys["mlp_type"][1]) if "mlp_type" in keys else None, bool(flag("te_layernorm_mlp", False)))
+    stated = set(keys)
+    eras = _mlp_eras(stated, m.act, ev)
+    multiple = 1
+    if "mlp_multiple_of" in keys:
+        multiple = read_int(number("mlp_multiple_of"), "mlp_multiple_of", ev("mlp_multiple_of"), minimum=1)
+    built = {i: _mlp_built(i, m, multiple if i == LATEST else OLD_MULTIPLE) for i in eras}
+    runs = [i for i in eras if _chains(built[i], m, i)]
+    where = "; ".join(ev(k) for k in ("hidden_size", "activation", "intermediate_size", "expansion_factor",
+                                      "mlp_type", "mlp_multiple_of", "te_layernorm_mlp") if k in keys)
+    dated = window_text(stated)
+    if m.act in GATED - {"geglu"}:
+        dated += f", and activation {m.act} {GATED_SINCE[0]} ({GATED_SINCE[1]}) or later"
+    takes = version_takes("mlp_multiple_of", stated)
+    if takes is False and m.mlp_type == "llama" and LLAMA in eras:
+        era = LLAMA  # the versions where mlp_type llama builds LLaMAParallelMLP; 0d4bdb96 to adbf5d6f ignore it
+    elif takes is None and MULTIPLE_256 in eras:
+        era = MULTIPLE_256  # assumed: ParallelMLP's multiple_of 256, the versions just before mlp_multiple_of
     else:
-        ffn, where = 4 * hidden, f"{ev('hidden_size')} (no intermediate_size: GPT-NeoX's 4 x hidden)"
-    if act in GATED:
-        ffn = ffn * 2 // 3 // 2
-        where += f"; activation {act}: two thirds for the gated pair"
-    branch = 256 * -(-ffn // 256)
-    s.put("ffn_hidden_size", branch, f"{where}, rounded up to a multiple of 256 (GPT-NeoX ParallelMLP)")
+        era = eras[-1]
+    if era not in runs:
+        l1, l2, how = built[era]
+        if not runs:
+            fix = _mlp_fix(built[era], m, multiple if era == LATEST else OLD_MULTIPLE) if era >= MULTIPLE_256 else \
+                "state another hidden_size"
+            if era == LATEST and "mlp_multiple_of" not in keys and _chains(_mlp_built(LATEST, m, OLD_MULTIPLE), m, era):
+                fix += (f", or mlp_multiple_of 256 as GPT-NeoX's llama configs do (it builds "
+                        f"{_mlp_built(LATEST, m, OLD_MULTIPLE)[1]})")
+            split = f" (its gate halves linear1 into two of {l1 // 2})" if _gated(m, era) else ""
+            every = "; every other version they allow fails too" if len(eras) > 1 else ""
+            raise InputError(f"{where}: {how}: {_era_label(era)} builds linear1 {l1} wide and linear2 {l2}{split}, "
+                             f"which ParallelMLP's forward cannot chain ({dated}{every}); {fix}")
+        era = runs[-1]
+    _, width, how = built[era]
+    if width < 1:
+        raise InputError(f"{where}: {how}: {width}: GPT-NeoX would build an MLP without width; give a larger "
+                         f"intermediate_size or expansion_factor")
+    if era == LATEST:
+        said = f"{_era_label(era)}, " + ("which takes mlp_multiple_of" if "mlp_multiple_of" in keys else
+                                         "mlp_multiple_of's default 1")
+    else:
+        said = _era_label(era) + (f", ParallelMLP's multiple_of {OLD_MULTIPLE}" if era == MULTIPLE_256 else
+                                  ", where mlp_type llama builds LLaMAParallelMLP" if m.mlp_type == "llama"
+                                  and era == LLAMA else "")
+    others = _alternatives([i for i in eras if i != era], built, runs)
+    versions = ", ".join(label for label, _ in others)
+    code = "megatron/model/transformer_engine.py TELayerNormMLP" if m.te else "megatron/model/transformer.py " + (
+        "LLaMAParallelMLP" if m.mlp_type == "llama" and era == LLAMA else "ParallelMLP")
+    if not others:
+        s.put("ffn_hidden_size", width, f"{where}: {how}: {width} ({said}; {dated}; {code})")
+    elif all(w == width for _, w in others):
+        s.put("ffn_hidden_size", width, f"{where}: {how}: {width} (assumed: {said}; {dated}, which leaves the version "
+                                        f"open, and {versions} build {width} too; {code})")
+    else:
+        alt = "; ".join(f"{label} builds {w}" for label, w in others)
+        fix = "state mlp_multiple_of to decide it" if takes is None else "the GPT-NeoX commit the job runs decides it"
+        s.put("ffn_hidden_size", width, f"{where}: {how}: {width} (assumed: {said}; {alt}; {dated}, which leaves the "
+                                        f"version open: {fix}; {code})")
+        s.ignored.append(f"ffn_hidden_size {width} assumed ({said}): {alt}; {dated}, which leaves the version open: "
+                         f"{fix}")
     kv = number("num_kv_heads")
     if kv is not None:
         s.put("num_query_groups", kv, ev("num_kv_heads"))
@@ -313,7 +541,67 @@ def _fusions(keys: dict, ev, flag, path: Path, s: Settings) -> None:
 ATTENTION_KERNELS = {"global": "unfused", "flash": "flash2"}
 """GPT-NeoX attention type -> the kernel it runs: "global" is ParallelSelfAttention's own core (scores in HBM through
 baddbmm, the fused masked softmax and bmm), "flash" calls the flash-attn 2 package's flash_attn_func
-(megatron/model/transformer.py); the other types (local, sparse, gMLP, Mamba, RWKV) are not priced."""
+(megatron/model/transformer.py) from GPT-NeoX 8903a969 (FLASH2; _flash_version says where the config's GPT-NeoX may
+be older); the other types (local, sparse, gMLP, Mamba, RWKV) are not priced."""
+
+
+FLASH_TYPE = ("efd5911d", "2022-12-10")
+"""The GPT-NeoX commit that added attention type "flash" (megatron/neox_arguments/neox_args.py
+ATTENTION_TYPE_CHOICES), calling the flash-attn package pinned at 0.2.2, FlashAttention-1
+(requirements/requirements-flashattention.txt): an older GPT-NeoX refuses the type (arguments.py calculate_derived
+asserts "Attention type flash not recognized")."""
+FLASH2 = ("8903a969", "2023-09-20")
+"""The GPT-NeoX commit from which "flash" calls flash-attn 2 (flash_attn_varlen_*_func, flash-attn==2.2.1;
+megatron/model/flash_attention.py, transformer.py), as ATTENTION_KERNELS prices it."""
+FLASH_SETTING = 'attention_config [[["flash"], NUM_LAYERS]]'
+
+
+def flash_remedy(stated: Iterable[str]) -> str:
+    """The fused attention a GPT-NeoX config can turn on, dated by its own keys (version_has), for the
+    unfused_attention finding: attention type "flash", the flash-attn 2 package priced, from GPT-NeoX 8903a969
+    (flash-attn 0.2.2, FlashAttention-1, from efd5911d; no such type before).  Where the keys date its GPT-NeoX
+    before either, an upgrade, not a config change; where they leave it open, the version it needs."""
+    stated = set(stated)  # a config's keys: read more than once
+    dated = window_text(stated)
+    _, oldest = version_window(stated)
+    without = f" (one without {oldest[0]}, which it no longer takes)" if oldest else ""
+    fa2 = f"GPT-NeoX {FLASH2[0]} ({FLASH2[1]}) or later"
+    if version_has(FLASH_TYPE[1], stated) is False:
+        return (f"flash attention is not available in the config's GPT-NeoX: {dated}, and attention type \"flash\" "
+                f"came with {FLASH_TYPE[0]} ({FLASH_TYPE[1]}; an older one asserts \"Attention type flash not "
+                f"recognized\"); an upgrade to {fa2}{without}, then {FLASH_SETTING} (the flash-attn 2 package),")
+    has2 = version_has(FLASH2[1], stated)
+    if has2 is False:
+        return (f"the fused kernel priced here, the flash-attn 2 package, needs an upgrade: {dated}, and before "
+                f"{FLASH2[0]} ({FLASH2[1]}) GPT-NeoX runs {FLASH_SETTING} with flash-attn 0.2.2 (FlashAttention-1, "
+                f"from {FLASH_TYPE[0]} ({FLASH_TYPE[1]}); no \"flash\" type before it) at best; {fa2}{without}, then "
+                f"{FLASH_SETTING},")
+    if has2:
+        return f"a fused kernel, {FLASH_SETTING} (the flash-attn 2 package, {fa2}: {dated}),"
+    return (f"a fused kernel, {FLASH_SETTING} ({fa2} for the flash-attn 2 package priced here; from {FLASH_TYPE[0]} "
+            f"({FLASH_TYPE[1]}) until then flash-attn 0.2.2, FlashAttention-1, and no \"flash\" type before it: "
+            f"{dated}, which leaves the version open),")
+
+
+def _flash_version(stated: set[str], ev) -> str | None:
+    """What the config's keys say of the flash-attn its "flash" layers run, where it is not the flash-attn 2 priced
+    (FLASH2): a note; an InputError where they date its GPT-NeoX before "flash" (FLASH_TYPE), which no version then
+    runs."""
+    if version_has(FLASH_TYPE[1], stated) is False:
+        raise InputError(f"{ev('attention_config')}: attention type \"flash\" came with GPT-NeoX {FLASH_TYPE[0]} "
+                         f"({FLASH_TYPE[1]}), but {window_text(stated)}: no GPT-NeoX version runs this config (an "
+                         f"older one asserts \"Attention type flash not recognized\", a newer one refuses the removed "
+                         f"key); use \"global\", or drop the removed key for GPT-NeoX {FLASH2[0]} ({FLASH2[1]}) or "
+                         f"later")
+    has2 = version_has(FLASH2[1], stated)
+    if has2:
+        return None
+    fa1 = (f"GPT-NeoX {FLASH_TYPE[0]} ({FLASH_TYPE[1]}) to {FLASH2[0]} ({FLASH2[1]}) runs \"flash\" with flash-attn "
+           f"0.2.2, FlashAttention-1")
+    if has2 is False:
+        return f"attention type flash priced as FlashAttention-2, but {fa1}, and {window_text(stated)}"
+    return (f"attention type flash priced as FlashAttention-2, GPT-NeoX's from {FLASH2[0]} ({FLASH2[1]}): {fa1}, and "
+            f"{window_text(stated)}, which leaves the version open")
 
 
 def _attention_kernel(keys: dict, ev, path: Path, s: Settings) -> None:
@@ -350,3 +638,7 @@ def _attention_kernel(keys: dict, ev, path: Path, s: Settings) -> None:
             s.ignored.append(f"attention types {' and '.join(sorted(priced))} mixed: priced as {kind}, the type of "
                              f"most layers ({ev('attention_config')})")
         s.put("recipe.attention_kernel", ATTENTION_KERNELS[kind], ev("attention_config"))
+        if "flash" in priced:  # the config's GPT-NeoX may refuse "flash", or run flash-attn 1 for it
+            note = _flash_version(set(keys), ev)
+            if note is not None and kind == "flash":
+                s.ignored.append(f"{note} ({ev('attention_config')})")
