@@ -133,7 +133,12 @@ CAPABILITIES: dict[str, Capability] = {
                 ("sp_saves_gathered_inputs", True,
                  "torchtitan 0.3.0 redistributes each block's attention and feed-forward input to Replicate before "
                  "the projections (models/common/decoder_sharding.py in_dst_shardings), and autograd keeps that "
-                 "gathered, whole-sequence tensor for the weight gradients"))),
+                 "gathered, whole-sequence tensor for the weight gradients"),
+                ("pipeline_unsharded_grads", True,
+                 "torchtitan 0.3.0 pipelines run torch.distributed.pipelining's PipelineStage, which turns FSDP2's "
+                 "gradient sync and reshard-after-backward off for every backward but the last (stage.py "
+                 "backward_maybe_with_nosync): each stage keeps its unsharded float32 gradient through the step and "
+                 "reduce-scatters it after its last backward"))),
     "deepspeed": Capability(
         "deepspeed", "DeepSpeed 0.19.8", zero_stages=(1, 2, 3), zero_stages_with_pp=(1,), max_vpp=1, max_cp=1,
         max_ep=1, etp="one", even_pipeline=True, hsdp=False,

@@ -100,7 +100,7 @@ def _evaluate_step(plan: dict, precision: str, *flags: str, **changes) -> float:
         argv.append("--no-cpu-affinity")
     if recipe.get("attention_kernel"):
         argv += ["--attention-kernel", recipe["attention_kernel"]]
-    for field in ("sp_saves_gathered_inputs", "fp8_saves_16bit_inputs"):
+    for field in ("sp_saves_gathered_inputs", "fp8_saves_16bit_inputs", "pipeline_unsharded_grads"):
         if recipe.get(field):
             argv.append("--" + field.replace("_", "-"))
     argv += list(flags)
@@ -133,7 +133,8 @@ def test_a_deepseek_fp8_plan_gets_torchtitans_float8_config_and_no_substitute(tm
 
 
 def test_a_bf16_405b_plan_says_torchtitans_config_runs_fp8(tmp_path):
-    plan, _ = _emit(tmp_path, "llama3-405b", 512, "bf16", "torchtitan", "--zero", "3", *FP32_GRADS)
+    plan, _ = _emit(tmp_path, "llama3-405b", 512, "bf16", "torchtitan", "--zero", "3", *FP32_GRADS,
+                    "--pipeline-unsharded-grads")
     runs = _runs_line(tmp_path / "torchtitan.sh")
     assert runs is not None and runs.group(1) == "fp8 with row-wise scaling (not bf16)"
     assert float(runs.group(2)) == pytest.approx(_evaluate_step(plan, "fp8", "--fp8-recipe", "rowwise"), rel=2e-3)

@@ -77,13 +77,18 @@ def dp_term(x: Ctx, p: StageParams, comp_mb_s: np.ndarray) -> DpTerm:
     replicas = coll.Groups(lv, b.tp * b.cp * b.dp_shard, b.dp // b.dp_shard)
     hsdp_once = replicas.all_reduce(p.dense * grad_b / p.dense_shard)
     m = x.m
+    # torch pipelining with FSDP2 (recipe pipeline_unsharded_grads) reduce-scatters once per step, after the stage's
+    # last backward, where ZeRO-2/3 otherwise reduce every micro-batch
+    deferred = x.recipe.pipeline_unsharded_grads & (b.pp > 1)
+    rs_count = np.where(deferred, 1.0, m)
     # DDP all-reduces the gradient buffer (reduce-scatter + all-gather, both at the gradient width); ZeRO-1/2
     # reduce-scatter gradients and all-gather 16-bit parameters; a ZeRO-1 that all-reduces (grad_all_reduce)
     # sends the gradients twice before its gather
     all_reduce = 2.0 * rs_once
     z1_grads = all_reduce if x.recipe.grad_all_reduce else rs_once
-    total = np.where(zero3, z3_mb * m + hsdp_once, np.where(zero2, rs_once * m + ag_once,
-                                                            np.where(b.zero == 0, all_reduce, z1_grads + ag_once)))
+    total = np.where(zero3, 2.0 * ag_once * m + rs_once * rs_count + hsdp_once,
+                     np.where(zero2, rs_once * rs_count + ag_once,
+                              np.where(b.zero == 0, all_reduce, z1_grads + ag_once)))
     # DeepSpeed's PipelineEngine (the engine `pipeline_p2p_blocking` prices) reduces the gradients after the
     # pipeline flush, in the schedule's last step (runtime/pipe/schedule.py TrainSchedule: ReduceTiedGrads,
     # ReduceGrads, OptimizerStep; pipe/engine.py _exec_reduce_grads, DeepSpeed 0.19.8), behind no compute
@@ -115,17 +120,21 @@ def dp_term(x: Ctx, p: StageParams, comp_mb_s: np.ndarray) -> DpTerm:
         # ZeRO-2 reduce-scatters behind every micro-batch's backward and gathers behind the forward, ZeRO-3 gathers
         # and reduces every micro-batch behind that micro-batch's compute: all but the step's first gather and last
         # reduce-scatter, which have no compute beside them (shard_edges_s)
+        # ...and a reduce-scatter deferred to the step's end (pipeline_unsharded_grads) has no compute beside it
+        z3_exposed = np.where(deferred,
+                              m * np.maximum(2.0 * ag_once - edge_ag / m - comp_mb_s, 0.0) + edge_ag + rs_once,
+                              m * np.maximum(z3_mb - z3_edge / m - comp_mb_s, 0.0) + z3_edge)
+        z2_rs = np.where(deferred, rs_once, m * np.maximum(rs_once - edge_rs / m - hide / chunks, 0.0) + edge_rs)
         exposed = np.where(
-            zero3, m * np.maximum(z3_mb - z3_edge / m - comp_mb_s, 0.0) + z3_edge + np.maximum(hsdp_once - hide, 0.0),
-            np.where(zero2, m * np.maximum(rs_once - edge_rs / m - hide / chunks, 0.0) + edge_rs
-                     + np.maximum(z2_gather, first_gather),
+            zero3, z3_exposed + np.maximum(hsdp_once - hide, 0.0),
+            np.where(zero2, z2_rs + np.maximum(z2_gather, first_gather),
                      np.where(b.zero == 1, z1_exposed, ddp_exposed)))
         exposed = np.where(engine_flush, total, exposed)
     z1_grad_sends = 2.0 if x.recipe.grad_all_reduce else 1.0
 
     def sent(params):
-        return np.where(zero3, params * (2.0 * wt_b + grad_b) * m,
-                        np.where(zero2, params * (grad_b * m + wt_b),
+        return np.where(zero3, params * (2.0 * wt_b * m + grad_b * rs_count),
+                        np.where(zero2, params * (grad_b * rs_count + wt_b),
                                  np.where(b.zero == 0, 2.0 * params * grad_b,
                                           params * (z1_grad_sends * grad_b + wt_b))))
 

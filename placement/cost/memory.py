@@ -163,9 +163,14 @@ def memory_term(x: Ctx, st: StageKinds, dense_p: np.ndarray, expert_p: np.ndarra
         grad_b = np.where(b.zero < 3, C.BYTES_GRAD + 4.0, grad_b)
     state_b = C.BYTES_OPTIMIZER_BF16_MOMENTS if x.recipe.optimizer_state_bf16 else C.BYTES_OPTIMIZER
 
+    # torch pipelining with FSDP2 (recipe pipeline_unsharded_grads) keeps the stage's unsharded gradient in the reduce
+    # width and its unsharded parameters through the step (no reshard after backward)
+    deferred = x.recipe.pipeline_unsharded_grads & (b.pp > 1) & (b.zero >= 2)
+    grad_b = np.where(deferred, 4.0 if x.recipe.grad_reduce_fp32 else C.BYTES_GRAD, grad_b)
+
     def per_param(shard):
-        w_ = weight_b * np.where(zero3, 1.0 / shard, 1.0)
-        g_ = grad_b * np.where(b.zero >= 2, 1.0 / shard, 1.0)
+        w_ = weight_b * np.where(zero3 & ~deferred, 1.0 / shard, 1.0)
+        g_ = grad_b * np.where((b.zero >= 2) & ~deferred, 1.0 / shard, 1.0)
         o_ = state_b * np.where(b.zero >= 1, 1.0 / shard, 1.0)
         return w_, g_, o_
 

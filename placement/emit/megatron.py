@@ -310,6 +310,8 @@ RUNS_INSTEAD = {
     "fp8_saves_16bit_inputs": "Transformer Engine keeps each FP8 GEMM's quantised input for backward, 1 byte",
     "sp_saves_gathered_inputs": "it keeps the sequence-parallel shard of each projection's input and gathers it "
                                 "again in backward",
+    "pipeline_unsharded_grads": "Megatron-FSDP reduce-scatters each micro-batch's gradients and keeps only its "
+                                "shard",
     "pipeline_p2p_blocking": "its stages pair each send with the opposite receive in one batched call "
                              "(p2p_communication, batch_isend_irecv)",
     "pipeline_schedule": "Megatron-Core has no argument for it: it runs 1F1B (interleaved when vpp > 1), with a "

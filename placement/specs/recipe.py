@@ -187,6 +187,14 @@ class Recipe(Frozen):
     projections (0.3.0 models/common/decoder_sharding.py in_dst_shardings Replicate; 0.2.x PrepareModuleInput), and
     autograd keeps that gathered tensor for the weight gradients, where Megatron keeps the shard and gathers it
     again in backward (Korthikanti et al. 2022 §4.2.2)."""
+    pipeline_unsharded_grads: bool = False
+    """Under pipeline parallelism, ZeRO-2/3 reduces the gradients once per step, after the stage's last backward, and
+    keeps the unsharded gradient in its reduce width until then (4 bytes per parameter of the stage in float32),
+    with the parameters left unsharded after each backward.  torch.distributed.pipelining's PipelineStage with FSDP2
+    (torchtitan) calls set_requires_gradient_sync(False) and set_reshard_after_backward(False) before every backward
+    but the last (stage.py backward_maybe_with_nosync, PyTorch 2.10), and FSDP2 accumulates the unsynchronized
+    gradient unsharded in reduce_dtype (_fsdp_param.py to_accumulated_grad_if_needed); the step's reduce-scatter then
+    runs after all the stage's compute.  Megatron-FSDP and DeepSpeed reduce every micro-batch (False)."""
     activation_func_fp8_input_store: bool = False
     """The MLP activation's input (the up-projection output) kept for backward as FP8, 1 byte instead of 2
     (Megatron-Core TransformerConfig `activation_func_fp8_input_store`, fused SwiGLU only; DeepSeek-V3 §3.3.2

@@ -1,0 +1,97 @@
+"""`pipeline_unsharded_grads`: under pipeline parallelism torch.distributed.pipelining's PipelineStage turns FSDP2's
+gradient sync and reshard-after-backward off for every backward but the last, so each stage keeps its unsharded
+gradient (float32 in torchtitan) and its unsharded parameters through the step and reduce-scatters once, after its
+last backward.  Tested in memory, in the DP term, through `--framework torchtitan` and on the plan it changes."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from placement.cli import main
+from placement.cost.dp import StageParams, dp_term
+from placement.specs import Layout
+from placement.specs.recipe import Recipe
+from tests.test_cost_terms import _ctx
+
+BASE = ["evaluate", "--model", "llama3-70b", "--cluster", "dgx-b200", "--gpus", "64", "--seq-len", "8192",
+        "--global-batch", "256", "--tp", "2", "--pp", "2", "--mbs", "1", "--recompute", "full", "--grad-reduce-fp32",
+        "--json"]
+
+
+def _run(*extra: str) -> tuple[int, dict | str]:
+    out = CliRunner().invoke(main, [*BASE, *extra])
+    return out.exit_code, (json.loads(out.output) if out.exit_code in (0, 1) and out.output.startswith("{")
+                           else out.output)
+
+
+@pytest.mark.parametrize("zero", ["2", "3"])
+def test_the_stage_keeps_its_whole_gradient_in_float32(zero: str) -> None:
+    """With it the gradient is the stage's parameters at 4 bytes, twice the 16-bit weights (both unsharded);
+    without it FSDP's gradient is a 1/dp shard."""
+    _, on = _run("--zero", zero, "--pipeline-unsharded-grads")
+    _, off = _run("--zero", zero, "--no-pipeline-unsharded-grads")
+    mem_on, mem_off = on["memory"], off["memory"]
+    assert mem_on["grads_bytes"] == pytest.approx(2.0 * mem_on["weights_bytes"], rel=1e-6)
+    dp = on["layout"]["dp"]
+    # the shard FSDP would keep: 4 bytes under ZeRO-2's fp32 reduce, 2 under ZeRO-3, whose fp32 master is the
+    # sharded parameter (cost.memory)
+    shard_width = 4.0 if zero == "2" else 2.0
+    assert mem_on["grads_bytes"] == pytest.approx(dp * 4.0 / shard_width * mem_off["grads_bytes"], rel=1e-6)
+    if zero == "3":  # the parameters stay gathered after each backward
+        assert mem_on["weights_bytes"] == pytest.approx(dp * mem_off["weights_bytes"], rel=1e-6)
+    assert on["peak_memory_bytes"] > off["peak_memory_bytes"]
+
+
+def _term(zero: int, defer: bool, comp: float, pp: int = 2):
+    p = StageParams(dense=np.array([4.0e9]), expert=np.array([0.0]), dense_shard=np.array([8.0]),
+                    expert_shard=np.array([1.0]), edge_dense=np.array([0.0]), edge_expert=np.array([0.0]))
+    recipe = Recipe(pipeline_unsharded_grads=defer, grad_reduce_fp32=True)
+    ctx = _ctx("llama3-8b", "dgx-h100", 64, Layout(tp=4, pp=pp, dp=8, zero_stage=zero, sequence_parallel=True),
+               recipe=recipe, global_batch=64)
+    return ctx.m, dp_term(ctx, p, np.array([comp]))
+
+
+def test_one_reduce_scatter_per_step_behind_no_compute() -> None:
+    """ZeRO-2 sends m reduce-scatters without it and one with it; that one follows the stage's last backward, so
+    however long the compute it stays exposed."""
+    m, every = _term(2, False, 1.0)
+    _, once = _term(2, True, 1.0)
+    assert m == 8
+    rs_once = (float(every.total_s[0]) - float(once.total_s[0])) / (m - 1)
+    assert rs_once > 0
+    long = 1000.0 * float(every.total_s[0])
+    assert float(_term(2, False, long)[1].exposed_s[0]) == 0.0
+    assert float(_term(2, True, long)[1].exposed_s[0]) == pytest.approx(rs_once, rel=1e-9)
+
+
+def test_without_a_pipeline_nothing_changes() -> None:
+    for zero in (2, 3):
+        a, b = _term(zero, True, 0.01, pp=1)[1], _term(zero, False, 0.01, pp=1)[1]
+        assert float(a.total_s[0]) == float(b.total_s[0]) and float(a.exposed_s[0]) == float(b.exposed_s[0])
+
+
+def test_torchtitan_runs_it_and_says_so() -> None:
+    code, out = _run("--zero", "3", "--dp-shard", "4", "--framework", "torchtitan", "--no-pipeline-unsharded-grads")
+    assert code == 2 and "pipeline_unsharded_grads" in out and "backward_maybe_with_nosync" in out
+    code, out = _run("--zero", "3", "--dp-shard", "4", "--framework", "torchtitan", "--recompute", "selective")
+    assert out["recipe"]["pipeline_unsharded_grads"] is True
+
+
+def test_the_torchtitan_plan_that_did_not_fit_is_no_longer_chosen() -> None:
+    """The first plan of llama3-70b on 64 B200 for torchtitan was tp2 pp2x4 FSDP (HSDP 4), priced at 174.8 of
+    175.5 GiB with an 8.2 GiB gradient shard; each stage holds its 17.6 B parameters' float32 gradient (66 GiB)."""
+    out = CliRunner().invoke(main, ["plan", "--model", "llama3-70b", "--cluster", "dgx-b200", "--gpus", "64",
+                                    "--seq-len", "8192", "--global-batch", "256", "--framework", "torchtitan",
+                                    "--json"])
+    assert out.exit_code == 0, out.output
+    best = json.loads(out.output)
+    best = best["plans"][0] if "plans" in best else best
+    lay = best["layout"]
+    assert best["fits"]
+    if lay["pp"] > 1 and lay["zero_stage"] >= 2:
+        params = best["memory"]["weights_bytes"] / 2.0  # bf16, unsharded under it
+        assert best["memory"]["grads_bytes"] == pytest.approx(4.0 * params, rel=1e-6)
