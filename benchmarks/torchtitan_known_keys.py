@@ -9,8 +9,9 @@ over it.  This script reads, with `ast` (nothing is imported or run), the fields
 torchtitan clone, and the fields of Trainer.Config in an unpacked 0.3.0 wheel, each section expanded to the fields of
 its dataclass and of every dataclass that subclasses it anywhere in the package (a config function may put any of
 them there: HuggingFaceTextDataLoader.Config for dataloader, ...), nested dataclasses as dotted sections.  Fields
-hidden from tyro (Annotated[..., tyro.conf.Suppress], init=False, ClassVar) are left out.  Only names are kept (facts,
-no code).
+hidden from tyro (Annotated[..., tyro.conf.Suppress], init=False, ClassVar) are left out.  It also reads JobConfig at
+every commit of the main line that touched its file (HISTORY) and writes each key's first and last such commit
+(SPANS), which date a TOML file or 0.2.x command line by its keys.  Only names are kept (facts, no code).
 
     python benchmarks/torchtitan_known_keys.py GIT_DIR_OF_A_TORCHTITAN_CLONE UNPACKED_0.3.0_WHEEL_DIR [WHEEL_FILE]
 """
@@ -237,6 +238,8 @@ def main(repo: str, wheel_dir: str, wheel: str | None = None, out: Path = OUT) -
         return f'    "{k}": {tuple(have)!r},'
 
     rows = [row(k) for k in every]
+    commits = [f'    ("{c}", "{d}"),' for c, d in log]
+    spans = [f'    "{k}": ("{span[k][0]}", "{span[k][1]}"),' for k in sorted(span)]
     digest = hashlib.sha256(Path(wheel).read_bytes()).hexdigest() if wheel else None
     about = textwrap.fill(
         f"Up to 0.2.x: the fields of JobConfig and its nested dataclasses ({' and '.join(JOB_CONFIGS)}) at the tags "
@@ -272,6 +275,18 @@ KEYS: dict[str, tuple[str, ...]] = {{
 }}
 """Dotted key (with _) -> the releases read that take it, or for a key of main between releases only, the first and
 the last commit whose JobConfig has it ("first..last")."""
+
+HISTORY: tuple[tuple[str, str], ...] = (
+{chr(10).join(commits)}
+)
+"""The commits of torchtitan's main line that touched JobConfig's file, oldest first, with their dates: the JobConfig
+versions a TOML file or 0.2.x command line can be written for (SPANS names them)."""
+
+SPANS: dict[str, tuple[str, str]] = {{
+{chr(10).join(spans)}
+}}
+"""Dotted key (with _) -> the first and the last commit of HISTORY whose JobConfig has it (a key removed and added
+again spans the gap): what a key stated in a TOML file or a 0.2.x flag says of the torchtitan that runs it."""
 '''
     out.write_text(text)
     print(f"wrote {out}: {len(every)} keys ({', '.join(f'{v}: {len(versions[v])}' for v in names)})",

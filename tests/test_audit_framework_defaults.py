@@ -235,16 +235,17 @@ def test_settings_read_or_noted_rather_than_dropped(tmp_path) -> None:
 
 
 def test_the_diff_marks_what_the_files_do_not_state_and_states_the_global_batch() -> None:
-    """The diff compares placement's arguments for the two plans; a launched value the files do not spell so is
-    marked, and a global batch the files leave to local batch x dp is stated when the best plan changes dp."""
+    """The diff compares placement's arguments for the two plans, in the TOML's own keys; a launched value the files
+    do not state is marked, and a global batch the files leave to local batch x dp is stated when the best plan
+    changes dp."""
     from placement.audit.changes import NOT_IN_FILES
 
     data = _audit(AUDIT / "torchtitan" / "llama3_70b.toml", "--model", "llama3-70b", "--gpus", "64",
                   cluster="dgx-a100-80g")
     by = {c["argument"]: c for c in data["changes"]}
-    assert by["--training.global_batch_size"]["from"] is None
-    assert int(by["--training.global_batch_size"]["to"]) == data["estimate"]["global_batch"]
-    assert "note" not in by["--training.local_batch_size"]  # the TOML states local_batch_size
+    assert by["training.global_batch_size"]["from"] is None
+    assert int(by["training.global_batch_size"]["to"]) == data["estimate"]["global_batch"]
+    assert "note" not in by["training.local_batch_size"]  # the TOML states local_batch_size
     marked = [c for c in data["changes"] if c.get("note") == NOT_IN_FILES]
     text = (AUDIT / "torchtitan" / "llama3_70b.toml").read_text()
     assert marked and all(c["argument"].rsplit(".", 1)[-1] not in text for c in marked)

@@ -1,6 +1,8 @@
 """The exact changes from the audited launch to the best plan: the framework's own arguments, as
 placement's emitter writes them for each of the two plans, compared setting by setting, plus the node
-order when the best mapping puts node ranks on other hosts."""
+order when the best mapping puts node ranks on other hosts.  The audited files' own spelling where the emitter's
+is another version's: a GPT-NeoX config's keys, a torchtitan TOML file's or 0.2.x command line's keys
+(torchtitan_pre3_settings) for placement's torchtitan 0.3.0 flags."""
 
 from __future__ import annotations
 
@@ -140,13 +142,20 @@ def _neox_changes(a: dict[str, str], b: dict[str, str], stated: dict[str, str]) 
 
 
 def launch_changes(framework: str, now: EmitContext, best: EmitContext, files_text: str | None = None,
-                   stated: dict[str, str] | None = None) -> list[dict]:
+                   stated: dict[str, str] | None = None,
+                   torchtitan: tuple[dict[str, tuple[str, str]], str] | None = None) -> list[dict]:
     """[{"argument", "from", "to"}] for every setting that differs (None = absent on that side).  With the launch
     files' text, a "from" value the files do not state is marked (NOT_IN_FILES), and a global batch the files
     leave to the framework is stated where the best plan needs it.  `stated`: a GPT-NeoX config's own keys
-    (LaunchLayout.config_keys), for framework "gpt-neox"."""
+    (LaunchLayout.config_keys), for framework "gpt-neox".  `torchtitan`: the keys a torchtitan TOML file or 0.2.x
+    command line states and its form (LaunchLayout.torchtitan_stated, torchtitan_form), whose changes are named in
+    that torchtitan's keys (torchtitan_pre3_settings), not placement's 0.3.0 flags."""
     a, b = framework_settings(framework, now), framework_settings(framework, best)
-    if framework == "gpt-neox":
+    if framework == "torchtitan" and torchtitan is not None:
+        keys, form = torchtitan
+        changes = torchtitan_pre3_changes(torchtitan_pre3_settings(a, keys, form),
+                                          torchtitan_pre3_settings(b, keys, form), keys)
+    elif framework == "gpt-neox":
         changes = _neox_changes(a, b, stated or {})
     else:
         changes = [{"argument": k, "from": a.get(k), "to": b.get(k)}
@@ -155,7 +164,7 @@ def launch_changes(framework: str, now: EmitContext, best: EmitContext, files_te
         for c in changes:
             if c["from"] is not None and c["argument"] not in (stated or {}):
                 c["note"] = NOT_IN_FILES
-    elif files_text is not None and framework in ("megatron", "torchtitan", "maxtext"):
+    elif files_text is not None and framework in ("megatron", "torchtitan", "maxtext") and torchtitan is None:
         # torchtitan's CLI takes - and _ (tyro), and its subcommand activation-checkpoint:MODE is the TOML's
         # [activation_checkpoint]
         spelled = files_text + "\n" + files_text.replace("-", "_") if framework == "torchtitan" else files_text
@@ -219,3 +228,170 @@ def neox_requirements(changes: list[dict], stated: dict[str, str], best: EmitCon
                 text += (f"; without it the best plan takes {without.step_time_s:.3f} s per step and {fit} "
                          f"({without.peak_memory_bytes / GiB:.1f} of {without.memory_capacity_bytes / GiB:.1f} GiB)")
         c["requires"] = text
+
+
+PRE3_STRINGS = frozenset({"parallelism.fsdp_reshard_after_forward", "parallelism.pipeline_parallel_schedule",
+                          "activation_checkpoint.mode", "activation_checkpoint.selective_ac_option"})
+"""JobConfig keys (by their newest name) whose TOML value is a string, quoted; the others placement writes are
+integers."""
+
+
+def _pre3_names(flag: str) -> tuple[str, ...]:
+    """The JobConfig keys that state the setting of one of placement's 0.3.0 flags, newest first: its own dotted key
+    (`activation-checkpoint:MODE` is activation_checkpoint.mode), then its older names (readers.torchtitan
+    OLDER_NAMES), and for the micro-batch size the keys that counted micro-batches before it (MICROBATCH_COUNTS)."""
+    from placement.audit.readers.torchtitan import MICROBATCH_COUNTS, OLDER_NAMES
+
+    key = "activation_checkpoint.mode" if flag == "activation-checkpoint" else flag.removeprefix("--")
+    counts = MICROBATCH_COUNTS if key == "parallelism.pipeline_parallel_microbatch_size" else ()
+    return (key, *OLDER_NAMES.get(key, ()), *counts)
+
+
+PRE3_DROPPED = frozenset({"--module", "--config", "--compile.no-enable-async-tensor-parallel"})
+"""0.3.0 settings the change list leaves out for older material: --module/--config name the files' own model (their
+[model] name and flavor), which the best plan keeps; async TP is priced off in both plans (its collectives exposed),
+so the files' own setting, noted as not modelled, is no change the plan asks for."""
+PRE3_NO_KEY = {
+    "--parallelism.no-enable-sequence-parallel": (
+        "sequence parallelism", "off", "on", "torchtitan before 0.3.0 has no key for it: its TP always shards the "
+                                             "sequence (v0.2.2 models/llama3/infra/parallelize.py apply_tp); only "
+                                             "0.3.0 turns it off"),
+    "--training.disable_cuda_graphs": (
+        "CUDA graphs", "off", "full", "torchtitan before 0.3.0 has no CUDA graphs (0.3.0 trainer.py "
+                                      "wrap_with_cuda_graph)"),
+}
+"""placement's 0.3.0 switches no key before 0.3.0 takes -> (the setting in words, its value with the flag, without it,
+the change's note)."""
+ACCUMULATION = ("torchtitan before 8570415c (2025-06-05) has no gradient accumulation and no "
+                "training.global_batch_size: it trains local batch x dp sequences a step")
+SELECTIVE_OP = ("torchtitan before 0.3.0 runs selective checkpointing as selective_ac_option says: the default \"2\" "
+                "fully checkpoints every second block, \"op\" is the per-op policy the plan prices (v0.2.2 "
+                "distributed/activation_checkpoint.py)")
+
+
+def _pre3_name(names: tuple[str, ...], stated: dict[str, tuple[str, str]], lo: int, hi: int
+               ) -> tuple[str | None, str | None]:
+    """(the key of `names` the files' torchtitan takes, or None; the caveat where their keys leave that open): the
+    one they state, else the newest whose JobConfig span (SPANS) meets the versions their keys allow (JobConfig
+    versions lo..hi of HISTORY)."""
+    from placement.audit.readers.torchtitan import JOBCONFIG_DATES, JOBCONFIG_ORDER
+    from placement.audit.readers.torchtitan_keys import SPANS
+
+    for n in names:
+        if n in stated:
+            return n, None
+    fits = [n for n in names if n in SPANS and JOBCONFIG_ORDER[SPANS[n][0]] <= hi
+            and JOBCONFIG_ORDER[SPANS[n][1]] >= lo]
+    if not fits:
+        return None, None
+    name, first = fits[0], SPANS[fits[0]][0]
+    if JOBCONFIG_ORDER[first] <= lo:
+        return name, None
+    older = f", before it {' or '.join(fits[1:])}" if fits[1:] else ", no key before it"
+    return name, (f"torchtitan {first} ({JOBCONFIG_DATES[first]}) or later{older}; the files' keys do not show "
+                  f"which their torchtitan is")
+
+
+def _pre3_flag(key: str, stated: dict[str, tuple[str, str]]) -> str:
+    """`key` as a 0.2.x flag, dashed where the files' flags are (tyro reads `-` as `_`)."""
+    flags = [how for _, how in stated.values() if how.startswith("--")]
+    dashed = any("-" in f[2:] for f in flags) and not any("_" in f for f in flags)
+    return "--" + (key.replace("_", "-") if dashed else key)
+
+
+def _accumulation(settings: dict[str, str]) -> int:
+    """The gradient-accumulation steps of placement's 0.3.0 flags: global batch / (local batch x dp)."""
+    dp = (int(settings.get("--parallelism.data_parallel_replicate_degree", "1"))
+          * int(settings.get("--parallelism.data_parallel_shard_degree", "1")))
+    return int(settings["--training.global_batch_size"]) // (int(settings["--training.local_batch_size"]) * dp)
+
+
+Spelled = tuple[str | None, str, str | None, str | None]
+"""A setting in the keys of the files' torchtitan: (its JobConfig key, None for a setting no key takes; its value as
+the files would write it; the note; what it requires of the version)."""
+
+
+def torchtitan_pre3_settings(settings: dict[str, str], stated: dict[str, tuple[str, str]], form: str
+                             ) -> dict[str, Spelled]:
+    """placement's 0.3.0 flags (framework_settings) in the keys of the torchtitan the files run (TOML files or 0.2.x
+    flags; LaunchLayout.torchtitan_stated and torchtitan_form), by the argument the change list names.  Each setting
+    takes the name the files' torchtitan has (_pre3_names, by the files' own key or their version:
+    readers.torchtitan.version_window), as the files state it: their own key where they state it, else a TOML
+    `section.key` where a TOML file states the job, a 0.2.x flag where flags alone do.  A setting no key of that
+    torchtitan takes is named in words, with a note saying so."""
+    from placement.audit.readers.torchtitan import JOBCONFIG_DATES, JOBCONFIG_ORDER, MICROBATCH_COUNTS, version_window
+    from placement.audit.readers.torchtitan_keys import SPANS
+
+    newest, oldest = version_window(stated)
+    lo = JOBCONFIG_ORDER[newest[1]] if newest else 0
+    hi = JOBCONFIG_ORDER[oldest[1]] if oldest else len(JOBCONFIG_ORDER) - 1
+    out: dict[str, Spelled] = {}
+
+    def put(key: str, value: str, string: bool, note: str | None = None, requires: str | None = None) -> None:
+        how = stated[key][1] if key in stated else "toml" if form == "toml" else _pre3_flag(key, stated)
+        out[key if how == "toml" else how] = (key, f'"{value}"' if how == "toml" and string else value, note,
+                                              requires)
+
+    for flag, value in settings.items():
+        if flag in PRE3_DROPPED or flag in PRE3_NO_KEY:
+            continue
+        names = tuple(n for n in _pre3_names(flag) if n in SPANS)
+        name, requires = _pre3_name(names, stated, lo, hi)
+        if name is None and flag == "--training.global_batch_size":
+            out["gradient accumulation"] = (None, str(_accumulation(settings)), ACCUMULATION, None)
+        elif name is None and names:
+            added = min(names, key=lambda n: JOBCONFIG_ORDER[SPANS[n][0]])
+            first = SPANS[added][0]
+            out[f"{names[0]} (no key before {first})"] = (
+                None, value, f"no key of the files' torchtitan takes it: their keys date it before {first} "
+                             f"({JOBCONFIG_DATES[first]}), whose JobConfig added {added}", None)
+        elif name is None:
+            out[f"{flag} (torchtitan 0.3.0)"] = (None, value, "no key of torchtitan before 0.3.0 takes it", None)
+        else:
+            if flag == "--parallelism.pipeline_parallel_microbatch_size":  # older keys count the local batch's
+                count = str(int(settings["--training.local_batch_size"]) // int(value))
+                value = count if name in MICROBATCH_COUNTS else value
+                for key in MICROBATCH_COUNTS:
+                    requires = requires and requires.replace(key, f"{key} {count} (the micro-batch count)")
+            put(name, value, _pre3_names(flag)[0] in PRE3_STRINGS, requires=requires)
+            if name == "activation_checkpoint.mode" and value == "selective":
+                put("activation_checkpoint.selective_ac_option", "op", True, SELECTIVE_OP)
+    for flag, (words, on, off, note) in PRE3_NO_KEY.items():
+        if flag in settings:
+            out[words] = (None, on, note, None)
+        elif flag != "--parallelism.no-enable-sequence-parallel" or int(
+                settings.get("--parallelism.tensor_parallel_degree", "1")) > 1:
+            out[words] = (None, off, note, None)
+    return out
+
+
+def torchtitan_pre3_changes(a: dict[str, Spelled], b: dict[str, Spelled], stated: dict[str, tuple[str, str]]
+                            ) -> list[dict]:
+    """The changes from the launched plan's settings `a` to the best plan's `b` (torchtitan_pre3_settings), the
+    launched side as the files state it (LaunchLayout.torchtitan_stated), or placement's spelling of the launched
+    layout marked NOT_IN_FILES.  A key the best plan leaves out does nothing there (selective_ac_option without
+    selective checkpointing): the files' line may stay.  A value the files already state is no change; where they
+    leave the global batch to torchtitan (local batch x dp x accumulation), a plan that changes the layout states
+    it."""
+    out = []
+    for k in list(a) + [k for k in b if k not in a]:
+        if k not in b:
+            continue
+        key, to, note, requires = b[k]
+        said = stated[key][0] if key in stated else None
+        if (k in a and a[k][1] == to) or said == to:
+            continue
+        change: dict = {"argument": k, "from": said if said is not None else a[k][1] if k in a else None, "to": to}
+        if note is None and said is None and k in a and key is not None:
+            note = NOT_IN_FILES
+        if note is not None:
+            change["note"] = note
+        if requires is not None:
+            change["requires"] = requires
+        out.append(change)
+    batch = next((k for k, v in b.items() if v[0] == "training.global_batch_size"), None)
+    if out and batch is not None and batch not in [c["argument"] for c in out] and b[batch][0] not in stated:
+        out.append({"argument": batch, "from": None, "to": b[batch][1],
+                    "note": "the launch files leave the global batch to the framework, which derives it from the "
+                            "layout this plan changes"})
+    return out

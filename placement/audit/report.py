@@ -45,10 +45,18 @@ NEOX_NOTE = ("the changes are the GPT-NeoX config's keys, to edit in the config;
              "which reads only its config")
 
 
+TORCHTITAN_PRE3_NOTE = ("the changes are the keys of the files' torchtitan (before 0.3.0), named as the version their "
+                        "keys date takes them: a TOML `section.key` (strings quoted as TOML writes them) where a TOML "
+                        "file states the job, the flag where the files state it so; --out DIR writes the plan for "
+                        "torchtitan 0.3.0, whose flags and config functions that version does not take")
+
+
 def changes_note(a: Audit) -> str | None:
     """What the argument diff is, where it is not edits to the launched files (None: it is)."""
     if a.launch.framework == "megatron" and a.launch.recipe.get("pipeline_p2p_blocking"):
         return MEGATRON_DEEPSPEED_NOTE
+    if a.launch.framework == "torchtitan" and a.launch.torchtitan_form is not None:
+        return TORCHTITAN_PRE3_NOTE
     if a.launch.dialect == "gpt-neox":
         return NEOX_NOTE + neox_version_note(a.launch.config_keys)
     return None

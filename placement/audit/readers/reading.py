@@ -125,6 +125,15 @@ class LaunchLayout(Frozen):
     """GPT-NeoX: each key of config_keys as the files spell it (`checkpoint-activations`), and "-" where the files
     spell their keys with dashes: the change list names keys that way (GPT-NeoX reads both spellings, and a key
     written both ways is not refused, so an added line in the other spelling may not be the one it takes)."""
+    torchtitan_form: Literal["toml", "flags"] | None = None
+    """torchtitan before 0.3.0: "toml" where a TOML file states the job (0.2.x flags may override its keys), "flags"
+    where 0.2.x flags alone do; the change list names its settings in that version's keys, that way
+    (changes.torchtitan_pre3_settings).  None: 0.3.0's flags, whose change list is placement's own flags."""
+    torchtitan_stated: dict[str, tuple[str, str]] = Field(default_factory=dict)
+    """torchtitan before 0.3.0: each key the files state (a flag's over the TOML's, as torchtitan merges them) ->
+    (its value as the change list writes it: a TOML value where a TOML file states the key, the flag's text else;
+    how the files state it: "toml", or the flag as written): the change list's launched side and the keys that date
+    the torchtitan that runs the files (readers.torchtitan.version_window)."""
 
     def virtual_stages(self, num_layers: int) -> int:
         """vpp for a model of `num_layers` layers (uses `layers_per_virtual_stage` when the files gave it).
@@ -230,6 +239,10 @@ class Reading:
     unknown_keys: tuple[UnknownKey, ...] = ()
     config_spelling: dict[str, str] = field(default_factory=dict)
     """LaunchLayout.config_spelling."""
+    torchtitan_form: str | None = None
+    """LaunchLayout.torchtitan_form."""
+    torchtitan_stated: dict[str, tuple[str, str]] = field(default_factory=dict)
+    """LaunchLayout.torchtitan_stated."""
 
     def launch_layout(self) -> LaunchLayout:
         """The validated LaunchLayout; an InputError names each value out of range with its evidence."""
@@ -238,7 +251,9 @@ class Reading:
         try:
             return LaunchLayout(framework=self.framework, recipe=self.recipe, sources=self.sources,
                                 ignored=self.ignored, dialect=self.dialect, config_keys=self.config_keys,
-                                unknown_keys=self.unknown_keys, config_spelling=self.config_spelling, **fields)
+                                unknown_keys=self.unknown_keys, config_spelling=self.config_spelling,
+                                torchtitan_form=self.torchtitan_form, torchtitan_stated=self.torchtitan_stated,
+                                **fields)
         except ValueError as err:  # pydantic ValidationError: a value out of range
             bad = "; ".join(f"{'.'.join(str(x) for x in e['loc'])} = {e.get('input')!r} "
                             f"({self.sources.get(str(e['loc'][0]), '')}): {e['msg']}"
@@ -325,6 +340,10 @@ class Settings:
     """LaunchLayout.config_keys (GPT-NeoX)."""
     config_spelling: dict[str, str] = field(default_factory=dict)
     """LaunchLayout.config_spelling (GPT-NeoX)."""
+    torchtitan_form: str | None = None
+    """LaunchLayout.torchtitan_form (torchtitan before 0.3.0)."""
+    torchtitan_stated: dict[str, tuple[str, str]] = field(default_factory=dict)
+    """LaunchLayout.torchtitan_stated (torchtitan before 0.3.0)."""
     unknown_keys: list[UnknownKey] = field(default_factory=list)
     """LaunchLayout.unknown_keys."""
     json_sync: tuple[bool, str] | None = None
@@ -377,4 +396,4 @@ class Settings:
         return Reading(framework, self.layout, self.job, dict(self.recipe),
                        {k: ev for k, ev in self.sources.items() if ev}, tuple(self.ignored),
                        "gpt-neox" if self.neox else None, dict(self.config_keys), tuple(self.unknown_keys),
-                       dict(self.config_spelling))
+                       dict(self.config_spelling), self.torchtitan_form, dict(self.torchtitan_stated))

@@ -1,20 +1,25 @@
 """torchtitan launch material: 0.3.0 flags (`--module M --config F`, `--section.key value` or `=value`, `--no-`
 booleans, the `activation-checkpoint:MODE` subcommand) and 0.2.x flags (`--job.config_file`, `--model.name`...),
 and 0.2.x TOML files; CLI flags win over the TOML, as in torchtitan.  The join reads the merged dotted keys
-into the layout and derives micro-batch, dp, ZeRO stage, vpp and sequence parallelism by torchtitan's rules."""
+into the layout and derives micro-batch, dp, ZeRO stage, vpp and sequence parallelism by torchtitan's rules.  A TOML
+file or 0.2.x command line is read in its version's key names (OLDER_NAMES), priced with the attention kernel its
+model flavor and version run (_attention_kernel: the version its keys date, version_window), and keeps its keys as
+stated (stated_keys) for the change list to name its changes that way."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 import tomllib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from placement.audit.readers.common import nearest_key, read_int, typo_error, typo_of, word_check
 from placement.audit.readers.reading import Reading, Settings, UnknownKey
-from placement.audit.readers.torchtitan_keys import KEYS, VERSIONS
+from placement.audit.readers.torchtitan_keys import HISTORY, KEYS, SPANS, VERSIONS
 from placement.audit.shell import Word
 from placement.errors import InputError
 from placement.loaders.files import read_text
@@ -195,7 +200,7 @@ def _settings(keys: dict[str, tuple[Any, str]], s: Settings) -> _Pipeline:
     reshard, rev = get("parallelism.fsdp_reshard_after_forward")
     if reshard is not None:
         pipeline = dataclasses.replace(pipeline, reshard=(str(reshard), rev))
-    local = get("training.local_batch_size") if "training.local_batch_size" in keys else get("training.batch_size")
+    local = get("training.local_batch_size")
     if local[0] is not None:
         pipeline = dataclasses.replace(pipeline, local_batch=(
             read_int(local[0], "training.local_batch_size", local[1]), local[1]))
@@ -203,6 +208,14 @@ def _settings(keys: dict[str, tuple[Any, str]], s: Settings) -> _Pipeline:
     if pmb[0] is not None:
         pipeline = dataclasses.replace(pipeline, pp_microbatch=(
             read_int(pmb[0], "parallelism.pipeline_parallel_microbatch_size", pmb[1]), pmb[1]))
+    count = next((k for k in MICROBATCH_COUNTS if k in keys), None)
+    if pmb[0] is None and count is not None and pipeline.local_batch is not None:
+        n, cev = read_int(keys[count][0], count, keys[count][1]), keys[count][1]
+        if n < 1 or pipeline.local_batch[0] % n:
+            raise InputError(f"{cev}: {count} {n} does not divide the local batch {pipeline.local_batch[0]}; "
+                             f"torchtitan splits each step's batch into that many micro-batches")
+        pipeline = dataclasses.replace(pipeline, pp_microbatch=(pipeline.local_batch[0] // n, f"{cev} (the local "
+                                                                f"batch in {n} micro-batches)"))
     gbs = get("training.global_batch_size")
     if gbs[0] is not None and read_int(gbs[0], "training.global_batch_size", gbs[1], minimum=-1) > 0:
         s.put("global_batch", int(gbs[0]), gbs[1])
@@ -231,6 +244,8 @@ def _settings(keys: dict[str, tuple[Any, str]], s: Settings) -> _Pipeline:
                                       f"linear layers to Float8: models/*/config_registry.py)")
     _activation_checkpoint(get, s, version3)
     _cuda_graphs(get, s, version3)
+    if not version3:
+        _attention_kernel(keys, s)
     sp, spev = get("parallelism.enable_sequence_parallel")
     if sp is not None:
         s.put("sequence_parallel", sp in _TRUE, spev)
@@ -344,6 +359,162 @@ def _cuda_graphs(get, s: Settings, version3: bool) -> None:
                                         "trainer.py wrap_with_cuda_graph)")
 
 
+JOBCONFIG_ORDER = {commit: i for i, (commit, _) in enumerate(HISTORY)}
+"""torchtitan_keys.HISTORY commit -> its place on torchtitan's main line."""
+JOBCONFIG_DATES = dict(HISTORY)
+"""torchtitan_keys.HISTORY commit -> its date."""
+JOBCONFIG_FIRST = min((first for first, _ in SPANS.values()), key=JOBCONFIG_ORDER.__getitem__)
+JOBCONFIG_LAST = max((last for _, last in SPANS.values()), key=JOBCONFIG_ORDER.__getitem__)
+"""The first and the last JobConfig read (HISTORY's last commit, 9810191b, removed it for 0.3.0)."""
+
+
+def version_window(stated: Iterable[str]) -> tuple[tuple[str, str] | None, tuple[str, str] | None]:
+    """What the keys a TOML file or 0.2.x command line states say of the torchtitan that runs it, as (key, commit) of
+    torchtitan_keys.SPANS: the key its JobConfig took last (the version has that commit's JobConfig or a later one),
+    and the key it dropped first (that commit's JobConfig or an earlier one); None where no stated key bounds it (one
+    in every JobConfig from the first read, or to the last).  Before eadca483 (2025-08-28) torchtitan dropped a TOML
+    key it did not know, unread: a key in a TOML file dates it so for a torchtitan from eadca483 on only."""
+    known = [k for k in stated if k in SPANS]
+    added = [(k, SPANS[k][0]) for k in known if SPANS[k][0] != JOBCONFIG_FIRST]
+    dropped = [(k, SPANS[k][1]) for k in known if SPANS[k][1] != JOBCONFIG_LAST]
+    newest = max(added, key=lambda x: (JOBCONFIG_ORDER[x[1]], x[0]), default=None)
+    oldest = min(dropped, key=lambda x: (JOBCONFIG_ORDER[x[1]], x[0]), default=None)
+    return newest, oldest
+
+
+SDPA_CUDNN_FIRST = "6a3a9da9"
+"""torchtitan #1776 (2025-10-09, before v0.2.0), from which its SDPA tries CUDNN_ATTENTION, FLASH_ATTENTION,
+EFFICIENT_ATTENTION in that order on every GPU (models/attention.py ScaledDotProductAttentionWrapper,
+sdpa_kernel(..., set_priority=True)): cuDNN's fused attention, priced as `flash`."""
+SDPA_CUDNN_FIRST_JOBCONFIG = "b2763873"
+"""The JobConfig 6a3a9da9 runs with (the last change to its file before it, 2025-10-09): keys date a file to JobConfig
+versions, so one dropped before b2763873 dates it before 6a3a9da9, and one added after it (a82b77ad on), after."""
+SDPA_FLASH_FIRST = ("torchtitan before 6a3a9da9 runs SDPA with FLASH_ATTENTION (PyTorch's bundled FlashAttention-2) "
+                    "first on GPUs below compute capability 10.0: from 3b85aa31 (2025-05-14) by its own backend list "
+                    "(models/attention.py ScaledDotProductAttention at e7c0cae and v0.1.0: "
+                    "sdpa_kernel([FLASH_ATTENTION, EFFICIENT_ATTENTION, MATH], set_priority=True), CUDNN_ATTENTION "
+                    "put first only where has_cuda_capability(10, 0)), before it by the PyTorch of its time, whose "
+                    "own order has put CUDNN_ATTENTION last since pytorch#138522 (2024-10)")
+"""What torchtitan's SDPA runs before SDPA_CUDNN_FIRST, for sources and notes."""
+SDPA_PRICED = ("priced as FlashAttention-2 on Hopper, as fused attention on other GPUs (the accelerator's "
+               "flash2_attention_efficiency)")
+FLASH2_CLASS = ("kernels of FlashAttention-2's class (FlexAttention a Triton one, PyTorch's varlen attention its "
+                "flash backend), priced as FlashAttention-2 as frameworks.py prices torchtitan 0.3.0's")
+FLEX = "FlexAttention"
+FLEX_FLAVORS: dict[tuple[str, str], str] = {
+    ("llama3", "debugmodel_flex_attn"): f"{FLEX} (models/llama3/__init__.py: use_flex_attn=True, attn_type 'flex' "
+                                        f"from v0.2.1)",
+    ("llama3", "8B_flex"): f"{FLEX} (models/llama3/__init__.py attn_type 'flex', v0.2.1 on)",
+    ("llama3", "debugmodel_varlen_attn"): "PyTorch's varlen attention (models/llama3/__init__.py attn_type 'varlen', "
+                                          "v0.2.1 on)",
+    ("llama3", "8B_varlen"): "PyTorch's varlen attention (models/llama3/__init__.py attn_type 'varlen', v0.2.1 on)",
+    **{("llama4", f): f"{FLEX} (models/llama4/__init__.py, experiments/llama4 up to v0.1.0: use_flex_attn=True)"
+       for f in ("debugmodel_irope", "17bx16e_irope", "17bx128e_irope")},
+    ("deepseek_v3", "debugmodel_flex_attn"): f"{FLEX} (models/deepseek_v3/__init__.py: use_flex_attn=True)",
+    **{("deepseek_v3", f): f"{FLEX} from f738a03b (2025-08-22; models/deepseek_v3/__init__.py use_flex_attn=True); "
+                           f"before it SDPA, whose FLASH_ATTENTION refuses MLA's unequal head dims (192 for q and k, "
+                           f"128 for v; PyTorch sdp_utils.cpp check_head_dim_size_flash), so EFFICIENT_ATTENTION "
+                           f"runs on GPUs below compute capability 10.0, slower than the FlashAttention-2 it is "
+                           f"priced as" for f in ("16B", "236B", "671B")},
+}
+"""torchtitan 0.1.0 to 0.2.2 (name, flavor) -> the attention its model args run where it is not SDPA
+(models/*/__init__.py at v0.1.0, v0.2.0, v0.2.1, v0.2.2 and the main-line commits between that changed them)."""
+FLEX_MODELS = {"gpt_oss": f"{FLEX} (models/gpt_oss/model/args.py attn_type 'flex': gpt-oss supports only "
+                          f"FlexAttention)"}
+"""torchtitan model names whose every flavor runs FlexAttention."""
+SDPA_FLAVORS = {"llama3": ("debugmodel", "8B", "70B", "405B"), "llama4": ("debugmodel", "17bx16e", "17bx128e"),
+                "deepseek_v3": ("debugmodel",), "deepseek3": ("debugmodel",),
+                "qwen3": ("debugmodel", "0.6B", "1.7B", "4B", "8B", "14B", "32B", "debugmodel_moe", "30B-A3B",
+                          "235B-A22B")}
+"""The flavors torchtitan 0.1.0 to 0.2.2 ships that run SDPA (the default attention of their model args)."""
+
+
+def _attention_kernel(keys: dict[str, tuple[Any, str]], s: Settings) -> None:
+    """recipe.attention_kernel of a TOML file or 0.2.x command line, with its source: FlexAttention or the varlen
+    kernel where model.use_flex_attn (JobConfig, 986f6800..f64cf3c1) or the model's flavor runs it (FLEX_FLAVORS),
+    priced as FlashAttention-2; SDPA else (_sdpa_kernel).  Always set, so that the 0.3.0 row of
+    frameworks.CAPABILITIES (FlexAttention for every config) does not stand for an older torchtitan."""
+    flex, fev = keys.get("model.use_flex_attn", (None, ""))
+    name, nev = keys.get("model.name", ("llama3", ""))
+    flavor, flev = keys.get("model.flavor", ("debugmodel", ""))
+    name, flavor = str(name), str(flavor)
+    if flex in _TRUE:
+        s.put("recipe.attention_kernel", "flash2", f"{fev} (model.use_flex_attn: {FLEX}; {FLASH2_CLASS})")
+        return
+    why = FLEX_MODELS.get(name) or FLEX_FLAVORS.get((name, flavor))
+    if why is not None:
+        s.put("recipe.attention_kernel", "flash2", f"{flev or nev} (torchtitan's {name}:{flavor} runs {why}; "
+                                                   f"{FLASH2_CLASS})")
+        return
+    if (nev or flev) and flavor not in SDPA_FLAVORS.get(name, ()):
+        s.ignored.append(f"attention of model {name}:{flavor} ({flev or nev}): no flavor torchtitan 0.1.0 to 0.2.2 "
+                         f"ships, so whether its model args run SDPA or FlexAttention (use_flex_attn, attn_type) is "
+                         f"not read: priced as SDPA")
+    _sdpa_kernel(keys, s)
+
+
+def _sdpa_kernel(keys: dict[str, tuple[Any, str]], s: Settings) -> None:
+    """The kernel torchtitan's SDPA runs, by the version the files' keys date (version_window): before
+    SDPA_CUDNN_FIRST, FlashAttention-2 below compute capability 10.0 (flash2, which the audit prices as such on
+    Hopper); from it, cuDNN's fused attention (flash); where the keys leave it open, flash, torchtitan 0.2.0 to
+    0.2.2's, with a note on what an older one runs."""
+    newest, oldest = version_window(s.torchtitan_stated)  # the files' own keys, not the names they are read as
+    cut = JOBCONFIG_ORDER[SDPA_CUDNN_FIRST_JOBCONFIG]
+    if oldest is not None and JOBCONFIG_ORDER[oldest[1]] < cut:
+        key, commit = oldest
+        s.put("recipe.attention_kernel", "flash2",
+              f"{keys[key][1]} ({key} is last in torchtitan's JobConfig at {commit}, {JOBCONFIG_DATES[commit]}, "
+              f"before {SDPA_CUDNN_FIRST}, 2025-10-09: {SDPA_FLASH_FIRST}; {SDPA_PRICED})")
+        return
+    if newest is not None and JOBCONFIG_ORDER[newest[1]] > cut:
+        key, commit = newest
+        dropped = ("" if s.torchtitan_stated.get(key, ("", "toml"))[1] != "toml" else
+                   "; a torchtitan older than eadca483, 2025-08-28, would drop the TOML key unread and run "
+                   "FLASH_ATTENTION first")
+        s.put("recipe.attention_kernel", "flash",
+              f"{keys[key][1]} ({key} is first in torchtitan's JobConfig at {commit}, {JOBCONFIG_DATES[commit]}, "
+              f"after {SDPA_CUDNN_FIRST}, 2025-10-09, from which its SDPA tries CUDNN_ATTENTION first on every GPU: "
+              f"cuDNN's fused attention (models/attention.py ScaledDotProductAttentionWrapper){dropped})")
+        return
+    s.put("recipe.attention_kernel", "flash",
+          f"torchtitan default SDPA from {SDPA_CUDNN_FIRST} (2025-10-09; v0.2.0 to v0.2.2): CUDNN_ATTENTION first on "
+          f"every GPU, cuDNN's fused attention (models/attention.py ScaledDotProductAttentionWrapper); the files' "
+          f"keys do not date their torchtitan against {SDPA_CUDNN_FIRST}")
+    bounds = [f"{k}, in torchtitan's JobConfig from {c} ({JOBCONFIG_DATES[c]})" for k, c in [newest or ("", "")] if k]
+    bounds += [f"{k}, until {c} ({JOBCONFIG_DATES[c]})" for k, c in [oldest or ("", "")] if k]
+    s.ignored.append(f"attention kernel: the files' keys{' (' + '; '.join(bounds) + ')' if bounds else ''} leave open "
+                     f"whether their torchtitan is older than {SDPA_CUDNN_FIRST} (2025-10-09); priced as torchtitan "
+                     f"0.2.0 to 0.2.2 runs SDPA, CUDNN_ATTENTION first; {SDPA_FLASH_FIRST}, slower on Hopper: "
+                     f"audit with --attention-kernel flash2 to price that")
+
+
+def toml_value(value: Any) -> str:
+    """A value as a TOML file writes it: strings double-quoted, booleans lower case, numbers and arrays as JSON writes
+    them."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return str(value)
+    return json.dumps(value, default=str)
+
+
+def stated_keys(groups: list[Settings]) -> tuple[dict[str, tuple[str, str]], str]:
+    """(LaunchLayout.torchtitan_stated, torchtitan_form) of TOML files and 0.2.x command lines: each key with its value
+    as the change list writes it and how the files state it, a flag's over the TOML's; "toml" where a TOML file is
+    among them."""
+    out: dict[str, tuple[str, str]] = {}
+    toml = False
+    for g in sorted(groups, key=lambda g: g.override):
+        for key, (value, _) in (g.keys or {}).items():
+            raw = g.key_sites.get(key, (f"--{key}" if g.override else key, "", None))[0]
+            if raw.startswith("--"):
+                out[key] = (str(value).lower() if isinstance(value, bool) else str(value), raw)
+            else:
+                toml = True
+                out[key] = (toml_value(value), "toml")
+    return out, "toml" if toml else "flags"
+
+
 VERSIONS_READ = (f"the JobConfig fields of torchtitan {VERSIONS[0]} to {VERSIONS[-2]} and of its main line to "
                  f"9810191b, and {VERSIONS[-1]}'s Trainer.Config")
 """The torchtitan versions torchtitan_keys.KEYS was read from, for messages."""
@@ -396,6 +567,45 @@ def check_keys(groups: list[Settings], merged: dict[str, tuple[Any, str]], s: Se
         raise typo_error(typos, "No torchtitan version read", VERSIONS_READ, REFUSES)
 
 
+OLDER_NAMES: dict[str, tuple[str, ...]] = {
+    "parallelism.tensor_parallel_degree": ("training.tensor_parallel_degree",),
+    "parallelism.data_parallel_replicate_degree": ("training.data_parallel_replicate_degree",),
+    "parallelism.data_parallel_shard_degree": ("training.data_parallel_shard_degree",),
+    "parallelism.fsdp_reshard_after_forward": ("training.fsdp_reshard_after_forward",),
+    "parallelism.context_parallel_degree": ("experimental.context_parallel_degree",),
+    "parallelism.pipeline_parallel_degree": ("experimental.pipeline_parallel_degree",
+                                             "training.pipeline_parallel_degree"),
+    "parallelism.pipeline_parallel_schedule": ("experimental.pipeline_parallel_schedule",),
+    "parallelism.enable_async_tensor_parallel": ("experimental.enable_async_tensor_parallel",),
+    "training.local_batch_size": ("training.batch_size",),
+}
+"""A key the reader takes -> torchtitan's older names of it, newest first (torchtitan_keys.SPANS: training.batch_size
+became local_batch_size at 8570415c, 2025-06-05; the [training] and [experimental] degrees moved to [parallelism] at
+785c34c9, 2025-03-18, and training.pipeline_parallel_degree to [experimental] at aafe0e87, 2024-05-21): the same
+setting, read as the newer key, and the names the change list picks from (changes.torchtitan_pre3_settings)."""
+MICROBATCH_COUNTS = ("parallelism.pipeline_parallel_microbatches", "experimental.pipeline_parallel_microbatches")
+"""Keys that counted the pipeline's micro-batches per step before pipeline_parallel_microbatch_size (5e2033c7,
+2025-04-07) sized them."""
+UNREAD = {"training.data_parallel_degree": "data parallelism of torchtitan before db6b39ac (2024-09-10), with "
+                                           "training.data_parallel_type"}
+"""Older layout keys the reader does not take: a note, not a silent default."""
+
+
+def _renamed(keys: dict[str, tuple[Any, str]], s: Settings) -> dict[str, tuple[Any, str]]:
+    """The keys with each older name (OLDER_NAMES) read as its newer one, which a torchtitan that takes one does not
+    take (the newer wins where both are given); a note for each older layout key not read (UNREAD)."""
+    out = dict(keys)
+    for new, olds in OLDER_NAMES.items():
+        old = next((k for k in olds if k in out), None)
+        if old is not None and new not in out:
+            out[new] = out[old]
+    for key, what in UNREAD.items():
+        if key in out:
+            s.ignored.append(f"{key}: {what}, not read: priced with torchtitan's default data_parallel_shard_degree "
+                             f"-1 ({out[key][1]})")
+    return out
+
+
 def join(groups: list[Settings], paths: list[Path]) -> Reading:
     """A torchtitan job: TOML keys first, then CLI flags on top (torchtitan's precedence), read into the
     layout; the launcher's world size stays with its file.  Every key is checked first (check_keys)."""
@@ -404,6 +614,9 @@ def join(groups: list[Settings], paths: list[Path]) -> Reading:
         merged |= g.keys or {}
     out = Settings(", ".join(str(p) for p in paths))
     check_keys(groups, merged, out)
+    if "module" not in merged and "config" not in merged:  # a TOML file or 0.2.x flags: the change list's spelling
+        out.torchtitan_stated, out.torchtitan_form = stated_keys(groups)
+        merged = _renamed(merged, out)
     pipeline = _settings(merged, out)
     for g in groups:
         for k in ("world_size", "gpus_per_node"):

@@ -1,0 +1,198 @@
+"""torchtitan before 0.3.0 (TOML files and 0.2.x flags), priced and changed as the version its own keys date runs it.
+
+The attention kernel: torchtitan's SDPA put CUDNN_ATTENTION first on every GPU only from 6a3a9da9 (2025-10-09,
+#1776, before v0.2.0); at e7c0cae and v0.1.0 models/attention.py ScaledDotProductAttention ran
+sdpa_kernel([FLASH_ATTENTION, EFFICIENT_ATTENTION, MATH], set_priority=True), cuDNN first only where
+has_cuda_capability(10, 0): PyTorch's FlashAttention-2 on Hopper.  A file whose keys date it before 6a3a9da9 is priced
+with flash2 and says why; one they leave open keeps cuDNN's fused attention (flash) with a note; FlexAttention flavors
+run a FlashAttention-2-class kernel.  Before, every such file took the torchtitan 0.3.0 row (FlexAttention) and its
+source.
+
+The change list: placement's emitter writes torchtitan 0.3.0 flags (`activation-checkpoint:MODE`,
+`--parallelism.no-enable-sequence-parallel`, ...), which an older torchtitan refuses; a TOML file's changes are named as
+its `section.key`, a 0.2.x command line's as its flags, each in the key name the files' version takes
+(torchtitan_keys.SPANS), and a setting that version has no key for says so.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from placement.audit.changes import NOT_IN_FILES, torchtitan_pre3_settings
+from placement.audit.launch import parse_launch
+from placement.audit.readers.torchtitan import version_window
+from placement.audit.report import TORCHTITAN_PRE3_NOTE
+from placement.cli import main
+
+DATA = Path(__file__).parent / "data" / "audit" / "torchtitan"
+V010 = DATA / "llama3_8b_v0.1.0.toml"
+"""torchtitan v0.1.0's llama3_8b.toml (tests/data/audit/README.md)."""
+V022 = DATA / "llama3_8b_v0.2.2.toml"
+TT_70B = DATA / "llama3_70b.toml"
+JOB_8B = ("--model", "llama3-8b", "--gpus", "8")
+
+
+def _audit(*launch: Path, job: tuple[str, ...] = JOB_8B, cluster: str = "dgx-h100", extra: tuple[str, ...] = ()
+           ) -> dict:
+    args = ["--reproducible", "audit", *(x for p in launch for x in ("--launch", str(p))), "--cluster", cluster,
+            *job, *extra, "--json"]
+    result = CliRunner().invoke(main, args, catch_exceptions=False)
+    assert result.exit_code in (0, 1), result.stderr
+    return json.loads(result.stdout)
+
+
+def _edited(tmp_path: Path, source: Path, old: str, new: str) -> Path:
+    text = source.read_text()
+    assert old in text
+    out = tmp_path / source.name
+    out.write_text(text.replace(old, new))
+    return out
+
+
+def test_a_v0_1_0_toml_on_h100_is_priced_with_flashattention_2_and_says_why() -> None:
+    data = _audit(V010)
+    source = data["layout"]["sources"]["recipe.attention_kernel"]
+    assert data["estimate"]["recipe"]["attention_kernel"] == "flash2"
+    assert source.startswith(f"{V010}:51: last_save_model_weights_only = false")  # the key that dates the file
+    for fact in ("checkpoint.last_save_model_weights_only is last in torchtitan's JobConfig at c924c445",
+                 "before 6a3a9da9", "FLASH_ATTENTION", "has_cuda_capability(10, 0)", "on Hopper"):
+        assert fact in source
+    assert data["estimate"]["recipe_sources"]["attention_kernel"] == f"launch:{source}"
+    cudnn = _audit(V010, extra=("--attention-kernel", "flash"))
+    assert data["estimate"]["step_time_s"] > cudnn["estimate"]["step_time_s"]  # FlashAttention-2 is slower on H100
+
+
+def test_on_b200_the_same_file_runs_cudnn_and_is_priced_as_fused_attention() -> None:
+    """Below compute capability 10.0 only: on B200 the old list puts CUDNN_ATTENTION first, and flash2 prices as flash
+    there (no flash2_attention_efficiency), as the source says."""
+    old = _audit(V010, cluster="dgx-b200")
+    assert old["estimate"]["recipe"]["attention_kernel"] == "flash2"
+    cudnn = _audit(V010, cluster="dgx-b200", extra=("--attention-kernel", "flash"))
+    assert old["estimate"]["step_time_s"] == cudnn["estimate"]["step_time_s"]
+
+
+def test_a_v0_2_2_toml_is_priced_with_cudnn_attention_and_notes_the_older_kernel() -> None:
+    """Its keys (newest: quantize.linear.float8..., from 8a2686c4, 2025-09-30) fit main before 6a3a9da9 too: flash,
+    0.2.0 to 0.2.2's, with the note naming what an older torchtitan runs."""
+    data = _audit(V022)
+    assert data["estimate"]["recipe"]["attention_kernel"] == "flash"
+    source = data["layout"]["sources"]["recipe.attention_kernel"]
+    assert source.startswith("torchtitan default SDPA from 6a3a9da9") and "CUDNN_ATTENTION first" in source
+    note = next(x for x in data["layout"]["ignored"] if x.startswith("attention kernel:"))
+    assert "8a2686c4" in note and "--attention-kernel flash2" in note and "FLASH_ATTENTION" in note
+    older = _audit(V022, extra=("--attention-kernel", "flash2"))
+    assert data["estimate"]["step_time_s"] < older["estimate"]["step_time_s"]
+
+
+def test_a_key_torchtitan_took_after_6a3a9da9_dates_the_file_after_it(tmp_path: Path) -> None:
+    toml = _edited(tmp_path, V022, "[activation_checkpoint]\n", "[activation_checkpoint]\npreserve_rng_state = false\n")
+    launch = parse_launch([toml])
+    source = launch.sources["recipe.attention_kernel"]
+    assert launch.recipe["attention_kernel"] == "flash"
+    assert "preserve_rng_state is first in torchtitan's JobConfig at e61f2cce" in source
+    assert "eadca483" in source  # an older torchtitan drops a TOML key it does not know, unread
+
+
+def test_flex_attention_flavors_and_keys_are_priced_as_flashattention_2(tmp_path: Path) -> None:
+    flex = parse_launch([_edited(tmp_path, V022, 'flavor = "8B"', 'flavor = "8B_flex"')])
+    assert flex.recipe["attention_kernel"] == "flash2"
+    assert "llama3:8B_flex runs FlexAttention" in flex.sources["recipe.attention_kernel"]
+    keyed = parse_launch([_edited(tmp_path, V010, "[model]\n", "[model]\nuse_flex_attn = true\n")])
+    assert keyed.recipe["attention_kernel"] == "flash2"
+    assert "model.use_flex_attn: FlexAttention" in keyed.sources["recipe.attention_kernel"]
+    own = parse_launch([_edited(tmp_path, V022, 'flavor = "8B"', 'flavor = "8B_mine"')])
+    assert any("llama3:8B_mine" in x and "no flavor torchtitan" in x for x in own.ignored)
+
+
+def test_a_0_3_0_command_line_keeps_the_0_3_0_row(tmp_path: Path) -> None:
+    """0.3.0 named configs run FlexAttention (frameworks.CAPABILITIES): the reader states no kernel for them."""
+    script = tmp_path / "run.sh"
+    script.write_text("torchrun --nproc_per_node 8 -m torchtitan.train --module llama3 --config llama3_8b "
+                      "--parallelism.tensor_parallel_degree 1 --parallelism.pipeline_parallel_degree 1 "
+                      "--parallelism.context_parallel_degree 1 --parallelism.expert_parallel_degree 1 "
+                      "--training.local_batch_size 1 --training.seq_len 8192 activation-checkpoint:full\n")
+    launch = parse_launch([script])
+    assert "attention_kernel" not in launch.recipe and launch.torchtitan_form is None
+
+
+def test_version_window_names_the_keys_that_bound_the_version() -> None:
+    newest, oldest = version_window({"training.batch_size", "training.seq_len", "parallelism.tensor_parallel_degree"})
+    assert oldest == ("training.batch_size", "29fb3f92")  # renamed local_batch_size at 8570415c
+    assert newest == ("parallelism.tensor_parallel_degree", "785c34c9")
+    assert version_window({"training.seq_len"}) == (None, None)
+
+
+def test_a_toml_change_list_names_the_tomls_own_keys() -> None:
+    """The 70B TOML's best plan moves from full to per-op selective checkpointing and from TP 8 to TP 2: the lines
+    are its [parallelism] and [activation_checkpoint] keys, with selective_ac_option "op" (its default "2" is layer
+    checkpointing, not the per-op policy priced)."""
+    data = _audit(TT_70B, job=("--model", "llama3-70b", "--gpus", "256"))
+    assert data["best"]["layout"]["recompute"] != data["estimate"]["layout"]["recompute"]
+    by = {c["argument"]: c for c in data["changes"]}
+    assert not [a for a in by if a.startswith(("--", "activation-checkpoint"))]
+    assert by["parallelism.tensor_parallel_degree"]["from"] == "8"
+    assert by["parallelism.tensor_parallel_degree"]["to"] == str(data["best"]["layout"]["tp"])
+    assert (by["activation_checkpoint.mode"]["from"], by["activation_checkpoint.mode"]["to"]) == ('"full"',
+                                                                                                 '"selective"')
+    option = by["activation_checkpoint.selective_ac_option"]
+    assert option["from"] is None and option["to"] == '"op"' and "per-op policy" in option["note"]
+    assert by["parallelism.data_parallel_shard_degree"]["from"] == "-1"  # as the TOML states it
+    assert by["training.global_batch_size"]["from"] is None
+    assert data["changes_note"] == TORCHTITAN_PRE3_NOTE
+    result = CliRunner().invoke(main, ["--reproducible", "audit", "--launch", str(TT_70B), "--cluster", "dgx-h100",
+                                       "--model", "llama3-70b", "--gpus", "256"])
+    assert '+ activation_checkpoint.mode "selective"' in result.stdout
+    assert "activation-checkpoint:" not in result.stdout and "--parallelism." not in result.stdout
+
+
+def test_a_0_2_x_command_line_change_list_names_its_flags_as_it_writes_them(tmp_path: Path) -> None:
+    script = tmp_path / "train.sh"
+    script.write_text("torchrun --nproc_per_node 8 -m torchtitan.train --model.name llama3 --model.flavor 8B "
+                      "--training.local-batch-size 1 --training.seq-len 8192 --parallelism.tensor-parallel-degree 2 "
+                      "--activation-checkpoint.mode full --lr-scheduler.lr-min 0.1\n")
+    data = _audit(script)
+    by = {c["argument"]: c for c in data["changes"]}
+    assert (by["--activation-checkpoint.mode"]["from"], by["--activation-checkpoint.mode"]["to"]) == ("full", "none")
+    reshard = by["--parallelism.fsdp-reshard-after-forward"]  # not stated: dashed as the line's other flags
+    assert reshard["note"] == NOT_IN_FILES
+    assert not [a for a in by if "_" in a]
+
+
+def test_a_flag_over_the_toml_is_changed_as_the_flag(tmp_path: Path) -> None:
+    script = tmp_path / "train.sh"
+    script.write_text(f"torchrun --nproc_per_node 8 -m torchtitan.train --job.config_file {V010.name} "
+                      f"--parallelism.tensor_parallel_degree 8\n")
+    data = _audit(V010, script)
+    by = {c["argument"]: c for c in data["changes"]}
+    assert by["--parallelism.tensor_parallel_degree"]["from"] == "8"
+    assert "activation_checkpoint.mode" in by  # the TOML's key, in the TOML's form
+
+
+def test_an_older_torchtitans_keys_are_read_and_changed_under_their_own_names(tmp_path: Path) -> None:
+    """Before 785c34c9 (2025-03-18) the degrees were [training] and [experimental] keys, before 5e2033c7 the pipeline
+    took a micro-batch count, before 8570415c there was no global batch (nor accumulation): an old TOML's TP is read,
+    and its changes are named so."""
+    toml = tmp_path / "old.toml"
+    toml.write_text('[model]\nname = "llama3"\nflavor = "8B"\n[training]\nbatch_size = 4\nseq_len = 8192\n'
+                    'tensor_parallel_degree = 2\ndata_parallel_shard_degree = -1\n[experimental]\n'
+                    'pipeline_parallel_degree = 2\npipeline_parallel_microbatches = 4\n')
+    launch = parse_launch([toml])
+    assert (launch.tp, launch.pp, launch.local_batch, launch.micro_batch_size) == (2, 2, 4, 1)
+    assert launch.sources["tp"].endswith("tensor_parallel_degree = 2")
+    settings = {"--parallelism.data_parallel_replicate_degree": "1", "--parallelism.data_parallel_shard_degree": "2",
+                "--parallelism.fsdp_reshard_after_forward": "never", "--parallelism.tensor_parallel_degree": "4",
+                "--parallelism.pipeline_parallel_degree": "1", "--parallelism.pipeline_parallel_microbatch_size": "2",
+                "--training.local_batch_size": "4", "--training.global_batch_size": "16", "--training.seq_len": "8192",
+                "--training.disable_cuda_graphs": "true", "activation-checkpoint": "selective"}
+    spelled = torchtitan_pre3_settings(settings, launch.torchtitan_stated, "toml")
+    assert spelled["training.tensor_parallel_degree"][1] == "4"
+    assert spelled["training.batch_size"][1] == "4"
+    assert spelled["experimental.pipeline_parallel_microbatches"][1] == "2"  # local 4 in micro-batches of 2
+    assert spelled["training.fsdp_reshard_after_forward"][1] == '"never"'
+    assert spelled["gradient accumulation"][1] == "2" and "8570415c" in spelled["gradient accumulation"][2]
+    assert spelled["activation_checkpoint.selective_ac_option"][1] == '"op"'
+    assert spelled["CUDA graphs"][0] is None and "no CUDA graphs" in spelled["CUDA graphs"][2]
+    assert spelled["sequence parallelism"][1] == "on" and "only 0.3.0" in spelled["sequence parallelism"][2]
