@@ -17,7 +17,7 @@ import numpy as np
 from placement.cost.batch import LayoutBatch
 from placement.errors import InputError
 from placement.specs import ModelSpec
-from placement.specs.recipe import Fp8Recipe, GradAccumulation
+from placement.specs.recipe import CpCommType, Fp8Recipe, GradAccumulation
 from placement.specs.training import AttentionKernel
 
 PRECISION_ONLY = {"fp8_recipe": "fp8", "fp8_saves_16bit_inputs": "fp8"}
@@ -49,6 +49,10 @@ class Capability:
     ep_with_cp: bool = True
     even_pipeline: bool = False
     """Every virtual stage holds as many layers (no first/last or explicit layout split)."""
+    torchtitan_split: bool = False
+    """The layers split over the pipeline ranks as placement's default split does only where torchtitan's
+    layers-per-stage flags give that split (emit.torchtitan.stage_flags: layers_per_stage with first/last
+    _stage_less_layers)."""
     hsdp: bool = True
     """ZeRO-3 may shard over part of the data-parallel group (HSDP)."""
     why: str = ""
@@ -82,6 +86,8 @@ class Capability:
             ok &= (b.ep == 1) | (b.cp == 1)
         if self.even_pipeline:
             ok &= num_layers % (b.pp * b.vpp) == 0
+        if self.torchtitan_split:
+            ok &= _torchtitan_splits(b, num_layers)
         return ok
 
     def sharding_mask(self, b: LayoutBatch) -> np.ndarray:
@@ -99,6 +105,30 @@ class Capability:
                              f"prices it ({self.why}); change the layout, or drop --framework to price it as given")
 
 
+def _torchtitan_splits(b: LayoutBatch, num_layers: int) -> np.ndarray:
+    """Which layouts of `b` torchtitan 0.3.0 splits as placement prices them: placement's default layers per PP
+    rank (cost.pipeline.rank_layer_counts) in pp x vpp virtual stages are what its layers-per-stage flags give
+    (emit.torchtitan.stage_flags; Llama 3 405B's 126 layers over 8 stages: 15/16/.../16/15, its own defaults
+    first/last_stage_less_layers 1)."""
+    from placement.cost.pipeline import rank_layer_counts
+    from placement.emit.torchtitan import stage_flags
+
+    ok = np.ones(len(b), dtype=bool)
+    for pp, vpp in sorted(set(zip(np.asarray(b.pp).tolist(), np.asarray(b.vpp).tolist(), strict=True))):
+        if pp == 1:
+            continue
+        try:
+            want = rank_layer_counts(num_layers, pp, vpp)
+            _, split, per_rank = stage_flags(num_layers, pp, vpp, want)
+        except ValueError:  # no default split (the search marks it invalid) or no torchtitan flags give it
+            fits = False
+        else:
+            fits = per_rank == want and len(split) == pp * vpp
+        if not fits:
+            ok &= ~((np.asarray(b.pp) == pp) & (np.asarray(b.vpp) == vpp))
+    return ok
+
+
 CAPABILITIES: dict[str, Capability] = {
     "megatron": Capability(
         "megatron", "megatron-core 0.19.2", zero_stages=(0, 1, 2, 3), zero_stages_with_pp=(0, 1, 2, 3), hsdp=False,
@@ -107,9 +137,9 @@ CAPABILITIES: dict[str, Capability] = {
                           "output was added to (transformer/transformer_layer.py)"),
     "torchtitan": Capability(
         "torchtitan", "torchtitan 0.3.0", zero_stages=(0, 2, 3), zero_stages_with_pp=(0, 2, 3), etp="one",
-        even_pipeline=True,
-        why="no ZeRO-1 and no expert TP; pipeline stages of equal layers (its first/last_stage_less_layers "
-            "cannot give every uneven split)",
+        torchtitan_split=True,
+        why="no ZeRO-1 and no expert TP; pipeline splits its pipeline_parallel_layers_per_stage and "
+            "first/last_stage_less_layers can give",
         sequential_layers="torchtitan 0.3.0's TransformerBlock runs the feed-forward on the residual the attention "
                           "output was added to (models/*/model.py)",
         recipe=(("grad_reduce_fp32", True, "torchtitan 0.3.0 reduces gradients in float32: FSDP2's reduce_dtype is "
@@ -134,6 +164,10 @@ CAPABILITIES: dict[str, Capability] = {
                  "torchtitan 0.3.0 redistributes each block's attention and feed-forward input to Replicate before "
                  "the projections (models/common/decoder_sharding.py in_dst_shardings), and autograd keeps that "
                  "gathered, whole-sequence tensor for the weight gradients"),
+                ("cp_comm_type", CpCommType.ALL_GATHER,
+                 "torchtitan 0.3.0's context parallelism under FlexAttention, which its Llama 3, Qwen3 and "
+                 "DeepSeek-V3 configs run, all-gathers K and V before the attention (distributed/context_parallel/"
+                 "api.py apply_cp_to_forward: flex_cp_allgather), exposed, as Llama 3's own run"),
                 ("pipeline_unsharded_grads", True,
                  "torchtitan 0.3.0 pipelines run torch.distributed.pipelining's PipelineStage, which turns FSDP2's "
                  "gradient sync and reshard-after-backward off for every backward but the last (stage.py "

@@ -265,8 +265,6 @@ RUNS_INSTEAD = {
     "pipeline_p2p_blocking": "its schedules batch each step's sends and receives (torch.distributed.pipelining, "
                              "batch_isend_irecv)",
     "grad_accumulation": "FSDP2 reduce-scatters every micro-batch and accumulates the gradient shard",
-    "cp_comm_type": "its context parallelism (PyTorch context_parallel) overlaps the K/V exchange with the attention "
-                    "of the local block, as the p2p ring",
     "dispatch_fp8": "its token dispatch moves bf16",
     "recompute_num_layers": "full activation checkpointing recomputes every layer",
     "mtp_layers": "it trains without multi-token prediction modules",
