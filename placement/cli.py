@@ -227,6 +227,7 @@ RECIPE_FLAGS = {
     "moe_fusions": "--moe-fusions", "cpu_affinity": "--cpu-affinity", "fused_model_ops": "--fused-model-ops",
     "cuda_launch_blocking": "--cuda-launch-blocking", "grad_accumulation": "--grad-accumulation",
     "checkpoint_sync": "--checkpoint-sync", "checkpoint_interval": "--checkpoint-interval",
+    "loss_chunks": "--loss-chunks",
 }
 """Every Recipe field has a flag (a test checks it), so any priced job can be written as one command."""
 SEARCHED_FIELDS = {"moe_dispatcher": "dispatchers", "cuda_graphs": "cuda_graphs", "tp_comm_overlap": "tp_comm_overlap",
@@ -333,6 +334,9 @@ def recipe_options(fn: Callable) -> Callable:
                      help="Layers DeepSpeed checkpoints as one chunk (pipeline.activation_checkpoint_interval, "
                           "GPT-NeoX checkpoint_num_layers; default 1): one saved input per chunk, a whole chunk "
                           "rebuilt at once in backward, and how often --checkpoint-sync synchronizes."),
+        click.option("--loss-chunks", "loss_chunks", type=click.IntRange(1, 1024), default=None,
+                     help="Chunks the LM head and loss run in, one after another (torchtitan 0.3.0's "
+                          "ChunkedLossWrapper: 8): the logits held at once are one chunk's (default 1)."),
     ]
     for opt in reversed(opts):
         fn = opt(fn)

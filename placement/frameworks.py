@@ -168,6 +168,10 @@ CAPABILITIES: dict[str, Capability] = {
                  "torchtitan 0.3.0's context parallelism under FlexAttention, which its Llama 3, Qwen3 and "
                  "DeepSeek-V3 configs run, all-gathers K and V before the attention (distributed/context_parallel/"
                  "api.py apply_cp_to_forward: flex_cp_allgather), exposed, as Llama 3's own run"),
+                ("loss_chunks", 8,
+                 "torchtitan 0.3.0's Llama 3, Qwen3, DeepSeek-V3 and GPT-OSS configs compute the loss in "
+                 "ChunkedLossWrapper (components/loss.py, num_chunks 8): the LM head and cross-entropy run on an "
+                 "eighth of the sequence at a time, each chunk's backward before the next"),
                 ("pipeline_unsharded_grads", True,
                  "torchtitan 0.3.0 pipelines run torch.distributed.pipelining's PipelineStage, which turns FSDP2's "
                  "gradient sync and reshard-after-backward off for every backward but the last (stage.py "

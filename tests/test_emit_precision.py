@@ -23,7 +23,8 @@ def _emit(tmp_path: Path, model: str, gpus: int, precision: str, emit: str, *ext
     """plan --json --emit: (the best plan, stderr).  A torchtitan file runs FlexAttention (FlashAttention-2's
     class): plans for it are priced so unless the test says otherwise, to keep the substitution under test alone."""
     if emit == "torchtitan" and "--framework" not in extra and "--attention-kernel" not in extra:
-        extra = ("--attention-kernel", "flash2", "--sp-saves-gathered-inputs", "--fp8-saves-16bit-inputs", *extra)
+        extra = ("--attention-kernel", "flash2", "--sp-saves-gathered-inputs", "--fp8-saves-16bit-inputs",
+                 "--loss-chunks", "8", *extra)
     result = CliRunner().invoke(main, ["plan", "--model", model, "--gpus", str(gpus), "--seq-len", "4096",
                                        "--global-batch", "64", "--precision", precision, "--top-k", "1", "--json",
                                        "--out", str(tmp_path), "--emit", emit, *extra])
@@ -103,6 +104,7 @@ def _evaluate_step(plan: dict, precision: str, *flags: str, **changes) -> float:
     for field in ("sp_saves_gathered_inputs", "fp8_saves_16bit_inputs", "pipeline_unsharded_grads"):
         if recipe.get(field):
             argv.append("--" + field.replace("_", "-"))
+    argv += ["--loss-chunks", str(recipe.get("loss_chunks", 1))]
     argv += list(flags)
     result = CliRunner().invoke(main, argv)
     assert result.exit_code in (0, 1), result.output

@@ -187,7 +187,8 @@ def memory_term(x: Ctx, st: StageKinds, dense_p: np.ndarray, expert_p: np.ndarra
     w = x.w
     vocab = w.embed_params / w.hidden
     logit_bytes = C.BYTES_PER_ACTIVATION if x.recipe.cross_entropy_fusion else C.LOGITS_BYTES_PER_ELEMENT
-    logits = x.tokens * vocab / x.tp * logit_bytes
+    # a chunked loss (recipe loss_chunks) holds one chunk's logits at a time
+    logits = x.tokens * vocab / x.tp * logit_bytes / x.recipe.loss_chunks
     dense_layer_p = (w.attn_params + w.dense_mlp_params) / x.tp
     moe_layer_p = (w.attn_params + w.shared_params) / x.tp + w.router_params + w.num_experts * w.expert_params / (
         x.ep * x.etp)

@@ -258,6 +258,7 @@ RUNS_INSTEAD = {
     "fp8_params": "weights stay BF16", "optimizer_state_bf16": "Adam moments stay FP32",
     "activation_func_fp8_input_store": "the MLP activation input stays BF16",
     "attention_kernel": "the model code's own attention runs",
+    "loss_chunks": "the model code's LM head and loss run on the whole micro-batch at once",
     "pipeline_unsharded_grads": "its ZeRO-2/3 reduce-scatters each micro-batch's gradients into the shard",
     "grad_all_reduce": "its ZeRO optimizer reduce-scatters the gradients (the BF16_Optimizer, ZeRO stage 0, is not "
                        "what these files configure)",

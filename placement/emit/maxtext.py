@@ -289,6 +289,7 @@ def pipeline_keys(ctx: EmitContext) -> tuple[dict[str, object], list[str]]:
 
 RUNS_INSTEAD = {
     "checkpoint_interval": "XLA synchronizes nothing around rematerialised layers, so the chunk size prices nothing",
+    "loss_chunks": "its loss takes the whole micro-batch's logits (num_vocab_tiling 1, its default in base.yml)",
     "checkpoint_sync": "XLA does not synchronize the host around rematerialised layers",
     "moe_dispatcher": "XLA runs its own all-to-all (or ragged all-to-all) token dispatch",
     "cuda_graphs": "XLA compiles the step into its own executable; there are no CUDA-graph scopes to choose",

@@ -310,6 +310,7 @@ RUNS_INSTEAD = {
     "fp8_saves_16bit_inputs": "Transformer Engine keeps each FP8 GEMM's quantised input for backward, 1 byte",
     "sp_saves_gathered_inputs": "it keeps the sequence-parallel shard of each projection's input and gathers it "
                                 "again in backward",
+    "loss_chunks": "its LM head and loss run on the whole micro-batch at once",
     "pipeline_unsharded_grads": "Megatron-FSDP reduce-scatters each micro-batch's gradients and keeps only its "
                                 "shard",
     "pipeline_p2p_blocking": "its stages pair each send with the opposite receive in one batched call "

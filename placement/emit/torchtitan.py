@@ -257,7 +257,7 @@ RUNS_INSTEAD = {
     "pipeline_layout": "it splits the stages by pipeline_parallel_layers_per_stage",
     "fp8_params": "it keeps BF16 weights", "optimizer_state_bf16": "it keeps FP32 Adam moments",
     "activation_func_fp8_input_store": "it keeps the MLP activation input in BF16",
-    "cross_entropy_fusion": "its loss keeps the FP32 logits",
+    "cross_entropy_fusion": "its loss keeps each chunk's FP32 logits",
     "pipeline_p2p_whole": "its stages send each TP rank's sequence shard (a DTensor), not the whole activation",
     "pipeline_grads_whole": "its stages send each TP rank's sequence shard of the gradient (a DTensor)",
     "pipeline_sends_mask": "its stages send the hidden states only, no attention mask",

@@ -268,6 +268,10 @@ class Recipe(Frozen):
     `checkpoint_num_layers`, Megatron-DeepSpeed `--checkpoint-num-layers`): one saved input per chunk, and backward
     rebuilds a whole chunk's activations at once (cost.memory); it also sets how often `checkpoint_sync`
     synchronizes.  Under full recompute only."""
+    loss_chunks: int = Field(default=1, ge=1, le=1024)
+    """Chunks the LM head and loss run in, each chunk's forward and backward before the next (torchtitan 0.3.0's
+    ChunkedLossWrapper, num_chunks 8 in every config: components/loss.py): the logits and their float32 copy held
+    at once are one chunk's, 1/loss_chunks of the micro-batch's (cost.memory); the FLOPs are the same."""
     routing_imbalance: float | None = Field(default=None, ge=1.0, le=64.0)
     """Tokens on the busiest expert rank over the mean.  1.0 is force-balanced routing (every vendor MoE
     benchmark table, `--moe-router-force-load-balancing`); None is real data, priced at

@@ -244,6 +244,9 @@ def _settings(keys: dict[str, tuple[Any, str]], s: Settings) -> _Pipeline:
                                       f"linear layers to Float8: models/*/config_registry.py)")
     _activation_checkpoint(get, s, version3)
     _cuda_graphs(get, s, version3)
+    if not version3:  # torchtitan's chunked loss (ChunkedLossWrapper, 8 chunks) came after v0.2.2
+        s.put("recipe.loss_chunks", 1, "torchtitan before 0.3.0 computes the loss over the whole micro-batch's "
+                                       "logits (v0.2.2 components/loss.py has no ChunkedLossWrapper)")
     if not version3:
         _attention_kernel(keys, s)
     sp, spev = get("parallelism.enable_sequence_parallel")
