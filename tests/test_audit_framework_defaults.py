@@ -294,12 +294,11 @@ def test_a_bridge_configs_overlap_survives_a_script_of_overrides(tmp_path) -> No
 
 @pytest.mark.parametrize("drop", ["--parallelism.tensor_parallel_degree 8 ", "--training.seq_len 8192 ",
                                   "activation-checkpoint:full"])
-def test_a_torchtitan_030_line_states_what_its_named_config_sets(tmp_path, drop: str) -> None:
+def test_a_torchtitan_030_line_leaves_what_its_named_config_sets_to_it(tmp_path, drop: str) -> None:
     """torchtitan 0.3.0's named config sets the degrees, batch, sequence and activation checkpointing of the job
-    (llama3_70b: tensor_parallel_degree 8, FullAC, ...); placement does not run config_registry.py, so a line that
-    leaves one to it is refused, naming it, rather than priced as another job."""
+    (llama3_70b: tensor_parallel_degree 8, FullAC, ...): a line that leaves one to it is priced with the config's
+    value, read from torchtitan_configs.CONFIGS with the config function and line as its source."""
     from placement.audit.launch import parse_launch
-    from placement.errors import InputError
 
     line = ("torchrun --nnodes 8 --nproc-per-node 8 -m torchtitan.train --module llama3 --config llama3_70b "
             "--parallelism.tensor_parallel_degree 8 --parallelism.pipeline_parallel_degree 1 "
@@ -307,11 +306,13 @@ def test_a_torchtitan_030_line_states_what_its_named_config_sets(tmp_path, drop:
             "--training.local_batch_size 8 --training.seq_len 8192 activation-checkpoint:full\n")
     path = tmp_path / "run.sh"
     path.write_text(line)
-    assert parse_launch([path]).tp == 8
+    stated = parse_launch([path])
     path.write_text(line.replace(drop, ""))
-    with pytest.raises(InputError, match="named config sets") as err:
-        parse_launch([path])
-    assert drop.split()[0].removeprefix("--").removesuffix("full") in str(err.value)
+    left = parse_launch([path])
+    assert (left.tp, left.seq_len, left.recompute) == (stated.tp, stated.seq_len, stated.recompute) == (8, 8192, "full")
+    field = {"--parallelism.tensor_parallel_degree 8 ": "tp", "--training.seq_len 8192 ": "seq_len"}.get(drop,
+                                                                                                        "recompute")
+    assert "models/llama3/config_registry.py:" in left.sources[field] and " llama3_70b: " in left.sources[field]
 
 
 def test_torchtitan_030_without_disable_cuda_graphs_runs_them(tmp_path) -> None:
@@ -329,7 +330,9 @@ def test_torchtitan_030_without_disable_cuda_graphs_runs_them(tmp_path) -> None:
     assert lay.recipe["cuda_graphs"] == "full" and lay.seq_len == 8192
     off = tmp_path / "off.sh"
     off.write_text(line.format(extra=" --training.disable_cuda_graphs"))
-    assert "cuda_graphs" not in parse_launch([off]).recipe
+    off_lay = parse_launch([off])  # off, with the flag that turns them off as its source
+    assert off_lay.recipe["cuda_graphs"] == "none"
+    assert "--training.disable_cuda_graphs" in off_lay.sources["recipe.cuda_graphs"]
 
 
 @pytest.mark.parametrize(("flag", "value", "name"), [("--ffn-hidden-size", "8192", "ffn_hidden_size"),

@@ -43,6 +43,18 @@ def _settings(tokens: list[str]) -> dict[str, str]:
     return out
 
 
+def _subcommand_text(changes: list[dict]) -> None:
+    """A torchtitan 0.3.0 subcommand change (`activation-checkpoint`) gets `from_arg`/`to_arg`: the token as the
+    command line takes it, `activation-checkpoint:none` (tyro's subcommand of distributed/activation_checkpoint.py
+    ActivationCheckpointingConfig; `activation-checkpoint none` is refused), where a flag's is `argument value`."""
+    names = {s.rstrip(":") for s in SUBCOMMANDS}
+    for c in changes:
+        if c["argument"] in names:
+            for side in ("from", "to"):
+                if c[side] is not None:
+                    c[f"{side}_arg"] = f"{c['argument']}:{c[side]}"
+
+
 def _flatten(prefix: str, value: object, out: dict[str, str]) -> None:
     if isinstance(value, dict):
         for k, v in value.items():
@@ -160,6 +172,8 @@ def launch_changes(framework: str, now: EmitContext, best: EmitContext, files_te
     else:
         changes = [{"argument": k, "from": a.get(k), "to": b.get(k)}
                    for k in list(a) + [k for k in b if k not in a] if a.get(k) != b.get(k)]
+        if framework == "torchtitan":
+            _subcommand_text(changes)
     if framework == "gpt-neox":  # the config's own keys say what it states
         for c in changes:
             if c["from"] is not None and c["argument"] not in (stated or {}):

@@ -47,7 +47,7 @@ from placement.plan import Plan, make_plan
 from placement.planner import plan_job
 from placement.search import SearchConfig, module_sets
 from placement.specs import Layout, ModelSpec, Recompute, TrainingSpec
-from placement.specs.recipe import Dispatcher, GradAccumulation, Recipe
+from placement.specs.recipe import CudaGraphs, Dispatcher, GradAccumulation, Recipe
 from placement.specs.training import AttentionKernel
 from placement.topology import Topology
 from placement.workload import workload
@@ -189,25 +189,43 @@ def framework_space(framework: str, top_k: int) -> SearchConfig:
                         pipeline_policies=None if framework == "megatron" else (0,))
 
 
+TORCHTITAN_GRAPHS = ("searched as torchtitan 0.3.0 runs them: one CUDA graph of each micro-batch's forward and "
+                     "backward (training.disable_cuda_graphs False, config/configs.py:66; trainer.py:613-614) where "
+                     "the layout has no pipeline or expert parallelism and the graph fits, none elsewhere "
+                     "(--training.disable_cuda_graphs: trainer.py:179-210 refuses graphs with PP, and with EP "
+                     "under its all-to-all dispatcher)")
+TORCHTITAN_NO_GRAPHS = ("none: the best plan's flags turn them off (--training.disable_cuda_graphs, "
+                        "config/configs.py:66): placement's torchtitan plans price no CUDA graphs for this job")
+"""The best plan's recipe sources of cuda_graphs under torchtitan (recipe_space)."""
+
+
 def recipe_space(space: SearchConfig, framework: str, model: ModelSpec, topo: Topology, recipe: Recipe,
-                 sources: dict[str, str]) -> tuple[SearchConfig, dict[str, str]]:
+                 sources: dict[str, str], torchtitan3: bool = False) -> tuple[SearchConfig, dict[str, str]]:
     """The best plan's search under the job's recipe: its fixed fields as launched, the choice fields
     (dispatcher, overlaps, CUDA graphs, recompute modules) searched among those the framework launches
-    as priced (placement.emit.common.RECIPE_SUPPORT).  Also the best plan's recipe sources."""
+    as priced (placement.emit.common.RECIPE_SUPPORT).  Also the best plan's recipe sources.  `torchtitan3`: a
+    torchtitan 0.3.0 command line, whose best plan runs full CUDA graphs where 0.3.0 captures them
+    (TORCHTITAN_GRAPHS), as its emitted flags then do (emit.torchtitan.graph_args)."""
     import dataclasses
 
     from placement.emit.common import framework_choices
 
     choices = default_choices(model.is_moe, topo, recipe)
+    static = CudaGraphs.FULL in choices.cuda_graphs  # full graphs need static shapes (default_choices)
     choices, sets = framework_choices([framework], choices, None)
     if sets is None:  # every module list the plan would try, and the job's own
         sets = tuple(dict.fromkeys(module_sets(model) + ((tuple(recipe.recompute_modules),) if recipe.recompute_modules
                                                          else ())))
+    graphs3 = framework == "torchtitan" and torchtitan3 and static
+    if framework == "torchtitan" and not graphs3:  # torchtitan before 0.3.0 has no graphs
+        choices = dataclasses.replace(choices, cuda_graphs=(CudaGraphs.NONE,), full_graphs_without_pp_ep=False)
     best_sources = dict(sources)
     for name, attr in (("moe_dispatcher", "dispatchers"), ("cuda_graphs", "cuda_graphs"),
                        ("tp_comm_overlap", "tp_comm_overlap"), ("ep_comm_overlap", "ep_comm_overlap")):
         if len(getattr(choices, attr)) > 1:
             best_sources[name] = "searched"
+    if framework == "torchtitan" and "cuda_graphs" in sources:  # the launch's source would not say the best's
+        best_sources["cuda_graphs"] = TORCHTITAN_GRAPHS if graphs3 else TORCHTITAN_NO_GRAPHS
     best_sources["recompute_modules"] = "searched"
     update: dict = {"recompute_modules": ()}
     if framework == "megatron" and recipe.pipeline_p2p_blocking:
@@ -943,7 +961,8 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
     space = framework_space(launch.framework, top_k)
     if launch.dialect == "gpt-neox":
         space = neox_space(space, launch)
-    space, best_sources = recipe_space(space, launch.framework, model, topo, recipe, recipe_sources)
+    space, best_sources = recipe_space(space, launch.framework, model, topo, recipe, recipe_sources,
+                                       torchtitan3=launch.framework == "torchtitan" and not launch.torchtitan_form)
     planned = plan_job(model, train, topo, space, mapping, recipe_sources=best_sources, progress=progress,
                        model_sources=model_sources)
     step_s = float(est.step_time_s[0])

@@ -110,10 +110,12 @@ def change_lines(a: Audit) -> list[tuple[str, str]]:
         note = c.get("note")
         on_from = note == NOT_IN_FILES
         if c["from"] is not None:
-            lines.append(("-", setting(c["argument"], c["from"]) + (f"    # {note}" if on_from else "")))
+            text = c.get("from_arg") or setting(c["argument"], c["from"])  # a subcommand's token as pasted
+            lines.append(("-", text + (f"    # {note}" if on_from else "")))
         if c["to"] is not None:
             said = [x for x in (None if on_from else note, c.get("requires")) if x]
-            lines.append(("+", setting(c["argument"], c["to"]) + (f"    # {'; '.join(said)}" if said else "")))
+            text = c.get("to_arg") or setting(c["argument"], c["to"])
+            lines.append(("+", text + (f"    # {'; '.join(said)}" if said else "")))
     return lines
 
 

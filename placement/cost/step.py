@@ -53,6 +53,10 @@ class RecipeChoices:
     cuda_graphs: tuple[CudaGraphs, ...] = (CudaGraphs.NONE,)
     tp_comm_overlap: tuple[bool, ...] = (False,)
     ep_comm_overlap: tuple[bool, ...] = (False,)
+    full_graphs_without_pp_ep: bool = False
+    """Full-iteration graphs only for candidates with pp 1 and ep 1, the leanest allowed scope elsewhere: torchtitan
+    0.3.0 captures its one graph of forward and backward (trainer.py:613-614) but refuses it with pipeline or expert
+    parallelism (trainer.py:179-210 _validate_cuda_graphs)."""
 
     @classmethod
     def pinned(cls, recipe: Recipe) -> RecipeChoices:
@@ -155,7 +159,8 @@ def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch, r
     base_mem = memory_term(x, st, params.dense_kinds, params.expert_kinds, params.dense_shard,
                            params.expert_shard, 0.0)
     capacity = _capacity(topo, train)
-    graph_pick, extra_mem = _cuda_graphs(base_mem.peak_bytes, capacity, choices)
+    graph_pick, extra_mem = _cuda_graphs(base_mem.peak_bytes, capacity, choices,
+                                         (x.pp == 1) & (x.ep == 1) if choices.full_graphs_without_pp_ep else True)
     host_for = _host_terms(x, choices, {o.overlap for o in ep_options}, graph_pick)
 
     accumulate = _grad_accumulation_s(x, params)
@@ -345,13 +350,16 @@ _GRAPH_BYTES = {CudaGraphs.NONE: 0.0, CudaGraphs.PARTIAL: C.CUDA_GRAPH_PARTIAL_B
                 CudaGraphs.FULL: C.CUDA_GRAPH_FULL_BYTES}
 
 
-def _cuda_graphs(peak_bytes: np.ndarray, capacity: float, choices: RecipeChoices) -> tuple[np.ndarray, np.ndarray]:
+def _cuda_graphs(peak_bytes: np.ndarray, capacity: float, choices: RecipeChoices,
+                 full_ok: np.ndarray | bool = True) -> tuple[np.ndarray, np.ndarray]:
     """(index into GRAPHS, bytes) per candidate: host time falls and memory rises from none to full, so the
-    widest scope that fits is the fastest; where none fits, the leanest allowed."""
+    widest scope that fits is the fastest; where none fits, the leanest allowed.  `full_ok`: the candidates whose
+    framework captures full graphs (RecipeChoices.full_graphs_without_pp_ep)."""
     allowed = [g for g in GRAPHS if g in choices.cuda_graphs]
     pick = np.full(peak_bytes.shape, GRAPHS.index(allowed[0]), dtype=np.int64)
     for g in allowed:
-        pick = np.where(peak_bytes + _GRAPH_BYTES[g] <= capacity, GRAPHS.index(g), pick)
+        ok = (peak_bytes + _GRAPH_BYTES[g] <= capacity) & (full_ok if g is CudaGraphs.FULL else True)
+        pick = np.where(ok, GRAPHS.index(g), pick)
     return pick, np.choose(pick, [_GRAPH_BYTES[g] for g in GRAPHS])
 
 

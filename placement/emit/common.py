@@ -273,10 +273,15 @@ PER_OP_ONLY = (RecomputeModule.PER_OP,)
 """torchtitan's selective activation checkpointing: its per-op policy (0.3.0 SelectiveAC)."""
 RECIPE_SUPPORT: dict[str, dict[str, tuple]] = {
     "megatron": {},
-    "torchtitan": PLAIN | {"recompute_modules": (PER_OP_ONLY,)}, "deepspeed": PLAIN, "devicemesh": PLAIN,
+    "torchtitan": PLAIN | {"recompute_modules": (PER_OP_ONLY,), "cuda_graphs": (CudaGraphs.NONE, CudaGraphs.FULL)},
+    "deepspeed": PLAIN, "devicemesh": PLAIN,
     "maxtext": PLAIN | {"recompute_modules": (MINIMAL_RECOMPUTES,)},
 }
 """framework -> {recipe field: the values it can launch}; a field not listed launches every value."""
+GRAPHS_WITHOUT_PP_EP = frozenset({"torchtitan"})
+"""Formats whose full CUDA graphs run only without pipeline and expert parallelism (torchtitan 0.3.0 captures its one
+graph of forward and backward by default, trainer.py:613-614, and refuses it with PP or EP, trainer.py:179-210;
+emit.torchtitan.graph_args turns it off there): the search prices them so (RecipeChoices.full_graphs_without_pp_ep)."""
 _CHOICE_ATTR = {"moe_dispatcher": "dispatchers", "cuda_graphs": "cuda_graphs", "tp_comm_overlap": "tp_comm_overlap",
                 "ep_comm_overlap": "ep_comm_overlap"}
 
@@ -296,6 +301,8 @@ def framework_choices(formats: list[str], choices, modules: tuple | None):
                 update[attr] = kept or options[:1]
         if "recompute_modules" in support and module_sets is None:
             module_sets = support["recompute_modules"]
+    if GRAPHS_WITHOUT_PP_EP & set(formats) and CudaGraphs.FULL in update.get("cuda_graphs", choices.cuda_graphs):
+        update["full_graphs_without_pp_ep"] = True
     return dataclasses.replace(choices, **update), module_sets
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from placement.audit.readers.common import nearest_key, read_int, typo_error, typo_of, word_check
 from placement.audit.readers.reading import Reading, Settings, UnknownKey
+from placement.audit.readers.torchtitan_configs import CONFIGS, DEFAULTS
 from placement.audit.readers.torchtitan_keys import HISTORY, KEYS, SPANS, VERSIONS
 from placement.audit.shell import Word
 from placement.errors import InputError
@@ -181,15 +182,16 @@ def _settings(keys: dict[str, tuple[Any, str]], s: Settings) -> _Pipeline:
             s.put(field, v, ev)
         return v
 
+    version3 = "module" in keys or "config" in keys
+    facts: dict[str, tuple] = {}
+    if version3:  # the named config's keys under the line's (get reads `keys` as rebound here)
+        keys, facts = named_config(keys)
     for key, field in (("parallelism.tensor_parallel_degree", "tp"), ("parallelism.context_parallel_degree", "cp"),
                        ("parallelism.expert_parallel_degree", "ep"), ("parallelism.pipeline_parallel_degree", "pp"),
                        ("parallelism.expert_tensor_parallel_degree", "etp"),
                        ("parallelism.data_parallel_replicate_degree", "dp_replicate"),
                        ("training.seq_len", "seq_len")):
         degree(key, field)
-    version3 = "module" in keys or "config" in keys
-    if version3:
-        _named_config_stated(keys, get)
     pipeline = _Pipeline(named_config=f"{get('module')[0]}:{get('config')[0]}" if version3 else None)
     shard = degree("parallelism.data_parallel_shard_degree", "", allow_negative=True)
     if shard is not None:
@@ -235,13 +237,8 @@ def _settings(keys: dict[str, tuple[Any, str]], s: Settings) -> _Pipeline:
         v, ev = get(key)
         if v is not None:
             s.put(field, read_int(v, key.split(".")[1], ev), ev)
-    if version3 and not s.has("precision"):
-        from placement.emit.torchtitan import FP8_CONFIGS
-
-        config = str(get("config")[0])
-        if config in FP8_CONFIGS.values():  # the configs whose converters run Float8
-            s.put("precision", "fp8", f"{get('config')[1]} (torchtitan 0.3.0's {config} config converts the "
-                                      f"linear layers to Float8: models/*/config_registry.py)")
+    if version3:
+        _converters(facts, get, s)
     _activation_checkpoint(get, s, version3)
     _cuda_graphs(get, s, version3)
     if not version3:  # torchtitan's chunked loss (ChunkedLossWrapper, 8 chunks) came after v0.2.2
@@ -267,7 +264,7 @@ def _settings(keys: dict[str, tuple[Any, str]], s: Settings) -> _Pipeline:
         s.put("model_ref", f"{module or '?'}:{config or '?'}", mev2 or cfev)
     for key, why in (("parallelism.enable_async_tensor_parallel", "async tensor parallelism"),
                      ("compile.enable_async_tensor_parallel", "async tensor parallelism"),
-                     ("compile.enable", "torch.compile of the model (priced as its eager kernels)"),
+                     ("compile.enable", _compiled(get, version3)),
                      ("training.compile", "torch.compile of the model (priced as its eager kernels)")):
         v, ev = get(key)
         if v in _TRUE:
@@ -278,6 +275,19 @@ def _settings(keys: dict[str, tuple[Any, str]], s: Settings) -> _Pipeline:
     return pipeline
 
 
+def _compiled(get, version3: bool) -> str:
+    """What compile.enable compiles: the model and the loss, or 0.3.0's compile.components (default ["model",
+    "loss"], config/configs.py:298; deepseek_v3_671b compiles the loss only)."""
+    if not version3:
+        return "torch.compile of the model (priced as its eager kernels)"
+    parts, ev = get("compile.components")
+    if parts is None:
+        parts, where = DEFAULTS["compile.components"]
+        ev = f"torchtitan 0.3.0 default compile.components = {_shown(parts)} ({where})"
+    parts = parts if isinstance(parts, (list, tuple)) else [p for p in str(parts).split(",") if p]
+    return f"torch.compile of the {' and the '.join(map(str, parts)) or 'nothing'} (priced as eager kernels; {ev})"
+
+
 def _activation_checkpoint(get, s: Settings, version3: bool) -> None:
     """The recompute torchtitan runs.  Its default is selective (v0.2.2 config/job_config.py ActivationCheckpoint
     mode 'selective'; 0.3.0 trainer.py activation_checkpoint SelectiveAC).  Up to 0.2.x, selective_ac_option (default
@@ -285,7 +295,7 @@ def _activation_checkpoint(get, s: Settings, version3: bool) -> None:
     _apply_layer_sac: the k-th, 2k-th, ... block it wraps), or "op", the per-op policy; 0.3.0's selective is the
     per-op policy (SelectiveAC: saves the matmul, attention and collective outputs but every second matmul,
     recomputes the rest), priced as such (recompute module per_op)."""
-    mode, mev = get("activation_checkpoint.mode")  # a 0.3.0 line states it (_named_config_stated)
+    mode, mev = get("activation_checkpoint.mode")  # 0.3.0: the line's, its named config's or 0.3.0's default
     if mode is None:
         mode, mev = "selective", ("torchtitan default activation_checkpoint mode 'selective' (v0.2.2 "
                                   "config/job_config.py)")
@@ -324,42 +334,118 @@ def _activation_checkpoint(get, s: Settings, version3: bool) -> None:
 NAMED_CONFIG_SETS = ("parallelism.tensor_parallel_degree", "parallelism.pipeline_parallel_degree",
                      "parallelism.context_parallel_degree", "parallelism.expert_parallel_degree",
                      "training.local_batch_size", "training.seq_len")
-"""Keys torchtitan 0.3.0's named configs set (models/*/config_registry.py: llama3_70b tensor_parallel_degree 8,
-llama3_8b local_batch_size 1 and seq_len 8192, ...), which a command line must state for the audit: placement does
-not run config_registry.py, and pricing placement's defaults instead would price another job."""
+"""Keys a torchtitan 0.3.0 named config may set that the audit prices (models/*/config_registry.py: llama3_70b
+tensor_parallel_degree 8, llama3_8b local_batch_size 1 and seq_len 8192, ...): read from torchtitan_configs.CONFIGS
+for the configs of torchtitan's own models, stated on the line for a config module the audit has no table of."""
+NAMED_SECTIONS = ("training", "parallelism", "compile", "activation_checkpoint")
+"""The sections of a named config's keys read under the line's flags (tyro parses the flags over the config
+function's Trainer.Config: config/manager.py ConfigManager, "CLI args > config_registry function defaults")."""
+NAMED_DEFAULTS = (*NAMED_CONFIG_SETS, "parallelism.data_parallel_replicate_degree",
+                  "parallelism.data_parallel_shard_degree", "activation_checkpoint.mode")
+"""Keys read at torchtitan 0.3.0's default (torchtitan_configs.DEFAULTS) where neither the line nor its named config
+sets them, each with that default's file and line."""
+
+
+def _shown(value: Any) -> str:
+    """A config value as config_registry.py writes it (a tuple read from a list as a list)."""
+    return repr(list(value) if isinstance(value, tuple) else value)
+
+
+def named_config(keys: dict[str, tuple[Any, str]]) -> tuple[dict[str, tuple[Any, str]], dict[str, tuple]]:
+    """(the line's keys over what its `--module M --config F` sets, that config's facts): each key of
+    NAMED_SECTIONS the config function sets (torchtitan_configs.CONFIGS, read statically from torchtitan 0.3.0's
+    models/M/config_registry.py) and each of NAMED_DEFAULTS it leaves at 0.3.0's default (DEFAULTS), with the
+    function, file and line as its source.  A config module the table does not hold (an experiment's, the user's)
+    must state what the audit prices (_named_config_stated); a config name its module does not define is an
+    InputError naming the module's configs, as torchtitan stops there (config/manager.py _load_config)."""
+    (module, mev), (config, cev) = keys.get("module", (None, None)), keys.get("config", (None, None))
+    if module is None or config is None:
+        raise InputError(f"{mev or cev}: torchtitan 0.3.0 takes --module and --config together (config/manager.py "
+                         f"ConfigManager._load_config: both are required); add the missing one")
+    module, config = str(module), str(config)
+    registry = CONFIGS.get(module.removeprefix("torchtitan.models.").removesuffix(".config_registry"))
+    if registry is None:
+        _named_config_stated(keys, lambda k: keys.get(k, (None, None)))
+        return keys, {}
+    if config not in registry:
+        raise InputError(f"{cev}: torchtitan 0.3.0's models/{module}/config_registry.py has no config {config!r}, "
+                         f"so torchtitan stops at start (config/manager.py _load_config); its configs are "
+                         f"{', '.join(registry)}: pass one of them with --config")
+    facts = registry[config]
+    out = dict(keys)
+    for key, (value, fn, line) in facts.items():
+        if key.split(".")[0] in NAMED_SECTIONS and key not in out:
+            called = "" if fn == config else f" (--config {config} calls {fn})"
+            out[key] = (value, f"torchtitan 0.3.0 models/{module}/config_registry.py:{line} {fn}: {key} = "
+                               f"{_shown(value)}{called}")
+    for key in NAMED_DEFAULTS:
+        if key not in out:
+            value, where = DEFAULTS[key]
+            out[key] = (value, f"torchtitan 0.3.0 default {key} = {_shown(value)} ({where}; --config {config} "
+                               f"leaves it)")
+    return out, {k: (v, f"models/{module}/config_registry.py:{line} {fn}") for k, (v, fn, line) in facts.items()}
 
 
 def _named_config_stated(keys, get) -> None:
-    """A torchtitan 0.3.0 command line names a config function whose values the audit cannot read: every key such a
-    config sets (NAMED_CONFIG_SETS) and the activation-checkpoint subcommand must be on the line, else an
-    InputError names what is missing and the flags that state it."""
+    """A torchtitan 0.3.0 command line naming a config module the audit has no table of (not one of
+    torchtitan_configs.CONFIGS: an experiment's, the user's): every key such a config may set that the audit
+    prices (NAMED_CONFIG_SETS) and the activation-checkpoint subcommand must be on the line, else an InputError
+    names what is missing and the flags that state it."""
     missing = [k for k in NAMED_CONFIG_SETS if k not in keys]
     if get("activation_checkpoint.mode")[0] is None:
         missing.append("activation-checkpoint:MODE")
     if missing:
         named = f"--module {get('module')[0]} --config {get('config')[0]}"
         needed = ", ".join(k if k.startswith("activation") else f"--{k} N" for k in missing)
-        raise InputError(f"{named}: torchtitan 0.3.0's named config sets {', '.join(missing)} where this command "
-                         f"line does not, and placement does not run its config_registry.py: state them on the line "
-                         f"({needed}, with the values torchtitan's config for the job has) to audit the job it runs")
+        raise InputError(f"{named}: the audit reads the named configs of torchtitan 0.3.0's own models "
+                         f"({', '.join(CONFIGS)}), not this module's, whose config may set "
+                         f"{', '.join(missing)} where this command line does not: state them on the line "
+                         f"({needed}, with the values its config has) to audit the job it runs")
+
+
+FLOAT8_CONVERTERS = ("Float8LinearConverter", "Float8GroupedExpertsConverter")
+"""torchtitan 0.3.0's Float8 converters (components/quantization): row-wise scaled FP8 GEMMs, priced as fp8."""
+
+
+def _converters(facts: dict[str, tuple], get, s: Settings) -> None:
+    """Precision from the named config's model converters (model_registry(..., converters=[...])): fp8 where it
+    converts to Float8 (FLOAT8_CONVERTERS: llama3_405b, deepseek_v3_671b_float8, ...); a note for a converter the
+    audit does not price (MXFP8, NVFP4, LoRA), priced without it."""
+    names, where = facts.get("model.converters", ((), ""))
+    cev = get("config")[1]
+    fp8 = [n for n in names if n in FLOAT8_CONVERTERS]
+    if fp8 and not s.has("precision"):
+        s.put("precision", "fp8", f"{cev} (torchtitan 0.3.0 {where}: model_registry converters {', '.join(fp8)}: "
+                                  f"the linear layers run Float8)")
+    other = [n for n in names if n not in FLOAT8_CONVERTERS]
+    if other:
+        s.ignored.append(f"model converters {', '.join(other)} (torchtitan 0.3.0 {where}): not priced: priced "
+                         f"without them")
 
 
 def _cuda_graphs(get, s: Settings, version3: bool) -> None:
     """torchtitan 0.3.0 captures each micro-batch's forward and backward in one CUDA graph unless told
-    (training.disable_cuda_graphs False, config/configs.py; trainer.py wrap_with_cuda_graph), and refuses to
-    start with pipeline parallelism or a host-syncing EP dispatcher unless told (trainer.py
-    _validate_cuda_graphs).  0.2.x has no graphs."""
-    off = get("training.disable_cuda_graphs")[0]
-    if not version3 or off in _TRUE:
+    (training.disable_cuda_graphs False, config/configs.py:66; trainer.py:613-614 wrap_with_cuda_graph), and
+    refuses to start with pipeline parallelism, or expert parallelism under a host-syncing dispatcher, unless told
+    (trainer.py:179-210 _validate_cuda_graphs).  The setting is the line's, its named config's or the default, with
+    its source.  0.2.x has no graphs."""
+    off, ev = get("training.disable_cuda_graphs")
+    if not version3:
         return
+    if off in _TRUE:
+        s.put("recipe.cuda_graphs", "none", ev)
+        return
+    where = ev or (f"torchtitan 0.3.0 default training.disable_cuda_graphs = False "
+                   f"({DEFAULTS['training.disable_cuda_graphs'][1]})")
     if s.value("pp", 1) > 1 or s.value("ep", 1) > 1:
-        s.ignored.append("CUDA graphs: torchtitan 0.3.0 refuses them with pipeline or expert parallelism unless "
-                         "--training.disable_cuda_graphs (trainer.py _validate_cuda_graphs): this launch stops at "
-                         "start unless its named config sets it; priced without graphs")
+        s.ignored.append(f"CUDA graphs: torchtitan 0.3.0 refuses them with pipeline parallelism, and with expert "
+                         f"parallelism unless its dispatcher is MinimalAsyncEP or HybridEP with a "
+                         f"non_blocking_capacity_factor, and stops at start (trainer.py:179-210 "
+                         f"_validate_cuda_graphs) unless --training.disable_cuda_graphs ({where}); priced without "
+                         f"graphs")
         return
-    s.put("recipe.cuda_graphs", "full", "torchtitan 0.3.0 default training.disable_cuda_graphs False: the forward "
-                                        "and backward of each micro-batch run as one CUDA graph (config/configs.py, "
-                                        "trainer.py wrap_with_cuda_graph)")
+    s.put("recipe.cuda_graphs", "full", f"{where}: the forward and backward of each micro-batch run as one CUDA "
+                                        f"graph (trainer.py:613-614 wrap_with_cuda_graph)")
 
 
 JOBCONFIG_ORDER = {commit: i for i, (commit, _) in enumerate(HISTORY)}
@@ -638,7 +724,7 @@ def join(groups: list[Settings], paths: list[Path]) -> Reading:
 TT_DEFAULT_LOCAL_BATCH = 8
 TT_DEFAULT_SEQ_LEN = 2048
 """torchtitan's training.local_batch_size and training.seq_len when a TOML leaves them out (v0.2.2 config/job_config.py;
-0.3.0's named config functions set their own, which are not read)."""
+a 0.3.0 line reads its named config's, else 0.3.0's defaults: named_config)."""
 
 
 def _finish(s: Settings, pipeline: _Pipeline) -> None:
@@ -646,12 +732,7 @@ def _finish(s: Settings, pipeline: _Pipeline) -> None:
     pp = s.value("pp", 1)
     tp = s.value("tp", 1)
     local = pipeline.local_batch
-    if pipeline.named_config is not None and (local is None or not s.has("seq_len")):
-        s.ignored.append(f"batch and sequence: the named config {pipeline.named_config} sets local_batch_size and "
-                         f"seq_len in torchtitan 0.3.0's config_registry, which is not read; give "
-                         f"--training.local_batch_size and --training.seq_len (or the audit's --seq-len and "
-                         f"--global-batch) to price them")
-    elif local is None and not s.has("global_batch"):
+    if local is None and not s.has("global_batch"):
         local = (TT_DEFAULT_LOCAL_BATCH, f"torchtitan default training.local_batch_size {TT_DEFAULT_LOCAL_BATCH} "
                                          f"(v0.2.2 config/job_config.py, 0.3.0 config/configs.py)")
     if not s.has("seq_len") and pipeline.named_config is None:
