@@ -101,8 +101,38 @@ class Capability:
     def check(self, b: LayoutBatch, num_layers: int) -> None:
         """InputError naming the rule when the one layout in `b` is not one the framework runs."""
         if not (self.layout_mask(b, num_layers) & self.sharding_mask(b)).all():
+            broken = "; ".join(self.broken_rules(b, num_layers)) or self.why
             raise InputError(f"--framework {self.name}: {self.version} does not run this layout as placement "
-                             f"prices it ({self.why}); change the layout, or drop --framework to price it as given")
+                             f"prices it ({broken}); change the layout, or drop --framework to price it as given")
+
+    def broken_rules(self, b: LayoutBatch, num_layers: int) -> list[str]:
+        """What of the first layout of `b` the framework does not run, each rule with the layout's value."""
+        pp, vpp, cp, ep, etp, tp = (int(np.asarray(c)[0]) for c in (b.pp, b.vpp, b.cp, b.ep, b.etp, b.tp))
+        zero, dp, shard = int(np.asarray(b.zero)[0]), int(np.asarray(b.dp)[0]), int(np.asarray(b.dp_shard)[0])
+        out = []
+        if zero not in self.zero_stages:
+            out.append(f"ZeRO-{zero}: it has ZeRO stages {', '.join(map(str, self.zero_stages))}")
+        elif pp > 1 and zero not in self.zero_stages_with_pp:
+            out.append(f"ZeRO-{zero} with pp {pp}: with pipeline parallelism it has ZeRO stages "
+                       f"{', '.join(map(str, self.zero_stages_with_pp))}")
+        if not self.hsdp and zero == 3 and shard != dp:
+            out.append(f"HSDP (ZeRO-3 over {shard} of dp {dp}): it shards over the whole data-parallel group")
+        for name, value, limit in (("pp", pp, self.max_pp), ("vpp", vpp, self.max_vpp), ("cp", cp, self.max_cp),
+                                   ("ep", ep, self.max_ep)):
+            if limit is not None and value > limit:
+                out.append(f"{name} {value}: at most {limit}")
+        if self.etp == "one" and etp != 1:
+            out.append(f"expert TP {etp}: it runs expert TP 1")
+        elif self.etp == "tp" and ep > 1 and etp != tp:
+            out.append(f"expert TP {etp}: it runs expert TP equal to TP ({tp})")
+        if not self.ep_with_cp and ep > 1 and cp > 1:
+            out.append(f"ep {ep} with cp {cp}: no expert parallelism across context parallelism")
+        if self.even_pipeline and num_layers % (pp * vpp):
+            out.append(f"{num_layers} layers over pp {pp} x vpp {vpp}: its stages hold equal layers")
+        if self.torchtitan_split and not _torchtitan_splits(b, num_layers)[0]:
+            out.append(f"{num_layers} layers over pp {pp} x vpp {vpp}: no pipeline_parallel_layers_per_stage and "
+                       f"first/last_stage_less_layers give placement's split")
+        return out
 
 
 def _torchtitan_splits(b: LayoutBatch, num_layers: int) -> np.ndarray:

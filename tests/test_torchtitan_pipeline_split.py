@@ -61,3 +61,15 @@ def test_torchtitans_context_parallelism_all_gathers_k_and_v() -> None:
     assert json.loads(out.output)["recipe"]["cp_comm_type"] == "all_gather"
     refused = CliRunner().invoke(main, [*base, "--framework", "torchtitan", "--cp-comm-type", "p2p"])
     assert refused.exit_code == 2 and "flex_cp_allgather" in refused.output
+
+
+@pytest.mark.parametrize(("framework", "argv", "rule"), [
+    ("torchtitan", ["--zero", "1"], "ZeRO-1: it has ZeRO stages 0, 2, 3"),
+    ("deepspeed", ["--tp", "2", "--pp", "2", "--vpp", "2"], "vpp 2: at most 1"),
+    ("deepspeed", ["--pp", "2", "--zero", "2"], "ZeRO-2 with pp 2: with pipeline parallelism it has ZeRO stages 1"),
+])
+def test_a_refusal_names_the_rule_the_layout_breaks(framework: str, argv: list[str], rule: str) -> None:
+    """Only the broken rule, with the layout's value, not the framework's whole list of limits."""
+    out = CliRunner().invoke(main, ["evaluate", "--model", "llama3-8b", "--gpus", "16", *argv, "--framework",
+                                    framework])
+    assert out.exit_code == 2 and f"prices it ({rule})" in out.output
