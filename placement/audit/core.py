@@ -142,8 +142,8 @@ def _check_maxtext_model(launch: LaunchLayout, model: ModelSpec) -> None:
 
 def files_global_batch(launch: LaunchLayout, num_gpus: int) -> tuple[int, str] | None:
     """The global batch the launch files fix on `num_gpus` GPUs, with the arithmetic, or None if they leave it
-    open: stated, or each framework's rule (torchtitan local batch x dp; DeepSpeed and GPT-NeoX micro-batch x
-    accumulation x dp; MaxText per-device batch x devices x accumulation)."""
+    open: stated, or each framework's rule (torchtitan local batch x dp; Megatron-LM micro-batch x dp; DeepSpeed and
+    GPT-NeoX micro-batch x accumulation x dp; MaxText per-device batch x devices x accumulation)."""
     src = launch.sources
     if launch.global_batch is not None:
         return launch.global_batch, src.get("global_batch", "")
@@ -161,6 +161,13 @@ def files_global_batch(launch: LaunchLayout, num_gpus: int) -> tuple[int, str] |
     if launch.framework == "torchtitan" and launch.local_batch is not None:
         return launch.local_batch * dp, (f"local_batch_size {launch.local_batch} x dp {dp} "
                                          f"({src.get('local_batch', '')})")
+    if launch.framework == "megatron" and launch.micro_batch_size is not None:
+        # Megatron-LM without --global-batch-size trains one micro-batch per data-parallel rank per step
+        # (megatron/training/arguments.py validate_args: global_batch_size = micro_batch_size x
+        # data_parallel_size, data_parallel_size = world / (tp x pp x cp))
+        return launch.micro_batch_size * dp, (f"no --global-batch-size: Megatron-LM's micro-batch "
+                                              f"{launch.micro_batch_size} x dp {dp} (arguments.py validate_args; "
+                                              f"{src.get('micro_batch_size', '')})")
     if launch.micro_batch_size is not None and launch.grad_accumulation is not None:
         return (launch.micro_batch_size * launch.grad_accumulation * dp,
                 f"micro-batch {launch.micro_batch_size} x accumulation {launch.grad_accumulation} x dp {dp} "
@@ -914,7 +921,9 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
     try:
         check_layout(model, train, layout, recipe)
     except InputError as err:
-        raise InputError(f"the launch files' layout does not fit the job: {err}") from None
+        batch = launch.sources.get("global_batch")
+        of = f" (global batch {train.global_batch}: {batch})" if batch else ""
+        raise InputError(f"the launch files' layout does not fit the job{of}: {err}") from None
     notes = []
     if not hosts and launch.hosts and not set(launch.hosts) <= set(topo.host_names):
         # a hostfile's real names on a catalog cluster: node ranks fill the cluster in its own order
