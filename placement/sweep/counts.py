@@ -74,13 +74,14 @@ def count_bounds(model: ModelSpec, train: TrainingSpec, cluster: ClusterSpec, ac
                  counts: tuple[int, ...]) -> dict[int, float | None]:
     """Per count: a lower bound (s) of the best plan's step, or None when no layout exists on it."""
     from placement.cost.step import step_lower_bound
-    from placement.search import SearchConfig, enumerate_layouts
+    from placement.search import enumerate_layouts
     from placement.topology import Topology
     from placement.workload import workload
 
-    cfg, w = SearchConfig(top_k=1), workload(model)
+    w = workload(model)
     out: dict[int, float | None] = {}
     for n in counts:
+        cfg = _search_config(model, Topology(cluster, acc, num_gpus=n))
         if not may_have_layout(model, train, n):
             out[n] = None
             continue
@@ -91,6 +92,16 @@ def count_bounds(model: ModelSpec, train: TrainingSpec, cluster: ClusterSpec, ac
         lb = step_lower_bound(w, train, Topology(cluster, acc, num_gpus=n), base, cfg.recipe, cfg.choices)
         out[n] = float(lb.min())
     return out
+
+
+def _search_config(model: ModelSpec, topo, **kw):
+    """What a sweep cell searches: as `plan` does with no recipe pinned, the layouts and the recipe choices the
+    machine runs (cost.step.default_choices: MoE dispatchers, CUDA-graph scopes, TP and EP overlaps)."""
+    from placement.cost.step import default_choices
+    from placement.search import SearchConfig
+    from placement.specs.recipe import Recipe
+
+    return SearchConfig(top_k=1, choices=default_choices(model.is_moe, topo, Recipe()), **kw)
 
 
 def may_have_layout(model: ModelSpec, train: TrainingSpec, n: int) -> bool:
@@ -116,12 +127,12 @@ def _primes(m: int) -> set[int]:
 def plan_count(model: ModelSpec, train: TrainingSpec, cluster: ClusterSpec, acc: AcceleratorSpec, n: int) -> dict:
     """The best plan on `n` GPUs as a cache entry: {status, binding, message, plan}."""
     from placement.planner import plan_job
-    from placement.search import SWEEP_FIX_NAMES, SearchConfig
+    from placement.search import SWEEP_FIX_NAMES
     from placement.topology import Topology
 
+    topo = Topology(cluster, acc, num_gpus=n)
     try:
-        planned = plan_job(model, train, Topology(cluster, acc, num_gpus=n),
-                           SearchConfig(top_k=1, fix_names=SWEEP_FIX_NAMES), None,
+        planned = plan_job(model, train, topo, _search_config(model, topo, fix_names=SWEEP_FIX_NAMES), None,
                            with_rank_table=False)
     except PlacementInfeasible as err:
         return {"status": "infeasible", "binding": err.binding, "message": str(err), "plan": None}
