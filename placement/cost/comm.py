@@ -176,7 +176,7 @@ def ep_exposed(x: Ctx, ep: EpTerm, lc: LayerCompute, overlap: bool) -> tuple[np.
     if dualpipe:
         share = 1.0
     elif overlap:
-        share = C.EP_OVERLAP_HIDDEN
+        share = C.EP_OVERLAP_HIDDEN * (1.0 - unpaired_share(x))
     else:
         return ep.total_s, np.zeros_like(ep.total_s)
     hidden = np.minimum(share * ep.total_s, lc.moe_s)
@@ -188,6 +188,20 @@ def ep_exposed(x: Ctx, ep: EpTerm, lc: LayerCompute, overlap: bool) -> tuple[np.
         return ep.total_s - hidden, lc.moe_s * ep.sms / (sms - ep.sms)
     slow = ep.sms / sms if ep.sms else x.overlap_slowdown
     return ep.total_s - hidden, slow * hidden
+
+
+def unpaired_share(x: Ctx) -> np.ndarray:
+    """Share of a step's MoE passes (forward or backward of one micro-batch's model chunk) that the 1F1B A2A overlap
+    has no other pass to pair with, on the pipeline's first rank (the one with the longest warm-up).  Megatron-Core's
+    combined 1F1B runs one micro-batch's forward beside another's backward (pipeline_parallel/combined_1f1b.py: "The
+    forward step for the first microbatch is executed alone, no a2a overlapping", and the last backward likewise),
+    so the warm-up forwards and the cool-down backwards run theirs exposed: without a pipeline the first forward and
+    the last backward, 2 of 2 m passes; under 1F1B the pp - 1 warm-up forwards and as many cool-down backwards; under
+    interleaving the (pp - 1) x 2 + (vpp - 1) x pp warm-up chunk forwards (schedules.py
+    get_pp_rank_microbatches) and as many backwards, of m x vpp each."""
+    pp, vpp, m = x.pp, x.vpp, np.maximum(x.m, 1.0)
+    warmup = np.where(vpp > 1, (pp - 1) * 2 + (vpp - 1) * pp, np.maximum(pp - 1, 1))
+    return np.minimum(warmup / (m * vpp), 1.0)
 
 
 @dataclass(frozen=True)
