@@ -116,8 +116,8 @@ def _run(*args: str) -> tuple[int, str, str]:
 def test_unbound_ranks_cost_what_binding_saves(tmp_path) -> None:
     """A plan's Megatron file binds its ranks (torchrun --numa-binding node) and audits at the plan's step; the same
     file without the flag runs unbound: slower by the host time, with a finding that names the fix and its saving."""
-    job = ["--model", "mixtral-8x7b", "--cluster", "dgx-h100", "--gpus", "64", "--seq-len", "4096",
-           "--global-batch", "256"]
+    job = ["--model", "qwen3-30b-a3b", "--cluster", "dgx-h100", "--gpus", "16", "--seq-len", "4096",
+           "--global-batch", "64"]
     code, out, err = _run("plan", *job, "--framework", "megatron", "--json", "--top-k", "1", "--emit", "megatron",
                           "--out", str(tmp_path))
     assert code == 0, err

@@ -17,7 +17,7 @@ import pytest
 from placement.catalog import load_accelerator, load_cluster, load_model
 from placement.cost import constants as C
 from placement.cost.batch import LayoutBatch
-from placement.cost.comm import cp_term, distinct_targets, ep_exposed, ep_term, pp_term, tp_term
+from placement.cost.comm import cp_term, distinct_targets, ep_exposed, ep_term, pp_term, tp_term, unpaired_share
 from placement.cost.context import Ctx, context
 from placement.cost.dp import StageParams, dp_term
 from placement.cost.host import GRAPHED_HOST_SHARE, host_term
@@ -361,8 +361,9 @@ def test_fp8_dispatch_halves_the_forward_dispatch():
 
 
 def test_ep_overlap_hides_part_and_slows_compute_by_the_sms_it_holds():
-    """1F1B A2A overlap hides EP_OVERLAP_HIDDEN of the all-to-all behind another micro-batch's compute;
-    DeepEP's 24 SMs (of the GPU's) slow that compute (`--overlap-moe-expert-parallel-comm`)."""
+    """1F1B A2A overlap hides EP_OVERLAP_HIDDEN of the all-to-all of the passes it pairs behind another micro-batch's
+    compute (not the warm-up and cool-down passes, comm.unpaired_share); DeepEP's 24 SMs (of the GPU's) slow that
+    compute (`--overlap-moe-expert-parallel-comm`)."""
     x, deepep = _dsv3_ep(Dispatcher.DEEPEP)
     lc = layer_compute(x)
     exposed, slow = (_f(a) for a in ep_exposed(x, deepep, lc, True))
@@ -370,7 +371,9 @@ def test_ep_overlap_hides_part_and_slows_compute_by_the_sms_it_holds():
     total = _f(deepep.total_s)
     assert plain == total and no_slow == 0.0
     hidden = total - exposed
-    assert hidden == pytest.approx(min(C.EP_OVERLAP_HIDDEN * total, _f(lc.moe_s)), rel=1e-12)
+    paired = 1.0 - _f(unpaired_share(x))
+    assert 0.0 < paired < 1.0
+    assert hidden == pytest.approx(min(C.EP_OVERLAP_HIDDEN * paired * total, _f(lc.moe_s)), rel=1e-12)
     assert slow == pytest.approx(C.DISPATCHER_SMS["deepep"] / x.topo.accelerator.num_sms * hidden, rel=1e-12)
     assert 0 < slow < hidden
     # NCCL's all-to-all here outlasts the layer's compute: what hides is bounded by it
