@@ -4,6 +4,7 @@ stages, torchtitan's own benchmark layout) and the K/V all-gather its FlexAttent
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -73,3 +74,29 @@ def test_a_refusal_names_the_rule_the_layout_breaks(framework: str, argv: list[s
     out = CliRunner().invoke(main, ["evaluate", "--model", "llama3-8b", "--gpus", "16", *argv, "--framework",
                                     framework])
     assert out.exit_code == 2 and f"prices it ({rule})" in out.output
+
+
+V022 = Path(__file__).parent / "data" / "audit" / "torchtitan" / "llama3_8b_v0.2.2.toml"
+
+
+def _audit_edited(tmp_path, line: str) -> tuple[int, str]:
+    text = V022.read_text().replace("[parallelism]\n", f"[parallelism]\n{line}\n")
+    path = tmp_path / "llama3_8b.toml"
+    path.write_text(text)
+    out = CliRunner().invoke(main, ["audit", "--launch", str(path), "--model", "llama3-8b", "--gpus", "8", "--json"])
+    return out.exit_code, out.output
+
+
+def test_torchtitan_0_2_context_parallelism_is_its_rotate_method(tmp_path) -> None:
+    """Before 0.3.0 (no FlexAttention CP), PyTorch's context_parallel rotates K/V by the TOML's
+    context_parallel_rotate_method: 'allgather' (its default) gathers them whole, 'alltoall' passes them on."""
+    code, out = _audit_edited(tmp_path, 'context_parallel_rotate_method = "alltoall"')
+    assert code in (0, 1), out
+    data = json.loads(out)
+    assert data["estimate"]["recipe"]["cp_comm_type"] == "p2p"
+    assert "alltoall rotation" in data["layout"]["sources"]["recipe.cp_comm_type"]
+
+
+def test_a_reshard_policy_torchtitan_refuses_is_an_error(tmp_path) -> None:
+    code, out = _audit_edited(tmp_path, "fsdp_reshard_after_forward = \"sometimes\"")
+    assert code == 2 and "'default', 'always' or 'never'" in out

@@ -97,3 +97,30 @@ def test_zero2_has_the_same_edges() -> None:
     assert float(_term(0.0, 100.0 * total, zero=2).exposed_s[0]) == 0.0
     edges = float(_term(1.0e9, 100.0 * total, zero=2).exposed_s[0])
     assert edges == pytest.approx(float(_term(1.0e9, 100.0 * total, zero=3).exposed_s[0]), rel=1e-9)
+
+
+def test_each_micro_batch_has_its_edges() -> None:
+    """FSDP2 waits for each backward's reduce-scatters before the next micro-batch and gathers its first units again:
+    behind long compute, m micro-batches expose m times one micro-batch's edges."""
+    def exposed(batch: int) -> float:
+        p = StageParams(dense=np.array([8.0e9]), expert=np.array([0.0]), dense_shard=np.array([32.0]),
+                        expert_shard=np.array([1.0]), edge_dense=np.array([1.0e9]), edge_expert=np.array([0.0]))
+        ctx = _ctx("llama3-8b", "dgx-h100", 32, Layout(dp=32, zero_stage=3), global_batch=32 * batch)
+        return float(dp_term(ctx, p, np.array([100.0])).exposed_s[0])
+
+    assert exposed(4) == pytest.approx(4.0 * exposed(1), rel=1e-9)
+
+
+def test_a_chunked_loss_leaves_the_head_out_of_the_edges() -> None:
+    """torchtitan 0.3.0 wraps [norm, lm_head] as a unit of its own and reduce-scatters it at the loss's last chunk, at
+    the start of backward: the edges are the embedding and the first block."""
+    from placement.cost.step import _stage_kinds, _stage_params
+    from placement.specs.recipe import Recipe
+
+    def edge(chunks: int) -> float:
+        recipe = Recipe(loss_chunks=chunks)
+        ctx = _ctx("llama3-8b", "dgx-h200", 32, Layout(dp=32, zero_stage=3), recipe=recipe, global_batch=32)
+        return float(_stage_params(ctx, _stage_kinds(ctx.w, ctx.b, recipe)).as_stage().edge_dense[0])
+
+    head = 128256 * 4096
+    assert edge(1) - edge(8) == pytest.approx(head, rel=1e-6)

@@ -81,12 +81,16 @@ def dp_term(x: Ctx, p: StageParams, comp_mb_s: np.ndarray) -> DpTerm:
     # last backward, where ZeRO-2/3 otherwise reduce every micro-batch
     deferred = x.recipe.pipeline_unsharded_grads & (b.pp > 1)
     rs_count = np.where(deferred, 1.0, m)
+    # ZeRO-3 gathers each micro-batch's weights for its forward and again for its backward; deferred, the weights
+    # stay gathered after a backward, so a forward that follows one gathers nothing and a backward that follows one
+    # neither: about one gather per micro-batch plus the warm-up's (placement's files reshard after forward)
+    ag_count = np.where(deferred, np.minimum(m + b.pp - 1.0, 2.0 * m), 2.0 * m)
     # DDP all-reduces the gradient buffer (reduce-scatter + all-gather, both at the gradient width); ZeRO-1/2
     # reduce-scatter gradients and all-gather 16-bit parameters; a ZeRO-1 that all-reduces (grad_all_reduce)
     # sends the gradients twice before its gather
     all_reduce = 2.0 * rs_once
     z1_grads = all_reduce if x.recipe.grad_all_reduce else rs_once
-    total = np.where(zero3, 2.0 * ag_once * m + rs_once * rs_count + hsdp_once,
+    total = np.where(zero3, ag_once * ag_count + rs_once * rs_count + hsdp_once,
                      np.where(zero2, rs_once * rs_count + ag_once,
                               np.where(b.zero == 0, all_reduce, z1_grads + ag_once)))
     # DeepSpeed's PipelineEngine (the engine `pipeline_p2p_blocking` prices) reduces the gradients after the
@@ -118,22 +122,26 @@ def dp_term(x: Ctx, p: StageParams, comp_mb_s: np.ndarray) -> DpTerm:
         z1_exposed = np.maximum(z1_exposed, _last_chunk_floor(z1_grads, own_bwd, x.vpp) + first_gather)
         ddp_exposed = np.maximum(ddp_exposed, _last_chunk_floor(all_reduce, own_bwd, x.vpp))
         # ZeRO-2 reduce-scatters behind every micro-batch's backward and gathers behind the forward, ZeRO-3 gathers
-        # and reduces every micro-batch behind that micro-batch's compute: all but the step's first gather and last
-        # reduce-scatter, which have no compute beside them (shard_edges_s)
-        # ...and a reduce-scatter deferred to the step's end (pipeline_unsharded_grads) has no compute beside it
+        # and reduces every micro-batch behind that micro-batch's compute: all but each micro-batch's first gather
+        # and last reduce-scatter, which have no compute beside them (shard_edges_s: FSDP2 waits for a backward's
+        # reduce-scatters before the next micro-batch, and gathers its first units again)...
+        # ...and a reduce-scatter deferred to the step's end (pipeline_unsharded_grads) has no compute beside it,
+        # nor the HSDP all-reduce FSDP2 runs after it
         z3_exposed = np.where(deferred,
-                              m * np.maximum(2.0 * ag_once - edge_ag / m - comp_mb_s, 0.0) + edge_ag + rs_once,
-                              m * np.maximum(z3_mb - z3_edge / m - comp_mb_s, 0.0) + z3_edge)
-        z2_rs = np.where(deferred, rs_once, m * np.maximum(rs_once - edge_rs / m - hide / chunks, 0.0) + edge_rs)
+                              m * np.maximum(ag_once * ag_count / m - edge_ag / m - comp_mb_s, 0.0) + edge_ag
+                              + rs_once,
+                              m * np.maximum(z3_mb - z3_edge - comp_mb_s, 0.0) + m * z3_edge)
+        z2_rs = np.where(deferred, rs_once, m * np.maximum(rs_once - edge_rs - hide / chunks, 0.0) + m * edge_rs)
+        hsdp_exposed = np.where(deferred, hsdp_once, np.maximum(hsdp_once - hide, 0.0))
         exposed = np.where(
-            zero3, z3_exposed + np.maximum(hsdp_once - hide, 0.0),
+            zero3, z3_exposed + hsdp_exposed,
             np.where(zero2, z2_rs + np.maximum(z2_gather, first_gather),
                      np.where(b.zero == 1, z1_exposed, ddp_exposed)))
         exposed = np.where(engine_flush, total, exposed)
     z1_grad_sends = 2.0 if x.recipe.grad_all_reduce else 1.0
 
     def sent(params):
-        return np.where(zero3, params * (2.0 * wt_b * m + grad_b * rs_count),
+        return np.where(zero3, params * (wt_b * ag_count + grad_b * rs_count),
                         np.where(zero2, params * (grad_b * rs_count + wt_b),
                                  np.where(b.zero == 0, 2.0 * params * grad_b,
                                           params * (z1_grad_sends * grad_b + wt_b))))
@@ -158,10 +166,13 @@ def shard_edges_s(dense_group: coll.Groups, expert_group: coll.Groups, p: StageP
     embedding runs, prefetches each later block behind the one before, and reduce-scatters a unit's gradients
     after the unit's backward (`post_backward`): the first block's and the root's come after the embedding's
     backward, the step's last compute.  The root is not resharded after forward (FSDP2 `fully_shard`: the
-    root's reshard_after_forward is False), so backward gathers nothing first.  ZeRO-2 (reshard_after_forward
-    False everywhere) gathers once per step and reduce-scatters every micro-batch: the same two edges.  One layer
-    plus the embedding and head the rank holds (`StageParams.edge_dense`), gathered at the weight width and
-    reduced at the gradient's."""
+    root's reshard_after_forward is False), so backward gathers nothing first.  Each backward ends with FSDP2's final
+    callback waiting for its reduce-scatters, and the next micro-batch gathers its first units again, so the edges
+    come once per micro-batch (dp_term) unless the reduction is deferred to the step's end
+    (pipeline_unsharded_grads).  ZeRO-2 (reshard_after_forward False) reduce-scatters every micro-batch: the same
+    reduce-scatter edge.  One layer plus the embedding and head the rank holds (`StageParams.edge_dense`; not the
+    head where the loss is chunked: torchtitan 0.3.0 reduce-scatters [norm, lm_head] at the loss's last chunk),
+    gathered at the weight width and reduced at the gradient's."""
     gather = dense_group.reduce_scatter(p.edge_dense * wt_b) + expert_group.reduce_scatter(p.edge_expert * wt_b)
     reduce = (dense_group.reduce_scatter(p.edge_dense * grad_b)
               + expert_group.reduce_scatter(p.edge_expert * grad_b))

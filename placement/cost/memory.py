@@ -192,7 +192,8 @@ def memory_term(x: Ctx, st: StageKinds, dense_p: np.ndarray, expert_p: np.ndarra
     dense_layer_p = (w.attn_params + w.dense_mlp_params) / x.tp
     moe_layer_p = (w.attn_params + w.shared_params) / x.tp + w.router_params + w.num_experts * w.expert_params / (
         x.ep * x.etp)
-    z3_buffer = np.where(zero3, 2.0 * np.maximum(dense_layer_p, moe_layer_p) * C.BYTES_WEIGHT, 0.0)
+    # FSDP's prefetch buffer: two layers gathered; none beside weights that stay gathered (pipeline_unsharded_grads)
+    z3_buffer = np.where(zero3 & ~deferred, 2.0 * np.maximum(dense_layer_p, moe_layer_p) * C.BYTES_WEIGHT, 0.0)
     fixed = z3_buffer + C.MEMORY_RESERVE_BYTES + extra_bytes
 
     k = x.recipe.checkpoint_interval

@@ -646,8 +646,11 @@ def _stage_params(x: Ctx, st: StageKinds) -> _Params:
     # ZeRO-2/3's first gathered and last reduced units (dp.shard_edges_s): the rank's first layer, dense where it
     # holds one, and its embedding and head
     has_dense = st.dense > 0
+    # ...the head not where the loss is chunked (torchtitan 0.3.0 wraps [norm, lm_head] as a unit of its own and
+    # reduce-scatters it at the loss's last chunk, at the start of backward: components/loss.py ChunkedLossWrapper)
+    head_edge = w.head_params / x.tp if x.recipe.loss_chunks == 1 else 0.0
     edge_dense = (np.where(has_dense, dense_layer_p, np.where(st.moe > 0, moe_dense_p if w.num_experts else 0.0, 0.0))
-                  + st.embed * (w.embed_params / x.tp) + st.loss * (w.head_params / x.tp))
+                  + st.embed * (w.embed_params / x.tp) + st.loss * head_edge)
     edge_expert = np.where(~has_dense & (st.moe > 0), moe_expert_p, 0.0) if w.num_experts else np.zeros_like(dense)
     zero3 = x.b.zero == 3
     return _Params(dense_kinds=dense, expert_kinds=expert,

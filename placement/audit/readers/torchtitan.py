@@ -244,6 +244,7 @@ def _settings(keys: dict[str, tuple[Any, str]], s: Settings) -> _Pipeline:
     if not version3:  # torchtitan's chunked loss (ChunkedLossWrapper, 8 chunks) came after v0.2.2
         s.put("recipe.loss_chunks", 1, "torchtitan before 0.3.0 computes the loss over the whole micro-batch's "
                                        "logits (v0.2.2 components/loss.py has no ChunkedLossWrapper)")
+        _rotate_method(get, s)
     if not version3:
         _attention_kernel(keys, s)
     sp, spev = get("parallelism.enable_sequence_parallel")
@@ -765,6 +766,9 @@ def _finish(s: Settings, pipeline: _Pipeline) -> None:
         s.put("zero_stage", 0, ev)
     else:
         why = ev if reshard[1] == "" else f"{ev}; {reshard[1]}"
+        if str(reshard[0]) not in ("default", "always", "never"):
+            raise InputError(f"{reshard[1]}: fsdp_reshard_after_forward = {reshard[0]!r}, which torchtitan refuses "
+                             f"(ValueError in distributed/fsdp.py); give 'default', 'always' or 'never'")
         if str(reshard[0]) == "default" and pp > 1:
             why += (" (fsdp_reshard_after_forward 'default' keeps the gathered weights between forward and backward "
                     "under pipeline parallelism: ZeRO-2)")
@@ -777,6 +781,23 @@ def _finish(s: Settings, pipeline: _Pipeline) -> None:
         s.put("sequence_parallel", tp > 1, "")
     elif tp == 1:
         s.put("sequence_parallel", False, s.sources["sequence_parallel"])
+
+
+def _rotate_method(get, s: Settings) -> None:
+    """recipe.cp_comm_type of torchtitan before 0.3.0: PyTorch's context_parallel under its
+    context_parallel_rotate_method, "allgather" (the default, v0.2.2 config/job_config.py) gathering K and V whole,
+    "alltoall" passing them from rank to rank as a ring does."""
+    method, where = get("parallelism.context_parallel_rotate_method")
+    if method is None:
+        s.put("recipe.cp_comm_type", "all_gather", "torchtitan before 0.3.0: context_parallel_rotate_method "
+                                                   "'allgather' by default (v0.2.2 config/job_config.py)")
+    elif str(method) in ("allgather", "alltoall"):
+        s.put("recipe.cp_comm_type", "all_gather" if str(method) == "allgather" else "p2p",
+              f"{where} (PyTorch context_parallel's {method} rotation: "
+              f"{'K and V gathered whole' if str(method) == 'allgather' else 'K and V passed rank to rank'})")
+    else:
+        raise InputError(f"{where}: context_parallel_rotate_method = {method!r}; torchtitan takes 'allgather' or "
+                         f"'alltoall'")
 
 
 def _reshards(policy: str, pp: int) -> bool:
