@@ -47,3 +47,21 @@ def test_a_layout_the_derived_batch_cannot_run_names_the_batch(tmp_path: Path) -
                                     "--gpus", "1024"])
     assert out.exit_code == 2
     assert "global batch 8: no --global-batch-size" in out.output and "interleaving needs micro-batches" in out.output
+
+
+def test_a_change_of_virtual_pipeline_drops_the_files_own_flag(tmp_path: Path) -> None:
+    """Megatron-LM takes one of --num-layers-per-virtual-pipeline-stage, --num-virtual-stages-per-pipeline-rank and
+    --pipeline-model-parallel-layout: a change list that writes one removes the one the files state."""
+    text = SCRIPT.read_text().replace("--pipeline-model-parallel-size 16 ",
+                                      "--pipeline-model-parallel-size 16 --num-layers-per-virtual-pipeline-stage 2 ")
+    path = tmp_path / "vpp.sh"
+    path.write_text(text)
+    out = CliRunner().invoke(main, ["--reproducible", "audit", "--launch", str(path), "--model", "gpt3-175b",
+                                    "--cluster", "dgx-a100-80g", "--gpus", "1024", "--json"], catch_exceptions=False)
+    assert out.exit_code in (0, 1), out.stderr
+    changes = json.loads(out.stdout)["changes"]
+    written = [c for c in changes if c["argument"] in ("--num-virtual-stages-per-pipeline-rank",
+                                                       "--pipeline-model-parallel-layout") and c["to"] is not None]
+    assert written, changes  # this job's best plan interleaves otherwise
+    [dropped] = [c for c in changes if c["argument"] == "--num-layers-per-virtual-pipeline-stage"]
+    assert dropped["from"] == "2" and dropped["to"] is None and "validate_args" in dropped["note"]

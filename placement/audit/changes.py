@@ -185,6 +185,8 @@ def launch_changes(framework: str, now: EmitContext, best: EmitContext, files_te
         for c in changes:
             if c["from"] is not None and _token(framework, c["argument"]) not in spelled:
                 c["note"] = NOT_IN_FILES
+        if framework == "megatron":
+            _megatron_virtual_flags(changes, b, files_text)
         key = GLOBAL_BATCH.get(framework)
         if key and key in b and a.get(key) == b.get(key) and _token(framework, key) not in files_text:
             changes.append({"argument": key, "from": None, "to": b[key],
@@ -204,6 +206,30 @@ def launch_changes(framework: str, now: EmitContext, best: EmitContext, files_te
                         "to": ",".join(map(str, local_b[:gph])),
                         "note": "GPU order inside each node (first node shown; --out DIR writes every node's)"})
     return changes
+
+
+VIRTUAL_PIPELINE_FLAGS = ("--num-layers-per-virtual-pipeline-stage", "--num-virtual-stages-per-pipeline-rank",
+                          "--pipeline-model-parallel-layout")
+"""Megatron-LM's three ways of stating the virtual pipeline, of which it takes at most one (megatron/training/
+arguments.py validate_args asserts it)."""
+
+
+def _megatron_virtual_flags(changes: list[dict], best: dict[str, str], files_text: str) -> None:
+    """Where the best plan's virtual pipeline changes, drop the one the launch files state another way: placement
+    spells the launched side its own way, so a file with --num-layers-per-virtual-pipeline-stage would keep it beside
+    the best plan's flag, which Megatron-LM refuses."""
+    import re
+
+    if not any(c["argument"] in VIRTUAL_PIPELINE_FLAGS for c in changes):
+        return
+    for flag in VIRTUAL_PIPELINE_FLAGS:
+        if flag in best or any(c["argument"] == flag for c in changes):
+            continue
+        stated = re.search(rf"{re.escape(flag)}(?:=|[ \t]+)([^\n\\#]+)", files_text)
+        if stated:
+            changes.append({"argument": flag, "from": stated.group(1).strip(), "to": None,
+                            "note": "Megatron-LM takes one of " + ", ".join(VIRTUAL_PIPELINE_FLAGS) + " (arguments.py "
+                                    "validate_args): the files' own must go for the one this plan writes"})
 
 
 def spell_neox_keys(changes: list[dict], spelling: dict[str, str]) -> None:

@@ -111,7 +111,9 @@ def change_lines(a: Audit) -> list[tuple[str, str]]:
         on_from = note == NOT_IN_FILES
         if c["from"] is not None:
             text = c.get("from_arg") or setting(c["argument"], c["from"])  # a subcommand's token as pasted
-            lines.append(("-", text + (f"    # {note}" if on_from else "")))
+            # the note of a removal with nothing added (a Megatron virtual-pipeline flag the best plan states otherwise)
+            said_here = note if on_from or (note and c["to"] is None) else None
+            lines.append(("-", text + (f"    # {said_here}" if said_here else "")))
         if c["to"] is not None:
             said = [x for x in (None if on_from else note, c.get("requires")) if x]
             text = c.get("to_arg") or setting(c["argument"], c["to"])
