@@ -142,7 +142,7 @@ def _evaluate_json(*args: str) -> dict:
 
 def test_fused_attention_backward_recomputes_the_scores(monkeypatch) -> None:
     """A fused attention backward executes 2.5 forwards (FlashAttention's own benchmark count); at 131K context,
-    where attention is most of the step, pricing it as a GEMM's 2 leaves the row 9 % too fast."""
+    where attention is most of the step, pricing it as a GEMM's 2 leaves the row 7 % too fast."""
     import placement.cost.constants as C
 
     run = RUNS["llama3-2024-table4-16384gpu-131k"]
@@ -151,7 +151,7 @@ def test_fused_attention_backward_recomputes_the_scores(monkeypatch) -> None:
     assert abs(with_term) < 0.05
     monkeypatch.setattr(C, "FUSED_ATTENTION_BACKWARD_TO_FORWARD", C.BACKWARD_TO_FORWARD)
     without = _error(run)
-    assert without < with_term - 0.05 and without < -0.08
+    assert without < with_term - 0.05 and without < -0.06
     # an unfused core keeps its probabilities: its backward is 2 forwards, untouched by the constant
     korthikanti = RUNS["korthikanti-2022-175b-sp-selective"]
     assert korthikanti.attention_kernel is AttentionKernel.UNFUSED

@@ -31,7 +31,8 @@ def test_eight_chunks_hold_an_eighth_of_the_logits() -> None:
     logits = 32768 * 128256 * C.LOGITS_BYTES_PER_ELEMENT
     saved = whole["peak_memory_bytes"] - chunked["peak_memory_bytes"]
     assert saved == pytest.approx(logits * 7 / 8, rel=1e-6)
-    assert whole["step_time_s"] == chunked["step_time_s"]  # the same FLOPs and bytes, in pieces
+    # the same FLOPs and bytes, in pieces; only FSDP's step edges lose the head, which a chunked loss reduces early
+    assert chunked["step_time_s"] == pytest.approx(whole["step_time_s"], rel=2e-3)
 
 
 def test_torchtitan_runs_eight() -> None:

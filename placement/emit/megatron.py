@@ -293,6 +293,11 @@ def model_arguments(ctx: EmitContext) -> tuple[list[str], list[str]]:
         if e.num_expert_groups and e.groups_per_token:
             args += ["--moe-router-num-groups", str(e.num_expert_groups), "--moe-router-group-topk",
                      str(e.groups_per_token)]
+        # the model spec prices the routing, not how the router scores: Megatron-Core's defaults are a softmax
+        # score, no expert bias and no top-k scaling (TransformerConfig moe_router_score_function etc.)
+        unstated.append("the router's score function, expert bias and top-k scaling (--moe-router-score-function, "
+                        "--moe-router-enable-expert-bias, --moe-router-topk-scaling-factor; Megatron-LM's defaults "
+                        "are softmax, none and none)")
     return args, unstated
 
 
