@@ -125,3 +125,18 @@ def test_the_hsdp_all_reduce_after_a_deferred_reduce_hides_behind_nothing() -> N
     _, _, not_deferred = _z3(False, 1000.0, dp_shard=4)
     assert float(long.exposed_s[0]) >= hsdp > 0
     assert float(not_deferred.exposed_s[0]) < hsdp  # otherwise it hides behind the backward
+
+
+def test_each_micro_batch_adds_its_gradient_into_the_float32_buffer() -> None:
+    """FSDP2 casts the first micro-batch's bf16 gradient into the unsharded float32 buffer (6 bytes a parameter) and
+    adds each later one (10): a step of m micro-batches moves 6 + 10 (m - 1) bytes per stage parameter, where the
+    fused accumulation of the recipe moves none."""
+    def accumulation(batch: str, *flag: str) -> float:
+        argv = [a for a in BASE if a != "--global-batch" and a != "256"]
+        out = CliRunner().invoke(main, [*argv, "--global-batch", batch, "--zero", "3", *flag])
+        assert out.exit_code in (0, 1), out.output
+        return json.loads(out.output)["breakdown"]["grad_accumulation"]
+
+    m16, m8 = accumulation("256", "--pipeline-unsharded-grads"), accumulation("128", "--pipeline-unsharded-grads")
+    assert m16 / m8 == pytest.approx((6 + 10 * 15) / (6 + 10 * 7), rel=1e-3)
+    assert accumulation("256", "--no-pipeline-unsharded-grads") == 0.0

@@ -59,6 +59,11 @@ GRAD_ACCUMULATION_BYTES_PER_PARAM = {"fused": 0.0, "autograd": 6.0, "fp32_copy":
 GradAccumulation): none beyond the GEMM for Megatron's fused path; `.grad += g` in 16 bits (read 2 + 2,
 write 2; not on a step's first micro-batch, which assigns); BF16_Optimizer's cast to fp32 (read 2, write 4)
 and add (read 4 + 4, write 4)."""
+UNSHARDED_ACCUMULATION_BYTES_PER_PARAM = {True: (6.0, 10.0), False: (0.0, 6.0)}
+"""HBM bytes per stage parameter of FSDP2's unsynchronized gradient accumulation (recipe pipeline_unsharded_grads),
+(a step's first micro-batch, each later one), by whether it reduces in float32: the bf16 gradient cast to the fp32
+buffer (read 2, write 4; _fsdp_param.py to_accumulated_grad_if_needed), then added to it (read 2 + 4, write 4;
+accumulate_unsharded_grad_if_needed); in 16 bits autograd's `.grad +=` (read 2 + 2, write 2) from the second."""
 BACKWARD_TO_FORWARD = 2.0
 """Backward costs twice the forward (gradients w.r.t. inputs and weights; PTD-P §5.1)."""
 

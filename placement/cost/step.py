@@ -546,14 +546,21 @@ def _grad_accumulation_s(x: Ctx, params: _Params) -> np.ndarray | float:
     first micro-batch; a DualPipe micro-batch passes one of a rank's two stages."""
     mode = x.recipe.grad_accumulation
     per_param = C.GRAD_ACCUMULATION_BYTES_PER_PARAM[mode.value]
+    per_microbatch = 0.5 if _bidirectional(x.recipe) else 1.0
+    m = np.maximum(x.m, 1.0)
+    # FSDP2 under torch pipelining (pipeline_unsharded_grads) accumulates each micro-batch's gradient unsharded, in
+    # its reduce width, whatever the recipe's accumulation (constants.UNSHARDED_ACCUMULATION_BYTES_PER_PARAM)
+    deferred = x.recipe.pipeline_unsharded_grads & (x.b.pp > 1) & (x.b.zero >= 2)
+    first, later = C.UNSHARDED_ACCUMULATION_BYTES_PER_PARAM[bool(x.recipe.grad_reduce_fp32)]
+    unsharded = np.where(deferred, (params.dense_kinds + params.expert_kinds) * (first + later * (m - 1.0)) / m, 0.0)
     if per_param == 0.0:
-        return 0.0
-    sharded = x.b.zero >= 2
+        return unsharded * per_microbatch / x.hbm_bw
+    sharded = (x.b.zero >= 2) & ~deferred
     dense = params.dense_kinds / np.where(sharded, params.dense_shard, 1.0)
     expert = params.expert_kinds / np.where(sharded, params.expert_shard, 1.0)
-    share = np.maximum(x.m - 1.0, 0.0) / np.maximum(x.m, 1.0) if mode is GradAccumulation.AUTOGRAD else 1.0
-    per_microbatch = 0.5 if _bidirectional(x.recipe) else 1.0
-    return (dense + expert) * per_param * share * per_microbatch / x.hbm_bw
+    share = np.maximum(x.m - 1.0, 0.0) / m if mode is GradAccumulation.AUTOGRAD else 1.0
+    own = np.where(deferred, 0.0, (dense + expert) * per_param * share)
+    return (own + unsharded) * per_microbatch / x.hbm_bw
 
 
 def _kind_gpu_s(k: _Counts, g_dense, g_moe, g_mtp, head, pp_mb):
