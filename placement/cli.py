@@ -220,6 +220,7 @@ RECIPE_FLAGS = {
     "pipeline_sends_mask": "--pipeline-sends-mask", "fp8_saves_16bit_inputs": "--fp8-saves-16bit-inputs",
     "sp_saves_gathered_inputs": "--sp-saves-gathered-inputs",
     "pipeline_unsharded_grads": "--pipeline-unsharded-grads",
+    "reshard_after_backward": "--reshard-after-backward",
     "optimizer_state_bf16": "--optimizer-state-bf16",
     "fp8_params": "--fp8-params", "activation_func_fp8_input_store": "--activation-fp8-input-store",
     "attention_kernel": "--attention-kernel", "cp_comm_type": "--cp-comm-type",
@@ -302,6 +303,9 @@ def recipe_options(fn: Callable) -> Callable:
         onoff("pipeline_unsharded_grads", "Under pipeline parallelism ZeRO-2/3 keeps the unsharded gradient (in its "
                                           "reduce width) until the stage's last backward and reduce-scatters once, "
                                           "after it (torch pipelining with FSDP2, torchtitan)."),
+        onoff("reshard_after_backward", "ZeRO-2 reshards the weights after each micro-batch's backward and gathers "
+                                        "them again for the next forward (FSDP2's default, torchtitan), not once a "
+                                        "step (DeepSpeed, Megatron-FSDP)."),
         onoff("fp8_params", "Primary weights kept in FP8 only (--fp8-param-gather)."),
         onoff("activation_func_fp8_input_store", "MLP activation input kept in FP8 for backward "
                                                  "(Megatron --activation-func-fp8-input-store)."),

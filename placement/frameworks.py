@@ -202,6 +202,11 @@ CAPABILITIES: dict[str, Capability] = {
                  "torchtitan 0.3.0's Llama 3, Qwen3, DeepSeek-V3 and GPT-OSS configs compute the loss in "
                  "ChunkedLossWrapper (components/loss.py, num_chunks 8): the LM head and cross-entropy run on an "
                  "eighth of the sequence at a time, each chunk's backward before the next"),
+                ("reshard_after_backward", True,
+                 "torchtitan 0.3.0's ZeRO-2 (fsdp_reshard_after_forward never) is FSDP2, which reshards the weights "
+                 "after every backward (FSDPParamGroup.post_backward), and its step runs each accumulation "
+                 "micro-batch's forward and backward in turn (trainer.py:905-907): every micro-batch gathers the "
+                 "weights again"),
                 ("pipeline_unsharded_grads", True,
                  "torchtitan 0.3.0 pipelines run torch.distributed.pipelining's PipelineStage, which turns FSDP2's "
                  "gradient sync and reshard-after-backward off for every backward but the last (stage.py "

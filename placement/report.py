@@ -179,6 +179,24 @@ def recipe_line(p: Plan) -> str:
     if r.pipeline_sends_mask:
         items.append("s x s mask sent with each activation" if p.layout.pp > 1
                      else "pipeline sends mask (one stage: prices nothing)")
+    lay = p.layout
+    if r.attention_kernel != default.attention_kernel:
+        items.append(f"attention {r.attention_kernel.value}")
+    if r.cp_comm_type != default.cp_comm_type and lay.cp > 1:
+        items.append(f"cp {r.cp_comm_type.value}")
+    if r.grad_reduce_fp32:
+        items.append("fp32 gradient reduce")
+    if r.loss_chunks > 1:
+        items.append(f"loss in {r.loss_chunks} chunks")
+    if r.fp8_saves_16bit_inputs and p.precision == "fp8":
+        items.append("fp8 GEMMs keep 16-bit inputs")
+    if r.sp_saves_gathered_inputs and lay.tp > 1 and lay.sequence_parallel:
+        items.append("sp keeps gathered inputs")
+    deferred = r.pipeline_unsharded_grads and lay.pp > 1 and lay.zero_stage >= 2
+    if deferred:
+        items.append("unsharded grads until each stage's last backward")
+    if r.reshard_after_backward and lay.zero_stage == 2 and not deferred:
+        items.append("weights gathered again each micro-batch")
     if r.mtp_layers:
         items.append(f"mtp {r.mtp_layers}")
     if r.pipeline_schedule != default.pipeline_schedule:

@@ -85,13 +85,16 @@ def dp_term(x: Ctx, p: StageParams, comp_mb_s: np.ndarray) -> DpTerm:
     # stay gathered after a backward, so a forward that follows one gathers nothing and a backward that follows one
     # neither: about one gather per micro-batch plus the warm-up's (placement's files reshard after forward)
     ag_count = np.where(deferred, np.minimum(m + b.pp - 1.0, 2.0 * m), 2.0 * m)
+    # ZeRO-2 gathers once per step where the weights stay whole between micro-batches (DeepSpeed, Megatron-FSDP), once
+    # per micro-batch where each backward reshards them (recipe reshard_after_backward: FSDP2's default)
+    z2_ag_count = np.where(np.logical_and(x.recipe.reshard_after_backward, ~deferred), m, 1.0)
     # DDP all-reduces the gradient buffer (reduce-scatter + all-gather, both at the gradient width); ZeRO-1/2
     # reduce-scatter gradients and all-gather 16-bit parameters; a ZeRO-1 that all-reduces (grad_all_reduce)
     # sends the gradients twice before its gather
     all_reduce = 2.0 * rs_once
     z1_grads = all_reduce if x.recipe.grad_all_reduce else rs_once
     total = np.where(zero3, ag_once * ag_count + rs_once * rs_count + hsdp_once,
-                     np.where(zero2, rs_once * rs_count + ag_once,
+                     np.where(zero2, rs_once * rs_count + ag_once * z2_ag_count,
                               np.where(b.zero == 0, all_reduce, z1_grads + ag_once)))
     # DeepSpeed's PipelineEngine (the engine `pipeline_p2p_blocking` prices) reduces the gradients after the
     # pipeline flush, in the schedule's last step (runtime/pipe/schedule.py TrainSchedule: ReduceTiedGrads,
@@ -107,9 +110,9 @@ def dp_term(x: Ctx, p: StageParams, comp_mb_s: np.ndarray) -> DpTerm:
         hide = C.DP_OVERLAP_FRACTION * bwd_share * comp_mb_s * chunks
         hide_fwd = C.DP_OVERLAP_FRACTION * (1.0 - bwd_share) * comp_mb_s * chunks
         gather_exposed = np.maximum(ag_once - hide_fwd, 0.0)
-        # ZeRO-2 (FSDP2 reshard_after_forward False) gathers each unit once, before its first forward, and
-        # reduce-scatters each micro-batch's gradients: its first unit's gather and last unit's reduce-scatter
-        # have no compute beside them either (shard_edges_s)
+        # ZeRO-2 (FSDP2 reshard_after_forward False) gathers each unit before its first forward (again before each
+        # micro-batch's under reshard_after_backward), and reduce-scatters each micro-batch's gradients: its first
+        # unit's gather and last unit's reduce-scatter have no compute beside them either (shard_edges_s)
         z2_gather = np.maximum(ag_once - edge_ag - hide_fwd, 0.0) + edge_ag
         z1_exposed = np.maximum(z1_grads - hide, 0.0) + gather_exposed
         ddp_exposed = np.maximum(all_reduce - hide, 0.0)
@@ -135,14 +138,14 @@ def dp_term(x: Ctx, p: StageParams, comp_mb_s: np.ndarray) -> DpTerm:
         hsdp_exposed = np.where(deferred, hsdp_once, np.maximum(hsdp_once - hide, 0.0))
         exposed = np.where(
             zero3, z3_exposed + hsdp_exposed,
-            np.where(zero2, z2_rs + np.maximum(z2_gather, first_gather),
+            np.where(zero2, z2_rs + np.maximum(z2_gather, first_gather) * z2_ag_count,
                      np.where(b.zero == 1, z1_exposed, ddp_exposed)))
         exposed = np.where(engine_flush, total, exposed)
     z1_grad_sends = 2.0 if x.recipe.grad_all_reduce else 1.0
 
     def sent(params):
         return np.where(zero3, params * (wt_b * ag_count + grad_b * rs_count),
-                        np.where(zero2, params * (grad_b * rs_count + wt_b),
+                        np.where(zero2, params * (grad_b * rs_count + wt_b * z2_ag_count),
                                  np.where(b.zero == 0, 2.0 * params * grad_b,
                                           params * (z1_grad_sends * grad_b + wt_b))))
 

@@ -318,6 +318,8 @@ RUNS_INSTEAD = {
     "loss_chunks": "its LM head and loss run on the whole micro-batch at once",
     "pipeline_unsharded_grads": "Megatron-FSDP reduce-scatters each micro-batch's gradients and keeps only its "
                                 "shard",
+    "reshard_after_backward": "its ZeRO-2 (Megatron-FSDP optim_grads) keeps every weight whole, so it gathers "
+                              "the weights once a step, after the optimizer",
     "pipeline_p2p_blocking": "its stages pair each send with the opposite receive in one batched call "
                              "(p2p_communication, batch_isend_irecv)",
     "pipeline_schedule": "Megatron-Core has no argument for it: it runs 1F1B (interleaved when vpp > 1), with a "

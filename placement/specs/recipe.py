@@ -195,6 +195,14 @@ class Recipe(Frozen):
     but the last (stage.py backward_maybe_with_nosync, PyTorch 2.10), and FSDP2 accumulates the unsynchronized
     gradient unsharded in reduce_dtype (_fsdp_param.py to_accumulated_grad_if_needed); the step's reduce-scatter then
     runs after all the stage's compute.  Megatron-FSDP and DeepSpeed reduce every micro-batch (False)."""
+    reshard_after_backward: bool = False
+    """ZeRO-2 frees its gathered weights after each micro-batch's backward and gathers them again for the next
+    micro-batch's forward: m gathers a step, not one.  FSDP2's default (fully_shard keeps reshard_after_backward on;
+    PyTorch 2.10 FSDPParamGroup.post_backward reshards when it is), which torchtitan 0.3.0 keeps through gradient
+    accumulation: its step runs each accumulation micro-batch's forward and backward in turn (trainer.py:905-907)
+    and turns resharding off only for the chunked loss's head (components/loss.py:730).  DeepSpeed's ZeRO-2 and
+    Megatron-FSDP's optim_grads never shard the weights, so they gather nothing between micro-batches (False).
+    Under pipeline_unsharded_grads the weights stay gathered anyway."""
     activation_func_fp8_input_store: bool = False
     """The MLP activation's input (the up-projection output) kept for backward as FP8, 1 byte instead of 2
     (Megatron-Core TransformerConfig `activation_func_fp8_input_store`, fused SwiGLU only; DeepSeek-V3 §3.3.2
