@@ -2,7 +2,8 @@
 placement's emitter writes them for each of the two plans, compared setting by setting, plus the node
 order when the best mapping puts node ranks on other hosts.  The audited files' own spelling where the emitter's
 is another version's: a GPT-NeoX config's keys, a torchtitan TOML file's or 0.2.x command line's keys
-(torchtitan_pre3_settings) for placement's torchtitan 0.3.0 flags."""
+(torchtitan_pre3_settings) for placement's torchtitan 0.3.0 flags, a Megatron-Bridge config's `section.key`s
+(bridge_changes) for Megatron-LM's flags."""
 
 from __future__ import annotations
 
@@ -129,6 +130,94 @@ def _token(framework: str, key: str) -> str:
     return key
 
 
+BRIDGE_FIELDS = {"--num-virtual-stages-per-pipeline-rank": "virtual_pipeline_model_parallel_size",
+                 "--accumulate-allreduce-grads-in-fp32": "grad_reduce_in_fp32",
+                 "--cuda-graph-modules": "cuda_graph_scope", "--fp8-param-gather": "fp8_param_gather",
+                 "--recompute-activations": "recompute_granularity"}
+"""Megatron-LM flags whose Megatron-Bridge field has another name; every other flag's field is its name with `_`
+for `-` (Megatron-Bridge's ConfigContainer sections hold megatron-core's TransformerConfig, DDP and optimizer
+fields, which Megatron-LM's arguments fill by name: megatron/training/arguments.py
+core_transformer_config_from_args)."""
+BRIDGE_SECTIONS = ("model", "train", "comm_overlap", "mixed_precision", "ddp", "optimizer", "dist", "checkpoint",
+                   "dataset", "rerun_state_machine", "logger")
+"""Where a field is looked for when the files state it in more than one section: the section Megatron-Bridge reads
+last wins (a mixed_precision or comm_overlap value over the model's: readers.megatron._bridge_value)."""
+BRIDGE_NOT_IN_FILES = ("Megatron-LM's flag: the Megatron-Bridge config states no field of this name; set the "
+                       "matching field of its ConfigContainer")
+
+
+BRIDGE_EVERY_SECTION = frozenset({"use_distributed_optimizer", "use_megatron_fsdp"})
+"""Fields a Megatron-Bridge config states in two sections that must agree (ddp and optimizer; ddp and dist): a change
+names each."""
+BRIDGE_NEGATED = {"--no-check-for-nan-in-loss-and-grad": ("check_for_nan_in_grad", "check_for_nan_in_loss"),
+                  "--grad-reduce-in-bf16": ("grad_reduce_in_fp32",)}
+"""Megatron-LM `--no-...` flags -> the Bridge fields they set false (ddp's gradient check, the rerun state machine's
+loss check)."""
+
+
+def _bridge_keys(flag: str, stated: dict[str, str]) -> list[str]:
+    """The `section.key`s of the Megatron-Bridge config that state Megatron-LM's `flag` (none if the config has no
+    field of its name): a mixed_precision or comm_overlap key (set, not null) before the model's, as Megatron-Bridge
+    applies them; every section's where two must agree (BRIDGE_EVERY_SECTION); each field a negated flag sets."""
+    if flag in BRIDGE_NEGATED:
+        return [k for k in stated if k.rsplit(".", 1)[-1] in BRIDGE_NEGATED[flag]]
+    name = BRIDGE_FIELDS.get(flag, flag.removeprefix("--").replace("-", "_"))
+    found = [k for k in stated if k.rsplit(".", 1)[-1] == name and k.split(".", 1)[0] in BRIDGE_SECTIONS]
+    if len(found) <= 1 or name in BRIDGE_EVERY_SECTION:
+        return found
+    override = [k for k in found if k.split(".", 1)[0] in ("mixed_precision", "comm_overlap") and stated[k] != "null"]
+    if override:
+        return override[:1]
+    return [min(found, key=lambda k: BRIDGE_SECTIONS.index(k.split(".", 1)[0]))]
+
+
+def _bridge_value(flag: str, value: str | None) -> str:
+    """A Megatron-LM flag's value as the Bridge field takes it: a bare flag is true, a flag left out is false
+    (switch) or null (valued), a list of words [a, b]."""
+    if flag in BRIDGE_NEGATED:
+        return "true" if value is None else "false"
+    if value is None:
+        return "false" if flag in _SWITCHES else "null"
+    if flag == "--recompute-activations":
+        return "selective"
+    if flag in ("--recompute-modules", "--cuda-graph-modules", "--cp-comm-type") and value != "true":
+        return "[" + ", ".join(value.split()) + "]"
+    return value
+
+
+_SWITCHES = frozenset({"--sequence-parallel", "--use-distributed-optimizer", "--use-megatron-fsdp", "--tp-comm-overlap",
+                       "--overlap-grad-reduce", "--overlap-param-gather", "--accumulate-allreduce-grads-in-fp32",
+                       "--fp8-param-gather", "--overlap-moe-expert-parallel-comm", "--delay-wgrad-compute",
+                       "--cross-entropy-loss-fusion", "--moe-permute-fusion", "--moe-router-fusion",
+                       "--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split",
+                       "--activation-func-fp8-input-store", "--moe-grouped-gemm", "--use-tp-pp-dp-mapping"})
+"""Megatron-LM's store_true flags placement writes: their Bridge field is a bool."""
+
+
+def bridge_changes(changes: list[dict], stated: dict[str, str]) -> list[dict]:
+    """Megatron-LM flag changes named in the Megatron-Bridge config's own keys: the field that states the flag's
+    setting, its value as the config has it on the launched side and as the best plan needs it on the other.  A
+    change to a setting the config states as the best plan already has it is dropped; a flag with no field in the
+    config stays in Megatron-LM's spelling with a note."""
+    out = []
+    fsdp_width = any(c["argument"] == "--megatron-fsdp-grad-comm-dtype" and c["to"] is not None for c in changes)
+    for c in changes:
+        flag = c["argument"]
+        if fsdp_width and flag in ("--grad-reduce-in-bf16", "--accumulate-allreduce-grads-in-fp32") and c["to"] is None:
+            continue  # Megatron-FSDP's own dtype fields state the gradient width; the config's field may stay
+        keys = _bridge_keys(flag, stated) if flag.startswith("--") else []
+        if not keys:
+            out.append(c if not flag.startswith("--") else {**c, "note": BRIDGE_NOT_IN_FILES})
+            continue
+        to = _bridge_value(flag, c["to"])
+        out += [{"argument": key, "from": stated[key], "to": to, **({"note": c["note"]} if "note" in c else {})}
+                for key in keys if stated[key] != to]
+    merged: dict[str, dict] = {}  # two flags of one field (--recompute-activations, --recompute-granularity)
+    for c in out:
+        merged.setdefault(c["argument"], c)
+    return list(merged.values())
+
+
 NEOX_DEFAULTS = {"sequence_parallel": "false", "checkpoint_num_layers": "1", "synchronize_each_layer": "false"}
 """GPT-NeoX's defaults (megatron/neox_arguments/neox_args.py) of the keys neox_settings leaves out of a plan where
 they do nothing: what a config that does not state them runs when the best plan needs them."""
@@ -155,13 +244,15 @@ def _neox_changes(a: dict[str, str], b: dict[str, str], stated: dict[str, str]) 
 
 def launch_changes(framework: str, now: EmitContext, best: EmitContext, files_text: str | None = None,
                    stated: dict[str, str] | None = None,
-                   torchtitan: tuple[dict[str, tuple[str, str]], str] | None = None) -> list[dict]:
+                   torchtitan: tuple[dict[str, tuple[str, str]], str] | None = None,
+                   bridge: dict[str, str] | None = None) -> list[dict]:
     """[{"argument", "from", "to"}] for every setting that differs (None = absent on that side).  With the launch
     files' text, a "from" value the files do not state is marked (NOT_IN_FILES), and a global batch the files
     leave to the framework is stated where the best plan needs it.  `stated`: a GPT-NeoX config's own keys
     (LaunchLayout.config_keys), for framework "gpt-neox".  `torchtitan`: the keys a torchtitan TOML file or 0.2.x
     command line states and its form (LaunchLayout.torchtitan_stated, torchtitan_form), whose changes are named in
-    that torchtitan's keys (torchtitan_pre3_settings), not placement's 0.3.0 flags."""
+    that torchtitan's keys (torchtitan_pre3_settings), not placement's 0.3.0 flags.  `bridge`: the `section.key`s a
+    Megatron-Bridge config states (LaunchLayout.bridge_keys), whose changes are named in those keys (bridge_changes)."""
     a, b = framework_settings(framework, now), framework_settings(framework, best)
     if framework == "torchtitan" and torchtitan is not None:
         keys, form = torchtitan
@@ -178,6 +269,18 @@ def launch_changes(framework: str, now: EmitContext, best: EmitContext, files_te
         for c in changes:
             if c["from"] is not None and c["argument"] not in (stated or {}):
                 c["note"] = NOT_IN_FILES
+    if framework == "megatron" and bridge is not None:
+        if files_text is not None:
+            _megatron_virtual_flags(changes, b, files_text)
+        changes = bridge_changes(changes, bridge)
+        for c in changes:
+            if c["argument"].startswith("env ") and c["from"] is not None and files_text is not None \
+                    and _token(framework, c["argument"]) not in files_text:
+                c["note"] = NOT_IN_FILES
+        if "train.global_batch_size" not in bridge and "--global-batch-size" in b:
+            changes.append({"argument": "train.global_batch_size", "from": None, "to": b["--global-batch-size"],
+                            "note": "the launch files leave the global batch to the framework, which derives it "
+                                    "from the layout this plan changes"})
     elif files_text is not None and framework in ("megatron", "torchtitan", "maxtext") and torchtitan is None:
         # torchtitan's CLI takes - and _ (tyro), and its subcommand activation-checkpoint:MODE is the TOML's
         # [activation_checkpoint]

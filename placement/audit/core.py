@@ -1002,7 +1002,8 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
     best_ctx = EmitContext.of(best, topo, best_gpu, model, train)
     changes = launch_changes(launch.dialect or launch.framework, EmitContext.of(plan, topo, gpu_of_rank, model, train),
                              best_ctx, files_text, launch.config_keys if launch.dialect == "gpt-neox" else None,
-                             (launch.torchtitan_stated, launch.torchtitan_form) if launch.torchtitan_form else None)
+                             (launch.torchtitan_stated, launch.torchtitan_form) if launch.torchtitan_form else None,
+                             bridge=launch.bridge_keys or None)
     if launch.dialect == "gpt-neox":
         neox_requirements(changes, launch.config_keys, best_ctx)
         spell_neox_keys(changes, launch.config_spelling)

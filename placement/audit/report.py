@@ -162,7 +162,8 @@ def _sources_block(a: Audit) -> str:
         value = getattr(launch, name, None) if "." not in name else launch.recipe.get(name.split(".", 1)[1])
         if value is None and name in ("global_batch", "num_gpus", "seq_len", "precision"):  # the job's own value
             value = getattr(a.estimate, name)
-        shown = "" if value is None else f" {value}" if not isinstance(value, (list, tuple, dict)) else ""
+        shown = ("" if value is None or isinstance(value, dict) else
+                 f" {','.join(str(v) for v in value)}" if isinstance(value, (list, tuple)) else f" {value}")
         lines.append(f"  {name}{shown}: {where}")
     # recipe values the framework runs when the files leave them out (launch_recipe), each with its source
     for field, where in sorted((a.estimate.recipe_sources or {}).items()):

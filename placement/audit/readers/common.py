@@ -412,6 +412,7 @@ def merge(groups: list[Settings]) -> Settings:
         out.neox = out.neox or g.neox
         out.config_keys |= g.config_keys
         out.config_spelling |= g.config_spelling
+        out.bridge_keys |= g.bridge_keys
         out.unknown_keys += g.unknown_keys
         out.megatron_deepspeed = out.megatron_deepspeed or g.megatron_deepspeed
         out.json_sync = g.json_sync or out.json_sync

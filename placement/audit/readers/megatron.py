@@ -519,6 +519,7 @@ def _yaml_evidence(path: Path, lines: list[str], section: str | None, key: str) 
 def bridge_settings(keys: dict[str, tuple[Any, str]], s: Settings) -> None:
     """The layout, batch, sharding and precision fields of Megatron-Bridge keys (YAML or Hydra overrides)."""
     s.bridge = True
+    s.bridge_keys |= {k: yaml_text(v) for k, (v, _) in keys.items() if "." in k}
     for key, field in _BRIDGE_INT.items():
         value, ev = keys.get(key, (None, None))
         if value is None:
@@ -555,11 +556,10 @@ def bridge_settings(keys: dict[str, tuple[Any, str]], s: Settings) -> None:
                 s.put("zero_stage", 1 if v else 0, ev)
                 if v:
                     break
-    mp, ev = keys.get("mixed_precision.fp8", (None, None))
-    mfp8, mev = keys.get("model.fp8", (None, None))
+    fp8, ev = _bridge_value(keys, "fp8")  # a mixed_precision section's fp8 (null: none) overwrites the model's
     recipe, rev = keys.get("mixed_precision", (None, None))
-    if mp or mfp8:
-        s.put("precision", "fp8", ev if mp else mev)
+    if fp8 and not isinstance(recipe, str):
+        s.put("precision", "fp8", ev)
     elif isinstance(recipe, str):
         s.put("precision", "fp8" if "fp8" in recipe else "bf16", rev)
     elif keys.get("mixed_precision.bf16", (None,))[0] is True:
@@ -587,11 +587,156 @@ def bridge_settings(keys: dict[str, tuple[Any, str]], s: Settings) -> None:
         if isinstance(overlap, bool):
             s.put("recipe.dp_overlap", overlap, oev)
             break
-    for key, why in (("comm_overlap.tp_comm_overlap", "overlaps TP communication with GEMMs"),
-                     ("model.cpu_offloading", "activation/weight offload to CPU")):
-        v, ev = keys.get(key, (None, None))
-        if v is True:
-            s.ignored.append(f"{key}: {why} ({ev})")
+    v, ev = keys.get("model.cpu_offloading", (None, None))
+    if v is True:
+        s.ignored.append(f"model.cpu_offloading: activation/weight offload to CPU ({ev})")
+    packed, pev = keys.get("dataset.packed_sequence_specs", (None, None))
+    if isinstance(packed, dict) and packed.get("packed_sequence_size"):
+        s.ignored.append(f"dataset.packed_sequence_specs: packed sequences of {packed['packed_sequence_size']} "
+                         f"tokens, each sample attending only to itself (THD); attention is priced as one causal "
+                         f"sequence of the whole length, more than the packed samples run ({pev})")
+    _bridge_recipe(keys, s)
+
+
+_BRIDGE_RECIPE_BOOLS = {
+    # TransformerConfig / MixedPrecisionConfig field -> the Recipe field it states (Megatron-LM's flag of the same name)
+    "tp_comm_overlap": "tp_comm_overlap", "overlap_moe_expert_parallel_comm": "ep_comm_overlap",
+    "delay_wgrad_compute": "delay_wgrad", "account_for_embedding_in_pipeline_split": "account_for_embedding",
+    "account_for_loss_in_pipeline_split": "account_for_loss", "cross_entropy_loss_fusion": "cross_entropy_fusion",
+    "activation_func_fp8_input_store": "activation_func_fp8_input_store",
+}
+_BRIDGE_NAMED_FP8 = {
+    "bf16_with_fp8_mixed": ("delayed", True), "fp16_with_fp8_mixed": ("delayed", True),
+    "bf16_with_mxfp8_mixed": ("mxfp8", True), "fp16_with_mxfp8_mixed": ("mxfp8", True),
+    "bf16_with_fp8_current_scaling_mixed": ("tensorwise", True),
+    "fp16_with_fp8_current_scaling_mixed": ("tensorwise", True),
+    "nemotron_h_bf16_with_fp8_current_scaling_mixed": ("tensorwise", True),
+    "nanov2_bf16_with_fp8_current_scaling_mixed": ("blockwise", True),
+    "bf16_with_fp8_subchannel_scaling_mixed": ("blockwise", False),
+    "fp16_with_fp8_subchannel_scaling_mixed": ("blockwise", False),
+}
+"""Megatron-Bridge's named FP8 mixed-precision recipes -> (fp8_recipe, fp8_param_gather) they set
+(training/mixed_precision.py, the MIXED_PRECISION_RECIPES registry)."""
+_BRIDGE_FP8_RECIPES = {"delayed": "tensorwise", "tensorwise": "tensorwise", "mxfp8": "mxfp8", "blockwise": "blockwise"}
+"""Megatron-Bridge fp8_recipe -> placement's: delayed and tensorwise are both per-tensor scaling."""
+
+
+def _bridge_value(keys: dict[str, tuple[Any, str]], name: str) -> tuple[Any, str | None]:
+    """(value, evidence) of the model field `name` as Megatron-Bridge runs it: a mixed_precision section overwrites
+    the model's field of the same name (training/mixed_precision.py update_config_with_precision_overrides: every
+    field, whatever its value), a comm_overlap section's value does where it is set (training/comm_overlap.py
+    CommOverlapConfig.setup: None leaves the model's), then the model section."""
+    if f"mixed_precision.{name}" in keys:
+        return keys[f"mixed_precision.{name}"]
+    value, ev = keys.get(f"comm_overlap.{name}", (None, None))
+    if value is not None:
+        return value, ev
+    return keys.get(f"model.{name}", (None, None))
+
+
+def _bridge_recipe(keys: dict[str, tuple[Any, str]], s: Settings) -> None:
+    """The recipe fields a Megatron-Bridge config states, as its flag twins in `_megatron_recipe` read them: the
+    overlaps, fusions, dispatcher, recompute modules, CUDA graphs, FP8 recipe and parameters, MTP, capacity
+    factor, optimizer-state width."""
+    for name, field in _BRIDGE_RECIPE_BOOLS.items():
+        value, ev = _bridge_value(keys, name)
+        if isinstance(value, bool):
+            s.put(f"recipe.{field}", value, ev)
+    moe = bool(keys.get("model.num_moe_experts", (None,))[0])
+    state: dict[str, tuple[Any, str]] = {}
+    if moe:
+        fusion, ev = _bridge_value(keys, "moe_permute_fusion")
+        if isinstance(fusion, bool):
+            s.put("recipe.moe_fusions", fusion, ev)
+        kind, ev = _bridge_value(keys, "moe_token_dispatcher_type")
+        if kind is not None:
+            if kind not in ("alltoall", "allgather", "flex"):
+                raise InputError(f"{ev}: moe_token_dispatcher_type must be alltoall, allgather or flex, got {kind!r}")
+            state["dispatcher"] = (kind, ev)
+            backend, bev = _bridge_value(keys, "moe_flex_dispatcher_backend")
+            if kind == "flex" and backend is not None:
+                state["backend"] = (str(backend), bev)
+        factor, ev = _bridge_value(keys, "moe_expert_capacity_factor")
+        if factor is not None:
+            if not isinstance(factor, int | float) or isinstance(factor, bool):
+                raise InputError(f"{ev}: moe_expert_capacity_factor must be a number or null, got {factor!r}")
+            if factor > 0:  # Megatron reads a negative factor as dropless
+                s.put("recipe.moe_capacity_factor", float(factor), ev)
+        force, ev = _bridge_value(keys, "moe_router_force_load_balancing")
+        if force is True:
+            s.ignored.append(f"moe_router_force_load_balancing: {_MG_IGNORED['--moe-router-force-load-balancing']} "
+                             f"({ev})")
+    modules, ev = _bridge_value(keys, "recompute_modules")
+    if modules is not None:
+        names = [modules] if isinstance(modules, str) else modules
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise InputError(f"{ev}: recompute_modules must be a list of module names, got {modules!r}")
+        s.put("recipe.recompute_modules", tuple(names), ev)
+    for name in ("recompute_method", "recompute_num_layers"):
+        value, ev = _bridge_value(keys, name)
+        if value is not None:
+            state[name] = ((read_int(value, name, ev) if name == "recompute_num_layers" else str(value)), ev)
+    impl, ev = _bridge_value(keys, "cuda_graph_impl")
+    if _bridge_value(keys, "enable_cuda_graph")[0] is True:
+        impl, ev = "local", _bridge_value(keys, "enable_cuda_graph")[1]
+    elif _bridge_value(keys, "external_cuda_graph")[0] is True:
+        impl, ev = "transformer_engine", _bridge_value(keys, "external_cuda_graph")[1]
+    if impl is not None:
+        state["graph_impl"] = (str(impl), ev)
+        scope, sev = _bridge_value(keys, "cuda_graph_scope")
+        if scope is not None:
+            state["graph_modules"] = ([scope] if isinstance(scope, str) else [str(x) for x in scope], sev)
+    named, nev = keys.get("mixed_precision", (None, None))
+    if isinstance(named, str) and s.value("precision", "") == "fp8":
+        if named in _BRIDGE_NAMED_FP8:
+            recipe, gather = _BRIDGE_NAMED_FP8[named]
+            why = f"{nev} (Megatron-Bridge's {named}: fp8_recipe {recipe}, fp8_param_gather {gather})"
+            s.put("recipe.fp8_recipe", _BRIDGE_FP8_RECIPES[recipe], why)
+            s.put("recipe.fp8_params", gather, why)
+        else:
+            s.ignored.append(f"mixed_precision {named}: a recipe placement does not know; its FP8 scaling is priced "
+                             f"as the accelerator's default ({nev})")
+    elif s.value("precision", "") == "fp8":
+        recipe, ev = _bridge_value(keys, "fp8_recipe")
+        if recipe is not None:
+            if recipe not in _BRIDGE_FP8_RECIPES:
+                raise InputError(f"{ev}: fp8_recipe {recipe!r} is not priced; placement knows "
+                                 f"{', '.join(_BRIDGE_FP8_RECIPES)}")
+            s.put("recipe.fp8_recipe", _BRIDGE_FP8_RECIPES[recipe], ev)
+        gather, gev = _bridge_value(keys, "fp8_param_gather")
+        param, pev = _bridge_value(keys, "fp8_param")
+        if isinstance(gather, bool) or isinstance(param, bool):
+            # MixedPrecisionConfig keeps fp8_param and fp8_param_gather equal (its __setattr__)
+            s.put("recipe.fp8_params", bool(gather or param), gev if isinstance(gather, bool) else pev)
+    mtp, ev = _bridge_value(keys, "mtp_num_layers")
+    if mtp is not None:
+        s.put("recipe.mtp_layers", read_int(mtp, "mtp_num_layers", ev, minimum=0), ev)
+    dtypes = [keys.get(f"optimizer.{k}", (None, None)) for k in ("exp_avg_dtype", "exp_avg_sq_dtype")]
+    if all(_torch_dtype(v) == "bf16" for v, _ in dtypes):
+        s.put("recipe.optimizer_state_bf16", True, f"{dtypes[0][1]}; {dtypes[1][1]}")
+    _megatron_recipe_finish(s, state)
+
+
+def yaml_text(value: Any) -> str:
+    """A YAML value as a change list writes it: true / false / null, numbers and strings as they are, a list as
+    [a, b], a mapping as {...}."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, list):
+        return "[" + ", ".join(yaml_text(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{...}"
+    return str(value)
+
+
+def _torch_dtype(value: Any) -> str | None:
+    """bf16 / fp16 / fp32 of a dtype as a Megatron-Bridge YAML writes it: a string, or {_target_: torch.bfloat16}."""
+    if isinstance(value, dict):
+        value = value.get("_target_")
+    return {"torch.bfloat16": "bf16", "bfloat16": "bf16", "bf16": "bf16", "torch.float16": "fp16",
+            "torch.float32": "fp32", "float32": "fp32", "fp32": "fp32"}.get(str(value)) if value is not None else None
 
 
 def hydra_overrides(words: list[Word]) -> tuple[dict[str, tuple[Any, str]], str | None]:

@@ -129,6 +129,10 @@ class LaunchLayout(Frozen):
     """torchtitan before 0.3.0: "toml" where a TOML file states the job (0.2.x flags may override its keys), "flags"
     where 0.2.x flags alone do; the change list names its settings in that version's keys, that way
     (changes.torchtitan_pre3_settings).  None: 0.3.0's flags, whose change list is placement's own flags."""
+    bridge_keys: dict[str, str] = Field(default_factory=dict)
+    """Megatron-Bridge: every `section.key` a ConfigContainer YAML (or a Hydra override) states, with its value as
+    the YAML writes it (true / false / null, numbers, a list as [a, b]): the change list names its settings in these
+    keys (changes.bridge_changes), not Megatron-LM's flags."""
     torchtitan_stated: dict[str, tuple[str, str]] = Field(default_factory=dict)
     """torchtitan before 0.3.0: each key the files state (a flag's over the TOML's, as torchtitan merges them) ->
     (its value as the change list writes it: a TOML value where a TOML file states the key, the flag's text else;
@@ -243,6 +247,8 @@ class Reading:
     """LaunchLayout.torchtitan_form."""
     torchtitan_stated: dict[str, tuple[str, str]] = field(default_factory=dict)
     """LaunchLayout.torchtitan_stated."""
+    bridge_keys: dict[str, str] = field(default_factory=dict)
+    """LaunchLayout.bridge_keys."""
 
     def launch_layout(self) -> LaunchLayout:
         """The validated LaunchLayout; an InputError names each value out of range with its evidence."""
@@ -253,7 +259,7 @@ class Reading:
                                 ignored=self.ignored, dialect=self.dialect, config_keys=self.config_keys,
                                 unknown_keys=self.unknown_keys, config_spelling=self.config_spelling,
                                 torchtitan_form=self.torchtitan_form, torchtitan_stated=self.torchtitan_stated,
-                                **fields)
+                                bridge_keys=self.bridge_keys, **fields)
         except ValueError as err:  # pydantic ValidationError: a value out of range
             bad = "; ".join(f"{'.'.join(str(x) for x in e['loc'])} = {e.get('input')!r} "
                             f"({self.sources.get(str(e['loc'][0]), '')}): {e['msg']}"
@@ -344,6 +350,8 @@ class Settings:
     """LaunchLayout.torchtitan_form (torchtitan before 0.3.0)."""
     torchtitan_stated: dict[str, tuple[str, str]] = field(default_factory=dict)
     """LaunchLayout.torchtitan_stated (torchtitan before 0.3.0)."""
+    bridge_keys: dict[str, str] = field(default_factory=dict)
+    """LaunchLayout.bridge_keys (Megatron-Bridge)."""
     unknown_keys: list[UnknownKey] = field(default_factory=list)
     """LaunchLayout.unknown_keys."""
     json_sync: tuple[bool, str] | None = None
@@ -396,4 +404,5 @@ class Settings:
         return Reading(framework, self.layout, self.job, dict(self.recipe),
                        {k: ev for k, ev in self.sources.items() if ev}, tuple(self.ignored),
                        "gpt-neox" if self.neox else None, dict(self.config_keys), tuple(self.unknown_keys),
-                       dict(self.config_spelling), self.torchtitan_form, dict(self.torchtitan_stated))
+                       dict(self.config_spelling), self.torchtitan_form, dict(self.torchtitan_stated),
+                       dict(self.bridge_keys))

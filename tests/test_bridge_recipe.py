@@ -1,0 +1,151 @@
+"""The recipe a Megatron-Bridge ConfigContainer YAML states, read as Megatron-Bridge runs it: the dispatcher,
+recompute modules, CUDA graphs, FP8 recipe and parameters, overlaps and fusions, with a mixed_precision section's
+fields over the model's and a comm_overlap section's set values over both.  Before, only the layout, batch,
+precision, gradient width and DP overlap were read and the rest priced at Megatron-LM's defaults (a user trial:
+GPT-OSS 120B priced with the allgather dispatcher and core_attn recompute its file does not run).
+
+Expected values come from the YAML itself (yaml.safe_load), not from the reader."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from placement.audit.launch import parse_launch
+from placement.cli import main
+from placement.errors import InputError
+
+BR = Path(__file__).parent / "data" / "audit" / "bridge"
+OSS = BR / "gpt_oss_120b_pretrain_h100_fp8_mx_v1.yaml"
+L70 = BR / "llama3_70b_sft_gb200_fp8_mx_v1.yaml"
+
+
+def _cfg(path: Path) -> dict:
+    return yaml.safe_load(path.read_text(encoding="utf-8"))
+
+
+def test_the_moe_recipe_of_the_file_is_read_with_its_lines() -> None:
+    cfg, lay = _cfg(OSS), parse_launch([OSS])
+    model = cfg["model"]
+    assert lay.recipe["moe_dispatcher"] == model["moe_token_dispatcher_type"] == "alltoall"
+    assert tuple(lay.recipe["recompute_modules"]) == tuple(model["recompute_modules"])
+    assert lay.recipe["moe_fusions"] is model["moe_permute_fusion"]
+    assert lay.recipe["cross_entropy_fusion"] is model["cross_entropy_loss_fusion"]
+    assert lay.recipe["tp_comm_overlap"] is model["tp_comm_overlap"]
+    assert "moe_token_dispatcher_type: alltoall" in lay.sources["recipe.moe_dispatcher"]
+    # force-balanced routing is a benchmark setting: said, not priced (as the Megatron-LM flag)
+    assert model["moe_router_force_load_balancing"] is True
+    assert any(n.startswith("moe_router_force_load_balancing") for n in lay.ignored)
+
+
+def test_mixed_precision_overwrites_the_models_fp8_fields() -> None:
+    """model.fp8_recipe is delayed and model.fp8_param false, but Megatron-Bridge copies the mixed_precision
+    section's mxfp8 and fp8_param true over them (update_config_with_precision_overrides)."""
+    cfg, lay = _cfg(L70), parse_launch([L70])
+    mp, model = cfg["mixed_precision"], cfg["model"]
+    assert (model["fp8_recipe"], mp["fp8_recipe"]) == ("delayed", "mxfp8")
+    assert (model["fp8_param"], mp["fp8_param"]) == (False, True)
+    assert lay.precision == "fp8"
+    assert lay.recipe["fp8_recipe"] == "mxfp8" and lay.recipe["fp8_params"] is True
+    assert "fp8_recipe: mxfp8" in lay.sources["recipe.fp8_recipe"]
+    # cuda_graph_impl transformer_engine with scope [mlp]: per-layer graphs, the recipe's partial
+    assert model["cuda_graph_impl"] == "transformer_engine" and model["cuda_graph_scope"] == ["mlp"]
+    assert lay.recipe["cuda_graphs"] == "partial"
+
+
+@pytest.mark.parametrize(("text", "fp8", "recipe", "params"), [
+    ("mixed_precision: bf16_with_mxfp8_mixed\n", "fp8", "mxfp8", True),
+    ("mixed_precision: bf16_with_fp8_subchannel_scaling_mixed\n", "fp8", "blockwise", False),
+    ("mixed_precision: bf16_with_fp8_current_scaling_mixed\n", "fp8", "tensorwise", True),
+    # a section whose fp8 is null overwrites the model's: a BF16 run
+    ("model:\n  fp8: hybrid\nmixed_precision:\n  fp8: null\n  bf16: true\n", "bf16", None, None),
+    ("model:\n  fp8: hybrid\n  fp8_recipe: blockwise\n", "fp8", "blockwise", None),
+])
+def test_named_and_section_fp8_recipes(tmp_path: Path, text: str, fp8: str, recipe, params) -> None:
+    path = tmp_path / "cfg.yaml"
+    path.write_text(("model:\n  tensor_model_parallel_size: 2\n" + text) if not text.startswith("model:")
+                    else text + "  tensor_model_parallel_size: 2\n", encoding="utf-8")
+    lay = parse_launch([path])
+    assert lay.precision == fp8
+    assert lay.recipe.get("fp8_recipe") == recipe and lay.recipe.get("fp8_params") == params
+
+
+def test_comm_overlap_values_win_where_set(tmp_path: Path) -> None:
+    path = tmp_path / "cfg.yaml"
+    path.write_text("model:\n  tensor_model_parallel_size: 2\n  sequence_parallel: true\n  tp_comm_overlap: false\n"
+                    "  delay_wgrad_compute: true\ncomm_overlap:\n  tp_comm_overlap: true\n"
+                    "  delay_wgrad_compute: null\n", encoding="utf-8")
+    lay = parse_launch([path])
+    assert lay.recipe["tp_comm_overlap"] is True
+    assert lay.sources["recipe.tp_comm_overlap"].endswith(":7: tp_comm_overlap: true")
+    # comm_overlap's null leaves the model's value
+    assert lay.recipe["delay_wgrad"] is True
+    assert lay.sources["recipe.delay_wgrad"].endswith(":5: delay_wgrad_compute: true")
+
+
+def test_a_dispatcher_megatron_does_not_have_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "cfg.yaml"
+    path.write_text("model:\n  num_moe_experts: 8\n  moe_token_dispatcher_type: ring\n", encoding="utf-8")
+    with pytest.raises(InputError, match="moe_token_dispatcher_type must be alltoall, allgather or flex, got 'ring'"):
+        parse_launch([path])
+
+
+def test_the_audit_prices_what_the_file_runs() -> None:
+    """The 70B SFT file keeps FP8 parameters (1 byte) under MXFP8: the weights priced are the FP8 copy, so the audit's
+    memory falls against the same layout priced at Megatron's defaults."""
+    common = ["--model", "llama3-70b", "--cluster", "gb200-nvl72", "--gpus", "32"]
+    out = CliRunner().invoke(main, ["audit", "--launch", str(L70), *common, "--json"])
+    assert out.exit_code in (0, 1), out.output
+    audited = json.loads(out.output)["estimate"]
+    assert audited["recipe"]["fp8_params"] is True and audited["recipe"]["fp8_recipe"] == "mxfp8"
+    lay = audited["layout"]
+    plain = CliRunner().invoke(main, ["evaluate", *common, "--seq-len", "4096", "--global-batch", "32",
+                                      "--precision", "fp8", "--tp", str(lay["tp"]), "--pp", str(lay["pp"]),
+                                      "--vpp", str(lay["vpp"]), "--mbs", str(lay["micro_batch_size"]), "--zero", "1",
+                                      "--json"])
+    assert plain.exit_code == 0, plain.output
+    assert audited["memory"]["weights_bytes"] < json.loads(plain.output)["memory"]["weights_bytes"]
+
+
+def _flat(cfg: dict) -> dict[str, object]:
+    return {f"{section}.{k}": v for section, table in cfg.items() if isinstance(table, dict) for k, v in table.items()}
+
+
+def _yaml_word(value: object) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if value is None:
+        return "null"
+    if isinstance(value, list):
+        return "[" + ", ".join(str(v) for v in value) + "]"
+    return str(value)
+
+
+@pytest.mark.parametrize(("path", "common"), [
+    (L70, ["--model", "llama3-70b", "--cluster", "gb200-nvl72", "--gpus", "32"]),
+    (OSS, ["--model", "gpt-oss-120b", "--cluster", "dgx-h100", "--gpus", "64"]),
+])
+def test_the_change_list_speaks_the_configs_own_keys(path: Path, common: list[str]) -> None:
+    """Each change names a `section.key` the YAML states, its launched value as the YAML has it; no change repeats
+    what the YAML already states, and the global batch the YAML states is not reported as left to the framework."""
+    out = CliRunner().invoke(main, ["audit", "--launch", str(path), *common, "--json"])
+    assert out.exit_code in (0, 1), out.output
+    changes = json.loads(out.output)["changes"]
+    flat = _flat(_cfg(path))
+    assert changes
+    for c in changes:
+        if c["argument"].startswith("--"):  # no field of the flag's name in the config: said so
+            assert "states no field of this name" in c["note"]
+            continue
+        assert c["argument"] in flat, c
+        assert c["from"] == _yaml_word(flat[c["argument"]]) and c["to"] != c["from"], c
+    assert not any("global" in c["argument"] for c in changes)
+    named = {c["argument"] for c in changes}
+    # both copies of a field Megatron-Bridge keeps twice change together
+    for field in ("use_distributed_optimizer", "use_megatron_fsdp"):
+        sides = {k for k in named if k.endswith(f".{field}")}
+        assert not sides or sides == {k for k in flat if k.endswith(f".{field}")}
