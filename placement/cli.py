@@ -410,8 +410,9 @@ def _positive(name: str, value: int | None) -> None:
 
 
 def build_topology(cluster_ref, gpus, nodes, slurm_topology, nodelist, node_type, cluster_graph,
-                   oversubscription, segment=None) -> Topology:
-    """A catalog cluster at a size, or a real allocation (SLURM topology + host list, or a graph)."""
+                   oversubscription, segment=None, gpus_used_per_node: int | None = None) -> Topology:
+    """A catalog cluster at a size, or a real allocation (SLURM topology + host list, or a graph); on a catalog
+    cluster, `gpus_used_per_node` of each node's GPUs (a job that starts fewer processes per node)."""
     real = slurm_topology is not None or cluster_graph is not None
     if not real:
         for flag, value in (("--nodelist", nodelist), ("--node-type", node_type or None),
@@ -419,6 +420,8 @@ def build_topology(cluster_ref, gpus, nodes, slurm_topology, nodelist, node_type
             if value is not None:
                 raise InputError(f"{flag} goes with --slurm-topology or --cluster-graph, which were not given")
         cluster = load_cluster(cluster_ref)
+        if gpus_used_per_node is not None:
+            cluster = partial_nodes(cluster, gpus_used_per_node)
         return Topology(cluster, load_accelerator(cluster.accelerator), num_gpus=gpus, num_nodes=nodes,
                         segment_nodes=segment)
     if slurm_topology is not None and cluster_graph is not None:
@@ -437,9 +440,22 @@ def build_topology(cluster_ref, gpus, nodes, slurm_topology, nodelist, node_type
                          segment)
 
 
+def partial_nodes(cluster, used: int):
+    """The cluster as a job sees it that runs `used` processes on each node: hosts of `used` GPUs, each still with
+    its own NIC share, its NVLink domain the used GPUs (NVSwitch: full rate between any two), the switch tiers as
+    they are (a leaf holds as many hosts).  Only for a scale-up domain of one node that `used` divides."""
+    if cluster.scale_up.size != cluster.gpus_per_node or cluster.gpus_per_node % used:
+        raise InputError(f"the launch files start {used} processes per node, but {cluster.name}'s "
+                         f"{cluster.gpus_per_node}-GPU nodes sit in scale-up domains of {cluster.scale_up.size} GPUs: "
+                         f"placement cannot lay out part of each node there; give a cluster file whose nodes have "
+                         f"{used} GPUs (--cluster FILE)")
+    return cluster.model_copy(update={"gpus_per_node": used,
+                                      "scale_up": cluster.scale_up.model_copy(update={"size": used})})
+
+
 def build_job(model_ref, cluster_ref, gpus, nodes, seq_len, global_batch, precision, slurm_topology=None,
               nodelist=None, node_type=None, cluster_graph=None, oversubscription=None, node_topo=None, segment=None,
-              memory_headroom_gib=0.0):
+              memory_headroom_gib=0.0, gpus_used_per_node: int | None = None):
     """Flags -> (ModelSpec, TrainingSpec, Topology); every failure is an InputError."""
     for name, value in (("--gpus", gpus), ("--nodes", nodes), ("--seq-len", seq_len),
                         ("--global-batch", global_batch)):
@@ -455,7 +471,7 @@ def build_job(model_ref, cluster_ref, gpus, nodes, seq_len, global_batch, precis
                          f"of a real cluster goes in --node-type)")
     model = load_model(model_ref)
     topo = build_topology(cluster_ref, gpus, nodes, slurm_topology, nodelist, node_type, cluster_graph,
-                          oversubscription, segment)
+                          oversubscription, segment, gpus_used_per_node)
     if node_topo is not None:
         from pathlib import Path
 
@@ -1024,9 +1040,11 @@ def audit(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, p
     real = slurm_topology is not None or cluster_graph is not None
     if not real and gpus is None and nodes is None and launch.world_size is not None:
         gpus = launch.world_size
+    used = _gpus_used_per_node(launch, cluster_ref, real)
     model, train, topo = build_job(model_ref, cluster_ref, gpus, nodes, seq_len or launch.seq_len,
                                    global_batch or launch.global_batch, precision, slurm_topology, nodelist,
-                                   node_type, cluster_graph, oversubscription, node_topo, segment, memory_headroom_gib)
+                                   node_type, cluster_graph, oversubscription, node_topo, segment, memory_headroom_gib,
+                                   used)
     fixed = files_global_batch(launch, topo.num_gpus)  # the files' own batch wins over the catalog default
     if fixed is not None and fixed[0] != train.global_batch:
         if global_batch is not None:
@@ -1036,6 +1054,11 @@ def audit(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, p
     if fixed is not None and "global_batch" not in launch.sources:
         launch = launch.model_copy(update={"sources": {**launch.sources, "global_batch": fixed[1]}})
     job_sources = _job_sources(launch, ctx, topo, train, model, real)
+    if used is not None:
+        node = load_cluster(cluster_ref).gpus_per_node
+        launch = launch.model_copy(update={"sources": {**launch.sources, "gpus_per_node": (
+            f"{launch.sources['gpus_per_node']} (audited as the job runs: {used} of each {cluster_ref} node's {node} "
+            f"GPUs, {topo.num_gpus // used} hosts, each GPU with its own NIC)")}})
     launch = launch.model_copy(update={"sources": {**job_sources, **launch.sources}})
     hosts = read_host_order(Path(hosts_file)) if hosts_file else None
     mapping = SolverConfig(time_limit_s=max(10.0, 5 * map_time_limit), deterministic_time_limit=map_time_limit) \
@@ -1120,6 +1143,19 @@ def _framework_modules(framework: str, recipe, sources: dict[str, str]):
         raise InputError(f"--framework {framework} cannot run torchtitan's per-op checkpointing (recompute module "
                          f"per_op); drop {given}, give its own module list, or drop --framework")
     return recipe, sources
+
+
+def _gpus_used_per_node(launch, cluster_ref, real: bool) -> int | None:
+    """The processes per node the launch files start where they are fewer than the catalog cluster's GPUs per node
+    (the job then uses part of each node: cli.partial_nodes), else None.  More than a node holds is an error."""
+    if real or launch.gpus_per_node is None or "gpus_per_node" not in launch.sources:
+        return None
+    node = load_cluster(cluster_ref).gpus_per_node
+    if launch.gpus_per_node > node:
+        raise InputError(f"the launch files start {launch.gpus_per_node} processes per node "
+                         f"({launch.sources['gpus_per_node']}) but {cluster_ref}'s nodes have {node} GPUs; give the "
+                         f"cluster the job runs on (--cluster)")
+    return launch.gpus_per_node if launch.gpus_per_node < node else None
 
 
 def _job_sources(launch, ctx: click.Context, topo, train, model, real: bool) -> dict[str, str]:

@@ -786,8 +786,13 @@ def test_bloom_slurm_script_is_read_through_srun_bash_c() -> None:
     # ZERO_STAGE=0 with --bf16 under --deepspeed: DeepSpeed's BF16_Optimizer shards like ZeRO-1
     assert _assigned(path, "ZERO_STAGE") == 0 and lay.zero_stage == 1
     assert "BF16_Optimizer" in lay.sources["zero_stage"]
-    srun = next(n for n, x in enumerate(_text(path).splitlines(), 1) if x.startswith("clear; srun "))
-    assert lay.sources["tp"].startswith(f"{path}:{srun}: clear; srun ")  # the line that launches
+    lines = _text(path).splitlines()
+    # the srun line runs `bash -c "$LAUNCHER ... $CMD"`: the value is cited where the STRING's text was written,
+    # the flag in CMD's assignment and the number in TP_SIZE's, not the srun line, which holds neither
+    flag = next(n for n, x in enumerate(lines, 1) if "--tensor-model-parallel-size $TP_SIZE" in x)
+    value = next(n for n, x in enumerate(lines, 1) if x.startswith("TP_SIZE="))
+    assert lay.sources["tp"].startswith(f"{path}:{flag}: --tensor-model-parallel-size $TP_SIZE")
+    assert f"value from {path}:{value}: TP_SIZE=" in lay.sources["tp"]
 
 
 # ---------------------------------------------------------------------------------------------------

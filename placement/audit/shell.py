@@ -116,7 +116,10 @@ class _Src:
 
     data: bytes
     line: int | None = None
-    """For a `bash -c` STRING: the line of that command, which every node of the string is attributed to."""
+    """For a `bash -c` STRING: the line of that command, which the string's commands are attributed to."""
+    origins: tuple[tuple[int, Origin], ...] = ()
+    """For a `bash -c` STRING: (first byte, origin) of each stretch of the string, where its text was written (the
+    assignment of a variable the string expanded): the origin of a word of the string."""
 
 
 @dataclass
@@ -296,6 +299,9 @@ def _line(src: _Src, row: int) -> int:
 
 
 def _org(state: _State, src: _Src, node: tree_sitter.Node) -> Origin:
+    if src.origins:  # a `bash -c` STRING: where the text at the node's start was written
+        at = _start(node)[0]
+        return next((o for first, o in reversed(src.origins) if first <= at), src.origins[0][1])
     return _origin(state, _line(src, _start(node)[1]))
 
 
@@ -407,13 +413,20 @@ def _literal(state: _State, src: _Src, start: int, end: int, row: int, mode: str
     "double" (it quotes only $ ` " \\ and newline) or "single" (no escapes); backslash-newline is removed."""
     text = src.data[start:end].decode("utf-8", "replace")
     parts: list[_Part] = []
+    at = [start]  # the byte offset of text[i] (a `bash -c` STRING's origins are by byte)
 
     def add(ch: str, quoted: bool) -> None:
-        line = _line(src, row)
-        if parts and parts[-1].quoted == quoted and parts[-1].origin.line == line:
+        if src.origins:
+            origin = next((o for first, o in reversed(src.origins) if first <= at[0]), src.origins[0][1])
+        else:
+            origin = _origin(state, _line(src, row))
+        if parts and parts[-1].quoted == quoted and parts[-1].origin == origin:
             parts[-1].text += ch
         else:
-            parts.append(_Part("lit", ch, quoted, _origin(state, line)))
+            parts.append(_Part("lit", ch, quoted, origin))
+
+    def step(n: int) -> None:
+        at[0] += len(text[i:i + n].encode())
 
     i = 0
     while i < len(text):
@@ -422,15 +435,18 @@ def _literal(state: _State, src: _Src, start: int, end: int, row: int, mode: str
             nxt = text[i + 1]
             if nxt == "\n":  # line continuation
                 row += 1
+                step(2)
                 i += 2
                 continue
             if mode == "unquoted" or nxt in '$`"\\':
                 add(nxt, True)
+                step(2)
                 i += 2
                 continue
         add(c, mode != "unquoted")
         if c == "\n":
             row += 1
+        step(1)
         i += 1
     return parts
 
@@ -764,9 +780,12 @@ def _command(state: _State, src: _Src, node: tree_sitter.Node, line: int) -> Non
     if raw and _plain(raw[0]) == "eval":
         raw = raw[1:]
     fields: list[Word] = []
+    segments: list[list[_Seg]] = []
     for w in raw:
         site = w[0].origin if w else org
-        fields += [_to_word(f, site, reason) for f in _expand_parts(state, w)]
+        expanded = list(_expand_parts(state, w))
+        segments += expanded
+        fields += [_to_word(f, site, reason) for f in expanded]
     inner = _shell_string(fields)
     if inner is not None and state.depth < MAX_NESTED_SHELLS:
         # `srun ... bash -c "$LAUNCHER --node_rank \$SLURM_PROCID $CMD"`: the string is what runs (and it is
@@ -775,7 +794,7 @@ def _command(state: _State, src: _Src, node: tree_sitter.Node, line: int) -> Non
         state.depth += 1
         state.frames.append(["uncertain" if string.uncertain else "on", True, org, string.uncertain])
         try:
-            sub = _Src(string.text.encode(), org.line)
+            sub = _Src(string.text.encode(), org.line, _byte_origins(segments[inner], org))
             _block(state, sub, _parse(state, sub, org).children)
         finally:
             state.depth -= 1
@@ -827,6 +846,17 @@ def _call(state: _State, fields: list[Word], org: Origin) -> None:
                 state.vars.pop(name, None)
             else:
                 state.vars[name] = var
+
+
+def _byte_origins(segments: list[_Seg], at: Origin) -> tuple[tuple[int, Origin], ...]:
+    """(first byte, origin) of each segment of a `bash -c` STRING, in the string's UTF-8 bytes; a string written
+    on the command's own line has that line throughout."""
+    out, k = [], 0
+    for seg in segments:
+        if seg.text:
+            out.append((k, seg.origin or at))
+            k += len(seg.text.encode())
+    return tuple(out) or ((0, at),)
 
 
 def _shell_string(fields: list[Word]) -> int | None:

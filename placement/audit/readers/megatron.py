@@ -297,7 +297,8 @@ def read_args(words: list[Word], s: Settings, typos: bool = True) -> None:
             s.put("precision", "fp8", a.evidence)
         elif f in ("--bf16", "--fp16"):
             if s.value("precision") != "fp8":
-                s.put("precision", "bf16", a.evidence)
+                s.put("precision", "bf16", a.evidence + (" (FP16, priced as BF16: the same tensor-core rate)"
+                                                         if f == "--fp16" else ""))
             if f == "--fp16":
                 where = f"{a.word.site.path}:{a.word.site.line}"
                 s.ignored.append(f"--fp16: FP16 mixed precision, priced as bf16 ({where})")

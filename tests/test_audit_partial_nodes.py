@@ -1,0 +1,48 @@
+"""A job whose launch files start fewer processes per node than the catalog cluster's nodes hold runs on part of
+each node: the audit lays it out so (hosts of that many GPUs), not packed onto full nodes, and says so in the value's
+source.  From a user trial: BLOOM's tr11f-6B3 script runs 4 processes on each of 32 nodes (GPUS_PER_NODE=4) and was
+audited as 16 full 8-GPU nodes, with pipeline neighbours that cross nodes in the real job sharing one."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from placement.cli import main
+
+SCRIPT = """#!/bin/bash
+GPUS_PER_NODE={gpn}
+NNODES={nodes}
+torchrun --nproc_per_node $GPUS_PER_NODE --nnodes $NNODES pretrain_gpt.py \\
+    --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --num-layers 32 --hidden-size 4096 \\
+    --num-attention-heads 32 --seq-length 4096 --micro-batch-size 1 --global-batch-size 64 --bf16
+"""
+
+
+def _audit(tmp_path: Path, gpn: int, nodes: int) -> tuple[int, dict | str]:
+    path = tmp_path / "train.sh"
+    path.write_text(SCRIPT.format(gpn=gpn, nodes=nodes), encoding="utf-8")
+    out = CliRunner().invoke(main, ["audit", "--launch", str(path), "--model", "llama3-8b", "--cluster", "dgx-h100",
+                                    "--json"])
+    return out.exit_code, (json.loads(out.output) if out.output.startswith("{") else out.output)
+
+
+def test_four_processes_a_node_are_laid_out_on_hosts_of_four(tmp_path: Path) -> None:
+    code, out = _audit(tmp_path, 4, 4)
+    assert code in (0, 1), out
+    hosts = {}
+    for r in out["estimate"]["mapping"]:
+        hosts.setdefault(r["host"], set()).add(r["local_gpu"])
+    assert len(hosts) == 4 and all(gpus == {0, 1, 2, 3} for gpus in hosts.values())
+    assert "4 of each dgx-h100 node's 8 GPUs" in out["layout"]["sources"]["gpus_per_node"]
+    code, full = _audit(tmp_path, 8, 2)
+    assert len({r["host"] for r in full["estimate"]["mapping"]}) == 2
+    # the same 16 ranks: on 4 hosts the pipeline's sends cross the network, on 2 the TP x DP x PP grid packs
+    assert out["estimate"]["step_time_s"] != full["estimate"]["step_time_s"]
+
+
+def test_more_processes_than_a_node_holds_is_an_error(tmp_path: Path) -> None:
+    code, out = _audit(tmp_path, 16, 1)
+    assert code == 2 and "start 16 processes per node" in out and "nodes have 8 GPUs" in out
