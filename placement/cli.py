@@ -228,7 +228,7 @@ RECIPE_FLAGS = {
     "moe_fusions": "--moe-fusions", "cpu_affinity": "--cpu-affinity", "fused_model_ops": "--fused-model-ops",
     "cuda_launch_blocking": "--cuda-launch-blocking", "grad_accumulation": "--grad-accumulation",
     "checkpoint_sync": "--checkpoint-sync", "checkpoint_interval": "--checkpoint-interval",
-    "loss_chunks": "--loss-chunks",
+    "loss_chunks": "--loss-chunks", "fp8_lm_head": "--fp8-lm-head",
 }
 """Every Recipe field has a flag (a test checks it), so any priced job can be written as one command."""
 SEARCHED_FIELDS = {"moe_dispatcher": "dispatchers", "cuda_graphs": "cuda_graphs", "tp_comm_overlap": "tp_comm_overlap",
@@ -298,6 +298,8 @@ def recipe_options(fn: Callable) -> Callable:
         onoff("optimizer_state_bf16", "Adam moments in BF16."),
         onoff("fp8_saves_16bit_inputs", "Under FP8 the GEMMs keep their 16-bit inputs for backward (torchao "
                                         "Float8Linear, torchtitan), not 1-byte copies (Transformer Engine)."),
+        onoff("fp8_lm_head", "Under FP8 the LM head's GEMMs run FP8 too (torchtitan's llama3_8b_mxfp8), not 16-bit "
+                             "(Transformer Engine's and torchtitan's Float8 configs keep it 16-bit)."),
         onoff("sp_saves_gathered_inputs", "Under sequence parallelism the projections keep their gathered, "
                                           "whole-sequence inputs for backward (torchtitan), not the shard (Megatron)."),
         onoff("pipeline_unsharded_grads", "Under pipeline parallelism ZeRO-2/3 keeps the unsharded gradient (in its "
@@ -655,7 +657,7 @@ def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, pr
     model, train, topo = build_job(model_ref, cluster_ref, gpus, nodes, seq_len, global_batch, precision,
                                    slurm_topology, nodelist, node_type, cluster_graph, oversubscription, node_topo,
                                    segment, memory_headroom_gib)
-    recipe, sources = _framework_recipe(framework, recipe, sources, train.precision)
+    recipe, sources = _framework_recipe(framework, recipe, sources, train.precision, model, topo)
     given_model = model  # the files' own model code (DeepSpeed, a device mesh) runs it as given
     model, model_sources = model_as_run(framework, model, f"--framework {framework}")
     _check_recompute_num_layers(recipe, sources, recompute or tuple(r.value for r in Recompute), model)
@@ -663,7 +665,7 @@ def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, pr
     report = _check_report(report_file)
     # the recipe fields the user left open are searched: each choice field, and the recompute modules
     if framework is not None:
-        check_precision(framework, model, train.precision.value)
+        check_precision(framework, model, train.precision.value, topo.accelerator)
     launched = [*([framework] if framework else []), *(formats or [])]
     choices = default_choices(model.is_moe, topo, recipe, pinned=frozenset(sources))
     choices, module_sets = framework_choices(launched, choices,
@@ -766,7 +768,7 @@ def evaluate(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch
     model, train, topo = build_job(model_ref, cluster_ref, gpus, nodes, seq_len, global_batch, precision,
                                    slurm_topology, nodelist, node_type, cluster_graph, oversubscription, node_topo,
                                    segment, memory_headroom_gib)
-    recipe, sources = _framework_recipe(framework, recipe, sources, train.precision)
+    recipe, sources = _framework_recipe(framework, recipe, sources, train.precision, model, topo)
     recipe, sources = _framework_selective(framework, recompute, recipe, sources)
     given_model = model  # the files' own model code (DeepSpeed, a device mesh) runs it as given
     model, model_sources = model_as_run(framework, model, f"--framework {framework}")
@@ -787,7 +789,7 @@ def evaluate(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch
     if framework is not None:
         from placement.cost.batch import LayoutBatch
 
-        check_precision(framework, model, train.precision.value)
+        check_precision(framework, model, train.precision.value, topo.accelerator)
         CAPABILITIES[framework].check(LayoutBatch.from_layouts([layout], recipe), model.num_layers)
     result = evaluate_layout(model, train, topo, layout, recipe, sources, model_sources)
     if out_dir is not None:
@@ -1089,14 +1091,18 @@ def audit(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, p
         sys.exit(EXIT_FINDINGS)
 
 
-def _framework_recipe(framework, recipe, sources: dict[str, str], precision):
-    """The recipe with what `framework` always runs at `precision` (its capability rows; what its launcher would
-    run on several hosts, placement's files state themselves); a flag that asks for something else is refused,
-    naming both."""
+def _framework_recipe(framework, recipe, sources: dict[str, str], precision, model, topo):
+    """The recipe with what `framework` always runs at `precision` (its capability rows, and those of the torchtitan
+    config its files name for `model` on `topo`'s accelerator: frameworks.recipe_rows; what its launcher would run
+    on several hosts, placement's files state themselves); a flag that asks for something else is refused, naming
+    both."""
     if framework is None:
         return recipe, sources
+    from placement.frameworks import recipe_rows, run_config
+
     sources = dict(sources)
-    for field, value, why in CAPABILITIES[framework].recipe_rows(False, precision):
+    config = run_config(framework, model, precision.value, topo.accelerator)
+    for field, value, why in recipe_rows(framework, False, precision, config):
         if field in sources and getattr(recipe, field) != value:
             asked = getattr(recipe, field)
             given = (" ".join(recipe_args({field: asked}))

@@ -16,11 +16,11 @@ import numpy as np
 
 from placement.cost.batch import LayoutBatch
 from placement.errors import InputError
-from placement.specs import ModelSpec
+from placement.specs import AcceleratorSpec, ModelSpec
 from placement.specs.recipe import CpCommType, Fp8Recipe, GradAccumulation
 from placement.specs.training import AttentionKernel
 
-PRECISION_ONLY = {"fp8_recipe": "fp8", "fp8_saves_16bit_inputs": "fp8"}
+PRECISION_ONLY = {"fp8_recipe": "fp8", "fp8_saves_16bit_inputs": "fp8", "fp8_lm_head": "fp8"}
 """Recipe fields that price something at one precision only: a capability row for one holds for jobs at it."""
 
 
@@ -190,6 +190,10 @@ CAPABILITIES: dict[str, Capability] = {
                  "torchtitan 0.3.0's Float8 converters run torchao's Float8Linear, which saves the 16-bit input for "
                  "backward (save_for_backward(input_hp, weight_hp_t)): its own benchmark measures 76.8 GiB with "
                  "Float8 against 77.0 in BF16 (benchmarks/llama3_h100_202412_torchtitan.md Table 1)"),
+                ("fp8_lm_head", False,
+                 "torchtitan 0.3.0's Float8 configs leave the LM head in BF16: llama3_405b's Float8LinearConverter "
+                 "skips lm_head (filter_fqns, models/llama3/config_registry.py:304), deepseek_v3_671b_float8's "
+                 "lm_head and the router gate (models/deepseek_v3/config_registry.py:259)"),
                 ("sp_saves_gathered_inputs", True,
                  "torchtitan 0.3.0 redistributes each block's attention and feed-forward input to Replicate before "
                  "the projections (models/common/decoder_sharding.py in_dst_shardings), and autograd keeps that "
@@ -242,13 +246,40 @@ CAPABILITIES: dict[str, Capability] = {
 """framework -> its row; the --framework choices."""
 
 
-def check_precision(framework: str, model: ModelSpec, precision: str) -> None:
-    """InputError when the framework's files cannot run `precision` for this model (the emitters would run
-    another one): torchtitan sets FP8 by config, DeepSpeed's config has no FP8 switch."""
+def recipe_rows(framework: str, several_hosts: bool, precision: str | None,
+                config: str | None = None) -> tuple[tuple[str, object, str], ...]:
+    """The framework's capability rows (Capability.recipe_rows) for files that name torchtitan's `config`: the rows
+    that config's function sets otherwise (emit.torchtitan.CONFIG_RECIPE: llama3_8b_mxfp8 runs MXFP8 with its LM
+    head converted) in place of the row of the same field (each is a field of a capability row); the capability
+    rows alone for any other config."""
+    rows = CAPABILITIES[framework].recipe_rows(several_hosts, precision)
+    if framework != "torchtitan" or config is None:
+        return rows
+    from placement.emit.torchtitan import CONFIG_RECIPE
+
+    own = {row[0]: row for row in CONFIG_RECIPE.get(config, ())}
+    return tuple(own.get(row[0], row) for row in rows)
+
+
+def run_config(framework: str, model: ModelSpec, precision: str, accelerator: AcceleratorSpec) -> str | None:
+    """The torchtitan config placement's files name for `model` at `precision` on `accelerator`
+    (emit.torchtitan.run_config); None for another framework or a model torchtitan ships no config of."""
+    if framework != "torchtitan":
+        return None
+    from placement.emit.torchtitan import config_for
+    from placement.emit.torchtitan import run_config as torchtitan_config
+
+    return torchtitan_config((config_for(model) or (None, None))[1], precision, accelerator.mxfp8)
+
+
+def check_precision(framework: str, model: ModelSpec, precision: str, accelerator: AcceleratorSpec) -> None:
+    """InputError when the framework's files cannot run `precision` for this model on `accelerator` (the emitters
+    would run another one): torchtitan sets FP8 by config (MXFP8 configs on Blackwell only), DeepSpeed's config has
+    no FP8 switch."""
     if framework == "torchtitan":
         from placement.emit.torchtitan import config_for, precision_run
 
-        other = precision_run((config_for(model) or (None, None))[1], precision)
+        other = precision_run((config_for(model) or (None, None))[1], precision, accelerator)
         if other is not None:
             raise InputError(f"--framework torchtitan --precision {precision}: {other[1]}; plan with --precision "
                              f"{other[0]}")

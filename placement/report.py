@@ -154,7 +154,8 @@ def recipe_line(p: Plan) -> str:
     if r.grad_accumulation != default.grad_accumulation:
         items.append(f"gradient accumulation {r.grad_accumulation.value}")
     for field, label in (("delay_wgrad", "delayed wgrad"), ("dispatch_fp8", "fp8 dispatch"),
-                         ("fp8_params", "fp8 params"), ("optimizer_state_bf16", "bf16 optimizer state"),
+                         ("fp8_params", "fp8 params"), ("fp8_lm_head", "fp8 LM head"),
+                         ("optimizer_state_bf16", "bf16 optimizer state"),
                          ("cross_entropy_fusion", "fused cross-entropy"),
                          ("cuda_launch_blocking", "CUDA_LAUNCH_BLOCKING=1"),
                          ("account_for_embedding", "embedding counted in the split"),

@@ -69,13 +69,18 @@ def test_llama3_70b_runs_tp_8_and_full_checkpointing_from_its_config(tmp_path) -
 
 def test_a_config_that_calls_another_names_both(tmp_path) -> None:
     """llama3_8b_mxfp8 calls llama3_8b and replaces compile (CompileConfig(enable=True, components=["model"])) and the
-    model spec (an MXFP8 converter, not priced: noted)."""
+    model spec (MXFP8LinearConverter over every linear layer, the LM head too: read as fp8 with fp8_recipe mxfp8,
+    the 16-bit inputs torchao's MXFP8Linear saves and the converted head, each with its source)."""
     lay = parse_launch([_script(tmp_path, "llama3_8b_mxfp8", "\n")])
     assert lay.sources["seq_len"].endswith("llama3_8b: training.seq_len = 8192 (--config llama3_8b_mxfp8 calls "
                                            "llama3_8b)")
     assert any(x.startswith("compile.enable: torch.compile of the model (") for x in lay.ignored)
-    assert any("MXFP8LinearConverter" in x and "not priced" in x for x in lay.ignored)
-    assert lay.precision is None
+    assert not any("MXFP8" in x for x in lay.ignored)
+    assert lay.precision == "fp8" and "config_registry.py:250 llama3_8b_mxfp8" in lay.sources["precision"]
+    assert (lay.recipe["fp8_recipe"], lay.recipe["fp8_lm_head"], lay.recipe["fp8_saves_16bit_inputs"]) == (
+        "mxfp8", True, True)
+    assert "mxfp8_linear.py:108" in lay.sources["recipe.fp8_saves_16bit_inputs"]
+    assert "lm_head" in lay.sources["recipe.fp8_lm_head"]
 
 
 def test_float8_and_graphs_off_come_from_deepseek_v3_671b_float8(tmp_path) -> None:
@@ -125,16 +130,24 @@ def test_the_table_is_what_the_generator_reads_from_the_wheel(tmp_path) -> None:
 
 
 def test_the_emitters_config_facts_agree_with_the_table() -> None:
-    """emit.torchtitan's FP8_CONFIGS and COMPILE state what the configs' functions set."""
-    from placement.emit.torchtitan import COMPILE, FP8_CONFIGS, MODELS
+    """emit.torchtitan's FP8_CONFIGS, MXFP8_CONFIGS, CONFIG_RECIPE and COMPILE state what the configs' functions
+    set: Float8 converters in the Float8 twins, the MXFP8 one in the MXFP8 twins (which inherit their model's
+    batch, sequence and checkpointing: only converters and compile differ), and compile on where they turn it on."""
+    from placement.emit.torchtitan import COMPILE, CONFIG_RECIPE, FP8_CONFIGS, MODELS, MXFP8_CONFIGS
 
+    assert set(CONFIG_RECIPE) <= set(MXFP8_CONFIGS.values())
     for module, config in MODELS.values():
-        for name in {config, FP8_CONFIGS.get(config, config)}:
+        for name in {config, FP8_CONFIGS.get(config, config), MXFP8_CONFIGS.get(config, config)}:
             facts = CONFIGS[module][name]
-            float8 = any(c.startswith("Float8") for c in facts.get("model.converters", ((),))[0])
-            assert float8 == (name in FP8_CONFIGS.values()), name
+            converters = facts.get("model.converters", ((),))[0]
+            assert any(c.startswith("Float8") for c in converters) == (name in FP8_CONFIGS.values()), name
+            assert (converters == ("MXFP8LinearConverter",)) == (name in MXFP8_CONFIGS.values()), name
             on = facts.get("compile.enable", DEFAULTS["compile.enable"])[0]
             assert (COMPILE[name] != "off") == on, name
+        twin = MXFP8_CONFIGS.get(config)
+        if twin is not None:
+            own = {k: v[0] for k, v in CONFIGS[module][twin].items() if v[1] == twin}
+            assert set(own) == {"model.converters", "model.flavor", "compile.enable", "compile.components"}, own
 
 
 def test_the_change_list_writes_the_checkpointing_subcommand_as_the_line_takes_it(tmp_path) -> None:

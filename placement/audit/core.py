@@ -126,6 +126,19 @@ def _check_torchtitan_model(launch: LaunchLayout, model: ModelSpec) -> None:
                          f"model the files train (--model NAME, a YAML or its config.json)")
 
 
+def _check_torchtitan_mxfp8(launch: LaunchLayout, topo: Topology) -> None:
+    """torchtitan's MXFP8 converters stop the job at start below compute capability 10.0 (torchtitan 0.3.0
+    components/quantization/mx.py:70-71, 175-176; v0.2.2's MXLinearConverter asserts it): launch files that run
+    them on an accelerator without MXFP8 tensor cores are an InputError naming the config, not a price."""
+    if launch.framework != "torchtitan" or launch.recipe.get("fp8_recipe") != "mxfp8" or topo.accelerator.mxfp8:
+        return
+    what = f"torchtitan's {launch.model_ref}" if launch.model_ref else "torchtitan's MXFP8 converter"
+    raise InputError(f"the launch files run {what} with MXFP8 linear layers, which needs tensor cores that scale "
+                     f"1x32 blocks (Blackwell, compute capability 10.0): torchtitan stops such a job at start on "
+                     f"{topo.accelerator.name} (components/quantization/mx.py:70-71); pass the cluster it ran on "
+                     f"(--cluster)")
+
+
 def _check_maxtext_model(launch: LaunchLayout, model: ModelSpec) -> None:
     """A MaxText config names its model (model_name): --model must be the catalog model placement emits as that
     name (placement.emit.maxtext.MODELS)."""
@@ -916,6 +929,7 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
     launch = launch.model_copy(update={"ignored": (*launch.ignored, *model_differs(launch, model))})
     model, model_sources = launched_model(launch, model)
     layout = resolve_layout(launch, model, topo.num_gpus)
+    _check_torchtitan_mxfp8(launch, topo)
     recipe, recipe_sources = launch_recipe(launch, model, layout, recipe_overrides, several_hosts=topo.num_hosts > 1,
                                            precision=train.precision.value)
     try:

@@ -205,6 +205,11 @@ FP8_QUANT_BYTES_PER_ELEMENT = {"tensorwise": 6.0, "blockwise": 4.0, "mxfp8": 4.0
 (for the transposed wgrad operand); per-tensor scaling reads once more for the amax (Transformer
 Engine current scaling), and row-wise scaling reads once more for the column-wise scales of the transposed
 operand (torchao float8 rowwise: each operand cast along both axes, each axis its own amax)."""
+MXFP8_REQUANTISED_BYTES_PER_ELEMENT = 6.0
+"""HBM bytes per element of an MXFP8 GEMM input that is kept 16-bit for backward (recipe fp8_saves_16bit_inputs):
+torchao's MXFP8Linear casts the input along its rows in forward (read 2, write 1: torchao 0.18.0
+prototype/moe_training/mxfp8_linear.py:123-130) and the saved 16-bit input again along its columns in backward (read
+2, write 1: mxfp8_linear.py:108, 234-243), where Transformer Engine writes both in one pass (4)."""
 BLOCKWISE_FP8_HOPPER_EFFICIENCY = 0.95
 """Blockwise FP8 on Hopper promotes partial sums to FP32 on CUDA cores every 128 elements
 (DeepSeek-V3 §3.3.2), so its GEMMs run a little below per-tensor FP8: DeepGEMM reports 1350+ of 1979

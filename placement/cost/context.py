@@ -55,7 +55,7 @@ class Ctx:
     gemm: GemmRate
     """Rate of the GEMMs that run at the training precision."""
     gemm_bf16: GemmRate
-    """Rate of those that stay 16-bit under FP8 (router, LM head, attention core inputs)."""
+    """Rate of those that stay 16-bit under FP8 (router, LM head unless recipe.fp8_lm_head, attention core inputs)."""
     fp8: Fp8Recipe | None
     hbm_bw: float
     expert_load: float

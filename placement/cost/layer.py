@@ -4,7 +4,7 @@ forwards recompute adds), by kind of layer.
 GEMMs at their sharded shapes (roofline at MAMF times shape efficiency, cost.compute), the attention
 core, memory-bound element-wise work, and under FP8 the quantisation traffic of every FP8 GEMM input.
 Router, attention core, LM head and embedding stay 16-bit under FP8 (Megatron-Core DeepSeek-V3 GB200
-write-up §1 item 1).
+write-up §1 item 1); the LM head runs FP8 where the recipe converts it (fp8_lm_head).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from placement.cost.compute import (
     unfused_attention_time,
 )
 from placement.cost.context import Ctx
-from placement.specs.recipe import CpCommType
+from placement.specs.recipe import CpCommType, Fp8Recipe
 from placement.specs.recipe import RecomputeModule as M
 from placement.specs.training import AttentionKernel
 
@@ -153,8 +153,18 @@ def _gemm(x: Ctx, m, n, k, count=1.0):
     `is_first_microbatch`), so they add nothing per micro-batch."""
     t = gemm_time(m, n, k, count, x.gemm)
     if x.fp8 is not None:
-        t = t + count * np.asarray(m) * k * C.FP8_QUANT_BYTES_PER_ELEMENT[x.fp8.value] / x.hbm_bw
+        t = t + count * np.asarray(m) * k * quant_bytes_per_element(x) / x.hbm_bw
     return t
+
+
+def quant_bytes_per_element(x: Ctx) -> float:
+    """HBM bytes of quantising one element of an FP8 GEMM's input (FP8_QUANT_BYTES_PER_ELEMENT).  MXFP8 that keeps
+    the 16-bit input for backward (recipe fp8_saves_16bit_inputs: torchao's MXFP8Linear) casts it twice, along its
+    rows in forward and its columns in backward, reading it each time (MXFP8_REQUANTISED_BYTES_PER_ELEMENT), where
+    Transformer Engine casts both ways in one pass."""
+    if x.fp8 is Fp8Recipe.MXFP8 and x.recipe.fp8_saves_16bit_inputs:
+        return C.MXFP8_REQUANTISED_BYTES_PER_ELEMENT
+    return C.FP8_QUANT_BYTES_PER_ELEMENT[x.fp8.value]
 
 
 def attention_forward(x: Ctx) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -328,8 +338,10 @@ def layer_compute(x: Ctx) -> LayerCompute:
         moe = dense
         experts = moe_fwd = np.zeros_like(tokens)
     vocab = w.embed_params / w.hidden
-    head = (gemm_time(tokens, vocab / tp, w.hidden, 1, x.gemm_bf16) * (1.0 + bwd)
-            + cross_entropy_time(tokens, vocab / tp, x.hbm_bw))
+    # the head's GEMMs stay 16-bit under FP8 unless the recipe converts it (fp8_lm_head: torchtitan's MXFP8 config)
+    head_gemm = (_gemm(x, tokens, vocab / tp, w.hidden) if x.fp8 is not None and x.recipe.fp8_lm_head
+                 else gemm_time(tokens, vocab / tp, w.hidden, 1, x.gemm_bf16))
+    head = head_gemm * (1.0 + bwd) + cross_entropy_time(tokens, vocab / tp, x.hbm_bw)
     # an MTP module: concat-projection 2h -> h, one transformer layer, its own head and loss (DeepSeek-V3 §2.2)
     mtp_layer = moe if w.num_experts else dense
     mtp = mtp_layer + head + gemm_time(tokens, w.hidden / tp, 2 * w.hidden, 1, x.gemm_bf16) * (1.0 + bwd)

@@ -193,16 +193,18 @@ def forced_fields(framework: str) -> tuple[str, ...]:
     return tuple(name for name, _, _ in CAPABILITIES[framework].recipe)
 
 
-def forced(ctx: EmitContext, framework: str, precision: str | None = None) -> list[tuple[str, object, str]]:
-    """(field, value, why) for each recipe value the framework always runs (frameworks.CAPABILITIES) where the plan
-    was priced with another, for files that run `precision` (default: the plan's).  A row of one precision's
-    (an FP8 recipe) holds where the plan and the files are both at it: a file at another precision than the plan
-    is re-priced at its own, and its emitter says with which recipe."""
-    from placement.frameworks import CAPABILITIES, row_applies
+def forced(ctx: EmitContext, framework: str, precision: str | None = None,
+           config: str | None = None) -> list[tuple[str, object, str]]:
+    """(field, value, why) for each recipe value the framework always runs (frameworks.recipe_rows: its
+    CAPABILITIES rows, and those of the torchtitan `config` the files name) where the plan was priced with another,
+    for files that run `precision` (default: the plan's).  A row of one precision's (an FP8 recipe) holds where the
+    plan and the files are both at it: a file at another precision than the plan is re-priced at its own, and its
+    emitter says with which recipe."""
+    from placement.frameworks import recipe_rows, row_applies
 
     lay = ctx.plan.layout
-    return [(name, value, why) for name, value, why in CAPABILITIES[framework].recipe_rows(
-                False, precision or ctx.plan.precision)
+    return [(name, value, why) for name, value, why in recipe_rows(framework, False, precision or ctx.plan.precision,
+                                                                    config)
             if row_applies(name, ctx.plan.precision) and priced_value(ctx, name) != value and _matters(name, lay)]
 
 
@@ -217,17 +219,19 @@ def priced_value(ctx: EmitContext, name: str):
     return value
 
 
-def runs_forced(ctx: EmitContext, framework: str, runs: Runs, precision: str | None = None) -> None:
+def runs_forced(ctx: EmitContext, framework: str, runs: Runs, precision: str | None = None,
+                config: str | None = None) -> None:
     """Add to `runs` each value the framework always runs where the plan was priced with another (`forced`)."""
-    for name, value, _ in forced(ctx, framework, precision):
+    for name, value, _ in forced(ctx, framework, precision, config):
         runs.recipe[name] = value
         runs.what.append(f"{name} {_word(value)} (not {_word(priced_value(ctx, name))})")
 
 
-def forced_warnings(ctx: EmitContext, framework: str, precision: str | None = None) -> list[str]:
+def forced_warnings(ctx: EmitContext, framework: str, precision: str | None = None,
+                    config: str | None = None) -> list[str]:
     """A warning for each value the framework always runs where the plan was priced with another (`forced`)."""
     return [f"the plan is priced with {name} = {_word(priced_value(ctx, name))}, which this file cannot run: {why}"
-            for name, _, why in forced(ctx, framework, precision)]
+            for name, _, why in forced(ctx, framework, precision, config)]
 
 
 NOT_SETTINGS = frozenset({"routing_imbalance", "fused_model_ops", "moe_fusions"})

@@ -8,8 +8,8 @@ resharding after forward, DDP = dp_replicate only.  ZeRO-1 does not exist there.
 
 The files are written for torchtitan 0.3.0 (`pip install torchtitan==0.3.0`; its main branch has since removed some
 of these keys) and state every setting the price depends on that a shipped config would otherwise choose: the
-resharding policy, CUDA graphs and async TP (`flags`), and the Float8 recipe the configs run is priced (rowwise,
-frameworks.CAPABILITIES).
+resharding policy, CUDA graphs and async TP (`flags`), and the FP8 recipe the configs run is priced (rowwise for
+the Float8 configs, frameworks.CAPABILITIES; MXFP8 with the LM head converted for llama3_8b_mxfp8, CONFIG_RECIPE).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from placement.emit.common import (
     torchrun_lines,
     warn_block,
 )
-from placement.specs import ModelSpec
+from placement.specs import AcceleratorSpec, ModelSpec
 from placement.specs.recipe import CudaGraphs, Fp8Recipe
 
 VERSION = "torchtitan 0.3.0"
@@ -48,13 +48,42 @@ MODELS = {
 FP8_CONFIGS = {"llama3_405b": "llama3_405b", "deepseek_v3_671b": "deepseek_v3_671b_float8"}
 """torchtitan 0.3.0 config -> the config of the same model with Float8 linear layers (and grouped experts).
 Precision is set by the config function's converters, not by a flag: `llama3_405b` always converts,
-`llama3_70b` and `llama3_8b` never (its `llama3_8b_mxfp8` is MXFP8 under torch.compile, not priced here),
-`deepseek_v3_671b_float8` is the FP8 twin of `deepseek_v3_671b` (models/*/config_registry.py)."""
+`llama3_70b` never, `deepseek_v3_671b_float8` is the FP8 twin of `deepseek_v3_671b` (models/*/config_registry.py).
+`llama3_8b` has no Float8 twin, its FP8 twin is MXFP8 (MXFP8_CONFIGS)."""
+MXFP8_CONFIGS = {"llama3_8b": "llama3_8b_mxfp8"}
+"""torchtitan 0.3.0 config -> the config of the same model with MXFP8 linear layers, which runs on Blackwell only:
+`llama3_8b_mxfp8` is `llama3_8b` with MXFP8LinearConverter (models/llama3/config_registry.py:242-254), whose
+constructor refuses a GPU below compute capability 10.0 (components/quantization/mx.py:70-71)."""
+CONFIG_RECIPE: dict[str, tuple[tuple[str, object, str], ...]] = {
+    "llama3_8b_mxfp8": (
+        ("fp8_recipe", Fp8Recipe.MXFP8,
+         "torchtitan 0.3.0's llama3_8b_mxfp8 converts its linear layers with MXFP8LinearConverter "
+         "(models/llama3/config_registry.py:248-253), which builds torchao's MXFP8Linear (components/quantization/"
+         "mx.py:20-44, 82-89): 1x32 blocks of float8_e4m3fn with E8M0 scales for the input, the weight and the "
+         "output gradient of all three GEMMs (torchao 0.18.0, the release torchtitan 0.3.0 was validated with, "
+         "prototype/moe_training/mxfp8_linear.py:61-66)"),
+        ("fp8_saves_16bit_inputs", True,
+         "torchtitan 0.3.0's llama3_8b_mxfp8 runs torchao's MXFP8Linear, which saves the 16-bit input and weight "
+         "for backward (torchao 0.18.0 prototype/moe_training/mxfp8_linear.py:108, save_for_backward(input_hp, "
+         "weight_hp)) and casts the input again along its columns there (mxfp8_linear.py:234-243), not the 1-byte "
+         "copy Transformer Engine's MXFP8 keeps"),
+        ("fp8_lm_head", True,
+         "torchtitan 0.3.0's llama3_8b_mxfp8 converts every linear layer, the LM head too: its MXFP8LinearConverter "
+         "has no fqns (models/llama3/config_registry.py:251), and with none it converts every Linear.Config "
+         "(components/quantization/mx.py:55-60, 82-83), lm_head among them (models/llama3/__init__.py:251); the "
+         "chunked loss calls that module (components/loss.py:748)"),
+    ),
+}
+"""torchtitan 0.3.0 config -> (recipe field, value, why) its function runs other than CAPABILITIES["torchtitan"]'s
+rows (which hold for its Float8 configs): frameworks.recipe_rows puts them in their place."""
 COMPILE = {"llama3_8b": "off", "llama3_70b": "off",
            "llama3_405b": "on for the transformer blocks and the loss (CompileConfig(enable=True), "
                           "models/llama3/config_registry.py:296-299)",
            "deepseek_v3_671b": "on for the loss only (models/deepseek_v3/config_registry.py:241)",
            "deepseek_v3_671b_float8": "on for the loss only (deepseek_v3_671b's, config_registry.py:241)",
+           "llama3_8b_mxfp8": "on for each transformer block (CompileConfig(enable=True, components=['model']), "
+                              "models/llama3/config_registry.py:247; distributed/compile.py:68-69), the LM head "
+                              "eager (components/loss.py:605)",
            "qwen3_30b_a3b": "off", "gpt_oss_120b": "off"}
 """torchtitan 0.3.0 config -> the torch.compile its config function sets (the files leave it; the cost model has no
 compile term, its kernels are the fused ones either way)."""
@@ -140,9 +169,7 @@ def flags(ctx: EmitContext) -> tuple[list[str], list[str]]:
     """(the argument list after `-m torchtitan.train`, warnings about what it cannot express)."""
     lay = ctx.plan.layout
     warnings = []
-    module, config = shipped_config(ctx) or (None, None)
-    if config is not None and ctx.plan.precision == "fp8":
-        config = FP8_CONFIGS.get(config, config)
+    module, config = emitted_config(ctx) or (None, None)
     if module is None:
         warnings.append(f"{VERSION} ships no config for {ctx.model_name}; replace MODULE/CONFIG with yours")
         module, config = "MODULE", "CONFIG"
@@ -188,7 +215,7 @@ def flags(ctx: EmitContext) -> tuple[list[str], list[str]]:
     args.append({"none": "activation-checkpoint:none", "selective": "activation-checkpoint:selective",
                  "full": "activation-checkpoint:full"}[lay.recompute])
     warnings += recipe_warnings(ctx, VERSION, runs_instead(ctx), PER_OP_ONLY)
-    warnings += forced_warnings(ctx, "torchtitan", run_precision(ctx))
+    warnings += forced_warnings(ctx, "torchtitan", run_precision(ctx), config)
     return args, warnings
 
 
@@ -229,9 +256,7 @@ def run_precision(ctx: EmitContext) -> str:
 
 def notes(ctx: EmitContext) -> list[str]:
     """Header lines: the torchtitan release the flags are for, and the compile settings the file runs."""
-    config = (shipped_config(ctx) or (None, None))[1]
-    if config is not None and ctx.plan.precision == "fp8":
-        config = FP8_CONFIGS.get(config, config)
+    config = (emitted_config(ctx) or (None, None))[1]
     compile_ = (f"torch.compile {COMPILE[config]}, as {config} sets it" if config in COMPILE
                 else "torch.compile as your config sets it")
     return [f"written for {VERSION} (pip install {PIP_PIN}); torchtitan's main has since renamed or removed some "
@@ -309,13 +334,44 @@ def same_architecture(a: ModelSpec, b: ModelSpec) -> bool:
     return a.model_dump(include=set(_SAME_ARCHITECTURE)) == b.model_dump(include=set(_SAME_ARCHITECTURE))
 
 
-def precision_run(config: str | None, precision: str) -> tuple[str, str] | None:
-    """(the precision torchtitan's shipped `config` runs, why) when it is not `precision`, else None; None for a
-    config of the user's own (its converters are theirs to set)."""
+def fp8_config(config: str, mxfp8: bool) -> str | None:
+    """The config of the same model whose linear layers run FP8: its Float8 twin (FP8_CONFIGS), else, on an
+    accelerator with MXFP8 tensor cores (`mxfp8`), its MXFP8 twin (MXFP8_CONFIGS); None where it has neither."""
+    if config in FP8_CONFIGS:
+        return FP8_CONFIGS[config]
+    return MXFP8_CONFIGS.get(config) if mxfp8 else None
+
+
+def run_config(config: str | None, precision: str, mxfp8: bool) -> str | None:
+    """The config the files name for the model's shipped `config` at `precision`: its FP8 twin at fp8 where it has
+    one on this accelerator (`fp8_config`), else `config` itself."""
+    if config is None or precision != "fp8":
+        return config
+    return fp8_config(config, mxfp8) or config
+
+
+def emitted_config(ctx: EmitContext) -> tuple[str, str] | None:
+    """(module, config) the files name: the shipped config of the context's model at the plan's precision on its
+    accelerator (`run_config`); None for a model torchtitan ships no config of."""
+    pair = shipped_config(ctx)
+    if pair is None:
+        return None
+    return pair[0], run_config(pair[1], ctx.plan.precision, ctx.topo.accelerator.mxfp8)
+
+
+def precision_run(config: str | None, precision: str, accelerator: AcceleratorSpec) -> tuple[str, str] | None:
+    """(the precision torchtitan's shipped `config` runs on `accelerator`, why) when it is not `precision`, else
+    None; None for a config of the user's own (its converters are theirs to set)."""
     if config is None:
         return None
-    if precision == "fp8" and config not in FP8_CONFIGS:
-        return "bf16", f"torchtitan 0.3.0's {config} config has no Float8 converter and no flag adds one"
+    if precision == "fp8" and fp8_config(config, accelerator.mxfp8) is None:
+        why = f"torchtitan 0.3.0's {config} config has no Float8 converter and no flag adds one"
+        twin = MXFP8_CONFIGS.get(config)
+        if twin is not None:  # the MXFP8 twin needs Blackwell's tensor cores
+            why += (f", and its {twin} config (MXFP8 linear layers) does not run on {accelerator.name}: MXFP8 needs "
+                    f"tensor cores that scale 1x32 blocks (Blackwell, compute capability 10.0), and "
+                    f"MXFP8LinearConverter stops the job below that (components/quantization/mx.py:70-71)")
+        return "bf16", why
     if precision == "bf16" and FP8_CONFIGS.get(config) == config:  # llama3_405b always converts
         return "fp8", (f"torchtitan 0.3.0's {config} config always turns on Float8 linear layers; drop its float8 "
                        f"converter for a BF16 run")
@@ -324,7 +380,7 @@ def precision_run(config: str | None, precision: str) -> tuple[str, str] | None:
 
 def runs_precision(ctx: EmitContext) -> tuple[str, str] | None:
     """(precision, why) when the shipped config runs another precision than the plan's, else None."""
-    return precision_run((shipped_config(ctx) or (None, None))[1], ctx.plan.precision)
+    return precision_run((shipped_config(ctx) or (None, None))[1], ctx.plan.precision, ctx.topo.accelerator)
 
 
 TITAN_0_2_FLAVORS = {("llama3", "8B"): "llama3-8b", ("llama3", "70B"): "llama3-70b", ("llama3", "405B"): "llama3-405b",
@@ -333,10 +389,10 @@ TITAN_0_2_FLAVORS = {("llama3", "8B"): "llama3-8b", ("llama3", "70B"): "llama3-7
 
 
 def catalog_name(module: str, config: str) -> str | None:
-    """The catalog model a torchtitan model reference names: 0.3.0's module/config (either precision's config)
-    or 0.2.x's name/flavor; None for a model placement's catalog does not hold."""
+    """The catalog model a torchtitan model reference names: 0.3.0's module/config (either precision's config,
+    Float8 or MXFP8) or 0.2.x's name/flavor; None for a model placement's catalog does not hold."""
     for name, (m, c) in MODELS.items():
-        if module == m and config in (c, FP8_CONFIGS.get(c)):
+        if module == m and config in (c, FP8_CONFIGS.get(c), MXFP8_CONFIGS.get(c)):
             return name
     return TITAN_0_2_FLAVORS.get((module, config))
 
@@ -356,7 +412,7 @@ def runs(ctx: EmitContext) -> Runs:
     if lay.etp > 1:
         out.set_layout("etp", 1, f"etp 1 (not {lay.etp})")
     runs_recipe(ctx, runs_instead(ctx), out, PER_OP_ONLY)
-    runs_forced(ctx, "torchtitan", out, run_precision(ctx))
+    runs_forced(ctx, "torchtitan", out, run_precision(ctx), (emitted_config(ctx) or (None, None))[1])
     runs_model(ctx, "torchtitan", out)
     split = runs_split(ctx)
     if split is not None:

@@ -181,6 +181,12 @@ class Recipe(Frozen):
     `save_for_backward(input_hp, weight_hp_t)`), not the 1-byte copy Transformer Engine keeps: no activation memory
     saved by FP8 (torchtitan's own benchmark, benchmarks/llama3_h100_202412_torchtitan.md Table 1: 77.0 GiB in BF16
     against 76.8 with Float8)."""
+    fp8_lm_head: bool = False
+    """Under FP8 the LM head's GEMMs (forward and both backward) run FP8 too, their input quantised like every other
+    FP8 GEMM's: torchtitan 0.3.0's llama3_8b_mxfp8 converts every linear layer, lm_head included (its
+    MXFP8LinearConverter has no fqns, components/quantization/mx.py:55-60, 82-83).  Off (the default), the head
+    stays 16-bit, as Transformer Engine's FP8 autocast leaves Megatron-Core's output layer and torchtitan's Float8
+    configs filter it out (filter_fqns ["lm_head"])."""
     sp_saves_gathered_inputs: bool = False
     """Under sequence parallelism the attention's and the MLP's projections keep their gathered, whole-sequence
     input for backward, not the sequence shard: torchtitan redistributes each block's input to Replicate before its

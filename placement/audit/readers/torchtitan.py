@@ -255,6 +255,8 @@ def _settings(keys: dict[str, tuple[Any, str]], s: Settings) -> _Pipeline:
         names = conv if isinstance(conv, list) else [c for c in str(conv).split(",") if c]
         if any("float8" in str(c) or str(c).split(".")[-1] == "mx" for c in names):
             s.put("precision", "fp8", cev)
+        if any(str(c).split(".")[-1] == "mx" for c in names):  # 0.2.x MXLinearConverter: MXFP8 (recipe mxfp8_cublas,
+            s.put("recipe.fp8_recipe", "mxfp8", cev)           # v0.2.2 config/job_config.py:777)
     name, nev = get("model.name")
     flavor, fev = get("model.flavor")
     module, mev2 = get("module")
@@ -406,19 +408,33 @@ def _named_config_stated(keys, get) -> None:
 
 FLOAT8_CONVERTERS = ("Float8LinearConverter", "Float8GroupedExpertsConverter")
 """torchtitan 0.3.0's Float8 converters (components/quantization): row-wise scaled FP8 GEMMs, priced as fp8."""
+MXFP8_CONVERTERS = ("MXFP8LinearConverter", "MXFP8GroupedExpertsConverter")
+"""torchtitan 0.3.0's MXFP8 converters (components/quantization/mx.py): torchao's MXFP8 GEMMs, 1x32 blocks with E8M0
+scales, Blackwell only (mx.py:70-71, 175-176), priced as fp8 with fp8_recipe mxfp8."""
 
 
 def _converters(facts: dict[str, tuple], get, s: Settings) -> None:
     """Precision from the named config's model converters (model_registry(..., converters=[...])): fp8 where it
-    converts to Float8 (FLOAT8_CONVERTERS: llama3_405b, deepseek_v3_671b_float8, ...); a note for a converter the
-    audit does not price (MXFP8, NVFP4, LoRA), priced without it."""
+    converts to Float8 (FLOAT8_CONVERTERS: llama3_405b, deepseek_v3_671b_float8, ...) or MXFP8 (MXFP8_CONVERTERS,
+    with fp8_recipe mxfp8 and the other recipe values the config runs, emit.torchtitan.CONFIG_RECIPE:
+    llama3_8b_mxfp8's converted LM head); a note for a converter the audit does not price (NVFP4, LoRA), priced
+    without it."""
+    from placement.emit.torchtitan import CONFIG_RECIPE
+
     names, where = facts.get("model.converters", ((), ""))
-    cev = get("config")[1]
-    fp8 = [n for n in names if n in FLOAT8_CONVERTERS]
+    config, cev = get("config")
+    fp8 = [n for n in names if n in FLOAT8_CONVERTERS + MXFP8_CONVERTERS]
+    kind = "MXFP8" if any(n in MXFP8_CONVERTERS for n in fp8) else "Float8"
     if fp8 and not s.has("precision"):
         s.put("precision", "fp8", f"{cev} (torchtitan 0.3.0 {where}: model_registry converters {', '.join(fp8)}: "
-                                  f"the linear layers run Float8)")
-    other = [n for n in names if n not in FLOAT8_CONVERTERS]
+                                  f"the linear layers run {kind})")
+    if kind == "MXFP8":
+        s.put("recipe.fp8_recipe", "mxfp8", f"{cev} (torchtitan 0.3.0 {where}: model_registry converters "
+                                            f"{', '.join(fp8)}: torchao's MXFP8 GEMMs, components/quantization/mx.py)")
+        for field, value, why in CONFIG_RECIPE.get(str(config), ()):
+            if field != "fp8_recipe":
+                s.put(f"recipe.{field}", value.value if hasattr(value, "value") else value, f"{cev} ({why})")
+    other = [n for n in names if n not in FLOAT8_CONVERTERS + MXFP8_CONVERTERS]
     if other:
         s.ignored.append(f"model converters {', '.join(other)} (torchtitan 0.3.0 {where}): not priced: priced "
                          f"without them")
