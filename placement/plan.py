@@ -13,6 +13,9 @@ from placement.specs import Layout, ModelSpec, TrainingSpec
 from placement.specs.recipe import Recipe
 from placement.topology import Topology
 
+TIGHT_MEMORY_SHARE = 0.03
+"""A plan whose peak is within this share of the capacity says so in its headline when it keeps no headroom: the
+memory model is an estimate (`validate` checks step times, not peaks), and an out-of-memory costs a restart."""
 
 class _Out(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -139,7 +142,13 @@ class Plan(_Out):
     @property
     def headroom_note(self) -> str:
         """` (4.0 GiB more kept free)` after the memory figures where the plan keeps headroom, else ""."""
-        return f" ({self.memory_headroom_bytes / GiB:.1f} GiB more kept free)" if self.memory_headroom_bytes else ""
+        if self.memory_headroom_bytes:
+            return f" ({self.memory_headroom_bytes / GiB:.1f} GiB more kept free)"
+        spare = self.memory_capacity_bytes - self.peak_memory_bytes
+        if self.fits and spare < TIGHT_MEMORY_SHARE * self.memory_capacity_bytes:
+            return (f" (within {spare / GiB:.1f} GiB: an estimate, no headroom kept; --memory-headroom-gib G plans "
+                    f"with G GiB free)")
+        return ""
 
     def recipe_spec(self) -> Recipe:
         """`recipe` as a validated Recipe (the default recipe when the plan carries none)."""
