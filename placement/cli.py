@@ -894,7 +894,7 @@ def sweep(sweep_file, out_dir, executor, workers, no_cache, as_json, no_plots, s
     from placement.catalog import catalog_root
     from placement.loaders.files import parse_yaml, read_text
     from placement.outfiles import check_out_dir
-    from placement.sweep.output import study_document, summary, write_plots, write_tables
+    from placement.sweep.output import plan_commands, study_document, summary, write_plots, write_tables
     from placement.sweep.overrides import apply_sets
     from placement.sweep.run import CellsLost, cells, run_sweep
     from placement.sweep.spec import SweepSpec
@@ -934,8 +934,10 @@ def sweep(sweep_file, out_dir, executor, workers, no_cache, as_json, no_plots, s
     except KeyboardInterrupt as err:
         _sweep_stopped(err, todo, total, cache)
     date = datetime.now(UTC).isoformat(timespec="seconds") if _timings() else None  # --reproducible: None
+    clusters = plan_commands(out, result.rows, todo, (str(calibration_path), profile.accelerator)
+                             if profile is not None else None)
     document = study_document(spec, result, tuple(sets), date, calibration_json())
-    written = write_tables(out, result.rows, document)
+    written = clusters + write_tables(out, result.rows, document)
     if not no_plots:
         written += write_plots(out, result.rows, spec.currency, spec.budget)
     for names, kind, what in ((result.bad_cache, "unreadable ", "recomputed"),

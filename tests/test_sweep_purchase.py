@@ -393,3 +393,33 @@ def test_a_sweep_row_is_what_plan_gives_on_the_same_count(shipped):
     best = json.loads(out.stdout)["plans"][0]
     assert row["plan"]["step_time_s"] == pytest.approx(best["step_time_s"], rel=1e-6)
     assert row["plan"]["recipe"]["moe_dispatcher"] == best["recipe"]["moe_dispatcher"]
+
+
+def test_each_row_carries_the_plan_command_that_gives_its_step(tmp_path):
+    """A design that changes the catalog's network (a 2:1 leaf, a smaller NIC) cannot be rebuilt with `plan`'s
+    flags: its cluster is written to OUT/clusters/ and the row's command names that file.  Running each row's command
+    gives the row's step (a user trial had to copy dgx-b200.yaml and edit the leaf tier by hand)."""
+    import shlex
+
+    study = {**SMALL, "designs": [
+        {"name": "h100x32", "cluster": "dgx-h100", "gpus": 32, "price_per_gpu_hour": 2.0},
+        {"name": "h100x32 2:1 slow nic", "cluster": "dgx-h100", "gpus": 32, "price_per_gpu_hour": 2.0,
+         "oversubscription": 2.0, "nodes_per_leaf": 2, "nic_bandwidth_bytes_per_s": 25.0e9}]}
+    out = tmp_path / "out"
+    res = CliRunner().invoke(main, ["sweep", str(_write(tmp_path, study)), "--out", str(out), "--json",
+                                    "--no-plots", "--workers", "1"])
+    assert res.exit_code == 0, res.output
+    rows = json.loads(res.stdout)["rows"]
+    steps = {}
+    for r in rows:
+        args = shlex.split(r["command"])
+        assert args[:2] == ["placement", "plan"]
+        done = CliRunner().invoke(main, [*args[1:], "--top-k", "1", "--no-map", "--json"])
+        assert done.exit_code == 0, done.output
+        steps[r["design"]] = json.loads(done.stdout)["plans"][0]["step_time_s"]
+        assert r["step_time_s"] == pytest.approx(steps[r["design"]], rel=1e-6)
+    changed = next(r for r in rows if "2:1" in r["design"])
+    assert "--cluster dgx-h100 " not in changed["command"] and (out / "clusters").is_dir()
+    written = yaml.safe_load(Path(shlex.split(changed["command"])[5]).read_text())
+    assert written["tiers"][0]["oversubscription"] == 2.0 and written["nic_bandwidth_bytes_per_s"] == 25.0e9
+    assert steps["h100x32 2:1 slow nic"] > steps["h100x32"]  # the slower network is what the command prices

@@ -129,6 +129,51 @@ def write_tables(out: Path, rows: list[dict], document: dict | None = None) -> l
     return [csv_path, json_path]
 
 
+def plan_commands(out: Path, rows: list[dict], cells: list, calibration: tuple[str, str] | None) -> list[Path]:
+    """Give each row with a plan the `placement plan` command that prices the same job (`command`): the design's
+    cluster, as a catalog name, or, where the design changes it (oversubscription, leaf size, NIC bandwidth), a
+    cluster file written to OUT/clusters/DESIGN.yaml; `calibration`: (profile path, the accelerator it applies
+    to).  Returns the cluster files written."""
+    import shlex
+
+    import yaml
+
+    from placement.catalog import load_cluster
+    from placement.sweep.run import design_hardware
+
+    written, cluster_of = [], {}
+    for cell in cells:
+        design = cell.design
+        if design.name in cluster_of:
+            continue
+        cluster, _ = design_hardware(design)
+        if cluster == load_cluster(design.cluster):
+            cluster_of[design.name] = design.cluster
+            continue
+        path = out / "clusters" / f"{''.join(c if c.isalnum() or c in '-_.' else '_' for c in design.name)}.yaml"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        data = cluster.model_dump(mode="json") | {"name": f"{cluster.name} ({design.name})"}
+        write_atomic(path, f"# design {design.name!r} of the sweep: {design.cluster} with its network overrides\n"
+                     + yaml.safe_dump(data, sort_keys=False))
+        cluster_of[design.name], written = str(path), [*written, path]
+    work = {(c.design.name, c.workload.name): c for c in cells}
+    for row in rows:
+        cell = work.get((row["design"], row["workload"]))
+        if row.get("status") != "ok" or cell is None:
+            row["command"] = None
+            continue
+        w = cell.workload
+        args = ["placement", "plan", "--model", w.model, "--cluster", cluster_of[row["design"]], "--gpus",
+                str(row["num_gpus"]), "--seq-len", str(w.seq_len), "--global-batch", str(w.global_batch),
+                "--precision", w.precision.value]
+        if w.memory_headroom_gib:
+            args += ["--memory-headroom-gib", f"{w.memory_headroom_gib:g}"]
+        if calibration is not None and cell.accelerator.name == calibration[1]:
+            args += ["--calibration", calibration[0]]
+        row["command"] = shlex.join(args)
+    return written
+
+
 def _money(x: float | None) -> str:
     if x is None:
         return "-"
