@@ -105,7 +105,9 @@ def framework_settings(framework: str, ctx: EmitContext) -> dict[str, str]:
         from placement.emit import maxtext
 
         keys, _, _, _ = maxtext.overrides(ctx)
-        return {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in keys.items()}
+        # a whole per_device_batch_size as MaxText's configs write it (4, not 4.0)
+        return {k: str(v).lower() if isinstance(v, bool) else str(int(v)) if isinstance(v, float) and v.is_integer()
+                else str(v) for k, v in keys.items()}
     from placement.emit import deepspeed
 
     out: dict[str, str] = {"topology (ds_topology.py)": deepspeed.topology(ctx)}
