@@ -228,7 +228,7 @@ RECIPE_FLAGS = {
     "moe_fusions": "--moe-fusions", "cpu_affinity": "--cpu-affinity", "fused_model_ops": "--fused-model-ops",
     "cuda_launch_blocking": "--cuda-launch-blocking", "grad_accumulation": "--grad-accumulation",
     "checkpoint_sync": "--checkpoint-sync", "checkpoint_interval": "--checkpoint-interval",
-    "loss_chunks": "--loss-chunks", "fp8_lm_head": "--fp8-lm-head",
+    "loss_chunks": "--loss-chunks", "fp8_lm_head": "--fp8-lm-head", "fp8_recasts_weights": "--fp8-recasts-weights",
 }
 """Every Recipe field has a flag (a test checks it), so any priced job can be written as one command."""
 SEARCHED_FIELDS = {"moe_dispatcher": "dispatchers", "cuda_graphs": "cuda_graphs", "tp_comm_overlap": "tp_comm_overlap",
@@ -298,6 +298,9 @@ def recipe_options(fn: Callable) -> Callable:
         onoff("optimizer_state_bf16", "Adam moments in BF16."),
         onoff("fp8_saves_16bit_inputs", "Under FP8 the GEMMs keep their 16-bit inputs for backward (torchao "
                                         "Float8Linear, torchtitan), not 1-byte copies (Transformer Engine)."),
+        onoff("fp8_recasts_weights", "Under FP8 every GEMM casts its 16-bit weight again in each forward and "
+                                     "backward, every micro-batch, with no FP8 copy kept (torchao, torchtitan), not "
+                                     "once a step (Transformer Engine)."),
         onoff("fp8_lm_head", "Under FP8 the LM head's GEMMs run FP8 too (torchtitan's llama3_8b_mxfp8), not 16-bit "
                              "(Transformer Engine's and torchtitan's Float8 configs keep it 16-bit)."),
         onoff("sp_saves_gathered_inputs", "Under sequence parallelism the projections keep their gathered, "

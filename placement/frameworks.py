@@ -20,7 +20,8 @@ from placement.specs import AcceleratorSpec, ModelSpec
 from placement.specs.recipe import CpCommType, Fp8Recipe, GradAccumulation
 from placement.specs.training import AttentionKernel
 
-PRECISION_ONLY = {"fp8_recipe": "fp8", "fp8_saves_16bit_inputs": "fp8", "fp8_lm_head": "fp8"}
+PRECISION_ONLY = {"fp8_recipe": "fp8", "fp8_saves_16bit_inputs": "fp8", "fp8_lm_head": "fp8",
+                  "fp8_recasts_weights": "fp8"}
 """Recipe fields that price something at one precision only: a capability row for one holds for jobs at it."""
 
 
@@ -190,6 +191,11 @@ CAPABILITIES: dict[str, Capability] = {
                  "torchtitan 0.3.0's Float8 converters run torchao's Float8Linear, which saves the 16-bit input for "
                  "backward (save_for_backward(input_hp, weight_hp_t)): its own benchmark measures 76.8 GiB with "
                  "Float8 against 77.0 in BF16 (benchmarks/llama3_h100_202412_torchtitan.md Table 1)"),
+                ("fp8_recasts_weights", True,
+                 "torchtitan 0.3.0's Float8 and MXFP8 converters run torchao's Float8Linear and MXFP8Linear, whose "
+                 "autograd function casts the 16-bit weight to FP8 in each forward and again for the input gradient "
+                 "in each backward (torchao float8/float8_linear.py; prototype/moe_training/mxfp8_linear.py), every "
+                 "micro-batch, keeping no FP8 copy; 0.3.0's rowwise recipe has no FSDP float8 all-gather"),
                 ("fp8_lm_head", False,
                  "torchtitan 0.3.0's Float8 configs leave the LM head in BF16: llama3_405b's Float8LinearConverter "
                  "skips lm_head (filter_fqns, models/llama3/config_registry.py:304), deepseek_v3_671b_float8's "

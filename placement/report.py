@@ -189,6 +189,8 @@ def recipe_line(p: Plan) -> str:
         items.append("fp32 gradient reduce")
     if r.loss_chunks > 1:
         items.append(f"loss in {r.loss_chunks} chunks")
+    if r.fp8_recasts_weights and p.precision == "fp8":
+        items.append("fp8 weights cast every pass")
     if r.fp8_saves_16bit_inputs and p.precision == "fp8":
         items.append("fp8 GEMMs keep 16-bit inputs")
     if r.sp_saves_gathered_inputs and lay.tp > 1 and lay.sequence_parallel:

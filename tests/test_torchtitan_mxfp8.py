@@ -72,10 +72,11 @@ def test_a_blackwell_fp8_plan_without_the_framework_says_what_llama3_8b_mxfp8_ru
     assert runs is not None
     assert "fp8_saves_16bit_inputs True (not False)" in runs.group(1)
     assert "fp8_lm_head True (not False)" in runs.group(1)
+    assert "fp8_recasts_weights True (not False)" in runs.group(1)
     lay = plan["layout"]
     flags = ["--mbs", str(lay["micro_batch_size"]), "--recompute", lay["recompute"], "--attention-kernel", "flash2",
              "--loss-chunks", "8", "--grad-reduce-fp32", "--fp8-saves-16bit-inputs", "--fp8-lm-head",
-             "--cuda-graphs", plan["recipe"]["cuda_graphs"]]
+             "--fp8-recasts-weights", "--cuda-graphs", plan["recipe"]["cuda_graphs"]]
     if plan["recipe"]["recompute_modules"]:
         flags += ["--recompute-modules", ",".join(plan["recipe"]["recompute_modules"])]
     assert float(runs.group(2)) == pytest.approx(_evaluate("dgx-b200", *flags)["step_time_s"], rel=2e-3)
@@ -119,7 +120,7 @@ def test_an_audit_of_the_mxfp8_line_prices_mxfp8_with_an_fp8_head(tmp_path):
     """As launched and as the best plan (written for the same config): fp8, MXFP8, torchao's saved 16-bit inputs and
     the FP8 LM head; --model llama3-8b is the model the config trains."""
     result = _audit(tmp_path, "dgx-b200")
-    assert result.exit_code in (0, 2), result.output
+    assert result.exit_code in (0, 1), result.output  # 1: findings (the micro-batch 1 it launches costs 11 %)
     data = json.loads(result.stdout)
     for priced in (data["estimate"], data["best"]):
         recipe = priced["recipe"]

@@ -157,6 +157,18 @@ def _gemm(x: Ctx, m, n, k, count=1.0):
     return t
 
 
+def fp8_weight_recasts(x: Ctx, weight_elements, recompute) -> np.ndarray | float:
+    """Seconds per micro-batch of casting a block's 16-bit weights (`weight_elements` on this rank) to FP8 where
+    the recipe recasts them every pass (fp8_recasts_weights: torchao's Float8Linear and MXFP8Linear keep no FP8
+    copy across micro-batches): once for each forward (`recompute` more under recompute) and once for the
+    backward's input gradient (constants.FP8_WEIGHT_CAST_BYTES_PER_ELEMENT).  Nothing under Transformer Engine,
+    which casts once a step (`_gemm`)."""
+    if x.fp8 is None or not x.recipe.fp8_recasts_weights:
+        return 0.0
+    casts = 2.0 + recompute
+    return weight_elements * C.FP8_WEIGHT_CAST_BYTES_PER_ELEMENT[x.fp8.value] * casts / x.hbm_bw
+
+
 def quant_bytes_per_element(x: Ctx) -> float:
     """HBM bytes of quantising one element of an FP8 GEMM's input (FP8_QUANT_BYTES_PER_ELEMENT).  MXFP8 that keeps
     the 16-bit input for backward (recipe fp8_saves_16bit_inputs: torchao's MXFP8Linear) casts it twice, along its
@@ -311,9 +323,19 @@ def layer_compute(x: Ctx) -> LayerCompute:
             return np.zeros_like(tokens)
         return _gemm(x, tokens, w.mlp_up * ffn / tp, w.hidden) + _gemm(x, tokens, w.hidden, ffn / tp)
 
+    # torchao's FP8 layers cast their weights again every pass (fp8_recasts_weights): per-op recompute reruns
+    # every other matmul of a block, full recompute all of them
+    redo = np.maximum(x.full * x.full_layers_share, 0.5 * per_op)
+    attn_weights = sum((n / tp if split == 1 else n) * (k / tp if split == 2 else k) for n, k, split in w.attn_gemms)
+    attn = attn + fp8_weight_recasts(x, attn_weights, redo)
+
+    def mlp_weights(ffn: float) -> float:
+        return (w.mlp_up + 1.0) * ffn / tp * w.hidden
+
     dense_mlp = mlp_forward(w.dense_ffn)
     dense = (attn + dense_mlp * (passes + x.module(M.MLP)) + eager.mlp_s + eager.mlp_forward_s * x.module(M.MLP)
-             + per_op * (_per_op_recompute(x, op_mlp) + eager.mlp_forward_s))
+             + per_op * (_per_op_recompute(x, op_mlp) + eager.mlp_forward_s)
+             + fp8_weight_recasts(x, mlp_weights(w.dense_ffn), redo))
     if w.num_experts:
         # `pairs`: the token-expert pairs the busiest rank computes
         per_expert = pairs / local
@@ -331,7 +353,10 @@ def layer_compute(x: Ctx) -> LayerCompute:
                      + eager.experts_s
                      # per-op: the router and the routed experts rerun whole, the shared experts' unsaved matmuls
                      + per_op * (experts_fwd + act_fwd + eager.act_forward_s + router_fwd
-                                 + _per_op_recompute(x, op_shared)))
+                                 + _per_op_recompute(x, op_shared))
+                     + fp8_weight_recasts(x, local * (w.mlp_up + 1.0) * ffn * w.hidden
+                                          + mlp_weights(w.shared_ffn_total),
+                                          np.maximum(redo, np.maximum(x.module(M.MOE), per_op))))
         moe = attn + moe_block
         experts = (experts_fwd + act_fwd) * passes + eager.experts_s
     else:
@@ -342,6 +367,8 @@ def layer_compute(x: Ctx) -> LayerCompute:
     head_gemm = (_gemm(x, tokens, vocab / tp, w.hidden) if x.fp8 is not None and x.recipe.fp8_lm_head
                  else gemm_time(tokens, vocab / tp, w.hidden, 1, x.gemm_bf16))
     head = head_gemm * (1.0 + bwd) + cross_entropy_time(tokens, vocab / tp, x.hbm_bw)
+    if x.recipe.fp8_lm_head:
+        head = head + fp8_weight_recasts(x, vocab / tp * w.hidden, 0.0)
     # an MTP module: concat-projection 2h -> h, one transformer layer, its own head and loss (DeepSeek-V3 §2.2)
     mtp_layer = moe if w.num_experts else dense
     mtp = mtp_layer + head + gemm_time(tokens, w.hidden / tp, 2 * w.hidden, 1, x.gemm_bf16) * (1.0 + bwd)

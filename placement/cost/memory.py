@@ -153,7 +153,9 @@ def memory_term(x: Ctx, st: StageKinds, dense_p: np.ndarray, expert_p: np.ndarra
     # bytes per parameter of each part, replicated (1) or sharded (1 / shard) per ZeRO stage
     weight_b = float(C.BYTES_WEIGHT)
     if x.fp8 is not None:  # the quantised copy beside the 16-bit weight, or FP8 primary weights alone
-        weight_b = weight_b * 0.5 if x.recipe.fp8_params else weight_b + C.FP8_WEIGHT_COPY_BYTES
+        # (no copy where each pass casts the weight again: fp8_recasts_weights, torchao)
+        weight_b = (weight_b * 0.5 if x.recipe.fp8_params else
+                    weight_b if x.recipe.fp8_recasts_weights else weight_b + C.FP8_WEIGHT_COPY_BYTES)
     # fp32 gradients take 4 bytes where a full-size grad buffer is kept (DDP, Megatron's distributed optimizer);
     # under ZeRO-3/FSDP2 the sharded fp32 parameter is itself the master copy, so 2 + 4 + 8 = 16 bytes as before
     grad_b = np.where((b.zero < 3) & x.recipe.grad_reduce_fp32, 4.0, C.BYTES_GRAD)

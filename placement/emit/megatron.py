@@ -313,6 +313,8 @@ RUNS_INSTEAD = {
     "pipeline_grads_whole": "its stages send each TP rank's share of the gradient, not the whole gradient",
     "pipeline_sends_mask": "its stages send the hidden states only, no attention mask",
     "fp8_saves_16bit_inputs": "Transformer Engine keeps each FP8 GEMM's quantised input for backward, 1 byte",
+    "fp8_recasts_weights": "Transformer Engine casts each weight to FP8 once a step and keeps the 1-byte copy across "
+                           "micro-batches",
     "fp8_lm_head": "its output layer runs BF16 GEMMs (a plain ColumnParallelLinear: these files leave megatron-core's "
                    "MXFP8 fp8_output_proj off)",
     "sp_saves_gathered_inputs": "it keeps the sequence-parallel shard of each projection's input and gathers it "

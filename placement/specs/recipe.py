@@ -187,6 +187,12 @@ class Recipe(Frozen):
     MXFP8LinearConverter has no fqns, components/quantization/mx.py:55-60, 82-83).  Off (the default), the head
     stays 16-bit, as Transformer Engine's FP8 autocast leaves Megatron-Core's output layer and torchtitan's Float8
     configs filter it out (filter_fqns ["lm_head"])."""
+    fp8_recasts_weights: bool = False
+    """Under FP8 each GEMM casts its 16-bit weight to FP8 in every forward and again for the backward's input
+    gradient, every micro-batch, and keeps no FP8 copy: torchao's Float8Linear (float8/float8_linear.py
+    matmul_with_hp_or_float8_args casts the weight inside each forward and backward) and MXFP8Linear, which
+    torchtitan runs (constants.FP8_WEIGHT_CAST_BYTES_PER_ELEMENT, cost.layer.fp8_weight_recasts).  Transformer
+    Engine casts once a step and caches the 1-byte copy across micro-batches (`is_first_microbatch`; False)."""
     sp_saves_gathered_inputs: bool = False
     """Under sequence parallelism the attention's and the MLP's projections keep their gathered, whole-sequence
     input for backward, not the sequence shard: torchtitan redistributes each block's input to Replicate before its
