@@ -447,8 +447,9 @@ def build_topology(cluster_ref, gpus, nodes, slurm_topology, nodelist, node_type
 
 def partial_nodes(cluster, used: int):
     """The cluster as a job sees it that runs `used` processes on each node: hosts of `used` GPUs, each still with
-    its own NIC share, its NVLink domain the used GPUs (NVSwitch: full rate between any two), the switch tiers as
-    they are (a leaf holds as many hosts).  Only for a scale-up domain of one node that `used` divides."""
+    the cluster's per-GPU NIC share (a node with fewer NICs than GPUs may give the used ones more: the source says
+    so), its NVLink domain the used GPUs (NVSwitch: full rate between any two), the switch tiers as they are (a leaf
+    holds as many hosts).  Only for a scale-up domain of one node that `used` divides."""
     if cluster.scale_up.size != cluster.gpus_per_node or cluster.gpus_per_node % used:
         raise InputError(f"the launch files start {used} processes per node, but {cluster.name}'s "
                          f"{cluster.gpus_per_node}-GPU nodes sit in scale-up domains of {cluster.scale_up.size} GPUs: "
@@ -1065,7 +1066,9 @@ def audit(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, p
         node = load_cluster(cluster_ref).gpus_per_node
         launch = launch.model_copy(update={"sources": {**launch.sources, "gpus_per_node": (
             f"{launch.sources['gpus_per_node']} (audited as the job runs: {used} of each {cluster_ref} node's {node} "
-            f"GPUs, {topo.num_gpus // used} hosts, each GPU with its own NIC)")}})
+            f"GPUs, {topo.num_gpus // used} hosts; each GPU keeps the cluster's per-GPU NIC share, "
+            f"nic_bandwidth_bytes_per_s: where a node has fewer NICs than GPUs the used GPUs may get more, which a "
+            f"cluster file of {used}-GPU nodes prices)")}})
     launch = launch.model_copy(update={"sources": {**job_sources, **launch.sources}})
     hosts = read_host_order(Path(hosts_file)) if hosts_file else None
     mapping = SolverConfig(time_limit_s=max(10.0, 5 * map_time_limit), deterministic_time_limit=map_time_limit) \

@@ -59,6 +59,7 @@ def test_mixed_precision_overwrites_the_models_fp8_fields() -> None:
 
 @pytest.mark.parametrize(("text", "fp8", "recipe", "params"), [
     ("mixed_precision: bf16_with_mxfp8_mixed\n", "fp8", "mxfp8", True),
+    ("mixed_precision: bf16_with_fp8_delayed_scaling_mixed\n", "fp8", "tensorwise", True),
     ("mixed_precision: bf16_with_fp8_subchannel_scaling_mixed\n", "fp8", "blockwise", False),
     ("mixed_precision: bf16_with_fp8_current_scaling_mixed\n", "fp8", "tensorwise", True),
     # a section whose fp8 is null overwrites the model's: a BF16 run
@@ -74,7 +75,10 @@ def test_named_and_section_fp8_recipes(tmp_path: Path, text: str, fp8: str, reci
     assert lay.recipe.get("fp8_recipe") == recipe and lay.recipe.get("fp8_params") == params
 
 
-def test_comm_overlap_values_win_where_set(tmp_path: Path) -> None:
+def test_a_comm_overlap_section_decides_the_overlaps(tmp_path: Path) -> None:
+    """Megatron-Bridge's CommOverlapConfig starts each overlap off and takes the section's set values over it,
+    whatever the model section says (comm_overlap.py _get_model_comm_overlap_cfgs, _override_user_cfgs,
+    _apply_cfgs); TP overlap needs TP 2 and sequence parallelism."""
     path = tmp_path / "cfg.yaml"
     path.write_text("model:\n  tensor_model_parallel_size: 2\n  sequence_parallel: true\n  tp_comm_overlap: false\n"
                     "  delay_wgrad_compute: true\ncomm_overlap:\n  tp_comm_overlap: true\n"
@@ -82,9 +86,50 @@ def test_comm_overlap_values_win_where_set(tmp_path: Path) -> None:
     lay = parse_launch([path])
     assert lay.recipe["tp_comm_overlap"] is True
     assert lay.sources["recipe.tp_comm_overlap"].endswith(":7: tp_comm_overlap: true")
-    # comm_overlap's null leaves the model's value
-    assert lay.recipe["delay_wgrad"] is True
-    assert lay.sources["recipe.delay_wgrad"].endswith(":5: delay_wgrad_compute: true")
+    # the section's null is off, not the model's true
+    assert lay.recipe["delay_wgrad"] is False and "_get_model_comm_overlap_cfgs" in lay.sources["recipe.delay_wgrad"]
+    path.write_text("model:\n  tensor_model_parallel_size: 2\n  sequence_parallel: false\n"
+                    "comm_overlap:\n  tp_comm_overlap: true\n", encoding="utf-8")
+    assert parse_launch([path]).recipe["tp_comm_overlap"] is False  # no sequence parallelism: Bridge turns it off
+    path.write_text("model:\n  tensor_model_parallel_size: 2\n  delay_wgrad_compute: true\n", encoding="utf-8")
+    assert parse_launch([path]).recipe["delay_wgrad"] is True  # no section: the model's
+
+
+def test_the_distributed_optimizer_overlaps_dp_under_a_comm_overlap_section() -> None:
+    """The 70B SFT file: ddp.overlap_grad_reduce false, comm_overlap.overlap_grad_reduce null, the distributed
+    optimizer on: Megatron-Bridge turns the overlap on when DP > 1 (comm_overlap.py _get_optimizer_overlap_cfgs)."""
+    cfg, lay = _cfg(L70), parse_launch([L70])
+    assert cfg["ddp"]["overlap_grad_reduce"] is False and cfg["comm_overlap"]["overlap_grad_reduce"] is None
+    assert cfg["ddp"]["use_distributed_optimizer"] is True
+    assert lay.recipe["dp_overlap"] is True and "_get_optimizer_overlap_cfgs" in lay.sources["recipe.dp_overlap"]
+
+
+@pytest.mark.parametrize(("text", "precision", "params"), [
+    # the section leaves fp8 out: its default None overwrites the model's hybrid (a BF16 run)
+    ("model:\n  fp8: hybrid\n  fp8_recipe: blockwise\nmixed_precision:\n  bf16: true\n", "bf16", None),
+    # fp8_param_gather is set after fp8_param: it decides
+    ("mixed_precision:\n  fp8: hybrid\n  fp8_param: true\n  fp8_param_gather: false\n", "fp8", False),
+])
+def test_a_mixed_precision_section_copies_its_defaults_too(tmp_path: Path, text: str, precision: str, params) -> None:
+    path = tmp_path / "cfg.yaml"
+    tp = "model:\n  tensor_model_parallel_size: 2\n"
+    path.write_text(text.replace("model:\n", tp) if text.startswith("model:") else tp + text, encoding="utf-8")
+    lay = parse_launch([path])
+    assert lay.precision == precision and lay.recipe.get("fp8_params") == params
+
+
+def test_named_recipes_as_megatron_bridge_takes_them(tmp_path: Path) -> None:
+    path = tmp_path / "cfg.yaml"
+    path.write_text("model:\n  tensor_model_parallel_size: 2\nmixed_precision: bf16-with-mxfp8-mixed\n",
+                    encoding="utf-8")
+    assert parse_launch([path]).recipe["fp8_recipe"] == "mxfp8"  # a hyphenated name, as get_mixed_precision_config
+    path.write_text("model:\n  tensor_model_parallel_size: 2\nmixed_precision: bf16_with_fp8_current_scaling_mixed\n",
+                    encoding="utf-8")
+    lay = parse_launch([path])
+    assert lay.recipe["fp8_recipe"] == "tensorwise" and any("first and last 1" in n for n in lay.ignored)
+    path.write_text("model:\n  tensor_model_parallel_size: 2\nmixed_precision: bf16_with_fp9_mixed\n", encoding="utf-8")
+    with pytest.raises(InputError, match="is no Megatron-Bridge recipe"):
+        parse_launch([path])
 
 
 def test_a_dispatcher_megatron_does_not_have_is_refused(tmp_path: Path) -> None:
@@ -149,3 +194,17 @@ def test_the_change_list_speaks_the_configs_own_keys(path: Path, common: list[st
     for field in ("use_distributed_optimizer", "use_megatron_fsdp"):
         sides = {k for k in named if k.endswith(f".{field}")}
         assert not sides or sides == {k for k in flat if k.endswith(f".{field}")}
+
+
+def test_the_change_list_writes_a_full_iteration_graph_in_the_configs_api() -> None:
+    """The 70B file has no cuda_graph_modules (the older megatron-core API): a full-iteration graph is impl local
+    with scope [full_iteration], as Megatron-Bridge's set_full_iteration_cuda_graph writes it; a dtype field is
+    written as the YAML spells dtypes."""
+    out = CliRunner().invoke(main, ["audit", "--launch", str(L70), "--model", "llama3-70b", "--cluster", "gb200-nvl72",
+                                    "--gpus", "32", "--json"])
+    changes = {c["argument"]: c for c in json.loads(out.output)["changes"]}
+    assert "model.cuda_graph_modules" not in _flat(_cfg(L70))
+    assert changes["model.cuda_graph_impl"]["to"] == "local"  # the best plan graphs the whole iteration
+    assert changes["model.cuda_graph_scope"]["to"] == "[full_iteration]"
+    dtypes = [c for k, c in changes.items() if k.endswith("_dtype")]
+    assert all(c["to"].startswith("{_call_: false, _target_: torch.") for c in dtypes)

@@ -423,3 +423,20 @@ def test_each_row_carries_the_plan_command_that_gives_its_step(tmp_path):
     written = yaml.safe_load(Path(shlex.split(changed["command"])[5]).read_text())
     assert written["tiers"][0]["oversubscription"] == 2.0 and written["nic_bandwidth_bytes_per_s"] == 25.0e9
     assert steps["h100x32 2:1 slow nic"] > steps["h100x32"]  # the slower network is what the command prices
+
+
+def test_two_designs_whose_names_differ_in_dropped_characters_get_two_cluster_files(tmp_path):
+    """"h100x32 2/1" and "h100x32 2_1" both sanitise to h100x32_2_1: each row's command must name its own file."""
+    import shlex
+
+    study = {**SMALL, "designs": [
+        {"name": "h100x32 2/1", "cluster": "dgx-h100", "gpus": 32, "price_per_gpu_hour": 2.0, "oversubscription": 4.0},
+        {"name": "h100x32 2_1", "cluster": "dgx-h100", "gpus": 32, "price_per_gpu_hour": 2.0,
+         "oversubscription": 1.5}]}
+    res = CliRunner().invoke(main, ["sweep", str(_write(tmp_path, study)), "--out", str(tmp_path / "o"), "--json",
+                                    "--no-plots", "--workers", "1"])
+    assert res.exit_code == 0, res.output
+    files = {r["design"]: shlex.split(r["command"])[5] for r in json.loads(res.stdout)["rows"]}
+    assert len(set(files.values())) == 2
+    for design, ratio in (("h100x32 2/1", 4.0), ("h100x32 2_1", 1.5)):
+        assert yaml.safe_load(Path(files[design]).read_text())["tiers"][0]["oversubscription"] == ratio

@@ -167,10 +167,16 @@ def _bridge_keys(flag: str, stated: dict[str, str]) -> list[str]:
     found = [k for k in stated if k.rsplit(".", 1)[-1] == name and k.split(".", 1)[0] in BRIDGE_SECTIONS]
     if len(found) <= 1 or name in BRIDGE_EVERY_SECTION:
         return found
-    override = [k for k in found if k.split(".", 1)[0] in ("mixed_precision", "comm_overlap") and stated[k] != "null"]
+    # a mixed_precision or comm_overlap section writes its fields over the model's and the DDP config's, its null
+    # too where it decides the field (readers.megatron._bridge_value): the change goes there
+    override = [k for k in found if k.split(".", 1)[0] in ("mixed_precision", "comm_overlap")]
     if override:
         return override[:1]
     return [min(found, key=lambda k: BRIDGE_SECTIONS.index(k.split(".", 1)[0]))]
+
+
+BRIDGE_DTYPES = {"fp32": "torch.float32", "bf16": "torch.bfloat16", "fp16": "torch.float16"}
+"""A Megatron-LM dtype word -> the torch dtype a Megatron-Bridge YAML names (`{_call_: false, _target_: ...}`)."""
 
 
 def _bridge_value(flag: str, value: str | None) -> str:
@@ -196,6 +202,27 @@ _SWITCHES = frozenset({"--sequence-parallel", "--use-distributed-optimizer", "--
 """Megatron-LM's store_true flags placement writes: their Bridge field is a bool."""
 
 
+def _bridge_graph_api(changes: list[dict], stated: dict[str, str]) -> None:
+    """A full-iteration CUDA graph in the config's own megatron-core API: where the YAML has no cuda_graph_modules
+    (the older API), cuda_graph_impl `local` with cuda_graph_scope [full_iteration], as Megatron-Bridge's
+    set_full_iteration_cuda_graph writes it (utils/cuda_graph.py); with cuda_graph_modules (the newer API, which
+    deprecates cuda_graph_scope), impl full_iteration and the modules field."""
+    impl = next((c for c in changes if c["argument"] == "model.cuda_graph_impl"), None)
+    if impl is None or impl["to"] != "full_iteration" or "model.cuda_graph_modules" in stated:
+        for c in changes:
+            if c["argument"] == "model.cuda_graph_scope" and "model.cuda_graph_modules" in stated:
+                c["argument"], c["from"] = "model.cuda_graph_modules", stated["model.cuda_graph_modules"]
+        return
+    impl["to"] = "local"
+    if impl["from"] == "local":
+        changes.remove(impl)
+    scope = next((c for c in changes if c["argument"] == "model.cuda_graph_scope"), None)
+    if scope is None:
+        scope = {"argument": "model.cuda_graph_scope", "from": stated.get("model.cuda_graph_scope")}
+        changes.append(scope)
+    scope["to"] = "[full_iteration]"
+
+
 def bridge_changes(changes: list[dict], stated: dict[str, str]) -> list[dict]:
     """Megatron-LM flag changes named in the Megatron-Bridge config's own keys: the field that states the flag's
     setting, its value as the config has it on the launched side and as the best plan needs it on the other.  A
@@ -212,8 +239,13 @@ def bridge_changes(changes: list[dict], stated: dict[str, str]) -> list[dict]:
             out.append(c if not flag.startswith("--") else {**c, "note": BRIDGE_NOT_IN_FILES})
             continue
         to = _bridge_value(flag, c["to"])
+        if flag.endswith("-dtype") and to in BRIDGE_DTYPES:  # a dtype field as the YAML spells one
+            to = f"{{_call_: false, _target_: {BRIDGE_DTYPES[to]}}}"
+        # a flag the best plan leaves out is Megatron-LM's default; a field the config leaves null is already
+        # Megatron-Bridge's: nothing to write
         out += [{"argument": key, "from": stated[key], "to": to, **({"note": c["note"]} if "note" in c else {})}
-                for key in keys if stated[key] != to]
+                for key in keys if stated[key] != to and not (c["to"] is None and stated[key] == "null")]
+    _bridge_graph_api(out, stated)
     merged: dict[str, dict] = {}  # two flags of one field (--recompute-activations, --recompute-granularity)
     for c in out:
         merged.setdefault(c["argument"], c)

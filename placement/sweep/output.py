@@ -150,7 +150,11 @@ def plan_commands(out: Path, rows: list[dict], cells: list, calibration: tuple[s
         if cluster == load_cluster(design.cluster):
             cluster_of[design.name] = design.cluster
             continue
-        path = out / "clusters" / f"{''.join(c if c.isalnum() or c in '-_.' else '_' for c in design.name)}.yaml"
+        stem = "".join(c if c.isalnum() or c in "-_." else "_" for c in design.name)
+        path, k = out / "clusters" / f"{stem}.yaml", 1
+        while path in written:  # two design names that differ only in characters a file name drops
+            k += 1
+            path = out / "clusters" / f"{stem}-{k}.yaml"
         path.parent.mkdir(parents=True, exist_ok=True)
         data = cluster.model_dump(mode="json") | {"name": f"{cluster.name} ({design.name})"}
         write_atomic(path, f"# design {design.name!r} of the sweep: {design.cluster} with its network overrides\n"

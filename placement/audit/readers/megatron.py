@@ -581,13 +581,19 @@ def bridge_settings(keys: dict[str, tuple[Any, str]], s: Settings) -> None:
         s.put("recipe.grad_reduce_fp32", keys["ddp.grad_reduce_in_fp32"][0], keys["ddp.grad_reduce_in_fp32"][1])
     if keys.get("dist.use_tp_pp_dp_mapping", (None,))[0] is True:
         s.put("rank_order", "tp-cp-ep-pp-dp", keys["dist.use_tp_pp_dp_mapping"][1])
-    # Megatron-Bridge's CommOverlapConfig writes its overlap_grad_reduce over the DDP config's when set
-    # (training/comm_overlap.py); the parameter gather overlaps only with it (megatron/training/arguments.py)
-    for key in ("comm_overlap.overlap_grad_reduce", "ddp.overlap_grad_reduce"):
-        overlap, oev = keys.get(key, (None, None))
-        if isinstance(overlap, bool):
-            s.put("recipe.dp_overlap", overlap, oev)
-            break
+    # with a comm_overlap section and the distributed optimizer, Megatron-Bridge's CommOverlapConfig writes the DP
+    # overlap over the DDP config's: its own value where set, else on whenever DP > 1 (training/comm_overlap.py
+    # _get_optimizer_overlap_cfgs; at DP 1 there is nothing to overlap); otherwise the DDP config's stands
+    overlap, oev = keys.get("comm_overlap.overlap_grad_reduce", (None, None))
+    distributed = keys.get("ddp.use_distributed_optimizer", (None,))[0] is True
+    if _has_section(keys, "comm_overlap") and distributed:
+        if not isinstance(overlap, bool):
+            overlap, oev = True, (f"{oev or _section_line(keys, 'comm_overlap')} (Megatron-Bridge's CommOverlapConfig "
+                                  f"turns overlap_grad_reduce on with the distributed optimizer when DP > 1: "
+                                  f"comm_overlap.py _get_optimizer_overlap_cfgs)")
+        s.put("recipe.dp_overlap", overlap, oev)
+    elif isinstance(keys.get("ddp.overlap_grad_reduce", (None,))[0], bool):
+        s.put("recipe.dp_overlap", *keys["ddp.overlap_grad_reduce"])
     v, ev = keys.get("model.cpu_offloading", (None, None))
     if v is True:
         s.ignored.append(f"model.cpu_offloading: activation/weight offload to CPU ({ev})")
@@ -607,32 +613,62 @@ _BRIDGE_RECIPE_BOOLS = {
     "activation_func_fp8_input_store": "activation_func_fp8_input_store",
 }
 _BRIDGE_NAMED_FP8 = {
-    "bf16_with_fp8_mixed": ("delayed", True), "fp16_with_fp8_mixed": ("delayed", True),
-    "bf16_with_mxfp8_mixed": ("mxfp8", True), "fp16_with_mxfp8_mixed": ("mxfp8", True),
-    "bf16_with_fp8_current_scaling_mixed": ("tensorwise", True),
-    "fp16_with_fp8_current_scaling_mixed": ("tensorwise", True),
-    "nemotron_h_bf16_with_fp8_current_scaling_mixed": ("tensorwise", True),
-    "nanov2_bf16_with_fp8_current_scaling_mixed": ("blockwise", True),
-    "bf16_with_fp8_subchannel_scaling_mixed": ("blockwise", False),
-    "fp16_with_fp8_subchannel_scaling_mixed": ("blockwise", False),
+    "bf16_with_fp8_delayed_scaling_mixed": ("delayed", True, 0),
+    "fp16_with_fp8_delayed_scaling_mixed": ("delayed", True, 0),
+    "bf16_with_fp8_mixed": ("delayed", True, 0), "fp16_with_fp8_mixed": ("delayed", True, 0),
+    "bf16_with_mxfp8_mixed": ("mxfp8", True, 0), "fp16_with_mxfp8_mixed": ("mxfp8", True, 0),
+    "bf16_with_fp8_current_scaling_mixed": ("tensorwise", True, 1),
+    "fp16_with_fp8_current_scaling_mixed": ("tensorwise", True, 1),
+    "nemotron_h_bf16_with_fp8_current_scaling_mixed": ("tensorwise", True, 2),
+    "nanov2_bf16_with_fp8_current_scaling_mixed": ("blockwise", True, 2),
+    "bf16_with_fp8_subchannel_scaling_mixed": ("blockwise", False, 0),
+    "fp16_with_fp8_subchannel_scaling_mixed": ("blockwise", False, 0),
 }
-"""Megatron-Bridge's named FP8 mixed-precision recipes -> (fp8_recipe, fp8_param_gather) they set
-(training/mixed_precision.py, the MIXED_PRECISION_RECIPES registry)."""
+"""Megatron-Bridge's named FP8 mixed-precision recipes -> (fp8_recipe, fp8_param_gather, BF16 layers at each end)
+they set (training/mixed_precision.py, the MIXED_PRECISION_RECIPES registry; `*_with_fp8_mixed` is the name of the
+delayed-scaling recipes before Megatron-Bridge 15bf28de, 2025-09-05)."""
+_BRIDGE_NAMED_OTHER = {"bf16_mixed": "bf16", "fp16_mixed": "bf16", "bf16_with_nvfp4_mixed": "nvfp4",
+                       "nemotron_3_super_bf16_with_nvfp4_mixed": "nvfp4"}
+"""Its other named recipes: 16-bit, and NVFP4 (not priced: its GEMMs are priced BF16, and said)."""
 _BRIDGE_FP8_RECIPES = {"delayed": "tensorwise", "tensorwise": "tensorwise", "mxfp8": "mxfp8", "blockwise": "blockwise"}
 """Megatron-Bridge fp8_recipe -> placement's: delayed and tensorwise are both per-tensor scaling."""
+_BRIDGE_MIXED_DEFAULTS = {"fp8": None, "fp8_recipe": "tensorwise", "fp8_param_gather": False, "fp8_param": None}
+"""MixedPrecisionConfig's defaults of the fields it copies over the model's (training/mixed_precision.py; its
+fp8_recipe default was "delayed" before 15bf28de, per-tensor scaling either way)."""
+_BRIDGE_OVERLAP_FIELDS = ("tp_comm_overlap", "overlap_moe_expert_parallel_comm", "delay_wgrad_compute")
+"""Model fields a comm_overlap section decides: off unless the section sets them (training/comm_overlap.py
+_get_model_comm_overlap_cfgs starts each at False, _override_user_cfgs takes the section's non-null values,
+_apply_cfgs writes them over the model's)."""
 
 
 def _bridge_value(keys: dict[str, tuple[Any, str]], name: str) -> tuple[Any, str | None]:
-    """(value, evidence) of the model field `name` as Megatron-Bridge runs it: a mixed_precision section overwrites
-    the model's field of the same name (training/mixed_precision.py update_config_with_precision_overrides: every
-    field, whatever its value), a comm_overlap section's value does where it is set (training/comm_overlap.py
-    CommOverlapConfig.setup: None leaves the model's), then the model section."""
-    if f"mixed_precision.{name}" in keys:
-        return keys[f"mixed_precision.{name}"]
-    value, ev = keys.get(f"comm_overlap.{name}", (None, None))
-    if value is not None:
-        return value, ev
+    """(value, evidence) of the model field `name` as Megatron-Bridge runs it.  A mixed_precision section (a
+    mapping) overwrites the model's field of the same name with its own value or, where it leaves the field out,
+    its default (training/mixed_precision.py update_config_with_precision_overrides copies every field).  A
+    comm_overlap section (a mapping) decides the overlap fields: its value where set, else off (_BRIDGE_OVERLAP_FIELDS).
+    Otherwise the model section's value."""
+    section = f"mixed_precision.{name}"
+    if section in keys:
+        return keys[section]
+    if name in _BRIDGE_MIXED_DEFAULTS and _has_section(keys, "mixed_precision"):
+        return _BRIDGE_MIXED_DEFAULTS[name], (f"{_section_line(keys, 'mixed_precision')} (Megatron-Bridge "
+                                              f"MixedPrecisionConfig.{name} default, copied over the model's)")
+    if name in _BRIDGE_OVERLAP_FIELDS and _has_section(keys, "comm_overlap"):
+        value, ev = keys.get(f"comm_overlap.{name}", (None, None))
+        if value is not None:
+            return value, ev
+        return False, (f"{ev or _section_line(keys, 'comm_overlap')} (Megatron-Bridge's CommOverlapConfig leaves it "
+                       f"off unless set: comm_overlap.py _get_model_comm_overlap_cfgs)")
     return keys.get(f"model.{name}", (None, None))
+
+
+def _has_section(keys: dict[str, tuple[Any, str]], section: str) -> bool:
+    return any(k.startswith(f"{section}.") for k in keys)
+
+
+def _section_line(keys: dict[str, tuple[Any, str]], section: str) -> str:
+    """The evidence of a section's first key, for what the section decides without stating it."""
+    return next(ev for k, (_, ev) in keys.items() if k.startswith(f"{section}.")).rsplit(":", 1)[0]
 
 
 def _bridge_recipe(keys: dict[str, tuple[Any, str]], s: Settings) -> None:
@@ -641,6 +677,10 @@ def _bridge_recipe(keys: dict[str, tuple[Any, str]], s: Settings) -> None:
     factor, optimizer-state width."""
     for name, field in _BRIDGE_RECIPE_BOOLS.items():
         value, ev = _bridge_value(keys, name)
+        if name == "tp_comm_overlap" and value is True and _has_section(keys, "comm_overlap") \
+                and (s.value("tp", 1) < 2 or not s.value("sequence_parallel", False)):
+            value, ev = False, (f"{ev} (turned off by Megatron-Bridge below TP 2 or without sequence parallelism: "
+                                f"comm_overlap.py _get_model_comm_overlap_cfgs)")
         if isinstance(value, bool):
             s.put(f"recipe.{field}", value, ev)
     moe = bool(keys.get("model.num_moe_experts", (None,))[0])
@@ -684,19 +724,30 @@ def _bridge_recipe(keys: dict[str, tuple[Any, str]], s: Settings) -> None:
         impl, ev = "transformer_engine", _bridge_value(keys, "external_cuda_graph")[1]
     if impl is not None:
         state["graph_impl"] = (str(impl), ev)
-        scope, sev = _bridge_value(keys, "cuda_graph_scope")
+        # the newer megatron-core API names the graphed modules cuda_graph_modules (cuda_graph_scope deprecated)
+        scope, sev = _bridge_value(keys, "cuda_graph_modules")
+        if scope is None:
+            scope, sev = _bridge_value(keys, "cuda_graph_scope")
         if scope is not None:
             state["graph_modules"] = ([scope] if isinstance(scope, str) else [str(x) for x in scope], sev)
     named, nev = keys.get("mixed_precision", (None, None))
-    if isinstance(named, str) and s.value("precision", "") == "fp8":
-        if named in _BRIDGE_NAMED_FP8:
-            recipe, gather = _BRIDGE_NAMED_FP8[named]
-            why = f"{nev} (Megatron-Bridge's {named}: fp8_recipe {recipe}, fp8_param_gather {gather})"
+    if isinstance(named, str):
+        name = named.replace("-", "_")  # get_mixed_precision_config takes either
+        if name in _BRIDGE_NAMED_FP8:
+            recipe, gather, ends = _BRIDGE_NAMED_FP8[name]
+            why = f"{nev} (Megatron-Bridge's {name}: fp8_recipe {recipe}, fp8_param_gather {gather})"
             s.put("recipe.fp8_recipe", _BRIDGE_FP8_RECIPES[recipe], why)
             s.put("recipe.fp8_params", gather, why)
-        else:
-            s.ignored.append(f"mixed_precision {named}: a recipe placement does not know; its FP8 scaling is priced "
-                             f"as the accelerator's default ({nev})")
+            if ends:
+                s.ignored.append(f"mixed_precision {named}: the first and last {ends} transformer layer(s) run BF16 "
+                                 f"GEMMs (first_last_layers_bf16), priced as FP8 ({nev})")
+        elif _BRIDGE_NAMED_OTHER.get(name) == "nvfp4":
+            s.ignored.append(f"mixed_precision {named}: NVFP4 GEMMs, not modelled: priced as BF16 ({nev})")
+        elif name not in _BRIDGE_NAMED_OTHER:
+            known = sorted([*_BRIDGE_NAMED_FP8, *_BRIDGE_NAMED_OTHER])
+            raise InputError(f"{nev}: mixed_precision {named!r} is no Megatron-Bridge recipe "
+                             f"(get_mixed_precision_config refuses it); give one of {', '.join(known)}, or a "
+                             f"mixed_precision section")
     elif s.value("precision", "") == "fp8":
         recipe, ev = _bridge_value(keys, "fp8_recipe")
         if recipe is not None:
@@ -706,9 +757,12 @@ def _bridge_recipe(keys: dict[str, tuple[Any, str]], s: Settings) -> None:
             s.put("recipe.fp8_recipe", _BRIDGE_FP8_RECIPES[recipe], ev)
         gather, gev = _bridge_value(keys, "fp8_param_gather")
         param, pev = _bridge_value(keys, "fp8_param")
-        if isinstance(gather, bool) or isinstance(param, bool):
-            # MixedPrecisionConfig keeps fp8_param and fp8_param_gather equal (its __setattr__)
-            s.put("recipe.fp8_params", bool(gather or param), gev if isinstance(gather, bool) else pev)
+        # MixedPrecisionConfig keeps the two equal, the one set last winning (its __setattr__): its __init__ sets
+        # fp8_param_gather after fp8_param, so a stated fp8_param_gather decides
+        if isinstance(gather, bool) and ("mixed_precision.fp8_param_gather" in keys or not isinstance(param, bool)):
+            s.put("recipe.fp8_params", gather, gev)
+        elif isinstance(param, bool):
+            s.put("recipe.fp8_params", param, pev)
     mtp, ev = _bridge_value(keys, "mtp_num_layers")
     if mtp is not None:
         s.put("recipe.mtp_layers", read_int(mtp, "mtp_num_layers", ev, minimum=0), ev)
