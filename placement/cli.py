@@ -1219,8 +1219,14 @@ def validate(as_json, runs_files, cluster_ref):
         from placement.calibration.compare import compare_json, compare_runs, compare_table
 
         rows = compare_runs(profile, [Path(f) for f in runs_files], cluster_ref)
-        click.echo(json.dumps(compare_json(rows) | {"calibration": calibration_json()}) if as_json
-                   else compare_table(rows, str(path) if path else None))
+        if as_json:
+            data = compare_json(rows)
+            for row, c in zip(data["runs"], rows, strict=True):  # the layout each was priced in, as a command
+                row["command"] = (None if c.priced is None or c.priced.layout is None
+                                  else evaluate_command(c.run, c.priced.layout, c.priced.recipe or {}))
+            click.echo(json.dumps(data | {"calibration": calibration_json()}))
+        else:
+            click.echo(compare_table(rows, str(path) if path else None))
         return
     with tqdm(total=len(load_runs()), desc="validate", unit="run", file=sys.stderr, leave=False, disable=None,
               delay=2.0) as bar:

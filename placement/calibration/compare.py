@@ -11,7 +11,7 @@ from pathlib import Path
 
 from placement.calibration.profile import CalibrationProfile, calibrated
 from placement.calibration.steps import StepRun, read_steps
-from placement.calibration.validate import CalibrationRun, load_runs, predict, run_topology
+from placement.calibration.validate import CalibrationRun, RunResult, load_runs, predict, run_topology
 from placement.catalog import load_accelerator, load_cluster, load_model
 from placement.errors import InputError
 
@@ -22,6 +22,8 @@ class Compared:
     measured_s: float
     default_s: float | None
     calibrated_s: float | None
+    priced: RunResult | None = None
+    """The default prediction: its layout, recipe and the fields the search filled (what the row assumes)."""
 
     @staticmethod
     def _error(pred: float | None, measured: float) -> float | None:
@@ -55,16 +57,22 @@ def compare_runs(profile: CalibrationProfile | None, files: list[Path], cluster_
     out = []
     for run, model, hw in pairs:
         topo = run_topology(run, *hw) if hw else run_topology(run)
-        default = predict(run, model, topo).predicted_step_time_s
+        priced = predict(run, model, topo)
         tuned = predict(run, model, calibrated(topo, profile)).predicted_step_time_s if profile else None
-        out.append(Compared(run, run.published_step_time_s, default, tuned))
+        out.append(Compared(run, run.published_step_time_s, priced.predicted_step_time_s, tuned, priced))
     return out
 
 
 def compare_json(rows: list[Compared]) -> dict:
+    def provenance(c: Compared) -> dict:
+        p = c.priced
+        return {"fits": p.fits if p else None, "layout": p.layout if p else None, "recipe": p.recipe if p else None,
+                "searched": p.searched if p else None, "assumptions": c.run.assumptions or None}
+
     return {"runs": [{"id": c.run.id, "source": c.run.citation, "measured_step_time_s": c.measured_s,
                       "predicted_step_time_s": c.default_s, "error": c.error_default,
-                      "calibrated_step_time_s": c.calibrated_s, "calibrated_error": c.error_calibrated}
+                      "calibrated_step_time_s": c.calibrated_s, "calibrated_error": c.error_calibrated,
+                      **provenance(c)}
                      for c in rows]}
 
 

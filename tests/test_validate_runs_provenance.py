@@ -1,0 +1,38 @@
+"""`validate --runs FILE --json`: each of the user's runs says what it was priced as (the layout, the recipe, the
+layout fields the search filled because the file left them open) and the command that reproduces the prediction, as
+the published runs do (a user trial could not see which ZeRO stage and recompute its run was priced with)."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from placement.cli import main
+
+STEPS = """- model: llama3-8b
+  num_gpus: 8
+  seq_len: 8192
+  global_batch: 128
+  precision: bf16
+  layout: {tp: 1, pp: 1, cp: 1, micro_batch_size: 1}
+  step_time_s: 12.0
+"""
+
+
+def test_each_run_carries_its_layout_search_and_command(tmp_path: Path) -> None:
+    path = tmp_path / "steps.yaml"
+    path.write_text(STEPS, encoding="utf-8")
+    out = CliRunner().invoke(main, ["validate", "--runs", str(path), "--cluster", "dgx-h100", "--json"])
+    assert out.exit_code == 0, out.output
+    (run,) = json.loads(out.stdout)["runs"]
+    assert run["layout"]["tp"] == 1 and run["layout"]["micro_batch_size"] == 1
+    # the file leaves ZeRO and recompute open: the search's choices are named
+    assert {"zero_stage", "recompute"} <= set(run["searched"])
+    assert run["searched"]["zero_stage"] == run["layout"]["zero_stage"]
+    again = CliRunner().invoke(main, [*shlex.split(run["command"])[1:], "--json"])
+    assert again.exit_code in (0, 1), again.output
+    assert json.loads(again.stdout)["step_time_s"] == pytest.approx(run["predicted_step_time_s"], rel=1e-3)
