@@ -140,3 +140,23 @@ def test_each_micro_batch_adds_its_gradient_into_the_float32_buffer() -> None:
     m16, m8 = accumulation("256", "--pipeline-unsharded-grads"), accumulation("128", "--pipeline-unsharded-grads")
     assert m16 / m8 == pytest.approx((6 + 10 * 15) / (6 + 10 * 7), rel=1e-3)
     assert accumulation("256", "--no-pipeline-unsharded-grads") == 0.0
+
+
+def test_a_chunked_loss_keeps_the_heads_gradient_and_weights_sharded_under_the_deferral() -> None:
+    """torchtitan's ChunkedLossWrapper turns the head's gradient sync and resharding back on at each micro-batch's
+    last chunk (components/loss.py:725-771): on a last stage that holds the head, its float32 gradient and (ZeRO-3)
+    its weights are 1/dp_shard, not whole, with a chunked loss; the other stage's parameters stay whole."""
+    import yaml
+
+    from placement.catalog import catalog_root
+
+    common = ["--zero", "3", "--dp-shard", "16", "--pipeline-unsharded-grads", "--pipeline-layout", "Et*38|t*42L"]
+    _, one = _run(*common, "--loss-chunks", "1")
+    _, eight = _run(*common, "--loss-chunks", "8")
+    assert one["layout"]["rank_layers"] == [38, 42]  # the last stage, with the head, is the peak rank
+    model = yaml.safe_load((catalog_root() / "models" / "llama3-70b.yaml").read_text())
+    head = model["vocab_size"] * model["hidden_size"] / one["layout"]["tp"]
+    kept = 1.0 - 1.0 / 16
+    assert one["memory"]["grads_bytes"] - eight["memory"]["grads_bytes"] == pytest.approx(4.0 * head * kept, rel=1e-4)
+    assert one["memory"]["weights_bytes"] - eight["memory"]["weights_bytes"] == pytest.approx(2.0 * head * kept,
+                                                                                            rel=1e-4)

@@ -178,6 +178,13 @@ def memory_term(x: Ctx, st: StageKinds, dense_p: np.ndarray, expert_p: np.ndarra
 
     wd, gd, od = per_param(dense_shard)
     we, ge, oe = per_param(expert_shard)
+    # ...but a chunked loss (torchtitan 0.3.0's ChunkedLossWrapper) turns the head's gradient sync and resharding back
+    # on at each micro-batch's last chunk (components/loss.py:725-771): under the deferral the head's gradient and,
+    # under ZeRO-3, its weights are sharded as without it.  `head_fix`: bytes a head parameter holds less.
+    head_p = st.loss * x.w.head_params / x.tp
+    chunked = deferred & (x.recipe.loss_chunks > 1)
+    head_fix = np.where(chunked, grad_b * (1.0 - 1.0 / dense_shard)
+                        + np.where(zero3, weight_b * (1.0 - 1.0 / dense_shard), 0.0), 0.0)
 
     acts = layer_activations(x)
     share = x.full * x.full_layers_share
@@ -230,21 +237,22 @@ def memory_term(x: Ctx, st: StageKinds, dense_p: np.ndarray, expert_p: np.ndarra
         one = np.where(nmoe > 0, working_moe, working_dense)
         return one if k == 1 else one * np.minimum(k, np.maximum(nd + nmoe, 1.0))
 
-    def parts(nd, nmoe, heads, dp_, ep_, rank, active):
+    def parts(nd, nmoe, heads, dp_, ep_, rank, active, hp):
         stored = stored_of(nd, nmoe)
         working = working_of(nd, nmoe)
         flight = in_flight(x, rank)
         activations = stored * flight + working * active
-        return (dp_ * wd + ep_ * we, dp_ * gd + ep_ * ge, dp_ * od + ep_ * oe, activations,
-                heads * logits + fixed + mask_bytes(rank, flight))
+        weight_fix = hp * np.where(chunked & zero3, weight_b * (1.0 - 1.0 / dense_shard), 0.0)
+        return (dp_ * wd + ep_ * we - weight_fix, dp_ * gd + ep_ * ge - (hp * head_fix - weight_fix),
+                dp_ * od + ep_ * oe, activations, heads * logits + fixed + mask_bytes(rank, flight))
 
     n_moe = st.moe + st.mtp
     heads = st.loss + st.mtp
     active = st.num_ranks > 0
     # the totals of every kind, summed in as few (S, K) passes as the parts allow
     flight = in_flight(x, st.rank)
-    total = (dense_p * (wd + gd + od) + stored_of(st.dense, n_moe) * flight + heads * logits + fixed
-             + mask_bytes(st.rank, flight))
+    total = (dense_p * (wd + gd + od) - head_p * head_fix + stored_of(st.dense, n_moe) * flight + heads * logits
+             + fixed + mask_bytes(st.rank, flight))
     if x.w.num_experts:
         total += expert_p * (we + ge + oe)
     if (x.full > 0).any():  # full recompute keeps one chunk's working set besides the stored inputs
@@ -256,6 +264,6 @@ def memory_term(x: Ctx, st: StageKinds, dense_p: np.ndarray, expert_p: np.ndarra
         return np.broadcast_to(a, total.shape)[worst, cols]
 
     weights, grads, opt, activations, other = parts(at(st.dense), at(n_moe), at(heads), at(dense_p), at(expert_p),
-                                                    at(st.rank), at(active))
+                                                    at(st.rank), at(active), at(head_p))
     return MemoryTerm(weights_bytes=weights, grads_bytes=grads, optimizer_bytes=opt, activations_bytes=activations,
                       other_bytes=other, peak_bytes=weights + grads + opt + activations + other)
