@@ -825,3 +825,12 @@ def test_a_log_without_a_whole_arguments_block_is_refused(tmp_path: Path) -> Non
     path.write_text("------------------------ arguments ------------------------\n  tensor_model_parallel_size .. 2\n")
     with pytest.raises(InputError, match="no complete Megatron arguments block"):
         parse_launch([path])
+
+
+def test_a_quoted_number_in_a_torchtitan_toml_is_an_error(tmp_path: Path) -> None:
+    """torchtitan 0.2.x passes TOML values to its dataclasses as written (config/manager.py _dict_to_dataclass):
+    a degree of "8" stays a string there, so reading it as 8 would price a job that does not start."""
+    text = ('[parallelism]\ndata_parallel_shard_degree = "8"\n[training]\nseq_len = 8192\nlocal_batch_size = 1\n'
+            '[model]\nname = "llama3"\nflavor = "8B"\n')
+    with pytest.raises(InputError, match=r"data_parallel_shard_degree is the TOML string '8'.*write 8 without quotes"):
+        _write_parse(tmp_path / "job.toml", text)

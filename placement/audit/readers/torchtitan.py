@@ -106,12 +106,23 @@ def toml_keys(path: Path, sites: dict[str, tuple[str, str, int | None]] | None =
         for key, value in _flatten(table, path):
             dotted = f"{section}.{key}"
             evidence, line = _toml_evidence(path, lines, section, key.rsplit(".", 1)[-1])
+            name = dotted.rsplit(".", 1)[-1]
+            if isinstance(value, str) and (name.endswith("_degree") or name in TOML_INT_NAMES) \
+                    and re.fullmatch(r"\s*-?\d+\s*", value):
+                raise InputError(f"{evidence}: {dotted} is the TOML string {value!r}; torchtitan keeps a TOML value as "
+                                 f"written (config/manager.py _dict_to_dataclass, v0.2.2), so its layout arithmetic "
+                                 f"gets a string: write {value.strip()} without quotes")
             out[dotted] = (value, evidence)
             if sites is not None:
                 sites[dotted] = (dotted, str(path), line)
     return out
 
 
+TOML_INT_NAMES = frozenset({"seq_len", "local_batch_size", "batch_size", "global_batch_size",
+                            "pipeline_parallel_microbatch_size", "pipeline_parallel_layers_per_stage",
+                            "pipeline_parallel_first_stage_less_layers", "pipeline_parallel_last_stage_less_layers",
+                            "pipeline_parallel_microbatches", "pipeline_parallel_num_microbatches"})
+"""Integer keys the reader takes from a torchtitan TOML (with every `*_degree`): a quoted number there is an error."""
 TOML_MAX_DEPTH = 64
 """Deepest table nesting read from a torchtitan TOML (its real sections are two levels deep)."""
 
