@@ -165,7 +165,27 @@ def calibration_json() -> dict | None:
         return None
     from placement.calibration.profile import summary
 
-    return summary(profile, str(path))
+    out = summary(profile, str(path))
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None:
+        out["defaults"] = {k: v for k, v in _calibration_defaults(profile).items() if k in out["constants"]}
+        if "uncalibrated_step_time_s" in ctx.meta:
+            out["uncalibrated_step_time_s"] = ctx.meta["uncalibrated_step_time_s"]
+        if ctx.meta.get("calibration_design_warning"):
+            out["design_warning"] = ctx.meta["calibration_design_warning"]
+    return out
+
+
+def _calibration_defaults(profile) -> dict[str, float]:
+    """Each constant as the job's cluster prices it without the profile (the profile's own defaults when the
+    command built no topology)."""
+    ctx = click.get_current_context(silent=True)
+    topo = ctx.meta.get("uncalibrated_topology") if ctx is not None else None
+    if topo is None:
+        return {k: c.default for k, c in profile.constants.items()}
+    from placement.calibration.profile import defaults
+
+    return defaults(topo)
 
 
 def _calibration_line() -> str | None:
@@ -173,8 +193,16 @@ def _calibration_line() -> str | None:
     path, profile = _calibration()
     if profile is None:
         return None
-    fitted = ", ".join(f"{k} {v:.4g}" for k, v in sorted(profile.fitted().items())) or "none identified"
-    return f"calibration: {path} (fitted on {profile.cluster}): {fitted}"
+    default = _calibration_defaults(profile)
+    fitted = ", ".join(f"{k} {default.get(k, profile.constants[k].default):.4g} -> {v:.4g}"
+                       for k, v in sorted(profile.fitted().items())) or "none identified"
+    line = f"calibration: {path} (fitted on {profile.cluster}): {fitted}"
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None and "uncalibrated_step_time_s" in ctx.meta and "calibrated_step_time_s" in ctx.meta:
+        line += (f"\nstep {ctx.meta['calibrated_step_time_s']:.3f} s with the profile, "
+                 f"{ctx.meta['uncalibrated_step_time_s']:.3f} s without it (the same layout and recipe priced with "
+                 f"the catalog's constants)")
+    return line
 
 
 def _echo_calibration() -> None:
@@ -486,14 +514,35 @@ def build_job(model_ref, cluster_ref, gpus, nodes, seq_len, global_batch, precis
         topo = topo.with_node_topo(load_topo_matrix(Path(node_topo)))
     _, profile = _calibration()
     if profile is not None:
-        from placement.calibration.profile import calibrated
+        from placement.calibration.profile import calibrated, design_differences
 
+        topo_uncalibrated = topo
         topo = calibrated(topo, profile)
+        warning = design_differences(profile, topo.cluster)
+        if warning is not None:
+            click.echo(f"placement: warning: {warning}", err=True)
+        if ctx is not None:
+            ctx.meta["uncalibrated_topology"] = topo_uncalibrated
+            ctx.meta["calibration_design_warning"] = warning
     headroom = _memory_headroom_bytes(memory_headroom_gib, topo)
     train = TrainingSpec(seq_len=seq_len or model.default_seq_len,
                          global_batch=global_batch or model.default_global_batch, precision=Precision(precision),
                          memory_headroom_bytes=headroom)
     return model, train, topo
+
+
+def _uncalibrated_step(model, train, best, recipe_sources, model_sources) -> None:
+    """With --calibration, the best plan's layout and recipe priced again with the catalog's constants (kept in
+    the context for the calibration line and JSON)."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is None or best is None or "uncalibrated_topology" not in ctx.meta:
+        return
+    from placement.evaluate import evaluate_layout
+
+    plain = evaluate_layout(model, train, ctx.meta["uncalibrated_topology"], best.layout_spec(), best.recipe_spec(),
+                            recipe_sources, model_sources)
+    ctx.meta["calibrated_step_time_s"] = best.step_time_s
+    ctx.meta["uncalibrated_step_time_s"] = plain.step_time_s
 
 
 def _memory_headroom_bytes(gib: float | None, topo) -> float:
@@ -724,6 +773,7 @@ def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, pr
                    given_model, train)
     if not _timings():
         planned = without_timings(planned)
+    _uncalibrated_step(model, train, planned.plans[0] if planned.plans else None, sources, model_sources)
     from placement.html import plan_html
 
     _write_report(report, lambda: plan_html(planned, topo, _calibration_line()))

@@ -4,7 +4,14 @@ Two fits, in order, each by cost.calibration.fit (log residuals, bounds, identif
 
 1. **Network** from nccl-tests outputs: the NVLink and network levels' collective efficiency and per-hop
    latency (`profile.NETWORK_CONSTANTS`), each file priced as the group it ran on (its hosts and ranks) by
-   cost.collectives, the same functions that price a training step's collectives.
+   cost.collectives, the same functions that price a training step's collectives.  Each constant is fitted
+   only from the rows that decide it (`NCCL_STAGES`): a latency from the latency-bound rows (the model's
+   latency at least LATENCY_BOUND of its time), an efficiency or the levels' overlap from the
+   bandwidth-bound rows (its bytes term at least BANDWIDTH_BOUND), NVLink's from one-node runs and the
+   network's from multi-node runs with NVLink's held.  Fitted on every row at once, the many flat
+   small-message rows of a log decided the bandwidths, and the large messages came out worse than with the
+   defaults.  The rows are classed by the model's own prediction, again after the fit, until the classes
+   hold.
 2. **Step** from measured training steps, with the network constants from (1) held: GEMM efficiency for the
    precisions the runs use, host time per kernel and the compute slowdown beside overlapped communication
    (`Calibration.step_names`).  Each run is priced exactly as `placement validate` prices a published run
@@ -27,7 +34,7 @@ import numpy as np
 
 from placement import __version__
 from placement.calibration.fit import FitResult, Param, fit, fit_steps
-from placement.calibration.nccl_tests import NcclRun, predict_times, read_nccl_tests, run_topology
+from placement.calibration.nccl_tests import NcclRun, check_device, predict_times, read_nccl_tests, run_topology
 from placement.calibration.profile import (
     MEASURED_ABOVE_DATASHEET,
     NETWORK_CONSTANTS,
@@ -37,6 +44,7 @@ from placement.calibration.profile import (
     HeldOut,
     Residual,
     defaults,
+    design_of,
     with_constants,
 )
 from placement.calibration.steps import StepRun, read_steps
@@ -70,6 +78,30 @@ SHARES = frozenset({"hierarchical_serial_share"})
 """Constants whose bounds are physical (a share between 0 and 1): reaching one is no warning."""
 PLAUSIBLE_LOW = 0.2
 """A fitted value below this share of its default is implausible (named in the warnings)."""
+PLAUSIBLE_HIGH = 5.0
+"""A fitted value above this multiple of its default is implausible (named in the warnings)."""
+LATENCY_BOUND = 0.5
+"""An nccl-tests row is latency-bound when the model's latency term is at least this share of its predicted time
+and the row is measured within LATENCY_FLOOR of the file's fastest row: only such rows fit a latency."""
+LATENCY_FLOOR = 2.0
+"""How far above the file's fastest time a latency-bound row may be measured (a latency is the flat floor of the
+small sizes; the rows above it are NCCL's protocol ramp, or noise, which a latency does not explain)."""
+BANDWIDTH_BOUND = 0.9
+"""An nccl-tests row is bandwidth-bound when the model's bytes term is at least this share of its predicted time
+and its measured busbw is at least PLATEAU of the file's best: only such rows fit an efficiency or the levels'
+overlap.  Rows in between (NCCL's protocol ramp, which the alpha-beta model does not have) fit nothing."""
+PLATEAU = 0.9
+"""Share of a file's best busbw at which a row has reached the bandwidth the collective settles at."""
+NCCL_STAGES = ((("scale_up_efficiency",), "one-node", "bandwidth"), (("scale_up_latency_s",), "one-node", "latency"),
+               (("network_efficiency", "hierarchical_serial_share"), "multi-node", "bandwidth"),
+               (("network_latency_s",), "multi-node", "latency"))
+"""The network constants in the order fitted, each from one kind of run and one kind of row, those fitted before
+held: NVLink's from runs inside one node, then the network's from runs across nodes; each level's bandwidth
+before its latency (a bandwidth-bound row owes at most a tenth of its time to latency, a latency-bound row up to
+half to bandwidth)."""
+WORSE_BY = 0.005
+"""A class of rows whose mean |error| grows by more than this after the fit is named in the warnings."""
+_REGIME_WORDS = {"latency": "latency-bound", "bandwidth": "bandwidth-bound", "mixed": "between the two"}
 
 
 @dataclass(frozen=True)
@@ -132,9 +164,13 @@ class Calibration:
         self.cluster_name = cluster_name
         self.defaults = defaults(base)
         self.nccl: list[_Nccl] = []
+        self.notes: list[str] = []
+        """What the inputs say with a doubt (rows left out, checks skipped), carried to the profile's warnings."""
         for path in nccl:
             run = read_nccl_tests(path)
+            skipped = check_device(run, base, cluster_name)
             topo, (stride, _) = run_topology(run, base)
+            self.notes += [*run.warnings, *([skipped] if skipped else [])]
             self.nccl.append(_Nccl(run, topo, stride, np.array([r.time_s for r in run.rows])))
         self.steps: list[StepRun] = [s for path in steps for s in read_steps(Path(path), cluster_name)]
         self.gemm = _read_gemm(Path(gemm)) if gemm is not None else []
@@ -146,6 +182,7 @@ class Calibration:
                 f"be fitted against its BF16 peak and move gemm_half_efficiency_dim, which BF16 plans share; remove "
                 f"the fp8 rows or calibrate on the cluster that ran them")
         self.inputs = tuple(str(p) for p in (*nccl, *steps, *([gemm] if gemm else [])))
+        self.regimes = np.array([], dtype=str)
 
     # -- residual functions ------------------------------------------------------------------------
 
@@ -179,6 +216,119 @@ class Calibration:
         measured = np.array([s.run.published_step_time_s for s in runs])
         return lambda values: np.log(self.step_times(values, runs) / measured)
 
+    def latency_shares(self, values: dict[str, float]) -> np.ndarray:
+        """Share of each nccl-tests row's predicted time that is the model's latency term."""
+        parts = []
+        for n in self.nccl:
+            topo = with_constants(n.topo, values)
+            total = predict_times(n.run, topo, n.stride)
+            parts.append(predict_times(n.run, topo, n.stride, np.zeros(len(n.run.rows))) / total)
+        return np.concatenate(parts) if parts else np.zeros(0)
+
+    def regimes_at(self, values: dict[str, float]) -> np.ndarray:
+        """Each nccl-tests row's regime, where the model priced with `values` and the measurement agree: latency
+        (LATENCY_BOUND, LATENCY_FLOOR), bandwidth (BANDWIDTH_BOUND, PLATEAU) or mixed."""
+        share = self.latency_shares(values)
+        floor = np.concatenate([np.full(len(n.run.rows), n.measured.min()) for n in self.nccl])
+        busbw = np.array([r.busbw_bytes_per_s for n in self.nccl for r in n.run.rows])
+        best = np.concatenate([np.full(len(n.run.rows), max(r.busbw_bytes_per_s for r in n.run.rows))
+                               for n in self.nccl])
+        measured = np.concatenate([n.measured for n in self.nccl])
+        latency = (share >= LATENCY_BOUND) & (measured <= LATENCY_FLOOR * floor)
+        bandwidth = (share <= 1 - BANDWIDTH_BOUND) & (busbw >= PLATEAU * best)
+        return np.where(latency, "latency", np.where(bandwidth, "bandwidth", "mixed"))
+
+    def _row_label(self, k: int) -> str:
+        rows = [(n.run, r) for n in self.nccl for r in n.run.rows]
+        run, r = rows[k]
+        return f"{r.size_bytes:,} B ({run.path}:{r.line})"
+
+    def _stages(self, regimes: np.ndarray) -> tuple[dict[str, float], dict, dict]:
+        """The network constants fitted stage by stage (NCCL_STAGES) on the rows `regimes` class; (values,
+        per-constant stage results as (result, row indices), reasons for the constants no stage could fit)."""
+        one = np.concatenate([np.full(len(n.run.rows), len(n.run.hosts) == 1) for n in self.nccl])
+        held: dict[str, float] = {}
+        results: dict[str, tuple[FitResult, np.ndarray]] = {}
+        why: dict[str, str] = {}
+        shares = self.latency_shares(self.defaults)
+        for names, runs, regime in NCCL_STAGES:
+            of_kind = one if runs == "one-node" else ~one
+            idx = np.flatnonzero(of_kind & (regimes == regime))
+            if not of_kind.any():
+                reason = ("no one-node run: NVLink's constants are fitted only from runs inside one node (a "
+                          "multi-node run moves them only together with the network's, and is put on the network's)"
+                          if runs == "one-node" else "no multi-node run: no measurement crosses the network")
+                why |= {n: reason for n in names}
+                continue
+            if idx.size == 0:
+                kinds = np.flatnonzero(of_kind)
+                if regime == "latency":
+                    k = kinds[np.argmax(shares[kinds])]
+                    reason = (f"no latency-bound row among the {runs} runs (the model's latency is under "
+                              f"{LATENCY_BOUND:.0%} of every row's time, at most {shares[k]:.1%} at "
+                              f"{self._row_label(k)}), so no row constrains a latency")
+                else:
+                    k = kinds[np.argmin(shares[kinds])]
+                    reason = (f"no bandwidth-bound row among the {runs} runs (the model's bytes term is under "
+                              f"{BANDWIDTH_BOUND:.0%} of every row's time, at most {1 - shares[k]:.1%} at "
+                              f"{self._row_label(k)})")
+                why |= {n: reason for n in names}
+                continue
+            residual = self._subset_residual(dict(held), idx)
+            res = fit(residual, _params(names, self.defaults))
+            if len(names) > 1 and not any(res.identified.values()):
+                # the strongest constant failed (at a bound, loose): the others were left out only as moving the
+                # rows with it; each is an alternative explanation, fitted alone, the best kept
+                alone = [fit(residual, _params([n], self.defaults)) for n in names]
+                alone = [r for r in alone if any(r.identified.values())]
+                if alone:
+                    best = min(alone, key=lambda r: float(np.sum(r.residuals_after ** 2)))
+                    (name,) = [n for n, ok in best.identified.items() if ok]
+                    why_not = {n: f"{res.why_not.get(n, '')}; {name} explains these rows instead" for n in names
+                               if n != name}
+                    res = FitResult(values=res.values | best.values, stderr=res.stderr | best.stderr,
+                                    identified={n: n == name for n in names}, why_not=why_not,
+                                    driver=best.driver, residuals_before=res.residuals_before,
+                                    residuals_after=best.residuals_after, at_bound=res.at_bound | best.at_bound)
+            held |= _identified(res)
+            for n in names:
+                results[n] = (res, idx)
+        return held, results, why
+
+    def _subset_residual(self, fixed: dict[str, float], idx: np.ndarray) -> Callable[[dict[str, float]], np.ndarray]:
+        """The nccl-tests residual of rows `idx`, with `fixed` held."""
+        return lambda v: self.nccl_residual(self.defaults | fixed | v)[idx]
+
+    def fit_nccl(self) -> tuple[FitResult, np.ndarray]:
+        """The network constants (NCCL_STAGES), with the rows classed by the model's prediction at the defaults,
+        then at the fitted values until the classes hold; the result over every row, and the classes used."""
+        regimes = self.regimes_at(self.defaults)
+        for _ in range(4):
+            held, results, why = self._stages(regimes)
+            again = self.regimes_at(self.defaults | held)
+            if np.array_equal(again, regimes):
+                break
+            regimes = again
+        values = {n: self.defaults[n] for n in NETWORK_CONSTANTS} | held
+        stderr, driver, at_bound = {}, {}, {}
+        for n in NETWORK_CONSTANTS:
+            if n in results:
+                res, idx = results[n]
+                stderr[n] = res.stderr.get(n)
+                at_bound[n] = res.at_bound.get(n, False)
+                if n in res.driver:
+                    driver[n] = int(idx[res.driver[n]])
+                if not res.identified[n]:
+                    regime = "latency" if n.endswith("_latency_s") else "bandwidth"
+                    inner = res.why_not.get(n, "").replace("; kept at the default", "")
+                    why[n] = f"{inner} (fitted on the {idx.size} {regime}-bound row(s))"
+            else:
+                stderr[n], at_bound[n] = None, False
+        result = FitResult(values=values, stderr=stderr, identified={n: n in held for n in NETWORK_CONSTANTS},
+                           why_not=why, driver=driver, residuals_before=self.nccl_residual(self.defaults),
+                           residuals_after=self.nccl_residual(self.defaults | held), at_bound=at_bound)
+        return result, regimes
+
     # -- the fits ----------------------------------------------------------------------------------
 
     def step_names(self) -> list[str]:
@@ -190,7 +340,7 @@ class Calibration:
         values = dict(self.defaults)
         fits: dict[str, FitResult] = {}  # by kind of measurement, in the order fitted
         if self.nccl:
-            fits["nccl"] = fit(self.nccl_residual, _params(NETWORK_CONSTANTS, values))
+            fits["nccl"], self.regimes = self.fit_nccl()
             values |= _identified(fits["nccl"])
         if self.gemm:
             names = [f"matmul_efficiency_{d}" for d in sorted({g[3] for g in self.gemm})] + ["gemm_half_efficiency_dim"]
@@ -248,7 +398,11 @@ class Calibration:
                     elif name.endswith("_efficiency") and v < PLAUSIBLE_LOW * DATASHEET:
                         problem = f"is below {PLAUSIBLE_LOW:.0%} of the datasheet peak"
                     elif v < PLAUSIBLE_LOW * default:
-                        problem = f"is below {PLAUSIBLE_LOW:.0%} of its default {default:.4g}"
+                        problem = (f"is {v / default:.2g}x its default {default:.4g} (below {PLAUSIBLE_LOW:g}x: far "
+                                   f"from it)")
+                    elif v > PLAUSIBLE_HIGH * default:
+                        problem = (f"is {v / default:.3g}x its default {default:.4g} (above {PLAUSIBLE_HIGH:g}x: far "
+                                   f"from it)")
                     elif r.at_bound[name] and name not in SHARES:
                         problem = f"sits at the bound of its search ({low:g}..{high:g})"
                     if problem:
@@ -262,10 +416,14 @@ class Calibration:
                                            stderr=r.stderr.get(name) if ok else None, identified=ok,
                                            unit=UNITS[name], note=note)
             measured = self._measured(kind)
-            for label, group, m, rb, ra in zip(labels, groups, measured, r.residuals_before, r.residuals_after,
-                                               strict=True):
+            regimes = list(self.regimes) if kind == "nccl" else [None] * len(labels)
+            for label, group, m, rb, ra, regime in zip(labels, groups, measured, r.residuals_before,
+                                                       r.residuals_after, regimes, strict=True):
                 residuals.append(Residual(measurement=label, kind=kind, group=group, unit="s", measured=float(m),
-                                          before=float(m * np.exp(rb)), after=float(m * np.exp(ra))))
+                                          before=float(m * np.exp(rb)), after=float(m * np.exp(ra)),
+                                          regime=regime))
+            if kind == "nccl":
+                warnings += self._worse(residuals)
         for name, default in self.defaults.items():
             if name not in constants:
                 constants[name] = Constant(default=default, value=default, identified=False,
@@ -279,10 +437,32 @@ class Calibration:
                                 f"defaults (leave-one-out mean |error| {out_of_sample:.1%}, defaults {default:.1%}): "
                                 f"what the runs miss is run by run, not a shared constant, so the step constants "
                                 f"stay at their defaults; price with care")
+        warnings = [*self.notes, *warnings]
         return CalibrationProfile(placement_version=__version__, cluster=self.cluster_name,
-                                  accelerator=self.base.accelerator.name, constants=constants,
+                                  accelerator=self.base.accelerator.name, design=design_of(self.base.cluster),
+                                  constants=constants,
                                   measurements=tuple(residuals), leave_one_out=tuple(held),
                                   warnings=tuple(warnings), inputs=self.inputs)
+
+    def _worse(self, residuals: Sequence[Residual]) -> list[str]:
+        """A warning for each nccl-tests file whose latency-bound or bandwidth-bound rows the fit predicts worse
+        than the defaults (mean |error| of the class, and its largest row)."""
+        out = []
+        for group in dict.fromkeys(r.group for r in residuals if r.kind == "nccl"):
+            for regime in ("bandwidth", "latency"):
+                rows = [r for r in residuals if r.kind == "nccl" and r.group == group and r.regime == regime]
+                if not rows:
+                    continue
+                before = float(np.mean([abs(r.before / r.measured - 1) for r in rows]))
+                after = float(np.mean([abs(r.after / r.measured - 1) for r in rows]))
+                if after > before + WORSE_BY:
+                    big = rows[-1] if regime == "bandwidth" else rows[0]
+                    out.append(f"{group}: its {len(rows)} {_REGIME_WORDS[regime]} row(s) are predicted worse after "
+                               f"the fit than with the defaults (mean |error| {before:.1%} -> {after:.1%}; "
+                               f"{big.measurement}: {big.before / big.measured - 1:+.1%} -> "
+                               f"{big.after / big.measured - 1:+.1%}): the constants the other rows and files ask "
+                               f"for do not fit them; price collectives of those sizes with care")
+        return out
 
     def _measured(self, kind: str) -> np.ndarray:
         if kind == "nccl":

@@ -30,6 +30,36 @@ _OP_SPELLINGS: Final = {op: (op, op.replace("_", "")) for op in OPS}
 _RANK = re.compile(r"^#\s*Rank\s+(\d+)\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(.+?)\s+device\s+(\d+)\s+\[[^\]]*\]\s*(.*)$")
 _STARTING = re.compile(r"^#\s*Collective test starting:\s*(\w+)")
 _NUM = re.compile(r"^-?\d+(\.\d+)?([eE][-+]?\d+)?$")
+_HEADER = re.compile(r"^#\s*nThread\s+\d+")
+"""The first line nccl-tests prints for a run (`# nThread 1 nGpus 1 minBytes ...`): a second one is a second run."""
+_TRAILER = re.compile(r"^#\s*Avg bus bandwidth\s*:")
+_PREFIXES = (re.compile(r"^\[\d+,\d+\]<(?:stdout|stderr)>:"),  # mpirun --tag-output: [job,rank]<stdout>:
+             re.compile(r"^\[[\w.\-]+:\d+\]\s?"),  # [host:rank] (mpirun --output-filename style, pdsh-like)
+             re.compile(r"^\s*\d+:\s"))  # srun --label: `0: `
+"""Prefixes a launcher writes before each line of a rank's output; taken off before reading."""
+DEVICES: Final = ((re.compile(r"\bgb300\b"), "gb300"), (re.compile(r"\bgb200\b"), "gb200"),
+                  (re.compile(r"\bb200\b"), "b200"), (re.compile(r"\bh800\b"), "h800-sxm"),
+                  (re.compile(r"\bh200\b"), "h200"),
+                  (re.compile(r"\bh100\b(?!.*\b(pcie|nvl)\b)"), "h100-sxm"),
+                  (re.compile(r"\ba100\b.*\b80\s?gb\b"), "a100-80g"),
+                  (re.compile(r"\ba100\b.*\b40\s?gb\b"), "a100-40g"),
+                  (re.compile(r"\bmi300x\b"), "mi300x"))
+"""The catalog accelerator of a device name as nccl-tests prints it (`NVIDIA H100 80GB HBM3`, `NVIDIA B200`,
+`NVIDIA A100-SXM4-80GB`); the first pattern that matches wins.  H100 PCIe and H100 NVL are other parts."""
+
+
+def accelerator_of(device: str) -> str | None:
+    """The catalog accelerator a device name names, or None when none does."""
+    text = device.lower().replace("-", " ")
+    return next((acc for pattern, acc in DEVICES if pattern.search(text)), None)
+
+
+def _unprefixed(line: str) -> str:
+    for pattern in _PREFIXES:
+        m = pattern.match(line)
+        if m:
+            return line[m.end():]
+    return line
 
 
 @dataclass(frozen=True)
@@ -51,6 +81,10 @@ class NcclRun:
     gpu: str
     """The device name the rank lines print (e.g. `NVIDIA H100 80GB HBM3`)."""
     rows: tuple[NcclRow, ...]
+    devices: tuple[str, ...] = ()
+    """Every distinct device name the rank lines print (empty: they print none)."""
+    warnings: tuple[str, ...] = ()
+    """What was read with a doubt (rows left out for a failed data check, no closing line)."""
 
     @property
     def label(self) -> str:
@@ -59,7 +93,7 @@ class NcclRun:
 
 def _op_of(path: Path, lines: list[str]) -> str:
     for line in lines[:200]:
-        m = _STARTING.match(line)
+        m = _STARTING.match(_unprefixed(line).strip())
         if m:
             name = m.group(1).removesuffix("_perf")
             if name in OPS:
@@ -80,8 +114,9 @@ REDUCING: Final = ("all_reduce", "reduce_scatter")
 """The tests whose rows name a reduction (`sum`, ...); the others print `none` in the redop column."""
 
 
-def _row(tokens: list[str]) -> tuple[int, float, float] | None:
-    """(size, out-of-place time in us, out-of-place busbw in GB/s) of a result row, or None."""
+def _row(tokens: list[str]) -> tuple[int, float, float, tuple[str, str]] | None:
+    """(size, out-of-place time in us, out-of-place busbw in GB/s, #wrong out of place and in place) of a result
+    row, or None."""
     if len(tokens) < 8 or not tokens[0].isdigit() or not tokens[1].isdigit():
         return None
     # size count type redop [root] time algbw busbw #wrong, out of place then in place: nccl-tests 2.10+ print
@@ -90,7 +125,13 @@ def _row(tokens: list[str]) -> tuple[int, float, float] | None:
     vals = tokens[first:first + 3]
     if len(vals) < 3 or not all(_NUM.match(v) for v in vals):
         return None
-    return int(tokens[0]), float(vals[0]), float(vals[2])
+    wrong = (tokens[first + 3] if len(tokens) > first + 3 else "", tokens[first + 7] if len(tokens) > first + 7 else "")
+    return int(tokens[0]), float(vals[0]), float(vals[2]), wrong
+
+
+def _failed(wrong: str) -> bool:
+    """A #wrong cell that counts wrong elements (`N/A` when the data check was off, 0 when it passed)."""
+    return wrong.isdigit() and int(wrong) > 0
 
 
 def read_nccl_tests(path: Path | str) -> NcclRun:
@@ -101,16 +142,36 @@ def read_nccl_tests(path: Path | str) -> NcclRun:
     op = _op_of(path, lines)
     ranks: dict[int, tuple[str, str]] = {}
     rows = []
-    for i, line in enumerate(lines, start=1):
-        m = _RANK.match(line.strip())
+    seen: dict[int, int] = {}  # size -> line
+    header = trailer = None
+    in_table = False
+    failed: list[str] = []
+    for i, raw in enumerate(lines, start=1):
+        line = _unprefixed(raw)
+        stripped = line.strip()
+        if _HEADER.match(stripped):
+            if header is not None:
+                raise InputError(f"nccl-tests file `{path}` line {i}: a second run starts here (its `# nThread ...` "
+                                 f"header; the first is on line {header}): the file holds two runs, which would be "
+                                 f"fitted as one; give each run in its own file")
+            header = i
+            continue
+        m = _RANK.match(stripped)
         if m:
             ranks[int(m.group(1))] = (m.group(2), m.group(4).strip())
             continue
-        if line.lstrip().startswith("#"):
+        if _TRAILER.match(stripped):
+            trailer = i
+            in_table = False
+            continue
+        if stripped.startswith("#"):
+            if "size" in stripped and "count" in stripped and "type" in stripped:
+                in_table = True
             continue
         tokens = line.split()
         got = _row(tokens)
-        if got is None and len(tokens) >= 2 and tokens[0].isdigit() and tokens[1].isdigit():
+        if got is None and tokens and tokens[0].isdigit() and (
+                in_table or (len(tokens) >= 2 and tokens[1].isdigit())):
             raise InputError(f"nccl-tests file `{path}` line {i}: a result row with {len(tokens)} columns, where "
                              f"nccl-tests prints 12 or 13 (size count type redop [root] time algbw busbw #wrong, "
                              f"out of place then in place): the output is cut or edited; give the whole output")
@@ -124,12 +185,32 @@ def read_nccl_tests(path: Path | str) -> NcclRun:
             raise InputError(f"nccl-tests file `{path}` line {i}: a row with reduction {redop!r}, which "
                              f"{op}_perf does not print ({'a reduction' if op in REDUCING else 'none'}); the file "
                              f"is another test's output (its name or `# Collective test starting:` line says {op})")
+        if got[0] in seen:
+            raise InputError(f"nccl-tests file `{path}` line {i}: size {got[0]} again (first on line {seen[got[0]]}): "
+                             f"two runs in one file would be fitted as one; give each run in its own file")
+        seen[got[0]] = i
+        out_wrong, in_wrong = got[3]
+        if _failed(out_wrong) or _failed(in_wrong):
+            failed.append(f"line {i} ({got[0]:,} B: #wrong {out_wrong} out of place, {in_wrong} in place)")
+            continue
         if got[0] > 0:
             rows.append(NcclRow(got[0], got[1] * 1e-6, got[2] * 1e9, i))
+    warnings = []
+    if failed:
+        warnings.append(f"`{path}`: {len(failed)} row(s) failed nccl-tests' data check (a nonzero #wrong: the "
+                        f"collective returned wrong data, so its time is no measurement of a working collective) "
+                        f"and are left out: {'; '.join(failed)}; check the GPUs and the fabric before trusting "
+                        f"this run")
+    if rows and trailer is None:
+        warnings.append(f"`{path}`: no `# Avg bus bandwidth` line after the last row (line {rows[-1].line}): the "
+                        f"output may be cut, and the sizes after it missing; give the whole output")
     if not ranks:
         raise InputError(f"nccl-tests file `{path}`: no `#  Rank N Group ... on HOST device N` lines, so the ranks "
                          f"and hosts it ran on are unknown; give the whole output, header included")
     if not rows:
+        if failed:
+            raise InputError(f"nccl-tests file `{path}`: every result row failed nccl-tests' data check (a nonzero "
+                             f"#wrong: {'; '.join(failed)}); a run that returns wrong data cannot calibrate")
         raise InputError(f"nccl-tests file `{path}`: no result rows (size count type redop ... time algbw busbw); "
                          f"give the whole output of the run")
     hosts = tuple(dict.fromkeys(h for _, (h, _) in sorted(ranks.items())))
@@ -137,8 +218,30 @@ def read_nccl_tests(path: Path | str) -> NcclRun:
     if len(set(per_host.values())) != 1:
         raise InputError(f"nccl-tests file `{path}`: hosts ran different numbers of ranks ({per_host}); calibrate "
                          f"from runs with the same GPUs on every host")
+    devices = tuple(dict.fromkeys(d for _, (_, d) in sorted(ranks.items()) if d))
     return NcclRun(str(path), op, len(ranks), hosts, next(iter(per_host.values())),
-                   next(iter(ranks.values()))[1], tuple(rows))
+                   next(iter(ranks.values()))[1], tuple(rows), devices, tuple(warnings))
+
+
+def check_device(run: NcclRun, base: Topology, cluster_name: str) -> str | None:
+    """An error when the run's GPUs are another accelerator than the cluster's; a note (the check skipped) when
+    its rank lines name no device or a device the catalog does not know."""
+    acc = base.accelerator.name
+    if not run.devices:
+        return (f"`{run.path}`: its rank lines name no device, so the check that it ran on {cluster_name}'s "
+                f"{acc} was skipped")
+    known = {d: accelerator_of(d) for d in run.devices}
+    other = {d: a for d, a in known.items() if a is not None and a != acc}
+    if other:
+        names = ", ".join(f"{d!r} ({a})" for d, a in other.items())
+        raise InputError(f"nccl-tests file `{run.path}`: it ran on {names}, but {cluster_name} is built of {acc}; "
+                         f"its constants would be fitted to the wrong accelerator; give the cluster it ran on "
+                         f"(--cluster) or a run on {cluster_name}")
+    unknown = [d for d, a in known.items() if a is None]
+    if unknown:
+        return (f"`{run.path}`: device {', '.join(map(repr, unknown))} is no catalog accelerator, so the check that "
+                f"it ran on {cluster_name}'s {acc} was skipped")
+    return None
 
 
 def run_topology(run: NcclRun, base: Topology) -> tuple[Topology, coll.Groups]:
@@ -160,12 +263,14 @@ def run_topology(run: NcclRun, base: Topology) -> tuple[Topology, coll.Groups]:
     return topo, (stride, run.ranks)
 
 
-def predict_times(run: NcclRun, topo: Topology, stride: int) -> np.ndarray:
-    """The cost model's seconds for each row of `run` on `topo` (already calibrated or not)."""
+def predict_times(run: NcclRun, topo: Topology, stride: int, sizes: np.ndarray | None = None) -> np.ndarray:
+    """The cost model's seconds for each row of `run` on `topo` (already calibrated or not); with `sizes`, for
+    those sizes instead (zero: the latency term alone)."""
     levels = coll.LevelArrays(topo)
     pair = run.op == "sendrecv"
     group = coll.Groups(levels, np.array([stride]), np.array([run.ranks]), pair=pair)
-    sizes = np.array([r.size_bytes for r in run.rows], dtype=np.float64)
+    if sizes is None:
+        sizes = np.array([r.size_bytes for r in run.rows], dtype=np.float64)
     if run.op == "all_reduce":
         return group.all_reduce(sizes)
     if run.op in ("all_gather", "reduce_scatter"):

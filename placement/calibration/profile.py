@@ -124,6 +124,9 @@ class Residual(Frozen):
     """The cost model's prediction with the defaults."""
     after: float
     """With the profile."""
+    regime: Literal["latency", "bandwidth", "mixed"] | None = None
+    """For an nccl-tests row: latency-bound, bandwidth-bound or in between, as the fitted model prices it (the
+    class the fit used it in; None for other measurements)."""
 
 
 class HeldOut(Frozen):
@@ -141,6 +144,9 @@ class CalibrationProfile(Frozen):
     cluster: str
     """The cluster design the measurements ran on (catalog name or file)."""
     accelerator: str
+    design: dict[str, float | int | str] | None = None
+    """The cluster design the constants were fitted on (`design_of`): the fields a profile's constants are shares
+    of, compared with the cluster it is applied to (None: a profile written before it was recorded)."""
     constants: dict[str, Constant]
     measurements: tuple[Residual, ...] = ()
     leave_one_out: tuple[HeldOut, ...] = ()
@@ -243,6 +249,42 @@ def with_constants(topo: Topology, values: dict[str, float]) -> Topology:
         for j, lv in enumerate(topo.levels))
     other._span_cache = {}
     return other
+
+
+DESIGN_FIELDS: Final = {"gpus_per_node": "GPUs per node", "scale_up_name": "scale-up fabric",
+                         "scale_up_size": "scale-up domain (GPUs)",
+                         "scale_up_bandwidth_bytes_per_s": "scale-up bandwidth per GPU (B/s)",
+                         "nic_bandwidth_bytes_per_s": "NIC bandwidth per GPU (B/s)", "tiers": "switch tiers"}
+"""The fields of a cluster design its fitted constants depend on: an efficiency is a share of a nominal bandwidth,
+a latency is per hop of a given fabric."""
+
+
+def design_of(cluster: ClusterSpec) -> dict[str, float | int | str]:
+    return {"gpus_per_node": cluster.gpus_per_node, "scale_up_name": cluster.scale_up.name,
+            "scale_up_size": cluster.scale_up.size,
+            "scale_up_bandwidth_bytes_per_s": cluster.scale_up.bandwidth_bytes_per_s,
+            "nic_bandwidth_bytes_per_s": cluster.nic_bandwidth_bytes_per_s, "tiers": len(cluster.tiers)}
+
+
+def design_differences(profile: CalibrationProfile, cluster: ClusterSpec) -> str | None:
+    """A warning when the profile was fitted on a design other than `cluster`'s (same accelerator, other node or
+    fabric): its efficiencies are shares of the other design's bandwidths, so they price this one wrongly."""
+    if profile.design is None:
+        if profile.cluster != cluster.name:
+            return (f"calibration profile fitted on {profile.cluster}, applied to {cluster.name}; the profile does "
+                    f"not record its cluster's design (written by an older placement), so whether their NICs and "
+                    f"nodes match is unchecked; re-run `placement calibrate` to record it")
+        return None
+    here = design_of(cluster)
+    diff = [f"{DESIGN_FIELDS.get(k, k)} {v:g} there, {here[k]:g} here" if isinstance(v, (int, float))
+            and isinstance(here.get(k), (int, float)) else f"{DESIGN_FIELDS.get(k, k)} {v} there, {here.get(k)} here"
+            for k, v in profile.design.items() if k in here and here[k] != v]
+    if not diff:
+        return None
+    return (f"calibration profile fitted on {profile.cluster}, applied to {cluster.name}, a design that differs: "
+            f"{'; '.join(diff)}; its efficiencies are shares of the other design's bandwidths and its latencies "
+            f"per hop of its fabric, so this plan is priced with constants of another machine; calibrate on "
+            f"this cluster")
 
 
 def calibrated(topo: Topology, profile: CalibrationProfile | None) -> Topology:

@@ -31,9 +31,28 @@ def _groups(profile: CalibrationProfile) -> dict[str, list]:
     return out
 
 
+REGIMES = (("latency", "latency-bound rows"), ("bandwidth", "bandwidth-bound rows"), ("mixed", "rows between"))
+
+
+def regime_errors(profile: CalibrationProfile) -> list[dict]:
+    """For each nccl-tests file and class of rows (latency-bound, bandwidth-bound, between): rows, sizes and
+    mean |error| before and after the fit."""
+    out = []
+    for key, rows in _groups(profile).items():
+        for regime, _ in REGIMES:
+            sel = [r for r in rows if r.regime == regime]
+            if not sel:
+                continue
+            out.append({"group": key, "regime": regime, "rows": len(sel),
+                        "error_before": float(np.mean([abs(_err(r.before, r.measured)) for r in sel])),
+                        "error_after": float(np.mean([abs(_err(r.after, r.measured)) for r in sel]))})
+    return out
+
+
 def calibrate_json(profile: CalibrationProfile) -> dict:
     """The fitted constants with their defaults and uncertainties, and the per-measurement residuals."""
     data = profile.model_dump(mode="json")
+    data["regime_errors"] = regime_errors(profile)
     for row in data["measurements"]:
         row["error_before"] = _err(row["before"], row["measured"])
         row["error_after"] = _err(row["after"], row["measured"])
@@ -56,6 +75,12 @@ def calibrate_table(profile: CalibrationProfile, out_path: str) -> str:
         after = np.mean([abs(_err(r.after, r.measured)) for r in rows])
         label = key if len(key) <= 70 else key[:67] + "..."
         lines.append(f"{label:<70} {len(rows):>4} {before:>17.1%} {after:>7.1%}")
+        for regime, words in REGIMES:
+            sel = [r for r in rows if r.regime == regime]
+            if sel:
+                b = np.mean([abs(_err(r.before, r.measured)) for r in sel])
+                a = np.mean([abs(_err(r.after, r.measured)) for r in sel])
+                lines.append(f"{'  ' + words:<70} {len(sel):>4} {b:>17.1%} {a:>7.1%}")
     if profile.leave_one_out:
         lines += ["", "leave-one-out (each step run predicted from a fit on the others):",
                   f"{'run':<60} {'measured s':>11} {'default':>8} {'held out':>9}"]

@@ -1,0 +1,236 @@
+"""`placement calibrate` after a user trial: the network fit decides bandwidths by bandwidth-bound rows and latencies
+by latency-bound rows (and says when a class of rows comes out worse), a value far from its default either way is
+a warning, nccl-tests files are checked (device, two runs, failed data checks, cut rows, launcher prefixes), and a
+profile applied to another cluster design, or to a plan, says what it changes."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from click.testing import CliRunner
+from synthetic_calibration import write_nccl
+
+from placement.calibration.calibrate import Calibration
+from placement.calibration.nccl_tests import accelerator_of, read_nccl_tests
+from placement.calibration.profile import Residual
+from placement.catalog import load_accelerator, load_cluster
+from placement.cli import main
+from placement.errors import InputError
+from placement.topology import Topology
+
+NCCL = Path(__file__).parent / "data" / "nccl"
+A3MEGA = NCCL / "h100-a3mega-2node-all_reduce_perf.txt"
+TWO_NODE = NCCL / "h100-2node-all_reduce_perf.txt"
+
+
+def _base(cluster: str = "dgx-h100", gpus: int = 64) -> Topology:
+    spec = load_cluster(cluster)
+    return Topology(spec, load_accelerator(spec.accelerator), num_gpus=gpus)
+
+
+def _err(r: Residual, attr: str) -> float:
+    return abs(getattr(r, attr) / r.measured - 1)
+
+
+def _edited(tmp_path: Path, name: str, edit) -> Path:
+    out = tmp_path / name
+    out.write_text("\n".join(edit(TWO_NODE.read_text().splitlines())) + "\n")
+    return out
+
+
+# -- 1. the fit: bandwidth from bandwidth-bound rows, latency from latency-bound rows ------------------------------
+
+def test_a_two_node_log_with_flat_small_rows_no_longer_makes_its_large_messages_worse() -> None:
+    """GCP A3 Mega, 2 x 8 H100, 8 B - 8 GiB (18 flat rows near 123 us): fitted on every row at once, NVLink's
+    efficiency fell to 0.615 and the 8 GiB row went from +35 % to +64 %.  Now the bandwidth-bound rows decide the
+    bandwidth and come out better, the latency-bound rows decide the latency, and a 2-node run moves no NVLink
+    constant."""
+    profile = Calibration(_base(gpus=16), "dgx-h100", [A3MEGA]).run()
+    c = profile.constants
+    assert not c["scale_up_efficiency"].identified and not c["scale_up_latency_s"].identified
+    assert "no one-node run" in c["scale_up_efficiency"].note
+    rows = profile.measurements
+    largest = rows[-1]
+    assert _err(largest, "after") < _err(largest, "before")
+    assert _err(largest, "after") < 0.10
+    for regime in ("bandwidth", "latency"):
+        sel = [r for r in rows if r.regime == regime]
+        assert sel, regime
+        assert np.mean([_err(r, "after") for r in sel]) < np.mean([_err(r, "before") for r in sel]), regime
+    assert {r.regime for r in rows[:8]} == {"latency"} and rows[-1].regime == "bandwidth"
+
+
+def test_calibrate_reports_latency_and_bandwidth_bound_rows_before_and_after(tmp_path: Path) -> None:
+    args = ["calibrate", "--nccl", str(A3MEGA), "--cluster", "dgx-h100", "--gpus", "16", "--out",
+            str(tmp_path / "p.yaml")]
+    text = CliRunner().invoke(main, args)
+    assert text.exit_code == 0, text.output
+    assert "latency-bound rows" in text.stdout and "bandwidth-bound rows" in text.stdout
+    data = json.loads(CliRunner().invoke(main, [*args, "--json"]).stdout)
+    classes = {r["regime"]: r for r in data["regime_errors"]}
+    assert classes["bandwidth"]["error_after"] < classes["bandwidth"]["error_before"]
+    assert {r["regime"] for r in data["measurements"]} == {"latency", "bandwidth", "mixed"}
+
+
+def test_a_class_of_rows_predicted_worse_after_the_fit_is_a_warning() -> None:
+    cal = Calibration(_base(gpus=16), "dgx-h100", [A3MEGA])
+    rows = [Residual(measurement=f"{s} B", kind="nccl", group="f", unit="s", measured=1.0, before=1.1, after=a,
+                     regime="bandwidth") for s, a in ((1, 1.05), (2, 1.3))]
+    (warning,) = cal._worse(rows)
+    assert "2 bandwidth-bound row(s) are predicted worse" in warning and "10.0% -> 17.5%" in warning
+    assert "2 B: +10.0% -> +30.0%" in warning
+    assert cal._worse(rows[:1]) == []
+
+
+def test_a_latency_no_latency_bound_row_constrains_is_not_fitted() -> None:
+    """One node with NVLink SHARP, 128 MiB - 4 GiB (busbw rising 383 -> 474 GB/s): the latency was fitted to 1.9e-5
+    from the ramp; no row there is latency-bound, so it keeps its default and says why."""
+    profile = Calibration(_base(), "dgx-h100", [NCCL / "h100-1node-all_reduce_perf.txt"]).run()
+    lat = profile.constants["scale_up_latency_s"]
+    assert not lat.identified and lat.value == lat.default == pytest.approx(1.9e-6)
+    assert "no latency-bound row" in lat.note and "134,217,728 B" in lat.note
+    assert profile.constants["scale_up_efficiency"].identified
+
+
+def test_the_shipped_two_node_files_keep_their_promises() -> None:
+    """The 4- and 8-node files, fitted with the one-node file, now get their largest message within 5 % (it was
+    34 % and 27 %), and the 2-node ring file keeps its 4-5 % mean."""
+    profile = Calibration(_base(), "dgx-h100", [NCCL / f for f in ("h100-1node-all_reduce_perf.txt",
+                                                                   "h100-4node-all_reduce_perf.txt",
+                                                                   "h100-8node-all_reduce_perf.txt")]).run()
+    by_file: dict[str, list[Residual]] = {}
+    for r in profile.measurements:
+        by_file.setdefault(Path(r.group.split(":")[0]).name, []).append(r)
+    for name in ("h100-4node-all_reduce_perf.txt", "h100-8node-all_reduce_perf.txt"):
+        assert _err(by_file[name][-1], "after") < 0.05, name
+
+
+# -- 3. far from the default, either way ---------------------------------------------------------------------------
+
+def test_a_value_five_times_its_default_is_a_warning_with_the_numbers(tmp_path: Path) -> None:
+    truth = {"scale_up_efficiency": 0.82, "scale_up_latency_s": 2.0e-5, "network_efficiency": 0.92,
+             "network_latency_s": 4e-6}
+    path = write_nccl(tmp_path / "all_reduce_perf-1.txt", "all_reduce", 1, truth, np.random.default_rng(0), 0.01)
+    profile = Calibration(_base(), "dgx-h100", [path]).run()
+    lat = profile.constants["scale_up_latency_s"]
+    assert lat.identified and lat.value == pytest.approx(2.0e-5, rel=0.1)
+    (warning,) = [w for w in profile.warnings if w.startswith("scale_up_latency_s")]
+    assert re.search(r"is 1\d(\.\d)?x its default 1\.9e-06 \(above 5x", warning), warning
+
+
+# -- 4. the device ------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("device", "acc"), [
+    ("NVIDIA H100 80GB HBM3", "h100-sxm"), ("NVIDIA B200", "b200"), ("NVIDIA A100-SXM4-80GB", "a100-80g"),
+    ("NVIDIA A100-SXM4-40GB", "a100-40g"), ("NVIDIA H200", "h200"), ("NVIDIA GB200", "gb200"),
+    ("NVIDIA H100 PCIe", None), ("NVIDIA H20-3e", None)])
+def test_device_names_map_to_catalog_accelerators(device: str, acc: str | None) -> None:
+    assert accelerator_of(device) == acc
+
+
+def test_a_log_from_another_accelerator_is_an_error_naming_both(tmp_path: Path) -> None:
+    b200 = _edited(tmp_path, "all_reduce_perf.txt", lambda ls: [ln.replace("NVIDIA H100 80GB HBM3", "NVIDIA B200")
+                                                                 for ln in ls])
+    with pytest.raises(InputError, match=r"'NVIDIA B200' \(b200\), but dgx-h100 is built of h100-sxm"):
+        Calibration(_base(), "dgx-h100", [b200])
+    bare = _edited(tmp_path, "bare_all_reduce_perf.txt",
+                   lambda ls: [re.sub(r"\] NVIDIA H100 80GB HBM3", "]", ln) for ln in ls])
+    profile = Calibration(_base(), "dgx-h100", [bare]).run()
+    assert any("name no device" in w and "skipped" in w for w in profile.warnings)
+
+
+# -- 5. a profile applied to another design -----------------------------------------------------------------------
+
+def test_a_profile_applied_to_a_design_with_other_nics_warns_naming_the_fields(tmp_path: Path) -> None:
+    out = tmp_path / "p.yaml"
+    res = CliRunner().invoke(main, ["calibrate", "--nccl", str(TWO_NODE), "--cluster", "dgx-h100", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    assert yaml.safe_load(out.read_text())["design"]["nic_bandwidth_bytes_per_s"] == 50e9
+    spec = yaml.safe_load((Path(__file__).parents[1] / "hardware" / "clusters" / "dgx-h100.yaml").read_text())
+    spec["nic_bandwidth_bytes_per_s"] = 25e9
+    other = tmp_path / "half-nic.yaml"
+    other.write_text(yaml.safe_dump(spec))
+    job = ["plan", "--model", "llama3-8b", "--gpus", "16", "--top-k", "1", "--calibration", str(out)]
+    res = CliRunner().invoke(main, [*job, "--cluster", str(other)])
+    assert res.exit_code == 0, res.output
+    assert "design that differs: NIC bandwidth per GPU (B/s) 5e+10 there, 2.5e+10 here" in res.stderr
+    assert "fitted on dgx-h100" in res.stderr
+    same = CliRunner().invoke(main, job)
+    assert "design that differs" not in same.stderr
+
+
+# -- 6-9. what a file holds ---------------------------------------------------------------------------------------
+
+def test_two_runs_in_one_file_are_an_error_naming_the_second_header(tmp_path: Path) -> None:
+    lines = TWO_NODE.read_text().splitlines()
+    path = tmp_path / "all_reduce_perf.txt"
+    path.write_text("\n".join([*lines, *lines]) + "\n")
+    header = next(i for i, ln in enumerate(lines, 1) if ln.startswith("# nThread"))
+    with pytest.raises(InputError, match=f"line {len(lines) + header}: a second run starts here"):
+        read_nccl_tests(path)
+    rows = [ln for ln in lines if re.match(r"^\s+\d+\s+\d+", ln)]
+    again = tmp_path / "again_all_reduce_perf.txt"
+    again.write_text("\n".join([*lines, rows[-1]]) + "\n")
+    with pytest.raises(InputError, match=f"line {len(lines) + 1}: size 17179869184 again"):
+        read_nccl_tests(again)
+
+
+def test_rows_that_failed_the_data_check_are_left_out_and_named(tmp_path: Path) -> None:
+    row = 30
+
+    def edit(ls: list[str]) -> list[str]:
+        tokens = ls[row - 1].split()
+        tokens[8] = "4096"
+        return [*ls[:row - 1], "  ".join(tokens), *ls[row:]]
+
+    path = _edited(tmp_path, "all_reduce_perf.txt", edit)
+    run = read_nccl_tests(path)
+    assert len(run.rows) == len(read_nccl_tests(TWO_NODE).rows) - 1 and row not in {r.line for r in run.rows}
+    (warning,) = run.warnings
+    assert f"line {row} (" in warning and "#wrong 4096 out of place" in warning and "left out" in warning
+    profile = Calibration(_base(), "dgx-h100", [path]).run()
+    assert warning in profile.warnings
+
+
+def test_a_row_cut_short_is_an_error_and_a_missing_trailer_a_warning(tmp_path: Path) -> None:
+    lines = TWO_NODE.read_text().splitlines()
+    last = max(i for i, ln in enumerate(lines) if re.match(r"^\s+\d+\s+\d+", ln))
+    cut = tmp_path / "cut_all_reduce_perf.txt"
+    cut.write_text("\n".join([*lines[:last], "    33554432      "]) + "\n")
+    with pytest.raises(InputError, match=f"line {last + 1}: a result row with 1 columns"):
+        read_nccl_tests(cut)
+    open_ended = tmp_path / "open_all_reduce_perf.txt"
+    open_ended.write_text("\n".join(lines[:last + 1]) + "\n")
+    (warning,) = read_nccl_tests(open_ended).warnings
+    assert "no `# Avg bus bandwidth` line" in warning and f"line {last + 1}" in warning
+    assert read_nccl_tests(TWO_NODE).warnings == ()
+
+
+@pytest.mark.parametrize("prefix", ["[1,0]<stdout>:", "[node001:0] ", "0: "])
+def test_launcher_prefixes_are_taken_off(tmp_path: Path, prefix: str) -> None:
+    path = _edited(tmp_path, "all_reduce_perf.txt", lambda ls: [prefix + ln for ln in ls])
+    tagged, plain = read_nccl_tests(path), read_nccl_tests(TWO_NODE)
+    assert (tagged.ranks, tagged.hosts, [r.time_s for r in tagged.rows]) == (
+        plain.ranks, plain.hosts, [r.time_s for r in plain.rows])
+
+
+# -- 10. plan with a profile ---------------------------------------------------------------------------------------
+
+def test_plan_with_a_profile_prints_defaults_and_the_step_without_it(tmp_path: Path) -> None:
+    out = tmp_path / "p.yaml"
+    CliRunner().invoke(main, ["calibrate", "--nccl", str(NCCL / "h100-1node-all_reduce_perf.txt"), "--cluster",
+                              "dgx-h100", "--out", str(out)])
+    job = ["plan", "--model", "llama3-8b", "--gpus", "16", "--top-k", "1", "--calibration", str(out)]
+    res = CliRunner().invoke(main, job)
+    assert res.exit_code == 0, res.output
+    assert re.search(r"scale_up_efficiency 0\.82 -> 1\.0\d", res.stdout), res.stdout
+    m = re.search(r"step ([\d.]+) s with the profile, ([\d.]+) s without it", res.stdout)
+    assert m and float(m.group(1)) <= float(m.group(2))
+    data = json.loads(CliRunner().invoke(main, [*job, "--json"]).stdout)["calibration"]
+    assert data["defaults"] == {"scale_up_efficiency": 0.82} and set(data["constants"]) == {"scale_up_efficiency"}
+    assert data["uncalibrated_step_time_s"] == pytest.approx(float(m.group(2)), rel=1e-3)
