@@ -291,11 +291,12 @@ def _oversubscription(graph: nx.Graph, switch: str) -> float:
 
 
 def mixed_design(designs: list[tuple[ClusterSpec, AcceleratorSpec]]) -> tuple[ClusterSpec, AcceleratorSpec]:
-    """One design standing for hosts of several: every rate and capacity is the smallest among them.
+    """One design standing for hosts of several: the slowest GPU, link and NIC, the smallest memory.
 
-    Synchronous training steps at the pace of its slowest GPU and link, and the smallest HBM binds
-    memory, so a mixed allocation is priced as if every host were the weakest of each kind (placement
-    does not split work unevenly across node types).
+    Synchronous training steps at the pace of its slowest GPU and link, and the smallest HBM binds memory, so a
+    mixed allocation is priced as if every host were the weakest (placement does not split work unevenly across
+    node types).  The GPU's compute is the slowest GPU's as a whole (peak with its own efficiencies), not the
+    smallest of each field, which would make a GPU slower than any of the job's.
     """
     clusters = [c for c, _ in designs]
     accs = [a for _, a in designs]
@@ -309,18 +310,22 @@ def mixed_design(designs: list[tuple[ClusterSpec, AcceleratorSpec]]) -> tuple[Cl
             + ", ".join(f"{c.name} ({c.gpus_per_node} per node, domain {c.scale_up.size})" for c in clusters)
         )
     name = "mixed(" + "+".join(sorted({c.name for c in clusters})) + ")"
+    # the pace of the GEMMs is the slowest GPU's, as a whole: its peak with its own efficiency and shape curve (the
+    # smallest peak with another GPU's smaller efficiency would price a GPU slower than any in the job)
+    slow = min(accs, key=lambda a: a.peak_flops_bf16 * a.matmul_efficiency_bf16)
     fp8 = [a.peak_flops_fp8 for a in accs]
-    acc = accs[0].model_copy(update={
+    slow8 = None if None in fp8 else min(accs, key=lambda a: a.peak_flops_fp8 * (a.matmul_efficiency_fp8
+                                                                                 or a.matmul_efficiency_bf16))
+    acc = slow.model_copy(update={
         "name": name,
-        "peak_flops_bf16": min(a.peak_flops_bf16 for a in accs),
-        "peak_flops_fp8": None if None in fp8 else min(fp8),
+        "peak_flops_fp8": None if slow8 is None else slow8.peak_flops_fp8,
+        "matmul_efficiency_fp8": None if slow8 is None else slow8.matmul_efficiency_fp8 or slow8.matmul_efficiency_bf16,
         "hbm_bytes": min(a.hbm_bytes for a in accs),
         "hbm_bandwidth_bytes_per_s": min(a.hbm_bandwidth_bytes_per_s for a in accs),
-        "matmul_efficiency_bf16": min(a.matmul_efficiency_bf16 for a in accs),
-        "matmul_efficiency_fp8": None if None in fp8 else min(a.matmul_efficiency_fp8 or a.matmul_efficiency_bf16
-                                                              for a in accs),
-        "gemm_half_efficiency_dim": max(a.gemm_half_efficiency_dim for a in accs),
-        "source": "smallest of " + ", ".join(a.name for a in accs),
+        "mxfp8": all(a.mxfp8 for a in accs),  # an MXFP8 recipe needs every GPU to run it
+        "source": (f"GEMMs at {slow.name}'s pace (the slowest peak x efficiency"
+                   + (f"; FP8 at {slow8.name}'s" if slow8 is not None and slow8 is not slow else "")
+                   + "), the smallest HBM and HBM bandwidth of " + ", ".join(a.name for a in accs)),
     })
     base = clusters[0]
     slow_up = min(clusters, key=lambda c: c.scale_up.bandwidth_bytes_per_s * c.scale_up.collective_efficiency)

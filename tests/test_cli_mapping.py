@@ -190,3 +190,21 @@ def test_hosts_keep_the_allocation_order_unless_a_reordering_prices_faster(tmp_p
                         "1", "--slurm-topology", str(DATA / "slurm" / "tree-5leaf.conf"), "--nodelist",
                         "gpu[0001-0008],gpu[0038-0045]", "--node-type", "dgx-h100", "--oversubscription", "4")
     assert f"hosts keep the allocation order: no reordering prices faster than its {alloc:.3f} s/step" in text
+
+
+def test_a_mix_with_a_faster_gpu_prices_as_its_slowest_gpu_not_slower():
+    """H100 and B200 hosts: the step is the all-H100 step (its GEMM pace, HBM, NVLink and NIC are the smaller in
+    every respect).  Taking the smallest of each field paired H100's peak with B200's lower MAMF ratio, a GPU
+    slower than either (a user trial: 7.181 s mixed against 6.967 s all-H100); and B200's MXFP8 is not the mix's."""
+    topo = str(DATA / "slurm" / "tree-5leaf.conf")
+    args = ["evaluate", "--model", "llama3-70b", "--slurm-topology", topo, "--nodelist", "gpu[0001-0016]",
+            "--seq-len", "8192", "--global-batch", "64", "--tp", "8", "--pp", "2", "--mbs", "1", "--json"]
+    _, h100, _ = run(*args, "--node-type", "dgx-h100")
+    for first, second in (("dgx-h100", "dgx-b200"), ("dgx-b200", "dgx-h100")):
+        mix = ["--node-type", first, "--node-type", f"gpu[0009-0016]={second}"]
+        code, mixed, err = run(*args, *mix)
+        assert code == 0, err
+        assert json.loads(mixed)["step_time_s"] == json.loads(h100)["step_time_s"]
+        code, fp8, err = run(*args, *mix, "--precision", "fp8")
+        assert code == 0, err
+        assert json.loads(fp8)["recipe"]["fp8_recipe"] != "mxfp8"
