@@ -846,13 +846,23 @@ def evaluate(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch
         check_precision(framework, model, train.precision.value, topo.accelerator)
         CAPABILITIES[framework].check(LayoutBatch.from_layouts([layout], recipe), model.num_layers)
     result = evaluate_layout(model, train, topo, layout, recipe, sources, model_sources)
+    import numpy as np
+
+    from placement.planner import _intra_node_order
+
+    # allocation order; with measured intra-node links each TP group on the GPUs the price assumed, which the
+    # files realize with CUDA_VISIBLE_DEVICES (as `plan` writes them)
+    gpu_of_rank = _intra_node_order(topo, layout.tp, np.arange(topo.num_gpus))
+    if not np.array_equal(gpu_of_rank, np.arange(topo.num_gpus)):
+        from placement.mapping.report import compact_mapping, rank_table
+
+        result = result.model_copy(update={
+            "mapping_compact": compact_mapping(topo, gpu_of_rank),
+            "mapping": None if result.mapping is None else rank_table(topo, gpu_of_rank, layout, model.is_moe)})
     if out_dir is not None:
         from pathlib import Path
 
-        import numpy as np
-
-        _write_out(Path(out_dir), formats, result, np.arange(topo.num_gpus), topo, given_model,
-                   train)  # allocation order
+        _write_out(Path(out_dir), formats, result, gpu_of_rank, topo, given_model, train)
     if as_json:
         click.echo(json.dumps(result.model_dump(mode="json") | {"calibration": calibration_json()}))
     else:

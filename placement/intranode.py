@@ -42,6 +42,18 @@ class NodeLayout:
     k along `order` (raw link rate; the cluster's collective efficiency applies on top)."""
     order: dict[int, tuple[int, ...]]
     """Group size k -> physical GPU order (CUDA_VISIBLE_DEVICES) that realizes it."""
+    in_order: dict[int, float] | None = None
+    """Group size k -> the worst group's ring bandwidth when ranks run on the GPUs in their numbered order (groups
+    0..k-1, k..2k-1, ...): what a job launched without CUDA_VISIBLE_DEVICES gets."""
+
+    def as_launched(self) -> NodeLayout:
+        """The layout a job gets that numbers its ranks onto the GPUs in order: `in_order` priced, the identity
+        order."""
+        if self.in_order is None:
+            return self
+        n = max(len(o) for o in self.order.values())
+        return NodeLayout(group_bandwidth=dict(self.in_order), order={k: tuple(range(n)) for k in self.order},
+                          in_order=dict(self.in_order))
 
 
 def ring_bandwidth(bw: np.ndarray, gpus: tuple[int, ...]) -> float:
@@ -100,7 +112,9 @@ def _node_layout(links: tuple[tuple[GpuLink, ...], ...]) -> NodeLayout:
         order[k] = tuple(g for group in best_split for g in group)
     group_bw[1] = float("inf")
     order[1] = tuple(range(n))
-    return NodeLayout(group_bandwidth=group_bw, order=order)
+    in_order = {k: (min(ring_bandwidth(bw, tuple(range(g, g + k))) for g in range(0, n, k)) if k > 1 else float("inf"))
+                for k in group_bw}
+    return NodeLayout(group_bandwidth=group_bw, order=order, in_order=in_order)
 
 
 CP_SAT_SECONDS = 2.0

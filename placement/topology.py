@@ -245,6 +245,16 @@ class Topology:
         other.node_layout = node_layout(node)
         return other
 
+    def as_launched_in_order(self) -> Topology:
+        """The same machine for a job that runs each host's ranks on its GPUs in numbered order (no
+        CUDA_VISIBLE_DEVICES): groups inside a node get the links of consecutive GPUs, not the best split
+        (NodeLayout.as_launched).  Unchanged without measured intra-node links."""
+        if self.node_layout is None:
+            return self
+        other = copy.copy(self)
+        other.node_layout = self.node_layout.as_launched()
+        return other
+
     @property
     def regular(self) -> bool:
         """Blocks follow from arithmetic and ranks run on GPUs in order (the fast span path)."""

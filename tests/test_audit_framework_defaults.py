@@ -287,9 +287,11 @@ def test_a_bridge_configs_overlap_survives_a_script_of_overrides(tmp_path) -> No
     lay = parse_launch([script, yaml])
     assert lay.recipe["dp_overlap"] is True
     assert "overlap_grad_reduce: true" in lay.sources["recipe.dp_overlap"]
-    # a Bridge config that states no overlap is not given Megatron-LM's argument default either
+    # a Bridge config that states no overlap is not given Megatron-LM's argument default (off) either, but
+    # Megatron-Bridge's own: its comm_overlap section turns it on with the distributed optimizer when DP > 1
     yaml.write_text("\n".join(x for x in yaml.read_text().splitlines() if "overlap_grad_reduce" not in x))
-    assert "dp_overlap" not in parse_launch([script, yaml]).recipe
+    lay = parse_launch([script, yaml])
+    assert lay.recipe["dp_overlap"] is True and "_get_optimizer_overlap_cfgs" in lay.sources["recipe.dp_overlap"]
 
 
 @pytest.mark.parametrize("drop", ["--parallelism.tensor_parallel_degree 8 ", "--training.seq_len 8192 ",
