@@ -181,7 +181,7 @@ def memory_term(x: Ctx, st: StageKinds, dense_p: np.ndarray, expert_p: np.ndarra
     # ...but a chunked loss (torchtitan 0.3.0's ChunkedLossWrapper) turns the head's gradient sync and resharding back
     # on at each micro-batch's last chunk (components/loss.py:725-771): under the deferral the head's gradient and,
     # under ZeRO-3, its weights are sharded as without it.  `head_fix`: bytes a head parameter holds less.
-    head_p = st.loss * x.w.head_params / x.tp
+    head_p = st.loss * float(x.w.head_params) / x.tp
     chunked = deferred & (x.recipe.loss_chunks > 1)
     head_fix = np.where(chunked, grad_b * (1.0 - 1.0 / dense_shard)
                         + np.where(zero3, weight_b * (1.0 - 1.0 / dense_shard), 0.0), 0.0)
