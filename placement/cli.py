@@ -1113,6 +1113,8 @@ def audit(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, p
                                    global_batch or launch.global_batch, precision, slurm_topology, nodelist,
                                    node_type, cluster_graph, oversubscription, node_topo, segment, memory_headroom_gib,
                                    used)
+    if real:
+        _check_world_size(launch, topo, nodelist, cluster_graph)
     fixed = files_global_batch(launch, topo.num_gpus)  # the files' own batch wins over the catalog default
     if fixed is not None and fixed[0] != train.global_batch:
         if global_batch is not None:
@@ -1217,6 +1219,33 @@ def _framework_modules(framework: str, recipe, sources: dict[str, str]):
         raise InputError(f"--framework {framework} cannot run torchtitan's per-op checkpointing (recompute module "
                          f"per_op); drop {given}, give its own module list, or drop --framework")
     return recipe, sources
+
+
+def _check_world_size(launch, topo: Topology, nodelist: str | None, cluster_graph: str | None) -> None:
+    """On a real allocation the launch files' world size, where they fix it, must be the allocation's GPUs: a job
+    priced on more or fewer GPUs than it runs on is a different job (another dp, another batch split)."""
+    world = launch.world_size
+    if world is None or world == topo.num_gpus:
+        return
+    from placement.loaders.hostlist import compress_hostlist
+
+    per, hosts = topo.gpus_per_host, topo.num_hosts
+    files = f"the launch files start {world} processes ({launch.sources.get('world_size', 'the launch files')})"
+    given = (f"--nodelist {nodelist} gives {hosts} hosts x {per} GPUs = {topo.num_gpus}" if cluster_graph is None
+             else f"--cluster-graph {cluster_graph} holds {hosts} hosts x {per} GPUs = {topo.num_gpus}")
+    if world % per:
+        fix = (f"{world} is not a whole number of {per}-GPU hosts: check the launch files' node count and processes "
+               f"per node")
+    elif world // per > hosts:
+        fix = (f"the job runs on {world // per} hosts: give its whole host list ($SLURM_JOB_NODELIST of the job)"
+               if cluster_graph is None else f"give a cluster graph holding the job's {world // per} hosts")
+    elif cluster_graph is None:
+        n = world // per
+        fix = (f"pass the job's own {n} hosts, e.g. the first {n} of the nodelist: --nodelist "
+               f"'{compress_hostlist(list(topo.host_names[:n]))}' (or the job's $SLURM_JOB_NODELIST)")
+    else:
+        fix = f"give a cluster graph of the job's {world // per} hosts"
+    raise InputError(f"world size: {files}, but {given}; the audit prices the job on the GPUs it runs on: {fix}")
 
 
 def _gpus_used_per_node(launch, cluster_ref, real: bool) -> int | None:

@@ -357,7 +357,9 @@ def real_topology(slurm_topology: Path | None, cluster_graph: Path | None, nodel
     def designs(names: set[str]):
         loaded = []
         for name in sorted(names):
-            c = load_cluster(name)
+            # an unknown design is named by the flag that gave it (not --cluster, which is not given here)
+            where = next((f"--node-type {expr}={n}:" for expr, n in overrides if n == name), "--node-type")
+            c = load_cluster(name, field=where)
             loaded.append((c, load_accelerator(c.accelerator)))
         return mixed_design(loaded)
 
@@ -377,13 +379,21 @@ def real_topology(slurm_topology: Path | None, cluster_graph: Path | None, nodel
         raise InputError("--nodelist is required with --slurm-topology: the job's hosts ($SLURM_JOB_NODELIST or @FILE)")
     conf = parse_topology_conf(slurm_topology)
     hosts = read_nodelist(nodelist)
-    typed: set[str] = set()
-    for expr, _ in overrides:
-        typed |= set(expand_hostlist(expr, source="--node-type"))
-    stray = typed - set(hosts)
+    typed: dict[str, str] = {}  # host -> the --node-type entry that names it
+    for expr, name in overrides:
+        flag = f"--node-type {expr}={name}"
+        named = expand_hostlist(expr, source=flag)
+        twice = [h for h in named if h in typed]
+        if twice:
+            other = " and ".join(dict.fromkeys(typed[h] for h in twice))
+            shown = ", ".join(twice[:5]) + (f" and {len(twice) - 5} more" if len(twice) > 5 else "")
+            raise InputError(f"{flag}: host(s) {shown} ({len(twice)} in all) are also in {other}; each host takes "
+                             f"one design: give the --node-type hostlists without overlap")
+        typed.update(dict.fromkeys(named, flag))
+    stray = set(typed) - set(hosts)
     if stray:
         raise InputError(f"--node-type names host(s) {', '.join(sorted(stray)[:5])} that are not in --nodelist")
-    untyped = set(hosts) - typed
+    untyped = set(hosts) - set(typed)
     if untyped and not default:
         raise InputError(f"--node-type gives no design for {', '.join(sorted(untyped)[:5])}; add a default "
                          f"--node-type NAME")

@@ -82,6 +82,16 @@ def _partitions(items: tuple[int, ...], k: int):
             yield ((head, *others), *tail)
 
 
+def fabric_label(node: NodeTopo) -> str | None:
+    """What a matrix's GPUs talk over, for labels: "pcie" (no NVLink: PCIe, through the CPU or across the
+    sockets), "nvlink bridge" (NVLink between some GPUs, PCIe between the others), None where every pair is
+    on NVLink (the node design's own scale-up fabric, named by the catalog)."""
+    kinds = {link.kind for row in node.links for link in row if link.kind is not LinkClass.SELF}
+    if not kinds or kinds == {LinkClass.NVLINK}:
+        return None
+    return "nvlink bridge" if LinkClass.NVLINK in kinds else "pcie"
+
+
 def node_layout(node: NodeTopo) -> NodeLayout:
     return _node_layout(node.links)
 

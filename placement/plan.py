@@ -123,6 +123,10 @@ class Plan(_Out):
     """The same layout under plain launch orders: {"allocation_order": {"step_time_s"}, "megatron_order": ...}."""
     crossings: dict[str, dict] | None = None
     """Per kind of group, how many groups reach each level of the topology at most."""
+    node_topo: dict | None = None
+    """With --node-topo: {"path": the `nvidia-smi topo -m` file the in-node links are priced from, "in_node_level":
+    the name of the in-node level as that matrix links its GPUs ("pcie", "nvlink bridge", or the catalog's
+    scale-up fabric where every pair is on NVLink)}; None without one."""
     segment_nodes: int | None = None
     """SLURM segment (`sbatch --segment`) the job's GPUs were laid out in, in nodes; None: racks filled whole."""
     recipe: dict | None = None
@@ -225,6 +229,8 @@ def make_plan(batch: LayoutBatch, est: Estimates, i: int, model: ModelSpec, trai
         seq_len=train.seq_len, global_batch=train.global_batch, precision=train.precision.value,
         tool_version=__version__,
         segment_nodes=topo.segment_nodes,
+        node_topo=None if topo.node_topo_source is None else {"path": topo.node_topo_source,
+                                                              "in_node_level": topo.levels[0].name},
         recipe=recipe.model_dump(mode="json"),
         recipe_sources={f: (recipe_sources or {}).get(f, "default") for f in Recipe.model_fields},
         model_features=model_features(model, model_sources),

@@ -105,7 +105,12 @@ def headline(p: Plan) -> str:
     lay = p.layout
     stages = "/".join(str(x) for x in lay.stage_layers)
     segment = f", segment {p.segment_nodes} nodes" if p.segment_nodes is not None else ""
-    return (f"{p.model} on {p.num_gpus} x {p.accelerator} ({p.cluster}{segment}), seq {p.seq_len}, global batch "
+    if p.node_topo is not None:
+        segment += f", in-node links from --node-topo {p.node_topo['path']} ({p.node_topo['in_node_level']})"
+    # a mixed allocation's accelerator is named after its designs, as the cluster is: said once
+    cluster = "" if p.cluster == p.accelerator and not segment else f" ({p.cluster}{segment})" \
+        if p.cluster != p.accelerator else f" ({segment[2:]})"
+    return (f"{p.model} on {p.num_gpus} x {p.accelerator}{cluster}, seq {p.seq_len}, global batch "
             f"{p.global_batch}, {p.precision}\n"
             f"layout: {layout_cell(p)}; {lay.num_microbatches} micro-batches; layers per stage {stages}\n"
             f"step {p.step_time_s:.3f} s, {p.tokens_per_s:,.0f} tokens/s, MFU {p.mfu:.1%}, HFU {p.hfu:.1%}, "

@@ -20,7 +20,7 @@ import networkx as nx
 import numpy as np
 
 from placement.errors import InputError
-from placement.intranode import NodeLayout, node_layout
+from placement.intranode import NodeLayout, fabric_label, node_layout
 from placement.specs import AcceleratorSpec, ClusterSpec
 from placement.specs.fabric import NodeTopo
 
@@ -53,6 +53,13 @@ class GroupSpan:
     members_within: tuple[int, ...]
     crossing: tuple[float, ...] = ()
     load: tuple[float, ...] = ()
+    chain_crossing: tuple[float, ...] = ()
+    """Like `crossing`, for point-to-point traffic along the group in member order (pipeline stages): the
+    largest share of a block's GPUs with a neighbouring member (previous or next) outside the block; only
+    the ranks at a stage boundary that leaves the block send across its uplinks."""
+    ring_crossing: tuple[float, ...] = ()
+    """`chain_crossing` with the last member also a neighbour of the first (an interleaved pipeline sends
+    from the last stage back to the first)."""
 
     @property
     def size(self) -> int:
@@ -188,6 +195,8 @@ class Topology:
         self._explicit_blocks: np.ndarray | None = None
         self.gpu_of_rank: np.ndarray | None = None
         self.node_layout: NodeLayout | None = None
+        self.node_topo_source: str | None = None
+        """The `nvidia-smi topo -m` file the in-node links come from (`with_node_topo`), else None."""
         self._span_cache: dict[tuple[int, int], GroupSpan] = {}
 
     @classmethod
@@ -209,6 +218,7 @@ class Topology:
         topo._explicit_blocks = np.asarray(host_blocks, dtype=np.int64)[:, gpu_host]
         topo.gpu_of_rank = None
         topo.node_layout = None
+        topo.node_topo_source = None
         topo._span_cache = {}
         return topo
 
@@ -243,6 +253,11 @@ class Topology:
             )
         other = copy.copy(self)
         other.node_layout = node_layout(node)
+        other.node_topo_source = node.source
+        label = fabric_label(node)
+        if label is not None:  # the in-node level is what the matrix links its GPUs with, not the catalog's fabric
+            other.levels = (dataclasses.replace(self.levels[0], name=label), *self.levels[1:])
+        other._span_cache = {}
         return other
 
     def as_launched_in_order(self) -> Topology:
@@ -259,6 +274,11 @@ class Topology:
     def regular(self) -> bool:
         """Blocks follow from arithmetic and ranks run on GPUs in order (the fast span path)."""
         return self._explicit_blocks is None and self.gpu_of_rank is None
+
+    @property
+    def allocated(self) -> bool:
+        """A real allocation (`from_hosts`): its size is its host list's, not a GPU count."""
+        return self._explicit_blocks is not None
 
     @property
     def gpus_per_host(self) -> int:
@@ -360,11 +380,13 @@ def _group_ranks(num_gpus: int, stride: int, size: int) -> np.ndarray:
 def _span_listed(block_of: np.ndarray, gpus: np.ndarray) -> GroupSpan:
     """Span of groups given as rows of GPU ids, counted on the blocks each GPU really sits in."""
     size = gpus.shape[1]
-    within, crossing, load = [], [0.0], [0.0]
+    within, crossing, load, chain, ring = [], [0.0], [0.0], [0.0], [0.0]
     for j in range(block_of.shape[0]):
         ids = block_of[j][gpus]
         within.append(_worst_group_within(ids))
         if j + 1 < block_of.shape[0]:
+            chain.append(_neighbour_crossing(ids, wrap=False))
+            ring.append(_neighbour_crossing(ids, wrap=True))
             together = _members_sharing_block(ids)  # per member: members of its group in its block
             leave = 1.0 - together / size
             members = np.bincount(ids.ravel())
@@ -372,7 +394,25 @@ def _span_listed(block_of: np.ndarray, gpus: np.ndarray) -> GroupSpan:
             crossing.append(float((np.bincount(ids.ravel(), weights=(leave > 0).ravel())[seen] / members[seen]).max()))
             load.append(float((np.bincount(ids.ravel(), weights=leave.ravel())[seen] / members[seen]).max()))
     within.append(size)
-    return GroupSpan(tuple(within), tuple(crossing), tuple(load))
+    return GroupSpan(tuple(within), tuple(crossing), tuple(load), tuple(chain), tuple(ring))
+
+
+def _neighbour_crossing(ids: np.ndarray, wrap: bool) -> float:
+    """Largest share of a block's members (rows = groups, columns in member order, values = block ids) with
+    a neighbouring member of their group in another block: next or previous, and with `wrap` the last and
+    the first members neighbours too."""
+    cross = np.zeros(ids.shape, dtype=bool)
+    if ids.shape[1] > 1:
+        step = ids[:, 1:] != ids[:, :-1]
+        cross[:, :-1] |= step
+        cross[:, 1:] |= step
+        if wrap:
+            ends = ids[:, 0] != ids[:, -1]
+            cross[:, 0] |= ends
+            cross[:, -1] |= ends
+    members = np.bincount(ids.ravel())
+    seen = members > 0
+    return float((np.bincount(ids.ravel(), weights=cross.ravel().astype(np.float64))[seen] / members[seen]).max())
 
 
 def _members_sharing_block(ids: np.ndarray) -> np.ndarray:
@@ -403,15 +443,26 @@ def _worst_group_within(ids: np.ndarray) -> int:
 
 @lru_cache(maxsize=4096)
 def _span(blocks: tuple[int, ...], num_gpus: int, stride: int, size: int) -> GroupSpan:
-    within = []
-    for block in blocks:
+    within, chain, ring = [], [0.0], [0.0]
+    for j, block in enumerate(blocks):
         if stride >= block:
             within.append(1)  # consecutive members are a block or more apart
+            neighbours = (1.0, 1.0) if size > 1 else (0.0, 0.0)  # every member's neighbours are elsewhere
         elif block % stride == 0 and (block % (stride * size) == 0 or (stride * size) % block == 0):
-            within.append(min(size, block // stride))  # aligned: every group looks the same
+            k = min(size, block // stride)  # aligned: every group looks the same, runs of k members
+            within.append(k)
+            runs = size // k  # a block holds one run of k consecutive members of each of `stride` groups
+            # a run's end members have a neighbour in the next block: one end when the chain has two runs,
+            # both ends for a middle run or a ring
+            neighbours = (0.0, 0.0) if runs == 1 else (min(1 if runs == 2 else 2, k) / k, min(2, k) / k)
         else:  # misaligned (e.g. groups of 16 on 72-GPU NVLink domains): list every group
-            within.append(_worst_group_within(_group_ranks(num_gpus, stride, size) // block))
+            ids = _group_ranks(num_gpus, stride, size) // block
+            within.append(_worst_group_within(ids))
+            neighbours = (_neighbour_crossing(ids, wrap=False), _neighbour_crossing(ids, wrap=True))
+        if j + 1 < len(blocks):
+            chain.append(neighbours[0])
+            ring.append(neighbours[1])
     within.append(size)
     crossing = [0.0] + [1.0 if within[j - 1] < size else 0.0 for j in range(1, len(blocks))]
     load = [0.0] + [1.0 - within[j - 1] / size for j in range(1, len(blocks))]
-    return GroupSpan(tuple(within), tuple(crossing), tuple(load))
+    return GroupSpan(tuple(within), tuple(crossing), tuple(load), tuple(chain), tuple(ring))

@@ -22,6 +22,7 @@ planned costs nothing to keep, so every finding on it is at most info.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -315,24 +316,34 @@ def launched_model(launch: LaunchLayout, model: ModelSpec) -> tuple[ModelSpec, d
     return model_as_run(launch.framework, model, launch.framework)
 
 
-def resolve_layout(launch: LaunchLayout, model: ModelSpec, num_gpus: int) -> Layout:
+def resolve_layout(launch: LaunchLayout, model: ModelSpec, num_gpus: int, gpus_per_host: int | None = None) -> Layout:
     """The launch files' layout, with the framework's defaults for what they leave out and dp from the
-    GPU count; errors name the setting and its source line."""
+    GPU count; errors name the setting and its source line.  `gpus_per_host`: the GPU count is a real
+    allocation's (hosts of that many GPUs), whose size the host list sets, not --gpus."""
     where = launch.sources
 
     def src(name: str) -> str:
         return f" (from {where[name]})" if name in where else ""
 
     per_replica = launch.tp * launch.cp * launch.pp
+
+    def fix(gpus: int) -> str:
+        if gpus_per_host is None:
+            return f"give the GPU count the job ran on (--gpus{f' {gpus}' if gpus else ''})"
+        step = per_replica // math.gcd(per_replica, gpus_per_host)  # hosts per whole number of replicas
+        return (f"give the hosts the job ran on (--nodelist, e.g. its $SLURM_JOB_NODELIST; a real allocation's "
+                f"size is its host list's, and --gpus does not apply): {num_gpus // gpus_per_host} hosts of "
+                f"{gpus_per_host} GPUs are given, and a whole number of replicas takes a multiple of {step} hosts")
+
     if num_gpus % per_replica:
         raise InputError(
             f"tp ({launch.tp}) x cp ({launch.cp}) x pp ({launch.pp}) = {per_replica} from the launch files does not "
-            f"divide the {num_gpus} GPUs; give the GPU count the job ran on (--gpus)")
+            f"divide the {num_gpus} GPUs; {fix(0)}")
     dp = num_gpus // per_replica
     if launch.dp is not None and launch.dp != dp:
         raise InputError(
             f"the launch files set a data-parallel degree of {launch.dp}{src('dp')} but {num_gpus} GPUs / "
-            f"(tp {launch.tp} x cp {launch.cp} x pp {launch.pp}) = {dp}; give the GPU count the job ran on")
+            f"(tp {launch.tp} x cp {launch.cp} x pp {launch.pp}) = {dp}; {fix(launch.dp * per_replica)}")
     for name, given, have in _model_shape(launch, model):
         if given is not None and given != have:
             raise InputError(
@@ -928,7 +939,7 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
     launch = maxtext_layout(launch, model, topo, train.global_batch)
     launch = launch.model_copy(update={"ignored": (*launch.ignored, *model_differs(launch, model))})
     model, model_sources = launched_model(launch, model)
-    layout = resolve_layout(launch, model, topo.num_gpus)
+    layout = resolve_layout(launch, model, topo.num_gpus, topo.gpus_per_host if topo.allocated else None)
     _check_torchtitan_mxfp8(launch, topo)
     recipe, recipe_sources = launch_recipe(launch, model, layout, recipe_overrides, several_hosts=topo.num_hosts > 1,
                                            precision=train.precision.value)

@@ -277,7 +277,7 @@ def predict_times(run: NcclRun, topo: Topology, stride: int, sizes: np.ndarray |
         return group.reduce_scatter(sizes)
     if run.op == "alltoall":
         return group.all_to_all(sizes)
-    return group.p2p(sizes)
+    return group.p2p(sizes, wrap=True)  # sendrecv_perf: rank r sends to r + 1 and the last rank to the first
 
 
 def bus_bandwidth(op: str, ranks: int, size_bytes: float, time_s: float) -> float:

@@ -17,6 +17,9 @@ f_j = within[:, j] / within[:, j-1] (within[:, -1] := 1).
 - All-reduce = reduce-scatter + all-gather: twice the bytes.  Latency is the cheaper of a
   hierarchical ring (one step per member per level) and NCCL's double binary tree (log2 of the
   members per level, NCCL tuning.cc), plus a base latency.
+- Point-to-point along a group (pipeline stages): only the members with a neighbour in another block send
+  across its uplinks, so f is that share (a boundary stage per block, both ends for a middle block or an
+  interleaved pipeline's wrap-around from the last stage to the first).
 - All-to-all: bytes leaving a level-(j-1) block cross at level j, S * (1 - within[:, j-1]/n);
   the slowest level bounds it (injection bound with oversubscription, costmodel.md §2a).
 """
@@ -103,6 +106,9 @@ class Groups:
         within = np.array([sp.members_within for sp in spans], dtype=np.float64)
         self.crossing = np.array([sp.crossing for sp in spans], dtype=np.float64)
         self.load = np.array([sp.load for sp in spans], dtype=np.float64)
+        # point-to-point along the group: only members next to a block boundary send across it
+        self.chain_crossing = np.array([sp.chain_crossing or sp.crossing for sp in spans], dtype=np.float64)
+        self.ring_crossing = np.array([sp.ring_crossing or sp.crossing for sp in spans], dtype=np.float64)
         if pair:  # neighbours share a block exactly when the whole group does (else some pair crosses)
             within = np.where(within >= within[:, -1:], 2.0, 1.0) * (within[:, -1:] > 1) + (within[:, -1:] == 1)
         self.levels = levels
@@ -158,11 +164,18 @@ class Groups:
         inside, beyond, lat = (np.where(self.single, 0.0, x)[self.inverse] for x in (inside, beyond, lat))
         return nbytes * np.maximum(inside * inside_domain, beyond * beyond_domain) + lat
 
-    def p2p(self, nbytes: np.ndarray) -> np.ndarray:
-        """Send `nbytes` between two members: at the level of the lowest block holding both."""
+    def p2p(self, nbytes: np.ndarray, wrap: np.ndarray | bool = False) -> np.ndarray:
+        """Send `nbytes` between neighbouring members (member i to i + 1; with `wrap`, per candidate, the last
+        to the first too): at the level of the lowest block holding the whole group, its oversubscribed
+        uplinks shared by the members next to a block boundary (not every member of a split group)."""
         top = self._top()
-        bw = self.levels.bandwidth(self.within, self.crossing)[np.arange(self.within.shape[0]), top]
-        return self._linear(1.0 / bw, self.levels.lat[top], nbytes)
+        rows = np.arange(self.within.shape[0])
+        lat = self.levels.lat[top]
+        chain = self._linear(1.0 / self.levels.bandwidth(self.within, self.chain_crossing)[rows, top], lat, nbytes)
+        if not np.any(wrap):
+            return chain
+        ring = self._linear(1.0 / self.levels.bandwidth(self.within, self.ring_crossing)[rows, top], lat, nbytes)
+        return np.where(wrap, ring, chain)
 
     def _top(self) -> np.ndarray:
         """Lowest level whose block holds a whole group."""

@@ -235,13 +235,16 @@ def pp_term(x: Ctx) -> PpTerm:
     # a middle stage receives the activation, sends it on, receives the gradient and sends it back: paired,
     # each receive runs beside a send; blocking, all four run in turn (an end stage has one neighbour: two)
     turns = np.where(r.pipeline_p2p_blocking & (x.b.pp > 2), 2.0, 1.0)
-    fwd_s, bwd_s = pair.p2p(forward), pair.p2p(backward)
+    # interleaving (vpp > 1) sends from the last stage's chunk back to the first stage's next chunk: a ring;
+    # DualPipe's two directions run along the chain
+    wrap = (x.vpp > 1) & (r.pipeline_schedule is not PipelineSchedule.DUALPIPE)
+    fwd_s, bwd_s = pair.p2p(forward, wrap), pair.p2p(backward, wrap)
     mask = 0.0
     if r.pipeline_sends_mask:
         # GPT-NeoX's [1, 1, s, s] mask, cast to 16 bits, goes whole from every TP rank with each activation, a
         # blocking send of its own, with its casts and copies on either side
         mask = float(x.train.seq_len) ** 2
-        fwd_s = fwd_s + pair.p2p(np.full_like(fwd_s, mask * C.BYTES_PER_ACTIVATION)) \
+        fwd_s = fwd_s + pair.p2p(np.full_like(fwd_s, mask * C.BYTES_PER_ACTIVATION), wrap) \
             + mask * C.MASK_COPY_BYTES_PER_TRANSFER / x.hbm_bw
     # two end stages and no chunks between them: one paired exchange, each direction on its own half of the link
     ends_only = (x.b.pp == 2) & (x.vpp == 1) & (not r.pipeline_p2p_blocking)

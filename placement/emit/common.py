@@ -353,7 +353,8 @@ def header(ctx: EmitContext, framework: str, comment: str = "#", runs: str = "")
     lay = p.layout
     lines = [
         f"{framework} launch for a placement plan (placement {__version__})",
-        f"model {p.model} on {p.num_gpus} x {p.accelerator} ({p.cluster}), seq {p.seq_len}, global batch "
+        f"model {p.model} on {p.num_gpus} x {p.accelerator}{'' if p.cluster == p.accelerator else f' ({p.cluster})'}, "
+        f"seq {p.seq_len}, global batch "
         f"{p.global_batch}, {p.precision}",
         f"layout: tp {lay.tp}, cp {lay.cp}, ep {lay.ep}, etp {lay.etp}, pp {lay.pp} (vpp {lay.vpp}), dp {lay.dp}, "
         f"ZeRO-{lay.zero_stage}, micro-batch {lay.micro_batch_size}, recompute {lay.recompute}, "

@@ -213,3 +213,44 @@ def _expand_bracket(bracket: str, component: str, text: str, source: str, *, lim
                 f"expanded ({err}); give both ends the same zero padding, e.g. 001-010 or 1-10."
             ) from err
     return numbers
+
+
+_NUMBERED = re.compile(r"^(.*?)([0-9]+)([^0-9]*)$")
+
+
+def compress_hostlist(hosts: list[str]) -> str:
+    """A hostlist expression that `expand_hostlist` turns back into `hosts`, in the same order: neighbouring
+    hosts with the same name around a number of the same width share one bracket, runs as lo-hi.
+
+    >>> compress_hostlist(['gpu-031', 'gpu-032', 'gpu-033', 'gpu-035', 'login1'])
+    'gpu-[031-033,035],login1'
+    """
+    parts: list[str] = []
+    i = 0
+    while i < len(hosts):
+        m = _NUMBERED.match(hosts[i])
+        if m is None:
+            parts.append(hosts[i])
+            i += 1
+            continue
+        prefix, digits, suffix = m.groups()
+        numbers = [digits]
+        i += 1
+        while i < len(hosts):
+            n = _NUMBERED.match(hosts[i])
+            if n is None or (n.group(1), len(n.group(2)), n.group(3)) != (prefix, len(digits), suffix):
+                break
+            numbers.append(n.group(2))
+            i += 1
+        if len(numbers) == 1:
+            parts.append(hosts[i - 1])
+            continue
+        runs: list[list[str]] = []
+        for d in numbers:
+            if runs and int(d) == int(runs[-1][-1]) + 1:
+                runs[-1][1:] = [d]
+            else:
+                runs.append([d])
+        inside = ",".join(r[0] if len(r) == 1 else f"{r[0]}-{r[1]}" for r in runs)
+        parts.append(f"{prefix}[{inside}]{suffix}")
+    return ",".join(parts)
