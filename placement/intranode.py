@@ -122,9 +122,23 @@ def _node_layout(links: tuple[tuple[GpuLink, ...], ...]) -> NodeLayout:
         order[k] = tuple(g for group in best_split for g in group)
     group_bw[1] = float("inf")
     order[1] = tuple(range(n))
-    in_order = {k: (min(ring_bandwidth(bw, tuple(range(g, g + k))) for g in range(0, n, k)) if k > 1 else float("inf"))
-                for k in group_bw}
-    return NodeLayout(group_bandwidth=group_bw, order=order, in_order=in_order)
+    return NodeLayout(group_bandwidth=group_bw, order=order,
+                      in_order={k: _in_order_bandwidth(bw, k, group_bw[k]) for k in group_bw})
+
+
+def _in_order_bandwidth(bw: np.ndarray, k: int, best: float) -> float:
+    """The worst ring bandwidth of the groups of k consecutive GPUs (0..k-1, k..2k-1, ...): the best ring of each
+    where k is small enough to try every one (EXHAUSTIVE_GPUS), the ring in numbered order above it (a lower bound:
+    NCCL may find a better one); the whole node is its best split."""
+    n = bw.shape[0]
+    if k == 1:
+        return float("inf")
+    if k == n:
+        return best
+    groups = [tuple(range(g, g + k)) for g in range(0, n, k)]
+    if k <= EXHAUSTIVE_GPUS:
+        return min(ring_bandwidth(bw, g) for g in groups)
+    return min(min(bw[a, b] for a, b in itertools.pairwise((*g, g[0]))) for g in groups)
 
 
 CP_SAT_SECONDS = 2.0
