@@ -179,7 +179,7 @@ BRIDGE_DTYPES = {"fp32": "torch.float32", "bf16": "torch.bfloat16", "fp16": "tor
 """A Megatron-LM dtype word -> the torch dtype a Megatron-Bridge YAML names (`{_call_: false, _target_: ...}`)."""
 
 
-def _bridge_value(flag: str, value: str | None) -> str:
+def _bridge_flag_value(flag: str, value: str | None) -> str:
     """A Megatron-LM flag's value as the Bridge field takes it: a bare flag is true, a flag left out is false
     (switch) or null (valued), a list of words [a, b]."""
     if flag in BRIDGE_NEGATED:
@@ -238,7 +238,7 @@ def bridge_changes(changes: list[dict], stated: dict[str, str]) -> list[dict]:
         if not keys:
             out.append(c if not flag.startswith("--") else {**c, "note": BRIDGE_NOT_IN_FILES})
             continue
-        to = _bridge_value(flag, c["to"])
+        to = _bridge_flag_value(flag, c["to"])
         if flag.endswith("-dtype") and to in BRIDGE_DTYPES:  # a dtype field as the YAML spells one
             to = f"{{_call_: false, _target_: {BRIDGE_DTYPES[to]}}}"
         # a flag the best plan leaves out is Megatron-LM's default; a field the config leaves null is already
