@@ -812,7 +812,7 @@ def evaluate(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch
              **recipe_args):
     """Estimate one given layout (dp is derived from the GPU count) under the recipe given (pinned: nothing
     is searched); exit 1 if it does not fit."""
-    from placement.evaluate import evaluate_layout
+    from placement.evaluate import evaluate_layout, launch_order
     from placement.report import single_plan_table
 
     recipe, sources = build_recipe(*_recipe_flag_values(recipe_args))
@@ -846,19 +846,9 @@ def evaluate(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch
         check_precision(framework, model, train.precision.value, topo.accelerator)
         CAPABILITIES[framework].check(LayoutBatch.from_layouts([layout], recipe), model.num_layers)
     result = evaluate_layout(model, train, topo, layout, recipe, sources, model_sources)
-    import numpy as np
-
-    from placement.planner import _intra_node_order
-
     # allocation order; with measured intra-node links each TP group on the GPUs the price assumed, which the
     # files realize with CUDA_VISIBLE_DEVICES (as `plan` writes them)
-    gpu_of_rank = _intra_node_order(topo, layout.tp, np.arange(topo.num_gpus))
-    if not np.array_equal(gpu_of_rank, np.arange(topo.num_gpus)):
-        from placement.mapping.report import compact_mapping, rank_table
-
-        result = result.model_copy(update={
-            "mapping_compact": compact_mapping(topo, gpu_of_rank),
-            "mapping": None if result.mapping is None else rank_table(topo, gpu_of_rank, layout, model.is_moe)})
+    result, gpu_of_rank = launch_order(result, model, topo, layout)
     if out_dir is not None:
         from pathlib import Path
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from placement.cost import rules
 from placement.cost.batch import LayoutBatch
 from placement.cost.pipeline import parse_layout
@@ -10,7 +12,7 @@ from placement.errors import InputError
 from placement.plan import Plan, make_plan
 from placement.specs import Layout, ModelSpec, TrainingSpec
 from placement.specs.recipe import Recipe
-from placement.topology import Topology
+from placement.topology import Topology, intra_node_order
 from placement.workload import workload
 
 
@@ -38,3 +40,17 @@ def evaluate_layout(model: ModelSpec, train: TrainingSpec, topo: Topology, layou
     batch = LayoutBatch.from_layouts([layout], recipe)
     est = estimate(workload(model), train, topo, batch, recipe)
     return make_plan(batch, est, 0, model, train, topo, recipe_sources, model_sources)
+
+
+def launch_order(result: Plan, model: ModelSpec, topo: Topology, layout: Layout) -> tuple[Plan, np.ndarray]:
+    """The GPU each rank runs on as the priced layout is launched: allocation order, with measured intra-node
+    links each TP group on the GPUs the price assumed (`intra_node_order`); the plan's mapping fields then
+    describe that order, as `plan` writes them."""
+    gpu_of_rank = intra_node_order(topo, layout.tp, np.arange(topo.num_gpus))
+    if np.array_equal(gpu_of_rank, np.arange(topo.num_gpus)):
+        return result, gpu_of_rank
+    from placement.mapping.report import compact_mapping, rank_table
+
+    mapping = None if result.mapping is None else rank_table(topo, gpu_of_rank, layout, model.is_moe)
+    return result.model_copy(update={"mapping_compact": compact_mapping(topo, gpu_of_rank), "mapping": mapping}), \
+        gpu_of_rank

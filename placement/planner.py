@@ -16,7 +16,7 @@ from placement.mapping.report import compact_mapping, crossings, rank_table
 from placement.plan import Plan, make_plan, plan_recipe
 from placement.search import SearchConfig, SearchResult, search
 from placement.specs import ModelSpec, TrainingSpec
-from placement.topology import Topology
+from placement.topology import Topology, intra_node_order
 from placement.workload import workload
 
 
@@ -92,7 +92,7 @@ def plan_job(model: ModelSpec, train: TrainingSpec, topo: Topology, search_cfg: 
                       "num_workers": mapping.num_workers, "deterministic_time_limit": mapping.deterministic_time_limit}
             base = {k: float(priced(topo.with_mapping(g)).step_time_s[0])
                     for k, g in baseline_mappings(topo).items() if k in ml.baselines}
-        gpu_of_rank = _intra_node_order(topo, layout.tp, gpu_of_rank)
+        gpu_of_rank = intra_node_order(topo, layout.tp, gpu_of_rank)
         plan = plan.model_copy(update={
             "mapping_solver": solver,
             "baselines": {k: {"step_time_s": float(f"{v:.6g}")} for k, v in base.items()},
@@ -117,17 +117,6 @@ def plan_job(model: ModelSpec, train: TrainingSpec, topo: Topology, search_cfg: 
                               f"--plan-index {k + 1} --out DIR writes this plan's host order and rankfile"}})
         plans.append(plan)
     return Planned(plans=plans, search=result, gpu_of_rank=[r[3] for r in rows])
-
-
-def _intra_node_order(topo: Topology, tp: int, gpu_of_rank: np.ndarray) -> np.ndarray:
-    """With measured intra-node links, lay each TP group on its best-connected GPUs (the order the
-    cost model priced); realized at launch by CUDA_VISIBLE_DEVICES."""
-    node = topo.node_layout
-    gph = topo.gpus_per_host
-    if node is None or tp not in node.order or tp >= gph:
-        return gpu_of_rank
-    perm = np.array(node.order[tp])
-    return (gpu_of_rank // gph) * gph + perm[gpu_of_rank % gph]
 
 
 def _no_order_is_faster(w, train: TrainingSpec, topo: Topology, result: SearchResult, i: int) -> bool:

@@ -372,6 +372,17 @@ class Topology:
         ]
 
 
+def intra_node_order(topo: Topology, tp: int, gpu_of_rank: np.ndarray) -> np.ndarray:
+    """With measured intra-node links, each TP group laid on its best-connected GPUs (the order the cost model
+    prices); launch files realize it with CUDA_VISIBLE_DEVICES.  Unchanged without measured links."""
+    node = topo.node_layout
+    gph = topo.gpus_per_host
+    if node is None or tp not in node.order or tp >= gph:
+        return gpu_of_rank
+    perm = np.array(node.order[tp])
+    return (gpu_of_rank // gph) * gph + perm[gpu_of_rank % gph]
+
+
 def _group_ranks(num_gpus: int, stride: int, size: int) -> np.ndarray:
     """Rows = groups of `size` ranks `stride` apart, as a mesh axis lays them."""
     return np.arange(num_gpus, dtype=np.int64).reshape(-1, size, stride).transpose(0, 2, 1).reshape(-1, size)
