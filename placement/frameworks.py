@@ -247,7 +247,13 @@ CAPABILITIES: dict[str, Capability] = {
                           "added to (layers/llama2.py, layers/gpt3.py)",
         recipe=(("grad_reduce_fp32", True, "MaxText 0.2.5 keeps fp32 weights and gradients (configs/base.yml "
                                            "weight_dtype and grad_dtype float32): its data-parallel reduction "
-                                           "moves fp32"),)),
+                                           "moves fp32"),
+                ("fp32_weights", True, "MaxText 0.2.5 keeps its weights in float32 (configs/base.yml weight_dtype) "
+                                       "as the optimizer's master copy, replicated unless fsdp shards them, with "
+                                       "float32 gradients and AdamW moments (grad_dtype, mu_dtype from "
+                                       "weight_dtype): 4 + 4 + 8 bytes a parameter, and under "
+                                       "shard_optimizer_over_data with gradient accumulation a bf16 cast of the "
+                                       "weights through the step (utils/gradient_accumulation.py)"))),
 }
 """framework -> its row; the --framework choices."""
 

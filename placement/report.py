@@ -205,6 +205,8 @@ def recipe_line(p: Plan) -> str:
         items.append("unsharded grads until each stage's last backward")
     if r.reshard_after_backward and lay.zero_stage == 2 and not deferred:
         items.append("weights gathered again each micro-batch")
+    if r.fp32_weights:
+        items.append("fp32 weights as master copy")
     if r.mtp_layers:
         items.append(f"mtp {r.mtp_layers}")
     if r.pipeline_schedule != default.pipeline_schedule:

@@ -21,9 +21,9 @@ LAUNCH = re.compile(r"^#\s+(\S+): (?:CUDA_VISIBLE_DEVICES=(\S+) )?NODE_RANK=(\d+
 
 @pytest.fixture(scope="module")
 def contexts():
-    """Each case planned with fp32 gradients, as MaxText's fp32 weights reduce them (frameworks.CAPABILITIES),
-    and selective recompute of the attention core only, the one a remat_policy states."""
-    recipe = Recipe(grad_reduce_fp32=True, recompute_modules=(RecomputeModule.CORE_ATTN,))
+    """Each case planned with fp32 weights and gradients, as MaxText keeps and reduces them
+    (frameworks.CAPABILITIES), and selective recompute of the attention core only, the one a remat_policy states."""
+    recipe = Recipe(grad_reduce_fp32=True, fp32_weights=True, recompute_modules=(RecomputeModule.CORE_ATTN,))
     return {case: planned(case, recipe)[0] for case in CASES}
 
 

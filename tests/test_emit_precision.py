@@ -34,6 +34,8 @@ def _emit(tmp_path: Path, model: str, gpus: int, precision: str, emit: str, *ext
 
 FP32_GRADS = ("--grad-reduce-fp32",)
 """torchtitan and MaxText always reduce gradients in fp32: plans priced so keep the substitution under test alone."""
+MAXTEXT_FP32 = (*FP32_GRADS, "--fp32-weights")
+"""MaxText also keeps float32 weights as the master copy."""
 
 
 def test_a_torchtitan_plan_with_16bit_gradients_says_it_reduces_fp32_with_both_times(tmp_path):
@@ -223,12 +225,12 @@ def test_a_model_from_a_hf_config_gets_torchtitans_config_of_the_same_architectu
 
 
 @pytest.mark.parametrize(("gpus", "model", "runs_zero", "words"), [
-    (16, "megatron-gpt-3.6b", 1, "ZeRO-1 (not ZeRO-2)"),  # unsharded fp32 gradients fit: shard_optimizer_over_data
+    (16, "megatron-gpt-1.7b", 1, "ZeRO-1 (not ZeRO-2)"),  # unsharded fp32 gradients fit: shard_optimizer_over_data
     (64, "llama3-70b", 3, "FSDP (ZeRO-3 over dp {dp}; not ZeRO-2)"),  # they do not: fsdp
 ])
 def test_a_maxtext_zero2_plan_says_what_it_runs_with_its_time(tmp_path, gpus, model, runs_zero, words):
     """MaxText has no ZeRO-2: the file runs ZeRO-1 or FSDP, and its header prices that."""
-    plan, err = _emit(tmp_path, model, gpus, "bf16", "maxtext", "--zero", "2", *FP32_GRADS)
+    plan, err = _emit(tmp_path, model, gpus, "bf16", "maxtext", "--zero", "2", *MAXTEXT_FP32)
     assert plan["layout"]["zero_stage"] == 2
     runs = _runs_line(tmp_path / "maxtext.yml")
     assert runs is not None and runs.group(1) == words.format(dp=plan["layout"]["dp"])

@@ -193,6 +193,21 @@ def finish(v: dict[str, tuple[Any, str]], ignored: list[str]) -> dict[str, tuple
     if str(remat) not in REMAT:
         ignored.append(f"remat_policy {remat!r}: priced as selective recompute of the attention core ({rev})")
     out["model_ref"] = (str(keys["model_name"][0]), keys["model_name"][1])
+    # weights and gradients in float32 (base.yml weight_dtype :194, grad_dtype :125) unless the files say otherwise;
+    # the defaults come with the framework's recipe rows (frameworks.CAPABILITIES["maxtext"])
+    for key, field in (("weight_dtype", "recipe.fp32_weights"), ("grad_dtype", "recipe.grad_reduce_fp32")):
+        if key not in v:
+            continue
+        value, ev = v[key]
+        name = str(value).lower()
+        if name not in ("float32", "bfloat16", "float16"):
+            raise InputError(f"{ev}: {key} {value!r}; MaxText takes a JAX dtype name such as float32 or bfloat16")
+        if name == "float32":
+            out[field] = (True, ev)
+        elif key == "grad_dtype":
+            out[field] = (False, ev)
+        else:  # 16-bit weights leave AdamW no float32 master (mu_dtype follows weight_dtype): not a recipe priced
+            ignored.append(f"weight_dtype {value!r}: priced as float32 weights with float32 AdamW moments ({ev})")
     # MoE token dropping: capacity_factor > 0 caps each expert's tokens (base.yml default -1, dropless)
     cap = keys.get("capacity_factor")
     if cap is not None and isinstance(cap[0], (int, float)) and not isinstance(cap[0], bool) and cap[0] > 0:

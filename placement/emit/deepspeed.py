@@ -260,6 +260,7 @@ RUNS_INSTEAD = {
     "attention_kernel": "the model code's own attention runs",
     "loss_chunks": "the model code's LM head and loss run on the whole micro-batch at once",
     "pipeline_unsharded_grads": "its ZeRO-2/3 reduce-scatters each micro-batch's gradients into the shard",
+    "fp32_weights": "its weights are 16-bit (bf16 enabled), with the float32 master copy in its optimizer",
     "reshard_after_backward": "its ZeRO-2 keeps every weight whole (it shards gradients and optimizer state), so "
                               "it gathers the weights once a step, after the optimizer",
     "grad_all_reduce": "its ZeRO optimizer reduce-scatters the gradients (the BF16_Optimizer, ZeRO stage 0, is not "

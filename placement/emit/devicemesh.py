@@ -85,7 +85,7 @@ RUNS_INSTEAD = {field: _YOURS for field in ("moe_dispatcher", "cuda_graphs", "tp
                                             "loss_chunks", "reshard_after_backward",
                                             "grad_all_reduce", "grad_reduce_fp32",
                                             "dispatch_fp8", "dp_overlap", "fp8_recipe", "fp8_params",
-                                            "activation_func_fp8_input_store", "optimizer_state_bf16",
+                                            "activation_func_fp8_input_store", "optimizer_state_bf16", "fp32_weights",
                                             "recompute_num_layers", "mtp_layers", "account_for_embedding",
                                             "account_for_loss", "pipeline_schedule", "cross_entropy_fusion",
                                             "cpu_affinity", "moe_capacity_factor", "checkpoint_sync",

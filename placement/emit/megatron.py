@@ -322,6 +322,7 @@ RUNS_INSTEAD = {
     "loss_chunks": "its LM head and loss run on the whole micro-batch at once",
     "pipeline_unsharded_grads": "Megatron-FSDP reduce-scatters each micro-batch's gradients and keeps only its "
                                 "shard",
+    "fp32_weights": "its weights are 16-bit, with the float32 master copy in the optimizer state (--bf16)",
     "reshard_after_backward": "its ZeRO-2 (Megatron-FSDP optim_grads) keeps every weight whole, so it gathers "
                               "the weights once a step, after the optimizer",
     "pipeline_p2p_blocking": "its stages pair each send with the opposite receive in one batched call "

@@ -221,6 +221,15 @@ class Recipe(Frozen):
     caches the SwiGLU input in FP8).  Works under BF16 training too."""
     optimizer_state_bf16: bool = False
     """Adam moments in BF16 (`--exp-avg-dtype bf16 --exp-avg-sq-dtype bf16`): 8 bytes/param of state, not 12."""
+    fp32_weights: bool = False
+    """The weights live in float32 and are themselves the optimizer's master copy; each layer casts them to its
+    16-bit compute dtype at use (MaxText 0.2.5: configs/base.yml `weight_dtype` float32 (line 194) beside `dtype`
+    bfloat16; its gradients `grad_dtype` float32 (line 125); AdamW's `mu_dtype` inherits `weight_dtype`
+    (line 1123, configs/pyconfig.py:346)).  A parameter then holds 4 bytes of weight, 4 of gradient and 8 of
+    optimizer state (the two moments; no separate master), each sharded as its ZeRO stage shards it, where the
+    16-bit-weights recipe holds 2 + 2 or 4 + 12.  Under ZeRO-1/2 with gradient accumulation MaxText also casts the
+    replicated weights to bf16 once per step before the accumulation loop (utils/gradient_accumulation.py:96-103,
+    `shard_optimizer_over_data`): 2 more bytes a parameter through the step."""
     recompute_modules: tuple[RecomputeModule, ...] = ()
     """Modules recomputed under selective recompute; the layout's `selective` with none named is core_attn."""
     recompute_num_layers: int | None = Field(default=None, ge=1)

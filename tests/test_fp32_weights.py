@@ -1,0 +1,85 @@
+"""recipe fp32_weights: MaxText keeps its weights in float32 as the optimizer's master copy (base.yml weight_dtype),
+float32 gradients and AdamW moments only: 4 + 4 + 8 bytes a parameter, replicated unless fsdp shards them, plus
+the bf16 cast of the weights that ZeRO-1 (shard_optimizer_over_data) makes for gradient accumulation."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from placement.audit.launch import parse_launch
+from placement.catalog import load_model
+from placement.cli import main
+from placement.errors import InputError
+
+GiB = 1024**3
+JOB = ["evaluate", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "8", "--seq-len", "4096",
+       "--global-batch", "64", "--tp", "1", "--pp", "1", "--mbs", "1", "--recompute", "full", "--json"]
+
+
+def _memory(*extra: str) -> dict:
+    result = CliRunner().invoke(main, [*JOB, *extra])
+    assert result.exit_code in (0, 1), result.output  # 1: over capacity, still priced
+    return json.loads(result.output.splitlines()[0])
+
+
+def _params() -> float:
+    m = load_model("llama3-8b")
+    from placement.workload import workload
+
+    w = workload(m)
+    return float(w.num_layers * (w.attn_params + w.dense_mlp_params) + w.embed_params + w.head_params)
+
+
+def test_maxtext_zero1_holds_float32_weights_gradients_and_a_bf16_cast() -> None:
+    """ZeRO-1 (shard_optimizer_over_data) over 8 GPUs, 8 micro-batches: 4 + 2 bytes of weights and 4 of gradient
+    on every GPU, 8 of moments over 8; the 16-bit recipe held 2 + 4 + 12 / 8, 11 GiB less on an 8B model."""
+    p = _params()
+    got = _memory("--zero", "1", "--framework", "maxtext")
+    assert got["recipe"]["fp32_weights"] and "weight_dtype" in got["recipe_sources"]["fp32_weights"]
+    mem = got["memory"]
+    assert mem["weights_bytes"] == pytest.approx(p * 6.0, rel=0.01)
+    assert mem["grads_bytes"] == pytest.approx(p * 4.0, rel=0.01)
+    assert mem["optimizer_bytes"] == pytest.approx(p * 8.0 / 8, rel=0.01)
+    sixteen_bit = _memory("--zero", "1", "--grad-reduce-fp32")["memory"]
+    held = sum(mem[k] for k in ("weights_bytes", "grads_bytes", "optimizer_bytes"))
+    before = sum(sixteen_bit[k] for k in ("weights_bytes", "grads_bytes", "optimizer_bytes"))
+    assert (held - before) / GiB > 10.0
+    assert got["peak_memory_bytes"] > got["memory_capacity_bytes"]  # it does not fit, as it would not run
+
+
+def test_without_accumulation_zero1_keeps_no_bf16_copy() -> None:
+    """One micro-batch a step: MaxText's train step takes the gradient without the accumulation loop's cast."""
+    p = _params()
+    got = _memory("--zero", "1", "--framework", "maxtext", "--global-batch", "8")["memory"]
+    assert got["weights_bytes"] == pytest.approx(p * 4.0, rel=0.01)
+
+
+def test_under_fsdp_the_parts_are_4_4_8_over_the_shard_and_the_total_is_unchanged() -> None:
+    p = _params()
+    mem = _memory("--zero", "3", "--framework", "maxtext")["memory"]
+    for key, per in (("weights_bytes", 4.0), ("grads_bytes", 4.0), ("optimizer_bytes", 8.0)):
+        assert mem[key] == pytest.approx(p * per / 8, rel=0.01), key
+    plain = _memory("--zero", "3", "--grad-reduce-fp32")["memory"]
+    assert sum(mem[k] for k in ("weights_bytes", "grads_bytes", "optimizer_bytes")) == pytest.approx(
+        sum(plain[k] for k in ("weights_bytes", "grads_bytes", "optimizer_bytes")), rel=1e-6)
+
+
+def _maxtext_launch(tmp_path: Path, config: str):
+    cfg = tmp_path / "cfg.yml"
+    cfg.write_text("base_config: base.yml\n" + config)
+    return parse_launch([cfg])
+
+
+def test_a_maxtext_config_states_its_gradient_dtype_and_a_16_bit_weight_dtype_is_said(tmp_path: Path) -> None:
+    launch = _maxtext_launch(tmp_path, "grad_dtype: bfloat16\nweight_dtype: float32\n")
+    assert launch.recipe["grad_reduce_fp32"] is False and launch.recipe["fp32_weights"] is True
+    assert "cfg.yml:2" in launch.sources["recipe.grad_reduce_fp32"]
+    launch = _maxtext_launch(tmp_path, "weight_dtype: bfloat16\n")
+    assert "fp32_weights" not in launch.recipe
+    assert any("weight_dtype 'bfloat16'" in x for x in launch.ignored)
+    with pytest.raises(InputError, match="grad_dtype 'fp64'"):
+        _maxtext_launch(tmp_path, "grad_dtype: fp64\n")
