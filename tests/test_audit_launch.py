@@ -371,6 +371,9 @@ def test_torchtitan_030_flags_in_script(tmp_path: Path) -> None:
     # no fsdp_reshard_after_forward: "default", which is `not pp_enabled` (torchtitan 0.3.0
     # distributed/fsdp.py:71-74): with pp 2 FSDP keeps the weights from forward to backward, ZeRO-2
     assert lay.world_size == 16 and lay.zero_stage == 2
+    # the V placement and the zero-bubble backward split are said as left out of the price, not dropped silently
+    (note,) = [x for x in lay.ignored if x.startswith("pipeline_parallel_schedule ZBVZeroBubble")]
+    assert "run.sh:1" in note and "priced as Interleaved1F1B" in note and "errs slow" in note
 
 
 @pytest.mark.parametrize(("policy", "pp", "zero"), [("default", 1, 3), ("default", 2, 2), ("always", 2, 3),

@@ -28,6 +28,18 @@ from placement.loaders.files import read_text
 _TT_SINGLE_STAGE = {"1f1b", "gpipe", "pipelineschedulesingle"}
 _TT_MULTI_STAGE = {"interleaved1f1b", "loopedbfs", "interleavedzerobubble", "zbvzerobubble", "dualpipev",
                    "pipelineschedulemulti"}
+_TT_NOT_PRICED_AS_RUN = {
+    "interleavedzerobubble": "priced as Interleaved1F1B, whose bubble is (p - 1) / v micro-batch times; its split of "
+                             "each backward into input and weight gradients, which fills most of that bubble, is "
+                             "not priced (the estimate errs slow)",
+    "zbvzerobubble": "priced as Interleaved1F1B with two stages per rank; its V placement (the last rank's two "
+                     "stages hand over in place, no wrap-around send) and its split of each backward into input and "
+                     "weight gradients, which fill most of the bubble, are not priced (the estimate errs slow)",
+    "dualpipev": "priced as Interleaved1F1B with two stages per rank; its V placement and its overlap of one "
+                 "micro-batch's forward with another's backward are not priced (the estimate errs slow)",
+}
+"""torch.distributed.pipelining schedules placement prices as another (placement's schedules: specs.recipe
+PipelineSchedule), with what that leaves out: said in the audit, not substituted silently."""
 _TRUE = (True, "true", "True")
 """A boolean key's value as TOML or the command line spells true."""
 _TT_BOOL = {"training.disable_cuda_graphs", "parallelism.enable_sequence_parallel",
@@ -240,6 +252,8 @@ def _settings(keys: dict[str, tuple[Any, str]], s: Settings) -> _Pipeline:
                              f"1F1B, GPipe, Interleaved1F1B, LoopedBFS, InterleavedZeroBubble, ZBVZeroBubble, "
                              f"DualPipeV")
         pipeline = dataclasses.replace(pipeline, schedule=(name, sched[1]))
+        if name in _TT_NOT_PRICED_AS_RUN:
+            s.ignored.append(f"pipeline_parallel_schedule {sched[0]} ({sched[1]}): {_TT_NOT_PRICED_AS_RUN[name]}")
     lps = get("parallelism.pipeline_parallel_layers_per_stage")
     if lps[0] is not None:
         s.put("layers_per_virtual_stage", read_int(lps[0], "pipeline_parallel_layers_per_stage", lps[1]), lps[1])
