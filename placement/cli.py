@@ -249,7 +249,7 @@ RECIPE_FLAGS = {
     "sp_saves_gathered_inputs": "--sp-saves-gathered-inputs",
     "pipeline_unsharded_grads": "--pipeline-unsharded-grads",
     "reshard_after_backward": "--reshard-after-backward",
-    "optimizer_state_bf16": "--optimizer-state-bf16", "fp32_weights": "--fp32-weights",
+    "optimizer_state_bf16": "--optimizer-state-bf16", "fp32_weights": "--fp32-weights", "norms_fused": "--norms-fused",
     "fp8_params": "--fp8-params", "activation_func_fp8_input_store": "--activation-fp8-input-store",
     "attention_kernel": "--attention-kernel", "cp_comm_type": "--cp-comm-type",
     "grad_reduce_fp32": "--grad-reduce-fp32", "grad_all_reduce": "--grad-all-reduce", "dp_overlap": "--dp-overlap",
@@ -324,6 +324,9 @@ def recipe_options(fn: Callable) -> Callable:
         onoff("pipeline_sends_mask", "Each forward send between pipeline stages also carries the s x s attention "
                                      "mask, whole from every TP rank (GPT-NeoX on DeepSpeed's pipeline engine)."),
         onoff("optimizer_state_bf16", "Adam moments in BF16."),
+        onoff("norms_fused", "Each norm runs fused into the projection after it (Megatron-Core's Transformer Engine "
+                             "spec, the default): `layernorm` recompute frees only MLA's input norm and an MoE "
+                             "layer's pre-MLP norm; off, every norm (MaxText)."),
         onoff("fp32_weights", "Weights kept in float32 as the optimizer's master copy, cast to bf16 at use "
                               "(MaxText weight_dtype float32): 4 + 4 + 8 bytes a parameter."),
         onoff("fp8_saves_16bit_inputs", "Under FP8 the GEMMs keep their 16-bit inputs for backward (torchao "

@@ -248,6 +248,8 @@ CAPABILITIES: dict[str, Capability] = {
         recipe=(("grad_reduce_fp32", True, "MaxText 0.2.5 keeps fp32 weights and gradients (configs/base.yml "
                                            "weight_dtype and grad_dtype float32): its data-parallel reduction "
                                            "moves fp32"),
+                ("norms_fused", False, "MaxText 0.2.5's norms are ops of their own (layers/normalizations.py), "
+                                       "which its `minimal` remat policy recomputes: no norm output is saved"),
                 ("fp32_weights", True, "MaxText 0.2.5 keeps its weights in float32 (configs/base.yml weight_dtype) "
                                        "as the optimizer's master copy, replicated unless fsdp shards them, with "
                                        "float32 gradients and AdamW moments (grad_dtype, mu_dtype from "

@@ -321,10 +321,13 @@ def module_sets(model: ModelSpec) -> tuple[tuple[RecomputeModule, ...], ...]:
     Megatron-Bridge and Megatron-Core recipes for the model's parts (norms; dense MLPs; the MoE
     activation, shared experts or the whole MoE layer; MLA's up-projections)."""
     M = RecomputeModule
-    sets: list[tuple[RecomputeModule, ...]] = [(M.CORE_ATTN,), (M.LAYERNORM,)]
+    # `layernorm` frees something only where a norm is a module of its own in Megatron-Core's layer spec (MLA's
+    # input norm, an MoE layer's pre-MLP norm: cost.memory.norm_outputs_kept); on a dense GQA model it runs as none
+    own_norms = model.moe is not None or model.mla is not None
+    sets: list[tuple[RecomputeModule, ...]] = [(M.CORE_ATTN,)] + ([(M.LAYERNORM,)] if own_norms else [])
     dense_mlp = model.moe is None or model.moe.num_dense_layers > 0
     if dense_mlp:
-        sets += [(M.MLP,), (M.LAYERNORM, M.MLP)]
+        sets += [(M.MLP,)] + ([(M.LAYERNORM, M.MLP)] if own_norms else [])
     if model.moe is not None:
         sets += [(M.MOE_ACT,), (M.LAYERNORM, M.MOE_ACT), (M.MOE,)]
         if dense_mlp:

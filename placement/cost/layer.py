@@ -305,9 +305,15 @@ def layer_compute(x: Ctx) -> LayerCompute:
     core_forwards = 1.0 + np.maximum(x.module(M.CORE_ATTN), x.full * x.full_layers_share)  # with its recompute
     core_passes = core_forwards + core_backward_factor(x)
     norm = tokens * w.hidden * NORM_BYTES_PER_HIDDEN / x.sp_shard / x.hbm_bw
+    # `layernorm` recompute reruns only a norm that is a module of its own: MLA's input norm, an MoE layer's pre-MLP
+    # norm, every norm where they run unfused (memory.norm_outputs_kept); a fused norm-linear keeps its output
+    norms_rerun = np.asarray(x.module(M.LAYERNORM), dtype=bool)
+    unfused = not x.recipe.norms_fused
+    attn_norm_rerun = norm / 2.0 * (norms_rerun & (w.mla_up_width > 0 or unfused))
+    mlp_norm_rerun = norm / 2.0 * (norms_rerun & unfused)
     copies_fwd, copies_bwd = cp_ring_copies(x)
     attn = (proj * passes + core * core_passes + elem * passes
-            + _mla_up_forward(x) * x.module(M.MLA_UP_PROJ) + norm * x.module(M.LAYERNORM)
+            + _mla_up_forward(x) * x.module(M.MLA_UP_PROJ) + attn_norm_rerun
             + copies_fwd * core_forwards + copies_bwd)
     local = w.num_experts / x.ep if w.num_experts else 1.0
     pairs = tokens * w.top_k * x.etp / tp * x.expert_load if w.num_experts else 0.0
@@ -333,7 +339,8 @@ def layer_compute(x: Ctx) -> LayerCompute:
         return (w.mlp_up + 1.0) * ffn / tp * w.hidden
 
     dense_mlp = mlp_forward(w.dense_ffn)
-    dense = (attn + dense_mlp * (passes + x.module(M.MLP)) + eager.mlp_s + eager.mlp_forward_s * x.module(M.MLP)
+    dense = (attn + mlp_norm_rerun + dense_mlp * (passes + x.module(M.MLP)) + eager.mlp_s
+             + eager.mlp_forward_s * x.module(M.MLP)
              + per_op * (_per_op_recompute(x, op_mlp) + eager.mlp_forward_s)
              + fp8_weight_recasts(x, mlp_weights(w.dense_ffn), redo))
     if w.num_experts:
@@ -347,7 +354,7 @@ def layer_compute(x: Ctx) -> LayerCompute:
         shared_fwd = mlp_forward(w.shared_ffn_total)
         moe_fwd = experts_fwd + act_fwd + router_fwd + shared_fwd
         moe_block = (moe_fwd * passes
-                     + (act_fwd + eager.act_forward_s) * x.module(M.MOE_ACT)
+                     + (act_fwd + eager.act_forward_s) * x.module(M.MOE_ACT) + norm / 2.0 * norms_rerun
                      + shared_fwd * x.module(M.SHARED_EXPERTS)
                      + moe_fwd * x.module(M.MOE)
                      + eager.experts_s

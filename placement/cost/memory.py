@@ -53,12 +53,13 @@ def layer_activations(x: Ctx) -> LayerActivations:
     # bytes of a saved GEMM input, relative to 16-bit: Transformer Engine keeps the FP8 copy, torchao the 16-bit one
     q = 0.5 if x.fp8 is not None and not x.recipe.fp8_saves_16bit_inputs else 1.0
     norm_in = 4.0 * h
-    norm_out = np.where(x.module(M.LAYERNORM), 0.0, 4.0 * h * q)
+    norm_out_attn, norm_out_mlp, norm_out_moe = norm_outputs_kept(x, 2.0 * h * q)
     dropout = 2.0 * h if w.dropout else 0.0
     # the norms' outputs feed the projections: kept as the sequence shard (Megatron), or gathered whole where the
     # framework saves the projections' gathered inputs (sp_saves_gathered_inputs, torchtitan)
     out_shard = 1.0 if x.recipe.sp_saves_gathered_inputs else x.sp_shard
-    rep = (norm_in + dropout) / x.sp_shard + norm_out / out_shard
+    rep = (norm_in + dropout) / x.sp_shard + (norm_out_attn + norm_out_mlp) / out_shard
+    rep_moe = (norm_in + dropout) / x.sp_shard + (norm_out_attn + norm_out_moe) / out_shard
     attn = 2.0 * w.attn_act_width - np.where(x.module(M.MLA_UP_PROJ), 2.0 * w.mla_up_width, 0.0)
     if x.recipe.attention_kernel is AttentionKernel.UNFUSED:
         # the s x s scores per head: softmax output (2 bytes), and with dropout its mask (1) and output (2):
@@ -78,7 +79,7 @@ def layer_activations(x: Ctx) -> LayerActivations:
         ffn = w.expert_ffn / x.etp
         act_out = np.where(x.module(M.MOE_ACT), 0.0, 2.0 * q * ffn)
         routed = pairs * (2.0 * q * h + up_b * w.mlp_up * ffn + act_out) * np.where(whole_moe, 0.0, 1.0)
-        moe = tokens * (rep + (attn + shared) / tp) + routed
+        moe = tokens * (rep_moe + (attn + shared) / tp) + routed
     else:
         moe = dense
     per_op = x.module(M.PER_OP)
@@ -86,6 +87,22 @@ def layer_activations(x: Ctx) -> LayerActivations:
         op_dense, op_moe = _per_op_kept(x)
         dense, moe = np.where(per_op, op_dense, dense), np.where(per_op, op_moe, moe)
     return LayerActivations(dense=dense, moe=moe, layer_input=tokens * 2.0 * h / x.sp_shard)
+
+
+def norm_outputs_kept(x: Ctx, out_bytes: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Bytes per token kept of the attention's input-norm output, a dense MLP's and an MoE layer's pre-MLP norm
+    output (`out_bytes` each), under `layernorm` recompute (all three freed where the norms run unfused: recipe
+    norms_fused False).  Megatron-Core's Transformer Engine layer spec fuses a norm
+    into the projection after it (TELayerNormColumnParallelLinear, whose layer keeps IdentityOp in the norm's place;
+    core_v0.19.0 models/gpt/gpt_layer_specs.py:145, :157), and `--recompute-modules layernorm` recomputes only a
+    norm that is a module of its own (transformer/transformer_layer.py:451, :499): the attention's input norm under
+    MLA (gpt_layer_specs.py:295, its down projections take the normed input) and the pre-MLP norm of an MoE layer,
+    whose router reads it (:157, :282).  A fused norm's output stays saved for its GEMM's backward."""
+    freed = np.asarray(x.module(M.LAYERNORM), dtype=bool)
+    mla = x.w.mla_up_width > 0 or not x.recipe.norms_fused
+    own = not x.recipe.norms_fused
+    return (np.where(freed & mla, 0.0, out_bytes), np.where(freed & own, 0.0, out_bytes),
+            np.where(freed, 0.0, out_bytes))
 
 
 def _per_op_kept(x: Ctx) -> tuple[np.ndarray, np.ndarray]:

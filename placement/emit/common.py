@@ -234,11 +234,12 @@ def forced_warnings(ctx: EmitContext, framework: str, precision: str | None = No
             for name, _, why in forced(ctx, framework, precision, config)]
 
 
-NOT_SETTINGS = frozenset({"routing_imbalance", "fused_model_ops", "moe_fusions"})
+NOT_SETTINGS = frozenset({"routing_imbalance", "fused_model_ops", "moe_fusions", "norms_fused"})
 """Recipe fields no launch file states: the data's expert load (routing_imbalance), and the model code's own eager
 ops and MoE kernels, which the code the user runs decides (Megatron's files do state its MoE fusions).  Every other
 field is, for each emitter, written into its files, re-priced as the framework runs it (RUNS_INSTEAD, FORCED), or
-the user's (a DeviceMesh's or MaxText's launcher)."""
+the user's (a DeviceMesh's or MaxText's launcher).  `norms_fused` is the model code's too (Megatron-Core's
+Transformer Engine spec fuses them; MaxText's JAX layers do not, a framework row)."""
 
 _MATTERS = {"checkpoint_sync": lambda lay: lay.recompute == "full",
             "checkpoint_interval": lambda lay: lay.recompute == "full",

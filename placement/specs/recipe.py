@@ -221,6 +221,15 @@ class Recipe(Frozen):
     caches the SwiGLU input in FP8).  Works under BF16 training too."""
     optimizer_state_bf16: bool = False
     """Adam moments in BF16 (`--exp-avg-dtype bf16 --exp-avg-sq-dtype bf16`): 8 bytes/param of state, not 12."""
+    norms_fused: bool = True
+    """Each norm runs fused into the projection after it, so `layernorm` recompute (Megatron's
+    `--recompute-modules layernorm`) frees only a norm that is a module of its own: Megatron-Core's Transformer
+    Engine layer spec puts the attention's and a dense MLP's norm inside TELayerNormColumnParallelLinear and keeps
+    IdentityOp in their place (core_v0.19.0 models/gpt/gpt_layer_specs.py:145, :157), and the layer recomputes a norm
+    only when it is not IdentityOp (transformer/transformer_layer.py:451, :499); MLA's input norm and an MoE layer's
+    pre-MLP norm, which the router reads, are modules of their own (gpt_layer_specs.py:295, :157).  The fused GEMM
+    keeps the norm's output for its backward.  False where every norm is its own op (MaxText's `minimal` remat
+    policy reruns them all)."""
     fp32_weights: bool = False
     """The weights live in float32 and are themselves the optimizer's master copy; each layer casts them to its
     16-bit compute dtype at use (MaxText 0.2.5: configs/base.yml `weight_dtype` float32 (line 194) beside `dtype`
