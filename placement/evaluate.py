@@ -7,7 +7,7 @@ import numpy as np
 from placement.cost import rules
 from placement.cost.batch import LayoutBatch
 from placement.cost.pipeline import parse_layout
-from placement.cost.step import estimate
+from placement.cost.step import ep_overlap_runs, estimate
 from placement.errors import InputError
 from placement.plan import Plan, make_plan
 from placement.specs import Layout, ModelSpec, TrainingSpec
@@ -22,6 +22,13 @@ def check_layout(model: ModelSpec, train: TrainingSpec, layout: Layout, recipe: 
     message = rules.layout_error(model, train, layout, recipe)
     if message is not None:
         raise InputError(message)
+    if recipe is not None and recipe.ep_comm_overlap and model.is_moe and not ep_overlap_runs(layout.pp, layout.vpp,
+                                                                                                recipe):
+        raise InputError(f"EP all-to-all overlap (--ep-comm-overlap; Megatron --overlap-moe-expert-parallel-comm) "
+                         f"with pp {layout.pp} and vpp 1: Megatron-Core runs it under a pipeline only with virtual "
+                         f"stages (it asserts virtual_pipeline_model_parallel_size, transformer_config.py), so this "
+                         f"job would not start; give virtual stages (--vpp 2 or more; Megatron "
+                         f"--num-virtual-stages-per-pipeline-rank) or turn the overlap off (--no-ep-comm-overlap)")
     if recipe is not None and recipe.pipeline_layout is not None:
         try:
             parse_layout(recipe.pipeline_layout, layout.pp, layout.vpp, model.num_layers, recipe.mtp_layers)

@@ -398,14 +398,21 @@ def _span_listed(block_of: np.ndarray, gpus: np.ndarray) -> GroupSpan:
         if j + 1 < block_of.shape[0]:
             chain.append(_neighbour_crossing(ids, wrap=False))
             ring.append(_neighbour_crossing(ids, wrap=True))
-            together = _members_sharing_block(ids)  # per member: members of its group in its block
-            leave = 1.0 - together / size
-            members = np.bincount(ids.ravel())
-            seen = members > 0
-            crossing.append(float((np.bincount(ids.ravel(), weights=(leave > 0).ravel())[seen] / members[seen]).max()))
-            load.append(float((np.bincount(ids.ravel(), weights=leave.ravel())[seen] / members[seen]).max()))
+            c, lo = _leaving(ids)
+            crossing.append(c)
+            load.append(lo)
     within.append(size)
     return GroupSpan(tuple(within), tuple(crossing), tuple(load), tuple(chain), tuple(ring))
+
+
+def _leaving(ids: np.ndarray) -> tuple[float, float]:
+    """(crossing, load) out of one level's blocks for groups listed as rows of block ids: the worst block's share of
+    members with a group member elsewhere, and its mean share of a member's group that is elsewhere (GroupSpan)."""
+    leave = 1.0 - _members_sharing_block(ids) / ids.shape[1]  # per member: share of its group in other blocks
+    members = np.bincount(ids.ravel())
+    seen = members > 0
+    crossing = float((np.bincount(ids.ravel(), weights=(leave > 0).ravel())[seen] / members[seen]).max())
+    return crossing, float((np.bincount(ids.ravel(), weights=leave.ravel())[seen] / members[seen]).max())
 
 
 def _neighbour_crossing(ids: np.ndarray, wrap: bool) -> float:
@@ -455,6 +462,7 @@ def _worst_group_within(ids: np.ndarray) -> int:
 @lru_cache(maxsize=4096)
 def _span(blocks: tuple[int, ...], num_gpus: int, stride: int, size: int) -> GroupSpan:
     within, chain, ring = [], [0.0], [0.0]
+    listed: dict[int, tuple[float, float]] = {}  # misaligned level j -> (crossing, load) out of its blocks
     for j, block in enumerate(blocks):
         if stride >= block:
             within.append(1)  # consecutive members are a block or more apart
@@ -470,10 +478,16 @@ def _span(blocks: tuple[int, ...], num_gpus: int, stride: int, size: int) -> Gro
             ids = _group_ranks(num_gpus, stride, size) // block
             within.append(_worst_group_within(ids))
             neighbours = (_neighbour_crossing(ids, wrap=False), _neighbour_crossing(ids, wrap=True))
+            if j + 1 < len(blocks):
+                # counted on the listed groups, as a mapped topology counts them (_span_listed): the worst-placed
+                # group's best run does not say how much of a block's traffic leaves it
+                listed[j] = _leaving(ids)
         if j + 1 < len(blocks):
             chain.append(neighbours[0])
             ring.append(neighbours[1])
     within.append(size)
-    crossing = [0.0] + [1.0 if within[j - 1] < size else 0.0 for j in range(1, len(blocks))]
-    load = [0.0] + [1.0 - within[j - 1] / size for j in range(1, len(blocks))]
+    crossing = [0.0] + [listed[j - 1][0] if j - 1 in listed else 1.0 if within[j - 1] < size else 0.0
+                        for j in range(1, len(blocks))]
+    load = [0.0] + [listed[j - 1][1] if j - 1 in listed else 1.0 - within[j - 1] / size
+                    for j in range(1, len(blocks))]
     return GroupSpan(tuple(within), tuple(crossing), tuple(load), tuple(chain), tuple(ring))

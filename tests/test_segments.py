@@ -61,7 +61,7 @@ def test_ep_group_innermost_stays_on_nvlink_with_segments_and_straddles_without(
     assert inside.members_within[0] == ep and inside.top_level() == 0
     filled = nvl72(256, 0).span(1, ep)
     assert filled.members_within[0] < ep and filled.top_level() == 1  # a group straddles the 72-GPU boundary
-    assert filled.crossing[1] == 1.0 and inside.crossing[1] == 0.0
+    assert 0.0 < filled.crossing[1] <= 1.0 and inside.crossing[1] == 0.0
 
 
 def test_cluster_default_is_the_largest_divisor_of_the_node_count_that_fits_a_rack() -> None:
@@ -165,8 +165,10 @@ def test_segment_with_a_tree_topology_exits_2() -> None:
 
 
 def test_deepseek_v3_256_gpus_keeps_every_ep_group_in_one_rack() -> None:
+    # the EP all-to-all exposed (no 1F1B A2A overlap, which Megatron runs only interleaved under a pipeline): the
+    # best plan keeps each group of 64 in one 16-tray segment
     code, out, err = run("--reproducible", "plan", "--model", "deepseek-v3", "--cluster", "gb200-nvl72", "--gpus",
-                         "256", "--json")
+                         "256", "--no-ep-comm-overlap", "--json")
     assert code == 0, err
     best = json.loads(out)["plans"][0]
     assert best["segment_nodes"] == 16

@@ -182,6 +182,10 @@ def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch, r
     overlapped = np.maximum(dp.total_s - dp.exposed_s, 0.0) + m * np.maximum(cp_total_mb - cp_mb, 0.0)
     hidden_slowdown = x.overlap_slowdown * np.minimum(overlapped, m * comp_mb)
     step = m * t_mb + bubble + dp.exposed_s + optimizer_s + hidden_slowdown
+    # a candidate whose only EP option is one the framework does not run (the A2A overlap under a pipeline without
+    # virtual stages, pinned) has no step
+    runs = ~(crit.ep_overlap & ~ep_overlap_runs(x.pp, x.vpp, x.recipe))
+    step = np.where(runs, step, np.inf)
     peak_mem = base_mem.peak_bytes + extra_mem
 
     num_gpus = x.tp * x.cp * x.pp * x.dp
@@ -202,7 +206,7 @@ def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch, r
         "edp": dp.expert_bytes,
     }
     return Estimates(
-        valid=_valid(st, m), step_time_s=step, compute_s=m * comp_mb,
+        valid=_valid(st, m) & runs, step_time_s=step, compute_s=m * comp_mb,
         tp_s=m * tp_mb, cp_s=m * cp_mb, cp_total_s=m * cp_total_mb, ep_s=m * n_moe * crit.ep_exposed,
         pp_s=m * pp.per_microbatch_s, dp_s=dp.total_s, dp_exposed_s=dp.exposed_s, bubble_s=bubble,
         optimizer_s=optimizer_s, overlap_slowdown_s=hidden_slowdown + m * slow_mb,
@@ -334,6 +338,17 @@ class _EpOption:
     slow_s: np.ndarray
 
 
+_NOT_RUN_S = 1.0e12
+"""Seconds standing in for an EP option the framework does not run, so the choice between options never takes it."""
+
+
+def ep_overlap_runs(pp, vpp, recipe: Recipe) -> np.ndarray:
+    """Where `--overlap-moe-expert-parallel-comm` can run: without a pipeline, interleaved, or under DualPipe (whose
+    own overlap prices it).  Megatron-Core asserts virtual pipeline stages for it when pp > 1 (core_v0.19.0
+    transformer/transformer_config.py:2674-2678), so a job with pp > 1 and vpp 1 does not start."""
+    return (np.asarray(pp) == 1) | (np.asarray(vpp) > 1) | (recipe.pipeline_schedule is PipelineSchedule.DUALPIPE)
+
+
 def _ep_options(x: Ctx, u: Ctx, inverse, lc, choices: RecipeChoices) -> list[_EpOption]:
     """Every allowed (dispatcher, EP overlap) pair; a dense model prices one (all zero)."""
     moe = bool(x.w.num_experts)
@@ -342,6 +357,10 @@ def _ep_options(x: Ctx, u: Ctx, inverse, lc, choices: RecipeChoices) -> list[_Ep
         term = _gather(ep_term(u, d), inverse)
         for ov in choices.ep_comm_overlap if moe else choices.ep_comm_overlap[:1]:
             exposed, slow = ep_exposed(x, term, lc, ov)
+            if ov:  # Megatron-Core runs the 1F1B A2A overlap only interleaved under a pipeline (ep_overlap_runs):
+                # never the cheaper option there (a finite stand-in: an infinity would turn the pace's sums into NaN),
+                # and a candidate left with it alone is invalid (`estimate`)
+                exposed = np.where(ep_overlap_runs(x.pp, x.vpp, x.recipe), exposed, _NOT_RUN_S)
             out.append(_EpOption(DISPATCHERS.index(d), ov, term, exposed, slow))
     return out
 

@@ -1,0 +1,53 @@
+"""Megatron-Core runs the MoE all-to-all overlap (--overlap-moe-expert-parallel-comm) under a pipeline only with
+virtual stages: it asserts virtual_pipeline_model_parallel_size when pp > 1 (core_v0.19.0
+transformer/transformer_config.py:2674-2678).  A user trial's deepseek-v3 plan on 1152 GB200 chose it at pp 9,
+vpp 1 (3.949 s); that job does not start, and the layout without the overlap is what runs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from placement.cli import main
+
+JOB = ["--model", "deepseek-v3", "--cluster", "gb200-nvl72", "--gpus", "1152", "--seq-len", "4096",
+       "--global-batch", "4096", "--precision", "fp8"]
+
+
+def test_plan_never_picks_the_overlap_at_pp_without_virtual_stages() -> None:
+    result = CliRunner().invoke(main, ["plan", *JOB, "--framework", "megatron", "--top-k", "5", "--json"])
+    assert result.exit_code == 0, result.output
+    plans = json.loads(result.output)["plans"]
+    assert plans
+    for p in plans:
+        lay = p["layout"]
+        assert p["step_time_s"] < 1e6
+        assert not (p["recipe"]["ep_comm_overlap"] and lay["pp"] > 1 and lay["vpp"] == 1), lay
+
+
+def test_evaluate_refuses_the_overlap_at_pp_without_virtual_stages_and_says_the_fix() -> None:
+    result = CliRunner().invoke(main, ["evaluate", *JOB, "--tp", "1", "--ep", "64", "--pp", "9", "--mbs", "1",
+                                       "--zero", "1", "--ep-comm-overlap"])
+    assert result.exit_code == 2
+    assert "with pp 9 and vpp 1" in result.output and "--no-ep-comm-overlap" in result.output
+    assert "--num-virtual-stages-per-pipeline-rank" in result.output
+
+
+def test_a_plans_own_megatron_files_audit_to_its_step(tmp_path: Path) -> None:
+    """EP groups that do not tile the 72-GPU NVLink domains: the plan (arithmetic spans) and the audit (spans of the
+    listed groups) price them alike (tests/test_span_paths.py), so the files audit to the plan's step, speed-up 1."""
+    out = tmp_path / "out"
+    planned = CliRunner().invoke(main, ["plan", *JOB, "--framework", "megatron", "--top-k", "1", "--emit",
+                                        "megatron", "--out", str(out), "--json"])
+    assert planned.exit_code == 0, planned.output
+    plan = json.loads(planned.stdout)["plans"][0]
+    audited = CliRunner().invoke(main, ["audit", "--launch", str(out / "megatron.sh"), "--hosts",
+                                        str(out / "hosts.txt"), "--model", "deepseek-v3", "--cluster",
+                                        "gb200-nvl72", "--gpus", "1152", "--json"])
+    assert audited.exit_code == 0, audited.output
+    got = json.loads(audited.stdout)
+    assert got["estimate"]["step_time_s"] == pytest.approx(plan["step_time_s"], rel=1e-6)
+    assert got["speedup"] == pytest.approx(1.0, abs=1e-6)
