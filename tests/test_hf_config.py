@@ -104,8 +104,17 @@ ARCH: dict[str, tuple] = {  # (normalization, position_embedding, rope_base, lin
 rope_theta, attention_bias / mlp_bias and model_type."""
 _ARCH_FIELDS = ("normalization", "position_embedding", "rope_base", "linear_bias", "qk_layernorm")
 YARN = {"deepseek-v2-lite", "deepseek-v3"}
-"""Configs whose `rope_scaling` is YaRN (`"type": "yarn"`); Llama 3.1's `rope_type: llama3` only rescales the
-frequencies, which the fused kernel takes, so it is not a field."""
+"""Configs whose `rope_scaling` is YaRN (`"type": "yarn"`)."""
+LLAMA3_ROPE = {"llama-3.1-8b": {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                "original_max_position_embeddings": 8192}}
+"""Configs whose `rope_scaling` is Llama 3.1's (`rope_type: llama3`): the model spec keeps its four numbers, which the
+launch files write (it rescales the frequencies only, so it prices nothing)."""
+
+
+def _rope(folder: str) -> dict[str, Any]:
+    if folder in LLAMA3_ROPE:
+        return {"rope_scaling": "llama3", "llama3_rope": LLAMA3_ROPE[folder]}
+    return {"rope_scaling": "yarn" if folder in YARN else None}
 
 
 def _config(folder: str) -> dict[str, Any]:
@@ -129,8 +138,7 @@ def test_real_config_parses_to_the_published_architecture(folder: str) -> None:
     path = DATA / folder / "config.json"
     spec = load_hf_config(path)
     assert spec == ModelSpec(name=folder, source=spec.source, **EXPECTED[folder],
-                             **dict(zip(_ARCH_FIELDS, ARCH[folder], strict=True)),
-                             rope_scaling="yarn" if folder in YARN else None)
+                             **dict(zip(_ARCH_FIELDS, ARCH[folder], strict=True)), **_rope(folder))
     assert str(path) in spec.source
 
 
@@ -382,7 +390,7 @@ def test_a_config_without_those_keys_leaves_them_unstated():
     from placement.loaders.hf_config import model_from_hf_config
 
     cfg = json.loads((Path(__file__).parent / "data" / "hf" / "llama-3.1-8b" / "config.json").read_text())
-    for key in ("rms_norm_eps", "rope_theta", "attention_bias", "mlp_bias"):
+    for key in ("rms_norm_eps", "rope_theta", "rope_scaling", "attention_bias", "mlp_bias"):
         cfg.pop(key, None)
     m = model_from_hf_config(cfg, "bare")
     assert (m.normalization, m.position_embedding, m.rope_base, m.linear_bias) == (None, None, None, None)

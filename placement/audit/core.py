@@ -103,6 +103,17 @@ def model_differs(launch: LaunchLayout, model: ModelSpec) -> list[str]:
         out.append(f"--rotary-base {text(launch.rope_base)} ({launch.sources.get('rope_base', '')}) differs from "
                    f"model {model.name}'s {text(model.rope_base)}: priced the same; the best plan's files write the "
                    f"model's, keep yours")
+    factor = model.llama3_rope.factor if model.llama3_rope is not None else None
+    if launch.rope_scaling_factor is not None and launch.rope_scaling_factor != factor:
+        theirs = f"llama3 RoPE scaling factor {factor:g}" if factor is not None else "RoPE, which it does not scale"
+        out.append(f"--use-rope-scaling --rope-scaling-factor {launch.rope_scaling_factor:g} "
+                   f"({launch.sources.get('rope_scaling_factor', '')}) differs from model {model.name}'s {theirs}: "
+                   f"priced the same (the scaling changes the frequencies, not the cost); the best plan's files write "
+                   f"the model's")
+    elif launch.rope_scaling_factor is None and factor is not None and launch.rope_base is not None:
+        out.append(f"the files' RoPE ({launch.sources.get('rope_base', '')}) has no --use-rope-scaling, but model "
+                   f"{model.name} scales it (llama3, factor {factor:g}): priced the same; the best plan's files write "
+                   f"--use-rope-scaling --rope-scaling-factor {factor:g}")
     return out
 
 

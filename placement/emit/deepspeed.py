@@ -245,6 +245,13 @@ def _code_lines(ctx: EmitContext) -> list[str]:
     if ctx.moe and lay.ep > 1:
         lines.append(f"  # experts: deepspeed.moe.layer.MoE(..., num_experts=N, ep_size={lay.ep}); "
                      f"DeepSpeed builds the EP groups from the mpu")
+    rope = ctx.model.llama3_rope if ctx.model is not None else None
+    if rope is not None:  # the architecture is the model code's: the JSON has no RoPE key
+        lines.append(f"  # RoPE: the model's llama3 scaling (factor {rope.factor:g}, low_freq_factor "
+                     f"{rope.low_freq_factor:g}, high_freq_factor {rope.high_freq_factor:g}, "
+                     f"original_max_position_embeddings {rope.original_max_position_embeddings}) is model code, no "
+                     f"DeepSpeed key (transformers' LlamaRotaryEmbedding applies config.json's rope_scaling); "
+                     f"without it the model trains plain RoPE")
     return lines
 
 

@@ -340,6 +340,9 @@ def overrides(ctx: EmitContext) -> tuple[dict[str, object], MaxTextMesh, list[st
                         f"base_* dimensions yourself")
         model = "default"
     keys["model_name"] = model
+    if ctx.model is not None and ctx.model.llama3_rope is not None:
+        keys["rope_type"] = "llama3.1"  # MaxText's own llama3-* configs leave base.yml's "default", plain RoPE
+        warnings += rope_warnings(ctx)
     keys["max_target_length"] = p.seq_len
     if p.precision == "fp8":
         keys["quantization"] = "nanoo_fp8" if p.accelerator.startswith("mi") else "fp8"
@@ -380,6 +383,27 @@ def overrides(ctx: EmitContext) -> tuple[dict[str, object], MaxTextMesh, list[st
         notes.append("MaxText's tensor axis also shards the activations between layers (rule activation_embed -> "
                      "tensor), which is what sequence parallelism saves in memory")
     return keys, mesh, warnings, notes
+
+
+MAXTEXT_LLAMA3_ROPE = {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                       "original_max_position_embeddings": 8192}
+"""The Llama 3.1 RoPE scaling MaxText runs under `rope_type: llama3.1` (base.yml; layers/attentions.py picks
+LLaMARotaryEmbedding): its four numbers are constants of `LLaMARotaryEmbedding._apply_scaling_factor`
+(layers/embeddings.py: scale_factor 8, low_freq_factor 1, high_freq_factor 4, old_context_len 8192), no key."""
+
+
+def rope_warnings(ctx: EmitContext) -> list[str]:
+    """The model's llama3 RoPE factors MaxText's fixed ones (MAXTEXT_LLAMA3_ROPE) are not."""
+    spec = ctx.model.llama3_rope if ctx.model is not None else None
+    if spec is None:
+        return []
+    differ = {k: v for k, v in MAXTEXT_LLAMA3_ROPE.items() if getattr(spec, k) != v}
+    if not differ:
+        return []
+    return [f"the model's llama3 RoPE scaling has {', '.join(f'{k} {getattr(spec, k):g}' for k in differ)}, but "
+            f"MaxText 0.2.5's rope_type llama3.1 fixes {', '.join(f'{k} {v:g}' for k, v in differ.items())} "
+            f"(LLaMARotaryEmbedding._apply_scaling_factor; no key sets them): this file trains other RoPE frequencies "
+            f"than the model's"]
 
 
 def mesh_axes_default_for(pp: int) -> tuple[str, ...]:

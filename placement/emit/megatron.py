@@ -259,6 +259,8 @@ def model_arguments(ctx: EmitContext) -> tuple[list[str], list[str]]:
         if yarn:  # the model spec keeps the kind of scaling, not its factors
             unstated.append("the YaRN factors (TransformerConfig yarn_rotary_scaling_factor, "
                             "yarn_original_max_position_embeddings, yarn_beta_fast/slow)")
+        if m.llama3_rope is not None:  # the other three factors are fixed (MEGATRON_LLAMA3_ROPE)
+            args += ["--use-rope-scaling", "--rope-scaling-factor", f"{m.llama3_rope.factor:g}"]
     elif m.position_embedding is PositionEmbedding.LEARNED:
         args += ["--position-embedding-type", "learned_absolute"]
     else:
@@ -299,6 +301,27 @@ def model_arguments(ctx: EmitContext) -> tuple[list[str], list[str]]:
                         "--moe-router-enable-expert-bias, --moe-router-topk-scaling-factor; Megatron-LM's defaults "
                         "are softmax, none and none)")
     return args, unstated
+
+
+MEGATRON_LLAMA3_ROPE = {"low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}
+"""The Llama 3.1 RoPE scaling factors Megatron-LM fixes: `--use-rope-scaling` and `--rope-scaling-factor` are its only
+arguments, and RotaryEmbedding calls `_apply_scaling(inv_freq, factor=rope_scaling_factor)`, leaving its defaults
+low_freq_factor=1, high_freq_factor=4, original_max_position_embeddings=8192 (megatron/core/models/common/embeddings/
+rotary_pos_embedding.py, core_v0.19.0 and main d98e8a64)."""
+
+
+def model_warnings(ctx: EmitContext) -> list[str]:
+    """What the file runs otherwise than the model spec says, of the model arguments it writes."""
+    m = ctx.model
+    if m is None or m.llama3_rope is None:
+        return []
+    differ = {k: v for k, v in MEGATRON_LLAMA3_ROPE.items() if getattr(m.llama3_rope, k) != v}
+    if not differ:
+        return []
+    return [f"the model's llama3 RoPE scaling has {', '.join(f'{k} {getattr(m.llama3_rope, k):g}' for k in differ)}, "
+            f"but {VERSION} fixes {', '.join(f'{k} {v:g}' for k, v in differ.items())} (--use-rope-scaling and "
+            f"--rope-scaling-factor are its only arguments; RotaryEmbedding._apply_scaling): this file trains other "
+            f"RoPE frequencies than the model's; change them in rotary_pos_embedding.py or accept Megatron's"]
 
 
 VERSION = "Megatron-LM (megatron-core 0.19.2)"
@@ -386,7 +409,7 @@ def worker(ctx: EmitContext) -> tuple[str, str, list[str], list[str]]:
     """(shell preamble: exports and the PLACEMENT_ARGS array, the command after `torchrun ...`, the line of what
     stays the user's, warnings): what every node runs, for megatron.sh and launch.sbatch alike."""
     args, env, warnings = arguments(ctx)
-    warnings = warnings + recipe_warnings(ctx, VERSION, RUNS_INSTEAD)
+    warnings = warnings + recipe_warnings(ctx, VERSION, RUNS_INSTEAD) + model_warnings(ctx)
     model, unstated = model_arguments(ctx)
     yours = ("# yours to add: data (--data-path or --mock-data), the tokenizer (the plan priced a vocabulary of "
              f"{ctx.model.vocab_size:,}), optimizer hyper-parameters, checkpoint paths" if ctx.model else

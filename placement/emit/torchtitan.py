@@ -30,7 +30,7 @@ from placement.emit.common import (
     torchrun_lines,
     warn_block,
 )
-from placement.specs import AcceleratorSpec, ModelSpec
+from placement.specs import AcceleratorSpec, Llama3RopeSpec, ModelSpec
 from placement.specs.recipe import CudaGraphs, Fp8Recipe
 
 VERSION = "torchtitan 0.3.0"
@@ -216,7 +216,46 @@ def flags(ctx: EmitContext) -> tuple[list[str], list[str]]:
                  "full": "activation-checkpoint:full"}[lay.recompute])
     warnings += recipe_warnings(ctx, VERSION, runs_instead(ctx), PER_OP_ONLY)
     warnings += forced_warnings(ctx, "torchtitan", run_precision(ctx), config)
+    warnings += rope_warnings(ctx, module if module != "MODULE" else None)
     return args, warnings
+
+
+LLAMA3_ROPE = Llama3RopeSpec(factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
+                             original_max_position_embeddings=8192)
+"""The RoPE scaling every torchtitan 0.3.0 llama3 config runs: `ComplexRoPE.Config(..., scaling="llama")` with
+RoPE.Config's defaults scaling_factor 8.0, low_freq_factor 1.0, high_freq_factor 4.0, original_max_position_embeddings
+8192 (models/llama3/__init__.py:269, :310, :351 for 8B, 70B, 405B; models/common/rope.py:98-103), Llama 3.1's.  No
+flag changes a model config's fields: the named config function builds them."""
+
+
+def rope_warnings(ctx: EmitContext, module: str | None) -> list[str]:
+    """The model's RoPE scaling where the config the file names runs another (llama3 configs always run LLAMA3_ROPE,
+    the others no llama3 scaling), or where the file names no config (the user's own must set it)."""
+    m = ctx.model
+    if m is None:
+        return []
+    want = m.llama3_rope
+    said = ("no llama3 RoPE scaling" if want is None else
+            f"llama3 RoPE scaling factor {want.factor:g}, low_freq_factor {want.low_freq_factor:g}, high_freq_factor "
+            f"{want.high_freq_factor:g}, original_max_position_embeddings {want.original_max_position_embeddings}")
+    if module == "llama3":
+        if want == LLAMA3_ROPE:
+            return []
+        return [f"{VERSION}'s llama3 configs scale RoPE as Llama 3.1 does (scaling 'llama': factor 8, "
+                f"low_freq_factor 1, high_freq_factor 4, original_max_position_embeddings 8192; "
+                f"models/llama3/__init__.py), and no flag changes it, but the model has {said}"
+                + (" (plain RoPE, or not stated)" if want is None else "")
+                + ": this file trains other RoPE frequencies than the model's; change the config's rope "
+                  "(ComplexRoPE.Config scaling and its factors) in your copy of the config function"]
+    if want is None:
+        return []
+    if module is None:
+        return [f"the model has {said}: your config must set it (torchtitan 0.3.0 RoPE.Config scaling='llama' with "
+                f"scaling_factor, low_freq_factor, high_freq_factor, original_max_position_embeddings; "
+                f"models/common/rope.py)"]
+    return [f"the model has {said}, which {VERSION}'s {module} configs do not run (their RoPE is not scaling "
+            f"'llama') and no flag sets: this file trains plain or other RoPE frequencies; set RoPE.Config scaling "
+            f"'llama' and its factors in your copy of the config function"]
 
 
 

@@ -507,13 +507,61 @@ def model_from_hf_config(data: Mapping[str, Any], name: str, *, source: str | No
     model_type = _family_of(data, where)
     family = FAMILIES[model_type]
     fields = family.read(_Config(data, where, model_type)) | _architecture(data, model_type)
+    fields |= _rope_scaling(data, where)
     try:
         return ModelSpec.model_validate(
             {"name": name, **fields, "source": f"HuggingFace config.json (model_type {model_type}): {where}"}
         )
     except ValidationError as err:
         message = format_validation_error(err, where)
-        raise InputError(message + _key_hint(message, family.keys)) from None
+        raise InputError(message + _key_hint(message, {**family.keys, "llama3_rope": "rope_scaling"})) from None
+
+
+ROPE_SCALING_READ: Final = ("yarn", "llama3")
+"""The `rope_scaling` types this loader carries into the model spec; any other is refused (a scaling the launch files
+cannot be told would be trained as plain RoPE)."""
+_LLAMA3_ROPE_KEYS: Final = ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")
+"""transformers `_compute_llama3_parameters` reads all four (modeling_rope_utils.py); Llama3RopeSpec has the same
+names."""
+
+
+def _rope_scaling(data: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """`rope_scaling` (transformers 4; transformers 5 spells it `rope_parameters`, with rope_theta beside it) as
+    ModelSpec's rope_scaling and llama3_rope: yarn, llama3 (Llama 3.1) or none; any other type is an InputError
+    rather than plain RoPE in the files."""
+    key, scaling = "rope_scaling", data.get("rope_scaling")
+    params = data.get("rope_parameters")
+    if scaling is None and isinstance(params, Mapping):
+        key, scaling = "rope_parameters", params
+    if scaling is None:
+        return {}
+    if not isinstance(scaling, Mapping):
+        raise InputError(f"{where}: key `{key}` = {scaling!r} is not a JSON object; write the model's published "
+                         f"`{key}` object (or null for plain RoPE)")
+    type_key = "rope_type" if "rope_type" in scaling else "type"
+    kind = scaling.get(type_key, "default" if key == "rope_parameters" else None)
+    if kind == "default":  # transformers' name for plain RoPE
+        return {}
+    if kind == "yarn":
+        return {"rope_scaling": "yarn"}
+    if kind != "llama3":
+        raise InputError(
+            f"{where}: key `{key}.{type_key}` = {kind!r}: placement reads the RoPE scaling types "
+            f"{', '.join(ROPE_SCALING_READ)}, and writes only those into the launch files; a scaling they cannot be "
+            f"told would be trained as plain RoPE, another positional encoding than this config's; to plan it as plain "
+            f"RoPE (the same cost: the scaling changes the frequencies, not the FLOPs), remove `{key}` from a copy of "
+            f"config.json and set the scaling in your framework yourself, or describe the model as a models/*.yaml "
+            f"file")
+    factors: dict[str, float] = {}
+    for name in _LLAMA3_ROPE_KEYS:
+        value = scaling.get(name)
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            raise InputError(
+                f"{where}: key `{key}.{name}` = {value!r}: Llama 3.1's RoPE scaling (`{type_key}` llama3) needs "
+                f"{', '.join(_LLAMA3_ROPE_KEYS)} as numbers; write the model's published value (Llama 3.1: factor "
+                f"8.0, low_freq_factor 1.0, high_freq_factor 4.0, original_max_position_embeddings 8192)")
+        factors[name] = value
+    return {"rope_scaling": "llama3", "llama3_rope": factors, "position_embedding": "rope"}
 
 
 _LAYERNORM_KEYS = ("layer_norm_eps", "layer_norm_epsilon", "layernorm_epsilon", "norm_eps")
@@ -543,9 +591,6 @@ def _architecture(data: Mapping[str, Any], model_type: str) -> dict[str, Any]:
         out["linear_bias"] = True
     elif model_type == "gpt_neox":  # GPTNeoXConfig attention_bias defaults to true; its MLP always has biases
         out["linear_bias"] = data.get("attention_bias", True) is not False
-    scaling = data.get("rope_scaling")
-    if isinstance(scaling, Mapping) and (scaling.get("rope_type") or scaling.get("type")) == "yarn":
-        out["rope_scaling"] = "yarn"
     limit = data.get("swiglu_limit")
     if isinstance(limit, int | float) and not isinstance(limit, bool) and limit > 0:
         out["swiglu_clamp"] = float(limit)

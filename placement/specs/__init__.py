@@ -2,7 +2,7 @@
 
 from placement.specs.hardware import AcceleratorSpec, ClusterSpec, ScaleUpKind, ScaleUpSpec, SwitchTier
 from placement.specs.layout import Layout, Recompute
-from placement.specs.model import FfnKind, MLASpec, ModelSpec, MoESpec
+from placement.specs.model import FfnKind, Llama3RopeSpec, MLASpec, ModelSpec, MoESpec
 from placement.specs.training import AttentionKernel, Precision, TrainingSpec
 
 __all__ = [
@@ -11,6 +11,7 @@ __all__ = [
     "ClusterSpec",
     "FfnKind",
     "Layout",
+    "Llama3RopeSpec",
     "MLASpec",
     "MoESpec",
     "ModelSpec",

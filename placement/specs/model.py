@@ -46,6 +46,38 @@ class RopeScaling(StrEnum):
     """YaRN (HF `rope_scaling.rope_type: yarn`, GPT-OSS): cos and sin scaled by mscale; Megatron-Core's fused
     RoPE kernel takes only plain `rope`, so YaRN runs as eager ops (Megatron-Bridge `utils/fusions.py`
     `validate_rope_fusion_compatibility`)."""
+    LLAMA3 = "llama3"
+    """Llama 3.1's frequency rescaling (HF `rope_scaling.rope_type: llama3`; its factors in `ModelSpec.llama3_rope`):
+    the rotary frequencies are computed once with the long wavelengths divided by a factor, then RoPE runs as plain
+    RoPE, fused kernel and all, so it changes the numerics and not the cost."""
+
+
+class Llama3RopeSpec(StrictScalars):
+    """The four numbers of Llama 3.1's RoPE scaling (HF `rope_scaling` with `rope_type: llama3`, transformers
+    `_compute_llama3_parameters`): a frequency whose wavelength exceeds `original_max_position_embeddings /
+    low_freq_factor` tokens is divided by `factor`, one shorter than `original_max_position_embeddings /
+    high_freq_factor` tokens is kept, and those between are interpolated.  Llama 3.1 (every size): 8, 1, 4, 8192
+    (HF meta-llama/Llama-3.1-8B, -70B, -405B config.json).  The names are HF's, which Megatron-Core
+    (`RotaryEmbedding._apply_scaling`) and torchtitan (`RoPE.Config`) share."""
+
+    factor: float = Field(gt=0)
+    """The long wavelengths' frequencies are divided by this (Megatron `--rope-scaling-factor`)."""
+    low_freq_factor: float = Field(gt=0)
+    """Wavelengths above original_max_position_embeddings / low_freq_factor tokens are scaled by `factor`."""
+    high_freq_factor: float = Field(gt=0)
+    """Wavelengths below original_max_position_embeddings / high_freq_factor tokens are kept."""
+    original_max_position_embeddings: int = Field(ge=1)
+    """The context length in tokens the model was first trained at (Llama 3.1: 8192)."""
+
+    @model_validator(mode="after")
+    def _check(self) -> Llama3RopeSpec:
+        if self.high_freq_factor <= self.low_freq_factor:
+            raise ValueError(
+                f"llama3_rope.high_freq_factor ({self.high_freq_factor:g}) must exceed llama3_rope.low_freq_factor "
+                f"({self.low_freq_factor:g}): the interpolation between them divides by their difference; Llama "
+                f"3.1's are 4 and 1"
+            )
+        return self
 
 
 class MoESpec(StrictScalars):
@@ -151,7 +183,10 @@ class ModelSpec(StrictScalars):
     all-reduce, one forward TP all-reduce per layer instead of two (EleutherAI/gpt-neox eb02115b, 2021-09-29,
     megatron/model/transformer.py ParallelTransformerLayer); the backward keeps one per column-parallel input."""
     rope_scaling: RopeScaling | None = None
-    """RoPE frequency scaling that changes the kernel (YaRN); None: plain RoPE or not stated."""
+    """RoPE frequency scaling: YaRN (changes the kernel) or llama3 (Llama 3.1's rescaled frequencies, with
+    `llama3_rope`; changes the numerics, not the cost); None: plain RoPE or not stated."""
+    llama3_rope: Llama3RopeSpec | None = None
+    """The factors of `rope_scaling: llama3` (required with it, refused without it)."""
     swiglu_clamp: float | None = Field(default=None, gt=0)
     """The gated MLP's inputs are clamped at this value before the activation (GPT-OSS: 7.0, HF `swiglu_limit`,
     Megatron-Core `activation_func_clamp_value`)."""
@@ -190,6 +225,19 @@ class ModelSpec(StrictScalars):
                 f"rotary_percent ({self.rotary_percent}) is the share of each head RoPE rotates, but "
                 f"position_embedding is {self.position_embedding.value}; set position_embedding: rope or drop "
                 f"rotary_percent"
+            )
+        if (self.rope_scaling is RopeScaling.LLAMA3) != (self.llama3_rope is not None):
+            raise ValueError(
+                f"rope_scaling ({self.rope_scaling.value if self.rope_scaling else None}) and llama3_rope "
+                f"({'set' if self.llama3_rope else None}) go together: Llama 3.1's scaling is `rope_scaling: llama3` "
+                f"with `llama3_rope: {{factor: 8.0, low_freq_factor: 1.0, high_freq_factor: 4.0, "
+                f"original_max_position_embeddings: 8192}}` (its values); set both or neither"
+            )
+        if self.rope_scaling is RopeScaling.LLAMA3 and self.position_embedding is not PositionEmbedding.ROPE:
+            raise ValueError(
+                f"rope_scaling ({self.rope_scaling.value}) scales RoPE's frequencies, but position_embedding is "
+                f"{self.position_embedding.value if self.position_embedding else None}; set position_embedding: rope "
+                f"or drop rope_scaling"
             )
         if self.moe is not None and self.moe.num_dense_layers > self.num_layers:
             raise ValueError(

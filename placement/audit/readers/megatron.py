@@ -67,13 +67,14 @@ _MG_FLAGS0 = {"--sequence-parallel", "--use-distributed-optimizer", "--use-megat
               "--moe-router-force-load-balancing", "--activation-func-fp8-input-store", "--grad-reduce-in-bf16",
               "--accumulate-allreduce-grads-in-fp32", "--moe-grouped-gemm", *MDS_FLASH_FLAGS,
               "--no-gradient-accumulation-fusion", "--synchronize-each-layer", "--sync-tp-duplicated-parameters",
-              "--embed-layernorm"}
+              "--embed-layernorm", "--use-rope-scaling"}
 _MG_NARGS: dict[str, int | str] = {f: 1 for f in _MG_INT} | {f: 0 for f in _MG_FLAGS0} | {
     "--rampup-batch-size": 3, "--recompute-granularity": 1, "--data-parallel-sharding-strategy": 1,
     "--fp8-format": 1, "--fp4-format": 1, "--pipeline-model-parallel-layout": 1, "--deepspeed_config": 1,
     "--deepspeed-config": 1, "--recompute-method": 1, "--recompute-num-layers": 1,
     "--num-distributed-optimizer-instances": 1, "--moe-token-dispatcher-type": 1, "--moe-flex-dispatcher-backend": 1,
-    "--attention-backend": 1, "--cp-comm-type": "+", "--rotary-base": 1, "--checkpoint-num-layers": 1,
+    "--attention-backend": 1, "--cp-comm-type": "+", "--rotary-base": 1, "--rope-scaling-factor": 1,
+    "--checkpoint-num-layers": 1,
     "--cuda-graph-impl": 1, "--cuda-graph-modules": "+", "--cuda-graph-scope": "+", "--recompute-modules": "+",
     "--fp8-recipe": 1, "--mtp-num-layers": 1, "--moe-expert-capacity-factor": 1, "--exp-avg-dtype": 1,
     "--exp-avg-sq-dtype": 1, "--main-grads-dtype": 1, "--megatron-fsdp-main-grads-dtype": 1,
@@ -222,6 +223,32 @@ def _near_miss(flag: str, a: Arg) -> None:
                          f"arguments it does not know (allow_abbrev=False), so this launch would not start")
 
 
+MEGATRON_ROPE_SCALING_FACTOR = 8.0
+"""Megatron-LM's --rope-scaling-factor default (megatron/training/arguments.py, core_v0.19.0)."""
+
+
+def _rope_scaling(flags: dict[str, Arg], s: Settings) -> None:
+    """--use-rope-scaling (Llama 3.x RoPE scaling) with --rope-scaling-factor (default 8) as `rope_scaling_factor`,
+    the numerics, not the cost; a factor without the switch scales nothing (gpt_builders.py passes
+    rope_scaling=args.use_rope_scaling)."""
+    factor = flags.get("--rope-scaling-factor")
+    value = MEGATRON_ROPE_SCALING_FACTOR
+    if factor is not None:
+        text = one_value(factor).text
+        try:
+            value = float(text)
+        except ValueError:
+            raise InputError(f"{factor.evidence}: --rope-scaling-factor must be a number, got {text!r}") from None
+        if not value > 0:
+            raise InputError(f"{factor.evidence}: --rope-scaling-factor must be positive, got {text!r}")
+    switch = flags.get("--use-rope-scaling")
+    if switch is not None:
+        s.put("rope_scaling_factor", value, switch.evidence + (f"; {factor.evidence}" if factor else ""))
+    elif factor is not None:
+        s.ignored.append(f"--rope-scaling-factor {value:g} without --use-rope-scaling: Megatron-LM scales no RoPE "
+                         f"frequency ({factor.evidence})")
+
+
 MEGATRON_NEAR_NAMES = frozenset({"--fp4-param-gather", "--fp4-recipe", "--megatron-fsdp-main-params-dtype",
                                  "--moe-expert-rank-capacity-factor", "--tp-comm-overlap-ag", "--tp-comm-overlap-rs"})
 """Real Megatron-LM arguments within NEAR_MISS_CUTOFF of one the audit reads: the whole of megatron/training/
@@ -239,6 +266,7 @@ def read_args(words: list[Word], s: Settings, typos: bool = True) -> None:
     sharding = None
     fsdp = None
     recipe_state: dict = {}
+    rope_scaling: dict[str, Arg] = {}
     for a in args:
         f = a.flag.replace("_", "-") if a.flag.startswith("--deepspeed") is False else a.flag
         if a.flag in ("--deepspeed_config", "--deepspeed-config"):
@@ -270,6 +298,8 @@ def read_args(words: list[Word], s: Settings, typos: bool = True) -> None:
                 s.put("rope_base", float(text), a.evidence)
             except ValueError:
                 raise InputError(f"{a.evidence}: --rotary-base must be a number, got {text!r}") from None
+        elif f in ("--use-rope-scaling", "--rope-scaling-factor"):
+            rope_scaling[f] = a
         elif f == "--use-tp-pp-dp-mapping":
             s.put("rank_order", "tp-cp-ep-pp-dp", a.evidence)
         elif f == "--sequence-parallel":
@@ -311,6 +341,7 @@ def read_args(words: list[Word], s: Settings, typos: bool = True) -> None:
             s.put("pp_layout", one_value(a).text, a.evidence)
             s.put("recipe.pipeline_layout", one_value(a).text, a.evidence)
     _megatron_recipe_finish(s, recipe_state)
+    _rope_scaling(rope_scaling, s)
     deepspeed_flag = next((a for a in args if a.flag == "--deepspeed"), None)
     if deepspeed_flag is None:  # Megatron's own DDP reduces the gradients (DeepSpeed's engine under --deepspeed)
         _gradient_width(args, s)

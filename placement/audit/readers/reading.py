@@ -81,6 +81,9 @@ class LaunchLayout(Frozen):
     """Megatron --kv-channels: the head dimension."""
     rope_base: float | None = Field(default=None, gt=0)
     """Megatron --rotary-base (the numerics, not the cost)."""
+    rope_scaling_factor: float | None = Field(default=None, gt=0)
+    """Megatron --use-rope-scaling's --rope-scaling-factor (Llama 3.x RoPE scaling; the numerics, not the cost);
+    None: the files turn no RoPE scaling on."""
     parallel_residual: bool | None = None
     """GPT-NeoX `gpt_j_residual`: attention and MLP outputs summed before one TP all-reduce (ModelSpec field)."""
     precision: Literal["bf16", "fp8"] | None = None
@@ -216,6 +219,7 @@ class JobRead:
     moe_ffn_hidden_size: int | None = None
     kv_channels: int | None = None
     rope_base: float | None = None
+    rope_scaling_factor: float | None = None
     parallel_residual: bool | None = None
 
 
