@@ -7,7 +7,7 @@ import numpy as np
 from placement.cost import rules
 from placement.cost.batch import LayoutBatch
 from placement.cost.pipeline import parse_layout
-from placement.cost.step import ep_overlap_runs, estimate
+from placement.cost.step import estimate
 from placement.errors import InputError
 from placement.plan import Plan, make_plan
 from placement.specs import Layout, ModelSpec, TrainingSpec
@@ -22,13 +22,10 @@ def check_layout(model: ModelSpec, train: TrainingSpec, layout: Layout, recipe: 
     message = rules.layout_error(model, train, layout, recipe)
     if message is not None:
         raise InputError(message)
-    if recipe is not None and recipe.ep_comm_overlap and model.is_moe and not ep_overlap_runs(layout.pp, layout.vpp,
-                                                                                                recipe):
-        raise InputError(f"EP all-to-all overlap (--ep-comm-overlap; Megatron --overlap-moe-expert-parallel-comm) "
-                         f"with pp {layout.pp} and vpp 1: Megatron-Core runs it under a pipeline only with virtual "
-                         f"stages (it asserts virtual_pipeline_model_parallel_size, transformer_config.py), so this "
-                         f"job would not start; give virtual stages (--vpp 2 or more; Megatron "
-                         f"--num-virtual-stages-per-pipeline-rank) or turn the overlap off (--no-ep-comm-overlap)")
+    if recipe is not None and recipe.ep_comm_overlap and model.is_moe:
+        message = ep_overlap_error(layout, recipe)
+        if message is not None:
+            raise InputError(message)
     if recipe is not None and recipe.pipeline_layout is not None:
         try:
             parse_layout(recipe.pipeline_layout, layout.pp, layout.vpp, model.num_layers, recipe.mtp_layers)
@@ -61,3 +58,28 @@ def launch_order(result: Plan, model: ModelSpec, topo: Topology, layout: Layout)
     mapping = None if result.mapping is None else rank_table(topo, gpu_of_rank, layout, model.is_moe)
     return result.model_copy(update={"mapping_compact": compact_mapping(topo, gpu_of_rank), "mapping": mapping}), \
         gpu_of_rank
+
+
+def ep_overlap_error(layout: Layout, recipe: Recipe) -> str | None:
+    """Why Megatron-Core would not start the EP all-to-all overlap on this layout (step.ep_overlap_runs), or None."""
+    from placement.specs.recipe import Dispatcher, PipelineSchedule, RecomputeModule
+
+    if recipe.pipeline_schedule is PipelineSchedule.DUALPIPE:
+        return None
+    why = []
+    if layout.pp > 1 and layout.vpp == 1:
+        why.append(f"pp {layout.pp} without virtual stages (give --vpp 2 or more; Megatron "
+                   f"--num-virtual-stages-per-pipeline-rank)")
+    if layout.ep == 1:
+        why.append("ep 1 (it needs expert parallelism)")
+    if layout.recompute.value == "full" or recipe.recompute_num_layers is not None:
+        why.append("full recompute (give --recompute selective or none)")
+    if layout.recompute.value == "selective" and RecomputeModule.MOE in recipe.recompute_modules:
+        why.append("moe among the recompute modules")
+    if recipe.moe_dispatcher is Dispatcher.ALLGATHER:
+        why.append("the allgather dispatcher (it takes alltoall or flex)")
+    if not why:
+        return None
+    return (f"EP all-to-all overlap (--ep-comm-overlap; Megatron --overlap-moe-expert-parallel-comm) with "
+            f"{'; '.join(why)}: Megatron-Core asserts against it (transformer_config.py), so this job would not "
+            f"start; change that or turn the overlap off (--no-ep-comm-overlap)")

@@ -32,7 +32,7 @@ def test_evaluate_refuses_the_overlap_at_pp_without_virtual_stages_and_says_the_
     result = CliRunner().invoke(main, ["evaluate", *JOB, "--tp", "1", "--ep", "64", "--pp", "9", "--mbs", "1",
                                        "--zero", "1", "--ep-comm-overlap"])
     assert result.exit_code == 2
-    assert "with pp 9 and vpp 1" in result.output and "--no-ep-comm-overlap" in result.output
+    assert "with pp 9 without virtual stages" in result.output and "--no-ep-comm-overlap" in result.output
     assert "--num-virtual-stages-per-pipeline-rank" in result.output
 
 
@@ -51,3 +51,29 @@ def test_a_plans_own_megatron_files_audit_to_its_step(tmp_path: Path) -> None:
     got = json.loads(audited.stdout)
     assert got["estimate"]["step_time_s"] == pytest.approx(plan["step_time_s"], rel=1e-6)
     assert got["speedup"] == pytest.approx(1.0, abs=1e-6)
+
+
+@pytest.mark.parametrize(("extra", "says"), [
+    (["--ep", "1", "--pp", "1"], "ep 1 (it needs expert parallelism)"),
+    (["--ep", "64", "--pp", "1", "--recompute", "full"], "full recompute"),
+    (["--ep", "64", "--pp", "1", "--moe-dispatcher", "allgather"], "the allgather dispatcher"),
+    (["--ep", "64", "--pp", "1", "--recompute", "selective", "--recompute-modules", "moe"],
+     "moe among the recompute modules"),
+])
+def test_every_megatron_assertion_on_the_overlap_is_said(extra: list[str], says: str) -> None:
+    """transformer_config.py:2669-2700 asserts ep > 1, alltoall/flex, no full recompute and no `moe` recompute."""
+    job = [*JOB[:-4], "--global-batch", "4608", "--precision", "fp8"]  # dp 1152 at pp 1
+    result = CliRunner().invoke(main, ["evaluate", *job, "--tp", "1", "--mbs", "1", "--zero", "1",
+                                       "--ep-comm-overlap", *extra])
+    assert result.exit_code == 2, result.output
+    assert says in result.output and "would not start" in result.output
+
+
+def test_the_search_takes_the_overlap_only_where_it_runs() -> None:
+    result = CliRunner().invoke(main, ["plan", *JOB, "--top-k", "20", "--json"])
+    assert result.exit_code == 0, result.output
+    for p in json.loads(result.stdout)["plans"]:
+        lay, r = p["layout"], p["recipe"]
+        if r["ep_comm_overlap"]:
+            assert lay["ep"] > 1 and lay["recompute"] != "full" and (lay["pp"] == 1 or lay["vpp"] > 1), lay
+            assert r["moe_dispatcher"] != "allgather" and "moe" not in r["recompute_modules"]

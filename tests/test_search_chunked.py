@@ -13,6 +13,7 @@ import placement.search as search_mod
 from placement.errors import PlacementInfeasible
 from placement.search import SearchConfig, search
 from placement.specs import TrainingSpec
+from placement.specs.recipe import Recipe, RecomputeModule
 
 FULL = SearchConfig(top_k=5, zero_stages=(0, 1, 2, 3), prune_dominated=False)
 
@@ -73,9 +74,12 @@ def test_chunked_pricing_names_the_same_leanest_layout_when_nothing_fits(monkeyp
 def test_chunked_pricing_of_a_pruned_space_keeps_what_selective_recompute_extends(monkeypatch):
     """With the bound off and the space pruned (SearchConfig(bound=False), the reference of the branch-and-bound
     tests), selective recompute is added afterwards to layouts that do not fit without recompute: chunking must keep
-    those, or the best plan (here selective recompute of the layernorms) is lost."""
+    those, or the best plan (here selective recompute of the layernorms, run unfused as MaxText runs them: fused
+    into their projections, as Megatron-Core's TE spec runs a dense model's, they free nothing) is lost."""
     train = TrainingSpec(seq_len=4096, global_batch=64)
-    cfg = SearchConfig(top_k=5, bound=False)
+    M = RecomputeModule
+    cfg = SearchConfig(top_k=5, bound=False, recipe=Recipe(norms_fused=False),
+                       module_sets=((M.CORE_ATTN,), (M.LAYERNORM,), (M.MLP,), (M.LAYERNORM, M.MLP)))
     whole = search(TIGHT, train, topo(16), cfg)
     assert any(m for i in whole.ranked for m in [whole.batch.modules(int(i))])  # a selective plan ranks
     monkeypatch.setattr(search_mod, "PRICE_CHUNK_ROWS", 50)

@@ -183,8 +183,9 @@ def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch, r
     hidden_slowdown = x.overlap_slowdown * np.minimum(overlapped, m * comp_mb)
     step = m * t_mb + bubble + dp.exposed_s + optimizer_s + hidden_slowdown
     # a candidate whose only EP option is one the framework does not run (the A2A overlap under a pipeline without
-    # virtual stages, pinned) has no step
-    runs = ~(crit.ep_overlap & ~ep_overlap_runs(x.pp, x.vpp, x.recipe))
+    # virtual stages, pinned) has no step (its memory is priced, and `valid` stays the split's, as memory_floor's)
+    allgather = crit.dispatcher == DISPATCHERS.index(Dispatcher.ALLGATHER)
+    runs = ~(crit.ep_overlap & (allgather | ~_ep_overlap_runs_x(x))) if w.num_experts else np.True_
     step = np.where(runs, step, np.inf)
     peak_mem = base_mem.peak_bytes + extra_mem
 
@@ -206,7 +207,7 @@ def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch, r
         "edp": dp.expert_bytes,
     }
     return Estimates(
-        valid=_valid(st, m) & runs, step_time_s=step, compute_s=m * comp_mb,
+        valid=_valid(st, m), step_time_s=step, compute_s=m * comp_mb,
         tp_s=m * tp_mb, cp_s=m * cp_mb, cp_total_s=m * cp_total_mb, ep_s=m * n_moe * crit.ep_exposed,
         pp_s=m * pp.per_microbatch_s, dp_s=dp.total_s, dp_exposed_s=dp.exposed_s, bubble_s=bubble,
         optimizer_s=optimizer_s, overlap_slowdown_s=hidden_slowdown + m * slow_mb,
@@ -342,11 +343,22 @@ _NOT_RUN_S = 1.0e12
 """Seconds standing in for an EP option the framework does not run, so the choice between options never takes it."""
 
 
-def ep_overlap_runs(pp, vpp, recipe: Recipe) -> np.ndarray:
-    """Where `--overlap-moe-expert-parallel-comm` can run: without a pipeline, interleaved, or under DualPipe (whose
-    own overlap prices it).  Megatron-Core asserts virtual pipeline stages for it when pp > 1 (core_v0.19.0
-    transformer/transformer_config.py:2674-2678), so a job with pp > 1 and vpp 1 does not start."""
-    return (np.asarray(pp) == 1) | (np.asarray(vpp) > 1) | (recipe.pipeline_schedule is PipelineSchedule.DUALPIPE)
+def ep_overlap_runs(pp, vpp, recipe: Recipe, ep=2, full_recompute=False, moe_recomputed=False,
+                    dispatcher: Dispatcher | None = None) -> np.ndarray:
+    """Where `--overlap-moe-expert-parallel-comm` can run (DualPipe's own overlap always).  Megatron-Core asserts, for
+    it (core_v0.19.0 transformer/transformer_config.py:2669-2700): virtual pipeline stages when pp > 1, expert
+    parallelism (ep > 1), the alltoall or flex dispatcher, no full recompute (nor recompute_num_layers) and `moe` not
+    among the recompute modules; a job that breaks one does not start."""
+    if recipe.pipeline_schedule is PipelineSchedule.DUALPIPE:
+        return np.True_
+    ok = ((np.asarray(pp) == 1) | (np.asarray(vpp) > 1)) & (np.asarray(ep) > 1)
+    ok = ok & ~np.asarray(full_recompute, dtype=bool) & ~np.asarray(moe_recomputed, dtype=bool)
+    ok = ok & (recipe.recompute_num_layers is None)
+    return ok & (dispatcher is not Dispatcher.ALLGATHER)
+
+
+def _ep_overlap_runs_x(x: Ctx, dispatcher: Dispatcher | None = None) -> np.ndarray:
+    return ep_overlap_runs(x.pp, x.vpp, x.recipe, x.b.ep, x.full > 0, x.module(RecomputeModule.MOE), dispatcher)
 
 
 def _ep_options(x: Ctx, u: Ctx, inverse, lc, choices: RecipeChoices) -> list[_EpOption]:
@@ -360,7 +372,7 @@ def _ep_options(x: Ctx, u: Ctx, inverse, lc, choices: RecipeChoices) -> list[_Ep
             if ov:  # Megatron-Core runs the 1F1B A2A overlap only interleaved under a pipeline (ep_overlap_runs):
                 # never the cheaper option there (a finite stand-in: an infinity would turn the pace's sums into NaN),
                 # and a candidate left with it alone is invalid (`estimate`)
-                exposed = np.where(ep_overlap_runs(x.pp, x.vpp, x.recipe), exposed, _NOT_RUN_S)
+                exposed = np.where(_ep_overlap_runs_x(x, d), exposed, _NOT_RUN_S)
             out.append(_EpOption(DISPATCHERS.index(d), ov, term, exposed, slow))
     return out
 
