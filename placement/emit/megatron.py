@@ -5,7 +5,8 @@ tp-cp-ep-dp-pp, TP innermost, as placement orders ranks; experts on a second gen
 (etp, ep, edp, pp).  Uneven pipelines use --decoder-first/last-pipeline-num-layers, interleaving
 --num-virtual-stages-per-pipeline-rank (the layers-per-stage flag is not allowed with uneven stages).
 With TP or CP > 1 on Hopper and older, Megatron requires CUDA_DEVICE_MAX_CONNECTIONS=1, except under
-Megatron-FSDP, which refuses it (found by running Megatron's validate_args on the emitted arguments).
+Megatron-FSDP, which refuses it (found by running Megatron's validate_args on the emitted arguments), and the EP
+all-to-all overlap, which wants more; Blackwell has no such requirement (`max_connections`).
 
 The recipe (placement/specs/recipe.py) is written as Megatron-Core 0.19.2 arguments, read from its
 arguments.py and TransformerConfig: `--moe-token-dispatcher-type alltoall|allgather|flex` (flex with
@@ -91,11 +92,27 @@ def arguments(ctx: EmitContext) -> tuple[list[str], dict[str, str], list[str]]:
     more, warn = recipe_arguments(ctx)
     args += more
     warnings += warn
-    # validate_args: TP or CP > 1 without FSDP needs CUDA_DEVICE_MAX_CONNECTIONS=1 (Hopper and older);
-    # Megatron-FSDP refuses exactly that value
-    fsdp = lay.zero_stage in (2, 3)
-    env = {"CUDA_DEVICE_MAX_CONNECTIONS": "1"} if (lay.tp > 1 or lay.cp > 1) and not fsdp else {}
+    connections = max_connections(ctx)
+    env = {} if connections is None else {"CUDA_DEVICE_MAX_CONNECTIONS": connections}
     return args, env, warnings
+
+
+def max_connections(ctx: EmitContext) -> str | None:
+    """CUDA_DEVICE_MAX_CONNECTIONS as Megatron-LM wants it.  validate_args (core_v0.19.0 arguments.py:1413-1438)
+    asserts 1 where TP or CP > 1 on Hopper and older, except under Megatron-FSDP (which refuses 1) or the EP
+    all-to-all overlap (which wants more: "requires setting a larger CUDA_DEVICE_MAX_CONNECTIONS"); "the requirement
+    no longer exists since the Blackwell architecture".  Otherwise Megatron-Bridge's launcher rule
+    (scripts/performance/utils/overrides.py): 32 on Blackwell and with the DeepEP/HybridEP dispatcher, 8 with the
+    overlap on another dispatcher."""
+    lay, r = ctx.plan.layout, ctx.recipe
+    overlap = ctx.moe and r.ep_comm_overlap
+    if ctx.topo.accelerator.mxfp8:  # Blackwell and later (block-scaled FP8 tensor cores)
+        return "32"
+    if overlap:
+        return "32" if r.moe_dispatcher in FLEX_BACKENDS else "8"
+    if (lay.tp > 1 or lay.cp > 1) and lay.zero_stage not in (2, 3):
+        return "1"
+    return None
 
 
 def recipe_arguments(ctx: EmitContext) -> tuple[list[str], list[str]]:
