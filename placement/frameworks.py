@@ -248,6 +248,10 @@ CAPABILITIES: dict[str, Capability] = {
         recipe=(("grad_reduce_fp32", True, "MaxText 0.2.5 keeps fp32 weights and gradients (configs/base.yml "
                                            "weight_dtype and grad_dtype float32): its data-parallel reduction "
                                            "moves fp32"),
+                ("attention_kernel", AttentionKernel.FLASH2,
+                 "MaxText 0.2.5's default attention 'autoselected' (configs/base.yml:486) runs on GPUs tokamax's "
+                 "PallasTritonFlashAttention (layers/attention_op.py:1679-1740), a Triton kernel: priced as "
+                 "FlashAttention-2, as torchtitan's FlexAttention is (attention: cudnn_flash_te runs cuDNN's)"),
                 ("norms_fused", False, "MaxText 0.2.5's norms are ops of their own (layers/normalizations.py), "
                                        "which its `minimal` remat policy recomputes: no norm output is saved"),
                 ("fp32_weights", True, "MaxText 0.2.5 keeps its weights in float32 (configs/base.yml weight_dtype) "

@@ -34,8 +34,9 @@ def _emit(tmp_path: Path, model: str, gpus: int, precision: str, emit: str, *ext
 
 FP32_GRADS = ("--grad-reduce-fp32",)
 """torchtitan and MaxText always reduce gradients in fp32: plans priced so keep the substitution under test alone."""
-MAXTEXT_FP32 = (*FP32_GRADS, "--fp32-weights", "--no-norms-fused")
-"""MaxText also keeps float32 weights as the master copy, and its norms are ops of their own."""
+MAXTEXT_FP32 = (*FP32_GRADS, "--fp32-weights", "--no-norms-fused", "--attention-kernel", "flash2")
+"""MaxText also keeps float32 weights as the master copy, its norms are ops of their own and its attention a Triton
+flash kernel."""
 
 
 def test_a_torchtitan_plan_with_16bit_gradients_says_it_reduces_fp32_with_both_times(tmp_path):

@@ -193,6 +193,15 @@ def finish(v: dict[str, tuple[Any, str]], ignored: list[str]) -> dict[str, tuple
     if str(remat) not in REMAT:
         ignored.append(f"remat_policy {remat!r}: priced as selective recompute of the attention core ({rev})")
     out["model_ref"] = (str(keys["model_name"][0]), keys["model_name"][1])
+    # the attention kernel (base.yml:486 'autoselected': tokamax's Pallas Triton flash kernel on GPUs; the framework
+    # row's default where the files leave it)
+    if "attention" in v:
+        value, ev = v["attention"]
+        kernels = {"autoselected": "flash2", "flash": "flash2", "cudnn_flash_te": "flash", "dot_product": "unfused"}
+        if str(value) not in kernels:
+            raise InputError(f"{ev}: attention {value!r}; MaxText 0.2.5 takes autoselected, dot_product, flash or "
+                             f"cudnn_flash_te")
+        out["recipe.attention_kernel"] = (kernels[str(value)], ev)
     # weights and gradients in float32 (base.yml weight_dtype :194, grad_dtype :125) unless the files say otherwise;
     # the defaults come with the framework's recipe rows (frameworks.CAPABILITIES["maxtext"])
     for key, field in (("weight_dtype", "recipe.fp32_weights"), ("grad_dtype", "recipe.grad_reduce_fp32")):
