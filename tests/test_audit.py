@@ -354,19 +354,21 @@ torchrun --nproc_per_node 8 --nnodes 8 pretrain_gpt.py \\
 
 
 def test_tp16_across_nodes_is_an_error_worth_the_speed_up_and_the_micro_batch_finding_names_its_terms(tmp_path):
-    """TP 16 on 8-GPU nodes: a tp_crosses_node error whose cost is within 10 % of the saving the best plan
-    brings; the small-micro-batch finding splits its saving into GEMM time and the terms that shrink."""
+    """TP 16 on 8-GPU nodes: a tp_crosses_node error whose cost is what the layout change alone saves (the job's
+    recompute and recipe kept: most, never more, of the best plan's saving, which also changes the recipe); the
+    small-micro-batch finding splits its saving into GEMM time and the terms that shrink."""
     script = tmp_path / "tp16.sh"
     script.write_text(TP16)
     got = audit_json("--model", "llama3-70b", "--cluster", "dgx-h100", "--launch", str(script))
     saving = got["estimate"]["step_time_s"] - got["best"]["step_time_s"]
     (cross,) = [f for f in got["findings"] if f["kind"] == "tp_crosses_node"]
-    assert cross["severity"] == "error" and cross["cost_s"] == pytest.approx(saving, rel=0.10)
+    assert cross["severity"] == "error" and 0.8 * saving < cross["cost_s"] <= saving
+    assert "the job's recompute and recipe kept" in cross["message"]
     small = [f for f in got["findings"] if f["kind"] == "small_micro_batch"]
     assert small and "from larger GEMMs" in small[0]["message"] and "TP communication" in small[0]["message"]
     # no zero-cost finding whose two bandwidths are the same number
     for f in got["findings"]:
-        pair = re.search(r"at (\d+) GB/s instead of (\d+) GB/s", f["message"])
+        pair = re.search(r"at (\d+) GB/s per GPU instead of (\d+) GB/s", f["message"])
         assert not (pair and pair.group(1) == pair.group(2) and f["cost_s"] == 0), f
 
 

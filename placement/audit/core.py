@@ -591,6 +591,24 @@ class _Ctx:
             return None
         return float(self.search_est.step_time_s[ok].min())
 
+    def best_as_launched(self, keep: np.ndarray) -> float | None:
+        """Fastest fitting searched layout among `keep`, priced with the job's own recompute (mode and modules) and
+        recipe (dispatcher, CUDA graphs, overlaps pinned): what a remedy that changes only the layout reaches, so
+        that what other findings remedy (recompute, overlaps) is not counted twice.  None if none fits."""
+        import dataclasses
+
+        b = self.search_batch
+        own = _batch([self.layout], self.recipe)
+        # every searched layout of `keep`, at the job's recompute (the search may not try the job's own: full)
+        rows = np.flatnonzero(keep)
+        if rows.size == 0:
+            return None
+        alt = dataclasses.replace(b.take(rows), recompute=np.full(rows.size, own.recompute[0]),
+                                  rc_modules=np.full(rows.size, own.rc_modules[0]))
+        e = estimate(workload(self.model), self.train, self.topo, alt, self.recipe)
+        ok = e.valid & e.fits
+        return float(e.step_time_s[ok].min()) if ok.any() else None
+
     def price_as_launched(self, layouts: list[Layout]) -> Estimates:
         """Variants of the job's layout on the job's own rank -> GPU map."""
         return _price(self.model, self.train, self.mapped, layouts, self.recipe)
@@ -625,23 +643,37 @@ def _crossing_findings(c: _Ctx, kinds: list[GroupKind]) -> list[Finding]:
         if kind.size <= capacity:
             alt, how = c.mapped_same_s, "placement's mapping of the same layout"
         else:
+            # the layout change alone: the job's own recompute and recipe, so that what other findings remedy
+            # (recompute, overlaps) is not counted here too
             degree = getattr(b, {"tp": "tp", "cp": "cp", "ep": "ep"}[kind.name])
-            alt = c.best_where(degree <= capacity)
-            how = f"the best layout with {kind.name} <= {capacity}"
+            alt = c.best_as_launched(degree <= capacity)
+            how = f"the best layout with {kind.name} <= {capacity}, the job's recompute and recipe kept,"
+            if alt is None:
+                alt = c.best_where(degree <= capacity)
+                how = f"the best layout with {kind.name} <= {capacity} (with the searched recompute and recipe)"
         cost = c.saving(alt)
         if not over and levels[j].bandwidth_bytes_per_s >= inner.bandwidth_bytes_per_s and cost < 5e-4:
             continue  # the crossing is no slower than staying inside, and nothing is saved: not a finding
         what = (f"{kind.name.upper()} all-to-all over the {levels[j].name} tier, oversubscribed "
                 f"{levels[j].oversubscription:g}:1" if alltoall else f"{kind.name.upper()} group crosses the "
                 f"{inner.name} boundary into {levels[j].name}")
+        total_s, exposed_s = _kind_seconds(c.est, kind.name)
         msg = (f"{what}: {count} of {_num_groups(kind, mapped)} {kind.name} groups of {kind.size} ranks leave a "
-               f"{inner.name} block of {capacity} GPUs; each member moves {_bytes(kind.bytes_per_step)} per step at "
-               f"{levels[j].bandwidth_bytes_per_s / 1e9:.0f} GB/s instead of {inner.bandwidth_bytes_per_s / 1e9:.0f} "
-               f"GB/s; {how} saves {cost:.3f} s per step")
+               f"{inner.name} block of {capacity} GPUs; its collectives move {_bytes(kind.bytes_per_step)} per member "
+               f"per step, {total_s:.3f} s of communication here ({exposed_s:.3f} s exposed), the share that leaves "
+               f"the block at {levels[j].bandwidth_bytes_per_s / 1e9:.0f} GB/s per GPU instead of "
+               f"{inner.bandwidth_bytes_per_s / 1e9:.0f} GB/s inside it; {how} saves {cost:.3f} s per step")
         kind_name = (f"{kind.name}_alltoall_oversubscribed" if alltoall
                      else f"{kind.name}_crosses_{'node' if j == 1 else inner.name}")
         out.append(Finding(_severity(cost, c.step_s), kind_name, msg, examples, cost))
     return out
+
+
+def _kind_seconds(est: Estimates, kind: str) -> tuple[float, float]:
+    """(total, exposed) seconds per step of one kind of group's communication in a one-candidate estimate."""
+    total, exposed = {"tp": (est.tp_total_s, est.tp_s), "cp": (est.cp_total_s, est.cp_s),
+                      "ep": (est.ep_total_s, est.ep_s)}[kind]
+    return float(total[0]), float(exposed[0])
 
 
 def _bytes(n: float) -> str:
