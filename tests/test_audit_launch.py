@@ -837,3 +837,21 @@ def test_a_quoted_number_in_a_torchtitan_toml_is_an_error(tmp_path: Path) -> Non
             '[model]\nname = "llama3"\nflavor = "8B"\n')
     with pytest.raises(InputError, match=r"data_parallel_shard_degree is the TOML string '8'.*write 8 without quotes"):
         _write_parse(tmp_path / "job.toml", text)
+
+
+def test_a_batch_the_files_state_wrongly_is_fixed_in_the_files(tmp_path: Path) -> None:
+    """The global batch comes from the launch file: the message points there, not at a flag of `placement`."""
+    from click.testing import CliRunner
+
+    from placement.cli import main
+
+    script = tmp_path / "run.sh"
+    script.write_text("torchrun --nproc_per_node 8 --nnodes 4 pretrain_gpt.py --tensor-model-parallel-size 8 "
+                      "--pipeline-model-parallel-size 1 --num-layers 32 --hidden-size 4096 --num-attention-heads 32 "
+                      "--seq-length 4096 --micro-batch-size 1 --global-batch-size 1001 --bf16\n")
+    result = CliRunner().invoke(main, ["audit", "--launch", str(script), "--model", "llama3-8b", "--cluster",
+                                       "dgx-h100", "--gpus", "32"])
+    assert result.exit_code == 2
+    assert "run.sh:1" in result.output  # where the files state it
+    assert "set the global batch the launch files state to 1000 or 1004" in result.output  # 4 replicas
+    assert "try --global-batch" not in result.output

@@ -991,7 +991,10 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
     except InputError as err:
         batch = launch.sources.get("global_batch")
         of = f" (global batch {train.global_batch}: {batch})" if batch else ""
-        raise InputError(f"the launch files' layout does not fit the job{of}: {err}") from None
+        # the fix is in the files where they state the batch, not in a flag of this command
+        text = str(err).replace("try --global-batch", "set the global batch the launch files state to") if batch \
+            else str(err)
+        raise InputError(f"the launch files' layout does not fit the job{of}: {text}") from None
     notes = []
     if not hosts and launch.hosts and not set(launch.hosts) <= set(topo.host_names):
         # a hostfile's real names on a catalog cluster: node ranks fill the cluster in its own order
