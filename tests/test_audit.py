@@ -413,3 +413,17 @@ def test_an_unfused_attention_core_is_a_finding_priced_as_the_fused_kernel_saves
                                                   abs=2e-4)
         assert "--attention-backend flash" in hits[0]["message"] and f"--attention-backend {backend}" in \
             hits[0]["message"]
+
+
+def test_every_layout_value_says_where_it_comes_from(tmp_path):
+    """Each layout value is stated by the files (layout.sources) or said unstated with its origin (layout.unstated):
+    dp derived from the GPU count, the rest the framework's default; a user trial found cp, vpp and dp without one."""
+    script = tmp_path / "tp16.sh"
+    script.write_text(TP16)
+    got = audit_json("--model", "llama3-70b", "--cluster", "dgx-h100", "--launch", str(script))
+    lay = got["layout"]
+    for name in ("tp", "cp", "pp", "dp", "micro_batch_size", "zero_stage", "recompute", "sequence_parallel"):
+        assert name in lay["sources"] or name in lay["unstated"], name
+    assert lay["pp"] == 1 and "vpp" not in lay["unstated"]  # no pipeline: no virtual stages to state
+    assert lay["unstated"]["dp"] == f"derived: 64 GPUs / (tp 16 x cp 1 x pp 1) = {lay['dp']}"
+    assert "megatron's default" in lay["unstated"]["cp"] and "ep" not in lay["unstated"]  # a dense model

@@ -17,10 +17,28 @@ from placement.topology import Topology
 FRAMEWORK_FORMAT = {"megatron": "megatron", "torchtitan": "torchtitan", "deepspeed": "deepspeed", "maxtext": "maxtext"}
 
 
+def unstated(a: Audit) -> dict[str, str]:
+    """Layout values the launch files do not state, each with where its value comes from: the data-parallel degree
+    derived from the GPU count, the others the framework's default (or the command line)."""
+    lay, where = a.estimate.layout, a.launch.sources
+    out = {}
+    moe = lay.ep > 1 or "ep" in where
+    for name in ("tp", "cp", "ep", "etp", "pp", "vpp", "micro_batch_size", "zero_stage", "recompute",
+                 "sequence_parallel"):
+        if name in where or (name in ("ep", "etp") and not moe) or (name == "vpp" and lay.pp == 1):
+            continue
+        value = getattr(lay, name)
+        out[name] = (f"not stated by the files: {a.launch.framework}'s default or the command line "
+                     f"({value.value if hasattr(value, 'value') else value})")
+    if "dp" not in where:
+        out["dp"] = (f"derived: {a.estimate.num_gpus} GPUs / (tp {lay.tp} x cp {lay.cp} x pp {lay.pp}) = {lay.dp}")
+    return out
+
+
 def audit_json(a: Audit) -> dict:
     lay = a.estimate.layout
     layout = {"framework": a.launch.framework, "dialect": a.launch.dialect, **lay.model_dump(mode="json"),
-              "num_gpus": a.estimate.num_gpus,
+              "num_gpus": a.estimate.num_gpus, "unstated": unstated(a),
               "host_order": a.host_order, "hosts_in_files": list(a.launch.hosts), "sources": dict(a.launch.sources),
               "ignored": list(a.launch.ignored), "unknown_keys": [k.model_dump() for k in a.launch.unknown_keys]}
     return {"layout": layout, "estimate": a.estimate.model_dump(mode="json"),
@@ -169,9 +187,12 @@ def _sources_block(a: Audit) -> str:
     for field, where in sorted((a.estimate.recipe_sources or {}).items()):
         if where != "default" and not where.startswith("launch:") and f"recipe.{field}" not in launch.sources:
             lines.append(f"  recipe.{field} {_shown((a.estimate.recipe or {}).get(field))}: {where}")
-    left = [f for f in ("tp", "pp", "cp", "micro_batch_size", "zero_stage", "recompute") if f not in launch.sources]
-    if left:
-        lines.append(f"  not stated by the files (the framework's default, or the command line): {', '.join(left)}")
+    left = unstated(a)
+    named = [f for f in left if f != "dp"]
+    if named:
+        lines.append(f"  not stated by the files (the framework's default, or the command line): {', '.join(named)}")
+    if "dp" in left:
+        lines.append(f"  dp {a.estimate.layout.dp}: {left['dp']}")
     if launch.ignored:
         lines.append("seen but not modelled (priced without them):")
         lines += [f"  - {x}" for x in launch.ignored]
