@@ -196,3 +196,32 @@ def test_an_older_torchtitans_keys_are_read_and_changed_under_their_own_names(tm
     assert spelled["activation_checkpoint.selective_ac_option"][1] == '"op"'
     assert spelled["CUDA graphs"][0] is None and "no CUDA graphs" in spelled["CUDA graphs"][2]
     assert spelled["sequence parallelism"][1] == "on" and "only 0.3.0" in spelled["sequence parallelism"][2]
+
+
+def test_an_older_torchtitan_audit_cites_its_own_version_and_lists_no_pipeline_key_without_a_pipeline(tmp_path):
+    """A torchtitan TOML of before 0.3.0 without a pipeline (a user trial): the framework rows cite v0.2.2 where the
+    same holds, no pipeline-only recipe row is listed, and the change list names no pipeline key (pp 1 on both
+    sides)."""
+    import json
+
+    from click.testing import CliRunner
+
+    from placement.cli import main
+
+    toml = tmp_path / "job.toml"
+    toml.write_text('[model]\nname = "llama3"\nflavor = "70B"\n\n[training]\nlocal_batch_size = 4\nseq_len = 8192\n\n'
+                    '[parallelism]\ndata_parallel_shard_degree = -1\ntensor_parallel_degree = 8\n'
+                    'pipeline_parallel_degree = 1\n\n[activation_checkpoint]\nmode = "full"\n')
+    run = tmp_path / "run.sh"
+    run.write_text("torchrun --nnodes 8 --nproc_per_node 8 -m torchtitan.train --job.config_file job.toml\n")
+    result = CliRunner().invoke(main, ["audit", "--launch", str(toml), "--launch", str(run), "--model", "llama3-70b",
+                                       "--cluster", "dgx-h100", "--gpus", "64"])
+    assert result.exit_code in (0, 1), result.output
+    text = result.stdout
+    assert "recipe.grad_reduce_fp32 True: torchtitan before 0.3.0" in text and "v0.2.2" in text
+    assert "recipe.pipeline_unsharded_grads" not in text
+    got = json.loads(CliRunner().invoke(main, ["audit", "--launch", str(toml), "--launch", str(run), "--model",
+                                               "llama3-70b", "--cluster", "dgx-h100", "--gpus", "64",
+                                               "--json"]).stdout)
+    assert got["best"]["layout"]["pp"] == 1 and got["changes"]  # a change list, with no pipeline on either side
+    assert not [c for c in got["changes"] if "pipeline_parallel" in c["argument"]]

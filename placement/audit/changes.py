@@ -329,6 +329,8 @@ def launch_changes(framework: str, now: EmitContext, best: EmitContext, files_te
             changes.append({"argument": key, "from": None, "to": b[key],
                             "note": "the launch files leave the global batch to the framework, which derives it "
                                     "from the layout this plan changes"})
+    if now.plan.layout.pp == 1 and best.plan.layout.pp == 1:  # no pipeline on either side: its keys change nothing
+        changes = [c for c in changes if not any(k in c["argument"] for k in PIPELINE_ONLY)]
     ha, hb = now.hosts_in_rank_order, best.hosts_in_rank_order
     if ha != hb:
         moved = sum(x != y for x, y in zip(ha, hb, strict=True))
@@ -343,6 +345,11 @@ def launch_changes(framework: str, now: EmitContext, best: EmitContext, files_te
                         "to": ",".join(map(str, local_b[:gph])),
                         "note": "GPU order inside each node (first node shown; --out DIR writes every node's)"})
     return changes
+
+
+PIPELINE_ONLY = ("pipeline_parallel_microbatch_size", "pipeline_parallel_schedule", "pipeline_parallel_microbatches")
+"""Spellings of torchtitan settings that only a pipeline reads (its micro-batch size or count, its schedule): with no
+pipeline before or after the change they are no change (a user trial saw the micro-batch size listed at pp 1)."""
 
 
 VIRTUAL_PIPELINE_FLAGS = ("--num-layers-per-virtual-pipeline-stage", "--num-virtual-stages-per-pipeline-rank",

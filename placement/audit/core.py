@@ -502,6 +502,25 @@ def _launch_source(evidence: str) -> str:
     return evidence if evidence.startswith(("default", "torchtitan default")) else f"launch:{evidence}"
 
 
+TORCHTITAN_BEFORE_030 = {
+    "grad_reduce_fp32": "torchtitan before 0.3.0 reduces gradients in float32 too: FSDP2's reduce_dtype is "
+                        "training.mixed_precision_reduce, whose only value is float32 (v0.2.2 "
+                        "config/job_config.py:290)",
+    "reshard_after_backward": "torchtitan before 0.3.0 runs FSDP2 too, which reshards the weights after every "
+                              "backward, and its step runs each accumulation micro-batch's forward and backward in "
+                              "turn (v0.2.2 train.py gradient_accumulation_steps): under ZeRO-2 every micro-batch "
+                              "gathers the weights again",
+    "sp_saves_gathered_inputs": "torchtitan before 0.3.0 redistributes each block's attention and feed-forward input "
+                                "to Replicate before the projections too (v0.2.2 models/llama3/infra/parallelize.py "
+                                "prepare_module_input), and autograd keeps that gathered tensor for the weight "
+                                "gradients",
+    "pipeline_unsharded_grads": "torchtitan before 0.3.0 pipelines run torch.distributed.pipelining's PipelineStage "
+                                "too, which keeps each stage's unsharded gradient until its last backward",
+}
+"""The sources of torchtitan's framework rows (frameworks.CAPABILITIES, cited at 0.3.0) for files of an older
+torchtitan (LaunchLayout.torchtitan_form), where the same holds, cited at v0.2.2."""
+
+
 def launch_recipe(launch: LaunchLayout, model: ModelSpec, layout: Layout,
                   overrides: tuple[Recipe, dict[str, str]] | None = None,
                   several_hosts: bool = False, precision: str | None = None) -> tuple[Recipe, dict[str, str]]:
@@ -518,9 +537,10 @@ def launch_recipe(launch: LaunchLayout, model: ModelSpec, layout: Layout,
         sources["recompute_num_layers"] = (f"launch:{launch.sources.get('recipe.ac_layer_interval', '')} (every "
                                            f"{interval}th of {per_chunk} layers per stage)")
     cap = CAPABILITIES.get(launch.framework)
+    before_030 = launch.framework == "torchtitan" and launch.torchtitan_form is not None
     for name, value, why in cap.recipe_rows(several_hosts, precision) if cap is not None else ():
         if name not in values:  # what the files state wins (a BF16_Optimizer job's fp32 gradient copy)
-            values[name], sources[name] = value, why
+            values[name], sources[name] = value, (TORCHTITAN_BEFORE_030.get(name, why) if before_030 else why)
     if launch.framework == "megatron" and model.is_moe:
         for field, (value, why) in MEGATRON_DEFAULTS.items():
             if field not in values:

@@ -184,8 +184,11 @@ def _sources_block(a: Audit) -> str:
                  f" {','.join(str(v) for v in value)}" if isinstance(value, (list, tuple)) else f" {value}")
         lines.append(f"  {name}{shown}: {where}")
     # recipe values the framework runs when the files leave them out (launch_recipe), each with its source
+    from placement.emit.common import matters
+
     for field, where in sorted((a.estimate.recipe_sources or {}).items()):
-        if where != "default" and not where.startswith("launch:") and f"recipe.{field}" not in launch.sources:
+        if where != "default" and not where.startswith("launch:") and f"recipe.{field}" not in launch.sources \
+                and matters(field, a.estimate.layout):
             lines.append(f"  recipe.{field} {_shown((a.estimate.recipe or {}).get(field))}: {where}")
     left = unstated(a)
     named = [f for f in left if f != "dp"]

@@ -265,6 +265,11 @@ def _matters(name: str, lay) -> bool:
     return _MATTERS.get(name, lambda _: True)(lay)
 
 
+def matters(name: str, lay) -> bool:
+    """Whether recipe field `name` changes what layout `lay` runs (a pipeline field without a pipeline does not)."""
+    return _matters(name, lay)
+
+
 def _word(value) -> str:
     return str(value.value if hasattr(value, "value") else value)
 
