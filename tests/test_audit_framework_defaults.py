@@ -248,7 +248,10 @@ def test_the_diff_marks_what_the_files_do_not_state_and_states_the_global_batch(
     assert "note" not in by["training.local_batch_size"]  # the TOML states local_batch_size
     marked = [c for c in data["changes"] if c.get("note") == NOT_IN_FILES]
     text = (AUDIT / "torchtitan" / "llama3_70b.toml").read_text()
-    assert marked and all(c["argument"].rsplit(".", 1)[-1] not in text for c in marked)
+    assert all(c["argument"].rsplit(".", 1)[-1] not in text for c in marked)
+    # neither plan pipelines: the pipeline's micro-batch size, which the TOML does not state, is no change
+    assert data["estimate"]["layout"]["pp"] == data["best"]["layout"]["pp"] == 1
+    assert not [c for c in data["changes"] if "pipeline_parallel" in c["argument"]]
 
 
 def test_an_argument_one_typo_from_one_read_is_refused_as_megatron_would(tmp_path) -> None:
