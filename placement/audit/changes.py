@@ -223,6 +223,10 @@ def _bridge_graph_api(changes: list[dict], stated: dict[str, str]) -> None:
     scope["to"] = "[full_iteration]"
 
 
+BRIDGE_ENV = ("an environment variable, not a config field: Megatron-Bridge's launcher sets it (its recipes' env_vars; "
+              "scripts/performance/utils/overrides.py)")
+
+
 def bridge_changes(changes: list[dict], stated: dict[str, str]) -> list[dict]:
     """Megatron-LM flag changes named in the Megatron-Bridge config's own keys: the field that states the flag's
     setting, its value as the config has it on the launched side and as the best plan needs it on the other.  A
@@ -235,6 +239,9 @@ def bridge_changes(changes: list[dict], stated: dict[str, str]) -> list[dict]:
         if fsdp_width and flag in ("--grad-reduce-in-bf16", "--accumulate-allreduce-grads-in-fp32") and c["to"] is None:
             continue  # Megatron-FSDP's own dtype fields state the gradient width; the config's field may stay
         keys = _bridge_keys(flag, stated) if flag.startswith("--") else []
+        if flag.startswith("env "):  # no config field states the environment: the launcher's (env_vars)
+            out.append({**c, "note": c.get("note") or BRIDGE_ENV})
+            continue
         if not keys:
             out.append(c if not flag.startswith("--") else {**c, "note": BRIDGE_NOT_IN_FILES})
             continue
