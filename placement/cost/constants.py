@@ -231,6 +231,16 @@ gathered weight again (recipe fp8_recasts_weights).  0.82 of the FP8 GEMM effici
 job priced so here (tests/test_emit_torchtitan_run.py; 0.78 before the weight casts were priced); fitted on
 Hopper and applied elsewhere for want of a measurement."""
 
+MXFP8_GEMM_EFFICIENCY = 0.95
+"""MXFP8 GEMM kernels (1x32 block scales, E8M0) run below per-tensor FP8 ones on the same Blackwell tensor cores:
+Transformer Engine's GEMM profiling guide (NVIDIA/TransformerEngine docs/examples/gemm_profiling/gemm_profiling.rst,
+commit 8f2e635, "Autocast vs Pre-quantized") times the 12 GEMMs of a 5B layer (hidden 4096, FFN 16384, 15872 tokens)
+on a B300 with the inputs quantised beforehand, kernel time only: 6.812 ms per layer with FP8 current scaling against
+7.161 ms with MXFP8, 0.951.  The quantisation itself is priced apart (FP8_QUANT_BYTES_PER_ELEMENT: MXFP8's is the
+cheaper, as the guide's autocast times show, 8.984 against 9.147 ms).  Megatron-Bridge 25.11 publishes the same
+rows both ways and MXFP8 is the slower: Llama3 8B 29521 against 30624 tokens/s/GPU on 8 B200, 29789 against 31508 on
+GB200, 36108 against 37556 on GB300 (docs/performance-summary-archive.md, the parentheses)."""
+
 # --- routing -------------------------------------------------------------------------------------------
 REAL_ROUTING_IMBALANCE = 1.2
 """Tokens on the busiest EP rank over the mean with real data.  Forced balance (1.0) is what every

@@ -121,6 +121,8 @@ def gemm_rates(topo: Topology, precision: Precision, fp8: Fp8Recipe | None) -> t
         eff *= C.BLOCKWISE_FP8_HOPPER_EFFICIENCY
     if fp8 is Fp8Recipe.ROWWISE:
         eff *= C.ROWWISE_FP8_EFFICIENCY
+    if fp8 is Fp8Recipe.MXFP8:
+        eff *= C.MXFP8_GEMM_EFFICIENCY
     return GemmRate(acc.peak_flops_fp8 * eff, acc.gemm_half_efficiency_dim), bf16
 
 
