@@ -125,7 +125,10 @@ def test_mla_down_projections_do_not_shrink_with_tp():
 
 def test_fp8_quantisation_traffic_tensorwise_costs_more_than_mxfp8(monkeypatch):
     """FP8 GEMM inputs are quantised through HBM: per-tensor scaling reads once more for the amax, 6 vs 4
-    bytes per element (constants.FP8_QUANT_BYTES_PER_ELEMENT, Transformer Engine current scaling)."""
+    bytes per element (constants.FP8_QUANT_BYTES_PER_ELEMENT, Transformer Engine current scaling); the GEMMs at one
+    rate here (MXFP8's own GEMM efficiency is tests/test_blackwell_dense_fp8.py's)."""
+    monkeypatch.setattr(C, "MXFP8_GEMM_EFFICIENCY", 1.0)
+
     def dense(fp8_recipe):
         return _f(layer_compute(_ctx("deepseek-v3", "dgx-b200", 64, DSV3_EP8, Recipe(fp8_recipe=fp8_recipe),
                                      "fp8")).dense_s)
