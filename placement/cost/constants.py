@@ -70,6 +70,17 @@ BACKWARD_TO_FORWARD = 2.0
 # --- communication -----------------------------------------------------------------------------------
 COLLECTIVE_BASE_LATENCY_S = 8.4e-6
 """NCCL 2.30 baseLat of Ring/Tree, Simple protocol (src/graph/tuning.cc)."""
+TP_OVERLAP_BUFFERS_AG = 6
+TP_OVERLAP_BUFFERS_RS = 4
+"""Userbuffers Transformer Engine's TP comm overlap allocates, one per overlapped GEMM, each the size of the layer's
+whole-sequence activation: six all-gather ones (qkv_fprop, qkv_dgrad, proj_dgrad, fc1_fprop, fc1_dgrad, fc2_dgrad; FP8
+under an FP8 recipe) and four reduce-scatter ones (proj_fprop, fc2_fprop, qkv_wgrad, fc1_wgrad) (NVIDIA/
+TransformerEngine transformer_engine/pytorch/module/base.py initialize_ub, `add_ub` of a sample buffer of `shape` per
+layer name, commit 0004dbd; later versions keep the ten).  A user trial found a plan with the overlap at 99.99 % of
+HBM that left them out."""
+TP_OVERLAP_WORKSPACE_BYTES = 2 * 32 * 1024**2
+"""initialize_ub grows the 32 MiB cuBLAS workspace (Hopper and later) threefold, one per overlap stream
+(_NUM_MAX_UB_STREAMS): 64 MiB more."""
 OVERLAP_COMPUTE_SLOWDOWN = 0.189
 """Compute runs this much slower while a collective overlaps it (NCCL kernels hold SMs and HBM
 bandwidth): 18.9 % on average over GPT and Llama training on A100/H100/MI250/MI210, Lee et al. 2025,

@@ -159,7 +159,16 @@ def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch, r
     base_mem = memory_term(x, st, params.dense_kinds, params.expert_kinds, params.dense_shard,
                            params.expert_shard, 0.0)
     capacity = _capacity(topo, train)
-    graph_pick, extra_mem = _cuda_graphs(base_mem.peak_bytes, capacity, choices,
+    # TP overlap's userbuffers where it is on; off where they would not fit and the choice is open
+    ub = tp_overlap_buffer_bytes(x)
+    if False in choices.tp_comm_overlap and True in choices.tp_comm_overlap:
+        over = tpx.on & (base_mem.peak_bytes + ub > capacity)
+        if over.any():
+            off = _tp_overlap(x, tp, lc, replace(choices, tp_comm_overlap=(False,)))
+            tpx = _TpExposed(*(np.where(over, a, b) for a, b in ((off.dense_s, tpx.dense_s), (off.moe_s, tpx.moe_s),
+                                                                 (off.slow_s, tpx.slow_s), (off.on, tpx.on))))
+    ub_mem = np.where(tpx.on, ub, 0.0)
+    graph_pick, extra_mem = _cuda_graphs(base_mem.peak_bytes + ub_mem, capacity, choices,
                                          (x.pp == 1) & (x.ep == 1) if choices.full_graphs_without_pp_ep else True)
     host_for = _host_terms(x, choices, {o.overlap for o in ep_options}, graph_pick)
 
@@ -187,6 +196,7 @@ def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch, r
     allgather = crit.dispatcher == DISPATCHERS.index(Dispatcher.ALLGATHER)
     runs = ~(crit.ep_overlap & (allgather | ~_ep_overlap_runs_x(x))) if w.num_experts else np.True_
     step = np.where(runs, step, np.inf)
+    extra_mem = extra_mem + ub_mem
     peak_mem = base_mem.peak_bytes + extra_mem
 
     num_gpus = x.tp * x.cp * x.pp * x.dp
@@ -314,6 +324,17 @@ class _TpExposed:
     moe_s: np.ndarray
     slow_s: np.ndarray
     on: np.ndarray
+
+
+def tp_overlap_buffer_bytes(x: Ctx) -> np.ndarray:
+    """Bytes Transformer Engine's TP comm overlap allocates per GPU: one userbuffer of the layer's whole-sequence
+    activation ([seq x micro-batch / cp, hidden], Megatron-LM training/initialize.py _initialize_tp_communicators) for
+    each overlapped GEMM (constants.TP_OVERLAP_BUFFERS_AG / _RS), the all-gather ones in FP8 under FP8, and its cuBLAS
+    workspace grown threefold."""
+    ag_bytes = 1.0 if x.fp8 is not None else float(C.BYTES_PER_ACTIVATION)
+    per_element = C.TP_OVERLAP_BUFFERS_AG * ag_bytes + C.TP_OVERLAP_BUFFERS_RS * C.BYTES_PER_ACTIVATION
+    return np.where(x.b.tp > 1, x.mbs * x.train.seq_len / x.cp * x.w.hidden * per_element
+                    + C.TP_OVERLAP_WORKSPACE_BYTES, 0.0)
 
 
 def _tp_overlap(x: Ctx, tp, lc, choices: RecipeChoices) -> _TpExposed:
