@@ -612,15 +612,17 @@ class _Ctx:
         return float(self.search_est.step_time_s[ok].min())
 
     def best_as_launched(self, keep: np.ndarray) -> float | None:
-        """Fastest fitting searched layout among `keep`, priced with the job's own recompute (mode and modules) and
-        recipe (dispatcher, CUDA graphs, overlaps pinned): what a remedy that changes only the layout reaches, so
-        that what other findings remedy (recompute, overlaps) is not counted twice.  None if none fits."""
+        """Fastest fitting searched layout among `keep`, priced with the job's own recompute (mode and modules), ZeRO
+        stage (where the search has it) and recipe (dispatcher, CUDA graphs, overlaps pinned): what a remedy that
+        changes only the layout reaches, so that what other findings remedy (recompute, sharding, overlaps) is not
+        counted twice.  None if none fits."""
         import dataclasses
 
         b = self.search_batch
         own = _batch([self.layout], self.recipe)
+        same_zero = keep & (b.zero == own.zero[0])
         # every searched layout of `keep`, at the job's recompute (the search may not try the job's own: full)
-        rows = np.flatnonzero(keep)
+        rows = np.flatnonzero(same_zero if same_zero.any() else keep)
         if rows.size == 0:
             return None
         alt = dataclasses.replace(b.take(rows), recompute=np.full(rows.size, own.recompute[0]),
@@ -807,14 +809,14 @@ def _layout_findings(c: _Ctx, plan: Plan) -> list[Finding]:
     # pipeline bubble above 10 %
     bubble = float(est.bubble_s[0])
     if lay.pp > 1 and bubble > BUBBLE_SHARE * c.step_s:
-        alt = c.best_where(same_shape)
+        alt = c.best_as_launched(same_shape)  # the pipeline change alone: recompute and recipe kept
         cost = c.saving(alt)
         m = int(est.num_microbatches[0])
         out.append(Finding(
             _severity(cost, c.step_s), "pipeline_bubble",
             f"pipeline bubble {bubble:.3f} s = {bubble / c.step_s:.0%} of the step (pp {lay.pp}, vpp {lay.vpp}, "
-            f"{m} micro-batches per step); the best pp / virtual stages / micro-batch for the same tp, cp and ep "
-            f"save {cost:.3f} s per step"
+            f"{m} micro-batches per step); the best pp / virtual stages / micro-batch for the same tp, cp and ep, "
+            f"the job's recompute and recipe kept, save {cost:.3f} s per step"
             + (" (more than the bubble: the other pp and micro-batch also change the per-stage compute, "
                "transfers and memory)" if cost > bubble else ""), [], cost))
     # micro-batches too small for efficient GEMMs: the same layout with a larger micro-batch
