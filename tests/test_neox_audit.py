@@ -509,3 +509,31 @@ def test_a_flash_config_is_dated_as_it_is_read(tmp_path: Path) -> None:
         parse_launch([_written(tmp_path, older)])
     # a config of a GPT-NeoX with flash-attn 2 gets no note
     assert not [x for x in parse_launch([LLEMMA_7B]).ignored if x.startswith("attention type flash")]
+
+
+GQA_70B = """{
+  "pipe_parallel_size": 4, "model_parallel_size": 8, "sequence_parallel": true,
+  "num_layers": 80, "hidden_size": 8192, "intermediate_size": 86016, "num_attention_heads": 64, "num_kv_heads": 8,
+  "seq_length": 4096, "max_position_embeddings": 4096, "pos_emb": "rotary", "rotary_pct": 1,
+  "rotary_emb_base": 500000, "no_weight_tying": true, "gpt_j_residual": false, "norm": "rmsnorm",
+  "attention_config": [[["flash"], 80]], "use_bias_in_norms": false, "use_bias_in_attn_linear": false,
+  "activation": "swiglu", "mlp_multiple_of": 256,
+  "zero_optimization": {"stage": 1}, "train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 1,
+  "checkpoint_activations": true, "checkpoint_num_layers": 1,
+  "bf16": {"enabled": true},
+}
+"""
+
+
+def test_the_best_plan_splits_the_kv_heads_whole_as_gpt_neox_must(tmp_path):
+    """GPT-NeoX divides the KV heads over model parallelism (megatron/model/transformer.py:332-334, no cloning): a
+    user trial's best plan asked for model_parallel_size 16 on 8 KV heads, which GPT-NeoX cannot build."""
+    cfg = tmp_path / "70B.yml"
+    cfg.write_text(GQA_70B)
+    hosts = tmp_path / "hostfile"
+    hosts.write_text("".join(f"node{i:02d} slots=8\n" for i in range(64)))
+    result = CliRunner().invoke(main, ["audit", "--launch", str(cfg), "--launch", str(hosts), "--model",
+                                       "llama3-70b", "--cluster", "dgx-h100", "--gpus", "512", "--json"])
+    assert result.exit_code in (0, 1), result.output
+    best = json.loads(result.stdout)["best"]["layout"]
+    assert 8 % best["tp"] == 0, best

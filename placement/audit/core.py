@@ -952,15 +952,19 @@ def _layout_findings(c: _Ctx, plan: Plan) -> list[Finding]:
     return out
 
 
-def neox_space(space: SearchConfig, launch: LaunchLayout) -> SearchConfig:
+def neox_space(space: SearchConfig, launch: LaunchLayout, model: ModelSpec | None = None) -> SearchConfig:
     """The best plan's search for a GPT-NeoX config, within what its keys can state and its version runs: ZeRO-0/1
     (GPT-NeoX exits on ZeRO-2/3 with its PipelineModule or with model parallelism, megatron/training.py), recompute
     none or full (checkpoint_activations: no key recomputes the attention core alone), and sequence parallelism off
-    where the config's own keys date its GPT-NeoX before sequence_parallel (neox.version_takes)."""
+    where the config's own keys date its GPT-NeoX before sequence_parallel (neox.version_takes); and model parallelism
+    no wider than the KV heads, which GPT-NeoX splits over it whole (megatron/model/transformer.py:332-334
+    `mpu.divide(num_kv_heads, world_size)`: "we do not yet clone KV heads in MQA across TP ranks")."""
     from placement.audit.readers.neox import version_takes
 
     update: dict = {"zero_stages": tuple(z for z in space.zero_stages if z <= 1),
                     "recompute": tuple(r for r in space.recompute if r is not Recompute.SELECTIVE)}
+    if model is not None:
+        update["max_tp"] = min(space.max_tp or model.kv_heads, model.kv_heads)
     if version_takes("sequence_parallel", launch.config_keys) is False:
         update["fixed"] = {**space.fixed, "sequence_parallel": False}
     return dataclasses.replace(space, **update)
@@ -1084,7 +1088,7 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
     })
     space = framework_space(launch.framework, top_k)
     if launch.dialect == "gpt-neox":
-        space = neox_space(space, launch)
+        space = neox_space(space, launch, model)
     space, best_sources = recipe_space(space, launch.framework, model, topo, recipe, recipe_sources,
                                        torchtitan3=launch.framework == "torchtitan" and not launch.torchtitan_form)
     planned = plan_job(model, train, topo, space, mapping, recipe_sources=best_sources, progress=progress,
