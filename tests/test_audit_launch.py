@@ -855,3 +855,14 @@ def test_a_batch_the_files_state_wrongly_is_fixed_in_the_files(tmp_path: Path) -
     assert "run.sh:1" in result.output  # where the files state it
     assert "set the global batch the launch files state to 1000 or 1004" in result.output  # 4 replicas
     assert "try --global-batch" not in result.output
+
+
+def test_maxtext_optimizer_over_data_beside_fsdp_is_said_not_dropped(tmp_path: Path) -> None:
+    """shard_optimizer_over_data with an fsdp x data mesh shards the optimizer over both, which placement does not
+    price: said (a user trial found it silently dropped, the estimate counting 8 times the optimizer memory)."""
+    _, on = _maxtext(tmp_path, "base_config: base.yml\nici_fsdp_parallelism: 8\ndcn_data_parallelism: 2\n"
+                                    "shard_optimizer_over_data: true\nper_device_batch_size: 1\n")
+    lay = on(16, 16)
+    assert (lay.zero_stage, lay.dp_shard) == (3, 8)
+    (note,) = [x for x in lay.ignored if x.startswith("shard_optimizer_over_data with fsdp 8 x data 2")]
+    assert "cfg.yml:4" in note and "2 times the optimizer memory" in note

@@ -207,8 +207,10 @@ def maxtext_layout(launch: LaunchLayout, model: ModelSpec, topo: Topology, globa
     from placement.audit import maxtext
 
     fields = maxtext.resolve(launch.mesh, model.num_layers, topo.gpus_per_host, topo.num_gpus, global_batch)
+    note = fields.pop("ignored", None)
+    ignored = (*launch.ignored, note[0]) if note else launch.ignored
     return launch.model_copy(update={k: v for k, (v, _) in fields.items()} | {
-        "sources": {**launch.sources, **{k: ev for k, (_, ev) in fields.items()}}})
+        "sources": {**launch.sources, **{k: ev for k, (_, ev) in fields.items()}}, "ignored": ignored})
 
 
 def framework_space(framework: str, top_k: int) -> SearchConfig:

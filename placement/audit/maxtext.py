@@ -273,6 +273,14 @@ def resolve(mesh: dict, num_layers: int, gpus_per_host: int, num_gpus: int, glob
     if fsdp > 1:
         out["zero_stage"] = (3, ev)
         out["dp_shard"] = (fsdp * ep, ev)
+        if mesh["shard_optimizer_over_data"] and data > 1:
+            # the optimizer state over data x fsdp (maxtext_utils add_data_to_sharding), the weights over fsdp:
+            # no sharding placement prices, said rather than dropped
+            out["ignored"] = (f"shard_optimizer_over_data with fsdp {fsdp} x data {data} "
+                              f"({mesh['sources'].get('shard_optimizer_over_data', BASE_SOURCE)}): MaxText shards the "
+                              f"optimizer state over data too (utils/maxtext_utils.py add_data_to_sharding); priced "
+                              f"sharded over fsdp only, so the estimate counts {data} times the optimizer memory "
+                              f"it holds", ev)
     else:
         over = mesh["shard_optimizer_over_data"] and data > 1
         out["zero_stage"] = (1 if over else 0, mesh["sources"].get("shard_optimizer_over_data", BASE_SOURCE))
