@@ -417,9 +417,11 @@ def test_torchtitan_reshard_policy_reads_as_torchtitan_resolves_it(tmp_path: Pat
     ({"ds.json": "{\"zero_optimization\": {\"stage\": 4}}"}, "zero_optimization.stage must be 0..3, got 4"),
     ({"ds.json": "{\"train_batch_size\": 10, \"gradient_accumulation_steps\": 1}", "hostfile": "a slots=4\n"},
      "train_batch_size 10 is not gradient_accumulation_steps 1 x dp 4 x an integer micro-batch"),
-    ({"ds.json": "{}", "hostfile": "a slots=4\nb slots=4\na slots=4\n"},
+    ({"ds.json": "{\"bf16\": {\"enabled\": true}}", "hostfile": "a slots=4\nb slots=4\na slots=4\n"},
      "hostfile:3: host a is listed twice"),
-    ({"ds.json": "{}", "hosts.txt": "a slots=4\nb: 4 gpus\n"}, "hosts.txt:2: 'b: 4 gpus' is not `hostname slots=N`"),
+    ({"ds.json": "{\"bf16\": {\"enabled\": true}}", "hosts.txt": "a slots=4\nb: 4 gpus\n"},
+     "hosts.txt:2: 'b: 4 gpus' is not `hostname slots=N`"),
+    ({"ds.json": "{\"foo\": 1}"}, "ds.json: no DeepSpeed config key (it has foo)"),
     ({"c.yaml": "model:\n  tensor_model_parallel_size: [2\n"}, "c.yaml:"),
     # past Python's parser limits: nesting and huge integers are bad input too, not internal errors
     ({"ds.json": '{"a": ' * 5000 + "1" + "}" * 5000}, "ds.json: the JSON nests arrays or objects deeper"),

@@ -20,6 +20,18 @@ from placement.audit.readers.reading import AutoKey, Hostfile, Reading, Settings
 from placement.errors import InputError
 from placement.loaders.files import parse_json, read_text
 
+DEEPSPEED_KEYS = frozenset({
+    "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "zero_optimization", "fp16",
+    "bf16", "amp", "optimizer", "scheduler", "gradient_clipping", "activation_checkpointing", "pipeline",
+    "wall_clock_breakdown", "steps_per_print", "communication_data_type", "tensor_parallel", "sequence_parallel_size",
+    "data_types", "zero_allow_untested_optimizer", "flops_profiler", "prescale_gradients", "gradient_predivide_factor",
+    "sparse_gradients", "checkpoint", "data_efficiency", "compression_training", "elasticity", "comms_logger",
+    "monitor_config", "tensorboard", "wandb", "csv_monitor", "aio", "autotuning", "memory_breakdown", "dump_state",
+    "seq_parallel_communication_data_type", "torch_autocast", "zero_force_ds_cpu_optimizer", "timers",
+})
+"""Top-level keys of a DeepSpeed config (deepspeed/runtime/config.py and its sections' constants): a JSON file with
+none of them is no DeepSpeed config."""
+
 
 def read_json(path: Path, s: Settings) -> None:
     """A DeepSpeed JSON config: batch terms, ZeRO stage, AutoTP, precision; "auto" values kept for the join."""
@@ -28,6 +40,10 @@ def read_json(path: Path, s: Settings) -> None:
         f"{path}:{err.lineno}: not valid JSON ({err.msg}); expected a DeepSpeed config object"))
     if not isinstance(data, dict):
         raise InputError(f"{path}: expected a JSON object with DeepSpeed keys (train_batch_size, zero_optimization...)")
+    if not set(data) & DEEPSPEED_KEYS:  # a file the audit reads nothing from is an error, not an empty layout
+        raise InputError(f"{path}: no DeepSpeed config key (it has {', '.join(sorted(map(str, data))[:6]) or 'none'});"
+                         f" a DeepSpeed config states keys such as train_batch_size, train_micro_batch_size_per_gpu, "
+                         f"zero_optimization or bf16; give the job's config or leave the file out of --launch")
     lines = text.splitlines()
 
     def ev(key: str) -> str:
