@@ -19,7 +19,7 @@ import numpy as np
 from placement.cost import rules
 from placement.cost.batch import RECOMPUTE_CODES, LayoutBatch, concat_batches, module_mask, pipe_policy_of
 from placement.cost.constants import MEMORY_RESERVE_BYTES, GiB
-from placement.cost.pipeline import check_layout_text
+from placement.cost.pipeline import accounted_units, check_layout_text
 from placement.cost.step import (
     Estimates,
     RecipeChoices,
@@ -172,7 +172,7 @@ def enumerate_layouts(w: Workload, model: ModelSpec, train: TrainingSpec, num_gp
     `expand_sharding`."""
     fixed = cfg.fixed
     divs = np.array(_divisors(num_gpus), dtype=np.int64)
-    facts = rules.Facts.of(model, train, cfg.recipe)
+    facts = rules.Facts.of(model, train, cfg.recipe, tuple(accounted_units(p) for p in _open_split(cfg)))
 
     def pick(name: str, default: np.ndarray) -> np.ndarray:
         return np.array([int(fixed[name])], dtype=np.int64) if name in fixed else default

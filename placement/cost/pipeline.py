@@ -50,6 +50,11 @@ _ACCOUNTED: Final = {POLICY_DEFAULT: (False, False), POLICY_ACCOUNT: (True, True
 """Policy code -> (embedding accounted, loss accounted) of the default split."""
 
 
+def accounted_units(policy: int) -> int:
+    """Units a default-split policy adds to the layers: one each for an accounted embedding and loss."""
+    return sum(_ACCOUNTED[policy])
+
+
 def split_policy(account_for_embedding: bool, account_for_loss: bool) -> int:
     """The policy code of the default split with these accounting flags."""
     return next(code for code, flags in _ACCOUNTED.items() if flags == (account_for_embedding, account_for_loss))

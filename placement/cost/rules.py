@@ -18,6 +18,7 @@ layers; uneven ranks and chunks are what its --decoder-first/last-pipeline-num-l
 
 from __future__ import annotations
 
+import dataclasses
 from collections import ChainMap
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
@@ -47,13 +48,23 @@ class Facts:
     explicit_pipeline: bool = False
     """An explicit pipeline layout places the layers: the default-split rules (pp_layers, vpp_layers) give way to
     the layout's own checks (cost.pipeline.parse_layout)."""
+    split_units: tuple[int, ...] = (0,)
+    """The default splits a layout may use, by the units they add to the layers: 0 Megatron's plain split, 1 or 2
+    the embedding and/or loss counted as a layer each (--account-for-embedding/loss-in-pipeline-split).  A layout
+    holds the pipeline rules when one of them splits it (the search prices each; an accounted one is written as a
+    --pipeline-model-parallel-layout where Megatron's own division would not take it)."""
 
     @classmethod
-    def of(cls, model: ModelSpec, train: TrainingSpec, recipe: Recipe | None = None) -> Facts:
+    def of(cls, model: ModelSpec, train: TrainingSpec, recipe: Recipe | None = None,
+           open_units: tuple[int, ...] = ()) -> Facts:
+        """`open_units`: the accounted splits the search may choose where the recipe states none."""
+        accounted = int(recipe.account_for_embedding) + int(recipe.account_for_loss) if recipe is not None else 0
+        units = (accounted,) if accounted else (0, *open_units)
         return cls(model_name=model.name, num_layers=model.num_layers, num_heads=model.num_attention_heads,
                    num_kv_heads=model.kv_heads, num_experts=model.moe.num_experts if model.moe else 0,
                    seq_len=train.seq_len, global_batch=train.global_batch,
-                   explicit_pipeline=recipe is not None and recipe.pipeline_layout is not None)
+                   explicit_pipeline=recipe is not None and recipe.pipeline_layout is not None,
+                   split_units=units)
 
 
 @dataclass(frozen=True)
@@ -68,15 +79,26 @@ class Rule:
     """The error for one layout that breaks the rule: the values, the arithmetic and a fix."""
 
 
-def _ends(f: Facts, c: Columns) -> tuple[np.ndarray, np.ndarray]:
-    """Layers on the first and last pipeline ranks (the middle ranks hold ceil(L / pp), at least as many)."""
-    st = stage_layers(f.num_layers, c["pp"], np.ones_like(c["pp"]))
+def _ends(f: Facts, c: Columns, extra: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Units (layers, plus `extra` accounted embedding/loss) on the first and last pipeline ranks (the middle ranks
+    hold ceil(U / pp), at least as many)."""
+    st = stage_layers(f.num_layers + extra, c["pp"], np.ones_like(c["pp"]))
     return st.first, st.last
 
 
-def _lighter_end(f: Facts, c: Columns) -> np.ndarray:
-    first, last = _ends(f, c)
+def _lighter_end(f: Facts, c: Columns, extra: int = 0) -> np.ndarray:
+    first, last = _ends(f, c, extra)
     return np.minimum(first, last)
+
+
+def _splits(f: Facts, c: Columns, vpp: np.ndarray | int = 1) -> np.ndarray:
+    """True where one of the allowed default splits (Facts.split_units) gives every virtual stage a unit and splits
+    the fullest rank into vpp equal chunks (cost.pipeline.default_layout's condition)."""
+    ok = np.zeros(np.shape(c["pp"]), dtype=bool)
+    for extra in f.split_units:
+        full = -(-(f.num_layers + extra) // c["pp"])
+        ok |= (_lighter_end(f, c, extra) >= vpp) & (full % vpp == 0)
+    return ok
 
 
 def _microbatches(f: Facts, c: Columns) -> np.ndarray:
@@ -109,9 +131,14 @@ def _vpp_fix(f: Facts, v: Mapping[str, int]) -> str:
     most = int(_lighter_end(f, _one(v))[0])
     full = -(-f.num_layers // v["pp"])
     fits = [d for d in range(2, most + 1) if full % d == 0]
+    accounted = ""
+    if 0 in f.split_units and bool(_splits(dataclasses.replace(f, split_units=(2,)), _one(v), v["vpp"])[0]):
+        units = f.num_layers + 2
+        accounted = (f", or count the embedding and loss as a layer each (--account-for-embedding "
+                     f"--account-for-loss: {units} units, {-(-units // v['pp'])} on the fullest rank)")
     if not fits:
-        return "set --vpp 1, or give an explicit --pipeline-layout"
-    return f"try --vpp {min(fits, key=lambda d: (abs(d - v['vpp']), d))}"
+        return "set --vpp 1, or give an explicit --pipeline-layout" + accounted
+    return f"try --vpp {min(fits, key=lambda d: (abs(d - v['vpp']), d))}" + accounted
 
 
 def _cp_fix(f: Facts, cp: int) -> str:
@@ -177,7 +204,7 @@ RULES: tuple[Rule, ...] = (
                        f"({v['mbs']}) = {v['dp'] * v['mbs']}; {_batch_fix(f.global_batch, v['dp'], v['mbs'])}"),
     _rule("pp_layers", "pp",
           "every pipeline rank holds at least one layer (middle ranks ceil(L / pp), first and last the rest)",
-          lambda f, c: (_lighter_end(f, c) >= 1) | f.explicit_pipeline,
+          lambda f, c: _splits(f, c) | f.explicit_pipeline,
           lambda f, v: f"--pp {v['pp']} --vpp {v['vpp']}: {f.num_layers} layers cannot be split that way (every "
                        f"stage needs a layer; {_rest_text(f, v['pp'])}); {_pp_fix(f, v['pp'])}"),
     _rule("vpp_needs_pp", "vpp pp",
@@ -187,8 +214,7 @@ RULES: tuple[Rule, ...] = (
     _rule("vpp_layers", "vpp pp",
           "every virtual stage holds at least one layer and the full stages split evenly into vpp chunks "
           "(Megatron's default split asserts it; uneven chunks need an explicit --pipeline-layout)",
-          lambda f, c: (c["vpp"] == 1) | f.explicit_pipeline | ((_lighter_end(f, c) >= c["vpp"])
-                                                                 & ((-(-f.num_layers // c["pp"])) % c["vpp"] == 0)),
+          lambda f, c: (c["vpp"] == 1) | f.explicit_pipeline | _splits(f, c, c["vpp"]),
           lambda f, v: f"--pp {v['pp']} --vpp {v['vpp']}: {f.num_layers} layers cannot be split that way "
                        f"(interleaving needs at least vpp layers on each stage and the full stages' "
                        f"{-(-f.num_layers // v['pp'])} layers in vpp equal chunks: {_split_text(f, v['pp'])}); "
