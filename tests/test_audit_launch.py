@@ -868,3 +868,15 @@ def test_maxtext_optimizer_over_data_beside_fsdp_is_said_not_dropped(tmp_path: P
     assert (lay.zero_stage, lay.dp_shard) == (3, 8)
     (note,) = [x for x in lay.ignored if x.startswith("shard_optimizer_over_data with fsdp 8 x data 2")]
     assert "cfg.yml:4" in note and "2 times the optimizer memory" in note
+
+
+def test_megatron_refuses_shared_expert_overlap_beside_the_a2a_overlap(tmp_path: Path) -> None:
+    """transformer_config.py asserts 'disable moe_shared_expert_overlap when enabling overlap_moe_expert_parallel_comm':
+    a launch with both does not start, so the audit refuses it (a user trial found it priced)."""
+    script = tmp_path / "run.sh"
+    script.write_text("torchrun --nproc_per_node 8 --nnodes 8 pretrain_gpt.py --tensor-model-parallel-size 1 "
+                      "--pipeline-model-parallel-size 1 --expert-model-parallel-size 8 --num-layers 48 "
+                      "--micro-batch-size 1 --global-batch-size 64 --seq-length 4096 --bf16 "
+                      "--overlap-moe-expert-parallel-comm --moe-shared-expert-overlap\n")
+    with pytest.raises(InputError, match="--moe-shared-expert-overlap with --overlap-moe-expert-parallel-comm"):
+        parse_launch([script], "megatron")

@@ -96,6 +96,8 @@ _MG_IGNORED = {
                                        "fused_layer_norm.py, mpu/layers.py): small all-reduces, not priced",
     "--embed-layernorm": "a LayerNorm after the embedding (Megatron-DeepSpeed, BLOOM): one norm per micro-batch on "
                          "the first stage, not priced",
+    "--moe-shared-expert-overlap": "the shared experts' compute overlapped with the token dispatch (not priced: the "
+                                   "shared experts run in turn)",
 }
 _MG_RECIPE_FLAGS = {
     # bare Megatron flag -> the Recipe field it turns on
@@ -263,6 +265,13 @@ def read_args(words: list[Word], s: Settings, typos: bool = True) -> None:
     precision and recipe flags; with `typos`, an argument one typo away from one it reads is an error (a log's
     block, turned back into flags, is not checked)."""
     args = split_args(words, _MG_NARGS)
+    given = {a.flag.replace("_", "-"): a for a in args}
+    if "--moe-shared-expert-overlap" in given and "--overlap-moe-expert-parallel-comm" in given:
+        a = given["--moe-shared-expert-overlap"]
+        raise InputError(f"{a.evidence}: --moe-shared-expert-overlap with --overlap-moe-expert-parallel-comm "
+                         f"({given['--overlap-moe-expert-parallel-comm'].evidence}): Megatron-Core refuses the pair "
+                         f"(transformer_config.py: 'disable moe_shared_expert_overlap when enabling "
+                         f"overlap_moe_expert_parallel_comm'), so this job does not start; drop one")
     sharding = None
     fsdp = None
     recipe_state: dict = {}
