@@ -384,3 +384,15 @@ def test_the_audit_names_a_megatron_deepspeed_launch_so(tmp_path) -> None:
     result = CliRunner().invoke(main, ["--reproducible", "audit", "--launch", str(BLOOM), *BLOOM_JOB, "--cluster",
                                        "jean-zay-a100-80g"])
     assert result.stdout.startswith("audit of a megatron-deepspeed launch")
+
+
+def test_a_megatron_deepspeed_move_lists_every_argument_the_best_plan_needs() -> None:
+    """BLOOM's Megatron-DeepSpeed script moved to Megatron-LM: the change list adds each Megatron-LM argument the best
+    plan's price needs that the files do not carry (a user trial found --grad-reduce-in-bf16, without which the best
+    plan does not fit, and the DP overlaps left out because placement spells the launched job with them too)."""
+    got = _audit(BLOOM, "--model", "bloom-176b", "--gpus", "384", cluster="jean-zay-a100-80g")
+    text = BLOOM.read_text()
+    best_flags = {c["argument"] for c in got["changes"] if c.get("to") is not None}
+    for flag in ("--use-distributed-optimizer", "--grad-reduce-in-bf16"):
+        assert flag not in text and flag in best_flags, flag
+    assert not [c for c in got["changes"] if c["argument"] == "--context-parallel-size"]  # Megatron-LM's default

@@ -7,6 +7,8 @@ is another version's: a GPT-NeoX config's keys, a torchtitan TOML file's or 0.2.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from placement.audit.readers.neox_keys import KEYS as NEOX_KNOWN_KEYS
@@ -121,6 +123,11 @@ NOT_IN_FILES = "not in the launch files: placement's spelling of the launched la
 GLOBAL_BATCH = {"megatron": "--global-batch-size", "torchtitan": "--training.global_batch_size"}
 """The setting that fixes the global batch, where leaving it out makes it micro-batch x dp (Megatron) or local
 batch x dp (torchtitan): a best plan that changes either must state it."""
+
+
+def megatron_flag_in(flag: str, text: str) -> bool:
+    """Whether launch text holds Megatron argument `flag` as a whole argument (not a prefix of a longer one)."""
+    return re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", text) is not None
 
 
 def _token(framework: str, key: str) -> str:

@@ -1128,6 +1128,18 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
     if launch.dialect == "gpt-neox":
         neox_requirements(changes, launch.config_keys, best_ctx)
         spell_neox_keys(changes, launch.config_spelling)
+    if launch.framework == "megatron" and launch.recipe.get("pipeline_p2p_blocking") and files_text is not None:
+        # a Megatron-DeepSpeed job moving to Megatron-LM: every argument of the best plan its files do not carry is
+        # one the move must add, even where placement spells the launched job with it too (a user trial found
+        # --grad-reduce-in-bf16, without which the best plan does not fit, left out)
+        from placement.audit.changes import framework_settings, megatron_flag_in
+
+        listed = {c["argument"] for c in changes}
+        for flag, value in framework_settings("megatron", best_ctx).items():
+            default = flag.endswith("-parallel-size") and value == "1"  # Megatron-LM's own default
+            if flag.startswith("--") and flag not in listed and not default and not megatron_flag_in(flag, files_text):
+                changes.append({"argument": flag, "from": None, "to": value,
+                                "note": "not in the launch files: Megatron-LM needs it for the best plan as priced"})
     if launch.rank_order != "tp-cp-ep-dp-pp":  # placement's emitters keep Megatron's default order
         if launch.framework == "deepspeed":
             changes.insert(0, {"argument": "topology axes", "from": "['data', 'pipe', ...]",
