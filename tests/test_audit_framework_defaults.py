@@ -396,3 +396,11 @@ def test_a_megatron_deepspeed_move_lists_every_argument_the_best_plan_needs() ->
     for flag in ("--use-distributed-optimizer", "--grad-reduce-in-bf16"):
         assert flag not in text and flag in best_flags, flag
     assert not [c for c in got["changes"] if c["argument"] == "--context-parallel-size"]  # Megatron-LM's default
+
+
+def test_a_megatron_deepspeed_unfused_attention_remedy_is_one_its_fork_takes() -> None:
+    """BLOOM ran BigScience's Megatron-DeepSpeed, which has no flash path; Megatron-LM's --attention-backend flash is
+    no argument of it (a user trial): the remedy names Microsoft's fork's flag and the ALiBi caveat."""
+    got = _audit(BLOOM, "--model", "bloom-176b", "--gpus", "384", cluster="jean-zay-a100-80g")
+    (f,) = [f for f in got["findings"] if f["kind"] == "unfused_attention"]
+    assert "--use-flash-attn-v2" in f["message"] and "not a Megatron-DeepSpeed argument" in f["message"]

@@ -720,6 +720,13 @@ FUSED_ATTENTION = {
 GPT-NeoX config's, dated by its own keys, is readers.neox.flash_remedy."""
 
 
+MEGATRON_DEEPSPEED_FLASH = (
+    "a fused kernel, which Megatron-DeepSpeed has only in Microsoft's fork (--use-flash-attn-v2, the flash-attn 2 "
+    "package; BigScience's fork, which BLOOM ran, has no flash path, and Megatron-LM's --attention-backend flash is "
+    "not a Megatron-DeepSpeed argument; a model with ALiBi needs a kernel that takes ALiBi slopes),")
+"""The `unfused_attention` remedy for a Megatron-DeepSpeed job (Megatron's arguments under DeepSpeed's engine)."""
+
+
 MIN_SAVING_S = 0.0005
 """Seconds per step below which a remedy is no finding (they print to the millisecond)."""
 
@@ -889,6 +896,8 @@ def _layout_findings(c: _Ctx, plan: Plan) -> list[Finding]:
             from placement.audit.readers.neox import flash_remedy
 
             remedy = flash_remedy(c.config_keys)
+        elif c.framework == "megatron" and c.recipe.pipeline_p2p_blocking:  # Megatron-DeepSpeed
+            remedy = MEGATRON_DEEPSPEED_FLASH
         else:
             remedy = f"a fused kernel, {how},"
         out.append(Finding(
