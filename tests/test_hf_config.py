@@ -82,6 +82,12 @@ EXPECTED: dict[str, dict[str, Any]] = {
         num_layers=16, hidden_size=2048, ffn_hidden_size=8192, ffn_kind=FfnKind.GELU, num_attention_heads=8,
         vocab_size=50304, default_seq_len=2048, parallel_residual=True, rotary_percent=0.25,
     ),
+    "gpt-oss-120b": dict(
+        num_layers=36, hidden_size=2880, ffn_hidden_size=2880, ffn_kind=FfnKind.QUICK_GEGLU, num_attention_heads=64,
+        num_kv_heads=8, head_dim=64, vocab_size=201088, default_seq_len=8192, sliding_window=128,
+        sliding_window_layers=18, moe=MoESpec(num_experts=128, top_k=4, expert_ffn_hidden_size=2880),
+        swiglu_clamp=7.0, glu_linear_offset=1.0, attention_sinks=True,
+    ),
     "nemotron-4-340b": dict(
         num_layers=96, hidden_size=18432, ffn_hidden_size=73728, ffn_kind=FfnKind.SQUARED_RELU,
         num_attention_heads=96, num_kv_heads=8, head_dim=192, vocab_size=256000, default_seq_len=4096,
@@ -99,12 +105,19 @@ ARCH: dict[str, tuple] = {  # (normalization, position_embedding, rope_base, lin
     "gpt-j-6b": (L, "rope", 1e4, None, None),  # unbiased attention, biased MLP: not one value
     "qwen2-7b": (R, "rope", 1e6, None, None),  # Qwen2's q/k/v biases are not a config key: left unstated
     "qwen3-30b-a3b": (R, "rope", 1e6, False, True), "qwen3-8b": (R, "rope", 1e6, False, True),
+    "gpt-oss-120b": (R, "rope", 1.5e5, True, None),
 }
 """What the emitted model arguments need beyond the dimensions, from rms_norm_eps / layer_norm_epsilon,
 rope_theta, attention_bias / mlp_bias and model_type."""
 _ARCH_FIELDS = ("normalization", "position_embedding", "rope_base", "linear_bias", "qk_layernorm")
-YARN = {"deepseek-v2-lite", "deepseek-v3"}
-"""Configs whose `rope_scaling` is YaRN (`"type": "yarn"`)."""
+YARN = {"deepseek-v2-lite": {"factor": 40.0, "original_max_position_embeddings": 4096, "beta_fast": 32.0,
+                              "beta_slow": 1.0, "mscale": 0.707, "mscale_all_dim": 0.707},
+        "deepseek-v3": {"factor": 40.0, "original_max_position_embeddings": 4096, "beta_fast": 32.0, "beta_slow": 1.0,
+                        "mscale": 1.0, "mscale_all_dim": 1.0},
+        "gpt-oss-120b": {"factor": 32.0, "original_max_position_embeddings": 4096, "beta_fast": 32.0,
+                         "beta_slow": 1.0, "truncate": False}}
+"""Configs whose `rope_scaling` is YaRN (`"type": "yarn"` or `"rope_type": "yarn"`), with the numbers the model spec
+keeps (the launch files write them)."""
 LLAMA3_ROPE = {"llama-3.1-8b": {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                                 "original_max_position_embeddings": 8192}}
 """Configs whose `rope_scaling` is Llama 3.1's (`rope_type: llama3`): the model spec keeps its four numbers, which the
@@ -114,7 +127,9 @@ launch files write (it rescales the frequencies only, so it prices nothing)."""
 def _rope(folder: str) -> dict[str, Any]:
     if folder in LLAMA3_ROPE:
         return {"rope_scaling": "llama3", "llama3_rope": LLAMA3_ROPE[folder]}
-    return {"rope_scaling": "yarn" if folder in YARN else None}
+    if folder in YARN:
+        return {"rope_scaling": "yarn", "yarn_rope": YARN[folder]}
+    return {"rope_scaling": None}
 
 
 def _config(folder: str) -> dict[str, Any]:
@@ -214,7 +229,7 @@ def test_unknown_model_type_lists_the_supported_families(tmp_path: Path) -> None
         load_hf_config(path)
     assert str(err.value) == (
         f"{path}: `model_type` = 'falcon' and `architectures` = ['FalconForCausalLM'] names no family this "
-        "loader reads; supported model_type values: deepseek_v2, deepseek_v3, gpt2, gpt_neox, gptj, llama, "
+        "loader reads; supported model_type values: deepseek_v2, deepseek_v3, gpt2, gpt_neox, gpt_oss, gptj, llama, "
         "mistral, mixtral, nemotron, qwen2, qwen2_moe, qwen3, qwen3_moe; set `model_type` to the family the model "
         "follows, or describe the model as a models/*.yaml file with the fields of ModelSpec"
     )

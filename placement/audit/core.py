@@ -47,7 +47,7 @@ from placement.mapping.report import crossings, rank_table
 from placement.plan import Plan, make_plan
 from placement.planner import plan_job
 from placement.search import SearchConfig, module_sets
-from placement.specs import Layout, ModelSpec, Recompute, TrainingSpec
+from placement.specs import FfnKind, Layout, ModelSpec, Recompute, TrainingSpec
 from placement.specs.recipe import CudaGraphs, Dispatcher, GradAccumulation, Recipe
 from placement.specs.training import AttentionKernel
 from placement.topology import Topology
@@ -114,6 +114,84 @@ def model_differs(launch: LaunchLayout, model: ModelSpec) -> list[str]:
         out.append(f"the files' RoPE ({launch.sources.get('rope_base', '')}) has no --use-rope-scaling, but model "
                    f"{model.name} scales it (llama3, factor {factor:g}): priced the same; the best plan's files write "
                    f"--use-rope-scaling --rope-scaling-factor {factor:g}")
+    return out + _mlp_differs(launch, model) + _yarn_differs(launch, model)
+
+
+_ACTIVATION_FLAG = {"swiglu": "--swiglu", "quick_geglu": "--quick-geglu", "squared_relu": "--squared-relu"}
+"""Megatron-LM's activation switches by ModelSpec ffn_kind (the emitter's _ACTIVATION); GELU is its default."""
+
+
+def _mlp_differs(launch: LaunchLayout, model: ModelSpec) -> list[str]:
+    """The files' activation, GLU offset, clamp and softmax type (Megatron arguments) against the model's: notes,
+    priced as the model's (one that names the activation and leaves out the model's offset, clamp or sinks trains
+    without them)."""
+    out = []
+    kind = model.ffn_kind
+    src = launch.sources.get
+    if launch.activation is not None and launch.activation != kind.value:
+        ups = FfnKind(launch.activation).num_up_projections
+        same = ("the same" if ups == kind.num_up_projections else
+                f"{ups}, which the price does not follow") + " up-projections"
+        flag = _ACTIVATION_FLAG.get(kind.value, "no activation switch (Megatron's GeLU)")
+        out.append(f"{_ACTIVATION_FLAG[launch.activation]} ({src('activation', '')}) trains another MLP than model "
+                   f"{model.name}'s {kind.value}: priced as the model's ({same}); the job trains another model, the "
+                   f"best plan's files write {flag}")
+    offset, clamp = launch.glu_linear_offset, launch.activation_clamp
+    stated = launch.activation is not None  # files that name the activation state the MLP: what they omit is off
+    if (offset is not None and offset != model.glu_linear_offset) or (
+            stated and offset is None and model.glu_linear_offset):
+        said = f"--glu-linear-offset {offset:g} ({src('glu_linear_offset', '')})" if offset is not None else \
+            f"no --glu-linear-offset (Megatron's 0; {src('activation', '')})"
+        out.append(f"{said} differs from model {model.name}'s GLU offset {model.glu_linear_offset:g}: priced the same "
+                   f"(act(g) * (u + offset) is element-wise); the best plan's files write the model's")
+    if (clamp is not None and clamp != model.swiglu_clamp) or (stated and clamp is None and model.swiglu_clamp):
+        said = f"--activation-func-clamp-value {clamp:g} ({src('activation_clamp', '')})" if clamp is not None else \
+            f"no --activation-func-clamp-value (Megatron clamps nothing; {src('activation', '')})"
+        theirs = f"clamp {model.swiglu_clamp:g}" if model.swiglu_clamp is not None else "MLP, which clamps nothing"
+        out.append(f"{said} differs from model {model.name}'s {theirs}: priced the same (a clamp is element-wise); "
+                   f"the best plan's files write the model's")
+    sinks = launch.softmax_type == "learnable" if launch.softmax_type is not None else None
+    if (sinks is not None and sinks != model.attention_sinks) or (stated and sinks is None and model.attention_sinks):
+        said = f"--softmax-type {launch.softmax_type} ({src('softmax_type', '')})" if sinks is not None else \
+            f"no --softmax-type (Megatron's vanilla; {src('activation', '')})"
+        theirs = "learnable attention sinks" if model.attention_sinks else "plain softmax (no attention sinks)"
+        out.append(f"{said} differs from model {model.name}'s {theirs}: priced the same (one logit per head); the "
+                   f"best plan's files write " + ("--softmax-type learnable" if model.attention_sinks else "none"))
+    return out
+
+
+def _yarn_differs(launch: LaunchLayout, model: ModelSpec) -> list[str]:
+    """The files' YaRN numbers (--rotary-scaling-factor, --yarn-*) against the model's: notes, priced the same."""
+    y = model.yarn_rope
+    src = launch.sources.get
+    if y is None:
+        if launch.yarn_factor is not None and launch.yarn_factor != 1.0:
+            return [f"--rotary-scaling-factor {launch.yarn_factor:g} ({src('yarn_factor', '')}) scales RoPE by YaRN, "
+                    f"but model {model.name} states no YaRN factors: priced the same; the best plan's files write "
+                    f"none"]
+        return []
+    if launch.yarn_factor is None:
+        if launch.rope_base is None:  # the files state no RoPE arguments at all
+            return []
+        return [f"the files' RoPE ({src('rope_base', '')}) has no --rotary-scaling-factor (Megatron-LM's 1.0 scales "
+                f"nothing), but model {model.name}'s YaRN factor is {y.factor:g}: priced the same; the best plan's "
+                f"files write --rotary-scaling-factor {y.factor:g}" + (" and the --yarn-* numbers" if model.mla is None
+                                                                       else "")]
+    numbers = [("--rotary-scaling-factor", "yarn_factor", launch.yarn_factor, y.factor)]
+    if model.mla is None:  # MLA's other YaRN numbers are MLATransformerConfig's: no argument reaches them
+        numbers += [("--yarn-original-max-position-embeddings", "yarn_original_max_positions",
+                     launch.yarn_original_max_positions, y.original_max_position_embeddings),
+                    ("--yarn-beta-fast", "yarn_beta_fast", launch.yarn_beta_fast, y.beta_fast),
+                    ("--yarn-beta-slow", "yarn_beta_slow", launch.yarn_beta_slow, y.beta_slow)]
+    out = [f"{flag} {theirs:g} ({src(field, '')}) differs from model {model.name}'s YaRN {ours:g}: priced the same "
+           f"(the scaling changes the frequencies, not the cost); the best plan's files write the model's"
+           for flag, field, theirs, ours in numbers if theirs is not None and theirs != ours]
+    truncate = launch.yarn_truncate if launch.yarn_truncate is not None else True  # Megatron-LM rounds by default
+    if model.mla is None and truncate != y.truncate:
+        where = src("yarn_truncate", "") or f"no --no-yarn-correction-range-round-to-int; {src('yarn_factor', '')}"
+        out.append(f"the files {'round' if truncate else 'do not round'} YaRN's correction range ({where}), model "
+                   f"{model.name} {'does' if y.truncate else 'does not'} (HF truncate): priced the same; the best "
+                   f"plan's files write the model's")
     return out
 
 

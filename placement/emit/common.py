@@ -10,7 +10,7 @@ import numpy as np
 from placement import __version__
 from placement.cost.constants import GiB
 from placement.plan import Plan
-from placement.specs import Layout, ModelSpec, TrainingSpec
+from placement.specs import FfnKind, Layout, ModelSpec, TrainingSpec
 from placement.specs.recipe import CudaGraphs, Dispatcher, Recipe, RecomputeModule
 from placement.specs.training import Precision
 from placement.topology import Topology
@@ -404,3 +404,29 @@ def warn_block(warnings: list[str], comment: str = "#") -> str:
     if not warnings:
         return ""
     return "".join(f"{comment} WARNING: {w}\n" for w in warnings)
+
+
+def gpt_oss_features(model: ModelSpec | None, mla_yarn: bool = True) -> list[str]:
+    """The model's GPT-OSS-style features that change the numerics and not the cost, in words with their numbers
+    (gated quick-GELU with its offset and clamp, learnable attention sinks, YaRN's numbers; an MLA model's YaRN only
+    with `mla_yarn`, for frameworks whose MLA configs do not run it themselves); empty for a model without them."""
+    if model is None:
+        return []
+    out = []
+    if model.ffn_kind is FfnKind.QUICK_GEGLU:
+        out.append("a gated quick-GELU MLP (gate * sigmoid(1.702 gate)"
+                   + (f" * (up + {model.glu_linear_offset:g})" if model.glu_linear_offset else " * up") + ")")
+    elif model.glu_linear_offset:
+        out.append(f"a GLU offset {model.glu_linear_offset:g} on the linear branch")
+    if model.swiglu_clamp is not None:
+        out.append(f"the MLP's inputs clamped at {model.swiglu_clamp:g}")
+    if model.attention_sinks:
+        out.append("learnable attention sinks (one logit per head)")
+    y = model.yarn_rope
+    if y is not None and (mla_yarn or model.mla is None):
+        out.append(f"YaRN RoPE (factor {y.factor:g}, original_max_position_embeddings "
+                   f"{y.original_max_position_embeddings}, beta_fast {y.beta_fast:g}, beta_slow {y.beta_slow:g}, "
+                   f"truncate {str(y.truncate).lower()}"
+                   + (f", mscale {y.mscale:g}" if y.mscale is not None else "")
+                   + (f", mscale_all_dim {y.mscale_all_dim:g}" if y.mscale_all_dim is not None else "") + ")")
+    return out

@@ -32,6 +32,7 @@ import numpy as np
 from placement.emit.common import (
     EmitContext,
     Runs,
+    gpt_oss_features,
     header,
     numa_binding,
     recipe_warnings,
@@ -252,6 +253,10 @@ def _code_lines(ctx: EmitContext) -> list[str]:
                      f"original_max_position_embeddings {rope.original_max_position_embeddings}) is model code, no "
                      f"DeepSpeed key (transformers' LlamaRotaryEmbedding applies config.json's rope_scaling); "
                      f"without it the model trains plain RoPE")
+    features = gpt_oss_features(ctx.model)
+    if features:  # model code too: the JSON has no key for an activation, a softmax or a RoPE
+        lines.append(f"  # architecture ({'; '.join(features)}): model code, no DeepSpeed key (transformers' "
+                     f"modeling_gpt_oss.py runs GPT-OSS's); without it the model trains another model")
     return lines
 
 

@@ -339,6 +339,13 @@ def overrides(ctx: EmitContext) -> tuple[dict[str, object], MaxTextMesh, list[st
                         f"base_* dimensions yourself")
         model = "default"
     keys["model_name"] = model
+    features = common.gpt_oss_features(ctx.model, mla_yarn=False)
+    if features:  # none of the model configs this file names runs them, and it writes no architecture key
+        warnings.append(f"the model has {'; '.join(features)}, which model_name {model} does not run: MaxText runs "
+                        f"them in its gpt-oss model (configs/models/gpt-oss-120b.yml: decoder_block gpt_oss, "
+                        f"mlp_activations [sigmoid, linear], mlp_activations_limit, attention_sink, rope_type yarn "
+                        f"with rope_factor, beta_fast, beta_slow, rope_truncate; AI-Hypercomputer/maxtext main "
+                        f"e591f30c); set them in your model config")
     if ctx.model is not None and ctx.model.llama3_rope is not None:
         keys["rope_type"] = "llama3.1"  # MaxText's own llama3-* configs leave base.yml's "default", plain RoPE
         warnings += rope_warnings(ctx)

@@ -41,7 +41,7 @@ from placement.emit.common import (
     torchrun_lines,
     warn_block,
 )
-from placement.specs.model import FfnKind, Normalization, PositionEmbedding, RopeScaling
+from placement.specs.model import FfnKind, ModelSpec, Normalization, PositionEmbedding, RopeScaling
 from placement.specs.recipe import CpCommType, CudaGraphs, Dispatcher, Fp8Recipe, RecomputeModule
 from placement.specs.training import AttentionKernel, Precision
 
@@ -235,7 +235,10 @@ def split_arguments(ctx: EmitContext) -> list[str]:
 
 
 _NORM = {Normalization.RMSNORM: "RMSNorm", Normalization.LAYERNORM: "LayerNorm"}
-_ACTIVATION = {FfnKind.SWIGLU: ["--swiglu"], FfnKind.SQUARED_RELU: ["--squared-relu"], FfnKind.GELU: []}
+_ACTIVATION = {FfnKind.SWIGLU: ["--swiglu"], FfnKind.QUICK_GEGLU: ["--quick-geglu"],
+               FfnKind.SQUARED_RELU: ["--squared-relu"], FfnKind.GELU: []}
+"""Megatron-LM's activation switches (arguments.py:2365-2370, argument_utils.py:314-326 in core_v0.19.0):
+--quick-geglu is a gated MLP with quick_gelu, x * sigmoid(1.702 x), GPT-OSS's."""
 
 
 def model_arguments(ctx: EmitContext) -> tuple[list[str], list[str]]:
@@ -258,6 +261,12 @@ def model_arguments(ctx: EmitContext) -> tuple[list[str], list[str]]:
         args += _ACTIVATION[m.ffn_kind]
     else:
         unstated.append(f"the {m.ffn_kind.value} activation (no Megatron-LM argument)")
+    # TransformerConfig fields the ArgumentGroupFactory makes arguments of (arguments.py:2195-2291;
+    # transformer_config.py:224 glu_linear_offset, :228 activation_func_clamp_value, :163 softmax_type)
+    if m.glu_linear_offset:
+        args += ["--glu-linear-offset", f"{m.glu_linear_offset:g}"]
+    if m.swiglu_clamp is not None:
+        args += ["--activation-func-clamp-value", f"{m.swiglu_clamp:g}"]
     if not m.tied_embeddings:
         args.append("--untie-embeddings-and-output-weights")
     if not m.dropout:  # Megatron's defaults are 0.1
@@ -273,9 +282,11 @@ def model_arguments(ctx: EmitContext) -> tuple[list[str], list[str]]:
             args += ["--rotary-base", str(round(m.rope_base))]
         if m.rotary_percent is not None and m.rotary_percent < 1:
             args += ["--rotary-percent", f"{m.rotary_percent:g}"]
-        if yarn:  # the model spec keeps the kind of scaling, not its factors
-            unstated.append("the YaRN factors (TransformerConfig yarn_rotary_scaling_factor, "
-                            "yarn_original_max_position_embeddings, yarn_beta_fast/slow)")
+        args += yarn_arguments(m)
+        if m.rope_scaling is RopeScaling.YARN and m.yarn_rope is None:  # a models/*.yaml without yarn_rope
+            unstated.append("the YaRN factors (the model file states none: --rotary-scaling-factor, "
+                            "--yarn-original-max-position-embeddings, --yarn-beta-fast, --yarn-beta-slow; "
+                            "Megatron-LM's defaults 1, 4096, 32, 1 scale nothing)")
         if m.llama3_rope is not None:  # the other three factors are fixed (MEGATRON_LLAMA3_ROPE)
             args += ["--use-rope-scaling", "--rope-scaling-factor", f"{m.llama3_rope.factor:g}"]
     elif m.position_embedding is PositionEmbedding.LEARNED:
@@ -289,9 +300,8 @@ def model_arguments(ctx: EmitContext) -> tuple[list[str], list[str]]:
         unstated.append("--disable-bias-linear or not")
     if m.qk_layernorm:
         args.append("--qk-layernorm")
-    if m.swiglu_clamp is not None:
-        unstated.append(f"the SwiGLU input clamp {m.swiglu_clamp:g} (TransformerConfig activation_func_clamp_value; "
-                        f"no Megatron-LM argument)")
+    if m.attention_sinks:
+        args += ["--softmax-type", "learnable"]
     if m.sliding_window and m.sliding_window_layers:
         every = m.num_layers // m.sliding_window_layers  # GPT-OSS: every other layer (window_attn_skip_freq 2)
         args += ["--window-size", f"{m.sliding_window},0", "--window-attn-skip-freq", str(every)]
@@ -327,18 +337,76 @@ low_freq_factor=1, high_freq_factor=4, original_max_position_embeddings=8192 (me
 rotary_pos_embedding.py, core_v0.19.0 and main d98e8a64)."""
 
 
+MEGATRON_YARN_MSCALE = (1.0, 0.0)
+"""--mscale and --mscale-all-dim defaults (arguments.py:3393-3396, core_v0.19.0): YaRN's cos/sin scale
+0.1 ln(factor) + 1, what transformers derives when a config states no pair of mscales."""
+MEGATRON_MLA_YARN = {"original_max_position_embeddings": 4096, "beta_fast": 32.0, "beta_slow": 1.0, "truncate": True}
+"""The YaRN numbers Megatron-LM fixes for MLA: MLATransformerConfig's original_max_position_embeddings 4096,
+beta_fast 32 and beta_slow 1 have no argument (the factory builds TransformerConfig's fields only, and
+--yarn-original-max-position-embeddings and the --yarn-beta-* set the non-MLA yarn_* attributes), and
+MultiLatentAttention builds YarnRotaryEmbedding without correction_range_round_to_int, which defaults to True
+(transformer_config.py:2936-2952, multi_latent_attention.py:190-200, core_v0.19.0)."""
+
+
+def yarn_arguments(m: ModelSpec) -> list[str]:
+    """YaRN's numbers as Megatron-LM arguments.  Without MLA (--position-embedding-type yarn): the factor, original
+    context, betas and rounding (arguments.py:2317-2326, :3391; argument_utils.py _apply_yarn_config_from_args fills
+    1, 4096, 32, 1 and True for what is not given); the mscales only as a pair, as transformers uses them.  With MLA
+    (which runs YaRN by its own rope_type, default yarn): --rotary-scaling-factor, whose argument default 1.0 would
+    otherwise replace MLATransformerConfig's 40 and scale nothing, and the mscales where the model's differ from the
+    arguments' defaults; the rest MEGATRON_MLA_YARN fixes."""
+    y = m.yarn_rope
+    if y is None or m.rope_scaling is not RopeScaling.YARN:
+        return []
+    args = ["--rotary-scaling-factor", f"{y.factor:g}"]
+    pair = (y.mscale, y.mscale_all_dim)
+    if m.mla is not None:
+        if y.mscale is not None and y.mscale != MEGATRON_YARN_MSCALE[0]:
+            args += ["--mscale", f"{y.mscale:g}"]
+        if y.mscale_all_dim is not None and y.mscale_all_dim != MEGATRON_YARN_MSCALE[1]:
+            args += ["--mscale-all-dim", f"{y.mscale_all_dim:g}"]
+        return args
+    args += ["--yarn-original-max-position-embeddings", str(y.original_max_position_embeddings),
+             "--yarn-beta-fast", f"{y.beta_fast:g}", "--yarn-beta-slow", f"{y.beta_slow:g}"]
+    if not y.truncate:
+        args.append("--no-yarn-correction-range-round-to-int")
+    if all(pair) and pair != MEGATRON_YARN_MSCALE:  # transformers: the ratio only when both are set and non-zero
+        args += ["--mscale", f"{y.mscale:g}", "--mscale-all-dim", f"{y.mscale_all_dim:g}"]
+    return args
+
+
 def model_warnings(ctx: EmitContext) -> list[str]:
     """What the file runs otherwise than the model spec says, of the model arguments it writes."""
     m = ctx.model
-    if m is None or m.llama3_rope is None:
+    if m is None:
         return []
-    differ = {k: v for k, v in MEGATRON_LLAMA3_ROPE.items() if getattr(m.llama3_rope, k) != v}
-    if not differ:
-        return []
-    return [f"the model's llama3 RoPE scaling has {', '.join(f'{k} {getattr(m.llama3_rope, k):g}' for k in differ)}, "
-            f"but {VERSION} fixes {', '.join(f'{k} {v:g}' for k, v in differ.items())} (--use-rope-scaling and "
-            f"--rope-scaling-factor are its only arguments; RotaryEmbedding._apply_scaling): this file trains other "
-            f"RoPE frequencies than the model's; change them in rotary_pos_embedding.py or accept Megatron's"]
+    out = []
+    if m.llama3_rope is not None:
+        differ = {k: v for k, v in MEGATRON_LLAMA3_ROPE.items() if getattr(m.llama3_rope, k) != v}
+        if differ:
+            out.append(f"the model's llama3 RoPE scaling has "
+                       f"{', '.join(f'{k} {getattr(m.llama3_rope, k):g}' for k in differ)}, but {VERSION} fixes "
+                       f"{', '.join(f'{k} {v:g}' for k, v in differ.items())} (--use-rope-scaling and "
+                       f"--rope-scaling-factor are its only arguments; RotaryEmbedding._apply_scaling): this file "
+                       f"trains other RoPE frequencies than the model's; change them in rotary_pos_embedding.py or "
+                       f"accept Megatron's")
+    if m.yarn_rope is not None and m.mla is not None:
+        differ = {k: v for k, v in MEGATRON_MLA_YARN.items() if getattr(m.yarn_rope, k) != v}
+        if differ:
+            def text(v: object) -> str:
+                return str(v).lower() if isinstance(v, bool) else f"{v:g}"
+
+            out.append(f"the model's YaRN has {', '.join(f'{k} {text(getattr(m.yarn_rope, k))}' for k in differ)}, "
+                       f"but {VERSION}'s multi-latent attention fixes "
+                       f"{', '.join(f'{k} {text(v)}' for k, v in differ.items())} "
+                       f"(MLATransformerConfig; no argument sets them): this file trains other RoPE frequencies than "
+                       f"the model's; set them in your copy of the config or accept Megatron's")
+    if m.swiglu_clamp is not None and m.ffn_kind is not FfnKind.QUICK_GEGLU:
+        out.append(f"the model clamps its {m.ffn_kind.value} MLP's inputs at {m.swiglu_clamp:g}, and the file writes "
+                   f"--activation-func-clamp-value {m.swiglu_clamp:g}, but {VERSION}'s fused bias-SwiGLU and grouped "
+                   f"experts apply it to quick-GeGLU only (transformer_config.py:228-230, mlp.py:309, "
+                   f"moe/experts.py:485-510); only the unfused GLU (--no-bias-swiglu-fusion) clamps a SwiGLU")
+    return out
 
 
 VERSION = "Megatron-LM (megatron-core 0.19.2)"

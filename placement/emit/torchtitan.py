@@ -22,6 +22,7 @@ from placement.emit.common import (
     Runs,
     forced_fields,
     forced_warnings,
+    gpt_oss_features,
     header,
     recipe_warnings,
     runs_forced,
@@ -217,6 +218,7 @@ def flags(ctx: EmitContext) -> tuple[list[str], list[str]]:
     warnings += recipe_warnings(ctx, VERSION, runs_instead(ctx), PER_OP_ONLY)
     warnings += forced_warnings(ctx, "torchtitan", run_precision(ctx), config)
     warnings += rope_warnings(ctx, module if module != "MODULE" else None)
+    warnings += architecture_warnings(ctx, module if module != "MODULE" else None)
     return args, warnings
 
 
@@ -226,6 +228,36 @@ LLAMA3_ROPE = Llama3RopeSpec(factor=8.0, low_freq_factor=1.0, high_freq_factor=4
 RoPE.Config's defaults scaling_factor 8.0, low_freq_factor 1.0, high_freq_factor 4.0, original_max_position_embeddings
 8192 (models/llama3/__init__.py:269, :310, :351 for 8B, 70B, 405B; models/common/rope.py:98-103), Llama 3.1's.  No
 flag changes a model config's fields: the named config function builds them."""
+
+
+GPT_OSS_RUNS = ("a gated quick-GELU MLP (gate * sigmoid(1.702 gate) * (up + 1))", "the MLP's inputs clamped at 7",
+                "learnable attention sinks (one logit per head)",
+                "YaRN RoPE (factor 32, original_max_position_embeddings 4096, beta_fast 32, beta_slow 1, truncate "
+                "false)")
+"""What torchtitan's gpt_oss configs run, in gpt_oss_features' words: moe.py `swiglu(x, alpha=1.702, limit=7.0)`
+(`torch.addcmul(out_glu, out_glu, x_linear)`: the +1), the attention's sinks, and CosSinRoPE scaling 'yarn' with
+rope_factor 32, beta_fast 32, beta_slow 1, truncate False, original_seq_len 4096 (models/gpt_oss/__init__.py _20b,
+_120b; pytorch/torchtitan main b5bcd76c).  No flag changes them: the config function builds them."""
+
+
+def architecture_warnings(ctx: EmitContext, module: str | None) -> list[str]:
+    """The model's quick-GeGLU, offset, clamp, sinks and YaRN (an MLA model's YaRN is its config's), which only
+    torchtitan's gpt_oss model runs: warned where the file names another module or none, or where the model's
+    numbers are not the ones gpt_oss fixes."""
+    features = gpt_oss_features(ctx.model, mla_yarn=False)
+    if not features:
+        return []
+    if module == "gpt_oss":
+        other = [f for f in features if f not in GPT_OSS_RUNS]
+        if not other:
+            return []
+        return [f"the model has {'; '.join(other)}, but {VERSION}'s gpt_oss configs run {'; '.join(GPT_OSS_RUNS)} "
+                f"(models/gpt_oss), and no flag changes them: this file trains another model; change them in your "
+                f"copy of the config function"]
+    where = f"the {module} configs do not run them" if module else "your config must build them"
+    return [f"the model has {'; '.join(features)}: model code in {VERSION}, which only its gpt_oss model has "
+            f"(models/gpt_oss: moe.py swiglu, the attention's sinks, CosSinRoPE scaling 'yarn'); {where}, and no "
+            f"flag sets them"]
 
 
 def rope_warnings(ctx: EmitContext, module: str | None) -> list[str]:

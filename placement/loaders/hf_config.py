@@ -3,7 +3,8 @@
 Key names and their defaults follow the transformers configuration classes of each family
 (``LlamaConfig``, ``MistralConfig``, ``MixtralConfig``, ``Qwen2Config``, ``Qwen2MoeConfig``,
 ``Qwen3Config``, ``Qwen3MoeConfig``, ``DeepseekV2Config``, ``DeepseekV3Config``, ``GPT2Config``,
-``NemotronConfig``, ``GPTNeoXConfig``, ``GPTJConfig``).  Which layers carry experts follows the families' modeling code:
+``NemotronConfig``, ``GPTNeoXConfig``, ``GPTJConfig``, ``GptOssConfig``).  Which layers carry experts follows the
+families' modeling code:
 
 - Qwen2-MoE / Qwen3-MoE (``modeling_qwen2_moe.py``, ``modeling_qwen3_moe.py``): layer ``i`` is sparse
   when ``i`` is not in ``mlp_only_layers`` and ``(i + 1) % decoder_sparse_step == 0``.
@@ -407,6 +408,55 @@ def _rope_parameter(data: Mapping[str, Any], key: str) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
+GPT_OSS_ALPHA: Final = 1.702
+"""The sigmoid gain of GPT-OSS's gated quick-GELU (HF GptOssConfig `swiglu_alpha`, modeling_gpt_oss.py
+GptOssExperts); Megatron-Core's quick_gelu fixes it (fused_bias_geglu.py: `y * torch.sigmoid(1.702 * y)`)."""
+GPT_OSS_YARN: Final = MappingProxyType({"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0,
+                                        "truncate": False, "original_max_position_embeddings": 4096})
+"""GptOssConfig's RoPE scaling when a config states none (transformers configuration_gpt_oss.py __post_init__;
+openai/gpt-oss-120b's config.json states the same)."""
+_GPT_OSS_KEYS: Final = MappingProxyType({**_DECODER_REQUIRED, **_DECODER_OPTIONAL, **_DECODER_OTHER,
+                                         **_MIXTRAL_MOE, "sliding_window_layers": "layer_types",
+                                         "swiglu_clamp": "swiglu_limit"})
+
+
+def _read_gpt_oss(cfg: _Config) -> dict[str, Any]:
+    """GPT-OSS (transformers GptOssConfig, modeling_gpt_oss.py): every layer MoE with experts of
+    ``intermediate_size``; each expert's MLP is gate * sigmoid(swiglu_alpha * gate) * (up + 1) with the gate clamped
+    at most ``swiglu_limit`` and up within +-it (quick-GeGLU, offset 1; ``hidden_act`` is not read by that code);
+    every attention head has a learnable sink logit; ``layer_types`` says which layers attend within
+    ``sliding_window`` (GptOssConfig's default: every other one from the first)."""
+    fields: dict[str, Any] = {field: cfg.required_int(key) for field, key in _DECODER_REQUIRED.items()}
+    fields |= {field: cfg.optional_int(key) for field, key in _DECODER_OPTIONAL.items()}
+    alpha = cfg.number("swiglu_alpha", GPT_OSS_ALPHA)
+    if alpha != GPT_OSS_ALPHA:
+        raise InputError(
+            f"{cfg.source}: key `swiglu_alpha` = {alpha:g}: Megatron-LM's --quick-geglu fixes the sigmoid's gain at "
+            f"{GPT_OSS_ALPHA} (fused_bias_geglu.py quick_gelu), so the launch files would train another activation; "
+            f"use GPT-OSS's {GPT_OSS_ALPHA}, or describe the model as a models/*.yaml file and change the gain in "
+            f"your framework yourself")
+    fields |= {"ffn_kind": FfnKind.QUICK_GEGLU, "glu_linear_offset": 1.0, "attention_sinks": True,
+               "tied_embeddings": cfg.flag("tie_word_embeddings", default=False),
+               "moe": {"num_experts": cfg.required_int("num_local_experts"),
+                       "top_k": cfg.required_int("num_experts_per_tok"),
+                       "expert_ffn_hidden_size": fields["ffn_hidden_size"]}}
+    window = cfg.optional_int("sliding_window")
+    types = cfg.data.get("layer_types")
+    if types is None:  # GptOssConfig.__post_init__: sliding on layers 0, 2, 4, ...
+        windowed = (fields["num_layers"] + 1) // 2
+    elif isinstance(types, list) and all(t in ("sliding_attention", "full_attention") for t in types) \
+            and len(types) == fields["num_layers"]:
+        windowed = types.count("sliding_attention")
+    else:
+        raise InputError(
+            f"{cfg.source}: key `layer_types` = {types!r} is not a list of {fields['num_layers']} "
+            f"'sliding_attention' / 'full_attention' entries (one per layer of `num_hidden_layers`); write the "
+            f"model's published list")
+    if window is not None and windowed:
+        fields |= {"sliding_window": window, "sliding_window_layers": windowed}
+    return fields | _seq_len(cfg, "max_position_embeddings")
+
+
 def _read_nemotron(cfg: _Config) -> dict[str, Any]:
     """Nemotron-4: Llama-style keys, but a non-gated MLP whose activation is ``hidden_act`` (relu2)."""
     return _read_decoder(cfg) | {"ffn_kind": _activation(cfg, "hidden_act", default="relu2")}
@@ -443,6 +493,7 @@ FAMILIES: Final[Mapping[str, _Family]] = MappingProxyType(
                                              "default_seq_len": "max_position_embeddings",
                                              "parallel_residual": "use_parallel_residual",
                                              "rotary_percent": "rotary_pct"}),
+        "gpt_oss": _Family(_read_gpt_oss, _GPT_OSS_KEYS),
     }
 )
 """Supported ``model_type`` values."""
@@ -463,6 +514,7 @@ ARCHITECTURES: Final[Mapping[str, str]] = MappingProxyType(
         "NemotronForCausalLM": "nemotron",
         "GPTNeoXForCausalLM": "gpt_neox",
         "GPTJForCausalLM": "gptj",
+        "GptOssForCausalLM": "gpt_oss",
     }
 )
 
@@ -506,6 +558,8 @@ def model_from_hf_config(data: Mapping[str, Any], name: str, *, source: str | No
     where = source or f"HuggingFace config of {name!r}"
     model_type = _family_of(data, where)
     family = FAMILIES[model_type]
+    if model_type == "gpt_oss" and data.get("rope_scaling") is None and data.get("rope_parameters") is None:
+        data = {**data, "rope_scaling": GPT_OSS_YARN}  # what GptOssConfig runs without one
     fields = family.read(_Config(data, where, model_type)) | _architecture(data, model_type)
     fields |= _rope_scaling(data, where)
     try:
@@ -514,13 +568,17 @@ def model_from_hf_config(data: Mapping[str, Any], name: str, *, source: str | No
         )
     except ValidationError as err:
         message = format_validation_error(err, where)
-        raise InputError(message + _key_hint(message, {**family.keys, "llama3_rope": "rope_scaling"})) from None
+        raise InputError(message + _key_hint(message, {**family.keys, "llama3_rope": "rope_scaling",
+                                                        "yarn_rope": "rope_scaling"})) from None
 
 
 ROPE_SCALING_READ: Final = ("yarn", "llama3")
 """The `rope_scaling` types this loader carries into the model spec; any other is refused (a scaling the launch files
 cannot be told would be trained as plain RoPE)."""
 _LLAMA3_ROPE_KEYS: Final = ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")
+_YARN_OPTIONAL: Final = ("beta_fast", "beta_slow", "mscale", "mscale_all_dim")
+"""YaRN keys transformers `_compute_yarn_parameters` reads beside `factor` and `original_max_position_embeddings`
+(betas default 32 and 1, `truncate` true); YarnRopeSpec has the same names."""
 """transformers `_compute_llama3_parameters` reads all four (modeling_rope_utils.py); Llama3RopeSpec has the same
 names."""
 
@@ -543,7 +601,7 @@ def _rope_scaling(data: Mapping[str, Any], where: str) -> dict[str, Any]:
     if kind == "default":  # transformers' name for plain RoPE
         return {}
     if kind == "yarn":
-        return {"rope_scaling": "yarn"}
+        return {"rope_scaling": "yarn", "yarn_rope": _yarn_factors(data, key, scaling, where)}
     if kind != "llama3":
         raise InputError(
             f"{where}: key `{key}.{type_key}` = {kind!r}: placement reads the RoPE scaling types "
@@ -564,6 +622,34 @@ def _rope_scaling(data: Mapping[str, Any], where: str) -> dict[str, Any]:
     return {"rope_scaling": "llama3", "llama3_rope": factors, "position_embedding": "rope"}
 
 
+def _yarn_factors(data: Mapping[str, Any], key: str, scaling: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """YaRN's numbers as transformers reads them (`_compute_yarn_parameters`): `factor`, the original context
+    (`original_max_position_embeddings`, else the config's `max_position_embeddings`, as transformers 4 falls back),
+    the betas and mscales where stated, `truncate` (default true); `attention_factor`, which no launch file can
+    state, is refused."""
+    def number(name: str, value: object) -> float:
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            raise InputError(
+                f"{where}: key `{key}.{name}` = {value!r}: YaRN's RoPE scaling needs it as a number; write the "
+                f"model's published value (GPT-OSS: factor 32.0, original_max_position_embeddings 4096, beta_fast "
+                f"32.0, beta_slow 1.0)")
+        return value
+
+    if "attention_factor" in scaling:
+        raise InputError(
+            f"{where}: key `{key}.attention_factor` = {scaling['attention_factor']!r}: no launch file placement writes "
+            f"can set YaRN's cos/sin scale directly (Megatron-LM derives it from the factor and the mscales); remove "
+            f"it from a copy of config.json to plan with the derived scale, or set it in your framework yourself")
+    original = scaling.get("original_max_position_embeddings", data.get("max_position_embeddings"))
+    out: dict[str, Any] = {"factor": number("factor", scaling.get("factor")),
+                           "original_max_position_embeddings": number("original_max_position_embeddings", original)}
+    out |= {name: number(name, scaling[name]) for name in _YARN_OPTIONAL if scaling.get(name) is not None}
+    truncate = scaling.get("truncate", True)
+    if not isinstance(truncate, bool):
+        raise InputError(f"{where}: key `{key}.truncate` = {truncate!r} is not a boolean; write JSON true or false")
+    return out | {"truncate": truncate}
+
+
 _LAYERNORM_KEYS = ("layer_norm_eps", "layer_norm_epsilon", "layernorm_epsilon", "norm_eps")
 
 
@@ -571,7 +657,7 @@ def _architecture(data: Mapping[str, Any], model_type: str) -> dict[str, Any]:
     """The architecture fields only the emitted model arguments use, from the keys HF configs spell the same
     way in every family; a key the config lacks leaves its field unstated (None), never guessed."""
     out: dict[str, Any] = {}
-    if "rms_norm_eps" in data:
+    if "rms_norm_eps" in data or model_type == "gpt_oss":  # GptOssRMSNorm whatever the config says
         out["normalization"] = "rmsnorm"
     elif any(k in data for k in _LAYERNORM_KEYS) or model_type == "gpt2":
         out["normalization"] = "layernorm"
@@ -580,6 +666,8 @@ def _architecture(data: Mapping[str, Any], model_type: str) -> dict[str, Any]:
         theta = data.get("rotary_emb_base", 10000)  # GPTNeoXConfig's own name and default
     if theta is None and model_type == "gptj":
         theta = 10000  # modeling_gptj.py create_sinusoidal_positions: a fixed base
+    if theta is None and model_type == "gpt_oss":
+        theta = 150000.0  # GptOssConfig default_theta
     if isinstance(theta, int | float) and not isinstance(theta, bool):
         out |= {"position_embedding": "rope", "rope_base": theta}
     elif model_type == "gpt2":
@@ -591,7 +679,9 @@ def _architecture(data: Mapping[str, Any], model_type: str) -> dict[str, Any]:
         out["linear_bias"] = True
     elif model_type == "gpt_neox":  # GPTNeoXConfig attention_bias defaults to true; its MLP always has biases
         out["linear_bias"] = data.get("attention_bias", True) is not False
-    limit = data.get("swiglu_limit")
+    elif model_type == "gpt_oss":  # GptOssConfig attention_bias defaults to true; its experts and router have biases
+        out["linear_bias"] = True
+    limit = data.get("swiglu_limit", 7.0 if model_type == "gpt_oss" else None)  # GptOssConfig's default
     if isinstance(limit, int | float) and not isinstance(limit, bool) and limit > 0:
         out["swiglu_clamp"] = float(limit)
     if model_type in ("qwen3", "qwen3_moe"):  # Qwen3 normalizes q and k per head (its modeling code)

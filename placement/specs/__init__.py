@@ -2,7 +2,7 @@
 
 from placement.specs.hardware import AcceleratorSpec, ClusterSpec, ScaleUpKind, ScaleUpSpec, SwitchTier
 from placement.specs.layout import Layout, Recompute
-from placement.specs.model import FfnKind, Llama3RopeSpec, MLASpec, ModelSpec, MoESpec
+from placement.specs.model import FfnKind, Llama3RopeSpec, MLASpec, ModelSpec, MoESpec, YarnRopeSpec
 from placement.specs.training import AttentionKernel, Precision, TrainingSpec
 
 __all__ = [
@@ -21,4 +21,5 @@ __all__ = [
     "ScaleUpSpec",
     "SwitchTier",
     "TrainingSpec",
+    "YarnRopeSpec",
 ]

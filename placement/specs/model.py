@@ -16,16 +16,25 @@ the bound keeps the pipeline arithmetic inside numpy's int64."""
 
 
 class FfnKind(StrEnum):
-    """The MLP's activation; gated kinds (SwiGLU) carry two up-projections."""
+    """The MLP's activation; gated kinds (SwiGLU, quick-GeGLU) carry two up-projections."""
 
     SWIGLU = "swiglu"
+    """silu(x W1) * (x W3) (Llama; Megatron-LM --swiglu)."""
+    QUICK_GEGLU = "quick_geglu"
+    """Gated quick-GELU, g * sigmoid(1.702 g) * (u + glu_linear_offset), g and u the two up-projections (GPT-OSS:
+    HF modeling_gpt_oss.py GptOssExperts, alpha 1.702; Megatron-LM --quick-geglu, fused_bias_geglu.py quick_gelu).
+    Two up-projections like SwiGLU: the same FLOPs, bytes and memory."""
     GELU = "gelu"
     SQUARED_RELU = "squared_relu"
     RELU = "relu"
 
     @property
+    def gated(self) -> bool:
+        return self in (FfnKind.SWIGLU, FfnKind.QUICK_GEGLU)
+
+    @property
     def num_up_projections(self) -> int:
-        return 2 if self is FfnKind.SWIGLU else 1
+        return 2 if self.gated else 1
 
 
 class Normalization(StrEnum):
@@ -43,9 +52,9 @@ class PositionEmbedding(StrEnum):
 
 class RopeScaling(StrEnum):
     YARN = "yarn"
-    """YaRN (HF `rope_scaling.rope_type: yarn`, GPT-OSS): cos and sin scaled by mscale; Megatron-Core's fused
-    RoPE kernel takes only plain `rope`, so YaRN runs as eager ops (Megatron-Bridge `utils/fusions.py`
-    `validate_rope_fusion_compatibility`)."""
+    """YaRN (HF `rope_scaling.rope_type: yarn`, GPT-OSS; its factors in `ModelSpec.yarn_rope`): cos and sin scaled
+    by mscale; Megatron-Core's fused RoPE kernel takes only plain `rope`, so YaRN runs as eager ops (Megatron-Bridge
+    `utils/fusions.py` `validate_rope_fusion_compatibility`)."""
     LLAMA3 = "llama3"
     """Llama 3.1's frequency rescaling (HF `rope_scaling.rope_type: llama3`; its factors in `ModelSpec.llama3_rope`):
     the rotary frequencies are computed once with the long wavelengths divided by a factor, then RoPE runs as plain
@@ -76,6 +85,45 @@ class Llama3RopeSpec(StrictScalars):
                 f"llama3_rope.high_freq_factor ({self.high_freq_factor:g}) must exceed llama3_rope.low_freq_factor "
                 f"({self.low_freq_factor:g}): the interpolation between them divides by their difference; Llama "
                 f"3.1's are 4 and 1"
+            )
+        return self
+
+
+class YarnRopeSpec(StrictScalars):
+    """The numbers of YaRN RoPE scaling (arXiv:2309.00071; HF `rope_scaling` with `rope_type: yarn`, transformers
+    `_compute_yarn_parameters`): rotary dimensions that turn fewer than `beta_slow` times over
+    `original_max_position_embeddings` tokens have their frequency divided by `factor`, those turning more than
+    `beta_fast` times keep it, and those between are interpolated; cos and sin are scaled by 0.1 ln(factor) + 1
+    (or by the ratio of the two mscales when both are set).  GPT-OSS: factor 32, original 4096, beta_fast 32,
+    beta_slow 1, truncate false (HF openai/gpt-oss-120b config.json; Megatron-Bridge GPTOSSProvider).  The names are
+    HF's; Megatron-LM's arguments are --rotary-scaling-factor, --yarn-original-max-position-embeddings,
+    --yarn-beta-fast, --yarn-beta-slow and --[no-]yarn-correction-range-round-to-int (MLA: --rotary-scaling-factor,
+    --mscale, --mscale-all-dim; the rest fixed by MLATransformerConfig)."""
+
+    factor: float = Field(gt=0)
+    """Context extension: the low frequencies are divided by this (Megatron `--rotary-scaling-factor`)."""
+    original_max_position_embeddings: int = Field(ge=1)
+    """The context length in tokens the unscaled RoPE was trained at (GPT-OSS, DeepSeek-V3: 4096)."""
+    beta_fast: float = Field(default=32.0, gt=0)
+    """Rotations over the original context above which a dimension is kept (extrapolated); HF's default 32."""
+    beta_slow: float = Field(default=1.0, gt=0)
+    """Rotations over the original context below which a dimension is scaled (interpolated); HF's default 1."""
+    truncate: bool = True
+    """The ramp's ends are rounded to whole dimensions (HF `truncate`, default true; Megatron
+    `yarn_correction_range_round_to_int`); GPT-OSS: false."""
+    mscale: float | None = Field(default=None, gt=0)
+    """HF `mscale` (DeepSeek: 1.0); with `mscale_all_dim` it sets the cos/sin scale 0.1 mscale ln(factor) + 1 over
+    0.1 mscale_all_dim ln(factor) + 1; None: not stated."""
+    mscale_all_dim: float | None = Field(default=None, ge=0)
+    """HF `mscale_all_dim` (DeepSeek-V3: 1.0; MLA also scales the softmax by its mscale squared)."""
+
+    @model_validator(mode="after")
+    def _check(self) -> YarnRopeSpec:
+        if self.beta_fast <= self.beta_slow:
+            raise ValueError(
+                f"yarn_rope.beta_fast ({self.beta_fast:g}) must exceed yarn_rope.beta_slow ({self.beta_slow:g}): the "
+                f"ramp runs from the dimension turning beta_fast times to the one turning beta_slow times; YaRN's "
+                f"(and GPT-OSS's) are 32 and 1"
             )
         return self
 
@@ -187,9 +235,19 @@ class ModelSpec(StrictScalars):
     `llama3_rope`; changes the numerics, not the cost); None: plain RoPE or not stated."""
     llama3_rope: Llama3RopeSpec | None = None
     """The factors of `rope_scaling: llama3` (required with it, refused without it)."""
+    yarn_rope: YarnRopeSpec | None = None
+    """The factors of `rope_scaling: yarn`; None: YaRN whose factors are not stated (the launch files say so), and
+    refused without `rope_scaling: yarn`."""
     swiglu_clamp: float | None = Field(default=None, gt=0)
-    """The gated MLP's inputs are clamped at this value before the activation (GPT-OSS: 7.0, HF `swiglu_limit`,
-    Megatron-Core `activation_func_clamp_value`)."""
+    """The gated MLP's inputs are clamped at this value before the activation: the gate at most it, the linear branch
+    within +-it (GPT-OSS: 7.0, HF `swiglu_limit`, Megatron-Core `activation_func_clamp_value`)."""
+    glu_linear_offset: float = Field(default=0.0, allow_inf_nan=False)
+    """Added to the gated MLP's linear branch before the product, act(g) * (u + offset) (GPT-OSS: 1.0, HF
+    modeling_gpt_oss.py `(up + 1) * glu`; Megatron-Core `glu_linear_offset`); 0 for plain GLUs.  Numerics only."""
+    attention_sinks: bool = False
+    """Each attention head has one learnable logit added to every softmax's denominator (GPT-OSS `sinks`, HF
+    modeling_gpt_oss.py; Megatron-Core `softmax_type: learnable`).  Priced as plain attention (one scalar per head
+    and query)."""
     default_seq_len: int = Field(default=4096, ge=1, le=MAX_SEQ_LEN)
     default_global_batch: int = Field(default=1024, ge=1, le=MAX_GLOBAL_BATCH)
     """Global batch in sequences used when the job does not say."""
@@ -238,6 +296,18 @@ class ModelSpec(StrictScalars):
                 f"rope_scaling ({self.rope_scaling.value}) scales RoPE's frequencies, but position_embedding is "
                 f"{self.position_embedding.value if self.position_embedding else None}; set position_embedding: rope "
                 f"or drop rope_scaling"
+            )
+        if self.yarn_rope is not None and self.rope_scaling is not RopeScaling.YARN:
+            raise ValueError(
+                f"yarn_rope is set but rope_scaling is {self.rope_scaling.value if self.rope_scaling else None}: "
+                f"YaRN's factors go with `rope_scaling: yarn`; set it or drop yarn_rope"
+            )
+        if not self.ffn_kind.gated and (self.glu_linear_offset or self.swiglu_clamp is not None):
+            said = (f"glu_linear_offset ({self.glu_linear_offset:g})" if self.glu_linear_offset else
+                    f"swiglu_clamp ({self.swiglu_clamp:g})")
+            raise ValueError(
+                f"{said} acts on a gated MLP's two branches, but ffn_kind is {self.ffn_kind.value}; set ffn_kind: "
+                f"quick_geglu or swiglu, or drop it"
             )
         if self.moe is not None and self.moe.num_dense_layers > self.num_layers:
             raise ValueError(

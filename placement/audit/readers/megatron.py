@@ -67,13 +67,17 @@ _MG_FLAGS0 = {"--sequence-parallel", "--use-distributed-optimizer", "--use-megat
               "--moe-router-force-load-balancing", "--activation-func-fp8-input-store", "--grad-reduce-in-bf16",
               "--accumulate-allreduce-grads-in-fp32", "--moe-grouped-gemm", *MDS_FLASH_FLAGS,
               "--no-gradient-accumulation-fusion", "--synchronize-each-layer", "--sync-tp-duplicated-parameters",
-              "--embed-layernorm", "--use-rope-scaling"}
+              "--embed-layernorm", "--use-rope-scaling", "--quick-geglu", "--squared-relu",
+              "--no-yarn-correction-range-round-to-int", "--yarn-correction-range-round-to-int"}
 _MG_NARGS: dict[str, int | str] = {f: 1 for f in _MG_INT} | {f: 0 for f in _MG_FLAGS0} | {
     "--rampup-batch-size": 3, "--recompute-granularity": 1, "--data-parallel-sharding-strategy": 1,
     "--fp8-format": 1, "--fp4-format": 1, "--pipeline-model-parallel-layout": 1, "--deepspeed_config": 1,
     "--deepspeed-config": 1, "--recompute-method": 1, "--recompute-num-layers": 1,
     "--num-distributed-optimizer-instances": 1, "--moe-token-dispatcher-type": 1, "--moe-flex-dispatcher-backend": 1,
     "--attention-backend": 1, "--cp-comm-type": "+", "--rotary-base": 1, "--rope-scaling-factor": 1,
+    **{f: 1 for f in ("--glu-linear-offset", "--activation-func-clamp-value", "--softmax-type",
+                      "--rotary-scaling-factor", "--yarn-original-max-position-embeddings", "--yarn-beta-fast",
+                      "--yarn-beta-slow", "--mscale", "--mscale-all-dim")},
     "--checkpoint-num-layers": 1,
     "--cuda-graph-impl": 1, "--cuda-graph-modules": "+", "--cuda-graph-scope": "+", "--recompute-modules": "+",
     "--fp8-recipe": 1, "--mtp-num-layers": 1, "--moe-expert-capacity-factor": 1, "--exp-avg-dtype": 1,
@@ -251,6 +255,53 @@ def _rope_scaling(flags: dict[str, Arg], s: Settings) -> None:
                          f"frequency ({factor.evidence})")
 
 
+_MG_ACTIVATION = {"--swiglu": "swiglu", "--quick-geglu": "quick_geglu", "--squared-relu": "squared_relu"}
+"""Megatron-LM's activation switches (arguments.py:2365-2370, core_v0.19.0) -> ModelSpec ffn_kind."""
+_MG_MODEL_NUMBERS = {
+    "--glu-linear-offset": "glu_linear_offset", "--activation-func-clamp-value": "activation_clamp",
+    "--rotary-scaling-factor": "yarn_factor", "--yarn-original-max-position-embeddings": "yarn_original_max_positions",
+    "--yarn-beta-fast": "yarn_beta_fast", "--yarn-beta-slow": "yarn_beta_slow",
+}
+"""Megatron-LM model arguments of the numerics, not the cost (TransformerConfig glu_linear_offset and
+activation_func_clamp_value, transformer_config.py:224-230; YaRN, arguments.py:2317-2321, :3391): read to compare
+with --model (audit.core.model_differs), priced the same."""
+SOFTMAX_TYPES = ("vanilla", "off-by-one", "learnable")
+"""TransformerConfig.softmax_type's choices (transformer_config.py:163, core_v0.19.0)."""
+
+
+def _model_numerics(f: str, a: Arg, s: Settings) -> bool:
+    """The activation, GLU offset and clamp, softmax type and YaRN numbers (model_differs compares them with the
+    model); True if `f` was one of them."""
+    if f in _MG_ACTIVATION:
+        s.put("activation", _MG_ACTIVATION[f], a.evidence)
+    elif f in _MG_MODEL_NUMBERS:
+        text = one_value(a).text
+        try:
+            value = float(text)
+        except ValueError:
+            raise InputError(f"{a.evidence}: {f} must be a number, got {text!r}") from None
+        s.put(_MG_MODEL_NUMBERS[f], value, a.evidence)
+    elif f == "--softmax-type":
+        value = one_value(a).text
+        if value not in SOFTMAX_TYPES:
+            raise InputError(f"{a.evidence}: --softmax-type must be {', '.join(SOFTMAX_TYPES)}, got {value!r}")
+        s.put("softmax_type", value, a.evidence)
+    elif f in ("--no-yarn-correction-range-round-to-int", "--yarn-correction-range-round-to-int"):
+        s.put("yarn_truncate", not f.startswith("--no-"), a.evidence)
+    elif f in ("--mscale", "--mscale-all-dim"):
+        text = one_value(a).text
+        try:
+            default = float(text) == {"--mscale": 1.0, "--mscale-all-dim": 0.0}[f]  # arguments.py:3393-3396
+        except ValueError:
+            raise InputError(f"{a.evidence}: {f} must be a number, got {text!r}") from None
+        if not default:
+            s.ignored.append(f"{f}: YaRN's cos/sin and softmax scale, the numerics, not the cost (not compared with "
+                             f"the model; {a.evidence})")
+    else:
+        return False
+    return True
+
+
 MEGATRON_NEAR_NAMES = frozenset({"--fp4-param-gather", "--fp4-recipe", "--megatron-fsdp-main-params-dtype",
                                  "--moe-expert-rank-capacity-factor", "--tp-comm-overlap-ag", "--tp-comm-overlap-rs"})
 """Real Megatron-LM arguments within NEAR_MISS_CUTOFF of one the audit reads: the whole of megatron/training/
@@ -309,6 +360,8 @@ def read_args(words: list[Word], s: Settings, typos: bool = True) -> None:
                 raise InputError(f"{a.evidence}: --rotary-base must be a number, got {text!r}") from None
         elif f in ("--use-rope-scaling", "--rope-scaling-factor"):
             rope_scaling[f] = a
+        elif _model_numerics(f, a, s):
+            pass
         elif f == "--use-tp-pp-dp-mapping":
             s.put("rank_order", "tp-cp-ep-pp-dp", a.evidence)
         elif f == "--sequence-parallel":

@@ -84,6 +84,24 @@ class LaunchLayout(Frozen):
     rope_scaling_factor: float | None = Field(default=None, gt=0)
     """Megatron --use-rope-scaling's --rope-scaling-factor (Llama 3.x RoPE scaling; the numerics, not the cost);
     None: the files turn no RoPE scaling on."""
+    activation: Literal["swiglu", "quick_geglu", "squared_relu"] | None = None
+    """Megatron --swiglu / --quick-geglu / --squared-relu (ModelSpec ffn_kind); None: the files state none."""
+    glu_linear_offset: float | None = None
+    """Megatron --glu-linear-offset (the numerics, not the cost)."""
+    activation_clamp: float | None = Field(default=None, gt=0)
+    """Megatron --activation-func-clamp-value (ModelSpec swiglu_clamp; the numerics, not the cost)."""
+    softmax_type: Literal["vanilla", "off-by-one", "learnable"] | None = None
+    """Megatron --softmax-type (learnable: ModelSpec attention_sinks; the numerics, not the cost)."""
+    yarn_factor: float | None = Field(default=None, gt=0)
+    """Megatron --rotary-scaling-factor (YaRN; the numerics, not the cost)."""
+    yarn_original_max_positions: float | None = Field(default=None, gt=0)
+    """Megatron --yarn-original-max-position-embeddings."""
+    yarn_beta_fast: float | None = Field(default=None, gt=0)
+    """Megatron --yarn-beta-fast."""
+    yarn_beta_slow: float | None = Field(default=None, gt=0)
+    """Megatron --yarn-beta-slow."""
+    yarn_truncate: bool | None = None
+    """Megatron --[no-]yarn-correction-range-round-to-int."""
     parallel_residual: bool | None = None
     """GPT-NeoX `gpt_j_residual`: attention and MLP outputs summed before one TP all-reduce (ModelSpec field)."""
     precision: Literal["bf16", "fp8"] | None = None
@@ -220,6 +238,15 @@ class JobRead:
     kv_channels: int | None = None
     rope_base: float | None = None
     rope_scaling_factor: float | None = None
+    activation: str | None = None
+    glu_linear_offset: float | None = None
+    activation_clamp: float | None = None
+    softmax_type: str | None = None
+    yarn_factor: float | None = None
+    yarn_original_max_positions: float | None = None
+    yarn_beta_fast: float | None = None
+    yarn_beta_slow: float | None = None
+    yarn_truncate: bool | None = None
     parallel_residual: bool | None = None
 
 
