@@ -207,3 +207,11 @@ def test_the_architecture_changes_no_step_time(tmp_path: Path) -> None:
         return json.loads(out)["step_time_s"]
 
     assert step("gpt-oss-120b") == step(str(plain))
+
+
+def test_the_sliding_window_is_megatrons_tokens_to_the_left(tmp_path: Path) -> None:
+    """HF's sliding_window W counts the query's own token; Megatron's window_size (left, right) counts the tokens
+    beside it: (W - 1, 0), as Megatron-Bridge #2656 fixed its off-by-one for GPT-OSS, Gemma and Mistral."""
+    text = (_megatron(tmp_path, "gpt-oss-120b") / "megatron.sh").read_text()
+    window = load_model("gpt-oss-120b").sliding_window
+    assert f"--window-size {window - 1},0 " in text and f"--window-size {window},0" not in text

@@ -304,7 +304,10 @@ def model_arguments(ctx: EmitContext) -> tuple[list[str], list[str]]:
         args += ["--softmax-type", "learnable"]
     if m.sliding_window and m.sliding_window_layers:
         every = m.num_layers // m.sliding_window_layers  # GPT-OSS: every other layer (window_attn_skip_freq 2)
-        args += ["--window-size", f"{m.sliding_window},0", "--window-attn-skip-freq", str(every)]
+        # a window of W tokens (HF's sliding_window, the query's own included) is Megatron's window_size (W - 1, 0):
+        # W - 1 tokens to the left (Megatron-Bridge #2656, "Fix off-by-one in sliding window size for Gemma2,
+        # Gemma3, Mistral, and GPT-OSS", gpt_oss_bridge.py: window_size = (sliding_window - 1, 0))
+        args += ["--window-size", f"{m.sliding_window - 1},0", "--window-attn-skip-freq", str(every)]
     if m.mla is not None:
         a = m.mla
         args += ["--multi-latent-attention", "--kv-lora-rank", str(a.kv_lora_rank), "--qk-head-dim",
