@@ -880,3 +880,16 @@ def test_megatron_refuses_shared_expert_overlap_beside_the_a2a_overlap(tmp_path:
                       "--overlap-moe-expert-parallel-comm --moe-shared-expert-overlap\n")
     with pytest.raises(InputError, match="--moe-shared-expert-overlap with --overlap-moe-expert-parallel-comm"):
         parse_launch([script], "megatron")
+
+
+def test_megatron_deepspeed_partitioning_flags_are_said_not_dropped(tmp_path: Path) -> None:
+    """--partition-activations and --pp-partition-method change memory and the stage split but are not priced: said
+    (a user trial found both dropped silently)."""
+    script = tmp_path / "run.sh"
+    script.write_text("deepspeed pretrain_gpt.py --tensor-model-parallel-size 4 --pipeline-model-parallel-size 4 "
+                      "--num-layers 32 --micro-batch-size 1 --global-batch-size 64 --seq-length 2048 --bf16 "
+                      "--deepspeed --deepspeed-activation-checkpointing --checkpoint-activations "
+                      "--partition-activations --pp-partition-method type:transformer\n")
+    lay = parse_launch([script], "megatron")
+    for flag in ("--partition-activations", "--pp-partition-method"):
+        assert any(x.startswith(f"{flag}: ") and "run.sh:1" in x for x in lay.ignored), flag

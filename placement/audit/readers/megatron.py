@@ -102,6 +102,10 @@ _MG_IGNORED = {
                          "the first stage, not priced",
     "--moe-shared-expert-overlap": "the shared experts' compute overlapped with the token dispatch (not priced: the "
                                    "shared experts run in turn)",
+    "--partition-activations": "DeepSpeed activation checkpointing splits each checkpointed input over the TP ranks "
+                               "(not priced: the memory estimate keeps it whole on each, an over-count)",
+    "--pp-partition-method": "DeepSpeed's PipelineModule partitions the layers by this method (priced with "
+                             "placement's split: middle stages ceil(L / pp), the first and last the rest)",
 }
 _MG_RECIPE_FLAGS = {
     # bare Megatron flag -> the Recipe field it turns on
