@@ -866,6 +866,8 @@ def test_maxtext_optimizer_over_data_beside_fsdp_is_said_not_dropped(tmp_path: P
                                     "shard_optimizer_over_data: true\nper_device_batch_size: 1\n")
     lay = on(16, 16)
     assert (lay.zero_stage, lay.dp_shard) == (3, 8)
+    # the world size is the mesh's product, sourced at the mesh keys, not at base.yml's default
+    assert "cfg.yml:3" in lay.sources["world_size"] and "base.yml default" not in lay.sources["world_size"]
     (note,) = [x for x in lay.ignored if x.startswith("shard_optimizer_over_data with fsdp 8 x data 2")]
     assert "cfg.yml:4" in note and "2 times the optimizer memory" in note
 

@@ -224,8 +224,11 @@ def finish(v: dict[str, tuple[Any, str]], ignored: list[str]) -> dict[str, tuple
     # what the files alone fix: every mesh entry explicit
     if all(n > 0 for n, _ in ici.values()) and all(n > 0 for n, _ in dcn.values()):
         world = math.prod(n for n, _ in ici.values()) * math.prod(n for n, _ in dcn.values())
-        out["world_size"] = (world, keys["mesh_axes"][1])
-        out["gpus_per_node"] = (math.prod(n for n, _ in ici.values()), keys["mesh_axes"][1])
+        stated = "; ".join(f"{k}: {ev}" for k, (_, ev) in sorted(keys.items())
+                           if "parallelism" in k and ev != BASE_SOURCE) or BASE_SOURCE
+        out["world_size"] = (world, f"the product of the mesh's ici x dcn sizes ({stated})")
+        out["gpus_per_node"] = (math.prod(n for n, _ in ici.values()), f"the product of the mesh's ici sizes "
+                                                                         f"({stated})")
         per_device = mesh["per_device_batch_size"]
         total = per_device * world * mesh["gradient_accumulation_steps"]
         if total == int(total) and total >= 1:
