@@ -226,8 +226,9 @@ def test_gpt3_script_degrees_reach_the_estimate():
     assert "--tensor-model-parallel-size 8" in text and "--pipeline-model-parallel-size 16" in text
     assert (lay["tp"], lay["pp"], lay["dp"], lay["micro_batch_size"]) == (8, 16, 1024 // 128, 1)
     assert data["estimate"]["global_batch"] == 1536 and data["estimate"]["seq_len"] == 2048
-    # the script starts 8 processes (NUM_NODES=1, "change for multinode"): said, not fatal
-    assert any(f["kind"] == "world_size_differs" for f in data["findings"])
+    # the script starts 8 processes (NUM_NODES=1, "change for multinode"): said as a warning, not fatal
+    (differs,) = [f for f in data["findings"] if f["kind"] == "world_size_differs"]
+    assert differs["severity"] == "warning" and "describe the job on 1024 GPUs" in differs["message"]
 
 
 # -- bad input -------------------------------------------------------------------------------------------

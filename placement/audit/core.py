@@ -1199,9 +1199,10 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
     if launch.world_size is not None and launch.world_size != topo.num_gpus:
         where = f" ({launch.sources['world_size']})" if "world_size" in launch.sources else ""
         findings.append(Finding(
-            "info", "world_size_differs",
+            "warning", "world_size_differs",
             f"the launch files start {launch.world_size} processes{where}; audited on the {topo.num_gpus} GPUs given "
-            f"on the command line (dp {layout.dp})", [], 0.0))
+            f"on the command line (dp {layout.dp}): the estimate and the best plan describe the job on "
+            f"{topo.num_gpus} GPUs, which these files do not launch until their node count says so", [], 0.0))
     findings.sort(key=lambda f: (-SEVERITIES.index(f.severity), -(f.cost_s or 0.0), f.kind))
     best, best_gpu = planned.plans[0], planned.gpu_of_rank[0]
     if best.step_time_s >= plan.step_time_s and plan.fits:  # the job already runs the best we know
