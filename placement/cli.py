@@ -205,6 +205,20 @@ def _calibration_line() -> str | None:
     return line
 
 
+def _design_warnings(profile, clusters) -> None:
+    """Warn, once per cluster design, where a calibration profile fitted on another design prices it (its
+    efficiencies are shares of the other design's bandwidths); JSON output carries them under
+    calibration.design_warning."""
+    from placement.calibration.profile import design_differences
+
+    warnings = list(dict.fromkeys(w for w in (design_differences(profile, c) for c in clusters) if w))
+    for w in warnings:
+        click.echo(f"placement: warning: {w}", err=True)
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None and warnings:
+        ctx.meta["calibration_design_warning"] = " | ".join(warnings)
+
+
 def _echo_calibration() -> None:
     line = _calibration_line()
     if line is not None:
@@ -979,6 +993,8 @@ def sweep(sweep_file, out_dir, executor, workers, no_cache, as_json, no_plots, s
     if profile is not None and not any(c.accelerator.name == profile.accelerator for c in todo):
         raise InputError(f"--calibration {calibration_path}: fitted on {profile.accelerator}, but no design of "
                          f"{sweep_file} uses it; calibrate on a design's cluster or drop --calibration")
+    if profile is not None:
+        _design_warnings(profile, [c.cluster for c in todo if c.accelerator.name == profile.accelerator])
     total = len(todo)
     cache = None if no_cache else out / "cache"
     try:  # SIGTERM stops like Ctrl-C (handle_errors): finished cells stay cached
@@ -1303,6 +1319,11 @@ def validate(as_json, runs_files, cluster_ref):
         from placement.calibration.compare import compare_json, compare_runs, compare_table
 
         rows = compare_runs(profile, [Path(f) for f in runs_files], cluster_ref)
+        if profile is not None:  # the calibrated column of runs on another cluster design
+            from placement.catalog import load_cluster
+
+            _design_warnings(profile, [load_cluster(ref) for ref in dict.fromkeys(
+                cluster_ref or c.run.cluster for c in rows)])
         if as_json:
             data = compare_json(rows)
             for row, c in zip(data["runs"], rows, strict=True):  # the layout each was priced in, as a command

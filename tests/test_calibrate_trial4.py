@@ -234,3 +234,39 @@ def test_plan_with_a_profile_prints_defaults_and_the_step_without_it(tmp_path: P
     data = json.loads(CliRunner().invoke(main, [*job, "--json"]).stdout)["calibration"]
     assert data["defaults"] == {"scale_up_efficiency": 0.82} and set(data["constants"]) == {"scale_up_efficiency"}
     assert data["uncalibrated_step_time_s"] == pytest.approx(float(m.group(2)), rel=1e-3)
+
+
+def test_sweep_and_validate_warn_where_a_profile_prices_another_design(tmp_path: Path) -> None:
+    """The design warning `plan` prints, also from `sweep` (once per design on the profile's accelerator) and from
+    `validate --calibration` (once per cluster of the calibrated runs): each prices with another machine's
+    constants."""
+    out = tmp_path / "p.yaml"
+    res = CliRunner().invoke(main, ["calibrate", "--nccl", str(TWO_NODE), "--cluster", "dgx-h100", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    spec = yaml.safe_load((Path(__file__).parents[1] / "hardware" / "clusters" / "dgx-h100.yaml").read_text())
+    spec["nic_bandwidth_bytes_per_s"] = 25e9
+    spec["name"] = "half-nic"
+    other = tmp_path / "half-nic.yaml"
+    other.write_text(yaml.safe_dump(spec))
+    sweep = tmp_path / "s.yaml"
+    sweep.write_text(yaml.safe_dump({
+        "name": "two", "designs": [
+            {"name": "same", "cluster": "dgx-h100", "gpus": 16, "capex_per_gpu": 1, "power_per_gpu_w": 1},
+            {"name": "half nic", "cluster": str(other), "gpus": 16, "capex_per_gpu": 1, "power_per_gpu_w": 1}],
+        "workloads": [{"name": "w", "model": "llama3-8b", "seq_len": 4096, "global_batch": 64, "tokens": 1.0e9}]}))
+    res = CliRunner().invoke(main, ["sweep", str(sweep), "--out", str(tmp_path / "o"), "--no-plots", "--no-cache",
+                                    "--calibration", str(out)])
+    assert res.exit_code == 0, res.output
+    assert res.stderr.count("design that differs") == 1 and "applied to half-nic" in res.stderr
+    # validate: the published H100 runs are all on dgx-h100 (no warning); own runs on the half-NIC design warn
+    res = CliRunner().invoke(main, ["validate", "--calibration", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "design that differs" not in res.stderr
+    runs = tmp_path / "steps.yaml"
+    runs.write_text(yaml.safe_dump([{"id": "r1", "model": "llama3-8b", "num_gpus": 16, "seq_len": 4096,
+                                     "global_batch": 64, "precision": "bf16", "step_time_s": 2.0,
+                                     "layout": {"tp": 8, "pp": 1}}]))
+    res = CliRunner().invoke(main, ["validate", "--runs", str(runs), "--cluster", str(other), "--calibration",
+                                    str(out)])
+    assert res.exit_code == 0, res.output
+    assert res.stderr.count("design that differs") == 1 and "applied to half-nic" in res.stderr
