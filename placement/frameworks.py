@@ -255,11 +255,12 @@ CAPABILITIES: dict[str, Capability] = {
                 ("norms_fused", False, "MaxText 0.2.5's norms are ops of their own (layers/normalizations.py), "
                                        "which its `minimal` remat policy recomputes: no norm output is saved"),
                 ("fp32_weights", True, "MaxText 0.2.5 keeps its weights in float32 (configs/base.yml weight_dtype) "
-                                       "as the optimizer's master copy, replicated unless fsdp shards them, with "
-                                       "float32 gradients and AdamW moments (grad_dtype, mu_dtype from "
-                                       "weight_dtype): 4 + 4 + 8 bytes a parameter, and under "
-                                       "shard_optimizer_over_data with gradient accumulation a bf16 cast of the "
-                                       "weights through the step (utils/gradient_accumulation.py)"))),
+                                       "as the optimizer's master copy, with float32 gradients and AdamW moments "
+                                       "(grad_dtype, mu_dtype from weight_dtype): 4 + 4 + 8 bytes a parameter; "
+                                       "under shard_optimizer_over_data the weights are sharded as the optimizer "
+                                       "state (utils/sharding.py maybe_update_params_sharding_with_opt) and "
+                                       "gathered for the step, in bf16 under gradient accumulation "
+                                       "(utils/gradient_accumulation.py)"))),
 }
 """framework -> its row; the --framework choices."""
 

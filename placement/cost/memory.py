@@ -181,14 +181,19 @@ def memory_term(x: Ctx, st: StageKinds, dense_p: np.ndarray, expert_p: np.ndarra
         # fp32_groups_gradients_flat, zeros_like the flat bf16 parameters), whatever width it reduces in
         grad_b = np.where(b.zero < 3, C.BYTES_GRAD + 4.0, grad_b)
     state_b = C.BYTES_OPTIMIZER_BF16_MOMENTS if x.recipe.optimizer_state_bf16 else C.BYTES_OPTIMIZER
-    ga_copy = 0.0
+    gathered, weights_sharded = 0.0, zero3
     if x.recipe.fp32_weights:
         # float32 weights are the master copy (MaxText): 2 bytes more a weight, 4 fewer of optimizer state, the
-        # gradients in their reduce width at every stage; ZeRO-1/2 with accumulation adds the step's bf16 cast
+        # gradients in their reduce width at every stage.  Under ZeRO-1/2 (shard_optimizer_over_data) the stored
+        # weights are sharded as the optimizer state is and gathered for the step: in bf16 before the accumulation
+        # loop, in float32 without one (MaxText 0.2.5 utils/sharding.py maybe_update_params_sharding_with_opt,
+        # utils/gradient_accumulation.py, trainers/pre_train/train.py)
         weight_b += 4.0 - C.BYTES_WEIGHT
         state_b -= 4.0
         grad_b = np.full_like(np.asarray(b.zero, dtype=np.float64), 4.0 if x.recipe.grad_reduce_fp32 else 2.0)
-        ga_copy = np.where(((b.zero == 1) | (b.zero == 2)) & (x.m > 1), float(C.BYTES_WEIGHT), 0.0)
+        zero1 = (b.zero == 1) | (b.zero == 2)
+        weights_sharded = zero3 | zero1
+        gathered = np.where(zero1, np.where(x.m > 1, float(C.BYTES_WEIGHT), 4.0), 0.0)
 
     # torch pipelining with FSDP2 (recipe pipeline_unsharded_grads) keeps the stage's unsharded gradient in the reduce
     # width and its unsharded parameters through the step (no reshard after backward)
@@ -196,7 +201,7 @@ def memory_term(x: Ctx, st: StageKinds, dense_p: np.ndarray, expert_p: np.ndarra
     grad_b = np.where(deferred, 4.0 if x.recipe.grad_reduce_fp32 else C.BYTES_GRAD, grad_b)
 
     def per_param(shard):
-        w_ = weight_b * np.where(zero3 & ~deferred, 1.0 / shard, 1.0) + ga_copy
+        w_ = weight_b * np.where(weights_sharded & ~deferred, 1.0 / shard, 1.0) + gathered
         g_ = grad_b * np.where((b.zero >= 2) & ~deferred, 1.0 / shard, 1.0)
         o_ = state_b * np.where(b.zero >= 1, 1.0 / shard, 1.0)
         return w_, g_, o_

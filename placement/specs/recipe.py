@@ -236,9 +236,10 @@ class Recipe(Frozen):
     bfloat16; its gradients `grad_dtype` float32 (line 125); AdamW's `mu_dtype` inherits `weight_dtype`
     (line 1123, configs/pyconfig.py:346)).  A parameter then holds 4 bytes of weight, 4 of gradient and 8 of
     optimizer state (the two moments; no separate master), each sharded as its ZeRO stage shards it, where the
-    16-bit-weights recipe holds 2 + 2 or 4 + 12.  Under ZeRO-1/2 with gradient accumulation MaxText also casts the
-    replicated weights to bf16 once per step before the accumulation loop (utils/gradient_accumulation.py:96-103,
-    `shard_optimizer_over_data`): 2 more bytes a parameter through the step."""
+    16-bit-weights recipe holds 2 + 2 or 4 + 12.  Under ZeRO-1/2 (`shard_optimizer_over_data`) MaxText shards the
+    stored weights as the optimizer state (utils/sharding.py maybe_update_params_sharding_with_opt) and gathers them
+    for the step: cast to bf16 once before the gradient-accumulation loop (utils/gradient_accumulation.py:96-103),
+    in float32 without one: 2 (or 4) more bytes a parameter, whole, through the step."""
     recompute_modules: tuple[RecomputeModule, ...] = ()
     """Modules recomputed under selective recompute; the layout's `selective` with none named is core_attn."""
     recompute_num_layers: int | None = Field(default=None, ge=1)
