@@ -62,22 +62,19 @@ def launch_order(result: Plan, model: ModelSpec, topo: Topology, layout: Layout)
 
 def ep_overlap_error(layout: Layout, recipe: Recipe) -> str | None:
     """Why Megatron-Core would not start the EP all-to-all overlap on this layout (step.ep_overlap_runs), or None."""
-    from placement.specs.recipe import Dispatcher, PipelineSchedule, RecomputeModule
+    from placement.cost.step import ep_overlap_broken
+    from placement.specs.recipe import RecomputeModule
 
-    if recipe.pipeline_schedule is PipelineSchedule.DUALPIPE:
-        return None
-    why = []
-    if layout.pp > 1 and layout.vpp == 1:
-        why.append(f"pp {layout.pp} without virtual stages (give --vpp 2 or more; Megatron "
-                   f"--num-virtual-stages-per-pipeline-rank)")
-    if layout.ep == 1:
-        why.append("ep 1 (it needs expert parallelism)")
-    if layout.recompute.value == "full" or recipe.recompute_num_layers is not None:
-        why.append("full recompute (give --recompute selective or none)")
-    if layout.recompute.value == "selective" and RecomputeModule.MOE in recipe.recompute_modules:
-        why.append("moe among the recompute modules")
-    if recipe.moe_dispatcher is Dispatcher.ALLGATHER:
-        why.append("the allgather dispatcher (it takes alltoall or flex)")
+    moe_recomputed = layout.recompute.value == "selective" and RecomputeModule.MOE in recipe.recompute_modules
+    broken = ep_overlap_broken(layout.pp, layout.vpp, recipe, layout.ep, layout.recompute.value == "full",
+                               moe_recomputed, recipe.moe_dispatcher)
+    text = {"pipeline": f"pp {layout.pp} without virtual stages (give --vpp 2 or more; Megatron "
+                        f"--num-virtual-stages-per-pipeline-rank)",
+            "ep": "ep 1 (it needs expert parallelism)",
+            "full_recompute": "full recompute (give --recompute selective or none)",
+            "moe_recompute": "moe among the recompute modules",
+            "dispatcher": "the allgather dispatcher (it takes alltoall or flex)"}
+    why = [text[name] for name, hit in broken.items() if bool(np.asarray(hit).reshape(-1)[0])]
     if not why:
         return None
     return (f"EP all-to-all overlap (--ep-comm-overlap; Megatron --overlap-moe-expert-parallel-comm) with "

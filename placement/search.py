@@ -316,14 +316,15 @@ def sharding_count(b: LayoutBatch, cfg: SearchConfig, num_gpus: int, gpus_per_no
     return int(np.sum(per_key[keys] * (len(zero_opts) - 1 + shards)))
 
 
-def module_sets(model: ModelSpec) -> tuple[tuple[RecomputeModule, ...], ...]:
+def module_sets(model: ModelSpec, norms_fused: bool = True) -> tuple[tuple[RecomputeModule, ...], ...]:
     """The selective-recompute module lists `plan` tries: Korthikanti's core_attn, and those of the
     Megatron-Bridge and Megatron-Core recipes for the model's parts (norms; dense MLPs; the MoE
     activation, shared experts or the whole MoE layer; MLA's up-projections)."""
     M = RecomputeModule
     # `layernorm` frees something only where a norm is a module of its own in Megatron-Core's layer spec (MLA's
-    # input norm, an MoE layer's pre-MLP norm: cost.memory.norm_outputs_kept); on a dense GQA model it runs as none
-    own_norms = model.moe is not None or model.mla is not None
+    # input norm, an MoE layer's pre-MLP norm: cost.memory.norm_outputs_kept), or everywhere the norms run unfused
+    # (recipe norms_fused False); on a dense GQA model under Megatron it runs as none
+    own_norms = model.moe is not None or model.mla is not None or not norms_fused
     sets: list[tuple[RecomputeModule, ...]] = [(M.CORE_ATTN,)] + ([(M.LAYERNORM,)] if own_norms else [])
     dense_mlp = model.moe is None or model.moe.num_dense_layers > 0
     if dense_mlp:
@@ -344,7 +345,7 @@ def _module_sets(model: ModelSpec, cfg: SearchConfig) -> tuple[tuple[RecomputeMo
         return cfg.module_sets
     if cfg.recipe.recompute_modules:
         return (tuple(cfg.recipe.recompute_modules),)
-    return module_sets(model)
+    return module_sets(model, cfg.recipe.norms_fused)
 
 
 def hsdp_spans(topo: Topology) -> tuple[int, ...]:

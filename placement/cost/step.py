@@ -370,12 +370,23 @@ def ep_overlap_runs(pp, vpp, recipe: Recipe, ep=2, full_recompute=False, moe_rec
     it (core_v0.19.0 transformer/transformer_config.py:2669-2700): virtual pipeline stages when pp > 1, expert
     parallelism (ep > 1), the alltoall or flex dispatcher, no full recompute (nor recompute_num_layers) and `moe` not
     among the recompute modules; a job that breaks one does not start."""
+    broken = ep_overlap_broken(pp, vpp, recipe, ep, full_recompute, moe_recomputed, dispatcher)
+    hit = np.False_
+    for b in broken.values():
+        hit = hit | np.asarray(b, dtype=bool)
+    return ~hit
+
+
+def ep_overlap_broken(pp, vpp, recipe: Recipe, ep=2, full_recompute=False, moe_recomputed=False,
+                      dispatcher: Dispatcher | None = None) -> dict[str, np.ndarray | bool]:
+    """Each Megatron-Core condition of the EP all-to-all overlap (ep_overlap_runs), by name -> where it is broken
+    (`dispatcher` None: not checked); empty under DualPipe, whose own overlap prices it."""
     if recipe.pipeline_schedule is PipelineSchedule.DUALPIPE:
-        return np.True_
-    ok = ((np.asarray(pp) == 1) | (np.asarray(vpp) > 1)) & (np.asarray(ep) > 1)
-    ok = ok & ~np.asarray(full_recompute, dtype=bool) & ~np.asarray(moe_recomputed, dtype=bool)
-    ok = ok & (recipe.recompute_num_layers is None)
-    return ok & (dispatcher is not Dispatcher.ALLGATHER)
+        return {}
+    return {"pipeline": (np.asarray(pp) > 1) & (np.asarray(vpp) == 1), "ep": np.asarray(ep) == 1,
+            "full_recompute": np.asarray(full_recompute, dtype=bool) | (recipe.recompute_num_layers is not None),
+            "moe_recompute": np.asarray(moe_recomputed, dtype=bool),
+            "dispatcher": dispatcher is Dispatcher.ALLGATHER}
 
 
 def _ep_overlap_runs_x(x: Ctx, dispatcher: Dispatcher | None = None) -> np.ndarray:

@@ -111,7 +111,9 @@ def max_connections(ctx: EmitContext) -> str | None:
     if overlap:
         return "32" if r.moe_dispatcher in FLEX_BACKENDS else "8"
     if (lay.tp > 1 or lay.cp > 1) and lay.zero_stage not in (2, 3):
-        return "1"
+        return "1"  # asserted on Hopper and older
+    if ctx.moe and r.moe_dispatcher in FLEX_BACKENDS:
+        return "32"
     return None
 
 

@@ -28,6 +28,7 @@ DEEPSPEED_KEYS = frozenset({
     "sparse_gradients", "checkpoint", "data_efficiency", "compression_training", "elasticity", "comms_logger",
     "monitor_config", "tensorboard", "wandb", "csv_monitor", "aio", "autotuning", "memory_breakdown", "dump_state",
     "seq_parallel_communication_data_type", "torch_autocast", "zero_force_ds_cpu_optimizer", "timers",
+    "bfloat16", "curriculum_learning", "hybrid_engine", "compile", "nebula", "fp8", "quantize_training",
 })
 """Top-level keys of a DeepSpeed config (deepspeed/runtime/config.py and its sections' constants): a JSON file with
 none of them is no DeepSpeed config."""
