@@ -157,7 +157,10 @@ def test_other_frameworks_say_what_they_cannot_run(tmp_path: Path) -> None:
     out = _megatron(tmp_path, str(shallow), "dgx-b200", "64", "all")
     assert "torchtitan 0.3.0 ships no config for oss-24" in (out / "torchtitan.sh").read_text()
     assert "your config must build them" in (out / "torchtitan.sh").read_text()
-    assert "which model_name default does not run" in (out / "maxtext.yml").read_text()
+    maxtext = (out / "maxtext.yml").read_text()
+    assert "which model_name default does not run" in maxtext
+    # MaxText 0.2.5 runs attention sinks on GPUs only with cuDNN's kernel (validate_gpu_flash_attention)
+    assert "runs only attention: cudnn_flash_te" in maxtext
     assert "# architecture (a gated quick-GELU MLP (gate * sigmoid(1.702 gate) * (up + 1))" in (
         out / "deepspeed.sh").read_text()
     catalog = _megatron(tmp_path / "c", "gpt-oss-120b", "dgx-b200", "64", "torchtitan")

@@ -344,8 +344,12 @@ def overrides(ctx: EmitContext) -> tuple[dict[str, object], MaxTextMesh, list[st
         warnings.append(f"the model has {'; '.join(features)}, which model_name {model} does not run: MaxText runs "
                         f"them in its gpt-oss model (configs/models/gpt-oss-120b.yml: decoder_block gpt_oss, "
                         f"mlp_activations [sigmoid, linear], mlp_activations_limit, attention_sink, rope_type yarn "
-                        f"with rope_factor, beta_fast, beta_slow, rope_truncate; AI-Hypercomputer/maxtext main "
-                        f"e591f30c); set them in your model config")
+                        f"with rope_factor, beta_fast, beta_slow, rope_truncate; the 0.2.5 wheel), set them in your "
+                        f"model config"
+                        + ("; with attention sinks MaxText 0.2.5 on GPUs runs only attention: cudnn_flash_te "
+                           "(layers/attention_op.py validate_gpu_flash_attention raises a ValueError for this file's "
+                           "default 'autoselected'): set it too (the price is FlashAttention-2's class, errs slow)"
+                           if ctx.model is not None and ctx.model.attention_sinks else ""))
     if ctx.model is not None and ctx.model.llama3_rope is not None:
         keys["rope_type"] = "llama3.1"  # MaxText's own llama3-* configs leave base.yml's "default", plain RoPE
         warnings += rope_warnings(ctx)
