@@ -322,7 +322,7 @@ def module_sets(model: ModelSpec, norms_fused: bool = True) -> tuple[tuple[Recom
     activation, shared experts or the whole MoE layer; MLA's up-projections)."""
     M = RecomputeModule
     # `layernorm` frees something only where a norm is a module of its own in Megatron-Core's layer spec (MLA's
-    # input norm, an MoE layer's pre-MLP norm: cost.memory.norm_outputs_kept), or everywhere the norms run unfused
+    # input norm, an MoE layer's pre-MLP norm: cost.memory.norms_recomputed), or everywhere the norms run unfused
     # (recipe norms_fused False); on a dense GQA model under Megatron it runs as none
     own_norms = model.moe is not None or model.mla is not None or not norms_fused
     sets: list[tuple[RecomputeModule, ...]] = [(M.CORE_ATTN,)] + ([(M.LAYERNORM,)] if own_norms else [])

@@ -22,6 +22,7 @@ from placement.cost.compute import (
     unfused_attention_time,
 )
 from placement.cost.context import Ctx
+from placement.cost.memory import norms_recomputed
 from placement.specs.recipe import CpCommType, Fp8Recipe
 from placement.specs.recipe import RecomputeModule as M
 from placement.specs.training import AttentionKernel
@@ -306,11 +307,8 @@ def layer_compute(x: Ctx) -> LayerCompute:
     core_passes = core_forwards + core_backward_factor(x)
     norm = tokens * w.hidden * NORM_BYTES_PER_HIDDEN / x.sp_shard / x.hbm_bw
     # `layernorm` recompute reruns only a norm that is a module of its own: MLA's input norm, an MoE layer's pre-MLP
-    # norm, every norm where they run unfused (memory.norm_outputs_kept); a fused norm-linear keeps its output
-    norms_rerun = np.asarray(x.module(M.LAYERNORM), dtype=bool)
-    unfused = not x.recipe.norms_fused
-    attn_norm_rerun = norm / 2.0 * (norms_rerun & (w.mla_up_width > 0 or unfused))
-    mlp_norm_rerun = norm / 2.0 * (norms_rerun & unfused)
+    # norm, every norm where they run unfused; a fused norm-linear keeps its output
+    attn_norm_rerun, mlp_norm_rerun, moe_norm_rerun = (norm / 2.0 * rerun for rerun in norms_recomputed(x))
     copies_fwd, copies_bwd = cp_ring_copies(x)
     attn = (proj * passes + core * core_passes + elem * passes
             + _mla_up_forward(x) * x.module(M.MLA_UP_PROJ) + attn_norm_rerun
@@ -354,7 +352,7 @@ def layer_compute(x: Ctx) -> LayerCompute:
         shared_fwd = mlp_forward(w.shared_ffn_total)
         moe_fwd = experts_fwd + act_fwd + router_fwd + shared_fwd
         moe_block = (moe_fwd * passes
-                     + (act_fwd + eager.act_forward_s) * x.module(M.MOE_ACT) + norm / 2.0 * norms_rerun
+                     + (act_fwd + eager.act_forward_s) * x.module(M.MOE_ACT) + moe_norm_rerun
                      + shared_fwd * x.module(M.SHARED_EXPERTS)
                      + moe_fwd * x.module(M.MOE)
                      + eager.experts_s

@@ -53,7 +53,7 @@ def layer_activations(x: Ctx) -> LayerActivations:
     # bytes of a saved GEMM input, relative to 16-bit: Transformer Engine keeps the FP8 copy, torchao the 16-bit one
     q = 0.5 if x.fp8 is not None and not x.recipe.fp8_saves_16bit_inputs else 1.0
     norm_in = 4.0 * h
-    norm_out_attn, norm_out_mlp, norm_out_moe = norm_outputs_kept(x, 2.0 * h * q)
+    norm_out_attn, norm_out_mlp, norm_out_moe = (np.where(freed, 0.0, 2.0 * h * q) for freed in norms_recomputed(x))
     dropout = 2.0 * h if w.dropout else 0.0
     # the norms' outputs feed the projections: kept as the sequence shard (Megatron), or gathered whole where the
     # framework saves the projections' gathered inputs (sp_saves_gathered_inputs, torchtitan)
@@ -89,20 +89,18 @@ def layer_activations(x: Ctx) -> LayerActivations:
     return LayerActivations(dense=dense, moe=moe, layer_input=tokens * 2.0 * h / x.sp_shard)
 
 
-def norm_outputs_kept(x: Ctx, out_bytes: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Bytes per token kept of the attention's input-norm output, a dense MLP's and an MoE layer's pre-MLP norm
-    output (`out_bytes` each), under `layernorm` recompute (all three freed where the norms run unfused: recipe
-    norms_fused False).  Megatron-Core's Transformer Engine layer spec fuses a norm
-    into the projection after it (TELayerNormColumnParallelLinear, whose layer keeps IdentityOp in the norm's place;
-    core_v0.19.0 models/gpt/gpt_layer_specs.py:145, :157), and `--recompute-modules layernorm` recomputes only a
-    norm that is a module of its own (transformer/transformer_layer.py:451, :499): the attention's input norm under
+def norms_recomputed(x: Ctx) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Where `layernorm` recompute reruns, and so frees the output of, the attention's input norm, a dense MLP's and
+    an MoE layer's pre-MLP norm (all three where the norms run unfused: recipe norms_fused False); the step time
+    (cost.layer) prices the reruns, the memory the outputs kept.  Megatron-Core's Transformer Engine layer spec fuses a
+    norm into the projection after it (TELayerNormColumnParallelLinear, whose layer keeps IdentityOp in the norm's
+    place; core_v0.19.0 models/gpt/gpt_layer_specs.py:145, :157), and `--recompute-modules layernorm` recomputes only
+    a norm that is a module of its own (transformer/transformer_layer.py:451, :499): the attention's input norm under
     MLA (gpt_layer_specs.py:295, its down projections take the normed input) and the pre-MLP norm of an MoE layer,
     whose router reads it (:157, :282).  A fused norm's output stays saved for its GEMM's backward."""
-    freed = np.asarray(x.module(M.LAYERNORM), dtype=bool)
-    mla = x.w.mla_up_width > 0 or not x.recipe.norms_fused
-    own = not x.recipe.norms_fused
-    return (np.where(freed & mla, 0.0, out_bytes), np.where(freed & own, 0.0, out_bytes),
-            np.where(freed, 0.0, out_bytes))
+    rerun = np.asarray(x.module(M.LAYERNORM), dtype=bool)
+    unfused = not x.recipe.norms_fused
+    return rerun & (x.w.mla_up_width > 0 or unfused), rerun & unfused, rerun
 
 
 def _per_op_kept(x: Ctx) -> tuple[np.ndarray, np.ndarray]:
