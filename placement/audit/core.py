@@ -36,6 +36,7 @@ from placement.cost.batch import LayoutBatch, module_mask
 from placement.cost.constants import GiB
 from placement.cost.step import Estimates, default_choices, estimate
 from placement.emit.common import EmitContext
+from placement.emit.megatron import ACTIVATION_ARGS
 from placement.errors import InputError
 from placement.evaluate import check_layout
 from placement.frameworks import CAPABILITIES, model_as_run
@@ -117,10 +118,6 @@ def model_differs(launch: LaunchLayout, model: ModelSpec) -> list[str]:
     return out + _mlp_differs(launch, model) + _yarn_differs(launch, model)
 
 
-_ACTIVATION_FLAG = {"swiglu": "--swiglu", "quick_geglu": "--quick-geglu", "squared_relu": "--squared-relu"}
-"""Megatron-LM's activation switches by ModelSpec ffn_kind (the emitter's _ACTIVATION); GELU is its default."""
-
-
 def _mlp_differs(launch: LaunchLayout, model: ModelSpec) -> list[str]:
     """The files' activation, GLU offset, clamp and softmax type (Megatron arguments) against the model's: notes,
     priced as the model's (one that names the activation and leaves out the model's offset, clamp or sinks trains
@@ -132,8 +129,9 @@ def _mlp_differs(launch: LaunchLayout, model: ModelSpec) -> list[str]:
         ups = FfnKind(launch.activation).num_up_projections
         same = ("the same" if ups == kind.num_up_projections else
                 f"{ups}, which the price does not follow") + " up-projections"
-        flag = _ACTIVATION_FLAG.get(kind.value, "no activation switch (Megatron's GeLU)")
-        out.append(f"{_ACTIVATION_FLAG[launch.activation]} ({src('activation', '')}) trains another MLP than model "
+        flag = " ".join(ACTIVATION_ARGS.get(kind, [])) or "no activation switch (Megatron's GeLU)"
+        said = ACTIVATION_ARGS[FfnKind(launch.activation)][0]
+        out.append(f"{said} ({src('activation', '')}) trains another MLP than model "
                    f"{model.name}'s {kind.value}: priced as the model's ({same}); the job trains another model, the "
                    f"best plan's files write {flag}")
     offset, clamp = launch.glu_linear_offset, launch.activation_clamp
@@ -318,8 +316,6 @@ def recipe_space(space: SearchConfig, framework: str, model: ModelSpec, topo: To
     as priced (placement.emit.common.RECIPE_SUPPORT).  Also the best plan's recipe sources.  `torchtitan3`: a
     torchtitan 0.3.0 command line, whose best plan runs full CUDA graphs where 0.3.0 captures them
     (TORCHTITAN_GRAPHS), as its emitted flags then do (emit.torchtitan.graph_args)."""
-    import dataclasses
-
     from placement.emit.common import framework_choices
 
     choices = default_choices(model.is_moe, topo, recipe)
@@ -544,8 +540,6 @@ def host_order_of(topo: Topology, hosts: list[str] | None) -> np.ndarray:
 def _batch(layouts: list[Layout], recipe: Recipe) -> LayoutBatch:
     """The layouts under `recipe`, its recompute modules on the selective ones only (an alternative with
     recompute none stays none)."""
-    import dataclasses
-
     batch = LayoutBatch.from_layouts(layouts, recipe.model_copy(update={"recompute_modules": ()}))
     if recipe.recompute_modules:
         mask = module_mask(recipe.recompute_modules)
@@ -696,8 +690,6 @@ class _Ctx:
         stage (where the search has it) and recipe (dispatcher, CUDA graphs, overlaps pinned): what a remedy that
         changes only the layout reaches, so that what other findings remedy (recompute, sharding, overlaps) is not
         counted twice.  None if none fits."""
-        import dataclasses
-
         b = self.search_batch
         own = _batch([self.layout], self.recipe)
         same_zero = keep & (b.zero == own.zero[0])

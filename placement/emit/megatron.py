@@ -237,10 +237,11 @@ def split_arguments(ctx: EmitContext) -> list[str]:
 
 
 _NORM = {Normalization.RMSNORM: "RMSNorm", Normalization.LAYERNORM: "LayerNorm"}
-_ACTIVATION = {FfnKind.SWIGLU: ["--swiglu"], FfnKind.QUICK_GEGLU: ["--quick-geglu"],
-               FfnKind.SQUARED_RELU: ["--squared-relu"], FfnKind.GELU: []}
+ACTIVATION_ARGS = {FfnKind.SWIGLU: ["--swiglu"], FfnKind.QUICK_GEGLU: ["--quick-geglu"],
+                   FfnKind.SQUARED_RELU: ["--squared-relu"], FfnKind.GELU: []}
 """Megatron-LM's activation switches (arguments.py:2365-2370, argument_utils.py:314-326 in core_v0.19.0):
---quick-geglu is a gated MLP with quick_gelu, x * sigmoid(1.702 x), GPT-OSS's."""
+--quick-geglu is a gated MLP with quick_gelu, x * sigmoid(1.702 x), GPT-OSS's; GeLU is its default (no switch).
+The audit reads and names the same switches (audit.readers.megatron, audit.core)."""
 
 
 def model_arguments(ctx: EmitContext) -> tuple[list[str], list[str]]:
@@ -259,8 +260,8 @@ def model_arguments(ctx: EmitContext) -> tuple[list[str], list[str]]:
         args += ["--group-query-attention", "--num-query-groups", str(kv)]
     if m.head_dim is not None and m.head_dim * heads != m.hidden_size:
         args += ["--kv-channels", str(m.head_dim)]
-    if m.ffn_kind in _ACTIVATION:
-        args += _ACTIVATION[m.ffn_kind]
+    if m.ffn_kind in ACTIVATION_ARGS:
+        args += ACTIVATION_ARGS[m.ffn_kind]
     else:
         unstated.append(f"the {m.ffn_kind.value} activation (no Megatron-LM argument)")
     # TransformerConfig fields the ArgumentGroupFactory makes arguments of (arguments.py:2195-2291;

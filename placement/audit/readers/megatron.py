@@ -25,6 +25,7 @@ from placement.audit.readers.common import (
 )
 from placement.audit.readers.reading import Reading, Settings
 from placement.audit.shell import Origin, Word
+from placement.emit.megatron import ACTIVATION_ARGS
 from placement.errors import InputError
 from placement.loaders.files import read_text
 
@@ -259,8 +260,8 @@ def _rope_scaling(flags: dict[str, Arg], s: Settings) -> None:
                          f"frequency ({factor.evidence})")
 
 
-_MG_ACTIVATION = {"--swiglu": "swiglu", "--quick-geglu": "quick_geglu", "--squared-relu": "squared_relu"}
-"""Megatron-LM's activation switches (arguments.py:2365-2370, core_v0.19.0) -> ModelSpec ffn_kind."""
+_MG_ACTIVATION = {args[0]: kind.value for kind, args in ACTIVATION_ARGS.items() if args}
+"""Megatron-LM's activation switches (the emitter's, arguments.py:2365-2370, core_v0.19.0) -> ModelSpec ffn_kind."""
 _MG_MODEL_NUMBERS = {
     "--glu-linear-offset": "glu_linear_offset", "--activation-func-clamp-value": "activation_clamp",
     "--rotary-scaling-factor": "yarn_factor", "--yarn-original-max-position-embeddings": "yarn_original_max_positions",
