@@ -576,11 +576,18 @@ ROPE_SCALING_READ: Final = ("yarn", "llama3")
 """The `rope_scaling` types this loader carries into the model spec; any other is refused (a scaling the launch files
 cannot be told would be trained as plain RoPE)."""
 _LLAMA3_ROPE_KEYS: Final = ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")
+"""transformers `_compute_llama3_parameters` reads all four (modeling_rope_utils.py); Llama3RopeSpec has the same
+names."""
 _YARN_OPTIONAL: Final = ("beta_fast", "beta_slow", "mscale", "mscale_all_dim")
 """YaRN keys transformers `_compute_yarn_parameters` reads beside `factor` and `original_max_position_embeddings`
 (betas default 32 and 1, `truncate` true); YarnRopeSpec has the same names."""
-"""transformers `_compute_llama3_parameters` reads all four (modeling_rope_utils.py); Llama3RopeSpec has the same
-names."""
+
+
+def _scaling_number(where: str, key: str, name: str, value: object, needs: str) -> float:
+    """`value` of `key.name` if it is a finite JSON number, else the InputError saying what the scaling `needs`."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise InputError(f"{where}: key `{key}.{name}` = {value!r}: {needs}")
+    return value
 
 
 def _rope_scaling(data: Mapping[str, Any], where: str) -> dict[str, Any]:
@@ -610,15 +617,10 @@ def _rope_scaling(data: Mapping[str, Any], where: str) -> dict[str, Any]:
             f"RoPE (the same cost: the scaling changes the frequencies, not the FLOPs), remove `{key}` from a copy of "
             f"config.json and set the scaling in your framework yourself, or describe the model as a models/*.yaml "
             f"file")
-    factors: dict[str, float] = {}
-    for name in _LLAMA3_ROPE_KEYS:
-        value = scaling.get(name)
-        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-            raise InputError(
-                f"{where}: key `{key}.{name}` = {value!r}: Llama 3.1's RoPE scaling (`{type_key}` llama3) needs "
-                f"{', '.join(_LLAMA3_ROPE_KEYS)} as numbers; write the model's published value (Llama 3.1: factor "
-                f"8.0, low_freq_factor 1.0, high_freq_factor 4.0, original_max_position_embeddings 8192)")
-        factors[name] = value
+    needs = (f"Llama 3.1's RoPE scaling (`{type_key}` llama3) needs {', '.join(_LLAMA3_ROPE_KEYS)} as numbers; write "
+             f"the model's published value (Llama 3.1: factor 8.0, low_freq_factor 1.0, high_freq_factor 4.0, "
+             f"original_max_position_embeddings 8192)")
+    factors = {name: _scaling_number(where, key, name, scaling.get(name), needs) for name in _LLAMA3_ROPE_KEYS}
     return {"rope_scaling": "llama3", "llama3_rope": factors, "position_embedding": "rope"}
 
 
@@ -628,12 +630,9 @@ def _yarn_factors(data: Mapping[str, Any], key: str, scaling: Mapping[str, Any],
     the betas and mscales where stated, `truncate` (default true); `attention_factor`, which no launch file can
     state, is refused."""
     def number(name: str, value: object) -> float:
-        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-            raise InputError(
-                f"{where}: key `{key}.{name}` = {value!r}: YaRN's RoPE scaling needs it as a number; write the "
-                f"model's published value (GPT-OSS: factor 32.0, original_max_position_embeddings 4096, beta_fast "
-                f"32.0, beta_slow 1.0)")
-        return value
+        return _scaling_number(where, key, name, value, "YaRN's RoPE scaling needs it as a number; write the model's "
+                               "published value (GPT-OSS: factor 32.0, original_max_position_embeddings 4096, "
+                               "beta_fast 32.0, beta_slow 1.0)")
 
     if "attention_factor" in scaling:
         raise InputError(
