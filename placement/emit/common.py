@@ -159,7 +159,7 @@ def runs_recipe(ctx: EmitContext, runs_instead: dict[str, str], runs: Runs,
         runs.what.append(f"selective recompute of {'+'.join(m.value for m in selective)} (not "
                          + "+".join(m.value for m in modules) + ")")
     for name in runs_instead:
-        if name in _FEATURE_DEFAULT or name == "recompute_modules" or not _matters(name, lay):
+        if name in _FEATURE_DEFAULT or name == "recompute_modules" or not matters(name, lay):
             continue
         default = Recipe.model_fields[name].default
         if getattr(r, name) != default:
@@ -205,7 +205,7 @@ def forced(ctx: EmitContext, framework: str, precision: str | None = None,
     lay = ctx.plan.layout
     return [(name, value, why) for name, value, why in recipe_rows(framework, False, precision or ctx.plan.precision,
                                                                     config)
-            if row_applies(name, ctx.plan.precision) and priced_value(ctx, name) != value and _matters(name, lay)]
+            if row_applies(name, ctx.plan.precision) and priced_value(ctx, name) != value and matters(name, lay)]
 
 
 def priced_value(ctx: EmitContext, name: str):
@@ -261,13 +261,9 @@ _MATTERS = {"checkpoint_sync": lambda lay: lay.recompute == "full",
 a file need not say it runs without them there."""
 
 
-def _matters(name: str, lay) -> bool:
-    return _MATTERS.get(name, lambda _: True)(lay)
-
-
 def matters(name: str, lay) -> bool:
     """Whether recipe field `name` changes what layout `lay` runs (a pipeline field without a pipeline does not)."""
-    return _matters(name, lay)
+    return _MATTERS.get(name, lambda _: True)(lay)
 
 
 def _word(value) -> str:
@@ -345,7 +341,7 @@ def recipe_warnings(ctx: EmitContext, framework: str, runs_instead: dict[str, st
         out.append(f"the plan recomputes the modules {', '.join(m.value for m in modules)} (selective); {framework} "
                    f"cannot be told that module list: {runs_instead['recompute_modules']}")
     for field, text in runs_instead.items():
-        if field in values or field == "recompute_modules" or not _matters(field, lay):
+        if field in values or field == "recompute_modules" or not matters(field, lay):
             continue
         value = getattr(r, field)
         if value != Recipe.model_fields[field].default:
@@ -430,3 +426,16 @@ def gpt_oss_features(model: ModelSpec | None, mla_yarn: bool = True) -> list[str
                    + (f", mscale {y.mscale:g}" if y.mscale is not None else "")
                    + (f", mscale_all_dim {y.mscale_all_dim:g}" if y.mscale_all_dim is not None else "") + ")")
     return out
+
+
+def differs_from_fixed(spec: object, fixed: dict[str, object]) -> tuple[str, str] | None:
+    """Where `spec` (a RoPE scaling spec) differs from the numbers a framework fixes for it: (the spec's values, the
+    framework's), each as "name value, ..."; None where it runs the spec's own."""
+    def text(v: object) -> str:
+        return str(v).lower() if isinstance(v, bool) else f"{v:g}"
+
+    differ = {k: v for k, v in fixed.items() if getattr(spec, k) != v}
+    if not differ:
+        return None
+    return (", ".join(f"{k} {text(getattr(spec, k))}" for k in differ),
+            ", ".join(f"{k} {text(v)}" for k, v in differ.items()))

@@ -407,11 +407,11 @@ def rope_warnings(ctx: EmitContext) -> list[str]:
     spec = ctx.model.llama3_rope if ctx.model is not None else None
     if spec is None:
         return []
-    differ = {k: v for k, v in MAXTEXT_LLAMA3_ROPE.items() if getattr(spec, k) != v}
-    if not differ:
+    differ = common.differs_from_fixed(spec, MAXTEXT_LLAMA3_ROPE)
+    if differ is None:
         return []
-    return [f"the model's llama3 RoPE scaling has {', '.join(f'{k} {getattr(spec, k):g}' for k in differ)}, but "
-            f"MaxText 0.2.5's rope_type llama3.1 fixes {', '.join(f'{k} {v:g}' for k, v in differ.items())} "
+    return [f"the model's llama3 RoPE scaling has {differ[0]}, but "
+            f"MaxText 0.2.5's rope_type llama3.1 fixes {differ[1]} "
             f"(LLaMARotaryEmbedding._apply_scaling_factor; no key sets them): this file trains other RoPE frequencies "
             f"than the model's"]
 

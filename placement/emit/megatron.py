@@ -34,6 +34,7 @@ from placement.cost.pipeline import default_layout, format_layout
 from placement.emit.common import (
     EmitContext,
     Runs,
+    differs_from_fixed,
     header,
     recipe_warnings,
     runs_model,
@@ -387,26 +388,17 @@ def model_warnings(ctx: EmitContext) -> list[str]:
     if m is None:
         return []
     out = []
-    if m.llama3_rope is not None:
-        differ = {k: v for k, v in MEGATRON_LLAMA3_ROPE.items() if getattr(m.llama3_rope, k) != v}
-        if differ:
-            out.append(f"the model's llama3 RoPE scaling has "
-                       f"{', '.join(f'{k} {getattr(m.llama3_rope, k):g}' for k in differ)}, but {VERSION} fixes "
-                       f"{', '.join(f'{k} {v:g}' for k, v in differ.items())} (--use-rope-scaling and "
-                       f"--rope-scaling-factor are its only arguments; RotaryEmbedding._apply_scaling): this file "
-                       f"trains other RoPE frequencies than the model's; change them in rotary_pos_embedding.py or "
-                       f"accept Megatron's")
-    if m.yarn_rope is not None and m.mla is not None:
-        differ = {k: v for k, v in MEGATRON_MLA_YARN.items() if getattr(m.yarn_rope, k) != v}
-        if differ:
-            def text(v: object) -> str:
-                return str(v).lower() if isinstance(v, bool) else f"{v:g}"
-
-            out.append(f"the model's YaRN has {', '.join(f'{k} {text(getattr(m.yarn_rope, k))}' for k in differ)}, "
-                       f"but {VERSION}'s multi-latent attention fixes "
-                       f"{', '.join(f'{k} {text(v)}' for k, v in differ.items())} "
-                       f"(MLATransformerConfig; no argument sets them): this file trains other RoPE frequencies than "
-                       f"the model's; set them in your copy of the config or accept Megatron's")
+    differ = differs_from_fixed(m.llama3_rope, MEGATRON_LLAMA3_ROPE) if m.llama3_rope is not None else None
+    if differ:
+        out.append(f"the model's llama3 RoPE scaling has {differ[0]}, but {VERSION} fixes {differ[1]} "
+                   f"(--use-rope-scaling and --rope-scaling-factor are its only arguments; "
+                   f"RotaryEmbedding._apply_scaling): this file trains other RoPE frequencies than the model's; change "
+                   f"them in rotary_pos_embedding.py or accept Megatron's")
+    differ = differs_from_fixed(m.yarn_rope, MEGATRON_MLA_YARN) if m.yarn_rope is not None and m.mla else None
+    if differ:
+        out.append(f"the model's YaRN has {differ[0]}, but {VERSION}'s multi-latent attention fixes {differ[1]} "
+                   f"(MLATransformerConfig; no argument sets them): this file trains other RoPE frequencies than "
+                   f"the model's; set them in your copy of the config or accept Megatron's")
     if m.swiglu_clamp is not None and m.ffn_kind is not FfnKind.QUICK_GEGLU:
         out.append(f"the model clamps its {m.ffn_kind.value} MLP's inputs at {m.swiglu_clamp:g}, and the file writes "
                    f"--activation-func-clamp-value {m.swiglu_clamp:g}, but {VERSION}'s fused bias-SwiGLU and grouped "
