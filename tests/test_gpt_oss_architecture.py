@@ -149,6 +149,19 @@ def test_mla_yarn_writes_the_factor_its_argument_default_would_drop(tmp_path: Pa
     assert "--yarn-beta-fast" not in text and "WARNING: the model's YaRN" not in text
 
 
+def test_mla_yarn_numbers_megatron_fixes_are_warned(tmp_path: Path) -> None:
+    """Under MLA, Megatron-LM fixes YaRN's original context and betas (MLATransformerConfig; no argument sets
+    them): a model whose numbers differ gets a warning that names the model's and Megatron's."""
+    ds = json.loads((DATA / "deepseek-v3" / "config.json").read_text())
+    path = _hf(tmp_path, ds | {"rope_scaling": ds["rope_scaling"] | {"beta_fast": 16,
+                                                                      "original_max_position_embeddings": 8192}},
+               "ds-yarn.json")
+    text = (_megatron(tmp_path, str(path), "dgx-h100", "256") / "megatron.sh").read_text()
+    assert ("WARNING: the model's YaRN has original_max_position_embeddings 8192, beta_fast 16, but Megatron-LM "
+            "(megatron-core 0.19.2)'s multi-latent attention fixes original_max_position_embeddings 4096, beta_fast 32 "
+            "(MLATransformerConfig" in text)
+
+
 def test_other_frameworks_say_what_they_cannot_run(tmp_path: Path) -> None:
     """torchtitan's gpt_oss configs run GPT-OSS's MLP, sinks and YaRN (no flag changes them), MaxText's named
     configs do not, DeepSpeed leaves them to the model code: each says so where the model needs it."""
