@@ -105,3 +105,47 @@ def test_a_deepspeed_plan_with_whole_pipeline_sends_runs_them_and_the_audit_pric
     assert "pipe_partitioned" in audit["layout"]["sources"]["recipe.pipeline_p2p_whole"]
     (found,) = [f for f in audit["findings"] if f["kind"] == "pipeline_whole_sends"]
     assert found["cost_s"] == pytest.approx(whole["step_time_s"] - shares["step_time_s"], rel=1e-3)
+
+
+@pytest.mark.parametrize(("model", "gpus", "seq", "gbs", "layout"), [
+    # a pipelined ZeRO-1 plan: torchtitan runs ZeRO-2, which under torch pipelining keeps each stage's unsharded
+    # float32 gradient until its last backward and gathers the weights every micro-batch
+    ("llama3-70b", 64, 4096, 128, ["--tp", "8", "--pp", "2"]),
+    ("llama3-70b", 64, 4096, 128, ["--tp", "8", "--pp", "1"]),
+    # a BF16 plan for a model whose torchtitan config runs Float8: the FP8 rows of the capability hold too
+    ("llama3-405b", 512, 8192, 256, ["--tp", "8", "--pp", "8"]),
+])
+def test_a_torchtitan_files_header_prices_what_its_audit_prices(tmp_path, model, gpus, seq, gbs, layout):
+    """The "this file runs" line of torchtitan.sh emitted for another framework's plan gives the step time and
+    memory the audit of that file gives (a user trial found 314.9 s, fitting, in the header of a file the audit
+    priced at 168.2 s, not fitting: the rows ZeRO-2 brings were tested against the plan's ZeRO-1)."""
+    import re
+
+    job = ["--model", model, "--cluster", "dgx-h100", "--gpus", str(gpus), "--seq-len", str(seq),
+           "--global-batch", str(gbs)]
+    out = tmp_path / "files"
+    _run(["evaluate", *job, *layout, "--zero", "1", "--recompute", "full", "--out", str(out),
+          "--emit", "torchtitan"])
+    header = re.search(r"this file runs .*?: ([\d.]+) s/step .*?([\d.]+) of ([\d.]+) GiB per GPU( \(DOES NOT FIT\))?",
+                       (out / "torchtitan.sh").read_text())
+    assert header, "the header prices what the file runs"
+    audit = json.loads(_run(["audit", *job, "--launch", str(out / "torchtitan.sh"), "--hosts",
+                             str(out / "hosts.txt"), "--json"]).stdout)["estimate"]
+    assert audit["layout"]["zero_stage"] == 2
+    assert float(header[1]) == pytest.approx(audit["step_time_s"], abs=5e-4)
+    assert float(header[2]) == pytest.approx(audit["peak_memory_bytes"] / 2**30, abs=0.05)
+    assert (header[4] is None) == audit["fits"]
+
+
+def test_emit_says_when_it_narrows_the_search(tmp_path):
+    """--emit all keeps only what every format launches as priced (no TP overlap or CUDA graphs for torchtitan,
+    DeepSpeed, MaxText): the plan may be slower than the same command without it, and stderr says so; --emit
+    megatron narrows nothing and says nothing."""
+    job = ["plan", "--model", "llama3-70b", "--gpus", "64", "--top-k", "1", "--json"]
+    narrowed = CliRunner().invoke(main, [*job, "--out", str(tmp_path / "a"), "--emit", "all"])
+    assert narrowed.exit_code == 0
+    assert "--emit" in narrowed.stderr and "tp_comm_overlap" in narrowed.stderr and "may be faster" in narrowed.stderr
+    plain = CliRunner().invoke(main, [*job, "--out", str(tmp_path / "b"), "--emit", "megatron"])
+    assert plain.exit_code == 0 and "may be faster" not in plain.stderr
+    assert (json.loads(plain.stdout)["plans"][0]["step_time_s"]
+            <= json.loads(narrowed.stdout)["plans"][0]["step_time_s"])

@@ -194,18 +194,25 @@ def forced_fields(framework: str) -> tuple[str, ...]:
 
 
 def forced(ctx: EmitContext, framework: str, precision: str | None = None,
-           config: str | None = None) -> list[tuple[str, object, str]]:
+           config: str | None = None, runs: Runs | None = None) -> list[tuple[str, object, str]]:
     """(field, value, why) for each recipe value the framework always runs (frameworks.recipe_rows: its
     CAPABILITIES rows, and those of the torchtitan `config` the files name) where the plan was priced with another,
-    for files that run `precision` (default: the plan's).  A row of one precision's (an FP8 recipe) holds where the
-    plan and the files are both at it: a file at another precision than the plan is re-priced at its own, and its
-    emitter says with which recipe."""
+    for files that run `precision` (default: the plan's).
+
+    For the warnings (`runs` None) a row of one precision's (an FP8 recipe) holds where the plan and the files are
+    both at it: a file at another precision than the plan says so in a warning of its own.  For what the files run
+    (`runs`: the layout and recipe changes already found) every row of the files' precision holds, tested against
+    the layout the files run: torchtitan runs a ZeRO-1 plan as ZeRO-2, whose reshard after backward and, under a
+    pipeline, unsharded gradients the files then run although the plan's ZeRO-1 has neither; a field already
+    changed stays as changed."""
     from placement.frameworks import recipe_rows, row_applies
 
-    lay = ctx.plan.layout
+    lay = ctx.plan.layout if runs is None else ctx.plan.layout.model_copy(update=runs.layout)
+    taken = set() if runs is None else set(runs.recipe)
     return [(name, value, why) for name, value, why in recipe_rows(framework, False, precision or ctx.plan.precision,
                                                                     config)
-            if row_applies(name, ctx.plan.precision) and priced_value(ctx, name) != value and matters(name, lay)]
+            if (runs is not None or row_applies(name, ctx.plan.precision)) and name not in taken
+            and priced_value(ctx, name) != value and matters(name, lay)]
 
 
 def priced_value(ctx: EmitContext, name: str):
@@ -222,7 +229,7 @@ def priced_value(ctx: EmitContext, name: str):
 def runs_forced(ctx: EmitContext, framework: str, runs: Runs, precision: str | None = None,
                 config: str | None = None) -> None:
     """Add to `runs` each value the framework always runs where the plan was priced with another (`forced`)."""
-    for name, value, _ in forced(ctx, framework, precision, config):
+    for name, value, _ in forced(ctx, framework, precision, config, runs):
         runs.recipe[name] = value
         runs.what.append(f"{name} {_word(value)} (not {_word(priced_value(ctx, name))})")
 

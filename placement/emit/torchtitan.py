@@ -181,8 +181,14 @@ def flags(ctx: EmitContext) -> tuple[list[str], list[str]]:
     elif lay.zero_stage in (1, 2):
         replicate, shard, reshard = 1, lay.dp, "never"
         if lay.zero_stage == 1:
-            warnings.append("torchtitan has no ZeRO-1: emitted as FSDP without resharding after forward (ZeRO-2), "
-                            "which holds less memory and reduce-scatters gradients every micro-batch")
+            # under a pipeline torch.distributed.pipelining defers the reduce-scatter to each stage's last backward
+            # and keeps the whole float32 gradient until then (the pipeline_unsharded_grads row)
+            how = ("which gathers the weights again every micro-batch and, under the pipeline, keeps each stage's "
+                   "whole float32 gradient until its last backward, then reduce-scatters it" if lay.pp > 1 else
+                   "which shards the gradients and reduce-scatters them every micro-batch, gathering the weights "
+                   "again for each")
+            warnings.append(f"torchtitan has no ZeRO-1: emitted as FSDP without resharding after forward (ZeRO-2), "
+                            f"{how}")
     else:
         replicate, shard, reshard = lay.dp, 1, "default"
     if lay.etp > 1:
