@@ -379,3 +379,19 @@ def test_a_tiling_gap_on_a_small_allocation_is_closed_by_single_host_chunks(tmp_
     assert sol.objective_s == pytest.approx(proxy_objective_s(topo, kinds, sol.host_of_block), rel=1e-6)
     assert sol.objective_s < tiling_s * 0.99
     assert sol.bound_s <= sol.objective_s
+
+
+@pytest.mark.parametrize(("pp", "vpp", "wraps"), [(4, 1, False), (4, 4, True), (2, 4, False)])
+def test_the_crossings_count_the_interleaved_pipelines_wrap_around_link(tmp_path, pp, vpp, wraps):
+    """With virtual stages Megatron's last pipeline rank also sends to the first (the next rank wraps,
+    parallel_state.py) and cost.comm.pp_term prices that link: the crossings table counts it too, one pair per
+    position in the stage (a trial found a table of 192 links for a job that runs 256).  At pp 2 the wrap is the
+    same pair; without interleaving there is none."""
+    topo = allocation(tmp_path, [4, 4])
+    layout = Layout(tp=4, pp=pp, vpp=vpp, dp=topo.num_gpus // (4 * pp), zero_stage=1, sequence_parallel=True)
+    _, _, est = priced(topo, layout, batch=64)
+    kind = next(k for k in group_kinds(layout, est, 0) if k.name == "pp")
+    pairs = crossings(topo.with_mapping(np.arange(topo.num_gpus)), [kind])["pp"]
+    per_stage = topo.num_gpus // pp
+    assert pairs["groups"] == per_stage * (pp if wraps else pp - 1)
+    assert sum(pairs["highest_level"].values()) == pairs["groups"]

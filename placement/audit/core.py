@@ -637,7 +637,7 @@ def launch_recipe(launch: LaunchLayout, model: ModelSpec, layout: Layout,
 def _example_groups(kind: GroupKind, mapped: Topology, level: int, framework_rank: np.ndarray,
                     limit: int = EXAMPLE_GROUPS) -> tuple[int, list]:
     """(how many groups of this kind leave a level-(level-1) block, a few of them with their hosts)."""
-    members = kind.ranks(mapped.num_gpus)
+    members = kind.links(mapped.num_gpus)
     gpus = mapped.gpu_of_rank[members] if mapped.gpu_of_rank is not None else members
     ids = mapped.block_of[level - 1][gpus]
     split = np.flatnonzero(~(ids == ids[:, :1]).all(axis=1))
@@ -775,7 +775,7 @@ def _bytes(n: float) -> str:
 
 
 def _num_groups(kind: GroupKind, topo: Topology) -> int:
-    return int(kind.ranks(topo.num_gpus).shape[0])
+    return int(kind.links(topo.num_gpus).shape[0])
 
 
 FUSED_ATTENTION = {

@@ -24,14 +24,28 @@ class GroupKind:
     size: int
     bytes_per_step: float
     """Bytes one member sends per step for this kind of group."""
+    wrap: bool = False
+    """Point-to-point only: the last stage also sends to the first (interleaved virtual stages: Megatron-Core's next
+    rank wraps, core_v0.19.0 parallel_state.py `_PIPELINE_GLOBAL_RANKS[(rank_in_pipeline + 1) % world_size]`, what
+    cost.comm.pp_term prices); not DualPipe, whose two directions run along the chain."""
 
     def ranks(self, num_ranks: int) -> np.ndarray:
-        """Rows = groups of this kind, columns = member ranks."""
+        """Rows = groups of this kind, columns = member ranks (the pipeline's neighbouring pairs along the chain:
+        what the mapper weighs)."""
         if self.name == "pp":  # point-to-point: each neighbouring pair of stages is its own group
             stages = np.arange(num_ranks).reshape(self.size, -1)  # pp outermost
             return np.stack([stages[:-1].ravel(), stages[1:].ravel()], axis=1)
         return (np.arange(num_ranks, dtype=np.int64).reshape(-1, self.size, self.stride)
                 .transpose(0, 2, 1).reshape(-1, self.size))
+
+    def links(self, num_ranks: int) -> np.ndarray:
+        """The groups the job's traffic runs over, as `ranks`, with the pipeline's wrap-around pairs (last stage to
+        first) where `wrap`: what the crossings table and the audit's examples count."""
+        rows = self.ranks(num_ranks)
+        if self.name != "pp" or not self.wrap:
+            return rows
+        stages = np.arange(num_ranks).reshape(self.size, -1)
+        return np.concatenate([rows, np.stack([stages[-1], stages[0]], axis=1)])
 
     def seconds_at(self, topo: Topology) -> np.ndarray:
         """Per level: this kind's per-member traffic at that level's bandwidth (the mapper's weights)."""
@@ -49,6 +63,14 @@ def group_kinds(layout: Layout, est: Estimates, i: int) -> list[GroupKind]:
         GroupKind("dp", layout.tp, shard, t["dp"]),  # HSDP: the shard group carries the ZeRO-3 traffic
         GroupKind("dp_replica", layout.tp * shard, layout.dp * layout.cp // shard, t["dp_replica"]),
         GroupKind("edp", layout.ep * layout.etp, layout.edp, t["edp"]),
-        GroupKind("pp", layout.tp * layout.cp * layout.dp, layout.pp, t["pp"]),
+        GroupKind("pp", layout.tp * layout.cp * layout.dp, layout.pp, t["pp"],
+                  wrap=layout.vpp > 1 and layout.pp > 2 and not _dualpipe(est)),
     ]
     return [k for k in kinds if k.size > 1 and k.bytes_per_step > 0]
+
+
+def _dualpipe(est: Estimates) -> bool:
+    """Whether the estimate's recipe runs DualPipe (no wrap-around link: cost.comm.pp_term)."""
+    from placement.specs.recipe import PipelineSchedule
+
+    return est.recipe.pipeline_schedule is PipelineSchedule.DUALPIPE

@@ -59,7 +59,7 @@ def crossings(mapped: Topology, kinds: list[GroupKind]) -> dict[str, dict]:
     names = [lv.name for lv in mapped.levels]
     gpus_of = mapped.gpu_of_rank if mapped.gpu_of_rank is not None else np.arange(mapped.num_gpus)
     for kind in kinds:
-        gpus = gpus_of[kind.ranks(mapped.num_gpus)]
+        gpus = gpus_of[kind.links(mapped.num_gpus)]
         top = np.zeros(gpus.shape[0], dtype=np.int64)  # lowest level whose block holds the whole group
         for j in range(len(names)):
             ids = mapped.block_of[j][gpus]
