@@ -189,7 +189,9 @@ def test_hosts_keep_the_allocation_order_unless_a_reordering_prices_faster(tmp_p
     code, text, _ = run("plan", "--model", "llama3-70b", "--seq-len", "4096", "--global-batch", "256", "--top-k",
                         "1", "--slurm-topology", str(DATA / "slurm" / "tree-5leaf.conf"), "--nodelist",
                         "gpu[0001-0008],gpu[0038-0045]", "--node-type", "dgx-h100", "--oversubscription", "4")
-    assert f"hosts keep the allocation order: no reordering prices faster than its {alloc:.3f} s/step" in text
+    # what the mapper compared, not a claim about every order (it optimises a proxy)
+    assert (f"hosts keep the allocation order ({alloc:.3f} s/step): none of the orders the mapper built" in text
+            and "an order it did not build may" in text)
 
 
 def test_a_mix_with_a_faster_gpu_prices_as_its_slowest_gpu_not_slower():
