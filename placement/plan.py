@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict
 
 from placement import __version__
+from placement.calibration.published import published_best
 from placement.cost.batch import LayoutBatch
 from placement.cost.constants import GiB
 from placement.cost.pipeline import rank_layer_counts
@@ -138,6 +139,11 @@ class Plan(_Out):
 
     memory_headroom_bytes: float = 0.0
     """HBM per GPU the plan keeps free (`--memory-headroom-gib`), already taken out of `memory_capacity_bytes`."""
+    published_best: dict | None = None
+    """The best published run of the plan's kind among the calibration runs `placement validate` prices (same
+    accelerator, or else family, same precision, dense or MoE) and the plan against it: {"group", "runs", "best_run",
+    "best_citation", "best_mfu", "plan_mfu", "ratio", "above"} (calibration.published); `above` true means the plan's
+    MFU is higher than every such run: that margin is the model's extrapolation.  None where no run is of its kind."""
     model_features: dict[str, dict] | None = None
     """Model fields that change the price and that a framework or a launch file may decide, as priced:
     field -> {"value": ..., "source": "model <name>" or why the files run another value}.  Only
@@ -235,6 +241,8 @@ def make_plan(batch: LayoutBatch, est: Estimates, i: int, model: ModelSpec, trai
         recipe_sources={f: (recipe_sources or {}).get(f, "default") for f in Recipe.model_fields},
         model_features=model_features(model, model_sources),
         memory_headroom_bytes=train.memory_headroom_bytes,
+        published_best=published_best(model.moe is not None, topo.accelerator.name, train.precision.value,
+                                      float(est.mfu[i])),
     )
 
 

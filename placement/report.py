@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from placement.calibration.published import published_line
 from placement.calibration.validate import MOE_GROUP, TARGET_GROUPS, RunResult
 from placement.cost.constants import GiB
 from placement.plan import Plan
@@ -117,7 +118,8 @@ def headline(p: Plan) -> str:
             f"memory {p.peak_memory_bytes / GiB:.1f} of {p.memory_capacity_bytes / GiB:.1f} GiB"
             + p.headroom_note
             + ("" if p.fits else "  ** DOES NOT FIT **") + ("\n" + recipe_line(p) if recipe_line(p) else "")
-            + ("\n" + model_line(p) if p.model_features else ""))
+            + ("\n" + model_line(p) if p.model_features else "")
+            + ("\n" + published_line(p.published_best) if published_line(p.published_best) else ""))
 
 
 def model_line(p: Plan) -> str:
