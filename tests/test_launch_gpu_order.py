@@ -102,7 +102,8 @@ def test_an_exported_cuda_visible_devices_is_priced_and_sourced(tmp_path: Path) 
         f"{ordered}:1: export CUDA_VISIBLE_DEVICES={PAIRS} (expanded at {ordered}:2)")
     assert after["estimate"]["breakdown"]["tp"] < before["estimate"]["breakdown"]["tp"]
     gain = next(f for f in before["findings"] if f["kind"] == "gpu_order")["cost_s"]
-    assert after["estimate"]["step_time_s"] == pytest.approx(before["estimate"]["step_time_s"] - gain, abs=2e-5)  # JSON rounding
+    # the JSON rounds both numbers
+    assert after["estimate"]["step_time_s"] == pytest.approx(before["estimate"]["step_time_s"] - gain, abs=2e-5)
 
 
 def test_launch_lines_that_disagree_on_the_order_are_a_finding_priced_at_the_slower(tmp_path: Path) -> None:
