@@ -45,15 +45,24 @@ class NodeLayout:
     in_order: dict[int, float] | None = None
     """Group size k -> the worst group's ring bandwidth when ranks run on the GPUs in their numbered order (groups
     0..k-1, k..2k-1, ...): what a job launched without CUDA_VISIBLE_DEVICES gets."""
+    bandwidth: tuple[tuple[float, ...], ...] | None = None
+    """The raw link rate between each pair of GPUs (`as_launched` prices a stated GPU order with it)."""
 
-    def as_launched(self) -> NodeLayout:
-        """The layout a job gets that numbers its ranks onto the GPUs in order: `in_order` priced, the identity
-        order."""
+    def as_launched(self, orders: list[tuple[int, ...]] | None = None) -> NodeLayout:
+        """The layout a job gets that runs each node's ranks on its GPUs in one of `orders` (local rank i on GPU
+        order[i]: CUDA_VISIBLE_DEVICES), each group of k consecutive ranks on the GPUs it lists, priced at the worst
+        of them (None: the numbered order, `in_order`)."""
         if self.in_order is None:
             return self
         n = max(len(o) for o in self.order.values())
-        return NodeLayout(group_bandwidth=dict(self.in_order), order={k: tuple(range(n)) for k in self.order},
-                          in_order=dict(self.in_order))
+        if orders is None or self.bandwidth is None:
+            orders = [tuple(range(n))]
+        bw = np.array(self.bandwidth) if self.bandwidth is not None else None
+        group = {k: min(self.in_order[k] if tuple(o) == tuple(range(n)) or bw is None
+                        else _in_order_bandwidth(bw[np.ix_(o, o)], k, self.group_bandwidth[k]) for o in orders)
+                 for k in self.group_bandwidth}
+        return NodeLayout(group_bandwidth=group, order={k: tuple(orders[0]) for k in self.order},
+                          in_order=dict(self.in_order), bandwidth=self.bandwidth)
 
 
 def ring_bandwidth(bw: np.ndarray, gpus: tuple[int, ...]) -> float:
@@ -123,7 +132,8 @@ def _node_layout(links: tuple[tuple[GpuLink, ...], ...]) -> NodeLayout:
     group_bw[1] = float("inf")
     order[1] = tuple(range(n))
     return NodeLayout(group_bandwidth=group_bw, order=order,
-                      in_order={k: _in_order_bandwidth(bw, k, group_bw[k]) for k in group_bw})
+                      in_order={k: _in_order_bandwidth(bw, k, group_bw[k]) for k in group_bw},
+                      bandwidth=tuple(tuple(float(x) for x in row) for row in bw))
 
 
 def _in_order_bandwidth(bw: np.ndarray, k: int, best: float) -> float:

@@ -260,14 +260,15 @@ class Topology:
         other._span_cache = {}
         return other
 
-    def as_launched_in_order(self) -> Topology:
+    def as_launched_in_order(self, orders: list[tuple[int, ...]] | None = None) -> Topology:
         """The same machine for a job that runs each host's ranks on its GPUs in numbered order (no
-        CUDA_VISIBLE_DEVICES): groups inside a node get the links of consecutive GPUs, not the best split
+        CUDA_VISIBLE_DEVICES), or in one of `orders` (the CUDA_VISIBLE_DEVICES its launch lines set, the worst
+        priced): groups inside a node get the links of the GPUs they run on, not the best split
         (NodeLayout.as_launched).  Unchanged without measured intra-node links."""
         if self.node_layout is None:
             return self
         other = copy.copy(self)
-        other.node_layout = self.node_layout.as_launched()
+        other.node_layout = self.node_layout.as_launched(orders)
         return other
 
     @property

@@ -15,6 +15,8 @@ from placement.audit.readers.neox_keys import KEYS as NEOX_KNOWN_KEYS
 from placement.emit.common import EmitContext
 
 NODE_ORDER = "node order (torchrun --node-rank / hostfile lines)"
+NODE_ORDER_ASSUMED = "node order (assumed: the allocation's; the files name no host per node rank, --hosts gives it)"
+"""The launched side of a node-order change where the files state no host order (Audit.assumed["host_order"])."""
 SHOWN_HOSTS = 8
 """Hosts quoted in a node-order change (the full order goes to the --out files)."""
 

@@ -32,6 +32,7 @@ from pydantic import ValidationError
 
 from placement.audit.changes import launch_changes, neox_requirements, spell_neox_keys
 from placement.audit.launch import LaunchLayout
+from placement.audit.readers.reading import NodeDevices
 from placement.cost.batch import LayoutBatch, module_mask
 from placement.cost.constants import GiB
 from placement.cost.step import Estimates, default_choices, estimate
@@ -378,6 +379,10 @@ class Audit:
     speedup: float
     changes: list[dict]
     host_order: list[str]
+    assumed: dict[str, str] = field(default_factory=dict)
+    """Added: values the job runs with that neither the files nor the command line state, each with what the audit
+    assumed ("host_order": the allocation's order; "cuda_visible_devices": GPUs in numbered order, where the in-node
+    order is priced); the JSON's layout.unstated lists them."""
 
     def without_timings(self) -> Audit:
         """`--reproducible`: the best plan's wall-clock mapping time left out."""
@@ -461,6 +466,44 @@ def resolve_layout(launch: LaunchLayout, model: ModelSpec, num_gpus: int, gpus_p
         raise InputError(format_validation_error(err, "the launch files' layout")) from None
     except ValueError as err:  # pydantic's cross-field checks, already worded with the numbers
         raise InputError(f"the launch files' layout is not valid: {err}") from None
+
+
+def node_gpu_orders(launch: LaunchLayout, num_hosts: int, gpus_per_host: int) -> tuple[list[tuple[int, ...]],
+                                                                                      list[Finding]]:
+    """The GPU order each node rank runs its local ranks on (local rank i on GPU order[i]), from the
+    CUDA_VISIBLE_DEVICES of the files' launch lines (a line without it, or no launch line: 0, 1, ... in order; a line
+    whose node rank the files leave open runs on every node no line names), and a finding where the lines run
+    different orders.  An InputError where a value does not list the node's GPUs."""
+    identity = tuple(range(gpus_per_host))
+    lines = launch.cuda_visible_devices
+    for n in lines:
+        if n.devices is not None and sorted(n.devices[:gpus_per_host]) != list(identity):
+            raise InputError(
+                f"{n.evidence}: CUDA_VISIBLE_DEVICES={','.join(map(str, n.devices))} does not list the "
+                f"{gpus_per_host} GPUs 0..{gpus_per_host - 1} of a node of this cluster in some order (each node's "
+                f"ranks run on its first {gpus_per_host} entries); give a permutation of them, or the node type the "
+                f"job ran on (--node-type)")
+    ranked = {n.node_rank: n for n in lines if n.node_rank is not None}
+    anywhere = [n for n in lines if n.node_rank is None]
+    orders = []
+    for k in range(num_hosts):
+        n = ranked.get(k, anywhere[0] if anywhere else None)
+        orders.append(identity if n is None or n.devices is None else tuple(n.devices[:gpus_per_host]))
+    stated: dict[tuple[int, ...], NodeDevices] = {}  # each order: the first line that runs it
+    for n in lines:
+        stated.setdefault(n.devices[:gpus_per_host] if n.devices else identity, n)
+    if len(stated) <= 1 and len(set(orders)) <= 1:
+        return orders, []
+    shown = "; ".join(f"{'every node' if n.node_rank is None else f'node rank {n.node_rank}'}: {n} ({n.evidence})"
+                      for n in list(stated.values())[:4])
+    return orders, [Finding(
+        "warning", "gpu_order_differs",
+        f"the launch lines run their ranks on the GPUs in {len(stated)} different orders (CUDA_VISIBLE_DEVICES): "
+        f"{shown}{' ...' if len(stated) > 4 else ''}; priced with each node rank's own order"
+        + ("" if not anywhere or len(anywhere) == 1 else f" (the lines whose node rank the files leave open: the "
+           f"first's, {anywhere[0]})")
+        + ", the step at the slowest order's in-node bandwidth (every collective waits for it); make the lines "
+          "agree", [], 0.0)]
 
 
 def read_host_order(path: Path) -> list[str]:
@@ -1121,30 +1164,46 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
                                                 topo.gpus_per_host, topo.num_gpus)
     else:
         framework_rank = framework_rank_of(layout, launch.rank_order)
-    gpu_of_rank = host_order_mapping(topo, order)[framework_rank]
-    # with measured intra-node links the job runs each host's ranks on its GPUs in order (no CUDA_VISIBLE_DEVICES
-    # is read from the files): its groups get the links of consecutive GPUs, not the best split
-    mapped = topo.with_mapping(gpu_of_rank).as_launched_in_order()
+    assumed = {}
+    if not hosts and not launch_hosts and topo.num_hosts > 1:
+        assumed["host_order"] = (f"not stated by the files (no hostfile, and no `# on HOST` comment above each node "
+                                 f"rank's launch line): assumed the allocation's order, node rank k on its k-th host "
+                                 f"({', '.join(topo.host_names[:3])}{' ...' if topo.num_hosts > 3 else ''}); give "
+                                 f"--hosts with the order the job ran with")
+    gph = topo.gpus_per_host
+    local_orders, order_notes = node_gpu_orders(launch, topo.num_hosts, gph)
+    notes += order_notes
+    by_host = host_order_mapping(topo, order)
+    node_of = np.arange(topo.num_gpus) // gph
+    perm = np.array(local_orders, dtype=np.int64)  # node rank k's local rank i runs on GPU perm[k, i]
+    gpu_of_rank = ((by_host // gph) * gph + perm[node_of, by_host % gph])[framework_rank]
+    visible = [n for n in launch.cuda_visible_devices if n.devices is not None]
+    if topo.node_layout is not None and not visible:
+        assumed["cuda_visible_devices"] = (f"not set by the launch lines: each host runs its ranks on GPUs "
+                                           f"0..{gph - 1} in numbered order")
+    # with measured intra-node links each host runs its ranks on its GPUs in the order its launch line's
+    # CUDA_VISIBLE_DEVICES lists (numbered order without one): its groups get the links of those GPUs
+    mapped = topo.with_mapping(gpu_of_rank).as_launched_in_order(sorted(set(local_orders)))
     est = _price(model, train, mapped, [layout], recipe)
     if topo.node_layout is not None:
         reordered_s = float(_price(model, train, topo.with_mapping(gpu_of_rank), [layout], recipe).step_time_s[0])
         launched_s = float(est.step_time_s[0])
         if launched_s > reordered_s * (1.0 + 1e-9):
             node = topo.node_layout
-            k = min(layout.tp, topo.gpus_per_host)
+            k = min(layout.tp, gph)
             order_k = node.order.get(k, ())
-            visible = ",".join(map(str, order_k))
+            best_visible = ",".join(map(str, order_k))
             gbps = topo.cluster.scale_up.collective_efficiency / 1e9
+            ran = mapped.node_layout.group_bandwidth.get(k, 0.0) if mapped.node_layout is not None else 0.0
+            how = (f"each host runs its ranks on GPUs 0..{gph - 1} in order (the launch files set no "
+                   f"CUDA_VISIBLE_DEVICES), so groups of {k} consecutive GPUs get" if not visible else
+                   f"the launch files run each host's ranks on GPUs {visible[0]} (CUDA_VISIBLE_DEVICES, "
+                   f"{visible[0].evidence}), so groups of {k} consecutive ranks get")
             notes.append(Finding(
                 _severity(launched_s - reordered_s, launched_s), "gpu_order",
-                f"each host runs its ranks on GPUs 0..{topo.gpus_per_host - 1} in order ("
-                + ("the launch files mention CUDA_VISIBLE_DEVICES, which placement does not evaluate: priced in "
-                   "order" if files_text and "CUDA_VISIBLE_DEVICES" in files_text
-                   else "the launch files set no CUDA_VISIBLE_DEVICES")
-                + f"), so groups of {k} consecutive GPUs get "
-                f"{(node.in_order or {}).get(k, 0.0) * gbps:.0f} GB/s rings over the node's measured links; "
-                f"CUDA_VISIBLE_DEVICES={visible} puts each on {node.group_bandwidth.get(k, 0.0) * gbps:.0f} GB/s and "
-                f"saves {launched_s - reordered_s:.3f} s per step ({launched_s:.3f} -> {reordered_s:.3f} s)",
+                f"{how} {ran * gbps:.0f} GB/s rings over the node's measured links; "
+                f"CUDA_VISIBLE_DEVICES={best_visible} puts each on {node.group_bandwidth.get(k, 0.0) * gbps:.0f} GB/s "
+                f"and saves {launched_s - reordered_s:.3f} s per step ({launched_s:.3f} -> {reordered_s:.3f} s)",
                 [], launched_s - reordered_s))
     batch = _batch([layout], recipe)
     plan = make_plan(batch, est, 0, model, train, topo, recipe_sources, model_sources)
@@ -1226,7 +1285,14 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
                                "to": "['pipe', 'data', ...]"})
         else:
             changes.insert(0, {"argument": "--use-tp-pp-dp-mapping", "from": "true", "to": None})
+    if "host_order" in assumed:
+        from placement.audit.changes import NODE_ORDER, NODE_ORDER_ASSUMED
+
+        for c in changes:
+            if c["argument"] == NODE_ORDER and c["from"] is not None:
+                c["from_arg"] = f"{NODE_ORDER_ASSUMED} {c['from']}"
+                c["assumed"] = True
     return Audit(launch=launch, model=model, layout=layout, estimate=plan, findings=findings, best=best,
                  best_gpu_of_rank=best_gpu, speedup=speedup, changes=changes,
-                 host_order=[topo.host_names[h] for h in order])
+                 host_order=[topo.host_names[h] for h in order], assumed=assumed)
 

@@ -32,7 +32,7 @@ def unstated(a: Audit) -> dict[str, str]:
                      f"({value.value if hasattr(value, 'value') else value})")
     if "dp" not in where:
         out["dp"] = (f"derived: {a.estimate.num_gpus} GPUs / (tp {lay.tp} x cp {lay.cp} x pp {lay.pp}) = {lay.dp}")
-    return out
+    return out | a.assumed
 
 
 def audit_json(a: Audit) -> dict:
@@ -180,6 +180,8 @@ def _sources_block(a: Audit) -> str:
         value = getattr(launch, name, None) if "." not in name else launch.recipe.get(name.split(".", 1)[1])
         if value is None and name in ("global_batch", "num_gpus", "seq_len", "precision"):  # the job's own value
             value = getattr(a.estimate, name)
+        if name == "cuda_visible_devices":  # one line per node: the orders they list
+            value = "; ".join(dict.fromkeys(str(n) for n in value))
         shown = ("" if value is None or isinstance(value, dict) else
                  f" {','.join(str(v) for v in value)}" if isinstance(value, (list, tuple)) else f" {value}")
         lines.append(f"  {name}{shown}: {where}")
@@ -191,11 +193,12 @@ def _sources_block(a: Audit) -> str:
                 and matters(field, a.estimate.layout):
             lines.append(f"  recipe.{field} {_shown((a.estimate.recipe or {}).get(field))}: {where}")
     left = unstated(a)
-    named = [f for f in left if f != "dp"]
+    named = [f for f in left if f != "dp" and f not in a.assumed]
     if named:
         lines.append(f"  not stated by the files (the framework's default, or the command line): {', '.join(named)}")
     if "dp" in left:
         lines.append(f"  dp {a.estimate.layout.dp}: {left['dp']}")
+    lines += [f"  {name}: {text}" for name, text in a.assumed.items()]
     if launch.ignored:
         lines.append("seen but not modelled (priced without them):")
         lines += [f"  - {x}" for x in launch.ignored]

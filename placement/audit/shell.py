@@ -158,7 +158,7 @@ MAX_LOOP_RUNS = 1000
 """Body runs of `for` loops the reader unrolls in one script; past it a loop's body is read once, as uncertain."""
 _DECLARE_LOCAL = {"local", "declare", "typeset"}
 """Declaration commands that make a variable local when run inside a function."""
-WATCHED_ENVIRONMENT = ("CUDA_LAUNCH_BLOCKING",)
+WATCHED_ENVIRONMENT = ("CUDA_LAUNCH_BLOCKING", "CUDA_VISIBLE_DEVICES")
 """Environment variables a command's `environment` reports (the ones the cost model prices)."""
 _RESERVED = {"then", "elif", "else", "fi", "do", "done", "esac"}
 """Words bash accepts only inside a compound command; tree-sitter reads a stray one as a command name."""

@@ -99,6 +99,21 @@ class EmitContext:
         gph = self.topo.gpus_per_host
         return [self.topo.host_names[h] for h in (self.gpu_of_rank[::gph] // gph)]
 
+    @property
+    def visible_devices(self) -> list[str | None]:
+        """CUDA_VISIBLE_DEVICES of node rank k in the priced GPU order, None where it is the identity
+        (mapping.report.visible_devices: the same rule as cuda_visible_devices.txt)."""
+        from placement.mapping.report import visible_devices
+
+        return visible_devices(self.gpu_of_rank, self.topo.gpus_per_host)
+
+    def visible_prefix(self, node_rank: int) -> str:
+        """`CUDA_VISIBLE_DEVICES=... ` to put before node rank `node_rank`'s launch command, "" where its ranks run
+        on the GPUs in numbered order (torchrun keeps the parent's list and LOCAL_RANK indexes it, reference/
+        frameworks.md §6; JAX and MaxText see the listed GPUs in that order)."""
+        visible = self.visible_devices[node_rank]
+        return "" if visible is None else f"CUDA_VISIBLE_DEVICES={visible} "
+
 
 @dataclass
 class Runs:
@@ -375,23 +390,30 @@ def header(ctx: EmitContext, framework: str, comment: str = "#", runs: str = "")
         + p.headroom_note,
         *([runs] if runs else []),
         "ranks: tp innermost, then cp, dp, pp (Megatron-Core and torchtitan order); the rank -> GPU mapping is",
-        "applied by the host order (node ranks) below, never by renumbering ranks inside the framework",
+        "applied by the host order (node ranks)"
+        + (" and each node's CUDA_VISIBLE_DEVICES" if any(ctx.visible_devices) else "")
+        + " below, never by renumbering ranks inside the framework",
     ]
     return "\n".join(f"{comment} {line}" for line in lines) + "\n"
 
 
 def torchrun_lines(ctx: EmitContext, command: str, master_port: int = 29500, blocking: bool | None = None) -> str:
-    """One `torchrun` line per node, run on that host; node ranks follow the planned host order.  `blocking`
-    (default: the recipe's cuda_launch_blocking) prefixes CUDA_LAUNCH_BLOCKING=1."""
+    """One `torchrun` line per node, run on that host; node ranks follow the planned host order, and a node whose
+    ranks run on its GPUs in another order than 0, 1, ... gets CUDA_VISIBLE_DEVICES in the priced order
+    (`EmitContext.visible_prefix`).  `blocking` (default: the recipe's cuda_launch_blocking) prefixes
+    CUDA_LAUNCH_BLOCKING=1."""
     hosts = ctx.hosts_in_rank_order
-    lines = ["# one line per node, run on that host (static rendezvous; node ranks follow the planned host order)\n"]
+    lines = ["# one line per node, run on that host (static rendezvous; node ranks follow the planned host order"
+             + ("; CUDA_VISIBLE_DEVICES: the GPU order inside the node the plan is priced with"
+                if any(ctx.visible_devices) else "") + ")\n"]
     if ctx.recipe.cpu_affinity:
         lines.append("# --numa-binding node: torchrun's flag since PyTorch 2.9 (older: bind with numactl, or plan "
                      "with --no-cpu-affinity)\n")
     # the plan was priced with blocking launches (recipe cuda_launch_blocking): the files run that way
     env = "CUDA_LAUNCH_BLOCKING=1 " if (ctx.recipe.cuda_launch_blocking if blocking is None else blocking) else ""
     for k, host in enumerate(hosts):
-        lines.append(f"# on {host}\n{env}torchrun --nnodes {len(hosts)} --nproc-per-node {ctx.topo.gpus_per_host} "
+        lines.append(f"# on {host}\n{env}{ctx.visible_prefix(k)}torchrun --nnodes {len(hosts)} "
+                     f"--nproc-per-node {ctx.topo.gpus_per_host} "
                      f"--node-rank {k} --master-addr {hosts[0]} --master-port {master_port} {numa_binding(ctx)}"
                      f"{command}\n")
     return "".join(lines)

@@ -457,14 +457,6 @@ def launch_lines(ctx: EmitContext, include: str | None, runs: Runs) -> str:
 
 
 def _torchrun_permuted(ctx: EmitContext) -> str:
-    """torchrun per node with CUDA_VISIBLE_DEVICES in the planned order (torchrun keeps the parent's list and
-    LOCAL_RANK indexes it; reference/frameworks.md §6)."""
-    lines = torchrun_lines(ctx, f"{TRAIN_SCRIPT} --deepspeed --deepspeed_config ds_config.json", MASTER_PORT)
-    out = []
-    order = iter(node_slots(ctx))
-    for line in lines.splitlines(keepends=True):
-        if line.startswith("torchrun"):
-            _, local = next(order)
-            line = f"CUDA_VISIBLE_DEVICES={','.join(map(str, local))} {line}"
-        out.append(line)
-    return "".join(out)
+    """torchrun per node, each node whose GPU order is not 0, 1, ... with CUDA_VISIBLE_DEVICES in the planned order
+    (common.torchrun_lines)."""
+    return torchrun_lines(ctx, f"{TRAIN_SCRIPT} --deepspeed --deepspeed_config ds_config.json", MASTER_PORT)

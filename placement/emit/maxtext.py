@@ -33,8 +33,6 @@ import math
 from dataclasses import dataclass
 from fractions import Fraction
 
-import numpy as np
-
 from placement.cost.constants import GiB
 from placement.emit import common
 from placement.emit.common import (
@@ -438,16 +436,12 @@ def _yaml(value: object) -> str:
 def launch_lines(ctx: EmitContext) -> list[str]:
     """MaxText's GPU launch: one process per host; NODE_RANK is JAX's process id, so the planned host order."""
     hosts = ctx.hosts_in_rank_order
-    gph = ctx.topo.gpus_per_host
-    local = ctx.gpu_of_rank % gph
     blocking = " CUDA_LAUNCH_BLOCKING=1" if ctx.recipe.cuda_launch_blocking else ""  # as priced
     lines = [f"on every host: export JAX_COORDINATOR_IP={hosts[0]} JAX_COORDINATOR_PORT={COORDINATOR_PORT} "
              f"NNODES={len(hosts)}{blocking}",
              "then one line per host (NODE_RANK = JAX process id; CUDA_VISIBLE_DEVICES where the plan reorders GPUs):"]
     for k, host in enumerate(hosts):
-        order = local[k * gph:(k + 1) * gph]
-        visible = "" if np.array_equal(order, np.arange(gph)) else f"CUDA_VISIBLE_DEVICES={','.join(map(str, order))} "
-        lines.append(f"  {host}: {visible}NODE_RANK={k} {ENTRYPOINT} maxtext.yml run_name=RUN "
+        lines.append(f"  {host}: {ctx.visible_prefix(k)}NODE_RANK={k} {ENTRYPOINT} maxtext.yml run_name=RUN "
                      f"base_output_directory=DIR")
     return lines
 
@@ -485,10 +479,7 @@ def render(ctx: EmitContext) -> tuple[str, list[str], dict[str, str]]:
 def mesh_snippet(ctx: EmitContext, mesh: MaxTextMesh, warnings: list[str]) -> str:
     """The same mesh built by hand with JAX: initialize in the planned process order, then the hybrid mesh."""
     hosts = ctx.hosts_in_rank_order
-    gph = ctx.topo.gpus_per_host
-    local = ctx.gpu_of_rank % gph
-    visible = {h: ",".join(map(str, local[k * gph:(k + 1) * gph])) for k, h in enumerate(hosts)
-               if not np.array_equal(local[k * gph:(k + 1) * gph], np.arange(gph))}
+    visible = {h: v for h, v in zip(hosts, ctx.visible_devices, strict=True) if v is not None}
     host_list = "".join(f"    {h!r},\n" for h in hosts)
     return (
         header(ctx, f"JAX mesh for {VERSION}") + warn_block(warnings)

@@ -73,6 +73,15 @@ def crossings(mapped: Topology, kinds: list[GroupKind]) -> dict[str, dict]:
     return out
 
 
+def visible_devices(gpu_of_rank: np.ndarray, gpus_per_host: int) -> list[str | None]:
+    """CUDA_VISIBLE_DEVICES of node rank k (ranks k*gpus_per_host onwards): its ranks' local GPUs in rank order
+    ("0,2,1,3,..."), or None where they run on GPUs 0, 1, ... in order (the identity, which needs no variable).
+    One rule for cuda_visible_devices.txt and every emitted launch line that starts a node's ranks."""
+    local = np.asarray(gpu_of_rank) % gpus_per_host
+    blocks = [local[k:k + gpus_per_host] for k in range(0, local.size, gpus_per_host)]  # a job on part of a node: fewer
+    return [None if np.array_equal(b, np.arange(b.size)) else ",".join(map(str, b.tolist())) for b in blocks]
+
+
 LAUNCH_FILES = ("hosts.txt", "slurm.hostfile", "rankfile", "cuda_visible_devices.txt")
 """What write_launch_files may write (the last only where a host's GPUs are permuted)."""
 
@@ -96,8 +105,7 @@ def write_launch_files(out: Path, topo: Topology, gpu_of_rank: np.ndarray, heade
     emit("hosts.txt", [f"{k} {names[h]}" for k, h in enumerate(order)])
     emit("slurm.hostfile", [names[h] for h in host_of_rank])
     emit("rankfile", [f"rank {r}={names[host_of_rank[r]]} slot={local[r]}" for r in range(topo.num_gpus)])
-    blocks = [local[k * gph:(k + 1) * gph] for k in range(len(order))]  # a job on part of a node: fewer
-    permuted = [(names[order[k]], b) for k, b in enumerate(blocks) if not np.array_equal(b, np.arange(b.size))]
+    permuted = [(names[order[k]], v) for k, v in enumerate(visible_devices(gpu_of_rank, gph)) if v is not None]
     if permuted:
-        emit("cuda_visible_devices.txt", [f"{h} CUDA_VISIBLE_DEVICES={','.join(map(str, p))}" for h, p in permuted])
+        emit("cuda_visible_devices.txt", [f"{h} CUDA_VISIBLE_DEVICES={v}" for h, v in permuted])
     return written

@@ -11,9 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from placement.audit.readers.reading import DeepSpeedBinding, Settings
+from placement.audit.readers.reading import DeepSpeedBinding, NodeDevices, Settings
 from placement.audit.shell import Command, Word, read_commands
 from placement.errors import InputError
+from placement.loaders.files import read_text
 
 
 def read_int(text: str, what: str, evidence: str, *, minimum: int = 0) -> int:
@@ -220,6 +221,67 @@ def launch_commands(path: Path) -> list[Launch]:
                                  f"{launches[0].command.origin.line} and {other.command.origin.line}); pass the "
                                  f"file of one job")
     return launches
+
+
+HOST_COMMENT = re.compile(r"#\s*on\s+(\S+)\s*$")
+"""The comment placement's scripts write above each node rank's launch line (`# on gpu-002`): the host it runs on."""
+_NODE_RANK_FLAGS = ("--node-rank", "--node_rank")
+
+
+def node_launches(path: Path, launches: list[Launch], s: Settings) -> None:
+    """What the script's launch lines say per node: the CUDA_VISIBLE_DEVICES each runs with (exported earlier or set
+    on the line; `cuda_visible_devices`), and, where every node rank 0..N-1 has one line with a `# on HOST` comment
+    right above it (as placement's megatron.sh, torchtitan.sh and deepspeed.sh write them), the host order (`hosts`).
+    A value that is not a list of distinct GPU indices is an InputError naming the file, line and value."""
+    launched = [x for x in launches if x.launcher is not None]
+    if not launched:
+        return
+    lines = read_text(path, "launch script", "a launch script").splitlines()
+    nodes, hosts = [], {}
+    for launch in launched:
+        args = {a.flag: a for a in split_args(launch.launcher_args, {})}
+        flag = next((args[f] for f in _NODE_RANK_FLAGS if f in args), None)
+        fixed = _fixed_value(flag)
+        rank = int(fixed.text) if fixed is not None and fixed.text.isdigit() else None
+        org = launch.command.origin
+        above = lines[org.line - 2] if org.path == str(path) and 2 <= org.line <= len(lines) + 1 else ""
+        m = HOST_COMMENT.fullmatch(above.strip())
+        if rank is not None and m:
+            hosts.setdefault(rank, []).append((m.group(1), f"{path}:{org.line - 1}: {above.strip()}"))
+        word = launch.command.env("CUDA_VISIBLE_DEVICES")
+        if word is None:
+            nodes.append(NodeDevices(node_rank=rank, evidence=str(org)))
+        elif word.unresolved or word.uncertain:
+            why = f"depends on {word.unresolved}" if word.unresolved else f"is {word.uncertain}"
+            s.ignored.append(f"CUDA_VISIBLE_DEVICES={word.text}: its value {why}; priced with the GPUs in numbered "
+                             f"order ({word.evidence})")
+            nodes.append(NodeDevices(node_rank=rank, evidence=str(org)))
+        else:
+            nodes.append(NodeDevices(node_rank=rank, devices=visible_devices(word), evidence=word.evidence))
+    first: dict[tuple[int, ...], list[str]] = {}  # each order set: its first line's evidence, and how many set it
+    for n in nodes:
+        if n.devices is not None:
+            first.setdefault(n.devices, []).append(n.evidence)
+    s.put("cuda_visible_devices", tuple(nodes), "; ".join(
+        ev[0] + (f" (and {len(ev) - 1} more launch line(s) alike)" if len(ev) > 1 else "") for ev in first.values()))
+    ranks = sorted(hosts)
+    if ranks and ranks == list(range(len(launched))) and all(len(v) == 1 for v in hosts.values()):
+        names = tuple(hosts[k][0][0] for k in ranks)
+        if len(set(names)) == len(names):
+            s.put("hosts", names, f"{hosts[0][0][1]} (the `# on HOST` comment above each of the {len(names)} "
+                                  f"node ranks' launch lines)")
+
+
+def visible_devices(word: Word) -> tuple[int, ...]:
+    """CUDA_VISIBLE_DEVICES's GPU indices in order ("0,2,1,3"); an InputError naming where it was set and the value
+    otherwise (UUIDs, MIG names, repeats or an empty list: the in-node order is priced from indices)."""
+    text = word.text.strip()
+    items = [x.strip() for x in text.split(",")]
+    if not text or not all(x.isdigit() for x in items) or len(set(map(int, items))) != len(items):
+        raise InputError(f"{word.evidence}: CUDA_VISIBLE_DEVICES={word.text!r} is not a list of distinct GPU indices "
+                         f"(e.g. 0,2,1,3): the audit prices the GPU order inside a node from indices; give them "
+                         f"(nvidia-smi -L lists each index with its UUID)")
+    return tuple(int(x) for x in items)
 
 
 def deepspeed_grad_accumulation(s: Settings, bf16_optimizer: bool, evidence: str) -> None:

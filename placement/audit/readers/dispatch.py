@@ -8,7 +8,7 @@ from pathlib import Path
 
 from placement.audit.readers import deepspeed, megatron, neox, torchtitan
 from placement.audit.readers import maxtext as maxtext_reader
-from placement.audit.readers.common import launch_commands, launcher_settings
+from placement.audit.readers.common import launch_commands, launcher_settings, node_launches
 from placement.audit.readers.reading import Settings
 from placement.audit.shell import read_commands
 from placement.errors import InputError
@@ -166,6 +166,7 @@ def read_file(path: Path, fw: str) -> Settings:
     if launches:
         launch = launches[0]
         launcher_settings(launch, s)
+        node_launches(path, launches, s)
         args = launch.args
     else:
         args = [w for c in read_commands(path) for w in c.words]

@@ -33,6 +33,21 @@ class UnknownKey(Frozen):
     """The nearest key the framework takes (difflib), if any is near."""
 
 
+class NodeDevices(Frozen):
+    """The CUDA_VISIBLE_DEVICES one launch line that starts a node's ranks runs with (torchrun keeps the list and
+    LOCAL_RANK indexes it: local rank i runs on GPU devices[i])."""
+
+    node_rank: int | None = None
+    """The line's --node-rank / --node_rank where the files fix it; None: every node runs this line."""
+    devices: tuple[int, ...] | None = None
+    """The GPU indices in the order listed; None where the line runs with no CUDA_VISIBLE_DEVICES (GPUs 0, 1, ...)."""
+    evidence: str
+    """Where the value was set (an `export` or the line's own `NAME=value`), else the launch line."""
+
+    def __str__(self) -> str:
+        return "in numbered order (none set)" if self.devices is None else ",".join(map(str, self.devices))
+
+
 class LaunchLayout(Frozen):
     """The layout a job's launch files state.  Fields without an entry in `sources` are defaults."""
 
@@ -110,7 +125,12 @@ class LaunchLayout(Frozen):
     """From the launcher in the files (torchrun nnodes x nproc-per-node, hostfile slots...)."""
     gpus_per_node: int | None = Field(default=None, ge=1)
     hosts: tuple[str, ...] = ()
-    """Host order the files fix (DeepSpeed hostfile lines)."""
+    """Host order the files fix (DeepSpeed hostfile lines, MaxText's jax_mesh.py, the `# on HOST` comment above each
+    node rank's launch line of placement's scripts)."""
+    cuda_visible_devices: tuple[NodeDevices, ...] = ()
+    """Added: each launch line that starts a node's ranks with the CUDA_VISIBLE_DEVICES it runs with (none: the
+    files have no launch line; a line without the variable: its GPUs in numbered order).  Evidence under
+    sources["cuda_visible_devices"] where some line sets it."""
     model_ref: str | None = None
     """torchtitan model name:flavor (0.2.x) or module:config (0.3.0), e.g. "llama3:405B"."""
     layers_per_virtual_stage: int | None = Field(default=None, ge=1)
@@ -226,6 +246,7 @@ class JobRead:
     world_size: int | None = None
     gpus_per_node: int | None = None
     hosts: tuple[str, ...] | None = None
+    cuda_visible_devices: tuple[NodeDevices, ...] | None = None
     model_ref: str | None = None
     num_layers: int | None = None
     hidden_size: int | None = None

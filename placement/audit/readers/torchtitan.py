@@ -750,7 +750,7 @@ def join(groups: list[Settings], paths: list[Path]) -> Reading:
         merged = _renamed(merged, out)
     pipeline = _settings(merged, out)
     for g in groups:
-        for k in ("world_size", "gpus_per_node"):
+        for k in ("world_size", "gpus_per_node", "hosts", "cuda_visible_devices"):  # the launch lines'
             if g.has(k):
                 out.put(k, g.value(k), g.sources[k])
         out.ignored += g.ignored
