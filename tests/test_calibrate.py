@@ -102,21 +102,19 @@ def test_real_nccl_tests_outputs_parse(name: str, ranks: int, hosts: int, rows: 
 
 
 def test_real_nccl_tests_fit_plausible_levels_and_reproduce_their_busbw() -> None:
-    """One node (NVLink SHARP) and two nodes (ring over 8 x 400G InfiniBand): NVLink's fitted rate is the
-    one-node file's peak busbw, flagged above the datasheet (in-switch reduction beats the ring formula); the
-    two-node file is explained by the levels overlapping, not by a NIC above its line rate; the calibrated model
-    gives each file's largest-size busbw within 10 %."""
+    """One node (NVLink SHARP) and two nodes (ring over 8 x 400G InfiniBand): the one-node all-reduce passes
+    NVLink's peak (in-switch reduction), so it does not set NVLink's efficiency, which keeps the catalog's and says
+    why; the two-node file is explained by the levels overlapping, not by a NIC above its line rate; the
+    calibrated model gives the two-node file's largest-size busbw within 10 %."""
     files = [NCCL / "h100-1node-all_reduce_perf.txt", NCCL / "h100-2node-all_reduce_perf-ring.txt"]
     base = _base()
     profile = Calibration(base, "dgx-h100", files).run()
     c = profile.constants
-    nominal = base.cluster.scale_up.bandwidth_bytes_per_s
-    one = read_nccl_tests(files[0])
-    assert c["scale_up_efficiency"].value * nominal == pytest.approx(one.rows[-1].busbw_bytes_per_s, rel=0.05)
-    assert any(w.startswith("scale_up_efficiency") and "datasheet" in w for w in profile.warnings)
+    assert not c["scale_up_efficiency"].identified and c["scale_up_efficiency"].value == pytest.approx(0.82)
+    assert any("474 GB/s bus bandwidth, above NVLink's 450 GB/s" in w for w in profile.warnings)
     assert c["network_efficiency"].value <= 1.0
-    assert c["hierarchical_serial_share"].identified and 0.1 < c["hierarchical_serial_share"].value < 0.9
-    for path in files:
+    assert c["hierarchical_serial_share"].identified and 0.01 < c["hierarchical_serial_share"].value < 0.9
+    for path in files[1:]:
         run = read_nccl_tests(path)
         topo, (stride, _) = run_topology(run, base)
         t = predict_times(run, with_constants(topo, profile.fitted()), stride)[-1]

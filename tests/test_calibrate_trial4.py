@@ -94,12 +94,14 @@ def test_a_latency_no_latency_bound_row_constrains_is_not_fitted() -> None:
     lat = profile.constants["scale_up_latency_s"]
     assert not lat.identified and lat.value == lat.default == pytest.approx(1.9e-6)
     assert "no latency-bound row" in lat.note and "134,217,728 B" in lat.note
-    assert profile.constants["scale_up_efficiency"].identified
+    # and its all-reduce passes NVLink's peak (NVLS): no efficiency either (tests/test_calibrate_trial5.py)
+    assert not profile.constants["scale_up_efficiency"].identified
 
 
 def test_the_shipped_two_node_files_keep_their_promises() -> None:
-    """The 4- and 8-node files, fitted with the one-node file, now get their largest message within 5 % (it was
-    34 % and 27 %), and the 2-node ring file keeps its 4-5 % mean."""
+    """The 4- and 8-node files, fitted with the one-node file, get their largest message within 8 % (it was
+    34 % and 27 %; 5 % while the one-node NVLS all-reduce set NVLink's efficiency to 1.03, which these NVLS-tree
+    runs also profit from; it now keeps the catalog's 0.82)."""
     profile = Calibration(_base(), "dgx-h100", [NCCL / f for f in ("h100-1node-all_reduce_perf.txt",
                                                                    "h100-4node-all_reduce_perf.txt",
                                                                    "h100-8node-all_reduce_perf.txt")]).run()
@@ -107,7 +109,7 @@ def test_the_shipped_two_node_files_keep_their_promises() -> None:
     for r in profile.measurements:
         by_file.setdefault(Path(r.group.split(":")[0]).name, []).append(r)
     for name in ("h100-4node-all_reduce_perf.txt", "h100-8node-all_reduce_perf.txt"):
-        assert _err(by_file[name][-1], "after") < 0.05, name
+        assert _err(by_file[name][-1], "after") < 0.08, name
 
 
 # -- 3. far from the default, either way ---------------------------------------------------------------------------
@@ -223,14 +225,14 @@ def test_launcher_prefixes_are_taken_off(tmp_path: Path, prefix: str) -> None:
 
 def test_plan_with_a_profile_prints_defaults_and_the_step_without_it(tmp_path: Path) -> None:
     out = tmp_path / "p.yaml"
-    CliRunner().invoke(main, ["calibrate", "--nccl", str(NCCL / "h100-1node-all_reduce_perf.txt"), "--cluster",
-                              "dgx-h100", "--out", str(out)])
+    CliRunner().invoke(main, ["calibrate", "--nccl", str(NCCL / "h100-nvls-1node-all_gather_perf.txt"),
+                              "--cluster", "dgx-h100", "--out", str(out)])
     job = ["plan", "--model", "llama3-8b", "--gpus", "16", "--top-k", "1", "--calibration", str(out)]
     res = CliRunner().invoke(main, job)
     assert res.exit_code == 0, res.output
-    assert re.search(r"scale_up_efficiency 0\.82 -> 1\.0\d", res.stdout), res.stdout
+    assert re.search(r"scale_up_efficiency 0\.82 -> 0\.7\d", res.stdout), res.stdout
     m = re.search(r"step ([\d.]+) s with the profile, ([\d.]+) s without it", res.stdout)
-    assert m and float(m.group(1)) <= float(m.group(2))
+    assert m and float(m.group(1)) >= float(m.group(2))
     data = json.loads(CliRunner().invoke(main, [*job, "--json"]).stdout)["calibration"]
     assert data["defaults"] == {"scale_up_efficiency": 0.82} and set(data["constants"]) == {"scale_up_efficiency"}
     assert data["uncalibrated_step_time_s"] == pytest.approx(float(m.group(2)), rel=1e-3)

@@ -99,6 +99,10 @@ NCCL_STAGES = ((("scale_up_efficiency",), "one-node", "bandwidth"), (("scale_up_
 held: NVLink's from runs inside one node, then the network's from runs across nodes; each level's bandwidth
 before its latency (a bandwidth-bound row owes at most a tenth of its time to latency, a latency-bound row up to
 half to bandwidth)."""
+RING_ONE_NODE = ("all_gather", "reduce_scatter")
+"""The one-node tests that decide NVLink's efficiency when given (what tensor and sequence parallelism run): an
+all-reduce measured beside them is left out of it, since NCCL may run it with in-switch reduction (NVLink SHARP,
+the NVLS algorithm), faster than the ring the cost model prices for every collective on a level."""
 WORSE_BY = 0.005
 """A class of rows whose mean |error| grows by more than this after the fit is named in the warnings."""
 _REGIME_WORDS = {"latency": "latency-bound", "bandwidth": "bandwidth-bound", "mixed": "between the two"}
@@ -183,6 +187,50 @@ class Calibration:
                 f"the fp8 rows or calibrate on the cluster that ran them")
         self.inputs = tuple(str(p) for p in (*nccl, *steps, *([gemm] if gemm else [])))
         self.regimes = np.array([], dtype=str)
+        self.in_switch = self._in_switch()
+        """One-node all-reduce files whose busbw passes NVLink's peak (in-switch reduction): index -> best busbw."""
+        self.not_scale_up = self._not_scale_up()
+        """Rows left out of NVLink's efficiency (RING_ONE_NODE)."""
+        self.nccl_notes: list[str] = []
+        """What the network fit says about its inputs (set by fit_nccl)."""
+
+    def _one_node(self, op: str) -> list[int]:
+        return [k for k, n in enumerate(self.nccl) if n.run.op == op and len(n.run.hosts) == 1]
+
+    def _in_switch(self) -> dict[int, float]:
+        """One-node all-reduce files that reach a busbw above NVLink's nominal bandwidth per GPU: a ring cannot
+        (its busbw is what each link carries), so the switch reduced (NVLink SHARP, NCCL's NVLS algorithm)."""
+        peak = self.base.cluster.scale_up.bandwidth_bytes_per_s
+        best = {k: max(r.busbw_bytes_per_s for r in self.nccl[k].run.rows) for k in self._one_node("all_reduce")}
+        return {k: b for k, b in best.items() if b > peak}
+
+    def _not_scale_up(self) -> np.ndarray:
+        """Per nccl-tests row, whether it is left out of scale_up_efficiency: every one-node all-reduce row when a
+        one-node all-gather or reduce-scatter is given, else the rows of an all-reduce past NVLink's peak."""
+        ring = any(self._one_node(op) for op in RING_ONE_NODE)
+        skip = set(self._one_node("all_reduce")) if ring else set(self.in_switch)
+        return np.concatenate([np.full(len(n.run.rows), k in skip) for k, n in enumerate(self.nccl)]
+                              ) if self.nccl else np.zeros(0, dtype=bool)
+
+    def _in_switch_notes(self, fitted: bool) -> list[str]:
+        """A warning per all-reduce past NVLink's peak: what it measured, and what sets NVLink's efficiency
+        instead (the other one-node rows, or the catalog when there are none)."""
+        peak = self.base.cluster.scale_up.bandwidth_bytes_per_s
+        default = self.defaults["scale_up_efficiency"]
+        out = []
+        for k, best in self.in_switch.items():
+            head = (f"`{self.nccl[k].run.path}`: all_reduce_perf reaches {best / 1e9:.0f} GB/s bus bandwidth, above "
+                    f"NVLink's {peak / 1e9:.0f} GB/s peak per GPU ({best / peak:.2f}x): in-switch reduction "
+                    f"(NVLink SHARP, NCCL's NVLS algorithm), which the cost model's ring all-reduce does not have; "
+                    f"it does not measure the efficiency all-gather, reduce-scatter and all-to-all reach (what TP, "
+                    f"SP and EP run)")
+            if fitted:
+                out.append(f"{head}, so scale_up_efficiency is fitted on the other one-node rows and this "
+                           f"all-reduce is priced slower than measured")
+            else:
+                out.append(f"{head}, so scale_up_efficiency keeps the catalog's {default:g} (not identified); give "
+                           f"all_gather_perf and reduce_scatter_perf from the same node to fit it")
+        return out
 
     # -- residual functions ------------------------------------------------------------------------
 
@@ -254,6 +302,15 @@ class Calibration:
         for names, runs, regime in NCCL_STAGES:
             of_kind = one if runs == "one-node" else ~one
             idx = np.flatnonzero(of_kind & (regimes == regime))
+            if "scale_up_efficiency" in names and idx.size and self.not_scale_up[idx].all():
+                files = ", ".join(f"`{self.nccl[k].run.path}` {b / 1e9:.0f} GB/s" for k, b in self.in_switch.items())
+                why |= {n: (f"its only one-node bandwidth-bound rows are all-reduce past NVLink's "
+                            f"{self.base.cluster.scale_up.bandwidth_bytes_per_s / 1e9:.0f} GB/s peak ({files}: "
+                            f"in-switch reduction), which does not measure what all-gather, reduce-scatter and "
+                            f"all-to-all reach; give all_gather_perf and reduce_scatter_perf") for n in names}
+                continue
+            if "scale_up_efficiency" in names:
+                idx = idx[~self.not_scale_up[idx]]
             if not of_kind.any():
                 reason = ("no one-node run: NVLink's constants are fitted only from runs inside one node (a "
                           "multi-node run moves them only together with the network's, and is put on the network's)"
@@ -324,6 +381,7 @@ class Calibration:
                     why[n] = f"{inner} (fitted on the {idx.size} {regime}-bound row(s))"
             else:
                 stderr[n], at_bound[n] = None, False
+        self.nccl_notes = self._in_switch_notes("scale_up_efficiency" in held)
         result = FitResult(values=values, stderr=stderr, identified={n: n in held for n in NETWORK_CONSTANTS},
                            why_not=why, driver=driver, residuals_before=self.nccl_residual(self.defaults),
                            residuals_after=self.nccl_residual(self.defaults | held), at_bound=at_bound)
@@ -437,7 +495,7 @@ class Calibration:
                                 f"defaults (leave-one-out mean |error| {out_of_sample:.1%}, defaults {default:.1%}): "
                                 f"what the runs miss is run by run, not a shared constant, so the step constants "
                                 f"stay at their defaults; price with care")
-        warnings = [*self.notes, *warnings]
+        warnings = [*self.notes, *self.nccl_notes, *warnings]
         return CalibrationProfile(placement_version=__version__, cluster=self.cluster_name,
                                   accelerator=self.base.accelerator.name, design=design_of(self.base.cluster),
                                   constants=constants,
@@ -448,10 +506,11 @@ class Calibration:
         """A warning for each nccl-tests file whose latency-bound or bandwidth-bound rows the fit predicts worse
         than the defaults (mean |error| of the class, and its largest row)."""
         out = []
+        in_switch = {f"{self.nccl[k].run.path}: {self.nccl[k].run.label}" for k in self.in_switch}
         for group in dict.fromkeys(r.group for r in residuals if r.kind == "nccl"):
             for regime in ("bandwidth", "latency"):
                 rows = [r for r in residuals if r.kind == "nccl" and r.group == group and r.regime == regime]
-                if not rows:
+                if not rows or (regime == "bandwidth" and group in in_switch):  # its own warning says why
                     continue
                 before = float(np.mean([abs(r.before / r.measured - 1) for r in rows]))
                 after = float(np.mean([abs(r.after / r.measured - 1) for r in rows]))

@@ -22,7 +22,7 @@ import numpy as np
 
 from placement.cost import collectives as coll
 from placement.errors import InputError
-from placement.loaders.files import read_text
+from placement.loaders.files import read_text, unprefixed
 from placement.topology import Topology
 
 OPS: Final = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "sendrecv")
@@ -33,10 +33,6 @@ _NUM = re.compile(r"^-?\d+(\.\d+)?([eE][-+]?\d+)?$")
 _HEADER = re.compile(r"^#\s*nThread\s+\d+")
 """The first line nccl-tests prints for a run (`# nThread 1 nGpus 1 minBytes ...`): a second one is a second run."""
 _TRAILER = re.compile(r"^#\s*Avg bus bandwidth\s*:")
-_PREFIXES = (re.compile(r"^\[\d+,\d+\]<(?:stdout|stderr)>:"),  # mpirun --tag-output: [job,rank]<stdout>:
-             re.compile(r"^\[[\w.\-]+:\d+\]\s?"),  # [host:rank] (mpirun --output-filename style, pdsh-like)
-             re.compile(r"^\s*\d+:\s"))  # srun --label: `0: `
-"""Prefixes a launcher writes before each line of a rank's output; taken off before reading."""
 DEVICES: Final = ((re.compile(r"\bgb300\b"), "gb300"), (re.compile(r"\bgb200\b"), "gb200"),
                   (re.compile(r"\bb200\b"), "b200"), (re.compile(r"\bh800\b"), "h800-sxm"),
                   (re.compile(r"\bh200\b"), "h200"),
@@ -52,14 +48,6 @@ def accelerator_of(device: str) -> str | None:
     """The catalog accelerator a device name names, or None when none does."""
     text = device.lower().replace("-", " ")
     return next((acc for pattern, acc in DEVICES if pattern.search(text)), None)
-
-
-def _unprefixed(line: str) -> str:
-    for pattern in _PREFIXES:
-        m = pattern.match(line)
-        if m:
-            return line[m.end():]
-    return line
 
 
 @dataclass(frozen=True)
@@ -91,18 +79,22 @@ class NcclRun:
         return f"{self.op}_perf, {self.ranks} ranks on {len(self.hosts)} host(s)"
 
 
-def _op_of(path: Path, lines: list[str]) -> str:
-    for line in lines[:200]:
-        m = _STARTING.match(_unprefixed(line).strip())
+def _op_of(path: Path, lines: list[str]) -> tuple[str, int | None]:
+    """(the test, the line of its `# Collective test starting:` line, None when the file name named it)."""
+    for i, line in enumerate(lines[:200], start=1):
+        m = _STARTING.match(unprefixed(line).strip())
         if m:
             name = m.group(1).removesuffix("_perf")
-            if name in OPS:
-                return name
+            if name not in OPS:
+                raise InputError(
+                    f"nccl-tests file `{path}` line {i}: the output of {m.group(1)}, which calibrate does not "
+                    f"read (it reads {', '.join(o + '_perf' for o in OPS)}); give one of those tests' outputs")
+            return name, i
     stem = path.name.lower()
     found = [op for op, spellings in _OP_SPELLINGS.items() if any(s in stem for s in spellings)]
     # "reduce_scatter" contains no other op's name, but "all_reduce" is in neither; keep the longest match
     if found:
-        return max(found, key=len)
+        return max(found, key=len), None
     raise InputError(
         f"nccl-tests file `{path}`: no `# Collective test starting:` line and the file name names no test; name "
         f"the file after the binary that printed it (one of {', '.join(o + '_perf' for o in OPS)}), e.g. "
@@ -110,8 +102,10 @@ def _op_of(path: Path, lines: list[str]) -> str:
     )
 
 
-REDUCING: Final = ("all_reduce", "reduce_scatter")
-"""The tests whose rows name a reduction (`sum`, ...); the others print `none` in the redop column."""
+REDUCING: Final = ("all_reduce", "reduce_scatter", "sendrecv")
+"""The tests whose rows name a reduction (`sum`, ...; nccl-tests src/*.cu pass the reduction op to TimeTest, and
+sendrecv.cu loops over them though it reduces nothing); all_gather and alltoall print `none`.  Checked only when
+the file name names the test: a `# Collective test starting:` line names it for certain."""
 
 
 def _row(tokens: list[str]) -> tuple[int, float, float, tuple[str, str]] | None:
@@ -138,8 +132,11 @@ def read_nccl_tests(path: Path | str) -> NcclRun:
     """One nccl-tests output file; an error names the file and what it lacks."""
     path = Path(path)
     text = read_text(path, "nccl-tests file", "give the text an nccl-tests binary printed (e.g. all_reduce_perf)")
+    if not text.strip():
+        raise InputError(f"nccl-tests file `{path}` is empty; give the text an nccl-tests binary printed (e.g. "
+                         f"all_reduce_perf), its header and rows included")
     lines = text.splitlines()
-    op = _op_of(path, lines)
+    op, named_at = _op_of(path, lines)
     ranks: dict[int, tuple[str, str]] = {}
     rows = []
     seen: dict[int, int] = {}  # size -> line
@@ -147,7 +144,7 @@ def read_nccl_tests(path: Path | str) -> NcclRun:
     in_table = False
     failed: list[str] = []
     for i, raw in enumerate(lines, start=1):
-        line = _unprefixed(raw)
+        line = unprefixed(raw)
         stripped = line.strip()
         if _HEADER.match(stripped):
             if header is not None:
@@ -181,10 +178,11 @@ def read_nccl_tests(path: Path | str) -> NcclRun:
             raise InputError(f"nccl-tests file `{path}` line {i}: {got[0]} bytes in {got[1]} us is no measurement; "
                              f"give the output as the binary printed it")
         redop = tokens[3]
-        if (redop != "none") != (op in REDUCING):
+        if named_at is None and (redop != "none") != (op in REDUCING):
             raise InputError(f"nccl-tests file `{path}` line {i}: a row with reduction {redop!r}, which "
                              f"{op}_perf does not print ({'a reduction' if op in REDUCING else 'none'}); the file "
-                             f"is another test's output (its name or `# Collective test starting:` line says {op})")
+                             f"is another test's output (its name says {op}, and it has no `# Collective test "
+                             f"starting:` line to say otherwise); name the file after the binary that printed it")
         if got[0] in seen:
             raise InputError(f"nccl-tests file `{path}` line {i}: size {got[0]} again (first on line {seen[got[0]]}): "
                              f"two runs in one file would be fitted as one; give each run in its own file")

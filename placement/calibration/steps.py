@@ -245,4 +245,12 @@ def read_steps(path: Path, cluster: str) -> list[StepRun]:
     text = read_text(path, "step file", "give a YAML list of measured runs or a Megatron-LM log")
     if MEGATRON_LOG_BEGIN in text:
         return [read_megatron_log(path, cluster, text)]
+    first = next((n for n, line in enumerate(text.splitlines(), start=1) if ITERATION_TIME.search(line)), None)
+    if first is not None:  # a log, not YAML: say what it lacks rather than a YAML syntax error
+        raise InputError(
+            f"{path}: a Megatron-LM log (its `elapsed time per iteration (ms)` lines, the first on line {first}) "
+            f"without the arguments block Megatron prints at start-up ({MEGATRON_LOG_BEGIN!r} ... 'end of "
+            f"arguments'), which gives the model, layout, batch and precision; give the log from the job's start "
+            f"(rank 0's output, the block included), or a step YAML entry naming the model and layout with "
+            f"`log: {path.name}` for the step time")
     return read_step_yaml(path, cluster, text)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import select
 import stat
 import sys
@@ -120,3 +121,19 @@ def parse_yaml(text: str, path: Path, what: str) -> Any:
             f"{sys.getrecursionlimit()}); a {what} is a mapping of fields a few levels deep: look for "
             "unclosed or repeated brackets"
         ) from None
+
+
+LAUNCHER_PREFIXES = (re.compile(r"^\[\d+,\d+\]<(?:stdout|stderr)>:"),  # mpirun --tag-output: [job,rank]<stdout>:
+                     re.compile(r"^\[(?:default|rank)\d+\]:"),  # torchrun --tee / --log-line-prefix: [default0]:
+                     re.compile(r"^\[[\w.\-]+:\d+\]\s?"),  # [host:rank] (mpirun --output-filename style, pdsh-like)
+                     re.compile(r"^\s*\d+:\s"))  # srun --label: `0: `
+"""Prefixes a launcher writes before each line of a rank's output (nccl-tests outputs and training logs alike)."""
+
+
+def unprefixed(line: str) -> str:
+    """`line` without the launcher prefix it starts with (LAUNCHER_PREFIXES), if any."""
+    for pattern in LAUNCHER_PREFIXES:
+        m = pattern.match(line)
+        if m:
+            return line[m.end():]
+    return line

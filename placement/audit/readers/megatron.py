@@ -27,7 +27,7 @@ from placement.audit.readers.reading import Reading, Settings
 from placement.audit.shell import Origin, Word
 from placement.emit.megatron import ACTIVATION_ARGS
 from placement.errors import InputError
-from placement.loaders.files import read_text
+from placement.loaders.files import read_text, unprefixed
 
 # Megatron-LM flags (megatron-core 0.19.2 argparse: dest, nargs; the aliases are older names).
 _MG_INT = {
@@ -931,8 +931,10 @@ _LOG_DEFAULTS = {"num_distributed_optimizer_instances": "1"}
 
 def log_arguments(path: Path, lines: list[str], expected: str = "expected a Megatron-LM training log"
                   ) -> list[tuple[str, str, int]]:
-    """(name, printed value, line number) of each argument in a log's arguments block; an error naming the file
-    when it has no complete block (`expected` says what the file should have been)."""
+    """(name, printed value, line number) of each argument in a log's arguments block, launcher prefixes taken
+    off each line (loaders.files.unprefixed, as for nccl-tests outputs); an error naming the file when it has
+    no complete block (`expected` says what the file should have been)."""
+    lines = [unprefixed(line) for line in lines]  # `srun --label`, torchrun's `[default0]:`
     try:
         start = lines.index(MEGATRON_LOG_BEGIN) + 1
         end = lines.index(MEGATRON_LOG_END, start)
