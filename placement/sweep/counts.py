@@ -127,13 +127,14 @@ def _primes(m: int) -> set[int]:
 def plan_count(model: ModelSpec, train: TrainingSpec, cluster: ClusterSpec, acc: AcceleratorSpec, n: int) -> dict:
     """The best plan on `n` GPUs as a cache entry: {status, binding, message, plan}."""
     from placement.planner import plan_job
-    from placement.search import SWEEP_FIX_NAMES
+    from placement.search import SWEEP_FIX_NAMES, searched_sources
     from placement.topology import Topology
 
     topo = Topology(cluster, acc, num_gpus=n)
-    try:
-        planned = plan_job(model, train, topo, _search_config(model, topo, fix_names=SWEEP_FIX_NAMES), None,
-                           with_rank_table=False)
+    cfg = _search_config(model, topo, fix_names=SWEEP_FIX_NAMES)
+    try:  # the plan's recipe_sources say what was searched, as `plan`'s do for the same job
+        planned = plan_job(model, train, topo, cfg, None, with_rank_table=False,
+                           recipe_sources=searched_sources(cfg, {}))
     except PlacementInfeasible as err:
         return {"status": "infeasible", "binding": err.binding, "message": str(err), "plan": None}
     return {"status": "ok", "binding": "", "message": "", "plan": planned.plans[0].model_dump(mode="json")}
