@@ -273,11 +273,6 @@ RECIPE_FLAGS = {
     "loss_chunks": "--loss-chunks", "fp8_lm_head": "--fp8-lm-head", "fp8_recasts_weights": "--fp8-recasts-weights",
 }
 """Every Recipe field has a flag (a test checks it), so any priced job can be written as one command."""
-SEARCHED_FIELDS = {"moe_dispatcher": "dispatchers", "cuda_graphs": "cuda_graphs", "tp_comm_overlap": "tp_comm_overlap",
-                   "ep_comm_overlap": "ep_comm_overlap"}
-"""Recipe fields `plan` chooses per layout where the user set none (RecipeChoices field of each)."""
-
-
 def recipe_options(fn: Callable) -> Callable:
     """--recipe FILE.yaml and one flag per Recipe field a user sets often; flags win over the file."""
     from placement.specs.recipe import (
@@ -721,7 +716,7 @@ def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, pr
     from placement.mapping.config import SolverConfig
     from placement.planner import plan_job
     from placement.report import plan_json, plan_table, without_timings
-    from placement.search import SearchConfig
+    from placement.search import SearchConfig, searched_sources
 
     recipe, sources = build_recipe(*_recipe_flag_values(recipe_args))
     if recompute:  # the modes the user allows (none given: all of them)
@@ -745,17 +740,9 @@ def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, pr
                                              recipe.recompute_modules if "recompute_modules" in sources else None)
     _say_emit_narrows(formats or [], framework, open_choices, choices, module_sets,
                       splits_narrowed=bool(set(formats or []) - {"megatron"}) and framework in (None, "megatron"))
-    for field, attr in SEARCHED_FIELDS.items():
-        if field not in sources and len(getattr(choices, attr)) > 1:
-            sources[field] = "searched"
-    if "recompute_modules" not in sources:
-        sources["recompute_modules"] = "searched"
     # the pipeline split is searched where the recipe leaves it open and every emitted format can state it
     # (Megatron's --account-for-*-in-pipeline-split); torchtitan, DeepSpeed and MaxText files keep the default
-    split_open = not ({"pipeline_layout", "account_for_embedding", "account_for_loss"} & set(sources))
     splits = (0,) if launched and set(launched) - {"megatron"} else None
-    if split_open and splits is None:
-        sources["account_for_embedding"] = sources["account_for_loss"] = "searched"
     cfg = SearchConfig(top_k=top_k,
                        recompute=tuple(Recompute(r) for r in recompute) or SearchConfig.recompute,
                        zero_stages=tuple(sorted(set(zero)))
@@ -765,6 +752,7 @@ def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, pr
                        # Megatron-FSDP shards over the whole data-parallel group: no HSDP in its files
                        hsdp=not ("megatron" in launched or (framework and not CAPABILITIES[framework].hsdp)),
                        framework=CAPABILITIES[framework] if framework else None)
+    sources = searched_sources(cfg, sources)  # the fields the search chooses say "searched", as a sweep row does
     real = slurm_topology is not None or cluster_graph is not None
     mapping = SolverConfig(time_limit_s=max(10.0, 5 * map_time_limit), deterministic_time_limit=map_time_limit) \
         if (do_map if do_map is not None else real) else None
@@ -811,6 +799,8 @@ def _say_emit_narrows(formats: list[str], framework: str | None, before, after, 
     """Say on stderr where --emit narrowed the search to what every named format launches as priced (beyond what
     --framework already does): the plan printed is then the best of fewer choices, and a plan for Megatron-Core
     alone may be faster (a user trial found 8-28 % slower plans behind an unchanged command line)."""
+    from placement.search import SEARCHED_FIELDS
+
     extra = [f for f in formats if f != framework]
     if not extra:
         return

@@ -111,6 +111,29 @@ class SearchConfig:
     """How an infeasible message names its fixes (flags, or a sweep file's fields)."""
 
 
+SEARCHED_FIELDS: Final = {"moe_dispatcher": "dispatchers", "cuda_graphs": "cuda_graphs",
+                           "tp_comm_overlap": "tp_comm_overlap", "ep_comm_overlap": "ep_comm_overlap"}
+"""Recipe fields a search chooses per layout where the recipe leaves them open (RecipeChoices field of each)."""
+
+_SPLIT_FIELDS: Final = frozenset({"pipeline_layout", "account_for_embedding", "account_for_loss"})
+
+
+def searched_sources(cfg: SearchConfig, sources: dict[str, str]) -> dict[str, str]:
+    """`sources` (recipe field -> where its value came from: a file, a flag, a framework) with the fields `cfg`
+    leaves open marked "searched": each choice field with more than one option, the recompute modules, and the
+    pipeline split (account_for_embedding/loss) where no split is pinned and both are tried.  `plan` and a
+    sweep cell both take their plans' `recipe_sources` from here, so the same search says the same."""
+    out = dict(sources)
+    if cfg.choices is not None:
+        for name, attr in SEARCHED_FIELDS.items():
+            if name not in out and len(getattr(cfg.choices, attr)) > 1:
+                out[name] = "searched"
+    out.setdefault("recompute_modules", "searched")
+    if not _SPLIT_FIELDS & set(sources) and (cfg.pipeline_policies is None or len(cfg.pipeline_policies) > 1):
+        out["account_for_embedding"] = out["account_for_loss"] = "searched"
+    return out
+
+
 @dataclass(frozen=True)
 class SearchResult:
     batch: LayoutBatch

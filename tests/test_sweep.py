@@ -135,6 +135,18 @@ def test_cli_sweep_json_and_files(tmp_path):
     ({"designs": [{"name": "x", "cluster": "dgx-h100", "price_per_gpu_hour": 1.0}]}, "has no gpus"),
     ({"designs": [{"name": "x", "cluster": "dgx-h100", "gpus": 12, "price_per_gpu_hour": 1.0}]},
      "design 'x': gpus 12 is not a whole number of dgx-h100 nodes"),
+    # a purchase is whole nodes, or whole scale-up domains where one spans several nodes (an NVL72 rack)
+    ({"designs": [{"name": "x", "cluster": "dgx-h100", "gpus": 4, "price_per_gpu_hour": 1.0}]},
+     "design 'x': gpus 4 is not a whole number of dgx-h100 nodes (8 GPUs each); a purchase study buys whole nodes, "
+     "so use 8 (1 node)"),
+    ({"designs": [{"name": "GB200 512", "cluster": "gb200-nvl72", "gpus": 512, "price_per_gpu_hour": 1.0}]},
+     "design 'GB200 512': gpus 512 is not a whole number of gb200-nvl72 scale-up domains (72 GPUs each: 18 nodes "
+     "of 4 GPUs on one nvlink5-nvl72 domain, a rack); a purchase study buys whole racks, so use 504 (7 racks) or "
+     "576 (8 racks)"),
+    ({"designs": [{"name": "y", "cluster": "gb200-nvl72", "gpus": 500, "price_per_gpu_hour": 1.0}]},
+     "gpus 500 is not a whole number of gb200-nvl72 scale-up domains"),
+    ({"designs": [{"name": "y", "cluster": "gb200-nvl72", "gpus": 36, "price_per_gpu_hour": 1.0}]},
+     "buys whole racks, so use 72 (1 rack)"),
     ({"workloads": [SMALL["workloads"][0], SMALL["workloads"][0]]}, "names must be unique, 8b repeated"),
     ({"designs": [{"name": "x", "cluster": "dgx-h100", "gpus": 8, "price_per_gpu_hour": 1, "nic_gbps": 400}]},
      "nic_gbps"),

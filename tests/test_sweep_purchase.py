@@ -393,6 +393,10 @@ def test_a_sweep_row_is_what_plan_gives_on_the_same_count(shipped):
     best = json.loads(out.stdout)["plans"][0]
     assert row["plan"]["step_time_s"] == pytest.approx(best["step_time_s"], rel=1e-6)
     assert row["plan"]["recipe"]["moe_dispatcher"] == best["recipe"]["moe_dispatcher"]
+    # and says where each recipe value came from as `plan` does: a trial saw "default" for every field of every
+    # row, the dispatcher, CUDA graphs and overlaps the search chose included
+    assert row["plan"]["recipe_sources"] == best["recipe_sources"]
+    assert row["plan"]["recipe_sources"]["moe_dispatcher"] == "searched"
 
 
 def test_each_row_carries_the_plan_command_that_gives_its_step(tmp_path):

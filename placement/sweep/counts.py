@@ -36,9 +36,26 @@ def purchase_unit(cluster: ClusterSpec) -> int:
     return max(cluster.gpus_per_node, cluster.scale_up.size)
 
 
+def not_whole_units(design: str, gpus: int, cluster: ClusterSpec, unit: int) -> str:
+    """Why a design's `gpus` cannot be bought: a purchase is whole units (`purchase_unit`), a node or, where the
+    scale-up domain spans several nodes (an NVL72 rack: 18 trays of 4 GPUs), a whole domain.  Names the nearest
+    counts that can be, below (when there is one) and above."""
+    node = cluster.gpus_per_node
+    if unit == node:
+        what, one, many = f"{cluster.name} nodes ({node} GPUs each)", "node", "nodes"
+    else:
+        what = (f"{cluster.name} scale-up domains ({unit} GPUs each: {unit // node} nodes of {node} GPUs on one "
+                f"{cluster.scale_up.name} domain, a rack)")
+        one, many = "rack", "racks"
+    below, above = gpus // unit, gpus // unit + 1
+    options = [f"{k * unit} ({k} {one if k == 1 else many})" for k in (below, above) if k >= 1]
+    return (f"design {design!r}: gpus {gpus} is not a whole number of {what}; a purchase study buys whole "
+            f"{many}, so use {' or '.join(options)}")
+
+
 def candidate_counts(sweep: SweepSpec, design: DesignSpec, cluster: ClusterSpec) -> tuple[tuple[int, ...], int, int]:
     """(GPU counts the job may use, ascending; GPUs per purchase unit; most GPUs the design buys).  A job runs
-    on whole nodes (hosts) of the GPUs bought; a given `gpus` is bought as given."""
+    on whole nodes (hosts) of the GPUs bought; a given `gpus` must be whole purchase units and is bought as given."""
     node = cluster.gpus_per_node
     if design.gpus is not None:
         if design.gpus > MAX_GPUS:
@@ -46,13 +63,10 @@ def candidate_counts(sweep: SweepSpec, design: DesignSpec, cluster: ClusterSpec)
                 f"design {design.name!r}: gpus {design.gpus:,} is more than the {MAX_GPUS:,} placement plans; "
                 "check the number for a typo"
             )
-        if design.gpus > node and design.gpus % node:
-            raise InputError(
-                f"design {design.name!r}: gpus {design.gpus} is not a whole number of {cluster.name} nodes "
-                f"({node} GPUs each); use a multiple of {node}"
-            )
-        counts = (design.gpus,) if design.gpus <= node else tuple(range(node, design.gpus + 1, node))
-        return counts, purchase_unit(cluster), design.gpus
+        unit = purchase_unit(cluster)
+        if design.gpus % unit:
+            raise InputError(not_whole_units(design.name, design.gpus, cluster, unit))
+        return tuple(range(node, design.gpus + 1, node)), unit, design.gpus
     unit = purchase_unit(cluster)
     affordable = sweep.budget / design.capex_per_gpu
     if affordable > MAX_GPUS:
@@ -127,13 +141,14 @@ def _primes(m: int) -> set[int]:
 def plan_count(model: ModelSpec, train: TrainingSpec, cluster: ClusterSpec, acc: AcceleratorSpec, n: int) -> dict:
     """The best plan on `n` GPUs as a cache entry: {status, binding, message, plan}."""
     from placement.planner import plan_job
-    from placement.search import SWEEP_FIX_NAMES
+    from placement.search import SWEEP_FIX_NAMES, searched_sources
     from placement.topology import Topology
 
     topo = Topology(cluster, acc, num_gpus=n)
-    try:
-        planned = plan_job(model, train, topo, _search_config(model, topo, fix_names=SWEEP_FIX_NAMES), None,
-                           with_rank_table=False)
+    cfg = _search_config(model, topo, fix_names=SWEEP_FIX_NAMES)
+    try:  # the plan's recipe_sources say what was searched, as `plan`'s do for the same job
+        planned = plan_job(model, train, topo, cfg, None, with_rank_table=False,
+                           recipe_sources=searched_sources(cfg, {}))
     except PlacementInfeasible as err:
         return {"status": "infeasible", "binding": err.binding, "message": str(err), "plan": None}
     return {"status": "ok", "binding": "", "message": "", "plan": planned.plans[0].model_dump(mode="json")}

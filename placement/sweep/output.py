@@ -56,6 +56,39 @@ ASSUMPTIONS = (
 )
 
 
+DEFAULT_WORDS = {
+    "energy_price_per_kwh": lambda d, currency: f"energy {d.energy_price_per_kwh:.2f} {currency}/kWh",
+    "pue": lambda d, currency: f"PUE {d.pue:g}",
+    "amortization_years": lambda d, currency: f"{d.amortization_years:g}-year amortization",
+}
+"""How the summary names each cost input a design may leave to its default (spec.CAPEX_COST_INPUTS)."""
+
+
+def cost_input_sources(sweep, overrides: tuple[str, ...] = ()) -> dict[str, dict[str, str]]:
+    """Per design, where each input of its price came from: "study file", "--set", or "default" (a DesignSpec
+    default: an assumption with no source)."""
+    from placement.sweep.overrides import design_fields_set
+
+    out = {}
+    for d in sweep.designs:
+        given = design_fields_set(overrides, d.name)
+        out[d.name] = {f: "default" if f in d.defaulted_cost_inputs else "--set" if f in given else "study file"
+                       for f in d.cost_inputs}
+    return out
+
+
+def assumed_lines(sweep, currency: str) -> list[str]:
+    """One line per set of defaulted cost inputs (one line when every design shares it): "assumed (defaults,
+    no source): energy 0.10 USD/kWh, PUE 1.3, 4-year amortization"."""
+    groups: dict[str, list[str]] = {}
+    for d in sweep.designs:
+        text = ", ".join(say(d, currency) for f, say in DEFAULT_WORDS.items() if f in d.defaulted_cost_inputs)
+        if text:
+            groups.setdefault(text, []).append(d.name)
+    return [f"assumed{'' if len(names) == len(sweep.designs) else ' for ' + ', '.join(names)} (defaults, no "
+            f"source): {text}" for text, names in groups.items()]
+
+
 def study_document(sweep, result, overrides: tuple[str, ...] = (), date: str | None = None,
                    calibration: dict | None = None) -> dict:
     """The sweep's JSON document (sweep.json, `--json`, the HTML report's input): the study's resolved inputs,
@@ -79,6 +112,7 @@ def study_document(sweep, result, overrides: tuple[str, ...] = (), date: str | N
         "budget": sweep.budget,
         "currency": sweep.currency,
         "assumptions": list(ASSUMPTIONS),
+        "cost_input_sources": cost_input_sources(sweep, overrides),
         "error_bands": dict(sorted(bands.items())),
         "calibration": calibration,
         "rows": result.rows,
@@ -97,7 +131,13 @@ def page_meta(document: dict, calibration_line: str | None = None) -> dict:
     meta = {k: document.get(k) for k in ("name", "placement_version", "date", "objective", "deadline_days", "budget",
                                          "currency")}
     meta["calibration"] = calibration_line
-    meta["designs"] = [f"{d['name']}: {fields(d)}" for d in inputs.get("designs", ())]
+    sources = document.get("cost_input_sources") or {}
+
+    def defaulted(name: str) -> str:
+        names = [f for f, where in (sources.get(name) or {}).items() if where == "default"]
+        return f" (defaults, no source: {', '.join(names)})" if names else ""
+
+    meta["designs"] = [f"{d['name']}: {fields(d)}{defaulted(d['name'])}" for d in inputs.get("designs", ())]
     meta["workloads"] = [f"{w['name']}: {fields(w)}" for w in inputs.get("workloads", ())]
     meta["overrides"] = list(document.get("overrides") or ())
     meta["assumptions"] = list(document.get("assumptions") or ())
@@ -132,8 +172,9 @@ def write_tables(out: Path, rows: list[dict], document: dict | None = None) -> l
 def plan_commands(out: Path, rows: list[dict], cells: list, calibration: tuple[str, str] | None) -> list[Path]:
     """Give each row with a plan the `placement plan` command that prices the same job (`command`): the design's
     cluster, as a catalog name, or, where the design changes it (oversubscription, leaf size, NIC bandwidth), a
-    cluster file written to OUT/clusters/DESIGN.yaml; `calibration`: (profile path, the accelerator it applies
-    to).  Returns the cluster files written."""
+    cluster file written to OUT/clusters/DESIGN.yaml (named by its absolute path, as the profile is, so the command
+    runs from any directory); `calibration`: (profile path, the accelerator it applies to).  Returns the cluster
+    files written."""
     import shlex
 
     import yaml
@@ -159,7 +200,8 @@ def plan_commands(out: Path, rows: list[dict], cells: list, calibration: tuple[s
         data = cluster.model_dump(mode="json") | {"name": f"{cluster.name} ({design.name})"}
         write_atomic(path, f"# design {design.name!r} of the sweep: {design.cluster} with its network overrides\n"
                      + yaml.safe_dump(data, sort_keys=False))
-        cluster_of[design.name], written = str(path), [*written, path]
+        # absolute, so the command runs from any directory (a path relative to where the sweep ran did not)
+        cluster_of[design.name], written = str(path.resolve()), [*written, path]
     work = {(c.design.name, c.workload.name): c for c in cells}
     for row in rows:
         cell = work.get((row["design"], row["workload"]))
@@ -173,7 +215,7 @@ def plan_commands(out: Path, rows: list[dict], cells: list, calibration: tuple[s
         if w.memory_headroom_gib:
             args += ["--memory-headroom-gib", f"{w.memory_headroom_gib:g}"]
         if calibration is not None and cell.accelerator.name == calibration[1]:
-            args += ["--calibration", calibration[0]]
+            args += ["--calibration", str(Path(calibration[0]).resolve())]
         row["command"] = shlex.join(args)
     return written
 
@@ -204,6 +246,7 @@ def summary(rows: list[dict], currency: str, sweep=None) -> str:
                 + (f", budget {sweep.budget:,.0f} {currency}" if sweep.budget else "")]
         head.append("cost = amortized capex + energy over the run (rental: GPU-hours x price); idle GPUs bought are "
                     "charged; ranges: the validate error band of the nearest calibration group")
+        head += assumed_lines(sweep, currency)
         lines += [ln for h in head for ln in _wrap(h, 0)] + [""]
     for work in dict.fromkeys(r["workload"] for r in rows):
         mine = sorted((r for r in rows if r["workload"] == work),

@@ -74,3 +74,18 @@ def apply_sets(data: dict, sets: tuple[str, ...]) -> dict:
         else:
             raise InputError(f"--set {item}: unknown key {key!r}; valid keys: {_valid_keys()}")
     return out
+
+
+def design_fields_set(sets: tuple[str, ...], name: str) -> set[str]:
+    """The fields of design `name` that `--set` items give (every design's `KEY`, or its `designs.NAME.KEY`)."""
+    out = set()
+    for item in sets:
+        key = item.partition("=")[0].strip()
+        group, _, rest = key.partition(".")
+        if group == "designs" and rest:
+            design, _, field = rest.rpartition(".")
+            if design == name:
+                out.add(field)
+        elif key in DESIGN_KEYS:
+            out.add(key)
+    return out

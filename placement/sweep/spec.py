@@ -27,12 +27,18 @@ class Objective(StrEnum):
     the whole units the job uses."""
 
 
+RENTAL_COST_INPUTS = ("price_per_gpu_hour",)
+CAPEX_COST_INPUTS = ("capex_per_gpu", "power_per_gpu_w", "amortization_years", "energy_price_per_kwh", "pue")
+"""The fields a design's price is computed from (rental, or purchase); only the last three have defaults."""
+
+
 class DesignSpec(Frozen):
     name: str = Field(min_length=1)
     cluster: str = Field(min_length=1)
     """Catalog node design (dgx-h100, gb200-nvl72, ...) or a cluster YAML path."""
-    gpus: int | None = Field(default=None, ge=1)
-    """GPU count; None = as many as the sweep's budget buys (whole nodes)."""
+    gpus: int | None = Field(default=None, ge=1, strict=True)
+    """GPU count, whole purchase units (nodes; NVL72-style racks where the scale-up domain spans nodes); None = as
+    many as the sweep's budget buys.  Strict: `gpus: "1024"` (a string) or `1024.0` is refused, not converted."""
     nic_bandwidth_bytes_per_s: Bandwidth | None = None
     """Scale-out bandwidth per GPU per direction, if not the design's (8 x 400 Gb/s per 8 GPUs = 50e9)."""
     nodes_per_leaf: int | None = Field(default=None, ge=1)
@@ -44,13 +50,16 @@ class DesignSpec(Frozen):
     capex_per_gpu: float | None = Field(default=None, gt=0, le=1e8)
     """Purchase price per GPU, its share of servers, network and install."""
     amortization_years: float = Field(default=4.0, gt=0, le=100)
-    """Years over which capex is spread: the run is charged capex x run hours / (years x 8760 h)."""
+    """Years over which capex is spread: the run is charged capex x run hours / (years x 8760 h).  The default, 4,
+    is an assumption with no source: a study that leaves it out says so (`cost_input_sources`, the summary)."""
     power_per_gpu_w: float | None = Field(default=None, gt=0, le=1e5)
     """Wall power per GPU, its share of the node and network."""
     energy_price_per_kwh: float = Field(default=0.10, ge=0, le=1e3)
-    """Price of one kWh drawn by the facility (after PUE)."""
+    """Price of one kWh drawn by the facility (after PUE).  The default, 0.10 per kWh in the study's currency, is
+    an assumption with no source (said in `cost_input_sources` and the summary)."""
     pue: float = Field(default=1.3, ge=1, le=10)
-    """Power usage effectiveness: facility power / IT power."""
+    """Power usage effectiveness: facility power / IT power.  The default, 1.3, is an assumption with no source
+    (said in `cost_input_sources` and the summary)."""
 
     @model_validator(mode="after")
     def _check(self) -> DesignSpec:
@@ -62,6 +71,17 @@ class DesignSpec(Frozen):
                 f"power_per_gpu_w={self.power_per_gpu_w})"
             )
         return self
+
+    @property
+    def cost_inputs(self) -> tuple[str, ...]:
+        """The fields this design's price is computed from: the rental price, or capex, power, amortization,
+        energy price and PUE."""
+        return RENTAL_COST_INPUTS if self.price_per_gpu_hour is not None else CAPEX_COST_INPUTS
+
+    @property
+    def defaulted_cost_inputs(self) -> tuple[str, ...]:
+        """The cost inputs the study left to this class's defaults (assumptions with no source), in field order."""
+        return tuple(f for f in self.cost_inputs if f not in self.model_fields_set)
 
     @property
     def gpu_hour_price(self) -> float:

@@ -1,0 +1,96 @@
+"""A sweep says which of its inputs it assumed, names its files so they run anywhere, and takes `gpus` as written."""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from placement.cli import main
+from placement.sweep.output import summary
+from placement.sweep.spec import SweepSpec
+
+WORKLOAD = {"name": "8b", "model": "llama3-8b", "seq_len": 4096, "global_batch": 64, "tokens": 1.0e9}
+STUDY = {"name": "inputs", "workloads": [WORKLOAD], "designs": [
+    {"name": "bought", "cluster": "dgx-h100", "gpus": 8, "capex_per_gpu": 40_000, "power_per_gpu_w": 1400},
+    {"name": "own pue", "cluster": "dgx-h100", "gpus": 8, "capex_per_gpu": 40_000, "power_per_gpu_w": 1400,
+     "pue": 1.2, "amortization_years": 5},
+    {"name": "rented", "cluster": "dgx-h100", "gpus": 8, "price_per_gpu_hour": 2.0}]}
+
+
+def _sweep(tmp_path, study: dict, *args: str):
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(study))
+    return CliRunner().invoke(main, ["--reproducible", "sweep", str(path), "--no-plots", "--workers", "1", *args])
+
+
+def test_defaulted_cost_inputs_are_named_in_the_json_and_the_summary(tmp_path):
+    """energy_price_per_kwh 0.10, pue 1.3 and amortization_years 4 are DesignSpec defaults with no source: a trial
+    found them in sweep.json looking exactly like values it set, and not in the summary at all."""
+    out = tmp_path / "out"
+    res = _sweep(tmp_path, STUDY, "--out", str(out), "--set", "designs.own pue.energy_price_per_kwh=0.2")
+    assert res.exit_code == 0, res.output
+    assert json.loads((out / "sweep.json").read_text())["cost_input_sources"] == {
+        "bought": {"capex_per_gpu": "study file", "power_per_gpu_w": "study file", "amortization_years": "default",
+                   "energy_price_per_kwh": "default", "pue": "default"},
+        "own pue": {"capex_per_gpu": "study file", "power_per_gpu_w": "study file",
+                    "amortization_years": "study file", "energy_price_per_kwh": "--set", "pue": "study file"},
+        "rented": {"price_per_gpu_hour": "study file"}}  # a rental's price uses no energy, PUE or amortization
+    assert "assumed for bought (defaults, no source): energy 0.10 USD/kWh, PUE 1.3, 4-year amortization" \
+        in res.stdout.splitlines()
+    assert "own pue (defaults" not in res.stdout and "rented (defaults" not in res.stdout
+    # the existing keys stay as they were: inputs are the resolved values
+    doc = json.loads((out / "sweep.json").read_text())
+    assert doc["inputs"]["designs"][0]["pue"] == 1.3 and doc["inputs"]["designs"][1]["energy_price_per_kwh"] == 0.2
+
+
+def test_one_assumed_line_when_every_design_shares_the_defaults():
+    spec = SweepSpec.model_validate({**STUDY, "designs": STUDY["designs"][:1]})
+    assert "assumed (defaults, no source): energy 0.10 USD/kWh, PUE 1.3, 4-year amortization" \
+        in summary([], spec.currency, spec).splitlines()
+    given = SweepSpec.model_validate({**STUDY, "designs": [dict(STUDY["designs"][0], pue=1.3, energy_price_per_kwh=0.1,
+                                                                amortization_years=4)]})
+    assert "assumed" not in summary([], given.currency, given)  # the same values, but given: not assumptions
+
+
+def test_a_rows_command_runs_from_any_directory(tmp_path, monkeypatch):
+    """A design that changes the network gets a cluster file; a trial's command named it relative to the directory
+    the sweep ran in (`out1/clusters/X.yaml`), so it failed anywhere else."""
+    (tmp_path / "ran").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "ran")
+    study = {**STUDY, "designs": [{"name": "2:1", "cluster": "dgx-h100", "gpus": 8, "price_per_gpu_hour": 2.0,
+                                   "oversubscription": 2.0}]}
+    res = _sweep(tmp_path, study, "--out", "o", "--json")
+    assert res.exit_code == 0, res.output
+    (row,) = json.loads(res.stdout)["rows"]
+    args = shlex.split(row["command"])
+    cluster = args[args.index("--cluster") + 1]
+    assert cluster == str(tmp_path / "ran" / "o" / "clusters" / "2_1.yaml")
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    done = CliRunner().invoke(main, [*args[1:], "--top-k", "1", "--no-map", "--json"])
+    assert done.exit_code == 0, done.output
+    assert json.loads(done.stdout)["plans"][0]["step_time_s"] == pytest.approx(row["step_time_s"], rel=1e-6)
+
+
+@pytest.mark.parametrize("gpus", ["1024", 1024.0])
+def test_gpus_is_a_whole_number_as_written(tmp_path, gpus):
+    """`gpus: "1024"` (a string) was converted to 1024 and accepted; a count is written as an integer."""
+    study = {**STUDY, "designs": [{"name": "x", "cluster": "dgx-h100", "gpus": gpus, "price_per_gpu_hour": 2.0}]}
+    res = _sweep(tmp_path, study, "--out", str(tmp_path / "o"))
+    assert res.exit_code == 2
+    assert "designs.0.gpus" in res.stderr and "valid integer" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_the_report_marks_each_designs_defaulted_cost_inputs():
+    from placement.sweep.output import cost_input_sources, page_meta
+
+    spec = SweepSpec.model_validate(STUDY)
+    meta = page_meta({"inputs": spec.model_dump(mode="json"), "cost_input_sources": cost_input_sources(spec)})
+    bought, own, rented = meta["designs"]
+    assert bought.endswith("(defaults, no source: amortization_years, energy_price_per_kwh, pue)")
+    assert own.endswith("(defaults, no source: energy_price_per_kwh)")
+    assert "defaults" not in rented
