@@ -66,7 +66,8 @@ def _validate_errors(digest: str) -> tuple[dict, ...]:
         if r.error is None:
             continue
         out.append({"id": r.run.id, "moe": r.run.group == MOE_GROUP,
-                    "accelerator": load_cluster(r.run.cluster).accelerator, "error": r.error})
+                    "accelerator": load_cluster(r.run.cluster).accelerator, "precision": r.run.precision.value,
+                    "error": r.error})
     return tuple(out)
 
 
@@ -80,7 +81,8 @@ def validate_errors(cache_dir: Path | None) -> tuple[str, tuple[dict, ...], bool
             value = checked_load(path.read_text(errors="replace"))
         except OSError:
             value = None
-        if isinstance(value, list) and all(isinstance(v, dict) and {"id", "moe", "accelerator", "error"} <= v.keys()
+        if isinstance(value, list) and all(isinstance(v, dict)
+                                           and {"id", "moe", "accelerator", "precision", "error"} <= v.keys()
                                            for v in value):
             return digest, tuple(value), True
     rows = _validate_errors(digest)
@@ -93,8 +95,11 @@ def validate_errors(cache_dir: Path | None) -> tuple[str, tuple[dict, ...], bool
     return digest, rows, False
 
 
-def band(rows: tuple[dict, ...], moe: bool, accelerator: str, digest: str) -> dict | None:
-    """The error band for a cell: the group's errors (predicted/published - 1), widened to include 0."""
+def band(rows: tuple[dict, ...], moe: bool, accelerator: str, digest: str, precision: str | None = None) -> dict | None:
+    """The error band for a cell: the group's errors (predicted/published - 1), widened to include 0.  Within a
+    family the runs at the cell's `precision` make the band where there are some; where the family has runs at
+    another precision only, those do, and `note` says so (the dense Blackwell rows are FP8: a BF16 cell's band comes
+    from them and says it)."""
     kind = "MoE" if moe else "dense"
     mine = [r for r in rows if r["moe"] == moe]
     fam = family(accelerator)
@@ -104,9 +109,13 @@ def band(rows: tuple[dict, ...], moe: bool, accelerator: str, digest: str) -> di
     for f in order:
         group = [r for r in mine if family(r["accelerator"]) == f]
         if group:
-            chosen = (f, group)
-            if f != fam:
-                note = f"no {kind} {fam} runs in validate; nearest family {f}"
+            same = [r for r in group if precision is None or r.get("precision") == precision]
+            notes = [] if f == fam else [f"no {kind} {fam} runs in validate; nearest family {f}"]
+            if not same:
+                others = "/".join(sorted({str(r.get("precision")) for r in group}))
+                notes.append(f"no {precision} {kind} {f} runs in validate; its {others} runs")
+            chosen = (f, same or group)
+            note = "; ".join(notes)
             break
     if chosen is None:
         if not mine:

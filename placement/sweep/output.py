@@ -277,8 +277,9 @@ def summary(rows: list[dict], currency: str, sweep=None) -> str:
             if r.get("idle_cost"):
                 extra.append(f"idle {r['num_gpus_idle']:,} GPUs cost {_money(r['idle_cost'])}")
             lines += _wrap("; ".join(extra))
+            band = r.get("error_band") or {}
             for text in (r.get("idle_reason") if r["num_gpus"] < 0.9 * r["num_gpus_bought"] else None,
-                         r.get("message")):
+                         r.get("message"), f"band: {band['note']}" if band.get("note") else None):
                 if text:
                     lines += _wrap(text)
         lines.append("")

@@ -226,7 +226,9 @@ def cell_row(cell: Cell, sweep: SweepSpec, entry: dict, errors: tuple[str, tuple
                 "idle_reason": None, "error_band": None, "plan": None}
     plan = choice.entry["plan"]
     fields = price(design, work, choice.num_gpus_bought, choice.num_gpus, plan["tokens_per_s"])
-    band = error_band(errors[1], cell.model.moe is not None, cell.accelerator.name, errors[0]) if errors else None
+    band = error_band(errors[1], cell.model.moe is not None, cell.accelerator.name, errors[0],
+                      cell.train.precision.value) if errors else None
+    band = anchored_band(band, plan.get("published_best"))
     low = high = {"time_to_train_days": None, "cost": None}
     if band is not None:  # true step = predicted / (1 + error): the group's best and worst rows
         low = price(design, work, choice.num_gpus_bought, choice.num_gpus,
@@ -412,3 +414,21 @@ def _execute_ray(payloads: list[dict], workers: int | None, finished: Callable[[
             ray.shutdown()
     if lost:
         raise CellsLost(len(lost), len(payloads), lost[0])
+
+
+def anchored_band(band: dict | None, best: dict | None) -> dict | None:
+    """The band with its slow end at least as slow as the best published run of the cell's kind where the plan is
+    priced above every one of them (Plan.published_best `above`): validate's errors are those of runs priced at
+    their own layouts, and a searched plan above all of them is the model's extrapolation (a user trial found
+    searched plans 19-68 % above published runs behind a +-9-17 % band).  At the best published MFU the step is
+    predicted x ratio, an error of 1/ratio - 1; `published_anchor` says which run set it.  Unchanged otherwise."""
+    if band is None or not best or not best.get("above"):
+        return band
+    floor = 1.0 / best["ratio"] - 1.0
+    if floor >= band["error_low"]:
+        return band
+    note = (f"slow end at the best published {best['group']} run's MFU ({best['best_mfu']:.1%}, {best['best_run']}): "
+            f"the plan is priced {best['ratio']:.2f}x above it")
+    return {**band, "error_low": floor, "published_anchor": {"run": best["best_run"], "mfu": best["best_mfu"],
+                                                             "ratio": best["ratio"]},
+            "note": "; ".join(x for x in (band.get("note"), note) if x)}
