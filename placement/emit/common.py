@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -99,7 +100,7 @@ class EmitContext:
         gph = self.topo.gpus_per_host
         return [self.topo.host_names[h] for h in (self.gpu_of_rank[::gph] // gph)]
 
-    @property
+    @cached_property
     def visible_devices(self) -> list[str | None]:
         """CUDA_VISIBLE_DEVICES of node rank k in the priced GPU order, None where it is the identity
         (mapping.report.visible_devices: the same rule as cuda_visible_devices.txt)."""
