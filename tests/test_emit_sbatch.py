@@ -119,3 +119,20 @@ def test_deepspeed_nodes_start_their_own_launcher_as_the_deepspeed_file_writes_i
         local = [a.replace(f"{out}/", "").replace('"', "") for a in args]
         assert local == [a.replace('"', "").replace("${TRAIN_SCRIPT:-train.py}", "train.py")
                          for a in file_lines[rank][1:]]
+
+
+def test_a_plan_on_real_hosts_pins_them_in_the_batch_script(tmp_path):
+    """`sbatch launch.sbatch` must get the nodes the plan was priced on (a trial's job got other nodes and stopped
+    at the hosts.txt lookup): the script asks SLURM for exactly hosts.txt's hosts; a catalog plan's placeholder
+    names are not pinned."""
+    from placement.loaders.hostlist import expand_hostlist
+
+    _plan(tmp_path / "real")
+    head = (tmp_path / "real" / "launch.sbatch").read_text().splitlines()
+    pinned = [x.split("=", 1)[1] for x in head if x.startswith("#SBATCH --nodelist=")]
+    hosts = [x.split()[1] for x in (tmp_path / "real" / "hosts.txt").read_text().splitlines() if x and x[0] != "#"]
+    assert len(pinned) == 1 and sorted(expand_hostlist(pinned[0])) == sorted(hosts)
+    catalog = CliRunner().invoke(main, ["evaluate", "--model", "llama3-8b", "--gpus", "16", "--out",
+                                        str(tmp_path / "catalog"), "--emit", "megatron"])
+    assert catalog.exit_code == 0, catalog.output
+    assert "#SBATCH --nodelist" not in (tmp_path / "catalog" / "launch.sbatch").read_text()

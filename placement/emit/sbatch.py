@@ -5,8 +5,9 @@ task per node; each task re-enters this same script (`--task`) from the plan fol
 planned host order (hosts.txt) from its SLURM node name (`SLURMD_NODENAME`), sets the GPU order of its host
 (cuda_visible_devices.txt, when the plan permutes a host's GPUs) and the static rendezvous, and execs the same
 command the framework file writes for that host: `torchrun`, or the deepspeed launcher without ssh
-(`--no_ssh --node_rank`).  A node of the allocation that is not in
-hosts.txt stops the job with its name: the plan was made for other hosts.
+(`--no_ssh --node_rank`).  A plan made on real hosts pins them (`#SBATCH --nodelist`), so `sbatch launch.sbatch`
+gets the nodes the plan was priced on; a node of the allocation that is not in hosts.txt stops the job with its
+name: the plan was made for other hosts.
 """
 
 from __future__ import annotations
@@ -45,6 +46,10 @@ def render(ctx: EmitContext, formats: list[str]) -> str:
     if all(name.startswith("host") and name[4:].isdigit() for name in ctx.topo.host_names[:2]):
         head.append("# hosts.txt holds the catalog's placeholder names: plan on the allocation (--slurm-topology "
                     "--nodelist) to launch on real hosts")
+    else:  # the plan's own hosts: SLURM must give the job these nodes, or a task stops at the hosts.txt lookup
+        from placement.loaders.hostlist import compress_hostlist
+
+        head.append(f"#SBATCH --nodelist={compress_hostlist(sorted(set(ctx.hosts_in_rank_order)))}")
     for name in frameworks:  # where a framework cannot state the plan, both numbers (as its own file says)
         line, _ = ctx.runs_as(RUNS[name](ctx))
         if line:
