@@ -473,8 +473,6 @@ def build_topology(cluster_ref, gpus, nodes, slurm_topology, nodelist, node_type
                         segment_nodes=segment)
     if slurm_topology is not None and cluster_graph is not None:
         raise InputError("give --slurm-topology or --cluster-graph, not both")
-    if gpus is not None or nodes is not None:
-        raise InputError("--gpus/--nodes do not apply to a real allocation: its size is the host list's")
     if segment is not None and cluster_graph is not None:
         raise InputError(f"--segment {segment} goes with a block-plugin --slurm-topology or a catalog --cluster; a "
                          f"cluster graph lists each host's switches itself: drop --segment")
@@ -482,9 +480,16 @@ def build_topology(cluster_ref, gpus, nodes, slurm_topology, nodelist, node_type
 
     from placement.fabric import real_topology
 
-    return real_topology(Path(slurm_topology) if slurm_topology else None,
+    topo = real_topology(Path(slurm_topology) if slurm_topology else None,
                          Path(cluster_graph) if cluster_graph else None, nodelist, list(node_type), oversubscription,
                          segment)
+    # a real allocation's size is its host list's: a --gpus/--nodes that says the same is redundant, another is wrong
+    for flag, value, have in (("--gpus", gpus, topo.num_gpus), ("--nodes", nodes, topo.num_hosts)):
+        if value is not None and value != have:
+            raise InputError(f"{flag} {value}: the allocation has {topo.num_hosts} hosts and {topo.num_gpus} GPUs "
+                             f"(its host list sets the job's size); drop {flag}, or give the host list of the job you "
+                             f"mean")
+    return topo
 
 
 def partial_nodes(cluster, used: int):

@@ -87,9 +87,13 @@ def test_real_allocation_input_errors(tmp_path):
     assert code == 2 and "nope7" in err and "not in the topology" in err
     code, _, err = run("plan", "--model", "llama3-8b", "--nodelist", "gpu[0001-0002]")
     assert code == 2 and "--nodelist goes with --slurm-topology" in err
+    # a --gpus that is not the allocation's size is refused with both counts; the same size is redundant, accepted
     code, _, err = run("plan", "--model", "llama3-8b", "--slurm-topology", topo, "--nodelist", "gpu[0001-0002]",
-                       "--node-type", "dgx-h100", "--gpus", "16")
-    assert code == 2 and "do not apply to a real allocation" in err
+                       "--node-type", "dgx-h100", "--gpus", "32")
+    assert code == 2 and "--gpus 32: the allocation has 2 hosts and 16 GPUs" in err
+    code, _, err = run("plan", "--model", "llama3-8b", "--slurm-topology", topo, "--nodelist", "gpu[0001-0002]",
+                       "--node-type", "dgx-h100", "--gpus", "16", "--nodes", "2", "--global-batch", "64")
+    assert code == 0, err
     code, _, err = run("plan", "--model", "llama3-8b", "--cluster", "gb200-nvl72", "--gpus", "72", "--node-topo",
                        str(DATA / "nvsmi" / "h100-hgx.txt"))
     assert code == 2 and "8 GPUs but a gb200-nvl72 node has 4" in err
