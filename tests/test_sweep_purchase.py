@@ -206,20 +206,25 @@ def test_error_band_is_the_nearest_validate_group(tmp_path):
     spec = SweepSpec.model_validate({**SMALL, "designs": [
         SMALL["designs"][0], {"name": "b200", "cluster": "dgx-b200", "gpus": 16, "price_per_gpu_hour": 4.0}]})
     rows = {r["design"]: r for r in run_sweep(spec, None, "local", workers=1).rows}
-    dense = {fam: [r.error for r in validate() if r.error is not None and r.run.group != MOE_GROUP
+    prec = spec.workloads[0].precision.value
+    every = {fam: [r for r in validate() if r.error is not None and r.run.group != MOE_GROUP
                    and family(load_cluster(r.run.cluster).accelerator) == fam] for fam in ("Hopper", "Blackwell")}
-    # each design takes its own family's dense rows: B200 has its Megatron-Bridge 25.11 rows, no longer Hopper's
+    # each design takes its own family's dense rows, at the workload's precision where the family has some (Hopper's
+    # BF16 rows); Blackwell's dense rows are all FP8, so a BF16 cell takes them and its note says so
     for name, fam in (("h100x16", "Hopper"), ("b200", "Blackwell")):
+        same = [r.error for r in every[fam] if r.run.precision.value == prec]
+        errors = same or [r.error for r in every[fam]]
         band = rows[name]["error_band"]
-        assert band["group"] == f"dense / {fam}" and band["num_rows"] == len(dense[fam]) > 0
-        assert band["error_low"] == pytest.approx(min(min(dense[fam]), 0))
-        assert band["error_high"] == pytest.approx(max(max(dense[fam]), 0))
+        assert band["group"] == f"dense / {fam}" and band["num_rows"] == len(errors) > 0
+        anchor = band.get("published_anchor")
+        low = min(min(errors), 0) if anchor is None else min(min(errors), 0, 1 / anchor["ratio"] - 1)
+        assert band["error_low"] == pytest.approx(low)
+        assert band["error_high"] == pytest.approx(max(max(errors), 0))
         r = rows[name]
         assert r["time_to_train_days_low"] <= r["time_to_train_days"] <= r["time_to_train_days_high"]
         assert r["time_to_train_days_high"] == pytest.approx(r["time_to_train_days"] / (1 + band["error_low"]))
         assert r["cost_low"] <= r["cost"] <= r["cost_high"]
-        assert r["error_band"]["note"] == ""
-
+        assert ("its fp8 runs" in band["note"]) is (not same)
 
 def _write(tmp_path: Path, study: dict) -> Path:
     path = tmp_path / "study.yaml"
