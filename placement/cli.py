@@ -743,11 +743,11 @@ def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, pr
     open_choices = choices
     choices, module_sets = framework_choices(launched, choices,
                                              recipe.recompute_modules if "recompute_modules" in sources else None)
-    _say_emit_narrows(formats or [], framework, open_choices, choices, module_sets,
-                      splits_narrowed=bool(set(formats or []) - {"megatron"}) and framework in (None, "megatron"))
     # the pipeline split is searched where the recipe leaves it open and every emitted format can state it
     # (Megatron's --account-for-*-in-pipeline-split); torchtitan, DeepSpeed and MaxText files keep the default
     splits = (0,) if launched and set(launched) - {"megatron"} else None
+    _say_emit_narrows(formats or [], framework, open_choices, choices, module_sets,
+                      splits_narrowed=splits is not None and framework in (None, "megatron"))
     cfg = SearchConfig(top_k=top_k,
                        recompute=tuple(Recompute(r) for r in recompute) or SearchConfig.recompute,
                        zero_stages=tuple(sorted(set(zero)))

@@ -58,7 +58,7 @@ class NodeLayout:
         if orders is None or self.bandwidth is None:
             orders = [tuple(range(n))]
         bw = np.array(self.bandwidth) if self.bandwidth is not None else None
-        group = {k: min(self.in_order[k] if tuple(o) == tuple(range(n)) or bw is None
+        group = {k: min(self.in_order[k] if tuple(o) == tuple(range(n))
                         else _in_order_bandwidth(bw[np.ix_(o, o)], k, self.group_bandwidth[k]) for o in orders)
                  for k in self.group_bandwidth}
         return NodeLayout(group_bandwidth=group, order={k: tuple(orders[0]) for k in self.order},

@@ -314,19 +314,19 @@ GRAPHS_WITHOUT_PP_EP = frozenset({"torchtitan"})
 """Formats whose full CUDA graphs run only without pipeline and expert parallelism (torchtitan 0.3.0 captures its one
 graph of forward and backward by default, trainer.py:613-614, and refuses it with PP or EP, trainer.py:179-210;
 emit.torchtitan.graph_args turns it off there): the search prices them so (RecipeChoices.full_graphs_without_pp_ep)."""
-_CHOICE_ATTR = {"moe_dispatcher": "dispatchers", "cuda_graphs": "cuda_graphs", "tp_comm_overlap": "tp_comm_overlap",
-                "ep_comm_overlap": "ep_comm_overlap"}
 
 
 def framework_choices(formats: list[str], choices, modules: tuple | None):
     """(RecipeChoices, SearchConfig.module_sets) restricted to what every format in `formats` launches as
     priced.  A field pinned to one value stays pinned (the emitter warns); `modules` is the user's
     recompute-module list (None: searched)."""
+    from placement.search import SEARCHED_FIELDS
+
     update = {}
     module_sets = (tuple(modules),) if modules else None
     for fmt in formats:
         support = RECIPE_SUPPORT.get(fmt, {})
-        for field, attr in _CHOICE_ATTR.items():
+        for field, attr in SEARCHED_FIELDS.items():
             options = update.get(attr, getattr(choices, attr))
             if field in support and len(options) > 1:
                 kept = tuple(o for o in options if o in support[field])
