@@ -7,11 +7,17 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
+from placement.catalog import load_accelerator, load_cluster, load_model
 from placement.cli import main
+from placement.errors import PlacementInfeasible
+from placement.search import SearchConfig, _fits_on, search
+from placement.specs import Recompute, TrainingSpec
 from placement.sweep.run import run_sweep
 from placement.sweep.spec import SweepSpec
+from placement.topology import Topology
 
 SLURM = Path(__file__).parent / "data" / "slurm" / "tree-5leaf.conf"
 
@@ -86,3 +92,24 @@ def test_a_plan_index_past_the_top_k_says_to_raise_it(tmp_path) -> None:
     code, err = _run("plan", "--model", "llama3-8b", "--gpus", "64", "--top-k", "2", "--plan-index", "3",
                      "--out", str(tmp_path / "o"))
     assert code == 2 and "raise --top-k to 3" in err
+
+
+@pytest.mark.parametrize(("model", "gpus", "recompute"), [
+    ("llama3-405b", 64, None), ("llama3-405b", 128, None), ("llama3-405b", 64, (Recompute.NONE,)),
+    ("mixtral-8x7b", 8, (Recompute.NONE,)), ("mixtral-8x7b", 16, (Recompute.NONE,)), ("deepseek-v3", 64, None),
+    ("deepseek-v3", 256, None),
+])
+def test_the_quick_fit_check_gives_the_search_s_answer(model: str, gpus: int, recompute) -> None:
+    """`_fits_on` (the leanest layouts by memory floor, priced; the search only where they do not settle it)
+    answers as the whole search does, on both sides of where each model starts to fit, and with the leanest
+    recompute left out of the space (where no floor under the capacity is not proof that none fits)."""
+    spec = load_model(model)
+    topo = Topology(load_cluster("dgx-h100"), load_accelerator("h100-sxm"), num_gpus=gpus)
+    train = TrainingSpec(seq_len=4096, global_batch=64)
+    cfg = SearchConfig(top_k=1) if recompute is None else SearchConfig(top_k=1, recompute=recompute)
+    try:
+        search(spec, train, topo, cfg)
+        fits = True
+    except PlacementInfeasible:
+        fits = False
+    assert _fits_on(spec, train, topo, cfg) is fits
