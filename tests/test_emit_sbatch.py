@@ -136,3 +136,42 @@ def test_a_plan_on_real_hosts_pins_them_in_the_batch_script(tmp_path):
                                         str(tmp_path / "catalog"), "--emit", "megatron"])
     assert catalog.exit_code == 0, catalog.output
     assert "#SBATCH --nodelist" not in (tmp_path / "catalog" / "launch.sbatch").read_text()
+
+
+def _audit(folder: Path, *files: str) -> dict:
+    import json
+
+    result = CliRunner().invoke(main, [
+        "audit", "--model", "llama3-8b", "--seq-len", "4096", "--global-batch", "64",
+        "--slurm-topology", str(DATA / "slurm" / "tree-5leaf.conf"), "--nodelist", "gpu[0036-0039]",
+        "--node-type", "dgx-h100", "--hosts", str(folder / "hosts.txt"), "--json",
+        *[a for f in files for a in ("--launch", str(folder / f))]])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+@pytest.mark.parametrize(("framework", "own"), [("megatron", ["megatron.sh"]), ("torchtitan", ["torchtitan.sh"]),
+                                                ("deepspeed", ["deepspeed.sh", "ds_config.json"])])
+def test_the_batch_script_audits_as_its_framework_file(tmp_path, framework, own):
+    """`placement audit --launch launch.sbatch` reads the job the batch script starts: the script runs itself once
+    per node (`srun ... bash "$PLAN_DIR/launch.sbatch" --task`), and that run's `exec` line is the launch.  It was
+    refused ("no launch command"): the reader took `$1` as empty and never entered the per-node branch.  The audit
+    of the batch script and of the framework's own file are the same job at the same step time."""
+    out = tmp_path / "plan"
+    _plan(out, framework)
+    extra = ["ds_config.json", "hostfile"] if framework == "deepspeed" else []
+    batch, file = _audit(out, "launch.sbatch", *extra), _audit(out, *own)
+    assert batch["layout"]["framework"].endswith(framework)
+    for key in ("tp", "cp", "pp", "vpp", "dp", "micro_batch_size", "zero_stage", "recompute"):
+        assert batch["layout"][key] == file["layout"][key], key
+    assert batch["estimate"]["step_time_s"] == file["estimate"]["step_time_s"]
+
+
+def test_the_batch_script_of_several_frameworks_is_read_as_the_one_it_runs(tmp_path):
+    """With a branch per framework the script runs the first (`sbatch launch.sbatch` with no argument): its text
+    names torchtitan and DeepSpeed too, and the audit read it as torchtitan ("--use-distributed-optimizer is
+    missing its value"); the framework is the launch command's."""
+    out = tmp_path / "plan"
+    _plan(out, "megatron", "torchtitan", "deepspeed")
+    assert "torchtitan.train" in (out / "launch.sbatch").read_text()
+    assert _audit(out, "launch.sbatch")["layout"]["framework"] == "megatron"

@@ -126,3 +126,27 @@ def test_a_bash_c_string_set_under_a_condition_is_uncertain(tmp_path: Path) -> N
     cmd = _launch(tmp_path, 'CMD="torchrun a --tp 2"\nif [ -f x ]; then CMD="torchrun b --tp 4"; fi\n'
                             'srun bash -c "$CMD"\n')
     assert cmd.origin.line == 3 and cmd.words[-1].text == "4" and "run.sh:2" in cmd.words[-1].uncertain
+
+
+def test_a_script_that_runs_itself_is_read_again_with_its_arguments(tmp_path: Path) -> None:
+    """`srun bash "$DIR/run.sh" --task` starts the script again with $1 = --task: the reader reads it again as that
+    process (the exported variables its environment, the others unset) and stops that run at its `exec`."""
+    cmds = _read(tmp_path, (
+        "if [[ \"${1:-}\" == --task ]]; then\n"
+        "  exec torchrun --nnodes \"$NNODES\" --local \"${LOCAL:-unset}\" train.py\n"
+        "  echo never\n"
+        "fi\n"
+        "export NNODES=4\n"
+        "LOCAL=1\n"
+        "srun --ntasks-per-node=1 bash \"${SLURM_SUBMIT_DIR:-$PWD}/run.sh\" --task\n"))
+    texts = [[w.text for w in c.words] for c in cmds]
+    assert texts[0][:3] == ["srun", "--ntasks-per-node=1", "bash"]
+    launch = [t for t in texts if "torchrun" in t]
+    assert launch == [["exec", "torchrun", "--nnodes", "4", "--local", "unset", "train.py"]]
+    assert not any("never" in t for t in texts)
+    assert sum(t[0] == "srun" for t in texts) == 1  # the run that execs does not reach the srun line again
+
+
+def test_another_script_run_by_srun_is_not_read_as_this_one(tmp_path: Path) -> None:
+    cmds = _read(tmp_path, "if [[ \"${1:-}\" == --task ]]; then torchrun train.py; fi\nsrun bash other.sh --task\n")
+    assert [c.words[0].text for c in cmds] == ["srun"]

@@ -23,7 +23,9 @@ arguments and a clean environment); ``$@`` and ``$*`` expand to nothing for the 
 A ``for`` loop over words the file determines runs once per word; other loops (``while``, ``until``,
 ``for ((;;))``, or a ``for`` over unknown words or with ``break``/``continue``) have their body read once as
 uncertain.  A ``case`` on a known value takes the branch whose pattern matches; on an unknown value every
-branch is uncertain.  A function runs where it is called, with the call's arguments as ``$1``...``$@``.
+branch is uncertain.  A function runs where it is called, with the call's arguments as ``$1``...``$@``.  A
+script that starts itself (``srun ... bash "$DIR/launch.sbatch" --task``, the file's own name) is read again as
+that process: the call's words as ``$1``..., the exported variables as its environment, up to an ``exec``.
 Here-document bodies are data, not commands.  Text bash would refuse (an unclosed quote, ``fi`` without
 ``if``) is an InputError naming the line.
 """
@@ -147,6 +149,12 @@ class _State:
     loop_runs: int = 0
     num_calls: int = 0
     """Loop bodies run so far (bounded: MAX_LOOP_RUNS)."""
+    src: _Src | None = None
+    """The script's own text, for a command that runs the script again (`srun bash "$0" --task`)."""
+    reruns: int = 0
+    """Such runs open (bounded with the `bash -c` ones: MAX_NESTED_SHELLS)."""
+    stopped: bool = False
+    """Inside such a run, a certain `exec CMD` replaced the process: nothing after it runs in that run."""
 
 
 MAX_NESTED_SHELLS = 8
@@ -175,7 +183,7 @@ def read_commands(path: Path) -> list[Command]:
     text = read_text(path, "launch script", "expected a shell script or an argument list")
     state = _State(str(path), text.split("\n"))
     _sbatch_environment(state)
-    src = _Src(text.encode())
+    src = state.src = _Src(text.encode())
     try:
         _block(state, src, _parse(state, src, None).children)
     except RecursionError:
@@ -692,7 +700,7 @@ def _block(state: _State, src: _Src, nodes: list[tree_sitter.Node]) -> None:
 
 def _statement(state: _State, src: _Src, node: tree_sitter.Node, line: int | None = None) -> None:
     """Run one statement; `line`: the first line of the list or pipeline it is part of (its commands' origin)."""
-    if _mode(state)[0] == "off":
+    if _mode(state)[0] == "off" or state.stopped:
         return
     t = node.type
     line = _line(src, node.start_point[0]) if line is None else line
@@ -803,6 +811,11 @@ def _command(state: _State, src: _Src, node: tree_sitter.Node, line: int) -> Non
     if fields and fields[0].text in state.functions and not fields[0].unresolved:
         _call(state, fields, org)
         return
+    again = _runs_itself(state, fields)
+    if again is not None and state.depth < MAX_NESTED_SHELLS:
+        state.commands.append(Command(tuple(fields), org, _environment(state, prefixed, org, reason)))
+        _run_again(state, fields[again + 1:], org, reason)
+        return
     if fields and fields[0].text == "shift" and state.calls:  # inside a function: drop its first arguments
         call = state.calls[-1]
         n = fields[1].text if len(fields) > 1 else "1"
@@ -813,6 +826,44 @@ def _command(state: _State, src: _Src, node: tree_sitter.Node, line: int) -> Non
                          for k in range(len(call.args))]
     if fields:
         state.commands.append(Command(tuple(fields), org, _environment(state, prefixed, org, reason)))
+        if fields[0].text == "exec" and len(fields) > 1 and reason is None and state.reruns:
+            state.stopped = True  # the process is now CMD (bash(1), exec): the rest of this run is not read
+
+
+def _runs_itself(state: _State, fields: list[Word]) -> int | None:
+    """The index of SCRIPT in `[srun ...] bash|sh SCRIPT [ARGS]` (or `srun ... SCRIPT [ARGS]`) where SCRIPT is the
+    file being read, by name: a batch script that starts itself once per node, as placement's launch.sbatch does
+    (`srun ... bash "$PLAN_DIR/launch.sbatch" --task`)."""
+    name = Path(state.path).name
+    for i, w in enumerate(fields[:-1]):
+        shell = w.text.rsplit("/", 1)[-1] in ("bash", "sh")
+        if (shell or (i == 0 and w.text.rsplit("/", 1)[-1] == "srun")) and \
+                fields[i + 1].text.rsplit("/", 1)[-1] == name:
+            return i + 1
+        if shell:
+            return None
+    return None
+
+
+def _run_again(state: _State, args: list[Word], org: Origin, reason: str | None) -> None:
+    """Read the script again as the process the command starts: the call's words as $1 ... $@, the variables the
+    script exported (and SLURM's) as its environment, up to a certain `exec` that replaces it."""
+    assert state.src is not None
+    saved_vars = state.vars
+    state.vars = {k: v for k, v in saved_vars.items() if k in state.exported or k.startswith("SLURM_")}
+    state.depth += 1
+    state.reruns += 1
+    state.calls.append(_Call([[_Seg(w.text, False, w.origin, w.unresolved, w.uncertain)] for w in args]))
+    state.frames.append(["uncertain" if reason else "on", True, org, reason])
+    try:
+        _block(state, state.src, _parse(state, state.src, None).children)
+    finally:
+        state.frames.pop()
+        state.calls.pop()
+        state.depth -= 1
+        state.reruns -= 1
+        state.vars = saved_vars
+        state.stopped = False
 
 
 def _environment(state: _State, prefixed: set[str], org: Origin, reason: str | None) -> tuple[tuple[str, Word], ...]:

@@ -16,6 +16,7 @@ from placement.cost.constants import (
     ATTENTION_CORE_EFFICIENCY,
     CAUSAL_EXECUTED_FRACTION,
     CROSS_ENTROPY_BYTES_PER_LOGIT,
+    CROSS_ENTROPY_FUSED_BYTES_PER_LOGIT,
     ELEMENTWISE_BYTES_PER_HIDDEN,
     UNFUSED_SCORE_BYTES_FORWARD,
     UNFUSED_SCORE_DROPOUT_BYTES,
@@ -61,9 +62,11 @@ def unfused_attention_time(tokens, seq_len: int, heads_local, qk_dim: int, v_dim
     return qk + av + scores
 
 
-def cross_entropy_time(tokens, vocab_local, hbm_bytes_per_s: float) -> np.ndarray:
-    """Loss over the (vocabulary-sharded) logits, forward and backward: memory-bound."""
-    return tokens * vocab_local * CROSS_ENTROPY_BYTES_PER_LOGIT / hbm_bytes_per_s
+def cross_entropy_time(tokens, vocab_local, hbm_bytes_per_s: float, fused: bool = False) -> np.ndarray:
+    """Loss over the (vocabulary-sharded) logits, forward and backward: memory-bound, one pass per eager op or
+    four where the loss is fused."""
+    per_logit = CROSS_ENTROPY_FUSED_BYTES_PER_LOGIT if fused else CROSS_ENTROPY_BYTES_PER_LOGIT
+    return tokens * vocab_local * per_logit / hbm_bytes_per_s
 
 
 def elementwise_time(tokens, hidden: int, shard, hbm_bytes_per_s: float) -> np.ndarray:

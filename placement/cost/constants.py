@@ -51,9 +51,16 @@ UNFUSED_SCORE_DROPOUT_BYTES = 3.0
 """Of UNFUSED_SCORE_BYTES_FORWARD, the attention dropout's mask and output: a model trained without dropout does
 not move them (PyTorch's dropout returns its input at p = 0, `_dropout_impl`), as the memory model keeps 2 bytes
 per score for it instead of 5 (Korthikanti Table 2)."""
-CROSS_ENTROPY_BYTES_PER_LOGIT = 24.0
-"""HBM traffic per logit of the vocabulary-parallel cross-entropy, forward and backward together
-(fp32 upcast, max, exp-sum, loss, gradient: about six 4-byte passes)."""
+CROSS_ENTROPY_BYTES_PER_LOGIT = 52.0
+"""HBM traffic per logit of the unfused vocabulary-parallel cross-entropy, forward and backward together, one
+eager kernel per op (Megatron-Core core_r0.8.0 tensor_parallel/cross_entropy.py, counted): the fp32 upcast (read
+2, write 4), the max (read 4), the subtraction (read 4, write 4), exp (4 + 4), the sum (4), the division into the
+saved softmax (4 + 4), the backward's update and scaling by the loss gradient (4 + 4) and the cast of the
+gradient to 16 bits (4 + 2)."""
+CROSS_ENTROPY_FUSED_BYTES_PER_LOGIT = 28.0
+"""The same with `--cross-entropy-loss-fusion` (core_r0.8.0 fusions/fused_cross_entropy.py, counted): four
+jit-fused kernels, the upcast with the max (2 + 4), the subtraction with exp and the sum (4 + 4), the division (4 +
+4) and the backward with its 16-bit cast (4 + 2)."""
 GRAD_ACCUMULATION_BYTES_PER_PARAM = {"fused": 0.0, "autograd": 6.0, "fp32_copy": 18.0}
 """HBM bytes per local parameter per micro-batch of each way of accumulating gradients (specs.recipe
 GradAccumulation): none beyond the GEMM for Megatron's fused path; `.grad += g` in 16 bits (read 2 + 2,

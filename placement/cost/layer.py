@@ -371,7 +371,7 @@ def layer_compute(x: Ctx) -> LayerCompute:
     # the head's GEMMs stay 16-bit under FP8 unless the recipe converts it (fp8_lm_head: torchtitan's MXFP8 config)
     head_gemm = (_gemm(x, tokens, vocab / tp, w.hidden) if x.fp8 is not None and x.recipe.fp8_lm_head
                  else gemm_time(tokens, vocab / tp, w.hidden, 1, x.gemm_bf16))
-    head = head_gemm * (1.0 + bwd) + cross_entropy_time(tokens, vocab / tp, x.hbm_bw)
+    head = head_gemm * (1.0 + bwd) + cross_entropy_time(tokens, vocab / tp, x.hbm_bw, x.recipe.cross_entropy_fusion)
     if x.recipe.fp8_lm_head:
         head = head + fp8_weight_recasts(x, vocab / tp * w.hidden, 0.0)
     # an MTP module: concat-projection 2h -> h, one transformer layer, its own head and loss (DeepSeek-V3 §2.2)

@@ -38,7 +38,7 @@ def _plausible_bandwidth(value: float) -> float:
 Bandwidth = Annotated[float, AfterValidator(_plausible_bandwidth)]
 """Bytes per second within MIN_BANDWIDTH_BYTES_PER_S..MAX_BANDWIDTH_BYTES_PER_S."""
 MAX_GEMM_HALF_EFFICIENCY_DIM: Final = 1 << 20
-"""Largest `gemm_half_efficiency_dim` accepted (the catalog calibrates 192 to 512): larger drives every GEMM
+"""Largest `gemm_half_efficiency_dim` accepted (the catalog calibrates 190 to 512): larger drives every GEMM
 efficiency towards zero and step times to overflow."""
 
 

@@ -346,7 +346,9 @@ def launcher_settings(launch: Launch, s: Settings) -> None:
         if n is not None and p is not None:
             s.put("world_size", n * p, f"{nodes.evidence if nodes else procs.evidence}; {procs.evidence}")
     elif launch.launcher in ("deepspeed", "deepspeed.pt"):
-        for key in ("--num-nodes", "--num-gpus", "--hostfile"):  # DeepSpeed reads the hostfile's name itself
+        # --hostfile's value is not read: the hostfile the job uses is the one passed with the files (its path, say
+        # "$PLAN_DIR/hostfile" in placement's launch.sbatch, may depend on the directory the job starts in)
+        for key in ("--num-nodes", "--num-gpus"):
             if key in args:
                 given = (one_value(args[key]).text, args[key].evidence)
                 if key == "--num-nodes":

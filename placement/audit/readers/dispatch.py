@@ -42,19 +42,31 @@ def _maxtext_yaml(path: Path) -> bool:
 
 
 def _script_framework(path: Path) -> str | None:
-    """The framework a script's text names, by its flags and entry points (None: none it knows)."""
+    """The framework a script names, by its flags and entry points (None: none it knows): those of the launch
+    command it runs where the reader finds one and they name one (placement's launch.sbatch holds a branch per
+    framework and runs one), else those anywhere in its text."""
     text = read_text(path, "launch script", "expected a shell script or an argument list")
-    if re.search(r"\b(maxtext|MaxText)[./]\S*train\b", text):
-        return "maxtext"
-    if re.search(r"torchtitan\.train|--parallelism\.|--job\.config_file|activation-checkpoint:|--model\.flavor", text):
-        return "torchtitan"
-    if re.search(r"--deepspeed_config|--deepspeed-config|\bdeepspeed(\.pt)?\s", text):
-        return "megatron-deepspeed"
-    if re.search(r"--tensor-model-parallel-size|--pipeline-model-parallel-size|--micro-batch-size|--num-layers\b|"
-                 r"pretrain_gpt|--model-parallel-size|\bmodel\.tensor_model_parallel_size=|"
-                 r"\btrain\.global_batch_size=", text):
-        return "megatron"
+    try:
+        launches = launch_commands(path)
+    except InputError:  # two launches that differ: read_file says so
+        launches = []
+    for where in ([" ".join(w.text for w in launches[0].command.words)] if launches else []) + [text]:
+        for fw, pattern in _FRAMEWORK_MARKS:
+            if re.search(pattern, where):
+                return fw
     return None
+
+
+_FRAMEWORK_MARKS = (
+    ("maxtext", r"\b(maxtext|MaxText)[./]\S*train\b"),
+    ("torchtitan", r"torchtitan\.train|--parallelism\.|--job\.config_file|activation-checkpoint:|--model\.flavor"),
+    ("megatron-deepspeed", r"--deepspeed_config|--deepspeed-config|\bdeepspeed(\.pt)?\s"),
+    ("megatron", r"--tensor-model-parallel-size|--pipeline-model-parallel-size|--micro-batch-size|--num-layers\b|"
+                 r"pretrain_gpt|--model-parallel-size|\bmodel\.tensor_model_parallel_size=|"
+                 r"\btrain\.global_batch_size="),
+)
+"""Each framework's flags and entry points in a script, in the order they are tried (a Megatron-DeepSpeed script
+has Megatron's flags too)."""
 
 
 def detect_framework(paths: list[Path]) -> str:
