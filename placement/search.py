@@ -728,34 +728,43 @@ def _fitting_count(model: ModelSpec, train: TrainingSpec, topo: Topology, cfg: S
 
 
 def _fits_on(model: ModelSpec, train: TrainingSpec, topo: Topology, cfg: SearchConfig) -> bool:
-    """Whether `search` finds a layout that fits on `topo`, at a fraction of its work: the LEANEST_PRICED layouts
-    of lowest memory floor (`memory_floor`, a lower bound of the peak; the space's floors taken in chunks of
-    about PRICE_CHUNK_ROWS) are priced, and one of them fitting is the search's answer too (it ranks every valid
-    layout that fits); no floor at or under the capacity, with full recompute in the space, means none can fit.
-    Where neither settles it, the whole search runs."""
+    """Whether `search` finds a layout that fits on `topo`, at a fraction of its work where `_leanest_fit` settles
+    it; else the whole search runs."""
+    quick = None
     if cfg.recipe.pipeline_layout is None:  # else the search may refuse the layout text: its answer decides
-        w = workload(model)
-        n, gpn, spans = topo.num_gpus, min(topo.cluster.gpus_per_node, topo.num_gpus), hsdp_spans(topo)
-        base = enumerate_layouts(w, model, train, n, cfg, gpn, spans, sharded=False)
-        total = sharding_count(base, cfg, n, gpn, spans)
-        rows = max(1, len(base) * PRICE_CHUNK_ROWS // max(total, 1))
-        lean, lean_floor = None, np.empty(0)
-        for start in range(0, len(base), rows):
-            space = expand_sharding(base.take(np.arange(start, min(start + rows, len(base)))), cfg, n, gpn, spans)
-            valid, floor, capacity = memory_floor(w, train, topo, space, cfg.recipe)
-            can = np.flatnonzero(valid & (floor <= capacity))
-            space, floor = space.take(can), np.concatenate([lean_floor, floor[can]])
-            space = space if lean is None else concat_batches(lean, space)
-            keep = np.sort(np.argsort(floor, kind="stable")[:LEANEST_PRICED])
-            lean, lean_floor = space.take(keep), floor[keep]
-        if len(lean_floor) == 0 and _full_recompute_is_leanest(cfg):
-            return False
-        if len(lean_floor):
-            est = estimate(w, train, topo, lean, cfg.recipe, cfg.choices)
-            if (est.valid & est.fits).any():
-                return True
+        try:
+            quick = _leanest_fit(model, train, topo, cfg)
+        except (PlacementInfeasible, InputError):
+            quick = None
+    if quick is not None:
+        return quick
     try:
         search(model, train, topo, cfg)
         return True
     except (PlacementInfeasible, InputError):
         return False
+
+
+def _leanest_fit(model: ModelSpec, train: TrainingSpec, topo: Topology, cfg: SearchConfig) -> bool | None:
+    """The search's answer where the leanest layouts give it: the LEANEST_PRICED layouts of lowest memory floor
+    (`memory_floor`, a lower bound of the peak; the space's floors taken in chunks of about PRICE_CHUNK_ROWS) are
+    priced, and one of them fitting is the search's answer too (it ranks every valid layout that fits): True; no
+    floor at or under the capacity, with full recompute in the space, means none can fit: False.  None where
+    neither settles it."""
+    w = workload(model)
+    n, gpn, spans = topo.num_gpus, min(topo.cluster.gpus_per_node, topo.num_gpus), hsdp_spans(topo)
+    base = enumerate_layouts(w, model, train, n, cfg, gpn, spans, sharded=False)
+    rows = max(1, len(base) * PRICE_CHUNK_ROWS // max(sharding_count(base, cfg, n, gpn, spans), 1))
+    lean, lean_floor = None, np.empty(0)
+    for start in range(0, len(base), rows):
+        space = expand_sharding(base.take(np.arange(start, min(start + rows, len(base)))), cfg, n, gpn, spans)
+        valid, floor, capacity = memory_floor(w, train, topo, space, cfg.recipe)
+        can = np.flatnonzero(valid & (floor <= capacity))
+        space, floor = space.take(can), np.concatenate([lean_floor, floor[can]])
+        space = space if lean is None else concat_batches(lean, space)
+        keep = np.sort(np.argsort(floor, kind="stable")[:LEANEST_PRICED])
+        lean, lean_floor = space.take(keep), floor[keep]
+    if len(lean_floor) == 0:
+        return False if _full_recompute_is_leanest(cfg) else None
+    est = estimate(w, train, topo, lean, cfg.recipe, cfg.choices)
+    return True if (est.valid & est.fits).any() else None

@@ -150,3 +150,11 @@ def test_a_script_that_runs_itself_is_read_again_with_its_arguments(tmp_path: Pa
 def test_another_script_run_by_srun_is_not_read_as_this_one(tmp_path: Path) -> None:
     cmds = _read(tmp_path, "if [[ \"${1:-}\" == --task ]]; then torchrun train.py; fi\nsrun bash other.sh --task\n")
     assert [c.words[0].text for c in cmds] == ["srun"]
+
+
+@pytest.mark.parametrize("line", ["srun --ntasks-per-node=1 \"${DIR:-.}/run.sh\" --task",
+                                  "srun -N 2 bash -x ./run.sh --task", "bash run.sh --task"])
+def test_each_way_of_starting_the_script_again_is_read(tmp_path: Path, line: str) -> None:
+    cmds = _read(tmp_path, f"if [[ \"${{1:-}}\" == --task ]]; then exec torchrun train.py; fi\n{line}\n")
+    assert [[w.text for w in c.words] for c in cmds if "torchrun" in [w.text for w in c.words]] == [
+        ["exec", "torchrun", "train.py"]]

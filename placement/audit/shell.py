@@ -831,17 +831,20 @@ def _command(state: _State, src: _Src, node: tree_sitter.Node, line: int) -> Non
 
 
 def _runs_itself(state: _State, fields: list[Word]) -> int | None:
-    """The index of SCRIPT in `[srun ...] bash|sh SCRIPT [ARGS]` (or `srun ... SCRIPT [ARGS]`) where SCRIPT is the
-    file being read, by name: a batch script that starts itself once per node, as placement's launch.sbatch does
-    (`srun ... bash "$PLAN_DIR/launch.sbatch" --task`)."""
+    """The index of SCRIPT in `[srun ...] bash|sh [-OPTS] SCRIPT [ARGS]` or `srun [...] SCRIPT [ARGS]` where SCRIPT
+    is the file being read, by name: a batch script that starts itself once per node, as placement's launch.sbatch
+    does (`srun ... bash "$PLAN_DIR/launch.sbatch" --task`)."""
     name = Path(state.path).name
-    for i, w in enumerate(fields[:-1]):
-        shell = w.text.rsplit("/", 1)[-1] in ("bash", "sh")
-        if (shell or (i == 0 and w.text.rsplit("/", 1)[-1] == "srun")) and \
-                fields[i + 1].text.rsplit("/", 1)[-1] == name:
-            return i + 1
-        if shell:
-            return None
+    srun = bool(fields) and fields[0].text.rsplit("/", 1)[-1] == "srun"
+    for i, w in enumerate(fields):
+        base = w.text.rsplit("/", 1)[-1]
+        if base in ("bash", "sh"):
+            j = i + 1
+            while j < len(fields) and fields[j].text.startswith("-") and fields[j].text != "-c":
+                j += 1
+            return j if j < len(fields) and fields[j].text.rsplit("/", 1)[-1] == name else None
+        if srun and i > 0 and base == name:
+            return i
     return None
 
 
