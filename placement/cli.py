@@ -1095,6 +1095,9 @@ def _files_text(paths) -> str:
                    "hosts.txt, a DeepSpeed/MPI hostfile, a SLURM arbitrary-distribution hostfile.")
 @click.option("--framework", type=click.Choice(FRAMEWORK_CHOICES), default=None,
               help="Default: detected from the launch files.")
+@click.option("--script-args", "script_args", default="",
+              help="The arguments the launch script was started with, as one string: its $1 ... (e.g. "
+                   "'deepspeed' for `sbatch launch.sbatch deepspeed`). Default: none.")
 @click.option("--fail-on", type=click.Choice(["info", "warning", "error"]), default="error", show_default=True,
               help="Exit 1 when a finding of this severity or above exists (for CI gates).")
 @click.option("--map-time-limit", type=_SECONDS, default=1.0, show_default=True,
@@ -1109,7 +1112,7 @@ def _files_text(paths) -> str:
 @handle_errors
 def audit(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, precision, memory_headroom_gib,
           as_json, slurm_topology, nodelist, node_type, cluster_graph, oversubscription, node_topo, launch_files,
-          hosts_file, framework, fail_on, map_time_limit, out_dir, report_file, **recipe_args):
+          hosts_file, framework, script_args, fail_on, map_time_limit, out_dir, report_file, **recipe_args):
     """Read a running job's launch files; price its layout where it lands; list what it costs and the fix.
 
     The recipe is what the launch files state (Megatron's recipe arguments); --recipe FILE and the recipe
@@ -1123,7 +1126,14 @@ def audit(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, p
 
     recipe_file, given = _recipe_flag_values(recipe_args)
     report = _check_report(report_file)
-    launch = parse_launch([Path(p) for p in launch_files], framework)
+    import shlex
+
+    try:
+        args = tuple(shlex.split(script_args))
+    except ValueError as err:
+        raise InputError(f"--script-args {script_args!r}: {err}; give the arguments as a shell would split them") \
+            from None
+    launch = parse_launch([Path(p) for p in launch_files], framework, args)
     if out_dir is not None:  # before any work
         from placement.audit.report import FRAMEWORK_FORMAT
         from placement.emit.writer import output_names

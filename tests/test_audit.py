@@ -446,3 +446,24 @@ def test_the_bubble_finding_saves_only_what_the_pipeline_change_saves(tmp_path):
     (bubble,) = [f for f in got["findings"] if f["kind"] == "pipeline_bubble"]
     assert 0 < bubble["cost_s"] <= saving + 1e-9
     assert "the job's recompute and recipe kept" in bubble["message"]
+
+
+def test_a_job_the_framework_search_cannot_better_is_still_priced(tmp_path: Path) -> None:
+    """Qwen3-30B-A3B on 144 GB200: the plan runs pp 9 over 48 layers (3/6/3), which MaxText's search cannot split;
+    the audit of the MaxText files stopped with that search's "no layout" message and never priced the job.  Now
+    it prices the job as launched, the step the file's header promises, and says why there is no plan to compare."""
+    job = ["--model", "qwen3-30b-a3b", "--cluster", "gb200-nvl72", "--gpus", "144", "--global-batch", "512"]
+    code, _, err = run("plan", *job, "--top-k", "1", "--out", str(tmp_path / "p"), "--emit", "maxtext")
+    assert code == 0, err
+    header = (tmp_path / "p" / "maxtext.yml").read_text()
+    promised = float(re.search(r"^# this file runs .*: ([\d.]+) s/step", header, re.M).group(1))
+    data = audit_json(*job, "--launch", str(tmp_path / "p" / "maxtext.yml"),
+                      "--launch", str(tmp_path / "p" / "jax_mesh.py"))
+    assert data["layout"]["pp"] == 9
+    assert round(data["estimate"]["step_time_s"], 3) == promised
+    assert "no layout of qwen3-30b-a3b splits over 144 GPUs" in data["no_better_plan"]
+    assert data["speedup"] == 1.0 and data["changes"] == []
+    code, out, _ = run("audit", *job, "--launch", str(tmp_path / "p" / "maxtext.yml"),
+                       "--launch", str(tmp_path / "p" / "jax_mesh.py"))
+    assert "best plan for the same job: none searched (no layout" in out
+    assert "placement found no other plan for this job to compare it with" in out

@@ -158,3 +158,18 @@ def test_each_way_of_starting_the_script_again_is_read(tmp_path: Path, line: str
     cmds = _read(tmp_path, f"if [[ \"${{1:-}}\" == --task ]]; then exec torchrun train.py; fi\n{line}\n")
     assert [[w.text for w in c.words] for c in cmds if "torchrun" in [w.text for w in c.words]] == [
         ["exec", "torchrun", "train.py"]]
+
+
+def test_the_script_arguments_the_audit_is_given_are_its_positional_parameters(tmp_path: Path) -> None:
+    from placement.audit.shell import SCRIPT_ARGUMENTS
+
+    text = "FW=${1:-megatron}\nshift\ncase $FW in\n  deepspeed) deepspeed train.py --rest \"$1\" ;;\n" \
+           "  *) torchrun pretrain_gpt.py ;;\nesac\n"
+    token = SCRIPT_ARGUMENTS.set(("deepspeed", "x y"))
+    try:
+        cmds = _read(tmp_path, text)
+    finally:
+        SCRIPT_ARGUMENTS.reset(token)
+    assert [[w.text for w in c.words] for c in cmds if c.words[0].text != "shift"] == [
+        ["deepspeed", "train.py", "--rest", "x y"]]
+    assert [c.words[0].text for c in _read(tmp_path, text) if c.words[0].text != "shift"] == ["torchrun"]

@@ -38,7 +38,7 @@ from placement.cost.constants import GiB
 from placement.cost.step import Estimates, default_choices, estimate
 from placement.emit.common import EmitContext
 from placement.emit.megatron import ACTIVATION_ARGS
-from placement.errors import InputError
+from placement.errors import InputError, PlacementInfeasible
 from placement.evaluate import check_layout
 from placement.frameworks import CAPABILITIES, model_as_run
 from placement.loaders.errors import format_validation_error
@@ -383,6 +383,9 @@ class Audit:
     """Added: values the job runs with that neither the files nor the command line state, each with what the audit
     assumed ("host_order": the allocation's order; "cuda_visible_devices": GPUs in numbered order, where the in-node
     order is priced); the JSON's layout.unstated lists them."""
+    no_better_plan: str | None = None
+    """Added: why the search under the framework's rules found no plan for the job (its infeasibility message), where
+    it found none; the launched job is priced all the same and `best` is the job itself."""
 
     def without_timings(self) -> Audit:
         """`--reproducible`: the best plan's wall-clock mapping time left out."""
@@ -466,6 +469,24 @@ def resolve_layout(launch: LaunchLayout, model: ModelSpec, num_gpus: int, gpus_p
         raise InputError(format_validation_error(err, "the launch files' layout")) from None
     except ValueError as err:  # pydantic's cross-field checks, already worded with the numbers
         raise InputError(f"the launch files' layout is not valid: {err}") from None
+
+
+def _devices_by_host(launch: LaunchLayout, host_of_node: list[str]) -> LaunchLayout:
+    """The launch with each node rank's CUDA_VISIBLE_DEVICES from a file given that lists them by host
+    (`devices_by_host`, placement's cuda_visible_devices.txt), in place of launch lines whose value the files leave
+    open (launch.sbatch reads that file at run time); node rank k runs on host_of_node[k].  Lines that state their
+    value keep it.  An InputError where the file names none of the job's hosts."""
+    by_host = launch.devices_by_host
+    if not by_host:
+        return launch
+    if not set(by_host) & set(host_of_node):
+        first = next(iter(by_host.values()))
+        raise InputError(f"{first.evidence}: the GPU order file names none of the job's hosts "
+                         f"({', '.join(host_of_node[:3])}{' ...' if len(host_of_node) > 3 else ''}); pass the file "
+                         f"of this allocation, or the allocation it was written for (--nodelist)")
+    kept = tuple(n for n in launch.cuda_visible_devices if n.devices is not None)
+    given = tuple(by_host[h].model_copy(update={"node_rank": k}) for k, h in enumerate(host_of_node) if h in by_host)
+    return launch.model_copy(update={"cuda_visible_devices": given + kept})
 
 
 def node_gpu_orders(launch: LaunchLayout, num_hosts: int, gpus_per_host: int) -> tuple[list[tuple[int, ...]],
@@ -1171,6 +1192,7 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
                                  f"({', '.join(topo.host_names[:3])}{' ...' if topo.num_hosts > 3 else ''}); give "
                                  f"--hosts with the order the job ran with")
     gph = topo.gpus_per_host
+    launch = _devices_by_host(launch, [topo.host_names[h] for h in order])
     local_orders, order_notes = node_gpu_orders(launch, topo.num_hosts, gph)
     notes += order_notes
     by_host = host_order_mapping(topo, order)
@@ -1178,9 +1200,14 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
     perm = np.array(local_orders, dtype=np.int64)  # node rank k's local rank i runs on GPU perm[k, i]
     gpu_of_rank = ((by_host // gph) * gph + perm[node_of, by_host % gph])[framework_rank]
     visible = [n for n in launch.cuda_visible_devices if n.devices is not None]
+    open_lines = [n for n in launch.cuda_visible_devices if n.unresolved]
     if topo.node_layout is not None and not visible:
-        assumed["cuda_visible_devices"] = (f"not set by the launch lines: each host runs its ranks on GPUs "
-                                           f"0..{gph - 1} in numbered order")
+        assumed["cuda_visible_devices"] = (
+            f"not set by the launch lines: each host runs its ranks on GPUs 0..{gph - 1} in numbered order"
+            if not open_lines else
+            f"set to a value the files do not hold ({open_lines[0].unresolved}; {open_lines[0].evidence}): priced "
+            f"with each host's GPUs 0..{gph - 1} in numbered order; pass the file it is read from with --launch "
+            f"(placement's cuda_visible_devices.txt)")
     # with measured intra-node links each host runs its ranks on its GPUs in the order its launch line's
     # CUDA_VISIBLE_DEVICES lists (numbered order without one): its groups get the links of those GPUs
     mapped = topo.with_mapping(gpu_of_rank).as_launched_in_order(sorted(set(local_orders)))
@@ -1196,7 +1223,10 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
             gbps = topo.cluster.scale_up.collective_efficiency / 1e9
             ran = mapped.node_layout.group_bandwidth.get(k, 0.0) if mapped.node_layout is not None else 0.0
             how = (f"each host runs its ranks on GPUs 0..{gph - 1} in order (the launch files set no "
-                   f"CUDA_VISIBLE_DEVICES), so groups of {k} consecutive GPUs get" if not visible else
+                   f"CUDA_VISIBLE_DEVICES), so groups of {k} consecutive GPUs get" if not visible and not open_lines
+                   else f"the launch files set CUDA_VISIBLE_DEVICES to a value they do not hold (see "
+                   f"cuda_visible_devices above), priced as each host's GPUs 0..{gph - 1} in order (pass the file "
+                   f"it is read from with --launch), so groups of {k} consecutive GPUs get" if not visible else
                    f"the launch files run each host's ranks on GPUs {visible[0]} (CUDA_VISIBLE_DEVICES, "
                    f"{visible[0].evidence}), so groups of {k} consecutive ranks get")
             notes.append(Finding(
@@ -1231,12 +1261,16 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
         space = neox_space(space, launch, model)
     space, best_sources = recipe_space(space, launch.framework, model, topo, recipe, recipe_sources,
                                        torchtitan3=launch.framework == "torchtitan" and not launch.torchtitan_form)
-    planned = plan_job(model, train, topo, space, mapping, recipe_sources=best_sources, progress=progress,
-                       model_sources=model_sources)
+    try:
+        planned, no_better = plan_job(model, train, topo, space, mapping, recipe_sources=best_sources,
+                                      progress=progress, model_sources=model_sources), None
+    except PlacementInfeasible as err:
+        # the launched job is priced all the same: only the comparison with a searched plan is missing
+        planned, no_better = None, str(err)
     step_s = float(est.step_time_s[0])
-    c = _Ctx(model, train, topo, layout, est, step_s, mapped_same_s, planned.search.estimates,
-             planned.search.batch, recipe, mapped, space.zero_stages, framework_rank, launch.framework, launch.dialect,
-             launch.config_keys)
+    c = _Ctx(model, train, topo, layout, est, step_s, mapped_same_s,
+             est if planned is None else planned.search.estimates, batch if planned is None else planned.search.batch,
+             recipe, mapped, space.zero_stages, framework_rank, launch.framework, launch.dialect, launch.config_keys)
     findings = _crossing_findings(c, kinds) + _layout_findings(c, plan) + notes + unknown_key_findings(launch)
     stated = (launch.first_stage_layers, launch.last_stage_layers)
     modeled = (plan.layout.stage_layers[0], plan.layout.stage_layers[-1])
@@ -1255,7 +1289,7 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
             f"on the command line (dp {layout.dp}): the estimate and the best plan describe the job on "
             f"{topo.num_gpus} GPUs, which these files do not launch until their node count says so", [], 0.0))
     findings.sort(key=lambda f: (-SEVERITIES.index(f.severity), -(f.cost_s or 0.0), f.kind))
-    best, best_gpu = planned.plans[0], planned.gpu_of_rank[0]
+    best, best_gpu = (plan, gpu_of_rank) if planned is None else (planned.plans[0], planned.gpu_of_rank[0])
     if best.step_time_s >= plan.step_time_s and plan.fits:  # the job already runs the best we know
         best, best_gpu = plan, gpu_of_rank
     speedup = round(plan.step_time_s / best.step_time_s, 3) if best.step_time_s > 0 else 1.0
@@ -1294,5 +1328,5 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
                 c["assumed"] = True
     return Audit(launch=launch, model=model, layout=layout, estimate=plan, findings=findings, best=best,
                  best_gpu_of_rank=best_gpu, speedup=speedup, changes=changes,
-                 host_order=[topo.host_names[h] for h in order], assumed=assumed)
+                 host_order=[topo.host_names[h] for h in order], assumed=assumed, no_better_plan=no_better)
 

@@ -33,6 +33,9 @@ neox; maxtext; `common` the shared pieces, `dispatch` which reader reads which f
 `Reading` (`readers.reading`), which `Reading.launch_layout()` validates into the `LaunchLayout` (re-exported
 here with every name other modules import from this one).
 
+With any of them: placement's `cuda_visible_devices.txt` (`HOST CUDA_VISIBLE_DEVICES=...` per host, which its
+launch.sbatch reads at run time), each node rank's GPU order once the audit knows the host order.
+
 Not supported: Megatron's `--yaml-cfg` files, Bridge's `scripts/performance` `perf_matrix` files, NeMo 1.x
 YAML, DeepSpeed `--include/--exclude`, here-documents in scripts (the DeepSpeed JSON must be a file).
 """
@@ -43,12 +46,14 @@ from pathlib import Path
 
 from placement.audit.readers import deepspeed, megatron, torchtitan
 from placement.audit.readers import maxtext as maxtext_reader
+from placement.audit.readers.common import read_devices_by_host
 from placement.audit.readers.deepspeed import HF_DEFAULTS, RANK_ORDERS, TOPOLOGY_AXES, TOPOLOGY_CLASSES
-from placement.audit.readers.dispatch import detect_framework, file_kind, read_file, read_neox
+from placement.audit.readers.dispatch import check_script_arms, detect_framework, file_kind, read_file, read_neox
 from placement.audit.readers.megatron import MEGATRON_LOG_BEGIN, MEGATRON_LOG_END
 from placement.audit.readers.neox import NEOX_KEYS
-from placement.audit.readers.reading import Framework, LaunchLayout, Reading
+from placement.audit.readers.reading import Framework, LaunchLayout, NodeDevices, Reading
 from placement.audit.readers.torchtitan import TOML_MAX_DEPTH
+from placement.audit.shell import SCRIPT_ARGUMENTS
 from placement.errors import InputError
 from placement.frameworks import CAPABILITIES
 
@@ -60,11 +65,39 @@ FRAMEWORKS = tuple(CAPABILITIES)
 """The frameworks the audit reads: the capability table's rows (placement/frameworks.py)."""
 
 
-def parse_launch(paths: list[Path], framework: str | None = None) -> LaunchLayout:
-    """The layout `paths` state, read as `framework` (detected when None)."""
+def parse_launch(paths: list[Path], framework: str | None = None, script_args: tuple[str, ...] = ()) -> LaunchLayout:
+    """The layout `paths` state, read as `framework` (detected when None), the scripts among them started with
+    `script_args` ($1 ...: `sbatch launch.sbatch deepspeed`)."""
+    token = SCRIPT_ARGUMENTS.set(tuple(script_args))
+    try:
+        return _parse_files(paths, framework)
+    finally:
+        SCRIPT_ARGUMENTS.reset(token)
+
+
+def _parse_files(paths: list[Path], framework: str | None) -> LaunchLayout:
     if not paths:
         raise InputError("no launch files given; pass the job's launch script or config files")
+    # a file of each host's CUDA_VISIBLE_DEVICES (placement's cuda_visible_devices.txt) belongs to no framework: the
+    # audit gives each node rank its host's order once it knows the host order
+    by_host = [Path(p) for p in paths if file_kind(Path(p)) == "devices-by-host"]
+    paths = [p for p in paths if Path(p) not in by_host]
+    if not paths:
+        raise InputError(f"{by_host[0]} lists each host's CUDA_VISIBLE_DEVICES only; pass the launch script that "
+                         f"reads it (launch.sbatch) or the job's other launch files with it")
+    devices: dict[str, NodeDevices] = {}
+    for p in by_host:
+        for host, node in read_devices_by_host(p).items():
+            if host in devices:
+                raise InputError(f"{node.evidence}: host {host} is listed in two files ({devices[host].evidence}); "
+                                 f"pass one")
+            devices[host] = node
+    return _parse(paths, framework).model_copy(update={"devices_by_host": devices})
+
+
+def _parse(paths: list[Path], framework: str | None) -> LaunchLayout:
     fw = framework or detect_framework(paths)
+    check_script_arms(paths, fw)
     if fw not in FRAMEWORKS:
         raise InputError(f"unknown framework {fw!r}; expected one of {', '.join(FRAMEWORKS)}")
     yamls = [Path(p) for p in paths if file_kind(Path(p)) == "yaml"] if fw == "deepspeed" else []

@@ -43,7 +43,8 @@ def audit_json(a: Audit) -> dict:
               "ignored": list(a.launch.ignored), "unknown_keys": [k.model_dump() for k in a.launch.unknown_keys]}
     return {"layout": layout, "estimate": a.estimate.model_dump(mode="json"),
             "findings": [f.as_json() for f in a.findings], "best": a.best.model_dump(mode="json"),
-            "speedup": a.speedup, "changes": a.changes, "changes_note": changes_note(a)}
+            "speedup": a.speedup, "changes": a.changes, "changes_note": changes_note(a),
+            "no_better_plan": a.no_better_plan}
 
 
 MEGATRON_DEEPSPEED_NOTE = ("the job runs Megatron-DeepSpeed (--deepspeed: DeepSpeed's engine under Megatron's layers); "
@@ -113,6 +114,9 @@ def finding_cost(f) -> str:
 def best_lines(a: Audit) -> str:
     """The best plan for the same job against the job as launched: layout, step, speed-up, memory."""
     est, best = a.estimate, a.best
+    if a.no_better_plan is not None:
+        return (f"best plan for the same job: none searched ({a.no_better_plan}); the job as launched is the only "
+                f"plan priced")
     return (f"best plan for the same job: {_layout_line(best)}\n"
             f"step {best.step_time_s:.3f} s vs {est.step_time_s:.3f} s as launched: speed-up x{a.speedup:.3f}; "
             f"memory {best.peak_memory_bytes / GiB:.1f} of {best.memory_capacity_bytes / GiB:.1f} GiB")
@@ -159,11 +163,12 @@ def audit_table(a: Audit) -> str:
         head = ["changes to the launch:"] + ([f"  ({note})"] if note else [])
         parts.append("\n".join([*head, *(f"{sign} {text}" for sign, text in change_lines(a))]))
     else:
-        parts.append(NO_CHANGES)
+        parts.append(NO_CHANGES if a.no_better_plan is None else NO_CHANGES_UNSEARCHED)
     return "\n\n".join(parts)
 
 
 NO_CHANGES = "no changes: the job already runs the best plan placement knows for it"
+NO_CHANGES_UNSEARCHED = "no changes: placement found no other plan for this job to compare it with"
 
 
 def sources_lines(a: Audit) -> list[str]:

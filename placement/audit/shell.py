@@ -33,6 +33,7 @@ Here-document bodies are data, not commands.  Text bash would refuse (an unclose
 from __future__ import annotations
 
 import ast
+import contextvars
 import operator
 import re
 from collections.abc import Iterator
@@ -178,12 +179,22 @@ _WORDS = {"word", "string", "raw_string", "ansi_c_string", "translated_string", 
 _LANGUAGE: tree_sitter.Language | None = None
 
 
+SCRIPT_ARGUMENTS: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar("script_arguments", default=())
+"""The arguments the audited scripts were started with (`placement audit --script-args`): their $1 ... $@ (none:
+a script started with no arguments)."""
+
+
 def read_commands(path: Path) -> list[Command]:
-    """The commands `path` runs, in order, with words expanded as far as the file determines them."""
+    """The commands `path` runs, in order, with words expanded as far as the file determines them, started with
+    SCRIPT_ARGUMENTS as its arguments."""
     text = read_text(path, "launch script", "expected a shell script or an argument list")
     state = _State(str(path), text.split("\n"))
     _sbatch_environment(state)
     src = state.src = _Src(text.encode())
+    given = SCRIPT_ARGUMENTS.get()
+    if given:
+        at = Origin(str(path), 0, "placement audit --script-args " + " ".join(given))
+        state.calls.append(_Call([[_Seg(a, False, at)] for a in given]))
     try:
         _block(state, src, _parse(state, src, None).children)
     except RecursionError:

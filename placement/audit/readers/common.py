@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from placement.audit.readers.reading import DeepSpeedBinding, NodeDevices, Settings
-from placement.audit.shell import Command, Word, read_commands
+from placement.audit.shell import Command, Origin, Word, read_commands
 from placement.errors import InputError
 from placement.loaders.files import read_text
 
@@ -253,9 +253,7 @@ def node_launches(path: Path, launches: list[Launch], s: Settings) -> None:
             nodes.append(NodeDevices(node_rank=rank, evidence=str(org)))
         elif word.unresolved or word.uncertain:
             why = f"depends on {word.unresolved}" if word.unresolved else f"is {word.uncertain}"
-            s.ignored.append(f"CUDA_VISIBLE_DEVICES={word.text}: its value {why}; priced with the GPUs in numbered "
-                             f"order ({word.evidence})")
-            nodes.append(NodeDevices(node_rank=rank, evidence=str(org)))
+            nodes.append(NodeDevices(node_rank=rank, evidence=word.evidence, unresolved=f"its value {why}"))
         else:
             nodes.append(NodeDevices(node_rank=rank, devices=visible_devices(word), evidence=word.evidence))
     first: dict[tuple[int, ...], list[str]] = {}  # each order set: its first line's evidence, and how many set it
@@ -270,6 +268,34 @@ def node_launches(path: Path, launches: list[Launch], s: Settings) -> None:
         if len(set(names)) == len(names):
             s.put("hosts", names, f"{hosts[0][0][1]} (the `# on HOST` comment above each of the {len(names)} "
                                   f"node ranks' launch lines)")
+
+
+VISIBLE_DEVICES_LINE = re.compile(r"(\S+)\s+CUDA_VISIBLE_DEVICES=(\S*)")
+"""A line of placement's cuda_visible_devices.txt: `HOST CUDA_VISIBLE_DEVICES=0,4,1,5,...`."""
+
+
+def looks_like_devices_by_host(text: str) -> bool:
+    """Whether every line of `text` but comments is `HOST CUDA_VISIBLE_DEVICES=...` (and there is one)."""
+    lines = [x.strip() for x in text.splitlines() if x.strip() and not x.lstrip().startswith("#")]
+    return bool(lines) and all(VISIBLE_DEVICES_LINE.fullmatch(x) for x in lines)
+
+
+def read_devices_by_host(path: Path) -> dict[str, NodeDevices]:
+    """Host -> the CUDA_VISIBLE_DEVICES its ranks run with, from a file of `HOST CUDA_VISIBLE_DEVICES=...` lines
+    (placement's cuda_visible_devices.txt); an InputError naming the line for a host listed twice or a value that is
+    not a list of distinct GPU indices."""
+    out: dict[str, NodeDevices] = {}
+    for n, line in enumerate(read_text(path, "GPU order file", "expected HOST CUDA_VISIBLE_DEVICES=... lines")
+                             .splitlines(), 1):
+        m = VISIBLE_DEVICES_LINE.fullmatch(line.strip())
+        if m is None:
+            continue
+        host, where = m.group(1), f"{path}:{n}: {line.strip()}"
+        if host in out:
+            raise InputError(f"{where}: host {host} is listed twice ({out[host].evidence}); give each host one line")
+        word = Word(m.group(2), Origin(str(path), n, line.strip()), Origin(str(path), n, line.strip()))
+        out[host] = NodeDevices(devices=visible_devices(word), evidence=where)
+    return out
 
 
 def visible_devices(word: Word) -> tuple[int, ...]:

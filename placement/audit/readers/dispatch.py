@@ -8,16 +8,21 @@ from pathlib import Path
 
 from placement.audit.readers import deepspeed, megatron, neox, torchtitan
 from placement.audit.readers import maxtext as maxtext_reader
-from placement.audit.readers.common import launch_commands, launcher_settings, node_launches
+from placement.audit.readers.common import (
+    launch_commands,
+    launcher_settings,
+    looks_like_devices_by_host,
+    node_launches,
+)
 from placement.audit.readers.reading import Settings
-from placement.audit.shell import read_commands
+from placement.audit.shell import SCRIPT_ARGUMENTS, read_commands
 from placement.errors import InputError
 from placement.frameworks import CAPABILITIES
 from placement.loaders.files import parse_yaml, read_text
 
 
 def file_kind(path: Path) -> str:
-    """toml | json | yaml | python | hostfile | megatron-log | script."""
+    """toml | json | yaml | python | hostfile | megatron-log | devices-by-host | script."""
     suffix = path.suffix.lower()
     if suffix == ".py":
         return "python"
@@ -32,6 +37,8 @@ def file_kind(path: Path) -> str:
         return "hostfile"
     if megatron.MEGATRON_LOG_BEGIN in text:
         return "megatron-log"
+    if looks_like_devices_by_host(text):
+        return "devices-by-host"
     return "script"
 
 
@@ -39,6 +46,44 @@ def _maxtext_yaml(path: Path) -> bool:
     """A YAML file with MaxText keys (base_config, per_device_batch_size, ici_/dcn_ parallelism)."""
     text = read_text(path, "YAML config", "expected a YAML file")
     return bool(re.search(r"^\s*(base_config|per_device_batch_size|(ici|dcn)_\w+_parallelism)\s*:", text, re.M))
+
+
+def _launched_and_named(path: Path) -> tuple[str | None, set[str]]:
+    """(the framework of the launch command the script runs, where the reader finds one and its words name one,
+    "megatron-deepspeed" for Megatron's layers on DeepSpeed's engine; every framework a launch line of its text
+    names, run or not, a Megatron-DeepSpeed line counted as DeepSpeed's)."""
+    text = read_text(path, "launch script", "expected a shell script or an argument list")
+    try:
+        launches = launch_commands(path)
+    except InputError:
+        launches = []
+    words = " ".join(w.text for w in launches[0].command.words) if launches else ""
+    launched = next((fw for fw, pattern in _FRAMEWORK_MARKS if words and re.search(pattern, words)), None)
+    commands = [x for x in text.splitlines() if _LAUNCH_WORD.search(x)]
+    return launched, {"deepspeed" if fw == "megatron-deepspeed" else fw for fw, pattern in _FRAMEWORK_MARKS
+                      if any(re.search(pattern, x) for x in commands)}
+
+
+_LAUNCH_WORD = re.compile(r"(^|[\s;&|(])(exec\s+)?(torchrun|deepspeed|python[0-9.]*|srun)\s")
+"""A line that starts a launcher (a launch command of some arm of the script, run or not)."""
+
+
+def check_script_arms(paths: list[Path], framework: str) -> None:
+    """An InputError where a script holds a launch for `framework` (the job's, from the other files or --framework)
+    but, started with the arguments the audit was given, runs another framework's: placement's launch.sbatch
+    chooses its framework from its first argument (`sbatch launch.sbatch deepspeed`), which the files do not
+    hold.  Reading the other arm as this framework's priced a layout the job does not run."""
+    for path in paths:
+        if file_kind(path) != "script":
+            continue
+        launched, named = _launched_and_named(path)
+        runs = {"megatron", "deepspeed"} if launched == "megatron-deepspeed" else {launched}
+        if launched is None or framework in runs or framework not in named:
+            continue
+        raise InputError(f"{path} runs {launched} when started as the audit reads it (its arguments: "
+                         f"{' '.join(SCRIPT_ARGUMENTS.get()) or 'none'}), but the job is {framework}'s and the script "
+                         f"holds a {framework} launch too; pass the arguments the job was started with, "
+                         f"e.g. --script-args {framework} for `sbatch {path.name} {framework}`")
 
 
 def _script_framework(path: Path) -> str | None:

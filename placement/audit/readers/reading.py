@@ -43,6 +43,10 @@ class NodeDevices(Frozen):
     """The GPU indices in the order listed; None where the line runs with no CUDA_VISIBLE_DEVICES (GPUs 0, 1, ...)."""
     evidence: str
     """Where the value was set (an `export` or the line's own `NAME=value`), else the launch line."""
+    unresolved: str | None = None
+    """Where the line sets the variable to a value the files leave open (read from a file at run time, say): what it
+    depends on; `devices` is then None and the GPUs are priced in numbered order unless a file given to the audit
+    lists them (`LaunchLayout.devices_by_host`)."""
 
     def __str__(self) -> str:
         return "in numbered order (none set)" if self.devices is None else ",".join(map(str, self.devices))
@@ -127,6 +131,10 @@ class LaunchLayout(Frozen):
     hosts: tuple[str, ...] = ()
     """Host order the files fix (DeepSpeed hostfile lines, MaxText's jax_mesh.py, the `# on HOST` comment above each
     node rank's launch line of placement's scripts)."""
+    devices_by_host: dict[str, NodeDevices] = Field(default_factory=dict)
+    """Added: the CUDA_VISIBLE_DEVICES of each host from a file given to the audit that lists them per host name
+    (placement's cuda_visible_devices.txt, which its launch.sbatch reads at run time); the audit gives each node rank
+    its host's once it knows the host order."""
     cuda_visible_devices: tuple[NodeDevices, ...] = ()
     """Added: each launch line that starts a node's ranks with the CUDA_VISIBLE_DEVICES it runs with (none: the
     files have no launch line; a line without the variable: its GPUs in numbered order).  Evidence under
