@@ -185,7 +185,8 @@ def test_fp8_is_set_as_bf16_with_a_warning():
 def test_experts_are_set_in_code_and_a_different_ep_layout_is_warned(etp, expected):
     ctx = ctx_for("mixtral-8x7b", 64, (("tp", 2), ("pp", 1), ("cp", 1), ("ep", 8), ("etp", etp), ("zero_stage", 1)))
     text, warnings, _, _ = files(ctx)
-    assert "ep_size=8" in text
+    assert "from ds_topology import ep_size  # 8" in text and "MoE(..., num_experts=N, ep_size=ep_size)" in text
+    assert deepspeed.topology_module(ctx).endswith("\nep_size = 8\n")  # what the audit reads back as ep
     assert len(warnings) == 1 and warnings[0].startswith(expected), warnings
     if etp == 1:  # DeepSpeed's EP group of rank 0 is 0, 2, .., 14 (two hosts), the plan's 0..7 (one)
         assert "spans 2 hosts instead of 1" in warnings[0]
@@ -291,3 +292,12 @@ def test_an_fp32_gradient_plan_sets_deepspeeds_communication_dtype_and_reads_bac
     assert cfg["communication_data_type"] == "fp32"
     (tmp_path / "ds_config.json").write_text(json.dumps(cfg))
     assert parse_launch([tmp_path / "ds_config.json"], "deepspeed").recipe["grad_reduce_fp32"] is True
+
+
+def test_zero_3_with_moe_is_warned_as_refused():
+    """runtime/engine.py _validate_zero3_moe_compatibility: "Native DeepSpeed MoE is not supported with ZeRO Stage
+    3" (deepspeed.initialize fails)."""
+    ctx = ctx_for("mixtral-8x7b", 64, (("tp", 1), ("pp", 1), ("cp", 1), ("ep", 8), ("zero_stage", 3)), global_batch=256)
+    assert any(w.startswith("DeepSpeed refuses ZeRO-3 with its MoE layers") for w in deepspeed.warnings_for(ctx))
+    dense = ctx_for("llama3-8b", 64, (("tp", 1), ("pp", 1), ("cp", 1), ("zero_stage", 3), ("dp_shard", 64)))
+    assert not any("MoE" in w for w in deepspeed.warnings_for(dense))

@@ -117,6 +117,8 @@ def framework_settings(framework: str, ctx: EmitContext) -> dict[str, str]:
     out: dict[str, str] = {"topology (ds_topology.py)": deepspeed.topology(ctx)}
     if ctx.plan.layout.tp > 1:
         out["sequence_parallel (ds_topology.py)"] = str(ctx.plan.layout.sequence_parallel)
+    if ctx.moe:  # the model code's MoE(..., ep_size=N), which ds_topology.py states
+        out["ep_size (ds_topology.py)"] = str(ctx.plan.layout.ep)
     _flatten("", deepspeed.config(ctx), out)
     return out
 

@@ -1142,6 +1142,12 @@ def unknown_key_findings(launch: LaunchLayout) -> list[Finding]:
     return out
 
 
+EP_DEFAULT = {"deepspeed": "deepspeed.moe.layer.MoE's default ep_size (moe/layer.py). DeepSpeed takes expert "
+                            "parallelism only in model code, never in its JSON: give the file that states it (the "
+                            "emitted ds_topology.py's `ep_size = N`, or a script's MoE(..., ep_size=N))"}
+"""Where an MoE job's unstated ep comes from, for a framework whose files can leave it out."""
+
+
 def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo: Topology,
               hosts: list[str] | None, mapping: SolverConfig | None, top_k: int = 5,
               recipe_overrides: tuple[Recipe, dict[str, str]] | None = None,
@@ -1191,6 +1197,9 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
                                  f"rank's launch line): assumed the allocation's order, node rank k on its k-th host "
                                  f"({', '.join(topo.host_names[:3])}{' ...' if topo.num_hosts > 3 else ''}); give "
                                  f"--hosts with the order the job ran with")
+    if model.is_moe and "ep" not in launch.sources:
+        source = EP_DEFAULT.get(launch.framework, launch.framework + "'s default")
+        assumed["ep"] = f"not stated by the files: assumed {layout.ep}, {source}"
     gph = topo.gpus_per_host
     launch = _devices_by_host(launch, [topo.host_names[h] for h in order])
     local_orders, order_notes = node_gpu_orders(launch, topo.num_hosts, gph)

@@ -22,7 +22,7 @@ def unstated(a: Audit) -> dict[str, str]:
     derived from the GPU count, the others the framework's default (or the command line)."""
     lay, where = a.estimate.layout, a.launch.sources
     out = {}
-    moe = lay.ep > 1 or "ep" in where
+    moe = lay.ep > 1 or "ep" in where or a.model.is_moe
     for name in ("tp", "cp", "ep", "etp", "pp", "vpp", "micro_batch_size", "zero_stage", "recompute",
                  "sequence_parallel"):
         if name in where or (name in ("ep", "etp") and not moe) or (name == "vpp" and lay.pp == 1):

@@ -16,6 +16,10 @@ Facts read from DeepSpeed 0.19.8's own code (reference/frameworks.md §4; checke
   `runtime/pipe/module.py` partitions layers by 'parameters', 'uniform' or 'type:<regex>' only.
 - `runtime/zero/config.py`: `overlap_comm` defaults to True only for stage 3; `runtime/engine.py`
   `allreduce_gradients` all-reduces after backward when ZeRO is off.
+- `moe/layer.py` MoE: the expert-parallel degree is the model code's, `MoE(..., ep_size=N)` (default 1; `num_experts
+  % ep_size == 0` asserted); `deepspeed.initialize` calls each MoE layer's `set_deepspeed_parallelism`
+  (`runtime/engine.py` `_configure_distributed_model`), which builds the groups `utils/groups.py` names
+  `ep_size_N`.  No JSON key sets it: ds_topology.py states `ep_size` for the training script to pass.
 - `utils/groups.py::_get_expert_parallel_ranks`: EP groups are runs of `ep` ranks taken from each stage's
   data-parallel ranks at one TP index (stride tp); MoE experts are whole on each rank (no expert TP).
 - `launcher/runner.py::_parse_hostfile` keeps line order; `launch.py` numbers ranks host by host in that order and
@@ -172,6 +176,10 @@ def warnings_for(ctx: EmitContext) -> list[str]:
                        f"rank 0 with {ds[1]}, {ds[2] if lay.ep > 2 else ds[1]}, ...), the plan from consecutive "
                        f"ranks (etp {lay.etp}); its EP all-to-all spans {_hosts_spanned(ctx, ds)} hosts instead of "
                        f"{_hosts_spanned(ctx, ours)}. Plan with etp = tp to match DeepSpeed")
+    if ctx.moe and lay.zero_stage == 3:
+        out.append("DeepSpeed refuses ZeRO-3 with its MoE layers (runtime/engine.py _validate_zero3_moe_compatibility: "
+                   "\"Native DeepSpeed MoE is not supported with ZeRO Stage 3\"): deepspeed.initialize fails; plan "
+                   "with --zero 1 or --zero 2")
     if lay.zero_stage == 3 and lay.dp_shard < lay.dp:
         out.append(f"HSDP (shard {lay.dp_shard} of dp {lay.dp}) is not expressed: DeepSpeed 0.19.8 removed MiCS, so "
                    f"ZeRO-3 shards over the whole data-parallel group of {lay.dp}")
@@ -243,9 +251,10 @@ def _code_lines(ctx: EmitContext) -> list[str]:
     if lay.tp > 1:
         lines.append(f"  # tensor parallelism (tp {lay.tp}) is model code over mpu.get_slice_parallel_group()"
                      + (", with sequence parallelism" if lay.sequence_parallel else ""))
-    if ctx.moe and lay.ep > 1:
-        lines.append(f"  # experts: deepspeed.moe.layer.MoE(..., num_experts=N, ep_size={lay.ep}); "
-                     f"DeepSpeed builds the EP groups from the mpu")
+    if ctx.moe:
+        lines.append(f"  from ds_topology import ep_size  # {lay.ep}: each MoE layer's expert-parallel degree")
+        lines.append("  # experts: deepspeed.moe.layer.MoE(..., num_experts=N, ep_size=ep_size); deepspeed.initialize "
+                     "builds the EP groups from it (without it, MoE's default ep_size 1)")
     rope = ctx.model.llama3_rope if ctx.model is not None else None
     if rope is not None:  # the architecture is the model code's: the JSON has no RoPE key
         lines.append(f"  # RoPE: the model's llama3 scaling (factor {rope.factor:g}, low_freq_factor "
@@ -370,13 +379,16 @@ TOPOLOGY_FILE = "ds_topology.py"
 
 def topology_module(ctx: EmitContext) -> str:
     """`ds_topology.py`: the plan's DeepSpeed topology as a module the training script imports, and the file
-    `placement audit` reads TP, CP, DP and PP from (DeepSpeed takes them in code, not in its JSON)."""
+    `placement audit` reads TP, CP, DP and PP from (DeepSpeed takes them in code, not in its JSON); for an MoE model
+    also `ep_size`, which the model code passes to each `deepspeed.moe.layer.MoE` (the only place DeepSpeed takes
+    expert parallelism: moe/layer.py) and the audit reads as ep."""
     lay, plan = ctx.plan.layout, ctx.plan
     cls = "PipeModelDataParallelTopology" if lay.cp == 1 else "ProcessTopology"
     use = ("model = PipelineModule(layers, topology=topology, ...)" if lay.pp > 1 else
            "mpu = PipelineParallelGrid(topology=topology)")
+    ep = f", ep {lay.ep}" if ctx.moe else ""
     return (f'"""DeepSpeed rank topology of a placement plan (placement {plan.tool_version}): {plan.model} on '
-            f'{plan.num_gpus} GPUs,\ntp {lay.tp}, cp {lay.cp}, pp {lay.pp}, dp {lay.dp}; axes outermost first, tp '
+            f'{plan.num_gpus} GPUs,\ntp {lay.tp}, cp {lay.cp}, pp {lay.pp}, dp {lay.dp}{ep}; axes outermost first, tp '
             f'innermost (placement\'s rank order).\n\n'
             f'Import it from the training script after deepspeed.init_distributed():\n'
             f'    from ds_topology import topology\n    {use}\n"""\n\n'
@@ -385,6 +397,9 @@ def topology_module(ctx: EmitContext) -> str:
             + (f"\n# for your tensor-parallel layers over mpu.get_slice_parallel_group(): shard the norm/dropout "
                f"activations\n# along the sequence (all-gather before, reduce-scatter after each TP block)\n"
                f"sequence_parallel = {lay.sequence_parallel}\n" if lay.tp > 1 else "")
+            + (f"\n# for your MoE layers: deepspeed.moe.layer.MoE(..., num_experts={ctx.model.moe.num_experts}, "
+               f"ep_size=ep_size);\n# deepspeed.initialize builds the expert-parallel groups from it (MoE's own "
+               f"default is ep_size 1)\nep_size = {lay.ep}\n" if ctx.moe else "")
             # without a pipeline, recompute is the training code's: the JSON cannot say it
             + (f"\n# for your training loop: run each transformer layer through "
                f"deepspeed.checkpointing.checkpoint(layer, x)\nrecompute = {lay.recompute!r}\n"

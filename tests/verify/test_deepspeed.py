@@ -79,6 +79,8 @@ def emitted(ctx: EmitContext, tmp_path):
     topo = module["topology"]
     assert isinstance(topo, PipeModelDataParallelTopology if ctx.plan.layout.cp == 1 else ProcessTopology)
     assert module.get("sequence_parallel", False) == (ctx.plan.layout.tp > 1 and ctx.plan.layout.sequence_parallel)
+    # the expert-parallel degree the training script passes to deepspeed.moe.layer.MoE(..., ep_size=ep_size)
+    assert module.get("ep_size") == (ctx.plan.layout.ep if ctx.moe else None)
     assert f"from ds_topology import topology  # ds_topology.py: {emitter.topology(ctx)}" in text
     return text, warnings, path, extra["hostfile"], topo
 
@@ -234,7 +236,7 @@ def test_deepspeed_expert_groups_are_the_planned_ones_or_the_file_warns(case, tm
     ctx = context(case)
     lay, world = ctx.plan.layout, ctx.plan.num_gpus
     text, warnings, _, _, _ = emitted(ctx, tmp_path)
-    assert f"ep_size={lay.ep}" in text
+    assert "ep_size=ep_size" in text and f"from ds_topology import ep_size  # {lay.ep}" in text
     ep_groups, edp_groups = _get_expert_parallel_ranks(world, lay.tp, lay.ep, lay.pp)
     same = all(sorted(g) == group_of(ctx, g[0], ("ep",)) for g in ep_groups)
     warned = [w for w in warnings if w.startswith("DeepSpeed forms EP groups")]

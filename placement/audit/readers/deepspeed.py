@@ -1,7 +1,8 @@
 """DeepSpeed 0.19.8 launch material: the JSON config (with the HF Trainer's "auto" values), a hostfile
 (`host slots=N`; DeepSpeed's own rules, reference/frameworks.md §4), the `deepspeed` launcher's --num_nodes and
 --num_gpus, and the TP/PP/DP a Python file's topology call states (`PipeModelDataParallelTopology`,
-`PipeDataParallelTopology`, `ProcessTopology`, `PipelineModule(num_stages=N)`: read with `ast`, never run).
+`PipeDataParallelTopology`, `ProcessTopology`, `PipelineModule(num_stages=N)`: read with `ast`, never run), and
+the EP its `ep_size = N` or `MoE(..., ep_size=N)` states (deepspeed/moe/layer.py).
 Megatron-DeepSpeed scripts and GPT-NeoX configs are read by `readers.megatron` and `readers.neox`; the join
 derives world size, hosts, accumulation and the missing batch term by DeepSpeed's rules, then Megatron's."""
 
@@ -226,7 +227,8 @@ def _topology_call(call: ast.Call, name: str, path: Path, lines: list[str]) -> _
 
 
 def read_python(path: Path, s: Settings) -> None:
-    """TP, CP, DP and PP from the DeepSpeed topology a Python file builds (parsed, never run)."""
+    """TP, CP, DP and PP from the DeepSpeed topology a Python file builds, EP from its MoE degree (parsed, never
+    run)."""
     text = read_text(path, "DeepSpeed training script", "expected Python code that builds a DeepSpeed topology")
     try:
         tree = ast.parse(text, filename=str(path))
@@ -260,6 +262,7 @@ def read_python(path: Path, s: Settings) -> None:
             s.put("recipe.checkpoint_interval", value, f"{path}:{node.lineno}: "
                                                        f"{lines[node.lineno - 1].strip()[:160]}")
     calls = [(node, _call_name(node)) for node in ast.walk(tree) if isinstance(node, ast.Call)]
+    _expert_parallel(tree, calls, path, lines, s)
     found: list[_Topology] = [_topology_call(node, name, path, lines) for node, name in calls
                                                if name in TOPOLOGY_CLASSES or name == "ProcessTopology"]
     for node, name in calls if not found else ():  # PipelineModule(layers, num_stages=N): PipeDataParallel(N, .)
@@ -285,6 +288,62 @@ def read_python(path: Path, s: Settings) -> None:
         if axis in first.sizes or axis != "dp":  # num_stages alone leaves dp to the world size
             s.put(axis, first.sizes.get(axis, 1), first.evidence)
     s.put("rank_order", first.rank_order, first.evidence)
+
+
+MOE_EP_POSITION = 3
+"""`deepspeed.moe.layer.MoE(hidden_size, expert, num_experts, ep_size, k, ...)`: ep_size's positional index."""
+
+
+def _expert_parallel(tree: ast.Module, calls: list[tuple[ast.Call, str | None]], path: Path, lines: list[str],
+                     s: Settings) -> None:
+    """ep from the expert-parallel degree a Python file gives DeepSpeed MoE: a module-level `ep_size = N`, as
+    ds_topology.py states it for the training script, or a `MoE(...)` call, whose `ep_size` defaults to 1
+    (moe/layer.py; deepspeed.initialize builds the groups from it).  DeepSpeed takes it nowhere else: an
+    expression the audit cannot evaluate is noted, and ep then stays unstated."""
+    stated: list[tuple[int, str]] = []
+    for node in tree.body:
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                and node.targets[0].id == "ep_size"):
+            where = f"{path}:{node.lineno}: {lines[node.lineno - 1].strip()[:160]}"
+            value = _ep_value(node.value, where)
+            if value is None:
+                s.ignored.append(f"ep_size = {ast.unparse(node.value)[:60]}: not a literal, ep not read ({where})")
+            else:
+                stated.append((value, where))
+    for node, name in calls:
+        if name != "MoE":
+            continue
+        kw = {k.arg: k.value for k in node.keywords if k.arg}
+        given = kw.get("ep_size", node.args[MOE_EP_POSITION] if len(node.args) > MOE_EP_POSITION else None)
+        where = f"{path}:{node.lineno}: {lines[node.lineno - 1].strip()[:160]}"
+        if given is None:
+            stated.append((1, f"{where} (no ep_size: deepspeed.moe.layer.MoE's default 1)"))
+            continue
+        if isinstance(given, ast.Name) and given.id == "ep_size" and stated:
+            continue  # the module's own `ep_size = N`, read above
+        value = _ep_value(given, where)
+        if value is None:
+            s.ignored.append(f"MoE(..., ep_size={ast.unparse(given)[:60]}): not a literal, ep not read ({where})")
+        else:
+            stated.append((value, where))
+    for value, where in stated[1:]:
+        if value != stated[0][0]:
+            raise InputError(f"{path}: two expert-parallel degrees (ep_size {stated[0][0]}: {stated[0][1]}; ep_size "
+                             f"{value}: {where}); the audit prices one ep for every MoE layer")
+    if stated:
+        s.put("ep", *stated[0])
+
+
+def _ep_value(node: ast.expr, where: str) -> int | None:
+    """The whole number `node` writes out, None where it is an expression (a variable, `args.ep_size`)."""
+    try:
+        value = ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InputError(f"{where}: ep_size must be a whole number >= 1 (deepspeed.moe.layer.MoE's expert-parallel "
+                         f"degree), got {value!r}")
+    return value
 
 
 def read_hostfile(path: Path, s: Settings) -> None:
@@ -438,10 +497,31 @@ def _finish(s: Settings) -> None:
             micro, rem = divmod(tbs[0], gas[0] * dp)
             if rem or micro < 1:
                 raise InputError(f"train_batch_size {tbs[0]} is not gradient_accumulation_steps {gas[0]} x dp {dp} x "
-                                 f"an integer micro-batch ({tbs[1]}; {gas[1]}); DeepSpeed rejects it")
+                                 f"an integer micro-batch ({tbs[1]}; {gas[1]}); "
+                                 f"{_batch_verdict(s, world, dp, tbs[0], gas[0])}")
             s.put("micro_batch_size", micro, f"{tbs[1]}; {gas[1]} (train_batch_size / (gas x dp {dp}))")
         elif tbs is not None and mbs is not None and gas is not None and tbs[0] != mbs[0] * gas[0] * dp:
             raise InputError(f"train_batch_size {tbs[0]} != micro-batch {mbs[0]} x gradient_accumulation_steps "
-                             f"{gas[0]} x dp {dp} ({tbs[1]}; {mbs[1]}; {gas[1]}); DeepSpeed rejects it")
+                             f"{gas[0]} x dp {dp} ({tbs[1]}; {mbs[1]}; {gas[1]}); "
+                             f"{_batch_verdict(s, world, dp, tbs[0], mbs[0] * gas[0])}")
     if tbs is None and mbs is not None and gas is not None and world is not None:
         s.put("global_batch", mbs[0] * gas[0] * (world // model), f"{mbs[1]}; {gas[1]}")
+
+
+def _batch_verdict(s: Settings, world: int, dp: int, batch: int, per_rank: int) -> str:
+    """Why DeepSpeed's batch identity fails: the files' own numbers (DeepSpeed rejects them), or a data-parallel
+    size taken from degrees no file states.  DeepSpeed takes TP, PP and CP in code (the topology the training script
+    passes as mpu), so a JSON audited without that file leaves them 1 here, not in the job.  `per_rank`: the
+    sequences one data-parallel rank takes per step (micro-batch x accumulation, or accumulation alone)."""
+    assumed = [axis for axis in ("tp", "pp", "cp") if not s.has(axis)]
+    if not assumed:
+        return "DeepSpeed rejects it"
+    terms = " x ".join(f"{axis} {s.value(axis, 1)}" for axis in ("tp", "pp", "cp"))
+    stated = ", ".join(f"{axis} {s.value(axis)}" for axis in ("tp", "pp", "cp") if s.has(axis))
+    need = batch // per_rank
+    fits = (f"; the batch holds with dp {need}, i.e. tp x pp x cp = {world} / {need} = {world // need}"
+            if batch % per_rank == 0 and world % need == 0 else "")
+    return (f"dp {dp} = world size {world} / ({terms}), with {', '.join(assumed)} assumed 1 because no audited file "
+            f"states {'them' if len(assumed) > 1 else 'it'}{f' (only {stated})' if stated else ''}: DeepSpeed takes "
+            f"them in code, from the topology the training script passes (placement's ds_topology.py, or the script "
+            f"that builds a PipeModelDataParallelTopology or PipelineModule); add that file with --launch{fits}")
