@@ -756,7 +756,7 @@ def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, pr
                        pipeline_policies=splits,
                        # Megatron-FSDP shards over the whole data-parallel group: no HSDP in its files
                        hsdp=not ("megatron" in launched or (framework and not CAPABILITIES[framework].hsdp)),
-                       framework=CAPABILITIES[framework] if framework else None)
+                       framework=CAPABILITIES[framework].for_model(model.is_moe) if framework else None)
     sources = searched_sources(cfg, sources)  # the fields the search chooses say "searched", as a sweep row does
     real = slurm_topology is not None or cluster_graph is not None
     mapping = SolverConfig(time_limit_s=max(10.0, 5 * map_time_limit), deterministic_time_limit=map_time_limit) \
@@ -882,7 +882,8 @@ def evaluate(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch
         from placement.cost.batch import LayoutBatch
 
         check_precision(framework, model, train.precision.value, topo.accelerator)
-        CAPABILITIES[framework].check(LayoutBatch.from_layouts([layout], recipe), model.num_layers)
+        CAPABILITIES[framework].for_model(model.is_moe).check(LayoutBatch.from_layouts([layout], recipe),
+                                                              model.num_layers)
     result = evaluate_layout(model, train, topo, layout, recipe, sources, model_sources)
     # allocation order; with measured intra-node links each TP group on the GPUs the price assumed, which the
     # files realize with CUDA_VISIBLE_DEVICES (as `plan` writes them)

@@ -10,6 +10,7 @@ validate_args).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -66,6 +67,18 @@ class Capability:
     sequential_layers: str = ""
     """Why its own model code runs attention, then the MLP, whatever the model's `parallel_residual` says; "" where
     the model code is the user's (DeepSpeed: GPT-NeoX's own layers on DeeperSpeed run the parallel residual)."""
+    moe_zero_stages: tuple[int, ...] | None = None
+    """ZeRO stages it runs with MoE layers, where fewer than `zero_stages` (None: the same); `for_model` applies it."""
+    moe_why: str = ""
+
+    def for_model(self, is_moe: bool) -> Capability:
+        """The capability for a dense or an MoE model (an MoE model may have fewer ZeRO stages: `moe_zero_stages`)."""
+        if not is_moe or self.moe_zero_stages is None:
+            return self
+        keep = self.moe_zero_stages
+        return dataclasses.replace(self, zero_stages=tuple(z for z in self.zero_stages if z in keep),
+                                   zero_stages_with_pp=tuple(z for z in self.zero_stages_with_pp if z in keep),
+                                   why=f"{self.why}; with MoE layers {self.moe_why}")
 
     def recipe_rows(self, several_hosts: bool, precision: str | None = None) -> tuple[tuple[str, object, str], ...]:
         """(field, value, why) a job's launch runs where its files leave it to the framework, on one host or on
@@ -224,7 +237,8 @@ CAPABILITIES: dict[str, Capability] = {
                  "reduce-scatters it after its last backward"))),
     "deepspeed": Capability(
         "deepspeed", "DeepSpeed 0.19.8", zero_stages=(1, 2, 3), zero_stages_with_pp=(1,), max_vpp=1, max_cp=1,
-        max_ep=1, etp="one", even_pipeline=True, hsdp=False,
+        max_ep=1, etp="one", even_pipeline=True, hsdp=False, moe_zero_stages=(1, 2),
+        moe_why="no ZeRO-3 (runtime/engine.py: \"Native DeepSpeed MoE is not supported with ZeRO Stage 3\")",
         why="no interleaving, no ring context parallelism, no HSDP, its own expert groups (placement plans "
             "ep 1), stages of equal layers, ZeRO-1 only with pipeline parallelism (PipelineEngine), and "
             "ZeRO-0's all-reduce does not overlap backward",

@@ -120,3 +120,22 @@ def test_a_deepspeed_json_without_its_topology_names_the_assumed_degrees_not_a_r
     result = CliRunner().invoke(main, ["audit", *job, "--launch", str(out / "ds_config.json"),
                                        "--launch", str(out / "hostfile"), "--launch", str(topology)])
     assert result.exit_code == 2 and "x dp 4 (" in result.stderr and "); DeepSpeed rejects it" in result.stderr
+
+
+def test_deepspeed_runs_no_zero3_with_moe_layers() -> None:
+    """DeepSpeed's engine refuses its MoE layers under ZeRO-3 (runtime/engine.py: "Native DeepSpeed MoE is not
+    supported with ZeRO Stage 3"): `--framework deepspeed` proposed ZeRO-3 for Mixtral (a user trial), a plan whose
+    `deepspeed.initialize` fails.  The MoE model's DeepSpeed space has ZeRO-1 and -2; a dense model's keeps ZeRO-3."""
+    from placement.frameworks import CAPABILITIES
+
+    ds = CAPABILITIES["deepspeed"]
+    assert 3 in ds.zero_stages and ds.for_model(False) is ds
+    assert 3 not in ds.for_model(True).zero_stages
+    job = ["--model", "mixtral-8x7b", "--cluster", "dgx-h100", "--gpus", "64", "--seq-len", "4096",
+           "--global-batch", "256", "--framework", "deepspeed"]
+    pinned = CliRunner().invoke(main, ["evaluate", *job, "--tp", "1", "--pp", "1", "--zero", "3"])
+    assert pinned.exit_code == 2 and "ZeRO-3: it has ZeRO stages 1, 2" in pinned.stderr
+    searched = CliRunner().invoke(main, ["plan", *job, "--top-k", "3", "--zero", "1", "--zero", "2", "--zero", "3",
+                                         "--json"])
+    assert searched.exit_code == 0, searched.output
+    assert {p["layout"]["zero_stage"] for p in json.loads(searched.stdout)["plans"]} <= {1, 2}

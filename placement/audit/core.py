@@ -290,12 +290,13 @@ def maxtext_layout(launch: LaunchLayout, model: ModelSpec, topo: Topology, globa
         "sources": {**launch.sources, **{k: ev for k, (_, ev) in fields.items()}}, "ignored": ignored})
 
 
-def framework_space(framework: str, top_k: int) -> SearchConfig:
-    """The layouts the framework launches exactly as priced (placement/frameworks.py, the table `plan
-    --framework` uses), so the best plan is one the user can switch to."""
+def framework_space(framework: str, top_k: int, is_moe: bool = False) -> SearchConfig:
+    """The layouts the framework launches exactly as priced for a dense or an MoE model (placement/frameworks.py,
+    the table `plan --framework` uses), so the best plan is one the user can switch to."""
     cap = CAPABILITIES.get(framework)
     if cap is None:
         return SearchConfig(top_k=top_k)
+    cap = cap.for_model(is_moe)
     return SearchConfig(top_k=top_k, zero_stages=cap.zero_stages, hsdp=cap.hsdp, framework=cap,
                         pipeline_policies=None if framework == "megatron" else (0,))
 
@@ -1265,7 +1266,7 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
                            for row in rank_table(topo, gpu_of_rank, layout, model.is_moe)),
                           key=lambda row: row["rank"]),
     })
-    space = framework_space(launch.framework, top_k)
+    space = framework_space(launch.framework, top_k, model.is_moe)
     if launch.dialect == "gpt-neox":
         space = neox_space(space, launch, model)
     space, best_sources = recipe_space(space, launch.framework, model, topo, recipe, recipe_sources,
