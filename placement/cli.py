@@ -721,7 +721,7 @@ def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, pr
     from placement.mapping.config import SolverConfig
     from placement.planner import plan_job
     from placement.report import plan_json, plan_table, without_timings
-    from placement.search import SearchConfig, searched_sources
+    from placement.search import SearchConfig, default_zero_stages, searched_sources
 
     recipe, sources = build_recipe(*_recipe_flag_values(recipe_args))
     if recompute:  # the modes the user allows (none given: all of them)
@@ -751,7 +751,8 @@ def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, pr
     cfg = SearchConfig(top_k=top_k,
                        recompute=tuple(Recompute(r) for r in recompute) or SearchConfig.recompute,
                        zero_stages=tuple(sorted(set(zero)))
-                       or ((0, 1, 2, 3) if exhaustive else SearchConfig.zero_stages),
+                       or ((0, 1, 2, 3) if exhaustive
+                           else default_zero_stages(CAPABILITIES[framework] if framework else None)),
                        prune_dominated=not exhaustive, recipe=recipe, choices=choices, module_sets=module_sets,
                        pipeline_policies=splits,
                        # Megatron-FSDP shards over the whole data-parallel group: no HSDP in its files

@@ -57,6 +57,9 @@ class Capability:
     _stage_less_layers)."""
     hsdp: bool = True
     """ZeRO-3 may shard over part of the data-parallel group (HSDP)."""
+    zero0_with_cp: bool = True
+    """ZeRO-0 (nothing sharded) runs with context parallelism.  torchtitan: False, its FSDP shards over the
+    dp_shard x cp ranks whenever cp > 1 (emit.torchtitan.fsdp_enabled: ParallelDims.fsdp_enabled)."""
     why: str = ""
     """One line on the limits, for messages."""
     recipe: tuple[tuple[str, object, str], ...] = ()
@@ -110,6 +113,8 @@ class Capability:
         ok &= (b.pp == 1) | np.isin(b.zero, self.zero_stages_with_pp)
         if not self.hsdp:
             ok &= (b.zero != 3) | (b.dp_shard == b.dp)
+        if not self.zero0_with_cp:
+            ok &= (b.zero != 0) | (b.cp == 1)
         return ok
 
     def check(self, b: LayoutBatch, num_layers: int) -> None:
@@ -131,6 +136,8 @@ class Capability:
                        f"{', '.join(map(str, self.zero_stages_with_pp))}")
         if not self.hsdp and zero == 3 and shard != dp:
             out.append(f"HSDP (ZeRO-3 over {shard} of dp {dp}): it shards over the whole data-parallel group")
+        if not self.zero0_with_cp and zero == 0 and cp > 1:
+            out.append(f"ZeRO-0 with cp {cp}: its FSDP shards over the dp_shard x cp ranks whenever cp > 1")
         for name, value, limit in (("pp", pp, self.max_pp), ("vpp", vpp, self.max_vpp), ("cp", cp, self.max_cp),
                                    ("ep", ep, self.max_ep)):
             if limit is not None and value > limit:
@@ -181,9 +188,9 @@ CAPABILITIES: dict[str, Capability] = {
                           "output was added to (transformer/transformer_layer.py)"),
     "torchtitan": Capability(
         "torchtitan", "torchtitan 0.3.0", zero_stages=(0, 2, 3), zero_stages_with_pp=(0, 2, 3), etp="one",
-        torchtitan_split=True,
-        why="no ZeRO-1 and no expert TP; pipeline splits its pipeline_parallel_layers_per_stage and "
-            "first/last_stage_less_layers can give",
+        torchtitan_split=True, zero0_with_cp=False,
+        why="no ZeRO-1, no ZeRO-0 with cp > 1 (FSDP shards over the CP ranks) and no expert TP; pipeline splits "
+            "its pipeline_parallel_layers_per_stage and first/last_stage_less_layers can give",
         sequential_layers="torchtitan 0.3.0's TransformerBlock runs the feed-forward on the residual the attention "
                           "output was added to (models/*/model.py)",
         recipe=(("grad_reduce_fp32", True, "torchtitan 0.3.0 reduces gradients in float32: FSDP2's reduce_dtype is "

@@ -70,7 +70,8 @@ class SearchConfig:
     zero_stages: tuple[int, ...] = (1, 2, 3)
     """ZeRO-0 (plain DDP) is left out by default: in this cost model ZeRO-1 moves the same bytes
     (reduce-scatter + all-gather = all-reduce) with less memory and a smaller optimizer step, so it
-    is never worse.  Pin it with zero_stages or `fixed` to price it."""
+    is never worse.  Pin it with zero_stages or `fixed` to price it (`default_zero_stages` keeps it for a framework
+    without ZeRO-1)."""
     max_micro_batch_size: int | None = None
     """Largest micro-batch tried; None: every divisor of the local batch (global batch / dp)."""
     max_tp: int | None = None
@@ -109,6 +110,16 @@ class SearchConfig:
     """Only layouts this framework runs exactly as priced (`plan --framework`; placement/frameworks.py)."""
     fix_names: FixNames = FixNames()
     """How an infeasible message names its fixes (flags, or a sweep file's fields)."""
+
+
+def default_zero_stages(framework: Capability | None) -> tuple[int, ...]:
+    """The ZeRO stages a search tries unless told: SearchConfig.zero_stages, and ZeRO-0 too where `framework` has no
+    ZeRO-1 (torchtitan: DDP), since ZeRO-0 is left out only as ZeRO-1's twin with more memory; the framework's
+    own stages decide the rest (Capability.sharding_mask)."""
+    stages = SearchConfig.zero_stages
+    if framework is not None and 1 not in framework.zero_stages and 0 in framework.zero_stages:
+        stages = (0, *stages)
+    return stages
 
 
 SEARCHED_FIELDS: Final = {"moe_dispatcher": "dispatchers", "cuda_graphs": "cuda_graphs",

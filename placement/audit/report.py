@@ -27,12 +27,28 @@ def unstated(a: Audit) -> dict[str, str]:
                  "sequence_parallel"):
         if name in where or (name in ("ep", "etp") and not moe) or (name == "vpp" and lay.pp == 1):
             continue
+        if name == "vpp" and "layers_per_virtual_stage" in where:
+            out["vpp"] = _vpp_derived(a)
+            continue
         value = getattr(lay, name)
         out[name] = (f"not stated by the files: {a.launch.framework}'s default or the command line "
                      f"({value.value if hasattr(value, 'value') else value})")
     if "dp" not in where:
         out["dp"] = (f"derived: {a.estimate.num_gpus} GPUs / (tp {lay.tp} x cp {lay.cp} x pp {lay.pp}) = {lay.dp}")
     return out | a.assumed
+
+
+def _vpp_derived(a: Audit) -> str:
+    """How the files' layers per stage give the model chunks per pipeline rank (LaunchLayout.virtual_stages)."""
+    launch, lay, layers = a.launch, a.estimate.layout, a.model.num_layers
+    lps = launch.layers_per_virtual_stage
+    if launch.framework == "torchtitan":
+        first, last = launch.first_stage_less_layers, launch.last_stage_less_layers
+        stages = -(-(layers + first + last) // lps)
+        return (f"derived: ceil(({layers} layers + first_stage_less_layers {first} + last_stage_less_layers {last}) "
+                f"/ pipeline_parallel_layers_per_stage {lps}) = {stages} stages / pp {lay.pp} = {lay.vpp} (torchtitan "
+                f"_get_pipeline_metadata)")
+    return f"derived: {layers} layers / pp {lay.pp} / {lps} layers per virtual stage = {lay.vpp}"
 
 
 def audit_json(a: Audit) -> dict:
@@ -198,11 +214,11 @@ def _sources_block(a: Audit) -> str:
                 and matters(field, a.estimate.layout):
             lines.append(f"  recipe.{field} {_shown((a.estimate.recipe or {}).get(field))}: {where}")
     left = unstated(a)
-    named = [f for f in left if f != "dp" and f not in a.assumed]
+    derived = [f for f in ("vpp", "dp") if f in left and left[f].startswith("derived")]
+    named = [f for f in left if f not in derived and f not in a.assumed]
     if named:
         lines.append(f"  not stated by the files (the framework's default, or the command line): {', '.join(named)}")
-    if "dp" in left:
-        lines.append(f"  dp {a.estimate.layout.dp}: {left['dp']}")
+    lines += [f"  {f} {getattr(a.estimate.layout, f)}: {left[f]}" for f in derived]
     lines += [f"  {name}: {text}" for name, text in a.assumed.items()]
     if launch.ignored:
         lines.append("seen but not modelled (priced without them):")

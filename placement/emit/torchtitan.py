@@ -4,7 +4,9 @@ Keys and rules from reference/frameworks.md §1 (torchtitan 0.3.0 `ParallelismCo
 the dense mesh is (pp, dp_replicate, dp_shard, cp, tp), TP innermost, as placement orders ranks; EP
 borrows the innermost ranks of dp_shard x cp x tp (our etp = 1 order).  FSDP is torchtitan's data
 parallelism: ZeRO-3 = dp_shard (HSDP: dp_shard inside, dp_replicate across), ZeRO-2 = FSDP without
-resharding after forward, DDP = dp_replicate only.  ZeRO-1 does not exist there.
+resharding after forward, DDP = dp_replicate only, and only with cp 1: FSDP shards over dp_shard x cp whenever
+cp > 1 (`fsdp_enabled`).  ZeRO-1 does not exist there; a ZeRO-1 plan, and a ZeRO-0 one with cp > 1, runs ZeRO-2
+(`run_zero_stage`).
 
 The files are written for torchtitan 0.3.0 (`pip install torchtitan==0.3.0`; its main branch has since removed some
 of these keys) and state every setting the price depends on that a shipped config would otherwise choose: the
@@ -31,6 +33,7 @@ from placement.emit.common import (
     torchrun_lines,
     warn_block,
 )
+from placement.plan import LayoutOut
 from placement.specs import AcceleratorSpec, Llama3RopeSpec, ModelSpec
 from placement.specs.recipe import CudaGraphs, Fp8Recipe
 
@@ -166,6 +169,31 @@ def _stage_flags(num_layers: int, pp: int, vpp: int, want: tuple[int, ...]) -> t
     return tuple(best[1]), tuple(best[2]), tuple(best[3])
 
 
+def fsdp_enabled(dp_shard: int, cp: int) -> bool:
+    """Whether torchtitan shards the weights, gradients and optimizer state with FSDP (ZeRO-2/3, else DDP or
+    nothing: ZeRO-0), for data_parallel_shard_degree `dp_shard` (-1: the rest of the world, taken as above 1) and
+    context_parallel_degree `cp`.  `ParallelDims.fsdp_enabled` is `dp_shard_enabled or cp_enabled`
+    (distributed/parallel_dims.py: 0.2.0 :221-222, 0.2.2 :334-335, 0.3.0 :692-693), and FSDP shards over the
+    dp_shard x cp ranks (0.2.0's flattened mesh "dp_shard_cp"; "fsdp" from 0.2.1, `fsdp = self.dp_shard * self.cp`,
+    0.2.2 parallel_dims.py:137, 0.3.0 :278), replicated over dp_replicate where that is above 1 (HSDP; 0.2.2
+    models/llama3/infra/parallelize.py:125-139, 0.2.0 :112-121; 0.3.0 models/llama3/parallelize.py:69-89 applies it
+    always, sharding nothing at one rank).  So context parallelism alone shards: cp 2 with data_parallel_shard_degree
+    1 is FSDP over the 2 CP ranks, as the cost model shards ZeRO over cp x dp (cost.step dense_shard).  (0.3.0:
+    the wheel's lines, which its 0.3.0rc1 commit 1fdf90d3 of pytorch/torchtitan holds.)  The audit reads a file's
+    ZeRO stage by it (readers.torchtitan), the files' `run_zero_stage` and the search (frameworks.Capability
+    zero0_with_cp) follow it."""
+    return dp_shard != 1 or cp > 1
+
+
+def run_zero_stage(lay: LayoutOut) -> int:
+    """The ZeRO stage the file of plan layout `lay` runs: ZeRO-2 (FSDP without resharding after forward, over the
+    dp x cp ranks) for ZeRO-1, which torchtitan does not have, and for ZeRO-0 with cp > 1, which FSDP shards over
+    the CP ranks (`fsdp_enabled`); the plan's own stage else."""
+    if lay.zero_stage == 1 or (lay.zero_stage == 0 and fsdp_enabled(1, lay.cp)):
+        return 2
+    return lay.zero_stage
+
+
 def flags(ctx: EmitContext) -> tuple[list[str], list[str]]:
     """(the argument list after `-m torchtitan.train`, warnings about what it cannot express)."""
     lay = ctx.plan.layout
@@ -178,8 +206,13 @@ def flags(ctx: EmitContext) -> tuple[list[str], list[str]]:
         # "default" is `not pp_enabled` (distributed/fsdp.py:71-74): with PP it would keep the gathered weights
         # from forward to backward, ZeRO-2's memory, where ZeRO-3 is priced
         replicate, shard, reshard = lay.dp // lay.dp_shard, lay.dp_shard, "always"
-    elif lay.zero_stage in (1, 2):
+    elif run_zero_stage(lay) == 2:
         replicate, shard, reshard = 1, lay.dp, "never"
+        if lay.zero_stage == 0:
+            warnings.append(f"torchtitan has no ZeRO-0 with context parallelism: FSDP shards over dp_shard x cp "
+                            f"whenever cp > 1 (ParallelDims.fsdp_enabled, distributed/parallel_dims.py:692-693); "
+                            f"emitted as FSDP without resharding after forward (ZeRO-2) over the {lay.dp * lay.cp} "
+                            f"dp x cp ranks")
         if lay.zero_stage == 1:
             # under a pipeline torch.distributed.pipelining defers the reduce-scatter to each stage's last backward
             # and keeps the whole float32 gradient until then (the pipeline_unsharded_grads row)
@@ -486,8 +519,8 @@ def runs(ctx: EmitContext) -> Runs:
         if other[0] == "fp8":  # a BF16 plan priced no FP8 recipe; the config's converters scale row-wise
             out.recipe["fp8_recipe"] = Fp8Recipe.ROWWISE
             out.what[-1] = f"fp8 with row-wise scaling (not {ctx.plan.precision})"
-    if lay.zero_stage == 1:
-        out.set_layout("zero_stage", 2, "ZeRO-2 (not ZeRO-1)")
+    if run_zero_stage(lay) != lay.zero_stage:
+        out.set_layout("zero_stage", run_zero_stage(lay), f"ZeRO-{run_zero_stage(lay)} (not ZeRO-{lay.zero_stage})")
     if lay.etp > 1:
         out.set_layout("etp", 1, f"etp 1 (not {lay.etp})")
     runs_recipe(ctx, runs_instead(ctx), out, PER_OP_ONLY)

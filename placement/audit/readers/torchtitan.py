@@ -22,6 +22,7 @@ from placement.audit.readers.reading import Reading, Settings, UnknownKey
 from placement.audit.readers.torchtitan_configs import CONFIGS, DEFAULTS
 from placement.audit.readers.torchtitan_keys import HISTORY, KEYS, SPANS, VERSIONS
 from placement.audit.shell import Word
+from placement.emit.torchtitan import fsdp_enabled
 from placement.errors import InputError
 from placement.loaders.files import read_text
 
@@ -803,10 +804,14 @@ def _finish(s: Settings, pipeline: _Pipeline) -> None:
         if s.has("dp_shard") or shard is not None:
             s.put("dp", rep * shard_value, shard[1] if shard else "")
     ev = shard[1] if shard else "torchtitan default data_parallel_shard_degree -1"
-    if shard_value == 1:
+    cp = s.value("cp", 1)
+    if not fsdp_enabled(shard_value, cp):
         s.put("zero_stage", 0, ev)
     else:
-        why = ev if reshard[1] == "" else f"{ev}; {reshard[1]}"
+        why = ev if reshard[1] in ("", ev) else f"{ev}; {reshard[1]}"
+        if shard_value == 1:
+            why += (f" (with context_parallel_degree {cp}: torchtitan shards with FSDP over dp_shard x cp = {cp} "
+                    f"ranks whenever cp > 1, ParallelDims.fsdp_enabled in distributed/parallel_dims.py; not DDP)")
         if str(reshard[0]) not in ("default", "always", "never"):
             raise InputError(f"{reshard[1]}: fsdp_reshard_after_forward = {reshard[0]!r}, which torchtitan refuses "
                              f"(ValueError in distributed/fsdp.py); give 'default', 'always' or 'never'")
@@ -814,6 +819,11 @@ def _finish(s: Settings, pipeline: _Pipeline) -> None:
             why += (" (fsdp_reshard_after_forward 'default' keeps the gathered weights between forward and backward "
                     "under pipeline parallelism: ZeRO-2)")
         s.put("zero_stage", 3 if _reshards(str(reshard[0]), pp) else 2, why)
+        if rep > 1 and not _reshards(str(reshard[0]), pp):
+            s.ignored.append(f"HSDP without resharding after forward (data_parallel_replicate_degree {rep}, "
+                             f"fsdp_reshard_after_forward {reshard[0]}): torchtitan shards over dp_shard x cp and "
+                             f"replicates {rep} times, priced as ZeRO-2 over all dp x cp ranks (placement's ZeRO-2 "
+                             f"has no replicas)")
     sched = pipeline.schedule
     if pp > 1 and not s.has("layers_per_virtual_stage"):
         name = sched[0] if sched else "1f1b"
