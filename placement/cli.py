@@ -664,8 +664,10 @@ def _check_out(out_dir, emit_formats) -> list[str] | None:
     return formats
 
 
-def _write_out(out, formats: list[str] | None, chosen, gpu_of_rank, topo, model, train) -> None:
-    """The plan's launch files (host order, hostfiles, rankfile) and its --emit framework files, into `out`."""
+def _write_out(out, formats: list[str] | None, chosen, gpu_of_rank, topo, model, train) -> list[str]:
+    """The plan's launch files (host order, hostfiles, rankfile) and its --emit framework files, into `out`; returns
+    each framework file's own "this file runs ..." header line, where the file runs other than the plan (the
+    command prints them beside the plan, whose numbers are then not the file's)."""
     from placement.emit import sbatch
     from placement.emit.common import EmitContext
     from placement.emit.writer import write
@@ -678,12 +680,17 @@ def _write_out(out, formats: list[str] | None, chosen, gpu_of_rank, topo, model,
         click.echo(f"wrote {path}", err=True)
     ctx = EmitContext.of(chosen, topo, gpu_of_rank, model, train)
     click.echo(f"wrote {write_atomic(out / 'launch.sbatch', sbatch.render(ctx, formats or []))}", err=True)
+    runs = []
     if formats:
         paths, warnings = write(ctx, formats, out)
         for path in paths:
             click.echo(f"wrote {path}", err=True)
         for w in warnings:
             click.echo(f"placement: warning: {w}", err=True)
+        for path in paths:
+            head = path.read_text(errors="replace").splitlines()[:20]
+            runs += [f"{path.name}: {line[2:]}" for line in head if line.startswith("# this file runs ")]
+    return runs
 
 
 @main.command()
@@ -785,8 +792,10 @@ def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, pr
             more = (f"raise --top-k to {plan_index} to keep that many" if found == top_k else
                     f"only {found} layouts fit this job; pick --plan-index 1..{found}")
             raise InputError(f"--plan-index {plan_index}: only {found} plans were found; {more}")
-        _write_out(Path(out_dir), formats, planned.plans[plan_index - 1], planned.gpu_of_rank[plan_index - 1], topo,
-                   given_model, train)
+        files_run = _write_out(Path(out_dir), formats, planned.plans[plan_index - 1],
+                               planned.gpu_of_rank[plan_index - 1], topo, given_model, train)
+    else:
+        files_run = []
     if not _timings():
         planned = without_timings(planned)
     _uncalibrated_step(model, train, planned.plans[0] if planned.plans else None, sources, model_sources)
@@ -794,9 +803,12 @@ def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, pr
 
     _write_report(report, lambda: plan_html(planned, topo, _calibration_line()))
     if as_json:
-        click.echo(json.dumps(plan_json(planned) | {"calibration": calibration_json()}))
+        click.echo(json.dumps(plan_json(planned) | {"calibration": calibration_json(), "files_run": files_run}))
     else:
         click.echo(plan_table(planned, exhaustive=exhaustive))
+        if files_run:
+            click.echo(f"\nthe files written run other than plan {plan_index} (each file's header says so too):\n"
+                       + "\n".join(f"  {line}" for line in files_run))
         _echo_calibration()
 
 
@@ -818,9 +830,10 @@ def _say_emit_narrows(formats: list[str], framework: str | None, before, after, 
         narrowed.append("pipeline split")
     if not narrowed:
         return
-    click.echo(f"placement: note: --emit {','.join(formats)}: the search kept only what every named format launches "
-               f"as priced ({', '.join(narrowed)} narrowed); the plan below is the best of those, and a plan for "
-               f"fewer formats (--emit megatron) may be faster", err=True)
+    click.echo(f"placement: note: --emit {','.join(formats)}: the search kept only the recipe choices every named "
+               f"format launches as priced ({', '.join(narrowed)} narrowed); the plan below is the best of those, a "
+               f"plan for fewer formats (--emit megatron) may be faster, and a file that runs its layout or recipe "
+               f"otherwise says so in its header (--framework F plans only what F runs as priced)", err=True)
 
 
 @main.command()
@@ -892,11 +905,17 @@ def evaluate(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch
     if out_dir is not None:
         from pathlib import Path
 
-        _write_out(Path(out_dir), formats, result, gpu_of_rank, topo, given_model, train)
+        files_run = _write_out(Path(out_dir), formats, result, gpu_of_rank, topo, given_model, train)
+    else:
+        files_run = []
     if as_json:
-        click.echo(json.dumps(result.model_dump(mode="json") | {"calibration": calibration_json()}))
+        click.echo(json.dumps(result.model_dump(mode="json") | {"calibration": calibration_json(),
+                                                                "files_run": files_run}))
     else:
         click.echo(single_plan_table(result))
+        if files_run:
+            click.echo("\nthe files written run other than this plan (each file's header says so too):\n"
+                       + "\n".join(f"  {line}" for line in files_run))
         _echo_calibration()
     if not result.fits:
         sys.exit(EXIT_INFEASIBLE)
@@ -1094,7 +1113,8 @@ def _files_text(paths) -> str:
                    "torchtitan flags or TOML, a DeepSpeed JSON and hostfile.")
 @click.option("--hosts", "hosts_file", type=click.Path(dir_okay=False), default=None,
               help="The host order the job ran with, node rank 0 first: one host per line, or placement's "
-                   "hosts.txt, a DeepSpeed/MPI hostfile, a SLURM arbitrary-distribution hostfile.")
+                   "hosts.txt, an Open MPI rankfile, a DeepSpeed/MPI hostfile, a SLURM arbitrary-distribution "
+                   "hostfile.")
 @click.option("--framework", type=click.Choice(FRAMEWORK_CHOICES), default=None,
               help="Default: detected from the launch files.")
 @click.option("--script-args", "script_args", default="",

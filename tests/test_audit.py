@@ -87,6 +87,10 @@ def test_audit_of_a_mapped_plan_on_a_real_allocation_keeps_its_host_order(tmp_pa
     for f in crossing:  # the evidence is real: each quoted group spans more than one host
         assert all(len(g["hosts"]) > 1 for g in f["groups"])
     assert any(c["argument"].startswith("node order") for c in bad["changes"])
+    # the files' `# on HOST` lines state the planned order: --hosts overriding it is said, not silent (a user trial)
+    differ = [f for f in bad["findings"] if f["kind"] == "hosts_differ"]
+    assert len(differ) == 1 and "gpu0001, gpu0041, gpu0103" in differ[0]["message"]
+    assert "hosts_differ" not in {f["kind"] for f in data["findings"]}
 
 
 # -- a deliberately bad layout -----------------------------------------------------------------------
@@ -262,6 +266,8 @@ def test_host_order_files_in_every_launcher_form(tmp_path):
         "hostfile": "b slots=8\na slots=8\nc slots=8\n",
         "slurm": "b\nb\na\na\nc\nc\n",
         "hostlist": "b\na\nc\n",
+        "rankfile": "# placement\nrank 2=a slot=0\nrank 0=b slot=0\nrank 1=b slot=1\nrank 3=a slot=1\n"
+                    "rank 4=c slot=0\nrank 5=c slot=1\n",  # placement's rankfile (a user trial: refused)
     }
     for name, text in forms.items():
         path = tmp_path / name
@@ -273,6 +279,9 @@ def test_host_order_files_in_every_launcher_form(tmp_path):
         read_host_order(bad)
     bad.write_text("0 a\n2 b\n")
     with pytest.raises(InputError, match=r"node ranks must be 0 \.\. 1"):
+        read_host_order(bad)
+    bad.write_text("rank 0=a slot=0\nrank 1=b slot=0\nrank 2=a slot=1\n")
+    with pytest.raises(InputError, match=r"not one run of consecutive ranks"):
         read_host_order(bad)
 
 

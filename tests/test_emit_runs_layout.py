@@ -119,3 +119,25 @@ def test_device_mesh_splits_dp_into_replicate_and_shard_under_hsdp(tmp_path: Pat
     compile(text, "device_mesh.py", "exec")
     evaluate(*HSDP, "--emit", "devicemesh", "--out", str(tmp_path / "fsdp"))
     assert "mesh_dim_names=('pp', 'dp', 'cp', 'tp')" in (tmp_path / "fsdp" / "device_mesh.py").read_text()
+
+
+def test_plan_prints_what_its_files_run_beside_the_plan(tmp_path: Path) -> None:
+    """`plan --emit torchtitan` without --framework: the plan is ZeRO-1, which torchtitan runs as ZeRO-2 (a user
+    trial: the headline said 240.9 s, fitting, for a file that runs 268.3 s and does not fit, and the note claimed
+    the search kept only what the format launches as priced).  The file's own "this file runs" line is printed
+    under the plan and given in the JSON; the note says only the recipe choices were narrowed."""
+    import json
+
+    job = ["--model", "llama3-70b", "--cluster", "dgx-h100", "--gpus", "32", "--top-k", "1", "--emit", "torchtitan"]
+    result = CliRunner().invoke(main, ["plan", *job, "--out", str(tmp_path / "a")])
+    assert result.exit_code == 0, result.output
+    header = (tmp_path / "a" / "torchtitan.sh").read_text().splitlines()
+    runs = next(x for x in header if x.startswith("# this file runs "))
+    assert "ZeRO-2 (not ZeRO-1)" in runs
+    assert "the files written run other than plan 1" in result.stdout
+    assert f"torchtitan.sh: {runs[2:]}" in result.stdout
+    assert "kept only the recipe choices every named format launches as priced" in result.stderr
+    as_json = CliRunner().invoke(main, ["plan", *job, "--out", str(tmp_path / "b"), "--json"])
+    assert json.loads(as_json.stdout)["files_run"] == [f"torchtitan.sh: {runs[2:]}"]
+    plain = CliRunner().invoke(main, ["plan", *job[:-2], "--out", str(tmp_path / "c"), "--json", "--emit", "megatron"])
+    assert json.loads(plain.stdout)["files_run"] == []

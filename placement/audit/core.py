@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -528,9 +529,14 @@ def node_gpu_orders(launch: LaunchLayout, num_hosts: int, gpus_per_host: int) ->
           "agree", [], 0.0)]
 
 
+RANKFILE_LINE = re.compile(r"rank\s+(\d+)\s*=\s*(\S+)\s+slot=\S+")
+"""A line of an Open MPI rankfile (mpirun --rankfile; placement writes one): `rank 3=gpu0036 slot=3`."""
+
+
 def read_host_order(path: Path) -> list[str]:
     """The host order a job ran with, node rank 0 first, from any of the files launchers take:
-    placement's hosts.txt (`NODE_RANK HOST`), a DeepSpeed/MPI hostfile (`HOST slots=N`), a SLURM
+    placement's hosts.txt (`NODE_RANK HOST`), an Open MPI rankfile (`rank N=HOST slot=S`: the hosts in the order of
+    their ranks, each one run of consecutive ranks), a DeepSpeed/MPI hostfile (`HOST slots=N`), a SLURM
     hostfile for --distribution=arbitrary (one line per task: runs of one host collapse), or one host or
     hostlist expression per line.  `#` starts a comment."""
     from placement.loaders.files import read_text
@@ -539,12 +545,16 @@ def read_host_order(path: Path) -> list[str]:
     text = read_text(path, "host order file", "give a text file with one host per line, node rank 0 first")
     ranked: list[tuple[int, str]] = []
     hosts: list[str] = []
+    by_rank: list[tuple[int, str]] = []  # an Open MPI rankfile: `rank N=HOST slot=S`
     for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.split("#", 1)[0].strip()
         if not line:
             continue
         tokens = line.split()
-        if len(tokens) == 2 and tokens[0].isdigit():
+        mpi = RANKFILE_LINE.fullmatch(line)
+        if mpi:
+            by_rank.append((int(mpi.group(1)), mpi.group(2)))
+        elif len(tokens) == 2 and tokens[0].isdigit():
             ranked.append((int(tokens[0]), tokens[1]))
         elif len(tokens) >= 2 and all(t.startswith(("slots=", "max_slots=")) for t in tokens[1:]):
             hosts.append(tokens[0])
@@ -554,6 +564,18 @@ def read_host_order(path: Path) -> list[str]:
         else:
             raise InputError(f"{path}:{number}: {raw.strip()!r} is not a host order line; expected HOST, "
                              f"NODE_RANK HOST or HOST slots=N")
+    if by_rank:
+        if ranked or hosts:
+            raise InputError(f"{path}: mixes `rank N=HOST slot=S` lines with other host lines; use one form")
+        ranks = sorted(r for r, _ in by_rank)
+        if ranks != list(range(len(by_rank))):
+            raise InputError(f"{path}: ranks must be 0 .. {len(by_rank) - 1}, each once; got {ranks[:8]}")
+        runs = [h for k, (_, h) in enumerate(sorted(by_rank)) if k == 0 or h != sorted(by_rank)[k - 1][1]]
+        if len(runs) != len(set(runs)):
+            raise InputError(f"{path}: a host's ranks are not one run of consecutive ranks ({', '.join(runs[:6])} "
+                             f"...): the audit reads a rankfile for its node order only; give the host order "
+                             f"(placement's hosts.txt)")
+        return runs
     if ranked and hosts:
         raise InputError(f"{path}: mixes NODE_RANK HOST lines with plain host lines; use one form")
     if ranked:
@@ -1184,6 +1206,14 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
         launch_hosts = None
     else:
         launch_hosts = list(launch.hosts) or None
+    if hosts and launch_hosts and list(hosts) != launch_hosts:
+        where = launch.sources.get("hosts", "the launch files")
+        notes.append(Finding(
+            "warning", "hosts_differ",
+            f"--hosts gives the host order {', '.join(hosts[:4])}{' ...' if len(hosts) > 4 else ''}, the launch files "
+            f"another: {', '.join(launch_hosts[:4])}{' ...' if len(launch_hosts) > 4 else ''} ({where}); priced "
+            f"with --hosts' (the order the job ran with, if the files were edited since): drop --hosts to price the "
+            f"files' order", [], 0.0))
     order = host_order_of(topo, hosts or launch_hosts)
     if launch.framework == "maxtext" and launch.mesh is not None:  # MaxText's hybrid mesh numbering
         from placement.audit import maxtext
