@@ -909,8 +909,9 @@ def evaluate(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch
     else:
         files_run = []
     if as_json:
-        click.echo(json.dumps(result.model_dump(mode="json") | {"calibration": calibration_json(),
-                                                                "files_run": files_run}))
+        # files_run only where files were written: without --out the JSON stays one Plan (and its calibration)
+        click.echo(json.dumps(result.model_dump(mode="json") | {"calibration": calibration_json()}
+                              | ({"files_run": files_run} if out_dir is not None else {})))
     else:
         click.echo(single_plan_table(result))
         if files_run:
