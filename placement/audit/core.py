@@ -1178,7 +1178,7 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
     perm = np.array(local_orders, dtype=np.int64)  # node rank k's local rank i runs on GPU perm[k, i]
     gpu_of_rank = ((by_host // gph) * gph + perm[node_of, by_host % gph])[framework_rank]
     visible = [n for n in launch.cuda_visible_devices if n.devices is not None]
-    if topo.node_layout is not None and not visible:
+    if topo.node_layout is not None and not visible and "cuda_visible_devices" not in launch.sources:
         assumed["cuda_visible_devices"] = (f"not set by the launch lines: each host runs its ranks on GPUs "
                                            f"0..{gph - 1} in numbered order")
     # with measured intra-node links each host runs its ranks on its GPUs in the order its launch line's

@@ -275,10 +275,15 @@ def node_launches(path: Path, launches: list[Launch], s: Settings) -> None:
 def visible_devices(word: Word) -> tuple[int, ...]:
     """CUDA_VISIBLE_DEVICES's GPU indices in order ("0,2,1,3"); an InputError naming where it was set and the value
     otherwise (UUIDs, MIG names, repeats or an empty list: the in-node order is priced from indices)."""
-    text = word.text.strip()
+    return device_indices(word.text, word.evidence)
+
+
+def device_indices(value: str, evidence: str) -> tuple[int, ...]:
+    """`visible_devices` of a CUDA_VISIBLE_DEVICES value written at `evidence` (a shell word, or a Python string)."""
+    text = value.strip()
     items = [x.strip() for x in text.split(",")]
     if not text or not all(x.isdigit() for x in items) or len(set(map(int, items))) != len(items):
-        raise InputError(f"{word.evidence}: CUDA_VISIBLE_DEVICES={word.text!r} is not a list of distinct GPU indices "
+        raise InputError(f"{evidence}: CUDA_VISIBLE_DEVICES={value!r} is not a list of distinct GPU indices "
                          f"(e.g. 0,2,1,3): the audit prices the GPU order inside a node from indices; give them "
                          f"(nvidia-smi -L lists each index with its UUID)")
     return tuple(int(x) for x in items)
