@@ -60,6 +60,10 @@ class Capability:
     zero0_with_cp: bool = True
     """ZeRO-0 (nothing sharded) runs with context parallelism.  torchtitan: False, its FSDP shards over the
     dp_shard x cp ranks whenever cp > 1 (emit.torchtitan.fsdp_enabled: ParallelDims.fsdp_enabled)."""
+    zero_from_mesh: bool = False
+    """The ZeRO stage follows the mesh (MaxText: placement.audit.maxtext.zero_as_run): its context axis shards the
+    weights as fsdp does, so with cp > 1 only ZeRO-3; without it ZeRO-3 needs fsdp ranks beside the expert ones
+    (dp_shard > ep) and ZeRO-1 data ranks for shard_optimizer_over_data (dp > ep), or it runs ZeRO-0."""
     why: str = ""
     """One line on the limits, for messages."""
     recipe: tuple[tuple[str, object, str], ...] = ()
@@ -115,6 +119,9 @@ class Capability:
             ok &= (b.zero != 3) | (b.dp_shard == b.dp)
         if not self.zero0_with_cp:
             ok &= (b.zero != 0) | (b.cp == 1)
+        if self.zero_from_mesh:
+            ok &= np.where(b.cp > 1, b.zero == 3,
+                           ((b.zero != 3) | (b.dp_shard > b.ep)) & ((b.zero != 1) | (b.dp > b.ep)))
         return ok
 
     def check(self, b: LayoutBatch, num_layers: int) -> None:
@@ -138,6 +145,16 @@ class Capability:
             out.append(f"HSDP (ZeRO-3 over {shard} of dp {dp}): it shards over the whole data-parallel group")
         if not self.zero0_with_cp and zero == 0 and cp > 1:
             out.append(f"ZeRO-0 with cp {cp}: its FSDP shards over the dp_shard x cp ranks whenever cp > 1")
+        if self.zero_from_mesh:
+            if cp > 1 and zero != 3:
+                out.append(f"ZeRO-{zero} with cp {cp}: its context axis shards the weights, gradients and optimizer "
+                           f"state, so it runs ZeRO-3 over the context ranks")
+            elif cp == 1 and zero == 3 and shard <= ep:
+                out.append(f"ZeRO-3 over dp_shard {shard} with ep {ep}: no fsdp ranks beside the expert ones, so "
+                           f"it runs ZeRO-0")
+            elif cp == 1 and zero == 1 and dp <= ep:
+                out.append(f"ZeRO-1 with dp {dp} and ep {ep}: no data ranks for shard_optimizer_over_data, so it "
+                           f"runs ZeRO-0")
         for name, value, limit in (("pp", pp, self.max_pp), ("vpp", vpp, self.max_vpp), ("cp", cp, self.max_cp),
                                    ("ep", ep, self.max_ep)):
             if limit is not None and value > limit:
@@ -261,9 +278,9 @@ CAPABILITIES: dict[str, Capability] = {
                                                       "unbound"),)),
     "maxtext": Capability(
         "maxtext", "MaxText 0.2.5", zero_stages=(0, 1, 3), zero_stages_with_pp=(0, 1, 3), max_pp=1, etp="tp",
-        ep_with_cp=False,
-        why="no ZeRO-2, expert TP equal to TP, EP not across CP, and its pipeline runs every forward before "
-            "the backward (not the 1F1B placement prices): pp 1",
+        ep_with_cp=False, zero_from_mesh=True,
+        why="no ZeRO-2, ZeRO-3 with CP (its context axis shards the weights), expert TP equal to TP, EP not across "
+            "CP, and its pipeline runs every forward before the backward (not the 1F1B placement prices): pp 1",
         sequential_layers="MaxText 0.2.5's decoder layers run the MLP on the residual the attention output was "
                           "added to (layers/llama2.py, layers/gpt3.py)",
         recipe=(("grad_reduce_fp32", True, "MaxText 0.2.5 keeps fp32 weights and gradients (configs/base.yml "

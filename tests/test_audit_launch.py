@@ -622,6 +622,61 @@ def test_maxtext_device_numbering_follows_its_hybrid_mesh(tmp_path: Path) -> Non
     assert got.tolist() == [(d // 4) * 8 + t * 4 + d % 4 for d in range(8) for t in range(2)]
 
 
+def test_maxtext_jax_mesh_py_gives_each_process_its_hosts_gpu_order(tmp_path: Path) -> None:
+    """jax_mesh.py's initialize() exports CUDA_VISIBLE_DEVICES[host] before jax.distributed.initialize with
+    process_id = HOSTS.index(host): node rank k runs HOSTS[k]'s entry, with its line; a host without one runs its GPUs
+    in numbered order; an entry for a host HOSTS leaves out is never used."""
+    mesh = tmp_path / "jax_mesh.py"
+    mesh.write_text("import os\n\nHOSTS = [\n    'b',\n    'a',\n    'c',\n]\n"
+                    "CUDA_VISIBLE_DEVICES = {'a': '0,4,1,5,2,6,3,7',\n                        'b': '1,0,3,2,5,4,7,6', "
+                    "'x': '0'}\n")
+    cfg = tmp_path / "cfg.yml"
+    cfg.write_text("base_config: base.yml\nper_device_batch_size: 1\n")
+    launch = parse_launch([cfg, mesh])
+    assert launch.hosts == ("b", "a", "c")
+    assert [(n.node_rank, n.devices) for n in launch.cuda_visible_devices] == [
+        (0, (1, 0, 3, 2, 5, 4, 7, 6)), (1, (0, 4, 1, 5, 2, 6, 3, 7)), (2, None)]
+    assert [n.evidence for n in launch.cuda_visible_devices[:2]] == [
+        f"{mesh}:9: CUDA_VISIBLE_DEVICES['b'] = '1,0,3,2,5,4,7,6'", f"{mesh}:8: CUDA_VISIBLE_DEVICES['a'] = "
+                                                                    f"'0,4,1,5,2,6,3,7'"]
+    assert launch.cuda_visible_devices[2].evidence.endswith("(no entry for 'c': its GPUs in numbered order)")
+    assert launch.sources["cuda_visible_devices"].startswith(f"{mesh}:8: CUDA_VISIBLE_DEVICES = {{'a': "
+                                                             f"'0,4,1,5,2,6,3,7', 'b': '1,0,3,2,5,4,7,6', ...}}")
+    mesh.write_text("HOSTS = ['a']\nCUDA_VISIBLE_DEVICES = {'a': 'GPU-1f2e'}\n")
+    with pytest.raises(InputError, match=re.escape(f"{mesh}:2: CUDA_VISIBLE_DEVICES['a'] = 'GPU-1f2e': "
+                                                   f"CUDA_VISIBLE_DEVICES='GPU-1f2e' is not a list of distinct GPU "
+                                                   f"indices")):
+        parse_launch([cfg, mesh])
+    mesh.write_text("HOSTS = ['a']\nCUDA_VISIBLE_DEVICES = dict(a=ORDER)\n")
+    with pytest.raises(InputError, match=re.escape(f"{mesh}:2: CUDA_VISIBLE_DEVICES must be a dict of host name -> "
+                                                   f"GPU list written out")):
+        parse_launch([cfg, mesh])
+
+
+@pytest.mark.parametrize(("config", "gpus", "zero", "shard", "note"), [
+    # context 2, data 1: every weight over context (base.yml:605), nothing for shard_optimizer_over_data to add
+    ("ici_context_parallelism: 2\nici_tensor_parallelism: 4\nshard_optimizer_over_data: true\n", 8, 3, 1, ""),
+    # context 2 x data 4: ZeRO-3 over context, replicated over data (HSDP with shard 1); the flag adds data for the
+    # optimizer state and float32 weights, said and not priced
+    ("ici_context_parallelism: 2\nici_tensor_parallelism: 4\ndcn_data_parallelism: 4\n"
+     "shard_optimizer_over_data: true\n", 32, 3, 1, "shard_optimizer_over_data with context 2 x data 4 ("),
+    # no context, no fsdp: ZeRO-1 over data only with data > 1
+    ("ici_tensor_parallelism: 8\ndcn_data_parallelism: 4\nshard_optimizer_over_data: true\n", 32, 1, None, ""),
+    ("ici_tensor_parallelism: 8\nshard_optimizer_over_data: true\n", 8, 0, None, ""),
+])
+def test_maxtext_zero_stage_is_what_its_mesh_shards(tmp_path: Path, config: str, gpus: int, zero: int, shard,
+                                                    note: str) -> None:
+    base = "base_config: base.yml\nper_device_batch_size: 1\nici_fsdp_parallelism: 1\n"
+    _, on = _maxtext(tmp_path, base + config)
+    lay = on(gpus, gpus)
+    assert (lay.zero_stage, lay.dp_shard) == (zero, shard)
+    assert [x for x in lay.ignored if x.startswith("shard_optimizer_over_data")] == (
+        [x for x in lay.ignored if note and x.startswith(note)])
+    if note:
+        assert "cfg.yml:7: shard_optimizer_over_data: true" in lay.ignored[-1]
+        assert lay.ignored[-1].endswith("counts 4 times the optimizer memory and float32 weights it holds")
+
+
 @pytest.mark.parametrize(("config", "says"), [
     ("ici_tensor_sequence_parallelism: 2\n", "the tensor_sequence axis is not one placement prices"),
     ("ici_tensor_parallelism: -1\n", "more than one axis is -1"),

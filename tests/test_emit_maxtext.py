@@ -96,9 +96,9 @@ def test_zero_stages_become_data_fsdp_or_zero1(contexts):
 
 
 def test_zero2_becomes_zero1_when_unsharded_gradients_fit_else_fsdp(contexts):
-    ctx = with_layout(contexts["llama3-70b-1024"], zero_stage=2)  # dp 8: 7 more gradient shards per GPU
+    ctx = with_layout(contexts["llama3-8b-2048-ddp"], zero_stage=2)  # dp 1024, cp 1: 1023 more gradient shards
     p = ctx.plan
-    extra = p.memory.grads_bytes * 7
+    extra = p.memory.grads_bytes * 1023
     roomy = dataclasses.replace(ctx, plan=p.model_copy(update={"memory_capacity_bytes": p.peak_memory_bytes + extra}))
     cfg, _, warnings = emitted(roomy)
     assert cfg["shard_optimizer_over_data"] is True and axis_size(cfg, "fsdp") == 1
@@ -109,9 +109,28 @@ def test_zero2_becomes_zero1_when_unsharded_gradients_fit_else_fsdp(contexts):
     tight = p.model_copy(update={"memory_capacity_bytes": p.peak_memory_bytes + extra / 2})
     tight = dataclasses.replace(ctx, plan=tight)
     cfg, _, warnings = emitted(tight)
-    assert "shard_optimizer_over_data" not in cfg and axis_size(cfg, "fsdp") == 8
-    assert warnings[1].startswith("MaxText has no ZeRO-2: emitted as FSDP (ZeRO-3, fsdp 8)")
-    assert warnings[0].startswith("this file runs FSDP (ZeRO-3 over dp 8; not ZeRO-2): ")
+    assert "shard_optimizer_over_data" not in cfg and axis_size(cfg, "fsdp") == 1024
+    assert warnings[1].startswith("MaxText has no ZeRO-2: emitted as FSDP (ZeRO-3, fsdp 1024)")
+    assert warnings[0].startswith("this file runs FSDP (ZeRO-3 over dp 1024; not ZeRO-2): ")
+
+
+def test_with_context_parallelism_zero1_and_zero2_run_as_zero3_over_the_context_ranks(contexts):
+    """MaxText's context axis shards every weight (base.yml:605 rule embed -> context) and gathers it for each use
+    (layers/pipeline.py:1046), whatever shard_optimizer_over_data says, which shards over `data` alone
+    (utils/sharding.py:675): the file runs ZeRO-3 over the 2 context ranks, and the header prices that; the
+    optimizer state and float32 weights it also shards over data 8 are said, not priced."""
+    ctx = contexts["llama3-70b-1024"]  # tp 8, cp 2, pp 8, dp 8
+    for zero in (1, 2):
+        p = with_layout(ctx, zero_stage=zero).plan
+        roomy = dataclasses.replace(ctx, plan=p.model_copy(update={"memory_capacity_bytes": 2**40}))
+        cfg, text, warnings = emitted(roomy)
+        assert cfg["shard_optimizer_over_data"] is True and axis_size(cfg, "fsdp") == 1
+        assert warnings[0].startswith(f"this file runs ZeRO-3 over the 2 context ranks (not ZeRO-{zero}: MaxText's "
+                                      f"context axis shards the weights)")
+        assert ("shard_optimizer_over_data with context 2 x data 8 (this file's shard_optimizer_over_data: true): "
+                "MaxText shards the optimizer state and the stored float32 weights over data too") in warnings[0]
+        assert warnings[0].endswith("counts 8 times the optimizer memory and float32 weights it holds (not priced)")
+        assert "context 2 shards the weights, gradients and optimizer state (ZeRO-3 over it)" in text
 
 
 @pytest.mark.parametrize(("recompute", "policy", "scan"),

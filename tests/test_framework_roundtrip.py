@@ -4,11 +4,16 @@ files that run exactly what was priced): same layout and recipe, speed-up 1.00, 
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 
 import pytest
+import yaml
 from click.testing import CliRunner
 
 from placement.cli import main
+
+DATA = Path(__file__).parent / "data"
 
 HOST_FILES = {"hosts.txt", "slurm.hostfile", "rankfile", "launch.sbatch", "cuda_visible_devices.txt"}
 LAYOUT_KEYS = ("tp", "cp", "ep", "etp", "pp", "vpp", "dp", "micro_batch_size", "zero_stage", "recompute",
@@ -60,9 +65,10 @@ def test_plan_framework_proposes_only_what_the_framework_runs(framework):
             assert lay["vpp"] == 1 and lay["cp"] == 1 and lay["ep"] == 1 and lay["zero_stage"] != 0
             assert lay["pp"] == 1 or lay["zero_stage"] == 1
             assert lay["dp_shard"] == lay["dp"]
-        elif framework == "maxtext":  # no ZeRO-2, no pipeline, etp = tp, EP not across CP
+        elif framework == "maxtext":  # no ZeRO-2, no pipeline, etp = tp, EP not across CP, CP only under ZeRO-3
             assert (lay["zero_stage"] != 2 and lay["pp"] == 1 and lay["etp"] in (1, lay["tp"])) or lay["ep"] == 1
             assert lay["ep"] == 1 or lay["cp"] == 1
+            assert lay["cp"] == 1 or lay["zero_stage"] == 3
         else:  # Megatron-FSDP: no HSDP
             assert lay["zero_stage"] != 3 or lay["dp_shard"] == lay["dp"]
 
@@ -119,8 +125,6 @@ def test_a_torchtitan_files_header_prices_what_its_audit_prices(tmp_path, model,
     """The "this file runs" line of torchtitan.sh emitted for another framework's plan gives the step time and
     memory the audit of that file gives (a user trial found 314.9 s, fitting, in the header of a file the audit
     priced at 168.2 s, not fitting: the rows ZeRO-2 brings were tested against the plan's ZeRO-1)."""
-    import re
-
     job = ["--model", model, "--cluster", "dgx-h100", "--gpus", str(gpus), "--seq-len", str(seq),
            "--global-batch", str(gbs)]
     out = tmp_path / "files"
@@ -149,3 +153,72 @@ def test_emit_says_when_it_narrows_the_search(tmp_path):
     assert plain.exit_code == 0 and "may be faster" not in plain.stderr
     assert (json.loads(plain.stdout)["plans"][0]["step_time_s"]
             <= json.loads(narrowed.stdout)["plans"][0]["step_time_s"])
+
+
+MAXTEXT_RUNS = re.compile(r"^# (?:this file runs .*?|predicted): ([\d.]+) s/step.*? ([\d.]+) of [\d.]+ GiB per GPU",
+                          re.M)
+"""The step and memory of what a maxtext.yml runs: its header's "this file runs" line, else its prediction."""
+
+
+def _maxtext_header(path) -> tuple[float, float]:
+    text = path.read_text()
+    runs = [m for m in MAXTEXT_RUNS.finditer(text) if m[0].startswith("# this file runs")]
+    m = runs[0] if runs else MAXTEXT_RUNS.search(text)
+    assert m, "the header prices what the file runs"
+    return float(m[1]), float(m[2])
+
+
+def test_a_maxtext_files_gpu_order_is_read_from_its_jax_mesh_py(tmp_path):
+    """User trial: the plan on PCIe nodes whose GPUs pair over NVLink bridges reorders each host's GPUs, which
+    jax_mesh.py sets per host (CUDA_VISIBLE_DEVICES, exported before JAX starts); the audit read no order there, priced
+    the numbered order (13.178 s against the header's 9.089 s) and reported a gpu_order error.  It now reads the
+    order from jax_mesh.py, with its line, and prices what the header prices."""
+    alloc = ["--slurm-topology", str(DATA / "slurm" / "tree-5leaf.conf"), "--nodelist", "gpu[0036-0039]",
+             "--node-type", "dgx-h100", "--node-topo", str(DATA / "nvsmi" / "pcie-8x-nvbridge-pairs.txt")]
+    job = ["--model", "llama3-70b", "--seq-len", "4096", "--global-batch", "64", *alloc]
+    out = tmp_path / "mx1"
+    _run(["plan", *job, "--top-k", "1", "--out", str(out), "--emit", "maxtext"])
+    mesh_py = (out / "jax_mesh.py").read_text()
+    assert "CUDA_VISIBLE_DEVICES = {'gpu0036': '0,4,1,5,2,6,3,7'" in mesh_py  # the plan reorders each host's GPUs
+    step, mem = _maxtext_header(out / "maxtext.yml")
+    audit = json.loads(_run(["audit", *job, "--launch", str(out / "maxtext.yml"), "--launch",
+                             str(out / "jax_mesh.py"), "--json"]).stdout)
+    assert audit["estimate"]["step_time_s"] == pytest.approx(step, abs=5e-4)
+    assert audit["estimate"]["peak_memory_bytes"] / 2**30 == pytest.approx(mem, abs=0.05)
+    assert not [f for f in audit["findings"] if f["kind"] == "gpu_order"]
+    where = audit["layout"]["sources"]["cuda_visible_devices"]
+    line = next(i for i, x in enumerate(mesh_py.splitlines(), 1) if x.startswith("CUDA_VISIBLE_DEVICES = "))
+    assert where.startswith(f"{out / 'jax_mesh.py'}:{line}: CUDA_VISIBLE_DEVICES = {{'gpu0036': '0,4,1,5,2,6,3,7'")
+    assert "cuda_visible_devices" not in audit["layout"].get("unstated", {})
+
+
+def test_a_maxtext_file_with_cp_and_one_data_rank_runs_zero3_over_context_in_header_and_audit(tmp_path):
+    """User trial: tp 2, cp 2, pp 8, dp 1 at ZeRO-1.  The header said dp -> data + shard_optimizer_over_data and
+    priced ZeRO-1 (8.207 s, 80.3 GiB), the file has no such key (data 1), and the audit read ZeRO-0 (8.235 s, 98.2
+    GiB).  MaxText shards every weight over context (base.yml:605, gathered as fsdp is: layers/pipeline.py:1046)
+    and shard_optimizer_over_data over data alone (utils/sharding.py:675): the file runs ZeRO-3 over the 2 context
+    ranks, which the header now prices and the audit reads."""
+    job = ["--model", "llama3-70b", "--cluster", "dgx-h100", "--gpus", "32", "--seq-len", "4096", "--global-batch",
+           "64"]
+    out = tmp_path / "mx2"
+    _run(["evaluate", *job, "--tp", "2", "--cp", "2", "--pp", "8", "--vpp", "5", "--zero", "1", "--out", str(out),
+          "--emit", "maxtext"])
+    text = (out / "maxtext.yml").read_text()
+    assert "shard_optimizer_over_data" not in yaml.safe_load(text)
+    assert "dp -> data + shard_optimizer_over_data" not in text
+    assert "# this file runs ZeRO-3 over the 2 context ranks (not ZeRO-1: MaxText's context axis shards the weights)" \
+        in text
+    step, mem = _maxtext_header(out / "maxtext.yml")
+    audit = json.loads(_run(["audit", *job, "--launch", str(out / "maxtext.yml"), "--json"]).stdout)
+    est = audit["estimate"]
+    assert (est["layout"]["zero_stage"], est["layout"]["dp_shard"]) == (3, 1)
+    assert "base.yml:605 rule embed -> fsdp, context, expert" in audit["layout"]["sources"]["zero_stage"]
+    assert est["step_time_s"] == pytest.approx(step, abs=5e-4)
+    assert est["peak_memory_bytes"] / 2**30 == pytest.approx(mem, abs=0.05)
+
+
+def test_maxtext_plans_pair_cp_with_zero3_only():
+    result = CliRunner().invoke(main, ["evaluate", "--model", "llama3-8b", "--gpus", "16", "--cp", "2", "--zero", "1",
+                                       "--framework", "maxtext"])
+    assert result.exit_code == 2 and ("ZeRO-1 with cp 2: its context axis shards the weights, gradients and "
+                                      "optimizer state, so it runs ZeRO-3 over the context ranks") in result.stderr

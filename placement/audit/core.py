@@ -1241,7 +1241,7 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
     gpu_of_rank = ((by_host // gph) * gph + perm[node_of, by_host % gph])[framework_rank]
     visible = [n for n in launch.cuda_visible_devices if n.devices is not None]
     open_lines = [n for n in launch.cuda_visible_devices if n.unresolved]
-    if topo.node_layout is not None and not visible:
+    if topo.node_layout is not None and not visible and "cuda_visible_devices" not in launch.sources:
         assumed["cuda_visible_devices"] = (
             f"not set by the launch lines: each host runs its ranks on GPUs 0..{gph - 1} in numbered order"
             if not open_lines else

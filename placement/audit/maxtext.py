@@ -1,6 +1,7 @@
 """MaxText 0.2.5 launch material for `placement audit`: the config YAML (what `--emit maxtext` writes, or a
 user's config with `base_config`), `key=value` overrides on the train command of a launch script, and the
-`jax_mesh.py` that `--emit maxtext` writes (its HOSTS list is the process order).
+`jax_mesh.py` that `--emit maxtext` writes (its HOSTS list is the process order, its CUDA_VISIBLE_DEVICES dict each
+host's GPU order).
 
 MaxText's rules, read from its 0.2.5 wheel (reference/frameworks.md §5; the emitter `placement.emit.maxtext`
 states the same facts):
@@ -13,7 +14,9 @@ states the same facts):
   process by process (the host order) and by local id inside a host, each part row-major over `mesh_axes`.
 * Batch: global = per_device_batch_size x devices x gradient_accumulation_steps; with a pipeline the step's
   batch is cut into num_pipeline_microbatches (-1: the number of stages).
-* ZeRO: fsdp > 1 shards weights (ZeRO-3; HSDP with data > 1); shard_optimizer_over_data is ZeRO-1.
+* ZeRO: fsdp > 1 or context > 1 shards the weights, gradients and optimizer state (ZeRO-3; HSDP with data > 1);
+  shard_optimizer_over_data shards the optimizer state over data alone (ZeRO-1 where nothing else shards):
+  `zero_as_run`, with the MaxText source lines.
 
 placement prices axes data, stage, fsdp, context, tensor and expert; another axis of size > 1 is refused
 by name (its parallelism is not one placement models).
@@ -24,6 +27,7 @@ from __future__ import annotations
 import ast
 import math
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -106,25 +110,60 @@ def command_keys(words: list) -> tuple[dict[str, tuple[Any, str]], str | None] |
     return keys, config
 
 
-def mesh_hosts(path: Path) -> tuple[list[str], str]:
-    """The HOSTS list of a jax_mesh.py (process k runs on HOSTS[k]), parsed, never run."""
+@dataclass(frozen=True)
+class MeshScript:
+    """What a jax_mesh.py (the one `--emit maxtext` writes) fixes about the processes, parsed, never run."""
+
+    hosts: tuple[str, ...]
+    """HOSTS: process k runs on HOSTS[k] (initialize() passes process_id = HOSTS.index(host))."""
+    hosts_evidence: str
+    visible: dict[str, tuple[str, str]]
+    """CUDA_VISIBLE_DEVICES: host -> (its value, evidence), which initialize() sets in the host's environment before
+    jax.distributed.initialize, so before JAX starts CUDA; a host it leaves out runs its GPUs in numbered order."""
+    visible_evidence: str | None
+    """Where the CUDA_VISIBLE_DEVICES dict is written; None where the file has none."""
+
+
+def _literal(node: ast.Assign) -> Any:
+    try:
+        return ast.literal_eval(node.value)
+    except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
+        return None
+
+
+def mesh_script(path: Path) -> MeshScript:
+    """The HOSTS list and the CUDA_VISIBLE_DEVICES dict (host -> "0,4,1,5,...") of a jax_mesh.py."""
     text = read_text(path, "JAX mesh script", "expected the jax_mesh.py that placement writes")
     try:
         tree = ast.parse(text, filename=str(path))
     except (SyntaxError, ValueError, RecursionError, MemoryError) as err:
         raise InputError(f"{path}: not valid Python ({type(err).__name__}); expected jax_mesh.py") from None
-    for node in tree.body:
-        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
-                and node.targets[0].id == "HOSTS"):
-            try:
-                hosts = ast.literal_eval(node.value)
-            except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
-                hosts = None
-            if not isinstance(hosts, list) or not hosts or not all(isinstance(h, str) for h in hosts):
-                raise InputError(f"{path}:{node.lineno}: HOSTS must be a list of host names written out")
-            return hosts, f"{path}:{node.lineno}: HOSTS = [{', '.join(hosts[:3])}{', ...' if len(hosts) > 3 else ''}]"
-    raise InputError(f"{path}: no `HOSTS = [...]` list; a MaxText Python file is read for the process order "
-                     f"jax_mesh.py states, and this one states none")
+    assigned = {node.targets[0].id: node for node in tree.body
+                if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)}
+    node = assigned.get("HOSTS")
+    if node is None:
+        raise InputError(f"{path}: no `HOSTS = [...]` list; a MaxText Python file is read for the process order "
+                         f"jax_mesh.py states, and this one states none")
+    hosts = _literal(node)
+    if not isinstance(hosts, list) or not hosts or not all(isinstance(h, str) for h in hosts):
+        raise InputError(f"{path}:{node.lineno}: HOSTS must be a list of host names written out")
+    hosts_ev = f"{path}:{node.lineno}: HOSTS = [{', '.join(hosts[:3])}{', ...' if len(hosts) > 3 else ''}]"
+    node = assigned.get("CUDA_VISIBLE_DEVICES")
+    if node is None:
+        return MeshScript(tuple(hosts), hosts_ev, {}, None)
+    given = _literal(node)
+    if not isinstance(given, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in given.items()):
+        raise InputError(f"{path}:{node.lineno}: CUDA_VISIBLE_DEVICES must be a dict of host name -> GPU list "
+                         f"written out (e.g. {{{hosts[0]!r}: '0,4,1,5,2,6,3,7'}}), as jax_mesh.py's initialize() "
+                         f"reads it")
+    lines = {k.value: k.lineno for k in node.value.keys if isinstance(k, ast.Constant)} \
+        if isinstance(node.value, ast.Dict) else {}
+    visible = {h: (v, f"{path}:{lines.get(h, node.lineno)}: CUDA_VISIBLE_DEVICES[{h!r}] = {v!r}")
+               for h, v in given.items()}
+    shown = ", ".join(f"{h!r}: {v!r}" for h, v in list(given.items())[:2]) + (", ..." if len(given) > 2 else "")
+    return MeshScript(tuple(hosts), hosts_ev, visible,
+                      f"{path}:{node.lineno}: CUDA_VISIBLE_DEVICES = {{{shown}}} (initialize() sets the host's "
+                      f"entry before jax.distributed.initialize)")
 
 
 def _int_key(v: dict[str, tuple[Any, str]], key: str) -> tuple[int, str]:
@@ -262,6 +301,55 @@ def _sizes(mesh: dict, gpus_per_host: int, num_gpus: int) -> tuple[dict[str, int
     return ici, dcn, {a: ici[a] * dcn[a] for a in AXES}
 
 
+WEIGHT_AXES = ("fsdp", "context", "expert")
+"""The mesh axes of base.yml's rule for a weight's `embed` dimension that placement prices (MaxText source at
+e591f30, src/maxtext/configs/base.yml:605: embed -> fsdp, fsdp_transpose, context, context_usp_ulysses, expert)."""
+WEIGHTS_GATHERED = ("base.yml:605 rule embed -> fsdp, context, expert; layers/pipeline.py:1046 gathers the weights "
+                    "over fsdp, context and expert alike")
+"""The MaxText source lines that make its context axis shard the weights as fsdp does (`zero_as_run`)."""
+
+
+def zero_as_run(size: dict[str, int], over_data: bool) -> tuple[int, int | None]:
+    """(ZeRO stage, dp_shard) that a MaxText mesh of these axis sizes runs, in placement's terms, with
+    `shard_optimizer_over_data` set or not.  Read from the MaxText source (AI-Hypercomputer/maxtext at e591f30,
+    src/maxtext/):
+
+    * configs/base.yml:605-606 shards every weight's `embed` dimension over fsdp, fsdp_transpose, context,
+      context_usp_ulysses and expert, whatever else is set; the gradients come out of the jitted step in the
+      weights' sharding and the AdamW moments take it too (utils/maxtext_utils.py:1877 get_abstract_state:
+      nn.logical_to_mesh_sharding of the whole train state).  A layer's weights are all-gathered over those axes
+      for its use (layers/pipeline.py:1046 `from_repeat_weights_to_bsw(axes_to_gather=("fsdp",
+      "fsdp_transpose", "context", "expert"))` in a pipeline, XLA's sharding propagation outside one): with
+      fsdp > 1 or context > 1 that is ZeRO-3, over fsdp x expert of the data-parallel ranks (placement's
+      dp_shard; HSDP where data > 1) and over the context ranks (placement's ZeRO-3 shards over cp x dp_shard:
+      cost.step dense_shard).
+    * shard_optimizer_over_data adds the `data` axis alone to the optimizer state's sharding
+      (utils/maxtext_utils.py:1879-1887 -> utils/sharding.py:625 add_data_to_sharding, which divides a dimension
+      by `mesh.shape["data"]`, :675), and the stored float32 weights take that sharding
+      (utils/sharding.py:686 maybe_update_params_sharding_with_opt): ZeRO-1 over data where nothing else shards
+      the weights; with data 1 it adds nothing, and beside ZeRO-3 it shards what placement prices over
+      cp x dp_shard over data too (`over_data_unpriced`).
+    """
+    fsdp, cp, ep, data = size["fsdp"], size["context"], size["expert"], size["data"]
+    if fsdp > 1 or cp > 1:
+        return 3, fsdp * ep
+    return (1 if over_data and data > 1 else 0), None
+
+
+def over_data_unpriced(size: dict[str, int], over_data: bool, evidence: str) -> str:
+    """What shard_optimizer_over_data (set at `evidence`) does beside a ZeRO-3 mesh that placement does not price, in
+    words ("" where nothing): the optimizer state and the stored float32 weights sharded over data too
+    (`zero_as_run`)."""
+    data = size["data"]
+    if not over_data or data == 1 or zero_as_run(size, over_data)[0] != 3:
+        return ""
+    by = " x ".join(f"{a} {size[a]}" for a in WEIGHT_AXES if size[a] > 1)
+    return (f"shard_optimizer_over_data with {by} x data {data} ({evidence}): MaxText shards the optimizer state "
+            f"and the stored float32 weights over data too (utils/sharding.py add_data_to_sharding, "
+            f"maybe_update_params_sharding_with_opt); priced sharded over {by} only, so the estimate counts {data} "
+            f"times the optimizer memory and float32 weights it holds")
+
+
 def resolve(mesh: dict, num_layers: int, gpus_per_host: int, num_gpus: int, global_batch: int,
             ) -> dict[str, tuple[Any, str]]:
     """The layout fields the MaxText mesh and batch keys give on this job's GPUs."""
@@ -273,20 +361,18 @@ def resolve(mesh: dict, num_layers: int, gpus_per_host: int, num_gpus: int, glob
                                        "etp": (tp, "MaxText shards expert MLPs over tensor (base.yml mlp_moe)"),
                                        "dp": (dp, ev), "sequence_parallel": (tp > 1, "MaxText activation_embed -> "
                                                                                      "tensor (base.yml)")}
-    if fsdp > 1:
-        out["zero_stage"] = (3, ev)
-        out["dp_shard"] = (fsdp * ep, ev)
-        if mesh["shard_optimizer_over_data"] and data > 1:
-            # the optimizer state over data x fsdp (maxtext_utils add_data_to_sharding), the weights over fsdp:
-            # no sharding placement prices, said rather than dropped
-            out["ignored"] = (f"shard_optimizer_over_data with fsdp {fsdp} x data {data} "
-                              f"({mesh['sources'].get('shard_optimizer_over_data', BASE_SOURCE)}): MaxText shards the "
-                              f"optimizer state over data too (utils/maxtext_utils.py add_data_to_sharding); priced "
-                              f"sharded over fsdp only, so the estimate counts {data} times the optimizer memory "
-                              f"it holds", ev)
+    over_ev = mesh["sources"].get("shard_optimizer_over_data", BASE_SOURCE)
+    zero, shard = zero_as_run(size, mesh["shard_optimizer_over_data"])
+    if zero == 3:
+        by = " x ".join(f"{a} {size[a]}" for a in WEIGHT_AXES if size[a] > 1)
+        out["zero_stage"] = (3, f"{ev} (MaxText shards every weight, its gradient and optimizer state over {by} and "
+                                f"gathers them for each use: {WEIGHTS_GATHERED})")
+        out["dp_shard"] = (shard, ev)
+        ignored = over_data_unpriced(size, mesh["shard_optimizer_over_data"], over_ev)
+        if ignored:  # no sharding placement prices, said rather than dropped
+            out["ignored"] = (ignored, ev)
     else:
-        over = mesh["shard_optimizer_over_data"] and data > 1
-        out["zero_stage"] = (1 if over else 0, mesh["sources"].get("shard_optimizer_over_data", BASE_SOURCE))
+        out["zero_stage"] = (zero, over_ev)
     src = mesh["sources"]
     accumulation = mesh["gradient_accumulation_steps"]
     per_device = mesh["per_device_batch_size"]

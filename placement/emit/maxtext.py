@@ -24,7 +24,10 @@ Facts used (MaxText 0.2.5 wheel, JAX 0.10.2, XLA; reference/frameworks.md §5):
   layers = stages x num_pipeline_repeats x num_layers_per_pipeline_stage (circular = interleaved).
 * Sharding rules (base.yml logical_axis_rules): weights' `embed` dimension is sharded over fsdp, context
   and expert; `data` shards only the batch; expert MLPs are sharded over `tensor` (`mlp_moe`), so the
-  expert tensor-parallel size is tp.  `shard_optimizer_over_data` is MaxText's ZeRO-1 (not with fsdp).
+  expert tensor-parallel size is tp.  `shard_optimizer_over_data` is MaxText's ZeRO-1 over `data` alone (not
+  with fsdp).  So a mesh with context > 1 runs ZeRO-3 over the context ranks whatever the plan's stage
+  (`placement.audit.maxtext.zero_as_run`, with the MaxText source lines): the header prices that as what the file
+  runs, and the audit reads it.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ import math
 from dataclasses import dataclass
 from fractions import Fraction
 
+from placement.audit.maxtext import WEIGHT_AXES, WEIGHTS_GATHERED, over_data_unpriced, zero_as_run
 from placement.cost.constants import GiB
 from placement.emit import common
 from placement.emit.common import (
@@ -189,8 +193,9 @@ def zero2_as_zero1(ctx: EmitContext) -> bool:
     return p.peak_memory_bytes + extra <= p.memory_capacity_bytes
 
 
-def sharding_warnings(ctx: EmitContext, mesh: MaxTextMesh) -> list[str]:
-    """ZeRO mapping and what MaxText's sharding rules do to weight, gradient and optimizer memory."""
+def sharding_warnings(ctx: EmitContext, mesh: MaxTextMesh, runs: Runs) -> list[str]:
+    """ZeRO mapping, and what MaxText's sharding rules do to weight, gradient and optimizer memory that the price of
+    what the file runs (`runs`: the plan's layout with its ZeRO stage as MaxText runs it) does not hold."""
     p, lay = ctx.plan, ctx.plan.layout
     s = mesh.sizes
     warnings = []
@@ -203,27 +208,34 @@ def sharding_warnings(ctx: EmitContext, mesh: MaxTextMesh) -> list[str]:
             warnings.append(f"MaxText has no ZeRO-2: emitted as ZeRO-1 (shard_optimizer_over_data), gradients are "
                             f"not sharded: +{extra / GiB:.1f} GiB per GPU, peak about "
                             f"{(p.peak_memory_bytes + extra) / GiB:.1f} of {p.memory_capacity_bytes / GiB:.1f} GiB")
+    if s["context"] > 1 and s["fsdp"] == 1 and lay.zero_stage < 3:
+        warnings.append(f"MaxText's context axis shards every weight, its gradient and its optimizer state and "
+                        f"gathers them for each use ({WEIGHTS_GATHERED}): this file runs ZeRO-3 over the "
+                        f"{s['context']} context ranks, not the plan's ZeRO-{lay.zero_stage}; the 'this file runs' "
+                        f"line prices it")
     # dense weights: MaxText shards `embed` over fsdp x context x expert; ZeRO-1 adds `data` for the optimizer
-    weights_way = s["fsdp"] * s["context"] * s["expert"]
+    weights_way = math.prod(s[a] for a in WEIGHT_AXES)
     opt_way = weights_way * (s["data"] if optimizer_over_data(ctx, mesh) else 1)
-    # the plan's shards as priced: over the context ranks too (cost.step dense_shard: cp x dp_shard under ZeRO-3,
+    # the shards as priced: over the context ranks too (cost.step dense_shard: cp x dp_shard under ZeRO-3,
     # cp x dp otherwise, Megatron's dp-cp group)
-    shard = lay.cp * (lay.dp_shard if lay.zero_stage == 3 else lay.dp)
-    plan_weights = shard if lay.zero_stage == 3 else 1
-    plan_grads = shard if lay.zero_stage >= 2 else 1
-    plan_opt = shard if lay.zero_stage >= 1 else 1
-    if (weights_way, weights_way, opt_way) != (plan_weights, plan_grads, plan_opt):
+    priced = lay.model_copy(update=runs.layout)
+    shard = priced.cp * (priced.dp_shard if priced.zero_stage == 3 else priced.dp)
+    priced_weights = shard if priced.zero_stage == 3 else 1
+    priced_grads = shard if priced.zero_stage >= 2 else 1
+    priced_opt = shard if priced.zero_stage >= 1 else 1
+    if (weights_way, weights_way, opt_way) != (priced_weights, priced_grads, priced_opt):
         m = p.memory
         planned = m.weights_bytes + m.grads_bytes + m.optimizer_bytes
-        maxtext = (m.weights_bytes * plan_weights / weights_way + m.grads_bytes * plan_grads / weights_way
-                   + m.optimizer_bytes * plan_opt / opt_way)
-        note = "" if ctx.moe else (f"; weights + gradients + optimizer state about {maxtext / GiB:.1f} GiB per GPU "
-                                   f"instead of {planned / GiB:.1f}")
+        maxtext = (m.weights_bytes * priced_weights / weights_way + m.grads_bytes * priced_grads / weights_way
+                   + m.optimizer_bytes * priced_opt / opt_way)
+        # the GiB where the price is the plan's: the plan's memory parts are of its own layout
+        note = "" if ctx.moe or runs.layout else (f"; weights + gradients + optimizer state about "
+                                                  f"{maxtext / GiB:.1f} GiB per GPU instead of {planned / GiB:.1f}")
         warnings.append(f"MaxText shards weights and gradients {weights_way}-way and optimizer state {opt_way}-way "
                         f"over its data-parallel, context and expert axes (base.yml rule embed -> fsdp, context, "
-                        f"expert; shard_optimizer_over_data adds data), the plan weights {plan_weights}-way, "
-                        f"gradients {plan_grads}-way and optimizer state {plan_opt}-way{note}; cross-rank weight "
-                        f"traffic differs from the prediction")
+                        f"expert; shard_optimizer_over_data adds data), the price holds weights "
+                        f"{priced_weights}-way, gradients {priced_grads}-way and optimizer state {priced_opt}-way"
+                        f"{note}; cross-rank weight traffic differs from the prediction")
     return warnings
 
 
@@ -329,7 +341,7 @@ def overrides(ctx: EmitContext) -> tuple[dict[str, object], MaxTextMesh, list[st
     """(key -> value in order, the mesh, warnings, explanatory comment lines)."""
     p, lay = ctx.plan, ctx.plan.layout
     mesh, warnings = build_mesh(ctx)
-    warnings += sharding_warnings(ctx, mesh)
+    warnings += sharding_warnings(ctx, mesh, runs(ctx, mesh))
     model, _ = MODELS.get(ctx.model_name, (None, 0))
     keys: dict[str, object] = {"base_config": "base.yml", "hardware": "gpu"}
     if model is None:
@@ -374,13 +386,8 @@ def overrides(ctx: EmitContext) -> tuple[dict[str, object], MaxTextMesh, list[st
     if lay.recompute == "selective":
         warnings.append(ACTIVATION_RECOMPUTED)
     warnings += common.forced_warnings(ctx, "maxtext")
-    zero = {0: "data (DDP)", 1: "data + shard_optimizer_over_data (ZeRO-1)",
-            2: "data + shard_optimizer_over_data (ZeRO-2 emitted as ZeRO-1)" if mesh.sizes["fsdp"] == 1
-            else "fsdp (ZeRO-2 emitted as ZeRO-3)", 3: "fsdp (ZeRO-3)"}[lay.zero_stage]
-    if lay.zero_stage == 3 and lay.dp_shard < lay.dp:
-        zero = f"data {lay.dp // lay.dp_shard} x fsdp {lay.dp_shard} (HSDP)"
     notes = [
-        f"placement -> MaxText axes: tp -> tensor, cp -> context, pp -> stage, dp -> {zero}"
+        f"placement -> MaxText axes: tp -> tensor, cp -> context, pp -> stage, dp -> {zero_words(ctx, mesh)}"
         + (f", ep -> expert (the innermost {lay.ep} data-parallel ranks)" if lay.ep > 1 else ""),
         f"mesh (outermost first): {', '.join(f'{a} {mesh.sizes[a]}' for a in mesh.axes if mesh.sizes[a] > 1)}; "
         f"ICI = inside one host ({math.prod(mesh.ici.values())} GPUs, one JAX process, MaxText's slice on GPUs), "
@@ -391,6 +398,30 @@ def overrides(ctx: EmitContext) -> tuple[dict[str, object], MaxTextMesh, list[st
         notes.append("MaxText's tensor axis also shards the activations between layers (rule activation_embed -> "
                      "tensor), which is what sequence parallelism saves in memory")
     return keys, mesh, warnings, notes
+
+
+def zero_words(ctx: EmitContext, mesh: MaxTextMesh) -> str:
+    """The plan's data-parallel degree and ZeRO stage as the MaxText axes and keys the file writes, and what they
+    run where that is not the plan's stage (`zero_as_run`)."""
+    lay, s = ctx.plan.layout, mesh.sizes
+    over = optimizer_over_data(ctx, mesh)
+    if s["fsdp"] > 1:
+        words = (f"data {s['data']} x fsdp {s['fsdp']} (HSDP)" if s["data"] > 1
+                 else "fsdp (ZeRO-2 emitted as ZeRO-3)" if lay.zero_stage == 2 else "fsdp (ZeRO-3)")
+    elif over:
+        words = ("data + shard_optimizer_over_data (ZeRO-2 emitted as ZeRO-1)" if lay.zero_stage == 2
+                 else "data + shard_optimizer_over_data (ZeRO-1)")
+    elif lay.zero_stage == 0:
+        words = "data (DDP)"
+    else:  # ZeRO-1/2 with data 1, or ZeRO-3 with fsdp 1: no key to write
+        words = (f"data {s['data']} (ZeRO-{lay.zero_stage} has no data-parallel ranks of its own to shard over: "
+                 f"no shard_optimizer_over_data or fsdp key)")
+    zero, _ = zero_as_run(s, over)
+    if s["context"] > 1 and s["fsdp"] == 1:
+        words += f"; context {s['context']} shards the weights, gradients and optimizer state (ZeRO-3 over it)"
+    elif zero != lay.zero_stage and lay.zero_stage != 2:
+        words += f"; runs as ZeRO-{zero}"
+    return words
 
 
 MAXTEXT_LLAMA3_ROPE = {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
@@ -447,17 +478,33 @@ def launch_lines(ctx: EmitContext) -> list[str]:
 
 
 def runs(ctx: EmitContext, mesh: MaxTextMesh) -> Runs:
-    """What the file runs where MaxText cannot be told the plan and placement can price the substitute: ZeRO-2
-    as ZeRO-1 or FSDP, and the recipe features (each is also a warning).  Its pipeline schedule and sharding
-    rules stay warnings: the cost model has no forward-all-then-backward schedule."""
-    lay = ctx.plan.layout
+    """What the file runs where MaxText cannot be told the plan and placement can price the substitute: the ZeRO
+    stage its mesh runs (`zero_as_run`: ZeRO-2 as ZeRO-1 or FSDP, any stage as ZeRO-3 over the context ranks where
+    cp > 1, ZeRO-1/3 with nothing to shard over as ZeRO-0), and the recipe features (each is also a warning).  What
+    shard_optimizer_over_data adds beside ZeRO-3 is said, not priced; its pipeline schedule and the expert axis's
+    sharding of dense weights stay warnings: the cost model has no forward-all-then-backward schedule."""
+    lay, s = ctx.plan.layout, mesh.sizes
     out = Runs()
-    if lay.zero_stage == 2:
-        if mesh.sizes["fsdp"] > 1:
-            out.set_layout("zero_stage", 3, f"FSDP (ZeRO-3 over dp {lay.dp}; not ZeRO-2)")
-            out.layout["dp_shard"] = lay.dp
-        else:
+    over = optimizer_over_data(ctx, mesh)
+    zero, shard = zero_as_run(s, over)
+    if zero != lay.zero_stage or (zero == 3 and shard != lay.dp_shard):
+        if zero == 3 and s["context"] > 1 and s["fsdp"] == 1:
+            by = " x ".join(f"{s[a]} {a}" for a in WEIGHT_AXES if s[a] > 1)
+            out.set_layout("zero_stage", 3, f"ZeRO-3 over the {by} ranks (not ZeRO-{lay.zero_stage}: MaxText's "
+                                            f"context axis shards the weights)")
+        elif zero == 3:
+            out.set_layout("zero_stage", 3, f"FSDP (ZeRO-3 over dp {lay.dp}; not ZeRO-{lay.zero_stage})")
+        elif lay.zero_stage == 2 and zero == 1:
             out.set_layout("zero_stage", 1, "ZeRO-1 (not ZeRO-2)")
+        else:  # nothing for the keys to shard over
+            why = ("data 1, nothing for shard_optimizer_over_data to shard" if lay.zero_stage < 3
+                   else "fsdp 1 and context 1, nothing shards the weights")
+            out.set_layout("zero_stage", zero, f"ZeRO-{zero} (not ZeRO-{lay.zero_stage}: {why})")
+        if zero == 3:
+            out.layout["dp_shard"] = shard
+    unpriced = over_data_unpriced(s, over, "this file's shard_optimizer_over_data: true")
+    if unpriced:
+        out.unpriced.append(unpriced)
     runs_recipe(ctx, RUNS_INSTEAD, out, MINIMAL_RECOMPUTES)
     common.runs_forced(ctx, "maxtext", out)
     common.runs_model(ctx, "maxtext", out)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from placement.audit.readers.reading import DeepSpeedBinding, NodeDevices, Settings
-from placement.audit.shell import Command, Origin, Word, read_commands
+from placement.audit.shell import Command, Word, read_commands
 from placement.errors import InputError
 from placement.loaders.files import read_text
 
@@ -293,18 +293,22 @@ def read_devices_by_host(path: Path) -> dict[str, NodeDevices]:
         host, where = m.group(1), f"{path}:{n}: {line.strip()}"
         if host in out:
             raise InputError(f"{where}: host {host} is listed twice ({out[host].evidence}); give each host one line")
-        word = Word(m.group(2), Origin(str(path), n, line.strip()), Origin(str(path), n, line.strip()))
-        out[host] = NodeDevices(devices=visible_devices(word), evidence=where)
+        out[host] = NodeDevices(devices=device_indices(m.group(2), where), evidence=where)
     return out
 
 
 def visible_devices(word: Word) -> tuple[int, ...]:
     """CUDA_VISIBLE_DEVICES's GPU indices in order ("0,2,1,3"); an InputError naming where it was set and the value
     otherwise (UUIDs, MIG names, repeats or an empty list: the in-node order is priced from indices)."""
-    text = word.text.strip()
+    return device_indices(word.text, word.evidence)
+
+
+def device_indices(value: str, evidence: str) -> tuple[int, ...]:
+    """`visible_devices` of a CUDA_VISIBLE_DEVICES value written at `evidence` (a shell word, or a Python string)."""
+    text = value.strip()
     items = [x.strip() for x in text.split(",")]
     if not text or not all(x.isdigit() for x in items) or len(set(map(int, items))) != len(items):
-        raise InputError(f"{word.evidence}: CUDA_VISIBLE_DEVICES={word.text!r} is not a list of distinct GPU indices "
+        raise InputError(f"{evidence}: CUDA_VISIBLE_DEVICES={value!r} is not a list of distinct GPU indices "
                          f"(e.g. 0,2,1,3): the audit prices the GPU order inside a node from indices; give them "
                          f"(nvidia-smi -L lists each index with its UUID)")
     return tuple(int(x) for x in items)
