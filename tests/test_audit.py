@@ -476,3 +476,21 @@ def test_a_job_the_framework_search_cannot_better_is_still_priced(tmp_path: Path
                        "--launch", str(tmp_path / "p" / "jax_mesh.py"))
     assert "best plan for the same job: none searched (no layout" in out
     assert "placement found no other plan for this job to compare it with" in out
+
+
+def test_a_node_count_slurm_gives_is_the_command_lines(tmp_path: Path) -> None:
+    """Megatron-LM's examples/mixtral/train_mixtral_8x7b_distributed.sh starts `torchrun --nnodes $NNODES` with
+    NNODES=${SLURM_NNODES:-"1"}: the job's node count, which --gpus gives; it was taken as 1 node, refused as
+    "ep 8 does not divide dp 2" without --gpus and flagged world_size_differs with it."""
+    script = tmp_path / "train.sh"
+    script.write_text("#!/bin/bash\nGPUS_PER_NODE=8\nNNODES=${SLURM_NNODES:-\"1\"}\n"
+                      "torchrun --nproc_per_node $GPUS_PER_NODE --nnodes $NNODES pretrain_gpt.py \\\n"
+                      "  --num-layers 32 --hidden-size 4096 --ffn-hidden-size 14336 --num-attention-heads 32 \\\n"
+                      "  --group-query-attention --num-query-groups 8 --swiglu --seq-length 4096 \\\n"
+                      "  --tensor-model-parallel-size 1 --pipeline-model-parallel-size 4 \\\n"
+                      "  --expert-model-parallel-size 8 \\\n"
+                      "  --num-experts 8 --moe-router-topk 2 --micro-batch-size 1 --global-batch-size 256 --bf16\n")
+    data = audit_json("--launch", str(script), "--model", "mixtral-8x7b", "--cluster", "dgx-h100", "--gpus", "64")
+    assert data["layout"]["dp"] == 16 and data["layout"]["num_gpus"] == 64
+    assert "world_size_differs" not in {f["kind"] for f in data["findings"]}
+    assert any("--nnodes" in x and "$SLURM_NNODES" in x for x in data["layout"]["ignored"])

@@ -173,3 +173,16 @@ def test_the_script_arguments_the_audit_is_given_are_its_positional_parameters(t
     assert [[w.text for w in c.words] for c in cmds if c.words[0].text != "shift"] == [
         ["deepspeed", "train.py", "--rest", "x y"]]
     assert [c.words[0].text for c in _read(tmp_path, text) if c.words[0].text != "shift"] == ["torchrun"]
+
+
+def test_a_slurm_variable_is_the_jobs_not_the_scripts_default(tmp_path: Path) -> None:
+    """`NNODES=${SLURM_NNODES:-"1"}` (Megatron-LM's examples/mixtral script) runs on the job's node count: SLURM
+    sets the variable in every job, so the default is not what runs (a user trial: the audit took 1 node and told
+    the user to change the expert parallelism).  An #SBATCH header that fixes it, or the script, makes it known."""
+    cmd = _launch(tmp_path, "NNODES=${SLURM_NNODES:-\"1\"}\ntorchrun --nnodes $NNODES train.py\n")
+    assert cmd.words[2].unresolved == "$SLURM_NNODES"
+    cmd = _launch(tmp_path, "#!/bin/bash\n#SBATCH --nodes=4\nNNODES=${SLURM_NNODES:-1}\ntorchrun --nnodes $NNODES "
+                            "train.py\n")
+    assert [w.text for w in cmd.words][:3] == ["torchrun", "--nnodes", "4"]
+    cmd = _launch(tmp_path, "OTHER=${NOT_SLURM:-2}\ntorchrun --nnodes $OTHER train.py\n")
+    assert [w.text for w in cmd.words][:3] == ["torchrun", "--nnodes", "2"]

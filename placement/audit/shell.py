@@ -19,7 +19,8 @@ What is not known is never guessed: a variable set outside the file (``$1``, ``$
 substitution ``$(...)`` or an ``if`` whose condition tests files or runs commands leaves its words
 marked ``unresolved`` or ``uncertain``; the caller raises an error only if such a word sets a layout
 field.  ``${VAR:-default}`` with VAR not set in the file takes the default (the script run with no
-arguments and a clean environment); ``$@`` and ``$*`` expand to nothing for the same reason.
+arguments and a clean environment), but for the SLURM_ variables SLURM sets in every job, which stay unknown
+unless the script or its ``#SBATCH`` header fixes them; ``$@`` and ``$*`` expand to nothing for the same reason.
 A ``for`` loop over words the file determines runs once per word; other loops (``while``, ``until``,
 ``for ((;;))``, or a ``for`` over unknown words or with ``break``/``continue``) have their body read once as
 uncertain.  A ``case`` on a known value takes the branch whose pattern matches; on an unknown value every
@@ -39,6 +40,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Final
 
 import tree_sitter
 import tree_sitter_bash
@@ -158,6 +160,9 @@ class _State:
     """Inside such a run, a certain `exec CMD` replaced the process: nothing after it runs in that run."""
 
 
+SLURM_PREFIX: Final = "SLURM_"
+"""Variables SLURM sets in a job's environment (sbatch(1), srun(1) OUTPUT ENVIRONMENT VARIABLES): a default the
+script gives one (`${SLURM_NNODES:-1}`) is not what the job runs with."""
 MAX_NESTED_SHELLS = 8
 MAX_CALL_DEPTH = 32
 """Function calls inside function calls; deeper (a recursion) is an error rather than a guess at its end."""
@@ -557,6 +562,10 @@ def _param_value(state: _State, part: _Part) -> list[list[_Seg]] | None:
     if not m:
         return None
     op = m.group(1)
+    if var is None and name.startswith(SLURM_PREFIX):
+        # SLURM sets it in every job (`${SLURM_NNODES:-1}` runs on the job's node count, not on the default): known
+        # only where the script or its #SBATCH header fixes it
+        return None
     empty = value is None or (op.startswith(":") and not "".join(x.text for x in value))
     if op in (":-", "-", ":=", "="):
         if not empty or (op in ("-", "=") and value is not None):
@@ -626,7 +635,9 @@ def _expand_parts(state: _State, parts: list[_Part], as_field: bool = False) -> 
     has_quoted = False
     for p in parts:
         split = not p.quoted and not as_field
-        has_quoted |= p.quoted
+        # a quoted "$@" or "${A[@]}" of no elements is no word at all, as bash removes it; any other quoted part
+        # keeps the word, empty or not ("" is one empty argument)
+        has_quoted |= p.quoted and not _no_fields(state, p)
         if p.kind == "lit":
             segs.append(_Seg(p.text, False, p.origin))
         elif p.kind == "arith":
@@ -657,6 +668,14 @@ def _expand_parts(state: _State, parts: list[_Part], as_field: bool = False) -> 
                 for x in f:
                     segs.append(_Seg(x.text, split and not x.unresolved, x.origin, x.unresolved, x.uncertain))
     return _split(segs, keep_empty=has_quoted)
+
+
+def _no_fields(state: _State, p: _Part) -> bool:
+    """Whether `p` is an "$@"/"${A[@]}" expansion of no elements (bash: "If there are no positional parameters,
+    "$@" and $@ expand to nothing", and so does an empty array's "${A[@]}")."""
+    if p.kind != "param" or not (p.text == "@" or p.arg.partition("\0")[0] == "[@]"):
+        return False
+    return _param_value(state, p) == []
 
 
 def _split(segs: list[_Seg], keep_empty: bool) -> list[list[_Seg]]:

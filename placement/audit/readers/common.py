@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from placement.audit.readers.reading import DeepSpeedBinding, NodeDevices, Settings
-from placement.audit.shell import Command, Word, read_commands
+from placement.audit.shell import SLURM_PREFIX, Command, Word, read_commands
 from placement.errors import InputError
 from placement.loaders.files import read_text
 
@@ -360,13 +360,22 @@ def launcher_settings(launch: Launch, s: Settings) -> None:
     if launch.launcher == "torchrun":
         nodes, procs = args.get("--nnodes"), args.get("--nproc-per-node")
         n = p = None
+        for arg in (nodes, procs):
+            if _from_slurm(arg):
+                # the job's environment gives it (SLURM's $SLURM_NNODES): the GPU count is the command line's
+                s.ignored.append(f"{arg.flag} {arg.values[0].text}: depends on {arg.values[0].unresolved}, which "
+                                 f"SLURM sets in the job; the world size is --gpus/--nodes or the allocation's "
+                                 f"({arg.evidence})")
+        open_nodes = _from_slurm(nodes)
+        nodes = None if open_nodes else nodes
+        procs = None if _from_slurm(procs) else procs
         if nodes is not None:
             text = one_value(nodes).text
             if not re.fullmatch(r"\d+", text):
                 s.ignored.append(f"--nnodes {text}: elastic node range; world size not fixed ({nodes.evidence})")
             else:
                 n = read_int(text, "--nnodes", nodes.evidence)
-        elif "--standalone" in args or procs is not None:
+        elif not open_nodes and ("--standalone" in args or procs is not None):
             n = 1
         if procs is not None:
             text = one_value(procs).text
@@ -388,6 +397,13 @@ def launcher_settings(launch: Launch, s: Settings) -> None:
         for key in ("--include", "--exclude", "-i", "-e"):
             if key in args:
                 s.ignored.append(f"deepspeed {key}: host/GPU selection not applied ({args[key].evidence})")
+
+
+def _from_slurm(arg: Arg | None) -> bool:
+    """Whether `arg`'s one value depends on a variable SLURM sets in the job (shell.SLURM_PREFIX), which the files
+    cannot fix: the job's own count, not an error."""
+    return (arg is not None and len(arg.values) == 1 and bool(arg.values[0].unresolved)
+            and arg.values[0].unresolved.lstrip("${").startswith(SLURM_PREFIX))
 
 
 def _fixed_value(arg: Arg | None) -> Word | None:
