@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict
 
 from placement import __version__
-from placement.calibration.published import published_best
+from placement.calibration.published import job_key, published_best
 from placement.cost.batch import LayoutBatch
 from placement.cost.constants import GiB
 from placement.cost.pipeline import rank_layer_counts
@@ -242,7 +242,11 @@ def make_plan(batch: LayoutBatch, est: Estimates, i: int, model: ModelSpec, trai
         model_features=model_features(model, model_sources),
         memory_headroom_bytes=train.memory_headroom_bytes,
         published_best=published_best(model.moe is not None, topo.accelerator.name, train.precision.value,
-                                      float(est.mfu[i])),
+                                      float(est.mfu[i]),
+                                      job_key(model.name, topo.accelerator.name, topo.num_gpus, train.seq_len,
+                                              train.global_batch, train.precision.value,
+                                              {"tp": lay.tp, "cp": lay.cp, "ep": lay.ep, "pp": lay.pp, "dp": lay.dp}),
+                                      float(est.step_time_s[i])),
     )
 
 

@@ -31,6 +31,10 @@ class PublishedRun:
     precision: str
     moe: bool
     mfu: float
+    job: tuple = ()
+    """(model, accelerator, GPUs, sequence, global batch, precision, tp, cp, ep, pp, dp): what `same_job` matches."""
+    step_time_s: float = 0.0
+    """The published step."""
 
 
 @lru_cache(maxsize=1)
@@ -47,14 +51,30 @@ def published_runs() -> tuple[PublishedRun, ...]:
         peak = acc.peak_flops_fp8 if run.precision is Precision.FP8 and acc.peak_flops_fp8 else acc.peak_flops_bf16
         flops = workload(model).model_flops_per_token(run.seq_len) * run.global_batch * run.seq_len
         out.append(PublishedRun(run.id, run.citation, acc.name, run.precision.value, model.moe is not None,
-                                flops / (run.published_step_time_s * run.num_gpus * peak)))
+                                flops / (run.published_step_time_s * run.num_gpus * peak),
+                                job_key(model.name, acc.name, run.num_gpus, run.seq_len, run.global_batch,
+                                        run.precision.value, run.layout),
+                                run.published_step_time_s))
     return tuple(out)
 
 
-def published_best(moe: bool, accelerator: str, precision: str, mfu: float) -> dict | None:
+def job_key(model: str, accelerator: str, num_gpus: int, seq_len: int, global_batch: int, precision: str,
+            layout: dict) -> tuple:
+    """What makes a plan the very job a published run measured: the model, the accelerator, the GPUs, the batch and
+    sequence, the precision and the parallel degrees (a degree a run leaves out is 1; dp is derived)."""
+    deg = {k: int(layout.get(k, 1) or 1) for k in ("tp", "cp", "ep", "pp")}
+    dp = int(layout.get("dp") or num_gpus // (deg["tp"] * deg["cp"] * deg["pp"]))
+    return (model, accelerator, num_gpus, seq_len, global_batch, precision, deg["tp"], deg["cp"], deg["ep"],
+            deg["pp"], dp)
+
+
+def published_best(moe: bool, accelerator: str, precision: str, mfu: float, job: tuple | None = None,
+                   step_time_s: float | None = None) -> dict | None:
     """The best published MFU of a plan's kind and where the plan stands against it: the runs on the same
     accelerator at the same precision, dense or MoE alike, else those of its family (sweep.band.FAMILIES); None
-    where no calibration run is of its kind.  `above`: the plan's MFU is higher than every one of them."""
+    where no calibration run is of its kind.  `above`: the plan's MFU is higher than every one of them.
+    `same_job`: the published run of this very job (`job_key`), its measured step and the plan's error against it,
+    where one is."""
     from placement.sweep.band import family
 
     kind = "MoE" if moe else "dense"
@@ -68,14 +88,25 @@ def published_best(moe: bool, accelerator: str, precision: str, mfu: float) -> d
     if not group:
         return None
     best = max(group, key=lambda r: (r.mfu, r.run_id))
+    same = next((r for r in published_runs() if job is not None and r.job == job), None)
     return {"group": f"{kind} / {where} / {precision}", "runs": len(group), "best_run": best.run_id,
             "best_citation": best.citation, "best_mfu": round(best.mfu, 4), "plan_mfu": round(mfu, 4),
-            "ratio": round(mfu / best.mfu, 4), "above": mfu > best.mfu}
+            "ratio": round(mfu / best.mfu, 4), "above": mfu > best.mfu,
+            "same_job": None if same is None or step_time_s is None else {
+                "run": same.run_id, "citation": same.citation, "published_step_time_s": same.step_time_s,
+                "error": round(step_time_s / same.step_time_s - 1.0, 4)}}
 
 
 def published_line(best: dict | None) -> str:
-    """`above published: ...` for a plan above every published run of its kind, else ""."""
-    if not best or not best["above"]:
+    """`published run of this job: ...` where a published run measured this very job, else `above published: ...`
+    for a plan above every published run of its kind, else ""."""
+    if not best:
+        return ""
+    same = best.get("same_job")
+    if same:
+        return (f"published run of this job: {same['run']} measured {same['published_step_time_s']:.2f} s/step; "
+                f"placement prices it {same['error']:+.1%} ({same['citation']})")
+    if not best["above"]:
         return ""
     return (f"above published: MFU {best['plan_mfu']:.1%} is {best['ratio']:.2f}x the best of the {best['runs']} "
             f"published {best['group']} runs placement validates ({best['best_mfu']:.1%}, {best['best_run']}); "
