@@ -186,3 +186,15 @@ def test_a_slurm_variable_is_the_jobs_not_the_scripts_default(tmp_path: Path) ->
     assert [w.text for w in cmd.words][:3] == ["torchrun", "--nnodes", "4"]
     cmd = _launch(tmp_path, "OTHER=${NOT_SLURM:-2}\ntorchrun --nnodes $OTHER train.py\n")
     assert [w.text for w in cmd.words][:3] == ["torchrun", "--nnodes", "2"]
+
+
+def test_a_redirection_among_the_arguments_is_named_not_misread(tmp_path: Path) -> None:
+    """Megatron-DeepSpeed's examples/pretrain_gpt3_175B.sh keeps `<PATH TO gpt-vocab.json>` and `<TENSORBOARD
+    DIRECTORY>` placeholders in its `sh -c` string: bash reads `> --fp16` as output to a file named --fp16, and the
+    reader (whose grammar gives a redirection every word after it) dropped `--fp16` and `--checkpoint-activations`
+    and priced BF16 without recompute as "not set by the files" (a user trial)."""
+    with pytest.raises(InputError, match=r"run\.sh:1: .*puts a redirection \(< PATH\) among the command's "
+                                         r"arguments.*placeholder"):
+        _read(tmp_path, "python -u pretrain_gpt.py --vocab-file <PATH TO v.json> --fp16 --checkpoint-activations\n")
+    ok = _read(tmp_path, "python -u pretrain_gpt.py --fp16 > log.txt 2>&1\n")
+    assert [w.text for w in ok[0].words] == ["python", "-u", "pretrain_gpt.py", "--fp16"]

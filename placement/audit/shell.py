@@ -752,6 +752,8 @@ def _statement(state: _State, src: _Src, node: tree_sitter.Node, line: int | Non
     elif t in ("redirected_statement", "list", "pipeline", "negated_command"):
         # `a && b`, `a | tee log`, `cmd > log 2>&1`: each command on its own, redirections dropped; the left of
         # `[[ test ]] && cmd` decides whether cmd runs
+        if t == "redirected_statement":
+            _check_redirects(state, src, node, line)
         children = [c for c in node.children if c.is_named and c.type not in ("comment", "file_redirect",
                                                                                 "heredoc_redirect",
                                                                                 "herestring_redirect")]
@@ -788,6 +790,23 @@ def _statement(state: _State, src: _Src, node: tree_sitter.Node, line: int | Non
         if name is not None and body is not None:
             state.functions[_text(name)] = (body, src)
     # test_command alone, comments, heredoc bodies: nothing runs that the launch depends on
+
+
+def _check_redirects(state: _State, src: _Src, node: tree_sitter.Node, line: int) -> None:
+    """An InputError where a redirection stands between a command's arguments (`--vocab-file <PATH TO vocab.json>
+    --merge-file ...`): bash reads `<PATH` as input from a file PATH and `> --merge-file` as output to a file of
+    that name, so the word after each operator is lost and the job does not start where the file is missing.  Such
+    a line is a template with its placeholders left in (Megatron-DeepSpeed's examples/pretrain_gpt3_175B.sh); the
+    reader would drop other words than bash does (tree-sitter's grammar gives the redirection every word after it),
+    so it names the line rather than guess."""
+    for r in (c for c in node.children if c.type == "file_redirect"):
+        words = [c for c in r.named_children if c.type in _WORDS]
+        if len(words) > 1:
+            org = _origin(state, _line(src, r.start_point[0]) if src.line is None else line)
+            raise InputError(f"{org}: `{_text(r)[:80]}` puts a redirection ({_text(r)[:1]} {_text(words[0])}) among "
+                             f"the command's arguments: bash reads the word after it as a file name and drops it "
+                             f"from the command (a template placeholder such as <PATH TO ...> left in?); write the "
+                             f"value the job runs with")
 
 
 def _guarded(state: _State, src: _Src, node: tree_sitter.Node, value: bool | None, org: Origin, line: int) -> None:
