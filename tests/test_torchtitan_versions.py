@@ -225,3 +225,20 @@ def test_an_older_torchtitan_audit_cites_its_own_version_and_lists_no_pipeline_k
                                                "--json"]).stdout)
     assert got["best"]["layout"]["pp"] == 1 and got["changes"]  # a change list, with no pipeline on either side
     assert not [c for c in got["changes"] if "pipeline_parallel" in c["argument"]]
+
+
+def test_a_0_2_x_float8_file_runs_tensorwise_unless_it_names_a_recipe(tmp_path: Path) -> None:
+    """torchtitan v0.2.2 scales Float8 tensor-wise where `recipe_name` is unset (components/quantization/float8.py:
+    86-99); the audit priced its llama3_405b.toml with 0.3.0's row-wise row (a user trial).  A stated recipe_name
+    is read; the FP8 all-gather it may turn on is said, not priced."""
+    fp8 = V022.read_text().replace('# converters = ["float8"]', 'converters = ["float8"]')
+    with_gather = tmp_path / "gather.toml"
+    with_gather.write_text(fp8.replace("enable_fsdp_float8_all_gather = false", "enable_fsdp_float8_all_gather = true"))
+    data = _audit(with_gather, extra=("--precision", "fp8"))
+    assert data["estimate"]["recipe"]["fp8_recipe"] == "tensorwise"
+    assert "tensorwise scaling (v0.2.2 components/quantization/float8.py" in data["estimate"]["recipe_sources"][
+        "fp8_recipe"]
+    assert any(x.startswith("quantize.linear.float8.enable_fsdp_float8_all_gather") for x in data["layout"]["ignored"])
+    named = tmp_path / "rowwise.toml"
+    named.write_text(fp8.replace("[quantize.linear.float8]\n", "[quantize.linear.float8]\nrecipe_name = \"rowwise\"\n"))
+    assert _audit(named, extra=("--precision", "fp8"))["estimate"]["recipe"]["fp8_recipe"] == "rowwise"

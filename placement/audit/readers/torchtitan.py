@@ -283,6 +283,8 @@ def _settings(keys: dict[str, tuple[Any, str]], s: Settings) -> _Pipeline:
             s.put("precision", "fp8", cev)
         if any(str(c).split(".")[-1] == "mx" for c in names):  # 0.2.x MXLinearConverter: MXFP8 (recipe mxfp8_cublas,
             s.put("recipe.fp8_recipe", "mxfp8", cev)           # v0.2.2 config/job_config.py:777)
+        elif not version3 and any("float8" in str(c) for c in names):
+            _float8_before_030(get, s)
     name, nev = get("model.name")
     flavor, fev = get("model.flavor")
     module, mev2 = get("module")
@@ -832,6 +834,30 @@ def _finish(s: Settings, pipeline: _Pipeline) -> None:
         s.put("sequence_parallel", tp > 1, "")
     elif tp == 1:
         s.put("sequence_parallel", False, s.sources["sequence_parallel"])
+
+
+def _float8_before_030(get, s: Settings) -> None:
+    """The Float8 recipe of a torchtitan before 0.3.0 (v0.2.2 components/quantization/float8.py:64-99): the
+    `recipe_name` it states (rowwise, rowwise_with_gw_hp, tensorwise), else tensorwise scaling, whose FSDP all-gather
+    may carry FP8 weights (`enable_fsdp_float8_all_gather`, with a data-parallel shard), which placement does not
+    price (it prices that all-gather at 2 bytes a weight).  0.3.0's Float8 converters scale row-wise, with no
+    such flag: its capability row would price a 0.2.x file as rowwise (a user trial: 11.95 s against 11.59 s)."""
+    name, nev = get("quantize.linear.float8.recipe_name")
+    if name is None:
+        name, nev = get("float8.recipe_name")
+    if name is not None:
+        recipe = "tensorwise" if str(name) == "tensorwise" else "rowwise"
+        s.put("recipe.fp8_recipe", recipe, f"{nev} (torchao's {name} recipe: {recipe} scaling)")
+        return
+    s.put("recipe.fp8_recipe", "tensorwise", "torchtitan before 0.3.0 with no float8 recipe_name: tensorwise "
+                                              "scaling (v0.2.2 components/quantization/float8.py:86-99, \"Float8 "
+                                              "tensorwise scaled training active\")")
+    for key in ("quantize.linear.float8.enable_fsdp_float8_all_gather", "float8.enable_fsdp_float8_all_gather"):
+        value, ev = get(key)
+        if value in _TRUE:
+            s.ignored.append(f"{key}: FSDP all-gathers the Float8 weights in 1 byte where the data-parallel shard "
+                             f"is over 1 rank; priced at 2 bytes a weight ({ev})")
+            break
 
 
 def _rotate_method(get, s: Settings) -> None:
