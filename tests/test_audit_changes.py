@@ -15,3 +15,45 @@ def test_a_switch_to_megatron_fsdp_drops_cuda_device_max_connections() -> None:
     assert env == [{"argument": "env CUDA_DEVICE_MAX_CONNECTIONS", "from": "1", "to": None}]
     back = [c for c in launch_changes("megatron", fsdp, zero1) if c["argument"] == "env CUDA_DEVICE_MAX_CONNECTIONS"]
     assert back == [{"argument": "env CUDA_DEVICE_MAX_CONNECTIONS", "from": None, "to": "1"}]
+
+
+def test_the_change_list_reads_the_files_flags_not_their_comments(tmp_path):
+    """Megatron-LM's examples/megatron_fsdp/train_llama3_8b_fsdp_h100_fp8.sh passes --use-distributed-optimizer and
+    lists `# --megatron-fsdp-main-grads-dtype auto` commented out: the change list told the user to add the first
+    and to remove the second as if the file had it (a user trial).  A flag the files pass is no change to add; a
+    commented flag is not in the files."""
+    from placement.audit.changes import megatron_flag_in, uncommented
+
+    text = "ARGS=(\n  --use-distributed-optimizer\n  # --megatron-fsdp-main-grads-dtype auto\n  --bf16 # --fp16\n)\n"
+    live = uncommented(text)
+    assert megatron_flag_in("--use-distributed-optimizer", live) and megatron_flag_in("--bf16", live)
+    assert not megatron_flag_in("--megatron-fsdp-main-grads-dtype", live) and not megatron_flag_in("--fp16", live)
+
+
+def test_a_megatron_fsdp_scripts_change_list_keeps_its_own_flags(tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from placement.audit.changes import NOT_IN_FILES
+    from placement.cli import main
+
+    script = tmp_path / "train.sh"
+    script.write_text(
+        "torchrun --nproc_per_node 8 --nnodes 1 pretrain_gpt.py --num-layers 32 --hidden-size 4096 \\\n"
+        "  --ffn-hidden-size 14336 --num-attention-heads 32 --group-query-attention --num-query-groups 8 --swiglu \\\n"
+        "  --seq-length 8192 --micro-batch-size 1 --global-batch-size 64 --bf16 \\\n"
+        "  --use-megatron-fsdp --data-parallel-sharding-strategy optim_grads_params \\\n"
+        "  --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather \\\n"
+        "  --no-check-for-nan-in-loss-and-grad\n"
+        "# --megatron-fsdp-grad-comm-dtype auto\n")
+    result = CliRunner().invoke(main, ["audit", "--model", "llama3-8b", "--cluster", "dgx-h100", "--launch",
+                                       str(script), "--json"])
+    assert result.exit_code in (0, 1), result.output
+    changes = json.loads(result.stdout)["changes"]
+    assert not [c for c in changes if c["from"] is None and c["argument"] in (
+        "--use-distributed-optimizer", "--overlap-grad-reduce", "--overlap-param-gather",
+        "--no-check-for-nan-in-loss-and-grad")], changes
+    for c in changes:
+        if c["argument"] == "--megatron-fsdp-grad-comm-dtype" and c["from"] is not None:
+            assert c.get("note") == NOT_IN_FILES

@@ -129,6 +129,12 @@ GLOBAL_BATCH = {"megatron": "--global-batch-size", "torchtitan": "--training.glo
 batch x dp (torchtitan): a best plan that changes either must state it."""
 
 
+def uncommented(text: str) -> str:
+    """Launch text without its shell comments: whole `#` lines and a ` # ...` tail (a flag commented out, as
+    Megatron-LM's example scripts list the options they leave off, is not stated)."""
+    return "\n".join(re.sub(r"(^|\s)#.*$", "", line) for line in text.splitlines())
+
+
 def megatron_flag_in(flag: str, text: str) -> bool:
     """Whether launch text holds Megatron argument `flag` as a whole argument (not a prefix of a longer one)."""
     return re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", text) is not None
@@ -335,11 +341,15 @@ def launch_changes(framework: str, now: EmitContext, best: EmitContext, files_te
                                     "from the layout this plan changes"})
     elif files_text is not None and framework in ("megatron", "torchtitan", "maxtext") and torchtitan is None:
         # torchtitan's CLI takes - and _ (tyro), and its subcommand activation-checkpoint:MODE is the TOML's
-        # [activation_checkpoint]
-        spelled = files_text + "\n" + files_text.replace("-", "_") if framework == "torchtitan" else files_text
+        # [activation_checkpoint]; a commented-out line states nothing
+        live = uncommented(files_text)
+        spelled = live + "\n" + live.replace("-", "_") if framework == "torchtitan" else live
         for c in changes:
             if c["from"] is not None and _token(framework, c["argument"]) not in spelled:
                 c["note"] = NOT_IN_FILES
+        if framework == "megatron":  # a flag the best plan adds that the files already pass is no change
+            changes = [c for c in changes if not (c["from"] is None and c["to"] == "true"
+                                                  and megatron_flag_in(c["argument"], live))]
         if framework == "megatron":
             _megatron_virtual_flags(changes, b, files_text)
         key = GLOBAL_BATCH.get(framework)
