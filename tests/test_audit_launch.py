@@ -950,3 +950,14 @@ def test_megatron_deepspeed_partitioning_flags_are_said_not_dropped(tmp_path: Pa
     lay = parse_launch([script], "megatron")
     for flag in ("--partition-activations", "--pp-partition-method"):
         assert any(x.startswith(f"{flag}: ") and "run.sh:1" in x for x in lay.ignored), flag
+
+
+def test_a_maxtext_mesh_that_fixes_the_hosts_names_the_gpu_count_it_needs(tmp_path: Path) -> None:
+    """MaxText's gpu/a3/llama_3.1_405b/128vm.sh sets dcn_fsdp_parallelism=128 beside a -1 data axis: 128 hosts or a
+    multiple.  On a cluster whose default size is 96 GPUs the audit said only "128 does not divide 12" (a user
+    trial); it now names the job the files need, as flags."""
+    _, on = _maxtext(tmp_path, "base_config: base.yml\nmodel_name: llama3-8b\nper_device_batch_size: 1\n"
+                               "dcn_fsdp_parallelism: 4\nici_fsdp_parallelism: 8\n")
+    with pytest.raises(InputError, match=r"DCN \(hosts\): the explicit axes multiply to 4, which does not divide 3 "
+                                         r"\(24 GPUs, 8 per host\).*--gpus 32 \(--nodes 4\) or more"):
+        on(24, 24)
