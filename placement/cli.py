@@ -680,16 +680,13 @@ def _write_out(out, formats: list[str] | None, chosen, gpu_of_rank, topo, model,
         click.echo(f"wrote {path}", err=True)
     ctx = EmitContext.of(chosen, topo, gpu_of_rank, model, train)
     click.echo(f"wrote {write_atomic(out / 'launch.sbatch', sbatch.render(ctx, formats or []))}", err=True)
-    runs = []
-    if formats:
-        paths, warnings = write(ctx, formats, out)
-        for path in paths:
-            click.echo(f"wrote {path}", err=True)
-        for w in warnings:
-            click.echo(f"placement: warning: {w}", err=True)
-        for path in paths:
-            head = path.read_text(errors="replace").splitlines()[:20]
-            runs += [f"{path.name}: {line[2:]}" for line in head if line.startswith("# this file runs ")]
+    if not formats:
+        return []
+    paths, warnings, runs = write(ctx, formats, out)
+    for path in paths:
+        click.echo(f"wrote {path}", err=True)
+    for w in warnings:
+        click.echo(f"placement: warning: {w}", err=True)
     return runs
 
 

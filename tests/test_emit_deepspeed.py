@@ -195,7 +195,7 @@ def test_experts_are_set_in_code_and_a_different_ep_layout_is_warned(etp, expect
 def test_the_writer_writes_the_three_files_and_prefixes_the_warnings(tmp_path):
     assert FORMATS["deepspeed"][0] == "deepspeed.sh"
     ctx = ctx_for("llama3-8b", 64, (("tp", 2), ("pp", 1), ("cp", 1), ("zero_stage", 3), ("dp_shard", 8)))
-    paths, warnings = write(ctx, ["deepspeed"], tmp_path)
+    paths, warnings, _ = write(ctx, ["deepspeed"], tmp_path)
     assert sorted(p.name for p in paths) == ["deepspeed.sh", "ds_config.json", "ds_topology.py", "hostfile"]
     assert warnings and all(w.startswith("deepspeed: ") for w in warnings)
     json.loads((tmp_path / "ds_config.json").read_text())

@@ -205,7 +205,7 @@ def test_the_planned_host_and_gpu_order_reach_the_launch_lines(contexts):
 
 def test_the_writer_knows_maxtext_and_writes_both_files(contexts, tmp_path):
     ctx = contexts["deepseek-v3-2048-moe"]
-    paths, warnings = writer.write(ctx, writer.parse_formats("maxtext"), tmp_path)
+    paths, warnings, _ = writer.write(ctx, writer.parse_formats("maxtext"), tmp_path)
     assert sorted(p.name for p in paths) == ["jax_mesh.py", "maxtext.yml"]
     assert warnings and all(w.startswith("maxtext: ") for w in warnings)
     compile((tmp_path / "jax_mesh.py").read_text(), "jax_mesh.py", "exec")  # valid Python

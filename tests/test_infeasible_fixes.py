@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
@@ -113,3 +114,22 @@ def test_the_quick_fit_check_gives_the_search_s_answer(model: str, gpus: int, re
     except PlacementInfeasible:
         fits = False
     assert _fits_on(spec, train, topo, cfg) is fits
+
+
+def test_the_quick_fit_check_answers_true_only_from_a_priced_fit(monkeypatch) -> None:
+    """A layout whose memory floor is under the capacity may still not fit once priced (the floor leaves out the
+    CUDA-graph pools): where none of the leanest priced fits, `_leanest_fit` leaves the answer to the search (None),
+    never True from the floors alone."""
+    import dataclasses
+
+    import placement.search as s
+
+    spec = load_model("llama3-8b")
+    topo = Topology(load_cluster("dgx-h100"), load_accelerator("h100-sxm"), num_gpus=8)
+    train = TrainingSpec(seq_len=4096, global_batch=64)
+    cfg = SearchConfig(top_k=1)
+    assert s._leanest_fit(spec, train, topo, cfg) is True
+    priced = s.estimate
+    monkeypatch.setattr(s, "estimate", lambda *a, **k: dataclasses.replace(
+        priced(*a, **k), fits=np.zeros_like(priced(*a, **k).fits)))
+    assert s._leanest_fit(spec, train, topo, cfg) is None

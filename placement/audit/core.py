@@ -570,7 +570,8 @@ def read_host_order(path: Path) -> list[str]:
         ranks = sorted(r for r, _ in by_rank)
         if ranks != list(range(len(by_rank))):
             raise InputError(f"{path}: ranks must be 0 .. {len(by_rank) - 1}, each once; got {ranks[:8]}")
-        runs = [h for k, (_, h) in enumerate(sorted(by_rank)) if k == 0 or h != sorted(by_rank)[k - 1][1]]
+        in_order = [h for _, h in sorted(by_rank)]
+        runs = [h for k, h in enumerate(in_order) if k == 0 or h != in_order[k - 1]]
         if len(runs) != len(set(runs)):
             raise InputError(f"{path}: a host's ranks are not one run of consecutive ranks ({', '.join(runs[:6])} "
                              f"...): the audit reads a rankfile for its node order only; give the host order "

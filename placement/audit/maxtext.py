@@ -282,21 +282,20 @@ def _sizes(mesh: dict, gpus_per_host: int, num_gpus: int) -> tuple[dict[str, int
     per_slice = min(gpus_per_host, num_gpus)
     slices = num_gpus // per_slice
     out = []
-    ici_given = dict(mesh["ici"])
-    for part, want, what in ((ici_given, per_slice, "ICI (GPUs per host)"),
-                             (dict(mesh["dcn"]), slices, "DCN (hosts)")):
+    for part, want, what, hosts in ((dict(mesh["ici"]), per_slice, "ICI (GPUs per host)", False),
+                                    (dict(mesh["dcn"]), slices, "DCN (hosts)", True)):
         known = math.prod(n for n in part.values() if n > 0)
         fill = [a for a, n in part.items() if n == -1]
         if fill:
             if want % known:
                 fix = (f"a job of a multiple of {known} hosts: --gpus {known * per_slice} (--nodes {known}) or more"
-                       if part is not ici_given else f"a node type with a multiple of {known} GPUs (--node-type)")
+                       if hosts else f"a node type with a multiple of {known} GPUs (--node-type)")
                 raise InputError(f"MaxText {what}: the explicit axes multiply to {known}, which does not divide "
                                  f"{want} ({num_gpus} GPUs, {per_slice} per host); the -1 axis {fill[0]} cannot be "
                                  f"filled: the files need {fix}")
             part[fill[0]] = want // known
         elif known != want:
-            fix = (f"--gpus {known * per_slice} (--nodes {known})" if part is not ici_given else
+            fix = (f"--gpus {known * per_slice} (--nodes {known})" if hosts else
                    f"a node type of {known} GPUs (--node-type)")
             raise InputError(f"MaxText {what}: the axes multiply to {known} but the job has {want} "
                              f"({num_gpus} GPUs, {per_slice} per host); the files fix {fix}, or fix their "

@@ -243,5 +243,5 @@ def write_best(a: Audit, train: TrainingSpec, topo: Topology, out: Path) -> list
               f"ranks: tp innermost, then cp, dp, pp")
     paths = write_launch_files(out, topo, a.best_gpu_of_rank, header)
     ctx = EmitContext.of(best, topo, a.best_gpu_of_rank, a.model, train)
-    written, _ = write(ctx, [FRAMEWORK_FORMAT[a.launch.framework]], out)
+    written, _, _ = write(ctx, [FRAMEWORK_FORMAT[a.launch.framework]], out)
     return paths + written

@@ -635,9 +635,11 @@ def _expand_parts(state: _State, parts: list[_Part], as_field: bool = False) -> 
     has_quoted = False
     for p in parts:
         split = not p.quoted and not as_field
-        # a quoted "$@" or "${A[@]}" of no elements is no word at all, as bash removes it; any other quoted part
-        # keeps the word, empty or not ("" is one empty argument)
-        has_quoted |= p.quoted and not _no_fields(state, p)
+        fields = _param_value(state, p) if p.kind == "param" else None
+        # a quoted "$@" or "${A[@]}" of no elements is no word at all, as bash removes it ("If there are no
+        # positional parameters, "$@" and $@ expand to nothing", and so does an empty array's "${A[@]}"); any other
+        # quoted part keeps the word, empty or not ("" is one empty argument)
+        has_quoted |= p.quoted and not (fields == [] and (p.text == "@" or p.arg.partition("\0")[0] == "[@]"))
         if p.kind == "lit":
             segs.append(_Seg(p.text, False, p.origin))
         elif p.kind == "arith":
@@ -649,7 +651,6 @@ def _expand_parts(state: _State, parts: list[_Part], as_field: bool = False) -> 
         elif p.kind == "cmdsub":
             segs.append(_Seg(p.text, False, p.origin, unresolved=p.text))
         elif p.kind == "param":
-            fields = _param_value(state, p)
             if fields is None:
                 shown = "${" + p.text + p.arg.replace("\0", "") + "}"
                 index = p.arg.partition("\0")[0]
@@ -668,14 +669,6 @@ def _expand_parts(state: _State, parts: list[_Part], as_field: bool = False) -> 
                 for x in f:
                     segs.append(_Seg(x.text, split and not x.unresolved, x.origin, x.unresolved, x.uncertain))
     return _split(segs, keep_empty=has_quoted)
-
-
-def _no_fields(state: _State, p: _Part) -> bool:
-    """Whether `p` is an "$@"/"${A[@]}" expansion of no elements (bash: "If there are no positional parameters,
-    "$@" and $@ expand to nothing", and so does an empty array's "${A[@]}")."""
-    if p.kind != "param" or not (p.text == "@" or p.arg.partition("\0")[0] == "[@]"):
-        return False
-    return _param_value(state, p) == []
 
 
 def _split(segs: list[_Seg], keep_empty: bool) -> list[list[_Seg]]:

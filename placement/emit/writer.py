@@ -36,13 +36,18 @@ def parse_formats(text: str) -> list[str]:
     return names
 
 
-def write(ctx: EmitContext, formats: list[str], out: Path) -> tuple[list[Path], list[str]]:
-    """The files written and every warning (also written inside the files).
+RUNS_HEADER = "# this file runs "
+"""How a file's header begins the line that prices what it runs where that differs from the plan (emit.common)."""
+
+
+def write(ctx: EmitContext, formats: list[str], out: Path) -> tuple[list[Path], list[str], list[str]]:
+    """The files written, every warning (also written inside the files), and each file's own "this file runs ..."
+    header line as `FILE: this file runs ...` (where a file runs other than the plan).
 
     A renderer returns (text, warnings) for its one file, or (text, warnings, extra) where extra maps
     further file names to their text (a DeepSpeed hostfile beside its JSON config, say)."""
     check_out_dir(out)
-    paths, warnings = [], []
+    paths, warnings, runs = [], [], []
     for name in formats:
         filename, render = FORMATS[name]
         text, warns, *rest = render(ctx)
@@ -51,5 +56,6 @@ def write(ctx: EmitContext, formats: list[str], out: Path) -> tuple[list[Path], 
             path = out / fname
             write_atomic(path, body)
             paths.append(path)
+            runs += [f"{fname}: {line[2:]}" for line in body.splitlines()[:20] if line.startswith(RUNS_HEADER)]
         warnings += [f"{name}: {w}" for w in warns]
-    return paths, warnings
+    return paths, warnings, runs

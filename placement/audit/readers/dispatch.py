@@ -48,24 +48,22 @@ def _maxtext_yaml(path: Path) -> bool:
     return bool(re.search(r"^\s*(base_config|per_device_batch_size|(ici|dcn)_\w+_parallelism)\s*:", text, re.M))
 
 
-def _launched_and_named(path: Path) -> tuple[str | None, set[str]]:
+def _launched_and_named(path: Path) -> tuple[str | None, set[str], str | None]:
     """(the framework of the launch command the script runs, where the reader finds one and its words name one,
     "megatron-deepspeed" for Megatron's layers on DeepSpeed's engine; every framework a launch line of its text
-    names, run or not, a Megatron-DeepSpeed line counted as DeepSpeed's)."""
+    names, run or not, a Megatron-DeepSpeed line counted as DeepSpeed's; the first framework its text names
+    anywhere)."""
     text = read_text(path, "launch script", "expected a shell script or an argument list")
     try:
         launches = launch_commands(path)
-    except InputError:
+    except InputError:  # two launches that differ: read_file says so
         launches = []
     words = " ".join(w.text for w in launches[0].command.words) if launches else ""
     launched = next((fw for fw, pattern in _FRAMEWORK_MARKS if words and re.search(pattern, words)), None)
     commands = [x for x in text.splitlines() if _LAUNCH_WORD.search(x)]
-    return launched, {"deepspeed" if fw == "megatron-deepspeed" else fw for fw, pattern in _FRAMEWORK_MARKS
-                      if any(re.search(pattern, x) for x in commands)}
-
-
-_LAUNCH_WORD = re.compile(r"(^|[\s;&|(])(exec\s+)?(torchrun|deepspeed|python[0-9.]*|srun)\s")
-"""A line that starts a launcher (a launch command of some arm of the script, run or not)."""
+    named = {"deepspeed" if fw == "megatron-deepspeed" else fw for fw, pattern in _FRAMEWORK_MARKS
+             if any(re.search(pattern, x) for x in commands)}
+    return launched, named, next((fw for fw, pattern in _FRAMEWORK_MARKS if re.search(pattern, text)), None)
 
 
 def check_script_arms(paths: list[Path], framework: str) -> None:
@@ -76,7 +74,7 @@ def check_script_arms(paths: list[Path], framework: str) -> None:
     for path in paths:
         if file_kind(path) != "script":
             continue
-        launched, named = _launched_and_named(path)
+        launched, named, _ = _launched_and_named(path)
         runs = {"megatron", "deepspeed"} if launched == "megatron-deepspeed" else {launched}
         if launched is None or framework in runs or framework not in named:
             continue
@@ -90,16 +88,8 @@ def _script_framework(path: Path) -> str | None:
     """The framework a script names, by its flags and entry points (None: none it knows): those of the launch
     command it runs where the reader finds one and they name one (placement's launch.sbatch holds a branch per
     framework and runs one), else those anywhere in its text."""
-    text = read_text(path, "launch script", "expected a shell script or an argument list")
-    try:
-        launches = launch_commands(path)
-    except InputError:  # two launches that differ: read_file says so
-        launches = []
-    for where in ([" ".join(w.text for w in launches[0].command.words)] if launches else []) + [text]:
-        for fw, pattern in _FRAMEWORK_MARKS:
-            if re.search(pattern, where):
-                return fw
-    return None
+    launched, _, in_text = _launched_and_named(path)
+    return launched or in_text
 
 
 _FRAMEWORK_MARKS = (
@@ -112,6 +102,8 @@ _FRAMEWORK_MARKS = (
 )
 """Each framework's flags and entry points in a script, in the order they are tried (a Megatron-DeepSpeed script
 has Megatron's flags too)."""
+_LAUNCH_WORD = re.compile(r"(^|[\s;&|(])(exec\s+)?(torchrun|deepspeed|python[0-9.]*|srun)\s")
+"""A line that starts a launcher (a launch command of some arm of the script, run or not)."""
 
 
 def detect_framework(paths: list[Path]) -> str:
