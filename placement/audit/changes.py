@@ -300,6 +300,54 @@ def _neox_changes(a: dict[str, str], b: dict[str, str], stated: dict[str, str]) 
     return out
 
 
+HF_FLAGS = {"train_micro_batch_size_per_gpu": "--per_device_train_batch_size",
+            "gradient_accumulation_steps": "--gradient_accumulation_steps"}
+"""DeepSpeed JSON keys the HF Trainer fills from its TrainingArguments (transformers integrations/deepspeed.py
+HfTrainerDeepSpeedConfig.trainer_config_process: fill_match), whose value is the flag's."""
+HF_MUST_MATCH = ("the HF Trainer refuses a DeepSpeed config value that differs from its argument (transformers "
+                 "integrations/deepspeed.py fill_match: 'Please correct the following DeepSpeed config values that "
+                 "mismatch TrainingArguments values'): set it \"auto\" or to the same value")
+HF_RECOMPUTE = ("HF Trainer's gradient checkpointing (model.gradient_checkpointing_enable: every decoder layer "
+                "recomputed whole), not DeepSpeed's activation_checkpointing section, which only "
+                "deepspeed.checkpointing calls in the model code read")
+
+
+def hf_trainer_changes(a: dict[str, str], b: dict[str, str], now: EmitContext, best: EmitContext,
+                       json_keys: dict[str, str], files_text: str | None) -> list[dict]:
+    """The changes from the launched plan to the best one for a HuggingFace Trainer job under DeepSpeed, spelled as
+    that job states them: the micro-batch and accumulation as the Trainer's flags (they fill the JSON's "auto"
+    and must match a value it states), recompute as --gradient_checkpointing, train_batch_size only where the JSON
+    states a number (the Trainer fills it otherwise), and the rest (ZeRO) as the JSON's keys.  `json_keys`: the
+    DeepSpeed JSON's own keys (LaunchLayout.config_keys of the hf-trainer dialect)."""
+    live = uncommented(files_text) if files_text is not None else None
+    out: list[dict] = []
+    for k in list(a) + [k for k in b if k not in a]:
+        if a.get(k) == b.get(k) or k.startswith(("activation_checkpointing.", "topology ", "sequence_parallel ")):
+            continue
+        stated = json_keys.get(k)
+        if k in HF_FLAGS:
+            change = {"argument": HF_FLAGS[k], "from": a.get(k), "to": b.get(k)}
+            if live is not None and HF_FLAGS[k] not in live and HF_FLAGS[k].replace("_", "-") not in live:
+                change["note"] = f"not in the launch files: TrainingArguments' default {a.get(k)}"
+            out.append(change)
+            if stated is not None and stated != "auto":
+                out.append({"argument": k, "from": stated, "to": b.get(k), "note": HF_MUST_MATCH})
+            continue
+        if k == "train_batch_size" and (stated is None or stated == "auto"):
+            continue  # the Trainer fills it: world size x micro-batch x accumulation
+        if k in ("bf16.enabled", "fp16.enabled") and stated == "auto":
+            continue  # the Trainer fills it from --bf16 / --fp16, which the plan keeps
+        change = {"argument": k, "from": stated if stated is not None else a.get(k), "to": b.get(k)}
+        if stated is None and a.get(k) is not None:
+            change["note"] = NOT_IN_FILES
+        out.append(change)
+    full = (now.plan.layout.recompute == "full", best.plan.layout.recompute == "full")
+    if full[0] != full[1]:
+        out.append({"argument": "--gradient_checkpointing", "from": "true" if full[0] else None,
+                    "to": "true" if full[1] else None, "note": HF_RECOMPUTE})
+    return out
+
+
 def launch_changes(framework: str, now: EmitContext, best: EmitContext, files_text: str | None = None,
                    stated: dict[str, str] | None = None,
                    torchtitan: tuple[dict[str, tuple[str, str]], str] | None = None,
@@ -311,8 +359,10 @@ def launch_changes(framework: str, now: EmitContext, best: EmitContext, files_te
     command line states and its form (LaunchLayout.torchtitan_stated, torchtitan_form), whose changes are named in
     that torchtitan's keys (torchtitan_pre3_settings), not placement's 0.3.0 flags.  `bridge`: the `section.key`s a
     Megatron-Bridge config states (LaunchLayout.bridge_keys), whose changes are named in those keys (bridge_changes)."""
-    a, b = framework_settings(framework, now), framework_settings(framework, best)
-    if framework == "torchtitan" and torchtitan is not None:
+    a, b = (framework_settings("deepspeed" if framework == "hf-trainer" else framework, ctx) for ctx in (now, best))
+    if framework == "hf-trainer":
+        changes = hf_trainer_changes(a, b, now, best, stated or {}, files_text)
+    elif framework == "torchtitan" and torchtitan is not None:
         keys, form = torchtitan
         changes = torchtitan_pre3_changes(torchtitan_pre3_settings(a, keys, form),
                                           torchtitan_pre3_settings(b, keys, form), keys)

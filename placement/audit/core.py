@@ -1139,6 +1139,16 @@ def neox_space(space: SearchConfig, launch: LaunchLayout, model: ModelSpec | Non
     return dataclasses.replace(space, **update)
 
 
+def hf_trainer_space(space: SearchConfig, layout: Layout) -> SearchConfig:
+    """The best plan's search for a HuggingFace Trainer job under DeepSpeed, within what its flags and JSON can
+    state: the launched tensor degree (DeepSpeed AutoTP's tensor_parallel.autotp_size, else 1) and no pipeline,
+    context or expert parallelism (the Trainer hands DeepSpeed the whole model: no PipelineModule, no process
+    topology), recompute none or full (--gradient_checkpointing recomputes every decoder layer whole)."""
+    fixed = {**space.fixed, "tp": layout.tp, "pp": 1, "cp": 1, "ep": 1}
+    return dataclasses.replace(space, fixed=fixed,
+                               recompute=tuple(r for r in space.recompute if r is not Recompute.SELECTIVE))
+
+
 def unknown_key_findings(launch: LaunchLayout) -> list[Finding]:
     """A warning per key of the files that no version of their framework takes (GPT-NeoX: readers.neox_keys,
     torchtitan: readers.torchtitan_keys): the stock framework refuses such a config; the job is priced without the
@@ -1300,6 +1310,8 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
     space = framework_space(launch.framework, top_k, model.is_moe)
     if launch.dialect == "gpt-neox":
         space = neox_space(space, launch, model)
+    if launch.dialect == "hf-trainer":
+        space = hf_trainer_space(space, layout)
     space, best_sources = recipe_space(space, launch.framework, model, topo, recipe, recipe_sources,
                                        torchtitan3=launch.framework == "torchtitan" and not launch.torchtitan_form)
     try:
@@ -1336,7 +1348,7 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
     speedup = round(plan.step_time_s / best.step_time_s, 3) if best.step_time_s > 0 else 1.0
     best_ctx = EmitContext.of(best, topo, best_gpu, model, train)
     changes = launch_changes(launch.dialect or launch.framework, EmitContext.of(plan, topo, gpu_of_rank, model, train),
-                             best_ctx, files_text, launch.config_keys if launch.dialect == "gpt-neox" else None,
+                             best_ctx, files_text, launch.config_keys if launch.dialect else None,
                              (launch.torchtitan_stated, launch.torchtitan_form) if launch.torchtitan_form else None,
                              bridge=launch.bridge_keys or None)
     if launch.dialect == "gpt-neox":

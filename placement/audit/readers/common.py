@@ -526,6 +526,9 @@ def merge(groups: list[Settings]) -> Settings:
         out.unknown_keys += g.unknown_keys
         out.megatron_deepspeed = out.megatron_deepspeed or g.megatron_deepspeed
         out.json_sync = g.json_sync or out.json_sync
+        out.hf_trainer = g.hf_trainer or out.hf_trainer
+        out.json_keys |= g.json_keys
+        out.json_paths += g.json_paths
     return out
 
 

@@ -12,7 +12,7 @@ import ast
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
 from placement.audit.readers import megatron
@@ -47,6 +47,8 @@ def read_json(path: Path, s: Settings) -> None:
                          f" a DeepSpeed config states keys such as train_batch_size, train_micro_batch_size_per_gpu, "
                          f"zero_optimization or bf16; give the job's config or leave the file out of --launch")
     lines = text.splitlines()
+    s.json_paths = (str(path),)
+    s.json_keys = _flat_keys("", data)
 
     def ev(key: str) -> str:
         for n, line in enumerate(lines, 1):
@@ -113,6 +115,17 @@ def read_json(path: Path, s: Settings) -> None:
                              f"(DeepSpeed's runtime/config.py), got {comm!r}")
         s.put("recipe.grad_reduce_fp32", name == "fp32", ev("communication_data_type"))
     _bf16_optimizer_at_zero1(data, s, ev)
+
+
+def _flat_keys(prefix: str, value: object) -> dict[str, str]:
+    """A JSON object's leaf keys, dotted (`zero_optimization.stage`), each with its value as the change list spells it
+    (true / false, "auto", numbers as written)."""
+    if isinstance(value, dict):
+        out: dict[str, str] = {}
+        for k, v in value.items():
+            out |= _flat_keys(f"{prefix}.{k}" if prefix else str(k), v)
+        return out
+    return {prefix: str(value).lower() if isinstance(value, bool) else str(value)}
 
 
 FP32_NAMES = frozenset({"fp32", "float32", "float", "torch.float32"})
@@ -391,12 +404,47 @@ def join(groups: list[Settings]) -> Reading:
     """A DeepSpeed job (DeepSpeed JSON, hostfile, launcher, topology code, Megatron-DeepSpeed or HF Trainer
     scripts, GPT-NeoX configs): DeepSpeed's rules, then Megatron's (its layers run most of these jobs)."""
     s = merge(groups)
+    _config_path(s)
+    if s.hf_trainer:
+        _hf_trainer(s)
     _finish(s)
     _checkpoint_sync(s)
     deepspeed_binding(s)
     _grad_accumulation(s)
     megatron.finish(s)
     return s.reading("deepspeed")
+
+
+def _config_path(s: Settings) -> None:
+    """A launch that names its DeepSpeed config (--deepspeed CONFIG of an HF Trainer script, --deepspeed_config of
+    Megatron-DeepSpeed) beside a JSON audited under another name: the values priced are that JSON's, which may not
+    be what the job runs; said with both names."""
+    if s.deepspeed_config is None or not s.deepspeed_config[0] or not s.json_paths:
+        return
+    name, ev = s.deepspeed_config
+    if PurePath(name).name not in {PurePath(p).name for p in s.json_paths}:
+        s.ignored.append(f"the launch runs DeepSpeed config {name} ({ev}), but the DeepSpeed JSON audited is "
+                         f"{', '.join(s.json_paths)}: its values are priced as the job's; give {PurePath(name).name} "
+                         f"with --launch if that is another file")
+
+
+HF_SEQUENCE = ("the sequence length is the training script's (run_clm.py without --block_size: the tokenizer's "
+               "model_max_length, or 1024 where that exceeds the model's max_position_embeddings), which the launch "
+               "files do not state: priced at the job's seq_len (--seq-len, else the model's default); pass "
+               "--block_size / --max_seq_length / --model_max_length to state it")
+
+
+def _hf_trainer(s: Settings) -> None:
+    """What a HuggingFace Trainer job runs where its files leave it to transformers: the model's attention through
+    PyTorch's scaled_dot_product_attention (attn_implementation "sdpa", transformers' default where the model has
+    it), whose backend priority runs the FlashAttention-2 kernel; and a sequence length of the script's own."""
+    if not s.has("recipe.attention_kernel"):
+        s.put("recipe.attention_kernel", "flash2",
+              f"{s.hf_trainer} (transformers' default attn_implementation sdpa: PyTorch's "
+              f"scaled_dot_product_attention, whose backend priority puts its FlashAttention-2 kernel first, "
+              f"huggingface/transformers PR #48163; --attn_implementation states another)")
+    if not s.has("seq_len"):
+        s.ignored.append(f"{HF_SEQUENCE} ({s.hf_trainer})")
 
 
 def _checkpoint_sync(s: Settings) -> None:
@@ -464,8 +512,10 @@ def _finish(s: Settings) -> None:
         s.put("gpus_per_node", g, gpus[1])
         s.put("world_size", n * g, gpus[1] if nodes is None else f"{nodes[1]}; {gpus[1]}")
     cfg = s.deepspeed_config
-    if cfg is not None and not s.has("global_batch") and not s.has("micro_batch_size") and not s.has("zero_stage"):
-        s.ignored.append(f"--deepspeed_config {cfg[0]}: the DeepSpeed JSON is not among the audited files ({cfg[1]})")
+    if cfg is not None and not s.json_paths:
+        s.ignored.append(f"DeepSpeed config {cfg[0] or '(a path the files leave open)'}: the DeepSpeed JSON is not "
+                         f"among the audited files, so its ZeRO stage, batch and precision are not read ({cfg[1]}); "
+                         f"give it with --launch")
     for auto in s.hf_auto:
         # HF Trainer fills "auto" from TrainingArguments: the launch command's flag, else its default
         # (transformers training_args.py: per_device_train_batch_size 8, gradient_accumulation_steps 1, fp32)

@@ -226,7 +226,7 @@ def _near_miss(flag: str, a: Arg) -> None:
     Megatron-LM's parser refuses unknown arguments and abbreviations (megatron/training/arguments.py
     ArgumentParser(allow_abbrev=False)), so the job would not start, and the audit would price the default."""
     if (not flag.startswith("--") or any(c.isspace() for c in flag) or flag in _MG_NARGS or flag in _MG_IGNORED
-            or flag in MEGATRON_NEAR_NAMES):
+            or flag in MEGATRON_NEAR_NAMES or flag in _HF_NARGS):
         return
     close = difflib.get_close_matches(flag, list(_MG_NARGS), n=1, cutoff=NEAR_MISS_CUTOFF)
     if close and close[0].replace("--no-", "--") != flag.replace("--no-", "--"):  # a negation is no typo
@@ -307,6 +307,31 @@ def _model_numerics(f: str, a: Arg, s: Settings) -> bool:
     return True
 
 
+HF_SEQ_FLAGS = {
+    "--block-size": "run_clm.py's block_size: the texts are joined and cut into blocks of it, capped at the "
+                    "tokenizer's model_max_length (transformers examples/pytorch/language-modeling/run_clm.py)",
+    "--max-seq-length": "the script's max_seq_length (run_mlm.py groups or pads to it; TRL's SFTConfig before "
+                        "max_length truncates to it)",
+    "--model-max-length": "the script's model_max_length (the Stanford Alpaca / FastChat train.py "
+                          "TrainingArguments field: each example padded or truncated to it)",
+}
+"""HuggingFace Trainer scripts' sequence-length arguments (their own dataclasses, not TrainingArguments)."""
+HF_ATTENTION = {"eager": "unfused", "sdpa": "flash2", "flash_attention_2": "flash2", "flash_attention_3": "flash",
+                "flex_attention": "flash2"}
+"""transformers' attn_implementation -> the kernel priced: eager keeps the scores in HBM; sdpa runs PyTorch's
+FlashAttention-2 kernel first (scaled_dot_product_attention's backend priority puts FlashAttention first:
+huggingface/transformers PR #48163, 2026), FlexAttention a Triton kernel of its class."""
+HF_ATTENTION_WHY = {
+    "eager": "the scores in HBM, softmax and dropout as ops of their own",
+    "sdpa": "PyTorch's scaled_dot_product_attention, whose backend priority puts its FlashAttention-2 kernel first",
+    "flash_attention_2": "the flash-attn 2 package", "flash_attention_3": "the flash-attn 3 (Hopper) package",
+    "flex_attention": "FlexAttention, a Triton kernel of FlashAttention-2's class"}
+HF_TRAINER_FLAGS = frozenset({"--per-device-train-batch-size", "--output-dir", "--do-train",
+                              "--attn-implementation", *HF_SEQ_FLAGS})
+"""TrainingArguments (and its example scripts') flags no Megatron script takes: with them, a HuggingFace Trainer job."""
+_HF_NARGS = {**{f: 1 for f in HF_SEQ_FLAGS}, "--attn-implementation": 1}
+
+
 MEGATRON_NEAR_NAMES = frozenset({"--fp4-param-gather", "--fp4-recipe", "--megatron-fsdp-main-params-dtype",
                                  "--moe-expert-rank-capacity-factor", "--tp-comm-overlap-ag", "--tp-comm-overlap-rs"})
 """Real Megatron-LM arguments within NEAR_MISS_CUTOFF of one the audit reads: the whole of megatron/training/
@@ -320,7 +345,7 @@ def read_args(words: list[Word], s: Settings, typos: bool = True) -> None:
     """A Megatron-LM (or Megatron-DeepSpeed, HF Trainer) argument list: layout, batch, sharding, recompute,
     precision and recipe flags; with `typos`, an argument one typo away from one it reads is an error (a log's
     block, turned back into flags, is not checked)."""
-    args = split_args(words, _MG_NARGS)
+    args = split_args(words, _MG_NARGS | _HF_NARGS)
     given = {a.flag.replace("_", "-"): a for a in args}
     if "--moe-shared-expert-overlap" in given and "--overlap-moe-expert-parallel-comm" in given:
         a = given["--moe-shared-expert-overlap"]
@@ -402,6 +427,16 @@ def read_args(words: list[Word], s: Settings, typos: bool = True) -> None:
         elif f == "--gradient-checkpointing":  # HF TrainingArguments
             on = not a.values or one_value(a).text.lower() in ("true", "1", "yes")
             s.put("recompute", "full" if on else "none", a.evidence)
+        elif f in HF_SEQ_FLAGS:
+            s.put("seq_len", read_int(one_value(a).text, f, a.evidence, minimum=1),
+                  f"{a.evidence} ({HF_SEQ_FLAGS[f]})")
+        elif f == "--attn-implementation":
+            name = one_value(a).text
+            if name not in HF_ATTENTION:
+                raise InputError(f"{a.evidence}: --attn_implementation must be one of {', '.join(HF_ATTENTION)} "
+                                 f"(transformers' attention implementations), got {name!r}")
+            s.put("recipe.attention_kernel", HF_ATTENTION[name],
+                  f"{a.evidence} (transformers' {name} attention: {HF_ATTENTION_WHY[name]})")
         elif f == "--no-pipeline-parallel":
             s.put("pp", 1, a.evidence)
         elif f == "--pipeline-model-parallel-layout":
@@ -410,9 +445,10 @@ def read_args(words: list[Word], s: Settings, typos: bool = True) -> None:
     _megatron_recipe_finish(s, recipe_state)
     _rope_scaling(rope_scaling, s)
     deepspeed_flag = next((a for a in args if a.flag == "--deepspeed"), None)
+    hf = _hf_trainer(args, s, deepspeed_flag)
     if deepspeed_flag is None:  # Megatron's own DDP reduces the gradients (DeepSpeed's engine under --deepspeed)
         _gradient_width(args, s)
-    if deepspeed_flag is not None:  # Megatron-DeepSpeed pipelines with DeepSpeed's PipelineEngine
+    if deepspeed_flag is not None and not hf:  # Megatron-DeepSpeed pipelines with DeepSpeed's PipelineEngine
         s.put("recipe.pipeline_p2p_blocking", True,
               f"{deepspeed_flag.evidence} (DeepSpeed's PipelineEngine sends and receives between stages one "
               f"blocking call after another: runtime/pipe/schedule.py, runtime/pipe/p2p.py)")
@@ -498,6 +534,21 @@ def _checkpoint_sync(args: list[Arg], s: Settings) -> None:
     else:
         s.ignored.append(f"--synchronize-each-layer without --deepspeed-activation-checkpointing: Megatron's own "
                          f"checkpointing does not read it ({sync.evidence})")
+
+
+def _hf_trainer(args: list[Arg], s: Settings, deepspeed_flag: Arg | None) -> bool:
+    """Whether a HuggingFace Trainer script takes these arguments: its `--deepspeed` takes the config's path
+    (TrainingArguments.deepspeed, where Megatron-DeepSpeed's is a switch beside --deepspeed_config), or it passes
+    TrainingArguments flags no Megatron script has (HF_TRAINER_FLAGS).  Records the config path the job runs."""
+    path = deepspeed_flag.values[0] if deepspeed_flag is not None and deepspeed_flag.values else None
+    flags = {a.flag.replace("_", "-"): a for a in args}
+    marks = [flags[f] for f in sorted(HF_TRAINER_FLAGS & set(flags))]
+    if path is None and not marks:
+        return False
+    s.hf_trainer = (deepspeed_flag if path is not None else marks[0]).evidence
+    if path is not None:
+        s.deepspeed_config = (path.text if not path.unresolved else "", deepspeed_flag.evidence)
+    return True
 
 
 def _megatron_deepspeed_attention(args: list[Arg], s: Settings, deepspeed_flag: Arg) -> None:

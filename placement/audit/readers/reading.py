@@ -56,9 +56,10 @@ class LaunchLayout(Frozen):
     """The layout a job's launch files state.  Fields without an entry in `sources` are defaults."""
 
     framework: Framework
-    dialect: Literal["gpt-neox"] | None = None
+    dialect: Literal["gpt-neox", "hf-trainer"] | None = None
     """The files' own spelling where it is not the framework's: "gpt-neox" for a GPT-NeoX config, whose keys the
-    argument diff then speaks."""
+    argument diff then speaks; "hf-trainer" for a HuggingFace Trainer script run under DeepSpeed, whose
+    TrainingArguments flags fill and must match the DeepSpeed JSON (changes.hf_trainer_changes)."""
     tp: int = Field(default=1, ge=1)
     cp: int = Field(default=1, ge=1)
     ep: int = Field(default=1, ge=1)
@@ -167,7 +168,8 @@ class LaunchLayout(Frozen):
     """GPT-NeoX: every top-level key the config files state (a `-` read as `_`, as GPT-NeoX reads it) and
     zero_optimization.stage, each with its value as the change list spells it (true / false, numbers as written, a
     mapping or a list elided as {...} / [...]): the change list's launched side and the config's GPT-NeoX version
-    (readers.neox.version_window)."""
+    (readers.neox.version_window).  HF Trainer: the DeepSpeed JSON's keys, flattened (`zero_optimization.stage`),
+    each with its value ("auto" where the Trainer fills it)."""
     unknown_keys: tuple[UnknownKey, ...] = ()
     """Keys the files state that no version of the framework takes (GPT-NeoX, torchtitan), priced without them."""
     config_spelling: dict[str, str] = Field(default_factory=dict)
@@ -414,6 +416,14 @@ class Settings:
     """LaunchLayout.bridge_keys (Megatron-Bridge)."""
     unknown_keys: list[UnknownKey] = field(default_factory=list)
     """LaunchLayout.unknown_keys."""
+    hf_trainer: str | None = None
+    """Evidence that a HuggingFace Trainer script runs the job (its `--deepspeed CONFIG`, or TrainingArguments
+    flags such as --per_device_train_batch_size): DeepSpeed's engine under the Trainer, which fills the JSON's "auto"
+    values from its flags and refuses a JSON value that differs from them."""
+    json_keys: dict[str, str] = field(default_factory=dict)
+    """The DeepSpeed JSON's keys, flattened, each with its value as written ("auto" kept)."""
+    json_paths: tuple[str, ...] = ()
+    """The DeepSpeed JSON files read."""
     json_sync: tuple[bool, str] | None = None
     """A DeepSpeed JSON's activation_checkpointing.synchronize_checkpoint_boundary (value, evidence), which the
     join applies unless the training code passes its own (Megatron-DeepSpeed's, GPT-NeoX's configure call)."""
@@ -463,6 +473,8 @@ class Settings:
         """The frozen record the core reads: the values set and the evidence that has text."""
         return Reading(framework, self.layout, self.job, dict(self.recipe),
                        {k: ev for k, ev in self.sources.items() if ev}, tuple(self.ignored),
-                       "gpt-neox" if self.neox else None, dict(self.config_keys), tuple(self.unknown_keys),
+                       "gpt-neox" if self.neox else "hf-trainer" if self.hf_trainer else None,
+                       dict(self.config_keys if self.neox or not self.hf_trainer else self.json_keys),
+                       tuple(self.unknown_keys),
                        dict(self.config_spelling), self.torchtitan_form, dict(self.torchtitan_stated),
                        dict(self.bridge_keys))

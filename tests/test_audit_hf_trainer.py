@@ -1,0 +1,111 @@
+"""A HuggingFace Trainer script under DeepSpeed (`deepspeed run_clm.py ... --deepspeed ds.json`), audited as it runs:
+its sequence-length argument, its attention implementation, the config path it names, a best plan its flags and
+JSON can state, and a change list in the Trainer's own flags."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from placement.cli import main
+
+AUTO_JSON = {"train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto",
+             "bf16": {"enabled": "auto"}, "zero_optimization": {"stage": 3}}
+
+
+def _audit(tmp_path, script: str, config: dict, model: str = "llama3-8b", gpus: int = 8,
+           config_name: str = "ds.json") -> dict:
+    (tmp_path / "run.sh").write_text(script)
+    (tmp_path / config_name).write_text(json.dumps(config, indent=1))
+    result = CliRunner().invoke(main, ["audit", "--model", model, "--gpus", str(gpus), "--launch",
+                                       str(tmp_path / "run.sh"), "--launch", str(tmp_path / config_name), "--json"])
+    assert result.exit_code in (0, 1), result.output
+    return json.loads(result.stdout)
+
+
+def _run_clm(extra: str, nodes: int = 1, config: str = "ds.json") -> str:
+    return (f"deepspeed --num_nodes {nodes} --num_gpus 8 run_clm.py \\\n"
+            f"  --model_name_or_path meta-llama/Meta-Llama-3-8B \\\n"
+            f"  --per_device_train_batch_size 2 --gradient_accumulation_steps 4 --bf16 {extra} \\\n"
+            f"  --deepspeed {config} --do_train --output_dir out\n")
+
+
+def test_run_clm_block_size_is_the_sequence_length(tmp_path):
+    """run_clm.py trains blocks of --block_size tokens: a user trial priced llama3-8b's 8192 instead of the script's
+    4096 (twice the tokens per step)."""
+    a = _audit(tmp_path, _run_clm("--block_size 4096"), AUTO_JSON)
+    assert a["best"]["seq_len"] == 4096
+    assert "--block_size 4096" in a["layout"]["sources"]["seq_len"]
+    assert not any("sequence length is the training script's" in x for x in a["layout"]["ignored"])
+
+
+def test_without_a_sequence_argument_the_audit_says_the_length_is_the_scripts(tmp_path):
+    a = _audit(tmp_path, _run_clm(""), AUTO_JSON)
+    assert any("sequence length is the training script's" in x and "--block_size" in x for x in a["layout"]["ignored"])
+    assert a["best"]["seq_len"] == 8192  # priced at the model's default, as the note says
+
+
+def test_the_trainers_deepspeed_path_is_its_config_not_megatron_deepspeeds_switch(tmp_path):
+    """`--deepspeed ds.json` is TrainingArguments.deepspeed, the config's path: not Megatron-DeepSpeed's switch (the
+    audit had read its PipelineEngine's blocking sends from it), and a path other than the JSON audited is said."""
+    a = _audit(tmp_path, _run_clm("--block_size 4096", config="other.json"), AUTO_JSON)
+    assert a["layout"]["dialect"] == "hf-trainer"
+    assert "recipe.pipeline_p2p_blocking" not in a["layout"]["sources"]
+    assert any("runs DeepSpeed config other.json" in x and "ds.json" in x for x in a["layout"]["ignored"])
+    same = _audit(tmp_path, _run_clm("--block_size 4096"), AUTO_JSON)
+    assert not any("runs DeepSpeed config" in x for x in same["layout"]["ignored"])
+
+
+@pytest.mark.parametrize(("flag", "kernel"), [("", "flash2"), ("--attn_implementation eager", "unfused"),
+                                              ("--attn_implementation flash_attention_3", "flash")])
+def test_the_models_attention_is_transformers_implementation(tmp_path, flag, kernel):
+    """transformers runs sdpa (PyTorch's FlashAttention-2 kernel first) unless --attn_implementation says otherwise;
+    eager keeps the scores in HBM, which a 2048-token block of 8B costs several times the flash kernel."""
+    a = _audit(tmp_path, _run_clm(f"--block_size 2048 {flag}"), AUTO_JSON)
+    assert a["best"]["recipe"]["attention_kernel"] == kernel
+    assert "transformers" in a["best"]["recipe_sources"]["attention_kernel"]
+
+
+def test_an_unknown_attention_implementation_is_an_error(tmp_path):
+    (tmp_path / "run.sh").write_text(_run_clm("--attn_implementation fast"))
+    (tmp_path / "ds.json").write_text(json.dumps(AUTO_JSON))
+    result = CliRunner().invoke(main, ["audit", "--model", "llama3-8b", "--gpus", "8", "--launch",
+                                       str(tmp_path / "run.sh"), "--launch", str(tmp_path / "ds.json")])
+    assert result.exit_code == 2 and "--attn_implementation" in result.output and "'fast'" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_the_change_list_speaks_the_trainers_flags(tmp_path):
+    """The Trainer fills the JSON's "auto" batch keys from its flags and refuses a JSON number that differs; it
+    recomputes with --gradient_checkpointing, not DeepSpeed's activation_checkpointing section (a user trial was told
+    to edit "auto" keys as numbers and to drop activation_checkpointing keys its JSON did not have)."""
+    stated = {**AUTO_JSON, "train_micro_batch_size_per_gpu": 2}
+    a = _audit(tmp_path, _run_clm("--block_size 4096 --gradient_checkpointing"), stated)
+    args = {c["argument"]: c for c in a["changes"]}
+    assert not [k for k in args if k.startswith("activation_checkpointing.")]
+    assert args["--gradient_checkpointing"]["from"] == "true" and args["--gradient_checkpointing"]["to"] is None
+    if a["best"]["layout"]["micro_batch_size"] != 2:  # the flag, and the JSON's own number that must match it
+        assert args["--per_device_train_batch_size"]["from"] == "2"
+        assert "refuses" in args["train_micro_batch_size_per_gpu"]["note"]
+    if a["best"]["layout"]["num_microbatches"] != 4:  # "auto" in the JSON: the flag alone
+        assert args["--gradient_accumulation_steps"]["from"] == "4"
+        assert "gradient_accumulation_steps" not in args
+
+
+def test_the_best_plan_is_one_the_trainer_runs(tmp_path):
+    """The Trainer hands DeepSpeed the whole model: no pipeline, no tensor split without AutoTP.  Llama 3.1 405B on
+    128 H100 fits Megatron-DeepSpeed's search only with tensor parallelism; the Trainer's job has no such plan, and
+    the audit says so instead of offering one its files cannot launch."""
+    script = _run_clm("--block_size 4096", nodes=16).replace("Meta-Llama-3-8B", "Llama-3.1-405B")
+    hf = _audit(tmp_path, script, AUTO_JSON, "llama3-405b", 128)
+    mds = ("deepspeed --num_nodes 16 --num_gpus 8 pretrain_gpt.py --num-layers 126 --hidden-size 16384 "
+           "--num-attention-heads 128 --tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 "
+           "--seq-length 4096 --micro-batch-size 1 --global-batch-size 1024 --bf16 --deepspeed "
+           "--deepspeed_config md.json --zero-stage 3\n")
+    md = _audit(tmp_path, mds, {"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 3}},
+                "llama3-405b", 128, "md.json")
+    assert md["layout"]["dialect"] is None and md["best"]["layout"]["tp"] * md["best"]["layout"]["pp"] > 1
+    assert hf["best"]["layout"]["tp"] == 1 and hf["best"]["layout"]["pp"] == 1
+    assert hf["no_better_plan"] is not None or hf["best"]["fits"]
