@@ -1149,6 +1149,50 @@ def hf_trainer_space(space: SearchConfig, layout: Layout) -> SearchConfig:
                                recompute=tuple(r for r in space.recompute if r is not Recompute.SELECTIVE))
 
 
+DEFAULT_TAILS = ("the launch files do not fix it", "the launch files do not set it")
+"""How the CLI ends the source of a job field it took from a catalog default (cli._job_sources)."""
+BASE_FIELDS = ("tp", "cp", "pp", "vpp", "micro_batch_size", "global_batch", "zero_stage", "recompute",
+               "sequence_parallel", "precision", "seq_len")
+"""What a Megatron-Bridge recipe sets that an override of it may leave out (base_config_findings lists them)."""
+
+
+BASE_RECIPE_FIELDS = ("dp_overlap", "tp_comm_overlap", "grad_reduce_fp32", "cross_entropy_fusion", "cuda_graphs",
+                      "fp8_recipe")
+"""Recipe fields a Megatron-Bridge recipe sets (its comm_overlap, mixed_precision and model sections) that move the
+step time."""
+
+
+def base_config_findings(launch: LaunchLayout, layout: Layout, train: TrainingSpec, recipe: Recipe,
+                         recipe_sources: dict[str, str]) -> list[Finding]:
+    """A warning where the files override a base configuration the audit cannot read (LaunchLayout.base_config): the
+    fields they leave out are the base's (a Megatron-Bridge recipe sets the degrees, the distributed optimizer,
+    sequence parallelism, the overlaps and the precision recipe), priced here at the framework's defaults, each
+    named with the value priced, so that no default passes for the recipe's value unsaid."""
+    if launch.base_config is None:
+        return []
+    values = {**layout.model_dump(mode="json"), "global_batch": train.global_batch,
+              "precision": train.precision.value, "seq_len": train.seq_len}
+    # a job field (sequence, batch, precision) the CLI filled from a catalog default says so (cli._job_sources)
+    left = [f"{name} {_shown_value(values[name])}" for name in BASE_FIELDS if not (name == "vpp" and layout.pp == 1)
+            and launch.sources.get(name, DEFAULT_TAILS[0]).endswith(DEFAULT_TAILS)]
+    fields = [f"{k} {_shown_value(getattr(recipe, k))}" for k in BASE_RECIPE_FIELDS
+              if recipe_sources.get(k, "default") == "default" and (k != "fp8_recipe" or train.precision.value == "fp8")
+              and (k != "tp_comm_overlap" or layout.tp > 1)]
+    return [Finding(
+        "warning", "base_config_unread",
+        f"{launch.base_config}; the audit does not read that recipe, so what the files leave out is priced at "
+        f"{launch.framework}'s defaults, not the recipe's: {', '.join(left) or 'no layout field'}"
+        f"{'; and ' + ', '.join(fields) if fields else ''}. Audit the run's saved run_config.yaml "
+        f"(Megatron-Bridge writes the whole ConfigContainer beside its checkpoints), or state these in the files",
+        [], 0.0)]
+
+
+def _shown_value(v: object) -> str:
+    """A recipe value as a finding prints it: an enum's value, a bool lower-case."""
+    v = getattr(v, "value", v)
+    return str(v).lower() if isinstance(v, bool) else str(v)
+
+
 def unknown_key_findings(launch: LaunchLayout) -> list[Finding]:
     """A warning per key of the files that no version of their framework takes (GPT-NeoX: readers.neox_keys,
     torchtitan: readers.torchtitan_keys): the stock framework refuses such a config; the job is priced without the
@@ -1324,7 +1368,8 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
     c = _Ctx(model, train, topo, layout, est, step_s, mapped_same_s,
              est if planned is None else planned.search.estimates, batch if planned is None else planned.search.batch,
              recipe, mapped, space.zero_stages, framework_rank, launch.framework, launch.dialect, launch.config_keys)
-    findings = _crossing_findings(c, kinds) + _layout_findings(c, plan) + notes + unknown_key_findings(launch)
+    findings = (_crossing_findings(c, kinds) + _layout_findings(c, plan) + notes + unknown_key_findings(launch)
+                + base_config_findings(launch, layout, train, recipe, recipe_sources))
     stated = (launch.first_stage_layers, launch.last_stage_layers)
     modeled = (plan.layout.stage_layers[0], plan.layout.stage_layers[-1])
     if layout.pp > 1 and None not in stated and stated != modeled:

@@ -527,6 +527,8 @@ def merge(groups: list[Settings]) -> Settings:
         out.megatron_deepspeed = out.megatron_deepspeed or g.megatron_deepspeed
         out.json_sync = g.json_sync or out.json_sync
         out.hf_trainer = g.hf_trainer or out.hf_trainer
+        out.base_config = g.base_config or out.base_config
+        out.bridge_full = out.bridge_full or g.bridge_full
         out.json_keys |= g.json_keys
         out.json_paths += g.json_paths
     return out

@@ -3,6 +3,7 @@ belongs to, and one file read by the reader of its kind for the audited framewor
 
 from __future__ import annotations
 
+import itertools
 import re
 from pathlib import Path
 
@@ -204,7 +205,12 @@ def read_file(path: Path, fw: str) -> Settings:
         if fw != "megatron":
             raise InputError(f"{path}: a YAML file is read as a Megatron-Bridge ConfigContainer; pass --framework "
                              f"megatron")
-        megatron.bridge_settings(megatron.bridge_keys(data, path, text.splitlines()), s)
+        keys = megatron.bridge_keys(data, path, text.splitlines())
+        megatron.bridge_settings(keys, s)
+        s.bridge_full = any(k.endswith("._target_") for k in keys)
+        if not s.bridge_full:
+            s.base_config = (f"{path} is a Megatron-Bridge override (no section has a `_target_` key, which a saved "
+                             f"run_config.yaml has): the training script merges it onto a recipe it builds in Python")
         if not s.sources:
             raise InputError(f"{path}: no layout or batch field read (expected a Megatron-Bridge ConfigContainer with "
                              f"model.tensor_model_parallel_size, train.global_batch_size..., a GPT-NeoX config with "
@@ -232,6 +238,11 @@ def read_file(path: Path, fw: str) -> Settings:
     elif any(re.fullmatch(r"\+{0,2}[A-Za-z_][\w]*\.[\w.]+=.*", w.text, re.S) for w in args):
         keys, config_file = megatron.hydra_overrides(args)
         megatron.bridge_settings(keys, s)
+        recipe = next((b.text for a, b in itertools.pairwise(args) if a.text in ("--recipe", "--model")),
+                      None)
+        first = next(w for w in args if "=" in w.text and not w.text.startswith("-"))
+        s.base_config = (f"{first.site}: Hydra overrides of the recipe the training script builds in Python"
+                         f"{f' ({recipe})' if recipe else ''}")
         megatron.read_args([w for w in args if w.text.startswith("--") and w.text != "--config-file"], s,
                            typos=False)  # the recipe script's own flags, not Megatron-LM's
         s.override = True

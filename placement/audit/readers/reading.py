@@ -184,6 +184,10 @@ class LaunchLayout(Frozen):
     """Megatron-Bridge: every `section.key` a ConfigContainer YAML (or a Hydra override) states, with its value as
     the YAML writes it (true / false / null, numbers, a list as [a, b]): the change list names its settings in these
     keys (changes.bridge_changes), not Megatron-LM's flags."""
+    base_config: str | None = None
+    """Where the files only override a base configuration the audit cannot read (a Megatron-Bridge override YAML or
+    Hydra overrides, merged onto a recipe built in Python): what the base is, with the evidence.  The fields they leave
+    out are the base's, priced at the framework's defaults (the warning finding base_config_unread says which)."""
     torchtitan_stated: dict[str, tuple[str, str]] = Field(default_factory=dict)
     """torchtitan before 0.3.0: each key the files state (a flag's over the TOML's, as torchtitan merges them) ->
     (its value as the change list writes it: a TOML value where a TOML file states the key, the flag's text else;
@@ -311,6 +315,8 @@ class Reading:
     """LaunchLayout.torchtitan_stated."""
     bridge_keys: dict[str, str] = field(default_factory=dict)
     """LaunchLayout.bridge_keys."""
+    base_config: str | None = None
+    """LaunchLayout.base_config."""
 
     def launch_layout(self) -> LaunchLayout:
         """The validated LaunchLayout; an InputError names each value out of range with its evidence."""
@@ -321,7 +327,7 @@ class Reading:
                                 ignored=self.ignored, dialect=self.dialect, config_keys=self.config_keys,
                                 unknown_keys=self.unknown_keys, config_spelling=self.config_spelling,
                                 torchtitan_form=self.torchtitan_form, torchtitan_stated=self.torchtitan_stated,
-                                bridge_keys=self.bridge_keys, **fields)
+                                bridge_keys=self.bridge_keys, base_config=self.base_config, **fields)
         except ValueError as err:  # pydantic ValidationError: a value out of range
             bad = "; ".join(f"{'.'.join(str(x) for x in e['loc'])} = {e.get('input')!r} "
                             f"({self.sources.get(str(e['loc'][0]), '')}): {e['msg']}"
@@ -414,6 +420,11 @@ class Settings:
     """LaunchLayout.torchtitan_stated (torchtitan before 0.3.0)."""
     bridge_keys: dict[str, str] = field(default_factory=dict)
     """LaunchLayout.bridge_keys (Megatron-Bridge)."""
+    base_config: str | None = None
+    """LaunchLayout.base_config (Megatron-Bridge overrides)."""
+    bridge_full: bool = False
+    """A whole Megatron-Bridge ConfigContainer was read (a saved run_config.yaml, its sections' `_target_` keys): no
+    base is left unread, whatever overrides come with it."""
     unknown_keys: list[UnknownKey] = field(default_factory=list)
     """LaunchLayout.unknown_keys."""
     hf_trainer: str | None = None
@@ -477,4 +488,4 @@ class Settings:
                        dict(self.config_keys if self.neox or not self.hf_trainer else self.json_keys),
                        tuple(self.unknown_keys),
                        dict(self.config_spelling), self.torchtitan_form, dict(self.torchtitan_stated),
-                       dict(self.bridge_keys))
+                       dict(self.bridge_keys), None if self.bridge_full else self.base_config)

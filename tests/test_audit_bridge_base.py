@@ -1,0 +1,55 @@
+"""A Megatron-Bridge override (an override YAML, or Hydra overrides on the command line) is merged onto a recipe
+the training script builds in Python, which the audit cannot read: the audit says which fields it priced at the
+framework's defaults instead of the recipe's (a user trial priced an override of llama3_8b_pretrain_config at ZeRO-0,
+no sequence parallelism and no overlaps, unsaid)."""
+
+from __future__ import annotations
+
+import json
+
+from click.testing import CliRunner
+
+from placement.cli import main
+
+OVERRIDE = "model:\n  tensor_model_parallel_size: 2\ntrain:\n  global_batch_size: 128\n  micro_batch_size: 1\n"
+SAVED = ("model:\n  _target_: megatron.bridge.models.llama.Llama3ModelProvider8B\n  tensor_model_parallel_size: 2\n"
+         "  pipeline_model_parallel_size: 1\n  sequence_parallel: true\ntrain:\n"
+         "  _target_: megatron.bridge.training.config.TrainingConfig\n  global_batch_size: 128\n"
+         "  micro_batch_size: 1\n")
+
+
+def _findings(*files) -> list[dict]:
+    args = ["audit", "--model", "llama3-8b", "--gpus", "8", "--framework", "megatron", "--json"]
+    for f in files:
+        args += ["--launch", str(f)]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code in (0, 1), result.output
+    return [f for f in json.loads(result.stdout)["findings"] if f["kind"] == "base_config_unread"]
+
+
+def test_an_override_yaml_names_the_fields_priced_at_defaults(tmp_path):
+    (tmp_path / "override.yaml").write_text(OVERRIDE)
+    [f] = _findings(tmp_path / "override.yaml")
+    assert f["severity"] == "warning"
+    message = f["message"]
+    assert "override.yaml is a Megatron-Bridge override" in message
+    for field in ("pp 1", "zero_stage 0", "sequence_parallel false", "seq_len 8192", "tp_comm_overlap false"):
+        assert field in message, field
+    assert "tp 2" not in message and "global_batch" not in message  # the file states those
+
+
+def test_hydra_overrides_name_the_recipe_they_override(tmp_path):
+    script = tmp_path / "run.sh"
+    script.write_text("torchrun --nproc_per_node 8 scripts/training/run_recipe.py --recipe "
+                      "llama3_8b_pretrain_config model.tensor_model_parallel_size=2 train.global_batch_size=128\n")
+    [f] = _findings(script)
+    assert "Hydra overrides" in f["message"] and "(llama3_8b_pretrain_config)" in f["message"]
+
+
+def test_a_saved_run_config_is_the_whole_config(tmp_path):
+    """A saved run_config.yaml (its sections' `_target_` keys) leaves no base unread, with overrides or without."""
+    (tmp_path / "run_config.yaml").write_text(SAVED)
+    assert _findings(tmp_path / "run_config.yaml") == []
+    script = tmp_path / "run.sh"
+    script.write_text("torchrun --nproc_per_node 8 run_recipe.py train.global_batch_size=128\n")
+    assert _findings(script, tmp_path / "run_config.yaml") == []
