@@ -46,13 +46,13 @@ def _stubs(folder: Path) -> Path:
     return folder
 
 
-def _bash_argvs(script: Path, tmp: Path) -> list[list[str]]:
+def _bash_argvs(script: Path, tmp: Path, args: tuple[str, ...] = ()) -> list[list[str]]:
     log = tmp / "argv.jsonl"
     env = {"PATH": f"{_stubs(tmp / 'bin')}:{os.environ['PATH']}", "ARGV_LOG": str(log), "HOME": str(tmp)}
     nodes = re.search(r"^#SBATCH --nodes=(\d+)", script.read_text(), re.M)
     if nodes:  # what sbatch sets from the header
         env |= {"SLURM_NNODES": nodes.group(1), "SLURM_PROCID": "0"}
-    subprocess.run([shutil.which("bash"), str(script)], cwd=tmp, env=env, check=True, capture_output=True,
+    subprocess.run([shutil.which("bash"), str(script), *args], cwd=tmp, env=env, check=True, capture_output=True,
                    timeout=60)
     return [json.loads(x) for x in log.read_text().splitlines()] if log.exists() else []
 
@@ -88,3 +88,47 @@ def test_the_reader_passes_the_launcher_what_bash_passes(script: Path, tmp_path:
         assert len(ours) == len(theirs), (ours, theirs)
         for a, b in zip(ours, theirs, strict=True):
             assert a is None or a == b, (ours, theirs)
+
+
+GETOPTS = """#!/bin/bash
+TP=1
+PP=1
+EXTRA=none
+while getopts "t:p:vx" opt; do
+  case $opt in
+    t) TP=$OPTARG ;;
+    p) PP=$OPTARG ;;
+    v) EXTRA=verbose ;;
+    \\?) EXTRA=bad ;;
+  esac
+done
+shift $((OPTIND - 1))
+while getopts ":s:" o; do
+  case $o in
+    s) SEQ=$OPTARG ;;
+    :) SEQ=missing-$OPTARG ;;
+    \\?) SEQ=unknown-$OPTARG ;;
+  esac
+done
+torchrun train.py --tp "$TP" --pp "$PP" --extra "$EXTRA" --seq "${SEQ:-0}" --optind "$OPTIND" "$@"
+"""
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed")
+@pytest.mark.parametrize("args", [(), ("-t", "2", "-p", "4"), ("-t2", "-vp", "8", "rest"), ("-v", "--", "-t", "3"),
+                                  ("-q", "-t", "2"), ("-t", "2", "file", "-p", "4"), ("-x",)], ids=str)
+def test_getopts_over_the_script_arguments_runs_as_bash_runs_it(tmp_path: Path, args: tuple[str, ...]) -> None:
+    """A `while getopts` loop over the arguments --script-args gives runs its body once per option, as bash does
+    (it was read once as uncertain, and the launch refused: `--tp depends on $OPTARG`); the second loop, after
+    `shift $((OPTIND - 1))`, reads the words left, in getopts' silent mode."""
+    from placement.audit.shell import SCRIPT_ARGUMENTS
+
+    script = tmp_path / "getopts.sh"
+    script.write_text(GETOPTS)
+    bash = _bash_argvs(script, tmp_path, args)
+    token = SCRIPT_ARGUMENTS.set(args)
+    try:
+        mine = _reader_argvs(script)
+    finally:
+        SCRIPT_ARGUMENTS.reset(token)
+    assert mine == bash

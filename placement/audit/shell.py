@@ -21,12 +21,13 @@ marked ``unresolved`` or ``uncertain``; the caller raises an error only if such 
 field.  ``${VAR:-default}`` with VAR not set in the file takes the default (the script run with no
 arguments and a clean environment), but for the SLURM_ variables SLURM sets in every job, which stay unknown
 unless the script or its ``#SBATCH`` header fixes them; ``$@`` and ``$*`` expand to nothing for the same reason.
-A ``for`` loop over words the file determines runs once per word; other loops (``while``, ``until``,
-``for ((;;))``, or a ``for`` over unknown words or with ``break``/``continue``) have their body read once as
-uncertain.  A ``case`` on a known value takes the branch whose pattern matches; on an unknown value every
-branch is uncertain.  A function runs where it is called, with the call's arguments as ``$1``...``$@``.  A
-script that starts itself (``srun ... bash "$DIR/launch.sbatch" --task``, the file's own name) is read again as
-that process: the call's words as ``$1``..., the exported variables as its environment, up to an ``exec``.
+A ``for`` loop over words the file determines runs once per word, and a ``while getopts`` loop over known arguments
+once per option; other loops (``while``, ``until``, ``for ((;;))``, or a ``for`` over unknown words or with
+``break``/``continue``) have their body read once as uncertain. A ``case`` on a known value takes the branch whose
+pattern matches; on an unknown value every branch is uncertain. A function runs where it is called, with the call's
+arguments as ``$1``...``$@``. A script that starts itself (``srun ... bash "$DIR/launch.sbatch" --task``, the
+file's own name) is read again as that process: the call's words as ``$1``..., the exported variables as its
+environment, up to an ``exec``.
 Here-document bodies are data, not commands.  Text bash would refuse (an unclosed quote, ``fi`` without
 ``if``) is an InputError naming the line.
 """
@@ -1148,8 +1149,79 @@ def _for(state: _State, src: _Src, node: tree_sitter.Node) -> None:
     _unknown_body(state, src, body, org)
 
 
+def _getopts_loop(state: _State, src: _Src, node: tree_sitter.Node) -> bool:
+    """`while getopts OPTSTRING NAME; do ... done` over arguments the reader knows (the script's, which
+    `--script-args` gives, or a function's): the body once per option, with NAME and OPTARG as bash's getopts sets
+    them, and OPTIND after (bash(1), SHELL BUILTIN COMMANDS, getopts: options end at the first non-option or `--`;
+    a letter followed by `:` takes the rest of its word or the next word as OPTARG; an unknown letter, or one
+    missing its argument, sets NAME to `?`, or under a leading `:` to `?`/`:` with OPTARG the letter).  False where
+    the loop is not such a one, or its words or arguments are not all known: read as any other loop."""
+    conds = [c for c in node.children_by_field_name("condition") if c.type not in (";", "\n", "&")]
+    body = node.child_by_field_name("body")
+    if len(conds) != 1 or conds[0].type != "command" or body is None:
+        return False
+    words = [c for i, c in enumerate(conds[0].children) if conds[0].field_name_for_child(i) in ("name", "argument")]
+    fields = [f for w in words for f in _expand_parts(state, _parts(state, src, w))]
+    if len(fields) != 3 or any(x.unresolved or x.uncertain for f in fields for x in f):
+        return False
+    command, optstring, name = ("".join(x.text for x in f) for f in fields)
+    args = state.calls[-1].args if state.calls else []
+    if command != "getopts" or any(x.unresolved or x.uncertain for a in args for x in a):
+        return False
+    org = _org(state, src, node)
+    silent = optstring.startswith(":")
+    texts = ["".join(x.text for x in a) for a in args]
+    runs: list[tuple[str, str | None]] = []
+    # getopts goes on from OPTIND (1 at the start), which a loop before leaves where it stopped
+    start = state.vars.get("OPTIND")
+    index = "".join(x.text for x in start.value) if start is not None and start.value else "1"
+    if not index.isdigit() or any(x.unresolved or x.uncertain for x in (start.value if start and start.value else [])):
+        return False
+    # an OPTIND past the last argument (a loop before it, then `shift`) stops at the end: OPTIND is then $# + 1, as
+    # bash sets it (tests/test_shell_vs_bash.py runs these loops under bash)
+    i = min(max(int(index) - 1, 0), len(texts))
+    while i < len(texts) and texts[i].startswith("-") and texts[i] != "-":
+        if texts[i] == "--":
+            i += 1
+            break
+        letters, j = texts[i][1:], 0
+        while j < len(letters):
+            c, j = letters[j], j + 1
+            k = optstring.find(c)
+            if c == ":" or k < 0:
+                runs.append(("?", c if silent else None))
+            elif optstring[k + 1:k + 2] == ":":
+                if j < len(letters):
+                    runs.append((c, letters[j:]))
+                elif i + 1 < len(texts):
+                    i += 1
+                    runs.append((c, texts[i]))
+                else:
+                    runs.append((":" if silent else "?", c if silent else None))
+                break
+            else:
+                runs.append((c, None))
+        i += 1
+    if state.loop_runs + len(runs) > MAX_LOOP_RUNS:
+        return False
+    state.loop_runs += len(runs)
+    reason = _mode(state)[1]
+    for opt, optarg in runs:
+        state.vars[name] = _Var(value=[_Seg(opt, False, org, None, reason)])
+        if optarg is None:
+            state.vars.pop("OPTARG", None)
+        else:
+            state.vars["OPTARG"] = _Var(value=[_Seg(optarg, False, org, None, reason)])
+        _block(state, src, body.children)
+    state.vars["OPTIND"] = _Var(value=[_Seg(str(i + 1), False, org, None, reason)])
+    return True
+
+
 def _unknown_loop(state: _State, src: _Src, node: tree_sitter.Node) -> None:
-    """`while`, `until`, `for ((;;))`: the body read once, as uncertain; the loop's counters are unknown."""
+    """`while`, `until`, `for ((;;))`: the body read once, as uncertain; the loop's counters are unknown (but for
+    a getopts loop over known arguments: `_getopts_loop`)."""
+    if node.type == "while_statement" and _getopts_loop(state, src, node):
+        return
     org = _org(state, src, node)
     for child in node.children:
         if child.type == "variable_assignment" and child.child_by_field_name("name") is not None:
