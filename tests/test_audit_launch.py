@@ -961,3 +961,25 @@ def test_a_maxtext_mesh_that_fixes_the_hosts_names_the_gpu_count_it_needs(tmp_pa
     with pytest.raises(InputError, match=r"DCN \(hosts\): the explicit axes multiply to 4, which does not divide 3 "
                                          r"\(24 GPUs, 8 per host\).*--gpus 32 \(--nodes 4\) or more"):
         on(24, 24)
+
+
+def test_a_step_batch_size_schedule_is_priced_at_its_last_batch(tmp_path):
+    """Megatron-LM's --step-batch-size-schedule (training_config.py) steps the global batch up: the audit read none
+    of it and priced micro-batch x dp.  It prices the last batch and says so; with --global-batch-size too,
+    Megatron-LM refuses to start, and so does the audit."""
+    from placement.audit.launch import parse_launch
+
+    base = ("torchrun --nproc_per_node 8 pretrain_gpt.py --tensor-model-parallel-size 2 --num-layers 32 "
+            "--hidden-size 4096 --num-attention-heads 32 --seq-length 4096 --micro-batch-size 1 "
+            "--step-batch-size-schedule \"0:64 100B:128 200B:256\" --bf16")
+    script = tmp_path / "train.sh"
+    script.write_text(base + "\n")
+    launch = parse_launch([script])
+    assert launch.global_batch == 256 and "last batch" in launch.sources["global_batch"]
+    assert any("steps up to 256" in x and "128 from 100B" in x for x in launch.ignored)
+    script.write_text(base + " --global-batch-size 128\n")
+    with pytest.raises(InputError, match="Cannot specify both"):
+        parse_launch([script])
+    script.write_text(base.replace("0:64 100B:128 200B:256", "0:64 lots:128") + "\n")
+    with pytest.raises(InputError, match="'lots:128' is not THRESHOLD:BATCH"):
+        parse_launch([script])

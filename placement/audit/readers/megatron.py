@@ -71,7 +71,8 @@ _MG_FLAGS0 = {"--sequence-parallel", "--use-distributed-optimizer", "--use-megat
               "--embed-layernorm", "--use-rope-scaling", "--quick-geglu", "--squared-relu",
               "--no-yarn-correction-range-round-to-int", "--yarn-correction-range-round-to-int"}
 _MG_NARGS: dict[str, int | str] = {f: 1 for f in _MG_INT} | {f: 0 for f in _MG_FLAGS0} | {
-    "--rampup-batch-size": 3, "--recompute-granularity": 1, "--data-parallel-sharding-strategy": 1,
+    "--rampup-batch-size": 3, "--step-batch-size-schedule": 1, "--recompute-granularity": 1,
+    "--data-parallel-sharding-strategy": 1,
     "--fp8-format": 1, "--fp4-format": 1, "--pipeline-model-parallel-layout": 1, "--deepspeed_config": 1,
     "--deepspeed-config": 1, "--recompute-method": 1, "--recompute-num-layers": 1,
     "--num-distributed-optimizer-instances": 1, "--moe-token-dispatcher-type": 1, "--moe-flex-dispatcher-backend": 1,
@@ -442,6 +443,7 @@ def read_args(words: list[Word], s: Settings, typos: bool = True) -> None:
         elif f == "--pipeline-model-parallel-layout":
             s.put("pp_layout", one_value(a).text, a.evidence)
             s.put("recipe.pipeline_layout", one_value(a).text, a.evidence)
+    _batch_schedule(given, s)
     _megatron_recipe_finish(s, recipe_state)
     _rope_scaling(rope_scaling, s)
     deepspeed_flag = next((a for a in args if a.flag == "--deepspeed"), None)
@@ -534,6 +536,43 @@ def _checkpoint_sync(args: list[Arg], s: Settings) -> None:
     else:
         s.ignored.append(f"--synchronize-each-layer without --deepspeed-activation-checkpointing: Megatron's own "
                          f"checkpointing does not read it ({sync.evidence})")
+
+
+_SCHEDULE_ITEM = re.compile(r"(\d+(?:\.\d+)?)([KMBT]?):(\d+)")
+_SCHEDULE_SUFFIX = {"": 1, "K": 10**3, "M": 10**6, "B": 10**9, "T": 10**12}
+
+
+def _batch_schedule(given: dict[str, Arg], s: Settings) -> None:
+    """--step-batch-size-schedule "THRESHOLD:BS ..." (megatron/training/config/training_config.py, Megatron-LM
+    d98e8a64): the global batch steps up at each threshold (tokens, or samples); the job is priced at its last batch,
+    as a ramp-up is, and said.  With --global-batch-size too Megatron-LM refuses to start (arguments.py: 'Cannot
+    specify both --step-batch-size-schedule and --global-batch-size')."""
+    a = given.get("--step-batch-size-schedule")
+    if a is None:
+        return
+    gbs = given.get("--global-batch-size")
+    if gbs is not None:
+        raise InputError(f"{a.evidence}: --step-batch-size-schedule with --global-batch-size ({gbs.evidence}): "
+                         f"Megatron-LM refuses the pair ('Cannot specify both --step-batch-size-schedule and "
+                         f"--global-batch-size', megatron/training/arguments.py), so this job does not start; drop one")
+    text = one_value(a).text
+    items = text.split()
+    parsed = [_SCHEDULE_ITEM.fullmatch(x) for x in items]
+    if not items or not all(parsed):
+        bad = next((x for x, m in zip(items, parsed, strict=True) if m is None), text)
+        raise InputError(f"{a.evidence}: --step-batch-size-schedule item {bad!r} is not THRESHOLD:BATCH (a number "
+                         f"with an optional K/M/B/T suffix, a colon, a batch size: \"0:768 250B:1536\")")
+    steps = sorted((float(m.group(1)) * _SCHEDULE_SUFFIX[m.group(2)], int(m.group(3)), m.group(1) + m.group(2))
+                   for m in parsed if m)
+    last = steps[-1][1]
+    if last < 1:
+        raise InputError(f"{a.evidence}: --step-batch-size-schedule ends at batch {last}; a batch is at least 1")
+    s.put("global_batch", last, f"{a.evidence} (the schedule's last batch size: priced at it)")
+    if len({b for _, b, _ in steps}) > 1:
+        where = f"{a.word.site.path}:{a.word.site.line}"
+        s.ignored.append(f"--step-batch-size-schedule: the global batch steps up to {last} "
+                         f"({', '.join(f'{b} from {x}' for _, b, x in steps)}); priced at the last batch, earlier "
+                         f"steps run smaller ones ({where})")
 
 
 def _hf_trainer(args: list[Arg], s: Settings, deepspeed_flag: Arg | None) -> bool:
