@@ -375,6 +375,9 @@ def render(ctx: EmitContext) -> tuple[str, list[str], dict[str, str]]:
 
 
 TOPOLOGY_FILE = "ds_topology.py"
+ATTENTION_KERNELS = ("flash: cuDNN or FlashAttention-3; flash2: FlashAttention-2 or PyTorch's "
+                     "scaled_dot_product_attention; unfused: the scores in HBM")
+"""What each `attention_kernel` of ds_topology.py means for the model code (placement/specs/training.py)."""
 
 
 def topology_module(ctx: EmitContext) -> str:
@@ -394,6 +397,8 @@ def topology_module(ctx: EmitContext) -> str:
             f'    from ds_topology import topology\n    {use}\n"""\n\n'
             f"from deepspeed.runtime.pipe.topology import {cls}\n\n"
             f"topology = {topology(ctx)}\n"
+            f"\n# for your model code: the attention kernel the plan is priced with ({ATTENTION_KERNELS})\n"
+            f"attention_kernel = {ctx.recipe.attention_kernel.value!r}\n"
             + (f"\n# for your tensor-parallel layers over mpu.get_slice_parallel_group(): shard the norm/dropout "
                f"activations\n# along the sequence (all-gather before, reduce-scatter after each TP block)\n"
                f"sequence_parallel = {lay.sequence_parallel}\n" if lay.tp > 1 else "")

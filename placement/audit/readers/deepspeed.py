@@ -20,6 +20,7 @@ from placement.audit.readers.common import deepspeed_binding, deepspeed_grad_acc
 from placement.audit.readers.reading import AutoKey, Hostfile, Reading, Settings
 from placement.errors import InputError
 from placement.loaders.files import parse_json, read_text
+from placement.specs.training import AttentionKernel
 
 DEEPSPEED_KEYS = frozenset({
     "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "zero_optimization", "fp16",
@@ -267,6 +268,14 @@ def read_python(path: Path, s: Settings) -> None:
                                  f"{value!r}")
             s.put("recompute", value, f"{path}:{node.lineno}: {lines[node.lineno - 1].strip()[:160]}")
         if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                and node.targets[0].id == "attention_kernel"):  # the model code's kernel, as ds_topology.py states it
+            value = _literal(node.value, "attention_kernel", f"{path}:{node.lineno}")
+            kernels = [k.value for k in AttentionKernel]
+            if value not in kernels:
+                raise InputError(f"{path}:{node.lineno}: attention_kernel must be one of {', '.join(kernels)}, got "
+                                 f"{value!r}")
+            s.put("recipe.attention_kernel", value, f"{path}:{node.lineno}: {lines[node.lineno - 1].strip()[:160]}")
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
                 and node.targets[0].id == "checkpoint_interval"):  # layers per checkpointed chunk, ds_topology.py
             value = _literal(node.value, "checkpoint_interval", f"{path}:{node.lineno}")
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -407,6 +416,8 @@ def join(groups: list[Settings]) -> Reading:
     _config_path(s)
     if s.hf_trainer:
         _hf_trainer(s)
+    elif not s.neox and not s.megatron_deepspeed and not s.has("recipe.attention_kernel"):
+        _own_model_attention(s)
     _finish(s)
     _checkpoint_sync(s)
     deepspeed_binding(s)
@@ -445,6 +456,18 @@ def _hf_trainer(s: Settings) -> None:
               f"huggingface/transformers PR #48163; --attn_implementation states another)")
     if not s.has("seq_len"):
         s.ignored.append(f"{HF_SEQUENCE} ({s.hf_trainer})")
+
+
+def _own_model_attention(s: Settings) -> None:
+    """A training script of the user's own under DeepSpeed (neither GPT-NeoX, Megatron-DeepSpeed nor an HF Trainer):
+    its attention is its model code's, which no audited file shows.  Priced as PyTorch's scaled_dot_product_attention
+    runs (its FlashAttention-2 kernel first), the usual call, and said, with the recipe field that states another
+    (a hand-written softmax(QK^T)V keeps the scores in HBM: attention_kernel unfused)."""
+    where = s.deepspeed_binding.where if s.deepspeed_binding is not None else s.path
+    s.put("recipe.attention_kernel", "flash2",
+          f"assumed: {where} runs a model of its own, whose attention no audited file states; priced as PyTorch's "
+          f"scaled_dot_product_attention (its FlashAttention-2 kernel); give --recipe with attention_kernel: unfused "
+          f"for scores computed in HBM, or flash for a cuDNN / FlashAttention-3 kernel")
 
 
 def _checkpoint_sync(s: Settings) -> None:
