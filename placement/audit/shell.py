@@ -194,6 +194,9 @@ def read_commands(path: Path) -> list[Command]:
     """The commands `path` runs, in order, with words expanded as far as the file determines them, started with
     SCRIPT_ARGUMENTS as its arguments."""
     text = read_text(path, "launch script", "expected a shell script or an argument list")
+    body = text.rstrip()
+    if body.endswith("\\") and not body.endswith("\\\\"):  # a continuation into the end of the file joins
+        text = body[:-1] + " " + text[len(body):]  # nothing: bash runs the command it ends (`bash -n` accepts it)
     state = _State(str(path), text.split("\n"))
     _sbatch_environment(state)
     src = state.src = _Src(text.encode())
@@ -536,11 +539,14 @@ def _param_value(state: _State, part: _Part) -> list[list[_Seg]] | None:
     call = state.calls[-1] if state.calls else None
     if name in ("@", "*"):  # the script runs with no arguments; a function with its call's
         return [list(a) for a in call.args] if call else []
-    if call and name == "#":
-        var = _Var(value=[_Seg(str(len(call.args)), False, part.origin)])
-    elif call and name.isdigit() and name != "0":
+    if name == "#":  # the script itself runs with no arguments (SCRIPT_ARGUMENTS pushes them as a call)
+        var = _Var(value=[_Seg(str(len(call.args) if call else 0), False, part.origin)])
+    elif name.isdigit() and name != "0":
         k = int(name)
-        var = _Var(value=list(call.args[k - 1])) if k <= len(call.args) else None
+        args = call.args if call else []
+        var = _Var(value=list(args[k - 1])) if k <= len(args) else None
+        if var is None and not call:  # no such argument: unset, as bash expands it (empty)
+            var = _Var(value=[])
     if index in ("[@]", "[*]"):
         if var is None:
             return None
