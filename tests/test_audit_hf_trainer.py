@@ -109,3 +109,109 @@ def test_the_best_plan_is_one_the_trainer_runs(tmp_path):
     assert md["layout"]["dialect"] is None and md["best"]["layout"]["tp"] * md["best"]["layout"]["pp"] > 1
     assert hf["best"]["layout"]["tp"] == 1 and hf["best"]["layout"]["pp"] == 1
     assert hf["no_better_plan"] is not None or hf["best"]["fits"]
+
+
+def _parse(tmp_path, script: str, config: dict | None = None, name: str = "ds.json"):
+    from placement.audit.launch import parse_launch
+
+    (tmp_path / "run.sh").write_text(script)
+    files = [tmp_path / "run.sh"]
+    if config is not None:
+        (tmp_path / name).write_text(json.dumps(config))
+        files.append(tmp_path / name)
+    return parse_launch(files)
+
+
+def test_adapter_training_is_said_over_the_whole_estimate(tmp_path):
+    """FastChat's train_lora.sh (--lora_r 8) and its QLoRA form train adapters: priced as a full fine-tune, which the
+    audit now says as a warning finding rather than not at all (a user trial)."""
+    lay = _parse(tmp_path, _run_clm("--block_size 2048 --lora_r 8 --q_lora True"), AUTO_JSON)
+    [w] = [w for w in lay.warnings if "adapters" in w]
+    assert "LoRA" in w and "QLoRA" in w and "quantized base weights" in w and "full fine-tune" in w
+    a = _audit(tmp_path, _run_clm("--block_size 2048 --lora_r 8"), AUTO_JSON)
+    assert [f for f in a["findings"] if f["kind"] == "not_priced_as_run" and "adapters" in f["message"]]
+    assert not [w for w in _parse(tmp_path, _run_clm("--block_size 2048"), AUTO_JSON).warnings if "adapters" in w]
+
+
+def test_the_trainers_own_fsdp_and_ddp_are_refused_by_name(tmp_path):
+    from placement.errors import InputError
+
+    fsdp = ("torchrun --nproc_per_node 8 train.py --model_name_or_path m --bf16 True --output_dir out "
+            "--per_device_train_batch_size 4 --fsdp \"full_shard auto_wrap\"\n")
+    with pytest.raises(InputError, match=r"HF Trainer's own FSDP .* evaluate --zero 3"):
+        _parse(tmp_path, fsdp)
+    with pytest.raises(InputError, match=r"runs PyTorch DDP through the Trainer"):
+        _parse(tmp_path, fsdp.replace(' --fsdp "full_shard auto_wrap"', ""))
+
+
+def test_a_json_the_script_does_not_name_is_said(tmp_path):
+    """An HF script with no --deepspeed does not read the JSON given beside it; a path the files leave open is
+    unknown."""
+    script = ("deepspeed --num_gpus 8 run_clm.py --per_device_train_batch_size 2 --bf16 --block_size 1024 "
+              "--output_dir o\n")
+    lay = _parse(tmp_path, script, AUTO_JSON)
+    assert any("passes no --deepspeed" in w and "does not read" in w for w in lay.warnings)
+    lay = _parse(tmp_path, script.replace("--output_dir o", "--output_dir o --deepspeed $DS_CONFIG"), AUTO_JSON)
+    assert any("$DS_CONFIG" in w and "not known" in w for w in lay.warnings)
+
+
+def test_a_precision_the_trainer_refuses_is_an_error(tmp_path):
+    """--bf16 with a JSON whose fp16.enabled is true: the Trainer's fill_match refuses to start (GPT-Neo script of a
+    user trial); a JSON "auto" or an agreeing value is read."""
+    from placement.errors import InputError
+
+    config = {**AUTO_JSON, "fp16": {"enabled": True}, "bf16": {"enabled": False}}
+    with pytest.raises(InputError, match=r"16.enabled (true|false) .* --bf16 .* refuses"):
+        _parse(tmp_path, _run_clm("--block_size 1024"), config)
+    assert _parse(tmp_path, _run_clm("--block_size 1024").replace("--bf16", "--fp16"), config).precision == "bf16"
+
+
+def test_trl_sft_runs_its_own_defaults(tmp_path):
+    """TRL's SFTConfig turns gradient checkpointing and bf16 on and truncates at 1024 tokens (sft_config.py): a TRL
+    script that leaves them out runs those, which the audit priced as TrainingArguments' (no recompute, the model's
+    sequence length)."""
+    script = ("accelerate launch sft.py --model_name_or_path openai/gpt-oss-20b --packing "
+              "--per_device_train_batch_size 2 --output_dir o --deepspeed ds.json\n")
+    lay = _parse(tmp_path, script, AUTO_JSON)
+    assert (lay.recompute, lay.seq_len, lay.precision) == ("full", 1024, "bf16")
+    assert "TRL SFTConfig default" in lay.sources["recompute"]
+    lay = _parse(tmp_path, script.replace("--packing", "--packing --max_length 4096 --gradient_checkpointing False"),
+                 AUTO_JSON)
+    assert (lay.recompute, lay.seq_len) == ("none", 4096)
+
+
+def test_a_hub_kernel_is_an_attention_implementation(tmp_path):
+    lay = _parse(tmp_path, _run_clm("--block_size 1024 --attn_implementation kernels-community/vllm-flash-attn3"),
+                 AUTO_JSON)
+    assert lay.recipe["attention_kernel"] == "flash"
+
+
+def test_a_json_of_auto_values_alone_is_the_trainers(tmp_path):
+    """A DeepSpeed JSON with "auto" values is filled by the HF Trainer: audited alone, its change list names the
+    Trainer's flags (it told the user to write numbers over "auto")."""
+    (tmp_path / "ds.json").write_text(json.dumps(AUTO_JSON))
+    result = CliRunner().invoke(main, ["audit", "--model", "llama3-8b", "--gpus", "8", "--launch",
+                                       str(tmp_path / "ds.json"), "--json"])
+    assert result.exit_code in (0, 1), result.output
+    a = json.loads(result.stdout)
+    assert a["layout"]["dialect"] == "hf-trainer"
+    assert not [c for c in a["changes"] if c["argument"] in ("train_micro_batch_size_per_gpu",
+                                                             "gradient_accumulation_steps")]
+
+
+def test_deepspeed_chat_is_a_deepspeed_job_in_its_own_flags(tmp_path):
+    """DeepSpeed-Chat's run_llama2_7b.sh (`deepspeed main.py ... --zero_stage $ZERO_STAGE --deepspeed`) was read as a
+    Megatron job (its Megatron fixes listed); its config is built from its own flags, which the change list names."""
+    script = ("OUTPUT=$1\nZERO_STAGE=$2\nif [ \"$ZERO_STAGE\" == \"\" ]; then\n  ZERO_STAGE=3\nfi\n"
+              "deepspeed main.py --model_name_or_path meta-llama/Llama-2-7b-hf --per_device_train_batch_size 4 "
+              "--max_seq_len 512 --gradient_accumulation_steps 1 --zero_stage $ZERO_STAGE --deepspeed "
+              "--output_dir $OUTPUT\n")
+    (tmp_path / "run.sh").write_text(script)
+    result = CliRunner().invoke(main, ["audit", "--model", "llama3-8b", "--gpus", "8", "--launch",
+                                       str(tmp_path / "run.sh"), "--json"])
+    assert result.exit_code in (0, 1), result.output
+    a = json.loads(result.stdout)
+    assert a["layout"]["framework"] == "deepspeed" and a["best"]["seq_len"] == 512
+    assert a["layout"]["zero_stage"] == 3
+    assert all(c["argument"] != "zero_optimization.stage" for c in a["changes"])
+    assert [c for c in a["changes"] if c["argument"] == "--zero_stage"] or a["best"]["layout"]["zero_stage"] == 3

@@ -304,6 +304,9 @@ HF_FLAGS = {"train_micro_batch_size_per_gpu": "--per_device_train_batch_size",
             "gradient_accumulation_steps": "--gradient_accumulation_steps"}
 """DeepSpeed JSON keys the HF Trainer fills from its TrainingArguments (transformers integrations/deepspeed.py
 HfTrainerDeepSpeedConfig.trainer_config_process: fill_match), whose value is the flag's."""
+HF_SCRIPT_FLAGS = {"zero_optimization.stage": "--zero_stage"}
+"""DeepSpeed JSON keys a training script may take as its own flag and build its config from (DeepSpeed-Chat's
+main.py: get_train_ds_config(stage=args.zero_stage))."""
 HF_MUST_MATCH = ("the HF Trainer refuses a DeepSpeed config value that differs from its argument (transformers "
                  "integrations/deepspeed.py fill_match: 'Please correct the following DeepSpeed config values that "
                  "mismatch TrainingArguments values'): set it \"auto\" or to the same value")
@@ -337,6 +340,11 @@ def hf_trainer_changes(a: dict[str, str], b: dict[str, str], now: EmitContext, b
             continue  # the Trainer fills it: world size x micro-batch x accumulation
         if k in ("bf16.enabled", "fp16.enabled") and stated == "auto":
             continue  # the Trainer fills it from --bf16 / --fp16, which the plan keeps
+        own = HF_SCRIPT_FLAGS.get(k)
+        if stated is None and own is not None and live is not None and re.search(rf"{own}\b", live):
+            # a script that builds its DeepSpeed config from its own flag (DeepSpeed-Chat's --zero_stage)
+            out.append({"argument": own, "from": a.get(k), "to": b.get(k)})
+            continue
         change = {"argument": k, "from": stated if stated is not None else a.get(k), "to": b.get(k)}
         if stated is None and a.get(k) is not None:
             change["note"] = NOT_IN_FILES

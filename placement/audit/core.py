@@ -1145,7 +1145,9 @@ def hf_trainer_space(space: SearchConfig, layout: Layout) -> SearchConfig:
     context or expert parallelism (the Trainer hands DeepSpeed the whole model: no PipelineModule, no process
     topology), recompute none or full (--gradient_checkpointing recomputes every decoder layer whole)."""
     fixed = {**space.fixed, "tp": layout.tp, "pp": 1, "cp": 1, "ep": 1}
-    return dataclasses.replace(space, fixed=fixed,
+    # an MoE model's experts are the model's own modules, not deepspeed.moe's: every ZeRO stage runs them
+    cap = CAPABILITIES["deepspeed"]
+    return dataclasses.replace(space, fixed=fixed, zero_stages=cap.zero_stages, framework=cap,
                                recompute=tuple(r for r in space.recompute if r is not Recompute.SELECTIVE))
 
 
@@ -1369,7 +1371,8 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
              est if planned is None else planned.search.estimates, batch if planned is None else planned.search.batch,
              recipe, mapped, space.zero_stages, framework_rank, launch.framework, launch.dialect, launch.config_keys)
     findings = (_crossing_findings(c, kinds) + _layout_findings(c, plan) + notes + unknown_key_findings(launch)
-                + base_config_findings(launch, layout, train, recipe, recipe_sources))
+                + base_config_findings(launch, layout, train, recipe, recipe_sources)
+                + [Finding("warning", "not_priced_as_run", w, [], 0.0) for w in launch.warnings])
     stated = (launch.first_stage_layers, launch.last_stage_layers)
     modeled = (plan.layout.stage_layers[0], plan.layout.stage_layers[-1])
     if layout.pp > 1 and None not in stated and stated != modeled:

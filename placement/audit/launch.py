@@ -42,6 +42,7 @@ YAML, DeepSpeed `--include/--exclude`, here-documents in scripts (the DeepSpeed 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from placement.audit.readers import deepspeed, megatron, torchtitan
@@ -71,8 +72,32 @@ def parse_launch(paths: list[Path], framework: str | None = None, script_args: t
     token = SCRIPT_ARGUMENTS.set(tuple(script_args))
     try:
         return _parse_files(paths, framework)
+    except InputError as err:
+        hint = _no_arguments_hint(paths) if not script_args else None
+        if hint is None:
+            raise
+        raise InputError(f"{err} ({hint})") from None
     finally:
         SCRIPT_ARGUMENTS.reset(token)
+
+
+_POSITIONAL = re.compile(r"\$\{?[1-9]|\$[@*#]|\bgetopts\b")
+
+
+def _no_arguments_hint(paths: list[Path]) -> str | None:
+    """What to say beside a refusal of a script that reads its own arguments, read as started with none (bash's
+    empty $1 ...): the arguments are --script-args; None where no script reads them."""
+    for p in paths:
+        if file_kind(Path(p)) != "script":
+            continue
+        try:
+            text = Path(p).read_text(errors="replace")
+        except OSError:
+            continue
+        if _POSITIONAL.search("\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))):
+            return (f"{p} reads its own arguments ($1 ..., getopts), which are empty as it was read, started with "
+                    f"none; give the ones the job ran with as --script-args '...'")
+    return None
 
 
 def _parse_files(paths: list[Path], framework: str | None) -> LaunchLayout:

@@ -529,6 +529,8 @@ def merge(groups: list[Settings]) -> Settings:
         out.hf_trainer = g.hf_trainer or out.hf_trainer
         out.base_config = g.base_config or out.base_config
         out.bridge_full = out.bridge_full or g.bridge_full
+        out.warnings += [w for w in g.warnings if w not in out.warnings]
+        out.hf_precision = g.hf_precision or out.hf_precision
         out.json_keys |= g.json_keys
         out.json_paths += g.json_paths
     return out

@@ -71,10 +71,14 @@ def read_json(path: Path, s: Settings) -> None:
         if stage > 3:
             raise InputError(f"{ev('stage')}: zero_optimization.stage must be 0..3, got {stage}")
         s.put("zero_stage", stage, ev("stage"))
-        for key in ("offload_param", "offload_optimizer"):
+        for key, what in (("offload_param", "the weights stream over PCIe to every forward and backward"),
+                          ("offload_optimizer", "the Adam step runs on the CPU, its gradients and weights over PCIe")):
             dev = zero.get(key)
             if isinstance(dev, dict) and dev.get("device") not in (None, "none"):
-                s.ignored.append(f"zero_optimization.{key} to {dev.get('device')} ({ev(key)})")
+                only3 = " (DeepSpeed takes offload_param with stage 3 only)" if key == "offload_param" else ""
+                s.warnings.append(f"zero_optimization.{key} to {dev.get('device')} ({ev(key)}): {what}, which the "
+                                  f"estimate does not price (it keeps them on the GPU): the job's step is longer and "
+                                  f"its GPU memory smaller than printed{only3}")
         if int(zero.get("zero_hpz_partition_size", 1) or 1) > 1:
             hpz = ev("zero_hpz_partition_size")
             s.ignored.append(f"zero_hpz_partition_size (ZeRO++ hierarchical partitioning) ({hpz})")
@@ -413,6 +417,8 @@ def join(groups: list[Settings]) -> Reading:
     """A DeepSpeed job (DeepSpeed JSON, hostfile, launcher, topology code, Megatron-DeepSpeed or HF Trainer
     scripts, GPT-NeoX configs): DeepSpeed's rules, then Megatron's (its layers run most of these jobs)."""
     s = merge(groups)
+    if s.hf_auto and not s.hf_trainer and not s.neox:  # "auto" is the HF Trainer's: it fills them
+        s.hf_trainer = f"{s.hf_auto[0].evidence} (\"auto\": a value the HF Trainer fills from its arguments)"
     _config_path(s)
     if s.hf_trainer:
         _hf_trainer(s)
@@ -439,10 +445,12 @@ def _config_path(s: Settings) -> None:
                          f"with --launch if that is another file")
 
 
-HF_SEQUENCE = ("the sequence length is the training script's (run_clm.py without --block_size: the tokenizer's "
-               "model_max_length, or 1024 where that exceeds the model's max_position_embeddings), which the launch "
-               "files do not state: priced at the job's seq_len (--seq-len, else the model's default); pass "
-               "--block_size / --max_seq_length / --model_max_length to state it")
+HF_SEQUENCE = ("the sequence length is the training script's own default, which the launch files do not state "
+               "(transformers' run_clm.py: the tokenizer's model_max_length, or 1024 where that exceeds the model's "
+               "max_position_embeddings; Stanford Alpaca's train.py: model_max_length 512; TRL's SFTConfig: "
+               "max_length 1024): priced at the job's seq_len (--seq-len, else the model's default); state it with "
+               "the script's own flag (--block_size, --max_seq_length, --model_max_length, --max_length) or "
+               "--seq-len")
 
 
 def _hf_trainer(s: Settings) -> None:
@@ -456,6 +464,21 @@ def _hf_trainer(s: Settings) -> None:
               f"huggingface/transformers PR #48163; --attn_implementation states another)")
     if not s.has("seq_len"):
         s.ignored.append(f"{HF_SEQUENCE} ({s.hf_trainer})")
+    if s.json_paths and s.deepspeed_config is None and s.hf_precision is not None:
+        s.warnings.append(f"the HF Trainer script passes no --deepspeed ({s.hf_trainer}), so the job does not read "
+                          f"{', '.join(s.json_paths)}: the estimate prices that JSON's ZeRO stage and batch as if it "
+                          f"did")
+    if s.hf_precision is not None and s.hf_precision[0] is not None:
+        # only a flag the script passes: a TrainingArguments subclass may default to bf16 (TRL's SFTConfig does)
+        flag, where = s.hf_precision
+        for key in ("bf16.enabled", "fp16.enabled"):
+            stated = s.json_keys.get(key)
+            if stated in ("true", "false") and (stated == "true") != (flag == key.split(".")[0]):
+                raise InputError(f"{key} {stated} in {', '.join(s.json_paths)} against the HF Trainer's "
+                                 f"{'--' + flag if flag else 'no --bf16/--fp16'} ({where}): the Trainer refuses a "
+                                 f"DeepSpeed config value that differs from its argument (transformers "
+                                 f"integrations/deepspeed.py fill_match), so this job does not start; set {key} "
+                                 f"\"auto\" or make the two agree")
 
 
 def _own_model_attention(s: Settings) -> None:
@@ -558,6 +581,9 @@ def _finish(s: Settings) -> None:
     model = s.value("tp", 1) * s.value("pp", 1) * s.value("cp", 1)
     gas = s.take("grad_accumulation")
     tbs, mbs = s.entry("global_batch"), s.entry("micro_batch_size")
+    if gas is None and s.hf_trainer and mbs is not None:  # the Trainer fills train_batch_size from its own
+        gas = (1, "HF TrainingArguments default gradient_accumulation_steps 1 (the Trainer fills the JSON's batch "
+                  "from it)")
     if gas is None and tbs is None and mbs is not None:  # deepspeed runtime/config.py: gas defaults to 1
         gas = (1, "DeepSpeed default gradient_accumulation_steps 1 (the files set no train_batch_size)")
     if gas is not None:

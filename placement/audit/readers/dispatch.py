@@ -107,6 +107,27 @@ _LAUNCH_WORD = re.compile(r"(^|[\s;&|(])(exec\s+)?(torchrun|deepspeed|python[0-9
 """A line that starts a launcher (a launch command of some arm of the script, run or not)."""
 
 
+HF_SCRIPT = re.compile(r"--(per_device_train_batch_size|per-device-train-batch-size|output_dir|do_train)\b")
+"""TrainingArguments flags of an HuggingFace Trainer script (readers.megatron.HF_TRAINER_FLAGS)."""
+
+
+def _hf_without_deepspeed(path: Path, text: str) -> str:
+    """The framework of an HF Trainer script with no DeepSpeed mark: "deepspeed" where it passes --deepspeed, else an
+    InputError saying what the Trainer runs (its own FSDP under --fsdp, PyTorch DDP otherwise), which the audit
+    does not read."""
+    if re.search(r"--deepspeed\b", text):
+        return "deepspeed"
+    fsdp = re.search(r"--fsdp[ =]+(\"[^\"]*\"|'[^']*'|\S+)", text)
+    if fsdp and fsdp.group(1).strip("\"'") not in ("", "False", "false"):
+        raise InputError(f"{path}: --fsdp {fsdp.group(1)} runs the HF Trainer's own FSDP (torch "
+                         f"FullyShardedDataParallel through accelerate), which `placement audit` does not read: it "
+                         f"reads DeepSpeed under the Trainer (--deepspeed CONFIG); price the layout with `placement "
+                         f"evaluate --zero 3` (full_shard) or --zero 2 (shard_grad_op) instead")
+    raise InputError(f"{path}: an HF Trainer script without --deepspeed or --fsdp runs PyTorch DDP through the "
+                     f"Trainer, which `placement audit` does not read (it reads DeepSpeed under the Trainer); price "
+                     f"the layout with `placement evaluate --zero 0`")
+
+
 def detect_framework(paths: list[Path]) -> str:
     """The framework the files belong to; an InputError names the files when it cannot be told."""
     votes: dict[str, list[str]] = {}
@@ -116,6 +137,11 @@ def detect_framework(paths: list[Path]) -> str:
               "python": "deepspeed", "megatron-log": "megatron"}.get(kind)
         if kind == "script":
             fw = _script_framework(p)
+            text = read_text(p, "launch script", "a launch script")
+            if fw == "megatron-deepspeed" and not re.search(dict(_FRAMEWORK_MARKS)["megatron"], text):
+                fw = "deepspeed"  # `deepspeed train.py` with no Megatron flag: a model script of the user's own
+            if fw is None and HF_SCRIPT.search(text):
+                fw = _hf_without_deepspeed(p, text)
         elif kind == "yaml" and _maxtext_yaml(p):
             fw = "maxtext"
         elif kind == "yaml" and re.search(r"^[\s{]*[\"']?(pipe|model)[-_]parallel[-_]size[\"']?\s*:",

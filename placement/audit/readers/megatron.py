@@ -308,13 +308,19 @@ def _model_numerics(f: str, a: Arg, s: Settings) -> bool:
     return True
 
 
+HF_UPPER_BOUND = ("priced at it: an upper bound where the script pads each batch only to its longest example "
+                  "(Stanford Alpaca's and LLaVA's train.py pad to the longest; FastChat's to it)")
 HF_SEQ_FLAGS = {
     "--block-size": "run_clm.py's block_size: the texts are joined and cut into blocks of it, capped at the "
                     "tokenizer's model_max_length (transformers examples/pytorch/language-modeling/run_clm.py)",
-    "--max-seq-length": "the script's max_seq_length (run_mlm.py groups or pads to it; TRL's SFTConfig before "
-                        "max_length truncates to it)",
-    "--model-max-length": "the script's model_max_length (the Stanford Alpaca / FastChat train.py "
-                          "TrainingArguments field: each example padded or truncated to it)",
+    "--max-seq-length": f"the script's max_seq_length (run_mlm.py groups or pads to it; TRL's SFTConfig before "
+                        f"max_length truncates to it); {HF_UPPER_BOUND}",
+    "--model-max-length": f"the script's model_max_length (the TrainingArguments field of the Stanford Alpaca, "
+                          f"FastChat and LLaVA train.py: each example truncated to it); {HF_UPPER_BOUND}",
+    "--max-length": "TRL's SFTConfig max_length (trl/trainer/sft_config.py: each sample truncated to it; with "
+                    "--packing every sequence is this long); an upper bound without packing",
+    "--max-seq-len": "DeepSpeed-Chat's max_seq_len (applications/DeepSpeed-Chat main.py: each sample padded or "
+                     "truncated to it)",
 }
 """HuggingFace Trainer scripts' sequence-length arguments (their own dataclasses, not TrainingArguments)."""
 HF_ATTENTION = {"eager": "unfused", "sdpa": "flash2", "flash_attention_2": "flash2", "flash_attention_3": "flash",
@@ -329,8 +335,20 @@ HF_ATTENTION_WHY = {
     "flex_attention": "FlexAttention, a Triton kernel of FlashAttention-2's class"}
 HF_TRAINER_FLAGS = frozenset({"--per-device-train-batch-size", "--output-dir", "--do-train",
                               "--attn-implementation", *HF_SEQ_FLAGS})
+TRL_FLAGS = frozenset({"--packing", "--packing-strategy", "--padding-free", "--dataset-text-field",
+                       "--assistant-only-loss", "--completion-only-loss", "--eval-packing"})
+"""Flags only TRL's SFTConfig has: the script runs TRL's SFTTrainer with SFTConfig's defaults."""
+TRL_DEFAULTS = ("a TRL SFTConfig flag; SFTConfig defaults gradient_checkpointing and bf16 to True and max_length to "
+                "1024, unlike TrainingArguments: trl/trainer/sft_config.py, huggingface/trl 016013e8")
+PEFT_FLAGS = {"--lora-r": "LoRA", "--lora-rank": "LoRA", "--lora-enable": "LoRA", "--use-peft": "PEFT",
+              "--use-lora": "LoRA", "--q-lora": "QLoRA", "--lora-target-modules": "LoRA", "--peft-type": "PEFT",
+              "--load-in-4bit": "4-bit base weights", "--load-in-8bit": "8-bit base weights", "--bits": "quantized "
+              "base weights", "--finetuning-type": "the --finetuning_type given", "--lora-dim": "LoRA"}
+"""Flags of HF Trainer and DeepSpeed-Chat scripts (FastChat, LLaVA, TRL, DeepSpeed-Chat) that train adapters or
+quantized base weights: the estimate prices full training (every weight's gradient and Adam state, its data-parallel
+traffic), which such a job does not run."""
 """TrainingArguments (and its example scripts') flags no Megatron script takes: with them, a HuggingFace Trainer job."""
-_HF_NARGS = {**{f: 1 for f in HF_SEQ_FLAGS}, "--attn-implementation": 1}
+_HF_NARGS = {**{f: 1 for f in HF_SEQ_FLAGS}, "--attn-implementation": 1, "--fsdp": 1}
 
 
 MEGATRON_NEAR_NAMES = frozenset({"--fp4-param-gather", "--fp4-recipe", "--megatron-fsdp-main-params-dtype",
@@ -418,6 +436,8 @@ def read_args(words: list[Word], s: Settings, typos: bool = True) -> None:
             if f == "--fp8-format" and one_value(a).text not in ("e4m3", "hybrid"):
                 raise InputError(f"{a.evidence}: --fp8-format must be e4m3 or hybrid, got {one_value(a).text!r}")
             s.put("precision", "fp8", a.evidence)
+        elif f in ("--bf16", "--fp16") and a.values and one_value(a).text.lower() in ("false", "0", "no"):
+            continue  # an HF TrainingArguments bool given False
         elif f in ("--bf16", "--fp16"):
             if s.value("precision") != "fp8":
                 s.put("precision", "bf16", a.evidence + (" (FP16, priced as BF16: the same tensor-core rate)"
@@ -433,9 +453,15 @@ def read_args(words: list[Word], s: Settings, typos: bool = True) -> None:
                   f"{a.evidence} ({HF_SEQ_FLAGS[f]})")
         elif f == "--attn-implementation":
             name = one_value(a).text
+            if "/" in name:  # a Hub kernel repository (transformers integrations/hub_kernels.py, `org/repo`)
+                fa3 = re.search(r"flash[-_]?attn[-_]?3|fa3", name, re.I) is not None
+                s.put("recipe.attention_kernel", "flash" if fa3 else "flash2",
+                      f"{a.evidence} (a Hub kernel transformers loads by name: priced as "
+                      f"{'FlashAttention-3' if fa3 else 'a FlashAttention-2-class kernel'})")
+                continue
             if name not in HF_ATTENTION:
                 raise InputError(f"{a.evidence}: --attn_implementation must be one of {', '.join(HF_ATTENTION)} "
-                                 f"(transformers' attention implementations), got {name!r}")
+                                 f"(transformers' attention implementations) or a Hub kernel `org/repo`, got {name!r}")
             s.put("recipe.attention_kernel", HF_ATTENTION[name],
                   f"{a.evidence} (transformers' {name} attention: {HF_ATTENTION_WHY[name]})")
         elif f == "--no-pipeline-parallel":
@@ -448,7 +474,7 @@ def read_args(words: list[Word], s: Settings, typos: bool = True) -> None:
     _rope_scaling(rope_scaling, s)
     deepspeed_flag = next((a for a in args if a.flag == "--deepspeed"), None)
     hf = _hf_trainer(args, s, deepspeed_flag)
-    if deepspeed_flag is None:  # Megatron's own DDP reduces the gradients (DeepSpeed's engine under --deepspeed)
+    if deepspeed_flag is None and not hf:  # Megatron's own DDP reduces the gradients (DeepSpeed's under --deepspeed)
         _gradient_width(args, s)
     if deepspeed_flag is not None and not hf:  # Megatron-DeepSpeed pipelines with DeepSpeed's PipelineEngine
         s.put("recipe.pipeline_p2p_blocking", True,
@@ -587,6 +613,40 @@ def _hf_trainer(args: list[Arg], s: Settings, deepspeed_flag: Arg | None) -> boo
     s.hf_trainer = (deepspeed_flag if path is not None else marks[0]).evidence
     if path is not None:
         s.deepspeed_config = (path.text if not path.unresolved else "", deepspeed_flag.evidence)
+        if path.unresolved:
+            s.warnings.append(f"the DeepSpeed config the job reads is {path.unresolved}, which the files do not set "
+                              f"({deepspeed_flag.evidence}): whether the JSON audited is that file is not known")
+    fsdp = flags.get("--fsdp")
+    if fsdp is not None and fsdp.values and one_value(fsdp).text.strip() not in ("", "False", "false"):
+        raise InputError(f"{fsdp.evidence}: --fsdp {one_value(fsdp).text!r} runs the HF Trainer's own FSDP (torch "
+                         f"FullyShardedDataParallel through accelerate), which `placement audit` does not read: it "
+                         f"reads DeepSpeed under the Trainer (--deepspeed CONFIG); price the layout with `placement "
+                         f"evaluate --zero 3` (full_shard) or --zero 2 (shard_grad_op) instead")
+    peft = [(f, PEFT_FLAGS[f]) for f in sorted(set(flags) & set(PEFT_FLAGS))
+            if not flags[f].values or one_value(flags[f]).text.lower() not in ("false", "0", "no", "full")]
+    if peft:
+        what = sorted({kind for _, kind in peft})
+        quantized = " over quantized base weights" if any("bit" in k or "QLoRA" in k for k in what) else ""
+        where = ", ".join(flags[f].evidence for f, _ in peft[:2])
+        s.warnings.append(f"{', '.join(what)} ({where}): the job trains adapters{quantized}, but the estimate prices "
+                          f"full training of every weight (their gradients, Adam state and data-parallel traffic, "
+                          f"which adapter training nearly drops): read its step and memory as those of a full "
+                          f"fine-tune of the model")
+    trl = sorted(set(flags) & TRL_FLAGS)
+    if trl:  # TRL's SFTConfig changes three TrainingArguments defaults
+        where = f"{flags[trl[0]].evidence} ({TRL_DEFAULTS})"
+        if not s.has("recompute"):
+            s.put("recompute", "full", f"TRL SFTConfig default gradient_checkpointing True: {where}")
+        if not s.has("seq_len"):
+            s.put("seq_len", 1024, f"TRL SFTConfig default max_length 1024: {where}")
+        if "--bf16" not in flags and "--fp16" not in flags and not s.has("precision"):
+            s.put("precision", "bf16", f"TRL SFTConfig default bf16 True: {where}")
+    for name in ("--bf16", "--fp16"):
+        a = flags.get(name)
+        if a is not None and not (a.values and one_value(a).text.lower() in ("false", "0", "no")):
+            s.hf_precision = (name[2:], a.evidence)
+    if s.hf_precision is None:
+        s.hf_precision = (None, s.hf_trainer)
     return True
 
 

@@ -164,6 +164,9 @@ class LaunchLayout(Frozen):
     """Field -> "file:line: original text", the evidence for each value read from the files."""
     ignored: tuple[str, ...] = ()
     """Settings seen that affect performance but are not modelled."""
+    warnings: tuple[str, ...] = ()
+    """What the files run that the estimate does not describe (adapter training priced as a full fine-tune, a config
+    the job does not read): each is a warning finding, `not_priced_as_run`, over the whole estimate."""
     config_keys: dict[str, str] = Field(default_factory=dict)
     """GPT-NeoX: every top-level key the config files state (a `-` read as `_`, as GPT-NeoX reads it) and
     zero_optimization.stage, each with its value as the change list spells it (true / false, numbers as written, a
@@ -317,6 +320,8 @@ class Reading:
     """LaunchLayout.bridge_keys."""
     base_config: str | None = None
     """LaunchLayout.base_config."""
+    warnings: tuple[str, ...] = ()
+    """LaunchLayout.warnings."""
 
     def launch_layout(self) -> LaunchLayout:
         """The validated LaunchLayout; an InputError names each value out of range with its evidence."""
@@ -327,7 +332,8 @@ class Reading:
                                 ignored=self.ignored, dialect=self.dialect, config_keys=self.config_keys,
                                 unknown_keys=self.unknown_keys, config_spelling=self.config_spelling,
                                 torchtitan_form=self.torchtitan_form, torchtitan_stated=self.torchtitan_stated,
-                                bridge_keys=self.bridge_keys, base_config=self.base_config, **fields)
+                                bridge_keys=self.bridge_keys, base_config=self.base_config,
+                                warnings=self.warnings, **fields)
         except ValueError as err:  # pydantic ValidationError: a value out of range
             bad = "; ".join(f"{'.'.join(str(x) for x in e['loc'])} = {e.get('input')!r} "
                             f"({self.sources.get(str(e['loc'][0]), '')}): {e['msg']}"
@@ -422,6 +428,10 @@ class Settings:
     """LaunchLayout.bridge_keys (Megatron-Bridge)."""
     base_config: str | None = None
     """LaunchLayout.base_config (Megatron-Bridge overrides)."""
+    warnings: list[str] = field(default_factory=list)
+    """LaunchLayout.warnings."""
+    hf_precision: tuple[str | None, str] | None = None
+    """The HF Trainer's --bf16 / --fp16 as its flags set them ("bf16", "fp16" or None for neither), with evidence."""
     bridge_full: bool = False
     """A whole Megatron-Bridge ConfigContainer was read (a saved run_config.yaml, its sections' `_target_` keys): no
     base is left unread, whatever overrides come with it."""
@@ -488,4 +498,4 @@ class Settings:
                        dict(self.config_keys if self.neox or not self.hf_trainer else self.json_keys),
                        tuple(self.unknown_keys),
                        dict(self.config_spelling), self.torchtitan_form, dict(self.torchtitan_stated),
-                       dict(self.bridge_keys), None if self.bridge_full else self.base_config)
+                       dict(self.bridge_keys), None if self.bridge_full else self.base_config, tuple(self.warnings))
