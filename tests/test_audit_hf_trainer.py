@@ -215,3 +215,54 @@ def test_deepspeed_chat_is_a_deepspeed_job_in_its_own_flags(tmp_path):
     assert a["layout"]["zero_stage"] == 3
     assert all(c["argument"] != "zero_optimization.stage" for c in a["changes"])
     assert [c for c in a["changes"] if c["argument"] == "--zero_stage"] or a["best"]["layout"]["zero_stage"] == 3
+
+
+ACCELERATE = ("compute_environment: LOCAL_MACHINE\ndeepspeed_config:\n  deepspeed_multinode_launcher: standard\n"
+              "  offload_optimizer_device: none\n  offload_param_device: none\n  zero3_init_flag: true\n"
+              "  zero_stage: 3\ndistributed_type: DEEPSPEED\nmixed_precision: bf16\nnum_machines: 1\n"
+              "num_processes: 8\n")
+TRL_SCRIPT = ("accelerate launch --config_file zero3.yaml sft.py --model_name_or_path openai/gpt-oss-20b --packing "
+              "--max_length 4096 --per_device_train_batch_size 2 --output_dir o\n")
+
+
+def test_an_accelerate_config_is_the_deepspeed_plugin_it_configures(tmp_path):
+    """TRL's examples launch with `accelerate launch --config_file deepspeed_zero3.yaml`: the audit read the YAML as a
+    Megatron-Bridge config ("mixed_precision 'bf16' is no Megatron-Bridge recipe"), and the script alone as
+    nothing; the YAML's DeepSpeed plugin is the job's ZeRO stage, precision and world, and accelerate's ranks run
+    unbound."""
+    from placement.audit.launch import parse_launch
+    from placement.errors import InputError
+
+    (tmp_path / "run.sh").write_text(TRL_SCRIPT)
+    (tmp_path / "zero3.yaml").write_text(ACCELERATE)
+    lay = parse_launch([tmp_path / "run.sh", tmp_path / "zero3.yaml"])
+    assert (lay.framework, lay.dialect, lay.zero_stage, lay.world_size, lay.precision) == (
+        "deepspeed", "hf-trainer", 3, 8, "bf16")
+    assert "zero3.yaml:7: zero_stage: 3" in lay.sources["zero_stage"]
+    assert lay.recipe["cpu_affinity"] is False and "torch.distributed.run" in lay.sources["recipe.cpu_affinity"]
+    with pytest.raises(InputError, match=r"`accelerate launch`, whose config file says what runs"):
+        parse_launch([tmp_path / "run.sh"])
+    (tmp_path / "fsdp.yaml").write_text(ACCELERATE.replace("DEEPSPEED", "FSDP"))
+    with pytest.raises(InputError, match=r"accelerate's FSDP"):
+        parse_launch([tmp_path / "run.sh", tmp_path / "fsdp.yaml"], "deepspeed")
+    (tmp_path / "off.yaml").write_text(ACCELERATE.replace("offload_optimizer_device: none",
+                                                          "offload_optimizer_device: cpu"))
+    lay = parse_launch([tmp_path / "run.sh", tmp_path / "off.yaml"])
+    assert any("offload_optimizer_device cpu" in w for w in lay.warnings)
+
+
+@pytest.mark.parametrize(("tool", "text"), [
+    ("LLaMA-Factory", "model_name_or_path: Qwen/Qwen3-4B\nstage: sft\nfinetuning_type: full\ntemplate: qwen3\n"
+                      "cutoff_len: 2048\ndeepspeed: ds_z3_config.json\n"),
+    ("axolotl", "base_model: NousResearch/Meta-Llama-3.1-8B\nsequence_len: 8192\nmicro_batch_size: 1\n"
+                "datasets:\n  - path: tatsu-lab/alpaca\n"),
+])
+def test_another_tools_yaml_is_refused_by_name(tmp_path, tool, text):
+    """LLaMA-Factory's and axolotl's YAML configs were taken for Megatron-Bridge ("the files look like more than one
+    framework"); the audit reads neither, and says so by name."""
+    from placement.audit.launch import parse_launch
+    from placement.errors import InputError
+
+    (tmp_path / "c.yaml").write_text(text)
+    with pytest.raises(InputError, match=rf"a {tool} config, which `placement audit` does not read"):
+        parse_launch([tmp_path / "c.yaml"])

@@ -1225,6 +1225,8 @@ def unknown_key_findings(launch: LaunchLayout) -> list[Finding]:
 EP_DEFAULT = {"deepspeed": "deepspeed.moe.layer.MoE's default ep_size (moe/layer.py). DeepSpeed takes expert "
                             "parallelism only in model code, never in its JSON: give the file that states it (the "
                             "emitted ds_topology.py's `ep_size = N`, or a script's MoE(..., ep_size=N))"}
+EP_DEFAULT["hf-trainer"] = ("the HF Trainer's: the model's own MoE modules hold every expert on every rank (no "
+                            "expert parallelism; ZeRO shards their weights as the rest)")
 """Where an MoE job's unstated ep comes from, for a framework whose files can leave it out."""
 
 
@@ -1286,7 +1288,7 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
                                  f"({', '.join(topo.host_names[:3])}{' ...' if topo.num_hosts > 3 else ''}); give "
                                  f"--hosts with the order the job ran with")
     if model.is_moe and "ep" not in launch.sources:
-        source = EP_DEFAULT.get(launch.framework, launch.framework + "'s default")
+        source = EP_DEFAULT.get(launch.dialect or launch.framework, launch.framework + "'s default")
         assumed["ep"] = f"not stated by the files: assumed {layout.ep}, {source}"
     gph = topo.gpus_per_host
     launch = _devices_by_host(launch, [topo.host_names[h] for h in order])

@@ -81,6 +81,13 @@ def parse_launch(paths: list[Path], framework: str | None = None, script_args: t
         SCRIPT_ARGUMENTS.reset(token)
 
 
+def _accelerate(path: Path) -> bool:
+    from placement.audit.readers.dispatch import accelerate_yaml
+    from placement.loaders.files import parse_yaml, read_text
+
+    return accelerate_yaml(parse_yaml(read_text(path, "YAML config", "expected YAML"), path, "YAML config"))
+
+
 _POSITIONAL = re.compile(r"\$\{?[1-9]|\$[@*#]|\bgetopts\b")
 
 
@@ -125,7 +132,8 @@ def _parse(paths: list[Path], framework: str | None) -> LaunchLayout:
     check_script_arms(paths, fw)
     if fw not in FRAMEWORKS:
         raise InputError(f"unknown framework {fw!r}; expected one of {', '.join(FRAMEWORKS)}")
-    yamls = [Path(p) for p in paths if file_kind(Path(p)) == "yaml"] if fw == "deepspeed" else []
+    yamls = [Path(p) for p in paths if file_kind(Path(p)) == "yaml" and not _accelerate(Path(p))] \
+        if fw == "deepspeed" else []
     if yamls:  # GPT-NeoX merges all its config files into one
         groups = [read_neox(yamls)] + [read_file(Path(p), fw) for p in paths if Path(p) not in yamls]
     else:

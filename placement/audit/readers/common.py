@@ -450,6 +450,9 @@ def process_binding(launch: Launch, args: dict[str, Arg], s: Settings) -> None:
             runner=(value.text.lower() if value is not None else None) if runner is not None else "pdsh",
             runner_evidence=runner.evidence if runner is not None else "",
             local="--no-ssh" in args, force_multi="--force-multi" in args, where=str(where))
+    elif launch.command.words and launch.command.words[0].text.rsplit("/", 1)[-1] == "accelerate":
+        s.put("recipe.cpu_affinity", False, f"{where}: accelerate launch starts its ranks through "
+                                            f"torch.distributed.run, torchrun's launcher, unbound")
     else:
         s.put("recipe.cpu_affinity", True, f"{where} (ranks started one per task bind as the cluster's SLURM task "
                                            f"plugin or the MPI launcher decides, which the files do not state: "

@@ -122,6 +122,57 @@ def read_json(path: Path, s: Settings) -> None:
     _bf16_optimizer_at_zero1(data, s, ev)
 
 
+def read_accelerate(data: dict, path: Path, lines: list[str], s: Settings) -> None:
+    """An accelerate config (`accelerate launch --config_file`): with distributed_type DEEPSPEED its deepspeed_config
+    section is the DeepSpeed plugin's (accelerate's DeepSpeedPlugin: zero_stage, offload_*_device, or a
+    deepspeed_config_file), mixed_precision the precision and num_processes / num_machines the world; the batch is
+    the training script's flags (the HF Trainer fills the plugin's config from them).  Its FSDP and plain
+    multi-GPU modes are refused by name."""
+    def ev(key: str) -> str:
+        for n, line in enumerate(lines, 1):
+            if re.match(rf"\s*{re.escape(key)}\s*:", line):
+                return f"{path}:{n}: {line.strip()}"
+        return f"{path}: {key}"
+
+    kind = str(data.get("distributed_type", "")).upper()
+    if kind != "DEEPSPEED":
+        what = {"FSDP": "accelerate's FSDP (torch FullyShardedDataParallel)", "MULTI_GPU": "PyTorch DDP",
+                "NO": "one process"}.get(kind, f"distributed_type {kind}")
+        raise InputError(f"{ev('distributed_type')}: this accelerate config runs {what}, which `placement audit` does "
+                         f"not read (it reads DeepSpeed: distributed_type DEEPSPEED); price the layout with "
+                         f"`placement evaluate`")
+    s.hf_trainer = s.hf_trainer or f"{ev('distributed_type')} (accelerate's DeepSpeed plugin, which the HF Trainer " \
+                                    f"fills from its arguments)"
+    section = data.get("deepspeed_config") or {}
+    if not isinstance(section, dict):
+        raise InputError(f"{ev('deepspeed_config')}: deepspeed_config must be a mapping of the DeepSpeed plugin's keys")
+    cfg = section.get("deepspeed_config_file")
+    if cfg:
+        s.deepspeed_config = (str(cfg), ev("deepspeed_config_file"))
+    if "zero_stage" in section:
+        stage = read_int(section["zero_stage"], "deepspeed_config.zero_stage", ev("zero_stage"))
+        if stage > 3:
+            raise InputError(f"{ev('zero_stage')}: zero_stage must be 0..3, got {stage}")
+        s.put("zero_stage", stage, ev("zero_stage"))
+    for key, what in (("offload_param_device", "the weights stream over PCIe to every forward and backward"),
+                      ("offload_optimizer_device", "the Adam step runs on the CPU, its gradients and weights over "
+                                                   "PCIe")):
+        dev = section.get(key)
+        if dev not in (None, "none"):
+            s.warnings.append(f"deepspeed_config.{key} {dev} ({ev(key)}): {what}, which the estimate does not price "
+                              f"(it keeps them on the GPU): the job's step is longer and its GPU memory smaller than "
+                              f"printed")
+    mixed = data.get("mixed_precision")
+    if mixed in ("bf16", "fp16"):
+        s.put("precision", "bf16", ev("mixed_precision") + (" (FP16, priced as BF16: the same tensor-core rate)"
+                                                             if mixed == "fp16" else ""))
+    procs, machines = data.get("num_processes"), data.get("num_machines", 1)
+    if isinstance(procs, int) and not isinstance(procs, bool) and procs >= 1:
+        s.put("world_size", procs, ev("num_processes"))
+        if isinstance(machines, int) and machines >= 1 and procs % machines == 0:
+            s.put("gpus_per_node", procs // machines, f"{ev('num_processes')}; {ev('num_machines')}")
+
+
 def _flat_keys(prefix: str, value: object) -> dict[str, str]:
     """A JSON object's leaf keys, dotted (`zero_optimization.stage`), each with its value as the change list spells it
     (true / false, "auto", numbers as written)."""

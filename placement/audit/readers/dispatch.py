@@ -111,12 +111,46 @@ HF_SCRIPT = re.compile(r"--(per_device_train_batch_size|per-device-train-batch-s
 """TrainingArguments flags of an HuggingFace Trainer script (readers.megatron.HF_TRAINER_FLAGS)."""
 
 
-def _hf_without_deepspeed(path: Path, text: str) -> str:
+ACCELERATE_KEYS = frozenset({"compute_environment", "distributed_type"})
+"""Top-level keys of an accelerate config file (`accelerate config`'s output, `accelerate launch --config_file`)."""
+OTHER_TOOLS = {"LLaMA-Factory": frozenset({"finetuning_type", "cutoff_len", "template", "stage"}),
+               "axolotl": frozenset({"base_model", "sequence_len", "micro_batch_size", "datasets"})}
+"""Training tools whose own YAML config the audit does not read (keys each one's configs have)."""
+
+
+def _yaml_kind(path: Path) -> str | None:
+    """"deepspeed" for an accelerate config; an InputError naming the tool for another tool's YAML; else None."""
+    data = parse_yaml(read_text(path, "YAML config", "expected YAML"), path, "YAML config")
+    if accelerate_yaml(data):
+        return "deepspeed"
+    tool = _other_tool(data)
+    if tool is not None:
+        raise InputError(f"{path}: a {tool} config, which `placement audit` does not read (it reads the frameworks "
+                         f"under it: the DeepSpeed JSON its `deepspeed:` key names, with the training flags as an "
+                         f"argument list); audit those files, or price the layout with `placement evaluate`")
+    return None
+
+
+def accelerate_yaml(data: object) -> bool:
+    return isinstance(data, dict) and ACCELERATE_KEYS <= set(data)
+
+
+def _other_tool(data: object) -> str | None:
+    """The training tool whose YAML this is, where the audit reads none of them (LLaMA-Factory, axolotl)."""
+    if not isinstance(data, dict):
+        return None
+    keys = set(map(str, data))
+    return next((tool for tool, marks in OTHER_TOOLS.items() if len(marks & keys) >= 3), None)
+
+
+def _hf_without_deepspeed(path: Path, text: str) -> str | None:
     """The framework of an HF Trainer script with no DeepSpeed mark: "deepspeed" where it passes --deepspeed, else an
     InputError saying what the Trainer runs (its own FSDP under --fsdp, PyTorch DDP otherwise), which the audit
     does not read."""
-    if re.search(r"--deepspeed\b", text):
+    if re.search(r"--deepspeed\b|--use_deepspeed\b", text):
         return "deepspeed"
+    if re.search(r"\baccelerate\s+launch\b", text):
+        return None  # accelerate's config file says what runs: it votes (and the audit refuses FSDP or DDP there)
     fsdp = re.search(r"--fsdp[ =]+(\"[^\"]*\"|'[^']*'|\S+)", text)
     if fsdp and fsdp.group(1).strip("\"'") not in ("", "False", "false"):
         raise InputError(f"{path}: --fsdp {fsdp.group(1)} runs the HF Trainer's own FSDP (torch "
@@ -144,6 +178,8 @@ def detect_framework(paths: list[Path]) -> str:
                 fw = _hf_without_deepspeed(p, text)
         elif kind == "yaml" and _maxtext_yaml(p):
             fw = "maxtext"
+        elif kind == "yaml" and _yaml_kind(p) is not None:
+            fw = _yaml_kind(p)
         elif kind == "yaml" and re.search(r"^[\s{]*[\"']?(pipe|model)[-_]parallel[-_]size[\"']?\s*:",
                                           read_text(p, "YAML config", "expected YAML"), re.M):
             fw = "deepspeed"  # GPT-NeoX: Megatron layers on DeepSpeed's pipeline engine
@@ -163,6 +199,12 @@ def detect_framework(paths: list[Path]) -> str:
     if len(votes) == 1:
         return next(iter(votes))
     if not votes:
+        accelerate = [p for p in paths if file_kind(p) == "script" and re.search(
+            r"\baccelerate\s+launch\b", read_text(p, "launch script", "a launch script"))]
+        if accelerate:
+            raise InputError(f"{accelerate[0]} starts the job with `accelerate launch`, whose config file says what "
+                             f"runs: give that file (its --config_file, or accelerate's default_config.yaml) with "
+                             f"--launch")
         raise InputError(f"cannot tell the framework of {names}: no Megatron flags, torchtitan flags or TOML, "
                          f"DeepSpeed JSON/hostfile or MaxText config found; pass --framework "
                          f"{'|'.join(CAPABILITIES)}")
@@ -224,6 +266,11 @@ def read_file(path: Path, fw: str) -> Settings:
     if kind == "yaml":
         text = read_text(path, "YAML config", "expected a Megatron-Bridge, GPT-NeoX or MaxText YAML config")
         data = parse_yaml(text, path, "YAML config")
+        if accelerate_yaml(data):
+            if fw != "deepspeed":
+                raise InputError(f"{path}: an accelerate config (DeepSpeed under it); pass --framework deepspeed")
+            deepspeed.read_accelerate(data, path, text.splitlines(), s)
+            return s
         if neox.is_neox(data):
             if fw != "deepspeed":
                 raise InputError(f"{path}: a GPT-NeoX config (DeepSpeed runs it); pass --framework deepspeed")
