@@ -266,3 +266,18 @@ def test_another_tools_yaml_is_refused_by_name(tmp_path, tool, text):
     (tmp_path / "c.yaml").write_text(text)
     with pytest.raises(InputError, match=rf"a {tool} config, which `placement audit` does not read"):
         parse_launch([tmp_path / "c.yaml"])
+
+
+def test_autotp_keeps_its_sequence_and_a_combined_saving_is_named(tmp_path):
+    """DeepSpeed AutoTP under the Trainer (tensor_parallel.autotp_size) has no sequence parallelism to turn on: the
+    best plan priced it (a layout the files cannot state).  Its saving (a smaller micro-batch that lets recompute
+    go) came with "no findings"; the audit now names the changes that only save together."""
+    config = {**AUTO_JSON, "zero_optimization": {"stage": 2}, "tensor_parallel": {"autotp_size": 2}}
+    script = _run_clm("--block_size 2048 --gradient_checkpointing True").replace(
+        "--per_device_train_batch_size 2", "--per_device_train_batch_size 16").replace(
+        "--gradient_accumulation_steps 4", "--gradient_accumulation_steps 1")
+    a = _audit(tmp_path, script, config, "llama3-8b", 8)
+    assert a["best"]["layout"]["tp"] == 2 and a["best"]["layout"]["sequence_parallel"] is False
+    assert a["speedup"] > 1.03
+    [f] = [f for f in a["findings"] if f["kind"] == "combined_changes"]
+    assert "micro_batch_size 16 -> " in f["message"] and "recompute full -> none" in f["message"]

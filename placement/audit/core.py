@@ -1144,7 +1144,8 @@ def hf_trainer_space(space: SearchConfig, layout: Layout) -> SearchConfig:
     state: the launched tensor degree (DeepSpeed AutoTP's tensor_parallel.autotp_size, else 1) and no pipeline,
     context or expert parallelism (the Trainer hands DeepSpeed the whole model: no PipelineModule, no process
     topology), recompute none or full (--gradient_checkpointing recomputes every decoder layer whole)."""
-    fixed = {**space.fixed, "tp": layout.tp, "pp": 1, "cp": 1, "ep": 1}
+    fixed = {**space.fixed, "tp": layout.tp, "pp": 1, "cp": 1, "ep": 1,
+             "sequence_parallel": layout.sequence_parallel}  # no Trainer flag or JSON key turns it on
     # an MoE model's experts are the model's own modules, not deepspeed.moe's: every ZeRO stage runs them
     cap = CAPABILITIES["deepspeed"]
     return dataclasses.replace(space, fixed=fixed, zero_stages=cap.zero_stages, framework=cap,
@@ -1187,6 +1188,29 @@ def base_config_findings(launch: LaunchLayout, layout: Layout, train: TrainingSp
         f"{'; and ' + ', '.join(fields) if fields else ''}. Audit the run's saved run_config.yaml "
         f"(Megatron-Bridge writes the whole ConfigContainer beside its checkpoints), or state these in the files",
         [], 0.0)]
+
+
+COMBINED_SHARE = 0.02
+"""Share of the step a best plan must save, where no finding names a remedy, for the audit to say what differs."""
+COMBINED_FIELDS = ("tp", "cp", "ep", "pp", "vpp", "dp", "micro_batch_size", "zero_stage", "recompute",
+                   "sequence_parallel")
+
+
+def _combined_finding(plan: Plan, best: Plan, findings: list[Finding]) -> Finding | None:
+    """An info finding where the best plan saves more than COMBINED_SHARE of the step but no finding names a saving:
+    the remedies that only work together (a smaller micro-batch that lets recompute go, say), each field that
+    differs with both values, and what they save together.  None otherwise."""
+    saving = plan.step_time_s - best.step_time_s
+    if not plan.fits or saving <= COMBINED_SHARE * plan.step_time_s or any((f.cost_s or 0.0) > 0 for f in findings):
+        return None
+    a, b = plan.layout, best.layout
+    moved = [f"{name} {getattr(a, name)} -> {getattr(b, name)}" for name in COMBINED_FIELDS
+             if getattr(a, name) != getattr(b, name)]
+    if not moved:
+        return None
+    return Finding("info", "combined_changes",
+                   f"no single change saves time here, but together {', '.join(moved)} save {saving:.3f} s per step "
+                   f"({plan.step_time_s:.3f} -> {best.step_time_s:.3f} s): the best plan below", [], saving)
 
 
 def _shown_value(v: object) -> str:
@@ -1396,6 +1420,9 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
     if best.step_time_s >= plan.step_time_s and plan.fits:  # the job already runs the best we know
         best, best_gpu = plan, gpu_of_rank
     speedup = round(plan.step_time_s / best.step_time_s, 3) if best.step_time_s > 0 else 1.0
+    combined = _combined_finding(plan, best, findings)
+    if combined is not None:
+        findings.append(combined)
     best_ctx = EmitContext.of(best, topo, best_gpu, model, train)
     changes = launch_changes(launch.dialect or launch.framework, EmitContext.of(plan, topo, gpu_of_rank, model, train),
                              best_ctx, files_text, launch.config_keys if launch.dialect else None,
