@@ -53,9 +53,10 @@ def test_the_trainers_deepspeed_path_is_its_config_not_megatron_deepspeeds_switc
     a = _audit(tmp_path, _run_clm("--block_size 4096", config="other.json"), AUTO_JSON)
     assert a["layout"]["dialect"] == "hf-trainer"
     assert "recipe.pipeline_p2p_blocking" not in a["layout"]["sources"]
-    assert any("runs DeepSpeed config other.json" in x and "ds.json" in x for x in a["layout"]["ignored"])
+    assert any("runs DeepSpeed config other.json" in f["message"] and "ds.json" in f["message"]
+               for f in a["findings"] if f["kind"] == "not_priced_as_run")
     same = _audit(tmp_path, _run_clm("--block_size 4096"), AUTO_JSON)
-    assert not any("runs DeepSpeed config" in x for x in same["layout"]["ignored"])
+    assert not any("runs DeepSpeed config" in f["message"] for f in same["findings"])
 
 
 @pytest.mark.parametrize(("flag", "kernel"), [("", "flash2"), ("--attn_implementation eager", "unfused"),
@@ -281,3 +282,15 @@ def test_autotp_keeps_its_sequence_and_a_combined_saving_is_named(tmp_path):
     assert a["speedup"] > 1.03
     [f] = [f for f in a["findings"] if f["kind"] == "combined_changes"]
     assert "micro_batch_size 16 -> " in f["message"] and "recompute full -> none" in f["message"]
+
+
+def test_a_zero_change_under_param_offload_says_to_drop_it(tmp_path):
+    """Stanford Alpaca's default_offload_opt_param.json offloads the weights, which DeepSpeed takes with stage 3
+    only: a best plan of stage 2 must say to drop it (the change list left it in)."""
+    config = {**AUTO_JSON, "zero_optimization": {"stage": 3, "offload_param": {"device": "cpu"},
+                                                 "offload_optimizer": {"device": "cpu"}}}
+    a = _audit(tmp_path, _run_clm("--block_size 2048").replace("--per_device_train_batch_size 2",
+                                                               "--per_device_train_batch_size 4"), config)
+    assert [f for f in a["findings"] if f["kind"] == "not_priced_as_run" and "offload_param" in f["message"]]
+    [c] = [c for c in a["changes"] if c["argument"] == "zero_optimization.stage"]
+    assert c["to"] != "3" and "drop zero_optimization.offload_param" in c["note"]

@@ -348,6 +348,10 @@ def hf_trainer_changes(a: dict[str, str], b: dict[str, str], now: EmitContext, b
         change = {"argument": k, "from": stated if stated is not None else a.get(k), "to": b.get(k)}
         if stated is None and a.get(k) is not None:
             change["note"] = NOT_IN_FILES
+        offload = json_keys.get("zero_optimization.offload_param.device")
+        if k == "zero_optimization.stage" and b.get(k) != "3" and offload not in (None, "none"):
+            change["note"] = (f"and drop zero_optimization.offload_param (device {offload}): DeepSpeed takes it with "
+                              f"stage 3 only")
         out.append(change)
     full = (now.plan.layout.recompute == "full", best.plan.layout.recompute == "full")
     if full[0] != full[1]:

@@ -491,9 +491,9 @@ def _config_path(s: Settings) -> None:
         return
     name, ev = s.deepspeed_config
     if PurePath(name).name not in {PurePath(p).name for p in s.json_paths}:
-        s.ignored.append(f"the launch runs DeepSpeed config {name} ({ev}), but the DeepSpeed JSON audited is "
-                         f"{', '.join(s.json_paths)}: its values are priced as the job's; give {PurePath(name).name} "
-                         f"with --launch if that is another file")
+        s.warnings.append(f"the launch runs DeepSpeed config {name} ({ev}), but the DeepSpeed JSON audited is "
+                          f"{', '.join(s.json_paths)}: its values are priced as the job's; give "
+                          f"{PurePath(name).name} with --launch if that is another file")
 
 
 HF_SEQUENCE = ("the sequence length is the training script's own default, which the launch files do not state "
