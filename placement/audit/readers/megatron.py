@@ -335,6 +335,7 @@ HF_ATTENTION_WHY = {
     "flex_attention": "FlexAttention, a Triton kernel of FlashAttention-2's class"}
 HF_TRAINER_FLAGS = frozenset({"--per-device-train-batch-size", "--output-dir", "--do-train",
                               "--attn-implementation", *HF_SEQ_FLAGS})
+"""TrainingArguments (and its example scripts') flags no Megatron script takes: with them, a HuggingFace Trainer job."""
 TRL_FLAGS = frozenset({"--packing", "--packing-strategy", "--padding-free", "--dataset-text-field",
                        "--assistant-only-loss", "--completion-only-loss", "--eval-packing"})
 """Flags only TRL's SFTConfig has: the script runs TRL's SFTTrainer with SFTConfig's defaults."""
@@ -347,7 +348,6 @@ PEFT_FLAGS = {"--lora-r": "LoRA", "--lora-rank": "LoRA", "--lora-enable": "LoRA"
 """Flags of HF Trainer and DeepSpeed-Chat scripts (FastChat, LLaVA, TRL, DeepSpeed-Chat) that train adapters or
 quantized base weights: the estimate prices full training (every weight's gradient and Adam state, its data-parallel
 traffic), which such a job does not run."""
-"""TrainingArguments (and its example scripts') flags no Megatron script takes: with them, a HuggingFace Trainer job."""
 _HF_NARGS = {**{f: 1 for f in HF_SEQ_FLAGS}, "--attn-implementation": 1, "--fsdp": 1}
 
 
@@ -622,8 +622,9 @@ def _hf_trainer(args: list[Arg], s: Settings, deepspeed_flag: Arg | None) -> boo
                          f"FullyShardedDataParallel through accelerate), which `placement audit` does not read: it "
                          f"reads DeepSpeed under the Trainer (--deepspeed CONFIG); price the layout with `placement "
                          f"evaluate --zero 3` (full_shard) or --zero 2 (shard_grad_op) instead")
+    # a flag set off: False / 0 (DeepSpeed-Chat's --lora_dim 0) / full / 16-bit (`--bits 16`)
     peft = [(f, PEFT_FLAGS[f]) for f in sorted(set(flags) & set(PEFT_FLAGS))
-            if not flags[f].values or one_value(flags[f]).text.lower() not in ("false", "0", "no", "full")]
+            if not flags[f].values or one_value(flags[f]).text.lower() not in ("false", "0", "no", "full", "16", "32")]
     if peft:
         what = sorted({kind for _, kind in peft})
         quantized = " over quantized base weights" if any("bit" in k or "QLoRA" in k for k in what) else ""
