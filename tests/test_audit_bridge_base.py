@@ -53,3 +53,16 @@ def test_a_saved_run_config_is_the_whole_config(tmp_path):
     script = tmp_path / "run.sh"
     script.write_text("torchrun --nproc_per_node 8 run_recipe.py train.global_batch_size=128\n")
     assert _findings(script, tmp_path / "run_config.yaml") == []
+
+
+def test_an_moe_override_names_the_moe_recipe_fields_too(tmp_path):
+    """Megatron-Bridge's qwen3_moe recipes set the alltoall dispatcher and the permute fusion; an override of one
+    priced Megatron-Core's allgather and unfused defaults, and the warning did not name them (a user trial)."""
+    (tmp_path / "o.yaml").write_text("model:\n  tensor_model_parallel_size: 1\n  expert_model_parallel_size: 8\n"
+                                     "train:\n  global_batch_size: 64\n  micro_batch_size: 1\n")
+    args = ["audit", "--model", "qwen3-30b-a3b", "--gpus", "16", "--framework", "megatron", "--json", "--launch",
+            str(tmp_path / "o.yaml")]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code in (0, 1), result.output
+    [f] = [f for f in json.loads(result.stdout)["findings"] if f["kind"] == "base_config_unread"]
+    assert "moe_dispatcher" in f["message"] and "moe_fusions" in f["message"]

@@ -265,7 +265,7 @@ def test_another_tools_yaml_is_refused_by_name(tmp_path, tool, text):
     from placement.errors import InputError
 
     (tmp_path / "c.yaml").write_text(text)
-    with pytest.raises(InputError, match=rf"a {tool} config, which `placement audit` does not read"):
+    with pytest.raises(InputError, match=rf"an? {tool} config, which `placement audit` does not read"):
         parse_launch([tmp_path / "c.yaml"])
 
 
@@ -294,3 +294,51 @@ def test_a_zero_change_under_param_offload_says_to_drop_it(tmp_path):
     assert [f for f in a["findings"] if f["kind"] == "not_priced_as_run" and "offload_param" in f["message"]]
     [c] = [c for c in a["changes"] if c["argument"] == "zero_optimization.stage"]
     assert c["to"] != "3" and "drop zero_optimization.offload_param" in c["note"]
+
+
+def test_accelerates_ulysses_context_degree_is_the_jobs(tmp_path):
+    """TRL's alst_ulysses_4gpu.yaml splits each 32768-token sequence over cp 2 (DeepSpeed-Ulysses) with dp_shard 2:
+    the audit priced dp 4 at global batch 4 and called the job the best plan.  The best plan keeps the launched cp,
+    and a ZeRO change is spelled in the accelerate config's key."""
+    from placement.audit.launch import parse_launch
+    from placement.errors import InputError
+
+    par = ("parallelism_config:\n  parallelism_config_dp_replicate_size: 1\n  parallelism_config_dp_shard_size: 2\n"
+           "  parallelism_config_tp_size: 1\n  parallelism_config_cp_size: 2\n"
+           "  parallelism_config_cp_backend: deepspeed\n")
+    (tmp_path / "run.sh").write_text("accelerate launch --config_file u.yaml sft.py --model_name_or_path m "
+                                     "--max_length 32768 --packing --per_device_train_batch_size 1\n")
+    (tmp_path / "u.yaml").write_text(ACCELERATE.replace("num_processes: 8", "num_processes: 4") + par)
+    lay = parse_launch([tmp_path / "run.sh", tmp_path / "u.yaml"])
+    assert (lay.cp, lay.global_batch, lay.seq_len) == (2, 2, 32768)
+    assert any("DeepSpeed-Ulysses" in x for x in lay.ignored)
+    result = CliRunner().invoke(main, ["audit", "--model", "llama3-8b", "--gpus", "4", "--json", "--launch",
+                                       str(tmp_path / "run.sh"), "--launch", str(tmp_path / "u.yaml")])
+    assert result.exit_code in (0, 1), result.output
+    a = json.loads(result.stdout)
+    assert a["best"]["layout"]["cp"] == 2 and a["no_better_plan"] is None
+    assert all(c["argument"] != "zero_optimization.stage" for c in a["changes"])
+    (tmp_path / "bad.yaml").write_text(ACCELERATE.replace("num_processes: 8", "num_processes: 4")
+                                       + par.replace("dp_shard_size: 2", "dp_shard_size: 4"))
+    with pytest.raises(InputError, match=r"= 8 but num_processes is 4"):
+        parse_launch([tmp_path / "run.sh", tmp_path / "bad.yaml"])
+
+
+def test_an_accelerate_script_without_its_config_is_refused_under_any_framework(tmp_path):
+    """--framework deepspeed had priced `accelerate launch --config_file zero3.yaml ...` alone at DeepSpeed's ZeRO-0
+    (198 GiB, "cannot run") while the config runs ZeRO-3."""
+    from placement.audit.launch import parse_launch
+    from placement.errors import InputError
+
+    (tmp_path / "run.sh").write_text(TRL_SCRIPT)
+    with pytest.raises(InputError, match=r"accelerate launch`, whose config file"):
+        parse_launch([tmp_path / "run.sh"], "deepspeed")
+
+
+def test_warnings_that_price_nothing_say_so(tmp_path):
+    a = _audit(tmp_path, _run_clm("--block_size 1024 --lora_r 8"), AUTO_JSON)
+    (tmp_path / "run.sh").write_text(_run_clm("--block_size 1024 --lora_r 8"))
+    result = CliRunner().invoke(main, ["audit", "--model", "llama3-8b", "--gpus", "8", "--launch",
+                                       str(tmp_path / "run.sh"), "--launch", str(tmp_path / "ds.json")])
+    assert "[warning] not_priced_as_run (not priced)" in result.output
+    assert next(f for f in a["findings"] if f["kind"] == "not_priced_as_run")["cost_s"] == 0

@@ -340,6 +340,11 @@ def hf_trainer_changes(a: dict[str, str], b: dict[str, str], now: EmitContext, b
             continue  # the Trainer fills it: world size x micro-batch x accumulation
         if k in ("bf16.enabled", "fp16.enabled") and stated == "auto":
             continue  # the Trainer fills it from --bf16 / --fp16, which the plan keeps
+        if k == "zero_optimization.stage" and stated is None and "deepspeed_config.zero_stage" in json_keys:
+            # accelerate's config states the plugin's stage (readers.deepspeed.ACCELERATE_ZERO)
+            out.append({"argument": "deepspeed_config.zero_stage", "from": json_keys["deepspeed_config.zero_stage"],
+                        "to": b.get(k), "note": "in the accelerate config"})
+            continue
         own = HF_SCRIPT_FLAGS.get(k)
         if stated is None and own is not None and live is not None and re.search(rf"{own}\b", live):
             # a script that builds its DeepSpeed config from its own flag (DeepSpeed-Chat's --zero_stage)

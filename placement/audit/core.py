@@ -1141,13 +1141,14 @@ def neox_space(space: SearchConfig, launch: LaunchLayout, model: ModelSpec | Non
 
 def hf_trainer_space(space: SearchConfig, layout: Layout) -> SearchConfig:
     """The best plan's search for a HuggingFace Trainer job under DeepSpeed, within what its flags and JSON can
-    state: the launched tensor degree (DeepSpeed AutoTP's tensor_parallel.autotp_size, else 1) and no pipeline,
-    context or expert parallelism (the Trainer hands DeepSpeed the whole model: no PipelineModule, no process
-    topology), recompute none or full (--gradient_checkpointing recomputes every decoder layer whole)."""
-    fixed = {**space.fixed, "tp": layout.tp, "pp": 1, "cp": 1, "ep": 1,
+    state: the launched tensor and context degrees (DeepSpeed AutoTP's tensor_parallel.autotp_size, accelerate's
+    parallelism_config), no pipeline or expert parallelism (the Trainer hands DeepSpeed the whole model: no
+    PipelineModule), recompute none or full (--gradient_checkpointing recomputes every decoder layer whole)."""
+    fixed = {**space.fixed, "tp": layout.tp, "pp": 1, "cp": layout.cp, "ep": 1,
              "sequence_parallel": layout.sequence_parallel}  # no Trainer flag or JSON key turns it on
     # an MoE model's experts are the model's own modules, not deepspeed.moe's: every ZeRO stage runs them
-    cap = CAPABILITIES["deepspeed"]
+    # and a launched context degree is accelerate's (DeepSpeed-Ulysses), not the ring placement's DeepSpeed files lack
+    cap = dataclasses.replace(CAPABILITIES["deepspeed"], max_cp=layout.cp)
     return dataclasses.replace(space, fixed=fixed, zero_stages=cap.zero_stages, framework=cap,
                                recompute=tuple(r for r in space.recompute if r is not Recompute.SELECTIVE))
 
@@ -1163,10 +1164,13 @@ BASE_RECIPE_FIELDS = ("dp_overlap", "tp_comm_overlap", "grad_reduce_fp32", "cros
                       "fp8_recipe")
 """Recipe fields a Megatron-Bridge recipe sets (its comm_overlap, mixed_precision and model sections) that move the
 step time."""
+MOE_RECIPE_FIELDS = ("moe_dispatcher", "moe_fusions", "ep_comm_overlap")
+"""The MoE ones (the token dispatcher, the permute/router fusions, the EP overlap): a recipe of an MoE
+model sets them (Megatron-Bridge's qwen3_moe recipes: alltoall dispatcher, permute fusion)."""
 
 
 def base_config_findings(launch: LaunchLayout, layout: Layout, train: TrainingSpec, recipe: Recipe,
-                         recipe_sources: dict[str, str]) -> list[Finding]:
+                         recipe_sources: dict[str, str], moe: bool = False) -> list[Finding]:
     """A warning where the files override a base configuration the audit cannot read (LaunchLayout.base_config): the
     fields they leave out are the base's (a Megatron-Bridge recipe sets the degrees, the distributed optimizer,
     sequence parallelism, the overlaps and the precision recipe), priced here at the framework's defaults, each
@@ -1178,9 +1182,10 @@ def base_config_findings(launch: LaunchLayout, layout: Layout, train: TrainingSp
     # a job field (sequence, batch, precision) the CLI filled from a catalog default says so (cli._job_sources)
     left = [f"{name} {_shown_value(values[name])}" for name in BASE_FIELDS if not (name == "vpp" and layout.pp == 1)
             and launch.sources.get(name, DEFAULT_TAILS[0]).endswith(DEFAULT_TAILS)]
-    fields = [f"{k} {_shown_value(getattr(recipe, k))}" for k in BASE_RECIPE_FIELDS
-              if recipe_sources.get(k, "default") == "default" and (k != "fp8_recipe" or train.precision.value == "fp8")
-              and (k != "tp_comm_overlap" or layout.tp > 1)]
+    # a recipe field the files do not state: priced at a default (placement's, or the framework's row for it)
+    fields = [f"{k} {_shown_value(getattr(recipe, k))}" for k in BASE_RECIPE_FIELDS + (MOE_RECIPE_FIELDS if moe else ())
+              if f"recipe.{k}" not in launch.sources and not recipe_sources.get(k, "").startswith("launch:")
+              and (k != "fp8_recipe" or train.precision.value == "fp8") and (k != "tp_comm_overlap" or layout.tp > 1)]
     return [Finding(
         "warning", "base_config_unread",
         f"{launch.base_config}; the audit does not read that recipe, so what the files leave out is priced at "
@@ -1397,7 +1402,7 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
              est if planned is None else planned.search.estimates, batch if planned is None else planned.search.batch,
              recipe, mapped, space.zero_stages, framework_rank, launch.framework, launch.dialect, launch.config_keys)
     findings = (_crossing_findings(c, kinds) + _layout_findings(c, plan) + notes + unknown_key_findings(launch)
-                + base_config_findings(launch, layout, train, recipe, recipe_sources)
+                + base_config_findings(launch, layout, train, recipe, recipe_sources, model.is_moe)
                 + [Finding("warning", "not_priced_as_run", w, [], 0.0) for w in launch.warnings])
     stated = (launch.first_stage_layers, launch.last_stage_layers)
     modeled = (plan.layout.stage_layers[0], plan.layout.stage_layers[-1])

@@ -122,8 +122,14 @@ def _layout_line(p) -> str:
             f"ZeRO-{lay.zero_stage}, micro-batch {lay.micro_batch_size}, recompute {lay.recompute}")
 
 
+UNPRICED_KINDS = frozenset({"not_priced_as_run", "base_config_unread", "unknown_config_key"})
+"""Warnings that say what the estimate does not describe: no saving to print (their JSON cost_s is 0)."""
+
+
 def finding_cost(f) -> str:
     """A finding's cost as printed: `0.123 s/step`, or `cannot run`."""
+    if f.kind in UNPRICED_KINDS:
+        return "not priced"
     return "cannot run" if f.cost_s is None else f"{f.cost_s:.3f} s/step"
 
 

@@ -453,6 +453,7 @@ def process_binding(launch: Launch, args: dict[str, Arg], s: Settings) -> None:
     elif launch.command.words and launch.command.words[0].text.rsplit("/", 1)[-1] == "accelerate":
         s.put("recipe.cpu_affinity", False, f"{where}: accelerate launch starts its ranks through "
                                             f"torch.distributed.run, torchrun's launcher, unbound")
+        s.accelerate_launch = str(where)
     else:
         s.put("recipe.cpu_affinity", True, f"{where} (ranks started one per task bind as the cluster's SLURM task "
                                            f"plugin or the MPI launcher decides, which the files do not state: "
@@ -534,6 +535,8 @@ def merge(groups: list[Settings]) -> Settings:
         out.bridge_full = out.bridge_full or g.bridge_full
         out.warnings += [w for w in g.warnings if w not in out.warnings]
         out.hf_precision = g.hf_precision or out.hf_precision
+        out.accelerate_launch = g.accelerate_launch or out.accelerate_launch
+        out.accelerate_read = out.accelerate_read or g.accelerate_read
         out.json_keys |= g.json_keys
         out.json_paths += g.json_paths
     return out

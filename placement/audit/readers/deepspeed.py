@@ -122,6 +122,11 @@ def read_json(path: Path, s: Settings) -> None:
     _bf16_optimizer_at_zero1(data, s, ev)
 
 
+ACCELERATE_ZERO = "deepspeed_config.zero_stage"
+"""An accelerate config's ZeRO stage key, kept among the job's DeepSpeed keys (LaunchLayout.config_keys) so that the
+change list names it (changes.hf_trainer_changes)."""
+
+
 def read_accelerate(data: dict, path: Path, lines: list[str], s: Settings) -> None:
     """An accelerate config (`accelerate launch --config_file`): with distributed_type DEEPSPEED its deepspeed_config
     section is the DeepSpeed plugin's (accelerate's DeepSpeedPlugin: zero_stage, offload_*_device, or a
@@ -134,6 +139,7 @@ def read_accelerate(data: dict, path: Path, lines: list[str], s: Settings) -> No
                 return f"{path}:{n}: {line.strip()}"
         return f"{path}: {key}"
 
+    s.accelerate_read = True
     kind = str(data.get("distributed_type", "")).upper()
     if kind != "DEEPSPEED":
         what = {"FSDP": "accelerate's FSDP (torch FullyShardedDataParallel)", "MULTI_GPU": "PyTorch DDP",
@@ -154,6 +160,7 @@ def read_accelerate(data: dict, path: Path, lines: list[str], s: Settings) -> No
         if stage > 3:
             raise InputError(f"{ev('zero_stage')}: zero_stage must be 0..3, got {stage}")
         s.put("zero_stage", stage, ev("zero_stage"))
+        s.json_keys[ACCELERATE_ZERO] = str(stage)
     for key, what in (("offload_param_device", "the weights stream over PCIe to every forward and backward"),
                       ("offload_optimizer_device", "the Adam step runs on the CPU, its gradients and weights over "
                                                    "PCIe")):
@@ -171,6 +178,37 @@ def read_accelerate(data: dict, path: Path, lines: list[str], s: Settings) -> No
         s.put("world_size", procs, ev("num_processes"))
         if isinstance(machines, int) and machines >= 1 and procs % machines == 0:
             s.put("gpus_per_node", procs // machines, f"{ev('num_processes')}; {ev('num_machines')}")
+    _accelerate_parallelism(data.get("parallelism_config"), ev, s)
+
+
+def _accelerate_parallelism(par: object, ev: Callable[[str], str], s: Settings) -> None:
+    """accelerate's ParallelismConfig section (parallelism_config_*_size): the context degree (cp_backend deepspeed:
+    DeepSpeed-Ulysses' all-to-all sequence parallelism, ALST; priced as context parallelism and said) and the tensor
+    degree; the data-parallel degree is what the world leaves (dp_shard x dp_replicate), checked against it."""
+    if not isinstance(par, dict):
+        return
+    sizes = {}
+    for axis in ("dp_replicate", "dp_shard", "tp", "cp"):
+        key = f"parallelism_config_{axis}_size"
+        if key in par:
+            sizes[axis] = read_int(par[key], key, ev(key), minimum=1)
+    if sizes.get("tp", 1) > 1:
+        s.put("tp", sizes["tp"], ev("parallelism_config_tp_size"))
+    if sizes.get("cp", 1) > 1:
+        s.put("cp", sizes["cp"], ev("parallelism_config_cp_size"))
+        backend = par.get("parallelism_config_cp_backend", "torch")
+        if backend == "deepspeed":
+            where = ev("parallelism_config_cp_backend")
+            s.ignored.append(f"parallelism_config_cp_backend deepspeed: DeepSpeed-Ulysses all-to-all sequence "
+                             f"parallelism (ALST), priced as context parallelism ({where})")
+    product = 1
+    for v in sizes.values():
+        product *= v
+    procs = s.value("world_size")
+    if procs is not None and len(sizes) == 4 and product != procs:
+        raise InputError(f"{ev('parallelism_config_cp_size')}: parallelism_config sizes dp_replicate x dp_shard x tp "
+                         f"x cp = {product} but num_processes is {procs}; accelerate refuses a mesh that does not "
+                         f"cover the processes")
 
 
 def _flat_keys(prefix: str, value: object) -> dict[str, str]:
@@ -468,6 +506,10 @@ def join(groups: list[Settings]) -> Reading:
     """A DeepSpeed job (DeepSpeed JSON, hostfile, launcher, topology code, Megatron-DeepSpeed or HF Trainer
     scripts, GPT-NeoX configs): DeepSpeed's rules, then Megatron's (its layers run most of these jobs)."""
     s = merge(groups)
+    if s.accelerate_launch and not s.accelerate_read and not s.json_paths:
+        raise InputError(f"{s.accelerate_launch}: the job starts with `accelerate launch`, whose config file (its "
+                         f"--config_file, or accelerate's default_config.yaml) sets the DeepSpeed plugin it runs; give "
+                         f"that file with --launch")
     if s.hf_auto and not s.hf_trainer and not s.neox:  # "auto" is the HF Trainer's: it fills them
         s.hf_trainer = f"{s.hf_auto[0].evidence} (\"auto\": a value the HF Trainer fills from its arguments)"
     _config_path(s)

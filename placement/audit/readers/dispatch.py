@@ -123,12 +123,19 @@ def _yaml_kind(path: Path) -> str | None:
     data = parse_yaml(read_text(path, "YAML config", "expected YAML"), path, "YAML config")
     if accelerate_yaml(data):
         return "deepspeed"
+    _refuse_other_tool(path, data)
+    return None
+
+
+def _refuse_other_tool(path: Path, data: object) -> None:
+    """An InputError naming the training tool whose YAML `data` is (LLaMA-Factory, axolotl), which the audit does
+    not read; nothing for any other YAML."""
     tool = _other_tool(data)
     if tool is not None:
-        raise InputError(f"{path}: a {tool} config, which `placement audit` does not read (it reads the frameworks "
-                         f"under it: the DeepSpeed JSON its `deepspeed:` key names, with the training flags as an "
-                         f"argument list); audit those files, or price the layout with `placement evaluate`")
-    return None
+        article = "an" if tool[0].lower() in "aeiou" else "a"
+        raise InputError(f"{path}: {article} {tool} config, which `placement audit` does not read (it reads the "
+                         f"frameworks under it: the DeepSpeed JSON its `deepspeed:` key names, with the training flags "
+                         f"as an argument list); audit those files, or price the layout with `placement evaluate`")
 
 
 def accelerate_yaml(data: object) -> bool:
@@ -223,6 +230,8 @@ def read_neox(paths: list[Path]) -> Settings:
         if not isinstance(data, dict):
             raise InputError(f"{path}: a GPT-NeoX config file must be a mapping of keys, got {type(data).__name__}")
         parts.append((path, data, text.splitlines()))
+    for path, data, _ in parts:
+        _refuse_other_tool(path, data)
     if not any(neox.is_neox(d) for _, d, _ in parts):
         names = ", ".join(str(p) for p in paths)
         raise InputError(f"{names}: no GPT-NeoX config among the YAML files (none names pipe_parallel_size or "
@@ -266,6 +275,7 @@ def read_file(path: Path, fw: str) -> Settings:
     if kind == "yaml":
         text = read_text(path, "YAML config", "expected a Megatron-Bridge, GPT-NeoX or MaxText YAML config")
         data = parse_yaml(text, path, "YAML config")
+        _refuse_other_tool(path, data)
         if accelerate_yaml(data):
             if fw != "deepspeed":
                 raise InputError(f"{path}: an accelerate config (DeepSpeed under it); pass --framework deepspeed")

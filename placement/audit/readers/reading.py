@@ -430,6 +430,9 @@ class Settings:
     """LaunchLayout.base_config (Megatron-Bridge overrides)."""
     warnings: list[str] = field(default_factory=list)
     """LaunchLayout.warnings."""
+    accelerate_launch: str | None = None
+    """Evidence of an `accelerate launch` line: its config file says what runs (`accelerate_read` once read)."""
+    accelerate_read: bool = False
     hf_precision: tuple[str | None, str] | None = None
     """The HF Trainer's --bf16 / --fp16 as its flags set them ("bf16", "fp16" or None for neither), with evidence."""
     bridge_full: bool = False
