@@ -994,3 +994,16 @@ def test_a_refused_script_that_reads_its_arguments_names_script_args(tmp_path):
     with pytest.raises(InputError, match=r"reads its own arguments .* --script-args"):
         parse_launch([script], "megatron")
     assert parse_launch([script], "megatron", ("4",)).tp == 4
+
+
+def test_arguments_held_in_a_heredoc_variable_are_said(tmp_path):
+    """OpenRLHF's examples read the launch's arguments from a here-document (`read -r -d '' training_commands
+    <<EOF`) and run `deepspeed --module $training_commands`: the refusal said there was no launch command outside a
+    heredoc (there is one) and pointed at --script-args."""
+    script = tmp_path / "train_sft.sh"
+    script.write_text("read -r -d '' training_commands <<EOF\nopenrlhf.cli.train_sft \\\n   --ds.zero_stage 2\nEOF\n"
+                      "if [[ ${1} != \"slurm\" ]]; then\n    deepspeed --module $training_commands\nfi\n")
+    with pytest.raises(InputError, match=r"train_sft.sh:1: the launch's arguments are a here-document read into "
+                                         r"\$training_commands") as err:
+        parse_launch([script], "deepspeed")
+    assert "--script-args" not in str(err.value)

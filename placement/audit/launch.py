@@ -73,7 +73,8 @@ def parse_launch(paths: list[Path], framework: str | None = None, script_args: t
     try:
         return _parse_files(paths, framework)
     except InputError as err:
-        hint = _no_arguments_hint(paths) if not script_args else None
+        hint = _no_arguments_hint(paths) if not script_args and any(
+            m in str(err) for m in EMPTY_ARGUMENT_MARKS) else None
         if hint is None:
             raise
         raise InputError(f"{err} ({hint})") from None
@@ -88,6 +89,10 @@ def _accelerate(path: Path) -> bool:
     return accelerate_yaml(parse_yaml(read_text(path, "YAML config", "expected YAML"), path, "YAML config"))
 
 
+EMPTY_ARGUMENT_MARKS = ("got nothing", "cannot be evaluated", "which the files do not set", "got ''",
+                       "no launch command")
+"""Refusals an empty $1 can cause (a flag with no value, a condition on it, a word it leaves out): the ones the
+--script-args hint is added to."""
 _POSITIONAL = re.compile(r"\$\{?[1-9]|\$[@*#]|\bgetopts\b")
 
 

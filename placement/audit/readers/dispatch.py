@@ -309,7 +309,14 @@ def read_file(path: Path, fw: str) -> Settings:
     else:
         args = [w for c in read_commands(path) for w in c.words]
         if not args or (not args[0].text.startswith(("-", "activation")) and "=" not in args[0].text):
-            if re.search(r"<<-?\s*['\"]?\w+", read_text(path, "launch script", "a launch script")):
+            text = read_text(path, "launch script", "a launch script")
+            held = re.search(r"^\s*read\b[^\n]*?(\w+)\s*<<-?\s*['\"]?\w+", text, re.M)
+            if held:
+                line = text[:held.start()].count("\n") + 1
+                raise InputError(f"{path}:{line}: the launch's arguments are a here-document read into "
+                                 f"${held.group(1)} (`{held.group(0).strip()}`), which the audit does not expand; "
+                                 f"pass the launch command with those arguments as a file of its own")
+            if re.search(r"<<-?\s*['\"]?\w+", text):
                 raise InputError(f"{path}: no launch command outside a heredoc (`sbatch <<EOF ... EOF` or `cat "
                                  f"<<EOF`): the audit does not read the commands inside one; pass the script the "
                                  f"heredoc runs, or its command as a file of its own")
