@@ -1324,6 +1324,8 @@ def _gpus_used_per_node(launch, cluster_ref, real: bool) -> int | None:
 def _job_sources(launch, ctx: click.Context, topo, train, model, real: bool) -> dict[str, str]:
     """Where the audited job's GPU count, sequence, batch and precision came from when the launch files do not
     say: a flag, the allocation, or a catalog default (named, with its value)."""
+    from placement.audit.core import DEFAULT_TAILS  # the audit's base_config_unread finding matches these ends
+
     def given(name: str) -> bool:
         return ctx.get_parameter_source(name) not in (click.core.ParameterSource.DEFAULT, None)
 
@@ -1331,17 +1333,16 @@ def _job_sources(launch, ctx: click.Context, topo, train, model, real: bool) -> 
     if "world_size" not in launch.sources or given("gpus") or given("nodes"):
         out["num_gpus"] = (f"--gpus {topo.num_gpus}" if given("gpus") else f"--nodes {ctx.params['nodes']}"
                            if given("nodes") else "the allocation (--slurm-topology / --cluster-graph)" if real
-                           else f"the cluster's default size ({topo.num_gpus} GPUs): the launch files do not fix it")
+                           else f"the cluster's default size ({topo.num_gpus} GPUs): {DEFAULT_TAILS[0]}")
     if "seq_len" not in launch.sources:
         out["seq_len"] = (f"--seq-len {train.seq_len}" if given("seq_len")
-                          else f"model {model.name}'s default ({train.seq_len}): the launch files do not fix it")
+                          else f"model {model.name}'s default ({train.seq_len}): {DEFAULT_TAILS[0]}")
     if "global_batch" not in launch.sources:
         out["global_batch"] = (f"--global-batch {train.global_batch}" if given("global_batch")
-                               else f"model {model.name}'s default ({train.global_batch}): the launch files do not "
-                                    f"fix it")
+                               else f"model {model.name}'s default ({train.global_batch}): {DEFAULT_TAILS[0]}")
     if "precision" not in launch.sources:
         out["precision"] = (f"--precision {train.precision}" if given("precision")
-                            else f"placement's default ({train.precision}): the launch files do not set it")
+                            else f"placement's default ({train.precision}): {DEFAULT_TAILS[1]}")
     return out
 
 

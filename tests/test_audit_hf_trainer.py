@@ -141,6 +141,10 @@ def test_the_trainers_own_fsdp_and_ddp_are_refused_by_name(tmp_path):
             "--per_device_train_batch_size 4 --fsdp \"full_shard auto_wrap\"\n")
     with pytest.raises(InputError, match=r"HF Trainer's own FSDP .* evaluate --zero 3"):
         _parse(tmp_path, fsdp)
+    from placement.audit.launch import parse_launch
+
+    with pytest.raises(InputError, match=r"--fsdp 'full_shard auto_wrap' runs the HF Trainer's own FSDP"):
+        parse_launch([tmp_path / "run.sh"], "deepspeed")  # read as DeepSpeed's, the same refusal
     with pytest.raises(InputError, match=r"runs PyTorch DDP through the Trainer"):
         _parse(tmp_path, fsdp.replace(' --fsdp "full_shard auto_wrap"', ""))
 

@@ -71,14 +71,10 @@ def read_json(path: Path, s: Settings) -> None:
         if stage > 3:
             raise InputError(f"{ev('stage')}: zero_optimization.stage must be 0..3, got {stage}")
         s.put("zero_stage", stage, ev("stage"))
-        for key, what in (("offload_param", "the weights stream over PCIe to every forward and backward"),
-                          ("offload_optimizer", "the Adam step runs on the CPU, its gradients and weights over PCIe")):
+        for key in OFFLOADED:
             dev = zero.get(key)
             if isinstance(dev, dict) and dev.get("device") not in (None, "none"):
-                only3 = " (DeepSpeed takes offload_param with stage 3 only)" if key == "offload_param" else ""
-                s.warnings.append(f"zero_optimization.{key} to {dev.get('device')} ({ev(key)}): {what}, which the "
-                                  f"estimate does not price (it keeps them on the GPU): the job's step is longer and "
-                                  f"its GPU memory smaller than printed{only3}")
+                _offload_warning(s, f"zero_optimization.{key} to {dev.get('device')} ({ev(key)})", key)
         if int(zero.get("zero_hpz_partition_size", 1) or 1) > 1:
             hpz = ev("zero_hpz_partition_size")
             s.ignored.append(f"zero_hpz_partition_size (ZeRO++ hierarchical partitioning) ({hpz})")
@@ -122,6 +118,19 @@ def read_json(path: Path, s: Settings) -> None:
     _bf16_optimizer_at_zero1(data, s, ev)
 
 
+OFFLOADED = {"offload_param": "the weights stream over PCIe to every forward and backward",
+             "offload_optimizer": "the Adam step runs on the CPU, its gradients and weights over PCIe"}
+"""ZeRO's offloads (a DeepSpeed JSON's zero_optimization.KEY, accelerate's deepspeed_config.KEY_device) and what
+each moves off the GPU, which the estimate does not price."""
+
+
+def _offload_warning(s: Settings, stated: str, key: str) -> None:
+    """The warning for an offload the files turn on (`stated`: the setting as written, with its line)."""
+    only3 = " (DeepSpeed takes offload_param with stage 3 only)" if key == "offload_param" else ""
+    s.warnings.append(f"{stated}: {OFFLOADED[key]}, which the estimate does not price (it keeps them on the GPU): the "
+                      f"job's step is longer and its GPU memory smaller than printed{only3}")
+
+
 ACCELERATE_ZERO = "deepspeed_config.zero_stage"
 """An accelerate config's ZeRO stage key, kept among the job's DeepSpeed keys (LaunchLayout.config_keys) so that the
 change list names it (changes.hf_trainer_changes)."""
@@ -161,14 +170,10 @@ def read_accelerate(data: dict, path: Path, lines: list[str], s: Settings) -> No
             raise InputError(f"{ev('zero_stage')}: zero_stage must be 0..3, got {stage}")
         s.put("zero_stage", stage, ev("zero_stage"))
         s.json_keys[ACCELERATE_ZERO] = str(stage)
-    for key, what in (("offload_param_device", "the weights stream over PCIe to every forward and backward"),
-                      ("offload_optimizer_device", "the Adam step runs on the CPU, its gradients and weights over "
-                                                   "PCIe")):
-        dev = section.get(key)
+    for key in OFFLOADED:
+        dev = section.get(f"{key}_device")
         if dev not in (None, "none"):
-            s.warnings.append(f"deepspeed_config.{key} {dev} ({ev(key)}): {what}, which the estimate does not price "
-                              f"(it keeps them on the GPU): the job's step is longer and its GPU memory smaller than "
-                              f"printed")
+            _offload_warning(s, f"deepspeed_config.{key}_device {dev} ({ev(key + '_device')})", key)
     mixed = data.get("mixed_precision")
     if mixed in ("bf16", "fp16"):
         s.put("precision", "bf16", ev("mixed_precision") + (" (FP16, priced as BF16: the same tensor-core rate)"

@@ -159,11 +159,8 @@ def _hf_without_deepspeed(path: Path, text: str) -> str | None:
     if re.search(r"\baccelerate\s+launch\b", text):
         return None  # accelerate's config file says what runs: it votes (and the audit refuses FSDP or DDP there)
     fsdp = re.search(r"--fsdp[ =]+(\"[^\"]*\"|'[^']*'|\S+)", text)
-    if fsdp and fsdp.group(1).strip("\"'") not in ("", "False", "false"):
-        raise InputError(f"{path}: --fsdp {fsdp.group(1)} runs the HF Trainer's own FSDP (torch "
-                         f"FullyShardedDataParallel through accelerate), which `placement audit` does not read: it "
-                         f"reads DeepSpeed under the Trainer (--deepspeed CONFIG); price the layout with `placement "
-                         f"evaluate --zero 3` (full_shard) or --zero 2 (shard_grad_op) instead")
+    if fsdp:
+        megatron.check_hf_fsdp(str(path), fsdp.group(1))
     raise InputError(f"{path}: an HF Trainer script without --deepspeed or --fsdp runs PyTorch DDP through the "
                      f"Trainer, which `placement audit` does not read (it reads DeepSpeed under the Trainer); price "
                      f"the layout with `placement evaluate --zero 0`")

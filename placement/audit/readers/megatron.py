@@ -601,6 +601,18 @@ def _batch_schedule(given: dict[str, Arg], s: Settings) -> None:
                          f"steps run smaller ones ({where})")
 
 
+def check_hf_fsdp(where: str, value: str) -> None:
+    """The InputError for an HF Trainer's `--fsdp VALUE` that turns its own FSDP on (not "" / False), which the audit
+    does not read; nothing for a value that leaves it off."""
+    value = value.strip().strip("\"'")
+    if value in ("", "False", "false"):
+        return
+    raise InputError(f"{where}: --fsdp {value!r} runs the HF Trainer's own FSDP (torch FullyShardedDataParallel "
+                     f"through accelerate), which `placement audit` does not read: it reads DeepSpeed under the "
+                     f"Trainer (--deepspeed CONFIG); price the layout with `placement evaluate --zero 3` (full_shard) "
+                     f"or --zero 2 (shard_grad_op) instead")
+
+
 def _hf_trainer(args: list[Arg], s: Settings, deepspeed_flag: Arg | None) -> bool:
     """Whether a HuggingFace Trainer script takes these arguments: its `--deepspeed` takes the config's path
     (TrainingArguments.deepspeed, where Megatron-DeepSpeed's is a switch beside --deepspeed_config), or it passes
@@ -617,11 +629,8 @@ def _hf_trainer(args: list[Arg], s: Settings, deepspeed_flag: Arg | None) -> boo
             s.warnings.append(f"the DeepSpeed config the job reads is {path.unresolved}, which the files do not set "
                               f"({deepspeed_flag.evidence}): whether the JSON audited is that file is not known")
     fsdp = flags.get("--fsdp")
-    if fsdp is not None and fsdp.values and one_value(fsdp).text.strip() not in ("", "False", "false"):
-        raise InputError(f"{fsdp.evidence}: --fsdp {one_value(fsdp).text!r} runs the HF Trainer's own FSDP (torch "
-                         f"FullyShardedDataParallel through accelerate), which `placement audit` does not read: it "
-                         f"reads DeepSpeed under the Trainer (--deepspeed CONFIG); price the layout with `placement "
-                         f"evaluate --zero 3` (full_shard) or --zero 2 (shard_grad_op) instead")
+    if fsdp is not None and fsdp.values:
+        check_hf_fsdp(fsdp.evidence, one_value(fsdp).text)
     # a flag set off: False / 0 (DeepSpeed-Chat's --lora_dim 0) / full / 16-bit (`--bits 16`)
     peft = [(f, PEFT_FLAGS[f]) for f in sorted(set(flags) & set(PEFT_FLAGS))
             if not flags[f].values or one_value(flags[f]).text.lower() not in ("false", "0", "no", "full", "16", "32")]
