@@ -260,7 +260,7 @@ RECIPE_FLAGS = {
     "cross_entropy_fusion": "--cross-entropy-fusion", "pipeline_p2p_whole": "--pipeline-p2p-whole",
     "pipeline_p2p_blocking": "--pipeline-p2p-blocking", "pipeline_grads_whole": "--pipeline-grads-whole",
     "pipeline_sends_mask": "--pipeline-sends-mask", "fp8_saves_16bit_inputs": "--fp8-saves-16bit-inputs",
-    "sp_saves_gathered_inputs": "--sp-saves-gathered-inputs",
+    "sp_saves_gathered_inputs": "--sp-saves-gathered-inputs", "tp_async_backward": "--tp-async-backward",
     "pipeline_unsharded_grads": "--pipeline-unsharded-grads",
     "reshard_after_backward": "--reshard-after-backward",
     "optimizer_state_bf16": "--optimizer-state-bf16", "fp32_weights": "--fp32-weights", "norms_fused": "--norms-fused",
@@ -299,6 +299,8 @@ def recipe_options(fn: Callable) -> Callable:
                      help="CUDA graph scope: none, partial (attention, router, preprocess) or full iteration "
                           "(`plan` chooses when not given)."),
         onoff("tp_comm_overlap", "TP communication overlapped with the GEMMs (`plan` chooses when not given)."),
+        onoff("tp_async_backward", "Without --tp-comm-overlap, each column-parallel linear's backward collective "
+                                   "runs beside its own GEMM (Megatron's default since 2021-09)."),
         onoff("ep_comm_overlap", "EP all-to-all overlapped with another micro-batch (`plan` chooses when not given)."),
         onoff("delay_wgrad", "Expert weight gradients delayed to hide the backward combine."),
         onoff("dispatch_fp8", "Forward MoE dispatch in FP8."),

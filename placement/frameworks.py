@@ -241,6 +241,11 @@ CAPABILITIES: dict[str, Capability] = {
                  "torchtitan 0.3.0 redistributes each block's attention and feed-forward input to Replicate before "
                  "the projections (models/common/decoder_sharding.py in_dst_shardings), and autograd keeps that "
                  "gathered, whole-sequence tensor for the weight gradients"),
+                ("tp_async_backward", False,
+                 "torchtitan 0.3.0's tensor parallelism is DTensor's (ColwiseParallel, RowwiseParallel): a "
+                 "column-parallel input gradient is reduced when autograd reaches its redistribution, after the "
+                 "matmul's backward has computed both of its gradients, so no GEMM runs beside it (async TP, "
+                 "compile.enable_async_tensor_parallel, is the tp_comm_overlap choice)"),
                 ("cp_comm_type", CpCommType.ALL_GATHER,
                  "torchtitan 0.3.0's context parallelism under FlexAttention, which its Llama 3, Qwen3 and "
                  "DeepSeek-V3 configs run, all-gathers K and V before the attention (distributed/context_parallel/"

@@ -200,6 +200,8 @@ def recipe_line(p: Plan) -> str:
         items.append("fp8 weights cast every pass")
     if r.fp8_saves_16bit_inputs and p.precision == "fp8":
         items.append("fp8 GEMMs keep 16-bit inputs")
+    if not r.tp_async_backward and lay.tp > 1 and not r.tp_comm_overlap:
+        items.append("tp backward collectives on their own")
     if r.sp_saves_gathered_inputs and lay.tp > 1 and lay.sequence_parallel:
         items.append("sp keeps gathered inputs")
     deferred = r.pipeline_unsharded_grads and lay.pp > 1 and lay.zero_stage >= 2

@@ -33,7 +33,8 @@ from placement.topology import Topology
 from placement.workload import Workload, workload
 
 PLAIN = Recipe()
-"""Megatron defaults: NCCL all-to-all, no CUDA graphs, no overlaps but DP's, real-data routing."""
+"""Megatron defaults: NCCL all-to-all, no CUDA graphs, no overlaps but DP's and the asynchronous TP backward, real-data
+routing."""
 QWEN_EP16 = Layout(ep=16, dp=16)
 """Qwen3-30B-A3B on 16 DGX-H100 GPUs, EP16 over two nodes (Megatron-Bridge 26.04 H100 row)."""
 DSV3_EP64 = Layout(tp=1, ep=64, pp=16, dp=128)
@@ -462,15 +463,24 @@ def test_activation_input_in_fp8_keeps_one_byte_per_up_projection_output():
 
 
 def test_tp_overlap_hides_more_than_it_slows():
-    """--tp-comm-overlap hides TP_OVERLAP_HIDDEN of the TP collectives behind the GEMMs, at
-    OVERLAP_COMPUTE_SLOWDOWN of what it hides (TE userbuffers; arXiv:2507.03114)."""
+    """--tp-comm-overlap hides TP_OVERLAP_HIDDEN of the pipelined TP collectives behind the GEMMs and the
+    column-parallel backward's beside their own GEMMs (bulk), at OVERLAP_COMPUTE_SLOWDOWN of what it hides (TE
+    userbuffers; arXiv:2507.03114).  Without it, Megatron's asynchronous backward hides the bulk part alone; with
+    that off too (`tp_async_backward` False), everything is exposed and nothing slows."""
     x = _ctx("llama3-70b", "dgx-h100", 1024, LLAMA_TP8)
     lc, tp = layer_compute(x), tp_term(x)
+    bulk, backward = _f(tp.column_hidden_s), _f(tp.column_backward_s)
     d0, _, s0 = (_f(a) for a in tp.exposed(False, lc.dense_s))
     d1, _, s1 = (_f(a) for a in tp.exposed(True, lc.dense_s))
-    assert d0 > 0 and s0 == 0.0
-    assert d1 == pytest.approx((1 - C.TP_OVERLAP_HIDDEN) * d0, rel=1e-12)
-    assert 0 < s1 < d0 - d1
+    dense = _f(tp.dense_s)
+    assert 0 < bulk <= backward < dense
+    assert d0 == pytest.approx(dense - bulk, rel=1e-12) and s0 == pytest.approx(C.OVERLAP_COMPUTE_SLOWDOWN * bulk)
+    assert d1 == pytest.approx(dense - C.TP_OVERLAP_HIDDEN * (dense - backward) - bulk, rel=1e-12)
+    assert 0 < s1 < d0 - d1 + s0
+    y = _ctx("llama3-70b", "dgx-h100", 1024, LLAMA_TP8, recipe=Recipe(tp_async_backward=False))
+    plain = tp_term(y)
+    d2, _, s2 = (_f(a) for a in plain.exposed(False, lc.dense_s))
+    assert d2 == pytest.approx(_f(plain.dense_s), rel=1e-12) and s2 == 0.0
     off = _est("llama3-70b", "dgx-h100", 1024, LLAMA_TP8)
     on = _est("llama3-70b", "dgx-h100", 1024, LLAMA_TP8, Recipe(tp_comm_overlap=True))
     assert bool(on.tp_comm_overlap[0])

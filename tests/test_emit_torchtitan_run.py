@@ -19,7 +19,7 @@ from placement.emit.torchtitan import COMPILE, FP8_CONFIGS, MODELS
 JOB = ["--gpus", "16", "--seq-len", "4096", "--global-batch", "64"]
 TORCHTITAN_RUNS = ["--grad-reduce-fp32", "--attention-kernel", "flash2", "--sp-saves-gathered-inputs",
                    "--fp8-saves-16bit-inputs", "--pipeline-unsharded-grads", "--loss-chunks", "8",
-                   "--fp8-recasts-weights", "--reshard-after-backward"]
+                   "--fp8-recasts-weights", "--reshard-after-backward", "--no-tp-async-backward"]
 """What torchtitan 0.3.0 always runs (frameworks.CAPABILITIES): plans priced so keep the substitution under test
 alone."""
 

@@ -347,8 +347,9 @@ def recipe_space(space: SearchConfig, framework: str, model: ModelSpec, topo: To
                 update[name], best_sources[name] = value, MEGATRON_LM_SOURCE
     if framework == "megatron":
         # switches Megatron turns on with a flag and that only save time (the findings price each): the best plan
-        # runs them (--overlap-grad-reduce --overlap-param-gather; --moe-permute-fusion --moe-router-fusion)
-        for name in ("dp_overlap", "moe_fusions"):
+        # runs them (--overlap-grad-reduce --overlap-param-gather; --moe-permute-fusion --moe-router-fusion; and,
+        # without --no-async-tensor-model-parallel-allreduce, the asynchronous TP backward Megatron-Core always runs)
+        for name in ("dp_overlap", "moe_fusions", "tp_async_backward"):
             if not getattr(recipe, name):
                 update[name], best_sources[name] = True, "searched"
     return dataclasses.replace(space, recipe=recipe.model_copy(update=update), choices=choices,
@@ -1074,6 +1075,13 @@ def _layout_findings(c: _Ctx, plan: Plan) -> list[Finding]:
                 f"the gradient reduction waits for the last backward ({where.get('dp_overlap', 'default')}): "
                 f"--overlap-grad-reduce{gather} hides it behind the backward and saves {cost:.3f} s per step",
                 [], cost))
+        if not c.recipe.tp_async_backward and lay.tp > 1 and not c.recipe.tp_comm_overlap:
+            cost = _saving_with(c, lay, tp_async_backward=True)
+            out.append(Finding(
+                _severity(cost, c.step_s), "tp_backward_not_overlapped",
+                f"each column-parallel linear reduces its input gradient on its own "
+                f"({where.get('tp_async_backward', 'default')}): without --no-async-tensor-model-parallel-allreduce "
+                f"the reduction runs beside the weight-gradient GEMM and saves {cost:.3f} s per step", [], cost))
         if c.model.is_moe and not c.recipe.moe_fusions:
             cost = _saving_with(c, lay, moe_fusions=True)
             out.append(Finding(

@@ -10,6 +10,7 @@ import numpy as np
 
 from placement.cost import collectives as coll
 from placement.cost import constants as C
+from placement.cost.compute import gemm_time
 from placement.cost.context import Ctx
 from placement.cost.layer import LayerCompute, core_backward_factor
 from placement.specs.recipe import CpCommType, Dispatcher, PipelineSchedule
@@ -29,14 +30,30 @@ class TpTerm:
     all-gather and reduce-scatter (Megatron-Core `moe/shared_experts.py` SharedExpertMLP)."""
     bytes_per_layer: np.ndarray
     """Bytes one rank sends per layer per micro-batch (what the mapper weighs)."""
+    column_backward_s: np.ndarray | float = 0.0
+    """Of dense_s, the collectives of the column-parallel linears' backward (their input gradients' all-reduce or
+    reduce-scatter, and under sequence parallelism the re-gather of their saved input), each launched beside a GEMM
+    of its own linear (`column_backward`)."""
+    column_hidden_s: np.ndarray | float = 0.0
+    column_hidden_moe_s: np.ndarray | float = 0.0
+    """What of them those GEMMs cover, per dense and per MoE layer."""
+    async_backward: bool = False
+    """Recipe `tp_async_backward`: without --tp-comm-overlap they run beside their GEMMs too."""
 
     def exposed(self, overlap: bool, gemm_s: np.ndarray,
                 slowdown: float = C.OVERLAP_COMPUTE_SLOWDOWN) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(dense, moe, slowdown per dense layer): --tp-comm-overlap hides a share behind the GEMMs it
-        pipelines with, at the SM/HBM cost of running beside them."""
+        """(dense, moe, slowdown per dense layer): --tp-comm-overlap pipelines the forward's and the row-parallel
+        backward's collectives with their GEMMs in chunks (a share hidden) and runs the column-parallel backward's
+        beside their GEMMs in bulk (Transformer Engine's bulk dgrad/wgrad overlap, on in Megatron-Core's
+        userbuffers config); without it, the asynchronous backward (`async_backward`) runs those beside their GEMMs
+        alone.  Hidden communication costs the SM/HBM share of running beside compute."""
+        bulk = np.broadcast_to(self.column_hidden_s, self.dense_s.shape)
         if not overlap:
-            return self.dense_s, self.moe_s, np.zeros_like(self.dense_s)
-        hidden = np.minimum(C.TP_OVERLAP_HIDDEN * self.dense_s, gemm_s)
+            if not self.async_backward:
+                return self.dense_s, self.moe_s, np.zeros_like(self.dense_s)
+            return self.dense_s - bulk, self.moe_s - self.column_hidden_moe_s, slowdown * bulk
+        pipelined = self.dense_s - self.column_backward_s
+        hidden = np.minimum(C.TP_OVERLAP_HIDDEN * pipelined, gemm_s) + bulk
         share = np.where(self.dense_s > 0, hidden / np.maximum(self.dense_s, 1e-30), 0.0)
         return (self.dense_s - hidden, self.moe_s * (1.0 - share), slowdown * hidden)
 
@@ -57,10 +74,52 @@ def tp_term(x: Ctx) -> TpTerm:
     # row-parallel outputs again (two; models/common/decoder_sharding.py rowwise_config)
     redo = np.where(x.sp_shard > 1, 1.0, 2.0)
     ops = forward * (1.0 + x.full * x.full_layers_share) + 2.0 + redo * x.module(M.PER_OP)
-    dense = group.all_reduce(act) * ops
+    one = group.all_reduce(act)
+    dense = one * ops
     moe_share = np.where((x.b.etp > 1) | (x.w.shared_ffn_total > 0), 1.0, 0.5)
+    comm, hidden_dense, hidden_moe, regather = column_backward(x, one)
+    dense = dense + regather
     return TpTerm(dense_s=dense, moe_s=dense * moe_share,
-                  bytes_per_layer=np.where(x.b.tp > 1, 2.0 * act * ops, 0.0))
+                  bytes_per_layer=np.where(x.b.tp > 1, 2.0 * act * (ops + regather / np.maximum(one, 1e-30)), 0.0),
+                  column_backward_s=comm, column_hidden_s=hidden_dense, column_hidden_moe_s=hidden_moe,
+                  async_backward=bool(x.recipe.tp_async_backward and not x.recipe.cuda_launch_blocking))
+
+
+def column_backward(x: Ctx, all_reduce_s: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per micro-batch: (seconds of the column-parallel linears' backward collectives per dense layer, what of them
+    their own GEMMs cover per dense and per MoE layer, the sequence-parallel re-gathers among them).
+
+    Megatron's column-parallel linear launches its input gradient's collective and then computes its weight
+    gradient (Megatron-LM megatron/mpu/layers.py at 2755bcb8, 2022-06: `LinearWithGradAccumulationAndAsyncCommunication
+    .backward`; Megatron-Core tensor_parallel/layers.py `allreduce_dgrad`; Transformer Engine's Linear likewise):
+    without sequence parallelism the all-reduce, up to the seconds of its wgrad GEMM (the forward GEMM's shape).
+    With it, the linear first gathers its saved input shard again beside its input-gradient GEMM (Korthikanti et
+    al. 2022 §4.2.2: the shard is what it keeps), then reduce-scatters the input gradient beside its weight-gradient
+    GEMM: two half all-reduces, each up to one GEMM; `sp_saves_gathered_inputs` keeps the gathered input and has no
+    re-gather.  Two such linears per dense layer (the attention's column-parallel projections, the MLP's
+    up-projection); an MoE layer keeps the attention's and, where it has one, its shared expert's.  Under blocking
+    launches nothing runs beside anything."""
+    zero = np.zeros_like(x.tokens)
+    w, tokens, tp = x.w, x.tokens, x.tp
+    sp = x.sp_shard > 1
+    half = all_reduce_s * 0.5
+    regathers = sp & (not x.recipe.sp_saves_gathered_inputs)
+    per_linear = np.where(sp, half * np.where(regathers, 2.0, 1.0), all_reduce_s)
+
+    def hidden(gemm_s):
+        return np.where(sp, np.minimum(half, gemm_s) * np.where(regathers, 2.0, 1.0),
+                        np.minimum(all_reduce_s, gemm_s))
+
+    attn = hidden(sum((gemm_time(tokens, n / tp, k, 1, x.gemm) for n, k, split in w.attn_gemms if split == 1), zero))
+
+    def up_projection(ffn: float):
+        return hidden(gemm_time(tokens, w.mlp_up * ffn / tp, w.hidden, 1, x.gemm)) if ffn else zero
+
+    live = (x.b.tp > 1) & (not x.recipe.cuda_launch_blocking)
+    return (np.where(x.b.tp > 1, 2.0 * per_linear, 0.0),
+            np.where(live, attn + up_projection(w.dense_ffn), 0.0),
+            np.where(live, attn + up_projection(w.shared_ffn_total), 0.0),
+            np.where((x.b.tp > 1) & regathers, 2.0 * half, 0.0))
 
 
 @dataclass(frozen=True)

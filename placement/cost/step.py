@@ -339,7 +339,7 @@ def tp_overlap_buffer_bytes(x: Ctx) -> np.ndarray:
 
 def _tp_overlap(x: Ctx, tp, lc, choices: RecipeChoices) -> _TpExposed:
     """TP overlap moves only its own term, and overlapping never costs more than it hides: on where allowed."""
-    dense, moe, slow = tp.exposed(False, lc.dense_s)
+    dense, moe, slow = tp.exposed(False, lc.dense_s, x.overlap_slowdown)
     on = np.zeros(len(x.b), dtype=bool)
     if True in choices.tp_comm_overlap:
         d1, m1, s1 = tp.exposed(True, lc.dense_s, x.overlap_slowdown)

@@ -270,6 +270,7 @@ _MATTERS = {"checkpoint_sync": lambda lay: lay.recompute == "full",
             "pipeline_grads_whole": lambda lay: lay.pp > 1 and lay.tp > 1,
             "pipeline_sends_mask": lambda lay: lay.pp > 1,
             "sp_saves_gathered_inputs": lambda lay: lay.tp > 1 and lay.sequence_parallel,
+            "tp_async_backward": lambda lay: lay.tp > 1,
             "pipeline_unsharded_grads": lambda lay: lay.pp > 1 and lay.zero_stage >= 2,
             "reshard_after_backward": lambda lay: lay.zero_stage == 2,
             # float32 master weights change what a rank holds except under ZeRO-3, which shards all 16 bytes alike

@@ -81,6 +81,7 @@ RUNS_INSTEAD = {field: _YOURS for field in ("moe_dispatcher", "cuda_graphs", "tp
                                             "grad_accumulation", "pipeline_p2p_whole", "pipeline_grads_whole",
                                             "pipeline_p2p_blocking", "pipeline_sends_mask", "fp8_saves_16bit_inputs",
                                             "fp8_lm_head", "fp8_recasts_weights", "sp_saves_gathered_inputs",
+                                            "tp_async_backward",
                                             "pipeline_unsharded_grads",
                                             "loss_chunks", "reshard_after_backward",
                                             "grad_all_reduce", "grad_reduce_fp32",

@@ -331,7 +331,7 @@ STATED = frozenset({"cuda_launch_blocking"})
 YOURS = frozenset({"cpu_affinity", "account_for_embedding", "account_for_loss", "pipeline_schedule",
                    "pipeline_p2p_whole", "pipeline_grads_whole", "pipeline_p2p_blocking", "pipeline_sends_mask",
                    "fp8_saves_16bit_inputs", "fp8_lm_head", "fp8_recasts_weights", "sp_saves_gathered_inputs",
-                   "pipeline_unsharded_grads"})
+                   "pipeline_unsharded_grads", "tp_async_backward"})
 """Recipe fields the files cannot touch and the job's own setup decides: process binding (MaxText's processes are
 started by your launcher), and the pipeline's sends and split, which only priced pipelines have (MaxText plans
 run pp 1: frameworks.CAPABILITIES)."""

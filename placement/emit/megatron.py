@@ -423,6 +423,9 @@ RUNS_INSTEAD = {
                            "micro-batches",
     "fp8_lm_head": "its output layer runs BF16 GEMMs (a plain ColumnParallelLinear: these files leave megatron-core's "
                    "MXFP8 fp8_output_proj off)",
+    "tp_async_backward": "its column-parallel linears always run the input gradient's collective beside their own "
+                         "GEMMs (megatron-core 0.19.2 tensor_parallel/layers.py allreduce_dgrad; Transformer "
+                         "Engine's Linear)",
     "sp_saves_gathered_inputs": "it keeps the sequence-parallel shard of each projection's input and gathers it "
                                 "again in backward",
     "loss_chunks": "its LM head and loss run on the whole micro-batch at once",

@@ -146,6 +146,15 @@ class Recipe(Frozen):
     tp_comm_overlap: bool = False
     """TP all-gather / reduce-scatter split into chunks hidden behind the GEMMs (`--tp-comm-overlap`, TE
     userbuffers)."""
+    tp_async_backward: bool = True
+    """Without `tp_comm_overlap`, each column-parallel linear's backward launches the collective of its input
+    gradient (all-reduce, or reduce-scatter under sequence parallelism) asynchronously and computes its weight
+    gradient beside it: Megatron-LM's LinearWithGradAccumulationAndAsyncCommunication (on by default since
+    NVIDIA/Megatron-LM 3f65246911 of 2021-09-02, `--no-async-tensor-model-parallel-allreduce` turning it off;
+    megatron/mpu/layers.py at 2755bcb8 of 2022-06; always on in Megatron-Core, tensor_parallel/layers.py
+    `allreduce_dgrad`).  False: the collective runs on its own before the backward moves on, as in Megatron-LM
+    before it (the PTD-P runs of 2021), GPT-NeoX and BigScience's Megatron-DeepSpeed (`copy_to_model_parallel_region`,
+    whose backward is a plain all-reduce), and torchtitan's DTensor tensor parallelism (cost.comm.column_backward)."""
     ep_comm_overlap: bool = False
     """EP all-to-all of one micro-batch hidden behind another's compute (`--overlap-moe-expert-parallel-comm`,
     1F1B A2A overlap)."""

@@ -69,7 +69,8 @@ _MG_FLAGS0 = {"--sequence-parallel", "--use-distributed-optimizer", "--use-megat
               "--accumulate-allreduce-grads-in-fp32", "--moe-grouped-gemm", *MDS_FLASH_FLAGS,
               "--no-gradient-accumulation-fusion", "--synchronize-each-layer", "--sync-tp-duplicated-parameters",
               "--embed-layernorm", "--use-rope-scaling", "--quick-geglu", "--squared-relu",
-              "--no-yarn-correction-range-round-to-int", "--yarn-correction-range-round-to-int"}
+              "--no-yarn-correction-range-round-to-int", "--yarn-correction-range-round-to-int",
+              "--no-async-tensor-model-parallel-allreduce"}
 _MG_NARGS: dict[str, int | str] = {f: 1 for f in _MG_INT} | {f: 0 for f in _MG_FLAGS0} | {
     "--rampup-batch-size": 3, "--step-batch-size-schedule": 1, "--recompute-granularity": 1,
     "--data-parallel-sharding-strategy": 1,
@@ -124,6 +125,10 @@ def _megatron_recipe(f: str, a: Arg, s: Settings, state: dict) -> bool:
     """Read one Megatron recipe argument into s ("recipe.FIELD"); True if `f` was one."""
     if f in _MG_RECIPE_FLAGS:
         s.put(f"recipe.{_MG_RECIPE_FLAGS[f]}", True, a.evidence)
+    elif f == "--no-async-tensor-model-parallel-allreduce":
+        # Megatron-LM from 3f65246911 (2021-09-02) to its removal in 2024, Megatron-DeepSpeed: each column-parallel
+        # input gradient is reduced on its own, not beside the weight-gradient GEMM
+        s.put("recipe.tp_async_backward", False, a.evidence)
     elif f == "--moe-token-dispatcher-type":
         value = one_value(a).text
         if value not in ("alltoall", "allgather", "flex"):

@@ -135,6 +135,10 @@ def read_yamls(parts: list[tuple[Path, dict, list[str]]], s: Settings) -> None:
     # the model code's choices, each GPT-NeoX's default where no file of the job states it
     _attention_kernel(keys, ev, first, s)
     _fusions(keys, ev, flag, first, s)
+    if (s.value("tp") or 1) > 1 and not s.has("recipe.tp_async_backward"):
+        s.put("recipe.tp_async_backward", False,
+              f"{ev('model_parallel_size')} (GPT-NeoX's ColumnParallelLinear reduces its input gradient in autograd, "
+              f"a plain all-reduce on its own: megatron/mpu/mappings.py _CopyToModelParallelRegion)")
     if (s.value("pp") or 1) > 1:
         s.put("recipe.pipeline_sends_mask", True,
               f"{ev('pipe_parallel_size')} (GPT-NeoX's GPT2ModelPipe layers return (hidden_states, attention_mask), "
