@@ -9,7 +9,9 @@ import json
 import pytest
 from click.testing import CliRunner
 
+from placement.audit.launch import parse_launch
 from placement.cli import main
+from placement.errors import InputError
 
 AUTO_JSON = {"train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto",
              "bf16": {"enabled": "auto"}, "zero_optimization": {"stage": 3}}
@@ -113,8 +115,6 @@ def test_the_best_plan_is_one_the_trainer_runs(tmp_path):
 
 
 def _parse(tmp_path, script: str, config: dict | None = None, name: str = "ds.json"):
-    from placement.audit.launch import parse_launch
-
     (tmp_path / "run.sh").write_text(script)
     files = [tmp_path / "run.sh"]
     if config is not None:
@@ -135,13 +135,10 @@ def test_adapter_training_is_said_over_the_whole_estimate(tmp_path):
 
 
 def test_the_trainers_own_fsdp_and_ddp_are_refused_by_name(tmp_path):
-    from placement.errors import InputError
-
     fsdp = ("torchrun --nproc_per_node 8 train.py --model_name_or_path m --bf16 True --output_dir out "
             "--per_device_train_batch_size 4 --fsdp \"full_shard auto_wrap\"\n")
     with pytest.raises(InputError, match=r"HF Trainer's own FSDP .* evaluate --zero 3"):
         _parse(tmp_path, fsdp)
-    from placement.audit.launch import parse_launch
 
     with pytest.raises(InputError, match=r"--fsdp 'full_shard auto_wrap' runs the HF Trainer's own FSDP"):
         parse_launch([tmp_path / "run.sh"], "deepspeed")  # read as DeepSpeed's, the same refusal
@@ -163,8 +160,6 @@ def test_a_json_the_script_does_not_name_is_said(tmp_path):
 def test_a_precision_the_trainer_refuses_is_an_error(tmp_path):
     """--bf16 with a JSON whose fp16.enabled is true: the Trainer's fill_match refuses to start (GPT-Neo script of a
     user trial); a JSON "auto" or an agreeing value is read."""
-    from placement.errors import InputError
-
     config = {**AUTO_JSON, "fp16": {"enabled": True}, "bf16": {"enabled": False}}
     with pytest.raises(InputError, match=r"16.enabled (true|false) .* --bf16 .* refuses"):
         _parse(tmp_path, _run_clm("--block_size 1024"), config)
@@ -235,8 +230,6 @@ def test_an_accelerate_config_is_the_deepspeed_plugin_it_configures(tmp_path):
     Megatron-Bridge config ("mixed_precision 'bf16' is no Megatron-Bridge recipe"), and the script alone as
     nothing; the YAML's DeepSpeed plugin is the job's ZeRO stage, precision and world, and accelerate's ranks run
     unbound."""
-    from placement.audit.launch import parse_launch
-    from placement.errors import InputError
 
     (tmp_path / "run.sh").write_text(TRL_SCRIPT)
     (tmp_path / "zero3.yaml").write_text(ACCELERATE)
@@ -265,8 +258,6 @@ def test_an_accelerate_config_is_the_deepspeed_plugin_it_configures(tmp_path):
 def test_another_tools_yaml_is_refused_by_name(tmp_path, tool, text):
     """LLaMA-Factory's and axolotl's YAML configs were taken for Megatron-Bridge ("the files look like more than one
     framework"); the audit reads neither, and says so by name."""
-    from placement.audit.launch import parse_launch
-    from placement.errors import InputError
 
     (tmp_path / "c.yaml").write_text(text)
     with pytest.raises(InputError, match=rf"an? {tool} config, which `placement audit` does not read"):
@@ -304,9 +295,6 @@ def test_accelerates_ulysses_context_degree_is_the_jobs(tmp_path):
     """TRL's alst_ulysses_4gpu.yaml splits each 32768-token sequence over cp 2 (DeepSpeed-Ulysses) with dp_shard 2:
     the audit priced dp 4 at global batch 4 and called the job the best plan.  The best plan keeps the launched cp,
     and a ZeRO change is spelled in the accelerate config's key."""
-    from placement.audit.launch import parse_launch
-    from placement.errors import InputError
-
     par = ("parallelism_config:\n  parallelism_config_dp_replicate_size: 1\n  parallelism_config_dp_shard_size: 2\n"
            "  parallelism_config_tp_size: 1\n  parallelism_config_cp_size: 2\n"
            "  parallelism_config_cp_backend: deepspeed\n")
@@ -331,8 +319,6 @@ def test_accelerates_ulysses_context_degree_is_the_jobs(tmp_path):
 def test_an_accelerate_script_without_its_config_is_refused_under_any_framework(tmp_path):
     """--framework deepspeed had priced `accelerate launch --config_file zero3.yaml ...` alone at DeepSpeed's ZeRO-0
     (198 GiB, "cannot run") while the config runs ZeRO-3."""
-    from placement.audit.launch import parse_launch
-    from placement.errors import InputError
 
     (tmp_path / "run.sh").write_text(TRL_SCRIPT)
     with pytest.raises(InputError, match=r"accelerate launch`, whose config file"):
@@ -346,3 +332,68 @@ def test_warnings_that_price_nothing_say_so(tmp_path):
                                        str(tmp_path / "run.sh"), "--launch", str(tmp_path / "ds.json")])
     assert "[warning] not_priced_as_run (not priced)" in result.output
     assert next(f for f in a["findings"] if f["kind"] == "not_priced_as_run")["cost_s"] == 0
+
+
+DS_CHAT = ("deepspeed main.py --model_name_or_path meta-llama/Llama-2-7b-hf --per_device_train_batch_size 4 "
+           "--max_seq_len 512 --zero_stage 3 --deepspeed --output_dir out")
+
+
+@pytest.mark.parametrize("extra,stated", [("", "fp16"), (" --dtype fp16", "fp16"), (" --dtype bf16", "bf16")])
+def test_deepspeed_chat_precision_is_its_dtype_flag_or_its_fp16_default(tmp_path, extra, stated):
+    """DeepSpeed-Chat builds its DeepSpeed config from --dtype (default fp16, main.py): the precision's source says
+    which, and FP16 says it is priced as BF16 (it had read "placement's default (bf16)")."""
+    (tmp_path / "run.sh").write_text(DS_CHAT + extra + "\n")
+    lay = parse_launch([tmp_path / "run.sh"])
+    assert lay.precision == "bf16"
+    source = lay.sources["precision"]
+    assert ("--dtype" in source) and ("default fp16" in source) == (extra == "")
+    assert any("--dtype fp16" in line for line in lay.ignored) == (stated == "fp16")
+
+
+def test_deepspeed_chat_dtype_other_than_its_choices_is_refused(tmp_path):
+    (tmp_path / "run.sh").write_text(DS_CHAT + " --dtype fp32\n")
+    with pytest.raises(InputError, match=r"--dtype takes fp16 or bf16"):
+        parse_launch([tmp_path / "run.sh"])
+
+
+def test_deepspeed_chat_offload_is_two_unpriced_warnings(tmp_path):
+    """--offload puts both the weights and the Adam step on the CPU (dschat/utils/ds_utils.py): neither is priced,
+    and each says so."""
+    (tmp_path / "run.sh").write_text(DS_CHAT + " --offload\n")
+    warnings = parse_launch([tmp_path / "run.sh"]).warnings
+    assert any("offload_param device cpu" in w for w in warnings)
+    assert any("offload_optimizer device cpu" in w for w in warnings)
+    (tmp_path / "run.sh").write_text(DS_CHAT + "\n")
+    assert not any("offload" in w for w in parse_launch([tmp_path / "run.sh"]).warnings)
+
+
+@pytest.mark.parametrize("flags", [
+    "--max_len 2048 --micro_train_batch_size 2 --train_batch_size 256 --zero_stage 2 --bf16 --flash_attn",
+    "--data.max_len 2048 --train.micro_batch_size 2 --train.batch_size 256 --ds.zero_stage 2"])
+def test_openrlhf_is_refused_by_name_in_both_flag_vintages(tmp_path, flags):
+    """`deepspeed --module openrlhf.cli.train_sft ...` had been "no launch command" (the launcher's --module was not
+    read): it is OpenRLHF's trainer, whose flags the audit does not read, and the error says how to price it."""
+    (tmp_path / "sft.sh").write_text(f"deepspeed --module openrlhf.cli.train_sft {flags}\n")
+    result = CliRunner().invoke(main, ["audit", "--model", "llama3-8b", "--gpus", "8", "--launch",
+                                       str(tmp_path / "sft.sh")])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "OpenRLHF's trainer" in result.output and "placement evaluate --zero N" in result.output
+
+
+def test_a_deepspeed_module_launch_reads_the_module_and_its_arguments(tmp_path):
+    """The launcher's --module (deepspeed and torchrun take it, as python -m) names the entry; its arguments are the
+    job's."""
+    (tmp_path / "ds.json").write_text(json.dumps({"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 4,
+                                                  "zero_optimization": {"stage": 2}, "bf16": {"enabled": True}}))
+    (tmp_path / "run.sh").write_text(f"deepspeed --num_gpus 8 --module mypkg.train --deepspeed_config "
+                                     f"{tmp_path / 'ds.json'}\n")
+    lay = parse_launch([tmp_path / "run.sh", tmp_path / "ds.json"])
+    assert (lay.framework, lay.zero_stage, lay.micro_batch_size) == ("deepspeed", 2, 2)
+
+
+def test_a_module_launch_of_an_unset_variable_is_an_error(tmp_path):
+    """`deepspeed --module $CMD` with CMD unset and nothing else: nothing of the job to read, an error naming the
+    variable (not an audit of defaults)."""
+    (tmp_path / "run.sh").write_text("deepspeed --module $CMD\n")
+    with pytest.raises(InputError, match=r"the launch runs \$CMD, which the files do not set"):
+        parse_launch([tmp_path / "run.sh"])

@@ -140,3 +140,17 @@ def test_audit_names_the_switch_and_its_saving(tmp_path) -> None:
     script.write_text(line + "\n")
     result = CliRunner().invoke(main, argv)
     assert not [f for f in json.loads(result.stdout)["findings"] if f["kind"] == "tp_backward_not_overlapped"]
+
+
+@pytest.mark.parametrize("sp,expected", [("False", False), ("True", None)])
+def test_a_megatron_log_prints_the_switch(tmp_path, sp, expected) -> None:
+    """Megatron-LM's printed arguments say async_tensor_model_parallel_allreduce False where the flag turned it off,
+    and also under sequence parallelism (validate_args), whose backward runs its collectives asynchronously anyway."""
+    from placement.audit.readers.megatron import MEGATRON_LOG_BEGIN, MEGATRON_LOG_END
+
+    log = tmp_path / "train.log"
+    body = "".join(f"  {k} {'.' * (40 - len(k))} {v}\n" for k, v in (
+        ("async_tensor_model_parallel_allreduce", "False"), ("bf16", "True"), ("sequence_parallel", sp),
+        ("tensor_model_parallel_size", "4")))
+    log.write_text(f"{MEGATRON_LOG_BEGIN}\n{body}{MEGATRON_LOG_END}\n")
+    assert parse_launch([log]).recipe.get("tp_async_backward") is expected

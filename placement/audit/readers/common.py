@@ -186,7 +186,8 @@ def find_launch(cmd: Command) -> Launch | None:
     j = start
     while j < len(w):
         t = w[j].text
-        if t.endswith(".py") or (t.endswith(".sh") and j > 0) or (t == "-m" and launcher is not None):
+        # torchrun and deepspeed both take -m / --module: the entry is a module, run as `python -m` would
+        if t.endswith(".py") or (t.endswith(".sh") and j > 0) or (t in ("-m", "--module") and launcher is not None):
             break
         if _PY.match(t) and launcher is None and j + 1 < len(w) and w[j + 1].text == "-m":
             j += 1
@@ -194,7 +195,7 @@ def find_launch(cmd: Command) -> Launch | None:
         j += 1
     if j >= len(w):
         return None
-    if w[j].text == "-m":
+    if w[j].text in ("-m", "--module"):
         if j + 1 >= len(w):
             return None
         entry, rest = w[j + 1], w[j + 2:]

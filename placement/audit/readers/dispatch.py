@@ -138,6 +138,40 @@ def _refuse_other_tool(path: Path, data: object) -> None:
                          f"as an argument list); audit those files, or price the layout with `placement evaluate`")
 
 
+OTHER_TRAINERS = {"openrlhf": "OpenRLHF"}
+"""Training tools whose own command-line flags the audit does not read (their entry module's top package): OpenRLHF's
+trainers (`deepspeed --module openrlhf.cli.train_sft`) build their DeepSpeed config in code from flags of their own,
+which changed names between versions (`--micro_train_batch_size` before 2026, `--train.micro_batch_size` after)."""
+
+
+def _refuse_other_trainer(launch) -> None:
+    """An InputError naming the training tool a launch runs (OpenRLHF), whose flags the audit does not read, with the
+    `placement evaluate` flags that price its layout; nothing for any other entry."""
+    entry = launch.entry.text
+    module = entry.removesuffix(".py").replace("/", ".").lstrip(".")
+    top = next((part for part in module.split(".") if part in OTHER_TRAINERS), None)
+    if top is None:
+        return
+    where = f"{launch.entry.site.path}:{launch.entry.site.line}"
+    raise InputError(f"{where}: {entry} is {OTHER_TRAINERS[top]}'s trainer, whose own flags (its ZeRO stage, micro and "
+                     f"global batch, max length, gradient checkpointing, ring attention) `placement audit` does not "
+                     f"read; price the layout with `placement evaluate --zero N --mbs M --global-batch B --seq-len L "
+                     f"[--recompute full]`")
+
+
+def _refuse_held_arguments(path: Path) -> str:
+    """An InputError where the script reads its launch's arguments from a here-document into a variable (`read -r -d
+    '' VAR <<EOF`, OpenRLHF's examples), which the audit does not expand; else the script's text."""
+    text = read_text(path, "launch script", "a launch script")
+    held = re.search(r"^\s*read\b[^\n]*?(\w+)\s*<<-?\s*['\"]?\w+", text, re.M)
+    if held:
+        line = text[:held.start()].count("\n") + 1
+        raise InputError(f"{path}:{line}: the launch's arguments are a here-document read into "
+                         f"${held.group(1)} (`{held.group(0).strip()}`), which the audit does not expand; "
+                         f"pass the launch command with those arguments as a file of its own")
+    return text
+
+
 def accelerate_yaml(data: object) -> bool:
     return isinstance(data, dict) and ACCELERATE_KEYS <= set(data)
 
@@ -298,21 +332,22 @@ def read_file(path: Path, fw: str) -> Settings:
         return s
     # a script or an argument list
     launches = launch_commands(path)
+    if launches and launches[0].entry.unresolved and not launches[0].args:
+        _refuse_held_arguments(path)  # `deepspeed --module $training_commands`, the variable a here-document's
+        entry = launches[0].entry
+        raise InputError(f"{entry.site.path}:{entry.site.line}: the launch runs {entry.unresolved}, which the files do "
+                         f"not set, with no arguments: nothing of the job to read; pass the script with the command "
+                         f"it runs written out")
     if launches:
         launch = launches[0]
+        _refuse_other_trainer(launch)
         launcher_settings(launch, s)
         node_launches(path, launches, s)
         args = launch.args
     else:
         args = [w for c in read_commands(path) for w in c.words]
         if not args or (not args[0].text.startswith(("-", "activation")) and "=" not in args[0].text):
-            text = read_text(path, "launch script", "a launch script")
-            held = re.search(r"^\s*read\b[^\n]*?(\w+)\s*<<-?\s*['\"]?\w+", text, re.M)
-            if held:
-                line = text[:held.start()].count("\n") + 1
-                raise InputError(f"{path}:{line}: the launch's arguments are a here-document read into "
-                                 f"${held.group(1)} (`{held.group(0).strip()}`), which the audit does not expand; "
-                                 f"pass the launch command with those arguments as a file of its own")
+            text = _refuse_held_arguments(path)
             if re.search(r"<<-?\s*['\"]?\w+", text):
                 raise InputError(f"{path}: no launch command outside a heredoc (`sbatch <<EOF ... EOF` or `cat "
                                  f"<<EOF`): the audit does not read the commands inside one; pass the script the "

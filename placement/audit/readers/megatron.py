@@ -353,7 +353,11 @@ PEFT_FLAGS = {"--lora-r": "LoRA", "--lora-rank": "LoRA", "--lora-enable": "LoRA"
 """Flags of HF Trainer and DeepSpeed-Chat scripts (FastChat, LLaVA, TRL, DeepSpeed-Chat) that train adapters or
 quantized base weights: the estimate prices full training (every weight's gradient and Adam state, its data-parallel
 traffic), which such a job does not run."""
-_HF_NARGS = {**{f: 1 for f in HF_SEQ_FLAGS}, "--attn-implementation": 1, "--fsdp": 1}
+_HF_NARGS = {**{f: 1 for f in HF_SEQ_FLAGS}, "--attn-implementation": 1, "--fsdp": 1, "--dtype": 1}
+DS_CHAT_FLAGS = frozenset({"--zero_stage", "--max_seq_len", "--lora_dim", "--data_split", "--dtype"})
+"""DeepSpeed-Chat's own flags (applications/DeepSpeed-Chat/training/*/main.py), as it spells them: a script with one
+builds its DeepSpeed config from its flags (dschat/utils/ds_utils.py get_train_ds_config)."""
+DS_CHAT_MAIN = "applications/DeepSpeed-Chat main.py, DeepSpeedExamples 38ef1962"
 
 
 MEGATRON_NEAR_NAMES = frozenset({"--fp4-param-gather", "--fp4-recipe", "--megatron-fsdp-main-params-dtype",
@@ -660,9 +664,38 @@ def _hf_trainer(args: list[Arg], s: Settings, deepspeed_flag: Arg | None) -> boo
         a = flags.get(name)
         if a is not None and not (a.values and one_value(a).text.lower() in ("false", "0", "no")):
             s.hf_precision = (name[2:], a.evidence)
+    if DS_CHAT_FLAGS & {a.flag for a in args}:
+        _ds_chat(flags, s)
     if s.hf_precision is None:
         s.hf_precision = (None, s.hf_trainer)
     return True
+
+
+def _ds_chat(flags: dict[str, Arg], s: Settings) -> None:
+    """A DeepSpeed-Chat script's precision and offload, which its main.py turns into the DeepSpeed config
+    (get_train_ds_config): `--dtype` fp16 (its default) or bf16, FP16 priced as BF16 (the same tensor-core rate, its
+    loss scaling not priced); `--offload` puts both the weights and the optimizer on the CPU."""
+    from placement.audit.readers.deepspeed import _offload_warning
+
+    dtype = flags.get("--dtype")
+    if dtype is not None:
+        stated, where = one_value(dtype).text, dtype.evidence
+        if stated not in ("fp16", "bf16"):
+            raise InputError(f"{where}: DeepSpeed-Chat's --dtype takes fp16 or bf16 ({DS_CHAT_MAIN}), got "
+                             f"{stated!r}")
+    else:
+        stated, where = "fp16", f"{s.hf_trainer} (DeepSpeed-Chat's --dtype default fp16: {DS_CHAT_MAIN})"
+    if not s.has("precision"):
+        s.put("precision", "bf16", where + (" (FP16, priced as BF16: the same tensor-core rate)"
+                                            if stated == "fp16" else ""))
+        if stated == "fp16":
+            s.ignored.append(f"--dtype fp16: FP16 mixed precision with loss scaling, priced as bf16 ({where})")
+    s.hf_precision = (stated, where)
+    offload = flags.get("--offload")
+    if offload is not None and not (offload.values and one_value(offload).text.lower() in ("false", "0", "no")):
+        for key in ("offload_param", "offload_optimizer"):
+            _offload_warning(s, f"{offload.evidence} (DeepSpeed-Chat: {key} device cpu, dschat/utils/ds_utils.py)",
+                             key)
 
 
 def _megatron_deepspeed_attention(args: list[Arg], s: Settings, deepspeed_flag: Arg) -> None:
@@ -1114,8 +1147,15 @@ def read_log(path: Path, s: Settings) -> None:
     text = read_text(path, "Megatron-LM log", "expected a log with Megatron's printed arguments block")
     lines = text.splitlines()
     words: list[Word] = []
-    for name, value, line in log_arguments(path, lines):
+    printed = log_arguments(path, lines)
+    sequence_parallel = any(name == "sequence_parallel" and value == "True" for name, value, _ in printed)
+    for name, value, line in printed:
         org = Origin(str(path), line, lines[line - 1].strip())
+        if name == "async_tensor_model_parallel_allreduce" and value == "False" and not sequence_parallel:
+            # --no-async-tensor-model-parallel-allreduce (validate_args also prints False under sequence parallelism,
+            # whose own backward runs its collectives asynchronously)
+            s.put("recipe.tp_async_backward", False, str(org))
+            continue
         if name == "accumulate_allreduce_grads_in_fp32" and value in ("True", "False"):
             # printed after validate_args: the gradient width the job ran (_gradient_width need not infer it)
             s.put("recipe.grad_reduce_fp32", value == "True", str(org))
