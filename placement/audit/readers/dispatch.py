@@ -10,6 +10,7 @@ from pathlib import Path
 from placement.audit.readers import deepspeed, megatron, neox, torchtitan
 from placement.audit.readers import maxtext as maxtext_reader
 from placement.audit.readers.common import (
+    Launch,
     launch_commands,
     launcher_settings,
     looks_like_devices_by_host,
@@ -144,7 +145,7 @@ trainers (`deepspeed --module openrlhf.cli.train_sft`) build their DeepSpeed con
 which changed names between versions (`--micro_train_batch_size` before 2026, `--train.micro_batch_size` after)."""
 
 
-def _refuse_other_trainer(launch) -> None:
+def _refuse_other_trainer(launch: Launch) -> None:
     """An InputError naming the training tool a launch runs (OpenRLHF), whose flags the audit does not read, with the
     `placement evaluate` flags that price its layout; nothing for any other entry."""
     entry = launch.entry.text
