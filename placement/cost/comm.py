@@ -38,7 +38,8 @@ class TpTerm:
     column_hidden_moe_s: np.ndarray | float = 0.0
     """What of them those GEMMs cover, per dense and per MoE layer."""
     async_backward: bool = False
-    """Recipe `tp_async_backward`: without --tp-comm-overlap they run beside their GEMMs too."""
+    """Recipe `tp_async_backward`: without --tp-comm-overlap they run beside their GEMMs too (never under blocking
+    launches, which overlap nothing)."""
 
     def exposed(self, overlap: bool, gemm_s: np.ndarray,
                 slowdown: float = C.OVERLAP_COMPUTE_SLOWDOWN) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -75,19 +76,20 @@ def tp_term(x: Ctx) -> TpTerm:
     redo = np.where(x.sp_shard > 1, 1.0, 2.0)
     ops = forward * (1.0 + x.full * x.full_layers_share) + 2.0 + redo * x.module(M.PER_OP)
     one = group.all_reduce(act)
+    comm, hidden_dense, hidden_moe, regathers = column_backward(x, one)
+    ops = ops + regathers
     dense = one * ops
     moe_share = np.where((x.b.etp > 1) | (x.w.shared_ffn_total > 0), 1.0, 0.5)
-    comm, hidden_dense, hidden_moe, regather = column_backward(x, one)
-    dense = dense + regather
     return TpTerm(dense_s=dense, moe_s=dense * moe_share,
-                  bytes_per_layer=np.where(x.b.tp > 1, 2.0 * act * (ops + regather / np.maximum(one, 1e-30)), 0.0),
+                  bytes_per_layer=np.where(x.b.tp > 1, 2.0 * act * ops, 0.0),
                   column_backward_s=comm, column_hidden_s=hidden_dense, column_hidden_moe_s=hidden_moe,
                   async_backward=bool(x.recipe.tp_async_backward and not x.recipe.cuda_launch_blocking))
 
 
 def column_backward(x: Ctx, all_reduce_s: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per micro-batch: (seconds of the column-parallel linears' backward collectives per dense layer, what of them
-    their own GEMMs cover per dense and per MoE layer, the sequence-parallel re-gathers among them).
+    their own GEMMs cover per dense and per MoE layer, and the all-reduces' worth of sequence-parallel re-gathers
+    among them, 1 or 0 per layer).
 
     Megatron's column-parallel linear launches its input gradient's collective and then computes its weight
     gradient (Megatron-LM megatron/mpu/layers.py at 2755bcb8, 2022-06: `LinearWithGradAccumulationAndAsyncCommunication
@@ -97,29 +99,28 @@ def column_backward(x: Ctx, all_reduce_s: np.ndarray) -> tuple[np.ndarray, np.nd
     al. 2022 §4.2.2: the shard is what it keeps), then reduce-scatters the input gradient beside its weight-gradient
     GEMM: two half all-reduces, each up to one GEMM; `sp_saves_gathered_inputs` keeps the gathered input and has no
     re-gather.  Two such linears per dense layer (the attention's column-parallel projections, the MLP's
-    up-projection); an MoE layer keeps the attention's and, where it has one, its shared expert's.  Under blocking
-    launches nothing runs beside anything."""
+    up-projection); an MoE layer keeps the attention's and, where it has one, its shared expert's."""
     zero = np.zeros_like(x.tokens)
     w, tokens, tp = x.w, x.tokens, x.tp
     sp = x.sp_shard > 1
     half = all_reduce_s * 0.5
     regathers = sp & (not x.recipe.sp_saves_gathered_inputs)
-    per_linear = np.where(sp, half * np.where(regathers, 2.0, 1.0), all_reduce_s)
+    halves = np.where(regathers, 2.0, 1.0)  # under SP: the reduce-scatter, and the re-gather where the shard is kept
+    per_linear = np.where(sp, half * halves, all_reduce_s)
 
     def hidden(gemm_s):
-        return np.where(sp, np.minimum(half, gemm_s) * np.where(regathers, 2.0, 1.0),
-                        np.minimum(all_reduce_s, gemm_s))
+        return np.where(sp, np.minimum(half, gemm_s) * halves, np.minimum(all_reduce_s, gemm_s))
 
     attn = hidden(sum((gemm_time(tokens, n / tp, k, 1, x.gemm) for n, k, split in w.attn_gemms if split == 1), zero))
 
     def up_projection(ffn: float):
         return hidden(gemm_time(tokens, w.mlp_up * ffn / tp, w.hidden, 1, x.gemm)) if ffn else zero
 
-    live = (x.b.tp > 1) & (not x.recipe.cuda_launch_blocking)
-    return (np.where(x.b.tp > 1, 2.0 * per_linear, 0.0),
+    live = x.b.tp > 1
+    return (np.where(live, 2.0 * per_linear, 0.0),
             np.where(live, attn + up_projection(w.dense_ffn), 0.0),
             np.where(live, attn + up_projection(w.shared_ffn_total), 0.0),
-            np.where((x.b.tp > 1) & regathers, 2.0 * half, 0.0))
+            np.where(live & regathers, 1.0, 0.0))
 
 
 @dataclass(frozen=True)

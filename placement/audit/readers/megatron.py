@@ -445,7 +445,7 @@ def read_args(words: list[Word], s: Settings, typos: bool = True) -> None:
             if f == "--fp8-format" and one_value(a).text not in ("e4m3", "hybrid"):
                 raise InputError(f"{a.evidence}: --fp8-format must be e4m3 or hybrid, got {one_value(a).text!r}")
             s.put("precision", "fp8", a.evidence)
-        elif f in ("--bf16", "--fp16") and a.values and one_value(a).text.lower() in ("false", "0", "no"):
+        elif f in ("--bf16", "--fp16") and _given_false(a):
             continue  # an HF TrainingArguments bool given False
         elif f in ("--bf16", "--fp16"):
             if s.value("precision") != "fp8":
@@ -610,6 +610,12 @@ def _batch_schedule(given: dict[str, Arg], s: Settings) -> None:
                          f"steps run smaller ones ({where})")
 
 
+def _given_false(a: Arg) -> bool:
+    """A switch of an HF-style script given a false value (`--bf16 False`, `--offload 0`), which leaves it off; bare,
+    or with any other value, it is on."""
+    return bool(a.values) and one_value(a).text.lower() in ("false", "0", "no")
+
+
 def check_hf_fsdp(where: str, value: str) -> None:
     """The InputError for an HF Trainer's `--fsdp VALUE` that turns its own FSDP on (not "" / False), which the audit
     does not read; nothing for a value that leaves it off."""
@@ -662,7 +668,7 @@ def _hf_trainer(args: list[Arg], s: Settings, deepspeed_flag: Arg | None) -> boo
             s.put("precision", "bf16", f"TRL SFTConfig default bf16 True: {where}")
     for name in ("--bf16", "--fp16"):
         a = flags.get(name)
-        if a is not None and not (a.values and one_value(a).text.lower() in ("false", "0", "no")):
+        if a is not None and not _given_false(a):
             s.hf_precision = (name[2:], a.evidence)
     if DS_CHAT_FLAGS & {a.flag for a in args}:
         _ds_chat(flags, s)
@@ -692,7 +698,7 @@ def _ds_chat(flags: dict[str, Arg], s: Settings) -> None:
             s.ignored.append(f"--dtype fp16: FP16 mixed precision with loss scaling, priced as bf16 ({where})")
     s.hf_precision = (stated, where)
     offload = flags.get("--offload")
-    if offload is not None and not (offload.values and one_value(offload).text.lower() in ("false", "0", "no")):
+    if offload is not None and not _given_false(offload):
         for key in ("offload_param", "offload_optimizer"):
             _offload_warning(s, f"{offload.evidence} (DeepSpeed-Chat: {key} device cpu, dschat/utils/ds_utils.py)",
                              key)
