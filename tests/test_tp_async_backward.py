@@ -123,34 +123,78 @@ def test_audit_prices_a_gpt_neox_config_with_its_plain_all_reduce(tmp_path) -> N
     assert "tp_async_backward" not in parse_launch([config]).recipe
 
 
+AUDITED = ("torchrun --nproc_per_node 8 --nnodes 2 pretrain_gpt.py --tensor-model-parallel-size 8 --num-layers 48 "
+           "--hidden-size 6144 --num-attention-heads 64 --seq-length 2048 --max-position-embeddings 2048 "
+           "--micro-batch-size 1 --global-batch-size 64 --bf16 --use-distributed-optimizer --overlap-grad-reduce "
+           "--use-flash-attn")
+"""A Megatron-LM job of the switch's years (2021-09 to 2024-04: no sequence parallelism, Megatron's own layers)."""
+
+
 def test_audit_names_the_switch_and_its_saving(tmp_path) -> None:
     """A Megatron job launched with --no-async-tensor-model-parallel-allreduce gets a finding that prices dropping
     it; the same job without the flag gets none."""
     script = tmp_path / "train.sh"
-    line = ("torchrun --nproc_per_node 8 --nnodes 2 pretrain_gpt.py --tensor-model-parallel-size 8 --num-layers 48 "
-            "--hidden-size 6144 --num-attention-heads 64 --seq-length 2048 --max-position-embeddings 2048 "
-            "--micro-batch-size 1 --global-batch-size 64 --bf16 --use-distributed-optimizer --overlap-grad-reduce "
-            "--sequence-parallel --use-flash-attn")
-    script.write_text(line + " --no-async-tensor-model-parallel-allreduce\n")
+    script.write_text(AUDITED + " --no-async-tensor-model-parallel-allreduce\n")
     argv = ["audit", "--model", "gpt-22b", "--launch", str(script), "--gpus", "16", "--json"]
     result = CliRunner().invoke(main, argv)
     found = [f for f in json.loads(result.stdout)["findings"] if f["kind"] == "tp_backward_not_overlapped"]
     assert len(found) == 1 and found[0]["cost_s"] > 0
     assert "without --no-async-tensor-model-parallel-allreduce" in found[0]["message"]
-    script.write_text(line + "\n")
+    script.write_text(AUDITED + "\n")
     result = CliRunner().invoke(main, argv)
     assert not [f for f in json.loads(result.stdout)["findings"] if f["kind"] == "tp_backward_not_overlapped"]
 
 
-@pytest.mark.parametrize("sp,expected", [("False", False), ("True", None)])
-def test_a_megatron_log_prints_the_switch(tmp_path, sp, expected) -> None:
+def test_the_change_list_drops_the_switch(tmp_path) -> None:
+    """The best plan is priced with the asynchronous backward, and placement's Megatron files have no such switch:
+    the change list takes the launch's flag out (a user trial kept it and ran slower than the plan)."""
+    script = tmp_path / "train.sh"
+    script.write_text(AUDITED + " --no-async-tensor-model-parallel-allreduce\n")
+    result = CliRunner().invoke(main, ["audit", "--model", "gpt-22b", "--launch", str(script), "--gpus", "16",
+                                       "--json"])
+    out = json.loads(result.stdout)
+    assert out["best"]["recipe"]["tp_async_backward"] is True
+    dropped = [c for c in out["changes"] if c["argument"] == "--no-async-tensor-model-parallel-allreduce"]
+    assert len(dropped) == 1 and dropped[0]["from"] == "true" and dropped[0]["to"] is None
+    script.write_text(AUDITED + "\n")
+    result = CliRunner().invoke(main, ["audit", "--model", "gpt-22b", "--launch", str(script), "--gpus", "16",
+                                       "--json"])
+    assert not [c for c in json.loads(result.stdout)["changes"] if "async" in c["argument"]]
+
+
+@pytest.mark.parametrize("extra,why", [
+    (" --sequence-parallel", "--sequence-parallel"),
+    (" --transformer-impl transformer_engine", "Transformer Engine's Linear"),
+    (" --ckpt-format torch_dist", "--ckpt-format (2fe20368be, 2024-08-02)"),
+    (" --cross-entropy-loss-fusion", "--cross-entropy-loss-fusion (7b4a6d76c9, 2024-06-14)"),
+])
+def test_the_switch_changes_nothing_where_the_job_shows_it(tmp_path, extra, why) -> None:
+    """Under sequence parallelism the backward's collectives run asynchronously whatever the switch says, Transformer
+    Engine's layers overlap them on their own, and Megatron-LM ignores the switch from core_r0.7.0 (an argument added
+    later dates the job): the job is priced asynchronous and the switch is an ignored line naming why."""
+    script = tmp_path / "train.sh"
+    script.write_text(AUDITED + extra + " --no-async-tensor-model-parallel-allreduce\n")
+    launch = parse_launch([script])
+    assert launch.recipe.get("tp_async_backward") is None
+    assert [i for i in launch.ignored if i.startswith("--no-async-tensor-model-parallel-allreduce") and why in i]
+    script.write_text(AUDITED + " --transformer-impl local --no-async-tensor-model-parallel-allreduce\n")
+    assert parse_launch([script]).recipe["tp_async_backward"] is False
+
+
+@pytest.mark.parametrize("sp,extra,expected", [("False", (), False), ("True", (), None),
+                                               ("False", (("calculate_per_token_loss", "False"),), None),
+                                               ("False", (("transformer_impl", "transformer_engine"),), None),
+                                               ("False", (("transformer_impl", "local"),), False)])
+def test_a_megatron_log_prints_the_switch(tmp_path, sp, extra, expected) -> None:
     """Megatron-LM's printed arguments say async_tensor_model_parallel_allreduce False where the flag turned it off,
-    and also under sequence parallelism (validate_args), whose backward runs its collectives asynchronously anyway."""
+    and also under sequence parallelism (validate_args), whose backward runs its collectives asynchronously anyway;
+    a block that prints an argument added after core_r0.7.0's change (calculate_per_token_loss, 2024-05-10) comes
+    from a Megatron-LM that ignores the flag, and Transformer Engine's layers overlap on their own."""
     from placement.audit.readers.megatron import MEGATRON_LOG_BEGIN, MEGATRON_LOG_END
 
     log = tmp_path / "train.log"
-    body = "".join(f"  {k} {'.' * (40 - len(k))} {v}\n" for k, v in (
+    body = "".join(f"  {k} {'.' * (40 - len(k))} {v}\n" for k, v in sorted((
         ("async_tensor_model_parallel_allreduce", "False"), ("bf16", "True"), ("sequence_parallel", sp),
-        ("tensor_model_parallel_size", "4")))
+        ("tensor_model_parallel_size", "4"), *extra)))
     log.write_text(f"{MEGATRON_LOG_BEGIN}\n{body}{MEGATRON_LOG_END}\n")
     assert parse_launch([log]).recipe.get("tp_async_backward") is expected

@@ -419,6 +419,7 @@ def launch_changes(framework: str, now: EmitContext, best: EmitContext, files_te
                                                   and megatron_flag_in(c["argument"], live))]
         if framework == "megatron":
             _megatron_virtual_flags(changes, b, files_text)
+            _megatron_dropped_switches(changes, best, live)
         key = GLOBAL_BATCH.get(framework)
         if key and key in b and a.get(key) == b.get(key) and _token(framework, key) not in files_text:
             changes.append({"argument": key, "from": None, "to": b[key],
@@ -469,6 +470,27 @@ def _megatron_virtual_flags(changes: list[dict], best: dict[str, str], files_tex
             changes.append({"argument": flag, "from": stated.group(1).strip(), "to": None,
                             "note": "Megatron-LM takes one of " + ", ".join(VIRTUAL_PIPELINE_FLAGS) + " (arguments.py "
                                     "validate_args): the files' own must go for the one this plan writes"})
+
+
+DROPPED_SWITCHES = {
+    "--no-async-tensor-model-parallel-allreduce": (
+        "tp_async_backward",
+        "Megatron-Core runs each column-parallel input-gradient collective beside the weight-gradient GEMM, as this "
+        "plan is priced; the switch that turned it off is gone from Megatron-LM since 2024 (placement's files target "
+        "megatron-core 0.19.2, which refuses it)"),
+}
+"""Megatron-LM switches a launch passes that turn off what the best plan is priced with, which placement's files
+never write (the Megatron-LM they target has no such flag): flag -> (the Recipe field it turns off, why it goes).
+Without this, the change list would leave the flag in and the job would not run what the best plan prices."""
+
+
+def _megatron_dropped_switches(changes: list[dict], best: EmitContext, live: str) -> None:
+    """Remove the DROPPED_SWITCHES the launch files pass where the best plan runs what they turn off."""
+    recipe = best.plan.recipe_spec()
+    for flag, (field, why) in DROPPED_SWITCHES.items():
+        if megatron_flag_in(flag, live) and getattr(recipe, field) \
+                and not any(c["argument"] == flag for c in changes):
+            changes.append({"argument": flag, "from": "true", "to": None, "note": why})
 
 
 def spell_neox_keys(changes: list[dict], spelling: dict[str, str]) -> None:

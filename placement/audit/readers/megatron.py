@@ -121,14 +121,71 @@ _MG_RECIPE_FLAGS = {
 }
 
 
+ASYNC_SWITCH_IGNORED = "5fffdfc737, 2024-04-29: core_r0.7.0 and later"
+"""Where Megatron-LM stopped reading --no-async-tensor-model-parallel-allreduce (its help became "DEPRECATED. This flag
+is ignored."; every column-parallel linear reduces its input gradient beside its weight-gradient GEMM since)."""
+NEWER_THAN_ASYNC_SWITCH = {
+    "--calculate-per-token-loss": "795b45cc0e, 2024-05-10", "--cross-entropy-loss-fusion": "7b4a6d76c9, 2024-06-14",
+    "--defer-embedding-wgrad-compute": "dadb970a17, 2024-07-05", "--ckpt-format": "2fe20368be, 2024-08-02",
+    "--overlap-param-gather-with-optimizer-step": "4e3840535b, 2024-08-23",
+    "--decoder-first-pipeline-num-layers": "fa8bb5921b, 2024-09-05", "--use-torch-fsdp2": "e1993fa6f7, 2024-11-13",
+    "--attention-backend": "fa0dcc4872, 2024-12-07", "--use-precision-aware-optimizer": "47a175b4c4, 2024-12-19",
+    "--enable-cuda-graph": "fa93a0564a, 2025-01-09",
+    "--account-for-embedding-in-pipeline-split": "ef490839e8, 2025-02-03",
+    "--moe-permute-fusion": "8a71e3bc7d, 2025-02-10", "--recompute-modules": "3b141a2471, 2025-04-05",
+    "--pipeline-model-parallel-layout": "77732c3628, 2025-06-13", "--moe-router-fusion": "c08d89bea0, 2025-08-17",
+    "--use-megatron-fsdp": "af28b5a559, 2025-08-21", "--cuda-graph-impl": "5769804591, 2025-10-14",
+}
+"""Megatron-LM arguments first added after ASYNC_SWITCH_IGNORED (the commit adding each to arguments.py): a launch or
+a log that has one runs a Megatron-LM that ignores the switch.  Megatron-DeepSpeed, which reads it, has none of them."""
+
+
+def newer_than_async_switch(names) -> str | None:
+    """The first of `names` (flags, or a log's printed argument names) that dates its Megatron-LM after
+    ASYNC_SWITCH_IGNORED, as "--flag (commit, date)"; None where none does."""
+    for flag, when in NEWER_THAN_ASYNC_SWITCH.items():
+        if flag in names or flag[2:].replace("-", "_") in names:
+            return f"{flag} ({when})"
+    return None
+
+
+def async_switch_moot(sequence_parallel: str | None, transformer_impl: str | None, newer: str | None) -> str | None:
+    """Why --no-async-tensor-model-parallel-allreduce changes nothing in this job (None where it takes effect): under
+    sequence parallelism Megatron-LM's backward runs its reduce-scatter and re-gather asynchronously whatever it
+    says (validate_args turns the switch off; core_r0.5.0 tensor_parallel/layers.py); Transformer Engine's Linear
+    reduces the input gradient beside its weight-gradient GEMM on its own (TransformerEngine v1.2 module/linear.py,
+    "Overlap dgrad-RS/AR with wgrad"); a Megatron-LM newer than ASYNC_SWITCH_IGNORED ignores it."""
+    if sequence_parallel:
+        return (f"{sequence_parallel} runs the sequence-parallel reduce-scatter and re-gather asynchronously in every "
+                f"version (validate_args turns the switch off under it)")
+    if transformer_impl:
+        return (f"{transformer_impl}: Transformer Engine's Linear reduces each input gradient beside its "
+                f"weight-gradient GEMM whatever the switch says")
+    if newer:
+        return f"{newer} dates this job's Megatron-LM after {ASYNC_SWITCH_IGNORED}, which ignores the switch"
+    return None
+
+
+def async_switch(evidence: str, site: str, moot: str | None, s: Settings) -> None:
+    """--no-async-tensor-model-parallel-allreduce (or a log's printed False): Megatron-LM from 3f65246911 (2021-09-02)
+    to ASYNC_SWITCH_IGNORED with its own (local) layers, and Megatron-DeepSpeed, reduce each column-parallel input
+    gradient on its own; where the job shows it changes nothing (`moot`, async_switch_moot), an ignored line."""
+    if moot is not None:
+        s.ignored.append(f"--no-async-tensor-model-parallel-allreduce: no effect in this job: {moot}; priced with "
+                         f"the input-gradient collectives beside the weight-gradient GEMMs ({site})")
+        return
+    s.put("recipe.tp_async_backward", False,
+          f"{evidence} (Megatron-LM's own layers from 3f65246911, 2021-09-02, to {ASYNC_SWITCH_IGNORED.split(':')[0]}, "
+          f"and Megatron-DeepSpeed; Transformer Engine's layers and a Megatron-LM of core_r0.7.0 or later run the "
+          f"collectives asynchronously whatever it says)")
+
+
 def _megatron_recipe(f: str, a: Arg, s: Settings, state: dict) -> bool:
     """Read one Megatron recipe argument into s ("recipe.FIELD"); True if `f` was one."""
     if f in _MG_RECIPE_FLAGS:
         s.put(f"recipe.{_MG_RECIPE_FLAGS[f]}", True, a.evidence)
     elif f == "--no-async-tensor-model-parallel-allreduce":
-        # Megatron-LM from 3f65246911 (2021-09-02) to its removal in 2024, Megatron-DeepSpeed: each column-parallel
-        # input gradient is reduced on its own, not beside the weight-gradient GEMM
-        s.put("recipe.tp_async_backward", False, a.evidence)
+        async_switch(a.evidence, f"{a.word.site.path}:{a.word.site.line}", state.get("moot"), s)
     elif f == "--moe-token-dispatcher-type":
         value = one_value(a).text
         if value not in ("alltoall", "allgather", "flex"):
@@ -383,7 +440,12 @@ def read_args(words: list[Word], s: Settings, typos: bool = True) -> None:
                          f"overlap_moe_expert_parallel_comm'), so this job does not start; drop one")
     sharding = None
     fsdp = None
-    recipe_state: dict = {}
+    sp, te = given.get("--sequence-parallel"), given.get("--transformer-impl")
+    recipe_state: dict = {"moot": async_switch_moot(
+        f"--sequence-parallel ({sp.word.site.path}:{sp.word.site.line})" if sp is not None else None,
+        f"--transformer-impl transformer_engine ({te.word.site.path}:{te.word.site.line})"
+        if te is not None and te.values and te.values[0].text == "transformer_engine" else None,
+        newer_than_async_switch(given))}
     rope_scaling: dict[str, Arg] = {}
     for a in args:
         f = a.flag.replace("_", "-") if a.flag.startswith("--deepspeed") is False else a.flag
@@ -1159,8 +1221,12 @@ def read_log(path: Path, s: Settings) -> None:
         org = Origin(str(path), line, lines[line - 1].strip())
         if name == "async_tensor_model_parallel_allreduce" and value == "False" and not sequence_parallel:
             # --no-async-tensor-model-parallel-allreduce (validate_args also prints False under sequence parallelism,
-            # whose own backward runs its collectives asynchronously)
-            s.put("recipe.tp_async_backward", False, str(org))
+            # whose own backward runs its collectives asynchronously); the block prints every argument the version
+            # has, so a newer argument's name dates it
+            te = next((f"transformer_impl transformer_engine ({path}:{n})" for name_, v, n in printed
+                       if name_ == "transformer_impl" and v == "transformer_engine"), None)
+            async_switch(str(org), f"{path}:{line}",
+                         async_switch_moot(None, te, newer_than_async_switch({n for n, _, _ in printed})), s)
             continue
         if name == "accumulate_allreduce_grads_in_fp32" and value in ("True", "False"):
             # printed after validate_args: the gradient width the job ran (_gradient_width need not infer it)
