@@ -940,6 +940,22 @@ def test_megatron_refuses_shared_expert_overlap_beside_the_a2a_overlap(tmp_path:
         parse_launch([script], "megatron")
 
 
+def test_megatron_refuses_tp_comm_overlap_without_sequence_parallelism(tmp_path: Path) -> None:
+    """validate_args asserts 'Tensor parallel communication/GEMM overlap can happen only when sequence parallelism is
+    enabled': a launch with --tp-comm-overlap and no --sequence-parallel does not start (it was priced with the
+    overlap on); with --sequence-parallel it is read."""
+    script = tmp_path / "run.sh"
+    line = ("torchrun --nproc_per_node 8 --nnodes 2 pretrain_gpt.py --tensor-model-parallel-size 8 --num-layers 48 "
+            "--hidden-size 6144 --num-attention-heads 64 --seq-length 2048 --max-position-embeddings 2048 "
+            "--micro-batch-size 1 --global-batch-size 64 --bf16 --tp-comm-overlap")
+    script.write_text(line + "\n")
+    with pytest.raises(InputError, match=r"--tp-comm-overlap without --sequence-parallel.*add --sequence-parallel"):
+        parse_launch([script], "megatron")
+    script.write_text(line + " --sequence-parallel\n")
+    launch = parse_launch([script], "megatron")
+    assert launch.recipe["tp_comm_overlap"] is True and launch.sequence_parallel is True
+
+
 def test_megatron_deepspeed_partitioning_flags_are_said_not_dropped(tmp_path: Path) -> None:
     """--partition-activations and --pp-partition-method change memory and the stage split but are not priced: said
     (a user trial found both dropped silently)."""

@@ -438,6 +438,12 @@ def read_args(words: list[Word], s: Settings, typos: bool = True) -> None:
                          f"({given['--overlap-moe-expert-parallel-comm'].evidence}): Megatron-Core refuses the pair "
                          f"(transformer_config.py: 'disable moe_shared_expert_overlap when enabling "
                          f"overlap_moe_expert_parallel_comm'), so this job does not start; drop one")
+    if "--tp-comm-overlap" in given and "--sequence-parallel" not in given:
+        a = given["--tp-comm-overlap"]
+        raise InputError(f"{a.evidence}: --tp-comm-overlap without --sequence-parallel: Megatron-LM refuses it "
+                         f"(arguments.py validate_args, since the flag came in 116ffddc58 of 2023-10-23: 'Tensor "
+                         f"parallel communication/GEMM overlap can happen only when sequence parallelism is "
+                         f"enabled'), so this job does not start; add --sequence-parallel or drop the overlap")
     sharding = None
     fsdp = None
     sp, te = given.get("--sequence-parallel"), given.get("--transformer-impl")
