@@ -956,6 +956,29 @@ def test_megatron_refuses_tp_comm_overlap_without_sequence_parallelism(tmp_path:
     assert launch.recipe["tp_comm_overlap"] is True and launch.sequence_parallel is True
 
 
+@pytest.mark.parametrize("flags,refused", [
+    ("--overlap-param-gather --overlap-grad-reduce", "--overlap-param-gather without --use-distributed-optimizer"),
+    ("--overlap-param-gather --use-distributed-optimizer", "--overlap-param-gather without --overlap-grad-reduce"),
+    ("--recompute-granularity selective --recompute-method uniform --recompute-num-layers 1",
+     "--recompute-method with --recompute-granularity selective"),
+    ("--overlap-param-gather --overlap-grad-reduce --use-distributed-optimizer", None),
+    ("--overlap-param-gather --overlap-grad-reduce --use-megatron-fsdp", None),
+    ("--recompute-granularity full --recompute-method uniform --recompute-num-layers 1", None),
+])
+def test_megatron_refuses_what_validate_args_asserts_against(tmp_path: Path, flags, refused) -> None:
+    """Pairs Megatron-LM's validate_args asserts against: a job with one does not start (they were priced, the
+    parameter gather as overlapped without the sharded optimizer it needs); the pairs it takes are read."""
+    script = tmp_path / "run.sh"
+    script.write_text("torchrun --nproc_per_node 8 --nnodes 2 pretrain_gpt.py --tensor-model-parallel-size 4 "
+                      "--num-layers 48 --hidden-size 6144 --num-attention-heads 64 --seq-length 2048 "
+                      f"--max-position-embeddings 2048 --micro-batch-size 1 --global-batch-size 64 --bf16 {flags}\n")
+    if refused is None:
+        assert parse_launch([script], "megatron").tp == 4
+        return
+    with pytest.raises(InputError, match=re.escape(refused) + ".*Megatron-LM refuses it.*does not start"):
+        parse_launch([script], "megatron")
+
+
 def test_megatron_deepspeed_partitioning_flags_are_said_not_dropped(tmp_path: Path) -> None:
     """--partition-activations and --pp-partition-method change memory and the stage split but are not priced: said
     (a user trial found both dropped silently)."""

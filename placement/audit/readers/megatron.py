@@ -426,6 +426,34 @@ NEAR_MISS_CUTOFF = 0.9
 """difflib similarity above which an unknown flag is taken for a typo of one the audit reads."""
 
 
+def _refuse_validate_args(given: dict[str, Arg]) -> None:
+    """An InputError for argument pairs Megatron-LM's validate_args asserts against (megatron/training/arguments.py,
+    each since the commit named): such a job does not start, so it has no step time to audit."""
+    def refuse(a: Arg, what: str, since: str, says: str, fix: str) -> None:
+        raise InputError(f"{a.evidence}: {what}: Megatron-LM refuses it (arguments.py validate_args, since {since}: "
+                         f"'{says}'), so this job does not start; {fix}")
+
+    gather = given.get("--overlap-param-gather")
+    if gather is not None:
+        optimizer = given.get("--optimizer")
+        sharded = ("--use-distributed-optimizer" in given or "--use-megatron-fsdp" in given
+                   or (optimizer is not None and optimizer.values and optimizer.values[0].text == "dist_muon"))
+        if not sharded:
+            refuse(gather, "--overlap-param-gather without --use-distributed-optimizer", "f048bf8c08 of 2023-11-17",
+                   "--overlap-param-gather only supported with distributed optimizer",
+                   "add --use-distributed-optimizer or drop --overlap-param-gather")
+        if "--overlap-grad-reduce" not in given:
+            refuse(gather, "--overlap-param-gather without --overlap-grad-reduce", "5e993318a7 of 2023-12-26",
+                   "Must use --overlap-param-gather with --overlap-grad-reduce",
+                   "add --overlap-grad-reduce or drop --overlap-param-gather")
+    granularity, method = given.get("--recompute-granularity"), given.get("--recompute-method")
+    if granularity is not None and method is not None and granularity.values \
+            and granularity.values[0].text == "selective":
+        refuse(method, "--recompute-method with --recompute-granularity selective", "bbab79f869 of 2022-05-16 "
+               "(Megatron-DeepSpeed too)", "recompute method is not yet supported for selective recomputing "
+               "granularity", "drop --recompute-method (and --recompute-num-layers), which only full recompute reads")
+
+
 def read_args(words: list[Word], s: Settings, typos: bool = True) -> None:
     """A Megatron-LM (or Megatron-DeepSpeed, HF Trainer) argument list: layout, batch, sharding, recompute,
     precision and recipe flags; with `typos`, an argument one typo away from one it reads is an error (a log's
@@ -438,6 +466,7 @@ def read_args(words: list[Word], s: Settings, typos: bool = True) -> None:
                          f"({given['--overlap-moe-expert-parallel-comm'].evidence}): Megatron-Core refuses the pair "
                          f"(transformer_config.py: 'disable moe_shared_expert_overlap when enabling "
                          f"overlap_moe_expert_parallel_comm'), so this job does not start; drop one")
+    _refuse_validate_args(given)
     if "--tp-comm-overlap" in given and "--sequence-parallel" not in given:
         a = given["--tp-comm-overlap"]
         raise InputError(f"{a.evidence}: --tp-comm-overlap without --sequence-parallel: Megatron-LM refuses it "
