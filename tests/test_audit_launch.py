@@ -1046,3 +1046,40 @@ def test_arguments_held_in_a_heredoc_variable_are_said(tmp_path):
                                          r"\$training_commands") as err:
         parse_launch([script], "deepspeed")
     assert "--script-args" not in str(err.value)
+
+
+def _deepspeed_audit(tmp_path: Path, config: dict, gpus: int):
+    from click.testing import CliRunner
+
+    from placement.cli import main
+
+    path = tmp_path / "ds_config.json"
+    path.write_text(json.dumps(config, indent=1) + "\n")
+    return CliRunner().invoke(main, ["audit", "--model", "llama3-8b", "--launch", str(path), "--gpus", str(gpus),
+                                     "--json"])
+
+
+def test_deepspeed_batch_identity_holds_on_the_gpu_count_given(tmp_path: Path) -> None:
+    """train_batch_size, the micro-batch and the accumulation all stated must agree with dp from --gpus, as DeepSpeed's
+    _batch_assertion demands: 64 != 2 x 2 x 8 was priced as 4 accumulation steps (the files say 2)."""
+    config = {"train_batch_size": 64, "train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 2,
+              "bf16": {"enabled": True}, "zero_optimization": {"stage": 2}}
+    result = _deepspeed_audit(tmp_path, config, 8)
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "global batch 64" in result.output and "= 32" in result.output and "--gpus 16" in result.output
+    result = _deepspeed_audit(tmp_path, config, 16)  # exit 1: the audit's own error finding (memory), not a refusal
+    out = json.loads(result.stdout)
+    assert out["estimate"]["global_batch"] == 64 and out["layout"]["num_microbatches"] == 2
+
+
+def test_deepspeed_precision_keys(tmp_path: Path) -> None:
+    """bf16 and fp16 both enabled: DeepSpeed asserts against it; the old key "bfloat16" is read as bf16 (it was
+    taken for an unset precision, placement's default)."""
+    both = {"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": True}, "fp16": {"enabled": True}}
+    result = _deepspeed_audit(tmp_path, both, 8)
+    assert result.exit_code == 2 and "cannot be simultaneously enabled" in result.output
+    old = {"train_micro_batch_size_per_gpu": 1, "bfloat16": {"enabled": True}, "zero_optimization": {"stage": 1}}
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(old, indent=1) + "\n")
+    launch = parse_launch([path])
+    assert launch.precision == "bf16" and "bfloat16" in launch.sources["precision"]

@@ -414,6 +414,23 @@ def launched_model(launch: LaunchLayout, model: ModelSpec) -> tuple[ModelSpec, d
     return model_as_run(launch.framework, model, launch.framework)
 
 
+def _check_batch_identity(launch: LaunchLayout, num_gpus: int, dp: int, per_replica: int, src, fix) -> None:
+    """Files that state the global batch, the micro-batch and the accumulation must agree on this GPU count:
+    global = micro x accumulation x dp (DeepSpeed's runtime/config.py _batch_assertion and GPT-NeoX's batch check
+    refuse a job that does not; the readers check it where the files give the world size, here it comes from the
+    GPU count)."""
+    gb, mbs, gas = launch.global_batch, launch.micro_batch_size, launch.grad_accumulation
+    if gb is None or mbs is None or gas is None or gb == mbs * gas * dp:
+        return
+    need, rem = divmod(gb, mbs * gas)
+    other = (f"; on {need * per_replica} GPUs (dp {need}) the three agree" if not rem and need != dp else "")
+    raise InputError(f"the launch files' global batch {gb}{src('global_batch')} is not micro-batch {mbs}"
+                     f"{src('micro_batch_size')} x accumulation {gas}{src('grad_accumulation')} x dp {dp} "
+                     f"({num_gpus} GPUs / (tp {launch.tp} x cp {launch.cp} x pp {launch.pp})) = {mbs * gas * dp}: "
+                     f"the framework refuses such a job (DeepSpeed runtime/config.py _batch_assertion){other}; fix "
+                     f"the files' numbers, or {fix(need * per_replica if not rem else 0)}")
+
+
 def resolve_layout(launch: LaunchLayout, model: ModelSpec, num_gpus: int, gpus_per_host: int | None = None) -> Layout:
     """The launch files' layout, with the framework's defaults for what they leave out and dp from the
     GPU count; errors name the setting and its source line.  `gpus_per_host`: the GPU count is a real
@@ -442,6 +459,7 @@ def resolve_layout(launch: LaunchLayout, model: ModelSpec, num_gpus: int, gpus_p
         raise InputError(
             f"the launch files set a data-parallel degree of {launch.dp}{src('dp')} but {num_gpus} GPUs / "
             f"(tp {launch.tp} x cp {launch.cp} x pp {launch.pp}) = {dp}; {fix(launch.dp * per_replica)}")
+    _check_batch_identity(launch, num_gpus, dp, per_replica, src, fix)
     for name, given, have in _model_shape(launch, model):
         if given is not None and given != have:
             raise InputError(

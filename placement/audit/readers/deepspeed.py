@@ -98,11 +98,19 @@ def read_json(path: Path, s: Settings) -> None:
     tpc = data.get("tensor_parallel")
     if isinstance(tpc, dict) and "autotp_size" in tpc:
         s.put("tp", read_int(tpc["autotp_size"], "tensor_parallel.autotp_size", ev("autotp_size")), ev("autotp_size"))
-    for key in ("bf16", "fp16"):
+    # DeepSpeed reads "bfloat16" where there is no "bf16" (runtime/config.py get_bfloat16_config, BFLOAT16_OLD)
+    bf16_key = "bf16" if "bf16" in data or "bfloat16" not in data else "bfloat16"
+    enabled = [key for key in (bf16_key, "fp16")
+               if isinstance(data.get(key), dict) and data[key].get("enabled") in (True, "true")]
+    if len(enabled) == 2:
+        raise InputError(f"{ev(bf16_key)}; {ev('fp16')}: {bf16_key}.enabled and fp16.enabled are both true: DeepSpeed "
+                         f"refuses it (runtime/config.py: 'bfloat16 and fp16 modes cannot be simultaneously "
+                         f"enabled'), so this job does not start; keep one")
+    for key in (bf16_key, "fp16"):
         sec = data.get(key)
         if isinstance(sec, dict) and sec.get("enabled") == "auto":
             auto.append(AutoKey(key, "precision", ev(key)))
-        elif isinstance(sec, dict) and sec.get("enabled") in (True, "true"):
+        elif key in enabled:
             s.put("precision", "bf16", ev(key))
             if key == "fp16":
                 s.ignored.append(f"fp16: FP16 mixed precision, priced as bf16 ({ev(key)})")
@@ -235,7 +243,8 @@ def _bf16_optimizer_at_zero1(data: dict, s: Settings, ev: Callable[[str], str]) 
     """DeepSpeed picks its BF16_Optimizer, not its ZeRO optimizer, for bf16 at ZeRO stage 1 with
     `data_types.grad_accum_dtype` fp32 and no optimizer offload (`runtime/engine.py` `_do_optimizer_sanity_check`):
     fp32 gradient copies after every backward, and the whole gradient all-reduced (buffered_allreduce_fallback)."""
-    zero, types, bf16 = data.get("zero_optimization"), data.get("data_types"), data.get("bf16")
+    zero, types = data.get("zero_optimization"), data.get("data_types")
+    bf16 = data.get("bf16", data.get("bfloat16"))  # runtime/config.py get_bfloat16_config: "bfloat16" is the old key
     if not (isinstance(zero, dict) and zero.get("stage") == 1 and isinstance(types, dict)
             and isinstance(bf16, dict) and bf16.get("enabled") in (True, "true")):
         return
