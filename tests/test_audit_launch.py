@@ -961,6 +961,14 @@ def test_megatron_refuses_tp_comm_overlap_without_sequence_parallelism(tmp_path:
     ("--overlap-param-gather --use-distributed-optimizer", "--overlap-param-gather without --overlap-grad-reduce"),
     ("--recompute-granularity selective --recompute-method uniform --recompute-num-layers 1",
      "--recompute-method with --recompute-granularity selective"),
+    ("--use-torch-fsdp2 --use-distributed-optimizer", "--use-torch-fsdp2 with --use-distributed-optimizer"),
+    ("--use-torch-fsdp2 --pipeline-model-parallel-size 2", "--use-torch-fsdp2 with pipeline parallelism 2"),
+    ("--num-layers-per-virtual-pipeline-stage 4", "an interleaved schedule (12 virtual stages) without pipeline"),
+    ("--pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 4 --no-overlap-p2p-communication",
+     "an interleaved schedule on 2 pipeline stages with --no-overlap-p2p-communication"),
+    ("--pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 4", None),
+    ("--num-layers-per-virtual-pipeline-stage 48", None),
+    ("--use-torch-fsdp2", None),
     ("--overlap-param-gather --overlap-grad-reduce --use-distributed-optimizer", None),
     ("--overlap-param-gather --overlap-grad-reduce --use-megatron-fsdp", None),
     ("--recompute-granularity full --recompute-method uniform --recompute-num-layers 1", None),
@@ -976,6 +984,20 @@ def test_megatron_refuses_what_validate_args_asserts_against(tmp_path: Path, fla
         assert parse_launch([script], "megatron").tp == 4
         return
     with pytest.raises(InputError, match=re.escape(refused) + ".*Megatron-LM refuses it.*does not start"):
+        parse_launch([script], "megatron")
+
+
+@pytest.mark.parametrize("positions,refused", [(2048, True), (4096, False)])
+def test_megatron_refuses_a_sequence_beyond_its_position_table(tmp_path: Path, positions, refused) -> None:
+    """validate_args asserts max_position_embeddings >= seq_length (since 2020, Megatron-DeepSpeed too)."""
+    script = tmp_path / "run.sh"
+    script.write_text("torchrun --nproc_per_node 8 --nnodes 2 pretrain_gpt.py --tensor-model-parallel-size 4 "
+                      "--num-layers 48 --hidden-size 6144 --num-attention-heads 64 --seq-length 4096 "
+                      f"--max-position-embeddings {positions} --micro-batch-size 1 --global-batch-size 64 --bf16\n")
+    if not refused:
+        assert parse_launch([script], "megatron").seq_len == 4096
+        return
+    with pytest.raises(InputError, match=r"--max-position-embeddings 2048 below --seq-length 4096.*refuses it"):
         parse_launch([script], "megatron")
 
 

@@ -446,6 +446,39 @@ def _refuse_validate_args(given: dict[str, Arg]) -> None:
             refuse(gather, "--overlap-param-gather without --overlap-grad-reduce", "5e993318a7 of 2023-12-26",
                    "Must use --overlap-param-gather with --overlap-grad-reduce",
                    "add --overlap-grad-reduce or drop --overlap-param-gather")
+    def number(flag: str) -> int | None:
+        a = given.get(flag)
+        return int(a.values[0].text) if a is not None and a.values and a.values[0].text.isdigit() else None
+
+    seq, positions = number("--seq-length"), number("--max-position-embeddings")
+    if seq is not None and positions is not None and positions < seq:
+        refuse(given["--max-position-embeddings"], f"--max-position-embeddings {positions} below --seq-length {seq}",
+               "94e2ca575c of 2020-03-27 (Megatron-DeepSpeed too)", "assert args.max_position_embeddings >= "
+               "args.seq_length", f"set --max-position-embeddings {seq} or more")
+    fsdp2, pp = given.get("--use-torch-fsdp2"), number("--pipeline-model-parallel-size") or 1
+    if fsdp2 is not None and "--use-distributed-optimizer" in given:
+        refuse(fsdp2, "--use-torch-fsdp2 with --use-distributed-optimizer", "e1993fa6f7 of 2024-11-13",
+               "--use-torch-fsdp2 is not supported with MCore's distributed optimizer",
+               "drop --use-distributed-optimizer (FSDP2 shards the optimizer itself)")
+    if fsdp2 is not None and pp > 1:
+        refuse(fsdp2, f"--use-torch-fsdp2 with pipeline parallelism {pp}", "e1993fa6f7 of 2024-11-13",
+               "--use-torch-fsdp2 is not supported with pipeline parallelism",
+               "drop one (Megatron FSDP, --use-megatron-fsdp, or the distributed optimizer run with a pipeline)")
+    per_virtual, layers = number("--num-layers-per-virtual-pipeline-stage"), number("--num-layers")
+    virtual = number("--num-virtual-stages-per-pipeline-rank") or (
+        layers // pp // per_virtual if per_virtual and layers and layers % pp == 0 else None)
+    if virtual is not None and virtual > 1:
+        a = given.get("--num-layers-per-virtual-pipeline-stage") or given["--num-virtual-stages-per-pipeline-rank"]
+        if pp == 1:
+            refuse(a, f"an interleaved schedule ({virtual} virtual stages) without pipeline parallelism",
+                   "interleaving came in (dcef906978 of 2021-02-13)", "pipeline-model-parallel size should be "
+                   "greater than 1 (2 before 3ee489d9ea of 2024-05-31) with the interleaved schedule",
+                   "give --pipeline-model-parallel-size, or drop the virtual stages")
+        if pp == 2 and "--no-overlap-p2p-communication" in given:
+            refuse(a, "an interleaved schedule on 2 pipeline stages with --no-overlap-p2p-communication",
+                   "3ee489d9ea of 2024-05-31, and before it any interleaving on 2 stages", "when interleaved "
+                   "schedule is used and p2p communication overlap is disabled, pipeline-model-parallel size should "
+                   "be greater than 2", "drop --no-overlap-p2p-communication, or use more than 2 stages")
     granularity, method = given.get("--recompute-granularity"), given.get("--recompute-method")
     if granularity is not None and method is not None and granularity.values \
             and granularity.values[0].text == "selective":
