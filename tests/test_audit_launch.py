@@ -1105,3 +1105,28 @@ def test_deepspeed_precision_keys(tmp_path: Path) -> None:
     path.write_text(json.dumps(old, indent=1) + "\n")
     launch = parse_launch([path])
     assert launch.precision == "bf16" and "bfloat16" in launch.sources["precision"]
+
+
+@pytest.mark.parametrize("stage,refused", [(3, True), (2, True), (1, False)])
+def test_deepspeed_pipeline_engine_refuses_zero_2_and_3(tmp_path: Path, stage, refused) -> None:
+    """Megatron-DeepSpeed pipelines with DeepSpeed's PipelineEngine, which asserts ZeRO below stage 2: a pipeline
+    with ZeRO-2 or -3 does not start (it was priced)."""
+    config = tmp_path / "ds.json"
+    config.write_text(json.dumps({"train_batch_size": 64, "train_micro_batch_size_per_gpu": 1,
+                                  "bf16": {"enabled": True}, "zero_optimization": {"stage": stage}}, indent=1) + "\n")
+    script = tmp_path / "run.sh"
+    script.write_text("deepspeed --num_gpus 8 --num_nodes 2 pretrain_gpt.py --tensor-model-parallel-size 2 "
+                      "--pipeline-model-parallel-size 2 --num-layers 48 --hidden-size 6144 --num-attention-heads 64 "
+                      "--seq-length 2048 --max-position-embeddings 2048 --micro-batch-size 1 --global-batch-size 64 "
+                      f"--bf16 --deepspeed --deepspeed_config {config.name}\n")
+    from click.testing import CliRunner
+
+    from placement.cli import main
+
+    result = CliRunner().invoke(main, ["audit", "--model", "gpt-22b", "--launch", str(script), "--launch", str(config),
+                                       "--gpus", "16", "--json"])
+    if refused:
+        assert result.exit_code == 2 and "incompatible with pipeline parallelism" in result.output
+        assert "Traceback" not in result.output
+    else:
+        assert json.loads(result.stdout)["layout"]["zero_stage"] == 1

@@ -431,6 +431,20 @@ def _check_batch_identity(launch: LaunchLayout, num_gpus: int, dp: int, per_repl
                      f"the files' numbers, or {fix(need * per_replica if not rem else 0)}")
 
 
+def _check_pipeline_engine_zero(launch: LaunchLayout, src) -> None:
+    """DeepSpeed's PipelineEngine asserts ZeRO below stage 2 (runtime/pipe/engine.py: 'ZeRO-2 and ZeRO-3 are
+    incompatible with pipeline parallelism'): a DeepSpeed pipeline (a PipelineModule topology, or Megatron-DeepSpeed
+    under --deepspeed) with ZeRO-2 or -3 does not start.  GPT-NeoX's reader says its own words for the same check."""
+    engine = launch.framework == "deepspeed" or (launch.framework == "megatron"
+                                                 and launch.recipe.get("pipeline_p2p_blocking"))
+    zero = launch.zero_stage or 0
+    if engine and launch.pp > 1 and zero >= 2:
+        raise InputError(f"ZeRO stage {zero}{src('zero_stage')} with a pipeline of {launch.pp} stages{src('pp')}: "
+                         f"DeepSpeed's PipelineEngine refuses it (runtime/pipe/engine.py: 'ZeRO-2 and ZeRO-3 are "
+                         f"incompatible with pipeline parallelism'), so this job does not start; use ZeRO stage 0 or "
+                         f"1 with the pipeline, or no pipeline")
+
+
 def resolve_layout(launch: LaunchLayout, model: ModelSpec, num_gpus: int, gpus_per_host: int | None = None) -> Layout:
     """The launch files' layout, with the framework's defaults for what they leave out and dp from the
     GPU count; errors name the setting and its source line.  `gpus_per_host`: the GPU count is a real
@@ -460,6 +474,7 @@ def resolve_layout(launch: LaunchLayout, model: ModelSpec, num_gpus: int, gpus_p
             f"the launch files set a data-parallel degree of {launch.dp}{src('dp')} but {num_gpus} GPUs / "
             f"(tp {launch.tp} x cp {launch.cp} x pp {launch.pp}) = {dp}; {fix(launch.dp * per_replica)}")
     _check_batch_identity(launch, num_gpus, dp, per_replica, src, fix)
+    _check_pipeline_engine_zero(launch, src)
     for name, given, have in _model_shape(launch, model):
         if given is not None and given != have:
             raise InputError(
