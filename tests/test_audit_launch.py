@@ -969,6 +969,7 @@ def test_megatron_refuses_tp_comm_overlap_without_sequence_parallelism(tmp_path:
     ("--pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 4", None),
     ("--num-layers-per-virtual-pipeline-stage 48", None),
     ("--use-torch-fsdp2", None),
+    ("--fp16", "--bf16 and --fp16 both on"),
     ("--overlap-param-gather --overlap-grad-reduce --use-distributed-optimizer", None),
     ("--overlap-param-gather --overlap-grad-reduce --use-megatron-fsdp", None),
     ("--recompute-granularity full --recompute-method uniform --recompute-num-layers 1", None),

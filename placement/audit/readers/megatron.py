@@ -433,6 +433,12 @@ def _refuse_validate_args(given: dict[str, Arg]) -> None:
         raise InputError(f"{a.evidence}: {what}: Megatron-LM refuses it (arguments.py validate_args, since {since}: "
                          f"'{says}'), so this job does not start; {fix}")
 
+    bf16, fp16 = given.get("--bf16"), given.get("--fp16")
+    if bf16 is not None and fp16 is not None and not _given_false(bf16) and not _given_false(fp16):
+        raise InputError(f"{fp16.evidence}: --bf16 and --fp16 both on: Megatron-LM refuses it (arguments.py "
+                         f"validate_args 'assert not args.bf16' under --fp16, since b4bc51b1e7 of 2021-03-08; "
+                         f"Megatron-DeepSpeed too), as does the HF Trainer ('At most one of fp16 and bf16 can be "
+                         f"True'), so this job does not start; keep one")
     gather = given.get("--overlap-param-gather")
     if gather is not None:
         optimizer = given.get("--optimizer")
