@@ -458,24 +458,37 @@ def test_the_bubble_finding_saves_only_what_the_pipeline_change_saves(tmp_path):
 
 
 def test_a_job_the_framework_search_cannot_better_is_still_priced(tmp_path: Path) -> None:
-    """Qwen3-30B-A3B on 144 GB200: the plan runs pp 9 over 48 layers (3/6/3), which MaxText's search cannot split;
-    the audit of the MaxText files stopped with that search's "no layout" message and never priced the job.  Now
-    it prices the job as launched, the step the file's header promises, and says why there is no plan to compare."""
+    """Llama 3 405B launched on 8 H100 (Megatron-LM, tp 8): no layout of the model fits 8 GPUs, so the search has no
+    plan; the audit prices the job as launched all the same and says why there is none to compare (it once stopped
+    with the search's "no layout" message and priced nothing)."""
+    script = tmp_path / "train.sh"
+    script.write_text("torchrun --nproc_per_node 8 pretrain_gpt.py --tensor-model-parallel-size 8 --num-layers 126 "
+                      "--hidden-size 16384 --ffn-hidden-size 53248 --num-attention-heads 128 --group-query-attention "
+                      "--num-query-groups 8 --swiglu --seq-length 8192 --max-position-embeddings 8192 "
+                      "--micro-batch-size 1 --global-batch-size 16 --bf16 --use-distributed-optimizer\n")
+    job = ["--model", "llama3-405b", "--cluster", "dgx-h100", "--gpus", "8", "--launch", str(script)]
+    data = audit_json(*job)
+    assert data["layout"]["tp"] == 8 and data["estimate"]["step_time_s"] > 0
+    assert "does not fit" in data["no_better_plan"] and "needs" in data["no_better_plan"]
+    assert data["speedup"] == 1.0 and data["changes"] == []
+    code, out, _ = run("audit", *job)
+    assert code == 1
+    assert "best plan for the same job: none searched" in out
+    assert "placement found no other plan for this job to compare it with" in out
+
+
+def test_an_emitted_maxtext_file_maxtext_rejects_is_refused(tmp_path: Path) -> None:
+    """Qwen3-30B-A3B on 144 GB200: the plan runs pp 9 over 48 layers (3/6/3), which MaxText cannot express; the
+    emitted file's header warns that MaxText rejects its 8 micro-batches over 9 stages, and the audit of that file
+    refuses the job with MaxText's own check (it was priced at the step the header gives)."""
     job = ["--model", "qwen3-30b-a3b", "--cluster", "gb200-nvl72", "--gpus", "144", "--global-batch", "512"]
     code, _, err = run("plan", *job, "--top-k", "1", "--out", str(tmp_path / "p"), "--emit", "maxtext")
     assert code == 0, err
     header = (tmp_path / "p" / "maxtext.yml").read_text()
-    promised = float(re.search(r"^# this file runs .*: ([\d.]+) s/step", header, re.M).group(1))
-    data = audit_json(*job, "--launch", str(tmp_path / "p" / "maxtext.yml"),
-                      "--launch", str(tmp_path / "p" / "jax_mesh.py"))
-    assert data["layout"]["pp"] == 9
-    assert round(data["estimate"]["step_time_s"], 3) == promised
-    assert "no layout of qwen3-30b-a3b splits over 144 GPUs" in data["no_better_plan"]
-    assert data["speedup"] == 1.0 and data["changes"] == []
-    code, out, _ = run("audit", *job, "--launch", str(tmp_path / "p" / "maxtext.yml"),
+    assert "it will reject this config" in header
+    code, _, err = run("audit", *job, "--launch", str(tmp_path / "p" / "maxtext.yml"),
                        "--launch", str(tmp_path / "p" / "jax_mesh.py"))
-    assert "best plan for the same job: none searched (no layout" in out
-    assert "placement found no other plan for this job to compare it with" in out
+    assert code == 2 and "must be divisible by the number of stages (9)" in err and "does not start" in err
 
 
 def test_a_node_count_slurm_gives_is_the_command_lines(tmp_path: Path) -> None:

@@ -191,7 +191,8 @@ def test_the_best_plan_of_a_gpt_neox_job_recomputes_whole_layers_or_nothing(tmp_
     """20B.yml at 8192 tokens on 32 A100-40GB: left free, the search would take selective recompute, which the
     change list could only write as checkpoint_activations false.  The best plan checkpoints every layer, which
     the config already does: no checkpointing line."""
-    path = _written(tmp_path, NEOX_20B.read_text().replace('"seq_length": 2048,', '"seq_length": 8192,'))
+    path = _written(tmp_path, NEOX_20B.read_text().replace('"seq_length": 2048,', '"seq_length": 8192,')
+                     .replace('"max_position_embeddings": 2048,', '"max_position_embeddings": 8192,'))
     data, _ = _audit(path, "gpt-neox-a100-40g", 32)
     assert data["best"]["layout"]["recompute"] == "full"
     assert "checkpoint_activations" not in _changes(data)

@@ -115,7 +115,8 @@ def test_audit_prices_a_gpt_neox_config_with_its_plain_all_reduce(tmp_path) -> N
     config = tmp_path / "neox.yml"
     config.write_text('{"pipe_parallel_size": 1, "model_parallel_size": 2, "num_layers": 24, "hidden_size": 2048, '
                       '"num_attention_heads": 16, "seq_length": 2048, "max_position_embeddings": 2048, '
-                      '"train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 1}\n')
+                      '"train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 1, '
+                      '"precision": "bfloat16"}\n')
     launch = parse_launch([config])
     assert launch.tp == 2 and launch.recipe["tp_async_backward"] is False
     assert "_CopyToModelParallelRegion" in launch.sources["recipe.tp_async_backward"]

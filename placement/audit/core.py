@@ -278,6 +278,30 @@ def files_global_batch(launch: LaunchLayout, num_gpus: int) -> tuple[int, str] |
     return None
 
 
+def derived_micro_batch(launch: LaunchLayout, num_gpus: int) -> LaunchLayout:
+    """The micro-batch the framework derives where the files state the global batch and the accumulation but not it:
+    train_batch_size // dp // accumulation (DeepSpeed runtime/config.py _set_batch_related_parameters; GPT-NeoX
+    arguments.py calculate_batch_parameters, which takes accumulation 1 where only train_batch_size is given), a
+    remainder refused by their batch assertion.  Priced as micro-batch 1 before (a user trial: 25 micro-batches of 1
+    where GPT-NeoX trains one of 25)."""
+    gb, gas, src = launch.global_batch, launch.grad_accumulation, launch.sources
+    per_replica = launch.tp * launch.cp * launch.pp
+    if launch.micro_batch_size is not None or gb is None or gas is None or num_gpus % per_replica:
+        return launch
+    dp = num_gpus // per_replica
+    micro, rem = divmod(gb, gas * dp)
+    stated = f"{src.get('global_batch', 'the global batch')}; {src.get('grad_accumulation', 'the accumulation')}"
+    if rem or micro < 1:
+        raise InputError(f"the launch files' global batch {gb} is not accumulation {gas} x dp {dp} ({num_gpus} GPUs / "
+                         f"(tp {launch.tp} x cp {launch.cp} x pp {launch.pp})) x a whole micro-batch ({stated}): the "
+                         f"framework derives the micro-batch as train_batch_size // dp // accumulation and its batch "
+                         f"assertion refuses the remainder, so this job does not start; state a batch that "
+                         f"{gas * dp} divides, or the GPU count the job ran on (--gpus)")
+    return launch.model_copy(update={"micro_batch_size": micro, "sources": {
+        **src, "micro_batch_size": f"derived: global batch {gb} / (accumulation {gas} x dp {dp}) = {micro}, as the "
+                                   f"framework derives it ({stated})"}})
+
+
 def maxtext_layout(launch: LaunchLayout, model: ModelSpec, topo: Topology, global_batch: int) -> LaunchLayout:
     """A MaxText launch with its mesh resolved on the job's GPUs (-1 fills, batch arithmetic)."""
     if launch.framework != "maxtext" or launch.mesh is None:
@@ -1308,7 +1332,7 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
     scratch, searching the recipe choices the framework can launch.  `recipe_overrides`: (Recipe, field ->
     source) from the command line, over what the files state.  `files_text`: the launch files' text, which the
     argument diff checks its launched side against (changes.launch_changes)."""
-    launch = maxtext_layout(launch, model, topo, train.global_batch)
+    launch = derived_micro_batch(maxtext_layout(launch, model, topo, train.global_batch), topo.num_gpus)
     launch = launch.model_copy(update={"ignored": (*launch.ignored, *model_differs(launch, model))})
     model, model_sources = launched_model(launch, model)
     layout = resolve_layout(launch, model, topo.num_gpus, topo.gpus_per_host if topo.allocated else None)

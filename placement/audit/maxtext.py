@@ -13,7 +13,10 @@ states the same facts):
   `create_hybrid_device_mesh` gives axis index = dcn index x ici size + ici index; devices are numbered
   process by process (the host order) and by local id inside a host, each part row-major over `mesh_axes`.
 * Batch: global = per_device_batch_size x devices x gradient_accumulation_steps; with a pipeline the step's
-  batch is cut into num_pipeline_microbatches (-1: the number of stages).
+  batch is cut into num_pipeline_microbatches (-1: the number of stages, twice that with
+  pipeline_delay_activation_forwarding, configs/types.py:4587-4591).
+* Refusals: a config MaxText's own validation stops (configs/types.py, pyconfig.py, the decoder's remat assert) is
+  refused with MaxText's check quoted (`refused`), never priced.
 * ZeRO: fsdp > 1 or context > 1 shards the weights, gradients and optimizer state (ZeRO-3; HSDP with data > 1);
   shard_optimizer_over_data shards the optimizer state over data alone (ZeRO-1 where nothing else shards):
   `zero_as_run`, with the MaxText source lines.
@@ -49,7 +52,9 @@ BASE: dict[str, Any] = {
     "quantization": "",  # :137
     "num_layers_per_pipeline_stage": 1,  # :409
     "num_pipeline_repeats": -1,  # :411
+    "pipeline_parallel_layers": -1,  # :412
     "num_pipeline_microbatches": -1,  # :419
+    "pipeline_delay_activation_forwarding": False,  # :420
     "remat_policy": "full",  # :450
     "scan_layers": True,  # :481
     "mesh_axes": list(AXES),  # :636
@@ -63,6 +68,34 @@ BASE: dict[str, Any] = {
 BASE_SOURCE = "MaxText 0.2.5 base.yml default"
 REMAT = {"none": "none", "full": "full", "minimal": "selective"}
 """remat_policy -> placement recompute (the emitter's table); other policies are priced as selective."""
+REMAT_POLICIES = ("none", "full", "minimal", "minimal_with_context", "minimal_flash", "minimal_with_quantization",
+                  "minimal_with_context_and_quantization", "save_dot_with_context_except_mlp",
+                  "save_dot_except_mlpwi", "save_dot_except_mlp", "save_qkv_proj", "qkv_proj_offloaded",
+                  "minimal_offloaded", "custom", "save_out_proj")
+"""The remat_policy values MaxText 0.2.5 runs (layers/nnx_decoders.py:1278-1386 get_remat_policy; an empty or null
+policy is no policy, as "none"); any other name fails its assert at :1385."""
+REMAT_CHECK = ('layers/nnx_decoders.py:1385 get_remat_policy (the assert since 5a1e17698, 2025-07-09, then in '
+               'layers/decoders.py): assert remat_policy == "full", "Remat policy needs to be on '
+               'list of remat policies"')
+QUANTIZATIONS = ("", "fp4", "int4", "int8", "intmp", "fp8_e5m2", "fp8_e4m3", "fp8", "nanoo_fp8", "fp8_nanoo",
+                 "fp8_gpu", "fp8_full", "te_no_quant", "te_fp8_delayedscaling", "te_fp8_currentscaling", "te_mxfp8",
+                 "te_nvfp4", "te_nvfp4_no_rht", "serve_fp8_weight")
+"""MaxText 0.2.5 configs/types.py:87-108 QuantizationType, the values pydantic lets `quantization` take (:517)."""
+FP8_QUANTIZATIONS: dict[str, str | None] = {
+    "fp8": None, "nanoo_fp8": None,
+    # Transformer Engine recipes (layers/quantizations.py:1430-1437): DelayedScaling and Float8CurrentScaling scale
+    # per tensor (placement's tensorwise, as the Megatron reader prices delayed scaling), MXFP8BlockScaling is MXFP8
+    "te_fp8_delayedscaling": "tensorwise", "te_fp8_currentscaling": "tensorwise", "te_mxfp8": "mxfp8"}
+"""quantization -> placement's FP8 recipe (None: the accelerator's default) for the quantizations priced as FP8."""
+FP8_NO_ACCUMULATION = ("fp8", "nanoo_fp8", "fp8_gpu", "te_fp8_delayedscaling")
+"""The quantizations MaxText 0.2.5 refuses beside gradient_accumulation_steps > 1 (configs/types.py:4973-4977)."""
+MOE_ONLY_PIPELINE = ("deepseek2-16b", "deepseek2-236b", "deepseek3-671b", "deepseek3-671b-2dfsdp",
+                     "deepseek3-671b-batchsplit", "deepseek3.2-671b", "deepseek3-tiny", "deepseek3-test",
+                     "deepseek-custom", "kimi-k2-1t")
+"""The MaxText 0.2.5 model configs (configs/models/<name>.yml) of decoder_block "deepseek", whose default
+pipeline_parallel_layers is the MoE layers only (configs/types.py:4547-4550)."""
+DTYPES = ("bfloat16", "float32", "float16", "float8_e4m3fn", "float8_e5m2")
+"""MaxText 0.2.5 configs/types.py:65-72 DType, the values pydantic lets `dtype` take (:500)."""
 TRAIN_ENTRY = re.compile(r"(^|[./])(maxtext|MaxText)([./].*)?[./]train(\.py)?$")
 
 
@@ -166,6 +199,20 @@ def mesh_script(path: Path) -> MeshScript:
                       f"entry before jax.distributed.initialize)")
 
 
+def refused(evidence: str, what: str, check: str, fix: str) -> InputError:
+    """A job MaxText 0.2.5 itself refuses to start: the files' line, the value, MaxText's check quoted, the fix."""
+    return InputError(f"{evidence}: {what}; MaxText 0.2.5 refuses it at {check}, so this job does not start; {fix}")
+
+
+def _flag(keys: dict[str, tuple[Any, str]], key: str) -> bool:
+    value, ev = keys[key]
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    raise InputError(f"{ev}: {key} must be true or false, got {value!r}")
+
+
 def _int_key(v: dict[str, tuple[Any, str]], key: str) -> tuple[int, str]:
     value, ev = v[key]
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
@@ -205,18 +252,61 @@ def finish(v: dict[str, tuple[Any, str]], ignored: list[str]) -> dict[str, tuple
             raise InputError(f"{ev}: {key} must be a number, got {value!r}")
         mesh[key] = value
     mesh["shard_optimizer_over_data"] = bool(keys["shard_optimizer_over_data"][0])
+    mesh["pipeline_parallel_layers"] = _int_key(keys, "pipeline_parallel_layers")[0]
+    block, bev = keys.get("decoder_block", (None, ""))
+    dense = keys.get("first_num_dense_layers", (None, ""))[0]
+    if (str(block) == "deepseek" or (block is None and str(keys["model_name"][0]) in MOE_ONLY_PIPELINE)) and (
+            dense != 0):
+        mesh["moe_only_pipeline"] = bev or keys["model_name"][1]
+    delay = _flag(keys, "pipeline_delay_activation_forwarding")
+    mesh["pipeline_delay_activation_forwarding"] = delay
+    if delay and (ici["stage"][0] != 1 or dcn["stage"][0] != 1):
+        ignored.append(f"pipeline_delay_activation_forwarding true: MaxText sends each stage's activations one "
+                       f"iteration late, which doubles the pipeline bubble (base.yml:420-422); priced with the "
+                       f"undelayed bubble, with the micro-batch count MaxText runs "
+                       f"({keys['pipeline_delay_activation_forwarding'][1]})")
     mesh["sources"] = {k: ev for k, (_, ev) in keys.items() if k in BASE and ev != BASE_SOURCE}
     out["mesh"] = (mesh, keys["mesh_axes"][1])
     quant, qev = keys["quantization"]
-    if quant in ("fp8", "nanoo_fp8"):
+    quant = "" if quant is None or (isinstance(quant, str) and quant.lower() == "none") else quant
+    if not isinstance(quant, str) or quant not in QUANTIZATIONS:
+        raise refused(qev, f"quantization {quant!r}", "configs/types.py:517 (pydantic validates quantization "
+                      "against QuantizationType, :87-108; since 81d653c93, 2025-11-14)",
+                      f"set quantization to one of {', '.join(repr(q) for q in QUANTIZATIONS)}")
+    accumulation, aev = keys["gradient_accumulation_steps"]
+    if quant in FP8_NO_ACCUMULATION and isinstance(accumulation, (int, float)) and accumulation > 1:
+        raise refused(f"{qev} with {aev}", f"quantization {quant!r} with gradient_accumulation_steps "
+                      f"{accumulation}", 'configs/types.py:4973-4977 (the check since 81d653c93, 2025-11-14): '
+                      'if self.quantization in ("fp8", "nanoo_fp8", "fp8_gpu", "te_fp8_delayedscaling") and '
+                      'self.gradient_accumulation_steps > 1: raise ValueError("FP8 quantization is not compatible '
+                      'with gradient accumulation.")',
+                      "set gradient_accumulation_steps: 1 (raise per_device_batch_size for the same global batch) "
+                      "or drop the FP8 quantization")
+    if quant in FP8_QUANTIZATIONS:
         out["precision"] = ("fp8", qev)
+        if FP8_QUANTIZATIONS[quant] is not None:
+            out["recipe.fp8_recipe"] = (FP8_QUANTIZATIONS[quant], f"{qev} (Transformer Engine's "
+                                        f"{'MXFP8 block' if quant == 'te_mxfp8' else 'per-tensor'} scaling: "
+                                        f"layers/quantizations.py:1430-1437)")
     else:
         out["precision"] = ("bf16", qev)
-        if quant:
-            ignored.append(f"quantization {quant!r}: not FP8, priced as bf16 ({qev})")
+        if quant and quant != "te_no_quant":  # te_no_quant: Transformer Engine's GEMMs in bf16, as priced
+            ignored.append(f"quantization {quant!r}: not a recipe placement prices as FP8 (it prices fp8, "
+                           f"nanoo_fp8, te_fp8_delayedscaling, te_fp8_currentscaling and te_mxfp8); priced as bf16 "
+                           f"matmuls ({qev})")
+    dtype, dev = keys.get("dtype", ("bfloat16", BASE_SOURCE))
+    if str(dtype) not in DTYPES:
+        raise refused(dev, f"dtype {dtype!r}", "configs/types.py:500 (pydantic validates dtype against DType, "
+                      ":65-72; since 81d653c93, 2025-11-14)", f"set dtype to one of {', '.join(DTYPES)}")
+    if str(dtype) != "bfloat16":
+        ignored.append(f"dtype {dtype!r}: MaxText computes the activations (and their matmuls) in {dtype} "
+                       f"(configs/types.py:500); priced as bfloat16 activations and matmuls ({dev})")
     seq, sev = _int_key(keys, "max_target_length")
     out["seq_len"] = (seq, sev)
     remat, rev = keys["remat_policy"]
+    if remat not in (None, "") and str(remat) not in REMAT_POLICIES:
+        raise refused(rev, f"remat_policy {remat!r}", REMAT_CHECK,
+                      f"set remat_policy to one of {', '.join(REMAT_POLICIES)}")
     out["recompute"] = (REMAT.get(str(remat), "selective"), rev)
     scan, sev = keys["scan_layers"]
     if str(remat) == "none" and scan not in (False, "false", "False"):
@@ -390,15 +480,12 @@ def resolve(mesh: dict, num_layers: int, gpus_per_host: int, num_gpus: int, glob
                          f"({batch_ev}), not the job's global batch {global_batch}; pass --global-batch "
                          f"{files_batch:g} or fix the files")
     if pp > 1:
-        micro = mesh["num_pipeline_microbatches"]
-        micro = pp if micro == -1 else int(micro)
+        stages_ev = "; ".join(src[k] for k in ("ici_pipeline_parallelism", "dcn_pipeline_parallelism") if k in src)
+        micro, repeats = _pipeline(mesh, num_layers, pp, stages_ev or BASE_SOURCE)
         if accumulation != 1:
             raise InputError(f"gradient_accumulation_steps {accumulation} with a pipeline: placement prices the "
                              f"pipeline's num_pipeline_microbatches per step only")
-        repeats = mesh["num_pipeline_repeats"]
-        per_stage = int(mesh["num_layers_per_pipeline_stage"])
-        vpp = int(repeats) if repeats != -1 else max(1, num_layers // (pp * per_stage))
-        out["vpp"] = (vpp, src.get("num_pipeline_repeats", BASE_SOURCE))
+        out["vpp"] = (repeats, src.get("num_pipeline_repeats", BASE_SOURCE))
     else:
         micro = int(accumulation)
     mbs, rem = divmod(global_batch, dp * micro)
@@ -407,6 +494,82 @@ def resolve(mesh: dict, num_layers: int, gpus_per_host: int, num_gpus: int, glob
                          f"({batch_ev})")
     out["micro_batch_size"] = (mbs, batch_ev)
     return out
+
+
+def _pipeline(mesh: dict, num_layers: int, stages: int, stages_ev: str) -> tuple[int, int]:
+    """(micro-batches, repeats) MaxText 0.2.5 runs a pipeline of `stages` stages with, or the refusal of a pipeline
+    its config validation stops (configs/types.py:4547-4607, in its order) or placement cannot price."""
+    src = mesh["sources"]
+
+    def where(key: str) -> str:
+        return src.get(key, f"{BASE_SOURCE} {key}: {BASE[key]}")
+
+    per_stage = mesh["num_layers_per_pipeline_stage"]
+    repeats = mesh["num_pipeline_repeats"]
+    micro = mesh["num_pipeline_microbatches"]
+    for key, value in (("num_layers_per_pipeline_stage", per_stage), ("num_pipeline_repeats", repeats),
+                       ("num_pipeline_microbatches", micro)):
+        if value != int(value):
+            raise InputError(f"{where(key)}: {key} must be a whole number, got {value!r}")
+    per_stage, repeats, micro = int(per_stage), int(repeats), int(micro)
+    given = mesh.get("pipeline_parallel_layers", -1)
+    if "moe_only_pipeline" in mesh:
+        raise InputError(f"{mesh['moe_only_pipeline']}: a decoder_block 'deepseek' model with a {stages}-stage "
+                         f"pipeline ({stages_ev}): MaxText pipelines only its MoE layers (pipeline_parallel_layers "
+                         f"-1 is the MoE layer count, configs/types.py:4547-4550) and runs its first_num_dense_layers "
+                         f"dense layers outside the pipeline (layers/nnx_decoders.py:550-575); placement prices every "
+                         f"layer in the pipeline and cannot price this job; audit it without the pipeline stage axis")
+    layers = num_layers if given == -1 else given  # :4547-4552 (not the DeepSeek MoE-only default: see below)
+    what = (f"pipeline_parallel_layers {layers}" if given != -1 else
+            f"pipeline_parallel_layers -1, the model's {num_layers} layers")
+    if repeats == -1:
+        repeats, remainder = divmod(layers, stages * per_stage)
+        if remainder:
+            raise refused(f"{where('num_layers_per_pipeline_stage')} with {stages_ev}",
+                          f"num_layers_per_pipeline_stage {per_stage} x {stages} stages does not divide {what}",
+                          f'configs/types.py:4556-4566 (this wording since 0765235cb, 2025-04-22): assert not '
+                          f'remainder, "The number of layers per stage '
+                          f'({per_stage}) times the number of stages ({stages}) must divide the number of '
+                          f'pipeline_parallel_layers which defaults to decoder layers ({layers})"',
+                          f"set num_layers_per_pipeline_stage to a divisor of {layers // stages} "
+                          f"(= {layers} / {stages} stages)" if layers % stages == 0 else
+                          f"use a number of stages that divides {layers}")
+    if stages * repeats * per_stage != layers:
+        raise refused(f"{where('num_pipeline_repeats')} with {where('num_layers_per_pipeline_stage')} and "
+                      f"{stages_ev}", f"{stages} stages x num_pipeline_repeats {repeats} x "
+                      f"num_layers_per_pipeline_stage {per_stage} = {stages * repeats * per_stage}, not {what}",
+                      f'configs/types.py:4580-4586 (this wording since 0765235cb, 2025-04-22): "The product of '
+                      f'pipeline stages ({stages}), repeats ({repeats}), and layers per stage ({per_stage}) must be '
+                      f'equal to pipeline_parallel_layers which defaults to decoder layers ({layers})"',
+                      f"leave num_pipeline_repeats at -1 (MaxText then runs {layers} / ({stages} x {per_stage}) "
+                      f"repeats) or make the product {layers}")
+    delay = mesh.get("pipeline_delay_activation_forwarding", False)
+    if micro == -1:  # :4587-4591
+        micro = 2 * stages if delay else stages
+    if micro <= 0:
+        raise refused(where("num_pipeline_microbatches"), f"num_pipeline_microbatches {micro}",
+                      'configs/types.py:4593: assert self.num_pipeline_microbatches > 0, "num_pipeline_microbatches '
+                      'must be positive"', "set it to a positive multiple of the stages, or -1")
+    if micro % stages:
+        raise refused(f"{where('num_pipeline_microbatches')} with {stages_ev}",
+                      f"num_pipeline_microbatches {micro} with {stages} stages",
+                      f'configs/types.py:4594-4597: "The number of microbatches ({micro}) must be divisible by the '
+                      f'number of stages ({stages})"', f"set num_pipeline_microbatches to a multiple of {stages}")
+    if delay and micro < 2 * stages:
+        raise refused(f"{where('pipeline_delay_activation_forwarding')} with {where('num_pipeline_microbatches')}",
+                      f"pipeline_delay_activation_forwarding with num_pipeline_microbatches {micro} and {stages} "
+                      f"stages", f'configs/types.py:4603-4607 (since 6fd52ba69, 2024-08-30): "Delayed activation '
+                      f'forwarding requires at least 2 * num_stages microbatches, but {stages} stages are used with '
+                      f'{micro} microbatches"', f"set num_pipeline_microbatches to a multiple of {stages} of at "
+                                                f"least {2 * stages} (or -1: {2 * stages}), or drop the delay")
+    if layers != num_layers:
+        raise InputError(f"{where('pipeline_parallel_layers')}: pipeline_parallel_layers {layers} of the model's "
+                         f"{num_layers} layers: MaxText pipelines only those over the {stages} stages and runs the "
+                         f"other {num_layers - layers} outside the pipeline, the stage axis acting as data "
+                         f"parallelism for them (base.yml:412; layers/nnx_decoders.py:577-590); placement prices "
+                         f"every layer in the pipeline and cannot price this job; leave pipeline_parallel_layers at "
+                         f"-1 (or {num_layers})")
+    return micro, repeats
 
 
 def framework_rank(mesh: dict, tp: int, cp: int, dp: int, pp: int, ep: int, gpus_per_host: int,

@@ -118,14 +118,15 @@ def read_yamls(parts: list[tuple[Path, dict, list[str]]], s: Settings) -> None:
     _checkpointing(ev, flag, number, bool(checkpointed), s)
     if flag("sequence_parallel") is not None:
         s.put("sequence_parallel", flag("sequence_parallel"), ev("sequence_parallel"))
-    for key in ("fp16", "bf16"):
-        sec = keys.get(key, (None, None))[1]
-        if isinstance(sec, dict) and sec.get("enabled", True) in (True, "true"):
-            s.put("precision", "bf16", ev(key))
-            if key == "fp16":
-                s.ignored.append(f"fp16: FP16 mixed precision with loss scaling, priced as bf16 ({ev(key)})")
-    if "precision" in keys and str(keys["precision"][1]) in ("fp16", "bfloat16", "bf16"):
-        s.put("precision", "bf16", ev("precision"))
+    missing = [k for k in REQUIRED if k not in keys]
+    if missing:  # another file of the job may state them: a part of its config, not refused
+        s.ignored.append(f"{first}: no {', '.join(missing)}: GPT-NeoX's validate_values refuses a config without "
+                         f"{'it' if len(missing) == 1 else 'them'} ({NEOX_ARGS}:1224-1242, \"... is None.\"); the "
+                         f"files given are read as a part of the job's config, whose other files state "
+                         f"{'it' if len(missing) == 1 else 'them'}")
+    _precision(keys, ev, first, not missing, s)
+    _batch(keys, ev, s)
+    _refusals(keys, ev, number, s)
     for key in ("partition_activations", "cpu_offload"):
         if flag(key):
             s.ignored.append(f"{key}: true ({ev(key)})")
@@ -133,7 +134,7 @@ def read_yamls(parts: list[tuple[Path, dict, list[str]]], s: Settings) -> None:
         raise InputError(f"{', '.join(str(p) for p, _, _ in parts)}: a GPT-NeoX config without pipe_parallel_size, "
                          f"model_parallel_size or batch keys; nothing to audit")
     # the model code's choices, each GPT-NeoX's default where no file of the job states it
-    _attention_kernel(keys, ev, first, s)
+    _attention_kernel(keys, ev, first, number("num_layers"), s)
     _fusions(keys, ev, flag, first, s)
     if (s.value("tp") or 1) > 1 and not s.has("recipe.tp_async_backward"):
         s.put("recipe.tp_async_backward", False,
@@ -535,8 +536,8 @@ def _fusions(keys: dict, ev, flag, path: Path, s: Settings) -> None:
         whole = f"; {ev('pos_emb')}, the whole head rotated" if rotary else ""
         s.put("recipe.fused_model_ops", True, "; ".join(said) + whole)
     bf16 = next((k for k in ("bf16", "precision") if k in keys and (
-        (k == "bf16" and isinstance(keys[k][1], dict) and keys[k][1].get("enabled", True) is True)
-        or (k == "precision" and str(keys[k][1]) in ("bf16", "bfloat16")))), None)
+        (k == "bf16" and isinstance(keys[k][1], dict) and keys[k][1].get("enabled", False) is True)
+        or (k == "precision" and keys[k][1] == "bfloat16"))), None)
     if rotary and bf16 and not flag("rope_fusion", False):
         s.ignored.append(f"bf16 without rope_fusion: GPT-NeoX rotates with eager ops (apply_rotary_pos_emb_torch), "
                          f"priced as a fused rotation ({ev(bf16)})")
@@ -587,6 +588,11 @@ def flash_remedy(stated: Iterable[str]) -> str:
             f"{dated}, which leaves the version open),")
 
 
+ATTENTION_TYPES = ("global", "local", "sparse_fixed", "sparse_variable", "bigbird", "bslongformer", "gmlp", "amlp",
+                   "flash", "rwkv", "mamba")
+"""GPT-NeoX's ATTENTION_TYPE_CHOICES (megatron/neox_arguments/neox_args.py:29-41, SOURCE_HEAD)."""
+
+
 def _flash_version(stated: set[str], ev) -> str | None:
     """What the config's keys say of the flash-attn its "flash" layers run, where it is not the flash-attn 2 priced
     (FLASH2): a note; an InputError where they date its GPT-NeoX before "flash" (FLASH_TYPE), which no version then
@@ -608,30 +614,62 @@ def _flash_version(stated: set[str], ev) -> str | None:
             f"{window_text(stated)}, which leaves the version open")
 
 
-def _attention_kernel(keys: dict, ev, path: Path, s: Settings) -> None:
-    """recipe.attention_kernel from `attention_config` ([[types, count or "all"], ...], expanded by
-    megatron/utils.py expand_attention_types; GPT-NeoX's default, unset, is global attention on every layer):
-    the kernel of most layers, the rest named as not priced."""
+def _attention_kernel(keys: dict, ev, path: Path, num_layers: int | None, s: Settings) -> None:
+    """recipe.attention_kernel from `attention_config` ([[types, count or "all"], ...], expanded as
+    megatron/utils.py expand_attention_types does: each item's types `count` times, an "all" item alone across
+    num_layers; GPT-NeoX's default, unset, is global attention on every layer): the kernel of most layers, the rest
+    named as not priced.  What calculate_derived asserts of the expanded list is refused: its length against
+    num_layers, a type outside ATTENTION_TYPE_CHOICES, and GQA (num_kv_heads below the heads) with a type other
+    than global or flash."""
     if "attention_config" not in keys:
         if not s.has("recipe.attention_kernel"):  # another of the job's files may set it
             s.put("recipe.attention_kernel", "unfused", f"{path}: no attention_config (GPT-NeoX's default: global "
                                                         f"attention on every layer, its unfused core)")
         return
     value = keys["attention_config"][1]
-    layers: dict[str, int] = {}
     items = value if isinstance(value, list) else []
-    if items and all(isinstance(x, str) for x in items):  # already expanded: one type per layer
-        items = [[[x], 1] for x in items]
-    for item in items:
+    expanded: list[str] | None = [str(x) for x in items] if all(isinstance(x, str) for x in items) else []
+    for item in [] if expanded else items:
         if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], list)
                 and (item[1] == "all" or (isinstance(item[1], int) and not isinstance(item[1], bool)))):
             raise InputError(f"{ev('attention_config')}: each attention_config item is [[types...], count or "
                              f"\"all\"], got {item!r}; fix the item as GPT-NeoX's expand_attention_types reads it")
-        for kind in item[0]:
-            layers[str(kind)] = layers.get(str(kind), 0) + (1 if item[1] == "all" else item[1])
-    if not items or not layers:
+        if item[1] == "all":  # expand_attention_types returns this item alone, the others dropped
+            if num_layers is None:
+                expanded = None
+                break
+            if not item[0] or num_layers % len(item[0]):
+                raise _refusal(ev("attention_config"), f"pattern {item[0]!r} over num_layers {num_layers}",
+                               "GPT-NeoX megatron/utils.py:345-350 expand_attention_types (d8fc7c6c, 2021-05-01) "
+                               f"asserts \"Number of layers ({num_layers}) is not divisible by the length of pattern\"",
+                               "give a pattern whose length divides num_layers")
+            expanded = [str(x) for x in item[0]] * (num_layers // len(item[0]))
+            break
+        expanded += [str(x) for x in item[0]] * item[1]
+    if not items or expanded == []:
         raise InputError(f"{ev('attention_config')}: attention_config = {value!r} names no attention type; give "
                          f"[[[\"global\"], NUM_LAYERS]] or [[[\"flash\"], NUM_LAYERS]]")
+    if expanded is not None and num_layers is not None and len(expanded) != num_layers:
+        raise _refusal(ev("attention_config"), f"{len(expanded)} layers of attention types for num_layers "
+                       f"{num_layers}", f"{NEOX_ARGS}:1097-1100 calculate_derived (14b123ec, 2021-05-01, with "
+                       f"attention_config) asserts \"Length of attention config list must equal num_layers\"",
+                       f"give counts that sum to {num_layers}, e.g. [[[\"flash\"], {num_layers}]]")
+    unknown = sorted({x for x in expanded or [] if x not in ATTENTION_TYPES})
+    if unknown:
+        raise _refusal(ev("attention_config"), f"attention type {unknown[0]}", f"{NEOX_ARGS}:1101-1104 "
+                       f"calculate_derived (efd39e56, 2021-04-22) asserts \"Attention type {unknown[0]} not "
+                       f"recognized\" (ATTENTION_TYPE_CHOICES, neox_args.py:29-41: {', '.join(ATTENTION_TYPES)})",
+                       "use one of them, e.g. \"flash\" or \"global\"")
+    kv, heads = keys.get("num_kv_heads", (None, None))[1], keys.get("num_attention_heads", (None, None))[1]
+    other = sorted({x for x in expanded or [] if x not in ("flash", "global")})
+    if other and isinstance(kv, int) and isinstance(heads, int) and 1 <= kv < heads:
+        raise _refusal(f"{ev('attention_config')}; {ev('num_kv_heads')}", f"attention type {other[0]} with "
+                       f"num_kv_heads {kv} below num_attention_heads {heads}", f"{NEOX_ARGS}:1143-1145 (f36aed7f, "
+                       f"2024-02-22, with num_kv_heads) asserts \"GQA / MQA currently only compatible with Flash or "
+                       f"standard global/sliding window Attention\"", "use \"flash\" or \"global\" with GQA")
+    layers: dict[str, int] = {}
+    for kind in expanded if expanded is not None else [str(k) for it in items for k in it[0]]:
+        layers[kind] = layers.get(kind, 0) + 1
     priced = {k: n for k, n in layers.items() if k in ATTENTION_KERNELS}
     other = sorted(set(layers) - set(priced))
     if other:
@@ -646,3 +684,194 @@ def _attention_kernel(keys: dict, ev, path: Path, s: Settings) -> None:
             note = _flash_version(set(keys), ev)
             if note is not None and kind == "flash":
                 s.ignored.append(f"{note} ({ev('attention_config')})")
+
+
+NEOX_ARGS = "GPT-NeoX megatron/neox_arguments/arguments.py"
+"""Where GPT-NeoX checks a config (NeoXArgs.calculate_derived and validate_values, at SOURCE_HEAD's lines)."""
+REQUIRED = ("num_layers", "hidden_size", "num_attention_heads", "max_position_embeddings")
+"""The keys GPT-NeoX's validate_values requires (arguments.py:1224-1242; max_position_embeddings since 3ad61952)."""
+
+
+def _refusal(where: str, what: str, check: str, fix: str) -> InputError:
+    """A config GPT-NeoX refuses to start: the evidence (`where`), the value (`what`), GPT-NeoX's check (its file,
+    commit, date and words, with what the config's keys say of its version) and the fix."""
+    return InputError(f"{where}: {what}: {check}, so this job does not start; {fix}")
+
+
+def _version_refusal(keys: dict, since: tuple[str, str], where: str, what: str, check: str, fix: str,
+                     priced: str, s: Settings) -> None:
+    """A check GPT-NeoX added on since[1]: refused where the config's keys date its GPT-NeoX that late or later, an
+    `ignored` line where they leave the version open (`priced`: what the audit prices instead), nothing where they
+    date it older."""
+    has = version_has(since[1], set(keys))
+    if has:
+        raise _refusal(where, what, f"{check} ({window_text(set(keys))})", fix)
+    if has is None:
+        s.ignored.append(f"{what}: GPT-NeoX {since[0]} ({since[1]}) or later refuses it ({check}); "
+                         f"{window_text(set(keys))}, which leaves the version open: priced as {priced} ({where})")
+
+
+FP16_CHECK = (f"{NEOX_ARGS}:966-972 calculate_derived (056e9caf, 2023-05-16) asserts \"DeepSpeed fp16 field was set "
+              f"but precision conflicts\" where fp16.enabled meets a precision other than fp16")
+BF16_CHECK = (f"{NEOX_ARGS}:974-979 calculate_derived (797a4ab4, 2024-11-13) asserts \"DeepSpeed bf16 field was set "
+              f"but precision conflicts\" where bf16.enabled meets a precision other than bfloat16 (fp16 where "
+              f"fp16.enabled set it)")
+BOTH_CHECK = ("GPT-NeoX before 797a4ab4 (2024-11-13) passes both sections to DeepSpeed, whose runtime/config.py "
+              "(648f7bfa, 2021-11-01) asserts \"bfloat16 and fp16 modes cannot be simultaneously enabled\"")
+FP32_RULE = (f"{NEOX_ARGS}:981-1011 (d6d05dfd, 2021-06-22): `else: self.update_value(\"precision\", \"fp32\")` where "
+             f"no fp16 or bf16 section has enabled: true and precision is neither fp16 nor bfloat16")
+ERAS = {"A": "before 056e9caf (2023-05-16)", "B": "056e9caf (2023-05-16) to 797a4ab4 (2024-11-13)",
+        "C": "797a4ab4 (2024-11-13) or later"}
+"""The eras of GPT-NeoX's precision rule (_precision)."""
+PRECISION_FIX = ("state one 16-bit mode: `precision: bfloat16` (or `bf16: {enabled: true}`) without fp16.enabled, or "
+                 "`fp16: {enabled: true}` with no other precision")
+
+
+def _precision(keys: dict, ev, first: Path, whole: bool, s: Settings) -> None:
+    """The precision GPT-NeoX derives (NeoXArgs.calculate_derived), in each era of its rule the config's keys allow:
+    before 056e9caf (fp16.type or precision bfloat16, else fp16.enabled, else fp32), 056e9caf to 797a4ab4 (fp16.enabled
+    asserts precision fp16; bf16 left to DeepSpeed's section) and from 797a4ab4 (bf16.enabled asserts precision
+    bfloat16).  A section is on only with enabled: true (GPT-NeoX's and DeepSpeed's default is false), and precision
+    counts only as fp16 or bfloat16 (`bf16` falls to fp32).  Refused where every era refuses it; fp32, which placement
+    does not price, an InputError where the files hold the whole config (`whole`: they state every required key),
+    else an `ignored` line, priced as bf16.  FP16 is priced as BF16 (the same tensor-core rate)."""
+    sec = {k: keys[k][1] if isinstance(keys.get(k, (None, None))[1], dict) else {} for k in ("fp16", "bf16")}
+    on16, onbf = bool(sec["fp16"].get("enabled", False)), bool(sec["bf16"].get("enabled", False))
+    prec = keys["precision"][1] if "precision" in keys else None
+    has_b, has_c = version_has("2023-05-16", set(keys)), version_has("2024-11-13", set(keys))
+    eras = [e for e, ok in (("A", has_b is not True), ("B", has_b is not False and has_c is not True),
+                            ("C", has_c is not False)) if ok]
+
+    def derived(era: str) -> str:
+        """fp16, bf16 or fp32 as `era` trains the config, or the check that refuses it."""
+        if era == "A":
+            if on16 and onbf:
+                return BOTH_CHECK
+            return "fp16" if on16 else "bf16" if onbf or sec["fp16"].get("type", prec) == "bfloat16" else "fp32"
+        p = prec
+        if on16:
+            if p is not None and p != "fp16":
+                return FP16_CHECK
+            p = "fp16"
+        if onbf and era == "C":
+            if p is not None and p != "bfloat16":
+                return BF16_CHECK
+            p = "bfloat16"
+        if p == "fp16" and onbf:
+            return BOTH_CHECK
+        return "fp16" if p == "fp16" else "bf16" if p == "bfloat16" or onbf else "fp32"
+
+    got = {e: derived(e) for e in eras}
+    named = [k for k in ("precision", "fp16", "bf16") if k in keys]
+    where = "; ".join(ev(k) for k in named) or f"{first}: no precision, fp16 or bf16"
+    what = ", ".join([f"precision {prec}"] * (prec is not None) + [f"{k}.enabled {str(v).lower()}" for k, v in
+                                                                    (("fp16", on16), ("bf16", onbf)) if k in keys])
+    what = what or "no precision, fp16 or bf16 key"
+    runs = {e: d for e, d in got.items() if d in ("fp16", "bf16", "fp32")}
+    if not runs:
+        checks = "; ".join(dict.fromkeys(got[e] for e in reversed(eras)))
+        raise _refusal(where, what, f"{checks} ({window_text(set(keys))})", PRECISION_FIX)
+    for e, check in got.items():
+        if e not in runs:
+            s.ignored.append(f"{what}: GPT-NeoX {ERAS[e]} refuses it ({check}); {window_text(set(keys))}, which "
+                             f"leaves the version open: priced as another version runs it ({where})")
+    kinds = set(runs.values())
+    if kinds == {"fp32"}:
+        if whole:
+            raise InputError(f"{where}: {what}: GPT-NeoX trains this config in fp32 ({FP32_RULE}), which placement "
+                             f"does not price; {PRECISION_FIX}")
+        s.ignored.append(f"{what}: GPT-NeoX trains the files given in fp32 ({FP32_RULE}) unless another file of the "
+                         f"job states a 16-bit mode; priced as bf16 ({where})")
+    elif "fp32" in kinds:
+        fp32 = " and ".join(ERAS[e] for e, d in runs.items() if d == "fp32")
+        s.ignored.append(f"{what}: GPT-NeoX {fp32} trains it in fp32 ({FP32_RULE}); {window_text(set(keys))}, which "
+                         f"leaves the version open: priced as bf16 ({where})")
+    s.put("precision", "bf16", where if kinds != {"fp32"} else f"{where} (fp32 in GPT-NeoX, priced as bf16)")
+    if "fp16" in kinds:
+        s.ignored.append(f"fp16: FP16 mixed precision with loss scaling, priced as bf16 ({where})")
+
+
+def _batch(keys: dict, ev, s: Settings) -> None:
+    """train_batch_size alone: GPT-NeoX's calculate_batch_parameters (arguments.py:849-851, a8f0c2da) sets
+    gradient_accumulation_steps 1 and the micro-batch train_batch_size // dp, and its check_batch_parameters asserts
+    train_batch_size == micro x 1 x dp.  The accumulation is read; the micro-batch needs the data-parallel size,
+    which the YAML does not hold: audit.core.derived_micro_batch derives it on the job's GPU count."""
+    if "train_batch_size" not in keys or {"train_micro_batch_size_per_gpu", "gradient_accumulation_steps"} & set(keys):
+        return
+    s.put("grad_accumulation", 1, f"{ev('train_batch_size')} (no gradient_accumulation_steps or "
+                                  f"train_micro_batch_size_per_gpu: GPT-NeoX's calculate_batch_parameters sets "
+                                  f"gradient_accumulation_steps 1, arguments.py:849-851)")
+    # the micro-batch, train_batch_size // dp, is derived on the job's GPU count (audit.core.derived_micro_batch)
+
+
+def _refusals(keys: dict, ev, number, s: Settings) -> None:
+    """What GPT-NeoX refuses to start beyond precision and attention_config: ZeRO-2/3 with its PipelineModule or model
+    parallelism (megatron/training.py get_model, DeepSpeed's PipelineEngine before it), MoE with ZeRO-2/3,
+    num_kv_heads against the heads and model_parallel_size, max_position_embeddings below seq_length and a pos_emb
+    outside its choices, each within the GPT-NeoX versions the config's keys allow (_version_refusal)."""
+    stage = s.value("zero_stage") or 0
+    pp, mp = number("pipe_parallel_size") or 0, max(number("model_parallel_size") or 1, 1)
+    zero = ev("zero_optimization") if "zero_optimization" in keys else ""
+    to_zero1 = "use zero_optimization stage 0 or 1, or pipe_parallel_size 0 and model_parallel_size 1 with ZeRO-2/3"
+    if stage >= 2 and pp > 1:
+        raise _refusal(f"{zero}; {ev('pipe_parallel_size')}", f"ZeRO stage {stage} with pipe_parallel_size {pp}",
+                       "GPT-NeoX megatron/training.py:878-892 get_model (c1ae1d77, 2024-09-09) exit()s: \"ZeRO stage "
+                       "2/3 and pipeline paralleism are not supported simultaneously\"; before it DeepSpeed's "
+                       "PipelineEngine asserts \"ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism\" "
+                       "(runtime/pipe/engine.py, fbece50b, 2021-04-19)", to_zero1)
+    if stage >= 2 and pp == 1:
+        _version_refusal(keys, ("2382bd4a", "2024-06-06"), f"{zero}; {ev('pipe_parallel_size')}",
+                         f"ZeRO stage {stage} with pipe_parallel_size 1", "from 2382bd4a (2024-06-06) "
+                         "pipe_parallel_size 1 builds the PipelineModule: DeepSpeed's PipelineEngine asserts \"ZeRO-2 "
+                         "and ZeRO-3 are incompatible with pipeline parallelism\", and from c1ae1d77 (2024-09-09) "
+                         "megatron/training.py:878-883 exit()s: \"ZeRO stage 2/3 and the PipelineModule are "
+                         "incompatible, please set 'pipe_parallel_size' to 0 instead\"", to_zero1,
+                         f"ZeRO stage {stage} without the PipelineModule, as an older GPT-NeoX runs it", s)
+    if stage >= 2 and mp > 1 and pp <= 1:
+        _version_refusal(keys, ("c1ae1d77", "2024-09-09"), f"{zero}; {ev('model_parallel_size')}",
+                         f"ZeRO stage {stage} with model_parallel_size {mp}", "GPT-NeoX megatron/training.py:888-892 "
+                         "get_model (c1ae1d77, 2024-09-09) exit()s: \"ZeRO stage 2/3 and model paralleism are not "
+                         "currently supported simultaneously\"", to_zero1,
+                         f"ZeRO stage {stage} with model_parallel_size {mp}, as an older GPT-NeoX runs it", s)
+    experts = number("moe_num_experts")
+    if experts is not None and experts > 1 and stage >= 2:
+        what, where = f"moe_num_experts {experts} with ZeRO stage {stage}", f"{ev('moe_num_experts')}; {zero}"
+        check = (f"{NEOX_ARGS}:1088-1089 (d11df961, 2025-05-09) asserts \"MoE is not compatible with zero stages 2 "
+                 f"and 3\"")
+        fix = "use zero_optimization stage 0 or 1 with MoE"
+        if stage == 3:  # before d11df961: "MoE not compatible with zero3" (86758c35), so in every version
+            raise _refusal(where, what, f"{check}; before it \"MoE not compatible with zero3\" (86758c35, "
+                                        f"2024-03-06)", fix)
+        _version_refusal(keys, ("d11df961", "2025-05-09"), where, what, check, fix,
+                         f"ZeRO stage {stage}, as an older GPT-NeoX runs it", s)
+    heads, kv = number("num_attention_heads"), number("num_kv_heads")
+    if kv is not None and heads is not None and kv >= 1:
+        where = f"{ev('num_kv_heads')}; {ev('num_attention_heads')}"
+        if heads % kv:
+            raise _refusal(where, f"num_kv_heads {kv} with num_attention_heads {heads}", f"{NEOX_ARGS}:1133-1136 "
+                           f"(f36aed7f, 2024-02-22, with num_kv_heads) asserts \"num_kv_heads must evenly divide "
+                           f"num_attention_heads and be no greater than it\"", "give num_kv_heads a divisor of "
+                           "num_attention_heads")
+        if kv < heads and kv % mp:
+            raise _refusal(f"{where}; {ev('model_parallel_size')}", f"num_kv_heads {kv} with model_parallel_size "
+                           f"{mp}", f"{NEOX_ARGS}:1146-1148 (f36aed7f, 2024-02-22, with num_kv_heads) asserts "
+                           f"num_kv_heads % model_parallel_size == 0: \"Number of KV heads must be at least "
+                           f"model_parallel_size for now!\"", "give num_kv_heads a multiple of model_parallel_size, or "
+                           "a model_parallel_size that divides it")
+    mpe, seq = number("max_position_embeddings"), number("seq_length")
+    if mpe is not None and seq is not None and mpe < seq:
+        raise _refusal(f"{ev('max_position_embeddings')}; {ev('seq_length')}", f"max_position_embeddings {mpe} "
+                       f"below seq_length {seq}", f"{NEOX_ARGS}:1257-1262 validate_values (01ac43c2, 2021-04-23) "
+                       f"raises \"max_position_embeddings must be bigger or equal seq_length\"",
+                       f"give max_position_embeddings {seq} or more")
+    pos = keys.get("pos_emb", (None, None))[1]
+    if pos is not None and str(pos).lower() not in POS_EMB:
+        raise _refusal(ev("pos_emb"), f"pos_emb {pos!r}", f"GPT-NeoX megatron/neox_arguments/neox_args.py:207-209 "
+                       f"types pos_emb Literal{list(POS_EMB)} (alibi since 529e08ac, 2021-08-26), and "
+                       f"{NEOX_ARGS}:1365-1398 validate_types logs \"pos_emb: '{pos}' Not in accepted values\" and "
+                       f"NeoXArgs raises \"NeoXArgs types cannot be validated\"", f"use one of {', '.join(POS_EMB)}")
+
+
+POS_EMB = ("learned", "rotary", "sinusoidal", "rpe", "alibi", "none")
+"""GPT-NeoX's pos_emb choices (neox_args.py, SOURCE_HEAD; none removed since its first version), which
+validate_types compares without case."""

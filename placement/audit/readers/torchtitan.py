@@ -188,6 +188,8 @@ class _Pipeline:
     """pipeline_parallel_schedule, lower case."""
     named_config: str | None = None
     """A 0.3.0 launch's `--module M --config F` (its config function sets batch, sequence and checkpointing)."""
+    keys: dict[str, tuple[Any, str]] = dataclasses.field(default_factory=dict)
+    """The merged keys as read (a 0.3.0 line's over its named config's), for the start-up checks (_refusals)."""
 
 
 def _settings(keys: dict[str, tuple[Any, str]], s: Settings) -> _Pipeline:
@@ -216,7 +218,7 @@ def _settings(keys: dict[str, tuple[Any, str]], s: Settings) -> _Pipeline:
                        ("parallelism.data_parallel_replicate_degree", "dp_replicate"),
                        ("training.seq_len", "seq_len")):
         degree(key, field)
-    pipeline = _Pipeline(named_config=f"{get('module')[0]}:{get('config')[0]}" if version3 else None)
+    pipeline = _Pipeline(named_config=f"{get('module')[0]}:{get('config')[0]}" if version3 else None, keys=keys)
     shard = degree("parallelism.data_parallel_shard_degree", "", allow_negative=True)
     if shard is not None:
         ev = get("parallelism.data_parallel_shard_degree")[1]
@@ -283,6 +285,8 @@ def _settings(keys: dict[str, tuple[Any, str]], s: Settings) -> _Pipeline:
             s.put("precision", "fp8", cev)
         if any(str(c).split(".")[-1] == "mx" for c in names):  # 0.2.x MXLinearConverter: MXFP8 (recipe mxfp8_cublas,
             s.put("recipe.fp8_recipe", "mxfp8", cev)           # v0.2.2 config/job_config.py:777)
+            if not version3:
+                _lm_head_converted(get, s, "mx", ["output"])
         elif not version3 and any("float8" in str(c) for c in names):
             _float8_before_030(get, s)
     name, nev = get("model.name")
@@ -834,6 +838,403 @@ def _finish(s: Settings, pipeline: _Pipeline) -> None:
         s.put("sequence_parallel", tp > 1, "")
     elif tp == 1:
         s.put("sequence_parallel", False, s.sources["sequence_parallel"])
+    _refusals(s, pipeline, shard_value)
+
+
+STOPS = "so this job does not start"
+"""Every start-up refusal says so (the audit prices no job torchtitan refuses to start)."""
+TT_LAYERS: dict[tuple[str, str], int] = {
+    **{("llama3", f): n for f, n in (("debugmodel", 6), ("debugmodel_flex_attn", 6), ("debugmodel_varlen_attn", 6),
+                                      ("8B", 32), ("8B_flex", 32), ("8B_varlen", 32), ("70B", 80), ("405B", 126))},
+    **{("llama4", f): n for f, n in (("debugmodel", 6), ("17bx16e", 48), ("17bx128e", 48), ("debugmodel_irope", 6),
+                                      ("17bx16e_irope", 48), ("17bx128e_irope", 48))},
+    **{("deepseek_v3", f): n for f, n in (("debugmodel", 6), ("debugmodel_flex_attn", 6), ("16B", 27), ("236B", 60),
+                                           ("671B", 61))},
+    **{("qwen3", f): n for f, n in (("debugmodel", 8), ("0.6B", 28), ("1.7B", 28), ("4B", 36), ("8B", 36),
+                                     ("14B", 40), ("32B", 64), ("debugmodel_moe", 8), ("30B-A3B", 48),
+                                     ("235B-A22B", 94))},
+    **{("gpt_oss", f): n for f, n in (("debugmodel", 4), ("20b", 24), ("120b", 36))},
+}
+"""torchtitan (model.name, model.flavor) -> n_layers, the layer count its pipeline split reads (v0.2.2
+models/*/__init__.py model args; 0.3.0's llama3 flavors the same, models/llama3/__init__.py:119-365)."""
+TT_LAYERS_030 = {"llama3"}
+"""0.3.0 modules whose flavors' layer counts TT_LAYERS holds as 0.3.0 has them."""
+SEQ_DIVISOR_SINCE = {"llama3": "db52d57c", "llama4": "db52d57c", "deepseek_v3": "db52d57c", "qwen3": "08b8b244",
+                     "gpt_oss": "10d694b5"}
+"""Model name -> the first JobConfig version whose parallelize.py asserts seq_len % (tp * 2 * cp) == 0
+(ParallelDims.seq_len_divisor, 6204cdff 2025-07-14 for llama3, llama4 and deepseek_v3; qwen3 from f9e8897a,
+2025-08-18; gpt_oss from de335b32, 2025-10-22): a file its keys date there or later runs the check."""
+
+
+def _compiled_model(get) -> tuple[bool, str]:
+    """(whether torchtitan compiles the model, the keys that say so): compile.enable with "model" in
+    compile.components (default ["model", "loss"], v0.2.2 config/job_config.py, 0.3.0 config/configs.py:298), or
+    the older training.compile."""
+    enable, eev = get("compile.enable")
+    parts, pev = get("compile.components")
+    old, oev = get("training.compile")
+    if old in _TRUE:
+        return True, oev
+    if parts is None:
+        parts = ["model", "loss"]
+    parts = parts if isinstance(parts, (list, tuple)) else [p for p in str(parts).split(",") if p]
+    where = "; ".join(e for e in (eev, pev) if e) or "compile.enable is false by default"
+    return enable in _TRUE and "model" in [str(p) for p in parts], where
+
+
+def _dated(s: Settings, since: str) -> tuple[str, str] | None:
+    """(key, commit) of the stated key that dates the files to torchtitan's JobConfig at `since` or later
+    (version_window), else None: the files may be for a torchtitan before it."""
+    newest, _ = version_window(s.torchtitan_stated)
+    if newest is not None and JOBCONFIG_ORDER[newest[1]] >= JOBCONFIG_ORDER[since]:
+        return newest
+    return None
+
+
+def _dating(s: Settings, key_commit: tuple[str, str]) -> str:
+    key, commit = key_commit
+    return f"the files state {key}, in torchtitan's JobConfig from {commit} ({JOBCONFIG_DATES[commit]})"
+
+
+def _undated(s: Settings, since: str) -> str:
+    newest, _ = version_window(s.torchtitan_stated)
+    said = (f"the newest key the files state, {newest[0]}, dates them from {newest[1]} ({JOBCONFIG_DATES[newest[1]]})"
+            if newest else "no key the files state dates them")
+    return f"{said}, which is before {since}: an older torchtitan runs without this check"
+
+
+def _refusals(s: Settings, pipeline: _Pipeline, shard_value: int) -> None:
+    """The checks torchtitan runs at start on the layout the files state: an InputError naming the check where
+    the files' version (version_window; 0.3.0 for --module/--config) runs it, and a note where their keys leave
+    the version open."""
+    keys = pipeline.keys
+    version3 = pipeline.named_config is not None
+
+    def get(key: str):
+        return keys.get(key, (None, None))
+
+    tp, pp, cp, rep = s.value("tp", 1), s.value("pp", 1), s.value("cp", 1), s.value("dp_replicate", 1)
+    _seq_divisible(s, get, version3, tp, cp)
+    if not version3 and shard_value == 1 and cp == 1 and rep > 1 and (tp > 1 or pp > 1):
+        _ddp_only_1d(s, get, tp, pp, rep)
+    if pp > 1:
+        _pipeline_split(s, get, version3, pp, pipeline.schedule)
+    _async_tp(s, get, version3, tp)
+    _memory_budget(s, get, version3)
+    _mxfp8_tp_compile(s, get, version3, tp)
+    _precision_keys(s, get, version3, tp, pp, cp, shard_value)
+
+
+def _seq_divisible(s: Settings, get, version3: bool, tp: int, cp: int) -> None:
+    """torchtitan's seq_len check: 0.3.0 trainer.py:306-315 (565cb810, 2026-06-25) ValueError unless seq_len divides
+    by (tp under sequence parallelism) x (2 cp where cp > 1); up to 0.2.2 each model's parallelize.py asserts
+    seq_len % (tp * 2 * cp) == 0 (v0.2.2 models/llama3/infra/parallelize.py:69-74, ParallelDims.seq_len_divisor
+    from 6204cdff, 2025-07-14; llama3's own tp * cp from 6f6a8972, 2025-06-23)."""
+    seq, sev = s.value("seq_len"), s.sources.get("seq_len", "")
+    if seq is None:
+        return
+    if version3:
+        div = (tp if s.value("sequence_parallel", tp > 1) else 1) * (2 * cp if cp > 1 else 1)
+        if seq % div:
+            raise InputError(
+                f"{sev}: seq_len {seq} does not divide by {div} (tensor_parallel_degree {tp} under sequence "
+                f"parallelism x 2 x context_parallel_degree {cp} where above 1); torchtitan 0.3.0 checks it at start "
+                f"(trainer.py:306-315, 565cb810, 2026-06-25: raise ValueError(\"Training sequence length ({seq}) must "
+                f"be divisible by {div} for the configured sequence/context parallelism.\")), {STOPS}: give a "
+                f"--training.seq_len that {div} divides, e.g. {-(-seq // div) * div}")
+        return
+    name = str(get("model.name")[0] or "llama3")
+    since = SEQ_DIVISOR_SINCE.get(name)
+    div = tp * 2 * cp
+    if since is None:
+        return
+    fix = f"give a training.seq_len that {div} divides, e.g. {-(-seq // div) * div}"
+    if seq % div:
+        dated = _dated(s, since)
+        check = (f"models/{name}/infra/parallelize.py (v0.2.2 models/llama3/infra/parallelize.py:69-74; "
+                 f"ParallelDims.seq_len_divisor = tp * (cp * 2), 6204cdff, 2025-07-14): assert seq_len % "
+                 f"seq_len_divisor == 0, \"Sequence length {seq} must be divisible by the product of TP degree ({tp}) "
+                 f"and 2 * CP degree ({cp}).\"")
+        if dated is not None:
+            raise InputError(f"{sev}: seq_len {seq} does not divide by tensor_parallel_degree {tp} x 2 x "
+                             f"context_parallel_degree {cp} = {div}; torchtitan checks it at start in {check}; "
+                             f"{_dating(s, dated)}, {STOPS}: {fix}")
+        older = name == "llama3" and _dated(s, "adae6b6f") is not None and seq % (tp * cp)
+        if older:
+            raise InputError(f"{sev}: seq_len {seq} does not divide by tensor_parallel_degree {tp} x "
+                             f"context_parallel_degree {cp} = {tp * cp}; torchtitan from 6f6a8972 (2025-06-23) checks "
+                             f"it at start (models/llama3/infra/parallelize.py: assert seq_len % (tp * cp) == 0, "
+                             f"\"Sequence length {seq} must be divisible by the product of TP degree ({tp}) and CP "
+                             f"degree ({cp}).\"; from 6204cdff, 2025-07-14, by {div}); "
+                             f"{_dating(s, _dated(s, 'adae6b6f'))}, {STOPS}: {fix}")
+        s.ignored.append(f"seq_len {seq} ({sev}) does not divide by tensor_parallel_degree {tp} x 2 x "
+                         f"context_parallel_degree {cp} = {div}, which torchtitan from 6204cdff (2025-07-14) refuses "
+                         f"at start ({check}); {_undated(s, since)}: priced as if it runs; {fix}")
+
+
+def _ddp_only_1d(s: Settings, get, tp: int, pp: int, rep: int) -> None:
+    """torchtitan up to 0.2.2 applies DDP (data_parallel_replicate_degree above 1, nothing sharded) only on a 1-D
+    mesh: v0.2.2 models/llama3/infra/parallelize.py:148-151 (each model's parallelize.py; from 2f989b9f,
+    2024-07-18, until e1847f43, 2026-03-09, after the last JobConfig, when 0.3.0's replicate took its place)."""
+    rev = get("parallelism.data_parallel_replicate_degree")[1]
+    sev = get("parallelism.data_parallel_shard_degree")[1] or "torchtitan default data_parallel_shard_degree -1"
+    other = " and ".join(f"{n} {v}" for n, v in (("tensor_parallel_degree", tp), ("pipeline_parallel_degree", pp))
+                         if v > 1)
+    check = ("models/llama3/infra/parallelize.py:148-151 (v0.2.2; each model's parallelize.py, from 2f989b9f, "
+             "2024-07-18): where data_parallel_replicate is the only data parallelism (no FSDP) and the world is "
+             "more than its ranks, raise RuntimeError(\"DDP has not supported > 1D parallelism\")")
+    what = (f"{rev}: data_parallel_replicate_degree {rep} with data_parallel_shard_degree 1 ({sev}) is DDP, "
+            f"here with {other}")
+    fix = (f"shard instead (data_parallel_shard_degree {rep} with data_parallel_replicate_degree 1: FSDP), or keep "
+           f"the replicas over a shard degree above 1 (HSDP)")
+    dated = _dated(s, "2f989b9f")
+    if dated is not None:
+        raise InputError(f"{what}; torchtitan refuses it at start, {check}; {_dating(s, dated)}, {STOPS}: {fix}")
+    s.ignored.append(f"{what}, which torchtitan from 2f989b9f refuses at start ({check}); {_undated(s, '2f989b9f')}: "
+                     f"priced as DDP; {fix}")
+
+
+def _pipeline_split(s: Settings, get, version3: bool, pp: int, schedule: tuple[str, str] | None) -> None:
+    """torchtitan's pipeline split checks (from 3c84ce09, 2025-07-30; v0.2.2 distributed/pipeline_parallel.py:85-107
+    and generate_llm_fqn_per_model_part :283-296; 0.3.0 :240-256, :419-428): a single-stage schedule (1F1B, GPipe)
+    takes exactly one stage per rank, a multi-stage one at least two, and neither the first nor the last stage's
+    weight (pipeline_parallel_first/last_stage_less_layers) may exceed the fewest layers a stage gets."""
+    if get("parallelism.module_fqns_per_model_part")[0] is not None:
+        return
+    name = str(get("module")[0] if version3 else (get("model.name")[0] or "llama3"))
+    flavor, fev = get("model.flavor")
+    layers = TT_LAYERS.get((name, str(flavor))) if flavor is not None else None
+    if version3 and name not in TT_LAYERS_030:
+        layers = None
+    lps, lev = s.value("layers_per_virtual_stage"), s.sources.get("layers_per_virtual_stage", "")
+    first = s.value("first_stage_less_layers", 1)
+    last = s.value("last_stage_less_layers", 1)
+    stated = [k for k in ("parallelism.pipeline_parallel_layers_per_stage",
+                          "parallelism.pipeline_parallel_first_stage_less_layers",
+                          "parallelism.pipeline_parallel_last_stage_less_layers") if get(k)[0] is not None]
+    if layers is None or not stated:
+        if stated and layers is None:
+            s.ignored.append(f"pipeline split ({', '.join(stated)}): model {name}:{flavor} is no flavor whose layer "
+                             f"count the audit holds, so torchtitan's start-up checks of the split (one stage per "
+                             f"rank for 1F1B and GPipe, two or more for the others, first and last stage weights at "
+                             f"most the fewest layers a stage gets: distributed/pipeline_parallel.py) are not run")
+        return
+    name_s, sev = schedule if schedule else ("1f1b", "torchtitan default pipeline_parallel_schedule 1F1B")
+    single = name_s in _TT_SINGLE_STAGE
+    where = "torchtitan 0.3.0 distributed/pipeline_parallel.py" if version3 else \
+        "v0.2.2 distributed/pipeline_parallel.py"
+    lines = (246, 254, 423, 427) if version3 else (98, 106, 291, 295)
+    dated = None if version3 else _dated(s, "3c84ce09")
+    when = ("torchtitan 0.3.0" if version3 else
+            f"{_dating(s, dated)}" if dated else "")
+    src = f"{fev} ({name}:{flavor} has {layers} layers)"
+    problems = []
+    eff = layers + first + last
+    if lps is not None:
+        stages = -(-eff // lps)
+        if stages % pp:
+            return  # LaunchLayout.virtual_stages refuses it
+        per_rank = stages // pp
+        info = (f"Model has {layers} layers with pipeline_parallel_layers_per_stage={lps}, resulting in "
+                f"num_virtual_stages={stages} across {pp} PP ranks")
+        if single and per_rank != 1:
+            problems.append((f"{lev}: pipeline_parallel_layers_per_stage {lps} gives ceil(({layers} layers + {first} "
+                             f"+ {last}) / {lps}) = {stages} stages, {per_rank} per rank on pipeline_parallel_degree "
+                             f"{pp}, under the single-stage schedule {name_s} ({sev}); {src}",
+                             f"{where}:{lines[0]} (3c84ce09, 2025-07-30): raise ValueError(\"Single stage schedule "
+                             f"requires exactly 1 stage per rank, but got {per_rank} stages per rank. {info}.\")",
+                             f"give pipeline_parallel_layers_per_stage {_fit_lps(eff, pp, True)} (one stage per "
+                             f"rank), or a multi-stage schedule (Interleaved1F1B)"))
+        if not single and per_rank < 2:
+            problems.append((f"{lev}: pipeline_parallel_layers_per_stage {lps} gives ceil(({layers} layers + {first} "
+                             f"+ {last}) / {lps}) = {stages} stages, {per_rank} per rank on pipeline_parallel_degree "
+                             f"{pp}, under the multi-stage schedule {name_s} ({sev}); {src}",
+                             f"{where}:{lines[1]} (3c84ce09, 2025-07-30): raise ValueError(\"Multi-stage schedule "
+                             f"requires at least 2 stages per rank, but got {per_rank} stages per rank. {info}.\")",
+                             f"give a smaller pipeline_parallel_layers_per_stage ({_fit_lps(eff, pp, False)} makes "
+                             f"two stages or more per rank), or a single-stage schedule (1F1B)"))
+    else:
+        per_rank = 1 if single else 2
+        stages = pp * per_rank
+    if not problems and stages <= eff:
+        least = eff // stages
+        for weight, key, text, line in ((first, "first_stage_less_layers", "input_weight", lines[2]),
+                                        (last, "last_stage_less_layers", "output_weight", lines[3])):
+            if weight > least:
+                kev = s.sources.get(key, f"torchtitan default pipeline_parallel_{key} 1")
+                problems.append((f"{kev}: pipeline_parallel_{key} {weight} is more than the fewest layers a stage "
+                                 f"gets, ({layers} layers + {first} + {last}) // {stages} stages = {least}; {src}",
+                                 f"{where}:{line} "
+                                 f"generate_llm_fqn_per_model_part (3c84ce09, 2025-07-30): raise ValueError("
+                                 f"\"{text} ({weight}) exceeds minimum layers per stage ({least}).\")",
+                                 f"give pipeline_parallel_{key} {least} or less"))
+                break
+    if not problems:
+        return
+    what, check, fix = problems[0]
+    if version3 or dated is not None:
+        raise InputError(f"{what}; torchtitan checks the split at start, {check}; {when}, {STOPS}: {fix}")
+    older = _dated(s, "f64cf3c1")
+    old = _old_split_check(layers, pp, lps, single) if lps is not None and older is not None else None
+    if old is not None and get("parallelism.pipeline_parallel_split_points")[0] is None:
+        raise InputError(f"{what}; torchtitan checks the split at start, from 3c84ce09 {check}, and from f64cf3c1 "
+                         f"(2025-04-15) to then distributed/pipeline.py generate_split_points (at 3c84ce09^, "
+                         f"embedding and output weighing one layer each): {old}; {_dating(s, older)}: either check "
+                         f"fails, {STOPS}: {fix}")
+    s.ignored.append(f"{what}, which torchtitan from 3c84ce09 refuses at start ({check}); {_undated(s, '3c84ce09')} "
+                     f"(with another split arithmetic and its own checks, distributed/pipeline.py): priced as the "
+                     f"files state it; {fix}")
+
+
+def _fit_lps(eff: int, pp: int, single: bool) -> int:
+    """A pipeline_parallel_layers_per_stage torchtitan takes for `eff` effective layers on `pp` ranks: the smallest
+    giving one stage per rank (single), else the largest giving a multiple of pp stages, two or more per rank."""
+    fits = [n for n in range(1, eff + 1) if -(-eff // n) % pp == 0 and
+            (-(-eff // n) == pp if single else -(-eff // n) >= 2 * pp)]
+    return (min(fits) if single else max(fits)) if fits else 1
+
+
+def _old_split_check(layers: int, pp: int, lps: int, single: bool) -> str | None:
+    """The check torchtitan's generate_split_points (distributed/pipeline.py, f64cf3c1 to 3c84ce09^:69-87) fails
+    on pipeline_parallel_layers_per_stage `lps`, quoted, or None where it passes: a rigid fit of the layers plus
+    the embedding's and the output's one each."""
+    eff = layers + 2
+    if eff % pp:
+        return f"assert num_effective_layers % pp_degree == 0 fails ({eff} % {pp})"
+    per_rank = eff // pp
+    if per_rank % lps:
+        return f"assert num_layers_per_pipeline_rank % num_layers_per_stage == 0 fails ({per_rank} % {lps})"
+    spr = per_rank // lps
+    if single and spr != 1:
+        return f"assert \"Number of stages per rank ({spr}) must be 1 for single-stage schedules.\""
+    if not single and spr < 2:
+        return f"assert \"Number of stages per rank ({spr}) must be >= 2 for multi-stage schedules.\""
+    return None
+
+
+def _async_tp(s: Settings, get, version3: bool, tp: int) -> None:
+    """Async TP needs the model compiled: 0.3.0 config/configs.py:303-310 (73759474, 2026-08-12) CompileConfig
+    refuses compile.enable_async_tensor_parallel without it; v0.2.2 distributed/tensor_parallel.py:20-23 (from
+    cab22e73, 2025-08-22; before it, from 8849580d, 2024-08-03, "Async TP requires --training.compile") refuses
+    parallelism.enable_async_tensor_parallel under tensor parallelism without it."""
+    compiled, cev = _compiled_model(get)
+    if version3:
+        on, ev = get("compile.enable_async_tensor_parallel")
+        if on in _TRUE and not compiled:
+            raise InputError(f"{ev}: compile.enable_async_tensor_parallel without the model compiled ({cev}); "
+                             f"torchtitan 0.3.0 checks it as it reads the config (config/configs.py:303-310, "
+                             f"73759474, 2026-08-12: raise ValueError(\"Async TP requires 'model' in "
+                             f"--compile.components and --compile.enable\")), {STOPS}: add --compile.enable (with "
+                             f"'model' in --compile.components) or drop --compile.enable_async_tensor_parallel")
+        return
+    on, ev = get("parallelism.enable_async_tensor_parallel")
+    if on not in _TRUE or tp == 1 or compiled:
+        return
+    check = ("v0.2.2 distributed/tensor_parallel.py:20-23 maybe_enable_async_tp, called under tensor parallelism "
+             "(cab22e73, 2025-08-22): raise RuntimeError(\"Async TP requires 'model' in --compile.components and "
+             "--compile.enable\"); from 8849580d (2024-08-03) to then, models/llama3/parallelize: raise "
+             "RuntimeError(\"Async TP requires --training.compile\")")
+    what = f"{ev}: enable_async_tensor_parallel with tensor_parallel_degree {tp} and the model not compiled ({cev})"
+    fix = ("compile the model (compile.enable = true with \"model\" in compile.components; training.compile = true "
+           "before 08b8b244, 2025-08-20) or drop enable_async_tensor_parallel")
+    dated = _dated(s, "40210ead")
+    if dated is not None:
+        raise InputError(f"{what}; torchtitan refuses it at start, {check}; {_dating(s, dated)}, {STOPS}: {fix}")
+    s.ignored.append(f"{what}, which torchtitan from 8849580d refuses at start ({check}); {_undated(s, '40210ead')} "
+                     f"(before it, torchtitan turned compile on itself): priced without compile; {fix}")
+
+
+def _memory_budget(s: Settings, get, version3: bool) -> None:
+    """activation_checkpoint.mode memory_budget needs the model compiled: 0.3.0 trainer.py:170-177 (c5d93d10,
+    2026-06-15) ValueError; v0.2.2 distributed/activation_checkpoint.py:227 assert (b2763873, 2025-10-09, which added
+    the mode: before it, apply_ac raises "Invalid AC mode" for any mode but full and selective, from 347ddc0d,
+    2024-07-10)."""
+    mode, mev = get("activation_checkpoint.mode")
+    if str(mode).replace("-", "_") != "memory_budget":
+        return
+    compiled, cev = _compiled_model(get)
+    if version3:
+        if not compiled:
+            raise InputError(f"{mev}: activation checkpointing memory_budget without the model compiled ({cev}); "
+                             f"torchtitan 0.3.0 checks it at start (trainer.py:170-177, c5d93d10, 2026-06-15: raise "
+                             f"ValueError(\"Memory budget activation checkpointing requires the model to be compiled: "
+                             f"set --compile.enable and include 'model' in --compile.components.\")), {STOPS}: add "
+                             f"--compile.enable, or another activation-checkpoint mode")
+        return
+    _, oldest = version_window(s.torchtitan_stated)
+    before = oldest is not None and JOBCONFIG_ORDER[oldest[1]] < JOBCONFIG_ORDER["b2763873"]
+    if before:
+        key, commit = oldest
+        raise InputError(f"{mev}: activation_checkpoint mode memory_budget, which torchtitan has from b2763873 "
+                         f"(2025-10-09) only; the files state {key}, last in torchtitan's JobConfig at {commit} "
+                         f"({JOBCONFIG_DATES[commit]}), and before b2763873 apply_ac refuses it at start "
+                         f"(models/llama3/infra/parallelize.py, v0.1.0 :231-235: raise ValueError(\"Invalid AC mode: "
+                         f"memory_budget. Valid modes: ('full', 'selective')\")), {STOPS}: give mode \"selective\" or "
+                         f"\"full\"")
+    if not compiled:
+        raise InputError(f"{mev}: activation_checkpoint mode memory_budget without the model compiled ({cev}); "
+                         f"torchtitan checks it at start (v0.2.2 distributed/activation_checkpoint.py:227, b2763873, "
+                         f"2025-10-09: assert model_compile_enabled, \"Memory budget mode requires model to be "
+                         f"compiled\"; a torchtitan before b2763873 has no such mode and raises "
+                         f"ValueError(\"Invalid AC mode: memory_budget...\")), {STOPS}: set compile.enable = true "
+                         f"with \"model\" in compile.components, or give mode \"selective\" or \"full\"")
+
+
+def _mxfp8_tp_compile(s: Settings, get, version3: bool, tp: int) -> None:
+    """torchtitan's MXFP8 converter refuses tensor parallelism under torch.compile: v0.2.2
+    components/quantization/mx.py:46-52 (f3e2a75e, 2025-07-24, until 2b976ee8, 2026-03-10: not in 0.3.0)."""
+    conv, cev = get("model.converters")
+    if version3 or conv is None or tp == 1:
+        return
+    names = conv if isinstance(conv, list) else [c for c in str(conv).split(",") if c]
+    if not any(str(c).split(".")[-1] == "mx" for c in names):
+        return
+    compiled, how = _compiled_model(get)
+    if not compiled:
+        return
+    check = ("v0.2.2 components/quantization/mx.py:46-52 (f3e2a75e, 2025-07-24): assert not (model_compile_enabled "
+             "and tensor_parallel_degree > 1), \"TP not yet supported with torch.compile for mxfp8\"")
+    what = (f"{cev}: the MXFP8 converter \"mx\" with tensor_parallel_degree {tp} and the model compiled ({how})")
+    fix = "compile nothing (compile.enable = false), or run tensor_parallel_degree 1"
+    dated = _dated(s, "f3e2a75e")
+    if dated is not None:
+        raise InputError(f"{what}; torchtitan refuses it at start, {check}; {_dating(s, dated)}, {STOPS}: {fix}")
+    s.ignored.append(f"{what}, which torchtitan from f3e2a75e refuses at start ({check}); "
+                     f"{_undated(s, 'f3e2a75e')}: priced as if it runs; {fix}")
+
+
+def _precision_keys(s: Settings, get, version3: bool, tp: int, pp: int, cp: int, shard_value: int) -> None:
+    """training.mixed_precision_param, training.dtype and training.enable_cpu_offload, and torchtitan's mixed
+    precision under TP or PP without FSDP (up to 0.2.2): what they run that the audit prices otherwise, said."""
+    mp, mpev = get("training.mixed_precision_param")
+    dtype, dev = get("training.dtype")
+    if str(mp) == "float32":
+        s.ignored.append(f"training.mixed_precision_param float32 ({mpev}): FSDP's param_dtype (and AMP's autocast "
+                         f"dtype without FSDP) is float32, so the job runs fp32 GEMMs and gathers fp32 weights "
+                         f"(v0.2.2 models/llama3/infra/parallelize.py:134, distributed/utils.py:260-263): runs fp32, "
+                         f"priced as bf16")
+    if str(dtype) == "bfloat16":
+        s.ignored.append(f"training.dtype bfloat16 ({dev}): torchtitan builds the model in bfloat16, so parameters, "
+                         f"gradients and optimizer state are bfloat16 with no fp32 master copy (v0.2.2 train.py:149 "
+                         f"set_default_dtype, config/job_config.py:275-280): priced with fp32 master weights and "
+                         f"optimizer state")
+    off, oev = get("training.enable_cpu_offload")
+    if off in _TRUE:
+        s.ignored.append(f"training.enable_cpu_offload ({oev}): FSDP's CPUOffloadPolicy keeps parameters, gradients "
+                         f"and optimizer state in host memory and steps the optimizer on the CPU (v0.2.2 "
+                         f"models/llama3/infra/parallelize.py:137, 315-316): not priced: priced on the GPUs")
+    if version3 or shard_value != 1 or cp > 1 or (tp == 1 and pp == 1):
+        return
+    if str(dtype) == "bfloat16":
+        return
+    where = dev or "torchtitan default training.dtype float32 (v0.2.2 config/job_config.py:275)"
+    s.ignored.append(f"mixed precision off: with tensor_parallel_degree {tp} and pipeline_parallel_degree {pp} and no "
+                     f"FSDP (data_parallel_shard_degree 1, context_parallel_degree 1), torchtitan runs no autocast "
+                     f"(v0.2.2 distributed/utils.py:251-256 maybe_enable_amp, 0b44d4c4, 2025-06-16: \"Mixed "
+                     f"precision training with TP or PP is only supported when FSDP/HSDP/CP is enabled.\"; before "
+                     f"0b44d4c4 it had no autocast at all) and trains in training.dtype, float32 ({where}): runs "
+                     f"fp32, priced as bf16; shard the weights (data_parallel_shard_degree above 1) or set "
+                     f"training.dtype = \"bfloat16\"")
 
 
 def _float8_before_030(get, s: Settings) -> None:
@@ -845,7 +1246,19 @@ def _float8_before_030(get, s: Settings) -> None:
     name, nev = get("quantize.linear.float8.recipe_name")
     if name is None:
         name, nev = get("float8.recipe_name")
+    _lm_head_converted(get, s, "float8", [])
     if name is not None:
+        for key in ("quantize.linear.float8.enable_fsdp_float8_all_gather", "float8.enable_fsdp_float8_all_gather"):
+            value, ev = get(key)
+            if value in _TRUE:
+                raise InputError(f"{ev}: enable_fsdp_float8_all_gather with recipe_name {name!r} ({nev}); torchtitan "
+                                 f"refuses the pair at start (v0.2.2 components/quantization/float8.py:65-69, from "
+                                 f"069bae28, 2025-02-27, which added recipe_name: assert not "
+                                 f"float8_config.enable_fsdp_float8_all_gather, \"using "
+                                 f"`float8_config.enable_fsdp_float8_all_gather` together with "
+                                 f"`float8_config.recipe_name` is not supported\"), {STOPS}: drop "
+                                 f"enable_fsdp_float8_all_gather (the {name} recipe gathers 16-bit weights), or drop "
+                                 f"recipe_name for tensorwise scaling with FP8 all-gathers")
         recipe = "tensorwise" if str(name) == "tensorwise" else "rowwise"
         s.put("recipe.fp8_recipe", recipe, f"{nev} (torchao's {name} recipe: {recipe} scaling)")
         return
@@ -858,6 +1271,30 @@ def _float8_before_030(get, s: Settings) -> None:
             s.ignored.append(f"{key}: FSDP all-gathers the Float8 weights in 1 byte where the data-parallel shard "
                              f"is over 1 rank; priced at 2 bytes a weight ({ev})")
             break
+
+
+def _lm_head_converted(get, s: Settings, kind: str, default: list[str]) -> None:
+    """recipe.fp8_lm_head of torchtitan before 0.3.0: its Float8 and MX converters convert every nn.Linear whose
+    dims divide by 16 and whose name contains none of filter_fqns (v0.2.2 components/quantization/utils.py:10-26
+    module_filter_fn), so the LM head, `output`, runs FP8 unless a filter matches it: float8's filter_fqns is empty
+    by default (v0.2.2 config/job_config.py:741), mx's ["output"] (:784)."""
+    value, ev = get(f"quantize.linear.{kind}.filter_fqns")
+    if value is None:
+        value, ev = get(f"{kind}.filter_fqns")
+    if value is None:
+        fqns, where = default, (f"torchtitan default quantize.linear.{kind}.filter_fqns {default} (v0.2.2 "
+                                f"config/job_config.py:{741 if kind == 'float8' else 784})")
+    else:
+        fqns = value if isinstance(value, list) else [f for f in str(value).split(",")]
+        where = ev
+    matched = [f for f in map(str, fqns) if f != "auto_filter_small_kn" and f in "output"]
+    if matched:
+        s.put("recipe.fp8_lm_head", False, f"{where}: filter {matched[0]!r} matches the LM head `output`, left "
+                                           f"16-bit (components/quantization/utils.py module_filter_fn)")
+    else:
+        s.put("recipe.fp8_lm_head", True, f"{where}: no filter matches the LM head `output`, so torchtitan converts "
+                                          f"it too (its dims divide by 16; components/quantization/utils.py:10-26 "
+                                          f"module_filter_fn): its GEMMs run FP8")
 
 
 def _rotate_method(get, s: Settings) -> None:

@@ -1,0 +1,209 @@
+"""torchtitan jobs its own start-up checks refuse are refused by the audit (an InputError naming the file and line,
+the value, torchtitan's check with its commit and date, "so this job does not start" and the fix), where the files'
+keys date them to a torchtitan that runs the check (readers.torchtitan.version_window); where their keys leave the
+version open, the check is a note.  Values torchtitan reads that the audit prices otherwise are notes, never
+dropped silently.  A reviewer audited each of these files and got a step time for every one."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from placement.audit.launch import parse_launch
+from placement.errors import InputError
+
+BASE = {
+    "model": {"name": '"llama3"', "flavor": '"8B"'},
+    "training": {"local_batch_size": "1", "seq_len": "8192", "steps": "1000"},
+    "parallelism": {"data_parallel_replicate_degree": "1", "data_parallel_shard_degree": "-1",
+                    "tensor_parallel_degree": "1", "pipeline_parallel_degree": "1", "context_parallel_degree": "1"},
+    "activation_checkpoint": {"mode": '"selective"', "selective_ac_option": '"op"'},
+}
+"""A torchtitan 0.2.x Llama 3 8B file; training.local_batch_size dates it from 8570415c (2025-06-05) only."""
+NEW = {"compile.enable": "false"}
+"""compile.enable (JobConfig from 08b8b244, 2025-08-20) dates a file after every check below came."""
+
+
+def _toml(tmp_path: Path, name: str, *edits: dict[str, str]) -> Path:
+    tables = {k: dict(v) for k, v in BASE.items()}
+    for edit in edits:
+        for dotted, value in edit.items():
+            section, key = dotted.rsplit(".", 1)
+            if value is None:
+                tables.get(section, {}).pop(key, None)
+            else:
+                tables.setdefault(section, {})[key] = value
+    text = "\n".join(f"[{s}]\n" + "".join(f"{k} = {v}\n" for k, v in d.items()) for s, d in tables.items())
+    path = tmp_path / f"{name}.toml"
+    path.write_text(text)
+    return path
+
+
+def _refused(path: Path, *quoted: str) -> str:
+    with pytest.raises(InputError) as err:
+        parse_launch([path])
+    message = str(err.value)
+    assert f"{path}:" in message and "so this job does not start" in message, message
+    for text in quoted:
+        assert text in message, message
+    return message
+
+
+def _notes(path: Path) -> list[str]:
+    return list(parse_launch([path]).ignored)
+
+
+def test_seq_len_must_divide_by_tp_times_2cp(tmp_path: Path) -> None:
+    """tp 8, seq_len 8196: v0.2.2 models/llama3/infra/parallelize.py:69 (6204cdff, 2025-07-14)."""
+    bad = {"training.seq_len": "8196", "parallelism.tensor_parallel_degree": "8"}
+    msg = _refused(_toml(tmp_path, "seq", NEW, bad), "seq_len = 8196",
+                   "Sequence length 8196 must be divisible by the product of TP degree (8) and 2 * CP degree (1).",
+                   "6204cdff, 2025-07-14", "e.g. 8208")
+    assert "compile.enable" in msg
+    good = parse_launch([_toml(tmp_path, "seq_ok", NEW, bad, {"training.seq_len": "8192"})])
+    assert good.seq_len == 8192 and good.tp == 8
+    undated = _notes(_toml(tmp_path, "seq_undated", bad))  # may be v0.1.0, which has no such check
+    assert any("6204cdff" in n and "8196" in n and "priced as if it runs" in n for n in undated)
+
+
+def test_ddp_with_tp_or_pp_is_refused(tmp_path: Path) -> None:
+    """v0.2.2 parallelize.py:151 RuntimeError("DDP has not supported > 1D parallelism") (2f989b9f, 2024-07-18)."""
+    ddp = {"parallelism.data_parallel_replicate_degree": "2", "parallelism.data_parallel_shard_degree": "1"}
+    _refused(_toml(tmp_path, "ddp_tp", ddp, {"parallelism.tensor_parallel_degree": "8"}),
+             "data_parallel_replicate_degree = 2", 'RuntimeError("DDP has not supported > 1D parallelism")',
+             "2f989b9f, 2024-07-18", "data_parallel_shard_degree 2 with data_parallel_replicate_degree 1")
+    _refused(_toml(tmp_path, "ddp_pp", ddp, {"parallelism.pipeline_parallel_degree": "2"}),
+             "pipeline_parallel_degree 2", "DDP has not supported > 1D parallelism")
+    plain = parse_launch([_toml(tmp_path, "ddp", ddp)])  # DDP alone runs
+    assert plain.dp_replicate == 2 and plain.zero_stage == 0
+    hsdp = parse_launch([_toml(tmp_path, "hsdp", ddp, {"parallelism.data_parallel_shard_degree": "4",
+                                                       "parallelism.tensor_parallel_degree": "2"})])
+    assert hsdp.tp == 2 and hsdp.zero_stage == 3
+
+
+PP = {"parallelism.pipeline_parallel_degree": "2", "training.local_batch_size": "8"}
+
+
+@pytest.mark.parametrize(("schedule", "lps", "quoted"), [
+    ("1F1B", "9", "Single stage schedule requires exactly 1 stage per rank, but got 2 stages per rank."),
+    ("GPipe", "9", "Single stage schedule requires exactly 1 stage per rank, but got 2 stages per rank."),
+    ("Interleaved1F1B", "17", "Multi-stage schedule requires at least 2 stages per rank, but got 1 stages per rank."),
+])
+def test_schedule_and_stages_per_rank_must_agree(tmp_path: Path, schedule: str, lps: str, quoted: str) -> None:
+    """distributed/pipeline_parallel.py:98/:106 (3c84ce09, 2025-07-30); the older split (f64cf3c1 on) fails too."""
+    bad = {"parallelism.pipeline_parallel_schedule": f'"{schedule}"',
+           "parallelism.pipeline_parallel_layers_per_stage": lps}
+    _refused(_toml(tmp_path, "new", PP, bad, NEW), quoted, "3c84ce09, 2025-07-30", "llama3:8B has 32 layers")
+    _refused(_toml(tmp_path, "old", PP, bad), quoted, "f64cf3c1", "either check fails")
+
+
+def test_schedule_with_its_stage_count_is_read(tmp_path: Path) -> None:
+    one = parse_launch([_toml(tmp_path, "one", PP, NEW, {"parallelism.pipeline_parallel_schedule": '"1F1B"',
+                                                         "parallelism.pipeline_parallel_layers_per_stage": "17"})])
+    assert one.pp == 2 and one.virtual_stages(32) == 1
+    two = parse_launch([_toml(tmp_path, "two", PP, NEW, {"parallelism.pipeline_parallel_schedule": '"Interleaved1F1B"',
+                                                         "parallelism.pipeline_parallel_layers_per_stage": "11"})])
+    assert two.virtual_stages(32) == 2
+
+
+def test_first_stage_weight_above_the_fewest_layers_a_stage_gets(tmp_path: Path) -> None:
+    """pp 8, 1F1B: (32 + 5 + 1) // 8 = 4 < 5: pipeline_parallel.py:291 (3c84ce09)."""
+    pp8 = {"parallelism.pipeline_parallel_degree": "8", "training.local_batch_size": "8"}
+    _refused(_toml(tmp_path, "in5", pp8, {"parallelism.pipeline_parallel_first_stage_less_layers": "5"}),
+             "pipeline_parallel_first_stage_less_layers = 5",
+             'ValueError("input_weight (5) exceeds minimum layers per stage (4).")', "3c84ce09, 2025-07-30")
+    ok = parse_launch([_toml(tmp_path, "in4", pp8, {"parallelism.pipeline_parallel_first_stage_less_layers": "4"})])
+    assert ok.first_stage_less_layers == 4 and ok.pp == 8
+
+
+def test_async_tp_needs_the_model_compiled(tmp_path: Path) -> None:
+    """distributed/tensor_parallel.py:21 (cab22e73; from 8849580d, 2024-08-03, in older words)."""
+    asy = {"parallelism.tensor_parallel_degree": "8", "parallelism.enable_async_tensor_parallel": "true"}
+    _refused(_toml(tmp_path, "async", asy, NEW), "enable_async_tensor_parallel = true",
+             "Async TP requires 'model' in --compile.components and --compile.enable", "8849580d")
+    _refused(_toml(tmp_path, "async_nocompile", asy), "Async TP requires")  # the key itself dates it (785c34c9)
+    ok = parse_launch([_toml(tmp_path, "async_ok", asy, {"compile.enable": "true"})])
+    assert ok.tp == 8 and any("async tensor parallelism" in n for n in ok.ignored)
+
+
+def test_memory_budget_needs_the_model_compiled(tmp_path: Path) -> None:
+    """distributed/activation_checkpoint.py:227 assert (b2763873, 2025-10-09)."""
+    mb = {"activation_checkpoint.mode": '"memory_budget"', "activation_checkpoint.selective_ac_option": None}
+    _refused(_toml(tmp_path, "mb", mb, NEW), 'mode = "memory_budget"',
+             "Memory budget mode requires model to be compiled", "b2763873, 2025-10-09")
+    ok = parse_launch([_toml(tmp_path, "mb_ok", mb, {"compile.enable": "true"})])
+    assert any("memory_budget" in n for n in ok.ignored)
+
+
+F8 = {"model.converters": '["float8"]'}
+
+
+def test_float8_recipe_with_fsdp_float8_all_gather(tmp_path: Path) -> None:
+    """components/quantization/float8.py:66 (069bae28, 2025-02-27)."""
+    both = {"quantize.linear.float8.recipe_name": '"rowwise"',
+            "quantize.linear.float8.enable_fsdp_float8_all_gather": "true"}
+    _refused(_toml(tmp_path, "f8ag", F8, both), "enable_fsdp_float8_all_gather = true",
+             "using `float8_config.enable_fsdp_float8_all_gather` together with `float8_config.recipe_name` is not "
+             "supported", "069bae28, 2025-02-27")
+    ok = parse_launch([_toml(tmp_path, "f8", F8, {"quantize.linear.float8.recipe_name": '"rowwise"'})])
+    assert ok.precision == "fp8" and ok.recipe["fp8_recipe"] == "rowwise"
+
+
+def test_mxfp8_with_tp_under_compile(tmp_path: Path) -> None:
+    """components/quantization/mx.py:52 (f3e2a75e, 2025-07-24)."""
+    mx = {"model.converters": '["mx"]', "compile.enable": "true", "compile.components": '["model", "loss"]'}
+    _refused(_toml(tmp_path, "mx_tp", mx, {"parallelism.tensor_parallel_degree": "2"}), 'converters = ["mx"]',
+             "TP not yet supported with torch.compile for mxfp8", "f3e2a75e, 2025-07-24")
+    ok = parse_launch([_toml(tmp_path, "mx", mx)])
+    assert ok.recipe["fp8_recipe"] == "mxfp8" and ok.recipe["fp8_lm_head"] is False  # mx filters "output"
+
+
+def test_float8_lm_head_is_converted_unless_filtered(tmp_path: Path) -> None:
+    """v0.2.2 float8 filter_fqns defaults to []: module_filter_fn converts the LM head `output` too."""
+    default = parse_launch([_toml(tmp_path, "f8_default", F8)])
+    empty = parse_launch([_toml(tmp_path, "f8_empty", F8, {"quantize.linear.float8.filter_fqns": "[]"})])
+    kept = parse_launch([_toml(tmp_path, "f8_kept", F8, {"quantize.linear.float8.filter_fqns": '["output"]'})])
+    assert default.recipe["fp8_lm_head"] is True and empty.recipe["fp8_lm_head"] is True
+    assert kept.recipe["fp8_lm_head"] is False
+    assert "filter_fqns = []" in empty.sources["recipe.fp8_lm_head"]
+
+
+@pytest.mark.parametrize(("edit", "said"), [
+    ({"training.mixed_precision_param": '"float32"'}, "runs fp32, priced as bf16"),
+    ({"training.enable_cpu_offload": "true"}, "CPUOffloadPolicy"),
+    ({"training.dtype": '"bfloat16"'}, "no fp32 master copy"),
+])
+def test_precision_keys_are_never_dropped_silently(tmp_path: Path, edit: dict, said: str) -> None:
+    notes = _notes(_toml(tmp_path, "p", edit))
+    assert any(said in n and next(iter(edit)).rsplit(".", 1)[1] in n for n in notes), notes
+    assert not any(said in n for n in _notes(_toml(tmp_path, "plain")))
+
+
+def test_tp_and_pp_without_fsdp_train_in_fp32(tmp_path: Path) -> None:
+    """v0.2.2 distributed/utils.py:251-256 maybe_enable_amp: no autocast under TP or PP without FSDP/HSDP/CP."""
+    layout = {"parallelism.tensor_parallel_degree": "8", "parallelism.pipeline_parallel_degree": "2",
+              "parallelism.data_parallel_shard_degree": "1", "training.local_batch_size": "8"}
+    notes = _notes(_toml(tmp_path, "tppp", layout))
+    assert any("Mixed precision training with TP or PP is only supported when FSDP/HSDP/CP is enabled." in n
+               and "runs fp32, priced as bf16" in n for n in notes), notes
+    bf16 = _notes(_toml(tmp_path, "tppp_bf16", layout, {"training.dtype": '"bfloat16"'}))
+    assert not any("mixed precision off" in n for n in bf16)
+    sharded = _notes(_toml(tmp_path, "tppp_fsdp", layout, {"parallelism.data_parallel_shard_degree": "-1"}))
+    assert not any("mixed precision off" in n for n in sharded)
+
+
+def test_named_config_async_tp_and_memory_budget(tmp_path: Path) -> None:
+    """0.3.0: config/configs.py:303-310 and trainer.py:170-177 refuse these without the model compiled."""
+    line = ("torchrun --nproc_per_node 8 -m torchtitan.train --module llama3 --config llama3_8b "
+            "--parallelism.tensor_parallel_degree 2 {flags}\n")
+    script = tmp_path / "run.sh"
+    script.write_text(line.format(flags="--compile.enable_async_tensor_parallel"))
+    with pytest.raises(InputError, match=re.escape("Async TP requires 'model' in --compile.components")):
+        parse_launch([script])
+    script.write_text(line.format(flags="--compile.enable_async_tensor_parallel --compile.enable"))
+    assert parse_launch([script]).tp == 2
+    script.write_text(line.format(flags="activation-checkpoint:memory-budget"))
+    with pytest.raises(InputError, match="Memory budget activation checkpointing requires the model to be compiled"):
+        parse_launch([script])
