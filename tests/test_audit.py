@@ -486,6 +486,9 @@ def test_an_emitted_maxtext_file_maxtext_rejects_is_refused(tmp_path: Path) -> N
     assert code == 0, err
     header = (tmp_path / "p" / "maxtext.yml").read_text()
     assert "it will reject this config" in header
+    # the header promises no step time for it (it did: "this file runs ...: 1.208 s/step")
+    assert "# this file does not start: MaxText refuses it at start-up" in header
+    assert not re.search(r"^# this file runs .* s/step", header, re.M)
     code, _, err = run("audit", *job, "--launch", str(tmp_path / "p" / "maxtext.yml"),
                        "--launch", str(tmp_path / "p" / "jax_mesh.py"))
     assert code == 2 and "must be divisible by the number of stages (9)" in err and "does not start" in err

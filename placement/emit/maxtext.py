@@ -514,6 +514,12 @@ def runs(ctx: EmitContext, mesh: MaxTextMesh) -> Runs:
 def render(ctx: EmitContext) -> tuple[str, list[str], dict[str, str]]:
     keys, mesh, warnings, notes = overrides(ctx)
     line, warn = ctx.runs_as(runs(ctx, mesh))
+    rejected = [w for w in warnings if "will reject" in w]
+    if rejected:  # no step time for a file MaxText does not start (a user trial: the header priced one)
+        line = (f"this file does not start: MaxText refuses it at start-up ({'; '.join(rejected)}), so no step "
+                f"time is promised for it; the prediction above is the plan's, which MaxText cannot state "
+                f"(`plan --framework maxtext` searches only layouts it can)")
+        warn = "MaxText refuses this file at start-up: " + "; ".join(rejected)
     if warn:
         warnings.insert(0, warn)
     head = header(ctx, VERSION, runs=line) + warn_block(warnings)
