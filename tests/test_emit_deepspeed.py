@@ -138,7 +138,7 @@ def test_a_node_that_uses_other_gpus_than_its_first_gets_an_include():
 
 @pytest.mark.parametrize(("fixed", "expected"), [
     ((("tp", 2), ("pp", 2), ("cp", 2), ("vpp", 2), ("zero_stage", 2)),
-     ["this file runs plain 1F1B (not 2 interleaved stages): ", "cp 2: DeepSpeed has no ring context parallelism",
+     ["cp 2: DeepSpeed has no ring context parallelism",
       "vpp 2: DeepSpeed's pipeline has no interleaved stages",
       "PipelineEngine refuses ZeRO-2 with pipeline parallelism"]),
     ((("tp", 1), ("pp", 1), ("cp", 1), ("zero_stage", 3), ("dp_shard", 8)),
@@ -157,6 +157,10 @@ def test_each_part_deepspeed_cannot_express_is_warned(fixed, expected):
         assert f"# WARNING: {phrase}" in text or any(phrase in line for line in text.splitlines())
         assert any(phrase in line for line in cfg["_comment"])
     assert len(warnings) == len(expected), warnings
+    refused = any(w.startswith("does not start: ") for w in warnings)
+    # a file DeepSpeed refuses at start-up promises no step time (it priced the plain-1F1B run it cannot start)
+    assert ("# this file does not start: DeepSpeed refuses it at start-up" in text) == refused
+    assert not (refused and "this file runs" in text)
     if ctx.plan.layout.pp == 3:  # 32 layers on 3 stages
         uneven = [w for w in warnings if w.startswith("uneven stages")]
         assert uneven and "/".join(map(str, ctx.plan.layout.stage_layers)) + ")" in uneven[0]
@@ -298,6 +302,19 @@ def test_zero_3_with_moe_is_warned_as_refused():
     """runtime/engine.py _validate_zero3_moe_compatibility: "Native DeepSpeed MoE is not supported with ZeRO Stage
     3" (deepspeed.initialize fails)."""
     ctx = ctx_for("mixtral-8x7b", 64, (("tp", 1), ("pp", 1), ("cp", 1), ("ep", 8), ("zero_stage", 3)), global_batch=256)
-    assert any(w.startswith("DeepSpeed refuses ZeRO-3 with its MoE layers") for w in deepspeed.warnings_for(ctx))
+    assert any(w.startswith("does not start: DeepSpeed refuses ZeRO-3 with its MoE layers")
+               for w in deepspeed.warnings_for(ctx))
     dense = ctx_for("llama3-8b", 64, (("tp", 1), ("pp", 1), ("cp", 1), ("zero_stage", 3), ("dp_shard", 64)))
     assert not any("MoE" in w for w in deepspeed.warnings_for(dense))
+
+
+@pytest.mark.parametrize(("zero", "refused"), [(2, True), (1, False)])
+def test_the_sbatch_header_promises_no_step_time_for_a_file_deepspeed_refuses(zero, refused):
+    """launch.sbatch lists each framework file's step time where it runs something else; a DeepSpeed file its
+    PipelineEngine refuses (pp 2 with ZeRO-2) does not start, so its line says so instead of a step time."""
+    from placement.emit import sbatch
+
+    ctx = ctx_for("llama3-8b", 64, (("tp", 2), ("pp", 2), ("cp", 1), ("vpp", 2), ("zero_stage", zero)))
+    line = next(x for x in sbatch.render(ctx, ["deepspeed"]).splitlines() if x.startswith("# deepspeed: "))
+    assert ("does not start: DeepSpeed refuses it at start-up" in line) == refused
+    assert ("s/step" in line) != refused

@@ -178,7 +178,7 @@ def test_a_mesh_that_does_not_tile_hosts_is_warned():
     assert warnings[0].startswith("the mesh {'data': 8, 'tensor': 3} does not tile hosts of 8 GPUs in rank order")
     assert math.prod(ici.values()) == 8 and all(ici[a] * dcn[a] == sizes[a] for a in axes)
     ici, dcn, warnings = maxtext.split_ici_dcn(axes, dict.fromkeys(axes, 1) | {"tensor": 3}, per_host=8)
-    assert warnings[-1] == "no ICI split multiplies to 8 GPUs per host: MaxText will reject this mesh"
+    assert warnings[-1] == "does not start: no ICI split multiplies to 8 GPUs per host: MaxText will reject this mesh"
 
 
 def test_the_planned_host_and_gpu_order_reach_the_launch_lines(contexts):

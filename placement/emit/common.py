@@ -427,6 +427,26 @@ def numa_binding(ctx: EmitContext) -> str:
     return "--numa-binding node " if ctx.recipe.cpu_affinity else ""
 
 
+DOES_NOT_START = "does not start: "
+"""How an emitter's warning begins when the framework refuses the file at start-up (`refusal`)."""
+
+
+def refusal(text: str) -> str:
+    """A warning that the framework refuses the emitted file at start-up: `header_runs` then promises no step time."""
+    return DOES_NOT_START + text
+
+
+def header_runs(framework: str, warnings: list[str], line: str, warn: str) -> tuple[str, str]:
+    """The header's line on what the file runs (EmitContext.runs_as) and its warning; where a warning is a
+    `refusal`, the file does not start, so the line says so and prices nothing (a user trial: a header priced a
+    MaxText file MaxText rejects)."""
+    reasons = [w[len(DOES_NOT_START):] for w in warnings if w.startswith(DOES_NOT_START)]
+    if not reasons:
+        return line, warn
+    return (f"this file does not start: {framework} refuses it at start-up ({'; '.join(reasons)}), so no step time "
+            f"is promised for it; the prediction above is the plan's, which {framework} cannot run as written"), ""
+
+
 def warn_block(warnings: list[str], comment: str = "#") -> str:
     if not warnings:
         return ""

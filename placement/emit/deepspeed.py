@@ -38,8 +38,10 @@ from placement.emit.common import (
     Runs,
     gpt_oss_features,
     header,
+    header_runs,
     numa_binding,
     recipe_warnings,
+    refusal,
     runs_model,
     runs_recipe,
     torchrun_lines,
@@ -177,15 +179,15 @@ def warnings_for(ctx: EmitContext) -> list[str]:
                        f"ranks (etp {lay.etp}); its EP all-to-all spans {_hosts_spanned(ctx, ds)} hosts instead of "
                        f"{_hosts_spanned(ctx, ours)}. Plan with etp = tp to match DeepSpeed")
     if ctx.moe and lay.zero_stage == 3:
-        out.append("DeepSpeed refuses ZeRO-3 with its MoE layers (runtime/engine.py _validate_zero3_moe_compatibility: "
-                   "\"Native DeepSpeed MoE is not supported with ZeRO Stage 3\"): deepspeed.initialize fails; plan "
-                   "with --zero 1 or --zero 2")
+        out.append(refusal("DeepSpeed refuses ZeRO-3 with its MoE layers (runtime/engine.py "
+                           "_validate_zero3_moe_compatibility: \"Native DeepSpeed MoE is not supported with ZeRO Stage "
+                           "3\"): deepspeed.initialize fails; plan with --zero 1 or --zero 2"))
     if lay.zero_stage == 3 and lay.dp_shard < lay.dp:
         out.append(f"HSDP (shard {lay.dp_shard} of dp {lay.dp}) is not expressed: DeepSpeed 0.19.8 removed MiCS, so "
                    f"ZeRO-3 shards over the whole data-parallel group of {lay.dp}")
     if lay.pp > 1 and lay.zero_stage >= 2:
-        out.append(f"DeepSpeed's PipelineEngine refuses ZeRO-{lay.zero_stage} with pipeline parallelism (it asserts "
-                   f"stage < 2): deepspeed.initialize fails; plan with --zero 0 --zero 1")
+        out.append(refusal(f"DeepSpeed's PipelineEngine refuses ZeRO-{lay.zero_stage} with pipeline parallelism (it "
+                           f"asserts stage < 2): deepspeed.initialize fails; plan with --zero 0 or --zero 1"))
     if lay.pp > 1 and len(set(lay.stage_layers)) > 1:
         split_at = np.cumsum([0, *lay.per_rank_layers()]).tolist()
         out.append(f"uneven stages (layers first/middle/last {'/'.join(map(str, lay.stage_layers))}): PipelineModule "
@@ -345,7 +347,7 @@ def render(ctx: EmitContext) -> tuple[str, list[str], dict[str, str]]:
     if plan.precision == "fp8":
         warnings.insert(0, f"{FP8_WHY}: this file runs bf16")
     runs = files_run(ctx)
-    line, warn = ctx.runs_as(runs)
+    line, warn = header_runs("DeepSpeed", warnings, *ctx.runs_as(runs))
     if warn:
         warnings.insert(0, warn)
     head = header(ctx, VERSION, runs=line)

@@ -44,7 +44,9 @@ from placement.emit.common import (
     EmitContext,
     Runs,
     header,
+    header_runs,
     recipe_warnings,
+    refusal,
     runs_recipe,
     warn_block,
 )
@@ -172,7 +174,8 @@ def split_ici_dcn(axes: tuple[str, ...], sizes: dict[str, int], per_host: int) -
             ici[axis] = math.gcd(sizes[axis], left)
             left //= ici[axis]
         if left != 1:
-            warnings.append(f"no ICI split multiplies to {per_host} GPUs per host: MaxText will reject this mesh")
+            warnings.append(refusal(f"no ICI split multiplies to {per_host} GPUs per host: MaxText will reject "
+                                    f"this mesh"))
     dcn = {a: sizes[a] // ici[a] for a in axes}
     return ici, dcn, warnings
 
@@ -252,8 +255,8 @@ def batch_keys(ctx: EmitContext) -> tuple[dict[str, object], list[str], str]:
     if lay.pp > 1:  # every micro-batch of the step goes through the pipeline together
         accumulation, keys = 1, {"num_pipeline_microbatches": m}
         if m % lay.pp:
-            warnings.append(f"MaxText needs num_pipeline_microbatches ({m}) to be a multiple of the stages "
-                            f"({lay.pp}); it will reject this config")
+            warnings.append(refusal(f"MaxText needs num_pipeline_microbatches ({m}) to be a multiple of the stages "
+                                    f"({lay.pp}); it will reject this config"))
     else:
         accumulation, keys = m, {}
     per_device = Fraction(p.global_batch, p.num_gpus * accumulation)
@@ -514,12 +517,7 @@ def runs(ctx: EmitContext, mesh: MaxTextMesh) -> Runs:
 def render(ctx: EmitContext) -> tuple[str, list[str], dict[str, str]]:
     keys, mesh, warnings, notes = overrides(ctx)
     line, warn = ctx.runs_as(runs(ctx, mesh))
-    rejected = [w for w in warnings if "will reject" in w]
-    if rejected:  # no step time for a file MaxText does not start (a user trial: the header priced one)
-        line = (f"this file does not start: MaxText refuses it at start-up ({'; '.join(rejected)}), so no step "
-                f"time is promised for it; the prediction above is the plan's, which MaxText cannot state "
-                f"(`plan --framework maxtext` searches only layouts it can)")
-        warn = "MaxText refuses this file at start-up: " + "; ".join(rejected)
+    line, warn = header_runs("MaxText", warnings, line, warn)
     if warn:
         warnings.insert(0, warn)
     head = header(ctx, VERSION, runs=line) + warn_block(warnings)

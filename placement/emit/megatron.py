@@ -36,7 +36,9 @@ from placement.emit.common import (
     Runs,
     differs_from_fixed,
     header,
+    header_runs,
     recipe_warnings,
+    refusal,
     runs_model,
     runs_recipe,
     torchrun_lines,
@@ -136,10 +138,11 @@ def recipe_arguments(ctx: EmitContext) -> tuple[list[str], list[str]]:
         if r.ep_comm_overlap:
             args.append("--overlap-moe-expert-parallel-comm")
             if lay.pp > 1 and lay.vpp == 1:
-                warnings.append("Megatron's EP overlap (--overlap-moe-expert-parallel-comm) needs virtual pipeline "
-                                "stages when pp > 1; add them or drop the overlap")
+                warnings.append(refusal("Megatron's EP overlap (--overlap-moe-expert-parallel-comm) needs virtual "
+                                        "pipeline stages when pp > 1; add them or drop the overlap"))
             if lay.recompute == "full" or lay.ep == 1:
-                warnings.append("Megatron refuses --overlap-moe-expert-parallel-comm with full recompute or ep 1")
+                warnings.append(refusal("Megatron refuses --overlap-moe-expert-parallel-comm with full recompute or "
+                                        "ep 1"))
         if r.delay_wgrad:
             args.append("--delay-wgrad-compute")
             if not r.ep_comm_overlap:
@@ -155,7 +158,8 @@ def recipe_arguments(ctx: EmitContext) -> tuple[list[str], list[str]]:
     if r.tp_comm_overlap and lay.tp > 1:
         args.append("--tp-comm-overlap")
         if not lay.sequence_parallel:
-            warnings.append("Megatron's --tp-comm-overlap needs --sequence-parallel, which this plan has off")
+            warnings.append(refusal("Megatron's --tp-comm-overlap needs --sequence-parallel, which this plan has off "
+                                    "(validate_args asserts it)"))
     # Megatron's default is FP32 weights and GEMMs: both precisions run BF16 weights, FP8 only in the GEMMs
     # (Megatron-LM arguments.py: --bf16 "Run model in bfloat16 mode"; --fp8-format on top of it)
     args.append("--bf16")
@@ -509,7 +513,7 @@ def worker(ctx: EmitContext) -> tuple[str, str, list[str], list[str]]:
 
 def render(ctx: EmitContext) -> tuple[str, list[str]]:
     preamble, command, yours, warnings = worker(ctx)
-    line, warn = ctx.runs_as(runs(ctx))
+    line, warn = header_runs("Megatron-LM", warnings, *ctx.runs_as(runs(ctx)))
     if warn:
         warnings.insert(0, warn)
     text = header(ctx, VERSION, runs=line) + warn_block(warnings) + "\n".join(yours) + "\n" + preamble

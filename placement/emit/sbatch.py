@@ -14,13 +14,17 @@ from __future__ import annotations
 
 from placement import __version__
 from placement.emit import deepspeed, megatron, torchtitan
-from placement.emit.common import EmitContext, numa_binding
+from placement.emit.common import EmitContext, header_runs, numa_binding
 
 WORKERS = {"megatron": megatron.worker, "torchtitan": torchtitan.worker}
 """Formats whose nodes run one torchrun each."""
 TASKS = {"deepspeed": deepspeed.sbatch_task}
 """Formats whose nodes run their own launcher line (MaxText and the device mesh are the user's programs)."""
 RUNS = {"megatron": megatron.runs, "torchtitan": torchtitan.runs, "deepspeed": deepspeed.files_run}
+REFUSALS = {"megatron": lambda ctx: megatron.worker(ctx)[3], "torchtitan": lambda ctx: [],
+            "deepspeed": deepspeed.warnings_for}
+"""Each framework file's warnings, whose `refusal`s make its line say it does not start (common.header_runs)."""
+NAMES = {"megatron": "Megatron-LM", "torchtitan": "torchtitan", "deepspeed": "DeepSpeed"}
 MASTER_PORT = 29500
 
 
@@ -51,7 +55,7 @@ def render(ctx: EmitContext, formats: list[str]) -> str:
 
         head.append(f"#SBATCH --nodelist={compress_hostlist(sorted(set(ctx.hosts_in_rank_order)))}")
     for name in frameworks:  # where a framework cannot state the plan, both numbers (as its own file says)
-        line, _ = ctx.runs_as(RUNS[name](ctx))
+        line, _ = header_runs(NAMES[name], REFUSALS[name](ctx), *ctx.runs_as(RUNS[name](ctx)))
         if line:
             head.append(f"# {name}: {line}")
     cases = []
