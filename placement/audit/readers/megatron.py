@@ -470,6 +470,20 @@ def _refuse_validate_args(given: dict[str, Arg]) -> None:
         refuse(fsdp2, f"--use-torch-fsdp2 with pipeline parallelism {pp}", "e1993fa6f7 of 2024-11-13",
                "--use-torch-fsdp2 is not supported with pipeline parallelism",
                "drop one (Megatron FSDP, --use-megatron-fsdp, or the distributed optimizer run with a pipeline)")
+    ep = number("--expert-model-parallel-size") or 1
+    if fsdp2 is not None and ep > 1:
+        refuse(fsdp2, f"--use-torch-fsdp2 with expert parallelism {ep}", "e1993fa6f7 of 2024-11-13",
+               "--use-torch-fsdp2 is not supported with expert parallelism",
+               "drop one (Megatron FSDP, --use-megatron-fsdp, runs with expert parallelism)")
+    # gradient_accumulation_fusion is on unless --no-gradient-accumulation-fusion (nothing turns it off before this)
+    if fsdp2 is not None and "--no-gradient-accumulation-fusion" not in given:
+        refuse(fsdp2, "--use-torch-fsdp2 without --no-gradient-accumulation-fusion", "e1993fa6f7 of 2024-11-13",
+               "--use-torch-fsdp2 is not supported with gradient accumulation fusion",
+               "add --no-gradient-accumulation-fusion")
+    if fsdp2 is not None and "--untie-embeddings-and-output-weights" not in given:
+        refuse(fsdp2, "--use-torch-fsdp2 with tied embeddings", "e1993fa6f7 of 2024-11-13",
+               "--use-torch-fsdp2 requires --untie-embeddings-and-output-weights",
+               "add --untie-embeddings-and-output-weights")
     per_virtual, layers = number("--num-layers-per-virtual-pipeline-stage"), number("--num-layers")
     virtual = number("--num-virtual-stages-per-pipeline-rank") or (
         layers // pp // per_virtual if per_virtual and layers and layers % pp == 0 else None)
