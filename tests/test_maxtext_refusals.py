@@ -205,9 +205,10 @@ def test_a_misspelled_key_on_the_command_line_is_refused(tmp_path: Path) -> None
     assert _launch(tmp_path, BASE, script).global_batch == 64
 
 
-def test_an_unrelated_unknown_key_is_refused_and_maxtext_fields_outside_base_yml_are_read(tmp_path: Path) -> None:
-    with pytest.raises(InputError) as err:
-        _launch(tmp_path, BASE + "my_private_knob: 1\n")
-    _refusal(err, "my_private_knob 1 is no MaxText 0.2.5 key", "remove it")
+def test_an_unrelated_unknown_key_is_said_and_maxtext_fields_outside_base_yml_are_read(tmp_path: Path) -> None:
+    """A key no near miss of a 0.2.5 key may be a newer MaxText's (main's base.yml has enable_nnx): said, priced
+    without it, not refused."""
+    lay = _launch(tmp_path, BASE + "enable_nnx: true\n")
+    assert [x for x in lay.ignored if x.startswith("enable_nnx True: no MaxText 0.2.5 key") and "newer" in x]
     # num_decoder_layers is a MaxTextConfig field (configs/types.py) that base.yml does not list
     assert _launch(tmp_path, BASE + "num_decoder_layers: 32\nsteps: 10\n").framework == "maxtext"

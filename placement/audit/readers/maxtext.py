@@ -211,15 +211,19 @@ fields MaxText derives or that base.yml leaves unset, e.g. num_decoder_layers, e
 source (parsed, never imported)."""
 
 
-def unknown_keys(keys: dict[str, tuple[object, str]]) -> None:
-    """Refuse a key MaxText 0.2.5 does not define: its pyconfig stops the run before training (UNKNOWN_KEY_CHECK)."""
+def unknown_keys(keys: dict[str, tuple[object, str]], ignored: list[str]) -> None:
+    """A key MaxText 0.2.5 does not define: its pyconfig stops the run before training (UNKNOWN_KEY_CHECK).  A near
+    miss of a key it defines is a sure typo, refused naming the key meant; any other may be a newer MaxText's (main
+    of 2026-08 has keys 0.2.5 lacks, `enable_nnx`), so it is an `ignored` line, priced without it."""
     for key, (value, ev) in keys.items():
         if key in KNOWN_KEYS:
             continue
         near = difflib.get_close_matches(key, KNOWN_KEYS, n=1, cutoff=0.8)
-        fix = (f"did you mean {near[0]}? Rename the key to {near[0]}" if near else
-               "remove it (or use a MaxText that defines it: placement reads MaxText 0.2.5's keys)")
-        raise maxtext.refused(ev, f"{key} {value!r} is no MaxText 0.2.5 key", UNKNOWN_KEY_CHECK, fix)
+        if near:
+            raise maxtext.refused(ev, f"{key} {value!r} is no MaxText 0.2.5 key", UNKNOWN_KEY_CHECK,
+                                  f"did you mean {near[0]}? Rename the key to {near[0]}")
+        ignored.append(f"{key} {value!r}: no MaxText 0.2.5 key ({ev}); MaxText 0.2.5 refuses it ({UNKNOWN_KEY_CHECK}), "
+                       f"a newer MaxText may define it: priced without it")
 
 
 def read_file(path: Path, kind: str, s: Settings) -> Settings:
@@ -274,7 +278,7 @@ def join(groups: list[Settings], paths: list[Path]) -> Reading:
         raise InputError(f"the MaxText command trains with config {config[0]}, which is not among the audited "
                          f"files; pass it too (--launch {config[0]}): without it the audit would price base.yml "
                          f"defaults for every key the command line leaves out")
-    unknown_keys(s.keys or {})
+    unknown_keys(s.keys or {}, s.ignored)
     for name, (value, ev) in maxtext.finish(s.keys or {}, s.ignored).items():
         s.put(name, value, ev)
     return s.reading("maxtext")
