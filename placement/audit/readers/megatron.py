@@ -439,6 +439,10 @@ def _refuse_validate_args(given: dict[str, Arg]) -> None:
                          f"validate_args 'assert not args.bf16' under --fp16, since b4bc51b1e7 of 2021-03-08; "
                          f"Megatron-DeepSpeed too), as does the HF Trainer ('At most one of fp16 and bf16 can be "
                          f"True'), so this job does not start; keep one")
+    if "--tp-comm-overlap" in given and "--sequence-parallel" not in given:
+        refuse(given["--tp-comm-overlap"], "--tp-comm-overlap without --sequence-parallel",
+               "the flag came in, 116ffddc58 of 2023-10-23", "Tensor parallel communication/GEMM overlap can happen "
+               "only when sequence parallelism is enabled", "add --sequence-parallel or drop the overlap")
     gather = given.get("--overlap-param-gather")
     if gather is not None:
         optimizer = given.get("--optimizer")
@@ -520,12 +524,6 @@ def read_args(words: list[Word], s: Settings, typos: bool = True) -> None:
                          f"(transformer_config.py: 'disable moe_shared_expert_overlap when enabling "
                          f"overlap_moe_expert_parallel_comm'), so this job does not start; drop one")
     _refuse_validate_args(given)
-    if "--tp-comm-overlap" in given and "--sequence-parallel" not in given:
-        a = given["--tp-comm-overlap"]
-        raise InputError(f"{a.evidence}: --tp-comm-overlap without --sequence-parallel: Megatron-LM refuses it "
-                         f"(arguments.py validate_args, since the flag came in 116ffddc58 of 2023-10-23: 'Tensor "
-                         f"parallel communication/GEMM overlap can happen only when sequence parallelism is "
-                         f"enabled'), so this job does not start; add --sequence-parallel or drop the overlap")
     sharding = None
     fsdp = None
     sp, te = given.get("--sequence-parallel"), given.get("--transformer-impl")
