@@ -21,9 +21,9 @@ WORKERS = {"megatron": megatron.worker, "torchtitan": torchtitan.worker}
 TASKS = {"deepspeed": deepspeed.sbatch_task}
 """Formats whose nodes run their own launcher line (MaxText and the device mesh are the user's programs)."""
 RUNS = {"megatron": megatron.runs, "torchtitan": torchtitan.runs, "deepspeed": deepspeed.files_run}
-REFUSALS = {"megatron": lambda ctx: megatron.worker(ctx)[3], "torchtitan": lambda ctx: [],
-            "deepspeed": deepspeed.warnings_for}
-"""Each framework file's warnings, whose `refusal`s make its line say it does not start (common.header_runs)."""
+TASK_WARNINGS = {"deepspeed": deepspeed.warnings_for}
+"""The warnings of each TASKS format's files (a WORKERS format's come with its worker), whose `refusal`s make its
+line say it does not start (common.header_runs)."""
 NAMES = {"megatron": "Megatron-LM", "torchtitan": "torchtitan", "deepspeed": "DeepSpeed"}
 MASTER_PORT = 29500
 
@@ -54,8 +54,10 @@ def render(ctx: EmitContext, formats: list[str]) -> str:
         from placement.loaders.hostlist import compress_hostlist
 
         head.append(f"#SBATCH --nodelist={compress_hostlist(sorted(set(ctx.hosts_in_rank_order)))}")
+    worked = {name: WORKERS[name](ctx) for name in frameworks if name in WORKERS}
     for name in frameworks:  # where a framework cannot state the plan, both numbers (as its own file says)
-        line, _ = header_runs(NAMES[name], REFUSALS[name](ctx), *ctx.runs_as(RUNS[name](ctx)))
+        warnings = worked[name][3] if name in worked else TASK_WARNINGS[name](ctx)
+        line, _ = header_runs(NAMES[name], warnings, *ctx.runs_as(RUNS[name](ctx)))
         if line:
             head.append(f"# {name}: {line}")
     cases = []
@@ -64,7 +66,7 @@ def render(ctx: EmitContext, formats: list[str]) -> str:
             blocking = "export CUDA_LAUNCH_BLOCKING=1\n    " if ctx.recipe.cuda_launch_blocking else ""
             cases.append(f"  {name})\n    {blocking}exec {TASKS[name](ctx)}\n    ;;\n")
             continue
-        preamble, command, _, _ = WORKERS[name](ctx)
+        preamble, command, _, _ = worked[name]
         if ctx.recipe.cuda_launch_blocking:  # priced with blocking launches (recipe cuda_launch_blocking)
             preamble = "export CUDA_LAUNCH_BLOCKING=1\n" + preamble
         body = "".join(f"    {line}\n" for line in preamble.splitlines())
