@@ -98,8 +98,7 @@ def read_json(path: Path, s: Settings) -> None:
     tpc = data.get("tensor_parallel")
     if isinstance(tpc, dict) and "autotp_size" in tpc:
         s.put("tp", read_int(tpc["autotp_size"], "tensor_parallel.autotp_size", ev("autotp_size")), ev("autotp_size"))
-    # DeepSpeed reads "bfloat16" where there is no "bf16" (runtime/config.py get_bfloat16_config, BFLOAT16_OLD)
-    bf16_key = "bf16" if "bf16" in data or "bfloat16" not in data else "bfloat16"
+    bf16_key = _bf16_key(data)
     enabled = [key for key in (bf16_key, "fp16")
                if isinstance(data.get(key), dict) and data[key].get("enabled") in (True, "true")]
     if len(enabled) == 2:
@@ -239,12 +238,18 @@ FP32_NAMES = frozenset({"fp32", "float32", "float", "torch.float32"})
 """How a DeepSpeed config may write fp32 (`runtime/config_utils.py` DtypeEnum)."""
 
 
+def _bf16_key(data: dict) -> str:
+    """The key of a DeepSpeed JSON's bf16 section: "bf16", or the older "bfloat16" where there is no "bf16"
+    (runtime/config.py get_bfloat16_config, BFLOAT16_OLD)."""
+    return "bf16" if "bf16" in data or "bfloat16" not in data else "bfloat16"
+
+
 def _bf16_optimizer_at_zero1(data: dict, s: Settings, ev: Callable[[str], str]) -> None:
     """DeepSpeed picks its BF16_Optimizer, not its ZeRO optimizer, for bf16 at ZeRO stage 1 with
     `data_types.grad_accum_dtype` fp32 and no optimizer offload (`runtime/engine.py` `_do_optimizer_sanity_check`):
     fp32 gradient copies after every backward, and the whole gradient all-reduced (buffered_allreduce_fallback)."""
     zero, types = data.get("zero_optimization"), data.get("data_types")
-    bf16 = data.get("bf16", data.get("bfloat16"))  # runtime/config.py get_bfloat16_config: "bfloat16" is the old key
+    bf16 = data.get(_bf16_key(data))
     if not (isinstance(zero, dict) and zero.get("stage") == 1 and isinstance(types, dict)
             and isinstance(bf16, dict) and bf16.get("enabled") in (True, "true")):
         return
