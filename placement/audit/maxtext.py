@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 import yaml
 
+from placement.audit.readers.common import start_refusal
 from placement.errors import InputError
 from placement.loaders.files import parse_yaml, read_text
 
@@ -201,7 +202,7 @@ def mesh_script(path: Path) -> MeshScript:
 
 def refused(evidence: str, what: str, check: str, fix: str) -> InputError:
     """A job MaxText 0.2.5 itself refuses to start: the files' line, the value, MaxText's check quoted, the fix."""
-    return InputError(f"{evidence}: {what}; MaxText 0.2.5 refuses it at {check}, so this job does not start; {fix}")
+    return start_refusal(evidence, what, f"MaxText 0.2.5 refuses it at {check}", fix)
 
 
 def _flag(keys: dict[str, tuple[Any, str]], key: str) -> bool:

@@ -17,6 +17,12 @@ from placement.errors import InputError
 from placement.loaders.files import read_text
 
 
+def start_refusal(where: str, what: str, check: str, fix: str) -> InputError:
+    """A job its framework refuses to start, which has no step time to price: the files' evidence, the value, the
+    framework's check (its file, commit, date and words) and the fix."""
+    return InputError(f"{where}: {what}: {check}, so this job does not start; {fix}")
+
+
 def read_int(text: str, what: str, evidence: str, *, minimum: int = 0) -> int:
     """`text` as an integer >= `minimum`; an InputError names `what` and its evidence otherwise."""
     try:

@@ -21,6 +21,7 @@ from placement.audit.readers.common import (
     one_value,
     read_int,
     split_args,
+    start_refusal,
     word_check,
 )
 from placement.audit.readers.reading import Reading, Settings
@@ -430,8 +431,8 @@ def _refuse_validate_args(given: dict[str, Arg]) -> None:
     """An InputError for argument pairs Megatron-LM's validate_args asserts against (megatron/training/arguments.py,
     each since the commit named): such a job does not start, so it has no step time to audit."""
     def refuse(a: Arg, what: str, since: str, says: str, fix: str) -> None:
-        raise InputError(f"{a.evidence}: {what}: Megatron-LM refuses it (arguments.py validate_args, since {since}: "
-                         f"'{says}'), so this job does not start; {fix}")
+        raise start_refusal(a.evidence, what, f"Megatron-LM refuses it (arguments.py validate_args, since {since}: "
+                                              f"'{says}')", fix)
 
     bf16, fp16 = given.get("--bf16"), given.get("--fp16")
     if bf16 is not None and fp16 is not None and not _given_false(bf16) and not _given_false(fp16):

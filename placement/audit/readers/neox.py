@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from placement.audit.readers import common
-from placement.audit.readers.common import read_int
+from placement.audit.readers.common import read_int, start_refusal
 from placement.audit.readers.neox_keys import COMMIT_DATES, FIRST_ON_MAIN, KEYS, SOURCE_HEAD
 from placement.audit.readers.reading import Settings, UnknownKey
 from placement.errors import InputError
@@ -639,7 +639,7 @@ def _attention_kernel(keys: dict, ev, path: Path, num_layers: int | None, s: Set
                 expanded = None
                 break
             if not item[0] or num_layers % len(item[0]):
-                raise _refusal(ev("attention_config"), f"pattern {item[0]!r} over num_layers {num_layers}",
+                raise start_refusal(ev("attention_config"), f"pattern {item[0]!r} over num_layers {num_layers}",
                                "GPT-NeoX megatron/utils.py:345-350 expand_attention_types (d8fc7c6c, 2021-05-01) "
                                f"asserts \"Number of layers ({num_layers}) is not divisible by the length of pattern\"",
                                "give a pattern whose length divides num_layers")
@@ -650,20 +650,20 @@ def _attention_kernel(keys: dict, ev, path: Path, num_layers: int | None, s: Set
         raise InputError(f"{ev('attention_config')}: attention_config = {value!r} names no attention type; give "
                          f"[[[\"global\"], NUM_LAYERS]] or [[[\"flash\"], NUM_LAYERS]]")
     if expanded is not None and num_layers is not None and len(expanded) != num_layers:
-        raise _refusal(ev("attention_config"), f"{len(expanded)} layers of attention types for num_layers "
+        raise start_refusal(ev("attention_config"), f"{len(expanded)} layers of attention types for num_layers "
                        f"{num_layers}", f"{NEOX_ARGS}:1097-1100 calculate_derived (14b123ec, 2021-05-01, with "
                        f"attention_config) asserts \"Length of attention config list must equal num_layers\"",
                        f"give counts that sum to {num_layers}, e.g. [[[\"flash\"], {num_layers}]]")
     unknown = sorted({x for x in expanded or [] if x not in ATTENTION_TYPES})
     if unknown:
-        raise _refusal(ev("attention_config"), f"attention type {unknown[0]}", f"{NEOX_ARGS}:1101-1104 "
+        raise start_refusal(ev("attention_config"), f"attention type {unknown[0]}", f"{NEOX_ARGS}:1101-1104 "
                        f"calculate_derived (efd39e56, 2021-04-22) asserts \"Attention type {unknown[0]} not "
                        f"recognized\" (ATTENTION_TYPE_CHOICES, neox_args.py:29-41: {', '.join(ATTENTION_TYPES)})",
                        "use one of them, e.g. \"flash\" or \"global\"")
     kv, heads = keys.get("num_kv_heads", (None, None))[1], keys.get("num_attention_heads", (None, None))[1]
     other = sorted({x for x in expanded or [] if x not in ("flash", "global")})
     if other and isinstance(kv, int) and isinstance(heads, int) and 1 <= kv < heads:
-        raise _refusal(f"{ev('attention_config')}; {ev('num_kv_heads')}", f"attention type {other[0]} with "
+        raise start_refusal(f"{ev('attention_config')}; {ev('num_kv_heads')}", f"attention type {other[0]} with "
                        f"num_kv_heads {kv} below num_attention_heads {heads}", f"{NEOX_ARGS}:1143-1145 (f36aed7f, "
                        f"2024-02-22, with num_kv_heads) asserts \"GQA / MQA currently only compatible with Flash or "
                        f"standard global/sliding window Attention\"", "use \"flash\" or \"global\" with GQA")
@@ -692,12 +692,6 @@ REQUIRED = ("num_layers", "hidden_size", "num_attention_heads", "max_position_em
 """The keys GPT-NeoX's validate_values requires (arguments.py:1224-1242; max_position_embeddings since 3ad61952)."""
 
 
-def _refusal(where: str, what: str, check: str, fix: str) -> InputError:
-    """A config GPT-NeoX refuses to start: the evidence (`where`), the value (`what`), GPT-NeoX's check (its file,
-    commit, date and words, with what the config's keys say of its version) and the fix."""
-    return InputError(f"{where}: {what}: {check}, so this job does not start; {fix}")
-
-
 def _version_refusal(keys: dict, since: tuple[str, str], where: str, what: str, check: str, fix: str,
                      priced: str, s: Settings) -> None:
     """A check GPT-NeoX added on since[1]: refused where the config's keys date its GPT-NeoX that late or later, an
@@ -705,7 +699,7 @@ def _version_refusal(keys: dict, since: tuple[str, str], where: str, what: str, 
     date it older."""
     has = version_has(since[1], set(keys))
     if has:
-        raise _refusal(where, what, f"{check} ({window_text(set(keys))})", fix)
+        raise start_refusal(where, what, f"{check} ({window_text(set(keys))})", fix)
     if has is None:
         s.ignored.append(f"{what}: GPT-NeoX {since[0]} ({since[1]}) or later refuses it ({check}); "
                          f"{window_text(set(keys))}, which leaves the version open: priced as {priced} ({where})")
@@ -770,7 +764,7 @@ def _precision(keys: dict, ev, first: Path, whole: bool, s: Settings) -> None:
     runs = {e: d for e, d in got.items() if d in ("fp16", "bf16", "fp32")}
     if not runs:
         checks = "; ".join(dict.fromkeys(got[e] for e in reversed(eras)))
-        raise _refusal(where, what, f"{checks} ({window_text(set(keys))})", PRECISION_FIX)
+        raise start_refusal(where, what, f"{checks} ({window_text(set(keys))})", PRECISION_FIX)
     for e, check in got.items():
         if e not in runs:
             s.ignored.append(f"{what}: GPT-NeoX {ERAS[e]} refuses it ({check}); {window_text(set(keys))}, which "
@@ -814,7 +808,7 @@ def _refusals(keys: dict, ev, number, s: Settings) -> None:
     zero = ev("zero_optimization") if "zero_optimization" in keys else ""
     to_zero1 = "use zero_optimization stage 0 or 1, or pipe_parallel_size 0 and model_parallel_size 1 with ZeRO-2/3"
     if stage >= 2 and pp > 1:
-        raise _refusal(f"{zero}; {ev('pipe_parallel_size')}", f"ZeRO stage {stage} with pipe_parallel_size {pp}",
+        raise start_refusal(f"{zero}; {ev('pipe_parallel_size')}", f"ZeRO stage {stage} with pipe_parallel_size {pp}",
                        "GPT-NeoX megatron/training.py:878-892 get_model (c1ae1d77, 2024-09-09) exit()s: \"ZeRO stage "
                        "2/3 and pipeline paralleism are not supported simultaneously\"; before it DeepSpeed's "
                        "PipelineEngine asserts \"ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism\" "
@@ -840,7 +834,7 @@ def _refusals(keys: dict, ev, number, s: Settings) -> None:
                  f"and 3\"")
         fix = "use zero_optimization stage 0 or 1 with MoE"
         if stage == 3:  # before d11df961: "MoE not compatible with zero3" (86758c35), so in every version
-            raise _refusal(where, what, f"{check}; before it \"MoE not compatible with zero3\" (86758c35, "
+            raise start_refusal(where, what, f"{check}; before it \"MoE not compatible with zero3\" (86758c35, "
                                         f"2024-03-06)", fix)
         _version_refusal(keys, ("d11df961", "2025-05-09"), where, what, check, fix,
                          f"ZeRO stage {stage}, as an older GPT-NeoX runs it", s)
@@ -848,25 +842,25 @@ def _refusals(keys: dict, ev, number, s: Settings) -> None:
     if kv is not None and heads is not None and kv >= 1:
         where = f"{ev('num_kv_heads')}; {ev('num_attention_heads')}"
         if heads % kv:
-            raise _refusal(where, f"num_kv_heads {kv} with num_attention_heads {heads}", f"{NEOX_ARGS}:1133-1136 "
+            raise start_refusal(where, f"num_kv_heads {kv} with num_attention_heads {heads}", f"{NEOX_ARGS}:1133-1136 "
                            f"(f36aed7f, 2024-02-22, with num_kv_heads) asserts \"num_kv_heads must evenly divide "
                            f"num_attention_heads and be no greater than it\"", "give num_kv_heads a divisor of "
                            "num_attention_heads")
         if kv < heads and kv % mp:
-            raise _refusal(f"{where}; {ev('model_parallel_size')}", f"num_kv_heads {kv} with model_parallel_size "
+            raise start_refusal(f"{where}; {ev('model_parallel_size')}", f"num_kv_heads {kv} with model_parallel_size "
                            f"{mp}", f"{NEOX_ARGS}:1146-1148 (f36aed7f, 2024-02-22, with num_kv_heads) asserts "
                            f"num_kv_heads % model_parallel_size == 0: \"Number of KV heads must be at least "
                            f"model_parallel_size for now!\"", "give num_kv_heads a multiple of model_parallel_size, or "
                            "a model_parallel_size that divides it")
     mpe, seq = number("max_position_embeddings"), number("seq_length")
     if mpe is not None and seq is not None and mpe < seq:
-        raise _refusal(f"{ev('max_position_embeddings')}; {ev('seq_length')}", f"max_position_embeddings {mpe} "
+        raise start_refusal(f"{ev('max_position_embeddings')}; {ev('seq_length')}", f"max_position_embeddings {mpe} "
                        f"below seq_length {seq}", f"{NEOX_ARGS}:1257-1262 validate_values (01ac43c2, 2021-04-23) "
                        f"raises \"max_position_embeddings must be bigger or equal seq_length\"",
                        f"give max_position_embeddings {seq} or more")
     pos = keys.get("pos_emb", (None, None))[1]
     if pos is not None and str(pos).lower() not in POS_EMB:
-        raise _refusal(ev("pos_emb"), f"pos_emb {pos!r}", f"GPT-NeoX megatron/neox_arguments/neox_args.py:207-209 "
+        raise start_refusal(ev("pos_emb"), f"pos_emb {pos!r}", f"GPT-NeoX megatron/neox_arguments/neox_args.py:207-209 "
                        f"types pos_emb Literal{list(POS_EMB)} (alibi since 529e08ac, 2021-08-26), and "
                        f"{NEOX_ARGS}:1365-1398 validate_types logs \"pos_emb: '{pos}' Not in accepted values\" and "
                        f"NeoXArgs raises \"NeoXArgs types cannot be validated\"", f"use one of {', '.join(POS_EMB)}")
