@@ -148,6 +148,12 @@ class Plan(_Out):
     """Model fields that change the price and that a framework or a launch file may decide, as priced:
     field -> {"value": ..., "source": "model <name>" or why the files run another value}.  Only
     `parallel_residual`, and only where it is on in the model or was turned off; None otherwise."""
+    fp8_recipe_as_run: str | None = None
+    """The FP8 recipe an audited job runs where it is priced as another (Megatron's `delayed` scaling, priced as
+    per-tensor `tensorwise`); None where `recipe.fp8_recipe` is what runs."""
+    precision_as_run: str | None = None
+    """The 16-bit mode an audited job runs where it is priced as another (FP16 with loss scaling, priced as BF16: the
+    same tensor-core rate); None where `precision` is what runs."""
 
     @property
     def headroom_note(self) -> str:
@@ -246,7 +252,8 @@ def make_plan(batch: LayoutBatch, est: Estimates, i: int, model: ModelSpec, trai
                                       job_key(model.name, topo.accelerator.name, topo.num_gpus, train.seq_len,
                                               train.global_batch, train.precision.value,
                                               {"tp": lay.tp, "cp": lay.cp, "ep": lay.ep, "pp": lay.pp, "dp": lay.dp}),
-                                      float(est.step_time_s[i])),
+                                      float(est.step_time_s[i]), lay.model_dump(mode="json"),
+                                      recipe.model_dump(mode="json")),
     )
 
 

@@ -111,9 +111,13 @@ def headline(p: Plan) -> str:
     # a mixed allocation's accelerator is named after its designs, as the cluster is: said once
     cluster = "" if p.cluster == p.accelerator and not segment else f" ({p.cluster}{segment})" \
         if p.cluster != p.accelerator else f" ({segment[2:]})"
+    precision = p.precision if p.precision_as_run in (None, p.precision) else \
+        f"{p.precision_as_run} (priced as {p.precision}: the same tensor-core rate)"
+    # stage_layers is (first, busiest middle, last) rank: a user trial read 20/21/19 as the pipeline's three stages
+    which = {1: "", 2: " (first/last rank)"}.get(len(lay.stage_layers), " (first/busiest middle/last rank)")
     return (f"{p.model} on {p.num_gpus} x {p.accelerator}{cluster}, seq {p.seq_len}, global batch "
-            f"{p.global_batch}, {p.precision}\n"
-            f"layout: {layout_cell(p)}; {lay.num_microbatches} micro-batches; layers per stage {stages}\n"
+            f"{p.global_batch}, {precision}\n"
+            f"layout: {layout_cell(p)}; {lay.num_microbatches} micro-batches; layers per stage {stages}{which}\n"
             f"step {p.step_time_s:.3f} s, {p.tokens_per_s:,.0f} tokens/s, MFU {p.mfu:.1%}, HFU {p.hfu:.1%}, "
             f"memory {p.peak_memory_bytes / GiB:.1f} of {p.memory_capacity_bytes / GiB:.1f} GiB"
             + p.headroom_note
@@ -157,7 +161,8 @@ def recipe_line(p: Plan) -> str:
     if r.recompute_num_layers is not None:
         items.append(f"full recompute of {r.recompute_num_layers} layers per stage")
     if r.fp8_recipe is not None:
-        items.append(f"fp8 {r.fp8_recipe.value}")
+        items.append(f"fp8 {r.fp8_recipe.value}" if p.fp8_recipe_as_run in (None, r.fp8_recipe.value) else
+                     f"fp8 {p.fp8_recipe_as_run} (priced as {r.fp8_recipe.value})")
     if r.grad_accumulation != default.grad_accumulation:
         items.append(f"gradient accumulation {r.grad_accumulation.value}")
     for field, label in (("delay_wgrad", "delayed wgrad"), ("dispatch_fp8", "fp8 dispatch"),

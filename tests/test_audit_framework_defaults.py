@@ -365,7 +365,8 @@ def test_an_mla_models_kv_channels_are_not_compared(tmp_path) -> None:
     """DeepSeek-V3's heads have MLA's own widths: a script's --kv-channels is no shape mismatch."""
     script = tmp_path / "dsv3.sh"
     script.write_text("torchrun --nproc_per_node 8 --nnodes 128 pretrain_gpt.py --tensor-model-parallel-size 1 "
-                      "--pipeline-model-parallel-size 16 --expert-model-parallel-size 64 --num-experts 256 "
+                      "--pipeline-model-parallel-size 16 --decoder-last-pipeline-num-layers 1 "
+                      "--expert-model-parallel-size 64 --num-experts 256 "
                       "--moe-router-topk 8 --num-layers 61 --hidden-size 7168 --num-attention-heads 128 "
                       "--kv-channels 128 --seq-length 4096 --micro-batch-size 1 --global-batch-size 8192 --bf16 "
                       "--use-distributed-optimizer\n")

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from placement.audit.changes import NOT_IN_FILES, torchtitan_pre3_settings
+from placement.audit.changes import PRE3_DEFAULT_NOTE, torchtitan_pre3_settings
 from placement.audit.launch import parse_launch
 from placement.audit.readers.torchtitan import version_window
 from placement.audit.report import TORCHTITAN_PRE3_NOTE
@@ -157,7 +157,8 @@ def test_a_0_2_x_command_line_change_list_names_its_flags_as_it_writes_them(tmp_
     by = {c["argument"]: c for c in data["changes"]}
     assert (by["--activation-checkpoint.mode"]["from"], by["--activation-checkpoint.mode"]["to"]) == ("full", "none")
     reshard = by["--parallelism.fsdp-reshard-after-forward"]  # not stated: dashed as the line's other flags
-    assert reshard["note"] == NOT_IN_FILES
+    # from what torchtitan runs where the files leave it out (changes.PRE3_DEFAULTS), not placement's spelling
+    assert (reshard["from"], reshard["note"]) == ("default", PRE3_DEFAULT_NOTE)
     assert not [a for a in by if "_" in a]
 
 

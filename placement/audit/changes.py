@@ -420,6 +420,7 @@ def launch_changes(framework: str, now: EmitContext, best: EmitContext, files_te
         if framework == "megatron":
             _megatron_virtual_flags(changes, b, files_text)
             _megatron_dropped_switches(changes, best, live)
+            changes = _env_from_files(changes, live)
         key = GLOBAL_BATCH.get(framework)
         if key and key in b and a.get(key) == b.get(key) and _token(framework, key) not in files_text:
             changes.append({"argument": key, "from": None, "to": b[key],
@@ -465,7 +466,8 @@ def _megatron_virtual_flags(changes: list[dict], best: dict[str, str], files_tex
     for flag in VIRTUAL_PIPELINE_FLAGS:
         if flag in best or any(c["argument"] == flag for c in changes):
             continue
-        stated = re.search(rf"{re.escape(flag)}(?:=|[ \t]+)([^\n\\#]+)", files_text)
+        # the flag's one value: a one-line argument list holds the next flags after it on the same line
+        stated = re.search(rf"{re.escape(flag)}(?:=|[ \t]+)([^\s\\#]+)", files_text)
         if stated:
             changes.append({"argument": flag, "from": stated.group(1).strip(), "to": None,
                             "note": "Megatron-LM takes one of " + ", ".join(VIRTUAL_PIPELINE_FLAGS) + " (arguments.py "
@@ -482,6 +484,25 @@ DROPPED_SWITCHES = {
 """Megatron-LM switches a launch passes that turn off what the best plan is priced with, which placement's files
 never write (the Megatron-LM they target has no such flag): flag -> (the Recipe field it turns off, why it goes).
 Without this, the change list would leave the flag in and the job would not run what the best plan prices."""
+
+
+def _env_from_files(changes: list[dict], live: str) -> list[dict]:
+    """An environment variable's change from the value the launch files set (their last `NAME=value`), or from
+    nothing where they set none: placement's spelling of the launched layout says what placement's files would
+    export, which a user trial found contradicting the script's own `export CUDA_DEVICE_MAX_CONNECTIONS=1`."""
+    import re
+
+    out = []
+    for c in changes:
+        if c["argument"].startswith("env "):
+            name = c["argument"][4:]
+            set_to = re.findall(rf"(?<![\w$]){re.escape(name)}=[\"']?([^\s\"';]*)", live)
+            c = {**c, "from": set_to[-1] if set_to else None}
+            c.pop("note", None)
+            if c["from"] == c["to"]:
+                continue
+        out.append(c)
+    return out
 
 
 def _megatron_dropped_switches(changes: list[dict], best: EmitContext, live: str) -> None:
@@ -666,6 +687,19 @@ def torchtitan_pre3_settings(settings: dict[str, str], stated: dict[str, tuple[s
     return out
 
 
+PRE3_DEFAULTS = {"parallelism.pipeline_parallel_first_stage_less_layers": 1,
+                 "parallelism.pipeline_parallel_last_stage_less_layers": 1,
+                 "parallelism.pipeline_parallel_microbatch_size": 1,
+                 "parallelism.pipeline_parallel_schedule": "1F1B",
+                 "parallelism.fsdp_reshard_after_forward": "default"}
+"""torchtitan's own values of keys the change list may name where the files leave them out (v0.2.2
+config/job_config.py:336, 377, 383, 396, 412): the job runs these, so a change starts from them.  A user trial's
+best plan wrote layers_per_stage 1 over pp 8 beside first/last_stage_less_layers left at their default 1: 82 virtual
+stages, which torchtitan refuses (not divisible by pp), while placement's own spelling of the launched side (0 and
+0) hid the change."""
+PRE3_DEFAULT_NOTE = "not in the launch files: torchtitan's default"
+
+
 def torchtitan_pre3_changes(a: dict[str, Spelled], b: dict[str, Spelled], stated: dict[str, tuple[str, str]]
                             ) -> list[dict]:
     """The changes from the launched plan's settings `a` to the best plan's `b` (torchtitan_pre3_settings), the
@@ -680,7 +714,14 @@ def torchtitan_pre3_changes(a: dict[str, Spelled], b: dict[str, Spelled], stated
             continue
         key, to, note, requires = b[k]
         said = stated[key][0] if key in stated else None
-        if (k in a and a[k][1] == to) or said == to:
+        default = PRE3_DEFAULTS.get(key) if said is None else None
+        if default is not None:  # what torchtitan runs where the files leave the key out, not placement's spelling
+            quoted = to.startswith('"')
+            said = f'"{default}"' if quoted and isinstance(default, str) else str(default)
+            if said == to:
+                continue
+            note = PRE3_DEFAULT_NOTE if note is None else note
+        if (k in a and a[k][1] == to and default is None) or said == to:
             continue
         change: dict = {"argument": k, "from": said if said is not None else a[k][1] if k in a else None, "to": to}
         if note is None and said is None and k in a and key is not None:

@@ -363,6 +363,8 @@ def recipe_space(space: SearchConfig, framework: str, model: ModelSpec, topo: To
         best_sources["cuda_graphs"] = TORCHTITAN_GRAPHS if graphs3 else TORCHTITAN_NO_GRAPHS
     best_sources["recompute_modules"] = "searched"
     update: dict = {"recompute_modules": ()}
+    if sources.get("pipeline_layout", "").startswith(TORCHTITAN_SPLIT):  # the launched split, not a choice to keep
+        update["pipeline_layout"], best_sources["pipeline_layout"] = None, "default"
     if framework == "megatron" and recipe.pipeline_p2p_blocking:
         # a Megatron-DeepSpeed job (DeepSpeed's engine under Megatron's layers): the best plan is written as
         # Megatron-LM arguments, so it runs Megatron-LM's own pipeline schedule, DDP and attention backend
@@ -455,6 +457,34 @@ def _check_batch_identity(launch: LaunchLayout, num_gpus: int, dp: int, per_repl
                      f"the files' numbers, or {fix(need * per_replica if not rem else 0)}")
 
 
+def _check_megatron_even_split(launch: LaunchLayout, model: ModelSpec, src) -> None:
+    """Megatron-LM splits the layers evenly over the pipeline ranks unless the files say otherwise
+    (--decoder-first/last-pipeline-num-layers, --pipeline-model-parallel-layout): it asserts num_layers (plus one for
+    each of --account-for-embedding/loss-in-pipeline-split) % pp == 0 (megatron/training/arguments.py validate_args:
+    'Number of layers should be divisible by the pipeline-model-parallel size'; megatron-core TransformerConfig
+    raises the same), so a job that breaks it does not start.  A user trial's 12 layers on pp 8 got placement's
+    own uneven split and the fix "try --pp 7", which Megatron refuses too.  DeepSpeed's PipelineEngine (Megatron-
+    DeepSpeed under --deepspeed) partitions by parameters instead, and Megatron-Bridge's files go through the same
+    TransformerConfig."""
+    engine = launch.recipe.get("pipeline_p2p_blocking")
+    if (launch.framework != "megatron" or engine or launch.pp <= 1 or launch.first_stage_layers is not None
+            or launch.last_stage_layers is not None or launch.recipe.get("pipeline_layout")):
+        return
+    extra = [flag for flag, field in (("--account-for-embedding-in-pipeline-split", "account_for_embedding"),
+                                      ("--account-for-loss-in-pipeline-split", "account_for_loss"))
+             if launch.recipe.get(field)]
+    units = model.num_layers + len(extra)
+    if units % launch.pp:
+        divisors = [d for d in range(2, units + 1) if units % d == 0 and d <= 64]
+        counted = f"{model.num_layers} layers" + "".join(f" + 1 ({f})" for f in extra)
+        raise InputError(f"pipeline parallel size {launch.pp}{src('pp')} does not divide {counted} = {units}: "
+                         f"Megatron-LM splits the layers evenly and refuses it (arguments.py validate_args: 'Number "
+                         f"of layers should be divisible by the pipeline-model-parallel size'), so this job does not "
+                         f"start; use a pp that divides {units} ({', '.join(map(str, divisors)) or 'none above 1'}), "
+                         f"or state the uneven split (--decoder-first-pipeline-num-layers / "
+                         f"--decoder-last-pipeline-num-layers)")
+
+
 def _check_pipeline_engine_zero(launch: LaunchLayout, src) -> None:
     """DeepSpeed's PipelineEngine asserts ZeRO below stage 2 (runtime/pipe/engine.py: 'ZeRO-2 and ZeRO-3 are
     incompatible with pipeline parallelism'): a DeepSpeed pipeline (a PipelineModule topology, or Megatron-DeepSpeed
@@ -506,6 +536,7 @@ def resolve_layout(launch: LaunchLayout, model: ModelSpec, num_gpus: int, gpus_p
                 f"pass the model the job trains (--model NAME, a YAML or its config.json)")
     _check_torchtitan_model(launch, model)
     _check_maxtext_model(launch, model)
+    _check_megatron_even_split(launch, model, src)
     etp = launch.etp if launch.etp is not None else (launch.tp if DEFAULT_ETP_IS_TP[launch.framework] else 1)
     if model.moe is None:
         etp = 1
@@ -741,6 +772,41 @@ TORCHTITAN_BEFORE_030 = {
 torchtitan (LaunchLayout.torchtitan_form), where the same holds, cited at v0.2.2."""
 
 
+DELAYED_FP8 = re.compile(r"""fp8[-_]recipe["']?[:=\s]+["']?delayed|'delayed' when --fp8-recipe is not given""")
+"""A recipe source saying the job runs Megatron's delayed FP8 scaling (stated, or its default), which the readers
+price as per-tensor `tensorwise`: the headline names what runs (a user trial read `fp8 tensorwise`, another Megatron
+recipe)."""
+TORCHTITAN_SPLIT = "torchtitan's split of"
+"""How the source of a torchtitan launch's derived pipeline layout begins (`_torchtitan_launched_split`): the
+best plan searches its own split."""
+
+
+def _torchtitan_launched_split(launch: LaunchLayout, model: ModelSpec, layout: Layout) -> tuple[str, str] | None:
+    """(pipeline layout, source) of the split torchtitan runs for the files' pipeline: its virtual stages dealt
+    the layers plus the first/last_stage_less_layers weights evenly, the first stages one more, the first and last
+    that many fewer (emit.torchtitan.split_over_stages), where placement's default split differs.  A user trial:
+    Llama 3 70B on pp 4 with torchtitan's defaults runs 20/21/20/19 layers, priced as 20/20/20/20."""
+    from placement.cost.pipeline import rank_layer_counts
+    from placement.emit.torchtitan import split_layout, split_over_stages
+
+    first, last = launch.first_stage_less_layers, launch.last_stage_less_layers
+    stages = layout.pp * layout.vpp
+    try:
+        split = split_over_stages(model.num_layers, stages, first, last)
+    except ValueError:
+        return None  # the reader refuses a split torchtitan refuses (readers.torchtitan._pipeline_split)
+    if len(split) != stages or min(split) < 1:
+        return None
+    per_rank = [sum(split[r::layout.pp]) for r in range(layout.pp)]
+    if per_rank == rank_layer_counts(model.num_layers, layout.pp, layout.vpp):
+        return None
+    where = launch.sources.get("layers_per_virtual_stage") or f"{stages} virtual stages"
+    return split_layout(split), (f"{TORCHTITAN_SPLIT} {model.num_layers} layers over {stages} virtual stages with "
+                                 f"first/last_stage_less_layers {first}/{last} ({where}; distributed/"
+                                 f"pipeline_parallel.py generate_llm_fqn_per_model_part): "
+                                 f"{'/'.join(map(str, split))} per stage")
+
+
 def launch_recipe(launch: LaunchLayout, model: ModelSpec, layout: Layout,
                   overrides: tuple[Recipe, dict[str, str]] | None = None,
                   several_hosts: bool = False, precision: str | None = None) -> tuple[Recipe, dict[str, str]]:
@@ -765,6 +831,19 @@ def launch_recipe(launch: LaunchLayout, model: ModelSpec, layout: Layout,
         for field, (value, why) in MEGATRON_DEFAULTS.items():
             if field not in values:
                 values[field], sources[field] = value, why
+    if launch.framework == "torchtitan" and layout.pp > 1 and values.get("reshard_after_backward") and \
+            "reshard_after_backward" not in launch.recipe:
+        # torch's PipelineStage turns the resharding off until each stage's last backward (pipelining/stage.py
+        # backward_maybe_with_nosync: set_reshard_after_backward(False)); the cost model does the same under pp
+        # (cost.dp, pipeline_unsharded_grads), so the source says so rather than every micro-batch's gather
+        sources["reshard_after_backward"] += (
+            "; with pipeline parallelism torch's PipelineStage keeps each stage's weights gathered until its last "
+            "backward (torch/distributed/pipelining/stage.py backward_maybe_with_nosync), so no micro-batch gathers "
+            "them again")
+    if launch.framework == "torchtitan" and layout.pp > 1 and "pipeline_layout" not in values:
+        split = _torchtitan_launched_split(launch, model, layout)
+        if split is not None:
+            values["pipeline_layout"], sources["pipeline_layout"] = split
     if layout.recompute is not Recompute.SELECTIVE and values.get("recompute_modules"):
         values.pop("recompute_modules")  # Megatron reads the list only under selective granularity
         sources.pop("recompute_modules")
@@ -1430,6 +1509,10 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
                 [], launched_s - reordered_s))
     batch = _batch([layout], recipe)
     plan = make_plan(batch, est, 0, model, train, topo, recipe_sources, model_sources)
+    if any("FP16 mixed precision" in note for note in launch.ignored):  # the readers' note for FP16 priced as BF16
+        plan = plan.model_copy(update={"precision_as_run": "fp16"})
+    if recipe.fp8_recipe is not None and DELAYED_FP8.search(recipe_sources.get("fp8_recipe", "")):
+        plan = plan.model_copy(update={"fp8_recipe_as_run": "delayed"})  # Megatron's default, priced as tensorwise
     kinds = group_kinds(layout, est, 0)
     base = {k: float(_price(model, train, topo.with_mapping(g), [layout], recipe).step_time_s[0])
             for k, g in baseline_mappings(topo).items()}

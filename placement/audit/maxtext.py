@@ -100,11 +100,23 @@ DTYPES = ("bfloat16", "float32", "float16", "float8_e4m3fn", "float8_e5m2")
 TRAIN_ENTRY = re.compile(r"(^|[./])(maxtext|MaxText)([./].*)?[./]train(\.py)?$")
 
 
+MODEL_CONFIG_KEYS = frozenset({"decoder_block", "base_emb_dim", "base_num_decoder_layers", "base_num_query_heads"})
+"""Keys of a MaxText model config (configs/models/<name>.yml, which a command's model_name or config path loads): a
+user trial's audit asked for llama3.1-405b.yml and then refused it as no MaxText config."""
+
+
+MODEL_SHAPE_KEYS = {"base_num_decoder_layers": "num_layers", "base_emb_dim": "hidden_size",
+                    "base_num_query_heads": "num_attention_heads", "base_num_kv_heads": "num_query_groups",
+                    "base_mlp_dim": "ffn_hidden_size"}
+"""A MaxText model config's dimensions -> the launch fields the audit compares with --model: a 70B config passed
+beside --model llama3-405b was priced as the 405B."""
+
+
 def is_maxtext_config(data: Any) -> bool:
-    """A MaxText config: base_config, or ici_/dcn_ parallelism or per_device_batch_size keys."""
+    """A MaxText config: base_config, ici_/dcn_ parallelism or per_device_batch_size keys, or a model config's."""
     return isinstance(data, dict) and any(
         k == "base_config" or k == "per_device_batch_size" or re.fullmatch(r"(ici|dcn)_\w+_parallelism", str(k))
-        for k in data)
+        or k in MODEL_CONFIG_KEYS for k in data)
 
 
 def yaml_keys(path: Path) -> dict[str, tuple[Any, str]]:
@@ -112,7 +124,8 @@ def yaml_keys(path: Path) -> dict[str, tuple[Any, str]]:
     text = read_text(path, "MaxText config", "expected a MaxText YAML config")
     data = parse_yaml(text, path, "MaxText config")
     if not is_maxtext_config(data):
-        raise InputError(f"{path}: no MaxText keys (base_config, ici_*/dcn_*_parallelism, per_device_batch_size); "
+        raise InputError(f"{path}: no MaxText keys (base_config, ici_*/dcn_*_parallelism, per_device_batch_size, a "
+                         f"model config's decoder_block or base_emb_dim); "
                          f"expected a MaxText config")
     lines = text.splitlines()
     out = {}
@@ -323,6 +336,9 @@ def finish(v: dict[str, tuple[Any, str]], ignored: list[str]) -> dict[str, tuple
     if str(remat) not in REMAT:
         ignored.append(f"remat_policy {remat!r}: priced as selective recompute of the attention core ({rev})")
     out["model_ref"] = (str(keys["model_name"][0]), keys["model_name"][1])
+    for key, field in MODEL_SHAPE_KEYS.items():  # a model config's shape, which --model must have (core._model_shape)
+        if key in v and isinstance(v[key][0], int) and not isinstance(v[key][0], bool):
+            out[field] = (v[key][0], v[key][1])
     # the attention kernel (base.yml:486 'autoselected': tokamax's Pallas Triton flash kernel on GPUs; the framework
     # row's default where the files leave it)
     if "attention" in v:

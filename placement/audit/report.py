@@ -6,7 +6,7 @@ import textwrap
 from pathlib import Path
 
 from placement import __version__
-from placement.audit.changes import NOT_IN_FILES
+from placement.audit.changes import NOT_IN_FILES, PRE3_DEFAULT_NOTE
 from placement.audit.core import Audit
 from placement.cost.constants import GiB
 from placement.emit.common import EmitContext
@@ -152,7 +152,7 @@ def change_lines(a: Audit) -> list[tuple[str, str]]:
     lines = []
     for c in a.changes:
         note = c.get("note")
-        on_from = note == NOT_IN_FILES
+        on_from = note in (NOT_IN_FILES, PRE3_DEFAULT_NOTE)
         if c["from"] is not None:
             text = c.get("from_arg") or setting(c["argument"], c["from"])  # a subcommand's token as pasted
             # the note of a removal with nothing added (a Megatron virtual-pipeline flag the best plan states otherwise)

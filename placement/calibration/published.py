@@ -16,7 +16,7 @@ as a plan's own `mfu`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 
 from placement.specs.training import Precision
 
@@ -68,13 +68,70 @@ def job_key(model: str, accelerator: str, num_gpus: int, seq_len: int, global_ba
             deg["pp"], dp)
 
 
+LAYOUT_FIELDS = {"zero_stage": "ZeRO stage", "micro_batch_size": "micro-batch", "recompute": "recompute",
+                 "vpp": "vpp", "sequence_parallel": "sequence parallel", "etp": "expert TP", "dp_shard": "ZeRO-3 shard"}
+"""The layout beside the degrees (which `job_key` matches) that a published run states and a plan must share to be
+its job: a user trial matched the SC21 1.7B row (full recompute) to a launch priced without recompute, -50.9 %."""
+MOE_ONLY = frozenset({"moe_dispatcher", "dispatch_fp8", "moe_fusions", "ep_comm_overlap", "routing_imbalance",
+                      "moe_capacity_factor"})
+"""Recipe fields that price nothing in a dense model: a dense plan and run are not told apart by them."""
+
+
+@cache
+def _as_validated(run_id: str) -> tuple[dict, dict] | None:
+    """(stated layout beside the degrees, whole recipe) of a calibration run as `validate` prices it;
+    the fields the source leaves open (validate's `searched`) are not stated, so they never tell a plan apart."""
+    from placement.calibration.validate import load_runs, predict
+    from placement.specs.recipe import Recipe
+
+    run = next(r for r in load_runs() if r.id == run_id)
+    res = predict(run)
+    if res.layout is None:
+        return None
+    open_fields = set(res.searched or {})
+    stated = {k: res.layout.get(k) for k in LAYOUT_FIELDS if k in res.layout and k not in open_fields
+              and (k in run.layout or k == "vpp")}
+    return stated, Recipe.model_validate(res.recipe or {}).model_dump(mode="json")
+
+
+def _show(value) -> str:
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, (list, tuple)):
+        return ",".join(map(str, value)) or "none"
+    return "none" if value is None else str(value)
+
+
+def job_differences(run_id: str, layout: dict, recipe: dict, moe: bool) -> list[str]:
+    """What a plan runs otherwise than the published run whose degrees it shares: each stated layout field and each
+    recipe field (as `validate` prices the run) that differs, as "name: the run's value, not the plan's"."""
+    got = _as_validated(run_id)
+    if got is None:
+        return []
+    stated, run_recipe = got
+    out = [f"{LAYOUT_FIELDS[k]} {_show(v)} there, {_show(layout.get(k))} here" for k, v in stated.items()
+           if layout.get(k) != v and not (k == "dp_shard" and layout.get(k) in (None, layout.get("dp")))]
+    selective = layout.get("recompute") == "selective"
+    for k, v in run_recipe.items():
+        mine = recipe.get(k, v)
+        if isinstance(v, list) or isinstance(mine, (list, tuple)):
+            v, mine = list(v or ()), list(mine or ())
+        if mine == v or (k in MOE_ONLY and not moe) or (k == "recompute_modules" and not selective):
+            continue
+        out.append(f"recipe {k} {_show(v)} there, {_show(mine)} here")
+    return out
+
+
 def published_best(moe: bool, accelerator: str, precision: str, mfu: float, job: tuple | None = None,
-                   step_time_s: float | None = None) -> dict | None:
+                   step_time_s: float | None = None, layout: dict | None = None,
+                   recipe: dict | None = None) -> dict | None:
     """The best published MFU of a plan's kind and where the plan stands against it: the runs on the same
     accelerator at the same precision, dense or MoE alike, else those of its family (sweep.band.FAMILIES); None
     where no calibration run is of its kind.  `above`: the plan's MFU is higher than every one of them.
-    `same_job`: the published run of this very job (`job_key`), its measured step and the plan's error against it,
-    where one is."""
+    `same_job`: the published run of this very job (`job_key`, and, where `layout` and `recipe` are given, every
+    layout field the run states and its whole recipe as `validate` prices it), its measured step and the plan's error
+    against it, where one is; `similar_job`: a run with the same degrees that ran otherwise, with its `differences`
+    and no error (the two are not the same job)."""
     from placement.sweep.band import family
 
     kind = "MoE" if moe else "dense"
@@ -89,12 +146,20 @@ def published_best(moe: bool, accelerator: str, precision: str, mfu: float, job:
         return None
     best = max(group, key=lambda r: (r.mfu, r.run_id))
     same = next((r for r in published_runs() if job is not None and r.job == job), None)
+    differences = ([] if same is None or layout is None or recipe is None
+                   else job_differences(same.run_id, layout, recipe, moe))
+    similar = None
+    if differences:
+        similar = {"run": same.run_id, "citation": same.citation, "published_step_time_s": same.step_time_s,
+                   "differences": differences}
+        same = None
     return {"group": f"{kind} / {where} / {precision}", "runs": len(group), "best_run": best.run_id,
             "best_citation": best.citation, "best_mfu": round(best.mfu, 4), "plan_mfu": round(mfu, 4),
             "ratio": round(mfu / best.mfu, 4), "above": mfu > best.mfu,
             "same_job": None if same is None or step_time_s is None else {
                 "run": same.run_id, "citation": same.citation, "published_step_time_s": same.step_time_s,
-                "error": round(step_time_s / same.step_time_s - 1.0, 4)}}
+                "error": round(step_time_s / same.step_time_s - 1.0, 4)},
+            "similar_job": similar}
 
 
 def published_line(best: dict | None) -> str:
@@ -106,6 +171,12 @@ def published_line(best: dict | None) -> str:
     if same:
         return (f"published run of this job: {same['run']} measured {same['published_step_time_s']:.2f} s/step; "
                 f"placement prices it {same['error']:+.1%} ({same['citation']})")
+    similar = best.get("similar_job")
+    if similar:
+        diff = "; ".join(similar["differences"])
+        return (f"published run with these degrees: {similar['run']} measured {similar['published_step_time_s']:.2f} "
+                f"s/step, but it ran otherwise ({diff}), so it is not this job and no error against it is given "
+                f"({similar['citation']})")
     if not best["above"]:
         return ""
     return (f"above published: MFU {best['plan_mfu']:.1%} is {best['ratio']:.2f}x the best of the {best['runs']} "

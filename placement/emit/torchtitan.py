@@ -104,6 +104,12 @@ def torchtitan_split(num_layers: int, pp: int, chunk: int, first_less: int, last
     stages = -(-(num_layers + first_less + last_less) // chunk)
     if stages % pp:
         raise ValueError(f"{stages} virtual stages are not divisible by pipeline_parallel_degree {pp}")
+    return split_over_stages(num_layers, stages, first_less, last_less)
+
+
+def split_over_stages(num_layers: int, stages: int, first_less: int, last_less: int) -> list[int]:
+    """`torchtitan_split` for a given number of virtual stages (torchtitan's own where no layers_per_stage is set:
+    pp per single-stage schedule, 2 pp per looped one; v0.2.2 distributed/pipeline_parallel.py :110-115)."""
     if stages == 1:
         return [num_layers]
     effective = num_layers + first_less + last_less

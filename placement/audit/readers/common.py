@@ -93,6 +93,11 @@ def word_check(word: Word, flag: str) -> None:
                          f"conditions placement cannot evaluate (or pass the expanded argument list)")
 
 
+LONG_LINE = 400
+"""Characters of a source line beyond which an argument's evidence quotes the argument instead of the line (whose
+head and tail `Origin` would show)."""
+
+
 @dataclass
 class Arg:
     """One flag of an argument list with its values and the word that spelled it."""
@@ -105,6 +110,13 @@ class Arg:
     def evidence(self) -> str:
         """Where the flag was written, and where its value came from when elsewhere (a variable)."""
         ev = self.word.evidence
+        site = self.word.site
+        if self.word.origin == site and len(site.text) > LONG_LINE:
+            # an argument list on one long line: the argument itself, not the line's head and tail (a user trial read
+            # the SC21 scripts' one-line lists as `... --merge-fil ... 00 --clip-grad 1.0` beside every value)
+            spelled = [self.word.text, *(v.text for v in self.values[1:])] if "=" in self.word.text else \
+                [self.flag, *(v.text for v in self.values)]
+            ev = f"{site.path}:{site.line}: ... {' '.join(spelled)} ..."
         for v in self.values:
             if v.origin != self.word.origin and v.origin != self.word.site:
                 ev = f"{self.word.site} [{self.flag} value from {v.origin}]"

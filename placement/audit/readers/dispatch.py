@@ -17,7 +17,7 @@ from placement.audit.readers.common import (
     node_launches,
 )
 from placement.audit.readers.reading import Settings
-from placement.audit.shell import SCRIPT_ARGUMENTS, read_commands
+from placement.audit.shell import SCRIPT_ARGUMENTS, Word, read_commands
 from placement.errors import InputError
 from placement.frameworks import CAPABILITIES
 from placement.loaders.files import parse_yaml, read_text
@@ -45,9 +45,11 @@ def file_kind(path: Path) -> str:
 
 
 def _maxtext_yaml(path: Path) -> bool:
-    """A YAML file with MaxText keys (base_config, per_device_batch_size, ici_/dcn_ parallelism)."""
+    """A YAML file with MaxText keys (base_config, per_device_batch_size, ici_/dcn_ parallelism, or a model config's:
+    maxtext.MODEL_CONFIG_KEYS)."""
     text = read_text(path, "YAML config", "expected a YAML file")
-    return bool(re.search(r"^\s*(base_config|per_device_batch_size|(ici|dcn)_\w+_parallelism)\s*:", text, re.M))
+    return bool(re.search(r"^\s*(base_config|per_device_batch_size|(ici|dcn)_\w+_parallelism|decoder_block|base_emb_dim"
+                          r"|base_num_decoder_layers|base_num_query_heads)\s*:", text, re.M))
 
 
 def _launched_and_named(path: Path) -> tuple[str | None, set[str], str | None]:
@@ -158,6 +160,29 @@ def _refuse_other_trainer(launch: Launch) -> None:
                      f"global batch, max length, gradient checkpointing, ring attention) `placement audit` does not "
                      f"read; price the layout with `placement evaluate --zero N --mbs M --global-batch B --seq-len L "
                      f"[--recompute full]`")
+
+
+WHOLE_VARIABLE = re.compile(r"\$\{?[A-Za-z_]\w*(\[[@*]\])?\}?")
+"""A word that is one variable's expansion and nothing else (`$ARGS`, `${ARGS}`, `${ARGS[@]}`)."""
+
+
+def _held_argument_lists(entry: Word, args: list[Word], s: Settings) -> None:
+    """A variable the files do not set, standing where arguments go (not as a flag's value), holds arguments the
+    audit cannot read: with no argument read besides, an error (a user trial: the SC21 scripts' `pretrain_gpt.py
+    ${MEGATRON_PARAMS}`, set by CONFIG.sh through `sbatch --export`, was priced as a job of all defaults); beside
+    arguments it reads, a warning that names it."""
+    held = [w for k, w in enumerate(args) if w.unresolved and WHOLE_VARIABLE.fullmatch(w.text)
+            and (k == 0 or not args[k - 1].text.startswith("-") or WHOLE_VARIABLE.fullmatch(args[k - 1].text))]
+    if not held:
+        return
+    names = ", ".join(dict.fromkeys(w.text for w in held))
+    if not any(w.text.startswith("-") for w in args):
+        raise InputError(f"{held[0].site}: the arguments of {entry.text} are {names}, which the files do not set "
+                         f"(the environment or another script sets it): no argument of the job to read; pass the "
+                         f"arguments written out instead, a file of what `echo {held[0].text}` prints in the job")
+    s.warnings.append(f"{names} ({held[0].site.path}:{held[0].site.line}) is not set by the files: the arguments it "
+                      f"holds are not read, so the audit prices the framework's defaults for whatever they set; "
+                      f"pass the arguments written out (what `echo {held[0].text}` prints in the job) with the rest")
 
 
 def _refuse_held_arguments(path: Path) -> str:
@@ -284,6 +309,12 @@ def read_file(path: Path, fw: str) -> Settings:
         if fw != "torchtitan":
             raise InputError(f"{path}: a TOML file is a torchtitan config; this audit reads {fw}")
         s.keys = torchtitan.toml_keys(path, s.key_sites)
+        if not any(torchtitan.known(k) for k in s.keys):  # a file that states nothing torchtitan reads
+            stated = ", ".join(list(s.keys)[:4]) or "no key at all"
+            raise InputError(f"{path}: no torchtitan key read ({stated}): expected a torchtitan config with "
+                             f"[job]/[model]/[training]/[parallelism] sections (training.local_batch_size, "
+                             f"parallelism.tensor_parallel_degree...); a file of which nothing is read is not priced "
+                             f"as a job of torchtitan's defaults")
         return s
     if kind == "json":
         if fw != "deepspeed":
@@ -345,6 +376,7 @@ def read_file(path: Path, fw: str) -> Settings:
         launcher_settings(launch, s)
         node_launches(path, launches, s)
         args = launch.args
+        _held_argument_lists(launch.entry, args, s)
     else:
         args = [w for c in read_commands(path) for w in c.words]
         if not args or (not args[0].text.startswith(("-", "activation")) and "=" not in args[0].text):
