@@ -580,13 +580,14 @@ def test_audit_reads_the_bf16_optimizer_deepspeed_picks_at_zero1(tmp_path, types
 def test_mlperf_11616_gpu_row_pays_the_end_chunks_dp_share(monkeypatch) -> None:
     """MLPerf v4.0's GPT-3 at 11,616 H100 runs six micro-batches through eight chunks per rank: the cooldown hides
     most chunks' gradient reduce-scatter, but not the last chunk's, nor the first chunk's parameter gather at the
-    next forward.  Priced as all hidden, the row is more than two points further too fast."""
+    next forward.  Priced as all hidden, the row is more than one and a half points further too fast (its FP8
+    weights gathered in one byte a weight: cost.dp.gather_bytes)."""
     run = RUNS["mlperf-v4.0-nvidia-h100-gpt3-175b-11616gpu"]
     assert run.layout["vpp"] == 8 and run.recipe.dp_overlap
     priced = _error(run)
     assert abs(priced) <= BOUND
     monkeypatch.setattr(dp, "_last_chunk_floor", lambda comm_s, own_s, vpp: np.zeros_like(comm_s))
-    assert _error(run) < priced - 0.02
+    assert _error(run) < priced - 0.015
 
 
 def test_unfused_cross_entropy_moves_its_counted_bytes_on_the_smallest_mcore_row() -> None:

@@ -30,6 +30,13 @@ def grad_bytes(x: Ctx) -> int:
     return 4 if x.recipe.grad_reduce_fp32 else C.BYTES_GRAD
 
 
+def gather_bytes(x: Ctx) -> float:
+    """Bytes per weight the data-parallel gather moves: one where an FP8 job keeps its weights in FP8 (Megatron-LM
+    `--fp8-param-gather`, "Keep the compute param in fp8 ... and perform the param all-gather in fp8",
+    megatron/training/arguments.py; recipe fp8_params), else the 16-bit weight."""
+    return 1.0 if (x.recipe.fp8_params and x.fp8 is not None) else float(C.BYTES_WEIGHT)
+
+
 @dataclass(frozen=True)
 class StageParams:
     """Parameters one rank holds (the stage with the most), split as the DP groups see them."""
@@ -66,7 +73,7 @@ def dp_term(x: Ctx, p: StageParams, comp_mb_s: np.ndarray) -> DpTerm:
     dense_group = coll.Groups(lv, b.tp, np.where(zero3, b.cp * b.dp_shard, b.cp * b.dp))
     edp = np.rint(x.tp * x.cp * x.dp / (x.ep * x.etp)).astype(np.int64)
     expert_group = coll.Groups(lv, b.ep * b.etp, edp)
-    grad_b, wt_b = grad_bytes(x), C.BYTES_WEIGHT
+    grad_b, wt_b = grad_bytes(x), gather_bytes(x)
     rs_once = dense_group.reduce_scatter(p.dense * grad_b) + expert_group.reduce_scatter(p.expert * grad_b)
     ag_once = dense_group.reduce_scatter(p.dense * wt_b) + expert_group.reduce_scatter(p.expert * wt_b)
     # ZeRO-3 gathers the 16-bit weights for forward and again for backward, and reduce-scatters the gradients at
