@@ -104,7 +104,7 @@ def _show(value) -> str:
 
 def job_differences(run_id: str, layout: dict, recipe: dict, moe: bool) -> list[str]:
     """What a plan runs otherwise than the published run whose degrees it shares: each stated layout field and each
-    recipe field (as `validate` prices the run) that differs, as "name: the run's value, not the plan's"."""
+    recipe field (as `validate` prices the run) that differs, as "NAME RUN'S VALUE there, PLAN'S VALUE here"."""
     got = _as_validated(run_id)
     if got is None:
         return []

@@ -97,7 +97,8 @@ _MG_IGNORED = {
     "--no-overlap-p2p-communication": "pipeline send/recv not overlapped",
     "--cpu-optimizer": "optimizer step on CPU",
     "--no-gradient-accumulation-fusion": "each weight-gradient GEMM writes a 16-bit gradient that a separate kernel "
-                                         "adds into the fp32 main_grad (priced as the fused accumulation)",
+                                         "adds into main_grad (in the gradient's reduce width; priced as the fused "
+                                         "accumulation)",
     "--moe-router-force-load-balancing": "forces balanced routing (a benchmark setting; the audit prices the "
                                          "recipe's routing imbalance)",
     "--sync-tp-duplicated-parameters": "Megatron-DeepSpeed all-reduces every LayerNorm's weight and bias and the "
