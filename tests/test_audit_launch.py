@@ -566,16 +566,12 @@ def test_a_python_file_is_deepspeed_only(tmp_path: Path) -> None:
 def _maxtext(tmp_path: Path, config: str, script: str | None = None):
     from types import SimpleNamespace
 
+    from maxtext_files import maxtext_launch
+
     from placement.audit.core import maxtext_layout
     from placement.catalog import load_model
 
-    cfg = tmp_path / "cfg.yml"
-    cfg.write_text(config)
-    files = [cfg]
-    if script is not None:
-        files.append(tmp_path / "run.sh")
-        files[-1].write_text(script)
-    launch = parse_launch(files)
+    launch = maxtext_launch(tmp_path, config, script)
     return launch, lambda gpus, gbs: maxtext_layout(launch, load_model("llama3-8b"), SimpleNamespace(
         gpus_per_host=8, num_gpus=gpus), gbs)  # the two facts of the cluster the mesh needs
 

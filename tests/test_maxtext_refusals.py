@@ -10,9 +10,9 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from maxtext_files import maxtext_launch
 
 from placement.audit.core import maxtext_layout
-from placement.audit.launch import parse_launch
 from placement.catalog import load_model
 from placement.errors import InputError
 
@@ -23,18 +23,8 @@ PIPE = ("base_config: base.yml\nmodel_name: llama3-8b\nici_pipeline_parallelism:
 """llama3-8b (32 layers) on 16 GPUs: 2 stages x fsdp 4 x data 2; 4 x 16 = 64 sequences per step."""
 
 
-def _launch(tmp_path: Path, config: str, script: str | None = None):
-    cfg = tmp_path / "cfg.yml"
-    cfg.write_text(config)
-    files = [cfg]
-    if script is not None:
-        files.append(tmp_path / "run.sh")
-        files[-1].write_text(script)
-    return parse_launch(files)
-
-
 def _layout(tmp_path: Path, config: str, gpus: int = 16, gbs: int = 64):
-    launch = _launch(tmp_path, config)
+    launch = maxtext_launch(tmp_path, config)
     return launch, maxtext_layout(launch, load_model("llama3-8b"), SimpleNamespace(gpus_per_host=8, num_gpus=gpus),
                                   gbs)
 
@@ -52,18 +42,18 @@ def _refusal(err: pytest.ExceptionInfo, *says: str) -> str:
 @pytest.mark.parametrize("quant", ["fp8", "nanoo_fp8", "fp8_gpu", "te_fp8_delayedscaling"])
 def test_fp8_with_gradient_accumulation_is_refused(tmp_path: Path, quant: str) -> None:
     with pytest.raises(InputError) as err:
-        _launch(tmp_path, BASE + f"quantization: {quant}\ngradient_accumulation_steps: 2\n")
+        maxtext_launch(tmp_path, BASE + f"quantization: {quant}\ngradient_accumulation_steps: 2\n")
     _refusal(err, "cfg.yml:6: quantization:", "cfg.yml:7: gradient_accumulation_steps: 2", "configs/types.py:4973",
              "81d653c93, 2025-11-14", '"FP8 quantization is not compatible with gradient accumulation."',
              "set gradient_accumulation_steps: 1")
 
 
 def test_fp8_without_accumulation_and_int8_with_it_are_read(tmp_path: Path) -> None:
-    assert _launch(tmp_path, BASE + "quantization: fp8\ngradient_accumulation_steps: 1\n").precision == "fp8"
+    assert maxtext_launch(tmp_path, BASE + "quantization: fp8\ngradient_accumulation_steps: 1\n").precision == "fp8"
     # te_fp8_currentscaling is not among the recipes MaxText 0.2.5 refuses beside accumulation
-    assert _launch(tmp_path, BASE + "quantization: te_fp8_currentscaling\ngradient_accumulation_steps: 2\n"
+    assert maxtext_launch(tmp_path, BASE + "quantization: te_fp8_currentscaling\ngradient_accumulation_steps: 2\n"
                    ).precision == "fp8"
-    launch = _launch(tmp_path, BASE + "quantization: int8\ngradient_accumulation_steps: 2\n")
+    launch = maxtext_launch(tmp_path, BASE + "quantization: int8\ngradient_accumulation_steps: 2\n")
     assert launch.precision == "bf16" and any(x.startswith("quantization 'int8'") for x in launch.ignored)
 
 
@@ -145,7 +135,7 @@ def test_a_deepseek_decoder_pipelines_only_its_moe_layers(tmp_path: Path) -> Non
 
 def test_an_unknown_quantization_is_refused_naming_the_allowed(tmp_path: Path) -> None:
     with pytest.raises(InputError) as err:
-        _launch(tmp_path, BASE + "quantization: fp9\n")
+        maxtext_launch(tmp_path, BASE + "quantization: fp9\n")
     _refusal(err, "cfg.yml:6: quantization: fp9: quantization 'fp9'", "QuantizationType", "'te_fp8_delayedscaling'",
              "'int8'")
 
@@ -153,22 +143,22 @@ def test_an_unknown_quantization_is_refused_naming_the_allowed(tmp_path: Path) -
 @pytest.mark.parametrize(("quant", "recipe"), [("te_fp8_delayedscaling", "tensorwise"),
                                                ("te_fp8_currentscaling", "tensorwise"), ("te_mxfp8", "mxfp8")])
 def test_transformer_engine_fp8_recipes_are_priced_as_fp8(tmp_path: Path, quant: str, recipe: str) -> None:
-    launch = _launch(tmp_path, BASE + f"quantization: {quant}\n")
+    launch = maxtext_launch(tmp_path, BASE + f"quantization: {quant}\n")
     assert launch.precision == "fp8" and launch.recipe["fp8_recipe"] == recipe
     assert "cfg.yml:6" in launch.sources["recipe.fp8_recipe"] and not launch.ignored
 
 
 def test_te_no_quant_is_bf16_as_priced(tmp_path: Path) -> None:
-    launch = _launch(tmp_path, BASE + "quantization: te_no_quant\n")
+    launch = maxtext_launch(tmp_path, BASE + "quantization: te_no_quant\n")
     assert launch.precision == "bf16" and not launch.ignored
 
 
 def test_an_unknown_remat_policy_is_refused_naming_the_allowed(tmp_path: Path) -> None:
     with pytest.raises(InputError) as err:
-        _launch(tmp_path, BASE + "remat_policy: fulll\n")
+        maxtext_launch(tmp_path, BASE + "remat_policy: fulll\n")
     _refusal(err, "cfg.yml:6: remat_policy: fulll: remat_policy 'fulll'", "layers/nnx_decoders.py:1385",
              "5a1e17698, 2025-07-09", '"Remat policy needs to be on list of remat policies"', "save_qkv_proj")
-    launch = _launch(tmp_path, BASE + "remat_policy: save_qkv_proj\n")
+    launch = maxtext_launch(tmp_path, BASE + "remat_policy: save_qkv_proj\n")
     assert launch.recompute == "selective"
 
 
@@ -176,12 +166,12 @@ def test_an_unknown_remat_policy_is_refused_naming_the_allowed(tmp_path: Path) -
 
 
 def test_float32_activations_are_said_not_dropped(tmp_path: Path) -> None:
-    launch = _launch(tmp_path, BASE + "dtype: float32\n")
+    launch = maxtext_launch(tmp_path, BASE + "dtype: float32\n")
     (line,) = [x for x in launch.ignored if x.startswith("dtype 'float32'")]
     assert "priced as bfloat16 activations and matmuls (" in line and line.endswith("cfg.yml:6: dtype: float32)")
-    assert not _launch(tmp_path, BASE + "dtype: bfloat16\n").ignored
+    assert not maxtext_launch(tmp_path, BASE + "dtype: bfloat16\n").ignored
     with pytest.raises(InputError) as err:
-        _launch(tmp_path, BASE + "dtype: float64\n")
+        maxtext_launch(tmp_path, BASE + "dtype: float64\n")
     _refusal(err, "dtype 'float64'", "bfloat16, float32")
 
 
@@ -190,7 +180,7 @@ def test_float32_activations_are_said_not_dropped(tmp_path: Path) -> None:
 
 def test_a_misspelled_key_in_the_config_is_refused_naming_the_key_meant(tmp_path: Path) -> None:
     with pytest.raises(InputError) as err:
-        _launch(tmp_path, BASE.replace("per_device_batch_size: 1\n", "per_device_batchsize: 4\n"))
+        maxtext_launch(tmp_path, BASE.replace("per_device_batch_size: 1\n", "per_device_batchsize: 4\n"))
     _refusal(err, "cfg.yml:5: per_device_batchsize: 4: per_device_batchsize 4 is no MaxText 0.2.5 key",
              "configs/pyconfig.py:262-271", "not in", "did you mean per_device_batch_size?")
 
@@ -198,17 +188,17 @@ def test_a_misspelled_key_in_the_config_is_refused_naming_the_key_meant(tmp_path
 def test_a_misspelled_key_on_the_command_line_is_refused(tmp_path: Path) -> None:
     script = "#!/bin/bash\npython3 -m maxtext.trainers.pre_train.train cfg.yml run_name=x per_device_batch_sizee=4\n"
     with pytest.raises(InputError) as err:
-        _launch(tmp_path, BASE, script)
+        maxtext_launch(tmp_path, BASE, script)
     text = _refusal(err, "per_device_batch_sizee 4 is no MaxText 0.2.5 key", "did you mean per_device_batch_size?")
     assert re.match(r"\S*run\.sh:2", text), text
     script = "#!/bin/bash\npython3 -m maxtext.trainers.pre_train.train cfg.yml run_name=x per_device_batch_size=4\n"
-    assert _launch(tmp_path, BASE, script).global_batch == 64
+    assert maxtext_launch(tmp_path, BASE, script).global_batch == 64
 
 
 def test_an_unrelated_unknown_key_is_said_and_maxtext_fields_outside_base_yml_are_read(tmp_path: Path) -> None:
     """A key no near miss of a 0.2.5 key may be a newer MaxText's (main's base.yml has enable_nnx): said, priced
     without it, not refused."""
-    lay = _launch(tmp_path, BASE + "enable_nnx: true\n")
+    lay = maxtext_launch(tmp_path, BASE + "enable_nnx: true\n")
     assert [x for x in lay.ignored if x.startswith("enable_nnx True: no MaxText 0.2.5 key") and "newer" in x]
     # num_decoder_layers is a MaxTextConfig field (configs/types.py) that base.yml does not list
-    assert _launch(tmp_path, BASE + "num_decoder_layers: 32\nsteps: 10\n").framework == "maxtext"
+    assert maxtext_launch(tmp_path, BASE + "num_decoder_layers: 32\nsteps: 10\n").framework == "maxtext"
