@@ -74,6 +74,15 @@ def test_arguments_held_by_an_unset_variable_are_an_error() -> None:
     assert "Traceback" not in out.output
 
 
+def test_arguments_read_from_a_here_document_say_so(tmp_path: Path) -> None:
+    """The same variable filled by `read ... <<EOF`: the error names the here-document, not the environment."""
+    path = tmp_path / "heredoc.sh"
+    path.write_text('#!/bin/bash\nread -r -d "" ARGS <<EOF\n--tensor-model-parallel-size 2\nEOF\n'
+                    'torchrun pretrain_gpt.py $ARGS\n')
+    out = _audit("--launch", str(path), "--model", "llama3-8b", "--gpus", "8")
+    assert out.exit_code == 2 and "a here-document read into $ARGS" in out.output
+
+
 def test_a_published_run_with_the_same_degrees_but_another_recipe_is_not_this_job() -> None:
     """`published run of this job` matched on the degrees alone: the SC21 1.7B row (full recompute) was the
     "published run" of a launch priced without recompute, -50.9 %."""

@@ -33,6 +33,7 @@ from pydantic import ValidationError
 
 from placement.audit.changes import launch_changes, neox_requirements, spell_neox_keys
 from placement.audit.launch import LaunchLayout
+from placement.audit.readers.common import FP16_MIXED
 from placement.audit.readers.reading import NodeDevices
 from placement.cost.batch import LayoutBatch, module_mask
 from placement.cost.constants import GiB
@@ -1509,10 +1510,12 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
                 [], launched_s - reordered_s))
     batch = _batch([layout], recipe)
     plan = make_plan(batch, est, 0, model, train, topo, recipe_sources, model_sources)
-    if any("FP16 mixed precision" in note for note in launch.ignored):  # the readers' note for FP16 priced as BF16
-        plan = plan.model_copy(update={"precision_as_run": "fp16"})
+    as_run = {}
+    if any(FP16_MIXED in note for note in launch.ignored):  # the readers' note for FP16 priced as BF16
+        as_run["precision_as_run"] = "fp16"
     if recipe.fp8_recipe is not None and DELAYED_FP8.search(recipe_sources.get("fp8_recipe", "")):
-        plan = plan.model_copy(update={"fp8_recipe_as_run": "delayed"})  # Megatron's default, priced as tensorwise
+        as_run["fp8_recipe_as_run"] = "delayed"  # Megatron's default, priced as tensorwise
+    plan = plan.model_copy(update=as_run)
     kinds = group_kinds(layout, est, 0)
     base = {k: float(_price(model, train, topo.with_mapping(g), [layout], recipe).step_time_s[0])
             for k, g in baseline_mappings(topo).items()}

@@ -93,6 +93,9 @@ def word_check(word: Word, flag: str) -> None:
                          f"conditions placement cannot evaluate (or pass the expanded argument list)")
 
 
+FP16_MIXED = "FP16 mixed precision"
+"""How every reader's ignored line for an FP16 job priced as BF16 begins after its key: the audit's headline says
+`fp16 (priced as bf16 ...)` from it (audit.core, Plan.precision_as_run)."""
 LONG_LINE = 400
 """Characters of a source line beyond which an argument's evidence quotes the argument instead of the line (whose
 head and tail `Origin` would show)."""

@@ -16,7 +16,13 @@ from pathlib import Path, PurePath
 from typing import Any
 
 from placement.audit.readers import megatron
-from placement.audit.readers.common import deepspeed_binding, deepspeed_grad_accumulation, merge, read_int
+from placement.audit.readers.common import (
+    FP16_MIXED,
+    deepspeed_binding,
+    deepspeed_grad_accumulation,
+    merge,
+    read_int,
+)
 from placement.audit.readers.reading import AutoKey, Hostfile, Reading, Settings
 from placement.errors import InputError
 from placement.loaders.files import parse_json, read_text
@@ -112,7 +118,7 @@ def read_json(path: Path, s: Settings) -> None:
         elif key in enabled:
             s.put("precision", "bf16", ev(key))
             if key == "fp16":
-                s.ignored.append(f"fp16: FP16 mixed precision, priced as bf16 ({ev(key)})")
+                s.ignored.append(f"fp16: {FP16_MIXED}, priced as bf16 ({ev(key)})")
     if auto:
         s.hf_auto = tuple(auto)
     comm = data.get("communication_data_type")

@@ -166,7 +166,7 @@ WHOLE_VARIABLE = re.compile(r"\$\{?[A-Za-z_]\w*(\[[@*]\])?\}?")
 """A word that is one variable's expansion and nothing else (`$ARGS`, `${ARGS}`, `${ARGS[@]}`)."""
 
 
-def _held_argument_lists(entry: Word, args: list[Word], s: Settings) -> None:
+def _held_argument_lists(path: Path, entry: Word, args: list[Word], s: Settings) -> None:
     """A variable the files do not set, standing where arguments go (not as a flag's value), holds arguments the
     audit cannot read: with no argument read besides, an error (a user trial: the SC21 scripts' `pretrain_gpt.py
     ${MEGATRON_PARAMS}`, set by CONFIG.sh through `sbatch --export`, was priced as a job of all defaults); beside
@@ -177,6 +177,7 @@ def _held_argument_lists(entry: Word, args: list[Word], s: Settings) -> None:
         return
     names = ", ".join(dict.fromkeys(w.text for w in held))
     if not any(w.text.startswith("-") for w in args):
+        _refuse_held_arguments(path)  # a variable read from a here-document: that error names it
         raise InputError(f"{held[0].site}: the arguments of {entry.text} are {names}, which the files do not set "
                          f"(the environment or another script sets it): no argument of the job to read; pass the "
                          f"arguments written out instead, a file of what `echo {held[0].text}` prints in the job")
@@ -376,7 +377,7 @@ def read_file(path: Path, fw: str) -> Settings:
         launcher_settings(launch, s)
         node_launches(path, launches, s)
         args = launch.args
-        _held_argument_lists(launch.entry, args, s)
+        _held_argument_lists(path, launch.entry, args, s)
     else:
         args = [w for c in read_commands(path) for w in c.words]
         if not args or (not args[0].text.startswith(("-", "activation")) and "=" not in args[0].text):

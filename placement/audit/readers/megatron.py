@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 
 from placement.audit.readers.common import (
+    FP16_MIXED,
     Arg,
     deepspeed_binding,
     deepspeed_grad_accumulation,
@@ -622,7 +623,7 @@ def read_args(words: list[Word], s: Settings, typos: bool = True) -> None:
                                                          if f == "--fp16" else ""))
             if f == "--fp16":
                 where = f"{a.word.site.path}:{a.word.site.line}"
-                s.ignored.append(f"--fp16: FP16 mixed precision, priced as bf16 ({where})")
+                s.ignored.append(f"--fp16: {FP16_MIXED}, priced as bf16 ({where})")
         elif f == "--gradient-checkpointing":  # HF TrainingArguments
             on = not a.values or one_value(a).text.lower() in ("true", "1", "yes")
             s.put("recompute", "full" if on else "none", a.evidence)
@@ -865,7 +866,7 @@ def _ds_chat(flags: dict[str, Arg], s: Settings) -> None:
         s.put("precision", "bf16", where + (" (FP16, priced as BF16: the same tensor-core rate)"
                                             if stated == "fp16" else ""))
         if stated == "fp16":
-            s.ignored.append(f"--dtype fp16: FP16 mixed precision with loss scaling, priced as bf16 ({where})")
+            s.ignored.append(f"--dtype fp16: {FP16_MIXED} with loss scaling, priced as bf16 ({where})")
     s.hf_precision = (stated, where)
     offload = flags.get("--offload")
     if offload is not None and not _given_false(offload):

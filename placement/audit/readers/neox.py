@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from placement.audit.readers import common
-from placement.audit.readers.common import read_int, start_refusal
+from placement.audit.readers.common import FP16_MIXED, read_int, start_refusal
 from placement.audit.readers.neox_keys import COMMIT_DATES, FIRST_ON_MAIN, KEYS, SOURCE_HEAD
 from placement.audit.readers.reading import Settings, UnknownKey
 from placement.errors import InputError
@@ -782,7 +782,7 @@ def _precision(keys: dict, ev, first: Path, whole: bool, s: Settings) -> None:
                          f"leaves the version open: priced as bf16 ({where})")
     s.put("precision", "bf16", where if kinds != {"fp32"} else f"{where} (fp32 in GPT-NeoX, priced as bf16)")
     if "fp16" in kinds:
-        s.ignored.append(f"fp16: FP16 mixed precision with loss scaling, priced as bf16 ({where})")
+        s.ignored.append(f"fp16: {FP16_MIXED} with loss scaling, priced as bf16 ({where})")
 
 
 def _batch(keys: dict, ev, s: Settings) -> None:
