@@ -305,7 +305,9 @@ def _sharding(cfg: SearchConfig, num_gpus: int, gpus_per_node: int, hsdp_spans: 
     def shard_ok(r, v):
         span = r["tp"] * r["cp"] * v
         whole = np.isin(span, spans) if spans is not None else span % gpus_per_node == 0
-        return ((r["zero"] == 3) & (r["dp"] % v == 0) & (v > 1) & whole) | (v == r["dp"])
+        # HSDP shards the experts over the tp x cp x dp_shard ranks too: ep x etp must divide them (Layout)
+        experts = (r["tp"] * r["cp"] * v) % (r["ep"] * r["etp"]) == 0
+        return ((r["zero"] == 3) & (r["dp"] % v == 0) & (v > 1) & whole & experts) | (v == r["dp"])
 
     return zero_opts, shard_ok
 
@@ -330,8 +332,8 @@ def expand_sharding(b: LayoutBatch, cfg: SearchConfig, num_gpus: int, gpus_per_n
 
 def sharding_count(b: LayoutBatch, cfg: SearchConfig, num_gpus: int, gpus_per_node: int = 1,
                    hsdp_spans: tuple[int, ...] | None = None) -> int:
-    """How many layouts `expand_sharding` makes of `b`, without making them (the count depends on tp x cp and
-    dp only: counted once per distinct pair)."""
+    """How many layouts `expand_sharding` makes of `b`, without making them (the count depends on tp x cp, dp and
+    ep x etp only: counted once per distinct triple)."""
     if cfg.framework is not None:  # its rules depend on more than tp x cp and dp: count what expands, in chunks
         step = max(1, PRICE_CHUNK_ROWS // 16)  # of base rows, so the count never holds a whole expanded space
         return sum(len(expand_sharding(b.take(np.arange(i, min(i + step, len(b)))), cfg, num_gpus, gpus_per_node,
@@ -340,12 +342,14 @@ def sharding_count(b: LayoutBatch, cfg: SearchConfig, num_gpus: int, gpus_per_no
     if shard_ok is None or 3 not in zero_opts.tolist():
         return len(b) * len(zero_opts)
     divs = np.array(_divisors(num_gpus), dtype=np.int64)
-    key = np.searchsorted(divs, b.tp * b.cp) * len(divs) + np.searchsorted(divs, b.dp)
-    per_key = np.bincount(key, minlength=len(divs) ** 2)
-    keys = np.flatnonzero(per_key)
     d = len(divs)
-    rows = {"tp": np.repeat(divs[keys // d], d), "cp": np.ones(keys.size * d, dtype=np.int64),
-            "dp": np.repeat(divs[keys % d], d), "zero": np.full(keys.size * d, 3, dtype=np.int64)}
+    pair = np.searchsorted(divs, b.tp * b.cp) * d + np.searchsorted(divs, b.dp)
+    key = pair * d + np.searchsorted(divs, b.ep * b.etp)
+    per_key = np.bincount(key, minlength=d ** 3)
+    keys = np.flatnonzero(per_key)
+    ones = np.ones(keys.size * d, dtype=np.int64)
+    rows = {"tp": np.repeat(divs[keys // (d * d)], d), "cp": ones, "dp": np.repeat(divs[keys // d % d], d),
+            "ep": np.repeat(divs[keys % d], d), "etp": ones, "zero": np.full(keys.size * d, 3, dtype=np.int64)}
     shards = shard_ok(rows, np.tile(divs, keys.size)).reshape(keys.size, d).sum(axis=1)
     return int(np.sum(per_key[keys] * (len(zero_opts) - 1 + shards)))
 

@@ -71,7 +71,8 @@ def dp_term(x: Ctx, p: StageParams, comp_mb_s: np.ndarray) -> DpTerm:
     b, lv = x.b, x.levels
     zero3, zero2 = b.zero == 3, b.zero == 2
     dense_group = coll.Groups(lv, b.tp, np.where(zero3, b.cp * b.dp_shard, b.cp * b.dp))
-    edp = np.rint(x.tp * x.cp * x.dp / (x.ep * x.etp)).astype(np.int64)
+    # under HSDP the experts' ZeRO-3 group is their shard group, inside the replicas (step._stage_params)
+    edp = np.rint(np.where(zero3, x.tp * x.cp * b.dp_shard, x.tp * x.cp * x.dp) / (x.ep * x.etp)).astype(np.int64)
     expert_group = coll.Groups(lv, b.ep * b.etp, edp)
     grad_b, wt_b = grad_bytes(x), gather_bytes(x)
     rs_once = dense_group.reduce_scatter(p.dense * grad_b) + expert_group.reduce_scatter(p.expert * grad_b)
@@ -82,7 +83,9 @@ def dp_term(x: Ctx, p: StageParams, comp_mb_s: np.ndarray) -> DpTerm:
     edge_ag, edge_rs = shard_edges_s(dense_group, expert_group, p, wt_b, grad_b)
     z3_edge = edge_ag + edge_rs
     replicas = coll.Groups(lv, b.tp * b.cp * b.dp_shard, b.dp // b.dp_shard)
-    hsdp_once = replicas.all_reduce(p.dense * grad_b / p.dense_shard)
+    # HSDP all-reduces each shard's gradients over the replicas, the experts' as the dense ones'
+    replica_grads = p.dense / p.dense_shard + p.expert / p.expert_shard
+    hsdp_once = replicas.all_reduce(replica_grads * grad_b)
     m = x.m
     # torch pipelining with FSDP2 (recipe pipeline_unsharded_grads) reduce-scatters once per step, after the stage's
     # last backward, where ZeRO-2/3 otherwise reduce every micro-batch
@@ -160,7 +163,7 @@ def dp_term(x: Ctx, p: StageParams, comp_mb_s: np.ndarray) -> DpTerm:
     return DpTerm(
         total_s=total, exposed_s=exposed,
         dense_bytes=np.where(p.dense_shard > 1, dense_bytes, 0.0),
-        replica_bytes=np.where(zero3 & (b.dp_shard < b.dp), 2.0 * p.dense * grad_b / p.dense_shard, 0.0),
+        replica_bytes=np.where(zero3 & (b.dp_shard < b.dp), 2.0 * replica_grads * grad_b, 0.0),
         expert_bytes=np.where(p.expert_shard > 1, expert_bytes, 0.0),
     )
 

@@ -725,7 +725,12 @@ def _stage_params(x: Ctx, st: StageKinds) -> _Params:
     zero3 = x.b.zero == 3
     return _Params(dense_kinds=dense, expert_kinds=expert,
                    dense_shard=np.where(zero3, x.cp * x.b.dp_shard, x.cp * x.dp),
-                   expert_shard=x.tp * x.cp * x.dp / (x.ep * x.etp),
+                   # HSDP shards the experts as it shards the dense weights, over the stage's tp x cp x dp_shard
+                   # ranks (ep x etp of them hold different experts) and replicates them over dp / dp_shard:
+                   # torchtitan's sparse mesh (pp, dp_replicate, efsdp, ep), efsdp = dp_shard x cp x tp / ep
+                   # (0.3.0 distributed/parallel_dims.py build_mesh), MaxText's expert weights over expert, fsdp
+                   # and context but not data (base.yml logical_axis_rules)
+                   expert_shard=np.where(zero3, x.tp * x.cp * x.b.dp_shard, x.tp * x.cp * x.dp) / (x.ep * x.etp),
                    edge_dense_kinds=edge_dense * np.ones_like(dense),
                    edge_expert_kinds=edge_expert * np.ones_like(dense))
 

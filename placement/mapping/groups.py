@@ -62,7 +62,7 @@ def group_kinds(layout: Layout, est: Estimates, i: int) -> list[GroupKind]:
         GroupKind("ep", layout.etp, layout.ep, t["ep"]),
         GroupKind("dp", layout.tp, shard, t["dp"]),  # HSDP: the shard group carries the ZeRO-3 traffic
         GroupKind("dp_replica", layout.tp * shard, layout.dp * layout.cp // shard, t["dp_replica"]),
-        GroupKind("edp", layout.ep * layout.etp, layout.edp, t["edp"]),
+        GroupKind("edp", layout.ep * layout.etp, layout.edp_shard, t["edp"]),  # HSDP: the experts' shard group
         GroupKind("pp", layout.tp * layout.cp * layout.dp, layout.pp, t["pp"],
                   wrap=layout.vpp > 1 and layout.pp > 2 and not _dualpipe(est)),
     ]

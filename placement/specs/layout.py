@@ -65,6 +65,15 @@ class Layout(Frozen):
             raise ValueError(
                 f"dp_shard ({shard}) != dp ({self.dp}) is HSDP and needs zero_stage 3, got {self.zero_stage}"
             )
+        sharded = self.tp * self.cp * shard
+        if shard != self.dp and sharded % (self.ep * self.etp):
+            raise ValueError(
+                f"ep ({self.ep}) * etp ({self.etp}) = {self.ep * self.etp} does not divide tp ({self.tp}) * cp "
+                f"({self.cp}) * dp_shard ({shard}) = {sharded}: HSDP shards the experts over the tp x cp x dp_shard "
+                f"ranks and replicates them over dp / dp_shard (torchtitan's efsdp = dp_shard x cp x tp / ep); "
+                f"pick dp_shard so that {self.ep * self.etp} divides tp x cp x dp_shard, or ep * etp from the "
+                f"divisors of {sharded}"
+            )
         return self
 
     @property
@@ -75,6 +84,14 @@ class Layout(Frozen):
     def edp(self) -> int:
         """Expert data-parallel degree: replicas of each expert shard within a stage."""
         return self.tp * self.cp * self.dp // (self.ep * self.etp)
+
+    @property
+    def edp_shard(self) -> int:
+        """The expert data-parallel ranks one expert shard's ZeRO group spans: edp, but under HSDP only the
+        tp x cp x dp_shard ranks of a replica (their ep x etp hold different experts)."""
+        if self.zero_stage != 3:
+            return self.edp
+        return self.tp * self.cp * self.shard_degree // (self.ep * self.etp)
 
     @property
     def shard_degree(self) -> int:
