@@ -415,7 +415,7 @@ def torchrun_lines(ctx: EmitContext, command: str, master_port: int = 29500, blo
     env = "CUDA_LAUNCH_BLOCKING=1 " if (ctx.recipe.cuda_launch_blocking if blocking is None else blocking) else ""
     for k, host in enumerate(hosts):
         lines.append(f"# on {host}\n{env}{ctx.visible_prefix(k)}torchrun --nnodes {len(hosts)} "
-                     f"--nproc-per-node {ctx.topo.gpus_per_host} "
+                     f"--nproc-per-node {min(ctx.topo.gpus_per_host, ctx.plan.num_gpus)} "
                      f"--node-rank {k} --master-addr {hosts[0]} --master-port {master_port} {numa_binding(ctx)}"
                      f"{command}\n")
     return "".join(lines)

@@ -32,7 +32,8 @@ def render(ctx: EmitContext, formats: list[str]) -> str:
     """The batch script for the formats among `formats` that launch per node (megatron first: the default)."""
     lay, p = ctx.plan.layout, ctx.plan
     frameworks = [f for f in (*WORKERS, *TASKS) if f in formats] or ["megatron"]
-    nodes = p.num_gpus // ctx.topo.gpus_per_host
+    # a job of fewer GPUs than a node's runs on one node, on that many of its GPUs (a user trial: --nodes=0)
+    nodes = -(-p.num_gpus // ctx.topo.gpus_per_host)
     gph = min(ctx.topo.gpus_per_host, p.num_gpus)
     head = [
         "#!/bin/bash",

@@ -1,0 +1,28 @@
+"""A plan of fewer GPUs than a node's launches that many processes on one node.  A user trial: `--gpus 4` on
+8-GPU nodes wrote `#SBATCH --nodes=0` and `torchrun --nproc-per-node 8` (world 8: Megatron ran dp 8 where dp 4
+was priced, torchtitan refused its dp_shard 4)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from placement.cli import main
+
+
+@pytest.mark.parametrize("gpus", [4, 8])
+def test_launch_files_start_the_planned_number_of_processes(tmp_path: Path, gpus: int) -> None:
+    out = tmp_path / "plan"
+    res = CliRunner().invoke(main, ["plan", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", str(gpus),
+                                    "--seq-len", "4096", "--global-batch", "64", "--top-k", "1", "--out", str(out),
+                                    "--emit", "megatron,torchtitan"])
+    assert res.exit_code == 0, res.output
+    sbatch = (out / "launch.sbatch").read_text()
+    assert "#SBATCH --nodes=1\n" in sbatch and "\nNNODES=1\n" in sbatch
+    assert f"#SBATCH --gpus-per-node={gpus}\n" in sbatch and f"\nGPUS_PER_NODE={gpus}\n" in sbatch
+    for name in ("megatron.sh", "torchtitan.sh"):
+        procs = re.findall(r"torchrun --nnodes (\d+) --nproc-per-node (\d+) ", (out / name).read_text())
+        assert procs == [("1", str(gpus))], name
