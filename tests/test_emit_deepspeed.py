@@ -8,11 +8,14 @@ import json
 import re
 from dataclasses import replace
 from functools import cache
+from pathlib import Path
 
 import numpy as np
 import pytest
+from click.testing import CliRunner
 
 from placement.catalog import load_accelerator, load_cluster, load_model
+from placement.cli import main
 from placement.emit import deepspeed
 from placement.emit.common import EmitContext
 from placement.emit.writer import FORMATS, write
@@ -189,7 +192,8 @@ def test_fp8_is_set_as_bf16_with_a_warning():
 def test_experts_are_set_in_code_and_a_different_ep_layout_is_warned(etp, expected):
     ctx = ctx_for("mixtral-8x7b", 64, (("tp", 2), ("pp", 1), ("cp", 1), ("ep", 8), ("etp", etp), ("zero_stage", 1)))
     text, warnings, _, _ = files(ctx)
-    assert "from ds_topology import ep_size  # 8" in text and "MoE(..., num_experts=N, ep_size=ep_size)" in text
+    assert "from ds_topology import ep_size  # 8" in text
+    assert "MoE(..., num_experts=N, ep_size=ep_size, k=2, drop_tokens=False)" in text
     assert deepspeed.topology_module(ctx).endswith("\nep_size = 8\n")  # what the audit reads back as ep
     assert len(warnings) == 1 and warnings[0].startswith(expected), warnings
     if etp == 1:  # DeepSpeed's EP group of rank 0 is 0, 2, .., 14 (two hosts), the plan's 0..7 (one)
@@ -318,3 +322,18 @@ def test_the_sbatch_header_promises_no_step_time_for_a_file_deepspeed_refuses(ze
     line = next(x for x in sbatch.render(ctx, ["deepspeed"]).splitlines() if x.startswith("# deepspeed: "))
     assert ("does not start: DeepSpeed refuses it at start-up" in line) == refused
     assert ("s/step" in line) != refused
+
+
+def test_the_config_names_the_optimizer_the_plan_prices(tmp_path: Path) -> None:
+    """A user trial: ds_config.json had no optimizer, so deepspeed.initialize without one gives ZeRO-1/2 a DummyOptim
+    it refuses ("zero stage 1 requires an optimizer") and ZeRO-3 a wrapper that updates nothing; the plan prices
+    Adam.  And the MoE sketch routes top-k dropless as priced, not DeepSpeed MoE's top-1 with dropped tokens."""
+    out = tmp_path / "ds"
+    res = CliRunner().invoke(main, ["plan", "--model", "mixtral-8x7b", "--cluster", "dgx-h100", "--gpus", "64",
+                                    "--framework", "deepspeed", "--top-k", "1", "--out", str(out),
+                                    "--emit", "deepspeed"])
+    assert res.exit_code == 0, res.output
+    cfg = json.loads((out / "ds_config.json").read_text())
+    assert cfg["optimizer"]["type"] == "AdamW" and cfg["zero_optimization"]["stage"] >= 1
+    script = (out / "deepspeed.sh").read_text()
+    assert "ep_size=ep_size, k=2, drop_tokens=False)" in script

@@ -72,6 +72,12 @@ def config(ctx: EmitContext) -> dict:
         "gradient_accumulation_steps": lay.num_microbatches,
         "zero_optimization": zero,
         "bf16": {"enabled": True},  # fp8 too: DeepSpeed's FP8 comes from model code (see the warning)
+        # the optimizer the plan prices (Adam: fp32 master weights and moments, 12 bytes a parameter).  Without one
+        # here or in the call, deepspeed.initialize gives ZeRO-1/2 a DummyOptim it refuses ("zero stage {} requires
+        # an optimizer", runtime/engine.py:2659) and ZeRO-3 an offload wrapper that updates nothing; one from the
+        # JSON also gets MoE's parameter groups split (configure_moe_param_groups, engine.py:2331).  No params:
+        # FusedAdam's defaults, for the user's own
+        "optimizer": {"type": "AdamW", "params": {}},
     }
     if ctx.recipe.grad_reduce_fp32:  # unset, the engine reduces in the bf16 above (runtime/engine.py)
         out["communication_data_type"] = "fp32"
@@ -225,6 +231,9 @@ def _code_lines(ctx: EmitContext) -> list[str]:
     lay = ctx.plan.layout
     topo = topology(ctx)
     lines = ["In the training script (DeepSpeed takes these in code; args carry --deepspeed_config):",
+             "  # ds_config.json names the optimizer the plan prices, AdamW with FusedAdam's default hyper-parameters: "
+             "set your lr, betas and weight_decay in its params (an optimizer passed to deepspeed.initialize "
+             "replaces it, and an MoE model's then needs its expert parameter groups split by hand)",
              "  import deepspeed",
              "  from deepspeed.runtime.pipe.topology import PipelineParallelGrid" if lay.pp == 1 else None,
              "  deepspeed.init_distributed()",
@@ -255,8 +264,13 @@ def _code_lines(ctx: EmitContext) -> list[str]:
                      + (", with sequence parallelism" if lay.sequence_parallel else ""))
     if ctx.moe:
         lines.append(f"  from ds_topology import ep_size  # {lay.ep}: each MoE layer's expert-parallel degree")
-        lines.append("  # experts: deepspeed.moe.layer.MoE(..., num_experts=N, ep_size=ep_size); deepspeed.initialize "
-                     "builds the EP groups from it (without it, MoE's default ep_size 1)")
+        top_k = ctx.model.moe.top_k if ctx.model is not None and ctx.model.moe is not None else "top_k"
+        cf = ctx.recipe.moe_capacity_factor
+        routing = f"capacity_factor={cf:g}" if cf is not None else "drop_tokens=False"
+        lines.append(f"  # experts: deepspeed.moe.layer.MoE(..., num_experts=N, ep_size=ep_size, k={top_k}, "
+                     f"{routing}), as priced (MoE's defaults are k=1 and drop_tokens=True: top-1 routing that "
+                     f"drops tokens past capacity_factor 1.0, moe/layer.py); deepspeed.initialize builds the EP "
+                     f"groups from it (without it, MoE's default ep_size 1)")
     rope = ctx.model.llama3_rope if ctx.model is not None else None
     if rope is not None:  # the architecture is the model code's: the JSON has no RoPE key
         lines.append(f"  # RoPE: the model's llama3 scaling (factor {rope.factor:g}, low_freq_factor "
