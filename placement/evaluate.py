@@ -66,14 +66,21 @@ def ep_overlap_error(layout: Layout, recipe: Recipe) -> str | None:
     from placement.specs.recipe import RecomputeModule
 
     moe_recomputed = layout.recompute.value == "selective" and RecomputeModule.MOE in recipe.recompute_modules
+    from placement.specs.recipe import CudaGraphs
+
     broken = ep_overlap_broken(layout.pp, layout.vpp, recipe, layout.ep, layout.recompute.value == "full",
-                               moe_recomputed, recipe.moe_dispatcher)
+                               moe_recomputed, recipe.moe_dispatcher, layout.zero_stage,
+                               recipe.cuda_graphs is CudaGraphs.PARTIAL)
     text = {"pipeline": f"pp {layout.pp} without virtual stages (give --vpp 2 or more; Megatron "
                         f"--num-virtual-stages-per-pipeline-rank)",
             "ep": "ep 1 (it needs expert parallelism)",
             "full_recompute": "full recompute (give --recompute selective or none)",
             "moe_recompute": "moe among the recompute modules",
-            "dispatcher": "the allgather dispatcher (it takes alltoall or flex)"}
+            "dispatcher": "the allgather dispatcher (it takes alltoall or flex)",
+            "fsdp_pipeline": f"ZeRO-{layout.zero_stage} (Megatron-FSDP) with pp {layout.pp} (under Megatron-FSDP it "
+                             f"runs only at pp 1: combined_1f1b.py refuses it interleaved; give --pp 1 or --zero 1)",
+            "fsdp_graphs": f"ZeRO-{layout.zero_stage} (Megatron-FSDP) with per-layer CUDA graphs (its "
+                           f"mcore_fsdp_adapter.py refuses them beside the overlap; give --cuda-graphs none or full)"}
     why = [text[name] for name, hit in broken.items() if bool(np.asarray(hit).reshape(-1)[0])]
     if not why:
         return None

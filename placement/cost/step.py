@@ -170,6 +170,11 @@ def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch, r
     ub_mem = np.where(tpx.on, ub, 0.0)
     graph_pick, extra_mem = _cuda_graphs(base_mem.peak_bytes + ub_mem, capacity, choices,
                                          (x.pp == 1) & (x.ep == 1) if choices.full_graphs_without_pp_ep else True)
+    partial = graph_pick == GRAPHS.index(CudaGraphs.PARTIAL)
+    # Megatron-FSDP refuses the EP overlap beside per-layer CUDA graphs (ep_overlap_broken): where the scope that fits
+    # is partial, the overlap is not an option
+    ep_options = [replace(o, exposed_s=np.where((x.b.zero >= 2) & partial, _NOT_RUN_S, o.exposed_s))
+                  if o.overlap else o for o in ep_options]
     host_for = _host_terms(x, choices, {o.overlap for o in ep_options}, graph_pick)
 
     accumulate = _grad_accumulation_s(x, params)
@@ -194,7 +199,8 @@ def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch, r
     # a candidate whose only EP option is one the framework does not run (the A2A overlap under a pipeline without
     # virtual stages, pinned) has no step (its memory is priced, and `valid` stays the split's, as memory_floor's)
     allgather = crit.dispatcher == DISPATCHERS.index(Dispatcher.ALLGATHER)
-    runs = ~(crit.ep_overlap & (allgather | ~_ep_overlap_runs_x(x))) if w.num_experts else np.True_
+    runs = ~(crit.ep_overlap & (allgather | ~_ep_overlap_runs_x(x, partial_graphs=partial))) if w.num_experts \
+        else np.True_
     step = np.where(runs, step, np.inf)
     extra_mem = extra_mem + ub_mem
     peak_mem = base_mem.peak_bytes + extra_mem
@@ -365,12 +371,13 @@ _NOT_RUN_S = 1.0e12
 
 
 def ep_overlap_runs(pp, vpp, recipe: Recipe, ep=2, full_recompute=False, moe_recomputed=False,
-                    dispatcher: Dispatcher | None = None) -> np.ndarray:
+                    dispatcher: Dispatcher | None = None, zero=0, partial_graphs=False) -> np.ndarray:
     """Where `--overlap-moe-expert-parallel-comm` can run (DualPipe's own overlap always).  Megatron-Core asserts, for
     it (core_v0.19.0 transformer/transformer_config.py:2669-2700): virtual pipeline stages when pp > 1, expert
     parallelism (ep > 1), the alltoall or flex dispatcher, no full recompute (nor recompute_num_layers) and `moe` not
-    among the recompute modules; a job that breaks one does not start."""
-    broken = ep_overlap_broken(pp, vpp, recipe, ep, full_recompute, moe_recomputed, dispatcher)
+    among the recompute modules; and under Megatron-FSDP (ZeRO-2/3) no pipeline and no per-layer CUDA graphs
+    (ep_overlap_broken); a job that breaks one does not start."""
+    broken = ep_overlap_broken(pp, vpp, recipe, ep, full_recompute, moe_recomputed, dispatcher, zero, partial_graphs)
     hit = np.False_
     for b in broken.values():
         hit = hit | np.asarray(b, dtype=bool)
@@ -378,19 +385,31 @@ def ep_overlap_runs(pp, vpp, recipe: Recipe, ep=2, full_recompute=False, moe_rec
 
 
 def ep_overlap_broken(pp, vpp, recipe: Recipe, ep=2, full_recompute=False, moe_recomputed=False,
-                      dispatcher: Dispatcher | None = None) -> dict[str, np.ndarray | bool]:
+                      dispatcher: Dispatcher | None = None, zero=0,
+                      partial_graphs=False) -> dict[str, np.ndarray | bool]:
     """Each Megatron-Core condition of the EP all-to-all overlap (ep_overlap_runs), by name -> where it is broken
-    (`dispatcher` None: not checked); empty under DualPipe, whose own overlap prices it."""
+    (`dispatcher` None: not checked); empty under DualPipe, whose own overlap prices it.
+
+    Megatron-FSDP (ZeRO-2/3, `--use-megatron-fsdp`) adds two: the combined 1F1B schedule refuses it interleaved
+    ("EP overlap 1F1B with FSDP is not supported for interleaved pipeline parallelism", megatron-core 0.19.2
+    pipeline_parallel/combined_1f1b.py:205-214), and a pipeline without virtual stages is refused above, so only
+    pp 1; and its adapter refuses per-layer CUDA graphs beside it ("1F1B overlap with FSDP does not support
+    per-layer CUDA graphs", distributed/fsdp/mcore_fsdp_adapter.py:168-178: cuda_graph_impl none or
+    full_iteration).  Both pass validate_args and fail as the model is wrapped (a user trial's best plans)."""
     if recipe.pipeline_schedule is PipelineSchedule.DUALPIPE:
         return {}
+    fsdp = np.asarray(zero) >= 2
     return {"pipeline": (np.asarray(pp) > 1) & (np.asarray(vpp) == 1), "ep": np.asarray(ep) == 1,
             "full_recompute": np.asarray(full_recompute, dtype=bool) | (recipe.recompute_num_layers is not None),
             "moe_recompute": np.asarray(moe_recomputed, dtype=bool),
-            "dispatcher": dispatcher is Dispatcher.ALLGATHER}
+            "dispatcher": dispatcher is Dispatcher.ALLGATHER,
+            "fsdp_pipeline": fsdp & (np.asarray(pp) > 1),
+            "fsdp_graphs": fsdp & np.asarray(partial_graphs, dtype=bool)}
 
 
-def _ep_overlap_runs_x(x: Ctx, dispatcher: Dispatcher | None = None) -> np.ndarray:
-    return ep_overlap_runs(x.pp, x.vpp, x.recipe, x.b.ep, x.full > 0, x.module(RecomputeModule.MOE), dispatcher)
+def _ep_overlap_runs_x(x: Ctx, dispatcher: Dispatcher | None = None, partial_graphs=False) -> np.ndarray:
+    return ep_overlap_runs(x.pp, x.vpp, x.recipe, x.b.ep, x.full > 0, x.module(RecomputeModule.MOE), dispatcher,
+                           x.b.zero, partial_graphs)
 
 
 def _ep_options(x: Ctx, u: Ctx, inverse, lc, choices: RecipeChoices) -> list[_EpOption]:
