@@ -17,7 +17,7 @@ import numpy as np
 from placement.cost import constants as C
 from placement.cost.context import Ctx
 from placement.cost.pipeline import StageKinds
-from placement.specs.recipe import GradAccumulation, PipelineSchedule
+from placement.specs.recipe import CudaGraphs, Dispatcher, GradAccumulation, PipelineSchedule
 from placement.specs.recipe import RecomputeModule as M
 from placement.specs.training import AttentionKernel
 
@@ -97,10 +97,23 @@ def norms_recomputed(x: Ctx) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     place; core_v0.19.0 models/gpt/gpt_layer_specs.py:145, :157), and `--recompute-modules layernorm` recomputes only
     a norm that is a module of its own (transformer/transformer_layer.py:451, :499): the attention's input norm under
     MLA (gpt_layer_specs.py:295, its down projections take the normed input) and the pre-MLP norm of an MoE layer,
-    whose router reads it (:157, :282).  A fused norm's output stays saved for its GEMM's backward."""
+    whose router reads it (:157, :282).  A fused norm's output stays saved for its GEMM's backward.
+
+    Megatron-Core does not recompute the MoE pre-MLP norm where per-layer CUDA graphs capture the router and the
+    dispatcher is not alltoall (transformer_layer.py:456-498 can_recompute_pre_mlp_layernorm_for_cudagraph, "Disabling
+    pre_mlp_layernorm recompute": the norm's output leaves the graph in a static buffer): with the recipe's partial
+    graphs and another dispatcher it is kept (`moe_norm_recompute_lost`; estimate keeps the search's choices off
+    that pair where the norm is priced freed)."""
     rerun = np.asarray(x.module(M.LAYERNORM), dtype=bool)
     unfused = not x.recipe.norms_fused
-    return rerun & (x.w.mla_up_width > 0 or unfused), rerun & unfused, rerun
+    moe = rerun & ~moe_norm_recompute_lost(x.recipe.cuda_graphs, x.recipe.moe_dispatcher)
+    return rerun & (x.w.mla_up_width > 0 or unfused), rerun & unfused, moe
+
+
+def moe_norm_recompute_lost(graphs, dispatcher) -> np.ndarray:
+    """Where Megatron-Core drops `layernorm` recompute of an MoE layer's pre-MLP norm (norms_recomputed): partial
+    CUDA graphs (attention, router and preprocess) with a dispatcher other than alltoall."""
+    return (np.asarray(graphs) == CudaGraphs.PARTIAL) & (np.asarray(dispatcher) != Dispatcher.ALLTOALL)
 
 
 def _per_op_kept(x: Ctx) -> tuple[np.ndarray, np.ndarray]:

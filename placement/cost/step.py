@@ -26,7 +26,7 @@ from placement.cost.context import Ctx, context
 from placement.cost.dp import StageParams, dp_term, optimizer_term
 from placement.cost.host import host_term
 from placement.cost.layer import layer_compute, per_op_recompute_flops
-from placement.cost.memory import memory_term
+from placement.cost.memory import memory_term, norms_recomputed
 from placement.cost.pipeline import StageKinds, stage_kinds
 from placement.specs import TrainingSpec
 from placement.specs.recipe import (
@@ -168,9 +168,17 @@ def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch, r
             tpx = _TpExposed(*(np.where(over, a, b) for a, b in ((off.dense_s, tpx.dense_s), (off.moe_s, tpx.moe_s),
                                                                  (off.slow_s, tpx.slow_s), (off.on, tpx.on))))
     ub_mem = np.where(tpx.on, ub, 0.0)
+    # the MoE pre-MLP norm priced as recomputed (layernorm) keeps that only beside alltoall under partial graphs
+    # (memory.norms_recomputed): where the dispatcher cannot be alltoall, no partial graphs; where it can, partial
+    # graphs take it
+    norm_freed = np.asarray(norms_recomputed(x)[2], dtype=bool) & bool(w.num_experts)
+    alltoall_open = Dispatcher.ALLTOALL in choices.dispatchers
     graph_pick, extra_mem = _cuda_graphs(base_mem.peak_bytes + ub_mem, capacity, choices,
-                                         (x.pp == 1) & (x.ep == 1) if choices.full_graphs_without_pp_ep else True)
+                                         (x.pp == 1) & (x.ep == 1) if choices.full_graphs_without_pp_ep else True,
+                                         True if alltoall_open else ~norm_freed)
     partial = graph_pick == GRAPHS.index(CudaGraphs.PARTIAL)
+    ep_options = [replace(o, exposed_s=np.where(partial & norm_freed, _NOT_RUN_S, o.exposed_s))
+                  if DISPATCHERS[o.code] is not Dispatcher.ALLTOALL else o for o in ep_options]
     # Megatron-FSDP refuses the EP overlap beside per-layer CUDA graphs (ep_overlap_broken): where the scope that fits
     # is partial, the overlap is not an option
     ep_options = [replace(o, exposed_s=np.where((x.b.zero >= 2) & partial, _NOT_RUN_S, o.exposed_s))
@@ -433,14 +441,17 @@ _GRAPH_BYTES = {CudaGraphs.NONE: 0.0, CudaGraphs.PARTIAL: C.CUDA_GRAPH_PARTIAL_B
 
 
 def _cuda_graphs(peak_bytes: np.ndarray, capacity: float, choices: RecipeChoices,
-                 full_ok: np.ndarray | bool = True) -> tuple[np.ndarray, np.ndarray]:
+                 full_ok: np.ndarray | bool = True,
+                 partial_ok: np.ndarray | bool = True) -> tuple[np.ndarray, np.ndarray]:
     """(index into GRAPHS, bytes) per candidate: host time falls and memory rises from none to full, so the
     widest scope that fits is the fastest; where none fits, the leanest allowed.  `full_ok`: the candidates whose
-    framework captures full graphs (RecipeChoices.full_graphs_without_pp_ep)."""
+    framework captures full graphs (RecipeChoices.full_graphs_without_pp_ep); `partial_ok`: those that may take
+    partial ones."""
     allowed = [g for g in GRAPHS if g in choices.cuda_graphs]
     pick = np.full(peak_bytes.shape, GRAPHS.index(allowed[0]), dtype=np.int64)
     for g in allowed:
-        ok = (peak_bytes + _GRAPH_BYTES[g] <= capacity) & (full_ok if g is CudaGraphs.FULL else True)
+        ok = ((peak_bytes + _GRAPH_BYTES[g] <= capacity) & (full_ok if g is CudaGraphs.FULL else True)
+              & (partial_ok if g is CudaGraphs.PARTIAL else True))
         pick = np.where(ok, GRAPHS.index(g), pick)
     return pick, np.choose(pick, [_GRAPH_BYTES[g] for g in GRAPHS])
 
