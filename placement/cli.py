@@ -801,10 +801,17 @@ def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, pr
     from placement.html import plan_html
 
     _write_report(report, lambda: plan_html(planned, topo, _calibration_line()))
+    written = plan_index if out_dir is not None else None
     if as_json:
-        click.echo(json.dumps(plan_json(planned) | {"calibration": calibration_json(), "files_run": files_run}))
+        click.echo(json.dumps(plan_json(planned) | {"calibration": calibration_json(), "files_run": files_run,
+                                                    "files_plan_index": written}))
     else:
         click.echo(plan_table(planned, exhaustive=exhaustive))
+        if written is not None and written > 1:  # the lines above are plan 1's: a user trial read them as the files'
+            from placement.report import single_plan_table
+
+            click.echo(f"\nthe files in {out_dir} realize plan {written} of the table above, not plan 1:\n\n"
+                       + single_plan_table(planned.plans[written - 1]))
         if files_run:
             click.echo(f"\nthe files written run other than plan {plan_index} (each file's header says so too):\n"
                        + "\n".join(f"  {line}" for line in files_run))
