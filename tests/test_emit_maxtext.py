@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import yaml
 
-from placement.emit import maxtext, writer
+from placement.emit import common, maxtext, writer
 from placement.specs.recipe import Recipe, RecomputeModule
 from tests.verify.helpers import CASES, planned
 
@@ -165,8 +165,12 @@ def test_a_model_maxtext_does_not_ship_and_fp8_are_named(contexts):
     other = dataclasses.replace(ctx, model_name="bloom-176b")
     cfg, _, warnings = emitted(other)
     assert cfg["model_name"] == "default"
-    assert ("MaxText 0.2.5 ships no model config matching bloom-176b: set model_name or the base_* dimensions "
-            "yourself") in warnings
+    assert any(w.startswith("trains another model: MaxText 0.2.5 ships no model config matching bloom-176b")
+               for w in warnings)
+    # the file starts and trains base.yml's model: its header promises no step time (a user trial: a qwen3 header
+    # over a file of model_name "default")
+    line, _ = common.header_runs("MaxText", warnings, "this file runs 1.000 s/step", "")
+    assert line.startswith("this file trains another model than the plan's") and "s/step" not in line
     fp8 = dataclasses.replace(ctx, plan=ctx.plan.model_copy(update={"precision": "fp8"}))
     assert emitted(fp8)[0]["quantization"] == "fp8"
 
@@ -209,3 +213,19 @@ def test_the_writer_knows_maxtext_and_writes_both_files(contexts, tmp_path):
     assert sorted(p.name for p in paths) == ["jax_mesh.py", "maxtext.yml"]
     assert warnings and all(w.startswith("maxtext: ") for w in warnings)
     compile((tmp_path / "jax_mesh.py").read_text(), "jax_mesh.py", "exec")  # valid Python
+
+
+def test_a_model_maxtext_ships_is_named_and_priced(tmp_path):
+    """A user trial: qwen3-30b-a3b's file named model_name "default" (base.yml's own model) under a header priced for
+    qwen3; MaxText ships its config (the verify suite checks every named config's dimensions against the wheel)."""
+    from click.testing import CliRunner
+
+    from placement.cli import main
+
+    out = tmp_path / "mt"
+    res = CliRunner().invoke(main, ["plan", "--model", "qwen3-30b-a3b", "--cluster", "dgx-h100", "--gpus", "64",
+                                    "--framework", "maxtext", "--top-k", "1", "--out", str(out), "--emit", "maxtext"])
+    assert res.exit_code == 0, res.output
+    text = (out / "maxtext.yml").read_text()
+    assert yaml.safe_load(text)["model_name"] == "qwen3-30b-a3b"
+    assert "trains another model" not in text and "s/step" in text

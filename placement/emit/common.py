@@ -436,15 +436,29 @@ def refusal(text: str) -> str:
     return DOES_NOT_START + text
 
 
+OTHER_MODEL = "trains another model: "
+
+
+def other_model(text: str) -> str:
+    """A warning that the emitted file starts but trains a model other than the plan's: `header_runs` then promises
+    no step time (a user trial: a MaxText file naming base.yml's default model under a header priced for qwen3)."""
+    return OTHER_MODEL + text
+
+
 def header_runs(framework: str, warnings: list[str], line: str, warn: str) -> tuple[str, str]:
     """The header's line on what the file runs (EmitContext.runs_as) and its warning; where a warning is a
     `refusal`, the file does not start, so the line says so and prices nothing (a user trial: a header priced a
-    MaxText file MaxText rejects)."""
+    MaxText file MaxText rejects); where it is `other_model`, the file trains another model, likewise."""
     reasons = [w[len(DOES_NOT_START):] for w in warnings if w.startswith(DOES_NOT_START)]
-    if not reasons:
-        return line, warn
-    return (f"this file does not start: {framework} refuses it at start-up ({'; '.join(reasons)}), so no step time "
-            f"is promised for it; the prediction above is the plan's, which {framework} cannot run as written"), ""
+    if reasons:
+        return (f"this file does not start: {framework} refuses it at start-up ({'; '.join(reasons)}), so no step "
+                f"time is promised for it; the prediction above is the plan's, which {framework} cannot run as "
+                f"written"), ""
+    others = [w[len(OTHER_MODEL):] for w in warnings if w.startswith(OTHER_MODEL)]
+    if others:
+        return (f"this file trains another model than the plan's ({'; '.join(others)}), so no step time is "
+                f"promised for it; the prediction above is for the plan's model"), ""
+    return line, warn
 
 
 def warn_block(warnings: list[str], comment: str = "#") -> str:

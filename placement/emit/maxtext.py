@@ -71,6 +71,11 @@ MODELS = {
     "mixtral-8x7b": ("mixtral-8x7b", 0),
     "mixtral-8x22b": ("mixtral-8x22b", 0),
     "qwen3-235b-a22b": ("qwen3-235b-a22b", 0),
+    # the dimensions of these three match the catalog's (maxtext-v0.2.4 configs/models/<name>.yml: hidden, heads,
+    # layers, experts, top-k, expert width, shared experts, dense layers, MLA ranks, vocabulary)
+    "qwen3-30b-a3b": ("qwen3-30b-a3b", 0),
+    "kimi-k2": ("kimi-k2-1t", 1),
+    "deepseek-v2": ("deepseek2-236b", 1),
     "gpt3-175b": ("gpt3-175b", 0),
 }
 
@@ -300,6 +305,12 @@ def pipeline_keys(ctx: EmitContext) -> tuple[dict[str, object], list[str]]:
     return keys, warnings
 
 
+MODEL_VOCABULARY = {"mixtral-8x22b": 32768, "gpt3-175b": 50304}
+"""The vocabulary MaxText's config of a catalog model trains where it is not the catalog's (maxtext-v0.2.4
+configs/models/mixtral-8x22b.yml 32768 against Mixtral 8x22B v0.1's 32000; gpt3-175b.yml 50304, GPT-3's 50257
+padded): a key of the model config, which maxtext.yml cannot override (pyconfig.py merges base, then the model
+config, then command-line overrides)."""
+
 RUNS_INSTEAD = {
     "checkpoint_interval": "XLA synchronizes nothing around rematerialised layers, so the chunk size prices nothing",
     "loss_chunks": "its loss takes the whole micro-batch's logits (num_vocab_tiling 1, its default in base.yml)",
@@ -348,10 +359,16 @@ def overrides(ctx: EmitContext) -> tuple[dict[str, object], MaxTextMesh, list[st
     model, _ = MODELS.get(ctx.model_name, (None, 0))
     keys: dict[str, object] = {"base_config": "base.yml", "hardware": "gpu"}
     if model is None:
-        warnings.append(f"MaxText 0.2.5 ships no model config matching {ctx.model_name}: set model_name or the "
-                        f"base_* dimensions yourself")
+        warnings.append(common.other_model(
+            f"MaxText 0.2.5 ships no model config matching {ctx.model_name}, and model_name \"default\" trains "
+            f"base.yml's own model; name a config of yours in model_name, or set the base_* dimensions"))
         model = "default"
     keys["model_name"] = model
+    vocab = MODEL_VOCABULARY.get(ctx.model_name)
+    if vocab is not None and ctx.model is not None and vocab != ctx.model.vocab_size:
+        warnings.append(f"model_name {model} trains a vocabulary of {vocab:,} where the plan priced "
+                        f"{ctx.model.vocab_size:,} (configs/models/{model}.yml): the embedding and LM head are "
+                        f"{vocab / ctx.model.vocab_size - 1:+.1%} larger than priced")
     features = common.gpt_oss_features(ctx.model, mla_yarn=False)
     if features:  # none of the model configs this file names runs them, and it writes no architecture key
         warnings.append(f"the model has {'; '.join(features)}, which model_name {model} does not run: MaxText runs "

@@ -246,3 +246,22 @@ def test_the_audits_maxtext_device_numbering_is_jaxs_hybrid_mesh(order, ici, dcn
         d = (c["data"] * size["fsdp"] + c["fsdp"]) * ep + c["expert"]
         rank = c["tensor"] + tp * (c["context"] + cp * (d + dp * c["stage"]))
         assert device_of_rank[rank] == grid[index].id, (order, index)
+
+
+@pytest.mark.parametrize("catalog", sorted(maxtext.MODELS))
+def test_each_model_config_named_has_the_catalog_models_dimensions(catalog):
+    """The emitter names MaxText's own config of a catalog model (model_name): the wheel's config trains the
+    catalog's dimensions, but for the vocabularies the emitter warns about (MODEL_VOCABULARY)."""
+    from placement.catalog import load_model
+
+    name, dense = maxtext.MODELS[catalog]
+    cfg = yaml.safe_load(MAXTEXT.locate_file(f"maxtext/configs/models/{name}.yml").read_text())
+    m = load_model(catalog)
+    want = {"base_emb_dim": m.hidden_size, "base_num_decoder_layers": m.num_layers,
+            "base_num_query_heads": m.num_attention_heads, "first_num_dense_layers": dense,
+            "vocab_size": maxtext.MODEL_VOCABULARY.get(catalog, m.vocab_size)}
+    if m.moe is not None:
+        want |= {"num_experts": m.moe.num_experts, "num_experts_per_tok": m.moe.top_k,
+                 "base_moe_mlp_dim": m.moe.expert_ffn_hidden_size}
+    got = {k: cfg.get(k, BASE.get(k)) for k in want}
+    assert got == want
