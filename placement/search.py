@@ -51,12 +51,14 @@ class FixNames:
     """What set the headroom the capacity is net of."""
     recompute: str = "--recompute full"
     zero: str = "--zero 3"
+    framework: str = "dropping --framework {}"
 
 
 SWEEP_FIX_NAMES: Final = FixNames(gpus="`gpus: {}` in the design", global_batch="a workload `global_batch`",
                                   seq_len="`seq_len: {}` in the workload",
                                   headroom="`memory_headroom_gib: {}` in the workload",
-                                  headroom_source="the workload's memory_headroom_gib")
+                                  headroom_source="the workload's memory_headroom_gib",
+                                  framework="a design without `framework: {}`")
 """A sweep cell's fixes, named as the sweep file's fields (a sweep takes no --gpus or --memory-headroom-gib)."""
 SUGGEST_TRIES: Final = 4
 """GPU counts (doubling) searched before a memory message suggests one: it names a count only where the search
@@ -695,6 +697,11 @@ def _memory_message(batch: LayoutBatch, est: Estimates, model: ModelSpec, train:
         fixes.append(names.zero)
     if est.activations_bytes[i] > state:
         fixes.append(names.seq_len.format(train.seq_len // 2))
+    if cfg.framework is not None and cfg.framework.why:
+        # the framework's limits narrow the layouts (a user trial: DeepSpeed's ep 1 made an MoE model "never fit",
+        # told to try a smaller model)
+        fw = cfg.framework
+        fixes.append(names.framework.format(fw.name) + f" ({fw.version} as placement prices it runs {fw.why})")
     headroom = train.memory_headroom_bytes
     if headroom and (need <= cap + headroom or cap <= 0):
         fixes.append(names.headroom.format(
