@@ -337,3 +337,14 @@ def test_the_config_names_the_optimizer_the_plan_prices(tmp_path: Path) -> None:
     assert cfg["optimizer"]["type"] == "AdamW" and cfg["zero_optimization"]["stage"] >= 1
     script = (out / "deepspeed.sh").read_text()
     assert "ep_size=ep_size, k=2, drop_tokens=False)" in script
+
+
+def test_context_parallel_files_say_what_zero_over_data_alone_holds(tmp_path: Path) -> None:
+    """A user trial: a cp 2 plan's DeepSpeed header said 77.4 of 78.1 GiB, while DeepSpeed shards ZeRO over the
+    'data' ranks alone, so the optimizer state is twice the plan's: 83.0 GiB, which does not fit."""
+    ctx = ctx_for("llama3-8b", 16, (("tp", 1), ("pp", 1), ("cp", 2), ("ep", 1), ("zero_stage", 1)))
+    runs = deepspeed.files_run(ctx)
+    p = ctx.plan
+    held = p.peak_memory_bytes + p.memory.optimizer_bytes
+    text = next(u for u in runs.unpriced if u.startswith("cp 2"))
+    assert f"{p.memory.optimizer_bytes / 2**30:.1f} GiB more a GPU, {held / 2**30:.1f} of" in text

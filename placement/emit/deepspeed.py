@@ -33,6 +33,7 @@ import json
 
 import numpy as np
 
+from placement.cost.constants import GiB
 from placement.emit.common import (
     EmitContext,
     Runs,
@@ -341,8 +342,18 @@ def files_run(ctx: EmitContext) -> Runs:
     # axis: all dp ranks (no MiCS in 0.19.8, and hpZ only adds a secondary weight copy)
     runs.shard_whole_dp(plan, "DeepSpeed 0.19.8")
     if lay.cp > 1:  # no ring attention in DeepSpeed: the cost model has no price for what the model code adds
+        # ...but the memory of ZeRO over 'data' alone it has: the shards the plan spread over cp x dp ranks are cp
+        # times larger (the optimizer state; ZeRO-2's gradients too), a user trial's 77.4 GiB plan holding 83.0
+        shards = "optimizer state" + (" and gradients" if lay.zero_stage >= 2 else "")
+        extra = (lay.cp - 1) * (plan.memory.optimizer_bytes
+                                + (plan.memory.grads_bytes if lay.zero_stage >= 2 else 0.0)) \
+            if lay.zero_stage in (1, 2) else 0.0
+        held = plan.peak_memory_bytes + extra
+        memory = (f": its {shards} {lay.cp}x the plan's, {extra / GiB:.1f} GiB more a GPU, {held / GiB:.1f} of "
+                  f"{plan.memory_capacity_bytes / GiB:.1f} GiB"
+                  + (" (DOES NOT FIT)" if held > plan.memory_capacity_bytes else "")) if extra else ""
         runs.unpriced.append(f"cp {lay.cp} only as your model code's ring attention, with ZeRO over the {lay.dp} "
-                             f"'data' ranks (not cp x dp = {lay.cp * lay.dp})")
+                             f"'data' ranks (not cp x dp = {lay.cp * lay.dp}){memory}")
     runs_recipe(ctx, RUNS_INSTEAD, runs)
     if lay.pp > 1 and not ctx.recipe.pipeline_p2p_blocking:
         runs.recipe["pipeline_p2p_blocking"] = True
