@@ -26,3 +26,15 @@ def test_launch_files_start_the_planned_number_of_processes(tmp_path: Path, gpus
     for name in ("megatron.sh", "torchtitan.sh"):
         procs = re.findall(r"torchrun --nnodes (\d+) --nproc-per-node (\d+) ", (out / name).read_text())
         assert procs == [("1", str(gpus))], name
+
+
+def test_the_header_names_the_segment_the_plan_was_priced_with(tmp_path: Path) -> None:
+    """A user trial: a GB200 plan priced with `--segment 9` wrote megatron.sh without it (only launch.sbatch had
+    `#SBATCH --segment=9`), so a launch by hand could take trays from other racks than priced."""
+    out = tmp_path / "gb"
+    res = CliRunner().invoke(main, ["plan", "--model", "llama3-8b", "--cluster", "gb200-nvl72", "--nodes", "18",
+                                    "--segment", "9", "--seq-len", "4096", "--global-batch", "288", "--top-k", "1",
+                                    "--out", str(out), "--emit", "megatron,torchtitan"])
+    assert res.exit_code == 0, res.output
+    for name in ("megatron.sh", "torchtitan.sh"):
+        assert "segment 9 nodes (sbatch --segment=9)" in (out / name).read_text().split("\n")[1], name

@@ -381,8 +381,10 @@ def header(ctx: EmitContext, framework: str, comment: str = "#", runs: str = "")
     lay = p.layout
     lines = [
         f"{framework} launch for a placement plan (placement {__version__})",
-        f"model {p.model} on {p.num_gpus} x {p.accelerator}{'' if p.cluster == p.accelerator else f' ({p.cluster})'}, "
-        f"seq {p.seq_len}, global batch "
+        f"model {p.model} on {p.num_gpus} x {p.accelerator}{'' if p.cluster == p.accelerator else f' ({p.cluster})'}"
+        # priced with its nodes N at a time from one rack (sbatch --segment): the launch must ask for it too
+        + (f", segment {p.segment_nodes} nodes (sbatch --segment={p.segment_nodes})" if p.segment_nodes else "")
+        + f", seq {p.seq_len}, global batch "
         f"{p.global_batch}, {p.precision}",
         f"layout: tp {lay.tp}, cp {lay.cp}, ep {lay.ep}, etp {lay.etp}, pp {lay.pp} (vpp {lay.vpp}), dp {lay.dp}, "
         f"ZeRO-{lay.zero_stage}, micro-batch {lay.micro_batch_size}, recompute {lay.recompute}, "
