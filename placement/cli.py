@@ -267,6 +267,7 @@ RECIPE_FLAGS = {
     "fp8_params": "--fp8-params", "activation_func_fp8_input_store": "--activation-fp8-input-store",
     "attention_kernel": "--attention-kernel", "cp_comm_type": "--cp-comm-type",
     "grad_reduce_fp32": "--grad-reduce-fp32", "grad_all_reduce": "--grad-all-reduce", "dp_overlap": "--dp-overlap",
+    "param_gather_overlap": "--param-gather-overlap",
     "moe_fusions": "--moe-fusions", "cpu_affinity": "--cpu-affinity", "fused_model_ops": "--fused-model-ops",
     "cuda_launch_blocking": "--cuda-launch-blocking", "grad_accumulation": "--grad-accumulation",
     "checkpoint_sync": "--checkpoint-sync", "checkpoint_interval": "--checkpoint-interval",
@@ -373,6 +374,8 @@ def recipe_options(fn: Callable) -> Callable:
         onoff("grad_all_reduce", "ZeRO-1 all-reduces the whole gradient before updating its shard (DeepSpeed's "
                                  "BF16_Optimizer), not a reduce-scatter."),
         onoff("dp_overlap", "DP gradient reduce-scatter and parameter all-gather overlapped (default on)."),
+        onoff("param_gather_overlap", "ZeRO-1/2's all-gather of the updated weights behind the next forward (default "
+                                      "on; Megatron --overlap-param-gather); off: before it (DeepSpeed ZeRO-1/2)."),
         onoff("moe_fusions", "MoE permute/router/quantisation fusions (default on)."),
         onoff("fused_model_ops", "The model's element-wise extras (YaRN RoPE, a partial RoPE's concatenation, "
                                  "SwiGLU clamp, expert biases, bias-dropout-add) run fused (default on); off prices "

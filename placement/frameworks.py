@@ -276,7 +276,11 @@ CAPABILITIES: dict[str, Capability] = {
                                                 "TrainSchedule, runtime/pipe/p2p.py)"),
                 ("grad_accumulation", GradAccumulation.AUTOGRAD,
                  "DeepSpeed 0.19.8's ZeRO optimizer lets autograd accumulate each micro-batch's gradients in "
-                 ".grad (its BF16_Optimizer, with ZeRO stage 0, is not what these files configure)")),
+                 ".grad (its BF16_Optimizer, with ZeRO stage 0, is not what these files configure)"),
+                ("param_gather_overlap", False,
+                 "DeepSpeed 0.19.8's ZeRO-1/2 optimizer all-gathers the updated weights inside step(), a blocking "
+                 "all_gather_into_tensor before the next forward (runtime/zero/stage_1_and_2.py step -> "
+                 "all_gather_dp_groups, runtime/utils.py)")),
         several_hosts_recipe=(("cpu_affinity", False, "DeepSpeed 0.19.8's pdsh runner, the deepspeed launcher's "
                                                       "default for several hosts, does not pass --bind_cores_to_rank "
                                                       "on (launcher/multinode_runner.py PDSHRunner): the ranks run "

@@ -31,7 +31,8 @@ from placement.topology import Topology
 def ctx_for(model_name: str, gpus: int, fixed: tuple, precision: str = "bf16", global_batch: int = 64,
             whole_sends: bool = False) -> EmitContext:
     """A plan priced as DeepSpeed's pipeline engine runs (blocking sends and receives between stages, 1/tp shares
-    unless told whole, and gradients accumulated by autograd in .grad), with processes bound, as the files launch
+    unless told whole, gradients accumulated by autograd in .grad, the weights gathered in step()), with processes
+    bound, as the files launch
     them (`--bind_cores_to_rank`, on several hosts one launcher line per node without ssh)."""
     cluster = load_cluster("dgx-h100")
     topo = Topology(cluster, load_accelerator(cluster.accelerator), num_gpus=gpus)
@@ -39,7 +40,8 @@ def ctx_for(model_name: str, gpus: int, fixed: tuple, precision: str = "bf16", g
     train = TrainingSpec(seq_len=4096, global_batch=global_batch, precision=precision)
     cfg = SearchConfig(top_k=1, fixed=dict(fixed), recipe=Recipe(pipeline_p2p_whole=whole_sends,
                                                                  pipeline_p2p_blocking=True,
-                                                                 grad_accumulation=GradAccumulation.AUTOGRAD))
+                                                                 grad_accumulation=GradAccumulation.AUTOGRAD,
+                                                                 param_gather_overlap=False))
     result = plan_job(model, train, topo, cfg, None, with_rank_table=False)
     return EmitContext.of(result.plans[0], topo, result.gpu_of_rank[0], model, train)
 
@@ -268,7 +270,7 @@ def test_bound_processes_bind_on_every_host_and_the_pdsh_line_is_offered_at_its_
     assert next(x for x in text.splitlines() if x.startswith("deepspeed ")).startswith(
         "deepspeed --bind_cores_to_rank --hostfile hostfile --master_addr")
     assert "pdsh" not in text and not any("unbound" in w for w in warnings)
-    many = ctx_for("llama3-8b", 64, ())
+    many = ctx_for("llama3-8b", 64, (("zero_stage", 1),))  # a layout DeepSpeed runs as priced (no HSDP)
     text, warnings, _ = deepspeed.render(many)
     lines = [x for x in text.splitlines() if x.startswith("deepspeed ")]
     assert len(lines) == 8 and all("--bind_cores_to_rank" in x and f"--no_ssh --node_rank {k} " in x

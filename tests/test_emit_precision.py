@@ -154,11 +154,13 @@ def test_a_bf16_405b_plan_says_torchtitans_config_runs_fp8(tmp_path):
 def test_a_deepspeed_fp8_plan_prices_the_bf16_its_config_sets(tmp_path):
     plan, _ = _emit(tmp_path, "llama3-8b", 16, "fp8", "deepspeed", "--no-cpu-affinity")  # unbound across hosts
     runs = _runs_line(tmp_path / "deepspeed.sh")
-    # and, as every DeepSpeed file, autograd's gradient accumulation (its ZeRO optimizer)
-    assert runs is not None and runs.group(1) == ("bf16 (not fp8), gradients accumulated by autograd in .grad "
-                                                  "(not fused)")
+    # and, as every DeepSpeed file, autograd's gradient accumulation and the weights gathered in step() (its ZeRO
+    # optimizer)
+    assert runs is not None and runs.group(1) == (
+        "bf16 (not fp8), the updated weights all-gathered inside optimizer.step(), before the next forward (not "
+        "behind it: stage_1_and_2.py all_gather_dp_groups), gradients accumulated by autograd in .grad (not fused)")
     assert float(runs.group(2)) == pytest.approx(
-        _evaluate_step(plan, "bf16", "--grad-accumulation", "autograd"), rel=2e-3)
+        _evaluate_step(plan, "bf16", "--grad-accumulation", "autograd", "--no-param-gather-overlap"), rel=2e-3)
     assert json.loads((tmp_path / "ds_config.json").read_text())["bf16"] == {"enabled": True}
 
 

@@ -1205,13 +1205,21 @@ def _layout_findings(c: _Ctx, plan: Plan) -> list[Finding]:
     if c.framework == "megatron" and not c.recipe.pipeline_p2p_blocking:
         where = plan.recipe_sources or {}
         if not c.recipe.dp_overlap and lay.dp > 1:
-            cost = _saving_with(c, lay, dp_overlap=True)
+            both = {"param_gather_overlap": True} if lay.zero_stage >= 1 else {}
+            cost = _saving_with(c, lay, dp_overlap=True, **both)
             gather = " --overlap-param-gather" if lay.zero_stage >= 1 else ""
             out.append(Finding(
                 _severity(cost, c.step_s), "dp_not_overlapped",
                 f"the gradient reduction waits for the last backward ({where.get('dp_overlap', 'default')}): "
                 f"--overlap-grad-reduce{gather} hides it behind the backward and saves {cost:.3f} s per step",
                 [], cost))
+        elif not c.recipe.param_gather_overlap and lay.zero_stage == 1 and lay.dp > 1:
+            cost = _saving_with(c, lay, param_gather_overlap=True)
+            out.append(Finding(
+                _severity(cost, c.step_s), "param_gather_not_overlapped",
+                f"the distributed optimizer's weight all-gather runs before the next forward "
+                f"({where.get('param_gather_overlap', 'default')}): --overlap-param-gather hides it behind that "
+                f"forward and saves {cost:.3f} s per step", [], cost))
         if not c.recipe.tp_async_backward and lay.tp > 1 and not c.recipe.tp_comm_overlap:
             cost = _saving_with(c, lay, tp_async_backward=True)
             out.append(Finding(

@@ -119,11 +119,14 @@ def dp_term(x: Ctx, p: StageParams, comp_mb_s: np.ndarray) -> DpTerm:
         chunks = np.minimum(x.vpp, np.maximum(m, 1.0))
         hide = C.DP_OVERLAP_FRACTION * bwd_share * comp_mb_s * chunks
         hide_fwd = C.DP_OVERLAP_FRACTION * (1.0 - bwd_share) * comp_mb_s * chunks
-        gather_exposed = np.maximum(ag_once - hide_fwd, 0.0)
+        # ...but only where the gather runs beside the next forward (recipe param_gather_overlap): DeepSpeed's ZeRO-1/2
+        # and Megatron's distributed optimizer without --overlap-param-gather gather before it
+        hidden_gather = x.recipe.param_gather_overlap
+        gather_exposed = np.maximum(ag_once - hide_fwd, 0.0) if hidden_gather else ag_once
         # ZeRO-2 (FSDP2 reshard_after_forward False) gathers each unit before its first forward (again before each
         # micro-batch's under reshard_after_backward), and reduce-scatters each micro-batch's gradients: its first
         # unit's gather and last unit's reduce-scatter have no compute beside them either (shard_edges_s)
-        z2_gather = np.maximum(ag_once - edge_ag - hide_fwd, 0.0) + edge_ag
+        z2_gather = np.maximum(ag_once - edge_ag - hide_fwd, 0.0) + edge_ag if hidden_gather else ag_once
         z1_exposed = np.maximum(z1_grads - hide, 0.0) + gather_exposed
         ddp_exposed = np.maximum(all_reduce - hide, 0.0)
         # ...but no chunk hides behind another's compute at the ends of the step: the last chunk's reduction

@@ -316,7 +316,8 @@ RUNS_INSTEAD = {
 }
 """What DeepSpeed runs instead of each recipe feature it cannot be told (selective recompute, whatever its
 modules, has its own warning in warnings_for)."""
-STATED = frozenset({"grad_accumulation", "pipeline_p2p_whole", "pipeline_grads_whole", "pipeline_p2p_blocking",
+STATED = frozenset({"param_gather_overlap",
+                    "grad_accumulation", "pipeline_p2p_whole", "pipeline_grads_whole", "pipeline_p2p_blocking",
                     "cpu_affinity", "grad_reduce_fp32", "cuda_launch_blocking", "checkpoint_sync",
                     "checkpoint_interval"})
 """Recipe fields the files state (ds_config.json, the launcher line) or re-price in `render` themselves.  The launch
@@ -355,6 +356,10 @@ def files_run(ctx: EmitContext) -> Runs:
         runs.unpriced.append(f"cp {lay.cp} only as your model code's ring attention, with ZeRO over the {lay.dp} "
                              f"'data' ranks (not cp x dp = {lay.cp * lay.dp}){memory}")
     runs_recipe(ctx, RUNS_INSTEAD, runs)
+    if lay.zero_stage in (1, 2) and ctx.recipe.param_gather_overlap:
+        runs.recipe["param_gather_overlap"] = False
+        runs.what.append("the updated weights all-gathered inside optimizer.step(), before the next forward (not "
+                         "behind it: stage_1_and_2.py all_gather_dp_groups)")
     if lay.pp > 1 and not ctx.recipe.pipeline_p2p_blocking:
         runs.recipe["pipeline_p2p_blocking"] = True
         runs.what.append("each send and receive between pipeline stages as a blocking call of its own (not paired "

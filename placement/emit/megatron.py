@@ -70,7 +70,8 @@ def arguments(ctx: EmitContext) -> tuple[list[str], dict[str, str], list[str]]:
     args += split_arguments(ctx)
     if lay.zero_stage == 1:
         args += ["--use-distributed-optimizer"]
-        args += ["--overlap-grad-reduce", "--overlap-param-gather"] if r.dp_overlap else []
+        args += (["--overlap-grad-reduce"] + (["--overlap-param-gather"] if r.param_gather_overlap else [])
+                 if r.dp_overlap else [])
     elif lay.zero_stage == 0 and r.dp_overlap and lay.dp > 1:
         args += ["--overlap-grad-reduce"]
     elif lay.zero_stage in (2, 3):
@@ -446,7 +447,8 @@ RUNS_INSTEAD = {
 """What Megatron-LM runs instead of each recipe feature it cannot be told."""
 STATED = frozenset({
     "attention_kernel", "moe_dispatcher", "dispatch_fp8", "cuda_graphs", "moe_fusions", "tp_comm_overlap",
-    "ep_comm_overlap", "delay_wgrad", "cp_comm_type", "dp_overlap", "fp8_recipe", "fp8_params", "grad_reduce_fp32",
+    "ep_comm_overlap", "delay_wgrad", "cp_comm_type", "dp_overlap",
+    "param_gather_overlap", "fp8_recipe", "fp8_params", "grad_reduce_fp32",
     "activation_func_fp8_input_store", "optimizer_state_bf16", "recompute_modules", "recompute_num_layers",
     "mtp_layers", "pipeline_layout", "account_for_embedding", "account_for_loss", "cross_entropy_fusion",
     "moe_capacity_factor", "cpu_affinity", "cuda_launch_blocking"})

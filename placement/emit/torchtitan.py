@@ -414,6 +414,7 @@ RUNS_INSTEAD = {
     "pipeline_schedule": "it runs the 1F1B or Interleaved1F1B schedule written here",
     "moe_capacity_factor": "its MoE routes dropless",
     "dp_overlap": "FSDP2 prefetches and reduces behind compute, and DDP reduces in buckets during backward",
+    "param_gather_overlap": "FSDP2 prefetches each unit's gather behind the compute before it",
 }
 """What torchtitan runs instead of each recipe feature it cannot be told."""
 FORCED = forced_fields("torchtitan")

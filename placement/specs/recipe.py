@@ -169,6 +169,12 @@ class Recipe(Frozen):
     dp_overlap: bool = True
     """Gradient reduce-scatter and parameter all-gather overlap compute (`--overlap-grad-reduce
     --overlap-param-gather`; FSDP prefetch)."""
+    param_gather_overlap: bool = True
+    """ZeRO-1/2's all-gather of the updated weights after the optimizer step hides behind the next forward
+    (Megatron `--overlap-param-gather`, under dp_overlap).  Off, it runs before that forward: Megatron-LM's distributed
+    optimizer without `--overlap-param-gather` (its default), and DeepSpeed 0.19.8's ZeRO-1/2, which all-gathers inside
+    `step()` (runtime/zero/stage_1_and_2.py step -> all_gather_dp_groups, a blocking all_gather_into_tensor,
+    runtime/utils.py)."""
     fp8_recipe: Fp8Recipe | None = None
     """FP8 scaling recipe when precision is fp8 (None: the accelerator's default, mxfp8 on Blackwell,
     tensorwise on Hopper)."""

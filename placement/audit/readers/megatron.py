@@ -120,7 +120,8 @@ _MG_RECIPE_FLAGS = {
     "--delay-wgrad-compute": "delay_wgrad", "--fp8-param-gather": "fp8_params",
     "--account-for-embedding-in-pipeline-split": "account_for_embedding",
     "--account-for-loss-in-pipeline-split": "account_for_loss", "--cross-entropy-loss-fusion": "cross_entropy_fusion",
-    "--overlap-grad-reduce": "dp_overlap", "--moe-permute-fusion": "moe_fusions",
+    "--overlap-grad-reduce": "dp_overlap", "--overlap-param-gather": "param_gather_overlap",
+    "--moe-permute-fusion": "moe_fusions",
     "--activation-func-fp8-input-store": "activation_func_fp8_input_store",
 }
 
@@ -681,9 +682,10 @@ def read_args(words: list[Word], s: Settings, typos: bool = True) -> None:
             s.put("recipe.dp_overlap", True, f"{fsdp[1]} (FSDP2 reduce-scatters during backward and prefetches "
                                              f"the next gathers)")
         elif stage >= 2:
-            s.put("recipe.dp_overlap", True, f"{fsdp[1]} (Megatron-FSDP turns the overlapped reduce-scatter and "
-                                             f"gather on when it shards gradients: megatron_fsdp.py MegatronFSDP "
-                                             f"__init__, megatron-core 0.19.2)")
+            why = (f"{fsdp[1]} (Megatron-FSDP turns the overlapped reduce-scatter and gather on when it shards "
+                   f"gradients: megatron_fsdp.py MegatronFSDP __init__, megatron-core 0.19.2)")
+            s.put("recipe.dp_overlap", True, why)
+            s.put("recipe.param_gather_overlap", True, why)
     _moe_grouped_gemm(args, s)
     if (s.has("num_query_groups") and not any(a.flag in ("--group-query-attention", "--num-key-value-heads")
                                                for a in args)):
@@ -702,6 +704,11 @@ def _megatron_lm_defaults(s: Settings) -> None:
               "default (Megatron-LM's --overlap-grad-reduce is off unless given: megatron/training/arguments.py "
               "store_true, megatron-core DistributedDataParallelConfig.overlap_grad_reduce False): the gradient "
               "reduction runs after the last backward")
+    if not s.has("recipe.param_gather_overlap"):
+        s.put("recipe.param_gather_overlap", False,
+              "default (Megatron-LM's --overlap-param-gather is off unless given: megatron/training/arguments.py "
+              "store_true, DistributedDataParallelConfig.overlap_param_gather False): the distributed optimizer "
+              "all-gathers the updated weights after its step, before the next forward")
     if s.value("precision", "") == "fp8" and not s.has("recipe.fp8_recipe"):
         s.put("recipe.fp8_recipe", "tensorwise",
               "default (megatron-core TransformerConfig.fp8_recipe is 'delayed' when --fp8-recipe is not given: "
@@ -1065,8 +1072,17 @@ def bridge_settings(keys: dict[str, tuple[Any, str]], s: Settings) -> None:
                                   f"turns overlap_grad_reduce on with the distributed optimizer when DP > 1: "
                                   f"comm_overlap.py _get_optimizer_overlap_cfgs)")
         s.put("recipe.dp_overlap", overlap, oev)
+        gather, gev = keys.get("comm_overlap.overlap_param_gather", (None, None))
+        if not isinstance(gather, bool):
+            gather, gev = True, (f"{gev or _section_line(keys, 'comm_overlap')} (Megatron-Bridge's CommOverlapConfig "
+                                 f"turns overlap_param_gather on with the distributed optimizer when DP > 1: "
+                                 f"comm_overlap.py _get_optimizer_overlap_cfgs)")
+        s.put("recipe.param_gather_overlap", gather, gev)
     elif isinstance(keys.get("ddp.overlap_grad_reduce", (None,))[0], bool):
         s.put("recipe.dp_overlap", *keys["ddp.overlap_grad_reduce"])
+    if not s.has("recipe.param_gather_overlap") and isinstance(keys.get("ddp.overlap_param_gather", (None,))[0],
+                                                                bool):
+        s.put("recipe.param_gather_overlap", *keys["ddp.overlap_param_gather"])
     v, ev = keys.get("model.cpu_offloading", (None, None))
     if v is True:
         s.ignored.append(f"model.cpu_offloading: activation/weight offload to CPU ({ev})")
