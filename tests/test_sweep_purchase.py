@@ -449,3 +449,22 @@ def test_two_designs_whose_names_differ_in_dropped_characters_get_two_cluster_fi
     assert len(set(files.values())) == 2
     for design, ratio in (("h100x32 2/1", 4.0), ("h100x32 2_1", 1.5)):
         assert yaml.safe_load(Path(files[design]).read_text())["tiers"][0]["oversubscription"] == ratio
+
+
+def test_the_csv_has_every_field_of_a_json_row_but_its_plan(tmp_path):
+    """README: sweep.csv has a JSON row's fields flat (the band and gpu_counts as prefixed columns), all but the
+    plan itself; a user trial found command, tokens_per_s, cluster, deadline_days and gpu_counts missing."""
+    import csv
+    import json
+
+    result = CliRunner().invoke(main, ["sweep", str(_write(tmp_path, SMALL)), "--out", str(tmp_path / "o"),
+                                       "--workers", "1", "--no-plots"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads((tmp_path / "o" / "sweep.json").read_text())["rows"]
+    with (tmp_path / "o" / "sweep.csv").open() as fh:
+        table = list(csv.DictReader(fh))
+    columns = set(table[0])
+    for row in rows:
+        assert set(row) - {"plan", "error_band", "gpu_counts"} <= columns
+        assert {f"gpu_counts_{k}" for k in row.get("gpu_counts") or {}} <= columns
+    assert [r["command"] for r in table] == [r["command"] or "" for r in rows]

@@ -9,13 +9,18 @@ from pathlib import Path
 
 from placement.outfiles import atomic_path, check_out_dir, write_atomic
 
+GPU_COUNT_KEYS = ("considered", "with_layout", "planned", "planned_ok", "largest_with_layout")
+"""A row's `gpu_counts` (sweep.counts.choose), flat in the CSV as gpu_counts_<key>."""
 COLUMNS = ("design", "workload", "num_gpus", "num_gpus_bought", "accelerator", "status", "step_time_s",
            "time_to_train_s", "gpu_hours", "price_per_gpu_hour", "cost", "pareto", "mfu", "layout", "message",
            # added by issue #14 (after the old columns, so a reader by position keeps working)
            "time_to_train_days", "time_to_train_days_low", "time_to_train_days_high", "num_gpus_idle", "idle_cost",
            "cost_low", "cost_high", "cost_per_million_tokens", "capex_total", "capex_amortized", "energy_mwh",
            "energy_cost", "facility_mw", "outlay", "objective", "deadline_met", "error_band_group",
-           "error_band_num_rows", "idle_reason")
+           "error_band_num_rows", "idle_reason",
+           # the rest of a JSON row but its plan (a user trial: README said "the same fields", which they were not)
+           "cluster", "tokens_per_s", "deadline_days", "command", "fingerprint",
+           *(f"gpu_counts_{k}" for k in GPU_COUNT_KEYS))
 WIDTH = 100
 """The text summary's width in columns."""
 SCHEMA = "placement.sweep/2"
@@ -39,6 +44,9 @@ def flat(row: dict) -> dict:
     band = row.get("error_band") or {}
     out["error_band_group"] = band.get("group")
     out["error_band_num_rows"] = band.get("num_rows")
+    counts = row.get("gpu_counts") or {}
+    for k in GPU_COUNT_KEYS:
+        out[f"gpu_counts_{k}"] = counts.get(k)
     return out
 
 
