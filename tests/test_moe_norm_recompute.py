@@ -45,3 +45,23 @@ def test_the_plans_offered_never_price_a_recompute_megatron_drops() -> None:
     assert with_norm  # the trial's best plans recompute it
     for p in with_norm:
         assert p["recipe"]["cuda_graphs"] != "partial" or p["recipe"]["moe_dispatcher"] == "alltoall", p["recipe"]
+
+
+def test_the_audit_says_megatron_drops_the_recompute_the_files_ask_for(tmp_path) -> None:
+    from tests.test_audit_framework_defaults import MOE_SCRIPT, _audit
+
+    def findings(dispatcher: str) -> list[dict]:
+        script = tmp_path / f"{dispatcher}.sh"
+        script.write_text(MOE_SCRIPT.replace("--moe-token-dispatcher-type alltoall", "").format(
+            extra=f"--moe-token-dispatcher-type {dispatcher} --moe-flex-dispatcher-backend deepep "
+                  "--cuda-graph-impl transformer_engine --cuda-graph-modules attn moe_router moe_preprocess "
+                  "--recompute-granularity selective --recompute-modules moe_act layernorm "
+                  "--ffn-hidden-size 14336 --kv-channels 128 --moe-grouped-gemm"))
+        audit = _audit(script, "--model", "mixtral-8x7b", "--gpus", "64")
+        assert audit["estimate"]["recipe"]["recompute_modules"] == ["moe_act", "layernorm"]
+        return [f for f in audit["findings"] if f["kind"] == "layernorm_recompute_dropped"]
+
+    dropped = findings("flex")
+    assert len(dropped) == 1 and "GiB a GPU at the peak rank" in dropped[0]["message"]
+    assert float(dropped[0]["message"].split(" GiB a GPU")[0].rsplit(" ", 1)[1]) > 0
+    assert findings("alltoall") == []

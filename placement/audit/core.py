@@ -37,6 +37,7 @@ from placement.audit.readers.common import FP16_MIXED
 from placement.audit.readers.reading import NodeDevices
 from placement.cost.batch import LayoutBatch, module_mask
 from placement.cost.constants import GiB
+from placement.cost.memory import moe_norm_recompute_lost
 from placement.cost.step import Estimates, default_choices, estimate
 from placement.emit.common import EmitContext
 from placement.emit.megatron import ACTIVATION_ARGS
@@ -52,7 +53,7 @@ from placement.plan import Plan, make_plan
 from placement.planner import plan_job
 from placement.search import SearchConfig, module_sets
 from placement.specs import FfnKind, Layout, ModelSpec, Recompute, TrainingSpec
-from placement.specs.recipe import CudaGraphs, Dispatcher, GradAccumulation, Recipe
+from placement.specs.recipe import CudaGraphs, Dispatcher, GradAccumulation, Recipe, RecomputeModule
 from placement.specs.training import AttentionKernel
 from placement.topology import Topology
 from placement.workload import workload
@@ -1220,6 +1221,22 @@ def _layout_findings(c: _Ctx, plan: Plan) -> list[Finding]:
                 f"the distributed optimizer's weight all-gather runs before the next forward "
                 f"({where.get('param_gather_overlap', 'default')}): --overlap-param-gather hides it behind that "
                 f"forward and saves {cost:.3f} s per step", [], cost))
+        if (c.model.is_moe and lay.recompute == Recompute.SELECTIVE
+                and RecomputeModule.LAYERNORM in c.recipe.recompute_modules
+                and bool(moe_norm_recompute_lost(c.recipe.cuda_graphs, c.recipe.moe_dispatcher))):
+            # the files ask for it, Megatron-Core drops it (cost.memory.norms_recomputed): say so, with the memory
+            here = _price(c.model, c.train, c.mapped, [lay], c.recipe)
+            freed = _price(c.model, c.train, c.mapped, [lay], c.recipe.model_copy(update={"cuda_graphs":
+                                                                                          CudaGraphs.NONE}))
+            kept = float(here.activations_bytes[0] - freed.activations_bytes[0])
+            out.append(Finding(
+                "info", "layernorm_recompute_dropped",
+                f"--recompute-modules layernorm ({where.get('recompute_modules', 'default')}) does not recompute the "
+                f"MoE layers' pre-MLP norm: with the router in per-layer CUDA graphs and the "
+                f"{c.recipe.moe_dispatcher.value} dispatcher Megatron-Core disables it (transformer_layer.py "
+                f"can_recompute_pre_mlp_layernorm_for_cudagraph: 'Disabling pre_mlp_layernorm recompute'), so the "
+                f"norm's output stays saved, {kept / GiB:.1f} GiB a GPU at the peak rank, as priced; the alltoall "
+                f"dispatcher or the router out of --cuda-graph-modules frees it", [], None))
         if not c.recipe.tp_async_backward and lay.tp > 1 and not c.recipe.tp_comm_overlap:
             cost = _saving_with(c, lay, tp_async_backward=True)
             out.append(Finding(
