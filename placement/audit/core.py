@@ -1034,6 +1034,13 @@ def _saving_with(c: _Ctx, lay: Layout, **recipe) -> float:
     return c.saving(float(e.step_time_s[0]))
 
 
+def _saving_finding(c: _Ctx, lay: Layout, kind: str, says: str, **recipe) -> Finding:
+    """A recipe finding whose remedy is these recipe fields changed: `says` (what runs and the flag that changes it),
+    then what the change saves, priced."""
+    cost = _saving_with(c, lay, **recipe)
+    return Finding(_severity(cost, c.step_s), kind, f"{says} and saves {cost:.3f} s per step", [], cost)
+
+
 NEOX_CHECKPOINTING = ("GPT-NeoX's checkpoint_activations recomputes every layer whole, in chunks of "
                       "checkpoint_num_layers (its PipelineModule's activation_checkpoint_interval), and "
                       "partition_activations and checkpoint_in_cpu only move the inputs it keeps: no key of any "
@@ -1207,20 +1214,16 @@ def _layout_findings(c: _Ctx, plan: Plan) -> list[Finding]:
         where = plan.recipe_sources or {}
         if not c.recipe.dp_overlap and lay.dp > 1:
             both = {"param_gather_overlap": True} if lay.zero_stage >= 1 else {}
-            cost = _saving_with(c, lay, dp_overlap=True, **both)
             gather = " --overlap-param-gather" if lay.zero_stage >= 1 else ""
-            out.append(Finding(
-                _severity(cost, c.step_s), "dp_not_overlapped",
-                f"the gradient reduction waits for the last backward ({where.get('dp_overlap', 'default')}): "
-                f"--overlap-grad-reduce{gather} hides it behind the backward and saves {cost:.3f} s per step",
-                [], cost))
+            out.append(_saving_finding(
+                c, lay, "dp_not_overlapped", f"the gradient reduction waits for the last backward "
+                f"({where.get('dp_overlap', 'default')}): --overlap-grad-reduce{gather} hides it behind the backward",
+                dp_overlap=True, **both))
         elif not c.recipe.param_gather_overlap and lay.zero_stage == 1 and lay.dp > 1:
-            cost = _saving_with(c, lay, param_gather_overlap=True)
-            out.append(Finding(
-                _severity(cost, c.step_s), "param_gather_not_overlapped",
-                f"the distributed optimizer's weight all-gather runs before the next forward "
-                f"({where.get('param_gather_overlap', 'default')}): --overlap-param-gather hides it behind that "
-                f"forward and saves {cost:.3f} s per step", [], cost))
+            out.append(_saving_finding(
+                c, lay, "param_gather_not_overlapped", f"the distributed optimizer's weight all-gather runs before "
+                f"the next forward ({where.get('param_gather_overlap', 'default')}): --overlap-param-gather hides it "
+                f"behind that forward", param_gather_overlap=True))
         if (c.model.is_moe and lay.recompute == Recompute.SELECTIVE
                 and RecomputeModule.LAYERNORM in c.recipe.recompute_modules
                 and bool(moe_norm_recompute_lost(c.recipe.cuda_graphs, c.recipe.moe_dispatcher))):
