@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import json
 import math
 import re
 
@@ -229,3 +230,21 @@ def test_a_model_maxtext_ships_is_named_and_priced(tmp_path):
     text = (out / "maxtext.yml").read_text()
     assert yaml.safe_load(text)["model_name"] == "qwen3-30b-a3b"
     assert "trains another model" not in text and "s/step" in text
+
+
+def test_a_config_vocabulary_other_than_the_catalogs_is_priced(tmp_path):
+    """MaxText's mixtral-8x22b config trains a vocabulary of 32,768 where the catalog's Mixtral 8x22B has 32,000 (a
+    model-config key maxtext.yml cannot override): the header prices the file's vocabulary beside the plan's."""
+    from click.testing import CliRunner
+
+    from placement.cli import main
+
+    res = CliRunner().invoke(main, ["plan", "--model", "mixtral-8x22b", "--cluster", "dgx-h100", "--gpus", "64",
+                                    "--framework", "maxtext", "--top-k", "1", "--out", str(tmp_path / "mt"),
+                                    "--emit", "maxtext", "--json"])
+    assert res.exit_code == 0, res.output
+    plan = json.loads(res.stdout)["plans"][0]
+    line = next(x for x in (tmp_path / "mt" / "maxtext.yml").read_text().splitlines()
+                if x.startswith("# this file runs a vocabulary of 32,768 (not 32,000"))
+    step = float(re.search(r": ([\d.]+) s/step", line).group(1))
+    assert step > plan["step_time_s"]

@@ -309,7 +309,7 @@ MODEL_VOCABULARY = {"mixtral-8x22b": 32768, "gpt3-175b": 50304}
 """The vocabulary MaxText's config of a catalog model trains where it is not the catalog's (maxtext-v0.2.4
 configs/models/mixtral-8x22b.yml 32768 against Mixtral 8x22B v0.1's 32000; gpt3-175b.yml 50304, GPT-3's 50257
 padded): a key of the model config, which maxtext.yml cannot override (pyconfig.py merges base, then the model
-config, then command-line overrides)."""
+config, then command-line overrides), so the header prices it (`runs`)."""
 
 RUNS_INSTEAD = {
     "checkpoint_interval": "XLA synchronizes nothing around rematerialised layers, so the chunk size prices nothing",
@@ -365,11 +365,6 @@ def overrides(ctx: EmitContext) -> tuple[dict[str, object], MaxTextMesh, list[st
             f"base.yml's own model; name a config of yours in model_name, or set the base_* dimensions"))
         model = "default"
     keys["model_name"] = model
-    vocab = MODEL_VOCABULARY.get(ctx.model_name)
-    if vocab is not None and ctx.model is not None and vocab != ctx.model.vocab_size:
-        warnings.append(f"model_name {model} trains a vocabulary of {vocab:,} where the plan priced "
-                        f"{ctx.model.vocab_size:,} (configs/models/{model}.yml): the embedding and LM head are "
-                        f"{vocab / ctx.model.vocab_size - 1:+.1%} larger than priced")
     features = common.gpt_oss_features(ctx.model, mla_yarn=False)
     if features:  # none of the model configs this file names runs them, and it writes no architecture key
         warnings.append(f"the model has {'; '.join(features)}, which model_name {model} does not run: MaxText runs "
@@ -529,6 +524,12 @@ def runs(ctx: EmitContext, mesh: MaxTextMesh) -> Runs:
     runs_recipe(ctx, RUNS_INSTEAD, out, MINIMAL_RECOMPUTES)
     common.runs_forced(ctx, "maxtext", out)
     common.runs_model(ctx, "maxtext", out)
+    vocab = MODEL_VOCABULARY.get(ctx.model_name)
+    if vocab is not None and ctx.model is not None and vocab != ctx.model.vocab_size:
+        name = MODELS[ctx.model_name][0]
+        out.model["vocab_size"] = vocab
+        out.what.append(f"a vocabulary of {vocab:,} (not {ctx.model.vocab_size:,}: model_name {name}'s config sets "
+                        f"it, configs/models/{name}.yml)")
     return out
 
 
