@@ -70,3 +70,17 @@ def test_deepspeed_plans_price_the_gather_in_step() -> None:
     plan = json.loads(res.stdout)["plans"][0]
     assert plan["recipe"]["param_gather_overlap"] is False
     assert "all_gather_dp_groups" in plan["recipe_sources"]["param_gather_overlap"]
+
+
+@pytest.mark.parametrize("fsdp", [
+    "--use-torch-fsdp2 --no-gradient-accumulation-fusion --untie-embeddings-and-output-weights",
+    "--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads"])
+def test_megatron_fsdp_files_gather_behind_compute(tmp_path: Path, fsdp: str) -> None:
+    """FSDP2 and Megatron-FSDP prefetch their gathers: not Megatron-LM's distributed-optimizer default."""
+    script = tmp_path / "fsdp.sh"
+    script.write_text("torchrun --nproc_per_node 8 --nnodes 8 pretrain_gpt.py --tensor-model-parallel-size 1 "
+                      "--pipeline-model-parallel-size 1 --num-layers 32 --hidden-size 4096 --num-attention-heads 32 "
+                      f"--seq-length 4096 --micro-batch-size 1 --global-batch-size 256 --bf16 {fsdp}\n")
+    est = _audit(script, *JOB_8B)["estimate"]
+    assert est["recipe"]["param_gather_overlap"] is True
+    assert "FSDP" in est["recipe_sources"]["param_gather_overlap"]

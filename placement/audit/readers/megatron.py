@@ -679,8 +679,9 @@ def read_args(words: list[Word], s: Settings, typos: bool = True) -> None:
                              f"or optim_grads_params, got {strategy!r}")
         s.put("zero_stage", stage, fsdp[1] if not sharding else f"{fsdp[1]}; {sharding[1]}")
         if fsdp[0] == "--use-torch-fsdp2":
-            s.put("recipe.dp_overlap", True, f"{fsdp[1]} (FSDP2 reduce-scatters during backward and prefetches "
-                                             f"the next gathers)")
+            why = f"{fsdp[1]} (FSDP2 reduce-scatters during backward and prefetches the next gathers)"
+            s.put("recipe.dp_overlap", True, why)
+            s.put("recipe.param_gather_overlap", True, why)
         elif stage >= 2:
             why = (f"{fsdp[1]} (Megatron-FSDP turns the overlapped reduce-scatter and gather on when it shards "
                    f"gradients: megatron_fsdp.py MegatronFSDP __init__, megatron-core 0.19.2)")
