@@ -347,13 +347,12 @@ def sharding_count(b: LayoutBatch, cfg: SearchConfig, num_gpus: int, gpus_per_no
     d = len(divs)
     pair = np.searchsorted(divs, b.tp * b.cp) * d + np.searchsorted(divs, b.dp)
     key = pair * d + np.searchsorted(divs, b.ep * b.etp)
-    per_key = np.bincount(key, minlength=d ** 3)
-    keys = np.flatnonzero(per_key)
+    keys, per_key = np.unique(key, return_counts=True)  # the distinct triples only (d ** 3 bins would be large)
     ones = np.ones(keys.size * d, dtype=np.int64)
     rows = {"tp": np.repeat(divs[keys // (d * d)], d), "cp": ones, "dp": np.repeat(divs[keys // d % d], d),
             "ep": np.repeat(divs[keys % d], d), "etp": ones, "zero": np.full(keys.size * d, 3, dtype=np.int64)}
     shards = shard_ok(rows, np.tile(divs, keys.size)).reshape(keys.size, d).sum(axis=1)
-    return int(np.sum(per_key[keys] * (len(zero_opts) - 1 + shards)))
+    return int(np.sum(per_key * (len(zero_opts) - 1 + shards)))
 
 
 def module_sets(model: ModelSpec, norms_fused: bool = True) -> tuple[tuple[RecomputeModule, ...], ...]:

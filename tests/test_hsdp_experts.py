@@ -71,3 +71,24 @@ def test_ep_must_divide_the_shard_group() -> None:
         Layout(dp=64, ep=4, zero_stage=3, dp_shard=2)
     assert Layout(dp=64, ep=4, zero_stage=3, dp_shard=8).edp_shard == 2
     assert Layout(dp=64, ep=4, zero_stage=1).edp_shard == 16
+
+
+def test_the_count_of_a_space_is_the_layouts_it_expands_to() -> None:
+    """`sharding_count` counts without expanding: per distinct (tp x cp, dp, ep x etp), since whether an HSDP group
+    holds the experts depends on ep x etp too."""
+    from placement.catalog import load_accelerator, load_cluster, load_model
+    from placement.search import SearchConfig, enumerate_layouts, expand_sharding, hsdp_spans, sharding_count
+    from placement.specs import TrainingSpec
+    from placement.topology import Topology
+    from placement.workload import workload
+
+    model = load_model(QWEN)
+    cluster = load_cluster("dgx-h100")
+    t = Topology(cluster, load_accelerator(cluster.accelerator), num_gpus=64)
+    cfg = SearchConfig(zero_stages=(1, 2, 3))
+    base = enumerate_layouts(workload(model), model, TrainingSpec(seq_len=4096, global_batch=256), 64, cfg, 8,
+                             hsdp_spans(t), sharded=False)
+    whole = expand_sharding(base, cfg, 64, 8, hsdp_spans(t))
+    assert sharding_count(base, cfg, 64, 8, hsdp_spans(t)) == len(whole)
+    hsdp = (whole.zero == 3) & (whole.dp_shard < whole.dp)
+    assert hsdp.any() and ((whole.tp * whole.cp * whole.dp_shard)[hsdp] % (whole.ep * whole.etp)[hsdp] == 0).all()
