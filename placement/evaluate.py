@@ -63,11 +63,9 @@ def launch_order(result: Plan, model: ModelSpec, topo: Topology, layout: Layout)
 def ep_overlap_error(layout: Layout, recipe: Recipe) -> str | None:
     """Why Megatron-Core would not start the EP all-to-all overlap on this layout (step.ep_overlap_runs), or None."""
     from placement.cost.step import ep_overlap_broken
-    from placement.specs.recipe import RecomputeModule
+    from placement.specs.recipe import CudaGraphs, RecomputeModule
 
     moe_recomputed = layout.recompute.value == "selective" and RecomputeModule.MOE in recipe.recompute_modules
-    from placement.specs.recipe import CudaGraphs
-
     broken = ep_overlap_broken(layout.pp, layout.vpp, recipe, layout.ep, layout.recompute.value == "full",
                                moe_recomputed, recipe.moe_dispatcher, layout.zero_stage,
                                recipe.cuda_graphs is CudaGraphs.PARTIAL)

@@ -57,8 +57,7 @@ class FixNames:
 SWEEP_FIX_NAMES: Final = FixNames(gpus="`gpus: {}` in the design", global_batch="a workload `global_batch`",
                                   seq_len="`seq_len: {}` in the workload",
                                   headroom="`memory_headroom_gib: {}` in the workload",
-                                  headroom_source="the workload's memory_headroom_gib",
-                                  framework="a design without `framework: {}`")
+                                  headroom_source="the workload's memory_headroom_gib")
 """A sweep cell's fixes, named as the sweep file's fields (a sweep takes no --gpus or --memory-headroom-gib)."""
 SUGGEST_TRIES: Final = 4
 """GPU counts (doubling) searched before a memory message suggests one: it names a count only where the search

@@ -490,8 +490,6 @@ def _env_from_files(changes: list[dict], live: str) -> list[dict]:
     """An environment variable's change from the value the launch files set (their last `NAME=value`), or from
     nothing where they set none: placement's spelling of the launched layout says what placement's files would
     export, which a user trial found contradicting the script's own `export CUDA_DEVICE_MAX_CONNECTIONS=1`."""
-    import re
-
     out = []
     for c in changes:
         if c["argument"].startswith("env "):

@@ -1228,10 +1228,9 @@ def _layout_findings(c: _Ctx, plan: Plan) -> list[Finding]:
                 and RecomputeModule.LAYERNORM in c.recipe.recompute_modules
                 and bool(moe_norm_recompute_lost(c.recipe.cuda_graphs, c.recipe.moe_dispatcher))):
             # the files ask for it, Megatron-Core drops it (cost.memory.norms_recomputed): say so, with the memory
-            here = _price(c.model, c.train, c.mapped, [lay], c.recipe)
             freed = _price(c.model, c.train, c.mapped, [lay], c.recipe.model_copy(update={"cuda_graphs":
                                                                                           CudaGraphs.NONE}))
-            kept = float(here.activations_bytes[0] - freed.activations_bytes[0])
+            kept = float(est.activations_bytes[0] - freed.activations_bytes[0])
             out.append(Finding(
                 "info", "layernorm_recompute_dropped",
                 f"--recompute-modules layernorm ({where.get('recompute_modules', 'default')}) does not recompute the "

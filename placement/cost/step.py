@@ -177,12 +177,12 @@ def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch, r
                                          (x.pp == 1) & (x.ep == 1) if choices.full_graphs_without_pp_ep else True,
                                          True if alltoall_open else ~norm_freed)
     partial = graph_pick == GRAPHS.index(CudaGraphs.PARTIAL)
-    ep_options = [replace(o, exposed_s=np.where(partial & norm_freed, _NOT_RUN_S, o.exposed_s))
-                  if DISPATCHERS[o.code] is not Dispatcher.ALLTOALL else o for o in ep_options]
-    # Megatron-FSDP refuses the EP overlap beside per-layer CUDA graphs (ep_overlap_broken): where the scope that fits
-    # is partial, the overlap is not an option
-    ep_options = [replace(o, exposed_s=np.where((x.b.zero >= 2) & partial, _NOT_RUN_S, o.exposed_s))
-                  if o.overlap else o for o in ep_options]
+    # ...and Megatron-FSDP refuses the EP overlap beside per-layer CUDA graphs (ep_overlap_broken): where the scope
+    # that fits is partial, neither another dispatcher (under a freed norm) nor the overlap (under FSDP) is an option
+    norm_kept, fsdp_partial = partial & norm_freed, (x.b.zero >= 2) & partial
+    ep_options = [replace(o, exposed_s=np.where(((DISPATCHERS[o.code] is not Dispatcher.ALLTOALL) & norm_kept)
+                                                | (o.overlap & fsdp_partial), _NOT_RUN_S, o.exposed_s))
+                  for o in ep_options]
     host_for = _host_terms(x, choices, {o.overlap for o in ep_options}, graph_pick)
 
     accumulate = _grad_accumulation_s(x, params)

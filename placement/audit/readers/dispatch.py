@@ -7,6 +7,7 @@ import itertools
 import re
 from pathlib import Path
 
+from placement.audit.maxtext import MODEL_CONFIG_KEYS
 from placement.audit.readers import deepspeed, megatron, neox, torchtitan
 from placement.audit.readers import maxtext as maxtext_reader
 from placement.audit.readers.common import (
@@ -48,8 +49,9 @@ def _maxtext_yaml(path: Path) -> bool:
     """A YAML file with MaxText keys (base_config, per_device_batch_size, ici_/dcn_ parallelism, or a model config's:
     maxtext.MODEL_CONFIG_KEYS)."""
     text = read_text(path, "YAML config", "expected a YAML file")
-    return bool(re.search(r"^\s*(base_config|per_device_batch_size|(ici|dcn)_\w+_parallelism|decoder_block|base_emb_dim"
-                          r"|base_num_decoder_layers|base_num_query_heads)\s*:", text, re.M))
+    model_keys = "|".join(sorted(MODEL_CONFIG_KEYS))
+    return bool(re.search(rf"^\s*(base_config|per_device_batch_size|(ici|dcn)_\w+_parallelism|{model_keys})\s*:", text,
+                          re.M))
 
 
 def _launched_and_named(path: Path) -> tuple[str | None, set[str], str | None]:
