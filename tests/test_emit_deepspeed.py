@@ -337,6 +337,7 @@ def test_the_config_names_the_optimizer_the_plan_prices(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
     cfg = json.loads((out / "ds_config.json").read_text())
     assert cfg["optimizer"]["type"] == "AdamW" and cfg["zero_optimization"]["stage"] >= 1
+    assert any("params are left to FusedAdam's defaults" in line for line in cfg["_comment"])  # said, not silent
     script = (out / "deepspeed.sh").read_text()
     assert "ep_size=ep_size, k=2, drop_tokens=False)" in script
 

@@ -57,6 +57,10 @@ behind backward (cost.constants.DP_OVERLAP_FRACTION), which needs buckets that a
 stage's gradients; DeepSpeed's default, 5e8 elements (1 GB), cuts a 70B model's rank under tp 8 x pp 8 (1.1e9
 parameters) into only 2-3 buckets."""
 MASTER_PORT = 29500
+OPTIMIZER_NOTE = ("optimizer: AdamW, the Adam the plan prices; its params are left to FusedAdam's defaults (lr 1e-3, "
+                  "betas 0.9/0.999, eps 1e-8, no weight decay; deepspeed/ops/adam/fused_adam.py), not a training "
+                  "choice of placement's: set your own")
+"""What ds_config.json says of its optimizer block, whose values are DeepSpeed's defaults, not the plan's."""
 TRAIN_SCRIPT = '"${TRAIN_SCRIPT:-train.py}"'
 
 
@@ -232,9 +236,8 @@ def _code_lines(ctx: EmitContext) -> list[str]:
     lay = ctx.plan.layout
     topo = topology(ctx)
     lines = ["In the training script (DeepSpeed takes these in code; args carry --deepspeed_config):",
-             "  # ds_config.json names the optimizer the plan prices, AdamW with FusedAdam's default hyper-parameters: "
-             "set your lr, betas and weight_decay in its params (an optimizer passed to deepspeed.initialize "
-             "replaces it, and an MoE model's then needs its expert parameter groups split by hand)",
+             f"  # ds_config.json's {OPTIMIZER_NOTE} (an optimizer passed to deepspeed.initialize replaces it, and an "
+             "MoE model's then needs its expert parameter groups split by hand)",
              "  import deepspeed",
              "  from deepspeed.runtime.pipe.topology import PipelineParallelGrid" if lay.pp == 1 else None,
              "  deepspeed.init_distributed()",
@@ -382,7 +385,8 @@ def render(ctx: EmitContext) -> tuple[str, list[str], dict[str, str]]:
         warnings.insert(0, warn)
     head = header(ctx, VERSION, runs=line)
     host_text, include = hostfile(ctx)
-    cfg = {"_comment": [line[2:] for line in head.splitlines()] + [f"WARNING: {w}" for w in warnings]}
+    cfg = {"_comment": [line[2:] for line in head.splitlines()] + [f"WARNING: {w}" for w in warnings]
+           + [OPTIMIZER_NOTE]}
     cfg |= config(ctx)
     world = plan.num_gpus
     derived = [f"DeepSpeed derives data parallelism {lay.dp} from the topology's 'data' axis "
