@@ -102,6 +102,7 @@ NNODES=2
 DISTRIBUTED_ARGS="--nproc_per_node $GPUS_PER_NODE --nnodes $NNODES --node_rank $NODE_RANK"
 torchrun $DISTRIBUTED_ARGS pretrain_gpt.py \\
     --num-layers 32 --hidden-size 4096 --num-attention-heads 32 \\
+    --swiglu --ffn-hidden-size 14336 --group-query-attention --num-query-groups 8 \\
     --seq-length 8192 --max-position-embeddings 8192 \\
     --tensor-model-parallel-size 16 --sequence-parallel \\
     --pipeline-model-parallel-size 1 \\
@@ -359,6 +360,7 @@ TP16 = """#!/bin/bash
 torchrun --nproc_per_node 8 --nnodes 8 pretrain_gpt.py \\
   --tensor-model-parallel-size 16 --pipeline-model-parallel-size 1 --sequence-parallel \\
   --num-layers 80 --hidden-size 8192 --num-attention-heads 64 --seq-length 4096 \\
+  --swiglu --ffn-hidden-size 28672 --group-query-attention --num-query-groups 8 \\
   --micro-batch-size 1 --global-batch-size 128 --bf16 --use-distributed-optimizer
 """
 

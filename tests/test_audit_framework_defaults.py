@@ -66,8 +66,9 @@ def test_megatron_fp8_without_a_recipe_runs_delayed_scaling_not_the_accelerators
 MOE_SCRIPT = """\
 torchrun --nproc_per_node 8 --nnodes 8 pretrain_gpt.py \\
   --tensor-model-parallel-size 1 --pipeline-model-parallel-size 4 --expert-model-parallel-size 8 \\
+  --num-layers 32 --hidden-size 4096 --num-attention-heads 32 --seq-length 4096 --swiglu --ffn-hidden-size 14336 \\
+  --group-query-attention --num-query-groups 8 \\
   --num-experts 8 --moe-router-topk 2 --moe-token-dispatcher-type alltoall {extra} \\
-  --num-layers 32 --hidden-size 4096 --num-attention-heads 32 --seq-length 4096 \\
   --micro-batch-size 1 --global-batch-size 256 --bf16 \\
   --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather
 """
@@ -368,6 +369,7 @@ def test_an_mla_models_kv_channels_are_not_compared(tmp_path) -> None:
                       "--pipeline-model-parallel-size 16 --decoder-last-pipeline-num-layers 1 "
                       "--expert-model-parallel-size 64 --num-experts 256 "
                       "--moe-router-topk 8 --num-layers 61 --hidden-size 7168 --num-attention-heads 128 "
+                      "--swiglu --ffn-hidden-size 18432 --moe-ffn-hidden-size 2048 --multi-latent-attention "
                       "--kv-channels 128 --seq-length 4096 --micro-batch-size 1 --global-batch-size 8192 --bf16 "
                       "--use-distributed-optimizer\n")
     assert _audit(script, "--model", "deepseek-v3", "--gpus", "1024")["layout"]["ep"] == 64
@@ -405,3 +407,59 @@ def test_a_megatron_deepspeed_unfused_attention_remedy_is_one_its_fork_takes() -
     got = _audit(BLOOM, "--model", "bloom-176b", "--gpus", "384", cluster="jean-zay-a100-80g")
     (f,) = [f for f in got["findings"] if f["kind"] == "unfused_attention"]
     assert "--use-flash-attn-v2" in f["message"] and "not a Megatron-DeepSpeed argument" in f["message"]
+
+
+# --- the model a Megatron-LM launch trains where its arguments leave dimensions out -------------------------------
+
+LLAMA_8B_ARGS = ("--num-layers 32 --hidden-size 4096 --num-attention-heads 32 --swiglu --ffn-hidden-size 14336 "
+                 "--group-query-attention --num-query-groups 8")
+
+
+def _model_refusal(tmp_path: Path, model_args: str, model: str = "llama3-8b") -> str:
+    script = tmp_path / "train.sh"
+    script.write_text(f"torchrun --nproc_per_node 8 --nnodes 2 pretrain_gpt.py --tensor-model-parallel-size 2 "
+                      f"{model_args} --seq-length 4096 --micro-batch-size 1 --global-batch-size 64 --bf16\n")
+    result = CliRunner().invoke(main, ["audit", "--launch", str(script), "--model", model, "--cluster", "dgx-h100",
+                                       "--gpus", "16"])
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    return result.stderr
+
+
+@pytest.mark.parametrize(("drop", "trains", "fix"), [
+    ("--ffn-hidden-size 14336", "ffn_hidden_size = 10880", "--ffn-hidden-size 14336"),  # the --swiglu 2/3 rule
+    ("--swiglu --ffn-hidden-size 14336", "ffn_hidden_size = 16384", "--ffn-hidden-size 14336"),  # 4h
+    ("--group-query-attention --num-query-groups 8", "num_query_groups = 32",
+     "--group-query-attention --num-query-groups 8"),
+    ("--swiglu", "a gelu MLP", "launch with --swiglu")])
+def test_a_dimension_megatron_defaults_is_the_one_the_job_trains(tmp_path, drop, trains, fix) -> None:
+    """A Llama 3 8B script that leaves out --ffn-hidden-size, --group-query-attention or --swiglu trains Megatron-LM's
+    defaults (4h or the SwiGLU 2/3 rule, one K/V head per head, GeLU; arguments.py validate_args): another model than
+    --model's, refused with the default named and the argument that states the model's (a user trial: such a script
+    was priced as Llama 3 8B)."""
+    err = _model_refusal(tmp_path, LLAMA_8B_ARGS.replace(drop, ""))
+    assert f"the launch files train {trains}" in err and "default" in err and fix in err
+
+
+def test_a_head_width_megatron_defaults_is_refused(tmp_path) -> None:
+    """Qwen3-30B-A3B's heads are 128 wide on a 2048 hidden size: without --kv-channels 128 Megatron-LM trains 64."""
+    args = ("--num-layers 48 --hidden-size 2048 --num-attention-heads 32 --swiglu --ffn-hidden-size 6144 "
+            "--group-query-attention --num-query-groups 4 --num-experts 128 --moe-router-topk 8 "
+            "--moe-ffn-hidden-size 768")
+    err = _model_refusal(tmp_path, args, "qwen3-30b-a3b")
+    assert "the launch files train kv_channels = 64" in err and "--kv-channels 128" in err
+
+
+def test_defaults_that_are_the_models_are_sourced_not_refused(tmp_path) -> None:
+    """GPT-3's architecture is Megatron-LM's default: a script that states only its sizes is priced, each filled
+    dimension with the default as its source."""
+    script = tmp_path / "gpt.sh"
+    script.write_text("torchrun --nproc_per_node 8 --nnodes 16 pretrain_gpt.py --tensor-model-parallel-size 8 "
+                      "--pipeline-model-parallel-size 16 --num-layers 96 --hidden-size 12288 "
+                      "--num-attention-heads 96 --seq-length 2048 --micro-batch-size 1 --global-batch-size 1536 "
+                      "--bf16 --use-distributed-optimizer\n")
+    data = _audit(script, "--model", "gpt3-175b", "--gpus", "128")
+    sources = data["layout"]["sources"]
+    assert "default (no --ffn-hidden-size: Megatron-LM's 4 x hidden = 49152" in sources["ffn_hidden_size"]
+    assert sources["num_query_groups"].startswith("default (no --group-query-attention")
+    assert sources["activation"].startswith("default (no --swiglu")

@@ -902,6 +902,7 @@ def test_a_batch_the_files_state_wrongly_is_fixed_in_the_files(tmp_path: Path) -
     script = tmp_path / "run.sh"
     script.write_text("torchrun --nproc_per_node 8 --nnodes 4 pretrain_gpt.py --tensor-model-parallel-size 8 "
                       "--pipeline-model-parallel-size 1 --num-layers 32 --hidden-size 4096 --num-attention-heads 32 "
+                      "--swiglu --ffn-hidden-size 14336 --group-query-attention --num-query-groups 8 "
                       "--seq-length 4096 --micro-batch-size 1 --global-batch-size 1001 --bf16\n")
     result = CliRunner().invoke(main, ["audit", "--launch", str(script), "--model", "llama3-8b", "--cluster",
                                        "dgx-h100", "--gpus", "32"])

@@ -17,7 +17,8 @@ GPUS_PER_NODE={gpn}
 NNODES={nodes}
 torchrun --nproc_per_node $GPUS_PER_NODE --nnodes $NNODES pretrain_gpt.py \\
     --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --num-layers 32 --hidden-size 4096 \\
-    --num-attention-heads 32 --seq-length 4096 --micro-batch-size 1 --global-batch-size 64 --bf16
+    --num-attention-heads 32 --swiglu --ffn-hidden-size 14336 --group-query-attention --num-query-groups 8 \\
+    --seq-length 4096 --micro-batch-size 1 --global-batch-size 64 --bf16
 """
 
 

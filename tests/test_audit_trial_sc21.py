@@ -106,7 +106,8 @@ def test_megatron_deepspeed_kv_heads_are_the_models(tmp_path: Path) -> None:
     model's 8 (llama3-8b)."""
     path = tmp_path / "mds.sh"
     path.write_text("#!/bin/bash\ndeepspeed pretrain_gpt.py --tensor-model-parallel-size 1 --num-layers 32 "
-                    "--hidden-size 4096 --num-attention-heads 32 --num-key-value-heads 4 --seq-length 4096 "
+                    "--hidden-size 4096 --num-attention-heads 32 --num-key-value-heads 4 --swiglu "
+                    "--ffn-hidden-size 14336 --seq-length 4096 "
                     "--micro-batch-size 1 --global-batch-size 64 --bf16 --deepspeed --deepspeed_config ds.json\n")
     (tmp_path / "ds.json").write_text(json.dumps({"train_batch_size": 64, "train_micro_batch_size_per_gpu": 1,
                                                   "bf16": {"enabled": True}, "zero_optimization": {"stage": 1}}))

@@ -370,7 +370,8 @@ def test_audit_reports_what_unsetting_cuda_launch_blocking_saves(tmp_path) -> No
     script = tmp_path / "train.sh"
     body = ("torchrun --nnodes 4 --nproc-per-node 8 pretrain_gpt.py --tensor-model-parallel-size 4 "
             "--pipeline-model-parallel-size 2 --num-layers 32 --hidden-size 4096 --num-attention-heads 32 "
-            "--seq-length 8192 --micro-batch-size 1 --global-batch-size 64 --bf16\n")
+            "--swiglu --ffn-hidden-size 14336 --group-query-attention --num-query-groups 8 --seq-length 8192 "
+            "--micro-batch-size 1 --global-batch-size 64 --bf16\n")
 
     def audit(text: str) -> dict:
         script.write_text(text)

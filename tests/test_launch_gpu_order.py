@@ -23,7 +23,7 @@ MACHINE = ["--slurm-topology", str(DATA / "slurm" / "tree-5leaf.conf"), "--nodel
 JOB = ["--model", "llama3-8b", *MACHINE, "--node-topo", NODE]
 PAIRS = "0,4,1,5,2,6,3,7"
 SCRIPT = """torchrun --nproc_per_node 8 --nnodes 4 pretrain_gpt.py --num-layers 32 --hidden-size 4096 \\
-    --ffn-hidden-size 14336 --num-attention-heads 32 --group-query-attention --num-query-groups 8 \\
+    --ffn-hidden-size 14336 --num-attention-heads 32 --group-query-attention --num-query-groups 8 --swiglu \\
     --seq-length 8192 --tensor-model-parallel-size 2 --sequence-parallel --micro-batch-size 2 \\
     --global-batch-size 64 --use-distributed-optimizer --bf16 --overlap-grad-reduce
 """

@@ -18,7 +18,7 @@ NODE = str(DATA / "nvsmi" / "pcie-8x-nvbridge-pairs.txt")
 MACHINE = ["--slurm-topology", str(DATA / "slurm" / "tree-5leaf.conf"), "--nodelist", "gpu[0001-0004]",
            "--node-type", "dgx-h100"]
 SCRIPT = """torchrun --nproc_per_node 8 --nnodes 4 pretrain_gpt.py --num-layers 32 --hidden-size 4096 \\
-    --ffn-hidden-size 14336 --num-attention-heads 32 --group-query-attention --num-query-groups 8 \\
+    --ffn-hidden-size 14336 --num-attention-heads 32 --group-query-attention --num-query-groups 8 --swiglu \\
     --seq-length 8192 --tensor-model-parallel-size 2 --sequence-parallel --micro-batch-size 2 \\
     --global-batch-size 64 --use-distributed-optimizer --bf16 --overlap-grad-reduce
 """

@@ -80,6 +80,7 @@ def test_megatron_fsdp_files_gather_behind_compute(tmp_path: Path, fsdp: str) ->
     script = tmp_path / "fsdp.sh"
     script.write_text("torchrun --nproc_per_node 8 --nnodes 8 pretrain_gpt.py --tensor-model-parallel-size 1 "
                       "--pipeline-model-parallel-size 1 --num-layers 32 --hidden-size 4096 --num-attention-heads 32 "
+                      "--swiglu --ffn-hidden-size 14336 --group-query-attention --num-query-groups 8 "
                       f"--seq-length 4096 --micro-batch-size 1 --global-batch-size 256 --bf16 {fsdp}\n")
     est = _audit(script, *JOB_8B)["estimate"]
     assert est["recipe"]["param_gather_overlap"] is True

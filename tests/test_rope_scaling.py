@@ -158,6 +158,7 @@ SCRIPT = """\
 torchrun --nproc_per_node 8 --nnodes 1 pretrain_gpt.py \\
   --tensor-model-parallel-size 2 --pipeline-model-parallel-size 1 \\
   --num-layers 32 --hidden-size 4096 --num-attention-heads 32 --seq-length 8192 \\
+  --swiglu --ffn-hidden-size 14336 --group-query-attention --num-query-groups 8 \\
   --micro-batch-size 1 --global-batch-size 64 --bf16 --use-distributed-optimizer \\
   --position-embedding-type rope --rotary-base 500000 {extra}
 """

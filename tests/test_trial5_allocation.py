@@ -38,7 +38,7 @@ GPUS_PER_NODE=8
 NNODES=$SLURM_NNODES
 torchrun --nproc_per_node $GPUS_PER_NODE --nnodes $NNODES --node_rank $SLURM_NODEID pretrain_gpt.py \\
     --num-layers 80 --hidden-size 8192 --ffn-hidden-size 28672 --num-attention-heads 64 \\
-    --group-query-attention --num-query-groups 8 \\
+    --group-query-attention --num-query-groups 8 --swiglu \\
     --seq-length 8192 --max-position-embeddings 8192 \\
     --tensor-model-parallel-size 8 --sequence-parallel \\
     --pipeline-model-parallel-size 4 \\

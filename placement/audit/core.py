@@ -97,6 +97,26 @@ def _model_shape(launch: LaunchLayout, model: ModelSpec) -> list[tuple[str, obje
              moe.expert_ffn_hidden_size if moe else launch.moe_ffn_hidden_size)]
 
 
+MEGATRON_SHAPE_FLAGS = {"ffn_hidden_size": "--ffn-hidden-size {}", "kv_channels": "--kv-channels {}",
+                        "num_query_groups": "--group-query-attention --num-query-groups {}"}
+"""The Megatron-LM arguments that state a model dimension its files left to the default
+(readers.megatron._megatron_model_defaults)."""
+
+
+def _check_mlp_kind(launch: LaunchLayout, model: ModelSpec, src: Callable[[str], str]) -> None:
+    """Refuse files whose MLP has another number of up-projections than --model's (GeLU against SwiGLU): other
+    weights and FLOPs, another model.  The same count (SwiGLU against quick-GeGLU) is a note (`_mlp_differs`)."""
+    if launch.activation is None:
+        return
+    ups, have = FfnKind(launch.activation).num_up_projections, model.ffn_kind.num_up_projections
+    if ups != have:
+        switch = " ".join(ACTIVATION_ARGS.get(model.ffn_kind, [])) or "no activation switch (Megatron's GeLU)"
+        raise InputError(
+            f"the launch files train a {launch.activation} MLP{src('activation')}, {ups} up-projection(s) per MLP, "
+            f"but model {model.name}'s {model.ffn_kind.value} has {have}: other weights and FLOPs, another model; "
+            f"pass the model the job trains (--model NAME, a YAML or its config.json), or launch with {switch}")
+
+
 def model_differs(launch: LaunchLayout, model: ModelSpec) -> list[str]:
     """Model settings the files state differently from --model that do not change the cost (the notes say the
     best plan's files write the model's)."""
@@ -130,14 +150,12 @@ def _mlp_differs(launch: LaunchLayout, model: ModelSpec) -> list[str]:
     kind = model.ffn_kind
     src = launch.sources.get
     if launch.activation is not None and launch.activation != kind.value:
-        ups = FfnKind(launch.activation).num_up_projections
-        same = ("the same" if ups == kind.num_up_projections else
-                f"{ups}, which the price does not follow") + " up-projections"
+        # another count of up-projections is refused (_check_mlp_kind): here the same count, another activation
         flag = " ".join(ACTIVATION_ARGS.get(kind, [])) or "no activation switch (Megatron's GeLU)"
-        said = ACTIVATION_ARGS[FfnKind(launch.activation)][0]
+        said = " ".join(ACTIVATION_ARGS[FfnKind(launch.activation)]) or "no activation switch (Megatron's GeLU)"
         out.append(f"{said} ({src('activation', '')}) trains another MLP than model "
-                   f"{model.name}'s {kind.value}: priced as the model's ({same}); the job trains another model, the "
-                   f"best plan's files write {flag}")
+                   f"{model.name}'s {kind.value}: priced as the model's (the same up-projections); the job trains "
+                   f"another model, the best plan's files write {flag}")
     offset, clamp = launch.glu_linear_offset, launch.activation_clamp
     stated = launch.activation is not None  # files that name the activation state the MLP: what they omit is off
     if (offset is not None and offset != model.glu_linear_offset) or (
@@ -533,9 +551,15 @@ def resolve_layout(launch: LaunchLayout, model: ModelSpec, num_gpus: int, gpus_p
     _check_pipeline_engine_zero(launch, src)
     for name, given, have in _model_shape(launch, model):
         if given is not None and given != have:
+            # a value the files leave to the framework's default (Megatron's --ffn-hidden-size 4h) is trained too
+            defaulted = where.get(name, "").startswith("default")
+            flag = MEGATRON_SHAPE_FLAGS.get(name) if defaulted and launch.framework == "megatron" else None
+            state = f", or state {flag.format(have)} in the launch" if flag else ""
             raise InputError(
-                f"the launch files set {name} = {given}{src(name)} but model {model.name} has {have}; "
-                f"pass the model the job trains (--model NAME, a YAML or its config.json)")
+                f"the launch files {'train' if defaulted else 'set'} {name} = {given}{src(name)} but model "
+                f"{model.name} has {have}; pass the model the job trains (--model NAME, a YAML or its "
+                f"config.json){state}")
+    _check_mlp_kind(launch, model, src)
     _check_torchtitan_model(launch, model)
     _check_maxtext_model(launch, model)
     _check_megatron_even_split(launch, model, src)

@@ -30,6 +30,7 @@ from placement.audit.shell import Origin, Word
 from placement.emit.megatron import ACTIVATION_ARGS
 from placement.errors import InputError
 from placement.loaders.files import read_text, unprefixed
+from placement.specs.model import FfnKind
 
 # Megatron-LM flags (megatron-core 0.19.2 argparse: dest, nargs; the aliases are older names).
 _MG_INT = {
@@ -716,6 +717,44 @@ def _megatron_lm_defaults(s: Settings) -> None:
               "per-tensor scaling, priced as tensorwise)")
 
 
+MEGATRON_MODEL_DEFAULTS_WHERE = "megatron/training/arguments.py validate_args, core_v0.19.0 :1280-1294"
+"""Where Megatron-LM fills the model arguments a launch leaves out (Megatron-DeepSpeed's arguments.py the same)."""
+
+
+def _megatron_model_defaults(s: Settings) -> None:
+    """The model dimensions Megatron-LM (and Megatron-DeepSpeed) trains when a launch that states its model
+    (--hidden-size, --num-attention-heads) leaves them out, each with its source, for the audit to compare with
+    --model: --ffn-hidden-size 4 x hidden (int(4h x 2/3 / 64) x 64 under --swiglu), --kv-channels hidden / heads,
+    one K/V head per query head without --group-query-attention (TransformerConfig num_query_groups None), and
+    GeLU without an activation switch.  A user trial: a llama3-8b audit of a script without --swiglu,
+    --ffn-hidden-size and --group-query-attention priced Llama 3 8B while the job trains a 4h GeLU MHA GPT.
+    Not for a Megatron-Bridge config, whose model provider has its own defaults."""
+    if not s.megatron_lm or s.bridge or not (s.has("hidden_size") and s.has("num_attention_heads")):
+        return
+    hidden, heads = s.value("hidden_size"), s.value("num_attention_heads")
+    said = f"{s.sources['hidden_size']}"
+    activation = s.value("activation")
+    if activation is None:
+        s.put("activation", FfnKind.GELU.value,
+              f"default (no --swiglu, --quick-geglu or --squared-relu: Megatron-LM's GeLU MLP; hidden size from "
+              f"{said})")
+    if not s.has("ffn_hidden_size"):
+        swiglu = activation == FfnKind.SWIGLU.value
+        ffn = int((4 * hidden * 2 / 3) / 64) * 64 if swiglu else 4 * hidden
+        rule = "int(4 x hidden x 2/3 / 64) x 64 under --swiglu" if swiglu else "4 x hidden"
+        s.put("ffn_hidden_size", ffn,
+              f"default (no --ffn-hidden-size: Megatron-LM's {rule} = {ffn}, hidden {hidden} from {said}; "
+              f"{MEGATRON_MODEL_DEFAULTS_WHERE})")
+    if not s.has("kv_channels") and hidden % heads == 0:
+        s.put("kv_channels", hidden // heads,
+              f"default (no --kv-channels: Megatron-LM's hidden / heads = {hidden} / {heads}; "
+              f"{MEGATRON_MODEL_DEFAULTS_WHERE})")
+    if not s.has("num_query_groups"):
+        s.put("num_query_groups", heads,
+              f"default (no --group-query-attention: Megatron-LM gives every one of the {heads} attention heads "
+              f"its own K/V head; TransformerConfig num_query_groups None)")
+
+
 def _moe_grouped_gemm(args: list[Arg], s: Settings) -> None:
     """An MoE job without --moe-grouped-gemm runs Megatron-Core's SequentialMLP, one GEMM pair per local expert
     in a Python loop (TransformerConfig.moe_grouped_gemm False): noted, priced as grouped GEMMs."""
@@ -1382,6 +1421,7 @@ def join(groups: list[Settings]) -> Reading:
     deepspeed_binding(s)  # a Megatron script the deepspeed launcher starts
     finish(s)
     _megatron_lm_defaults(s)
+    _megatron_model_defaults(s)
     return s.reading("megatron")
 
 

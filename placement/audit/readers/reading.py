@@ -104,8 +104,9 @@ class LaunchLayout(Frozen):
     rope_scaling_factor: float | None = Field(default=None, gt=0)
     """Megatron --use-rope-scaling's --rope-scaling-factor (Llama 3.x RoPE scaling; the numerics, not the cost);
     None: the files turn no RoPE scaling on."""
-    activation: Literal["swiglu", "quick_geglu", "squared_relu"] | None = None
-    """Megatron --swiglu / --quick-geglu / --squared-relu (ModelSpec ffn_kind); None: the files state none."""
+    activation: Literal["swiglu", "quick_geglu", "squared_relu", "gelu"] | None = None
+    """Megatron --swiglu / --quick-geglu / --squared-relu (ModelSpec ffn_kind), or "gelu", Megatron's MLP without a
+    switch, where the files state the model (--hidden-size); None: the files state none."""
     glu_linear_offset: float | None = None
     """Megatron --glu-linear-offset (the numerics, not the cost)."""
     activation_clamp: float | None = Field(default=None, gt=0)
