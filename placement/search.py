@@ -430,12 +430,15 @@ def search(model: ModelSpec, train: TrainingSpec, topo: Topology, cfg: SearchCon
                                                      topo.regular), binding="divisibility")
     batch, est, enumerated, priced = _price_bounded(w, train, topo, base, cfg,
                                                     _Sharding(cfg, topo.num_gpus, gpn, spans), progress)
-    more = _selective_candidates(model, train, cfg, batch, est)  # an exact, pruned extension of the space
-    if more is not None:
+    found = _selective_candidates(w, model, train, topo, cfg, batch, est)  # an exact, pruned extension of the space
+    if found is not None:
+        twins, more = found
         extra = estimate(w, train, topo, more, cfg.recipe, cfg.choices)
-        # keep what can still rank: faster than the k-th best fitting plan so far
+        # keep what can still rank: faster than the k-th best fitting plan so far, and, beside a twin that fits
+        # without recompute, faster than it (a slower one is dominated: `bounds`)
         kth = _kth_fitting(est, cfg.top_k)
-        keep = np.flatnonzero(extra.valid & (extra.step_time_s < kth))
+        beats_twin = ~est.fits[twins] | (extra.step_time_s < est.step_time_s[twins])
+        keep = np.flatnonzero(extra.valid & (extra.step_time_s < kth) & beats_twin)
         batch, est = concat_batches(batch, more.take(keep)), concat_estimates(est, take_estimates(extra, keep))
         priced += keep.size
     if not est.valid.any():  # e.g. no pipeline split of the layers fits the GPU count's factors
@@ -599,7 +602,8 @@ def search_bounds(model: ModelSpec, cfg: SearchConfig) -> tuple[str, ...]:
     if cfg.prune_dominated:
         out.append("left out as never faster nor smaller than a twin (--exhaustive prices them): sequence "
                    "parallelism off with tp > 1, selective recompute under fused attention where none is allowed; "
-                   "selective module lists are priced only where no recompute does not fit and could rank")
+                   "selective module lists are priced only where the layout's step bound without recompute could "
+                   "rank, and kept beside one that fits without recompute only where faster than it")
         if cfg.bound:
             out.append("branch and bound (exact): a layout whose step bound is above the k-th best fitting step is "
                        "not priced")
@@ -630,15 +634,18 @@ def _kth_fitting(est: Estimates, top_k: int) -> float:
     return np.partition(steps, top_k - 1)[top_k - 1] if steps.size >= top_k else np.inf
 
 
-def _selective_candidates(model: ModelSpec, train: TrainingSpec, cfg: SearchConfig, batch: LayoutBatch,
-                          est: Estimates) -> LayoutBatch | None:
+def _selective_candidates(w: Workload, model: ModelSpec, train: TrainingSpec, topo: Topology, cfg: SearchConfig,
+                          batch: LayoutBatch, est: Estimates) -> tuple[np.ndarray, LayoutBatch] | None:
     """Selective recompute, priced only where it can matter (exact pruning).
 
-    Recomputing modules only adds time (their forwards, host work) and only saves memory, so a layout
-    that fits without recompute is at least as fast without it, and a module list can only enter the top k
-    for a layout whose no-recompute step time is below the k-th best fitting step found so far.  Those
-    layouts are expanded by every module list; `prune_dominated=False` (`--exhaustive`) enumerates all of
-    them up front instead, and a test checks both give the same plans."""
+    Recomputing modules only adds time (their forwards, host work) under the same recipe options, so a module
+    list can only enter the top k for a layout whose no-recompute step bound under any option
+    (`step_lower_bound`) is below the k-th best fitting step found so far.  Not only where the no-recompute
+    layout does not fit: the memory it frees can let a faster option fit (partial CUDA graphs, whose buffers a
+    no-recompute DeepSeek-V3 on 512 GB200 could not hold: a user trial found `--top-k 1` 3 % slower than the best
+    plan of `--top-k 5`, which had priced the selective variant because its 5th best was slower).  Those layouts
+    are expanded by every module list; `prune_dominated=False` (`--exhaustive`) enumerates all of them up front
+    instead, and tests check both give the same plans."""
     if not cfg.prune_dominated or "recompute" in cfg.fixed or Recompute.SELECTIVE not in cfg.recompute \
             or Recompute.NONE not in cfg.recompute:
         return None
@@ -647,14 +654,20 @@ def _selective_candidates(model: ModelSpec, train: TrainingSpec, cfg: SearchConf
     if not sets:
         return None
     kth = _kth_fitting(est, cfg.top_k)
-    rows = np.flatnonzero(est.valid & ~est.fits & (batch.recompute == 0) & (est.step_time_s < kth))
+    rows = np.flatnonzero(est.valid & (batch.recompute == 0))
     if rows.size == 0:
         return None
-    base = batch.take(np.repeat(rows, len(sets)))
+    # the no-recompute step under its fastest option, fitting or not, bounds every module list's from below
+    bound = step_lower_bound(w, train, topo, batch.take(rows), cfg.recipe, cfg.choices)
+    rows = rows[bound < kth + TIE_S]
+    if rows.size == 0:
+        return None
+    twins = np.repeat(rows, len(sets))
+    base = batch.take(twins)
     masks = np.tile(np.array([module_mask(ms) for ms in sets], dtype=np.int64), rows.size)
-    return LayoutBatch(**{**{f: getattr(base, f) for f in ("tp", "cp", "ep", "etp", "pp", "vpp", "dp", "mbs", "zero",
-                                                           "dp_shard", "sp", "pipe_policy")},
-                          "recompute": np.ones(len(masks), dtype=np.int64), "rc_modules": masks})
+    return twins, LayoutBatch(**{**{f: getattr(base, f) for f in ("tp", "cp", "ep", "etp", "pp", "vpp", "dp", "mbs",
+                                                                  "zero", "dp_shard", "sp", "pipe_policy")},
+                                 "recompute": np.ones(len(masks), dtype=np.int64), "rc_modules": masks})
 
 
 def _no_layout_message(model: ModelSpec, train: TrainingSpec, num_gpus: int, cfg: SearchConfig,

@@ -275,7 +275,7 @@ def test_model_that_cannot_fit_raises_with_numbers_and_a_fix() -> None:
     (MOE, 8, 32, (Recompute.NONE, Recompute.SELECTIVE, Recompute.FULL)),
 ])
 def test_recompute_module_lists_pruned_search_equals_exhaustive(model, n, gb, recompute) -> None:
-    """Selective module lists are priced only where no recompute does not fit and could still rank (exact
+    """Selective module lists are priced only where the no-recompute step bound could still rank (exact
     pruning, search._selective_candidates): the best plan equals that of the full enumeration."""
     train = TrainingSpec(seq_len=2048, global_batch=gb)
     t = topo(n)
@@ -316,3 +316,28 @@ def test_a_pinned_split_is_not_searched() -> None:
     assert set(res.batch.pipe_policy.tolist()) == {1}
     res = search(DENSE_UNEVEN, train, topo(16), SearchConfig(pipeline_policies=(0,)))
     assert set(res.batch.pipe_policy.tolist()) == {0}
+
+
+def test_a_module_list_that_lets_a_faster_option_fit_is_found_at_any_top_k() -> None:
+    """The memory selective recompute frees can let a faster recipe option fit (partial CUDA graphs): DeepSeek-V3
+    on 512 GB200, tp 2 ep 64 pp 1 does not fit without recompute under graphs, and recomputing MLA's up-projections
+    makes it the fastest plan.  The search priced module lists only beside no-recompute layouts whose own (fitting,
+    graph-less) step could rank, so `--top-k 1` missed it and returned a plan 3 % slower than `--top-k 5`'s best
+    (a sweep user trial: a row's step was not its own `command`'s)."""
+    import json
+
+    from click.testing import CliRunner
+
+    from placement.cli import main
+
+    def best(k: int) -> dict:
+        out = CliRunner().invoke(main, ["--reproducible", "plan", "--model", "deepseek-v3", "--cluster", "gb200-nvl72",
+                                        "--gpus", "512", "--seq-len", "4096", "--global-batch", "4096", "--top-k",
+                                        str(k), "--json"])
+        assert out.exit_code == 0, out.output
+        plan = json.loads(out.stdout)["plans"][0]
+        return {"step": plan["step_time_s"], "layout": plan["layout"], "modules": plan["recipe"]["recompute_modules"]}
+
+    one, five = best(1), best(5)
+    assert one == five
+    assert one["layout"]["recompute"] == "selective" and one["modules"]
