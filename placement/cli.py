@@ -1152,7 +1152,7 @@ def audit(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, p
     from pathlib import Path
 
     from placement.audit.core import SEVERITIES, audit_job, files_global_batch, read_host_order
-    from placement.audit.launch import parse_launch
+    from placement.audit.launch import parse_launch, refuse_unrunnable
     from placement.audit.report import audit_json, audit_table, write_best
     from placement.mapping.config import SolverConfig
 
@@ -1165,7 +1165,7 @@ def audit(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, p
     except ValueError as err:
         raise InputError(f"--script-args {script_args!r}: {err}; give the arguments as a shell would split them") \
             from None
-    launch = parse_launch([Path(p) for p in launch_files], framework, args)
+    launch = refuse_unrunnable(parse_launch([Path(p) for p in launch_files], framework, args))
     if out_dir is not None:  # before any work
         from placement.audit.report import FRAMEWORK_FORMAT
         from placement.emit.writer import output_names

@@ -104,7 +104,8 @@ def test_the_best_plan_is_one_the_trainer_runs(tmp_path):
     script = _run_clm("--block_size 4096", nodes=16).replace("Meta-Llama-3-8B", "Llama-3.1-405B")
     hf = _audit(tmp_path, script, AUTO_JSON, "llama3-405b", 128)
     mds = ("deepspeed --num_nodes 16 --num_gpus 8 pretrain_gpt.py --num-layers 126 --hidden-size 16384 "
-           "--num-attention-heads 128 --tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 "
+           "--num-attention-heads 128 --swiglu --ffn-hidden-size 53248 --group-query-attention --num-query-groups 8 "
+           "--tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 "
            "--seq-length 4096 --micro-batch-size 1 --global-batch-size 1024 --bf16 --deepspeed "
            "--deepspeed_config md.json --zero-stage 3\n")
     md = _audit(tmp_path, mds, {"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 3}},

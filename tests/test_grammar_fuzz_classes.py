@@ -129,7 +129,9 @@ def test_a_pipe_is_read_once_and_reread_from_memory(tmp_path):
 
     fifo = tmp_path / "launch"
     os.mkfifo(fifo)
-    text = b"torchrun --nproc_per_node 8 pretrain_gpt.py --tensor-model-parallel-size 2 --seq-length 4096\n"
+    text = (b"torchrun --nproc_per_node 8 pretrain_gpt.py --tensor-model-parallel-size 2 --seq-length 4096 "
+            b"--num-layers 32 --hidden-size 4096 --num-attention-heads 32 --swiglu --ffn-hidden-size 14336 "
+            b"--group-query-attention --num-query-groups 8 --bf16\n")
 
     def write():
         with open(fifo, "wb") as fh:

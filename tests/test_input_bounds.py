@@ -104,7 +104,9 @@ def test_shell_values_the_reader_cannot_know_are_named_not_crashed(tmp_path, scr
 def test_a_quoted_brace_inside_a_default_is_read_as_bash_reads_it(tmp_path):
     path = tmp_path / "launch.sh"
     path.write_text("torchrun --nproc-per-node ${NP:-'8'} pretrain_gpt.py --tensor-model-parallel-size 2 "
-                    "--seq-length 4096 --micro-batch-size 1 --global-batch-size 64 --data-path ${D:-'}'}\n")
+                    "--seq-length 4096 --micro-batch-size 1 --global-batch-size 64 --data-path ${D:-'}'} "
+                    "--num-layers 32 --hidden-size 4096 --num-attention-heads 32 --swiglu --ffn-hidden-size 14336 "
+                    "--group-query-attention --num-query-groups 8 --bf16\n")
     result = _run(["audit", *JOB, "--launch", str(path), "--json"])
     assert result.exit_code in (0, 1), result.output
 
@@ -130,7 +132,8 @@ def test_degrees_past_int64_products_are_bad_input(argv, says):
 
 def test_a_deepspeed_micro_batch_of_2_63_is_one_paragraph(tmp_path):
     path = tmp_path / "ds_config.json"
-    path.write_text('{"train_micro_batch_size_per_gpu": 9223372036854775808, "gradient_accumulation_steps": 1}')
+    path.write_text('{"train_micro_batch_size_per_gpu": 9223372036854775808, "gradient_accumulation_steps": 1, '
+                    '"bf16": {"enabled": true}}')
     result = _run(["audit", *JOB, "--launch", str(path)])
     assert result.exit_code == 2 and "\n" not in result.stderr.strip()
     # the files' batch (micro-batch x accumulation x dp) disagrees with --global-batch: named with its numbers

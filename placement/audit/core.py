@@ -100,7 +100,7 @@ def _model_shape(launch: LaunchLayout, model: ModelSpec) -> list[tuple[str, obje
 MEGATRON_SHAPE_FLAGS = {"ffn_hidden_size": "--ffn-hidden-size {}", "kv_channels": "--kv-channels {}",
                         "num_query_groups": "--group-query-attention --num-query-groups {}"}
 """The Megatron-LM arguments that state a model dimension its files left to the default
-(readers.megatron._megatron_model_defaults)."""
+(readers.megatron.model_defaults)."""
 
 
 def _check_mlp_kind(launch: LaunchLayout, model: ModelSpec, src: Callable[[str], str]) -> None:
@@ -226,7 +226,9 @@ def _check_torchtitan_model(launch: LaunchLayout, model: ModelSpec) -> None:
 
     module, _, config = launch.model_ref.partition(":")
     known = catalog_name(module, config)
-    where = f"the launch files train torchtitan's {module}:{config}"
+    said = launch.sources.get("model_ref", "")
+    where = f"the launch files train torchtitan's {module}:{config}" + (f" ({said})" if said.startswith("default")
+                                                                        else "")
     if known is not None and not same_architecture(load_model(known), model):
         raise InputError(f"{where} ({known} in placement's catalog) but --model {model.name} is another "
                          f"architecture; pass --model {known}")

@@ -82,6 +82,14 @@ def parse_launch(paths: list[Path], framework: str | None = None, script_args: t
         SCRIPT_ARGUMENTS.reset(token)
 
 
+def refuse_unrunnable(launch: LaunchLayout) -> LaunchLayout:
+    """The launch, or an InputError where its framework would not start the job or would train it otherwise than
+    placement prices (LaunchLayout.refusal): what `audit` and `calibrate` price must be what runs."""
+    if launch.refusal:
+        raise InputError(launch.refusal)
+    return launch
+
+
 def _accelerate(path: Path) -> bool:
     from placement.audit.readers.dispatch import accelerate_yaml
     from placement.loaders.files import parse_yaml, read_text

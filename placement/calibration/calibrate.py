@@ -257,8 +257,9 @@ class Calibration:
             topo = with_constants(step_topology(s.run, self.base.cluster, self.base.accelerator), values)
             res = predict(s.run, s.model, topo)
             if res.predicted_step_time_s is None:
-                raise InputError(f"measured run {s.run.id} ({s.run.citation}) does not fit in memory as the cost "
-                                 f"model prices it, so it cannot calibrate; check its layout and recompute")
+                why = res.why or "it does not fit in memory as the cost model prices it"
+                raise InputError(f"measured run {s.run.id} ({s.run.citation}) has no price, so it cannot calibrate: "
+                                 f"{why}; check its layout and recompute")
             out.append(res.predicted_step_time_s)
         return np.array(out)
 

@@ -67,7 +67,8 @@ def compare_json(rows: list[Compared]) -> dict:
     def provenance(c: Compared) -> dict:
         p = c.priced
         return {"fits": p.fits if p else None, "layout": p.layout if p else None, "recipe": p.recipe if p else None,
-                "searched": p.searched if p else None, "assumptions": c.run.assumptions or None}
+                "searched": p.searched if p else None, "assumptions": c.run.assumptions or None,
+                "no_price_reason": p.why if p else None}
 
     return {"runs": [{"id": c.run.id, "source": c.run.citation, "measured_step_time_s": c.measured_s,
                       "predicted_step_time_s": c.default_s, "error": c.error_default,
@@ -93,6 +94,9 @@ def compare_table(rows: list[Compared], profile_path: str | None) -> str:
         if errs:
             lines.append(f"{name}: mean |error| {sum(errs) / len(errs):.1%}, max {max(errs):.1%} over {len(errs)} "
                          f"runs")
+    for c in rows:
+        if c.priced is not None and c.priced.why:
+            lines.append(f"no fit: {c.run.id}: {c.priced.why}")
     if profile_path:
         lines.append(f"calibration: {profile_path}")
     return "\n".join(lines)

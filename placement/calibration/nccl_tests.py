@@ -27,7 +27,9 @@ from placement.topology import Topology
 
 OPS: Final = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "sendrecv")
 _OP_SPELLINGS: Final = {op: (op, op.replace("_", "")) for op in OPS}
-_RANK = re.compile(r"^#\s*Rank\s+(\d+)\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(.+?)\s+device\s+(\d+)\s+\[[^\]]*\]\s*(.*)$")
+_RANK = re.compile(r"^#\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(.+?)\s+device\s+(\d+)\s+"
+                   r"\[[^\]]*\]\s*(.*)$")
+"""A rank line; `Group N` came with nccl-tests v2.13.4 (d313d20), older outputs (v2.0-v2.13.3) print none."""
 _STARTING = re.compile(r"^#\s*Collective test starting:\s*(\w+)")
 _NUM = re.compile(r"^-?\d+(\.\d+)?([eE][-+]?\d+)?$")
 _HEADER = re.compile(r"^#\s*nThread\s+\d+")
@@ -108,14 +110,19 @@ sendrecv.cu loops over them though it reduces nothing); all_gather and alltoall 
 the file name names the test: a `# Collective test starting:` line names it for certain."""
 
 
-def _row(tokens: list[str]) -> tuple[int, float, float, tuple[str, str]] | None:
+def _row(tokens: list[str], root: bool | None = None) -> tuple[int, float, float, tuple[str, str]] | None:
     """(size, out-of-place time in us, out-of-place busbw in GB/s, #wrong out of place and in place) of a result
-    row, or None."""
+    row, or None (also a row shorter than its table's header says: cut).  `root`: whether the table's header has
+    the root column, None where no header was seen (then the row's own length tells)."""
     if len(tokens) < 8 or not tokens[0].isdigit() or not tokens[1].isdigit():
         return None
-    # size count type redop [root] time algbw busbw #wrong, out of place then in place: nccl-tests 2.10+ print
-    # the root column (13 columns), older ones do not (12)
-    first = 5 if len(tokens) >= 13 else 4
+    # size count type redop [root] time algbw busbw #wrong, out of place then in place: nccl-tests 2.13+ print
+    # the root column (13 columns), older ones do not (12, with an `error` column for #wrong before 2.10)
+    if root is None:
+        root = len(tokens) >= 13
+    if len(tokens) < (13 if root else 12):
+        return None
+    first = 5 if root else 4
     vals = tokens[first:first + 3]
     if len(vals) < 3 or not all(_NUM.match(v) for v in vals):
         return None
@@ -142,6 +149,7 @@ def read_nccl_tests(path: Path | str) -> NcclRun:
     seen: dict[int, int] = {}  # size -> line
     header = trailer = None
     in_table = False
+    root: bool | None = None  # whether the table's header has the root column
     failed: list[str] = []
     for i, raw in enumerate(lines, start=1):
         line = unprefixed(raw)
@@ -164,14 +172,17 @@ def read_nccl_tests(path: Path | str) -> NcclRun:
         if stripped.startswith("#"):
             if "size" in stripped and "count" in stripped and "type" in stripped:
                 in_table = True
+                root = "root" in stripped.split()
             continue
         tokens = line.split()
-        got = _row(tokens)
+        got = _row(tokens, root)
         if got is None and tokens and tokens[0].isdigit() and (
                 in_table or (len(tokens) >= 2 and tokens[1].isdigit())):
+            header = (f"its table's header has {13 if root else 12}" if root is not None
+                      else "nccl-tests prints 12 or 13")
             raise InputError(f"nccl-tests file `{path}` line {i}: a result row with {len(tokens)} columns, where "
-                             f"nccl-tests prints 12 or 13 (size count type redop [root] time algbw busbw #wrong, "
-                             f"out of place then in place): the output is cut or edited; give the whole output")
+                             f"{header} (size count type redop [root] time algbw busbw #wrong, out of place then in "
+                             f"place): the output is cut or edited; give the whole output")
         if got is None:
             continue
         if got[0] > 0 and got[1] <= 0:
@@ -183,6 +194,8 @@ def read_nccl_tests(path: Path | str) -> NcclRun:
                              f"{op}_perf does not print ({'a reduction' if op in REDUCING else 'none'}); the file "
                              f"is another test's output (its name says {op}, and it has no `# Collective test "
                              f"starting:` line to say otherwise); name the file after the binary that printed it")
+        if got[0] == 0:  # nccl-tests rounds each rank's count down: a small -b prints several 0-byte rows
+            continue
         if got[0] in seen:
             raise InputError(f"nccl-tests file `{path}` line {i}: size {got[0]} again (first on line {seen[got[0]]}): "
                              f"two runs in one file would be fitted as one; give each run in its own file")

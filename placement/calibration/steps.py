@@ -80,6 +80,35 @@ class StepEntry(Frozen):
         return self
 
 
+MEGATRON_SKIPPED = re.compile(r"number of (skipped|nan) iterations:\s*(\d+)")
+MEGATRON_BAD_LOSS = re.compile(r"loss:\s*[-+]?(nan|inf)", re.IGNORECASE)
+
+
+def megatron_steps(lines: list[str]) -> tuple[list[tuple[float, int]], list[int]]:
+    """((seconds per iteration, line) of each logged interval, lines left out): a Megatron-LM interval that skipped
+    or NaN'd an iteration (its `number of skipped iterations` / `number of nan iterations`, or a NaN or infinite
+    loss) measured no optimizer step there, so it is no step measurement (a user trial: a log whose every
+    iteration was skipped calibrated the FP8 GEMM efficiency from 0.709 to 0.93)."""
+    kept, dropped = [], []
+    for n, line in enumerate(lines, 1):
+        m = ITERATION_TIME.search(line)
+        if not m:
+            continue
+        if any(int(c) > 0 for _, c in MEGATRON_SKIPPED.findall(line)) or MEGATRON_BAD_LOSS.search(line):
+            dropped.append(n)
+        else:
+            kept.append((float(m.group(1)) / 1e3, n))
+    return kept, dropped
+
+
+def _dropped_note(dropped: list[int]) -> str:
+    if not dropped:
+        return ""
+    shown = ", ".join(map(str, dropped[:8])) + (", ..." if len(dropped) > 8 else "")
+    return (f"; {len(dropped)} logged interval(s) with skipped or NaN iterations left out (line(s) {shown}): no "
+            f"optimizer step there")
+
+
 TORCHTITAN_STEP = re.compile(r"step:\s*(\d+)\s.*?tps:\s*([0-9,]+)")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -88,7 +117,11 @@ def log_step_time(path: Path, global_batch: int, seq_len: int, num_gpus: int) ->
     """(seconds per step, where) from a torchtitan or Megatron-LM log: the median after the first logged step."""
     lines = [_ANSI.sub("", x) for x in read_text(path, "training log", "give a torchtitan or Megatron-LM log"
                                                  ).splitlines()]
-    mega = [(float(m.group(1)) / 1e3, n) for n, x in enumerate(lines, 1) if (m := ITERATION_TIME.search(x))]
+    mega, dropped = megatron_steps(lines)
+    if dropped and len(mega) < 2:
+        raise InputError(f"training log `{path}`: {len(mega)} logged Megatron interval(s) without skipped or NaN "
+                         f"iterations{_dropped_note(dropped)}; the step time needs at least two, the first being "
+                         f"start-up: give a log of a healthy run")
     titan = [(global_batch * seq_len / (float(m.group(2).replace(",", "")) * num_gpus), n)
              for n, x in enumerate(lines, 1) if (m := TORCHTITAN_STEP.search(x)) and m.group(2) != "0"]
     found = mega or titan
@@ -98,7 +131,8 @@ def log_step_time(path: Path, global_batch: int, seq_len: int, num_gpus: int) ->
                          f"first being start-up")
     kept = found[1:]
     how = "" if mega else f" (global batch {global_batch} x seq {seq_len} / (tps x {num_gpus} GPUs))"
-    return statistics.median(t for t, _ in kept), f"{path}:{kept[0][1]}-{kept[-1][1]}, median of {len(kept)}{how}"
+    return (statistics.median(t for t, _ in kept),
+            f"{path}:{kept[0][1]}-{kept[-1][1]}, median of {len(kept)}{how}{_dropped_note(dropped if mega else [])}")
 
 
 def _run(entry_id: str, where: str, cluster: str, model: ModelSpec, model_ref: str, num_gpus: int, seq_len: int,
@@ -135,9 +169,9 @@ def _entry(e: StepEntry, path: Path, i: int, cluster: str) -> StepRun:
     layout = e.layout.fixed() if e.layout is not None else None
     if e.config is not None:
         from placement.audit.core import files_global_batch, launch_recipe, resolve_layout
-        from placement.audit.launch import parse_launch
+        from placement.audit.launch import parse_launch, refuse_unrunnable
 
-        launch = parse_launch([path.parent / c for c in e.config])
+        launch = refuse_unrunnable(parse_launch([path.parent / c for c in e.config]))
         lay = resolve_layout(launch, model, e.num_gpus)
         layout = lay.model_dump(mode="json", exclude_none=True)
         recipe = recipe or launch_recipe(launch, model, lay)[0]
@@ -207,24 +241,25 @@ def model_from_megatron(args: dict[str, tuple[str, int]], path: Path) -> ModelSp
 
 def read_megatron_log(path: Path, cluster: str, text: str) -> StepRun:
     from placement.audit.core import launch_recipe, resolve_layout
-    from placement.audit.launch import parse_launch
+    from placement.audit.launch import parse_launch, refuse_unrunnable
 
     lines = text.splitlines()
     args = megatron_arguments(path, lines)
     model = model_from_megatron(args, path)
-    times = [(float(m.group(1)), n) for n, line in enumerate(lines, start=1) if (m := ITERATION_TIME.search(line))]
+    times, dropped = megatron_steps(lines)
     if len(times) < 2:
-        raise InputError(f"{path}: {len(times)} `elapsed time per iteration (ms)` line(s); the step time needs at "
-                         f"least two logged iterations (the first is start-up)")
+        raise InputError(f"{path}: {len(times)} usable `elapsed time per iteration (ms)` line(s)"
+                         f"{_dropped_note(dropped)}; "
+                         f"the step time needs at least two logged iterations (the first is start-up)")
     kept = times[1:]
-    step_s = statistics.median(t for t, _ in kept) / 1e3
-    launch = parse_launch([path], "megatron")
+    step_s = statistics.median(t for t, _ in kept)
+    launch = refuse_unrunnable(parse_launch([path], "megatron"))
     world = _int(args, "world_size", path) or launch.world_size
     if world is None:
         raise InputError(f"{path}: the arguments block has no world_size; the GPU count is unknown")
     layout = resolve_layout(launch, model, world)
     recipe, _ = launch_recipe(launch, model, layout)
-    where = f"{path}:{kept[0][1]}-{kept[-1][1]} (median of {len(kept)} iterations)"
+    where = f"{path}:{kept[0][1]}-{kept[-1][1]} (median of {len(kept)} iterations{_dropped_note(dropped)})"
     precision = Precision(launch.precision or "bf16")
     return _run(path.name, where, cluster, model, str(path), world, launch.seq_len or model.default_seq_len,
                 launch.global_batch or need_batch(args, path), precision,

@@ -88,6 +88,8 @@ class RunResult:
     recipe: dict | None = None
     searched: dict | None = None
     """The layout fields the source leaves open, as the search chose them (the row's stated assumption)."""
+    why: str | None = None
+    """Where no layout was priced: the binding constraint (a rule the stated layout breaks, or memory)."""
 
     @property
     def error(self) -> float | None:
@@ -132,9 +134,11 @@ def predict(run: CalibrationRun, model: ModelSpec | None = None, topo: Topology 
     fits = True
     try:
         res = search(model, train, topo, cfg)
-    except PlacementInfeasible:
+    except PlacementInfeasible as err:
+        if err.binding != "memory":  # the stated layout breaks a rule (a micro-batch that does not divide...)
+            return RunResult(run, None, False, None, None, why=_broken_rule(model, train, fixed) or str(err))
         if "recompute" not in fixed:
-            return RunResult(run, None, False, None, None)
+            return RunResult(run, None, False, None, None, why=str(err))
         # the run ran this layout, recompute included: price it where the memory model says it does not fit,
         # and say so (fits False, its modelled peak against the real capacity) rather than price another one
         acc = topo.accelerator
@@ -155,6 +159,18 @@ def predict(run: CalibrationRun, model: ModelSpec | None = None, topo: Topology 
                      recipe.model_dump(mode="json", exclude_defaults=True),
                      {k: v for k, v in chosen.items() if k not in fixed and v is not None
                       and k not in (("dp",) if model.moe else ("dp", "ep", "etp"))})
+
+
+def _broken_rule(model: ModelSpec, train: TrainingSpec, fixed: dict) -> str | None:
+    """The rule a fully stated layout breaks, in words (cost.rules.layout_error), or None."""
+    from placement.cost.rules import layout_error
+    from placement.specs import Layout
+
+    try:
+        layout = Layout(**{k: v for k, v in fixed.items() if k in Layout.model_fields})
+    except (TypeError, ValueError) as err:
+        return str(err).splitlines()[0]
+    return layout_error(model, train, layout)
 
 
 def validate(progress: Callable[[int], None] | None = None) -> list[RunResult]:

@@ -20,6 +20,7 @@ from placement.audit.readers.common import (
     FP16_MIXED,
     deepspeed_binding,
     deepspeed_grad_accumulation,
+    fp32_refusal,
     merge,
     read_int,
 )
@@ -547,6 +548,21 @@ def join(groups: list[Settings]) -> Reading:
     deepspeed_binding(s)
     _grad_accumulation(s)
     megatron.finish(s)
+    if s.megatron_deepspeed:  # Megatron-DeepSpeed's arguments.py fills the model's dimensions as Megatron-LM's does
+        megatron.model_defaults(s)
+    elif s.json_paths and not s.hf_trainer and not s.neox and not (s.has("global_batch")
+                                                                     or s.has("micro_batch_size")):
+        s.refusal = (f"{s.json_paths[0]}: neither train_batch_size nor train_micro_batch_size_per_gpu: DeepSpeed "
+                     f"refuses such a config ('Either train_batch_size or train_micro_batch_size_per_gpu needs to be "
+                     f"provided', runtime/config.py), so this job does not start; give the config the job runs, its "
+                     f"batch included")
+    elif (s.json_paths and not s.has("precision") and not s.hf_trainer and not s.neox
+          and not any(a.field == "precision" for a in s.hf_auto)):
+        s.refusal = str(fp32_refusal(
+            s.json_paths[0], "the DeepSpeed config enables neither bf16 nor fp16: DeepSpeed trains fp32 "
+                             "(runtime/precision_config.py: DeepSpeedBF16Config.enabled and "
+                             "DeepSpeedFP16Config.enabled default false)",
+            "set bf16.enabled true (or fp16.enabled) in the config to audit it as the 16-bit job it should be"))
     return s.reading("deepspeed")
 
 

@@ -18,6 +18,7 @@ from placement.audit.readers.common import (
     Arg,
     deepspeed_binding,
     deepspeed_grad_accumulation,
+    fp32_refusal,
     merge,
     one_value,
     read_int,
@@ -721,7 +722,7 @@ MEGATRON_MODEL_DEFAULTS_WHERE = "megatron/training/arguments.py validate_args, c
 """Where Megatron-LM fills the model arguments a launch leaves out (Megatron-DeepSpeed's arguments.py the same)."""
 
 
-def _megatron_model_defaults(s: Settings) -> None:
+def model_defaults(s: Settings) -> None:
     """The model dimensions Megatron-LM (and Megatron-DeepSpeed) trains when a launch that states its model
     (--hidden-size, --num-attention-heads) leaves them out, each with its source, for the audit to compare with
     --model: --ffn-hidden-size 4 x hidden (int(4h x 2/3 / 64) x 64 under --swiglu), --kv-channels hidden / heads,
@@ -729,10 +730,25 @@ def _megatron_model_defaults(s: Settings) -> None:
     GeLU without an activation switch.  A user trial: a llama3-8b audit of a script without --swiglu,
     --ffn-hidden-size and --group-query-attention priced Llama 3 8B while the job trains a 4h GeLU MHA GPT.
     Not for a Megatron-Bridge config, whose model provider has its own defaults."""
-    if not s.megatron_lm or s.bridge or not (s.has("hidden_size") and s.has("num_attention_heads")):
+    if not s.megatron_lm or s.bridge or s.hf_trainer or s.hf_precision is not None:
+        return
+    model_args = ("num_layers", "hidden_size", "num_attention_heads")
+    if not any(s.has(n) for n in model_args):
+        # Megatron-LM requires them (arguments.py validate_args _check_arg_is_not_none, core_v0.19.0 :1314-1317): a
+        # user trial's `torchrun pretrain_gpt.py --lr 1e-4` was priced as --model's job with placement's defaults
+        s.refusal = s.refusal or (
+            f"{s.path}: the Megatron launch states none of --num-layers, --hidden-size, --num-attention-heads: "
+            f"Megatron-LM requires them (megatron/training/arguments.py validate_args), so this job does not start, "
+            f"and nothing of its model is read; give the script that launches the job, its model arguments included")
+    if not (s.has("hidden_size") and s.has("num_attention_heads")):
         return
     hidden, heads = s.value("hidden_size"), s.value("num_attention_heads")
     said = f"{s.sources['hidden_size']}"
+    if not s.has("precision"):
+        s.refusal = s.refusal or str(fp32_refusal(
+            said, "no --bf16, --fp16 or --fp8-format: Megatron-LM trains this job in fp32 "
+                  "(megatron/training/arguments.py: params_dtype torch.float unless --fp16 or --bf16)",
+            "add --bf16 (or --fp16) to the launch to audit it as the 16-bit job it should be"))
     activation = s.value("activation")
     if activation is None:
         s.put("activation", FfnKind.GELU.value,
@@ -1421,7 +1437,7 @@ def join(groups: list[Settings]) -> Reading:
     deepspeed_binding(s)  # a Megatron script the deepspeed launcher starts
     finish(s)
     _megatron_lm_defaults(s)
-    _megatron_model_defaults(s)
+    model_defaults(s)
     return s.reading("megatron")
 
 

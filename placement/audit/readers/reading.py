@@ -165,6 +165,10 @@ class LaunchLayout(Frozen):
     """Field -> "file:line: original text", the evidence for each value read from the files."""
     ignored: tuple[str, ...] = ()
     """Settings seen that affect performance but are not modelled."""
+    refusal: str | None = None
+    """Why the framework would not start this job, or would train it otherwise than placement prices it (fp32,
+    no model arguments): `audit` and `calibrate` refuse the files with it (audit.launch.refuse_unrunnable); a reader
+    keeps it rather than raising, so its parts stay readable on their own."""
     warnings: tuple[str, ...] = ()
     """What the files run that the estimate does not describe (adapter training priced as a full fine-tune, a config
     the job does not read): each is a warning finding, `not_priced_as_run`, over the whole estimate."""
@@ -323,6 +327,8 @@ class Reading:
     """LaunchLayout.base_config."""
     warnings: tuple[str, ...] = ()
     """LaunchLayout.warnings."""
+    refusal: str | None = None
+    """LaunchLayout.refusal."""
 
     def launch_layout(self) -> LaunchLayout:
         """The validated LaunchLayout; an InputError names each value out of range with its evidence."""
@@ -334,7 +340,7 @@ class Reading:
                                 unknown_keys=self.unknown_keys, config_spelling=self.config_spelling,
                                 torchtitan_form=self.torchtitan_form, torchtitan_stated=self.torchtitan_stated,
                                 bridge_keys=self.bridge_keys, base_config=self.base_config,
-                                warnings=self.warnings, **fields)
+                                warnings=self.warnings, refusal=self.refusal, **fields)
         except ValueError as err:  # pydantic ValidationError: a value out of range
             bad = "; ".join(f"{'.'.join(str(x) for x in e['loc'])} = {e.get('input')!r} "
                             f"({self.sources.get(str(e['loc'][0]), '')}): {e['msg']}"
@@ -441,6 +447,8 @@ class Settings:
     base is left unread, whatever overrides come with it."""
     unknown_keys: list[UnknownKey] = field(default_factory=list)
     """LaunchLayout.unknown_keys."""
+    refusal: str | None = None
+    """LaunchLayout.refusal (the first a rule found)."""
     hf_trainer: str | None = None
     """Evidence that a HuggingFace Trainer script runs the job (its `--deepspeed CONFIG`, or TrainingArguments
     flags such as --per_device_train_batch_size): DeepSpeed's engine under the Trainer, which fills the JSON's "auto"
@@ -502,4 +510,5 @@ class Settings:
                        dict(self.config_keys if self.neox or not self.hf_trainer else self.json_keys),
                        tuple(self.unknown_keys),
                        dict(self.config_spelling), self.torchtitan_form, dict(self.torchtitan_stated),
-                       dict(self.bridge_keys), None if self.bridge_full else self.base_config, tuple(self.warnings))
+                       dict(self.bridge_keys), None if self.bridge_full else self.base_config, tuple(self.warnings),
+                       self.refusal)

@@ -297,6 +297,12 @@ def _settings(keys: dict[str, tuple[Any, str]], s: Settings) -> _Pipeline:
         s.put("model_ref", f"{name or '?'}:{flavor or '?'}", nev or fev)
     if module is not None or config is not None:
         s.put("model_ref", f"{module or '?'}:{config or '?'}", mev2 or cfev)
+    elif not version3 and name is None and flavor is None:
+        # a TOML (or 0.2.x command line) that names no model trains JobConfig's: a user trial's TOML of [job] and
+        # [metrics] keys only was priced as --model's job
+        s.put("model_ref", f"{TT_DEFAULT_MODEL[0]}:{TT_DEFAULT_MODEL[1]}",
+              "default (the files set no model.name or model.flavor: torchtitan's JobConfig Model defaults, v0.2.2 "
+              "config/job_config.py:100-105)")
     for key, why in (("parallelism.enable_async_tensor_parallel", "async tensor parallelism"),
                      ("compile.enable_async_tensor_parallel", "async tensor parallelism"),
                      ("compile.enable", _compiled(get, version3)),
@@ -770,6 +776,8 @@ def join(groups: list[Settings], paths: list[Path]) -> Reading:
     return out.reading("torchtitan")
 
 
+TT_DEFAULT_MODEL = ("llama3", "debugmodel")
+"""The model a torchtitan 0.2.x job trains when its files name none (JobConfig Model.name and Model.flavor)."""
 TT_DEFAULT_LOCAL_BATCH = 8
 TT_DEFAULT_SEQ_LEN = 2048
 """torchtitan's training.local_batch_size and training.seq_len when a TOML leaves them out (v0.2.2 config/job_config.py;

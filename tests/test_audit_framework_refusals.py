@@ -1,0 +1,64 @@
+"""Launch files whose framework would not start the job, or would train it otherwise than placement prices, are
+refused with the framework's rule and the fix (a user trial of `placement audit`: each of these was priced as
+--model's job from placement's own defaults)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from placement.cli import main
+
+LLAMA_8B = ("--num-layers 32 --hidden-size 4096 --num-attention-heads 32 --swiglu --ffn-hidden-size 14336 "
+            "--group-query-attention --num-query-groups 8 --seq-length 4096 --max-position-embeddings 4096")
+
+
+def _refused(path: Path, model: str = "llama3-8b") -> str:
+    result = CliRunner().invoke(main, ["audit", "--launch", str(path), "--model", model, "--cluster", "dgx-h100",
+                                       "--gpus", "8"])
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    return result.stderr
+
+
+def test_a_megatron_script_without_a_16_bit_switch_trains_fp32_and_is_refused(tmp_path) -> None:
+    script = tmp_path / "train.sh"
+    script.write_text(f"torchrun --nproc_per_node 8 pretrain_gpt.py --tensor-model-parallel-size 2 {LLAMA_8B} "
+                      f"--micro-batch-size 1 --global-batch-size 64\n")
+    err = _refused(script)
+    assert "Megatron-LM trains this job in fp32" in err and "add --bf16" in err and "train.sh:1" in err
+    script.write_text(script.read_text().replace("--global-batch-size 64", "--global-batch-size 64 --bf16"))
+    ok = CliRunner().invoke(main, ["audit", "--launch", str(script), "--model", "llama3-8b", "--cluster", "dgx-h100",
+                                   "--gpus", "8"])
+    assert ok.exit_code in (0, 1), ok.output
+
+
+def test_a_deepspeed_config_without_bf16_or_fp16_trains_fp32_and_is_refused(tmp_path) -> None:
+    path = tmp_path / "ds.json"
+    path.write_text(json.dumps({"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1,
+                                "zero_optimization": {"stage": 2}}))
+    err = _refused(path)
+    assert "DeepSpeed trains fp32" in err and "bf16.enabled true" in err
+
+
+def test_a_deepspeed_config_without_a_batch_does_not_start(tmp_path) -> None:
+    path = tmp_path / "ds.json"
+    path.write_text(json.dumps({"steps_per_print": 10, "bf16": {"enabled": True}}))
+    assert "neither train_batch_size nor train_micro_batch_size_per_gpu" in _refused(path)
+
+
+@pytest.mark.parametrize("args", ["--lr 1e-4", "--tensor-model-parallel-size 2 --micro-batch-size 1 --bf16"])
+def test_a_megatron_launch_without_its_model_arguments_does_not_start(tmp_path, args) -> None:
+    script = tmp_path / "train.sh"
+    script.write_text(f"torchrun --nproc_per_node 8 pretrain_gpt.py {args}\n")
+    assert "states none of --num-layers, --hidden-size, --num-attention-heads" in _refused(script)
+
+
+def test_a_torchtitan_file_that_names_no_model_trains_the_debug_model(tmp_path) -> None:
+    path = tmp_path / "job.toml"
+    path.write_text('[job]\ndescription = "x"\n[metrics]\nlog_freq = 10\n')
+    err = _refused(path)
+    assert "torchtitan's llama3:debugmodel" in err and "default" in err

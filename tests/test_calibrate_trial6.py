@@ -1,0 +1,89 @@
+"""`placement calibrate` and `validate --runs` after a user trial on real inputs: nccl-tests outputs before 2.13.4
+(no `Group` in the rank lines, no root column) and with several 0-byte rows are read, a row cut short is named as
+such from its table's header, a Megatron log's intervals with skipped or NaN iterations are no step measurement,
+and a measured layout that breaks a rule is told the rule, not "does not fit in memory"."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from synthetic_calibration import TRUTH, write_log
+
+from placement.calibration.nccl_tests import read_nccl_tests
+from placement.calibration.steps import read_steps
+from placement.cli import main
+from placement.errors import InputError
+
+NCCL = Path(__file__).parent / "data" / "nccl"
+OLD = NCCL / "a100-40g-1node-old-format-all_reduce_perf.txt"
+ZEROS = NCCL / "b200-2node-1gpu-all_gather_perf.txt"
+NEW = NCCL / "h100-nvls-1node-all_gather_perf.txt"
+
+
+def test_an_output_before_nccl_tests_2_13_4_is_read() -> None:
+    run = read_nccl_tests(OLD)
+    assert run.ranks == 8 and run.hosts == ("localhost",) and run.gpu.startswith("A100")
+    biggest = max(run.rows, key=lambda r: r.size_bytes)
+    assert biggest.size_bytes == 8589934592 and biggest.busbw_bytes_per_s == pytest.approx(235.26e9)  # 12 columns
+
+
+def test_zero_byte_rows_are_skipped_not_taken_for_a_second_run() -> None:
+    run = read_nccl_tests(ZEROS)
+    assert run.ranks == 2 and len(run.hosts) == 2
+    assert min(r.size_bytes for r in run.rows) == 32
+    assert all(r.size_bytes > 0 for r in run.rows)
+
+
+def test_a_row_cut_short_is_named_from_its_tables_header(tmp_path: Path) -> None:
+    lines = NEW.read_text().splitlines()
+    last = max(i for i, x in enumerate(lines) if x.split() and x.split()[0].isdigit())
+    lines[last] = " ".join(lines[last].split()[:-1])  # its last #wrong cut: 12 columns in a 13-column table
+    cut = tmp_path / "all_gather_perf.txt"
+    cut.write_text("\n".join(lines) + "\n")
+    with pytest.raises(InputError, match=r"a result row with 12 columns, where its table's header has 13.*cut"):
+        read_nccl_tests(cut)
+
+
+def _log(tmp_path: Path, bad: dict[int, str]) -> Path:
+    path = write_log(tmp_path / "megatron.log", 8, 2, 2, 64, 4096, TRUTH, np.random.default_rng(0), 0.0)
+    lines = path.read_text().splitlines()
+    rows = [i for i, x in enumerate(lines) if "elapsed time per iteration" in x]
+    for k, what in bad.items():
+        i = rows[k]
+        if what == "skipped":
+            lines[i] = lines[i].replace("number of skipped iterations:   0", "number of skipped iterations:   1")
+        else:
+            lines[i] = lines[i].replace("lm loss: 1.000000E+01", "lm loss: nan").replace(
+                "number of nan iterations:   0", "number of nan iterations:   1")
+        lines[i] = lines[i].replace("elapsed time per iteration (ms): ", "elapsed time per iteration (ms): 9")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_intervals_with_skipped_or_nan_iterations_are_left_out_and_said(tmp_path: Path) -> None:
+    clean = read_steps(_log(tmp_path, {}), "dgx-h100")[0].run.published_step_time_s
+    (step,) = read_steps(_log(tmp_path, {3: "skipped", 5: "nan"}), "dgx-h100")
+    assert step.run.published_step_time_s == pytest.approx(clean, rel=0.01)  # the slowed intervals are not in it
+    assert "2 logged interval(s) with skipped or NaN iterations left out" in step.run.citation
+
+
+def test_a_log_of_only_skipped_iterations_is_an_error(tmp_path: Path) -> None:
+    path = _log(tmp_path, {k: "skipped" for k in range(10)})
+    with pytest.raises(InputError, match=r"0 usable .*10 logged interval\(s\) with skipped or NaN"):
+        read_steps(path, "dgx-h100")
+
+
+def test_a_micro_batch_that_does_not_divide_is_told_the_rule(tmp_path: Path) -> None:
+    steps = tmp_path / "steps.yaml"
+    steps.write_text("- id: mbs3\n  model: llama3-8b\n  num_gpus: 8\n  seq_len: 2048\n  global_batch: 128\n"
+                     "  layout: {tp: 8, pp: 1, cp: 1, dp: 1, micro_batch_size: 3, recompute: full}\n"
+                     "  step_time_s: 9.0\n")
+    out = CliRunner().invoke(main, ["calibrate", "--steps", str(steps), "--cluster", "dgx-h100", "--gpus", "8",
+                                    "--out", str(tmp_path / "p.yaml")])
+    assert out.exit_code == 2 and "not a multiple of dp (1) * micro-batch (3)" in out.stderr
+    assert "does not fit in memory" not in out.stderr
+    shown = CliRunner().invoke(main, ["validate", "--runs", str(steps), "--cluster", "dgx-h100"])
+    assert "no fit: mbs3: global batch 128 is not a multiple of dp (1) * micro-batch (3)" in shown.stdout
