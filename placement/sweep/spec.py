@@ -7,7 +7,7 @@ from enum import StrEnum
 from pydantic import Field, model_validator
 
 from placement.cost.constants import GiB
-from placement.specs._base import Frozen
+from placement.specs._base import StrictScalars
 from placement.specs.hardware import Bandwidth
 from placement.specs.training import MAX_GLOBAL_BATCH, MAX_SEQ_LEN, Precision, TrainingSpec
 
@@ -32,7 +32,12 @@ CAPEX_COST_INPUTS = ("capex_per_gpu", "power_per_gpu_w", "amortization_years", "
 """The fields a design's price is computed from (rental, or purchase); only the last three have defaults."""
 
 
-class DesignSpec(Frozen):
+MIN_POWER_PER_GPU_W = 50.0
+"""Below this many watts per GPU a design's power is a unit slip (`1.4` for 1.4 kW): a datacenter GPU alone draws
+several hundred (H100 SXM 700 W TDP)."""
+
+
+class DesignSpec(StrictScalars):
     name: str = Field(min_length=1)
     cluster: str = Field(min_length=1)
     """Catalog node design (dgx-h100, gb200-nvl72, ...) or a cluster YAML path."""
@@ -64,6 +69,16 @@ class DesignSpec(Frozen):
     @model_validator(mode="after")
     def _check(self) -> DesignSpec:
         capex = self.capex_per_gpu is not None and self.power_per_gpu_w is not None
+        bought = [f for f in ("capex_per_gpu", "power_per_gpu_w") if getattr(self, f) is not None]
+        if self.price_per_gpu_hour is not None and bought:  # a rental has no capex: one of the two would be dropped
+            raise ValueError(
+                f"design {self.name!r}: price_per_gpu_hour ({self.price_per_gpu_hour:g}) is a rental price, and "
+                f"{' and '.join(f'{f} ({getattr(self, f):g})' for f in bought)} a purchase's; give one way of "
+                f"paying: price_per_gpu_hour alone, or capex_per_gpu and power_per_gpu_w")
+        if self.power_per_gpu_w is not None and self.power_per_gpu_w < MIN_POWER_PER_GPU_W:
+            raise ValueError(
+                f"design {self.name!r}: power_per_gpu_w {self.power_per_gpu_w:g} is below {MIN_POWER_PER_GPU_W:g} W "
+                f"per GPU, a unit slip (kilowatts written for watts?); write watts at the wall per GPU, e.g. 1400")
         if (self.price_per_gpu_hour is None) == (not capex):
             raise ValueError(
                 f"design {self.name!r}: give either price_per_gpu_hour or both capex_per_gpu and power_per_gpu_w "
@@ -93,7 +108,7 @@ class DesignSpec(Frozen):
         return capex + energy
 
 
-class WorkloadSpec(Frozen):
+class WorkloadSpec(StrictScalars):
     name: str = Field(min_length=1)
     model: str = Field(min_length=1)
     """Catalog name, model YAML or HuggingFace config.json."""
@@ -113,7 +128,7 @@ class WorkloadSpec(Frozen):
                             memory_headroom_bytes=self.memory_headroom_gib * GiB)
 
 
-class SweepSpec(Frozen):
+class SweepSpec(StrictScalars):
     name: str = Field(min_length=1)
     budget: float | None = Field(default=None, gt=0, le=1e13)
     """Capex budget: designs without `gpus` get as many GPUs as it buys, in whole nodes."""
