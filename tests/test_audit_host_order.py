@@ -41,3 +41,13 @@ def test_groups_an_interleaved_host_order_sends_over_the_spine_are_named_and_pri
     in_order = _audit(tmp_path, LEFT + RIGHT)
     assert not [g for g in in_order["findings"] if g["kind"] == "host_order_crossings"]
     assert in_order["estimate"]["step_time_s"] <= data["estimate"]["step_time_s"] - f["cost_s"] + 1e-3
+
+
+def test_the_audited_estimate_has_its_compact_mapping_in_the_jobs_numbering(tmp_path) -> None:
+    """`mapping_compact` was null in every audit; it is the job's own: node rank k on host_order[k], as `mapping`."""
+    interleaved = [h for pair in zip(LEFT, RIGHT, strict=True) for h in pair]
+    est = _audit(tmp_path, interleaved)["estimate"]
+    compact = est["mapping_compact"]
+    assert compact["host_order"] == interleaved and compact["rank_order"] == "tp-cp-ep-dp-pp"
+    gph = compact["gpus_per_host"]
+    assert all(row["host"] == compact["host_order"][row["rank"] // gph] for row in est["mapping"])

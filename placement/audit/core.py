@@ -48,7 +48,7 @@ from placement.loaders.errors import format_validation_error
 from placement.mapping.config import SolverConfig
 from placement.mapping.groups import GroupKind, group_kinds
 from placement.mapping.mapper import baseline_mappings, host_order_mapping, map_layout
-from placement.mapping.report import crossings, rank_table
+from placement.mapping.report import compact_mapping, crossings, rank_table
 from placement.plan import Plan, make_plan
 from placement.planner import plan_job
 from placement.search import SearchConfig, module_sets
@@ -1067,6 +1067,16 @@ def _crossing_findings(c: _Ctx, kinds: list[GroupKind]) -> list[Finding]:
     return out + ([] if same_claimed else _host_order_finding(c, kinds))
 
 
+def _job_compact(topo: Topology, job_gpu: np.ndarray, launch: LaunchLayout) -> dict | None:
+    """Plan.mapping_compact of an audited job: node rank k of the job's own numbering on host_order[k], its ranks in
+    the framework's order (Megatron's tp-cp-ep-dp-pp, tp-cp-ep-pp-dp under --use-tp-pp-dp-mapping; MaxText's mesh)."""
+    compact = compact_mapping(topo, job_gpu)
+    if compact is not None:
+        compact["rank_order"] = ("maxtext mesh" if launch.framework == "maxtext" and launch.mesh is not None
+                                 else launch.rank_order)
+    return compact
+
+
 def _kind_seconds(est: Estimates, kind: str) -> tuple[float, float]:
     """(total, exposed) seconds per step of one kind of group's communication in a one-candidate estimate."""
     total, exposed = {"tp": (est.tp_total_s, est.tp_s), "cp": (est.cp_total_s, est.cp_s),
@@ -1575,7 +1585,8 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
     by_host = host_order_mapping(topo, order)
     node_of = np.arange(topo.num_gpus) // gph
     perm = np.array(local_orders, dtype=np.int64)  # node rank k's local rank i runs on GPU perm[k, i]
-    gpu_of_rank = ((by_host // gph) * gph + perm[node_of, by_host % gph])[framework_rank]
+    job_gpu = (by_host // gph) * gph + perm[node_of, by_host % gph]  # the GPU of each of the job's own ranks
+    gpu_of_rank = job_gpu[framework_rank]
     visible = [n for n in launch.cuda_visible_devices if n.devices is not None]
     open_lines = [n for n in launch.cuda_visible_devices if n.unresolved]
     if topo.node_layout is not None and not visible and "cuda_visible_devices" not in launch.sources:
@@ -1638,6 +1649,9 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
                            "note": "ranks as the launch files number them, node ranks in the job's host order"},
         "baselines": {k: {"step_time_s": float(f"{v:.6g}")} for k, v in base.items()},
         "crossings": crossings(mapped, kinds),
+        # in the job's own rank numbering, as `mapping` (a user trial: null in every audit, where the README says
+        # every plan has it)
+        "mapping_compact": _job_compact(topo, job_gpu, launch),
         "mapping": sorted(({**row, "rank": int(framework_rank[row["rank"]])}
                            for row in rank_table(topo, gpu_of_rank, layout, model.is_moe)),
                           key=lambda row: row["rank"]),
