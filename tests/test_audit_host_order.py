@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from placement.cli import main
@@ -51,3 +52,19 @@ def test_the_audited_estimate_has_its_compact_mapping_in_the_jobs_numbering(tmp_
     assert compact["host_order"] == interleaved and compact["rank_order"] == "tp-cp-ep-dp-pp"
     gph = compact["gpus_per_host"]
     assert all(row["host"] == compact["host_order"][row["rank"] // gph] for row in est["mapping"])
+
+
+def test_a_saving_no_single_finding_names_is_graded_by_its_size(tmp_path) -> None:
+    """torchtitan's Llama 3 70B on 16 hosts: the best plan saves over a quarter of the step, the largest single
+    finding a few percent; the rest only together (tp, micro-batch, recompute), which was an info finding, or none
+    beside a costed one, so `--fail-on error` passed the job."""
+    toml = Path(__file__).parent / "data" / "audit" / "torchtitan" / "llama3_70b.toml"
+    out = CliRunner().invoke(main, ["--reproducible", "audit", "--launch", str(toml), "--model", "llama3-70b",
+                                    "--cluster", "dgx-h100", "--gpus", "128", "--json"])
+    data = json.loads(out.stdout)
+    saving = data["estimate"]["step_time_s"] - data["best"]["step_time_s"]
+    largest = max(f["cost_s"] for f in data["findings"] if f["kind"] != "combined_changes")
+    assert saving - largest > 0.10 * data["estimate"]["step_time_s"]
+    (f,) = [f for f in data["findings"] if f["kind"] == "combined_changes"]
+    assert f["severity"] == "error" and f["cost_s"] == pytest.approx(saving, abs=1e-3)
+    assert out.exit_code == 1
