@@ -1463,9 +1463,8 @@ COMBINED_FIELDS = ("tp", "cp", "ep", "pp", "vpp", "dp", "micro_batch_size", "zer
 def _combined_finding(plan: Plan, best: Plan, findings: list[Finding]) -> Finding | None:
     """Where the best plan saves more than COMBINED_SHARE of the step beyond the largest single finding's saving:
     the remedies that only work together (a smaller micro-batch that lets recompute go, say), each field that
-    differs with both values, and what they save together, its severity that of the part no single finding names
-    (a user trial: a 1.58x speed-up came with info findings only, so `--fail-on error` passed the job).  None
-    otherwise."""
+    differs with both values, and what they save together, graded by that saving as every finding is (a user trial:
+    a 1.58x speed-up came with info findings only, so `--fail-on error` passed the job).  None otherwise."""
     saving = plan.step_time_s - best.step_time_s
     largest = max((f.cost_s or 0.0 for f in findings), default=0.0)
     beyond = saving - largest
@@ -1478,7 +1477,7 @@ def _combined_finding(plan: Plan, best: Plan, findings: list[Finding]) -> Findin
         return None
     head = ("no single change saves time here" if largest <= 0 else
             f"the largest single finding saves {largest:.3f} s per step")
-    return Finding(_severity(beyond, plan.step_time_s), "combined_changes",
+    return Finding(_severity(saving, plan.step_time_s), "combined_changes",
                    f"{head}, but together {', '.join(moved)} save {saving:.3f} s per step "
                    f"({plan.step_time_s:.3f} -> {best.step_time_s:.3f} s), {beyond:.3f} s more: the best plan below",
                    [], saving)
