@@ -140,3 +140,21 @@ def test_the_step_chart_terms_add_up_to_the_step():
     plan = json.loads(out.stdout)["plans"][0]
     assert plan["breakdown"]["host"] > 0.1
     assert sum(step_terms(plan).values()) == pytest.approx(plan["step_time_s"], rel=1e-3)
+
+
+def test_a_design_whose_gpus_cost_more_than_the_budget_is_refused(tmp_path):
+    """A user trial: `--set budget=10000000` printed the budget while each design bought 27-38 M of GPUs, silently."""
+    study = {**STUDY, "budget": 100_000}  # the designs buy 8 GPUs at 40,000
+    res = _sweep(tmp_path, study, "--out", str(tmp_path / "o"))
+    assert res.exit_code == 2, res.output
+    assert "gpus 8 x capex_per_gpu 40,000 = 320,000, more than the budget 100,000" in res.stderr
+
+
+def test_the_page_names_each_rows_band_group_and_whether_it_met_the_deadline():
+    from placement.html.pages import _band, _cell
+
+    band = {"group": "MoE / Blackwell", "source": "placement validate, code 4b59",
+            "published_anchor": {"run": "mb-b200-gpt-oss", "mfu": 0.13}}
+    assert _band({"error_band": band}) == "MoE / Blackwell; widened to mb-b200-gpt-oss"
+    assert _band({"error_band": {**band, "published_anchor": None}}) == "MoE / Blackwell"
+    assert _cell(False, "yesno", "USD") == "MISSED" and _cell(True, "yesno", "USD") == "yes"

@@ -122,6 +122,7 @@ SWEEP_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("num_gpus_idle", "GPUs idle", "int"),
     ("time_to_train_days", "days", "days"),
     ("time_to_train_days_range", "days range", "range1"),
+    ("deadline_met", "deadline met", "yesno"),
     ("step_time_s", "step s", "f3"),
     ("mfu", "MFU", "pct"),
     ("gpu_hours", "GPU-hours", "int"),
@@ -158,7 +159,9 @@ GLOSSARY = {
     "idle cost": "the cost's share paid for idle GPUs",
     "outlay": "capex total plus the run's energy cost",
     "per M tokens": "cost per million training tokens",
-    "error band from": "the validation group whose error sets the band",
+    "error band from": "the validation group whose error sets the band (and the published run a plan priced above "
+                       "every run of its kind is widened to)",
+    "deadline met": "whether the row trains within the study's deadline_days (MISSED where it does not)",
     "frontier": "on the Pareto frontier of cost and time for this workload",
     "layout": "the chosen plan's parallel layout",
 }
@@ -181,7 +184,11 @@ def _band(row: dict) -> str | None:
             return str(row[key])
     band = row.get("error_band")
     if isinstance(band, dict):
-        return str(band.get("source") or band.get("group") or "") or None
+        # the validate group (the glossary's "validation group"), and the published run a plan above it is anchored
+        # to (a user trial: every row showed the code hash of `placement validate`, the same for all)
+        group = band.get("group") or band.get("source")
+        anchor = (band.get("published_anchor") or {}).get("run")
+        return (f"{group}; widened to {anchor}" if anchor else str(group or "")) or None
     return str(band) if band is not None else None
 
 
@@ -212,6 +219,8 @@ def _cell(value, fmt: str, currency: str) -> str:
         return str(value)
     if fmt == "mark":
         return "*" if value else ""
+    if fmt == "yesno":
+        return "yes" if value else "MISSED"
     if fmt == "layout":
         from placement.sweep.output import _layout
 

@@ -66,6 +66,13 @@ def candidate_counts(sweep: SweepSpec, design: DesignSpec, cluster: ClusterSpec)
         unit = purchase_unit(cluster)
         if design.gpus % unit:
             raise InputError(not_whole_units(design.name, design.gpus, cluster, unit))
+        if sweep.budget is not None and design.capex_per_gpu is not None \
+                and design.gpus * design.capex_per_gpu > sweep.budget:
+            # a user trial: `--set budget=10000000` printed the budget while every design bought 27-38 M of GPUs
+            raise InputError(
+                f"design {design.name!r}: gpus {design.gpus:,} x capex_per_gpu {design.capex_per_gpu:,.0f} = "
+                f"{design.gpus * design.capex_per_gpu:,.0f}, more than the budget {sweep.budget:,.0f}; drop the "
+                f"design's gpus to let the budget decide, or raise the budget")
         return tuple(range(node, design.gpus + 1, node)), unit, design.gpus
     unit = purchase_unit(cluster)
     affordable = sweep.budget / design.capex_per_gpu
