@@ -1425,6 +1425,9 @@ def validate(as_json, runs_files, cluster_ref):
               help="SLURM topology.conf of the real cluster, instead of --cluster.")
 @click.option("--nodelist", default=None, help="The hosts (hostlist expression or @FILE), with --slurm-topology.")
 @click.option("--node-type", multiple=True, help="Catalog cluster whose node design the hosts have.")
+@click.option("--oversubscription", type=float, default=None,
+              help="Down:up ratio of the leaf uplinks of the real cluster (with --slurm-topology): a multi-node run "
+                   "whose hosts sit under two leaves is priced across them.")
 @click.option("--out", "out_file", type=click.Path(dir_okay=False), required=True,
               help="Where to write the calibration profile (YAML).")
 @click.option("--json", "as_json", is_flag=True,
@@ -1432,8 +1435,8 @@ def validate(as_json, runs_files, cluster_ref):
 @click.option("--report", "report_file", type=click.Path(dir_okay=False), default=None,
               help="Also write an HTML page: measured against predicted, before and after the fit.")
 @handle_errors
-def calibrate(nccl_files, step_files, gemm_file, cluster_ref, gpus, slurm_topology, nodelist, node_type, out_file,
-              as_json, report_file):
+def calibrate(nccl_files, step_files, gemm_file, cluster_ref, gpus, slurm_topology, nodelist, node_type,
+              oversubscription, out_file, as_json, report_file):
     """Fit the cost model's constants (bandwidths, latencies, GEMM efficiency, host time, overlap) to your
     cluster's nccl-tests outputs and measured steps; write a profile for --calibration."""
     import yaml
@@ -1449,7 +1452,7 @@ def calibrate(nccl_files, step_files, gemm_file, cluster_ref, gpus, slurm_topolo
         raise InputError(f"--cluster {cluster_ref} and --slurm-topology both describe the machine; give one (the node "
                          f"design of a real cluster goes in --node-type)")
     _positive("--gpus", gpus)
-    topo = build_topology(cluster_ref, gpus, None, slurm_topology, nodelist, node_type, None, None)
+    topo = build_topology(cluster_ref, gpus, None, slurm_topology, nodelist, node_type, None, oversubscription)
     name = cluster_ref if slurm_topology is None else topo.cluster.name
     profile = Calibration(topo, name, [Path(f) for f in nccl_files], [Path(f) for f in step_files],
                           Path(gemm_file) if gemm_file else None).run()

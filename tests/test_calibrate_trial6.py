@@ -87,3 +87,31 @@ def test_a_micro_batch_that_does_not_divide_is_told_the_rule(tmp_path: Path) -> 
     assert "does not fit in memory" not in out.stderr
     shown = CliRunner().invoke(main, ["validate", "--runs", str(steps), "--cluster", "dgx-h100"])
     assert "no fit: mbs3: global batch 128 is not a multiple of dp (1) * micro-batch (3)" in shown.stdout
+
+
+TWO_NODE = NCCL / "h100-2node-all_reduce_perf.txt"  # hosts bm-h100-01 and bm-h100-02
+
+
+def _fit_on(tmp_path: Path, conf: str, nodelist: str) -> dict:
+    import json
+
+    topo = tmp_path / "topology.conf"
+    topo.write_text(conf)
+    out = CliRunner().invoke(main, ["calibrate", "--nccl", str(TWO_NODE), "--slurm-topology", str(topo), "--nodelist",
+                                    nodelist, "--node-type", "dgx-h100", "--oversubscription", "4", "--json",
+                                    "--out", str(tmp_path / "p.yaml")])
+    assert out.exit_code == 0, out.output
+    return json.loads(out.stdout)
+
+
+def test_a_run_is_priced_on_the_allocations_own_switches(tmp_path: Path) -> None:
+    """--slurm-topology and --nodelist were read but each nccl-tests file priced as the design's regular layout: a
+    run whose two hosts sit under two leaves of a 4:1 spine fitted the same constants as under one leaf.  Now it
+    is priced across the spine, and a run on hosts outside the allocation is said to be priced otherwise."""
+    one = _fit_on(tmp_path, "SwitchName=leaf1 Nodes=bm-h100-[01-04]\n", "bm-h100-[01-04]")
+    two = _fit_on(tmp_path, "SwitchName=leaf1 Nodes=bm-h100-[01,03]\nSwitchName=leaf2 Nodes=bm-h100-[02,04]\n"
+                            "SwitchName=spine Switches=leaf[1-2]\n", "bm-h100-[01-04]")
+    key = "hierarchical_serial_share"
+    assert one["constants"][key]["value"] != pytest.approx(two["constants"][key]["value"], abs=0.05)
+    away = _fit_on(tmp_path, "SwitchName=leaf1 Nodes=zz-[01-04]\n", "zz-[01-04]")
+    assert any("not in the allocation given" in w and "bm-h100-01" in w for w in away["warnings"])

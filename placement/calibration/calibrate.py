@@ -34,7 +34,14 @@ import numpy as np
 
 from placement import __version__
 from placement.calibration.fit import FitResult, Param, fit, fit_steps
-from placement.calibration.nccl_tests import NcclRun, check_device, predict_times, read_nccl_tests, run_topology
+from placement.calibration.nccl_tests import (
+    NcclRun,
+    check_device,
+    foreign_hosts,
+    predict_times,
+    read_nccl_tests,
+    run_topology,
+)
 from placement.calibration.profile import (
     MEASURED_ABOVE_DATASHEET,
     NETWORK_CONSTANTS,
@@ -183,7 +190,8 @@ class Calibration:
             run = read_nccl_tests(path)
             skipped = check_device(run, base, cluster_name)
             topo, (stride, _) = run_topology(run, base)
-            self.notes += [*run.warnings, *([skipped] if skipped else [])]
+            foreign = foreign_hosts(run, base)
+            self.notes += [*run.warnings, *([skipped] if skipped else []), *([foreign] if foreign else [])]
             self.nccl.append(_Nccl(run, topo, stride, np.array([r.time_s for r in run.rows])))
         self.steps: list[StepRun] = [s for path in steps for s in read_steps(Path(path), cluster_name)]
         self.gemm = _read_gemm(Path(gemm)) if gemm is not None else []

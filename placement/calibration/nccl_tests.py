@@ -269,9 +269,41 @@ def run_topology(run: NcclRun, base: Topology) -> tuple[Topology, coll.Groups]:
         raise InputError(f"nccl-tests file `{run.path}`: {run.gpus_per_host} of {gpn} GPUs per host across "
                          f"{len(run.hosts)} hosts is not modelled; calibrate from runs on whole nodes or one GPU "
                          f"per node")
-    topo = Topology(base.cluster, base.accelerator, num_gpus=len(run.hosts) * gpn)
     stride = gpn if (len(run.hosts) > 1 and run.gpus_per_host == 1) else 1
+    own = allocation_hosts(run, base)
+    if own is not None:
+        return own, (stride, run.ranks)
+    topo = Topology(base.cluster, base.accelerator, num_gpus=len(run.hosts) * gpn)
     return topo, (stride, run.ranks)
+
+
+def allocation_hosts(run: NcclRun, base: Topology) -> Topology | None:
+    """On a real allocation (--slurm-topology and --nodelist) whose hosts include every host the run names: those
+    hosts, in the run's rank order, with the allocation's switches above them, so a run whose hosts sit under two
+    leaves is priced across the spine (a user trial: the same latency was fitted from a one-leaf, a two-leaf and a
+    foreign-host topology, each file priced as the cluster design's regular layout).  None elsewhere."""
+    if not base.allocated or len(run.hosts) < 2:
+        return None
+    index = {h: i for i, h in enumerate(base.host_names)}
+    if any(h not in index for h in run.hosts):
+        return None
+    gpn = base.cluster.gpus_per_node
+    blocks = np.asarray(base._explicit_blocks)[:, ::gpn]  # each host's block at every level
+    return Topology.from_hosts(base.cluster, base.accelerator, list(run.hosts),
+                               blocks[:, [index[h] for h in run.hosts]], base.levels)
+
+
+def foreign_hosts(run: NcclRun, base: Topology) -> str | None:
+    """A note where a real allocation is given but the run ran on hosts outside it: priced as the cluster design's
+    regular layout, not on the allocation's switches."""
+    if not base.allocated or len(run.hosts) < 2:
+        return None
+    missing = [h for h in run.hosts if h not in set(base.host_names)]
+    if not missing:
+        return None
+    return (f"`{run.path}`: its host(s) {', '.join(missing[:4])}{' ...' if len(missing) > 4 else ''} are not in the "
+            f"allocation given (--nodelist), so it is priced as {base.cluster.name}'s regular layout of "
+            f"{len(run.hosts)} hosts, not on the allocation's switches; give the host list the test ran on")
 
 
 def predict_times(run: NcclRun, topo: Topology, stride: int, sizes: np.ndarray | None = None) -> np.ndarray:
