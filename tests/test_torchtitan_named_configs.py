@@ -168,3 +168,15 @@ def test_the_best_plan_runs_cuda_graphs_as_torchtitan_does(tmp_path) -> None:
     assert (best["layout"]["pp"], best["layout"]["ep"], best["recipe"]["cuda_graphs"]) == (1, 1, "full")
     assert best["recipe_sources"]["cuda_graphs"].startswith("searched as torchtitan 0.3.0 runs them")
     assert not [c for c in data["changes"] if c["argument"] == "--training.disable_cuda_graphs"]
+
+
+def test_a_toml_that_compiles_only_the_loss_says_so(tmp_path) -> None:
+    """torchtitan v0.2.2's deepseek_v3_671b.toml sets compile.components = ["loss"]: the note said "torch.compile of
+    the model" (a user trial); torchtitan compiles the model only where "model" is among them."""
+    from placement.audit.launch import parse_launch
+
+    path = tmp_path / "job.toml"
+    path.write_text('[model]\nname = "deepseek_v3"\nflavor = "671B"\n[compile]\nenable = true\n'
+                    'components = ["loss"]\n')
+    notes = [x for x in parse_launch([path], "torchtitan").ignored if x.startswith("compile.enable")]
+    assert notes and notes[0].startswith("compile.enable: torch.compile of the loss (")

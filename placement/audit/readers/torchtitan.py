@@ -317,11 +317,11 @@ def _settings(keys: dict[str, tuple[Any, str]], s: Settings) -> _Pipeline:
 
 
 def _compiled(get, version3: bool) -> str:
-    """What compile.enable compiles: the model and the loss, or 0.3.0's compile.components (default ["model",
-    "loss"], config/configs.py:298; deepseek_v3_671b compiles the loss only)."""
-    if not version3:
-        return "torch.compile of the model (priced as its eager kernels)"
+    """What compile.enable compiles: compile.components (default ["model", "loss"]: v0.2.2 config/job_config.py,
+    0.3.0 config/configs.py:298; deepseek_v3_671b compiles the loss only, a user trial found it said "the model")."""
     parts, ev = get("compile.components")
+    if parts is None and not version3:
+        return "torch.compile of the model and the loss (priced as their eager kernels)"
     if parts is None:
         parts, where = DEFAULTS["compile.components"]
         ev = f"torchtitan 0.3.0 default compile.components = {_shown(parts)} ({where})"
