@@ -738,24 +738,41 @@ def _memory_message(batch: LayoutBatch, est: Estimates, model: ModelSpec, train:
 
 def _fitting_count(model: ModelSpec, train: TrainingSpec, topo: Topology, cfg: SearchConfig, need: float,
                    cap: float) -> tuple[int | None, int]:
-    """(count, largest tried): the fewest GPUs, doubling from the count the peak over the capacity asks for, on
-    which the search finds a layout that fits; None when no count up to MAX_GPUS does within SUGGEST_TRIES, or
-    none can (the reserve every GPU keeps, MEMORY_RESERVE_BYTES, is no smaller on more GPUs, so a capacity at or
-    below it fits on none: largest tried 0)."""
+    """(count, largest tried): the fewest GPUs, doubling from the count the peak over the capacity asks for and
+    then halving the gap to the last count that did not fit (whole nodes), on which the search finds a layout that
+    fits (the least such count where fitting grows with the count); None when no count up to MAX_GPUS does within
+    SUGGEST_TRIES, or none can (the reserve every GPU keeps, MEMORY_RESERVE_BYTES, is no smaller on more GPUs, so a
+    capacity at or below it fits on none: largest tried 0)."""
     if cap <= MEMORY_RESERVE_BYTES:
         return None, 0
     n, gpn = topo.num_gpus, topo.cluster.gpus_per_node
     count = n * 2 ** math.ceil(math.log2(max(need / cap, 1.0) * 1.05))
     quiet = replace(cfg, top_k=1, fix_names=replace(cfg.fix_names, gpus=None))  # no suggestion of its own
-    tried = n
+    tried, below = n, n  # `below`: the largest count tried on which nothing fits
+
+    def fits(c: int) -> bool:
+        return _fits_on(model, train, Topology(topo.cluster, topo.accelerator, num_gpus=c), quiet)
+
     for _ in range(SUGGEST_TRIES):
         if count > gpn:
             count = -(-count // gpn) * gpn  # whole nodes
         if count > MAX_GPUS:
             break
         tried = count
-        if _fits_on(model, train, Topology(topo.cluster, topo.accelerator, num_gpus=count), quiet):
+        if fits(count):
+            # then halve the gap to the last count that did not fit, in whole nodes: the doubling alone suggested
+            # 64 B200 and 128 H100 for Llama 3 405B where 40 and 96 fit (a sweep user trial)
+            step = gpn if below >= gpn else 1
+            for _ in range(SUGGEST_TRIES):
+                if count - below <= step:
+                    break
+                mid = below + max((count - below) // (2 * step), 1) * step
+                if fits(mid):
+                    count = mid
+                else:
+                    below = mid
             return count, tried
+        below = count
         count *= 2
     return None, tried
 

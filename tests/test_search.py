@@ -341,3 +341,21 @@ def test_a_module_list_that_lets_a_faster_option_fit_is_found_at_any_top_k() -> 
     one, five = best(1), best(5)
     assert one == five
     assert one["layout"]["recompute"] == "selective" and one["modules"]
+
+
+@pytest.mark.parametrize(("cluster", "gpus"), [("dgx-h100", 16), ("dgx-b200", 8)])
+def test_the_gpu_count_an_infeasible_job_is_told_is_the_fewest_whole_nodes_that_fit(cluster, gpus) -> None:
+    """Llama 3 405B at global batch 64: the doubling alone told 128 H100 and 64 B200 (a sweep user trial: 96 and 40
+    fit); the gap to the last count that did not fit is halved in whole nodes, so one node fewer does not fit."""
+    from placement.catalog import load_cluster as cluster_of
+
+    model, train = load_model("llama3-405b"), TrainingSpec(seq_len=8192, global_batch=64)
+    spec = cluster_of(cluster)
+    acc = load_accelerator(spec.accelerator)
+    with pytest.raises(PlacementInfeasible) as err:
+        search(model, train, Topology(spec, acc, num_gpus=gpus))
+    told = int(re.search(r"--gpus (\d+)", str(err.value)).group(1))
+    assert told < 8 * gpus  # below the doubling's 128 H100 and 64 B200
+    assert search(model, train, Topology(spec, acc, num_gpus=told), SearchConfig(top_k=1)).ranked.size
+    with pytest.raises(PlacementInfeasible):
+        search(model, train, Topology(spec, acc, num_gpus=told - spec.gpus_per_node), SearchConfig(top_k=1))
