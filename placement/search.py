@@ -52,12 +52,14 @@ class FixNames:
     recompute: str = "--recompute full"
     zero: str = "--zero 3"
     framework: str = "dropping --framework {}"
+    whole_domains: bool = False
+    """A GPU count suggested is whole scale-up domains (a sweep design buys whole NVL72 racks), not whole nodes."""
 
 
 SWEEP_FIX_NAMES: Final = FixNames(gpus="`gpus: {}` in the design", global_batch="a workload `global_batch`",
                                   seq_len="`seq_len: {}` in the workload",
                                   headroom="`memory_headroom_gib: {}` in the workload",
-                                  headroom_source="the workload's memory_headroom_gib")
+                                  headroom_source="the workload's memory_headroom_gib", whole_domains=True)
 """A sweep cell's fixes, named as the sweep file's fields (a sweep takes no --gpus or --memory-headroom-gib)."""
 SUGGEST_TRIES: Final = 4
 """GPU counts (doubling) searched before a memory message suggests one: it names a count only where the search
@@ -746,6 +748,8 @@ def _fitting_count(model: ModelSpec, train: TrainingSpec, topo: Topology, cfg: S
     if cap <= MEMORY_RESERVE_BYTES:
         return None, 0
     n, gpn = topo.num_gpus, topo.cluster.gpus_per_node
+    if cfg.fix_names.whole_domains:  # a sweep design's count is whole purchase units (sweep.counts.purchase_unit)
+        gpn = max(gpn, topo.cluster.scale_up.size)
     count = n * 2 ** math.ceil(math.log2(max(need / cap, 1.0) * 1.05))
     quiet = replace(cfg, top_k=1, fix_names=replace(cfg.fix_names, gpus=None))  # no suggestion of its own
     tried, below = n, n  # `below`: the largest count tried on which nothing fits
@@ -762,16 +766,17 @@ def _fitting_count(model: ModelSpec, train: TrainingSpec, topo: Topology, cfg: S
         if fits(count):
             # then halve the gap to the last count that did not fit, in whole nodes: the doubling alone suggested
             # 64 B200 and 128 H100 for Llama 3 405B where 40 and 96 fit (a sweep user trial)
-            step = gpn if below >= gpn else 1
+            step = gpn if count >= gpn else 1  # counts of whole nodes (domains) above one
+            lo, hi = below // step, count // step  # in steps: lo * step did not fit (or is below what did not)
             for _ in range(SUGGEST_TRIES):
-                if count - below <= step:
+                if hi - lo <= 1:
                     break
-                mid = below + max((count - below) // (2 * step), 1) * step
-                if fits(mid):
-                    count = mid
+                mid = (lo + hi) // 2
+                if fits(mid * step):
+                    hi = mid
                 else:
-                    below = mid
-            return count, tried
+                    lo = mid
+            return hi * step, tried
         below = count
         count *= 2
     return None, tried

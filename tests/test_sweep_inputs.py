@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shlex
 
 import pytest
@@ -158,3 +159,21 @@ def test_the_page_names_each_rows_band_group_and_whether_it_met_the_deadline():
     assert _band({"error_band": band}) == "MoE / Blackwell; widened to mb-b200-gpt-oss"
     assert _band({"error_band": {**band, "published_anchor": None}}) == "MoE / Blackwell"
     assert _cell(False, "yesno", "USD") == "MISSED" and _cell(True, "yesno", "USD") == "yes"
+
+
+def test_an_infeasible_cell_is_told_the_fewest_gpus_a_design_can_buy(tmp_path):
+    """The sweep names the GPU count as the design's field: whole nodes on a DGX (88 H100 hold Llama 3 405B at batch
+    64, where the doubling said 128), whole racks on an NVL72 (Kimi K2 on one rack: a count of trays would be refused
+    as `gpus`)."""
+    study = {"name": "inf", "currency": "USD",
+             "designs": [{"name": "H100 x16", "cluster": "dgx-h100", "gpus": 16, "price_per_gpu_hour": 2.0},
+                         {"name": "GB200", "cluster": "gb200-nvl72", "gpus": 72, "price_per_gpu_hour": 5.0}],
+             "workloads": [{"name": "405b", "model": "llama3-405b", "seq_len": 8192, "global_batch": 64,
+                            "tokens": 1.0e11},
+                           {"name": "kimi", "model": "kimi-k2", "seq_len": 4096, "global_batch": 64,
+                            "tokens": 1.0e11}]}
+    res = _sweep(tmp_path, study, "--out", str(tmp_path / "o"), "--json")
+    rows = {(r["design"], r["workload"]): r for r in json.loads(res.stdout)["rows"]}
+    assert "try `gpus: 88` in the design" in rows[("H100 x16", "405b")]["message"]
+    told = [int(x) for x in re.findall(r"`gpus: (\d+)`", rows[("GB200", "kimi")]["message"])]
+    assert told and all(n % 72 == 0 for n in told)  # `plan --gpus 72` is told 124, 31 trays
