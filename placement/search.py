@@ -766,7 +766,8 @@ def _fitting_count(model: ModelSpec, train: TrainingSpec, topo: Topology, cfg: S
         if fits(count):
             # then halve the gap to the last count that did not fit, in whole nodes: the doubling alone suggested
             # 64 B200 and 128 H100 for Llama 3 405B where 40 and 96 fit (a sweep user trial)
-            step = gpn if count >= gpn else 1  # counts of whole nodes (domains) above one
+            node = topo.cluster.gpus_per_node  # whole domains above one, whole nodes above one, else any count
+            step = gpn if count >= gpn else node if count >= node else 1
             lo, hi = below // step, count // step  # in steps: lo * step did not fit (or is below what did not)
             for _ in range(SUGGEST_TRIES):
                 if hi - lo <= 1:
