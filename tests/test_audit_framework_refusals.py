@@ -62,3 +62,31 @@ def test_a_torchtitan_file_that_names_no_model_trains_the_debug_model(tmp_path) 
     path.write_text('[job]\ndescription = "x"\n[metrics]\nlog_freq = 10\n')
     err = _refused(path)
     assert "torchtitan's llama3:debugmodel" in err and "default" in err
+
+
+@pytest.mark.parametrize("prefix", ["${ARCH_ARGS} ${PRECISION_ARGS} ", "--use-checkpoint-args --load /ckpt "])
+def test_model_arguments_from_elsewhere_are_not_megatrons_defaults(tmp_path, prefix) -> None:
+    """A variable the files do not set, or --use-checkpoint-args (Megatron loads the model's arguments from the
+    checkpoint before validate_args), may hold --bf16, --swiglu or --ffn-hidden-size: no default fills them and no
+    fp32 refusal fires (a review: both were refused)."""
+    script = tmp_path / "train.sh"
+    script.write_text(f"torchrun --nproc_per_node 8 --nnodes 2 pretrain_gpt.py {prefix}--num-layers 32 "
+                      f"--hidden-size 4096 --num-attention-heads 32 --tensor-model-parallel-size 2 "
+                      f"--micro-batch-size 1 --global-batch-size 64 --seq-length 4096\n")
+    out = CliRunner().invoke(main, ["audit", "--launch", str(script), "--model", "llama3-8b", "--cluster",
+                                    "dgx-h100", "--gpus", "16"])
+    assert out.exit_code in (0, 1), out.output
+
+
+@pytest.mark.parametrize(("section", "said"), [({"torch_autocast": {"enabled": True, "dtype": "bfloat16"}}, "bf16"),
+                                               ({"amp": {"enabled": True}}, "fp16 (priced as bf16")])
+def test_deepspeed_autocast_and_amp_are_16_bit(tmp_path, section, said) -> None:
+    """DeepSpeed runs the Linear layers under torch.autocast (`torch_autocast`) or apex AMP (`amp`): 16-bit jobs,
+    which the fp32 rule refused."""
+    path = tmp_path / "ds.json"
+    path.write_text(json.dumps({"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 4,
+                                "zero_optimization": {"stage": 2}, **section}))
+    out = CliRunner().invoke(main, ["audit", "--launch", str(path), "--model", "llama3-8b", "--cluster", "dgx-h100",
+                                    "--gpus", "16"])
+    assert out.exit_code in (0, 1), out.output
+    assert f"global batch 64, {said}" in out.stdout

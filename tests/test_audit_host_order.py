@@ -68,3 +68,26 @@ def test_a_saving_no_single_finding_names_is_graded_by_its_size(tmp_path) -> Non
     (f,) = [f for f in data["findings"] if f["kind"] == "combined_changes"]
     assert f["severity"] == "error" and f["cost_s"] == pytest.approx(saving, abs=1e-3)
     assert out.exit_code == 1
+
+
+def test_the_order_named_is_in_the_jobs_own_rank_numbering(tmp_path) -> None:
+    """Under --use-tp-pp-dp-mapping the job's node ranks are not placement's: the order the finding names is the
+    host of each of the job's node ranks (a review: it named the job's own order back, which saves nothing)."""
+    script = tmp_path / "train.sh"
+    script.write_text("torchrun --nproc_per_node 8 --nnodes 16 pretrain_gpt.py --tensor-model-parallel-size 8 "
+                      "--pipeline-model-parallel-size 2 --num-layers 32 --hidden-size 4096 --num-attention-heads 32 "
+                      "--swiglu --ffn-hidden-size 14336 --group-query-attention --num-query-groups 8 "
+                      "--seq-length 4096 --micro-batch-size 1 --global-batch-size 256 --bf16 --overlap-grad-reduce "
+                      "--sequence-parallel --use-tp-pp-dp-mapping\n")
+
+    def audit(hosts: list[str]) -> dict:
+        out = CliRunner().invoke(main, ["--reproducible", "audit", "--launch", str(script), "--model", "llama3-8b",
+                                        "--slurm-topology", str(SLURM), "--nodelist", ",".join(hosts), "--node-type",
+                                        "dgx-h100", "--oversubscription", "8", "--json"])
+        return json.loads(out.stdout)
+
+    (f,) = [f for f in audit(LEFT + RIGHT)["findings"] if f["kind"] == "host_order_crossings"]
+    named = f["message"].split("node ranks 0, 1, ... on ")[1].split(" ...")[0].split()
+    assert named[0] in LEFT and named[1] in RIGHT  # pipeline pairs across the leaves, each dp group inside one
+    interleaved = [h for pair in zip(LEFT, RIGHT, strict=True) for h in pair]
+    assert audit(interleaved)["estimate"]["step_time_s"] < audit(LEFT + RIGHT)["estimate"]["step_time_s"]

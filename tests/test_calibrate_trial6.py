@@ -115,3 +115,47 @@ def test_a_run_is_priced_on_the_allocations_own_switches(tmp_path: Path) -> None
     assert one["constants"][key]["value"] != pytest.approx(two["constants"][key]["value"], abs=0.05)
     away = _fit_on(tmp_path, "SwitchName=leaf1 Nodes=zz-[01-04]\n", "zz-[01-04]")
     assert any("not in the allocation given" in w and "bm-h100-01" in w for w in away["warnings"])
+
+
+def test_an_all_gather_output_before_2_13_without_a_redop_column_is_read(tmp_path: Path) -> None:
+    """nccl-tests before 2.13 print no redop column for all_gather and sendrecv (11 columns): the header says so; a
+    review found such a file called cut."""
+    lines = OLD.read_text().splitlines()
+    out = []
+    for line in lines:
+        tok = line.split()
+        if tok[:1] == ["#"] and "redop" in tok:
+            line = line.replace(" redop", "")
+        elif len(tok) == 12 and tok[0].isdigit():
+            line = "  ".join(tok[:3] + tok[4:])
+        out.append(line)
+    path = tmp_path / "all_gather_perf.txt"
+    path.write_text("\n".join(out) + "\n")
+    run = read_nccl_tests(path)
+    assert run.op == "all_gather" and max(r.busbw_bytes_per_s for r in run.rows) == pytest.approx(235.26e9)
+
+
+@pytest.mark.parametrize("kind", ["quick_geglu", "squared_relu"])
+def test_a_megatron_logs_activation_is_its_models(tmp_path: Path, kind: str) -> None:
+    """A log of a --quick-geglu (GPT-OSS) or --squared-relu job: its model was read as GeLU, and the audit's MLP check
+    then refused the log's own model."""
+    path = _log(tmp_path, {})
+    text = []
+    for line in path.read_text().splitlines():
+        if line.strip().startswith("swiglu "):
+            line = line.replace("True", "False")
+        if line.strip().startswith(kind + " "):
+            line = line.replace("False", "True")
+        text.append(line)
+    path.write_text("\n".join(text) + "\n")
+    (step,) = read_steps(path, "dgx-h100")
+    assert step.model.ffn_kind.value == kind
+
+
+def test_a_partly_stated_layout_is_told_its_real_dp(tmp_path: Path) -> None:
+    """A run that leaves dp to the GPU count: the rule it breaks was quoted with dp 1 (Layout's default)."""
+    steps = tmp_path / "steps.yaml"
+    steps.write_text("- id: partial\n  model: llama3-8b\n  num_gpus: 64\n  seq_len: 4096\n  global_batch: 64\n"
+                     "  layout: {tp: 8, pp: 4, micro_batch_size: 3}\n  step_time_s: 2.0\n")
+    shown = CliRunner().invoke(main, ["validate", "--runs", str(steps), "--cluster", "dgx-h100"])
+    assert "not a multiple of dp (2) * micro-batch (3) = 6" in shown.stdout

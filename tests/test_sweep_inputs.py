@@ -177,3 +177,13 @@ def test_an_infeasible_cell_is_told_the_fewest_gpus_a_design_can_buy(tmp_path):
     assert "try `gpus: 88` in the design" in rows[("H100 x16", "405b")]["message"]
     told = [int(x) for x in re.findall(r"`gpus: (\d+)`", rows[("GB200", "kimi")]["message"])]
     assert told and all(n % 72 == 0 for n in told)  # `plan --gpus 72` is told 124, 31 trays
+
+
+def test_a_purchase_cost_set_goes_to_the_designs_bought_only(tmp_path):
+    """`--set capex_per_gpu=30000` on a study with a rented design: the rental got a capex beside its price and the
+    study was refused; a purchase's inputs go to the designs bought, a rental price to those rented."""
+    res = _sweep(tmp_path, STUDY, "--out", str(tmp_path / "o"), "--set", "capex_per_gpu=30000", "--json")
+    assert res.exit_code == 0, res.output
+    inputs = json.loads(res.stdout)["inputs"]["designs"]
+    assert [d.get("capex_per_gpu") for d in inputs if d.get("price_per_gpu_hour") is None] == [30000, 30000]
+    assert all(d.get("capex_per_gpu") is None for d in inputs if d.get("price_per_gpu_hour") is not None)

@@ -1004,12 +1004,19 @@ def _host_order_finding(c: _Ctx, kinds: list[GroupKind]) -> list[Finding]:
     over = f" (oversubscribed {lv.oversubscription:g}:1)" if lv.oversubscription > 1 else ""
     own, gph = c.own_mapped, c.own_mapped.gpus_per_host
     ranks = own.gpu_of_rank if own.gpu_of_rank is not None else np.arange(own.num_gpus)
-    order = [own.host_names[int(ranks[k * gph]) // gph] for k in range(own.num_gpus // gph)]
-    shown = " ".join(order[:8]) + (" ..." if len(order) > 8 else "")
+    # the host of each of the job's own ranks under placement's map (framework_rank numbers them as the job does)
+    host_of_job_rank = np.empty(own.num_gpus, dtype=np.int64)
+    host_of_job_rank[c.framework_rank] = ranks // gph
+    blocks = host_of_job_rank.reshape(-1, gph)
+    if (blocks == blocks[:, :1]).all():
+        order = [own.host_names[int(h)] for h in blocks[:, 0]]
+        shown = " ".join(order[:8]) + (" ..." if len(order) > 8 else "")
+        how = f"node ranks 0, 1, ... on {shown}"
+    else:
+        how = "that map (its node blocks are not the job's, so no host order alone gives it)"
     msg = (f"the job's host order sends more groups across the {lv.name}{over} than placement's order of the same "
-           f"hosts for this layout: {'; '.join(parts)}; node ranks 0, 1, ... on {shown} save {cost:.3f} s per step "
-           f"({c.step_s:.3f} -> {c.mapped_same_s:.3f} s; `placement plan` with the job's degrees on this allocation "
-           f"writes the whole order)")
+           f"hosts for this layout: {'; '.join(parts)}; {how} save {cost:.3f} s per step ({c.step_s:.3f} -> "
+           f"{c.mapped_same_s:.3f} s)")
     return [Finding(_severity(cost, c.step_s), "host_order_crossings", msg, examples, cost)]
 
 

@@ -110,24 +110,33 @@ sendrecv.cu loops over them though it reduces nothing); all_gather and alltoall 
 the file name names the test: a `# Collective test starting:` line names it for certain."""
 
 
-def _row(tokens: list[str], root: bool | None = None) -> tuple[int, float, float, tuple[str, str]] | None:
+def _row(tokens: list[str], cols: list[str] | None = None) -> tuple[int, float, float, tuple[str, str]] | None:
     """(size, out-of-place time in us, out-of-place busbw in GB/s, #wrong out of place and in place) of a result
-    row, or None (also a row shorter than its table's header says: cut).  `root`: whether the table's header has
-    the root column, None where no header was seen (then the row's own length tells)."""
+    row, or None (also a row shorter than its table's header: cut).  `cols`: the table header's column names, None
+    where no header was seen (then the row's own length tells)."""
     if len(tokens) < 8 or not tokens[0].isdigit() or not tokens[1].isdigit():
         return None
-    # size count type redop [root] time algbw busbw #wrong, out of place then in place: nccl-tests 2.13+ print
-    # the root column (13 columns), older ones do not (12, with an `error` column for #wrong before 2.10)
-    if root is None:
-        root = len(tokens) >= 13
-    if len(tokens) < (13 if root else 12):
+    # size count type [redop] [root] time algbw busbw #wrong, out of place then in place: nccl-tests 2.13+ print
+    # the root column (13 columns), older ones do not (12, with an `error` column for #wrong), and before 2.13
+    # all_gather and sendrecv print no redop either (11); the header says which
+    if cols is None:
+        first, width = (5, 13) if len(tokens) >= 13 else (4, 12)
+    else:
+        first, width = cols.index("time"), len(cols)
+    if len(tokens) < width:
         return None
-    first = 5 if root else 4
     vals = tokens[first:first + 3]
     if len(vals) < 3 or not all(_NUM.match(v) for v in vals):
         return None
     wrong = (tokens[first + 3] if len(tokens) > first + 3 else "", tokens[first + 7] if len(tokens) > first + 7 else "")
     return int(tokens[0]), float(vals[0]), float(vals[2]), wrong
+
+
+def _header_columns(stripped: str) -> list[str] | None:
+    """The column names of a result table's header line (`#  size  count  type  redop  root  time ...`), or None
+    where it has no `time` column."""
+    cols = stripped.lstrip("#").split()
+    return cols if "time" in cols else None
 
 
 def _failed(wrong: str) -> bool:
@@ -149,7 +158,7 @@ def read_nccl_tests(path: Path | str) -> NcclRun:
     seen: dict[int, int] = {}  # size -> line
     header = trailer = None
     in_table = False
-    root: bool | None = None  # whether the table's header has the root column
+    cols: list[str] | None = None  # the table header's column names
     failed: list[str] = []
     for i, raw in enumerate(lines, start=1):
         line = unprefixed(raw)
@@ -172,14 +181,14 @@ def read_nccl_tests(path: Path | str) -> NcclRun:
         if stripped.startswith("#"):
             if "size" in stripped and "count" in stripped and "type" in stripped:
                 in_table = True
-                root = "root" in stripped.split()
+                cols = _header_columns(stripped) or cols
             continue
         tokens = line.split()
-        got = _row(tokens, root)
+        got = _row(tokens, cols)
         if got is None and tokens and tokens[0].isdigit() and (
                 in_table or (len(tokens) >= 2 and tokens[1].isdigit())):
-            header = (f"its table's header has {13 if root else 12}" if root is not None
-                      else "nccl-tests prints 12 or 13")
+            header = (f"its table's header has {len(cols)}" if cols is not None
+                      else "nccl-tests prints 11 to 13")
             raise InputError(f"nccl-tests file `{path}` line {i}: a result row with {len(tokens)} columns, where "
                              f"{header} (size count type redop [root] time algbw busbw #wrong, out of place then in "
                              f"place): the output is cut or edited; give the whole output")
@@ -188,8 +197,8 @@ def read_nccl_tests(path: Path | str) -> NcclRun:
         if got[0] > 0 and got[1] <= 0:
             raise InputError(f"nccl-tests file `{path}` line {i}: {got[0]} bytes in {got[1]} us is no measurement; "
                              f"give the output as the binary printed it")
-        redop = tokens[3]
-        if named_at is None and (redop != "none") != (op in REDUCING):
+        redop = tokens[3] if cols is None or "redop" in cols else "none"  # no redop column: no reduction printed
+        if named_at is None and (cols is None or "redop" in cols) and (redop != "none") != (op in REDUCING):
             raise InputError(f"nccl-tests file `{path}` line {i}: a row with reduction {redop!r}, which "
                              f"{op}_perf does not print ({'a reduction' if op in REDUCING else 'none'}); the file "
                              f"is another test's output (its name says {op}, and it has no `# Collective test "

@@ -231,7 +231,9 @@ def model_from_megatron(args: dict[str, tuple[str, int]], path: Path) -> ModelSp
         return ModelSpec(
             name=f"megatron-log:{path.name}", num_layers=need("num_layers"), hidden_size=hidden,
             ffn_hidden_size=_int(args, "ffn_hidden_size", path) or 4 * hidden,
-            ffn_kind=FfnKind.SWIGLU if flag.get("swiglu") else FfnKind.GELU, num_attention_heads=heads,
+            ffn_kind=(FfnKind.SWIGLU if flag.get("swiglu") else FfnKind.QUICK_GEGLU if flag.get("quick_geglu")
+                      else FfnKind.SQUARED_RELU if flag.get("squared_relu") else FfnKind.GELU),
+            num_attention_heads=heads,
             num_kv_heads=groups, head_dim=_int(args, "kv_channels", path), vocab_size=vocab,
             tied_embeddings=not flag.get("untie_embeddings_and_output_weights", False), moe=moe,
             default_seq_len=need("seq_length"), source=f"{path}: Megatron-LM arguments block")

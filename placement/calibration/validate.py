@@ -136,7 +136,8 @@ def predict(run: CalibrationRun, model: ModelSpec | None = None, topo: Topology 
         res = search(model, train, topo, cfg)
     except PlacementInfeasible as err:
         if err.binding != "memory":  # the stated layout breaks a rule (a micro-batch that does not divide...)
-            return RunResult(run, None, False, None, None, why=_broken_rule(model, train, fixed) or str(err))
+            return RunResult(run, None, False, None, None,
+                             why=_broken_rule(model, train, fixed, run.num_gpus) or str(err))
         if "recompute" not in fixed:
             return RunResult(run, None, False, None, None, why=str(err))
         # the run ran this layout, recompute included: price it where the memory model says it does not fit,
@@ -161,11 +162,21 @@ def predict(run: CalibrationRun, model: ModelSpec | None = None, topo: Topology 
                       and k not in (("dp",) if model.moe else ("dp", "ep", "etp"))})
 
 
-def _broken_rule(model: ModelSpec, train: TrainingSpec, fixed: dict) -> str | None:
-    """The rule a fully stated layout breaks, in words (cost.rules.layout_error), or None."""
+def _broken_rule(model: ModelSpec, train: TrainingSpec, fixed: dict, num_gpus: int) -> str | None:
+    """The rule a stated layout breaks, in words (cost.rules.layout_error), or None (then the search's message):
+    only where the run states every field a rule reads, dp taken as num_gpus / (tp x cp x pp) where unstated (a
+    review: a partial layout was told dp 1)."""
     from placement.cost.rules import layout_error
     from placement.specs import Layout
 
+    need = ("tp", "cp", "pp", "micro_batch_size")
+    if any(k not in fixed for k in need if k != "cp"):
+        return None
+    fixed = {"cp": 1, **fixed}
+    per = fixed["tp"] * fixed["cp"] * fixed["pp"]
+    if num_gpus % per:
+        return None
+    fixed.setdefault("dp", num_gpus // per)
     try:
         layout = Layout(**{k: v for k, v in fixed.items() if k in Layout.model_fields})
     except (TypeError, ValueError) as err:

@@ -17,7 +17,7 @@ import copy
 import yaml
 
 from placement.errors import InputError
-from placement.sweep.spec import DesignSpec, SweepSpec, WorkloadSpec
+from placement.sweep.spec import CAPEX_COST_INPUTS, RENTAL_COST_INPUTS, DesignSpec, SweepSpec, WorkloadSpec
 
 STUDY_KEYS = tuple(k for k in SweepSpec.model_fields if k not in ("name", "designs", "workloads"))
 DESIGN_KEYS = tuple(k for k in DesignSpec.model_fields if k != "name")
@@ -68,9 +68,15 @@ def apply_sets(data: dict, sets: tuple[str, ...]) -> dict:
             out[key] = value
         elif key in DESIGN_KEYS or key in WORKLOAD_KEYS:
             group = "designs" if key in DESIGN_KEYS else "workloads"
-            for x in out.get(group) if isinstance(out.get(group), list) else []:
-                if isinstance(x, dict):
-                    x[key] = value
+            items = [x for x in (out.get(group) if isinstance(out.get(group), list) else []) if isinstance(x, dict)]
+            # a purchase's cost inputs go to the designs bought, a rental price to those rented (a review: a study
+            # with one of each refused `--set capex_per_gpu=30000` as a rental with a capex)
+            if key in CAPEX_COST_INPUTS:
+                items = [x for x in items if x.get("price_per_gpu_hour") is None] or items
+            elif key in RENTAL_COST_INPUTS:
+                items = [x for x in items if x.get("capex_per_gpu") is None] or items
+            for x in items:
+                x[key] = value
         else:
             raise InputError(f"--set {item}: unknown key {key!r}; valid keys: {_valid_keys()}")
     return out

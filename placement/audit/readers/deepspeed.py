@@ -120,6 +120,7 @@ def read_json(path: Path, s: Settings) -> None:
             s.put("precision", "bf16", ev(key))
             if key == "fp16":
                 s.ignored.append(f"fp16: {FP16_MIXED}, priced as bf16 ({ev(key)})")
+    _autocast_precision(data, s, ev)
     if auto:
         s.hf_auto = tuple(auto)
     comm = data.get("communication_data_type")
@@ -243,6 +244,33 @@ def _flat_keys(prefix: str, value: object) -> dict[str, str]:
 
 FP32_NAMES = frozenset({"fp32", "float32", "float", "torch.float32"})
 """How a DeepSpeed config may write fp32 (`runtime/config_utils.py` DtypeEnum)."""
+
+
+AUTOCAST_DTYPES = {"bfloat16": "bf16", "bf16": "bf16", "torch.bfloat16": "bf16", "float16": "fp16", "fp16": "fp16",
+                   "half": "fp16", "torch.float16": "fp16"}
+
+
+def _autocast_precision(data: dict, s: Settings, ev: Callable[[str], str]) -> None:
+    """16-bit GEMMs without a bf16/fp16 section: `torch_autocast` (DeepSpeed runs the Linear layers under
+    torch.autocast in its dtype, runtime/engine.py and runtime/config.py, 0.19.x) and `amp` (apex's mixed
+    precision, FP16).  A review found both refused as fp32 jobs."""
+    if s.has("precision"):
+        return
+    cast = data.get("torch_autocast")
+    if isinstance(cast, dict) and cast.get("enabled") in (True, "true"):
+        kind = AUTOCAST_DTYPES.get(str(cast.get("dtype", "bfloat16")).strip().lower())
+        if kind is None:
+            raise InputError(f"{ev('torch_autocast')}: torch_autocast.dtype must be bfloat16 or float16, got "
+                             f"{cast.get('dtype')!r}")
+        s.put("precision", "bf16", f"{ev('torch_autocast')} (DeepSpeed runs the Linear layers under torch.autocast "
+                                   f"in {kind})")
+        if kind == "fp16":
+            s.ignored.append(f"torch_autocast fp16: {FP16_MIXED}, priced as bf16 ({ev('torch_autocast')})")
+        return
+    amp = data.get("amp")
+    if isinstance(amp, dict) and amp.get("enabled") in (True, "true"):
+        s.put("precision", "bf16", f"{ev('amp')} (apex AMP: FP16 mixed precision, priced as bf16)")
+        s.ignored.append(f"amp: {FP16_MIXED}, priced as bf16 ({ev('amp')})")
 
 
 def _bf16_key(data: dict) -> str:

@@ -183,6 +183,8 @@ def _held_argument_lists(path: Path, entry: Word, args: list[Word], s: Settings)
         raise InputError(f"{held[0].site}: the arguments of {entry.text} are {names}, which the files do not set "
                          f"(the environment or another script sets it): no argument of the job to read; pass the "
                          f"arguments written out instead, a file of what `echo {held[0].text}` prints in the job")
+    where = f"{names} ({held[0].site.path}:{held[0].site.line})"
+    s.model_elsewhere = s.model_elsewhere or f"{where} is not set by the files"
     s.warnings.append(f"{names} ({held[0].site.path}:{held[0].site.line}) is not set by the files: the arguments it "
                       f"holds are not read, so the audit prices the framework's defaults for whatever they set; "
                       f"pass the arguments written out (what `echo {held[0].text}` prints in the job) with the rest")

@@ -554,6 +554,9 @@ def read_args(words: list[Word], s: Settings, typos: bool = True) -> None:
             name = a.values[0].text if a.values else ""
             s.deepspeed_config = (name, a.evidence)
             continue
+        if f in MODEL_ELSEWHERE:  # the model's arguments come from the checkpoint or a YAML the files do not show
+            site = f"{a.word.site.path}:{a.word.site.line}"
+            s.model_elsewhere = s.model_elsewhere or f"{f} ({site}): {MODEL_ELSEWHERE[f]}"
         if typos:
             _near_miss(f, a)
         if f in _MG_IGNORED:
@@ -718,6 +721,14 @@ def _megatron_lm_defaults(s: Settings) -> None:
               "per-tensor scaling, priced as tensorwise)")
 
 
+MODEL_ELSEWHERE = {
+    "--use-checkpoint-args": "Megatron-LM loads the model's arguments from the checkpoint before validate_args "
+                             "(arguments.py parse_and_validate_args, checkpointing.py load_args_from_checkpoint, "
+                             "core_v0.19.0)",
+    "--yaml-cfg": "Megatron-LM reads its arguments from the YAML file (arguments.py load_yaml)",
+}
+"""Megatron-LM flags under which the model's arguments come from a file the audit does not read: its defaults for
+what the launch leaves out (`model_defaults`) do not apply (a review: such a launch was refused)."""
 MEGATRON_MODEL_DEFAULTS_WHERE = "megatron/training/arguments.py validate_args, core_v0.19.0 :1280-1294"
 """Where Megatron-LM fills the model arguments a launch leaves out (Megatron-DeepSpeed's arguments.py the same)."""
 
@@ -730,8 +741,8 @@ def model_defaults(s: Settings) -> None:
     GeLU without an activation switch.  A user trial: a llama3-8b audit of a script without --swiglu,
     --ffn-hidden-size and --group-query-attention priced Llama 3 8B while the job trains a 4h GeLU MHA GPT.
     Not for a Megatron-Bridge config, whose model provider has its own defaults."""
-    if not s.megatron_lm or s.bridge or s.hf_trainer or s.hf_precision is not None:
-        return
+    if not s.megatron_lm or s.bridge or s.hf_trainer or s.hf_precision is not None or s.model_elsewhere:
+        return  # a variable the files do not set, --use-checkpoint-args or --yaml-cfg may state what is left out
     model_args = ("num_layers", "hidden_size", "num_attention_heads")
     if not any(s.has(n) for n in model_args):
         # Megatron-LM requires them (arguments.py validate_args _check_arg_is_not_none, core_v0.19.0 :1314-1317): a

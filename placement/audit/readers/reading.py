@@ -449,6 +449,9 @@ class Settings:
     """LaunchLayout.unknown_keys."""
     refusal: str | None = None
     """LaunchLayout.refusal (the first a rule found)."""
+    model_elsewhere: str | None = None
+    """Why the launch's model arguments may come from somewhere the files do not show (a variable they do not set,
+    --use-checkpoint-args, --yaml-cfg): Megatron's model defaults and the refusals that read them do not apply."""
     hf_trainer: str | None = None
     """Evidence that a HuggingFace Trainer script runs the job (its `--deepspeed CONFIG`, or TrainingArguments
     flags such as --per_device_train_batch_size): DeepSpeed's engine under the Trainer, which fills the JSON's "auto"
