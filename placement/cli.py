@@ -757,6 +757,14 @@ def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, pr
     splits = (0,) if launched and set(launched) - {"megatron"} else None
     _say_emit_narrows(formats or [], framework, open_choices, choices, module_sets,
                       splits_narrowed=splits is not None and framework in (None, "megatron"))
+    if framework and zero:
+        # a stage the framework does not run leaves no layout to price (a user trial: exit 3, an internal error)
+        able = CAPABILITIES[framework].for_model(model.is_moe)
+        missing = sorted(set(zero) - set(able.zero_stages))
+        if missing:
+            raise InputError(f"--zero {' '.join(map(str, missing))} with --framework {framework}: "
+                             f"{able.version} as placement prices it runs ZeRO stages "
+                             f"{', '.join(map(str, able.zero_stages))}; give one of them, or drop --framework")
     cfg = SearchConfig(top_k=top_k,
                        recompute=tuple(Recompute(r) for r in recompute) or SearchConfig.recompute,
                        zero_stages=tuple(sorted(set(zero)))

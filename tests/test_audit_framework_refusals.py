@@ -90,3 +90,12 @@ def test_deepspeed_autocast_and_amp_are_16_bit(tmp_path, section, said) -> None:
                                     "--gpus", "16"])
     assert out.exit_code in (0, 1), out.output
     assert f"global batch 64, {said}" in out.stdout
+
+
+@pytest.mark.parametrize(("framework", "zero"), [("torchtitan", "1"), ("maxtext", "2"), ("deepspeed", "0")])
+def test_a_zero_stage_the_framework_does_not_run_is_bad_input(framework, zero) -> None:
+    """`plan --framework F --zero Z` where F has no stage Z left no layout and crashed (exit 3, IndexError)."""
+    out = CliRunner().invoke(main, ["plan", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "16",
+                                    "--framework", framework, "--zero", zero])
+    assert out.exit_code == 2, out.output
+    assert f"--zero {zero} with --framework {framework}" in out.stderr and "runs ZeRO stages" in out.stderr
