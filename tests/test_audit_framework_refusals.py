@@ -99,3 +99,24 @@ def test_a_zero_stage_the_framework_does_not_run_is_bad_input(framework, zero) -
                                     "--framework", framework, "--zero", zero])
     assert out.exit_code == 2, out.output
     assert f"--zero {zero} with --framework {framework}" in out.stderr and "runs ZeRO stages" in out.stderr
+
+
+@pytest.mark.parametrize("json_first", [False, True])
+def test_a_megatron_deepspeed_stage_0_under_bf16_agrees_with_its_configs_stage_0(tmp_path, json_first) -> None:
+    """Megatron-DeepSpeed's Llama 2 example writes stage 0 in its ds_config and passes --zero-stage=0 --bf16, which
+    DeepSpeed's BF16_Optimizer runs as ZeRO-1: the script's derived 1 and the JSON's 0 were refused as contradictory."""
+    script = tmp_path / "train.sh"
+    script.write_text("deepspeed pretrain_gpt.py --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 "
+                      "--num-layers 24 --hidden-size 2048 --num-attention-heads 16 --num-key-value-heads 4 --swiglu "
+                      "--ffn-hidden-size 5504 --seq-length 2048 --micro-batch-size 4 --global-batch-size 32 --bf16 "
+                      "--deepspeed --deepspeed_config ds.json --zero-stage=0\n")
+    (tmp_path / "ds.json").write_text(json.dumps({"train_batch_size": 32, "train_micro_batch_size_per_gpu": 4,
+                                                  "zero_optimization": {"stage": 0}, "bf16": {"enabled": True}}))
+    model = tmp_path / "m.yaml"
+    model.write_text("name: m\nnum_layers: 24\nhidden_size: 2048\nffn_hidden_size: 5504\nffn_kind: swiglu\n"
+                     "num_attention_heads: 16\nnum_kv_heads: 4\nvocab_size: 32000\n")
+    files = [tmp_path / "ds.json", script] if json_first else [script, tmp_path / "ds.json"]
+    out = CliRunner().invoke(main, ["audit", *[a for f in files for a in ("--launch", str(f))], "--model", str(model),
+                                    "--cluster", "dgx-h100", "--gpus", "8", "--json"])
+    assert out.exit_code in (0, 1), out.output
+    assert json.loads(out.stdout)["layout"]["zero_stage"] == 1

@@ -346,6 +346,12 @@ def device_indices(value: str, evidence: str) -> tuple[int, ...]:
     return tuple(int(x) for x in items)
 
 
+BF16_ZERO1 = "DeepSpeed's BF16_Optimizer shards the optimizer state"
+"""The evidence of a stage 0 that DeepSpeed's BF16_Optimizer runs as ZeRO-1: a file that states the same stage 0
+agrees with it (a user trial: Megatron-DeepSpeed's Llama 2 example with its own ds_config was refused as
+contradictory)."""
+
+
 def deepspeed_grad_accumulation(s: Settings, bf16_optimizer: bool, evidence: str) -> None:
     """How a DeepSpeed job accumulates and reduces micro-batch gradients, unless the files said: its BF16_Optimizer
     (bf16 with ZeRO stage 0) adds them into fp32 after each backward (bf16_optimizer.py update_hp_grads) and
@@ -356,8 +362,7 @@ def deepspeed_grad_accumulation(s: Settings, bf16_optimizer: bool, evidence: str
     before this rule runs (`deepspeed._bf16_optimizer_at_zero1`)."""
     if bf16_optimizer and s.value("zero_stage", 0) == 0:
         # it shards the fp32 master weights and optimizer state over data parallelism (bf16_optimizer.py): ZeRO-1
-        s.put("zero_stage", 1, f"{evidence} (DeepSpeed's BF16_Optimizer shards the optimizer state over data "
-                               f"parallelism: ZeRO-1)")
+        s.put("zero_stage", 1, f"{evidence} ({BF16_ZERO1} over data parallelism: ZeRO-1)")
     if bf16_optimizer and not s.has("recipe.grad_all_reduce"):
         s.put("recipe.grad_all_reduce", True,
               f"{evidence} (DeepSpeed's BF16_Optimizer all-reduces the whole gradient, then updates its shard of "
@@ -540,6 +545,11 @@ def merge(groups: list[Settings]) -> Settings:
         for name, ev in g.sources.items():
             value = g.value(name)
             if out.has(name) and out.value(name) != value and not g.override:
+                if name == "zero_stage" and {out.value(name), value} == {0, 1} and BF16_ZERO1 in out.sources[name]:
+                    continue  # a script's stage 0 that its BF16_Optimizer runs as ZeRO-1; the JSON's own 0 agrees
+                if name == "zero_stage" and {out.value(name), value} == {0, 1} and BF16_ZERO1 in ev:
+                    out.put(name, value, ev)
+                    continue
                 raise _contradiction(name, out.value(name), out.sources[name], value, ev)
             out.put(name, value, ev)
         if g.keys is not None:
