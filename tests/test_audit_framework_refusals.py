@@ -120,3 +120,29 @@ def test_a_megatron_deepspeed_stage_0_under_bf16_agrees_with_its_configs_stage_0
                                     "--cluster", "dgx-h100", "--gpus", "8", "--json"])
     assert out.exit_code in (0, 1), out.output
     assert json.loads(out.stdout)["layout"]["zero_stage"] == 1
+
+
+def test_an_hf_trainer_auto_precision_without_a_16_bit_flag_trains_fp32(tmp_path) -> None:
+    """"auto" precision filled from TrainingArguments without --bf16/--fp16 is fp32 (transformers' default): it was a
+    note, "priced as bf16", beside a step several times too short."""
+    script = tmp_path / "run.sh"
+    script.write_text("deepspeed run_clm.py --model_name_or_path meta-llama/Meta-Llama-3-8B --deepspeed ds.json "
+                      "--per_device_train_batch_size 2 --gradient_accumulation_steps 4 --block_size 4096\n")
+    (tmp_path / "ds.json").write_text(json.dumps({"bf16": {"enabled": "auto"}, "zero_optimization": {"stage": 3},
+                                                  "train_micro_batch_size_per_gpu": "auto",
+                                                  "gradient_accumulation_steps": "auto"}))
+    out = CliRunner().invoke(main, ["audit", "--launch", str(script), "--launch", str(tmp_path / "ds.json"),
+                                    "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "8"])
+    assert out.exit_code == 2 and "whose default trains fp32" in out.stderr and "add --bf16" in out.stderr
+
+
+def test_accelerates_mixed_precision_no_trains_fp32(tmp_path) -> None:
+    config = tmp_path / "accel.yaml"
+    config.write_text("compute_environment: LOCAL_MACHINE\ndeepspeed_config:\n  gradient_accumulation_steps: 4\n"
+                      "  zero_stage: 3\ndistributed_type: DEEPSPEED\nmixed_precision: 'no'\nnum_machines: 1\n"
+                      "num_processes: 8\n")
+    script = tmp_path / "run.sh"
+    script.write_text(f"accelerate launch --config_file {config} train.py --per_device_train_batch_size 2\n")
+    out = CliRunner().invoke(main, ["audit", "--launch", str(script), "--launch", str(config), "--model", "llama3-8b",
+                                    "--cluster", "dgx-h100", "--gpus", "8"])
+    assert out.exit_code == 2 and "accelerate trains this job in fp32" in out.stderr

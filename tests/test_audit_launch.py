@@ -818,7 +818,7 @@ def test_hf_auto_values_without_trainer_flags_are_the_trainers_defaults(tmp_path
     lay = parse_launch([HF, script])
     assert (lay.micro_batch_size, lay.grad_accumulation) == (8, 1)  # TrainingArguments defaults
     assert lay.sources["micro_batch_size"].startswith("HF TrainingArguments default per_device_train_batch_size 8")
-    assert any("fp16.enabled \"auto\" with no --bf16/--fp16" in x for x in lay.ignored)
+    assert "fp16.enabled \"auto\" with no --bf16/--fp16" in lay.refusal and "trains fp32" in lay.refusal
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -578,6 +578,7 @@ def merge(groups: list[Settings]) -> Settings:
         out.warnings += [w for w in g.warnings if w not in out.warnings]
         out.hf_precision = g.hf_precision or out.hf_precision
         out.model_elsewhere = out.model_elsewhere or g.model_elsewhere
+        out.refusal = out.refusal or g.refusal
         out.accelerate_launch = g.accelerate_launch or out.accelerate_launch
         out.accelerate_read = out.accelerate_read or g.accelerate_read
         out.json_keys |= g.json_keys

@@ -193,6 +193,10 @@ def read_accelerate(data: dict, path: Path, lines: list[str], s: Settings) -> No
     if mixed in ("bf16", "fp16"):
         s.put("precision", "bf16", ev("mixed_precision") + (" (FP16, priced as BF16: the same tensor-core rate)"
                                                              if mixed == "fp16" else ""))
+    elif mixed == "no":  # a user trial: priced as bf16 with "the launch files do not set it" as the source
+        s.refusal = s.refusal or str(fp32_refusal(
+            ev("mixed_precision"), "mixed_precision 'no': accelerate trains this job in fp32",
+            "set mixed_precision: bf16 (or fp16) in the accelerate config"))
     procs, machines = data.get("num_processes"), data.get("num_machines", 1)
     if isinstance(procs, int) and not isinstance(procs, bool) and procs >= 1:
         s.put("world_size", procs, ev("num_processes"))
@@ -729,9 +733,15 @@ def _finish(s: Settings) -> None:
         # (transformers training_args.py: per_device_train_batch_size 8, gradient_accumulation_steps 1, fp32)
         key, where = auto.key, auto.evidence
         if auto.field == "precision":
-            if not s.has("precision"):
-                s.ignored.append(f"{key}.enabled \"auto\" with no --bf16/--fp16 in the launch files: the HF Trainer "
-                                 f"runs fp32, priced as bf16 ({where})")
+            if not s.has("precision") and s.hf_precision is None:  # the JSON alone: the command may say --bf16
+                s.ignored.append(f"{key}.enabled \"auto\" with no --bf16/--fp16 in the launch files (the training "
+                                 f"command is not among them): the HF Trainer runs fp32 without them, priced as bf16 "
+                                 f"({where}); give the command to price what it runs")
+            elif not s.has("precision"):  # a user trial: priced as bf16, the step several times too short
+                s.refusal = s.refusal or str(fp32_refusal(
+                    where, f"{key}.enabled \"auto\" with no --bf16/--fp16 in the launch files: the HF Trainer fills "
+                           f"it from TrainingArguments, whose default trains fp32 (transformers training_args.py bf16 "
+                           f"and fp16 False)", "add --bf16 (or --fp16) to the training command"))
             continue
         if s.has(auto.field):
             s.put(auto.field, s.value(auto.field), f"{s.sources[auto.field]} (fills \"auto\" of {key}: {where})")
