@@ -146,3 +146,16 @@ def test_accelerates_mixed_precision_no_trains_fp32(tmp_path) -> None:
     out = CliRunner().invoke(main, ["audit", "--launch", str(script), "--launch", str(config), "--model", "llama3-8b",
                                     "--cluster", "dgx-h100", "--gpus", "8"])
     assert out.exit_code == 2 and "accelerate trains this job in fp32" in out.stderr
+
+
+def test_fp8_without_a_16_bit_switch_keeps_fp32_weights_and_is_refused(tmp_path) -> None:
+    """Megatron's FP8 over fp32 weights (--fp8-format without --bf16) was priced as the bf16 + FP8 job."""
+    script = tmp_path / "train.sh"
+    script.write_text(f"torchrun --nproc_per_node 8 pretrain_gpt.py --tensor-model-parallel-size 2 {LLAMA_8B} "
+                      f"--micro-batch-size 1 --global-batch-size 64 --fp8-format hybrid\n")
+    err = _refused(script)
+    assert "FP8 without --bf16 or --fp16" in err and "add --bf16 beside the FP8 flags" in err
+    script.write_text(script.read_text().replace("--fp8-format hybrid", "--fp8-format hybrid --bf16"))
+    ok = CliRunner().invoke(main, ["audit", "--launch", str(script), "--model", "llama3-8b", "--cluster", "dgx-h100",
+                                   "--gpus", "8"])
+    assert ok.exit_code in (0, 1), ok.output

@@ -579,6 +579,7 @@ def merge(groups: list[Settings]) -> Settings:
         out.hf_precision = g.hf_precision or out.hf_precision
         out.model_elsewhere = out.model_elsewhere or g.model_elsewhere
         out.refusal = out.refusal or g.refusal
+        out.sixteen_bit = out.sixteen_bit or g.sixteen_bit
         out.accelerate_launch = g.accelerate_launch or out.accelerate_launch
         out.accelerate_read = out.accelerate_read or g.accelerate_read
         out.json_keys |= g.json_keys

@@ -624,6 +624,7 @@ def read_args(words: list[Word], s: Settings, typos: bool = True) -> None:
         elif f in ("--bf16", "--fp16") and _given_false(a):
             continue  # an HF TrainingArguments bool given False
         elif f in ("--bf16", "--fp16"):
+            s.sixteen_bit = a.evidence
             if s.value("precision") != "fp8":
                 s.put("precision", "bf16", a.evidence + (" (FP16, priced as BF16: the same tensor-core rate)"
                                                          if f == "--fp16" else ""))
@@ -757,9 +758,18 @@ def model_defaults(s: Settings) -> None:
     said = f"{s.sources['hidden_size']}"
     if not s.has("precision"):
         s.refusal = s.refusal or str(fp32_refusal(
-            said, "no --bf16, --fp16 or --fp8-format: Megatron-LM trains this job in fp32 "
+            said, "no --bf16 or --fp16: Megatron-LM trains this job in fp32 "
                   "(megatron/training/arguments.py: params_dtype torch.float unless --fp16 or --bf16)",
             "add --bf16 (or --fp16) to the launch to audit it as the 16-bit job it should be"))
+    elif s.value("precision") == "fp8" and not s.sixteen_bit:
+        # FP8 GEMMs over fp32 weights: Float16Module wraps the model only under --fp16/--bf16 (training.py), so the
+        # weights, gradients and the non-GEMM work stay fp32 (a user trial: priced as the bf16 + FP8 job)
+        s.refusal = s.refusal or (
+            f"{s.sources['precision']}: FP8 without --bf16 or --fp16: Megatron-LM keeps the weights, gradients and "
+            f"every non-GEMM op in fp32 (params_dtype torch.float; megatron/training/training.py wraps the model in "
+            f"Float16Module only under --fp16/--bf16), which placement does not price (it prices FP8 GEMMs over "
+            f"16-bit weights: the memory and the element-wise work would be about half of the job's); add --bf16 "
+            f"beside the FP8 flags, as Megatron's FP8 recipes do")
     activation = s.value("activation")
     if activation is None:
         s.put("activation", FfnKind.GELU.value,

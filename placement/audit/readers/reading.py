@@ -449,6 +449,8 @@ class Settings:
     """LaunchLayout.unknown_keys."""
     refusal: str | None = None
     """LaunchLayout.refusal (the first a rule found)."""
+    sixteen_bit: str | None = None
+    """Megatron's --bf16 / --fp16 as given (evidence): without either an FP8 job keeps fp32 weights."""
     model_elsewhere: str | None = None
     """Why the launch's model arguments may come from somewhere the files do not show (a variable they do not set,
     --use-checkpoint-args, --yaml-cfg): Megatron's model defaults and the refusals that read them do not apply."""
