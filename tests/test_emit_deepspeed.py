@@ -351,3 +351,27 @@ def test_context_parallel_files_say_what_zero_over_data_alone_holds(tmp_path: Pa
     held = p.peak_memory_bytes + p.memory.optimizer_bytes
     text = next(u for u in runs.unpriced if u.startswith("cp 2"))
     assert f"{p.memory.optimizer_bytes / 2**30:.1f} GiB more a GPU, {held / 2**30:.1f} of" in text
+
+
+def test_the_files_carry_the_sequence_the_plan_is_priced_at(tmp_path):
+    """A plan at a sequence other than the model's default: ds_topology.py states it (seq_len, for the data loader)
+    and the audit reads it back (a user trial: Mixtral at 16384 was audited at 4096, with error findings)."""
+    import json as _json
+
+    from click.testing import CliRunner
+
+    from placement.cli import main
+
+    out = tmp_path / "o"
+    job = ["--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "16"]
+    planned = CliRunner().invoke(main, ["--reproducible", "plan", *job, "--seq-len", "2048", "--global-batch", "64",
+                                        "--framework", "deepspeed", "--emit", "deepspeed", "--out", str(out),
+                                        "--top-k", "1", "--json"])
+    assert planned.exit_code == 0, planned.output
+    assert "seq_len = 2048" in (out / "ds_topology.py").read_text()
+    files = [a for f in ("deepspeed.sh", "ds_config.json", "ds_topology.py", "hostfile") for a in ("--launch",
+                                                                                                   str(out / f))]
+    audited = CliRunner().invoke(main, ["--reproducible", "audit", *files, *job, "--json"])
+    est = _json.loads(audited.stdout)["estimate"]
+    assert est["seq_len"] == 2048
+    assert est["step_time_s"] == pytest.approx(_json.loads(planned.stdout)["plans"][0]["step_time_s"], rel=1e-6)

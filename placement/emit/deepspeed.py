@@ -434,6 +434,8 @@ def topology_module(ctx: EmitContext) -> str:
             f'    from ds_topology import topology\n    {use}\n"""\n\n'
             f"from deepspeed.runtime.pipe.topology import {cls}\n\n"
             f"topology = {topology(ctx)}\n"
+            f"\n# for your data loader: the sequence length the plan is priced with (tokens per sample)\n"
+            f"seq_len = {plan.seq_len}\n"
             f"\n# for your model code: the attention kernel the plan is priced with ({ATTENTION_KERNELS})\n"
             f"attention_kernel = {ctx.recipe.attention_kernel.value!r}\n"
             + (f"\n# for your tensor-parallel layers over mpu.get_slice_parallel_group(): shard the norm/dropout "

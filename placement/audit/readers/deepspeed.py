@@ -427,6 +427,13 @@ def read_python(path: Path, s: Settings) -> None:
                                  f"{value!r}")
             s.put("recipe.attention_kernel", value, f"{path}:{node.lineno}: {lines[node.lineno - 1].strip()[:160]}")
         if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                and node.targets[0].id == "seq_len"):  # the data loader's sequence, as ds_topology.py states it (a
+            # user trial: a plan at seq 16384 was audited back at the model's default, 4096, with errors)
+            value = _literal(node.value, "seq_len", f"{path}:{node.lineno}")
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InputError(f"{path}:{node.lineno}: seq_len must be a whole number >= 1, got {value!r}")
+            s.put("seq_len", value, f"{path}:{node.lineno}: {lines[node.lineno - 1].strip()[:160]}")
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
                 and node.targets[0].id == "checkpoint_interval"):  # layers per checkpointed chunk, ds_topology.py
             value = _literal(node.value, "checkpoint_interval", f"{path}:{node.lineno}")
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
