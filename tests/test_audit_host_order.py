@@ -91,3 +91,16 @@ def test_the_order_named_is_in_the_jobs_own_rank_numbering(tmp_path) -> None:
     assert named[0] in LEFT and named[1] in RIGHT  # pipeline pairs across the leaves, each dp group inside one
     interleaved = [h for pair in zip(LEFT, RIGHT, strict=True) for h in pair]
     assert audit(interleaved)["estimate"]["step_time_s"] < audit(LEFT + RIGHT)["estimate"]["step_time_s"]
+
+
+def test_the_best_plan_line_says_an_hsdp_shard() -> None:
+    """The best plan's line said `dp 16, ZeRO-3` where its change list set 2 replicas of 8 (a user trial)."""
+    from types import SimpleNamespace
+
+    from placement.audit.report import _layout_line
+
+    lay = SimpleNamespace(tp=1, cp=1, ep=1, etp=1, pp=1, vpp=1, dp=16, dp_shard=8, zero_stage=3, micro_batch_size=1,
+                          recompute="none")
+    assert "ZeRO-3 (sharded over 8, 2 replicas)" in _layout_line(SimpleNamespace(layout=lay))
+    lay.dp_shard = 16
+    assert "ZeRO-3, micro-batch" in _layout_line(SimpleNamespace(layout=lay))

@@ -118,8 +118,11 @@ def ranks_text(ranks: list[int]) -> str:
 
 def _layout_line(p) -> str:
     lay = p.layout
+    # HSDP: the shard group inside dp (a user trial: the line said dp 16, ZeRO-3 where the change list set 2 x 8)
+    hsdp = (f" (sharded over {lay.dp_shard}, {lay.dp // lay.dp_shard} replicas)"
+            if lay.zero_stage == 3 and lay.dp_shard and lay.dp_shard < lay.dp else "")
     return (f"tp {lay.tp}, cp {lay.cp}, ep {lay.ep}/etp {lay.etp}, pp {lay.pp} (vpp {lay.vpp}), dp {lay.dp}, "
-            f"ZeRO-{lay.zero_stage}, micro-batch {lay.micro_batch_size}, recompute {lay.recompute}")
+            f"ZeRO-{lay.zero_stage}{hsdp}, micro-batch {lay.micro_batch_size}, recompute {lay.recompute}")
 
 
 UNPRICED_KINDS = frozenset({"not_priced_as_run", "base_config_unread", "unknown_config_key"})
