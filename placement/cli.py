@@ -761,7 +761,7 @@ def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, pr
         # a stage the framework does not run leaves no layout to price (a user trial: exit 3, an internal error)
         able = CAPABILITIES[framework].for_model(model.is_moe)
         missing = sorted(set(zero) - set(able.zero_stages))
-        if missing:
+        if missing and not set(zero) & set(able.zero_stages):  # some left: the search keeps those
             raise InputError(f"--zero {' '.join(map(str, missing))} with --framework {framework}: "
                              f"{able.version} as placement prices it runs ZeRO stages "
                              f"{', '.join(map(str, able.zero_stages))}; give one of them, or drop --framework")
