@@ -57,3 +57,14 @@ def test_a_megatron_fsdp_scripts_change_list_keeps_its_own_flags(tmp_path):
     for c in changes:
         if c["argument"] == "--megatron-fsdp-grad-comm-dtype" and c["from"] is not None:
             assert c.get("note") == NOT_IN_FILES
+
+
+def test_a_maxtext_change_quotes_the_value_the_files_state() -> None:
+    """A MaxText change's launched side was placement's spelling (`remat_policy minimal`) where the YAML said
+    minimal_with_context (priced the same); it quotes the file, the last override winning."""
+    from placement.audit.changes import _maxtext_stated
+
+    text = 'base_config: "base.yml"\nremat_policy: "minimal_with_context"  # saves qkv\nper_device_batch_size: 4\n'
+    assert _maxtext_stated(text, "remat_policy") == "minimal_with_context"
+    assert _maxtext_stated(text + "python3 -m MaxText.train cfg.yml remat_policy=full\n", "remat_policy") == "full"
+    assert _maxtext_stated(text, "scan_layers") is None

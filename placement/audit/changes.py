@@ -124,6 +124,17 @@ def framework_settings(framework: str, ctx: EmitContext) -> dict[str, str]:
 
 
 NOT_IN_FILES = "not in the launch files: placement's spelling of the launched layout"
+
+
+def _maxtext_stated(text: str, key: str) -> str | None:
+    """The value a MaxText YAML (`key: value`) or command line (`key=value`) states for `key`, as written (quotes
+    off), the last one winning as MaxText's overrides do; None where none does.  A change's launched side quotes it
+    (a user trial: `- remat_policy minimal` where the file says minimal_with_context, which placement prices the
+    same)."""
+    found = None
+    for m in re.finditer(rf"(?:^|\s){re.escape(key)}\s*[:=]\s*(\"[^\"]*\"|'[^']*'|[^\s#]+)", text, re.M):
+        found = m.group(1).strip("\"'")
+    return found
 GLOBAL_BATCH = {"megatron": "--global-batch-size", "torchtitan": "--training.global_batch_size"}
 """The setting that fixes the global batch, where leaving it out makes it micro-batch x dp (Megatron) or local
 batch x dp (torchtitan): a best plan that changes either must state it."""
@@ -414,6 +425,8 @@ def launch_changes(framework: str, now: EmitContext, best: EmitContext, files_te
         for c in changes:
             if c["from"] is not None and _token(framework, c["argument"]) not in spelled:
                 c["note"] = NOT_IN_FILES
+            elif c["from"] is not None and framework == "maxtext":
+                c["from"] = _maxtext_stated(live, c["argument"]) or c["from"]
         if framework == "megatron":  # a flag the best plan adds that the files already pass is no change
             changes = [c for c in changes if not (c["from"] is None and c["to"] == "true"
                                                   and megatron_flag_in(c["argument"], live))]
