@@ -290,6 +290,9 @@ def test_a_zero_change_under_param_offload_says_to_drop_it(tmp_path):
     assert [f for f in a["findings"] if f["kind"] == "not_priced_as_run" and "offload_param" in f["message"]]
     [c] = [c for c in a["changes"] if c["argument"] == "zero_optimization.stage"]
     assert c["to"] != "3" and "drop zero_optimization.offload_param" in c["note"]
+    # ...and the optimizer's offload, which the best plan is not priced with either (a user trial found it left on)
+    (o,) = [c for c in a["changes"] if c["argument"] == "zero_optimization.offload_optimizer.device"]
+    assert (o["from"], o["to"]) == ("cpu", "none")
 
 
 def test_accelerates_ulysses_context_degree_is_the_jobs(tmp_path):

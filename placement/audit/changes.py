@@ -369,6 +369,12 @@ def hf_trainer_changes(a: dict[str, str], b: dict[str, str], now: EmitContext, b
             change["note"] = (f"and drop zero_optimization.offload_param (device {offload}): DeepSpeed takes it with "
                               f"stage 3 only")
         out.append(change)
+    moved = json_keys.get("zero_optimization.offload_optimizer.device")
+    if moved not in (None, "none") and any(c["argument"] == "zero_optimization.stage" for c in out):
+        # the best plan is priced with the optimizer state on the GPUs (a user trial: the change list dropped
+        # offload_param beside a stage change and left offload_optimizer cpu)
+        out.append({"argument": "zero_optimization.offload_optimizer.device", "from": moved, "to": "none",
+                    "note": "the best plan is priced with the optimizer state and step on the GPUs"})
     full = (now.plan.layout.recompute == "full", best.plan.layout.recompute == "full")
     if full[0] != full[1]:
         out.append({"argument": "--gradient_checkpointing", "from": "true" if full[0] else None,
