@@ -211,3 +211,18 @@ def test_the_change_list_writes_a_full_iteration_graph_in_the_configs_api() -> N
     assert changes["model.cuda_graph_scope"]["to"] == "[full_iteration]"
     dtypes = [c for k, c in changes.items() if k.endswith("_dtype")]
     assert all(c["to"].startswith("{_call_: false, _target_: torch.") for c in dtypes)
+
+
+def test_a_model_sequence_other_than_the_finetuning_datasets_does_not_start(tmp_path) -> None:
+    """Megatron-Bridge asserts model.seq_length equals the dataset's (`dataset.seq_length` of a finetuning config,
+    ConfigContainer.validate): an SFT config of model 16384 and dataset 4096 was priced at 16384 with no word."""
+    from placement.audit.launch import parse_launch
+    from placement.errors import InputError
+
+    path = tmp_path / "sft.yaml"
+    path.write_text("model:\n  tensor_model_parallel_size: 1\n  seq_length: 16384\ndataset:\n  seq_length: 4096\n"
+                    "train:\n  micro_batch_size: 1\n  global_batch_size: 8\n")
+    with pytest.raises(InputError, match="Megatron-Bridge asserts model.seq_length equals the dataset's"):
+        parse_launch([path])
+    path.write_text(path.read_text().replace("seq_length: 4096", "seq_length: 16384"))
+    assert parse_launch([path]).seq_len == 16384

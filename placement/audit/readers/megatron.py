@@ -1026,7 +1026,7 @@ _BRIDGE_INT = {"model.tensor_model_parallel_size": "tp", "model.pipeline_model_p
                "model.expert_model_parallel_size": "ep", "model.expert_tensor_parallel_size": "etp",
                "model.num_layers": "num_layers", "model.hidden_size": "hidden_size",
                "model.num_attention_heads": "num_attention_heads", "model.num_moe_experts": "num_experts",
-               "model.seq_length": "seq_len", "dataset.sequence_length": "seq_len",
+               "model.seq_length": "seq_len", "dataset.sequence_length": "seq_len", "dataset.seq_length": "seq_len",
                "model.num_layers_in_first_pipeline_stage": "first_stage_layers",
                "model.num_layers_in_last_pipeline_stage": "last_stage_layers",
                "train.micro_batch_size": "micro_batch_size", "train.global_batch_size": "global_batch"}
@@ -1084,7 +1084,11 @@ def bridge_settings(keys: dict[str, tuple[Any, str]], s: Settings) -> None:
             continue
         v = read_int(value, key, ev, minimum=0 if field in ("first_stage_layers", "last_stage_layers") else 1)
         if s.has(field) and s.value(field) != v:
-            raise InputError(f"contradictory {field}: {v} ({ev}) vs {s.value(field)} ({s.sources[field]})")
+            # Megatron-Bridge asserts the model's sequence is the dataset's (ConfigContainer.validate; a user trial's
+            # SFT config of model 16384 and dataset 4096 was priced at 16384 with no word)
+            why = (": Megatron-Bridge asserts model.seq_length equals the dataset's (ConfigContainer.validate), so "
+                   "this config does not start; make them agree" if field == "seq_len" else "")
+            raise InputError(f"contradictory {field}: {v} ({ev}) vs {s.value(field)} ({s.sources[field]}){why}")
         s.put(field, v, ev)
     sp, ev = keys.get("model.sequence_parallel", (None, None))
     if sp is not None:
