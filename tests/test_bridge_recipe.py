@@ -222,7 +222,7 @@ def test_a_model_sequence_other_than_the_finetuning_datasets_does_not_start(tmp_
     path = tmp_path / "sft.yaml"
     path.write_text("model:\n  tensor_model_parallel_size: 1\n  seq_length: 16384\ndataset:\n  seq_length: 4096\n"
                     "train:\n  micro_batch_size: 1\n  global_batch_size: 8\n")
-    with pytest.raises(InputError, match="Megatron-Bridge asserts model.seq_length equals the dataset's"):
+    with pytest.raises(InputError, match=r"Megatron-Bridge asserts model\.seq_length equals the dataset's"):
         parse_launch([path])
     path.write_text(path.read_text().replace("seq_length: 4096", "seq_length: 16384"))
     assert parse_launch([path]).seq_len == 16384

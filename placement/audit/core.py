@@ -103,6 +103,11 @@ MEGATRON_SHAPE_FLAGS = {"ffn_hidden_size": "--ffn-hidden-size {}", "kv_channels"
 (readers.megatron.model_defaults)."""
 
 
+def _switch(kind: FfnKind) -> str:
+    """Megatron-LM's activation switch for `kind` as the launch writes it (GeLU has none)."""
+    return " ".join(ACTIVATION_ARGS.get(kind, [])) or "no activation switch (Megatron's GeLU)"
+
+
 def _check_mlp_kind(launch: LaunchLayout, model: ModelSpec, src: Callable[[str], str]) -> None:
     """Refuse files whose MLP has another number of up-projections than --model's (GeLU against SwiGLU): other
     weights and FLOPs, another model.  The same count (SwiGLU against quick-GeGLU) is a note (`_mlp_differs`)."""
@@ -110,11 +115,11 @@ def _check_mlp_kind(launch: LaunchLayout, model: ModelSpec, src: Callable[[str],
         return
     ups, have = FfnKind(launch.activation).num_up_projections, model.ffn_kind.num_up_projections
     if ups != have:
-        switch = " ".join(ACTIVATION_ARGS.get(model.ffn_kind, [])) or "no activation switch (Megatron's GeLU)"
         raise InputError(
             f"the launch files train a {launch.activation} MLP{src('activation')}, {ups} up-projection(s) per MLP, "
             f"but model {model.name}'s {model.ffn_kind.value} has {have}: other weights and FLOPs, another model; "
-            f"pass the model the job trains (--model NAME, a YAML or its config.json), or launch with {switch}")
+            f"pass the model the job trains (--model NAME, a YAML or its config.json), or launch with "
+            f"{_switch(model.ffn_kind)}")
 
 
 def model_differs(launch: LaunchLayout, model: ModelSpec) -> list[str]:
@@ -151,11 +156,9 @@ def _mlp_differs(launch: LaunchLayout, model: ModelSpec) -> list[str]:
     src = launch.sources.get
     if launch.activation is not None and launch.activation != kind.value:
         # another count of up-projections is refused (_check_mlp_kind): here the same count, another activation
-        flag = " ".join(ACTIVATION_ARGS.get(kind, [])) or "no activation switch (Megatron's GeLU)"
-        said = " ".join(ACTIVATION_ARGS[FfnKind(launch.activation)]) or "no activation switch (Megatron's GeLU)"
-        out.append(f"{said} ({src('activation', '')}) trains another MLP than model "
+        out.append(f"{_switch(FfnKind(launch.activation))} ({src('activation', '')}) trains another MLP than model "
                    f"{model.name}'s {kind.value}: priced as the model's (the same up-projections); the job trains "
-                   f"another model, the best plan's files write {flag}")
+                   f"another model, the best plan's files write {_switch(kind)}")
     offset, clamp = launch.glu_linear_offset, launch.activation_clamp
     stated = launch.activation is not None  # files that name the activation state the MLP: what they omit is off
     if (offset is not None and offset != model.glu_linear_offset) or (
@@ -1002,16 +1005,14 @@ def _host_order_finding(c: _Ctx, kinds: list[GroupKind]) -> list[Finding]:
     kind, j = next((k, j) for k, j, _, _ in worse if j == top)
     _, examples = _example_groups(kind, c.mapped, j, c.framework_rank)
     over = f" (oversubscribed {lv.oversubscription:g}:1)" if lv.oversubscription > 1 else ""
-    own, gph = c.own_mapped, c.own_mapped.gpus_per_host
-    ranks = own.gpu_of_rank if own.gpu_of_rank is not None else np.arange(own.num_gpus)
-    # the host of each of the job's own ranks under placement's map (framework_rank numbers them as the job does)
-    host_of_job_rank = np.empty(own.num_gpus, dtype=np.int64)
-    host_of_job_rank[c.framework_rank] = ranks // gph
-    blocks = host_of_job_rank.reshape(-1, gph)
-    if (blocks == blocks[:, :1]).all():
-        order = [own.host_names[int(h)] for h in blocks[:, 0]]
-        shown = " ".join(order[:8]) + (" ..." if len(order) > 8 else "")
-        how = f"node ranks 0, 1, ... on {shown}"
+    mine = c.own_mapped
+    # the GPU of each of the job's own ranks under placement's map (framework_rank numbers them as the job does)
+    job_gpu = np.empty(mine.num_gpus, dtype=np.int64)
+    job_gpu[c.framework_rank] = mine.gpu_of_rank if mine.gpu_of_rank is not None else np.arange(mine.num_gpus)
+    compact = compact_mapping(mine, job_gpu)  # None where a node block of the job's spans two hosts
+    if compact is not None:
+        order = compact["host_order"]
+        how = f"node ranks 0, 1, ... on {' '.join(order[:8])}{' ...' if len(order) > 8 else ''}"
     else:
         how = "that map (its node blocks are not the job's, so no host order alone gives it)"
     msg = (f"the job's host order sends more groups across the {lv.name}{over} than placement's order of the same "
@@ -1649,7 +1650,6 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
             for k, g in baseline_mappings(topo).items()}
     # placement's own mapping of the same layout: CP-SAT on a real allocation, the hierarchy order else
     # (the mapper prices under the default recipe: its mapping is priced again under the job's)
-    own_mapped = None
     if mapping is not None:
         own = map_layout(workload(model), train, topo, layout, est, 0, mapping)
         own_mapped = own.topo

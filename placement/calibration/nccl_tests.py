@@ -307,7 +307,8 @@ def foreign_hosts(run: NcclRun, base: Topology) -> str | None:
     regular layout, not on the allocation's switches."""
     if not base.allocated or len(run.hosts) < 2:
         return None
-    missing = [h for h in run.hosts if h not in set(base.host_names)]
+    allocated = set(base.host_names)
+    missing = [h for h in run.hosts if h not in allocated]
     if not missing:
         return None
     return (f"`{run.path}`: its host(s) {', '.join(missing[:4])}{' ...' if len(missing) > 4 else ''} are not in the "

@@ -23,14 +23,13 @@ def start_refusal(where: str, what: str, check: str, fix: str) -> InputError:
     return InputError(f"{where}: {what}: {check}, so this job does not start; {fix}")
 
 
-def fp32_refusal(where: str, framework_rule: str, fix: str) -> InputError:
+def fp32_refusal(where: str, framework_rule: str, fix: str) -> str:
     """A job whose files leave it in fp32 (its framework's default without a 16-bit switch): placement prices 16-bit
     and FP8 GEMMs, and an fp32 GEMM runs at a fraction of their tensor-core rate, so pricing it as bf16 would promise
     a step several times shorter than the job's.  A user trial: a Megatron-LM script and a DeepSpeed JSON without
     --bf16 / bf16.enabled were priced as bf16 from placement's own default."""
-    return InputError(f"{where}: {framework_rule}, which placement does not price (its GEMMs run at a fraction of the "
-                      f"16-bit tensor-core rate, and pricing it as bf16 would promise a step several times shorter); "
-                      f"{fix}")
+    return (f"{where}: {framework_rule}, which placement does not price (its GEMMs run at a fraction of the 16-bit "
+            f"tensor-core rate, and pricing it as bf16 would promise a step several times shorter); {fix}")
 
 
 def read_int(text: str, what: str, evidence: str, *, minimum: int = 0) -> int:

@@ -194,9 +194,9 @@ def read_accelerate(data: dict, path: Path, lines: list[str], s: Settings) -> No
         s.put("precision", "bf16", ev("mixed_precision") + (" (FP16, priced as BF16: the same tensor-core rate)"
                                                              if mixed == "fp16" else ""))
     elif mixed == "no":  # a user trial: priced as bf16 with "the launch files do not set it" as the source
-        s.refusal = s.refusal or str(fp32_refusal(
+        s.refusal = s.refusal or fp32_refusal(
             ev("mixed_precision"), "mixed_precision 'no': accelerate trains this job in fp32",
-            "set mixed_precision: bf16 (or fp16) in the accelerate config"))
+            "set mixed_precision: bf16 (or fp16) in the accelerate config")
     procs, machines = data.get("num_processes"), data.get("num_machines", 1)
     if isinstance(procs, int) and not isinstance(procs, bool) and procs >= 1:
         s.put("world_size", procs, ev("num_processes"))
@@ -597,11 +597,11 @@ def join(groups: list[Settings]) -> Reading:
                      f"batch included")
     elif (s.json_paths and not s.has("precision") and not s.hf_trainer and not s.neox
           and not any(a.field == "precision" for a in s.hf_auto)):
-        s.refusal = str(fp32_refusal(
+        s.refusal = fp32_refusal(
             s.json_paths[0], "the DeepSpeed config enables neither bf16 nor fp16: DeepSpeed trains fp32 "
                              "(runtime/precision_config.py: DeepSpeedBF16Config.enabled and "
                              "DeepSpeedFP16Config.enabled default false)",
-            "set bf16.enabled true (or fp16.enabled) in the config to audit it as the 16-bit job it should be"))
+            "set bf16.enabled true (or fp16.enabled) in the config to audit it as the 16-bit job it should be")
     return s.reading("deepspeed")
 
 
@@ -745,10 +745,10 @@ def _finish(s: Settings) -> None:
                                  f"command is not among them): the HF Trainer runs fp32 without them, priced as bf16 "
                                  f"({where}); give the command to price what it runs")
             elif not s.has("precision"):  # a user trial: priced as bf16, the step several times too short
-                s.refusal = s.refusal or str(fp32_refusal(
+                s.refusal = s.refusal or fp32_refusal(
                     where, f"{key}.enabled \"auto\" with no --bf16/--fp16 in the launch files: the HF Trainer fills "
                            f"it from TrainingArguments, whose default trains fp32 (transformers training_args.py bf16 "
-                           f"and fp16 False)", "add --bf16 (or --fp16) to the training command"))
+                           f"and fp16 False)", "add --bf16 (or --fp16) to the training command")
             continue
         if s.has(auto.field):
             s.put(auto.field, s.value(auto.field), f"{s.sources[auto.field]} (fills \"auto\" of {key}: {where})")

@@ -757,10 +757,10 @@ def model_defaults(s: Settings) -> None:
     hidden, heads = s.value("hidden_size"), s.value("num_attention_heads")
     said = f"{s.sources['hidden_size']}"
     if not s.has("precision"):
-        s.refusal = s.refusal or str(fp32_refusal(
+        s.refusal = s.refusal or fp32_refusal(
             said, "no --bf16 or --fp16: Megatron-LM trains this job in fp32 "
                   "(megatron/training/arguments.py: params_dtype torch.float unless --fp16 or --bf16)",
-            "add --bf16 (or --fp16) to the launch to audit it as the 16-bit job it should be"))
+            "add --bf16 (or --fp16) to the launch to audit it as the 16-bit job it should be")
     elif s.value("precision") == "fp8" and not s.sixteen_bit:
         # FP8 GEMMs over fp32 weights: Float16Module wraps the model only under --fp16/--bf16 (training.py), so the
         # weights, gradients and the non-GEMM work stay fp32 (a user trial: priced as the bf16 + FP8 job)
