@@ -1499,27 +1499,32 @@ def _shown_value(v: object) -> str:
 
 def unknown_key_findings(launch: LaunchLayout) -> list[Finding]:
     """A warning per key of the files that no version of their framework takes (GPT-NeoX: readers.neox_keys,
-    torchtitan: readers.torchtitan_keys): the stock framework refuses such a config; the job is priced without the
-    key."""
-    if not launch.unknown_keys:
-        return []
-    if launch.framework == "torchtitan":
-        from placement.audit.readers.torchtitan import REFUSES, VERSIONS_READ
-
-        name, refuses, who = "torchtitan", REFUSES, ("a torchtitan that defines it (an extension named by "
-                                                     "job.custom_config_module, an experiment's config, or a newer "
-                                                     "version)")
-    else:
-        from placement.audit.readers.neox import REFUSES, VERSIONS_READ
-
-        name, refuses, who = "GPT-NeoX", REFUSES, "a GPT-NeoX that defines it (a fork, or a newer version)"
+    torchtitan: readers.torchtitan_keys, a Megatron-LM argument list: readers.megatron_flags): the stock framework
+    refuses such a config; the job is priced without the key."""
     out = []
     for k in launch.unknown_keys:
+        if k.megatron:
+            name = "Megatron-LM"
+            versions = "any version of Megatron-LM or Megatron-DeepSpeed: placement/audit/readers/megatron_flags.py"
+            refuses = "their argument parser refuses a flag it does not define ('unrecognized arguments')"
+            who = "an entry script that adds it (extra_args_provider) or a fork that defines it"
+            kind, what = "flag", "launch"
+        elif launch.framework == "torchtitan":
+            from placement.audit.readers.torchtitan import REFUSES, VERSIONS_READ
+
+            name, versions, refuses, kind, what = "torchtitan", VERSIONS_READ, REFUSES, "key", "config"
+            who = ("a torchtitan that defines it (an extension named by job.custom_config_module, an experiment's "
+                   "config, or a newer version)")
+        else:
+            from placement.audit.readers.neox import REFUSES, VERSIONS_READ
+
+            name, versions, refuses, kind, what = "GPT-NeoX", VERSIONS_READ, REFUSES, "key", "config"
+            who = "a GPT-NeoX that defines it (a fork, or a newer version)"
         where = f"{k.file}:{k.line}" if k.line is not None else k.file
-        near = f"; the nearest {name} key is {k.suggestion}" if k.suggestion else ""
+        near = f"; the nearest {name} {kind} is {k.suggestion}" if k.suggestion else ""
         out.append(Finding(
             "warning", "unknown_config_key",
-            f"{where}: {k.key} is no {name} key ({VERSIONS_READ}): {refuses}, so only {who} runs this config; "
+            f"{where}: {k.key} is no {name} {kind} ({versions}): {refuses}, so only {who} runs this {what}; "
             f"priced without it{near}", [], 0.0))
     return out
 

@@ -26,7 +26,8 @@ from placement.audit.readers.common import (
     start_refusal,
     word_check,
 )
-from placement.audit.readers.reading import Reading, Settings
+from placement.audit.readers.megatron_flags import FLAGS as MEGATRON_FLAGS
+from placement.audit.readers.reading import Reading, Settings, UnknownKey
 from placement.audit.shell import Origin, Word
 from placement.emit.megatron import ACTIVATION_ARGS
 from placement.errors import InputError
@@ -660,6 +661,8 @@ def read_args(words: list[Word], s: Settings, typos: bool = True) -> None:
     _rope_scaling(rope_scaling, s)
     deepspeed_flag = next((a for a in args if a.flag == "--deepspeed"), None)
     hf = _hf_trainer(args, s, deepspeed_flag)
+    if typos and not hf:
+        _unknown_flags(args, s)
     if deepspeed_flag is None and not hf:  # Megatron's own DDP reduces the gradients (DeepSpeed's under --deepspeed)
         _gradient_width(args, s)
     if deepspeed_flag is not None and not hf:  # Megatron-DeepSpeed pipelines with DeepSpeed's PipelineEngine
@@ -698,6 +701,32 @@ def read_args(words: list[Word], s: Settings, typos: bool = True) -> None:
                                                for a in args)):
         s.take("num_query_groups")  # Megatron reads --num-query-groups only under --group-query-attention
     s.megatron_lm = True
+
+
+UNKNOWN_FLAG_NEAR = 0.8
+"""difflib similarity at or above which the nearest flag Megatron-LM takes is named beside an unknown one."""
+
+
+def _unknown_flags(args: list[Arg], s: Settings) -> None:
+    """Each flag, as written, that no version of Megatron-LM or Megatron-DeepSpeed defines (readers.megatron_flags)
+    into `unknown_keys`: their parser refuses it ('unrecognized arguments') unless the entry script adds it, and the
+    job is priced without it.  A flag Megatron-LM takes spelt with `_` for `-` (`--micro_batch_size`) is an error:
+    the reader took it for the dashed one, Megatron-LM stops at it (a review: both went unremarked, the second priced
+    as --micro-batch-size).  Sure typos of a flag the audit reads are errors already (_near_miss)."""
+    seen = set()
+    for a in args:
+        if a.flag in MEGATRON_FLAGS or not a.flag.startswith("--") or a.flag in seen:
+            continue
+        seen.add(a.flag)
+        dashed = a.flag.replace("_", "-")
+        if dashed in MEGATRON_FLAGS:  # read as the dashed flag above, where Megatron-LM stops at it
+            raise InputError(f"{a.evidence}: unknown argument {a.flag}; Megatron-LM spells it {dashed} and refuses "
+                             f"this spelling (argparse: 'unrecognized arguments'), so this launch would not start: "
+                             f"write {dashed}")
+        near = next(
+            iter(difflib.get_close_matches(a.flag, MEGATRON_FLAGS, n=1, cutoff=UNKNOWN_FLAG_NEAR)), None)
+        s.unknown_keys.append(UnknownKey(key=a.flag, file=str(a.word.site.path), line=a.word.site.line,
+                                         suggestion=near, megatron=True))
 
 
 def _megatron_lm_defaults(s: Settings) -> None:

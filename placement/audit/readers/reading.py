@@ -22,7 +22,8 @@ Framework = Literal["megatron", "torchtitan", "deepspeed", "maxtext"]
 
 class UnknownKey(Frozen):
     """A key of a config file or command line that no version of its framework takes (GPT-NeoX: readers.neox_keys,
-    torchtitan: readers.torchtitan_keys), where it is no sure typo of one it takes (that is an error)."""
+    torchtitan: readers.torchtitan_keys, Megatron-LM: readers.megatron_flags), where it is no sure typo of one it takes
+    (that is an error)."""
 
     key: str
     """As the file spells it."""
@@ -31,6 +32,9 @@ class UnknownKey(Frozen):
     """1-based, None where the key is not found on a line of its own (a flow mapping on one line)."""
     suggestion: str | None = None
     """The nearest key the framework takes (difflib), if any is near."""
+    megatron: bool = False
+    """A flag of a Megatron-LM (or Megatron-DeepSpeed) argument list (readers.megatron_flags), whatever framework the
+    launch is audited as."""
 
 
 class NodeDevices(Frozen):
