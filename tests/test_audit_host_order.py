@@ -104,3 +104,38 @@ def test_the_best_plan_line_says_an_hsdp_shard() -> None:
     assert "ZeRO-3 (sharded over 8, 2 replicas)" in _layout_line(SimpleNamespace(layout=lay))
     lay.dp_shard = 16
     assert "ZeRO-3, micro-batch" in _layout_line(SimpleNamespace(layout=lay))
+
+
+def test_a_host_order_that_prices_the_same_is_not_a_change(tmp_path) -> None:
+    """Four hosts of one leaf, the job listing them in another order than the allocation's: any order prices the
+    same, so the best plan keeps the job's (its hosts.txt moves no host) and the change list has no node order (a
+    user trial: it said to move two of four node ranks, for nothing).  On a spine, where the order pays, it stays."""
+    script = tmp_path / "train.sh"
+    script.write_text(SCRIPT.replace("--nnodes 16", "--nnodes 4").replace("--expert-model-parallel-size 8", "")
+                      .replace("--global-batch-size 256", "--global-batch-size 64"))
+    hosts = tmp_path / "hosts.txt"
+    job = [LEFT[3], LEFT[1], LEFT[2], LEFT[0]]
+    hosts.write_text("\n".join(job) + "\n")
+    out = CliRunner().invoke(main, ["--reproducible", "audit", "--launch", str(script), "--model", "mixtral-8x7b",
+                                    "--slurm-topology", str(SLURM), "--nodelist", ",".join(LEFT[:4]), "--node-type",
+                                    "dgx-h100", "--hosts", str(hosts), "--json", "--out", str(tmp_path / "out")])
+    assert out.exit_code in (0, 1), out.output
+    data = json.loads(out.stdout)
+    assert data["best"]["step_time_s"] < data["estimate"]["step_time_s"]  # a best plan other than the job
+    assert not [c for c in data["changes"] if c["argument"].startswith("node order")]
+    assert data["best"]["mapping_compact"]["host_order"] == job
+    assert data["best"]["mapping_solver"]["chosen"] == "launch_order"
+    written = [line.split()[1] for line in (tmp_path / "out" / "hosts.txt").read_text().splitlines()
+               if line and not line.startswith("#")]
+    assert written == job
+    # a job interleaving two leaves' hosts under an 8:1 spine, allocated leaf by leaf: the leaf order pays for
+    # itself, and the change is listed
+    (tmp_path / "train.sh").write_text(SCRIPT)
+    hosts.write_text("\n".join(h for pair in zip(LEFT, RIGHT, strict=True) for h in pair) + "\n")
+    out = CliRunner().invoke(main, ["--reproducible", "audit", "--launch", str(script), "--model", "mixtral-8x7b",
+                                    "--slurm-topology", str(SLURM), "--nodelist", ",".join(LEFT + RIGHT),
+                                    "--node-type", "dgx-h100", "--oversubscription", "8", "--hosts", str(hosts),
+                                    "--json"])
+    spine = json.loads(out.stdout)
+    (moved,) = [c for c in spine["changes"] if c["argument"].startswith("node order")]
+    assert moved["to"].startswith(" ".join(LEFT[:4]))

@@ -755,6 +755,41 @@ def _batch(layouts: list[Layout], recipe: Recipe) -> LayoutBatch:
     return batch
 
 
+def _keep_job_host_order(best: Plan, best_gpu: np.ndarray, job_gpu: np.ndarray, topo: Topology, model: ModelSpec,
+                         train: TrainingSpec) -> tuple[Plan, np.ndarray]:
+    """The best plan on the job's own hosts, node rank for node rank, where it prices the same there (within the
+    mapper's TIE_REL): a reordering must pay for itself, as the mapper keeps the allocation order (mapping.mapper), so
+    the change list moves no host for nothing (a user trial: four hosts of one leaf, listed in another order than the
+    allocation's, were told to move two node ranks that save nothing).  Each host of the best plan's mapping is
+    relabelled as the job's host of the same node rank, the GPUs inside it kept; a mapping whose node-rank blocks do
+    not each fill one host is kept as it is."""
+    from placement.mapping.mapper import TIE_REL
+
+    gph = topo.gpus_per_host
+    hb, ha = best_gpu[::gph] // gph, job_gpu[::gph] // gph
+    if topo.num_gpus % gph or np.array_equal(hb, ha) or len(set(hb.tolist())) != len(hb) \
+            or set(hb.tolist()) != set(ha.tolist()) or not all(
+                len(set((best_gpu[k * gph:(k + 1) * gph] // gph).tolist())) == 1 for k in range(len(hb))):
+        return best, best_gpu
+    host = np.arange(topo.num_hosts)
+    host[hb] = ha
+    alt = host[best_gpu // gph] * gph + best_gpu % gph
+    ctx = EmitContext.of(best, topo, alt, model, train)
+    priced = ctx.priced_as()
+    if priced is None or priced.step_time_s > best.step_time_s * (1.0 + TIE_REL):
+        return best, best_gpu
+    layout, mapped = best.layout_spec(), topo.with_mapping(alt)
+    est = _price(ctx.priced_model, train, mapped, [layout], best.recipe_spec())
+    solver = (best.mapping_solver or {}) | {
+        "chosen": "launch_order",
+        "note": f"the job's own host order, which prices the same as the mapper's ({best.step_time_s:.6g} s/step)"}
+    update = {"mapping_solver": solver, "crossings": crossings(mapped, group_kinds(layout, est, 0)),
+              "mapping_compact": compact_mapping(topo, alt)}
+    if best.mapping is not None:
+        update["mapping"] = rank_table(topo, alt, layout, model.is_moe)
+    return best.model_copy(update=update), alt
+
+
 def _price(model: ModelSpec, train: TrainingSpec, topo: Topology, layouts: list[Layout],
            recipe: Recipe | None = None) -> Estimates:
     recipe = recipe or Recipe()
@@ -1715,6 +1750,8 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
     best, best_gpu = (plan, gpu_of_rank) if planned is None else (planned.plans[0], planned.gpu_of_rank[0])
     if best.step_time_s >= plan.step_time_s and plan.fits:  # the job already runs the best we know
         best, best_gpu = plan, gpu_of_rank
+    if best is not plan:
+        best, best_gpu = _keep_job_host_order(best, best_gpu, gpu_of_rank, topo, model, train)
     speedup = round(plan.step_time_s / best.step_time_s, 3) if best.step_time_s > 0 else 1.0
     combined = _combined_finding(plan, best, findings)
     if combined is not None:
