@@ -66,7 +66,10 @@ def test_a_plan_deepspeed_can_run_gets_its_batch_zero_and_pipeline_keys_and_no_w
     assert cfg["zero_optimization"]["stage"] == 1 and cfg["zero_optimization"]["overlap_comm"] is True
     assert cfg["pipeline"] == {"stages": 2, "activation_checkpoint_interval": 1,  # recompute full
                                "pipe_partitioned": True, "grad_partitioned": True}  # 1/tp shares, as priced
-    assert cfg["activation_checkpointing"]["partition_activations"] is True  # tp 2 with sequence parallelism
+    # tp 2 with sequence parallelism: each TP rank checkpoints its own sequence shard, which DeepSpeed's
+    # partitioning would slice and gather back as if all ranks held the same input (a user trial)
+    assert lay.tp == 2 and lay.sequence_parallel and "with sequence parallelism" in text
+    assert cfg["activation_checkpointing"]["partition_activations"] is False
     assert cfg["bf16"] == {"enabled": True}
     assert f"PipeModelDataParallelTopology(num_pp=2, num_mp=2, num_dp={lay.dp})" in text
     assert "activation_checkpoint_interval=1" in text and "PipelineModule(" in text

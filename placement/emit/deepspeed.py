@@ -87,9 +87,14 @@ def config(ctx: EmitContext) -> dict:
     if ctx.recipe.grad_reduce_fp32:  # unset, the engine reduces in the bf16 above (runtime/engine.py)
         out["communication_data_type"] = "fp32"
     if lay.recompute == "full":
-        # read by deepspeed.checkpointing.configure(); partitioning the checkpointed layer inputs across the TP
-        # group is the 1/tp share sequence parallelism keeps
-        out["activation_checkpointing"] = {"partition_activations": lay.tp > 1 and lay.sequence_parallel,
+        # read by deepspeed.checkpointing.configure().  No partitioning of the checkpointed inputs: it keeps each TP
+        # rank's 1/tp slice of its own input and all-gathers the slices back in backward (runtime/
+        # activation_checkpointing/checkpointing.py partition_activations, gather_partitioned_activations), which
+        # rebuilds the input only where every TP rank holds the same one; under sequence parallelism each holds its
+        # own sequence shard (already the 1/tp share the plan prices), so the rebuilt input would mix shards and the
+        # recompute run on it (Megatron-Core refuses the same pair: distribute_saved_activations "must be false when
+        # sequence parallel is enabled", transformer_config.py); without it the plan prices the whole input, as kept
+        out["activation_checkpointing"] = {"partition_activations": False,
                                            "contiguous_memory_optimization": False, "cpu_checkpointing": False,
                                            # torch.cuda.synchronize() around every checkpointed layer, as priced
                                            "synchronize_checkpoint_boundary": ctx.recipe.checkpoint_sync}
