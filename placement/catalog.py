@@ -46,6 +46,10 @@ def accelerator_names() -> list[str]:
     return _names(catalog_root() / "hardware" / "accelerators")
 
 
+EXAMPLES = {"model": "models", "cluster": "hardware/clusters", "accelerator": "hardware/accelerators"}
+"""Where the catalog keeps the files of each kind, named in a message about one (a user trial was sent to the root)."""
+
+
 def read_yaml(path: Path, schema: type[S], what: str) -> S:
     """Parse one YAML file into `schema`, turning every failure into a one-paragraph InputError."""
     text = read_text(path, f"{what} file", f"give a readable UTF-8 YAML {what} file")
@@ -53,7 +57,7 @@ def read_yaml(path: Path, schema: type[S], what: str) -> S:
     if not isinstance(data, dict):
         raise InputError(
             f"{path}: a {what} file must be a YAML mapping of fields, got {type(data).__name__}; "
-            f"see the files in {catalog_root()} for examples"
+            f"see the files in {catalog_root() / EXAMPLES.get(what, '')} for examples"
         )
     try:
         return schema.model_validate(data)

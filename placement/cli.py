@@ -358,7 +358,8 @@ def recipe_options(fn: Callable) -> Callable:
                                         "step (DeepSpeed, Megatron-FSDP)."),
         onoff("fp8_params", "Primary weights kept in FP8 only (--fp8-param-gather)."),
         onoff("activation_func_fp8_input_store", "MLP activation input kept in FP8 for backward "
-                                                 "(Megatron --activation-func-fp8-input-store)."),
+                                                 "(Megatron-Core's TransformerConfig field; Megatron-LM 0.19.2 has "
+                                                 "no argument for it, so its files warn)."),
         click.option("--attention-kernel", "attention_kernel", type=click.Choice([k.value for k in AttentionKernel]),
                      default=None, help="Attention core: flash (fused, default), flash2 (FlashAttention-2: slower "
                                         "on Hopper) or unfused (scores in HBM, as the 2019-2022 Megatron runs)."),
@@ -1034,7 +1035,7 @@ def sweep(sweep_file, out_dir, executor, workers, no_cache, as_json, no_plots, s
     data = parse_yaml(read_text(path, "sweep file", "give a readable UTF-8 YAML sweep file"), path, "sweep file")
     if not isinstance(data, dict):
         raise InputError(f"{path}: a sweep file must be a YAML mapping of fields, got {type(data).__name__}; "
-                         f"see the files in {catalog_root()} for examples")
+                         f"see the files in {catalog_root() / 'hardware' / 'sweeps'} for examples")
     try:
         spec = SweepSpec.model_validate(apply_sets(data, sets))
     except ValidationError as err:

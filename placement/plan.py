@@ -8,6 +8,7 @@ from placement import __version__
 from placement.calibration.published import job_key, published_best
 from placement.cost.batch import LayoutBatch
 from placement.cost.constants import GiB
+from placement.cost.context import fp8_recipe
 from placement.cost.pipeline import rank_layer_counts
 from placement.cost.step import Estimates
 from placement.specs import Layout, ModelSpec, TrainingSpec
@@ -198,6 +199,10 @@ def make_plan(batch: LayoutBatch, est: Estimates, i: int, model: ModelSpec, trai
     (frameworks.model_as_run, the audit's launch files)."""
     lay = batch.layout(i)
     recipe = plan_recipe(batch, est, i)  # the candidate's own split (the search may account the embedding)
+    # an FP8 recipe left to the accelerator is written as the one priced (a user trial: null in the JSON while the
+    # files wrote --fp8-recipe tensorwise, or mxfp8 on Blackwell); its source stays "default"
+    if recipe.fp8_recipe is None:
+        recipe = recipe.model_copy(update={"fp8_recipe": fp8_recipe(topo, recipe, train.precision)})
     per_rank = rank_layer_counts(model.num_layers, lay.pp, lay.vpp, recipe.pipeline_layout,
                                  recipe.account_for_embedding, recipe.account_for_loss, recipe.mtp_layers)
     stages = [per_rank[0]]

@@ -265,3 +265,51 @@ def test_a_device_mesh_for_an_fp8_plan_says_fp8_is_the_training_codes_and_prices
     assert runs is not None and runs.group(1) == "bf16 (not fp8)"
     assert float(runs.group(2)) == pytest.approx(_evaluate_step(plan, "bf16"), rel=2e-3)
     assert "a DeviceMesh sets no precision" in err
+
+
+@pytest.mark.parametrize(("cluster", "expected"), [("dgx-h100", "tensorwise"), ("dgx-b200", "mxfp8")])
+def test_an_fp8_plan_states_the_fp8_recipe_it_is_priced_and_written_with(tmp_path, cluster, expected):
+    """The recipe an FP8 plan leaves to the accelerator is in its JSON as priced (a user trial: null, source
+    default, while the files wrote --fp8-recipe tensorwise, or mxfp8 on Blackwell); its source stays "default"."""
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, ["plan", "--model", "llama3-8b", "--cluster", cluster, "--gpus", "16",
+                                       "--seq-len", "4096", "--global-batch", "64", "--precision", "fp8",
+                                       "--framework", "megatron", "--emit", "megatron", "--out", str(out), "--json"])
+    assert result.exit_code == 0, result.output
+    plan = json.loads(result.stdout)["plans"][0]
+    assert plan["recipe"]["fp8_recipe"] == expected and plan["recipe_sources"]["fp8_recipe"] == "default"
+    assert f"--fp8-recipe {expected}" in (out / "megatron.sh").read_text()
+    # a BF16 plan has none
+    bf16 = CliRunner().invoke(main, ["plan", "--model", "llama3-8b", "--cluster", cluster, "--gpus", "16",
+                                     "--seq-len", "4096", "--global-batch", "64", "--json"])
+    assert json.loads(bf16.stdout)["plans"][0]["recipe"]["fp8_recipe"] is None
+
+
+def test_a_file_for_a_layout_that_does_not_fit_says_so_in_its_header(tmp_path):
+    """`evaluate` writes the files of a layout over capacity (exit 1); their header gave the memory above capacity
+    without a word (a user trial)."""
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, ["evaluate", "--model", "llama3-70b", "--cluster", "dgx-h100", "--gpus", "8",
+                                       "--seq-len", "8192", "--global-batch", "8", "--tp", "8", "--emit", "megatron",
+                                       "--out", str(out)])
+    assert result.exit_code == 1 and "DOES NOT FIT" in result.output
+    line = next(x for x in (out / "megatron.sh").read_text().splitlines() if x.startswith("# predicted:"))
+    assert line.endswith("-- DOES NOT FIT: the job runs out of memory as planned")
+    fits = CliRunner().invoke(main, ["evaluate", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "8",
+                                     "--seq-len", "4096", "--global-batch", "8", "--tp", "8", "--emit", "megatron",
+                                     "--out", str(tmp_path / "fits")])
+    assert fits.exit_code == 0 and "DOES NOT FIT" not in (tmp_path / "fits" / "megatron.sh").read_text()
+
+
+@pytest.mark.parametrize(("flag", "folder"), [("--model", "models"), ("--cluster", "hardware/clusters")])
+def test_a_catalog_file_that_is_no_mapping_names_the_folder_of_its_kind(tmp_path, flag, folder):
+    """The message named the repository root as the place of examples (a user trial)."""
+    from placement.catalog import catalog_root
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("just a string\n")
+    args = {"--model": "llama3-8b", "--cluster": "dgx-h100"} | {flag: str(bad)}
+    result = CliRunner().invoke(main, ["plan", "--model", args["--model"], "--cluster", args["--cluster"], "--gpus",
+                                       "8", "--seq-len", "4096", "--global-batch", "8"])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert f"see the files in {catalog_root() / folder} for examples" in result.output

@@ -174,10 +174,18 @@ def runs_recipe(ctx: EmitContext, runs_instead: dict[str, str], runs: Runs,
         runs.recipe["recompute_modules"] = tuple(selective)
         runs.what.append(f"selective recompute of {'+'.join(m.value for m in selective)} (not "
                          + "+".join(m.value for m in modules) + ")")
+    from placement.frameworks import row_applies
+
     for name in runs_instead:
         if name in _FEATURE_DEFAULT or name == "recompute_modules" or not matters(name, lay):
             continue
+        if not row_applies(name, runs.precision or ctx.plan.precision):  # an FP8 setting of a file run in bf16
+            continue
         default = Recipe.model_fields[name].default
+        if name == "fp8_recipe" and default is None:  # the framework's own: the accelerator's, as the plan's default
+            from placement.cost.context import fp8_recipe
+
+            default = fp8_recipe(ctx.topo, Recipe(), Precision.FP8)
         if getattr(r, name) != default:
             runs.recipe[name] = default
             runs.what.append(f"{name} {_word(default)} (not {_word(getattr(r, name))})")
@@ -391,7 +399,10 @@ def header(ctx: EmitContext, framework: str, comment: str = "#", runs: str = "")
         f"sequence parallel {lay.sequence_parallel}",
         f"predicted: {p.step_time_s:.3f} s/step, {p.tokens_per_s:,.0f} tokens/s, MFU {p.mfu:.1%}, "
         f"{p.peak_memory_bytes / GiB:.1f} of {p.memory_capacity_bytes / GiB:.1f} GiB per GPU"
-        + p.headroom_note,
+        + p.headroom_note
+        # an evaluated layout that does not fit still gets its files (a user trial: the header gave the memory
+        # above capacity without a word)
+        + ("" if p.fits else " -- DOES NOT FIT: the job runs out of memory as planned"),
         *([runs] if runs else []),
         "ranks: tp innermost, then cp, dp, pp (Megatron-Core and torchtitan order); the rank -> GPU mapping is",
         "applied by the host order (node ranks)"
