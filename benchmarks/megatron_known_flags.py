@@ -24,8 +24,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "placement" / "audit" / "readers" / "megatron_flags.py"
 FLAG = re.compile(r"""(?<![\w-])['"](--[A-Za-z][\w.-]*)['"]""")
-LOOKAHEAD = 3
-"""Added lines after an `add_argument(` line without a flag on it that may hold its flag strings."""
+CALL_LINES = 12
+"""Added lines an `add_argument(` call is read over at most (its parentheses unbalanced by a string, say)."""
 
 
 def git(repo: str, *args: str) -> str:
@@ -33,27 +33,39 @@ def git(repo: str, *args: str) -> str:
 
 
 def flags_added(repo: str, paths: tuple[str, ...] = ("*.py",)) -> tuple[set[str], int, str]:
-    """(every flag an `add_argument` call adds in any commit of `repo`'s history, commits read, the HEAD read)."""
+    """(every flag an `add_argument` call adds in any commit of `repo`'s history, commits read, the HEAD read): the
+    call's added lines from `add_argument(` until its parentheses close (at most CALL_LINES), its flag strings, and
+    under `argparse.BooleanOptionalAction` each one's `--no-` form, which argparse adds."""
     out: set[str] = set()
     commits = 0
-    pending = 0
+    call: list[str] = []
+    depth = 0
+
+    def close() -> None:
+        text = " ".join(call)
+        flags = FLAG.findall(text)
+        out.update(flags)
+        if "BooleanOptionalAction" in text:
+            out.update("--no-" + f[2:] for f in flags if f.startswith("--"))
+        call.clear()
+
     diff = git(repo, "log", "-p", "-G", "add_argument", "--format=@@@ %h", "--", *paths)
     for line in diff.splitlines():
         if line.startswith("@@@ "):
             commits += 1
+        added = line.startswith("+") and not line.startswith("+++")
+        if call and (not added or depth <= 0 or len(call) >= CALL_LINES):
+            close()
+        if not added:
             continue
-        if not line.startswith("+") or line.startswith("+++"):
-            pending = 0 if not line.startswith("+") else pending
-            continue
-        found = FLAG.findall(line) if ("add_argument(" in line or pending) else []
-        if "add_argument(" in line and not found:
-            pending = LOOKAHEAD
-            continue
-        if found:
-            out.update(found)
-            pending = 0
-        elif pending:
-            pending -= 1
+        if call:
+            call.append(line)
+            depth += line.count("(") - line.count(")")
+        elif "add_argument(" in line:
+            call.append(line[line.index("add_argument("):])
+            depth = call[0].count("(") - call[0].count(")")
+    if call:
+        close()
     return out, commits, git(repo, "rev-parse", "--short=8", "HEAD").strip()
 
 

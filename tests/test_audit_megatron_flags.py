@@ -69,6 +69,7 @@ def test_a_megatron_flag_spelt_with_underscores_does_not_start(tmp_path) -> None
     "--checkpoint-activations",  # Megatron-LM of 2020-2021, gone since
     "--no-gradient-accumulation-fusion --manual-gc --manual-gc-interval 10",  # argparse flags of today's
     "--no-bias-dropout-fusion",  # a TransformerConfig field's flag that arguments.py builds (ArgumentGroupFactory)
+    "--no-rl-partial-rollouts",  # argparse.BooleanOptionalAction's negation (a user trial: warned as unknown)
 ])
 def test_flags_of_any_version_are_known(tmp_path, flags) -> None:
     script = tmp_path / "train.sh"
@@ -105,3 +106,33 @@ def test_placements_own_megatron_files_use_known_flags(tmp_path) -> None:
     audited = CliRunner().invoke(main, ["audit", "--launch", str(launch), "--model", "llama3-8b", "--cluster",
                                         "dgx-h100", "--gpus", "16", "--json"])
     assert _unknown(audited) == []
+
+
+def test_megatron_deepspeed_moe_runs_its_expert_parallel_size_and_all_to_all(tmp_path) -> None:
+    """Megatron-DeepSpeed's `--moe-expert-parallel-size` was not read: ep priced 1, every GPU holding all experts (a
+    user trial: its 1.3B MoE-128 example out of memory at 1,555 GiB), and the dispatch as Megatron-Core's allgather
+    default where DeepSpeed-MoE exchanges tokens all-to-all."""
+    (tmp_path / "ds.json").write_text(json.dumps({"train_micro_batch_size_per_gpu": 1, "train_batch_size": 64,
+                                                  "bf16": {"enabled": True}, "zero_optimization": {"stage": 1}}))
+    script = tmp_path / "train.sh"
+    script.write_text("deepspeed --num_gpus 8 pretrain_gpt.py --num-layers 32 --hidden-size 4096 "
+                      "--num-attention-heads 32 --seq-length 4096 --max-position-embeddings 4096 --micro-batch-size 1 "
+                      "--global-batch-size 64 --bf16 --num-experts 8 --moe-expert-parallel-size 8 --deepspeed "
+                      f"--deepspeed_config {tmp_path / 'ds.json'}\n")
+    from placement.audit.launch import parse_launch
+
+    lay = parse_launch([script])
+    assert lay.ep == 8 and "--moe-expert-parallel-size" in lay.sources["ep"]
+    assert lay.recipe["moe_dispatcher"] == "alltoall" and "sharded_moe.py" in lay.sources["recipe.moe_dispatcher"]
+
+
+def test_an_optimizer_other_than_adam_is_said_to_be_priced_as_adam(tmp_path) -> None:
+    script = tmp_path / "train.sh"
+    script.write_text(f"torchrun --nproc_per_node 8 pretrain_gpt.py {LLAMA_8B} --optimizer sgd\n")
+    result = _audit(script)
+    assert result.exit_code in (0, 1), result.output
+    ignored = json.loads(result.stdout)["layout"]["ignored"]
+    assert any(line.startswith("--optimizer sgd: priced as Adam") for line in ignored)
+    adam = tmp_path / "adam.sh"
+    adam.write_text(script.read_text().replace("--optimizer sgd", "--optimizer adam"))
+    assert not any("--optimizer" in line for line in json.loads(_audit(adam).stdout)["layout"]["ignored"])

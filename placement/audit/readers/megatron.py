@@ -39,6 +39,7 @@ _MG_INT = {
     "--tensor-model-parallel-size": "tp", "--model-parallel-size": "tp",
     "--pipeline-model-parallel-size": "pp", "--context-parallel-size": "cp",
     "--ds-sequence-parallel-size": "cp", "--expert-model-parallel-size": "ep",
+    "--moe-expert-parallel-size": "ep",
     "--expert-tensor-parallel-size": "etp", "--num-virtual-stages-per-pipeline-rank": "vpp",
     "--virtual-pipeline-model-parallel-size": "vpp",
     "--num-layers-per-virtual-pipeline-stage": "layers_per_virtual_stage",
@@ -651,6 +652,11 @@ def read_args(words: list[Word], s: Settings, typos: bool = True) -> None:
                                  f"(transformers' attention implementations) or a Hub kernel `org/repo`, got {name!r}")
             s.put("recipe.attention_kernel", HF_ATTENTION[name],
                   f"{a.evidence} (transformers' {name} attention: {HF_ATTENTION_WHY[name]})")
+        elif f == "--optimizer" and a.values and one_value(a).text not in ("adam", "adamw"):
+            # the cost model has Adam's state and step only (a user trial: SGD and Muon priced as Adam, unsaid)
+            s.ignored.append(f"--optimizer {one_value(a).text}: priced as Adam, its state (fp32 master weights, "
+                             f"momentum and variance: 16 bytes a parameter with the 16-bit weight) and its step "
+                             f"({a.word.site.path}:{a.word.site.line})")
         elif f == "--no-pipeline-parallel":
             s.put("pp", 1, a.evidence)
         elif f == "--pipeline-model-parallel-layout":
@@ -679,6 +685,13 @@ def read_args(words: list[Word], s: Settings, typos: bool = True) -> None:
         _megatron_deepspeed_attention(args, s, deepspeed_flag)
     if deepspeed_flag is not None and MEGATRON_MODEL_FLAGS & {a.flag for a in args}:
         s.megatron_deepspeed = True
+        if any(a.flag == "--num-experts" for a in args) and not s.has("recipe.moe_dispatcher"):
+            # not Megatron-Core's allgather default: DeepSpeed-MoE's layer exchanges tokens with all-to-all over its
+            # expert group (deepspeed/moe/sharded_moe.py MOELayer.forward, _AllToAll), and the group is
+            # --moe-expert-parallel-size ranks (Megatron-DeepSpeed's flag, read as ep)
+            s.put("recipe.moe_dispatcher", "alltoall",
+                  f"{deepspeed_flag.evidence} (DeepSpeed-MoE dispatches with all-to-all: deepspeed/moe/sharded_moe.py "
+                  f"MOELayer.forward, _AllToAll)")
         _checkpoint_sync(args, s)
     if fsdp is not None:
         strategy = sharding[0] if sharding else "optim_grads_params"
