@@ -136,3 +136,26 @@ def test_an_optimizer_other_than_adam_is_said_to_be_priced_as_adam(tmp_path) -> 
     adam = tmp_path / "adam.sh"
     adam.write_text(script.read_text().replace("--optimizer sgd", "--optimizer adam"))
     assert not any("--optimizer" in line for line in json.loads(_audit(adam).stdout)["layout"]["ignored"])
+
+
+@pytest.mark.parametrize("pp", [1, 2])
+def test_a_2021_megatron_launch_runs_torch_ddp_overlap_and_unfused_attention(tmp_path, pp) -> None:
+    """The SC21 scripts' `--DDP-impl torch` overlaps the gradient all-reduce with backward, and their
+    `--activations-checkpoint-method` (2021-08..2022-05) dates them before Megatron-LM's FlashAttention: priced
+    with FlashAttention and no overlap, their 1.7B job was 'not this job' beside its own published run (a user
+    trial)."""
+    from placement.audit.launch import parse_launch
+
+    args = tmp_path / "args.txt"
+    args.write_text(f"--tensor-model-parallel-size 1 --pipeline-model-parallel-size {pp} --num-layers 24 "
+                    "--hidden-size 2304 --num-attention-heads 24 --seq-length 2048 --max-position-embeddings 2048 "
+                    "--micro-batch-size 16 --global-batch-size 512 --fp16 --DDP-impl torch "
+                    "--checkpoint-activations --activations-checkpoint-method uniform\n")
+    lay = parse_launch([args])
+    assert lay.recipe["dp_overlap"] is True and "torchDDP" in lay.sources["recipe.dp_overlap"]
+    assert lay.recipe["attention_kernel"] == "unfused" and "d693034ecf" in lay.sources["recipe.attention_kernel"]
+    assert any(line.startswith("--DDP-impl torch under a pipeline") for line in lay.ignored) is (pp > 1)
+    # Megatron's own LocalDDP (the default then) reduces after backward
+    args.write_text(args.read_text().replace("--DDP-impl torch", "--DDP-impl local"))
+    local = parse_launch([args])
+    assert local.recipe["dp_overlap"] is False and "torchDDP" not in local.sources["recipe.dp_overlap"]

@@ -671,6 +671,7 @@ def read_args(words: list[Word], s: Settings, typos: bool = True) -> None:
         _unknown_flags(args, s)
     if deepspeed_flag is None and not hf:  # Megatron's own DDP reduces the gradients (DeepSpeed's under --deepspeed)
         _gradient_width(args, s)
+        _old_megatron(given, s)
     if deepspeed_flag is not None and not hf:  # Megatron-DeepSpeed pipelines with DeepSpeed's PipelineEngine
         s.put("recipe.pipeline_p2p_blocking", True,
               f"{deepspeed_flag.evidence} (DeepSpeed's PipelineEngine sends and receives between stages one "
@@ -999,6 +1000,33 @@ def _ds_chat(flags: dict[str, Arg], s: Settings) -> None:
         for key in ("offload_param", "offload_optimizer"):
             _offload_warning(s, f"{offload.evidence} (DeepSpeed-Chat: {key} device cpu, dschat/utils/ds_utils.py)",
                              key)
+
+
+OLD_ATTENTION = ("Megatron-LM had no fused attention before --use-flash-attn came in (d693034ecf, 2022-12-08): its "
+                 "CoreAttention kept the scores in HBM (megatron/model/transformer.py)")
+TORCH_DDP = ("PyTorch DDP all-reduces gradient buckets during backward (megatron/training.py at bbab79f869^ :288-292 "
+             "wraps the model in torchDDP; --DDP-impl went in 3fb3e95ec6 of 2023-09-05)")
+
+
+def _old_megatron(given: dict[str, Arg], s: Settings) -> None:
+    """What a launch of the Megatron-LM of 2021-2022 ran that its flags do not name (a user trial: the SC21 scripts
+    priced with FlashAttention and no gradient overlap): `--DDP-impl torch` overlaps the gradient all-reduce with
+    backward, and a file that `--activations-checkpoint-method` dates to 2021-08..2022-05 ran the unfused
+    attention core.  Under a pipeline the schedules of that time skipped DDP's no_sync (megatron/schedules.py used it
+    without a pipeline only), so every micro-batch all-reduced: priced as one overlapped reduction, and said so."""
+    ddp = given.get("--DDP-impl")
+    if ddp is not None and ddp.values and one_value(ddp).text == "torch" and not s.has("recipe.dp_overlap"):
+        s.put("recipe.dp_overlap", True, f"{ddp.evidence} ({TORCH_DDP})")
+        if s.value("pp", 1) > 1:
+            s.ignored.append(f"--DDP-impl torch under a pipeline: every micro-batch's backward all-reduces the "
+                             f"gradients (megatron/schedules.py at bbab79f869^ takes DDP's no_sync only without a "
+                             f"pipeline), priced as one reduction beside the last backward "
+                             f"({ddp.word.site.path}:{ddp.word.site.line})")
+    method = given.get("--activations-checkpoint-method")
+    if method is not None and not s.has("recipe.attention_kernel") and "--use-flash-attn" not in given:
+        s.put("recipe.attention_kernel", "unfused",
+              f"{method.evidence} (the flag dates the file to c1e0689d92..bbab79f869, 2021-08-10 to 2022-05-16; "
+              f"{OLD_ATTENTION})")
 
 
 def _megatron_deepspeed_attention(args: list[Arg], s: Settings, deepspeed_flag: Arg) -> None:
