@@ -159,3 +159,22 @@ def test_a_2021_megatron_launch_runs_torch_ddp_overlap_and_unfused_attention(tmp
     args.write_text(args.read_text().replace("--DDP-impl torch", "--DDP-impl local"))
     local = parse_launch([args])
     assert local.recipe["dp_overlap"] is False and "torchDDP" not in local.sources["recipe.dp_overlap"]
+
+
+def test_interleaving_on_two_stages_in_a_2021_file_does_not_start(tmp_path) -> None:
+    """The Megatron-LM that `--activations-checkpoint-method` dates (2021-08..2022-05) asserts more than 2 pipeline
+    stages under interleaving (arguments.py at bbab79f869^); the audit priced it (a user trial)."""
+    args = tmp_path / "args.txt"
+    args.write_text("--tensor-model-parallel-size 8 --pipeline-model-parallel-size 2 --num-layers 48 "
+                    "--hidden-size 8192 --num-attention-heads 64 --seq-length 2048 --max-position-embeddings 2048 "
+                    "--micro-batch-size 1 --global-batch-size 512 --fp16 --checkpoint-activations "
+                    "--activations-checkpoint-method uniform --num-layers-per-virtual-pipeline-stage 12\n")
+    result = CliRunner().invoke(main, ["audit", "--launch", str(args), "--model", "megatron-gpt-39.1b", "--cluster",
+                                       "dgx-a100-80g", "--gpus", "512"])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "pipeline-model-parallel size should be greater than 2 with interleaved schedule" in result.stderr
+    # without the dating flag (a newer Megatron-LM, whose overlap_p2p_comm is on) it is priced
+    args.write_text(args.read_text().replace(" --activations-checkpoint-method uniform", ""))
+    ok = CliRunner().invoke(main, ["audit", "--launch", str(args), "--model", "megatron-gpt-39.1b", "--cluster",
+                                   "dgx-a100-80g", "--gpus", "512"])
+    assert ok.exit_code in (0, 1), ok.output

@@ -515,6 +515,14 @@ def _refuse_validate_args(given: dict[str, Arg]) -> None:
                    "interleaving came in (dcef906978 of 2021-02-13)", "pipeline-model-parallel size should be "
                    "greater than 1 (2 before 3ee489d9ea of 2024-05-31) with the interleaved schedule",
                    "give --pipeline-model-parallel-size, or drop the virtual stages")
+        dated = given.get("--activations-checkpoint-method")
+        if pp == 2 and dated is not None:  # a file of 2021-08..2022-05 (OLD_CHECKPOINT_METHOD)
+            refuse(a, "an interleaved schedule on 2 pipeline stages in a file --activations-checkpoint-method dates "
+                      f"to 2021-08..2022-05 ({dated.evidence})",
+                   "interleaving came in (dcef906978 of 2021-02-13) until 3ee489d9ea of 2024-05-31 "
+                   "(megatron/arguments.py at bbab79f869^ :139-142)",
+                   "pipeline-model-parallel size should be greater than 2 with interleaved schedule",
+                   "use more than 2 stages, or drop the virtual stages")
         if pp == 2 and "--no-overlap-p2p-communication" in given:
             refuse(a, "an interleaved schedule on 2 pipeline stages with --no-overlap-p2p-communication",
                    "3ee489d9ea of 2024-05-31, and before it any interleaving on 2 stages", "when interleaved "
