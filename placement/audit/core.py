@@ -766,20 +766,22 @@ def _keep_job_host_order(best: Plan, best_gpu: np.ndarray, job_gpu: np.ndarray, 
     from placement.mapping.mapper import TIE_REL
 
     gph = topo.gpus_per_host
-    hb, ha = best_gpu[::gph] // gph, job_gpu[::gph] // gph
-    if topo.num_gpus % gph or np.array_equal(hb, ha) or len(set(hb.tolist())) != len(hb) \
-            or set(hb.tolist()) != set(ha.tolist()) or not all(
-                len(set((best_gpu[k * gph:(k + 1) * gph] // gph).tolist())) == 1 for k in range(len(hb))):
+    if topo.num_gpus % gph:
+        return best, best_gpu
+    blocks = best_gpu.reshape(-1, gph) // gph  # the host of each GPU of each node-rank block
+    hb, ha = blocks[:, 0], job_gpu[::gph] // gph
+    if np.array_equal(hb, ha) or not (blocks == hb[:, None]).all() or len(set(hb.tolist())) != len(hb) \
+            or set(hb.tolist()) != set(ha.tolist()):
         return best, best_gpu
     host = np.arange(topo.num_hosts)
     host[hb] = ha
     alt = host[best_gpu // gph] * gph + best_gpu % gph
     ctx = EmitContext.of(best, topo, alt, model, train)
-    priced = ctx.priced_as()
+    priced = ctx.priced_as()  # as its files run it: the plan's model features and recipe, on the relabelled hosts
     if priced is None or priced.step_time_s > best.step_time_s * (1.0 + TIE_REL):
         return best, best_gpu
     layout, mapped = best.layout_spec(), topo.with_mapping(alt)
-    est = _price(ctx.priced_model, train, mapped, [layout], best.recipe_spec())
+    est = _price(ctx.priced_model, train, mapped, [layout], best.recipe_spec())  # the group kinds of its crossings
     solver = (best.mapping_solver or {}) | {
         "chosen": "launch_order",
         "note": f"the job's own host order, which prices the same as the mapper's ({best.step_time_s:.6g} s/step)"}

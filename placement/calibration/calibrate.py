@@ -532,13 +532,17 @@ class Calibration:
                                   measurements=tuple(residuals), leave_one_out=tuple(held),
                                   warnings=tuple(warnings), inputs=self.inputs)
 
+    def _in_switch_groups(self) -> set[str]:
+        """The measurement groups (file: label) of the in-switch all-reduces, which have their own warning."""
+        return {f"{self.nccl[k].run.path}: {self.nccl[k].run.label}" for k in self.in_switch}
+
     def _unexplained(self, residuals: Sequence[Residual], warned: set[tuple[str, str | None]]) -> list[str]:
         """A warning for each class of measurements (an nccl-tests file's latency-bound or bandwidth-bound rows, a
         step run, the GEMM table) that the fitted profile still misses by more than UNEXPLAINED on average, with its
         largest miss and which way: no constant the fit moves describes it (a user trial: a 2-node all-reduce that
         NCCL ran as NVLSTree, 469 GB/s bus bandwidth, was priced 82 % slow after the fit with no word).  Classes
         `warned` already (predicted worse after the fit) and in-switch all-reduces (their own warning) are left."""
-        in_switch = {f"{self.nccl[k].run.path}: {self.nccl[k].run.label}" for k in self.in_switch}
+        in_switch = self._in_switch_groups()
         out = []
         for group in dict.fromkeys(r.group for r in residuals):
             for regime in ("bandwidth", "latency", None):
@@ -572,7 +576,7 @@ class Calibration:
         """A warning for each nccl-tests file whose latency-bound or bandwidth-bound rows the fit predicts worse
         than the defaults (mean |error| of the class, and its largest row), with the (file, regime) it names."""
         out = []
-        in_switch = {f"{self.nccl[k].run.path}: {self.nccl[k].run.label}" for k in self.in_switch}
+        in_switch = self._in_switch_groups()
         for group in dict.fromkeys(r.group for r in residuals if r.kind == "nccl"):
             for regime in ("bandwidth", "latency"):
                 rows = [r for r in residuals if r.kind == "nccl" and r.group == group and r.regime == regime]

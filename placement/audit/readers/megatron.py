@@ -130,6 +130,8 @@ _MG_RECIPE_FLAGS = {
 }
 
 
+OLD_METHOD_DATES = "c1e0689d92..bbab79f869, 2021-08-10 to 2022-05-16"
+"""The Megatron-LM versions that take --activations-checkpoint-method: a file that states it is of that time."""
 OLD_CHECKPOINT_METHOD = ("Megatron-LM's full recompute from c1e0689d92 of 2021-08-10 until bbab79f869 of 2022-05-16 "
                          "renamed it --recompute-method: the method alone recomputes every layer, in groups of "
                          "--activations-checkpoint-num-layers (uniform), or that many layers per stage (block); "
@@ -516,9 +518,9 @@ def _refuse_validate_args(given: dict[str, Arg]) -> None:
                    "greater than 1 (2 before 3ee489d9ea of 2024-05-31) with the interleaved schedule",
                    "give --pipeline-model-parallel-size, or drop the virtual stages")
         dated = given.get("--activations-checkpoint-method")
-        if pp == 2 and dated is not None:  # a file of 2021-08..2022-05 (OLD_CHECKPOINT_METHOD)
+        if pp == 2 and dated is not None:  # a file of OLD_METHOD_DATES
             refuse(a, "an interleaved schedule on 2 pipeline stages in a file --activations-checkpoint-method dates "
-                      f"to 2021-08..2022-05 ({dated.evidence})",
+                      f"to {OLD_METHOD_DATES} ({dated.evidence})",
                    "interleaving came in (dcef906978 of 2021-02-13) until 3ee489d9ea of 2024-05-31 "
                    "(megatron/arguments.py at bbab79f869^ :139-142)",
                    "pipeline-model-parallel size should be greater than 2 with interleaved schedule",
@@ -1033,7 +1035,7 @@ def _old_megatron(given: dict[str, Arg], s: Settings) -> None:
     method = given.get("--activations-checkpoint-method")
     if method is not None and not s.has("recipe.attention_kernel") and "--use-flash-attn" not in given:
         s.put("recipe.attention_kernel", "unfused",
-              f"{method.evidence} (the flag dates the file to c1e0689d92..bbab79f869, 2021-08-10 to 2022-05-16; "
+              f"{method.evidence} (the flag dates the file to {OLD_METHOD_DATES}; "
               f"{OLD_ATTENTION})")
 
 
