@@ -651,9 +651,14 @@ EMIT_HELP = ("Framework configs to write into --out: a comma list of torchtitan,
              "maxtext, or all.")
 
 
-def _check_out(out_dir, emit_formats) -> list[str] | None:
+def _check_out(out_dir, emit_formats, framework: str | None = None) -> list[str] | None:
     """The --emit formats, with --out checked before any work (a bad --out is bad input, not a crash after
-    the search)."""
+    the search).  With --framework and --out but no --emit, the framework's own files (a user trial: `--framework
+    megatron --out DIR` wrote no megatron.sh and said nothing), said on stderr."""
+    if emit_formats is None and framework is not None and out_dir is not None:
+        emit_formats = framework
+        click.echo(f"placement: note: --framework {framework} --out: writing {framework}'s files too (--emit "
+                   f"FORMATS to choose others)", err=True)
     if emit_formats is not None and out_dir is None:
         raise InputError("--emit writes files: give --out DIR as well")
     formats = None
@@ -743,7 +748,7 @@ def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, pr
     given_model = model  # the files' own model code (DeepSpeed, a device mesh) runs it as given
     model, model_sources = model_as_run(framework, model, f"--framework {framework}")
     _check_recompute_num_layers(recipe, sources, recompute or tuple(r.value for r in Recompute), model)
-    formats = _check_out(out_dir, emit_formats)
+    formats = _check_out(out_dir, emit_formats, framework)
     report = _check_report(report_file)
     # the recipe fields the user left open are searched: each choice field, and the recompute modules
     if framework is not None:
@@ -887,7 +892,7 @@ def evaluate(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch
 
     recipe, sources = build_recipe(*_recipe_flag_values(recipe_args))
     _modules_need_selective(recipe, (recompute,))
-    formats = _check_out(out_dir, emit_formats)
+    formats = _check_out(out_dir, emit_formats, framework)
 
     model, train, topo = build_job(model_ref, cluster_ref, gpus, nodes, seq_len, global_batch, precision,
                                    slurm_topology, nodelist, node_type, cluster_graph, oversubscription, node_topo,
@@ -1232,6 +1237,11 @@ def audit(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, p
     if out_dir is not None:
         for path in write_best(result, train, topo, Path(out_dir)):
             click.echo(f"wrote {path}", err=True)
+        from placement.audit.report import stays_on_megatron_deepspeed
+
+        if stays_on_megatron_deepspeed(result):
+            click.echo("placement: note: no megatron.sh: the best plan stays on Megatron-DeepSpeed (see the changes "
+                       "note); apply the listed changes to the job's own script", err=True)
     if as_json:
         click.echo(json.dumps(audit_json(result) | {"calibration": calibration_json()}))
     else:

@@ -206,10 +206,20 @@ def test_torchtitan_batch_and_sequence_defaults(tmp_path) -> None:
     assert "torchtitan default training.seq_len 2048" in lay["sources"]["seq_len"]
 
 
-def test_a_megatron_deepspeed_jobs_best_plan_is_a_move_to_megatron_lm() -> None:
+def _learned_bloom(tmp_path: Path) -> tuple[Path, tuple[str, ...]]:
+    """BLOOM's Megatron-DeepSpeed script and model with learned positions instead of ALiBi: a model Megatron-LM
+    builds, so the job may move to it (megatron_lm_lacks)."""
+    model = tmp_path / "bloom-learned.yaml"
+    model.write_text(Path("models/bloom-176b.yaml").read_text().replace("name: bloom-176b", "name: bloom-learned")
+                     .replace("position_embedding: alibi", "position_embedding: learned"))
+    return _without(tmp_path, BLOOM, "--position-embedding-type alibi"), ("--model", str(model), "--gpus", "384")
+
+
+def test_a_megatron_deepspeed_jobs_best_plan_is_a_move_to_megatron_lm(tmp_path) -> None:
     """The best plan's files are Megatron-LM's: it is priced with Megatron-LM's engine (paired pipeline sends, its
     own DDP, a fused attention backend), and the diff says it is a move, not edits to the script."""
-    data = _audit(BLOOM, *BLOOM_JOB, cluster="jean-zay-a100-80g")
+    script, job = _learned_bloom(tmp_path)
+    data = _audit(script, *job, cluster="jean-zay-a100-80g")
     launched, best = data["estimate"]["recipe"], data["best"]["recipe"]
     assert launched["pipeline_p2p_blocking"] is True and best["pipeline_p2p_blocking"] is False
     assert best["attention_kernel"] == "flash" and best["grad_accumulation"] == "fused"
@@ -389,16 +399,62 @@ def test_the_audit_names_a_megatron_deepspeed_launch_so(tmp_path) -> None:
     assert result.stdout.startswith("audit of a megatron-deepspeed launch")
 
 
-def test_a_megatron_deepspeed_move_lists_every_argument_the_best_plan_needs() -> None:
+def test_a_megatron_deepspeed_move_lists_every_argument_the_best_plan_needs(tmp_path) -> None:
     """BLOOM's Megatron-DeepSpeed script moved to Megatron-LM: the change list adds each Megatron-LM argument the best
     plan's price needs that the files do not carry (a user trial found --grad-reduce-in-bf16, without which the best
     plan does not fit, and the DP overlaps left out because placement spells the launched job with them too)."""
-    got = _audit(BLOOM, "--model", "bloom-176b", "--gpus", "384", cluster="jean-zay-a100-80g")
-    text = BLOOM.read_text()
+    script, job = _learned_bloom(tmp_path)
+    got = _audit(script, *job, cluster="jean-zay-a100-80g")
+    text = script.read_text()
     best_flags = {c["argument"] for c in got["changes"] if c.get("to") is not None}
     for flag in ("--use-distributed-optimizer", "--grad-reduce-in-bf16"):
         assert flag not in text and flag in best_flags, flag
     assert not [c for c in got["changes"] if c["argument"] == "--context-parallel-size"]  # Megatron-LM's default
+
+
+MEGATRON_LM_ONLY = ("--use-distributed-optimizer", "--overlap-grad-reduce", "--grad-reduce-in-bf16",
+                    "--recompute-granularity", "--decoder-first-pipeline-num-layers", "--attention-backend",
+                    "--cuda-graph-impl")
+
+
+def test_an_alibi_megatron_deepspeed_jobs_best_plan_stays_on_megatron_deepspeed(tmp_path) -> None:
+    """BLOOM trains ALiBi, which Megatron-LM cannot build (a user trial: its best plan was a move to Megatron-LM,
+    x1.58, that cannot run the model): the best plan keeps the job's engine and recipe, within what
+    Megatron-DeepSpeed launches (one chunk per stage, no CP), and its changes are the script's own arguments."""
+    data = _audit(BLOOM, *BLOOM_JOB, cluster="jean-zay-a100-80g")
+    launched, best = data["estimate"]["recipe"], data["best"]["recipe"]
+    for name in ("pipeline_p2p_blocking", "attention_kernel", "grad_accumulation", "grad_all_reduce", "dp_overlap"):
+        assert best[name] == launched[name], name
+    assert (data["best"]["layout"]["vpp"], data["best"]["layout"]["cp"]) == (1, 1)
+    assert "stays on Megatron-DeepSpeed" in data["changes_note"] and "ALiBi" in data["changes_note"]
+    assert data["speedup"] > 1.0 and data["changes"]
+    assert not [c for c in data["changes"] if c["argument"] in MEGATRON_LM_ONLY]
+    recompute = [c for c in data["changes"] if c["argument"] == "--checkpoint-activations"]
+    if data["best"]["layout"]["recompute"] != "full":  # the script recomputes whole layers
+        assert recompute and recompute[0]["from"] == "true" and recompute[0]["to"] is None
+    script, job = _learned_bloom(tmp_path)
+    moved = _audit(script, *job, cluster="jean-zay-a100-80g")
+    assert moved["best"]["recipe"]["pipeline_p2p_blocking"] is False  # the same job without ALiBi moves
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, ["audit", "--launch", str(BLOOM), *BLOOM_JOB, "--cluster", "jean-zay-a100-80g",
+                                       "--out", str(out)])
+    assert result.exit_code in (0, 1) and not (out / "megatron.sh").exists() and (out / "hosts.txt").exists()
+    assert "no megatron.sh" in result.stderr
+
+
+def test_the_files_position_embedding_is_read_against_the_model(tmp_path) -> None:
+    """--position-embedding-type was dropped unread (a user trial): the files' ALiBi audited as a learned-position
+    model is a note, and the job still stays on Megatron-DeepSpeed, whose ALiBi it trains."""
+    model = tmp_path / "bloom-learned.yaml"
+    model.write_text(Path("models/bloom-176b.yaml").read_text().replace("name: bloom-176b", "name: bloom-learned")
+                     .replace("position_embedding: alibi", "position_embedding: learned"))
+    data = _audit(BLOOM, "--model", str(model), "--gpus", "384", cluster="jean-zay-a100-80g")
+    assert data["layout"]["sources"]["position_embedding"].endswith("--position-embedding-type alibi \\")
+    assert [x for x in data["layout"]["ignored"] if x.startswith("--position-embedding-type alibi (")
+            and "differs from model bloom-learned's learned positions" in x]
+    assert "stays on Megatron-DeepSpeed" in data["changes_note"]
+    rope = _audit(LLAMA_FP8, *JOB_8B)
+    assert not [x for x in rope["layout"]["ignored"] if "--position-embedding-type" in x]
 
 
 def test_a_megatron_deepspeed_unfused_attention_remedy_is_one_its_fork_takes() -> None:

@@ -246,3 +246,16 @@ def test_fp8_activation_input_store_is_warned_in_megatron_files_it_cannot_state(
 def test_recompute_modules_without_selective_recompute_is_a_conflict(argv):
     code, _, err = run(*argv)
     assert code == 2 and "--recompute-modules mlp names what selective recompute reruns" in err
+
+
+@pytest.mark.parametrize("command", [["plan", "--top-k", "1"], ["evaluate", "--tp", "1", "--pp", "1"]])
+def test_a_framework_and_out_write_that_frameworks_files(tmp_path, command):
+    """A user trial: `plan --framework megatron --out DIR` wrote the host files and launch.sbatch but no megatron.sh,
+    and said nothing; --framework with --out and no --emit now writes the framework's files, and says so."""
+    code, _, err = run(*command, *DENSE, "--framework", "megatron", "--out", str(tmp_path / "a"))
+    assert code == 0, err
+    assert (tmp_path / "a" / "megatron.sh").exists() and "writing megatron's files too" in err
+    code, _, err = run(*command, *DENSE, "--framework", "megatron", "--out", str(tmp_path / "b"), "--emit",
+                       "devicemesh")
+    assert code == 0, err
+    assert not (tmp_path / "b" / "megatron.sh").exists() and "writing megatron's files" not in err

@@ -15,6 +15,7 @@ from placement.audit.readers.neox_keys import KEYS as NEOX_KNOWN_KEYS
 from placement.emit.common import EmitContext
 
 NODE_ORDER = "node order (torchrun --node-rank / hostfile lines)"
+CUDA_DEVICES = "CUDA_VISIBLE_DEVICES"
 NODE_ORDER_ASSUMED = "node order (assumed: the allocation's; the files name no host per node rank, --hosts gives it)"
 """The launched side of a node-order change where the files state no host order (Audit.assumed["host_order"])."""
 SHOWN_HOSTS = 8
@@ -457,7 +458,7 @@ def launch_changes(framework: str, now: EmitContext, best: EmitContext, files_te
     gph = now.topo.gpus_per_host
     local_a, local_b = now.gpu_of_rank % gph, best.gpu_of_rank % gph
     if not np.array_equal(local_a, local_b):
-        changes.append({"argument": "CUDA_VISIBLE_DEVICES", "from": ",".join(map(str, local_a[:gph])),
+        changes.append({"argument": CUDA_DEVICES, "from": ",".join(map(str, local_a[:gph])),
                         "to": ",".join(map(str, local_b[:gph])),
                         "note": "GPU order inside each node (first node shown; --out DIR writes every node's)"})
     return changes

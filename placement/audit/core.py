@@ -38,7 +38,7 @@ from placement.audit.readers.reading import NodeDevices
 from placement.cost.batch import LayoutBatch, module_mask
 from placement.cost.constants import GiB
 from placement.cost.memory import moe_norm_recompute_lost
-from placement.cost.step import Estimates, default_choices, estimate
+from placement.cost.step import Estimates, RecipeChoices, default_choices, estimate
 from placement.emit.common import EmitContext
 from placement.emit.megatron import ACTIVATION_ARGS
 from placement.errors import InputError, PlacementInfeasible
@@ -49,10 +49,11 @@ from placement.mapping.config import SolverConfig
 from placement.mapping.groups import GroupKind, group_kinds
 from placement.mapping.mapper import baseline_mappings, host_order_mapping, map_layout
 from placement.mapping.report import compact_mapping, crossings, rank_table
-from placement.plan import Plan, make_plan
+from placement.plan import LayoutOut, Plan, make_plan
 from placement.planner import plan_job
 from placement.search import SearchConfig, module_sets
 from placement.specs import FfnKind, Layout, ModelSpec, Recompute, TrainingSpec
+from placement.specs.model import PositionEmbedding
 from placement.specs.recipe import CudaGraphs, Dispatcher, GradAccumulation, Recipe, RecomputeModule
 from placement.specs.training import AttentionKernel
 from placement.topology import Topology
@@ -144,7 +145,24 @@ def model_differs(launch: LaunchLayout, model: ModelSpec) -> list[str]:
         out.append(f"the files' RoPE ({launch.sources.get('rope_base', '')}) has no --use-rope-scaling, but model "
                    f"{model.name} scales it (llama3, factor {factor:g}): priced the same; the best plan's files write "
                    f"--use-rope-scaling --rope-scaling-factor {factor:g}")
-    return out + _mlp_differs(launch, model) + _yarn_differs(launch, model)
+    return out + _mlp_differs(launch, model) + _yarn_differs(launch, model) + _position_differs(launch, model)
+
+
+MEGATRON_POSITIONS = {"learned_absolute": PositionEmbedding.LEARNED, "rope": PositionEmbedding.ROPE,
+                      "yarn": PositionEmbedding.ROPE, "mrope": PositionEmbedding.ROPE,
+                      "alibi": PositionEmbedding.ALIBI}
+"""Megatron --position-embedding-type -> ModelSpec position_embedding (YaRN and M-RoPE rotate as RoPE does; alibi is
+BigScience's Megatron-DeepSpeed's; none and relative have no ModelSpec counterpart)."""
+
+
+def _position_differs(launch: LaunchLayout, model: ModelSpec) -> list[str]:
+    """The files' --position-embedding-type against the model's: a note, priced as the model's."""
+    stated = launch.position_embedding
+    if stated is None or model.position_embedding is None or MEGATRON_POSITIONS.get(stated) == model.position_embedding:
+        return []
+    return [f"--position-embedding-type {stated} ({launch.sources.get('position_embedding', '')}) differs from model "
+            f"{model.name}'s {model.position_embedding.value} positions: the job trains another model; priced as the "
+            f"model's, and the best plan's files write the model's"]
 
 
 def _mlp_differs(launch: LaunchLayout, model: ModelSpec) -> list[str]:
@@ -362,13 +380,20 @@ TORCHTITAN_NO_GRAPHS = ("none: the best plan's flags turn them off (--training.d
 
 
 def recipe_space(space: SearchConfig, framework: str, model: ModelSpec, topo: Topology, recipe: Recipe,
-                 sources: dict[str, str], torchtitan3: bool = False) -> tuple[SearchConfig, dict[str, str]]:
+                 sources: dict[str, str], torchtitan3: bool = False,
+                 keep_engine: bool = False) -> tuple[SearchConfig, dict[str, str]]:
     """The best plan's search under the job's recipe: its fixed fields as launched, the choice fields
     (dispatcher, overlaps, CUDA graphs, recompute modules) searched among those the framework launches
     as priced (placement.emit.common.RECIPE_SUPPORT).  Also the best plan's recipe sources.  `torchtitan3`: a
     torchtitan 0.3.0 command line, whose best plan runs full CUDA graphs where 0.3.0 captures them
-    (TORCHTITAN_GRAPHS), as its emitted flags then do (emit.torchtitan.graph_args)."""
+    (TORCHTITAN_GRAPHS), as its emitted flags then do (emit.torchtitan.graph_args).  `keep_engine`: a
+    Megatron-DeepSpeed job whose model Megatron-LM cannot build (megatron_lm_lacks): the best plan keeps the job's
+    own recipe, every field as launched (megatron_deepspeed_space)."""
     from placement.emit.common import framework_choices
+
+    if keep_engine:
+        return dataclasses.replace(space, recipe=recipe.model_copy(update={"recompute_modules": ()}),
+                                   choices=RecipeChoices.pinned(recipe)), dict(sources)
 
     choices = default_choices(model.is_moe, topo, recipe)
     static = CudaGraphs.FULL in choices.cuda_graphs  # full graphs need static shapes (default_choices)
@@ -1443,6 +1468,59 @@ def neox_space(space: SearchConfig, launch: LaunchLayout, model: ModelSpec | Non
     return dataclasses.replace(space, **update)
 
 
+def megatron_lm_lacks(model: ModelSpec, launch: LaunchLayout | None = None) -> str | None:
+    """What of the model (or of the one the launch files train) Megatron-LM cannot build, in words (None: nothing): a
+    Megatron-DeepSpeed job of such a model cannot move to Megatron-LM, so its best plan stays on Megatron-DeepSpeed
+    (megatron_deepspeed_space)."""
+    stated = None if launch is None else MEGATRON_POSITIONS.get(launch.position_embedding or "")
+    if PositionEmbedding.ALIBI in (model.position_embedding, stated):
+        return ("its ALiBi position embedding (Megatron-LM's GPTModel takes position_embedding_type learned_absolute, "
+                "rope, mrope, yarn or none: megatron/core/models/gpt/gpt_model.py at d98e8a64, 2026-08)")
+    return None
+
+
+def megatron_deepspeed_space(space: SearchConfig, layout: Layout) -> SearchConfig:
+    """The best plan's search for a Megatron-DeepSpeed job that stays on it (megatron_lm_lacks), within what its
+    arguments launch under DeepSpeed's engine: no interleaving (PipelineEngine runs one chunk per stage), no context
+    or expert parallelism, sequence parallelism as launched (BigScience's fork has none), ZeRO-1 at most with a
+    pipeline (PipelineEngine), recompute none or full (--checkpoint-activations recomputes whole layers)."""
+    fixed = {**space.fixed, "cp": 1, "ep": 1, "vpp": 1, "sequence_parallel": layout.sequence_parallel}
+    cap = dataclasses.replace(CAPABILITIES["deepspeed"], name="megatron-deepspeed", version="Megatron-DeepSpeed",
+                              even_pipeline=False)
+    return dataclasses.replace(space, fixed=fixed, zero_stages=cap.zero_stages, framework=cap,
+                               recompute=tuple(r for r in space.recompute if r is not Recompute.SELECTIVE))
+
+
+MEGATRON_DEEPSPEED_ARGUMENTS = ("--tensor-model-parallel-size", "--pipeline-model-parallel-size",
+                                "--micro-batch-size", "--global-batch-size")
+"""The layout arguments a Megatron-DeepSpeed script takes under Megatron-LM's spelling (both forks' arguments.py)."""
+MEGATRON_DEEPSPEED_RECOMPUTE = ("--checkpoint-activations, which recomputes every layer whole (Megatron-DeepSpeed's "
+                                "spelling in both forks; Megatron-LM's --recompute-granularity full)")
+
+
+def megatron_deepspeed_changes(changes: list[dict], now: LayoutOut, best: LayoutOut,
+                               files_text: str | None) -> list[dict]:
+    """The changes of a Megatron-DeepSpeed job that stays on it (megatron_lm_lacks), in its own arguments: the layout
+    arguments it shares with Megatron-LM, recompute as --checkpoint-activations, ZeRO as its --zero-stage and
+    DeepSpeed config, the host and GPU order; not Megatron-LM's own flags (its DDP, overlaps, pipeline split, attention
+    backend), which the best plan, priced on the job's engine, does not use."""
+    from placement.audit.changes import CUDA_DEVICES, NODE_ORDER
+
+    keep = [c for c in changes if c["argument"] in (*MEGATRON_DEEPSPEED_ARGUMENTS, NODE_ORDER, CUDA_DEVICES)]
+    full = (now.recompute == Recompute.FULL.value, best.recompute == Recompute.FULL.value)
+    if full[0] != full[1]:
+        stated = files_text is not None and "--checkpoint-activations" in files_text
+        row = {"argument": "--checkpoint-activations", "from": "true" if full[0] else None,
+               "to": "true" if full[1] else None, "note": MEGATRON_DEEPSPEED_RECOMPUTE}
+        if full[0] and not stated:
+            row["note"] += "; not in the launch files: placement's spelling of the launched layout"
+        keep.append(row)
+    if now.zero_stage != best.zero_stage:
+        keep.append({"argument": "--zero-stage", "from": str(now.zero_stage), "to": str(best.zero_stage),
+                     "note": "and the DeepSpeed config's zero_optimization.stage"})
+    return keep
+
+
 def hf_trainer_space(space: SearchConfig, layout: Layout) -> SearchConfig:
     """The best plan's search for a HuggingFace Trainer job under DeepSpeed, within what its flags and JSON can
     state: the launched tensor and context degrees (DeepSpeed AutoTP's tensor_parallel.autotp_size, accelerate's
@@ -1716,8 +1794,13 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
         space = neox_space(space, launch, model)
     if launch.dialect == "hf-trainer":
         space = hf_trainer_space(space, layout)
+    keep_engine = (launch.framework == "megatron" and recipe.pipeline_p2p_blocking
+                   and megatron_lm_lacks(model, launch) is not None)
+    if keep_engine:
+        space = megatron_deepspeed_space(space, layout)
     space, best_sources = recipe_space(space, launch.framework, model, topo, recipe, recipe_sources,
-                                       torchtitan3=launch.framework == "torchtitan" and not launch.torchtitan_form)
+                                       torchtitan3=launch.framework == "torchtitan" and not launch.torchtitan_form,
+                                       keep_engine=keep_engine)
     try:
         planned, no_better = plan_job(model, train, topo, space, mapping, recipe_sources=best_sources,
                                       progress=progress, model_sources=model_sources), None
@@ -1763,10 +1846,13 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
                              best_ctx, files_text, launch.config_keys if launch.dialect else None,
                              (launch.torchtitan_stated, launch.torchtitan_form) if launch.torchtitan_form else None,
                              bridge=launch.bridge_keys or None)
+    if keep_engine:
+        changes = megatron_deepspeed_changes(changes, plan.layout, best.layout, files_text)
     if launch.dialect == "gpt-neox":
         neox_requirements(changes, launch.config_keys, best_ctx)
         spell_neox_keys(changes, launch.config_spelling)
-    if launch.framework == "megatron" and launch.recipe.get("pipeline_p2p_blocking") and files_text is not None:
+    if launch.framework == "megatron" and launch.recipe.get("pipeline_p2p_blocking") and files_text is not None \
+            and not keep_engine:
         # a Megatron-DeepSpeed job moving to Megatron-LM: every argument of the best plan its files do not carry is
         # one the move must add, even where placement spells the launched job with it too (a user trial found
         # --grad-reduce-in-bf16, without which the best plan does not fit, left out)

@@ -70,9 +70,21 @@ MEGATRON_DEEPSPEED_NOTE = ("the job runs Megatron-DeepSpeed (--deepspeed: DeepSp
                            "Megatron-DeepSpeed)")
 
 
+def megatron_deepspeed_kept_note(lacks: str) -> str:
+    """The changes note of a Megatron-DeepSpeed job whose model Megatron-LM cannot build (core.megatron_lm_lacks)."""
+    return (f"the job runs Megatron-DeepSpeed (--deepspeed: DeepSpeed's engine under Megatron's layers), and "
+            f"Megatron-LM cannot build this model: {lacks}; so the best plan stays on Megatron-DeepSpeed, priced on "
+            f"the job's own engine and recipe, and the changes are edits to this script's arguments (and its "
+            f"DeepSpeed config)")
+
+
 def launch_label(a: Audit) -> str:
     """The framework the audited files run: `megatron-deepspeed` for Megatron's arguments under --deepspeed."""
-    return "megatron-deepspeed" if changes_note(a) == MEGATRON_DEEPSPEED_NOTE else a.launch.framework
+    return "megatron-deepspeed" if _megatron_deepspeed(a) else a.launch.framework
+
+
+def _megatron_deepspeed(a: Audit) -> bool:
+    return a.launch.framework == "megatron" and bool(a.launch.recipe.get("pipeline_p2p_blocking"))
 
 
 NEOX_NOTE = ("the changes are the GPT-NeoX config's keys, to edit in the config; --out DIR writes the plan as "
@@ -88,8 +100,11 @@ TORCHTITAN_PRE3_NOTE = ("the changes are the keys of the files' torchtitan (befo
 
 def changes_note(a: Audit) -> str | None:
     """What the argument diff is, where it is not edits to the launched files (None: it is)."""
-    if a.launch.framework == "megatron" and a.launch.recipe.get("pipeline_p2p_blocking"):
-        return MEGATRON_DEEPSPEED_NOTE
+    if _megatron_deepspeed(a):
+        from placement.audit.core import megatron_lm_lacks
+
+        lacks = megatron_lm_lacks(a.model, a.launch)
+        return MEGATRON_DEEPSPEED_NOTE if lacks is None else megatron_deepspeed_kept_note(lacks)
     if a.launch.framework == "torchtitan" and a.launch.torchtitan_form is not None:
         return TORCHTITAN_PRE3_NOTE
     if a.launch.dialect == "gpt-neox":
@@ -251,6 +266,16 @@ def write_best(a: Audit, train: TrainingSpec, topo: Topology, out: Path) -> list
               f"predicted step {best.step_time_s:.3f} s (x{a.speedup:.3f} over the audited launch)\n"
               f"ranks: tp innermost, then cp, dp, pp")
     paths = write_launch_files(out, topo, a.best_gpu_of_rank, header)
+    if stays_on_megatron_deepspeed(a):  # its changes are edits to the job's own script, not Megatron-LM files
+        return paths
     ctx = EmitContext.of(best, topo, a.best_gpu_of_rank, a.model, train)
     written, _, _ = write(ctx, [FRAMEWORK_FORMAT[a.launch.framework]], out)
     return paths + written
+
+
+def stays_on_megatron_deepspeed(a: Audit) -> bool:
+    """A Megatron-DeepSpeed job whose model Megatron-LM cannot build: its best plan stays on Megatron-DeepSpeed
+    (audit.core.megatron_lm_lacks), and --out writes no Megatron-LM file for it."""
+    from placement.audit.core import megatron_lm_lacks
+
+    return _megatron_deepspeed(a) and megatron_lm_lacks(a.model, a.launch) is not None

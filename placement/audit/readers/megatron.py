@@ -86,6 +86,7 @@ _MG_NARGS: dict[str, int | str] = {f: 1 for f in _MG_INT} | {f: 0 for f in _MG_F
     "--num-distributed-optimizer-instances": 1, "--moe-token-dispatcher-type": 1, "--moe-flex-dispatcher-backend": 1,
     "--attention-backend": 1, "--cp-comm-type": "+", "--rotary-base": 1, "--rope-scaling-factor": 1,
     **{f: 1 for f in ("--glu-linear-offset", "--activation-func-clamp-value", "--softmax-type",
+                      "--position-embedding-type",
                       "--rotary-scaling-factor", "--yarn-original-max-position-embeddings", "--yarn-beta-fast",
                       "--yarn-beta-slow", "--mscale", "--mscale-all-dim")},
     "--checkpoint-num-layers": 1, "--activations-checkpoint-method": 1, "--activations-checkpoint-num-layers": 1,
@@ -368,6 +369,8 @@ def _model_numerics(f: str, a: Arg, s: Settings) -> bool:
         except ValueError:
             raise InputError(f"{a.evidence}: {f} must be a number, got {text!r}") from None
         s.put(_MG_MODEL_NUMBERS[f], value, a.evidence)
+    elif f == "--position-embedding-type":
+        s.put("position_embedding", one_value(a).text, a.evidence)
     elif f == "--softmax-type":
         value = one_value(a).text
         if value not in SOFTMAX_TYPES:

@@ -117,6 +117,9 @@ class LaunchLayout(Frozen):
     """Megatron --activation-func-clamp-value (ModelSpec swiglu_clamp; the numerics, not the cost)."""
     softmax_type: Literal["vanilla", "off-by-one", "learnable"] | None = None
     """Megatron --softmax-type (learnable: ModelSpec attention_sinks; the numerics, not the cost)."""
+    position_embedding: str | None = None
+    """Megatron --position-embedding-type as the files spell it (learned_absolute, rope, yarn, mrope, none; alibi in
+    BigScience's Megatron-DeepSpeed): compared with the model's (audit.core.model_differs)."""
     yarn_factor: float | None = Field(default=None, gt=0)
     """Megatron --rotary-scaling-factor (YaRN; the numerics, not the cost)."""
     yarn_original_max_positions: float | None = Field(default=None, gt=0)
@@ -289,6 +292,7 @@ class JobRead:
     glu_linear_offset: float | None = None
     activation_clamp: float | None = None
     softmax_type: str | None = None
+    position_embedding: str | None = None
     yarn_factor: float | None = None
     yarn_original_max_positions: float | None = None
     yarn_beta_fast: float | None = None
