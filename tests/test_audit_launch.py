@@ -1131,3 +1131,18 @@ def test_deepspeed_pipeline_engine_refuses_zero_2_and_3(tmp_path: Path, stage, r
         assert "Traceback" not in result.output
     else:
         assert json.loads(result.stdout)["layout"]["zero_stage"] == 1
+
+
+def test_a_wrapper_and_its_script_are_told_that_each_file_is_read_on_its_own(tmp_path) -> None:
+    """A user trial passed an sbatch file that exports TP and runs `srun bash train.sh`, and train.sh, and was told
+    the sbatch has no launch command and that "the files" do not set $TP: both messages now say that each --launch
+    file is read on its own, and the first names the script it runs."""
+    job, train = tmp_path / "job.sbatch", tmp_path / "train.sh"
+    job.write_text("#!/bin/bash\n#SBATCH --nodes=1\nexport TP=4\nsrun bash train.sh\n")
+    train.write_text("torchrun --nproc_per_node 8 pretrain_gpt.py --tensor-model-parallel-size $TP --num-layers 32\n")
+    with pytest.raises(InputError, match=r"job.sbatch: no launch command .* it runs train.sh: give that script as "
+                                         r"--launch .* each --launch file is read on its own"):
+        parse_launch([job, train])
+    with pytest.raises(InputError, match=r"depends on \$TP, which the files do not set \(value written at .*train.sh:1;"
+                                         r" each --launch file is read on its own"):
+        parse_launch([train])

@@ -91,12 +91,18 @@ def typo_error(typos: list[str], no_version: str, versions_read: str, refuses: s
                       f"would not start: correct the spelling")
 
 
+SCOPE = ("each --launch file is read on its own and `source` or `.` lines are not followed, so a variable another "
+         "file sets does not reach this one")
+"""Why a variable another --launch file sets is still unset where it is used (a user trial passed env.sh and train.sh
+and was told that "the files" do not set it)."""
+
+
 def word_check(word: Word, flag: str) -> None:
     """InputError when the script leaves `word` (the value of `flag`) unresolved or under a condition."""
     if word.unresolved:
         raise InputError(f"{word.site}: {flag} depends on {word.unresolved}, which the files do not set "
-                         f"(value written at {word.origin.path}:{word.origin.line}); set it in the script or pass "
-                         f"the expanded argument list")
+                         f"(value written at {word.origin.path}:{word.origin.line}; {SCOPE}); set it in the script "
+                         f"or pass the expanded argument list")
     if word.uncertain:
         raise InputError(f"{word.site}: {flag} is {word.uncertain}; expected the layout flags outside "
                          f"conditions placement cannot evaluate (or pass the expanded argument list)")

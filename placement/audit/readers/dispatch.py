@@ -11,6 +11,7 @@ from placement.audit.maxtext import MODEL_CONFIG_KEYS
 from placement.audit.readers import deepspeed, megatron, neox, torchtitan
 from placement.audit.readers import maxtext as maxtext_reader
 from placement.audit.readers.common import (
+    SCOPE,
     Launch,
     launch_commands,
     launcher_settings,
@@ -181,8 +182,9 @@ def _held_argument_lists(path: Path, entry: Word, args: list[Word], s: Settings)
     if not any(w.text.startswith("-") for w in args):
         _refuse_held_arguments(path)  # a variable read from a here-document: that error names it
         raise InputError(f"{held[0].site}: the arguments of {entry.text} are {names}, which the files do not set "
-                         f"(the environment or another script sets it): no argument of the job to read; pass the "
-                         f"arguments written out instead, a file of what `echo {held[0].text}` prints in the job")
+                         f"(the environment or another script sets it; {SCOPE}): no argument of the job to read; "
+                         f"pass the arguments written out instead, a file of what `echo {held[0].text}` prints in "
+                         f"the job")
     where = f"{names} ({held[0].site.path}:{held[0].site.line})"
     s.model_elsewhere = s.model_elsewhere or f"{where} is not set by the files"
     s.warnings.append(f"{names} ({held[0].site.path}:{held[0].site.line}) is not set by the files: the arguments it "
@@ -390,8 +392,12 @@ def read_file(path: Path, fw: str) -> Settings:
                 raise InputError(f"{path}: no launch command outside a heredoc (`sbatch <<EOF ... EOF` or `cat "
                                  f"<<EOF`): the audit does not read the commands inside one; pass the script the "
                                  f"heredoc runs, or its command as a file of its own")
+            inner = list(dict.fromkeys(w.text for c in read_commands(path) for w in c.words
+                                       if w.text.endswith(".sh") and w is not c.words[0]))
+            runs = (f"; it runs {', '.join(inner)}: give that script as --launch (alone, or with its hostfile or "
+                    f"config), with what this file exports written into it, since {SCOPE}") if inner else ""
             raise InputError(f"{path}: no launch command (torchrun, deepspeed, python ... .py) and not an argument "
-                             f"list; expected a launch script or a file of --flag value arguments")
+                             f"list{runs}; expected a launch script or a file of --flag value arguments")
     if fw == "torchtitan":
         s.keys = torchtitan.flags(args, s.key_sites)
         s.override = True
