@@ -90,6 +90,10 @@ def flags(words: list[Word], sites: dict[str, tuple[str, str, int | None]] | Non
             i += 1
             continue
         if nxt is None or nxt.text.startswith("--") or nxt.text.startswith("activation-checkpoint:"):
+            if key in KEYS:  # a switch written bare: argparse's store_true before 0.2.x, tyro's bool flag since (a
+                out[key] = (truth, w.evidence)  # user trial: `--checkpoint.enable` was "missing its value")
+                i += 1
+                continue
             raise InputError(f"{w.site}: {flag} is missing its value")
         word_check(nxt, flag)
         ev = w.evidence if nxt.origin in (w.origin, w.site) else f"{w.site} [{flag} value from {nxt.origin}]"
@@ -289,6 +293,7 @@ def _settings(keys: dict[str, tuple[Any, str]], s: Settings) -> _Pipeline:
                 _lm_head_converted(get, s, "mx", ["output"])
         elif not version3 and any("float8" in str(c) for c in names):
             _float8_before_030(get, s)
+    _float8_switch(get, s)
     name, nev = get("model.name")
     flavor, fev = get("model.flavor")
     module, mev2 = get("module")
@@ -1279,6 +1284,41 @@ def _float8_before_030(get, s: Settings) -> None:
             s.ignored.append(f"{key}: FSDP all-gathers the Float8 weights in 1 byte where the data-parallel shard "
                              f"is over 1 rank; priced at 2 bytes a weight ({ev})")
             break
+
+
+FLOAT8_SWITCHES = ("float8.enable_float8_linear", "training.enable_float8_linear")
+"""torchtitan's Float8 switch before model.converters (torchtitan_keys: training.* 69fe8def..3c77e9fa, float8.*
+40f79d79..fb0a942f): torchao's Float8Linear for every nn.Linear but the LM head (torchtitan/float8.py at 9dec370,
+`module_filter_fn=lambda mod, fqn: fqn != "output"`), dynamic tensor-wise scaling unless a scaling_type_* key says
+delayed."""
+FLOAT8_SOURCE = "torchtitan/float8.py at 9dec370, Float8Handler"
+
+
+def _float8_switch(get, s: Settings) -> None:
+    """Precision and FP8 recipe from torchtitan's old Float8 switch (FLOAT8_SWITCHES; a user trial: its FP8 job was
+    priced as bf16, "the launch files do not set it")."""
+    for key in FLOAT8_SWITCHES:
+        on, ev = get(key)
+        if on is None:
+            continue
+        if on not in _TRUE or s.has("precision"):
+            return
+        s.put("precision", "fp8", f"{ev} (torchao Float8Linear for every nn.Linear but `output`: {FLOAT8_SOURCE})")
+        s.put("recipe.fp8_lm_head", False, f"{ev} (module_filter_fn fqn != 'output': {FLOAT8_SOURCE})")
+        section = key.split(".")[0]
+        delayed = [k for k in ("input", "weight", "grad_output")
+                   if str(get(f"{section}.scaling_type_{k}")[0]).lower() == "delayed"]
+        s.put("recipe.fp8_recipe", "tensorwise", f"{ev} (dynamic tensor-wise scaling, Float8LinearConfig's "
+                                                  f"scaling_type_* default: {FLOAT8_SOURCE})")
+        if delayed:
+            where = get(f"{section}.scaling_type_{delayed[0]}")[1]
+            s.ignored.append(f"{section}.scaling_type_{delayed[0]} delayed ({where}): torchao's delayed scaling "
+                             f"(amax history) is priced as dynamic tensor-wise scaling")
+        gather, gev = get(f"{section}.enable_fsdp_float8_all_gather")
+        if gather in _TRUE:
+            s.ignored.append(f"{section}.enable_fsdp_float8_all_gather: FSDP all-gathers the Float8 weights in 1 byte "
+                             f"where the data-parallel shard is over 1 rank; priced at 2 bytes a weight ({gev})")
+        return
 
 
 def _lm_head_converted(get, s: Settings, kind: str, default: list[str]) -> None:
