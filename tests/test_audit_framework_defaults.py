@@ -519,3 +519,23 @@ def test_defaults_that_are_the_models_are_sourced_not_refused(tmp_path) -> None:
     assert "default (no --ffn-hidden-size: Megatron-LM's 4 x hidden = 49152" in sources["ffn_hidden_size"]
     assert sources["num_query_groups"].startswith("default (no --group-query-attention")
     assert sources["activation"].startswith("default (no --swiglu")
+
+
+def test_deepspeeds_low_precision_optimizer_keys_are_read(tmp_path) -> None:
+    """A user trial (DeepSpeedExamples training/bf16_master_weight/configs/bf16_full.json): bf16_optimizer_states and
+    bf16_master_weights_and_grads were dropped unread, so the config priced as its fp32 baseline. The moments in bf16
+    are priced (less memory); the bf16 master copy, which placement does not price, is a seen-but-not-modelled line."""
+    base = {"train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 1, "optimizer": {"type": "AdamW"},
+            "bf16": {"enabled": True}, "zero_optimization": {"stage": 3}}
+    low = {**base, "bf16": {"enabled": True, "bf16_master_weights_and_grads": True, "bf16_optimizer_states": True}}
+    got = {}
+    for name, cfg in (("base", base), ("low", low)):
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps(cfg))
+        got[name] = _audit(path, "--model", "llama3-8b", "--gpus", "8", "--seq-len", "512")
+    est = got["low"]["estimate"]
+    assert est["recipe"]["optimizer_state_bf16"] is True and "bf16_optimizer_states" in \
+        est["recipe_sources"]["optimizer_state_bf16"]
+    assert est["memory"]["optimizer_bytes"] < got["base"]["estimate"]["memory"]["optimizer_bytes"]
+    assert [x for x in got["low"]["layout"]["ignored"] if x.startswith("bf16.bf16_master_weights_and_grads true")]
+    assert got["base"]["estimate"]["recipe"]["optimizer_state_bf16"] is False

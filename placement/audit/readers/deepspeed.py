@@ -120,6 +120,8 @@ def read_json(path: Path, s: Settings) -> None:
             s.put("precision", "bf16", ev(key))
             if key == "fp16":
                 s.ignored.append(f"fp16: {FP16_MIXED}, priced as bf16 ({ev(key)})")
+            else:
+                _low_precision_master(sec, s, ev(key))
     _autocast_precision(data, s, ev)
     if auto:
         s.hf_auto = tuple(auto)
@@ -252,6 +254,23 @@ FP32_NAMES = frozenset({"fp32", "float32", "float", "torch.float32"})
 
 AUTOCAST_DTYPES = {"bfloat16": "bf16", "bf16": "bf16", "torch.bfloat16": "bf16", "float16": "fp16", "fp16": "fp16",
                    "half": "fp16", "torch.float16": "fp16"}
+
+
+LOW_PRECISION_MASTER = "DeepSpeed's DeepSpeedBF16Config (runtime/precision_config.py, from 39a682d79, 2025-12-04)"
+
+
+def _low_precision_master(sec: dict, s: Settings, where: str) -> None:
+    """The bf16 section's low-precision optimizer keys (a user trial: dropped unread, so a config that keeps the
+    master weights, gradients and Adam moments in bf16 was priced as the fp32 one): `bf16_optimizer_states`, the
+    moments in bf16 (recipe optimizer_state_bf16); `bf16_master_weights_and_grads`, the master copy and the
+    gradients in bf16, which placement does not price (it keeps 4 + 4 bytes a parameter for them), said."""
+    if sec.get("bf16_optimizer_states") in (True, "true"):
+        s.put("recipe.optimizer_state_bf16", True, f"{where}: bf16_optimizer_states true (Adam's moments in bf16: "
+                                                    f"{LOW_PRECISION_MASTER})")
+    if sec.get("bf16_master_weights_and_grads") in (True, "true"):
+        s.ignored.append(f"bf16.bf16_master_weights_and_grads true ({where}): the ZeRO optimizer's master weights and "
+                         f"gradients in bf16 ({LOW_PRECISION_MASTER}); priced in float32 (4 + 4 bytes a parameter), "
+                         f"so the memory is over-counted by 4 bytes a parameter, sharded as the ZeRO stage shards them")
 
 
 def _autocast_precision(data: dict, s: Settings, ev: Callable[[str], str]) -> None:
