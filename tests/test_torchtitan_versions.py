@@ -266,3 +266,21 @@ def test_the_old_float8_switch_runs_fp8_as_torchtitan_did(tmp_path) -> None:
                       f"--checkpoint.enable\n")
     bare = _audit(script, plain)["estimate"]
     assert (bare["precision"], bare["recipe"]["fp8_recipe"]) == ("fp8", "tensorwise")
+
+
+def test_an_old_pipeline_runs_pp_micro_batches_where_the_files_count_none(tmp_path) -> None:
+    """Before pipeline_parallel_microbatch_size (5e2033c7, 2025-04-07) torchtitan split the local batch into
+    pipeline_parallel_microbatches, or pp of them where unset (parallelisms/pipeline_llama.py:67-68 at 9dec370); a user
+    trial: the 405B benchmark config ran 8 micro-batches of 4 and was priced as 32 of 1. A file of today's keys keeps
+    the size-1 default."""
+    old = tmp_path / "old.toml"
+    old.write_text('[model]\nname = "llama3"\nflavor = "8B"\n[training]\nbatch_size = 8\nseq_len = 8192\n'
+                   '[experimental]\npipeline_parallel_degree = 2\n')
+    lay = _audit(old)["layout"]
+    assert (lay["pp"], lay["micro_batch_size"], lay["num_microbatches"]) == (2, 4, 2)
+    assert "before pipeline_parallel_microbatch_size (5e2033c7" in lay["sources"]["micro_batch_size"]
+    new = tmp_path / "new.toml"
+    new.write_text('[model]\nname = "llama3"\nflavor = "8B"\n[training]\nlocal_batch_size = 8\nseq_len = 8192\n'
+                   '[parallelism]\npipeline_parallel_degree = 2\n')
+    lay = _audit(new)["layout"]
+    assert (lay["micro_batch_size"], lay["num_microbatches"]) == (1, 8)

@@ -789,6 +789,34 @@ TT_DEFAULT_SEQ_LEN = 2048
 a 0.3.0 line reads its named config's, else 0.3.0's defaults: named_config)."""
 
 
+MICROBATCH_SIZE_JOBCONFIG = "5e2033c7"
+"""The JobConfig that added pipeline_parallel_microbatch_size (2025-04-07), whose default 1 sizes the micro-batches;
+before it a pipeline split the local batch into pipeline_parallel_microbatches, or pipeline_parallel_degree where
+that is unset (parallelisms/pipeline_llama.py:67-68 and pipelining_utils.py:79-81 at 9dec370)."""
+
+
+def _default_pp_microbatch(s: Settings, pp: int, local: tuple[int, str] | None) -> tuple[int, str]:
+    """The pipeline's micro-batch where the files size none: 1 (pipeline_parallel_microbatch_size's default), or,
+    where the files' own keys date their torchtitan before MICROBATCH_SIZE_JOBCONFIG, the local batch over pp
+    micro-batches (a user trial: Table 5's 405B at 9dec370 ran 8 micro-batches of 4, priced as 32 of 1)."""
+    _, oldest = version_window(s.torchtitan_stated)
+    if oldest is None or local is None or JOBCONFIG_ORDER[oldest[1]] >= JOBCONFIG_ORDER[MICROBATCH_SIZE_JOBCONFIG]:
+        return 1, "torchtitan default pipeline_parallel_microbatch_size 1"
+    key, commit = oldest
+    if local[0] % pp:
+        raise InputError(f"{local[1]}: the local batch {local[0]} does not split into pipeline_parallel_degree {pp} "
+                         f"micro-batches, which a torchtitan before {MICROBATCH_SIZE_JOBCONFIG} "
+                         f"({JOBCONFIG_DATES[MICROBATCH_SIZE_JOBCONFIG]}) runs where pipeline_parallel_microbatches "
+                         f"is unset ({key} dates these files at or before {commit}); set "
+                         f"pipeline_parallel_microbatches to a divisor of it")
+    return local[0] // pp, (f"{local[1]} over pipeline_parallel_degree {pp} micro-batches: {key} is last in "
+                            f"torchtitan's JobConfig at {commit} ({JOBCONFIG_DATES[commit]}), before "
+                            f"pipeline_parallel_microbatch_size ({MICROBATCH_SIZE_JOBCONFIG}, "
+                            f"{JOBCONFIG_DATES[MICROBATCH_SIZE_JOBCONFIG]}), when an unset "
+                            f"pipeline_parallel_microbatches meant pp of them (parallelisms/pipeline_llama.py:67-68 at "
+                            f"9dec370)")
+
+
 def _finish(s: Settings, pipeline: _Pipeline) -> None:
     """Derived torchtitan fields: micro-batch, dp, ZeRO stage, vpp, sequence parallel."""
     pp = s.value("pp", 1)
@@ -804,8 +832,7 @@ def _finish(s: Settings, pipeline: _Pipeline) -> None:
         s.put("local_batch", *local)
     pmb = pipeline.pp_microbatch
     if pp > 1:
-        s.put("micro_batch_size", *(pmb if pmb is not None else
-                                    (1, "torchtitan default pipeline_parallel_microbatch_size 1")))
+        s.put("micro_batch_size", *(pmb if pmb is not None else _default_pp_microbatch(s, pp, local)))
     elif local is not None:
         s.put("micro_batch_size", *local)
     shard = pipeline.shard
