@@ -389,9 +389,15 @@ def _module_sets(model: ModelSpec, cfg: SearchConfig) -> tuple[tuple[RecomputeMo
 
 
 def hsdp_spans(topo: Topology) -> tuple[int, ...]:
-    """GPUs in one block at each level below the whole machine (HSDP shards inside one of them)."""
+    """GPUs an HSDP shard group may span below the whole machine: one block at each level, and a power of two of
+    scale-up domains, so that the shard groups tried do not depend on how many domains a leaf holds (a user trial:
+    a 2:1 fabric with two-rack leaves was priced faster than the 1:1 one, whose search never tried a 144-GPU shard
+    group of two NVL72 racks)."""
     sizes = {lv.block_gpus for lv in topo.levels if 0 < lv.block_gpus < topo.num_gpus}
-    sizes.add(min(topo.levels[0].block_gpus, topo.num_gpus))  # one scale-up domain as the job lies in it
+    domain = min(topo.levels[0].block_gpus, topo.num_gpus)  # one scale-up domain as the job lies in it
+    while domain < topo.num_gpus:
+        sizes.add(domain)
+        domain *= 2
     return tuple(sorted(s for s in sizes if s < topo.num_gpus))
 
 
@@ -619,7 +625,8 @@ def search_bounds(model: ModelSpec, cfg: SearchConfig) -> tuple[str, ...]:
         out.append("selective recompute: only the module lists " + "; ".join(",".join(m.value for m in ms)
                                                                      for ms in sets))
     if cfg.hsdp and "dp_shard" not in cfg.fixed:
-        out.append("HSDP: only shard groups of one block of a level of the machine (node, NVLink domain, leaf)")
+        out.append("HSDP: only shard groups of one block of a level of the machine (node, NVLink domain, leaf) or a "
+                   "power of two of scale-up domains")
     out.append("recompute_num_layers and the pipeline schedule: priced as given, not searched")
     return tuple(out)
 

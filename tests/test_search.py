@@ -94,7 +94,7 @@ def brute_force_layouts(model: ModelSpec, train: TrainingSpec, n: int, spans: tu
                 if experts % ep or etp not in (1, tp) or (model.moe is None and etp != 1):
                     continue  # ep divides the experts; experts are either whole or split like TP
                 if shard != dp and (shard == 1 or tp * cp * shard not in spans):
-                    continue  # HSDP: a shard group spans exactly one block of a level (node, leaf, ...)
+                    continue  # HSDP: a shard group spans one block of a level or 2^k scale-up domains
                 if not superset and sp != (tp > 1):
                     continue  # the search turns SP on whenever tp > 1
                 try:
@@ -359,3 +359,20 @@ def test_the_gpu_count_an_infeasible_job_is_told_is_the_fewest_whole_nodes_that_
     assert search(model, train, Topology(spec, acc, num_gpus=told), SearchConfig(top_k=1)).ranked.size
     with pytest.raises(PlacementInfeasible):
         search(model, train, Topology(spec, acc, num_gpus=told - spec.gpus_per_node), SearchConfig(top_k=1))
+
+
+def test_the_hsdp_shard_groups_tried_do_not_depend_on_the_leaf_size() -> None:
+    """A user trial compared GB200 NVL72 fabrics: the 1:1 design's search (8-rack leaves) never tried a two-rack
+    shard group, which only a 2:1 design with two-rack leaves offered, so the worse fabric was priced faster. Shard
+    groups of a power of two of scale-up domains are tried on every fabric: the 1:1 plan is at most the other's."""
+    cluster = load_cluster("gb200-nvl72")
+    two_rack = cluster.model_copy(update={"tiers": [cluster.tiers[0].model_copy(update={"fanout": 2,
+                                                                                           "oversubscription": 2.0}),
+                                                    *cluster.tiers[1:]]})
+    acc = load_accelerator(cluster.accelerator)
+    topos = [Topology(c, acc, num_gpus=1152) for c in (cluster, two_rack)]
+    assert 144 in hsdp_spans(topos[0]) and 144 in hsdp_spans(topos[1])
+    model, train = load_model("llama3-405b"), TrainingSpec(seq_len=8192, global_batch=1152)
+    best = [search(model, train, t, SearchConfig(top_k=1)) for t in topos]
+    steps = [float(r.estimates.step_time_s[r.ranked[0]]) for r in best]
+    assert steps[0] <= steps[1]
