@@ -42,3 +42,23 @@ def test_a_plan_above_every_published_run_of_its_kind_gets_a_slow_end_at_the_bes
     assert anchored_band(base, {**best, "above": False, "ratio": 0.9}) == base
     wide = band(ROWS, False, "h100-sxm", "d", "bf16")  # error_low -0.20, wider than 1/1.1 - 1
     assert anchored_band(wide, {**best, "ratio": 1.1}) == wide
+
+
+def test_a_published_run_of_the_same_workload_at_other_degrees_is_the_slow_end_at_least():
+    """A user trial: the shipped sweep's llama3-405b on 8,192 H100 (seq 8192, batch 2048) was priced 9.72 s with a
+    98-121 day band, while Llama 3's run of that workload (Table 4, tp8 pp16 dp64) measured 12.50 s, 129 days. The
+    plan now names that run and the band's slow end reaches its measured step."""
+    from placement.calibration.published import job_key, published_best, published_line
+
+    job = job_key("llama3-405b", "h100-sxm", 8192, 8192, 2048, "bf16", {"tp": 8, "cp": 2, "pp": 8})
+    best = published_best(False, "h100-sxm", "bf16", 0.50, job, 9.72, {}, {})
+    got = best["same_workload"]
+    assert got["run"] == "llama3-2024-table4-8192gpu" and got["degrees"]["pp"] == 16
+    assert got["plan_speedup"] == pytest.approx(12.50 / 9.72, rel=1e-3)
+    assert "published run of this workload at other degrees: llama3-2024-table4-8192gpu" in published_line(best)
+    base = {"group": "dense / Hopper", "error_low": -0.1, "error_high": 0.05, "note": ""}
+    band_ = anchored_band(base, best)
+    assert band_["error_low"] == pytest.approx(9.72 / 12.50 - 1, rel=1e-3)
+    assert band_["published_anchor"]["run"] == "llama3-2024-table4-8192gpu"
+    same = job_key("llama3-405b", "h100-sxm", 8192, 8192, 2048, "bf16", {"tp": 8, "pp": 16})
+    assert published_best(False, "h100-sxm", "bf16", 0.43, same, 12.5, {}, {})["same_workload"] is None

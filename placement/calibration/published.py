@@ -68,6 +68,10 @@ def job_key(model: str, accelerator: str, num_gpus: int, seq_len: int, global_ba
             deg["pp"], dp)
 
 
+WORKLOAD_FIELDS = 6
+"""The first fields of a job key (`job_key`) that name the workload without the parallel degrees."""
+
+
 LAYOUT_FIELDS = {"zero_stage": "ZeRO stage", "micro_batch_size": "micro-batch", "recompute": "recompute",
                  "vpp": "vpp", "sequence_parallel": "sequence parallel", "etp": "expert TP", "dp_shard": "ZeRO-3 shard"}
 """The layout beside the degrees (which `job_key` matches) that a published run states and a plan must share to be
@@ -131,7 +135,10 @@ def published_best(moe: bool, accelerator: str, precision: str, mfu: float, job:
     `same_job`: the published run of this very job (`job_key`, and, where `layout` and `recipe` are given, every
     layout field the run states and its whole recipe as `validate` prices it), its measured step and the plan's error
     against it, where one is; `similar_job`: a run with the same degrees that ran otherwise, with its `differences`
-    and no error (the two are not the same job)."""
+    and no error (the two are not the same job); `same_workload`: where neither is, a run of the same model, GPUs,
+    batch, sequence and precision at other degrees, its measured step and the plan's priced speed-up over it (a user
+    trial: a sweep's 405B plan on 8,192 H100 was priced 1.29x faster than Llama 3's measured run of that workload,
+    and said nothing of it)."""
     from placement.sweep.band import family
 
     kind = "MoE" if moe else "dense"
@@ -153,13 +160,21 @@ def published_best(moe: bool, accelerator: str, precision: str, mfu: float, job:
         similar = {"run": same.run_id, "citation": same.citation, "published_step_time_s": same.step_time_s,
                    "differences": differences}
         same = None
+    workload = None
+    if job is not None and same is None and similar is None and step_time_s is not None:
+        other = next((r for r in published_runs() if r.job[:WORKLOAD_FIELDS] == job[:WORKLOAD_FIELDS]), None)
+        if other is not None:
+            workload = {"run": other.run_id, "citation": other.citation, "published_step_time_s": other.step_time_s,
+                        "degrees": dict(zip(("tp", "cp", "ep", "pp", "dp"), other.job[WORKLOAD_FIELDS:],
+                                            strict=True)),
+                        "plan_speedup": round(other.step_time_s / step_time_s, 4)}
     return {"group": f"{kind} / {where} / {precision}", "runs": len(group), "best_run": best.run_id,
             "best_citation": best.citation, "best_mfu": round(best.mfu, 4), "plan_mfu": round(mfu, 4),
             "ratio": round(mfu / best.mfu, 4), "above": mfu > best.mfu,
             "same_job": None if same is None or step_time_s is None else {
                 "run": same.run_id, "citation": same.citation, "published_step_time_s": same.step_time_s,
                 "error": round(step_time_s / same.step_time_s - 1.0, 4)},
-            "similar_job": similar}
+            "similar_job": similar, "same_workload": workload}
 
 
 def published_line(best: dict | None) -> str:
@@ -177,8 +192,17 @@ def published_line(best: dict | None) -> str:
         return (f"published run with these degrees: {similar['run']} measured {similar['published_step_time_s']:.2f} "
                 f"s/step, but it ran otherwise ({diff}), so it is not this job and no error against it is given "
                 f"({similar['citation']})")
+    workload = best.get("same_workload")
+    said = ""
+    if workload:
+        degrees = " ".join(f"{k}{v}" for k, v in workload["degrees"].items())
+        said = (f"published run of this workload at other degrees: {workload['run']} measured "
+                f"{workload['published_step_time_s']:.2f} s/step at {degrees}; this plan is priced "
+                f"{workload['plan_speedup']:.2f}x its speed, a layout no published run measured "
+                f"({workload['citation']})")
     if not best["above"]:
-        return ""
-    return (f"above published: MFU {best['plan_mfu']:.1%} is {best['ratio']:.2f}x the best of the {best['runs']} "
-            f"published {best['group']} runs placement validates ({best['best_mfu']:.1%}, {best['best_run']}); "
-            f"the margin is the model's extrapolation of this layout and recipe, which no published run measured")
+        return said
+    above = (f"above published: MFU {best['plan_mfu']:.1%} is {best['ratio']:.2f}x the best of the {best['runs']} "
+             f"published {best['group']} runs placement validates ({best['best_mfu']:.1%}, {best['best_run']}); "
+             f"the margin is the model's extrapolation of this layout and recipe, which no published run measured")
+    return f"{said}\n{above}" if said else above

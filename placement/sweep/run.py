@@ -421,8 +421,24 @@ def anchored_band(band: dict | None, best: dict | None) -> dict | None:
     priced above every one of them (Plan.published_best `above`): validate's errors are those of runs priced at
     their own layouts, and a searched plan above all of them is the model's extrapolation (a user trial found
     searched plans 19-68 % above published runs behind a +-9-17 % band).  At the best published MFU the step is
-    predicted x ratio, an error of 1/ratio - 1; `published_anchor` says which run set it.  Unchanged otherwise."""
-    if band is None or not best or not best.get("above"):
+    predicted x ratio, an error of 1/ratio - 1; `published_anchor` says which run set it.  And at least as slow as a
+    published run of the same workload at other degrees that measured a slower step (`same_workload`): a layout
+    that ran, beside one only the model priced.  Unchanged otherwise."""
+    if band is None or not best:
+        return band
+    workload = best.get("same_workload")
+    if workload and workload["plan_speedup"] > 1.0:
+        # the same workload ran slower at other degrees: that measured step is the slow end at least
+        floor = 1.0 / workload["plan_speedup"] - 1.0
+        if floor < band["error_low"]:
+            note = (f"slow end at the published run of this workload ({workload['run']}, "
+                    f"{workload['published_step_time_s']:.2f} s/step at other degrees): the plan is priced "
+                    f"{workload['plan_speedup']:.2f}x its speed")
+            band = {**band, "error_low": floor, "published_anchor": {"run": workload["run"],
+                                                                     "step_time_s": workload["published_step_time_s"],
+                                                                     "ratio": workload["plan_speedup"]},
+                    "note": "; ".join(x for x in (band.get("note"), note) if x)}
+    if not best.get("above"):
         return band
     floor = 1.0 / best["ratio"] - 1.0
     if floor >= band["error_low"]:
