@@ -62,3 +62,13 @@ def test_a_published_run_of_the_same_workload_at_other_degrees_is_the_slow_end_a
     assert band_["published_anchor"]["run"] == "llama3-2024-table4-8192gpu"
     same = job_key("llama3-405b", "h100-sxm", 8192, 8192, 2048, "bf16", {"tp": 8, "pp": 16})
     assert published_best(False, "h100-sxm", "bf16", 0.43, same, 12.5, {}, {})["same_workload"] is None
+
+
+@pytest.mark.parametrize("point, lo, hi, fmt", [(159.5, 159.5, 168.2, ",.0f"), (65.8, 65.8, 69.1, ",.0f"),
+                                                (3.26, 3.26, 4.01, ",.1f")])
+def test_a_printed_band_holds_the_value_it_brackets(point, lo, hi, fmt):
+    """A user trial: `159.5 (160-168)`, the band's low end rounded to whole days above the point it brackets."""
+    from placement.sweep.output import _band
+
+    low, high = (float(x.replace(",", "")) for x in _band(lo, hi, 1.0, fmt).strip("()").split("-"))
+    assert low <= point <= high and low <= lo and high >= hi

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import textwrap
 from pathlib import Path
 
@@ -257,9 +258,27 @@ def _money(x: float | None) -> str:
 
 
 def _band(lo: float | None, hi: float | None, scale: float = 1.0, fmt: str = ".0f") -> str:
+    """`(lo-hi)` at `fmt`'s decimals, the low end rounded down and the high end up, so that the printed band holds
+    the value it brackets (a user trial: `159.5 (160-168)`, the low end rounded to whole days above the point)."""
     if lo is None or hi is None:
         return ""
-    return f"({lo / scale:{fmt}}-{hi / scale:{fmt}})"
+    if math.isinf(hi):
+        return f"({_down(lo / scale, fmt):{fmt}}-inf)"
+    return f"({_down(lo / scale, fmt):{fmt}}-{_up(hi / scale, fmt):{fmt}})"
+
+
+def _decimals(fmt: str) -> int:
+    return int(fmt.rsplit(".", 1)[1].rstrip("f")) if "." in fmt else 0
+
+
+def _down(x: float, fmt: str) -> float:
+    q = 10 ** _decimals(fmt)
+    return math.floor(round(x * q, 6)) / q
+
+
+def _up(x: float, fmt: str) -> float:
+    q = 10 ** _decimals(fmt)
+    return math.ceil(round(x * q, 6)) / q
 
 
 def _wrap(text: str, indent: int = 6) -> list[str]:
