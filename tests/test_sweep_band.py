@@ -72,3 +72,33 @@ def test_a_printed_band_holds_the_value_it_brackets(point, lo, hi, fmt):
 
     low, high = (float(x.replace(",", "")) for x in _band(lo, hi, 1.0, fmt).strip("()").split("-"))
     assert low <= point <= high and low <= lo and high >= hi
+
+
+def test_the_summary_names_each_workloads_job_and_its_defaults(tmp_path):
+    """A user trial: the sweep summary never said the precision (bf16 by default), and a winning plan 0.27 GiB from
+    its capacity said nothing. The workload line marks defaulted values; sweep.json lists them."""
+    import json
+
+    from click.testing import CliRunner
+
+    from placement.cli import main
+
+    study = tmp_path / "s.yaml"
+    study.write_text("name: t\ndesigns:\n  - {name: h, cluster: dgx-h100, gpus: 64, capex_per_gpu: 30000, "
+                     "power_per_gpu_w: 1400}\nworkloads:\n  - {name: w, model: llama3-8b, seq_len: 8192, "
+                     "global_batch: 128, tokens: 1.0e11, memory_headroom_gib: 2}\n")
+    out = tmp_path / "out"
+    res = CliRunner().invoke(main, ["--reproducible", "sweep", str(study), "--out", str(out), "--no-plots",
+                                    "--no-cache"])
+    assert res.exit_code == 0, res.output
+    assert "llama3-8b, seq 8,192, batch 128, 1e+11 tokens, bf16 (default), headroom 2 GiB\n" in res.stdout
+    assert json.loads((out / "sweep.json").read_text())["workload_defaults"] == {"w": ["precision"]}
+
+
+def test_a_row_whose_plan_fills_its_gpus_says_so():
+    from placement.sweep.output import _tight_memory
+
+    tight = {"memory_capacity_bytes": 182.28 * 2**30, "peak_memory_bytes": 182.01 * 2**30, "memory_headroom_bytes": 0}
+    assert _tight_memory(tight).startswith(", memory 182.0 of 182.3 GiB: within 0.3 GiB, an estimate")
+    assert _tight_memory({**tight, "peak_memory_bytes": 150 * 2**30}) == ""
+    assert _tight_memory({**tight, "memory_headroom_bytes": 2 * 2**30}) == ""

@@ -38,6 +38,38 @@ def _layout(plan: dict | None) -> str:
             f"mbs{lay['micro_batch_size']} {lay['recompute']}")
 
 
+def _tight_memory(plan: dict | None) -> str:
+    """`, memory X of Y GiB: within Z GiB, an estimate, no headroom kept` where the plan fills its GPUs as `plan`'s
+    own text warns (plan.TIGHT_MEMORY_SHARE), else "" (a user trial: a sweep's winning design was 0.27 GiB from its
+    capacity, and the sweep said nothing)."""
+    from placement.plan import TIGHT_MEMORY_SHARE
+
+    if not plan or plan.get("memory_headroom_bytes"):
+        return ""
+    cap, peak = plan["memory_capacity_bytes"], plan["peak_memory_bytes"]
+    if cap - peak >= TIGHT_MEMORY_SHARE * cap:
+        return ""
+    return (f", memory {peak / 2**30:.1f} of {cap / 2**30:.1f} GiB: within {(cap - peak) / 2**30:.1f} GiB, an "
+            f"estimate, no headroom kept (workload memory_headroom_gib)")
+
+
+WORKLOAD_DEFAULTABLE = ("precision", "memory_headroom_gib")
+"""Workload fields a sweep file may leave out, whose default the summary and `workload_defaults` name."""
+
+
+def _workload_line(w) -> str:
+    """The job a workload prices, each value the file leaves out marked as the default (a user trial: the summary
+    never said the precision, which was bf16 by default)."""
+    said = w.model_fields_set
+
+    def mark(name: str, text: str) -> str:
+        return text if name in said else f"{text} (default)"
+
+    headroom = mark("memory_headroom_gib", f"headroom {w.memory_headroom_gib:g} GiB")
+    return (f"{w.model}, seq {w.seq_len:,}, batch {w.global_batch:,}, {w.tokens:.3g} tokens, "
+            f"{mark('precision', w.precision.value)}, {headroom}")
+
+
 def flat(row: dict) -> dict:
     out = {k: row.get(k) for k in COLUMNS}
     out["mfu"] = row["plan"]["mfu"] if row.get("plan") else None
@@ -118,6 +150,8 @@ def study_document(sweep, result, overrides: tuple[str, ...] = (), date: str | N
         "currency": sweep.currency,
         "assumptions": list(ASSUMPTIONS),
         "cost_input_sources": cost_input_sources(sweep, overrides),
+        "workload_defaults": {w.name: sorted(f for f in WORKLOAD_DEFAULTABLE if f not in w.model_fields_set)
+                              for w in sweep.workloads},
         "error_bands": error_bands(result.rows),
         "calibration": calibration,
         "rows": result.rows,
@@ -301,6 +335,9 @@ def summary(rows: list[dict], currency: str, sweep=None) -> str:
         mine = sorted((r for r in rows if r["workload"] == work),
                       key=lambda r: (r["status"] != "ok", r["cost"] or 0.0, r["design"]))
         lines.append(textwrap.shorten(work, WIDTH, placeholder="..."))
+        spec = next((w for w in sweep.workloads if w.name == work), None) if sweep is not None else None
+        if spec is not None:
+            lines += _wrap(_workload_line(spec), 2)
         cost = f"cost {currency}"
         lines.append(f"  {'design':26} {'GPUs used/bought':>16} {'days (band)':>16} {cost + ' (band)':>21} "
                      f"{'per Mtok':>8} {'front':>5}")
@@ -319,7 +356,7 @@ def summary(rows: list[dict], currency: str, sweep=None) -> str:
                 _band(r["cost_low"], r["cost_high"], 1.0, ",.0f"))
             per = f"{r['cost_per_million_tokens']:,.2f}"
             lines.append(f"  {name:26} {used:>16} {days:>16} {money:>21} {per:>8} {'*' if r['pareto'] else '':>5}")
-            extra = [_layout(r["plan"])]
+            extra = [_layout(r["plan"]) + _tight_memory(r["plan"])]
             if r.get("outlay") is not None and r.get("capex_total") is not None:
                 extra.append(f"capex {_money(r['capex_total'])}, energy {r['energy_mwh']:,.0f} MWh "
                              f"({_money(r['energy_cost'])}), {r['facility_mw']:,.1f} MW")
