@@ -20,6 +20,8 @@ RUNS = {r.id: r for r in load_runs()}
 BOUND = 0.12
 MAMF_FP8 = {"b200": 0.763, "gb200": 0.723}
 """The accelerators' FP8 MAMF, the value their files held before the power-cap clock drop."""
+MAMF_BF16 = {"b200": 0.776}
+"""B200's BF16 MAMF (1745 / 2250), which b200.yaml derates by the same clock ratio since a user trial."""
 
 
 def _error(run, topo=None) -> float:
@@ -29,10 +31,12 @@ def _error(run, topo=None) -> float:
 
 
 def _at_mamf(run):
-    """The run's topology with its accelerator's FP8 GEMM rate at the short-run MAMF."""
+    """The run's topology with its accelerator's GEMM rates at the short-run MAMF."""
     cluster = load_cluster(run.cluster)
     acc = load_accelerator(cluster.accelerator)
-    return run_topology(run, accelerator=acc.model_copy(update={"matmul_efficiency_fp8": MAMF_FP8[acc.name]}))
+    bf16 = MAMF_BF16.get(acc.name, acc.matmul_efficiency_bf16)
+    return run_topology(run, accelerator=acc.model_copy(update={"matmul_efficiency_fp8": MAMF_FP8[acc.name],
+                                                                "matmul_efficiency_bf16": bf16}))
 
 
 @pytest.mark.parametrize("run_id", [
@@ -51,6 +55,20 @@ def test_blackwell_fp8_rows_need_the_sustained_clock(run_id) -> None:
 def test_the_fp8_derate_is_the_clock_ratio() -> None:
     for name, mamf in MAMF_FP8.items():
         assert load_accelerator(name).matmul_efficiency_fp8 == pytest.approx(mamf * 1580 / 1965, abs=0.001)
+    for name, mamf in MAMF_BF16.items():
+        assert load_accelerator(name).matmul_efficiency_bf16 == pytest.approx(mamf * 1580 / 1965, abs=0.001)
+
+
+def test_b200_bf16_needs_the_sustained_clock_too() -> None:
+    """A user trial: B200 BF16 plans priced above every published dense run, behind a 0 % upside band, while the
+    power-cap clock drop (flashinfer PR #2899) was measured on BF16 work. B200's one BF16 row, GPT-OSS-120B, is
+    closer with the derate than at the short-run MAMF."""
+    run = RUNS["megatron-bridge-25.11-b200-gpt-oss-120b-64gpu"]
+    assert run.precision.value == "bf16"
+    cluster = load_cluster(run.cluster)
+    acc = load_accelerator(cluster.accelerator)
+    mamf = run_topology(run, accelerator=acc.model_copy(update={"matmul_efficiency_bf16": MAMF_BF16["b200"]}))
+    assert abs(_error(run)) < abs(_error(run, topo=mamf)) - 0.03
 
 
 @pytest.mark.parametrize("run_id, published_mxfp8_s", [
