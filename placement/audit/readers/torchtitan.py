@@ -48,6 +48,18 @@ _TT_BOOL = {"training.disable_cuda_graphs", "parallelism.enable_sequence_paralle
             "training.compile", "parallelism.disable_loss_parallel"}
 
 
+BARE_SWITCHES = frozenset({"precompute_float8_dynamic_scale_for_fsdp", "force_recompute_fp8_weight_in_bwd",
+                           "create_seed_checkpoint", "compile", "preserve_rng_state", "early_stop"})
+"""torchtitan bool keys whose names do not start with enable/disable (JobConfig): written bare, they are on."""
+
+
+def _switch(key: str) -> bool:
+    """A known torchtitan bool key, which its parsers take written bare (argparse store_true, tyro's flag): one of
+    _TT_BOOL, or a JobConfig key named enable*/disable* or in BARE_SWITCHES."""
+    name = key.rpartition(".")[2]
+    return key in _TT_BOOL or (key in KEYS and (name.startswith(("enable", "disable")) or name in BARE_SWITCHES))
+
+
 def _tt_key(flag: str) -> tuple[str, bool]:
     """`--parallelism.no-enable-sequence-parallel` -> ("parallelism.enable_sequence_parallel", False): tyro reads a
     flag's `-` as `_`, and `--section.no-KEY` as KEY false."""
@@ -90,8 +102,8 @@ def flags(words: list[Word], sites: dict[str, tuple[str, str, int | None]] | Non
             i += 1
             continue
         if nxt is None or nxt.text.startswith("--") or nxt.text.startswith("activation-checkpoint:"):
-            if key in KEYS:  # a switch written bare: argparse's store_true before 0.2.x, tyro's bool flag since (a
-                out[key] = (truth, w.evidence)  # user trial: `--checkpoint.enable` was "missing its value")
+            if _switch(key):  # a switch written bare: argparse's store_true before 0.2.x, tyro's bool flag since
+                out[key] = (truth, w.evidence)  # (a user trial: `--checkpoint.enable` was "missing its value")
                 i += 1
                 continue
             raise InputError(f"{w.site}: {flag} is missing its value")
