@@ -89,3 +89,16 @@ def test_a_plan_of_a_published_job_says_what_that_run_measured(run_id):
     assert same["error"] == pytest.approx(res.error, abs=2e-4)
     text = CliRunner().invoke(main, ["evaluate", *argv]).stdout
     assert f"published run of this job: {run_id} measured" in text and "no published run measured" not in text
+
+
+def test_a_difference_in_a_field_the_layout_does_not_use_is_no_difference():
+    """A user trial: a tp 1, cp 1, pp 1 plan was told the published run of its degrees "ran otherwise" for
+    tp_async_backward, cp_comm_type and pipeline_unsharded_grads, which price nothing at those degrees."""
+    from placement.calibration.published import job_differences
+
+    run = "torchtitan-trainy-h200-llama31-8b-32gpu"
+    lay = {"tp": 1, "cp": 1, "pp": 1}
+    base = {"tp_async_backward": False, "cp_comm_type": "all_gather", "pipeline_unsharded_grads": True}
+    assert not [d for d in job_differences(run, lay, base, False) if any(k in d for k in base)]
+    wide = job_differences(run, {**lay, "tp": 2}, base, False)
+    assert [d for d in wide if "tp_async_backward" in d]

@@ -285,3 +285,19 @@ def test_an_old_pipeline_runs_pp_micro_batches_where_the_files_count_none(tmp_pa
                    '[parallelism]\npipeline_parallel_degree = 2\n')
     lay = _audit(new)["layout"]
     assert (lay["micro_batch_size"], lay["num_microbatches"]) == (1, 8)
+
+
+def test_fsdp_float8_all_gather_hands_the_gemms_fp8_weights(tmp_path) -> None:
+    """A user trial: a torchtitan 0.2.x tensor-wise Float8 job with enable_fsdp_float8_all_gather was priced with the
+    GEMMs casting the 16-bit weights every pass (0.3.0's rowwise row); torchao casts each shard before FSDP's gather,
+    so the casts are off, and the job prices faster."""
+    body = ('[model]\nname = "llama3"\nflavor = "8B"\n[training]\nbatch_size = 1\nseq_len = 8192\n'
+            '[experimental]\npipeline_parallel_degree = 1\n[float8]\nenable_float8_linear = true\n')
+    plain, gather = tmp_path / "plain.toml", tmp_path / "gather.toml"
+    plain.write_text(body)
+    gather.write_text(body + "enable_fsdp_float8_all_gather = true\n")
+    est = {p.stem: _audit(p)["estimate"] for p in (plain, gather)}
+    assert est["plain"]["recipe"]["fp8_recasts_weights"] is True
+    assert est["gather"]["recipe"]["fp8_recasts_weights"] is False
+    assert "enable_fsdp_float8_all_gather" in est["gather"]["recipe_sources"]["fp8_recasts_weights"]
+    assert est["gather"]["step_time_s"] < est["plain"]["step_time_s"]

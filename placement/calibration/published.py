@@ -79,6 +79,13 @@ its job: a user trial matched the SC21 1.7B row (full recompute) to a launch pri
 MOE_ONLY = frozenset({"moe_dispatcher", "dispatch_fp8", "moe_fusions", "ep_comm_overlap", "routing_imbalance",
                       "moe_capacity_factor"})
 """Recipe fields that price nothing in a dense model: a dense plan and run are not told apart by them."""
+DEGREE_ONLY = {"tp": frozenset({"tp_comm_overlap", "tp_async_backward", "sp_saves_gathered_inputs"}),
+               "cp": frozenset({"cp_comm_type"}),
+               "pp": frozenset({"pipeline_unsharded_grads", "pipeline_layout", "pipeline_schedule",
+                                "pipeline_p2p_whole", "pipeline_grads_whole", "pipeline_p2p_blocking",
+                                "pipeline_sends_mask", "account_for_embedding", "account_for_loss"})}
+"""Recipe fields that price nothing where that degree is 1 (a user trial: a tp 1, cp 1, pp 1 plan was told a
+published run of its degrees "ran otherwise" for tp_async_backward, cp_comm_type and pipeline_unsharded_grads)."""
 
 
 @cache
@@ -120,7 +127,8 @@ def job_differences(run_id: str, layout: dict, recipe: dict, moe: bool) -> list[
         mine = recipe.get(k, v)
         if isinstance(v, list) or isinstance(mine, (list, tuple)):
             v, mine = list(v or ()), list(mine or ())
-        if mine == v or (k in MOE_ONLY and not moe) or (k == "recompute_modules" and not selective):
+        idle = any(k in fields and int(layout.get(d) or 1) == 1 for d, fields in DEGREE_ONLY.items())
+        if mine == v or (k in MOE_ONLY and not moe) or (k == "recompute_modules" and not selective) or idle:
             continue
         out.append(f"recipe {k} {_show(v)} there, {_show(mine)} here")
     return out

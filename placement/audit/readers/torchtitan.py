@@ -890,7 +890,30 @@ def _finish(s: Settings, pipeline: _Pipeline) -> None:
         s.put("sequence_parallel", tp > 1, "")
     elif tp == 1:
         s.put("sequence_parallel", False, s.sources["sequence_parallel"])
+    _fsdp_float8_weights(s, pipeline, shard_value)
     _refusals(s, pipeline, shard_value)
+
+
+FSDP_FLOAT8_GATHER = ("quantize.linear.float8.enable_fsdp_float8_all_gather", "float8.enable_fsdp_float8_all_gather")
+
+
+def _fsdp_float8_weights(s: Settings, pipeline: _Pipeline, shard_value: int) -> None:
+    """A torchtitan before 0.3.0 with tensor-wise Float8 and `enable_fsdp_float8_all_gather` over a data-parallel
+    shard of more than one rank: torchao casts each weight shard to FP8 before FSDP's all-gather (Float8Linear is
+    given the gathered FP8 weight), so the GEMMs do not cast the 16-bit weight every pass (recipe
+    fp8_recasts_weights off; 9dec370 torchtitan/float8.py: enable_fsdp_float8_all_gather = dp_shard_enabled and
+    the key).  A user trial: such a run was priced with the casts, which its own calibration row prices off."""
+    if s.value("precision") != "fp8" or s.value("recipe.fp8_recipe") != "tensorwise" or shard_value in (0, 1):
+        return
+    for key in FSDP_FLOAT8_GATHER:
+        value, ev = pipeline.keys.get(key, (None, None))
+        if value in _TRUE:
+            s.put("recipe.fp8_recasts_weights", False,
+                  f"{ev} (torchao casts each weight shard to FP8 before FSDP's all-gather over "
+                  f"{'the data-parallel shard, the rest of the GPUs' if shard_value == -1 else f'{shard_value} ranks'}"
+                  f"; the GEMMs take the gathered FP8 weight: torchtitan/float8.py at 9dec370, "
+                  f"enable_fsdp_float8_all_gather)")
+            return
 
 
 STOPS = "so this job does not start"
