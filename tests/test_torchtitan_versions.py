@@ -301,3 +301,15 @@ def test_fsdp_float8_all_gather_hands_the_gemms_fp8_weights(tmp_path) -> None:
     assert est["gather"]["recipe"]["fp8_recasts_weights"] is False
     assert "enable_fsdp_float8_all_gather" in est["gather"]["recipe_sources"]["fp8_recasts_weights"]
     assert est["gather"]["step_time_s"] < est["plain"]["step_time_s"]
+
+
+def test_keys_of_no_single_torchtitan_are_a_warning(tmp_path) -> None:
+    """A user trial: --training.compile (last in torchtitan's JobConfig at aeb3a4ba, 2025-08-13) beside a v0.2.2 TOML
+    (keys from 8a2686c4, 2025-09-30) was priced without a word, the older flag choosing the attention kernel."""
+    script = tmp_path / "run.sh"
+    script.write_text(f"torchrun --nproc_per_node 8 -m torchtitan.train --job.config_file {V022} --training.compile\n")
+    got = _audit(script, V022)
+    warned = [f["message"] for f in got["findings"] if f["kind"] == "not_priced_as_run"
+              and f["message"].startswith("no torchtitan version takes both training.compile")]
+    assert warned and "aeb3a4ba" in warned[0]
+    assert not [f for f in _audit(V022)["findings"] if "no torchtitan version takes both" in f["message"]]

@@ -291,6 +291,7 @@ def _settings(keys: dict[str, tuple[Any, str]], s: Settings) -> _Pipeline:
         _rotate_method(get, s)
     if not version3:
         _attention_kernel(keys, s)
+        _version_conflict(keys, s)
     sp, spev = get("parallelism.enable_sequence_parallel")
     if sp is not None:
         s.put("sequence_parallel", sp in _TRUE, spev)
@@ -588,6 +589,22 @@ SDPA_FLAVORS = {"llama3": ("debugmodel", "8B", "70B", "405B"), "llama4": ("debug
                 "qwen3": ("debugmodel", "0.6B", "1.7B", "4B", "8B", "14B", "32B", "debugmodel_moe", "30B-A3B",
                           "235B-A22B")}
 """The flavors torchtitan 0.1.0 to 0.2.2 ships that run SDPA (the default attention of their model args)."""
+
+
+def _version_conflict(keys: dict[str, tuple[Any, str]], s: Settings) -> None:
+    """A warning where the files' keys date them to no torchtitan at all (version_window: one key added after another
+    was dropped); a user trial's command line passed --training.compile, last in 2025-08, beside a v0.2.2 TOML, and
+    the older flag decided the attention kernel without a word."""
+    newest, oldest = version_window(s.torchtitan_stated)
+    if newest is None or oldest is None or JOBCONFIG_ORDER[newest[1]] <= JOBCONFIG_ORDER[oldest[1]]:
+        return
+    (new_key, added), (old_key, last) = newest, oldest
+    s.warnings.append(
+        f"no torchtitan version takes both {old_key} ({keys[old_key][1]}: last in torchtitan's JobConfig at {last}, "
+        f"{JOBCONFIG_DATES[last]}) and {new_key} ({keys[new_key][1]}: first at {added}, {JOBCONFIG_DATES[added]}): "
+        f"torchtitan refuses a command-line flag its JobConfig lacks, and before eadca483 (2025-08-28) dropped a TOML "
+        f"key it did not know, unread; priced with every key as stated, which no torchtitan runs: rename or drop the "
+        f"older key")
 
 
 def _attention_kernel(keys: dict[str, tuple[Any, str]], s: Settings) -> None:
