@@ -539,3 +539,28 @@ def test_deepspeeds_low_precision_optimizer_keys_are_read(tmp_path) -> None:
     assert est["memory"]["optimizer_bytes"] < got["base"]["estimate"]["memory"]["optimizer_bytes"]
     assert [x for x in got["low"]["layout"]["ignored"] if x.startswith("bf16.bf16_master_weights_and_grads true")]
     assert got["base"]["estimate"]["recipe"]["optimizer_state_bf16"] is False
+
+
+def test_deepspeed_config_keys_are_checked_against_every_deepspeed(tmp_path) -> None:
+    """A user trial: a misspelled zero_optimization key (DeepSpeed refuses it since v0.7.0, extra="forbid") was priced
+    without a word, and a top-level `zero_optimisation` was priced as ZeRO-0 with a memory error that never named it.
+    The first is an error naming the key meant; the second a warning DeepSpeed ignores the key; a known config, with
+    placement's own `_comment`, has neither."""
+    base = {"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1, "bf16": {"enabled": True},
+            "zero_optimization": {"stage": 3, "stage3_param_persistence_threshold": 0}, "_comment": ["mine"]}
+    job = ("--model", "llama3-8b", "--gpus", "8", "--seq-len", "512")
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(base, indent=1))
+    assert not [f for f in _audit(good, *job)["findings"] if f["kind"] == "unknown_config_key"]
+    typo = tmp_path / "typo.json"
+    typo.write_text(json.dumps({**base, "zero_optimization": {"stage": 3, "stage3_param_persistance_threshold": 0}},
+                               indent=1))
+    result = CliRunner().invoke(main, ["audit", "--launch", str(typo), "--cluster", "dgx-h100", *job])
+    assert result.exit_code == 2 and "did you mean stage3_param_persistence_threshold?" in result.stderr
+    assert "599758968" in result.stderr
+    top = tmp_path / "top.json"
+    top.write_text(json.dumps({k: v for k, v in base.items() if k != "zero_optimization"}
+                              | {"zero_optimisation": {"stage": 3}}, indent=1))
+    (warn,) = [f for f in _audit(top, *job)["findings"] if f["kind"] == "unknown_config_key"]
+    assert "zero_optimisation" in warn["message"] and "ignores it" in warn["message"]
+    assert "the nearest DeepSpeed config key is zero_optimization" in warn["message"]

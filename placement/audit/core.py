@@ -1624,6 +1624,14 @@ def unknown_key_findings(launch: LaunchLayout) -> list[Finding]:
             refuses = "their argument parser refuses a flag it does not define ('unrecognized arguments')"
             who = "an entry script that adds it (extra_args_provider) or a fork that defines it"
             kind, what = "flag", "launch"
+        elif k.deepspeed:
+            from placement.audit.readers.deepspeed import DS_VERSIONS_READ, ZERO_FORBIDS
+
+            name, versions, kind, what = "DeepSpeed", DS_VERSIONS_READ, "config key", "config"
+            if k.key.startswith("zero_optimization."):
+                refuses, who = ZERO_FORBIDS, "a DeepSpeed before v0.7.0, which ignores it, or a fork that defines it"
+            else:
+                refuses, who = "DeepSpeed reads no such top-level key and ignores it", "a DeepSpeed that ignores it"
         elif launch.framework == "torchtitan":
             from placement.audit.readers.torchtitan import REFUSES, VERSIONS_READ
 

@@ -24,7 +24,7 @@ from placement.audit.readers.common import (
     merge,
     read_int,
 )
-from placement.audit.readers.reading import AutoKey, Hostfile, Reading, Settings
+from placement.audit.readers.reading import AutoKey, Hostfile, Reading, Settings, UnknownKey
 from placement.errors import InputError
 from placement.loaders.files import parse_json, read_text
 from placement.specs.training import AttentionKernel
@@ -43,6 +43,47 @@ DEEPSPEED_KEYS = frozenset({
 none of them is no DeepSpeed config."""
 
 
+ZERO_FORBIDS = ("599758968 (v0.7.0, 2022-07-27) made zero_optimization a pydantic DeepSpeedZeroConfig with "
+                "extra=\"forbid\" (runtime/config_utils.py DeepSpeedConfigModel), so DeepSpeed refuses a key it does "
+                "not define there at start-up")
+DS_VERSIONS_READ = "every version of deepspeedai/DeepSpeed: placement/audit/readers/deepspeed_keys.py"
+
+
+def _key_line(lines: list[str], key: str) -> int | None:
+    return next((n for n, line in enumerate(lines, 1) if f'"{key}"' in line), None)
+
+
+def _unknown_json_keys(path: Path, lines: list[str], data: dict, s: Settings) -> None:
+    """Each key no DeepSpeed version reads (readers.deepspeed_keys): a sure typo of a zero_optimization key is an error
+    (DeepSpeed refuses it: ZERO_FORBIDS), any other unknown key an unknown_config_key warning, priced without it (a
+    user trial: a top-level `zero_optimisation` was priced as ZeRO-0 and the memory error never named it, and a
+    misspelled stage3 key was priced though DeepSpeed refuses it)."""
+    from placement.audit.readers.common import nearest_key, typo_error, typo_of
+    from placement.audit.readers.deepspeed_keys import TOP, ZERO
+
+    known = TOP | DEEPSPEED_KEYS
+    for key in data:  # a key starting with "_" is a comment by convention (placement's own "_comment")
+        if str(key) not in known and not str(key).startswith("_"):
+            s.unknown_keys.append(UnknownKey(key=str(key), file=str(path), line=_key_line(lines, str(key)),
+                                             suggestion=nearest_key(str(key), known), deepspeed=True))
+    zero = data.get("zero_optimization")
+    typos = []
+    for key in zero if isinstance(zero, dict) else ():
+        if str(key) in ZERO:
+            continue
+        line = _key_line(lines, str(key))
+        near = nearest_key(str(key), ZERO)
+        meant = typo_of(str(key), ZERO, near)
+        if meant is not None:
+            typos.append(f"{path}:{line}: unknown zero_optimization key {key}; did you mean {meant}?")
+            continue
+        s.unknown_keys.append(UnknownKey(key=f"zero_optimization.{key}", file=str(path), line=line,
+                                         suggestion=None if near is None else f"zero_optimization.{near}",
+                                         deepspeed=True))
+    if typos:
+        raise typo_error(typos, "No DeepSpeed version read", DS_VERSIONS_READ, ZERO_FORBIDS)
+
+
 def read_json(path: Path, s: Settings) -> None:
     """A DeepSpeed JSON config: batch terms, ZeRO stage, AutoTP, precision; "auto" values kept for the join."""
     text = read_text(path, "DeepSpeed config", "expected a JSON file")
@@ -57,6 +98,7 @@ def read_json(path: Path, s: Settings) -> None:
     lines = text.splitlines()
     s.json_paths = (str(path),)
     s.json_keys = _flat_keys("", data)
+    _unknown_json_keys(path, lines, data, s)
 
     def ev(key: str) -> str:
         for n, line in enumerate(lines, 1):

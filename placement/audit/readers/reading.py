@@ -35,6 +35,9 @@ class UnknownKey(Frozen):
     megatron: bool = False
     """A flag of a Megatron-LM (or Megatron-DeepSpeed) argument list (readers.megatron_flags), whatever framework the
     launch is audited as."""
+    deepspeed: bool = False
+    """A key of a DeepSpeed JSON config no DeepSpeed version reads (readers.deepspeed_keys): a top-level one DeepSpeed
+    ignores; a `zero_optimization.` one DeepSpeed refuses since v0.7.0 (DeepSpeedZeroConfig, extra="forbid")."""
 
 
 class NodeDevices(Frozen):
