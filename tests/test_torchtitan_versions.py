@@ -313,3 +313,14 @@ def test_keys_of_no_single_torchtitan_are_a_warning(tmp_path) -> None:
               and f["message"].startswith("no torchtitan version takes both training.compile")]
     assert warned and "aeb3a4ba" in warned[0]
     assert not [f for f in _audit(V022)["findings"] if "no torchtitan version takes both" in f["message"]]
+
+
+def test_a_launch_that_loads_another_toml_says_which_one_is_priced(tmp_path) -> None:
+    """A user trial: torchtitan's run script loads ${CONFIG_FILE:-./train_configs/debug_model.toml}; audited with
+    llama3_8b.toml, the job was priced from that TOML and only a seen-but-not-modelled line named the other file."""
+    script = tmp_path / "run_train.sh"
+    script.write_text('CONFIG_FILE=${CONFIG_FILE:-"./train_configs/debug_model.toml"}\n'
+                      'torchrun --nproc_per_node=8 train.py --job.config_file ${CONFIG_FILE}\n')
+    got = _audit(script, V022)
+    (warn,) = [f["message"] for f in got["findings"] if "the launch loads --job.config_file" in f["message"]]
+    assert "debug_model.toml" in warn and "environment may name another file" in warn and V022.name in warn

@@ -803,8 +803,16 @@ def join(groups: list[Settings], paths: list[Path]) -> Reading:
         out.ignored += g.ignored
     cfg = out.config_file
     if cfg and not any(Path(cfg[0]).name == Path(p).name for p in paths):
-        out.ignored.append(f"--job.config_file {cfg[0]} is not among the audited files: its settings are not read "
-                           f"({cfg[1]})")
+        tomls = [str(p) for p in paths if str(p).endswith(".toml")]
+        if tomls:  # the job loads another file: the given TOML is priced in its place, which the user must know
+            env = (" (a ${VAR:-default} of the script: the environment may name another file)" if ":-" in cfg[1]
+                   else "")
+            out.warnings.append(f"the launch loads --job.config_file {cfg[0]} ({cfg[1]}){env}, not "
+                                f"{', '.join(tomls)}: the audit prices {', '.join(tomls)} as the config the job "
+                                f"loads; if the job ran {cfg[0]}, audit with that file instead")
+        else:
+            out.ignored.append(f"--job.config_file {cfg[0]} is not among the audited files: its settings are not "
+                               f"read ({cfg[1]})")
     out.ignored = list(dict.fromkeys(out.ignored))
     _finish(out, pipeline)
     return out.reading("torchtitan")
