@@ -46,3 +46,24 @@ def test_an_unknown_maxtext_attention_is_refused(tmp_path: Path) -> None:
     cfg.write_text("base_config: base.yml\nattention: splash\n")
     with pytest.raises(InputError, match=r"attention 'splash'; MaxText 0\.2\.5 takes"):
         parse_launch([cfg])
+
+
+def test_minimal_with_context_reruns_only_the_norms(tmp_path: Path) -> None:
+    """A user trial: MaxText's published A3 Llama 2 7B config (remat_policy minimal_with_context, which saves the
+    projections' outputs and the attention context) was priced as attention-core recompute, which under flash
+    attention frees nothing: 82.5 GiB, "runs out of memory". It reruns the norms (recompute_modules layernorm), and
+    says its memory is an upper bound."""
+    def audit(policy: str) -> dict:
+        cfg = tmp_path / f"{policy}.yml"
+        cfg.write_text(f"base_config: base.yml\nmodel_name: llama3-8b\nper_device_batch_size: 4\n"
+                       f"max_target_length: 4096\nici_fsdp_parallelism: 8\nremat_policy: {policy}\n"
+                       f"scan_layers: false\nattention: cudnn_flash_te\n")
+        result = CliRunner().invoke(main, ["--reproducible", "audit", "--launch", str(cfg), "--model", "llama3-8b",
+                                           "--cluster", "dgx-h100", "--gpus", "8", "--json"])
+        assert result.exit_code in (0, 1), result.output
+        return json.loads(result.stdout)
+
+    ctx, none = audit("minimal_with_context"), audit("none")
+    assert ctx["estimate"]["recipe"]["recompute_modules"] == ["layernorm"]
+    assert ctx["estimate"]["memory"]["activations_bytes"] < none["estimate"]["memory"]["activations_bytes"]
+    assert [x for x in ctx["layout"]["ignored"] if "minimal_with_context" in x and "upper bound" in x]

@@ -333,7 +333,14 @@ def finish(v: dict[str, tuple[Any, str]], ignored: list[str]) -> dict[str, tuple
         out["recipe.recompute_modules"] = (tuple(m.value for m in MINIMAL_RECOMPUTES),
                                            f"{rev} (minimal_policy saves only the named matmul outputs: "
                                            f"layers/nnx_decoders.py)")
-    if str(remat) not in REMAT:
+    if str(remat) == "minimal_with_context":  # the attention output is saved too: only the norms run again
+        out["recipe.recompute_modules"] = (("layernorm",), f"{rev} (minimal_with_context saves the named matmul "
+                                                           f"outputs and the attention's `context`: "
+                                                           f"layers/decoders.py)")
+        ignored.append(f"remat_policy 'minimal_with_context': priced as selective recompute of the norms (it saves "
+                       f"the projections' outputs and the attention context); the SwiGLU product and the residual "
+                       f"sums it also reruns are priced as saved, so its memory is an upper bound ({rev})")
+    elif str(remat) not in REMAT:
         ignored.append(f"remat_policy {remat!r}: priced as selective recompute of the attention core ({rev})")
     out["model_ref"] = (str(keys["model_name"][0]), keys["model_name"][1])
     for key, field in MODEL_SHAPE_KEYS.items():  # a model config's shape, which --model must have (core._model_shape)
