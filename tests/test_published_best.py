@@ -102,3 +102,17 @@ def test_a_difference_in_a_field_the_layout_does_not_use_is_no_difference():
     assert not [d for d in job_differences(run, lay, base, False) if any(k in d for k in base)]
     wide = job_differences(run, {**lay, "tp": 2}, base, False)
     assert [d for d in wide if "tp_async_backward" in d]
+
+
+def test_a_thin_accelerator_group_takes_its_familys_runs():
+    """A user trial: B200's one BF16 MoE run (GPT-OSS-120B, 12.6 % MFU) set the slow end of every B200 MoE cell to
+    2-3.4x its point. With fewer than MIN_GROUP_RUNS on the accelerator, the family's runs at the precision stand in."""
+    from placement.calibration.published import MIN_GROUP_RUNS
+
+    own = [r for r in published_runs() if r.moe and r.precision == "bf16" and r.accelerator == "b200"]
+    fam = [r for r in published_runs() if r.moe and r.precision == "bf16"
+           and r.accelerator.startswith(("b200", "gb200", "gb300"))]
+    assert 0 < len(own) < MIN_GROUP_RUNS < len(fam) + 1
+    got = published_best(True, "b200", "bf16", 0.25)
+    assert got["group"].startswith("MoE / Blackwell (") and got["runs"] == len(fam)
+    assert got["best_mfu"] == pytest.approx(max(r.mfu for r in fam), abs=1e-4) and not got["above"]

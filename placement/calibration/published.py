@@ -68,6 +68,10 @@ def job_key(model: str, accelerator: str, num_gpus: int, seq_len: int, global_ba
             deg["pp"], dp)
 
 
+MIN_GROUP_RUNS = 3
+"""Fewer published runs of a plan's kind on its accelerator than this: its family's runs at the precision make the
+group (a user trial: B200's one BF16 MoE run, GPT-OSS-120B at 12.6 % MFU, set the slow end of every B200 MoE cell,
+Mixtral and DeepSeek-V3 alike, to 2-3.4x its point, where GB200 had Qwen3-235B's 33.8 %)."""
 WORKLOAD_FIELDS = 6
 """The first fields of a job key (`job_key`) that name the workload without the parallel degrees."""
 
@@ -138,7 +142,8 @@ def published_best(moe: bool, accelerator: str, precision: str, mfu: float, job:
                    step_time_s: float | None = None, layout: dict | None = None,
                    recipe: dict | None = None) -> dict | None:
     """The best published MFU of a plan's kind and where the plan stands against it: the runs on the same
-    accelerator at the same precision, dense or MoE alike, else those of its family (sweep.band.FAMILIES); None
+    accelerator at the same precision, dense or MoE alike, else (fewer than MIN_GROUP_RUNS) those of its family
+    (sweep.band.FAMILIES); None
     where no calibration run is of its kind.  `above`: the plan's MFU is higher than every one of them.
     `same_job`: the published run of this very job (`job_key`, and, where `layout` and `recipe` are given, every
     layout field the run states and its whole recipe as `validate` prices it), its measured step and the plan's error
@@ -153,10 +158,12 @@ def published_best(moe: bool, accelerator: str, precision: str, mfu: float, job:
     same = [r for r in published_runs() if r.moe == moe and r.precision == precision]
     group = [r for r in same if r.accelerator == accelerator]
     where = accelerator
-    if not group:
+    if len(group) < MIN_GROUP_RUNS:
         fam = family(accelerator)
-        group = [r for r in same if fam is not None and family(r.accelerator) == fam]
-        where = f"{fam} ({', '.join(sorted({r.accelerator for r in group}))})"
+        wider = [r for r in same if fam is not None and family(r.accelerator) == fam]
+        if len(wider) > len(group):
+            group = wider
+            where = f"{fam} ({', '.join(sorted({r.accelerator for r in group}))})"
     if not group:
         return None
     best = max(group, key=lambda r: (r.mfu, r.run_id))

@@ -358,7 +358,10 @@ def summary(rows: list[dict], currency: str, sweep=None) -> str:
             lines.append(f"  {name:26} {used:>16} {days:>16} {money:>21} {per:>8} {'*' if r['pareto'] else '':>5}")
             extra = [_layout(r["plan"]) + _tight_memory(r["plan"])]
             if r.get("outlay") is not None and r.get("capex_total") is not None:
-                extra.append(f"capex {_money(r['capex_total'])}, energy {r['energy_mwh']:,.0f} MWh "
+                # under objective cost the outlay is what is minimized, not the cost column (a user trial)
+                lowest = (f"outlay {_money(r['outlay'])} (capex + energy, the objective), "
+                          if r.get("objective") == "cost" else "")
+                extra.append(f"{lowest}capex {_money(r['capex_total'])}, energy {r['energy_mwh']:,.0f} MWh "
                              f"({_money(r['energy_cost'])}), {r['facility_mw']:,.1f} MW")
             if r.get("idle_cost"):
                 extra.append(f"idle {r['num_gpus_idle']:,} GPUs cost {_money(r['idle_cost'])}")
