@@ -1146,3 +1146,15 @@ def test_a_wrapper_and_its_script_are_told_that_each_file_is_read_on_its_own(tmp
     with pytest.raises(InputError, match=r"depends on \$TP, which the files do not set \(value written at .*train.sh:1;"
                                          r" each --launch file is read on its own"):
         parse_launch([train])
+
+
+def test_a_value_from_a_default_the_environment_may_override_says_so(tmp_path) -> None:
+    """A user trial: `TP=${TP:-4}` was read as tp 4, the source a plain assignment; the job's environment may set TP
+    (sbatch passes the submitting shell's), so the source says the value is that default."""
+    script = tmp_path / "run.sh"
+    script.write_text("TP=${TP:-4}\nMBS=2\ntorchrun --nproc_per_node 8 pretrain_gpt.py --tensor-model-parallel-size "
+                      "$TP --micro-batch-size $MBS --num-layers 32\n")
+    launch = parse_launch([script])
+    assert launch.tp == 4
+    assert launch.sources["tp"].endswith("(the default of ${TP:-...}: the job's environment may set TP)")
+    assert "environment may set" not in launch.sources["micro_batch_size"]

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import ast
 import contextvars
+import dataclasses
 import operator
 import re
 from collections.abc import Iterator
@@ -75,12 +76,17 @@ class Word:
     """The variable or construct whose value is unknown, if any part of the word depends on one."""
     uncertain: str | None = None
     """Why the word may or may not be there (an `if` that cannot be evaluated)."""
+    default_of: str | None = None
+    """A variable the file does not set whose `${VAR:-default}` default the word holds: the job's environment may set
+    VAR, and the word is then another (a user trial: `TP=${TP:-4}` was read as tp 4 without a word of it)."""
 
     @property
     def evidence(self) -> str:
+        said = (f" (the default of ${{{self.default_of}:-...}}: the job's environment may set {self.default_of})"
+                if self.default_of else "")
         if self.origin == self.site:
-            return str(self.site)
-        return f"{self.origin} (expanded at {self.site.path}:{self.site.line})"
+            return str(self.site) + said
+        return f"{self.origin} (expanded at {self.site.path}:{self.site.line}){said}"
 
 
 @dataclass(frozen=True)
@@ -106,6 +112,8 @@ class _Seg:
     uncertain: str | None = None
     brk: bool = False
     """A forced word break (between the elements of a quoted "${A[@]}")."""
+    default_of: str | None = None
+    """The variable whose `${VAR:-default}` default this text is, VAR being unset in the file (Word.default_of)."""
 
 
 @dataclass
@@ -578,6 +586,8 @@ def _param_value(state: _State, part: _Part) -> list[list[_Seg]] | None:
         if not empty or (op in ("-", "=") and value is not None):
             return [list(value)]
         sub = _expand_word(state, part.word or [])
+        if var is None:  # the file does not set it: the job's environment may
+            sub = [dataclasses.replace(x, default_of=name) for x in sub]
         if op in (":=", "="):
             state.vars[name] = _Var(value=sub)
         return [sub]
@@ -674,7 +684,8 @@ def _expand_parts(state: _State, parts: list[_Part], as_field: bool = False) -> 
                 elif k:
                     segs.append(_Seg(" ", True, p.origin))
                 for x in f:
-                    segs.append(_Seg(x.text, split and not x.unresolved, x.origin, x.unresolved, x.uncertain))
+                    segs.append(_Seg(x.text, split and not x.unresolved, x.origin, x.unresolved, x.uncertain,
+                                     default_of=x.default_of))
     return _split(segs, keep_empty=has_quoted)
 
 
@@ -700,7 +711,7 @@ def _split(segs: list[_Seg], keep_empty: bool) -> list[list[_Seg]]:
                     fields.append(cur)
                 cur, nonempty = [], False
             else:
-                cur.append(_Seg(piece, False, s.origin, s.unresolved, s.uncertain))
+                cur.append(_Seg(piece, False, s.origin, s.unresolved, s.uncertain, default_of=s.default_of))
                 nonempty = True
     if cur and (nonempty or keep_empty):
         fields.append(cur)
@@ -715,7 +726,7 @@ def _to_word(f: list[_Seg], site: Origin, uncertain: str | None) -> Word:
     origin = first.origin if first else site
     unresolved = next((x.unresolved for x in f if x.unresolved), None)
     unc = next((x.uncertain for x in f if x.uncertain), None) or uncertain
-    return Word(text, origin, site, unresolved, unc)
+    return Word(text, origin, site, unresolved, unc, next((x.default_of for x in f if x.default_of), None))
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -1009,7 +1020,8 @@ def _assign(state: _State, src: _Src, node: tree_sitter.Node, uncertain: str | N
             if element.type == "comment":
                 continue
             for f in _expand_parts(state, _parts(state, src, element)):
-                items.append([_Seg(x.text, False, x.origin, x.unresolved, x.uncertain or uncertain) for x in f])
+                items.append([_Seg(x.text, False, x.origin, x.unresolved, x.uncertain or uncertain,
+                                   default_of=x.default_of) for x in f])
         if append and var is not None:
             base = var.items if var.items is not None else ([var.value] if var.value else [])
             items = [*base, *items]  # element lists are never changed in place: share them
@@ -1018,7 +1030,8 @@ def _assign(state: _State, src: _Src, node: tree_sitter.Node, uncertain: str | N
     segs: list[_Seg] = []
     for f in _expand_parts(state, _parts(state, src, value) if value is not None else [], as_field=True):
         segs.extend(f)
-    segs = [_Seg(x.text, False, x.origin, x.unresolved, x.uncertain or uncertain) for x in segs]
+    segs = [_Seg(x.text, False, x.origin, x.unresolved, x.uncertain or uncertain, default_of=x.default_of)
+            for x in segs]
     if append and var is not None:
         if var.items is not None:
             state.vars[name] = _Var(items=[*var.items, segs])
@@ -1039,7 +1052,8 @@ def _assign_element(state: _State, src: _Src, subscript: tree_sitter.Node, value
     segs: list[_Seg] = []
     for f in _expand_parts(state, _parts(state, src, value) if value is not None else [], as_field=True):
         segs.extend(f)
-    segs = [_Seg(x.text, False, x.origin, x.unresolved, x.uncertain or uncertain) for x in segs]
+    segs = [_Seg(x.text, False, x.origin, x.unresolved, x.uncertain or uncertain, default_of=x.default_of)
+            for x in segs]
     k = int(_text(index)) if index is not None and _text(index).isdigit() else None
     items = var.items if var is not None and var.items is not None else (
         [var.value] if var is not None and var.value else ([] if var is None else [[]]))

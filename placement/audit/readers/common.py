@@ -138,6 +138,9 @@ class Arg:
         for v in self.values:
             if v.origin != self.word.origin and v.origin != self.word.site:
                 ev = f"{self.word.site} [{self.flag} value from {v.origin}]"
+        defaulted = next((v.default_of for v in self.values if v.default_of), None)
+        if defaulted and "environment may set" not in ev:
+            ev += f" (the default of ${{{defaulted}:-...}}: the job's environment may set {defaulted})"
         return ev
 
 

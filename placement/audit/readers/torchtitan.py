@@ -109,6 +109,8 @@ def flags(words: list[Word], sites: dict[str, tuple[str, str, int | None]] | Non
             raise InputError(f"{w.site}: {flag} is missing its value")
         word_check(nxt, flag)
         ev = w.evidence if nxt.origin in (w.origin, w.site) else f"{w.site} [{flag} value from {nxt.origin}]"
+        if nxt.default_of and "environment may set" not in ev:
+            ev += f" (the default of ${{{nxt.default_of}:-...}}: the job's environment may set {nxt.default_of})"
         out[key] = (nxt.text, ev)
         i += 2
     return out
