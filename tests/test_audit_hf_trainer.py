@@ -352,6 +352,11 @@ def test_deepspeed_chat_precision_is_its_dtype_flag_or_its_fp16_default(tmp_path
     source = lay.sources["precision"]
     assert ("--dtype" in source) and ("default fp16" in source) == (extra == "")
     assert any("--dtype fp16" in line for line in lay.ignored) == (stated == "fp16")
+    # a default cites the line that makes the script DeepSpeed-Chat's as such, not as where --dtype is (a user trial:
+    # the source read "run.sh:22: --max_seq_len 512" as if that line set the precision)
+    assert source.startswith("no --dtype in the files (a DeepSpeed-Chat script, by ") == (extra == "")
+    if extra == "":
+        assert lay.sources["recipe.attention_kernel"].startswith("no --attn_implementation in the files")
 
 
 def test_deepspeed_chat_dtype_other_than_its_choices_is_refused(tmp_path):

@@ -259,7 +259,8 @@ def test_a_key_no_gpt_neox_has_is_a_warning_with_its_line_and_the_nearest_key(tm
     number = text.splitlines().index('  "warmup_iters": 500,') + 1
     data, report = _audit(path, "gpt-neox-a100-40g", 96)
     assert data["layout"]["unknown_keys"] == [{"key": "warmup_iters", "file": str(path), "line": number,
-                                               "suggestion": "warmup", "megatron": False}]
+                                               "suggestion": "warmup", "megatron": False,
+                                               "deepspeed": False}]
     (f,) = [f for f in data["findings"] if f["kind"] == "unknown_config_key"]
     assert set(f) >= FINDING_KEYS and f["severity"] == "warning" and f["cost_s"] == 0.0
     assert f["message"].startswith(f"{path}:{number}: warmup_iters is no GPT-NeoX key (the NeoXArgs fields of "

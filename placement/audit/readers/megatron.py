@@ -1001,7 +1001,8 @@ def _ds_chat(flags: dict[str, Arg], s: Settings) -> None:
             raise InputError(f"{where}: DeepSpeed-Chat's --dtype takes fp16 or bf16 ({DS_CHAT_MAIN}), got "
                              f"{stated!r}")
     else:
-        stated, where = "fp16", f"{s.hf_trainer} (DeepSpeed-Chat's --dtype default fp16: {DS_CHAT_MAIN})"
+        stated, where = "fp16", (f"no --dtype in the files (a DeepSpeed-Chat script, by {s.hf_trainer}): its "
+                                 f"default fp16 ({DS_CHAT_MAIN})")
     if not s.has("precision"):
         s.put("precision", "bf16", where + (" (FP16, priced as BF16: the same tensor-core rate)"
                                             if stated == "fp16" else ""))
