@@ -178,3 +178,40 @@ def test_interleaving_on_two_stages_in_a_2021_file_does_not_start(tmp_path) -> N
     ok = CliRunner().invoke(main, ["audit", "--launch", str(args), "--model", "megatron-gpt-39.1b", "--cluster",
                                    "dgx-a100-80g", "--gpus", "512"])
     assert ok.exit_code in (0, 1), ok.output
+
+
+def test_megatron_deepspeed_moe_reads_its_gate(tmp_path) -> None:
+    """A user trial: Megatron-DeepSpeed's --topk (default 1) and --moe-train-capacity-factor (default 1.0, tokens
+    dropped above it unless --disable-moe-token-dropping) were not read: a top-1 job was priced as --model's top-2,
+    dropless; and its --expert-interval (default 2: every other layer MoE) was not compared with the model."""
+    from placement.audit.launch import parse_launch
+
+    (tmp_path / "ds.json").write_text(json.dumps({"train_micro_batch_size_per_gpu": 1, "train_batch_size": 64,
+                                                  "bf16": {"enabled": True}, "zero_optimization": {"stage": 1}}))
+    head = ("deepspeed --num_gpus 8 pretrain_gpt.py --num-layers 32 --hidden-size 4096 --num-attention-heads 32 "
+            "--seq-length 4096 --max-position-embeddings 4096 --micro-batch-size 1 --global-batch-size 64 --bf16 "
+            "--swiglu --ffn-hidden-size 14336 --num-key-value-heads 8 --expert-interval 1 "
+            f"--num-experts 8 --moe-expert-parallel-size 8 --deepspeed --deepspeed_config {tmp_path / 'ds.json'}")
+
+    def read(extra: str):
+        script = tmp_path / "train.sh"
+        script.write_text(f"{head} {extra}\n")
+        return parse_launch([script])
+
+    plain = read("")
+    assert plain.moe_router_topk == 1 and "default --topk 1" in plain.sources["moe_router_topk"]
+    assert plain.recipe["moe_capacity_factor"] == 1.0
+    stated = read("--topk 2 --moe-train-capacity-factor 1.25")
+    assert stated.moe_router_topk == 2 and stated.recipe["moe_capacity_factor"] == 1.25
+    dropless = read("--topk 2 --disable-moe-token-dropping")
+    assert "moe_capacity_factor" not in dropless.recipe
+    job = ["--model", "mixtral-8x7b", "--cluster", "dgx-h100", "--gpus", "8"]
+    result = CliRunner().invoke(main, ["audit", "--launch", str(tmp_path / "train.sh"), *job])
+    assert result.exit_code in (0, 1), result.stderr  # top-2 as --model's
+    (tmp_path / "train.sh").write_text(f"{head}\n")
+    refused = CliRunner().invoke(main, ["audit", "--launch", str(tmp_path / "train.sh"), *job])
+    assert refused.exit_code == 2 and "moe_router_topk" in refused.stderr
+    # Megatron-DeepSpeed builds an MoE layer every --expert-interval layers, 2 by default: half of Mixtral's
+    (tmp_path / "train.sh").write_text(f"{head.replace('--expert-interval 1 ', '')} --topk 2\n")
+    halved = CliRunner().invoke(main, ["audit", "--launch", str(tmp_path / "train.sh"), *job])
+    assert halved.exit_code == 2 and "num_moe_layers = 16" in halved.stderr and "has 32" in halved.stderr

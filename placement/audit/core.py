@@ -94,6 +94,7 @@ def _model_shape(launch: LaunchLayout, model: ModelSpec) -> list[tuple[str, obje
             ("num_experts", launch.num_experts, moe.num_experts if moe else None),
             # a dense job's MoE arguments do nothing (Megatron's logs print moe_router_topk 2 for every model)
             ("moe_router_topk", launch.moe_router_topk, moe.top_k if moe else launch.moe_router_topk),
+            ("num_moe_layers", launch.num_moe_layers, model.num_moe_layers),
             ("moe_ffn_hidden_size", launch.moe_ffn_hidden_size,
              moe.expert_ffn_hidden_size if moe else launch.moe_ffn_hidden_size)]
 

@@ -85,6 +85,7 @@ _MG_NARGS: dict[str, int | str] = {f: 1 for f in _MG_INT} | {f: 0 for f in _MG_F
     "--deepspeed-config": 1, "--recompute-method": 1, "--recompute-num-layers": 1,
     "--num-distributed-optimizer-instances": 1, "--moe-token-dispatcher-type": 1, "--moe-flex-dispatcher-backend": 1,
     "--attention-backend": 1, "--cp-comm-type": "+", "--rotary-base": 1, "--rope-scaling-factor": 1,
+    "--topk": 1, "--moe-train-capacity-factor": 1, "--disable-moe-token-dropping": 0, "--expert-interval": 1,
     **{f: 1 for f in ("--glu-linear-offset", "--activation-func-clamp-value", "--softmax-type",
                       "--position-embedding-type",
                       "--rotary-scaling-factor", "--yarn-original-max-position-embeddings", "--yarn-beta-fast",
@@ -706,6 +707,8 @@ def read_args(words: list[Word], s: Settings, typos: bool = True) -> None:
             s.put("recipe.moe_dispatcher", "alltoall",
                   f"{deepspeed_flag.evidence} (DeepSpeed-MoE dispatches with all-to-all: deepspeed/moe/sharded_moe.py "
                   f"MOELayer.forward, _AllToAll)")
+        if any(a.flag == "--num-experts" for a in args):
+            _deepspeed_moe_gate(args, s, deepspeed_flag)
         _checkpoint_sync(args, s)
     if fsdp is not None:
         strategy = sharding[0] if sharding else "optim_grads_params"
@@ -846,6 +849,50 @@ def model_defaults(s: Settings) -> None:
         s.put("num_query_groups", heads,
               f"default (no --group-query-attention: Megatron-LM gives every one of the {heads} attention heads "
               f"its own K/V head; TransformerConfig num_query_groups None)")
+
+
+MDS_MOE = "microsoft/Megatron-DeepSpeed megatron/arguments.py (main): --topk default 1 (:612), " \
+          "--moe-train-capacity-factor default 1.0 (:913), token dropping on unless --disable-moe-token-dropping (:910)"
+
+
+def _deepspeed_moe_gate(args: list[Arg], s: Settings, deepspeed_flag: Arg) -> None:
+    """A Megatron-DeepSpeed MoE job's gate (a user trial: neither was read): `--topk` is the router's top-k, 1 where
+    unset (compared with --model's as Megatron's --moe-router-topk is); tokens above `--moe-train-capacity-factor`
+    (default 1.0) x the average per expert are dropped unless --disable-moe-token-dropping (DeepSpeed-MoE's
+    top1gating/top2gating with drop_tokens): recipe moe_capacity_factor, None where dropless."""
+    flags = {a.flag: a for a in args}
+    interval, layers = flags.get("--expert-interval"), s.value("num_layers")
+    if layers is not None:  # every `interval`-th layer is an MoE layer (megatron/model/transformer.py)
+        every = read_int(one_value(interval).text, "--expert-interval", interval.evidence, minimum=1) if interval \
+            else 2
+        where = interval.evidence if interval else (f"{deepspeed_flag.evidence} (Megatron-DeepSpeed's default "
+                                                    f"--expert-interval 2)")
+        s.put("num_moe_layers", layers // every, f"{where}: every {every} layer(s) MoE, {layers} // {every} "
+                                                 f"(megatron/model/transformer.py get_num_experts_per_layer)")
+    topk = flags.get("--topk")
+    if topk is not None:
+        s.put("moe_router_topk", read_int(one_value(topk).text, "--topk", topk.evidence, minimum=1), topk.evidence)
+    elif not s.has("moe_router_topk"):
+        s.put("moe_router_topk", 1, f"{deepspeed_flag.evidence} (Megatron-DeepSpeed's default --topk 1: {MDS_MOE})")
+    dropless = flags.get("--disable-moe-token-dropping")
+    factor = flags.get("--moe-train-capacity-factor")
+    if dropless is not None:
+        if factor is not None:
+            s.ignored.append(f"--moe-train-capacity-factor ({factor.evidence}): no token is dropped under "
+                             f"--disable-moe-token-dropping ({dropless.evidence})")
+        return
+    if factor is not None:
+        text = one_value(factor).text
+        try:
+            value = float(text)
+        except ValueError:
+            raise InputError(f"{factor.evidence}: --moe-train-capacity-factor must be a number, got {text!r}") from None
+        if not value > 0:
+            raise InputError(f"{factor.evidence}: --moe-train-capacity-factor must be positive, got {text!r}")
+        s.put("recipe.moe_capacity_factor", value, factor.evidence)
+    else:
+        s.put("recipe.moe_capacity_factor", 1.0, f"{deepspeed_flag.evidence} (Megatron-DeepSpeed drops tokens above "
+                                                  f"its default --moe-train-capacity-factor 1.0: {MDS_MOE})")
 
 
 def _moe_grouped_gemm(args: list[Arg], s: Settings) -> None:

@@ -103,6 +103,9 @@ class LaunchLayout(Frozen):
     num_query_groups: int | None = Field(default=None, ge=1)
     """Megatron --num-query-groups under --group-query-attention: the model's KV heads."""
     moe_router_topk: int | None = Field(default=None, ge=1)
+    num_moe_layers: int | None = Field(default=None, ge=0)
+    """The MoE layers the files build, where they decide it (Megatron-DeepSpeed: num_layers // --expert-interval,
+    default 2): compared with --model's (audit.core._model_shape)."""
     moe_ffn_hidden_size: int | None = Field(default=None, ge=1)
     kv_channels: int | None = Field(default=None, ge=1)
     """Megatron --kv-channels: the head dimension."""
@@ -287,6 +290,7 @@ class JobRead:
     ffn_hidden_size: int | None = None
     num_query_groups: int | None = None
     moe_router_topk: int | None = None
+    num_moe_layers: int | None = None
     moe_ffn_hidden_size: int | None = None
     kv_channels: int | None = None
     rope_base: float | None = None
