@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from placement.audit.readers import megatron
 from placement.audit.readers.megatron_flags import FLAGS
 from placement.cli import main
+from placement.errors import InputError
 
 LLAMA_8B = ("--num-layers 32 --hidden-size 4096 --num-attention-heads 32 --swiglu --ffn-hidden-size 14336 "
             "--group-query-attention --num-query-groups 8 --normalization RMSNorm --position-embedding-type rope "
@@ -215,3 +216,6 @@ def test_megatron_deepspeed_moe_reads_its_gate(tmp_path) -> None:
     (tmp_path / "train.sh").write_text(f"{head.replace('--expert-interval 1 ', '')} --topk 2\n")
     halved = CliRunner().invoke(main, ["audit", "--launch", str(tmp_path / "train.sh"), *job])
     assert halved.exit_code == 2 and "num_moe_layers = 16" in halved.stderr and "has 32" in halved.stderr
+    for bad in ("x", "0"):
+        with pytest.raises(InputError, match=rf"--moe-train-capacity-factor must be .*got '{bad}'"):
+            read(f"--moe-train-capacity-factor {bad}")

@@ -329,19 +329,25 @@ def _rope_scaling(flags: dict[str, Arg], s: Settings) -> None:
     factor = flags.get("--rope-scaling-factor")
     value = MEGATRON_ROPE_SCALING_FACTOR
     if factor is not None:
-        text = one_value(factor).text
-        try:
-            value = float(text)
-        except ValueError:
-            raise InputError(f"{factor.evidence}: --rope-scaling-factor must be a number, got {text!r}") from None
-        if not value > 0:
-            raise InputError(f"{factor.evidence}: --rope-scaling-factor must be positive, got {text!r}")
+        value = positive_number(factor, "--rope-scaling-factor")
     switch = flags.get("--use-rope-scaling")
     if switch is not None:
         s.put("rope_scaling_factor", value, switch.evidence + (f"; {factor.evidence}" if factor else ""))
     elif factor is not None:
         s.ignored.append(f"--rope-scaling-factor {value:g} without --use-rope-scaling: Megatron-LM scales no RoPE "
                          f"frequency ({factor.evidence})")
+
+
+def positive_number(arg: Arg, flag: str) -> float:
+    """The flag's one value as a positive number, or an InputError naming the flag and the value."""
+    text = one_value(arg).text
+    try:
+        value = float(text)
+    except ValueError:
+        raise InputError(f"{arg.evidence}: {flag} must be a number, got {text!r}") from None
+    if not value > 0:
+        raise InputError(f"{arg.evidence}: {flag} must be positive, got {text!r}")
+    return value
 
 
 _MG_ACTIVATION = {args[0]: kind.value for kind, args in ACTIVATION_ARGS.items() if args}
@@ -882,14 +888,7 @@ def _deepspeed_moe_gate(args: list[Arg], s: Settings, deepspeed_flag: Arg) -> No
                              f"--disable-moe-token-dropping ({dropless.evidence})")
         return
     if factor is not None:
-        text = one_value(factor).text
-        try:
-            value = float(text)
-        except ValueError:
-            raise InputError(f"{factor.evidence}: --moe-train-capacity-factor must be a number, got {text!r}") from None
-        if not value > 0:
-            raise InputError(f"{factor.evidence}: --moe-train-capacity-factor must be positive, got {text!r}")
-        s.put("recipe.moe_capacity_factor", value, factor.evidence)
+        s.put("recipe.moe_capacity_factor", positive_number(factor, "--moe-train-capacity-factor"), factor.evidence)
     else:
         s.put("recipe.moe_capacity_factor", 1.0, f"{deepspeed_flag.evidence} (Megatron-DeepSpeed drops tokens above "
                                                   f"its default --moe-train-capacity-factor 1.0: {MDS_MOE})")
