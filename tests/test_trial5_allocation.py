@@ -211,3 +211,27 @@ def test_a_mixed_allocation_header_names_its_design_once(tree):
 ])
 def test_compress_hostlist_round_trips_in_order(hosts):
     assert expand_hostlist(compress_hostlist(hosts)) == hosts
+
+
+def test_a_pipeline_pays_the_leaf_uplinks_under_a_non_blocking_spine_too(tmp_path: Path) -> None:
+    """A user trial: four 32-node leaves with 2:1 uplinks, tp8 pp4 with one stage per leaf. Under one spine the
+    pipeline term doubled at 2:1; with two non-blocking spines and a core above the same leaves it stayed at the 1:1
+    price (the hop was priced at the core's crossing share, 0.5, alone). Every stage boundary crosses a 2:1 leaf
+    uplink either way: both fabrics now price the same pipeline."""
+    leaves = "".join(f"SwitchName=leaf{i} Nodes=h[{32 * i - 31:03d}-{32 * i:03d}]\n" for i in range(1, 5))
+    confs = {"tree": leaves + "SwitchName=spine1 Switches=leaf[1-2]\nSwitchName=spine2 Switches=leaf[3-4]\n"
+                              "SwitchName=core Switches=spine[1-2]\n",
+             "flat": leaves + "SwitchName=spine Switches=leaf[1-4]\n"}
+    pp = {}
+    for name, text in confs.items():
+        conf = tmp_path / f"{name}.conf"
+        conf.write_text(text)
+        for ratio in ("1", "2"):
+            code, out, err = run("evaluate", "--model", "llama3-70b", "--slurm-topology", str(conf), "--nodelist",
+                                 "h[017-032],h[049-064],h[081-096],h[113-128]", "--node-type", "dgx-h100",
+                                 "--oversubscription", ratio, "--tp", "8", "--pp", "4", "--mbs", "1", "--seq-len",
+                                 "8192", "--global-batch", "512", "--recompute", "selective", "--json")
+            assert code == 0, err
+            pp[name, ratio] = json.loads(out)["breakdown"]["pp"]
+    assert pp["tree", "2"] == pytest.approx(pp["flat", "2"], rel=1e-9)
+    assert pp["tree", "2"] > 1.9 * pp["tree", "1"]

@@ -166,16 +166,25 @@ class Groups:
 
     def p2p(self, nbytes: np.ndarray, wrap: np.ndarray | bool = False) -> np.ndarray:
         """Send `nbytes` between neighbouring members (member i to i + 1; with `wrap`, per candidate, the last
-        to the first too): at the level of the lowest block holding the whole group, its oversubscribed
-        uplinks shared by the members next to a block boundary (not every member of a split group)."""
+        to the first too), at the slowest level a hop crosses up to the lowest block holding the whole group:
+        each level's oversubscribed uplinks shared by the members next to one of its block boundaries (not every
+        member of a split group).  A hop across a spine also crosses the leaf uplinks below it: a user trial found
+        a 2:1 leaf priced at full rate wherever a non-blocking spine sat above it."""
         top = self._top()
-        rows = np.arange(self.within.shape[0])
         lat = self.levels.lat[top]
-        chain = self._linear(1.0 / self.levels.bandwidth(self.within, self.chain_crossing)[rows, top], lat, nbytes)
+        chain = self._linear(1.0 / self._slowest(self.chain_crossing, top), lat, nbytes)
         if not np.any(wrap):
             return chain
-        ring = self._linear(1.0 / self.levels.bandwidth(self.within, self.ring_crossing)[rows, top], lat, nbytes)
+        ring = self._linear(1.0 / self._slowest(self.ring_crossing, top), lat, nbytes)
         return np.where(wrap, ring, chain)
+
+    def _slowest(self, crossing: np.ndarray, top: np.ndarray) -> np.ndarray:
+        """Per group, the lowest bandwidth of the levels its hops cross: the network levels up to `top` (the
+        scale-up level itself only where the group lies in one domain), each shared by its own crossing share."""
+        bw = self.levels.bandwidth(self.within, crossing)
+        level = np.arange(bw.shape[1])[None, :]
+        crossed = ((level >= 1) & (level <= top[:, None])) | (level == top[:, None])
+        return np.where(crossed, bw, np.inf).min(axis=1)
 
     def _top(self) -> np.ndarray:
         """Lowest level whose block holds a whole group."""
