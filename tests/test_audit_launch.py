@@ -1158,3 +1158,34 @@ def test_a_value_from_a_default_the_environment_may_override_says_so(tmp_path) -
     assert launch.tp == 4
     assert launch.sources["tp"].endswith("(the default of ${TP:-...}: the job's environment may set TP)")
     assert "environment may set" not in launch.sources["micro_batch_size"]
+
+
+@pytest.mark.parametrize("split, refused", [
+    ("--decoder-first-pipeline-num-layers 6 --decoder-last-pipeline-num-layers 6 "
+     "--num-virtual-stages-per-pipeline-rank 4", "left over layers"),
+                                       ("--decoder-first-pipeline-num-layers 7 --decoder-last-pipeline-num-layers 7 "
+                                        "--num-virtual-stages-per-pipeline-rank 2", "divisible by vp_size"),
+                                       ("--decoder-first-pipeline-num-layers 7 --decoder-last-pipeline-num-layers 7",
+                                        ""),
+                                       ("--decoder-first-pipeline-num-layers 8 --decoder-last-pipeline-num-layers 6 "
+                                        "--num-virtual-stages-per-pipeline-rank 2", "")])
+def test_an_uneven_split_megatron_cannot_build_is_refused(tmp_path, split, refused) -> None:
+    """A user trial: 126 layers on pp 16 with 6 / 6 on the first and last ranks and 4 chunks per rank was priced
+    with placement's 7/8/7 split and an info line; Megatron-Core asserts at build (the 114 left over layers do not
+    divide over 14 ranks, nor 6 layers into 4 chunks). A split it builds is still priced."""
+    from click.testing import CliRunner
+
+    from placement.cli import main
+
+    script = tmp_path / "run.sh"
+    script.write_text("torchrun --nproc_per_node 8 --nnodes 512 pretrain_gpt.py --tensor-model-parallel-size 8 "
+                      f"--pipeline-model-parallel-size 16 {split} --num-layers 126 --hidden-size 16384 "
+                      "--num-attention-heads 128 --group-query-attention --num-query-groups 8 --swiglu "
+                      "--ffn-hidden-size 53248 --micro-batch-size 1 --global-batch-size 2048 --seq-length 8192 "
+                      "--bf16\n")
+    result = CliRunner().invoke(main, ["audit", "--launch", str(script), "--model", "llama3-405b", "--cluster",
+                                       "dgx-h100", "--gpus", "4096"])
+    if refused:
+        assert result.exit_code == 2 and refused in result.stderr and "transformer_block.py" in result.stderr
+    else:
+        assert result.exit_code in (0, 1), result.stderr

@@ -536,6 +536,49 @@ def _check_megatron_even_split(launch: LaunchLayout, model: ModelSpec, src) -> N
                          f"--decoder-last-pipeline-num-layers)")
 
 
+UNEVEN_SPLIT_CHECK = "megatron/core/transformer/transformer_block.py get_num_layers_to_build (d98e8a64, 2026-08)"
+
+
+def _check_megatron_uneven_split(launch: LaunchLayout, model: ModelSpec, src) -> None:
+    """A Megatron-LM split the files state with --decoder-first/last-pipeline-num-layers is built only where Megatron-
+    Core's get_num_layers_to_build (UNEVEN_SPLIT_CHECK) asserts hold: no standalone embedding or loss stage beside it,
+    the layers left over after the first and last ranks divisible by the ranks left, and under interleaving each
+    rank's layers divisible by its model chunks.  A user trial's 126 layers on pp 16 with 6 / 6 and 4 chunks per
+    rank was priced with placement's own 7/8/7 split and an info line, though Megatron asserts at build."""
+    first, last = launch.first_stage_layers, launch.last_stage_layers
+    if (launch.framework != "megatron" or launch.recipe.get("pipeline_p2p_blocking") or launch.pp <= 1
+            or (first is None and last is None) or launch.recipe.get("pipeline_layout") or "pp_layout" in launch.sources
+            or "pipeline_model_parallel_layout" in launch.sources.get("first_stage_layers", "")):
+        return  # a pipeline layout string states every stage itself (read into first/last here)
+    where = "".join(src(f) for f in ("first_stage_layers", "last_stage_layers") if f in launch.sources)
+    flags = " / ".join(f for f, v in (("--decoder-first-pipeline-num-layers", first),
+                                      ("--decoder-last-pipeline-num-layers", last)) if v is not None)
+
+    def refuse(why: str, fix: str) -> InputError:
+        return InputError(f"{flags}{where}: {why}; Megatron-Core asserts it when it builds the model "
+                          f"({UNEVEN_SPLIT_CHECK}), so this job does not start; {fix}")
+
+    if launch.recipe.get("account_for_embedding") or launch.recipe.get("account_for_loss"):
+        raise refuse("an uneven split beside --account-for-embedding/loss-in-pipeline-split ('Does not support "
+                     "standalone embedding stage and standalone loss stage with uneven pp')",
+                     "drop one of the two")
+    left = launch.pp - (first is not None) - (last is not None)
+    rest = model.num_layers - (first or 0) - (last or 0)
+    if left > 0 and (rest < 0 or rest % left):
+        raise refuse(f"{model.num_layers} layers less the first and last ranks' leave {rest} for {left} ranks ('With "
+                     f"uneven pipelineing the left over layers must be divisible by left over stages')",
+                     "give first and last counts that leave a multiple of the middle ranks")
+    middle = rest // left if left > 0 else 0
+    vpp = launch.vpp or 1
+    if vpp > 1:
+        ranks = [n for n in (first, last, middle if left > 0 else None) if n is not None]
+        bad = [n for n in ranks if n % vpp]
+        if bad:
+            raise refuse(f"a rank of {bad[0]} layers does not split into its {vpp} model chunks{src('vpp')} "
+                         f"('num_layers_per_pipeline_rank should be divisible by vp_size')",
+                         f"give each rank a multiple of {vpp} layers, or fewer chunks")
+
+
 def _check_pipeline_engine_zero(launch: LaunchLayout, src) -> None:
     """DeepSpeed's PipelineEngine asserts ZeRO below stage 2 (runtime/pipe/engine.py: 'ZeRO-2 and ZeRO-3 are
     incompatible with pipeline parallelism'): a DeepSpeed pipeline (a PipelineModule topology, or Megatron-DeepSpeed
@@ -594,6 +637,7 @@ def resolve_layout(launch: LaunchLayout, model: ModelSpec, num_gpus: int, gpus_p
     _check_torchtitan_model(launch, model)
     _check_maxtext_model(launch, model)
     _check_megatron_even_split(launch, model, src)
+    _check_megatron_uneven_split(launch, model, src)
     etp = launch.etp if launch.etp is not None else (launch.tp if DEFAULT_ETP_IS_TP[launch.framework] else 1)
     if model.moe is None:
         etp = 1
