@@ -5,6 +5,7 @@ reduce-scatter are priced with, and Megatron-LM logs are read with launcher pref
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -182,3 +183,25 @@ def test_a_multi_node_sendrecv_does_not_set_the_networks_efficiency() -> None:
                for w in profile.warnings)
     alone = Calibration(base, "dgx-h100", [TEN_NODE["sendrecv"]]).run()  # the only multi-node file: it is fitted
     assert alone.constants["network_efficiency"].value < 0.8
+
+
+def test_a_zero3_step_without_a_shard_group_is_priced_fully_sharded(tmp_path: Path) -> None:
+    """A user trial: a measured ZeRO-3 step whose layout named no shard group was priced with HSDP over 2 ranks (the
+    search's pick) and fitted the GEMM efficiency on it, saying nothing. It is priced as every framework shards
+    unless told, over the whole data-parallel group, and its source says so."""
+    from placement.calibration.steps import read_step_yaml
+    from placement.calibration.validate import predict
+
+    text = ("- model: llama3-70b\n  num_gpus: 80\n  seq_len: 8192\n  global_batch: 80\n  precision: bf16\n"
+            "  layout: {tp: 8, pp: 1, cp: 1, zero_stage: 3, micro_batch_size: 1, recompute: full,"
+            " sequence_parallel: true}\n  step_time_s: 14.2\n")
+    path = tmp_path / "steps.yaml"
+    path.write_text(text)
+    (step,) = read_step_yaml(path, "dgx-h100", text)
+    assert step.run.layout["dp_shard"] == 10 and "whole data-parallel group" in step.run.citation
+    priced = predict(step.run, step.model)
+    assert priced.layout["dp_shard"] in (None, 10)
+    code = CliRunner().invoke(main, ["evaluate", "--model", "llama3-70b", "--cluster", "dgx-h100", "--gpus", "80",
+                                     "--tp", "8", "--zero", "3", "--recompute", "full", "--mbs", "1", "--seq-len",
+                                     "8192", "--global-batch", "80", "--json"])
+    assert priced.predicted_step_time_s == pytest.approx(json.loads(code.stdout)["step_time_s"], rel=1e-3)

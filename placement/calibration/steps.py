@@ -138,6 +138,14 @@ def log_step_time(path: Path, global_batch: int, seq_len: int, num_gpus: int) ->
 def _run(entry_id: str, where: str, cluster: str, model: ModelSpec, model_ref: str, num_gpus: int, seq_len: int,
          global_batch: int, precision: Precision, layout: dict, recipe: Recipe, step_s: float,
          segment: int | None = None) -> StepRun:
+    if layout.get("zero_stage") == 3 and layout.get("dp_shard") is None:
+        # the user's own run: ZeRO-3 shards over the whole data-parallel group unless it says otherwise (every
+        # framework's default; HSDP is a setting of its own), not a shard group the search picks (a user trial: a
+        # calibrate step priced with HSDP shard 2, which moved the fitted GEMM efficiency, and said nothing)
+        per = int(layout.get("tp") or 1) * int(layout.get("cp") or 1) * int(layout.get("pp") or 1)
+        dp = int(layout.get("dp") or num_gpus // per)
+        layout = {**layout, "dp_shard": dp}
+        where += f"; ZeRO-3 over its whole data-parallel group (dp_shard {dp}: no shard group stated)"
     run = CalibrationRun(id=entry_id, group="measured", citation=where, model=model_ref, cluster=cluster,
                          num_gpus=num_gpus, seq_len=seq_len, global_batch=global_batch, precision=precision,
                          attention_kernel=recipe.attention_kernel, layout=layout, published_step_time_s=step_s,
