@@ -35,7 +35,7 @@ def test_groups_an_interleaved_host_order_sends_over_the_spine_are_named_and_pri
     interleaved = [h for pair in zip(LEFT, RIGHT, strict=True) for h in pair]
     data = _audit(tmp_path, interleaved)
     (f,) = [f for f in data["findings"] if f["kind"] == "host_order_crossings"]
-    assert "spine (oversubscribed 8:1)" in f["message"] and "dp groups" in f["message"]
+    assert "spine (reached over uplinks oversubscribed 8:1 in all)" in f["message"] and "dp groups" in f["message"]
     assert f["groups"] and set(f["groups"][0]["hosts"]) & set(LEFT) and set(f["groups"][0]["hosts"]) & set(RIGHT)
     assert f["cost_s"] > 0.01 * data["estimate"]["step_time_s"]
     # the order it names prices the job at the estimate less the cost
@@ -139,3 +139,30 @@ def test_a_host_order_that_prices_the_same_is_not_a_change(tmp_path) -> None:
     spine = json.loads(out.stdout)
     (moved,) = [c for c in spine["changes"] if c["argument"].startswith("node order")]
     assert moved["to"].startswith(" ".join(LEFT[:4]))
+
+
+def test_a_host_order_that_costs_with_as_many_groups_per_tier_is_still_a_finding(tmp_path) -> None:
+    """A user trial: 512 hosts interleaved round-robin over 20 leaves under one 2:1 spine priced 0.071 s a step
+    slower than the allocation's order, with as many dp groups reaching the spine either way: no finding said so.
+    Here 4 hosts on each of 4 leaves, tp8 pp2 dp8: every dp group reaches the spine in either order, but round-robin
+    spreads each over 4 leaves, not 2; the finding names the blocks they span."""
+    leaves = [[f"gpu{n:04d}" for n in range(first, first + 4)] for first in (1, 38, 102, 129)]
+    script = tmp_path / "train.sh"
+    script.write_text("torchrun --nproc_per_node 8 --nnodes 16 pretrain_gpt.py --tensor-model-parallel-size 8 "
+                      "--pipeline-model-parallel-size 2 --num-layers 32 --hidden-size 4096 --num-attention-heads 32 "
+                      "--swiglu --ffn-hidden-size 14336 --group-query-attention --num-query-groups 8 "
+                      "--seq-length 8192 --micro-batch-size 1 --global-batch-size 64 --bf16\n")
+
+    def audit(hosts: list[str]) -> dict:
+        out = CliRunner().invoke(main, ["--reproducible", "audit", "--launch", str(script), "--model", "llama3-8b",
+                                        "--slurm-topology", str(SLURM), "--nodelist", ",".join(hosts),
+                                        "--node-type", "dgx-h100", "--oversubscription", "8", "--json"])
+        assert out.exit_code in (0, 1), out.output
+        return json.loads(out.stdout)
+
+    round_robin = audit([h for group in zip(*leaves, strict=True) for h in group])
+    in_order = audit([h for leaf in leaves for h in leaf])
+    assert round_robin["estimate"]["step_time_s"] > in_order["estimate"]["step_time_s"] + 1e-3
+    (f,) = [f for f in round_robin["findings"] if f["kind"] == "host_order_crossings"]
+    assert "spreads its groups over more leaf blocks" in f["message"]
+    assert "its 16 dp groups span 64 leaf blocks in all (placement's order: 32;" in f["message"]
