@@ -1200,10 +1200,13 @@ def _crossing_findings(c: _Ctx, kinds: list[GroupKind]) -> list[Finding]:
                 f"{levels[j].oversubscription:g}:1" if alltoall else f"{kind.name.upper()} group crosses the "
                 f"{inner.name} boundary into {levels[j].name}")
         total_s, exposed_s = _kind_seconds(c.est, kind.name)
-        msg = (f"{what}: {count} of {_num_groups(kind, mapped)} {kind.name} groups of {kind.size} ranks leave a "
-               f"{inner.name} block of {capacity} GPUs; its collectives move {_bytes(kind.bytes_per_step)} per member "
-               f"per step, {total_s:.3f} s of communication here ({exposed_s:.3f} s exposed), the share that leaves "
-               f"the block at {levels[j].bandwidth_bytes_per_s / 1e9:.0f} GB/s per GPU instead of "
+        # blocks of a real allocation differ in size: the largest one's GPUs, said so (a user trial read "a leaf block
+        # of 208 GPUs" where the example's leaf held 200 of the job's)
+        msg = (f"{what}: {count} of {_num_groups(kind, mapped)} {kind.name} groups of {kind.size} ranks leave their "
+               f"{inner.name} block (the job's largest holds {capacity} GPUs); its collectives move "
+               f"{_bytes(kind.bytes_per_step)} per member per step, {total_s:.3f} s of communication here "
+               f"({exposed_s:.3f} s exposed), the share that leaves the block at "
+               f"{levels[j].bandwidth_bytes_per_s / 1e9:.0f} GB/s per GPU instead of "
                f"{inner.bandwidth_bytes_per_s / 1e9:.0f} GB/s inside it; {how} saves {cost:.3f} s per step")
         kind_name = (f"{kind.name}_alltoall_oversubscribed" if alltoall
                      else f"{kind.name}_crosses_{'node' if j == 1 else inner.name}")
