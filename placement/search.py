@@ -394,7 +394,7 @@ def hsdp_spans(topo: Topology) -> tuple[int, ...]:
     a 2:1 fabric with two-rack leaves was priced faster than the 1:1 one, whose search never tried a 144-GPU shard
     group of two NVL72 racks)."""
     sizes = {lv.block_gpus for lv in topo.levels if 0 < lv.block_gpus < topo.num_gpus}
-    domain = min(topo.levels[0].block_gpus, topo.num_gpus)  # one scale-up domain as the job lies in it
+    domain = max(1, min(topo.levels[0].block_gpus, topo.num_gpus))  # one scale-up domain as the job lies in it
     while domain < topo.num_gpus:
         sizes.add(domain)
         domain *= 2
