@@ -1237,9 +1237,9 @@ def audit(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, p
     if out_dir is not None:
         for path in write_best(result, train, topo, Path(out_dir)):
             click.echo(f"wrote {path}", err=True)
-        from placement.audit.report import stays_on_megatron_deepspeed
+        from placement.audit.core import stays_on_megatron_deepspeed
 
-        if stays_on_megatron_deepspeed(result):
+        if stays_on_megatron_deepspeed(result.launch, result.model):
             click.echo("placement: note: no megatron.sh: the best plan stays on Megatron-DeepSpeed (see the changes "
                        "note); apply the listed changes to the job's own script", err=True)
     if as_json:

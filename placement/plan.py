@@ -19,6 +19,16 @@ TIGHT_MEMORY_SHARE = 0.03
 """A plan whose peak is within this share of the capacity says so in its headline when it keeps no headroom: the
 memory model is an estimate (`validate` checks step times, not peaks), and an out-of-memory costs a restart."""
 
+
+def tight_spare(capacity_bytes: float, peak_bytes: float, fits: bool, headroom_bytes: float) -> float | None:
+    """The bytes a plan leaves free where it fits within TIGHT_MEMORY_SHARE of its capacity keeping no headroom, the
+    case its text warns of; None otherwise."""
+    spare = capacity_bytes - peak_bytes
+    if fits and not headroom_bytes and spare < TIGHT_MEMORY_SHARE * capacity_bytes:
+        return spare
+    return None
+
+
 class _Out(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -161,8 +171,8 @@ class Plan(_Out):
         """` (4.0 GiB more kept free)` after the memory figures where the plan keeps headroom, else ""."""
         if self.memory_headroom_bytes:
             return f" ({self.memory_headroom_bytes / GiB:.1f} GiB more kept free)"
-        spare = self.memory_capacity_bytes - self.peak_memory_bytes
-        if self.fits and spare < TIGHT_MEMORY_SHARE * self.memory_capacity_bytes:
+        spare = tight_spare(self.memory_capacity_bytes, self.peak_memory_bytes, self.fits, 0.0)
+        if spare is not None:
             return (f" (within {spare / GiB:.1f} GiB: an estimate, no headroom kept; --memory-headroom-gib G plans "
                     f"with G GiB free)")
         return ""

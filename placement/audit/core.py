@@ -546,8 +546,8 @@ def _check_megatron_uneven_split(launch: LaunchLayout, model: ModelSpec, src) ->
     rank's layers divisible by its model chunks.  A user trial's 126 layers on pp 16 with 6 / 6 and 4 chunks per
     rank was priced with placement's own 7/8/7 split and an info line, though Megatron asserts at build."""
     first, last = launch.first_stage_layers, launch.last_stage_layers
-    if (launch.framework != "megatron" or launch.recipe.get("pipeline_p2p_blocking") or launch.pp <= 1
-            or (first is None and last is None) or launch.recipe.get("pipeline_layout") or "pp_layout" in launch.sources
+    if (launch.framework != "megatron" or is_megatron_deepspeed(launch) or launch.pp <= 1
+            or (first is None and last is None) or launch.recipe.get("pipeline_layout")
             or "pipeline_model_parallel_layout" in launch.sources.get("first_stage_layers", "")):
         return  # a pipeline layout string states every stage itself (read into first/last here)
     where = "".join(src(f) for f in ("first_stage_layers", "last_stage_layers") if f in launch.sources)
@@ -1545,6 +1545,17 @@ def neox_space(space: SearchConfig, launch: LaunchLayout, model: ModelSpec | Non
     return dataclasses.replace(space, **update)
 
 
+def is_megatron_deepspeed(launch: LaunchLayout) -> bool:
+    """Megatron's arguments under --deepspeed: DeepSpeed's engine runs them (the reader records its blocking sends)."""
+    return launch.framework == "megatron" and bool(launch.recipe.get("pipeline_p2p_blocking"))
+
+
+def stays_on_megatron_deepspeed(launch: LaunchLayout, model: ModelSpec) -> bool:
+    """A Megatron-DeepSpeed job whose model Megatron-LM cannot build: its best plan stays on Megatron-DeepSpeed
+    (megatron_deepspeed_space), its changes are the script's own arguments, and --out writes no Megatron-LM file."""
+    return is_megatron_deepspeed(launch) and megatron_lm_lacks(model, launch) is not None
+
+
 def megatron_lm_lacks(model: ModelSpec, launch: LaunchLayout | None = None) -> str | None:
     """What of the model (or of the one the launch files train) Megatron-LM cannot build, in words (None: nothing): a
     Megatron-DeepSpeed job of such a model cannot move to Megatron-LM, so its best plan stays on Megatron-DeepSpeed
@@ -1879,8 +1890,7 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
         space = neox_space(space, launch, model)
     if launch.dialect == "hf-trainer":
         space = hf_trainer_space(space, layout)
-    keep_engine = (launch.framework == "megatron" and recipe.pipeline_p2p_blocking
-                   and megatron_lm_lacks(model, launch) is not None)
+    keep_engine = stays_on_megatron_deepspeed(launch, model)
     if keep_engine:
         space = megatron_deepspeed_space(space, layout)
     space, best_sources = recipe_space(space, launch.framework, model, topo, recipe, recipe_sources,
@@ -1936,8 +1946,7 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
     if launch.dialect == "gpt-neox":
         neox_requirements(changes, launch.config_keys, best_ctx)
         spell_neox_keys(changes, launch.config_spelling)
-    if launch.framework == "megatron" and launch.recipe.get("pipeline_p2p_blocking") and files_text is not None \
-            and not keep_engine:
+    if is_megatron_deepspeed(launch) and files_text is not None and not keep_engine:
         # a Megatron-DeepSpeed job moving to Megatron-LM: every argument of the best plan its files do not carry is
         # one the move must add, even where placement spells the launched job with it too (a user trial found
         # --grad-reduce-in-bf16, without which the best plan does not fit, left out)

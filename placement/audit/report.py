@@ -80,11 +80,9 @@ def megatron_deepspeed_kept_note(lacks: str) -> str:
 
 def launch_label(a: Audit) -> str:
     """The framework the audited files run: `megatron-deepspeed` for Megatron's arguments under --deepspeed."""
-    return "megatron-deepspeed" if _megatron_deepspeed(a) else a.launch.framework
+    from placement.audit.core import is_megatron_deepspeed
 
-
-def _megatron_deepspeed(a: Audit) -> bool:
-    return a.launch.framework == "megatron" and bool(a.launch.recipe.get("pipeline_p2p_blocking"))
+    return "megatron-deepspeed" if is_megatron_deepspeed(a.launch) else a.launch.framework
 
 
 NEOX_NOTE = ("the changes are the GPT-NeoX config's keys, to edit in the config; --out DIR writes the plan as "
@@ -100,9 +98,9 @@ TORCHTITAN_PRE3_NOTE = ("the changes are the keys of the files' torchtitan (befo
 
 def changes_note(a: Audit) -> str | None:
     """What the argument diff is, where it is not edits to the launched files (None: it is)."""
-    if _megatron_deepspeed(a):
-        from placement.audit.core import megatron_lm_lacks
+    from placement.audit.core import is_megatron_deepspeed, megatron_lm_lacks
 
+    if is_megatron_deepspeed(a.launch):
         lacks = megatron_lm_lacks(a.model, a.launch)
         return MEGATRON_DEEPSPEED_NOTE if lacks is None else megatron_deepspeed_kept_note(lacks)
     if a.launch.framework == "torchtitan" and a.launch.torchtitan_form is not None:
@@ -266,16 +264,11 @@ def write_best(a: Audit, train: TrainingSpec, topo: Topology, out: Path) -> list
               f"predicted step {best.step_time_s:.3f} s (x{a.speedup:.3f} over the audited launch)\n"
               f"ranks: tp innermost, then cp, dp, pp")
     paths = write_launch_files(out, topo, a.best_gpu_of_rank, header)
-    if stays_on_megatron_deepspeed(a):  # its changes are edits to the job's own script, not Megatron-LM files
+    from placement.audit.core import stays_on_megatron_deepspeed
+
+    if stays_on_megatron_deepspeed(a.launch, a.model):  # its changes are edits to the job's own script
         return paths
     ctx = EmitContext.of(best, topo, a.best_gpu_of_rank, a.model, train)
     written, _, _ = write(ctx, [FRAMEWORK_FORMAT[a.launch.framework]], out)
     return paths + written
 
-
-def stays_on_megatron_deepspeed(a: Audit) -> bool:
-    """A Megatron-DeepSpeed job whose model Megatron-LM cannot build: its best plan stays on Megatron-DeepSpeed
-    (audit.core.megatron_lm_lacks), and --out writes no Megatron-LM file for it."""
-    from placement.audit.core import megatron_lm_lacks
-
-    return _megatron_deepspeed(a) and megatron_lm_lacks(a.model, a.launch) is not None

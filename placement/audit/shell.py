@@ -82,11 +82,15 @@ class Word:
 
     @property
     def evidence(self) -> str:
-        said = (f" (the default of ${{{self.default_of}:-...}}: the job's environment may set {self.default_of})"
-                if self.default_of else "")
+        said = default_note(self.default_of) if self.default_of else ""
         if self.origin == self.site:
             return str(self.site) + said
         return f"{self.origin} (expanded at {self.site.path}:{self.site.line}){said}"
+
+
+def default_note(name: str) -> str:
+    """What a source says after a value that is the `${NAME:-default}` default of a variable the file does not set."""
+    return f" (the default of ${{{name}:-...}}: the job's environment may set {name})"
 
 
 @dataclass(frozen=True)
@@ -596,6 +600,12 @@ def _param_value(state: _State, part: _Part) -> list[list[_Seg]] | None:
     return None
 
 
+def _copy(seg: _Seg, uncertain: str | None) -> _Seg:
+    """A stored copy of an expanded segment: unsplit, no forced break, and under `uncertain` where it has no reason of
+    its own; every other field kept."""
+    return dataclasses.replace(seg, split=False, brk=False, uncertain=seg.uncertain or uncertain)
+
+
 def _expand_word(state: _State, parts: list[_Part]) -> list[_Seg]:
     """Expand the word of ${VAR:-word} into one field."""
     segs: list[_Seg] = []
@@ -684,8 +694,7 @@ def _expand_parts(state: _State, parts: list[_Part], as_field: bool = False) -> 
                 elif k:
                     segs.append(_Seg(" ", True, p.origin))
                 for x in f:
-                    segs.append(_Seg(x.text, split and not x.unresolved, x.origin, x.unresolved, x.uncertain,
-                                     default_of=x.default_of))
+                    segs.append(dataclasses.replace(x, split=split and not x.unresolved, brk=False))
     return _split(segs, keep_empty=has_quoted)
 
 
@@ -711,7 +720,7 @@ def _split(segs: list[_Seg], keep_empty: bool) -> list[list[_Seg]]:
                     fields.append(cur)
                 cur, nonempty = [], False
             else:
-                cur.append(_Seg(piece, False, s.origin, s.unresolved, s.uncertain, default_of=s.default_of))
+                cur.append(dataclasses.replace(s, text=piece, split=False, brk=False))
                 nonempty = True
     if cur and (nonempty or keep_empty):
         fields.append(cur)
@@ -1020,8 +1029,7 @@ def _assign(state: _State, src: _Src, node: tree_sitter.Node, uncertain: str | N
             if element.type == "comment":
                 continue
             for f in _expand_parts(state, _parts(state, src, element)):
-                items.append([_Seg(x.text, False, x.origin, x.unresolved, x.uncertain or uncertain,
-                                   default_of=x.default_of) for x in f])
+                items.append([_copy(x, uncertain) for x in f])
         if append and var is not None:
             base = var.items if var.items is not None else ([var.value] if var.value else [])
             items = [*base, *items]  # element lists are never changed in place: share them
@@ -1030,8 +1038,7 @@ def _assign(state: _State, src: _Src, node: tree_sitter.Node, uncertain: str | N
     segs: list[_Seg] = []
     for f in _expand_parts(state, _parts(state, src, value) if value is not None else [], as_field=True):
         segs.extend(f)
-    segs = [_Seg(x.text, False, x.origin, x.unresolved, x.uncertain or uncertain, default_of=x.default_of)
-            for x in segs]
+    segs = [_copy(x, uncertain) for x in segs]
     if append and var is not None:
         if var.items is not None:
             state.vars[name] = _Var(items=[*var.items, segs])
@@ -1052,8 +1059,7 @@ def _assign_element(state: _State, src: _Src, subscript: tree_sitter.Node, value
     segs: list[_Seg] = []
     for f in _expand_parts(state, _parts(state, src, value) if value is not None else [], as_field=True):
         segs.extend(f)
-    segs = [_Seg(x.text, False, x.origin, x.unresolved, x.uncertain or uncertain, default_of=x.default_of)
-            for x in segs]
+    segs = [_copy(x, uncertain) for x in segs]
     k = int(_text(index)) if index is not None and _text(index).isdigit() else None
     items = var.items if var is not None and var.items is not None else (
         [var.value] if var is not None and var.value else ([] if var is None else [[]]))

@@ -112,11 +112,12 @@ RING_ONE_NODE = ("all_gather", "reduce_scatter")
 """The one-node tests that decide NVLink's efficiency when given (what tensor and sequence parallelism run): an
 all-reduce measured beside them is left out of it, since NCCL may run it with in-switch reduction (NVLink SHARP,
 the NVLS algorithm), faster than the ring the cost model prices for every collective on a level."""
-P2P_ACROSS_NODES = ("sendrecv", "multi-node")
-"""nccl-tests' sendrecv across nodes is left out of the network's efficiency and overlap where a multi-node collective
-is given: every rank sends to the next, so only the pair at each node boundary crosses the network, often between
-GPUs on different rails, a path NCCL's collective rings do not take (a user trial: 10 x 8 H100 sendrecv at 15.2
-GB/s drove network_efficiency to 0.654, and every collective of the same run then missed by 40-95 %)."""
+P2P_ACROSS_NODES = "sendrecv"
+"""The nccl-tests op whose runs across nodes are left out of the network's efficiency and overlap where a multi-node
+collective is given: every rank sends to the next, so only the pair at each node boundary crosses the network,
+often between GPUs on different rails, a path NCCL's collective rings do not take (a user trial: 10 x 8 H100
+sendrecv at 15.2 GB/s drove network_efficiency to 0.654, and every collective of the same run then missed by 40-95
+%)."""
 WORSE_BY = 0.005
 """A class of rows whose mean |error| grows by more than this after the fit is named in the warnings."""
 UNEXPLAINED = 0.25
@@ -228,8 +229,8 @@ class Calibration:
     def _p2p_across(self) -> list[int]:
         """Multi-node sendrecv files left out of the network's constants where a multi-node collective is given
         (P2P_ACROSS_NODES)."""
-        p2p = [k for k, n in enumerate(self.nccl) if n.run.op == "sendrecv" and len(n.run.hosts) > 1]
-        collectives = any(n.run.op != "sendrecv" and len(n.run.hosts) > 1 for n in self.nccl)
+        p2p = [k for k, n in enumerate(self.nccl) if n.run.op == P2P_ACROSS_NODES and len(n.run.hosts) > 1]
+        collectives = any(n.run.op != P2P_ACROSS_NODES and len(n.run.hosts) > 1 for n in self.nccl)
         return p2p if collectives else []
 
     def _not_network(self) -> np.ndarray:

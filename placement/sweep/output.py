@@ -42,15 +42,17 @@ def _tight_memory(plan: dict | None) -> str:
     """`, memory X of Y GiB: within Z GiB, an estimate, no headroom kept` where the plan fills its GPUs as `plan`'s
     own text warns (plan.TIGHT_MEMORY_SHARE), else "" (a user trial: a sweep's winning design was 0.27 GiB from its
     capacity, and the sweep said nothing)."""
-    from placement.plan import TIGHT_MEMORY_SHARE
+    from placement.cost.constants import GiB
+    from placement.plan import tight_spare
 
-    if not plan or plan.get("memory_headroom_bytes"):
+    if not plan:
         return ""
     cap, peak = plan["memory_capacity_bytes"], plan["peak_memory_bytes"]
-    if cap - peak >= TIGHT_MEMORY_SHARE * cap:
+    spare = tight_spare(cap, peak, plan.get("fits", True), plan.get("memory_headroom_bytes") or 0.0)
+    if spare is None:
         return ""
-    return (f", memory {peak / 2**30:.1f} of {cap / 2**30:.1f} GiB: within {(cap - peak) / 2**30:.1f} GiB, an "
-            f"estimate, no headroom kept (workload memory_headroom_gib)")
+    return (f", memory {peak / GiB:.1f} of {cap / GiB:.1f} GiB: within {spare / GiB:.1f} GiB, an estimate, no "
+            f"headroom kept (workload memory_headroom_gib)")
 
 
 WORKLOAD_DEFAULTABLE = ("precision", "memory_headroom_gib")

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from placement.audit.readers.reading import DeepSpeedBinding, NodeDevices, Settings
-from placement.audit.shell import SLURM_PREFIX, Command, Word, read_commands
+from placement.audit.shell import SLURM_PREFIX, Command, Word, default_note, read_commands
 from placement.errors import InputError
 from placement.loaders.files import read_text
 
@@ -139,8 +139,8 @@ class Arg:
             if v.origin != self.word.origin and v.origin != self.word.site:
                 ev = f"{self.word.site} [{self.flag} value from {v.origin}]"
         defaulted = next((v.default_of for v in self.values if v.default_of), None)
-        if defaulted and "environment may set" not in ev:
-            ev += f" (the default of ${{{defaulted}:-...}}: the job's environment may set {defaulted})"
+        if defaulted and not ev.endswith(default_note(defaulted)):
+            ev += default_note(defaulted)
         return ev
 
 

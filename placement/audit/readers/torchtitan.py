@@ -21,7 +21,7 @@ from placement.audit.readers.common import nearest_key, read_int, typo_error, ty
 from placement.audit.readers.reading import Reading, Settings, UnknownKey
 from placement.audit.readers.torchtitan_configs import CONFIGS, DEFAULTS
 from placement.audit.readers.torchtitan_keys import HISTORY, KEYS, SPANS, VERSIONS
-from placement.audit.shell import Word
+from placement.audit.shell import Word, default_note
 from placement.emit.torchtitan import fsdp_enabled
 from placement.errors import InputError
 from placement.loaders.files import read_text
@@ -109,8 +109,8 @@ def flags(words: list[Word], sites: dict[str, tuple[str, str, int | None]] | Non
             raise InputError(f"{w.site}: {flag} is missing its value")
         word_check(nxt, flag)
         ev = w.evidence if nxt.origin in (w.origin, w.site) else f"{w.site} [{flag} value from {nxt.origin}]"
-        if nxt.default_of and "environment may set" not in ev:
-            ev += f" (the default of ${{{nxt.default_of}:-...}}: the job's environment may set {nxt.default_of})"
+        if nxt.default_of and not ev.endswith(default_note(nxt.default_of)):
+            ev += default_note(nxt.default_of)
         out[key] = (nxt.text, ev)
         i += 2
     return out
@@ -921,7 +921,6 @@ def _finish(s: Settings, pipeline: _Pipeline) -> None:
     _refusals(s, pipeline, shard_value)
 
 
-FSDP_FLOAT8_GATHER = ("quantize.linear.float8.enable_fsdp_float8_all_gather", "float8.enable_fsdp_float8_all_gather")
 
 
 def _fsdp_float8_weights(s: Settings, pipeline: _Pipeline, shard_value: int) -> None:
@@ -1339,6 +1338,20 @@ def _precision_keys(s: Settings, get, version3: bool, tp: int, pp: int, cp: int,
                      f"training.dtype = \"bfloat16\"")
 
 
+FSDP_FLOAT8_GATHER = ("quantize.linear.float8.enable_fsdp_float8_all_gather", "float8.enable_fsdp_float8_all_gather")
+"""torchtitan's switch to all-gather the FSDP weight shards as Float8, by its 0.2.x and older names."""
+
+
+def _fsdp_float8_gather_note(get, s: Settings, keys: tuple[str, ...]) -> None:
+    """The ignored line for the first of `keys` the files turn on: the 1-byte weight all-gather, priced at 2 bytes."""
+    for key in keys:
+        value, ev = get(key)
+        if value in _TRUE:
+            s.ignored.append(f"{key}: FSDP all-gathers the Float8 weights in 1 byte where the data-parallel shard "
+                             f"is over 1 rank; priced at 2 bytes a weight ({ev})")
+            return
+
+
 def _float8_before_030(get, s: Settings) -> None:
     """The Float8 recipe of a torchtitan before 0.3.0 (v0.2.2 components/quantization/float8.py:64-99): the
     `recipe_name` it states (rowwise, rowwise_with_gw_hp, tensorwise), else tensorwise scaling, whose FSDP all-gather
@@ -1350,7 +1363,7 @@ def _float8_before_030(get, s: Settings) -> None:
         name, nev = get("float8.recipe_name")
     _lm_head_converted(get, s, "float8", [])
     if name is not None:
-        for key in ("quantize.linear.float8.enable_fsdp_float8_all_gather", "float8.enable_fsdp_float8_all_gather"):
+        for key in FSDP_FLOAT8_GATHER:
             value, ev = get(key)
             if value in _TRUE:
                 raise InputError(f"{ev}: enable_fsdp_float8_all_gather with recipe_name {name!r} ({nev}); torchtitan "
@@ -1367,12 +1380,7 @@ def _float8_before_030(get, s: Settings) -> None:
     s.put("recipe.fp8_recipe", "tensorwise", "torchtitan before 0.3.0 with no float8 recipe_name: tensorwise "
                                               "scaling (v0.2.2 components/quantization/float8.py:86-99, \"Float8 "
                                               "tensorwise scaled training active\")")
-    for key in ("quantize.linear.float8.enable_fsdp_float8_all_gather", "float8.enable_fsdp_float8_all_gather"):
-        value, ev = get(key)
-        if value in _TRUE:
-            s.ignored.append(f"{key}: FSDP all-gathers the Float8 weights in 1 byte where the data-parallel shard "
-                             f"is over 1 rank; priced at 2 bytes a weight ({ev})")
-            break
+    _fsdp_float8_gather_note(get, s, FSDP_FLOAT8_GATHER)
 
 
 FLOAT8_SWITCHES = ("float8.enable_float8_linear", "training.enable_float8_linear")
@@ -1403,10 +1411,7 @@ def _float8_switch(get, s: Settings) -> None:
             where = get(f"{section}.scaling_type_{delayed[0]}")[1]
             s.ignored.append(f"{section}.scaling_type_{delayed[0]} delayed ({where}): torchao's delayed scaling "
                              f"(amax history) is priced as dynamic tensor-wise scaling")
-        gather, gev = get(f"{section}.enable_fsdp_float8_all_gather")
-        if gather in _TRUE:
-            s.ignored.append(f"{section}.enable_fsdp_float8_all_gather: FSDP all-gathers the Float8 weights in 1 byte "
-                             f"where the data-parallel shard is over 1 rank; priced at 2 bytes a weight ({gev})")
+        _fsdp_float8_gather_note(get, s, (f"{section}.enable_fsdp_float8_all_gather",))
         return
 
 
