@@ -309,7 +309,8 @@ def recipe_options(fn: Callable) -> Callable:
                      help="FP8 scaling recipe under --precision fp8 (default: the accelerator's)."),
         click.option("--recompute-modules", "recompute_modules", default=None,
                      help="Comma list of Megatron --recompute-modules names for selective recompute (core_attn, "
-                          "mla_up_proj, mlp, moe_act, layernorm, moe, shared_experts); `plan` chooses when not given."),
+                          "mla_up_proj, mlp, moe_act, layernorm, moe, shared_experts), torchtitan's per_op, or "
+                          "MaxText's reruns (qkv_proj, out_proj, mlp_up); `plan` chooses when not given."),
         click.option("--recompute-num-layers", "recompute_num_layers", type=int, default=None,
                      help="Full recompute of only this many layers per virtual stage."),
         click.option("--mtp-layers", "mtp_layers", type=int, default=None, help="Multi-token-prediction layers."),

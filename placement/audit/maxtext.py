@@ -75,6 +75,27 @@ REMAT_POLICIES = ("none", "full", "minimal", "minimal_with_context", "minimal_fl
                   "minimal_offloaded", "custom", "save_out_proj")
 """The remat_policy values MaxText 0.2.5 runs (layers/nnx_decoders.py:1278-1386 get_remat_policy; an empty or null
 policy is no policy, as "none"); any other name fails its assert at :1385."""
+QKV_NAMES = ("query_proj", "value_proj", "key_proj", "kv_proj", "qkv_proj")
+MINIMAL_NAMES = (*QKV_NAMES, "out_proj", "mlpwi_0", "mlpwi_1", "mlpwi", "mlpwo")
+"""What MaxText's minimal_policy saves (layers/nnx_decoders.py minimal_policy; with_context adds "context")."""
+REMAT_SAVES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "minimal": (MINIMAL_NAMES, ()), "minimal_with_quantization": (MINIMAL_NAMES, ()),
+    "minimal_with_context": ((*MINIMAL_NAMES, "context"), ()), "minimal_flash": ((*MINIMAL_NAMES, "context"), ()),
+    "minimal_with_context_and_quantization": ((*MINIMAL_NAMES, "context"), ()),
+    "save_dot_with_context_except_mlp": ((*QKV_NAMES, "context", "out_proj"), ()),
+    "save_dot_except_mlpwi": ((*QKV_NAMES, "out_proj", "mlpwo"), ()),
+    "save_dot_except_mlp": ((*QKV_NAMES, "out_proj"), ()),
+    "save_qkv_proj": (QKV_NAMES, ()),
+    "qkv_proj_offloaded": ((), ("query_proj", "value_proj", "key_proj", "kv_proj")),
+    "minimal_offloaded": ((), MINIMAL_NAMES),
+    "save_out_proj": (("out_proj",), ()),
+}
+"""remat_policy -> (names saved on the device, names offloaded to host memory): MaxText's get_remat_policy
+(layers/nnx_decoders.py, jax.checkpoint_policies save_only_these_names / save_and_offload_only_these_names)."""
+CUSTOM_NAMES = ("context", "mlpwi", "mlpwi_0", "mlpwi_1", "mlpwo", "moe_mlpwi_0", "moe_mlpwi_1", "moe_mlpwo",
+                "query_proj", "key_proj", "value_proj", "kv_proj", "qkv_proj", "out_proj")
+"""The tensors remat_policy custom places by their own key ('remat', 'device' or 'offload'; base.yml: each 'remat'
+by default)."""
 REMAT_CHECK = ('layers/nnx_decoders.py:1385 get_remat_policy (the assert since 5a1e17698, 2025-07-09, then in '
                'layers/decoders.py): assert remat_policy == "full", "Remat policy needs to be on '
                'list of remat policies"')
@@ -234,6 +255,36 @@ def _int_key(v: dict[str, tuple[Any, str]], key: str) -> tuple[int, str]:
     return int(value), ev
 
 
+def _remat_saves(remat: str, keys: dict[str, tuple[Any, str]]) -> tuple[set[str], set[str], str]:
+    """(names kept for backward, of them those offloaded to host memory, how the policy says so) for a named-save
+    remat_policy; `custom` reads each tensor's key."""
+    if remat in REMAT_SAVES:
+        saved, offloaded = REMAT_SAVES[remat]
+        how = f"{remat} saves {', '.join(saved) or 'nothing on the device'}"
+        return set(saved) | set(offloaded), set(offloaded), how + (f", offloads {', '.join(offloaded)}"
+                                                                   if offloaded else "")
+    where = {name: keys.get(name, ("remat", BASE_SOURCE)) for name in CUSTOM_NAMES}
+    for name, (value, ev) in where.items():
+        if str(value) not in ("remat", "device", "offload"):
+            raise InputError(f"{ev}: {name} {value!r}; remat_policy custom takes 'remat', 'device' or 'offload' "
+                             f"for each tensor (base.yml)")
+    kept = {name for name, (value, _) in where.items() if str(value) in ("device", "offload")}
+    offloaded = {name for name, (value, _) in where.items() if str(value) == "offload"}
+    return kept, offloaded, f"custom keeps {', '.join(sorted(kept)) or 'no named tensor'}"
+
+
+def remat_reruns(kept: set[str]) -> tuple[str, ...]:
+    """The recompute modules a named-save policy amounts to: the norms always (no name saves their outputs), the
+    attention core without `context`, the input projections without their outputs (q, k and v, or the fused
+    qkv_proj), the output projection without out_proj, and the MLPs' up-projections with their activation without
+    mlpwi (or both gated halves)."""
+    qkv = "qkv_proj" in kept or {"query_proj", "key_proj", "value_proj"} <= kept
+    up = bool({"mlpwi", "mlpwi_0"} & kept) and ("mlpwi" in kept or "mlpwi_1" in kept)
+    return tuple(m for m, rerun in (("core_attn", "context" not in kept), ("layernorm", True),
+                                    ("qkv_proj", not qkv), ("out_proj", "out_proj" not in kept),
+                                    ("mlp_up", not up)) if rerun)
+
+
 def finish(v: dict[str, tuple[Any, str]], ignored: list[str]) -> dict[str, tuple[Any, str]]:
     """LaunchLayout fields from the merged MaxText keys (base.yml defaults for the rest): precision, sequence,
     recompute, model name, the mesh as read (resolved with the cluster by `resolve`), and the world size and
@@ -327,21 +378,22 @@ def finish(v: dict[str, tuple[Any, str]], ignored: list[str]) -> dict[str, tuple
         # the scanned decoder checkpoints every layer with get_remat_policy()'s None for "none": a full recompute
         # (layers/nnx_decoders.py:1154-1159, :1278-1287); only the unscanned loop skips jax.checkpoint (:2248)
         out["recompute"] = ("full", f"{rev} with scan_layers {scan} ({sev})")
-    if str(remat) == "minimal":  # what minimal_policy leaves unsaved runs again: the attention core and the norms
-        from placement.emit.common import MINIMAL_RECOMPUTES
-
-        out["recipe.recompute_modules"] = (tuple(m.value for m in MINIMAL_RECOMPUTES),
-                                           f"{rev} (minimal_policy saves only the named matmul outputs: "
-                                           f"layers/nnx_decoders.py)")
-    if str(remat) == "minimal_with_context":  # the attention output is saved too: only the norms run again
-        out["recipe.recompute_modules"] = (("layernorm",), f"{rev} (minimal_with_context saves the named matmul "
-                                                           f"outputs and the attention's `context`: "
-                                                           f"layers/decoders.py)")
-        ignored.append(f"remat_policy 'minimal_with_context': priced as selective recompute of the norms (it saves "
-                       f"the projections' outputs and the attention context); the SwiGLU product and the residual "
-                       f"sums it also reruns are priced as saved, so its memory is an upper bound ({rev})")
-    elif str(remat) not in REMAT:
-        ignored.append(f"remat_policy {remat!r}: priced as selective recompute of the attention core ({rev})")
+    if REMAT.get(str(remat), "selective") == "selective":
+        kept, offloaded, how = _remat_saves(str(remat), keys)
+        modules = remat_reruns(kept)
+        out["recipe.recompute_modules"] = (modules, f"{rev} ({how}; JAX reruns in backward what it needs of the "
+                                                    f"rest: layers/nnx_decoders.py get_remat_policy)")
+        rerun_kept = [what for what, priced_kept in (
+            ("the attention output (core_attn recompute is priced as Megatron's, which keeps it for the output "
+             "projection)", "context" not in kept),
+            ("the MLP activation's output", "mlp_up" not in modules)) if priced_kept]
+        if rerun_kept:
+            ignored.append(f"remat_policy {remat!r}: {' and '.join(rerun_kept)}, which it reruns, priced as kept, "
+                           f"so its memory is an upper bound ({rev})")
+        if offloaded:
+            ignored.append(f"remat_policy {remat!r}: {', '.join(sorted(offloaded))} offloaded to host memory "
+                           f"(offload_dst pinned_host) are priced as kept on the GPU, so its memory is an upper "
+                           f"bound, and their copies to and from the host are not priced ({rev})")
     out["model_ref"] = (str(keys["model_name"][0]), keys["model_name"][1])
     for key, field in MODEL_SHAPE_KEYS.items():  # a model config's shape, which --model must have (core._model_shape)
         if key in v and isinstance(v[key][0], int) and not isinstance(v[key][0], bool):

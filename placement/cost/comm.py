@@ -75,6 +75,11 @@ def tp_term(x: Ctx) -> TpTerm:
     # row-parallel outputs again (two; models/common/decoder_sharding.py rowwise_config)
     redo = np.where(x.sp_shard > 1, 1.0, 2.0)
     ops = forward * (1.0 + x.full * x.full_layers_share) + 2.0 + redo * x.module(M.PER_OP)
+    # MaxText's named-save policies: a rerun column-parallel projection gathers its sequence-parallel input again
+    # (half an all-reduce), a rerun output projection reduces again (a reduce-scatter, or an all-reduce without SP)
+    sp = x.sp_shard > 1
+    ops = ops + np.where(sp, 0.5, 0.0) * (x.module(M.QKV_PROJ) + x.module(M.MLP_UP)) + np.where(sp, 0.5, 1.0) * (
+        x.module(M.OUT_PROJ))
     one = group.all_reduce(act)
     comm, hidden_dense, hidden_moe, regathers = column_backward(x, one)
     ops = ops + regathers

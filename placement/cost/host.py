@@ -48,7 +48,7 @@ def host_term(x: Ctx, graphs: CudaGraphs, ep_overlap: bool) -> HostTerm:
     fwd_units = 1.0 + C.BACKWARD_KERNELS_PER_FORWARD
     recompute = x.full * x.full_layers_share
     attn_k = C.KERNELS_ATTN_FORWARD * (fwd_units + np.maximum(recompute, x.module(M.CORE_ATTN)))
-    mlp_k = C.KERNELS_MLP_FORWARD * (fwd_units + np.maximum(recompute, x.module(M.MLP)))
+    mlp_k = C.KERNELS_MLP_FORWARD * (fwd_units + np.maximum(recompute, x.module(M.MLP) | x.module(M.MLP_UP)))
     # partial graphs capture attention, the router and the MoE preprocess (`--cuda-graph-scope attn
     # moe_router moe_preprocess`); the dispatch, the experts and the shared experts stay eager (write-up §2.3)
     graphed = GRAPHED_HOST_SHARE if graphs is not CudaGraphs.NONE else 1.0

@@ -289,6 +289,16 @@ def _per_op_recompute(x: Ctx, gemms: tuple[PerOpGemm, ...]) -> np.ndarray | floa
     return sum((_gemm(x, x.tokens, g.n, g.k) for g in gemms if not g.saved), 0.0)
 
 
+def _projections_forward(x: Ctx, splits: tuple[int, ...]) -> np.ndarray | float:
+    """Forward seconds of the attention's projection GEMMs of the given TP splits (Workload.attn_gemms: 0 whole,
+    1 column-parallel, 2 row-parallel)."""
+    t = 0.0
+    for n, k, split in x.w.attn_gemms:
+        if split in splits:
+            t = t + _gemm(x, x.tokens, n / x.tp if split == 1 else n, k / x.tp if split == 2 else k)
+    return t
+
+
 def _mla_up_forward(x: Ctx) -> np.ndarray:
     """MLA's up-projection GEMMs (column-parallel, K = a LoRA rank): what mla_up_proj recompute reruns."""
     t = 0.0
@@ -321,6 +331,10 @@ def layer_compute(x: Ctx) -> LayerCompute:
     op_attn, op_mlp, op_shared = per_op_gemms(x) if per_op is not False else ((), (), ())
     # torchtitan's per-op policy reruns the unsaved matmuls and every element-wise op of the block once
     attn = attn + per_op * (_per_op_recompute(x, op_attn) + elem)
+    # MaxText's named-save remat policies: the input or the output projections rerun where their outputs are not
+    # saved (JAX reruns what backward needs of the unsaved values)
+    attn = attn + _projections_forward(x, (0, 1)) * x.module(M.QKV_PROJ) + _projections_forward(x, (2,)) * x.module(
+        M.OUT_PROJ)
 
     def mlp_forward(ffn: float) -> np.ndarray:
         if ffn == 0:
@@ -336,8 +350,18 @@ def layer_compute(x: Ctx) -> LayerCompute:
     def mlp_weights(ffn: float) -> float:
         return (w.mlp_up + 1.0) * ffn / tp * w.hidden
 
+    def mlp_up_forward(width: float, ffn, rows, count=1.0) -> np.ndarray:
+        """The up-projection(s) and the activation function of `count` MLPs of `rows` tokens each, `ffn` wide on
+        this rank, of a model whose MLP is `width` wide (0: none): what `mlp_up` reruns."""
+        if not width:
+            return np.zeros_like(tokens)
+        return (_gemm(x, rows, w.mlp_up * ffn, w.hidden, count)
+                + count * rows * ffn * ACTIVATION_BYTES_PER_ELEMENT / x.hbm_bw)
+
+    mlp_up = x.module(M.MLP_UP)
     dense_mlp = mlp_forward(w.dense_ffn)
     dense = (attn + mlp_norm_rerun + dense_mlp * (passes + x.module(M.MLP)) + eager.mlp_s
+             + (mlp_up_forward(w.dense_ffn, w.dense_ffn / tp, tokens) + eager.mlp_forward_s) * mlp_up
              + eager.mlp_forward_s * x.module(M.MLP)
              + per_op * (_per_op_recompute(x, op_mlp) + eager.mlp_forward_s)
              + fp8_weight_recasts(x, mlp_weights(w.dense_ffn), redo))
@@ -354,6 +378,8 @@ def layer_compute(x: Ctx) -> LayerCompute:
         moe_block = (moe_fwd * passes
                      + (act_fwd + eager.act_forward_s) * x.module(M.MOE_ACT) + moe_norm_rerun
                      + shared_fwd * x.module(M.SHARED_EXPERTS)
+                     + (mlp_up_forward(w.expert_ffn, ffn, per_expert, local) + eager.act_forward_s
+                        + mlp_up_forward(w.shared_ffn_total, w.shared_ffn_total / tp, tokens)) * mlp_up
                      + moe_fwd * x.module(M.MOE)
                      + eager.experts_s
                      # per-op: the router and the routed experts rerun whole, the shared experts' unsaved matmuls

@@ -52,7 +52,9 @@ def layer_activations(x: Ctx) -> LayerActivations:
     w, tokens, tp, h = x.w, x.tokens, x.tp, x.w.hidden
     # bytes of a saved GEMM input, relative to 16-bit: Transformer Engine keeps the FP8 copy, torchao the 16-bit one
     q = 0.5 if x.fp8 is not None and not x.recipe.fp8_saves_16bit_inputs else 1.0
-    norm_in = 4.0 * h
+    # the two norms' inputs: the layer's and the residual after the attention, which is not kept where the output
+    # projection reruns (`out_proj`: it and the residual add are recomputed)
+    norm_in = 4.0 * h - np.where(x.module(M.OUT_PROJ), 2.0 * h, 0.0)
     norm_out_attn, norm_out_mlp, norm_out_moe = (np.where(freed, 0.0, 2.0 * h * q) for freed in norms_recomputed(x))
     dropout = 2.0 * h if w.dropout else 0.0
     # the norms' outputs feed the projections: kept as the sequence shard (Megatron), or gathered whole where the
@@ -60,25 +62,28 @@ def layer_activations(x: Ctx) -> LayerActivations:
     out_shard = 1.0 if x.recipe.sp_saves_gathered_inputs else x.sp_shard
     rep = (norm_in + dropout) / x.sp_shard + (norm_out_attn + norm_out_mlp) / out_shard
     rep_moe = (norm_in + dropout) / x.sp_shard + (norm_out_attn + norm_out_moe) / out_shard
-    attn = 2.0 * w.attn_act_width - np.where(x.module(M.MLA_UP_PROJ), 2.0 * w.mla_up_width, 0.0)
+    attn = (2.0 * w.attn_act_width - np.where(x.module(M.MLA_UP_PROJ), 2.0 * w.mla_up_width, 0.0)
+            - np.where(x.module(M.QKV_PROJ), 2.0 * (w.attn_act_width - w.out_dim), 0.0))  # `qkv_proj`: Q, K, V rerun
     if x.recipe.attention_kernel is AttentionKernel.UNFUSED:
         # the s x s scores per head: softmax output (2 bytes), and with dropout its mask (1) and output (2):
         # Korthikanti Table 2's 5 a s^2 b; recomputing the attention core keeps none of them
         per_score = 5.0 if w.dropout else 2.0
         attn = attn + np.where(x.module(M.CORE_ATTN), 0.0, w.num_heads * x.train.seq_len * per_score)
-    mlp_kept = np.where(x.module(M.MLP), 0.0, 1.0)
+    up_rerun = x.module(M.MLP_UP)  # the up-projections' and the activation's outputs rerun
+    mlp_kept = np.where(x.module(M.MLP) | up_rerun, 0.0, 1.0)
     up_b = 1.0 if x.recipe.activation_func_fp8_input_store else 2.0  # bytes of a kept up-projection output
     dense_mlp = (up_b * w.mlp_up + 2.0 * q) * w.dense_ffn * mlp_kept
     dense = tokens * (rep + (attn + dense_mlp) / tp)
     if w.num_experts:
         whole_moe = x.module(M.MOE)
-        shared_kept = np.where(x.module(M.SHARED_EXPERTS) | whole_moe, 0, 1)
+        shared_kept = np.where(x.module(M.SHARED_EXPERTS) | whole_moe | up_rerun, 0, 1)
         shared = (up_b * w.mlp_up + 2.0 * q) * w.shared_ffn_total * shared_kept
         load = x.expert_load
         pairs = tokens * w.top_k * x.etp / tp * load
         ffn = w.expert_ffn / x.etp
-        act_out = np.where(x.module(M.MOE_ACT), 0.0, 2.0 * q * ffn)
-        routed = pairs * (2.0 * q * h + up_b * w.mlp_up * ffn + act_out) * np.where(whole_moe, 0.0, 1.0)
+        act_out = np.where(x.module(M.MOE_ACT) | up_rerun, 0.0, 2.0 * q * ffn)
+        up_out = np.where(up_rerun, 0.0, up_b * w.mlp_up * ffn)
+        routed = pairs * (2.0 * q * h + up_out + act_out) * np.where(whole_moe, 0.0, 1.0)
         moe = tokens * (rep_moe + (attn + shared) / tp) + routed
     else:
         moe = dense

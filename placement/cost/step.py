@@ -253,8 +253,9 @@ def _selective_redo_flops(w: Workload, b: LayoutBatch, seq_len: int) -> np.ndarr
     """(K,) FLOPs per token, whole model, that selective recompute reruns (the HFU numerator beside full
     recompute's forward): the attention core (`core_attn`), the dense MLP (`mlp`), the shared experts
     (`shared_experts`, and within `moe`), the routed experts and router (`moe`), MLA's up-projections
-    (`mla_up_proj`), and torchtitan's per-op policy its unsaved matmuls and experts (`per_op`); `moe_act` and
-    `layernorm` rerun element-wise work only."""
+    (`mla_up_proj`), torchtitan's per-op policy its unsaved matmuls and experts (`per_op`), and MaxText's
+    projections and up-projections (`qkv_proj`, `out_proj`, `mlp_up`); `moe_act` and `layernorm` rerun element-wise
+    work only."""
     M = RecomputeModule
 
     def on(mod: RecomputeModule) -> np.ndarray:
@@ -270,8 +271,14 @@ def _selective_redo_flops(w: Workload, b: LayoutBatch, seq_len: int) -> np.ndarr
     routed = 2.0 * (w.top_k * up * w.expert_ffn * h + w.num_experts * h) * w.num_moe_layers
     mla = w.num_layers * sum(2.0 * n * k for n, k, split in w.attn_gemms if split == 1 and k < h) \
         if w.mla_up_width else 0.0
+    # MaxText's named-save policies: the input and output projections, the MLPs' up-projections (all of them)
+    proj_in = w.num_layers * sum(2.0 * n * k for n, k, split in w.attn_gemms if split != 2)
+    proj_out = w.num_layers * sum(2.0 * n * k for n, k, split in w.attn_gemms if split == 2)
+    ups = 2.0 * w.mlp_up * h * (w.dense_ffn * w.num_dense_layers
+                                + (w.top_k * w.expert_ffn + w.shared_ffn_total) * w.num_moe_layers)
     return (on(M.CORE_ATTN) * core + on(M.MLP) * mlp + (on(M.SHARED_EXPERTS) | on(M.MOE)) * shared
-            + on(M.MOE) * routed + on(M.MLA_UP_PROJ) * mla + on(M.PER_OP) * per_op)
+            + on(M.MOE) * routed + on(M.MLA_UP_PROJ) * mla + on(M.PER_OP) * per_op
+            + on(M.QKV_PROJ) * proj_in + on(M.OUT_PROJ) * proj_out + on(M.MLP_UP) * ups)
 
 
 def memory_floor(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch,

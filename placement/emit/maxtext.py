@@ -36,7 +36,14 @@ import math
 from dataclasses import dataclass
 from fractions import Fraction
 
-from placement.audit.maxtext import WEIGHT_AXES, WEIGHTS_GATHERED, over_data_unpriced, zero_as_run
+from placement.audit.maxtext import (
+    REMAT_SAVES,
+    WEIGHT_AXES,
+    WEIGHTS_GATHERED,
+    over_data_unpriced,
+    remat_reruns,
+    zero_as_run,
+)
 from placement.cost.constants import GiB
 from placement.emit import common
 from placement.emit.common import (
@@ -50,6 +57,7 @@ from placement.emit.common import (
     runs_recipe,
     warn_block,
 )
+from placement.specs.recipe import RecomputeModule
 
 VERSION = "MaxText 0.2.5 (JAX 0.10.2)"
 
@@ -89,9 +97,14 @@ MODELS = {
 # mlpwi_0/1, mlpwo) and nothing else of the layer: the attention core (its "context" residual), both norms and
 # the MLP's activation function run again in backward (MINIMAL_RECOMPUTES, ACTIVATION_RECOMPUTED).
 REMAT = {"none": "none", "selective": "minimal", "full": "full"}
+WRITTEN_POLICIES = ("minimal", "minimal_with_context", "save_dot_with_context_except_mlp", "save_dot_except_mlp",
+                    "save_qkv_proj", "save_out_proj")
+"""The named-save remat policies a file writes for a selective plan, each where the plan's recompute modules are the
+ones it reruns (audit.maxtext.remat_reruns: the same table the audit reads them with); minimal otherwise."""
+POLICY_OF = {frozenset(remat_reruns(set(REMAT_SAVES[p][0]))): p for p in WRITTEN_POLICIES}
 SCAN_LAYERS = {"none": False}
 """scan_layers where the remat_policy needs it (base.yml's true otherwise)."""
-ACTIVATION_RECOMPUTED = ("remat_policy minimal also recomputes the MLP's activation function (it saves mlpwi_0 and "
+ACTIVATION_RECOMPUTED = ("remat_policy {} also recomputes the MLP's activation function (it saves mlpwi_0 and "
                          "mlpwi_1, not their product, and saves the MLP output mlpwo): the plan's price keeps the "
                          "activation output, so expect slightly less activation memory and a few more elementwise "
                          "kernels than the numbers above")
@@ -395,12 +408,13 @@ def overrides(ctx: EmitContext) -> tuple[dict[str, object], MaxTextMesh, list[st
     keys |= batch
     pipe, more2 = pipeline_keys(ctx)
     keys |= pipe
-    keys["remat_policy"] = REMAT[lay.recompute]
+    policy, reruns = remat_policy(ctx)
+    keys["remat_policy"] = policy
     if lay.recompute in SCAN_LAYERS:
         keys["scan_layers"] = SCAN_LAYERS[lay.recompute]
-    warnings += more + more2 + recipe_warnings(ctx, "MaxText 0.2.5", RUNS_INSTEAD, MINIMAL_RECOMPUTES)
-    if lay.recompute == "selective":
-        warnings.append(ACTIVATION_RECOMPUTED)
+    warnings += more + more2 + recipe_warnings(ctx, "MaxText 0.2.5", RUNS_INSTEAD, reruns)
+    if lay.recompute == "selective" and RecomputeModule.MLP_UP not in reruns:
+        warnings.append(ACTIVATION_RECOMPUTED.format(policy))
     warnings += common.forced_warnings(ctx, "maxtext")
     notes = [
         f"placement -> MaxText axes: tp -> tensor, cp -> context, pp -> stage, dp -> {zero_words(ctx, mesh)}"
@@ -414,6 +428,17 @@ def overrides(ctx: EmitContext) -> tuple[dict[str, object], MaxTextMesh, list[st
         notes.append("MaxText's tensor axis also shards the activations between layers (rule activation_embed -> "
                      "tensor), which is what sequence parallelism saves in memory")
     return keys, mesh, warnings, notes
+
+
+def remat_policy(ctx: EmitContext) -> tuple[str, tuple[RecomputeModule, ...]]:
+    """(remat_policy the file writes, the modules it reruns): none and full as they are; a selective plan the
+    named-save policy that reruns its modules (POLICY_OF), minimal where none does."""
+    lay = ctx.plan.layout
+    if lay.recompute != "selective":
+        return REMAT[lay.recompute], ()
+    modules = frozenset(m.value for m in ctx.recipe.recompute_modules or MINIMAL_RECOMPUTES)
+    policy = POLICY_OF.get(modules, "minimal")
+    return policy, tuple(RecomputeModule(m) for m in remat_reruns(set(REMAT_SAVES[policy][0])))
 
 
 def zero_words(ctx: EmitContext, mesh: MaxTextMesh) -> str:
@@ -521,7 +546,7 @@ def runs(ctx: EmitContext, mesh: MaxTextMesh) -> Runs:
     unpriced = over_data_unpriced(s, over, "this file's shard_optimizer_over_data: true")
     if unpriced:
         out.unpriced.append(unpriced)
-    runs_recipe(ctx, RUNS_INSTEAD, out, MINIMAL_RECOMPUTES)
+    runs_recipe(ctx, RUNS_INSTEAD, out, remat_policy(ctx)[1])
     common.runs_forced(ctx, "maxtext", out)
     common.runs_model(ctx, "maxtext", out)
     vocab = MODEL_VOCABULARY.get(ctx.model_name)

@@ -45,7 +45,7 @@ from placement.emit.common import (
     warn_block,
 )
 from placement.specs.model import FfnKind, ModelSpec, Normalization, PositionEmbedding, RopeScaling
-from placement.specs.recipe import CpCommType, CudaGraphs, Dispatcher, Fp8Recipe, RecomputeModule
+from placement.specs.recipe import MEGATRON_MODULES, CpCommType, CudaGraphs, Dispatcher, Fp8Recipe, RecomputeModule
 from placement.specs.training import AttentionKernel, Precision
 
 FLEX_BACKENDS = (Dispatcher.DEEPEP, Dispatcher.HYBRIDEP)
@@ -457,9 +457,15 @@ STATED = frozenset({
 
 def megatron_recompute_modules(ctx: EmitContext) -> tuple[RecomputeModule, ...]:
     """The --recompute-modules the file writes for selective recompute: the plan's (core_attn where it names none),
-    core_attn for torchtitan's per-op policy, which Megatron-LM has no name for (PER_OP_WHY)."""
+    core_attn for torchtitan's per-op policy, which Megatron-LM has no name for (PER_OP_WHY), and of MaxText's
+    names `mlp` for `mlp_up` (the whole MLP again) and none for the projections, which Megatron-Core cannot
+    rerun alone (`runs` re-prices what the file runs)."""
     modules = ctx.recipe.recompute_modules or (RecomputeModule.CORE_ATTN,)
-    return (RecomputeModule.CORE_ATTN,) if RecomputeModule.PER_OP in modules else tuple(modules)
+    if RecomputeModule.PER_OP in modules:
+        return (RecomputeModule.CORE_ATTN,)
+    written = tuple(dict.fromkeys(RecomputeModule.MLP if m is RecomputeModule.MLP_UP else m for m in modules
+                                  if m in MEGATRON_MODULES or m is RecomputeModule.MLP_UP))
+    return written or (RecomputeModule.CORE_ATTN,)
 
 
 def megatron_fp8_recipe(ctx: EmitContext) -> Fp8Recipe | None:

@@ -80,6 +80,26 @@ class RecomputeModule(StrEnum):
     compute-intensive ops it saves) and the all-gathers or all-reduces around recomputed matmuls, and the
     context-parallel K/V all-gather.  A policy of its own: not combined with Megatron's module names
     (cost.layer.per_op_gemms)."""
+    QKV_PROJ = "qkv_proj"
+    """The attention's input projections (query, key and value; MLA's down- and up-projections), rerun in backward
+    because their outputs are not saved: JAX rematerialization under a MaxText remat policy that does not name
+    query_proj/key_proj/value_proj/qkv_proj (save_out_proj, or `custom`).  Not a Megatron-Core module."""
+    OUT_PROJ = "out_proj"
+    """The attention's output projection, rerun in backward (its output, with the residual the input of the MLP's
+    norm, is not saved): MaxText remat policies that do not name out_proj (save_qkv_proj, qkv_proj_offloaded,
+    `custom`).  Not a Megatron-Core module."""
+    MLP_UP = "mlp_up"
+    """The MLP's up-projection(s) and its activation function, dense and expert, rerun in backward: MaxText remat
+    policies that do not name mlpwi/mlpwi_0/mlpwi_1 (save_dot_except_mlp, save_dot_except_mlpwi,
+    save_dot_with_context_except_mlp, save_qkv_proj, save_out_proj).  JAX reruns only what backward needs, and the
+    down-projection's output is not needed, so unlike Megatron's `mlp` the down-projection is not rerun.  Not a
+    Megatron-Core module."""
+
+
+MEGATRON_MODULES = (RecomputeModule.CORE_ATTN, RecomputeModule.MLA_UP_PROJ, RecomputeModule.MLP,
+                    RecomputeModule.MOE_ACT, RecomputeModule.LAYERNORM, RecomputeModule.MOE,
+                    RecomputeModule.SHARED_EXPERTS)
+"""The `--recompute-modules` names Megatron-Core takes (TransformerConfig refuses any other)."""
 
 
 class PipelineSchedule(StrEnum):

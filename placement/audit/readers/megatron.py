@@ -33,6 +33,7 @@ from placement.emit.megatron import ACTIVATION_ARGS
 from placement.errors import InputError
 from placement.loaders.files import read_text, unprefixed
 from placement.specs.model import FfnKind
+from placement.specs.recipe import MEGATRON_MODULES
 
 # Megatron-LM flags (megatron-core 0.19.2 argparse: dest, nargs; the aliases are older names).
 _MG_INT = {
@@ -161,6 +162,27 @@ NEWER_THAN_ASYNC_SWITCH = {
 a log that has one runs a Megatron-LM that ignores the switch.  Megatron-DeepSpeed, which reads it, has none of them."""
 
 
+
+MEGATRON_UNPRICED_MODULES = ("gdn_norm_out", "gdp_in_proj", "gdp_qkv", "mhc")
+"""`--recompute-modules` names Megatron-Core takes for layers placement does not model (Gated DeltaNet, mHC:
+d98e8a64dd megatron/core/transformer/transformer_config.py:1945-1957)."""
+
+
+def megatron_modules(names: list[str], ev: str) -> tuple[str, ...]:
+    """`--recompute-modules` as Megatron-Core takes them: its TransformerConfig asserts every name is one of its
+    modules (d98e8a64dd transformer_config.py:1945-1961, "Invalid choices for recompute_modules"), so another
+    placement name (torchtitan's per_op, MaxText's qkv_proj/out_proj/mlp_up) is the job's error, not a recipe."""
+    allowed = [m.value for m in MEGATRON_MODULES]
+    for name in names:
+        if name in MEGATRON_UNPRICED_MODULES:
+            raise InputError(f"{ev}: recompute module {name!r} belongs to a layer placement does not model "
+                             f"(Gated DeltaNet or mHC); audit the job without it")
+        if name not in allowed and name != "up_proj":
+            raise InputError(f"{ev}: recompute module {name!r} is not one Megatron-Core takes (TransformerConfig "
+                             f"asserts \"Invalid choices for recompute_modules\"); it takes "
+                             f"{', '.join(allowed)}")
+    return tuple(names)
+
 def newer_than_async_switch(names) -> str | None:
     """The first of `names` (flags, or a log's printed argument names) that dates its Megatron-LM after
     ASYNC_SWITCH_IGNORED, as "--flag (commit, date)"; None where none does."""
@@ -242,7 +264,7 @@ def _megatron_recipe(f: str, a: Arg, s: Settings, state: dict) -> bool:
     elif f == "--recompute-modules":
         for w in a.values:
             word_check(w, f)
-        s.put("recipe.recompute_modules", tuple(w.text for w in a.values), a.evidence)
+        s.put("recipe.recompute_modules", megatron_modules([w.text for w in a.values], a.evidence), a.evidence)
     elif f == "--recompute-num-layers":
         state["recompute_num_layers"] = (read_int(one_value(a).text, f, a.evidence), a.evidence)
     elif f == "--recompute-method":
@@ -1412,7 +1434,7 @@ def _bridge_recipe(keys: dict[str, tuple[Any, str]], s: Settings) -> None:
         names = [modules] if isinstance(modules, str) else modules
         if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
             raise InputError(f"{ev}: recompute_modules must be a list of module names, got {modules!r}")
-        s.put("recipe.recompute_modules", tuple(names), ev)
+        s.put("recipe.recompute_modules", megatron_modules(names, ev), ev)
     for name in ("recompute_method", "recompute_num_layers"):
         value, ev = _bridge_value(keys, name)
         if value is not None:
