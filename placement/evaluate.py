@@ -22,6 +22,10 @@ def check_layout(model: ModelSpec, train: TrainingSpec, layout: Layout, recipe: 
     message = rules.layout_error(model, train, layout, recipe)
     if message is not None:
         raise InputError(message)
+    if recipe is not None:
+        message = graphs_recompute_error(layout, recipe, model.is_moe)
+        if message is not None:
+            raise InputError(message)
     if recipe is not None and recipe.ep_comm_overlap and model.is_moe:
         message = ep_overlap_error(layout, recipe)
         if message is not None:
@@ -58,6 +62,30 @@ def launch_order(result: Plan, model: ModelSpec, topo: Topology, layout: Layout)
     mapping = None if result.mapping is None else rank_table(topo, gpu_of_rank, layout, model.is_moe)
     return result.model_copy(update={"mapping_compact": compact_mapping(topo, gpu_of_rank), "mapping": mapping}), \
         gpu_of_rank
+
+
+GRAPHS_RECOMPUTE_CHECK = ("Megatron-Core refuses it (core_v0.19.0 megatron/core/transformer/transformer_config.py:"
+                          "2521-2535: \"full recompute is only supported with full iteration CUDA graph\", \"moe "
+                          "recompute is not supported with moe_router CUDA graph\"), so the job does not start")
+
+
+def graphs_recompute_error(layout: Layout, recipe: Recipe, moe: bool) -> str | None:
+    """Why per-layer CUDA graphs (cuda_graphs partial, Megatron's --cuda-graph-impl transformer_engine or local) do
+    not start beside the recompute: with full recompute at all, and with `moe` recompute where the graphs capture the
+    MoE router (an MoE model's per-layer scope, emit.megatron.PARTIAL_GRAPH_MODULES_MOE); None where they run."""
+    from placement.specs.recipe import CudaGraphs, RecomputeModule
+
+    if recipe.cuda_graphs is not CudaGraphs.PARTIAL:
+        return None
+    if layout.recompute.value == "full":
+        return (f"per-layer CUDA graphs (cuda_graphs partial) with full recompute: {GRAPHS_RECOMPUTE_CHECK}; use "
+                f"full-iteration graphs (--cuda-graphs full; Megatron's --cuda-graph-impl full_iteration) or none, or "
+                f"selective recompute")
+    if moe and layout.recompute.value == "selective" and RecomputeModule.MOE in recipe.recompute_modules:
+        return (f"per-layer CUDA graphs (cuda_graphs partial), which capture the MoE router, with moe among the "
+                f"recompute modules: {GRAPHS_RECOMPUTE_CHECK}; drop moe from the recompute modules or use "
+                f"full-iteration graphs (--cuda-graphs full; Megatron's --cuda-graph-impl full_iteration) or none")
+    return None
 
 
 def ep_overlap_error(layout: Layout, recipe: Recipe) -> str | None:

@@ -17,10 +17,11 @@ from typing import Final
 import numpy as np
 
 from placement.cost import rules
-from placement.cost.batch import RECOMPUTE_CODES, LayoutBatch, concat_batches, module_mask, pipe_policy_of
+from placement.cost.batch import RECOMPUTE_CODES, LayoutBatch, concat_batches, mask_modules, module_mask, pipe_policy_of
 from placement.cost.constants import MEMORY_RESERVE_BYTES, GiB
 from placement.cost.pipeline import accounted_units, check_layout_text
 from placement.cost.step import (
+    NOT_RUN_S,
     Estimates,
     RecipeChoices,
     concat_estimates,
@@ -452,8 +453,12 @@ def search(model: ModelSpec, train: TrainingSpec, topo: Topology, cfg: SearchCon
     if not est.valid.any():  # e.g. no pipeline split of the layers fits the GPU count's factors
         raise PlacementInfeasible(_no_layout_message(model, train, topo.num_gpus, cfg, topo.gpus_per_host,
                                                      topo.regular), binding="divisibility")
-    feasible = est.valid & est.fits
+    # a candidate priced as not running (a recipe its framework refuses on that layout: step.NOT_RUN_S) is no plan
+    runs = est.step_time_s < NOT_RUN_S
+    feasible = est.valid & est.fits & runs
     ranked = rank(batch, est, feasible, cfg.top_k)
+    if ranked.size == 0 and (est.valid & est.fits).any():
+        raise PlacementInfeasible(_recipe_message(batch, est, model, cfg), binding="recipe")
     if ranked.size == 0:
         raise PlacementInfeasible(_memory_message(batch, est, model, train, topo, cfg), binding="memory")
     return SearchResult(batch=batch, estimates=est, ranked=ranked, num_candidates=priced,
@@ -695,6 +700,26 @@ def _no_layout_message(model: ModelSpec, train: TrainingSpec, num_gpus: int, cfg
         f"the global batch; try {''.join(g + ' or ' for g in gpus)}{names.global_batch} that "
         f"shares the GPU count's factors"
     )
+
+
+def _recipe_message(batch: LayoutBatch, est: Estimates, model: ModelSpec, cfg: SearchConfig) -> str:
+    """Why no layout that fits runs the pinned recipe: the framework's refusal on the leanest such layout (the EP
+    overlap's conditions, per-layer CUDA graphs beside full or `moe` recompute)."""
+    from placement.evaluate import ep_overlap_error, graphs_recompute_error
+
+    fits = np.flatnonzero(est.valid & est.fits)
+    i = int(fits[np.argmin(est.peak_memory_bytes[fits])])
+    lay = batch.layout(i)
+    recipe = cfg.recipe.model_copy(update={"recompute_modules": mask_modules(int(batch.rc_modules[i])),
+                                           "cuda_graphs": cfg.choices.cuda_graphs[0],
+                                           "ep_comm_overlap": cfg.choices.ep_comm_overlap[0]})
+    why = [m for m in (graphs_recompute_error(lay, recipe, model.is_moe),
+                       ep_overlap_error(lay, recipe) if recipe.ep_comm_overlap and model.is_moe else None) if m]
+    reason = "; ".join(why) if why else "its framework refuses the recipe on each of them"
+    shown = (f"tp {lay.tp}, cp {lay.cp}, ep {lay.ep}, pp {lay.pp} (vpp {lay.vpp}), dp {lay.dp}, recompute "
+             f"{lay.recompute.value}")
+    return (f"no layout that fits runs the recipe given ({int((est.valid & est.fits).sum()):,} fit); on the leanest, "
+            f"{shown}: {reason}")
 
 
 def _memory_message(batch: LayoutBatch, est: Estimates, model: ModelSpec, train: TrainingSpec, topo: Topology,

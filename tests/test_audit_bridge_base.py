@@ -66,3 +66,24 @@ def test_an_moe_override_names_the_moe_recipe_fields_too(tmp_path):
     assert result.exit_code in (0, 1), result.output
     [f] = [f for f in json.loads(result.stdout)["findings"] if f["kind"] == "base_config_unread"]
     assert "moe_dispatcher" in f["message"] and "moe_fusions" in f["message"]
+
+
+def test_an_override_with_a_profiling_target_is_still_an_override(tmp_path):
+    """Megatron-Bridge's performance configs name a class for their profiling section alone; a user trial's audit read
+    one as a saved run_config.yaml (no base_config_unread) and priced Megatron-Core's defaults unsaid."""
+    (tmp_path / "perf.yaml").write_text(OVERRIDE + "profiling:\n  _target_: megatron.bridge.training.config."
+                                                   "ProfilingConfig\n  use_nsys_profiler: false\n")
+    [f] = _findings(tmp_path / "perf.yaml")
+    assert "its model section has no `_target_` key" in f["message"]
+
+
+def test_a_performance_matrix_file_is_refused(tmp_path):
+    """scripts/performance/configs/*.yaml: the layout lives in `perf_matrix` entries chosen at run time; read as a
+    ConfigContainer it priced tp 1 pp 1 ep 1 for Qwen3-235B (3,593 GiB per GPU) where its H100 entry says tp 2, pp 8,
+    ep 32."""
+    (tmp_path / "qwen3.yaml").write_text("ConfigContainer:\n  model:\n    moe_router_fusion: true\n"
+                                         "perf_matrix:\n  h100:\n    fp8_cs:\n      tensor_model_parallel_size: 2\n")
+    result = CliRunner().invoke(main, ["audit", "--launch", str(tmp_path / "qwen3.yaml"), "--model", "llama3-8b",
+                                       "--gpus", "8", "--framework", "megatron"])
+    assert result.exit_code == 2 and "a Megatron-Bridge performance-matrix file (top-level `perf_matrix:`" in \
+        result.output and "saved run_config.yaml" in result.output

@@ -68,3 +68,36 @@ def test_a_maxtext_change_quotes_the_value_the_files_state() -> None:
     assert _maxtext_stated(text, "remat_policy") == "minimal_with_context"
     assert _maxtext_stated(text + "python3 -m MaxText.train cfg.yml remat_policy=full\n", "remat_policy") == "full"
     assert _maxtext_stated(text, "scan_layers") is None
+
+
+def test_a_list_flags_every_word_is_compared(tmp_path) -> None:
+    """Megatron-LM's list flags (nargs "+"): a user trial's change list added --overlap-moe-expert-parallel-comm but
+    kept `--recompute-modules mlp layernorm moe`, which Megatron refuses beside it, where the best plan recomputes
+    mla_up_proj alone: only the first word of each side had been compared."""
+    import json
+
+    from click.testing import CliRunner
+
+    from placement.cli import main
+
+    script = tmp_path / "train.sh"
+    script.write_text("torchrun --nproc-per-node 8 --nnodes 8 pretrain_gpt.py --disable-bias-linear --num-layers 32 "
+                      "--hidden-size 4096 --ffn-hidden-size 14336 --num-attention-heads 32 --normalization RMSNorm "
+                      "--position-embedding-type rope --rotary-base 1000000 --swiglu "
+                      "--untie-embeddings-and-output-weights --group-query-attention --num-query-groups 8 "
+                      "--seq-length 4096 --max-position-embeddings 32768 --micro-batch-size 1 --global-batch-size 256 "
+                      "--bf16 --num-experts 8 --moe-router-topk 2 --moe-grouped-gemm --expert-model-parallel-size 8 "
+                      "--moe-token-dispatcher-type alltoall --recompute-granularity selective "
+                      "--recompute-modules core_attn moe\n")
+    result = CliRunner().invoke(main, ["--reproducible", "audit", "--launch", str(script), "--model", "mixtral-8x7b",
+                                       "--cluster", "dgx-h100", "--gpus", "64", "--json"])
+    assert result.exit_code in (0, 1), result.output
+    got = json.loads(result.stdout)
+    best = got["best"]
+    written = " ".join(best["recipe"]["recompute_modules"] or ["core_attn"]) \
+        if best["layout"]["recompute"] == "selective" else None
+    [change] = [c for c in got["changes"] if c["argument"] == "--recompute-modules"] or [None]
+    if written == "core_attn moe":
+        assert change is None
+    else:
+        assert change is not None and change["from"] == "core_attn moe" and change["to"] == written

@@ -37,9 +37,11 @@ def test_the_moe_recipe_of_the_file_is_read_with_its_lines() -> None:
     assert lay.recipe["cross_entropy_fusion"] is model["cross_entropy_loss_fusion"]
     assert lay.recipe["tp_comm_overlap"] is model["tp_comm_overlap"]
     assert "moe_token_dispatcher_type: alltoall" in lay.sources["recipe.moe_dispatcher"]
-    # force-balanced routing is a benchmark setting: said, not priced (as the Megatron-LM flag)
+    # force-balanced routing is a benchmark setting, priced as it runs (as the Megatron-LM flag): balanced
     assert model["moe_router_force_load_balancing"] is True
-    assert any(n.startswith("moe_router_force_load_balancing") for n in lay.ignored)
+    assert lay.recipe["routing_imbalance"] == 1.0
+    assert "moe_router_force_load_balancing: true" in lay.sources["recipe.routing_imbalance"]
+    assert not any(n.startswith("moe_router_force_load_balancing") for n in lay.ignored)
 
 
 def test_mixed_precision_overwrites_the_models_fp8_fields() -> None:

@@ -27,8 +27,10 @@ SUBCOMMANDS = ("activation-checkpoint:",)
 value of the flag before them."""
 
 
-def _settings(tokens: list[str]) -> dict[str, str]:
-    """`--flag value` / `--flag` / `name:value` tokens as {setting: value} ("true" for a bare flag)."""
+def _settings(tokens: list[str], multi: bool = False) -> dict[str, str]:
+    """`--flag value` / `--flag` / `name:value` tokens as {setting: value} ("true" for a bare flag); `multi`: a flag
+    takes every word up to the next flag, space-joined (Megatron-LM's nargs="+" lists, `--recompute-modules mla_up_proj
+    moe`; a user trial's change list kept `moe` where only the first word was compared)."""
     out: dict[str, str] = {}
     k = 0
     while k < len(tokens):
@@ -38,8 +40,11 @@ def _settings(tokens: list[str]) -> dict[str, str]:
                 key, value = tok.split("=", 1)
                 out[key] = value
             elif k + 1 < len(tokens) and not tokens[k + 1].startswith(("--", *SUBCOMMANDS)):
-                out[tok] = tokens[k + 1]
-                k += 1
+                end = k + 2
+                while multi and end < len(tokens) and not tokens[end].startswith("--"):
+                    end += 1
+                out[tok] = " ".join(tokens[k + 1:end])
+                k = end - 1
             else:
                 out[tok] = "true"
         elif ":" in tok:
@@ -100,7 +105,7 @@ def framework_settings(framework: str, ctx: EmitContext) -> dict[str, str]:
         from placement.emit import megatron
 
         args, env, _ = megatron.arguments(ctx)
-        return _settings(args) | {f"env {k}": v for k, v in env.items()}
+        return _settings(args, multi=True) | {f"env {k}": v for k, v in env.items()}
     if framework == "torchtitan":
         from placement.emit import torchtitan
 

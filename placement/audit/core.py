@@ -42,7 +42,7 @@ from placement.cost.step import Estimates, RecipeChoices, default_choices, estim
 from placement.emit.common import EmitContext
 from placement.emit.megatron import ACTIVATION_ARGS
 from placement.errors import InputError, PlacementInfeasible
-from placement.evaluate import check_layout
+from placement.evaluate import check_layout, graphs_recompute_error
 from placement.frameworks import CAPABILITIES, model_as_run
 from placement.loaders.errors import format_validation_error
 from placement.mapping.config import SolverConfig
@@ -1763,6 +1763,11 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
     _check_torchtitan_mxfp8(launch, topo)
     recipe, recipe_sources = launch_recipe(launch, model, layout, recipe_overrides, several_hosts=topo.num_hosts > 1,
                                            precision=train.precision.value)
+    refused = graphs_recompute_error(layout, recipe, model.is_moe)
+    if refused is not None:  # the files' own combination, not a batch that does not fit: name where they state it
+        where = "; ".join(e for e in (recipe_sources.get("cuda_graphs"), launch.sources.get("recompute"),
+                                      recipe_sources.get("recompute_modules")) if e)
+        raise InputError(f"{where}: {refused}")
     try:
         check_layout(model, train, layout, recipe)
     except InputError as err:

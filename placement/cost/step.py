@@ -173,15 +173,20 @@ def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch, r
     # graphs take it
     norm_freed = np.asarray(norms_recomputed(x)[2], dtype=bool) & bool(w.num_experts)
     alltoall_open = Dispatcher.ALLTOALL in choices.dispatchers
+    # per-layer graphs do not start beside full recompute, nor beside `moe` recompute in an MoE model, whose graphs
+    # capture the router (evaluate.graphs_recompute_error)
+    graphs_refused = (x.full > 0) | (np.asarray(x.module(RecomputeModule.MOE), dtype=bool) & bool(w.num_experts))
     graph_pick, extra_mem = _cuda_graphs(base_mem.peak_bytes + ub_mem, capacity, choices,
                                          (x.pp == 1) & (x.ep == 1) if choices.full_graphs_without_pp_ep else True,
-                                         True if alltoall_open else ~norm_freed)
+                                         (True if alltoall_open else ~norm_freed) & ~graphs_refused)
     partial = graph_pick == GRAPHS.index(CudaGraphs.PARTIAL)
     # ...and Megatron-FSDP refuses the EP overlap beside per-layer CUDA graphs (ep_overlap_broken): where the scope
     # that fits is partial, neither another dispatcher (under a freed norm) nor the overlap (under FSDP) is an option
     norm_kept, fsdp_partial = partial & norm_freed, (x.b.zero >= 2) & partial
+    # (a candidate left with refused per-layer graphs alone, where they are the only scope allowed, does not run)
     ep_options = [replace(o, exposed_s=np.where(((DISPATCHERS[o.code] is not Dispatcher.ALLTOALL) & norm_kept)
-                                                | (o.overlap & fsdp_partial), _NOT_RUN_S, o.exposed_s))
+                                                | (o.overlap & fsdp_partial) | (partial & graphs_refused),
+                                                NOT_RUN_S, o.exposed_s))
                   for o in ep_options]
     host_for = _host_terms(x, choices, {o.overlap for o in ep_options}, graph_pick)
 
@@ -381,8 +386,9 @@ class _EpOption:
     slow_s: np.ndarray
 
 
-_NOT_RUN_S = 1.0e12
-"""Seconds standing in for an EP option the framework does not run, so the choice between options never takes it."""
+NOT_RUN_S = 1.0e12
+"""Seconds standing in for an EP option the framework does not run (or per-layer CUDA graphs it refuses beside the
+candidate's recompute), so the choice between options never takes it; the search drops a candidate left with one."""
 
 
 def ep_overlap_runs(pp, vpp, recipe: Recipe, ep=2, full_recompute=False, moe_recomputed=False,
@@ -438,7 +444,7 @@ def _ep_options(x: Ctx, u: Ctx, inverse, lc, choices: RecipeChoices) -> list[_Ep
             if ov:  # Megatron-Core runs the 1F1B A2A overlap only interleaved under a pipeline (ep_overlap_runs):
                 # never the cheaper option there (a finite stand-in: an infinity would turn the pace's sums into NaN),
                 # and a candidate left with it alone is invalid (`estimate`)
-                exposed = np.where(_ep_overlap_runs_x(x, d), exposed, _NOT_RUN_S)
+                exposed = np.where(_ep_overlap_runs_x(x, d), exposed, NOT_RUN_S)
             out.append(_EpOption(DISPATCHERS.index(d), ov, term, exposed, slow))
     return out
 

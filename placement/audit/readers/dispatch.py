@@ -358,12 +358,21 @@ def read_file(path: Path, fw: str) -> Settings:
         if fw != "megatron":
             raise InputError(f"{path}: a YAML file is read as a Megatron-Bridge ConfigContainer; pass --framework "
                              f"megatron")
+        if isinstance(data, dict) and "perf_matrix" in data:
+            raise InputError(f"{path}: a Megatron-Bridge performance-matrix file (top-level `perf_matrix:`, "
+                             f"scripts/performance/configs): the performance scripts pick the layout from its "
+                             f"per-system, per-precision entries at run time and merge the ConfigContainer part "
+                             f"onto a recipe built in Python, so no layout is read from it here; audit the run's "
+                             f"saved run_config.yaml, or give the entry's layout as flags to `placement evaluate`")
         keys = megatron.bridge_keys(data, path, text.splitlines())
         megatron.bridge_settings(keys, s)
-        s.bridge_full = any(k.endswith("._target_") for k in keys)
+        # a saved run_config.yaml names every section's class; the model's is the one an override never carries
+        # (Bridge's perf configs set profiling._target_ alone: a user trial read one as a whole config)
+        s.bridge_full = "model._target_" in keys
         if not s.bridge_full:
-            s.base_config = (f"{path} is a Megatron-Bridge override (no section has a `_target_` key, which a saved "
-                             f"run_config.yaml has): the training script merges it onto a recipe it builds in Python")
+            s.base_config = (f"{path} is a Megatron-Bridge override (its model section has no `_target_` key, which "
+                             f"a saved run_config.yaml has): the training script merges it onto a recipe it builds "
+                             f"in Python")
         if not s.sources:
             raise InputError(f"{path}: no layout or batch field read (expected a Megatron-Bridge ConfigContainer with "
                              f"model.tensor_model_parallel_size, train.global_batch_size..., a GPT-NeoX config with "

@@ -29,6 +29,7 @@ from placement.audit.readers.common import (
 from placement.audit.readers.megatron_flags import FLAGS as MEGATRON_FLAGS
 from placement.audit.readers.reading import Reading, Settings, UnknownKey
 from placement.audit.shell import Origin, Word
+from placement.cost.constants import REAL_ROUTING_IMBALANCE
 from placement.emit.megatron import ACTIVATION_ARGS
 from placement.errors import InputError
 from placement.loaders.files import read_text, unprefixed
@@ -107,8 +108,6 @@ _MG_IGNORED = {
     "--no-gradient-accumulation-fusion": "each weight-gradient GEMM writes a 16-bit gradient that a separate kernel "
                                          "adds into main_grad (in the gradient's reduce width; priced as the fused "
                                          "accumulation)",
-    "--moe-router-force-load-balancing": "forces balanced routing (a benchmark setting; the audit prices the "
-                                         "recipe's routing imbalance)",
     "--sync-tp-duplicated-parameters": "Megatron-DeepSpeed all-reduces every LayerNorm's weight and bias and the "
                                        "row-parallel biases over the TP group in each forward (megatron/model/"
                                        "fused_layer_norm.py, mpu/layers.py): small all-reduces, not priced",
@@ -161,6 +160,12 @@ NEWER_THAN_ASYNC_SWITCH = {
 """Megatron-LM arguments first added after ASYNC_SWITCH_IGNORED (the commit adding each to arguments.py): a launch or
 a log that has one runs a Megatron-LM that ignores the switch.  Megatron-DeepSpeed, which reads it, has none of them."""
 
+
+
+FORCE_BALANCED = (f"routing forced balanced, every expert rank given the mean of the tokens: a benchmark setting; "
+                  f"the same job on real data routes at its imbalance, priced {REAL_ROUTING_IMBALANCE} without it")
+"""Where a launch forces balanced MoE routing (Megatron-Core --moe-router-force-load-balancing, the vendor benchmark
+tables' setting): the job runs at routing imbalance 1.0, as validate prices those tables."""
 
 
 MEGATRON_UNPRICED_MODULES = ("gdn_norm_out", "gdp_in_proj", "gdp_qkv", "mhc")
@@ -261,6 +266,8 @@ def _megatron_recipe(f: str, a: Arg, s: Settings, state: dict) -> bool:
         for w in a.values:
             word_check(w, f)
         state["graph_modules"] = ([w.text for w in a.values], a.evidence)
+    elif f == "--moe-router-force-load-balancing":
+        s.put("recipe.routing_imbalance", 1.0, f"{a.evidence} ({FORCE_BALANCED})")
     elif f == "--recompute-modules":
         for w in a.values:
             word_check(w, f)
@@ -1427,8 +1434,7 @@ def _bridge_recipe(keys: dict[str, tuple[Any, str]], s: Settings) -> None:
                 s.put("recipe.moe_capacity_factor", float(factor), ev)
         force, ev = _bridge_value(keys, "moe_router_force_load_balancing")
         if force is True:
-            s.ignored.append(f"moe_router_force_load_balancing: {_MG_IGNORED['--moe-router-force-load-balancing']} "
-                             f"({ev})")
+            s.put("recipe.routing_imbalance", 1.0, f"{ev} ({FORCE_BALANCED})")
     modules, ev = _bridge_value(keys, "recompute_modules")
     if modules is not None:
         names = [modules] if isinstance(modules, str) else modules
