@@ -273,6 +273,17 @@ def _check_torchtitan_mxfp8(launch: LaunchLayout, topo: Topology) -> None:
                      f"(--cluster)")
 
 
+def _check_kv_heads(launch: LaunchLayout, layout: Layout, model: ModelSpec) -> None:
+    """A framework whose TP ranks compute whole KV heads (frameworks.Capability.kv_heads_whole: torchtitan) does not
+    start a job whose TP degree does not divide them: an InputError naming the files' TP, not a price."""
+    cap = CAPABILITIES.get(launch.framework)
+    if cap is None or not cap.kv_heads_whole or model.kv_heads % layout.tp == 0:
+        return
+    raise InputError(f"{launch.sources.get('tp') or 'tp'}: tp {layout.tp} with the {model.kv_heads} KV heads of "
+                     f"{model.name}: {cap.kv_heads_whole}, so this job does not start; use a TP degree that divides "
+                     f"{model.kv_heads}")
+
+
 def _check_maxtext_model(launch: LaunchLayout, model: ModelSpec) -> None:
     """A MaxText config names its model (model_name): --model must be the catalog model placement emits as that
     name (placement.emit.maxtext.MODELS)."""
@@ -1761,6 +1772,7 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
     model, model_sources = launched_model(launch, model)
     layout = resolve_layout(launch, model, topo.num_gpus, topo.gpus_per_host if topo.allocated else None)
     _check_torchtitan_mxfp8(launch, topo)
+    _check_kv_heads(launch, layout, model)
     recipe, recipe_sources = launch_recipe(launch, model, layout, recipe_overrides, several_hosts=topo.num_hosts > 1,
                                            precision=train.precision.value)
     refused = graphs_recompute_error(layout, recipe, model.is_moe)
