@@ -219,3 +219,19 @@ def test_megatron_deepspeed_moe_reads_its_gate(tmp_path) -> None:
     for bad in ("x", "0"):
         with pytest.raises(InputError, match=rf"--moe-train-capacity-factor must be .*got '{bad}'"):
             read(f"--moe-train-capacity-factor {bad}")
+
+
+@pytest.mark.parametrize(("drop", "named"), [("--num-layers 32 ", "--num-layers"),
+                                             ("--seq-length 4096 ", "--seq-length"),
+                                             ("--hidden-size 4096 --num-attention-heads 32 ",
+                                              "--hidden-size, --num-attention-heads")])
+def test_a_launch_without_one_required_model_argument_is_refused(tmp_path, drop: str, named: str) -> None:
+    """Megatron-LM's validate_args requires num_layers, hidden_size, num_attention_heads and a sequence length: a user
+    trial's script without --num-layers was priced with --model's 32 layers, unsaid."""
+    assert drop in LLAMA_8B
+    script = tmp_path / "train.sh"
+    script.write_text(f"torchrun --nproc-per-node 8 pretrain_gpt.py {LLAMA_8B.replace(drop, '')}\n")
+    result = _audit(script)
+    assert result.exit_code == 2 and f"the Megatron launch states no {named}: Megatron-LM requires" in result.output
+    script.write_text(f"torchrun --nproc-per-node 8 pretrain_gpt.py {LLAMA_8B}\n")
+    assert _audit(script).exit_code in (0, 1)

@@ -51,6 +51,7 @@ _MG_INT = {
     "--per-device-train-batch-size": "micro_batch_size",  # HF Trainer
     "--gradient-accumulation-steps": "grad_accumulation",  # HF Trainer
     "--global-batch-size": "global_batch", "--seq-length": "seq_len", "--num-layers": "num_layers",
+    "--encoder-num-layers": "num_layers", "--encoder-seq-length": "seq_len",  # validate_args' aliases of the two
     "--hidden-size": "hidden_size", "--num-attention-heads": "num_attention_heads", "--num-experts": "num_experts",
     "--zero-stage": "zero_stage", "--ffn-hidden-size": "ffn_hidden_size", "--num-query-groups": "num_query_groups",
     "--num-key-value-heads": "num_query_groups",  # Megatron-DeepSpeed's GQA (arguments.py 4efb479d :444-449, :623)
@@ -846,6 +847,19 @@ def model_defaults(s: Settings) -> None:
             f"{s.path}: the Megatron launch states none of --num-layers, --hidden-size, --num-attention-heads: "
             f"Megatron-LM requires them (megatron/training/arguments.py validate_args), so this job does not start, "
             f"and nothing of its model is read; give the script that launches the job, its model arguments included")
+    else:
+        # ...and one left out is the same refusal (a user trial: a script without --num-layers was priced with
+        # --model's 32 layers, unsaid); so is a launch without a sequence length (validate_args asserts
+        # encoder_seq_length where --seq-length is not given, :1306-1311)
+        missing = [flag for flag, name in (("--num-layers", "num_layers"), ("--hidden-size", "hidden_size"),
+                                           ("--num-attention-heads", "num_attention_heads"),
+                                           ("--seq-length", "seq_len")) if not s.has(name)]
+        if missing:
+            s.refusal = s.refusal or (
+                f"{s.path}: the Megatron launch states no {', '.join(missing)}: Megatron-LM requires "
+                f"{'it' if len(missing) == 1 else 'them'} (megatron/training/arguments.py validate_args, core_v0.19.0 "
+                f":1273-1277 required_args, :1306-1311), so this job does not start, and placement takes no model "
+                f"dimension from --model in its place; add {', '.join(missing)} to the script that launches the job")
     if not (s.has("hidden_size") and s.has("num_attention_heads")):
         return
     hidden, heads = s.value("hidden_size"), s.value("num_attention_heads")
