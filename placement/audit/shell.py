@@ -187,6 +187,9 @@ _DECLARE_LOCAL = {"local", "declare", "typeset"}
 """Declaration commands that make a variable local when run inside a function."""
 WATCHED_ENVIRONMENT = ("CUDA_LAUNCH_BLOCKING", "CUDA_VISIBLE_DEVICES")
 """Environment variables a command's `environment` reports (the ones the cost model prices)."""
+SLURM_JOB_ENVIRONMENT = ("SLURM_NNODES", "SLURM_NTASKS_PER_NODE")
+"""SLURM's job variables a command's `environment` also reports where the #SBATCH header fixes them (sbatch puts
+them in every command's environment): the task count of an `srun python ...` launch, one rank per task."""
 _RESERVED = {"then", "elif", "else", "fi", "do", "done", "esac"}
 """Words bash accepts only inside a compound command; tree-sitter reads a stray one as a command name."""
 _WORDS = {"word", "string", "raw_string", "ansi_c_string", "translated_string", "concatenation", "simple_expansion",
@@ -944,6 +947,10 @@ def _environment(state: _State, prefixed: set[str], org: Origin, reason: str | N
     for name in WATCHED_ENVIRONMENT:
         var = state.vars.get(name)
         if (name in state.exported or name in prefixed) and var is not None and var.value is not None:
+            out.append((name, _to_word(var.value, org, reason)))
+    for name in SLURM_JOB_ENVIRONMENT:
+        var = state.vars.get(name)
+        if var is not None and var.value is not None:
             out.append((name, _to_word(var.value, org, reason)))
     return tuple(out)
 

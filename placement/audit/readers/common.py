@@ -4,6 +4,7 @@ files' settings with conflict checks, and the nearest known key to an unknown on
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import re
 from collections.abc import Collection
@@ -387,6 +388,41 @@ def deepspeed_grad_accumulation(s: Settings, bf16_optimizer: bool, evidence: str
               f"reduces them at the step boundary; ZeRO-2/3 reduce-scatter them every micro-batch)")
 
 
+def _srun_tasks(launch: Launch, s: Settings) -> None:
+    """`srun python train.py`: one rank per SLURM task, so the world size is srun's task count: its -n/--ntasks, or
+    its -N/--nodes times --ntasks-per-node, each from srun's flags or else the job's SLURM_NNODES and
+    SLURM_NTASKS_PER_NODE that the #SBATCH header fixes (a user trial's `#SBATCH --nodes=8 --ntasks-per-node=8`
+    job was priced on the cluster's 1,024 GPUs)."""
+    words = launch.launcher_args[1:]
+    given: dict[str, Word] = {}
+    k = 0
+    while k < len(words):
+        t = words[k].text
+        m = re.fullmatch(r"(--nodes|--ntasks|--ntasks-per-node|-N|-n)(?:=(.*))?", t)
+        if m and m.group(2) is not None:
+            given[m.group(1)] = dataclasses.replace(words[k], text=m.group(2))
+        elif m and k + 1 < len(words):
+            given[m.group(1)] = words[k + 1]
+            k += 1
+        k += 1
+
+    def count(*names: str, env: str | None = None) -> tuple[int, str] | None:
+        word = next((given[n] for n in names if n in given), None) or (launch.command.env(env) if env else None)
+        if word is None or word.unresolved or not re.fullmatch(r"\d+", word.text):
+            return None
+        return int(word.text), word.evidence
+
+    tasks = count("-n", "--ntasks")
+    nodes, per_node = count("-N", "--nodes", env="SLURM_NNODES"), count("--ntasks-per-node",
+                                                                         env="SLURM_NTASKS_PER_NODE")
+    if per_node is not None:
+        s.put("gpus_per_node", per_node[0], f"{per_node[1]} (srun starts one rank per task)")
+    if tasks is not None:
+        s.put("world_size", tasks[0], f"{tasks[1]} (srun starts one rank per task)")
+    elif nodes is not None and per_node is not None:
+        s.put("world_size", nodes[0] * per_node[0], f"{nodes[1]}; {per_node[1]} (srun starts one rank per task)")
+
+
 def launcher_settings(launch: Launch, s: Settings) -> None:
     """The world size and GPUs per node torchrun's flags fix; the deepspeed launcher's node and GPU counts; the
     environment the launch runs with (CUDA_LAUNCH_BLOCKING)."""
@@ -429,6 +465,9 @@ def launcher_settings(launch: Launch, s: Settings) -> None:
                 s.put("gpus_per_node", p, procs.evidence)
         if n is not None and p is not None:
             s.put("world_size", n * p, f"{nodes.evidence if nodes else procs.evidence}; {procs.evidence}")
+    elif launch.launcher is None and launch.launcher_args and \
+            launch.launcher_args[0].text.rsplit("/", 1)[-1] == "srun":
+        _srun_tasks(launch, s)
     elif launch.launcher in ("deepspeed", "deepspeed.pt"):
         # --hostfile's value is not read: the hostfile the job uses is the one passed with the files (its path, say
         # "$PLAN_DIR/hostfile" in placement's launch.sbatch, may depend on the directory the job starts in)
