@@ -94,7 +94,7 @@ def _accelerate(path: Path) -> bool:
     from placement.audit.readers.dispatch import accelerate_yaml
     from placement.loaders.files import parse_yaml, read_text
 
-    return accelerate_yaml(parse_yaml(read_text(path, "YAML config", "expected YAML"), path, "YAML config"))
+    return accelerate_yaml(parse_yaml(read_text(path, "YAML config", "expected YAML"), path, "YAML config", False))
 
 
 EMPTY_ARGUMENT_MARKS = ("got nothing", "cannot be evaluated", "which the files do not set", "got ''",

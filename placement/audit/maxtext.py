@@ -143,7 +143,7 @@ def is_maxtext_config(data: Any) -> bool:
 def yaml_keys(path: Path) -> dict[str, tuple[Any, str]]:
     """{key: (value, "file:line: text")} of a MaxText config file."""
     text = read_text(path, "MaxText config", "expected a MaxText YAML config")
-    data = parse_yaml(text, path, "MaxText config")
+    data = parse_yaml(text, path, "MaxText config", False)
     if not is_maxtext_config(data):
         raise InputError(f"{path}: no MaxText keys (base_config, ici_*/dcn_*_parallelism, per_device_batch_size, a "
                          f"model config's decoder_block or base_emb_dim); "

@@ -95,21 +95,62 @@ def json_limit_problem(err: ValueError | RecursionError) -> str:
     return f"the JSON cannot be read ({err})"
 
 
-def parse_json(text: str, path: Path, expected: str, syntax_error: Callable[[json.JSONDecodeError], str]) -> Any:
+class DuplicateKey(ValueError):
+    """A mapping states one key twice (`key`, and where each is, as text)."""
+
+
+def unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    seen: set[str] = set()
+    for key, _ in pairs:
+        if key in seen:
+            raise DuplicateKey(f"key {key!r} appears twice in one object")
+        seen.add(key)
+    return dict(pairs)
+
+
+def parse_json(text: str, path: Path, expected: str, syntax_error: Callable[[json.JSONDecodeError], str],
+               unique_keys: str | None = None) -> Any:
     """`json.loads`, every failure an InputError: a syntax error worded by the caller (it names the line),
-    nesting or numbers past Python's limits as "{path}: {why}; {expected}"."""
+    nesting or numbers past Python's limits as "{path}: {why}; {expected}".  `unique_keys`: why a key stated twice
+    is an error (its reader refuses it; None: the last one wins, as `json.load` reads it)."""
     try:
-        return json.loads(text)
+        return json.loads(text, object_pairs_hook=unique_pairs if unique_keys else None)
+    except DuplicateKey as err:
+        raise InputError(f"{path}: {err}: {unique_keys}; keep one") from None
     except json.JSONDecodeError as err:
         raise InputError(syntax_error(err)) from None
     except (ValueError, RecursionError) as err:
         raise InputError(f"{path}: {json_limit_problem(err)}; {expected}") from None
 
 
-def parse_yaml(text: str, path: Path, what: str) -> Any:
-    """`yaml.safe_load`, every failure an InputError naming the line and column, or the nesting limit."""
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """yaml.SafeLoader that refuses a mapping stating one key twice (PyYAML keeps the last, silently)."""
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            lines: dict[Any, int] = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    first = lines.setdefault(key, key_node.start_mark.line + 1)
+                except TypeError:  # an unhashable key: yaml refuses it below
+                    continue
+                if first != key_node.start_mark.line + 1:
+                    raise DuplicateKey(f"line {key_node.start_mark.line + 1}: key {key!r} is stated again (first at "
+                                       f"line {first})")
+        return super().construct_mapping(node, deep=deep)
+
+
+def parse_yaml(text: str, path: Path, what: str, unique_keys: bool = True) -> Any:
+    """`yaml.safe_load`, every failure an InputError naming the line and column, or the nesting limit.  A key
+    stated twice in one mapping is an error naming both lines (`unique_keys`; False for a framework's own file,
+    whose loader keeps the last, as PyYAML does)."""
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=_UniqueKeyLoader) if unique_keys else yaml.safe_load(text)
+    except DuplicateKey as err:
+        raise InputError(f"{path}: {err}: a {what} states each field once; keep the one you mean") from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f": line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""

@@ -58,7 +58,8 @@ def _read_json(path: Path) -> dict[str, Any]:
                      "pass a UTF-8 JSON file written by `json.dump(networkx.node_link_data(G), f)`")
     data = parse_json(text, path, "a cluster graph is networkx node-link JSON.", lambda err: (
         f"{path}:{err.lineno}:{err.colno}: not valid JSON ({err.msg}); the file must be networkx node-link "
-        "JSON, as `json.dump(networkx.node_link_data(G), f)` writes it."))
+        "JSON, as `json.dump(networkx.node_link_data(G), f)` writes it."),
+        unique_keys="a cluster graph states each field once (json.load would keep the last, silently)")
     if not isinstance(data, dict):
         raise InputError(
             f"{path}: the top level is a JSON {type(data).__name__}, expected an object with `nodes` and `edges` "

@@ -26,7 +26,7 @@ from placement.audit.readers.common import (
 )
 from placement.audit.readers.reading import AutoKey, Hostfile, Reading, Settings, UnknownKey
 from placement.errors import InputError
-from placement.loaders.files import parse_json, read_text
+from placement.loaders.files import DuplicateKey, json_limit_problem, read_text, unique_pairs
 from placement.specs.training import AttentionKernel
 
 DEEPSPEED_KEYS = frozenset({
@@ -84,11 +84,30 @@ def _unknown_json_keys(path: Path, lines: list[str], data: dict, s: Settings) ->
         raise typo_error(typos, "No DeepSpeed version read", DS_VERSIONS_READ, ZERO_FORBIDS)
 
 
+def read_config_text(text: str, path: Path) -> Any:
+    """A DeepSpeed config's text as DeepSpeed reads it (DeepSpeedConfig: `hjson.load(...,
+    object_pairs_hook=dict_raise_error_on_duplicate_keys)`, runtime/config.py:699): Hjson, so comments and trailing
+    commas are fine (a user trial's config with a trailing comma was refused as "not valid JSON" though the job
+    runs), and a key stated twice in one object stops the job ("Duplicate keys in DeepSpeed config")."""
+    import hjson
+
+    try:
+        return hjson.loads(text, object_pairs_hook=unique_pairs)
+    except DuplicateKey as err:
+        raise InputError(f"{path}: {err}: DeepSpeed refuses it (runtime/config.py DeepSpeedConfig reads the config "
+                         f"with dict_raise_error_on_duplicate_keys: \"Duplicate keys in DeepSpeed config\"), so this "
+                         f"job does not start; keep one") from None
+    except hjson.HjsonDecodeError as err:
+        raise InputError(f"{path}:{err.lineno}: not valid JSON or Hjson ({err.msg}); expected a DeepSpeed config "
+                         f"object") from None
+    except (ValueError, RecursionError) as err:
+        raise InputError(f"{path}: {json_limit_problem(err)}; expected a DeepSpeed config object") from None
+
+
 def read_json(path: Path, s: Settings) -> None:
     """A DeepSpeed JSON config: batch terms, ZeRO stage, AutoTP, precision; "auto" values kept for the join."""
     text = read_text(path, "DeepSpeed config", "expected a JSON file")
-    data = parse_json(text, path, "expected a DeepSpeed config object", lambda err: (
-        f"{path}:{err.lineno}: not valid JSON ({err.msg}); expected a DeepSpeed config object"))
+    data = read_config_text(text, path)
     if not isinstance(data, dict):
         raise InputError(f"{path}: expected a JSON object with DeepSpeed keys (train_batch_size, zero_optimization...)")
     if not set(data) & DEEPSPEED_KEYS:  # a file the audit reads nothing from is an error, not an empty layout

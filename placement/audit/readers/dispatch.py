@@ -126,7 +126,7 @@ OTHER_TOOLS = {"LLaMA-Factory": frozenset({"finetuning_type", "cutoff_len", "tem
 
 def _yaml_kind(path: Path) -> str | None:
     """"deepspeed" for an accelerate config; an InputError naming the tool for another tool's YAML; else None."""
-    data = parse_yaml(read_text(path, "YAML config", "expected YAML"), path, "YAML config")
+    data = parse_yaml(read_text(path, "YAML config", "expected YAML"), path, "YAML config", False)
     if accelerate_yaml(data):
         return "deepspeed"
     _refuse_other_tool(path, data)
@@ -290,7 +290,7 @@ def read_neox(paths: list[Path]) -> Settings:
     parts = []
     for path in paths:
         text = read_text(path, "YAML config", "expected a GPT-NeoX YAML config")
-        data = parse_yaml(text, path, "YAML config")
+        data = parse_yaml(text, path, "YAML config", False)
         if not isinstance(data, dict):
             raise InputError(f"{path}: a GPT-NeoX config file must be a mapping of keys, got {type(data).__name__}")
         parts.append((path, data, text.splitlines()))
@@ -344,7 +344,7 @@ def read_file(path: Path, fw: str) -> Settings:
         return s
     if kind == "yaml":
         text = read_text(path, "YAML config", "expected a Megatron-Bridge, GPT-NeoX or MaxText YAML config")
-        data = parse_yaml(text, path, "YAML config")
+        data = parse_yaml(text, path, "YAML config", False)
         _refuse_other_tool(path, data)
         if accelerate_yaml(data):
             if fw != "deepspeed":

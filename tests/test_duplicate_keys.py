@@ -1,0 +1,56 @@
+"""A key stated twice: placement's own files (model, cluster, recipe, sweep, step files, cluster graphs) refuse it,
+naming both lines (PyYAML and json keep the last, silently: a user trial's model file with two num_layers was planned
+with the second); a DeepSpeed config is read as DeepSpeed reads it, Hjson with duplicates refused
+(runtime/config.py: hjson.load(..., object_pairs_hook=dict_raise_error_on_duplicate_keys)), so comments and trailing
+commas are fine; a framework's own YAML keeps the last, as its loader does."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from placement.audit.launch import parse_launch
+from placement.catalog import catalog_root
+from placement.cli import main
+from placement.errors import InputError
+
+
+def test_a_model_file_with_a_key_twice_is_refused_naming_both_lines(tmp_path: Path) -> None:
+    text = (catalog_root() / "models" / "llama3-8b.yaml").read_text()
+    first = next(n for n, line in enumerate(text.splitlines(), 1) if line.startswith("num_layers:"))
+    lines = text.splitlines()
+    lines.insert(first, "num_layers: 64")
+    (tmp_path / "m.yaml").write_text("\n".join(lines) + "\n")
+    result = CliRunner().invoke(main, ["plan", "--model", str(tmp_path / "m.yaml"), "--cluster", "dgx-h100",
+                                       "--gpus", "64"])
+    assert result.exit_code == 2
+    assert f"line {first + 1}: key 'num_layers' is stated again (first at line {first})" in result.output
+
+
+def _ds(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "ds_config.json"
+    path.write_text(text)
+    return path
+
+
+def test_a_deepspeed_config_is_read_as_hjson(tmp_path: Path) -> None:
+    path = _ds(tmp_path, '{\n  // ZeRO-2 for the 8B run\n  "train_micro_batch_size_per_gpu": 2,\n'
+                         '  "zero_optimization": {"stage": 2,},\n  "bf16": {"enabled": true},\n}\n')
+    lay = parse_launch([path])
+    assert lay.zero_stage == 2 and lay.micro_batch_size == 2
+
+
+def test_a_deepspeed_config_with_a_key_twice_does_not_start(tmp_path: Path) -> None:
+    path = _ds(tmp_path, '{"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 1},\n'
+                         ' "bf16": {"enabled": true}, "zero_optimization": {"stage": 3}}\n')
+    with pytest.raises(InputError, match=r"key 'zero_optimization' appears twice in one object: DeepSpeed refuses "
+                                         r"it .*Duplicate keys in DeepSpeed config"):
+        parse_launch([path])
+
+
+def test_a_maxtext_config_keeps_the_last_as_its_loader_does(tmp_path: Path) -> None:
+    cfg = tmp_path / "cfg.yml"
+    cfg.write_text("base_config: base.yml\nper_device_batch_size: 2\nper_device_batch_size: 4\n")
+    assert parse_launch([cfg]).mesh["per_device_batch_size"] == 4
