@@ -21,14 +21,14 @@ test: $(BIN)/.installed
 $(BIN)/.verify-installed: $(BIN)/.installed pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[test,verify]'
 	# megatron-core 0.19.2 declares Python >= 3.12 but ships a cp311 wheel that imports on 3.11; installed
-	# on its own line so the override cannot touch numpy (reference/frameworks.md §0)
+	# on its own line so the override cannot touch numpy
 	$(BIN)/python -m pip install --quiet --ignore-requires-python --no-deps megatron-core==0.19.2
 	# maxtext 0.2.5 (Python >= 3.12, flax/orbax) is never imported: tests/verify/test_jax.py reads its base.yml
 	# and runs its mesh functions from the installed source files, so the wheel goes in without dependencies
 	$(BIN)/python -m pip install --quiet --ignore-requires-python --no-deps maxtext==0.2.5
 	# deepspeed 0.19.8 is an sdist whose setup.py imports torch and setuptools: build it in this venv
 	# (--no-build-isolation, else pip pulls a CUDA torch into an isolated env) with its build tools first,
-	# and compile no C++/CUDA ops (DS_BUILD_OPS=0; reference/frameworks.md §0)
+	# and compile no C++/CUDA ops (DS_BUILD_OPS=0: the checks import its Python only)
 	$(BIN)/python -m pip install --quiet 'setuptools>=70.1' wheel ninja
 	DS_BUILD_OPS=0 $(BIN)/python -m pip install --quiet --no-build-isolation deepspeed==0.19.8
 	touch $@

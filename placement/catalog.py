@@ -7,6 +7,7 @@ file (``.json`` = HuggingFace config.json, ``.yaml``/``.yml`` = our schema); oth
 
 from __future__ import annotations
 
+import difflib
 from functools import lru_cache
 from pathlib import Path
 from typing import TypeVar
@@ -83,9 +84,15 @@ def _is_dir(path: Path) -> bool:
 def _by_name(name: str, folder: Path, schema: type[S], what: str, flag: str) -> S:
     path = folder / f"{name}.yaml"
     if not _is_file(path):
-        known = ", ".join(_names(folder))
+        names = _names(folder)
+        # catalog names are lower-case: a name in another case, or one typo away, is named first (a user trial's
+        # --model Llama3-8B and --cluster dgx-h10 got the whole list alone)
+        near = [n for n in names if n.lower() == name.lower()] or difflib.get_close_matches(name, names, n=1,
+                                                                                              cutoff=0.8)
+        meant = f"did you mean {near[0]}? " if near else ""
         raise InputError(
-            f"{flag} {name!r}: no {what} of that name; known {what}s: {known}; or give a path to a YAML file"
+            f"{flag} {name!r}: no {what} of that name; {meant}known {what}s: {', '.join(names)}; or give a path to a "
+            f"YAML file"
         )
     return read_yaml(path, schema, what)
 

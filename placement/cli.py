@@ -554,7 +554,34 @@ def build_job(model_ref, cluster_ref, gpus, nodes, seq_len, global_batch, precis
     train = TrainingSpec(seq_len=seq_len or model.default_seq_len,
                          global_batch=global_batch or model.default_global_batch, precision=Precision(precision),
                          memory_headroom_bytes=headroom)
+    if ctx is not None:
+        ctx.meta["job_defaults"] = job_defaults(model, seq_len, global_batch)
     return model, train, topo
+
+
+def job_defaults(model, seq_len: int | None, global_batch: int | None) -> dict[str, str]:
+    """The job's sequence length and global batch that come from neither a flag nor the model file (ModelSpec's own
+    defaults), each with its value and the fix: a user trial's model file without default_seq_len and
+    default_global_batch was planned at 4096 x 1024, said nowhere.  Printed as a note and under `job_defaults`."""
+    out = {}
+    for field, flag, given, key in (("seq_len", "--seq-len", seq_len, "default_seq_len"),
+                                    ("global_batch", "--global-batch", global_batch, "default_global_batch")):
+        if given is None and key not in model.model_fields_set:
+            out[field] = (f"{getattr(model, key)}: placement's default; {model.name} states no {key} (give {flag} or "
+                          f"set {key} in the model file)")
+    return out
+
+
+def _job_defaults_note() -> None:
+    """The note of `job_defaults` on stderr (text output)."""
+    ctx = click.get_current_context(silent=True)
+    for field, why in ((ctx.meta.get("job_defaults") or {}) if ctx is not None else {}).items():
+        click.echo(f"placement: note: {field.replace('_', ' ')} {why}", err=True)
+
+
+def _job_defaults_json() -> dict[str, str]:
+    ctx = click.get_current_context(silent=True)
+    return dict((ctx.meta.get("job_defaults") or {}) if ctx is not None else {})
 
 
 def _uncalibrated_step(model, train, best, recipe_sources, model_sources) -> None:
@@ -610,6 +637,21 @@ def _modules_need_selective(recipe: Recipe, recompute: tuple[str, ...]) -> None:
         raise InputError(f"--recompute-modules {','.join(m.value for m in recipe.recompute_modules)} names what "
                          f"selective recompute reruns, but --recompute allows only {', '.join(recompute)}: add "
                          f"--recompute selective, or drop --recompute-modules")
+
+
+def _check_moe_recipe(recipe: Recipe, sources: dict[str, str], model: ModelSpec) -> None:
+    """A recipe field only an MoE model prices, given for a dense one: bad input, as --ep is (a user trial:
+    `--moe-dispatcher deepep --routing-imbalance 1.5` on Llama 3 8B were echoed in the recipe line and priced
+    nothing)."""
+    if model.is_moe:
+        return
+    from placement.calibration.published import MOE_ONLY
+
+    # flags only: a --recipe file may be shared with MoE jobs
+    given = sorted(RECIPE_FLAGS.get(f, f) for f in MOE_ONLY if sources.get(f) == "flag")
+    if given:
+        raise InputError(f"{', '.join(given)}: {model.name} has no experts, so nothing of it is priced; drop it (it "
+                         f"sets the MoE layers' dispatch, routing or capacity)")
 
 
 def _check_recompute_num_layers(recipe: Recipe, sources: dict[str, str], recompute: tuple[str, ...],
@@ -716,7 +758,7 @@ def _write_out(out, formats: list[str] | None, chosen, gpu_of_rank, topo, model,
 @click.option("--exhaustive", is_flag=True,
               help="Also price what the search leaves out as dominated (ZeRO-0, selective recompute under fused "
                    "attention, sequence parallelism off); the best plan is the same.")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
+@click.option("--out", "out_dir", type=click.Path(), default=None,
               help="Write the plan's launch files (host order, SLURM hostfile, MPI rankfile, --emit formats) here.")
 @click.option("--emit", "emit_formats", default=None, help=EMIT_HELP)
 @click.option("--plan-index", type=click.IntRange(1, 100), default=1, show_default=True,
@@ -749,6 +791,7 @@ def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, pr
     given_model = model  # the files' own model code (DeepSpeed, a device mesh) runs it as given
     model, model_sources = model_as_run(framework, model, f"--framework {framework}")
     _check_recompute_num_layers(recipe, sources, recompute or tuple(r.value for r in Recompute), model)
+    _check_moe_recipe(recipe, sources, model)
     formats = _check_out(out_dir, emit_formats, framework)
     report = _check_report(report_file)
     # the recipe fields the user left open are searched: each choice field, and the recompute modules
@@ -822,8 +865,9 @@ def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, pr
     written = plan_index if out_dir is not None else None
     if as_json:
         click.echo(json.dumps(plan_json(planned) | {"calibration": calibration_json(), "files_run": files_run,
-                                                    "files_plan_index": written}))
+                                                    "files_plan_index": written, "job_defaults": _job_defaults_json()}))
     else:
+        _job_defaults_note()
         click.echo(plan_table(planned, exhaustive=exhaustive))
         if written is not None and written > 1:  # the lines above are plan 1's: a user trial read them as the files'
             from placement.report import single_plan_table
@@ -874,7 +918,7 @@ def _say_emit_narrows(formats: list[str], framework: str | None, before, after, 
 @click.option("--recompute", type=click.Choice([r.value for r in Recompute]), default="none", show_default=True)
 @click.option("--sequence-parallel/--no-sequence-parallel", default=None,
               help="Default: on when tp > 1.")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
+@click.option("--out", "out_dir", type=click.Path(), default=None,
               help="Write the layout's launch files (host order, SLURM hostfile, MPI rankfile, --emit formats) here; "
                    "ranks in the machine's order.")
 @click.option("--emit", "emit_formats", default=None, help=EMIT_HELP)
@@ -903,6 +947,7 @@ def evaluate(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch
     given_model = model  # the files' own model code (DeepSpeed, a device mesh) runs it as given
     model, model_sources = model_as_run(framework, model, f"--framework {framework}")
     _check_recompute_num_layers(recipe, sources, (recompute,), model, pp, vpp)
+    _check_moe_recipe(recipe, sources, model)
     per_replica = tp * cp * pp
     for name, value in (("--tp", tp), ("--cp", cp), ("--ep", ep), ("--etp", etp), ("--pp", pp), ("--vpp", vpp),
                         ("--mbs", mbs)):
@@ -934,9 +979,11 @@ def evaluate(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch
         files_run = []
     if as_json:
         # files_run only where files were written: without --out the JSON stays one Plan (and its calibration)
-        click.echo(json.dumps(result.model_dump(mode="json") | {"calibration": calibration_json()}
+        click.echo(json.dumps(result.model_dump(mode="json") | {"calibration": calibration_json(),
+                                                                "job_defaults": _job_defaults_json()}
                               | ({"files_run": files_run} if out_dir is not None else {})))
     else:
+        _job_defaults_note()
         click.echo(single_plan_table(result))
         if files_run:
             click.echo("\nthe files written run other than this plan (each file's header says so too):\n"
@@ -1005,7 +1052,7 @@ def show_accelerators():
 
 @main.command()
 @click.argument("sweep_file", type=click.Path(exists=True, dir_okay=False))
-@click.option("--out", "out_dir", type=click.Path(file_okay=False), required=True,
+@click.option("--out", "out_dir", type=click.Path(), required=True,
               help="Directory for sweep.csv, sweep.json, frontier.png, breakdown.png and the cache.")
 @click.option("--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True,
               help="local: a process pool on this machine; ray: tasks on a Ray cluster (RAY_ADDRESS) or a local one.")
@@ -1150,7 +1197,7 @@ def _files_text(paths) -> str:
 @click.option("--map-time-limit", type=_SECONDS, default=1.0, show_default=True,
               help="CP-SAT deterministic time for the audit's plans on a real allocation, shared by the candidates "
                    "that need a solve.")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
+@click.option("--out", "out_dir", type=click.Path(), default=None,
               help="Write the best plan's launch files (host order, hostfiles, the framework's config) here.")
 @click.option("--report", "report_file", default=None,
               help=REPORT_HELP.format(what="the job as launched and the best plan on the topology, their step and "

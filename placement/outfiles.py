@@ -53,6 +53,13 @@ def check_out_file(path: str | Path, flag: str) -> Path:
     return out
 
 
+def _umask() -> int:
+    """The process's umask (os.umask sets it to read it; it is set back at once)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
     """A temporary path beside `path` to write to; renamed over `path` when the block ends without an error,
@@ -62,6 +69,10 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     os.close(fd)
     try:
         yield Path(tmp)
+        # mkstemp makes the file private (0600); give it the mode a plain write would (an existing file's, else
+        # 0666 less the umask), so a launch script or report is as readable as the user's other files (a user trial:
+        # teammates on a shared cluster could not read any file placement wrote)
+        os.chmod(tmp, path.stat().st_mode & 0o7777 if path.exists() else 0o666 & ~_umask())
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):

@@ -95,12 +95,15 @@ def _resolve_size(cluster: ClusterSpec, num_gpus: int | None, num_nodes: int | N
                    f"--nodes {num_nodes} x {cluster.gpus_per_node} GPUs per {cluster.name} node")
         return num_nodes * cluster.gpus_per_node
     n = cluster.default_num_gpus if num_gpus is None else num_gpus
+    # the value as the user gave it: the flag, or the cluster file's default (a user trial was told "--gpus 1020",
+    # which it never passed)
+    said = f"--gpus {n}" if num_gpus is not None else f"cluster {cluster.name!r} default_num_gpus {n} (no --gpus given)"
     if n < 1:
-        raise InputError(f"--gpus {n}: must be at least 1")
-    _check_max(n, f"--gpus {n}" if num_gpus is not None else f"cluster {cluster.name!r} default_num_gpus {n}")
+        raise InputError(f"{said}: must be at least 1")
+    _check_max(n, said)
     if n > cluster.gpus_per_node and n % cluster.gpus_per_node:
         raise InputError(
-            f"--gpus {n} is not a whole number of {cluster.name} nodes ({cluster.gpus_per_node} GPUs each); "
+            f"{said} is not a whole number of {cluster.name} nodes ({cluster.gpus_per_node} GPUs each); "
             f"use {n // cluster.gpus_per_node * cluster.gpus_per_node} or "
             f"{(n // cluster.gpus_per_node + 1) * cluster.gpus_per_node}"
         )

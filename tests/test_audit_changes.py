@@ -101,3 +101,50 @@ def test_a_list_flags_every_word_is_compared(tmp_path) -> None:
         assert change is None
     else:
         assert change is not None and change["from"] == "core_attn moe" and change["to"] == written
+
+
+def test_a_best_plan_that_only_switches_recipe_features_is_a_finding(tmp_path) -> None:
+    """A user trial: the Megatron file of `plan --emit all` (a plan restricted to what every format launches) audited
+    at a 1.051x speed-up from --tp-comm-overlap and full CUDA graphs with "no findings": combined_changes named only
+    layout fields, so a recipe-only saving passed `--fail-on`."""
+    import json
+
+    from click.testing import CliRunner
+
+    from placement.cli import main
+
+    job = ["--model", "llama3-70b", "--cluster", "dgx-h100", "--gpus", "1024"]
+    out = tmp_path / "launch"
+    result = CliRunner().invoke(main, ["plan", *job, "--emit", "all", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    result = CliRunner().invoke(main, ["--reproducible", "audit", "--launch", str(out / "megatron.sh"), *job, "--json"])
+    got = json.loads(result.stdout)
+    assert got["best"]["step_time_s"] < 0.98 * got["estimate"]["step_time_s"]
+    [combined] = [f for f in got["findings"] if f["kind"] == "combined_changes"]
+    assert "tp_comm_overlap false -> true" in combined["message"]
+
+
+def test_a_deepspeed_change_list_states_the_recompute_and_the_files_own_values(tmp_path) -> None:
+    """A user trial: a ZeRO-3 JSON (activation_checkpointing.partition_activations true) whose job needs recompute to
+    fit got four activation_checkpointing keys "from null", one of them already in the file, and not the recompute
+    (model code) that makes it fit."""
+    import json
+
+    from click.testing import CliRunner
+
+    from placement.cli import main
+
+    (tmp_path / "ds_config.json").write_text(json.dumps({
+        "train_batch_size": 32, "gradient_accumulation_steps": 1, "zero_optimization": {"stage": 3},
+        "bf16": {"enabled": True}, "activation_checkpointing": {"partition_activations": True,
+                                                                "contiguous_memory_optimization": False}}))
+    (tmp_path / "hostfile").write_text("".join(f"gpu000{i} slots=8\n" for i in range(1, 5)))
+    result = CliRunner().invoke(main, ["--reproducible", "audit", "--launch", str(tmp_path / "ds_config.json"),
+                                       "--launch", str(tmp_path / "hostfile"), "--model", "llama3-70b", "--cluster",
+                                       "dgx-h100", "--gpus", "32", "--json"])
+    got = json.loads(result.stdout)
+    assert got["best"]["layout"]["recompute"] == "full" and not got["estimate"]["fits"]
+    changes = {c["argument"]: (c["from"], c["to"]) for c in got["changes"]}
+    assert changes["recompute (model code)"] == ("none", "full")
+    assert changes["activation_checkpointing.partition_activations"] == ("true", "false")
+    assert "activation_checkpointing.contiguous_memory_optimization" not in changes  # the file already has it

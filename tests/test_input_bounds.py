@@ -72,6 +72,16 @@ def test_a_hostfile_slot_count_of_zero_is_bad_input(tmp_path):
     assert "host node1 has slots=0" in result.stderr
 
 
+def test_a_hostlist_in_a_deepspeed_hostfile_is_bad_input(tmp_path):
+    """DeepSpeed takes `node[01-04] slots=8` as one host of 8 GPUs (its pdsh runner then expands it): a user trial's
+    audit read it as one host named node[01-04]."""
+    hostfile = tmp_path / "hostfile"
+    hostfile.write_text("node[01-04] slots=8\n")
+    result = _run(["audit", *JOB, "--launch", str(hostfile)])
+    assert result.exit_code == 2
+    assert "'node[01-04]' is a SLURM hostlist; a DeepSpeed hostfile names one host per line" in result.stderr
+
+
 @pytest.mark.parametrize(("field", "value"), [("price_per_gpu_hour", 1e308), ("price_per_gpu_hour", float("inf")),
                                               ("price_per_gpu_hour", float("nan"))])
 def test_a_sweep_price_out_of_range_is_bad_input_not_infinity(tmp_path, field, value):

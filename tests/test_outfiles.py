@@ -34,7 +34,8 @@ def _bad_outs(tmp_path: Path) -> dict[str, tuple[Path, str]]:
     (taken / "hosts.txt").mkdir(parents=True)
     (taken / "sweep.json").mkdir(parents=True)
     return {"dev-null": (Path("/dev/null"), "exists and is not a folder"),
-            "a-file": (a_file, "is a file"),  # click.Path(file_okay=False) says so first
+            # placement's own one-paragraph message, not click's usage block (a user trial)
+            "a-file": (a_file, "exists and is not a folder; give --out a folder you can write"),
             "under-a-file": (a_file / "sub", "is a file, so nothing can be created under it"),
             "cannot-create": (Path("/proc/placement-out"), "cannot create it"),
             "output-is-a-folder": (taken, "is a folder; remove it or give another --out")}

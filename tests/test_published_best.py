@@ -104,6 +104,17 @@ def test_a_difference_in_a_field_the_layout_does_not_use_is_no_difference():
     assert [d for d in wide if "tp_async_backward" in d]
 
 
+def test_a_weight_gather_at_zero_0_is_no_difference():
+    """A user trial: the SC21 1.7B arguments (ZeRO-0) were told the published run of their degrees "ran otherwise
+    (recipe param_gather_overlap on there, off here)", though at ZeRO-0 no optimizer shard gathers weights."""
+    from placement.calibration.published import job_differences
+
+    run = "megatron-ptdp-2021-t1-gpt1p7b"
+    off = {"param_gather_overlap": False}
+    assert not [d for d in job_differences(run, {"zero_stage": 0}, off, False) if "param_gather_overlap" in d]
+    assert [d for d in job_differences(run, {"zero_stage": 1}, off, False) if "param_gather_overlap" in d]
+
+
 def test_a_thin_accelerator_group_takes_its_familys_runs():
     """A user trial: B200's one BF16 MoE run (GPT-OSS-120B, 12.6 % MFU) set the slow end of every B200 MoE cell to
     2-3.4x its point. With fewer than MIN_GROUP_RUNS on the accelerator, the family's runs at the precision stand in."""

@@ -120,7 +120,11 @@ def framework_settings(framework: str, ctx: EmitContext) -> dict[str, str]:
                 else str(v) for k, v in keys.items()}
     from placement.emit import deepspeed
 
-    out: dict[str, str] = {"topology (ds_topology.py)": deepspeed.topology(ctx)}
+    # recompute is the model code's (each layer wrapped in deepspeed.checkpointing.checkpoint, or the attention core
+    # alone): named as a setting so a change of it is listed (a user trial's audit listed only the
+    # activation_checkpointing keys, not the recompute that made the job fit)
+    out: dict[str, str] = {"topology (ds_topology.py)": deepspeed.topology(ctx),
+                           "recompute (model code)": ctx.plan.layout.recompute}
     if ctx.plan.layout.tp > 1:
         out["sequence_parallel (ds_topology.py)"] = str(ctx.plan.layout.sequence_parallel)
     if ctx.moe:  # the model code's MoE(..., ep_size=N), which ds_topology.py states
@@ -413,6 +417,14 @@ def launch_changes(framework: str, now: EmitContext, best: EmitContext, files_te
                    for k in list(a) + [k for k in b if k not in a] if a.get(k) != b.get(k)]
         if framework == "torchtitan":
             _subcommand_text(changes)
+    if framework == "deepspeed" and stated:
+        # the launched side in the JSON's own values where it states them (placement writes no
+        # activation_checkpointing section for a job without recompute; a user trial's config had one), and no
+        # change where the JSON already holds the value the best plan writes
+        for c in changes:
+            if c["from"] is None and c["argument"] in stated:
+                c["from"] = stated[c["argument"]]
+        changes = [c for c in changes if c["from"] != c["to"]]
     if framework == "gpt-neox":  # the config's own keys say what it states
         for c in changes:
             if c["from"] is not None and c["argument"] not in (stated or {}):

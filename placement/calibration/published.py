@@ -92,6 +92,11 @@ DEGREE_ONLY = {"tp": frozenset({"tp_comm_overlap", "tp_async_backward", "sp_save
 published run of its degrees "ran otherwise" for tp_async_backward, cp_comm_type and pipeline_unsharded_grads)."""
 
 
+SHARDED_ONLY = frozenset({"param_gather_overlap"})
+"""Recipe fields that price nothing at ZeRO-0, where no optimizer shard gathers updated weights (a user trial: the SC21
+1.7B arguments, ZeRO-0, were told the published run "ran otherwise" for param_gather_overlap)."""
+
+
 @cache
 def _as_validated(run_id: str) -> tuple[dict, dict] | None:
     """(stated layout beside the degrees, whole recipe) of a calibration run as `validate` prices it;
@@ -131,7 +136,8 @@ def job_differences(run_id: str, layout: dict, recipe: dict, moe: bool) -> list[
         mine = recipe.get(k, v)
         if isinstance(v, list) or isinstance(mine, (list, tuple)):
             v, mine = list(v or ()), list(mine or ())
-        idle = any(k in fields and int(layout.get(d) or 1) == 1 for d, fields in DEGREE_ONLY.items())
+        idle = any(k in fields and int(layout.get(d) or 1) == 1 for d, fields in DEGREE_ONLY.items()) or (
+            k in SHARDED_ONLY and int(layout.get("zero_stage") or 0) == 0)
         if mine == v or (k in MOE_ONLY and not moe) or (k == "recompute_modules" and not selective) or idle:
             continue
         out.append(f"recipe {k} {_show(v)} there, {_show(mine)} here")

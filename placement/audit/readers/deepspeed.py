@@ -1,5 +1,5 @@
 """DeepSpeed 0.19.8 launch material: the JSON config (with the HF Trainer's "auto" values), a hostfile
-(`host slots=N`; DeepSpeed's own rules, reference/frameworks.md §4), the `deepspeed` launcher's --num_nodes and
+(`host slots=N`; DeepSpeed's own rules, launcher/runner.py _parse_hostfile), the `deepspeed` launcher's --num_nodes and
 --num_gpus, and the TP/PP/DP a Python file's topology call states (`PipeModelDataParallelTopology`,
 `PipeDataParallelTopology`, `ProcessTopology`, `PipelineModule(num_stages=N)`: read with `ast`, never run), and
 the EP its `ep_size = N` or `MoE(..., ep_size=N)` states (deepspeed/moe/layer.py).
@@ -622,6 +622,14 @@ def read_hostfile(path: Path, s: Settings) -> None:
         if stripped[m.end():][:1] not in ("", " ", "\t"):  # DeepSpeed's search would read `slots=8.5` as 8
             raise InputError(f"{path}:{n}: {stripped!r}: the slot count is not a whole number (DeepSpeed would read "
                              f"slots={m.group(2)} from it); write slots=N with N the host's GPUs")
+        if re.search(r"\[[\d,\-]+\]", m.group(1)):
+            # a SLURM hostlist (node[01-04]): DeepSpeed takes the name as one host of `slots` GPUs, while its pdsh
+            # runner expands it to several, so the job's world size is not the hostfile's (a user trial: read as one
+            # host named node[01-04])
+            raise InputError(f"{path}:{n}: {m.group(1)!r} is a SLURM hostlist; a DeepSpeed hostfile names one host "
+                             f"per line (launcher/runner.py _parse_hostfile takes the name whole as one host of "
+                             f"slots={m.group(2)}); write each host on its own line (scontrol show hostnames expands "
+                             f"the list)")
         if m.group(1) in hosts:
             raise InputError(f"{path}:{n}: host {m.group(1)} is listed twice; DeepSpeed rejects duplicate hosts")
         if int(m.group(2)) < 1:

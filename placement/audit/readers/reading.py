@@ -527,7 +527,9 @@ class Settings:
         return Reading(framework, self.layout, self.job, dict(self.recipe),
                        {k: ev for k, ev in self.sources.items() if ev}, tuple(self.ignored),
                        "gpt-neox" if self.neox else "hf-trainer" if self.hf_trainer else None,
-                       dict(self.config_keys if self.neox or not self.hf_trainer else self.json_keys),
+                       # GPT-NeoX's config keys; else a DeepSpeed JSON's flat keys (HF Trainer's and plain
+                       # DeepSpeed's: the change list states what the file has, changes.launch_changes)
+                       dict(self.config_keys if self.neox else self.json_keys),
                        tuple(self.unknown_keys),
                        dict(self.config_spelling), self.torchtitan_form, dict(self.torchtitan_stated),
                        dict(self.bridge_keys), None if self.bridge_full else self.base_config, tuple(self.warnings),

@@ -1,0 +1,67 @@
+"""A sequence length or global batch from neither a flag nor the model file is placement's default, and says so: a
+user trial's model file without default_seq_len and default_global_batch was planned at 4096 x 1024, said nowhere."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from placement.catalog import catalog_root
+from placement.cli import main
+
+JOB = ["--cluster", "dgx-h100", "--gpus", "64", "--tp", "1", "--pp", "1"]
+
+
+def _model_without_defaults(tmp_path: Path) -> Path:
+    text = (catalog_root() / "models" / "llama3-8b.yaml").read_text()
+    kept = [line for line in text.splitlines() if not line.startswith(("default_seq_len", "default_global_batch"))]
+    path = tmp_path / "llama.yaml"
+    path.write_text("\n".join(kept) + "\n")
+    return path
+
+
+def test_placements_own_defaults_carry_their_source(tmp_path: Path) -> None:
+    model = _model_without_defaults(tmp_path)
+    got = json.loads(CliRunner().invoke(main, ["evaluate", "--model", str(model), *JOB, "--json"]).stdout)
+    assert got["seq_len"] == 4096 and got["global_batch"] == 1024
+    assert set(got["job_defaults"]) == {"seq_len", "global_batch"}
+    assert "states no default_global_batch (give --global-batch" in got["job_defaults"]["global_batch"]
+    text = CliRunner().invoke(main, ["evaluate", "--model", str(model), *JOB])
+    assert "placement: note: seq len 4096: placement's default" in text.stderr
+    given = json.loads(CliRunner().invoke(main, ["evaluate", "--model", str(model), *JOB, "--seq-len", "8192",
+                                                 "--global-batch", "512", "--json"]).stdout)
+    assert given["job_defaults"] == {}
+    catalog = json.loads(CliRunner().invoke(main, ["evaluate", "--model", "llama3-8b", *JOB, "--json"]).stdout)
+    assert catalog["job_defaults"] == {}  # the catalog file states both
+
+
+def test_a_moe_flag_on_a_dense_model_is_bad_input() -> None:
+    """A user trial: `--moe-dispatcher deepep --routing-imbalance 1.5` on Llama 3 8B were echoed in the recipe line and
+    priced nothing; --ep on a dense model was already refused."""
+    result = CliRunner().invoke(main, ["evaluate", "--model", "llama3-8b", *JOB, "--moe-dispatcher", "deepep",
+                                       "--routing-imbalance", "1.5"])
+    assert result.exit_code == 2
+    assert "--moe-dispatcher, --routing-imbalance: llama3-8b has no experts" in result.stderr
+    assert CliRunner().invoke(main, ["evaluate", "--model", "mixtral-8x7b", *JOB, "--moe-dispatcher", "deepep",
+                                     "--ep", "8"]).exit_code in (0, 1)
+
+
+def test_a_catalog_name_one_typo_or_a_case_away_is_named() -> None:
+    for flag, given, meant in (("--model", "Llama3-8B", "llama3-8b"), ("--model", "llama3-8bb", "llama3-8b"),
+                               ("--cluster", "dgx-h10", "dgx-h100")):
+        args = ["plan", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "8"]
+        args[args.index(flag) + 1] = given
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 2 and f"did you mean {meant}?" in result.stderr
+
+
+def test_a_cluster_files_default_size_is_named_as_such(tmp_path: Path) -> None:
+    """A user trial's cluster file with default_num_gpus 1020 was told "--gpus 1020", a flag it never passed."""
+    text = (catalog_root() / "hardware" / "clusters" / "dgx-h100.yaml").read_text()
+    lines = [line for line in text.splitlines() if not line.startswith("default_num_gpus")]
+    (tmp_path / "c.yaml").write_text("\n".join(lines) + "\ndefault_num_gpus: 1020\n")
+    result = CliRunner().invoke(main, ["plan", "--model", "llama3-8b", "--cluster", str(tmp_path / "c.yaml")])
+    assert result.exit_code == 2 and "default_num_gpus 1020 (no --gpus given) is not a whole number" in result.stderr
+    assert "--gpus 1020" not in result.stderr
