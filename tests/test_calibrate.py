@@ -307,6 +307,17 @@ def test_steps_the_fit_cannot_generalise_are_flagged(tmp_path: Path) -> None:
     assert all(profile.constants[n].value == profile.constants[n].default for n in steps)
 
 
+def test_a_step_off_by_a_unit_is_refused_not_fitted(tmp_path: Path) -> None:
+    """A user trial's step of 7,000 s (milliseconds written as seconds) was fitted to a BF16 efficiency of 0.02 and
+    plans then printed MFU 1.7 %: a measured step STEP_SCALE_LIMIT times off the model's price is refused."""
+    _, logs = study(tmp_path, truth={}, noise=0.0, steps=((8, 1, 1, 64, 8192),))
+    text = logs[0].read_text()
+    logs[0].write_text(re.sub(r"elapsed time per iteration \(ms\): ([0-9.]+)",
+                              lambda m: f"elapsed time per iteration (ms): {float(m.group(1)) * 1000:.1f}", text))
+    with pytest.raises(InputError, match=r"times the .* s the cost model prices its layout at, more than 10x off"):
+        Calibration(_base(), "dgx-h100", steps=logs).run()
+
+
 def test_a_step_yaml_nested_past_the_limit_is_an_error(tmp_path: Path) -> None:
     from placement.calibration.steps import read_steps
 
@@ -397,6 +408,9 @@ def test_a_step_yaml_layout_mistake_is_named_with_exit_2(tmp_path: Path, layout:
     ("0,8192,8192,bf16,750", "gemm.csv`:2: m = '0' must be a finite number above 0"),
     ("8192,8192,8192,bf16,-700", "gemm.csv`:2: tflops = '-700' must be a finite number above 0"),
     ("8192,8192,8192,bf16,inf", "gemm.csv`:2: tflops = 'inf' must be a finite number above 0"),
+    # above the tensor cores' peak: a unit slip (a user trial's 7,500 on an H100 fitted an efficiency of 1.0)
+    ("8192,8192,8192,bf16,7500", "gemm.csv`:2: 7500 TFLOP/s for 8192 x 8192 x 8192 bf16 is above h100-sxm's bf16 "
+                                 "peak of 989 TFLOP/s"),
 ])
 def test_a_gemm_row_that_is_no_measurement_is_named_with_exit_2(tmp_path: Path, row: str, message: str) -> None:
     """NaN ("Residuals are not finite"), a zero dimension or a negative rate (ZeroDivisionError) ended in exit 3."""

@@ -127,6 +127,11 @@ constants describes."""
 _REGIME_WORDS = {"latency": "latency-bound", "bandwidth": "bandwidth-bound", "mixed": "between the two"}
 
 
+STEP_SCALE_LIMIT = 10.0
+"""How far (either way) a measured step may be from the model's price before any fit: the validated runs are within
+1.3x (placement validate), so 10x is a unit slip or another job's number, not a constant to fit."""
+
+
 @dataclass(frozen=True)
 class _Nccl:
     run: NcclRun
@@ -212,6 +217,16 @@ class Calibration:
                 f"{base.accelerator.name} has no FP8 peak (peak_flops_fp8 unset: no FP8 tensor cores), so they would "
                 f"be fitted against its BF16 peak and move gemm_half_efficiency_dim, which BF16 plans share; remove "
                 f"the fp8 rows or calibrate on the cluster that ran them")
+        acc = base.accelerator
+        for m, n, k, dtype, tflops, line in self.gemm:
+            peak = acc.peak_flops_fp8 if dtype == "fp8" and acc.peak_flops_fp8 else acc.peak_flops_bf16
+            if tflops * 1e12 > peak:
+                # a measurement above the tensor cores' peak is a unit slip or another GPU's table (a user trial's
+                # 7,500 TFLOP/s on an H100 was fitted as an efficiency of 1.0, "identified")
+                raise InputError(f"GEMM table `{gemm}`:{line}: {tflops:g} TFLOP/s for {m:g} x {n:g} x {k:g} {dtype} is "
+                                 f"above {acc.name}'s {dtype} peak of {peak / 1e12:,.0f} TFLOP/s, which no GEMM "
+                                 f"reaches: check the unit (TFLOP/s, not GFLOP/s) and that the table was measured "
+                                 f"on {acc.name}")
         self.inputs = tuple(str(p) for p in (*nccl, *steps, *([gemm] if gemm else [])))
         self.regimes = np.array([], dtype=str)
         self.in_switch = self._in_switch()
@@ -315,6 +330,18 @@ class Calibration:
                                  f"{why}; check its layout and recompute")
             out.append(res.predicted_step_time_s)
         return np.array(out)
+
+    def _check_step_scale(self, values: dict[str, float]) -> None:
+        """A measured step STEP_SCALE_LIMIT times off the model's price before any fit is a unit slip (milliseconds
+        for seconds) or another job's number, which no constant within its bounds explains: a user trial's 7,000 s
+        step was fitted to a BF16 efficiency of 0.02, and plans then printed MFU 1.7 %."""
+        for s, t in zip(self.steps, self.step_times(values, self.steps), strict=True):
+            ratio = s.run.published_step_time_s / t
+            if not 1 / STEP_SCALE_LIMIT <= ratio <= STEP_SCALE_LIMIT:
+                raise InputError(f"measured run {s.run.id}: step_time_s {s.run.published_step_time_s:g} is "
+                                 f"{ratio:.3g} times the {t:.3g} s the cost model prices its layout at, more than "
+                                 f"{STEP_SCALE_LIMIT:g}x off either way: check the unit (seconds per step, not "
+                                 f"milliseconds or per-log-interval totals) and that the layout is the run's")
 
     def step_residual(self, runs: Sequence[StepRun]) -> Callable[[dict[str, float]], np.ndarray]:
         measured = np.array([s.run.published_step_time_s for s in runs])
@@ -466,6 +493,7 @@ class Calibration:
         held: list[HeldOut] = []
         if self.steps:
             fixed = dict(values)
+            self._check_step_scale(fixed)
             by_gemm = set(_identified(fits["gemm"])) if "gemm" in fits else set()
             names = [n for n in self.step_names() if n not in by_gemm]
             def residual_of(indices: Sequence[int]) -> Callable[[dict[str, float]], np.ndarray]:
