@@ -979,8 +979,8 @@ def evaluate(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch
         files_run = []
     if as_json:
         # files_run only where files were written: without --out the JSON stays one Plan (and its calibration)
-        click.echo(json.dumps(result.model_dump(mode="json") | {"calibration": calibration_json(),
-                                                                "job_defaults": _job_defaults_json()}
+        result = result.model_copy(update={"job_defaults": _job_defaults_json()})
+        click.echo(json.dumps(result.model_dump(mode="json") | {"calibration": calibration_json()}
                               | ({"files_run": files_run} if out_dir is not None else {})))
     else:
         _job_defaults_note()

@@ -147,6 +147,9 @@ class Plan(_Out):
     recipe_sources: dict[str, str] | None = None
     """Recipe field -> where its value came from: "flag", "file:PATH", "launch:FILE:LINE: TEXT" (audit),
     "searched" (the search chose it) or "default"."""
+    job_defaults: dict[str, str] | None = None
+    """`evaluate`: the sequence length and global batch from neither a flag nor the model file (placement's own
+    defaults), each with its value and fix (cli.job_defaults); `plan` puts them at the top of its JSON."""
 
     memory_headroom_bytes: float = 0.0
     """HBM per GPU the plan keeps free (`--memory-headroom-gib`), already taken out of `memory_capacity_bytes`."""

@@ -79,16 +79,10 @@ def test_a_list_flags_every_word_is_compared(tmp_path) -> None:
     from click.testing import CliRunner
 
     from placement.cli import main
+    from tests.megatron_scripts import mixtral_script
 
-    script = tmp_path / "train.sh"
-    script.write_text("torchrun --nproc-per-node 8 --nnodes 8 pretrain_gpt.py --disable-bias-linear --num-layers 32 "
-                      "--hidden-size 4096 --ffn-hidden-size 14336 --num-attention-heads 32 --normalization RMSNorm "
-                      "--position-embedding-type rope --rotary-base 1000000 --swiglu "
-                      "--untie-embeddings-and-output-weights --group-query-attention --num-query-groups 8 "
-                      "--seq-length 4096 --max-position-embeddings 32768 --micro-batch-size 1 --global-batch-size 256 "
-                      "--bf16 --num-experts 8 --moe-router-topk 2 --moe-grouped-gemm --expert-model-parallel-size 8 "
-                      "--moe-token-dispatcher-type alltoall --recompute-granularity selective "
-                      "--recompute-modules core_attn moe\n")
+    script = mixtral_script(tmp_path, "--moe-token-dispatcher-type alltoall --recompute-granularity selective "
+                                      "--recompute-modules core_attn moe")
     result = CliRunner().invoke(main, ["--reproducible", "audit", "--launch", str(script), "--model", "mixtral-8x7b",
                                        "--cluster", "dgx-h100", "--gpus", "64", "--json"])
     assert result.exit_code in (0, 1), result.output

@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from placement.cli import main
+from tests.megatron_scripts import mixtral_script
 
 CHECK = "full recompute is only supported with full iteration CUDA graph"
 MIXTRAL = ("--model", "mixtral-8x7b", "--cluster", "dgx-h100", "--gpus", "64", "--seq-len", "4096",
@@ -41,15 +42,8 @@ def test_moe_recompute_is_refused_beside_graphs_of_the_router(model: str, refuse
 
 
 def test_the_audit_refuses_a_launch_that_asks_for_both(tmp_path: Path) -> None:
-    script = tmp_path / "train.sh"
-    script.write_text("torchrun --nproc-per-node 8 --nnodes 8 pretrain_gpt.py --disable-bias-linear --num-layers 32 "
-                      "--hidden-size 4096 --ffn-hidden-size 14336 --num-attention-heads 32 --normalization RMSNorm "
-                      "--position-embedding-type rope --rotary-base 1000000 --swiglu "
-                      "--untie-embeddings-and-output-weights --group-query-attention --num-query-groups 8 "
-                      "--seq-length 4096 --max-position-embeddings 32768 --micro-batch-size 1 --global-batch-size 256 "
-                      "--bf16 --num-experts 8 --moe-router-topk 2 --moe-grouped-gemm --expert-model-parallel-size 8 "
-                      "--recompute-granularity full --recompute-method uniform --recompute-num-layers 1 "
-                      "--cuda-graph-impl transformer_engine\n")
+    script = mixtral_script(tmp_path, "--recompute-granularity full --recompute-method uniform "
+                                      "--recompute-num-layers 1 --cuda-graph-impl transformer_engine")
     result = _run("audit", "--launch", str(script), "--model", "mixtral-8x7b", "--cluster", "dgx-h100",
                   "--gpus", "64")
     assert result.exit_code == 2 and CHECK in result.output and "--cuda-graph-impl transformer_engine" in result.output

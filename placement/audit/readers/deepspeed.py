@@ -100,6 +100,9 @@ def read_config_text(text: str, path: Path) -> Any:
     except hjson.HjsonDecodeError as err:
         raise InputError(f"{path}:{err.lineno}: not valid JSON or Hjson ({err.msg}); expected a DeepSpeed config "
                          f"object") from None
+    except OverflowError as err:  # hjson reads 1e400 through int(): DeepSpeed stops at start on the same error
+        raise InputError(f"{path}: a number too large for the Hjson reader DeepSpeed loads its config with ({err}), "
+                         f"so this job does not start; write the value as a number of ordinary size") from None
     except (ValueError, RecursionError) as err:
         raise InputError(f"{path}: {json_limit_problem(err)}; expected a DeepSpeed config object") from None
 
