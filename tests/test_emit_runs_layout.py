@@ -141,3 +141,13 @@ def test_plan_prints_what_its_files_run_beside_the_plan(tmp_path: Path) -> None:
     assert json.loads(as_json.stdout)["files_run"] == [f"torchtitan.sh: {runs[2:]}"]
     plain = CliRunner().invoke(main, ["plan", *job[:-2], "--out", str(tmp_path / "c"), "--json", "--emit", "megatron"])
     assert json.loads(plain.stdout)["files_run"] == []
+
+
+def test_the_runs_line_gives_the_files_own_mfu(tmp_path: Path):
+    """A user trial: a file's `predicted:` line is the plan's; the line of what the file runs gave its step and memory
+    but not its MFU."""
+    evaluate(*LLAMA70, "--recompute", "selective", "--emit", "maxtext", "--out", str(tmp_path))
+    line = runs_line((tmp_path / "maxtext.yml").read_text())
+    *_, text = evaluate(*LLAMA70, "--recompute", "selective", "--recompute-modules", "core_attn,layernorm")
+    mfu = re.search(r"MFU (\d+\.\d%)", text).group(1)
+    assert f"tokens/s, MFU {mfu}, " in line

@@ -83,8 +83,9 @@ class EmitContext:
             return f"this file runs {what} (not priced: no job given){unpriced}", f"this file runs {what}{unpriced}"
         fits = "" if other.fits else " (DOES NOT FIT)"
         change = other.step_time_s / p.step_time_s - 1
+        # its MFU too: the `predicted:` line above is the plan's (a user trial looked for the file's own)
         line = (f"this file runs {what}: {other.step_time_s:.3f} s/step ({change:+.1%}), "
-                f"{other.tokens_per_s:,.0f} tokens/s, {other.peak_memory_bytes / GiB:.1f} of "
+                f"{other.tokens_per_s:,.0f} tokens/s, MFU {other.mfu:.1%}, {other.peak_memory_bytes / GiB:.1f} of "
                 f"{other.memory_capacity_bytes / GiB:.1f} GiB per GPU{fits}{unpriced}; the warnings say why")
         return line, (f"this file runs {what}: {other.step_time_s:.3f} s/step against the plan's "
                       f"{p.step_time_s:.3f} s/step{fits}{unpriced}")
