@@ -7,6 +7,7 @@ import types
 import typing
 
 import pydantic
+import yaml
 from pydantic import BaseModel, ConfigDict
 
 
@@ -38,7 +39,13 @@ class StrictScalars(Frozen):
         if isinstance(value, bool) and bool not in kinds:
             raise ValueError(f"{want} expected, not true/false: write the number")
         if isinstance(value, str) and not (float in kinds and _DECIMAL.fullmatch(value.strip())):
-            raise ValueError(f"{want} expected, not a string: write it without quotes")
+            # quotes are the fix only where the text is a number (`"8"`); other text is no number at all (a user
+            # trial's `--set budget=abc` was told to drop quotes it never wrote)
+            unquoted = yaml.safe_load(value) if value.strip() else None  # what the text is without its quotes
+            literal = isinstance(unquoted, (int, float)) and not isinstance(unquoted, bool) and unquoted == unquoted
+            literal = literal or (bool in kinds and isinstance(unquoted, bool))
+            raise ValueError(f"{want} expected, not a string: write it without quotes" if literal
+                             else f"{want} expected, not the text {value!r}")
         if kinds == {bool} and value is not None and not isinstance(value, bool):
             raise ValueError("true or false expected, not a number")
         return value
