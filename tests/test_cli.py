@@ -235,10 +235,11 @@ def test_emit_input_errors(tmp_path):
 
 def test_a_model_file_that_is_not_utf8_is_bad_input(tmp_path):
     path = tmp_path / "model.yaml"
-    path.write_bytes(b"name: \xff\xfe\n")
+    path.write_bytes(b"name: x\nsource: \xff\xfe\n")
     code, out, err = run("plan", "--model", str(path))
     assert code == 2 and out == ""
-    assert f"model file `{path}` cannot be read" in err and "UTF-8" in err
+    # the line, not a byte offset (a user trial's launch script had one Latin-1 byte in a comment)
+    assert f"model file `{path}`:2: byte 0xff is not UTF-8" in err and "re-save the file as UTF-8" in err
 
 
 def test_evaluate_writes_the_launch_files_of_the_layout_it_prices(tmp_path):

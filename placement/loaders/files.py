@@ -75,7 +75,13 @@ def read_text(path: Path, what: str, expected: str) -> str:
     try:
         data = read_bytes(path, what, expected)
         return data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")  # as text mode reads it
-    except (OSError, UnicodeDecodeError) as err:
+    except UnicodeDecodeError as err:
+        # the line, not a byte offset (a user trial's script had one Latin-1 byte in a comment)
+        line = err.object[:err.start].count(b"\n") + 1
+        raise InputError(f"{what} `{path}`:{line}: byte 0x{err.object[err.start]:02x} is not UTF-8, which placement "
+                         f"reads files as; re-save the file as UTF-8 (iconv -f latin1 -t utf-8, say); "
+                         f"{expected}.") from None
+    except OSError as err:
         raise InputError(f"{what} `{path}` cannot be read ({err}); {expected}.") from err
 
 
