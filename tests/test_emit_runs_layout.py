@@ -151,3 +151,13 @@ def test_the_runs_line_gives_the_files_own_mfu(tmp_path: Path):
     *_, text = evaluate(*LLAMA70, "--recompute", "selective", "--recompute-modules", "core_attn,layernorm")
     mfu = re.search(r"MFU (\d+\.\d%)", text).group(1)
     assert f"tokens/s, MFU {mfu}, " in line
+
+
+def test_the_header_says_where_the_host_order_is(tmp_path: Path):
+    """A user trial: device_mesh.py and maxtext.yml said the mapping is applied "by the host order (node ranks)
+    below" with no host order below; jax_mesh.py lacked the "this file runs" line maxtext.yml has."""
+    evaluate(*LLAMA70, "--recompute", "selective", "--emit", "all", "--out", str(tmp_path))
+    mesh = (tmp_path / "device_mesh.py").read_text()
+    assert "host order (node ranks) of launch.sbatch and hosts.txt" in mesh and "(node ranks) below" not in mesh
+    assert "(node ranks) of the launch lines (each host's JAX process id)" in (tmp_path / "maxtext.yml").read_text()
+    assert runs_line((tmp_path / "jax_mesh.py").read_text()) == runs_line((tmp_path / "maxtext.yml").read_text()) != ""

@@ -383,7 +383,7 @@ def recipe_warnings(ctx: EmitContext, framework: str, runs_instead: dict[str, st
     return out
 
 
-def header(ctx: EmitContext, framework: str, comment: str = "#", runs: str = "") -> str:
+def header(ctx: EmitContext, framework: str, comment: str = "#", runs: str = "", order_where: str = "below") -> str:
     """Which plan the file realizes and its predicted numbers; `runs`: what the file runs instead, when it
     cannot state the plan (EmitContext.runs_as), right under the prediction."""
     p = ctx.plan
@@ -405,10 +405,12 @@ def header(ctx: EmitContext, framework: str, comment: str = "#", runs: str = "")
         # above capacity without a word)
         + ("" if p.fits else " -- DOES NOT FIT: the job runs out of memory as planned"),
         *([runs] if runs else []),
-        "ranks: tp innermost, then cp, dp, pp (Megatron-Core and torchtitan order); the rank -> GPU mapping is",
-        "applied by the host order (node ranks)"
+        # where the host order is: the launch lines below, or (a file with none: the device mesh, MaxText's YAML)
+        # the launcher's (a user trial read "below" in a file that has no host order)
+        "ranks: tp innermost, then cp, dp, pp (placement's rank order, as Megatron-Core and torchtitan number them);",
+        "the rank -> GPU mapping is applied by the host order (node ranks)"
         + (" and each node's CUDA_VISIBLE_DEVICES" if any(ctx.visible_devices) else "")
-        + " below, never by renumbering ranks inside the framework",
+        + f" {order_where}, never by renumbering ranks inside the framework",
     ]
     return "\n".join(f"{comment} {line}" for line in lines) + "\n"
 

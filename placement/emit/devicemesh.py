@@ -71,7 +71,8 @@ def render(ctx: EmitContext) -> tuple[str, list[str]]:
                                f"{warn.replace('this file runs', 'without them it runs', 1)}")
         else:
             warnings.insert(0, warn)
-    return header(ctx, "PyTorch DeviceMesh", runs=line) + warn_block(warnings) + body, warnings
+    return header(ctx, "PyTorch DeviceMesh", runs=line, order_where="of launch.sbatch and hosts.txt (node rank k on "
+                  "its k-th host)") + warn_block(warnings) + body, warnings
 
 
 _YOURS = "the mesh carries no recipe; your training code runs whatever it implements"

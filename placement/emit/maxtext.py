@@ -564,20 +564,23 @@ def render(ctx: EmitContext) -> tuple[str, list[str], dict[str, str]]:
     line, warn = header_runs("MaxText", warnings, line, warn)
     if warn:
         warnings.insert(0, warn)
-    head = header(ctx, VERSION, runs=line) + warn_block(warnings)
+    head = header(ctx, VERSION, runs=line, order_where="of the launch lines (each host's JAX process id)") + \
+        warn_block(warnings)
     head += "".join(f"# {n}\n" for n in notes)
     head += "".join(f"# {line}\n" for line in launch_lines(ctx))
     body = "".join(f"{k}: {_yaml(v)}\n" for k, v in keys.items())
-    return head + body, warnings, {"jax_mesh.py": mesh_snippet(ctx, mesh, warnings)}
+    return head + body, warnings, {"jax_mesh.py": mesh_snippet(ctx, mesh, warnings, line)}
 
 
-def mesh_snippet(ctx: EmitContext, mesh: MaxTextMesh, warnings: list[str]) -> str:
+def mesh_snippet(ctx: EmitContext, mesh: MaxTextMesh, warnings: list[str], runs: str = "") -> str:
     """The same mesh built by hand with JAX: initialize in the planned process order, then the hybrid mesh."""
     hosts = ctx.hosts_in_rank_order
     visible = {h: v for h, v in zip(hosts, ctx.visible_devices, strict=True) if v is not None}
     host_list = "".join(f"    {h!r},\n" for h in hosts)
     return (
-        header(ctx, f"JAX mesh for {VERSION}") + warn_block(warnings)
+        # the same "this file runs" line as maxtext.yml: the mesh is that job's (a user trial found it only there)
+        header(ctx, f"JAX mesh for {VERSION}", runs=runs, order_where="in HOSTS below (each host's JAX process id)")
+        + warn_block(warnings)
         + '"""Run on every host before any other JAX call: `initialize()` then `build_mesh()`.\n\n'
         "Process k runs on HOSTS[k]: XLA numbers devices process by process and gives each host its own\n"
         "slice_index, so this list realises the planned host order; ICI_SHAPE is the part of each axis inside\n"
