@@ -572,16 +572,16 @@ def job_defaults(model, seq_len: int | None, global_batch: int | None) -> dict[s
     return out
 
 
-def _job_defaults_note() -> None:
-    """The note of `job_defaults` on stderr (text output)."""
-    ctx = click.get_current_context(silent=True)
-    for field, why in ((ctx.meta.get("job_defaults") or {}) if ctx is not None else {}).items():
-        click.echo(f"placement: note: {field.replace('_', ' ')} {why}", err=True)
-
-
 def _job_defaults_json() -> dict[str, str]:
+    """`job_defaults` of this command's job (build_job)."""
     ctx = click.get_current_context(silent=True)
     return dict((ctx.meta.get("job_defaults") or {}) if ctx is not None else {})
+
+
+def _job_defaults_note() -> None:
+    """The note of `job_defaults` on stderr (text output)."""
+    for field, why in _job_defaults_json().items():
+        click.echo(f"placement: note: {field.replace('_', ' ')} {why}", err=True)
 
 
 def _uncalibrated_step(model, train, best, recipe_sources, model_sources) -> None:

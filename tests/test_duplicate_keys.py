@@ -29,6 +29,14 @@ def test_a_model_file_with_a_key_twice_is_refused_naming_both_lines(tmp_path: Pa
     assert f"line {first + 1}: key 'num_layers' is stated again (first at line {first})" in result.output
 
 
+def test_a_key_twice_on_one_line_is_refused_too(tmp_path: Path) -> None:
+    """A flow mapping states both on one line: the check is by key, not by line."""
+    from placement.loaders.files import parse_yaml
+
+    with pytest.raises(InputError, match=r"line 1: key 'a' is stated again \(first at line 1\)"):
+        parse_yaml("{a: 1, a: 2}\n", tmp_path / "m.yaml", "model file")
+
+
 def _ds(tmp_path: Path, text: str) -> Path:
     path = tmp_path / "ds_config.json"
     path.write_text(text)

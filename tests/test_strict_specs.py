@@ -28,6 +28,8 @@ def _cluster() -> dict:
                                "without quotes."),
     ("tied_embeddings", 1, "field `tied_embeddings` = 1: true or false expected, not a number."),
     ("hidden_size", "4096", "field `hidden_size` = '4096': an integer expected, not a string"),
+    # text YAML cannot read unquoted is no number either (reading it to choose the advice must not stop the check)
+    ("hidden_size", "a: b: c", "field `hidden_size` = 'a: b: c': an integer expected, not the text 'a: b: c'"),
 ])
 def test_a_model_yaml_value_of_the_wrong_type_is_named(tmp_path: Path, field: str, value: object,
                                                        message: str) -> None:

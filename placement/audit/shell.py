@@ -944,13 +944,11 @@ def _run_again(state: _State, args: list[Word], org: Origin, reason: str | None)
 def _environment(state: _State, prefixed: set[str], org: Origin, reason: str | None) -> tuple[tuple[str, Word], ...]:
     """The watched variables a command inherits (exported) or is given on its line, with their values."""
     out = []
-    for name in WATCHED_ENVIRONMENT:
+    for name in (*WATCHED_ENVIRONMENT, *SLURM_JOB_ENVIRONMENT):
         var = state.vars.get(name)
-        if (name in state.exported or name in prefixed) and var is not None and var.value is not None:
-            out.append((name, _to_word(var.value, org, reason)))
-    for name in SLURM_JOB_ENVIRONMENT:
-        var = state.vars.get(name)
-        if var is not None and var.value is not None:
+        # sbatch puts its job variables in every command's environment; the others only where exported or prefixed
+        inherited = name in SLURM_JOB_ENVIRONMENT or name in state.exported or name in prefixed
+        if inherited and var is not None and var.value is not None:
             out.append((name, _to_word(var.value, org, reason)))
     return tuple(out)
 

@@ -139,13 +139,13 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                 if key_node.tag == "tag:yaml.org,2002:merge":
                     continue
                 key = self.construct_object(key_node, deep=True)
+                line = key_node.start_mark.line + 1
                 try:
-                    first = lines.setdefault(key, key_node.start_mark.line + 1)
+                    if key in lines:  # by key, not by line: a flow mapping `{a: 1, a: 2}` states both on one
+                        raise DuplicateKey(f"line {line}: key {key!r} is stated again (first at line {lines[key]})")
+                    lines[key] = line
                 except TypeError:  # an unhashable key: yaml refuses it below
                     continue
-                if first != key_node.start_mark.line + 1:
-                    raise DuplicateKey(f"line {key_node.start_mark.line + 1}: key {key!r} is stated again (first at "
-                                       f"line {first})")
         return super().construct_mapping(node, deep=deep)
 
 

@@ -41,7 +41,10 @@ class StrictScalars(Frozen):
         if isinstance(value, str) and not (float in kinds and _DECIMAL.fullmatch(value.strip())):
             # quotes are the fix only where the text is a number (`"8"`); other text is no number at all (a user
             # trial's `--set budget=abc` was told to drop quotes it never wrote)
-            unquoted = yaml.safe_load(value) if value.strip() else None  # what the text is without its quotes
+            try:  # what the text is without its quotes
+                unquoted = yaml.safe_load(value) if value.strip() else None
+            except yaml.YAMLError:  # text YAML cannot read unquoted (`a: b: c`) is no number either
+                unquoted = value
             literal = isinstance(unquoted, (int, float)) and not isinstance(unquoted, bool) and unquoted == unquoted
             literal = literal or (bool in kinds and isinstance(unquoted, bool))
             raise ValueError(f"{want} expected, not a string: write it without quotes" if literal
