@@ -744,6 +744,31 @@ def _write_out(out, formats: list[str] | None, chosen, gpu_of_rank, topo, model,
     return runs
 
 
+def _over_capacity(files_run: list[str]) -> list[str]:
+    """The written files whose own "this file runs" line says they run out of memory."""
+    from placement.emit.common import OVER_CAPACITY
+
+    return [line.split(":", 1)[0] for line in files_run if OVER_CAPACITY in line]
+
+
+def _fail_over_capacity(files_run: list[str], framework: str | None) -> None:
+    """Exit 1 where a file --emit wrote runs over the GPU's memory (a user trial: `--emit all` wrote a torchtitan.sh
+    that runs out of memory, with exit 0), after the output and the files, as `evaluate` exits over capacity."""
+    over = _over_capacity(files_run)
+    if not over:
+        return
+    from placement.emit.writer import FORMATS, output_names
+
+    frameworks = sorted({fmt for fmt in FORMATS if fmt in CAPABILITIES and set(output_names([fmt])) & set(over)})
+    one = len(over) == 1
+    fix = (f"plan for what {'it runs' if one else 'they run'} with "
+           f"{' or '.join(f'--framework {f}' for f in frameworks)}, or " if frameworks and framework is None else "")
+    _fail(EXIT_INFEASIBLE,
+          f"written, but over the GPU's memory: {' and '.join(over)} cannot state the plan, and what "
+          f"{'it runs' if one else 'each runs'} instead does not fit ({'its' if one else 'each'} header and "
+          f"'this file runs' line give the numbers); {fix}leave {'it' if one else 'them'} out of --emit")
+
+
 @main.command()
 @job_options
 @click.option("--top-k", type=click.IntRange(1, 100), default=5, show_default=True, help="Plans to return.")
@@ -865,6 +890,7 @@ def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, pr
     written = plan_index if out_dir is not None else None
     if as_json:
         click.echo(json.dumps(plan_json(planned) | {"calibration": calibration_json(), "files_run": files_run,
+                                                    "files_over_capacity": _over_capacity(files_run),
                                                     "files_plan_index": written, "job_defaults": _job_defaults_json()}))
     else:
         _job_defaults_note()
@@ -878,6 +904,7 @@ def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, pr
             click.echo(f"\nthe files written run other than plan {plan_index} (each file's header says so too):\n"
                        + "\n".join(f"  {line}" for line in files_run))
         _echo_calibration()
+    _fail_over_capacity(files_run, framework)
 
 
 def _say_emit_narrows(formats: list[str], framework: str | None, before, after, module_sets,
@@ -981,7 +1008,8 @@ def evaluate(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch
         # files_run only where files were written: without --out the JSON stays one Plan (and its calibration)
         result = result.model_copy(update={"job_defaults": _job_defaults_json()})
         click.echo(json.dumps(result.model_dump(mode="json") | {"calibration": calibration_json()}
-                              | ({"files_run": files_run} if out_dir is not None else {})))
+                              | ({"files_run": files_run, "files_over_capacity": _over_capacity(files_run)}
+                                 if out_dir is not None else {})))
     else:
         _job_defaults_note()
         click.echo(single_plan_table(result))
@@ -991,6 +1019,7 @@ def evaluate(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch
         _echo_calibration()
     if not result.fits:
         sys.exit(EXIT_INFEASIBLE)
+    _fail_over_capacity(files_run, framework)
 
 
 @main.group()

@@ -125,12 +125,16 @@ def test_plan_prints_what_its_files_run_beside_the_plan(tmp_path: Path) -> None:
     """`plan --emit torchtitan` without --framework: the plan is ZeRO-1, which torchtitan runs as ZeRO-2 (a user
     trial: the headline said 240.9 s, fitting, for a file that runs 268.3 s and does not fit, and the note claimed
     the search kept only what the format launches as priced).  The file's own "this file runs" line is printed
-    under the plan and given in the JSON; the note says only the recipe choices were narrowed."""
+    under the plan and given in the JSON; the note says only the recipe choices were narrowed.  What the file runs
+    does not fit (81 of 78 GiB): the command exits 1 after writing, naming the file and the fix (a user trial:
+    `--emit all` wrote files that run out of memory with exit 0)."""
     import json
 
     job = ["--model", "llama3-70b", "--cluster", "dgx-h100", "--gpus", "32", "--top-k", "1", "--emit", "torchtitan"]
     result = CliRunner().invoke(main, ["plan", *job, "--out", str(tmp_path / "a")])
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output
+    assert ("written, but over the GPU's memory: torchtitan.sh cannot state the plan" in result.stderr
+            and "plan for what it runs with --framework torchtitan, or leave it out of --emit" in result.stderr)
     header = (tmp_path / "a" / "torchtitan.sh").read_text().splitlines()
     runs = next(x for x in header if x.startswith("# this file runs "))
     assert "ZeRO-2 (not ZeRO-1)" in runs
@@ -138,9 +142,12 @@ def test_plan_prints_what_its_files_run_beside_the_plan(tmp_path: Path) -> None:
     assert f"torchtitan.sh: {runs[2:]}" in result.stdout
     assert "kept only the recipe choices every named format launches as priced" in result.stderr
     as_json = CliRunner().invoke(main, ["plan", *job, "--out", str(tmp_path / "b"), "--json"])
+    assert as_json.exit_code == 1
     assert json.loads(as_json.stdout)["files_run"] == [f"torchtitan.sh: {runs[2:]}"]
+    assert json.loads(as_json.stdout)["files_over_capacity"] == ["torchtitan.sh"]
     plain = CliRunner().invoke(main, ["plan", *job[:-2], "--out", str(tmp_path / "c"), "--json", "--emit", "megatron"])
-    assert json.loads(plain.stdout)["files_run"] == []
+    assert plain.exit_code == 0
+    assert json.loads(plain.stdout)["files_run"] == [] and json.loads(plain.stdout)["files_over_capacity"] == []
 
 
 def test_the_runs_line_gives_the_files_own_mfu(tmp_path: Path):
@@ -161,3 +168,22 @@ def test_the_header_says_where_the_host_order_is(tmp_path: Path):
     assert "host order (node ranks) of launch.sbatch and hosts.txt" in mesh and "(node ranks) below" not in mesh
     assert "(node ranks) of the launch lines (each host's JAX process id)" in (tmp_path / "maxtext.yml").read_text()
     assert runs_line((tmp_path / "jax_mesh.py").read_text()) == runs_line((tmp_path / "maxtext.yml").read_text()) != ""
+
+
+def test_evaluate_exits_1_where_a_file_it_writes_runs_out_of_memory(tmp_path: Path) -> None:
+    """A layout that fits (74 of 78 GiB as Megatron runs it), written for Megatron-LM and torchtitan: torchtitan
+    cannot state ZeRO-1 and runs ZeRO-2, 78.5 GiB.  Both files are written, the command exits 1 naming the one that
+    does not fit, and its JSON lists it; the same layout written for Megatron-LM alone exits 0."""
+    import json
+
+    job = ["evaluate", "--model", "llama3-70b", "--cluster", "dgx-h100", "--gpus", "32", "--tp", "8", "--pp", "4",
+           "--mbs", "1", "--zero", "1", "--recompute", "none", "--json"]
+    both = CliRunner().invoke(main, [*job, "--emit", "torchtitan,megatron", "--out", str(tmp_path / "a")])
+    assert both.exit_code == 1, both.output
+    out = json.loads(both.stdout)
+    assert out["fits"] and out["files_over_capacity"] == ["torchtitan.sh"]
+    assert (tmp_path / "a" / "torchtitan.sh").exists() and (tmp_path / "a" / "megatron.sh").exists()
+    assert "over the GPU's memory: torchtitan.sh cannot state the plan" in both.stderr
+    alone = CliRunner().invoke(main, [*job, "--emit", "megatron", "--out", str(tmp_path / "b")])
+    assert alone.exit_code == 0, alone.output
+    assert json.loads(alone.stdout)["files_over_capacity"] == []

@@ -16,6 +16,9 @@ from placement.specs.recipe import CudaGraphs, Dispatcher, Recipe, RecomputeModu
 from placement.specs.training import Precision
 from placement.topology import Topology
 
+OVER_CAPACITY = "(DOES NOT FIT)"
+"""Ends the "this file runs" line of a file whose run is over the GPU's memory (`plan`/`evaluate` then exit 1)."""
+
 
 @dataclass(frozen=True)
 class EmitContext:
@@ -81,7 +84,7 @@ class EmitContext:
         other = self.priced_as(runs.precision, runs.layout, runs.recipe, runs.model)
         if other is None:
             return f"this file runs {what} (not priced: no job given){unpriced}", f"this file runs {what}{unpriced}"
-        fits = "" if other.fits else " (DOES NOT FIT)"
+        fits = "" if other.fits else f" {OVER_CAPACITY}"
         change = other.step_time_s / p.step_time_s - 1
         # its MFU too: the `predicted:` line above is the plan's (a user trial looked for the file's own)
         line = (f"this file runs {what}: {other.step_time_s:.3f} s/step ({change:+.1%}), "

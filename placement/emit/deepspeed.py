@@ -35,6 +35,7 @@ import numpy as np
 
 from placement.cost.constants import GiB
 from placement.emit.common import (
+    OVER_CAPACITY,
     EmitContext,
     Runs,
     gpt_oss_features,
@@ -360,7 +361,7 @@ def files_run(ctx: EmitContext) -> Runs:
         held = plan.peak_memory_bytes + extra
         memory = (f": its {shards} {lay.cp}x the plan's, {extra / GiB:.1f} GiB more a GPU, {held / GiB:.1f} of "
                   f"{plan.memory_capacity_bytes / GiB:.1f} GiB"
-                  + (" (DOES NOT FIT)" if held > plan.memory_capacity_bytes else "")) if extra else ""
+                  + (f" {OVER_CAPACITY}" if held > plan.memory_capacity_bytes else "")) if extra else ""
         runs.unpriced.append(f"cp {lay.cp} only as your model code's ring attention, with ZeRO over the {lay.dp} "
                              f"'data' ranks (not cp x dp = {lay.cp * lay.dp}){memory}")
     runs_recipe(ctx, RUNS_INSTEAD, runs)
