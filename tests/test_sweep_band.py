@@ -102,3 +102,37 @@ def test_a_row_whose_plan_fills_its_gpus_says_so():
     assert _tight_memory(tight).startswith(", memory 182.0 of 182.3 GiB: within 0.3 GiB, an estimate")
     assert _tight_memory({**tight, "peak_memory_bytes": 150 * 2**30}) == ""
     assert _tight_memory({**tight, "memory_headroom_bytes": 2 * 2**30}) == ""
+
+
+def test_every_surface_of_a_sweep_row_says_when_its_plan_is_above_every_published_run(tmp_path):
+    """A user trial: a purchase study ranked 1,024 H100 ahead of 512 B200 on BF16 plans priced 1.15-1.19x the MFU of
+    every published H100 BF16 run placement validates, which `plan` prints but the sweep said only deep in its JSON.
+    The summary prints `plan`'s line under the row, the CSV gives the ratio, the report a column; a row whose plan is
+    not above them says nothing."""
+    import csv
+    import json
+
+    from click.testing import CliRunner
+
+    from placement.cli import main
+
+    study = tmp_path / "s.yaml"
+    study.write_text("name: t\ndesigns:\n  - {name: h, cluster: dgx-h100, gpus: 256, price_per_gpu_hour: 2.5}\n"
+                     "  - {name: b, cluster: dgx-b200, gpus: 128, price_per_gpu_hour: 5.0}\n"
+                     "workloads:\n  - {name: w, model: llama3-70b, seq_len: 8192, global_batch: 512, tokens: 1.0e12}\n")
+    out = tmp_path / "out"
+    res = CliRunner().invoke(main, ["--reproducible", "sweep", str(study), "--out", str(out), "--no-plots",
+                                    "--no-cache", "--report", str(out / "r.html")])
+    assert res.exit_code == 0, res.output
+    rows = {r["design"]: r for r in json.loads((out / "sweep.json").read_text())["rows"]}
+    best = rows["h"]["plan"]["published_best"]
+    assert best["above"] and best["ratio"] > 1.0  # the H100 BF16 plan is above every published H100 BF16 run
+    assert not (rows["b"]["plan"]["published_best"] or {}).get("above")  # no B200 BF16 dense run to be above
+    text = res.stdout.replace("\n      ", " ")
+    assert f"above published: MFU {best['plan_mfu']:.1%} is {best['ratio']:.2f}x the best of the" in text
+    assert text.count("above published:") == 1
+    table = {r["design"]: r for r in csv.DictReader((out / "sweep.csv").open())}
+    assert float(table["h"]["above_published_ratio"]) == pytest.approx(best["ratio"])
+    assert table["b"]["above_published_ratio"] == ""
+    page = (out / "r.html").read_text()
+    assert "vs published runs" in page and f"above published: MFU {best['ratio']:.2f}x the best" in page

@@ -137,6 +137,7 @@ SWEEP_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("outlay", "outlay", "money"),
     ("cost_per_million_tokens", "per M tokens", "f2"),
     ("error_band_source", "error band from", "text"),
+    ("published_check", "vs published runs", "text"),
     ("pareto", "frontier", "mark"),
     ("layout", "layout", "layout"),
 )
@@ -161,6 +162,8 @@ GLOSSARY = {
     "per M tokens": "cost per million training tokens",
     "error band from": "the validation group whose error sets the band (and the published run a plan priced above "
                        "every run of its kind is widened to)",
+    "vs published runs": "the plan against published runs: its error on a published run of this very job, or how "
+                         "far its MFU is above every published run of its kind (the model's extrapolation)",
     "deadline met": "whether the row trains within the study's deadline_days (MISSED where it does not)",
     "frontier": "on the Pareto frontier of cost and time for this workload",
     "layout": "the chosen plan's parallel layout",
@@ -192,6 +195,19 @@ def _band(row: dict) -> str | None:
     return str(band) if band is not None else None
 
 
+def _published_check(best: dict | None) -> str | None:
+    """A plan's check against published runs in a few words (Plan.published_best; `plan` prints it in full)."""
+    if not best:
+        return None
+    same = best.get("same_job")
+    if same:
+        return f"published run of this job: priced {same['error']:+.1%} ({same['run']})"
+    if best.get("above"):
+        return (f"above published: MFU {best['ratio']:.2f}x the best {best['group']} run's ({best['best_mfu']:.1%}, "
+                f"{best['best_run']})")
+    return None
+
+
 def _value(row: dict, key: str):
     """A row's value for a sweep column (derived columns from the row's own fields), None if absent."""
     plan = row.get("plan") or None
@@ -209,6 +225,8 @@ def _value(row: dict, key: str):
         return plan
     if key == "error_band_source":
         return _band(row)
+    if key == "published_check":
+        return _published_check((plan or {}).get("published_best"))
     return row.get(key)
 
 

@@ -8,6 +8,7 @@ import math
 import textwrap
 from pathlib import Path
 
+from placement.calibration.published import published_line
 from placement.outfiles import atomic_path, check_out_dir, write_atomic
 
 GPU_COUNT_KEYS = ("considered", "with_layout", "planned", "planned_ok", "largest_with_layout")
@@ -21,7 +22,9 @@ COLUMNS = ("design", "workload", "num_gpus", "num_gpus_bought", "accelerator", "
            "error_band_num_rows", "idle_reason",
            # the rest of a JSON row but its plan (a user trial: README said "the same fields", which they were not)
            "cluster", "tokens_per_s", "deadline_days", "command", "fingerprint",
-           *(f"gpu_counts_{k}" for k in GPU_COUNT_KEYS))
+           *(f"gpu_counts_{k}" for k in GPU_COUNT_KEYS),
+           # the plan's MFU over the best published run of its kind where above all of them, else empty
+           "above_published_ratio")
 WIDTH = 100
 """The text summary's width in columns."""
 SCHEMA = "placement.sweep/2"
@@ -79,6 +82,9 @@ def flat(row: dict) -> dict:
     band = row.get("error_band") or {}
     out["error_band_group"] = band.get("group")
     out["error_band_num_rows"] = band.get("num_rows")
+    best = (row.get("plan") or {}).get("published_best") or {}
+    # the plan's MFU over the best published run of its kind, where it is above all of them (Plan.published_best)
+    out["above_published_ratio"] = best.get("ratio") if best.get("above") else None
     counts = row.get("gpu_counts") or {}
     for k in GPU_COUNT_KEYS:
         out[f"gpu_counts_{k}"] = counts.get(k)
@@ -369,8 +375,11 @@ def summary(rows: list[dict], currency: str, sweep=None) -> str:
                 extra.append(f"idle {r['num_gpus_idle']:,} GPUs cost {_money(r['idle_cost'])}")
             lines += _wrap("; ".join(extra))
             band = r.get("error_band") or {}
+            # the plan's own check against published runs, as `plan` prints it (a user trial: a design ranked ahead
+            # on a plan 1.19x above every published run of its kind, said only in the JSON)
+            published = published_line((r["plan"] or {}).get("published_best")).splitlines()
             for text in (r.get("idle_reason") if r["num_gpus"] < 0.9 * r["num_gpus_bought"] else None,
-                         r.get("message"), f"band: {band['note']}" if band.get("note") else None):
+                         r.get("message"), f"band: {band['note']}" if band.get("note") else None, *published):
                 if text:
                     lines += _wrap(text)
         lines.append("")
