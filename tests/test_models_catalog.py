@@ -138,7 +138,7 @@ def test_unknown_nested_key_is_rejected(tmp_path: Path) -> None:
     assert format_validation_error(err.value, "mixtral.yaml") == (
         "mixtral.yaml: field `moe.top_k` is missing: Field required (add it). "
         "mixtral.yaml: field `moe.topk` = 2: Extra inputs are not permitted (it is not a field of this schema: "
-        "remove it or correct its spelling)."
+        "remove it or correct its spelling); did you mean `top_k`?"
     )
 
 

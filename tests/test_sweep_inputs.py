@@ -187,3 +187,40 @@ def test_a_purchase_cost_set_goes_to_the_designs_bought_only(tmp_path):
     inputs = json.loads(res.stdout)["inputs"]["designs"]
     assert [d.get("capex_per_gpu") for d in inputs if d.get("price_per_gpu_hour") is None] == [30000, 30000]
     assert all(d.get("capex_per_gpu") is None for d in inputs if d.get("price_per_gpu_hour") is not None)
+
+
+@pytest.mark.parametrize("text, says, not_says", [
+    # a misspelled field of a design (nested in a list): the field it missed, by its spelling
+    ("name: t\ndesigns:\n  - {name: h, cluster: dgx-h100, gpus: 64, price_per_gpu_hour: 2.5, oversubscripton: 2}\n"
+     "workloads:\n  - {name: w, model: llama3-8b, tokens: 1.0e11}\n",
+     "field `designs.0.oversubscripton` = 2: Extra inputs are not permitted (it is not a field of this schema: remove "
+     "it or correct its spelling); did you mean `oversubscription`?", None),
+    # a field no name is close to gets no guess
+    ("name: t\ndesigns:\n  - {name: h, cluster: dgx-h100, gpus: 64, price_per_gpu_hour: 2.5, colour: red}\n"
+     "workloads:\n  - {name: w, model: llama3-8b, tokens: 1.0e11}\n", "field `designs.0.colour`", "did you mean"),
+    # an empty list: what it needs, not pydantic's "Tuple should have at least 1 item after validation"
+    ("name: t\ndesigns: []\nworkloads:\n  - {name: w, model: llama3-8b, tokens: 1.0e11}\n",
+     "field `designs`: needs at least 1 item, got 0: add some.", "Tuple"),
+])
+def test_a_misspelled_or_empty_sweep_field_is_named_with_the_fix(tmp_path, text, says, not_says):
+    """A user trial: `oversubscripton` was refused without the name it missed (a misspelled model name gets one), and
+    `designs: []` said "Tuple should have at least 1 item after validation, not 0"."""
+    study = tmp_path / "s.yaml"
+    study.write_text(text)
+    res = CliRunner().invoke(main, ["sweep", str(study), "--out", str(tmp_path / "o")])
+    assert res.exit_code == 2 and says in res.stderr, res.stderr
+    assert not_says is None or not_says not in res.stderr
+    assert "Traceback" not in res.output
+
+
+def test_a_misspelled_model_field_is_named_with_the_field_it_missed(tmp_path):
+    """The same for a model file: `num_layerz` names `num_layers`; `model` (close to no field) guesses nothing."""
+    model = tmp_path / "m.yaml"
+    model.write_text("name: m\nmodel: llama3-8b\nnum_layerz: 4\nhidden_size: 64\nffn_hidden_size: 128\n"
+                     "num_attention_heads: 4\nvocab_size: 256\n")
+    res = CliRunner().invoke(main, ["plan", "--model", str(model), "--gpus", "8"])
+    assert res.exit_code == 2
+    assert "field `num_layerz` = 4: Extra inputs are not permitted (it is not a field of this schema: remove it or " \
+           "correct its spelling); did you mean `num_layers`?" in res.stderr
+    assert "field `model` = 'llama3-8b': Extra inputs are not permitted (it is not a field of this schema: remove " \
+           "it or correct its spelling)." in res.stderr

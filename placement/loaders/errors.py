@@ -8,6 +8,8 @@ the field, the value and what to change, without a traceback.
 
 from __future__ import annotations
 
+import difflib
+import typing
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -40,12 +42,63 @@ def format_validation_error(err: ValidationError, source: str) -> str:
         return error["type"] == "too_short" and any(
             len(e["loc"]) > len(loc) and tuple(e["loc"][:len(loc)]) == loc for e in errors)
 
-    return " ".join(_format_one(error, source) for error in errors if not inside(error))
+    schema = _schema_named(err.title)
+    return " ".join(_format_one(error, source, schema) for error in errors if not inside(error))
 
 
-def _format_one(error: Any, source: str) -> str:
+def _schema_named(title: str) -> type[BaseModel] | None:
+    """The pydantic model a ValidationError's title names (its class name), among placement's own schemas."""
+    from placement.specs._base import Frozen
+
+    seen, todo = [], [Frozen]
+    while todo:
+        cls = todo.pop()
+        seen.append(cls)
+        todo += cls.__subclasses__()
+    found = [c for c in seen if c.__name__ == title and c.__module__.startswith("placement.")]
+    return found[0] if len(found) == 1 else None
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    """The pydantic model an annotation holds (itself, or inside Optional / tuple / list / dict), if one."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in typing.get_args(annotation):
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _fields_at(schema: type[BaseModel] | None, loc: tuple) -> list[str]:
+    """The field names of the mapping at `loc` (a path of field names and list indices) under `schema`."""
+    model = schema
+    for part in loc:
+        if model is None:
+            return []
+        if isinstance(part, int):
+            continue  # an item of a list or tuple: the item's model is the field's
+        field = model.model_fields.get(part)
+        model = _model_in(field.annotation) if field is not None else None
+    return list(model.model_fields) if model is not None else []
+
+
+def _did_you_mean(error: Any, schema: type[BaseModel] | None) -> str:
+    """`did you mean `x`?` for an unknown field spelled close to a field of its mapping (a user trial: a sweep's
+    `oversubscripton` was refused without the name it missed, while a misspelled model name got one)."""
+    loc = tuple(error["loc"])
+    if error["type"] != "extra_forbidden" or not loc or not isinstance(loc[-1], str):
+        return ""
+    close = difflib.get_close_matches(loc[-1], _fields_at(schema, loc[:-1]), n=1, cutoff=0.8)
+    return f"; did you mean `{close[0]}`?" if close else ""
+
+
+def _format_one(error: Any, source: str, schema: type[BaseModel] | None = None) -> str:
     """``SOURCE: field `a.b` = VALUE: MESSAGE.`` for one pydantic error dict."""
     message = _message(error)
+    hint = _did_you_mean(error, schema)
+    if hint:
+        message = message.rstrip(".") + hint
     path = ".".join(str(part) for part in error["loc"])
     if not path:
         return f"{source}: {message}"
@@ -61,6 +114,11 @@ def _format_one(error: Any, source: str) -> str:
 def _message(error: Any) -> str:
     """Pydantic's message without its "Value error, " prefix, with a fix where we know one, ending in a period."""
     message = str(error["msg"]).removeprefix(_VALUE_ERROR_PREFIX)
+    ctx = error.get("ctx") or {}
+    if error["type"] == "too_short" and "min_length" in ctx and "actual_length" in ctx:
+        # pydantic's "Tuple should have at least 1 item after validation, not 0" (a user trial: jargon)
+        least = ctx["min_length"]
+        message = f"needs at least {least} item{'s' if least != 1 else ''}, got {ctx['actual_length']}: add some"
     fix = _FIXES.get(error["type"])
     if fix:
         message = f"{message.rstrip('.')} ({fix})"
