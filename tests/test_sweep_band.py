@@ -25,10 +25,18 @@ def test_a_cell_takes_the_runs_of_its_own_precision_in_its_family():
 
 
 def test_a_family_with_runs_at_another_precision_only_says_so():
-    """The dense Blackwell rows are FP8: a BF16 B200 cell's band is theirs, and its note says it."""
+    """The dense Blackwell rows are FP8: a BF16 B200 cell's band is theirs together with the BF16 dense Hopper rows
+    (a user trial: a -5/+4 % band from FP8 rows alone, narrower than the BF16 H100 cell's, decided H100 vs B200), and
+    its note says it.  An FP8 B200 cell keeps its family's FP8 rows alone."""
     got = band(ROWS, False, "b200", "d", "bf16")
-    assert got["num_rows"] == 1 and got["group"] == "dense / Blackwell"
-    assert got["note"] == "no bf16 dense Blackwell runs in validate; its fp8 runs"
+    assert got["num_rows"] == 3 and got["group"] == "dense / Blackwell"
+    assert (got["error_low"], got["error_high"]) == (-0.20, 0.05)  # the BF16 Hopper rows' extremes
+    assert got["note"] == "no bf16 dense Blackwell runs in validate; its fp8 runs, with the bf16 dense Hopper runs"
+    fp8 = band(ROWS, False, "b200", "d", "fp8")
+    assert (fp8["num_rows"], fp8["error_low"], fp8["error_high"], fp8["note"]) == (1, -0.04, 0.0, "")
+    # no run at the cell's precision anywhere: the family's own runs, as before
+    alone = band(ROWS[2:], False, "b200", "d", "bf16")
+    assert alone["num_rows"] == 1 and alone["note"] == "no bf16 dense Blackwell runs in validate; its fp8 runs"
 
 
 def test_a_plan_above_every_published_run_of_its_kind_gets_a_slow_end_at_the_best_one():
