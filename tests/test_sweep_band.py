@@ -82,22 +82,29 @@ def test_a_printed_band_holds_the_value_it_brackets(point, lo, hi, fmt):
     assert low <= point <= high and low <= lo and high >= hi
 
 
-def test_the_summary_names_each_workloads_job_and_its_defaults(tmp_path):
-    """A user trial: the sweep summary never said the precision (bf16 by default), and a winning plan 0.27 GiB from
-    its capacity said nothing. The workload line marks defaulted values; sweep.json lists them."""
-    import json
-
+def _sweep(tmp_path, study_text: str, *extra: str):
+    """`placement --reproducible sweep` of a study written from `study_text` (no plots, no cache; `extra` paths are
+    under tmp_path): the result and the output folder."""
     from click.testing import CliRunner
 
     from placement.cli import main
 
     study = tmp_path / "s.yaml"
-    study.write_text("name: t\ndesigns:\n  - {name: h, cluster: dgx-h100, gpus: 64, capex_per_gpu: 30000, "
-                     "power_per_gpu_w: 1400}\nworkloads:\n  - {name: w, model: llama3-8b, seq_len: 8192, "
-                     "global_batch: 128, tokens: 1.0e11, memory_headroom_gib: 2}\n")
+    study.write_text(study_text)
     out = tmp_path / "out"
-    res = CliRunner().invoke(main, ["--reproducible", "sweep", str(study), "--out", str(out), "--no-plots",
-                                    "--no-cache"])
+    args = [str(tmp_path / a) if a.endswith(".html") else a for a in extra]
+    return CliRunner().invoke(main, ["--reproducible", "sweep", str(study), "--out", str(out), "--no-plots",
+                                     "--no-cache", *args]), out
+
+
+def test_the_summary_names_each_workloads_job_and_its_defaults(tmp_path):
+    """A user trial: the sweep summary never said the precision (bf16 by default), and a winning plan 0.27 GiB from
+    its capacity said nothing. The workload line marks defaulted values; sweep.json lists them."""
+    import json
+
+    res, out = _sweep(tmp_path, "name: t\ndesigns:\n  - {name: h, cluster: dgx-h100, gpus: 64, capex_per_gpu: 30000, "
+                      "power_per_gpu_w: 1400}\nworkloads:\n  - {name: w, model: llama3-8b, seq_len: 8192, "
+                      "global_batch: 128, tokens: 1.0e11, memory_headroom_gib: 2}\n")
     assert res.exit_code == 0, res.output
     assert "llama3-8b, seq 8,192, batch 128, 1e+11 tokens, bf16 (default), headroom 2 GiB\n" in res.stdout
     assert json.loads((out / "sweep.json").read_text())["workload_defaults"] == {"w": ["precision"]}
@@ -120,17 +127,11 @@ def test_every_surface_of_a_sweep_row_says_when_its_plan_is_above_every_publishe
     import csv
     import json
 
-    from click.testing import CliRunner
-
-    from placement.cli import main
-
-    study = tmp_path / "s.yaml"
-    study.write_text("name: t\ndesigns:\n  - {name: h, cluster: dgx-h100, gpus: 256, price_per_gpu_hour: 2.5}\n"
-                     "  - {name: b, cluster: dgx-b200, gpus: 128, price_per_gpu_hour: 5.0}\n"
-                     "workloads:\n  - {name: w, model: llama3-70b, seq_len: 8192, global_batch: 512, tokens: 1.0e12}\n")
-    out = tmp_path / "out"
-    res = CliRunner().invoke(main, ["--reproducible", "sweep", str(study), "--out", str(out), "--no-plots",
-                                    "--no-cache", "--report", str(out / "r.html")])
+    res, out = _sweep(tmp_path, "name: t\ndesigns:\n"
+                      "  - {name: h, cluster: dgx-h100, gpus: 256, price_per_gpu_hour: 2.5}\n"
+                      "  - {name: b, cluster: dgx-b200, gpus: 128, price_per_gpu_hour: 5.0}\nworkloads:\n"
+                      "  - {name: w, model: llama3-70b, seq_len: 8192, global_batch: 512, tokens: 1.0e12}\n",
+                      "--report", "r.html")
     assert res.exit_code == 0, res.output
     rows = {r["design"]: r for r in json.loads((out / "sweep.json").read_text())["rows"]}
     best = rows["h"]["plan"]["published_best"]
@@ -142,5 +143,5 @@ def test_every_surface_of_a_sweep_row_says_when_its_plan_is_above_every_publishe
     table = {r["design"]: r for r in csv.DictReader((out / "sweep.csv").open())}
     assert float(table["h"]["above_published_ratio"]) == pytest.approx(best["ratio"])
     assert table["b"]["above_published_ratio"] == ""
-    page = (out / "r.html").read_text()
+    page = (tmp_path / "r.html").read_text()
     assert "vs published runs" in page and f"above published: MFU {best['ratio']:.2f}x the best" in page
