@@ -751,22 +751,53 @@ def _over_capacity(files_run: list[str]) -> list[str]:
     return [line.split(":", 1)[0] for line in files_run if OVER_CAPACITY in line]
 
 
-def _fail_over_capacity(files_run: list[str], framework: str | None) -> None:
-    """Exit 1 where a file --emit wrote runs over the GPU's memory (a user trial: `--emit all` wrote a torchtitan.sh
-    that runs out of memory, with exit 0), after the output and the files, as `evaluate` exits over capacity."""
-    over = _over_capacity(files_run)
-    if not over:
+def _not_starting(files_run: list[str]) -> list[str]:
+    """The written files whose header says their framework refuses them at start-up."""
+    from placement.emit.common import NOT_STARTING
+
+    return [line.split(":", 1)[0] for line in files_run if line.split(": ", 1)[-1].startswith(NOT_STARTING)]
+
+
+def _fail_files(files_run: list[str], framework: str | None, command: str) -> None:
+    """Exit 1 where a file the command wrote will not run as the plan: what it runs instead is over the GPU's memory
+    (a user trial: `--emit all` wrote a torchtitan.sh that runs out of memory, with exit 0), or its framework refuses
+    it at start-up; after the output and the files, as `evaluate` exits over capacity.  The fix names the formats
+    (a format's extra files, jax_mesh.py beside maxtext.yml, are its own)."""
+    over, refused = _over_capacity(files_run), _not_starting(files_run)
+    if not over and not refused:
         return
     from placement.emit.writer import FORMATS, output_names
 
-    frameworks = sorted({fmt for fmt in FORMATS if fmt in CAPABILITIES and set(output_names([fmt])) & set(over)})
-    one = len(over) == 1
-    fix = (f"plan for what {'it runs' if one else 'they run'} with "
-           f"{' or '.join(f'--framework {f}' for f in frameworks)}, or " if frameworks and framework is None else "")
+    def formats(files: list[str]) -> list[str]:
+        return [fmt for fmt in FORMATS if set(output_names([fmt])) & set(files)]
+
+    bad = formats(over + refused)
+    why = []
+    if over:
+        names = [FORMATS[f][0] for f in formats(over)]
+        why.append(f"what {' and '.join(names)} run{'s' if len(names) == 1 else ''} instead of the plan is over the "
+                   f"GPU's memory")
+    if refused:
+        names = [FORMATS[f][0] for f in formats(refused)]
+        why.append(f"{' and '.join(names)} {'is' if len(names) == 1 else 'are'} refused at start-up by "
+                   f"{'its' if len(names) == 1 else 'their'} framework")
+    able = [f for f in bad if f in CAPABILITIES]
+    if command == "audit":  # its file is the best plan in the job's own framework: nothing to leave out
+        _fail(EXIT_INFEASIBLE,
+              f"written, but not runnable as the best plan: {'; '.join(why)} (its header says what it runs and why); "
+              f"do not launch it as written: apply the changes listed above to the job's own files, or plan the job "
+              f"with `placement plan ... --framework {framework}`")
+    if framework is not None or not able:
+        fix = ""
+    elif command == "plan":
+        fix = (f"plan for what {'it' if len(able) == 1 else 'each'} runs with "
+               f"{' or '.join(f'--framework {f}' for f in able)}, or ")
+    else:  # evaluate's layout is the user's: --framework F there refuses it where F cannot run it
+        fix = (f"find a layout {' or '.join(able)} runs as priced with `placement plan ... "
+               f"{' or '.join(f'--framework {f}' for f in able)}`, or ")
     _fail(EXIT_INFEASIBLE,
-          f"written, but over the GPU's memory: {' and '.join(over)} cannot state the plan, and what "
-          f"{'it runs' if one else 'each runs'} instead does not fit ({'its' if one else 'each'} header and "
-          f"'this file runs' line give the numbers); {fix}leave {'it' if one else 'them'} out of --emit")
+          f"written, but not runnable as the plan: {'; '.join(why)} (each file's header says what it runs and why); "
+          f"{fix}leave {', '.join(bad)} out of --emit")
 
 
 @main.command()
@@ -891,6 +922,7 @@ def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, pr
     if as_json:
         click.echo(json.dumps(plan_json(planned) | {"calibration": calibration_json(), "files_run": files_run,
                                                     "files_over_capacity": _over_capacity(files_run),
+                                                    "files_not_starting": _not_starting(files_run),
                                                     "files_plan_index": written, "job_defaults": _job_defaults_json()}))
     else:
         _job_defaults_note()
@@ -904,7 +936,7 @@ def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, pr
             click.echo(f"\nthe files written run other than plan {plan_index} (each file's header says so too):\n"
                        + "\n".join(f"  {line}" for line in files_run))
         _echo_calibration()
-    _fail_over_capacity(files_run, framework)
+    _fail_files(files_run, framework, "plan")
 
 
 def _say_emit_narrows(formats: list[str], framework: str | None, before, after, module_sets,
@@ -1008,8 +1040,8 @@ def evaluate(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch
         # files_run only where files were written: without --out the JSON stays one Plan (and its calibration)
         result = result.model_copy(update={"job_defaults": _job_defaults_json()})
         click.echo(json.dumps(result.model_dump(mode="json") | {"calibration": calibration_json()}
-                              | ({"files_run": files_run, "files_over_capacity": _over_capacity(files_run)}
-                                 if out_dir is not None else {})))
+                              | ({"files_run": files_run, "files_over_capacity": _over_capacity(files_run),
+                                  "files_not_starting": _not_starting(files_run)} if out_dir is not None else {})))
     else:
         _job_defaults_note()
         click.echo(single_plan_table(result))
@@ -1019,7 +1051,7 @@ def evaluate(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch
         _echo_calibration()
     if not result.fits:
         sys.exit(EXIT_INFEASIBLE)
-    _fail_over_capacity(files_run, framework)
+    _fail_files(files_run, framework, "evaluate")
 
 
 @main.group()
@@ -1311,8 +1343,10 @@ def audit(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, p
     from placement.html import audit_html
 
     _write_report(report, lambda: audit_html(result, topo, _calibration_line()))
+    files_run: list[str] = []
     if out_dir is not None:
-        for path in write_best(result, train, topo, Path(out_dir)):
+        paths, files_run = write_best(result, train, topo, Path(out_dir))
+        for path in paths:
             click.echo(f"wrote {path}", err=True)
         from placement.audit.core import stays_on_megatron_deepspeed
 
@@ -1320,10 +1354,16 @@ def audit(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, p
             click.echo("placement: note: no megatron.sh: the best plan stays on Megatron-DeepSpeed (see the changes "
                        "note); apply the listed changes to the job's own script", err=True)
     if as_json:
-        click.echo(json.dumps(audit_json(result) | {"calibration": calibration_json()}))
+        click.echo(json.dumps(audit_json(result) | {"calibration": calibration_json()}
+                              | ({"files_run": files_run, "files_over_capacity": _over_capacity(files_run),
+                                  "files_not_starting": _not_starting(files_run)} if out_dir is not None else {})))
     else:
         click.echo(audit_table(result))
+        if files_run:  # a review: an audit's file that ran other than its best plan said so only in its header
+            click.echo("\nthe files written run other than the best plan (each file's header says so too):\n"
+                       + "\n".join(f"  {line}" for line in files_run))
         _echo_calibration()
+    _fail_files(files_run, result.launch.framework, "audit")
     threshold = SEVERITIES.index(fail_on)
     if any(SEVERITIES.index(f.severity) >= threshold for f in result.findings):
         sys.exit(EXIT_FINDINGS)

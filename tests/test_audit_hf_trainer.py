@@ -406,3 +406,23 @@ def test_a_module_launch_of_an_unset_variable_is_an_error(tmp_path):
     (tmp_path / "run.sh").write_text("deepspeed --module $CMD\n")
     with pytest.raises(InputError, match=r"the launch runs \$CMD, which the files do not set"):
         parse_launch([tmp_path / "run.sh"])
+
+
+def test_an_audits_written_file_that_runs_other_than_its_best_plan_says_so_beside_it(tmp_path):
+    """A review: `audit --out` dropped the written file's "this file runs ..." line, so a file that runs other than the
+    best plan (here DeepSpeed's, with another attention kernel) said so only in its header.  The audit prints it under
+    its table and gives it in the JSON (files_run), as `plan` does; a file that fits and starts keeps exit 0."""
+    (tmp_path / "run.sh").write_text(_run_clm("--block_size 4096"))
+    (tmp_path / "ds.json").write_text(json.dumps(AUTO_JSON))
+    job = ["audit", "--model", "llama3-8b", "--gpus", "8", "--launch", str(tmp_path / "run.sh"), "--launch",
+           str(tmp_path / "ds.json")]
+    as_json = CliRunner().invoke(main, [*job, "--out", str(tmp_path / "a"), "--json"])
+    got = json.loads(as_json.stdout)
+    header = next(line for line in (tmp_path / "a" / "deepspeed.sh").read_text().splitlines()
+                  if line.startswith("# this file runs "))
+    assert got["files_run"] == [f"deepspeed.sh: {header[2:]}"]
+    assert got["files_over_capacity"] == [] and got["files_not_starting"] == [] and as_json.exit_code == 0
+    text = CliRunner().invoke(main, [*job, "--out", str(tmp_path / "b")])
+    assert f"the files written run other than the best plan (each file's header says so too):\n  deepspeed.sh: " \
+           f"{header[2:]}" in text.stdout
+    assert "files_run" not in json.loads(CliRunner().invoke(main, [*job, "--json"]).stdout)

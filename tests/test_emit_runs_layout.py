@@ -133,8 +133,9 @@ def test_plan_prints_what_its_files_run_beside_the_plan(tmp_path: Path) -> None:
     job = ["--model", "llama3-70b", "--cluster", "dgx-h100", "--gpus", "32", "--top-k", "1", "--emit", "torchtitan"]
     result = CliRunner().invoke(main, ["plan", *job, "--out", str(tmp_path / "a")])
     assert result.exit_code == 1, result.output
-    assert ("written, but over the GPU's memory: torchtitan.sh cannot state the plan" in result.stderr
-            and "plan for what it runs with --framework torchtitan, or leave it out of --emit" in result.stderr)
+    assert ("written, but not runnable as the plan: what torchtitan.sh runs instead of the plan is over the GPU's "
+            "memory" in result.stderr
+            and "plan for what it runs with --framework torchtitan, or leave torchtitan out of --emit" in result.stderr)
     header = (tmp_path / "a" / "torchtitan.sh").read_text().splitlines()
     runs = next(x for x in header if x.startswith("# this file runs "))
     assert "ZeRO-2 (not ZeRO-1)" in runs
@@ -173,7 +174,8 @@ def test_the_header_says_where_the_host_order_is(tmp_path: Path):
 def test_evaluate_exits_1_where_a_file_it_writes_runs_out_of_memory(tmp_path: Path) -> None:
     """A layout that fits (74 of 78 GiB as Megatron runs it), written for Megatron-LM and torchtitan: torchtitan
     cannot state ZeRO-1 and runs ZeRO-2, 78.5 GiB.  Both files are written, the command exits 1 naming the one that
-    does not fit, and its JSON lists it; the same layout written for Megatron-LM alone exits 0."""
+    does not fit, and its JSON lists it; the same layout written for Megatron-LM alone exits 0.  The fix is a
+    `plan` for torchtitan (a review: `evaluate --framework torchtitan` refuses this ZeRO-1 layout, exit 2)."""
     import json
 
     job = ["evaluate", "--model", "llama3-70b", "--cluster", "dgx-h100", "--gpus", "32", "--tp", "8", "--pp", "4",
@@ -183,7 +185,9 @@ def test_evaluate_exits_1_where_a_file_it_writes_runs_out_of_memory(tmp_path: Pa
     out = json.loads(both.stdout)
     assert out["fits"] and out["files_over_capacity"] == ["torchtitan.sh"]
     assert (tmp_path / "a" / "torchtitan.sh").exists() and (tmp_path / "a" / "megatron.sh").exists()
-    assert "over the GPU's memory: torchtitan.sh cannot state the plan" in both.stderr
+    assert "what torchtitan.sh runs instead of the plan is over the GPU's memory" in both.stderr
+    assert "find a layout torchtitan runs as priced with `placement plan ... --framework torchtitan`" in both.stderr
+    assert out["files_not_starting"] == []
     alone = CliRunner().invoke(main, [*job, "--emit", "megatron", "--out", str(tmp_path / "b")])
     assert alone.exit_code == 0, alone.output
     assert json.loads(alone.stdout)["files_over_capacity"] == []

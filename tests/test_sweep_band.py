@@ -145,3 +145,22 @@ def test_every_surface_of_a_sweep_row_says_when_its_plan_is_above_every_publishe
     assert table["b"]["above_published_ratio"] == ""
     page = (tmp_path / "r.html").read_text()
     assert "vs published runs" in page and f"above published: MFU {best['ratio']:.2f}x the best" in page
+
+
+def test_a_plan_with_a_similar_published_run_still_says_it_is_above_every_one():
+    """A review: `published_line` returned at a published run with the plan's degrees (that ran otherwise), so the
+    sweep's summary never said "above published" while its CSV and report did.  All three read one rule; a published
+    run of this very job is the statement instead (its error), on every surface."""
+    from placement.calibration.published import above_ratio, published_line
+    from placement.html.pages import _published_check
+
+    best = {"group": "dense / h100-sxm / bf16", "runs": 12, "best_run": "x", "best_mfu": 0.495, "plan_mfu": 0.58,
+            "ratio": 1.17, "above": True, "same_job": None, "same_workload": None,
+            "similar_job": {"run": "r", "citation": "c", "published_step_time_s": 6.72, "differences": ["fp8"]}}
+    line = published_line(best)
+    assert line.startswith("published run with these degrees: r measured 6.72 s/step")
+    assert "\nabove published: MFU 58.0% is 1.17x the best of the 12" in line
+    assert above_ratio(best) == 1.17 and _published_check(best).startswith("above published: MFU 1.17x")
+    same = {**best, "same_job": {"run": "s", "citation": "c", "published_step_time_s": 7.0, "error": -0.05}}
+    assert "above published" not in published_line(same) and above_ratio(same) is None
+    assert _published_check(same) == "published run of this job: priced -5.0% (s)"

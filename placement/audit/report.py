@@ -253,9 +253,10 @@ def _shown(value: object) -> str:
     return str(getattr(value, "value", value))
 
 
-def write_best(a: Audit, train: TrainingSpec, topo: Topology, out: Path) -> list[Path]:
+def write_best(a: Audit, train: TrainingSpec, topo: Topology, out: Path) -> tuple[list[Path], list[str]]:
     """The best plan's launch files for the audited framework (its model as the launch files run it), and the
-    host-order files."""
+    host-order files; and each framework file's own "this file ..." header line where it runs other than the best
+    plan (emit.writer.write)."""
     from placement.emit.writer import write
     from placement.mapping.report import write_launch_files
 
@@ -267,8 +268,8 @@ def write_best(a: Audit, train: TrainingSpec, topo: Topology, out: Path) -> list
     from placement.audit.core import stays_on_megatron_deepspeed
 
     if stays_on_megatron_deepspeed(a.launch, a.model):  # its changes are edits to the job's own script
-        return paths
+        return paths, []
     ctx = EmitContext.of(best, topo, a.best_gpu_of_rank, a.model, train)
-    written, _, _ = write(ctx, [FRAMEWORK_FORMAT[a.launch.framework]], out)
-    return paths + written
+    written, _, runs = write(ctx, [FRAMEWORK_FORMAT[a.launch.framework]], out)
+    return paths + written, runs
 

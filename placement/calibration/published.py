@@ -198,32 +198,42 @@ def published_best(moe: bool, accelerator: str, precision: str, mfu: float, job:
             "similar_job": similar, "same_workload": workload}
 
 
+def above_ratio(best: dict | None) -> float | None:
+    """The plan's MFU over the best published run of its kind, where it is above every one of them and no published
+    run measured this very job (then that run's error is the statement); None otherwise.  `plan`, the sweep's
+    summary, CSV and report all say it from here."""
+    if not best or not best.get("above") or best.get("same_job"):
+        return None
+    return best["ratio"]
+
+
 def published_line(best: dict | None) -> str:
-    """`published run of this job: ...` where a published run measured this very job, else `above published: ...`
-    for a plan above every published run of its kind, else ""."""
+    """`published run of this job: ...` where a published run measured this very job; else the published run with
+    these degrees that ran otherwise, or of this workload at other degrees, and `above published: ...` for a plan
+    above every published run of its kind (a review: a plan with a similar run never said it was above)."""
     if not best:
         return ""
     same = best.get("same_job")
     if same:
         return (f"published run of this job: {same['run']} measured {same['published_step_time_s']:.2f} s/step; "
                 f"placement prices it {same['error']:+.1%} ({same['citation']})")
+    lines = []
     similar = best.get("similar_job")
+    workload = best.get("same_workload")
     if similar:
         diff = "; ".join(similar["differences"])
-        return (f"published run with these degrees: {similar['run']} measured {similar['published_step_time_s']:.2f} "
-                f"s/step, but it ran otherwise ({diff}), so it is not this job and no error against it is given "
-                f"({similar['citation']})")
-    workload = best.get("same_workload")
-    said = ""
-    if workload:
+        lines.append(f"published run with these degrees: {similar['run']} measured "
+                     f"{similar['published_step_time_s']:.2f} s/step, but it ran otherwise ({diff}), so it is not this "
+                     f"job and no error against it is given ({similar['citation']})")
+    elif workload:
         degrees = " ".join(f"{k}{v}" for k, v in workload["degrees"].items())
-        said = (f"published run of this workload at other degrees: {workload['run']} measured "
-                f"{workload['published_step_time_s']:.2f} s/step at {degrees}; this plan is priced "
-                f"{workload['plan_speedup']:.2f}x its speed, a layout no published run measured "
-                f"({workload['citation']})")
-    if not best["above"]:
-        return said
-    above = (f"above published: MFU {best['plan_mfu']:.1%} is {best['ratio']:.2f}x the best of the {best['runs']} "
-             f"published {best['group']} runs placement validates ({best['best_mfu']:.1%}, {best['best_run']}); "
-             f"the margin is the model's extrapolation of this layout and recipe, which no published run measured")
-    return f"{said}\n{above}" if said else above
+        lines.append(f"published run of this workload at other degrees: {workload['run']} measured "
+                     f"{workload['published_step_time_s']:.2f} s/step at {degrees}; this plan is priced "
+                     f"{workload['plan_speedup']:.2f}x its speed, a layout no published run measured "
+                     f"({workload['citation']})")
+    if above_ratio(best) is not None:
+        lines.append(f"above published: MFU {best['plan_mfu']:.1%} is {best['ratio']:.2f}x the best of the "
+                     f"{best['runs']} published {best['group']} runs placement validates ({best['best_mfu']:.1%}, "
+                     f"{best['best_run']}); the margin is the model's extrapolation of this layout and recipe, which "
+                     f"no published run measured")
+    return "\n".join(lines)

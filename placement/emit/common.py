@@ -447,6 +447,8 @@ def numa_binding(ctx: EmitContext) -> str:
 
 
 DOES_NOT_START = "does not start: "
+NOT_STARTING = "this file does not start:"
+"""Begins the header line of a file its framework refuses at start-up (`plan`/`evaluate`/`audit` then exit 1)."""
 """How an emitter's warning begins when the framework refuses the file at start-up (`refusal`)."""
 
 
@@ -470,7 +472,7 @@ def header_runs(framework: str, warnings: list[str], line: str, warn: str) -> tu
     MaxText file MaxText rejects); where it is `other_model`, the file trains another model, likewise."""
     reasons = [w[len(DOES_NOT_START):] for w in warnings if w.startswith(DOES_NOT_START)]
     if reasons:
-        return (f"this file does not start: {framework} refuses it at start-up ({'; '.join(reasons)}), so no step "
+        return (f"{NOT_STARTING} {framework} refuses it at start-up ({'; '.join(reasons)}), so no step "
                 f"time is promised for it; the prediction above is the plan's, which {framework} cannot run as "
                 f"written"), ""
     others = [w[len(OTHER_MODEL):] for w in warnings if w.startswith(OTHER_MODEL)]

@@ -36,8 +36,9 @@ def parse_formats(text: str) -> list[str]:
     return names
 
 
-RUNS_HEADER = "# this file runs "
-"""How a file's header begins the line that prices what it runs where that differs from the plan (emit.common)."""
+FILE_HEADER = "# this file "
+"""How each header line about the file itself begins: what it runs instead of the plan, or that it does not start
+or trains another model (emit.common.header_runs)."""
 
 
 def write(ctx: EmitContext, formats: list[str], out: Path) -> tuple[list[Path], list[str], list[str]]:
@@ -56,6 +57,7 @@ def write(ctx: EmitContext, formats: list[str], out: Path) -> tuple[list[Path], 
             path = out / fname
             write_atomic(path, body)
             paths.append(path)
-            runs += [f"{fname}: {line[2:]}" for line in body.splitlines()[:20] if line.startswith(RUNS_HEADER)]
+            # what the file runs instead of the plan, or that it does not start or trains another model
+            runs += [f"{fname}: {line[2:]}" for line in body.splitlines()[:20] if line.startswith(FILE_HEADER)]
         warnings += [f"{name}: {w}" for w in warns]
     return paths, warnings, runs

@@ -197,15 +197,22 @@ def _band(row: dict) -> str | None:
 
 def _published_check(best: dict | None) -> str | None:
     """A plan's check against published runs in a few words (Plan.published_best; `plan` prints it in full)."""
+    from placement.calibration.published import above_ratio
+
     if not best:
         return None
     same = best.get("same_job")
     if same:
         return f"published run of this job: priced {same['error']:+.1%} ({same['run']})"
-    if best.get("above"):
-        return (f"above published: MFU {best['ratio']:.2f}x the best {best['group']} run's ({best['best_mfu']:.1%}, "
-                f"{best['best_run']})")
-    return None
+    parts = []
+    workload = best.get("same_workload")
+    if workload and not best.get("similar_job"):  # as the summary's line (calibration.published.published_line)
+        parts.append(f"published run of this workload at other degrees: priced {workload['plan_speedup']:.2f}x its "
+                     f"speed ({workload['run']})")
+    if above_ratio(best) is not None:
+        parts.append(f"above published: MFU {best['ratio']:.2f}x the best {best['group']} run's "
+                     f"({best['best_mfu']:.1%}, {best['best_run']})")
+    return "; ".join(parts) or None
 
 
 def _value(row: dict, key: str):

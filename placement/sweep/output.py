@@ -8,7 +8,7 @@ import math
 import textwrap
 from pathlib import Path
 
-from placement.calibration.published import published_line
+from placement.calibration.published import above_ratio, published_line
 from placement.outfiles import atomic_path, check_out_dir, write_atomic
 
 GPU_COUNT_KEYS = ("considered", "with_layout", "planned", "planned_ok", "largest_with_layout")
@@ -82,9 +82,8 @@ def flat(row: dict) -> dict:
     band = row.get("error_band") or {}
     out["error_band_group"] = band.get("group")
     out["error_band_num_rows"] = band.get("num_rows")
-    best = (row.get("plan") or {}).get("published_best") or {}
     # the plan's MFU over the best published run of its kind, where it is above all of them (Plan.published_best)
-    out["above_published_ratio"] = best.get("ratio") if best.get("above") else None
+    out["above_published_ratio"] = above_ratio((row.get("plan") or {}).get("published_best"))
     counts = row.get("gpu_counts") or {}
     for k in GPU_COUNT_KEYS:
         out[f"gpu_counts_{k}"] = counts.get(k)
