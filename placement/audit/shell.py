@@ -187,6 +187,9 @@ _DECLARE_LOCAL = {"local", "declare", "typeset"}
 """Declaration commands that make a variable local when run inside a function."""
 WATCHED_ENVIRONMENT = ("CUDA_LAUNCH_BLOCKING", "CUDA_VISIBLE_DEVICES")
 """Environment variables a command's `environment` reports (the ones the cost model prices)."""
+WATCHED_PREFIXES = ("NCCL_",)
+"""Prefixes of the variables a command's `environment` also reports: NCCL's settings, which the cost model does not
+price but the audit must not pass over in silence (readers.common.nccl_settings)."""
 SLURM_JOB_ENVIRONMENT = ("SLURM_NNODES", "SLURM_NTASKS_PER_NODE")
 """SLURM's job variables a command's `environment` also reports where the #SBATCH header fixes them (sbatch puts
 them in every command's environment): the task count of an `srun python ...` launch, one rank per task."""
@@ -944,7 +947,8 @@ def _run_again(state: _State, args: list[Word], org: Origin, reason: str | None)
 def _environment(state: _State, prefixed: set[str], org: Origin, reason: str | None) -> tuple[tuple[str, Word], ...]:
     """The watched variables a command inherits (exported) or is given on its line, with their values."""
     out = []
-    for name in (*WATCHED_ENVIRONMENT, *SLURM_JOB_ENVIRONMENT):
+    prefixed_names = sorted(n for n in state.vars if n.startswith(WATCHED_PREFIXES))
+    for name in (*WATCHED_ENVIRONMENT, *SLURM_JOB_ENVIRONMENT, *prefixed_names):
         var = state.vars.get(name)
         # sbatch puts its job variables in every command's environment; the others only where exported or prefixed
         inherited = name in SLURM_JOB_ENVIRONMENT or name in state.exported or name in prefixed

@@ -423,9 +423,56 @@ def _srun_tasks(launch: Launch, s: Settings) -> None:
         s.put("world_size", nodes[0] * per_node[0], f"{nodes[1]}; {per_node[1]} (srun starts one rank per task)")
 
 
+DYNAMIC_RENDEZVOUS = ("c10d", "etcd", "etcd-v2")
+"""torchrun's rendezvous backends that assign node ranks by join order (torch.distributed.elastic.rendezvous)."""
+NCCL_UNPRICED = {
+    "NCCL_IB_HCA": "restricts NCCL to the listed InfiniBand HCAs (ports); with fewer than the node's NICs the "
+                   "inter-node collectives share those, while the estimate gives each GPU its own NIC share",
+    "NCCL_IB_DISABLE": "at 1 turns InfiniBand off: inter-node traffic goes over TCP sockets, which the estimate does "
+                       "not price",
+    "NCCL_P2P_DISABLE": "at 1 turns off the peer-to-peer transport (NVLink, PCIe): traffic inside a node goes "
+                        "through host memory, which the estimate does not price",
+    "NCCL_SHM_DISABLE": "at 1 turns off the shared-memory transport inside a node",
+    "NCCL_P2P_LEVEL": "limits which GPU pairs use the peer-to-peer transport",
+    "NCCL_NET_GDR_LEVEL": "limits GPUDirect RDMA between the GPUs and the NICs",
+    "NCCL_NET_GDR_READ": "sets whether sends read GPU memory directly (GPUDirect RDMA)",
+    "NCCL_ALGO": "forces NCCL's collective algorithms, where the estimate prices NCCL's own choice",
+    "NCCL_PROTO": "forces NCCL's protocols (Simple, LL, LL128), where the estimate prices NCCL's own choice",
+    "NCCL_MAX_NCHANNELS": "caps NCCL's channels, and so the NICs and the bandwidth one collective uses",
+    "NCCL_MIN_NCHANNELS": "sets NCCL's least channel count",
+    "NCCL_MAX_CTAS": "caps the CTAs (channels) a collective uses",
+    "NCCL_MIN_CTAS": "sets the least CTAs (channels) a collective uses",
+    "NCCL_NVLS_ENABLE": "turns NVLink SHARP (NVSwitch reductions) on or off, where the estimate prices the "
+                        "machine's default",
+    "NCCL_COLLNET_ENABLE": "turns in-network reductions (SHARP) on or off",
+    "NCCL_CROSS_NIC": "lets rings and trees use different NICs on different nodes",
+    "NCCL_BUFFSIZE": "sets the buffer per channel and protocol, which bounds pipelining",
+}
+"""NCCL settings (docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html) that change the bandwidth or latency of
+the collectives the estimate prices at NCCL's defaults: each one a job sets is a warning.  Any other NCCL_ variable
+(NCCL_DEBUG, NCCL_SOCKET_IFNAME, ...) is listed as seen and not modelled."""
+
+
+def nccl_settings(launch: Launch, s: Settings) -> None:
+    """The NCCL variables the launch runs with, none of them priced: a warning for each that changes the
+    collectives' speed, a line among the settings not modelled for the others (a user trial: NCCL_IB_HCA=mlx5_0,
+    one of eight NICs, and NCCL_P2P_DISABLE=1 left the estimate and the findings as they were, without a word)."""
+    for name, word in launch.command.environment:
+        if not name.startswith("NCCL_"):
+            continue
+        value = word.text if not word.unresolved else f"{word.text} (depends on {word.unresolved})"
+        effect = NCCL_UNPRICED.get(name)
+        if effect is None:
+            s.ignored.append(f"{name}={value}: an NCCL setting, not modelled ({word.evidence})")
+        else:
+            s.warnings.append(f"{name}={value} ({word.evidence}) {effect}; the estimate prices NCCL's defaults, so "
+                              f"the job may run slower than it says: drop it unless the fabric needs it")
+
+
 def launcher_settings(launch: Launch, s: Settings) -> None:
     """The world size and GPUs per node torchrun's flags fix; the deepspeed launcher's node and GPU counts; the
     environment the launch runs with (CUDA_LAUNCH_BLOCKING)."""
+    nccl_settings(launch, s)
     blocking = launch.command.env("CUDA_LAUNCH_BLOCKING")
     if blocking is not None:
         if blocking.unresolved:
@@ -465,6 +512,16 @@ def launcher_settings(launch: Launch, s: Settings) -> None:
                 s.put("gpus_per_node", p, procs.evidence)
         if n is not None and p is not None:
             s.put("world_size", n * p, f"{nodes.evidence if nodes else procs.evidence}; {procs.evidence}")
+        backend = args.get("--rdzv-backend")
+        if backend is not None and one_value(backend).text in DYNAMIC_RENDEZVOUS and n != 1:
+            # torch/distributed/run.py: --node-rank is read only by the static backend; a dynamic one numbers the
+            # nodes as they join (a user trial: the audit priced, and proposed to reorder, a host order c10d ignores)
+            s.warnings.append(
+                f"torchrun --rdzv-backend {one_value(backend).text} ({backend.evidence}): a dynamic rendezvous numbers "
+                f"the nodes in the order they join it and ignores --node-rank, so no file fixes which host runs which "
+                f"ranks; the host order priced here may not be the job's: give --hosts with the order its log shows "
+                f"(each node's group rank), and to fix an order launch with --rdzv-backend static and --node-rank "
+                f"(as placement's files do)")
     elif launch.launcher is None and launch.launcher_args and \
             launch.launcher_args[0].text.rsplit("/", 1)[-1] == "srun":
         _srun_tasks(launch, s)

@@ -1,0 +1,60 @@
+"""What a launch's environment and rendezvous say that the estimate does not price, said rather than passed over (a
+user trial: NCCL_IB_HCA=mlx5_0, one of eight NICs, NCCL_P2P_DISABLE=1 and a c10d rendezvous that ignores --node-rank
+left the audit's estimate, findings and host order as they were, without a word)."""
+
+from __future__ import annotations
+
+import json
+
+from click.testing import CliRunner
+
+from placement.cli import main
+from tests.megatron_scripts import MIXTRAL_8X7B
+
+
+def _audit(tmp_path, script: str) -> dict:
+    path = tmp_path / "train.sh"
+    path.write_text(script)
+    result = CliRunner().invoke(main, ["--reproducible", "audit", "--launch", str(path), "--model", "mixtral-8x7b",
+                                       "--gpus", "64", "--json"])
+    assert result.exit_code in (0, 1), result.output
+    return json.loads(result.stdout)
+
+
+def _warnings(got: dict) -> list[str]:
+    return [f["message"] for f in got["findings"] if f["kind"] == "not_priced_as_run"]
+
+
+def test_an_nccl_setting_that_changes_the_collectives_is_a_warning_and_the_rest_are_listed(tmp_path):
+    base = _audit(tmp_path, f"#!/bin/bash\n{MIXTRAL_8X7B}\n")
+    got = _audit(tmp_path, "#!/bin/bash\nexport NCCL_IB_HCA=mlx5_0\nexport NCCL_P2P_DISABLE=1\n"
+                           f"export NCCL_DEBUG=INFO\nNCCL_ALGO=Ring {MIXTRAL_8X7B}\n")
+    warned = _warnings(got)
+    assert any(w.startswith("NCCL_IB_HCA=mlx5_0 (") and "restricts NCCL to the listed InfiniBand HCAs" in w
+               for w in warned), warned
+    assert any(w.startswith("NCCL_P2P_DISABLE=1 (") and "train.sh:3" in w for w in warned), warned
+    assert any(w.startswith("NCCL_ALGO=Ring (") for w in warned), warned  # given on the command's own line
+    assert not any("NCCL_DEBUG" in w for w in warned)
+    assert any(x.startswith("NCCL_DEBUG=INFO: an NCCL setting, not modelled (") for x in got["layout"]["ignored"])
+    # not priced: the estimate is the same as without them, and each says so
+    assert got["estimate"]["step_time_s"] == base["estimate"]["step_time_s"]
+    assert all("the estimate prices NCCL's defaults" in w for w in warned if w.startswith("NCCL_"))
+    assert not any(w.startswith("NCCL_") for w in _warnings(base))
+    # a variable the script sets but does not export is not in the command's environment
+    unexported = _audit(tmp_path, f"#!/bin/bash\nNCCL_IB_HCA=mlx5_0\n{MIXTRAL_8X7B}\n")
+    assert not any(w.startswith("NCCL_IB_HCA") for w in _warnings(unexported))
+
+
+def test_a_dynamic_rendezvous_says_no_file_fixes_the_host_order(tmp_path):
+    c10d = MIXTRAL_8X7B.replace("torchrun ", "torchrun --rdzv_backend c10d --rdzv_endpoint head:29500 ", 1)
+    got = _warnings(_audit(tmp_path, f"#!/bin/bash\n{c10d}\n"))
+    assert any(w.startswith("torchrun --rdzv-backend c10d (") and "ignores --node-rank" in w
+               and "--hosts" in w for w in got), got
+    static = MIXTRAL_8X7B.replace("torchrun ", "torchrun --rdzv-backend static --node-rank 0 ", 1)
+    assert not any("rendezvous" in w for w in _warnings(_audit(tmp_path, f"#!/bin/bash\n{static}\n")))
+    one_node = c10d.replace("--nnodes 8", "--nnodes 1")
+    (tmp_path / "one.sh").write_text(f"#!/bin/bash\n{one_node}\n")
+    single = CliRunner().invoke(main, ["audit", "--launch", str(tmp_path / "one.sh"), "--model", "mixtral-8x7b",
+                                       "--gpus", "8", "--json"])
+    assert single.exit_code in (0, 1), single.output
+    assert not any("rendezvous" in w for w in _warnings(json.loads(single.stdout)))
