@@ -1491,6 +1491,19 @@ def _job_sources(launch, ctx: click.Context, topo, train, model, real: bool) -> 
     if "precision" not in launch.sources:
         out["precision"] = (f"--precision {train.precision}" if given("precision")
                             else f"placement's default ({train.precision}): {DEFAULT_TAILS[1]}")
+    # the network priced, tier by tier, and where each part of it came from (a user trial: the answer to "which group
+    # crosses the slow network" hung on a 2:1 spine no output named)
+    # (a real allocation's blocks are its switches, of their own sizes: block_gpus 0)
+    tiers = "; ".join(f"{d['name']}: " + (f"blocks of {d['block_gpus']:,} GPUs, " if d["block_gpus"] else "")
+                      + f"{d['bandwidth_bytes_per_s'] / 1e9:.1f} GB/s per GPU"
+                      + (f", {d['oversubscription']:g}:1 oversubscribed" if d["oversubscription"] > 1 else "")
+                      for d in topo.describe())
+    origin = [f"--slurm-topology {ctx.params['slurm_topology']}" if given("slurm_topology") else
+              f"--cluster-graph {ctx.params['cluster_graph']}" if given("cluster_graph") else
+              f"cluster {topo.cluster.name}'s catalog file",
+              f"--oversubscription {ctx.params['oversubscription']:g}" if given("oversubscription") else
+              f"oversubscription from cluster {topo.cluster.name}'s file (--oversubscription changes it)"]
+    out["fabric"] = f"{tiers} ({'; '.join(origin)})"
     return out
 
 

@@ -5,7 +5,9 @@ left the audit's estimate, findings and host order as they were, without a word)
 from __future__ import annotations
 
 import json
+import re
 
+import pytest
 from click.testing import CliRunner
 
 from placement.cli import main
@@ -58,3 +60,39 @@ def test_a_dynamic_rendezvous_says_no_file_fixes_the_host_order(tmp_path):
                                        "--gpus", "8", "--json"])
     assert single.exit_code in (0, 1), single.output
     assert not any("rendezvous" in w for w in _warnings(json.loads(single.stdout)))
+
+
+def test_the_audit_says_which_groups_cross_which_tier_and_which_fabric_it_priced(tmp_path):
+    """A user trial: "which group crosses the slow network" was answered only in the JSON's crossings, and the 2:1
+    spine the answer hung on was named nowhere.  The text gives each group kind's highest tier with its bytes and
+    exposed time, and the sources say the fabric priced, tier by tier, and where it came from."""
+    path = tmp_path / "train.sh"
+    path.write_text(f"#!/bin/bash\n{MIXTRAL_8X7B}\n")
+    job = ["audit", "--launch", str(path), "--model", "mixtral-8x7b", "--gpus", "64"]
+    text = CliRunner().invoke(main, job).stdout
+    got = json.loads(CliRunner().invoke(main, [*job, "--json"]).stdout)
+    crossings, exposed = got["estimate"]["crossings"], got["estimate"]["breakdown"]["exposed"]
+    assert "where the groups' traffic goes (groups by the highest tier of the network they cross):" in text
+    for kind, c in crossings.items():
+        top = [lv for lv, n in c["highest_level"].items() if n][-1]
+        row = next(line for line in text.splitlines() if line.startswith(f"{kind} ") and "x" in line)
+        assert f"{c['groups']:,} x {c['group_size']}" in row and f" {top} " in row
+        # expert-DP groups have no term of their own (their time is dp's): "-"
+        assert f"{c['bytes_per_member_per_step'] / 1e9:,.2f}" in row
+        assert row.endswith(f"{exposed[kind]:.3f}" if kind in exposed else "-")
+    fabric = got["layout"]["sources"]["fabric"]
+    assert fabric.startswith("nvlink4: blocks of 8 GPUs, ") and "(cluster dgx-h100's catalog file; " in fabric
+    assert "oversubscribed" not in fabric
+    topology = tmp_path / "topology.conf"
+    topology.write_text("SwitchName=leaf0 Nodes=node[01-04]\nSwitchName=leaf1 Nodes=node[05-08]\n"
+                        "SwitchName=spine Switches=leaf[0-1]\n")
+    spine = json.loads(CliRunner().invoke(main, [*job[:-2], "--slurm-topology", str(topology), "--nodelist",
+                                                 "node[01-08]", "--node-type", "dgx-h100", "--oversubscription", "2",
+                                                 "--json"]).stdout)
+    fabric = spine["layout"]["sources"]["fabric"]
+    tiers = re.fullmatch(r"nvlink4: blocks of 8 GPUs, ([\d.]+) GB/s per GPU; leaf: ([\d.]+) GB/s per GPU; spine: "
+                         r"([\d.]+) GB/s per GPU, 2:1 oversubscribed \(--slurm-topology (.+); --oversubscription 2\)",
+                         fabric)
+    assert tiers, fabric
+    assert float(tiers[2]) == pytest.approx(2 * float(tiers[3]), abs=0.1)  # the 2:1 spine halves the leaf's share
+    assert tiers[4] == str(topology)

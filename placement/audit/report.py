@@ -10,7 +10,7 @@ from placement.audit.changes import NOT_IN_FILES, PRE3_DEFAULT_NOTE
 from placement.audit.core import Audit
 from placement.cost.constants import GiB
 from placement.emit.common import EmitContext
-from placement.report import single_plan_table
+from placement.report import _table, single_plan_table
 from placement.specs import TrainingSpec
 from placement.topology import Topology
 
@@ -184,7 +184,7 @@ def change_lines(a: Audit) -> list[tuple[str, str]]:
 def audit_table(a: Audit) -> str:
     est = a.estimate
     parts = [f"audit of a {launch_label(a)} launch (placement {__version__})", single_plan_table(est),
-             _sources_block(a)]
+             *([crossings_block(est)] if est.crossings else []), _sources_block(a)]
     if a.findings:
         blocks = []
         for f in a.findings:
@@ -203,6 +203,25 @@ def audit_table(a: Audit) -> str:
     else:
         parts.append(NO_CHANGES if a.no_better_plan is None else NO_CHANGES_UNSEARCHED)
     return "\n\n".join(parts)
+
+
+def crossings_block(p) -> str:
+    """Which groups cross which tier of the network, as the job lands (a user trial asked "which group crosses the
+    slow network" and found the answer only in the JSON's crossings): per group kind, how many groups reach each
+    level at most, the bytes each member sends per step, and what of its time the step does not hide."""
+    levels = list(next(iter(p.crossings.values()))["highest_level"])
+    exposed = p.breakdown.exposed.model_dump() if p.breakdown is not None else {}
+    rows = []
+    for kind, c in p.crossings.items():
+        reach = [lv for lv in levels if c["highest_level"][lv]]
+        rows.append([kind, f"{c['groups']:,} x {c['group_size']}",
+                     *(f"{c['highest_level'][lv]:,}" for lv in levels),
+                     reach[-1] if reach else "-", f"{c['bytes_per_member_per_step'] / 1e9:,.2f}",
+                     f"{exposed[kind]:.3f}" if kind in exposed else "-"])
+    head = ["groups", "count x size", *(f"up to {lv}" for lv in levels), "slowest tier", "GB/member/step",
+            "exposed s"]
+    return ("where the groups' traffic goes (groups by the highest tier of the network they cross):\n"
+            + _table(head, rows))
 
 
 NO_CHANGES = "no changes: the job already runs the best plan placement knows for it"
