@@ -144,3 +144,25 @@ def test_a_deepspeed_change_list_states_the_recompute_and_the_files_own_values(t
     assert changes["recompute (model code)"] == ("none", "full")
     assert changes["activation_checkpointing.partition_activations"] == ("true", "false")
     assert "activation_checkpointing.contiguous_memory_optimization" not in changes  # the file already has it
+
+
+def test_the_best_plan_overlaps_the_weight_gather_the_findings_price(tmp_path) -> None:
+    """A user trial: a job with --overlap-grad-reduce but not --overlap-param-gather got a param_gather_not_overlapped
+    finding, while its best plan (and the file written for it) kept the gather exposed, so a re-audit of that file
+    said both "no changes" and the same finding.  The best plan turns it on, as it does --overlap-grad-reduce."""
+    import json
+
+    from click.testing import CliRunner
+
+    from placement.cli import main
+    from tests.megatron_scripts import mixtral_script
+
+    script = mixtral_script(tmp_path, "--use-distributed-optimizer --overlap-grad-reduce --recompute-granularity "
+                                      "full --recompute-method uniform --recompute-num-layers 1 "
+                                      "--tensor-model-parallel-size 2 --sequence-parallel")
+    got = json.loads(CliRunner().invoke(main, ["--reproducible", "audit", "--launch", str(script), "--model",
+                                               "mixtral-8x7b", "--gpus", "64", "--json"]).stdout)
+    assert "param_gather_not_overlapped" in [f["kind"] for f in got["findings"]]
+    assert got["best"]["recipe"]["param_gather_overlap"] is True
+    assert got["best"]["recipe_sources"]["param_gather_overlap"] == "searched"
+    assert {"argument": "--overlap-param-gather", "from": None, "to": "true"} in got["changes"]

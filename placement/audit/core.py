@@ -436,8 +436,10 @@ def recipe_space(space: SearchConfig, framework: str, model: ModelSpec, topo: To
     if framework == "megatron":
         # switches Megatron turns on with a flag and that only save time (the findings price each): the best plan
         # runs them (--overlap-grad-reduce --overlap-param-gather; --moe-permute-fusion --moe-router-fusion; and,
-        # without --no-async-tensor-model-parallel-allreduce, the asynchronous TP backward Megatron-Core always runs)
-        for name in ("dp_overlap", "moe_fusions", "tp_async_backward"):
+        # without --no-async-tensor-model-parallel-allreduce, the asynchronous TP backward Megatron-Core always runs);
+        # the gather's overlap too where the job has only --overlap-grad-reduce (a user trial: the audit priced
+        # param_gather_not_overlapped at 0.063 s/step while its best plan, and the files written for it, kept it off)
+        for name in ("dp_overlap", "param_gather_overlap", "moe_fusions", "tp_async_backward"):
             if not getattr(recipe, name):
                 update[name], best_sources[name] = True, "searched"
     return dataclasses.replace(space, recipe=recipe.model_copy(update=update), choices=choices,
