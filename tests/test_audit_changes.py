@@ -166,3 +166,33 @@ def test_the_best_plan_overlaps_the_weight_gather_the_findings_price(tmp_path) -
     assert got["best"]["recipe"]["param_gather_overlap"] is True
     assert got["best"]["recipe_sources"]["param_gather_overlap"] == "searched"
     assert {"argument": "--overlap-param-gather", "from": None, "to": "true"} in got["changes"]
+
+
+def test_the_written_megatron_file_names_the_jobs_arguments_it_does_not_carry(tmp_path) -> None:
+    """A user trial: the megatron.sh written for an MoE job's best plan dropped its --moe-router-load-balancing-type
+    aux_loss and --moe-aux-loss-coeff (Megatron's default coefficient is 0: no load-balancing loss) without a word.
+    The audit names every flag of the job's files the written file does not pass and the change list does not
+    remove, on stderr and in the JSON; the launcher's own flags are not among them."""
+    import json
+
+    from click.testing import CliRunner
+
+    from placement.cli import main
+    from tests.megatron_scripts import mixtral_script
+
+    script = mixtral_script(tmp_path, "--moe-router-load-balancing-type aux_loss --moe-aux-loss-coeff 1e-2 "
+                                      "--lr 3e-4 --data-path /data/corpus --recompute-granularity full "
+                                      "--recompute-method uniform --recompute-num-layers 1")
+    job = ["--reproducible", "audit", "--launch", str(script), "--model", "mixtral-8x7b", "--gpus", "64"]
+    result = CliRunner().invoke(main, [*job, "--out", str(tmp_path / "out"), "--json"])
+    got = json.loads(result.stdout)
+    missing = got["arguments_not_carried"]
+    for flag in ("--moe-router-load-balancing-type", "--moe-aux-loss-coeff", "--lr", "--data-path"):
+        assert flag in missing
+    from placement.audit.changes import uncommented
+
+    written = uncommented((tmp_path / "out" / "megatron.sh").read_text())  # its comments name some ("yours to add")
+    assert all(f"{flag} " not in written for flag in missing)
+    removed = {c["argument"] for c in got["changes"] if c["to"] is None}
+    assert not set(missing) & removed and "--nproc-per-node" not in missing and "--num-layers" not in missing
+    assert "does not carry these arguments of the job's files" in result.stderr

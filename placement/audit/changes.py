@@ -481,6 +481,32 @@ def launch_changes(framework: str, now: EmitContext, best: EmitContext, files_te
     return changes
 
 
+def megatron_flags_not_carried(files_text: str, written: str, changes: list[dict]) -> list[str]:
+    """The Megatron-LM flags the job's files pass that the megatron.sh written for its best plan does not, in the
+    files' order, but for those the change list removes on purpose (a user trial: the written file dropped
+    --moe-router-load-balancing-type aux_loss and --moe-aux-loss-coeff 1e-3, so it trained without the job's load
+    balancing loss, and no line said so).  Flags only: values may be the script's own variables."""
+    import re
+
+    removed = {c["argument"] for c in changes if c["to"] is None}
+    ours = set(re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", uncommented(written)))
+    out = []
+    for flag in re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", uncommented(files_text).replace("_", "-")):
+        if flag not in ours and flag not in removed and flag not in out and flag not in LAUNCHER_FLAGS:
+            out.append(flag)
+    return out
+
+
+LAUNCHER_FLAGS = frozenset({"--nproc-per-node", "--nnodes", "--node-rank", "--master-addr", "--master-port",
+                            "--rdzv-backend", "--rdzv-endpoint", "--rdzv-id", "--rdzv-conf", "--standalone",
+                            "--max-restarts", "--monitor-interval", "--nodes", "--ntasks-per-node", "--gpus-per-node",
+                            "--container-image", "--container-mounts", "--exclusive", "--job-name", "--output",
+                            "--error", "--time", "--partition", "--account", "--mem", "--cpus-per-task",
+                            "--gres", "--ntasks", "--mpi", "--export", "--no-container-mount-home"})
+"""torchrun's and SLURM's own flags (the launcher's, not Megatron-LM's), which the written file's launch lines state
+their own way."""
+
+
 PIPELINE_ONLY = ("pipeline_parallel_microbatch_size", "pipeline_parallel_schedule", "pipeline_parallel_microbatches")
 """Spellings of torchtitan settings that only a pipeline reads (its micro-batch size or count, its schedule): with no
 pipeline before or after the change they are no change (a user trial saw the micro-batch size listed at pp 1)."""
