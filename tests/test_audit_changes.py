@@ -196,3 +196,27 @@ def test_the_written_megatron_file_names_the_jobs_arguments_it_does_not_carry(tm
     removed = {c["argument"] for c in got["changes"] if c["to"] is None}
     assert not set(missing) & removed and "--nproc-per-node" not in missing and "--num-layers" not in missing
     assert "does not carry these arguments of the job's files" in result.stderr
+
+
+def test_the_change_list_says_which_megatron_release_its_new_flags_need(tmp_path) -> None:
+    """A user trial: the diff added --cuda-graph-impl and --cuda-graph-modules (Megatron-LM core_v0.15.0 and
+    core_v0.18.0 on) to a job whose Megatron may be older, with no word of a version.  The note names each such flag
+    the diff adds with its first release, and is absent where the diff adds none."""
+    import json
+
+    from click.testing import CliRunner
+
+    from placement.audit.report import MEGATRON_FLAG_SINCE
+    from placement.cli import main
+
+    # the Megatron file of a plan restricted to what every format launches: its best plan adds CUDA graphs
+    job = ["--model", "llama3-70b", "--cluster", "dgx-h100", "--gpus", "1024"]
+    CliRunner().invoke(main, ["plan", *job, "--emit", "all", "--out", str(tmp_path / "launch")])
+    got = json.loads(CliRunner().invoke(main, ["--reproducible", "audit", "--launch",
+                                               str(tmp_path / "launch" / "megatron.sh"), *job, "--json"]).stdout)
+    added = [c["argument"] for c in got["changes"] if c["to"] is not None and c["argument"] in MEGATRON_FLAG_SINCE]
+    assert added, got["changes"]  # the best plan here writes flags of recent releases
+    for flag in added:
+        tag, date, _ = MEGATRON_FLAG_SINCE[flag]
+        assert f"{flag} since {tag} ({date}" in got["changes_note"]
+    assert got["changes_note"].startswith("spelled for megatron-core 0.19.2")

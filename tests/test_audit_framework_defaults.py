@@ -225,7 +225,8 @@ def test_a_megatron_deepspeed_jobs_best_plan_is_a_move_to_megatron_lm(tmp_path) 
     assert best["attention_kernel"] == "flash" and best["grad_accumulation"] == "fused"
     assert "Megatron-LM" in data["best"]["recipe_sources"]["pipeline_p2p_blocking"]
     assert "Megatron-DeepSpeed" in data["changes_note"]
-    assert _audit(LLAMA_FP8, *JOB_8B)["changes_note"] is None
+    note = _audit(LLAMA_FP8, *JOB_8B)["changes_note"]  # edits to the script: at most which release its flags need
+    assert note is None or note.startswith("spelled for megatron-core 0.19.2")
 
 
 def test_settings_read_or_noted_rather_than_dropped(tmp_path) -> None:

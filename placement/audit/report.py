@@ -107,7 +107,31 @@ def changes_note(a: Audit) -> str | None:
         return TORCHTITAN_PRE3_NOTE
     if a.launch.dialect == "gpt-neox":
         return NEOX_NOTE + neox_version_note(a.launch.config_keys)
+    if a.launch.framework == "megatron":
+        return megatron_version_note(a.changes)
     return None
+
+
+MEGATRON_FLAG_SINCE = {
+    "--num-virtual-stages-per-pipeline-rank": ("core_v0.11.0", "2025-03-14", ""),
+    "--pipeline-model-parallel-layout": ("core_v0.13.0", "2025-07-25", ""),
+    "--cuda-graph-impl": ("core_v0.15.0", "2025-12-05", ""),
+    "--cuda-graph-modules": ("core_v0.18.0", "2026-06-22", ", --cuda-graph-scope before it"),
+}
+"""Megatron-LM flags the best plan may write, with the first release whose megatron/training/arguments.py defines each
+(NVIDIA/Megatron-LM tags, read with `git grep`) and its date."""
+
+
+def megatron_version_note(changes: list[dict]) -> str | None:
+    """Where the change list adds flags of recent Megatron-LM releases, which release each needs (a user trial: the
+    diff added --cuda-graph-modules, which Megatron-LM before core_v0.18.0 refuses, with no word of a version)."""
+    recent = [(c["argument"], *MEGATRON_FLAG_SINCE[c["argument"]]) for c in changes
+              if c.get("to") is not None and c["argument"] in MEGATRON_FLAG_SINCE]
+    if not recent:
+        return None
+    named = "; ".join(f"{flag} since {tag} ({date}{before})" for flag, tag, date, before in recent)
+    return (f"spelled for megatron-core 0.19.2, as placement's files are: {named}; an older Megatron-LM refuses a "
+            f"flag it does not define")
 
 
 def neox_version_note(stated: dict[str, str]) -> str:
