@@ -1345,20 +1345,27 @@ def audit(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, p
     _write_report(report, lambda: audit_html(result, topo, _calibration_line()))
     files_run: list[str] = []
     not_carried: list[str] = []
+    values_changed: list[dict] = []
     if out_dir is not None:
         paths, files_run = write_best(result, train, topo, Path(out_dir))
         for path in paths:
             click.echo(f"wrote {path}", err=True)
         written = Path(out_dir) / "megatron.sh"
         if written in paths:
-            from placement.audit.changes import megatron_flags_not_carried
+            from placement.audit.changes import megatron_flags_not_carried, megatron_values_changed
 
-            not_carried = megatron_flags_not_carried(_files_text(launch_files), written.read_text(),
-                                                     result.changes)
+            text, ours = _files_text(launch_files), written.read_text()
+            not_carried = megatron_flags_not_carried(text, ours, result.changes)
+            values_changed = megatron_values_changed(text, ours, result.changes)
             if not_carried:
                 click.echo(f"placement: warning: {written} does not carry these arguments of the job's files (the "
                            f"change list does not remove them; add those the job needs, such as its data, "
                            f"tokenizer, optimizer and model numerics): {' '.join(not_carried)}", err=True)
+            if values_changed:
+                click.echo(f"placement: warning: {written} gives these arguments other values than the job's files, "
+                           f"which the change list does not name (set the job's where it needs them): "
+                           + "; ".join(f"{c['argument']} {c['written']} (the job's: {c['job']})"
+                                       for c in values_changed), err=True)
         from placement.audit.core import stays_on_megatron_deepspeed
 
         if stays_on_megatron_deepspeed(result.launch, result.model):
@@ -1367,8 +1374,8 @@ def audit(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, p
     if as_json:
         click.echo(json.dumps(audit_json(result) | {"calibration": calibration_json()}
                               | ({"files_run": files_run, "files_over_capacity": _over_capacity(files_run),
-                                  "files_not_starting": _not_starting(files_run), "arguments_not_carried": not_carried}
-                                 if out_dir is not None else {})))
+                                  "files_not_starting": _not_starting(files_run), "arguments_not_carried": not_carried,
+                                  "arguments_changed": values_changed} if out_dir is not None else {})))
     else:
         click.echo(audit_table(result))
         if files_run:  # a review: an audit's file that ran other than its best plan said so only in its header

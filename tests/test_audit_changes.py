@@ -196,6 +196,10 @@ def test_the_written_megatron_file_names_the_jobs_arguments_it_does_not_carry(tm
     removed = {c["argument"] for c in got["changes"] if c["to"] is None}
     assert not set(missing) & removed and "--nproc-per-node" not in missing and "--num-layers" not in missing
     assert "does not carry these arguments of the job's files" in result.stderr
+    # a flag both pass with other literal values, which the change list does not name, is named too (a user trial:
+    # --max-position-embeddings 4096 written for the job's 40960); the same number spelled otherwise is no change
+    assert got["arguments_changed"] == [{"argument": "--max-position-embeddings", "job": "32768", "written": "4096"}]
+    assert "--max-position-embeddings 4096 (the job's: 32768)" in result.stderr
 
 
 def test_the_change_list_says_which_megatron_release_its_new_flags_need(tmp_path) -> None:
@@ -220,3 +224,18 @@ def test_the_change_list_says_which_megatron_release_its_new_flags_need(tmp_path
         tag, date, _ = MEGATRON_FLAG_SINCE[flag]
         assert f"{flag} since {tag} ({date}" in got["changes_note"]
     assert got["changes_note"].startswith("spelled for megatron-core 0.19.2")
+
+
+def test_values_are_compared_only_where_both_files_spell_a_literal() -> None:
+    """`0.0` and `0` are one number; a value the script takes from a variable is not compared; a flag the change
+    list names is its business, not this list's."""
+    from placement.audit.changes import megatron_values_changed
+
+    job = "torchrun x.py --attention-dropout 0.0 --seq-length $SEQ --max-position-embeddings=40960 --lr 3e-4 \\\n"
+    written = ("torchrun pretrain_gpt.py --attention-dropout 0 --seq-length 4096 --max-position-embeddings 4096 "
+               "--lr 1e-4")
+    assert megatron_values_changed(job, written, []) == [
+        {"argument": "--max-position-embeddings", "job": "40960", "written": "4096"},
+        {"argument": "--lr", "job": "3e-4", "written": "1e-4"}]
+    named = [{"argument": "--lr", "from": "3e-4", "to": "1e-4"}]
+    assert [c["argument"] for c in megatron_values_changed(job, written, named)] == ["--max-position-embeddings"]

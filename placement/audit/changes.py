@@ -497,6 +497,35 @@ def megatron_flags_not_carried(files_text: str, written: str, changes: list[dict
     return out
 
 
+def megatron_values_changed(files_text: str, written: str, changes: list[dict]) -> list[dict]:
+    """[{"argument", "job", "written"}]: the Megatron-LM flags the job's files and the written megatron.sh both pass
+    with a literal value each, the values differing, where the change list does not name the flag (a user trial: the
+    written file set --max-position-embeddings 4096 where the job's had 40960, unsaid).  A value the script takes from
+    a variable is not compared."""
+    import re
+
+    named = {c["argument"] for c in changes}
+    pattern = r"(?<![\w-])(--[a-z][a-z0-9-]*)(?:=|[ \t]+)([^\s\\#'\"$-][^\s\\#'\"$]*)"
+    ours = {f: v for f, v in re.findall(pattern, uncommented(written))}
+    out, seen = [], set()
+    for flag, value in re.findall(pattern, uncommented(files_text)):
+        flag = flag.replace("_", "-")
+        if flag in seen or flag in named or flag in LAUNCHER_FLAGS or flag not in ours:
+            continue
+        seen.add(flag)
+        if ours[flag] != value and not _same_number(ours[flag], value):
+            out.append({"argument": flag, "job": value, "written": ours[flag]})
+    return out
+
+
+def _same_number(a: str, b: str) -> bool:
+    """`0` and `0.0`, `1e-3` and `0.001`: one number spelled two ways."""
+    try:
+        return float(a) == float(b)
+    except ValueError:
+        return False
+
+
 LAUNCHER_FLAGS = frozenset({"--nproc-per-node", "--nnodes", "--node-rank", "--master-addr", "--master-port",
                             "--rdzv-backend", "--rdzv-endpoint", "--rdzv-id", "--rdzv-conf", "--standalone",
                             "--max-restarts", "--monitor-interval", "--nodes", "--ntasks-per-node", "--gpus-per-node",
