@@ -121,6 +121,12 @@ def test_tp16_across_two_nodes_is_flagged_with_a_better_plan(tmp_path):
     tp = [f for f in data["findings"] if f["kind"] == "tp_crosses_node"]
     assert len(tp) == 1 and tp[0]["severity"] == "error" and tp[0]["cost_s"] > 0
     assert all(len(g["hosts"]) == 2 and len(g["ranks"]) == 16 for g in tp[0]["groups"])
+    # the layout its remedy prices is named, and it keeps TP inside a node (a user trial: "the best layout with
+    # ep <= 8 saves 2.730 s" named none)
+    named = re.search(r"the best layout with tp <= 8 \(tp (\d+), cp \d+, ep \d+/etp \d+, pp \d+( \(vpp \d+\))?, "
+                      r"dp \d+, ZeRO-\d, micro-batch \d+, (the job's recompute and recipe kept|with the searched "
+                      r"recompute and recipe)\) saves", tp[0]["message"])
+    assert named and int(named[1]) <= 8, tp[0]["message"]
     assert data["best"]["layout"]["tp"] <= 8
     assert data["best"]["step_time_s"] < data["estimate"]["step_time_s"]
     assert data["speedup"] == pytest.approx(data["estimate"]["step_time_s"] / data["best"]["step_time_s"], abs=1e-3)

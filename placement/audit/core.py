@@ -1058,16 +1058,27 @@ class _Ctx:
 
     def best_where(self, keep: np.ndarray) -> float | None:
         """Fastest fitting searched layout among `keep` (None if none)."""
+        found = self.best_layout_where(keep)
+        return None if found is None else found[0]
+
+    def best_layout_where(self, keep: np.ndarray) -> tuple[float, Layout] | None:
+        """best_where's step and its layout."""
         ok = keep & self.search_est.fits & self.search_est.valid  # as the search ranks them
         if not ok.any():
             return None
-        return float(self.search_est.step_time_s[ok].min())
+        i = int(np.flatnonzero(ok)[np.argmin(self.search_est.step_time_s[ok])])
+        return float(self.search_est.step_time_s[i]), self.search_batch.layout(i)
 
     def best_as_launched(self, keep: np.ndarray) -> float | None:
         """Fastest fitting searched layout among `keep`, priced with the job's own recompute (mode and modules), ZeRO
         stage (where the search has it) and recipe (dispatcher, CUDA graphs, overlaps pinned): what a remedy that
         changes only the layout reaches, so that what other findings remedy (recompute, sharding, overlaps) is not
         counted twice.  None if none fits."""
+        found = self.best_layout_as_launched(keep)
+        return None if found is None else found[0]
+
+    def best_layout_as_launched(self, keep: np.ndarray) -> tuple[float, Layout] | None:
+        """best_as_launched's step and its layout."""
         b = self.search_batch
         own = _batch([self.layout], self.recipe)
         same_zero = keep & (b.zero == own.zero[0])
@@ -1079,7 +1090,10 @@ class _Ctx:
                                   rc_modules=np.full(rows.size, own.rc_modules[0]))
         e = estimate(workload(self.model), self.train, self.topo, alt, self.recipe)
         ok = e.valid & e.fits
-        return float(e.step_time_s[ok].min()) if ok.any() else None
+        if not ok.any():
+            return None
+        i = int(np.flatnonzero(ok)[np.argmin(e.step_time_s[ok])])
+        return float(e.step_time_s[i]), alt.layout(i)
 
     def price_as_launched(self, layouts: list[Layout]) -> Estimates:
         """Variants of the job's layout on the job's own rank -> GPU map."""
@@ -1201,11 +1215,15 @@ def _crossing_findings(c: _Ctx, kinds: list[GroupKind]) -> list[Finding]:
             # the layout change alone: the job's own recompute and recipe, so that what other findings remedy
             # (recompute, overlaps) is not counted here too
             degree = getattr(b, {"tp": "tp", "cp": "cp", "ep": "ep"}[kind.name])
-            alt = c.best_as_launched(degree <= capacity)
-            how = f"the best layout with {kind.name} <= {capacity}, the job's recompute and recipe kept,"
-            if alt is None:
-                alt = c.best_where(degree <= capacity)
-                how = f"the best layout with {kind.name} <= {capacity} (with the searched recompute and recipe)"
+            found = c.best_layout_as_launched(degree <= capacity)
+            kept = "the job's recompute and recipe kept"
+            if found is None:
+                found = c.best_layout_where(degree <= capacity)
+                kept = "with the searched recompute and recipe"
+            alt = None if found is None else found[0]
+            # the layout it prices, named (a user trial: "the best layout with ep <= 8 saves 2.730 s", which?)
+            named = "" if found is None else f"{_layout_words(found[1])}, "
+            how = f"the best layout with {kind.name} <= {capacity} ({named}{kept})"
         cost = c.saving(alt)
         if not over and levels[j].bandwidth_bytes_per_s >= inner.bandwidth_bytes_per_s and cost < 5e-4:
             continue  # the crossing is no slower than staying inside, and nothing is saved: not a finding
@@ -1225,6 +1243,13 @@ def _crossing_findings(c: _Ctx, kinds: list[GroupKind]) -> list[Finding]:
                      else f"{kind.name}_crosses_{'node' if j == 1 else inner.name}")
         out.append(Finding(_severity(cost, c.step_s), kind_name, msg, examples, cost))
     return out + ([] if same_claimed else _host_order_finding(c, kinds))
+
+
+def _layout_words(lay: Layout) -> str:
+    """`tp 4, cp 1, ep 8/etp 1, pp 2 (vpp 4), dp 16, ZeRO-1, micro-batch 1`: a layout a finding prices, in words."""
+    return (f"tp {lay.tp}, cp {lay.cp}, ep {lay.ep}/etp {lay.etp}, pp {lay.pp}" + (f" (vpp {lay.vpp})" if lay.vpp > 1
+                                                                                 else "")
+            + f", dp {lay.dp}, ZeRO-{lay.zero_stage}, micro-batch {lay.micro_batch_size}")
 
 
 def _job_compact(topo: Topology, job_gpu: np.ndarray, launch: LaunchLayout) -> dict | None:
