@@ -235,3 +235,20 @@ def test_a_launch_without_one_required_model_argument_is_refused(tmp_path, drop:
     assert result.exit_code == 2 and f"the Megatron launch states no {named}: Megatron-LM requires" in result.output
     script.write_text(f"torchrun --nproc-per-node 8 pretrain_gpt.py {LLAMA_8B}\n")
     assert _audit(script).exit_code in (0, 1)
+
+
+def test_a_misspelled_flag_is_refused_before_the_checks_it_makes_fail(tmp_path):
+    """A user trial: --use-distributed-optimiser beside --overlap-param-gather was reported as the overlap lacking the
+    distributed optimizer; Megatron-LM's parser refuses the unknown argument before validate_args checks the overlap,
+    so the audit names the misspelling, as it does without the overlap."""
+    from click.testing import CliRunner
+
+    from placement.cli import main
+    from tests.megatron_scripts import mixtral_script
+
+    script = mixtral_script(tmp_path, "--use-distributed-optimiser --overlap-grad-reduce --overlap-param-gather")
+    result = CliRunner().invoke(main, ["audit", "--launch", str(script), "--model", "mixtral-8x7b", "--gpus", "64"])
+    assert result.exit_code == 2
+    assert ("unknown argument --use-distributed-optimiser; did you mean --use-distributed-optimizer?"
+            in result.stderr), result.stderr
+    assert "without --use-distributed-optimizer" not in result.stderr

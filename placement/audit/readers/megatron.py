@@ -584,6 +584,10 @@ def read_args(words: list[Word], s: Settings, typos: bool = True) -> None:
     block, turned back into flags, is not checked)."""
     args = split_args(words, _MG_NARGS | _HF_NARGS)
     given = {a.flag.replace("_", "-"): a for a in args}
+    if typos:  # the parser refuses an unknown argument before validate_args checks the others (a user trial: a
+        # misspelled --use-distributed-optimiser was reported as --overlap-param-gather lacking the optimizer)
+        for a in args:
+            _near_miss(a.flag.replace("_", "-") if a.flag.startswith("--deepspeed") is False else a.flag, a)
     if "--moe-shared-expert-overlap" in given and "--overlap-moe-expert-parallel-comm" in given:
         a = given["--moe-shared-expert-overlap"]
         raise InputError(f"{a.evidence}: --moe-shared-expert-overlap with --overlap-moe-expert-parallel-comm "
