@@ -5,6 +5,8 @@ Baselines, each the same layout priced on the same machine:
   in the host list), as torchrun or srun would launch them.
 - `megatron_order`: Megatron-Core's default rank order (tp-cp-ep-dp-pp, tp innermost) on hosts sorted
   by name, as a launcher that sorts its node list does.  With a sorted host list the two coincide.
+Candidates besides CP-SAT's, priced exactly with the baselines (the cheapest is kept): `pipeline_order`, whole
+pipelines side by side in each leaf (`pipeline_order`).
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ def host_order_mapping(topo: Topology, host_order: np.ndarray) -> np.ndarray:
     return (np.asarray(host_order)[ranks // gph] * gph + ranks % gph).astype(np.int64)
 
 
-PREFERENCE = ("allocation_order", "megatron_order", "cpsat")
+PREFERENCE = ("allocation_order", "megatron_order", "cpsat", "pipeline_order")
 """Which mapping is kept among those that price the same: the one that moves fewest hosts."""
 TIE_REL = 1e-9
 """Step times this close (relative) price the same: the ranking's rounding, as the search's TIE_S."""
@@ -63,6 +65,26 @@ def baseline_mappings(topo: Topology) -> dict[str, np.ndarray]:
     by_name = np.array(sorted(range(num_hosts), key=lambda h: topo.host_names[h]))
     return {"allocation_order": host_order_mapping(topo, np.arange(num_hosts)),
             "megatron_order": host_order_mapping(topo, by_name)}
+
+
+def pipeline_order(topo: Topology, layout: Layout) -> np.ndarray | None:
+    """gpu_of_rank with each pipeline's stages side by side: the hosts sorted by their blocks (leaf, then the tiers
+    above, so that a leaf's hosts are consecutive), and node k of pipeline stage s (k-th of its stage's nodes, pp
+    outermost in rank order) on the (k x pp + s)-th of them, so a leaf holds whole pipelines and the point-to-point
+    sends stay inside it while the data-parallel groups spread over the leaves.  CP-SAT's proxy weighs each group's
+    bytes, not what of them the step hides, so where the gradients' reduction hides behind backward and the pipeline's
+    sends do not it keeps the stages apart (a user trial: a leaf-aligned pipeline order priced 0.018 s a step below
+    the mapper's on 4,096 H100 under a 2:1 spine).  None where a stage is not whole nodes."""
+    gph = topo.gpus_per_host
+    per_stage = layout.num_gpus // layout.pp
+    num_hosts = -(-topo.num_gpus // gph)
+    if layout.pp < 2 or per_stage % gph or num_hosts * gph != layout.num_gpus:
+        return None
+    nodes = per_stage // gph
+    blocks = topo.block_of[:, ::gph]  # each host's block at every level (its first GPU's)
+    by_block = np.lexsort(tuple(blocks[j] for j in range(blocks.shape[0])))  # the last key (top tier) sorts first
+    n = np.arange(num_hosts)  # rank-space node blocks: stage n // nodes, its (n % nodes)-th node
+    return host_order_mapping(topo, by_block[(n % nodes) * layout.pp + n // nodes])
 
 
 def map_layout(w: Workload, train: TrainingSpec, topo: Topology, layout: Layout, est: Estimates, i: int,
@@ -77,6 +99,9 @@ def map_layout(w: Workload, train: TrainingSpec, topo: Topology, layout: Layout,
 
     solution = solve_mapping(topo, group_kinds(layout, est, i), cfg or SolverConfig())
     options = {"cpsat": solution.gpu_of_rank, **baseline_mappings(topo)}
+    aligned = pipeline_order(topo, layout)
+    if aligned is not None:
+        options["pipeline_order"] = aligned
     priced = {name: _price(w, train, topo.with_mapping(g), layout) for name, g in options.items()}
     steps = {name: float(e.step_time_s[0]) for name, e in priced.items()}
     # a reordering is kept only when it prices faster: ties (within TIE_REL) keep the allocation order, then
@@ -84,5 +109,6 @@ def map_layout(w: Workload, train: TrainingSpec, topo: Topology, layout: Layout,
     best = min(steps.values())
     chosen = next(name for name in PREFERENCE if steps[name] <= best * (1.0 + TIE_REL))
     return MappedLayout(layout=layout, solution=solution, chosen=chosen, gpu_of_rank=options[chosen],
-                        estimate=priced[chosen], baselines={k: v for k, v in steps.items() if k != "cpsat"},
+                        estimate=priced[chosen],
+                        baselines={k: v for k, v in steps.items() if k in ("allocation_order", "megatron_order")},
                         topo=topo.with_mapping(options[chosen]))
