@@ -5,8 +5,8 @@ Baselines, each the same layout priced on the same machine:
   in the host list), as torchrun or srun would launch them.
 - `megatron_order`: Megatron-Core's default rank order (tp-cp-ep-dp-pp, tp innermost) on hosts sorted
   by name, as a launcher that sorts its node list does.  With a sorted host list the two coincide.
-Candidates besides CP-SAT's, priced exactly with the baselines (the cheapest is kept): `pipeline_order`, whole
-pipelines side by side in each leaf (`pipeline_order`).
+Besides CP-SAT's answer and the baselines, `pipeline_order` (whole pipelines side by side in each leaf) is priced too;
+the cheapest of them all is kept.
 """
 
 from __future__ import annotations
@@ -107,7 +107,7 @@ def map_layout(w: Workload, train: TrainingSpec, topo: Topology, layout: Layout,
     # a reordering is kept only when it prices faster: ties (within TIE_REL) keep the allocation order, then
     # Megatron's order, so hosts.txt does not move hosts for nothing
     best = min(steps.values())
-    chosen = next(name for name in PREFERENCE if steps[name] <= best * (1.0 + TIE_REL))
+    chosen = next(name for name in PREFERENCE if steps.get(name, np.inf) <= best * (1.0 + TIE_REL))
     return MappedLayout(layout=layout, solution=solution, chosen=chosen, gpu_of_rank=options[chosen],
                         estimate=priced[chosen],
                         baselines={k: v for k, v in steps.items() if k in ("allocation_order", "megatron_order")},
