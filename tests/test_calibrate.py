@@ -474,3 +474,35 @@ def test_an_nccl_tests_file_with_more_ranks_than_gpus_given_is_refused(tmp_path)
     res = CliRunner().invoke(main, ["calibrate", "--nccl", str(NCCL_2NODE), "--cluster", "dgx-h100", "--gpus", "8",
                                     "--out", str(tmp_path / "p.yaml")])
     assert res.exit_code == 2 and "16 ranks on 2 host(s), more than the 8 GPUs given" in res.stderr
+
+
+def test_a_step_entrys_log_of_another_job_is_refused(tmp_path):
+    """A user trial: an entry for Llama 3 70B at tp 8, pp 2, batch 128 naming a Llama 3 8B log (tp 1, batch 512) was
+    accepted, fitted the BF16 GEMM efficiency to 100 % of peak, and `plan` on that profile priced 405B at 70 % MFU.
+    The log's printed arguments are compared with what the entry states; the entry that matches its log is read."""
+    from click.testing import CliRunner
+    from synthetic_calibration import _args_block, _iterations
+
+    from placement.cli import main
+
+    log = tmp_path / "llama3-8b.log"
+    log.write_text("\n".join(_args_block({"world_size": "8", "data_parallel_size": "8", "global_batch_size": "128",
+                                          "seq_length": "8192", "tensor_model_parallel_size": "1"}))
+                   + "\n" + _iterations([1.3, 1.0, 1.0, 1.0], 128))
+    entry = ("- id: run\n  model: {model}\n  num_gpus: 8\n  seq_len: 8192\n  global_batch: {batch}\n"
+             "  layout: {{tp: {tp}, pp: 1, micro_batch_size: 1, zero_stage: 1}}\n  log: llama3-8b.log\n")
+    wrong = tmp_path / "wrong.yaml"
+    wrong.write_text(entry.format(model="llama3-70b", batch=64, tp=8))
+    result = CliRunner().invoke(main, ["calibrate", "--steps", str(wrong), "--cluster", "dgx-h100", "--gpus", "8",
+                                       "--out", str(tmp_path / "p.yaml")])
+    assert result.exit_code == 2 and not (tmp_path / "p.yaml").exists()
+    said = result.stderr.replace("\n", " ")
+    for part in ("ran another job than the entry states", "num_layers 80 (the log's 32", "hidden_size 8192 (the "
+                 "log's 4096", "global_batch_size 64 (the log's 128", "tensor_model_parallel_size 8 (the log's 1"):
+        assert part in said, said
+    right = tmp_path / "right.yaml"
+    right.write_text(entry.format(model="llama3-8b", batch=128, tp=1))
+    from placement.calibration.steps import read_steps
+
+    (run,) = read_steps(right, "dgx-h100")
+    assert run.run.published_step_time_s == pytest.approx(1.0)

@@ -191,9 +191,38 @@ def _entry(e: StepEntry, path: Path, i: int, cluster: str) -> StepRun:
         raise InputError(f"{where}: no global batch; give `global_batch` (the launch files do not fix it)")
     step_s = e.step_time_s
     if e.log is not None:
+        _check_log_job(path.parent / e.log, where, model, e.num_gpus, seq, batch, layout)
         step_s, where = log_step_time(path.parent / e.log, batch, seq, e.num_gpus)
     return _run(e.id or f"{path.name}#{i + 1}", where, cluster, model, e.model, e.num_gpus, seq, batch, precision,
                 layout, recipe or Recipe(), step_s, e.segment_nodes)
+
+
+def _check_log_job(log: Path, where: str, model: ModelSpec, num_gpus: int, seq: int, batch: int,
+                   layout: dict | None) -> None:
+    """An InputError where the Megatron-LM log an entry names ran another job than the entry states (a user trial: a
+    Llama 3 8B log under an entry for Llama 3 70B at tp 8, pp 2 fitted the GEMM efficiency to 100 % of peak, and
+    `plan` on that profile priced 405B at 70 % MFU).  The log's printed arguments are compared with the entry's model
+    (layers, hidden size), GPU count, sequence, batch and stated degrees; a log without the block (torchtitan's) is
+    not compared."""
+    from placement.audit.readers.megatron import MEGATRON_LOG_BEGIN
+    from placement.loaders.files import unprefixed
+
+    lines = read_text(log, "training log", "give a torchtitan or Megatron-LM log").splitlines()
+    if MEGATRON_LOG_BEGIN not in (unprefixed(x) for x in lines):
+        return
+    args = megatron_arguments(log, lines)
+    stated = {"num_layers": model.num_layers, "hidden_size": model.hidden_size, "world_size": num_gpus,
+              "seq_length": seq, "global_batch_size": batch}
+    for key, name in (("tp", "tensor_model_parallel_size"), ("pp", "pipeline_model_parallel_size"),
+                      ("cp", "context_parallel_size"), ("ep", "expert_model_parallel_size")):
+        if layout is not None and key in layout:
+            stated[name] = layout[key]
+    differ = [f"{name} {value} (the log's {args[name][0]}, line {args[name][1]})" for name, value in stated.items()
+              if name in args and _int(args, name, log) is not None and _int(args, name, log) != value]
+    if differ:
+        raise InputError(f"{where}: its log `{log}` ran another job than the entry states: {'; '.join(differ)}; "
+                         f"fix the entry (its model `{model.name}`, layout, batch or GPU count) or name the run's own "
+                         f"log, or give the log alone (--steps LOG reads the job from its arguments)")
 
 
 def megatron_arguments(path: Path, lines: list[str]) -> dict[str, tuple[str, int]]:
