@@ -127,12 +127,19 @@ def test_an_all_gather_output_before_2_13_without_a_redop_column_is_read(tmp_pat
         if tok[:1] == ["#"] and "redop" in tok:
             line = line.replace(" redop", "")
         elif len(tok) == 12 and tok[0].isdigit():
-            line = "  ".join(tok[:3] + tok[4:])
+            # the all_reduce rows as all_gather prints them: no redop, and busbw = algbw x (n-1)/n on its 8 ranks
+            # (not all_reduce's 2(n-1)/n: the columns must agree, or the file is another test's output)
+            row = tok[:3] + tok[4:]
+            for k in (4, 8):
+                row[k + 1] = f"{float(row[k]) * 7 / 8:.2f}"
+            line = "  ".join(row)
         out.append(line)
     path = tmp_path / "all_gather_perf.txt"
     path.write_text("\n".join(out) + "\n")
     run = read_nccl_tests(path)
-    assert run.op == "all_gather" and max(r.busbw_bytes_per_s for r in run.rows) == pytest.approx(235.26e9)
+    algbw = max(float(x.split()[4]) for x in out if x.split()[:1] and x.split()[0].isdigit())
+    assert run.op == "all_gather"
+    assert max(r.busbw_bytes_per_s for r in run.rows) == pytest.approx(algbw * 7 / 8 * 1e9, rel=1e-3)
 
 
 @pytest.mark.parametrize("kind", ["quick_geglu", "squared_relu"])
@@ -159,3 +166,30 @@ def test_a_partly_stated_layout_is_told_its_real_dp(tmp_path: Path) -> None:
                      "  layout: {tp: 8, pp: 4, micro_batch_size: 3}\n  step_time_s: 2.0\n")
     shown = CliRunner().invoke(main, ["validate", "--runs", str(steps), "--cluster", "dgx-h100"])
     assert "not a multiple of dp (2) * micro-batch (3) = 6" in shown.stdout
+
+
+def test_rows_whose_columns_contradict_each_other_are_refused(tmp_path: Path) -> None:
+    """A user trial: an 8-node all_reduce output with its times converted to milliseconds was fitted (errors of
+    118,414 %, a constant kept at a standard error 220 times its value), and the same output with its header renamed
+    all_gather_perf fitted as an all-gather.  nccl-tests prints algbw = size / time (us) and busbw = algbw x the
+    test's factor, so either edit shows in the row."""
+    source = NCCL / "h100-2node-all_reduce_perf-ring.txt"
+    lines = source.read_text().splitlines()
+    assert read_nccl_tests(source).op == "all_reduce"  # the output as printed is read
+    ms = []
+    for line in lines:
+        tok = line.split()
+        if len(tok) >= 12 and tok[0].isdigit() and tok[1].isdigit() and int(tok[0]) >= 1 << 20:
+            time_at = len(tok) - 8  # out-of-place time: 8 columns before the row's end (time algbw busbw #wrong x 2)
+            tok[time_at] = f"{float(tok[time_at]) / 1000:.3f}"
+            line = "  ".join(tok)
+        ms.append(line)
+    (tmp_path / "all_reduce_perf-ms.txt").write_text("\n".join(ms) + "\n")
+    with pytest.raises(InputError, match=r"but the row's algbw is .* GB/s: nccl-tests prints algbw = size / time with "
+                                         r"the time in microseconds, so the time column was converted or edited"):
+        read_nccl_tests(tmp_path / "all_reduce_perf-ms.txt")
+    renamed = tmp_path / "renamed.txt"  # its header names the test, so the redop column is not what tells
+    renamed.write_text("# Collective test starting: all_gather_perf\n" + source.read_text())
+    with pytest.raises(InputError, match=r"busbw / algbw is 1\.\d+, where all_gather_perf on 16 ranks prints 0\.938 "
+                                         r"\(all_reduce_perf prints 1\.\d+\): the file is another test's output"):
+        read_nccl_tests(renamed)

@@ -110,8 +110,10 @@ sendrecv.cu loops over them though it reduces nothing); all_gather and alltoall 
 the file name names the test: a `# Collective test starting:` line names it for certain."""
 
 
-def _row(tokens: list[str], cols: list[str] | None = None) -> tuple[int, float, float, tuple[str, str]] | None:
-    """(size, out-of-place time in us, out-of-place busbw in GB/s, #wrong out of place and in place) of a result
+def _row(tokens: list[str], cols: list[str] | None = None
+         ) -> tuple[int, float, float, tuple[str, str], float] | None:
+    """(size, out-of-place time in us, out-of-place busbw in GB/s, #wrong out of place and in place, out-of-place
+    algbw in GB/s) of a result
     row, or None (also a row shorter than its table's header: cut).  `cols`: the table header's column names, None
     where no header was seen (then the row's own length tells)."""
     if len(tokens) < 8 or not tokens[0].isdigit() or not tokens[1].isdigit():
@@ -129,7 +131,7 @@ def _row(tokens: list[str], cols: list[str] | None = None) -> tuple[int, float, 
     if len(vals) < 3 or not all(_NUM.match(v) for v in vals):
         return None
     wrong = (tokens[first + 3] if len(tokens) > first + 3 else "", tokens[first + 7] if len(tokens) > first + 7 else "")
-    return int(tokens[0]), float(vals[0]), float(vals[2]), wrong
+    return int(tokens[0]), float(vals[0]), float(vals[2]), wrong, float(vals[1])
 
 
 def _header_columns(stripped: str) -> list[str] | None:
@@ -160,6 +162,7 @@ def read_nccl_tests(path: Path | str) -> NcclRun:
     in_table = False
     cols: list[str] | None = None  # the table header's column names
     failed: list[str] = []
+    printed: list[tuple[int, int, float, float, float]] = []  # (line, size, time us, algbw, busbw) as printed
     for i, raw in enumerate(lines, start=1):
         line = unprefixed(raw)
         stripped = line.strip()
@@ -215,6 +218,7 @@ def read_nccl_tests(path: Path | str) -> NcclRun:
             continue
         if got[0] > 0:
             rows.append(NcclRow(got[0], got[1] * 1e-6, got[2] * 1e9, i))
+            printed.append((i, got[0], got[1], got[4], got[2]))
     warnings = []
     if failed:
         warnings.append(f"`{path}`: {len(failed)} row(s) failed nccl-tests' data check (a nonzero #wrong: the "
@@ -233,6 +237,7 @@ def read_nccl_tests(path: Path | str) -> NcclRun:
                              f"#wrong: {'; '.join(failed)}); a run that returns wrong data cannot calibrate")
         raise InputError(f"nccl-tests file `{path}`: no result rows (size count type redop ... time algbw busbw); "
                          f"give the whole output of the run")
+    _check_columns(path, op, len(ranks), printed)
     hosts = tuple(dict.fromkeys(h for _, (h, _) in sorted(ranks.items())))
     per_host = {h: sum(1 for hh, _ in ranks.values() if hh == h) for h in hosts}
     if len(set(per_host.values())) != 1:
@@ -333,8 +338,46 @@ def predict_times(run: NcclRun, topo: Topology, stride: int, sizes: np.ndarray |
     return group.p2p(sizes, wrap=True)  # sendrecv_perf: rank r sends to r + 1 and the last rank to the first
 
 
+CHECKED_ALGBW_GBPS: Final = 1.0
+"""Rows whose printed algbw is at least this (GB/s) are checked against their time and busbw: nccl-tests prints two
+decimals, so smaller ones are too coarse to compare."""
+COLUMN_TOLERANCE: Final = 0.05
+"""Relative disagreement the checks allow between printed columns (rounding to two decimals, and the time's own)."""
+
+
+def bus_factor(op: str, ranks: int) -> float:
+    """busbw / algbw of a test (nccl-tests doc/PERFORMANCE.md)."""
+    return {"all_reduce": 2.0 * (ranks - 1) / ranks, "sendrecv": 1.0}.get(op, (ranks - 1) / ranks)
+
+
+def _check_columns(path: Path, op: str, ranks: int, printed: list[tuple[int, int, float, float, float]]) -> None:
+    """An InputError where a row's printed columns contradict each other, which nccl-tests never prints (a user
+    trial: times converted to ms were fitted with errors of 118,414 %, and an all_reduce output whose header was
+    renamed all_gather fitted as an all-gather):
+    - algbw is size / time: off by more than COLUMN_TOLERANCE, the time column is not the microseconds printed;
+    - busbw / algbw is the test's factor (2(n-1)/n for all_reduce): another factor is another test's output."""
+    factor = bus_factor(op, ranks)
+    others = {o: bus_factor(o, ranks) for o in OPS if abs(bus_factor(o, ranks) - factor) > 2 * COLUMN_TOLERANCE}
+    for line, size, time_us, algbw, busbw in printed:
+        if algbw < CHECKED_ALGBW_GBPS:
+            continue
+        implied = size / (time_us * 1e-6) / 1e9
+        if abs(implied / algbw - 1.0) > COLUMN_TOLERANCE:
+            raise InputError(f"nccl-tests file `{path}` line {line}: {size:,} bytes in {time_us:g} us is "
+                             f"{implied:,.2f} GB/s, but the row's algbw is {algbw:g} GB/s: nccl-tests prints algbw = "
+                             f"size / time with the time in microseconds, so the time column was converted or "
+                             f"edited; give the output as the binary printed it")
+        if ranks > 1 and abs(busbw / algbw / factor - 1.0) > COLUMN_TOLERANCE:
+            like = [o for o, f in others.items() if abs(busbw / algbw / f - 1.0) <= COLUMN_TOLERANCE]
+            raise InputError(f"nccl-tests file `{path}` line {line}: busbw / algbw is {busbw / algbw:.3f}, where "
+                             f"{op}_perf on {ranks} ranks prints {factor:.3f}"
+                             + (f" ({' and '.join(o + '_perf' for o in like)} print{'s' if len(like) == 1 else ''} "
+                                f"{busbw / algbw:.3f}): the file is another test's output" if like else
+                                ": the row was edited")
+                             + "; give each test's output as its binary printed it")
+
+
 def bus_bandwidth(op: str, ranks: int, size_bytes: float, time_s: float) -> float:
     """nccl-tests' busbw for a time (doc/PERFORMANCE.md): algbw times 2(n-1)/n for all-reduce, (n-1)/n for
     all-gather, reduce-scatter and all-to-all, 1 for send/receive."""
-    factor = {"all_reduce": 2.0 * (ranks - 1) / ranks, "sendrecv": 1.0}.get(op, (ranks - 1) / ranks)
-    return size_bytes / time_s * factor
+    return size_bytes / time_s * bus_factor(op, ranks)
