@@ -193,3 +193,18 @@ def test_rows_whose_columns_contradict_each_other_are_refused(tmp_path: Path) ->
     with pytest.raises(InputError, match=r"busbw / algbw is 1\.\d+, where all_gather_perf on 16 ranks prints 0\.938 "
                                          r"\(all_reduce_perf prints 1\.\d+\): the file is another test's output"):
         read_nccl_tests(renamed)
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-nan"])
+def test_a_row_that_measured_nothing_is_named_so(tmp_path: Path, value: str) -> None:
+    """A user trial: a row with a `nan` time was refused as cut ("a result row with 13 columns, where its table's
+    header has 13")."""
+    text = (NCCL / "h100-2node-all_reduce_perf-ring.txt").read_text()
+    row = next(x for x in text.splitlines() if x.split()[:1] == ["4294967296"])
+    tok = row.split()
+    tok[5] = value
+    path = tmp_path / "all_reduce_perf.txt"
+    path.write_text(text.replace(row, "  ".join(tok)))
+    with pytest.raises(InputError, match=rf"line \d+: {value} where a time or bandwidth is printed, not a finite "
+                                         r"number"):
+        read_nccl_tests(path)

@@ -188,6 +188,12 @@ def read_nccl_tests(path: Path | str) -> NcclRun:
             continue
         tokens = line.split()
         got = _row(tokens, cols)
+        unmeasured = [t for t in tokens[4:] if t.lower().lstrip("+-") in ("nan", "inf", "infinity")]
+        if got is None and tokens and tokens[0].isdigit() and unmeasured:
+            # a user trial: a row with a nan time was called cut, "13 columns, where its table's header has 13"
+            raise InputError(f"nccl-tests file `{path}` line {i}: {unmeasured[0]} where a time or bandwidth is "
+                             f"printed, not a finite number: this size measured nothing (the collective failed or "
+                             f"hung); rerun the test, or cut the file before that row")
         if got is None and tokens and tokens[0].isdigit() and (
                 in_table or (len(tokens) >= 2 and tokens[1].isdigit())):
             header = (f"its table's header has {len(cols)}" if cols is not None
