@@ -1331,13 +1331,14 @@ def audit(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, p
     mapping = SolverConfig(time_limit_s=max(10.0, 5 * map_time_limit), deterministic_time_limit=map_time_limit) \
         if real else None
     overrides = build_recipe(recipe_file, given) if recipe_file is not None or given else None
+    files_text = _files_text(launch_files)  # the argument diff's and the --out file's check, read once
     from tqdm import tqdm
 
     # the best plans are mapped one by one: a bar after 2 s, only on a terminal (disable=None)
     with tqdm(total=5, desc="audit: planning the same job", unit="plan", file=sys.stderr, leave=False,
               disable=None, delay=2.0) as bar:
         result = audit_job(launch, model, train, topo, hosts, mapping, recipe_overrides=overrides,
-                           progress=bar.update, files_text=_files_text(launch_files))
+                           progress=bar.update, files_text=files_text)
     if not _timings():
         result = result.without_timings()
     from placement.html import audit_html
@@ -1354,9 +1355,9 @@ def audit(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, p
         if written in paths:
             from placement.audit.changes import megatron_flags_not_carried, megatron_values_changed
 
-            text, ours = _files_text(launch_files), written.read_text()
-            not_carried = megatron_flags_not_carried(text, ours, result.changes)
-            values_changed = megatron_values_changed(text, ours, result.changes)
+            ours = written.read_text()
+            not_carried = megatron_flags_not_carried(files_text, ours, result.changes)
+            values_changed = megatron_values_changed(files_text, ours, result.changes)
             if not_carried:
                 click.echo(f"placement: warning: {written} does not carry these arguments of the job's files (the "
                            f"change list does not remove them; add those the job needs, such as its data, "

@@ -113,10 +113,16 @@ TORCHTITAN_STEP = re.compile(r"step:\s*(\d+)\s.*?tps:\s*([0-9,]+)")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
-def log_step_time(path: Path, global_batch: int, seq_len: int, num_gpus: int) -> tuple[float, str]:
-    """(seconds per step, where) from a torchtitan or Megatron-LM log: the median after the first logged step."""
-    lines = [_ANSI.sub("", x) for x in read_text(path, "training log", "give a torchtitan or Megatron-LM log"
-                                                 ).splitlines()]
+def read_log_lines(path: Path) -> list[str]:
+    """A torchtitan or Megatron-LM log's lines, colour codes taken off."""
+    return [_ANSI.sub("", x) for x in read_text(path, "training log", "give a torchtitan or Megatron-LM log"
+                                                ).splitlines()]
+
+
+def log_step_time(path: Path, lines: list[str], global_batch: int, seq_len: int, num_gpus: int
+                  ) -> tuple[float, str]:
+    """(seconds per step, where) from a torchtitan or Megatron-LM log's lines (`read_log_lines`): the median after
+    the first logged step."""
     mega, dropped = megatron_steps(lines)
     if dropped and len(mega) < 2:
         raise InputError(f"training log `{path}`: {len(mega)} logged Megatron interval(s) without skipped or NaN "
@@ -191,13 +197,15 @@ def _entry(e: StepEntry, path: Path, i: int, cluster: str) -> StepRun:
         raise InputError(f"{where}: no global batch; give `global_batch` (the launch files do not fix it)")
     step_s = e.step_time_s
     if e.log is not None:
-        _check_log_job(path.parent / e.log, where, model, e.num_gpus, seq, batch, layout)
-        step_s, where = log_step_time(path.parent / e.log, batch, seq, e.num_gpus)
+        log = path.parent / e.log
+        lines = read_log_lines(log)  # read once: a training log can be large
+        _check_log_job(log, lines, where, model, e.num_gpus, seq, batch, layout)
+        step_s, where = log_step_time(log, lines, batch, seq, e.num_gpus)
     return _run(e.id or f"{path.name}#{i + 1}", where, cluster, model, e.model, e.num_gpus, seq, batch, precision,
                 layout, recipe or Recipe(), step_s, e.segment_nodes)
 
 
-def _check_log_job(log: Path, where: str, model: ModelSpec, num_gpus: int, seq: int, batch: int,
+def _check_log_job(log: Path, lines: list[str], where: str, model: ModelSpec, num_gpus: int, seq: int, batch: int,
                    layout: dict | None) -> None:
     """An InputError where the Megatron-LM log an entry names ran another job than the entry states (a user trial: a
     Llama 3 8B log under an entry for Llama 3 70B at tp 8, pp 2 fitted the GEMM efficiency to 100 % of peak, and
@@ -207,7 +215,6 @@ def _check_log_job(log: Path, where: str, model: ModelSpec, num_gpus: int, seq: 
     from placement.audit.readers.megatron import MEGATRON_LOG_BEGIN
     from placement.loaders.files import unprefixed
 
-    lines = read_text(log, "training log", "give a torchtitan or Megatron-LM log").splitlines()
     if MEGATRON_LOG_BEGIN not in (unprefixed(x) for x in lines):
         return
     args = megatron_arguments(log, lines)

@@ -613,8 +613,6 @@ def read_args(words: list[Word], s: Settings, typos: bool = True) -> None:
         if f in MODEL_ELSEWHERE:  # the model's arguments come from the checkpoint or a YAML the files do not show
             site = f"{a.word.site.path}:{a.word.site.line}"
             s.model_elsewhere = s.model_elsewhere or f"{f} ({site}): {MODEL_ELSEWHERE[f]}"
-        if typos:
-            _near_miss(f, a)
         if f in _MG_IGNORED:
             note = f"{f}: {_MG_IGNORED[f]} ({a.word.site.path}:{a.word.site.line})"
             if note not in s.ignored:
