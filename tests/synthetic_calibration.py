@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from placement.calibration.nccl_tests import NcclRow, NcclRun, bus_bandwidth, predict_times
+from placement.calibration.nccl_tests import NcclRow, NcclRun, bus_bandwidth, bus_factor, predict_times
 from placement.calibration.profile import with_constants
 from placement.calibration.steps import read_steps
 from placement.calibration.validate import predict, run_topology
@@ -45,11 +45,27 @@ def write_nccl(path: Path, op: str, hosts: int, truth: dict[str, float], rng: np
                   tuple(NcclRow(s, 1.0, 1.0, 0) for s in SIZES))
     topo = with_constants(Topology(cluster, acc, num_gpus=hosts * gpn), truth)
     times = predict_times(run, topo, 1) * (1.0 + noise * rng.standard_normal(len(SIZES)))
-    n = run.ranks
+    return _write_nccl_text(path, op, hosts, gpn, run.gpu, times)
+
+
+def write_nccl_ramp(path: Path, op: str, hosts: int, floor_s: float, busbw_bytes_per_s: float, ramp_bytes: float,
+                    rng: np.random.Generator, noise: float = 0.015) -> Path:
+    """An nccl-tests output shaped as NCCL's are, not as the cost model prices them: a latency floor, then a bus
+    bandwidth that ramps up to its plateau over `ramp_bytes` (the protocols' ramp, which the alpha-beta model does
+    not have), with noise; 8 GPUs per host."""
+    n = hosts * 8
+    sizes = np.array(SIZES, dtype=float)
+    bandwidth = busbw_bytes_per_s * (1.0 - 0.6 * np.exp(-sizes / ramp_bytes))
+    times = (floor_s + sizes * bus_factor(op, n) / bandwidth) * (1.0 + noise * rng.standard_normal(len(SIZES)))
+    return _write_nccl_text(path, op, hosts, 8, "NVIDIA H100 80GB HBM3", times)
+
+
+def _write_nccl_text(path: Path, op: str, hosts: int, gpn: int, gpu: str, times: np.ndarray) -> Path:
+    n = hosts * gpn
     lines = [f"# Collective test starting: {op}_perf",
              f"# nThread 1 nGpus 1 minBytes {SIZES[0]} maxBytes {SIZES[-1]} step: 2(factor) warmup iters: 5 "
              f"iters: 20 agg iters: 1 validation: 1 graph: 0", "#", "# Using devices",
-             *_rank_lines(hosts, gpn, run.gpu), "#",
+             *_rank_lines(hosts, gpn, gpu), "#",
              "#                                                              out-of-place                       "
              "in-place          ",
              "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   "

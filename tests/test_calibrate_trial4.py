@@ -289,25 +289,35 @@ def test_the_latency_comes_from_the_flat_small_rows_not_the_ramp() -> None:
 
 
 def test_a_class_of_rows_the_fit_still_misses_is_a_warning() -> None:
-    """A 2-node all-reduce NCCL ran as NVLSTree (469 GB/s bus bandwidth, nccl-tests#309): the profile still prices
-    its bandwidth-bound rows 82 % slow, and said nothing (a user trial)."""
+    """A 2-node all-reduce NCCL ran as NVLSTree (469 GB/s bus bandwidth, nccl-tests#309) was priced 82 % slow after
+    the fit, and nothing said so (a user trial).  Alone it is now explained (levels overlapped: the fit starts from
+    a grid); beside an 8-node all-reduce of another cluster, one share cannot serve both, and what stays missed by
+    more than UNEXPLAINED is named with its mean."""
     from placement.calibration.calibrate import UNEXPLAINED
 
-    nvls = Path(__file__).parent / "data" / "nccl" / "h100-2node-all_reduce_perf.txt"
-    profile = Calibration(_base(gpus=16), "dgx-h100", [nvls]).run()
-    rows = [m for m in profile.measurements if m.regime == "bandwidth"]
-    missed = sum(abs(m.after / m.measured - 1) for m in rows) / len(rows)
-    assert missed > UNEXPLAINED
-    (warning,) = [w for w in profile.warnings if "still missed by" in w]
-    assert f"{len(rows)} bandwidth-bound row(s) are still missed by {missed:.0%} on average" in warning
-    assert "slower than measured" in warning and "NVLS" in warning
+    data = Path(__file__).parent / "data" / "nccl"
+    files = [data / "h100-2node-all_reduce_perf.txt", data / "h100-8node-all_reduce_perf.txt"]
+    profile = Calibration(_base(gpus=64), "dgx-h100", files).run()
+    missed = 0
+    for group in dict.fromkeys(m.group for m in profile.measurements):
+        for regime in ("bandwidth", "latency"):
+            rows = [m for m in profile.measurements if m.group == group and m.regime == regime]
+            mean = sum(abs(m.after / m.measured - 1) for m in rows) / max(len(rows), 1)
+            said = [w for w in profile.warnings if w.startswith(f"{group}: its {len(rows)} {regime}-bound")]
+            if mean > UNEXPLAINED:
+                missed += 1
+                assert len(said) == 1 and (f"still missed by {mean:.0%} on average" in said[0]
+                                           or "predicted worse after the fit" in said[0]), (group, regime)
+    assert missed >= 1
     # a class within the bound, or warned already as predicted worse, is not named again
     cal = Calibration(_base(gpus=16), "dgx-h100", [A3MEGA])
     close = [Residual(measurement="1 B", kind="nccl", group="f", unit="s", measured=1.0, before=1.1, after=1.2,
                       regime="bandwidth")]
     far = [r.model_copy(update={"after": 1.5}) for r in close]
     assert cal._unexplained(close, set()) == []
-    assert len(cal._unexplained(far, set())) == 1 and cal._unexplained(far, {("f", "bandwidth")}) == []
+    (slow,) = cal._unexplained(far, set())
+    assert "priced +50.0%, slower than measured" in slow and "NVLS" in slow
+    assert cal._unexplained(far, {("f", "bandwidth")}) == []
     step = [Residual(measurement="step r", kind="step", group="r", unit="s", measured=1.0, before=0.5, after=0.6)]
     (said,) = cal._unexplained(step, set())
     assert "the run is still missed by 40% after the fit" in said and "faster than measured" in said

@@ -164,8 +164,11 @@ def read_step_yaml(path: Path, cluster: str, text: str) -> list[StepRun]:
     if isinstance(data, dict):
         data = [data]
     if not isinstance(data, list) or not data:
+        found = ("an empty list" if data == [] else "nothing (an empty file)" if data is None
+                 else f"{type(data).__name__} {str(data)[:40]!r}")
         raise InputError(f"step file `{path}`: expected a list of measured runs ({{model, num_gpus, seq_len, "
-                         f"global_batch, layout, step_time_s, ...}}); found {type(data).__name__}")
+                         f"global_batch, layout, step_time_s, ...}}); found {found}: a file from which nothing is read "
+                         f"fits nothing")
     out = []
     for i, item in enumerate(data):
         try:
