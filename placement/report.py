@@ -50,7 +50,9 @@ def layout_cell(p: Plan) -> str:
     return " ".join(parts) + f" {z} mbs{lay.micro_batch_size} {rc}{sp}{split}"
 
 
-def _table(header: list[str], rows: list[list[str]]) -> str:
+def text_table(header: list[str], rows: list[list[str]]) -> str:
+    """Rows under a header and a rule, each column padded to its widest cell: the text tables of plan, evaluate,
+    audit and validate."""
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
 
     def line(cells: list[str]) -> str:
@@ -98,7 +100,7 @@ def memory_rows(p: Plan) -> list[list[str]]:
 
 
 def _breakdown(p: Plan) -> str:
-    return _table(BREAKDOWN_HEADER, breakdown_rows(p)) + "\n\n" + _table(MEMORY_HEADER, memory_rows(p))
+    return text_table(BREAKDOWN_HEADER, breakdown_rows(p)) + "\n\n" + text_table(MEMORY_HEADER, memory_rows(p))
 
 
 def headline(p: Plan) -> str:
@@ -270,8 +272,8 @@ def _mapping_section(p: Plan) -> str:
     if parts is None:
         return ""
     verdict, rows, levels, crows = parts
-    return "\n\n".join([verdict, _table(["order", "step s"], rows),
-                         _table(["groups", "count x size", *(f"within {lv}" for lv in levels)], crows)])
+    return "\n\n".join([verdict, text_table(["order", "step s"], rows),
+                         text_table(["groups", "count x size", *(f"within {lv}" for lv in levels)], crows)])
 
 
 def top_k_rows(planned: Planned) -> list[list[str]]:
@@ -297,7 +299,7 @@ def plan_table(planned: Planned, exhaustive: bool = False) -> str:
     ps = planned.plans
     mapping = _mapping_section(ps[0])
     return (headline(ps[0]) + "\n\n" + _breakdown(ps[0]) + "\n\n" + (mapping + "\n\n" if mapping else "")
-            + _table(TOP_K_HEADER, top_k_rows(planned))
+            + text_table(TOP_K_HEADER, top_k_rows(planned))
             + "\n\n" + search_line(planned)
             + ("".join(f"\n  bound: {b}" for b in planned.search.bounds) if exhaustive else ""))
 
@@ -342,7 +344,8 @@ def model_table(f: dict) -> str:
                         f"{moe['num_experts']}, {moe['top_k']}, {moe['num_shared_experts']}"])
     if f.get("parallel_residual"):
         rows.insert(1, ["residual", "parallel: attention + MLP, one forward TP all-reduce per layer"])
-    return f"{f['name']}\n" + _table(["quantity", "value"], rows) + (f"\nsource: {f['source']}" if f["source"] else "")
+    source = f"\nsource: {f['source']}" if f["source"] else ""
+    return f"{f['name']}\n" + text_table(["quantity", "value"], rows) + source
 
 
 def cluster_facts(topo: Topology) -> dict:
@@ -361,7 +364,7 @@ def cluster_table(f: dict) -> str:
     segment = f", segment {f['segment_nodes']} nodes" if f.get("segment_nodes") is not None else ""
     head = (f"{f['name']}: {f['num_gpus']:,} x {f['accelerator']} ({f['gpus_per_node']} per node{segment}), "
             f"{f['peak_flops_bf16'] / 1e12:,.0f} TFLOP/s bf16, {f['hbm_bytes'] / 1e9:.0f} GB HBM")
-    return head + "\n" + _table(["level", "name", "GPUs per block", "GB/s per GPU (effective)", "latency us"], rows)
+    return head + "\n" + text_table(["level", "name", "GPUs per block", "GB/s per GPU (effective)", "latency us"], rows)
 
 
 def validate_json(results: list[RunResult], mean: float, worst: float) -> dict:
@@ -419,6 +422,6 @@ def validate_table(results: list[RunResult], mean: float, worst: float) -> str:
     if over:
         lines.append("priced at their stated recompute though the memory model puts them over capacity (\"over\"; the "
                      "runs fit, so the model over-counts their memory): " + ", ".join(over))
-    return (_table(["run", "group", "published s", "predicted s", "error", "mem GiB/cap"], rows)
+    return (text_table(["run", "group", "published s", "predicted s", "error", "mem GiB/cap"], rows)
             + "\n\n" + "\n".join(lines)
             + f"\n\nptdp-2021-table1 + korthikanti-2022-table5: mean |error| {mean:.1%}, max |error| {worst:.1%}")

@@ -519,3 +519,23 @@ def test_a_node_count_slurm_gives_is_the_command_lines(tmp_path: Path) -> None:
     assert data["layout"]["dp"] == 16 and data["layout"]["num_gpus"] == 64
     assert "world_size_differs" not in {f["kind"] for f in data["findings"]}
     assert any("--nnodes" in x and "$SLURM_NNODES" in x for x in data["layout"]["ignored"])
+
+
+def test_a_best_plan_near_its_capacity_says_its_memory_is_an_estimate() -> None:
+    """A user trial: the best plan of torchtitan's Llama 3 405B config filled 77.8 of 78.1 GiB and its line said
+    nothing, where `plan` and `evaluate` warn of a plan within 3 % of its capacity kept without headroom."""
+    from placement.plan import TIGHT_MEMORY_SHARE
+
+    args = ("--launch", str(AUDIT / "torchtitan" / "llama3_405b.toml"), "--model", "llama3-405b")
+    best = audit_json(*args)["best"]
+    spare = best["memory_capacity_bytes"] - best["peak_memory_bytes"]
+    assert 0 <= spare < TIGHT_MEMORY_SHARE * best["memory_capacity_bytes"]
+    code, text, _ = run("audit", *args)
+    assert code in (0, 1)
+    (line,) = [x for x in text.splitlines() if x.startswith("step ") and "as launched: speed-up" in x]
+    assert f"(within {spare / 2**30:.1f} GiB: an estimate, no headroom kept" in line
+    # with headroom asked for, the best plan keeps it and says so instead
+    code, text, _ = run("audit", *args, "--memory-headroom-gib", "4")
+    assert code in (0, 1)
+    (line,) = [x for x in text.splitlines() if x.startswith("step ") and "as launched: speed-up" in x]
+    assert "(4.0 GiB more kept free)" in line and "an estimate" not in line

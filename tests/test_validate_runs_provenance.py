@@ -36,3 +36,17 @@ def test_each_run_carries_its_layout_search_and_command(tmp_path: Path) -> None:
     again = CliRunner().invoke(main, [*shlex.split(run["command"])[1:], "--json"])
     assert again.exit_code in (0, 1), again.output
     assert json.loads(again.stdout)["step_time_s"] == pytest.approx(run["predicted_step_time_s"], rel=1e-3)
+
+
+def test_the_json_carries_the_summary_the_text_prints(tmp_path: Path) -> None:
+    """A user trial: `validate --runs --json` had each run's error but not the mean and max the text prints."""
+    path = tmp_path / "steps.yaml"
+    path.write_text(STEPS + STEPS.replace("step_time_s: 12.0", "step_time_s: 15.0"), encoding="utf-8")
+    args = ["validate", "--runs", str(path), "--cluster", "dgx-h100"]
+    data = json.loads(CliRunner().invoke(main, [*args, "--json"]).stdout)
+    errors = [abs(r["error"]) for r in data["runs"]]
+    assert data["summary"]["default"] == {"mean_abs_error": pytest.approx(sum(errors) / 2),
+                                          "max_abs_error": pytest.approx(max(errors)), "runs": 2}
+    assert data["summary"]["calibrated"] is None  # no profile given
+    text = CliRunner().invoke(main, args).stdout
+    assert f"default: mean |error| {sum(errors) / 2:.1%}, max {max(errors):.1%} over 2 runs" in text

@@ -481,17 +481,25 @@ def launch_changes(framework: str, now: EmitContext, best: EmitContext, files_te
     return changes
 
 
+_FLAG = r"(?<![\w-])(--[a-z][a-z0-9_-]*)"
+"""A command-line flag in a launch file (Megatron-LM reads `--foo_bar` as `--foo-bar`: normalised by the readers)."""
+_FLAG_VALUE = _FLAG + r"(?:=|[ \t]+)([^\s\\#'\"$-][^\s\\#'\"$]*)"
+"""A flag with a literal value (not a variable, not another flag)."""
+
+
+def _flags(text: str) -> list[str]:
+    return [f.replace("_", "-") for f in re.findall(_FLAG, uncommented(text))]
+
+
 def megatron_flags_not_carried(files_text: str, written: str, changes: list[dict]) -> list[str]:
     """The Megatron-LM flags the job's files pass that the megatron.sh written for its best plan does not, in the
     files' order, but for those the change list removes on purpose (a user trial: the written file dropped
     --moe-router-load-balancing-type aux_loss and --moe-aux-loss-coeff 1e-3, so it trained without the job's load
     balancing loss, and no line said so).  Flags only: values may be the script's own variables."""
-    import re
-
     removed = {c["argument"] for c in changes if c["to"] is None}
-    ours = set(re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", uncommented(written)))
+    ours = set(_flags(written))
     out = []
-    for flag in re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", uncommented(files_text).replace("_", "-")):
+    for flag in _flags(files_text):
         if flag not in ours and flag not in removed and flag not in out and flag not in LAUNCHER_FLAGS:
             out.append(flag)
     return out
@@ -502,13 +510,10 @@ def megatron_values_changed(files_text: str, written: str, changes: list[dict]) 
     with a literal value each, the values differing, where the change list does not name the flag (a user trial: the
     written file set --max-position-embeddings 4096 where the job's had 40960, unsaid).  A value the script takes from
     a variable is not compared."""
-    import re
-
     named = {c["argument"] for c in changes}
-    pattern = r"(?<![\w-])(--[a-z][a-z0-9-]*)(?:=|[ \t]+)([^\s\\#'\"$-][^\s\\#'\"$]*)"
-    ours = {f: v for f, v in re.findall(pattern, uncommented(written))}
+    ours = {f.replace("_", "-"): v for f, v in re.findall(_FLAG_VALUE, uncommented(written))}
     out, seen = [], set()
-    for flag, value in re.findall(pattern, uncommented(files_text)):
+    for flag, value in re.findall(_FLAG_VALUE, uncommented(files_text)):
         flag = flag.replace("_", "-")
         if flag in seen or flag in named or flag in LAUNCHER_FLAGS or flag not in ours:
             continue
@@ -551,7 +556,6 @@ def _megatron_virtual_flags(changes: list[dict], best: dict[str, str], files_tex
     """Where the best plan's virtual pipeline changes, drop the one the launch files state another way: placement
     spells the launched side its own way, so a file with --num-layers-per-virtual-pipeline-stage would keep it beside
     the best plan's flag, which Megatron-LM refuses."""
-    import re
 
     if not any(c["argument"] in VIRTUAL_PIPELINE_FLAGS for c in changes):
         return

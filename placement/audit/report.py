@@ -10,7 +10,7 @@ from placement.audit.changes import NOT_IN_FILES, PRE3_DEFAULT_NOTE
 from placement.audit.core import Audit
 from placement.cost.constants import GiB
 from placement.emit.common import EmitContext
-from placement.report import _table, single_plan_table
+from placement.report import single_plan_table, text_table
 from placement.specs import TrainingSpec
 from placement.topology import Topology
 
@@ -181,7 +181,8 @@ def best_lines(a: Audit) -> str:
                 f"plan priced")
     return (f"best plan for the same job: {_layout_line(best)}\n"
             f"step {best.step_time_s:.3f} s vs {est.step_time_s:.3f} s as launched: speed-up x{a.speedup:.3f}; "
-            f"memory {best.peak_memory_bytes / GiB:.1f} of {best.memory_capacity_bytes / GiB:.1f} GiB")
+            f"memory {best.peak_memory_bytes / GiB:.1f} of {best.memory_capacity_bytes / GiB:.1f} GiB"
+            f"{best.headroom_note}")
 
 
 def change_lines(a: Audit) -> list[tuple[str, str]]:
@@ -245,7 +246,7 @@ def crossings_block(p) -> str:
     head = ["groups", "count x size", *(f"up to {lv}" for lv in levels), "slowest tier", "GB/member/step",
             "exposed s"]
     return ("where the groups' traffic goes (groups by the highest tier of the network they cross):\n"
-            + _table(head, rows))
+            + text_table(head, rows))
 
 
 NO_CHANGES = "no changes: the job already runs the best plan placement knows for it"

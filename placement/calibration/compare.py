@@ -63,6 +63,17 @@ def compare_runs(profile: CalibrationProfile | None, files: list[Path], cluster_
     return out
 
 
+def summary(rows: list[Compared]) -> dict[str, dict | None]:
+    """Per price ("default", "calibrated"): mean and max |error| over the runs it priced, and their count; None
+        where it priced none (no profile, or no run fits)."""
+    out: dict[str, dict | None] = {}
+    for name, attr in (("default", "error_default"), ("calibrated", "error_calibrated")):
+        errs = [abs(getattr(c, attr)) for c in rows if getattr(c, attr) is not None]
+        out[name] = ({"mean_abs_error": sum(errs) / len(errs), "max_abs_error": max(errs), "runs": len(errs)}
+                     if errs else None)
+    return out
+
+
 def compare_json(rows: list[Compared]) -> dict:
     def provenance(c: Compared) -> dict:
         p = c.priced
@@ -74,7 +85,8 @@ def compare_json(rows: list[Compared]) -> dict:
                       "predicted_step_time_s": c.default_s, "error": c.error_default,
                       "calibrated_step_time_s": c.calibrated_s, "calibrated_error": c.error_calibrated,
                       **provenance(c)}
-                     for c in rows]}
+                     for c in rows],
+            "summary": summary(rows)}
 
 
 def _pct(v: float | None) -> str:
@@ -89,11 +101,10 @@ def compare_table(rows: list[Compared], profile_path: str | None) -> str:
         tuned = f"{c.calibrated_s:.3f}" if c.calibrated_s is not None else "-"
         lines.append(f"{label:<60} {c.measured_s:>10.3f} {default:>10} {_pct(c.error_default):>7} {tuned:>12} "
                      f"{_pct(c.error_calibrated):>7}")
-    for name, attr in (("default", "error_default"), ("calibrated", "error_calibrated")):
-        errs = [abs(getattr(c, attr)) for c in rows if getattr(c, attr) is not None]
-        if errs:
-            lines.append(f"{name}: mean |error| {sum(errs) / len(errs):.1%}, max {max(errs):.1%} over {len(errs)} "
-                         f"runs")
+    for name, s in summary(rows).items():
+        if s is not None:
+            lines.append(f"{name}: mean |error| {s['mean_abs_error']:.1%}, max {s['max_abs_error']:.1%} over "
+                         f"{s['runs']} runs")
     for c in rows:
         if c.priced is not None and c.priced.why:
             lines.append(f"no fit: {c.run.id}: {c.priced.why}")
