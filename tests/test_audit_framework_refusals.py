@@ -159,3 +159,52 @@ def test_fp8_without_a_16_bit_switch_keeps_fp32_weights_and_is_refused(tmp_path)
     ok = CliRunner().invoke(main, ["audit", "--launch", str(script), "--model", "llama3-8b", "--cluster", "dgx-h100",
                                    "--gpus", "8"])
     assert ok.exit_code in (0, 1), ok.output
+
+
+def _megatron_deepspeed(tmp_path: Path, pp: int, stage: int, extra: str = "") -> list[str]:
+    """Megatron-DeepSpeed's Llama 2 example's arguments (tp 2), at pipeline size `pp` and ZeRO `stage`: the audit's
+    arguments for it and its DeepSpeed config."""
+    script = tmp_path / "train.sh"
+    script.write_text(f"deepspeed pretrain_gpt.py --tensor-model-parallel-size 2 --pipeline-model-parallel-size {pp} "
+                      "--num-layers 24 --hidden-size 2048 --num-attention-heads 16 --num-key-value-heads 4 --swiglu "
+                      "--ffn-hidden-size 5504 --seq-length 2048 --micro-batch-size 4 --global-batch-size 32 --bf16 "
+                      f"--deepspeed --deepspeed_config ds.json --zero-stage={stage}{extra}\n")
+    (tmp_path / "ds.json").write_text(json.dumps({"train_batch_size": 32, "train_micro_batch_size_per_gpu": 4,
+                                                  "zero_optimization": {"stage": stage}, "bf16": {"enabled": True}}))
+    model = tmp_path / "m.yaml"
+    model.write_text("name: m\nnum_layers: 24\nhidden_size: 2048\nffn_hidden_size: 5504\nffn_kind: swiglu\n"
+                     "num_attention_heads: 16\nnum_kv_heads: 4\nvocab_size: 32000\n")
+    return ["audit", "--launch", str(script), "--launch", str(tmp_path / "ds.json"), "--model", str(model),
+            "--cluster", "dgx-h100", "--gpus", "8", "--json"]
+
+
+@pytest.mark.parametrize(("stage", "no_pipe", "starts"), [(2, False, False), (3, False, False), (1, False, True),
+                                                          (2, True, True)])
+def test_megatron_deepspeed_under_zero_2_needs_no_pipeline_parallel(tmp_path, stage, no_pipe, starts) -> None:
+    """A user trial: Megatron-DeepSpeed's Llama 2 example set to PP=1, ZERO_STAGE=2 was priced as running.  Under
+    --deepspeed its pretrain_gpt.py builds GPTModelPipe at any pipeline size unless --no-pipeline-parallel, and
+    DeepSpeed's PipelineEngine asserts ZeRO below 2."""
+    extra = " --no-pipeline-parallel" if no_pipe else ""
+    out = CliRunner().invoke(main, _megatron_deepspeed(tmp_path, 1, stage, extra))
+    assert "Traceback" not in out.output
+    if starts:
+        assert out.exit_code in (0, 1), out.output
+        assert json.loads(out.stdout)["layout"]["zero_stage"] == stage
+    else:
+        assert out.exit_code == 2
+        assert (f"ZeRO stage {stage} without --no-pipeline-parallel" in out.stderr
+                and "ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism" in out.stderr
+                and "so this job does not start; add --no-pipeline-parallel" in out.stderr)
+
+
+@pytest.mark.parametrize("framework", [(), ("--framework", "deepspeed")])
+def test_a_best_plan_under_zero_3_adds_no_pipeline_parallel(tmp_path, framework) -> None:
+    """The same trial: the best plan of the example (pp 2, ZeRO-0 run as BF16_Optimizer's ZeRO-1) moved to ZeRO-3 at
+    pp 1 and its change list did not add --no-pipeline-parallel, so the changed job would not start either."""
+    out = CliRunner().invoke(main, [*_megatron_deepspeed(tmp_path, 2, 0), *framework])
+    assert out.exit_code in (0, 1), out.output
+    data = json.loads(out.stdout)
+    best = data["best"]["layout"]
+    assert best["zero_stage"] >= 2 and best["pp"] == 1  # what the search picks for this small model on 8 GPUs
+    (row,) = [c for c in data["changes"] if c["argument"] == "--no-pipeline-parallel"]
+    assert row["to"] == "true" and "PipelineEngine asserts" in row["note"]

@@ -107,7 +107,7 @@ def test_the_best_plan_is_one_the_trainer_runs(tmp_path):
            "--num-attention-heads 128 --swiglu --ffn-hidden-size 53248 --group-query-attention --num-query-groups 8 "
            "--tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 "
            "--seq-length 4096 --micro-batch-size 1 --global-batch-size 1024 --bf16 --deepspeed "
-           "--deepspeed_config md.json --zero-stage 3\n")
+           "--deepspeed_config md.json --zero-stage 3 --no-pipeline-parallel\n")  # ZeRO-3 needs no PipelineModule
     md = _audit(tmp_path, mds, {"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 3}},
                 "llama3-405b", 128, "md.json")
     assert md["layout"]["dialect"] is None and md["best"]["layout"]["tp"] * md["best"]["layout"]["pp"] > 1

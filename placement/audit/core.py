@@ -1644,7 +1644,26 @@ def megatron_deepspeed_changes(changes: list[dict], now: LayoutOut, best: Layout
     if now.zero_stage != best.zero_stage:
         keep.append({"argument": "--zero-stage", "from": str(now.zero_stage), "to": str(best.zero_stage),
                      "note": "and the DeepSpeed config's zero_optimization.stage"})
+    keep += no_pipeline_parallel_change(best, files_text)
     return keep
+
+
+def no_pipeline_parallel_change(best: LayoutOut, files_text: str | None) -> list[dict]:
+    """Megatron-DeepSpeed's --no-pipeline-parallel where the best plan needs it or cannot keep it: under ZeRO-2/3 the
+    model must not be a PipelineModule, which DeepSpeed's PipelineEngine refuses (readers.megatron.NO_PIPELINE_MODULE,
+    PIPELINE_MODULE_ZERO); a pipeline needs one."""
+    from placement.audit.changes import uncommented
+    from placement.audit.readers.megatron import NO_PIPELINE_MODULE, PIPELINE_MODULE_ZERO
+
+    stated = files_text is not None and re.search(r"(?<![\w-])--no-pipeline-parallel(?![\w-])",
+                                                  uncommented(files_text)) is not None
+    if best.zero_stage >= 2 and best.pp == 1 and not stated:
+        return [{"argument": "--no-pipeline-parallel", "from": None, "to": "true",
+                 "note": f"ZeRO stage {best.zero_stage} needs it: {NO_PIPELINE_MODULE}, and {PIPELINE_MODULE_ZERO}"}]
+    if best.pp > 1 and stated:
+        return [{"argument": "--no-pipeline-parallel", "from": "true", "to": None,
+                 "note": f"a pipeline of {best.pp} stages is a PipelineModule, which the flag turns off"}]
+    return []
 
 
 def hf_trainer_space(space: SearchConfig, layout: Layout) -> SearchConfig:
@@ -1994,6 +2013,8 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
                              bridge=launch.bridge_keys or None)
     if keep_engine:
         changes = megatron_deepspeed_changes(changes, plan.layout, best.layout, files_text)
+    elif launch.pipeline_module is not None and not any(c["argument"] == "--no-pipeline-parallel" for c in changes):
+        changes += no_pipeline_parallel_change(best.layout, files_text)
     if launch.dialect == "gpt-neox":
         neox_requirements(changes, launch.config_keys, best_ctx)
         spell_neox_keys(changes, launch.config_spelling)

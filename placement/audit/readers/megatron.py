@@ -738,6 +738,8 @@ def read_args(words: list[Word], s: Settings, typos: bool = True) -> None:
         _megatron_deepspeed_attention(args, s, deepspeed_flag)
     if deepspeed_flag is not None and MEGATRON_MODEL_FLAGS & {a.flag for a in args}:
         s.megatron_deepspeed = True
+        if PIPELINE_MODULE_FLAGS & set(given) and "--no-pipeline-parallel" not in given:
+            s.pipeline_module = deepspeed_flag.evidence
         if any(a.flag == "--num-experts" for a in args) and not s.has("recipe.moe_dispatcher"):
             # not Megatron-Core's allgather default: DeepSpeed-MoE's layer exchanges tokens with all-to-all over its
             # expert group (deepspeed/moe/sharded_moe.py MOELayer.forward, _AllToAll), and the group is
@@ -1640,6 +1642,36 @@ def join(groups: list[Settings]) -> Reading:
     return s.reading("megatron")
 
 
+PIPELINE_MODULE_ZERO = ("DeepSpeed's PipelineEngine asserts \"ZeRO-2 and ZeRO-3 are incompatible with pipeline "
+                        "parallelism\" (runtime/pipe/engine.py:76-77, since fbece50b, 2021-04-19)")
+"""Why a Megatron-DeepSpeed job built as a PipelineModule does not start under ZeRO-2/3."""
+NO_PIPELINE_MODULE = ("Megatron-DeepSpeed builds GPTModelPipe, a PipelineModule, under --deepspeed at any "
+                      "--pipeline-model-parallel-size unless --no-pipeline-parallel is given "
+                      "(microsoft/Megatron-DeepSpeed pretrain_gpt.py:51 at f4157bea; BigScience's fork always, "
+                      "pretrain_gpt.py:56-58 at 8387ae17)")
+"""When a Megatron-DeepSpeed job runs DeepSpeed's PipelineEngine."""
+
+
+PIPELINE_MODULE_FLAGS = frozenset({"--tensor-model-parallel-size", "--pipeline-model-parallel-size",
+                                   "--micro-batch-size"})
+"""Megatron-DeepSpeed's layout flags (both forks' arguments.py): a --deepspeed command with them runs its
+pretrain_gpt.py, not the 2020 Megatron-LM fork of DeepSpeedExamples (--model-parallel-size, --batch-size), whose
+GPT2Model is no PipelineModule."""
+
+
+def _pipeline_module_zero(s: Settings) -> None:
+    """A Megatron-DeepSpeed job under ZeRO-2/3 without --no-pipeline-parallel: its model is a PipelineModule even at
+    pp 1, and DeepSpeed's PipelineEngine refuses the stage (a user trial's published script at PP=1, ZERO_STAGE=2
+    was priced as running)."""
+    stage = s.value("zero_stage", 0)
+    if not s.pipeline_module or s.hf_trainer or stage < 2:
+        return
+    s.refusal = s.refusal or str(start_refusal(
+        s.sources.get("zero_stage") or s.path, f"ZeRO stage {stage} without --no-pipeline-parallel",
+        f"{NO_PIPELINE_MODULE}, and {PIPELINE_MODULE_ZERO}",
+        "add --no-pipeline-parallel (with --pipeline-model-parallel-size 1) or use ZeRO stage 0 or 1"))
+
+
 def finish(s: Settings) -> None:
     """Megatron's rules on the merged settings: the pipeline layout string and layers per virtual stage give
     vpp (and the first and last stages' layers); sequence parallelism is off at tp 1; defaults for what the
@@ -1680,6 +1712,7 @@ def finish(s: Settings) -> None:
         s.put("recompute", "none", "")
     if not s.has("zero_stage"):
         s.put("zero_stage", 0, "")
+    _pipeline_module_zero(s)
 
 
 def _layout_stages(text: str, ev: str) -> list[str]:

@@ -182,6 +182,9 @@ class LaunchLayout(Frozen):
     """Why the framework would not start this job, or would train it otherwise than placement prices it (fp32,
     no model arguments): `audit` and `calibrate` refuse the files with it (audit.launch.refuse_unrunnable); a reader
     keeps it rather than raising, so its parts stay readable on their own."""
+    pipeline_module: str | None = None
+    """Evidence that a Megatron-DeepSpeed job builds its model as a PipelineModule (--deepspeed without
+    --no-pipeline-parallel): a best plan under ZeRO-2/3 must add --no-pipeline-parallel."""
     warnings: tuple[str, ...] = ()
     """What the files run that the estimate does not describe (adapter training priced as a full fine-tune, a config
     the job does not read): each is a warning finding, `not_priced_as_run`, over the whole estimate."""
@@ -344,6 +347,8 @@ class Reading:
     """LaunchLayout.warnings."""
     refusal: str | None = None
     """LaunchLayout.refusal."""
+    pipeline_module: str | None = None
+    """LaunchLayout.pipeline_module."""
 
     def launch_layout(self) -> LaunchLayout:
         """The validated LaunchLayout; an InputError names each value out of range with its evidence."""
@@ -355,7 +360,8 @@ class Reading:
                                 unknown_keys=self.unknown_keys, config_spelling=self.config_spelling,
                                 torchtitan_form=self.torchtitan_form, torchtitan_stated=self.torchtitan_stated,
                                 bridge_keys=self.bridge_keys, base_config=self.base_config,
-                                warnings=self.warnings, refusal=self.refusal, **fields)
+                                warnings=self.warnings, refusal=self.refusal,
+                                pipeline_module=self.pipeline_module, **fields)
         except ValueError as err:  # pydantic ValidationError: a value out of range
             bad = "; ".join(f"{'.'.join(str(x) for x in e['loc'])} = {e.get('input')!r} "
                             f"({self.sources.get(str(e['loc'][0]), '')}): {e['msg']}"
@@ -436,6 +442,9 @@ class Settings:
     """Megatron-Bridge keys were read (a ConfigContainer YAML or Hydra overrides): its own defaults apply."""
     megatron_deepspeed: bool = False
     """A Megatron-DeepSpeed command (--deepspeed with Megatron's model flags) was read."""
+    pipeline_module: str | None = None
+    """Evidence that a Megatron-DeepSpeed command builds its model as a PipelineModule, which DeepSpeed runs with its
+    PipelineEngine: --deepspeed with the Megatron-DeepSpeed layout flags and no --no-pipeline-parallel."""
     neox: bool = False
     """A GPT-NeoX config is among the files: its own arguments decide DeepSpeed's checkpointing settings."""
     config_keys: dict[str, str] = field(default_factory=dict)
@@ -533,4 +542,4 @@ class Settings:
                        tuple(self.unknown_keys),
                        dict(self.config_spelling), self.torchtitan_form, dict(self.torchtitan_stated),
                        dict(self.bridge_keys), None if self.bridge_full else self.base_config, tuple(self.warnings),
-                       self.refusal)
+                       self.refusal, self.pipeline_module)
