@@ -565,3 +565,37 @@ def test_deepspeed_config_keys_are_checked_against_every_deepspeed(tmp_path) -> 
     (warn,) = [f for f in _audit(top, *job)["findings"] if f["kind"] == "unknown_config_key"]
     assert "zero_optimisation" in warn["message"] and "ignores it" in warn["message"]
     assert "the nearest DeepSpeed config key is zero_optimization" in warn["message"]
+
+
+def _bf16_stage0(tmp_path: Path, script: str | None) -> dict:
+    (tmp_path / "ds.json").write_text(json.dumps({"train_batch_size": 32, "train_micro_batch_size_per_gpu": 4,
+                                                  "zero_optimization": {"stage": 0}, "bf16": {"enabled": True}}))
+    files = ["--launch", str(tmp_path / "ds.json")]
+    if script is not None:
+        (tmp_path / "train.sh").write_text(script)
+        files += ["--launch", str(tmp_path / "train.sh")]
+    return _json("audit", *files, "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "8",
+                 "--seq-len", "2048")
+
+
+MDS_LLAMA_8B = ("deepspeed pretrain_gpt.py --tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 "
+                "--num-layers 32 --hidden-size 4096 --num-attention-heads 32 --num-key-value-heads 8 --swiglu "
+                "--ffn-hidden-size 14336 --seq-length 2048 --micro-batch-size 4 --global-batch-size 32 --bf16 "
+                "--deepspeed --deepspeed_config ds.json --zero-stage=0")
+
+
+@pytest.mark.parametrize(("script", "stage", "accumulation"), [
+    (None, 0, "autograd"),  # a model of the user's own: no PipelineModule
+    (MDS_LLAMA_8B + " --no-pipeline-parallel\n", 0, "autograd"),
+    (MDS_LLAMA_8B + "\n", 1, "fp32_copy"),  # Megatron-DeepSpeed's PipelineModule: the BF16_Optimizer
+])
+def test_bf16_at_zero_stage_0_is_sharded_only_under_a_pipeline(tmp_path, script, stage, accumulation) -> None:
+    """A user trial: a DeepSpeed JSON with bf16 at ZeRO stage 0 was priced as the BF16_Optimizer's ZeRO-1.  DeepSpeed
+    picks the BF16_Optimizer at stage 0 only for a PipelineEngine; without one, 0.17.6 and later run DDP_BFLOAT16,
+    unsharded (runtime/engine.py _do_optimizer_sanity_check), and the optimizer state is 12 (1 - 1/dp) bytes a
+    parameter more than priced."""
+    data = _bf16_stage0(tmp_path, script)
+    assert data["layout"]["zero_stage"] == stage
+    assert data["estimate"]["recipe"]["grad_accumulation"] == accumulation
+    said = data["layout"]["sources"]["recipe.grad_accumulation"]
+    assert ("DDP_BFLOAT16" in said) == (stage == 0)

@@ -978,6 +978,11 @@ def launch_recipe(launch: LaunchLayout, model: ModelSpec, layout: Layout,
     for name, value, why in cap.recipe_rows(several_hosts, precision) if cap is not None else ():
         if name not in values:  # what the files state wins (a BF16_Optimizer job's fp32 gradient copy)
             values[name], sources[name] = value, (TORCHTITAN_BEFORE_030.get(name, why) if before_030 else why)
+    if launch.framework == "deepspeed" and layout.zero_stage not in (1, 2) and "param_gather_overlap" in sources \
+            and "param_gather_overlap" not in launch.recipe:
+        # a user trial: the line read as if this ZeRO-0 or ZeRO-3 job gathered its weights after the step
+        sources["param_gather_overlap"] += (f"; no such gather at this job's ZeRO stage {layout.zero_stage}: it "
+                                            f"prices only a plan at ZeRO-1/2")
     if launch.framework == "megatron" and model.is_moe:
         for field, (value, why) in MEGATRON_DEFAULTS.items():
             if field not in values:

@@ -361,6 +361,15 @@ agrees with it (a user trial: Megatron-DeepSpeed's Llama 2 example with its own 
 contradictory)."""
 
 
+DDP_BF16 = ("DeepSpeed 0.17.6 and later run bf16 at ZeRO stage 0 without a pipeline as DDP_BFLOAT16: weights, "
+            "gradients and optimizer state unsharded, the gradients accumulated in bf16 and all-reduced "
+            "(runtime/engine.py _do_optimizer_sanity_check, 889f0ead2 \"Enable non-ZeRO mode\", #7515); earlier "
+            "releases refuse it (\"Bfloat16 wrapper must use a gradient accumulation type of fp32, enable ZeRO to use "
+            "Bfloat16 gradient accumulation\")")
+"""Why a bf16 job at ZeRO stage 0 whose model is no PipelineModule is priced unsharded (a user trial: priced as the
+BF16_Optimizer's ZeRO-1, its optimizer state under-counted by about 12 (1 - 1/dp) bytes a parameter)."""
+
+
 def deepspeed_grad_accumulation(s: Settings, bf16_optimizer: bool, evidence: str) -> None:
     """How a DeepSpeed job accumulates and reduces micro-batch gradients, unless the files said: its BF16_Optimizer
     (bf16 with ZeRO stage 0) adds them into fp32 after each backward (bf16_optimizer.py update_hp_grads) and

@@ -17,6 +17,7 @@ from typing import Any
 
 from placement.audit.readers import megatron
 from placement.audit.readers.common import (
+    DDP_BF16,
     FP16_MIXED,
     deepspeed_binding,
     deepspeed_grad_accumulation,
@@ -787,11 +788,17 @@ def _checkpoint_sync(s: Settings) -> None:
 
 def _grad_accumulation(s: Settings) -> None:
     """Which DeepSpeed optimizer the files' ZeRO stage and precision select (bf16 with ZeRO stage 0 is the
-    BF16_Optimizer), and so how it accumulates gradients (common.deepspeed_grad_accumulation)."""
+    BF16_Optimizer under a pipeline, DDP_BFLOAT16 without one), and so how it accumulates gradients
+    (common.deepspeed_grad_accumulation).  A pipeline: DeepSpeed's PipelineEngine, which a PipelineModule gets (a
+    GPT-NeoX config, Megatron-DeepSpeed without --no-pipeline-parallel, a topology of more than one stage)."""
     zero = s.entry("zero_stage") or (0, "DeepSpeed's default ZeRO stage 0")
     precision = s.sources.get("precision", "")
     bf16 = s.value("precision") == "bf16" and "fp16" not in precision.split(":", 2)[-1]
-    bf16_optimizer = zero[0] == 0 and bf16
+    pipeline = s.neox or s.pipeline_module is not None or s.value("pp", 1) > 1
+    bf16_optimizer = zero[0] == 0 and bf16 and pipeline
+    if zero[0] == 0 and bf16 and not pipeline and not s.has("recipe.grad_accumulation"):
+        deepspeed_grad_accumulation(s, False, f"{zero[1]}; {precision} ({DDP_BF16})")
+        return
     deepspeed_grad_accumulation(s, bf16_optimizer, f"{zero[1]}; {precision}" if bf16_optimizer else zero[1])
 
 

@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 
 from placement.audit.readers.common import (
+    DDP_BF16,
     FP16_MIXED,
     Arg,
     deepspeed_binding,
@@ -729,16 +730,21 @@ def read_args(words: list[Word], s: Settings, typos: bool = True) -> None:
               f"{deepspeed_flag.evidence} (DeepSpeed's PipelineEngine sends and receives between stages one "
               f"blocking call after another: runtime/pipe/schedule.py, runtime/pipe/p2p.py)")
     zero = s.entry("zero_stage")
-    if deepspeed_flag is not None and zero is not None and zero[0] == 0 and s.value("precision", "") == "bf16" \
+    pipeline_module = (deepspeed_flag is not None and not hf and bool(MEGATRON_MODEL_FLAGS & {a.flag for a in args})
+                       and bool(PIPELINE_MODULE_FLAGS & set(given)) and "--no-pipeline-parallel" not in given)
+    if pipeline_module and zero is not None and zero[0] == 0 and s.value("precision", "") == "bf16" \
             and not any(a.flag == "--fp16" for a in args):
-        # Megatron-DeepSpeed under --bf16 with ZeRO stage 0 runs DeepSpeed's BF16_Optimizer
+        # Megatron-DeepSpeed under --bf16 with ZeRO stage 0 and its PipelineModule runs DeepSpeed's BF16_Optimizer
         deepspeed_grad_accumulation(s, True, f"{zero[1]}; {s.sources['precision']}")
+    elif deepspeed_flag is not None and not hf and zero is not None and zero[0] == 0 \
+            and s.value("precision", "") == "bf16" and not any(a.flag == "--fp16" for a in args):
+        deepspeed_grad_accumulation(s, False, f"{zero[1]}; {s.sources['precision']} ({DDP_BF16})")
     if deepspeed_flag is not None:
         deepspeed_grad_accumulation(s, False, deepspeed_flag.evidence)
         _megatron_deepspeed_attention(args, s, deepspeed_flag)
     if deepspeed_flag is not None and MEGATRON_MODEL_FLAGS & {a.flag for a in args}:
         s.megatron_deepspeed = True
-        if PIPELINE_MODULE_FLAGS & set(given) and "--no-pipeline-parallel" not in given:
+        if pipeline_module:
             s.pipeline_module = deepspeed_flag.evidence
         if any(a.flag == "--num-experts" for a in args) and not s.has("recipe.moe_dispatcher"):
             # not Megatron-Core's allgather default: DeepSpeed-MoE's layer exchanges tokens with all-to-all over its
