@@ -426,3 +426,42 @@ def test_an_audits_written_file_that_runs_other_than_its_best_plan_says_so_besid
     assert f"the files written run other than the best plan (each file's header says so too):\n  deepspeed.sh: " \
            f"{header[2:]}" in text.stdout
     assert "files_run" not in json.loads(CliRunner().invoke(main, [*job, "--json"]).stdout)
+
+
+@pytest.mark.parametrize("where", ["json", "accelerate"])
+def test_an_offload_device_deepspeed_refuses_is_bad_input(tmp_path, where):
+    """A user trial: offload_optimizer.device "gpu" was read as an offload to the CPU.  DeepSpeed takes none, cpu or
+    nvme (OffloadDeviceEnum) and refuses anything else at start-up."""
+    if where == "json":
+        config = {**AUTO_JSON, "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "gpu"}}}
+        with pytest.raises(InputError, match=r"zero_optimization\.offload_optimizer\.device must be one of none, cpu, "
+                                             r"nvme .*got 'gpu'"):
+            _parse(tmp_path, _run_clm("--block_size 2048"), config)
+        return
+    (tmp_path / "run.sh").write_text("accelerate launch --config_file gpu.yaml train.py\n")
+    (tmp_path / "gpu.yaml").write_text(ACCELERATE.replace("offload_optimizer_device: none",
+                                                          "offload_optimizer_device: gpu"))
+    with pytest.raises(InputError, match=r"offload_optimizer_device must be one of none, cpu, nvme .*got 'gpu'"):
+        parse_launch([tmp_path / "run.sh", tmp_path / "gpu.yaml"])
+
+
+DS_EXAMPLES_SCRIPT = ("deepspeed --num_gpus=4 finetune_zero3.py --deepspeed_config=ds.json --model_name "
+                      "meta-llama/Llama-3.3-70B-Instruct --lr 1e-5 --batch_size 4 --weight_decay 0.01 --output_dir out "
+                      "--max_length 4096 --log_interval 10\n")
+"""DeepSpeedExamples' SuperOffload finetune_llama-70b_4gpu.sh command, its variables filled: a script of its own."""
+
+
+def test_a_deepspeed_scripts_own_flags_are_not_the_trainers(tmp_path):
+    """A user trial: the script's own --output_dir made it an HF Trainer script and its --batch_size a micro-batch of 4
+    (4 x 4 GPUs against the JSON's train_batch_size 4, refused as contradictory); --weight_decay was refused as a
+    misspelt Megatron flag.  DeepSpeed takes the batch from the config; the flags are said, not read."""
+    config = {"train_batch_size": 4, "gradient_accumulation_steps": 1, "bf16": {"enabled": True},
+              "zero_optimization": {"stage": 3}}
+    lay = _parse(tmp_path, DS_EXAMPLES_SCRIPT, config)
+    assert lay.micro_batch_size is None or lay.micro_batch_size == 1
+    assert lay.global_batch == 4 and lay.zero_stage == 3 and lay.dialect is None
+    (said,) = [x for x in lay.ignored if "the script's own flags" in x]
+    assert "--batch_size" in said and "--output_dir" in said and "--max_length" in said
+    # a Trainer flag of its own still makes it the Trainer's
+    hf = _parse(tmp_path, DS_EXAMPLES_SCRIPT.replace("--log_interval 10", "--per_device_train_batch_size 1"), config)
+    assert hf.dialect == "hf-trainer"

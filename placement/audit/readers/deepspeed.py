@@ -145,6 +145,12 @@ def read_json(path: Path, s: Settings) -> None:
         s.put("zero_stage", stage, ev("stage"))
         for key in OFFLOADED:
             dev = zero.get(key)
+            if isinstance(dev, dict) and dev.get("device") not in (None, *OFFLOAD_DEVICES):
+                # a user trial: device "gpu" was read as an offload to the CPU
+                raise InputError(f"{ev(key)}: zero_optimization.{key}.device must be one of "
+                                 f"{', '.join(OFFLOAD_DEVICES)} (DeepSpeed's OffloadDeviceEnum, "
+                                 f"runtime/zero/offload_config.py), got {dev.get('device')!r}; DeepSpeed refuses the "
+                                 f"config at start-up")
             if isinstance(dev, dict) and dev.get("device") not in (None, "none"):
                 _offload_warning(s, f"zero_optimization.{key} to {dev.get('device')} ({ev(key)})", key)
         if int(zero.get("zero_hpz_partition_size", 1) or 1) > 1:
@@ -200,6 +206,8 @@ def read_json(path: Path, s: Settings) -> None:
     _bf16_optimizer_at_zero1(data, s, ev)
 
 
+OFFLOAD_DEVICES = ("none", "cpu", "nvme")
+"""zero_optimization.offload_*.device values DeepSpeed accepts (OffloadDeviceEnum, runtime/zero/offload_config.py)."""
 OFFLOADED = {"offload_param": "the weights stream over PCIe to every forward and backward",
              "offload_optimizer": "the Adam step runs on the CPU, its gradients and weights over PCIe"}
 """ZeRO's offloads (a DeepSpeed JSON's zero_optimization.KEY, accelerate's deepspeed_config.KEY_device) and what
@@ -254,6 +262,10 @@ def read_accelerate(data: dict, path: Path, lines: list[str], s: Settings) -> No
         s.json_keys[ACCELERATE_ZERO] = str(stage)
     for key in OFFLOADED:
         dev = section.get(f"{key}_device")
+        if dev not in (None, *OFFLOAD_DEVICES):  # accelerate passes it to DeepSpeed's config as the device
+            raise InputError(f"{ev(key + '_device')}: deepspeed_config.{key}_device must be one of "
+                             f"{', '.join(OFFLOAD_DEVICES)} (DeepSpeed's OffloadDeviceEnum, "
+                             f"runtime/zero/offload_config.py), got {dev!r}; DeepSpeed refuses it at start-up")
         if dev not in (None, "none"):
             _offload_warning(s, f"deepspeed_config.{key}_device {dev} ({ev(key + '_device')})", key)
     mixed = data.get("mixed_precision")

@@ -113,8 +113,9 @@ _LAUNCH_WORD = re.compile(r"(^|[\s;&|(])(exec\s+)?(torchrun|deepspeed|python[0-9
 """A line that starts a launcher (a launch command of some arm of the script, run or not)."""
 
 
-HF_SCRIPT = re.compile(r"--(per_device_train_batch_size|per-device-train-batch-size|output_dir|do_train)\b")
-"""TrainingArguments flags of an HuggingFace Trainer script (readers.megatron.HF_TRAINER_FLAGS)."""
+HF_SCRIPT = re.compile(r"--(per_device_train_batch_size|per-device-train-batch-size|do_train|do-train)\b")
+"""TrainingArguments flags of an HuggingFace Trainer script (readers.megatron.HF_TRAINER_FLAGS), not those any script
+may take (--output_dir: readers.megatron.HF_GENERIC_FLAGS)."""
 
 
 ACCELERATE_KEYS = frozenset({"compute_environment", "distributed_type"})

@@ -457,7 +457,15 @@ HF_ATTENTION_WHY = {
     "flex_attention": "FlexAttention, a Triton kernel of FlashAttention-2's class"}
 HF_TRAINER_FLAGS = frozenset({"--per-device-train-batch-size", "--output-dir", "--do-train",
                               "--attn-implementation", *HF_SEQ_FLAGS})
-"""TrainingArguments (and its example scripts') flags no Megatron script takes: with them, a HuggingFace Trainer job."""
+"""TrainingArguments (and its example scripts') flags no Megatron script takes: with them, a HuggingFace Trainer job
+(but see HF_GENERIC_FLAGS)."""
+HF_GENERIC_FLAGS = frozenset({"--output-dir", *HF_SEQ_FLAGS})
+"""Of HF_TRAINER_FLAGS, those any training script may take (a DeepSpeedExamples script's own --output_dir and
+--max_length): beside a DeepSpeed config with no flag of TrainingArguments' own, they do not make an HF Trainer
+script."""
+OWN_SCRIPT_FLAGS = frozenset({"--batch-size", *HF_GENERIC_FLAGS})
+"""Flags of a DeepSpeed user script that the readers would take for Megatron's (2020's --batch-size, a micro-batch) or
+the HF Trainer's: in a script of the user's own (`own_script`) they are its own, and not read."""
 TRL_FLAGS = frozenset({"--packing", "--packing-strategy", "--padding-free", "--dataset-text-field",
                        "--assistant-only-loss", "--completion-only-loss", "--eval-packing"})
 """Flags only TRL's SFTConfig has: the script runs TRL's SFTTrainer with SFTConfig's defaults."""
@@ -579,12 +587,25 @@ def _refuse_validate_args(given: dict[str, Arg]) -> None:
                "granularity", "drop --recompute-method (and --recompute-num-layers), which only full recompute reads")
 
 
+def own_script(given: dict[str, Arg]) -> bool:
+    """Whether an argument list is a DeepSpeed user script's own (a DeepSpeedExamples finetune_zero3.py): it names a
+    DeepSpeed config and no flag of Megatron's model, of TrainingArguments' own or of DeepSpeed-Chat.  DeepSpeed
+    builds its batch from the config (runtime/config.py), not from the script's --batch_size."""
+    ds_config = any(f in given for f in ("--deepspeed-config", "--deepspeed_config"))
+    hf = (HF_TRAINER_FLAGS - HF_GENERIC_FLAGS) | {"--gradient-accumulation-steps", "--model-name-or-path"}
+    chat = {f.replace("_", "-") for f in DS_CHAT_FLAGS}
+    return ds_config and not (set(given) & (MEGATRON_MODEL_FLAGS | hf | chat)) and not (
+        "--deepspeed" in given and given["--deepspeed"].values)
+
+
 def read_args(words: list[Word], s: Settings, typos: bool = True) -> None:
     """A Megatron-LM (or Megatron-DeepSpeed, HF Trainer) argument list: layout, batch, sharding, recompute,
     precision and recipe flags; with `typos`, an argument one typo away from one it reads is an error (a log's
     block, turned back into flags, is not checked)."""
     args = split_args(words, _MG_NARGS | _HF_NARGS)
     given = {a.flag.replace("_", "-"): a for a in args}
+    own_flags = own_script(given)
+    typos = typos and not own_flags  # a script of the user's own parses its own flags, not Megatron's
     if typos:  # the parser refuses an unknown argument before validate_args checks the others (a user trial: a
         # misspelled --use-distributed-optimiser was reported as --overlap-param-gather lacking the optimizer)
         for a in args:
@@ -596,6 +617,14 @@ def read_args(words: list[Word], s: Settings, typos: bool = True) -> None:
                          f"(transformer_config.py: 'disable moe_shared_expert_overlap when enabling "
                          f"overlap_moe_expert_parallel_comm'), so this job does not start; drop one")
     _refuse_validate_args(given)
+    if own_flags:  # a user trial: a script's own --batch_size 4 read as the micro-batch, --output_dir as HF
+        own = [a for a in args if a.flag.replace("_", "-") in OWN_SCRIPT_FLAGS]
+        if own:
+            s.ignored.append(f"{', '.join(a.flag for a in own)}: the script's own flags (a DeepSpeed script of the "
+                             f"user's own, no Megatron or TrainingArguments flag): not read; DeepSpeed takes the batch "
+                             f"from its config ({own[0].word.site.path}:{own[0].word.site.line})")
+        args = [a for a in args if a not in own]
+        given = {a.flag.replace("_", "-"): a for a in args}
     sharding = None
     fsdp = None
     sp, te = given.get("--sequence-parallel"), given.get("--transformer-impl")
