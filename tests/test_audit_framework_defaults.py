@@ -599,3 +599,27 @@ def test_bf16_at_zero_stage_0_is_sharded_only_under_a_pipeline(tmp_path, script,
     assert data["estimate"]["recipe"]["grad_accumulation"] == accumulation
     said = data["layout"]["sources"]["recipe.grad_accumulation"]
     assert ("DDP_BFLOAT16" in said) == (stage == 0)
+
+
+@pytest.mark.parametrize(("model", "gpus", "fits_as_run"), [("llama3-8b", 2, True), ("llama3-70b", 8, False)])
+def test_an_offloaded_optimizer_is_not_counted_against_the_gpu(tmp_path, model, gpus, fits_as_run) -> None:
+    """A user trial: a ZeRO-Offload job was an error, "cannot run", on memory its JSON keeps in host memory, beside the
+    warning that its GPU memory is smaller than printed.  Now the memory finding subtracts what the files offload:
+    a job that fits so is a warning that the estimate does not price the offload; one that does not says both."""
+    config = {"train_batch_size": 8, "train_micro_batch_size_per_gpu": 1, "zero_optimization": {
+        "stage": 1, "offload_optimizer": {"device": "cpu"}}, "bf16": {"enabled": True}}
+    (tmp_path / "off.json").write_text(json.dumps(config))
+    data = _json("audit", "--launch", str(tmp_path / "off.json"), "--model", model, "--cluster", "dgx-h100",
+                 "--gpus", str(gpus), "--seq-len", "2048")
+    est = data["estimate"]
+    moved = est["memory"]["optimizer_bytes"]
+    assert est["peak_memory_bytes"] > est["memory_capacity_bytes"]  # as priced, the optimizer state on the GPU
+    assert (est["peak_memory_bytes"] - moved <= est["memory_capacity_bytes"]) == fits_as_run
+    kinds = {f["kind"] for f in data["findings"]}
+    if fits_as_run:
+        assert "memory_over_capacity" not in kinds
+        (f,) = [f for f in data["findings"] if "as the job runs it" in f["message"]]
+        assert f["kind"] == "not_priced_as_run" and f"{moved / 2**30:.1f} GiB less" in f["message"]
+    else:
+        (f,) = [f for f in data["findings"] if f["kind"] == "memory_over_capacity"]
+        assert f["severity"] == "error" and f"the {moved / 2**30:.1f} GiB the files offload" in f["message"]

@@ -1060,6 +1060,8 @@ class _Ctx:
     """A GPT-NeoX config's own keys (LaunchLayout.config_keys), which date the GPT-NeoX version its remedies need."""
     own_mapped: Topology | None = None
     """The machine with placement's own map of the same layout (CP-SAT on a real allocation), where one was made."""
+    offloaded: tuple[str, ...] = ()
+    """ZeRO's offloads the files turn on (LaunchLayout.offloaded)."""
 
     def best_where(self, keep: np.ndarray) -> float | None:
         """Fastest fitting searched layout among `keep` (None if none)."""
@@ -1350,6 +1352,16 @@ def _neox_recompute_headroom(c: _Ctx, peak: float, cap: float,
                     f"saving is counted", [], 0.0)]
 
 
+def _offloaded_bytes(offloaded: tuple[str, ...], plan: Plan, layout: Layout) -> float:
+    """GPU bytes per GPU the files' ZeRO offloads keep in host memory instead: the optimizer state (fp32 master
+    weights and Adam moments, ZeRO-Offload's `offload_optimizer`) and, at ZeRO-3, the weight shards
+    (`offload_param`, which DeepSpeed takes with stage 3 only); the weights a layer gathers stay on the GPU."""
+    moved = plan.memory.optimizer_bytes if "offload_optimizer" in offloaded else 0.0
+    if "offload_param" in offloaded and layout.zero_stage == 3:
+        moved += plan.memory.weights_bytes
+    return float(moved)
+
+
 def _layout_findings(c: _Ctx, plan: Plan) -> list[Finding]:
     out = []
     lay, b, est = c.layout, c.search_batch, c.est
@@ -1363,6 +1375,17 @@ def _layout_findings(c: _Ctx, plan: Plan) -> list[Finding]:
                  f"{plan.memory.activations_bytes / GiB:.1f} GiB)")
         headroom = c.train.memory_headroom_bytes
         kept = f" (after the {headroom / GiB:.1f} GiB --memory-headroom-gib keeps free)" if headroom else ""
+        moved = _offloaded_bytes(c.offloaded, plan, lay)
+        if moved and peak - moved <= cap + headroom:
+            # a user trial: a ZeRO-Offload job was an error, "cannot run", beside the warning that its offload makes
+            # its GPU memory smaller than printed
+            return [Finding(
+                "warning", "not_priced_as_run",
+                f"needs {peak / GiB:.1f} GiB per GPU as priced {parts}, with the state the files offload "
+                f"({' and '.join(c.offloaded)}) on the GPU; in host memory, as the job runs it, that is "
+                f"{moved / GiB:.1f} GiB less, {(peak - moved) / GiB:.1f} of {cap / GiB:.1f} GiB{kept}: the job fits, "
+                f"and the estimate's step prices neither the offload's PCIe copies nor the optimizer step on the CPU",
+                [], 0.0)]
         if peak <= cap + headroom:  # it runs, in the margin the user asked to keep free
             severity = "warning"
             what = (f"needs {peak / GiB:.1f} GiB per GPU {parts}, capacity {cap / GiB:.1f} GiB{kept}: it runs, in "
@@ -1372,6 +1395,9 @@ def _layout_findings(c: _Ctx, plan: Plan) -> list[Finding]:
             severity = "error"
             what = (f"needs {peak / GiB:.1f} GiB per GPU, capacity {cap / GiB:.1f} GiB{kept}: the job runs out of "
                     f"memory {parts}")
+            if moved:
+                what += (f", and {(peak - moved) / GiB:.1f} GiB with the {moved / GiB:.1f} GiB the files offload "
+                         f"({' and '.join(c.offloaded)}) in host memory")
         out.append(Finding(
             severity, "memory_over_capacity",
             what + (f"; the best plan that fits takes {best_fit:.3f} s per step" if best_fit is not None else ""),
@@ -1980,7 +2006,7 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
     c = _Ctx(model, train, topo, layout, est, step_s, mapped_same_s,
              est if planned is None else planned.search.estimates, batch if planned is None else planned.search.batch,
              recipe, mapped, space.zero_stages, framework_rank, launch.framework, launch.dialect, launch.config_keys,
-             own_mapped)
+             own_mapped, launch.offloaded)
     findings = (_crossing_findings(c, kinds) + _layout_findings(c, plan) + notes + unknown_key_findings(launch)
                 + base_config_findings(launch, layout, train, recipe, recipe_sources, model.is_moe)
                 + [Finding("warning", "not_priced_as_run", w, [], 0.0) for w in launch.warnings])

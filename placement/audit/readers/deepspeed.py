@@ -216,6 +216,7 @@ each moves off the GPU, which the estimate does not price."""
 
 def _offload_warning(s: Settings, stated: str, key: str) -> None:
     """The warning for an offload the files turn on (`stated`: the setting as written, with its line)."""
+    s.offloaded = tuple(dict.fromkeys((*s.offloaded, key)))
     only3 = " (DeepSpeed takes offload_param with stage 3 only)" if key == "offload_param" else ""
     s.warnings.append(f"{stated}: {OFFLOADED[key]}, which the estimate does not price (it keeps them on the GPU): the "
                       f"job's step is longer and its GPU memory smaller than printed{only3}")

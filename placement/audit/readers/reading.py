@@ -185,6 +185,9 @@ class LaunchLayout(Frozen):
     pipeline_module: str | None = None
     """Evidence that a Megatron-DeepSpeed job builds its model as a PipelineModule (--deepspeed without
     --no-pipeline-parallel): a best plan under ZeRO-2/3 must add --no-pipeline-parallel."""
+    offloaded: tuple[str, ...] = ()
+    """ZeRO's offloads the files turn on (`offload_optimizer`, `offload_param`): the state they move lives in host
+    memory, which the estimate's GPU memory does not subtract (audit's memory finding does)."""
     warnings: tuple[str, ...] = ()
     """What the files run that the estimate does not describe (adapter training priced as a full fine-tune, a config
     the job does not read): each is a warning finding, `not_priced_as_run`, over the whole estimate."""
@@ -349,6 +352,8 @@ class Reading:
     """LaunchLayout.refusal."""
     pipeline_module: str | None = None
     """LaunchLayout.pipeline_module."""
+    offloaded: tuple[str, ...] = ()
+    """LaunchLayout.offloaded."""
 
     def launch_layout(self) -> LaunchLayout:
         """The validated LaunchLayout; an InputError names each value out of range with its evidence."""
@@ -361,7 +366,7 @@ class Reading:
                                 torchtitan_form=self.torchtitan_form, torchtitan_stated=self.torchtitan_stated,
                                 bridge_keys=self.bridge_keys, base_config=self.base_config,
                                 warnings=self.warnings, refusal=self.refusal,
-                                pipeline_module=self.pipeline_module, **fields)
+                                pipeline_module=self.pipeline_module, offloaded=self.offloaded, **fields)
         except ValueError as err:  # pydantic ValidationError: a value out of range
             bad = "; ".join(f"{'.'.join(str(x) for x in e['loc'])} = {e.get('input')!r} "
                             f"({self.sources.get(str(e['loc'][0]), '')}): {e['msg']}"
@@ -445,6 +450,8 @@ class Settings:
     pipeline_module: str | None = None
     """Evidence that a Megatron-DeepSpeed command builds its model as a PipelineModule, which DeepSpeed runs with its
     PipelineEngine: --deepspeed with the Megatron-DeepSpeed layout flags and no --no-pipeline-parallel."""
+    offloaded: tuple[str, ...] = ()
+    """ZeRO's offloads the files turn on (`offload_optimizer`, `offload_param`)."""
     neox: bool = False
     """A GPT-NeoX config is among the files: its own arguments decide DeepSpeed's checkpointing settings."""
     config_keys: dict[str, str] = field(default_factory=dict)
@@ -542,4 +549,4 @@ class Settings:
                        tuple(self.unknown_keys),
                        dict(self.config_spelling), self.torchtitan_form, dict(self.torchtitan_stated),
                        dict(self.bridge_keys), None if self.bridge_full else self.base_config, tuple(self.warnings),
-                       self.refusal, self.pipeline_module)
+                       self.refusal, self.pipeline_module, tuple(self.offloaded))
