@@ -465,3 +465,17 @@ def test_a_deepspeed_scripts_own_flags_are_not_the_trainers(tmp_path):
     # a Trainer flag of its own still makes it the Trainer's
     hf = _parse(tmp_path, DS_EXAMPLES_SCRIPT.replace("--log_interval 10", "--per_device_train_batch_size 1"), config)
     assert hf.dialect == "hf-trainer"
+
+
+def test_an_accelerate_config_without_compute_environment_is_accelerates(tmp_path):
+    """A user trial: accelerate's own config_yaml_templates (deepspeed.yaml, fsdp.yaml) have no compute_environment,
+    which accelerate fills in itself; they were read as Megatron-Bridge YAML ("mixed_precision 'bf16' is no
+    Megatron-Bridge recipe")."""
+    (tmp_path / "run.sh").write_text("accelerate launch --config_file ds.yaml train.py\n")
+    (tmp_path / "ds.yaml").write_text(ACCELERATE.replace("compute_environment: LOCAL_MACHINE\n", ""))
+    assert "compute_environment" not in (tmp_path / "ds.yaml").read_text()
+    lay = parse_launch([tmp_path / "run.sh", tmp_path / "ds.yaml"])
+    assert lay.framework == "deepspeed" and "ds.yaml" in lay.sources["zero_stage"]
+    (tmp_path / "fsdp.yaml").write_text((tmp_path / "ds.yaml").read_text().replace("DEEPSPEED", "FSDP"))
+    with pytest.raises(InputError, match=r"accelerate's FSDP"):
+        parse_launch([tmp_path / "run.sh", tmp_path / "fsdp.yaml"])

@@ -120,6 +120,11 @@ may take (--output_dir: readers.megatron.HF_GENERIC_FLAGS)."""
 
 ACCELERATE_KEYS = frozenset({"compute_environment", "distributed_type"})
 """Top-level keys of an accelerate config file (`accelerate config`'s output, `accelerate launch --config_file`)."""
+ACCELERATE_DISTRIBUTED_TYPES = frozenset({"NO", "MULTI_CPU", "MULTI_GPU", "MULTI_NPU", "MULTI_MLU", "MULTI_SDAA",
+                                          "MULTI_MUSA", "MULTI_HPU", "MULTI_XPU", "DEEPSPEED", "FSDP", "XLA", "TPU",
+                                          "MEGATRON_LM"})
+"""accelerate's DistributedType names (utils/dataclasses.py; TPU before XLA), which mark an accelerate config by its
+`distributed_type` alone."""
 OTHER_TOOLS = {"LLaMA-Factory": frozenset({"finetuning_type", "cutoff_len", "template", "stage"}),
                "axolotl": frozenset({"base_model", "sequence_len", "micro_batch_size", "datasets"})}
 """Training tools whose own YAML config the audit does not read (keys each one's configs have)."""
@@ -207,7 +212,11 @@ def _refuse_held_arguments(path: Path) -> str:
 
 
 def accelerate_yaml(data: object) -> bool:
-    return isinstance(data, dict) and ACCELERATE_KEYS <= set(data)
+    """An accelerate config: its `distributed_type` names accelerate's DistributedType; `compute_environment` is not
+    needed, accelerate fills it in (commands/config/config_args.py; a user trial: accelerate's own
+    config_yaml_templates/deepspeed.yaml and fsdp.yaml have none, and were read as Megatron-Bridge YAML)."""
+    return isinstance(data, dict) and isinstance(data.get("distributed_type"), str) and (
+        ACCELERATE_KEYS <= set(data) or data["distributed_type"].upper() in ACCELERATE_DISTRIBUTED_TYPES)
 
 
 def _other_tool(data: object) -> str | None:
