@@ -623,3 +623,15 @@ def test_an_offloaded_optimizer_is_not_counted_against_the_gpu(tmp_path, model, 
     else:
         (f,) = [f for f in data["findings"] if f["kind"] == "memory_over_capacity"]
         assert f["severity"] == "error" and f"the {moved / 2**30:.1f} GiB the files offload" in f["message"]
+
+
+def test_an_audit_that_fits_nothing_does_not_say_to_drop_a_flag_not_given(tmp_path) -> None:
+    """A user trial: an audit whose job fits no layout on its GPUs was told "try dropping --framework deepspeed",
+    a flag it had not passed: the audit searches within the job's own framework."""
+    (tmp_path / "ds.json").write_text(json.dumps({"train_batch_size": 4, "train_micro_batch_size_per_gpu": 1,
+                                                  "zero_optimization": {"stage": 3}, "bf16": {"enabled": True}}))
+    data = _json("audit", "--launch", str(tmp_path / "ds.json"), "--model", "llama3-70b", "--cluster", "dgx-h100",
+                 "--gpus", "4", "--seq-len", "4096")
+    why = data["no_better_plan"]
+    assert why is not None and "another framework than the job's deepspeed" in why
+    assert "dropping --framework" not in why

@@ -324,3 +324,14 @@ def test_a_launch_that_loads_another_toml_says_which_one_is_priced(tmp_path) -> 
     got = _audit(script, V022)
     (warn,) = [f["message"] for f in got["findings"] if "the launch loads --job.config_file" in f["message"]]
     assert "debug_model.toml" in warn and "environment may name another file" in warn and V022.name in warn
+
+
+def test_the_precision_is_torchtitans_mixed_precision_param_not_placements_default(tmp_path: Path) -> None:
+    """A user trial: a TOML without training.mixed_precision_param had its bf16 credited to "placement's default";
+    torchtitan defaults the key to bfloat16 (FSDP's param_dtype), and a file that states it is its evidence."""
+    said = _audit(V022)["layout"]["sources"]["precision"]
+    assert "mixed_precision_param" not in V022.read_text()
+    assert said.startswith("torchtitan's default training.mixed_precision_param 'bfloat16'")
+    stated = _edited(tmp_path, V022, "[training]\n", "[training]\nmixed_precision_param = \"bfloat16\"\n")
+    said = _audit(stated)["layout"]["sources"]["precision"]
+    assert "mixed_precision_param = \"bfloat16\"" in said and "param_dtype" in said

@@ -51,7 +51,7 @@ from placement.mapping.mapper import baseline_mappings, host_order_mapping, map_
 from placement.mapping.report import compact_mapping, crossings, rank_table
 from placement.plan import LayoutOut, Plan, make_plan
 from placement.planner import plan_job
-from placement.search import SearchConfig, module_sets
+from placement.search import FixNames, SearchConfig, module_sets
 from placement.specs import FfnKind, Layout, ModelSpec, Recompute, TrainingSpec
 from placement.specs.model import PositionEmbedding
 from placement.specs.recipe import CudaGraphs, Dispatcher, GradAccumulation, Recipe, RecomputeModule
@@ -377,8 +377,11 @@ def framework_space(framework: str, top_k: int, is_moe: bool = False) -> SearchC
     if cap is None:
         return SearchConfig(top_k=top_k)
     cap = cap.for_model(is_moe)
+    # the audit searches within the job's own framework, not a --framework flag (a user trial was told to drop one
+    # it had not passed)
+    names = FixNames(framework="another framework than the job's {} (the audit searches within what it launches)")
     return SearchConfig(top_k=top_k, zero_stages=cap.zero_stages, hsdp=cap.hsdp, framework=cap,
-                        pipeline_policies=None if framework == "megatron" else (0,))
+                        pipeline_policies=None if framework == "megatron" else (0,), fix_names=names)
 
 
 TORCHTITAN_GRAPHS = ("searched as torchtitan 0.3.0 runs them: one CUDA graph of each micro-batch's forward and "

@@ -817,7 +817,24 @@ def join(groups: list[Settings], paths: list[Path]) -> Reading:
                                f"read ({cfg[1]})")
     out.ignored = list(dict.fromkeys(out.ignored))
     _finish(out, pipeline)
+    _mixed_precision(out, merged)
     return out.reading("torchtitan")
+
+
+def _mixed_precision(s: Settings, keys: dict[str, tuple[Any, str]]) -> None:
+    """The 16-bit precision torchtitan trains in, where nothing else set the precision: training.mixed_precision_param
+    bfloat16, as the files state it or as torchtitan defaults it (a user trial: credited to placement's own default).
+    A job the readers found runs fp32 ("runs fp32, priced as bf16") keeps that note instead."""
+    if s.has("precision") or any("runs fp32, priced as bf16" in x for x in s.ignored):
+        return
+    value, ev = keys.get("training.mixed_precision_param", (None, None))
+    if ev is not None and str(value) == "bfloat16":
+        s.put("precision", "bf16", f"{ev} (FSDP's param_dtype and AMP's autocast dtype)")
+    elif ev is None:
+        default, where = DEFAULTS["training.mixed_precision_param"]
+        s.put("precision", "bf16", f"torchtitan's default training.mixed_precision_param {default!r} (0.3.0 {where}; "
+                                   f"the same in 0.1.0 config_manager.py and 0.2.x config/job_config.py): FSDP's "
+                                   f"param_dtype and AMP's autocast dtype")
 
 
 TT_DEFAULT_MODEL = ("llama3", "debugmodel")
