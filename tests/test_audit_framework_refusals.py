@@ -208,3 +208,15 @@ def test_a_best_plan_under_zero_3_adds_no_pipeline_parallel(tmp_path, framework)
     assert best["zero_stage"] >= 2 and best["pp"] == 1  # what the search picks for this small model on 8 GPUs
     (row,) = [c for c in data["changes"] if c["argument"] == "--no-pipeline-parallel"]
     assert row["to"] == "true" and "PipelineEngine asserts" in row["note"]
+
+
+@pytest.mark.parametrize("framework", [(), ("--framework", "deepspeed")])
+def test_megatron_deepspeeds_attention_remedy_is_its_own_flag(tmp_path, framework) -> None:
+    """A user trial: a Megatron-DeepSpeed job read as a DeepSpeed one (its JSON given, or --framework deepspeed) was
+    told to turn on GPT-NeoX's attention_config "flash"; its remedy is Megatron-DeepSpeed's --use-flash-attn-v2."""
+    out = CliRunner().invoke(main, [*_megatron_deepspeed(tmp_path, 2, 0), *framework])
+    assert out.exit_code in (0, 1), out.output
+    data = json.loads(out.stdout)
+    assert data["layout"]["framework"] == "deepspeed"
+    (f,) = [f for f in data["findings"] if f["kind"] == "unfused_attention"]
+    assert "--use-flash-attn-v2" in f["message"] and "GPT-NeoX" not in f["message"]

@@ -1065,6 +1065,8 @@ class _Ctx:
     """The machine with placement's own map of the same layout (CP-SAT on a real allocation), where one was made."""
     offloaded: tuple[str, ...] = ()
     """ZeRO's offloads the files turn on (LaunchLayout.offloaded)."""
+    megatron_deepspeed: bool = False
+    """LaunchLayout.megatron_deepspeed."""
 
     def best_where(self, keep: np.ndarray) -> float | None:
         """Fastest fitting searched layout among `keep` (None if none)."""
@@ -1506,8 +1508,8 @@ def _layout_findings(c: _Ctx, plan: Plan) -> list[Finding]:
             from placement.audit.readers.neox import flash_remedy
 
             remedy = flash_remedy(c.config_keys)
-        elif c.framework == "megatron" and c.recipe.pipeline_p2p_blocking:  # Megatron-DeepSpeed
-            remedy = MEGATRON_DEEPSPEED_FLASH
+        elif c.megatron_deepspeed or (c.framework == "megatron" and c.recipe.pipeline_p2p_blocking):
+            remedy = MEGATRON_DEEPSPEED_FLASH  # Megatron-DeepSpeed, read as megatron or (its JSON given) deepspeed
         else:
             remedy = f"a fused kernel, {how},"
         out.append(Finding(
@@ -2009,7 +2011,7 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
     c = _Ctx(model, train, topo, layout, est, step_s, mapped_same_s,
              est if planned is None else planned.search.estimates, batch if planned is None else planned.search.batch,
              recipe, mapped, space.zero_stages, framework_rank, launch.framework, launch.dialect, launch.config_keys,
-             own_mapped, launch.offloaded)
+             own_mapped, launch.offloaded, launch.megatron_deepspeed)
     findings = (_crossing_findings(c, kinds) + _layout_findings(c, plan) + notes + unknown_key_findings(launch)
                 + base_config_findings(launch, layout, train, recipe, recipe_sources, model.is_moe)
                 + [Finding("warning", "not_priced_as_run", w, [], 0.0) for w in launch.warnings])

@@ -188,6 +188,9 @@ class LaunchLayout(Frozen):
     offloaded: tuple[str, ...] = ()
     """ZeRO's offloads the files turn on (`offload_optimizer`, `offload_param`): the state they move lives in host
     memory, which the estimate's GPU memory does not subtract (audit's memory finding does)."""
+    megatron_deepspeed: bool = False
+    """Megatron's arguments under --deepspeed (Megatron-DeepSpeed), whichever framework the audit reads the job as:
+    its remedies are Megatron-DeepSpeed's flags."""
     warnings: tuple[str, ...] = ()
     """What the files run that the estimate does not describe (adapter training priced as a full fine-tune, a config
     the job does not read): each is a warning finding, `not_priced_as_run`, over the whole estimate."""
@@ -354,6 +357,8 @@ class Reading:
     """LaunchLayout.pipeline_module."""
     offloaded: tuple[str, ...] = ()
     """LaunchLayout.offloaded."""
+    megatron_deepspeed: bool = False
+    """LaunchLayout.megatron_deepspeed."""
 
     def launch_layout(self) -> LaunchLayout:
         """The validated LaunchLayout; an InputError names each value out of range with its evidence."""
@@ -366,7 +371,8 @@ class Reading:
                                 torchtitan_form=self.torchtitan_form, torchtitan_stated=self.torchtitan_stated,
                                 bridge_keys=self.bridge_keys, base_config=self.base_config,
                                 warnings=self.warnings, refusal=self.refusal,
-                                pipeline_module=self.pipeline_module, offloaded=self.offloaded, **fields)
+                                pipeline_module=self.pipeline_module, offloaded=self.offloaded,
+                                megatron_deepspeed=self.megatron_deepspeed, **fields)
         except ValueError as err:  # pydantic ValidationError: a value out of range
             bad = "; ".join(f"{'.'.join(str(x) for x in e['loc'])} = {e.get('input')!r} "
                             f"({self.sources.get(str(e['loc'][0]), '')}): {e['msg']}"
@@ -549,4 +555,4 @@ class Settings:
                        tuple(self.unknown_keys),
                        dict(self.config_spelling), self.torchtitan_form, dict(self.torchtitan_stated),
                        dict(self.bridge_keys), None if self.bridge_full else self.base_config, tuple(self.warnings),
-                       self.refusal, self.pipeline_module, tuple(self.offloaded))
+                       self.refusal, self.pipeline_module, tuple(self.offloaded), self.megatron_deepspeed)
