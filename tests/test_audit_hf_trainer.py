@@ -216,6 +216,9 @@ def test_deepspeed_chat_is_a_deepspeed_job_in_its_own_flags(tmp_path):
     assert a["layout"]["zero_stage"] == 3
     assert all(c["argument"] != "zero_optimization.stage" for c in a["changes"])
     assert [c for c in a["changes"] if c["argument"] == "--zero_stage"] or a["best"]["layout"]["zero_stage"] == 3
+    # its model is transformers' (attention sdpa), but its script is no HF Trainer's (a user trial: said it was)
+    said = a["layout"]["sources"]["recipe.attention_kernel"]
+    assert "a transformers model" in said and "an HF Trainer script" not in said
 
 
 ACCELERATE = ("compute_environment: LOCAL_MACHINE\ndeepspeed_config:\n  deepspeed_multinode_launcher: standard\n"

@@ -737,7 +737,8 @@ def _hf_trainer(s: Settings) -> None:
     it), whose backend priority runs the FlashAttention-2 kernel; and a sequence length of the script's own."""
     if not s.has("recipe.attention_kernel"):
         s.put("recipe.attention_kernel", "flash2",
-              f"no --attn_implementation in the files (an HF Trainer script, by {s.hf_trainer}): "
+              f"no --attn_implementation in the files (a transformers model, under the HF Trainer, DeepSpeed-Chat "
+              f"or accelerate, by {s.hf_trainer}): "
               f"transformers' default attn_implementation sdpa, PyTorch's "
               f"scaled_dot_product_attention, whose backend priority puts its FlashAttention-2 kernel first, "
               f"huggingface/transformers PR #48163; --attn_implementation states another)")
