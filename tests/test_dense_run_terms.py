@@ -281,9 +281,17 @@ def test_bloom_row_prices_bf16_optimizer_gradient_copies() -> None:
     assert _error(_with_recipe(run, grad_accumulation=GradAccumulation.FUSED)) < with_copy - 0.04
 
 
+PIPE_TOPOLOGY = "from deepspeed.pipe import PipeModelDataParallelTopology\n" \
+                "topo = PipeModelDataParallelTopology(num_pp=2, num_mp=1, num_dp=4)\n"
+"""A PipelineModule's topology of 2 stages: DeepSpeed runs its PipelineEngine, where bf16 at stage 0 is the
+BF16_Optimizer (without a pipeline, DeepSpeed 0.17.6+ runs DDP_BFLOAT16: readers.common.DDP_BF16)."""
+
+
 @pytest.mark.parametrize(("files", "expected"), [
     ({"ds.json": '{"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}, '
-                 '"zero_optimization": {"stage": 0}}'}, "fp32_copy"),
+                 '"zero_optimization": {"stage": 0}}', "ds_topology.py": PIPE_TOPOLOGY}, "fp32_copy"),
+    ({"ds.json": '{"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}, '
+                 '"zero_optimization": {"stage": 0}}'}, "autograd"),
     ({"ds.json": '{"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}, '
                  '"zero_optimization": {"stage": 1}}'}, "autograd"),
     ({"ds.json": '{"train_micro_batch_size_per_gpu": 1, "fp16": {"enabled": true}}'}, "autograd"),
@@ -496,7 +504,8 @@ def test_audit_reads_the_bf16_optimizer_all_reduce(tmp_path, stage, expected) ->
 
     (tmp_path / "ds.json").write_text('{"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}, '
                                       f'"zero_optimization": {{"stage": {stage}}}}}')
-    layout = parse_launch([tmp_path / "ds.json"], "deepspeed")
+    (tmp_path / "ds_topology.py").write_text(PIPE_TOPOLOGY)  # a pipeline: the BF16_Optimizer at stage 0
+    layout = parse_launch([tmp_path / "ds.json", tmp_path / "ds_topology.py"], "deepspeed")
     assert layout.recipe.get("grad_all_reduce") is expected
     # the BF16_Optimizer shards the optimizer state (ZeRO-1), where the all-reduce is priced
     assert layout.zero_stage == 1

@@ -811,7 +811,9 @@ def _grad_accumulation(s: Settings) -> None:
     pipeline = s.neox or s.pipeline_module is not None or s.value("pp", 1) > 1
     bf16_optimizer = zero[0] == 0 and bf16 and pipeline
     if zero[0] == 0 and bf16 and not pipeline and not s.has("recipe.grad_accumulation"):
-        deepspeed_grad_accumulation(s, False, f"{zero[1]}; {precision} ({DDP_BF16})")
+        deepspeed_grad_accumulation(s, False, f"{zero[1]}; {precision} ({DDP_BF16}; no audited file builds a "
+                                              f"PipelineModule: a topology of stages, a Megatron-DeepSpeed or "
+                                              f"GPT-NeoX launch)")
         return
     deepspeed_grad_accumulation(s, bf16_optimizer, f"{zero[1]}; {precision}" if bf16_optimizer else zero[1])
 
