@@ -92,3 +92,29 @@ def test_one_accounting_flag_is_priced_and_reported_as_given(flag, kept):
     embedding, loss = kept == "account_for_embedding", kept == "account_for_loss"
     assert plan["layout"]["rank_layers"] == rank_layer_counts(32, 3, 1, None, embedding, loss)
     assert plan["layout"]["rank_layers"] != rank_layer_counts(32, 3, 1, None, True, True)
+
+
+@pytest.mark.parametrize(("model", "gpus", "fixed", "norms"), [
+    ("deepseek-v2", 64, {"tp": 1, "pp": 4, "vpp": 1, "ep": 8}, True),  # MLA: its latent norms
+    ("qwen3-30b-a3b", 16, {"tp": 1, "pp": 2, "vpp": 1, "ep": 8}, True),  # per-head q/k norms
+    ("llama3-8b", 16, {"tp": 2, "pp": 2, "vpp": 1}, False),
+])
+def test_models_with_query_key_norms_get_qk_layernorm(model, gpus, fixed, norms):
+    """A user trial: DeepSeek-V3's Megatron file had --multi-latent-attention but no --qk-layernorm, under which
+    Megatron builds the query and key-value up-projections without DeepSeek's q_a_layernorm and kv_a_layernorm
+    (core_v0.19.0 gpt_layer_specs.py:244-256): another model than the checkpoint's."""
+    args = _args(_ctx(model, gpus, fixed))
+    assert ("--qk-layernorm" in args) == norms
+
+
+@pytest.mark.parametrize(("model", "gpus", "fixed", "eps"), [
+    ("deepseek-v2", 64, {"tp": 1, "pp": 4, "vpp": 1, "ep": 8}, "1e-06"),
+    ("llama3-8b", 16, {"tp": 2, "pp": 2, "vpp": 1}, "1e-05"),
+    ("gpt3-175b", 64, {"tp": 8, "pp": 8, "vpp": 1}, None),  # the model file states none
+])
+def test_the_norm_epsilon_is_the_models_or_said_to_be_megatrons(model, gpus, fixed, eps):
+    """The same trial: DeepSeek-V3's rms_norm_eps 1e-6 was left to Megatron's --norm-epsilon default 1e-5, unsaid."""
+    ctx = _ctx(model, gpus, fixed)
+    assert _value(_args(ctx), "--norm-epsilon") == eps
+    _, unstated = megatron.model_arguments(ctx)
+    assert any(u.startswith("--norm-epsilon") for u in unstated) == (eps is None)

@@ -110,6 +110,10 @@ ARCH: dict[str, tuple] = {  # (normalization, position_embedding, rope_base, lin
 """What the emitted model arguments need beyond the dimensions, from rms_norm_eps / layer_norm_epsilon,
 rope_theta, attention_bias / mlp_bias and model_type."""
 _ARCH_FIELDS = ("normalization", "position_embedding", "rope_base", "linear_bias", "qk_layernorm")
+NORM_EPSILON = {"deepseek-v2-lite": 1e-6, "deepseek-v3": 1e-6, "qwen1.5-moe-a2.7b": 1e-6, "qwen2-7b": 1e-6,
+                "qwen3-30b-a3b": 1e-6, "qwen3-8b": 1e-6}
+"""The configs' norm epsilon where it is not 1e-5 (rms_norm_eps, layer_norm_epsilon, norm_eps: every other one here
+is 1e-5, Megatron's default): a user trial's DeepSeek-V3 file left its 1e-6 to Megatron's 1e-5."""
 YARN = {"deepseek-v2-lite": {"factor": 40.0, "original_max_position_embeddings": 4096, "beta_fast": 32.0,
                               "beta_slow": 1.0, "mscale": 0.707, "mscale_all_dim": 0.707},
         "deepseek-v3": {"factor": 40.0, "original_max_position_embeddings": 4096, "beta_fast": 32.0, "beta_slow": 1.0,
@@ -153,7 +157,8 @@ def test_real_config_parses_to_the_published_architecture(folder: str) -> None:
     path = DATA / folder / "config.json"
     spec = load_hf_config(path)
     assert spec == ModelSpec(name=folder, source=spec.source, **EXPECTED[folder],
-                             **dict(zip(_ARCH_FIELDS, ARCH[folder], strict=True)), **_rope(folder))
+                             **dict(zip(_ARCH_FIELDS, ARCH[folder], strict=True)), **_rope(folder),
+                             norm_epsilon=NORM_EPSILON.get(folder, 1e-5))
     assert str(path) in spec.source
 
 

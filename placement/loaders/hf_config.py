@@ -660,6 +660,9 @@ def _architecture(data: Mapping[str, Any], model_type: str) -> dict[str, Any]:
         out["normalization"] = "rmsnorm"
     elif any(k in data for k in _LAYERNORM_KEYS) or model_type == "gpt2":
         out["normalization"] = "layernorm"
+    eps = next((data[k] for k in ("rms_norm_eps", *_LAYERNORM_KEYS) if k in data), None)
+    if isinstance(eps, int | float) and not isinstance(eps, bool) and 0 < eps < 1:
+        out["norm_epsilon"] = float(eps)
     theta = data.get("rope_theta", _rope_parameter(data, "rope_theta"))
     if theta is None and model_type == "gpt_neox":
         theta = data.get("rotary_emb_base", 10000)  # GPTNeoXConfig's own name and default

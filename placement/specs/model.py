@@ -223,8 +223,12 @@ class ModelSpec(StrictScalars):
     of them."""
     linear_bias: bool | None = None
     """The attention and MLP projections carry biases (GPT-2/3, BLOOM, GPT-OSS); Llama-style models have none."""
+    norm_epsilon: float | None = Field(default=None, gt=0, lt=1)
+    """The norms' epsilon (HF `rms_norm_eps`, Megatron `--norm-epsilon`, whose default is 1e-5); None: not stated, and
+    the emitted Megatron file says it leaves it to Megatron's default."""
     qk_layernorm: bool | None = None
-    """Queries and keys are normalized per head before RoPE (Qwen3)."""
+    """Queries and keys are normalized per head before RoPE (Qwen3).  An MLA model's norms of its compressed query and
+    key-value (DeepSeek's q_a_layernorm, kv_a_layernorm) come with `mla`: Megatron spells both --qk-layernorm."""
     parallel_residual: bool = False
     """Attention and MLP read the same layer input and their outputs are added to it together, x + attn(ln1(x)) +
     mlp(ln2(x)) (GPT-J; GPT-NeoX `gpt_j_residual`): under TP the two row-parallel outputs are summed before one
