@@ -130,7 +130,8 @@ def test_with_context_parallelism_zero1_and_zero2_run_as_zero3_over_the_context_
                                       f"context axis shards the weights)")
         assert ("shard_optimizer_over_data with context 2 x data 8 (this file's shard_optimizer_over_data: true): "
                 "MaxText shards the optimizer state and the stored float32 weights over data too") in warnings[0]
-        assert warnings[0].endswith("counts 8 times the optimizer memory and float32 weights it holds (not priced)")
+        assert "counts 8 times the optimizer memory and float32 weights it holds" in warnings[0]
+        assert warnings[0].endswith("(not priced)")  # with the pipeline schedule (pp 8), also not priced
         assert "context 2 shards the weights, gradients and optimizer state (ZeRO-3 over it)" in text
 
 
@@ -248,3 +249,16 @@ def test_a_config_vocabulary_other_than_the_catalogs_is_priced(tmp_path):
                 if x.startswith("# this file runs a vocabulary of 32,768 (not 32,000"))
     step = float(re.search(r": ([\d.]+) s/step", line).group(1))
     assert step > plan["step_time_s"]
+
+
+def test_a_pipeline_header_does_not_price_the_plans_schedule_as_maxtexts(contexts):
+    """A user trial: with pp > 1 the header printed the plan's 1F1B step and memory as what this file runs, then a
+    warning that MaxText runs every forward before the backward.  The header now says the schedule is not priced;
+    a plan without a pipeline says nothing of it."""
+    piped = contexts["llama3-70b-1024"]  # pp 8
+    assert piped.plan.layout.pp > 1
+    _, text, _ = emitted(piped)
+    runs = next(x for x in text.splitlines() if x.startswith("# this file runs"))
+    assert f"MaxText's pipeline of {piped.plan.layout.pp} stages" in runs and "(not priced)" in runs
+    flat = next(c for c in contexts.values() if c.plan.layout.pp == 1)
+    assert "MaxText's pipeline of" not in emitted(flat)[1]

@@ -546,6 +546,10 @@ def runs(ctx: EmitContext, mesh: MaxTextMesh) -> Runs:
     unpriced = over_data_unpriced(s, over, "this file's shard_optimizer_over_data: true")
     if unpriced:
         out.unpriced.append(unpriced)
+    if lay.pp > 1:  # a user trial: the header priced the plan's 1F1B as what this file runs, then warned it does not
+        out.unpriced.append(f"MaxText's pipeline of {lay.pp} stages: every micro-batch's forward before the "
+                            f"backward, each iteration's stage forward recomputed (layers/pipeline.py), not the "
+                            f"1F1B the plan prices")
     runs_recipe(ctx, RUNS_INSTEAD, out, remat_policy(ctx)[1])
     common.runs_forced(ctx, "maxtext", out)
     common.runs_model(ctx, "maxtext", out)
