@@ -616,6 +616,9 @@ def test_an_offloaded_optimizer_is_not_counted_against_the_gpu(tmp_path, model, 
     assert est["peak_memory_bytes"] > est["memory_capacity_bytes"]  # as priced, the optimizer state on the GPU
     assert (est["peak_memory_bytes"] - moved <= est["memory_capacity_bytes"]) == fits_as_run
     kinds = {f["kind"] for f in data["findings"]}
+    text = CliRunner().invoke(main, ["audit", "--launch", str(tmp_path / "off.json"), "--model", model, "--cluster",
+                                     "dgx-h100", "--gpus", str(gpus), "--seq-len", "2048"]).stdout
+    assert "(memory as priced keeps what the files offload to the host, offload_optimizer, on the GPU" in text
     if fits_as_run:
         assert "memory_over_capacity" not in kinds
         (f,) = [f for f in data["findings"] if "as the job runs it" in f["message"]]

@@ -208,7 +208,11 @@ def change_lines(a: Audit) -> list[tuple[str, str]]:
 
 def audit_table(a: Audit) -> str:
     est = a.estimate
-    parts = [f"audit of a {launch_label(a)} launch (placement {__version__})", single_plan_table(est),
+    table = single_plan_table(est)
+    if a.launch.offloaded:  # a user trial read "DOES NOT FIT" beside a warning that the memory is smaller
+        table += (f"\n(memory as priced keeps what the files offload to the host, {' and '.join(a.launch.offloaded)}, "
+                  f"on the GPU: the findings give the job's own)")
+    parts = [f"audit of a {launch_label(a)} launch (placement {__version__})", table,
              *([crossings_block(est)] if est.crossings else []), _sources_block(a)]
     if a.findings:
         blocks = []
