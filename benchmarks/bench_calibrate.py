@@ -202,7 +202,7 @@ def section(data: dict) -> str:
     loo = syn["leave_one_out"]
     lines += ["", f"Each synthetic run predicted from a fit on the other five: mean |error| "
               f"{100 * loo['held_out_mean']:.1f} % held out, against {100 * loo['default_mean']:.1f} % with the "
-              f"default step constants (network constants fitted in both)."]
+              f"defaults (every constant at the catalog's, network ones too: a profile's `before`)."]
     lines += ["", "**Real nccl-tests outputs** (tests/data/nccl, H100): mean |error| of the files' times before and "
               "after the fit.", "", "| inputs | file | before | after | fitted |", "|---|---|---|---|---|"]
     for s in data["real"]:

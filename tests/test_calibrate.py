@@ -506,3 +506,23 @@ def test_a_step_entrys_log_of_another_job_is_refused(tmp_path):
 
     (run,) = read_steps(right, "dgx-h100")
     assert run.run.published_step_time_s == pytest.approx(1.0)
+
+
+def test_a_steps_before_is_the_defaults_price_as_validate_gives_it(synthetic) -> None:
+    """A user trial: calibrate's "before" of a step ran with the network constants fitted from the nccl-tests files
+    (-11.2 % where `validate --runs` gave -12.9 %); Residual.before and HeldOut.before are the defaults' price."""
+    from placement.calibration.steps import read_steps
+    from placement.calibration.validate import predict
+    from placement.calibration.validate import run_topology as step_topology
+
+    _, logs, profile = synthetic
+    base = _base()
+    assert profile.constants["network_efficiency"].identified  # the network fit moved a constant the steps use
+    runs = [s for log in logs for s in read_steps(log, "dgx-h100")]
+    steps = [r for r in profile.measurements if r.kind == "step"]
+    for step, r in zip(runs, steps, strict=True):
+        default = predict(step.run, step.model, step_topology(step.run, base.cluster, base.accelerator)
+                          ).predicted_step_time_s
+        assert r.before == pytest.approx(default, rel=1e-9)
+    for h, r in zip(profile.leave_one_out, steps, strict=True):
+        assert h.before == pytest.approx(r.before, rel=1e-9)
