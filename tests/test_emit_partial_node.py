@@ -38,3 +38,21 @@ def test_the_header_names_the_segment_the_plan_was_priced_with(tmp_path: Path) -
     assert res.exit_code == 0, res.output
     for name in ("megatron.sh", "torchtitan.sh"):
         assert "segment 9 nodes (sbatch --segment=9)" in (out / name).read_text().split("\n")[1], name
+
+
+@pytest.mark.parametrize(("nodes", "segment"), [(144, 18), (9, 9), (2, None)])
+def test_a_plan_of_whole_racks_asks_slurm_for_them(tmp_path: Path, nodes: int, segment) -> None:
+    """A user trial: a 576-GPU GB200 plan, priced on whole NVL72 racks, wrote launch.sbatch with no --segment, so
+    SLURM's block plugin could place it best-fit across partial racks.  Now it asks for whole racks (or one rack for
+    a job smaller than one); DGX H100, whose domain is a node, gets none."""
+    cluster = "gb200-nvl72" if segment else "dgx-h100"
+    out = tmp_path / "o"
+    res = CliRunner().invoke(main, ["plan", "--model", "llama3-8b", "--cluster", cluster, "--nodes", str(nodes),
+                                    "--seq-len", "4096", "--global-batch", str(8 * nodes * 4), "--top-k", "1",
+                                    "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    sbatch = (out / "launch.sbatch").read_text()
+    if segment:
+        assert f"#SBATCH --segment={segment}\n" in sbatch and "whole scale-up domains" in sbatch
+    else:
+        assert "--segment" not in sbatch

@@ -28,6 +28,19 @@ NAMES = {"megatron": "Megatron-LM", "torchtitan": "torchtitan", "deepspeed": "De
 MASTER_PORT = 29500
 
 
+def whole_domain_segment(cluster, nodes: int) -> int | None:
+    """The `sbatch --segment` that asks SLURM for what a plan without a segment prices on a multi-node scale-up
+    domain (GB200 NVL72): whole domains, or one domain's share for a job smaller than one.  Without it the block
+    plugin places the job best-fit, whole racks not promised (slurm topology.html "block"; a user trial found a
+    576-node GB200 script with none).  None where a node is its own domain, or the nodes do not fill domains."""
+    per_domain = cluster.scale_up.size // cluster.gpus_per_node
+    if per_domain <= 1:
+        return None
+    if nodes < per_domain:
+        return nodes
+    return per_domain if nodes % per_domain == 0 else None
+
+
 def render(ctx: EmitContext, formats: list[str]) -> str:
     """The batch script for the formats among `formats` that launch per node (megatron first: the default)."""
     lay, p = ctx.plan.layout, ctx.plan
@@ -46,8 +59,12 @@ def render(ctx: EmitContext, formats: list[str]) -> str:
         "#SBATCH --ntasks-per-node=1",
         f"#SBATCH --gpus-per-node={gph}",
     ]
-    if p.segment_nodes:
-        head.append(f"#SBATCH --segment={p.segment_nodes}")
+    segment = p.segment_nodes or whole_domain_segment(ctx.topo.cluster, nodes)
+    if segment:
+        head.append(f"#SBATCH --segment={segment}")
+        if not p.segment_nodes:
+            head.append("# --segment: the plan prices whole scale-up domains (racks); SLURM's topology/block places "
+                        "each segment in one block (24.05 and later), other topology plugins ignore it")
     if all(name.startswith("host") and name[4:].isdigit() for name in ctx.topo.host_names[:2]):
         head.append("# hosts.txt holds the catalog's placeholder names: plan on the allocation (--slurm-topology "
                     "--nodelist) to launch on real hosts")
