@@ -72,3 +72,30 @@ def test_the_all_to_alls_latency_is_not_the_rings(profiles) -> None:
     (note,) = [w for w in p.warnings if "alltoall_perf across 8 hosts" in w]
     assert "left out of network_latency_s" in note and "63 peers" in note
     assert p.constants["network_latency_s"].value < 6e-6
+
+
+DATA = Path(__file__).parent / "data" / "nccl"
+
+
+def test_an_all_reduce_past_its_nics_line_rate_fits_no_network_bandwidth() -> None:
+    """A user trial: an H200 Spectrum-X 2 x 8 all-reduce at 485 GB/s bus bandwidth, past the 400 GB/s a ring over
+    8 x 400 Gb/s NICs carries, fitted the levels' overlap to its floor, unsaid.  NCCL reduced in the network
+    (NVLSTree): its bandwidth rows now fit nothing and say so; its small sizes still time the latency.  The same
+    cluster's forced ring (392 GB/s) is a ring."""
+    cluster = load_cluster("dgx-h100")
+    topo = Topology(cluster, load_accelerator(cluster.accelerator), num_gpus=16)
+    nvls = Calibration(topo, "dgx-h100", [DATA / "h100-2node-all_reduce_perf.txt"]).run()
+    for name in ("network_efficiency", "hierarchical_serial_share"):
+        c = nvls.constants[name]
+        assert not c.identified and "past the NICs' line rate" in c.note, name
+    assert nvls.constants["network_latency_s"].identified
+    (said,) = [w for w in nvls.warnings if "above the 400 GB/s its 8 GPUs per host x 50 GB/s NICs carry" in w]
+    assert "469 GB/s" in said and "NCCL_ALGO=Ring" in said
+    ring = Calibration(topo, "dgx-h100", [DATA / "h100-2node-all_reduce_perf-ring.txt"]).run()
+    assert not any("NICs carry in a ring" in w for w in ring.warnings)
+    assert ring.constants["hierarchical_serial_share"].identified
+    # whole nodes fit the overlap, not the network: the profile says network-only work keeps the catalog's (a trial:
+    # a 25 %-slower network then priced one-GPU-per-node groups 6 % slower, unsaid)
+    assert not ring.constants["network_efficiency"].identified
+    (said,) = [w for w in ring.warnings if "move NVLink and the network together" in w]
+    assert "still priced at the catalog's network_efficiency 0.92" in said and "-g 1" in said

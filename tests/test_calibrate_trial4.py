@@ -290,8 +290,8 @@ def test_the_latency_comes_from_the_flat_small_rows_not_the_ramp() -> None:
 
 def test_a_class_of_rows_the_fit_still_misses_is_a_warning() -> None:
     """A 2-node all-reduce NCCL ran as NVLSTree (469 GB/s bus bandwidth, nccl-tests#309) was priced 82 % slow after
-    the fit, and nothing said so (a user trial).  Alone it is now explained (levels overlapped: the fit starts from
-    a grid); beside an 8-node all-reduce of another cluster, one share cannot serve both, and what stays missed by
+    the fit, and nothing said so (a user trial).  Its bandwidth-bound rows, past its NICs' line rate, now have their
+    own warning (in-network reduction); beside an 8-node all-reduce of another cluster, what else stays missed by
     more than UNEXPLAINED is named with its mean."""
     from placement.calibration.calibrate import UNEXPLAINED
 
@@ -304,6 +304,10 @@ def test_a_class_of_rows_the_fit_still_misses_is_a_warning() -> None:
             rows = [m for m in profile.measurements if m.group == group and m.regime == regime]
             mean = sum(abs(m.after / m.measured - 1) for m in rows) / max(len(rows), 1)
             said = [w for w in profile.warnings if w.startswith(f"{group}: its {len(rows)} {regime}-bound")]
+            if regime == "bandwidth" and "2node" in group:  # the NVLSTree file: in-network reduction, said so
+                (own,) = [w for w in profile.warnings if "469 GB/s bus bandwidth, above the 400 GB/s" in w]
+                assert "NCCL_ALGO=Ring" in own and not said
+                continue
             if mean > UNEXPLAINED:
                 missed += 1
                 assert len(said) == 1 and (f"still missed by {mean:.0%} on average" in said[0]

@@ -240,6 +240,9 @@ class Calibration:
         self.regimes = np.array([], dtype=str)
         self.in_switch = self._in_switch()
         """One-node all-reduce files whose busbw passes NVLink's peak (in-switch reduction): index -> best busbw."""
+        self.in_network = self._in_network()
+        """Multi-node all-reduce files whose busbw passes their NICs' line rate (in-network reduction): index ->
+        (best busbw, the NICs' line rate)."""
         self.not_scale_up = self._not_scale_up()
         """Rows left out of NVLink's efficiency (RING_ONE_NODE)."""
         self.not_network = self._not_network()
@@ -258,6 +261,39 @@ class Calibration:
         p2p = [k for k, n in enumerate(self.nccl) if n.run.op == P2P_ACROSS_NODES and len(n.run.hosts) > 1]
         collectives = any(n.run.op != P2P_ACROSS_NODES and len(n.run.hosts) > 1 for n in self.nccl)
         return p2p if collectives else []
+
+    def _in_network(self) -> dict[int, tuple[float, float]]:
+        """Multi-node all-reduce files whose busbw passes what a ring across the nodes can carry: a ring's bus
+        bandwidth is each rank's share of its node's NICs, at most the GPUs per host x the NIC line rate per GPU
+        (8 x 50 GB/s on 8 x 400 Gb/s H100 nodes; nccl-tests#309's forced ring, 392 GB/s).  Above it NCCL reduced
+        in the network or the switches (NVLSTree, CollNet/SHARP), which the ring the cost model prices has not (a
+        user trial: an H200 Spectrum-X 2 x 8 all-reduce at 485 GB/s fitted the serial share to 0.01, unsaid)."""
+        nic = self.base.cluster.nic_bandwidth_bytes_per_s
+        out = {}
+        for k, n in enumerate(self.nccl):
+            if n.run.op != "all_reduce" or len(n.run.hosts) < 2:
+                continue
+            line = n.run.gpus_per_host * nic
+            best = max(r.busbw_bytes_per_s for r in n.run.rows)
+            if best > line:
+                out[k] = (best, line)
+        return out
+
+    def _file_of(self, rows: np.ndarray) -> set[int]:
+        """The nccl-tests files (indices into self.nccl) the rows `rows` come from."""
+        owner = np.concatenate([np.full(len(n.run.rows), k) for k, n in enumerate(self.nccl)])
+        return {int(k) for k in owner[rows]}
+
+    def _in_network_notes(self) -> list[str]:
+        return [f"`{self.nccl[k].run.path}`: all_reduce_perf across {len(self.nccl[k].run.hosts)} hosts reaches "
+                f"{best / 1e9:.0f} GB/s bus bandwidth, above the {line / 1e9:.0f} GB/s its "
+                f"{self.nccl[k].run.gpus_per_host} GPUs per host x "
+                f"{self.base.cluster.nic_bandwidth_bytes_per_s / 1e9:.0f} GB/s NICs carry in a ring: "
+                f"reduction in the network or the switches (NCCL's NVLSTree, CollNet/SHARP), which the cost model's "
+                f"ring does not have; its bandwidth-bound rows are left out of the network's efficiency and overlap "
+                f"(its small sizes still time the latency), and it is still compared; rerun it with "
+                f"NCCL_ALGO=Ring to measure what reduce-scatter, all-gather and the rings run"
+                for k, (best, line) in self.in_network.items()]
 
     def _not_network(self) -> np.ndarray:
         skip = set(self._p2p_across())
@@ -439,8 +475,20 @@ class Calibration:
                 continue
             if "scale_up_efficiency" in names:
                 idx = idx[~self.not_scale_up[idx]]
+            if runs == "multi-node" and regime == "bandwidth" and idx.size and self.in_network and all(
+                    k in self.in_network for k in self._file_of(idx)):
+                files = ", ".join(f"`{self.nccl[k].run.path}` {b / 1e9:.0f} GB/s"
+                                  for k, (b, _) in self.in_network.items())
+                why |= {n: (f"its only multi-node bandwidth-bound rows are all-reduce past the NICs' line rate "
+                            f"({files}: in-network reduction), which does not measure what a ring across the nodes "
+                            f"reaches; rerun with NCCL_ALGO=Ring, or give all_gather_perf and reduce_scatter_perf "
+                            f"across the nodes") for n in names}
+                continue
             if runs == "multi-node":
                 idx = idx[~self.not_network[idx]]
+                if regime == "bandwidth" and self.in_network:  # its small rows still time the network's latency
+                    idx = np.array([k for k in idx if not self._file_of(np.array([k])) & set(self.in_network)],
+                                   dtype=int)
             if regime == "latency":
                 idx = idx[~self.not_latency[idx]]
             if not of_kind.any():
@@ -513,7 +561,18 @@ class Calibration:
                     why[n] = f"{inner} (fitted on the {idx.size} {regime}-bound row(s))"
             else:
                 stderr[n], at_bound[n] = None, False
-        self.nccl_notes = self._in_switch_notes("scale_up_efficiency" in held) + self._p2p_notes() + self._a2a_notes()
+        self.nccl_notes = (self._in_switch_notes("scale_up_efficiency" in held) + self._in_network_notes()
+                           + self._p2p_notes() + self._a2a_notes())
+        if "hierarchical_serial_share" in held and "network_efficiency" not in held:
+            # a user trial: a 25 %-slower 2 x 8 network fitted the share, and plans priced one-GPU-per-node groups
+            # 6 % slower, not 25 %
+            self.nccl_notes.append(
+                f"these files move NVLink and the network together (whole nodes), and their fit sets the levels' "
+                f"overlap (hierarchical_serial_share {held['hierarchical_serial_share']:.3g}), not the network's "
+                f"efficiency: work on the network alone (groups of one GPU per node, pipeline sends, all-to-all "
+                f"across nodes) is still priced at the catalog's network_efficiency "
+                f"{self.defaults['network_efficiency']:g}; give an nccl-tests run of one GPU per host across the "
+                f"nodes (-g 1, or alltoall_perf across nodes) to fit it")
         result = FitResult(values=values, stderr=stderr, identified={n: n in held for n in NETWORK_CONSTANTS},
                            why_not=why, driver=driver, residuals_before=self.nccl_residual(self.defaults),
                            residuals_after=self.nccl_residual(self.defaults | held), at_bound=at_bound)
@@ -647,8 +706,9 @@ class Calibration:
                                   warnings=tuple(warnings), inputs=self.inputs)
 
     def _in_switch_groups(self) -> set[str]:
-        """The measurement groups (file: label) of the in-switch all-reduces, which have their own warning."""
-        return {f"{self.nccl[k].run.path}: {self.nccl[k].run.label}" for k in self.in_switch}
+        """The measurement groups (file: label) of the in-switch and in-network all-reduces, which have their own
+        warning."""
+        return {f"{self.nccl[k].run.path}: {self.nccl[k].run.label}" for k in (*self.in_switch, *self.in_network)}
 
     def _unexplained(self, residuals: Sequence[Residual], warned: set[tuple[str, str | None]]) -> list[str]:
         """A warning for each class of measurements (an nccl-tests file's latency-bound or bandwidth-bound rows, a
