@@ -49,21 +49,23 @@ def write_nccl(path: Path, op: str, hosts: int, truth: dict[str, float], rng: np
 
 
 def write_nccl_ramp(path: Path, op: str, hosts: int, floor_s: float, busbw_bytes_per_s: float, ramp_bytes: float,
-                    rng: np.random.Generator, noise: float = 0.015) -> Path:
+                    rng: np.random.Generator, noise: float = 0.015, gpn: int = 8, min_bytes: int = 0) -> Path:
     """An nccl-tests output shaped as NCCL's are, not as the cost model prices them: a latency floor, then a bus
     bandwidth that ramps up to its plateau over `ramp_bytes` (the protocols' ramp, which the alpha-beta model does
-    not have), with noise; 8 GPUs per host."""
-    n = hosts * 8
-    sizes = np.array(SIZES, dtype=float)
+    not have), with noise; `gpn` GPUs per host, sizes from `min_bytes`."""
+    n = hosts * gpn
+    sizes = np.array([x for x in SIZES if x >= min_bytes], dtype=float)
     bandwidth = busbw_bytes_per_s * (1.0 - 0.6 * np.exp(-sizes / ramp_bytes))
-    times = (floor_s + sizes * bus_factor(op, n) / bandwidth) * (1.0 + noise * rng.standard_normal(len(SIZES)))
-    return _write_nccl_text(path, op, hosts, 8, "NVIDIA H100 80GB HBM3", times)
+    times = (floor_s + sizes * bus_factor(op, n) / bandwidth) * (1.0 + noise * rng.standard_normal(len(sizes)))
+    return _write_nccl_text(path, op, hosts, gpn, "NVIDIA H100 80GB HBM3", times, [int(x) for x in sizes])
 
 
-def _write_nccl_text(path: Path, op: str, hosts: int, gpn: int, gpu: str, times: np.ndarray) -> Path:
+def _write_nccl_text(path: Path, op: str, hosts: int, gpn: int, gpu: str, times: np.ndarray,
+                     sizes: list[int] | None = None) -> Path:
+    sizes = SIZES if sizes is None else sizes
     n = hosts * gpn
     lines = [f"# Collective test starting: {op}_perf",
-             f"# nThread 1 nGpus 1 minBytes {SIZES[0]} maxBytes {SIZES[-1]} step: 2(factor) warmup iters: 5 "
+             f"# nThread 1 nGpus 1 minBytes {sizes[0]} maxBytes {sizes[-1]} step: 2(factor) warmup iters: 5 "
              f"iters: 20 agg iters: 1 validation: 1 graph: 0", "#", "# Using devices",
              *_rank_lines(hosts, gpn, gpu), "#",
              "#                                                              out-of-place                       "
@@ -73,7 +75,7 @@ def _write_nccl_text(path: Path, op: str, hosts: int, gpn: int, gpu: str, times:
              "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  "
              "(GB/s)       "]
     redop = "sum" if op in ("all_reduce", "reduce_scatter") else "none"
-    for size, t in zip(SIZES, times, strict=True):
+    for size, t in zip(sizes, times, strict=True):
         count = size // 4 // (n if op in ("all_gather", "reduce_scatter") else 1)
         algbw = size / t / 1e9
         busbw = bus_bandwidth(op, n, size, t) / 1e9

@@ -99,3 +99,34 @@ def test_an_all_reduce_past_its_nics_line_rate_fits_no_network_bandwidth() -> No
     assert not ring.constants["network_efficiency"].identified
     (said,) = [w for w in ring.warnings if "move NVLink and the network together" in w]
     assert "still priced at the catalog's network_efficiency 0.92" in said and "-g 1" in said
+
+
+def test_the_text_table_keeps_each_constants_whole_note() -> None:
+    """A user trial: the text table cut each note at 90 characters, mid-word ("runs inside one n"), and the reason
+    a constant kept its default was only in --json."""
+    from placement.calibration.report import calibrate_table
+
+    cluster = load_cluster("dgx-h100")
+    topo = Topology(cluster, load_accelerator(cluster.accelerator), num_gpus=16)
+    profile = Calibration(topo, "dgx-h100", [DATA / "h100-2node-all_reduce_perf.txt"]).run()
+    text = calibrate_table(profile, "p.yaml")
+    joined = " ".join(line.strip() for line in text.splitlines())
+    for c in profile.constants.values():
+        assert len(c.note) <= 90 or c.note in joined
+    assert any(len(c.note) > 90 for c in profile.constants.values())
+
+
+def test_the_point_to_point_and_all_to_all_notes_say_what_their_files_show(tmp_path: Path) -> None:
+    """A user trial: across 10 hosts of one GPU each, sendrecv's note said "one pair per node boundary crosses, on
+    a path the collectives' rings do not take" (every pair crosses, on the ring's own NIC); and an alltoall file
+    starting at 32 MiB was said to be left out of a latency it has no row for."""
+    rng = np.random.default_rng(3)
+    files = [write_nccl_ramp(tmp_path / "ar.txt", "all_reduce", 4, 30e-6, 45e9, 1.6e7, rng, gpn=1),
+             write_nccl_ramp(tmp_path / "p2p.txt", "sendrecv", 4, 20e-6, 25e9, 1.6e7, rng, gpn=1),
+             write_nccl_ramp(tmp_path / "a2a.txt", "alltoall", 4, 90e-6, 40e9, 8e6, rng, gpn=1, min_bytes=32 << 20)]
+    cluster = load_cluster("dgx-h100")
+    profile = Calibration(Topology(cluster, load_accelerator(cluster.accelerator), num_gpus=32), "dgx-h100",
+                          files).run()
+    (p2p,) = [w for w in profile.warnings if "sendrecv_perf across 4 hosts" in w]
+    assert "one GPU per host" in p2p and "one pair per node boundary" not in p2p
+    assert not any("alltoall_perf across" in w and "left out of network_latency_s" in w for w in profile.warnings)

@@ -279,6 +279,11 @@ class Calibration:
                 out[k] = (best, line)
         return out
 
+    def _rows_of(self, k: int) -> np.ndarray:
+        """The row indices (over every file's rows) of nccl-tests file `k`."""
+        start = sum(len(n.run.rows) for n in self.nccl[:k])
+        return np.arange(start, start + len(self.nccl[k].run.rows))
+
     def _file_of(self, rows: np.ndarray) -> set[int]:
         """The nccl-tests files (indices into self.nccl) the rows `rows` come from."""
         owner = np.concatenate([np.full(len(n.run.rows), k) for k, n in enumerate(self.nccl)])
@@ -318,10 +323,14 @@ class Calibration:
         their own warning."""
         return {f"{self.nccl[k].run.path}: {self.nccl[k].run.label}" for k in self._a2a_across()}
 
-    def _a2a_notes(self) -> list[str]:
+    def _a2a_notes(self, regimes: np.ndarray) -> list[str]:
+        """The warning for each alltoall file left out of a latency (A2A_LATENCY), where it has latency-bound rows
+        to leave out (a user trial's file started at 32 MiB: no such row, and the warning said otherwise)."""
         out = []
         for k in self._a2a_across():
             n = self.nccl[k]
+            if not (regimes[self._rows_of(k)] == "latency").any():
+                continue
             across = len(n.run.hosts) > 1
             where = f"across {len(n.run.hosts)} hosts" if across else "inside one node"
             level = "network" if across else "scale_up"
@@ -338,10 +347,14 @@ class Calibration:
         for k in self._p2p_across():
             run = self.nccl[k].run
             best = max(r.busbw_bytes_per_s for r in run.rows)
+            why = ("every rank's send crosses the network here (one GPU per host), and the cost model prices "
+                   "point-to-point (pipeline sends) at the collectives' rate, so faster than this file measures"
+                   if run.gpus_per_host == 1 else
+                   "each rank sends to the next, so one pair per node boundary crosses, on a path the collectives' "
+                   "rings do not take")
             out.append(f"`{run.path}`: sendrecv_perf across {len(run.hosts)} hosts ({best / 1e9:.1f} GB/s at best) is "
-                       f"left out of the network's constants, which the collectives given across nodes set: each rank "
-                       f"sends to the next, so one pair per node boundary crosses, on a path the collectives' rings "
-                       f"do not take (P2P_ACROSS_NODES); it is still compared in the table")
+                       f"left out of the network's constants, which the collectives given across nodes set: {why} "
+                       f"(P2P_ACROSS_NODES); it is still compared in the table")
         return out
 
     def _in_switch(self) -> dict[int, float]:
@@ -562,7 +575,7 @@ class Calibration:
             else:
                 stderr[n], at_bound[n] = None, False
         self.nccl_notes = (self._in_switch_notes("scale_up_efficiency" in held) + self._in_network_notes()
-                           + self._p2p_notes() + self._a2a_notes())
+                           + self._p2p_notes() + self._a2a_notes(regimes))
         if "hierarchical_serial_share" in held and "network_efficiency" not in held:
             # a user trial: a 25 %-slower 2 x 8 network fitted the share, and plans priced one-GPU-per-node groups
             # 6 % slower, not 25 %

@@ -5,6 +5,7 @@ an element tree, not by pasting strings of markup)."""
 from __future__ import annotations
 
 import io
+import textwrap
 import xml.etree.ElementTree as ET
 from collections import defaultdict
 
@@ -62,13 +63,20 @@ def calibrate_json(profile: CalibrationProfile) -> dict:
     return data
 
 
+NOTE_WIDTH = 90
+"""Characters of a constant's note per line of the text table (the rest wraps under it)."""
+
+
 def calibrate_table(profile: CalibrationProfile, out_path: str) -> str:
     lines = [f"calibration of {profile.cluster} ({profile.accelerator}) from {len(profile.inputs)} file(s); "
              f"profile written to {out_path}", "",
              f"{'constant':<26} {'default':>10} {'fitted':>10} {'+/-':>10}  note"]
     for name, c in profile.constants.items():
         fitted = _fmt(c.value) if c.identified else "-"
-        lines.append(f"{name:<26} {_fmt(c.default):>10} {fitted:>10} {_fmt(c.stderr):>10}  {c.note[:90]}")
+        head = f"{name:<26} {_fmt(c.default):>10} {fitted:>10} {_fmt(c.stderr):>10}  "
+        # the whole note, wrapped under its column (a user trial: cut at 90 characters, mid-word, the reason lost)
+        note = textwrap.wrap(c.note, width=NOTE_WIDTH, break_long_words=False, break_on_hyphens=False) or [""]
+        lines += [head + note[0], *(" " * len(head) + more for more in note[1:])]
     lines += ["", f"{'measurements':<70} {'n':>4} {'mean |err| before':>18} {'after':>7}"]
     for key, rows in _groups(profile).items():
         before = np.mean([abs(_err(r.before, r.measured)) for r in rows])
