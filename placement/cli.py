@@ -197,6 +197,9 @@ def _calibration_line() -> str | None:
     fitted = ", ".join(f"{k} {default.get(k, profile.constants[k].default):.4g} -> {v:.4g}"
                        for k, v in sorted(profile.fitted().items())) or "none identified"
     line = f"calibration: {path} (fitted on {profile.cluster}): {fitted}"
+    from placement.calibration.profile import constant_warnings
+
+    line += "".join(f"\nwarning (from the profile): {w}" for w in constant_warnings(profile))
     ctx = click.get_current_context(silent=True)
     if ctx is not None and "uncalibrated_step_time_s" in ctx.meta and "calibrated_step_time_s" in ctx.meta:
         line += (f"\nstep {ctx.meta['calibrated_step_time_s']:.3f} s with the profile, "

@@ -130,3 +130,31 @@ def test_the_point_to_point_and_all_to_all_notes_say_what_their_files_show(tmp_p
     (p2p,) = [w for w in profile.warnings if "sendrecv_perf across 4 hosts" in w]
     assert "one GPU per host" in p2p and "one pair per node boundary" not in p2p
     assert not any("alltoall_perf across" in w and "left out of network_latency_s" in w for w in profile.warnings)
+
+
+def test_a_constant_warned_at_calibration_is_warned_where_it_prices(tmp_path: Path) -> None:
+    """A user trial: a B200 network latency 64x its default was warned by `calibrate`, then applied by `plan
+    --calibration` without a word; its text and JSON now repeat the profile's warning on each constant it sets."""
+    import json
+
+    from click.testing import CliRunner
+    from synthetic_calibration import write_nccl
+
+    from placement.cli import main
+
+    truth = {"scale_up_efficiency": 0.74, "scale_up_latency_s": 2e-6, "network_efficiency": 0.8,
+             "network_latency_s": 4e-4}  # 100x dgx-h100's 4e-6
+    rng = np.random.default_rng(5)
+    files = [write_nccl(tmp_path / f"{op}{h}.txt", op, h, truth, rng, 0.01)
+             for op, h in (("all_gather", 1), ("all_reduce", 2), ("all_gather", 4))]
+    prof = tmp_path / "p.yaml"
+    cal = CliRunner().invoke(main, ["calibrate", *(x for f in files for x in ("--nccl", str(f))), "--gpus", "32",
+                                    "--out", str(prof)])
+    assert cal.exit_code == 0, cal.output
+    assert "network_latency_s = " in cal.stdout and "far from it" in cal.stdout
+    plan = ["plan", "--model", "llama3-8b", "--gpus", "32", "--calibration", str(prof)]
+    text = CliRunner().invoke(main, plan).stdout
+    (line,) = [x for x in text.splitlines() if x.startswith("warning (from the profile): network_latency_s = ")]
+    assert "far from it" in line
+    data = json.loads(CliRunner().invoke(main, [*plan, "--json"]).stdout)
+    assert any(w.startswith("network_latency_s = ") for w in data["calibration"]["constant_warnings"])

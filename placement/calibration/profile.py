@@ -313,7 +313,15 @@ def load_profile(path: Path | str) -> CalibrationProfile:
         raise InputError(format_validation_error(err, f"calibration profile `{path}`")) from None
 
 
+def constant_warnings(profile: CalibrationProfile) -> list[str]:
+    """The profile's warnings about a constant it sets (implausible, far from its default, at a bound: calibrate's
+    `NAME = VALUE ...` lines), which every command pricing with it repeats (a user trial: a B200 network latency
+    64x its default was warned at calibration, then applied by `plan` in silence)."""
+    fitted = profile.fitted()
+    return [w for w in profile.warnings if any(w.startswith(f"{name} = ") for name in fitted)]
+
+
 def summary(profile: CalibrationProfile, path: str) -> dict:
     """What PLAN JSON says about the profile it priced with."""
     return {"path": path, "cluster": profile.cluster, "accelerator": profile.accelerator,
-            "constants": profile.fitted()}
+            "constants": profile.fitted(), "constant_warnings": constant_warnings(profile)}
