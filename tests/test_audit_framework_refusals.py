@@ -220,3 +220,4 @@ def test_megatron_deepspeeds_attention_remedy_is_its_own_flag(tmp_path, framewor
     assert data["layout"]["framework"] == "deepspeed"
     (f,) = [f for f in data["findings"] if f["kind"] == "unfused_attention"]
     assert "--use-flash-attn-v2" in f["message"] and "GPT-NeoX" not in f["message"]
+

@@ -2049,7 +2049,8 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
                              bridge=launch.bridge_keys or None)
     if keep_engine:
         changes = megatron_deepspeed_changes(changes, plan.layout, best.layout, files_text)
-    elif launch.pipeline_module is not None and not any(c["argument"] == "--no-pipeline-parallel" for c in changes):
+    elif launch.pipeline_module is not None and launch.framework == "deepspeed" and not any(
+            c["argument"] == "--no-pipeline-parallel" for c in changes):  # not on a move to Megatron-LM's arguments
         changes += no_pipeline_parallel_change(best.layout, files_text)
     if launch.dialect == "gpt-neox":
         neox_requirements(changes, launch.config_keys, best_ctx)

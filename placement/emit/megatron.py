@@ -284,6 +284,10 @@ def model_arguments(ctx: EmitContext) -> tuple[list[str], list[str]]:
         args += ["--normalization", _NORM[m.normalization]]
     else:
         unstated.append("--normalization")
+    if m.norm_epsilon is not None:  # a user trial: DeepSeek-V3's 1e-6 left to Megatron's 1e-5, unsaid
+        args += ["--norm-epsilon", f"{m.norm_epsilon:g}"]
+    else:
+        unstated.append("--norm-epsilon (Megatron's default 1e-5 runs)")
     if m.position_embedding is PositionEmbedding.ROPE:
         yarn = m.rope_scaling is RopeScaling.YARN and m.mla is None  # MLA applies YaRN itself (--rope-type)
         args += ["--position-embedding-type", "yarn" if yarn else "rope"]
@@ -307,10 +311,6 @@ def model_arguments(ctx: EmitContext) -> tuple[list[str], list[str]]:
         args.append("--disable-bias-linear")
     elif m.linear_bias is None:
         unstated.append("--disable-bias-linear or not")
-    if m.norm_epsilon is not None:  # a user trial: DeepSeek-V3's 1e-6 left to Megatron's 1e-5, unsaid
-        args += ["--norm-epsilon", f"{m.norm_epsilon:g}"]
-    else:
-        unstated.append("--norm-epsilon (Megatron's default 1e-5 runs)")
     if m.qk_layernorm or m.mla is not None:
         # under MLA the flag is the norms of the compressed query and key-value (DeepSeek's q_a_layernorm and
         # kv_a_layernorm, which every MLA model has): without it Megatron builds the up-projections bare
