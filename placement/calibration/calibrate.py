@@ -217,6 +217,9 @@ class Calibration:
             foreign = foreign_hosts(run, base)
             self.notes += [*run.warnings, *([skipped] if skipped else []), *([foreign] if foreign else [])]
             self.nccl.append(_Nccl(run, topo, stride, np.array([r.time_s for r in run.rows])))
+        self.row_file = np.concatenate([np.full(len(n.run.rows), k) for k, n in enumerate(self.nccl)]
+                                       ) if self.nccl else np.zeros(0, dtype=int)
+        """Per nccl-tests row (over every file's rows, in order), the index of its file in `nccl`."""
         self.steps: list[StepRun] = [s for path in steps for s in read_steps(Path(path), cluster_name)]
         self.gemm = _read_gemm(Path(gemm)) if gemm is not None else []
         fp8 = [line for *_, dtype, _, line in self.gemm if dtype == "fp8"]
@@ -279,15 +282,9 @@ class Calibration:
                 out[k] = (best, line)
         return out
 
-    def _rows_of(self, k: int) -> np.ndarray:
-        """The row indices (over every file's rows) of nccl-tests file `k`."""
-        start = sum(len(n.run.rows) for n in self.nccl[:k])
-        return np.arange(start, start + len(self.nccl[k].run.rows))
-
-    def _file_of(self, rows: np.ndarray) -> set[int]:
-        """The nccl-tests files (indices into self.nccl) the rows `rows` come from."""
-        owner = np.concatenate([np.full(len(n.run.rows), k) for k, n in enumerate(self.nccl)])
-        return {int(k) for k in owner[rows]}
+    def _rows_of(self, files) -> np.ndarray:
+        """Per nccl-tests row, whether it belongs to one of the files `files` (indices into `nccl`)."""
+        return np.isin(self.row_file, list(files))
 
     def _in_network_notes(self) -> list[str]:
         return [f"`{self.nccl[k].run.path}`: all_reduce_perf across {len(self.nccl[k].run.hosts)} hosts reaches "
@@ -301,9 +298,7 @@ class Calibration:
                 for k, (best, line) in self.in_network.items()]
 
     def _not_network(self) -> np.ndarray:
-        skip = set(self._p2p_across())
-        return np.concatenate([np.full(len(n.run.rows), k in skip) for k, n in enumerate(self.nccl)]
-                              ) if self.nccl else np.zeros(0, dtype=bool)
+        return self._rows_of(self._p2p_across())
 
     def _a2a_across(self) -> list[int]:
         """Alltoall files whose latency rows are left out of their level's latency where a ring or tree collective
@@ -314,9 +309,7 @@ class Calibration:
         return [k for k, n in enumerate(self.nccl) if n.run.op == A2A_LATENCY and kind(n) in rings]
 
     def _not_latency(self) -> np.ndarray:
-        skip = set(self._a2a_across())
-        return np.concatenate([np.full(len(n.run.rows), k in skip) for k, n in enumerate(self.nccl)]
-                              ) if self.nccl else np.zeros(0, dtype=bool)
+        return self._rows_of(self._a2a_across())
 
     def _a2a_groups(self) -> set[str]:
         """The measurement groups (file: label) of the alltoall files left out of the network's latency, which have
@@ -329,7 +322,7 @@ class Calibration:
         out = []
         for k in self._a2a_across():
             n = self.nccl[k]
-            if not (regimes[self._rows_of(k)] == "latency").any():
+            if not (regimes[self._rows_of([k])] == "latency").any():
                 continue
             across = len(n.run.hosts) > 1
             where = f"across {len(n.run.hosts)} hosts" if across else "inside one node"
@@ -370,9 +363,7 @@ class Calibration:
         """Per nccl-tests row, whether it is left out of scale_up_efficiency: every one-node all-reduce row when a
         one-node all-gather or reduce-scatter is given, else the rows of an all-reduce past a ring's reach."""
         ring = any(self._one_node(op) for op in RING_ONE_NODE)
-        skip = set(self._one_node("all_reduce")) if ring else set(self.in_switch)
-        return np.concatenate([np.full(len(n.run.rows), k in skip) for k, n in enumerate(self.nccl)]
-                              ) if self.nccl else np.zeros(0, dtype=bool)
+        return self._rows_of(self._one_node("all_reduce") if ring else self.in_switch)
 
     def _in_switch_notes(self, fitted: bool) -> list[str]:
         """A warning per all-reduce past a ring's reach: what it measured, and what sets NVLink's efficiency
@@ -488,8 +479,8 @@ class Calibration:
                 continue
             if "scale_up_efficiency" in names:
                 idx = idx[~self.not_scale_up[idx]]
-            if runs == "multi-node" and regime == "bandwidth" and idx.size and self.in_network and all(
-                    k in self.in_network for k in self._file_of(idx)):
+            in_network = self._rows_of(self.in_network)
+            if runs == "multi-node" and regime == "bandwidth" and idx.size and in_network[idx].all():
                 files = ", ".join(f"`{self.nccl[k].run.path}` {b / 1e9:.0f} GB/s"
                                   for k, (b, _) in self.in_network.items())
                 why |= {n: (f"its only multi-node bandwidth-bound rows are all-reduce past the NICs' line rate "
@@ -499,9 +490,8 @@ class Calibration:
                 continue
             if runs == "multi-node":
                 idx = idx[~self.not_network[idx]]
-                if regime == "bandwidth" and self.in_network:  # its small rows still time the network's latency
-                    idx = np.array([k for k in idx if not self._file_of(np.array([k])) & set(self.in_network)],
-                                   dtype=int)
+                if regime == "bandwidth":  # an in-network file's small rows still time the network's latency
+                    idx = idx[~in_network[idx]]
             if regime == "latency":
                 idx = idx[~self.not_latency[idx]]
             if not of_kind.any():

@@ -761,12 +761,12 @@ def read_args(words: list[Word], s: Settings, typos: bool = True) -> None:
     zero = s.entry("zero_stage")
     pipeline_module = (deepspeed_flag is not None and not hf and bool(MEGATRON_MODEL_FLAGS & {a.flag for a in args})
                        and bool(PIPELINE_MODULE_FLAGS & set(given)) and "--no-pipeline-parallel" not in given)
-    if pipeline_module and zero is not None and zero[0] == 0 and s.value("precision", "") == "bf16" \
-            and not any(a.flag == "--fp16" for a in args):
+    bf16_stage0 = (deepspeed_flag is not None and not hf and zero is not None and zero[0] == 0
+                   and s.value("precision", "") == "bf16" and not any(a.flag == "--fp16" for a in args))
+    if bf16_stage0 and pipeline_module:
         # Megatron-DeepSpeed under --bf16 with ZeRO stage 0 and its PipelineModule runs DeepSpeed's BF16_Optimizer
         deepspeed_grad_accumulation(s, True, f"{zero[1]}; {s.sources['precision']}")
-    elif deepspeed_flag is not None and not hf and zero is not None and zero[0] == 0 \
-            and s.value("precision", "") == "bf16" and not any(a.flag == "--fp16" for a in args):
+    elif bf16_stage0:
         deepspeed_grad_accumulation(s, False, f"{zero[1]}; {s.sources['precision']} ({DDP_BF16})")
     if deepspeed_flag is not None:
         deepspeed_grad_accumulation(s, False, deepspeed_flag.evidence)
