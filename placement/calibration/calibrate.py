@@ -40,7 +40,7 @@ from placement.calibration.nccl_tests import (
     check_device,
     foreign_hosts,
     predict_times,
-    read_nccl_tests,
+    read_nccl_runs,
     run_topology,
 )
 from placement.calibration.profile import (
@@ -210,8 +210,7 @@ class Calibration:
         self.nccl: list[_Nccl] = []
         self.notes: list[str] = []
         """What the inputs say with a doubt (rows left out, checks skipped), carried to the profile's warnings."""
-        for path in nccl:
-            run = read_nccl_tests(path)
+        for run in (r for path in nccl for r in read_nccl_runs(path)):
             skipped = check_device(run, base, cluster_name)
             topo, (stride, _) = run_topology(run, base)
             foreign = foreign_hosts(run, base)
@@ -219,7 +218,8 @@ class Calibration:
             self.nccl.append(_Nccl(run, topo, stride, np.array([r.time_s for r in run.rows])))
         self.row_file = np.concatenate([np.full(len(n.run.rows), k) for k, n in enumerate(self.nccl)]
                                        ) if self.nccl else np.zeros(0, dtype=int)
-        """Per nccl-tests row (over every file's rows, in order), the index of its file in `nccl`."""
+        """Per nccl-tests row (over every run's rows, in order), the index of its run in `nccl` (a file may hold
+        several runs)."""
         self.steps: list[StepRun] = [s for path in steps for s in read_steps(Path(path), cluster_name)]
         self.gemm = _read_gemm(Path(gemm)) if gemm is not None else []
         fp8 = [line for *_, dtype, _, line in self.gemm if dtype == "fp8"]

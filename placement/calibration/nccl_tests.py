@@ -75,15 +75,20 @@ class NcclRun:
     """Every distinct device name the rank lines print (empty: they print none)."""
     warnings: tuple[str, ...] = ()
     """What was read with a doubt (rows left out for a failed data check, no closing line)."""
+    lines: tuple[int, int] | None = None
+    """(first, last) line of this run where its file holds several (a log of tests run one after another);
+    None where the file is this run alone."""
 
     @property
     def label(self) -> str:
-        return f"{self.op}_perf, {self.ranks} ranks on {len(self.hosts)} host(s)"
+        where = f" (lines {self.lines[0]}-{self.lines[1]})" if self.lines else ""
+        return f"{self.op}_perf{where}, {self.ranks} ranks on {len(self.hosts)} host(s)"
 
 
-def _op_of(path: Path, lines: list[str]) -> tuple[str, int | None]:
-    """(the test, the line of its `# Collective test starting:` line, None when the file name named it)."""
-    for i, line in enumerate(lines[:200], start=1):
+def _op_of(path: Path, lines: list[str], offset: int = 0) -> tuple[str, int | None]:
+    """(the test, the line of its `# Collective test starting:` line, None when the file name named it); `lines` are
+    the file's from line `offset` + 1."""
+    for i, line in enumerate(lines[:200], start=offset + 1):
         m = _STARTING.match(unprefixed(line).strip())
         if m:
             name = m.group(1).removesuffix("_perf")
@@ -147,31 +152,76 @@ def _failed(wrong: str) -> bool:
 
 
 def read_nccl_tests(path: Path | str) -> NcclRun:
-    """One nccl-tests output file; an error names the file and what it lacks."""
+    """The one run of an nccl-tests output file; a file of several is an error naming the second (`read_nccl_runs`
+    reads each)."""
+    runs = read_nccl_runs(path)
+    if len(runs) > 1:
+        raise InputError(f"nccl-tests file `{path}` line {runs[1].lines[0]}: a second run starts here: the file "
+                         f"holds {len(runs)} runs; give each run in its own file")
+    return runs[0]
+
+
+def read_nccl_runs(path: Path | str) -> list[NcclRun]:
+    """Every run of an nccl-tests output file, in file order; an error names the file and what it lacks.
+
+    A log of several tests run one after another (the five binaries into one file, as cluster scripts do) is read
+    run by run where each names its test on its own `# Collective test starting:` line (nccl-tests 2.13+), each run
+    from that line to the next run's; a second `# nThread` header without one would be fitted as one run with the
+    first, and is an error."""
     path = Path(path)
     text = read_text(path, "nccl-tests file", "give the text an nccl-tests binary printed (e.g. all_reduce_perf)")
     if not text.strip():
         raise InputError(f"nccl-tests file `{path}` is empty; give the text an nccl-tests binary printed (e.g. "
                          f"all_reduce_perf), its header and rows included")
     lines = text.splitlines()
-    op, named_at = _op_of(path, lines)
+    spans = _run_spans(path, lines)
+    if len(spans) == 1:
+        return [_read_run(path, lines, 0, len(lines), None)]
+    return [_read_run(path, lines, a, b, (a + 1, b)) for a, b in spans]
+
+
+def _run_spans(path: Path, lines: list[str]) -> list[tuple[int, int]]:
+    """(start, end) line indices of each run: one span for a file of one run; for several, each run from its
+    `# Collective test starting:` line (the first from the file's start) to the next run's."""
+    stripped = [unprefixed(raw).strip() for raw in lines]
+    headers = [i for i, s in enumerate(stripped) if _HEADER.match(s)]
+    if len(headers) <= 1:
+        return [(0, len(lines))]
+    named = [[i for i in range(headers[k - 1] + 1 if k else 0, h) if _STARTING.match(stripped[i])]
+             for k, h in enumerate(headers)]
+    fix = "give each run in its own file, or the log as nccl-tests 2.13+ prints it (each run named)"
+    for k in range(1, len(headers)):
+        if not named[k]:
+            raise InputError(f"nccl-tests file `{path}` line {headers[k] + 1}: a second run starts here (its "
+                             f"`# nThread ...` header; the first is on line {headers[0] + 1}) with no `# Collective "
+                             f"test starting:` line before it to name its test, so the two would be fitted as one "
+                             f"run; {fix}")
+    if not named[0]:
+        raise InputError(f"nccl-tests file `{path}` line {headers[0] + 1}: the first of its {len(headers)} runs names "
+                         f"no test (no `# Collective test starting:` line before its `# nThread ...` header), where "
+                         f"the others do; {fix}")
+    starts = [0, *(n[-1] for n in named[1:])]
+    return list(zip(starts, [*starts[1:], len(lines)], strict=True))
+
+
+def _read_run(path: Path, all_lines: list[str], start: int, end: int, span: tuple[int, int] | None) -> NcclRun:
+    """The run on lines [start, end) of the file (`span`: its first and last line where the file holds several)."""
+    lines = all_lines[start:end]
+    op, named_at = _op_of(path, lines, start)
+    part = f" ({op}_perf on lines {span[0]}-{span[1]})" if span else ""  # which run, in a message with no line
+    file = f"nccl-tests file `{path}`{part}"
     ranks: dict[int, tuple[str, str]] = {}
     rows = []
     seen: dict[int, int] = {}  # size -> line
-    header = trailer = None
+    trailer = None
     in_table = False
     cols: list[str] | None = None  # the table header's column names
     failed: list[str] = []
     printed: list[tuple[int, int, float, float, float]] = []  # (line, size, time us, algbw, busbw) as printed
-    for i, raw in enumerate(lines, start=1):
+    for i, raw in enumerate(lines, start=start + 1):
         line = unprefixed(raw)
         stripped = line.strip()
-        if _HEADER.match(stripped):
-            if header is not None:
-                raise InputError(f"nccl-tests file `{path}` line {i}: a second run starts here (its `# nThread ...` "
-                                 f"header; the first is on line {header}): the file holds two runs, which would be "
-                                 f"fitted as one; give each run in its own file")
-            header = i
+        if _HEADER.match(stripped):  # one per span (_run_spans)
             continue
         m = _RANK.match(stripped)
         if m:
@@ -227,31 +277,31 @@ def read_nccl_tests(path: Path | str) -> NcclRun:
             printed.append((i, got[0], got[1], got[4], got[2]))
     warnings = []
     if failed:
-        warnings.append(f"`{path}`: {len(failed)} row(s) failed nccl-tests' data check (a nonzero #wrong: the "
+        warnings.append(f"`{path}`{part}: {len(failed)} row(s) failed nccl-tests' data check (a nonzero #wrong: the "
                         f"collective returned wrong data, so its time is no measurement of a working collective) "
                         f"and are left out: {'; '.join(failed)}; check the GPUs and the fabric before trusting "
                         f"this run")
     if rows and trailer is None:
-        warnings.append(f"`{path}`: no `# Avg bus bandwidth` line after the last row (line {rows[-1].line}): the "
+        warnings.append(f"`{path}`{part}: no `# Avg bus bandwidth` line after the last row (line {rows[-1].line}): the "
                         f"output may be cut, and the sizes after it missing; give the whole output")
     if not ranks:
-        raise InputError(f"nccl-tests file `{path}`: no `#  Rank N Group ... on HOST device N` lines, so the ranks "
+        raise InputError(f"{file}: no `#  Rank N Group ... on HOST device N` lines, so the ranks "
                          f"and hosts it ran on are unknown; give the whole output, header included")
     if not rows:
         if failed:
-            raise InputError(f"nccl-tests file `{path}`: every result row failed nccl-tests' data check (a nonzero "
+            raise InputError(f"{file}: every result row failed nccl-tests' data check (a nonzero "
                              f"#wrong: {'; '.join(failed)}); a run that returns wrong data cannot calibrate")
-        raise InputError(f"nccl-tests file `{path}`: no result rows (size count type redop ... time algbw busbw); "
+        raise InputError(f"{file}: no result rows (size count type redop ... time algbw busbw); "
                          f"give the whole output of the run")
     _check_columns(path, op, len(ranks), printed)
     hosts = tuple(dict.fromkeys(h for _, (h, _) in sorted(ranks.items())))
     per_host = {h: sum(1 for hh, _ in ranks.values() if hh == h) for h in hosts}
     if len(set(per_host.values())) != 1:
-        raise InputError(f"nccl-tests file `{path}`: hosts ran different numbers of ranks ({per_host}); calibrate "
+        raise InputError(f"{file}: hosts ran different numbers of ranks ({per_host}); calibrate "
                          f"from runs with the same GPUs on every host")
     devices = tuple(dict.fromkeys(d for _, (_, d) in sorted(ranks.items()) if d))
     return NcclRun(str(path), op, len(ranks), hosts, next(iter(per_host.values())),
-                   next(iter(ranks.values()))[1], tuple(rows), devices, tuple(warnings))
+                   next(iter(ranks.values()))[1], tuple(rows), devices, tuple(warnings), span)
 
 
 def check_device(run: NcclRun, base: Topology, cluster_name: str) -> str | None:
