@@ -91,3 +91,18 @@ def test_an_error_in_one_run_of_a_log_names_that_run(tmp_path: Path) -> None:
         read_nccl_runs(path)
     with pytest.raises(InputError, match="line 37: a second run starts here: the file holds 5 runs"):
         read_nccl_tests(FIVE)
+
+
+def test_a_cut_rank_list_is_named_as_such_not_as_an_edited_row(tmp_path: Path) -> None:
+    """A user trial: an output posted with its rank list elided (16 ranks ran, 8 rank lines shown) was told its
+    first checked row "was edited"; the rows' busbw / algbw says how many ranks ran."""
+    lines = (NCCL / "h100-2node-all_reduce_perf.txt").read_text().splitlines()
+    assert read_nccl_tests(NCCL / "h100-2node-all_reduce_perf.txt").ranks == 16
+    ranks = [i for i, ln in enumerate(lines) if ln.lstrip("#").strip().startswith("Rank")]
+    cut = [ln for i, ln in enumerate(lines) if i not in ranks[8:]]
+    path = tmp_path / "all_reduce_perf.txt"
+    path.write_text("\n".join(cut) + "\n")
+    with pytest.raises(InputError, match=r"on 8 ranks prints 1\.750, what about 16 ranks print: the file lists 8 "
+                                         r"rank lines, fewer than ran") as err:
+        read_nccl_tests(path)
+    assert "edited" not in str(err.value)

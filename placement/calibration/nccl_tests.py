@@ -425,12 +425,32 @@ def _check_columns(path: Path, op: str, ranks: int, printed: list[tuple[int, int
                              f"edited; give the output as the binary printed it")
         if ranks > 1 and abs(busbw / algbw / factor - 1.0) > COLUMN_TOLERANCE:
             like = [o for o, f in others.items() if abs(busbw / algbw / f - 1.0) <= COLUMN_TOLERANCE]
-            raise InputError(f"nccl-tests file `{path}` line {line}: busbw / algbw is {busbw / algbw:.3f}, where "
-                             f"{op}_perf on {ranks} ranks prints {factor:.3f}"
+            more = _ranks_of_factor(op, busbw / algbw)
+            head = (f"nccl-tests file `{path}` line {line}: busbw / algbw is {busbw / algbw:.3f}, where {op}_perf on "
+                    f"{ranks} ranks prints {factor:.3f}")
+            if more is not None and more > ranks and not like:
+                # a user trial: a post with its rank list elided ("...") was told its row was edited
+                raise InputError(f"{head}, what about {more} ranks print: the file lists {ranks} rank lines, fewer "
+                                 f"than ran (the `#  Rank N ... on HOST` list is cut or elided), so the ranks and "
+                                 f"hosts the rows measured are unknown; give the whole output, every rank line "
+                                 f"included")
+            raise InputError(head
                              + (f" ({' and '.join(o + '_perf' for o in like)} print{'s' if len(like) == 1 else ''} "
                                 f"{busbw / algbw:.3f}): the file is another test's output" if like else
                                 ": the row was edited")
                              + "; give each test's output as its binary printed it")
+
+
+def _ranks_of_factor(op: str, ratio: float) -> int | None:
+    """The rank count whose busbw / algbw is `ratio` for `op` (2(n-1)/n, or (n-1)/n), where one is within
+    COLUMN_TOLERANCE; None for sendrecv (1 on any count) or no such count."""
+    if op == "sendrecv":
+        return None
+    share = ratio / (2.0 if op == "all_reduce" else 1.0)  # (n-1)/n
+    if not 0.0 < share < 1.0:
+        return None
+    n = round(1.0 / (1.0 - share))
+    return n if n > 1 and abs(ratio / bus_factor(op, n) - 1.0) <= COLUMN_TOLERANCE else None
 
 
 def bus_bandwidth(op: str, ranks: int, size_bytes: float, time_s: float) -> float:
