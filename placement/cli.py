@@ -1312,6 +1312,7 @@ def audit(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, p
                                    node_type, cluster_graph, oversubscription, node_topo, segment, memory_headroom_gib,
                                    used)
     if real:
+        _check_per_host(launch, topo, node_type)
         _check_world_size(launch, topo, nodelist, cluster_graph)
     fixed = files_global_batch(launch, topo.num_gpus)  # the files' own batch wins over the catalog default
     if fixed is not None and fixed[0] != train.global_batch:
@@ -1477,6 +1478,27 @@ def _check_world_size(launch, topo: Topology, nodelist: str | None, cluster_grap
     else:
         fix = f"give a cluster graph of the job's {world // per} hosts"
     raise InputError(f"world size: {files}, but {given}; the audit prices the job on the GPUs it runs on: {fix}")
+
+
+def _check_per_host(launch, topo: Topology, node_type: tuple[str, ...] | str | None) -> None:
+    """On a real allocation the processes the launch files start per node must be its hosts' GPUs: more start ranks
+    with no GPU of their own (a user trial: Megatron-LM's Mixtral example, `torchrun --nproc_per_node 8`, on GB200
+    trays of 4 GPUs was priced as 4 ranks per tray; Megatron's `torch.cuda.set_device(local_rank)` fails for local
+    ranks 4-7, megatron/training/initialize.py), fewer leave GPUs of each host idle, which the allocation's
+    topology does not describe."""
+    per_node, per_host = launch.gpus_per_node, topo.gpus_per_host
+    if per_node is None or "gpus_per_node" not in launch.sources or per_node == per_host:
+        return
+    files = f"the launch files start {per_node} processes per node ({launch.sources['gpus_per_node']})"
+    hosts = f"the allocation's hosts have {per_host} GPUs each ({topo.cluster.name} nodes)"
+    if per_node > per_host:
+        raise InputError(f"processes per node: {files}, but {hosts}: local ranks {per_host}-{per_node - 1} of every "
+                         f"host would have no GPU (the framework's set_device(local_rank) fails), so the job does not "
+                         f"start; start {per_host} per node (e.g. torchrun --nproc_per_node {per_host}), or give the "
+                         f"node type the job runs on (--node-type)")
+    raise InputError(f"processes per node: {files}, but {hosts}: the job would leave {per_host - per_node} GPUs of "
+                     f"each host idle, which an allocation's audit does not price; start {per_host} per node, or audit "
+                     f"it on a catalog cluster (--cluster C --gpus N), where a job on part of each node is priced")
 
 
 def _gpus_used_per_node(launch, cluster_ref, real: bool) -> int | None:
