@@ -164,3 +164,35 @@ def test_a_plan_with_a_similar_published_run_still_says_it_is_above_every_one():
     same = {**best, "same_job": {"run": "s", "citation": "c", "published_step_time_s": 7.0, "error": -0.05}}
     assert "above published" not in published_line(same) and above_ratio(same) is None
     assert _published_check(same) == "published run of this job: priced -5.0% (s)"
+
+
+def test_a_published_run_of_the_same_model_at_another_batch_is_the_slow_end_at_least():
+    """A user trial: GPT-OSS-120B on 64 B200 at batch 1,280 was priced at 2.4x the MFU Megatron-Bridge measured for the
+    model on that hardware at batch 512, with no word and no anchor: no run had that very batch, and the best MoE run
+    on B200 (another model) has a higher MFU still.  The plan now names the model's best published run and the band's
+    slow end reaches its MFU."""
+    from placement.calibration.published import job_key, published_best, published_line, published_runs
+
+    run = next(r for r in published_runs() if r.run_id == "megatron-bridge-25.11-b200-gpt-oss-120b-64gpu")
+    job = job_key("gpt-oss-120b", "b200", 64, 4096, 1280, "bf16", {"ep": 8})
+    best = published_best(True, "b200", "bf16", 2.0 * run.mfu, job, 1.0, {}, {})
+    assert best["same_workload"] is None and best["same_job"] is None
+    got = best["same_model"]
+    assert got["run"] == run.run_id and got["above"] and got["ratio"] == pytest.approx(2.0, rel=1e-3)
+    assert got["global_batch"] == 512 and got["num_gpus"] == 64
+    assert f"published runs of this model on this accelerator at bf16: the best of 1, {run.run_id}" in \
+        published_line(best)
+    base = {"group": "moe / Blackwell", "error_low": -0.1, "error_high": 0.05, "note": ""}
+    band_ = anchored_band(base, best)
+    assert band_["error_low"] == pytest.approx(1 / 2.0 - 1, rel=1e-3)
+    assert band_["published_anchor"]["run"] == run.run_id
+    # at or below the model's best published MFU: no line, the band as it was
+    slower = published_best(True, "b200", "bf16", 0.9 * run.mfu, job, 1.0, {}, {})
+    assert slower["same_model"]["above"] is False
+    assert "published runs of this model" not in published_line(slower)
+    assert anchored_band(base, slower) == base
+    # on an accelerator or at a precision the model has no published run of, none
+    assert published_best(True, "b200", "fp8", 0.5, job_key("gpt-oss-120b", "b200", 64, 4096, 1280, "fp8", {}),
+                          1.0, {}, {})["same_model"] is None
+    assert published_best(True, "h800-sxm", "bf16", 0.5, job_key("gpt-oss-120b", "h800-sxm", 64, 4096, 1280, "bf16",
+                                                                 {}), 1.0, {}, {})["same_model"] is None

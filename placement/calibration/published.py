@@ -189,13 +189,31 @@ def published_best(moe: bool, accelerator: str, precision: str, mfu: float, job:
                         "degrees": dict(zip(("tp", "cp", "ep", "pp", "dp"), other.job[WORKLOAD_FIELDS:],
                                             strict=True)),
                         "plan_speedup": round(other.step_time_s / step_time_s, 4)}
+    model = None
+    if job is not None and same is None and similar is None and workload is None:
+        model = same_model(job[0], accelerator, precision, mfu)
     return {"group": f"{kind} / {where} / {precision}", "runs": len(group), "best_run": best.run_id,
             "best_citation": best.citation, "best_mfu": round(best.mfu, 4), "plan_mfu": round(mfu, 4),
             "ratio": round(mfu / best.mfu, 4), "above": mfu > best.mfu,
             "same_job": None if same is None or step_time_s is None else {
                 "run": same.run_id, "citation": same.citation, "published_step_time_s": same.step_time_s,
                 "error": round(step_time_s / same.step_time_s - 1.0, 4)},
-            "similar_job": similar, "same_workload": workload}
+            "similar_job": similar, "same_workload": workload, "same_model": model}
+
+
+def same_model(model: str, accelerator: str, precision: str, mfu: float) -> dict | None:
+    """The published run of this model on this accelerator at this precision with the best MFU, at whatever GPUs,
+    batch and sequence it ran, and the plan's MFU against it; None where none ran.  A user trial: GPT-OSS-120B on 64
+    B200 at batch 1,280 was priced 2.4x the tokens per GPU Megatron-Bridge measured for it, and said nothing, since
+    no run had that very batch and the best MFU of all B200 MoE runs (other models) was higher still."""
+    runs = [r for r in published_runs() if r.job and r.job[0] == model and r.accelerator == accelerator
+            and r.precision == precision]
+    if not runs:
+        return None
+    top = max(runs, key=lambda r: (r.mfu, r.run_id))
+    return {"run": top.run_id, "citation": top.citation, "mfu": round(top.mfu, 4), "num_gpus": top.job[2],
+            "seq_len": top.job[3], "global_batch": top.job[4], "runs": len(runs), "ratio": round(mfu / top.mfu, 4),
+            "above": mfu > top.mfu}
 
 
 def above_ratio(best: dict | None) -> float | None:
@@ -231,6 +249,13 @@ def published_line(best: dict | None) -> str:
                      f"{workload['published_step_time_s']:.2f} s/step at {degrees}; this plan is priced "
                      f"{workload['plan_speedup']:.2f}x its speed, a layout no published run measured "
                      f"({workload['citation']})")
+    model = best.get("same_model")
+    if model and model["above"]:
+        lines.append(f"published runs of this model on this accelerator at {best['group'].rsplit(' / ', 1)[-1]}: the "
+                     f"best of {model['runs']}, {model['run']}, measured MFU {model['mfu']:.1%} ({model['num_gpus']:,} "
+                     f"GPUs, batch {model['global_batch']:,}, sequence {model['seq_len']:,}); this plan is priced at "
+                     f"MFU {best['plan_mfu']:.1%}, {model['ratio']:.2f}x it, at a scale, batch or layout no published "
+                     f"run of it measured ({model['citation']})")
     if above_ratio(best) is not None:
         lines.append(f"above published: MFU {best['plan_mfu']:.1%} is {best['ratio']:.2f}x the best of the "
                      f"{best['runs']} published {best['group']} runs placement validates ({best['best_mfu']:.1%}, "

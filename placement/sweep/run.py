@@ -423,7 +423,8 @@ def anchored_band(band: dict | None, best: dict | None) -> dict | None:
     searched plans 19-68 % above published runs behind a +-9-17 % band).  At the best published MFU the step is
     predicted x ratio, an error of 1/ratio - 1; `published_anchor` says which run set it.  And at least as slow as a
     published run of the same workload at other degrees that measured a slower step (`same_workload`): a layout
-    that ran, beside one only the model priced.  Unchanged otherwise."""
+    that ran, beside one only the model priced; and at least as slow as the best MFU a published run of the same model
+    on the same accelerator and precision measured at another batch or scale (`same_model`).  Unchanged otherwise."""
     if band is None or not best:
         return band
     workload = best.get("same_workload")
@@ -438,6 +439,16 @@ def anchored_band(band: dict | None, best: dict | None) -> dict | None:
                                                                      "step_time_s": workload["published_step_time_s"],
                                                                      "ratio": workload["plan_speedup"]},
                     "note": "; ".join(x for x in (band.get("note"), note) if x)}
+    model = best.get("same_model")
+    if model and model["above"] and 1.0 / model["ratio"] - 1.0 < band["error_low"]:
+        # the same model ran on this accelerator at this precision (another batch or scale) at a lower MFU than the
+        # plan's: that MFU is the slow end at least, as the best run of the kind's is below
+        note = (f"slow end at the best published MFU of this model here ({model['mfu']:.1%}, {model['run']}, "
+                f"{model['num_gpus']:,} GPUs at batch {model['global_batch']:,}): the plan is priced "
+                f"{model['ratio']:.2f}x above it")
+        band = {**band, "error_low": 1.0 / model["ratio"] - 1.0,
+                "published_anchor": {"run": model["run"], "mfu": model["mfu"], "ratio": model["ratio"]},
+                "note": "; ".join(x for x in (band.get("note"), note) if x)}
     if not best.get("above"):
         return band
     floor = 1.0 / best["ratio"] - 1.0
