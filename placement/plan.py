@@ -13,6 +13,7 @@ from placement.cost.pipeline import rank_layer_counts
 from placement.cost.step import Estimates
 from placement.specs import Layout, ModelSpec, TrainingSpec
 from placement.specs.recipe import Recipe
+from placement.specs.training import Precision
 from placement.topology import Topology
 
 TIGHT_MEMORY_SHARE = 0.03
@@ -162,6 +163,10 @@ class Plan(_Out):
     """Model fields that change the price and that a framework or a launch file may decide, as priced:
     field -> {"value": ..., "source": "model <name>" or why the files run another value}.  Only
     `parallel_residual`, and only where it is on in the model or was turned off; None otherwise."""
+    accelerator_assumptions: dict[str, str] | None = None
+    """Accelerator constants the price takes in place of one the accelerator's file leaves unset: field -> what was
+    used and why (`--precision fp8` on an accelerator without `matmul_efficiency_fp8`: its BF16 efficiency, of the FP8
+    peak).  None where every constant the price uses is the file's own."""
     fp8_recipe_as_run: str | None = None
     """The FP8 recipe an audited job runs where it is priced as another (Megatron's `delayed` scaling, priced as
     per-tensor `tensorwise`); None where `recipe.fp8_recipe` is what runs."""
@@ -264,6 +269,7 @@ def make_plan(batch: LayoutBatch, est: Estimates, i: int, model: ModelSpec, trai
         recipe=recipe.model_dump(mode="json"),
         recipe_sources={f: (recipe_sources or {}).get(f, "default") for f in Recipe.model_fields},
         model_features=model_features(model, model_sources),
+        accelerator_assumptions=accelerator_assumptions(topo, train),
         memory_headroom_bytes=train.memory_headroom_bytes,
         published_best=published_best(model.moe is not None, topo.accelerator.name, train.precision.value,
                                       float(est.mfu[i]),
@@ -273,6 +279,19 @@ def make_plan(batch: LayoutBatch, est: Estimates, i: int, model: ModelSpec, trai
                                       float(est.step_time_s[i]), lay.model_dump(mode="json"),
                                       recipe.model_dump(mode="json")),
     )
+
+
+def accelerator_assumptions(topo: Topology, train: TrainingSpec) -> dict[str, str] | None:
+    """Plan.accelerator_assumptions: an FP8 plan on an accelerator whose file gives no FP8 GEMM efficiency is priced
+    at its BF16 efficiency of the FP8 peak (cost.context.gemm_rates), which no measurement of the part backs (a user
+    trial: MI300X FP8 plans at 1.7x BF16's speed, the substitution unsaid)."""
+    acc = topo.accelerator
+    if train.precision is not Precision.FP8 or acc.matmul_efficiency_fp8 is not None:
+        return None
+    return {"matmul_efficiency_fp8": f"{acc.matmul_efficiency_bf16:g}, {acc.name}'s BF16 efficiency: its file gives no "
+                                     f"FP8 one (no FP8 GEMM measurement of the part), so FP8 GEMMs are priced at "
+                                     f"{acc.matmul_efficiency_bf16:g} of its FP8 peak; set matmul_efficiency_fp8 in "
+                                     f"its file, or run `placement calibrate --gemm` with FP8 rows"}
 
 
 def model_features(model: ModelSpec, model_sources: dict[str, str] | None) -> dict[str, dict] | None:

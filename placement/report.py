@@ -125,6 +125,7 @@ def headline(p: Plan) -> str:
             + p.headroom_note
             + ("" if p.fits else "  ** DOES NOT FIT **") + ("\n" + recipe_line(p) if recipe_line(p) else "")
             + ("\n" + model_line(p) if p.model_features else "")
+            + "".join(f"\nassumed: {k} {v}" for k, v in (p.accelerator_assumptions or {}).items())
             + ("\n" + published_line(p.published_best) if published_line(p.published_best) else ""))
 
 

@@ -127,3 +127,16 @@ def test_a_thin_accelerator_group_takes_its_familys_runs():
     got = published_best(True, "b200", "bf16", 0.25)
     assert got["group"].startswith("MoE / Blackwell (") and got["runs"] == len(fam)
     assert got["best_mfu"] == pytest.approx(max(r.mfu for r in fam), abs=1e-4) and not got["above"]
+
+
+def test_an_fp8_plan_on_an_accelerator_without_an_fp8_efficiency_says_it_took_bf16s():
+    """A user trial: MI300X, whose file gives no FP8 GEMM efficiency, priced FP8 plans at its BF16 efficiency of the
+    FP8 peak (1.7x BF16's speed) without a word; the plan now carries the substitution, text and JSON."""
+    args = ["--model", "llama3-8b", "--gpus", "8", "--precision", "fp8"]
+    mi = _plan("--cluster", "mi300x", *args)
+    got = mi["accelerator_assumptions"]["matmul_efficiency_fp8"]
+    assert got.startswith("0.514, mi300x's BF16 efficiency") and "calibrate --gemm" in got
+    text = CliRunner().invoke(main, ["plan", "--top-k", "1", "--cluster", "mi300x", *args]).stdout
+    assert "assumed: matmul_efficiency_fp8 0.514" in text
+    assert _plan("--cluster", "dgx-h100", *args)["accelerator_assumptions"] is None
+    assert _plan("--cluster", "mi300x", "--model", "llama3-8b", "--gpus", "8")["accelerator_assumptions"] is None
