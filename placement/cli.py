@@ -541,6 +541,8 @@ def build_job(model_ref, cluster_ref, gpus, nodes, seq_len, global_batch, precis
         from placement.loaders.nvidia_smi import load_topo_matrix
 
         topo = topo.with_node_topo(load_topo_matrix(Path(node_topo)))
+        if topo.node_topo_note is not None:
+            click.echo(f"placement: warning: {topo.node_topo_note}", err=True)
     _, profile = _calibration()
     if profile is not None:
         from placement.calibration.profile import calibrated, design_differences
@@ -1480,6 +1482,17 @@ def _check_world_size(launch, topo: Topology, nodelist: str | None, cluster_grap
     raise InputError(f"world size: {files}, but {given}; the audit prices the job on the GPUs it runs on: {fix}")
 
 
+def _rings(rings: dict[int, float], source: str | None) -> str:
+    """`rings of 2 GPUs at 100 GB/s, of 4 and 8 at 24 GB/s per GPU (--node-topo FILE)`: a measured node's in-node
+    level, by group size (a user trial read "nvlink bridge: blocks of 8 GPUs, 369.0 GB/s per GPU" for a node whose
+    8-GPU rings run over PCIe)."""
+    by_rate: dict[float, list[int]] = {}
+    for k, bw in rings.items():
+        by_rate.setdefault(bw, []).append(k)
+    parts = [f"of {' and '.join(map(str, ks))} at {bw / 1e9:.0f} GB/s" for bw, ks in by_rate.items()]
+    return f"rings {', '.join(parts)} per GPU (raw link rate, --node-topo {source})"
+
+
 def _check_per_host(launch, topo: Topology, node_type: tuple[str, ...] | str | None) -> None:
     """On a real allocation the processes the launch files start per node must be its hosts' GPUs: more start ranks
     with no GPU of their own (a user trial: Megatron-LM's Mixtral example, `torchrun --nproc_per_node 8`, on GB200
@@ -1540,7 +1553,8 @@ def _job_sources(launch, ctx: click.Context, topo, train, model, real: bool) -> 
     # crosses the slow network" hung on a 2:1 spine no output named)
     # (a real allocation's blocks are its switches, of their own sizes: block_gpus 0)
     tiers = "; ".join(f"{d['name']}: " + (f"blocks of {d['block_gpus']:,} GPUs, " if d["block_gpus"] else "")
-                      + f"{d['bandwidth_bytes_per_s'] / 1e9:.1f} GB/s per GPU"
+                      + (_rings(d["ring_bandwidth_bytes_per_s"], topo.node_topo_source) if "ring_bandwidth_bytes_per_s"
+                         in d else f"{d['bandwidth_bytes_per_s'] / 1e9:.1f} GB/s per GPU")
                       + (f", {d['oversubscription']:g}:1 oversubscribed" if d["oversubscription"] > 1 else "")
                       for d in topo.describe())
     origin = [f"--slurm-topology {ctx.params['slurm_topology']}" if given("slurm_topology") else

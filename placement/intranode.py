@@ -35,6 +35,20 @@ def link_bandwidth(link: GpuLink) -> float:
     return PCIE_BYTES_PER_S
 
 
+def link_name(bytes_per_s: float) -> str:
+    """The link class a raw per-GPU rate belongs to, for labels: "NVLink (N links)", "PCIe" or "SYS (across the
+    CPU sockets)" (`link_bandwidth`'s figures)."""
+    if bytes_per_s <= SYS_BYTES_PER_S:
+        return "SYS (across the CPU sockets)"
+    if bytes_per_s <= PCIE_BYTES_PER_S:
+        return "PCIe"
+    return f"NVLink ({bytes_per_s / NVLINK_LINK_BYTES_PER_S:g} links)"
+
+
+def is_nvlink(bytes_per_s: float) -> bool:
+    return bytes_per_s > PCIE_BYTES_PER_S
+
+
 @dataclass(frozen=True)
 class NodeLayout:
     group_bandwidth: dict[int, float]
@@ -47,6 +61,13 @@ class NodeLayout:
     0..k-1, k..2k-1, ...): what a job launched without CUDA_VISIBLE_DEVICES gets."""
     bandwidth: tuple[tuple[float, ...], ...] | None = None
     """The raw link rate between each pair of GPUs (`as_launched` prices a stated GPU order with it)."""
+    best: dict[int, float] | None = None
+    """Group size k -> the best split's worst ring (`group_bandwidth` before `as_launched`): what the node's links
+    allow a group of k, whatever order a job runs its ranks in."""
+
+    @property
+    def best_bandwidth(self) -> dict[int, float]:
+        return self.best if self.best is not None else self.group_bandwidth
 
     def as_launched(self, orders: list[tuple[int, ...]] | None = None) -> NodeLayout:
         """The layout a job gets that runs each node's ranks on its GPUs in one of `orders` (local rank i on GPU
@@ -62,7 +83,7 @@ class NodeLayout:
                         else _in_order_bandwidth(bw[np.ix_(o, o)], k, self.group_bandwidth[k]) for o in orders)
                  for k in self.group_bandwidth}
         return NodeLayout(group_bandwidth=group, order={k: tuple(orders[0]) for k in self.order},
-                          in_order=dict(self.in_order), bandwidth=self.bandwidth)
+                          in_order=dict(self.in_order), bandwidth=self.bandwidth, best=dict(self.best_bandwidth))
 
 
 def ring_bandwidth(bw: np.ndarray, gpus: tuple[int, ...]) -> float:

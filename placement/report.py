@@ -264,8 +264,16 @@ def mapping_parts(p: Plan) -> tuple[str, list[list[str]], list[str], list[list[s
                                                             for k, v in base.items()]
     levels = list(next(iter(p.crossings.values()))["highest_level"])
     crows = [[k, f"{v['groups']} x {v['group_size']}", *(str(v["highest_level"][lv]) for lv in levels)]
-             for k, v in p.crossings.items()]
+             + ([_in_node_cell(v)] if p.node_topo is not None else []) for k, v in p.crossings.items()]
     return f"mapping: {verdict}{solved}", rows, levels, crows
+
+
+def _in_node_cell(c: dict) -> str:
+    """The in-node ring of a kind where the node's links are measured (--node-topo): its link and raw rate per GPU."""
+    ring = c.get("in_node")
+    if ring is None:
+        return "-"
+    return f"{ring['gpus']} GPUs: {ring['link']} {ring['bandwidth_bytes_per_s'] / 1e9:.0f} GB/s"
 
 
 def _mapping_section(p: Plan) -> str:
@@ -273,8 +281,9 @@ def _mapping_section(p: Plan) -> str:
     if parts is None:
         return ""
     verdict, rows, levels, crows = parts
+    ring = ["in-node ring (--node-topo)"] if p.node_topo is not None else []
     return "\n\n".join([verdict, text_table(["order", "step s"], rows),
-                         text_table(["groups", "count x size", *(f"within {lv}" for lv in levels)], crows)])
+                         text_table(["groups", "count x size", *(f"within {lv}" for lv in levels), *ring], crows)])
 
 
 def top_k_rows(planned: Planned) -> list[list[str]]:

@@ -20,9 +20,10 @@ import networkx as nx
 import numpy as np
 
 from placement.errors import InputError
-from placement.intranode import NodeLayout, fabric_label, node_layout
+from placement.intranode import NodeLayout, fabric_label, link_name, node_layout
 from placement.specs import AcceleratorSpec, ClusterSpec
 from placement.specs.fabric import NodeTopo
+from placement.specs.hardware import ScaleUpKind
 
 
 @dataclass(frozen=True)
@@ -199,6 +200,8 @@ class Topology:
         self.gpu_of_rank: np.ndarray | None = None
         self.node_layout: NodeLayout | None = None
         self.node_topo_source: str | None = None
+        self.node_topo_note: str | None = None
+        """Where the --node-topo matrix contradicts the node type's scale-up fabric (`_node_topo_note`)."""
         """The `nvidia-smi topo -m` file the in-node links come from (`with_node_topo`), else None."""
         self._span_cache: dict[tuple[int, int], GroupSpan] = {}
 
@@ -222,6 +225,7 @@ class Topology:
         topo.gpu_of_rank = None
         topo.node_layout = None
         topo.node_topo_source = None
+        topo.node_topo_note = None
         topo._span_cache = {}
         return topo
 
@@ -257,6 +261,7 @@ class Topology:
         other = copy.copy(self)
         other.node_layout = node_layout(node)
         other.node_topo_source = node.source
+        other.node_topo_note = _node_topo_note(self.cluster, other.node_layout, node.source)
         label = fabric_label(node)
         if label is not None:  # the in-node level is what the matrix links its GPUs with, not the catalog's fabric
             other.levels = (dataclasses.replace(self.levels[0], name=label), *self.levels[1:])
@@ -368,12 +373,41 @@ class Topology:
         return self._span_cache[key]
 
     def describe(self) -> list[dict]:
-        return [
+        """Each level's name, block, bandwidth, latency and oversubscription; where the node's links are measured
+        (--node-topo), the in-node level also has `ring_bandwidth_bytes_per_s`: group size -> the raw per-GPU rate of
+        the best ring of that many GPUs on the node's links (NodeLayout.group_bandwidth), what in-node groups are
+        priced with instead of the level's bandwidth."""
+        out = [
             {"level": j, "name": lv.name, "block_gpus": lv.block_gpus,
              "bandwidth_bytes_per_s": lv.bandwidth_bytes_per_s, "latency_s": lv.latency_s,
              "oversubscription": lv.oversubscription}
             for j, lv in enumerate(self.levels)
         ]
+        if self.node_layout is not None and out:
+            out[0]["ring_bandwidth_bytes_per_s"] = {k: bw for k, bw in sorted(self.node_layout.group_bandwidth.items())
+                                                    if k > 1}
+        return out
+
+
+def _node_topo_note(cluster: ClusterSpec, layout: NodeLayout, source: str) -> str | None:
+    """A warning where a node's measured links are not its node type's scale-up fabric: PCIe between GPUs of a node
+    the catalog makes one NVLink domain, or NVLink at another rate per GPU (a user trial: a PCIe matrix under
+    --node-type dgx-h100, and an A100's NV12 under H100 nodes, were priced from the matrix without a word).  The
+    matrix is what prices the in-node groups either way; the note asks whether it is this node type's."""
+    up = cluster.scale_up
+    if up.size < cluster.gpus_per_node or up.kind is not ScaleUpKind.SWITCHED:
+        return None
+    rings = {k: bw for k, bw in layout.group_bandwidth.items() if k > 1}
+    if not rings:
+        return None
+    whole = rings[max(rings)]
+    catalog = up.bandwidth_bytes_per_s
+    if abs(whole / catalog - 1.0) <= 0.05:
+        return None
+    return (f"--node-topo {source}: a ring of all {max(rings)} GPUs of the node runs at {whole / 1e9:.0f} GB/s per GPU "
+            f"over its links ({link_name(whole)}), where {cluster.name}'s nodes are one {up.name} domain at "
+            f"{catalog / 1e9:.0f} GB/s: the in-node groups are priced from the matrix; if it is not this node type's, "
+            f"give the node type it belongs to (--node-type) or the matrix of these nodes")
 
 
 def intra_node_order(topo: Topology, tp: int, gpu_of_rank: np.ndarray) -> np.ndarray:

@@ -70,3 +70,45 @@ def test_a_crossing_whose_remedy_is_slower_says_so_with_both_prices(tmp_path: Pa
     m = re.search(r"is no faster \(([\d.]+) s per step against the job's ([\d.]+) s\)", msg)
     assert m and float(m.group(1)) >= float(m.group(2)), msg
     assert "saves 0.000" not in msg and ep[0]["cost_s"] == 0.0
+
+
+NVSMI = Path(__file__).parent / "data" / "nvsmi"
+TP8 = """GPUS_PER_NODE=8
+NNODES=4
+torchrun --nproc_per_node $GPUS_PER_NODE --nnodes $NNODES --node_rank $NODE_RANK pretrain_gpt.py \\
+    --num-layers 80 --hidden-size 8192 --num-attention-heads 64 \\
+    --swiglu --ffn-hidden-size 28672 --group-query-attention --num-query-groups 8 \\
+    --seq-length 8192 --max-position-embeddings 8192 \\
+    --tensor-model-parallel-size 8 --sequence-parallel --pipeline-model-parallel-size 2 \\
+    --micro-batch-size 1 --global-batch-size 64 --use-distributed-optimizer --bf16
+"""
+
+
+def test_tp_inside_a_node_of_nvlink_pairs_is_named_as_ringing_over_pcie(tmp_path: Path) -> None:
+    """A user trial: on nodes whose GPUs share NVLink only in pairs (the rest PCIe), TP 8 stays in the node but rings
+    over PCIe; the crossings said it stayed in an "nvlink bridge" block at the catalog's 369 GB/s, the fabric line
+    too, and no finding named it, nor the matrix's contradiction of --node-type dgx-h100."""
+    script = tmp_path / "train.sh"
+    script.write_text(TP8)
+    pairs = str(NVSMI / "pcie-8x-nvbridge-pairs.txt")
+    args = ["audit", "--launch", str(script), "--model", "llama3-70b", "--slurm-topology",
+            str(SLURM / "tree-5leaf.conf"), "--nodelist", "gpu[0001-0004]", "--node-type", "dgx-h100",
+            "--node-topo", pairs]
+    res = CliRunner().invoke(main, [*args, "--json"])
+    assert res.exit_code in (0, 1), res.output
+    out = json.loads(res.stdout)
+    ring = out["estimate"]["crossings"]["tp"]["in_node"]
+    assert ring == {"gpus": 8, "bandwidth_bytes_per_s": 24e9, "link": "PCIe"}
+    assert out["estimate"]["node_topo"]["note"].startswith(f"--node-topo {pairs}: a ring of all 8 GPUs")
+    finding = next(f for f in out["findings"] if f["kind"] == "tp_over_pcie")
+    assert "ring over PCIe" in finding["message"] and "where 2 GPUs share NVLink at 100 GB/s" in finding["message"]
+    assert "the best layout with tp <= 2" in finding["message"] and finding["cost_s"] > 0
+    text = CliRunner().invoke(main, args)
+    assert "nvlink bridge: PCIe 24 GB/s" in text.stdout  # the crossings table's slowest tier
+    assert "rings of 2 at 100 GB/s, of 4 and 8 at 24 GB/s per GPU (raw link rate" in text.stdout  # the fabric line
+    assert "where dgx-h100's nodes are one nvlink4 domain at 450 GB/s" in text.stderr
+    # on the node type's own links (NVSwitch, every pair NV18) nothing of it
+    hgx = CliRunner().invoke(main, [*args[:-1], str(NVSMI / "h100-hgx.txt"), "--json"])
+    got = json.loads(hgx.stdout)
+    assert not any(f["kind"] == "tp_over_pcie" for f in got["findings"])
+    assert got["estimate"]["node_topo"]["note"] is None and "one nvlink4 domain" not in hgx.stderr

@@ -183,7 +183,8 @@ def test_a_pcie_node_topo_labels_the_in_node_level_from_the_matrix(tree):
     code, out, err = run(*args, "--node-topo", matrix, "--json")
     assert code in (0, 1), err  # 1: an error-level finding (tp16 across nodes), not bad input
     est = json.loads(out)["estimate"]
-    assert est["node_topo"] == {"path": matrix, "in_node_level": "pcie"}
+    assert {k: est["node_topo"][k] for k in ("path", "in_node_level")} == {"path": matrix, "in_node_level": "pcie"}
+    assert "where dgx-h100's nodes are one nvlink4 domain at 450 GB/s" in est["node_topo"]["note"]
     levels = est["crossings"]["tp"]["highest_level"]
     assert "pcie" in levels and "nvlink4" not in levels
     code, text, _ = run(*args, "--node-topo", matrix)

@@ -44,11 +44,12 @@ from placement.emit.megatron import ACTIVATION_ARGS
 from placement.errors import InputError, PlacementInfeasible
 from placement.evaluate import check_layout, graphs_recompute_error
 from placement.frameworks import CAPABILITIES, model_as_run
+from placement.intranode import is_nvlink
 from placement.loaders.errors import format_validation_error
 from placement.mapping.config import SolverConfig
 from placement.mapping.groups import GroupKind, group_kinds
 from placement.mapping.mapper import baseline_mappings, host_order_mapping, map_layout
-from placement.mapping.report import compact_mapping, crossings, rank_table
+from placement.mapping.report import compact_mapping, crossings, in_node_ring, rank_table
 from placement.plan import LayoutOut, Plan, make_plan
 from placement.planner import plan_job
 from placement.search import FixNames, SearchConfig, module_sets
@@ -1212,6 +1213,7 @@ def _crossing_findings(c: _Ctx, kinds: list[GroupKind]) -> list[Finding]:
                 worst = (j, count, examples)
                 break
         if worst is None:
+            out += _in_node_finding(c, kind)
             continue
         j, count, examples = worst
         inner = levels[j - 1]
@@ -1255,6 +1257,41 @@ def _crossing_findings(c: _Ctx, kinds: list[GroupKind]) -> list[Finding]:
                      else f"{kind.name}_crosses_{'node' if j == 1 else inner.name}")
         out.append(Finding(_severity(cost, c.step_s), kind_name, msg, examples, cost))
     return out + ([] if same_claimed else _host_order_finding(c, kinds))
+
+
+def _in_node_finding(c: _Ctx, kind: GroupKind) -> list[Finding]:
+    """A group kind that stays inside its nodes but rings over PCIe or across the CPU sockets where the node's links
+    are measured (--node-topo) and some of its GPUs share NVLink: `{kind}_over_pcie`, with the best layout whose groups
+    fit an NVLink island as the remedy.  A user trial: TP 8 on nodes of NVLink-bridged pairs, 66 % of the step over
+    PCIe, had no finding while the crossings said it stayed inside an "nvlink bridge" block."""
+    node = c.mapped.node_layout
+    if node is None:
+        return []
+    members = kind.links(c.mapped.num_gpus)
+    gpus = c.mapped.gpu_of_rank[members] if c.mapped.gpu_of_rank is not None else members
+    ring = in_node_ring(c.mapped, gpus)
+    islands = [k for k, bw in node.best_bandwidth.items() if 1 < k and is_nvlink(bw)]
+    if ring is None or is_nvlink(ring["bandwidth_bytes_per_s"]) or not islands:
+        return []
+    island = max(islands)
+    degree = getattr(c.search_batch, kind.name)
+    found = c.best_layout_as_launched(degree <= island)
+    kept = "the job's recompute and recipe kept"
+    if found is None:
+        found = c.best_layout_where(degree <= island)
+        kept = "with the searched recompute and recipe"
+    alt = None if found is None else found[0]
+    named = "" if found is None else f"{_layout_words(found[1])}, "
+    how = f"the best layout with {kind.name} <= {island} ({named}{kept})"
+    total_s, exposed_s = _kind_seconds(c.est, kind.name)
+    cost = c.saving(alt)
+    msg = (f"{kind.name.upper()} groups of {kind.size} ranks stay inside their nodes but ring over {ring['link']}: "
+           f"the best ring of {ring['gpus']} GPUs on these nodes' links ({c.mapped.node_topo_source}) runs at "
+           f"{ring['bandwidth_bytes_per_s'] / 1e9:.0f} GB/s per GPU, where {island} GPUs share NVLink at "
+           f"{node.best_bandwidth[island] / 1e9:.0f} GB/s; its collectives move {_bytes(kind.bytes_per_step)} per "
+           f"member per step, {total_s:.3f} s of communication here ({exposed_s:.3f} s exposed); "
+           + _remedy_words(how, alt, c.step_s))
+    return [Finding(_severity(cost, c.step_s), f"{kind.name}_over_pcie", msg, [], cost)]
 
 
 def _remedy_words(how: str, alt_s: float | None, step_s: float) -> str:

@@ -10,6 +10,7 @@ from placement.audit.changes import NOT_IN_FILES, PRE3_DEFAULT_NOTE
 from placement.audit.core import Audit
 from placement.cost.constants import GiB
 from placement.emit.common import EmitContext
+from placement.intranode import is_nvlink
 from placement.report import single_plan_table, text_table
 from placement.specs import TrainingSpec
 from placement.topology import Topology
@@ -245,12 +246,22 @@ def crossings_block(p) -> str:
         reach = [lv for lv in levels if c["highest_level"][lv]]
         rows.append([kind, f"{c['groups']:,} x {c['group_size']}",
                      *(f"{c['highest_level'][lv]:,}" for lv in levels),
-                     reach[-1] if reach else "-", f"{c['bytes_per_member_per_step'] / 1e9:,.2f}",
+                     _slowest(c, reach[-1] if reach else "-", levels[0]),
+                     f"{c['bytes_per_member_per_step'] / 1e9:,.2f}",
                      f"{exposed[kind]:.3f}" if kind in exposed else "-"])
     head = ["groups", "count x size", *(f"up to {lv}" for lv in levels), "slowest tier", "GB/member/step",
             "exposed s"]
     return ("where the groups' traffic goes (groups by the highest tier of the network they cross):\n"
             + text_table(head, rows))
+
+
+def _slowest(c: dict, tier: str, node_level: str) -> str:
+    """A kind's slowest tier, and inside a node whose links are measured (--node-topo) the link its ring runs over
+    where that is not NVLink (crossings' `in_node`): a group that stays in the node may still ring over PCIe."""
+    ring = c.get("in_node")
+    if tier != node_level or ring is None or is_nvlink(ring["bandwidth_bytes_per_s"]):
+        return tier
+    return f"{tier}: {ring['link']} {ring['bandwidth_bytes_per_s'] / 1e9:.0f} GB/s"
 
 
 NO_CHANGES = "no changes: the job already runs the best plan placement knows for it"

@@ -62,8 +62,9 @@ def _mapping(p: Plan) -> dict | None:
     if parts is None:
         return None
     verdict, orders, levels, crossings = parts
+    ring = ["in-node ring (--node-topo)"] if p.node_topo is not None else []
     return {"verdict": verdict, "orders": orders, "crossings": crossings,
-            "crossing_header": ["groups", "count x size", *(f"within {lv}" for lv in levels)]}
+            "crossing_header": ["groups", "count x size", *(f"within {lv}" for lv in levels), *ring]}
 
 
 def plan_html(planned, topo: Topology, calibration: str | None = None) -> str:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
+from placement.intranode import link_name, ring_bandwidth
 from placement.mapping.groups import GroupKind
 from placement.outfiles import check_out_dir, write_atomic
 from placement.specs import Layout
@@ -70,7 +71,38 @@ def crossings(mapped: Topology, kinds: list[GroupKind]) -> dict[str, dict]:
         out[kind.name] = {"groups": int(gpus.shape[0]), "group_size": int(gpus.shape[1]),
                           "bytes_per_member_per_step": kind.bytes_per_step,
                           "highest_level": {names[j]: int(counts[j]) for j in range(len(names))}}
+        ring = in_node_ring(mapped, gpus)
+        if ring is not None:
+            out[kind.name]["in_node"] = ring
     return out
+
+
+def in_node_ring(mapped: Topology, gpus: np.ndarray) -> dict | None:
+    """Where the node's links are measured (--node-topo): the slowest in-node ring of the groups (rows of GPU ids), over
+    the GPUs each group has on one host, {"gpus", "bandwidth_bytes_per_s" (raw link rate per GPU), "link"}; None
+    without measured links or where no group has two GPUs on a host.  A user trial: an 8-way TP group on a node of
+    NVLink-bridged pairs ran its ring over PCIe, while the crossings said it stayed in an "nvlink bridge" block."""
+    node = mapped.node_layout
+    if node is None or node.bandwidth is None:
+        return None
+    gph = mapped.gpus_per_host
+    bw = np.array(node.bandwidth)
+    hosts = gpus // gph
+    shapes = np.unique(np.concatenate([hosts - hosts[:, :1], gpus % gph], axis=1), axis=0)  # groups alike, once
+    k = gpus.shape[1]
+    worst, size = float("inf"), 0
+    for row in shapes:
+        offset, local = row[:k], row[k:]
+        for h in np.unique(offset):
+            part = tuple(sorted(int(g) for g in local[offset == h]))
+            if len(part) < 2:
+                continue
+            ring = ring_bandwidth(bw, part)
+            if ring < worst or (ring == worst and len(part) > size):
+                worst, size = ring, len(part)
+    if size == 0:
+        return None
+    return {"gpus": size, "bandwidth_bytes_per_s": worst, "link": link_name(worst)}
 
 
 def visible_devices(gpu_of_rank: np.ndarray, gpus_per_host: int) -> list[str | None]:
