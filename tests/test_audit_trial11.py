@@ -112,3 +112,33 @@ def test_tp_inside_a_node_of_nvlink_pairs_is_named_as_ringing_over_pcie(tmp_path
     got = json.loads(hgx.stdout)
     assert not any(f["kind"] == "tp_over_pcie" for f in got["findings"])
     assert got["estimate"]["node_topo"]["note"] is None and "one nvlink4 domain" not in hgx.stderr
+
+
+MAXTEXT_RUN = ("python3 -m maxtext.trainers.pre_train.train ${MAXTEXT_REPO_ROOT:-$PWD}/src/maxtext/configs/models/"
+               "llama3.1_405b.yml run_name=r model_name=llama3.1-405b per_device_batch_size=1 "
+               "max_target_length=8192 ici_fsdp_parallelism=8 dcn_fsdp_parallelism=4 remat_policy=full\n")
+
+
+def test_a_maxtext_yaml_the_command_does_not_load_is_refused(tmp_path: Path) -> None:
+    """A user trial: beside a script whose command loads configs/models/llama3.1_405b.yml, another model's YAML
+    (model_name llama3-70b, per_device_batch_size 4) was merged in and priced, named nowhere."""
+    from placement.audit.launch import parse_launch
+    from placement.errors import InputError
+
+    script = tmp_path / "run.sh"
+    script.write_text(MAXTEXT_RUN)
+    other = tmp_path / "gpu_llama3_70b.yml"
+    other.write_text('model_name: "llama3-70b"\nper_device_batch_size: 4\n')
+    try:
+        parse_launch([script, other])
+    except InputError as err:
+        msg = str(err)
+    else:
+        raise AssertionError("another model's YAML was accepted")
+    assert "trains with config" in msg and "llama3.1_405b.yml" in msg and str(other) in msg
+    assert "--launch with a file named llama3.1_405b.yml" in msg
+    own = tmp_path / "llama3.1_405b.yml"
+    own.write_text('model_name: "llama3.1-405b"\nper_device_batch_size: 2\nscan_layers: true\n')
+    launch = parse_launch([script, own])
+    said = [x for x in launch.ignored if x.startswith(f"{own}:")]
+    assert said and "override its model_name, per_device_batch_size (2 of its 3 keys)" in said[0]

@@ -269,15 +269,36 @@ def mesh_devices(script: maxtext.MeshScript) -> tuple[NodeDevices, ...]:
     return tuple(out)
 
 
+def overridden(groups: list[Settings], ignored: list[str]) -> None:
+    """Each config YAML's keys that the train command's key=value overrides replace, said per file (a user trial: a
+    YAML whose every key the command line set again appeared in no source and no ignored line)."""
+    command = {k for g in groups if g.override for k in (g.keys or {})}
+    for g in groups:
+        if g.override or not g.keys:
+            continue
+        replaced = [k for k in g.keys if k in command]
+        if replaced:
+            ignored.append(f"{g.path}: the train command's key=value arguments override its {', '.join(replaced)} "
+                           f"({len(replaced)} of its {len(g.keys)} keys)")
+
+
 def join(groups: list[Settings], paths: list[Path]) -> Reading:
     """A MaxText job: the files' keys merged (command-line overrides win), read by `placement.audit.maxtext`."""
     s = merge(groups)
     config = s.config_file
-    read_yaml = any(Path(p).suffix.lower() in (".yaml", ".yml") for p in paths)
-    if config is not None and not read_yaml and Path(config[0]).name != "base.yml":
+    yamls = [Path(p) for p in paths if Path(p).suffix.lower() in (".yaml", ".yml")]
+    named = Path(config[0]).name if config is not None else None
+    if config is not None and not yamls and named != "base.yml":
         raise InputError(f"the MaxText command trains with config {config[0]}, which is not among the audited "
                          f"files; pass it too (--launch {config[0]}): without it the audit would price base.yml "
                          f"defaults for every key the command line leaves out")
+    if config is not None and yamls and named != "base.yml" and named not in {y.name for y in yamls}:
+        # a user trial: another model's YAML given beside a script that loads llama3.1_405b.yml was merged in silently
+        raise InputError(f"the MaxText command trains with config {config[0]}, but the YAML given is "
+                         f"{', '.join(str(y) for y in yamls)}, which that command does not load (another file name): "
+                         f"its keys would be priced for a job that never reads them; pass the command's own config "
+                         f"(--launch with a file named {named}), or drop the other YAML")
+    overridden(groups, s.ignored)
     unknown_keys(s.keys or {}, s.ignored)
     for name, (value, ev) in maxtext.finish(s.keys or {}, s.ignored).items():
         s.put(name, value, ev)
