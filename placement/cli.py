@@ -1562,8 +1562,26 @@ def _job_sources(launch, ctx: click.Context, topo, train, model, real: bool) -> 
               f"cluster {topo.cluster.name}'s catalog file",
               f"--oversubscription {ctx.params['oversubscription']:g}" if given("oversubscription") else
               f"oversubscription from cluster {topo.cluster.name}'s file (--oversubscription changes it)"]
+    speeds = _link_speeds(ctx.params["slurm_topology"]) if given("slurm_topology") else None
+    if speeds:
+        origin.append(speeds)
     out["fabric"] = f"{tiers} ({'; '.join(origin)})"
     return out
+
+
+def _link_speeds(path: str) -> str | None:
+    """What the topology file's `LinkSpeed=` values are to the price: read, not used (a user trial found them dropped
+    without a word).  SLURM gives them no unit and uses them for nothing but its own reports; the tiers' bandwidth is
+    the node type's NIC rate and its oversubscription."""
+    from placement.loaders.slurm import SlurmTree, parse_topology_conf
+
+    tree = parse_topology_conf(Path(path))
+    speeds = sorted({sw.link_speed for sw in tree.switches if sw.link_speed is not None}) \
+        if isinstance(tree, SlurmTree) else []
+    if not speeds:
+        return None
+    return (f"its LinkSpeed= values ({', '.join(map(str, speeds))}) seen, not priced: SLURM gives them no unit; "
+            f"--oversubscription or the node type's tiers set what a switch level carries")
 
 
 @main.command()

@@ -142,3 +142,19 @@ def test_a_maxtext_yaml_the_command_does_not_load_is_refused(tmp_path: Path) -> 
     launch = parse_launch([script, own])
     said = [x for x in launch.ignored if x.startswith(f"{own}:")]
     assert said and "override its model_name, per_device_batch_size (2 of its 3 keys)" in said[0]
+
+
+def test_a_topology_files_link_speeds_are_said_to_be_seen_not_priced(tmp_path: Path) -> None:
+    """A user trial: LinkSpeed=400/800 of a tree topology.conf were dropped without a word."""
+    script = tmp_path / "train.sh"
+    script.write_text(TP8)
+    args = ["audit", "--launch", str(script), "--model", "llama3-70b", "--slurm-topology",
+            str(SLURM / "tree-5leaf.conf"), "--nodelist", "gpu[0001-0004]", "--node-type", "dgx-h100", "--json"]
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code in (0, 1), res.output
+    fabric = json.loads(res.stdout)["layout"]["sources"]["fabric"]
+    assert "its LinkSpeed= values (400, 800) seen, not priced" in fabric
+    bare = tmp_path / "bare.conf"
+    bare.write_text(re.sub(r" LinkSpeed=\d+", "", (SLURM / "tree-5leaf.conf").read_text()))
+    res = CliRunner().invoke(main, [*args[:6], str(bare), *args[7:]])
+    assert "LinkSpeed" not in json.loads(res.stdout)["layout"]["sources"]["fabric"]
