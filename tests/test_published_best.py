@@ -140,3 +140,23 @@ def test_an_fp8_plan_on_an_accelerator_without_an_fp8_efficiency_says_it_took_bf
     assert "assumed: matmul_efficiency_fp8 0.514" in text
     assert _plan("--cluster", "dgx-h100", *args)["accelerator_assumptions"] is None
     assert _plan("--cluster", "mi300x", "--model", "llama3-8b", "--gpus", "8")["accelerator_assumptions"] is None
+
+
+def test_a_published_job_the_memory_model_puts_over_capacity_says_the_model_over_counts_it():
+    """A user trial: Llama 3's own 8,192-GPU layout is "DOES NOT FIT" in `evaluate`, and `plan` steers away from it,
+    while only `validate` says the memory model over-counts that run; the published run's line now says so."""
+    job = ["--model", "llama3-405b", "--cluster", "dgx-h100", "--seq-len", "8192", "--global-batch", "2048",
+           "--tp", "8", "--cp", "1", "--pp", "16", "--vpp", "4", "--zero", "2", "--recompute", "none", "--mbs", "1",
+           "--attention-kernel", "flash2"]
+    result = CliRunner().invoke(main, ["evaluate", "--gpus", "8192", *job, "--json"])
+    plan = json.loads(result.stdout)
+    assert plan["fits"] is False
+    same = plan["published_best"]["same_job"]
+    assert same["run"] == "llama3-2024-table4-8192gpu"
+    peak, cap = same["memory_over_counted"]
+    assert peak == pytest.approx(plan["peak_memory_bytes"] / 2**30, abs=0.1) and peak > cap
+    text = CliRunner().invoke(main, ["evaluate", "--gpus", "8192", *job]).stdout
+    assert "memory: placement's memory model puts it at" in text and "the model over-counts it" in text
+    # the 16,384-GPU run fits as modelled: no caveat
+    fits = json.loads(CliRunner().invoke(main, ["evaluate", "--gpus", "16384", *job, "--json"]).stdout)
+    assert fits["published_best"]["same_job"]["memory_over_counted"] is None

@@ -98,6 +98,19 @@ SHARDED_ONLY = frozenset({"param_gather_overlap"})
 
 
 @cache
+def _memory_as_validated(run_id: str) -> tuple[float, float] | None:
+    """(peak GiB, capacity GiB) where `validate`'s memory model puts a published run over its GPUs' capacity (the run
+    fit, so the model over-counts it: `validate` says "over"); None where it fits as modelled."""
+    from placement.calibration.validate import load_runs, predict
+
+    run = next(r for r in load_runs() if r.id == run_id)
+    res = predict(run)
+    if res.fits or res.peak_memory_gib is None or res.capacity_gib is None:
+        return None
+    return round(res.peak_memory_gib, 1), round(res.capacity_gib, 1)
+
+
+@cache
 def _as_validated(run_id: str) -> tuple[dict, dict] | None:
     """(stated layout beside the degrees, whole recipe) of a calibration run as `validate` prices it;
     the fields the source leaves open (validate's `searched`) are not stated, so they never tell a plan apart."""
@@ -188,7 +201,8 @@ def published_best(moe: bool, accelerator: str, precision: str, mfu: float, job:
             workload = {"run": other.run_id, "citation": other.citation, "published_step_time_s": other.step_time_s,
                         "degrees": dict(zip(("tp", "cp", "ep", "pp", "dp"), other.job[WORKLOAD_FIELDS:],
                                             strict=True)),
-                        "plan_speedup": round(other.step_time_s / step_time_s, 4)}
+                        "plan_speedup": round(other.step_time_s / step_time_s, 4),
+                        "memory_over_counted": _memory_as_validated(other.run_id)}
     model = None
     if job is not None and same is None and similar is None and workload is None:
         model = same_model(job[0], accelerator, precision, mfu)
@@ -197,7 +211,8 @@ def published_best(moe: bool, accelerator: str, precision: str, mfu: float, job:
             "ratio": round(mfu / best.mfu, 4), "above": mfu > best.mfu,
             "same_job": None if same is None or step_time_s is None else {
                 "run": same.run_id, "citation": same.citation, "published_step_time_s": same.step_time_s,
-                "error": round(step_time_s / same.step_time_s - 1.0, 4)},
+                "error": round(step_time_s / same.step_time_s - 1.0, 4),
+                "memory_over_counted": _memory_as_validated(same.run_id)},
             "similar_job": similar, "same_workload": workload, "same_model": model}
 
 
@@ -214,6 +229,18 @@ def same_model(model: str, accelerator: str, precision: str, mfu: float) -> dict
     return {"run": top.run_id, "citation": top.citation, "mfu": round(top.mfu, 4), "num_gpus": top.job[2],
             "seq_len": top.job[3], "global_batch": top.job[4], "runs": len(runs), "ratio": round(mfu / top.mfu, 4),
             "above": mfu > top.mfu}
+
+
+def _over_counted(run: dict, what: str) -> str:
+    """The caveat of a published run whose layout the memory model puts over capacity: it ran, so layouts the search
+    leaves out as over capacity may run too (a user trial: Llama 3's own 8,192-GPU layout "DOES NOT FIT", unsaid
+    outside `validate`, and plans steered to another one)."""
+    over = run.get("memory_over_counted")
+    if not over:
+        return ""
+    return (f"\n  memory: placement's memory model puts {what} at {over[0]:.1f} GiB per GPU, over the "
+            f"{over[1]:.1f} GiB capacity, yet the run fit: the model over-counts it (`placement validate` lists it), "
+            f"so a layout it calls over capacity near there may run")
 
 
 def above_ratio(best: dict | None) -> float | None:
@@ -234,7 +261,7 @@ def published_line(best: dict | None) -> str:
     same = best.get("same_job")
     if same:
         return (f"published run of this job: {same['run']} measured {same['published_step_time_s']:.2f} s/step; "
-                f"placement prices it {same['error']:+.1%} ({same['citation']})")
+                f"placement prices it {same['error']:+.1%} ({same['citation']})" + _over_counted(same, "it"))
     lines = []
     similar = best.get("similar_job")
     workload = best.get("same_workload")
@@ -248,7 +275,7 @@ def published_line(best: dict | None) -> str:
         lines.append(f"published run of this workload at other degrees: {workload['run']} measured "
                      f"{workload['published_step_time_s']:.2f} s/step at {degrees}; this plan is priced "
                      f"{workload['plan_speedup']:.2f}x its speed, a layout no published run measured "
-                     f"({workload['citation']})")
+                     f"({workload['citation']})" + _over_counted(workload, "that run's layout"))
     model = best.get("same_model")
     if model and model["above"]:
         lines.append(f"published runs of this model on this accelerator at {best['group'].rsplit(' / ', 1)[-1]}: the "
