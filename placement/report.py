@@ -263,9 +263,17 @@ def mapping_parts(p: Plan) -> tuple[str, list[list[str]], list[str], list[list[s
     rows = [["planned mapping", f"{p.step_time_s:.3f}"]] + [[k.replace("_", " "), f"{v['step_time_s']:.3f}"]
                                                             for k, v in base.items()]
     levels = list(next(iter(p.crossings.values()))["highest_level"])
-    crows = [[k, f"{v['groups']} x {v['group_size']}", *(str(v["highest_level"][lv]) for lv in levels)]
+    crows = [[group_label(k, p.layout.cp), f"{v['groups']} x {v['group_size']}",
+              *(str(v["highest_level"][lv]) for lv in levels)]
              + ([_in_node_cell(v)] if p.node_topo is not None else []) for k, v in p.crossings.items()]
     return f"mapping: {verdict}{solved}", rows, levels, crows
+
+
+def group_label(kind: str, cp: int) -> str:
+    """A group kind as the tables name it: the gradient group is the data-parallel ranks times the context-parallel
+    ones where cp > 1 (Megatron reduces gradients over dp x cp), so `dp x cp`, not `dp` (a user trial read "dp 64 x
+    256" beside a layout of dp128 cp2)."""
+    return "dp x cp" if kind == "dp" and cp > 1 else kind
 
 
 def _in_node_cell(c: dict) -> str:

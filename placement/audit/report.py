@@ -11,7 +11,7 @@ from placement.audit.core import Audit
 from placement.cost.constants import GiB
 from placement.emit.common import EmitContext
 from placement.intranode import is_nvlink
-from placement.report import single_plan_table, text_table
+from placement.report import group_label, single_plan_table, text_table
 from placement.specs import TrainingSpec
 from placement.topology import Topology
 
@@ -244,7 +244,7 @@ def crossings_block(p) -> str:
     rows = []
     for kind, c in p.crossings.items():
         reach = [lv for lv in levels if c["highest_level"][lv]]
-        rows.append([kind, f"{c['groups']:,} x {c['group_size']}",
+        rows.append([group_label(kind, p.layout.cp), f"{c['groups']:,} x {c['group_size']}",
                      *(f"{c['highest_level'][lv]:,}" for lv in levels),
                      _slowest(c, reach[-1] if reach else "-", levels[0]),
                      f"{c['bytes_per_member_per_step'] / 1e9:,.2f}",
