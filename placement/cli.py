@@ -466,6 +466,14 @@ def _positive(name: str, value: int | None) -> None:
         raise InputError(f"{name} {value}: must be a positive integer")
 
 
+def _cluster_file(cluster_ref: str) -> str:
+    """The YAML file a --cluster value names: the catalog's file of that name, or the path given."""
+    from placement.catalog import catalog_root
+
+    path = catalog_root() / "hardware" / "clusters" / f"{cluster_ref}.yaml"
+    return str(path) if path.exists() else cluster_ref
+
+
 def build_topology(cluster_ref, gpus, nodes, slurm_topology, nodelist, node_type, cluster_graph,
                    oversubscription, segment=None, gpus_used_per_node: int | None = None) -> Topology:
     """A catalog cluster at a size, or a real allocation (SLURM topology + host list, or a graph); on a catalog
@@ -475,7 +483,13 @@ def build_topology(cluster_ref, gpus, nodes, slurm_topology, nodelist, node_type
         for flag, value in (("--nodelist", nodelist), ("--node-type", node_type or None),
                             ("--oversubscription", oversubscription)):
             if value is not None:
-                raise InputError(f"{flag} goes with --slurm-topology or --cluster-graph, which were not given")
+                # a user trial's purchase what-if (`--cluster dgx-h100 --oversubscription 4`) was told no way to run it
+                what_if = (f"; on a catalog cluster, copy its file ({_cluster_file(cluster_ref)}) with "
+                           f"tiers[0].oversubscription: {value:g} and pass it as --cluster FILE, or sweep it (a "
+                           f"design's `oversubscription: {value:g}`, or `placement sweep FILE --set "
+                           f"oversubscription={value:g}`)" if flag == "--oversubscription" else "")
+                raise InputError(f"{flag} goes with --slurm-topology or --cluster-graph, which were not given"
+                                 + what_if)
         cluster = load_cluster(cluster_ref)
         if gpus_used_per_node is not None:
             cluster = partial_nodes(cluster, gpus_used_per_node)

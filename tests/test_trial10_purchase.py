@@ -23,3 +23,28 @@ def test_the_gradient_group_of_a_cp_layout_is_named_dp_x_cp():
     rows = res.stdout.split("count x size", 1)[1].splitlines()
     assert any(r.split()[:4] == ["dp", "x", "cp", f"{dp['groups']}"] for r in rows), rows
     assert not any(r.split()[:2] == ["dp", f"{dp['groups']}"] for r in rows)
+
+
+def test_a_float_field_takes_decimal_text_and_an_integer_field_refuses_it():
+    """The README's rule, as a user trial read it against the schema: `tokens: 1e11` (YAML 1.1 text) is a number,
+    and so a quoted decimal is too; an integer field refuses a quoted number."""
+    import pydantic
+    import pytest
+
+    from placement.sweep.spec import WorkloadSpec
+
+    base = {"name": "w", "model": "llama3-8b", "tokens": 1e9, "seq_len": 8192, "global_batch": 512}
+    assert WorkloadSpec.model_validate({**base, "tokens": "1e11"}).tokens == 1e11
+    assert WorkloadSpec.model_validate({**base, "tokens": "100000000000"}).tokens == 1e11
+    with pytest.raises(pydantic.ValidationError, match="an integer expected, not a string"):
+        WorkloadSpec.model_validate({**base, "seq_len": "8192"})
+    with pytest.raises(pydantic.ValidationError, match="expected, not true/false"):
+        WorkloadSpec.model_validate({**base, "tokens": True})
+
+
+def test_an_oversubscription_what_if_on_a_catalog_cluster_is_told_how_to_run():
+    res = CliRunner().invoke(main, ["plan", "--model", "llama3-70b", "--cluster", "dgx-h100", "--gpus", "1024",
+                                    "--oversubscription", "4"])
+    assert res.exit_code == 2
+    assert "tiers[0].oversubscription: 4" in res.stderr and "dgx-h100.yaml" in res.stderr
+    assert "--set oversubscription=4" in res.stderr
