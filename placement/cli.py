@@ -1223,7 +1223,7 @@ def sweep(sweep_file, out_dir, executor, workers, no_cache, as_json, no_plots, s
     if as_json:
         click.echo(json.dumps(document))
     else:
-        click.echo(summary(result.rows, spec.currency, spec))
+        click.echo(summary(result.rows, spec.currency, spec, tuple(sets)))
         _echo_calibration()
     if not any(r["status"] == "ok" for r in result.rows):
         _fail(EXIT_INFEASIBLE, f"sweep {spec.name}: no cell has a plan (every design x workload is infeasible; "

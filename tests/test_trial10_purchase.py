@@ -48,3 +48,30 @@ def test_an_oversubscription_what_if_on_a_catalog_cluster_is_told_how_to_run():
     assert res.exit_code == 2
     assert "tiers[0].oversubscription: 4" in res.stderr and "dgx-h100.yaml" in res.stderr
     assert "--set oversubscription=4" in res.stderr
+
+
+def test_a_sweeps_network_what_if_is_said_with_its_source(tmp_path):
+    """A user trial: `--set oversubscription=4` priced every row on a 4:1 leaf while the summary, the CSV and the rows'
+    `cluster` said nothing but the catalog's 1:1 cluster."""
+    import csv
+
+    study = tmp_path / "s.yaml"
+    study.write_text("name: t\nobjective: time\ndesigns:\n"
+                     "  - {name: A, cluster: dgx-h100, gpus: 256, price_per_gpu_hour: 2.0}\n"
+                     "  - {name: B, cluster: dgx-h100, gpus: 256, price_per_gpu_hour: 2.0, oversubscription: 2}\n"
+                     "workloads:\n  - {name: w, model: llama3-70b, tokens: 1.0e11, seq_len: 8192, global_batch: 512}\n")
+    out = tmp_path / "out"
+    res = CliRunner().invoke(main, ["sweep", str(study), "--out", str(out), "--no-plots", "--set",
+                                    "designs.A.oversubscription=4"])
+    assert res.exit_code == 0, res.output
+    text = " ".join(res.stdout.split())
+    assert "network of A: leaf 4:1 (--set), 32 nodes per leaf (cluster dgx-h100's file)" in text
+    assert "network of B: leaf 2:1 (study file)" in text
+    doc = json.loads((out / "sweep.json").read_text())
+    assert doc["network_sources"]["A"]["oversubscription"] == {"value": 4.0, "source": "--set"}
+    assert doc["network_sources"]["B"]["nic_bandwidth_bytes_per_s"]["source"] == "cluster dgx-h100's file"
+    rows = {r["design"]: r for r in csv.DictReader((out / "sweep.csv").open())}
+    assert float(rows["A"]["leaf_oversubscription"]) == 4.0 and float(rows["B"]["leaf_oversubscription"]) == 2.0
+    plain = CliRunner().invoke(main, ["sweep", str(study), "--out", str(tmp_path / "o2"), "--no-plots"])
+    assert "network of A" not in plain.stdout and "network of B: leaf 2:1 (study file)" in " ".join(
+        plain.stdout.split())

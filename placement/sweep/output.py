@@ -24,7 +24,9 @@ COLUMNS = ("design", "workload", "num_gpus", "num_gpus_bought", "accelerator", "
            "cluster", "tokens_per_s", "deadline_days", "command", "fingerprint",
            *(f"gpu_counts_{k}" for k in GPU_COUNT_KEYS),
            # the plan's MFU over the best published run of its kind where above all of them, else empty
-           "above_published_ratio")
+           "above_published_ratio",
+           # the network the row was priced on (a design's overrides of its catalog cluster included)
+           "leaf_oversubscription", "nodes_per_leaf", "nic_bandwidth_bytes_per_s")
 WIDTH = 100
 """The text summary's width in columns."""
 SCHEMA = "placement.sweep/2"
@@ -125,6 +127,48 @@ def cost_input_sources(sweep, overrides: tuple[str, ...] = ()) -> dict[str, dict
     return out
 
 
+NETWORK_FIELDS = (("oversubscription", "oversubscription"), ("nodes_per_leaf", "fanout"),
+                  ("nic_bandwidth_bytes_per_s", None))
+"""A design's network overrides and the catalog cluster's field each replaces (its leaf tier's, or the cluster's)."""
+
+
+def network_sources(sweep, overrides: tuple[str, ...] = ()) -> dict[str, dict[str, dict]]:
+    """Per design, each network input as priced and where it came from: "study file", "--set", or the catalog
+    cluster's file (a user trial: `--set oversubscription=4` was said nowhere, and every row kept its 1:1 label)."""
+    from placement.catalog import load_cluster
+    from placement.sweep.overrides import design_fields_set
+
+    out = {}
+    for d in sweep.designs:
+        given = design_fields_set(overrides, d.name)
+        base = load_cluster(d.cluster)
+        leaf = base.tiers[0] if base.tiers else None
+        out[d.name] = {}
+        for field, tier_field in NETWORK_FIELDS:
+            mine = getattr(d, field)
+            catalog = base.nic_bandwidth_bytes_per_s if tier_field is None else (
+                getattr(leaf, tier_field) if leaf is not None else None)
+            out[d.name][field] = {"value": catalog if mine is None else mine,
+                                  "source": "--set" if field in given else "study file" if mine is not None
+                                  else f"cluster {d.cluster}'s file"}
+    return out
+
+
+def network_lines(sweep, overrides: tuple[str, ...] = ()) -> list[str]:
+    """One summary line per design whose network is not its catalog cluster's: `network of DESIGN: leaf 4:1
+    (--set), 32 nodes per leaf (cluster dgx-h100's file), NIC 50 GB/s per GPU (cluster dgx-h100's file)`."""
+    lines = []
+    for name, fields in network_sources(sweep, overrides).items():
+        if all(f["source"].startswith("cluster ") for f in fields.values()):
+            continue
+        over, leaf, nic = (fields[f] for f, _ in NETWORK_FIELDS)
+        parts = [f"leaf {over['value']:g}:1 ({over['source']})",
+                 f"{leaf['value']} nodes per leaf ({leaf['source']})" if leaf["value"] is not None else None,
+                 f"NIC {nic['value'] / 1e9:g} GB/s per GPU ({nic['source']})"]
+        lines.append(f"network of {name}: " + ", ".join(x for x in parts if x))
+    return lines
+
+
 def assumed_lines(sweep, currency: str) -> list[str]:
     """One line per set of defaulted cost inputs (one line when every design shares it): "assumed (defaults,
     no source): energy 0.10 USD/kWh, PUE 1.3, 4-year amortization"."""
@@ -157,6 +201,7 @@ def study_document(sweep, result, overrides: tuple[str, ...] = (), date: str | N
         "currency": sweep.currency,
         "assumptions": list(ASSUMPTIONS),
         "cost_input_sources": cost_input_sources(sweep, overrides),
+        "network_sources": network_sources(sweep, overrides),
         "workload_defaults": {w.name: sorted(f for f in WORKLOAD_DEFAULTABLE if f not in w.model_fields_set)
                               for w in sweep.workloads},
         "error_bands": error_bands(result.rows),
@@ -326,7 +371,7 @@ def _wrap(text: str, indent: int = 6) -> list[str]:
     return textwrap.wrap(text, WIDTH, initial_indent=" " * indent, subsequent_indent=" " * indent) or []
 
 
-def summary(rows: list[dict], currency: str, sweep=None) -> str:
+def summary(rows: list[dict], currency: str, sweep=None, overrides: tuple[str, ...] = ()) -> str:
     """The readable summary, at most WIDTH (100) columns: per workload, each design's GPUs used of bought, days
     and cost with their error bands, cost per million tokens, the frontier, then its layout and any reason."""
     lines = []
@@ -337,6 +382,7 @@ def summary(rows: list[dict], currency: str, sweep=None) -> str:
         head.append("cost = amortized capex + energy over the run (rental: GPU-hours x price); idle GPUs bought are "
                     "charged; ranges: the validate error band of the nearest calibration group")
         head += assumed_lines(sweep, currency)
+        head += network_lines(sweep, overrides)
         lines += [ln for h in head for ln in _wrap(h, 0)] + [""]
     for work in dict.fromkeys(r["workload"] for r in rows):
         mine = sorted((r for r in rows if r["workload"] == work),

@@ -204,6 +204,15 @@ RESULT_KEYS = ("step_time_s", "tokens_per_s", "mfu", "time_to_train_s", "time_to
 """A row's results: numbers for a row with a plan (the rental nulls aside), None for one without."""
 
 
+def network_of(cluster: ClusterSpec) -> dict:
+    """The network a row was priced on, as its design's overrides left the catalog's (a user trial: rows priced on a
+    4:1 leaf with `--set oversubscription=4` named only the catalog cluster, 1:1 in the CSV's eyes)."""
+    leaf = cluster.tiers[0] if cluster.tiers else None
+    return {"leaf_oversubscription": None if leaf is None else leaf.oversubscription,
+            "nodes_per_leaf": None if leaf is None else leaf.fanout,
+            "nic_bandwidth_bytes_per_s": cluster.nic_bandwidth_bytes_per_s}
+
+
 def cell_row(cell: Cell, sweep: SweepSpec, entry: dict, errors: tuple[str, tuple[dict, ...]] | None) -> dict:
     """A cell's row from its cache entry: the count the objective chooses, priced, with its error band.
     Raises NeedPlan when the choice needs a plan the entry does not hold."""
@@ -220,7 +229,8 @@ def cell_row(cell: Cell, sweep: SweepSpec, entry: dict, errors: tuple[str, tuple
     row = {"design": design.name, "workload": work.name, "accelerator": cell.accelerator.name,
            "cluster": cell.cluster.name, "objective": sweep.objective.value, "num_gpus": choice.num_gpus,
            "num_gpus_bought": choice.num_gpus_bought, "price_per_gpu_hour": design.gpu_hour_price,
-           "deadline_days": sweep.deadline_days, "deadline_met": choice.deadline_met, "gpu_counts": choice.counts}
+           "deadline_days": sweep.deadline_days, "deadline_met": choice.deadline_met, "gpu_counts": choice.counts,
+           **network_of(cell.cluster)}
     if choice.entry["status"] != "ok":
         return {**row, **dict.fromkeys(RESULT_KEYS), "status": "infeasible", "message": choice.entry["message"],
                 "idle_reason": None, "error_band": None, "plan": None}
