@@ -66,6 +66,13 @@ def test_a_sweeps_network_what_if_is_said_with_its_source(tmp_path):
     assert res.exit_code == 0, res.output
     text = " ".join(res.stdout.split())
     assert "network of A: leaf 4:1 (--set), 32 nodes per leaf (cluster dgx-h100's file)" in text
+    # on GB200 a leaf's fanout counts NVL72 racks, and says so (a user trial read `nodes_per_leaf: 1` as one tray)
+    racks = tmp_path / "r.yaml"
+    racks.write_text(study.read_text().replace("cluster: dgx-h100, gpus: 256", "cluster: gb200-nvl72, gpus: 288"))
+    rack = CliRunner().invoke(main, ["sweep", str(racks), "--out", str(tmp_path / "o3"), "--no-plots", "--set",
+                                     "designs.A.nodes_per_leaf=1"])
+    assert rack.exit_code == 0, rack.output
+    assert "1 72-GPU nvlink5-nvl72 domains (18 nodes each) per leaf (--set)" in " ".join(rack.stdout.split())
     assert "network of B: leaf 2:1 (study file)" in text
     doc = json.loads((out / "sweep.json").read_text())
     assert doc["network_sources"]["A"]["oversubscription"] == {"value": 4.0, "source": "--set"}

@@ -26,7 +26,7 @@ COLUMNS = ("design", "workload", "num_gpus", "num_gpus_bought", "accelerator", "
            # the plan's MFU over the best published run of its kind where above all of them, else empty
            "above_published_ratio",
            # the network the row was priced on (a design's overrides of its catalog cluster included)
-           "leaf_oversubscription", "nodes_per_leaf", "nic_bandwidth_bytes_per_s")
+           "leaf_oversubscription", "domains_per_leaf", "nic_bandwidth_bytes_per_s")
 WIDTH = 100
 """The text summary's width in columns."""
 SCHEMA = "placement.sweep/2"
@@ -163,10 +163,22 @@ def network_lines(sweep, overrides: tuple[str, ...] = ()) -> list[str]:
             continue
         over, leaf, nic = (fields[f] for f, _ in NETWORK_FIELDS)
         parts = [f"leaf {over['value']:g}:1 ({over['source']})",
-                 f"{leaf['value']} nodes per leaf ({leaf['source']})" if leaf["value"] is not None else None,
+                 f"{leaf['value']} {_domain_words(sweep, name)} per leaf ({leaf['source']})"
+                 if leaf["value"] is not None else None,
                  f"NIC {nic['value'] / 1e9:g} GB/s per GPU ({nic['source']})"]
         lines.append(f"network of {name}: " + ", ".join(x for x in parts if x))
     return lines
+
+
+def _domain_words(sweep, name: str) -> str:
+    """What a design's leaf fanout counts: nodes where a node is one scale-up domain, else its NVLink domains (the
+    design's `nodes_per_leaf` counts scale-up domains: an NVL72 rack on GB200)."""
+    from placement.catalog import load_cluster
+
+    c = load_cluster(next(d for d in sweep.designs if d.name == name).cluster)
+    if c.scale_up.size <= c.gpus_per_node:
+        return "nodes"
+    return f"{c.scale_up.size}-GPU {c.scale_up.name} domains ({c.scale_up.size // c.gpus_per_node} nodes each)"
 
 
 def assumed_lines(sweep, currency: str) -> list[str]:

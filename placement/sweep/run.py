@@ -206,10 +206,12 @@ RESULT_KEYS = ("step_time_s", "tokens_per_s", "mfu", "time_to_train_s", "time_to
 
 def network_of(cluster: ClusterSpec) -> dict:
     """The network a row was priced on, as its design's overrides left the catalog's (a user trial: rows priced on a
-    4:1 leaf with `--set oversubscription=4` named only the catalog cluster, 1:1 in the CSV's eyes)."""
+    4:1 leaf with `--set oversubscription=4` named only the catalog cluster, 1:1 in the CSV's eyes): the leaf's
+    oversubscription, its fanout in scale-up domains (nodes, or NVL72 racks: the design's `nodes_per_leaf`) and the
+    NIC rate per GPU."""
     leaf = cluster.tiers[0] if cluster.tiers else None
     return {"leaf_oversubscription": None if leaf is None else leaf.oversubscription,
-            "nodes_per_leaf": None if leaf is None else leaf.fanout,
+            "domains_per_leaf": None if leaf is None else leaf.fanout,
             "nic_bandwidth_bytes_per_s": cluster.nic_bandwidth_bytes_per_s}
 
 
