@@ -82,3 +82,24 @@ def test_a_sweeps_network_what_if_is_said_with_its_source(tmp_path):
     plain = CliRunner().invoke(main, ["sweep", str(study), "--out", str(tmp_path / "o2"), "--no-plots"])
     assert "network of A" not in plain.stdout and "network of B: leaf 2:1 (study file)" in " ".join(
         plain.stdout.split())
+
+
+def test_a_hf_config_is_named_by_its_own_name_or_its_hub_repository(tmp_path):
+    """A user trial's `--model in/config.json` printed "in on 1024 x h100-sxm": the folder's name."""
+    from pathlib import Path
+
+    from placement.loaders.hf_config import load_hf_config
+
+    src = json.loads((Path(__file__).parent / "data" / "hf" / "llama-3.1-8b" / "config.json").read_text())
+    plain = tmp_path / "in" / "config.json"
+    plain.parent.mkdir()
+    plain.write_text(json.dumps(src))
+    assert load_hf_config(plain).name == "in"  # nothing better to go by
+    plain.write_text(json.dumps({**src, "_name_or_path": "meta-llama/Llama-3.1-8B"}))
+    assert load_hf_config(plain).name == "meta-llama/Llama-3.1-8B"
+    plain.write_text(json.dumps({**src, "_name_or_path": "/scratch/ckpt"}))  # a local path names nothing
+    assert load_hf_config(plain).name == "in"
+    cached = tmp_path / "models--meta-llama--Llama-3.1-8B" / "snapshots" / "0e9e39f" / "config.json"
+    cached.parent.mkdir(parents=True)
+    cached.write_text(json.dumps(src))
+    assert load_hf_config(cached).name == "meta-llama/Llama-3.1-8B"

@@ -723,9 +723,24 @@ def _read_json_object(file: Path) -> dict[str, Any]:
 def load_hf_config(path: Path) -> ModelSpec:
     """Read a HuggingFace config.json (or a folder holding one) into a ModelSpec.
 
-    The model is named after the folder for ``.../NAME/config.json`` and after the file stem otherwise
-    (``NAME.json``).
+    The model is named by the config's own `_name_or_path` where it holds one (transformers writes it on save), else
+    after the Hub cache's repository for ``models--ORG--NAME/snapshots/HASH/config.json`` (ORG/NAME), after the folder
+    for ``.../NAME/config.json``, and after the file stem otherwise (``NAME.json``).  A user trial's ``in/config.json``
+    printed "in on 1024 x h100-sxm".
     """
     file = path / "config.json" if path.is_dir() else path
-    name = file.resolve().parent.name if file.name == "config.json" else file.stem
-    return model_from_hf_config(_read_json_object(file), name, source=str(file))
+    data = _read_json_object(file)
+    return model_from_hf_config(data, _model_name(file, data), source=str(file))
+
+
+def _model_name(file: Path, data: dict) -> str:
+    """What a config.json's model is called (load_hf_config)."""
+    named = data.get("_name_or_path")
+    if isinstance(named, str) and named.strip() and not named.strip().startswith(("/", ".")):
+        return named.strip()
+    if file.name != "config.json":
+        return file.stem
+    folder = file.resolve().parent
+    if folder.parent.name == "snapshots" and folder.parent.parent.name.startswith("models--"):
+        return folder.parent.parent.name.removeprefix("models--").replace("--", "/")
+    return folder.name
