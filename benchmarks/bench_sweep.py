@@ -19,7 +19,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from placement.sweep.output import days_text  # the summary's own text of a row's days
+
 ROOT = Path(__file__).resolve().parent.parent
+
 STUDY = ROOT / "hardware" / "sweeps" / "h100-h200-b200-gb200-budget.yaml"
 
 
@@ -54,8 +57,7 @@ def study_section(document: dict, record: dict) -> str:
                          f"{counts.get('with_layout', '-')} | {counts.get('planned', '-')} | | | "
                          f"{r['message'][:120]} |")
             continue
-        days = (f"{r['time_to_train_days']:,.1f} ({r['time_to_train_days_low']:,.1f}-"
-                f"{r['time_to_train_days_high']:,.1f})")
+        days = days_text(r)  # as the sweep's summary prints it
         lines.append(f"| {r['workload']} | {r['design']} | {r['num_gpus_bought']:,} | {r['num_gpus']:,} | "
                      f"{counts.get('with_layout', '-')} | {counts.get('planned', '-')} | {days} | "
                      f"{r['cost'] / 1e6:,.1f} | {r.get('idle_reason') or ''} |")

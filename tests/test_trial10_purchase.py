@@ -103,3 +103,23 @@ def test_a_hf_config_is_named_by_its_own_name_or_its_hub_repository(tmp_path):
     cached.parent.mkdir(parents=True)
     cached.write_text(json.dumps(src))
     assert load_hf_config(cached).name == "meta-llama/Llama-3.1-8B"
+
+
+def test_the_readme_study_table_prints_each_rows_days_as_the_summary_does():
+    """A user trial: the README's `100.6 (98.0-129.4)` beside the summary's `100.6 (97-130)`, one band three ways."""
+    from placement.sweep.output import days_text
+
+    row = {"time_to_train_days": 100.6, "time_to_train_days_low": 97.96, "time_to_train_days_high": 129.35}
+    assert days_text(row) == "100.6 (97-130)"
+    short = {"time_to_train_days": 14.0, "time_to_train_days_low": 11.61, "time_to_train_days_high": 16.94}
+    assert days_text(short) == "14.0 (11.6-17.0)"
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    study = readme.split("<!-- sweep-study:begin -->", 1)[1].split("<!-- sweep-study:end -->", 1)[0]
+    bands = re.findall(r"\| ([\d,.]+) \(([\d,.]+)-([\d,.]+)\) \|", study)
+    assert bands
+    for point, low, high in bands:  # whole days from 20 days on, one decimal below, as days_text prints them
+        whole = float(point.replace(",", "")) >= 20
+        assert all(("." not in x) is whole for x in (low, high)), (point, low, high)

@@ -355,6 +355,15 @@ def _money(x: float | None) -> str:
     return f"{x / 1e6:,.1f}M" if abs(x) >= 1e6 else f"{x:,.0f}"
 
 
+def days_text(row: dict) -> str:
+    """A row's days and their band as the summary prints them, `100.6 (97-130)`: whole days in the band from 20 days
+    on, the band rounded outward (`_band`); the README's study table prints the same text (benchmarks/bench_sweep.py;
+    a user trial found the README's `98.0-129.4` beside the summary's `97-130` and the JSON's 97.96-129.35)."""
+    fmt = ",.0f" if row["time_to_train_days"] >= 20 else ",.1f"
+    return f"{row['time_to_train_days']:,.1f} " + _band(row["time_to_train_days_low"], row["time_to_train_days_high"],
+                                                       1.0, fmt)
+
+
 def _band(lo: float | None, hi: float | None, scale: float = 1.0, fmt: str = ".0f") -> str:
     """`(lo-hi)` at `fmt`'s decimals, the low end rounded down and the high end up, so that the printed band holds
     the value it brackets (a user trial: `159.5 (160-168)`, the low end rounded to whole days above the point)."""
@@ -413,9 +422,7 @@ def summary(rows: list[dict], currency: str, sweep=None, overrides: tuple[str, .
                 lines.append(f"  {name:26} {used:>16}  no plan")
                 lines += _wrap(r["message"][:600])
                 continue
-            fmt = ",.0f" if r["time_to_train_days"] >= 20 else ",.1f"
-            days = f"{r['time_to_train_days']:,.1f} " + _band(r["time_to_train_days_low"], r["time_to_train_days_high"],
-                                                             1.0, fmt)
+            days = days_text(r)
             money = f"{_money(r['cost'])} " + (
                 _band(r["cost_low"], r["cost_high"], 1e6, ",.1f") if r["cost"] >= 1e6 else
                 _band(r["cost_low"], r["cost_high"], 1.0, ",.0f"))
