@@ -159,6 +159,9 @@ class Plan(_Out):
     accelerator, or else family, same precision, dense or MoE) and the plan against it: {"group", "runs", "best_run",
     "best_citation", "best_mfu", "plan_mfu", "ratio", "above"} (calibration.published); `above` true means the plan's
     MFU is higher than every such run: that margin is the model's extrapolation.  None where no run is of its kind."""
+    unpublished_kind: str | None = None
+    """Where no published run is of the plan's kind (`published_best` null), that kind, "dense / gb200 / bf16": the
+    text says no measured run bounds the price.  None where one is."""
     model_features: dict[str, dict] | None = None
     """Model fields that change the price and that a framework or a launch file may decide, as priced:
     field -> {"value": ..., "source": "model <name>" or why the files run another value}.  Only
@@ -223,6 +226,7 @@ def make_plan(batch: LayoutBatch, est: Estimates, i: int, model: ModelSpec, trai
         recipe = recipe.model_copy(update={"fp8_recipe": fp8_recipe(topo, recipe, train.precision)})
     per_rank = rank_layer_counts(model.num_layers, lay.pp, lay.vpp, recipe.pipeline_layout,
                                  recipe.account_for_embedding, recipe.account_for_loss, recipe.mtp_layers)
+    best = _published_best(model, topo, train, est, i, lay, recipe)
     stages = [per_rank[0]]
     stages += [max(per_rank[1:-1])] if lay.pp > 2 else []
     stages += [per_rank[-1]] if lay.pp > 1 else []
@@ -272,14 +276,20 @@ def make_plan(batch: LayoutBatch, est: Estimates, i: int, model: ModelSpec, trai
         model_features=model_features(model, model_sources),
         accelerator_assumptions=accelerator_assumptions(topo, train),
         memory_headroom_bytes=train.memory_headroom_bytes,
-        published_best=published_best(model.moe is not None, topo.accelerator.name, train.precision.value,
-                                      float(est.mfu[i]),
-                                      job_key(model.name, topo.accelerator.name, topo.num_gpus, train.seq_len,
-                                              train.global_batch, train.precision.value,
-                                              {"tp": lay.tp, "cp": lay.cp, "ep": lay.ep, "pp": lay.pp, "dp": lay.dp}),
-                                      float(est.step_time_s[i]), lay.model_dump(mode="json"),
-                                      recipe.model_dump(mode="json")),
+        unpublished_kind=None if best is not None else (f"{'MoE' if model.moe is not None else 'dense'} / "
+                                                        f"{topo.accelerator.name} / {train.precision.value}"),
+        published_best=best,
     )
+
+
+def _published_best(model: ModelSpec, topo: Topology, train: TrainingSpec, est: Estimates, i: int, lay: Layout,
+                    recipe: Recipe) -> dict | None:
+    """Plan.published_best of candidate i."""
+    acc, precision = topo.accelerator.name, train.precision.value
+    degrees = {"tp": lay.tp, "cp": lay.cp, "ep": lay.ep, "pp": lay.pp, "dp": lay.dp}
+    job = job_key(model.name, acc, topo.num_gpus, train.seq_len, train.global_batch, precision, degrees)
+    return published_best(model.moe is not None, acc, precision, float(est.mfu[i]), job, float(est.step_time_s[i]),
+                          lay.model_dump(mode="json"), recipe.model_dump(mode="json"))
 
 
 def accelerator_assumptions(topo: Topology, train: TrainingSpec) -> dict[str, str] | None:

@@ -126,7 +126,16 @@ def headline(p: Plan) -> str:
             + ("" if p.fits else "  ** DOES NOT FIT **") + ("\n" + recipe_line(p) if recipe_line(p) else "")
             + ("\n" + model_line(p) if p.model_features else "")
             + "".join(f"\nassumed: {k} {v}" for k, v in (p.accelerator_assumptions or {}).items())
-            + ("\n" + published_line(p.published_best) if published_line(p.published_best) else ""))
+            + ("\n" + published_line(p.published_best) if published_line(p.published_best) else "")
+            + ("\n" + unanchored_line(p) if p.unpublished_kind else ""))
+
+
+def unanchored_line(p: Plan) -> str:
+    """The line of a plan no published run of its kind checks (`published_best` null): its price rests on the cost
+    model's constants for that part alone (a user trial: GB200 dense BF16 plans at 58.9 % MFU said nothing where
+    no published dense BF16 run on GB200, or on its family, exists)."""
+    return (f"published runs: none of this kind ({p.unpublished_kind}, or its accelerator's family) among those "
+            f"placement validates: no measured run bounds this price")
 
 
 def model_line(p: Plan) -> str:

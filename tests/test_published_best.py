@@ -160,3 +160,15 @@ def test_a_published_job_the_memory_model_puts_over_capacity_says_the_model_over
     # the 16,384-GPU run fits as modelled: no caveat
     fits = json.loads(CliRunner().invoke(main, ["evaluate", "--gpus", "16384", *job, "--json"]).stdout)
     assert fits["published_best"]["same_job"]["memory_over_counted"] is None
+
+
+def test_a_plan_no_published_run_checks_says_so():
+    """A user trial: GB200 dense BF16 plans at 58.9 % MFU printed no published line, since no dense BF16 run on
+    GB200 or Blackwell is published, and so nothing said that no measured run bounds the price."""
+    args = ["--model", "llama3-8b", "--gpus", "8", "--seq-len", "8192", "--global-batch", "128"]
+    plan = _plan("--cluster", "gb200-nvl72", *args)
+    assert plan["published_best"] is None and plan["unpublished_kind"] == "dense / gb200 / bf16"
+    text = CliRunner().invoke(main, ["plan", "--top-k", "1", "--cluster", "gb200-nvl72", *args]).stdout
+    assert "published runs: none of this kind (dense / gb200 / bf16" in text
+    h100 = _plan("--cluster", "dgx-h100", *args)
+    assert h100["published_best"] is not None and h100["unpublished_kind"] is None
