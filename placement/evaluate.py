@@ -106,7 +106,9 @@ def ep_overlap_error(layout: Layout, recipe: Recipe) -> str | None:
             "fsdp_pipeline": f"ZeRO-{layout.zero_stage} (Megatron-FSDP) with pp {layout.pp} (under Megatron-FSDP it "
                              f"runs only at pp 1: combined_1f1b.py refuses it interleaved; give --pp 1 or --zero 1)",
             "fsdp_graphs": f"ZeRO-{layout.zero_stage} (Megatron-FSDP) with per-layer CUDA graphs (its "
-                           f"mcore_fsdp_adapter.py refuses them beside the overlap; give --cuda-graphs none or full)"}
+                           f"mcore_fsdp_adapter.py refuses them beside the overlap; give --cuda-graphs none or full)",
+            "mtp": f"{recipe.mtp_layers} MTP layers (Megatron-Core takes at most one beside the overlap, "
+                   f"transformer_config.py:2709-2713; give --mtp-layers 1)"}
     why = [text[name] for name, hit in broken.items() if bool(np.asarray(hit).reshape(-1)[0])]
     if not why:
         return None

@@ -77,3 +77,24 @@ def test_the_search_takes_the_overlap_only_where_it_runs() -> None:
         if r["ep_comm_overlap"]:
             assert lay["ep"] > 1 and lay["recompute"] != "full" and (lay["pp"] == 1 or lay["vpp"] > 1), lay
             assert r["moe_dispatcher"] != "allgather" and "moe" not in r["recompute_modules"]
+
+
+def test_more_than_one_mtp_layer_beside_the_overlap_is_refused_and_never_searched() -> None:
+    """Megatron-Core core_v0.19.0 asserts at most one MTP layer beside --overlap-moe-expert-parallel-comm
+    (transformer_config.py:2709-2713); a user trial's deepseek-v3 with --mtp-layers 2 and the overlap was priced and
+    written with both flags.  The layout of Megatron-Bridge 25.09's DeepSeek-V3 on 1,024 H100 (which ran the
+    overlap with one MTP layer)."""
+    job = ["--model", "deepseek-v3", "--cluster", "dgx-h100", "--gpus", "1024", "--seq-len", "4096", "--global-batch",
+           "8192", "--precision", "fp8"]
+    layout = ["--tp", "2", "--ep", "64", "--pp", "8", "--vpp", "4", "--mbs", "1", "--zero", "1", "--recompute",
+              "selective"]
+    refused = CliRunner().invoke(main, ["evaluate", *job, *layout, "--ep-comm-overlap", "--mtp-layers", "2"])
+    assert refused.exit_code == 2, refused.output
+    assert "2 MTP layers" in refused.output and "--mtp-layers 1" in refused.output
+    one = CliRunner().invoke(main, ["evaluate", *job, *layout, "--ep-comm-overlap", "--mtp-layers", "1", "--json"])
+    assert one.exit_code in (0, 1), one.output
+    searched = CliRunner().invoke(main, ["plan", *job, "--mtp-layers", "2", "--framework", "megatron", "--top-k", "3",
+                                         "--json"])
+    assert searched.exit_code == 0, searched.output
+    plans = json.loads(searched.output)["plans"]
+    assert plans and not any(p["recipe"]["ep_comm_overlap"] for p in plans)

@@ -395,9 +395,10 @@ def ep_overlap_runs(pp, vpp, recipe: Recipe, ep=2, full_recompute=False, moe_rec
                     dispatcher: Dispatcher | None = None, zero=0, partial_graphs=False) -> np.ndarray:
     """Where `--overlap-moe-expert-parallel-comm` can run (DualPipe's own overlap always).  Megatron-Core asserts, for
     it (core_v0.19.0 transformer/transformer_config.py:2669-2700): virtual pipeline stages when pp > 1, expert
-    parallelism (ep > 1), the alltoall or flex dispatcher, no full recompute (nor recompute_num_layers) and `moe` not
-    among the recompute modules; and under Megatron-FSDP (ZeRO-2/3) no pipeline and no per-layer CUDA graphs
-    (ep_overlap_broken); a job that breaks one does not start."""
+    parallelism (ep > 1), the alltoall or flex dispatcher, no full recompute (nor recompute_num_layers), `moe` not
+    among the recompute modules and at most one MTP layer ("MTP supports at most one layer when enabling
+    overlap_moe_expert_parallel_comm", :2709-2713); and under Megatron-FSDP (ZeRO-2/3) no pipeline and no per-layer
+    CUDA graphs (ep_overlap_broken); a job that breaks one does not start."""
     broken = ep_overlap_broken(pp, vpp, recipe, ep, full_recompute, moe_recomputed, dispatcher, zero, partial_graphs)
     hit = np.False_
     for b in broken.values():
@@ -425,7 +426,8 @@ def ep_overlap_broken(pp, vpp, recipe: Recipe, ep=2, full_recompute=False, moe_r
             "moe_recompute": np.asarray(moe_recomputed, dtype=bool),
             "dispatcher": dispatcher is Dispatcher.ALLGATHER,
             "fsdp_pipeline": fsdp & (np.asarray(pp) > 1),
-            "fsdp_graphs": fsdp & np.asarray(partial_graphs, dtype=bool)}
+            "fsdp_graphs": fsdp & np.asarray(partial_graphs, dtype=bool),
+            "mtp": recipe.mtp_layers > 1}
 
 
 def _ep_overlap_runs_x(x: Ctx, dispatcher: Dispatcher | None = None, partial_graphs=False) -> np.ndarray:
