@@ -26,6 +26,10 @@ def check_layout(model: ModelSpec, train: TrainingSpec, layout: Layout, recipe: 
         message = graphs_recompute_error(layout, recipe, model.is_moe)
         if message is not None:
             raise InputError(message)
+    if recipe is not None:
+        message = full_graph_moe_error(recipe, model.is_moe)
+        if message is not None:
+            raise InputError(message)
     if recipe is not None and recipe.ep_comm_overlap and model.is_moe:
         message = ep_overlap_error(layout, recipe)
         if message is not None:
@@ -86,6 +90,29 @@ def graphs_recompute_error(layout: Layout, recipe: Recipe, moe: bool) -> str | N
                 f"recompute modules: {GRAPHS_RECOMPUTE_CHECK}; drop moe from the recompute modules or use "
                 f"full-iteration graphs (--cuda-graphs full; Megatron's --cuda-graph-impl full_iteration) or none")
     return None
+
+
+def full_graph_moe_error(recipe: Recipe, moe: bool) -> str | None:
+    """Why full-iteration CUDA graphs would not capture an MoE model's layers, or None.  Their shapes must be static:
+    without `--moe-expert-capacity-factor` and `--moe-pad-expert-input-to-capacity` the MoE layers are
+    uncapturable (Megatron-Core core_v0.19.0 megatron/core/transformer/moe/README.md, "CUDA Graph"), unless HybridEP
+    bounds each expert rank's tokens (`--moe-expert-rank-capacity-factor`, with `--moe-paged-stash` for the
+    activations and `--use-transformer-engine-op-fuser`, which that budget requires under hybridep: its
+    transformer_config.py), as MLPerf Training v6.0 NVIDIA's DeepSeek-V3 ran (calibration row
+    mlperf-v6.0-nvidia-gb200-deepseek-v3-512gpu).  A user trial's dropless Qwen3-30B got `--cuda-graph-impl
+    full_iteration` with none of them."""
+    from placement.specs.recipe import CudaGraphs, Dispatcher
+
+    if not moe or recipe.cuda_graphs is not CudaGraphs.FULL or recipe.moe_capacity_factor is not None:
+        return None
+    if recipe.moe_dispatcher is Dispatcher.HYBRIDEP:
+        return None
+    return (f"full-iteration CUDA graphs (--cuda-graphs full) on a dropless MoE model with the "
+            f"{recipe.moe_dispatcher.value} dispatcher: its MoE layers' token counts change with the routing, which "
+            f"a graph cannot capture (Megatron-Core's MoE README: without a capacity factor padded to capacity they "
+            f"are uncapturable), so the job does not start; give --moe-capacity-factor X (tokens past it dropped, "
+            f"every expert padded to it), or --moe-dispatcher hybridep (an expert-rank budget with paged stash), or "
+            f"--cuda-graphs partial or none")
 
 
 def ep_overlap_error(layout: Layout, recipe: Recipe) -> str | None:

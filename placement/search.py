@@ -705,7 +705,7 @@ def _no_layout_message(model: ModelSpec, train: TrainingSpec, num_gpus: int, cfg
 def _recipe_message(batch: LayoutBatch, est: Estimates, model: ModelSpec, cfg: SearchConfig) -> str:
     """Why no layout that fits runs the pinned recipe: the framework's refusal on the leanest such layout (the EP
     overlap's conditions, per-layer CUDA graphs beside full or `moe` recompute)."""
-    from placement.evaluate import ep_overlap_error, graphs_recompute_error
+    from placement.evaluate import ep_overlap_error, full_graph_moe_error, graphs_recompute_error
 
     fits = np.flatnonzero(est.valid & est.fits)
     i = int(fits[np.argmin(est.peak_memory_bytes[fits])])
@@ -713,7 +713,7 @@ def _recipe_message(batch: LayoutBatch, est: Estimates, model: ModelSpec, cfg: S
     recipe = cfg.recipe.model_copy(update={"recompute_modules": mask_modules(int(batch.rc_modules[i])),
                                            "cuda_graphs": cfg.choices.cuda_graphs[0],
                                            "ep_comm_overlap": cfg.choices.ep_comm_overlap[0]})
-    why = [m for m in (graphs_recompute_error(lay, recipe, model.is_moe),
+    why = [m for m in (graphs_recompute_error(lay, recipe, model.is_moe), full_graph_moe_error(recipe, model.is_moe),
                        ep_overlap_error(lay, recipe) if recipe.ep_comm_overlap and model.is_moe else None) if m]
     reason = "; ".join(why) if why else "its framework refuses the recipe on each of them"
     shown = (f"tp {lay.tp}, cp {lay.cp}, ep {lay.ep}, pp {lay.pp} (vpp {lay.vpp}), dp {lay.dp}, recompute "

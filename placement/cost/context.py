@@ -18,7 +18,7 @@ from placement.cost.batch import RECOMPUTE_MODULES, LayoutBatch
 from placement.cost.compute import GemmRate
 from placement.errors import InputError
 from placement.specs import TrainingSpec
-from placement.specs.recipe import Fp8Recipe, Recipe, RecomputeModule
+from placement.specs.recipe import CudaGraphs, Fp8Recipe, Recipe, RecomputeModule
 from placement.specs.training import Precision
 from placement.topology import Topology
 from placement.workload import Workload
@@ -148,7 +148,11 @@ def context(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch, re
 
 
 def expert_load(recipe: Recipe) -> float:
+    """Tokens on the busiest expert rank over the mean: the routing imbalance, capped by a capacity factor (tokens
+    past it are dropped), or the capacity itself where full-iteration CUDA graphs pad every expert's input to it
+    (`--moe-pad-expert-input-to-capacity`, which their static shapes need: evaluate.full_graph_moe_error)."""
     load = C.REAL_ROUTING_IMBALANCE if recipe.routing_imbalance is None else recipe.routing_imbalance
     if recipe.moe_capacity_factor is not None:
-        load = min(load, max(recipe.moe_capacity_factor, 1.0))
+        cap = max(recipe.moe_capacity_factor, 1.0)
+        load = cap if recipe.cuda_graphs is CudaGraphs.FULL else min(load, cap)
     return load

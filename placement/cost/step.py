@@ -184,8 +184,13 @@ def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch, r
     # that fits is partial, neither another dispatcher (under a freed norm) nor the overlap (under FSDP) is an option
     norm_kept, fsdp_partial = partial & norm_freed, (x.b.zero >= 2) & partial
     # (a candidate left with refused per-layer graphs alone, where they are the only scope allowed, does not run)
+    # ...and a dropless MoE model's full graphs capture only behind HybridEP's expert-rank budget
+    # (evaluate.full_graph_moe_error): under full graphs no other dispatcher runs
+    dropless_full = ((graph_pick == GRAPHS.index(CudaGraphs.FULL)) & bool(w.num_experts)
+                     & (x.recipe.moe_capacity_factor is None))
     ep_options = [replace(o, exposed_s=np.where(((DISPATCHERS[o.code] is not Dispatcher.ALLTOALL) & norm_kept)
-                                                | (o.overlap & fsdp_partial) | (partial & graphs_refused),
+                                                | (o.overlap & fsdp_partial) | (partial & graphs_refused)
+                                                | (dropless_full & (DISPATCHERS[o.code] is not Dispatcher.HYBRIDEP)),
                                                 NOT_RUN_S, o.exposed_s))
                   for o in ep_options]
     host_for = _host_terms(x, choices, {o.overlap for o in ep_options}, graph_pick)
@@ -803,13 +808,15 @@ def default_choices(is_moe: bool, topo: Topology, recipe: Recipe,
 
     The flex dispatcher is HybridEP where the NVLink domain spans several hosts (GB200/GB300 NVL72: it
     "fully supports MNNVL", Megatron-Core MoE README), DeepEP elsewhere.  Full-iteration CUDA graphs
-    need static shapes: for dropless MoE only with a capacity factor (write-up §2.3: "not feasible for
-    MoE" otherwise)."""
+    need static shapes (write-up §2.3: "not feasible for MoE" otherwise): an MoE model gets them only pinned
+    (`--cuda-graphs full`), with a capacity factor padded to capacity or HybridEP's expert-rank budget
+    (evaluate.full_graph_moe_error)."""
     multi_host_nvlink = topo.cluster.scale_up.size > topo.cluster.gpus_per_node
     flex = Dispatcher.HYBRIDEP if multi_host_nvlink else Dispatcher.DEEPEP
     dispatchers = (Dispatcher.ALLTOALL, flex) if is_moe else (recipe.moe_dispatcher,)
-    static = not is_moe or recipe.moe_capacity_factor is not None
-    graphs = (CudaGraphs.NONE, CudaGraphs.PARTIAL, CudaGraphs.FULL) if static else (CudaGraphs.NONE, CudaGraphs.PARTIAL)
+    # an MoE model's full graphs only where the user pins them: their static shapes change what runs (the capacity
+    # padded, or HybridEP's expert-rank budget with paged stash: full_graph_moe_error), which pinned recipes price
+    graphs = (CudaGraphs.NONE, CudaGraphs.PARTIAL) if is_moe else (CudaGraphs.NONE, CudaGraphs.PARTIAL, CudaGraphs.FULL)
     return RecipeChoices(
         dispatchers=(recipe.moe_dispatcher,) if "moe_dispatcher" in pinned else dispatchers,
         cuda_graphs=(recipe.cuda_graphs,) if "cuda_graphs" in pinned else graphs,

@@ -49,6 +49,11 @@ from placement.specs.recipe import MEGATRON_MODULES, CpCommType, CudaGraphs, Dis
 from placement.specs.training import AttentionKernel, Precision
 
 FLEX_BACKENDS = (Dispatcher.DEEPEP, Dispatcher.HYBRIDEP)
+EXPERT_RANK_CAPACITY = 4.0
+"""`--moe-expert-rank-capacity-factor` of a dropless MoE plan's full-iteration graphs under HybridEP: each expert rank
+takes at most 4x the mean rank's tokens (past it HybridEP drops them, core_v0.19.0 transformer_config.py), as MLPerf
+Training v6.0 NVIDIA's DeepSeek-V3 GB200 run set it (placement's calibration row
+mlperf-v6.0-nvidia-gb200-deepseek-v3-512gpu); the price assumes no token past it."""
 PARTIAL_GRAPH_MODULES = ("attn",)
 PARTIAL_GRAPH_MODULES_MOE = ("attn", "moe_router", "moe_preprocess")
 """`--cuda-graph-modules` of the recipe's partial graphs: what runs before the dropless MoE sync."""
@@ -156,6 +161,12 @@ def recipe_arguments(ctx: EmitContext) -> tuple[list[str], list[str]]:
         args += ["--cuda-graph-impl", "transformer_engine", "--cuda-graph-modules", *modules]
     elif r.cuda_graphs is CudaGraphs.FULL:
         args += ["--cuda-graph-impl", "full_iteration", "--no-check-for-nan-in-loss-and-grad"]
+        if ctx.moe:  # static MoE shapes (evaluate.full_graph_moe_error): every expert padded to the capacity priced
+            if r.moe_capacity_factor is not None:
+                args.append("--moe-pad-expert-input-to-capacity")
+            elif r.moe_dispatcher is Dispatcher.HYBRIDEP:  # or HybridEP's expert-rank budget, as MLPerf v6.0 ran
+                args += ["--moe-expert-rank-capacity-factor", f"{EXPERT_RANK_CAPACITY:g}", "--moe-paged-stash",
+                         "--use-transformer-engine-op-fuser"]
     if r.tp_comm_overlap and lay.tp > 1:
         args.append("--tp-comm-overlap")
         if not lay.sequence_parallel:
