@@ -1044,7 +1044,7 @@ def evaluate(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch
 
         check_precision(framework, model, train.precision.value, topo.accelerator)
         CAPABILITIES[framework].for_model(model.is_moe).check(LayoutBatch.from_layouts([layout], recipe),
-                                                              model.num_layers, model.kv_heads)
+                                                              model.num_layers, model.kv_heads, train.seq_len)
     result = evaluate_layout(model, train, topo, layout, recipe, sources, model_sources)
     # allocation order; with measured intra-node links each TP group on the GPUs the price assumed, which the
     # files realize with CUDA_VISIBLE_DEVICES (as `plan` writes them)

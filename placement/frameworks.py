@@ -64,6 +64,10 @@ class Capability:
     """The ZeRO stage follows the mesh (MaxText: placement.audit.maxtext.zero_as_run): its context axis shards the
     weights as fsdp does, so with cp > 1 only ZeRO-3; without it ZeRO-3 needs fsdp ranks beside the expert ones
     (dp_shard > ep) and ZeRO-1 data ranks for shard_optimizer_over_data (dp > ep), or it runs ZeRO-0."""
+    seq_split: str = ""
+    """Why the sequence must divide into tp x 2cp parts (the tp factor only under sequence parallelism, the 2cp only
+    with cp > 1): torchtitan 0.3.0 trainer.py:306-315 raises at start-up otherwise; "" where the framework pads or
+    splits unevenly."""
     kv_heads_whole: str = ""
     """Why TP must divide the KV heads (each rank computes whole ones; "" where a rank may hold a replica of one, as
     Megatron-Core 0.19 does: transformer/attention.py num_query_groups < world_size)."""
@@ -96,11 +100,15 @@ class Capability:
         rows = self.recipe + (self.several_hosts_recipe if several_hosts else ())
         return tuple(row for row in rows if row_applies(row[0], precision))
 
-    def layout_mask(self, b: LayoutBatch, num_layers: int, kv_heads: int | None = None) -> np.ndarray:
-        """Which layouts of `b` (ZeRO aside) the framework runs as priced (`kv_heads`: the model's)."""
+    def layout_mask(self, b: LayoutBatch, num_layers: int, kv_heads: int | None = None,
+                    seq_len: int | None = None) -> np.ndarray:
+        """Which layouts of `b` (ZeRO aside) the framework runs as priced (`kv_heads`: the model's; `seq_len`: the
+        job's)."""
         ok = np.ones(len(b), dtype=bool)
         if self.kv_heads_whole and kv_heads:
             ok &= kv_heads % b.tp == 0
+        if self.seq_split and seq_len:
+            ok &= seq_len % _seq_divisor(b) == 0
         for limit, col in ((self.max_pp, b.pp), (self.max_vpp, b.vpp), (self.max_cp, b.cp), (self.max_ep, b.ep)):
             if limit is not None:
                 ok &= col <= limit
@@ -129,18 +137,24 @@ class Capability:
                            ((b.zero != 3) | (b.dp_shard > b.ep)) & ((b.zero != 1) | (b.dp > b.ep)))
         return ok
 
-    def check(self, b: LayoutBatch, num_layers: int, kv_heads: int | None = None) -> None:
+    def check(self, b: LayoutBatch, num_layers: int, kv_heads: int | None = None, seq_len: int | None = None) -> None:
         """InputError naming the rule when the one layout in `b` is not one the framework runs."""
-        if not (self.layout_mask(b, num_layers, kv_heads) & self.sharding_mask(b)).all():
-            broken = "; ".join(self.broken_rules(b, num_layers, kv_heads)) or self.why
+        if not (self.layout_mask(b, num_layers, kv_heads, seq_len) & self.sharding_mask(b)).all():
+            broken = "; ".join(self.broken_rules(b, num_layers, kv_heads, seq_len)) or self.why
             raise InputError(f"--framework {self.name}: {self.version} does not run this layout as placement "
                              f"prices it ({broken}); change the layout, or drop --framework to price it as given")
 
-    def broken_rules(self, b: LayoutBatch, num_layers: int, kv_heads: int | None = None) -> list[str]:
+    def broken_rules(self, b: LayoutBatch, num_layers: int, kv_heads: int | None = None,
+                     seq_len: int | None = None) -> list[str]:
         """What of the first layout of `b` the framework does not run, each rule with the layout's value."""
         pp, vpp, cp, ep, etp, tp = (int(np.asarray(c)[0]) for c in (b.pp, b.vpp, b.cp, b.ep, b.etp, b.tp))
         zero, dp, shard = int(np.asarray(b.zero)[0]), int(np.asarray(b.dp)[0]), int(np.asarray(b.dp_shard)[0])
         out = []
+        divisor = int(_seq_divisor(b)[0])
+        if self.seq_split and seq_len and seq_len % divisor:
+            out.append(f"sequence {seq_len} with tp {tp}{' (sequence parallel)' if bool(np.asarray(b.sp)[0]) else ''}"
+                       f" and cp {cp}: {self.seq_split} ({divisor} here; try --seq-len "
+                       f"{seq_len // divisor * divisor or divisor})")
         if self.kv_heads_whole and kv_heads and kv_heads % tp:
             out.append(f"tp {tp} with {kv_heads} KV heads: {self.kv_heads_whole}")
         if zero not in self.zero_stages:
@@ -180,6 +194,11 @@ class Capability:
         return out
 
 
+def _seq_divisor(b: LayoutBatch) -> np.ndarray:
+    """What the sequence must divide into per layout: tp under sequence parallelism, times 2cp where cp > 1."""
+    return np.where(np.asarray(b.sp, dtype=bool), b.tp, 1) * np.where(b.cp > 1, 2 * b.cp, 1)
+
+
 def _torchtitan_splits(b: LayoutBatch, num_layers: int) -> np.ndarray:
     """Which layouts of `b` torchtitan 0.3.0 splits as placement prices them: placement's default layers per PP
     rank (cost.pipeline.rank_layer_counts) in pp x vpp virtual stages are what its layers-per-stage flags give
@@ -213,6 +232,8 @@ CAPABILITIES: dict[str, Capability] = {
     "torchtitan": Capability(
         "torchtitan", "torchtitan 0.3.0", zero_stages=(0, 2, 3), zero_stages_with_pp=(0, 2, 3), etp="one",
         torchtitan_split=True, zero0_with_cp=False,
+        seq_split="torchtitan 0.3.0 raises at start-up unless the sequence divides by tp (under sequence "
+                  "parallelism) x 2cp (trainer.py:306-315)",
         kv_heads_whole=("its tensor_parallel_degree must divide n_kv_heads (update_from_config raises it since "
                         "pytorch/torchtitan#2577, 2026-03-15; before, ColwiseParallel wk/wv left a rank a fraction of "
                         "a KV head and the forward's reshape failed, #2574)"),

@@ -294,7 +294,8 @@ def enumerate_layouts(w: Workload, model: ModelSpec, train: TrainingSpec, num_gp
                        dp_shard=cols["dp"].copy(), recompute=cols["recompute"], sp=cols["sp"],
                        rc_modules=cols["rc_modules"], pipe_policy=cols["pipe_policy"])
     if cfg.framework is not None:  # only what the framework runs as priced (placement/frameworks.py)
-        base = base.take(np.flatnonzero(cfg.framework.layout_mask(base, model.num_layers, model.kv_heads)))
+        base = base.take(np.flatnonzero(cfg.framework.layout_mask(base, model.num_layers, model.kv_heads,
+                                                                  train.seq_len)))
     return expand_sharding(base, cfg, num_gpus, gpus_per_node, hsdp_spans) if sharded else base
 
 

@@ -26,7 +26,9 @@ from placement.emit.common import (
     forced_warnings,
     gpt_oss_features,
     header,
+    header_runs,
     recipe_warnings,
+    refusal,
     runs_forced,
     runs_model,
     runs_recipe,
@@ -232,6 +234,10 @@ def flags(ctx: EmitContext) -> tuple[list[str], list[str]]:
         replicate, shard, reshard = lay.dp, 1, "default"
     if lay.etp > 1:
         warnings.append(f"torchtitan 0.3.0 has no expert tensor parallelism (etp {lay.etp}): experts run with etp 1")
+    divisor = (lay.tp if lay.sequence_parallel else 1) * (2 * lay.cp if lay.cp > 1 else 1)
+    if ctx.plan.seq_len % divisor:  # a user trial: seq 4100 at tp 2 (SP) x cp 2 was priced and written
+        warnings.append(refusal(f"torchtitan 0.3.0 raises at start-up unless the sequence ({ctx.plan.seq_len}) divides "
+                                f"by tp (under sequence parallelism) x 2cp = {divisor} (trainer.py:306-315)"))
     split: list[str] = []
     if lay.pp > 1:
         split, warn = _split_args(ctx)
@@ -594,7 +600,7 @@ def render(ctx: EmitContext) -> tuple[str, list[str]]:
     other = runs_precision(ctx)
     if other is not None:
         warnings.insert(0, f"{other[1]}: this file runs {other[0]}")
-    line, warn = ctx.runs_as(runs(ctx))
+    line, warn = header_runs("torchtitan", warnings, *ctx.runs_as(runs(ctx)))
     if warn:
         warnings.insert(0, warn)
     text = header(ctx, VERSION, runs=line) + "".join(f"# {n}\n" for n in lines) + warn_block(warnings)
