@@ -330,6 +330,10 @@ CAPABILITIES: dict[str, Capability] = {
                  "MaxText 0.2.5's default attention 'autoselected' (configs/base.yml:486) runs on GPUs tokamax's "
                  "PallasTritonFlashAttention (layers/attention_op.py:1679-1740), a Triton kernel: priced as "
                  "FlashAttention-2, as torchtitan's FlexAttention is (attention: cudnn_flash_te runs cuDNN's)"),
+                ("cp_comm_type", CpCommType.ALL_GATHER,
+                 "MaxText 0.2.5's context parallelism gathers the whole K/V before attention: configs/base.yml:1349 "
+                 "context_parallel_strategy \"all_gather\", its default, which placement's files leave (its ring, "
+                 "\"ring\", runs only under attention: cudnn_flash_te, layers/attention_op.py)"),
                 ("norms_fused", False, "MaxText 0.2.5's norms are ops of their own (layers/normalizations.py), "
                                        "which its `minimal` remat policy recomputes: no norm output is saved"),
                 ("fp32_weights", True, "MaxText 0.2.5 keeps its weights in float32 (configs/base.yml weight_dtype) "

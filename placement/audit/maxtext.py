@@ -407,6 +407,16 @@ def finish(v: dict[str, tuple[Any, str]], ignored: list[str]) -> dict[str, tuple
             raise InputError(f"{ev}: attention {value!r}; MaxText 0.2.5 takes autoselected, dot_product, flash or "
                              f"cudnn_flash_te")
         out["recipe.attention_kernel"] = (kernels[str(value)], ev)
+    # the context-parallel exchange (base.yml:1349 context_parallel_strategy "all_gather", the framework row's
+    # default): "ring" passes K/V around the ring behind attention, which MaxText runs on GPUs (cudnn_flash_te)
+    if "context_parallel_strategy" in v:
+        value, ev = v["context_parallel_strategy"]
+        strategies = {"all_gather": "all_gather", "ring": "p2p"}
+        if str(value).lower() not in strategies:
+            raise InputError(f"{ev}: context_parallel_strategy {value!r}, which placement does not price on GPUs "
+                             f"(MaxText 0.2.5 runs ulysses and usp only on TPUs, layers/attention_op.py); give "
+                             f"all_gather or ring")
+        out["recipe.cp_comm_type"] = (strategies[str(value).lower()], ev)
     # weights and gradients in float32 (base.yml weight_dtype :194, grad_dtype :125) unless the files say otherwise;
     # the defaults come with the framework's recipe rows (frameworks.CAPABILITIES["maxtext"])
     for key, field in (("weight_dtype", "recipe.fp32_weights"), ("grad_dtype", "recipe.grad_reduce_fp32")):

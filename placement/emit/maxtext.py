@@ -335,7 +335,6 @@ RUNS_INSTEAD = {
     "recompute_modules": "remat_policy minimal recomputes the attention core and both norms",
     "delay_wgrad": "XLA orders the weight-gradient GEMMs itself",
     "pipeline_layout": "MaxText pipelines equal stages",
-    "cp_comm_type": "XLA schedules the context-parallel K/V exchange itself",
     "grad_accumulation": "XLA accumulates the gradients in its own compiled step",
     "grad_all_reduce": "XLA reduces the gradients to the sharded optimizer state itself",
     "dispatch_fp8": "its token dispatch moves bf16",
