@@ -378,3 +378,14 @@ def test_the_files_carry_the_sequence_the_plan_is_priced_at(tmp_path):
     est = _json.loads(audited.stdout)["estimate"]
     assert est["seq_len"] == 2048
     assert est["step_time_s"] == pytest.approx(_json.loads(planned.stdout)["plans"][0]["step_time_s"], rel=1e-6)
+
+
+def test_zero_3_writes_the_keys_its_stage_reads():
+    """DeepSpeed 0.19.8's stage-3 optimizer takes reduce_bucket_size and prefetch_bucket_size, not the stage-1/2
+    reduce_scatter and allgather_bucket_size (runtime/engine.py); a user trial read the latter in a ZeRO-3 file."""
+    three = files(ctx_for("llama3-8b", 64, (("tp", 1), ("pp", 1), ("cp", 1), ("zero_stage", 3))))[2]
+    zero = three["zero_optimization"]
+    assert zero["stage"] == 3 and zero["stage3_prefetch_bucket_size"] == deepspeed.BUCKET_ELEMENTS
+    assert "reduce_scatter" not in zero and "allgather_bucket_size" not in zero
+    two = files(ctx_for("llama3-8b", 64, (("tp", 1), ("pp", 1), ("cp", 1), ("zero_stage", 2))))[2]["zero_optimization"]
+    assert two["reduce_scatter"] is True and "stage3_prefetch_bucket_size" not in two

@@ -69,7 +69,13 @@ def config(ctx: EmitContext) -> dict:
     """The ds_config.json settings of the plan (without the header); what `placement audit` diffs."""
     lay = ctx.plan.layout
     zero: dict = {"stage": lay.zero_stage}
-    if lay.zero_stage > 0:
+    if lay.zero_stage == 3:
+        # stage 3 reads neither reduce_scatter nor allgather_bucket_size (DeepSpeed 0.19.8 runtime/engine.py: its
+        # DeepSpeedZeroOptimizer_Stage3 takes reduce_bucket_size and prefetch_bucket_size, the gathers' bucket; a
+        # user trial read the stage-1/2 keys in a ZeRO-3 file)
+        zero |= {"overlap_comm": True, "contiguous_gradients": True, "reduce_bucket_size": BUCKET_ELEMENTS,
+                 "stage3_prefetch_bucket_size": BUCKET_ELEMENTS}
+    elif lay.zero_stage > 0:
         zero |= {"overlap_comm": True, "contiguous_gradients": True, "reduce_scatter": True,
                  "reduce_bucket_size": BUCKET_ELEMENTS, "allgather_bucket_size": BUCKET_ELEMENTS}
     out = {
