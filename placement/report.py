@@ -86,12 +86,20 @@ BREAKDOWN_HEADER = ["term (s/step)", "total", "exposed", "overlapped"]
 MEMORY_HEADER = ["memory per GPU (GiB)", ""]
 
 
+def optimizer_label(p: Plan) -> str:
+    """The optimizer-state row's label, naming the optimizer priced: placement prices Adam (fp32 master weights and two
+    moments, 12 bytes a parameter, or 8 with BF16 moments) and no other (a user trial: Kimi-K2's Muon run was shown
+    Adam's state with nothing to say so)."""
+    moments = "bf16" if (p.recipe or {}).get("optimizer_state_bf16") else "fp32"
+    return f"optimizer state (Adam: fp32 master + {moments} moments)"
+
+
 def memory_rows(p: Plan) -> list[list[str]]:
     """The memory table's rows (GiB per GPU, as printed)."""
     m = p.memory
     return [
         ["weights", f"{m.weights_bytes / GiB:.1f}"], ["gradients", f"{m.grads_bytes / GiB:.1f}"],
-        ["optimizer state", f"{m.optimizer_bytes / GiB:.1f}"], ["activations", f"{m.activations_bytes / GiB:.1f}"],
+        [optimizer_label(p), f"{m.optimizer_bytes / GiB:.1f}"], ["activations", f"{m.activations_bytes / GiB:.1f}"],
         ["buffers, logits, reserve", f"{m.other_bytes / GiB:.1f}"],
         *([["kept free (--memory-headroom-gib)", f"{p.memory_headroom_bytes / GiB:.1f}"]]
           if p.memory_headroom_bytes else []),

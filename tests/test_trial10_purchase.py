@@ -123,3 +123,11 @@ def test_the_readme_study_table_prints_each_rows_days_as_the_summary_does():
     for point, low, high in bands:  # whole days from 20 days on, one decimal below, as days_text prints them
         whole = float(point.replace(",", "")) >= 20
         assert all(("." not in x) is whole for x in (low, high)), (point, low, high)
+
+
+def test_the_memory_table_names_the_optimizer_priced():
+    """A user trial: a Muon run was shown Adam's optimizer state with nothing to say Adam was assumed."""
+    base = ["plan", "--model", "llama3-8b", "--gpus", "8", "--top-k", "1"]
+    assert "optimizer state (Adam: fp32 master + fp32 moments)" in CliRunner().invoke(main, base).stdout
+    bf16 = CliRunner().invoke(main, [*base, "--optimizer-state-bf16"]).stdout
+    assert "optimizer state (Adam: fp32 master + bf16 moments)" in bf16
