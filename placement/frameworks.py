@@ -243,7 +243,9 @@ CAPABILITIES: dict[str, Capability] = {
                           "output was added to (models/*/model.py)",
         recipe=(("grad_reduce_fp32", True, "torchtitan 0.3.0 reduces gradients in float32: FSDP2's reduce_dtype is "
                                            "training.mixed_precision_reduce, whose only value is float32 "
-                                           "(config/configs.py), and DDP keeps fp32 parameters under autocast"),
+                                           "(config/configs.py), and a job without FSDP is wrapped in it too, with "
+                                           "a shard degree of 1, to install that policy "
+                                           "(models/llama3/parallelize.py apply_fsdp_to_decoder)"),
                 ("fp8_recipe", Fp8Recipe.ROWWISE, "torchtitan 0.3.0's Float8 converters scale row-wise: "
                                                   "Float8LinearConverter's recipe_name is rowwise by default and "
                                                   "has no tensorwise (components/quantization/float8.py:58), "

@@ -36,3 +36,14 @@ def test_its_file_says_it_does_not_start_and_exits_1(tmp_path: Path) -> None:
     assert json.loads(res.stdout)["files_not_starting"] == ["torchtitan.sh"]
     text = (tmp_path / "torchtitan.sh").read_text()
     assert "this file does not start: torchtitan refuses it at start-up" in " ".join(text.replace("#", " ").split())
+
+
+def test_zero_1_as_zero_2_under_a_pipeline_is_said_as_the_pipeline_runs_it(tmp_path: Path) -> None:
+    """A user trial: the header said FSDP2 gathers the weights again every micro-batch and listed
+    reshard_after_backward True, where torch's PipelineStage turns the reshard off until the last backward."""
+    job = ["evaluate", "--model", "llama3-70b", "--cluster", "dgx-h100", "--gpus", "512", "--tp", "8", "--zero", "1",
+           "--mbs", "1", "--recompute", "full", "--emit", "torchtitan"]
+    piped = CliRunner().invoke(main, [*job, "--pp", "4", "--vpp", "5", "--out", str(tmp_path / "pp")])
+    assert "keeps each stage's weights gathered" in piped.stderr and "reshard_after_backward" not in piped.stderr
+    flat = CliRunner().invoke(main, [*job, "--pp", "1", "--out", str(tmp_path / "flat")])
+    assert "reshard_after_backward True (not False)" in flat.stderr

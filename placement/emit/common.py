@@ -284,7 +284,9 @@ _MATTERS = {"checkpoint_sync": lambda lay: lay.recompute == "full",
             "sp_saves_gathered_inputs": lambda lay: lay.tp > 1 and lay.sequence_parallel,
             "tp_async_backward": lambda lay: lay.tp > 1,
             "pipeline_unsharded_grads": lambda lay: lay.pp > 1 and lay.zero_stage >= 2,
-            "reshard_after_backward": lambda lay: lay.zero_stage == 2,
+            # under a pipeline torch's PipelineStage turns FSDP2's reshard off until the last backward
+            # (pipeline_unsharded_grads), so the row prices nothing there
+            "reshard_after_backward": lambda lay: lay.zero_stage == 2 and lay.pp == 1,
             # float32 master weights change what a rank holds except under ZeRO-3, which shards all 16 bytes alike
             "fp32_weights": lambda lay: lay.zero_stage < 3,
             "pipeline_p2p_blocking": lambda lay: lay.pp > 2 or (lay.pp == 2 and lay.vpp == 1),

@@ -224,8 +224,9 @@ def flags(ctx: EmitContext) -> tuple[list[str], list[str]]:
         if lay.zero_stage == 1:
             # under a pipeline torch.distributed.pipelining defers the reduce-scatter to each stage's last backward
             # and keeps the whole float32 gradient until then (the pipeline_unsharded_grads row)
-            how = ("which gathers the weights again every micro-batch and, under the pipeline, keeps each stage's "
-                   "whole float32 gradient until its last backward, then reduce-scatters it" if lay.pp > 1 else
+            how = ("which under the pipeline keeps each stage's weights gathered and its whole float32 gradient "
+                   "from the first micro-batch to the last backward (torch.distributed.pipelining's PipelineStage "
+                   "turns FSDP2's reshard and gradient sync off until then), then reduce-scatters it" if lay.pp > 1 else
                    "which shards the gradients and reduce-scatters them every micro-batch, gathering the weights "
                    "again for each")
             warnings.append(f"torchtitan has no ZeRO-1: emitted as FSDP without resharding after forward (ZeRO-2), "
