@@ -1202,7 +1202,6 @@ def _crossing_findings(c: _Ctx, kinds: list[GroupKind]) -> list[Finding]:
     same_claimed = False  # a finding below already prices placement's map of the same layout as its remedy
     mapped = c.mapped
     levels = mapped.levels
-    b = c.search_batch
     for kind in kinds:
         if kind.name not in ("tp", "cp", "ep"):
             continue
@@ -1226,18 +1225,7 @@ def _crossing_findings(c: _Ctx, kinds: list[GroupKind]) -> list[Finding]:
             alt, how = c.mapped_same_s, "placement's mapping of the same layout"
             same_claimed = True
         else:
-            # the layout change alone: the job's own recompute and recipe, so that what other findings remedy
-            # (recompute, overlaps) is not counted here too
-            degree = getattr(b, {"tp": "tp", "cp": "cp", "ep": "ep"}[kind.name])
-            found = c.best_layout_as_launched(degree <= capacity)
-            kept = "the job's recompute and recipe kept"
-            if found is None:
-                found = c.best_layout_where(degree <= capacity)
-                kept = "with the searched recompute and recipe"
-            alt = None if found is None else found[0]
-            # the layout it prices, named (a user trial: "the best layout with ep <= 8 saves 2.730 s", which?)
-            named = "" if found is None else f"{_layout_words(found[1])}, "
-            how = f"the best layout with {kind.name} <= {capacity} ({named}{kept})"
+            alt, how = _best_within(c, kind.name, capacity)
         cost = c.saving(alt)
         if not over and levels[j].bandwidth_bytes_per_s >= inner.bandwidth_bytes_per_s and cost < 5e-4:
             continue  # the crossing is no slower than staying inside, and nothing is saved: not a finding
@@ -1259,6 +1247,21 @@ def _crossing_findings(c: _Ctx, kinds: list[GroupKind]) -> list[Finding]:
     return out + ([] if same_claimed else _host_order_finding(c, kinds))
 
 
+def _best_within(c: _Ctx, kind: str, limit: int) -> tuple[float | None, str]:
+    """(step, words) of a crossing's remedy: the best searched layout whose groups of `kind` (tp, cp, ep) have at most
+    `limit` ranks, priced with the job's own recompute and recipe, so that what other findings remedy (recompute,
+    overlaps) is not counted here too (else with the searched ones), named (a user trial: "the best layout with ep
+    <= 8 saves 2.730 s", which?)."""
+    keep = getattr(c.search_batch, kind) <= limit
+    found = c.best_layout_as_launched(keep)
+    kept = "the job's recompute and recipe kept"
+    if found is None:
+        found = c.best_layout_where(keep)
+        kept = "with the searched recompute and recipe"
+    named = "" if found is None else f"{_layout_words(found[1])}, "
+    return (None if found is None else found[0]), f"the best layout with {kind} <= {limit} ({named}{kept})"
+
+
 def _in_node_finding(c: _Ctx, kind: GroupKind) -> list[Finding]:
     """A group kind that stays inside its nodes but rings over PCIe or across the CPU sockets where the node's links
     are measured (--node-topo) and some of its GPUs share NVLink: `{kind}_over_pcie`, with the best layout whose groups
@@ -1274,15 +1277,7 @@ def _in_node_finding(c: _Ctx, kind: GroupKind) -> list[Finding]:
     if ring is None or is_nvlink(ring["bandwidth_bytes_per_s"]) or not islands:
         return []
     island = max(islands)
-    degree = getattr(c.search_batch, kind.name)
-    found = c.best_layout_as_launched(degree <= island)
-    kept = "the job's recompute and recipe kept"
-    if found is None:
-        found = c.best_layout_where(degree <= island)
-        kept = "with the searched recompute and recipe"
-    alt = None if found is None else found[0]
-    named = "" if found is None else f"{_layout_words(found[1])}, "
-    how = f"the best layout with {kind.name} <= {island} ({named}{kept})"
+    alt, how = _best_within(c, kind.name, island)
     total_s, exposed_s = _kind_seconds(c.est, kind.name)
     cost = c.saving(alt)
     msg = (f"{kind.name.upper()} groups of {kind.size} ranks stay inside their nodes but ring over {ring['link']}: "
