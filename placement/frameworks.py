@@ -300,7 +300,9 @@ CAPABILITIES: dict[str, Capability] = {
     "deepspeed": Capability(
         "deepspeed", "DeepSpeed 0.19.8", zero_stages=(1, 2, 3), zero_stages_with_pp=(1,), max_vpp=1, max_cp=1,
         max_ep=1, etp="one", even_pipeline=True, hsdp=False, moe_zero_stages=(1, 2),
-        moe_why="no ZeRO-3 (runtime/engine.py: \"Native DeepSpeed MoE is not supported with ZeRO Stage 3\")",
+        moe_why="no ZeRO-3 with its native MoE layers (runtime/engine.py: \"Native DeepSpeed MoE is not supported "
+                "with ZeRO Stage 3. Use AutoEP ...\"; AutoEP, its JSON's `expert_parallel` section, which runs "
+                "with ZeRO-3, placement neither writes nor prices)",
         why="no interleaving, no ring context parallelism, no HSDP, its own expert groups (placement plans "
             "ep 1), stages of equal layers, ZeRO-1 only with pipeline parallelism (PipelineEngine), and "
             "ZeRO-0's all-reduce does not overlap backward",

@@ -311,8 +311,10 @@ def test_zero_3_with_moe_is_warned_as_refused():
     """runtime/engine.py _validate_zero3_moe_compatibility: "Native DeepSpeed MoE is not supported with ZeRO Stage
     3" (deepspeed.initialize fails)."""
     ctx = ctx_for("mixtral-8x7b", 64, (("tp", 1), ("pp", 1), ("cp", 1), ("ep", 8), ("zero_stage", 3)), global_batch=256)
-    assert any(w.startswith("does not start: DeepSpeed refuses ZeRO-3 with its MoE layers")
-               for w in deepspeed.warnings_for(ctx))
+    refused = [w for w in deepspeed.warnings_for(ctx)
+               if w.startswith("does not start: DeepSpeed refuses ZeRO-3 with its native MoE layers")]
+    # ...and names the path DeepSpeed's own message offers, AutoEP, which placement does not write (a user trial)
+    assert refused and "AutoEP, the JSON's `expert_parallel` section" in refused[0]
     dense = ctx_for("llama3-8b", 64, (("tp", 1), ("pp", 1), ("cp", 1), ("zero_stage", 3), ("dp_shard", 64)))
     assert not any("MoE" in w for w in deepspeed.warnings_for(dense))
 

@@ -202,9 +202,12 @@ def warnings_for(ctx: EmitContext) -> list[str]:
                        f"ranks (etp {lay.etp}); its EP all-to-all spans {_hosts_spanned(ctx, ds)} hosts instead of "
                        f"{_hosts_spanned(ctx, ours)}. Plan with etp = tp to match DeepSpeed")
     if ctx.moe and lay.zero_stage == 3:
-        out.append(refusal("DeepSpeed refuses ZeRO-3 with its MoE layers (runtime/engine.py "
-                           "_validate_zero3_moe_compatibility: \"Native DeepSpeed MoE is not supported with ZeRO Stage "
-                           "3\"): deepspeed.initialize fails; plan with --zero 1 or --zero 2"))
+        out.append(refusal("DeepSpeed refuses ZeRO-3 with its native MoE layers, which this file builds (runtime/"
+                           "engine.py _validate_zero3_moe_compatibility: \"Native DeepSpeed MoE is not supported with "
+                           "ZeRO Stage 3. Use AutoEP or choose ZeRO stage 1/2\"): deepspeed.initialize fails; plan "
+                           "with --zero 1 or --zero 2 (DeepSpeed 0.19.8's AutoEP, the JSON's `expert_parallel` "
+                           "section, replaces a model's own MoE layers and runs with ZeRO-3; placement neither writes "
+                           "nor prices it)"))
     if lay.zero_stage == 3 and lay.dp_shard < lay.dp:
         out.append(f"HSDP (shard {lay.dp_shard} of dp {lay.dp}) is not expressed: DeepSpeed 0.19.8 removed MiCS, so "
                    f"ZeRO-3 shards over the whole data-parallel group of {lay.dp}")
