@@ -34,3 +34,16 @@ def test_a_maxtext_config_that_sets_the_ring_is_read_so(tmp_path: Path) -> None:
     assert "cp_comm_type" not in plain.recipe  # the framework row's all_gather applies
     with pytest.raises(InputError, match=r"context_parallel_strategy 'ulysses'.*only on TPUs"):
         maxtext_launch(tmp_path, base + "context_parallel_strategy: ulysses\n")
+
+
+def test_a_per_device_batch_below_one_says_what_maxtext_loads(tmp_path: Path) -> None:
+    """MaxText 0.2.5 loads one sequence per device when per_device_batch_size < 1 and trains on the fraction
+    (configs/types.py calculate_global_batch_sizes); a user trial's file loaded 2,048 sequences to train 64, unsaid."""
+    res = CliRunner().invoke(main, ["evaluate", *JOB, "--emit", "maxtext", "--out", str(tmp_path)])
+    said = [ln for ln in res.stderr.splitlines() if "is below 1" in ln]
+    assert said and "loads one sequence per device (2,048 a step) and trains on 64 of them" in said[0]
+    whole = CliRunner().invoke(main, ["evaluate", "--model", "llama3-8b", "--gpus", "8", "--seq-len", "4096",
+                                      "--global-batch", "64", "--tp", "1", "--zero", "3", "--mbs", "1", "--recompute",
+                                      "full", "--emit", "maxtext", "--out", str(tmp_path / "whole")])
+    assert whole.exit_code in (0, 1), whole.output
+    assert "is below 1" not in whole.stderr

@@ -282,6 +282,12 @@ def batch_keys(ctx: EmitContext) -> tuple[dict[str, object], list[str], str]:
     if Fraction(value) != per_device:
         warnings.append(f"per_device_batch_size {per_device} is not exact in binary: MaxText's "
                         f"int(devices x per_device_batch_size) may train on a slightly different batch")
+    if value < 1.0:  # a user trial: 2,048 sequences loaded to train on 64, unsaid
+        loaded = p.num_gpus * accumulation
+        warnings.append(f"per_device_batch_size {value:g} is below 1: MaxText 0.2.5 loads one sequence per device "
+                        f"({loaded:,} a step) and trains on {p.global_batch:,} of them (configs/types.py "
+                        f"calculate_global_batch_sizes), so its data pipeline reads {loaded / p.global_batch:g}x the "
+                        f"sequences it trains on (not priced: the input pipeline is not in the step)")
     keys = {"per_device_batch_size": value, "gradient_accumulation_steps": accumulation} | keys
     arithmetic = (f"batch: per_device_batch_size {value:g} x {p.num_gpus} devices x gradient_accumulation_steps "
                   f"{accumulation} = {p.global_batch} sequences (the plan's global batch = micro-batch "
