@@ -358,6 +358,17 @@ def test_context_parallel_files_say_what_zero_over_data_alone_holds(tmp_path: Pa
     assert f"{p.memory.optimizer_bytes / 2**30:.1f} GiB more a GPU, {held / 2**30:.1f} of" in text
 
 
+def test_a_zero_3_context_parallel_file_counts_its_weight_shards_too() -> None:
+    """A user trial: a ZeRO-3 cp 4 header gave 7.9 GiB, ZeRO-3 over cp x dp, with no word of what DeepSpeed's ZeRO-3
+    over the 'data' ranks alone holds: weight, gradient and optimizer shards cp times the plan's."""
+    ctx = ctx_for("llama3-8b", 16, (("tp", 1), ("pp", 1), ("cp", 2), ("ep", 1), ("zero_stage", 3), ("dp_shard", 8)))
+    p, runs = ctx.plan, deepspeed.files_run(ctx)
+    extra = p.memory.weights_bytes + p.memory.grads_bytes + p.memory.optimizer_bytes
+    text = next(u for u in runs.unpriced if u.startswith("cp 2"))
+    assert "its weight, gradient and optimizer shards 2x the plan's" in text
+    assert f"{extra / 2**30:.1f} GiB more a GPU, {(p.peak_memory_bytes + extra) / 2**30:.1f} of" in text
+
+
 def test_the_files_carry_the_sequence_the_plan_is_priced_at(tmp_path):
     """A plan at a sequence other than the model's default: ds_topology.py states it (seq_len, for the data loader)
     and the audit reads it back (a user trial: Mixtral at 16384 was audited at 4096, with error findings)."""

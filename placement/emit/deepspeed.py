@@ -363,10 +363,12 @@ def files_run(ctx: EmitContext) -> Runs:
     if lay.cp > 1:  # no ring attention in DeepSpeed: the cost model has no price for what the model code adds
         # ...but the memory of ZeRO over 'data' alone it has: the shards the plan spread over cp x dp ranks are cp
         # times larger (the optimizer state; ZeRO-2's gradients too), a user trial's 77.4 GiB plan holding 83.0
-        shards = "optimizer state" + (" and gradients" if lay.zero_stage >= 2 else "")
-        extra = (lay.cp - 1) * (plan.memory.optimizer_bytes
-                                + (plan.memory.grads_bytes if lay.zero_stage >= 2 else 0.0)) \
-            if lay.zero_stage in (1, 2) else 0.0
+        # (ZeRO-3's weight shards too: a user trial's ZeRO-3 header gave 7.9 GiB where DeepSpeed holds about 11)
+        m = plan.memory
+        shards = {1: "optimizer state", 2: "optimizer state and gradients",
+                  3: "weight, gradient and optimizer shards"}.get(lay.zero_stage, "")
+        extra = (lay.cp - 1) * {1: m.optimizer_bytes, 2: m.optimizer_bytes + m.grads_bytes,
+                                3: m.weights_bytes + m.grads_bytes + m.optimizer_bytes}.get(lay.zero_stage, 0.0)
         held = plan.peak_memory_bytes + extra
         memory = (f": its {shards} {lay.cp}x the plan's, {extra / GiB:.1f} GiB more a GPU, {held / GiB:.1f} of "
                   f"{plan.memory_capacity_bytes / GiB:.1f} GiB"
