@@ -84,21 +84,39 @@ MEGATRON_SKIPPED = re.compile(r"number of (skipped|nan) iterations:\s*(\d+)")
 MEGATRON_BAD_LOSS = re.compile(r"loss:\s*[-+]?(nan|inf)", re.IGNORECASE)
 
 
-def megatron_steps(lines: list[str]) -> tuple[list[tuple[float, int]], list[int]]:
-    """((seconds per iteration, line) of each logged interval, lines left out): a Megatron-LM interval that skipped
-    or NaN'd an iteration (its `number of skipped iterations` / `number of nan iterations`, or a NaN or infinite
-    loss) measured no optimizer step there, so it is no step measurement (a user trial: a log whose every
-    iteration was skipped calibrated the FP8 GEMM efficiency from 0.709 to 0.93)."""
-    kept, dropped = [], []
+MEGATRON_BATCH = re.compile(r"global batch size:\s*(\d+)")
+
+
+def megatron_steps(lines: list[str], batch: int | None = None
+                   ) -> tuple[list[tuple[float, int]], list[int], list[tuple[int, int]]]:
+    """((seconds per iteration, line) of each logged interval, lines left out, (line, batch) of the intervals at
+    another global batch): a Megatron-LM interval that skipped or NaN'd an iteration (its `number of skipped
+    iterations` / `number of nan iterations`, or a NaN or infinite loss) measured no optimizer step there, so it is
+    no step measurement (a user trial: a log whose every iteration was skipped calibrated the FP8 GEMM efficiency
+    from 0.709 to 0.93); and one whose printed `global batch size` is not `batch` (the run's, from its arguments)
+    ran a batch ramp-up step (`--rampup-batch-size`), a smaller step than the run's (a user trial: ramp-up steps
+    priced at the full batch fitted the FP8 GEMM efficiency at 0.945)."""
+    kept, dropped, ramp = [], [], []
     for n, line in enumerate(lines, 1):
         m = ITERATION_TIME.search(line)
         if not m:
             continue
-        if any(int(c) > 0 for _, c in MEGATRON_SKIPPED.findall(line)) or MEGATRON_BAD_LOSS.search(line):
+        printed = MEGATRON_BATCH.search(line)
+        if batch is not None and printed and int(printed.group(1)) != batch:
+            ramp.append((n, int(printed.group(1))))
+        elif any(int(c) > 0 for _, c in MEGATRON_SKIPPED.findall(line)) or MEGATRON_BAD_LOSS.search(line):
             dropped.append(n)
         else:
             kept.append((float(m.group(1)) / 1e3, n))
-    return kept, dropped
+    return kept, dropped, ramp
+
+
+def _ramp_note(ramp: list[tuple[int, int]], batch: int) -> str:
+    if not ramp:
+        return ""
+    sizes = sorted({b for _, b in ramp})
+    return (f"; {len(ramp)} logged interval(s) at another global batch than the run's {batch} left out (a batch "
+            f"ramp-up, {sizes[0]}-{sizes[-1]}, lines {ramp[0][0]}-{ramp[-1][0]}): their steps are another job's")
 
 
 def _dropped_note(dropped: list[int]) -> str:
@@ -123,11 +141,12 @@ def log_step_time(path: Path, lines: list[str], global_batch: int, seq_len: int,
                   ) -> tuple[float, str]:
     """(seconds per step, where) from a torchtitan or Megatron-LM log's lines (`read_log_lines`): the median after
     the first logged step."""
-    mega, dropped = megatron_steps(lines)
-    if dropped and len(mega) < 2:
+    mega, dropped, ramp = megatron_steps(lines, global_batch)
+    if (dropped or ramp) and len(mega) < 2:
         raise InputError(f"training log `{path}`: {len(mega)} logged Megatron interval(s) without skipped or NaN "
-                         f"iterations{_dropped_note(dropped)}; the step time needs at least two, the first being "
-                         f"start-up: give a log of a healthy run")
+                         f"iterations at the run's global batch {global_batch}{_dropped_note(dropped)}"
+                         f"{_ramp_note(ramp, global_batch)}; the step time needs at least two, the first being "
+                         f"start-up: give a log of a healthy run past any batch ramp-up")
     titan = [(global_batch * seq_len / (float(m.group(2).replace(",", "")) * num_gpus), n)
              for n, x in enumerate(lines, 1) if (m := TORCHTITAN_STEP.search(x)) and m.group(2) != "0"]
     found = mega or titan
@@ -138,7 +157,8 @@ def log_step_time(path: Path, lines: list[str], global_batch: int, seq_len: int,
     kept = found[1:]
     how = "" if mega else f" (global batch {global_batch} x seq {seq_len} / (tps x {num_gpus} GPUs))"
     return (statistics.median(t for t, _ in kept),
-            f"{path}:{kept[0][1]}-{kept[-1][1]}, median of {len(kept)}{how}{_dropped_note(dropped if mega else [])}")
+            f"{path}:{kept[0][1]}-{kept[-1][1]}, median of {len(kept)}{how}{_dropped_note(dropped if mega else [])}"
+            f"{_ramp_note(ramp if mega else [], global_batch)}")
 
 
 def _run(entry_id: str, where: str, cluster: str, model: ModelSpec, model_ref: str, num_gpus: int, seq_len: int,
@@ -295,23 +315,25 @@ def read_megatron_log(path: Path, cluster: str, text: str) -> StepRun:
     lines = text.splitlines()
     args = megatron_arguments(path, lines)
     model = model_from_megatron(args, path)
-    times, dropped = megatron_steps(lines)
+    launch = refuse_unrunnable(parse_launch([path], "megatron"))
+    batch = launch.global_batch or need_batch(args, path)
+    times, dropped, ramp = megatron_steps(lines, batch)
     if len(times) < 2:
-        raise InputError(f"{path}: {len(times)} usable `elapsed time per iteration (ms)` line(s)"
-                         f"{_dropped_note(dropped)}; "
-                         f"the step time needs at least two logged iterations (the first is start-up)")
+        raise InputError(f"{path}: {len(times)} usable `elapsed time per iteration (ms)` line(s) at the run's global "
+                         f"batch {batch}{_dropped_note(dropped)}{_ramp_note(ramp, batch)}; the step time needs at "
+                         f"least two logged iterations (the first is start-up): give a log past any batch ramp-up")
     kept = times[1:]
     step_s = statistics.median(t for t, _ in kept)
-    launch = refuse_unrunnable(parse_launch([path], "megatron"))
     world = _int(args, "world_size", path) or launch.world_size
     if world is None:
         raise InputError(f"{path}: the arguments block has no world_size; the GPU count is unknown")
     layout = resolve_layout(launch, model, world)
     recipe, _ = launch_recipe(launch, model, layout)
-    where = f"{path}:{kept[0][1]}-{kept[-1][1]} (median of {len(kept)} iterations{_dropped_note(dropped)})"
+    where = (f"{path}:{kept[0][1]}-{kept[-1][1]} (median of {len(kept)} iterations{_dropped_note(dropped)}"
+             f"{_ramp_note(ramp, batch)})")
     precision = Precision(launch.precision or "bf16")
     return _run(path.name, where, cluster, model, str(path), world, launch.seq_len or model.default_seq_len,
-                launch.global_batch or need_batch(args, path), precision,
+                batch, precision,
                 layout.model_dump(mode="json", exclude_none=True), recipe, step_s)
 
 
