@@ -228,3 +228,15 @@ def test_a_model_sequence_other_than_the_finetuning_datasets_does_not_start(tmp_
         parse_launch([path])
     path.write_text(path.read_text().replace("seq_length: 4096", "seq_length: 16384"))
     assert parse_launch([path]).seq_len == 16384
+
+
+def test_a_saved_sections_fp4_is_said_as_not_priced(tmp_path: Path) -> None:
+    """A user trial: a saved NVFP4 config (its mixed_precision section's fp4: e2m1, fp4_recipe: nvfp4) was read as
+    plain BF16 with nothing said; a recipe name that means NVFP4 was already said."""
+    text = OSS.read_text(encoding="utf-8")
+    assert "  fp4: null\n  fp4_recipe: nvfp4\n" in text
+    path = tmp_path / "nvfp4.yaml"
+    path.write_text(text.replace("  fp4: null\n  fp4_recipe: nvfp4\n", "  fp4: e2m1\n  fp4_recipe: nvfp4\n", 1))
+    said = [x for x in parse_launch([path]).ignored if x.startswith("mixed_precision fp4")]
+    assert said and "e2m1 (nvfp4): FP4 GEMMs, not modelled: priced as bf16" in said[0]
+    assert not any(x.startswith("mixed_precision fp4") for x in parse_launch([OSS]).ignored)  # fp4: null

@@ -1529,7 +1529,13 @@ def _bridge_recipe(keys: dict[str, tuple[Any, str]], s: Settings) -> None:
             raise InputError(f"{nev}: mixed_precision {named!r} is no Megatron-Bridge recipe "
                              f"(get_mixed_precision_config refuses it); give one of {', '.join(known)}, or a "
                              f"mixed_precision section")
-    elif s.value("precision", "") == "fp8":
+    else:
+        fp4, fev = _bridge_value(keys, "fp4")
+        if fp4 not in (None, False, "null", "None"):  # a saved section's fp4 (a user trial: e2m1 read as plain BF16)
+            recipe4, _ = _bridge_value(keys, "fp4_recipe")
+            s.ignored.append(f"mixed_precision fp4 {fp4}{f' ({recipe4})' if recipe4 else ''}: FP4 GEMMs, not "
+                             f"modelled: priced as {s.value('precision', 'bf16')} ({fev})")
+    if not isinstance(named, str) and s.value("precision", "") == "fp8":
         recipe, ev = _bridge_value(keys, "fp8_recipe")
         if recipe is not None:
             if recipe not in _BRIDGE_FP8_RECIPES:
