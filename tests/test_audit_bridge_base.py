@@ -87,3 +87,23 @@ def test_a_performance_matrix_file_is_refused(tmp_path):
                                        "--gpus", "8", "--framework", "megatron"])
     assert result.exit_code == 2 and "a Megatron-Bridge performance-matrix file (top-level `perf_matrix:`" in \
         result.output and "saved run_config.yaml" in result.output
+
+
+def test_the_bridge_performance_launcher_is_refused_not_read_as_empty(tmp_path) -> None:
+    """A user trial: `setup_experiment.py ... -tp 4 -pp 4 -cp 2 -vp 5 -gb 256` under --framework megatron priced tp 1
+    with the model's default batch, its flags neither read nor listed; without --framework, "cannot tell"."""
+    script = tmp_path / "run_perf.sh"
+    script.write_text("uv run python scripts/performance/setup_experiment.py --gpu h100 --model_family_name llama "
+                      "--model_recipe_name llama3_70b --compute_dtype bf16 -ng 64 -tp 4 -pp 4 -cp 2 -vp 5 -gb 256 "
+                      "-mb 1 model.recompute_granularity=selective\n")
+    for extra in ([], ["--framework", "megatron"]):
+        res = CliRunner().invoke(main, ["audit", "--launch", str(script), "--model", "llama3-70b", "--cluster",
+                                        "dgx-h100", "--gpus", "64", *extra])
+        assert res.exit_code == 2, res.output
+        assert "is Megatron-Bridge's performance launcher" in res.stderr and "run_config.yaml" in res.stderr
+    # scripts/training/run_recipe.py takes Hydra overrides, which are read
+    ok = tmp_path / "train.sh"
+    ok.write_text("torchrun --nproc_per_node 8 scripts/training/run_recipe.py train.global_batch_size=128\n")
+    res = CliRunner().invoke(main, ["audit", "--launch", str(ok), "--model", "llama3-8b", "--cluster", "dgx-h100",
+                                    "--gpus", "8"])
+    assert "performance launcher" not in res.output

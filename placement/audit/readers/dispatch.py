@@ -25,6 +25,13 @@ from placement.frameworks import CAPABILITIES
 from placement.loaders.files import parse_yaml, read_text
 
 
+def bridge_perf_launcher(word: str) -> bool:
+    """A Megatron-Bridge scripts/performance launcher (setup_experiment.py, run_script.py, run_recipe.py there, all
+    parse_cli_args): a run built from its own flags and per-system recipes.  scripts/training/run_recipe.py takes
+    Hydra overrides, which are read."""
+    return word.rsplit("/", 1)[-1] == "setup_experiment.py" or "scripts/performance/" in word
+
+
 def file_kind(path: Path) -> str:
     """toml | json | yaml | python | hostfile | megatron-log | devices-by-host | script."""
     suffix = path.suffix.lower()
@@ -105,7 +112,7 @@ _FRAMEWORK_MARKS = (
     ("megatron-deepspeed", r"--deepspeed_config|--deepspeed-config|\bdeepspeed(\.pt)?\s"),
     ("megatron", r"--tensor-model-parallel-size|--pipeline-model-parallel-size|--micro-batch-size|--num-layers\b|"
                  r"pretrain_gpt|--model-parallel-size|\bmodel\.tensor_model_parallel_size=|"
-                 r"\btrain\.global_batch_size="),
+                 r"\btrain\.global_batch_size=|setup_experiment\.py|scripts/performance/\S+\.py"),
 )
 """Each framework's flags and entry points in a script, in the order they are tried (a Megatron-DeepSpeed script
 has Megatron's flags too)."""
@@ -417,6 +424,15 @@ def read_file(path: Path, fw: str) -> Settings:
                     f"config), with what this file exports written into it, since {SCOPE}") if inner else ""
             raise InputError(f"{path}: no launch command (torchrun, deepspeed, python ... .py) and not an argument "
                              f"list{runs}; expected a launch script or a file of --flag value arguments")
+    perf = next((w for w in ((launch.entry, *args) if launches else args) if bridge_perf_launcher(w.text)), None)
+    if perf is not None:
+        # a user trial: its -tp 4 -pp 4 -cp 2 -vp 5 -gb 256 were neither read nor listed, and the job priced at tp 1
+        raise InputError(f"{perf.site.path}:{perf.site.line}: {perf.text} is Megatron-Bridge's performance launcher, "
+                         f"which builds the run from its own flags (-tp, -pp, -cp, -vp, -ep, -gb, -mb, "
+                         f"--compute_dtype, ...) over a per-system recipe in Python (scripts/performance/"
+                         f"argument_parser.py, configs/), none of which placement reads; audit the run's saved "
+                         f"ConfigContainer (its run_config.yaml, or the launcher's --dryrun config), or give the "
+                         f"layout as flags to `placement evaluate`")
     if fw == "torchtitan":
         s.keys = torchtitan.flags(args, s.key_sites)
         s.override = True
