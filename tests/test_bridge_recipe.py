@@ -240,3 +240,27 @@ def test_a_saved_sections_fp4_is_said_as_not_priced(tmp_path: Path) -> None:
     said = [x for x in parse_launch([path]).ignored if x.startswith("mixed_precision fp4")]
     assert said and "e2m1 (nvfp4): FP4 GEMMs, not modelled: priced as bf16" in said[0]
     assert not any(x.startswith("mixed_precision fp4") for x in parse_launch([OSS]).ignored)  # fp4: null
+
+
+def test_a_pipeline_layout_written_as_a_list_is_read_and_priced(tmp_path: Path) -> None:
+    """Megatron-Bridge writes DeepSeek-V3's layout as a list of stages, each a list of layer names
+    (recipes/deepseek/deepseek_v3.py), which Megatron-Core takes too; a user trial's saved config was refused, its
+    list parsed as text ("unknown characters '[', ']'")."""
+    from placement.audit.readers.megatron import layout_text
+
+    stages = [["embedding", "decoder", "decoder"], ["decoder", "decoder"], ["decoder", "mtp", "loss"]]
+    assert layout_text(stages, "x") == "Ett|tt|tmL"
+    assert layout_text("Et*2|tt|tmL", "x") == "Et*2|tt|tmL"
+    with pytest.raises(InputError, match="names encoder, which placement does not price"):
+        layout_text([["encoder", "decoder"]], "x")
+    cfg = _cfg(L70)
+    cfg["model"]["pipeline_model_parallel_size"] = 2
+    cfg["model"]["virtual_pipeline_model_parallel_size"] = None
+    half = cfg["model"]["num_layers"] // 2
+    cfg["model"]["pipeline_model_parallel_layout"] = [["embedding", *["decoder"] * half],
+                                                     [*["decoder"] * half, "loss"]]
+    path = tmp_path / "listed.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    lay = parse_launch([path])
+    assert lay.recipe["pipeline_layout"] == f"E{'t' * half}|{'t' * half}L"
+    assert (lay.first_stage_layers, lay.last_stage_layers) == (half, half)

@@ -1286,6 +1286,28 @@ def _yaml_evidence(path: Path, lines: list[str], section: str | None, key: str) 
     return f"{path}: {section}.{key}" if section else f"{path}: {key}"
 
 
+LAYER_LETTERS = {"embedding": "E", "decoder": "t", "mtp": "m", "loss": "L"}
+"""Megatron-Core's LayerType names as its layout string spells them (transformer/pipeline_parallel_layer_layout.py
+parse_str_to_list); `encoder` has no letter there and is not priced."""
+
+
+def layout_text(layout: Any, ev: str | None) -> str:
+    """A pipeline layout as Megatron-Core's string form: a string as it is, or the list of stages (each a list of
+    LayerType names) that Megatron-Bridge writes (recipes/deepseek/deepseek_v3.py) and PipelineParallelLayerLayout
+    takes too (core_v0.19.0), joined as `Et*4|...`-style text, one letter a layer and `|` between stages (a user trial:
+    the list's Python repr was parsed as text, "unknown characters '[', ']', ...")."""
+    if isinstance(layout, str):
+        return layout
+    if not isinstance(layout, list) or not all(isinstance(row, list) for row in layout):
+        raise InputError(f"{ev}: pipeline_model_parallel_layout must be a string or a list of stages, each a list "
+                         f"of layer names (embedding, decoder, mtp, loss), got {layout!r}")
+    bad = sorted({str(x) for row in layout for x in row if str(x).strip().lower() not in LAYER_LETTERS})
+    if bad:
+        raise InputError(f"{ev}: pipeline_model_parallel_layout names {', '.join(bad)}, which placement does not price "
+                         f"(Megatron-Core's layer types it reads: {', '.join(LAYER_LETTERS)})")
+    return "|".join("".join(LAYER_LETTERS[str(x).strip().lower()] for x in row) for row in layout)
+
+
 def bridge_settings(keys: dict[str, tuple[Any, str]], s: Settings) -> None:
     """The layout, batch, sharding and precision fields of Megatron-Bridge keys (YAML or Hydra overrides)."""
     s.bridge = True
@@ -1311,8 +1333,10 @@ def bridge_settings(keys: dict[str, tuple[Any, str]], s: Settings) -> None:
             raise InputError(f"{ev}: model.recompute_granularity must be full, selective or null, got {rg!r}")
         s.put("recompute", rg, ev)
     layout, ev = keys.get("model.pipeline_model_parallel_layout", (None, None))
-    if layout is not None:
-        s.put("pp_layout", str(layout), ev)
+    if layout is not None:  # priced as stated, as Megatron-LM's --pipeline-model-parallel-layout is
+        text = layout_text(layout, ev)
+        s.put("pp_layout", text, ev)
+        s.put("recipe.pipeline_layout", text, ev)
     fsdp = next(((k, keys[k]) for k in ("ddp.use_megatron_fsdp", "dist.use_megatron_fsdp", "dist.use_torch_fsdp2")
                  if keys.get(k, (None,))[0] is True), None)
     if fsdp is not None:
