@@ -215,7 +215,8 @@ def test_real_published_launch_files_are_audited(files, model, cluster):
 
 def test_bridge_recipe_degrees_reach_the_estimate():
     """Megatron-Bridge's DeepSeek-V3 H100 FP8 recipe (a ConfigContainer dump): TP 2, PP 8, VPP 4, EP 64 and
-    its own first/last stage layout, which the audit says it models with placement's split."""
+    its own first/last stage layout, which the audit prices as stated (its pipeline_model_parallel_layout), as it
+    does Megatron-LM's --pipeline-model-parallel-layout."""
     path = AUDIT / "bridge" / "deepseek_v3_pretrain_h100_fp8_sc_v1.yaml"
     text = path.read_text()
     for key in ("tensor_model_parallel_size: 2", "pipeline_model_parallel_size: 8", "expert_model_parallel_size: 64"):
@@ -226,7 +227,9 @@ def test_bridge_recipe_degrees_reach_the_estimate():
     assert data["estimate"]["precision"] == "fp8"
     kinds = {f["kind"] for f in data["findings"]}
     assert "ep_crosses_node" in kinds  # 64-way EP cannot stay inside an 8-GPU node
-    assert "stage_split_differs" in kinds
+    assert data["estimate"]["recipe"]["pipeline_layout"] == "Et|(tt|)*30mL"
+    assert "pipeline_model_parallel_layout" in data["estimate"]["recipe_sources"]["pipeline_layout"]
+    assert "stage_split_differs" not in kinds  # the stated split is the one priced
 
 
 def test_gpt3_script_degrees_reach_the_estimate():

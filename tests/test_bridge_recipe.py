@@ -264,3 +264,16 @@ def test_a_pipeline_layout_written_as_a_list_is_read_and_priced(tmp_path: Path) 
     lay = parse_launch([path])
     assert lay.recipe["pipeline_layout"] == f"E{'t' * half}|{'t' * half}L"
     assert (lay.first_stage_layers, lay.last_stage_layers) == (half, half)
+
+
+def test_packed_sequences_keep_the_best_plan_at_micro_batch_1() -> None:
+    """Megatron-Bridge refuses a micro-batch above 1 with packed sequences (training/config.py:1194-1212); a user
+    trial's audit of a packed SFT config proposed micro-batch 2."""
+    lay = parse_launch([L70])
+    assert lay.micro_batch_one and "packed sequences" in lay.micro_batch_one
+    res = CliRunner().invoke(main, ["audit", "--launch", str(L70), "--model", "llama3-70b", "--cluster", "gb200-nvl72",
+                                    "--gpus", "32", "--json"])
+    assert res.exit_code in (0, 1), res.output
+    best = json.loads(res.stdout)["best"]
+    assert best["layout"]["micro_batch_size"] == 1
+    assert parse_launch([OSS]).micro_batch_one is None  # no packing

@@ -2039,6 +2039,8 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
         space = neox_space(space, launch, model)
     if launch.dialect == "hf-trainer":
         space = hf_trainer_space(space, layout)
+    if launch.micro_batch_one:  # the framework's own limit on the job's data (packed sequences)
+        space = dataclasses.replace(space, fixed={**space.fixed, "micro_batch_size": 1})
     keep_engine = stays_on_megatron_deepspeed(launch, model)
     if keep_engine:
         space = megatron_deepspeed_space(space, layout)

@@ -685,6 +685,7 @@ def merge(groups: list[Settings]) -> Settings:
         out.unknown_keys += g.unknown_keys
         out.megatron_deepspeed = out.megatron_deepspeed or g.megatron_deepspeed
         out.pipeline_module = g.pipeline_module or out.pipeline_module
+        out.micro_batch_one = g.micro_batch_one or out.micro_batch_one
         out.offloaded = tuple(dict.fromkeys((*out.offloaded, *g.offloaded)))
         out.json_sync = g.json_sync or out.json_sync
         out.hf_trainer = g.hf_trainer or out.hf_trainer

@@ -1405,6 +1405,9 @@ def bridge_settings(keys: dict[str, tuple[Any, str]], s: Settings) -> None:
         s.ignored.append(f"model.cpu_offloading: activation/weight offload to CPU ({ev})")
     packed, pev = keys.get("dataset.packed_sequence_specs", (None, None))
     if isinstance(packed, dict) and packed.get("packed_sequence_size"):
+        # Megatron-Bridge refuses a micro-batch above 1 with packed sequences (training/config.py:1194-1212): the
+        # best plan keeps 1 (a user trial's was micro-batch 2)
+        s.micro_batch_one = f"{pev} (packed sequences: Megatron-Bridge runs micro-batch 1 only)"
         s.ignored.append(f"dataset.packed_sequence_specs: packed sequences of {packed['packed_sequence_size']} "
                          f"tokens, each sample attending only to itself (THD); attention is priced as one causal "
                          f"sequence of the whole length, more than the packed samples run ({pev})")

@@ -185,6 +185,9 @@ class LaunchLayout(Frozen):
     pipeline_module: str | None = None
     """Evidence that a Megatron-DeepSpeed job builds its model as a PipelineModule (--deepspeed without
     --no-pipeline-parallel): a best plan under ZeRO-2/3 must add --no-pipeline-parallel."""
+    micro_batch_one: str | None = None
+    """Why the job's framework runs micro-batch 1 only (Megatron-Bridge with packed sequences: training/config.py
+    refuses a larger one): the best plan keeps it."""
     offloaded: tuple[str, ...] = ()
     """ZeRO's offloads the files turn on (`offload_optimizer`, `offload_param`): the state they move lives in host
     memory, which the estimate's GPU memory does not subtract (audit's memory finding does)."""
@@ -359,6 +362,8 @@ class Reading:
     """LaunchLayout.offloaded."""
     megatron_deepspeed: bool = False
     """LaunchLayout.megatron_deepspeed."""
+    micro_batch_one: str | None = None
+    """LaunchLayout.micro_batch_one."""
 
     def launch_layout(self) -> LaunchLayout:
         """The validated LaunchLayout; an InputError names each value out of range with its evidence."""
@@ -372,7 +377,8 @@ class Reading:
                                 bridge_keys=self.bridge_keys, base_config=self.base_config,
                                 warnings=self.warnings, refusal=self.refusal,
                                 pipeline_module=self.pipeline_module, offloaded=self.offloaded,
-                                megatron_deepspeed=self.megatron_deepspeed, **fields)
+                                megatron_deepspeed=self.megatron_deepspeed, micro_batch_one=self.micro_batch_one,
+                                **fields)
         except ValueError as err:  # pydantic ValidationError: a value out of range
             bad = "; ".join(f"{'.'.join(str(x) for x in e['loc'])} = {e.get('input')!r} "
                             f"({self.sources.get(str(e['loc'][0]), '')}): {e['msg']}"
@@ -458,6 +464,8 @@ class Settings:
     PipelineEngine: --deepspeed with the Megatron-DeepSpeed layout flags and no --no-pipeline-parallel."""
     offloaded: tuple[str, ...] = ()
     """ZeRO's offloads the files turn on (`offload_optimizer`, `offload_param`)."""
+    micro_batch_one: str | None = None
+    """Why the framework runs micro-batch 1 only (LaunchLayout.micro_batch_one)."""
     neox: bool = False
     """A GPT-NeoX config is among the files: its own arguments decide DeepSpeed's checkpointing settings."""
     config_keys: dict[str, str] = field(default_factory=dict)
@@ -555,4 +563,5 @@ class Settings:
                        tuple(self.unknown_keys),
                        dict(self.config_spelling), self.torchtitan_form, dict(self.torchtitan_stated),
                        dict(self.bridge_keys), None if self.bridge_full else self.base_config, tuple(self.warnings),
-                       self.refusal, self.pipeline_module, tuple(self.offloaded), self.megatron_deepspeed)
+                       self.refusal, self.pipeline_module, tuple(self.offloaded), self.megatron_deepspeed,
+                       self.micro_batch_one)
