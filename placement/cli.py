@@ -1328,7 +1328,7 @@ def audit(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, p
                                    node_type, cluster_graph, oversubscription, node_topo, segment, memory_headroom_gib,
                                    used)
     if real:
-        _check_per_host(launch, topo, node_type)
+        _check_per_host(launch, topo)
         _check_world_size(launch, topo, nodelist, cluster_graph)
     fixed = files_global_batch(launch, topo.num_gpus)  # the files' own batch wins over the catalog default
     if fixed is not None and fixed[0] != train.global_batch:
@@ -1507,7 +1507,7 @@ def _rings(rings: dict[int, float], source: str | None) -> str:
     return f"rings {', '.join(parts)} per GPU (raw link rate, --node-topo {source})"
 
 
-def _check_per_host(launch, topo: Topology, node_type: tuple[str, ...] | str | None) -> None:
+def _check_per_host(launch, topo: Topology) -> None:
     """On a real allocation the processes the launch files start per node must be its hosts' GPUs: more start ranks
     with no GPU of their own (a user trial: Megatron-LM's Mixtral example, `torchrun --nproc_per_node 8`, on GB200
     trays of 4 GPUs was priced as 4 ranks per tray; Megatron's `torch.cuda.set_device(local_rank)` fails for local

@@ -367,10 +367,14 @@ def files_run(ctx: EmitContext) -> Runs:
         m = plan.memory
         shards = {1: "optimizer state", 2: "optimizer state and gradients",
                   3: "weight, gradient and optimizer shards"}.get(lay.zero_stage, "")
-        extra = (lay.cp - 1) * {1: m.optimizer_bytes, 2: m.optimizer_bytes + m.grads_bytes,
-                                3: m.weights_bytes + m.grads_bytes + m.optimizer_bytes}.get(lay.zero_stage, 0.0)
+        # the plan's shard group is cp x dp (ZeRO-3: cp x dp_shard, HSDP), DeepSpeed's the dp 'data' ranks
+        group = lay.cp * ((lay.dp_shard or lay.dp) if lay.zero_stage == 3 else lay.dp)
+        factor = group / lay.dp
+        extra = max(factor - 1.0, 0.0) * {1: m.optimizer_bytes, 2: m.optimizer_bytes + m.grads_bytes,
+                                          3: m.weights_bytes + m.grads_bytes + m.optimizer_bytes}.get(lay.zero_stage,
+                                                                                                      0.0)
         held = plan.peak_memory_bytes + extra
-        memory = (f": its {shards} {lay.cp}x the plan's, {extra / GiB:.1f} GiB more a GPU, {held / GiB:.1f} of "
+        memory = (f": its {shards} {factor:g}x the plan's, {extra / GiB:.1f} GiB more a GPU, {held / GiB:.1f} of "
                   f"{plan.memory_capacity_bytes / GiB:.1f} GiB"
                   + (f" {OVER_CAPACITY}" if held > plan.memory_capacity_bytes else "")) if extra else ""
         runs.unpriced.append(f"cp {lay.cp} only as your model code's ring attention, with ZeRO over the {lay.dp} "
