@@ -39,8 +39,18 @@ def model_names() -> list[str]:
     return _names(catalog_root() / "models")
 
 
+def clusters_folder() -> Path:
+    return catalog_root() / "hardware" / "clusters"
+
+
 def cluster_names() -> list[str]:
-    return _names(catalog_root() / "hardware" / "clusters")
+    return _names(clusters_folder())
+
+
+def cluster_file(ref: str) -> str:
+    """The YAML file a --cluster value names: the catalog's file of that name (load_cluster's), or the path given."""
+    path = clusters_folder() / f"{ref}.yaml"
+    return str(path) if _is_file(path) else ref
 
 
 def accelerator_names() -> list[str]:
@@ -141,4 +151,4 @@ def load_cluster(ref: str, field: str = "--cluster") -> ClusterSpec:
             raise InputError(f"{path}: field `accelerator` = {cluster.accelerator!r}: "
                              f"{_no_accelerator(cluster.accelerator)}")
         return cluster
-    return _by_name(ref, catalog_root() / "hardware" / "clusters", ClusterSpec, "cluster", field)
+    return _by_name(ref, clusters_folder(), ClusterSpec, "cluster", field)

@@ -20,7 +20,15 @@ import click
 from pydantic import ValidationError
 
 from placement import __version__
-from placement.catalog import accelerator_names, cluster_names, load_accelerator, load_cluster, load_model, model_names
+from placement.catalog import (
+    accelerator_names,
+    cluster_file,
+    cluster_names,
+    load_accelerator,
+    load_cluster,
+    load_model,
+    model_names,
+)
 from placement.errors import InputError, PlacementInfeasible
 from placement.frameworks import CAPABILITIES, check_precision, model_as_run
 from placement.loaders.errors import format_validation_error
@@ -466,14 +474,6 @@ def _positive(name: str, value: int | None) -> None:
         raise InputError(f"{name} {value}: must be a positive integer")
 
 
-def _cluster_file(cluster_ref: str) -> str:
-    """The YAML file a --cluster value names: the catalog's file of that name, or the path given."""
-    from placement.catalog import catalog_root
-
-    path = catalog_root() / "hardware" / "clusters" / f"{cluster_ref}.yaml"
-    return str(path) if path.exists() else cluster_ref
-
-
 def build_topology(cluster_ref, gpus, nodes, slurm_topology, nodelist, node_type, cluster_graph,
                    oversubscription, segment=None, gpus_used_per_node: int | None = None) -> Topology:
     """A catalog cluster at a size, or a real allocation (SLURM topology + host list, or a graph); on a catalog
@@ -484,7 +484,7 @@ def build_topology(cluster_ref, gpus, nodes, slurm_topology, nodelist, node_type
                             ("--oversubscription", oversubscription)):
             if value is not None:
                 # a user trial's purchase what-if (`--cluster dgx-h100 --oversubscription 4`) was told no way to run it
-                what_if = (f"; on a catalog cluster, copy its file ({_cluster_file(cluster_ref)}) with "
+                what_if = (f"; on a catalog cluster, copy its file ({cluster_file(cluster_ref)}) with "
                            f"tiers[0].oversubscription: {value:g} and pass it as --cluster FILE, or sweep it (a "
                            f"design's `oversubscription: {value:g}`, or `placement sweep FILE --set "
                            f"oversubscription={value:g}`)" if flag == "--oversubscription" else "")
@@ -1223,7 +1223,7 @@ def sweep(sweep_file, out_dir, executor, workers, no_cache, as_json, no_plots, s
     if as_json:
         click.echo(json.dumps(document))
     else:
-        click.echo(summary(result.rows, spec.currency, spec, tuple(sets)))
+        click.echo(summary(result.rows, spec.currency, spec, document["network_sources"]))
         _echo_calibration()
     if not any(r["status"] == "ok" for r in result.rows):
         _fail(EXIT_INFEASIBLE, f"sweep {spec.name}: no cell has a plan (every design x workload is infeasible; "
@@ -1576,26 +1576,13 @@ def _job_sources(launch, ctx: click.Context, topo, train, model, real: bool) -> 
               f"cluster {topo.cluster.name}'s catalog file",
               f"--oversubscription {ctx.params['oversubscription']:g}" if given("oversubscription") else
               f"oversubscription from cluster {topo.cluster.name}'s file (--oversubscription changes it)"]
-    speeds = _link_speeds(ctx.params["slurm_topology"]) if given("slurm_topology") else None
-    if speeds:
-        origin.append(speeds)
+    if topo.link_speeds:
+        # what the topology file's LinkSpeed= values are to the price: read, not used (a user trial found them
+        # dropped without a word); SLURM gives them no unit and uses them for nothing but its own reports
+        origin.append(f"its LinkSpeed= values ({', '.join(map(str, topo.link_speeds))}) seen, not priced: SLURM gives "
+                      f"them no unit; --oversubscription or the node type's tiers set what a switch level carries")
     out["fabric"] = f"{tiers} ({'; '.join(origin)})"
     return out
-
-
-def _link_speeds(path: str) -> str | None:
-    """What the topology file's `LinkSpeed=` values are to the price: read, not used (a user trial found them dropped
-    without a word).  SLURM gives them no unit and uses them for nothing but its own reports; the tiers' bandwidth is
-    the node type's NIC rate and its oversubscription."""
-    from placement.loaders.slurm import SlurmTree, parse_topology_conf
-
-    tree = parse_topology_conf(Path(path))
-    speeds = sorted({sw.link_speed for sw in tree.switches if sw.link_speed is not None}) \
-        if isinstance(tree, SlurmTree) else []
-    if not speeds:
-        return None
-    return (f"its LinkSpeed= values ({', '.join(map(str, speeds))}) seen, not priced: SLURM gives them no unit; "
-            f"--oversubscription or the node type's tiers set what a switch level carries")
 
 
 @main.command()

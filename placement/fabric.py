@@ -78,7 +78,9 @@ def topology_from_slurm(conf: SlurmTree | SlurmBlocks, hosts: Sequence[str], clu
             f"--segment {segment_nodes}: {conf.source} is a topology/tree file, and SLURM's --segment is a "
             f"topology/block option; give the block-plugin topology.conf (BlockName= lines) or drop --segment"
         )
-    return _from_tree(conf, hosts, cluster, accelerator, oversubscription)
+    topo = _from_tree(conf, hosts, cluster, accelerator, oversubscription)
+    topo.link_speeds = tuple(sorted({sw.link_speed for sw in conf.switches if sw.link_speed is not None}))
+    return topo
 
 
 def _from_tree(conf: SlurmTree, hosts: Sequence[str], cluster: ClusterSpec, accelerator: AcceleratorSpec,

@@ -200,9 +200,12 @@ class Topology:
         self.gpu_of_rank: np.ndarray | None = None
         self.node_layout: NodeLayout | None = None
         self.node_topo_source: str | None = None
+        """The `nvidia-smi topo -m` file the in-node links come from (`with_node_topo`), else None."""
         self.node_topo_note: str | None = None
         """Where the --node-topo matrix contradicts the node type's scale-up fabric (`_node_topo_note`)."""
-        """The `nvidia-smi topo -m` file the in-node links come from (`with_node_topo`), else None."""
+        self.link_speeds: tuple[int, ...] = ()
+        """The `LinkSpeed=` values of the SLURM tree topology.conf a real allocation was read from (read, not priced:
+        SLURM gives them no unit); empty otherwise."""
         self._span_cache: dict[tuple[int, int], GroupSpan] = {}
 
     @classmethod
@@ -226,6 +229,7 @@ class Topology:
         topo.node_layout = None
         topo.node_topo_source = None
         topo.node_topo_note = None
+        topo.link_speeds = ()
         topo._span_cache = {}
         return topo
 

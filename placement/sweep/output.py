@@ -134,7 +134,9 @@ NETWORK_FIELDS = (("oversubscription", "oversubscription"), ("nodes_per_leaf", "
 
 def network_sources(sweep, overrides: tuple[str, ...] = ()) -> dict[str, dict[str, dict]]:
     """Per design, each network input as priced and where it came from: "study file", "--set", or the catalog
-    cluster's file (a user trial: `--set oversubscription=4` was said nowhere, and every row kept its 1:1 label)."""
+    cluster's file (a user trial: `--set oversubscription=4` was said nowhere, and every row kept its 1:1 label);
+    `nodes_per_leaf` also says what the leaf's fanout counts (`counts`: nodes, or a design's NVLink domains of
+    several nodes, an NVL72 rack on GB200)."""
     from placement.catalog import load_cluster
     from placement.sweep.overrides import design_fields_set
 
@@ -151,34 +153,27 @@ def network_sources(sweep, overrides: tuple[str, ...] = ()) -> dict[str, dict[st
             out[d.name][field] = {"value": catalog if mine is None else mine,
                                   "source": "--set" if field in given else "study file" if mine is not None
                                   else f"cluster {d.cluster}'s file"}
+        up = base.scale_up
+        out[d.name]["nodes_per_leaf"]["counts"] = ("nodes" if up.size <= base.gpus_per_node else
+                                                   f"{up.size}-GPU {up.name} domains ({up.size // base.gpus_per_node} "
+                                                   f"nodes each)")
     return out
 
 
-def network_lines(sweep, overrides: tuple[str, ...] = ()) -> list[str]:
-    """One summary line per design whose network is not its catalog cluster's: `network of DESIGN: leaf 4:1
-    (--set), 32 nodes per leaf (cluster dgx-h100's file), NIC 50 GB/s per GPU (cluster dgx-h100's file)`."""
+def network_lines(network: dict[str, dict[str, dict]]) -> list[str]:
+    """One summary line per design (of `network_sources`) whose network is not its catalog cluster's: `network of
+    DESIGN: leaf 4:1 (--set), 32 nodes per leaf (cluster dgx-h100's file), NIC 50 GB/s per GPU (cluster dgx-h100's
+    file)`."""
     lines = []
-    for name, fields in network_sources(sweep, overrides).items():
+    for name, fields in network.items():
         if all(f["source"].startswith("cluster ") for f in fields.values()):
             continue
         over, leaf, nic = (fields[f] for f, _ in NETWORK_FIELDS)
         parts = [f"leaf {over['value']:g}:1 ({over['source']})",
-                 f"{leaf['value']} {_domain_words(sweep, name)} per leaf ({leaf['source']})"
-                 if leaf["value"] is not None else None,
+                 f"{leaf['value']} {leaf['counts']} per leaf ({leaf['source']})" if leaf["value"] is not None else None,
                  f"NIC {nic['value'] / 1e9:g} GB/s per GPU ({nic['source']})"]
         lines.append(f"network of {name}: " + ", ".join(x for x in parts if x))
     return lines
-
-
-def _domain_words(sweep, name: str) -> str:
-    """What a design's leaf fanout counts: nodes where a node is one scale-up domain, else its NVLink domains (the
-    design's `nodes_per_leaf` counts scale-up domains: an NVL72 rack on GB200)."""
-    from placement.catalog import load_cluster
-
-    c = load_cluster(next(d for d in sweep.designs if d.name == name).cluster)
-    if c.scale_up.size <= c.gpus_per_node:
-        return "nodes"
-    return f"{c.scale_up.size}-GPU {c.scale_up.name} domains ({c.scale_up.size // c.gpus_per_node} nodes each)"
 
 
 def assumed_lines(sweep, currency: str) -> list[str]:
@@ -392,7 +387,7 @@ def _wrap(text: str, indent: int = 6) -> list[str]:
     return textwrap.wrap(text, WIDTH, initial_indent=" " * indent, subsequent_indent=" " * indent) or []
 
 
-def summary(rows: list[dict], currency: str, sweep=None, overrides: tuple[str, ...] = ()) -> str:
+def summary(rows: list[dict], currency: str, sweep=None, network: dict | None = None) -> str:
     """The readable summary, at most WIDTH (100) columns: per workload, each design's GPUs used of bought, days
     and cost with their error bands, cost per million tokens, the frontier, then its layout and any reason."""
     lines = []
@@ -403,7 +398,7 @@ def summary(rows: list[dict], currency: str, sweep=None, overrides: tuple[str, .
         head.append("cost = amortized capex + energy over the run (rental: GPU-hours x price); idle GPUs bought are "
                     "charged; ranges: the validate error band of the nearest calibration group")
         head += assumed_lines(sweep, currency)
-        head += network_lines(sweep, overrides)
+        head += network_lines(network or {})
         lines += [ln for h in head for ln in _wrap(h, 0)] + [""]
     for work in dict.fromkeys(r["workload"] for r in rows):
         mine = sorted((r for r in rows if r["workload"] == work),
