@@ -41,6 +41,7 @@ def test_the_megatron_file_of_dropless_full_graphs_carries_the_expert_rank_budge
     assert "--cuda-graph-impl full_iteration" in text
     assert "--moe-expert-rank-capacity-factor 4 --moe-paged-stash --use-transformer-engine-op-fuser" in text
     assert "--moe-pad-expert-input-to-capacity" not in text
+    assert "--moe-expert-rank-capacity-factor 4 is placement's choice" in text  # its source, in the file's warnings
 
 
 def test_a_capacity_factor_under_full_graphs_is_padded_and_priced_padded(tmp_path: Path) -> None:

@@ -167,6 +167,11 @@ def recipe_arguments(ctx: EmitContext) -> tuple[list[str], list[str]]:
             elif r.moe_dispatcher is Dispatcher.HYBRIDEP:  # or HybridEP's expert-rank budget, as MLPerf v6.0 ran
                 args += ["--moe-expert-rank-capacity-factor", f"{EXPERT_RANK_CAPACITY:g}", "--moe-paged-stash",
                          "--use-transformer-engine-op-fuser"]
+                # placement's value, not the plan's or the user's: said with its source (never substituted silently)
+                warnings.append(f"--moe-expert-rank-capacity-factor {EXPERT_RANK_CAPACITY:g} is placement's choice "
+                                f"for full-iteration graphs on a dropless MoE model, as MLPerf Training v6.0 NVIDIA's "
+                                f"DeepSeek-V3 set it: each expert rank takes at most {EXPERT_RANK_CAPACITY:g}x the "
+                                f"mean rank's tokens and HybridEP drops the rest, which the price assumes none of")
     if r.tp_comm_overlap and lay.tp > 1:
         args.append("--tp-comm-overlap")
         if not lay.sequence_parallel:
