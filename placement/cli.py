@@ -269,7 +269,8 @@ RECIPE_FLAGS = {
     "account_for_loss": "--account-for-loss", "pipeline_schedule": "--pipeline-schedule",
     "routing_imbalance": "--routing-imbalance", "moe_capacity_factor": "--moe-capacity-factor",
     "cross_entropy_fusion": "--cross-entropy-fusion", "pipeline_p2p_whole": "--pipeline-p2p-whole",
-    "pipeline_p2p_blocking": "--pipeline-p2p-blocking", "pipeline_grads_whole": "--pipeline-grads-whole",
+    "pipeline_p2p_blocking": "--pipeline-p2p-blocking", "pp_comm_overlap": "--pp-comm-overlap",
+    "pipeline_grads_whole": "--pipeline-grads-whole",
     "pipeline_sends_mask": "--pipeline-sends-mask", "fp8_saves_16bit_inputs": "--fp8-saves-16bit-inputs",
     "sp_saves_gathered_inputs": "--sp-saves-gathered-inputs", "tp_async_backward": "--tp-async-backward",
     "pipeline_unsharded_grads": "--pipeline-unsharded-grads",
@@ -387,6 +388,8 @@ def recipe_options(fn: Callable) -> Callable:
         onoff("grad_all_reduce", "ZeRO-1 all-reduces the whole gradient before updating its shard (DeepSpeed's "
                                  "BF16_Optimizer), not a reduce-scatter."),
         onoff("dp_overlap", "DP gradient reduce-scatter and parameter all-gather overlapped (default on)."),
+        onoff("pp_comm_overlap", "An interleaved pipeline's sends and receives beside the chunks' compute (default on: "
+                                 "Megatron's overlap_p2p_comm; off: --no-overlap-p2p-communication)."),
         onoff("param_gather_overlap", "ZeRO-1/2's all-gather of the updated weights behind the next forward (default "
                                       "on; Megatron --overlap-param-gather); off: before it (DeepSpeed ZeRO-1/2)."),
         onoff("moe_fusions", "MoE permute/router/quantisation fusions (default on)."),
@@ -1604,6 +1607,14 @@ def validate(as_json, runs_files, cluster_ref):
     from placement.report import validate_json, validate_table
 
     path, profile = _calibration()
+    if cluster_ref is not None:
+        if not runs_files and profile is None:
+            raise InputError(f"--cluster {cluster_ref}: the cluster of your --runs (and of a --calibration profile's "
+                             f"comparison); the published runs name their own clusters: give --runs FILE, or drop "
+                             f"--cluster")
+        from placement.catalog import load_cluster
+
+        load_cluster(cluster_ref)  # an unknown name or an empty file is an error before any run is read
     if runs_files or profile is not None:
         from placement.calibration.compare import compare_json, compare_runs, compare_table
 
@@ -1679,6 +1690,8 @@ def calibrate(nccl_files, step_files, gemm_file, cluster_ref, gpus, slurm_topolo
         raise InputError(f"--cluster {cluster_ref} and --slurm-topology both describe the machine; give one (the node "
                          f"design of a real cluster goes in --node-type)")
     _positive("--gpus", gpus)
+    _no_repeated_files("--nccl", nccl_files)
+    _no_repeated_files("--steps", step_files)
     topo = build_topology(cluster_ref, gpus, None, slurm_topology, nodelist, node_type, None, oversubscription)
     name = cluster_ref if slurm_topology is None else topo.cluster.name
     profile = Calibration(topo, name, [Path(f) for f in nccl_files], [Path(f) for f in step_files],
@@ -1688,6 +1701,25 @@ def calibrate(nccl_files, step_files, gemm_file, cluster_ref, gpus, slurm_topolo
         write_atomic(report, calibrate_html(profile))
         click.echo(f"wrote {report}", err=True)
     click.echo(json.dumps(calibrate_json(profile)) if as_json else calibrate_table(profile, str(out)))
+
+
+def _no_repeated_files(flag: str, paths: tuple[str, ...]) -> None:
+    """Each measurement once: a file given twice (or two files of the same bytes) would weigh its rows double, move
+    the fit and shrink its standard errors by about sqrt(2) (a user trial)."""
+    import hashlib
+
+    seen: dict[str, str] = {}
+    for p in paths:
+        try:
+            digest = hashlib.sha256(Path(p).read_bytes()).hexdigest()
+        except OSError:
+            continue  # the reader names a missing or unreadable file
+        if digest in seen:
+            same = "is given twice" if Path(p).resolve() == Path(seen[digest]).resolve() else \
+                f"has the same bytes as {seen[digest]}"
+            raise InputError(f"{flag} {p} {same}: its measurements would count twice in the fit (and its standard "
+                             f"errors shrink as if they were independent); give each file once")
+        seen[digest] = p
 
 
 def recipe_args(recipe: dict) -> list[str]:

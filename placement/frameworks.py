@@ -292,6 +292,10 @@ CAPABILITIES: dict[str, Capability] = {
                  "after every backward (FSDPParamGroup.post_backward), and its step runs each accumulation "
                  "micro-batch's forward and backward in turn (trainer.py:905-907): every micro-batch gathers the "
                  "weights again"),
+                ("pp_comm_overlap", False,
+                 "torchtitan 0.3.0's interleaved schedules are torch.distributed.pipelining's, which wait on a chunk's "
+                 "receive right before it computes (schedules.py _wait_batch_p2p): priced with the transfers exposed, "
+                 "not as Megatron's overlap_p2p_comm"),
                 ("pipeline_unsharded_grads", True,
                  "torchtitan 0.3.0 pipelines run torch.distributed.pipelining's PipelineStage, which turns FSDP2's "
                  "gradient sync and reshard-after-backward off for every backward but the last (stage.py "

@@ -236,7 +236,8 @@ def make_plan(batch: LayoutBatch, est: Estimates, i: int, model: ModelSpec, trai
     tp_total, ep_total = float(est.tp_total_s[i]), float(est.ep_total_s[i])
     exposed = TermsOut(tp=_r(terms["tp"]), cp=_r(terms["cp"]), ep=_r(terms["ep"]), pp=_r(terms["pp"]), dp=_r(dp_exp))
     overlapped = TermsOut(tp=_r(max(tp_total - terms["tp"], 0.0)), cp=_r(max(cp_total - terms["cp"], 0.0)),
-                          ep=_r(max(ep_total - terms["ep"], 0.0)), pp=0.0, dp=_r(max(dp_total - dp_exp, 0.0)))
+                          ep=_r(max(ep_total - terms["ep"], 0.0)),
+                          pp=_r(max(float(est.pp_total_s[i]) - terms["pp"], 0.0)), dp=_r(max(dp_total - dp_exp, 0.0)))
     return Plan(
         layout=LayoutOut(
             tp=lay.tp, cp=lay.cp, ep=lay.ep, etp=lay.etp, pp=lay.pp, vpp=lay.vpp, dp=lay.dp,
@@ -254,7 +255,8 @@ def make_plan(batch: LayoutBatch, est: Estimates, i: int, model: ModelSpec, trai
         fits=bool(est.fits[i]),
         breakdown=BreakdownOut(
             compute=_r(est.compute_s[i]), tp=_r(max(tp_total, terms["tp"])), cp=_r(cp_total),
-            ep=_r(max(ep_total, terms["ep"])), pp=_r(terms["pp"]), dp=_r(dp_total), bubble=_r(est.bubble_s[i]),
+            ep=_r(max(ep_total, terms["ep"])), pp=_r(max(float(est.pp_total_s[i]), terms["pp"])),
+            dp=_r(dp_total), bubble=_r(est.bubble_s[i]),
             optimizer=_r(est.optimizer_s[i]), overlap_slowdown=_r(est.overlap_slowdown_s[i]),
             exposed=exposed, overlapped=overlapped, host=_r(est.host_s[i]),
             grad_accumulation=_r(est.grad_accumulation_s[i]),

@@ -77,11 +77,10 @@ def plan_job(model: ModelSpec, train: TrainingSpec, topo: Topology, search_cfg: 
                               "the same): no CP-SAT solve"}
             base = {k: float(priced(topo.with_mapping(g)).step_time_s[0]) for k, g in baseline_mappings(topo).items()}
         else:
-            ml = map_layout(w, train, topo, layout, result.estimates, i, mapping)
-            sol = ml.solution
-            # the mapper prices the layout under the default recipe: price the chosen mapping and the
-            # baselines again under the candidate's own recipe and recompute modules
+            # the mapper chooses among the orders as the candidate runs: its own recipe and recompute modules
             one, priced = _pricer(w, train, result, i)
+            ml = map_layout(w, train, topo, layout, result.estimates, i, mapping, price=priced)
+            sol = ml.solution
             mapped_est = priced(ml.topo)
             plan = make_plan(one, mapped_est, 0, model, train, topo, recipe_sources, model_sources)
             gpu_of_rank = ml.gpu_of_rank

@@ -277,3 +277,18 @@ def test_packed_sequences_keep_the_best_plan_at_micro_batch_1() -> None:
     best = json.loads(res.stdout)["best"]
     assert best["layout"]["micro_batch_size"] == 1
     assert parse_launch([OSS]).micro_batch_one is None  # no packing
+
+
+def test_a_comm_overlap_section_overlaps_an_interleaved_pipelines_transfers(tmp_path: Path) -> None:
+    """Megatron-Bridge's comm_overlap section turns overlap_p2p_comm on whenever there are virtual stages
+    (training/comm_overlap.py); a config without the section runs the model's field, megatron-core's default off."""
+    cfg = _cfg(L70)
+    assert cfg["model"]["virtual_pipeline_model_parallel_size"] > 1 and "comm_overlap" in cfg
+    lay = parse_launch([L70])
+    assert lay.recipe["pp_comm_overlap"] is True and "comm_overlap" in lay.sources["recipe.pp_comm_overlap"]
+    del cfg["comm_overlap"]
+    bare = tmp_path / "no_comm_overlap.yaml"
+    bare.write_text(yaml.safe_dump(cfg), encoding="utf-8")
+    lay = parse_launch([bare])
+    assert lay.recipe["pp_comm_overlap"] is False
+    assert "ModelParallelConfig.overlap_p2p_comm" in lay.sources["recipe.pp_comm_overlap"]

@@ -523,6 +523,44 @@ def test_a_two_stage_pipeline_exchanges_in_one_paired_call():
     assert per_mb(2, recipe=Recipe(pipeline_p2p_blocking=True)) == pytest.approx(2 * per_mb(2), rel=1e-9)
 
 
+def test_interleaved_transfers_show_only_where_they_outlast_a_chunk():
+    """Under Megatron's overlap_p2p_comm (pp_comm_overlap) each activation transfer runs beside one chunk's
+    forward and each gradient transfer beside one chunk's backward: with no compute to hide behind all of a
+    transfer shows, with a long chunk none does, and what outlasts the chunk shows exactly; without virtual stages,
+    or with the overlap off, every transfer shows."""
+    from placement.cost.comm import pp_exposed_per_microbatch
+
+    def parts(vpp, recipe=PLAIN):
+        lay = Layout(tp=8, pp=4, vpp=vpp, dp=32, sequence_parallel=True)
+        x = _ctx("llama3-70b", "dgx-h100", 1024, lay, recipe)
+        return x, pp_term(x)
+
+    x, pp = parts(4)
+    whole = _f(pp.per_microbatch_s)
+    fwd, bwd = _f(pp.forward_transfer_s), _f(pp.backward_transfer_s)
+    assert whole == pytest.approx(4 * (fwd + bwd), rel=1e-12)
+    assert _f(pp_exposed_per_microbatch(x, pp, np.zeros(1))) == pytest.approx(whole, rel=1e-12)
+    assert _f(pp_exposed_per_microbatch(x, pp, np.full(1, 1.0))) == 0.0
+    # a chunk of 80 / (4 x 4) = 5 layers whose forward is half the activation transfer: half of it shows
+    layer_s = np.full(1, 3 * 0.5 * fwd / 5)
+    left = 0.5 * fwd + max(bwd - 2 * 0.5 * fwd, 0.0)
+    assert _f(pp_exposed_per_microbatch(x, pp, layer_s)) == pytest.approx(4 * left, rel=1e-9)
+    x_off, pp_off = parts(4, Recipe(pp_comm_overlap=False))
+    assert _f(pp_exposed_per_microbatch(x_off, pp_off, np.full(1, 1.0))) == pytest.approx(whole, rel=1e-12)
+    x1, pp1 = parts(1)
+    assert _f(pp_exposed_per_microbatch(x1, pp1, np.full(1, 1.0))) == _f(pp1.per_microbatch_s) > 0
+
+
+def test_overlapped_pipeline_transfers_are_reported_as_overlapped():
+    """The step prices only the exposed transfers; the breakdown's pp total keeps them all."""
+    lay = Layout(tp=8, pp=4, vpp=4, dp=32, sequence_parallel=True)
+    on = _est("llama3-70b", "dgx-h100", 1024, lay, PLAIN, global_batch=256)
+    off = _est("llama3-70b", "dgx-h100", 1024, lay, Recipe(pp_comm_overlap=False), global_batch=256)
+    assert _f(on.pp_total_s) == pytest.approx(_f(off.pp_total_s), rel=1e-12) == pytest.approx(_f(off.pp_s))
+    assert _f(on.pp_s) < _f(off.pp_s)
+    assert _f(on.step_time_s) < _f(off.step_time_s)
+
+
 # --- data parallelism (cost.dp) -------------------------------------------------------------------------
 
 

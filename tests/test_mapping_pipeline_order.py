@@ -13,6 +13,7 @@ from placement.cost.batch import LayoutBatch
 from placement.cost.step import estimate
 from placement.mapping.mapper import map_layout, pipeline_order
 from placement.specs import Layout, Recompute
+from placement.specs.recipe import Recipe
 from placement.workload import workload
 
 LEAVES = "".join(f"SwitchName=leaf{i} Nodes=n[{4 * i + 1:02d}-{4 * i + 4:02d}]\n" for i in range(4))
@@ -45,12 +46,28 @@ def test_the_mapping_kept_is_no_slower_than_the_pipeline_aligned_one(tmp_path, o
     model, train, topo = _job(tmp_path, oversubscription)
     w = workload(model)
     batch = LayoutBatch.from_layouts([LAYOUT])
-    est = estimate(w, train, topo, batch)
-    mapped = map_layout(w, train, topo, LAYOUT, est, 0)
-    aligned = estimate(w, train, topo.with_mapping(pipeline_order(topo, LAYOUT)), batch).step_time_s[0]
+    # the pipeline's transfers exposed (pp_comm_overlap off): overlapped, no order of the stages moves the step
+    exposed = Recipe(pp_comm_overlap=False)
+    est = estimate(w, train, topo, batch, exposed)
+    mapped = map_layout(w, train, topo, LAYOUT, est, 0, price=lambda t: estimate(w, train, t, batch, exposed))
+    aligned = estimate(w, train, topo.with_mapping(pipeline_order(topo, LAYOUT)), batch, exposed).step_time_s[0]
     assert mapped.estimate.step_time_s[0] <= aligned * (1 + 1e-9)
     # interleaved (vpp 4): four times the pipeline sends; at 2:1 the aligned order prices fastest, kept and named
     # (at 1:1 no order crosses a slower tier; at 4:1 the data-parallel traffic over the spine outweighs the sends)
     if oversubscription == 2.0:
         assert mapped.chosen == "pipeline_order"
         assert mapped.estimate.step_time_s[0] < min(mapped.baselines.values())
+
+
+def test_the_mapper_keeps_the_order_that_is_fastest_as_the_plan_runs(tmp_path):
+    """The mapper chooses among the orders under the plan's own recipe: with the pipeline's transfers exposed the
+    pipeline-aligned order wins at 2:1; overlapped (Megatron's default under virtual stages) it saves nothing and
+    the allocation order is kept.  Priced under the default recipe whatever the plan, the mapper kept the allocation
+    order for a plan that pays its transfers."""
+    model, train, topo = _job(tmp_path, 2.0)
+    w = workload(model)
+    batch = LayoutBatch.from_layouts([LAYOUT])
+    for recipe, kept in ((Recipe(pp_comm_overlap=False), "pipeline_order"), (Recipe(), "allocation_order")):
+        est = estimate(w, train, topo, batch, recipe)
+        mapped = map_layout(w, train, topo, LAYOUT, est, 0, price=lambda t, r=recipe: estimate(w, train, t, batch, r))
+        assert mapped.chosen == kept

@@ -25,7 +25,7 @@ def test_gpt3_175b_plan_is_no_slower_than_a_hand_picked_vpp_12():
     by_hand = evaluate_layout(GPT3, TRAIN, TOPO, Layout(tp=4, pp=8, vpp=12, dp=32, micro_batch_size=2,
                                                         sequence_parallel=True))
     assert by_hand.fits
-    assert plan <= by_hand.step_time_s
+    assert plan <= by_hand.step_time_s + 5e-5  # the plan's own step, rounded to the 0.1 ms Plan prints
     assert int(best.batch.vpp[best.ranked[0]]) > 8  # the best interleaving is past the old bound
 
 

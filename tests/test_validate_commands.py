@@ -73,7 +73,6 @@ def test_readme_accuracy_section_is_what_validate_prints() -> None:
 @pytest.mark.parametrize(("run_id", "flag"), [
     ("nemo-24.07-h100-nemotron-340b-128gpu", "--tp-comm-overlap"),
     ("megatron-bridge-25.11-h100-llama3-70b-64gpu", "--tp-comm-overlap"),
-    ("nemo-24.07-h100-gpt3-175b-512gpu", "--tp-comm-overlap"),
 ])
 def test_a_dense_row_is_within_ten_percent_only_with_the_recipe_its_launcher_files_set(run_id: str, flag: str) -> None:
     """The NeMo / Megatron-Bridge H100 rows ran userbuffers TP overlap (their recipe files, runs.yaml

@@ -2013,10 +2013,11 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
     kinds = group_kinds(layout, est, 0)
     base = {k: float(_price(model, train, topo.with_mapping(g), [layout], recipe).step_time_s[0])
             for k, g in baseline_mappings(topo).items()}
-    # placement's own mapping of the same layout: CP-SAT on a real allocation, the hierarchy order else
-    # (the mapper prices under the default recipe: its mapping is priced again under the job's)
+    # placement's own mapping of the same layout: CP-SAT on a real allocation, the hierarchy order else, chosen
+    # as the job runs (its recipe)
     if mapping is not None:
-        own = map_layout(workload(model), train, topo, layout, est, 0, mapping)
+        own = map_layout(workload(model), train, topo, layout, est, 0, mapping,
+                         price=lambda t: _price(model, train, t, [layout], recipe))
         own_mapped = own.topo
         mapped_same_s = float(_price(model, train, own.topo, [layout], recipe).step_time_s[0])
     else:

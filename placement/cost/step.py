@@ -21,7 +21,7 @@ import numpy as np
 
 from placement.cost import constants as C
 from placement.cost.batch import RECOMPUTE_MODULES, LayoutBatch
-from placement.cost.comm import cp_term, ep_exposed, ep_term, pp_term, tp_term
+from placement.cost.comm import cp_term, ep_exposed, ep_term, pp_exposed_per_microbatch, pp_term, tp_term
 from placement.cost.context import Ctx, context
 from placement.cost.dp import StageParams, dp_term, optimizer_term
 from placement.cost.host import host_term
@@ -77,6 +77,8 @@ class Estimates:
     """CP traffic before overlap with the attention core."""
     ep_s: np.ndarray
     pp_s: np.ndarray
+    """Pipeline transfers that add to the step (all of them unless overlapped: `pp_comm_overlap`)."""
+    pp_total_s: np.ndarray
     dp_s: np.ndarray
     dp_exposed_s: np.ndarray
     bubble_s: np.ndarray
@@ -196,7 +198,10 @@ def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch, r
     host_for = _host_terms(x, choices, {o.overlap for o in ep_options}, graph_pick)
 
     accumulate = _grad_accumulation_s(x, params)
-    crit = _critical_rank(x, st, lc, tpx, cp.exposed_s, pp.per_microbatch_s, ep_options, host_for, accumulate)
+    # a layer's time per micro-batch, the dense and MoE layers' mean: what an overlapped pipeline transfer hides behind
+    layer_s = (w.num_dense_layers * lc.dense_s + w.num_moe_layers * lc.moe_s) / w.num_layers
+    pp_mb = pp_exposed_per_microbatch(x, pp, layer_s)
+    crit = _critical_rank(x, st, lc, tpx, cp.exposed_s, pp_mb, ep_options, host_for, accumulate)
     nd, n_moe = crit.dense, crit.moe + crit.mtp
     layers_mb = nd + n_moe
     comp_mb = nd * lc.dense_s + crit.moe * lc.moe_s + crit.mtp * lc.mtp_s + crit.loss * lc.head_s
@@ -211,7 +216,8 @@ def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch, r
     m = x.m
     cp_total_mb = layers_mb * cp.total_s
     # DP and CP traffic hidden behind compute slows that compute (TP and EP slowdowns are in t_mb already)
-    overlapped = np.maximum(dp.total_s - dp.exposed_s, 0.0) + m * np.maximum(cp_total_mb - cp_mb, 0.0)
+    overlapped = (np.maximum(dp.total_s - dp.exposed_s, 0.0) + m * np.maximum(cp_total_mb - cp_mb, 0.0)
+                  + m * (pp.per_microbatch_s - pp_mb))
     hidden_slowdown = x.overlap_slowdown * np.minimum(overlapped, m * comp_mb)
     step = m * t_mb + bubble + dp.exposed_s + optimizer_s + hidden_slowdown
     # a candidate whose only EP option is one the framework does not run (the A2A overlap under a pipeline without
@@ -243,7 +249,7 @@ def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch, r
     return Estimates(
         valid=_valid(st, m), step_time_s=step, compute_s=m * comp_mb,
         tp_s=m * tp_mb, cp_s=m * cp_mb, cp_total_s=m * cp_total_mb, ep_s=m * n_moe * crit.ep_exposed,
-        pp_s=m * pp.per_microbatch_s, dp_s=dp.total_s, dp_exposed_s=dp.exposed_s, bubble_s=bubble,
+        pp_s=m * pp_mb, pp_total_s=m * pp.per_microbatch_s, dp_s=dp.total_s, dp_exposed_s=dp.exposed_s, bubble_s=bubble,
         optimizer_s=optimizer_s, overlap_slowdown_s=hidden_slowdown + m * slow_mb,
         num_microbatches=np.rint(m).astype(np.int64),
         mfu=model_flops / (step * num_gpus * peak), hfu=hw_per_token * tokens_step / (step * num_gpus * peak),
@@ -342,7 +348,9 @@ def step_lower_bound(w: Workload, train: TrainingSpec, topo: Topology, b: Layout
                           for o in _ep_options(x, u, inverse, lc, choices)]), axis=0)
     k = _Counts.of(st, recipe)
     pp = pp_term(x)
-    per_kind = _kind_gpu_s(k, *_layer_gpu_s(x, lc, tpx, cp.exposed_s, ep), lc.head_s, pp.per_microbatch_s)
+    pp_mb = pp_exposed_per_microbatch(x, pp, (w.num_dense_layers * lc.dense_s + w.num_moe_layers * lc.moe_s)
+                                      / w.num_layers)
+    per_kind = _kind_gpu_s(k, *_layer_gpu_s(x, lc, tpx, cp.exposed_s, ep), lc.head_s, pp_mb)
     pace = np.max(np.where(st.num_ranks > 0, per_kind, 0.0), axis=0)
     return np.where(st.valid, x.m * pace + _bubble_s(x, pace, pp.bubble_credit_s), np.inf)
 

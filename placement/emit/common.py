@@ -293,6 +293,7 @@ _MATTERS = {"checkpoint_sync": lambda lay: lay.recompute == "full",
             "grad_all_reduce": lambda lay: lay.zero_stage == 1,
             "cp_comm_type": lambda lay: lay.cp > 1,
             "pipeline_schedule": lambda lay: lay.pp > 1,
+            "pp_comm_overlap": lambda lay: lay.pp > 1 and lay.vpp > 1,
             "account_for_embedding": lambda lay: lay.pp > 1,
             "account_for_loss": lambda lay: lay.pp > 1}
 """Recipe fields that price nothing outside these layouts (cost.comm.pp_term, cost.dp.dp_term, cost.comm.cp_term):

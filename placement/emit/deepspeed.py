@@ -308,6 +308,8 @@ RUNS_INSTEAD = {
     "moe_dispatcher": "DeepSpeed-MoE runs its all-to-all dispatch",
     "cuda_graphs": "the engine runs without CUDA graphs, with the host launch time the plan priced away",
     "tp_comm_overlap": "TP collectives run exposed",
+    "pp_comm_overlap": "its PipelineEngine has no interleaved schedule (the files run one chunk per stage), where "
+                       "the overlap prices nothing",
     "ep_comm_overlap": "the EP all-to-all runs exposed",
     "delay_wgrad": "expert weight gradients are computed in place",
     "pipeline_layout": "the pipeline engine partitions layers by its partition_method",

@@ -172,6 +172,9 @@ def recipe_arguments(ctx: EmitContext) -> tuple[list[str], list[str]]:
                                 f"for full-iteration graphs on a dropless MoE model, as MLPerf Training v6.0 NVIDIA's "
                                 f"DeepSeek-V3 set it: each expert rank takes at most {EXPERT_RANK_CAPACITY:g}x the "
                                 f"mean rank's tokens and HybridEP drops the rest, which the price assumes none of")
+    if not r.pp_comm_overlap and lay.pp > 1 and lay.vpp > 1:
+        # Megatron overlaps an interleaved pipeline's sends and receives unless told not to (overlap_p2p_comm)
+        args.append("--no-overlap-p2p-communication")
     if r.tp_comm_overlap and lay.tp > 1:
         args.append("--tp-comm-overlap")
         if not lay.sequence_parallel:
@@ -474,7 +477,7 @@ STATED = frozenset({
     "param_gather_overlap", "fp8_recipe", "fp8_params", "grad_reduce_fp32",
     "activation_func_fp8_input_store", "optimizer_state_bf16", "recompute_modules", "recompute_num_layers",
     "mtp_layers", "pipeline_layout", "account_for_embedding", "account_for_loss", "cross_entropy_fusion",
-    "moe_capacity_factor", "cpu_affinity", "cuda_launch_blocking"})
+    "moe_capacity_factor", "cpu_affinity", "cuda_launch_blocking", "pp_comm_overlap"})
 """Recipe fields the files state: the `arguments` flags, the torchrun line's binding and environment."""
 
 

@@ -33,7 +33,7 @@ def parse_formats(text: str) -> list[str]:
     if unknown or not names:
         raise InputError(f"--emit {text!r}: unknown format(s) {', '.join(unknown) or '(none)'}; give a comma list of "
                          f"{', '.join(FORMATS)} or all")
-    return names
+    return list(dict.fromkeys(names))  # each format's files once (`megatron,megatron` wrote and said them twice)
 
 
 FILE_HEADER = "# this file "

@@ -11,6 +11,7 @@ the cheapest of them all is kept.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -88,12 +89,15 @@ def pipeline_order(topo: Topology, layout: Layout) -> np.ndarray | None:
 
 
 def map_layout(w: Workload, train: TrainingSpec, topo: Topology, layout: Layout, est: Estimates, i: int,
-               cfg: SolverConfig | None = None) -> MappedLayout:
+               cfg: SolverConfig | None = None,
+               price: Callable[[Topology], Estimates] | None = None) -> MappedLayout:
     """Solve the mapping for candidate `i` (priced unmapped in `est`) and price it mapped.
 
     The solver's objective is a proxy (traffic pushed up the tree); the exact cost model has the last
     word, so a plain launch order that it prices faster or the same is kept instead (and reported as
-    chosen): a reordering must pay for itself.
+    chosen): a reordering must pay for itself.  `price` prices the layout on a mapped machine under the plan's
+    own recipe (default: the default recipe), so the order kept is the one that is fastest as the plan runs (a
+    pipeline whose transfers overlap compute gains nothing from an order that shortens them).
     """
     from placement.mapping.cpsat import solve_mapping  # OR-Tools loads only when a mapping is solved
 
@@ -102,7 +106,8 @@ def map_layout(w: Workload, train: TrainingSpec, topo: Topology, layout: Layout,
     aligned = pipeline_order(topo, layout)
     if aligned is not None:
         options["pipeline_order"] = aligned
-    priced = {name: _price(w, train, topo.with_mapping(g), layout) for name, g in options.items()}
+    price = price or (lambda t: _price(w, train, t, layout))
+    priced = {name: price(topo.with_mapping(g)) for name, g in options.items()}
     steps = {name: float(e.step_time_s[0]) for name, e in priced.items()}
     # a reordering is kept only when it prices faster: ties (within TIE_REL) keep the allocation order, then
     # Megatron's order, so hosts.txt does not move hosts for nothing

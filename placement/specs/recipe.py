@@ -301,6 +301,15 @@ class Recipe(Frozen):
     """Activations go forward in 1/tp shares but each TP rank sends the whole gradient back: DeepSpeed's
     PipelineEngine before 2021-09-29 (`is_grad_partitioned = False` until microsoft/DeepSpeed e2fdd254, "Big science
     related changes"; the DeeperSpeed GPT-NeoX-20B trained on), or `pipeline.grad_partitioned: false` (v0.12.3 on)."""
+    pp_comm_overlap: bool = True
+    """Under an interleaved schedule (vpp > 1), each stage's send of a chunk's output and receive of the next chunk's
+    input run beside that chunk's forward or backward, and only what outlasts it is exposed: Megatron-LM's
+    `overlap_p2p_comm` (`--no-overlap-p2p-communication` turns it off), added in f9283c5a8a (2023-05-31) and on by
+    default since 4eeff55d1f (2023-10-12); core_r0.8.0 `megatron/training/arguments.py`:254-277 and core_v0.19.0
+    :1001-1016 set it off without virtual stages, and the schedule then posts batched send/receive pairs and waits
+    on them.  Megatron-Bridge and NeMo 2 set it with vpp > 1 (Bridge v0.4.2 `training/comm_overlap.py`:453-457).
+    False: every transfer exposed (Megatron before 2023-10, or turned off; the frameworks that do not run it:
+    frameworks.py)."""
     pipeline_p2p_blocking: bool = False
     """Each send and each receive between pipeline stages is a blocking call of its own, run one after another:
     DeepSpeed's PipelineEngine issues RecvActivation, SendGrad, SendActivation and RecvGrad as separate

@@ -136,6 +136,11 @@ def read_json(path: Path, s: Settings) -> None:
             auto.append(AutoKey(key, field, ev(key)))
             continue
         if key in data:
+            if not isinstance(data[key], int) or isinstance(data[key], bool):
+                # DeepSpeed does its batch arithmetic on the JSON value as given (runtime/config.py
+                # _batch_assertion compares it with 0): a string or a boolean stops it at start-up
+                raise InputError(f"{ev(key)}: {key} must be a JSON integer, got {data[key]!r}: DeepSpeed's batch "
+                                 f"arithmetic fails on it; write the number without quotes")
             s.put(field, read_int(data[key], key, ev(key), minimum=1), ev(key))
     zero = data.get("zero_optimization")
     if isinstance(zero, dict) and "stage" in zero:
@@ -880,6 +885,11 @@ def _finish(s: Settings) -> None:
                   "from it)")
     if gas is None and tbs is None and mbs is not None:  # deepspeed runtime/config.py: gas defaults to 1
         gas = (1, "DeepSpeed default gradient_accumulation_steps 1 (the files set no train_batch_size)")
+    if gas is None and tbs is not None and mbs is None and not s.hf_trainer:
+        # train_batch_size alone: DeepSpeed sets accumulation 1 and the micro-batch train_batch_size / dp
+        # (runtime/config.py _set_batch_related_parameters, its `elif train_batch is not None` branch)
+        gas = (1, "DeepSpeed sets gradient_accumulation_steps 1 where only train_batch_size is given "
+                  "(runtime/config.py _set_batch_related_parameters)")
     if gas is not None:
         s.put("grad_accumulation", *gas)
     if world is not None:

@@ -105,7 +105,6 @@ _MG_IGNORED = {
     "--moe-layer-recompute": "recomputes MoE layers",
     "--rampup-batch-size": "batch-size ramp-up (the layout is read at the final batch size)",
     "--fp4-format": "FP4 GEMMs (not modelled; priced as the other precision)",
-    "--no-overlap-p2p-communication": "pipeline send/recv not overlapped",
     "--cpu-optimizer": "optimizer step on CPU",
     "--no-gradient-accumulation-fusion": "each weight-gradient GEMM writes a 16-bit gradient that a separate kernel "
                                          "adds into main_grad (in the gradient's reduce width; priced as the fused "
@@ -131,6 +130,8 @@ _MG_RECIPE_FLAGS = {
     "--overlap-grad-reduce": "dp_overlap", "--overlap-param-gather": "param_gather_overlap",
     "--moe-permute-fusion": "moe_fusions",
     "--activation-func-fp8-input-store": "activation_func_fp8_input_store",
+    # the opt-in of f9283c5a8a (2023-05-31) until 4eeff55d1f (2023-10-12) made it the default
+    "--overlap-p2p-communication": "pp_comm_overlap",
 }
 
 
@@ -234,6 +235,8 @@ def _megatron_recipe(f: str, a: Arg, s: Settings, state: dict) -> bool:
     """Read one Megatron recipe argument into s ("recipe.FIELD"); True if `f` was one."""
     if f in _MG_RECIPE_FLAGS:
         s.put(f"recipe.{_MG_RECIPE_FLAGS[f]}", True, a.evidence)
+    elif f == "--no-overlap-p2p-communication":
+        s.put("recipe.pp_comm_overlap", False, a.evidence)
     elif f == "--no-async-tensor-model-parallel-allreduce":
         async_switch(a.evidence, f"{a.word.site.path}:{a.word.site.line}", state.get("moot"), s)
     elif f == "--moe-token-dispatcher-type":
@@ -1480,6 +1483,27 @@ def _section_line(keys: dict[str, tuple[Any, str]], section: str) -> str:
     return next(ev for k, (_, ev) in keys.items() if k.startswith(f"{section}.")).rsplit(":", 1)[0]
 
 
+def _bridge_p2p_overlap(keys: dict[str, tuple[Any, str]], s: Settings) -> None:
+    """Whether an interleaved Bridge job overlaps its pipeline transfers: a comm_overlap section turns Megatron's
+    overlap_p2p_comm on under virtual stages whatever it says itself (v0.4.2 training/comm_overlap.py:453-460);
+    without one the model's field runs, megatron-core ModelParallelConfig.overlap_p2p_comm, default False."""
+    vpp = keys.get("model.virtual_pipeline_model_parallel_size", (None,))[0]
+    if not isinstance(vpp, int) or vpp < 2:
+        return
+    if _has_section(keys, "comm_overlap"):
+        s.put("recipe.pp_comm_overlap", True,
+              f"{_section_line(keys, 'comm_overlap')} (a comm_overlap section overlaps the pipeline's transfers under "
+              f"virtual stages: Megatron-Bridge training/comm_overlap.py, overlap_p2p_comm = vp_size > 1)")
+        return
+    value, ev = keys.get("model.overlap_p2p_comm", (None, None))
+    if isinstance(value, bool):
+        s.put("recipe.pp_comm_overlap", value, ev)
+    else:
+        s.put("recipe.pp_comm_overlap", False,
+              f"{_section_line(keys, 'model')} (no comm_overlap section and no model.overlap_p2p_comm: megatron-core "
+              f"ModelParallelConfig.overlap_p2p_comm, default False)")
+
+
 def _bridge_recipe(keys: dict[str, tuple[Any, str]], s: Settings) -> None:
     """The recipe fields a Megatron-Bridge config states, as its flag twins in `_megatron_recipe` read them: the
     overlaps, fusions, dispatcher, recompute modules, CUDA graphs, FP8 recipe and parameters, MTP, capacity
@@ -1492,6 +1516,7 @@ def _bridge_recipe(keys: dict[str, tuple[Any, str]], s: Settings) -> None:
                                 f"comm_overlap.py _get_model_comm_overlap_cfgs)")
         if isinstance(value, bool):
             s.put(f"recipe.{field}", value, ev)
+    _bridge_p2p_overlap(keys, s)
     moe = bool(keys.get("model.num_moe_experts", (None,))[0])
     state: dict[str, tuple[Any, str]] = {}
     if moe:

@@ -1,0 +1,67 @@
+"""Input a user trial gave that was priced or counted as something else: a measurement file given twice to
+calibrate, a format named twice in --emit, validate's --cluster without runs of the user's own, and a DeepSpeed JSON
+that states only train_batch_size (or states it as a string)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from placement.cli import main
+from placement.emit.writer import parse_formats
+
+NCCL = Path(__file__).parent / "data" / "nccl" / "h100-2node-all_reduce_perf-ring.txt"
+
+
+def test_calibrate_refuses_a_measurement_file_given_twice(tmp_path: Path) -> None:
+    """The same nccl-tests file twice moved the fitted serial share (0.045 -> 0.039) and shrank its standard error
+    by about sqrt(2); a copy of it under another name is the same measurements too."""
+    copy = tmp_path / "copy.txt"
+    shutil.copy(NCCL, copy)
+    for second in (NCCL, copy):
+        res = CliRunner().invoke(main, ["calibrate", "--cluster", "dgx-h100", "--gpus", "16", "--nccl", str(NCCL),
+                                        "--nccl", str(second), "--out", str(tmp_path / "p.yaml")])
+        assert res.exit_code == 2, res.output
+        assert "count twice" in res.output and str(second) in res.output
+    once = CliRunner().invoke(main, ["calibrate", "--cluster", "dgx-h100", "--gpus", "16", "--nccl", str(NCCL),
+                                     "--out", str(tmp_path / "p.yaml")])
+    assert once.exit_code == 0, once.output
+
+
+def test_a_format_named_twice_is_written_once() -> None:
+    assert parse_formats("megatron,megatron,torchtitan") == ["megatron", "torchtitan"]
+
+
+def test_validate_cluster_without_runs_is_an_error() -> None:
+    """--cluster names the cluster of --runs; alone it was taken silently and the published runs printed."""
+    res = CliRunner().invoke(main, ["validate", "--cluster", "dgx-h100"])
+    assert res.exit_code == 2 and "give --runs FILE" in res.output
+    bad = CliRunner().invoke(main, ["validate", "--cluster", "nope", "--runs", "x.yaml"])
+    assert bad.exit_code == 2 and "no cluster of that name" in bad.output
+
+
+def _ds_audit(tmp_path: Path, config: dict) -> tuple[int, str]:
+    path = tmp_path / "ds.json"
+    path.write_text(json.dumps(config))
+    res = CliRunner().invoke(main, ["audit", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "64",
+                                    "--launch", str(path), "--json"])
+    return res.exit_code, res.output
+
+
+def test_deepspeed_train_batch_size_alone_sets_the_micro_batch(tmp_path: Path) -> None:
+    """DeepSpeed given only train_batch_size runs accumulation 1 and a micro-batch of train_batch_size / dp
+    (runtime/config.py _set_batch_related_parameters): 512 over 64 ranks is micro-batch 8, not 1 x 8 steps."""
+    code, out = _ds_audit(tmp_path, {"train_batch_size": 512, "bf16": {"enabled": True},
+                                     "zero_optimization": {"stage": 3}})
+    assert code in (0, 1), out
+    data = json.loads(out)
+    assert data["layout"]["micro_batch_size"] == 8
+    assert data["estimate"]["layout"]["num_microbatches"] == 1
+
+
+def test_deepspeed_batch_as_a_string_is_refused(tmp_path: Path) -> None:
+    code, out = _ds_audit(tmp_path, {"train_batch_size": "512", "bf16": {"enabled": True}})
+    assert code == 2 and "must be a JSON integer" in out

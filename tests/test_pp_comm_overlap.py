@@ -1,0 +1,48 @@
+"""Megatron's overlap of an interleaved pipeline's sends and receives (pp_comm_overlap): the Megatron file states
+it off where the plan has it off, the audit reads it back, and a plan priced with it runs as priced."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from placement.audit.launch import parse_launch
+from placement.cli import main
+
+JOB = ["--model", "llama3-70b", "--cluster", "dgx-h100", "--gpus", "64", "--seq-len", "4096", "--global-batch", "128",
+       "--tp", "4", "--pp", "4", "--vpp", "5", "--mbs", "1", "--recompute", "none", "--sequence-parallel"]
+
+
+def _evaluate(tmp_path: Path, *extra: str) -> tuple[dict, str]:
+    res = CliRunner().invoke(main, ["evaluate", *JOB, "--zero", "1", *extra, "--emit", "megatron", "--out", str(tmp_path), "--json"])
+    assert res.exit_code == 0, res.output
+    return json.loads(res.stdout), (tmp_path / "megatron.sh").read_text()
+
+
+def test_the_megatron_file_states_the_overlap_off_and_the_audit_reads_it_back(tmp_path: Path) -> None:
+    on, on_file = _evaluate(tmp_path / "on")
+    off, off_file = _evaluate(tmp_path / "off", "--no-pp-comm-overlap")
+    assert "--no-overlap-p2p-communication" not in on_file  # Megatron's default under virtual stages
+    assert "--no-overlap-p2p-communication" in off_file
+    assert off["step_time_s"] > on["step_time_s"]
+    assert on["breakdown"]["overlapped"]["pp"] > 0 and off["breakdown"]["overlapped"]["pp"] == 0
+    for plan, path in ((on, tmp_path / "on" / "megatron.sh"), (off, tmp_path / "off" / "megatron.sh")):
+        lay = parse_launch([path])
+        assert lay.recipe.get("pp_comm_overlap", True) is plan["recipe"].get("pp_comm_overlap", True)
+        res = CliRunner().invoke(main, ["audit", "--launch", str(path), "--model", "llama3-70b", "--cluster",
+                                        "dgx-h100", "--gpus", "64", "--json"])
+        assert res.exit_code in (0, 1), res.output
+        assert json.loads(res.stdout)["estimate"]["step_time_s"] == plan["step_time_s"]
+
+
+def test_torchtitan_plans_price_the_transfers_exposed() -> None:
+    """torch.distributed.pipelining waits on each chunk's receive right before it computes: --framework torchtitan
+    prices the transfers exposed, and says so in the recipe's sources."""
+    res = CliRunner().invoke(main, ["evaluate", *JOB, "--zero", "2", "--framework", "torchtitan", "--json"])
+    assert res.exit_code in (0, 1), res.output
+    plan = json.loads(res.stdout)
+    assert plan["recipe"]["pp_comm_overlap"] is False
+    assert "torch.distributed.pipelining" in plan["recipe_sources"]["pp_comm_overlap"]
+    assert plan["breakdown"]["overlapped"]["pp"] == 0 and plan["breakdown"]["pp"] > 0
