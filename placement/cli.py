@@ -577,7 +577,12 @@ def build_job(model_ref, cluster_ref, gpus, nodes, seq_len, global_batch, precis
                          global_batch=global_batch or model.default_global_batch, precision=Precision(precision),
                          memory_headroom_bytes=headroom)
     if ctx is not None:
-        ctx.meta["job_defaults"] = job_defaults(model, seq_len, global_batch)
+        defaults = job_defaults(model, seq_len, global_batch)
+        if gpus is None and nodes is None and slurm_topology is None and cluster_graph is None:
+            # the catalog cluster's own size (a user trial: 1,024 GPUs with no word of where they came from)
+            defaults = {"num_gpus": f"{topo.num_gpus}: cluster {topo.cluster.name}'s default_num_gpus (give --gpus N "
+                                    f"or --nodes N)"} | defaults
+        ctx.meta["job_defaults"] = defaults
     return model, train, topo
 
 
@@ -591,6 +596,8 @@ def job_defaults(model, seq_len: int | None, global_batch: int | None) -> dict[s
         if given is None and key not in model.model_fields_set:
             out[field] = (f"{getattr(model, key)}: placement's default; {model.name} states no {key} (give {flag} or "
                           f"set {key} in the model file)")
+        elif given is None and key == "default_seq_len" and model.default_seq_len_note:
+            out[field] = f"{model.default_seq_len}: {model.default_seq_len_note} (give {flag})"
     return out
 
 

@@ -20,9 +20,14 @@ from pathlib import Path
 from placement.errors import InputError
 
 
-def check_out_dir(path: str | Path, names: Iterable[str] = (), flag: str = "--out") -> Path:
-    """The output folder, created if missing; an InputError naming the path and the problem otherwise."""
-    fix = f"give {flag} a folder you can write (it is created if missing)"
+def check_out_dir(path: str | Path, names: Iterable[str] = (), flag: str = "--out",
+                  for_file: Path | None = None) -> Path:
+    """The output folder, created if missing; an InputError naming the path and the problem otherwise (`for_file`:
+    the folder of that output file, which the messages name)."""
+    fix = (f"give {flag} a folder you can write (it is created if missing)" if for_file is None
+           else f"give {flag} a file in a folder you can write")
+    if for_file is not None:
+        flag = f"{flag} {for_file}: its folder"
     if not str(path).strip():
         raise InputError(f"{flag} '': an empty folder name; {fix} (`.` for the current one)")
     out = Path(path)
@@ -37,6 +42,12 @@ def check_out_dir(path: str | Path, names: Iterable[str] = (), flag: str = "--ou
         raise InputError(f"{flag} {out}: cannot create it ({err.strerror or err}); {fix}") from None
     if not os.access(out, os.W_OK | os.X_OK):
         raise InputError(f"{flag} {out}: not writable by this user; {fix}")
+    try:  # the permission bits are not the whole story (/proc, /sys, a read-only mount, root): try a file
+        fd, probe = tempfile.mkstemp(prefix=".placement-probe.", dir=out)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as err:
+        raise InputError(f"{flag} {out}: no file can be written in it ({err.strerror or err}); {fix}") from None
     for name in names:
         target = out / name
         if target.is_dir():
@@ -49,7 +60,7 @@ def check_out_file(path: str | Path, flag: str) -> Path:
     out = Path(path)
     if out.is_dir():
         raise InputError(f"{flag} {out}: is a folder; give a file name")
-    check_out_dir(out.parent if str(out.parent) else ".", flag=flag)
+    check_out_dir(out.parent if str(out.parent) else ".", flag=flag, for_file=out)
     return out
 
 
@@ -65,7 +76,11 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     """A temporary path beside `path` to write to; renamed over `path` when the block ends without an error,
     removed when it raises."""
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as err:  # a folder the checks let through that refuses files after all
+        raise InputError(f"{path}: cannot write it ({err.strerror or err}); give an output path you can write") \
+            from None
     os.close(fd)
     try:
         yield Path(tmp)

@@ -65,3 +65,21 @@ def test_deepspeed_train_batch_size_alone_sets_the_micro_batch(tmp_path: Path) -
 def test_deepspeed_batch_as_a_string_is_refused(tmp_path: Path) -> None:
     code, out = _ds_audit(tmp_path, {"train_batch_size": "512", "bf16": {"enabled": True}})
     assert code == 2 and "must be a JSON integer" in out
+
+
+def test_an_output_folder_that_refuses_files_is_bad_input(tmp_path: Path, monkeypatch) -> None:
+    """/proc and /sys pass the permission check as root but refuse files: exit 3 (internal error) before; now the
+    folder is tried with a file first, and the message names the output and its folder."""
+    res = CliRunner().invoke(main, ["plan", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "8",
+                                    "--out", "/proc"])
+    assert res.exit_code == 2 and "--out /proc: no file can be written in it" in res.output
+    import tempfile
+
+    def refuse(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(tempfile, "mkstemp", refuse)
+    res = CliRunner().invoke(main, ["plan", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "8",
+                                    "--report", str(tmp_path / "r.html")])
+    assert res.exit_code == 2
+    assert f"--report {tmp_path / 'r.html'}: its folder {tmp_path}: no file can be written in it" in res.output

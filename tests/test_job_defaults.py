@@ -65,3 +65,30 @@ def test_a_cluster_files_default_size_is_named_as_such(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["plan", "--model", "llama3-8b", "--cluster", str(tmp_path / "c.yaml")])
     assert result.exit_code == 2 and "default_num_gpus 1020 (no --gpus given) is not a whole number" in result.stderr
     assert "--gpus 1020" not in result.stderr
+
+
+def test_the_cluster_files_gpu_count_is_said_where_no_flag_gives_one() -> None:
+    """A user trial: `plan --model llama3-8b --cluster dgx-h100` planned 1,024 GPUs, the cluster file's
+    default_num_gpus, with `job_defaults` empty and no note."""
+    res = CliRunner().invoke(main, ["evaluate", "--model", "llama3-8b", "--cluster", "dgx-h100", "--tp", "8", "--json"])
+    got = json.loads(res.stdout)
+    assert got["num_gpus"] == 1024
+    assert got["job_defaults"]["num_gpus"].startswith("1024: cluster dgx-h100's default_num_gpus (give --gpus")
+    given = json.loads(CliRunner().invoke(main, ["evaluate", "--model", "llama3-8b", *JOB, "--json"]).stdout)
+    assert "num_gpus" not in given["job_defaults"]
+
+
+def test_a_huggingface_context_length_capped_by_placement_is_said(tmp_path: Path) -> None:
+    """max_position_embeddings 131,072 was planned at sequence 8,192, placement's cap, with nothing said."""
+    cfg = {"model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
+           "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128256, "hidden_act": "silu",
+           "max_position_embeddings": 131072}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    got = json.loads(CliRunner().invoke(main, ["evaluate", "--model", str(path), *JOB, "--json"]).stdout)
+    assert got["seq_len"] == 8192
+    assert "cap of 8192 on the config's max_position_embeddings 131072" in got["job_defaults"]["seq_len"]
+    cfg["max_position_embeddings"] = 4096
+    path.write_text(json.dumps(cfg))
+    got = json.loads(CliRunner().invoke(main, ["evaluate", "--model", str(path), *JOB, "--json"]).stdout)
+    assert got["seq_len"] == 4096 and "seq_len" not in got["job_defaults"]  # the file's own value

@@ -193,10 +193,17 @@ class _Config:
         return value
 
 
-def _seq_len(cfg: _Config, key: str, default: int | None = None) -> dict[str, int]:
-    """``default_seq_len`` from the context-length key, capped at DEFAULT_SEQ_LEN_CAP; absent if unknown."""
+def _seq_len(cfg: _Config, key: str, default: int | None = None) -> dict[str, int | str]:
+    """``default_seq_len`` from the context-length key, capped at DEFAULT_SEQ_LEN_CAP (and the cap said:
+    `default_seq_len_note`); absent if unknown."""
     value = cfg.optional_int(key, default)
-    return {} if value is None else {"default_seq_len": min(value, DEFAULT_SEQ_LEN_CAP)}
+    if value is None:
+        return {}
+    if value <= DEFAULT_SEQ_LEN_CAP:
+        return {"default_seq_len": value}
+    return {"default_seq_len": DEFAULT_SEQ_LEN_CAP,
+            "default_seq_len_note": f"placement's cap of {DEFAULT_SEQ_LEN_CAP} on the config's {key} {value} (the "
+                                    f"context it supports, not a training length)"}
 
 
 def _activation(cfg: _Config, key: str, default: str) -> FfnKind:

@@ -253,6 +253,9 @@ class ModelSpec(StrictScalars):
     modeling_gpt_oss.py; Megatron-Core `softmax_type: learnable`).  Priced as plain attention (one scalar per head
     and query)."""
     default_seq_len: int = Field(default=4096, ge=1, le=MAX_SEQ_LEN)
+    default_seq_len_note: str = ""
+    """Where default_seq_len comes from when it is not the file's own value (a HuggingFace context length capped
+    by placement): said with the plan, as a default is."""
     default_global_batch: int = Field(default=1024, ge=1, le=MAX_GLOBAL_BATCH)
     """Global batch in sequences used when the job does not say."""
     source: str = ""
