@@ -544,3 +544,17 @@ def test_a_best_plan_near_its_capacity_says_its_memory_is_an_estimate() -> None:
     assert code in (0, 1)
     (line,) = [x for x in text.splitlines() if x.startswith("step ") and "as launched: speed-up" in x]
     assert "(4.0 GiB more kept free)" in line and "an estimate" not in line
+
+
+def test_no_change_list_without_a_best_plan(tmp_path):
+    """A Megatron-DeepSpeed job that fits no layout on its GPUs (GPT-3 175B, ZeRO-3, on 8 A100): no best plan is
+    searched, and no change list follows (a user trial read seven "Megatron-LM needs it for the best plan" lines
+    under "the job as launched is the only plan priced")."""
+    script = tmp_path / "run.sh"
+    script.write_text("deepspeed --num_nodes 1 --num_gpus 8 pretrain_gpt.py --tensor-model-parallel-size 1 "
+                      "--pipeline-model-parallel-size 1 --no-pipeline-parallel --num-layers 96 --hidden-size 12288 "
+                      "--num-attention-heads 96 --seq-length 1024 --max-position-embeddings 1024 --micro-batch-size 4 "
+                      "--global-batch-size 32 --fp16 --deepspeed --deepspeed_config ds.json --zero-stage 3\n")
+    data = audit_json("--launch", str(script), "--model", "gpt3-175b", "--cluster", "dgx-a100-80g", "--gpus", "8")
+    assert data["no_better_plan"] is not None and "does not fit" in data["no_better_plan"]
+    assert data["changes"] == []

@@ -83,3 +83,23 @@ def test_an_output_folder_that_refuses_files_is_bad_input(tmp_path: Path, monkey
                                     "--report", str(tmp_path / "r.html")])
     assert res.exit_code == 2
     assert f"--report {tmp_path / 'r.html'}: its folder {tmp_path}: no file can be written in it" in res.output
+
+
+TT = Path(__file__).parent / "data" / "audit" / "torchtitan" / "llama3_70b.toml"
+
+
+def test_a_torchtitan_launchs_environment_and_launcher_warnings_are_kept(tmp_path: Path) -> None:
+    """The torchrun script's CUDA_LAUNCH_BLOCKING, NCCL_ALGO and dynamic rendezvous were read into the launch line's
+    settings and then dropped when the TOML's were joined: priced without them and said nowhere (a user trial)."""
+    script = tmp_path / "run.sh"
+    script.write_text("export CUDA_LAUNCH_BLOCKING=1\nexport NCCL_ALGO=Ring\ntorchrun --nnodes 4 --nproc_per_node 8 "
+                      "--rdzv_backend c10d --rdzv_endpoint node0:29500 -m torchtitan.train --job.config_file "
+                      f"{TT.name}\n")
+    res = CliRunner().invoke(main, ["audit", "--launch", str(script), "--launch", str(TT), "--model", "llama3-70b",
+                                    "--cluster", "dgx-h100", "--json"])
+    assert res.exit_code in (0, 1), res.output
+    data = json.loads(res.stdout)
+    assert data["estimate"]["recipe"]["cuda_launch_blocking"] is True
+    assert "export CUDA_LAUNCH_BLOCKING=1" in data["estimate"]["recipe_sources"]["cuda_launch_blocking"]
+    said = " ".join(f["message"] for f in data["findings"])
+    assert "NCCL_ALGO=Ring" in said and "rendezvous" in said

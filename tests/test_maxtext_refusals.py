@@ -202,3 +202,16 @@ def test_an_unrelated_unknown_key_is_said_and_maxtext_fields_outside_base_yml_ar
     assert [x for x in lay.ignored if x.startswith("enable_nnx True: no MaxText 0.2.5 key") and "newer" in x]
     # num_decoder_layers is a MaxTextConfig field (configs/types.py) that base.yml does not list
     assert maxtext_launch(tmp_path, BASE + "num_decoder_layers: 32\nsteps: 10\n").framework == "maxtext"
+
+
+def test_a_train_argument_without_equals_is_refused(tmp_path: Path) -> None:
+    """`enable_checkpointing: False` on the train command (a published A3 launch script) is two words without `=`:
+    MaxText's OmegaConf.from_cli makes each a key of its own, which its config refuses, so the job does not start;
+    the audit had priced it as if they were not there."""
+    script = ("python3 -m maxtext.trainers.pre_train.train cfg.yml steps=10 \\\n"
+              "    enable_checkpointing: False \\\n    per_device_batch_size=1\n")
+    with pytest.raises(InputError) as err:
+        maxtext_launch(tmp_path, BASE, script)
+    _refusal(err, "`enable_checkpointing:` is not a key=value argument", "write enable_checkpointing=VALUE")
+    ok = maxtext_launch(tmp_path, BASE, script.replace("enable_checkpointing: False", "enable_checkpointing=False"))
+    assert ok is not None

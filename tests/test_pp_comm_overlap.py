@@ -16,7 +16,8 @@ JOB = ["--model", "llama3-70b", "--cluster", "dgx-h100", "--gpus", "64", "--seq-
 
 
 def _evaluate(tmp_path: Path, *extra: str) -> tuple[dict, str]:
-    res = CliRunner().invoke(main, ["evaluate", *JOB, "--zero", "1", *extra, "--emit", "megatron", "--out", str(tmp_path), "--json"])
+    res = CliRunner().invoke(main, ["evaluate", *JOB, "--zero", "1", *extra, "--emit", "megatron", "--out",
+                                    str(tmp_path), "--json"])
     assert res.exit_code == 0, res.output
     return json.loads(res.stdout), (tmp_path / "megatron.sh").read_text()
 

@@ -2102,7 +2102,9 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
     if launch.dialect == "gpt-neox":
         neox_requirements(changes, launch.config_keys, best_ctx)
         spell_neox_keys(changes, launch.config_spelling)
-    if is_megatron_deepspeed(launch) and files_text is not None and not keep_engine:
+    if is_megatron_deepspeed(launch) and files_text is not None and not keep_engine and no_better is None:
+        # (no best plan searched: nothing to move to, so no Megatron-LM arguments to add; a user trial read ten
+        # "Megatron-LM needs it for the best plan" lines under "the job as launched is the only plan priced")
         # a Megatron-DeepSpeed job moving to Megatron-LM: every argument of the best plan its files do not carry is
         # one the move must add, even where placement spells the launched job with it too (a user trial found
         # --grad-reduce-in-bf16, without which the best plan does not fit, left out)

@@ -169,12 +169,20 @@ def command_keys(words: list) -> tuple[dict[str, tuple[Any, str]], str | None] |
             config = w.text
             continue
         m = re.fullmatch(r"([A-Za-z_]\w*)=(.*)", w.text, re.S)
-        if m:
-            try:
-                value = yaml.safe_load(m.group(2)) if m.group(2) else ""
-            except yaml.YAMLError:
-                value = m.group(2)
-            keys[m.group(1)] = (value, w.evidence)
+        if not m:
+            # OmegaConf.from_cli (MaxText pyconfig.py) takes a word without `=` as a key of its own, which
+            # MaxTextConfig (extra="forbid") refuses at start-up: the job does not start (a user trial's
+            # `enable_checkpointing: False` was priced as if the pair were not there)
+            fix = (f"write {w.text.rstrip(':')}=VALUE" if re.fullmatch(r"[A-Za-z_]\w*:?", w.text)
+                   else "give every override as key=value")
+            raise refused(w.evidence, f"`{w.text}` is not a key=value argument", "start-up: its command line "
+                          "(OmegaConf.from_cli, pyconfig.py) reads the word as a key of its own, which MaxTextConfig "
+                          "(extra forbid) does not have", fix)
+        try:
+            value = yaml.safe_load(m.group(2)) if m.group(2) else ""
+        except yaml.YAMLError:
+            value = m.group(2)
+        keys[m.group(1)] = (value, w.evidence)
     return keys, config
 
 

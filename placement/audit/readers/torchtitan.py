@@ -802,6 +802,13 @@ def join(groups: list[Settings], paths: list[Path]) -> Reading:
         for k in ("world_size", "gpus_per_node", "hosts", "cuda_visible_devices"):  # the launch lines'
             if g.has(k):
                 out.put(k, g.value(k), g.sources[k])
+        # ...and what the launch lines' environment and launcher set (CUDA_LAUNCH_BLOCKING, the binding), where the
+        # configuration did not, with their warnings (an NCCL setting the estimate does not price, a dynamic
+        # rendezvous): a user trial's torchtitan launch lost all of them
+        for field, value in g.recipe.items():
+            if not out.has(f"recipe.{field}"):
+                out.put(f"recipe.{field}", value, g.sources[f"recipe.{field}"])
+        out.warnings += g.warnings
         out.ignored += g.ignored
     cfg = out.config_file
     if cfg and not any(Path(cfg[0]).name == Path(p).name for p in paths):
