@@ -239,3 +239,30 @@ def test_values_are_compared_only_where_both_files_spell_a_literal() -> None:
         {"argument": "--lr", "job": "3e-4", "written": "1e-4"}]
     named = [{"argument": "--lr", "from": "3e-4", "to": "1e-4"}]
     assert [c["argument"] for c in megatron_values_changed(job, written, named)] == ["--max-position-embeddings"]
+
+
+def test_dropping_megatron_fsdp_drops_the_flags_megatron_refuses_without_it(tmp_path) -> None:
+    """A best plan without Megatron-FSDP removes --use-megatron-fsdp, and with it --fsdp-manual-registration, which
+    Megatron-LM asserts only runs under Megatron-FSDP (a user trial: the change list left it in, a job that does not
+    start)."""
+    import json
+
+    from click.testing import CliRunner
+
+    from placement.cli import main
+
+    script = tmp_path / "train.sh"
+    script.write_text(
+        "torchrun --nproc_per_node 8 --nnodes 1 pretrain_gpt.py --num-layers 32 --hidden-size 4096 "
+        "--ffn-hidden-size 14336 --num-attention-heads 32 --group-query-attention --num-query-groups 8 --swiglu "
+        "--seq-length 8192 --max-position-embeddings 8192 --micro-batch-size 1 --global-batch-size 128 --bf16 "
+        "--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads_params --ckpt-format fsdp_dtensor "
+        "--use-distributed-optimizer --use-nccl-ub --fsdp-manual-registration --overlap-grad-reduce "
+        "--overlap-param-gather --fp8-format hybrid --fp8-param-gather\n")
+    res = CliRunner().invoke(main, ["audit", "--launch", str(script), "--model", "llama3-8b", "--cluster", "dgx-h100",
+                                    "--gpus", "8", "--json"])
+    assert res.exit_code in (0, 1), res.output
+    changes = {c["argument"]: c for c in json.loads(res.stdout)["changes"]}
+    assert changes["--use-megatron-fsdp"]["to"] is None
+    assert changes["--fsdp-manual-registration"]["to"] is None
+    assert "only supported with Megatron FSDP" in changes["--fsdp-manual-registration"]["note"]

@@ -457,6 +457,7 @@ def launch_changes(framework: str, now: EmitContext, best: EmitContext, files_te
         if framework == "megatron":
             _megatron_virtual_flags(changes, b, files_text)
             _megatron_dropped_switches(changes, best, live)
+            _megatron_fsdp_only(changes, b, live)
             changes = _env_from_files(changes, live)
         key = GLOBAL_BATCH.get(framework)
         if key and key in b and a.get(key) == b.get(key) and _token(framework, key) not in files_text:
@@ -605,6 +606,24 @@ def _megatron_dropped_switches(changes: list[dict], best: EmitContext, live: str
     for flag, (field, why) in DROPPED_SWITCHES.items():
         if megatron_flag_in(flag, live) and getattr(recipe, field) \
                 and not any(c["argument"] == flag for c in changes):
+            changes.append({"argument": flag, "from": "true", "to": None, "note": why})
+
+
+MEGATRON_FSDP_ONLY = {
+    "--fsdp-manual-registration": "Megatron-LM asserts it runs only under Megatron-FSDP (arguments.py:1189-1191 at "
+                                  "d98e8a64dd: 'FSDP manual registration is only supported with Megatron FSDP.')",
+}
+"""Megatron-LM flags a launch under Megatron-FSDP may pass that Megatron-LM refuses without it, which placement's files
+never write: a best plan without Megatron-FSDP must drop them too (a user trial's change list removed
+--use-megatron-fsdp and left --fsdp-manual-registration, a job that does not start)."""
+
+
+def _megatron_fsdp_only(changes: list[dict], best: dict[str, str], live: str) -> None:
+    """Remove the MEGATRON_FSDP_ONLY flags the launch files pass where the best plan runs no Megatron-FSDP."""
+    if "--use-megatron-fsdp" in best:
+        return
+    for flag, why in MEGATRON_FSDP_ONLY.items():
+        if megatron_flag_in(flag, live) and not any(c["argument"] == flag for c in changes):
             changes.append({"argument": flag, "from": "true", "to": None, "note": why})
 
 
