@@ -1439,6 +1439,22 @@ def _framework_recipe(framework, recipe, sources: dict[str, str], precision, mod
                              f"--framework")
         recipe = recipe.model_copy(update={field: value})
         sources[field] = f"--framework {framework}: {why}"
+    from placement.emit.common import RECIPE_SUPPORT
+    from placement.search import SEARCHED_FIELDS
+
+    # a recipe feature the user pinned that the framework's files cannot launch (torchtitan's async TP is not what
+    # --tp-comm-overlap prices): refused, as the capability rows above, rather than priced and then re-priced in the
+    # file's header (a user trial: `evaluate --framework torchtitan --tp-comm-overlap` priced the overlap silently)
+    support = RECIPE_SUPPORT.get(framework, {})
+    for field in SEARCHED_FIELDS:
+        runs = support.get(field)
+        if runs and field in sources and sources[field] != "default" and getattr(recipe, field) not in runs:
+            shown = " or ".join(str(getattr(v, "value", v)) for v in runs)
+            given = (" ".join(recipe_args({field: getattr(recipe, field)}))
+                     if sources[field] == "flag" else f"{field} from {sources[field].removeprefix('file:')}")
+            raise InputError(f"--framework {framework}: its files launch {field} = {shown} only, so a plan priced "
+                             f"with {getattr(getattr(recipe, field), 'value', getattr(recipe, field))} is not what "
+                             f"they run; drop {given} or --framework")
     return _framework_modules(framework, recipe, sources)
 
 

@@ -47,3 +47,15 @@ def test_torchtitan_plans_price_the_transfers_exposed() -> None:
     assert plan["recipe"]["pp_comm_overlap"] is False
     assert "torch.distributed.pipelining" in plan["recipe_sources"]["pp_comm_overlap"]
     assert plan["breakdown"]["overlapped"]["pp"] == 0 and plan["breakdown"]["pp"] > 0
+
+
+def test_a_pinned_recipe_feature_the_framework_cannot_launch_is_refused() -> None:
+    """`evaluate --framework torchtitan --tp-comm-overlap` priced Megatron's userbuffers overlap, which torchtitan's
+    files run without (its header then priced the exposed run): refused, naming the flag, as a capability row is."""
+    args = ["evaluate", "--model", "llama3-70b", "--cluster", "dgx-h100", "--gpus", "256", "--seq-len", "8192",
+            "--global-batch", "256", "--tp", "8", "--zero", "3", "--mbs", "1", "--recompute", "full"]
+    res = CliRunner().invoke(main, [*args, "--framework", "torchtitan", "--tp-comm-overlap"])
+    assert res.exit_code == 2
+    assert "tp_comm_overlap = False only" in res.output and "drop --tp-comm-overlap or --framework" in res.output
+    assert CliRunner().invoke(main, [*args, "--framework", "torchtitan"]).exit_code in (0, 1)
+    assert CliRunner().invoke(main, [*args, "--framework", "megatron", "--tp-comm-overlap"]).exit_code in (0, 1)
