@@ -96,7 +96,9 @@ def test_a_hostfile_decides_whether_deepspeed_binds(tmp_path, hosts: list[str], 
     hostfile = tmp_path / "hostfile"
     hostfile.write_text("\n".join(hosts) + "\n")
     script = tmp_path / "train.sh"
-    script.write_text(f"deepspeed --hostfile {hostfile} --bind_cores_to_rank " + ARGS)
+    # a Megatron-DeepSpeed job (--deepspeed): without it Megatron trains the model itself, not DeepSpeed
+    script.write_text(f"deepspeed --hostfile {hostfile} --bind_cores_to_rank "
+                      + ARGS.replace("--bf16", "--bf16 --deepspeed"))
     layout = parse_launch([script, hostfile])
     assert layout.recipe["cpu_affinity"] is bound
     assert not any("host count" in x for x in layout.ignored)

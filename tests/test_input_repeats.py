@@ -103,3 +103,18 @@ def test_a_torchtitan_launchs_environment_and_launcher_warnings_are_kept(tmp_pat
     assert "export CUDA_LAUNCH_BLOCKING=1" in data["estimate"]["recipe_sources"]["cuda_launch_blocking"]
     said = " ".join(f["message"] for f in data["findings"])
     assert "NCCL_ALGO=Ring" in said and "rendezvous" in said
+
+
+def test_a_megatron_command_without_deepspeed_is_not_priced_as_deepspeed(tmp_path: Path) -> None:
+    """placement's own megatron.sh audited with --framework deepspeed, or beside a DeepSpeed JSON it never loads, was
+    priced with DeepSpeed's engine (6.900 s against the Megatron-LM job's 6.086 s), exit 0 (a user trial)."""
+    out = tmp_path / "plan"
+    job = ["--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "16"]
+    res = CliRunner().invoke(main, ["plan", *job, "--top-k", "1", "--emit", "megatron,deepspeed", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    for extra in (["--framework", "deepspeed"], ["--launch", str(out / "ds_config.json")]):
+        res = CliRunner().invoke(main, ["audit", "--launch", str(out / "megatron.sh"), *extra, *job])
+        assert res.exit_code == 2, res.output
+        assert "a Megatron training command without --deepspeed" in res.output
+    assert ("is not loaded by it" in res.output)
+    assert CliRunner().invoke(main, ["audit", "--launch", str(out / "megatron.sh"), *job]).exit_code in (0, 1)

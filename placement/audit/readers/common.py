@@ -677,6 +677,7 @@ def merge(groups: list[Settings]) -> Settings:
         out.hf_auto = g.hf_auto or out.hf_auto
         out.deepspeed_binding = g.deepspeed_binding or out.deepspeed_binding
         out.megatron_lm = out.megatron_lm or g.megatron_lm
+        out.megatron_without_deepspeed = out.megatron_without_deepspeed or g.megatron_without_deepspeed
         out.bridge = out.bridge or g.bridge
         out.neox = out.neox or g.neox
         out.config_keys |= g.config_keys

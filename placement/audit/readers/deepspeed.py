@@ -681,6 +681,16 @@ def join(groups: list[Settings]) -> Reading:
     """A DeepSpeed job (DeepSpeed JSON, hostfile, launcher, topology code, Megatron-DeepSpeed or HF Trainer
     scripts, GPT-NeoX configs): DeepSpeed's rules, then Megatron's (its layers run most of these jobs)."""
     s = merge(groups)
+    plain = s.megatron_without_deepspeed
+    if plain is not None and not s.megatron_deepspeed and not s.hf_trainer and not s.neox:
+        # a user trial: placement's own megatron.sh, audited as DeepSpeed (--framework deepspeed, or beside a
+        # DeepSpeed JSON it never loads), was priced with DeepSpeed's engine, 13 % off the Megatron-LM job it is
+        loaded = (f"; {', '.join(map(str, s.json_paths))} is not loaded by it (no --deepspeed --deepspeed_config)"
+                  if s.json_paths else "")
+        raise InputError(f"{plain}: a Megatron training command without --deepspeed: Megatron-LM runs it with its own "
+                         f"optimizer and data parallelism, and Megatron-DeepSpeed hands it to DeepSpeed only under "
+                         f"--deepspeed{loaded}; audit it as Megatron-LM (drop --framework deepspeed and the JSON), or "
+                         f"give the command that passes --deepspeed")
     if s.accelerate_launch and not s.accelerate_read and not s.json_paths:
         raise InputError(f"{s.accelerate_launch}: the job starts with `accelerate launch`, whose config file (its "
                          f"--config_file, or accelerate's default_config.yaml) sets the DeepSpeed plugin it runs; give "

@@ -774,6 +774,8 @@ def read_args(words: list[Word], s: Settings, typos: bool = True) -> None:
     if deepspeed_flag is not None:
         deepspeed_grad_accumulation(s, False, deepspeed_flag.evidence)
         _megatron_deepspeed_attention(args, s, deepspeed_flag)
+    if deepspeed_flag is None and not hf and MEGATRON_MODEL_FLAGS & {a.flag for a in args}:
+        s.megatron_without_deepspeed = next(a.evidence for a in args if a.flag in MEGATRON_MODEL_FLAGS)
     if deepspeed_flag is not None and MEGATRON_MODEL_FLAGS & {a.flag for a in args}:
         s.megatron_deepspeed = True
         if pipeline_module:

@@ -455,6 +455,9 @@ class Settings:
     deepspeed_binding: DeepSpeedBinding | None = None
     megatron_lm: bool = False
     """A Megatron-LM argument list was read (its defaults apply after the merge: megatron.join)."""
+    megatron_without_deepspeed: str | None = None
+    """The evidence of a Megatron model's argument list (--num-layers, --hidden-size, ...) without --deepspeed: Megatron
+    trains it itself, whatever DeepSpeed JSON sits beside it (deepspeed.join refuses to price it as DeepSpeed)."""
     bridge: bool = False
     """Megatron-Bridge keys were read (a ConfigContainer YAML or Hydra overrides): its own defaults apply."""
     megatron_deepspeed: bool = False
