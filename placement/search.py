@@ -52,6 +52,7 @@ class FixNames:
     """What set the headroom the capacity is net of."""
     recompute: str = "--recompute full"
     zero: str = "--zero 3"
+    micro_batch: str = "--mbs {}"
     framework: str = "dropping --framework {}"
     whole_domains: bool = False
     """A GPU count suggested is whole scale-up domains (a sweep design buys whole NVL72 racks), not whole nodes."""
@@ -692,14 +693,20 @@ def _no_layout_message(model: ModelSpec, train: TrainingSpec, num_gpus: int, cfg
     below = unit * (1 << (units.bit_length() - 1))
     counts = sorted(c for c in {below, below * 2} - {num_gpus} if c <= MAX_GPUS)
     names = cfg.fix_names
-    gpus = [names.gpus.format(c) for c in counts] if names.gpus is not None and regular else []
+    mbs = cfg.fixed.get("micro_batch_size")
+    # a pinned micro-batch that does not divide the global batch: no GPU count helps (a user trial was told
+    # `--gpus 128` for micro-batch 3 and batch 512)
+    gpus = ([names.gpus.format(c) for c in counts]
+            if names.gpus is not None and regular and not (mbs and train.global_batch % mbs) else [])
+    per = f" x the micro-batch {mbs}" if mbs else ""
+    mbs_fix = f", or {names.micro_batch.format(1)}" if mbs and mbs > 1 else ""
     return (
         f"no layout of {model.name} splits over {num_gpus} GPUs with global batch {train.global_batch} and "
         f"sequence {train.seq_len}{' with ' + pinned if pinned else ''}: tp must divide the "
         f"{model.num_attention_heads} heads, tp*cp*pp must divide {num_gpus}, pp must split the "
-        f"{model.num_layers} layers with a layer on every stage, and dp = {num_gpus}/(tp*cp*pp) must divide "
+        f"{model.num_layers} layers with a layer on every stage, and dp = {num_gpus}/(tp*cp*pp){per} must divide "
         f"the global batch; try {''.join(g + ' or ' for g in gpus)}{names.global_batch} that "
-        f"shares the GPU count's factors"
+        f"shares the GPU count's factors{mbs_fix}"
     )
 
 

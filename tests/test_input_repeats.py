@@ -118,3 +118,35 @@ def test_a_megatron_command_without_deepspeed_is_not_priced_as_deepspeed(tmp_pat
         assert "a Megatron training command without --deepspeed" in res.output
     assert ("is not loaded by it" in res.output)
     assert CliRunner().invoke(main, ["audit", "--launch", str(out / "megatron.sh"), *job]).exit_code in (0, 1)
+
+
+def test_an_audits_layout_errors_name_the_files_settings_not_evaluates_flags(tmp_path: Path) -> None:
+    """`audit` takes no --mbs or --ep: its layout errors name the launch files' micro-batch and expert-parallel
+    setting where they state them (a user trial was told `or --mbs 1`, and `--ep 4 --etp 1` beside the batch's line)."""
+    code, out = _ds_audit(tmp_path, {"train_batch_size": 512, "train_micro_batch_size_per_gpu": 3,
+                                     "bf16": {"enabled": True}})
+    assert code == 2 and "--mbs" not in out and "or micro-batch 1 (" in out
+    script = tmp_path / "train.sh"
+    script.write_text("torchrun --nnodes 8 --nproc-per-node 8 pretrain_gpt.py --num-layers 32 --hidden-size 4096 "
+                      "--ffn-hidden-size 14336 --num-attention-heads 32 --group-query-attention --num-query-groups 8 "
+                      "--swiglu --seq-length 8192 --max-position-embeddings 8192 --bf16 "
+                      "--untie-embeddings-and-output-weights --normalization RMSNorm --position-embedding-type rope "
+                      "--disable-bias-linear --tensor-model-parallel-size 2 --expert-model-parallel-size 4 "
+                      "--micro-batch-size 1 --global-batch-size 512\n")
+    res = CliRunner().invoke(main, ["audit", "--launch", str(script), "--model", "llama3-8b", "--cluster", "dgx-h100",
+                                    "--gpus", "64"])
+    assert res.exit_code == 2
+    assert "ep 4 (" in res.output and "--expert-model-parallel-size 4" in res.output
+    assert "--ep 4" not in res.output and "global batch 512:" not in res.output
+
+
+def test_a_run_whose_micro_batch_cannot_divide_its_batch_is_told_its_own_fields(tmp_path: Path) -> None:
+    """validate --runs with micro-batch 3 and batch 512 was told `try --gpus 128`: no GPU count makes 512 a multiple
+    of 3 x dp, and validate takes no --gpus.  The rule names the micro-batch and the fixes name the run's fields."""
+    runs = tmp_path / "runs.yaml"
+    runs.write_text("- {model: llama3-8b, num_gpus: 64, seq_len: 8192, global_batch: 512, step_time_s: 6.5, "
+                    "layout: {tp: 2, micro_batch_size: 3}}\n")
+    res = CliRunner().invoke(main, ["validate", "--cluster", "dgx-h100", "--runs", str(runs)])
+    assert res.exit_code == 0, res.output
+    assert "x the micro-batch 3 must divide the global batch" in res.output
+    assert "`micro_batch_size: 1` in its layout" in res.output and "--gpus" not in res.output

@@ -1663,6 +1663,23 @@ def neox_space(space: SearchConfig, launch: LaunchLayout, model: ModelSpec | Non
     return dataclasses.replace(space, **update)
 
 
+_DEGREE_FLAGS = {"--tp": "tp", "--cp": "cp", "--ep": "ep", "--etp": "etp", "--pp": "pp", "--vpp": "vpp"}
+
+
+def _degrees_as_stated(text: str, launch: LaunchLayout) -> str:
+    """A layout rule's message that opens with `evaluate`'s flags (`--ep 4 --etp 1: ...`) as the launch files state
+    those degrees, with where (a user trial was shown flags the audit does not take, beside the batch's line)."""
+    m = re.match(r"((?:--(?:tp|cp|ep|etp|pp|vpp) \d+ ?)+): ", text)
+    if not m:
+        return text
+    said = []
+    for flag, value in re.findall(r"(--[a-z]+) (\d+)", m.group(1)):
+        field = _DEGREE_FLAGS[flag]
+        where = launch.sources.get(field)
+        said.append(f"{field} {value}" + (f" ({where})" if where else " (not stated: the default)"))
+    return "; ".join(said) + ": " + text[m.end():]
+
+
 def is_megatron_deepspeed(launch: LaunchLayout) -> bool:
     """Megatron's arguments under --deepspeed: DeepSpeed's engine runs them (the reader records its blocking sends)."""
     return launch.framework == "megatron" and bool(launch.recipe.get("pipeline_p2p_blocking"))
@@ -1915,11 +1932,16 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
     try:
         check_layout(model, train, layout, recipe)
     except InputError as err:
-        batch = launch.sources.get("global_batch")
+        text = str(err)
+        batch = launch.sources.get("global_batch") if "global batch" in text else None
         of = f" (global batch {train.global_batch}: {batch})" if batch else ""
-        # the fix is in the files where they state the batch, not in a flag of this command
-        text = str(err).replace("try --global-batch", "set the global batch the launch files state to") if batch \
-            else str(err)
+        # the fix is in the files where they state the batch and the micro-batch, not in a flag of this command (a
+        # user trial was told `--mbs 1`, which `audit` does not take)
+        if batch:
+            text = text.replace("try --global-batch", "set the global batch the launch files state to")
+        mbs = launch.sources.get("micro_batch_size")
+        text = text.replace(", or --mbs 1", f", or micro-batch 1 ({mbs})" if mbs else ", or micro-batch 1")
+        text = _degrees_as_stated(text, launch)
         raise InputError(f"the launch files' layout does not fit the job{of}: {text}") from None
     notes = []
     if not hosts and launch.hosts and not set(launch.hosts) <= set(topo.host_names):

@@ -23,7 +23,7 @@ from pydantic import Field, model_validator
 
 from placement.catalog import load_accelerator, load_cluster, load_model
 from placement.errors import PlacementInfeasible
-from placement.search import SearchConfig, search
+from placement.search import FixNames, SearchConfig, search
 from placement.specs import AcceleratorSpec, ClusterSpec, ModelSpec
 from placement.specs._base import Frozen
 from placement.specs.layout import PinnedLayout
@@ -130,7 +130,7 @@ def predict(run: CalibrationRun, model: ModelSpec | None = None, topo: Topology 
     # an unstated pipeline split is the framework's default, like an unstated schedule
     # a source that says "interleaved" without the chunk count: the fastest interleaving, never vpp 1
     cfg = SearchConfig(top_k=1, fixed=fixed, recipe=run.job_recipe, module_sets=sets, pipeline_policies=(0,),
-                       min_vpp=2 if run.interleaved else 1)
+                       min_vpp=2 if run.interleaved else 1, fix_names=RUN_FIX_NAMES)
     fits = True
     try:
         res = search(model, train, topo, cfg)
@@ -160,6 +160,11 @@ def predict(run: CalibrationRun, model: ModelSpec | None = None, topo: Topology 
                      recipe.model_dump(mode="json", exclude_defaults=True),
                      {k: v for k, v in chosen.items() if k not in fixed and v is not None
                       and k not in (("dp",) if model.moe else ("dp", "ep", "etp"))})
+
+
+RUN_FIX_NAMES = FixNames(gpus="the run's `num_gpus: {}`", global_batch="a run `global_batch`",
+                         seq_len="the run's `seq_len: {}`", micro_batch="`micro_batch_size: {}` in its layout")
+"""A run's fixes, named as its file's fields (`validate` takes no --gpus or --mbs: a user trial was told them)."""
 
 
 def _broken_rule(model: ModelSpec, train: TrainingSpec, fixed: dict, num_gpus: int) -> str | None:
