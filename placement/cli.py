@@ -1184,6 +1184,7 @@ def sweep(sweep_file, out_dir, executor, workers, no_cache, as_json, no_plots, s
     except ValidationError as err:
         where = f"{path} with --set {' --set '.join(sets)}" if sets else str(path)
         raise InputError(format_validation_error(err, where)) from None
+    spec = _paths_from_sweep_file(spec, path)
     out = check_out_dir(out_dir, ["sweep.csv", "sweep.json", "frontier.png", "breakdown.png"])
     report = _check_report(report_file)
     calibration_path, profile = _calibration()
@@ -1724,6 +1725,24 @@ def calibrate(nccl_files, step_files, gemm_file, cluster_ref, gpus, slurm_topolo
         write_atomic(report, calibrate_html(profile))
         click.echo(f"wrote {report}", err=True)
     click.echo(json.dumps(calibrate_json(profile)) if as_json else calibrate_table(profile, str(out)))
+
+
+def _paths_from_sweep_file(spec, sweep_path):
+    """A design's `cluster` and a workload's `model` given as a relative path are read beside the sweep file where
+    a file of that name is there (a user trial's `cluster: ../cl/over100.yaml` was looked up from the current folder,
+    so the study ran only from one folder); otherwise as given (a catalog name, or a path from the current folder)."""
+    from pathlib import Path
+
+    def beside(ref: str) -> str:
+        given = Path(ref)
+        if given.is_absolute() or not (given.suffix or "/" in ref):
+            return ref
+        there = sweep_path.parent / given
+        return str(there) if there.is_file() else ref
+
+    return spec.model_copy(update={
+        "designs": tuple(d.model_copy(update={"cluster": beside(d.cluster)}) for d in spec.designs),
+        "workloads": tuple(w.model_copy(update={"model": beside(w.model)}) for w in spec.workloads)})
 
 
 def _no_repeated_files(flag: str, paths: tuple[str, ...]) -> None:

@@ -150,3 +150,30 @@ def test_a_run_whose_micro_batch_cannot_divide_its_batch_is_told_its_own_fields(
     assert res.exit_code == 0, res.output
     assert "x the micro-batch 3 must divide the global batch" in res.output
     assert "`micro_batch_size: 1` in its layout" in res.output and "--gpus" not in res.output
+
+
+def test_a_sweep_reads_its_relative_paths_beside_itself_and_names_its_fields(tmp_path: Path, monkeypatch) -> None:
+    """A study's `cluster: ../cl/c.yaml` was looked up from the current folder, and an FP8 workload on an A100 design
+    was told `--precision`, a flag sweep does not take (a user trial)."""
+    from placement.catalog import catalog_root
+
+    (tmp_path / "cl").mkdir()
+    (tmp_path / "cl" / "c.yaml").write_text((catalog_root() / "hardware" / "clusters" / "dgx-h100.yaml").read_text())
+    (tmp_path / "sw").mkdir()
+    study = tmp_path / "sw" / "rel.yaml"
+    base = {"name": "s", "designs": [{"name": "h", "cluster": "../cl/c.yaml", "gpus": 16, "price_per_gpu_hour": 2.5}],
+            "workloads": [{"name": "l8b", "model": "llama3-8b", "seq_len": 4096, "global_batch": 64,
+                           "tokens": 1.0e9}]}
+    import yaml
+
+    study.write_text(yaml.safe_dump(base))
+    monkeypatch.chdir(tmp_path.parent)  # not the study's folder
+    res = CliRunner().invoke(main, ["sweep", str(study), "--out", str(tmp_path / "out"), "--no-plots"])
+    assert res.exit_code == 0, res.output
+    base["designs"][0] |= {"cluster": "dgx-a100-80g"}
+    base["workloads"][0] |= {"precision": "fp8"}
+    study.write_text(yaml.safe_dump(base))
+    res = CliRunner().invoke(main, ["sweep", str(study), "--out", str(tmp_path / "out2"), "--no-plots"])
+    assert res.exit_code == 2
+    assert "workloads[0] 'l8b' has `precision: fp8`, but design 'h' runs a100-80g" in res.output
+    assert "--precision" not in res.output

@@ -104,6 +104,11 @@ def cells(sweep: SweepSpec, calibration: dict[str, float] | None = None, acceler
             from placement.calibration.profile import calibrated_specs
 
             cluster, acc = calibrated_specs(cluster, acc, calibration)
+        for k, w in enumerate(sweep.workloads):  # named as the study's fields (a user trial was told `--precision`)
+            if w.precision.value == "fp8" and acc.peak_flops_fp8 is None:
+                raise InputError(f"workloads[{k}] {w.name!r} has `precision: fp8`, but design {design.name!r} runs "
+                                 f"{acc.name}, which has no FP8 tensor cores (peak_flops_fp8 unset): set the "
+                                 f"workload's precision to bf16, or leave the design out")
         counts, unit, most = candidate_counts(sweep, design, cluster)
         out.extend(Cell(design, w, counts, cluster, acc, most, unit, models[w.model]) for w in sweep.workloads)
     return out
