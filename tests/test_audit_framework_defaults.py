@@ -638,3 +638,14 @@ def test_an_audit_that_fits_nothing_does_not_say_to_drop_a_flag_not_given(tmp_pa
     why = data["no_better_plan"]
     assert why is not None and "another framework than the job's deepspeed" in why
     assert "dropping --framework" not in why
+
+
+def test_bigscience_megatron_deepspeed_runs_its_tensor_parallel_backward_in_turn() -> None:
+    """tr11-176B-ml.slurm passes flags only BigScience's Megatron-DeepSpeed defines (--sync-tp-duplicated-parameters,
+    --embed-layernorm, --pp-partition-method), whose ColumnParallelLinear reduces the input gradient on its own: the
+    audit prices that, as the calibration row of the same run does, and so names that run as this job (a user trial:
+    priced with the async backward, the published run was called another job's)."""
+    est = _audit(BLOOM, *BLOOM_JOB, cluster="jean-zay-a100-80g")["estimate"]
+    assert est["recipe"]["tp_async_backward"] is False
+    assert "BigScience's Megatron-DeepSpeed" in est["recipe_sources"]["tp_async_backward"]
+    assert est["published_best"]["same_job"]["run"] == "bloom-176b-384xa100"

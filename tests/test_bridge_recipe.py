@@ -291,4 +291,9 @@ def test_a_comm_overlap_section_overlaps_an_interleaved_pipelines_transfers(tmp_
     bare.write_text(yaml.safe_dump(cfg), encoding="utf-8")
     lay = parse_launch([bare])
     assert lay.recipe["pp_comm_overlap"] is False
-    assert "ModelParallelConfig.overlap_p2p_comm" in lay.sources["recipe.pp_comm_overlap"]
+    assert "overlap_p2p_comm: false" in lay.sources["recipe.pp_comm_overlap"]  # the model's own field
+    del cfg["model"]["overlap_p2p_comm"]
+    bare.write_text(yaml.safe_dump(cfg), encoding="utf-8")
+    lay = parse_launch([bare])
+    assert lay.recipe["pp_comm_overlap"] is False
+    assert "ModelParallelConfig.overlap_p2p_comm, default False" in lay.sources["recipe.pp_comm_overlap"]

@@ -156,7 +156,9 @@ def test_every_fixture_has_an_expectation_and_every_family_a_fixture() -> None:
 def test_real_config_parses_to_the_published_architecture(folder: str) -> None:
     path = DATA / folder / "config.json"
     spec = load_hf_config(path)
-    assert spec == ModelSpec(name=folder, source=spec.source, **EXPECTED[folder],
+    # the planning default's note (a capped context) is the loader's word, as its source is
+    assert spec == ModelSpec(name=folder, source=spec.source, default_seq_len_note=spec.default_seq_len_note,
+                             **EXPECTED[folder],
                              **dict(zip(_ARCH_FIELDS, ARCH[folder], strict=True)), **_rope(folder),
                              norm_epsilon=NORM_EPSILON.get(folder, 1e-5))
     assert str(path) in spec.source
@@ -182,7 +184,10 @@ def test_default_seq_len_is_capped_but_shorter_contexts_are_kept() -> None:
     llama = _config("llama-3.1-8b")
     assert llama["max_position_embeddings"] == 131072
     assert model_from_hf_config(llama, "l").default_seq_len == 8192
+    assert "cap of 8192 on the config's max_position_embeddings 131072" in model_from_hf_config(
+        llama, "l").default_seq_len_note
     assert model_from_hf_config(llama | {"max_position_embeddings": 2048}, "l").default_seq_len == 2048
+    assert model_from_hf_config(llama | {"max_position_embeddings": 2048}, "l").default_seq_len_note == ""
 
 
 def test_qwen3_moe_leading_mlp_only_layers_become_dense_layers() -> None:

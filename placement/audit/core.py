@@ -1933,7 +1933,7 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
         check_layout(model, train, layout, recipe)
     except InputError as err:
         text = str(err)
-        batch = launch.sources.get("global_batch") if "global batch" in text else None
+        batch = launch.sources.get("global_batch") if "batch" in text else None  # a rule the batch decides
         of = f" (global batch {train.global_batch}: {batch})" if batch else ""
         # the fix is in the files where they state the batch and the micro-batch, not in a flag of this command (a
         # user trial was told `--mbs 1`, which `audit` does not take)

@@ -776,6 +776,13 @@ def read_args(words: list[Word], s: Settings, typos: bool = True) -> None:
         _megatron_deepspeed_attention(args, s, deepspeed_flag)
     if deepspeed_flag is None and not hf and MEGATRON_MODEL_FLAGS & {a.flag for a in args}:
         s.megatron_without_deepspeed = next(a.evidence for a in args if a.flag in MEGATRON_MODEL_FLAGS)
+    bigscience = next((a for a in args if a.flag in BIGSCIENCE_FLAGS), None)
+    if deepspeed_flag is not None and bigscience is not None and not s.has("recipe.tp_async_backward"):
+        s.put("recipe.tp_async_backward", False,
+              f"{bigscience.evidence} (a flag of BigScience's Megatron-DeepSpeed, which microsoft/Megatron-DeepSpeed "
+              f"does not define: its ColumnParallelLinear reduces the input gradient in autograd, on its own, "
+              f"bigscience-workshop/Megatron-DeepSpeed megatron/mpu/layers.py ColumnParallelLinear.forward "
+              f"copy_to_tensor_model_parallel_region)")
     if deepspeed_flag is not None and MEGATRON_MODEL_FLAGS & {a.flag for a in args}:
         s.megatron_deepspeed = True
         if pipeline_module:
@@ -991,6 +998,11 @@ def _moe_grouped_gemm(args: list[Arg], s: Settings) -> None:
                          f"GEMMs (priced as grouped GEMMs; {experts.evidence})")
 
 
+BIGSCIENCE_FLAGS = frozenset({"--sync-tp-duplicated-parameters", "--embed-layernorm", "--pp-partition-method",
+                              "--kill-switch-path", "--pad-vocab-size-to"})
+"""Flags of BigScience's Megatron-DeepSpeed (bigscience-workshop/Megatron-DeepSpeed, BLOOM's trainer) that
+microsoft/Megatron-DeepSpeed does not define: a script passing one runs that fork, whose tensor-parallel backward is
+synchronous (a user trial: tr11-176B-ml.slurm audited with the async backward its calibration row does not have)."""
 MEGATRON_MODEL_FLAGS = frozenset({"--num-layers", "--hidden-size", "--tensor-model-parallel-size",
                                   "--pipeline-model-parallel-size"})
 """Flags only a Megatron(-DeepSpeed) model script takes: with --deepspeed, a Megatron-DeepSpeed job, not a model
