@@ -539,3 +539,14 @@ def test_the_best_plan_splits_the_kv_heads_whole_as_gpt_neox_must(tmp_path):
     assert result.exit_code in (0, 1), result.output
     best = json.loads(result.stdout)["best"]["layout"]
     assert 8 % best["tp"] == 0, best
+
+
+def test_partition_activations_says_what_it_changes_and_that_it_is_not_priced(tmp_path: Path) -> None:
+    """`partition_activations: true` was listed bare among the ignored keys (a user trial, Pythia 12B at TP 4): it
+    says that the checkpointed inputs are split over the TP ranks and gathered in the recompute, neither priced."""
+    text = NEOX_20B.read_text()
+    assert '"partition_activations": false' in text
+    path = _written(tmp_path, re.sub(r'"partition[-_]activations": \w+', '"partition_activations": true', text))
+    data, _ = _audit(path, "gpt-neox-a100-40g", 96)
+    said = [x for x in data["layout"]["ignored"] if x.startswith("partition_activations: true")]
+    assert said and "all-gathers it again in the recompute" in said[0] and "not priced" in said[0]

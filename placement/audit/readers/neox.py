@@ -127,9 +127,9 @@ def read_yamls(parts: list[tuple[Path, dict, list[str]]], s: Settings) -> None:
     _precision(keys, ev, first, not missing, s)
     _batch(keys, ev, s)
     _refusals(keys, ev, number, s)
-    for key in ("partition_activations", "cpu_offload"):
+    for key, what in NEOX_UNPRICED.items():
         if flag(key):
-            s.ignored.append(f"{key}: true ({ev(key)})")
+            s.ignored.append(f"{key}: true ({ev(key)}): {what}")
     if not s.sources:
         raise InputError(f"{', '.join(str(p) for p, _, _ in parts)}: a GPT-NeoX config without pipe_parallel_size, "
                          f"model_parallel_size or batch keys; nothing to audit")
@@ -612,6 +612,18 @@ def _flash_version(stated: set[str], ev) -> str | None:
         return f"attention type flash priced as FlashAttention-2, but {fa1}, and {window_text(stated)}"
     return (f"attention type flash priced as FlashAttention-2, GPT-NeoX's from {FLASH2[0]} ({FLASH2[1]}): {fa1}, and "
             f"{window_text(stated)}, which leaves the version open")
+
+
+NEOX_UNPRICED = {
+    "partition_activations": "DeepSpeed's activation checkpointing splits each checkpointed layer input over the "
+                             "model-parallel ranks and all-gathers it again in the recompute (runtime/"
+                             "activation_checkpointing/checkpointing.py partition_activations); not priced: the "
+                             "memory estimate keeps each input whole on every TP rank (an over-count by up to the TP "
+                             "degree on those inputs) and the recompute's all-gathers are left out",
+    "cpu_offload": "DeepSpeed's activation checkpointing moves the checkpointed inputs to host memory; not priced: the "
+                   "memory estimate keeps them on the GPU, and the copies over PCIe are left out",
+}
+"""GPT-NeoX activation-checkpointing switches the audit reads but does not price, with what each changes."""
 
 
 def _attention_kernel(keys: dict, ev, path: Path, num_layers: int | None, s: Settings) -> None:
