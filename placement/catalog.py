@@ -16,7 +16,7 @@ from pydantic import BaseModel, ValidationError
 
 from placement.errors import InputError
 from placement.loaders.errors import format_validation_error
-from placement.loaders.files import parse_yaml, read_text
+from placement.loaders.files import parse_yaml, read_text, yaml_kind
 from placement.specs import AcceleratorSpec, ClusterSpec, ModelSpec
 
 S = TypeVar("S", bound=BaseModel)
@@ -67,7 +67,7 @@ def read_yaml(path: Path, schema: type[S], what: str) -> S:
     data = parse_yaml(text, path, f"{what} file")
     if not isinstance(data, dict):
         raise InputError(
-            f"{path}: a {what} file must be a YAML mapping of fields, got {type(data).__name__}; "
+            f"{path}: a {what} file must be a YAML mapping of fields, got {yaml_kind(data)}; "
             f"see the files in {catalog_root() / EXAMPLES.get(what, '')} for examples"
         )
     try:

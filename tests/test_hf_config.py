@@ -238,7 +238,7 @@ def test_unknown_model_type_lists_the_supported_families(tmp_path: Path) -> None
     with pytest.raises(InputError) as err:
         load_hf_config(path)
     assert str(err.value) == (
-        f"{path}: `model_type` = 'falcon' and `architectures` = ['FalconForCausalLM'] names no family this "
+        f"{path}: `model_type` = 'falcon' (with `architectures` = ['FalconForCausalLM']) is not a family this "
         "loader reads; supported model_type values: deepseek_v2, deepseek_v3, gpt2, gpt_neox, gpt_oss, gptj, llama, "
         "mistral, mixtral, nemotron, qwen2, qwen2_moe, qwen3, qwen3_moe; set `model_type` to the family the model "
         "follows, or describe the model as a models/*.yaml file with the fields of ModelSpec"
@@ -246,7 +246,8 @@ def test_unknown_model_type_lists_the_supported_families(tmp_path: Path) -> None
 
 
 def test_missing_model_type_and_architectures() -> None:
-    with pytest.raises(InputError, match=re.escape("HuggingFace config of 'x': no `model_type` names no family")):
+    said = "HuggingFace config of 'x': no `model_type`, and no `architectures`, name a family this loader reads"
+    with pytest.raises(InputError, match=re.escape(said)):
         model_from_hf_config({"hidden_size": 8}, "x")
 
 

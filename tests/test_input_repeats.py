@@ -177,3 +177,15 @@ def test_a_sweep_reads_its_relative_paths_beside_itself_and_names_its_fields(tmp
     assert res.exit_code == 2
     assert "workloads[0] 'l8b' has `precision: fp8`, but design 'h' runs a100-80g" in res.output
     assert "--precision" not in res.output
+
+
+def test_an_empty_file_is_said_to_be_empty(tmp_path: Path) -> None:
+    """An empty cluster, sweep or profile file was refused with `got NoneType` (a user trial)."""
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("# nothing yet\n")
+    for args in (["plan", "--model", "llama3-8b", "--cluster", str(empty)],
+                 ["sweep", str(empty), "--out", str(tmp_path / "o")],
+                 ["validate", "--calibration", str(empty)]):
+        res = CliRunner().invoke(main, args)
+        assert res.exit_code == 2, res.output
+        assert "nothing (the file is empty or only comments)" in res.output and "NoneType" not in res.output

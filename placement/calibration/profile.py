@@ -32,7 +32,7 @@ from pydantic import Field, ValidationError, model_validator
 from placement.cost import constants as C
 from placement.errors import InputError
 from placement.loaders.errors import format_validation_error
-from placement.loaders.files import parse_yaml, read_text
+from placement.loaders.files import parse_yaml, read_text, yaml_kind
 from placement.specs import AcceleratorSpec, ClusterSpec
 from placement.specs._base import Frozen
 from placement.specs.hardware import ScaleUpSpec, SwitchTier
@@ -306,7 +306,7 @@ def load_profile(path: Path | str) -> CalibrationProfile:
     data = parse_yaml(text, path, "calibration profile")
     if not isinstance(data, dict):
         raise InputError(f"calibration profile `{path}`: expected a mapping of profile fields, found "
-                         f"{type(data).__name__}; give the file `placement calibrate --out` wrote")
+                         f"{yaml_kind(data)}; give the file `placement calibrate --out` wrote")
     try:
         return CalibrationProfile.model_validate(data)
     except ValidationError as err:

@@ -177,6 +177,15 @@ LAUNCHER_PREFIXES = (re.compile(r"^\[\d+,\d+\]<(?:stdout|stderr)>:"),  # mpirun 
 """Prefixes a launcher writes before each line of a rank's output (nccl-tests outputs and training logs alike)."""
 
 
+def yaml_kind(data: Any) -> str:
+    """What a parsed YAML document is, in words, for an error that expected a mapping: an empty file is `nothing`,
+    not `NoneType` (a user trial)."""
+    if data is None:
+        return "nothing (the file is empty or only comments)"
+    kinds = {list: "a list", str: "a string", bool: "a boolean", int: "a number", float: "a number"}
+    return kinds.get(type(data), f"a {type(data).__name__}")
+
+
 def unprefixed(line: str) -> str:
     """`line` without the launcher prefix it starts with (LAUNCHER_PREFIXES), if any."""
     for pattern in LAUNCHER_PREFIXES:

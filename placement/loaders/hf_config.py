@@ -536,11 +536,11 @@ def _family_of(data: Mapping[str, Any], source: str) -> str:
     for name in names:
         if name in ARCHITECTURES:
             return ARCHITECTURES[name]
-    said = "no `model_type`" if model_type is None else f"`model_type` = {model_type!r}"
-    if names:
-        said += f" and `architectures` = {names!r}"
+    arch = f"`architectures` = {names!r}" if names else "no `architectures`"
+    said = (f"no `model_type`, and {arch}, name a family this loader reads" if model_type is None
+            else f"`model_type` = {model_type!r} (with {arch}) is not a family this loader reads")
     raise InputError(
-        f"{source}: {said} names no family this loader reads; supported model_type values: "
+        f"{source}: {said}; supported model_type values: "
         f"{', '.join(sorted(FAMILIES))}; set `model_type` to the family the model follows, or describe "
         f"the model as a models/*.yaml file with the fields of ModelSpec"
     )
