@@ -81,7 +81,7 @@ def plan_job(model: ModelSpec, train: TrainingSpec, topo: Topology, search_cfg: 
             one, priced = _pricer(w, train, result, i)
             ml = map_layout(w, train, topo, layout, result.estimates, i, mapping, price=priced)
             sol = ml.solution
-            mapped_est = priced(ml.topo)
+            mapped_est = ml.estimate  # priced by `priced` on the chosen mapping
             plan = make_plan(one, mapped_est, 0, model, train, topo, recipe_sources, model_sources)
             gpu_of_rank = ml.gpu_of_rank
             solver = {"status": sol.status, "chosen": ml.chosen, "objective_s": _f(sol.objective_s),

@@ -211,7 +211,8 @@ def enumerate_layouts(w: Workload, model: ModelSpec, train: TrainingSpec, num_gp
     `expand_sharding`."""
     fixed = cfg.fixed
     divs = np.array(_divisors(num_gpus), dtype=np.int64)
-    facts = rules.Facts.of(model, train, cfg.recipe, tuple(accounted_units(p) for p in _open_split(cfg)))
+    facts = rules.Facts.of(model, train, cfg.recipe, tuple(accounted_units(p) for p in _open_split(cfg)),
+                           framework=cfg.framework.name if cfg.framework is not None else "megatron")
 
     def pick(name: str, default: np.ndarray) -> np.ndarray:
         return np.array([int(fixed[name])], dtype=np.int64) if name in fixed else default

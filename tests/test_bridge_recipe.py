@@ -297,3 +297,14 @@ def test_a_comm_overlap_section_overlaps_an_interleaved_pipelines_transfers(tmp_
     lay = parse_launch([bare])
     assert lay.recipe["pp_comm_overlap"] is False
     assert "ModelParallelConfig.overlap_p2p_comm, default False" in lay.sources["recipe.pp_comm_overlap"]
+
+
+def test_a_comm_overlap_section_that_turns_the_pipeline_overlap_off_wins(tmp_path: Path) -> None:
+    """_override_user_cfgs puts the section's own overlap_p2p_comm over the vp > 1 default (a review)."""
+    cfg = _cfg(L70)
+    cfg["comm_overlap"]["overlap_p2p_comm"] = False
+    path = tmp_path / "off.yaml"
+    path.write_text(yaml.safe_dump(cfg), encoding="utf-8")
+    lay = parse_launch([path])
+    assert lay.recipe["pp_comm_overlap"] is False
+    assert "overlap_p2p_comm: false" in lay.sources["recipe.pp_comm_overlap"]

@@ -551,6 +551,13 @@ def test_interleaved_transfers_show_only_where_they_outlast_a_chunk():
     assert _f(pp_exposed_per_microbatch(x1, pp1, np.full(1, 1.0))) == _f(pp1.per_microbatch_s) > 0
 
 
+def test_blocking_pipeline_sends_are_never_priced_as_overlapped():
+    """DeepSpeed's blocking sends (pipeline_p2p_blocking) are not Megatron's overlapped pairs: all exposed."""
+    lay = Layout(tp=4, pp=4, vpp=2, dp=64, sequence_parallel=True)
+    est = _est("llama3-70b", "dgx-h100", 1024, lay, Recipe(pipeline_p2p_blocking=True), global_batch=256)
+    assert _f(est.pp_s) == pytest.approx(_f(est.pp_total_s), rel=1e-12) and _f(est.pp_s) > 0
+
+
 def test_overlapped_pipeline_transfers_are_reported_as_overlapped():
     """The step prices only the exposed transfers; the breakdown's pp total keeps them all."""
     lay = Layout(tp=8, pp=4, vpp=4, dp=32, sequence_parallel=True)

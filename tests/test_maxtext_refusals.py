@@ -215,3 +215,10 @@ def test_a_train_argument_without_equals_is_refused(tmp_path: Path) -> None:
     _refusal(err, "`enable_checkpointing:` is not a key=value argument", "write enable_checkpointing=VALUE")
     ok = maxtext_launch(tmp_path, BASE, script.replace("enable_checkpointing: False", "enable_checkpointing=False"))
     assert ok is not None
+
+
+def test_a_variable_on_the_train_command_is_not_refused(tmp_path: Path) -> None:
+    """`$EXTRA_ARGS` after the overrides is the script's variable, empty where unset: not a word without `=` (a
+    review of the refusal above)."""
+    script = "python3 -m maxtext.trainers.pre_train.train cfg.yml steps=10 $EXTRA_ARGS\n"
+    assert maxtext_launch(tmp_path, BASE, script) is not None

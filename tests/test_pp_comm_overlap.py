@@ -59,3 +59,38 @@ def test_a_pinned_recipe_feature_the_framework_cannot_launch_is_refused() -> Non
     assert "tp_comm_overlap = False only" in res.output and "drop --tp-comm-overlap or --framework" in res.output
     assert CliRunner().invoke(main, [*args, "--framework", "torchtitan"]).exit_code in (0, 1)
     assert CliRunner().invoke(main, [*args, "--framework", "megatron", "--tp-comm-overlap"]).exit_code in (0, 1)
+
+
+def test_two_stages_interleaved_need_the_overlap_in_megatron(tmp_path: Path) -> None:
+    """Megatron-LM refuses an interleaved schedule on 2 stages with --no-overlap-p2p-communication: the file
+    written for such a layout says it does not start, and a search for Megatron never proposes one (a review:
+    the file was written and exit 0, and an audit proposed pp 2 x vpp 8 with the flag kept)."""
+    args = ["evaluate", "--model", "llama3-70b", "--cluster", "dgx-h100", "--gpus", "64", "--tp", "8", "--pp", "2",
+            "--vpp", "2", "--mbs", "1", "--recompute", "none", "--zero", "1", "--global-batch", "64",
+            "--seq-len", "4096", "--no-pp-comm-overlap", "--emit", "megatron", "--out", str(tmp_path), "--json"]
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 1, res.output
+    assert "megatron.sh" in str(json.loads(res.stdout)["files_not_starting"])
+    plan = CliRunner().invoke(main, ["plan", "--model", "llama3-70b", "--cluster", "dgx-h100", "--gpus", "64",
+                                     "--global-batch", "64", "--seq-len", "4096", "--no-pp-comm-overlap",
+                                     "--top-k", "50", "--json"])
+    lays = [p["layout"] for p in json.loads(plan.stdout)["plans"]]
+    assert lays and not [lay for lay in lays if lay["pp"] == 2 and lay["vpp"] > 1]
+
+
+def test_pipeline_overlap_settings_of_old_files_and_bridge_sections() -> None:
+    """A file dated before 2023-10-12 (--activations-checkpoint-method, --DDP-impl) ran its transfers exposed; a
+    Bridge comm_overlap section that sets overlap_p2p_comm itself wins over its vp > 1 default."""
+    import tempfile
+
+    from placement.audit.launch import parse_launch
+
+    with tempfile.TemporaryDirectory() as d:
+        script = Path(d) / "old.sh"
+        script.write_text("torchrun --nnodes 4 --nproc-per-node 8 pretrain_gpt.py --tensor-model-parallel-size 8 "
+                          "--pipeline-model-parallel-size 4 --num-layers-per-virtual-pipeline-stage 2 --num-layers 32 "
+                          "--hidden-size 4096 --num-attention-heads 32 --seq-length 2048 --micro-batch-size 1 "
+                          "--global-batch-size 64 --bf16 --DDP-impl local --activations-checkpoint-method uniform\n")
+        lay = parse_launch([script])
+        assert lay.vpp == 4 and lay.recipe["pp_comm_overlap"] is False
+        assert "before 2023-09-05" in lay.sources["recipe.pp_comm_overlap"]

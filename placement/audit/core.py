@@ -2041,7 +2041,7 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
         own = map_layout(workload(model), train, topo, layout, est, 0, mapping,
                          price=lambda t: _price(model, train, t, [layout], recipe))
         own_mapped = own.topo
-        mapped_same_s = float(_price(model, train, own.topo, [layout], recipe).step_time_s[0])
+        mapped_same_s = float(own.estimate.step_time_s[0])  # priced under the job's recipe by the mapper
     else:
         own_mapped = topo
         mapped_same_s = float(_price(model, train, topo, [layout], recipe).step_time_s[0])

@@ -169,6 +169,8 @@ def command_keys(words: list) -> tuple[dict[str, tuple[Any, str]], str | None] |
             config = w.text
             continue
         m = re.fullmatch(r"([A-Za-z_]\w*)=(.*)", w.text, re.S)
+        if not m and w.unresolved:
+            continue  # a variable of the script's (`$EXTRA_ARGS`): what it holds is not in the files
         if not m:
             # OmegaConf.from_cli (MaxText pyconfig.py) takes a word without `=` as a key of its own, which
             # MaxTextConfig (extra="forbid") refuses at start-up: the job does not start (a user trial's

@@ -283,15 +283,15 @@ class PpTerm:
     per_microbatch_s: np.ndarray
     bytes_per_step: np.ndarray
     bubble_credit_s: np.ndarray
-    forward_transfer_s: np.ndarray
-    """One activation transfer between neighbouring stages (with its mask, where sent)."""
-    backward_transfer_s: np.ndarray
-    """One gradient transfer."""
     """Transfer seconds the bubble does not run at the micro-batch pace: DeepSpeed's lock-step `TrainSchedule`
     with blocking sends (no interleaving) takes 4 m + 2 (p - 4) transfers in all, not the 4 (m + p - 1) that
     (p - 1) micro-batch times of a middle stage's pace hold, so (2 p + 4) transfers less; at p = 2, 2 m, not
     2 (m + 1) (the schedule simulated in tests/test_deepspeed_schedule.py, at every forward:backward ratio);
     0 otherwise."""
+    forward_transfer_s: np.ndarray
+    """One activation transfer between neighbouring stages (with its mask, where sent)."""
+    backward_transfer_s: np.ndarray
+    """One gradient transfer."""
 
 
 def pp_term(x: Ctx) -> PpTerm:
@@ -334,12 +334,15 @@ def pp_exposed_per_microbatch(x: Ctx, pp: PpTerm, layer_s: np.ndarray) -> np.nda
     interleaved schedule, each activation transfer runs beside one chunk's forward and each gradient transfer beside
     one chunk's backward (Megatron's `overlap_p2p_comm`: the receive for the next chunk is posted before the current
     one computes and waited after it), so only what outlasts that chunk shows; a chunk's forward is a third of its
-    time (backward twice the forward).  `layer_s`: one layer's forward and backward per micro-batch."""
-    overlap = (x.recipe.pp_comm_overlap and x.recipe.pipeline_schedule is not PipelineSchedule.DUALPIPE) \
-        & (x.b.pp > 1) & (x.vpp > 1)
+    time (backward twice the forward), a quarter under full recompute (the backward reruns it).  `layer_s`: one
+    layer's forward, backward and recompute per micro-batch."""
+    # (blocking sends, DeepSpeed's PipelineEngine, and DualPipe's own schedule are not Megatron's overlapped pairs)
+    overlap = (x.recipe.pp_comm_overlap and not x.recipe.pipeline_p2p_blocking
+               and x.recipe.pipeline_schedule is not PipelineSchedule.DUALPIPE) & (x.b.pp > 1) & (x.vpp > 1)
     if not np.any(overlap):
         return pp.per_microbatch_s
     chunk_s = layer_s * np.maximum(x.w.num_layers / (x.pp * x.vpp), 1.0)
-    left = (np.maximum(pp.forward_transfer_s - chunk_s / 3.0, 0.0)
-            + np.maximum(pp.backward_transfer_s - 2.0 * chunk_s / 3.0, 0.0))
+    forward_s = chunk_s / (3.0 + x.full * x.full_layers_share)  # a full recompute adds one forward to the backward
+    left = (np.maximum(pp.forward_transfer_s - forward_s, 0.0)
+            + np.maximum(pp.backward_transfer_s - (chunk_s - forward_s), 0.0))
     return np.where(overlap, np.minimum(x.vpp * left, pp.per_microbatch_s), pp.per_microbatch_s)

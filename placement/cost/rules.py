@@ -54,17 +54,24 @@ class Facts:
     holds the pipeline rules when one of them splits it (the search prices each; an accounted one is written as a
     --pipeline-model-parallel-layout where Megatron's own division would not take it)."""
 
+    two_stage_interleaving: bool = True
+    """An interleaved schedule may run on 2 pipeline stages.  False where Megatron-LM runs the plan with its
+    pipeline transfers exposed: it refuses that pair (core_v0.19.0 megatron/training/arguments.py:972-975)."""
+
     @classmethod
     def of(cls, model: ModelSpec, train: TrainingSpec, recipe: Recipe | None = None,
-           open_units: tuple[int, ...] = ()) -> Facts:
-        """`open_units`: the accounted splits the search may choose where the recipe states none."""
+           open_units: tuple[int, ...] = (), framework: str | None = None) -> Facts:
+        """`open_units`: the accounted splits the search may choose where the recipe states none; `framework`: the
+        framework a search plans for ("megatron" also for a search for none, whose files are Megatron's by default),
+        None where no framework's start-up checks apply (a layout priced as given)."""
         accounted = int(recipe.account_for_embedding) + int(recipe.account_for_loss) if recipe is not None else 0
         units = (accounted,) if accounted else (0, *open_units)
+        exposed = recipe is not None and not recipe.pp_comm_overlap
         return cls(model_name=model.name, num_layers=model.num_layers, num_heads=model.num_attention_heads,
                    num_kv_heads=model.kv_heads, num_experts=model.moe.num_experts if model.moe else 0,
                    seq_len=train.seq_len, global_batch=train.global_batch,
                    explicit_pipeline=recipe is not None and recipe.pipeline_layout is not None,
-                   split_units=units)
+                   split_units=units, two_stage_interleaving=not (exposed and framework == "megatron"))
 
 
 @dataclass(frozen=True)
@@ -219,6 +226,13 @@ RULES: tuple[Rule, ...] = (
                        f"(interleaving needs at least vpp layers on each stage and the full stages' "
                        f"{-(-f.num_layers // v['pp'])} layers in vpp equal chunks: {_split_text(f, v['pp'])}); "
                        f"{_vpp_fix(f, v)}"),
+    _rule("vpp_two_stages", "vpp pp",
+          "Megatron-LM interleaves 2 stages only with the pipeline transfers overlapped (overlap_p2p_comm)",
+          lambda f, c: f.two_stage_interleaving | (c["pp"] != 2) | (c["vpp"] == 1),
+          lambda f, v: f"--pp 2 --vpp {v['vpp']}: Megatron-LM refuses an interleaved schedule on 2 stages with the "
+                       f"pipeline transfers exposed ('When interleaved schedule is used and p2p communication overlap "
+                       f"is disabled, pipeline-model-parallel size should be greater than 2', core_v0.19.0 "
+                       f"arguments.py:972-975); leave the overlap on, or use pp > 2 or vpp 1"),
     _rule("vpp_microbatches", "vpp pp dp mbs",
           "interleaved 1F1B runs micro-batches in groups of pp (Megatron: num_microbatches % pp == 0)",
           lambda f, c: (c["vpp"] == 1) | (_microbatches(f, c) % c["pp"] == 0),

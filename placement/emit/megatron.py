@@ -175,6 +175,10 @@ def recipe_arguments(ctx: EmitContext) -> tuple[list[str], list[str]]:
     if not r.pp_comm_overlap and lay.pp > 1 and lay.vpp > 1:
         # Megatron overlaps an interleaved pipeline's sends and receives unless told not to (overlap_p2p_comm)
         args.append("--no-overlap-p2p-communication")
+        if lay.pp == 2:
+            warnings.append(refusal("Megatron-LM refuses an interleaved schedule on 2 pipeline stages with "
+                                    "--no-overlap-p2p-communication (core_v0.19.0 megatron/training/arguments.py:"
+                                    "972-975: 'pipeline-model-parallel size should be greater than 2')"))
     if r.tp_comm_overlap and lay.tp > 1:
         args.append("--tp-comm-overlap")
         if not lay.sequence_parallel:

@@ -1182,6 +1182,14 @@ def _old_megatron(given: dict[str, Arg], s: Settings) -> None:
                              f"pipeline), priced as one reduction beside the last backward "
                              f"({ddp.word.site.path}:{ddp.word.site.line})")
     method = given.get("--activations-checkpoint-method")
+    dated = method or ddp
+    interleaved = {"--num-layers-per-virtual-pipeline-stage", "--num-virtual-stages-per-pipeline-rank"} & set(given)
+    if dated is not None and interleaved and not s.has("recipe.pp_comm_overlap"):
+        # (read before the flags' own defaults: megatron.finish) the file predates 4eeff55d1f of 2023-10-12
+        s.put("recipe.pp_comm_overlap", False,
+              f"{dated.evidence} (the flag dates the file before 2023-09-05; Megatron-LM overlapped an interleaved "
+              f"pipeline's transfers only under --overlap-p2p-communication from f9283c5a8a of 2023-05-31, and by "
+              f"default from 4eeff55d1f of 2023-10-12)")
     if method is not None and not s.has("recipe.attention_kernel") and "--use-flash-attn" not in given:
         s.put("recipe.attention_kernel", "unfused",
               f"{method.evidence} (the flag dates the file to {OLD_METHOD_DATES}; "
@@ -1499,12 +1507,17 @@ def _section_line(keys: dict[str, tuple[Any, str]], section: str) -> str:
 
 def _bridge_p2p_overlap(keys: dict[str, tuple[Any, str]], s: Settings) -> None:
     """Whether an interleaved Bridge job overlaps its pipeline transfers: a comm_overlap section turns Megatron's
-    overlap_p2p_comm on under virtual stages whatever it says itself (v0.4.2 training/comm_overlap.py:453-460);
-    without one the model's field runs, megatron-core ModelParallelConfig.overlap_p2p_comm, default False."""
+    overlap_p2p_comm on under virtual stages (v0.4.2 training/comm_overlap.py:453-460) unless it sets the field
+    itself (_override_user_cfgs puts the user's non-null values over those defaults); without one the model's field
+    runs, megatron-core ModelParallelConfig.overlap_p2p_comm, default False."""
     vpp = keys.get("model.virtual_pipeline_model_parallel_size", (None,))[0]
     if not isinstance(vpp, int) or vpp < 2:
         return
     if _has_section(keys, "comm_overlap"):
+        stated, ev = keys.get("comm_overlap.overlap_p2p_comm", (None, None))
+        if isinstance(stated, bool):  # _override_user_cfgs puts the section's own value over the vp > 1 default
+            s.put("recipe.pp_comm_overlap", stated, ev)
+            return
         s.put("recipe.pp_comm_overlap", True,
               f"{_section_line(keys, 'comm_overlap')} (a comm_overlap section overlaps the pipeline's transfers under "
               f"virtual stages: Megatron-Bridge training/comm_overlap.py, overlap_p2p_comm = vp_size > 1)")
