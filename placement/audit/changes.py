@@ -604,9 +604,14 @@ def _megatron_dropped_switches(changes: list[dict], best: EmitContext, live: str
     """Remove the DROPPED_SWITCHES the launch files pass where the best plan runs what they turn off."""
     recipe = best.plan.recipe_spec()
     for flag, (field, why) in DROPPED_SWITCHES.items():
-        if megatron_flag_in(flag, live) and getattr(recipe, field) \
-                and not any(c["argument"] == flag for c in changes):
-            changes.append({"argument": flag, "from": "true", "to": None, "note": why})
+        if getattr(recipe, field):
+            _drop_switch(changes, flag, live, why)
+
+
+def _drop_switch(changes: list[dict], flag: str, live: str, why: str) -> None:
+    """A removal of `flag`, with why, where the launch files pass it and the change list does not name it yet."""
+    if megatron_flag_in(flag, live) and not any(c["argument"] == flag for c in changes):
+        changes.append({"argument": flag, "from": "true", "to": None, "note": why})
 
 
 MEGATRON_FSDP_ONLY = {
@@ -623,8 +628,7 @@ def _megatron_fsdp_only(changes: list[dict], best: dict[str, str], live: str) ->
     if "--use-megatron-fsdp" in best:
         return
     for flag, why in MEGATRON_FSDP_ONLY.items():
-        if megatron_flag_in(flag, live) and not any(c["argument"] == flag for c in changes):
-            changes.append({"argument": flag, "from": "true", "to": None, "note": why})
+        _drop_switch(changes, flag, live, why)
 
 
 def spell_neox_keys(changes: list[dict], spelling: dict[str, str]) -> None:

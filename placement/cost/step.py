@@ -198,9 +198,7 @@ def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch, r
     host_for = _host_terms(x, choices, {o.overlap for o in ep_options}, graph_pick)
 
     accumulate = _grad_accumulation_s(x, params)
-    # a layer's time per micro-batch, the dense and MoE layers' mean: what an overlapped pipeline transfer hides behind
-    layer_s = (w.num_dense_layers * lc.dense_s + w.num_moe_layers * lc.moe_s) / w.num_layers
-    pp_mb = pp_exposed_per_microbatch(x, pp, layer_s)
+    pp_mb = pp_exposed_per_microbatch(x, pp, _mean_layer_s(w, lc))
     crit = _critical_rank(x, st, lc, tpx, cp.exposed_s, pp_mb, ep_options, host_for, accumulate)
     nd, n_moe = crit.dense, crit.moe + crit.mtp
     layers_mb = nd + n_moe
@@ -263,6 +261,12 @@ def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch, r
         dispatcher=crit.dispatcher, cuda_graphs=graph_pick, tp_comm_overlap=tpx.on, ep_comm_overlap=crit.ep_overlap,
         recipe=recipe, pipe_policy=b.pipe_policy, microbatch_s=t_mb,
     )
+
+
+def _mean_layer_s(w: Workload, lc) -> np.ndarray:
+    """A layer's time per micro-batch, the dense and MoE layers' mean: what an overlapped pipeline transfer hides
+    behind (cost.comm.pp_exposed_per_microbatch)."""
+    return (w.num_dense_layers * lc.dense_s + w.num_moe_layers * lc.moe_s) / w.num_layers
 
 
 def _selective_redo_flops(w: Workload, b: LayoutBatch, seq_len: int) -> np.ndarray:
@@ -348,8 +352,7 @@ def step_lower_bound(w: Workload, train: TrainingSpec, topo: Topology, b: Layout
                           for o in _ep_options(x, u, inverse, lc, choices)]), axis=0)
     k = _Counts.of(st, recipe)
     pp = pp_term(x)
-    pp_mb = pp_exposed_per_microbatch(x, pp, (w.num_dense_layers * lc.dense_s + w.num_moe_layers * lc.moe_s)
-                                      / w.num_layers)
+    pp_mb = pp_exposed_per_microbatch(x, pp, _mean_layer_s(w, lc))
     per_kind = _kind_gpu_s(k, *_layer_gpu_s(x, lc, tpx, cp.exposed_s, ep), lc.head_s, pp_mb)
     pace = np.max(np.where(st.num_ranks > 0, per_kind, 0.0), axis=0)
     return np.where(st.valid, x.m * pace + _bubble_s(x, pace, pp.bubble_credit_s), np.inf)
