@@ -8,6 +8,7 @@ file (``.json`` = HuggingFace config.json, ``.yaml``/``.yml`` = our schema); oth
 from __future__ import annotations
 
 import difflib
+import os
 from functools import lru_cache
 from pathlib import Path
 from typing import TypeVar
@@ -91,6 +92,33 @@ def _is_dir(path: Path) -> bool:
         return False
 
 
+def _file_given(ref: str, path: Path) -> bool:
+    """Whether a --model / --cluster value is a path rather than a catalog name: a YAML suffix, a file there (a
+    regular file, or a pipe such as `<(...)`, or a device: read as a file, so /dev/null is said to be empty, not an
+    unknown name), or a path separator in it."""
+    try:
+        there = path.exists() and not path.is_dir()
+    except OSError:
+        there = False
+    return path.suffix in (".yaml", ".yml") or there or "/" in ref or os.sep in ref
+
+
+def _no_file(ref: str, path: Path, field: str, what: str) -> str:
+    """Why a path given for a model or cluster file cannot be read as one: a folder, or nothing there."""
+    if _is_dir(path):
+        return f"{field} {ref!r} is a folder, not a {what} file; give the YAML file in it, or a catalog name"
+    hf = " or a HuggingFace config.json (a Hub name is not fetched: download its config.json)" if what == "model" \
+        else ""
+    return f"{field} {ref!r}: no such file; give a YAML path{hf}, or a catalog name"
+
+
+def _readable(path: Path) -> bool:
+    try:
+        return path.exists() and not path.is_dir()
+    except OSError:
+        return False
+
+
 def _by_name(name: str, folder: Path, schema: type[S], what: str, flag: str) -> S:
     path = folder / f"{name}.yaml"
     if not _is_file(path):
@@ -119,9 +147,9 @@ def load_model(ref: str, field: str = "--model") -> ModelSpec:
         if not _is_file(path):
             raise InputError(f"{field} {ref!r}: no such file; give a config.json path or a catalog name")
         return load_hf_config(path)
-    if path.suffix in (".yaml", ".yml") or _is_file(path):
-        if not _is_file(path):
-            raise InputError(f"{field} {ref!r}: no such file; give a YAML path or a catalog name")
+    if _file_given(ref, path):
+        if not _readable(path):
+            raise InputError(_no_file(ref, path, field, "model"))
         return read_yaml(path, ModelSpec, "model")
     return _by_name(ref, catalog_root() / "models", ModelSpec, "model", field)
 
@@ -143,9 +171,9 @@ def _no_accelerator(name: str) -> str:
 def load_cluster(ref: str, field: str = "--cluster") -> ClusterSpec:
     """A catalog name (dgx-h100) or a cluster YAML path; `field` names where the reference came from."""
     path = Path(ref)
-    if path.suffix in (".yaml", ".yml") or _is_file(path):
-        if not _is_file(path):
-            raise InputError(f"{field} {ref!r}: no such file; give a YAML path or a catalog name")
+    if _file_given(ref, path):
+        if not _readable(path):
+            raise InputError(_no_file(ref, path, field, "cluster"))
         cluster = read_yaml(path, ClusterSpec, "cluster")
         if cluster.accelerator not in accelerator_names():
             raise InputError(f"{path}: field `accelerator` = {cluster.accelerator!r}: "

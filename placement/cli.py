@@ -1362,7 +1362,7 @@ def audit(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, p
     mapping = SolverConfig(time_limit_s=max(10.0, 5 * map_time_limit), deterministic_time_limit=map_time_limit) \
         if real else None
     overrides = build_recipe(recipe_file, given) if recipe_file is not None or given else None
-    files_text = _files_text(launch_files)  # the argument diff's and the --out file's check, read once
+    files_text = _files_text(launch_files)  # the argument diff's, read once
     from tqdm import tqdm
 
     # the best plans are mapped one by one: a bar after 2 s, only on a terminal (disable=None)
@@ -1387,8 +1387,8 @@ def audit(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, p
             from placement.audit.changes import megatron_flags_not_carried, megatron_values_changed
 
             ours = written.read_text()
-            not_carried = megatron_flags_not_carried(files_text, ours, result.changes)
-            values_changed = megatron_values_changed(files_text, ours, result.changes)
+            not_carried = megatron_flags_not_carried(result.launch.command_args, ours, result.changes)
+            values_changed = megatron_values_changed(result.launch.command_args, ours, result.changes)
             if not_carried:
                 click.echo(f"placement: warning: {written} does not carry these arguments of the job's files (the "
                            f"change list does not remove them; add those the job needs, such as its data, "

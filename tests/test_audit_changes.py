@@ -231,7 +231,8 @@ def test_values_are_compared_only_where_both_files_spell_a_literal() -> None:
     list names is its business, not this list's."""
     from placement.audit.changes import megatron_values_changed
 
-    job = "torchrun x.py --attention-dropout 0.0 --seq-length $SEQ --max-position-embeddings=40960 --lr 3e-4 \\\n"
+    job = [("--attention-dropout", "0.0"), ("--seq-length", None), ("--max-position-embeddings", "40960"),
+           ("--lr", "3e-4")]  # LaunchLayout.command_args of `... --seq-length $SEQ ...`: a variable's value is None
     written = ("torchrun pretrain_gpt.py --attention-dropout 0 --seq-length 4096 --max-position-embeddings 4096 "
                "--lr 1e-4")
     assert megatron_values_changed(job, written, []) == [
@@ -266,3 +267,33 @@ def test_dropping_megatron_fsdp_drops_the_flags_megatron_refuses_without_it(tmp_
     assert changes["--use-megatron-fsdp"]["to"] is None
     assert changes["--fsdp-manual-registration"]["to"] is None
     assert "only supported with Megatron FSDP" in changes["--fsdp-manual-registration"]["note"]
+
+
+def test_the_not_carried_warning_reads_only_the_training_command_that_runs(tmp_path) -> None:
+    """A user trial: the --out warning listed every `--flag` of the files' text, so a profiler's options on the
+    launch line (`nsys profile --capture-range ...`) and the flags of an `if` branch the script does not take were
+    named as the job's arguments the written megatron.sh drops.  It names the flags of the Megatron-LM command the
+    audit read, as the shell runs it; the job's own flags it drops are still named."""
+    import json
+
+    from click.testing import CliRunner
+
+    from placement.cli import main
+    from tests.megatron_scripts import MIXTRAL_8X7B
+
+    script = tmp_path / "train.sh"
+    script.write_text(
+        "MODE=train\n"
+        "if [ \"$MODE\" = debug ]; then\n"
+        "  DEBUG_ARGS=\"--log-interval 1 --timing-log-level 2\"\n"
+        "fi\n"
+        "nsys profile --capture-range=cudaProfilerApi --force-overwrite true "
+        f"{MIXTRAL_8X7B} --lr 3e-4 --recompute-granularity full --recompute-method uniform --recompute-num-layers 1 "
+        "$DEBUG_ARGS\n")
+    result = CliRunner().invoke(main, ["--reproducible", "audit", "--launch", str(script), "--model", "mixtral-8x7b",
+                                       "--gpus", "64", "--out", str(tmp_path / "out"), "--json"])
+    assert result.exit_code in (0, 1), result.output  # 1: a finding at the --fail-on severity
+    missing = json.loads(result.stdout)["arguments_not_carried"]
+    assert "--lr" in missing
+    for flag in ("--capture-range", "--force-overwrite", "--log-interval", "--timing-log-level"):
+        assert flag not in missing, missing

@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+import threading
 from pathlib import Path
 
 import pytest
@@ -78,3 +80,26 @@ def test_a_cluster_naming_its_accelerator_by_path_is_told_it_takes_a_name(tmp_pa
     out = res.output.replace("\n", " ")
     assert f"{path}: field `accelerator` = 'acc.yaml': no accelerator of that name; known accelerators: " in out
     assert "h100-sxm" in out and "not a path" in out and "give a path" not in out
+
+
+def test_a_path_that_is_no_yaml_file_is_said_to_be_one(tmp_path: Path) -> None:
+    """A user trial: `show model /dev/null` was told "no model of that name ... or give a path to a YAML file", about
+    a path.  A path is read as a file (a device or a pipe too: `<(...)` works, /dev/null is empty), a folder is said to
+    be one, a path to nothing is no such file (a Hub name too, which is not fetched), and a name is looked up."""
+    from placement.catalog import load_model
+
+    with pytest.raises(InputError, match=r"/dev/null: a model file must be a YAML mapping of fields, got nothing"):
+        load_model("/dev/null")
+    with pytest.raises(InputError, match=re.escape(f"--cluster {str(tmp_path)!r} is a folder, not a cluster file")):
+        load_cluster(str(tmp_path))
+    with pytest.raises(InputError, match=r"'meta-llama/Llama-3-8B': no such file; .*config\.json .*a catalog name"):
+        load_model("meta-llama/Llama-3-8B")
+    with pytest.raises(InputError, match=r"no model of that name; did you mean llama3-8b\?"):
+        load_model("llama3-8bb")
+    fifo = tmp_path / "model.pipe"
+    os.mkfifo(fifo)
+    text = (Path(__file__).parent.parent / "models" / "llama3-8b.yaml").read_text()
+    writer = threading.Thread(target=fifo.write_text, args=(text,))
+    writer.start()
+    assert load_model(str(fifo)).name == "llama3-8b"
+    writer.join()

@@ -8,6 +8,7 @@ is another version's: a GPT-NeoX config's keys, a torchtitan TOML file's or 0.2.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -492,31 +493,33 @@ def _flags(text: str) -> list[str]:
     return [f.replace("_", "-") for f in re.findall(_FLAG, uncommented(text))]
 
 
-def megatron_flags_not_carried(files_text: str, written: str, changes: list[dict]) -> list[str]:
-    """The Megatron-LM flags the job's files pass that the megatron.sh written for its best plan does not, in the
-    files' order, but for those the change list removes on purpose (a user trial: the written file dropped
-    --moe-router-load-balancing-type aux_loss and --moe-aux-loss-coeff 1e-3, so it trained without the job's load
-    balancing loss, and no line said so).  Flags only: values may be the script's own variables."""
+def megatron_flags_not_carried(job_args: Sequence[tuple[str, str | None]], written: str,
+                               changes: list[dict]) -> list[str]:
+    """The Megatron-LM flags the job's training command passes (LaunchLayout.command_args) that the megatron.sh
+    written for its best plan does not, in the command's order, but for those the change list removes on purpose (a
+    user trial: the written file dropped --moe-router-load-balancing-type aux_loss and --moe-aux-loss-coeff 1e-3, so
+    it trained without the job's load balancing loss, and no line said so).  The command as the shell runs it: a
+    profiler's options on its line and an `if` branch not taken are not the job's arguments (a later trial)."""
     removed = {c["argument"] for c in changes if c["to"] is None}
     ours = set(_flags(written))
     out = []
-    for flag in _flags(files_text):
+    for flag, _ in job_args:
         if flag not in ours and flag not in removed and flag not in out and flag not in LAUNCHER_FLAGS:
             out.append(flag)
     return out
 
 
-def megatron_values_changed(files_text: str, written: str, changes: list[dict]) -> list[dict]:
-    """[{"argument", "job", "written"}]: the Megatron-LM flags the job's files and the written megatron.sh both pass
-    with a literal value each, the values differing, where the change list does not name the flag (a user trial: the
-    written file set --max-position-embeddings 4096 where the job's had 40960, unsaid).  A value the script takes from
-    a variable is not compared."""
+def megatron_values_changed(job_args: Sequence[tuple[str, str | None]], written: str,
+                            changes: list[dict]) -> list[dict]:
+    """[{"argument", "job", "written"}]: the Megatron-LM flags the job's training command and the written megatron.sh
+    both pass with a literal value each, the values differing, where the change list does not name the flag (a user
+    trial: the written file set --max-position-embeddings 4096 where the job's had 40960, unsaid).  A value the
+    script takes from a variable is not compared."""
     named = {c["argument"] for c in changes}
     ours = {f.replace("_", "-"): v for f, v in re.findall(_FLAG_VALUE, uncommented(written))}
     out, seen = [], set()
-    for flag, value in re.findall(_FLAG_VALUE, uncommented(files_text)):
-        flag = flag.replace("_", "-")
-        if flag in seen or flag in named or flag in LAUNCHER_FLAGS or flag not in ours:
+    for flag, value in job_args:
+        if value is None or flag in seen or flag in named or flag in LAUNCHER_FLAGS or flag not in ours:
             continue
         seen.add(flag)
         if ours[flag] != value and not _same_number(ours[flag], value):

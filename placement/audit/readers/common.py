@@ -145,15 +145,23 @@ class Arg:
         return ev
 
 
+WHOLE_VARIABLE = re.compile(r"\$\{?[A-Za-z_]\w*(\[[@*]\])?\}?")
+"""A word that is one variable's expansion and nothing else (`$ARGS`, `${ARGS}`, `${ARGS[@]}`)."""
+
+
 def split_args(words: list[Word], nargs: dict[str, int | str]) -> list[Arg]:
     """`--flag value`, `--flag=value`, `--flag v1 v2` (nargs from the table; unknown flags take the
     following words up to the next `--flag`)."""
     out: list[Arg] = []
+    full = False  # the last flag has the values its nargs takes (one or more)
     i = 0
     while i < len(words):
         w = words[i]
         if not w.text.startswith("-") or w.text in ("-", "--") or re.fullmatch(r"-\d.*", w.text):
-            if out:
+            # a variable the files do not set, after a flag that has its values, holds more arguments or none (the
+            # dispatcher's held-arguments warning names it), not a second value (a user trial: a script's trailing
+            # `--recompute-num-layers 1 $DEBUG_ARGS` was refused as two values of --recompute-num-layers)
+            if out and not (full and w.unresolved and WHOLE_VARIABLE.fullmatch(w.text)):
                 out[-1].values.append(w)
             i += 1
             continue
@@ -162,18 +170,21 @@ def split_args(words: list[Word], nargs: dict[str, int | str]) -> list[Arg]:
         if eq:
             arg.values.append(Word(inline, w.origin, w.site, w.unresolved, w.uncertain))
             out.append(arg)
+            full = True
             i += 1
             continue
         want = nargs.get(flag)
         i += 1
-        if want == 0:
+        if want == 0:  # a switch; a word after it may still be its value in a dialect (HF's --deepspeed PATH)
             out.append(arg)
+            full = False
             continue
         while i < len(words) and not (words[i].text.startswith("--") or re.fullmatch(r"-[A-Za-z].*", words[i].text)):
             arg.values.append(words[i])
             i += 1
             if isinstance(want, int) and len(arg.values) == want:
                 break
+        full = isinstance(want, int) and len(arg.values) == want
         out.append(arg)
     return out
 
@@ -687,6 +698,7 @@ def merge(groups: list[Settings]) -> Settings:
         out.megatron_deepspeed = out.megatron_deepspeed or g.megatron_deepspeed
         out.pipeline_module = g.pipeline_module or out.pipeline_module
         out.micro_batch_one = g.micro_batch_one or out.micro_batch_one
+        out.command_args += g.command_args
         out.offloaded = tuple(dict.fromkeys((*out.offloaded, *g.offloaded)))
         out.json_sync = g.json_sync or out.json_sync
         out.hf_trainer = g.hf_trainer or out.hf_trainer

@@ -12,6 +12,7 @@ from placement.audit.readers import deepspeed, megatron, neox, torchtitan
 from placement.audit.readers import maxtext as maxtext_reader
 from placement.audit.readers.common import (
     SCOPE,
+    WHOLE_VARIABLE,
     Launch,
     launch_commands,
     launcher_settings,
@@ -176,10 +177,6 @@ def _refuse_other_trainer(launch: Launch) -> None:
                      f"global batch, max length, gradient checkpointing, ring attention) `placement audit` does not "
                      f"read; price the layout with `placement evaluate --zero N --mbs M --global-batch B --seq-len L "
                      f"[--recompute full]`")
-
-
-WHOLE_VARIABLE = re.compile(r"\$\{?[A-Za-z_]\w*(\[[@*]\])?\}?")
-"""A word that is one variable's expansion and nothing else (`$ARGS`, `${ARGS}`, `${ARGS[@]}`)."""
 
 
 def _held_argument_lists(path: Path, entry: Word, args: list[Word], s: Settings) -> None:

@@ -194,6 +194,11 @@ class LaunchLayout(Frozen):
     megatron_deepspeed: bool = False
     """Megatron's arguments under --deepspeed (Megatron-DeepSpeed), whichever framework the audit reads the job as:
     its remedies are Megatron-DeepSpeed's flags."""
+    command_args: tuple[tuple[str, str | None], ...] = ()
+    """The Megatron-LM flags of the training command the files run, in order (`_` read as `-`), each with its value
+    where the files fix one literal value (else None): what the megatron.sh written for the best plan is checked
+    against (audit.changes.megatron_flags_not_carried).  Only the command as the shell runs it: not a profiler's
+    options on the same line, not an `if` branch the script does not take."""
     warnings: tuple[str, ...] = ()
     """What the files run that the estimate does not describe (adapter training priced as a full fine-tune, a config
     the job does not read): each is a warning finding, `not_priced_as_run`, over the whole estimate."""
@@ -364,6 +369,8 @@ class Reading:
     """LaunchLayout.megatron_deepspeed."""
     micro_batch_one: str | None = None
     """LaunchLayout.micro_batch_one."""
+    command_args: tuple[tuple[str, str | None], ...] = ()
+    """LaunchLayout.command_args."""
 
     def launch_layout(self) -> LaunchLayout:
         """The validated LaunchLayout; an InputError names each value out of range with its evidence."""
@@ -378,6 +385,7 @@ class Reading:
                                 warnings=self.warnings, refusal=self.refusal,
                                 pipeline_module=self.pipeline_module, offloaded=self.offloaded,
                                 megatron_deepspeed=self.megatron_deepspeed, micro_batch_one=self.micro_batch_one,
+                                command_args=self.command_args,
                                 **fields)
         except ValueError as err:  # pydantic ValidationError: a value out of range
             bad = "; ".join(f"{'.'.join(str(x) for x in e['loc'])} = {e.get('input')!r} "
@@ -469,6 +477,8 @@ class Settings:
     """ZeRO's offloads the files turn on (`offload_optimizer`, `offload_param`)."""
     micro_batch_one: str | None = None
     """Why the framework runs micro-batch 1 only (LaunchLayout.micro_batch_one)."""
+    command_args: list[tuple[str, str | None]] = field(default_factory=list)
+    """LaunchLayout.command_args."""
     neox: bool = False
     """A GPT-NeoX config is among the files: its own arguments decide DeepSpeed's checkpointing settings."""
     config_keys: dict[str, str] = field(default_factory=dict)
@@ -567,4 +577,4 @@ class Settings:
                        dict(self.config_spelling), self.torchtitan_form, dict(self.torchtitan_stated),
                        dict(self.bridge_keys), None if self.bridge_full else self.base_config, tuple(self.warnings),
                        self.refusal, self.pipeline_module, tuple(self.offloaded), self.megatron_deepspeed,
-                       self.micro_batch_one)
+                       self.micro_batch_one, tuple(self.command_args))
