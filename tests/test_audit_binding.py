@@ -171,3 +171,14 @@ def test_framework_deepspeed_binds_on_several_hosts_as_its_files_launch_them(tmp
     code, _, err = _run(*job, "--no-pipeline-p2p-blocking")
     assert code == 2 and "always runs pipeline_p2p_blocking = True" in err
     assert "drop --no-pipeline-p2p-blocking or --framework" in err and "Traceback" not in err
+
+
+def test_a_long_launch_line_is_cited_by_its_launcher_not_in_full(tmp_path) -> None:
+    """A user trial: a launch written on one long line was cited in full beside recipe.cpu_affinity (the other
+    values cite their own flag); it is cited by its launcher and entry point."""
+    line = "torchrun --nnodes 2 --nproc-per-node 8 " + "--log-interval 1 " * 40
+    lay = _read(tmp_path, line)
+    ev = lay.sources["recipe.cpu_affinity"]
+    assert ev.endswith(": ... torchrun ... pretrain_gpt.py ...: torchrun without --numa-binding starts its ranks "
+                       "unbound")
+    assert "--log-interval" not in ev

@@ -212,6 +212,16 @@ class Launch:
     args: list[Word]
     command: Command
 
+    @property
+    def site(self) -> str:
+        """The launch line as evidence; a long one (a whole argument list on one line) as its launcher and entry
+        point, not the line's head and tail (a user trial saw the whole line beside recipe.cpu_affinity, as Arg's
+        evidence once did beside every value)."""
+        org = self.command.origin
+        if len(org.text) <= LONG_LINE:
+            return str(org)
+        return f"{org.path}:{org.line}: ... {self.launcher + ' ... ' if self.launcher else ''}{self.entry.text} ..."
+
 
 def find_launch(cmd: Command) -> Launch | None:
     """The launch in `cmd` (torchrun, deepspeed, python [-m torch.distributed.run] x.py), or None."""
@@ -587,7 +597,7 @@ def process_binding(launch: Launch, args: dict[str, Arg], s: Settings) -> None:
     states: priced bound, and the evidence says so."""
     if s.has("recipe.cpu_affinity"):
         return
-    where = launch.command.origin
+    where = launch.site
     if launch.launcher == "torchrun":
         numa = args.get("--numa-binding")
         if numa is None:
