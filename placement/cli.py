@@ -890,6 +890,13 @@ def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, pr
     # the pipeline split is searched where the recipe leaves it open and every emitted format can state it
     # (Megatron's --account-for-*-in-pipeline-split); torchtitan, DeepSpeed and MaxText files keep the default
     splits = (0,) if launched and set(launched) - {"megatron"} else None
+    if module_sets == () and recompute and set(recompute) <= {Recompute.SELECTIVE.value}:
+        raise InputError(f"--recompute selective with --emit {','.join(formats or [])}"
+                         f"{f' --framework {framework}' if framework else ''}: these formats share no selective "
+                         f"recompute they launch as priced (torchtitan's is its per-op policy; Megatron-LM names its "
+                         f"modules; MaxText's 'minimal' reruns attention and norms; DeepSpeed's model code the "
+                         f"attention core); give --recompute-modules LIST (a file that cannot run it says what it "
+                         f"runs instead), or emit fewer formats")
     _say_emit_narrows(formats or [], framework, open_choices, choices, module_sets,
                       splits_narrowed=splits is not None and framework in (None, "megatron"))
     if framework and zero:
@@ -980,7 +987,9 @@ def _say_emit_narrows(formats: list[str], framework: str | None, before, after, 
         return
     narrowed = [name for name, attr in SEARCHED_FIELDS.items()
                 if len(getattr(after, attr)) < len(getattr(before, attr))]
-    if module_sets is not None:
+    if module_sets == ():
+        narrowed.append("selective recompute: no module list all of them launch")
+    elif module_sets is not None:
         narrowed.append("recompute modules")
     if splits_narrowed:
         narrowed.append("pipeline split")

@@ -191,3 +191,29 @@ def test_evaluate_exits_1_where_a_file_it_writes_runs_out_of_memory(tmp_path: Pa
     alone = CliRunner().invoke(main, [*job, "--emit", "megatron", "--out", str(tmp_path / "b")])
     assert alone.exit_code == 0, alone.output
     assert json.loads(alone.stdout)["files_over_capacity"] == []
+
+
+def test_emitting_several_formats_searches_only_the_recompute_modules_all_of_them_launch() -> None:
+    """A user trial: `--emit all` on a 128K-token Llama 3 70B job took torchtitan's per-op policy, which the
+    Megatron-LM and MaxText files ran as their own module lists, out of memory (359 and 319 GiB of 182), while
+    `--emit megatron` alone found a plan that fits.  The search keeps only the module lists every named format
+    launches as priced: none shared, no selective recompute."""
+    from placement.emit.common import launchable_module_sets
+    from placement.specs.recipe import RecomputeModule as M
+
+    assert launchable_module_sets(["megatron"]) is None  # the search's own lists, none of them per_op
+    assert launchable_module_sets(["torchtitan"]) == ((M.PER_OP,),)
+    assert launchable_module_sets(["torchtitan", "megatron"]) == ()
+    assert launchable_module_sets(["megatron", "torchtitan", "devicemesh", "deepspeed", "maxtext"]) == ()
+    assert launchable_module_sets(["deepspeed", "devicemesh", "megatron"]) == ((M.CORE_ATTN,),)
+
+
+def test_selective_recompute_alone_with_formats_that_share_none_is_refused(tmp_path: Path) -> None:
+    """`--recompute selective` with formats that launch no common selective recompute leaves nothing to search: an
+    error that names the formats and the fix, not an empty search."""
+    result = CliRunner().invoke(main, ["plan", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "8",
+                                       "--recompute", "selective", "--emit", "torchtitan,megatron",
+                                       "--out", str(tmp_path / "o")])
+    assert result.exit_code == 2, result.output
+    assert "--recompute selective with --emit torchtitan,megatron: these formats share no selective recompute" \
+        in result.output and "give --recompute-modules LIST" in result.output

@@ -339,7 +339,6 @@ def framework_choices(formats: list[str], choices, modules: tuple | None):
     from placement.search import SEARCHED_FIELDS
 
     update = {}
-    module_sets = (tuple(modules),) if modules else None
     for fmt in formats:
         support = RECIPE_SUPPORT.get(fmt, {})
         for field, attr in SEARCHED_FIELDS.items():
@@ -347,11 +346,26 @@ def framework_choices(formats: list[str], choices, modules: tuple | None):
             if field in support and len(options) > 1:
                 kept = tuple(o for o in options if o in support[field])
                 update[attr] = kept or options[:1]
-        if "recompute_modules" in support and module_sets is None:
-            module_sets = support["recompute_modules"]
     if GRAPHS_WITHOUT_PP_EP & set(formats) and CudaGraphs.FULL in update.get("cuda_graphs", choices.cuda_graphs):
         update["full_graphs_without_pp_ep"] = True
-    return dataclasses.replace(choices, **update), module_sets
+    return dataclasses.replace(choices, **update), (tuple(modules),) if modules else launchable_module_sets(formats)
+
+
+def launchable_module_sets(formats: list[str]) -> tuple[tuple[RecomputeModule, ...], ...] | None:
+    """The selective-recompute module lists every format in `formats` launches as priced: the lists the formats
+    that restrict them share (RECIPE_SUPPORT), less torchtitan's per-op policy where a format without a restriction
+    (Megatron-LM, whose --recompute-modules names modules) is among them; None where none restricts (the search's
+    own lists, none of them per_op); () where they share none, so selective recompute is not searched (a user trial:
+    `--emit all` took torchtitan's per_op, which the Megatron-LM and MaxText files ran as other modules, out of
+    memory)."""
+    restricted = [RECIPE_SUPPORT[f]["recompute_modules"] for f in formats
+                  if "recompute_modules" in RECIPE_SUPPORT.get(f, {})]
+    if not restricted:
+        return None
+    shared = tuple(ms for ms in restricted[0] if all(ms in sets for sets in restricted[1:]))
+    if any("recompute_modules" not in RECIPE_SUPPORT.get(f, {}) for f in formats):
+        shared = tuple(ms for ms in shared if RecomputeModule.PER_OP not in ms)
+    return shared
 
 
 _FEATURE_DEFAULT = {"moe_dispatcher": Dispatcher.ALLTOALL, "cuda_graphs": CudaGraphs.NONE, "tp_comm_overlap": False,
