@@ -224,3 +224,20 @@ def test_maxtext_plans_pair_cp_with_zero3_only():
                                        "--framework", "maxtext"])
     assert result.exit_code == 2 and ("ZeRO-1 with cp 2: its context axis shards the weights, gradients and "
                                       "optimizer state, so it runs ZeRO-3 over the context ranks") in result.stderr
+
+
+@pytest.mark.parametrize("framework", ["megatron", "torchtitan", "deepspeed", "maxtext"])
+def test_an_audit_precision_other_than_the_files_is_refused(tmp_path, framework):
+    """A user trial: `audit --precision fp8` on files that train in bf16 priced FP8 (25-30 % faster), while the
+    evidence of the same output said `precision bf16`.  The files' precision is what runs: the flag is an error
+    naming both and where the files state theirs; the flag that agrees with the files is no conflict."""
+    job = ["--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "16", "--seq-len", "4096", "--global-batch",
+           "64"]
+    out = tmp_path / "files"
+    _run(["plan", *job, "--top-k", "1", "--framework", framework, "--emit", framework, "--out", str(out)])
+    launch = [x for p in sorted(out.iterdir()) if p.name not in HOST_FILES for x in ("--launch", str(p))]
+    bad = CliRunner().invoke(main, ["audit", *job, *launch, "--precision", "fp8"])
+    assert bad.exit_code == 2, bad.output[-1500:]
+    assert "--precision fp8 but the launch files train in bf16 (" in bad.output
+    assert "Traceback" not in bad.output
+    _run(["audit", *job, *launch, "--precision", "bf16"])

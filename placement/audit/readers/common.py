@@ -129,13 +129,15 @@ class Arg:
     def evidence(self) -> str:
         """Where the flag was written, and where its value came from when elsewhere (a variable)."""
         ev = self.word.evidence
-        site = self.word.site
-        if self.word.origin == site and len(site.text) > LONG_LINE:
-            # an argument list on one long line: the argument itself, not the line's head and tail (a user trial read
-            # the SC21 scripts' one-line lists as `... --merge-fil ... 00 --clip-grad 1.0` beside every value)
+        site, org = self.word.site, self.word.origin
+        if len(org.text) > LONG_LINE:
+            # an argument list on one long line (or a long array assignment expanded later): the argument itself, not
+            # the line's head and tail (a user trial read the SC21 scripts' one-line lists as `... --merge-fil ... 00
+            # --clip-grad 1.0` beside every value)
             spelled = [self.word.text, *(v.text for v in self.values[1:])] if "=" in self.word.text else \
                 [self.flag, *(v.text for v in self.values)]
-            ev = f"{site.path}:{site.line}: ... {' '.join(spelled)} ..."
+            ev = f"{org.path}:{org.line}: ... {' '.join(spelled)} ..." + (
+                "" if org == site else f" (expanded at {site.path}:{site.line})")
         for v in self.values:
             if v.origin != self.word.origin and v.origin != self.word.site:
                 ev = f"{self.word.site} [{self.flag} value from {v.origin}]"
