@@ -1346,6 +1346,10 @@ def audit(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, p
                          f"({launch.sources.get('precision', 'their framework default')}); the audit prices what the "
                          f"files run: drop --precision, or change the files (what the job would gain in "
                          f"{precision}: `placement evaluate --precision {precision}` with its layout)")
+    if seq_len is not None and launch.seq_len is not None and seq_len != launch.seq_len:
+        raise InputError(f"--seq-len {seq_len} but the launch files train sequences of {launch.seq_len} "
+                         f"({launch.sources.get('seq_len', 'the files')}); the audit prices what the files run: drop "
+                         f"the flag or change the files")
     real = slurm_topology is not None or cluster_graph is not None
     if not real and gpus is None and nodes is None and launch.world_size is not None:
         gpus = launch.world_size

@@ -241,3 +241,7 @@ def test_an_audit_precision_other_than_the_files_is_refused(tmp_path, framework)
     assert "--precision fp8 but the launch files train in bf16 (" in bad.output
     assert "Traceback" not in bad.output
     _run(["audit", *job, *launch, "--precision", "bf16"])
+    # the same for the sequence length (it was priced at the flag's, under the files' source line)
+    bad = CliRunner().invoke(main, ["audit", *job[:-4], "--seq-len", "2048", *job[-2:], *launch])
+    assert bad.exit_code == 2, bad.output[-1500:]
+    assert "--seq-len 2048 but the launch files train sequences of 4096 (" in bad.output
