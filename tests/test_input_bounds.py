@@ -220,3 +220,29 @@ def test_an_empty_out_folder_name_is_refused(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     res = CliRunner().invoke(main, ["plan", "--model", "llama3-8b", "--gpus", "8", "--out", ""])
     assert res.exit_code == 2 and "an empty folder name" in res.stderr and not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("flag", ["--nccl", "--steps"])
+def test_calibrate_reads_its_measurement_files_within_the_limit_and_a_pipe_once(tmp_path, flag):
+    """A user trial: `calibrate --nccl /dev/zero` read until the OOM killer stopped it (the check that a file is not
+    given twice hashed it whole before the bounded reader), and a pipe (`<(cat f)`) was emptied by that check and
+    then read as an empty file."""
+    import os
+    import threading
+
+    out = ["--cluster", "dgx-h100", "--gpus", "80", "--out", str(tmp_path / "p.yaml")]
+    result = _run(["calibrate", flag, "/dev/zero", *out])
+    assert result.exit_code == 2, result.output
+    assert f"{flag} file `/dev/zero` is larger than the {MAX_INPUT_BYTES // 2**20} MiB placement reads" \
+        in result.stderr
+    if flag == "--steps":
+        return
+    fifo = tmp_path / "all_reduce.pipe"
+    os.mkfifo(fifo)
+    text = (DATA / "nccl" / "h100-10node-all_reduce_perf.txt").read_text()
+    writer = threading.Thread(target=fifo.write_text, args=(text,))
+    writer.start()
+    result = _run(["calibrate", "--nccl", str(fifo), *out])
+    writer.join()
+    assert result.exit_code == 0, result.output
+    assert "is empty" not in result.output
