@@ -402,3 +402,25 @@ def test_zero_3_writes_the_keys_its_stage_reads():
     assert "reduce_scatter" not in zero and "allgather_bucket_size" not in zero
     two = files(ctx_for("llama3-8b", 64, (("tp", 1), ("pp", 1), ("cp", 1), ("zero_stage", 2))))[2]["zero_optimization"]
     assert two["reduce_scatter"] is True and "stage3_prefetch_bucket_size" not in two
+
+
+def test_the_audit_refuses_deepspeed_files_of_zero3_with_native_moe(tmp_path: Path) -> None:
+    """A user trial: the plan said deepspeed.sh does not start (DeepSpeed refuses ZeRO-3 with its own MoE layers)
+    and the audit of the same files priced it, exit 0.  The audit refuses it, naming the ZeRO stage's line and the
+    file that builds the MoE layers; at ZeRO-2 the same files are priced."""
+    job = ["--model", "mixtral-8x7b", "--cluster", "dgx-h100", "--gpus", "64", "--seq-len", "4096",
+           "--global-batch", "256"]
+    layout = ["--tp", "1", "--pp", "1", "--ep", "1", "--mbs", "1", "--recompute", "full"]
+    for zero in ("3", "2"):
+        out = tmp_path / f"z{zero}"
+        CliRunner().invoke(main, ["evaluate", *job, *layout, "--zero", zero, "--emit", "deepspeed", "--out", str(out)])
+        files = [x for name in ("deepspeed.sh", "ds_config.json", "hostfile", "ds_topology.py")
+                 for x in ("--launch", str(out / name))]
+        result = CliRunner().invoke(main, ["audit", *job, *files])
+        if zero == "3":
+            assert result.exit_code == 2, result.output[-2000:]
+            assert '"stage": 3' in result.stderr and "ds_topology.py" in result.stderr
+            assert "ZeRO-3 with DeepSpeed's own MoE layers" in result.stderr
+            assert "set ZeRO stage 1 or 2" in result.stderr
+        else:
+            assert result.exit_code in (0, 1), result.output[-2000:]

@@ -1908,6 +1908,25 @@ EP_DEFAULT["hf-trainer"] = ("the HF Trainer's: the model's own MoE modules hold 
 """Where an MoE job's unstated ep comes from, for a framework whose files can leave it out."""
 
 
+def _check_deepspeed_moe_zero3(launch: LaunchLayout, layout: Layout, model: ModelSpec) -> None:
+    """DeepSpeed refuses ZeRO-3 where the model's MoE layers are its own (deepspeed.moe.layer.MoE), in every release
+    since MoE came (engine.py: "MoE not supported with Stage 3" from v0.6.0; 0.19's
+    _validate_zero3_moe_compatibility "Native DeepSpeed MoE is not supported with ZeRO Stage 3"): a job whose files
+    build them (Megatron-DeepSpeed's --num-experts, a Python file's `ep_size` or `MoE(...)`, as placement's
+    ds_topology.py) does not start, so nothing is priced (a user trial: the audit priced the files the plan said
+    DeepSpeed refuses).  An HF Trainer's MoE is the model's own PyTorch, which ZeRO-3 runs."""
+    if launch.framework != "deepspeed" or not model.is_moe or layout.zero_stage != 3 or launch.dialect == "hf-trainer":
+        return
+    ep = launch.sources.get("ep", "")
+    native = launch.megatron_deepspeed or "ep_size" in ep or "MoE(" in ep
+    if native:
+        where = launch.sources.get("zero_stage", "the files' ZeRO stage")
+        raise InputError(f"{where}: ZeRO-3 with DeepSpeed's own MoE layers ({ep or 'Megatron-DeepSpeed --num-experts'}"
+                         f"), which DeepSpeed refuses at start-up (runtime/engine.py: \"Native DeepSpeed MoE is not "
+                         f"supported with ZeRO Stage 3. Use AutoEP or choose ZeRO stage 1/2\"; \"MoE not supported "
+                         f"with Stage 3\" since v0.6.0): the job does not start; set ZeRO stage 1 or 2")
+
+
 def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo: Topology,
               hosts: list[str] | None, mapping: SolverConfig | None, top_k: int = 5,
               recipe_overrides: tuple[Recipe, dict[str, str]] | None = None,
@@ -1922,6 +1941,7 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
     layout = resolve_layout(launch, model, topo.num_gpus, topo.gpus_per_host if topo.allocated else None)
     _check_torchtitan_mxfp8(launch, topo)
     _check_kv_heads(launch, layout, model)
+    _check_deepspeed_moe_zero3(launch, layout, model)
     recipe, recipe_sources = launch_recipe(launch, model, layout, recipe_overrides, several_hosts=topo.num_hosts > 1,
                                            precision=train.precision.value)
     refused = graphs_recompute_error(layout, recipe, model.is_moe)
