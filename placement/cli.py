@@ -1062,8 +1062,10 @@ def evaluate(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch
         from placement.cost.batch import LayoutBatch
 
         check_precision(framework, model, train.precision.value, topo.accelerator)
-        CAPABILITIES[framework].for_model(model.is_moe).check(LayoutBatch.from_layouts([layout], recipe),
-                                                              model.num_layers, model.kv_heads, train.seq_len)
+        able = CAPABILITIES[framework].for_model(model.is_moe)
+        able.check(LayoutBatch.from_layouts([layout], recipe), model.num_layers, model.kv_heads, train.seq_len)
+        able.check_precision_layout(LayoutBatch.from_layouts([layout], recipe), train.precision.value,
+                                    train.global_batch)
     result = evaluate_layout(model, train, topo, layout, recipe, sources, model_sources)
     # allocation order; with measured intra-node links each TP group on the GPUs the price assumed, which the
     # files realize with CUDA_VISIBLE_DEVICES (as `plan` writes them)

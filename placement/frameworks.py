@@ -60,6 +60,9 @@ class Capability:
     zero0_with_cp: bool = True
     """ZeRO-0 (nothing sharded) runs with context parallelism.  torchtitan: False, its FSDP shards over the
     dp_shard x cp ranks whenever cp > 1 (emit.torchtitan.fsdp_enabled: ParallelDims.fsdp_enabled)."""
+    fp8_accumulation: str | None = None
+    """Why the framework refuses FP8 beside gradient accumulation (MaxText), None where it runs both: its FP8 plans
+    take one micro-batch a step (global batch = micro-batch x dp)."""
     zero_from_mesh: bool = False
     """The ZeRO stage follows the mesh (MaxText: placement.audit.maxtext.zero_as_run): its context axis shards the
     weights as fsdp does, so with cp > 1 only ZeRO-3; without it ZeRO-3 needs fsdp ranks beside the expert ones
@@ -123,6 +126,23 @@ class Capability:
         if self.torchtitan_split:
             ok &= _torchtitan_splits(b, num_layers)
         return ok
+
+    def precision_mask(self, b: LayoutBatch, precision: str, global_batch: int) -> np.ndarray:
+        """Which layouts of `b` the framework runs at `precision` with `global_batch` (FP8 without gradient
+        accumulation where `fp8_accumulation` says so)."""
+        ok = np.ones(len(b), dtype=bool)
+        if self.fp8_accumulation and str(precision) == "fp8":
+            ok &= (b.pp > 1) | (b.mbs * b.dp >= global_batch)  # a pipeline's micro-batches are not accumulation
+        return ok
+
+    def check_precision_layout(self, b: LayoutBatch, precision: str, global_batch: int) -> None:
+        """InputError naming the rule when the one layout in `b` is not one the framework runs at `precision`."""
+        if not self.precision_mask(b, precision, global_batch).all():
+            mbs, dp = int(np.asarray(b.mbs)[0]), int(np.asarray(b.dp)[0])
+            raise InputError(f"--framework {self.name}: {self.version} does not run this layout as placement prices "
+                             f"it (FP8 with {global_batch // (mbs * dp)} micro-batches of {mbs} per data-parallel "
+                             f"rank: {self.fp8_accumulation}); give --mbs {global_batch // dp} for one micro-batch a "
+                             f"step, or drop --framework to price it as given")
 
     def sharding_mask(self, b: LayoutBatch) -> np.ndarray:
         """Which ZeRO stage and shard group of each layout of `b` the framework runs."""
@@ -327,6 +347,9 @@ CAPABILITIES: dict[str, Capability] = {
     "maxtext": Capability(
         "maxtext", "MaxText 0.2.5", zero_stages=(0, 1, 3), zero_stages_with_pp=(0, 1, 3), max_pp=1, etp="tp",
         ep_with_cp=False, zero_from_mesh=True,
+        fp8_accumulation="MaxText refuses FP8 quantization with gradient accumulation (configs/types.py: \"FP8 "
+                         "quantization is not compatible with gradient accumulation.\"; AI-Hypercomputer/maxtext "
+                         "e591f30cb)",
         why="no ZeRO-2, ZeRO-3 with CP (its context axis shards the weights), expert TP equal to TP, EP not across "
             "CP, and its pipeline runs every forward before the backward (not the 1F1B placement prices): pp 1",
         sequential_layers="MaxText 0.2.5's decoder layers run the MLP on the residual the attention output was "
@@ -342,6 +365,11 @@ CAPABILITIES: dict[str, Capability] = {
                  "MaxText 0.2.5's context parallelism gathers the whole K/V before attention: configs/base.yml:1349 "
                  "context_parallel_strategy \"all_gather\", its default, which placement's files leave (its ring, "
                  "\"ring\", runs only under attention: cudnn_flash_te, layers/attention_op.py)"),
+                ("fp8_recipe", Fp8Recipe.TENSORWISE,
+                 "MaxText 0.2.5's quantization \"fp8\", which placement's files write, is Flax's "
+                 "Fp8DirectDotGeneralOp, one scale per tensor (layers/quantizations.py Fp8Quantization, "
+                 "get_quant_mode; AI-Hypercomputer/maxtext e591f30cb): its block-scaled FP8 (te_mxfp8) is Transformer "
+                 "Engine's, which the files do not write"),
                 ("norms_fused", False, "MaxText 0.2.5's norms are ops of their own (layers/normalizations.py), "
                                        "which its `minimal` remat policy recomputes: no norm output is saved"),
                 ("fp32_weights", True, "MaxText 0.2.5 keeps its weights in float32 (configs/base.yml weight_dtype) "

@@ -297,7 +297,8 @@ def enumerate_layouts(w: Workload, model: ModelSpec, train: TrainingSpec, num_gp
                        rc_modules=cols["rc_modules"], pipe_policy=cols["pipe_policy"])
     if cfg.framework is not None:  # only what the framework runs as priced (placement/frameworks.py)
         base = base.take(np.flatnonzero(cfg.framework.layout_mask(base, model.num_layers, model.kv_heads,
-                                                                  train.seq_len)))
+                                                                  train.seq_len)
+                                        & cfg.framework.precision_mask(base, train.precision, train.global_batch)))
     return expand_sharding(base, cfg, num_gpus, gpus_per_node, hsdp_spans) if sharded else base
 
 

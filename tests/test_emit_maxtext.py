@@ -148,12 +148,17 @@ def test_what_maxtext_cannot_express_is_warned_in_both_files_and_returned(contex
     text, warnings, extra = maxtext.render(ctx)
     assert ("etp 1 != tp 2: MaxText shards every expert's MLP over 'tensor' too (base.yml rule mlp_moe), so experts "
             "run with etp 2 and the expert group is the 16 ranks of one tensor coordinate, not the plan's") in warnings
-    assert ("MaxText pipelines only the 58 MoE layers of this model; its 3 dense layers run outside the pipeline "
-            "with 'stage' acting as data parallelism") in warnings
-    assert ("MaxText pipelines equal stages only: the plan's stages hold [6, 8, 7] layers; emitted 8 stages x 4 "
-            "repeats x 1 layers = 32 pipelined layers, the other 26 run outside the pipeline") in warnings
+    assert ("cannot be priced: MaxText pipelines only the 58 MoE layers of this model; its 3 dense layers run "
+            "outside the pipeline with 'stage' acting as data parallelism, which placement does not price") in warnings
+    assert ("cannot be priced: MaxText pipelines equal stages only: the plan's stages hold [6, 8, 7] layers; "
+            "emitted 8 stages x 4 repeats x 1 layers = 32 pipelined layers, the other 26 run outside the pipeline, "
+            "which placement does not price") in warnings
     for w in warnings:
         assert f"# WARNING: {w}\n" in text and f"# WARNING: {w}\n" in extra["jax_mesh.py"]
+    # what the audit refuses to price (layers outside the pipeline) gets no step time in the header either (a user
+    # trial: the header gave one for a job it described otherwise)
+    assert "# this file runs what placement cannot price (MaxText pipelines only the 58 MoE layers" in text
+    assert "which placement does not price), so no step time is promised for it" in text
     assert yaml.safe_load(text)["model_name"] == "deepseek3-671b"
 
 
@@ -265,3 +270,37 @@ def test_a_pipeline_header_does_not_price_the_plans_schedule_as_maxtexts(context
     assert f"MaxText's pipeline of {piped.plan.layout.pp} stages" in runs and "(not priced)" in runs
     flat = next(c for c in contexts.values() if c.plan.layout.pp == 1)
     assert "MaxText's pipeline of" not in emitted(flat)[1]
+
+
+def test_maxtext_fp8_runs_one_micro_batch_a_step_and_per_tensor_scaling(tmp_path):
+    """A user trial: `plan --framework maxtext --precision fp8` wrote quantization fp8 with
+    gradient_accumulation_steps 4, which MaxText refuses at start-up ("FP8 quantization is not compatible with
+    gradient accumulation."), under a header that priced it, exit 0; and on B200 it priced MXFP8 where MaxText's fp8 is
+    one scale per tensor.  --framework maxtext plans FP8 with one micro-batch a step, tensorwise; a file written for a
+    plan of several says it does not start (exit 1); `evaluate --framework maxtext` refuses such a layout."""
+    import json
+
+    from click.testing import CliRunner
+
+    from placement.cli import main
+
+    job = ["--model", "llama3-8b", "--cluster", "dgx-b200", "--gpus", "16", "--seq-len", "8192", "--global-batch",
+           "128", "--precision", "fp8"]
+    res = CliRunner().invoke(main, ["plan", *job, "--top-k", "1", "--framework", "maxtext", "--out",
+                                    str(tmp_path / "a"), "--json"])
+    assert res.exit_code == 0, res.output[-2000:]
+    best = json.loads(res.stdout)["plans"][0]
+    assert best["layout"]["micro_batch_size"] * best["layout"]["dp"] == 128
+    assert best["recipe"]["fp8_recipe"] == "tensorwise"
+    cfg = yaml.safe_load((tmp_path / "a" / "maxtext.yml").read_text())
+    assert cfg["gradient_accumulation_steps"] == 1 and cfg["quantization"] == "fp8"
+    res = CliRunner().invoke(main, ["evaluate", *job, "--framework", "maxtext", "--tp", "1", "--pp", "1", "--mbs",
+                                    "2", "--zero", "1", "--recompute", "none"])
+    assert res.exit_code == 2 and "FP8 with 4 micro-batches of 2 per data-parallel rank" in res.output
+    assert "give --mbs 8 for one micro-batch a step" in res.output
+    res = CliRunner().invoke(main, ["evaluate", *job, "--tp", "1", "--pp", "1", "--mbs", "2", "--zero", "1",
+                                    "--recompute", "none", "--emit", "maxtext", "--out", str(tmp_path / "b"),
+                                    "--json"])
+    assert res.exit_code == 1, res.output[-2000:]
+    assert json.loads(res.stdout)["files_not_starting"] == ["maxtext.yml", "jax_mesh.py"]
+    assert "MaxText refuses FP8 with gradient accumulation" in (tmp_path / "b" / "maxtext.yml").read_text()

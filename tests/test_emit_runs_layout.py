@@ -17,8 +17,8 @@ from placement.emit import common, maxtext
 from placement.specs.recipe import RecomputeModule
 
 LLAMA70 = ("--model", "llama3-70b", "--cluster", "dgx-h100", "--gpus", "512", "--seq-len", "8192",
-           "--global-batch", "512", "--precision", "fp8", "--framework", "maxtext", "--tp", "4", "--zero", "3",
-           "--mbs", "2")
+           "--global-batch", "256", "--precision", "fp8", "--framework", "maxtext", "--tp", "4", "--zero", "3",
+           "--mbs", "2")  # one micro-batch a step: MaxText refuses FP8 with gradient accumulation
 HSDP = ("--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "64", "--seq-len", "4096", "--global-batch", "64",
         "--tp", "1", "--cp", "2", "--zero", "3", "--mbs", "1", "--recompute", "none")
 STEP = re.compile(r"^step (\d+\.\d{3}) s, .* memory (\d+\.\d) of", re.M)

@@ -475,6 +475,14 @@ def refusal(text: str) -> str:
 
 
 OTHER_MODEL = "trains another model: "
+UNPRICEABLE = "cannot be priced: "
+
+
+def unpriceable(text: str) -> str:
+    """A warning that the file runs something the cost model cannot price (a MaxText pipeline with layers outside
+    it, which the audit refuses to price too): `header_runs` then promises no step time (a user trial: the header
+    gave one for a job it described otherwise)."""
+    return UNPRICEABLE + text
 
 
 def other_model(text: str) -> str:
@@ -496,6 +504,10 @@ def header_runs(framework: str, warnings: list[str], line: str, warn: str) -> tu
     if others:
         return (f"this file trains another model than the plan's ({'; '.join(others)}), so no step time is "
                 f"promised for it; the prediction above is for the plan's model"), ""
+    unpriced = [w[len(UNPRICEABLE):] for w in warnings if w.startswith(UNPRICEABLE)]
+    if unpriced:
+        return (f"this file runs what placement cannot price ({'; '.join(unpriced)}), so no step time is promised "
+                f"for it; the prediction above is the plan's"), ""
     return line, warn
 
 

@@ -277,6 +277,13 @@ def batch_keys(ctx: EmitContext) -> tuple[dict[str, object], list[str], str]:
                                     f"({lay.pp}); it will reject this config"))
     else:
         accumulation, keys = m, {}
+    if p.precision == "fp8" and accumulation > 1:
+        warnings.append(refusal(
+            f"quantization fp8 with gradient_accumulation_steps {accumulation} ({m} micro-batches of "
+            f"{lay.micro_batch_size} per data-parallel rank): MaxText refuses FP8 with gradient accumulation "
+            f"(configs/types.py: \"FP8 quantization is not compatible with gradient accumulation.\", "
+            f"AI-Hypercomputer/maxtext e591f30cb); plan with --framework maxtext, which keeps FP8 jobs to one "
+            f"micro-batch a step, or emit bf16"))
     per_device = Fraction(p.global_batch, p.num_gpus * accumulation)
     value = float(per_device)
     if Fraction(value) != per_device:
@@ -303,18 +310,23 @@ def pipeline_keys(ctx: EmitContext) -> tuple[dict[str, object], list[str]]:
     _, dense = MODELS.get(ctx.model_name, (None, 0))
     layers = ctx.num_layers - dense
     if dense:
-        warnings.append(f"MaxText pipelines only the {layers} MoE layers of this model; its {dense} dense layers run "
-                        f"outside the pipeline with 'stage' acting as data parallelism")
+        warnings.append(common.unpriceable(
+            f"MaxText pipelines only the {layers} MoE layers of this model; its {dense} dense layers run outside the "
+            f"pipeline with 'stage' acting as data parallelism, which placement does not price"))
     chunks = lay.pp * lay.vpp
     per_stage = layers // chunks if layers else 0
     uneven = len(set(lay.stage_layers)) > 1
     if per_stage == 0:
         warnings.append(f"cannot pipeline {layers} layers over {lay.pp} stages x {lay.vpp} virtual stages")
         per_stage = 1
-    if uneven or per_stage * chunks != layers:
+    if per_stage * chunks != layers:
+        warnings.append(common.unpriceable(
+            f"MaxText pipelines equal stages only: the plan's stages hold {lay.stage_layers} layers; emitted "
+            f"{lay.pp} stages x {lay.vpp} repeats x {per_stage} layers = {per_stage * chunks} pipelined layers, the "
+            f"other {layers - per_stage * chunks} run outside the pipeline, which placement does not price"))
+    elif uneven:
         warnings.append(f"MaxText pipelines equal stages only: the plan's stages hold {lay.stage_layers} layers; "
-                        f"emitted {lay.pp} stages x {lay.vpp} repeats x {per_stage} layers = {per_stage * chunks} "
-                        f"pipelined layers, the other {layers - per_stage * chunks} run outside the pipeline")
+                        f"emitted {lay.pp} stages x {lay.vpp} repeats x {per_stage} layers")
     warnings.append("MaxText's pipeline runs every micro-batch's forward before the backward (a jax.lax.scan "
                     "differentiated by JAX, layers/pipeline.py), not the plan's 1F1B; with its default per-iteration "
                     "checkpoint (set_remat_policy_on_pipeline_iterations) it keeps each iteration's input and "
@@ -345,7 +357,6 @@ RUNS_INSTEAD = {
     "grad_accumulation": "XLA accumulates the gradients in its own compiled step",
     "grad_all_reduce": "XLA reduces the gradients to the sharded optimizer state itself",
     "dispatch_fp8": "its token dispatch moves bf16",
-    "fp8_recipe": "its quantization key's own scaling runs",
     "fp8_params": "it keeps its weights in weight_dtype (float32)",
     "optimizer_state_bf16": "its Adam moments stay float32",
     "activation_func_fp8_input_store": "XLA keeps the MLP activation input as it compiles it",
