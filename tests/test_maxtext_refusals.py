@@ -222,3 +222,26 @@ def test_a_variable_on_the_train_command_is_not_refused(tmp_path: Path) -> None:
     review of the refusal above)."""
     script = "python3 -m maxtext.trainers.pre_train.train cfg.yml steps=10 $EXTRA_ARGS\n"
     assert maxtext_launch(tmp_path, BASE, script) is not None
+
+
+def test_model_name_default_is_base_ymls_own_model_not_the_given_one(tmp_path: Path) -> None:
+    """A user trial: a config with model_name "default" (base.yml's own model: 16 layers of 2048) was priced as
+    --model's 340B.  The base_* dimensions the config leaves are base.yml's, compared with --model as any stated ones
+    (a mismatch is refused, naming the default and the model_name line); a config that sets them all is its own."""
+    from click.testing import CliRunner
+
+    from placement.cli import main
+
+    config = tmp_path / "default.yml"
+    config.write_text("base_config: base.yml\nmodel_name: default\nici_fsdp_parallelism: 8\nper_device_batch_size: 1\n")
+    res = CliRunner().invoke(main, ["audit", "--launch", str(config), "--model", "llama3-8b", "--cluster",
+                                    "dgx-h100", "--gpus", "8"])
+    assert res.exit_code == 2, res.output[-1500:]
+    assert re.search(r"num_layers = 16 \(from MaxText 0\.2\.5 base\.yml default base_num_decoder_layers: 16 "
+                     r"\(.*default\.yml:2: model_name: default: model_name \"default\" trains base\.yml's own "
+                     r"model\)\) but model llama3-8b has 32", res.output.replace("\n", " ")), res.output
+    config.write_text(config.read_text() + "base_emb_dim: 4096\nbase_num_query_heads: 32\nbase_num_kv_heads: 8\n"
+                      "base_mlp_dim: 14336\nbase_num_decoder_layers: 32\n")
+    res = CliRunner().invoke(main, ["audit", "--launch", str(config), "--model", "llama3-8b", "--cluster",
+                                    "dgx-h100", "--gpus", "8"])
+    assert res.exit_code in (0, 1), res.output[-1500:]

@@ -67,6 +67,10 @@ BASE: dict[str, Any] = {
 } | {f"ici_{KEY_WORD[a]}_parallelism": -1 if a == "fsdp" else 1 for a in AXES} | {  # :781-793
     f"dcn_{KEY_WORD[a]}_parallelism": -1 if a == "data" else 1 for a in AXES}  # :768-780
 BASE_SOURCE = "MaxText 0.2.5 base.yml default"
+BASE_MODEL = {"base_emb_dim": 2048, "base_num_query_heads": 16, "base_num_kv_heads": 16, "base_mlp_dim": 7168,
+              "base_num_decoder_layers": 16}
+"""The model base.yml trains under model_name "default" (configs/base.yml:176-181, AI-Hypercomputer/maxtext
+e591f30cb)."""
 REMAT = {"none": "none", "full": "full", "minimal": "selective"}
 """remat_policy -> placement recompute (the emitter's table); other policies are priced as selective."""
 REMAT_POLICIES = ("none", "full", "minimal", "minimal_with_context", "minimal_flash", "minimal_with_quantization",
@@ -405,9 +409,14 @@ def finish(v: dict[str, tuple[Any, str]], ignored: list[str]) -> dict[str, tuple
                            f"(offload_dst pinned_host) are priced as kept on the GPU, so its memory is an upper "
                            f"bound, and their copies to and from the host are not priced ({rev})")
     out["model_ref"] = (str(keys["model_name"][0]), keys["model_name"][1])
+    default_model = str(keys["model_name"][0]) == "default"
     for key, field in MODEL_SHAPE_KEYS.items():  # a model config's shape, which --model must have (core._model_shape)
         if key in v and isinstance(v[key][0], int) and not isinstance(v[key][0], bool):
             out[field] = (v[key][0], v[key][1])
+        elif default_model:  # model_name "default" trains base.yml's own model where no base_* key says otherwise
+            # (a user trial: a file of it was priced as --model's 340B)
+            out[field] = (BASE_MODEL[key], f"{BASE_SOURCE} {key}: {BASE_MODEL[key]} ({keys['model_name'][1]}: "
+                                           f"model_name \"default\" trains base.yml's own model)")
     # the attention kernel (base.yml:486 'autoselected': tokamax's Pallas Triton flash kernel on GPUs; the framework
     # row's default where the files leave it)
     if "attention" in v:
