@@ -266,10 +266,15 @@ def test_a_maxtext_zero2_plan_says_what_it_runs_with_its_time(tmp_path, gpus, mo
 def test_a_device_mesh_for_an_fp8_plan_says_fp8_is_the_training_codes_and_prices_bf16(tmp_path):
     plan, err = _emit(tmp_path, "llama3-8b", 16, "fp8", "devicemesh")
     text = (tmp_path / "device_mesh.py").read_text()
-    runs = re.search(r"^# without FP8 layers in your code this job runs (.*?): ([\d.]+) s/step \(", text, re.M)
+    runs = re.search(r"^# this file runs, without FP8 layers in your code, (.*?): ([\d.]+) s/step \(", text, re.M)
     assert runs is not None and runs.group(1) == "bf16 (not fp8)"
     assert float(runs.group(2)) == pytest.approx(_evaluate_step(plan, "bf16"), rel=2e-3)
     assert "a DeviceMesh sets no precision" in err
+    # the plan's files_run lists it, as every file's "this file runs" line (a user trial found it missing there)
+    result = CliRunner().invoke(main, ["plan", "--model", "llama3-8b", "--gpus", "16", "--seq-len", "4096",
+                                       "--global-batch", "64", "--precision", "fp8", "--top-k", "1", "--json",
+                                       "--out", str(tmp_path / "again"), "--emit", "devicemesh"])
+    assert [line.split(":")[0] for line in json.loads(result.stdout)["files_run"]] == ["device_mesh.py"]
 
 
 @pytest.mark.parametrize(("cluster", "expected"), [("dgx-h100", "tensorwise"), ("dgx-b200", "mxfp8")])

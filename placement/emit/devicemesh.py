@@ -65,7 +65,8 @@ def render(ctx: EmitContext) -> tuple[str, list[str]]:
     if runs.what:
         line, warn = ctx.runs_as(runs)
         if fp8:
-            line = line.replace("this file runs", "without FP8 layers in your code this job runs", 1)
+            # "this file runs" kept at the start: plan's files_run lists the line (a user trial missed it there)
+            line = line.replace("this file runs", "this file runs, without FP8 layers in your code,", 1)
             warnings.insert(0, f"a DeviceMesh sets no precision: the plan's FP8 GEMMs must come from your training "
                                f"code (torchao Float8Linear or Transformer Engine layers); "
                                f"{warn.replace('this file runs', 'without them it runs', 1)}")
