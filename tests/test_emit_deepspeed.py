@@ -424,3 +424,26 @@ def test_the_audit_refuses_deepspeed_files_of_zero3_with_native_moe(tmp_path: Pa
             assert "set ZeRO stage 1 or 2" in result.stderr
         else:
             assert result.exit_code in (0, 1), result.output[-2000:]
+
+
+def test_selective_recompute_is_stated_in_ds_topology_and_audited_back(tmp_path: Path) -> None:
+    """A user trial: the header priced the plan's selective recompute (150 GiB, fits) while the files stated none,
+    so the audit of the same files priced no recompute (360 GiB).  ds_topology.py states the modules, the audit
+    reads them back: its step and memory are the header's."""
+    job = ["--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "16", "--seq-len", "8192",
+           "--global-batch", "64"]
+    out = tmp_path / "o"
+    res = CliRunner().invoke(main, ["evaluate", *job, "--tp", "2", "--pp", "1", "--mbs", "2", "--zero", "1",
+                                    "--recompute", "selective", "--recompute-modules", "mlp", "--emit", "deepspeed",
+                                    "--out", str(out), "--json"])
+    assert res.exit_code == 0, res.output[-2000:]
+    header = next(x for x in json.loads(res.stdout)["files_run"] if x.startswith("deepspeed.sh"))
+    step = float(re.search(r": ([\d.]+) s/step", header).group(1))
+    topology = (out / "ds_topology.py").read_text()
+    assert "recompute = 'selective'\nrecompute_modules = ['mlp']\n" in topology
+    files = [x for name in ("deepspeed.sh", "ds_config.json", "hostfile", "ds_topology.py")
+             for x in ("--launch", str(out / name))]
+    audit = json.loads(CliRunner().invoke(main, ["audit", *job, *files, "--json"]).stdout)
+    assert audit["estimate"]["layout"]["recompute"] == "selective"
+    assert audit["estimate"]["recipe"]["recompute_modules"] == ["mlp"]
+    assert audit["estimate"]["step_time_s"] == pytest.approx(step, abs=5e-4)

@@ -35,6 +35,7 @@ import numpy as np
 
 from placement.cost.constants import GiB
 from placement.emit.common import (
+    CORE_ATTN_ONLY,
     OVER_CAPACITY,
     EmitContext,
     Runs,
@@ -474,7 +475,13 @@ def topology_module(ctx: EmitContext) -> str:
             + (f"\n# for your training loop: run each chunk of checkpoint_interval transformer layers through "
                f"deepspeed.checkpointing.checkpoint(chunk, x)\nrecompute = {lay.recompute!r}\n"
                f"checkpoint_interval = {_interval(ctx)}\n"
-               if lay.pp == 1 and lay.recompute == "full" and _interval(ctx) > 1 else ""))
+               if lay.pp == 1 and lay.recompute == "full" and _interval(ctx) > 1 else "")
+            # selective recompute is model code at any pp: the modules priced, which the audit reads back (a user
+            # trial: the header priced them, the files said nothing, and the audit priced none, 2x the memory)
+            + (f"\n# for your model code: rerun these modules of each layer in backward "
+               f"(deepspeed.checkpointing.checkpoint around each)\nrecompute = 'selective'\n"
+               f"recompute_modules = {[m.value for m in ctx.recipe.recompute_modules or CORE_ATTN_ONLY]!r}\n"
+               if lay.recompute == "selective" else ""))
 
 
 def _permuted(ctx: EmitContext) -> bool:

@@ -28,6 +28,7 @@ from placement.audit.readers.common import (
 from placement.audit.readers.reading import AutoKey, Hostfile, Reading, Settings, UnknownKey
 from placement.errors import InputError
 from placement.loaders.files import DuplicateKey, json_limit_problem, read_text, unique_pairs
+from placement.specs.recipe import RecomputeModule
 from placement.specs.training import AttentionKernel
 
 DEEPSPEED_KEYS = frozenset({
@@ -520,6 +521,15 @@ def read_python(path: Path, s: Settings) -> None:
                 raise InputError(f"{path}:{node.lineno}: recompute must be 'none', 'full' or 'selective', got "
                                  f"{value!r}")
             s.put("recompute", value, f"{path}:{node.lineno}: {lines[node.lineno - 1].strip()[:160]}")
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                and node.targets[0].id == "recompute_modules"):  # the selective modules, as ds_topology.py states
+            value = _literal(node.value, "recompute_modules", f"{path}:{node.lineno}")
+            names = [m.value for m in RecomputeModule]
+            if not isinstance(value, (list, tuple)) or not value or any(v not in names for v in value):
+                raise InputError(f"{path}:{node.lineno}: recompute_modules must be a list of {', '.join(names)}, got "
+                                 f"{value!r}")
+            s.put("recipe.recompute_modules", tuple(value),
+                  f"{path}:{node.lineno}: {lines[node.lineno - 1].strip()[:160]}")
         if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
                 and node.targets[0].id == "attention_kernel"):  # the model code's kernel, as ds_topology.py states it
             value = _literal(node.value, "attention_kernel", f"{path}:{node.lineno}")
