@@ -365,7 +365,7 @@ def test_a_zero_3_context_parallel_file_counts_its_weight_shards_too() -> None:
     p, runs = ctx.plan, deepspeed.files_run(ctx)
     extra = p.memory.weights_bytes + p.memory.grads_bytes + p.memory.optimizer_bytes
     text = next(u for u in runs.unpriced if u.startswith("cp 2"))
-    assert "its weight, gradient and optimizer shards 2x the plan's" in text
+    assert "its weight, gradient and optimizer shards 2x as large as over cp x dp" in text
     assert f"{extra / 2**30:.1f} GiB more a GPU, {(p.peak_memory_bytes + extra) / 2**30:.1f} of" in text
 
 
@@ -447,3 +447,25 @@ def test_selective_recompute_is_stated_in_ds_topology_and_audited_back(tmp_path:
     assert audit["estimate"]["layout"]["recompute"] == "selective"
     assert audit["estimate"]["recipe"]["recompute_modules"] == ["mlp"]
     assert audit["estimate"]["step_time_s"] == pytest.approx(step, abs=5e-4)
+
+
+def test_the_audit_of_a_context_parallel_deepspeed_file_holds_what_its_header_says(tmp_path: Path) -> None:
+    """A user trial: a cp 8 DeepSpeed file's header said ZeRO over the 'data' ranks alone holds 114.7 GiB, does not
+    fit (exit 1), and the audit of the same files said 67.1 GiB, fits, and kept cp 8 as the best plan.  The audit
+    prices the memory as the header does, says the ring attention is the model code's, and finds a plan that fits."""
+    job = ["--model", "llama3-70b", "--cluster", "dgx-h100", "--gpus", "128", "--seq-len", "65536",
+           "--global-batch", "64"]
+    out = tmp_path / "o"
+    res = CliRunner().invoke(main, ["evaluate", *job, "--tp", "4", "--cp", "8", "--pp", "1", "--mbs", "1", "--zero",
+                                    "1", "--recompute", "full", "--emit", "deepspeed", "--out", str(out), "--json"])
+    header = next(x for x in json.loads(res.stdout)["files_run"] if x.startswith("deepspeed.sh"))
+    held = float(re.search(r"GiB more a GPU, ([\d.]+) of", header).group(1))
+    files = [x for name in ("deepspeed.sh", "ds_config.json", "hostfile", "ds_topology.py")
+             for x in ("--launch", str(out / name))]
+    audit = json.loads(CliRunner().invoke(main, ["audit", *job, *files, "--json"]).stdout)
+    assert audit["estimate"]["peak_memory_bytes"] / 2**30 == pytest.approx(held, abs=0.06)
+    assert audit["estimate"]["fits"] is False
+    kinds = {f["kind"]: f["message"] for f in audit["findings"]}
+    assert "memory_over_capacity" in kinds and f"needs {held:.1f} GiB per GPU" in kinds["memory_over_capacity"]
+    assert any("cp 8 only as your model code's ring attention" in f["message"] for f in audit["findings"])
+    assert audit["best"]["fits"] is True and audit["best"]["layout"]["cp"] == 1

@@ -1415,9 +1415,9 @@ def _layout_findings(c: _Ctx, plan: Plan) -> list[Finding]:
     out = []
     lay, b, est = c.layout, c.search_batch, c.est
     cap = float(est.memory_capacity_bytes)
-    peak = float(est.peak_memory_bytes[0])
+    peak = float(plan.peak_memory_bytes)  # the plan as run (DeepSpeed's ZeRO over 'data' alone under cp: its memory)
     same_shape = (b.tp == lay.tp) & (b.cp == lay.cp) & (b.ep == lay.ep) & (b.etp == lay.etp)
-    if not bool(est.fits[0]):
+    if not plan.fits:
         best_fit = c.best_where(np.ones(len(b), dtype=bool))
         parts = (f"(weights {plan.memory.weights_bytes / GiB:.1f}, grads {plan.memory.grads_bytes / GiB:.1f}, "
                  f"optimizer {plan.memory.optimizer_bytes / GiB:.1f}, activations "
@@ -2052,6 +2052,11 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
     if recipe.fp8_recipe is not None and DELAYED_FP8.search(recipe_sources.get("fp8_recipe", "")):
         as_run["fp8_recipe_as_run"] = "delayed"  # Megatron's default, priced as tensorwise
     plan = plan.model_copy(update=as_run)
+    cp_model_code = None
+    if launch.framework == "deepspeed" and layout.cp > 1:  # ZeRO over 'data' alone: the memory the emitter prices
+        from placement.emit.deepspeed import zero_over_data
+
+        plan, cp_model_code = zero_over_data(plan)
     kinds = group_kinds(layout, est, 0)
     base = {k: float(_price(model, train, topo.with_mapping(g), [layout], recipe).step_time_s[0])
             for k, g in baseline_mappings(topo).items()}
@@ -2103,7 +2108,10 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
              own_mapped, launch.offloaded, launch.megatron_deepspeed)
     findings = (_crossing_findings(c, kinds) + _layout_findings(c, plan) + notes + unknown_key_findings(launch)
                 + base_config_findings(launch, layout, train, recipe, recipe_sources, model.is_moe)
-                + [Finding("warning", "not_priced_as_run", w, [], 0.0) for w in launch.warnings])
+                + [Finding("warning", "not_priced_as_run", w, [], 0.0) for w in launch.warnings]
+                + ([Finding("warning", "not_priced_as_run", f"{cp_model_code} (the step does not price the ring "
+                            f"attention or the gradient reduction over cp your model code adds)", [], 0.0)]
+                   if cp_model_code else []))
     stated = (launch.first_stage_layers, launch.last_stage_layers)
     modeled = (plan.layout.stage_layers[0], plan.layout.stage_layers[-1])
     if layout.pp > 1 and None not in stated and stated != modeled:

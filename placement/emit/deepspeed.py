@@ -50,6 +50,7 @@ from placement.emit.common import (
     torchrun_lines,
     warn_block,
 )
+from placement.plan import Plan
 from placement.specs.recipe import GradAccumulation
 
 VERSION = "DeepSpeed 0.19.8"
@@ -352,6 +353,34 @@ partition_method makes, and what a stage returns, which the engine sends on (a m
 GPT2ModelPipe) (`warnings_for` says each)."""
 
 
+def zero_over_data(plan: Plan) -> tuple[Plan, str]:
+    """A plan with cp > 1 as DeepSpeed runs it, and that in words: the ring attention is the model code's, which the
+    cost model does not price, but the memory of ZeRO over the 'data' ranks alone it does: the shards the plan spread
+    over cp x dp ranks are cp times larger (the optimizer state; ZeRO-2's gradients too; ZeRO-3's weights too: a user
+    trial's 77.4 GiB plan held 83.0, a ZeRO-3 header's 7.9 GiB about 11).  The emitted file's header and the audit
+    of such files both use it (a user trial: the header said 114.7 GiB, does not fit, and the audit of the same
+    files 67.1, fits)."""
+    lay, m = plan.layout, plan.memory
+    shards = {1: "optimizer state", 2: "optimizer state and gradients",
+              3: "weight, gradient and optimizer shards"}.get(lay.zero_stage, "")
+    # the plan's shard group is cp x dp (ZeRO-3: cp x dp_shard, HSDP), DeepSpeed's the dp 'data' ranks
+    group = lay.cp * ((lay.dp_shard or lay.dp) if lay.zero_stage == 3 else lay.dp)
+    factor = max(group / lay.dp, 1.0)
+    grown = {1: ("optimizer_bytes",), 2: ("optimizer_bytes", "grads_bytes"),
+             3: ("weights_bytes", "grads_bytes", "optimizer_bytes")}.get(lay.zero_stage, ())
+    extra = (factor - 1.0) * sum(getattr(m, f) for f in grown)
+    held = plan.peak_memory_bytes + extra
+    memory = (f": its {shards} {factor:g}x as large as over cp x dp, {extra / GiB:.1f} GiB more a GPU, "
+              f"{held / GiB:.1f} of {plan.memory_capacity_bytes / GiB:.1f} GiB"
+              + (f" {OVER_CAPACITY}" if held > plan.memory_capacity_bytes else "")) if extra else ""
+    words = (f"cp {lay.cp} only as your model code's ring attention, with ZeRO over the {lay.dp} 'data' ranks (not "
+             f"cp x dp = {lay.cp * lay.dp}){memory}")
+    as_run = plan.model_copy(update={
+        "peak_memory_bytes": held, "fits": plan.fits and held <= plan.memory_capacity_bytes,
+        "memory": m.model_copy(update={f: getattr(m, f) * factor for f in grown})})
+    return as_run, words
+
+
 def files_run(ctx: EmitContext) -> Runs:
     """What the files run where DeepSpeed cannot be told the plan (each is also a warning)."""
     lay, plan = ctx.plan.layout, ctx.plan
@@ -364,24 +393,7 @@ def files_run(ctx: EmitContext) -> Runs:
     # axis: all dp ranks (no MiCS in 0.19.8, and hpZ only adds a secondary weight copy)
     runs.shard_whole_dp(plan, "DeepSpeed 0.19.8")
     if lay.cp > 1:  # no ring attention in DeepSpeed: the cost model has no price for what the model code adds
-        # ...but the memory of ZeRO over 'data' alone it has: the shards the plan spread over cp x dp ranks are cp
-        # times larger (the optimizer state; ZeRO-2's gradients too), a user trial's 77.4 GiB plan holding 83.0
-        # (ZeRO-3's weight shards too: a user trial's ZeRO-3 header gave 7.9 GiB where DeepSpeed holds about 11)
-        m = plan.memory
-        shards = {1: "optimizer state", 2: "optimizer state and gradients",
-                  3: "weight, gradient and optimizer shards"}.get(lay.zero_stage, "")
-        # the plan's shard group is cp x dp (ZeRO-3: cp x dp_shard, HSDP), DeepSpeed's the dp 'data' ranks
-        group = lay.cp * ((lay.dp_shard or lay.dp) if lay.zero_stage == 3 else lay.dp)
-        factor = group / lay.dp
-        extra = max(factor - 1.0, 0.0) * {1: m.optimizer_bytes, 2: m.optimizer_bytes + m.grads_bytes,
-                                          3: m.weights_bytes + m.grads_bytes + m.optimizer_bytes}.get(lay.zero_stage,
-                                                                                                      0.0)
-        held = plan.peak_memory_bytes + extra
-        memory = (f": its {shards} {factor:g}x the plan's, {extra / GiB:.1f} GiB more a GPU, {held / GiB:.1f} of "
-                  f"{plan.memory_capacity_bytes / GiB:.1f} GiB"
-                  + (f" {OVER_CAPACITY}" if held > plan.memory_capacity_bytes else "")) if extra else ""
-        runs.unpriced.append(f"cp {lay.cp} only as your model code's ring attention, with ZeRO over the {lay.dp} "
-                             f"'data' ranks (not cp x dp = {lay.cp * lay.dp}){memory}")
+        runs.unpriced.append(zero_over_data(plan)[1])
     runs_recipe(ctx, RUNS_INSTEAD, runs)
     if lay.zero_stage in (1, 2) and ctx.recipe.param_gather_overlap:
         runs.recipe["param_gather_overlap"] = False
