@@ -207,3 +207,32 @@ def test_named_config_async_tp_and_memory_budget(tmp_path: Path) -> None:
     script.write_text(line.format(flags="activation-checkpoint:memory-budget"))
     with pytest.raises(InputError, match="Memory budget activation checkpointing requires the model to be compiled"):
         parse_launch([script])
+
+
+
+def test_a_placeholder_config_file_of_an_fp8_plan_is_priced_as_the_bf16_it_runs(tmp_path: Path) -> None:
+    """A user trial: torchtitan.sh for a model torchtitan ships no config for (`--module MODULE --config CONFIG`)
+    had its header price FP8 (converters of the user's config that the file does not name), and the audit of the
+    same file read bf16 and gave another step.  The header prices the file as written, bf16, and says where FP8 would
+    come from; the audit of the file gives the header's step."""
+    import json
+
+    from click.testing import CliRunner
+
+    from placement.cli import main
+
+    out = tmp_path / "o"
+    job = ["--model", "qwen3-235b-a22b", "--cluster", "dgx-h100", "--gpus", "64", "--seq-len", "4096",
+           "--global-batch", "128"]
+    res = CliRunner().invoke(main, ["evaluate", *job, "--precision", "fp8", "--tp", "1", "--pp", "1", "--ep", "8",
+                                    "--mbs", "1", "--zero", "3", "--recompute", "full", "--emit", "torchtitan",
+                                    "--out", str(out), "--json"])
+    assert res.exit_code in (0, 1), res.output[-2000:]
+    line = next(x for x in json.loads(res.stdout)["files_run"] if x.startswith("torchtitan.sh"))
+    assert "bf16 (not fp8)" in line
+    step = float(re.search(r": ([\d.]+) s/step", line).group(1))
+    assert "--module MODULE --config CONFIG" in (out / "torchtitan.sh").read_text()
+    res = CliRunner().invoke(main, ["audit", *job, "--launch", str(out / "torchtitan.sh"), "--json"])
+    audit = json.loads(res.stdout)
+    assert audit["estimate"]["precision"] == "bf16"
+    assert audit["estimate"]["step_time_s"] == pytest.approx(step, abs=5e-4)

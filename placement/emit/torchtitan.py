@@ -208,7 +208,9 @@ def flags(ctx: EmitContext) -> tuple[list[str], list[str]]:
     warnings = []
     module, config = emitted_config(ctx) or (None, None)
     if module is None:
-        warnings.append(f"{VERSION} ships no config for {ctx.model_name}; replace MODULE/CONFIG with yours")
+        warnings.append(f"{VERSION} ships no config for {ctx.model_name}; replace MODULE/CONFIG with yours"
+                        + (" (the plan's FP8 comes from your config's Float8 converters, which scale row-wise: "
+                           "without them the file runs bf16)" if ctx.plan.precision == "fp8" else ""))
         module, config = "MODULE", "CONFIG"
     if lay.zero_stage == 3:
         # "default" is `not pp_enabled` (distributed/fsdp.py:71-74): with PP it would keep the gathered weights
@@ -505,7 +507,13 @@ def precision_run(config: str | None, precision: str, accelerator: AcceleratorSp
 
 
 def runs_precision(ctx: EmitContext) -> tuple[str, str] | None:
-    """(precision, why) when the shipped config runs another precision than the plan's, else None."""
+    """(precision, why) when the shipped config runs another precision than the plan's, else None; for a model
+    torchtitan ships no config for (the file's MODULE/CONFIG placeholder), an FP8 plan's file runs bf16 as written:
+    its Float8 converters are the user's config's (a user trial: the header priced FP8 and the audit of the same file
+    bf16)."""
+    if shipped_config(ctx) is None and ctx.plan.precision == "fp8":
+        return "bf16", ("the file's MODULE/CONFIG placeholder turns on no Float8 converter: FP8 comes from your "
+                        "config's converters, which scale row-wise")
     return precision_run((shipped_config(ctx) or (None, None))[1], ctx.plan.precision, ctx.topo.accelerator)
 
 
