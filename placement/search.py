@@ -502,6 +502,10 @@ KEPT_WHEN_CHUNKED = 1024
 """Of a space priced in chunks, the fastest fitting layouts kept (at least top_k, and every layout tied with the
 last of them to the ranking's rounding, TIE_S), plus the leanest layout for the message when none fits: the
 ranking and that message are those of pricing every layout at once."""
+BOUND_CHUNK_ROWS = 250_000
+"""Most layouts whose step bound is computed at once: the bound's intermediate arrays of a whole space held about
+0.9 KB a layout (DeepSeek-V3 on 131,072 H800: 1.4 M base layouts, 1.5 GB resident, past the 1,024 MiB target of
+benchmarks/README.md); each layout's bound is its own, so the chunks give the same bounds."""
 LEANEST_PRICED = 64
 """Where no candidate can fit, how many of the leanest (by `memory_floor`) are priced for the message that names
 the leanest layout."""
@@ -524,7 +528,8 @@ def _price_bounded(w: Workload, train: TrainingSpec, topo: Topology, base: Layou
     n = len(base)
     if not (cfg.bound and cfg.prune_dominated) or n <= 2 * FIRST_PRICED:
         return _price_all(w, train, topo, base, cfg, expand, progress)
-    lb = step_lower_bound(w, train, topo, base, cfg.recipe, cfg.choices)
+    lb = np.concatenate([step_lower_bound(w, train, topo, base.take(np.arange(i, min(i + BOUND_CHUNK_ROWS, n))),
+                                          cfg.recipe, cfg.choices) for i in range(0, n, BOUND_CHUNK_ROWS)])
     order = np.argsort(lb, kind="stable")
     done, size = 0, FIRST_PRICED
     batch, est = None, None
