@@ -955,13 +955,13 @@ def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, pr
 
     _write_report(report, lambda: plan_html(planned, topo, _calibration_line()))
     written = plan_index if out_dir is not None else None
+    _job_defaults_note()  # on stderr under --json too (a user trial found it only in the text output)
     if as_json:
         click.echo(json.dumps(plan_json(planned) | {"calibration": calibration_json(), "files_run": files_run,
                                                     "files_over_capacity": _over_capacity(files_run),
                                                     "files_not_starting": _not_starting(files_run),
                                                     "files_plan_index": written, "job_defaults": _job_defaults_json()}))
     else:
-        _job_defaults_note()
         click.echo(plan_table(planned, exhaustive=exhaustive))
         if written is not None and written > 1:  # the lines above are plan 1's: a user trial read them as the files'
             from placement.report import single_plan_table
@@ -1076,6 +1076,7 @@ def evaluate(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch
         files_run = _write_out(Path(out_dir), formats, result, gpu_of_rank, topo, given_model, train)
     else:
         files_run = []
+    _job_defaults_note()  # on stderr under --json too
     if as_json:
         # files_run only where files were written: without --out the JSON stays one Plan (and its calibration)
         result = result.model_copy(update={"job_defaults": _job_defaults_json()})
@@ -1083,13 +1084,24 @@ def evaluate(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch
                               | ({"files_run": files_run, "files_over_capacity": _over_capacity(files_run),
                                   "files_not_starting": _not_starting(files_run)} if out_dir is not None else {})))
     else:
-        _job_defaults_note()
         click.echo(single_plan_table(result))
         if files_run:
             click.echo("\nthe files written run other than this plan (each file's header says so too):\n"
                        + "\n".join(f"  {line}" for line in files_run))
         _echo_calibration()
     if not result.fits:
+        # the exit names the binding constraint and a fix, as plan's does (a user trial: exit 1 with nothing on stderr,
+        # and the files written for the layout without a word)
+        from placement.cost.constants import GiB
+
+        m = result.memory
+        written = f"; the files written in {out_dir} run it, so they run out of memory too" if out_dir else ""
+        click.echo(f"placement: infeasible (memory): this layout needs {result.peak_memory_bytes / GiB:.1f} GiB per "
+                   f"GPU (weights {m.weights_bytes / GiB:.1f}, gradients {m.grads_bytes / GiB:.1f}, optimizer "
+                   f"{m.optimizer_bytes / GiB:.1f}, activations {m.activations_bytes / GiB:.1f}, buffers "
+                   f"{m.other_bytes / GiB:.1f}), capacity {result.memory_capacity_bytes / GiB:.1f} GiB{written}; "
+                   f"try a heavier --recompute or --zero, more --tp/--pp, a smaller --mbs, or `placement plan` with "
+                   f"the same job for the layouts that fit", err=True)
         sys.exit(EXIT_INFEASIBLE)
     _fail_files(files_run, framework, "evaluate")
 

@@ -24,7 +24,10 @@ def _model_without_defaults(tmp_path: Path) -> Path:
 
 def test_placements_own_defaults_carry_their_source(tmp_path: Path) -> None:
     model = _model_without_defaults(tmp_path)
-    got = json.loads(CliRunner().invoke(main, ["evaluate", "--model", str(model), *JOB, "--json"]).stdout)
+    result = CliRunner().invoke(main, ["evaluate", "--model", str(model), *JOB, "--json"])
+    got = json.loads(result.stdout)
+    # the note is on stderr under --json too (a user trial found it in the text output only)
+    assert "placement: note: seq len 4096: placement's default" in result.stderr
     assert got["seq_len"] == 4096 and got["global_batch"] == 1024
     assert set(got["job_defaults"]) == {"seq_len", "global_batch"}
     assert "states no default_global_batch (give --global-batch" in got["job_defaults"]["global_batch"]
@@ -92,3 +95,17 @@ def test_a_huggingface_context_length_capped_by_placement_is_said(tmp_path: Path
     path.write_text(json.dumps(cfg))
     got = json.loads(CliRunner().invoke(main, ["evaluate", "--model", str(path), *JOB, "--json"]).stdout)
     assert got["seq_len"] == 4096 and "seq_len" not in got["job_defaults"]  # the file's own value
+
+
+def test_evaluate_of_a_layout_over_capacity_names_the_memory_and_a_fix(tmp_path: Path) -> None:
+    """A user trial: `evaluate` of a layout over the GPU's memory exited 1 with nothing on stderr, and wrote its
+    --out files without a word.  The exit names the memory per GPU against the capacity, the parts, a fix, and that
+    the files written run out of memory too."""
+    job = ["evaluate", "--model", "llama3-70b", "--cluster", "dgx-h100", "--gpus", "64", "--tp", "8", "--mbs", "4",
+           "--zero", "0", "--recompute", "none"]
+    result = CliRunner().invoke(main, job)
+    assert result.exit_code == 1
+    assert "placement: infeasible (memory): this layout needs" in result.stderr
+    assert "capacity 78.1 GiB" in result.stderr and "`placement plan` with the same job" in result.stderr
+    result = CliRunner().invoke(main, [*job, "--out", str(tmp_path / "o"), "--emit", "megatron"])
+    assert result.exit_code == 1 and "so they run out of memory too" in result.stderr

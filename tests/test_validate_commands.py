@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def validate_rows() -> dict:
     result = CliRunner().invoke(main, ["--reproducible", "validate", "--json"])
     assert result.exit_code == 0, result.output
-    return json.loads(result.output)
+    return json.loads(result.stdout)
 
 
 def test_every_recipe_field_has_a_flag() -> None:
@@ -41,7 +41,7 @@ def test_every_validate_row_is_reproduced_by_its_evaluate_command() -> None:
         result = runner.invoke(main, [*argv[1:], "--json"])
         # 0: it fits, as in validate; 1: over the memory model's capacity, as validate says too
         assert result.exit_code == (0 if row["fits"] else 1), (row["id"], result.output[-500:])
-        got = json.loads(result.output)["step_time_s"]
+        got = json.loads(result.stdout)["step_time_s"]
         assert got == pytest.approx(row["predicted_step_time_s"], rel=1e-3), row["id"]
 
 
@@ -53,7 +53,7 @@ def test_an_unfused_row_needs_its_attention_kernel() -> None:
     i = argv.index("--attention-kernel")
     flash = argv[1:i] + argv[i + 2:]
     result = CliRunner().invoke(main, [*flash, "--json"])
-    assert json.loads(result.output)["step_time_s"] < 0.95 * row["predicted_step_time_s"]
+    assert json.loads(result.stdout)["step_time_s"] < 0.95 * row["predicted_step_time_s"]
 
 
 def test_readme_accuracy_section_is_what_validate_prints() -> None:
@@ -83,7 +83,7 @@ def test_a_dense_row_is_within_ten_percent_only_with_the_recipe_its_launcher_fil
     assert flag in argv
     without = [a for a in argv if a != flag]
     result = CliRunner().invoke(main, [*without, "--json"])
-    got = json.loads(result.output)["step_time_s"]
+    got = json.loads(result.stdout)["step_time_s"]
     error = got / row["published_step_time_s"] - 1
     assert abs(error) > abs(row["error"]) + 0.03, (run_id, error, row["error"])
 
