@@ -83,8 +83,9 @@ def _reader_argv(reader: str, path: str, tmp: Path) -> list[str]:
         "nvidia-smi": ["plan", *JOB, "--cluster", "dgx-h100", "--gpus", "8", "--node-topo", path],
         "cluster-graph": ["plan", *JOB, "--cluster-graph", path, "--node-type", "dgx-h100"],
         "launch": ["audit", *JOB, "--cluster", "dgx-h100", "--gpus", "8", "--launch", path],
-        # the script's own GLOBAL_BATCH_SIZE=128 fixes the batch (a different --global-batch is refused)
-        "hosts": ["audit", "--model", "llama3-8b", "--seq-len", "4096", "--cluster", "dgx-h100", "--gpus", "8",
+        # the script's own GLOBAL_BATCH_SIZE=128 and SEQ_LENGTH=8192 fix the batch and sequence (another
+        # --global-batch or --seq-len is refused)
+        "hosts": ["audit", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "8",
                   "--launch", launch, "--hosts", path],
         "recipe": ["plan", *JOB, "--cluster", "dgx-h100", "--gpus", "8", "--recipe", path],
         "model": ["plan", "--model", path, "--gpus", "8", "--seq-len", "4096", "--global-batch", "64"],

@@ -38,7 +38,7 @@ def test_the_plan_no_longer_ranks_an_hsdp_layout_that_does_not_fit() -> None:
                                     "--framework", "torchtitan", "--zero", "3", "--dp-shard", "8", "--mbs", "16",
                                     "--recompute", "full", "--json"])
     assert out.exit_code == 1, out.output  # evaluate exits 1 on a layout that does not fit
-    res = json.loads(out.output)
+    res = json.loads(out.stdout)
     assert res["fits"] is False
     assert res["peak_memory_bytes"] > res["memory_capacity_bytes"]
 

@@ -24,7 +24,7 @@ BASE = ["evaluate", "--model", "llama3-70b", "--cluster", "dgx-b200", "--gpus", 
 
 def _run(*extra: str) -> tuple[int, dict | str]:
     out = CliRunner().invoke(main, [*BASE, *extra])
-    return out.exit_code, (json.loads(out.output) if out.exit_code in (0, 1) and out.output.startswith("{")
+    return out.exit_code, (json.loads(out.stdout) if out.exit_code in (0, 1) and out.stdout.startswith("{")
                            else out.output)
 
 
@@ -88,7 +88,7 @@ def test_the_torchtitan_plan_that_did_not_fit_is_no_longer_chosen() -> None:
                                     "--seq-len", "8192", "--global-batch", "256", "--framework", "torchtitan",
                                     "--json"])
     assert out.exit_code == 0, out.output
-    best = json.loads(out.output)
+    best = json.loads(out.stdout)
     best = best["plans"][0] if "plans" in best else best
     lay = best["layout"]
     assert best["fits"]
@@ -135,7 +135,7 @@ def test_each_micro_batch_adds_its_gradient_into_the_float32_buffer() -> None:
         argv = [a for a in BASE if a != "--global-batch" and a != "256"]
         out = CliRunner().invoke(main, [*argv, "--global-batch", batch, "--zero", "3", *flag])
         assert out.exit_code in (0, 1), out.output
-        return json.loads(out.output)["breakdown"]["grad_accumulation"]
+        return json.loads(out.stdout)["breakdown"]["grad_accumulation"]
 
     m16, m8 = accumulation("256", "--pipeline-unsharded-grads"), accumulation("128", "--pipeline-unsharded-grads")
     assert m16 / m8 == pytest.approx((6 + 10 * 15) / (6 + 10 * 7), rel=1e-3)

@@ -2053,7 +2053,10 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
         as_run["fp8_recipe_as_run"] = "delayed"  # Megatron's default, priced as tensorwise
     plan = plan.model_copy(update=as_run)
     cp_model_code = None
-    if launch.framework == "deepspeed" and layout.cp > 1:  # ZeRO over 'data' alone: the memory the emitter prices
+    # a 'context' axis of a DeepSpeed topology: ZeRO over 'data' alone, the memory the emitter prices (DeepSpeed-
+    # Ulysses, --ds-sequence-parallel-size, shards over its seq_data_parallel_group, sequence x data: as priced)
+    if (launch.framework == "deepspeed" and layout.cp > 1
+            and "--ds-sequence-parallel-size" not in launch.sources.get("cp", "")):
         from placement.emit.deepspeed import zero_over_data
 
         plan, cp_model_code = zero_over_data(plan)
