@@ -643,7 +643,49 @@ def _memory_headroom_bytes(gib: float | None, topo) -> float:
     return gib * GiB
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Placement(click.Group):
+    """The `placement` group: click's own usage errors (a flag it does not know, a value its type refuses, a missing
+    option) are one paragraph on stderr, exit 2, naming the flag, the value and the fix, as placement's input errors
+    are (a user trial: click's Usage / Try / Error blocks, and `--gpus eight` named no fix)."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        try:
+            code = super().main(args, prog_name, complete_var, False, **extra)
+        except click.exceptions.NoArgsIsHelpError as err:  # `placement` alone: its help, as click prints it
+            err.show()
+            sys.exit(err.exit_code)
+        except click.UsageError as err:
+            click.echo(f"placement: {usage_message(err)}", err=True)
+            sys.exit(err.exit_code)
+        except click.ClickException as err:
+            err.show()
+            sys.exit(err.exit_code)
+        except click.Abort:
+            click.echo("Aborted!", err=True)
+            sys.exit(1)
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+_TYPE_FIX = {"is not a valid integer": "give a whole number", "is not a valid float": "give a number",
+             "is not a valid boolean": "give true or false"}
+"""The fix of a value click's parameter types refuse, by the words of its message."""
+
+
+def usage_message(err: click.UsageError) -> str:
+    """A click usage error as one paragraph: click's words (the flag and the value), the fix where its words give
+    none, and where the command's flags are listed."""
+    text = " ".join(err.format_message().split()).rstrip(".")
+    sub = err.ctx.command_path.partition(" ")[2] if err.ctx is not None else ""  # the root as its users type it
+    where = f"`placement {sub} -h`" if sub else "`placement -h`"
+    fix = next((f for words, f in _TYPE_FIX.items() if words in text), None)
+    if isinstance(err, click.MissingParameter):
+        fix = "give it"
+    return f"{text}; {fix + ' (' if fix else ''}see {where} for the flags and their values{')' if fix else ''}"
+
+
+@click.group(cls=_Placement, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="placement")
 @click.option("--reproducible", is_flag=True, envvar="PLACEMENT_REPRODUCIBLE",
               help="Leave out the wall-clock timings (search.seconds, mapping_solver.wall_s: null), so the same "
@@ -869,6 +911,10 @@ def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, pr
     recipe, sources = build_recipe(*_recipe_flag_values(recipe_args))
     if recompute:  # the modes the user allows (none given: all of them)
         _modules_need_selective(recipe, recompute)
+    if out_dir is None and click.get_current_context().get_parameter_source("plan_index") not in (
+            click.core.ParameterSource.DEFAULT, None):  # a user trial: the flag was ignored without a word
+        raise InputError(f"--plan-index {plan_index} picks the plan whose files --out writes; give --out DIR (the "
+                         f"table lists every plan without it)")
     model, train, topo = build_job(model_ref, cluster_ref, gpus, nodes, seq_len, global_batch, precision,
                                    slurm_topology, nodelist, node_type, cluster_graph, oversubscription, node_topo,
                                    segment, memory_headroom_gib)

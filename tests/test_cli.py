@@ -265,3 +265,22 @@ def test_the_emit_help_names_every_format():
     from placement.emit.writer import FORMATS
 
     assert all(name in EMIT_HELP for name in FORMATS)
+
+
+@pytest.mark.parametrize(("argv", "says"), [
+    (["plan", "--model", "llama3-8b", "--gpus", "eight"],
+     "Invalid value for '--gpus': 'eight' is not a valid integer; give a whole number (see `placement plan -h`"),
+    (["plan", "--model", "llama3-8b", "--precision", "fp16"], "'fp16' is not one of 'bf16', 'fp8'; see `placement"),
+    (["plan", "--gpus", "8"], "Missing option '--model'; give it (see `placement plan -h`"),
+    (["plan", "--model", "llama3-8b", "--gpu", "8"], "No such option '--gpu'"),
+    (["plan", "--model", "llama3-8b", "--gpus", "8", "--emit", "megatrn", "--out", "o"], "did you mean megatron?"),
+    (["plan", "--model", "llama3-8b", "--gpus", "8", "--plan-index", "3"],
+     "--plan-index 3 picks the plan whose files --out writes; give --out DIR"),
+])
+def test_a_bad_flag_or_value_is_one_paragraph_with_the_fix(argv, says) -> None:
+    """A user trial: click's own errors printed Usage / Try / Error blocks, `--gpus eight` named no fix,
+    `--emit megatrn` got no "did you mean", and --plan-index without --out was ignored without a word."""
+    code, out, err = run(*argv)
+    assert code == 2 and out == ""
+    assert err.startswith("placement: ") and err.count("\n") == 1 and says in err, err
+    assert "Usage:" not in err and "Traceback" not in err

@@ -224,3 +224,15 @@ def test_a_misspelled_model_field_is_named_with_the_field_it_missed(tmp_path):
            "correct its spelling); did you mean `num_layers`?" in res.stderr
     assert "field `model` = 'llama3-8b': Extra inputs are not permitted (it is not a field of this schema: remove " \
            "it or correct its spelling)." in res.stderr
+
+
+def test_a_set_key_one_typo_away_is_named() -> None:
+    """A user trial: `--set energy_prise_per_kwh=...` got the whole key list and no "did you mean"."""
+    from placement.errors import InputError
+    from placement.sweep.overrides import apply_sets
+
+    with pytest.raises(InputError, match=r"unknown key 'energy_prise_per_kwh'; did you mean energy_price_per_kwh\? "
+                                         r"valid keys: "):
+        apply_sets({"designs": [], "workloads": []}, ("energy_prise_per_kwh=0.1",))
+    with pytest.raises(InputError, match=r"unknown key 'colour'; valid keys: "):
+        apply_sets({"designs": [], "workloads": []}, ("colour=red",))

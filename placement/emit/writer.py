@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 
 from placement.emit import deepspeed, devicemesh, maxtext, megatron, torchtitan
@@ -31,8 +32,10 @@ def parse_formats(text: str) -> list[str]:
         return list(FORMATS)
     unknown = [n for n in names if n not in FORMATS]
     if unknown or not names:
-        raise InputError(f"--emit {text!r}: unknown format(s) {', '.join(unknown) or '(none)'}; give a comma list of "
-                         f"{', '.join(FORMATS)} or all")
+        near = [m for n in unknown for m in difflib.get_close_matches(n, list(FORMATS), n=1, cutoff=0.7)]
+        meant = f"did you mean {', '.join(near)}? " if near else ""  # a user trial's `--emit megatrn` got the list
+        raise InputError(f"--emit {text!r}: unknown format(s) {', '.join(unknown) or '(none)'}; {meant}give a comma "
+                         f"list of {', '.join(FORMATS)} or all")
     return list(dict.fromkeys(names))  # each format's files once (`megatron,megatron` wrote and said them twice)
 
 

@@ -13,6 +13,7 @@ Grammar (repeatable, applied in order, before the file is validated):
 from __future__ import annotations
 
 import copy
+import difflib
 
 import yaml
 
@@ -78,7 +79,9 @@ def apply_sets(data: dict, sets: tuple[str, ...]) -> dict:
             for x in items:
                 x[key] = value
         else:
-            raise InputError(f"--set {item}: unknown key {key!r}; valid keys: {_valid_keys()}")
+            near = difflib.get_close_matches(key, [*STUDY_KEYS, *DESIGN_KEYS, *WORKLOAD_KEYS], n=1, cutoff=0.8)
+            meant = f"did you mean {near[0]}? " if near else ""  # a user trial's energy_prise_per_kwh got the list
+            raise InputError(f"--set {item}: unknown key {key!r}; {meant}valid keys: {_valid_keys()}")
     return out
 
 
