@@ -167,9 +167,12 @@ def read_json(path: Path, s: Settings) -> None:
         # PipelineEngine seeds its module's checkpoint interval from it (runtime/pipe/engine.py): 0 is none
         every = read_int(pipe["activation_checkpoint_interval"], "pipeline.activation_checkpoint_interval",
                          ev("activation_checkpoint_interval"))
-        s.put("recompute", "full" if every >= 1 else "none", ev("activation_checkpoint_interval"))
         if every >= 1:
+            s.put("recompute", "full", ev("activation_checkpoint_interval"))
             s.put("recipe.checkpoint_interval", every, ev("activation_checkpoint_interval"))
+        else:  # the engine checkpoints no whole layer; the model code may still recompute selectively (a review:
+            # ds_topology.py's `recompute = 'selective'` was refused as contradicting it in placement's own files)
+            s.engine_checkpoints_none = ev("activation_checkpoint_interval")
     ckpt = data.get("activation_checkpointing")
     if isinstance(ckpt, dict) and "synchronize_checkpoint_boundary" in ckpt:
         value = ckpt["synchronize_checkpoint_boundary"]
@@ -707,6 +710,8 @@ def join(groups: list[Settings]) -> Reading:
                          f"that file with --launch")
     if s.hf_auto and not s.hf_trainer and not s.neox:  # "auto" is the HF Trainer's: it fills them
         s.hf_trainer = f"{s.hf_auto[0].evidence} (\"auto\": a value the HF Trainer fills from its arguments)"
+    if not s.has("recompute") and s.engine_checkpoints_none:
+        s.put("recompute", "none", s.engine_checkpoints_none)
     _config_path(s)
     if s.hf_trainer:
         _hf_trainer(s)

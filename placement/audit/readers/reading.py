@@ -479,6 +479,9 @@ class Settings:
     """Why the framework runs micro-batch 1 only (LaunchLayout.micro_batch_one)."""
     command_args: list[tuple[str, str | None]] = field(default_factory=list)
     """LaunchLayout.command_args."""
+    engine_checkpoints_none: str | None = None
+    """Evidence of a DeepSpeed pipeline's activation_checkpoint_interval 0: the engine checkpoints no whole layer,
+    which is recompute none unless the model code states its own (ds_topology.py's `recompute = 'selective'`)."""
     neox: bool = False
     """A GPT-NeoX config is among the files: its own arguments decide DeepSpeed's checkpointing settings."""
     config_keys: dict[str, str] = field(default_factory=dict)
