@@ -651,14 +651,17 @@ def test_bigscience_megatron_deepspeed_runs_its_tensor_parallel_backward_in_turn
     assert est["published_best"]["same_job"]["run"] == "bloom-176b-384xa100"
 
 
-def test_deepspeed_ulysses_shards_zero_over_sequence_and_data(tmp_path) -> None:
-    """DeepSpeed-Ulysses (--ds-sequence-parallel-size) shards ZeRO over its seq_data_parallel_group, sequence x
-    data, as priced: the memory a ProcessTopology 'context' axis adds (ZeRO over 'data' alone, the ring attention
-    the model code's) is not its, and no such finding is given."""
-    (tmp_path / "ds.json").write_text(json.dumps({"train_batch_size": 16, "train_micro_batch_size_per_gpu": 4,
-                                                  "zero_optimization": {"stage": 1}, "bf16": {"enabled": True}}))
+@pytest.mark.parametrize("where", ["flag", "json"])
+def test_deepspeed_ulysses_shards_zero_over_sequence_and_data(tmp_path, where) -> None:
+    """DeepSpeed-Ulysses (--ds-sequence-parallel-size, or the JSON's sequence_parallel_size) shards ZeRO over its
+    seq_data_parallel_group, sequence x data, as priced: the memory a ProcessTopology 'context' axis adds (ZeRO over
+    'data' alone, the ring attention the model code's) is not its, and no such finding is given."""
+    config = {"train_batch_size": 16, "train_micro_batch_size_per_gpu": 4, "zero_optimization": {"stage": 1},
+              "bf16": {"enabled": True}} | ({"sequence_parallel_size": 2} if where == "json" else {})
+    (tmp_path / "ds.json").write_text(json.dumps(config))
     script = MDS_LLAMA_8B.replace("--zero-stage=0", "--zero-stage=1").replace(
-        "--global-batch-size 32", "--global-batch-size 16") + " --no-pipeline-parallel --ds-sequence-parallel-size 2\n"
+        "--global-batch-size 32", "--global-batch-size 16") + " --no-pipeline-parallel" + (
+        " --ds-sequence-parallel-size 2\n" if where == "flag" else "\n")
     (tmp_path / "train.sh").write_text(script)
     data = _json("audit", "--launch", str(tmp_path / "ds.json"), "--launch", str(tmp_path / "train.sh"), "--model",
                  "llama3-8b", "--cluster", "dgx-h100", "--gpus", "8", "--seq-len", "2048")

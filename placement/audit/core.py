@@ -2054,9 +2054,9 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
     plan = plan.model_copy(update=as_run)
     cp_model_code = None
     # a 'context' axis of a DeepSpeed topology: ZeRO over 'data' alone, the memory the emitter prices (DeepSpeed-
-    # Ulysses, --ds-sequence-parallel-size, shards over its seq_data_parallel_group, sequence x data: as priced)
-    if (launch.framework == "deepspeed" and layout.cp > 1
-            and "--ds-sequence-parallel-size" not in launch.sources.get("cp", "")):
+    # Ulysses, from --ds-sequence-parallel-size, the JSON's sequence_parallel_size or accelerate's, shards over its
+    # seq_data_parallel_group, sequence x data: as priced)
+    if launch.framework == "deepspeed" and layout.cp > 1 and launch.context_axis:
         from placement.emit.deepspeed import zero_over_data
 
         plan, cp_model_code = zero_over_data(plan)

@@ -712,6 +712,7 @@ def merge(groups: list[Settings]) -> Settings:
         out.micro_batch_one = g.micro_batch_one or out.micro_batch_one
         out.command_args += g.command_args
         out.engine_checkpoints_none = g.engine_checkpoints_none or out.engine_checkpoints_none
+        out.context_axis = out.context_axis or g.context_axis
         out.offloaded = tuple(dict.fromkeys((*out.offloaded, *g.offloaded)))
         out.json_sync = g.json_sync or out.json_sync
         out.hf_trainer = g.hf_trainer or out.hf_trainer

@@ -583,6 +583,7 @@ def read_python(path: Path, s: Settings) -> None:
         if axis in first.sizes or axis != "dp":  # num_stages alone leaves dp to the world size
             s.put(axis, first.sizes.get(axis, 1), first.evidence)
     s.put("rank_order", first.rank_order, first.evidence)
+    s.context_axis = first.sizes.get("cp", 1) > 1
 
 
 MOE_EP_POSITION = 3

@@ -194,6 +194,9 @@ class LaunchLayout(Frozen):
     megatron_deepspeed: bool = False
     """Megatron's arguments under --deepspeed (Megatron-DeepSpeed), whichever framework the audit reads the job as:
     its remedies are Megatron-DeepSpeed's flags."""
+    context_axis: bool = False
+    """cp is a DeepSpeed ProcessTopology's 'context' axis (placement's ds_topology.py): ring attention of the model
+    code's, with ZeRO over the 'data' ranks alone (not DeepSpeed-Ulysses, whose ZeRO spans sequence x data)."""
     command_args: tuple[tuple[str, str | None], ...] = ()
     """The Megatron-LM flags of the training command the files run, in order (`_` read as `-`), each with its value
     where the files fix one literal value (else None): what the megatron.sh written for the best plan is checked
@@ -371,6 +374,8 @@ class Reading:
     """LaunchLayout.micro_batch_one."""
     command_args: tuple[tuple[str, str | None], ...] = ()
     """LaunchLayout.command_args."""
+    context_axis: bool = False
+    """LaunchLayout.context_axis."""
 
     def launch_layout(self) -> LaunchLayout:
         """The validated LaunchLayout; an InputError names each value out of range with its evidence."""
@@ -385,7 +390,7 @@ class Reading:
                                 warnings=self.warnings, refusal=self.refusal,
                                 pipeline_module=self.pipeline_module, offloaded=self.offloaded,
                                 megatron_deepspeed=self.megatron_deepspeed, micro_batch_one=self.micro_batch_one,
-                                command_args=self.command_args,
+                                command_args=self.command_args, context_axis=self.context_axis,
                                 **fields)
         except ValueError as err:  # pydantic ValidationError: a value out of range
             bad = "; ".join(f"{'.'.join(str(x) for x in e['loc'])} = {e.get('input')!r} "
@@ -479,6 +484,8 @@ class Settings:
     """Why the framework runs micro-batch 1 only (LaunchLayout.micro_batch_one)."""
     command_args: list[tuple[str, str | None]] = field(default_factory=list)
     """LaunchLayout.command_args."""
+    context_axis: bool = False
+    """LaunchLayout.context_axis."""
     engine_checkpoints_none: str | None = None
     """Evidence of a DeepSpeed pipeline's activation_checkpoint_interval 0: the engine checkpoints no whole layer,
     which is recompute none unless the model code states its own (ds_topology.py's `recompute = 'selective'`)."""
@@ -580,4 +587,4 @@ class Settings:
                        dict(self.config_spelling), self.torchtitan_form, dict(self.torchtitan_stated),
                        dict(self.bridge_keys), None if self.bridge_full else self.base_config, tuple(self.warnings),
                        self.refusal, self.pipeline_module, tuple(self.offloaded), self.megatron_deepspeed,
-                       self.micro_batch_one, tuple(self.command_args))
+                       self.micro_batch_one, tuple(self.command_args), self.context_axis)
