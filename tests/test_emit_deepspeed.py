@@ -422,6 +422,11 @@ def test_the_audit_refuses_deepspeed_files_of_zero3_with_native_moe(tmp_path: Pa
             assert '"stage": 3' in result.stderr and "ds_topology.py" in result.stderr
             assert "ZeRO-3 with DeepSpeed's own MoE layers" in result.stderr
             assert "set ZeRO stage 1 or 2" in result.stderr
+            # the same where the file takes ep_size from an expression the audit cannot read (a review: priced)
+            topology = out / "ds_topology.py"
+            topology.write_text(topology.read_text().replace("ep_size = 1", 'ep_size = int(os.environ["EP"])'))
+            again = CliRunner().invoke(main, ["audit", *job, *files])
+            assert again.exit_code == 2 and "ZeRO-3 with DeepSpeed's own MoE layers" in again.stderr, again.output
         else:
             assert result.exit_code in (0, 1), result.output[-2000:]
 

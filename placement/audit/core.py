@@ -1917,14 +1917,13 @@ def _check_deepspeed_moe_zero3(launch: LaunchLayout, layout: Layout, model: Mode
     DeepSpeed refuses).  An HF Trainer's MoE is the model's own PyTorch, which ZeRO-3 runs."""
     if launch.framework != "deepspeed" or not model.is_moe or layout.zero_stage != 3 or launch.dialect == "hf-trainer":
         return
-    ep = launch.sources.get("ep", "")
-    native = launch.megatron_deepspeed or "ep_size" in ep or "MoE(" in ep
-    if native:
+    built = launch.deepspeed_moe or ("Megatron-DeepSpeed --num-experts" if launch.megatron_deepspeed else None)
+    if built:
         where = launch.sources.get("zero_stage", "the files' ZeRO stage")
-        raise InputError(f"{where}: ZeRO-3 with DeepSpeed's own MoE layers ({ep or 'Megatron-DeepSpeed --num-experts'}"
-                         f"), which DeepSpeed refuses at start-up (runtime/engine.py: \"Native DeepSpeed MoE is not "
-                         f"supported with ZeRO Stage 3. Use AutoEP or choose ZeRO stage 1/2\"; \"MoE not supported "
-                         f"with Stage 3\" since v0.6.0): the job does not start; set ZeRO stage 1 or 2")
+        raise InputError(f"{where}: ZeRO-3 with DeepSpeed's own MoE layers ({built}), which DeepSpeed refuses at "
+                         f"start-up (runtime/engine.py: \"Native DeepSpeed MoE is not supported with ZeRO Stage 3. "
+                         f"Use AutoEP or choose ZeRO stage 1/2\"; \"MoE not supported with Stage 3\" since "
+                         f"v0.6.0): the job does not start; set ZeRO stage 1 or 2")
 
 
 def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo: Topology,

@@ -713,6 +713,7 @@ def merge(groups: list[Settings]) -> Settings:
         out.command_args += g.command_args
         out.engine_checkpoints_none = g.engine_checkpoints_none or out.engine_checkpoints_none
         out.context_axis = out.context_axis or g.context_axis
+        out.deepspeed_moe = out.deepspeed_moe or g.deepspeed_moe
         out.offloaded = tuple(dict.fromkeys((*out.offloaded, *g.offloaded)))
         out.json_sync = g.json_sync or out.json_sync
         out.hf_trainer = g.hf_trainer or out.hf_trainer

@@ -601,6 +601,7 @@ def _expert_parallel(tree: ast.Module, calls: list[tuple[ast.Call, str | None]],
         if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
                 and node.targets[0].id == "ep_size"):
             where = f"{path}:{node.lineno}: {lines[node.lineno - 1].strip()[:160]}"
+            s.deepspeed_moe = s.deepspeed_moe or where
             value = _ep_value(node.value, where)
             if value is None:
                 s.ignored.append(f"ep_size = {ast.unparse(node.value)[:60]}: not a literal, ep not read ({where})")
@@ -612,6 +613,7 @@ def _expert_parallel(tree: ast.Module, calls: list[tuple[ast.Call, str | None]],
         kw = {k.arg: k.value for k in node.keywords if k.arg}
         given = kw.get("ep_size", node.args[MOE_EP_POSITION] if len(node.args) > MOE_EP_POSITION else None)
         where = f"{path}:{node.lineno}: {lines[node.lineno - 1].strip()[:160]}"
+        s.deepspeed_moe = s.deepspeed_moe or where  # DeepSpeed's own MoE layers, whatever their ep
         if given is None:
             stated.append((1, f"{where} (no ep_size: deepspeed.moe.layer.MoE's default 1)"))
             continue

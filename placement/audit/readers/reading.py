@@ -194,6 +194,9 @@ class LaunchLayout(Frozen):
     megatron_deepspeed: bool = False
     """Megatron's arguments under --deepspeed (Megatron-DeepSpeed), whichever framework the audit reads the job as:
     its remedies are Megatron-DeepSpeed's flags."""
+    deepspeed_moe: str | None = None
+    """Evidence that the files build DeepSpeed's own MoE layers (a Python file's `ep_size = ...` or `MoE(...)`,
+    whatever the degree), which DeepSpeed refuses under ZeRO-3."""
     context_axis: bool = False
     """cp is a DeepSpeed ProcessTopology's 'context' axis (placement's ds_topology.py): ring attention of the model
     code's, with ZeRO over the 'data' ranks alone (not DeepSpeed-Ulysses, whose ZeRO spans sequence x data)."""
@@ -376,6 +379,8 @@ class Reading:
     """LaunchLayout.command_args."""
     context_axis: bool = False
     """LaunchLayout.context_axis."""
+    deepspeed_moe: str | None = None
+    """LaunchLayout.deepspeed_moe."""
 
     def launch_layout(self) -> LaunchLayout:
         """The validated LaunchLayout; an InputError names each value out of range with its evidence."""
@@ -391,6 +396,7 @@ class Reading:
                                 pipeline_module=self.pipeline_module, offloaded=self.offloaded,
                                 megatron_deepspeed=self.megatron_deepspeed, micro_batch_one=self.micro_batch_one,
                                 command_args=self.command_args, context_axis=self.context_axis,
+                                deepspeed_moe=self.deepspeed_moe,
                                 **fields)
         except ValueError as err:  # pydantic ValidationError: a value out of range
             bad = "; ".join(f"{'.'.join(str(x) for x in e['loc'])} = {e.get('input')!r} "
@@ -486,6 +492,8 @@ class Settings:
     """LaunchLayout.command_args."""
     context_axis: bool = False
     """LaunchLayout.context_axis."""
+    deepspeed_moe: str | None = None
+    """LaunchLayout.deepspeed_moe."""
     engine_checkpoints_none: str | None = None
     """Evidence of a DeepSpeed pipeline's activation_checkpoint_interval 0: the engine checkpoints no whole layer,
     which is recompute none unless the model code states its own (ds_topology.py's `recompute = 'selective'`)."""
@@ -587,4 +595,4 @@ class Settings:
                        dict(self.config_spelling), self.torchtitan_form, dict(self.torchtitan_stated),
                        dict(self.bridge_keys), None if self.bridge_full else self.base_config, tuple(self.warnings),
                        self.refusal, self.pipeline_module, tuple(self.offloaded), self.megatron_deepspeed,
-                       self.micro_batch_one, tuple(self.command_args), self.context_axis)
+                       self.micro_batch_one, tuple(self.command_args), self.context_axis, self.deepspeed_moe)
