@@ -1141,7 +1141,12 @@ def evaluate(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch
         from placement.cost.constants import GiB
 
         m = result.memory
-        written = f"; the files written in {out_dir} run it, so they run out of memory too" if out_dir else ""
+        # a file that runs otherwise (files_run) gives its own memory in its header (a review: an HSDP layout's
+        # DeepSpeed file runs ZeRO-3 over all its ranks, 30.6 GiB, and fits)
+        other = [line.split(":", 1)[0] for line in files_run]
+        written = (f"; the files written in {out_dir} run it, so they run out of memory too"
+                   + (f", but for {', '.join(other)}, whose header gives what it runs" if other else "")
+                   if out_dir else "")
         click.echo(f"placement: infeasible (memory): this layout needs {result.peak_memory_bytes / GiB:.1f} GiB per "
                    f"GPU (weights {m.weights_bytes / GiB:.1f}, gradients {m.grads_bytes / GiB:.1f}, optimizer "
                    f"{m.optimizer_bytes / GiB:.1f}, activations {m.activations_bytes / GiB:.1f}, buffers "

@@ -245,3 +245,20 @@ def test_model_name_default_is_base_ymls_own_model_not_the_given_one(tmp_path: P
     res = CliRunner().invoke(main, ["audit", "--launch", str(config), "--model", "llama3-8b", "--cluster",
                                     "dgx-h100", "--gpus", "8"])
     assert res.exit_code in (0, 1), res.output[-1500:]
+
+
+def test_a_global_parameter_scale_is_refused_by_name(tmp_path: Path) -> None:
+    """A review: `global_parameter_scale: 16` (MaxText scales every base_* dimension by it) was read as base.yml's
+    16 layers of 2048 and the right --model refused.  The audit does not derive the scaled model: it says so."""
+    from click.testing import CliRunner
+
+    from placement.cli import main
+
+    config = tmp_path / "scaled.yml"
+    config.write_text("base_config: base.yml\nmodel_name: default\nglobal_parameter_scale: 16\n"
+                      "ici_fsdp_parallelism: 8\nper_device_batch_size: 1\n")
+    res = CliRunner().invoke(main, ["audit", "--launch", str(config), "--model", "llama3-8b", "--cluster",
+                                    "dgx-h100", "--gpus", "8"])
+    assert res.exit_code == 2, res.output[-1500:]
+    assert "scaled.yml:3: global_parameter_scale: 16: global_parameter_scale 16 scales every base_* dimension" \
+        in res.output.replace("\n", " ")

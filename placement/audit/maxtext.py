@@ -409,6 +409,13 @@ def finish(v: dict[str, tuple[Any, str]], ignored: list[str]) -> dict[str, tuple
                            f"(offload_dst pinned_host) are priced as kept on the GPU, so its memory is an upper "
                            f"bound, and their copies to and from the host are not priced ({rev})")
     out["model_ref"] = (str(keys["model_name"][0]), keys["model_name"][1])
+    scale = v.get("global_parameter_scale")
+    if scale is not None and scale[0] != 1:  # a review: scale 16 was read as base.yml's 16 layers of 2048
+        raise InputError(f"{scale[1]}: global_parameter_scale {scale[0]} scales every base_* dimension of the model "
+                         f"(MaxText's get_individual_scales, configs/types.py, AI-Hypercomputer/maxtext e591f30cb: "
+                         f"heads and MLP, then embedding, then layers, doubled in turn), which the audit does not "
+                         f"derive; give the scaled dimensions as base_emb_dim, base_num_query_heads, "
+                         f"base_num_kv_heads, base_mlp_dim and base_num_decoder_layers with global_parameter_scale 1")
     default_model = str(keys["model_name"][0]) == "default"
     for key, field in MODEL_SHAPE_KEYS.items():  # a model config's shape, which --model must have (core._model_shape)
         if key in v and isinstance(v[key][0], int) and not isinstance(v[key][0], bool):
