@@ -1411,7 +1411,12 @@ def audit(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, p
                          f"({launch.sources.get('precision', 'their framework default')}); the audit prices what the "
                          f"files run: drop --precision, or change the files (what the job would gain in "
                          f"{precision}: `placement evaluate --precision {precision}` with its layout)")
-    if seq_len is not None and launch.seq_len is not None and seq_len != launch.seq_len:
+    defaulted = "(the default of ${" in launch.sources.get("seq_len", "")
+    if seq_len is not None and launch.seq_len is not None and seq_len != launch.seq_len and defaulted:
+        # the files' value is a ${SEQ:-N} default the job's environment may set: the flag is that setting (a review)
+        launch = launch.model_copy(update={"seq_len": seq_len, "sources": {**launch.sources, "seq_len": (
+            f"--seq-len {seq_len}, over the files' default {launch.seq_len} ({launch.sources['seq_len']})")}})
+    elif seq_len is not None and launch.seq_len is not None and seq_len != launch.seq_len:
         raise InputError(f"--seq-len {seq_len} but the launch files train sequences of {launch.seq_len} "
                          f"({launch.sources.get('seq_len', 'the files')}); the audit prices what the files run: drop "
                          f"the flag or change the files")

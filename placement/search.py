@@ -637,7 +637,8 @@ def search_bounds(model: ModelSpec, cfg: SearchConfig) -> tuple[str, ...]:
     if "recompute" not in cfg.fixed and Recompute.SELECTIVE in cfg.recompute:
         sets = _module_sets(model, cfg)
         out.append("selective recompute: only the module lists " + "; ".join(",".join(m.value for m in ms)
-                                                                     for ms in sets))
+                                                                     for ms in sets) if sets else
+                   "selective recompute: none (no module list every format emitted launches as priced)")
     if cfg.hsdp and "dp_shard" not in cfg.fixed:
         out.append("HSDP: only shard groups of one block of a level of the machine (node, NVLink domain, leaf) or a "
                    "power of two of scale-up domains")
@@ -761,7 +762,11 @@ def _memory_message(batch: LayoutBatch, est: Estimates, model: ModelSpec, train:
         # the framework's limits narrow the layouts (a user trial: DeepSpeed's ep 1 made an MoE model "never fit",
         # told to try a smaller model)
         fw = cfg.framework
-        fixes.append(names.framework.format(fw.name) + f" ({fw.version} as placement prices it runs {fw.why})")
+        why = fw.why
+        if fw.fp8_accumulation and str(train.precision) == "fp8":  # a review: the rule that made it lean went unsaid
+            why += (f"; at FP8 one micro-batch a step ({fw.fp8_accumulation}), so each rank takes global batch / dp "
+                    f"sequences at once: bf16 precision or a smaller global batch lifts it")
+        fixes.append(names.framework.format(fw.name) + f" ({fw.version} as placement prices it runs {why})")
     headroom = train.memory_headroom_bytes
     if headroom and (need <= cap + headroom or cap <= 0):
         fixes.append(names.headroom.format(

@@ -240,6 +240,10 @@ def test_values_are_compared_only_where_both_files_spell_a_literal() -> None:
         {"argument": "--lr", "job": "3e-4", "written": "1e-4"}]
     named = [{"argument": "--lr", "from": "3e-4", "to": "1e-4"}]
     assert [c["argument"] for c in megatron_values_changed(job, written, named)] == ["--max-position-embeddings"]
+    # a flag given twice runs its last value, as argparse keeps it (a review: the first was compared)
+    twice = [("--max-position-embeddings", "4096"), ("--max-position-embeddings", "32768")]
+    assert megatron_values_changed(twice, written, []) == [
+        {"argument": "--max-position-embeddings", "job": "32768", "written": "4096"}]
 
 
 def test_dropping_megatron_fsdp_drops_the_flags_megatron_refuses_without_it(tmp_path) -> None:

@@ -304,3 +304,17 @@ def test_maxtext_fp8_runs_one_micro_batch_a_step_and_per_tensor_scaling(tmp_path
     assert res.exit_code == 1, res.output[-2000:]
     assert json.loads(res.stdout)["files_not_starting"] == ["maxtext.yml", "jax_mesh.py"]
     assert "MaxText refuses FP8 with gradient accumulation" in (tmp_path / "b" / "maxtext.yml").read_text()
+
+
+def test_a_maxtext_fp8_job_that_does_not_fit_names_the_one_micro_batch_rule():
+    """A review: the infeasible message of `--framework maxtext --precision fp8` gave a micro-batch-512 layout and
+    fixes that did not lift it, never the rule that made every rank take its whole share of the batch at once."""
+    from click.testing import CliRunner
+
+    from placement.cli import main
+
+    res = CliRunner().invoke(main, ["plan", "--model", "llama3-70b", "--cluster", "dgx-h100", "--gpus", "64",
+                                    "--seq-len", "8192", "--global-batch", "1024", "--precision", "fp8",
+                                    "--framework", "maxtext"])
+    assert res.exit_code == 1, res.output[-1500:]
+    assert "at FP8 one micro-batch a step" in res.stderr and "bf16 precision or a smaller global batch" in res.stderr

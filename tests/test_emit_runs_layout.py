@@ -208,6 +208,17 @@ def test_emitting_several_formats_searches_only_the_recompute_modules_all_of_the
     assert launchable_module_sets(["deepspeed", "devicemesh", "megatron"]) == ((M.CORE_ATTN,),)
 
 
+def test_formats_that_share_no_selective_recompute_say_so_in_the_bounds(tmp_path: Path) -> None:
+    """A review: `search.bounds` read "selective recompute: only the module lists " with nothing after it."""
+    import json
+
+    result = CliRunner().invoke(main, ["plan", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "8",
+                                       "--emit", "torchtitan,megatron", "--out", str(tmp_path / "o"), "--json"])
+    bounds = json.loads(result.stdout)["search"]["bounds"]
+    assert "selective recompute: none (no module list every format emitted launches as priced)" in bounds
+    assert not any(b.endswith("only the module lists ") for b in bounds)
+
+
 def test_selective_recompute_alone_with_formats_that_share_none_is_refused(tmp_path: Path) -> None:
     """`--recompute selective` with formats that launch no common selective recompute leaves nothing to search: an
     error that names the formats and the fix, not an empty search."""

@@ -245,3 +245,19 @@ def test_an_audit_precision_other_than_the_files_is_refused(tmp_path, framework)
     bad = CliRunner().invoke(main, ["audit", *job[:-4], "--seq-len", "2048", *job[-2:], *launch])
     assert bad.exit_code == 2, bad.output[-1500:]
     assert "--seq-len 2048 but the launch files train sequences of 4096 (" in bad.output
+
+
+def test_an_audit_seq_len_over_a_variables_default_is_the_environments_setting(tmp_path):
+    """A review: `--seq-length $SEQ` with `SEQ=${SEQ:-4096}` was refused against --seq-len 8192 with "change the
+    files", where the job's environment sets SEQ.  The flag is that setting: priced, and its source says so."""
+    script = tmp_path / "train.sh"
+    script.write_text("SEQ=${SEQ:-4096}\ntorchrun --nproc-per-node 8 pretrain_gpt.py --num-layers 32 --hidden-size "
+                      "4096 --ffn-hidden-size 14336 --num-attention-heads 32 --group-query-attention "
+                      "--num-query-groups 8 --swiglu --normalization RMSNorm --position-embedding-type rope "
+                      "--untie-embeddings-and-output-weights --disable-bias-linear --seq-length $SEQ "
+                      "--micro-batch-size 1 --global-batch-size 64 --bf16\n")
+    job = ["audit", "--launch", str(script), "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "8"]
+    got = json.loads(_run([*job, "--seq-len", "8192", "--json"]).stdout)
+    assert got["estimate"]["seq_len"] == 8192
+    assert got["layout"]["sources"]["seq_len"].startswith("--seq-len 8192, over the files' default 4096 (")
+    assert json.loads(_run([*job, "--json"]).stdout)["estimate"]["seq_len"] == 4096

@@ -517,11 +517,11 @@ def megatron_values_changed(job_args: Sequence[tuple[str, str | None]], written:
     script takes from a variable is not compared."""
     named = {c["argument"] for c in changes}
     ours = {f.replace("_", "-"): v for f, v in re.findall(_FLAG_VALUE, uncommented(written))}
-    out, seen = [], set()
-    for flag, value in job_args:
-        if value is None or flag in seen or flag in named or flag in LAUNCHER_FLAGS or flag not in ours:
+    last = dict(job_args)  # argparse keeps a repeated flag's last value (a review: the first was compared)
+    out = []
+    for flag, value in last.items():
+        if value is None or flag in named or flag in LAUNCHER_FLAGS or flag not in ours:
             continue
-        seen.add(flag)
         if ours[flag] != value and not _same_number(ours[flag], value):
             out.append({"argument": flag, "job": value, "written": ours[flag]})
     return out

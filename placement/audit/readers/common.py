@@ -140,7 +140,9 @@ class Arg:
                 "" if org == site else f" (expanded at {site.path}:{site.line})")
         for v in self.values:
             if v.origin != self.word.origin and v.origin != self.word.site:
-                ev = f"{self.word.site} [{self.flag} value from {v.origin}]"
+                at = (f"{site.path}:{site.line}: ... {self.flag} ..." if len(site.text) > LONG_LINE
+                      else str(self.word.site))  # a long line as the flag itself, as above
+                ev = f"{at} [{self.flag} value from {v.origin}]"
         defaulted = next((v.default_of for v in self.values if v.default_of), None)
         if defaulted and not ev.endswith(default_note(defaulted)):
             ev += default_note(defaulted)
