@@ -88,9 +88,13 @@ class Word:
         return f"{self.origin} (expanded at {self.site.path}:{self.site.line}){said}"
 
 
+DEFAULT_NOTE = " (the default of ${"
+"""How `default_note` begins: a source holding it is a value the job's environment may set instead."""
+
+
 def default_note(name: str) -> str:
     """What a source says after a value that is the `${NAME:-default}` default of a variable the file does not set."""
-    return f" (the default of ${{{name}:-...}}: the job's environment may set {name})"
+    return f"{DEFAULT_NOTE}{name}:-...}}: the job's environment may set {name})"
 
 
 @dataclass(frozen=True)
