@@ -96,11 +96,7 @@ def _file_given(ref: str, path: Path) -> bool:
     """Whether a --model / --cluster value is a path rather than a catalog name: a YAML suffix, a file there (a
     regular file, or a pipe such as `<(...)`, or a device: read as a file, so /dev/null is said to be empty, not an
     unknown name), or a path separator in it."""
-    try:
-        there = path.exists() and not path.is_dir()
-    except OSError:
-        there = False
-    return path.suffix in (".yaml", ".yml") or there or "/" in ref or os.sep in ref
+    return path.suffix in (".yaml", ".yml") or _readable(path) or "/" in ref or os.sep in ref
 
 
 def _no_file(ref: str, path: Path, field: str, what: str) -> str:
@@ -113,6 +109,7 @@ def _no_file(ref: str, path: Path, field: str, what: str) -> str:
 
 
 def _readable(path: Path) -> bool:
+    """Something there that is not a folder (a file, a pipe, a device), the OS answering."""
     try:
         return path.exists() and not path.is_dir()
     except OSError:

@@ -347,9 +347,8 @@ CAPABILITIES: dict[str, Capability] = {
     "maxtext": Capability(
         "maxtext", "MaxText 0.2.5", zero_stages=(0, 1, 3), zero_stages_with_pp=(0, 1, 3), max_pp=1, etp="tp",
         ep_with_cp=False, zero_from_mesh=True,
-        fp8_accumulation="MaxText refuses FP8 quantization with gradient accumulation (configs/types.py: \"FP8 "
-                         "quantization is not compatible with gradient accumulation.\"; AI-Hypercomputer/maxtext "
-                         "e591f30cb)",
+        fp8_accumulation="MaxText refuses FP8 with gradient accumulation (configs/types.py: \"FP8 quantization is "
+                         "not compatible with gradient accumulation.\"; AI-Hypercomputer/maxtext e591f30cb)",
         why="no ZeRO-2, ZeRO-3 with CP (its context axis shards the weights), expert TP equal to TP, EP not across "
             "CP, and its pipeline runs every forward before the backward (not the 1F1B placement prices): pp 1",
         sequential_layers="MaxText 0.2.5's decoder layers run the MLP on the residual the attention output was "

@@ -57,6 +57,7 @@ from placement.emit.common import (
     runs_recipe,
     warn_block,
 )
+from placement.frameworks import CAPABILITIES
 from placement.specs.recipe import RecomputeModule
 
 VERSION = "MaxText 0.2.5 (JAX 0.10.2)"
@@ -280,10 +281,8 @@ def batch_keys(ctx: EmitContext) -> tuple[dict[str, object], list[str], str]:
     if p.precision == "fp8" and accumulation > 1:
         warnings.append(refusal(
             f"quantization fp8 with gradient_accumulation_steps {accumulation} ({m} micro-batches of "
-            f"{lay.micro_batch_size} per data-parallel rank): MaxText refuses FP8 with gradient accumulation "
-            f"(configs/types.py: \"FP8 quantization is not compatible with gradient accumulation.\", "
-            f"AI-Hypercomputer/maxtext e591f30cb); plan with --framework maxtext, which keeps FP8 jobs to one "
-            f"micro-batch a step, or emit bf16"))
+            f"{lay.micro_batch_size} per data-parallel rank): {CAPABILITIES['maxtext'].fp8_accumulation}; plan with "
+            f"--framework maxtext, which keeps FP8 jobs to one micro-batch a step, or emit bf16"))
     per_device = Fraction(p.global_batch, p.num_gpus * accumulation)
     value = float(per_device)
     if Fraction(value) != per_device:

@@ -511,10 +511,11 @@ def runs_precision(ctx: EmitContext) -> tuple[str, str] | None:
     torchtitan ships no config for (the file's MODULE/CONFIG placeholder), an FP8 plan's file runs bf16 as written:
     its Float8 converters are the user's config's (a user trial: the header priced FP8 and the audit of the same file
     bf16)."""
-    if shipped_config(ctx) is None and ctx.plan.precision == "fp8":
+    shipped = shipped_config(ctx)
+    if shipped is None and ctx.plan.precision == "fp8":
         return "bf16", ("the file's MODULE/CONFIG placeholder turns on no Float8 converter: FP8 comes from your "
                         "config's converters, which scale row-wise")
-    return precision_run((shipped_config(ctx) or (None, None))[1], ctx.plan.precision, ctx.topo.accelerator)
+    return precision_run((shipped or (None, None))[1], ctx.plan.precision, ctx.topo.accelerator)
 
 
 TITAN_0_2_FLAVORS = {("llama3", "8B"): "llama3-8b", ("llama3", "70B"): "llama3-70b", ("llama3", "405B"): "llama3-405b",

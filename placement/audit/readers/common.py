@@ -307,7 +307,7 @@ def node_launches(path: Path, launches: list[Launch], s: Settings) -> None:
     for launch in launched:
         args = {a.flag: a for a in split_args(launch.launcher_args, {})}
         flag = next((args[f] for f in _NODE_RANK_FLAGS if f in args), None)
-        fixed = _fixed_value(flag)
+        fixed = fixed_value(flag)
         rank = int(fixed.text) if fixed is not None and fixed.text.isdigit() else None
         org = launch.command.origin
         above = lines[org.line - 2] if org.path == str(path) and 2 <= org.line <= len(lines) + 1 else ""
@@ -581,7 +581,7 @@ def _from_slurm(arg: Arg | None) -> bool:
             and arg.values[0].unresolved.lstrip("${").startswith(SLURM_PREFIX))
 
 
-def _fixed_value(arg: Arg | None) -> Word | None:
+def fixed_value(arg: Arg | None) -> Word | None:
     """The single value of `arg` where the files fix it (not unresolved, not under a condition); else None."""
     if arg is None or len(arg.values) != 1 or arg.values[0].unresolved or arg.values[0].uncertain:
         return None
@@ -607,7 +607,7 @@ def process_binding(launch: Launch, args: dict[str, Arg], s: Settings) -> None:
         if numa is None:
             s.put("recipe.cpu_affinity", False, f"{where}: torchrun without --numa-binding starts its ranks unbound")
             return
-        fixed = _fixed_value(numa)
+        fixed = fixed_value(numa)
         if fixed is None:
             s.ignored.append(f"torchrun --numa-binding: its value is not fixed by the files; priced bound "
                              f"({numa.evidence})")
@@ -619,7 +619,7 @@ def process_binding(launch: Launch, args: dict[str, Arg], s: Settings) -> None:
         s.put("recipe.cpu_affinity", True, numa.evidence)
     elif launch.launcher in ("deepspeed", "deepspeed.pt"):
         runner = args.get("--launcher")
-        value = _fixed_value(runner)
+        value = fixed_value(runner)
         s.deepspeed_binding = DeepSpeedBinding(
             flag=args["--bind-cores-to-rank"].evidence if "--bind-cores-to-rank" in args else None,
             runner=(value.text.lower() if value is not None else None) if runner is not None else "pdsh",

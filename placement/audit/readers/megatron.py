@@ -19,6 +19,7 @@ from placement.audit.readers.common import (
     Arg,
     deepspeed_binding,
     deepspeed_grad_accumulation,
+    fixed_value,
     fp32_refusal,
     merge,
     one_value,
@@ -601,13 +602,6 @@ def own_script(given: dict[str, Arg]) -> bool:
         "--deepspeed" in given and given["--deepspeed"].values)
 
 
-def _literal(a: Arg) -> str | None:
-    """The one value of `a` where the files fix it as written (no variable, no condition), else None."""
-    if len(a.values) != 1 or a.values[0].unresolved or a.values[0].uncertain:
-        return None
-    return a.values[0].text
-
-
 def read_args(words: list[Word], s: Settings, typos: bool = True) -> None:
     """A Megatron-LM (or Megatron-DeepSpeed, HF Trainer) argument list: layout, batch, sharding, recompute,
     precision and recipe flags; with `typos`, an argument one typo away from one it reads is an error (a log's
@@ -615,7 +609,7 @@ def read_args(words: list[Word], s: Settings, typos: bool = True) -> None:
     args = split_args(words, _MG_NARGS | _HF_NARGS)
     given = {a.flag.replace("_", "-"): a for a in args}
     if typos:  # a launch command's own arguments (not a log's block, not a recipe script's): what --out's file checks
-        s.command_args += [(a.flag.replace("_", "-"), _literal(a)) for a in args]
+        s.command_args += [(a.flag.replace("_", "-"), w.text if (w := fixed_value(a)) else None) for a in args]
     own_flags = own_script(given)
     typos = typos and not own_flags  # a script of the user's own parses its own flags, not Megatron's
     if typos:  # the parser refuses an unknown argument before validate_args checks the others (a user trial: a
