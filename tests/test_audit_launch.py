@@ -1071,6 +1071,24 @@ def test_arguments_held_in_a_heredoc_variable_are_said(tmp_path):
     assert "--script-args" not in str(err.value)
 
 
+def test_a_variable_after_a_megatron_switch_is_said_not_read(tmp_path):
+    """`--use-flash-attn $EXTRA_ARGS`: argparse takes the switch alone, so the variable holds more arguments (a
+    review: they were dropped unsaid, where the same variable after a flag's value was warned of); an HF Trainer's
+    `--bf16 $BF16` is that bool's value, not held arguments."""
+    script = tmp_path / "run.sh"
+    script.write_text("torchrun --nproc_per_node 8 pretrain_gpt.py --tensor-model-parallel-size 4 --num-layers 32 "
+                      "--micro-batch-size 1 --global-batch-size 64 --bf16 --use-flash-attn $EXTRA_ARGS\n")
+    launch = parse_launch([script], "megatron")
+    held = [w for w in launch.warnings if "$" in w and "is not set by the files" in w]
+    assert len(held) == 1 and "after the switch --use-flash-attn" in held[0] and "run.sh:1" in held[0], held
+    assert launch.tp == 4  # the arguments written out are still read
+    (tmp_path / "ds.json").write_text('{"zero_optimization": {"stage": 2}, "train_micro_batch_size_per_gpu": 2}\n')
+    script.write_text("torchrun --nproc_per_node 8 train.py --per_device_train_batch_size 2 --bf16 $BF16 "
+                      f"--output_dir out --deepspeed {tmp_path / 'ds.json'}\n")
+    with pytest.raises(InputError, match=r"--bf16 depends on \$BF16"):  # the bool's value, which the files leave
+        parse_launch([script, tmp_path / "ds.json"])
+
+
 def _deepspeed_audit(tmp_path: Path, config: dict, gpus: int):
     from click.testing import CliRunner
 

@@ -153,6 +153,17 @@ WHOLE_VARIABLE = re.compile(r"\$\{?[A-Za-z_]\w*(\[[@*]\])?\}?")
 """A word that is one variable's expansion and nothing else (`$ARGS`, `${ARGS}`, `${ARGS[@]}`)."""
 
 
+def warn_held_arguments(held: list[Word], s: Settings, after: str = "") -> None:
+    """Variables the files do not set, standing where arguments go: the arguments they hold are not read, so the
+    audit prices the framework's defaults for whatever they set.  `after` names the switch they follow."""
+    names = ", ".join(dict.fromkeys(w.text for w in held))
+    where = f"{names} ({held[0].site.path}:{held[0].site.line}{after})"
+    s.model_elsewhere = s.model_elsewhere or f"{where} is not set by the files"
+    s.warnings.append(f"{where} is not set by the files: the arguments it holds are not read, so the audit "
+                      f"prices the framework's defaults for whatever they set; pass the arguments written out (what "
+                      f"`echo {held[0].text}` prints in the job) with the rest")
+
+
 def split_args(words: list[Word], nargs: dict[str, int | str]) -> list[Arg]:
     """`--flag value`, `--flag=value`, `--flag v1 v2` (nargs from the table; unknown flags take the
     following words up to the next `--flag`)."""

@@ -18,6 +18,7 @@ from placement.audit.readers.common import (
     launcher_settings,
     looks_like_devices_by_host,
     node_launches,
+    warn_held_arguments,
 )
 from placement.audit.readers.reading import Settings
 from placement.audit.shell import SCRIPT_ARGUMENTS, Word, read_commands
@@ -195,11 +196,7 @@ def _held_argument_lists(path: Path, entry: Word, args: list[Word], s: Settings)
                          f"(the environment or another script sets it; {SCOPE}): no argument of the job to read; "
                          f"pass the arguments written out instead, a file of what `echo {held[0].text}` prints in "
                          f"the job")
-    where = f"{names} ({held[0].site.path}:{held[0].site.line})"
-    s.model_elsewhere = s.model_elsewhere or f"{where} is not set by the files"
-    s.warnings.append(f"{names} ({held[0].site.path}:{held[0].site.line}) is not set by the files: the arguments it "
-                      f"holds are not read, so the audit prices the framework's defaults for whatever they set; "
-                      f"pass the arguments written out (what `echo {held[0].text}` prints in the job) with the rest")
+    warn_held_arguments(held, s)
 
 
 def _refuse_held_arguments(path: Path) -> str:

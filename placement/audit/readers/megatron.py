@@ -16,6 +16,7 @@ import yaml
 from placement.audit.readers.common import (
     DDP_BF16,
     FP16_MIXED,
+    WHOLE_VARIABLE,
     Arg,
     deepspeed_binding,
     deepspeed_grad_accumulation,
@@ -26,6 +27,7 @@ from placement.audit.readers.common import (
     read_int,
     split_args,
     start_refusal,
+    warn_held_arguments,
     word_check,
 )
 from placement.audit.readers.megatron_flags import FLAGS as MEGATRON_FLAGS
@@ -755,6 +757,8 @@ def read_args(words: list[Word], s: Settings, typos: bool = True) -> None:
     _rope_scaling(rope_scaling, s)
     deepspeed_flag = next((a for a in args if a.flag == "--deepspeed"), None)
     hf = _hf_trainer(args, s, deepspeed_flag)
+    if not hf:
+        _held_after_switch(args, s)
     if typos and not hf:
         _unknown_flags(args, s)
     if deepspeed_flag is None and not hf:  # Megatron's own DDP reduces the gradients (DeepSpeed's under --deepspeed)
@@ -1085,6 +1089,19 @@ def check_hf_fsdp(where: str, value: str) -> None:
                      f"through accelerate), which `placement audit` does not read: it reads DeepSpeed under the "
                      f"Trainer (--deepspeed CONFIG); price the layout with `placement evaluate --zero 3` (full_shard) "
                      f"or --zero 2 (shard_grad_op) instead")
+
+
+def _held_after_switch(args: list[Arg], s: Settings) -> None:
+    """A variable the files do not set, after a Megatron switch (`--use-flash-attn $EXTRA_ARGS`): argparse takes the
+    switch alone, so the variable's words are more arguments, which the audit does not read (a review: they were
+    dropped unsaid).  HF TrainingArguments' bools take a value (`--bf16 $BF16`) and Megatron-DeepSpeed's --deepspeed
+    is read as the Trainer's config path when it has one: neither is checked here."""
+    for a in args:
+        if _MG_NARGS.get(a.flag.replace("_", "-")) != 0 or a.flag == "--deepspeed":
+            continue
+        held = [v for v in a.values if v.unresolved and WHOLE_VARIABLE.fullmatch(v.text)]
+        if held:
+            warn_held_arguments(held, s, f", after the switch {a.flag}, which takes no value")
 
 
 def _hf_trainer(args: list[Arg], s: Settings, deepspeed_flag: Arg | None) -> bool:
