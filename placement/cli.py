@@ -204,10 +204,17 @@ def _calibration_line() -> str | None:
     default = _calibration_defaults(profile)
     fitted = ", ".join(f"{k} {default.get(k, profile.constants[k].default):.4g} -> {v:.4g}"
                        for k, v in sorted(profile.fitted().items())) or "none identified"
-    line = f"calibration: {path} (fitted on {profile.cluster}): {fitted}"
+    edited = profile.edited()
+    by_hand = ("; edited after the fit: " + ", ".join(
+        f"{k} {'not identified' if v is None else f'fitted {v:.4g}'}, set to {profile.constants[k].value:.4g}"
+        for k, v in sorted(edited.items()))) if edited else ""
+    line = f"calibration: {path} (fitted on {profile.cluster}{by_hand}): {fitted}"
     from placement.calibration.profile import constant_warnings
 
     line += "".join(f"\nwarning (from the profile): {w}" for w in constant_warnings(profile))
+    line += "".join(f"\nwarning (from the profile): {k} is {v:.4g} in the file but not identified by the fit, so it "
+                    f"is priced at its default {profile.constants[k].default:.4g}; to price {v:.4g}, set its "
+                    f"`identified: true`" for k, v in sorted(profile.ignored().items()))
     ctx = click.get_current_context(silent=True)
     if ctx is not None and "uncalibrated_step_time_s" in ctx.meta and "calibrated_step_time_s" in ctx.meta:
         line += (f"\nstep {ctx.meta['calibrated_step_time_s']:.3f} s with the profile, "

@@ -49,13 +49,16 @@ def write_nccl(path: Path, op: str, hosts: int, truth: dict[str, float], rng: np
 
 
 def write_nccl_ramp(path: Path, op: str, hosts: int, floor_s: float, busbw_bytes_per_s: float, ramp_bytes: float,
-                    rng: np.random.Generator, noise: float = 0.015, gpn: int = 8, min_bytes: int = 0) -> Path:
+                    rng: np.random.Generator, noise: float = 0.015, gpn: int = 8, min_bytes: int = 0,
+                    bumps: dict[int, float] | None = None) -> Path:
     """An nccl-tests output shaped as NCCL's are, not as the cost model prices them: a latency floor, then a bus
     bandwidth that ramps up to its plateau over `ramp_bytes` (the protocols' ramp, which the alpha-beta model does
-    not have), with noise; `gpn` GPUs per host, sizes from `min_bytes`."""
+    not have), with noise; `gpn` GPUs per host, sizes from `min_bytes`; `bumps` multiplies the bandwidth of the
+    sizes it names (a one-off row above the plateau, as real outputs have)."""
     n = hosts * gpn
     sizes = np.array([x for x in SIZES if x >= min_bytes], dtype=float)
     bandwidth = busbw_bytes_per_s * (1.0 - 0.6 * np.exp(-sizes / ramp_bytes))
+    bandwidth *= np.array([(bumps or {}).get(int(x), 1.0) for x in sizes])
     times = (floor_s + sizes * bus_factor(op, n) / bandwidth) * (1.0 + noise * rng.standard_normal(len(sizes)))
     return _write_nccl_text(path, op, hosts, gpn, "NVIDIA H100 80GB HBM3", times, [int(x) for x in sizes])
 

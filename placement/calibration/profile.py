@@ -110,6 +110,10 @@ class Constant(Frozen):
     unit: str
     note: str = ""
     """Why it was not identified, or which measurement drives it most."""
+    fitted_value: float | None = None
+    """The value the fit gave (None: not identified, or a profile written before this was recorded): a `value` other
+    than it was edited after the fit, and is said to be (a user trial: a hand-set value was shown as fitted, with the
+    fit's note and standard error)."""
 
 
 class Residual(Frozen):
@@ -174,6 +178,17 @@ class CalibrationProfile(Frozen):
     def fitted(self) -> dict[str, float]:
         """The identified constants (the others stay what the catalog says)."""
         return {k: c.value for k, c in self.constants.items() if c.identified}
+
+    def ignored(self) -> dict[str, float]:
+        """Constants the fit did not identify whose value is not their default: priced at the default all the same
+        (name -> the value the file gives)."""
+        return {k: c.value for k, c in self.constants.items() if not c.identified and c.value != c.default}
+
+    def edited(self) -> dict[str, float | None]:
+        """Constants priced at a value the fit did not give: name -> the fit's value (None: the fit did not identify
+        it, and the file was set to `identified: true` by hand)."""
+        return {k: c.fitted_value for k, c in self.constants.items() if c.identified and (
+            (c.fitted_value is not None and c.value != c.fitted_value) or c.note.startswith("not identified"))}
 
 
 def defaults(topo: Topology) -> dict[str, float]:
@@ -324,4 +339,5 @@ def constant_warnings(profile: CalibrationProfile) -> list[str]:
 def summary(profile: CalibrationProfile, path: str) -> dict:
     """What PLAN JSON says about the profile it priced with."""
     return {"path": path, "cluster": profile.cluster, "accelerator": profile.accelerator,
-            "constants": profile.fitted(), "constant_warnings": constant_warnings(profile)}
+            "constants": profile.fitted(), "constant_warnings": constant_warnings(profile),
+            "edited_after_fit": profile.edited(), "not_applied": profile.ignored()}
