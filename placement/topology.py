@@ -241,16 +241,21 @@ class Topology:
         return other
 
     def flattened(self) -> Topology:
-        """The same hosts with every level above the scale-up domain as fast as its fastest one (bandwidth,
-        latency, oversubscription): no host order can price below this machine, and every host order prices
-        the same on it (node blocks stay whole), so its step bounds the mapped step from below."""
-        if len(self.levels) <= 2:
+        """The same hosts with every level above the host as fast as its fastest one (bandwidth, latency,
+        oversubscription): no host order can price below this machine, and every host order prices the same on
+        it (host blocks stay whole), so its step bounds the mapped step from below.  Where the scale-up domain
+        holds one host that is every level above it; where it holds several (a GB200 NVL72 rack of 18 trays),
+        the host order decides which trays share NVLink, so the scale-up level is flattened too (a user trial:
+        trays listed alternately across two racks were never mapped, and their plan was 8.9 % slower than the
+        same hosts sorted)."""
+        first = 0 if self.levels[0].block_gpus > self.gpus_per_host else 1
+        if len(self.levels) - first <= 1:
             return self
-        up = self.levels[1:]
+        up = self.levels[first:]
         best = dict(bandwidth_bytes_per_s=max(lv.bandwidth_bytes_per_s for lv in up),
                     latency_s=min(lv.latency_s for lv in up), oversubscription=min(lv.oversubscription for lv in up))
         other = copy.copy(self)
-        other.levels = (self.levels[0], *(dataclasses.replace(lv, **best) for lv in up))
+        other.levels = (*self.levels[:first], *(dataclasses.replace(lv, **best) for lv in up))
         other._span_cache = {}
         return other
 

@@ -53,3 +53,38 @@ def test_a_non_blocking_tree_is_planned_without_a_solve_and_an_oversubscribed_on
     assert statuses == {"SKIPPED"}, statuses
     steep = json.loads(CliRunner().invoke(main, [*base, "--oversubscription", "8"]).stdout)["plans"]
     assert "SKIPPED" not in {p["mapping_solver"]["status"] for p in steep}
+
+
+BLOCKS = str(Path(__file__).parent / "data" / "slurm" / "block-nvl72.conf")
+ALTERNATE = ",".join(f"nvl{a:03d},nvl{b:03d}" for a, b in zip(range(1, 17), range(19, 35), strict=True))
+"""32 GB200 trays of two racks, listed alternately (rack1, rack2, rack1, ...): the allocation order a scheduler
+may give, in which consecutive ranks sit in different NVLink domains."""
+
+
+def test_a_scale_up_domain_of_several_hosts_is_flattened_too():
+    """On NVL72 the NVLink domain is a rack of 18 trays, so the host order decides which trays share it: the
+    bound flattened only the levels above it and took every host order to price the same, and no GB200 block
+    allocation was ever mapped (a user trial)."""
+    model, train, topo = build_job("qwen3-235b-a22b", None, None, None, 4096, 512, "bf16", BLOCKS, ALTERNATE,
+                                   ("gb200-nvl72",), None, None)
+    layout = Layout(ep=64, dp=128, micro_batch_size=1, zero_stage=1)
+    w, batch = workload(model), LayoutBatch.from_layouts([layout])
+    flat = float(estimate(w, train, topo.flattened(), batch).step_time_s[0])
+    hosts = len(topo.host_names)
+    rng = np.random.default_rng(0)
+    steps = [float(estimate(w, train, topo.with_mapping(host_order_mapping(topo, order)), batch).step_time_s[0])
+             for order in [np.arange(hosts), np.argsort([int(h[3:]) for h in topo.host_names]),
+                           *(rng.permutation(hosts) for _ in range(6))]]
+    assert min(steps) >= flat * (1 - 1e-12)
+    assert steps[1] < steps[0] * 0.95  # the sorted order keeps each EP group in one rack
+
+
+def test_trays_listed_alternately_across_racks_are_mapped_as_sorted_ones_are():
+    """The trial's plan kept the alternate order (ep128, 3.184 s) beside its own Megatron-order baseline of the
+    ep64 candidate, 2.924 s: the candidates the search ranks are now mapped, and the best is the sorted hosts'."""
+    base = ["--reproducible", "plan", "--model", "qwen3-235b-a22b", "--seq-len", "4096", "--global-batch", "512",
+            "--top-k", "3", "--slurm-topology", BLOCKS, "--node-type", "gb200-nvl72", "--json", "--nodelist"]
+    alternate = json.loads(CliRunner().invoke(main, [*base, ALTERNATE]).stdout)["plans"][0]
+    ordered = json.loads(CliRunner().invoke(main, [*base, "nvl[001-016],nvl[019-034]"]).stdout)["plans"][0]
+    assert alternate["mapping_solver"]["status"] != "SKIPPED"
+    assert alternate["step_time_s"] == pytest.approx(ordered["step_time_s"], rel=1e-9)
