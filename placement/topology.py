@@ -61,6 +61,10 @@ class GroupSpan:
     ring_crossing: tuple[float, ...] = ()
     """`chain_crossing` with the last member also a neighbour of the first (an interleaved pipeline sends
     from the last stage back to the first)."""
+    members_least: tuple[int, ...] = ()
+    """members_least[j] = fewest members of one group inside a level-j block that holds any (the worst group's):
+    where a group is split unevenly, the members of its smallest piece hold the largest shards after the levels
+    below and send them across the level above (() : as members_within)."""
 
     @property
     def size(self) -> int:
@@ -438,10 +442,11 @@ def _group_ranks(num_gpus: int, stride: int, size: int) -> np.ndarray:
 def _span_listed(block_of: np.ndarray, gpus: np.ndarray) -> GroupSpan:
     """Span of groups given as rows of GPU ids, counted on the blocks each GPU really sits in."""
     size = gpus.shape[1]
-    within, crossing, load, chain, ring = [], [0.0], [0.0], [0.0], [0.0]
+    within, least, crossing, load, chain, ring = [], [], [0.0], [0.0], [0.0], [0.0]
     for j in range(block_of.shape[0]):
         ids = block_of[j][gpus]
         within.append(_worst_group_within(ids))
+        least.append(_worst_group_least(ids))
         if j + 1 < block_of.shape[0]:
             chain.append(_neighbour_crossing(ids, wrap=False))
             ring.append(_neighbour_crossing(ids, wrap=True))
@@ -449,7 +454,8 @@ def _span_listed(block_of: np.ndarray, gpus: np.ndarray) -> GroupSpan:
             crossing.append(c)
             load.append(lo)
     within.append(size)
-    return GroupSpan(tuple(within), tuple(crossing), tuple(load), tuple(chain), tuple(ring))
+    least.append(size)
+    return GroupSpan(tuple(within), tuple(crossing), tuple(load), tuple(chain), tuple(ring), tuple(least))
 
 
 def _leaving(ids: np.ndarray) -> tuple[float, float]:
@@ -506,17 +512,25 @@ def _worst_group_within(ids: np.ndarray) -> int:
     return int(per_group.min())
 
 
+def _worst_group_least(ids: np.ndarray) -> int:
+    """Fewest members of one group sharing a block, over every group and block that holds any (rows = groups,
+    values = block ids): a 64-member group on 8 + 56 GPUs of two blocks gives 8."""
+    return int(_members_sharing_block(ids).min())
+
+
 @lru_cache(maxsize=4096)
 def _span(blocks: tuple[int, ...], num_gpus: int, stride: int, size: int) -> GroupSpan:
-    within, chain, ring = [], [0.0], [0.0]
+    within, least, chain, ring = [], [], [0.0], [0.0]
     listed: dict[int, tuple[float, float]] = {}  # misaligned level j -> (crossing, load) out of its blocks
     for j, block in enumerate(blocks):
         if stride >= block:
             within.append(1)  # consecutive members are a block or more apart
+            least.append(1)
             neighbours = (1.0, 1.0) if size > 1 else (0.0, 0.0)  # every member's neighbours are elsewhere
         elif block % stride == 0 and (block % (stride * size) == 0 or (stride * size) % block == 0):
             k = min(size, block // stride)  # aligned: every group looks the same, runs of k members
             within.append(k)
+            least.append(k)
             runs = size // k  # a block holds one run of k consecutive members of each of `stride` groups
             # a run's end members have a neighbour in the next block: one end when the chain has two runs,
             # both ends for a middle run or a ring
@@ -524,6 +538,7 @@ def _span(blocks: tuple[int, ...], num_gpus: int, stride: int, size: int) -> Gro
         else:  # misaligned (e.g. groups of 16 on 72-GPU NVLink domains): list every group
             ids = _group_ranks(num_gpus, stride, size) // block
             within.append(_worst_group_within(ids))
+            least.append(_worst_group_least(ids))
             neighbours = (_neighbour_crossing(ids, wrap=False), _neighbour_crossing(ids, wrap=True))
             if j + 1 < len(blocks):
                 # counted on the listed groups, as a mapped topology counts them (_span_listed): the worst-placed
@@ -533,8 +548,9 @@ def _span(blocks: tuple[int, ...], num_gpus: int, stride: int, size: int) -> Gro
             chain.append(neighbours[0])
             ring.append(neighbours[1])
     within.append(size)
+    least.append(size)
     crossing = [0.0] + [listed[j - 1][0] if j - 1 in listed else 1.0 if within[j - 1] < size else 0.0
                         for j in range(1, len(blocks))]
     load = [0.0] + [listed[j - 1][1] if j - 1 in listed else 1.0 - within[j - 1] / size
                     for j in range(1, len(blocks))]
-    return GroupSpan(tuple(within), tuple(crossing), tuple(load), tuple(chain), tuple(ring))
+    return GroupSpan(tuple(within), tuple(crossing), tuple(load), tuple(chain), tuple(ring), tuple(least))

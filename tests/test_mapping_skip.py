@@ -88,3 +88,21 @@ def test_trays_listed_alternately_across_racks_are_mapped_as_sorted_ones_are():
     ordered = json.loads(CliRunner().invoke(main, [*base, "nvl[001-016],nvl[019-034]"]).stdout)["plans"][0]
     assert alternate["mapping_solver"]["status"] != "SKIPPED"
     assert alternate["step_time_s"] == pytest.approx(ordered["step_time_s"], rel=1e-9)
+
+
+@pytest.mark.parametrize("oversubscription", [1.0, 2.0])
+def test_an_uneven_split_of_a_group_over_two_leaves_prices_no_cheaper_than_an_even_one(oversubscription):
+    """The hierarchical collective priced a group by its largest piece per block: 1 + 7 nodes over two 2:1 leaves
+    priced 0.154 s of gradient reduce-scatter where 4 + 4 priced 0.164 s, though the lone node's GPUs send 7/64 of
+    the buffer each across the uplink, the 4 + 4's 1/64 (a user trial).  At 1:1 every split is a ring's bytes."""
+    layout = LayoutBatch.from_layouts([Layout(tp=1, dp=64, micro_batch_size=1, zero_stage=1)])
+    dp = {}
+    for name, nodes in (("one leaf", "gpu[0038-0045]"), ("4 + 4", "gpu[0034-0037],gpu[0038-0041]"),
+                        ("1 + 7", "gpu0037,gpu[0038-0044]")):
+        model, train, topo = build_job("llama3-8b", None, None, None, 8192, 64, "bf16", TREE, nodes, ("dgx-h100",),
+                                       None, oversubscription)
+        dp[name] = float(estimate(workload(model), train, topo, layout).dp_s[0])
+    if oversubscription == 1.0:
+        assert dp["one leaf"] == pytest.approx(dp["4 + 4"], rel=1e-9) == pytest.approx(dp["1 + 7"], rel=1e-9)
+    else:
+        assert dp["one leaf"] < dp["4 + 4"] < dp["1 + 7"], dp

@@ -104,6 +104,7 @@ class Groups:
         uniq, inverse = _unique_pairs(stride, size, topo.num_gpus)
         spans = [topo.span(int(k // (topo.num_gpus + 1)), int(k % (topo.num_gpus + 1))) for k in uniq]
         within = np.array([sp.members_within for sp in spans], dtype=np.float64)
+        least = np.array([sp.members_least or sp.members_within for sp in spans], dtype=np.float64)
         self.crossing = np.array([sp.crossing for sp in spans], dtype=np.float64)
         self.load = np.array([sp.load for sp in spans], dtype=np.float64)
         # point-to-point along the group: only members next to a block boundary send across it
@@ -113,6 +114,7 @@ class Groups:
             within = np.where(within >= within[:, -1:], 2.0, 1.0) * (within[:, -1:] > 1) + (within[:, -1:] == 1)
         self.levels = levels
         self.within = within
+        self.least = within if pair else least
         self.inverse = inverse.reshape(-1)
         self.single = within[:, -1] <= 1
 
@@ -125,11 +127,26 @@ class Groups:
         lv, within = self.levels, self.within
         prev = np.concatenate([np.ones((within.shape[0], 1)), within[:, :-2]], axis=1)
         fan = within[:, :-1] / prev
-        terms = passes * (fan - 1.0) / fan / prev / lv.bandwidth(within, self.crossing)
-        coef = terms.sum(axis=1)
+        bandwidth = lv.bandwidth(within, self.crossing)
         serial = lv.topo.cluster.hierarchical_serial_share
-        if serial < 1.0:  # pipelined levels overlap: between the sum and the slowest level (calibrated)
-            coef = serial * coef + (1.0 - serial) * terms.max(axis=1)
+
+        def chain(pieces: np.ndarray) -> np.ndarray:
+            # after the levels below, each of the k members of a group's piece in a level-(j-1) block holds 1/k of
+            # the buffer and sends (1 - k/K) of it across level j to the K members of the piece above
+            # (costmodel.md section 2a, hierarchical all-reduce)
+            below = np.concatenate([np.ones((pieces.shape[0], 1)), pieces[:, :-2]], axis=1)
+            terms = passes * np.maximum(1.0 - below / pieces[:, :-1], 0.0) / below / bandwidth
+            coef = terms.sum(axis=1)
+            if serial < 1.0:  # pipelined levels overlap: between the sum and the slowest level (calibrated)
+                coef = serial * coef + (1.0 - serial) * terms.max(axis=1)
+            return coef
+
+        # the pieces' blocks run their levels side by side: the group waits for the slower of the chain of its
+        # largest pieces and the chain of its smallest, which on an uneven split (8 + 56 GPUs of two leaves)
+        # sends 7/64 of the buffer per member across the level above where the largest sends 1/448 (a user trial:
+        # pricing the largest alone made a 1 + 7 node split of two oversubscribed leaves cheaper than 4 + 4); on
+        # an even split the two are one chain, and at equal bandwidths both sum to a flat ring's bytes
+        coef = np.maximum(chain(within), chain(self.least))
         ring_lat = passes * ((fan - 1.0) * lv.lat).sum(axis=1)
         tree_lat = passes * (np.log2(fan) * lv.lat).sum(axis=1)
         return coef, np.minimum(ring_lat, tree_lat) + COLLECTIVE_BASE_LATENCY_S
