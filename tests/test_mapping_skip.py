@@ -106,3 +106,16 @@ def test_an_uneven_split_of_a_group_over_two_leaves_prices_no_cheaper_than_an_ev
         assert dp["one leaf"] == pytest.approx(dp["4 + 4"], rel=1e-9) == pytest.approx(dp["1 + 7"], rel=1e-9)
     else:
         assert dp["one leaf"] < dp["4 + 4"] < dp["1 + 7"], dp
+
+
+def test_megatron_order_sorts_host_names_as_slurm_does(tmp_path):
+    """node1, node2, ..., node10 as SLURM sorts them (SLURM_NODEID): a string sort put node10-node16 between node1
+    and node2, so the "megatron_order" baseline priced an order no launcher runs (a user trial)."""
+    from placement.mapping.mapper import baseline_mappings
+
+    conf = tmp_path / "topology.conf"
+    conf.write_text("SwitchName=l1 Nodes=node[1-8]\nSwitchName=l2 Nodes=node[9-16]\nSwitchName=s1 Switches=l[1-2]\n")
+    _, _, topo = build_job("llama3-8b", None, None, None, 8192, 64, "bf16", str(conf), "node[1-16]", ("dgx-h100",),
+                           None, 4.0)
+    base = baseline_mappings(topo)
+    assert np.array_equal(base["megatron_order"], base["allocation_order"])

@@ -218,6 +218,13 @@ def _expand_bracket(bracket: str, component: str, text: str, source: str, *, lim
 _NUMBERED = re.compile(r"^(.*?)([0-9]+)([^0-9]*)$")
 
 
+def hostlist_sort_key(name: str) -> tuple:
+    """Key of SLURM's host order (hostlist_sort, which SLURM_NODEID follows): text compared as text and each run of
+    digits as a number, so node2 comes before node10 (a user trial: a plain string sort put node10-node16 between
+    node1 and node2)."""
+    return tuple(int(piece) if piece.isdigit() else piece for piece in re.split(r"(\d+)", name))
+
+
 def compress_hostlist(hosts: list[str]) -> str:
     """A hostlist expression that `expand_hostlist` turns back into `hosts`, in the same order: neighbouring
     hosts with the same name around a number of the same width share one bracket, runs as lo-hi.

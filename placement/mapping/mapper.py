@@ -19,6 +19,7 @@ import numpy as np
 
 from placement.cost.batch import LayoutBatch
 from placement.cost.step import Estimates, estimate
+from placement.loaders.hostlist import hostlist_sort_key
 from placement.mapping.config import SolverConfig
 from placement.mapping.groups import group_kinds
 from placement.specs import Layout, TrainingSpec
@@ -63,7 +64,7 @@ TIE_REL = 1e-9
 
 def baseline_mappings(topo: Topology) -> dict[str, np.ndarray]:
     num_hosts = -(-topo.num_gpus // topo.gpus_per_host)  # a job on part of one node still has its host
-    by_name = np.array(sorted(range(num_hosts), key=lambda h: topo.host_names[h]))
+    by_name = np.array(sorted(range(num_hosts), key=lambda h: hostlist_sort_key(topo.host_names[h])))
     return {"allocation_order": host_order_mapping(topo, np.arange(num_hosts)),
             "megatron_order": host_order_mapping(topo, by_name)}
 
