@@ -346,6 +346,24 @@ def test_launch_files(tmp_path):
     assert ranks[9] == "rank 9=gpu0007 slot=1"
 
 
+def test_the_rankfile_slot_is_the_local_rank_not_the_gpu(tmp_path):
+    """Open MPI binds a rank to the CPU its `slot=` names; the GPU is the local rank under CUDA_VISIBLE_DEVICES.
+    The planned GPU index written as the slot (0, 3, 1, 2, ...) bound ranks to CPUs out of order (a user trial)."""
+    hosts = expand_hostlist("gpu[0001-0002]")
+    conf_path = tmp_path / "topology.conf"
+    conf_path.write_text("SwitchName=leaf0 Nodes=gpu[0001-0002]\n")
+    topo = topology_from_slurm(parse_topology_conf(conf_path), hosts, DGX, H100)
+    perm = np.array([0, 3, 1, 2, 4, 7, 5, 6])
+    gpu_of_rank = (np.arange(16) // 8) * 8 + perm[np.arange(16) % 8]
+    files = {p.name: p for p in write_launch_files(tmp_path / "out", topo, gpu_of_rank, "test plan")}
+    text = files["rankfile"].read_text()
+    ranks = [x for x in text.splitlines() if x.startswith("rank")]
+    assert ranks[:4] == ["rank 0=gpu0001 slot=0", "rank 1=gpu0001 slot=1", "rank 2=gpu0001 slot=2",
+                         "rank 3=gpu0001 slot=3"]
+    assert "CUDA_VISIBLE_DEVICES" in text and "gpu0001 CUDA_VISIBLE_DEVICES=0,3,1,2,4,7,5,6" in (
+        files["cuda_visible_devices.txt"].read_text())
+
+
 def test_plan_records_and_prints_the_gap():
     from click.testing import CliRunner
 

@@ -125,7 +125,6 @@ def write_launch_files(out: Path, topo: Topology, gpu_of_rank: np.ndarray, heade
     gph = topo.gpus_per_host
     names = topo.host_names
     host_of_rank = gpu_of_rank // gph
-    local = gpu_of_rank % gph
     order = host_of_rank[::gph]  # node_rank k runs ranks k*gph .. (k+1)*gph - 1
     written = []
 
@@ -136,7 +135,15 @@ def write_launch_files(out: Path, topo: Topology, gpu_of_rank: np.ndarray, heade
 
     emit("hosts.txt", [f"{k} {names[h]}" for k, h in enumerate(order)])
     emit("slurm.hostfile", [names[h] for h in host_of_rank])
-    emit("rankfile", [f"rank {r}={names[host_of_rank[r]]} slot={local[r]}" for r in range(topo.num_gpus)])
+    # Open MPI reads `slot=` as the logical CPU a rank is bound to, not its GPU (mpirun(1), "Rankfiles"): the GPU
+    # comes from the local rank under the node's CUDA_VISIBLE_DEVICES, so slot is the local rank, the CPU
+    # `--bind-to core` gives it (a user trial: the GPU index written there bound ranks to CPUs out of order)
+    note = ("slot S binds rank R to logical CPU S (Open MPI's rankfile); each rank's GPU is its local rank under "
+            "the node's CUDA_VISIBLE_DEVICES (cuda_visible_devices.txt where the plan permutes GPUs), as in the "
+            "other launch files; for NUMA-local CPUs, edit the slots to your nodes' cores (`nvidia-smi topo -m`, "
+            "CPU Affinity) or run mpirun with --bind-to none and bind in the launcher")
+    emit("rankfile", [f"# {note}", *(f"rank {r}={names[host_of_rank[r]]} slot={r % gph}"
+                                     for r in range(topo.num_gpus))])
     permuted = [(names[order[k]], v) for k, v in enumerate(visible_devices(gpu_of_rank, gph)) if v is not None]
     if permuted:
         emit("cuda_visible_devices.txt", [f"{h} CUDA_VISIBLE_DEVICES={v}" for h, v in permuted])
