@@ -1011,11 +1011,13 @@ def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, pr
     _job_defaults_note()  # on stderr under --json too (a user trial found it only in the text output)
     if as_json:
         click.echo(json.dumps(plan_json(planned) | {"calibration": calibration_json(), "files_run": files_run,
+                                                    "fabric": fabric_priced(topo, click.get_current_context()),
                                                     "files_over_capacity": _over_capacity(files_run),
                                                     "files_not_starting": _not_starting(files_run),
                                                     "files_plan_index": written, "job_defaults": _job_defaults_json()}))
     else:
         click.echo(plan_table(planned, exhaustive=exhaustive))
+        click.echo(f"\nfabric: {fabric_priced(topo, click.get_current_context())}")
         if written is not None and written > 1:  # the lines above are plan 1's: a user trial read them as the files'
             from placement.report import single_plan_table
 
@@ -1082,8 +1084,8 @@ def evaluate(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch
              **recipe_args):
     """Estimate one given layout (dp is derived from the GPU count) under the recipe given (pinned: nothing
     is searched); exit 1 if it does not fit."""
-    from placement.evaluate import evaluate_layout, launch_order
-    from placement.report import single_plan_table
+    from placement.evaluate import evaluate_layout, launch_order, with_crossings
+    from placement.report import crossings_section, single_plan_table
 
     recipe, sources = build_recipe(*_recipe_flag_values(recipe_args))
     _modules_need_selective(recipe, (recompute,))
@@ -1123,6 +1125,8 @@ def evaluate(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch
     # allocation order; with measured intra-node links each TP group on the GPUs the price assumed, which the
     # files realize with CUDA_VISIBLE_DEVICES (as `plan` writes them)
     result, gpu_of_rank = launch_order(result, model, topo, layout)
+    result = with_crossings(result, model, train, topo, layout, recipe, gpu_of_rank)
+    fabric = fabric_priced(topo, click.get_current_context())
     if out_dir is not None:
         from pathlib import Path
 
@@ -1133,11 +1137,15 @@ def evaluate(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch
     if as_json:
         # files_run only where files were written: without --out the JSON stays one Plan (and its calibration)
         result = result.model_copy(update={"job_defaults": _job_defaults_json()})
+        result = result.model_copy(update={"fabric": fabric})
         click.echo(json.dumps(result.model_dump(mode="json") | {"calibration": calibration_json()}
                               | ({"files_run": files_run, "files_over_capacity": _over_capacity(files_run),
                                   "files_not_starting": _not_starting(files_run)} if out_dir is not None else {})))
     else:
         click.echo(single_plan_table(result))
+        measured = ", TP groups on their measured links" if topo.node_topo_source else ""
+        click.echo(f"\nwhere the groups sit (allocation order{measured}):\n{crossings_section(result)}\n"
+                   f"fabric: {fabric}")
         if files_run:
             click.echo("\nthe files written run other than this plan (each file's header says so too):\n"
                        + "\n".join(f"  {line}" for line in files_run))
@@ -1667,6 +1675,38 @@ def _gpus_used_per_node(launch, cluster_ref, real: bool) -> int | None:
     return launch.gpus_per_node if launch.gpus_per_node < node else None
 
 
+def fabric_priced(topo: Topology, ctx: click.Context) -> str:
+    """The network priced, tier by tier, and where each part of it came from (a user trial: the answer to "which
+    group crosses the slow network" hung on a 2:1 spine no output named); `audit`'s sources, `plan` and `evaluate`."""
+
+    def given(name: str) -> bool:
+        return ctx.params.get(name) is not None and ctx.get_parameter_source(name) not in (
+            click.core.ParameterSource.DEFAULT, None)
+
+    # (a real allocation's blocks are its switches, of their own sizes: block_gpus 0)
+    tiers = "; ".join(f"{d['name']}: " + (f"blocks of {d['block_gpus']:,} GPUs, " if d["block_gpus"] else "")
+                      + (_rings(d["ring_bandwidth_bytes_per_s"], topo.node_topo_source) if "ring_bandwidth_bytes_per_s"
+                         in d else f"{d['bandwidth_bytes_per_s'] / 1e9:.1f} GB/s per GPU")
+                      + (f", {d['oversubscription']:g}:1 oversubscribed" if d["oversubscription"] > 1 else "")
+                      for d in topo.describe())
+    origin = [f"--slurm-topology {ctx.params['slurm_topology']}" if given("slurm_topology") else
+              f"--cluster-graph {ctx.params['cluster_graph']}" if given("cluster_graph") else
+              f"cluster {topo.cluster.name}'s catalog file",
+              f"--oversubscription {ctx.params['oversubscription']:g}" if given("oversubscription") else
+              f"oversubscription from cluster {topo.cluster.name}'s file (--oversubscription changes it)"]
+    if any(d["oversubscription"] > 1 for d in topo.describe()):
+        # a user trial: one node in each of two 4:1 leaves priced 2.5x one leaf, on a rule no output stated
+        origin.append("an oversubscribed switch's uplinks are shared by the job's GPUs under it as if the switch's "
+                      "other ports sent too (a shared cluster's busy case): a few of the job's nodes alone under a "
+                      "leaf get its ratio, not the leaf's whole uplink")
+    if topo.link_speeds:
+        # what the topology file's LinkSpeed= values are to the price: read, not used (a user trial found them
+        # dropped without a word); SLURM gives them no unit and uses them for nothing but its own reports
+        origin.append(f"its LinkSpeed= values ({', '.join(map(str, topo.link_speeds))}) seen, not priced: SLURM gives "
+                      f"them no unit; --oversubscription or the node type's tiers set what a switch level carries")
+    return f"{tiers} ({'; '.join(origin)})"
+
+
 def _job_sources(launch, ctx: click.Context, topo, train, model, real: bool) -> dict[str, str]:
     """Where the audited job's GPU count, sequence, batch and precision came from when the launch files do not
     say: a flag, the allocation, or a catalog default (named, with its value)."""
@@ -1689,25 +1729,7 @@ def _job_sources(launch, ctx: click.Context, topo, train, model, real: bool) -> 
     if "precision" not in launch.sources:
         out["precision"] = (f"--precision {train.precision}" if given("precision")
                             else f"placement's default ({train.precision}): {DEFAULT_TAILS[1]}")
-    # the network priced, tier by tier, and where each part of it came from (a user trial: the answer to "which group
-    # crosses the slow network" hung on a 2:1 spine no output named)
-    # (a real allocation's blocks are its switches, of their own sizes: block_gpus 0)
-    tiers = "; ".join(f"{d['name']}: " + (f"blocks of {d['block_gpus']:,} GPUs, " if d["block_gpus"] else "")
-                      + (_rings(d["ring_bandwidth_bytes_per_s"], topo.node_topo_source) if "ring_bandwidth_bytes_per_s"
-                         in d else f"{d['bandwidth_bytes_per_s'] / 1e9:.1f} GB/s per GPU")
-                      + (f", {d['oversubscription']:g}:1 oversubscribed" if d["oversubscription"] > 1 else "")
-                      for d in topo.describe())
-    origin = [f"--slurm-topology {ctx.params['slurm_topology']}" if given("slurm_topology") else
-              f"--cluster-graph {ctx.params['cluster_graph']}" if given("cluster_graph") else
-              f"cluster {topo.cluster.name}'s catalog file",
-              f"--oversubscription {ctx.params['oversubscription']:g}" if given("oversubscription") else
-              f"oversubscription from cluster {topo.cluster.name}'s file (--oversubscription changes it)"]
-    if topo.link_speeds:
-        # what the topology file's LinkSpeed= values are to the price: read, not used (a user trial found them
-        # dropped without a word); SLURM gives them no unit and uses them for nothing but its own reports
-        origin.append(f"its LinkSpeed= values ({', '.join(map(str, topo.link_speeds))}) seen, not priced: SLURM gives "
-                      f"them no unit; --oversubscription or the node type's tiers set what a switch level carries")
-    out["fabric"] = f"{tiers} ({'; '.join(origin)})"
+    out["fabric"] = fabric_priced(topo, ctx)
     return out
 
 

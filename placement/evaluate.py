@@ -54,6 +54,19 @@ def evaluate_layout(model: ModelSpec, train: TrainingSpec, topo: Topology, layou
     return make_plan(batch, est, 0, model, train, topo, recipe_sources, model_sources)
 
 
+def with_crossings(result: Plan, model: ModelSpec, train: TrainingSpec, topo: Topology, layout: Layout,
+                   recipe: Recipe | None, gpu_of_rank: np.ndarray) -> Plan:
+    """The plan with how many groups of each kind stay within each level as launched (`gpu_of_rank`), as `plan`
+    gives them (a user trial: `evaluate --json` answered "which group crosses the spine" with null)."""
+    from placement.mapping.groups import group_kinds
+    from placement.mapping.report import crossings
+
+    batch = LayoutBatch.from_layouts([layout], recipe or Recipe())
+    est = estimate(workload(model), train, topo, batch, recipe or Recipe())
+    return result.model_copy(update={"crossings": crossings(topo.with_mapping(gpu_of_rank),
+                                                            group_kinds(layout, est, 0))})
+
+
 def launch_order(result: Plan, model: ModelSpec, topo: Topology, layout: Layout) -> tuple[Plan, np.ndarray]:
     """The GPU each rank runs on as the priced layout is launched: allocation order, with measured intra-node
     links each TP group on the GPUs the price assumed (`intra_node_order`); the plan's mapping fields then

@@ -136,6 +136,8 @@ class Plan(_Out):
     """The same layout under plain launch orders: {"allocation_order": {"step_time_s"}, "megatron_order": ...}."""
     crossings: dict[str, dict] | None = None
     """Per kind of group, how many groups reach each level of the topology at most."""
+    fabric: str | None = None
+    """`evaluate`: each level priced and where it came from (`plan` gives it once, beside its plans)."""
     node_topo: dict | None = None
     """With --node-topo: {"path": the `nvidia-smi topo -m` file the in-node links are priced from, "in_node_level":
     the name of the in-node level as that matrix links its GPUs ("pcie", "nvlink bridge", or the catalog's

@@ -301,6 +301,16 @@ def _in_node_cell(c: dict) -> str:
     return f"{ring['gpus']} GPUs: {ring['link']} {ring['bandwidth_bytes_per_s'] / 1e9:.0f} GB/s"
 
 
+def crossings_section(p: Plan) -> str:
+    """How many groups of each kind stay within each level (`evaluate`: the layout as launched, no mapper)."""
+    parts = mapping_parts(p)
+    if parts is None:
+        return ""
+    _, _, levels, crows = parts
+    ring = ["in-node ring (--node-topo)"] if p.node_topo is not None else []
+    return text_table(["groups", "count x size", *(f"within {lv}" for lv in levels), *ring], crows)
+
+
 def _mapping_section(p: Plan) -> str:
     parts = mapping_parts(p)
     if parts is None:

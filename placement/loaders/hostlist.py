@@ -218,11 +218,11 @@ def _expand_bracket(bracket: str, component: str, text: str, source: str, *, lim
 _NUMBERED = re.compile(r"^(.*?)([0-9]+)([^0-9]*)$")
 
 
-def hostlist_sort_key(name: str) -> tuple:
+def hostlist_sort_key(name: str | int) -> tuple:
     """Key of SLURM's host order (hostlist_sort, which SLURM_NODEID follows): text compared as text and each run of
     digits as a number, so node2 comes before node10 (a user trial: a plain string sort put node10-node16 between
     node1 and node2)."""
-    return tuple(int(piece) if piece.isdigit() else piece for piece in re.split(r"(\d+)", name))
+    return tuple(int(piece) if piece.isdigit() else piece for piece in re.split(r"(\d+)", str(name)))
 
 
 def compress_hostlist(hosts: list[str]) -> str:

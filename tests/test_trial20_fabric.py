@@ -1,0 +1,34 @@
+"""`plan` and `evaluate` on a real allocation name the fabric they priced and where its parts came from, and
+`evaluate` says which groups cross which level, as `audit` did alone (a user trial: `evaluate --json` gave
+`crossings: null`, and no output said that an oversubscribed leaf's uplinks are priced as shared)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from placement.cli import main
+
+TREE = str(Path(__file__).parent / "data" / "slurm" / "tree-5leaf.conf")
+JOB = ["--model", "llama3-8b", "--seq-len", "8192", "--global-batch", "64", "--slurm-topology", TREE,
+       "--nodelist", "gpu0037,gpu[0038-0044]", "--node-type", "dgx-h100"]
+
+
+def test_evaluate_gives_the_groups_crossings_and_the_fabric() -> None:
+    out = json.loads(CliRunner().invoke(main, ["evaluate", *JOB, "--oversubscription", "2", "--json"]).stdout)
+    dp = out["crossings"]["dp"]
+    assert dp["groups"] == 1 and dp["group_size"] == 64 and dp["highest_level"]["spine"] == 1
+    assert "--oversubscription 2" in out["fabric"] and "2:1 oversubscribed" in out["fabric"]
+    assert "as if the switch's other ports sent too" in out["fabric"]
+    text = CliRunner().invoke(main, ["evaluate", *JOB, "--oversubscription", "2"]).output
+    assert "where the groups sit (allocation order)" in text and "within spine" in text
+    assert "\nfabric: " in text
+
+
+def test_plan_names_the_fabric_and_says_nothing_of_sharing_where_nothing_is_oversubscribed() -> None:
+    result = CliRunner().invoke(main, ["plan", *JOB, "--oversubscription", "1", "--top-k", "1", "--json"])
+    fabric = json.loads(result.stdout)["fabric"]
+    assert f"--slurm-topology {TREE}" in fabric and "oversubscribed" not in fabric
+    assert "\nfabric: " in CliRunner().invoke(main, ["plan", *JOB, "--top-k", "1"]).output
