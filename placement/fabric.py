@@ -104,6 +104,16 @@ def _from_tree(conf: SlurmTree, hosts: Sequence[str], cluster: ClusterSpec, acce
         return at
 
     host_blocks = _host_blocks(len(hosts), max(height.values()), switches_at, conf.source)
+    if len(hosts) > 1 and len(set(host_blocks[-1].tolist())) > 1:
+        tops = list(dict.fromkeys(switches_at(max(height.values()))))
+        first = {top: next(h for h, s in zip(hosts, at, strict=True) if s == top) for top in tops}
+        raise InputError(
+            f"{conf.source}: the job's hosts sit under {len(tops)} switches with no parent "
+            f"({', '.join(f'{top} (e.g. {host})' for top, host in list(first.items())[:4])}"
+            f"{', ...' if len(tops) > 4 else ''}): separate fabrics, which SLURM never places one job across "
+            f"(topology.conf(5): jobs only span nodes connected by the same switch fabric); give the hosts of "
+            f"one of them, or add the switch that joins them (`SwitchName=top Switches={','.join(tops[:2])}`) if "
+            f"one does")
     levels = [_scale_up_level(cluster, cluster.gpus_per_node),
               *_tier_levels(cluster, len(host_blocks) - 1, oversubscription)]
     return Topology.from_hosts(cluster, accelerator, list(hosts), _collapse_top(host_blocks), tuple(levels))

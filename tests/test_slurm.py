@@ -199,16 +199,6 @@ TREE_ERRORS = {
         "SwitchName=s0 Nodes=n[1-4]\nSwitchName=top Switches=s0,top\n",
         "topology.conf:2: the switches form a cycle, each listing the next in Switches=: top (line 2) -> top",
     ),
-    "two roots": (
-        "SwitchName=s0 Nodes=gpu[001-032]\nSwitchName=s1 Nodes=gpu[033-064]\n",
-        "topology.conf: 2 switches have no parent (s0, s1), so the tree has 2 tops and SLURM never places a job "
-        "across them; add one top switch that lists them, e.g. `SwitchName=top Switches=s0,s1`.",
-    ),
-    "many roots": (
-        "".join(f"SwitchName=s{i} Nodes=n{i}\n" for i in range(10)),
-        "topology.conf: 10 switches have no parent (s0, s1, s2, s3, s4, s5, s6, s7, ... (10 in all)), so the tree "
-        "has 10 tops",
-    ),
     "nodes and switches": (
         "SwitchName=s0 Nodes=n[1-4]\nSwitchName=top Nodes=n5 Switches=s0\n",
         "topology.conf:2: switch `top` lists both Nodes= and Switches=; SLURM reads a switch as a leaf (Nodes=) "
@@ -308,3 +298,18 @@ def test_missing_file(tmp_path: Path) -> None:
     path = tmp_path / "absent.conf"
     with pytest.raises(InputError, match=re.escape(f"topology file `{path}` cannot be read (")):
         parse_topology_conf(path)
+
+
+def test_separate_fabrics_are_read_and_a_job_inside_one_is_placed(tmp_path: Path) -> None:
+    """Two switches with no common parent are two fabrics (islands), which SLURM accepts: the file was refused as a
+    whole, even for a job inside one of them (a user trial); a job whose hosts span both is the error."""
+    from placement.catalog import load_accelerator, load_cluster
+    from placement.fabric import topology_from_slurm
+
+    conf = parse_topology_conf(write(tmp_path, "SwitchName=l1 Nodes=n[01-04]\nSwitchName=l2 Nodes=n[05-08]\n"))
+    cluster = load_cluster("dgx-h100")
+    acc = load_accelerator(cluster.accelerator)
+    topo = topology_from_slurm(conf, [f"n0{i}" for i in range(1, 5)], cluster, acc)
+    assert topo.num_gpus == 32
+    with pytest.raises(InputError, match=r"under 2 switches with no parent \(l1 \(e\.g\. n03\), l2 \(e\.g\. n05\)\)"):
+        topology_from_slurm(conf, ["n03", "n04", "n05", "n06"], cluster, acc)

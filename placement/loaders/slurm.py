@@ -53,7 +53,6 @@ _KNOWN_KEYS: Final = {key.lower(): key for key in (*_TREE_KEYS, *_BLOCK_KEYS, *_
 
 _TREE_EXAMPLE: Final = "`SwitchName=s0 Nodes=gpu[001-032]` or `SwitchName=spine Switches=s[0-3]`"
 _BLOCK_EXAMPLE: Final = "`BlockName=rack1 Nodes=nvl[001-018]` and one `BlockSizes=18,36` line"
-_MAX_NAMES_SHOWN: Final = 8
 _KIND_NAMES: Final = {"tree": "SwitchName=", "block": "BlockName=", "sizes": "BlockSizes="}
 
 
@@ -233,14 +232,9 @@ def _tree(lines: list[_Line], path: Path) -> SlurmTree:
     parent = _parents(switches, path)
     _check_leaf_nodes(switches, path)
     _check_cycles(switches, parent, path)
-    roots = [switch for switch in switches.values() if switch.name not in parent]
-    if len(roots) > 1:
-        names = _names([root.name for root in roots])
-        raise InputError(
-            f"{path}: {len(roots)} switches have no parent ({names}), so the tree has {len(roots)} tops and "
-            "SLURM never places a job across them; add one top switch that lists them, e.g. "
-            f"`SwitchName=top Switches={','.join(root.name for root in roots[:2])}{',...' if len(roots) > 2 else ''}`."
-        )
+    # several tops are separate fabrics (islands), which SLURM accepts ("jobs can only span nodes connected by
+    # the same switch fabric", topology.conf(5)): a job inside one is planned, one across them is refused where its
+    # hosts are placed (fabric.topology_from_slurm)
     return SlurmTree(switches=tuple(switches.values()), source=str(path))
 
 
@@ -336,11 +330,6 @@ def _check_cycles(switches: dict[str, SlurmSwitch], parent: dict[str, SlurmSwitc
             walk.append(name)
             name = parent[name].name if name in parent else None
         cleared.update(walk)
-
-
-def _names(names: list[str]) -> str:
-    shown = ", ".join(names[:_MAX_NAMES_SHOWN])
-    return shown if len(names) <= _MAX_NAMES_SHOWN else f"{shown}, ... ({len(names)} in all)"
 
 
 # --- topology/block ------------------------------------------------------------------------------
