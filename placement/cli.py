@@ -1445,9 +1445,10 @@ def audit(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, p
                                    global_batch or launch.global_batch, precision, slurm_topology, nodelist,
                                    node_type, cluster_graph, oversubscription, node_topo, segment, memory_headroom_gib,
                                    used)
+    hosts = read_host_order(Path(hosts_file)) if hosts_file else None
     if real:
         _check_per_host(launch, topo)
-        _check_world_size(launch, topo, nodelist, cluster_graph)
+        _check_world_size(launch, topo, nodelist, cluster_graph, (hosts_file, hosts) if hosts else None)
     fixed = files_global_batch(launch, topo.num_gpus)  # the files' own batch wins over the catalog default
     if fixed is not None and fixed[0] != train.global_batch:
         if global_batch is not None:
@@ -1465,7 +1466,6 @@ def audit(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, p
             f"nic_bandwidth_bytes_per_s: where a node has fewer NICs than GPUs the used GPUs may get more, which a "
             f"cluster file of {used}-GPU nodes prices)")}})
     launch = launch.model_copy(update={"sources": {**job_sources, **launch.sources}})
-    hosts = read_host_order(Path(hosts_file)) if hosts_file else None
     mapping = SolverConfig(time_limit_s=max(10.0, 5 * map_time_limit), deterministic_time_limit=map_time_limit) \
         if real else None
     overrides = build_recipe(recipe_file, given) if recipe_file is not None or given else None
@@ -1603,9 +1603,11 @@ def _framework_modules(framework: str, recipe, sources: dict[str, str]):
     return recipe, sources
 
 
-def _check_world_size(launch, topo: Topology, nodelist: str | None, cluster_graph: str | None) -> None:
+def _check_world_size(launch, topo: Topology, nodelist: str | None, cluster_graph: str | None,
+                      host_order: tuple[str, list[str]] | None = None) -> None:
     """On a real allocation the launch files' world size, where they fix it, must be the allocation's GPUs: a job
-    priced on more or fewer GPUs than it runs on is a different job (another dp, another batch split)."""
+    priced on more or fewer GPUs than it runs on is a different job (another dp, another batch split).
+    `host_order`: (the --hosts file, its hosts), whose hosts are the job's own where their count fits."""
     world = launch.world_size
     if world is None or world == topo.num_gpus:
         return
@@ -1621,6 +1623,10 @@ def _check_world_size(launch, topo: Topology, nodelist: str | None, cluster_grap
     elif world // per > hosts:
         fix = (f"the job runs on {world // per} hosts: give its whole host list ($SLURM_JOB_NODELIST of the job)"
                if cluster_graph is None else f"give a cluster graph holding the job's {world // per} hosts")
+    elif cluster_graph is None and host_order is not None and len(host_order[1]) * per == world:
+        # a user trial: the first hosts of the nodelist were suggested, not those --hosts says the job ran on
+        fix = (f"pass the job's own {world // per} hosts, those of --hosts {host_order[0]}: --nodelist "
+               f"'{compress_hostlist(list(host_order[1]))}'")
     elif cluster_graph is None:
         n = world // per
         fix = (f"pass the job's own {n} hosts, e.g. the first {n} of the nodelist: --nodelist "

@@ -558,3 +558,41 @@ def test_no_change_list_without_a_best_plan(tmp_path):
     data = audit_json("--launch", str(script), "--model", "gpt3-175b", "--cluster", "dgx-a100-80g", "--gpus", "8")
     assert data["no_better_plan"] is not None and "does not fit" in data["no_better_plan"]
     assert data["changes"] == []
+
+
+def test_a_host_order_file_names_the_ranks_and_lines_it_gets_wrong(tmp_path) -> None:
+    """A missing node rank was shown as the first eight ranks given, and a host listed twice without its file or
+    lines (a user trial)."""
+    from placement.audit.core import read_host_order
+
+    path = tmp_path / "hosts.txt"
+    path.write_text("".join(f"{r} gpu{r}\n" for r in (0, 1, 2, 3, 4, 6, 7, 8, 9, 10, 11, 12, 13, 14, 16)))
+    with pytest.raises(InputError, match=r"node ranks must be 0 \.\. 14 \(15 lines\), each once; missing: 5; "
+                                         r"beyond: 16"):
+        read_host_order(path)
+    path.write_text("gpu1 slots=8\ngpu2 slots=8\ngpu1 slots=8\n")
+    with pytest.raises(InputError, match=r"hosts.txt:3: host gpu1 is already listed on line 1"):
+        read_host_order(path)
+    path.write_text("gpu1\ngpu1\ngpu2\ngpu2\n")  # a SLURM hostfile: one line per task
+    assert read_host_order(path) == ["gpu1", "gpu2"]
+
+
+def test_a_nodelist_longer_than_the_job_is_told_the_hosts_of_its_host_order(tmp_path) -> None:
+    """The fix named the first hosts of the nodelist, though --hosts said which the job ran on (a user trial
+    followed it into a second error)."""
+    from click.testing import CliRunner
+
+    from placement.cli import main
+
+    script = tmp_path / "run.sh"
+    script.write_text("torchrun --nnodes 2 --nproc_per_node 8 pretrain_gpt.py --tensor-model-parallel-size 8 "
+                      "--num-layers 32 --hidden-size 4096 --num-attention-heads 32 --seq-length 4096 "
+                      "--micro-batch-size 1 --global-batch-size 64 --bf16\n")
+    hosts = tmp_path / "hosts.txt"
+    hosts.write_text("0 gpu0040\n1 gpu0038\n")
+    tree = Path(__file__).parent / "data" / "slurm" / "tree-5leaf.conf"
+    result = CliRunner().invoke(main, ["audit", "--launch", str(script), "--model", "llama3-8b", "--slurm-topology",
+                                       str(tree), "--nodelist", "gpu[0038-0040]", "--node-type", "dgx-h100",
+                                       "--hosts", str(hosts)])
+    assert result.exit_code == 2
+    assert f"those of --hosts {hosts}: --nodelist 'gpu[0040,0038]'" in result.stderr

@@ -753,6 +753,7 @@ def read_host_order(path: Path) -> list[str]:
     ranked: list[tuple[int, str]] = []
     hosts: list[str] = []
     by_rank: list[tuple[int, str]] = []  # an Open MPI rankfile: `rank N=HOST slot=S`
+    line_of: dict[str, int] = {}  # each host's first line (a user trial: a duplicate was named without its lines)
     for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.split("#", 1)[0].strip()
         if not line:
@@ -762,12 +763,17 @@ def read_host_order(path: Path) -> list[str]:
         if mpi:
             by_rank.append((int(mpi.group(1)), mpi.group(2)))
         elif len(tokens) == 2 and tokens[0].isdigit():
+            _once(path, number, tokens[1], line_of, None)
             ranked.append((int(tokens[0]), tokens[1]))
         elif len(tokens) >= 2 and all(t.startswith(("slots=", "max_slots=")) for t in tokens[1:]):
+            _once(path, number, tokens[0], line_of, None)
             hosts.append(tokens[0])
         elif len(tokens) == 1:
             expanded = expand_hostlist(tokens[0], source=f"{path}:{number}")
-            hosts += [h for h in expanded if not hosts or h != hosts[-1]]
+            for h in expanded:
+                if not hosts or h != hosts[-1]:  # a SLURM hostfile's run of one host's tasks is one node
+                    _once(path, number, h, line_of, None)
+                    hosts.append(h)
         else:
             raise InputError(f"{path}:{number}: {raw.strip()!r} is not a host order line; expected HOST, "
                              f"NODE_RANK HOST or HOST slots=N")
@@ -776,7 +782,7 @@ def read_host_order(path: Path) -> list[str]:
             raise InputError(f"{path}: mixes `rank N=HOST slot=S` lines with other host lines; use one form")
         ranks = sorted(r for r, _ in by_rank)
         if ranks != list(range(len(by_rank))):
-            raise InputError(f"{path}: ranks must be 0 .. {len(by_rank) - 1}, each once; got {ranks[:8]}")
+            raise InputError(f"{path}: ranks must be 0 .. {len(by_rank) - 1}, each once; {_rank_gaps(ranks)}")
         in_order = [h for _, h in sorted(by_rank)]
         runs = [h for k, h in enumerate(in_order) if k == 0 or h != in_order[k - 1]]
         if len(runs) != len(set(runs)):
@@ -789,11 +795,31 @@ def read_host_order(path: Path) -> list[str]:
     if ranked:
         ranks = sorted(r for r, _ in ranked)
         if ranks != list(range(len(ranked))):
-            raise InputError(f"{path}: node ranks must be 0 .. {len(ranked) - 1}, each once; got {ranks[:8]}")
+            raise InputError(f"{path}: node ranks must be 0 .. {len(ranked) - 1} ({len(ranked)} lines), each once; "
+                             f"{_rank_gaps(ranks)}")
         hosts = [h for _, h in sorted(ranked)]
     if not hosts:
         raise InputError(f"{path}: no hosts in the file; give one host per line, node rank 0 first")
     return hosts
+
+
+def _once(path: Path, number: int, host: str, line_of: dict[str, int], previous: str | None) -> None:
+    """A host of a host order file seen again (not as the next line of its own run) is an error naming both lines."""
+    if host in line_of and host != previous:
+        raise InputError(f"{path}:{number}: host {host} is already listed on line {line_of[host]}; give each host "
+                         f"once, in node-rank order")
+    line_of.setdefault(host, number)
+
+
+def _rank_gaps(ranks: list[int]) -> str:
+    """What is wrong with a file's ranks, sorted: the ones missing, beyond the count, and given twice."""
+    n, given = len(ranks), set(ranks)
+    missing = [r for r in range(n) if r not in given]
+    beyond = sorted(r for r in given if r >= n)
+    twice = sorted({r for k, r in enumerate(ranks) if k and ranks[k - 1] == r})
+    parts = [f"{label} {', '.join(map(str, xs[:8]))}{', ...' if len(xs) > 8 else ''}"
+             for label, xs in (("missing:", missing), ("beyond:", beyond), ("twice:", twice)) if xs]
+    return "; ".join(parts)
 
 
 def framework_rank_of(layout: Layout, order: str) -> np.ndarray:
