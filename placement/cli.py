@@ -1690,11 +1690,16 @@ def fabric_priced(topo: Topology, ctx: click.Context) -> str:
             click.core.ParameterSource.DEFAULT, None)
 
     # (a real allocation's blocks are its switches, of their own sizes: block_gpus 0)
+    levels = topo.describe()
+    # a level's ratio is the product of the uplinks' below it: above the first oversubscribed one it is said "in
+    # all" (a user trial read a core's 4:1 as the core's own where only the leaves' uplinks were 4:1)
     tiers = "; ".join(f"{d['name']}: " + (f"blocks of {d['block_gpus']:,} GPUs, " if d["block_gpus"] else "")
                       + (_rings(d["ring_bandwidth_bytes_per_s"], topo.node_topo_source) if "ring_bandwidth_bytes_per_s"
                          in d else f"{d['bandwidth_bytes_per_s'] / 1e9:.1f} GB/s per GPU")
-                      + (f", {d['oversubscription']:g}:1 oversubscribed" if d["oversubscription"] > 1 else "")
-                      for d in topo.describe())
+                      + (f", {d['oversubscription']:g}:1 oversubscribed"
+                         + (" in all (the uplinks below it)" if k and levels[k - 1]["oversubscription"] > 1 else "")
+                         if d["oversubscription"] > 1 else "")
+                      for k, d in enumerate(levels))
     origin = [f"--slurm-topology {ctx.params['slurm_topology']}" if given("slurm_topology") else
               f"--cluster-graph {ctx.params['cluster_graph']}" if given("cluster_graph") else
               f"cluster {topo.cluster.name}'s catalog file",

@@ -32,3 +32,15 @@ def test_plan_names_the_fabric_and_says_nothing_of_sharing_where_nothing_is_over
     fabric = json.loads(result.stdout)["fabric"]
     assert f"--slurm-topology {TREE}" in fabric and "oversubscribed" not in fabric
     assert "\nfabric: " in CliRunner().invoke(main, ["plan", *JOB, "--top-k", "1"]).output
+
+
+def test_a_levels_ratio_above_the_first_oversubscribed_one_is_said_in_all(tmp_path: Path) -> None:
+    """The core's 4:1 read as the core's own where only the leaves' uplinks were 4:1 (a user trial)."""
+    conf = tmp_path / "topology.conf"
+    conf.write_text("SwitchName=l1 Nodes=a[1-2]\nSwitchName=l2 Nodes=b[1-2]\nSwitchName=s1 Switches=l1\n"
+                    "SwitchName=s2 Switches=l2\nSwitchName=core Switches=s[1-2]\n")
+    out = json.loads(CliRunner().invoke(main, ["evaluate", "--model", "llama3-8b", "--slurm-topology", str(conf),
+                                               "--nodelist", "a1,b1", "--node-type", "dgx-h100",
+                                               "--oversubscription", "4", "--json"]).stdout)
+    fabric = out["fabric"]
+    assert "4:1 oversubscribed; " in fabric and "4:1 oversubscribed in all (the uplinks below it)" in fabric
