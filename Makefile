@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: plan test verify bench validate readme calibrate-bench report-screenshots sweep-bench clean
+.PHONY: plan test verify bench alloc-bench validate readme calibrate-bench report-screenshots sweep-bench clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -57,6 +57,10 @@ sweep-bench: $(BIN)/.installed
 
 bench: $(BIN)/.installed
 	$(BIN)/python benchmarks/bench_plan.py
+
+# plan --top-k 5 --json on a 256-node SLURM allocation and at 131,072 GPUs -> benchmarks/README.md
+alloc-bench: $(BIN)/.installed
+	$(BIN)/python benchmarks/bench_alloc_plan.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis
