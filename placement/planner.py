@@ -120,7 +120,13 @@ def plan_job(model: ModelSpec, train: TrainingSpec, topo: Topology, search_cfg: 
 
 def _no_order_is_faster(w, train: TrainingSpec, topo: Topology, result: SearchResult, i: int) -> bool:
     """Candidate i's step in allocation order equals its step on the flattened fabric, a lower bound over host
-    orders (Topology.flattened): mapping it cannot help."""
+    orders (Topology.flattened): mapping it cannot help.  Never where the scale-up domain holds several hosts
+    (GB200 NVL72): the host order decides which trays share NVLink, and the expert all-to-all's efficiencies inside
+    and beyond the domain differ, so no flattened machine bounds every order (a user trial: trays listed alternately
+    across two racks were skipped, and priced 8.9 % above the same hosts sorted; a review: flattening the rack level
+    too priced a DeepEP layout below orders that run faster)."""
+    if topo.scale_up_spans_hosts:
+        return False
     flat = topo.flattened()
     if flat is topo:
         return True

@@ -245,23 +245,26 @@ class Topology:
         return other
 
     def flattened(self) -> Topology:
-        """The same hosts with every level above the host as fast as its fastest one (bandwidth, latency,
-        oversubscription): no host order can price below this machine, and every host order prices the same on
-        it (host blocks stay whole), so its step bounds the mapped step from below.  Where the scale-up domain
-        holds one host that is every level above it; where it holds several (a GB200 NVL72 rack of 18 trays),
-        the host order decides which trays share NVLink, so the scale-up level is flattened too (a user trial:
-        trays listed alternately across two racks were never mapped, and their plan was 8.9 % slower than the
-        same hosts sorted)."""
-        first = 0 if self.levels[0].block_gpus > self.gpus_per_host else 1
-        if len(self.levels) - first <= 1:
+        """The same hosts with every level above the scale-up domain as fast as its fastest one (bandwidth,
+        latency, oversubscription): no host order can price below this machine, and every host order prices
+        the same on it (node blocks stay whole), so its step bounds the mapped step from below.  Only where the
+        scale-up domain is one host (`scale_up_spans_hosts`: otherwise the host order decides which hosts share
+        it, and no flattened machine bounds that)."""
+        if len(self.levels) <= 2:
             return self
-        up = self.levels[first:]
+        up = self.levels[1:]
         best = dict(bandwidth_bytes_per_s=max(lv.bandwidth_bytes_per_s for lv in up),
                     latency_s=min(lv.latency_s for lv in up), oversubscription=min(lv.oversubscription for lv in up))
         other = copy.copy(self)
-        other.levels = (*self.levels[:first], *(dataclasses.replace(lv, **best) for lv in up))
+        other.levels = (self.levels[0], *(dataclasses.replace(lv, **best) for lv in up))
         other._span_cache = {}
         return other
+
+    @property
+    def scale_up_spans_hosts(self) -> bool:
+        """The scale-up domain holds several hosts (a GB200 NVL72 rack of 18 trays): the host order decides which
+        of them share it."""
+        return self.levels[0].block_gpus > self.gpus_per_host
 
     def with_node_topo(self, node: NodeTopo) -> Topology:
         """The same machine with each node's GPU-to-GPU links from `nvidia-smi topo -m`: groups inside a
