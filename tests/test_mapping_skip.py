@@ -131,3 +131,20 @@ def test_megatron_order_sorts_host_names_as_slurm_does(tmp_path):
                            None, 4.0)
     base = baseline_mappings(topo)
     assert np.array_equal(base["megatron_order"], base["allocation_order"])
+
+
+def test_an_uneven_split_over_racks_prices_the_all_to_all_by_its_smallest_piece():
+    """Groups of 32 consecutive ranks on NVL72 racks of 72 GPUs: some sit as 8 + 24, whose 8-GPU piece sends 24/32 of
+    its bytes out of the rack; the all-to-all priced 16/32, the largest piece's (a review)."""
+    from placement.cost.collectives import Groups, LevelArrays
+
+    _, _, topo = build_job("llama3-8b", None, None, None, 4096, 512, "bf16", BLOCKS, "nvl[001-072]",
+                           ("gb200-nvl72",), None, None)
+    span = topo.span(1, 32)
+    assert span.members_within[0] == 16 and span.members_least[0] == 8
+    levels = LevelArrays(topo)
+    groups = Groups(levels, np.array([1]), np.array([32]))
+    nbytes = np.array([1e9])
+    network = levels.bandwidth(groups.within)[0, 1] * levels.oversub[1]
+    latency = float(groups.all_to_all(np.zeros(1))[0])
+    assert float(groups.all_to_all(nbytes)[0]) - latency == pytest.approx(1e9 * (24 / 32) / network, rel=1e-9)

@@ -167,9 +167,11 @@ class Groups:
         NVLink; `inside_domain` scales the bytes inside it (DeepEP: once per target GPU, not per expert)."""
         lv, within = self.levels, self.within
         size = within[:, -1:]
-        prev = np.concatenate([np.ones((within.shape[0], 1)), within[:, :-2]], axis=1)
+        # out of its level-(j-1) block: a member of the group's smallest piece there sends the most (8 + 24 GPUs
+        # over two racks: 24/32 of its bytes leave from the 8-GPU piece, 8/32 from the other; a review)
+        prev = np.concatenate([np.ones((within.shape[0], 1)), self.least[:, :-2]], axis=1)
         leaving = np.concatenate([(within[:, :1] - 1.0) / size,  # to the rest of its scale-up domain
-                                  1.0 - prev[:, 1:] / size], axis=1)  # out of its level-(j-1) block
+                                  1.0 - prev[:, 1:] / size], axis=1)
         # a level is bound by the worst member's own bytes or, when oversubscribed, by the bytes all
         # members of the most loaded block push through its uplinks: max(leave, ratio * load) / bw
         raw = lv.bandwidth(within) * lv.oversub
