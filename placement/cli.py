@@ -213,8 +213,8 @@ def _calibration_line() -> str | None:
 
     line += "".join(f"\nwarning (from the profile): {w}" for w in constant_warnings(profile))
     line += "".join(f"\nwarning (from the profile): {k} is {v:.4g} in the file but not identified by the fit, so it "
-                    f"is priced at its default {profile.constants[k].default:.4g}; to price {v:.4g}, set its "
-                    f"`identified: true`" for k, v in sorted(profile.ignored().items()))
+                    f"is priced at its default {default.get(k, profile.constants[k].default):.4g}; to price {v:.4g}, "
+                    f"set its `identified: true`" for k, v in sorted(profile.ignored().items()))
     ctx = click.get_current_context(silent=True)
     if ctx is not None and "uncalibrated_step_time_s" in ctx.meta and "calibrated_step_time_s" in ctx.meta:
         line += (f"\nstep {ctx.meta['calibrated_step_time_s']:.3f} s with the profile, "
@@ -510,6 +510,11 @@ def build_topology(cluster_ref, gpus, nodes, slurm_topology, nodelist, node_type
     if segment is not None and cluster_graph is not None:
         raise InputError(f"--segment {segment} goes with a block-plugin --slurm-topology or a catalog --cluster; a "
                          f"cluster graph lists each host's switches itself: drop --segment")
+    if oversubscription is not None and cluster_graph is not None:
+        # a review: it was accepted, not applied, and then named as the source of the graph's own ratios
+        raise InputError(f"--oversubscription {oversubscription:g} goes with --slurm-topology or a catalog "
+                         f"--cluster; a cluster graph's link bandwidths give each switch's down:up ratio: drop the "
+                         f"flag, or set the links in the graph")
     from pathlib import Path
 
     from placement.fabric import real_topology
@@ -1010,11 +1015,14 @@ def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, pr
     written = plan_index if out_dir is not None else None
     _job_defaults_note()  # on stderr under --json too (a user trial found it only in the text output)
     if as_json:
-        click.echo(json.dumps(plan_json(planned) | {"calibration": calibration_json(), "files_run": files_run,
-                                                    "fabric": fabric_priced(topo, click.get_current_context()),
-                                                    "files_over_capacity": _over_capacity(files_run),
-                                                    "files_not_starting": _not_starting(files_run),
-                                                    "files_plan_index": written, "job_defaults": _job_defaults_json()}))
+        fabric = fabric_priced(topo, click.get_current_context())
+        planned_json = plan_json(planned)
+        for p in planned_json["plans"]:  # each PLAN carries it as evaluate's does (a review: null beside the top's)
+            p["fabric"] = fabric
+        click.echo(json.dumps(planned_json | {"calibration": calibration_json(), "files_run": files_run,
+                                              "fabric": fabric, "files_over_capacity": _over_capacity(files_run),
+                                              "files_not_starting": _not_starting(files_run),
+                                              "files_plan_index": written, "job_defaults": _job_defaults_json()}))
     else:
         click.echo(plan_table(planned, exhaustive=exhaustive))
         click.echo(f"\nfabric: {fabric_priced(topo, click.get_current_context())}")
@@ -1084,7 +1092,7 @@ def evaluate(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch
              **recipe_args):
     """Estimate one given layout (dp is derived from the GPU count) under the recipe given (pinned: nothing
     is searched); exit 1 if it does not fit."""
-    from placement.evaluate import evaluate_layout, launch_order, with_crossings
+    from placement.evaluate import evaluate_priced, launch_order, with_crossings
     from placement.report import crossings_section, single_plan_table
 
     recipe, sources = build_recipe(*_recipe_flag_values(recipe_args))
@@ -1121,11 +1129,11 @@ def evaluate(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch
         able.check(LayoutBatch.from_layouts([layout], recipe), model.num_layers, model.kv_heads, train.seq_len)
         able.check_precision_layout(LayoutBatch.from_layouts([layout], recipe), train.precision.value,
                                     train.global_batch)
-    result = evaluate_layout(model, train, topo, layout, recipe, sources, model_sources)
+    result, est = evaluate_priced(model, train, topo, layout, recipe, sources, model_sources)
     # allocation order; with measured intra-node links each TP group on the GPUs the price assumed, which the
     # files realize with CUDA_VISIBLE_DEVICES (as `plan` writes them)
     result, gpu_of_rank = launch_order(result, model, topo, layout)
-    result = with_crossings(result, model, train, topo, layout, recipe, gpu_of_rank)
+    result = with_crossings(result, est, topo, layout, gpu_of_rank)
     fabric = fabric_priced(topo, click.get_current_context())
     if out_dir is not None:
         from pathlib import Path
@@ -1703,6 +1711,7 @@ def fabric_priced(topo: Topology, ctx: click.Context) -> str:
     origin = [f"--slurm-topology {ctx.params['slurm_topology']}" if given("slurm_topology") else
               f"--cluster-graph {ctx.params['cluster_graph']}" if given("cluster_graph") else
               f"cluster {topo.cluster.name}'s catalog file",
+              "each switch's ratio from the graph's link bandwidths (down:up)" if given("cluster_graph") else
               f"--oversubscription {ctx.params['oversubscription']:g}" if given("oversubscription") else
               f"oversubscription from cluster {topo.cluster.name}'s file (--oversubscription changes it)"]
     if any(d["oversubscription"] > 1 for d in topo.describe()):

@@ -7,7 +7,7 @@ import numpy as np
 from placement.cost import rules
 from placement.cost.batch import LayoutBatch
 from placement.cost.pipeline import parse_layout
-from placement.cost.step import estimate
+from placement.cost.step import Estimates, estimate
 from placement.errors import InputError
 from placement.plan import Plan, make_plan
 from placement.specs import Layout, ModelSpec, TrainingSpec
@@ -45,24 +45,29 @@ def evaluate_layout(model: ModelSpec, train: TrainingSpec, topo: Topology, layou
                     recipe: Recipe | None = None, recipe_sources: dict[str, str] | None = None,
                     model_sources: dict[str, str] | None = None) -> Plan:
     """The layout priced under `recipe`, pinned (its recompute modules are the layout's selective ones)."""
+    return evaluate_priced(model, train, topo, layout, recipe, recipe_sources, model_sources)[0]
+
+
+def evaluate_priced(model: ModelSpec, train: TrainingSpec, topo: Topology, layout: Layout,
+                    recipe: Recipe | None = None, recipe_sources: dict[str, str] | None = None,
+                    model_sources: dict[str, str] | None = None) -> tuple[Plan, Estimates]:
+    """`evaluate_layout`, with the estimate it was made from (one row)."""
     if layout.num_gpus != topo.num_gpus:
         raise InputError(f"layout uses {layout.num_gpus} GPUs but the cluster has {topo.num_gpus}")
     recipe = recipe or Recipe()
     check_layout(model, train, layout, recipe)
     batch = LayoutBatch.from_layouts([layout], recipe)
     est = estimate(workload(model), train, topo, batch, recipe)
-    return make_plan(batch, est, 0, model, train, topo, recipe_sources, model_sources)
+    return make_plan(batch, est, 0, model, train, topo, recipe_sources, model_sources), est
 
 
-def with_crossings(result: Plan, model: ModelSpec, train: TrainingSpec, topo: Topology, layout: Layout,
-                   recipe: Recipe | None, gpu_of_rank: np.ndarray) -> Plan:
+def with_crossings(result: Plan, est: Estimates, topo: Topology, layout: Layout, gpu_of_rank: np.ndarray) -> Plan:
     """The plan with how many groups of each kind stay within each level as launched (`gpu_of_rank`), as `plan`
-    gives them (a user trial: `evaluate --json` answered "which group crosses the spine" with null)."""
+    gives them (a user trial: `evaluate --json` answered "which group crosses the spine" with null); `est`: the
+    layout's one-row estimate (evaluate_priced)."""
     from placement.mapping.groups import group_kinds
     from placement.mapping.report import crossings
 
-    batch = LayoutBatch.from_layouts([layout], recipe or Recipe())
-    est = estimate(workload(model), train, topo, batch, recipe or Recipe())
     return result.model_copy(update={"crossings": crossings(topo.with_mapping(gpu_of_rank),
                                                             group_kinds(layout, est, 0))})
 

@@ -38,7 +38,7 @@ def test_a_step_fit_says_its_prior_holds_it_near_the_default(tmp_path: Path) -> 
     out, _ = _calibrate(tmp_path, "--steps", str(log), "--cluster", "dgx-h100", "--gpus", "8")
     constants = yaml.safe_load(out.read_text())["constants"]
     fitted = [c for c in constants.values() if c["identified"]]
-    assert fitted and all("held near its default by a prior" in c["note"] for c in fitted)
+    assert fitted and all("fitted with a prior at its default" in c["note"] for c in fitted)
 
 
 def test_a_profile_edited_after_the_fit_is_said_to_be(tmp_path: Path) -> None:
@@ -62,6 +62,16 @@ def test_a_profile_edited_after_the_fit_is_said_to_be(tmp_path: Path) -> None:
     assert summary["edited_after_fit"] == {"hierarchical_serial_share": share["fitted_value"]}
     assert summary["not_applied"] == {"network_efficiency": 0.46}
 
+    # on another cluster of the same design the default it prices is that cluster's (a review: the profile's was named)
+    other = tmp_path / "my-h100.yaml"
+    other.write_text((Path(__file__).parent.parent / "hardware" / "clusters" / "dgx-h100.yaml").read_text()
+                     .replace("name: dgx-h100", "name: my-h100")
+                     .replace("nic_collective_efficiency: 0.92", "nic_collective_efficiency: 0.80"))
+    moved = CliRunner().invoke(main, ["evaluate", "--model", "llama3-8b", "--cluster", str(other), "--gpus", "16",
+                                      "--tp", "1", "--pp", "1", "--zero", "1", "--recompute", "full",
+                                      "--calibration", str(out)])
+    assert "not identified by the fit, so it is priced at its default 0.8;" in moved.output, moved.output
+
     data["constants"]["network_efficiency"]["identified"] = True  # now priced, and said to be set by hand
     out.write_text(yaml.safe_dump(data, sort_keys=False))
     assert "network_efficiency not identified, set to 0.46" in _evaluate(out).output
@@ -76,4 +86,4 @@ def test_the_notes_name_the_clusters_fabric_and_an_accelerator_without_fp8(tmp_p
     times = np.array([20e-6 + s * 2 * (n - 1) / n / 300e9 for s in sizes])
     path = _write_nccl_text(tmp_path / "mi300x.txt", "all_reduce", 2, 8, "AMD Instinct MI300X", times, sizes)
     _, text = _calibrate(tmp_path, "--nccl", str(path), "--cluster", "mi300x", "--gpus", "16")
-    assert "no one-node run: xgmi's constants" in text and "NVLink" not in text
+    assert "no one-node run: xGMI's constants" in text and "NVLink" not in text

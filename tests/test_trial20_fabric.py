@@ -29,8 +29,10 @@ def test_evaluate_gives_the_groups_crossings_and_the_fabric() -> None:
 
 def test_plan_names_the_fabric_and_says_nothing_of_sharing_where_nothing_is_oversubscribed() -> None:
     result = CliRunner().invoke(main, ["plan", *JOB, "--oversubscription", "1", "--top-k", "1", "--json"])
-    fabric = json.loads(result.stdout)["fabric"]
+    out = json.loads(result.stdout)
+    fabric = out["fabric"]
     assert f"--slurm-topology {TREE}" in fabric and "oversubscribed" not in fabric
+    assert all(p["fabric"] == fabric for p in out["plans"])
     assert "\nfabric: " in CliRunner().invoke(main, ["plan", *JOB, "--top-k", "1"]).output
 
 
@@ -44,3 +46,18 @@ def test_a_levels_ratio_above_the_first_oversubscribed_one_is_said_in_all(tmp_pa
                                                "--oversubscription", "4", "--json"]).stdout)
     fabric = out["fabric"]
     assert "4:1 oversubscribed; " in fabric and "4:1 oversubscribed in all (the uplinks below it)" in fabric
+
+
+def test_a_cluster_graph_names_its_links_as_the_ratio_and_refuses_oversubscription(tmp_path: Path) -> None:
+    """The line named the node type's file and a --oversubscription that was accepted and not applied (a review)."""
+    from test_fabric_bounds import fabric
+
+    path = tmp_path / "fabric.json"
+    path.write_text(json.dumps(fabric(hosts=2)))
+    base = ["plan", "--model", "llama3-8b", "--cluster-graph", str(path), "--node-type", "dgx-h100", "--seq-len",
+            "4096", "--global-batch", "64", "--top-k", "1"]
+    out = json.loads(CliRunner().invoke(main, [*base, "--json"]).stdout)
+    assert "each switch's ratio from the graph's link bandwidths" in out["fabric"]
+    assert "cluster dgx-h100's file" not in out["fabric"]
+    refused = CliRunner().invoke(main, [*base, "--oversubscription", "2"])
+    assert refused.exit_code == 2 and "a cluster graph's link bandwidths give each switch's" in refused.stderr

@@ -763,16 +763,16 @@ def read_host_order(path: Path) -> list[str]:
         if mpi:
             by_rank.append((int(mpi.group(1)), mpi.group(2)))
         elif len(tokens) == 2 and tokens[0].isdigit():
-            _once(path, number, tokens[1], line_of, None)
+            _once(path, number, tokens[1], line_of)
             ranked.append((int(tokens[0]), tokens[1]))
         elif len(tokens) >= 2 and all(t.startswith(("slots=", "max_slots=")) for t in tokens[1:]):
-            _once(path, number, tokens[0], line_of, None)
+            _once(path, number, tokens[0], line_of)
             hosts.append(tokens[0])
         elif len(tokens) == 1:
             expanded = expand_hostlist(tokens[0], source=f"{path}:{number}")
             for h in expanded:
                 if not hosts or h != hosts[-1]:  # a SLURM hostfile's run of one host's tasks is one node
-                    _once(path, number, h, line_of, None)
+                    _once(path, number, h, line_of)
                     hosts.append(h)
         else:
             raise InputError(f"{path}:{number}: {raw.strip()!r} is not a host order line; expected HOST, "
@@ -803,9 +803,10 @@ def read_host_order(path: Path) -> list[str]:
     return hosts
 
 
-def _once(path: Path, number: int, host: str, line_of: dict[str, int], previous: str | None) -> None:
-    """A host of a host order file seen again (not as the next line of its own run) is an error naming both lines."""
-    if host in line_of and host != previous:
+def _once(path: Path, number: int, host: str, line_of: dict[str, int]) -> None:
+    """A host of a host order file seen again is an error naming both lines (a SLURM hostfile's run of one host's
+    task lines is one host: its caller skips the repeats)."""
+    if host in line_of:
         raise InputError(f"{path}:{number}: host {host} is already listed on line {line_of[host]}; give each host "
                          f"once, in node-rank order")
     line_of.setdefault(host, number)
