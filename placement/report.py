@@ -315,10 +315,8 @@ def _mapping_section(p: Plan) -> str:
     parts = mapping_parts(p)
     if parts is None:
         return ""
-    verdict, rows, levels, crows = parts
-    ring = ["in-node ring (--node-topo)"] if p.node_topo is not None else []
-    return "\n\n".join([verdict, text_table(["order", "step s"], rows),
-                         text_table(["groups", "count x size", *(f"within {lv}" for lv in levels), *ring], crows)])
+    verdict, rows, _, _ = parts
+    return "\n\n".join([verdict, text_table(["order", "step s"], rows), crossings_section(p)])
 
 
 def top_k_rows(planned: Planned) -> list[list[str]]:
