@@ -1014,8 +1014,8 @@ def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, pr
     _write_report(report, lambda: plan_html(planned, topo, _calibration_line()))
     written = plan_index if out_dir is not None else None
     _job_defaults_note()  # on stderr under --json too (a user trial found it only in the text output)
+    fabric = fabric_priced(topo, click.get_current_context())
     if as_json:
-        fabric = fabric_priced(topo, click.get_current_context())
         planned_json = plan_json(planned)
         for p in planned_json["plans"]:  # each PLAN carries it as evaluate's does (a review: null beside the top's)
             p["fabric"] = fabric
@@ -1025,7 +1025,7 @@ def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, pr
                                               "files_plan_index": written, "job_defaults": _job_defaults_json()}))
     else:
         click.echo(plan_table(planned, exhaustive=exhaustive))
-        click.echo(f"\nfabric: {fabric_priced(topo, click.get_current_context())}")
+        click.echo(f"\nfabric: {fabric}")
         if written is not None and written > 1:  # the lines above are plan 1's: a user trial read them as the files'
             from placement.report import single_plan_table
 
@@ -1714,7 +1714,7 @@ def fabric_priced(topo: Topology, ctx: click.Context) -> str:
               "each switch's ratio from the graph's link bandwidths (down:up)" if given("cluster_graph") else
               f"--oversubscription {ctx.params['oversubscription']:g}" if given("oversubscription") else
               f"oversubscription from cluster {topo.cluster.name}'s file (--oversubscription changes it)"]
-    if any(d["oversubscription"] > 1 for d in topo.describe()):
+    if any(d["oversubscription"] > 1 for d in levels):
         # a user trial: one node in each of two 4:1 leaves priced 2.5x one leaf, on a rule no output stated
         origin.append("an oversubscribed switch's uplinks are shared by the job's GPUs under it as if the switch's "
                       "other ports sent too (a shared cluster's busy case): a few of the job's nodes alone under a "

@@ -137,7 +137,8 @@ class Plan(_Out):
     crossings: dict[str, dict] | None = None
     """Per kind of group, how many groups reach each level of the topology at most."""
     fabric: str | None = None
-    """`evaluate`: each level priced and where it came from (`plan` gives it once, beside its plans)."""
+    """`plan` and `evaluate`: each level priced and where it came from (cli.fabric_priced); null from `audit` (its
+    sources give it) and `sweep`."""
     node_topo: dict | None = None
     """With --node-topo: {"path": the `nvidia-smi topo -m` file the in-node links are priced from, "in_node_level":
     the name of the in-node level as that matrix links its GPUs ("pcie", "nvlink bridge", or the catalog's

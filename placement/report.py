@@ -304,9 +304,10 @@ def _in_node_cell(c: dict) -> str:
 def crossings_section(p: Plan) -> str:
     """How many groups of each kind stay within each level (`evaluate`: the layout as launched, no mapper)."""
     parts = mapping_parts(p)
-    if parts is None:
-        return ""
-    _, _, levels, crows = parts
+    return "" if parts is None else _groups_table(p, parts[2], parts[3])
+
+
+def _groups_table(p: Plan, levels: list[str], crows: list[list[str]]) -> str:
     ring = ["in-node ring (--node-topo)"] if p.node_topo is not None else []
     return text_table(["groups", "count x size", *(f"within {lv}" for lv in levels), *ring], crows)
 
@@ -315,8 +316,8 @@ def _mapping_section(p: Plan) -> str:
     parts = mapping_parts(p)
     if parts is None:
         return ""
-    verdict, rows, _, _ = parts
-    return "\n\n".join([verdict, text_table(["order", "step s"], rows), crossings_section(p)])
+    verdict, rows, levels, crows = parts
+    return "\n\n".join([verdict, text_table(["order", "step s"], rows), _groups_table(p, levels, crows)])
 
 
 def top_k_rows(planned: Planned) -> list[list[str]]:

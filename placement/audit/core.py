@@ -809,7 +809,7 @@ def _once(path: Path, number: int, host: str, line_of: dict[str, int]) -> None:
     if host in line_of:
         raise InputError(f"{path}:{number}: host {host} is already listed on line {line_of[host]}; give each host "
                          f"once, in node-rank order")
-    line_of.setdefault(host, number)
+    line_of[host] = number
 
 
 def _rank_gaps(ranks: list[int]) -> str:
