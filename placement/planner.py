@@ -11,7 +11,7 @@ import numpy as np
 from placement.cost.step import RecipeChoices, estimate
 from placement.mapping.config import SolverConfig
 from placement.mapping.groups import group_kinds
-from placement.mapping.mapper import TIE_REL, baseline_mappings, map_layout
+from placement.mapping.mapper import TIE_REL, baseline_mappings, block_order, map_layout
 from placement.mapping.report import compact_mapping, crossings, rank_table
 from placement.plan import Plan, make_plan, plan_recipe
 from placement.search import SearchConfig, SearchResult, search
@@ -47,7 +47,11 @@ def plan_job(model: ModelSpec, train: TrainingSpec, topo: Topology, search_cfg: 
     recipe field -> where its value came from (the plans' `recipe_sources`).  `progress(1)` after each plan
     mapped; `search_progress(priced, total)` while a whole space is priced in chunks (search.search);
     `model_sources`: model field -> why `model` differs from the one the user gave (plan.make_plan)."""
-    result = search(model, train, topo, search_cfg, search_progress)
+    # on an allocation the search ranks the candidates with the hosts in block order, an order the mapper always
+    # prices: ranked in the order the hosts came in, a host list far from any good order (trays listed alternately
+    # across NVL72 racks) kept a candidate that only a reordering makes best out of a small --top-k (a user trial)
+    searched_on = topo.with_mapping(block_order(topo)) if mapping is not None else topo
+    result = search(model, train, searched_on, search_cfg, search_progress)
     w = workload(model)
     rows = []
     solve = ({int(i) for i in result.ranked if not _no_order_is_faster(w, train, topo, result, int(i))}

@@ -262,7 +262,7 @@ def mapping_parts(p: Plan) -> tuple[str, list[list[str]], list[str], list[list[s
         # the mapper compares the orders it builds (CP-SAT on its traffic proxy, Megatron's order), not every order
         verdict = (f"hosts keep the allocation order ({alloc:.3f} s/step): none of the orders the mapper built "
                    f"(CP-SAT on its proxy, the baselines below) prices faster; an order it did not build may")
-    elif chosen in ("cpsat", "megatron_order", "pipeline_order") and alloc is not None:
+    elif chosen in ("cpsat", "megatron_order", "block_order", "pipeline_order") and alloc is not None:
         verdict = (f"hosts reordered ({chosen.replace('_', ' ')}): {alloc - p.step_time_s:.3f} s/step faster than "
                    f"the allocation order's {alloc:.3f} s")
     else:

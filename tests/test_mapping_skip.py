@@ -91,11 +91,14 @@ def test_a_scale_up_domain_of_several_hosts_is_never_skipped(dispatcher):
     assert not any(_no_order_is_faster(w, train, topo, result, int(i)) for i in result.ranked)
 
 
-def test_trays_listed_alternately_across_racks_are_mapped_as_sorted_ones_are():
+@pytest.mark.parametrize("top_k", ["1", "3"])
+def test_trays_listed_alternately_across_racks_are_mapped_as_sorted_ones_are(top_k):
     """The trial's plan kept the alternate order (ep128, 3.184 s) beside its own Megatron-order baseline of the
-    ep64 candidate, 2.924 s: the candidates the search ranks are now mapped, and the best is the sorted hosts'."""
+    ep64 candidate, 2.924 s: the candidates the search ranks are now mapped, and the best is the sorted hosts'.
+    With --top-k 1 too: the search ranked the candidates in the alternate order, so ep64, which only a reordering
+    makes best, was never mapped (a user trial); it now ranks them with the hosts in block order."""
     base = ["--reproducible", "plan", "--model", "qwen3-235b-a22b", "--seq-len", "4096", "--global-batch", "512",
-            "--top-k", "3", "--slurm-topology", BLOCKS, "--node-type", "gb200-nvl72", "--json", "--nodelist"]
+            "--top-k", top_k, "--slurm-topology", BLOCKS, "--node-type", "gb200-nvl72", "--json", "--nodelist"]
     alternate = json.loads(CliRunner().invoke(main, [*base, ALTERNATE]).stdout)["plans"][0]
     ordered = json.loads(CliRunner().invoke(main, [*base, "nvl[001-016],nvl[019-034]"]).stdout)["plans"][0]
     assert alternate["mapping_solver"]["status"] != "SKIPPED"

@@ -56,7 +56,20 @@ def host_order_mapping(topo: Topology, host_order: np.ndarray) -> np.ndarray:
     return (np.asarray(host_order)[ranks // gph] * gph + ranks % gph).astype(np.int64)
 
 
-PREFERENCE = ("allocation_order", "megatron_order", "cpsat", "pipeline_order")
+def hosts_by_block(topo: Topology) -> np.ndarray:
+    """The hosts sorted by their blocks: the top tier first, then each tier below down to the scale-up domain, so
+    that every block's hosts are consecutive; hosts of the same blocks keep the allocation order (a stable sort)."""
+    blocks = topo.block_of[:, ::topo.gpus_per_host]  # each host's block at every level (its first GPU's)
+    return np.lexsort(tuple(blocks[j] for j in range(blocks.shape[0])))  # the last key (top tier) sorts first
+
+
+def block_order(topo: Topology) -> np.ndarray:
+    """gpu_of_rank with the hosts in block order (`hosts_by_block`): the order a scheduler gives a contiguous
+    allocation in, whatever order the host list came in."""
+    return host_order_mapping(topo, hosts_by_block(topo))
+
+
+PREFERENCE = ("allocation_order", "megatron_order", "block_order", "cpsat", "pipeline_order")
 """Which mapping is kept among those that price the same: the one that moves fewest hosts."""
 TIE_REL = 1e-9
 """Step times this close (relative) price the same: the ranking's rounding, as the search's TIE_S."""
@@ -83,8 +96,7 @@ def pipeline_order(topo: Topology, layout: Layout) -> np.ndarray | None:
     if layout.pp < 2 or per_stage % gph or num_hosts * gph != layout.num_gpus:
         return None
     nodes = per_stage // gph
-    blocks = topo.block_of[:, ::gph]  # each host's block at every level (its first GPU's)
-    by_block = np.lexsort(tuple(blocks[j] for j in range(blocks.shape[0])))  # the last key (top tier) sorts first
+    by_block = hosts_by_block(topo)
     n = np.arange(num_hosts)  # rank-space node blocks: stage n // nodes, its (n % nodes)-th node
     return host_order_mapping(topo, by_block[(n % nodes) * layout.pp + n // nodes])
 
@@ -103,7 +115,7 @@ def map_layout(w: Workload, train: TrainingSpec, topo: Topology, layout: Layout,
     from placement.mapping.cpsat import solve_mapping  # OR-Tools loads only when a mapping is solved
 
     solution = solve_mapping(topo, group_kinds(layout, est, i), cfg or SolverConfig())
-    options = {"cpsat": solution.gpu_of_rank, **baseline_mappings(topo)}
+    options = {"cpsat": solution.gpu_of_rank, **baseline_mappings(topo), "block_order": block_order(topo)}
     aligned = pipeline_order(topo, layout)
     if aligned is not None:
         options["pipeline_order"] = aligned
