@@ -1172,12 +1172,32 @@ def evaluate(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch
                    if out_dir else "")
         click.echo(f"placement: infeasible (memory): this layout needs {result.peak_memory_bytes / GiB:.1f} GiB per "
                    f"GPU (weights {m.weights_bytes / GiB:.1f}, gradients {m.grads_bytes / GiB:.1f}, optimizer "
-                   f"{m.optimizer_bytes / GiB:.1f}, activations {m.activations_bytes / GiB:.1f}, buffers "
-                   f"{m.other_bytes / GiB:.1f}), capacity {result.memory_capacity_bytes / GiB:.1f} GiB{written}; "
-                   f"try a heavier --recompute or --zero, more --tp/--pp, a smaller --mbs, or `placement plan` with "
-                   f"the same job for the layouts that fit", err=True)
+                   f"{m.optimizer_bytes / GiB:.1f}, activations {m.activations_bytes / GiB:.1f}, logits, reserve and "
+                   f"buffers {m.other_bytes / GiB:.1f}), capacity {result.memory_capacity_bytes / GiB:.1f} "
+                   f"GiB{written}; try {infeasible_fixes(result)}", err=True)
         sys.exit(EXIT_INFEASIBLE)
     _fail_files(files_run, framework, "evaluate")
+
+
+def infeasible_fixes(p) -> str:
+    """The fixes `evaluate` still has for a layout over capacity, each only where it is left (a user trial: a layout at
+    full recompute, ZeRO-3, micro-batch 1 and dp 1 was told to try a heavier --recompute or --zero and a smaller
+    --mbs), with what the state and the activations weigh."""
+    from placement.cost.constants import GiB
+
+    lay, m = p.layout, p.memory
+    state = m.weights_bytes + m.grads_bytes + m.optimizer_bytes
+    fixes = []
+    if lay.recompute != "full" and m.activations_bytes > 0.0:
+        fixes.append(f"a heavier --recompute (activations {m.activations_bytes / GiB:.1f} GiB)")
+    if lay.micro_batch_size > 1:
+        fixes.append(f"a smaller --mbs (now {lay.micro_batch_size})")
+    shard = lay.dp_shard or lay.dp * lay.cp
+    if lay.zero_stage < 3 and shard > 1:
+        fixes.append(f"a higher --zero (now {lay.zero_stage}; weights, gradients and optimizer state {state / GiB:.1f} "
+                     f"GiB, shardable over {shard} ranks)")
+    fixes.append(f"more --tp/--pp (now tp {lay.tp}, pp {lay.pp}) or more GPUs")
+    return ", ".join(fixes) + ", or `placement plan` with the same job for the layouts that fit"
 
 
 @main.group()

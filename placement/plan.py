@@ -7,8 +7,9 @@ from pydantic import BaseModel, ConfigDict
 from placement import __version__
 from placement.calibration.published import job_key, published_best
 from placement.cost.batch import LayoutBatch
-from placement.cost.constants import GiB
+from placement.cost.constants import MEMORY_RESERVE_BYTES, GiB
 from placement.cost.context import fp8_recipe
+from placement.cost.memory import gradient_dtype
 from placement.cost.pipeline import rank_layer_counts
 from placement.cost.step import Estimates
 from placement.specs import Layout, ModelSpec, TrainingSpec
@@ -101,7 +102,18 @@ class MemoryOut(_Out):
     optimizer_bytes: float
     activations_bytes: float
     other_bytes: float
-    """Reserve (CUDA context, NCCL and cuBLAS buffers), logits, ZeRO-3 gather buffers."""
+    """Reserve (CUDA context, NCCL and cuBLAS buffers), logits, ZeRO-3 gather buffers: logits_bytes + reserve_bytes +
+    buffers_bytes."""
+    logits_bytes: float | None = None
+    """Of other_bytes, the logits the loss holds (cost.constants.LOGITS_BYTES_PER_ELEMENT a logit, 2 where the loss
+    is fused; one chunk's under recipe loss_chunks)."""
+    reserve_bytes: float | None = None
+    """Of other_bytes, the fixed reserve for the CUDA context, cuBLAS and NCCL workspaces (MEMORY_RESERVE_BYTES)."""
+    buffers_bytes: float | None = None
+    """Of other_bytes, the rest: ZeRO-3/FSDP prefetch of two layers, CUDA-graph pools, TP-overlap userbuffers and
+    pipeline masks."""
+    gradient_dtype: str | None = None
+    """The width the gradients are held in, as grads_bytes prices them (cost.memory.gradient_dtype)."""
 
 
 class Plan(_Out):
@@ -215,6 +227,16 @@ def plan_recipe(batch: LayoutBatch, est: Estimates, i: int) -> Recipe:
     return est.recipe_of(i).model_copy(update={"recompute_modules": batch.modules(i)})
 
 
+def _other_parts(est: Estimates, i: int, recipe: Recipe, zero: int, pp: int) -> dict:
+    """other_bytes split into the logits, the fixed reserve and the buffers, and the gradients' width."""
+    other = float(est.other_bytes[i])
+    logits = float(est.logits_bytes[i]) if est.logits_bytes is not None else 0.0
+    reserve = float(MEMORY_RESERVE_BYTES)
+    return {"logits_bytes": _r(logits, 8), "reserve_bytes": _r(reserve, 8),
+            "buffers_bytes": _r(max(other - logits - reserve, 0.0), 8),
+            "gradient_dtype": gradient_dtype(recipe, zero, pp)}
+
+
 def make_plan(batch: LayoutBatch, est: Estimates, i: int, model: ModelSpec, train: TrainingSpec,
               topo: Topology, recipe_sources: dict[str, str] | None = None,
               model_sources: dict[str, str] | None = None) -> Plan:
@@ -267,7 +289,7 @@ def make_plan(batch: LayoutBatch, est: Estimates, i: int, model: ModelSpec, trai
         memory=MemoryOut(
             weights_bytes=_r(est.weights_bytes[i], 8), grads_bytes=_r(est.grads_bytes[i], 8),
             optimizer_bytes=_r(est.optimizer_bytes[i], 8), activations_bytes=_r(est.activations_bytes[i], 8),
-            other_bytes=_r(est.other_bytes[i], 8),
+            other_bytes=_r(est.other_bytes[i], 8), **_other_parts(est, i, recipe, lay.zero_stage, lay.pp),
         ),
         model=model.name, cluster=topo.cluster.name, accelerator=topo.accelerator.name,
         seq_len=train.seq_len, global_batch=train.global_batch, precision=train.precision.value,

@@ -6,7 +6,7 @@ import dataclasses
 
 from placement.calibration.published import published_line
 from placement.calibration.validate import MOE_GROUP, TARGET_GROUPS, RunResult
-from placement.cost.constants import GiB
+from placement.cost.constants import ALLOCATOR_FRAGMENTATION, GiB
 from placement.plan import Plan
 from placement.planner import Planned
 from placement.specs import ModelSpec
@@ -95,20 +95,42 @@ def optimizer_label(p: Plan) -> str:
 
 
 def memory_rows(p: Plan) -> list[list[str]]:
-    """The memory table's rows (GiB per GPU, as printed)."""
+    """The memory table's rows (GiB per GPU, as printed): the lump of logits, reserve and buffers split (a user trial
+    could not tell 23.5 GiB of logits from the buffers), the gradients' width named, and what the capacity assumes."""
     m = p.memory
+    grads = f"gradients ({m.gradient_dtype})" if m.gradient_dtype else "gradients"
+    if m.logits_bytes is None:
+        other = [["buffers, logits, reserve", f"{m.other_bytes / GiB:.1f}"]]
+    else:
+        other = [["logits held for the loss", f"{m.logits_bytes / GiB:.1f}"],
+                 [f"reserve (CUDA context, cuBLAS/NCCL workspaces: {m.reserve_bytes / GiB:.0f} GiB fixed)",
+                  f"{m.reserve_bytes / GiB:.1f}"],
+                 ["buffers (FSDP prefetch, CUDA graphs, TP overlap, masks)", f"{m.buffers_bytes / GiB:.1f}"]]
     return [
-        ["weights", f"{m.weights_bytes / GiB:.1f}"], ["gradients", f"{m.grads_bytes / GiB:.1f}"],
+        ["weights", f"{m.weights_bytes / GiB:.1f}"], [grads, f"{m.grads_bytes / GiB:.1f}"],
         [optimizer_label(p), f"{m.optimizer_bytes / GiB:.1f}"], ["activations", f"{m.activations_bytes / GiB:.1f}"],
-        ["buffers, logits, reserve", f"{m.other_bytes / GiB:.1f}"],
+        *other,
         *([["kept free (--memory-headroom-gib)", f"{p.memory_headroom_bytes / GiB:.1f}"]]
           if p.memory_headroom_bytes else []),
         ["peak / capacity", f"{p.peak_memory_bytes / GiB:.1f} / {p.memory_capacity_bytes / GiB:.1f}"],
     ]
 
 
+def capacity_note(p: Plan) -> str:
+    """What the capacity assumes: the HBM less the allocator's fragmentation allowance, which holds only with PyTorch's
+    expandable segments (a user trial: a Megatron-Bridge layout published as an OOM from fragmentation without them
+    was priced as fitting, and nothing said what the capacity assumed)."""
+    hbm = (p.memory_capacity_bytes + p.memory_headroom_bytes) / (1.0 - ALLOCATOR_FRAGMENTATION)
+    kept = f", less {p.memory_headroom_bytes / GiB:.1f} GiB kept free" if p.memory_headroom_bytes else ""
+    return (f"capacity: {hbm / GiB:.1f} GiB of HBM less {ALLOCATOR_FRAGMENTATION:.0%} for the caching allocator's "
+            f"fragmentation{kept}; the {ALLOCATOR_FRAGMENTATION:.0%} assumes "
+            f"PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, which launch.sbatch sets (without it fragmentation can "
+            f"take several GiB more)")
+
+
 def _breakdown(p: Plan) -> str:
-    return text_table(BREAKDOWN_HEADER, breakdown_rows(p)) + "\n\n" + text_table(MEMORY_HEADER, memory_rows(p))
+    return (text_table(BREAKDOWN_HEADER, breakdown_rows(p)) + "\n\n" + text_table(MEMORY_HEADER, memory_rows(p))
+            + "\n" + capacity_note(p))
 
 
 def headline(p: Plan) -> str:

@@ -163,6 +163,18 @@ def in_flight(x: Ctx, rank: np.ndarray) -> np.ndarray:
     return np.where(x.b.vpp > 1, np.minimum(interleaved, x.m), plain)
 
 
+def gradient_dtype(recipe, zero: int, pp: int) -> str:
+    """The width memory_term holds a candidate's gradients in, in words (its grad_b)."""
+    fp32 = bool(recipe.grad_reduce_fp32)
+    if recipe.pipeline_unsharded_grads and pp > 1 and zero >= 2:
+        return ("fp32" if fp32 else "bf16") + ", unsharded through the step"
+    if recipe.fp32_weights:
+        return "fp32" if fp32 else "bf16"
+    if recipe.grad_accumulation is GradAccumulation.FP32_COPY and zero < 3:
+        return "bf16 and an fp32 copy"
+    return "fp32" if fp32 and zero < 3 else "bf16"
+
+
 @dataclass(frozen=True)
 class MemoryTerm:
     weights_bytes: np.ndarray
@@ -170,7 +182,10 @@ class MemoryTerm:
     optimizer_bytes: np.ndarray
     activations_bytes: np.ndarray
     other_bytes: np.ndarray
+    """Logits, the reserve, and the buffers (ZeRO-3 prefetch, CUDA-graph pools, pipeline masks)."""
     peak_bytes: np.ndarray
+    logits_bytes: np.ndarray
+    """Of other_bytes, the logits the loss holds (LOGITS_BYTES_PER_ELEMENT, 2 fused)."""
 
 
 def memory_term(x: Ctx, st: StageKinds, dense_p: np.ndarray, expert_p: np.ndarray, dense_shard: np.ndarray,
@@ -290,7 +305,7 @@ def memory_term(x: Ctx, st: StageKinds, dense_p: np.ndarray, expert_p: np.ndarra
         activations = stored * flight + working * active
         weight_fix = hp * np.where(chunked & zero3, weight_b * (1.0 - 1.0 / dense_shard), 0.0)
         return (dp_ * wd + ep_ * we - weight_fix, dp_ * gd + ep_ * ge - (hp * head_fix - weight_fix),
-                dp_ * od + ep_ * oe, activations, heads * logits + fixed + mask_bytes(rank, flight))
+                dp_ * od + ep_ * oe, activations, heads * logits + fixed + mask_bytes(rank, flight), heads * logits)
 
     n_moe = st.moe + st.mtp
     heads = st.loss + st.mtp
@@ -309,7 +324,8 @@ def memory_term(x: Ctx, st: StageKinds, dense_p: np.ndarray, expert_p: np.ndarra
     def at(a):
         return np.broadcast_to(a, total.shape)[worst, cols]
 
-    weights, grads, opt, activations, other = parts(at(st.dense), at(n_moe), at(heads), at(dense_p), at(expert_p),
-                                                    at(st.rank), at(active), at(head_p))
+    weights, grads, opt, activations, other, logit = parts(at(st.dense), at(n_moe), at(heads), at(dense_p),
+                                                           at(expert_p), at(st.rank), at(active), at(head_p))
     return MemoryTerm(weights_bytes=weights, grads_bytes=grads, optimizer_bytes=opt, activations_bytes=activations,
-                      other_bytes=other, peak_bytes=weights + grads + opt + activations + other)
+                      other_bytes=other, peak_bytes=weights + grads + opt + activations + other,
+                      logits_bytes=np.broadcast_to(logit, np.shape(other)).astype(np.float64))

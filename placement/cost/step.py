@@ -116,6 +116,8 @@ class Estimates:
     """The recipe's fixed fields (the per-candidate choices above override its choice fields)."""
     pipe_policy: np.ndarray = field(default=None)
     """The pipeline split priced (LayoutBatch.pipe_policy): 1 counts the embedding and loss as a layer each."""
+    logits_bytes: np.ndarray = field(default=None)
+    """Of other_bytes, the logits the loss holds on the peak rank (cost.memory)."""
     microbatch_s: np.ndarray = field(default=None)
     """The busiest pipeline rank's time per micro-batch (under DualPipe, the mean of its two stages'): the
     pace of the steady state and of the bubble."""
@@ -254,7 +256,7 @@ def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch, r
         tokens_per_s=tokens_step / step,
         weights_bytes=base_mem.weights_bytes, grads_bytes=base_mem.grads_bytes,
         optimizer_bytes=base_mem.optimizer_bytes, activations_bytes=base_mem.activations_bytes,
-        other_bytes=base_mem.other_bytes + extra_mem, peak_memory_bytes=peak_mem,
+        other_bytes=base_mem.other_bytes + extra_mem, peak_memory_bytes=peak_mem, logits_bytes=base_mem.logits_bytes,
         memory_capacity_bytes=capacity, fits=peak_mem <= capacity, traffic_bytes=traffic,
         host_s=m * crit.host_mb, grad_accumulation_s=m * crit.accumulate_mb,
         tp_total_s=m * (nd * tp.dense_s + n_moe * tp.moe_s), ep_total_s=m * n_moe * ep_total,

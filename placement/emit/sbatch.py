@@ -13,6 +13,7 @@ name: the plan was made for other hosts.
 from __future__ import annotations
 
 from placement import __version__
+from placement.cost.constants import ALLOCATOR_FRAGMENTATION
 from placement.emit import deepspeed, megatron, torchtitan
 from placement.emit.common import EmitContext, header_runs, numa_binding
 
@@ -118,6 +119,9 @@ GPUS_PER_NODE={gph}
 MASTER_ADDR=$(awk '!/^#/ && NF {{print $2; exit}}' "$PLAN_DIR/hosts.txt")
 MASTER_PORT=${{MASTER_PORT:-{MASTER_PORT}}}
 export PLAN_DIR FRAMEWORK NNODES GPUS_PER_NODE MASTER_ADDR MASTER_PORT
+# the plan's memory prices PyTorch's expandable segments ({ALLOCATOR_FRAGMENTATION:.0%} lost to fragmentation):
+# kept unless you set your own
+export PYTORCH_CUDA_ALLOC_CONF=${{PYTORCH_CUDA_ALLOC_CONF:-expandable_segments:True}}
 '''
     launch = ('srun --ntasks-per-node=1 --kill-on-bad-exit=1 bash "$PLAN_DIR/launch.sbatch" --task\n')
     return "\n".join(head) + "\n" + batch + task + launch
