@@ -930,6 +930,7 @@ def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, pr
     model, train, topo = build_job(model_ref, cluster_ref, gpus, nodes, seq_len, global_batch, precision,
                                    slurm_topology, nodelist, node_type, cluster_graph, oversubscription, node_topo,
                                    segment, memory_headroom_gib)
+    recipe, sources = _model_recipe(model, recipe, sources)
     recipe, sources = _framework_recipe(framework, recipe, sources, train.precision, model, topo)
     given_model = model  # the files' own model code (DeepSpeed, a device mesh) runs it as given
     model, model_sources = model_as_run(framework, model, f"--framework {framework}")
@@ -1102,6 +1103,7 @@ def evaluate(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch
     model, train, topo = build_job(model_ref, cluster_ref, gpus, nodes, seq_len, global_batch, precision,
                                    slurm_topology, nodelist, node_type, cluster_graph, oversubscription, node_topo,
                                    segment, memory_headroom_gib)
+    recipe, sources = _model_recipe(model, recipe, sources)
     recipe, sources = _framework_recipe(framework, recipe, sources, train.precision, model, topo)
     recipe, sources = _framework_selective(framework, recompute, recipe, sources)
     given_model = model  # the files' own model code (DeepSpeed, a device mesh) runs it as given
@@ -1553,6 +1555,16 @@ def audit(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, p
     threshold = SEVERITIES.index(fail_on)
     if any(SEVERITIES.index(f.severity) >= threshold for f in result.findings):
         sys.exit(EXIT_FINDINGS)
+
+
+def _model_recipe(model, recipe, sources: dict[str, str]):
+    """The recipe with what the model file declares where no flag or recipe file set it: its multi-token-prediction
+    modules (ModelSpec.mtp_modules), sourced to the file."""
+    if not model.mtp_modules or "mtp_layers" in sources:
+        return recipe, sources
+    return (recipe.model_copy(update={"mtp_layers": model.mtp_modules}),
+            sources | {"mtp_layers": f"{model.source or model.name}: num_nextn_predict_layers = {model.mtp_modules}, "
+                                     f"the model's own MTP modules (--mtp-layers 0 leaves them out)"})
 
 
 def _framework_recipe(framework, recipe, sources: dict[str, str], precision, model, topo):

@@ -324,6 +324,8 @@ def _read_deepseek(cfg: _Config) -> dict[str, Any]:
     for key in _MLA_KEYS:
         cfg.require(key)
     fields["mla"] = {key: cfg.optional_int(key) if key == "q_lora_rank" else cfg.required_int(key) for key in _MLA_KEYS}
+    # DeepSeek-V3's multi-token-prediction module (its checkpoint's layer 61): the recipe's mtp_layers by default
+    fields["mtp_modules"] = cfg.optional_int("num_nextn_predict_layers", 0)
     num_experts = cfg.optional_int("n_routed_experts")
     if num_experts is None:  # modeling_deepseek.py: no routed experts means a dense model
         return fields

@@ -252,6 +252,10 @@ class ModelSpec(StrictScalars):
     """Each attention head has one learnable logit added to every softmax's denominator (GPT-OSS `sinks`, HF
     modeling_gpt_oss.py; Megatron-Core `softmax_type: learnable`).  Priced as plain attention (one scalar per head
     and query)."""
+    mtp_modules: int = Field(default=0, ge=0, le=8)
+    """Multi-token-prediction modules the model file declares (a HuggingFace config's `num_nextn_predict_layers`,
+    DeepSeek-V3's 1): recipe mtp_layers where no flag or recipe file sets it, with the file as its source (a user
+    trial: the key was dropped without a word, and the plan priced and wrote a model without its MTP layer)."""
     default_seq_len: int = Field(default=4096, ge=1, le=MAX_SEQ_LEN)
     default_seq_len_note: str = ""
     """Where default_seq_len comes from when it is not the file's own value (a HuggingFace context length capped

@@ -1,0 +1,47 @@
+"""A HuggingFace config's `num_nextn_predict_layers` is the recipe's MTP layers by default (a user trial: DeepSeek-V3's
+config declares one MTP module; the loader dropped the key, priced and wrote the model without it, and said the value
+was the default)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from placement.cli import main
+from placement.loaders.hf_config import load_hf_config
+
+CONFIG = Path(__file__).parent / "data" / "hf" / "deepseek-v3" / "config.json"
+JOB = ["--cluster", "hgx-h800", "--gpus", "2048", "--seq-len", "4096", "--global-batch", "15360", "--precision", "fp8",
+       "--tp", "1", "--ep", "64", "--pp", "16", "--mbs", "1", "--zero", "1", "--recompute", "full", "--json"]
+
+
+def _evaluate(model: str, *extra: str) -> dict:
+    result = CliRunner().invoke(main, ["evaluate", "--model", model, *JOB, *extra])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout.splitlines()[0])
+
+
+def test_the_config_declares_one_mtp_module():
+    assert json.loads(CONFIG.read_text())["num_nextn_predict_layers"] == 1
+    assert load_hf_config(CONFIG).mtp_modules == 1
+
+
+def test_the_declared_module_is_priced_and_sourced_to_the_config():
+    declared = _evaluate(str(CONFIG))
+    assert declared["recipe"]["mtp_layers"] == 1
+    assert "num_nextn_predict_layers = 1" in declared["recipe_sources"]["mtp_layers"]
+    left_out = _evaluate(str(CONFIG), "--mtp-layers", "0")
+    assert left_out["recipe"]["mtp_layers"] == 0 and left_out["recipe_sources"]["mtp_layers"] == "flag"
+    # the MTP module is a whole extra MoE layer on the last stage: the step and that stage's memory grow
+    assert declared["step_time_s"] > left_out["step_time_s"] * 1.02
+    assert declared["peak_memory_bytes"] > left_out["peak_memory_bytes"]
+
+
+@pytest.mark.parametrize("flag", [[], ["--mtp-layers", "2"]])
+def test_the_catalog_model_and_a_flag_keep_their_own(flag):
+    d = _evaluate("deepseek-v3", *flag)
+    assert d["recipe"]["mtp_layers"] == (int(flag[1]) if flag else 0)
+    assert d["recipe_sources"]["mtp_layers"] == ("flag" if flag else "default")
