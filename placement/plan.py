@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict
 
 from placement import __version__
-from placement.calibration.published import job_key, published_best
+from placement.calibration.published import job_key, published_best, published_model_name
 from placement.cost.batch import LayoutBatch
 from placement.cost.constants import MEMORY_RESERVE_BYTES, GiB
 from placement.cost.context import fp8_recipe
@@ -314,7 +314,8 @@ def _published_best(model: ModelSpec, topo: Topology, train: TrainingSpec, est: 
     """Plan.published_best of candidate i."""
     acc, precision = topo.accelerator.name, train.precision.value
     degrees = {"tp": lay.tp, "cp": lay.cp, "ep": lay.ep, "pp": lay.pp, "dp": lay.dp}
-    job = job_key(model.name, acc, topo.num_gpus, train.seq_len, train.global_batch, precision, degrees)
+    job = job_key(published_model_name(model), acc, topo.num_gpus, train.seq_len, train.global_batch, precision,
+                  degrees)
     return published_best(model.moe is not None, acc, precision, float(est.mfu[i]), job, float(est.step_time_s[i]),
                           lay.model_dump(mode="json"), recipe.model_dump(mode="json"))
 

@@ -45,3 +45,23 @@ def test_the_catalog_model_and_a_flag_keep_their_own(flag):
     d = _evaluate("deepseek-v3", *flag)
     assert d["recipe"]["mtp_layers"] == (int(flag[1]) if flag else 0)
     assert d["recipe_sources"]["mtp_layers"] == ("flag" if flag else "default")
+
+
+def test_a_hub_config_keeps_the_published_runs_of_the_catalog_model_it_prices_as(tmp_path):
+    """The published comparisons matched on the model's name alone: DeepSeek-V3 given as its Hub config
+    (deepseek-ai/DeepSeek-V3) lost "priced 1.16x the measured 19.91 s run" (a user trial).  A config that prices as a
+    catalog model (the same workload, RoPE scaling aside) is compared with that model's runs."""
+    from placement.calibration.published import published_model_name
+
+    data = json.loads(CONFIG.read_text())
+    data["_name_or_path"] = "deepseek-ai/DeepSeek-V3"
+    hub = tmp_path / "config.json"
+    hub.write_text(json.dumps(data))
+    assert published_model_name(load_hf_config(hub)) == "deepseek-v3"
+    d = _evaluate(str(hub), "--mtp-layers", "1")
+    assert d["model"] == "deepseek-ai/DeepSeek-V3"
+    assert d["published_best"]["similar_job"]["run"] == "deepseek-v3-tech-report-2048xh800"
+    data["num_hidden_layers"] = 60  # another model: no run of it was published
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps(data))
+    assert published_model_name(load_hf_config(other)) == "deepseek-ai/DeepSeek-V3"  # its own name

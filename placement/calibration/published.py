@@ -58,6 +58,37 @@ def published_runs() -> tuple[PublishedRun, ...]:
     return tuple(out)
 
 
+@cache
+def _published_workloads() -> tuple[tuple[str, object], ...]:
+    """(catalog name, its Workload) of every model a published run trained."""
+    from placement.calibration.validate import load_runs
+    from placement.catalog import load_model
+    from placement.workload import workload
+
+    names = sorted({run.model for run in load_runs()})
+    return tuple((name, _priced_as(workload(load_model(name)))) for name in names)
+
+
+def _priced_as(w):
+    """A Workload without what changes the numerics only (RoPE scaling): the model as the cost model prices it."""
+    import dataclasses
+
+    return dataclasses.replace(w, yarn_rope=False)
+
+
+def published_model_name(model) -> str:
+    """The catalog name the published runs know `model` by: its own, or that of the catalog model it prices as (a
+    user trial: DeepSeek-V3, GPT-OSS-120B and Qwen3-30B-A3B given as HuggingFace configs lost every comparison with
+    their published runs, which were matched on the name alone)."""
+    from placement.workload import workload
+
+    known = _published_workloads()
+    if any(name == model.name for name, _ in known):
+        return model.name
+    mine = _priced_as(workload(model))
+    return next((name for name, w in known if w == mine), model.name)
+
+
 def job_key(model: str, accelerator: str, num_gpus: int, seq_len: int, global_batch: int, precision: str,
             layout: dict) -> tuple:
     """What makes a plan the very job a published run measured: the model, the accelerator, the GPUs, the batch and
