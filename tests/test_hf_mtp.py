@@ -65,3 +65,17 @@ def test_a_hub_config_keeps_the_published_runs_of_the_catalog_model_it_prices_as
     other = tmp_path / "other.json"
     other.write_text(json.dumps(data))
     assert published_model_name(load_hf_config(other)) == "deepseek-ai/DeepSeek-V3"  # its own name
+
+
+def test_the_active_parameter_count_says_it_includes_the_embeddings():
+    """GPT-OSS-120B showed 5.71 B active against the official 5.13 B, unlabelled: the count includes the input
+    embedding and the LM head (a user trial)."""
+    from placement.catalog import load_model
+    from placement.workload import workload
+
+    text = CliRunner().invoke(main, ["show", "model", "gpt-oss-120b"]).output
+    w = workload(load_model("gpt-oss-120b"))
+    row = next(line for line in text.splitlines() if line.startswith("parameters (active per token"))
+    assert "input embedding and LM head included" in row
+    assert f"{w.active_params_per_token / 1e9:,.2f} B" in row
+    assert (w.active_params_per_token - w.embed_params) / 1e9 == pytest.approx(5.13, abs=0.05)
