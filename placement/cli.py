@@ -930,7 +930,7 @@ def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, pr
     model, train, topo = build_job(model_ref, cluster_ref, gpus, nodes, seq_len, global_batch, precision,
                                    slurm_topology, nodelist, node_type, cluster_graph, oversubscription, node_topo,
                                    segment, memory_headroom_gib)
-    recipe, sources = _model_recipe(model, recipe, sources)
+    recipe, sources = _model_recipe(model, recipe, sources, framework)
     recipe, sources = _framework_recipe(framework, recipe, sources, train.precision, model, topo)
     given_model = model  # the files' own model code (DeepSpeed, a device mesh) runs it as given
     model, model_sources = model_as_run(framework, model, f"--framework {framework}")
@@ -1103,7 +1103,7 @@ def evaluate(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch
     model, train, topo = build_job(model_ref, cluster_ref, gpus, nodes, seq_len, global_batch, precision,
                                    slurm_topology, nodelist, node_type, cluster_graph, oversubscription, node_topo,
                                    segment, memory_headroom_gib)
-    recipe, sources = _model_recipe(model, recipe, sources)
+    recipe, sources = _model_recipe(model, recipe, sources, framework)
     recipe, sources = _framework_recipe(framework, recipe, sources, train.precision, model, topo)
     recipe, sources = _framework_selective(framework, recompute, recipe, sources)
     given_model = model  # the files' own model code (DeepSpeed, a device mesh) runs it as given
@@ -1557,11 +1557,16 @@ def audit(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, p
         sys.exit(EXIT_FINDINGS)
 
 
-def _model_recipe(model, recipe, sources: dict[str, str]):
+def _model_recipe(model, recipe, sources: dict[str, str], framework: str | None = None):
     """The recipe with what the model file declares where no flag or recipe file set it: its multi-token-prediction
-    modules (ModelSpec.mtp_modules), sourced to the file."""
+    modules (ModelSpec.mtp_modules), sourced to the file; a --framework other than Megatron-LM trains without them
+    (its files say so), so there the source says they are left out."""
     if not model.mtp_modules or "mtp_layers" in sources:
         return recipe, sources
+    if framework not in (None, "megatron"):
+        return recipe, sources | {"mtp_layers": f"{model.source or model.name}: num_nextn_predict_layers = "
+                                                f"{model.mtp_modules}, left out: --framework {framework} trains "
+                                                f"without multi-token prediction modules"}
     return (recipe.model_copy(update={"mtp_layers": model.mtp_modules}),
             sources | {"mtp_layers": f"{model.source or model.name}: num_nextn_predict_layers = {model.mtp_modules}, "
                                      f"the model's own MTP modules (--mtp-layers 0 leaves them out)"})

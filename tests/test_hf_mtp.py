@@ -79,3 +79,15 @@ def test_the_active_parameter_count_says_it_includes_the_embeddings():
     assert "input embedding and LM head included" in row
     assert f"{w.active_params_per_token / 1e9:,.2f} B" in row
     assert (w.active_params_per_token - w.embed_params) / 1e9 == pytest.approx(5.13, abs=0.05)
+
+
+def test_a_framework_without_mtp_prices_the_model_without_it_and_says_so():
+    """torchtitan trains without MTP modules (its files say so): the plan prices what it runs, and the source says the
+    config's module is left out rather than "default"."""
+    result = CliRunner().invoke(main, ["plan", "--model", str(CONFIG), "--cluster", "hgx-h800", "--gpus", "256",
+                                       "--seq-len", "4096", "--global-batch", "512", "--framework", "torchtitan",
+                                       "--top-k", "1", "--json"])
+    assert result.exit_code == 0, result.output
+    plan = json.loads(result.stdout)["plans"][0]
+    assert plan["recipe"]["mtp_layers"] == 0
+    assert "left out: --framework torchtitan" in plan["recipe_sources"]["mtp_layers"]
