@@ -69,6 +69,7 @@ EXPECTED: dict[str, dict[str, Any]] = {
         moe=MoESpec(num_experts=256, top_k=8, expert_ffn_hidden_size=2048, num_shared_experts=1, num_dense_layers=3,
                     num_expert_groups=8, groups_per_token=4),  # n_group / topk_group: node-limited routing
         mla=MLASpec(q_lora_rank=1536, kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128),
+        mtp_modules=1,  # num_nextn_predict_layers: the recipe's mtp_layers by default
     ),
     "gpt2-xl": dict(
         num_layers=48, hidden_size=1600, ffn_hidden_size=6400, ffn_kind=FfnKind.GELU, num_attention_heads=25,
