@@ -1559,14 +1559,17 @@ def audit(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, p
 
 def _model_recipe(model, recipe, sources: dict[str, str], framework: str | None = None):
     """The recipe with what the model file declares where no flag or recipe file set it: its multi-token-prediction
-    modules (ModelSpec.mtp_modules), sourced to the file; a --framework other than Megatron-LM trains without them
-    (its files say so), so there the source says they are left out."""
+    modules (ModelSpec.mtp_modules), sourced to the file; where the --framework's files run without them (its
+    emitter's RUNS_INSTEAD), the source says they are left out."""
     if not model.mtp_modules or "mtp_layers" in sources:
         return recipe, sources
-    if framework not in (None, "megatron"):
+    from importlib import import_module
+
+    why = None if framework is None else import_module(f"placement.emit.{framework}").RUNS_INSTEAD.get("mtp_layers")
+    if why is not None:
         return recipe, sources | {"mtp_layers": f"{model.source or model.name}: num_nextn_predict_layers = "
-                                                f"{model.mtp_modules}, left out: --framework {framework} trains "
-                                                f"without multi-token prediction modules"}
+                                                f"{model.mtp_modules}, left out: --framework {framework}'s files run "
+                                                f"otherwise ({why})"}
     return (recipe.model_copy(update={"mtp_layers": model.mtp_modules}),
             sources | {"mtp_layers": f"{model.source or model.name}: num_nextn_predict_layers = {model.mtp_modules}, "
                                      f"the model's own MTP modules (--mtp-layers 0 leaves them out)"})
