@@ -91,3 +91,13 @@ def test_a_framework_without_mtp_prices_the_model_without_it_and_says_so():
     plan = json.loads(result.stdout)["plans"][0]
     assert plan["recipe"]["mtp_layers"] == 0
     assert "left out: --framework torchtitan" in plan["recipe_sources"]["mtp_layers"]
+
+
+def test_an_mtp_count_out_of_range_is_refused_naming_the_key(tmp_path):
+    data = json.loads(CONFIG.read_text())
+    data["num_nextn_predict_layers"] = 20
+    bad = tmp_path / "config.json"
+    bad.write_text(json.dumps(data))
+    result = CliRunner().invoke(main, ["evaluate", "--model", str(bad), *JOB])
+    assert result.exit_code == 2
+    assert "`num_nextn_predict_layers` = 20" in result.output and "Traceback" not in result.output

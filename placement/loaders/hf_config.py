@@ -325,7 +325,11 @@ def _read_deepseek(cfg: _Config) -> dict[str, Any]:
         cfg.require(key)
     fields["mla"] = {key: cfg.optional_int(key) if key == "q_lora_rank" else cfg.required_int(key) for key in _MLA_KEYS}
     # DeepSeek-V3's multi-token-prediction module (its checkpoint's layer 61): the recipe's mtp_layers by default
-    fields["mtp_modules"] = cfg.optional_int("num_nextn_predict_layers", 0)
+    mtp = cfg.optional_int("num_nextn_predict_layers", 0)
+    if not 0 <= mtp <= 8:
+        raise InputError(f"{cfg.source}: key `num_nextn_predict_layers` = {mtp}: placement prices 0 to 8 "
+                         f"multi-token-prediction modules (DeepSeek-V3 has 1); write the model's own count")
+    fields["mtp_modules"] = mtp
     num_experts = cfg.optional_int("n_routed_experts")
     if num_experts is None:  # modeling_deepseek.py: no routed experts means a dense model
         return fields
