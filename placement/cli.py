@@ -30,7 +30,7 @@ from placement.catalog import (
     model_names,
 )
 from placement.errors import InputError, PlacementInfeasible
-from placement.frameworks import CAPABILITIES, check_precision, model_as_run
+from placement.frameworks import CAPABILITIES, check_precision, model_as_run, model_recipe
 from placement.loaders.errors import format_validation_error
 from placement.specs import Layout, ModelSpec, Precision, Recompute, TrainingSpec
 from placement.specs.recipe import Recipe
@@ -930,7 +930,7 @@ def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, pr
     model, train, topo = build_job(model_ref, cluster_ref, gpus, nodes, seq_len, global_batch, precision,
                                    slurm_topology, nodelist, node_type, cluster_graph, oversubscription, node_topo,
                                    segment, memory_headroom_gib)
-    recipe, sources = _model_recipe(model, recipe, sources, framework)
+    recipe, sources = model_recipe(model, recipe, sources, framework)
     recipe, sources = _framework_recipe(framework, recipe, sources, train.precision, model, topo)
     given_model = model  # the files' own model code (DeepSpeed, a device mesh) runs it as given
     model, model_sources = model_as_run(framework, model, f"--framework {framework}")
@@ -1103,7 +1103,7 @@ def evaluate(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch
     model, train, topo = build_job(model_ref, cluster_ref, gpus, nodes, seq_len, global_batch, precision,
                                    slurm_topology, nodelist, node_type, cluster_graph, oversubscription, node_topo,
                                    segment, memory_headroom_gib)
-    recipe, sources = _model_recipe(model, recipe, sources, framework)
+    recipe, sources = model_recipe(model, recipe, sources, framework)
     recipe, sources = _framework_recipe(framework, recipe, sources, train.precision, model, topo)
     recipe, sources = _framework_selective(framework, recompute, recipe, sources)
     given_model = model  # the files' own model code (DeepSpeed, a device mesh) runs it as given
@@ -1555,24 +1555,6 @@ def audit(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, p
     threshold = SEVERITIES.index(fail_on)
     if any(SEVERITIES.index(f.severity) >= threshold for f in result.findings):
         sys.exit(EXIT_FINDINGS)
-
-
-def _model_recipe(model, recipe, sources: dict[str, str], framework: str | None = None):
-    """The recipe with what the model file declares where no flag or recipe file set it: its multi-token-prediction
-    modules (ModelSpec.mtp_modules), sourced to the file; where the --framework's files run without them (its
-    emitter's RUNS_INSTEAD), the source says they are left out."""
-    if not model.mtp_modules or "mtp_layers" in sources:
-        return recipe, sources
-    from importlib import import_module
-
-    why = None if framework is None else import_module(f"placement.emit.{framework}").RUNS_INSTEAD.get("mtp_layers")
-    if why is not None:
-        return recipe, sources | {"mtp_layers": f"{model.source or model.name}: num_nextn_predict_layers = "
-                                                f"{model.mtp_modules}, left out: --framework {framework}'s files run "
-                                                f"otherwise ({why})"}
-    return (recipe.model_copy(update={"mtp_layers": model.mtp_modules}),
-            sources | {"mtp_layers": f"{model.source or model.name}: num_nextn_predict_layers = {model.mtp_modules}, "
-                                     f"the model's own MTP modules (--mtp-layers 0 leaves them out)"})
 
 
 def _framework_recipe(framework, recipe, sources: dict[str, str], precision, model, topo):

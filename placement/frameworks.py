@@ -18,7 +18,7 @@ import numpy as np
 from placement.cost.batch import LayoutBatch
 from placement.errors import InputError
 from placement.specs import AcceleratorSpec, ModelSpec
-from placement.specs.recipe import CpCommType, Fp8Recipe, GradAccumulation
+from placement.specs.recipe import CpCommType, Fp8Recipe, GradAccumulation, Recipe
 from placement.specs.training import AttentionKernel
 
 PRECISION_ONLY = {"fp8_recipe": "fp8", "fp8_saves_16bit_inputs": "fp8", "fp8_lm_head": "fp8",
@@ -433,3 +433,23 @@ def model_as_run(framework: str | None, model: ModelSpec, label: str = "") -> tu
         return model, {}
     return (model.model_copy(update={"parallel_residual": False}),
             {"parallel_residual": f"{label}: {cap.sequential_layers}" if label else cap.sequential_layers})
+
+
+def model_recipe(model: ModelSpec, recipe: Recipe, sources: dict[str, str],
+                 framework: str | None = None) -> tuple[Recipe, dict[str, str]]:
+    """The recipe with what the model file declares where no flag or recipe file set it: its multi-token-prediction
+    modules (ModelSpec.mtp_modules), sourced to the file; where the --framework's files run without them (its
+    emitter's RUNS_INSTEAD), the source says they are left out.  `plan`, `evaluate` and every sweep cell take it from
+    here, so the same model prices the same (a sweep once priced DeepSeek-V3's config without its MTP module)."""
+    if not model.mtp_modules or "mtp_layers" in sources:
+        return recipe, sources
+    from importlib import import_module
+
+    why = None if framework is None else import_module(f"placement.emit.{framework}").RUNS_INSTEAD.get("mtp_layers")
+    if why is not None:
+        return recipe, sources | {"mtp_layers": f"{model.source or model.name}: num_nextn_predict_layers = "
+                                                f"{model.mtp_modules}, left out: --framework {framework}'s files run "
+                                                f"otherwise ({why})"}
+    return (recipe.model_copy(update={"mtp_layers": model.mtp_modules}),
+            sources | {"mtp_layers": f"{model.source or model.name}: num_nextn_predict_layers = {model.mtp_modules}, "
+                                     f"the model's own MTP modules (--mtp-layers 0 leaves them out)"})

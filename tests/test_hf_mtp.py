@@ -101,3 +101,27 @@ def test_an_mtp_count_out_of_range_is_refused_naming_the_key(tmp_path):
     result = CliRunner().invoke(main, ["evaluate", "--model", str(bad), *JOB])
     assert result.exit_code == 2
     assert "`num_nextn_predict_layers` = 20" in result.output and "Traceback" not in result.output
+
+
+def test_a_sweep_cell_prices_the_declared_module_as_plan_does(tmp_path):
+    """A sweep cell searched the recipe's defaults alone, so a config's MTP module was priced by `plan` and
+    `evaluate` but not by `sweep` (the same model, two prices)."""
+    from placement.catalog import load_accelerator, load_cluster
+    from placement.specs.training import TrainingSpec
+    from placement.sweep.counts import plan_count
+
+    data = json.loads((CONFIG.parent.parent / "deepseek-v2-lite" / "config.json").read_text())
+    cluster = load_cluster("dgx-h100")
+    acc = load_accelerator(cluster.accelerator)
+    train = TrainingSpec(seq_len=4096, global_batch=64)
+    plans = {}
+    for mtp in (0, 1):
+        path = tmp_path / f"mtp{mtp}" / "config.json"
+        path.parent.mkdir()
+        path.write_text(json.dumps(data | {"num_nextn_predict_layers": mtp}))
+        entry = plan_count(load_hf_config(path), train, cluster, acc, 16)
+        assert entry["status"] == "ok", entry["message"]
+        plans[mtp] = entry["plan"]
+    assert plans[1]["recipe"]["mtp_layers"] == 1 and plans[0]["recipe"]["mtp_layers"] == 0
+    assert "num_nextn_predict_layers = 1" in plans[1]["recipe_sources"]["mtp_layers"]
+    assert plans[1]["step_time_s"] > plans[0]["step_time_s"]

@@ -117,12 +117,21 @@ def count_bounds(model: ModelSpec, train: TrainingSpec, cluster: ClusterSpec, ac
 
 def _search_config(model: ModelSpec, topo, **kw):
     """What a sweep cell searches: as `plan` does with no recipe pinned, the layouts and the recipe choices the
-    machine runs (cost.step.default_choices: MoE dispatchers, CUDA-graph scopes, TP and EP overlaps)."""
+    machine runs (cost.step.default_choices: MoE dispatchers, CUDA-graph scopes, TP and EP overlaps), with what the
+    model file declares (its MTP modules: frameworks.model_recipe)."""
     from placement.cost.step import default_choices
     from placement.search import SearchConfig
+
+    recipe, _ = _model_recipe(model)
+    return SearchConfig(top_k=1, choices=default_choices(model.is_moe, topo, recipe), recipe=recipe, **kw)
+
+
+def _model_recipe(model: ModelSpec):
+    """The recipe and its sources a sweep cell prices `model` with: what `plan` takes with no flag or file."""
+    from placement.frameworks import model_recipe
     from placement.specs.recipe import Recipe
 
-    return SearchConfig(top_k=1, choices=default_choices(model.is_moe, topo, Recipe()), **kw)
+    return model_recipe(model, Recipe(), {})
 
 
 def may_have_layout(model: ModelSpec, train: TrainingSpec, n: int) -> bool:
@@ -155,7 +164,7 @@ def plan_count(model: ModelSpec, train: TrainingSpec, cluster: ClusterSpec, acc:
     cfg = _search_config(model, topo, fix_names=SWEEP_FIX_NAMES)
     try:  # the plan's recipe_sources say what was searched, as `plan`'s do for the same job
         planned = plan_job(model, train, topo, cfg, None, with_rank_table=False,
-                           recipe_sources=searched_sources(cfg, {}))
+                           recipe_sources=searched_sources(cfg, _model_recipe(model)[1]))
     except PlacementInfeasible as err:
         return {"status": "infeasible", "binding": err.binding, "message": str(err), "plan": None}
     return {"status": "ok", "binding": "", "message": "", "plan": planned.plans[0].model_dump(mode="json")}
