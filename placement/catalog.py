@@ -102,7 +102,9 @@ def _file_given(ref: str, path: Path) -> bool:
 def _no_file(ref: str, path: Path, field: str, what: str) -> str:
     """Why a path given for a model or cluster file cannot be read as one: a folder, or nothing there."""
     if _is_dir(path):
-        return f"{field} {ref!r} is a folder, not a {what} file; give the YAML file in it, or a catalog name"
+        hf = (" (a folder is read as a HuggingFace model when it holds config.json, and this one holds none)"
+              if what == "model" else "")
+        return f"{field} {ref!r} is a folder, not a {what} file{hf}; give the YAML file in it, or a catalog name"
     hf = " or a HuggingFace config.json (a Hub name is not fetched: download its config.json)" if what == "model" \
         else ""
     return f"{field} {ref!r}: no such file; give a YAML path{hf}, or a catalog name"

@@ -394,6 +394,16 @@ def model_facts(model: ModelSpec, seq_len: int) -> dict:
     }
 
 
+def router_text(moe: dict) -> str:
+    """How the router scores and weighs its experts, as the model file states it ("not stated" for what it leaves
+    to the framework's default): `sigmoid, renormalized, bias, x2.5`."""
+    score = moe.get("router_score_function") or "score not stated"
+    weights = {True: "renormalized", False: "raw"}.get(moe.get("router_topk_normalized"), "weights not stated")
+    bias = {True: "bias", False: "no bias"}.get(moe.get("router_expert_bias"), "bias not stated")
+    scale = moe.get("router_topk_scaling_factor")
+    return f"{score}, {weights}, {bias}, " + (f"x{scale:g}" if scale is not None else "scaling not stated")
+
+
 def model_table(f: dict) -> str:
     rows = [
         ["layers / hidden / heads / kv heads", f"{f['num_layers']} / {f['hidden_size']} / "
@@ -411,6 +421,7 @@ def model_table(f: dict) -> str:
         moe = f["moe"]
         rows.insert(1, ["experts (routed, top-k, shared)",
                         f"{moe['num_experts']}, {moe['top_k']}, {moe['num_shared_experts']}"])
+        rows.insert(2, ["router (score, top-k weights, expert bias, scaling)", router_text(moe)])
     if f.get("parallel_residual"):
         rows.insert(1, ["residual", "parallel: attention + MLP, one forward TP all-reduce per layer"])
     source = f"\nsource: {f['source']}" if f["source"] else ""

@@ -22,6 +22,12 @@ from placement.specs.model import FfnKind, MLASpec, ModelSpec, MoESpec
 
 DATA = Path(__file__).parent / "data" / "hf"
 
+AFTER_TOPK: dict[str, Any] = dict(router_score_function="softmax", router_topk_normalized=True,
+                                  router_expert_bias=False, router_topk_scaling_factor=1.0)
+"""A softmax over the top-k (Mixtral, GPT-OSS, Qwen3-MoE with norm_topk_prob): renormalized, unbiased, unscaled."""
+SOFTMAX_RAW: dict[str, Any] = AFTER_TOPK | dict(router_topk_normalized=False)
+"""A softmax over every expert, the top-k weights kept raw (norm_topk_prob false)."""
+
 EXPECTED: dict[str, dict[str, Any]] = {
     "llama-3.1-8b": dict(
         num_layers=32, hidden_size=4096, ffn_hidden_size=14336, num_attention_heads=32, num_kv_heads=8,
@@ -34,18 +40,18 @@ EXPECTED: dict[str, dict[str, Any]] = {
     "mixtral-8x7b-v0.1": dict(
         num_layers=32, hidden_size=4096, ffn_hidden_size=14336, num_attention_heads=32, num_kv_heads=8,
         vocab_size=32000, default_seq_len=8192,
-        moe=MoESpec(num_experts=8, top_k=2, expert_ffn_hidden_size=14336),
+        moe=MoESpec(num_experts=8, top_k=2, expert_ffn_hidden_size=14336, **AFTER_TOPK),
     ),
     "qwen2-7b": dict(
         num_layers=28, hidden_size=3584, ffn_hidden_size=18944, num_attention_heads=28, num_kv_heads=4,
-        vocab_size=152064, default_seq_len=8192,
+        vocab_size=152064, default_seq_len=8192, qkv_bias=True,  # Qwen2Attention: q, k, v biased
     ),
     "qwen1.5-moe-a2.7b": dict(
         num_layers=24, hidden_size=2048, ffn_hidden_size=5632, num_attention_heads=16, num_kv_heads=16,
-        vocab_size=151936, default_seq_len=8192,
+        vocab_size=151936, default_seq_len=8192, qkv_bias=True,
         moe=MoESpec(
             num_experts=60, top_k=4, expert_ffn_hidden_size=1408, num_shared_experts=1,
-            shared_expert_ffn_hidden_size=5632,
+            shared_expert_ffn_hidden_size=5632, **SOFTMAX_RAW,  # norm_topk_prob false
         ),
     ),
     "qwen3-8b": dict(
@@ -55,19 +61,23 @@ EXPECTED: dict[str, dict[str, Any]] = {
     "qwen3-30b-a3b": dict(
         num_layers=48, hidden_size=2048, ffn_hidden_size=6144, num_attention_heads=32, num_kv_heads=4,
         head_dim=128, vocab_size=151936, default_seq_len=8192,
-        moe=MoESpec(num_experts=128, top_k=8, expert_ffn_hidden_size=768),
+        moe=MoESpec(num_experts=128, top_k=8, expert_ffn_hidden_size=768, **AFTER_TOPK),  # norm_topk_prob true
     ),
     "deepseek-v2-lite": dict(
         num_layers=27, hidden_size=2048, ffn_hidden_size=10944, num_attention_heads=16, vocab_size=102400,
         default_seq_len=8192,
-        moe=MoESpec(num_experts=64, top_k=6, expert_ffn_hidden_size=1408, num_shared_experts=2, num_dense_layers=1),
+        moe=MoESpec(num_experts=64, top_k=6, expert_ffn_hidden_size=1408, num_shared_experts=2, num_dense_layers=1,
+                    **SOFTMAX_RAW),  # scoring_func softmax, norm_topk_prob false, topk_method greedy, scaling 1.0
         mla=MLASpec(q_lora_rank=None, kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128),
     ),
     "deepseek-v3": dict(
         num_layers=61, hidden_size=7168, ffn_hidden_size=18432, num_attention_heads=128, vocab_size=129280,
         default_seq_len=8192,
         moe=MoESpec(num_experts=256, top_k=8, expert_ffn_hidden_size=2048, num_shared_experts=1, num_dense_layers=3,
-                    num_expert_groups=8, groups_per_token=4),  # n_group / topk_group: node-limited routing
+                    num_expert_groups=8, groups_per_token=4,  # n_group / topk_group: node-limited routing
+                    # scoring_func sigmoid, norm_topk_prob true, topk_method noaux_tc, routed_scaling_factor 2.5
+                    router_score_function="sigmoid", router_topk_normalized=True, router_expert_bias=True,
+                    router_topk_scaling_factor=2.5),
         mla=MLASpec(q_lora_rank=1536, kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128),
         mtp_modules=1,  # num_nextn_predict_layers: the recipe's mtp_layers by default
     ),
@@ -86,7 +96,7 @@ EXPECTED: dict[str, dict[str, Any]] = {
     "gpt-oss-120b": dict(
         num_layers=36, hidden_size=2880, ffn_hidden_size=2880, ffn_kind=FfnKind.QUICK_GEGLU, num_attention_heads=64,
         num_kv_heads=8, head_dim=64, vocab_size=201088, default_seq_len=8192, sliding_window=128,
-        sliding_window_layers=18, moe=MoESpec(num_experts=128, top_k=4, expert_ffn_hidden_size=2880),
+        sliding_window_layers=18, moe=MoESpec(num_experts=128, top_k=4, expert_ffn_hidden_size=2880, **AFTER_TOPK),
         swiglu_clamp=7.0, glu_linear_offset=1.0, attention_sinks=True,
     ),
     "nemotron-4-340b": dict(
@@ -101,10 +111,10 @@ ARCH: dict[str, tuple] = {  # (normalization, position_embedding, rope_base, lin
     "deepseek-v2-lite": (R, "rope", 1e4, False, None), "deepseek-v3": (R, "rope", 1e4, False, None),
     "gpt2-xl": (L, "learned", None, True, None), "llama-3.1-8b": (R, "rope", 5e5, False, None),
     "mistral-7b-v0.1": (R, "rope", 1e4, None, None), "mixtral-8x7b-v0.1": (R, "rope", 1e6, None, None),
-    "nemotron-4-340b": (L, "rope", 1e4, False, None), "qwen1.5-moe-a2.7b": (R, "rope", 1e6, None, None),
+    "nemotron-4-340b": (L, "rope", 1e4, False, None), "qwen1.5-moe-a2.7b": (R, "rope", 1e6, False, None),
     "pythia-1b": (L, "rope", 1e4, True, None),
     "gpt-j-6b": (L, "rope", 1e4, None, None),  # unbiased attention, biased MLP: not one value
-    "qwen2-7b": (R, "rope", 1e6, None, None),  # Qwen2's q/k/v biases are not a config key: left unstated
+    "qwen2-7b": (R, "rope", 1e6, False, None),  # Qwen2's q/k/v biases are not a config key: qkv_bias, below
     "qwen3-30b-a3b": (R, "rope", 1e6, False, True), "qwen3-8b": (R, "rope", 1e6, False, True),
     "gpt-oss-120b": (R, "rope", 1.5e5, True, None),
 }
@@ -178,7 +188,17 @@ def test_architectures_is_the_fallback_when_model_type_is_absent() -> None:
     data = _config("mixtral-8x7b-v0.1")
     del data["model_type"]
     spec = model_from_hf_config(data, "mixtral")
-    assert spec.moe == MoESpec(num_experts=8, top_k=2, expert_ffn_hidden_size=14336)
+    assert spec.moe == MoESpec(num_experts=8, top_k=2, expert_ffn_hidden_size=14336, **AFTER_TOPK)
+    assert "no `model_type`; read as mixtral from `architectures` MixtralForCausalLM" in spec.source
+
+
+def test_an_unknown_model_type_read_by_its_architectures_says_so() -> None:
+    """A remote-code `model_type` with a stock `architectures` entry is read as that family, and the source says so
+    (a user trial's `llama_custom` was printed as `model_type llama`)."""
+    spec = model_from_hf_config(_config("llama-3.1-8b") | {"model_type": "llama_custom"}, "l")
+    assert spec.source.startswith("HuggingFace config.json (model_type llama): HuggingFace config of 'l'; "
+                                  "`model_type` 'llama_custom' is not a family placement reads; read as llama from "
+                                  "`architectures` LlamaForCausalLM")
 
 
 def test_default_seq_len_is_capped_but_shorter_contexts_are_kept() -> None:
@@ -242,7 +262,8 @@ def test_unknown_model_type_lists_the_supported_families(tmp_path: Path) -> None
         f"{path}: `model_type` = 'falcon' (with `architectures` = ['FalconForCausalLM']) is not a family this "
         "loader reads; supported model_type values: deepseek_v2, deepseek_v3, gpt2, gpt_neox, gpt_oss, gptj, llama, "
         "mistral, mixtral, nemotron, qwen2, qwen2_moe, qwen3, qwen3_moe; set `model_type` to the family the model "
-        "follows, or describe the model as a models/*.yaml file with the fields of ModelSpec"
+        "follows (placement then prices that family's stock block: what the model adds, extra norms or another MLP, "
+        "is not priced), or describe the model as a models/*.yaml file with the fields of ModelSpec"
     )
 
 

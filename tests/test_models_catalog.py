@@ -54,6 +54,13 @@ def test_catalog_entry_is_a_valid_model_named_after_its_file(path: Path) -> None
     assert spec.source.strip(), f"{path.name} must cite where its dimensions come from"
 
 
+ROUTER = {
+    # how the routers of the catalog's MoE models score and weigh their experts (their HF config.json)
+    "after-topk": dict(router_score_function="softmax", router_topk_normalized=True, router_expert_bias=False,
+                       router_topk_scaling_factor=1.0),
+    "sigmoid-bias": dict(router_score_function="sigmoid", router_topk_normalized=True, router_expert_bias=True),
+}
+
 PUBLISHED = {
     # Headline dimensions as the sources state them (a guard against a slipped digit when editing).
     "gpt3-175b": dict(num_layers=96, hidden_size=12288, num_attention_heads=96, vocab_size=50257),
@@ -64,13 +71,14 @@ PUBLISHED = {
     "deepseek-v3": dict(
         num_layers=61, hidden_size=7168, ffn_hidden_size=18432, num_attention_heads=128, vocab_size=129280,
         moe=MoESpec(num_experts=256, top_k=8, expert_ffn_hidden_size=2048, num_shared_experts=1, num_dense_layers=3,
-                    num_expert_groups=8, groups_per_token=4),  # at most 4 nodes per token (§2.1.2)
+                    num_expert_groups=8, groups_per_token=4,  # at most 4 nodes per token (§2.1.2)
+                    **ROUTER["sigmoid-bias"], router_topk_scaling_factor=2.5),
         mla=MLASpec(q_lora_rank=1536, kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128),
         default_seq_len=4096, default_global_batch=15360,
     ),
     "qwen3-235b-a22b": dict(
         num_layers=94, hidden_size=4096, num_attention_heads=64, num_kv_heads=4, head_dim=128, vocab_size=151936,
-        moe=MoESpec(num_experts=128, top_k=8, expert_ffn_hidden_size=1536),
+        moe=MoESpec(num_experts=128, top_k=8, expert_ffn_hidden_size=1536, **ROUTER["after-topk"]),
     ),
     "megatron-gpt-1t": dict(
         num_layers=128, hidden_size=25600, ffn_hidden_size=102400, num_attention_heads=160, vocab_size=51200,
@@ -82,22 +90,24 @@ PUBLISHED = {
     ),
     "qwen3-30b-a3b": dict(
         num_layers=48, hidden_size=2048, num_attention_heads=32, num_kv_heads=4, head_dim=128, vocab_size=151936,
-        moe=MoESpec(num_experts=128, top_k=8, expert_ffn_hidden_size=768),
+        moe=MoESpec(num_experts=128, top_k=8, expert_ffn_hidden_size=768, **ROUTER["after-topk"]),
     ),
     "gpt-oss-120b": dict(
         num_layers=36, hidden_size=2880, num_attention_heads=64, num_kv_heads=8, head_dim=64, vocab_size=201088,
-        moe=MoESpec(num_experts=128, top_k=4, expert_ffn_hidden_size=2880),
+        moe=MoESpec(num_experts=128, top_k=4, expert_ffn_hidden_size=2880, **ROUTER["after-topk"]),
         sliding_window=128, sliding_window_layers=18,
     ),
     "kimi-k2": dict(
         num_layers=61, hidden_size=7168, ffn_hidden_size=18432, num_attention_heads=64, vocab_size=163840,
-        moe=MoESpec(num_experts=384, top_k=8, expert_ffn_hidden_size=2048, num_shared_experts=1, num_dense_layers=1),
+        moe=MoESpec(num_experts=384, top_k=8, expert_ffn_hidden_size=2048, num_shared_experts=1, num_dense_layers=1,
+                    **ROUTER["sigmoid-bias"], router_topk_scaling_factor=2.827),
         mla=MLASpec(q_lora_rank=1536, kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128),
     ),
     "deepseek-v2": dict(
         num_layers=60, hidden_size=5120, ffn_hidden_size=12288, num_attention_heads=128, vocab_size=102400,
         moe=MoESpec(num_experts=160, top_k=6, expert_ffn_hidden_size=1536, num_shared_experts=2, num_dense_layers=1,
-                    num_expert_groups=8, groups_per_token=3),  # device-limited routing, M = 3 (§2.2.2)
+                    num_expert_groups=8, groups_per_token=3,  # device-limited routing, M = 3 (§2.2.2)
+                    **ROUTER["after-topk"] | dict(router_topk_normalized=False, router_topk_scaling_factor=16.0)),
         mla=MLASpec(q_lora_rank=1536, kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128),
     ),
 }

@@ -44,7 +44,7 @@ from placement.emit.common import (
     torchrun_lines,
     warn_block,
 )
-from placement.specs.model import FfnKind, ModelSpec, Normalization, PositionEmbedding, RopeScaling
+from placement.specs.model import FfnKind, ModelSpec, MoESpec, Normalization, PositionEmbedding, RopeScaling
 from placement.specs.recipe import MEGATRON_MODULES, CpCommType, CudaGraphs, Dispatcher, Fp8Recipe, RecomputeModule
 from placement.specs.training import AttentionKernel, Precision
 
@@ -332,6 +332,8 @@ def model_arguments(ctx: EmitContext) -> tuple[list[str], list[str]]:
                                                         if m.position_embedding is PositionEmbedding.ALIBI else ""))
     if m.linear_bias is False:
         args.append("--disable-bias-linear")
+    if m.qkv_bias and not m.linear_bias:
+        args.append("--add-qkv-bias")
     elif m.linear_bias is None:
         unstated.append("--disable-bias-linear or not")
     if m.qk_layernorm or m.mla is not None:
@@ -364,11 +366,53 @@ def model_arguments(ctx: EmitContext) -> tuple[list[str], list[str]]:
         if e.num_expert_groups and e.groups_per_token:
             args += ["--moe-router-num-groups", str(e.num_expert_groups), "--moe-router-group-topk",
                      str(e.groups_per_token)]
-        # the model spec prices the routing, not how the router scores: Megatron-Core's defaults are a softmax
-        # score, no expert bias and no top-k scaling (TransformerConfig moe_router_score_function etc.)
-        unstated.append("the router's score function, expert bias and top-k scaling (--moe-router-score-function, "
-                        "--moe-router-enable-expert-bias, --moe-router-topk-scaling-factor; Megatron-LM's defaults "
-                        "are softmax, none and none)")
+        router_args, router_unstated = router_arguments(e)
+        args += router_args
+        unstated += router_unstated
+    return args, unstated
+
+
+def router_arguments(e: MoESpec) -> tuple[list[str], list[str]]:
+    """How the router scores and weighs the experts, as Megatron-LM arguments, and what of it the model file leaves
+    unstated or Megatron-Core cannot run (moe_utils.py topk_routing_with_score_function, core_v0.19.0): a softmax
+    score over all experts before the top-k (--moe-router-pre-softmax) keeps the raw weights, after it renormalizes
+    them; a sigmoid score always renormalizes (top-k > 1); an expert bias needs the sigmoid score
+    (transformer_config.py: "Expert bias for aux-loss-free routing only supports 'sigmoid'"); the scaling factor
+    multiplies the weights.  The costs do not depend on any of it: the routing's FLOPs and tokens are the same."""
+    args: list[str] = []
+    unstated: list[str] = []
+    score = e.router_score_function
+    if score == "sigmoid":
+        args += ["--moe-router-score-function", "sigmoid"]
+    elif score is None:
+        unstated.append("the router's score function (--moe-router-score-function; Megatron-LM's default softmax "
+                        "runs; the model file states none)")
+    normalized = e.router_topk_normalized
+    if normalized is None and e.top_k > 1:
+        unstated.append("whether the top-k weights are renormalized (--moe-router-pre-softmax for raw softmax "
+                        "weights; the model file states neither)")
+    if score != "sigmoid" and (normalized is False or e.top_k == 1):
+        # top-1 under a softmax after the top-k would weigh every token 1 with no gradient: Megatron refuses it
+        args.append("--moe-router-pre-softmax")
+        if normalized and e.top_k == 1:
+            unstated.append("renormalized top-1 weights (the model's weight is always 1; Megatron-Core requires "
+                            "--moe-router-pre-softmax at top-k 1, which weighs each token by its softmax score)")
+    elif score == "sigmoid" and normalized is False and e.top_k > 1:
+        unstated.append("raw sigmoid top-k weights (the model does not renormalize them; Megatron-Core's sigmoid "
+                        "router always does, so these files train renormalized weights)")
+    if e.router_expert_bias:
+        args.append("--moe-router-enable-expert-bias")
+        if score != "sigmoid":
+            unstated.append("the expert bias under a softmax score (Megatron-Core refuses "
+                            "--moe-router-enable-expert-bias without --moe-router-score-function sigmoid)")
+    elif e.router_expert_bias is None:
+        unstated.append("the router's expert bias (--moe-router-enable-expert-bias; none by Megatron-LM's default; "
+                        "the model file states none)")
+    if e.router_topk_scaling_factor is not None and e.router_topk_scaling_factor != 1:
+        args += ["--moe-router-topk-scaling-factor", f"{e.router_topk_scaling_factor:g}"]
+    elif e.router_topk_scaling_factor is None:
+        unstated.append("the top-k scaling (--moe-router-topk-scaling-factor; none by Megatron-LM's default; the "
+                        "model file states none)")
     return args, unstated
 
 

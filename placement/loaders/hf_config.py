@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Final, overload
@@ -117,6 +117,17 @@ class _Config:
     data: Mapping[str, Any]
     source: str
     family: str
+    defaulted: list[str] = field(default_factory=list)
+    """`key value` for each consequential key the config lacks, with the value transformers' class gives it (said in
+    the model's source: a user trial's trimmed Qwen3 config priced 30.5 B where Qwen3Config's head_dim makes 32.8 B)."""
+
+    def note_defaults(self, *pairs: tuple[str, object]) -> None:
+        """Record each (key, value used) whose key the config lacks or leaves null."""
+        for key, value in pairs:
+            if self.data.get(key) is None:
+                shown = str(value).lower() if isinstance(value, bool) else f"{value:g}" if isinstance(value, float) \
+                    else str(value)
+                self.defaulted.append(f"{key} {shown}")
 
     def require(self, key: str) -> None:
         """The key must be present (its value may be null where the family gives null a meaning)."""
@@ -223,7 +234,7 @@ def _activation(cfg: _Config, key: str, default: str) -> FfnKind:
 def _read_decoder(cfg: _Config) -> dict[str, Any]:
     """The fields every Llama-style family spells the same way (gated SwiGLU MLP, untied by default)."""
     fields: dict[str, Any] = {field: cfg.required_int(key) for field, key in _DECODER_REQUIRED.items()}
-    fields |= {field: cfg.optional_int(key) for field, key in _DECODER_OPTIONAL.items()}
+    fields |= _attention_shape(cfg, fields)
     fields["ffn_kind"] = FfnKind.SWIGLU
     act = cfg.text("hidden_act", "silu")
     if cfg.family != "nemotron" and act not in GATED_SILU:  # Nemotron reads its own non-gated activation
@@ -244,6 +255,34 @@ def _read_decoder(cfg: _Config) -> dict[str, Any]:
             f"loader does not read which layers use it; describe the model as a models/*.yaml file with "
             f"sliding_window and sliding_window_layers, or set `use_sliding_window` false if the model does not use it")
     return fields | _seq_len(cfg, "max_position_embeddings")
+
+
+KV_HEADS_DEFAULT: Final = MappingProxyType({"mistral": 8, "mixtral": 8, "qwen2": 32, "qwen2_moe": 16, "qwen3": 32,
+                                             "qwen3_moe": 4, "gpt_oss": 8})
+"""`num_key_value_heads` where a config.json lacks it, as the family's transformers config class defaults it (a class
+constant, not the config's own head count: a Qwen2 config of 28 heads without the key gets 32); the families not
+listed (Llama, Nemotron) take the query heads' count (multi-head attention).  transformers 5.25.0 and 4.57.6
+configuration_<family>.py agree (MistralConfig 8, MixtralConfig 8, Qwen2Config 32, Qwen2MoeConfig 16, Qwen3Config 32,
+Qwen3MoeConfig 4, GptOssConfig 8, LlamaConfig None -> num_attention_heads)."""
+HEAD_DIM_DEFAULT: Final = MappingProxyType({"qwen3": 128, "gpt_oss": 64})
+"""`head_dim` where a config.json lacks it, as the family's transformers config class defaults it (Qwen3Config 128,
+GptOssConfig 64, in 5.25.0 and 4.57.6); the families not listed take hidden_size / num_attention_heads (Qwen3MoeConfig
+has no head_dim: its attention falls back to hidden // heads)."""
+
+
+def _attention_shape(cfg: _Config, fields: dict[str, Any]) -> dict[str, Any]:
+    """num_kv_heads and head_dim from the config, else the family's transformers default (said in the source)."""
+    kv = cfg.optional_int("num_key_value_heads", KV_HEADS_DEFAULT.get(cfg.family))
+    head_dim = cfg.optional_int("head_dim", HEAD_DIM_DEFAULT.get(cfg.family))
+    heads, hidden = fields["num_attention_heads"], fields["hidden_size"]
+    if cfg.family.startswith("deepseek"):  # MLA sets its own per-head sizes (_read_deepseek)
+        return {"num_kv_heads": kv, "head_dim": head_dim}
+    cfg.note_defaults(("num_key_value_heads", kv if kv is not None else f"{heads} (the query heads)"))
+    if cfg.family in HEAD_DIM_DEFAULT:  # elsewhere hidden_size / num_attention_heads, what every such config means
+        derived = hidden / heads if heads else 0
+        cfg.note_defaults(("head_dim", f"{head_dim}" if head_dim == derived else
+                           f"{head_dim} (not hidden_size / num_attention_heads = {derived:g})"))
+    return {"num_kv_heads": kv, "head_dim": head_dim}
 
 
 def _brief(layers: list[int]) -> str:
@@ -293,7 +332,7 @@ def _read_mixtral(cfg: _Config) -> dict[str, Any]:
         "num_experts": cfg.required_int("num_local_experts"),
         "top_k": cfg.required_int("num_experts_per_tok"),
         "expert_ffn_hidden_size": fields["ffn_hidden_size"],
-    }
+    } | _SOFTMAX_AFTER_TOPK
     return fields | {"moe": moe}
 
 
@@ -301,6 +340,10 @@ def _read_qwen_moe(cfg: _Config, *, shared_expert: bool) -> dict[str, Any]:
     """Qwen2-MoE (one shared expert of ``shared_expert_intermediate_size``) and Qwen3-MoE (none)."""
     fields = _read_decoder(cfg)
     moe: dict[str, Any] = {field.removeprefix("moe."): cfg.required_int(key) for field, key in _QWEN_MOE.items()}
+    # softmax over all experts, then the top-k, renormalized where `norm_topk_prob` (Qwen2MoeConfig and Qwen3MoeConfig
+    # default false: modeling_qwen2_moe.py / modeling_qwen3_moe.py SparseMoeBlock); no bias, no scaling
+    moe |= {"router_score_function": "softmax", "router_topk_normalized": cfg.flag("norm_topk_prob", default=False),
+            "router_expert_bias": False, "router_topk_scaling_factor": 1.0}
     if shared_expert:
         width = cfg.optional_int("shared_expert_intermediate_size", default=0)
         if width:
@@ -347,6 +390,7 @@ def _read_deepseek(cfg: _Config) -> dict[str, Any]:
         "expert_ffn_hidden_size": cfg.required_int("moe_intermediate_size"),
         "num_shared_experts": cfg.optional_int("n_shared_experts", default=0),
     }
+    moe |= _deepseek_router(cfg)
     groups, per_token = cfg.optional_int("n_group"), cfg.optional_int("topk_group")
     if groups is not None and per_token is not None and groups > 1:  # group-limited routing
         moe |= {"num_expert_groups": groups, "groups_per_token": per_token}
@@ -359,6 +403,49 @@ def _read_deepseek(cfg: _Config) -> dict[str, Any]:
     dense = [i for i in _layer_indices(cfg, fields["num_layers"]) if i < first_dense or i % freq != 0]
     pattern = f"`first_k_dense_replace` = {first_dense} and `moe_layer_freq` = {freq}"
     return _with_moe(cfg, fields, moe, dense, pattern)
+
+
+_SOFTMAX_AFTER_TOPK: Final = MappingProxyType({"router_score_function": "softmax", "router_topk_normalized": True,
+                                               "router_expert_bias": False, "router_topk_scaling_factor": 1.0})
+"""Mixtral's and GPT-OSS's router: the top-k of the logits, softmax over those k (renormalized weights), no bias and
+no scaling (modeling_mixtral.py MixtralSparseMoeBlock, modeling_gpt_oss.py GptOssTopKRouter)."""
+DEEPSEEK_ROUTER_DEFAULTS: Final = MappingProxyType({
+    # transformers' defaults where a DeepSeek config.json lacks the key (5.25.0 and 4.57.6): V2 scores by softmax
+    # (modeling_deepseek_v2.py), keeps the raw top-k weights, topk_method greedy, scales by 1; V3 scores by sigmoid
+    # with the e_score_correction_bias (modeling_deepseek_v3.py), renormalizes and scales by 2.5
+    "deepseek_v2": {"scoring_func": "softmax", "norm_topk_prob": False, "topk_method": "greedy",
+                    "routed_scaling_factor": 1.0},
+    "deepseek_v3": {"scoring_func": "sigmoid", "norm_topk_prob": True, "topk_method": "noaux_tc",
+                    "routed_scaling_factor": 2.5},
+})
+_DEEPSEEK_SCORES: Final = ("softmax", "sigmoid")
+_DEEPSEEK_TOPK_METHODS: Final = ("greedy", "group_limited_greedy", "noaux_tc")
+
+
+def _deepseek_router(cfg: _Config) -> dict[str, Any]:
+    """How a DeepSeek router scores and weighs its experts (the checkpoints' modeling_deepseek.py MoEGate):
+    `scoring_func`, `norm_topk_prob`, `routed_scaling_factor`, and an expert bias for `topk_method` noaux_tc (the
+    e_score_correction_bias); keys the config lacks take DEEPSEEK_ROUTER_DEFAULTS, said in the model's source."""
+    default = DEEPSEEK_ROUTER_DEFAULTS[cfg.family]
+    score = cfg.text("scoring_func", default["scoring_func"])
+    if score not in _DEEPSEEK_SCORES:
+        raise InputError(f"{cfg.source}: key `scoring_func` = {score!r}: DeepSeek routers score by "
+                         f"{' or '.join(_DEEPSEEK_SCORES)}, the score functions the launch files can state; write the "
+                         f"model's own value")
+    method = cfg.text("topk_method", default["topk_method"])
+    if method not in _DEEPSEEK_TOPK_METHODS:
+        raise InputError(f"{cfg.source}: key `topk_method` = {method!r} is not one of "
+                         f"{', '.join(_DEEPSEEK_TOPK_METHODS)} (modeling_deepseek.py MoEGate); write the model's own "
+                         f"value")
+    scaling = cfg.number("routed_scaling_factor", default["routed_scaling_factor"])
+    if scaling <= 0:
+        raise InputError(f"{cfg.source}: key `routed_scaling_factor` = {scaling:g} must be positive (it multiplies "
+                         f"the routed experts' weights); write the model's own value")
+    cfg.note_defaults(("scoring_func", score), ("topk_method", method), ("norm_topk_prob", default["norm_topk_prob"]),
+                      ("routed_scaling_factor", scaling))
+    return {"router_score_function": score,
+            "router_topk_normalized": cfg.flag("norm_topk_prob", default=default["norm_topk_prob"]),
+            "router_expert_bias": method == "noaux_tc", "router_topk_scaling_factor": scaling}
 
 
 def _read_gpt2(cfg: _Config) -> dict[str, Any]:
@@ -440,7 +527,7 @@ def _read_gpt_oss(cfg: _Config) -> dict[str, Any]:
     every attention head has a learnable sink logit; ``layer_types`` says which layers attend within
     ``sliding_window`` (GptOssConfig's default: every other one from the first)."""
     fields: dict[str, Any] = {field: cfg.required_int(key) for field, key in _DECODER_REQUIRED.items()}
-    fields |= {field: cfg.optional_int(key) for field, key in _DECODER_OPTIONAL.items()}
+    fields |= _attention_shape(cfg, fields)
     alpha = cfg.number("swiglu_alpha", GPT_OSS_ALPHA)
     if alpha != GPT_OSS_ALPHA:
         raise InputError(
@@ -452,7 +539,7 @@ def _read_gpt_oss(cfg: _Config) -> dict[str, Any]:
                "tied_embeddings": cfg.flag("tie_word_embeddings", default=False),
                "moe": {"num_experts": cfg.required_int("num_local_experts"),
                        "top_k": cfg.required_int("num_experts_per_tok"),
-                       "expert_ffn_hidden_size": fields["ffn_hidden_size"]}}
+                       "expert_ffn_hidden_size": fields["ffn_hidden_size"]} | _SOFTMAX_AFTER_TOPK}
     window = cfg.optional_int("sliding_window")
     types = cfg.data.get("layer_types")
     if types is None:  # GptOssConfig.__post_init__: sliding on layers 0, 2, 4, ...
@@ -532,24 +619,59 @@ ARCHITECTURES: Final[Mapping[str, str]] = MappingProxyType(
 )
 
 
-def _family_of(data: Mapping[str, Any], source: str) -> str:
-    """The family by ``model_type``, else by the first known ``architectures`` entry."""
+def _family_of(data: Mapping[str, Any], source: str) -> tuple[str, str | None]:
+    """The family by ``model_type``, else by the first known ``architectures`` entry, with a note saying so (a
+    remote-code `model_type` often means a modified block, and a user trial's `llama_custom` was printed as llama)."""
     model_type = data.get("model_type")
     if isinstance(model_type, str) and model_type in FAMILIES:
-        return model_type
+        return model_type, None
     architectures = data.get("architectures")
     names = [a for a in architectures if isinstance(a, str)] if isinstance(architectures, list) else []
     for name in names:
         if name in ARCHITECTURES:
-            return ARCHITECTURES[name]
+            said = "no `model_type`" if model_type is None else f"`model_type` {model_type!r} is not a family " \
+                                                                  f"placement reads"
+            return ARCHITECTURES[name], (f"{said}; read as {ARCHITECTURES[name]} from `architectures` {name}, the "
+                                         f"stock block of that family (a modified block is priced as the stock one)")
+    _not_a_config(data, source)
     arch = f"`architectures` = {names!r}" if names else "no `architectures`"
     said = (f"no `model_type`, and {arch}, name a family this loader reads" if model_type is None
             else f"`model_type` = {model_type!r} (with {arch}) is not a family this loader reads")
     raise InputError(
         f"{source}: {said}; supported model_type values: "
-        f"{', '.join(sorted(FAMILIES))}; set `model_type` to the family the model follows, or describe "
+        f"{', '.join(sorted(FAMILIES))}; set `model_type` to the family the model follows (placement then prices "
+        f"that family's stock block: what the model adds, extra norms or another MLP, is not priced), or describe "
         f"the model as a models/*.yaml file with the fields of ModelSpec"
     )
+
+
+_OTHER_HF_FILES: Final = (
+    # (a key only that file has, what it is) for the JSON files a Hub folder holds beside config.json
+    ("weight_map", "a safetensors weights index (model.safetensors.index.json)"),
+    ("tokenizer_class", "a tokenizer config (tokenizer_config.json)"),
+    ("added_tokens_decoder", "a tokenizer config (tokenizer_config.json)"),
+    ("do_sample", "a generation config (generation_config.json)"),
+    ("max_new_tokens", "a generation config (generation_config.json)"),
+)
+
+
+def _not_a_config(data: Mapping[str, Any], source: str) -> None:
+    """The InputError for a JSON file that is not a model config this loader reads, where it can say what the file
+    is: another of a Hub folder's JSON files, or a multimodal wrapper whose language model is nested."""
+    for key, what in _OTHER_HF_FILES:
+        if key in data and "num_hidden_layers" not in data:
+            raise InputError(f"{source}: this is {what}, not the model's config.json (it has `{key}`, and no "
+                             f"model sizes); give the config.json beside it")
+    text = data.get("text_config")
+    if isinstance(text, Mapping):
+        inner = text.get("model_type")
+        readable = isinstance(inner, str) and inner in FAMILIES
+        fix = (f"its model_type {inner!r} is a family placement reads: save the `text_config` object as a "
+               f"config.json of its own to plan the language model" if readable else
+               f"its model_type {inner!r} is not a family placement reads either; describe the language model as a "
+               f"models/*.yaml file with the fields of ModelSpec")
+        raise InputError(f"{source}: a multimodal wrapper (model_type {data.get('model_type')!r}): the language model "
+                         f"is nested in `text_config`, which placement does not read in place; {fix}")
 
 
 def _key_hint(message: str, keys: Mapping[str, str]) -> str:
@@ -562,6 +684,14 @@ def _key_hint(message: str, keys: Mapping[str, str]) -> str:
     return f" (In config.json terms: {', '.join(named)}.)" if named else ""
 
 
+CONFIG_CLASSES: Final = MappingProxyType({
+    "llama": "LlamaConfig", "mistral": "MistralConfig", "mixtral": "MixtralConfig", "qwen2": "Qwen2Config",
+    "qwen2_moe": "Qwen2MoeConfig", "qwen3": "Qwen3Config", "qwen3_moe": "Qwen3MoeConfig",
+    "deepseek_v2": "DeepseekV2Config", "deepseek_v3": "DeepseekV3Config", "gpt2": "GPT2Config",
+    "nemotron": "NemotronConfig", "gptj": "GPTJConfig", "gpt_neox": "GPTNeoXConfig", "gpt_oss": "GptOssConfig"})
+"""The transformers configuration class of each family, whose defaults fill keys a config.json lacks."""
+
+
 def model_from_hf_config(data: Mapping[str, Any], name: str, *, source: str | None = None) -> ModelSpec:
     """The ModelSpec described by a parsed HuggingFace config.json.
 
@@ -569,16 +699,20 @@ def model_from_hf_config(data: Mapping[str, Any], name: str, *, source: str | No
     recorded in ``ModelSpec.source``.
     """
     where = source or f"HuggingFace config of {name!r}"
-    model_type = _family_of(data, where)
+    model_type, fallback = _family_of(data, where)
     family = FAMILIES[model_type]
     if model_type == "gpt_oss" and data.get("rope_scaling") is None and data.get("rope_parameters") is None:
         data = {**data, "rope_scaling": GPT_OSS_YARN}  # what GptOssConfig runs without one
-    fields = family.read(_Config(data, where, model_type)) | _architecture(data, model_type)
+    cfg = _Config(data, where, model_type)
+    fields = family.read(cfg) | _architecture(data, model_type)
     fields |= _rope_scaling(data, where)
+    said = [fallback] if fallback else []
+    if cfg.defaulted:
+        said.append(f"keys it lacks, as transformers' {CONFIG_CLASSES[model_type]} defaults them: "
+                    f"{', '.join(cfg.defaulted)}")
+    source_text = f"HuggingFace config.json (model_type {model_type}): {where}" + "".join(f"; {s}" for s in said)
     try:
-        return ModelSpec.model_validate(
-            {"name": name, **fields, "source": f"HuggingFace config.json (model_type {model_type}): {where}"}
-        )
+        return ModelSpec.model_validate({"name": name, **fields, "source": source_text})
     except ValidationError as err:
         message = format_validation_error(err, where)
         raise InputError(message + _key_hint(message, {**family.keys, "llama3_rope": "rope_scaling",
@@ -692,6 +826,8 @@ def _architecture(data: Mapping[str, Any], model_type: str) -> dict[str, Any]:
         out["linear_bias"] = any(biases)
     elif model_type == "gpt2":
         out["linear_bias"] = True
+    elif model_type in ("qwen2", "qwen2_moe"):  # Qwen2Attention / Qwen2MoeAttention: q, k, v biased, o and MLP not
+        out |= {"linear_bias": False, "qkv_bias": True}
     elif model_type == "gpt_neox":  # GPTNeoXConfig attention_bias defaults to true; its MLP always has biases
         out["linear_bias"] = data.get("attention_bias", True) is not False
     elif model_type == "gpt_oss":  # GptOssConfig attention_bias defaults to true; its experts and router have biases

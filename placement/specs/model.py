@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Final
+from typing import Final, Literal
 
 from pydantic import Field, model_validator
 
@@ -147,6 +147,19 @@ class MoESpec(StrictScalars):
     groups_per_token: int | None = Field(default=None, ge=1)
     """Each token's top-k experts come from at most this many groups (`topk_group`; DeepSeek-V3: 4 =
     "each token will be sent to at most M = 4 nodes", arXiv:2412.19437 §2.1.2)."""
+    router_score_function: Literal["softmax", "sigmoid"] | None = None
+    """How the router scores the experts (HF `scoring_func`; Megatron-LM --moe-router-score-function, default
+    softmax). None: the model file does not say, and the launch files leave the framework's default."""
+    router_topk_normalized: bool | None = None
+    """The top-k weights are renormalized to sum to one (HF `norm_topk_prob`; Mixtral and GPT-OSS always do).
+    Megatron-Core softmax-scores after the top-k for this and before it (--moe-router-pre-softmax) for raw weights;
+    its sigmoid router always renormalizes (moe_utils.py topk_routing_with_score_function, core_v0.19.0)."""
+    router_expert_bias: bool | None = None
+    """Aux-loss-free balancing: a per-expert bias added to the scores for the top-k choice only (DeepSeek-V3 and
+    Kimi K2 `topk_method` noaux_tc; Megatron-LM --moe-router-enable-expert-bias, which needs the sigmoid score)."""
+    router_topk_scaling_factor: float | None = Field(default=None, gt=0)
+    """Factor on the routed experts' weights (HF `routed_scaling_factor`: DeepSeek-V3 2.5, DeepSeek-V2 16; Megatron-LM
+    --moe-router-topk-scaling-factor, the mapping Megatron-Bridge's CONFIG_MAPPING makes)."""
 
     @model_validator(mode="after")
     def _check(self) -> MoESpec:
@@ -223,6 +236,9 @@ class ModelSpec(StrictScalars):
     of them."""
     linear_bias: bool | None = None
     """The attention and MLP projections carry biases (GPT-2/3, BLOOM, GPT-OSS); Llama-style models have none."""
+    qkv_bias: bool | None = None
+    """Only the query, key and value projections carry biases (Qwen2 and Qwen2-MoE: transformers Qwen2Attention builds
+    q/k/v with bias=True, o_proj and the MLP without; Megatron-LM --add-qkv-bias beside --disable-bias-linear)."""
     norm_epsilon: float | None = Field(default=None, gt=0, lt=1)
     """The norms' epsilon (HF `rms_norm_eps`, Megatron `--norm-epsilon`, whose default is 1e-5); None: not stated, and
     the emitted Megatron file says it leaves it to Megatron's default."""

@@ -39,7 +39,9 @@ def main() -> None:
     if show_model:
         fields = ("hidden_size", "num_attention_heads", "num_query_groups", "ffn_hidden_size", "normalization",
                   "position_embedding_type", "num_experts", "moe_router_topk", "moe_ffn_hidden_size",
-                  "multi_latent_attention", "kv_lora_rank", "rotary_percent", "rotary_base")
+                  "multi_latent_attention", "kv_lora_rank", "rotary_percent", "rotary_base",
+                  "moe_router_score_function", "moe_router_pre_softmax", "moe_router_enable_expert_bias",
+                  "moe_router_topk_scaling_factor")
         print("MODEL", *(f"{k}={getattr(args, k, None)}" for k in fields))
 
 

@@ -165,6 +165,15 @@ def test_megatron_builds_the_catalog_architecture_from_the_emitted_arguments(nam
     if model.moe is not None:
         assert int(got["num_experts"]) == model.moe.num_experts and int(got["moe_router_topk"]) == model.moe.top_k
         assert int(got["moe_ffn_hidden_size"]) == model.moe.expert_ffn_hidden_size
+        # the router as the catalog states it (every catalog MoE model does): score, raw or renormalized weights,
+        # expert bias, scaling (Megatron-Core's sigmoid router always renormalizes)
+        e = model.moe
+        assert got["moe_router_score_function"] == e.router_score_function
+        if e.router_score_function == "softmax":
+            assert got["moe_router_pre_softmax"] == str(not e.router_topk_normalized)
+        assert got["moe_router_enable_expert_bias"] == str(e.router_expert_bias)
+        assert float(got["moe_router_topk_scaling_factor"] if got["moe_router_topk_scaling_factor"] != "None"
+                     else 1.0) == e.router_topk_scaling_factor
     if model.mla is not None:
         assert got["multi_latent_attention"] == "True" and int(got["kv_lora_rank"]) == model.mla.kv_lora_rank
     assert got["position_embedding_type"] == ("yarn" if model.rope_scaling == "yarn" else {
