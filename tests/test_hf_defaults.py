@@ -118,3 +118,19 @@ def test_show_model_states_the_router_as_read() -> None:
     assert out.exit_code == 0
     assert "router (score, top-k weights, expert bias, scaling)" in out.output
     assert "sigmoid, renormalized, bias, x2.5" in out.output
+
+
+def test_qkv_bias_without_linear_bias_leaves_the_other_biases_to_the_user(tmp_path: Path) -> None:
+    import yaml
+
+    data = yaml.safe_load((Path(__file__).parents[1] / "models" / "llama3-8b.yaml").read_text())
+    data.pop("linear_bias", None)
+    data["qkv_bias"] = True
+    path = tmp_path / "m.yaml"
+    path.write_text(yaml.safe_dump(data))
+    out = CliRunner().invoke(main, ["plan", "--model", str(path), "--gpus", "8", "--seq-len", "4096",
+                                    "--global-batch", "32", "--framework", "megatron", "--emit", "megatron", "--out",
+                                    str(tmp_path / "out")])
+    assert out.exit_code == 0, out.output
+    text = (tmp_path / "out" / "megatron.sh").read_text()
+    assert "--add-qkv-bias" in text and "--disable-bias-linear or not" in text

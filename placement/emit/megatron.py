@@ -332,10 +332,10 @@ def model_arguments(ctx: EmitContext) -> tuple[list[str], list[str]]:
                                                         if m.position_embedding is PositionEmbedding.ALIBI else ""))
     if m.linear_bias is False:
         args.append("--disable-bias-linear")
-    if m.qkv_bias and not m.linear_bias:
-        args.append("--add-qkv-bias")
     elif m.linear_bias is None:
         unstated.append("--disable-bias-linear or not")
+    if m.qkv_bias and not m.linear_bias:  # every linear biased already covers q, k and v
+        args.append("--add-qkv-bias")
     if m.qk_layernorm or m.mla is not None:
         # under MLA the flag is the norms of the compressed query and key-value (DeepSeek's q_a_layernorm and
         # kv_a_layernorm, which every MLA model has): without it Megatron builds the up-projections bare
