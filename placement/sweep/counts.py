@@ -100,9 +100,10 @@ def count_bounds(model: ModelSpec, train: TrainingSpec, cluster: ClusterSpec, ac
     from placement.workload import workload
 
     w = workload(model)
+    recipe, _ = _model_recipe(model)
     out: dict[int, float | None] = {}
     for n in counts:
-        cfg = _search_config(model, Topology(cluster, acc, num_gpus=n))
+        cfg = _search_config(model, Topology(cluster, acc, num_gpus=n), recipe)
         if not may_have_layout(model, train, n):
             out[n] = None
             continue
@@ -115,14 +116,13 @@ def count_bounds(model: ModelSpec, train: TrainingSpec, cluster: ClusterSpec, ac
     return out
 
 
-def _search_config(model: ModelSpec, topo, **kw):
+def _search_config(model: ModelSpec, topo, recipe, **kw):
     """What a sweep cell searches: as `plan` does with no recipe pinned, the layouts and the recipe choices the
-    machine runs (cost.step.default_choices: MoE dispatchers, CUDA-graph scopes, TP and EP overlaps), with what the
-    model file declares (its MTP modules: frameworks.model_recipe)."""
+    machine runs (cost.step.default_choices: MoE dispatchers, CUDA-graph scopes, TP and EP overlaps), under `recipe`,
+    what the model file declares (_model_recipe: its MTP modules)."""
     from placement.cost.step import default_choices
     from placement.search import SearchConfig
 
-    recipe, _ = _model_recipe(model)
     return SearchConfig(top_k=1, choices=default_choices(model.is_moe, topo, recipe), recipe=recipe, **kw)
 
 
@@ -161,10 +161,11 @@ def plan_count(model: ModelSpec, train: TrainingSpec, cluster: ClusterSpec, acc:
     from placement.topology import Topology
 
     topo = Topology(cluster, acc, num_gpus=n)
-    cfg = _search_config(model, topo, fix_names=SWEEP_FIX_NAMES)
+    recipe, sources = _model_recipe(model)
+    cfg = _search_config(model, topo, recipe, fix_names=SWEEP_FIX_NAMES)
     try:  # the plan's recipe_sources say what was searched, as `plan`'s do for the same job
         planned = plan_job(model, train, topo, cfg, None, with_rank_table=False,
-                           recipe_sources=searched_sources(cfg, _model_recipe(model)[1]))
+                           recipe_sources=searched_sources(cfg, sources))
     except PlacementInfeasible as err:
         return {"status": "infeasible", "binding": err.binding, "message": str(err), "plan": None}
     return {"status": "ok", "binding": "", "message": "", "plan": planned.plans[0].model_dump(mode="json")}
