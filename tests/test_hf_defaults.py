@@ -134,3 +134,11 @@ def test_qkv_bias_without_linear_bias_leaves_the_other_biases_to_the_user(tmp_pa
     assert out.exit_code == 0, out.output
     text = (tmp_path / "out" / "megatron.sh").read_text()
     assert "--add-qkv-bias" in text and "--disable-bias-linear or not" in text
+
+
+def test_a_qwen_moe_config_without_norm_topk_prob_keeps_raw_weights_and_says_so() -> None:
+    data = _config("qwen3-30b-a3b")
+    del data["norm_topk_prob"]
+    spec = model_from_hf_config(data, "q")
+    assert spec.moe.router_topk_normalized is False  # Qwen3MoeConfig(norm_topk_prob=False)
+    assert "Qwen3MoeConfig defaults them: norm_topk_prob false" in spec.source

@@ -344,6 +344,7 @@ def _read_qwen_moe(cfg: _Config, *, shared_expert: bool) -> dict[str, Any]:
     # default false: modeling_qwen2_moe.py / modeling_qwen3_moe.py SparseMoeBlock); no bias, no scaling
     moe |= {"router_score_function": "softmax", "router_topk_normalized": cfg.flag("norm_topk_prob", default=False),
             "router_expert_bias": False, "router_topk_scaling_factor": 1.0}
+    cfg.note_defaults(("norm_topk_prob", False))
     if shared_expert:
         width = cfg.optional_int("shared_expert_intermediate_size", default=0)
         if width:
