@@ -275,7 +275,8 @@ RECIPE_FLAGS = {
     "pipeline_layout": "--pipeline-layout", "account_for_embedding": "--account-for-embedding",
     "account_for_loss": "--account-for-loss", "pipeline_schedule": "--pipeline-schedule",
     "routing_imbalance": "--routing-imbalance", "moe_capacity_factor": "--moe-capacity-factor",
-    "cross_entropy_fusion": "--cross-entropy-fusion", "pipeline_p2p_whole": "--pipeline-p2p-whole",
+    "cross_entropy_fusion": "--cross-entropy-fusion", "loss_eager_float32": "--loss-eager-float32",
+    "pipeline_p2p_whole": "--pipeline-p2p-whole",
     "pipeline_p2p_blocking": "--pipeline-p2p-blocking", "pp_comm_overlap": "--pp-comm-overlap",
     "pipeline_grads_whole": "--pipeline-grads-whole",
     "pipeline_sends_mask": "--pipeline-sends-mask", "fp8_saves_16bit_inputs": "--fp8-saves-16bit-inputs",
@@ -345,6 +346,10 @@ def recipe_options(fn: Callable) -> Callable:
         click.option("--moe-capacity-factor", "moe_capacity_factor", type=float, default=None,
                      help="Expert capacity factor (token dropping); default dropless."),
         onoff("cross_entropy_fusion", "Fused vocab-parallel cross-entropy."),
+        onoff("loss_eager_float32", "The loss is PyTorch's cross-entropy on a float32 copy of the logits, run "
+                                    "eagerly (torchtitan without compiling the loss): 12 bytes a logit held at its "
+                                    "backward, not Megatron's 6 (default off; --framework torchtitan sets it per "
+                                    "config)."),
         onoff("pipeline_p2p_whole", "Each TP rank sends the whole activation and gradient between pipeline stages "
                                     "(DeepSpeed with pipe_partitioned and grad_partitioned false), not its 1/tp "
                                     "share."),

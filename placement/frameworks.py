@@ -307,6 +307,12 @@ CAPABILITIES: dict[str, Capability] = {
                  "torchtitan 0.3.0's Llama 3, Qwen3, DeepSeek-V3 and GPT-OSS configs compute the loss in "
                  "ChunkedLossWrapper (components/loss.py, num_chunks 8): the LM head and cross-entropy run on an "
                  "eighth of the sequence at a time, each chunk's backward before the next"),
+                ("loss_eager_float32", True,
+                 "torchtitan 0.3.0 computes each chunk's loss with PyTorch's cross-entropy on a float32 copy of the "
+                 "logits (components/loss.py cross_entropy_loss), eagerly unless compile.enable with \"loss\" in "
+                 "compile.components (BaseLoss._maybe_compile; compile.enable is false by default, config/"
+                 "configs.py:292, and llama3_8b, llama3_70b, Qwen3 and GPT-OSS leave it): log_softmax's backward "
+                 "holds three float32 copies of the chunk's logits"),
                 ("reshard_after_backward", True,
                  "torchtitan 0.3.0's ZeRO-2 (fsdp_reshard_after_forward never) is FSDP2, which reshards the weights "
                  "after every backward (FSDPParamGroup.post_backward), and its step runs each accumulation "

@@ -94,6 +94,21 @@ def optimizer_label(p: Plan) -> str:
     return f"optimizer state (Adam: fp32 master + {moments} moments)"
 
 
+def logits_label(p: Plan) -> str:
+    """The logits row's label, with the bytes a logit the loss holds and why (cost.memory.logits_bytes_per_element):
+    an eager float32 loss holds twice Megatron's (a user trial: torchtitan's eager loss was priced at Megatron's 6
+    bytes with nothing to say so)."""
+    from placement.cost.memory import logits_bytes_per_element
+    from placement.specs.recipe import Recipe
+
+    r = Recipe.model_validate({k: v for k, v in (p.recipe or {}).items() if k in Recipe.model_fields})
+    per = logits_bytes_per_element(r)
+    why = ("fused loss" if r.cross_entropy_fusion else "eager float32 loss" if r.loss_eager_float32 else
+           "16-bit + float32 copy")
+    chunks = f"; 1 of {r.loss_chunks} chunks" if r.loss_chunks > 1 else ""
+    return f"logits held for the loss ({per:g} B a logit: {why}{chunks})"
+
+
 def memory_rows(p: Plan) -> list[list[str]]:
     """The memory table's rows (GiB per GPU, as printed): the lump of logits, reserve and buffers split (a user trial
     could not tell 23.5 GiB of logits from the buffers), the gradients' width named, and what the capacity assumes."""
@@ -102,7 +117,7 @@ def memory_rows(p: Plan) -> list[list[str]]:
     if m.logits_bytes is None:
         other = [["buffers, logits, reserve", f"{m.other_bytes / GiB:.1f}"]]
     else:
-        other = [["logits held for the loss", f"{m.logits_bytes / GiB:.1f}"],
+        other = [[logits_label(p), f"{m.logits_bytes / GiB:.1f}"],
                  [f"reserve (CUDA context, cuBLAS/NCCL workspaces: {m.reserve_bytes / GiB:.0f} GiB fixed)",
                   f"{m.reserve_bytes / GiB:.1f}"],
                  ["buffers (FSDP prefetch, CUDA graphs, TP overlap, masks)", f"{m.buffers_bytes / GiB:.1f}"]]
@@ -211,6 +226,7 @@ def recipe_line(p: Plan) -> str:
                          ("fp8_params", "fp8 params"), ("fp8_lm_head", "fp8 LM head"),
                          ("optimizer_state_bf16", "bf16 optimizer state"),
                          ("cross_entropy_fusion", "fused cross-entropy"),
+                         ("loss_eager_float32", "eager float32 loss"),
                          ("cuda_launch_blocking", "CUDA_LAUNCH_BLOCKING=1"),
                          ("account_for_embedding", "embedding counted in the split"),
                          ("account_for_loss", "loss counted in the split")):

@@ -34,6 +34,8 @@ def _emit(tmp_path: Path, model: str, gpus: int, precision: str, emit: str, *ext
 
 FP32_GRADS = ("--grad-reduce-fp32",)
 """torchtitan and MaxText always reduce gradients in fp32: plans priced so keep the substitution under test alone."""
+TORCHTITAN_EAGER = (*FP32_GRADS, "--loss-eager-float32")
+"""torchtitan's llama3_8b and llama3_70b configs also run their loss eagerly on a float32 copy (no compile)."""
 MAXTEXT_FP32 = (*FP32_GRADS, "--fp32-weights", "--no-norms-fused", "--attention-kernel", "flash2")
 """MaxText also keeps float32 weights as the master copy, its norms are ops of their own and its attention a Triton
 flash kernel."""
@@ -42,7 +44,7 @@ flash kernel."""
 def test_a_torchtitan_plan_with_16bit_gradients_says_it_reduces_fp32_with_both_times(tmp_path):
     """torchtitan 0.3.0 has one reduce dtype, float32: a plan priced with 16-bit gradients is re-priced as the
     file runs it, and said so."""
-    plan, err = _emit(tmp_path, "llama3-8b", 16, "bf16", "torchtitan", "--zero", "3")
+    plan, err = _emit(tmp_path, "llama3-8b", 16, "bf16", "torchtitan", "--zero", "3", "--loss-eager-float32")
     assert not plan["recipe"].get("grad_reduce_fp32")
     runs = _runs_line(tmp_path / "torchtitan.sh")
     assert runs is not None and runs.group(1) == "grad_reduce_fp32 True (not False)"
@@ -124,7 +126,7 @@ def _runs_line(path: Path) -> re.Match | None:
 
 
 def test_a_torchtitan_fp8_plan_without_an_fp8_config_says_it_runs_bf16_with_both_times(tmp_path):
-    plan, err = _emit(tmp_path, "llama3-70b", 64, "fp8", "torchtitan", "--zero", "3", *FP32_GRADS)
+    plan, err = _emit(tmp_path, "llama3-70b", 64, "fp8", "torchtitan", "--zero", "3", *TORCHTITAN_EAGER)
     runs = _runs_line(tmp_path / "torchtitan.sh")
     assert runs is not None and runs.group(1) == "bf16 (not fp8)"
     assert "llama3_70b config has no Float8 converter and no flag adds one: this file runs bf16" in err
@@ -169,7 +171,7 @@ def test_a_deepspeed_fp8_plan_prices_the_bf16_its_config_sets(tmp_path):
 def test_a_torchtitan_zero1_plan_says_it_runs_zero2_with_its_time(tmp_path):
     """torchtitan has no ZeRO-1: the file runs FSDP without resharding after forward, priced as ZeRO-2, with the
     resharding after every backward FSDP2's ZeRO-2 brings (the capability row, tested on the layout the file runs)."""
-    plan, _ = _emit(tmp_path, "llama3-8b", 16, "bf16", "torchtitan", "--zero", "1", *FP32_GRADS)
+    plan, _ = _emit(tmp_path, "llama3-8b", 16, "bf16", "torchtitan", "--zero", "1", *TORCHTITAN_EAGER)
     assert plan["layout"]["zero_stage"] == 1
     runs = _runs_line(tmp_path / "torchtitan.sh")
     assert runs is not None and runs.group(1) == "ZeRO-2 (not ZeRO-1), reshard_after_backward True (not False)"

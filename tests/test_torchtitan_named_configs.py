@@ -133,9 +133,10 @@ def test_the_emitters_config_facts_agree_with_the_table() -> None:
     """emit.torchtitan's FP8_CONFIGS, MXFP8_CONFIGS, CONFIG_RECIPE and COMPILE state what the configs' functions
     set: Float8 converters in the Float8 twins, the MXFP8 one in the MXFP8 twins (which inherit their model's
     batch, sequence and checkpointing: only converters and compile differ), and compile on where they turn it on."""
-    from placement.emit.torchtitan import COMPILE, CONFIG_RECIPE, FP8_CONFIGS, MODELS, MXFP8_CONFIGS
+    from placement.emit.torchtitan import COMPILE, CONFIG_RECIPE, FP8_CONFIGS, MODELS, MXFP8_CONFIGS, loss_compiled
 
-    assert set(CONFIG_RECIPE) <= set(MXFP8_CONFIGS.values())
+    assert set(CONFIG_RECIPE) <= set(MXFP8_CONFIGS.values()) | {c for cfgs in CONFIGS.values() for c in cfgs
+                                                                 if loss_compiled(c)[0]}
     for module, config in MODELS.values():
         for name in {config, FP8_CONFIGS.get(config, config), MXFP8_CONFIGS.get(config, config)}:
             facts = CONFIGS[module][name]
@@ -144,6 +145,10 @@ def test_the_emitters_config_facts_agree_with_the_table() -> None:
             assert (converters == ("MXFP8LinearConverter",)) == (name in MXFP8_CONFIGS.values()), name
             on = facts.get("compile.enable", DEFAULTS["compile.enable"])[0]
             assert (COMPILE[name] != "off") == on, name
+            # the loss runs eagerly (the capability row) unless the config compiles it (its CONFIG_RECIPE row)
+            parts = facts.get("compile.components", DEFAULTS["compile.components"])[0]
+            eager = dict((f, v) for f, v, _ in CONFIG_RECIPE.get(name, ())).get("loss_eager_float32", True)
+            assert eager == (not (on and "loss" in parts)), name
         twin = MXFP8_CONFIGS.get(config)
         if twin is not None:
             own = {k: v[0] for k, v in CONFIGS[module][twin].items() if v[1] == twin}

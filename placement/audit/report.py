@@ -273,6 +273,19 @@ def sources_lines(a: Audit) -> list[str]:
     return _sources_block(a).splitlines()
 
 
+def _overridden(a: Audit, name: str) -> str:
+    """", priced with V (a flag)" for a recipe value the files state that a flag or --recipe file replaced: the
+    files' value is listed as read, the price is the flag's (a flag once replaced an attention kernel read from a
+    TOML with nothing on the line to say so)."""
+    field = name.removeprefix("recipe.")
+    where = (a.estimate.recipe_sources or {}).get(field, "")
+    if not name.startswith("recipe.") or where.startswith("launch:") or where in ("", "default"):
+        return ""
+    priced = (a.estimate.recipe or {}).get(field)
+    shown = "a flag" if where == "flag" else where.removeprefix("file:")
+    return f"; priced with {_shown(priced)} instead ({shown})"
+
+
 def _sources_block(a: Audit) -> str:
     """Where each value of the audited layout came from (file:line, or the rule that derived it), what the files
     leave to defaults, and what they set that placement does not model."""
@@ -286,7 +299,7 @@ def _sources_block(a: Audit) -> str:
             value = "; ".join(dict.fromkeys(str(n) for n in value))
         shown = ("" if value is None or isinstance(value, dict) else
                  f" {','.join(str(v) for v in value)}" if isinstance(value, (list, tuple)) else f" {value}")
-        lines.append(f"  {name}{shown}: {where}")
+        lines.append(f"  {name}{shown}: {where}{_overridden(a, name)}")
     # recipe values the framework runs when the files leave them out (launch_recipe), each with its source
     from placement.emit.common import matters
 

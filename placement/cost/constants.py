@@ -108,6 +108,18 @@ recalibrated (from 0.05) so that every production layout of both calibration fil
 Megatron-Bridge's GPT-OSS-120B on 64 B200 at micro-batch 4, needs 97.5 % of what the 2 % leaves."""
 LOGITS_BYTES_PER_ELEMENT = 6
 """LM-head output kept for the loss: bf16 logits plus their fp32 copy in the cross-entropy."""
+LOGITS_BYTES_EAGER_FLOAT32 = 12
+"""The same for an eager PyTorch cross-entropy on a float32 upcast (recipe loss_eager_float32: torchtitan's
+`F.cross_entropy(pred.float())` not compiled): log_softmax's backward holds its saved float32 output (4), nll_loss's
+float32 gradient of it (4) and the float32 input gradient it writes (4) at once; the 16-bit logits are freed by then
+(torchtitan's step deletes `pred` before backward, train.py), and the upcast copy after the forward.  Counted from
+PyTorch's autograd formulas (log_softmax saves its result; its backward `_log_softmax_backward_data` allocates the
+gradient); a user trial measured torchtitan's December 2024 benchmarks (eager loss) 20-36 % above the 6-byte price,
+and 4-8 % off once the 6 bytes missing here were added."""
+LOGITS_BYTES_CHUNK_LOOP_HELD = 2
+"""Beside LOGITS_BYTES_EAGER_FLOAT32 where the loss runs in chunks (torchtitan 0.3.0's ChunkedLossWrapper): the loop
+keeps the chunk's 16-bit logits referenced (`logits = lm_head(h_chunk)`) through `chunk_loss.backward()`
+(components/loss.py, ChunkedLossWrapper.__call__)."""
 
 # --- optimizer -------------------------------------------------------------------------------------
 OPTIMIZER_BYTES_PER_PARAM_STEP = 36

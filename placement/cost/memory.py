@@ -185,8 +185,19 @@ class MemoryTerm:
     """Logits, the reserve, and the buffers (ZeRO-3 prefetch, CUDA-graph pools, pipeline masks)."""
     peak_bytes: np.ndarray
     logits_bytes: np.ndarray
-    """Of other_bytes, the logits the loss holds (LOGITS_BYTES_PER_ELEMENT, 2 fused)."""
+    """Of other_bytes, the logits the loss holds (logits_bytes_per_element a logit)."""
 
+
+
+def logits_bytes_per_element(recipe) -> float:
+    """Bytes a logit of the loss's micro-batch (or chunk) holds at the loss's peak: the 16-bit logits alone under a
+    fused loss, an eager float32 loss's three float32 tensors (and, in a chunk loop, the chunk's 16-bit logits), else
+    the 16-bit logits and Megatron's in-place float32 copy."""
+    if recipe.cross_entropy_fusion:
+        return C.BYTES_PER_ACTIVATION
+    if recipe.loss_eager_float32:
+        return C.LOGITS_BYTES_EAGER_FLOAT32 + (C.LOGITS_BYTES_CHUNK_LOOP_HELD if recipe.loss_chunks > 1 else 0)
+    return C.LOGITS_BYTES_PER_ELEMENT
 
 def memory_term(x: Ctx, st: StageKinds, dense_p: np.ndarray, expert_p: np.ndarray, dense_shard: np.ndarray,
                 expert_shard: np.ndarray, extra_bytes: np.ndarray | float) -> MemoryTerm:
@@ -256,7 +267,7 @@ def memory_term(x: Ctx, st: StageKinds, dense_p: np.ndarray, expert_p: np.ndarra
 
     w = x.w
     vocab = w.embed_params / w.hidden
-    logit_bytes = C.BYTES_PER_ACTIVATION if x.recipe.cross_entropy_fusion else C.LOGITS_BYTES_PER_ELEMENT
+    logit_bytes = logits_bytes_per_element(x.recipe)
     # a chunked loss (recipe loss_chunks) holds one chunk's logits at a time
     logits = x.tokens * vocab / x.tp * logit_bytes / x.recipe.loss_chunks
     dense_layer_p = (w.attn_params + w.dense_mlp_params) / x.tp

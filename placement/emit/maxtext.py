@@ -363,6 +363,7 @@ RUNS_INSTEAD = {
     "mtp_layers": "it trains without multi-token prediction modules",
     "moe_capacity_factor": "its MoE routes dropless unless capacity_factor is set",
     "cross_entropy_fusion": "XLA compiles the loss itself",
+    "loss_eager_float32": "XLA compiles the loss itself",
     "dp_overlap": "XLA overlaps the gradient reduction with the backward itself",
     "param_gather_overlap": "XLA schedules the weight gathers beside compute itself",
     "reshard_after_backward": "MaxText has no ZeRO-2: it shards the weights of every step (ZeRO-3) or none",

@@ -81,7 +81,48 @@ CONFIG_RECIPE: dict[str, tuple[tuple[str, object, str], ...]] = {
     ),
 }
 """torchtitan 0.3.0 config -> (recipe field, value, why) its function runs other than CAPABILITIES["torchtitan"]'s
-rows (which hold for its Float8 configs): frameworks.recipe_rows puts them in their place."""
+rows (which hold for its Float8 configs): frameworks.recipe_rows puts them in their place.  The configs that compile
+their loss are added below (`loss_compiled`)."""
+
+
+def loss_compiled(config: str) -> tuple[bool, str]:
+    """(whether torchtitan 0.3.0's named `config` compiles its loss, where it says so): compile.enable with "loss" in
+    compile.components (BaseLoss._maybe_compile, components/loss.py), as the config function sets them
+    (audit.readers.torchtitan_configs, read from the 0.3.0 wheel) or 0.3.0's defaults (enable false)."""
+    from placement.audit.readers.torchtitan_configs import CONFIGS, DEFAULTS
+
+    module, keys = next(((m, cfgs[config]) for m, cfgs in CONFIGS.items() if config in cfgs), ("", {}))
+    enable = keys.get("compile.enable", DEFAULTS["compile.enable"])
+    parts = keys.get("compile.components", DEFAULTS["compile.components"])
+    where = "; ".join(f"{name} = {value[0]} ({_registry_site(module, value)})"
+                      for name, value in (("compile.enable", enable), ("compile.components", parts)))
+    return bool(enable[0]) and "loss" in parts[0], where
+
+
+def _registry_site(module: str, value: tuple) -> str:
+    """Where a CONFIGS value is set: its config function's line in the module's config_registry.py, or the
+    JobConfig default's."""
+    return (f"{value[1]}, models/{module}/config_registry.py:{value[2]}" if len(value) == 3
+            else f"default, {value[1]}")
+
+
+def _compiled_loss_rows() -> dict[str, tuple[tuple[str, object, str], ...]]:
+    from placement.audit.readers.torchtitan_configs import CONFIGS
+
+    rows = {}
+    for cfgs in CONFIGS.values():
+        for config in cfgs:
+            compiled, where = loss_compiled(config)
+            if compiled:
+                rows[config] = (("loss_eager_float32", False,
+                                 f"torchtitan 0.3.0's {config} compiles its loss ({where}): torch.compile fuses the "
+                                 f"float32 upcast into the cross-entropy, priced at the 6 bytes a logit of an "
+                                 f"in-place loss"),)
+    return rows
+
+
+for _config, _rows in _compiled_loss_rows().items():
+    CONFIG_RECIPE[_config] = CONFIG_RECIPE.get(_config, ()) + _rows
 COMPILE = {"llama3_8b": "off", "llama3_70b": "off",
            "llama3_405b": "on for the transformer blocks and the loss (CompileConfig(enable=True), "
                           "models/llama3/config_registry.py:296-299)",

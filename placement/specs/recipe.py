@@ -331,6 +331,15 @@ class Recipe(Frozen):
     pipe (pretrain_gpt.py sets pretrain_causal_attention), Megatron-LM and torchtitan send hidden states only."""
     cross_entropy_fusion: bool = False
     """Fused vocab-parallel cross-entropy (`--cross-entropy-loss-fusion`): no fp32 copy of the logits is kept."""
+    loss_eager_float32: bool = False
+    """The loss is PyTorch's cross-entropy on a float32 upcast of the logits, run eagerly: torchtitan's
+    `cross_entropy_loss` (`F.cross_entropy(pred.flatten(0, 1).float(), ...)`, components/loss.py) where nothing
+    compiles it (torch.compile only with compile.enable and "loss" in compile.components, from 08b8b244; before it
+    with training.compile, except from e8977b00, 2024-12-18, to bbb1b616, 2025-04-02, when it never was).  Autograd
+    keeps log_softmax's float32 output for backward, and that backward holds it, its float32 gradient and the input's
+    float32 gradient at once: the memory model prices cost.constants.LOGITS_BYTES_EAGER_FLOAT32 a logit, not the 6
+    of Megatron's loss, which works in place on one float32 copy (cost.memory).  Its time is about that of
+    Megatron's unfused loss (cost.constants.CROSS_ENTROPY_BYTES_PER_LOGIT)."""
     cpu_affinity: bool = True
     """Each rank's process bound to the CPU cores and NUMA node of its GPU and NIC (`bindpcie`, `numactl`):
     unbound processes issue kernels slower (Megatron-Core DeepSeek-V3 GB200 write-up §2.4: +70 TFLOP/s/GPU)."""

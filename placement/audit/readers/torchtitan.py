@@ -287,6 +287,7 @@ def _settings(keys: dict[str, tuple[Any, str]], s: Settings) -> _Pipeline:
         _converters(facts, get, s)
     _activation_checkpoint(get, s, version3)
     _cuda_graphs(get, s, version3)
+    _loss_compile(get, s, version3)
     if not version3:  # torchtitan's chunked loss (ChunkedLossWrapper, 8 chunks) came after v0.2.2
         s.put("recipe.loss_chunks", 1, "torchtitan before 0.3.0 computes the loss over the whole micro-batch's "
                                        "logits (v0.2.2 components/loss.py has no ChunkedLossWrapper)")
@@ -334,6 +335,60 @@ def _settings(keys: dict[str, tuple[Any, str]], s: Settings) -> _Pipeline:
     if cfg is not None:
         s.config_file = (str(cfg), cev2)
     return pipeline
+
+
+LOSS_EAGER = ("its cross-entropy runs eagerly on a float32 copy of the logits (F.cross_entropy(pred.flatten(0, "
+              "1).float(), ...), components/loss.py): log_softmax's backward holds three float32 copies of them")
+LOSS_COMPILED = "torch.compile fuses the float32 upcast into the cross-entropy"
+LOSS_EAGER_SPAN = (("e8977b00", "2024-12-18"), ("bbb1b616", "2025-04-02"))
+"""torchtitan commits between which training.compile compiled the model but not the loss: e8977b00 "turning off
+compile on loss function" ("compiling loss function causes CUDA errors", train.py), bbb1b616 (build_loss_fn, which
+compiles it again under training.compile); from 08b8b244 (2025-08-20) compile.components says."""
+
+
+def _loss_compile(get, s: Settings, version3: bool) -> None:
+    """recipe.loss_eager_float32: torchtitan compiles its loss with compile.enable and "loss" in compile.components
+    (08b8b244 on, 0.3.0's BaseLoss._maybe_compile), before them with training.compile, except from e8977b00 to
+    bbb1b616 (LOSS_EAGER_SPAN), when never; a file whose keys leave that open is priced eager (the larger peak),
+    with a note.  A user trial: torchtitan's eager-loss benchmarks measured 20-36 % above the memory priced."""
+    enable, eev = get("compile.enable")
+    parts, pev = get("compile.components")
+    old, oev = get("training.compile")
+    if version3 or enable is not None or parts is not None:
+        if enable is None:
+            eev = f"compile.enable false by default ({DEFAULTS['compile.enable'][1]})"
+        if parts is None:
+            parts, where = DEFAULTS["compile.components"]
+            pev = f"compile.components {_shown(parts)} by default ({where})"
+        parts = parts if isinstance(parts, (list, tuple)) else [p for p in str(parts).split(",") if p]
+        compiled = enable in _TRUE and "loss" in [str(p) for p in parts]
+        s.put("recipe.loss_eager_float32", not compiled,
+              f"{eev}; {pev}: {LOSS_COMPILED if compiled else LOSS_EAGER}")
+        return
+    if old not in _TRUE:
+        s.put("recipe.loss_eager_float32", True,
+              f"{oev or 'nothing compiles the loss (no training.compile or compile.enable)'}: {LOSS_EAGER}")
+        return
+    (off, off_date), (on, on_date) = LOSS_EAGER_SPAN
+    newest, oldest = version_window(s.torchtitan_stated)
+    low = JOBCONFIG_DATES[newest[1]] if newest else None
+    high = JOBCONFIG_DATES[oldest[1]] if oldest else None
+    if (high is not None and high < off_date) or (low is not None and low >= on_date):
+        bound = (f"{oldest[0]} is last in torchtitan's JobConfig at {oldest[1]} ({high}), before {off}"
+                 if high is not None and high < off_date else
+                 f"{newest[0]} is first in torchtitan's JobConfig at {newest[1]} ({low}), from {on} on")
+        s.put("recipe.loss_eager_float32", False, f"{oev} ({bound}, where training.compile compiles the loss too): "
+                                                  f"{LOSS_COMPILED}")
+        return
+    inside = low is not None and high is not None and low >= off_date and high < on_date
+    span = f"torchtitan from {off} ({off_date}) to {on} ({on_date}) compiled the model but not the loss"
+    s.put("recipe.loss_eager_float32", True,
+          f"{oev}: {span}" + ("" if inside else ", and the files' keys leave open whether theirs is one of those: "
+                                                "priced eager, the larger peak") + f"; {LOSS_EAGER}")
+    if not inside:
+        s.ignored.append(f"loss: the files' keys leave open whether their torchtitan is from {off} ({off_date}) to "
+                         f"{on} ({on_date}), whose training.compile leaves the loss eager, or another, which "
+                         f"compiles it; priced eager, the larger peak (--no-loss-eager-float32 prices it compiled)")
 
 
 def _compiled(get, version3: bool) -> str:
