@@ -365,7 +365,8 @@ def recipe_options(fn: Callable) -> Callable:
                              "spec, the default): `layernorm` recompute frees only MLA's input norm and an MoE "
                              "layer's pre-MLP norm; off, every norm (MaxText)."),
         onoff("fp32_weights", "Weights kept in float32 as the optimizer's master copy, cast to bf16 at use "
-                              "(MaxText weight_dtype float32): 4 + 4 + 8 bytes a parameter."),
+                              "(MaxText weight_dtype float32): 4 bytes of weights and 8 of Adam moments a "
+                              "parameter; the gradients' width is --grad-reduce-fp32's (MaxText: on)."),
         onoff("fp8_saves_16bit_inputs", "Under FP8 the GEMMs keep their 16-bit inputs for backward (torchao "
                                         "Float8Linear, torchtitan), not 1-byte copies (Transformer Engine)."),
         onoff("fp8_recasts_weights", "Under FP8 every GEMM casts its 16-bit weight again in each forward and "
@@ -1202,6 +1203,12 @@ def infeasible_fixes(p) -> str:
     if lay.zero_stage < 3 and shard > 1:
         fixes.append(f"a higher --zero (now {lay.zero_stage}; weights, gradients and optimizer state {state / GiB:.1f} "
                      f"GiB, shardable over {shard} ranks)")
+    recipe = p.recipe or {}
+    if not recipe.get("optimizer_state_bf16") and m.optimizer_bytes > 0.0:
+        # a user trial's Nemotron-4 340B run (its config: optim.dtype bf16) was refused with no word of this fix
+        moments = 8.0 / (8.0 if recipe.get("fp32_weights") else 12.0)  # of the optimizer row's bytes a parameter
+        fixes.append(f"--optimizer-state-bf16 if the job keeps Adam's moments in bf16 (optimizer state "
+                     f"{m.optimizer_bytes / GiB:.1f} GiB, {m.optimizer_bytes * moments / 2 / GiB:.1f} less)")
     fixes.append(f"more --tp/--pp (now tp {lay.tp}, pp {lay.pp}) or more GPUs")
     return ", ".join(fixes) + ", or `placement plan` with the same job for the layouts that fit"
 
@@ -1739,6 +1746,9 @@ def fabric_priced(topo: Topology, ctx: click.Context) -> str:
               f"cluster {topo.cluster.name}'s catalog file",
               "each switch's ratio from the graph's link bandwidths (down:up)" if given("cluster_graph") else
               f"--oversubscription {ctx.params['oversubscription']:g}" if given("oversubscription") else
+              f"oversubscription from cluster {topo.cluster.name}'s file (a copy of that file with another "
+              f"tiers[0].oversubscription, passed as --cluster FILE, changes it; --oversubscription does with "
+              f"--slurm-topology)" if topo.cluster.name and not given("slurm_topology") else
               f"oversubscription from cluster {topo.cluster.name}'s file (--oversubscription changes it)"]
     if any(d["oversubscription"] > 1 for d in levels):
         # a user trial: one node in each of two 4:1 leaves priced 2.5x one leaf, on a rule no output stated

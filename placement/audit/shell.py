@@ -1048,16 +1048,26 @@ def _assign(state: _State, src: _Src, node: tree_sitter.Node, uncertain: str | N
             items = [*base, *items]  # element lists are never changed in place: share them
         state.vars[name] = _Var(items=items)
         return
-    segs: list[_Seg] = []
-    for f in _expand_parts(state, _parts(state, src, value) if value is not None else [], as_field=True):
-        segs.extend(f)
-    segs = [_copy(x, uncertain) for x in segs]
+    segs = _assigned(state, src, value, uncertain)
     if append and var is not None:
         if var.items is not None:
             state.vars[name] = _Var(items=[*var.items, segs])
             return
         segs = list(var.value or []) + segs
     state.vars[name] = _Var(value=segs)
+
+
+def _assigned(state: _State, src: _Src, value: tree_sitter.Node | None, uncertain: str | None) -> list[_Seg]:
+    """The segments an assignment's value stores: one field, where a quoted "${A[@]}" inside it joins its elements
+    with a space, as "${A[*]}" does (an assignment splits no words, bash(1) Special Parameters); a user trial's
+    `CMD="torchrun ${ARGS[@]} ..."` glued every argument into one word."""
+    segs: list[_Seg] = []
+    for k, f in enumerate(_expand_parts(state, _parts(state, src, value) if value is not None else [],
+                                        as_field=True)):
+        if k:
+            segs.append(_Seg(" ", False, _org(state, src, value)))
+        segs.extend(f)
+    return [_copy(x, uncertain) for x in segs]
 
 
 def _assign_element(state: _State, src: _Src, subscript: tree_sitter.Node, value: tree_sitter.Node | None,
@@ -1069,10 +1079,7 @@ def _assign_element(state: _State, src: _Src, subscript: tree_sitter.Node, value
         return
     name = _text(name_node)
     var = state.vars.get(name)
-    segs: list[_Seg] = []
-    for f in _expand_parts(state, _parts(state, src, value) if value is not None else [], as_field=True):
-        segs.extend(f)
-    segs = [_copy(x, uncertain) for x in segs]
+    segs = _assigned(state, src, value, uncertain)
     k = int(_text(index)) if index is not None and _text(index).isdigit() else None
     items = var.items if var is not None and var.items is not None else (
         [var.value] if var is not None and var.value else ([] if var is None else [[]]))

@@ -306,18 +306,19 @@ def published_line(best: dict | None) -> str:
         degrees = " ".join(f"{k}{v}" for k, v in workload["degrees"].items())
         lines.append(f"published run of this workload at other degrees: {workload['run']} measured "
                      f"{workload['published_step_time_s']:.2f} s/step at {degrees}; this plan is priced "
-                     f"{workload['plan_speedup']:.2f}x its speed, a layout no published run measured "
-                     f"({workload['citation']})" + _over_counted(workload, "that run's layout"))
+                     f"{workload['plan_speedup']:.2f}x its speed, a layout none of the runs placement validates "
+                     f"measured ({workload['citation']})" + _over_counted(workload, "that run's layout"))
     model = best.get("same_model")
     if model and model["above"]:
         lines.append(f"published runs of this model on this accelerator at {best['group'].rsplit(' / ', 1)[-1]}: the "
                      f"best of {model['runs']}, {model['run']}, measured MFU {model['mfu']:.1%} ({model['num_gpus']:,} "
                      f"GPUs, batch {model['global_batch']:,}, sequence {model['seq_len']:,}); this plan is priced at "
-                     f"MFU {best['plan_mfu']:.1%}, {model['ratio']:.2f}x it, at a scale, batch or layout no published "
-                     f"run of it measured ({model['citation']})")
+                     f"MFU {best['plan_mfu']:.1%}, {model['ratio']:.2f}x it, at a scale, batch or layout none of the "
+                     f"published runs placement validates measured ({model['citation']})")
     if above_ratio(best) is not None:
         lines.append(f"above published: MFU {best['plan_mfu']:.1%} is {best['ratio']:.2f}x the best of the "
                      f"{best['runs']} published {best['group']} runs placement validates ({best['best_mfu']:.1%}, "
                      f"{best['best_run']}); the margin is the model's extrapolation of this layout and recipe, which "
-                     f"no published run measured")
+                     f"none of those runs measured (`placement validate` lists them; a run of your own, `validate "
+                     f"--runs`, checks it)")
     return "\n".join(lines)

@@ -1183,6 +1183,14 @@ def _ds_chat(flags: dict[str, Arg], s: Settings) -> None:
 
 OLD_ATTENTION = ("Megatron-LM had no fused attention before --use-flash-attn came in (d693034ecf, 2022-12-08): its "
                  "CoreAttention kept the scores in HBM (megatron/model/transformer.py)")
+OLD_CHECKPOINT_ATTENTION = (
+    "Megatron-LM exits on --checkpoint-activations from 3e71ad9c62 (2023-04-26; core_v0.19.0 megatron/training/"
+    "arguments.py:583-586), so a Megatron-LM that starts this file is older, and its attention is unfused without "
+    "--use-flash-attn (d693034ecf, 2022-12-08, brought FlashAttention in behind that flag only); "
+    "Megatron-DeepSpeed keeps the flag and runs its unfused CoreAttention without a --use-flash-attn* flag "
+    "(megatron/model/transformer.py)")
+"""Why a Megatron file with the old --checkpoint-activations is priced with the unfused attention core (a user trial:
+a Megatron-DeepSpeed script without --deepspeed was priced with FlashAttention by default, 6 % fast)."""
 TORCH_DDP = ("PyTorch DDP all-reduces gradient buckets during backward (megatron/training.py at bbab79f869^ :288-292 "
              "wraps the model in torchDDP; --DDP-impl went in 3fb3e95ec6 of 2023-09-05)")
 
@@ -1214,6 +1222,9 @@ def _old_megatron(given: dict[str, Arg], s: Settings) -> None:
         s.put("recipe.attention_kernel", "unfused",
               f"{method.evidence} (the flag dates the file to {OLD_METHOD_DATES}; "
               f"{OLD_ATTENTION})")
+    old_checkpoint = given.get("--checkpoint-activations")
+    if old_checkpoint is not None and not s.has("recipe.attention_kernel") and not MDS_FLASH_FLAGS.keys() & given:
+        s.put("recipe.attention_kernel", "unfused", f"{old_checkpoint.evidence} ({OLD_CHECKPOINT_ATTENTION})")
 
 
 def _megatron_deepspeed_attention(args: list[Arg], s: Settings, deepspeed_flag: Arg) -> None:
