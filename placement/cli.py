@@ -283,7 +283,8 @@ RECIPE_FLAGS = {
     "sp_saves_gathered_inputs": "--sp-saves-gathered-inputs", "tp_async_backward": "--tp-async-backward",
     "pipeline_unsharded_grads": "--pipeline-unsharded-grads",
     "reshard_after_backward": "--reshard-after-backward",
-    "optimizer_state_bf16": "--optimizer-state-bf16", "fp32_weights": "--fp32-weights", "norms_fused": "--norms-fused",
+    "optimizer_state_bf16": "--optimizer-state-bf16", "optimizer_master_weights": "--optimizer-master-weights",
+    "fp32_weights": "--fp32-weights", "norms_fused": "--norms-fused",
     "fp8_params": "--fp8-params", "activation_func_fp8_input_store": "--activation-fp8-input-store",
     "attention_kernel": "--attention-kernel", "cp_comm_type": "--cp-comm-type",
     "grad_reduce_fp32": "--grad-reduce-fp32", "grad_all_reduce": "--grad-all-reduce", "dp_overlap": "--dp-overlap",
@@ -361,6 +362,9 @@ def recipe_options(fn: Callable) -> Callable:
         onoff("pipeline_sends_mask", "Each forward send between pipeline stages also carries the s x s attention "
                                      "mask, whole from every TP rank (GPT-NeoX on DeepSpeed's pipeline engine)."),
         onoff("optimizer_state_bf16", "Adam moments in BF16."),
+        onoff("optimizer_master_weights", "The optimizer keeps a float32 master copy of 16-bit weights (default "
+                                          "on); off: it updates the 16-bit weights in place (MaxText with "
+                                          "weight_dtype bfloat16), 4 bytes a parameter less."),
         onoff("norms_fused", "Each norm runs fused into the projection after it (Megatron-Core's Transformer Engine "
                              "spec, the default): `layernorm` recompute frees only MLA's input norm and an MoE "
                              "layer's pre-MLP norm; off, every norm (MaxText)."),

@@ -64,9 +64,9 @@ class Capability:
     """Why the framework refuses FP8 beside gradient accumulation (MaxText), None where it runs both: its FP8 plans
     take one micro-batch a step (global batch = micro-batch x dp)."""
     zero_from_mesh: bool = False
-    """The ZeRO stage follows the mesh (MaxText: placement.audit.maxtext.zero_as_run): its context axis shards the
-    weights as fsdp does, so with cp > 1 only ZeRO-3; without it ZeRO-3 needs fsdp ranks beside the expert ones
-    (dp_shard > ep) and ZeRO-1 data ranks for shard_optimizer_over_data (dp > ep), or it runs ZeRO-0."""
+    """The ZeRO stage follows the mesh (MaxText: placement.audit.maxtext.zero_as_run): its context and expert axes
+    shard the weights as fsdp does, so with cp > 1 or ep > 1 only ZeRO-3; without them ZeRO-3 needs fsdp ranks
+    (dp_shard > 1) and ZeRO-1 data ranks for shard_optimizer_over_data (dp > 1), or it runs ZeRO-0."""
     seq_split: str = ""
     """Why the sequence must divide into tp x 2cp parts (the tp factor only under sequence parallelism, the 2cp only
     with cp > 1): torchtitan 0.3.0 trainer.py:306-315 raises at start-up otherwise; "" where the framework pads or
@@ -153,8 +153,8 @@ class Capability:
         if not self.zero0_with_cp:
             ok &= (b.zero != 0) | (b.cp == 1)
         if self.zero_from_mesh:
-            ok &= np.where(b.cp > 1, b.zero == 3,
-                           ((b.zero != 3) | (b.dp_shard > b.ep)) & ((b.zero != 1) | (b.dp > b.ep)))
+            ok &= np.where((b.cp > 1) | (b.ep > 1), b.zero == 3,
+                           ((b.zero != 3) | (b.dp_shard > 1)) & ((b.zero != 1) | (b.dp > 1)))
         return ok
 
     def check(self, b: LayoutBatch, num_layers: int, kv_heads: int | None = None, seq_len: int | None = None) -> None:
@@ -190,12 +190,14 @@ class Capability:
             if cp > 1 and zero != 3:
                 out.append(f"ZeRO-{zero} with cp {cp}: its context axis shards the weights, gradients and optimizer "
                            f"state, so it runs ZeRO-3 over the context ranks")
-            elif cp == 1 and zero == 3 and shard <= ep:
-                out.append(f"ZeRO-3 over dp_shard {shard} with ep {ep}: no fsdp ranks beside the expert ones, so "
-                           f"it runs ZeRO-0")
-            elif cp == 1 and zero == 1 and dp <= ep:
-                out.append(f"ZeRO-1 with dp {dp} and ep {ep}: no data ranks for shard_optimizer_over_data, so it "
-                           f"runs ZeRO-0")
+            elif ep > 1 and zero != 3:
+                out.append(f"ZeRO-{zero} with ep {ep}: its expert axis shards the other weights' embed dimension too "
+                           f"(configs/base.yml:605), with their gradients and optimizer state, so it runs ZeRO-3 over "
+                           f"the expert ranks")
+            elif cp == 1 and ep == 1 and zero == 3 and shard <= 1:
+                out.append(f"ZeRO-3 over dp_shard {shard}: no fsdp ranks, so it runs ZeRO-0")
+            elif cp == 1 and ep == 1 and zero == 1 and dp <= 1:
+                out.append(f"ZeRO-1 with dp {dp}: no data ranks for shard_optimizer_over_data, so it runs ZeRO-0")
         for name, value, limit in (("pp", pp, self.max_pp), ("vpp", vpp, self.max_vpp), ("cp", cp, self.max_cp),
                                    ("ep", ep, self.max_ep)):
             if limit is not None and value > limit:

@@ -91,6 +91,8 @@ def optimizer_label(p: Plan) -> str:
     moments, 12 bytes a parameter, or 8 with BF16 moments) and no other (a user trial: Kimi-K2's Muon run was shown
     Adam's state with nothing to say so)."""
     moments = "bf16" if (p.recipe or {}).get("optimizer_state_bf16") else "fp32"
+    if (p.recipe or {}).get("optimizer_master_weights") is False and not (p.recipe or {}).get("fp32_weights"):
+        return f"optimizer state (Adam: {moments} moments, no master copy)"
     if (p.recipe or {}).get("fp32_weights"):  # the float32 weights are the master copy, in the weights row
         return f"optimizer state (Adam: {moments} moments; the fp32 weights are the master)"
     return f"optimizer state (Adam: fp32 master + {moments} moments)"

@@ -1656,8 +1656,12 @@ def _layout_findings(c: _Ctx, plan: Plan) -> list[Finding]:
             [], cost))
     # ZeRO-3 where ZeRO-1 fits (or ZeRO-2 where the framework has no ZeRO-1)
     lighter = [z for z in (1, 2) if z in c.zero_stages]
-    if lay.zero_stage == 3 and lighter:
-        alts = [lay.model_copy(update={"zero_stage": z, "dp_shard": None}) for z in lighter]
+    alts = [lay.model_copy(update={"zero_stage": z, "dp_shard": None}) for z in lighter]
+    able = CAPABILITIES.get(c.framework)
+    if able is not None and alts:  # the stages the framework runs at this mesh (MaxText: ZeRO-3 wherever ep > 1)
+        ran = able.sharding_mask(LayoutBatch.from_layouts(alts, c.recipe))
+        alts = [a for a, ok in zip(alts, ran, strict=True) if ok]
+    if lay.zero_stage == 3 and alts:
         e = c.price_as_launched(alts)
         ok = [(float(e.step_time_s[k]), alts[k].zero_stage, float(e.peak_memory_bytes[k]))
               for k in range(len(alts)) if e.fits[k]]

@@ -456,8 +456,16 @@ def finish(v: dict[str, tuple[Any, str]], ignored: list[str]) -> dict[str, tuple
             out[field] = (True, ev)
         elif key == "grad_dtype":
             out[field] = (False, ev)
-        else:  # 16-bit weights leave AdamW no float32 master (mu_dtype follows weight_dtype): not a recipe priced
-            ignored.append(f"weight_dtype {value!r}: priced as float32 weights with float32 AdamW moments ({ev})")
+        else:  # 16-bit weights: no float32 master, and AdamW's moments in mu_dtype, which follows weight_dtype
+            out["recipe.fp32_weights"] = (False, ev)
+            out["recipe.optimizer_master_weights"] = (False, f"{ev} (16-bit weights, updated in place: no float32 "
+                                                             f"master copy)")
+            mu = v.get("mu_dtype")
+            if mu is None or str(mu[0]) in ("", "None"):
+                out["recipe.optimizer_state_bf16"] = (True, f"{ev} (mu_dtype unset: AdamW's moments take "
+                                                            f"weight_dtype, configs/base.yml mu_dtype)")
+            else:
+                out["recipe.optimizer_state_bf16"] = (str(mu[0]).lower() != "float32", mu[1])
     # MoE token dropping: capacity_factor > 0 caps each expert's tokens (base.yml default -1, dropless)
     cap = keys.get("capacity_factor")
     if cap is not None and isinstance(cap[0], (int, float)) and not isinstance(cap[0], bool) and cap[0] > 0:
@@ -528,7 +536,7 @@ def zero_as_run(size: dict[str, int], over_data: bool) -> tuple[int, int | None]
       nn.logical_to_mesh_sharding of the whole train state).  A layer's weights are all-gathered over those axes
       for its use (layers/pipeline.py:1046 `from_repeat_weights_to_bsw(axes_to_gather=("fsdp",
       "fsdp_transpose", "context", "expert"))` in a pipeline, XLA's sharding propagation outside one): with
-      fsdp > 1 or context > 1 that is ZeRO-3, over fsdp x expert of the data-parallel ranks (placement's
+      fsdp > 1, context > 1 or expert > 1 that is ZeRO-3, over fsdp x expert of the data-parallel ranks (placement's
       dp_shard; HSDP where data > 1) and over the context ranks (placement's ZeRO-3 shards over cp x dp_shard:
       cost.step dense_shard).
     * shard_optimizer_over_data adds the `data` axis alone to the optimizer state's sharding
@@ -539,8 +547,8 @@ def zero_as_run(size: dict[str, int], over_data: bool) -> tuple[int, int | None]
       cp x dp_shard over data too (`over_data_unpriced`).
     """
     fsdp, cp, ep, data = size["fsdp"], size["context"], size["expert"], size["data"]
-    if fsdp > 1 or cp > 1:
-        return 3, fsdp * ep
+    if fsdp > 1 or cp > 1 or ep > 1:  # an expert axis alone shards the non-expert weights too (a user trial:
+        return 3, fsdp * ep          # MaxText's own Mixtral test, expert 8 and fsdp 1, was priced replicated)
     return (1 if over_data and data > 1 else 0), None
 
 

@@ -223,6 +223,8 @@ def memory_term(x: Ctx, st: StageKinds, dense_p: np.ndarray, expert_p: np.ndarra
         # fp32_groups_gradients_flat, zeros_like the flat bf16 parameters), whatever width it reduces in
         grad_b = np.where(b.zero < 3, C.BYTES_GRAD + 4.0, grad_b)
     state_b = C.BYTES_OPTIMIZER_BF16_MOMENTS if x.recipe.optimizer_state_bf16 else C.BYTES_OPTIMIZER
+    if not x.recipe.optimizer_master_weights and not x.recipe.fp32_weights:
+        state_b -= 4.0  # no float32 master copy: the moments alone
     gathered, weights_sharded = 0.0, zero3
     if x.recipe.fp32_weights:
         # float32 weights are the master copy (MaxText): 2 bytes more a weight, 4 fewer of optimizer state, the

@@ -316,6 +316,7 @@ RUNS_INSTEAD = {
     "delay_wgrad": "expert weight gradients are computed in place",
     "pipeline_layout": "the pipeline engine partitions layers by its partition_method",
     "fp8_params": "weights stay BF16", "optimizer_state_bf16": "Adam moments stay FP32",
+    "optimizer_master_weights": "its ZeRO optimizer keeps float32 master weights",
     "activation_func_fp8_input_store": "the MLP activation input stays BF16",
     "attention_kernel": "the model code's own attention runs",
     "loss_chunks": "the model code's LM head and loss run on the whole micro-batch at once",

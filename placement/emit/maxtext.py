@@ -358,6 +358,7 @@ RUNS_INSTEAD = {
     "dispatch_fp8": "its token dispatch moves bf16",
     "fp8_params": "it keeps its weights in weight_dtype (float32)",
     "optimizer_state_bf16": "its Adam moments stay float32",
+    "optimizer_master_weights": "its files keep weight_dtype float32, the master copy",
     "activation_func_fp8_input_store": "XLA keeps the MLP activation input as it compiles it",
     "recompute_num_layers": "remat_policy full recomputes every layer",
     "mtp_layers": "it trains without multi-token prediction modules",

@@ -256,6 +256,11 @@ class Recipe(Frozen):
     caches the SwiGLU input in FP8).  Works under BF16 training too."""
     optimizer_state_bf16: bool = False
     """Adam moments in BF16 (`--exp-avg-dtype bf16 --exp-avg-sq-dtype bf16`): 8 bytes/param of state, not 12."""
+    optimizer_master_weights: bool = True
+    """The optimizer keeps a float32 master copy of the 16-bit weights (4 of its 12 bytes a parameter).  False: it
+    updates the 16-bit weights themselves, as MaxText does with weight_dtype bfloat16 (no master; its AdamW moments
+    take mu_dtype, which follows weight_dtype: configs/base.yml mu_dtype, AI-Hypercomputer/maxtext e591f30cb).  No
+    effect under fp32_weights, whose float32 weights are the master."""
     norms_fused: bool = True
     """Each norm runs fused into the projection after it, so `layernorm` recompute (Megatron's
     `--recompute-modules layernorm`) frees only a norm that is a module of its own: Megatron-Core's Transformer

@@ -282,9 +282,42 @@ def overridden(groups: list[Settings], ignored: list[str]) -> None:
                            f"({len(replaced)} of its {len(g.keys)} keys)")
 
 
+def model_layer(groups: list[Settings], ignored: list[str]) -> None:
+    """MaxText's order of configs: the command's config (base.yml), then configs/models/<model_name>.yml, then the
+    command's key=value (pyconfig.py, AI-Hypercomputer/maxtext e591f30cb: `model_name` taken from base and the
+    command line, its model file merged over base before the overrides).  A config YAML named after a `model_name`
+    other than "default" is that model file, whose keys replace the other YAMLs' (said per file); without it the
+    other YAMLs' model dimensions (maxtext.MODEL_SHAPE_KEYS) are base.yml's defaults the model file replaces, and are
+    dropped, --model giving the model (a user trial: MaxText's own Mixtral test, base.yml with model_name=mixtral-8x7b,
+    was refused as base.yml's 16 layers, and with mixtral-8x7b.yml beside it as contradictory)."""
+    configs = [g for g in groups if not g.override and g.keys]
+    said = [g.keys["model_name"] for g in sorted(groups, key=lambda g: g.override) if "model_name" in (g.keys or {})]
+    if not said or str(said[-1][0]) == "default":
+        return
+    name, where = str(said[-1][0]), said[-1][1]
+    model = [g for g in configs if Path(g.path).stem == name]
+    replaced = set().union(*(g.keys for g in model)) if model else set(maxtext.MODEL_SHAPE_KEYS)
+    for g in configs:
+        if g in model:
+            continue
+        dropped = [k for k in g.keys if k in replaced and k != "model_name"]
+        if not dropped:
+            continue
+        g.keys = {k: v for k, v in g.keys.items() if k not in dropped}
+        by = (f"{model[0].path}, the model file model_name {name} ({where}) loads" if model else
+              f"configs/models/{name}.yml, which model_name {name} ({where}) loads and the audit was not given, so "
+              f"--model gives them")
+        ignored.append(f"{g.path}: its {', '.join(dropped)} are replaced by {by} (MaxText merges the config, then the "
+                       f"model file, then the command's key=value: pyconfig.py)")
+
+
 def join(groups: list[Settings], paths: list[Path]) -> Reading:
-    """A MaxText job: the files' keys merged (command-line overrides win), read by `placement.audit.maxtext`."""
+    """A MaxText job: the files' keys merged (the model file over the config, command-line overrides over both:
+    `model_layer`), read by `placement.audit.maxtext`."""
+    notes: list[str] = []
+    model_layer(groups, notes)
     s = merge(groups)
+    s.ignored += notes
     config = s.config_file
     yamls = [Path(p) for p in paths if Path(p).suffix.lower() in (".yaml", ".yml")]
     named = Path(config[0]).name if config is not None else None
