@@ -72,12 +72,16 @@ def _maxtext_launch(tmp_path: Path, config: str):
     return parse_launch([cfg])
 
 
-def test_a_maxtext_config_states_its_gradient_dtype_and_a_16_bit_weight_dtype_is_said(tmp_path: Path) -> None:
+def test_a_maxtext_config_states_its_gradient_dtype_and_a_16_bit_weight_dtype_is_priced(tmp_path: Path) -> None:
     launch = _maxtext_launch(tmp_path, "grad_dtype: bfloat16\nweight_dtype: float32\n")
     assert launch.recipe["grad_reduce_fp32"] is False and launch.recipe["fp32_weights"] is True
     assert "cfg.yml:2" in launch.sources["recipe.grad_reduce_fp32"]
+    # 16-bit weights: no float32 master, AdamW's moments in mu_dtype, which follows weight_dtype unless set
     launch = _maxtext_launch(tmp_path, "weight_dtype: bfloat16\n")
-    assert "fp32_weights" not in launch.recipe
-    assert any("weight_dtype 'bfloat16'" in x for x in launch.ignored)
+    assert (launch.recipe["fp32_weights"], launch.recipe["optimizer_master_weights"],
+            launch.recipe["optimizer_state_bf16"]) == (False, False, True)
+    assert "mu_dtype unset" in launch.sources["recipe.optimizer_state_bf16"]
+    launch = _maxtext_launch(tmp_path, "weight_dtype: bfloat16\nmu_dtype: float32\n")
+    assert launch.recipe["optimizer_state_bf16"] is False and "cfg.yml:3" in launch.sources["recipe.optimizer_state_bf16"]
     with pytest.raises(InputError, match="grad_dtype 'fp64'"):
         _maxtext_launch(tmp_path, "grad_dtype: fp64\n")
