@@ -90,11 +90,12 @@ def optimizer_label(p: Plan) -> str:
     """The optimizer-state row's label, naming the optimizer priced: placement prices Adam (fp32 master weights and two
     moments, 12 bytes a parameter, or 8 with BF16 moments) and no other (a user trial: Kimi-K2's Muon run was shown
     Adam's state with nothing to say so)."""
-    moments = "bf16" if (p.recipe or {}).get("optimizer_state_bf16") else "fp32"
-    if (p.recipe or {}).get("optimizer_master_weights") is False and not (p.recipe or {}).get("fp32_weights"):
-        return f"optimizer state (Adam: {moments} moments, no master copy)"
-    if (p.recipe or {}).get("fp32_weights"):  # the float32 weights are the master copy, in the weights row
+    r = p.recipe_spec()
+    moments = "bf16" if r.optimizer_state_bf16 else "fp32"
+    if r.fp32_weights:  # the float32 weights are the master copy, in the weights row
         return f"optimizer state (Adam: {moments} moments; the fp32 weights are the master)"
+    if not r.optimizer_master_weights:
+        return f"optimizer state (Adam: {moments} moments, no master copy)"
     return f"optimizer state (Adam: fp32 master + {moments} moments)"
 
 
@@ -103,9 +104,8 @@ def logits_label(p: Plan) -> str:
     an eager float32 loss holds twice Megatron's (a user trial: torchtitan's eager loss was priced at Megatron's 6
     bytes with nothing to say so)."""
     from placement.cost.memory import logits_bytes_per_element
-    from placement.specs.recipe import Recipe
 
-    r = Recipe.model_validate({k: v for k, v in (p.recipe or {}).items() if k in Recipe.model_fields})
+    r = p.recipe_spec()
     per = logits_bytes_per_element(r)
     why = ("fused loss" if r.cross_entropy_fusion else "eager float32 loss" if r.loss_eager_float32 else
            "16-bit + float32 copy")

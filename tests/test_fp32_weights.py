@@ -82,6 +82,7 @@ def test_a_maxtext_config_states_its_gradient_dtype_and_a_16_bit_weight_dtype_is
             launch.recipe["optimizer_state_bf16"]) == (False, False, True)
     assert "mu_dtype unset" in launch.sources["recipe.optimizer_state_bf16"]
     launch = _maxtext_launch(tmp_path, "weight_dtype: bfloat16\nmu_dtype: float32\n")
-    assert launch.recipe["optimizer_state_bf16"] is False and "cfg.yml:3" in launch.sources["recipe.optimizer_state_bf16"]
+    assert launch.recipe["optimizer_state_bf16"] is False
+    assert "cfg.yml:3" in launch.sources["recipe.optimizer_state_bf16"]
     with pytest.raises(InputError, match="grad_dtype 'fp64'"):
         _maxtext_launch(tmp_path, "grad_dtype: fp64\n")

@@ -188,7 +188,6 @@ class MemoryTerm:
     """Of other_bytes, the logits the loss holds (logits_bytes_per_element a logit)."""
 
 
-
 def logits_bytes_per_element(recipe) -> float:
     """Bytes a logit of the loss's micro-batch (or chunk) holds at the loss's peak: the 16-bit logits alone under a
     fused loss, an eager float32 loss's three float32 tensors (and, in a chunk loop, the chunk's 16-bit logits), else
@@ -198,6 +197,7 @@ def logits_bytes_per_element(recipe) -> float:
     if recipe.loss_eager_float32:
         return C.LOGITS_BYTES_EAGER_FLOAT32 + (C.LOGITS_BYTES_CHUNK_LOOP_HELD if recipe.loss_chunks > 1 else 0)
     return C.LOGITS_BYTES_PER_ELEMENT
+
 
 def memory_term(x: Ctx, st: StageKinds, dense_p: np.ndarray, expert_p: np.ndarray, dense_shard: np.ndarray,
                 expert_shard: np.ndarray, extra_bytes: np.ndarray | float) -> MemoryTerm:

@@ -89,9 +89,16 @@ def loss_compiled(config: str) -> tuple[bool, str]:
     """(whether torchtitan 0.3.0's named `config` compiles its loss, where it says so): compile.enable with "loss" in
     compile.components (BaseLoss._maybe_compile, components/loss.py), as the config function sets them
     (audit.readers.torchtitan_configs, read from the 0.3.0 wheel) or 0.3.0's defaults (enable false)."""
-    from placement.audit.readers.torchtitan_configs import CONFIGS, DEFAULTS
+    from placement.audit.readers.torchtitan_configs import CONFIGS
 
-    module, keys = next(((m, cfgs[config]) for m, cfgs in CONFIGS.items() if config in cfgs), ("", {}))
+    module = next((m for m, cfgs in CONFIGS.items() if config in cfgs), "")
+    return _loss_compiled_in(module, CONFIGS.get(module, {}).get(config, {}))
+
+
+def _loss_compiled_in(module: str, keys: dict[str, tuple]) -> tuple[bool, str]:
+    """`loss_compiled` of a config of `module` that sets `keys` (its CONFIGS entry)."""
+    from placement.audit.readers.torchtitan_configs import DEFAULTS
+
     enable = keys.get("compile.enable", DEFAULTS["compile.enable"])
     parts = keys.get("compile.components", DEFAULTS["compile.components"])
     where = "; ".join(f"{name} = {value[0]} ({_registry_site(module, value)})"
@@ -110,9 +117,9 @@ def _compiled_loss_rows() -> dict[str, tuple[tuple[str, object, str], ...]]:
     from placement.audit.readers.torchtitan_configs import CONFIGS
 
     rows = {}
-    for cfgs in CONFIGS.values():
-        for config in cfgs:
-            compiled, where = loss_compiled(config)
+    for module, cfgs in CONFIGS.items():
+        for config, keys in cfgs.items():
+            compiled, where = _loss_compiled_in(module, keys)
             if compiled:
                 rows[config] = (("loss_eager_float32", False,
                                  f"torchtitan 0.3.0's {config} compiles its loss ({where}): torch.compile fuses the "

@@ -352,16 +352,14 @@ def _loss_compile(get, s: Settings, version3: bool) -> None:
     bbb1b616 (LOSS_EAGER_SPAN), when never; a file whose keys leave that open is priced eager (the larger peak),
     with a note.  A user trial: torchtitan's eager-loss benchmarks measured 20-36 % above the memory priced."""
     enable, eev = get("compile.enable")
-    parts, pev = get("compile.components")
+    parts, pev = _components(get)
     old, oev = get("training.compile")
-    if version3 or enable is not None or parts is not None:
+    if version3 or enable is not None or pev is not None:
         if enable is None:
             eev = f"compile.enable false by default ({DEFAULTS['compile.enable'][1]})"
-        if parts is None:
-            parts, where = DEFAULTS["compile.components"]
-            pev = f"compile.components {_shown(parts)} by default ({where})"
-        parts = parts if isinstance(parts, (list, tuple)) else [p for p in str(parts).split(",") if p]
-        compiled = enable in _TRUE and "loss" in [str(p) for p in parts]
+        if pev is None:
+            pev = f"compile.components {_shown(parts)} by default ({DEFAULTS['compile.components'][1]})"
+        compiled = enable in _TRUE and "loss" in parts
         s.put("recipe.loss_eager_float32", not compiled,
               f"{eev}; {pev}: {LOSS_COMPILED if compiled else LOSS_EAGER}")
         return
@@ -391,17 +389,25 @@ def _loss_compile(get, s: Settings, version3: bool) -> None:
                          f"compiles it; priced eager, the larger peak (--no-loss-eager-float32 prices it compiled)")
 
 
-def _compiled(get, version3: bool) -> str:
-    """What compile.enable compiles: compile.components (default ["model", "loss"]: v0.2.2 config/job_config.py,
-    0.3.0 config/configs.py:298; deepseek_v3_671b compiles the loss only, a user trial found it said "the model")."""
+def _components(get) -> tuple[list[str], str | None]:
+    """compile.components as the files state it (a TOML list, or a flag's comma-separated words) with its evidence,
+    else torchtitan's default ["model", "loss"] (v0.2.2 config/job_config.py, 0.3.0 config/configs.py:298) and None."""
     parts, ev = get("compile.components")
-    if parts is None and not version3:
-        return "torch.compile of the model and the loss (priced as their eager kernels)"
     if parts is None:
-        parts, where = DEFAULTS["compile.components"]
-        ev = f"torchtitan 0.3.0 default compile.components = {_shown(parts)} ({where})"
-    parts = parts if isinstance(parts, (list, tuple)) else [p for p in str(parts).split(",") if p]
-    return f"torch.compile of the {' and the '.join(map(str, parts)) or 'nothing'} (priced as eager kernels; {ev})"
+        return [str(p) for p in DEFAULTS["compile.components"][0]], None
+    return [str(p) for p in (parts if isinstance(parts, (list, tuple)) else str(parts).split(",")) if p], ev
+
+
+def _compiled(get, version3: bool) -> str:
+    """What compile.enable compiles: compile.components (`_components`; deepseek_v3_671b compiles the loss only, a
+    user trial found it said "the model")."""
+    parts, ev = _components(get)
+    if ev is None and not version3:
+        return "torch.compile of the model and the loss (priced as their eager kernels)"
+    if ev is None:
+        ev = (f"torchtitan 0.3.0 default compile.components = {_shown(DEFAULTS['compile.components'][0])} "
+              f"({DEFAULTS['compile.components'][1]})")
+    return f"torch.compile of the {' and the '.join(parts) or 'nothing'} (priced as eager kernels; {ev})"
 
 
 def _activation_checkpoint(get, s: Settings, version3: bool) -> None:
@@ -1048,18 +1054,14 @@ SEQ_DIVISOR_SINCE = {"llama3": "db52d57c", "llama4": "db52d57c", "deepseek_v3": 
 
 def _compiled_model(get) -> tuple[bool, str]:
     """(whether torchtitan compiles the model, the keys that say so): compile.enable with "model" in
-    compile.components (default ["model", "loss"], v0.2.2 config/job_config.py, 0.3.0 config/configs.py:298), or
-    the older training.compile."""
+    compile.components (`_components`), or the older training.compile."""
     enable, eev = get("compile.enable")
-    parts, pev = get("compile.components")
+    parts, pev = _components(get)
     old, oev = get("training.compile")
     if old in _TRUE:
         return True, oev
-    if parts is None:
-        parts = ["model", "loss"]
-    parts = parts if isinstance(parts, (list, tuple)) else [p for p in str(parts).split(",") if p]
     where = "; ".join(e for e in (eev, pev) if e) or "compile.enable is false by default"
-    return enable in _TRUE and "model" in [str(p) for p in parts], where
+    return enable in _TRUE and "model" in parts, where
 
 
 def _dated(s: Settings, since: str) -> tuple[str, str] | None:
