@@ -1207,10 +1207,12 @@ def infeasible_fixes(p) -> str:
     if lay.zero_stage < 3 and shard > 1:
         fixes.append(f"a higher --zero (now {lay.zero_stage}; weights, gradients and optimizer state {state / GiB:.1f} "
                      f"GiB, shardable over {shard} ranks)")
-    recipe = p.recipe or {}
-    if not recipe.get("optimizer_state_bf16") and m.optimizer_bytes > 0.0:
-        # a user trial's Nemotron-4 340B run (its config: optim.dtype bf16) was refused with no word of this fix
-        moments = 8.0 / (8.0 if recipe.get("fp32_weights") else 12.0)  # of the optimizer row's bytes a parameter
+    recipe = p.recipe_spec()
+    if not recipe.optimizer_state_bf16 and m.optimizer_bytes > 0.0:
+        # a user trial's Nemotron-4 340B run (its config: optim.dtype bf16) was refused with no word of this fix;
+        # the moments' share of the optimizer row: all of it where no float32 master copy is in the row
+        master = recipe.optimizer_master_weights and not recipe.fp32_weights
+        moments = 8.0 / 12.0 if master else 1.0
         fixes.append(f"--optimizer-state-bf16 if the job keeps Adam's moments in bf16 (optimizer state "
                      f"{m.optimizer_bytes / GiB:.1f} GiB, {m.optimizer_bytes * moments / 2 / GiB:.1f} less)")
     fixes.append(f"more --tp/--pp (now tp {lay.tp}, pp {lay.pp}) or more GPUs")

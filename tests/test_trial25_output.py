@@ -30,7 +30,7 @@ def test_float32_weights_name_the_master_copy_where_it_is():
     assert "optimizer state (Adam: fp32 master + fp32 moments)" in CliRunner().invoke(main, JOB).stdout
 
 
-@pytest.mark.parametrize("extra", [(), ("--fp32-weights",)])
+@pytest.mark.parametrize("extra", [(), ("--fp32-weights",), ("--no-optimizer-master-weights", "--mbs", "2")])
 def test_a_refusal_over_capacity_offers_bf16_moments_with_what_they_save(extra):
     argv = ["evaluate", "--model", "nemotron-4-340b", "--gpus", "128", "--tp", "8", "--pp", "8", "--vpp", "12",
             "--mbs", "1", "--zero", "1", "--recompute", "selective", "--seq-len", "4096", "--global-batch", "32",
