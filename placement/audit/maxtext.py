@@ -460,12 +460,14 @@ def finish(v: dict[str, tuple[Any, str]], ignored: list[str]) -> dict[str, tuple
             out["recipe.fp32_weights"] = (False, ev)
             out["recipe.optimizer_master_weights"] = (False, f"{ev} (16-bit weights, updated in place: no float32 "
                                                              f"master copy)")
-            mu = v.get("mu_dtype")
-            if mu is None or str(mu[0]) in ("", "None"):
-                out["recipe.optimizer_state_bf16"] = (True, f"{ev} (mu_dtype unset: AdamW's moments take "
-                                                            f"weight_dtype, configs/base.yml mu_dtype)")
-            else:
-                out["recipe.optimizer_state_bf16"] = (str(mu[0]).lower() != "float32", mu[1])
+            out["recipe.optimizer_state_bf16"] = (True, f"{ev} (mu_dtype unset: AdamW's moments take weight_dtype, "
+                                                        f"configs/base.yml mu_dtype)")
+    mu = v.get("mu_dtype")  # AdamW's moments, whatever the weights' dtype, where the files set it
+    if mu is not None and str(mu[0]) not in ("", "None"):
+        if str(mu[0]).lower() not in ("float32", "bfloat16", "float16"):
+            raise InputError(f"{mu[1]}: mu_dtype {mu[0]!r}; MaxText takes a JAX dtype name such as float32 or "
+                             f"bfloat16 (or leaves it empty, to follow weight_dtype)")
+        out["recipe.optimizer_state_bf16"] = (str(mu[0]).lower() != "float32", mu[1])
     # MoE token dropping: capacity_factor > 0 caps each expert's tokens (base.yml default -1, dropless)
     cap = keys.get("capacity_factor")
     if cap is not None and isinstance(cap[0], (int, float)) and not isinstance(cap[0], bool) and cap[0] > 0:
