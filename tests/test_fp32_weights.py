@@ -86,7 +86,7 @@ def test_a_maxtext_config_states_its_gradient_dtype_and_a_16_bit_weight_dtype_is
     assert "cfg.yml:3" in launch.sources["recipe.optimizer_state_bf16"]
     launch = _maxtext_launch(tmp_path, "weight_dtype: float32\nmu_dtype: bfloat16\n")  # moments as mu_dtype says
     assert launch.recipe["fp32_weights"] is True and launch.recipe["optimizer_state_bf16"] is True
-    with pytest.raises(InputError, match="mu_dtype 'fp64'.*float32 or bfloat16"):
+    with pytest.raises(InputError, match=r"mu_dtype 'fp64'.*float32 or bfloat16"):
         _maxtext_launch(tmp_path, "mu_dtype: fp64\n")
     with pytest.raises(InputError, match="grad_dtype 'fp64'"):
         _maxtext_launch(tmp_path, "grad_dtype: fp64\n")
