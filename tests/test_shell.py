@@ -198,3 +198,18 @@ def test_a_redirection_among_the_arguments_is_named_not_misread(tmp_path: Path) 
         _read(tmp_path, "python -u pretrain_gpt.py --vocab-file <PATH TO v.json> --fp16 --checkpoint-activations\n")
     ok = _read(tmp_path, "python -u pretrain_gpt.py --fp16 > log.txt 2>&1\n")
     assert [w.text for w in ok[0].words] == ["python", "-u", "pretrain_gpt.py", "--fp16"]
+
+
+@pytest.mark.parametrize("shell", ["bash -lc", "bash -l -c", "bash --login -c", "sh -xc", "bash -O extglob -c",
+                                   "bash -c -x", "/bin/bash -o pipefail -c"])
+def test_options_around_dash_c_still_run_the_string(tmp_path: Path, shell: str) -> None:
+    """bash(1): with -c anywhere among the options (grouped as in `-lc`, or beside `-o OPT`), the first word that is
+    not an option is the command string (t26: `srun ... bash -lc "torchrun ..."` was not read as a launch)."""
+    cmd = _launch(tmp_path, f'srun --ntasks 2 {shell} "torchrun --nproc_per_node 8 train.py --tp 2"\n')
+    assert [w.text for w in cmd.words] == ["torchrun", "--nproc_per_node", "8", "train.py", "--tp", "2"]
+
+
+def test_an_option_argument_is_not_the_command_string(tmp_path: Path) -> None:
+    """`-o pipefail` takes its word: without -c the next word is a script, and no string is read."""
+    cmds = _read(tmp_path, 'bash -o pipefail "torchrun x.py"\n')
+    assert not any(c.words[0].text == "torchrun" for c in cmds)

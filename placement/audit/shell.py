@@ -918,10 +918,8 @@ def _runs_itself(state: _State, fields: list[Word]) -> int | None:
     for i, w in enumerate(fields):
         base = w.text.rsplit("/", 1)[-1]
         if base in ("bash", "sh"):
-            j = i + 1
-            while j < len(fields) and fields[j].text.startswith("-") and fields[j].text != "-c":
-                j += 1
-            return j if j < len(fields) and fields[j].text.rsplit("/", 1)[-1] == name else None
+            j, string = _shell_options(fields, i + 1)
+            return j if not string and j < len(fields) and fields[j].text.rsplit("/", 1)[-1] == name else None
         if srun and i > 0 and base == name:
             return i
     return None
@@ -995,11 +993,39 @@ def _byte_origins(segments: list[_Seg], at: Origin) -> tuple[tuple[int, Origin],
     return tuple(out) or ((0, at),)
 
 
+_SHELL_OPTION_ARGUMENT = frozenset("oO")
+"""Single-letter options of bash(1) that take the next word as their argument (`-o pipefail`, `-O extglob`)."""
+_SHELL_LONG_OPTION_ARGUMENT = frozenset({"--rcfile", "--init-file"})
+
+
+def _shell_options(fields: list[Word], start: int) -> tuple[int, bool]:
+    """(index of the first word after bash's options, whether they include -c) for the words from `start`:
+    bash reads options up to the first word that is not one (or `--`), single letters may be grouped (`-lc`,
+    `-ex`, `+x`), `-o`/`-O` and `--rcfile`/`--init-file` take the next word, and with -c "commands are read from
+    the first non-option argument" (bash(1), OPTIONS)."""
+    j, string = start, False
+    while j < len(fields):
+        t = fields[j].text
+        if t == "--" or t == "-":
+            return j + 1, string
+        if t.startswith("--"):
+            j += 2 if t in _SHELL_LONG_OPTION_ARGUMENT else 1
+            continue
+        if len(t) < 2 or t[0] not in "-+" or not t[1:].isalpha():
+            return j, string
+        string = string or (t[0] == "-" and "c" in t[1:])
+        j += 1 + sum(1 for ch in t[1:] if ch in _SHELL_OPTION_ARGUMENT)
+    return j, string
+
+
 def _shell_string(fields: list[Word]) -> int | None:
-    """The index of STRING in `[wrapper ...] bash|sh -c STRING`, if the command runs one."""
-    for i, w in enumerate(fields[:-2]):
-        if w.text.rsplit("/", 1)[-1] in ("bash", "sh") and fields[i + 1].text == "-c":
-            return i + 2
+    """The index of STRING in `[wrapper ...] bash|sh [OPTIONS] -c [OPTIONS] STRING`, if the command runs one
+    (`bash -c`, `bash -lc`, `bash -x -c`, `bash -eo pipefail -c`)."""
+    for i, w in enumerate(fields[:-1]):
+        if w.text.rsplit("/", 1)[-1] in ("bash", "sh"):
+            j, string = _shell_options(fields, i + 1)
+            if string and j < len(fields):
+                return j
     return None
 
 
