@@ -1473,9 +1473,9 @@ def audit(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, p
                          f"({launch.sources.get('precision', 'their framework default')}); the audit prices what the "
                          f"files run: drop --precision, or change the files (what the job would gain in "
                          f"{precision}: `placement evaluate --precision {precision}` with its layout)")
-    from placement.audit.shell import DEFAULT_NOTE
+    from placement.audit.shell import environment_may_set
 
-    defaulted = DEFAULT_NOTE in launch.sources.get("seq_len", "")
+    defaulted = environment_may_set(launch.sources.get("seq_len", ""))
     if seq_len is not None and launch.seq_len is not None and seq_len != launch.seq_len and defaulted:
         # the files' value is a ${SEQ:-N} default the job's environment may set: the flag is that setting (a review)
         launch = launch.model_copy(update={"seq_len": seq_len, "sources": {**launch.sources, "seq_len": (

@@ -92,9 +92,25 @@ DEFAULT_NOTE = " (the default of ${"
 """How `default_note` begins: a source holding it is a value the job's environment may set instead."""
 
 
+ENVIRONMENT_NOTE = "the job's environment may set "
+"""What every note on a value the job's environment may change says (`environment_may_set`)."""
+TESTED_UNSET = "?"
+"""Marks a `default_of` name as a variable a test read unset (`[ -z $V ]`), not a `${V:-default}`."""
+
+
 def default_note(name: str) -> str:
-    """What a source says after a value that is the `${NAME:-default}` default of a variable the file does not set."""
-    return f"{DEFAULT_NOTE}{name}:-...}}: the job's environment may set {name})"
+    """What a source says after a value that is the `${NAME:-default}` default of a variable the file does not set,
+    or that the file sets where a test reads such a variable unset (a name marked TESTED_UNSET)."""
+    if name.startswith(TESTED_UNSET):
+        name = name[1:]
+        return (f" (set where a test reads ${name} unset, as bash does in a clean environment: {ENVIRONMENT_NOTE}"
+                f"{name})")
+    return f"{DEFAULT_NOTE}{name}:-...}}: {ENVIRONMENT_NOTE}{name})"
+
+
+def environment_may_set(source: str) -> bool:
+    """Whether a printed source holds a value the job's environment may set instead (`default_note`)."""
+    return ENVIRONMENT_NOTE in source
 
 
 @dataclass(frozen=True)
@@ -548,8 +564,8 @@ def _mode(state: _State) -> tuple[str, str | None]:
         if mode == "off":
             return "off", None
         if mode == "uncertain" and reason is None:
-            reason = why[0] if why else (f"set inside the block at {org.path}:{org.line} ({org.text}), whose "
-                                         f"condition cannot be evaluated")
+            reason = why[0] if why and why[0] else (
+                f"set inside the block at {org.path}:{org.line} ({org.text}), whose condition cannot be evaluated")
     return ("uncertain", reason) if reason else ("on", None)
 
 
@@ -610,10 +626,17 @@ def _param_value(state: _State, part: _Part) -> list[list[_Seg]] | None:
     return None
 
 
-def _copy(seg: _Seg, uncertain: str | None) -> _Seg:
+def _copy(seg: _Seg, uncertain: str | None, tested: str | None = None) -> _Seg:
     """A stored copy of an expanded segment: unsplit, no forced break, and under `uncertain` where it has no reason of
-    its own; every other field kept."""
-    return dataclasses.replace(seg, split=False, brk=False, uncertain=seg.uncertain or uncertain)
+    its own; set under a test of the unset variable `tested` (`_tested_unset`) where it is no default of its own;
+    every other field kept."""
+    return dataclasses.replace(seg, split=False, brk=False, uncertain=seg.uncertain or uncertain,
+                               default_of=seg.default_of or tested)
+
+
+def _tested_unset(state: _State) -> str | None:
+    """The variable (marked TESTED_UNSET) whose test, read unset, chose a branch the reader is in, if any."""
+    return next((frame[4] for frame in reversed(state.frames) if len(frame) > 4 and frame[4]), None)
 
 
 def _expand_word(state: _State, parts: list[_Part]) -> list[_Seg]:
@@ -739,13 +762,13 @@ def _split(segs: list[_Seg], keep_empty: bool) -> list[list[_Seg]]:
     return fields
 
 
-def _to_word(f: list[_Seg], site: Origin, uncertain: str | None) -> Word:
+def _to_word(f: list[_Seg], site: Origin, uncertain: str | None, tested: str | None = None) -> Word:
     text = "".join(x.text for x in f)
     first = next((x for x in f if x.text), f[0] if f else None)
     origin = first.origin if first else site
     unresolved = next((x.unresolved for x in f if x.unresolved), None)
     unc = next((x.uncertain for x in f if x.uncertain), None) or uncertain
-    return Word(text, origin, site, unresolved, unc, next((x.default_of for x in f if x.default_of), None))
+    return Word(text, origin, site, unresolved, unc, next((x.default_of for x in f if x.default_of), tested))
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -789,10 +812,10 @@ def _statement(state: _State, src: _Src, node: tree_sitter.Node, line: int | Non
                                                                                 "herestring_redirect")]
         ops = [c.type for c in node.children if not c.is_named]
         if t == "list" and len(children) == 2 and children[0].type == "test_command" and ops[0] in ("&&", "||"):
-            value = _condition(state, _condition_words(state, src, [children[0]]))
+            value, tested = _condition_read(state, _condition_words(state, src, [children[0]]))
             if value is not None and ops[0] == "||":
                 value = not value
-            _guarded(state, src, children[1], value, _org(state, src, children[0]), line)
+            _guarded(state, src, children[1], value, _org(state, src, children[0]), line, tested)
             return
         for child in children:
             if child.type != "test_command":
@@ -839,11 +862,14 @@ def _check_redirects(state: _State, src: _Src, node: tree_sitter.Node, line: int
                              f"value the job runs with")
 
 
-def _guarded(state: _State, src: _Src, node: tree_sitter.Node, value: bool | None, org: Origin, line: int) -> None:
-    """Run `node` only if `value` (a condition's result) is True; under an uncertain block if it is unknown."""
+def _guarded(state: _State, src: _Src, node: tree_sitter.Node, value: bool | None, org: Origin, line: int,
+             tested: str | None = None) -> None:
+    """Run `node` only if `value` (a condition's result) is True; under an uncertain block if it is unknown; what it
+    sets says the job's environment may set `tested` where a test read that variable unset."""
     if value is False:
         return
     state.frames.append(["on" if value else "uncertain", True, org])
+    _set_tested(state.frames[-1], tested)
     try:
         _statement(state, src, node, line)
     finally:
@@ -872,7 +898,7 @@ def _command(state: _State, src: _Src, node: tree_sitter.Node, line: int) -> Non
         site = w[0].origin if w else org
         expanded = list(_expand_parts(state, w))
         segments += expanded
-        fields += [_to_word(f, site, reason) for f in expanded]
+        fields += [_to_word(f, site, reason, _tested_unset(state)) for f in expanded]
     inner = _shell_string(fields)
     if inner is not None and state.depth < MAX_NESTED_SHELLS:
         # `srun ... bash -c "$LAUNCHER --node_rank \$SLURM_PROCID $CMD"`: the string is what runs (and it is
@@ -1068,7 +1094,7 @@ def _assign(state: _State, src: _Src, node: tree_sitter.Node, uncertain: str | N
             if element.type == "comment":
                 continue
             for f in _expand_parts(state, _parts(state, src, element)):
-                items.append([_copy(x, uncertain) for x in f])
+                items.append([_copy(x, uncertain, _tested_unset(state)) for x in f])
         if append and var is not None:
             base = var.items if var.items is not None else ([var.value] if var.value else [])
             items = [*base, *items]  # element lists are never changed in place: share them
@@ -1093,7 +1119,7 @@ def _assigned(state: _State, src: _Src, value: tree_sitter.Node | None, uncertai
         if k:
             segs.append(_Seg(" ", False, _org(state, src, value)))
         segs.extend(f)
-    return [_copy(x, uncertain) for x in segs]
+    return [_copy(x, uncertain, _tested_unset(state)) for x in segs]
 
 
 def _assign_element(state: _State, src: _Src, subscript: tree_sitter.Node, value: tree_sitter.Node | None,
@@ -1423,12 +1449,22 @@ def _open_if(state: _State, kw: str, words: list[list[_Part]], org: Origin) -> N
         if frame[1] is True or outer_off:
             frame[0] = "off"
             return
-        value = None if frame[1] is None else _condition(state, cond)
+        value, tested = (None, None) if frame[1] is None else _condition_read(state, cond)
         frame[0], frame[2] = _frame_mode(value), org
         frame[1] = True if value is True else (None if value is None else frame[1])
+        _set_tested(frame, tested)
         return
-    value = None if outer_off else _condition(state, cond)
+    value, tested = (None, None) if outer_off else _condition_read(state, cond)
     state.frames.append([_frame_mode(value), True if value is True else (None if value is None else False), org])
+    _set_tested(state.frames[-1], tested)
+
+
+def _set_tested(frame: list, tested: str | None) -> None:
+    """Keep on an if's frame the variable a test read unset (`_tested_unset`): the branch taken and the others
+    alike depend on it; frames are [mode, taken, origin, (reason), (tested)]."""
+    if tested:
+        frame.extend([None] * (4 - len(frame)) if len(frame) < 4 else [])
+        frame[4:] = [tested]
 
 
 def _frame_mode(value: bool | None) -> str:
@@ -1448,7 +1484,34 @@ def _else(state: _State, org: Origin) -> None:
 
 
 def _condition(state: _State, words: list[list[_Part]]) -> bool | None:
+    return _condition_read(state, words)[0]
+
+
+def _unset_text(state: _State, parts: list[_Part]) -> tuple[str, list[str]] | None:
+    """The text of a word whose only unknowns are plain `$V` / `${V}` of variables the files never set (not SLURM's),
+    read as bash reads them in a clean environment (empty), and those names; None for any other unknown."""
+    out, names = [], []
+    for p in parts:
+        if p.kind == "lit":
+            out.append(p.text)
+        elif (p.kind == "param" and p.arg == "\0" and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", p.text)
+              and p.text not in state.vars and not p.text.startswith(SLURM_PREFIX)):
+            names.append(p.text)
+        else:
+            fields = _expand_parts(state, [p], as_field=True)
+            f = fields[0] if fields else []
+            if any(x.unresolved for x in f):
+                return None
+            out.append("".join(x.text for x in f))
+    return "".join(out), names
+
+
+def _condition_read(state: _State, words: list[list[_Part]]) -> tuple[bool | None, str | None]:
+    """(value, the variable read unset) of a test: `[ -z $V ]` / `[ -n "$V" ]` of a variable the files never set
+    reads it empty, as bash does in a clean environment, and names it (TESTED_UNSET) so that what the branch sets
+    says the job's environment may set it (as `${V:-x}` does); other unknowns leave the value None."""
     texts: list[str | None] = []
+    unset: dict[int, tuple[str, list[str]]] = {}
     for w in words:
         plain = _plain(w)
         if plain in ("||", "&&", "[[", "]]", "[", "]", "!", "test"):
@@ -1456,12 +1519,22 @@ def _condition(state: _State, words: list[list[_Part]]) -> bool | None:
             continue
         fields = _expand_parts(state, w, as_field=True)
         f = fields[0] if fields else []
-        texts.append(None if any(x.unresolved for x in f) else "".join(x.text for x in f))
+        known = not any(x.unresolved for x in f)
+        texts.append("".join(x.text for x in f) if known else None)
+        read = None if known else _unset_text(state, w)
+        if read is not None and read[1]:
+            unset[len(texts) - 1] = read
+    tested: list[str] = []
     result: bool | None = None
     op = None
     group: list[str | None] = []
-    for t in [*texts, "||"]:
+    at: list[int] = []
+    for k, t in enumerate([*texts, "||"]):
         if t in ("||", "&&"):
+            test = [j for j, x in zip(at, group, strict=True) if x not in ("[[", "]]", "[", "]", "test", "!")]
+            if len(test) == 2 and texts[test[0]] in ("-z", "-n") and test[1] in unset:
+                group[at.index(test[1])] = unset[test[1]][0]
+                tested += unset[test[1]][1]
             value = _test(group)
             if op is None:
                 result = value
@@ -1471,10 +1544,11 @@ def _condition(state: _State, words: list[list[_Part]]) -> bool | None:
             else:
                 result = False if (result is False or value is False) else (
                     None if (result is None or value is None) else True)
-            op, group = t, []
+            op, group, at = t, [], []
         else:
             group.append(t)
-    return result
+            at.append(k)
+    return result, (TESTED_UNSET + tested[0] if tested and result is not None else None)
 
 
 def _test(group: list[str | None]) -> bool | None:

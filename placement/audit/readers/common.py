@@ -534,14 +534,16 @@ def launcher_settings(launch: Launch, s: Settings) -> None:
         nodes, procs = args.get("--nnodes"), args.get("--nproc-per-node")
         n = p = None
         for arg in (nodes, procs):
-            if _from_slurm(arg):
-                # the job's environment gives it (SLURM's $SLURM_NNODES): the GPU count is the command line's
+            if _open_count(arg):
+                # the running job gives it (SLURM's $SLURM_NNODES, a platform's $WORLD_SIZE, `$(python -c "...
+                # device_count()")`): the GPU count is the command line's, as with an unknown --nnodes
+                which = ("SLURM sets in the job" if _from_slurm(arg) else
+                         "only the running job gives (its environment or a command's output)")
                 s.ignored.append(f"{arg.flag} {arg.values[0].text}: depends on {arg.values[0].unresolved}, which "
-                                 f"SLURM sets in the job; the world size is --gpus/--nodes or the allocation's "
-                                 f"({arg.evidence})")
-        open_nodes = _from_slurm(nodes)
+                                 f"{which}; the world size is --gpus/--nodes or the allocation's ({arg.evidence})")
+        open_nodes = _open_count(nodes)
         nodes = None if open_nodes else nodes
-        procs = None if _from_slurm(procs) else procs
+        procs = None if _open_count(procs) else procs
         if nodes is not None:
             text = one_value(nodes).text
             if not re.fullmatch(r"\d+", text):
@@ -590,6 +592,13 @@ def _from_slurm(arg: Arg | None) -> bool:
     cannot fix: the job's own count, not an error."""
     return (arg is not None and len(arg.values) == 1 and bool(arg.values[0].unresolved)
             and arg.values[0].unresolved.lstrip("${").startswith(SLURM_PREFIX))
+
+
+def _open_count(arg: Arg | None) -> bool:
+    """Whether torchrun's node or process count is one value the files leave to the running job (a variable they do
+    not set, or a command's output), not under a condition: the world size is then the command line's."""
+    return (arg is not None and len(arg.values) == 1 and bool(arg.values[0].unresolved)
+            and not arg.values[0].uncertain)
 
 
 def fixed_value(arg: Arg | None) -> Word | None:
