@@ -46,3 +46,12 @@ def test_the_unfused_core_costs_time(tmp_path):
                                                                               "--recompute-method uniform")
     assert old["estimate"]["layout"]["recompute"] == new["estimate"]["layout"]["recompute"] == "full"
     assert old["estimate"]["step_time_s"] > new["estimate"]["step_time_s"]
+
+
+@pytest.mark.parametrize("extra", ["--use-flash-attn-v2", "--checkpoint-activations --use-flash-attn-v2"])
+def test_megatron_deepspeeds_flash_attention_2_flag_is_read_without_deepspeed(tmp_path, extra):
+    """Trial t26: `--use-flash-attn-v2`, a flag only Megatron-DeepSpeed defines, went unread in a file without
+    --deepspeed (Megatron-DeepSpeed runs without its engine too) and the job was priced with the default kernel."""
+    data = _audit(tmp_path, extra)
+    assert data["estimate"]["recipe"]["attention_kernel"] == "flash2"
+    assert "--use-flash-attn-v2" in data["estimate"]["recipe_sources"]["attention_kernel"]

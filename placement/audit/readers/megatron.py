@@ -783,6 +783,15 @@ def read_args(words: list[Word], s: Settings, typos: bool = True) -> None:
         _megatron_deepspeed_attention(args, s, deepspeed_flag)
     if deepspeed_flag is None and not hf and MEGATRON_MODEL_FLAGS & {a.flag for a in args}:
         s.megatron_without_deepspeed = next(a.evidence for a in args if a.flag in MEGATRON_MODEL_FLAGS)
+        flash = next((a for a in args if a.flag in MDS_FLASH_FLAGS and a.flag != "--use-flash-attn"), None)
+        if flash is not None and not s.has("recipe.attention_kernel"):
+            # a flag only Megatron-DeepSpeed defines: its kernel runs with or without the DeepSpeed engine (a user
+            # trial's --use-flash-attn-v2 without --deepspeed went unread, priced as the default FlashAttention)
+            kernel = MDS_FLASH_FLAGS[flash.flag]
+            package = "the flash-attn 2 package" if kernel == "flash2" else "a fused kernel"
+            s.put("recipe.attention_kernel", kernel,
+                  f"{flash.evidence} (Megatron-DeepSpeed's switch to {package}: megatron/arguments.py, "
+                  f"deepspeedai/Megatron-DeepSpeed 4efb479d :927-936)")
     bigscience = next((a for a in args if a.flag in BIGSCIENCE_FLAGS), None)
     if deepspeed_flag is not None and bigscience is not None and not s.has("recipe.tp_async_backward"):
         s.put("recipe.tp_async_backward", False,
