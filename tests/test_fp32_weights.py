@@ -90,3 +90,15 @@ def test_a_maxtext_config_states_its_gradient_dtype_and_a_16_bit_weight_dtype_is
         _maxtext_launch(tmp_path, "mu_dtype: fp64\n")
     with pytest.raises(InputError, match="grad_dtype 'fp64'"):
         _maxtext_launch(tmp_path, "grad_dtype: fp64\n")
+
+
+@pytest.mark.parametrize("extra", ["", "grad_dtype: float32\n"])
+def test_16_bit_weights_reduce_16_bit_gradients_whatever_grad_dtype_says(tmp_path: Path, extra: str) -> None:
+    """Trial t26: MaxText's Mixtral test (weight_dtype=bfloat16) was priced with a float32 gradient reduce from
+    base.yml's grad_dtype.  Gradients take the weights' dtype and grad_dtype casts only float32 ones (0.2.5
+    trainers/pre_train/train.py:569)."""
+    launch = _maxtext_launch(tmp_path, "weight_dtype: bfloat16\n" + extra)
+    assert launch.recipe["grad_reduce_fp32"] is False
+    source = launch.sources["recipe.grad_reduce_fp32"]
+    assert "cfg.yml:2: weight_dtype" in source and "casts only float32" in source
+    assert ("has no effect" in source) == bool(extra)

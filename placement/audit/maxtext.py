@@ -462,6 +462,14 @@ def finish(v: dict[str, tuple[Any, str]], ignored: list[str]) -> dict[str, tuple
                                                              f"master copy)")
             out["recipe.optimizer_state_bf16"] = (True, f"{ev} (mu_dtype unset: AdamW's moments take weight_dtype, "
                                                         f"configs/base.yml mu_dtype)")
+    if out.get("recipe.fp32_weights", (True, ""))[0] is False:
+        # gradients take the weights' dtype, and grad_dtype casts only float32 ones (0.2.5 trainers/pre_train/
+        # train.py:569, `x.astype(config.grad_dtype) if x.dtype == jnp.float32 else x`): 16-bit weights reduce 16-bit
+        # gradients whatever grad_dtype says (a user trial's MaxText Mixtral priced an fp32 reduce)
+        ev = out["recipe.fp32_weights"][1]
+        said = f" ({v['grad_dtype'][1]} has no effect)" if "grad_dtype" in v else ""
+        out["recipe.grad_reduce_fp32"] = (False, f"{ev} (16-bit weights give 16-bit gradients, and grad_dtype casts "
+                                                 f"only float32 ones: trainers/pre_train/train.py:569{said})")
     mu = v.get("mu_dtype")  # AdamW's moments, whatever the weights' dtype, where the files set it
     if mu is not None and str(mu[0]) not in ("", "None"):
         if str(mu[0]).lower() not in ("float32", "bfloat16", "float16"):
