@@ -165,6 +165,56 @@ trainers (`deepspeed --module openrlhf.cli.train_sft`) build their DeepSpeed con
 which changed names between versions (`--micro_train_batch_size` before 2026, `--train.micro_batch_size` after)."""
 
 
+WRAPPER_CLIS = {
+    "megatron": ("ms-swift's Megatron CLI", "Megatron-LM's flags spelled with `_` (--tensor_model_parallel_size) over "
+                 "ms-swift's own defaults (swift/megatron/argument)"),
+    "swift": ("ms-swift's CLI", "its own flags and DeepSpeed/FSDP presets (--deepspeed zero3)"),
+}
+"""Training tools run as a command of their own (`megatron sft ...`, `swift sft ...`: ms-swift), with what their flags
+are; the audit reads none of them (a user trial was told to pass --framework megatron, then "no launch command")."""
+WRAPPER_SUBCOMMANDS = frozenset({"sft", "pt", "rlhf", "infer", "export", "eval", "sample", "rollout", "deploy"})
+WRAPPER_MODULES = {"verl": ("verl's trainer", "Hydra overrides of its actor, rollout and reference models "
+                            "(actor_rollout_ref.actor.megatron.tensor_model_parallel_size=...) over its own config "
+                            "files")}
+"""Training tools started as `python -m PACKAGE....` with arguments that are no --flags (Hydra overrides)."""
+LAYOUT_KEYS = ("tensor_model_parallel_size", "pipeline_model_parallel_size", "virtual_pipeline_model_parallel_size",
+               "context_parallel_size", "expert_model_parallel_size", "micro_batch_size", "global_batch_size",
+               "max_length", "sequence_parallel", "recompute_granularity")
+"""Keys of such a tool's layout, shown from its command line beside the refusal, for `placement evaluate`."""
+
+
+def refuse_wrapper_cli(path: Path) -> None:
+    """An InputError naming the training tool whose own command a script runs (ms-swift's `megatron sft`, `swift sft`,
+    verl's `python -m verl.trainer.main_ppo`), with the layout values its command line states; nothing otherwise."""
+    for cmd in read_commands(path):
+        words = [w.text for w in cmd.words]
+        tool = None
+        if len(words) > 1 and words[0].rsplit("/", 1)[-1] in WRAPPER_CLIS and words[1] in WRAPPER_SUBCOMMANDS:
+            tool, start = WRAPPER_CLIS[words[0].rsplit("/", 1)[-1]], 2
+            what = f"`{words[0]} {words[1]}`"
+        else:
+            for k, w in enumerate(words[:-1]):
+                top = words[k + 1].split(".")[0]
+                if w == "-m" and top in WRAPPER_MODULES:
+                    tool, start, what = WRAPPER_MODULES[top], k + 2, f"`-m {words[k + 1]}`"
+                    break
+        if tool is None:
+            continue
+        stated = []
+        for k, w in enumerate(cmd.words[start:], start):
+            key, eq, value = w.text.lstrip("-+").partition("=")
+            name = key.rsplit(".", 1)[-1]
+            if name in LAYOUT_KEYS and not re.search(r"(^|\.)(rollout|ref)\.", key):  # the model it trains
+                if not eq and k + 1 < len(cmd.words):
+                    value = cmd.words[k + 1].text
+                stated.append(f"{key} {value}")
+        states = f"; its command states {', '.join(stated)}" if stated else ""
+        raise InputError(f"{cmd.origin.path}:{cmd.origin.line}: {what} runs {tool[0]} ({tool[1]}), which "
+                         f"`placement audit` does not read (it reads the launch files of Megatron-LM, "
+                         f"Megatron-DeepSpeed, DeepSpeed, torchtitan and MaxText){states}; price that layout with "
+                         f"`placement evaluate --tp N --pp N --cp N --ep N --mbs N --global-batch B --seq-len L`")
+
+
 def _refuse_other_trainer(launch: Launch) -> None:
     """An InputError naming the training tool a launch runs (OpenRLHF), whose flags the audit does not read, with the
     `placement evaluate` flags that price its layout; nothing for any other entry."""
@@ -253,6 +303,8 @@ def detect_framework(paths: list[Path]) -> str:
               "python": "deepspeed", "megatron-log": "megatron"}.get(kind)
         if kind == "script":
             fw = _script_framework(p)
+            if fw is None:
+                refuse_wrapper_cli(p)
             text = read_text(p, "launch script", "a launch script")
             if fw == "megatron-deepspeed" and not re.search(dict(_FRAMEWORK_MARKS)["megatron"], text):
                 fw = "deepspeed"  # `deepspeed train.py` with no Megatron flag: a model script of the user's own
@@ -391,6 +443,8 @@ def read_file(path: Path, fw: str) -> Settings:
         return s
     # a script or an argument list
     launches = launch_commands(path)
+    if not launches or launches[0].launcher is None:
+        refuse_wrapper_cli(path)
     if launches and launches[0].entry.unresolved and not launches[0].args:
         _refuse_held_arguments(path)  # `deepspeed --module $training_commands`, the variable a here-document's
         entry = launches[0].entry
