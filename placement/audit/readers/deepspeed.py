@@ -774,7 +774,8 @@ def _hf_trainer(s: Settings) -> None:
               f"or accelerate, by {s.hf_trainer}): "
               f"transformers' default attn_implementation sdpa, PyTorch's "
               f"scaled_dot_product_attention, whose backend priority puts its FlashAttention-2 kernel first, "
-              f"huggingface/transformers PR #48163; --attn_implementation states another)")
+              f"huggingface/transformers PR #48163; --attn_implementation states another, and so may the entry "
+              f"script in its code, which the audit does not read)")
     if not s.has("seq_len"):
         s.ignored.append(f"{HF_SEQUENCE} ({s.hf_trainer})")
     if s.json_paths and s.deepspeed_config is None and s.hf_precision is not None:

@@ -1113,6 +1113,10 @@ def _held_after_switch(args: list[Arg], s: Settings) -> None:
             warn_held_arguments(held, s, f", after the switch {a.flag}, which takes no value")
 
 
+MULTIMODAL_FLAG = re.compile(r"vision|image|video|audio|visual|modality|^--mm[-_]|[-_]mm[-_]")
+"""A script's own flag of a multimodal model (LLaVA's --vision_tower, --mm_projector_type, --image_aspect_ratio)."""
+
+
 def _hf_trainer(args: list[Arg], s: Settings, deepspeed_flag: Arg | None) -> bool:
     """Whether a HuggingFace Trainer script takes these arguments: its `--deepspeed` takes the config's path
     (TrainingArguments.deepspeed, where Megatron-DeepSpeed's is a switch beside --deepspeed_config), or it passes
@@ -1142,6 +1146,13 @@ def _hf_trainer(args: list[Arg], s: Settings, deepspeed_flag: Arg | None) -> boo
                           f"full training of every weight (their gradients, Adam state and data-parallel traffic, "
                           f"which adapter training nearly drops): read its step and memory as those of a full "
                           f"fine-tune of the model")
+    multimodal = [a for a in args if MULTIMODAL_FLAG.search(a.flag)]
+    if multimodal:  # a user trial: LLaVA's --vision_tower and projector flags went unmentioned
+        names = ", ".join(a.flag for a in multimodal[:5]) + (", ..." if len(multimodal) > 5 else "")
+        site = multimodal[0].word.site
+        s.ignored.append(f"{names}: the script's own flags of a multimodal model (its vision or audio encoder and "
+                         f"projector), not priced: the estimate is the language model's alone, on the sequence length "
+                         f"read ({site.path}:{site.line})")
     trl = sorted(set(flags) & TRL_FLAGS)
     if trl:  # TRL's SFTConfig changes three TrainingArguments defaults
         where = f"{flags[trl[0]].evidence} ({TRL_DEFAULTS})"
