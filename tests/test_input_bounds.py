@@ -98,10 +98,10 @@ def test_a_sweep_price_out_of_range_is_bad_input_not_infinity(tmp_path, field, v
 
 
 @pytest.mark.parametrize(("script", "says"), [
-    ("A=(1 2)\ntorchrun --nproc-per-node ${A[0*]} pretrain_gpt.py --tensor-model-parallel-size 2\n", "depends on"),
-    ("A=(1 2)\ntorchrun --nproc-per-node ${A[@@]} pretrain_gpt.py --tensor-model-parallel-size 2\n", "depends on"),
-    ("torchrun --nproc-per-node $(( 10 ** 5000 )) pretrain_gpt.py --tensor-model-parallel-size 2\n", "depends on"),
-    ("torchrun --nproc-per-node $(( 1" + "+1" * 5000 + " )) pretrain_gpt.py --tensor-model-parallel-size 2\n",
+    ("A=(1 2)\ntorchrun --nproc-per-node 8 pretrain_gpt.py --tensor-model-parallel-size ${A[0*]}\n", "depends on"),
+    ("A=(1 2)\ntorchrun --nproc-per-node 8 pretrain_gpt.py --tensor-model-parallel-size ${A[@@]}\n", "depends on"),
+    ("torchrun --nproc-per-node 8 pretrain_gpt.py --tensor-model-parallel-size $(( 10 ** 5000 ))\n", "depends on"),
+    ("torchrun --nproc-per-node 8 pretrain_gpt.py --tensor-model-parallel-size $(( 1" + "+1" * 5000 + " ))\n",
      "depends on"),
 ], ids=["subscript-star", "subscript-at-at", "huge-arithmetic", "long-arithmetic"])
 def test_shell_values_the_reader_cannot_know_are_named_not_crashed(tmp_path, script, says):
