@@ -752,6 +752,7 @@ def read_args(words: list[Word], s: Settings, typos: bool = True) -> None:
         elif f == "--pipeline-model-parallel-layout":
             s.put("pp_layout", one_value(a).text, a.evidence)
             s.put("recipe.pipeline_layout", one_value(a).text, a.evidence)
+    _fork_pipeline_blocks(given, s)
     _batch_schedule(given, s)
     _megatron_recipe_finish(s, recipe_state)
     _rope_scaling(rope_scaling, s)
@@ -840,6 +841,40 @@ UNKNOWN_FLAG_NEAR = 0.8
 """difflib similarity at or above which the nearest flag Megatron-LM takes is named beside an unknown one."""
 
 
+FORK_BLOCKS = ("IEIT-Yuan/Yuan-2.0 2f59b3f megatron/arguments.py:117-121 (it asserts len(blocks) == pp and "
+               "sum(blocks) == num_layers) and megatron/model/transformer.py:1492-1495 (stage k builds blocks[k] "
+               "layers)")
+"""Where a fork's explicit pipeline split (`--pipeline-model-parallel-blocks`) is defined and checked."""
+FORK_LAYOUT_FLAGS = frozenset({"--pipeline-model-parallel-blocks", "--pipeline-model-parallel-method"})
+"""Flags no NVIDIA or Microsoft Megatron defines that the audit reads (a fork's), kept out of the unknown keys."""
+
+
+def _fork_pipeline_blocks(given: dict[str, Arg], s: Settings) -> None:
+    """A fork's explicit uneven split, `--pipeline-model-parallel-blocks 2,2,...,3` (Yuan-2.0, with
+    `--pipeline-model-parallel-method block`), as the pipeline layout it builds: stage k holds blocks[k] layers, the
+    embedding on the first and the loss on the last (a user trial's 42 layers on 16 stages were refused by stock
+    Megatron-LM's even-split rule, which this fork does not apply)."""
+    a = given.get("--pipeline-model-parallel-blocks")
+    if a is None or s.has("recipe.pipeline_layout"):
+        return
+    text = " ".join(v.text for v in a.values) if len(a.values) > 1 else one_value(a).text
+    try:
+        blocks = [int(x) for x in re.split(r"[,\s]+", text.strip()) if x]
+    except ValueError:
+        raise InputError(f"{a.evidence}: --pipeline-model-parallel-blocks {text!r}; the fork takes layer counts per "
+                         f"stage, comma-separated ({FORK_BLOCKS})") from None
+    pp, layers = s.value("pp", 1), s.value("num_layers", None)
+    if len(blocks) != pp or (layers is not None and sum(blocks) != layers) or min(blocks, default=0) < 1:
+        raise InputError(f"{a.evidence}: --pipeline-model-parallel-blocks gives {len(blocks)} stages of "
+                         f"{sum(blocks)} layers, but the job has pp {pp} and {layers} layers; the fork asserts both "
+                         f"({FORK_BLOCKS}), so this job does not start: give one count per stage, summing to "
+                         f"{layers}")
+    layout = "E" + "|".join("t" * b for b in blocks) + "L"
+    ev = f"{a.evidence} (a fork's explicit split: {FORK_BLOCKS})"
+    s.put("pp_layout", layout, ev)
+    s.put("recipe.pipeline_layout", layout, ev)
+
+
 def _unknown_flags(args: list[Arg], s: Settings) -> None:
     """Each flag, as written, that no version of Megatron-LM or Megatron-DeepSpeed defines (readers.megatron_flags)
     into `unknown_keys`: their parser refuses it ('unrecognized arguments') unless the entry script adds it, and the
@@ -848,7 +883,7 @@ def _unknown_flags(args: list[Arg], s: Settings) -> None:
     as --micro-batch-size).  Sure typos of a flag the audit reads are errors already (_near_miss)."""
     seen = set()
     for a in args:
-        if a.flag in MEGATRON_FLAGS or not a.flag.startswith("--") or a.flag in seen:
+        if a.flag in MEGATRON_FLAGS or not a.flag.startswith("--") or a.flag in seen or a.flag in FORK_LAYOUT_FLAGS:
             continue
         seen.add(a.flag)
         dashed = a.flag.replace("_", "-")
