@@ -252,3 +252,20 @@ def test_a_misspelled_flag_is_refused_before_the_checks_it_makes_fail(tmp_path):
     assert ("unknown argument --use-distributed-optimiser; did you mean --use-distributed-optimizer?"
             in result.stderr), result.stderr
     assert "without --use-distributed-optimizer" not in result.stderr
+
+
+def test_a_deepspeed_moe_jobs_unfused_permute_is_sourced_to_deepspeed_moe(tmp_path) -> None:
+    """Trial t26, finding 10: a Megatron-DeepSpeed MoE job's `moe_fusions False` was sourced to Megatron-Core's
+    --moe-permute-fusion switch, which that job has no such thing as; its MoE layers are DeepSpeed-MoE's."""
+    script = tmp_path / "train.sh"
+    script.write_text("deepspeed --num_gpus 8 pretrain_gpt.py --num-layers 32 --hidden-size 4096 --ffn-hidden-size "
+                      "14336 --num-attention-heads 32 --num-key-value-heads 8 --swiglu --normalization rmsnorm "
+                      "--disable-bias-linear --use-rotary-position-embeddings --untie-embeddings-and-output-weights "
+                      "--seq-length 4096 --max-position-embeddings 4096 --micro-batch-size 1 --global-batch-size 64 "
+                      "--bf16 --num-experts 8 --topk 2 --expert-interval 1 --moe-expert-parallel-size 8 --deepspeed "
+                      "--deepspeed_config ds.json\n")
+    result = CliRunner().invoke(main, ["audit", "--launch", str(script), "--model", "mixtral-8x7b", "--cluster",
+                                       "dgx-h100", "--gpus", "8", "--json"])
+    assert result.exit_code in (0, 1), result.output
+    source = json.loads(result.stdout)["estimate"]["recipe_sources"]["moe_fusions"]
+    assert "sharded_moe.py" in source and "moe_permute_fusion" not in source

@@ -102,3 +102,11 @@ def test_16_bit_weights_reduce_16_bit_gradients_whatever_grad_dtype_says(tmp_pat
     source = launch.sources["recipe.grad_reduce_fp32"]
     assert "cfg.yml:2: weight_dtype" in source and "casts only float32" in source
     assert ("has no effect" in source) == bool(extra)
+
+
+def test_the_precision_source_names_the_dtype_the_files_state(tmp_path: Path) -> None:
+    """Trial t26, finding 10: `precision bf16: MaxText 0.2.5 base.yml default` though the command set dtype=bfloat16;
+    the matmuls run in dtype, and without FP8 quantization the source names both."""
+    launch = _maxtext_launch(tmp_path, "dtype: bfloat16\n")
+    assert launch.precision == "bf16"
+    assert "cfg.yml:2: dtype" in launch.sources["precision"] and "no FP8 quantization" in launch.sources["precision"]

@@ -927,6 +927,9 @@ MEGATRON_DEFAULTS = {"moe_dispatcher": (Dispatcher.ALLGATHER, "default (Megatron
                                             "moe_router_fusion are False unless --moe-permute-fusion "
                                             "--moe-router-fusion)")}
 """Recipe values Megatron-Core runs when its files leave the argument out, where they differ from the Recipe's."""
+DEEPSPEED_MOE_DEFAULTS = {"moe_fusions": "Megatron-DeepSpeed's MoE is DeepSpeed-MoE (deepspeed/moe/sharded_moe.py), "
+                                         "whose gating and einsum dispatch have no fused permute or router kernel"}
+"""The same fields' sources for a Megatron-DeepSpeed job, whose MoE layers are DeepSpeed's, not Megatron-Core's."""
 
 
 def _launch_source(evidence: str) -> str:
@@ -1015,9 +1018,12 @@ def launch_recipe(launch: LaunchLayout, model: ModelSpec, layout: Layout,
         sources["param_gather_overlap"] += (f"; no such gather at this job's ZeRO stage {layout.zero_stage}: it "
                                             f"prices only a plan at ZeRO-1/2")
     if launch.framework == "megatron" and model.is_moe:
+        deepspeed_moe = is_megatron_deepspeed(launch)
         for field, (value, why) in MEGATRON_DEFAULTS.items():
             if field not in values:
-                values[field], sources[field] = value, why
+                # a user trial: a DeepSpeed-MoE job's unfused permute was sourced to Megatron-Core's switches
+                values[field], sources[field] = value, (DEEPSPEED_MOE_DEFAULTS.get(field, why) if deepspeed_moe
+                                                        else why)
     if launch.framework == "torchtitan" and layout.pp > 1 and values.get("reshard_after_backward") and \
             "reshard_after_backward" not in launch.recipe:
         # torch's PipelineStage turns the resharding off until each stage's last backward (pipelining/stage.py

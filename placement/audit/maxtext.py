@@ -367,8 +367,9 @@ def finish(v: dict[str, tuple[Any, str]], ignored: list[str]) -> dict[str, tuple
             out["recipe.fp8_recipe"] = (FP8_QUANTIZATIONS[quant], f"{qev} (Transformer Engine's "
                                         f"{'MXFP8 block' if quant == 'te_mxfp8' else 'per-tensor'} scaling: "
                                         f"layers/quantizations.py:1430-1437)")
-    else:
-        out["precision"] = ("bf16", qev)
+    else:  # the matmuls run in dtype (a user trial: the source named base.yml while the command set dtype=bfloat16)
+        dtype_ev = keys.get("dtype", ("bfloat16", BASE_SOURCE))[1]
+        out["precision"] = ("bf16", f"{dtype_ev}; no FP8 quantization ({qev})")
         if quant and quant != "te_no_quant":  # te_no_quant: Transformer Engine's GEMMs in bf16, as priced
             ignored.append(f"quantization {quant!r}: not a recipe placement prices as FP8 (it prices fp8, "
                            f"nanoo_fp8, te_fp8_delayedscaling, te_fp8_currentscaling and te_mxfp8); priced as bf16 "
