@@ -268,7 +268,8 @@ def _write_report(report: Path | None, page: Callable[[], str]) -> None:
 
 RECIPE_FLAGS = {
     # Recipe field -> its flag (the flags a user sets often; the rest go in --recipe FILE.yaml)
-    "moe_dispatcher": "--moe-dispatcher", "cuda_graphs": "--cuda-graphs", "tp_comm_overlap": "--tp-comm-overlap",
+    "moe_dispatcher": "--moe-dispatcher", "cuda_graphs": "--cuda-graphs",
+    "moe_einsum_dispatch": "--moe-einsum-dispatch", "tp_comm_overlap": "--tp-comm-overlap",
     "ep_comm_overlap": "--ep-comm-overlap", "delay_wgrad": "--delay-wgrad", "dispatch_fp8": "--dispatch-fp8",
     "fp8_recipe": "--fp8-recipe", "recompute_modules": "--recompute-modules",
     "recompute_num_layers": "--recompute-num-layers", "mtp_layers": "--mtp-layers",
@@ -302,6 +303,7 @@ def recipe_options(fn: Callable) -> Callable:
         CpCommType,
         CudaGraphs,
         Dispatcher,
+        EinsumDispatch,
         Fp8Recipe,
         GradAccumulation,
         PipelineSchedule,
@@ -317,6 +319,11 @@ def recipe_options(fn: Callable) -> Callable:
                           "tp_comm_overlap, ..., routing_imbalance); the recipe flags below override it."),
         click.option("--moe-dispatcher", "moe_dispatcher", type=click.Choice([d.value for d in Dispatcher]),
                      default=None, help="MoE token dispatcher (`plan` chooses when not given)."),
+        click.option("--moe-einsum-dispatch", "moe_einsum_dispatch",
+                     type=click.Choice([g.value for g in EinsumDispatch]), default=None,
+                     help="MoE tokens dispatched and combined by one-hot mask GEMMs over each micro-batch "
+                          "(DeepSpeed-MoE) or sequence (MaxText's sparse_matmul False): 2 s^2 k f h FLOPs each per "
+                          "group of s tokens; default none (a permutation, no GEMM)."),
         click.option("--cuda-graphs", "cuda_graphs", type=click.Choice([g.value for g in CudaGraphs]), default=None,
                      help="CUDA graph scope: none, partial (attention, router, preprocess) or full iteration "
                           "(`plan` chooses when not given)."),
@@ -1585,7 +1592,7 @@ def _framework_recipe(framework, recipe, sources: dict[str, str], precision, mod
 
     sources = dict(sources)
     config = run_config(framework, model, precision.value, topo.accelerator)
-    for field, value, why in recipe_rows(framework, False, precision, config):
+    for field, value, why in recipe_rows(framework, False, precision, config, model.is_moe):
         if field in sources and getattr(recipe, field) != value:
             asked = getattr(recipe, field)
             given = (" ".join(recipe_args({field: asked}))

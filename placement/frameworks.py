@@ -18,7 +18,7 @@ import numpy as np
 from placement.cost.batch import LayoutBatch
 from placement.errors import InputError
 from placement.specs import AcceleratorSpec, ModelSpec
-from placement.specs.recipe import CpCommType, Fp8Recipe, GradAccumulation, Recipe
+from placement.specs.recipe import CpCommType, EinsumDispatch, Fp8Recipe, GradAccumulation, Recipe
 from placement.specs.training import AttentionKernel
 
 PRECISION_ONLY = {"fp8_recipe": "fp8", "fp8_saves_16bit_inputs": "fp8", "fp8_lm_head": "fp8",
@@ -84,6 +84,8 @@ class Capability:
     sequential_layers: str = ""
     """Why its own model code runs attention, then the MLP, whatever the model's `parallel_residual` says; "" where
     the model code is the user's (DeepSpeed: GPT-NeoX's own layers on DeeperSpeed run the parallel residual)."""
+    moe_recipe: tuple[tuple[str, object, str], ...] = ()
+    """Rows of `recipe` that hold for a model with MoE layers only (the framework's own MoE layer)."""
     moe_zero_stages: tuple[int, ...] | None = None
     """ZeRO stages it runs with MoE layers, where fewer than `zero_stages` (None: the same); `for_model` applies it."""
     moe_why: str = ""
@@ -97,10 +99,11 @@ class Capability:
                                    zero_stages_with_pp=tuple(z for z in self.zero_stages_with_pp if z in keep),
                                    why=f"{self.why}; with MoE layers {self.moe_why}")
 
-    def recipe_rows(self, several_hosts: bool, precision: str | None = None) -> tuple[tuple[str, object, str], ...]:
+    def recipe_rows(self, several_hosts: bool, precision: str | None = None,
+                    is_moe: bool = True) -> tuple[tuple[str, object, str], ...]:
         """(field, value, why) a job's launch runs where its files leave it to the framework, on one host or on
-        several, at `precision` (None: every row)."""
-        rows = self.recipe + (self.several_hosts_recipe if several_hosts else ())
+        several, at `precision` (None: every row), for a model with MoE layers or without."""
+        rows = self.recipe + (self.moe_recipe if is_moe else ()) + (self.several_hosts_recipe if several_hosts else ())
         return tuple(row for row in rows if row_applies(row[0], precision))
 
     def layout_mask(self, b: LayoutBatch, num_layers: int, kv_heads: int | None = None,
@@ -348,6 +351,10 @@ CAPABILITIES: dict[str, Capability] = {
                  "DeepSpeed 0.19.8's ZeRO-1/2 optimizer all-gathers the updated weights inside step(), a blocking "
                  "all_gather_into_tensor before the next forward (runtime/zero/stage_1_and_2.py step -> "
                  "all_gather_dp_groups, runtime/utils.py)")),
+        moe_recipe=(("moe_einsum_dispatch", EinsumDispatch.MICRO_BATCH,
+                     "DeepSpeed 0.19.8's MoE layer dispatches and combines each micro-batch's tokens by one-hot mask "
+                     "GEMMs (deepspeed/moe/sharded_moe.py MOELayer: einsum(\"sec,sm->ecm\"), einsum(\"sec,ecm->sm\"), "
+                     "each a torch.matmul)"),),
         several_hosts_recipe=(("cpu_affinity", False, "DeepSpeed 0.19.8's pdsh runner, the deepspeed launcher's "
                                                       "default for several hosts, does not pass --bind_cores_to_rank "
                                                       "on (launcher/multinode_runner.py PDSHRunner): the ranks run "
@@ -391,12 +398,12 @@ CAPABILITIES: dict[str, Capability] = {
 
 
 def recipe_rows(framework: str, several_hosts: bool, precision: str | None,
-                config: str | None = None) -> tuple[tuple[str, object, str], ...]:
+                config: str | None = None, is_moe: bool = True) -> tuple[tuple[str, object, str], ...]:
     """The framework's capability rows (Capability.recipe_rows) for files that name torchtitan's `config`: the rows
     that config's function sets otherwise (emit.torchtitan.CONFIG_RECIPE: llama3_8b_mxfp8 runs MXFP8 with its LM
     head converted) in place of the row of the same field (each is a field of a capability row); the capability
     rows alone for any other config."""
-    rows = CAPABILITIES[framework].recipe_rows(several_hosts, precision)
+    rows = CAPABILITIES[framework].recipe_rows(several_hosts, precision, is_moe)
     if framework != "torchtitan" or config is None:
         return rows
     from placement.emit.torchtitan import CONFIG_RECIPE

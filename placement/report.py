@@ -211,6 +211,7 @@ def recipe_line(p: Plan) -> str:
     for field, label, text in (
             ("moe_dispatcher", "dispatcher", r.moe_dispatcher.value),
             ("cuda_graphs", "cuda graphs", r.cuda_graphs.value),
+            ("moe_einsum_dispatch", "einsum dispatch per", r.moe_einsum_dispatch.value.replace("_", "-")),
             ("tp_comm_overlap", "tp overlap", onoff(r.tp_comm_overlap)),
             ("ep_comm_overlap", "ep overlap", onoff(r.ep_comm_overlap))):
         searched = sources.get(field) == "searched"

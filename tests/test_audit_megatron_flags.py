@@ -267,5 +267,9 @@ def test_a_deepspeed_moe_jobs_unfused_permute_is_sourced_to_deepspeed_moe(tmp_pa
     result = CliRunner().invoke(main, ["audit", "--launch", str(script), "--model", "mixtral-8x7b", "--cluster",
                                        "dgx-h100", "--gpus", "8", "--json"])
     assert result.exit_code in (0, 1), result.output
-    source = json.loads(result.stdout)["estimate"]["recipe_sources"]["moe_fusions"]
+    estimate = json.loads(result.stdout)["estimate"]
+    source = estimate["recipe_sources"]["moe_fusions"]
     assert "sharded_moe.py" in source and "moe_permute_fusion" not in source
+    # and its one-hot mask GEMMs over the micro-batch are priced (recipe moe_einsum_dispatch)
+    assert estimate["recipe"]["moe_einsum_dispatch"] == "micro_batch"
+    assert "einsum" in estimate["recipe_sources"]["moe_einsum_dispatch"]

@@ -1009,7 +1009,7 @@ def launch_recipe(launch: LaunchLayout, model: ModelSpec, layout: Layout,
                                            f"{interval}th of {per_chunk} layers per stage)")
     cap = CAPABILITIES.get(launch.framework)
     before_030 = launch.framework == "torchtitan" and launch.torchtitan_form is not None
-    for name, value, why in cap.recipe_rows(several_hosts, precision) if cap is not None else ():
+    for name, value, why in cap.recipe_rows(several_hosts, precision, model.is_moe) if cap is not None else ():
         if name not in values:  # what the files state wins (a BF16_Optimizer job's fp32 gradient copy)
             values[name], sources[name] = value, (TORCHTITAN_BEFORE_030.get(name, why) if before_030 else why)
     if launch.framework == "deepspeed" and layout.zero_stage not in (1, 2) and "param_gather_overlap" in sources \

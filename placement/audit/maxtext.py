@@ -481,6 +481,21 @@ def finish(v: dict[str, tuple[Any, str]], ignored: list[str]) -> dict[str, tuple
     cap = keys.get("capacity_factor")
     if cap is not None and isinstance(cap[0], (int, float)) and not isinstance(cap[0], bool) and cap[0] > 0:
         out["recipe.moe_capacity_factor"] = (float(cap[0]), cap[1])
+    # MoE without sparse_matmul (base.yml true): layers/moe.py dense_matmul, which with a capacity factor dispatches
+    # and combines each sequence by one-hot mask einsums, and without one runs every expert on every token
+    sparse, sev = keys.get("sparse_matmul", (True, BASE_SOURCE))
+    experts = keys.get("num_experts", (1, BASE_SOURCE))[0]
+    if str(sparse).lower() == "false" and isinstance(experts, int) and experts > 1:
+        if cap is not None and isinstance(cap[0], (int, float)) and not isinstance(cap[0], bool) and cap[0] > 0:
+            out["recipe.moe_einsum_dispatch"] = ("sequence", f"{sev} (with {cap[1]}: MaxText's dense_matmul "
+                                                             f"dispatches and combines each sequence by one-hot mask "
+                                                             f"einsums, BSM,BSEC -> EBCM and EBCM,BSEC -> BSM: "
+                                                             f"layers/moe.py)")
+        else:
+            ignored.append(f"sparse_matmul False without a capacity factor: MaxText's dense_matmul runs every one of "
+                           f"the {experts} experts on every token (BSM,EMH -> BSEH, layers/moe.py), not priced: the "
+                           f"estimate prices the routed experts only, so the job's expert work is several times "
+                           f"the priced ({sev})")
     # what the files alone fix: every mesh entry explicit
     if all(n > 0 for n, _ in ici.values()) and all(n > 0 for n, _ in dcn.values()):
         world = math.prod(n for n, _ in ici.values()) * math.prod(n for n, _ in dcn.values())

@@ -23,7 +23,7 @@ from placement.cost.compute import (
 )
 from placement.cost.context import Ctx
 from placement.cost.memory import norms_recomputed
-from placement.specs.recipe import CpCommType, Fp8Recipe
+from placement.specs.recipe import CpCommType, EinsumDispatch, Fp8Recipe
 from placement.specs.recipe import RecomputeModule as M
 from placement.specs.training import AttentionKernel
 
@@ -309,6 +309,20 @@ def _mla_up_forward(x: Ctx) -> np.ndarray:
     return t
 
 
+def einsum_dispatch_forward(x: Ctx) -> np.ndarray | float:
+    """Seconds of one MoE layer's forward dispatch and combine GEMMs where the recipe applies one-hot masks
+    (recipe.moe_einsum_dispatch): per group of s tokens, an (E C x s) @ (s x h) and an (s x E C) @ (E C x h) product
+    with E C = s k f, f the capacity factor (the routing load where none is set: the fullest expert's share), 16-bit
+    (DeepSpeed-MoE `einsum("sec,sm->ecm")`, `einsum("sec,ecm->sm")`, deepspeed/moe/sharded_moe.py; MaxText
+    `BSM,BSEC -> EBCM`, layers/moe.py dense_matmul).  The group is the rank's micro-batch or one sequence."""
+    mode = x.recipe.moe_einsum_dispatch
+    if not x.w.num_experts or mode is EinsumDispatch.NONE:
+        return 0.0
+    group = x.tokens if mode is EinsumDispatch.MICRO_BATCH else x.tokens / x.mbs
+    factor = x.recipe.moe_capacity_factor if x.recipe.moe_capacity_factor is not None else x.expert_load
+    return gemm_time(group * x.w.top_k * factor, x.w.hidden, group, 2.0 * x.tokens / group, x.gemm_bf16)
+
+
 def layer_compute(x: Ctx) -> LayerCompute:
     w, tokens, tp, passes = x.w, x.tokens, x.tp, x.passes
     bwd = C.BACKWARD_TO_FORWARD
@@ -388,6 +402,11 @@ def layer_compute(x: Ctx) -> LayerCompute:
                      + fp8_weight_recasts(x, local * (w.mlp_up + 1.0) * ffn * w.hidden
                                           + mlp_weights(w.shared_ffn_total),
                                           np.maximum(redo, np.maximum(x.module(M.MOE), per_op))))
+        # one-hot dispatch and combine GEMMs (recipe moe_einsum_dispatch): forward one each; backward the dispatch's
+        # input gradient, the combine's expert-output and combine-weight gradients; a recompute reruns the forward two
+        einsum = einsum_dispatch_forward(x)
+        moe_block = moe_block + einsum * (2.5 + x.full * x.full_layers_share + x.module(M.MOE))
+        moe_fwd = moe_fwd + einsum
         moe = attn + moe_block
         experts = (experts_fwd + act_fwd) * passes + eager.experts_s
     else:

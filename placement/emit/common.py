@@ -218,7 +218,8 @@ def forced_fields(framework: str) -> tuple[str, ...]:
     """Recipe fields the framework runs at one value whatever the plan (frameworks.CAPABILITIES' recipe row)."""
     from placement.frameworks import CAPABILITIES
 
-    return tuple(name for name, _, _ in CAPABILITIES[framework].recipe)
+    cap = CAPABILITIES[framework]
+    return tuple(name for name, _, _ in cap.recipe + cap.moe_recipe)
 
 
 def forced(ctx: EmitContext, framework: str, precision: str | None = None,
@@ -238,7 +239,7 @@ def forced(ctx: EmitContext, framework: str, precision: str | None = None,
     lay = ctx.plan.layout if runs is None else ctx.plan.layout.model_copy(update=runs.layout)
     taken = set() if runs is None else set(runs.recipe)
     return [(name, value, why) for name, value, why in recipe_rows(framework, False, precision or ctx.plan.precision,
-                                                                    config)
+                                                                    config, ctx.moe)
             if (runs is not None or row_applies(name, ctx.plan.precision)) and name not in taken
             and priced_value(ctx, name) != value and matters(name, lay)]
 

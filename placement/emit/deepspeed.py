@@ -51,7 +51,7 @@ from placement.emit.common import (
     warn_block,
 )
 from placement.plan import Plan
-from placement.specs.recipe import GradAccumulation
+from placement.specs.recipe import EinsumDispatch, GradAccumulation
 
 VERSION = "DeepSpeed 0.19.8"
 BUCKET_ELEMENTS = 50_000_000
@@ -339,7 +339,7 @@ RUNS_INSTEAD = {
 }
 """What DeepSpeed runs instead of each recipe feature it cannot be told (selective recompute, whatever its
 modules, has its own warning in warnings_for)."""
-STATED = frozenset({"param_gather_overlap",
+STATED = frozenset({"param_gather_overlap", "moe_einsum_dispatch",
                     "grad_accumulation", "pipeline_p2p_whole", "pipeline_grads_whole", "pipeline_p2p_blocking",
                     "cpu_affinity", "grad_reduce_fp32", "cuda_launch_blocking", "checkpoint_sync",
                     "checkpoint_interval"})
@@ -408,6 +408,12 @@ def files_run(ctx: EmitContext) -> Runs:
     if ctx.recipe.grad_accumulation is not GradAccumulation.AUTOGRAD:  # its ZeRO optimizer (stage >= 1)
         runs.recipe["grad_accumulation"] = GradAccumulation.AUTOGRAD
         runs.what.append(f"gradients accumulated by autograd in .grad (not {ctx.recipe.grad_accumulation.value})")
+    if ctx.moe and ctx.recipe.moe_einsum_dispatch is not EinsumDispatch.MICRO_BATCH:
+        # its native MoE layer (sharded_moe.py MOELayer): one-hot mask GEMMs over the micro-batch's tokens
+        runs.recipe["moe_einsum_dispatch"] = EinsumDispatch.MICRO_BATCH
+        runs.what.append(f"each MoE layer's tokens dispatched and combined by one-hot mask GEMMs over the "
+                         f"micro-batch (DeepSpeed-MoE's MOELayer einsums), not "
+                         f"{ctx.recipe.moe_einsum_dispatch.value}")
     runs_model(ctx, "deepspeed", runs)  # your model code runs the model as given
     return runs
 

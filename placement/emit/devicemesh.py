@@ -94,7 +94,7 @@ RUNS_INSTEAD = {field: _YOURS for field in ("moe_dispatcher", "cuda_graphs", "tp
                                             "optimizer_master_weights",
                                             "recompute_num_layers", "mtp_layers", "account_for_embedding",
                                             "account_for_loss", "pipeline_schedule", "cross_entropy_fusion",
-                                            "loss_eager_float32",
+                                            "loss_eager_float32", "moe_einsum_dispatch",
                                             "cpu_affinity", "moe_capacity_factor", "checkpoint_sync",
                                             "checkpoint_interval")}
 """A mesh states degrees only: every recipe feature of the plan is the training code's to implement."""

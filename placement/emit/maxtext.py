@@ -365,6 +365,7 @@ RUNS_INSTEAD = {
     "moe_capacity_factor": "its MoE routes dropless unless capacity_factor is set",
     "cross_entropy_fusion": "XLA compiles the loss itself",
     "loss_eager_float32": "XLA compiles the loss itself",
+    "moe_einsum_dispatch": "its files leave base.yml's sparse_matmul true, the ragged-dot path: no one-hot mask GEMMs",
     "dp_overlap": "XLA overlaps the gradient reduction with the backward itself",
     "param_gather_overlap": "XLA schedules the weight gathers beside compute itself",
     "reshard_after_backward": "MaxText has no ZeRO-2: it shards the weights of every step (ZeRO-3) or none",

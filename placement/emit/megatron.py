@@ -509,6 +509,7 @@ RUNS_INSTEAD = {
                                 "again in backward",
     "loss_chunks": "its LM head and loss run on the whole micro-batch at once",
     "optimizer_master_weights": "its optimizer keeps a float32 master copy of the weights",
+    "moe_einsum_dispatch": "its token dispatcher permutes each token to its experts: no one-hot mask GEMMs",
     "loss_eager_float32": "its vocab-parallel cross-entropy works in place on one float32 copy of the logits "
                           "(megatron-core 0.19.2 tensor_parallel/cross_entropy.py)",
     "pipeline_unsharded_grads": "Megatron-FSDP reduce-scatters each micro-batch's gradients and keeps only its "

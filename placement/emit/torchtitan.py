@@ -455,6 +455,7 @@ RUNS_INSTEAD = {
     "pipeline_layout": "it splits the stages by pipeline_parallel_layers_per_stage",
     "fp8_params": "it keeps BF16 weights", "optimizer_state_bf16": "it keeps FP32 Adam moments",
     "optimizer_master_weights": "FSDP2 keeps the float32 weights, the master copy",
+    "moe_einsum_dispatch": "its MoE layers permute each token to its experts: no one-hot mask GEMMs",
     "fp32_weights": "FSDP2 keeps the float32 weights sharded beside the optimizer state and gathers them in bf16 "
                     "(mixed_precision_param bfloat16): the 16-bit-weights recipe's bytes",
     "activation_func_fp8_input_store": "it keeps the MLP activation input in BF16",

@@ -140,6 +140,18 @@ class CpCommType(StrEnum):
     communication latency is exposed in the critical path"; Megatron `--cp-comm-type all_gather`)."""
 
 
+class EinsumDispatch(StrEnum):
+    NONE = "none"
+    """Tokens reach their experts by permutation (Megatron-Core's token dispatchers, torchtitan): no GEMM."""
+    MICRO_BATCH = "micro_batch"
+    """DeepSpeed-MoE (deepspeed/moe/sharded_moe.py MOELayer): one-hot dispatch and combine masks over every token of
+    the rank's micro-batch, applied as GEMMs (`einsum("sec,sm->ecm")` and `einsum("sec,ecm->sm")`, each a
+    torch.matmul of the s x E*C mask)."""
+    SEQUENCE = "sequence"
+    """MaxText's dense MoE path (sparse_matmul False, layers/moe.py dense_matmul with a capacity factor): the same
+    masks per sequence (`BSM,BSEC -> EBCM`, `EBCM,BSEC -> BSM`), the capacity ceil(seq * top_k / E) * factor."""
+
+
 LAYOUT_TOKENS: Final = frozenset("EtmL")
 """Megatron pipeline layout symbols: E embedding, t transformer layer, m MTP layer, L loss (LM head)."""
 _LAYOUT_CHARS = re.compile(r"^[EtmL|()*0-9 ,]*$")
@@ -153,6 +165,10 @@ class Recipe(Frozen):
     dispatch_fp8: bool = False
     """Forward dispatch moves FP8 activations (DeepSeek-V3 §3.3; needs an FP8 recipe); combine stays 16-bit."""
     cuda_graphs: CudaGraphs = CudaGraphs.NONE
+    moe_einsum_dispatch: EinsumDispatch = EinsumDispatch.NONE
+    """How an MoE layer's tokens reach their experts where it is by one-hot mask GEMMs, and over which group of tokens
+    (EinsumDispatch): each of the two costs 2 s E C h FLOPs for a group of s tokens, E experts of capacity
+    C = s k f / E, so 2 s^2 k f h, quadratic in the group (cost.layer)."""
     fused_model_ops: bool = True
     """The model's own element-wise extras run fused: YaRN RoPE, a partial RoPE's concatenation back into the head,
     the clamp of a clamped SwiGLU, expert output biases, bias-dropout-add with biased projections.  False prices

@@ -811,6 +811,11 @@ def read_args(words: list[Word], s: Settings, typos: bool = True) -> None:
             s.put("recipe.moe_dispatcher", "alltoall",
                   f"{deepspeed_flag.evidence} (DeepSpeed-MoE dispatches with all-to-all: deepspeed/moe/sharded_moe.py "
                   f"MOELayer.forward, _AllToAll)")
+        if any(a.flag == "--num-experts" for a in args) and not s.has("recipe.moe_einsum_dispatch"):
+            s.put("recipe.moe_einsum_dispatch", "micro_batch",
+                  f"{deepspeed_flag.evidence} (DeepSpeed-MoE dispatches and combines each micro-batch's tokens by "
+                  f"one-hot mask GEMMs: deepspeed/moe/sharded_moe.py MOELayer.forward, einsum(\"sec,sm->ecm\") and "
+                  f"einsum(\"sec,ecm->sm\"), each a torch.matmul)")
         if any(a.flag == "--num-experts" for a in args):
             _deepspeed_moe_gate(args, s, deepspeed_flag)
         _checkpoint_sync(args, s)
