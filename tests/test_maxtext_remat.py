@@ -124,3 +124,11 @@ def test_megatron_refuses_a_module_it_does_not_have(tmp_path: Path, name: str) -
     with pytest.raises(InputError, match=rf"recompute module '{name}' is not one Megatron-Core takes .*it takes "
                                          r"core_attn, mla_up_proj, mlp"):
         parse_launch([script])
+
+
+@pytest.mark.parametrize("policy", ["full", "minimal", "save_qkv_proj"])
+def test_a_key_the_files_already_state_is_no_change(tmp_path: Path, policy: str) -> None:
+    """Trial t26, finding 11: the change list read `+ scan_layers false` against a YAML that says scan_layers: false.
+    A key the best plan adds is no change where the files state it with that value."""
+    data = _audit(tmp_path, policy)
+    assert not [c for c in data["changes"] if c["argument"] == "scan_layers" and c["to"] == "false"], data["changes"]

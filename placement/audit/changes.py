@@ -452,6 +452,15 @@ def launch_changes(framework: str, now: EmitContext, best: EmitContext, files_te
                 c["note"] = NOT_IN_FILES
             elif c["from"] is not None and framework == "maxtext":
                 c["from"] = _maxtext_stated(live, c["argument"]) or c["from"]
+        if framework == "maxtext":  # a key the best plan adds that the files already state (a user trial's
+            # `+ scan_layers false` beside llama2_7b.yml's scan_layers: false) is no change, or changes their value
+            kept = []
+            for c in changes:
+                stated = _maxtext_stated(live, c["argument"]) if c["from"] is None else None
+                if stated is not None and stated.lower() == str(c["to"]).lower():
+                    continue
+                kept.append(c if stated is None else {**c, "from": stated})
+            changes = kept
         if framework == "megatron":  # a flag the best plan adds that the files already pass is no change
             changes = [c for c in changes if not (c["from"] is None and c["to"] == "true"
                                                   and megatron_flag_in(c["argument"], live))]
