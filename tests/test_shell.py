@@ -42,6 +42,10 @@ def _word(cmd: Command, text: str):
     ("case $A in\n  a) echo ;;\n", "run.sh:1: case $A in: `case` opened here is never closed (expected `esac`)"),
     ("A=1\nsrun bash -c 'torchrun train.py \"x'\n", "run.sh:2: srun bash -c 'torchrun train.py \"x': a \" quote "
                                                     "opened here is never closed"),
+    # trial t26: Yuan-2.0's script as published, with its placeholders
+    ("A=1\nCHECKPOINT_PATH=<Specify path>\ntorchrun train.py\n", "run.sh:2: CHECKPOINT_PATH=<Specify path>: bash "
+                                                               "cannot parse `<Specify path>` (a redirection, to "
+                                                               "bash): a template placeholder left in"),
 ])
 def test_syntax_errors_name_the_line(tmp_path: Path, text: str, message: str) -> None:
     with pytest.raises(InputError, match=re.escape(message)) as err:

@@ -346,7 +346,12 @@ def _syntax_error(state: _State, src: _Src, node: tree_sitter.Node, at: Origin |
         return (f"{at or _org(state, src, opened[0])}: `{opened[0].type}` opened here is never closed (expected "
                 f"`{_CLOSERS[opened[0].type]}`); expected a balanced shell script")
     snippet = node.text.decode("utf-8", "replace").strip().split("\n")[0][:60]
-    return (f"{at or _org(state, src, node)}: bash cannot parse the script here (at `{snippet}`); expected a "
+    org = at or _org(state, src, node)
+    hole = re.search(r"=\s*(<[^<>\n]*>)", org.text or "")
+    if hole:  # a user trial: Yuan-2.0's `CHECKPOINT_PATH=<Specify path>`, a template's placeholder left in
+        return (f"{org}: bash cannot parse `{hole.group(1)}` (a redirection, to bash): a template placeholder left "
+                f"in; write the value it stands for (or quote it) and audit the filled script")
+    return (f"{org}: bash cannot parse the script here (at `{snippet}`); expected a "
             f"balanced shell script (quotes, brackets, if/fi, case/esac, do/done)")
 
 
