@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from placement.audit.launch import parse_launch
 from placement.cli import main
+from tests.test_fp32_weights import _maxtext_launch
 
 JOB = ["evaluate", "--model", "mixtral-8x7b", "--cluster", "dgx-h100", "--gpus", "64", "--seq-len", "4096",
        "--global-batch", "256", "--ep", "8", "--recompute", "full", "--json"]
@@ -50,9 +50,7 @@ def test_a_dense_model_is_not_changed_and_deepspeed_runs_it_for_moe_only() -> No
 
 
 def _maxtext(tmp_path: Path, extra: str):
-    cfg = tmp_path / "cfg.yml"
-    cfg.write_text("base_config: base.yml\nnum_experts: 8\nnum_experts_per_tok: 2\nsparse_matmul: false\n" + extra)
-    return parse_launch([cfg])
+    return _maxtext_launch(tmp_path, "num_experts: 8\nnum_experts_per_tok: 2\nsparse_matmul: false\n" + extra)
 
 
 def test_maxtexts_dense_moe_path_is_read(tmp_path: Path) -> None:
