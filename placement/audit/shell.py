@@ -1488,10 +1488,6 @@ def _else(state: _State, org: Origin) -> None:
         frame[0] = "on"
 
 
-def _condition(state: _State, words: list[list[_Part]]) -> bool | None:
-    return _condition_read(state, words)[0]
-
-
 def _unset_text(state: _State, parts: list[_Part]) -> tuple[str, list[str]] | None:
     """The text of a word whose only unknowns are plain `$V` / `${V}` of variables the files never set (not SLURM's),
     read as bash reads them in a clean environment (empty), and those names; None for any other unknown."""

@@ -205,8 +205,9 @@ def refuse_wrapper_cli(path: Path) -> None:
             key, eq, value = w.text.lstrip("-+").partition("=")
             name = key.rsplit(".", 1)[-1]
             if name in LAYOUT_KEYS and not re.search(r"(^|\.)(rollout|ref)\.", key):  # the model it trains
-                if not eq and k + 1 < len(cmd.words):
-                    value = cmd.words[k + 1].text
+                if not eq:  # `--key VALUE`, or a switch alone
+                    nxt = cmd.words[k + 1].text if k + 1 < len(cmd.words) else "--"
+                    value = "(on)" if nxt.startswith("--") else nxt
                 stated.append(f"{key} {value}")
         states = f"; its command states {', '.join(stated)}" if stated else ""
         raise InputError(f"{cmd.origin.path}:{cmd.origin.line}: {what} runs {tool[0]} ({tool[1]}), which "
