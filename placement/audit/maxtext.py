@@ -361,6 +361,7 @@ def finish(v: dict[str, tuple[Any, str]], ignored: list[str]) -> dict[str, tuple
                       'with gradient accumulation.")',
                       "set gradient_accumulation_steps: 1 (raise per_device_batch_size for the same global batch) "
                       "or drop the FP8 quantization")
+    dtype, dev = keys.get("dtype", ("bfloat16", BASE_SOURCE))
     if quant in FP8_QUANTIZATIONS:
         out["precision"] = ("fp8", qev)
         if FP8_QUANTIZATIONS[quant] is not None:
@@ -368,13 +369,11 @@ def finish(v: dict[str, tuple[Any, str]], ignored: list[str]) -> dict[str, tuple
                                         f"{'MXFP8 block' if quant == 'te_mxfp8' else 'per-tensor'} scaling: "
                                         f"layers/quantizations.py:1430-1437)")
     else:  # the matmuls run in dtype (a user trial: the source named base.yml while the command set dtype=bfloat16)
-        dtype_ev = keys.get("dtype", ("bfloat16", BASE_SOURCE))[1]
-        out["precision"] = ("bf16", f"{dtype_ev}; no FP8 quantization ({qev})")
+        out["precision"] = ("bf16", f"{dev}; no FP8 quantization ({qev})")
         if quant and quant != "te_no_quant":  # te_no_quant: Transformer Engine's GEMMs in bf16, as priced
             ignored.append(f"quantization {quant!r}: not a recipe placement prices as FP8 (it prices fp8, "
                            f"nanoo_fp8, te_fp8_delayedscaling, te_fp8_currentscaling and te_mxfp8); priced as bf16 "
                            f"matmuls ({qev})")
-    dtype, dev = keys.get("dtype", ("bfloat16", BASE_SOURCE))
     if str(dtype) not in DTYPES:
         raise refused(dev, f"dtype {dtype!r}", "configs/types.py:500 (pydantic validates dtype against DType, "
                       ":65-72; since 81d653c93, 2025-11-14)", f"set dtype to one of {', '.join(DTYPES)}")
@@ -479,14 +478,15 @@ def finish(v: dict[str, tuple[Any, str]], ignored: list[str]) -> dict[str, tuple
         out["recipe.optimizer_state_bf16"] = (str(mu[0]).lower() != "float32", mu[1])
     # MoE token dropping: capacity_factor > 0 caps each expert's tokens (base.yml default -1, dropless)
     cap = keys.get("capacity_factor")
-    if cap is not None and isinstance(cap[0], (int, float)) and not isinstance(cap[0], bool) and cap[0] > 0:
+    capped = cap is not None and isinstance(cap[0], (int, float)) and not isinstance(cap[0], bool) and cap[0] > 0
+    if capped:
         out["recipe.moe_capacity_factor"] = (float(cap[0]), cap[1])
     # MoE without sparse_matmul (base.yml true): layers/moe.py dense_matmul, which with a capacity factor dispatches
     # and combines each sequence by one-hot mask einsums, and without one runs every expert on every token
     sparse, sev = keys.get("sparse_matmul", (True, BASE_SOURCE))
     experts = keys.get("num_experts", (1, BASE_SOURCE))[0]
     if str(sparse).lower() == "false" and isinstance(experts, int) and experts > 1:
-        if cap is not None and isinstance(cap[0], (int, float)) and not isinstance(cap[0], bool) and cap[0] > 0:
+        if capped:
             out["recipe.moe_einsum_dispatch"] = ("sequence", f"{sev} (with {cap[1]}: MaxText's dense_matmul "
                                                              f"dispatches and combines each sequence by one-hot mask "
                                                              f"einsums, BSM,BSEC -> EBCM and EBCM,BSEC -> BSM: "
