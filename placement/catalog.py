@@ -153,18 +153,50 @@ def load_model(ref: str, field: str = "--model") -> ModelSpec:
     return _by_name(ref, catalog_root() / "models", ModelSpec, "model", field)
 
 
-def load_accelerator(name: str) -> AcceleratorSpec:
-    """A catalog accelerator (hardware/accelerators/NAME.yaml): what a cluster's `accelerator` field names."""
+def accelerator_file_given(ref: str) -> bool:
+    """Whether a cluster's `accelerator` value is an accelerator YAML's path rather than a catalog name: a YAML
+    suffix or a path separator (catalog names have neither)."""
+    return Path(ref).suffix in (".yaml", ".yml") or "/" in ref or os.sep in ref
+
+
+def load_accelerator(ref: str) -> AcceleratorSpec:
+    """What a cluster's `accelerator` field gives: a catalog accelerator (hardware/accelerators/NAME.yaml), or the
+    path of an accelerator YAML of the user's (load_cluster has made it absolute)."""
+    if accelerator_file_given(ref):
+        path = Path(ref)
+        if not _readable(path):
+            raise InputError(f"accelerator file {ref!r}: no such file; give the path of an accelerator YAML (the "
+                             f"format of {catalog_root() / 'hardware' / 'accelerators'}/*.yaml) or a catalog name")
+        return read_yaml(path, AcceleratorSpec, "accelerator")
     folder = catalog_root() / "hardware" / "accelerators"
-    if not _is_file(folder / f"{name}.yaml"):
-        raise InputError(f"accelerator {name!r}: {_no_accelerator(name)}")
-    return read_yaml(folder / f"{name}.yaml", AcceleratorSpec, "accelerator")
+    if not _is_file(folder / f"{ref}.yaml"):
+        raise InputError(f"accelerator {ref!r}: {_no_accelerator(ref)}")
+    return read_yaml(folder / f"{ref}.yaml", AcceleratorSpec, "accelerator")
 
 
 def _no_accelerator(name: str) -> str:
-    return (f"no accelerator of that name; known accelerators: {', '.join(accelerator_names())}; a cluster's "
-            f"`accelerator` names one of them, not a path (a new part goes in {catalog_root() / 'hardware'}"
-            f"/accelerators/NAME.yaml)")
+    return (f"no accelerator of that name; known accelerators: {', '.join(accelerator_names())}; or give the path "
+            f"of an accelerator YAML of your own, relative to the cluster file (the format of "
+            f"{catalog_root() / 'hardware' / 'accelerators'}/*.yaml)")
+
+
+def _user_accelerator(cluster_path: Path, cluster: ClusterSpec) -> ClusterSpec:
+    """A cluster file's `accelerator` given as a path: read relative to the cluster file, checked, and kept as an
+    absolute path (so the cluster reads the same from any working directory).  The part must not take a catalog
+    accelerator's name: outputs and `validate`'s published runs match parts by name, and a user's numbers under a
+    catalog name would be compared with that part's runs."""
+    ref = cluster.accelerator
+    path = Path(os.path.normpath(Path(cluster_path).absolute().parent / ref))
+    if not _readable(path):
+        raise InputError(f"{cluster_path}: field `accelerator` = {ref!r}: no accelerator file at {path} (a path is "
+                         f"read relative to the cluster file); give an accelerator YAML's path or a catalog name "
+                         f"({', '.join(accelerator_names())})")
+    acc = read_yaml(path, AcceleratorSpec, "accelerator")
+    if acc.name in accelerator_names():
+        raise InputError(f"{path}: field `name` = {acc.name!r} is a catalog accelerator's name; give your part a "
+                         f"name of its own (published runs and calibration profiles match parts by name), or write "
+                         f"`accelerator: {acc.name}` in {cluster_path} to use the catalog's")
+    return cluster.model_copy(update={"accelerator": str(path)})
 
 
 def load_cluster(ref: str, field: str = "--cluster") -> ClusterSpec:
@@ -174,6 +206,8 @@ def load_cluster(ref: str, field: str = "--cluster") -> ClusterSpec:
         if not _readable(path):
             raise InputError(_no_file(ref, path, field, "cluster"))
         cluster = read_yaml(path, ClusterSpec, "cluster")
+        if accelerator_file_given(cluster.accelerator):
+            return _user_accelerator(path, cluster)
         if cluster.accelerator not in accelerator_names():
             raise InputError(f"{path}: field `accelerator` = {cluster.accelerator!r}: "
                              f"{_no_accelerator(cluster.accelerator)}")

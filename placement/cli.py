@@ -21,6 +21,7 @@ from pydantic import ValidationError
 
 from placement import __version__
 from placement.catalog import (
+    accelerator_file_given,
     accelerator_names,
     cluster_file,
     cluster_names,
@@ -1754,15 +1755,23 @@ def fabric_priced(topo: Topology, ctx: click.Context) -> str:
                          + (" in all (the uplinks below it)" if k and levels[k - 1]["oversubscription"] > 1 else "")
                          if d["oversubscription"] > 1 else "")
                       for k, d in enumerate(levels))
+    # a cluster given as a file is named as that file, not as a catalog entry of its `name`
+    ref = ctx.params.get("cluster_ref")
+    own = ref is not None and ref not in cluster_names()
     origin = [f"--slurm-topology {ctx.params['slurm_topology']}" if given("slurm_topology") else
               f"--cluster-graph {ctx.params['cluster_graph']}" if given("cluster_graph") else
-              f"cluster {topo.cluster.name}'s catalog file",
+              f"the tiers of --cluster {ref}" if own else f"cluster {topo.cluster.name}'s catalog file",
               "each switch's ratio from the graph's link bandwidths (down:up)" if given("cluster_graph") else
               f"--oversubscription {ctx.params['oversubscription']:g}" if given("oversubscription") else
+              f"oversubscription from the tiers of --cluster {ref} (--oversubscription changes it with "
+              f"--slurm-topology)" if own and not given("slurm_topology") else
               f"oversubscription from cluster {topo.cluster.name}'s file (a copy of that file with another "
               f"tiers[0].oversubscription, passed as --cluster FILE, changes it; --oversubscription does with "
               f"--slurm-topology)" if topo.cluster.name and not given("slurm_topology") else
               f"oversubscription from cluster {topo.cluster.name}'s file (--oversubscription changes it)"]
+    if accelerator_file_given(topo.cluster.accelerator):
+        # a part of the user's: its numbers come from their file, which no published run checks
+        origin.append(f"accelerator {topo.accelerator.name} from {topo.cluster.accelerator}")
     if any(d["oversubscription"] > 1 for d in levels):
         # a user trial: one node in each of two 4:1 leaves priced 2.5x one leaf, on a rule no output stated
         origin.append("an oversubscribed switch's uplinks are shared by the job's GPUs under it as if the switch's "

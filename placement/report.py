@@ -456,6 +456,8 @@ def cluster_facts(topo: Topology) -> dict:
         "name": c.name, "accelerator": acc.name, "num_gpus": topo.num_gpus, "gpus_per_node": c.gpus_per_node,
         "peak_flops_bf16": acc.peak_flops_bf16, "peak_flops_fp8": acc.peak_flops_fp8, "hbm_bytes": acc.hbm_bytes,
         "levels": topo.describe(), "source": c.source, "segment_nodes": topo.segment_nodes,
+        # the part's file where the cluster names one of the user's (catalog parts: None)
+        "accelerator_file": c.accelerator if c.accelerator != acc.name else None,
     }
 
 
@@ -464,7 +466,8 @@ def cluster_table(f: dict) -> str:
              f"{lv['latency_s'] * 1e6:.1f}"] for lv in f["levels"]]
     segment = f", segment {f['segment_nodes']} nodes" if f.get("segment_nodes") is not None else ""
     head = (f"{f['name']}: {f['num_gpus']:,} x {f['accelerator']} ({f['gpus_per_node']} per node{segment}), "
-            f"{f['peak_flops_bf16'] / 1e12:,.0f} TFLOP/s bf16, {f['hbm_bytes'] / 1e9:.0f} GB HBM")
+            f"{f['peak_flops_bf16'] / 1e12:,.0f} TFLOP/s bf16, {f['hbm_bytes'] / 1e9:.0f} GB HBM"
+            + (f" (accelerator from {f['accelerator_file']})" if f.get("accelerator_file") else ""))
     return head + "\n" + text_table(["level", "name", "GPUs per block", "GB/s per GPU (effective)", "latency us"], rows)
 
 

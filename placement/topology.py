@@ -187,7 +187,7 @@ class Topology:
         """`segment_nodes` is the job's SLURM segment (`sbatch --segment`): None takes the cluster's
         default, 0 fills scale-up domains whole (no segment), N > 0 lays the job out as runs of N nodes,
         each inside one scale-up domain."""
-        if accelerator.name != cluster.accelerator:
+        if accelerator.name != cluster.accelerator and not _names_file(cluster.accelerator, accelerator):
             raise InputError(
                 f"cluster {cluster.name!r} names accelerator {cluster.accelerator!r} but "
                 f"{accelerator.name!r} was given"
@@ -557,3 +557,10 @@ def _span(blocks: tuple[int, ...], num_gpus: int, stride: int, size: int) -> Gro
     load = [0.0] + [listed[j - 1][1] if j - 1 in listed else 1.0 - within[j - 1] / size
                     for j in range(1, len(blocks))]
     return GroupSpan(tuple(within), tuple(crossing), tuple(load), tuple(chain), tuple(ring), tuple(least))
+
+
+def _names_file(ref: str, accelerator: AcceleratorSpec) -> bool:
+    """A cluster whose `accelerator` is a user's accelerator file, and `accelerator` that file's part."""
+    from placement.catalog import accelerator_file_given, load_accelerator
+
+    return accelerator_file_given(ref) and load_accelerator(ref) == accelerator

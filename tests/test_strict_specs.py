@@ -70,16 +70,23 @@ def test_a_number_pyyaml_leaves_as_text_still_reads_as_a_float(tmp_path: Path) -
         load_cluster(str(path))
 
 
-def test_a_cluster_naming_its_accelerator_by_path_is_told_it_takes_a_name(tmp_path: Path) -> None:
-    """The message offered "or give a path to a YAML file", which the field does not take: it names the file and
-    the field, the catalog names, and that a path is not one."""
+def test_a_cluster_naming_an_accelerator_file_that_is_not_there_is_told_where_it_looked(tmp_path: Path) -> None:
+    """A cluster's `accelerator` takes a catalog name or an accelerator YAML's path (read relative to the cluster
+    file): a path to nothing names the cluster file, the field, the path it looked at, and the catalog names."""
     path = tmp_path / "c.yaml"
     path.write_text(yaml.safe_dump({**_cluster(), "accelerator": "acc.yaml"}))
     res = CliRunner().invoke(main, ["plan", "--model", "llama3-8b", "--cluster", str(path), "--gpus", "8"])
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    out = res.output.replace("\n", " ")
+    assert f"{path}: field `accelerator` = 'acc.yaml': no accelerator file at {tmp_path / 'acc.yaml'}" in out
+    assert "relative to the cluster file" in out and "h100-sxm" in out
+    # a name that is neither a catalog part nor a path is told both ways
+    path.write_text(yaml.safe_dump({**_cluster(), "accelerator": "h20"}))
+    res = CliRunner().invoke(main, ["plan", "--model", "llama3-8b", "--cluster", str(path), "--gpus", "8"])
     assert res.exit_code == 2
     out = res.output.replace("\n", " ")
-    assert f"{path}: field `accelerator` = 'acc.yaml': no accelerator of that name; known accelerators: " in out
-    assert "h100-sxm" in out and "not a path" in out and "give a path" not in out
+    assert f"{path}: field `accelerator` = 'h20': no accelerator of that name; known accelerators: " in out
+    assert "or give the path of an accelerator YAML of your own, relative to the cluster file" in out
 
 
 def test_a_path_that_is_no_yaml_file_is_said_to_be_one(tmp_path: Path) -> None:

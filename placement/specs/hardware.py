@@ -121,7 +121,8 @@ class SwitchTier(StrictScalars):
 class ClusterSpec(StrictScalars):
     name: str = Field(min_length=1)
     accelerator: str = Field(min_length=1)
-    """Name in hardware/accelerators/."""
+    """Name in hardware/accelerators/, or the path of an accelerator YAML of the user's (relative to the cluster
+    file; catalog.load_cluster makes it absolute)."""
     gpus_per_node: int = Field(ge=1)
     """GPUs per host (launcher node): 8 for DGX, 4 for a GB200 compute tray."""
     scale_up: ScaleUpSpec
