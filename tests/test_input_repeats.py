@@ -189,3 +189,22 @@ def test_an_empty_file_is_said_to_be_empty(tmp_path: Path) -> None:
         res = CliRunner().invoke(main, args)
         assert res.exit_code == 2, res.output
         assert "nothing (the file is empty or only comments)" in res.output and "NoneType" not in res.output
+
+
+def test_a_template_placeholder_in_a_deepspeed_config_is_named_as_one(tmp_path: Path) -> None:
+    """A user trial passed Megatron-DeepSpeed's `ds_config_gpt_TEMPLATE.json`, which its script `sed`s into another
+    file: `"train_batch_size" : CONFIG_BATCH_SIZE,` was told to drop quotes it does not have, with the comma read
+    into the value."""
+    path = tmp_path / "ds_config_TEMPLATE.json"
+    path.write_text('{\n  "train_batch_size" : CONFIG_BATCH_SIZE,\n  "train_micro_batch_size_per_gpu": CONFIG_MBSIZE,'
+                    '\n  "bf16": {"enabled": true}\n}\n')
+    res = CliRunner().invoke(main, ["audit", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "64",
+                                    "--launch", str(path)])
+    out = res.output.replace("\n", " ")
+    assert res.exit_code == 2 and "Traceback" not in out
+    assert f"{path}:2: \"train_batch_size\" : CONFIG_BATCH_SIZE,: train_batch_size is the template placeholder " \
+           f"'CONFIG_BATCH_SIZE', not a value" in out
+    assert "give --launch the launch script, or the config it writes" in out and "without quotes" not in out
+    # a quoted upper-case word is a string the file states, not a placeholder
+    code, quoted = _ds_audit(tmp_path, {"train_batch_size": "BATCH", "bf16": {"enabled": True}})
+    assert code == 2 and "must be a JSON integer, got 'BATCH'" in quoted and "is the template placeholder" not in quoted

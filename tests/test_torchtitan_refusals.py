@@ -236,3 +236,30 @@ def test_a_placeholder_config_file_of_an_fp8_plan_is_priced_as_the_bf16_it_runs(
     audit = json.loads(res.stdout)
     assert audit["estimate"]["precision"] == "bf16"
     assert audit["estimate"]["step_time_s"] == pytest.approx(step, abs=5e-4)
+
+
+def test_a_stage_count_pp_does_not_divide_is_refused_with_its_file_line_arithmetic_and_a_fix(tmp_path: Path) -> None:
+    """A user trial (AMD's DeepSeek-V3 file: 61 layers, pp 8, layers per stage 2, no stage weights) was told
+    "torchtitan rejects it" with no file, line or fix.  The fixes the message offers must each give a stage count pp
+    divides."""
+    pp8 = {"parallelism.pipeline_parallel_degree": "8", "training.local_batch_size": "8",
+           "parallelism.pipeline_parallel_schedule": '"Interleaved1F1B"',
+           "parallelism.pipeline_parallel_first_stage_less_layers": "0",
+           "parallelism.pipeline_parallel_last_stage_less_layers": "0"}
+    path = _toml(tmp_path, "lps2", pp8, NEW, {"parallelism.pipeline_parallel_layers_per_stage": "2"})
+    layout = parse_launch([path])
+    with pytest.raises(InputError) as err:
+        layout.virtual_stages(61)
+    text = str(err.value)
+    line = next(n for n, t in enumerate(path.read_text().splitlines(), 1) if "layers_per_stage" in t)
+    assert text.startswith(f"{path}:{line}: pipeline_parallel_layers_per_stage = 2: ")
+    assert "ceil((61 layers + 0 for the first/last_stage_less_layers) / 2) = 31 stages, not a multiple of " \
+           "pipeline_parallel_degree 8" in text and "distributed/pipeline_parallel.py" in text
+    fix = re.search(r"try pipeline_parallel_layers_per_stage (\d+), or first_stage_less_layers \+ "
+                    r"last_stage_less_layers = (\d+) \(now 0\) at 2 layers per stage", text)
+    assert fix, text
+    # (the file names Llama 3 8B, whose 32 layers parse_launch checks; the 61-layer split is asked of the layout)
+    assert layout.model_copy(update={"layers_per_virtual_stage": int(fix[1])}).virtual_stages(61) >= 2
+    half = int(fix[2]) // 2
+    weights = layout.model_copy(update={"first_stage_less_layers": half, "last_stage_less_layers": int(fix[2]) - half})
+    assert weights.virtual_stages(61) == 4

@@ -109,6 +109,14 @@ def read_config_text(text: str, path: Path) -> Any:
         raise InputError(f"{path}: {json_limit_problem(err)}; expected a DeepSpeed config object") from None
 
 
+def _placeholder(value, lines: list[str], key: str) -> bool:
+    """A value written bare in the file that is an upper-case word (`"train_batch_size" : CONFIG_BATCH_SIZE,`: Hjson
+    reads the rest of the line as a string): a template's placeholder, not a quoted number."""
+    text = str(value).rstrip(",").strip()
+    bare = any(f'"{key}"' in line and f'"{text}' not in line for line in lines)
+    return isinstance(value, str) and bare and re.fullmatch(r"[A-Z][A-Z0-9_]*", text) is not None
+
+
 def read_json(path: Path, s: Settings) -> None:
     """A DeepSpeed JSON config: batch terms, ZeRO stage, AutoTP, precision; "auto" values kept for the join."""
     text = read_text(path, "DeepSpeed config", "expected a JSON file")
@@ -138,6 +146,12 @@ def read_json(path: Path, s: Settings) -> None:
             continue
         if key in data:
             if not isinstance(data[key], int) or isinstance(data[key], bool):
+                if _placeholder(data[key], lines, key):
+                    # a template a script fills (`sed "s/CONFIG_BATCH_SIZE/$GBS/" TEMPLATE.json > ds_config.json`)
+                    raise InputError(f"{ev(key)}: {key} is the template placeholder {str(data[key]).rstrip(',')!r}, "
+                                     f"not a value: this file is a template the launch script fills (sed or "
+                                     f"envsubst) into another file; give --launch the launch script, or the "
+                                     f"config it writes, not the template")
                 # DeepSpeed does its batch arithmetic on the JSON value as given (runtime/config.py
                 # _batch_assertion compares it with 0): a string or a boolean stops it at start-up
                 raise InputError(f"{ev(key)}: {key} must be a JSON integer, got {data[key]!r}: DeepSpeed's batch "

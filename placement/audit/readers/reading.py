@@ -250,16 +250,40 @@ class LaunchLayout(Frozen):
             return self.vpp
         lps = self.layers_per_virtual_stage
         if self.framework == "torchtitan":
-            stages = -(-(num_layers + self.first_stage_less_layers + self.last_stage_less_layers) // lps)
+            weights = self.first_stage_less_layers + self.last_stage_less_layers
+            stages = -(-(num_layers + weights) // lps)
             if stages % self.pp:
-                raise InputError(f"pipeline_parallel_layers_per_stage {lps} gives {stages} stages for {num_layers} "
-                                 f"layers, not a multiple of pipeline_parallel_degree {self.pp}; torchtitan rejects it")
+                where = self.sources.get("layers_per_virtual_stage")
+                raise InputError(
+                    f"{where + ': ' if where else ''}pipeline_parallel_layers_per_stage {lps} gives ceil(({num_layers} "
+                    f"layers + {weights} for the first/last_stage_less_layers) / {lps}) = {stages} stages, not a "
+                    f"multiple of pipeline_parallel_degree {self.pp}: torchtitan stops at start (distributed/"
+                    f"pipeline_parallel.py, \"Number of virtual stages ... must be divisible by pipeline parallel "
+                    f"size\"), so this job does not run; {_stage_fix(num_layers, weights, lps, self.pp)}")
             return stages // self.pp
         per_stage, rem = divmod(num_layers, self.pp)
         if rem or per_stage % lps:
-            raise InputError(f"--num-layers-per-virtual-pipeline-stage {lps} does not divide the {num_layers} layers "
-                             f"/ pp {self.pp}; Megatron rejects it")
+            where = self.sources.get("layers_per_virtual_stage")
+            raise InputError(f"{where + ': ' if where else ''}--num-layers-per-virtual-pipeline-stage {lps} does not "
+                             f"divide the {num_layers} layers / pp {self.pp}; Megatron rejects it")
         return per_stage // lps
+
+
+def _stage_fix(num_layers: int, weights: int, lps: int, pp: int) -> str:
+    """The nearest values that give torchtitan a multiple of `pp` stages: layers per stage (at least two stages a
+    rank, as its multi-stage schedules need), or first + last_stage_less_layers at the file's layers per stage."""
+    fits = [v for v in range(1, num_layers + weights + 1) if (-(-(num_layers + weights) // v)) % pp == 0
+            and -(-(num_layers + weights) // v) >= 2 * pp]
+    near = sorted(fits, key=lambda v: (abs(v - lps), v))[:2]
+    extra = next((w for w in range(weights + 1, weights + lps * pp + 1) if (-(-(num_layers + w) // lps)) % pp == 0),
+                 None)
+    fixes = []
+    if near:
+        fixes.append(f"pipeline_parallel_layers_per_stage {' or '.join(map(str, sorted(near)))}")
+    if extra is not None:
+        fixes.append(f"first_stage_less_layers + last_stage_less_layers = {extra} (now {weights}) at "
+                     f"{lps} layers per stage")
+    return "try " + ", or ".join(fixes) if fixes else "give a layer split whose stage count pp divides"
 
 
 @dataclass(frozen=True)
