@@ -255,11 +255,13 @@ def test_a_stage_count_pp_does_not_divide_is_refused_with_its_file_line_arithmet
     assert text.startswith(f"{path}:{line}: pipeline_parallel_layers_per_stage = 2: ")
     assert "ceil((61 layers + 0 for the first/last_stage_less_layers) / 2) = 31 stages, not a multiple of " \
            "pipeline_parallel_degree 8" in text and "distributed/pipeline_parallel.py" in text
-    fix = re.search(r"try pipeline_parallel_layers_per_stage (\d+), or first_stage_less_layers \+ "
-                    r"last_stage_less_layers = (\d+) \(now 0\) at 2 layers per stage", text)
+    fix = re.search(r"try pipeline_parallel_layers_per_stage (\d+) \(two or more stages a rank, as interleaved "
+                    r"schedules need\), or (\d+) \(one stage a rank, as 1F1B and GPipe need\), or "
+                    r"first_stage_less_layers \+ last_stage_less_layers = (\d+) \(now 0\) at 2 layers per stage", text)
     assert fix, text
+    assert layout.model_copy(update={"layers_per_virtual_stage": int(fix[2])}).virtual_stages(61) == 1
     # (the file names Llama 3 8B, whose 32 layers parse_launch checks; the 61-layer split is asked of the layout)
     assert layout.model_copy(update={"layers_per_virtual_stage": int(fix[1])}).virtual_stages(61) >= 2
-    half = int(fix[2]) // 2
-    weights = layout.model_copy(update={"first_stage_less_layers": half, "last_stage_less_layers": int(fix[2]) - half})
+    half = int(fix[3]) // 2
+    weights = layout.model_copy(update={"first_stage_less_layers": half, "last_stage_less_layers": int(fix[3]) - half})
     assert weights.virtual_stages(61) == 4

@@ -270,16 +270,25 @@ class LaunchLayout(Frozen):
 
 
 def _stage_fix(num_layers: int, weights: int, lps: int, pp: int) -> str:
-    """The nearest values that give torchtitan a multiple of `pp` stages: layers per stage (at least two stages a
-    rank, as its multi-stage schedules need), or first + last_stage_less_layers at the file's layers per stage."""
-    fits = [v for v in range(1, num_layers + weights + 1) if (-(-(num_layers + weights) // v)) % pp == 0
-            and -(-(num_layers + weights) // v) >= 2 * pp]
-    near = sorted(fits, key=lambda v: (abs(v - lps), v))[:2]
+    """The nearest values that give torchtitan a multiple of `pp` stages: layers per stage for two or more stages a
+    rank (its multi-stage schedules) and for exactly one (1F1B, GPipe), or first + last_stage_less_layers at the
+    file's layers per stage."""
+    total = num_layers + weights
+
+    def per_rank(v: int) -> float:
+        return -(-total // v) / pp
+
+    multi = sorted((v for v in range(1, total + 1) if per_rank(v).is_integer() and per_rank(v) >= 2),
+                   key=lambda v: (abs(v - lps), v))[:2]
+    single = sorted((v for v in range(1, total + 1) if per_rank(v) == 1), key=lambda v: (abs(v - lps), v))[:1]
     extra = next((w for w in range(weights + 1, weights + lps * pp + 1) if (-(-(num_layers + w) // lps)) % pp == 0),
                  None)
     fixes = []
-    if near:
-        fixes.append(f"pipeline_parallel_layers_per_stage {' or '.join(map(str, sorted(near)))}")
+    if multi:
+        fixes.append(f"pipeline_parallel_layers_per_stage {' or '.join(map(str, sorted(multi)))} (two or more "
+                     f"stages a rank, as interleaved schedules need)")
+    if single:
+        fixes.append(f"{single[0]} (one stage a rank, as 1F1B and GPipe need)")
     if extra is not None:
         fixes.append(f"first_stage_less_layers + last_stage_less_layers = {extra} (now {weights}) at "
                      f"{lps} layers per stage")
