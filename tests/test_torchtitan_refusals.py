@@ -265,3 +265,25 @@ def test_a_stage_count_pp_does_not_divide_is_refused_with_its_file_line_arithmet
     half = int(fix[3]) // 2
     weights = layout.model_copy(update={"first_stage_less_layers": half, "last_stage_less_layers": int(fix[3]) - half})
     assert weights.virtual_stages(61) == 4
+
+
+def test_an_older_files_framework_rows_are_not_sourced_to_torchtitan_030(tmp_path: Path) -> None:
+    """A user trial: an FP8 file of a torchtitan before 0.3.0 had its weight casts sourced to "torchtitan 0.3.0's
+    Float8 ... converters".  Every framework default such a file is priced with names the release it runs."""
+    import json
+
+    from click.testing import CliRunner
+
+    from placement.cli import main
+
+    old = _toml(tmp_path, "old_fp8", PP, {"model.converters": '["float8"]', "parallelism.tensor_parallel_degree": "2",
+                                          "parallelism.pipeline_parallel_schedule": '"Interleaved1F1B"'})
+    res = CliRunner().invoke(main, ["audit", "--launch", str(old), "--model", "llama3-8b", "--cluster", "dgx-h100",
+                                    "--gpus", "16", "--json"])
+    assert res.exit_code in (0, 1), res.output
+    est = json.loads(res.output)["estimate"]
+    assert est["recipe"]["fp8_recipe"] == "tensorwise" and est["layout"]["pp"] == 2
+    sources = est["recipe_sources"]
+    assert {"fp8_recasts_weights", "fp8_saves_16bit_inputs", "pp_comm_overlap", "tp_async_backward"} <= set(sources)
+    assert not [f for f, why in sources.items() if why.startswith("torchtitan 0.3.0")], sources
+    assert "v0.2.2 components/quantization/float8.py" in sources["fp8_recasts_weights"]

@@ -952,6 +952,21 @@ TORCHTITAN_BEFORE_030 = {
                                 "gradients",
     "pipeline_unsharded_grads": "torchtitan before 0.3.0 pipelines run torch.distributed.pipelining's PipelineStage "
                                 "too, which keeps each stage's unsharded gradient until its last backward",
+    "pp_comm_overlap": "torchtitan before 0.3.0 interleaves with torch.distributed.pipelining's schedules too (v0.2.2 "
+                       "distributed/pipeline_parallel.py imports them), which wait on a chunk's receive right before "
+                       "it computes: priced with the transfers exposed, not as Megatron's overlap_p2p_comm",
+    "tp_async_backward": "torchtitan before 0.3.0 runs DTensor's tensor parallelism too (v0.2.2 "
+                         "models/llama3/infra/parallelize.py ColwiseParallel, RowwiseParallel): a column-parallel "
+                         "input gradient is reduced when autograd reaches its redistribution, after the matmul's "
+                         "backward, so no GEMM runs beside it",
+    "fp8_saves_16bit_inputs": "torchtitan before 0.3.0 converts with torchao's convert_to_float8_training too (v0.2.2 "
+                              "components/quantization/float8.py:149-152), whose Float8Linear saves the 16-bit input "
+                              "for backward",
+    "fp8_recasts_weights": "torchtitan before 0.3.0 converts with torchao's convert_to_float8_training too (v0.2.2 "
+                           "components/quantization/float8.py:149-152), whose Float8Linear casts the 16-bit weight to "
+                           "FP8 in each forward and backward, keeping no FP8 copy, unless "
+                           "enable_fsdp_float8_all_gather casts the shard before FSDP's all-gather (read where the "
+                           "files state it)",
 }
 """The sources of torchtitan's framework rows (frameworks.CAPABILITIES, cited at 0.3.0) for files of an older
 torchtitan (LaunchLayout.torchtitan_form), where the same holds, cited at v0.2.2."""
