@@ -128,9 +128,9 @@ def test_every_surface_of_a_sweep_row_says_when_its_plan_is_above_every_publishe
     import json
 
     res, out = _sweep(tmp_path, "name: t\ndesigns:\n"
-                      "  - {name: h, cluster: dgx-h100, gpus: 256, price_per_gpu_hour: 2.5}\n"
-                      "  - {name: b, cluster: dgx-b200, gpus: 128, price_per_gpu_hour: 5.0}\nworkloads:\n"
-                      "  - {name: w, model: llama3-70b, seq_len: 8192, global_batch: 512, tokens: 1.0e12}\n",
+                      "  - {name: h, cluster: dgx-h100, gpus: 64, price_per_gpu_hour: 2.5}\n"
+                      "  - {name: b, cluster: dgx-b200, gpus: 32, price_per_gpu_hour: 5.0}\nworkloads:\n"
+                      "  - {name: w, model: llama3-8b, seq_len: 8192, global_batch: 512, tokens: 1.0e12}\n",
                       "--report", "r.html")
     assert res.exit_code == 0, res.output
     rows = {r["design"]: r for r in json.loads((out / "sweep.json").read_text())["rows"]}
