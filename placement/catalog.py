@@ -163,15 +163,21 @@ def load_accelerator(ref: str) -> AcceleratorSpec:
     """What a cluster's `accelerator` field gives: a catalog accelerator (hardware/accelerators/NAME.yaml), or the
     path of an accelerator YAML of the user's (load_cluster has made it absolute)."""
     if accelerator_file_given(ref):
-        path = Path(ref)
-        if not _readable(path):
+        if not _readable(Path(ref)):
             raise InputError(f"accelerator file {ref!r}: no such file; give the path of an accelerator YAML (the "
                              f"format of {catalog_root() / 'hardware' / 'accelerators'}/*.yaml) or a catalog name")
-        return read_yaml(path, AcceleratorSpec, "accelerator")
+        return _accelerator_file(ref)
     folder = catalog_root() / "hardware" / "accelerators"
     if not _is_file(folder / f"{ref}.yaml"):
         raise InputError(f"accelerator {ref!r}: {_no_accelerator(ref)}")
     return read_yaml(folder / f"{ref}.yaml", AcceleratorSpec, "accelerator")
+
+
+@lru_cache(maxsize=16)
+def _accelerator_file(path: str) -> AcceleratorSpec:
+    """A user's accelerator YAML, read once a process: Topology checks a cluster against its part on every
+    construction, and a sweep builds one for each GPU count it considers (a failed read is not cached)."""
+    return read_yaml(Path(path), AcceleratorSpec, "accelerator")
 
 
 def _no_accelerator(name: str) -> str:
@@ -191,7 +197,7 @@ def _user_accelerator(cluster_path: Path, cluster: ClusterSpec) -> ClusterSpec:
         raise InputError(f"{cluster_path}: field `accelerator` = {ref!r}: no accelerator file at {path} (a path is "
                          f"read relative to the cluster file); give an accelerator YAML's path or a catalog name "
                          f"({', '.join(accelerator_names())})")
-    acc = read_yaml(path, AcceleratorSpec, "accelerator")
+    acc = _accelerator_file(str(path))
     if acc.name in accelerator_names():
         raise InputError(f"{path}: field `name` = {acc.name!r} is a catalog accelerator's name; give your part a "
                          f"name of its own (published runs and calibration profiles match parts by name), or write "

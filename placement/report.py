@@ -6,6 +6,7 @@ import dataclasses
 
 from placement.calibration.published import published_line
 from placement.calibration.validate import MOE_GROUP, TARGET_GROUPS, RunResult
+from placement.catalog import accelerator_file_given
 from placement.cost.constants import ALLOCATOR_FRAGMENTATION, GiB
 from placement.plan import Plan
 from placement.planner import Planned
@@ -457,7 +458,7 @@ def cluster_facts(topo: Topology) -> dict:
         "peak_flops_bf16": acc.peak_flops_bf16, "peak_flops_fp8": acc.peak_flops_fp8, "hbm_bytes": acc.hbm_bytes,
         "levels": topo.describe(), "source": c.source, "segment_nodes": topo.segment_nodes,
         # the part's file where the cluster names one of the user's (catalog parts: None)
-        "accelerator_file": c.accelerator if c.accelerator != acc.name else None,
+        "accelerator_file": c.accelerator if accelerator_file_given(c.accelerator) else None,
     }
 
 
