@@ -590,21 +590,55 @@ def test_audit_reads_the_bf16_optimizer_deepspeed_picks_at_zero1(tmp_path, types
 def test_mlperf_11616_gpu_row_pays_the_end_chunks_dp_share(monkeypatch) -> None:
     """MLPerf v4.0's GPT-3 at 11,616 H100 runs six micro-batches through eight chunks per rank: the cooldown hides
     most chunks' gradient reduce-scatter, but not the last chunk's, nor the first chunk's parameter gather at the
-    next forward.  Priced as all hidden, the row is more than one and a half points further too fast (its FP8
-    weights gathered in one byte a weight: cost.dp.gather_bytes).  (With its pipeline transfers overlapped, as
-    Megatron runs them under virtual stages, the row is priced a little over 12 % fast: the README says so.)"""
+    next forward.  Priced as all hidden, the row is more than a point further too fast (its FP8
+    weights gathered in one byte a weight: cost.dp.gather_bytes)."""
     run = RUNS["mlperf-v4.0-nvidia-h100-gpt3-175b-11616gpu"]
     assert run.layout["vpp"] == 8 and run.recipe.dp_overlap
     priced = _error(run)
     assert priced < 0
     monkeypatch.setattr(dp, "_last_chunk_floor", lambda comm_s, own_s, vpp: np.zeros_like(comm_s))
-    assert _error(run) < priced - 0.015
+    assert _error(run) < priced - 0.01
+
+
+def test_mlperf_11616_gpu_row_waits_for_its_warm_up_transfers(monkeypatch) -> None:
+    """At 11,616 GPUs MLPerf v4.0's GPT-3 has six micro-batches for six pipeline ranks: under Megatron's interleaved
+    schedule every chunk pass is warm-up or cool-down, and each waits for its transfer from the rank before
+    (cost.comm.pp_ramp_s, checked on the simulated schedule in tests/test_interleaved_schedule.py).  Priced as
+    hidden behind the chunks' compute, the row is more than 12 % fast; priced as the schedule runs, within."""
+    from placement.cost import step
+
+    run = RUNS["mlperf-v4.0-nvidia-h100-gpt3-175b-11616gpu"]
+    assert run.layout["vpp"] == 8 and run.recipe.pp_comm_overlap
+    assert run.global_batch // (run.layout["dp"] * 1) == run.layout["pp"]  # one micro-batch each: m = pp
+    priced = _error(run)
+    assert abs(priced) <= BOUND
+    monkeypatch.setattr(step, "pp_ramp_s", lambda x, pp, layer_s: np.zeros_like(pp.per_microbatch_s))
+    assert _error(run) < -BOUND
+
+
+def test_the_embeddings_bucket_reduces_after_the_last_backward(monkeypatch) -> None:
+    """Megatron-Core buckets gradients in reverse parameter order, so the input embedding's bucket reduces after the
+    step's last backward and its gather comes before the first forward, neither behind compute
+    (cost.dp.embedding_edge_s).  On the 1.7B weak-scaling row (one micro-batch, V 131,072 against h 2,048) that is
+    its reduce-scatter and gather, whole, in the step: without the term the DP traffic hid entirely."""
+    run = RUNS["mcore-r0.8-h100-gpt-1.7b-48gpu"]
+    with_edge = predict(run)
+    monkeypatch.setattr(dp, "embedding_edge_s", lambda group, p, grad_b, wt_b: (np.zeros(1), np.zeros(1)))
+    without = predict(run)
+    assert with_edge.layout == without.layout and with_edge.layout["dp"] == 48
+    assert without.error < with_edge.error - 0.01
+    # the embedding (131,072 x 2,048 at TP 1): fp32 gradients reduce-scattered and 16-bit weights gathered over the
+    # 48 data-parallel ranks, six nodes of eight, at least at the nodes' eight NICs' bandwidth
+    cluster_nic = 8 * 50e9
+    floor_s = 131072 * 2048 * (4 + 2) * 47 / 48 / cluster_nic
+    added = with_edge.predicted_step_time_s - without.predicted_step_time_s
+    assert added >= floor_s * 0.9
 
 
 def test_unfused_cross_entropy_moves_its_counted_bytes_on_the_smallest_mcore_row() -> None:
     """Megatron-Core r0.8's unfused vocabulary-parallel cross-entropy moves 52 bytes per logit (one eager kernel
     per op), the fused one 28: on the 1.7B weak-scaling row (V 131,072 against h 2,048) the difference is four
-    points of its step (priced fused the row is 20.6 % fast, unfused 17.2 %: still over the 12 % bound, the
+    points of its step (priced fused the row is 19.2 % fast, unfused 15.8 %: still over the 12 % bound, the
     gap the README's accuracy section leaves open)."""
     from placement.cost.constants import CROSS_ENTROPY_BYTES_PER_LOGIT, CROSS_ENTROPY_FUSED_BYTES_PER_LOGIT
 
@@ -618,7 +652,7 @@ def test_unfused_cross_entropy_moves_its_counted_bytes_on_the_smallest_mcore_row
     saved_s = tokens * 131072 * (CROSS_ENTROPY_BYTES_PER_LOGIT - CROSS_ENTROPY_FUSED_BYTES_PER_LOGIT) / hbm
     assert unfused.predicted_step_time_s - fused.predicted_step_time_s == pytest.approx(saved_s, rel=0.02)
     assert unfused.error > fused.error + 0.03
-    assert fused.error < -0.20 < unfused.error
+    assert fused.error < -0.18 < unfused.error
 
 
 MCORE_PIPELINED = ("mcore-r0.8-h100-gpt-70b-768gpu", "mcore-r0.8-h100-gpt-119b-1536gpu",

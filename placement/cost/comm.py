@@ -336,13 +336,44 @@ def pp_exposed_per_microbatch(x: Ctx, pp: PpTerm, layer_s: np.ndarray) -> np.nda
     one computes and waited after it), so only what outlasts that chunk shows; a chunk's forward is a third of its
     time (backward twice the forward), a quarter under full recompute (the backward reruns it).  `layer_s`: one
     layer's forward, backward and recompute per micro-batch."""
-    # (blocking sends, DeepSpeed's PipelineEngine, and DualPipe's own schedule are not Megatron's overlapped pairs)
-    overlap = (x.recipe.pp_comm_overlap and not x.recipe.pipeline_p2p_blocking
-               and x.recipe.pipeline_schedule is not PipelineSchedule.DUALPIPE) & (x.b.pp > 1) & (x.vpp > 1)
+    overlap = _p2p_overlapped(x)
     if not np.any(overlap):
         return pp.per_microbatch_s
+    return np.where(overlap, np.minimum(x.vpp * _left_per_chunk(x, pp, layer_s), pp.per_microbatch_s),
+                    pp.per_microbatch_s)
+
+
+def pp_ramp_s(x: Ctx, pp: PpTerm, layer_s: np.ndarray) -> np.ndarray:
+    """Step seconds of overlapped pipeline transfers that the interleaved schedule's warm-up and cool-down put on
+    the critical path, beyond what `pp_exposed_per_microbatch` charges every chunk.
+
+    Megatron-Core's interleaved 1F1B runs micro-batches in groups of pp (schedules.py `get_model_chunk_id`: chunk
+    (k mod pp v) // pp), so a micro-batch's next chunk on the first rank waits for it to pass all pp ranks: pp
+    chunk forwards and pp transfers, the wrap from the last rank included, while the first rank has only the
+    group's pp chunk forwards to run.  In the 1F1B steady state a backward runs between forwards and hides the
+    transfer; in the warm-up (the first rank's (pp - 1) x 2 + (vpp - 1) x pp chunk forwards, all of them where m is
+    pp: `unpaired_share`) nothing does, so each warm-up forward waits one activation transfer, and each cool-down
+    backward one gradient transfer.  Checked against a step-by-step simulation of that schedule
+    (tests/test_interleaved_schedule.py).  Megatron's interleaved schedule only: zero-bubble, DualPipe, and
+    blocking sends are priced as before."""
+    overlap = _p2p_overlapped(x) & (x.recipe.pipeline_schedule is PipelineSchedule.ONE_F_ONE_B)
+    if not np.any(overlap):
+        return np.zeros_like(pp.per_microbatch_s)
+    ramp_chunks = unpaired_share(x) * np.maximum(x.m, 1.0) * x.vpp
+    waited = pp.forward_transfer_s + pp.backward_transfer_s - _left_per_chunk(x, pp, layer_s)
+    return np.where(overlap, ramp_chunks * waited, 0.0)
+
+
+def _p2p_overlapped(x: Ctx) -> np.ndarray:
+    """Candidates whose pipeline transfers run beside chunk compute (Megatron's `overlap_p2p_comm`, interleaved)."""
+    # (blocking sends, DeepSpeed's PipelineEngine, and DualPipe's own schedule are not Megatron's overlapped pairs)
+    return (x.recipe.pp_comm_overlap and not x.recipe.pipeline_p2p_blocking
+            and x.recipe.pipeline_schedule is not PipelineSchedule.DUALPIPE) & (x.b.pp > 1) & (x.vpp > 1)
+
+
+def _left_per_chunk(x: Ctx, pp: PpTerm, layer_s: np.ndarray) -> np.ndarray:
+    """Transfer seconds per chunk (one activation, one gradient) that outlast the chunk's forward and backward."""
     chunk_s = layer_s * np.maximum(x.w.num_layers / (x.pp * x.vpp), 1.0)
     forward_s = chunk_s / (3.0 + x.full * x.full_layers_share)  # a full recompute adds one forward to the backward
-    left = (np.maximum(pp.forward_transfer_s - forward_s, 0.0)
+    return (np.maximum(pp.forward_transfer_s - forward_s, 0.0)
             + np.maximum(pp.backward_transfer_s - (chunk_s - forward_s), 0.0))
-    return np.where(overlap, np.minimum(x.vpp * left, pp.per_microbatch_s), pp.per_microbatch_s)

@@ -53,6 +53,9 @@ class StageParams:
     edge_expert: np.ndarray | float = 0.0
     """Under ZeRO-2/3, the parameters of the units gathered before the step's first compute and reduced after its
     last: one decoder layer plus the embedding, final norm and head the rank holds (`shard_edges_s`)."""
+    embed: np.ndarray | float = 0.0
+    """The input embedding the rank holds (its vocabulary shard): under DDP and ZeRO-1 the gradients reduced after
+    the step's last compute and the weights gathered before its first (`embedding_edge_s`)."""
 
 
 @dataclass(frozen=True)
@@ -127,8 +130,14 @@ def dp_term(x: Ctx, p: StageParams, comp_mb_s: np.ndarray) -> DpTerm:
         # micro-batch's under reshard_after_backward), and reduce-scatters each micro-batch's gradients: its first
         # unit's gather and last unit's reduce-scatter have no compute beside them either (shard_edges_s)
         z2_gather = np.maximum(ag_once - edge_ag - hide_fwd, 0.0) + edge_ag if hidden_gather else ag_once
-        z1_exposed = np.maximum(z1_grads - hide, 0.0) + gather_exposed
-        ddp_exposed = np.maximum(all_reduce - hide, 0.0)
+        # ...and the embedding's own bucket, whose gradients are the step's last and whose weights its first forward
+        # reads, hides behind nothing (`embedding_edge_s`)
+        embed_rs, embed_ag = embedding_edge_s(dense_group, p, grad_b, wt_b)
+        embed_grads = embed_rs * (2.0 if x.recipe.grad_all_reduce else 1.0)
+        if hidden_gather:
+            gather_exposed = np.maximum(ag_once - embed_ag - hide_fwd, 0.0) + embed_ag
+        z1_exposed = np.maximum(z1_grads - embed_grads - hide, 0.0) + embed_grads + gather_exposed
+        ddp_exposed = np.maximum(all_reduce - 2.0 * embed_rs - hide, 0.0) + 2.0 * embed_rs
         # ...but no chunk hides behind another's compute at the ends of the step: the last chunk's reduction
         # only behind its own last backward, the first chunk's gather only behind its own first forward
         # (`_last_chunk_floor`)
@@ -194,6 +203,24 @@ def shard_edges_s(dense_group: coll.Groups, expert_group: coll.Groups, p: StageP
               + expert_group.reduce_scatter(p.edge_expert * grad_b))
     some = np.asarray(p.edge_dense + p.edge_expert) > 0
     return np.where(some, gather, 0.0), np.where(some, reduce, 0.0)
+
+
+def embedding_edge_s(dense_group: coll.Groups, p: StageParams, grad_b: float, wt_b: float
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """(reduce-scatter, gather) seconds of the input embedding's bucket, which no compute hides under DDP and ZeRO-1.
+
+    Megatron-Core fills its gradient buckets in reverse parameter order "to roughly follow backprop order"
+    (core_r0.8.0 distributed/param_and_grad_buffer.py:296), so the embedding, the model's first parameter, closes
+    the last bucket: its gradient is ready only when the step's last backward ends, and its reduction runs after
+    it.  With --overlap-param-gather the distributed optimizer launches the gather "for first accessed bucket ...
+    before forward compute is initiated" (core_r0.8.0 optimizer/distrib_optimizer.py:1330-1337), the embedding's,
+    and the first forward waits for it; the embedding's lookup computes nothing to hide the next bucket's gather
+    behind either, which this leaves to the rate rule.  PyTorch DDP and DeepSpeed's bucketed reduction likewise
+    reduce the embedding's gradient last.  Gradient width on the reduce, weight width on the gather."""
+    embed = np.asarray(p.embed, dtype=float)
+    some = embed > 0
+    return (np.where(some, dense_group.reduce_scatter(embed * grad_b), 0.0),
+            np.where(some, dense_group.reduce_scatter(embed * wt_b), 0.0))
 
 
 def _last_chunk_floor(comm_s: np.ndarray, own_compute_s: np.ndarray, vpp) -> np.ndarray:

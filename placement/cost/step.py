@@ -21,7 +21,7 @@ import numpy as np
 
 from placement.cost import constants as C
 from placement.cost.batch import RECOMPUTE_MODULES, LayoutBatch
-from placement.cost.comm import cp_term, ep_exposed, ep_term, pp_exposed_per_microbatch, pp_term, tp_term
+from placement.cost.comm import cp_term, ep_exposed, ep_term, pp_exposed_per_microbatch, pp_ramp_s, pp_term, tp_term
 from placement.cost.context import Ctx, context
 from placement.cost.dp import StageParams, dp_term, optimizer_term
 from placement.cost.host import host_term
@@ -200,7 +200,9 @@ def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch, r
     host_for = _host_terms(x, choices, {o.overlap for o in ep_options}, graph_pick)
 
     accumulate = _grad_accumulation_s(x, params)
-    pp_mb = pp_exposed_per_microbatch(x, pp, _mean_layer_s(w, lc))
+    mean_layer_s = _mean_layer_s(w, lc)
+    pp_mb = pp_exposed_per_microbatch(x, pp, mean_layer_s)
+    pp_ramp = pp_ramp_s(x, pp, mean_layer_s)
     crit = _critical_rank(x, st, lc, tpx, cp.exposed_s, pp_mb, ep_options, host_for, accumulate)
     nd, n_moe = crit.dense, crit.moe + crit.mtp
     layers_mb = nd + n_moe
@@ -217,9 +219,9 @@ def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch, r
     cp_total_mb = layers_mb * cp.total_s
     # DP and CP traffic hidden behind compute slows that compute (TP and EP slowdowns are in t_mb already)
     overlapped = (np.maximum(dp.total_s - dp.exposed_s, 0.0) + m * np.maximum(cp_total_mb - cp_mb, 0.0)
-                  + m * (pp.per_microbatch_s - pp_mb))
+                  + np.maximum(m * (pp.per_microbatch_s - pp_mb) - pp_ramp, 0.0))
     hidden_slowdown = x.overlap_slowdown * np.minimum(overlapped, m * comp_mb)
-    step = m * t_mb + bubble + dp.exposed_s + optimizer_s + hidden_slowdown
+    step = m * t_mb + bubble + pp_ramp + dp.exposed_s + optimizer_s + hidden_slowdown
     # a candidate whose only EP option is one the framework does not run (the A2A overlap under a pipeline without
     # virtual stages, pinned) has no step (its memory is priced, and `valid` stays the split's, as memory_floor's)
     allgather = crit.dispatcher == DISPATCHERS.index(Dispatcher.ALLGATHER)
@@ -249,7 +251,7 @@ def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch, r
     return Estimates(
         valid=_valid(st, m), step_time_s=step, compute_s=m * comp_mb,
         tp_s=m * tp_mb, cp_s=m * cp_mb, cp_total_s=m * cp_total_mb, ep_s=m * n_moe * crit.ep_exposed,
-        pp_s=m * pp_mb, pp_total_s=m * pp.per_microbatch_s, dp_s=dp.total_s, dp_exposed_s=dp.exposed_s, bubble_s=bubble,
+        pp_s=m * pp_mb + pp_ramp, pp_total_s=m * pp.per_microbatch_s, dp_s=dp.total_s, dp_exposed_s=dp.exposed_s, bubble_s=bubble,
         optimizer_s=optimizer_s, overlap_slowdown_s=hidden_slowdown + m * slow_mb,
         num_microbatches=np.rint(m).astype(np.int64),
         mfu=model_flops / (step * num_gpus * peak), hfu=hw_per_token * tokens_step / (step * num_gpus * peak),
@@ -756,12 +758,14 @@ class _Params:
     expert_shard: np.ndarray
     edge_dense_kinds: np.ndarray
     edge_expert_kinds: np.ndarray
+    embed_kinds: np.ndarray
 
     def as_stage(self) -> StageParams:
         """The stage with the most dense and the one with the most expert parameters set the DP pace."""
         return StageParams(dense=self.dense_kinds.max(axis=0), expert=self.expert_kinds.max(axis=0),
                            dense_shard=self.dense_shard, expert_shard=self.expert_shard,
-                           edge_dense=self.edge_dense_kinds.max(axis=0), edge_expert=self.edge_expert_kinds.max(axis=0))
+                           edge_dense=self.edge_dense_kinds.max(axis=0), edge_expert=self.edge_expert_kinds.max(axis=0),
+                           embed=self.embed_kinds.max(axis=0))
 
 
 def _stage_params(x: Ctx, st: StageKinds) -> _Params:
@@ -795,7 +799,8 @@ def _stage_params(x: Ctx, st: StageKinds) -> _Params:
                    # and context but not data (base.yml logical_axis_rules)
                    expert_shard=np.where(zero3, x.tp * x.cp * x.b.dp_shard, x.tp * x.cp * x.dp) / (x.ep * x.etp),
                    edge_dense_kinds=edge_dense * np.ones_like(dense),
-                   edge_expert_kinds=edge_expert * np.ones_like(dense))
+                   edge_expert_kinds=edge_expert * np.ones_like(dense),
+                   embed_kinds=st.embed * (w.embed_params / x.tp) * np.ones_like(dense))
 
 
 def concat_estimates(first: Estimates, second: Estimates) -> Estimates:
