@@ -251,7 +251,8 @@ def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch, r
     return Estimates(
         valid=_valid(st, m), step_time_s=step, compute_s=m * comp_mb,
         tp_s=m * tp_mb, cp_s=m * cp_mb, cp_total_s=m * cp_total_mb, ep_s=m * n_moe * crit.ep_exposed,
-        pp_s=m * pp_mb + pp_ramp, pp_total_s=m * pp.per_microbatch_s, dp_s=dp.total_s, dp_exposed_s=dp.exposed_s, bubble_s=bubble,
+        pp_s=m * pp_mb + pp_ramp, pp_total_s=m * pp.per_microbatch_s, dp_s=dp.total_s, dp_exposed_s=dp.exposed_s,
+        bubble_s=bubble,
         optimizer_s=optimizer_s, overlap_slowdown_s=hidden_slowdown + m * slow_mb,
         num_microbatches=np.rint(m).astype(np.int64),
         mfu=model_flops / (step * num_gpus * peak), hfu=hw_per_token * tokens_step / (step * num_gpus * peak),
