@@ -615,9 +615,10 @@ def test_dp_term_direct_interleaving_share():
 
 def test_the_end_chunks_share_of_the_dp_collectives_stays_exposed():
     """However long the cooldown hides the other chunks' buckets behind, the last chunk's reduce-scatter has
-    only its own last backward to hide behind and the first chunk's gather only its own first forward
-    (Megatron-Core's interleaved schedule gathers the first chunks' parameters at its start): with one
-    micro-batch's compute c, (RS - 2c/3 + AG - c/3) / vpp = (DP - c) / vpp stays exposed at ZeRO-1."""
+    nothing to hide behind (Megatron launches a chunk's reduction whole after its last backward: --align-grad-reduce)
+    and the first chunk's gather only its own first forward (Megatron-Core's interleaved schedule gathers the first
+    chunks' parameters at its start): with one micro-batch's compute c, (RS + AG - c/3) / vpp = (DP - c/3) / vpp
+    stays exposed at ZeRO-1."""
     p = StageParams(dense=np.array([2.0e9]), expert=np.array([0.0]), dense_shard=np.array([32.0]),
                     expert_shard=np.array([1.0]))
 
@@ -627,11 +628,11 @@ def test_the_end_chunks_share_of_the_dp_collectives_stays_exposed():
 
     total = _f(term(4, 1.0).total_s)
     comp = 0.5 * total  # 4 chunks x 2/3 of it is far more backward than the whole reduce-scatter
-    assert _f(term(4, comp).exposed_s) == pytest.approx((total - comp) / 4, rel=1e-9)
-    # DDP: the last chunk's all-reduce behind its own backward
+    assert _f(term(4, comp).exposed_s) == pytest.approx((total - comp / 3.0) / 4, rel=1e-9)
+    # DDP: the last chunk's all-reduce, whole
     ddp_total = _f(term(4, 1.0, zero=0).total_s)
-    assert _f(term(4, comp, zero=0).exposed_s) == pytest.approx((ddp_total - 2.0 * comp / 3.0) / 4, rel=1e-9)
-    # one chunk: the whole rank's rule, unchanged
+    assert _f(term(4, comp, zero=0).exposed_s) == pytest.approx(ddp_total / 4, rel=1e-9)
+    # one chunk: the whole rank's rule, its buckets behind its last backward
     assert _f(term(1, comp).exposed_s) == pytest.approx(total - comp, rel=1e-9)
 
 

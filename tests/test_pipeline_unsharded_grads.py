@@ -15,7 +15,7 @@ from placement.cli import main
 from placement.cost.dp import StageParams, dp_term
 from placement.specs import Layout
 from placement.specs.recipe import Recipe
-from tests.test_cost_terms import _ctx
+from tests.test_cost_terms import _ctx, _f
 
 BASE = ["evaluate", "--model", "llama3-70b", "--cluster", "dgx-b200", "--gpus", "64", "--seq-len", "8192",
         "--global-batch", "256", "--tp", "2", "--pp", "2", "--mbs", "1", "--recompute", "full", "--grad-reduce-fp32",
@@ -160,3 +160,23 @@ def test_a_chunked_loss_keeps_the_heads_gradient_and_weights_sharded_under_the_d
     assert one["memory"]["grads_bytes"] - eight["memory"]["grads_bytes"] == pytest.approx(4.0 * head * kept, rel=1e-4)
     assert one["memory"]["weights_bytes"] - eight["memory"]["weights_bytes"] == pytest.approx(2.0 * head * kept,
                                                                                             rel=1e-4)
+
+
+def test_an_interleaved_ranks_last_chunk_reduces_whole_after_its_backward() -> None:
+    """Megatron launches each model chunk's gradient reduction whole once the chunk's last backward is done (its
+    default --align-grad-reduce; core_r0.8.0's --delay-grad-reduce), so under interleaving the step waits for all
+    of the last chunk's reduce-scatter however long that backward is; without interleaving the rank's buckets go as
+    its last backward frees them, and a long enough backward hides them."""
+    p = StageParams(dense=np.array([4.0e9]), expert=np.array([0.0]), dense_shard=np.array([8.0]),
+                    expert_shard=np.array([1.0]))
+    recipe = Recipe(grad_reduce_fp32=True, param_gather_overlap=False)
+    exposed = {}
+    for vpp in (1, 4):
+        ctx = _ctx("llama3-8b", "dgx-h100", 64, Layout(tp=4, pp=2, vpp=vpp, dp=8, zero_stage=1,
+                                                      sequence_parallel=True), recipe=recipe, global_batch=64)
+        long_backward = dp_term(ctx, p, np.array([100.0]))
+        ag = _f(dp_term(ctx, p, np.array([100.0])).total_s) / 3.0  # fp32 reduce-scatter 2/3, 16-bit gather 1/3
+        exposed[vpp] = _f(long_backward.exposed_s) - ag  # the gather runs before the forward: exposed whole
+    grads = 2.0 * ag
+    assert exposed[1] < 0.001 * grads  # (the latency terms split the total not exactly 2:1)
+    assert exposed[4] == pytest.approx(grads / 4, rel=0.005)

@@ -332,8 +332,9 @@ def pp_term(x: Ctx) -> PpTerm:
 def pp_exposed_per_microbatch(x: Ctx, pp: PpTerm, layer_s: np.ndarray) -> np.ndarray:
     """Pipeline transfer seconds per micro-batch that add to a stage's time.  Under `pp_comm_overlap` and an
     interleaved schedule, each activation transfer runs beside one chunk's forward and each gradient transfer beside
-    one chunk's backward (Megatron's `overlap_p2p_comm`: the receive for the next chunk is posted before the current
-    one computes and waited after it), so only what outlasts that chunk shows; a chunk's forward is a third of its
+    one chunk's backward (Megatron's `overlap_p2p_comm`: a chunk's send and the next receive are posted after its
+    forward and waited before the pass that needs them, core_r0.8.0 schedules.py:932-1009), so in the steady state
+    only what outlasts that chunk shows (the warm-up and cool-down: `pp_ramp_s`); a chunk's forward is a third of its
     time (backward twice the forward), a quarter under full recompute (the backward reruns it).  `layer_s`: one
     layer's forward, backward and recompute per micro-batch."""
     overlap = _p2p_overlapped(x)

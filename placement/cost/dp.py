@@ -8,10 +8,10 @@ instead (recipe `grad_all_reduce`).  ZeRO-2 keeps only its gradient shard, so it
 reduce-scatters after every micro-batch's backward (DeepSpeed ZeRO-2, FSDP SHARD_GRAD_OP), then
 all-gathers as ZeRO-1 does.  ZeRO-3/FSDP gathers weights for forward and backward and reduce-scatters
 gradients every micro-batch, behind that micro-batch's compute (prefetch), expert weights included.
-Under interleaving the buckets of each model chunk go as soon as the chunk's last backward ends, so
-they hide behind the cooldown's remaining chunks, and each chunk's gather behind the forward of the
+Under interleaving each model chunk's reduction goes whole as soon as the chunk's last backward ends, so
+it hides behind the cooldown's remaining chunks, and each chunk's gather behind the forward of the
 chunks before it (Megatron-Core distributed optimizer, `--overlap-grad-reduce` per model chunk), but the
-last chunk's reduction and the first chunk's gather have only that chunk's own compute to hide behind.
+last chunk's reduction hides behind nothing and the first chunk's gather only behind that chunk's forward.
 """
 
 from __future__ import annotations
@@ -136,15 +136,21 @@ def dp_term(x: Ctx, p: StageParams, comp_mb_s: np.ndarray) -> DpTerm:
         embed_grads = embed_rs * (2.0 if x.recipe.grad_all_reduce else 1.0)
         if hidden_gather:
             gather_exposed = np.maximum(ag_once - embed_ag - hide_fwd, 0.0) + embed_ag
-        z1_exposed = np.maximum(z1_grads - embed_grads - hide, 0.0) + embed_grads + gather_exposed
+        z1_grads_exposed = np.maximum(z1_grads - embed_grads - hide, 0.0) + embed_grads
         ddp_exposed = np.maximum(all_reduce - 2.0 * embed_rs - hide, 0.0) + 2.0 * embed_rs
         # ...but no chunk hides behind another's compute at the ends of the step: the last chunk's reduction
         # only behind its own last backward, the first chunk's gather only behind its own first forward
-        # (`_last_chunk_floor`)
-        own_bwd = C.DP_OVERLAP_FRACTION * bwd_share * comp_mb_s
+        # (`_last_chunk_floor`); under interleaving not even that backward: Megatron launches each model chunk's
+        # reduction whole after the chunk's last backward (`config.grad_sync_func`, set under its default
+        # --align-grad-reduce, core_r0.8.0's --delay-grad-reduce: training.py:1001-1004, schedules.py:797-806;
+        # core_v0.19.0 training.py:3540-3543), so the step waits for all of the last chunk's
+        own_bwd = np.where(x.vpp > 1, 0.0, C.DP_OVERLAP_FRACTION * bwd_share * comp_mb_s)
         own_fwd = C.DP_OVERLAP_FRACTION * (1.0 - bwd_share) * comp_mb_s
         first_gather = _last_chunk_floor(ag_once, own_fwd, x.vpp)
-        z1_exposed = np.maximum(z1_exposed, _last_chunk_floor(z1_grads, own_bwd, x.vpp) + first_gather)
+        # (each collective its own floor: a gather before the forward, not overlapped, adds to the last chunk's
+        # reduction, which it does not hide)
+        z1_exposed = (np.maximum(z1_grads_exposed, _last_chunk_floor(z1_grads, own_bwd, x.vpp))
+                      + np.maximum(gather_exposed, first_gather))
         ddp_exposed = np.maximum(ddp_exposed, _last_chunk_floor(all_reduce, own_bwd, x.vpp))
         # ZeRO-2 reduce-scatters behind every micro-batch's backward and gathers behind the forward, ZeRO-3 gathers
         # and reduces every micro-batch behind that micro-batch's compute: all but each micro-batch's first gather
@@ -225,9 +231,10 @@ def embedding_edge_s(dense_group: coll.Groups, p: StageParams, grad_b: float, wt
 
 def _last_chunk_floor(comm_s: np.ndarray, own_compute_s: np.ndarray, vpp) -> np.ndarray:
     """Seconds of a step-end collective that stay exposed however the other chunks hide it: the share of one
-    model chunk (1/vpp of the rank's parameters) less that chunk's own compute of one micro-batch.  The last
-    chunk's buckets reduce as its last backward frees them and the step waits for them after it (Megatron-Core
-    `finalize_model_grads`); the interleaved schedule dispatches the first two chunks' gathers at its start
+    model chunk (1/vpp of the rank's parameters) less the compute beside it: none for the last chunk's reduction
+    under interleaving, which Megatron launches whole after the chunk's last backward and the step waits for
+    (Megatron-Core `finalize_model_grads`; `dp_term` passes no compute), the rank's last backward without it; the
+    interleaved schedule dispatches the first two chunks' gathers at its start
     ("Synchronize params for first two model chunks", pipeline_parallel/schedules.py core_v0.19.0 :1191-1194)
     and chunk 0's first forward waits for its buckets one by one, each later bucket behind the forward of the
     one before.  At vpp 1 this is the whole-rank rule above."""
