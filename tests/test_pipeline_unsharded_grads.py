@@ -180,3 +180,41 @@ def test_an_interleaved_ranks_last_chunk_reduces_whole_after_its_backward() -> N
     grads = 2.0 * ag
     assert exposed[1] < 0.001 * grads  # (the latency terms split the total not exactly 2:1)
     assert exposed[4] == pytest.approx(grads / 4, rel=0.005)
+
+
+def test_the_first_ranks_last_chunk_holds_the_embedding_whole() -> None:
+    """The first pipeline rank's last backward is its chunk 0's, the chunk that holds the input embedding beside
+    1/vpp of the rank's layers: under interleaving the step waits for the embedding's reduction and a quarter of
+    the layers' (vpp 4), more than a quarter of the rank's whole reduction."""
+    layers, embed = 3.0e9, 1.0e9
+    recipe = Recipe(grad_reduce_fp32=True, param_gather_overlap=False)
+    ctx = _ctx("llama3-8b", "dgx-h100", 64, Layout(tp=4, pp=2, vpp=4, dp=8, zero_stage=1, sequence_parallel=True),
+               recipe=recipe, global_batch=64)
+
+    def grads_exposed(embed_params: float) -> float:
+        p = StageParams(dense=np.array([layers + embed_params]), expert=np.array([0.0]),
+                        dense_shard=np.array([8.0]), expert_shard=np.array([1.0]), embed=np.array([embed_params]))
+        term = dp_term(ctx, p, np.array([100.0]))
+        return _f(term.exposed_s) - _f(term.total_s) / 3.0  # less the 16-bit gather, exposed whole before the forward
+
+    per_param = grads_exposed(0.0) / (layers / 4)  # no embedding: a quarter of the layers' reduce-scatter
+    assert grads_exposed(embed) == pytest.approx(per_param * (embed + layers / 4), rel=0.01)
+
+
+def test_torch_pipelining_reduces_a_chunk_beside_its_last_backward() -> None:
+    """torch.distributed.pipelining (torchtitan) turns DDP's sync off for every backward of a stage but the last, in
+    which DDP's hooks reduce the buckets as the gradients come (stage.py backward_maybe_with_nosync): under
+    interleaving a long last backward hides each chunk's all-reduce, where Megatron's aligned reduction, launched
+    after that backward, leaves the last chunk's exposed."""
+    p = StageParams(dense=np.array([4.0e9]), expert=np.array([0.0]), dense_shard=np.array([8.0]),
+                    expert_shard=np.array([1.0]))
+    exposed = {}
+    for torch_pipelining in (False, True):
+        recipe = Recipe(grad_reduce_fp32=True, pipeline_unsharded_grads=torch_pipelining)
+        ctx = _ctx("llama3-8b", "dgx-h100", 64, Layout(tp=4, pp=2, vpp=4, dp=8, zero_stage=0,
+                                                      sequence_parallel=True), recipe=recipe, global_batch=64)
+        term = dp_term(ctx, p, np.array([100.0]))
+        exposed[torch_pipelining] = (_f(term.exposed_s), _f(term.total_s))
+    megatron, total = exposed[False]
+    assert megatron == pytest.approx(total / 4, rel=0.005)  # the last of four chunks' all-reduce, whole
+    assert exposed[True][0] < 0.001 * total

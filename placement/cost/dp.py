@@ -143,15 +143,20 @@ def dp_term(x: Ctx, p: StageParams, comp_mb_s: np.ndarray) -> DpTerm:
         # (`_last_chunk_floor`); under interleaving not even that backward: Megatron launches each model chunk's
         # reduction whole after the chunk's last backward (`config.grad_sync_func`, set under its default
         # --align-grad-reduce, core_r0.8.0's --delay-grad-reduce: training.py:1001-1004, schedules.py:797-806;
-        # core_v0.19.0 training.py:3540-3543), so the step waits for all of the last chunk's
-        own_bwd = np.where(x.vpp > 1, 0.0, C.DP_OVERLAP_FRACTION * bwd_share * comp_mb_s)
+        # core_v0.19.0 training.py:3540-3543), so the step waits for all of the last chunk's; torch pipelining
+        # (recipe pipeline_unsharded_grads) leaves DDP's hooks on in each chunk's last backward, which they run beside
+        aligned = (x.vpp > 1) & ~np.asarray(x.recipe.pipeline_unsharded_grads)
+        own_bwd = np.where(aligned, 0.0, C.DP_OVERLAP_FRACTION * bwd_share * comp_mb_s)
         own_fwd = C.DP_OVERLAP_FRACTION * (1.0 - bwd_share) * comp_mb_s
         first_gather = _last_chunk_floor(ag_once, own_fwd, x.vpp)
         # (each collective its own floor: a gather before the forward, not overlapped, adds to the last chunk's
-        # reduction, which it does not hide)
-        z1_exposed = (np.maximum(z1_grads_exposed, _last_chunk_floor(z1_grads, own_bwd, x.vpp))
-                      + np.maximum(gather_exposed, first_gather))
-        ddp_exposed = np.maximum(ddp_exposed, _last_chunk_floor(all_reduce, own_bwd, x.vpp))
+        # reduction, which it does not hide).  The first pipeline rank's last chunk is its chunk 0, which holds the
+        # embedding whole beside 1/vpp of its layers (core_r0.8.0 schedules.py:672-678 get_model_chunk_id: the
+        # cool-down's last backward is chunk 0's)
+        z1_floor = _last_chunk_floor(z1_grads - embed_grads, own_bwd, x.vpp) + embed_grads
+        z1_exposed = np.maximum(z1_grads_exposed, z1_floor) + np.maximum(gather_exposed, first_gather)
+        ddp_floor = _last_chunk_floor(all_reduce - 2.0 * embed_rs, own_bwd, x.vpp) + 2.0 * embed_rs
+        ddp_exposed = np.maximum(ddp_exposed, ddp_floor)
         # ZeRO-2 reduce-scatters behind every micro-batch's backward and gathers behind the forward, ZeRO-3 gathers
         # and reduces every micro-batch behind that micro-batch's compute: all but each micro-batch's first gather
         # and last reduce-scatter, which have no compute beside them (shard_edges_s: FSDP2 waits for a backward's
@@ -231,13 +236,17 @@ def embedding_edge_s(dense_group: coll.Groups, p: StageParams, grad_b: float, wt
 
 def _last_chunk_floor(comm_s: np.ndarray, own_compute_s: np.ndarray, vpp) -> np.ndarray:
     """Seconds of a step-end collective that stay exposed however the other chunks hide it: the share of one
-    model chunk (1/vpp of the rank's parameters) less the compute beside it: none for the last chunk's reduction
+    model chunk (1/vpp of the rank's layers; `dp_term` adds the embedding, which chunk 0 holds whole) less the
+    compute beside it: none for the last chunk's reduction
     under interleaving, which Megatron launches whole after the chunk's last backward and the step waits for
-    (Megatron-Core `finalize_model_grads`; `dp_term` passes no compute), the rank's last backward without it; the
-    interleaved schedule dispatches the first two chunks' gathers at its start
-    ("Synchronize params for first two model chunks", pipeline_parallel/schedules.py core_v0.19.0 :1191-1194)
-    and chunk 0's first forward waits for its buckets one by one, each later bucket behind the forward of the
-    one before.  At vpp 1 this is the whole-rank rule above."""
+    (Megatron-Core `finalize_model_grads`; `dp_term` passes no compute), the rank's last backward without it; and
+    the first chunk's gather behind that chunk's first forward, as core_r0.8.0 runs it: the first bucket gathered
+    just before the forward (optimizer/distrib_optimizer.py:1330-1337), each later one dispatched by the forward
+    pre-hook of the one before.  Later Megatron-Core releases, under interleaving, dispatch the first two chunks'
+    buckets at the schedule's start instead (`align_param_gather`, on by default; core_v0.19.0
+    pipeline_parallel/schedules.py:1191-1194), output end first and the embedding's last, so chunk 0's first
+    forward waits for the chunk's whole gather; not priced so yet (the calibration rows' Megatron versions are
+    not read).  At vpp 1 this is the whole-rank rule above."""
     per_chunk = 1.0 / np.maximum(vpp, 1)
     return np.maximum((comm_s - own_compute_s) * per_chunk, 0.0)
 

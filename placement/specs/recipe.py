@@ -257,7 +257,10 @@ class Recipe(Frozen):
     (torchtitan) calls set_requires_gradient_sync(False) and set_reshard_after_backward(False) before every backward
     but the last (stage.py backward_maybe_with_nosync, PyTorch 2.10), and FSDP2 accumulates the unsynchronized
     gradient unsharded in reduce_dtype (_fsdp_param.py to_accumulated_grad_if_needed); the step's reduce-scatter then
-    runs after all the stage's compute.  Megatron-FSDP and DeepSpeed reduce every micro-batch (False)."""
+    runs after all the stage's compute.  Megatron-FSDP and DeepSpeed reduce every micro-batch (False).  Under DDP
+    (ZeRO-0) the same call leaves DDP's reduction hooks on in each stage's last backward only (no_sync before the
+    others), so under interleaving each chunk's all-reduce runs beside its own last backward, where Megatron's
+    --align-grad-reduce launches it after that backward (cost.dp)."""
     reshard_after_backward: bool = False
     """ZeRO-2 frees its gathered weights after each micro-batch's backward and gathers them again for the next
     micro-batch's forward: m gathers a step, not one.  FSDP2's default (fully_shard keeps reshard_after_backward on;
