@@ -242,11 +242,12 @@ def _last_chunk_floor(comm_s: np.ndarray, own_compute_s: np.ndarray, vpp) -> np.
     (Megatron-Core `finalize_model_grads`; `dp_term` passes no compute), the rank's last backward without it; and
     the first chunk's gather behind that chunk's first forward, as core_r0.8.0 runs it: the first bucket gathered
     just before the forward (optimizer/distrib_optimizer.py:1330-1337), each later one dispatched by the forward
-    pre-hook of the one before.  Later Megatron-Core releases, under interleaving, dispatch the first two chunks'
-    buckets at the schedule's start instead (`align_param_gather`, on by default; core_v0.19.0
-    pipeline_parallel/schedules.py:1191-1194), output end first and the embedding's last, so chunk 0's first
-    forward waits for the chunk's whole gather; not priced so yet (the calibration rows' Megatron versions are
-    not read).  At vpp 1 this is the whole-rank rule above."""
+    pre-hook of the one before.  From core_r0.9.0, under interleaving, Megatron-LM's command line dispatches the
+    first two chunks' buckets at the schedule's start instead (`align_param_gather`, on unless
+    --no-align-param-gather; DistributedDataParallelConfig's own default is off, which NeMo and Megatron-Bridge
+    build; core_v0.19.0 pipeline_parallel/schedules.py:1191-1194), output end first and the embedding's last, so
+    chunk 0's first forward waits for the chunk's whole gather; not priced so yet (no recipe field reads it: +0.3 %
+    on `make plan`'s step, measured with the rule patched in).  At vpp 1 this is the whole-rank rule above."""
     per_chunk = 1.0 / np.maximum(vpp, 1)
     return np.maximum((comm_s - own_compute_s) * per_chunk, 0.0)
 
