@@ -125,19 +125,17 @@ def dp_term(x: Ctx, p: StageParams, comp_mb_s: np.ndarray) -> DpTerm:
         # ...but only where the gather runs beside the next forward (recipe param_gather_overlap): DeepSpeed's ZeRO-1/2
         # and Megatron's distributed optimizer without --overlap-param-gather gather before it
         hidden_gather = x.recipe.param_gather_overlap
-        gather_exposed = np.maximum(ag_once - hide_fwd, 0.0) if hidden_gather else ag_once
         # ZeRO-2 (FSDP2 reshard_after_forward False) gathers each unit before its first forward (again before each
         # micro-batch's under reshard_after_backward), and reduce-scatters each micro-batch's gradients: its first
         # unit's gather and last unit's reduce-scatter have no compute beside them either (shard_edges_s)
-        z2_gather = np.maximum(ag_once - edge_ag - hide_fwd, 0.0) + edge_ag if hidden_gather else ag_once
+        z2_gather = _hidden_but_edge(ag_once, edge_ag, hide_fwd) if hidden_gather else ag_once
         # ...and the embedding's own bucket, whose gradients are the step's last and whose weights its first forward
         # reads, hides behind nothing (`embedding_edge_s`)
         embed_rs, embed_ag = embedding_edge_s(dense_group, p, grad_b, wt_b)
         embed_grads = embed_rs * (2.0 if x.recipe.grad_all_reduce else 1.0)
-        if hidden_gather:
-            gather_exposed = np.maximum(ag_once - embed_ag - hide_fwd, 0.0) + embed_ag
-        z1_grads_exposed = np.maximum(z1_grads - embed_grads - hide, 0.0) + embed_grads
-        ddp_exposed = np.maximum(all_reduce - 2.0 * embed_rs - hide, 0.0) + 2.0 * embed_rs
+        gather_exposed = _hidden_but_edge(ag_once, embed_ag, hide_fwd) if hidden_gather else ag_once
+        z1_grads_exposed = _hidden_but_edge(z1_grads, embed_grads, hide)
+        ddp_exposed = _hidden_but_edge(all_reduce, 2.0 * embed_rs, hide)
         # ...but no chunk hides behind another's compute at the ends of the step: the last chunk's reduction
         # only behind its own last backward, the first chunk's gather only behind its own first forward
         # (`_last_chunk_floor`); under interleaving not even that backward: Megatron launches each model chunk's
@@ -232,6 +230,12 @@ def embedding_edge_s(dense_group: coll.Groups, p: StageParams, grad_b: float, wt
     some = embed > 0
     return (np.where(some, dense_group.reduce_scatter(embed * grad_b), 0.0),
             np.where(some, dense_group.reduce_scatter(embed * wt_b), 0.0))
+
+
+def _hidden_but_edge(comm_s, edge_s, hide_s) -> np.ndarray:
+    """Seconds of a collective left exposed when compute worth `hide_s` runs beside all of it but its edge
+    bucket's `edge_s`, which no compute hides."""
+    return np.maximum(comm_s - edge_s - hide_s, 0.0) + edge_s
 
 
 def _last_chunk_floor(comm_s: np.ndarray, own_compute_s: np.ndarray, vpp) -> np.ndarray:
