@@ -290,7 +290,7 @@ RECIPE_FLAGS = {
     "fp8_params": "--fp8-params", "activation_func_fp8_input_store": "--activation-fp8-input-store",
     "attention_kernel": "--attention-kernel", "cp_comm_type": "--cp-comm-type",
     "grad_reduce_fp32": "--grad-reduce-fp32", "grad_all_reduce": "--grad-all-reduce", "dp_overlap": "--dp-overlap",
-    "param_gather_overlap": "--param-gather-overlap",
+    "param_gather_overlap": "--param-gather-overlap", "align_param_gather": "--align-param-gather",
     "moe_fusions": "--moe-fusions", "cpu_affinity": "--cpu-affinity", "fused_model_ops": "--fused-model-ops",
     "cuda_launch_blocking": "--cuda-launch-blocking", "grad_accumulation": "--grad-accumulation",
     "checkpoint_sync": "--checkpoint-sync", "checkpoint_interval": "--checkpoint-interval",
@@ -417,6 +417,9 @@ def recipe_options(fn: Callable) -> Callable:
                                  "Megatron's overlap_p2p_comm; off: --no-overlap-p2p-communication)."),
         onoff("param_gather_overlap", "ZeRO-1/2's all-gather of the updated weights behind the next forward (default "
                                       "on; Megatron --overlap-param-gather); off: before it (DeepSpeed ZeRO-1/2)."),
+        onoff("align_param_gather", "Under interleaving, ZeRO-1's first two chunks gathered whole when the schedule "
+                                    "starts, so chunk 0's first forward waits for its whole gather (default on: "
+                                    "Megatron-Core 0.9+, NeMo 2, Megatron-Bridge; off: --no-align-param-gather)."),
         onoff("moe_fusions", "MoE permute/router/quantisation fusions (default on)."),
         onoff("fused_model_ops", "The model's element-wise extras (YaRN RoPE, a partial RoPE's concatenation, "
                                  "SwiGLU clamp, expert biases, bias-dropout-add) run fused (default on); off prices "

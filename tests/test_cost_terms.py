@@ -586,8 +586,10 @@ def test_fp32_grad_reduce_doubles_the_reduce_scatter_only():
 def test_interleaving_hides_more_of_the_zero1_reduce_scatter():
     """Under interleaving each model chunk's gradient buckets go when its last backward ends, behind the
     cooldown's later chunks (Megatron-Core distributed optimizer, per-chunk --overlap-grad-reduce); the last chunk,
-    the first rank's chunk 0, holds the embedding whole, so not quite four times less is exposed."""
-    plain, interleaved = _llama_dp(vpp=1), _llama_dp(vpp=4)
+    the first rank's chunk 0, holds the embedding whole, so not quite four times less is exposed.  Without the
+    aligned gather, which exposes chunk 0's whole gather instead of hiding it (tests/test_align_param_gather.py)."""
+    unaligned = PLAIN.model_copy(update={"align_param_gather": False})
+    plain, interleaved = _llama_dp(unaligned, vpp=1), _llama_dp(unaligned, vpp=4)
     assert _f(plain.dp_s) == pytest.approx(_f(interleaved.dp_s), rel=1e-12)
     assert _f(plain.dp_exposed_s) > 0.2 * _f(plain.dp_s)
     assert _f(interleaved.dp_exposed_s) < 0.6 * _f(plain.dp_exposed_s)
@@ -617,19 +619,23 @@ def test_dp_term_direct_interleaving_share():
 def test_the_end_chunks_share_of_the_dp_collectives_stays_exposed():
     """However long the cooldown hides the other chunks' buckets behind, the last chunk's reduce-scatter has
     nothing to hide behind (Megatron launches a chunk's reduction whole after its last backward: --align-grad-reduce)
-    and the first chunk's gather only its own first forward (Megatron-Core's interleaved schedule gathers the first
-    chunks' parameters at its start): with one micro-batch's compute c, (RS + AG - c/3) / vpp = (DP - c/3) / vpp
-    stays exposed at ZeRO-1."""
+    and the first chunk's gather only its own first forward (core_r0.8.0: each bucket gathered behind the one
+    before; `align_param_gather` off): with one micro-batch's compute c, (RS + AG - c/3) / vpp = (DP - c/3) / vpp
+    stays exposed at ZeRO-1.  With the aligned gather (Megatron-Core 0.9 on) chunk 0's whole gather waits before
+    its first forward: DP / vpp."""
     p = StageParams(dense=np.array([2.0e9]), expert=np.array([0.0]), dense_shard=np.array([32.0]),
                     expert_shard=np.array([1.0]))
 
-    def term(vpp, comp, zero=1):
+    def term(vpp, comp, zero=1, align=True):
         lay = Layout(tp=8, pp=4, vpp=vpp, dp=32, zero_stage=zero, sequence_parallel=True)
-        return dp_term(_ctx("llama3-70b", "dgx-h100", 1024, lay, global_batch=256), p, np.array([comp]))
+        recipe = PLAIN.model_copy(update={"align_param_gather": align})
+        return dp_term(_ctx("llama3-70b", "dgx-h100", 1024, lay, recipe=recipe, global_batch=256), p,
+                       np.array([comp]))
 
     total = _f(term(4, 1.0).total_s)
     comp = 0.5 * total  # 4 chunks x 2/3 of it is far more backward than the whole reduce-scatter
-    assert _f(term(4, comp).exposed_s) == pytest.approx((total - comp / 3.0) / 4, rel=1e-9)
+    assert _f(term(4, comp, align=False).exposed_s) == pytest.approx((total - comp / 3.0) / 4, rel=1e-9)
+    assert _f(term(4, comp).exposed_s) == pytest.approx(total / 4, rel=1e-9)
     # DDP: the last chunk's all-reduce, whole
     ddp_total = _f(term(4, 1.0, zero=0).total_s)
     assert _f(term(4, comp, zero=0).exposed_s) == pytest.approx(ddp_total / 4, rel=1e-9)

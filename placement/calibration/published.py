@@ -119,12 +119,12 @@ DEGREE_ONLY = {"tp": frozenset({"tp_comm_overlap", "tp_async_backward", "sp_save
                "pp": frozenset({"pipeline_unsharded_grads", "pipeline_layout", "pipeline_schedule",
                                 "pipeline_p2p_whole", "pipeline_grads_whole", "pipeline_p2p_blocking",
                                 "pipeline_sends_mask", "account_for_embedding", "account_for_loss"}),
-               "vpp": frozenset({"pp_comm_overlap"})}
+               "vpp": frozenset({"pp_comm_overlap", "align_param_gather"})}
 """Recipe fields that price nothing where that degree is 1 (a user trial: a tp 1, cp 1, pp 1 plan was told a
 published run of its degrees "ran otherwise" for tp_async_backward, cp_comm_type and pipeline_unsharded_grads)."""
 
 
-SHARDED_ONLY = frozenset({"param_gather_overlap"})
+SHARDED_ONLY = frozenset({"param_gather_overlap", "align_param_gather"})
 """Recipe fields that price nothing at ZeRO-0, where no optimizer shard gathers updated weights (a user trial: the SC21
 1.7B arguments, ZeRO-0, were told the published run "ran otherwise" for param_gather_overlap)."""
 

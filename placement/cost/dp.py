@@ -147,12 +147,20 @@ def dp_term(x: Ctx, p: StageParams, comp_mb_s: np.ndarray) -> DpTerm:
         own_bwd = np.where(aligned, 0.0, C.DP_OVERLAP_FRACTION * bwd_share * comp_mb_s)
         own_fwd = C.DP_OVERLAP_FRACTION * (1.0 - bwd_share) * comp_mb_s
         first_gather = _last_chunk_floor(ag_once, own_fwd, x.vpp)
+        # ...except where Megatron's distributed optimizer gathers each rank's first chunks whole when the schedule
+        # starts (ZeRO-1, recipe align_param_gather, Megatron-Core 0.9 on): the embedding's bucket is dispatched
+        # last, so chunk 0's first forward waits for all of chunk 0's gather (the embedding whole on the first rank),
+        # with no compute beside
+        z1_first_gather = first_gather
+        if x.recipe.align_param_gather and hidden_gather:
+            chunk0_gather = _last_chunk_floor(ag_once - embed_ag, 0.0, x.vpp) + embed_ag
+            z1_first_gather = np.where(x.vpp > 1, np.maximum(first_gather, chunk0_gather), first_gather)
         # (each collective its own floor: a gather before the forward, not overlapped, adds to the last chunk's
         # reduction, which it does not hide).  The first pipeline rank's last chunk is its chunk 0, which holds the
         # embedding whole beside 1/vpp of its layers (core_r0.8.0 schedules.py:672-678 get_model_chunk_id: the
         # cool-down's last backward is chunk 0's)
         z1_floor = _last_chunk_floor(z1_grads - embed_grads, own_bwd, x.vpp) + embed_grads
-        z1_exposed = np.maximum(z1_grads_exposed, z1_floor) + np.maximum(gather_exposed, first_gather)
+        z1_exposed = np.maximum(z1_grads_exposed, z1_floor) + np.maximum(gather_exposed, z1_first_gather)
         ddp_floor = _last_chunk_floor(all_reduce - 2.0 * embed_rs, own_bwd, x.vpp) + 2.0 * embed_rs
         ddp_exposed = np.maximum(ddp_exposed, ddp_floor)
         # ZeRO-2 reduce-scatters behind every micro-batch's backward and gathers behind the forward, ZeRO-3 gathers
@@ -247,11 +255,10 @@ def _last_chunk_floor(comm_s: np.ndarray, own_compute_s: np.ndarray, vpp) -> np.
     the first chunk's gather behind that chunk's first forward, as core_r0.8.0 runs it: the first bucket gathered
     just before the forward (optimizer/distrib_optimizer.py:1330-1337), each later one dispatched by the forward
     pre-hook of the one before.  From core_r0.9.0, under interleaving, Megatron-LM's command line dispatches the
-    first two chunks' buckets at the schedule's start instead (`align_param_gather`, on unless
-    --no-align-param-gather; DistributedDataParallelConfig's own default is off, which NeMo and Megatron-Bridge
-    build; core_v0.19.0 pipeline_parallel/schedules.py:1191-1194), output end first and the embedding's last, so
-    chunk 0's first forward waits for the chunk's whole gather; not priced so yet (no recipe field reads it: +0.3 %
-    on `make plan`'s step, measured with the rule patched in).  At vpp 1 this is the whole-rank rule above."""
+    first two chunks' buckets at the schedule's start instead (recipe `align_param_gather`; core_v0.19.0
+    pipeline_parallel/schedules.py:1191-1194), output end first and the embedding's last, so chunk 0's first
+    forward waits for the chunk's whole gather: `dp_term` passes no compute for it then.  At vpp 1 this is the
+    whole-rank rule above."""
     per_chunk = 1.0 / np.maximum(vpp, 1)
     return np.maximum((comm_s - own_compute_s) * per_chunk, 0.0)
 

@@ -295,6 +295,7 @@ _MATTERS = {"checkpoint_sync": lambda lay: lay.recompute == "full",
             "cp_comm_type": lambda lay: lay.cp > 1,
             "pipeline_schedule": lambda lay: lay.pp > 1,
             "pp_comm_overlap": lambda lay: lay.pp > 1 and lay.vpp > 1,
+            "align_param_gather": lambda lay: lay.zero_stage == 1 and lay.pp > 1 and lay.vpp > 1 and lay.dp > 1,
             "account_for_embedding": lambda lay: lay.pp > 1,
             "account_for_loss": lambda lay: lay.pp > 1}
 """Recipe fields that price nothing outside these layouts (cost.comm.pp_term, cost.dp.dp_term, cost.comm.cp_term):

@@ -313,6 +313,8 @@ RUNS_INSTEAD = {
     "pp_comm_overlap": "its PipelineEngine has no interleaved schedule (the files run one chunk per stage), where "
                        "the overlap prices nothing",
     "ep_comm_overlap": "the EP all-to-all runs exposed",
+    "align_param_gather": "its PipelineEngine has no interleaved schedule (the files run one chunk per stage), where "
+                          "the aligned gather prices nothing",
     "delay_wgrad": "expert weight gradients are computed in place",
     "pipeline_layout": "the pipeline engine partitions layers by its partition_method",
     "fp8_params": "weights stay BF16", "optimizer_state_bf16": "Adam moments stay FP32",

@@ -348,6 +348,7 @@ RUNS_INSTEAD = {
     "moe_dispatcher": "XLA runs its own all-to-all (or ragged all-to-all) token dispatch",
     "cuda_graphs": "XLA compiles the step into its own executable; there are no CUDA-graph scopes to choose",
     "pp_comm_overlap": "its files run no pipeline (pp 1), where the overlap prices nothing",
+    "align_param_gather": "its files run no pipeline (pp 1), where the aligned gather prices nothing",
     "tp_comm_overlap": "XLA schedules the TP collectives itself",
     "ep_comm_overlap": "XLA schedules the EP all-to-all itself",
     "recompute_modules": "remat_policy minimal recomputes the attention core and both norms",

@@ -179,6 +179,11 @@ def recipe_arguments(ctx: EmitContext) -> tuple[list[str], list[str]]:
             warnings.append(refusal("Megatron-LM refuses an interleaved schedule on 2 pipeline stages with "
                                     "--no-overlap-p2p-communication (core_v0.19.0 megatron/training/arguments.py:"
                                     "972-975: 'pipeline-model-parallel size should be greater than 2')"))
+    if (not r.align_param_gather and lay.zero_stage == 1 and lay.pp > 1 and lay.vpp > 1 and r.dp_overlap
+            and r.param_gather_overlap):
+        # Megatron-LM aligns an interleaved pipeline's weight gathers unless told not to (align_param_gather,
+        # core_v0.19.0 megatron/training/arguments.py --no-align-param-gather)
+        args.append("--no-align-param-gather")
     if r.tp_comm_overlap and lay.tp > 1:
         args.append("--tp-comm-overlap")
         if not lay.sequence_parallel:
@@ -529,7 +534,8 @@ STATED = frozenset({
     "param_gather_overlap", "fp8_recipe", "fp8_params", "grad_reduce_fp32",
     "activation_func_fp8_input_store", "optimizer_state_bf16", "recompute_modules", "recompute_num_layers",
     "mtp_layers", "pipeline_layout", "account_for_embedding", "account_for_loss", "cross_entropy_fusion",
-    "moe_capacity_factor", "cpu_affinity", "cuda_launch_blocking", "pp_comm_overlap"})
+    "moe_capacity_factor", "cpu_affinity", "cuda_launch_blocking", "pp_comm_overlap",
+    "align_param_gather"})
 """Recipe fields the files state: the `arguments` flags, the torchrun line's binding and environment."""
 
 

@@ -474,6 +474,8 @@ RUNS_INSTEAD = {
     "moe_capacity_factor": "its MoE routes dropless",
     "dp_overlap": "FSDP2 prefetches and reduces behind compute, and DDP reduces in buckets during backward",
     "param_gather_overlap": "FSDP2 prefetches each unit's gather behind the compute before it",
+    "align_param_gather": "FSDP2 gathers each unit just ahead of its own forward; it has no ZeRO-1 whose first "
+                          "chunks gather at the schedule's start",
 }
 """What torchtitan runs instead of each recipe feature it cannot be told."""
 FORCED = forced_fields("torchtitan")

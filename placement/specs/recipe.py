@@ -211,6 +211,18 @@ class Recipe(Frozen):
     optimizer without `--overlap-param-gather` (its default), and DeepSpeed 0.19.8's ZeRO-1/2, which all-gathers inside
     `step()` (runtime/zero/stage_1_and_2.py step -> all_gather_dp_groups, a blocking all_gather_into_tensor,
     runtime/utils.py)."""
+    align_param_gather: bool = True
+    """Under an interleaved schedule (vpp > 1) with ZeRO-1's gather behind the forward (param_gather_overlap), each
+    rank dispatches its first two model chunks' whole gathers when the schedule starts, at the same time across the
+    pipeline, output end first (Megatron-Core `align_param_gather`: core_r0.9.0 pipeline_parallel/schedules.py:
+    685-688 and distributed_data_parallel.py start_param_sync, the buckets in reverse parameter order), so chunk 0's
+    first forward waits for chunk 0's whole gather; the later chunks' gathers run beside earlier chunks' forwards.
+    Megatron-LM's command line has it on under virtual stages from core_r0.9.0 (`--no-align-param-gather`; before
+    4e3840535b of 2024-08-23 nothing aligned, `--delay-param-gather` was an opt-in), and NeMo 2's comm-overlap
+    callback (from 1d5de59460, 2024-09-06) and Megatron-Bridge's set it with vpp > 1, dp > 1 and the distributed
+    optimizer; megatron-core's DistributedDataParallelConfig default is False.  False: the forward pre-hook gathers
+    each bucket behind the one before, and only the first bucket's gather waits (Megatron before core_r0.9.0).
+    Prices nothing at vpp 1, outside ZeRO-1, or without param_gather_overlap."""
     fp8_recipe: Fp8Recipe | None = None
     """FP8 scaling recipe when precision is fp8 (None: the accelerator's default, mxfp8 on Blackwell,
     tensorwise on Hopper)."""

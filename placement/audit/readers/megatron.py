@@ -131,11 +131,18 @@ _MG_RECIPE_FLAGS = {
     "--account-for-embedding-in-pipeline-split": "account_for_embedding",
     "--account-for-loss-in-pipeline-split": "account_for_loss", "--cross-entropy-loss-fusion": "cross_entropy_fusion",
     "--overlap-grad-reduce": "dp_overlap", "--overlap-param-gather": "param_gather_overlap",
+    # the opt-in of 4e3840535b (2024-08-23) until 655a663df2 (2024-09-07) made it the default
+    "--align-param-gather": "align_param_gather",
     "--moe-permute-fusion": "moe_fusions",
     "--activation-func-fp8-input-store": "activation_func_fp8_input_store",
     # the opt-in of f9283c5a8a (2023-05-31) until 4eeff55d1f (2023-10-12) made it the default
     "--overlap-p2p-communication": "pp_comm_overlap",
 }
+
+
+UNALIGNED_FLAGS = ("--no-delay-grad-reduce", "--delay-param-gather")
+"""Megatron-LM flags 4e3840535b (2024-08-23) renamed to --no-align-grad-reduce and --align-param-gather: a file that
+states one predates the aligned weight gathers (Recipe.align_param_gather)."""
 
 
 OLD_METHOD_DATES = "c1e0689d92..bbab79f869, 2021-08-10 to 2022-05-16"
@@ -240,6 +247,8 @@ def _megatron_recipe(f: str, a: Arg, s: Settings, state: dict) -> bool:
         s.put(f"recipe.{_MG_RECIPE_FLAGS[f]}", True, a.evidence)
     elif f == "--no-overlap-p2p-communication":
         s.put("recipe.pp_comm_overlap", False, a.evidence)
+    elif f == "--no-align-param-gather":
+        s.put("recipe.align_param_gather", False, a.evidence)
     elif f == "--no-async-tensor-model-parallel-allreduce":
         async_switch(a.evidence, f"{a.word.site.path}:{a.word.site.line}", state.get("moot"), s)
     elif f == "--moe-token-dispatcher-type":
@@ -918,6 +927,13 @@ def _megatron_lm_defaults(s: Settings) -> None:
               "default (Megatron-LM's --overlap-param-gather is off unless given: megatron/training/arguments.py "
               "store_true, DistributedDataParallelConfig.overlap_param_gather False): the distributed optimizer "
               "all-gathers the updated weights after its step, before the next forward")
+    if (s.value("vpp", 1) or 1) > 1 and s.value("recipe.param_gather_overlap", False) \
+            and not s.has("recipe.align_param_gather"):
+        s.put("recipe.align_param_gather", True,
+              "default (Megatron-LM's command line aligns an interleaved pipeline's weight gathers unless "
+              "--no-align-param-gather: megatron/training/arguments.py, core_r0.9.0 on): each rank gathers its "
+              "first two chunks whole when the schedule starts, and chunk 0's first forward waits for its whole "
+              "gather")
     if s.value("precision", "") == "fp8" and not s.has("recipe.fp8_recipe"):
         s.put("recipe.fp8_recipe", "tensorwise",
               "default (megatron-core TransformerConfig.fp8_recipe is 'delayed' when --fp8-recipe is not given: "
@@ -1278,6 +1294,12 @@ def _old_megatron(given: dict[str, Arg], s: Settings) -> None:
               f"{dated.evidence} (the flag dates the file before 2023-09-05; Megatron-LM overlapped an interleaved "
               f"pipeline's transfers only under --overlap-p2p-communication from f9283c5a8a of 2023-05-31, and by "
               f"default from 4eeff55d1f of 2023-10-12)")
+    before_align = dated or next((given[f] for f in UNALIGNED_FLAGS if f in given), None)
+    if before_align is not None and interleaved and not s.has("recipe.align_param_gather"):
+        s.put("recipe.align_param_gather", False,
+              f"{before_align.evidence} (the flag dates the file before 4e3840535b of 2024-08-23, where Megatron-LM "
+              f"began dispatching an interleaved pipeline's first chunks' weight gathers whole at the schedule's "
+              f"start; before it each bucket's gather followed the one before)")
     if method is not None and not s.has("recipe.attention_kernel") and "--use-flash-attn" not in given:
         s.put("recipe.attention_kernel", "unfused",
               f"{method.evidence} (the flag dates the file to {OLD_METHOD_DATES}; "
@@ -1516,6 +1538,23 @@ def bridge_settings(keys: dict[str, tuple[Any, str]], s: Settings) -> None:
     if not s.has("recipe.param_gather_overlap") and isinstance(keys.get("ddp.overlap_param_gather", (None,))[0],
                                                                 bool):
         s.put("recipe.param_gather_overlap", *keys["ddp.overlap_param_gather"])
+    # under virtual stages the same section aligns the gathers of every rank's first chunks (align_param_gather:
+    # comm_overlap.py _get_optimizer_overlap_cfgs, pp > 1 and vp_size > 1) unless it sets the field itself; without
+    # one the DDP config's field stands, megatron-core DistributedDataParallelConfig.align_param_gather, default False
+    vpp, vev = keys.get("model.virtual_pipeline_model_parallel_size", (None, None))
+    if isinstance(vpp, int) and vpp > 1 and not s.has("recipe.align_param_gather"):
+        align, aev = keys.get("comm_overlap.align_param_gather", (None, None))
+        if _has_section(keys, "comm_overlap") and distributed:
+            if not isinstance(align, bool):
+                align, aev = True, (f"{aev or _section_line(keys, 'comm_overlap')} (Megatron-Bridge's "
+                                    f"CommOverlapConfig aligns the weight gathers of an interleaved pipeline with "
+                                    f"the distributed optimizer: comm_overlap.py _get_optimizer_overlap_cfgs)")
+        else:
+            align, aev = keys.get("ddp.align_param_gather", (None, None))
+            if not isinstance(align, bool):
+                align, aev = False, (f"{vev} (no comm_overlap section sets it: megatron-core "
+                                     f"DistributedDataParallelConfig.align_param_gather, default False)")
+        s.put("recipe.align_param_gather", align, aev)
     v, ev = keys.get("model.cpu_offloading", (None, None))
     if v is True:
         s.ignored.append(f"model.cpu_offloading: activation/weight offload to CPU ({ev})")
