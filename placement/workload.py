@@ -81,6 +81,11 @@ class Workload:
     """Biased projections (expert output biases, bias-dropout-add with a bias)."""
     parallel_residual: bool = False
     """Attention and MLP outputs summed before one TP all-reduce (ModelSpec.parallel_residual)."""
+    tied_head_params: int = 0
+    """The tied embedding's elements (vocab x hidden; 0 untied): where a pipeline puts the embedding and the LM head
+    on different ranks, the last keeps its own copy of them as its head and the two all-reduce its gradient after
+    every step (Megatron-Core LanguageModule.setup_embeddings_and_output_layer and finalize_model_grads
+    `_allreduce_word_embedding_grads`; DeepSpeed's TiedLayerSpec and ReduceTiedGrads)."""
 
     # -- parameters -------------------------------------------------------------------------------
 
@@ -184,6 +189,7 @@ def workload(model: ModelSpec) -> Workload:
         top_k=moe.top_k if moe else 0,
         embed_params=model.vocab_size * h,
         head_params=0 if model.tied_embeddings else model.vocab_size * h,
+        tied_head_params=model.vocab_size * h if model.tied_embeddings else 0,
         num_layers=model.num_layers,
         num_dense_layers=model.num_layers - model.num_moe_layers,
         q_dim=q_dim,

@@ -180,6 +180,8 @@ def dp_term(x: Ctx, p: StageParams, comp_mb_s: np.ndarray) -> DpTerm:
             np.where(zero2, z2_rs + np.maximum(z2_gather, first_gather) * z2_ag_count,
                      np.where(b.zero == 1, z1_exposed, ddp_exposed)))
         exposed = np.where(engine_flush, total, exposed)
+    tied = tied_embedding_s(x, grad_b)
+    total, exposed = total + tied, exposed + tied
     z1_grad_sends = 2.0 if x.recipe.grad_all_reduce else 1.0
 
     def sent(params):
@@ -220,6 +222,22 @@ def shard_edges_s(dense_group: coll.Groups, expert_group: coll.Groups, p: StageP
               + expert_group.reduce_scatter(p.edge_expert * grad_b))
     some = np.asarray(p.edge_dense + p.edge_expert) > 0
     return np.where(some, gather, 0.0), np.where(some, reduce, 0.0)
+
+
+def tied_embedding_s(x: Ctx, grad_b: float) -> np.ndarray:
+    """Seconds of the all-reduce of a tied embedding's gradient between its two copies, the first pipeline rank's
+    embedding and the last's head (Workload.tied_head_params), which runs after the DP reduction and before the
+    optimizer, beside no compute: Megatron-Core finalize_model_grads `_allreduce_word_embedding_grads` (core_r0.8.0
+    distributed/finalize_model_grads.py, over the embedding group, on the whole `main_grad`), DeepSpeed's
+    PipelineEngine `_exec_reduce_tied_grads` (TrainSchedule: ReduceTiedGrads before ReduceGrads).  The two are
+    pipeline group's two ends: an all-reduce of two sends each its whole buffer to the other at once, the price of
+    the pipeline ring's wrap-around hop (`Groups.p2p`, as the interleaved schedule's last-to-first send); nothing
+    without a pipeline or a tied embedding."""
+    b = x.b
+    if not x.w.tied_head_params:
+        return np.zeros(np.shape(b.pp))
+    ends = coll.Groups(x.levels, b.tp * b.cp * b.dp, b.pp, pair=True)
+    return np.where(b.pp > 1, ends.p2p(x.w.tied_head_params / x.tp * grad_b, True), 0.0)
 
 
 def embedding_edge_s(dense_group: coll.Groups, p: StageParams, grad_b: float, wt_b: float

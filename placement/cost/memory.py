@@ -36,6 +36,12 @@ class LayerActivations:
     """What full recompute keeps: the layer's input."""
 
 
+def loss_head_params(x: Ctx, st: StageKinds) -> np.ndarray:
+    """LM-head elements each kind of rank holds: the head on the rank with the loss, and under a tied embedding
+    (Workload.tied_head_params) the last pipeline rank's own copy of it, where the embedding is on another rank."""
+    return st.loss * (x.w.head_params + x.w.tied_head_params * (1.0 - st.embed)) / x.tp
+
+
 def layer_activations(x: Ctx) -> LayerActivations:
     """Korthikanti et al. Table 2 per-layer activations; fused (flash) attention keeps no s x s tensor, unfused
     attention keeps its scores unless the attention core is recomputed.
@@ -255,7 +261,7 @@ def memory_term(x: Ctx, st: StageKinds, dense_p: np.ndarray, expert_p: np.ndarra
     # ...but a chunked loss (torchtitan 0.3.0's ChunkedLossWrapper) turns the head's gradient sync and resharding back
     # on at each micro-batch's last chunk (components/loss.py:725-771): under the deferral the head's gradient and,
     # under ZeRO-3, its weights are sharded as without it.  `head_fix`: bytes a head parameter holds less.
-    head_p = st.loss * float(x.w.head_params) / x.tp
+    head_p = loss_head_params(x, st)
     chunked = deferred & (x.recipe.loss_chunks > 1)
     head_fix = np.where(chunked, grad_b * (1.0 - 1.0 / dense_shard)
                         + np.where(zero3, weight_b * (1.0 - 1.0 / dense_shard), 0.0), 0.0)

@@ -26,7 +26,7 @@ from placement.cost.context import Ctx, context
 from placement.cost.dp import StageParams, dp_term, optimizer_term
 from placement.cost.host import host_term
 from placement.cost.layer import layer_compute, per_op_recompute_flops
-from placement.cost.memory import memory_term, norms_recomputed
+from placement.cost.memory import loss_head_params, memory_term, norms_recomputed
 from placement.cost.pipeline import StageKinds, stage_kinds
 from placement.specs import TrainingSpec
 from placement.specs.recipe import (
@@ -775,7 +775,8 @@ def _stage_params(x: Ctx, st: StageKinds) -> _Params:
     moe_dense_p = (w.attn_params + w.shared_params) / x.tp + w.router_params
     moe_expert_p = w.num_experts * w.expert_params / (x.ep * x.etp)
     mtp_proj_p = 2.0 * w.hidden * w.hidden / x.tp
-    dense = st.dense * dense_layer_p + st.embed * (w.embed_params / x.tp) + st.loss * (w.head_params / x.tp)
+    head_p = loss_head_params(x, st)
+    dense = st.dense * dense_layer_p + st.embed * (w.embed_params / x.tp) + head_p
     if w.num_experts:
         dense += st.moe * moe_dense_p
     if x.recipe.mtp_layers:
@@ -786,9 +787,9 @@ def _stage_params(x: Ctx, st: StageKinds) -> _Params:
     has_dense = st.dense > 0
     # ...the head not where the loss is chunked (torchtitan 0.3.0 wraps [norm, lm_head] as a unit of its own and
     # reduce-scatters it at the loss's last chunk, at the start of backward: components/loss.py ChunkedLossWrapper)
-    head_edge = w.head_params / x.tp if x.recipe.loss_chunks == 1 else 0.0
+    head_edge = head_p if x.recipe.loss_chunks == 1 else 0.0
     edge_dense = (np.where(has_dense, dense_layer_p, np.where(st.moe > 0, moe_dense_p if w.num_experts else 0.0, 0.0))
-                  + st.embed * (w.embed_params / x.tp) + st.loss * head_edge)
+                  + st.embed * (w.embed_params / x.tp) + head_edge)
     edge_expert = np.where(~has_dense & (st.moe > 0), moe_expert_p, 0.0) if w.num_experts else np.zeros_like(dense)
     zero3 = x.b.zero == 3
     return _Params(dense_kinds=dense, expert_kinds=expert,
