@@ -43,7 +43,7 @@ def test_the_last_rank_keeps_its_own_copy_of_a_tied_head() -> None:
 
 
 def test_without_a_pipeline_the_one_matrix_is_held_once() -> None:
-    st, beside = _kinds(GPT3, 1)
+    _, beside = _kinds(GPT3, 1)
     assert beside[0] == pytest.approx(GPT3.vocab_size * GPT3.hidden_size / 8, rel=1e-12)
     _, untied = _kinds(GPT3.model_copy(update={"tied_embeddings": False}), 1)
     assert untied[0] == pytest.approx(2.0 * beside[0], rel=1e-12)
