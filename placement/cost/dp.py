@@ -229,10 +229,10 @@ def tied_embedding_s(x: Ctx, grad_b: float) -> np.ndarray:
     embedding and the last's head (Workload.tied_head_params), which runs after the DP reduction and before the
     optimizer, beside no compute: Megatron-Core finalize_model_grads `_allreduce_word_embedding_grads` (core_r0.8.0
     distributed/finalize_model_grads.py, over the embedding group, on the whole `main_grad`), DeepSpeed's
-    PipelineEngine `_exec_reduce_tied_grads` (TrainSchedule: ReduceTiedGrads before ReduceGrads).  The two are
-    pipeline group's two ends: an all-reduce of two sends each its whole buffer to the other at once, the price of
-    the pipeline ring's wrap-around hop (`Groups.p2p`, as the interleaved schedule's last-to-first send); nothing
-    without a pipeline or a tied embedding."""
+    PipelineEngine `_exec_reduce_tied_grads` (TrainSchedule: ReduceTiedGrads before ReduceGrads).  The two copies
+    sit at the pipeline group's two ends; an all-reduce of two sends each its whole buffer to the other at once, the
+    price of the pipeline ring's wrap-around hop (`Groups.p2p`, as the interleaved schedule's last-to-first send);
+    nothing without a pipeline or a tied embedding."""
     b = x.b
     if not x.w.tied_head_params:
         return np.zeros(np.shape(b.pp))
