@@ -596,7 +596,8 @@ def test_mlperf_11616_gpu_row_pays_the_end_chunks_dp_share(monkeypatch) -> None:
     assert run.layout["vpp"] == 8 and run.recipe.dp_overlap
     priced = _error(run)
     assert priced < 0
-    monkeypatch.setattr(dp, "_last_chunk_floor", lambda comm_s, own_s, vpp: np.zeros_like(comm_s))
+    monkeypatch.setattr(dp, "_last_chunk_floor",
+                        lambda comm_s, own_s, vpp, whole_s=0.0: np.zeros_like(comm_s) + whole_s)
     assert _error(run) < priced - 0.01
 
 

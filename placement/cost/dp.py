@@ -153,15 +153,15 @@ def dp_term(x: Ctx, p: StageParams, comp_mb_s: np.ndarray) -> DpTerm:
         # with no compute beside
         z1_first_gather = first_gather
         if x.recipe.align_param_gather and hidden_gather:
-            chunk0_gather = _last_chunk_floor(ag_once - embed_ag, 0.0, x.vpp) + embed_ag
+            chunk0_gather = _last_chunk_floor(ag_once, 0.0, x.vpp, whole_s=embed_ag)
             z1_first_gather = np.where(x.vpp > 1, np.maximum(first_gather, chunk0_gather), first_gather)
         # (each collective its own floor: a gather before the forward, not overlapped, adds to the last chunk's
         # reduction, which it does not hide).  The first pipeline rank's last chunk is its chunk 0, which holds the
         # embedding whole beside 1/vpp of its layers (core_r0.8.0 schedules.py:672-678 get_model_chunk_id: the
         # cool-down's last backward is chunk 0's)
-        z1_floor = _last_chunk_floor(z1_grads - embed_grads, own_bwd, x.vpp) + embed_grads
+        z1_floor = _last_chunk_floor(z1_grads, own_bwd, x.vpp, whole_s=embed_grads)
         z1_exposed = np.maximum(z1_grads_exposed, z1_floor) + np.maximum(gather_exposed, z1_first_gather)
-        ddp_floor = _last_chunk_floor(all_reduce - 2.0 * embed_rs, own_bwd, x.vpp) + 2.0 * embed_rs
+        ddp_floor = _last_chunk_floor(all_reduce, own_bwd, x.vpp, whole_s=2.0 * embed_rs)
         ddp_exposed = np.maximum(ddp_exposed, ddp_floor)
         # ZeRO-2 reduce-scatters behind every micro-batch's backward and gathers behind the forward, ZeRO-3 gathers
         # and reduces every micro-batch behind that micro-batch's compute: all but each micro-batch's first gather
@@ -264,7 +264,8 @@ def _hidden_but_edge(comm_s, edge_s, hide_s) -> np.ndarray:
     return np.maximum(comm_s - edge_s - hide_s, 0.0) + edge_s
 
 
-def _last_chunk_floor(comm_s: np.ndarray, own_compute_s: np.ndarray, vpp) -> np.ndarray:
+def _last_chunk_floor(comm_s: np.ndarray, own_compute_s: np.ndarray, vpp, whole_s: np.ndarray | float = 0.0
+                      ) -> np.ndarray:
     """Seconds of a step-end collective that stay exposed however the other chunks hide it: the share of one
     model chunk (1/vpp of the rank's layers; `dp_term` adds the embedding, which chunk 0 holds whole) less the
     compute beside it: none for the last chunk's reduction
@@ -276,9 +277,10 @@ def _last_chunk_floor(comm_s: np.ndarray, own_compute_s: np.ndarray, vpp) -> np.
     first two chunks' buckets at the schedule's start instead (recipe `align_param_gather`; core_v0.19.0
     pipeline_parallel/schedules.py:1191-1194), output end first and the embedding's last, so chunk 0's first
     forward waits for the chunk's whole gather: `dp_term` passes no compute for it then.  At vpp 1 this is the
-    whole-rank rule above."""
+    whole-rank rule above.  `whole_s`: the part of `comm_s` chunk 0 holds whole (the embedding's bucket), exposed
+    in full beside that chunk's share of the rest."""
     per_chunk = 1.0 / np.maximum(vpp, 1)
-    return np.maximum((comm_s - own_compute_s) * per_chunk, 0.0)
+    return np.maximum((comm_s - whole_s - own_compute_s) * per_chunk, 0.0) + whole_s
 
 
 def optimizer_term(x: Ctx, p: StageParams) -> np.ndarray:

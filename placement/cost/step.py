@@ -776,7 +776,8 @@ def _stage_params(x: Ctx, st: StageKinds) -> _Params:
     moe_expert_p = w.num_experts * w.expert_params / (x.ep * x.etp)
     mtp_proj_p = 2.0 * w.hidden * w.hidden / x.tp
     head_p = loss_head_params(x, st)
-    dense = st.dense * dense_layer_p + st.embed * (w.embed_params / x.tp) + head_p
+    embed_p = st.embed * (w.embed_params / x.tp)
+    dense = st.dense * dense_layer_p + embed_p + head_p
     if w.num_experts:
         dense += st.moe * moe_dense_p
     if x.recipe.mtp_layers:
@@ -789,7 +790,7 @@ def _stage_params(x: Ctx, st: StageKinds) -> _Params:
     # reduce-scatters it at the loss's last chunk, at the start of backward: components/loss.py ChunkedLossWrapper)
     head_edge = head_p if x.recipe.loss_chunks == 1 else 0.0
     edge_dense = (np.where(has_dense, dense_layer_p, np.where(st.moe > 0, moe_dense_p if w.num_experts else 0.0, 0.0))
-                  + st.embed * (w.embed_params / x.tp) + head_edge)
+                  + embed_p + head_edge)
     edge_expert = np.where(~has_dense & (st.moe > 0), moe_expert_p, 0.0) if w.num_experts else np.zeros_like(dense)
     zero3 = x.b.zero == 3
     return _Params(dense_kinds=dense, expert_kinds=expert,
@@ -802,7 +803,7 @@ def _stage_params(x: Ctx, st: StageKinds) -> _Params:
                    expert_shard=np.where(zero3, x.tp * x.cp * x.b.dp_shard, x.tp * x.cp * x.dp) / (x.ep * x.etp),
                    edge_dense_kinds=edge_dense * np.ones_like(dense),
                    edge_expert_kinds=edge_expert * np.ones_like(dense),
-                   embed_kinds=st.embed * (w.embed_params / x.tp) * np.ones_like(dense))
+                   embed_kinds=embed_p * np.ones_like(dense))
 
 
 def concat_estimates(first: Estimates, second: Estimates) -> Estimates:
