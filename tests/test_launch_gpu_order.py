@@ -90,6 +90,32 @@ def test_the_audit_of_the_other_emitted_scripts_reads_their_gpu_order(emitted, f
     assert audit["estimate"]["step_time_s"] == pytest.approx(float(runs.group(1)), abs=5e-4)  # its header's price
 
 
+def test_the_audit_of_the_emitted_script_beside_the_emitted_sbatch_prices_the_plans_step(emitted) -> None:
+    """A user trial: `audit --launch megatron.sh --launch launch.sbatch` of a plan's own folder was refused as
+    contradictory CUDA_VISIBLE_DEVICES (the script's lines set it, the sbatch reads cuda_visible_devices.txt at run
+    time), in a message of Python reprs.  A value read at run time states no order: the two files agree."""
+    out, plan = emitted
+    audit = _audit(out / "megatron.sh", out / "launch.sbatch", extra=("--no-pp-comm-overlap",))
+    assert audit["estimate"]["step_time_s"] == pytest.approx(plan["step_time_s"], rel=1e-9)
+    assert not [f for f in audit["findings"] if f["kind"].startswith("gpu_order")]
+    assert f"CUDA_VISIBLE_DEVICES={PAIRS}" in audit["layout"]["sources"]["cuda_visible_devices"]
+
+
+def test_files_whose_lines_run_a_node_in_two_orders_are_refused_line_by_line(tmp_path: Path) -> None:
+    """The same node rank on GPUs 0,4,1,5,... by one file and in numbered order by the other: an error that names the
+    variable, each file's lines with their order and place, and the fix; no traceback, no Python reprs."""
+    head, tail = SCRIPT.split(" pretrain_gpt.py", 1)
+    ordered, plain = tmp_path / "ordered.sh", tmp_path / "plain.sh"
+    ordered.write_text("".join(f"CUDA_VISIBLE_DEVICES={PAIRS} {head} --node-rank {k} pretrain_gpt.py{tail}"
+                               for k in range(4)), encoding="utf-8")
+    plain.write_text(f"{head} --node-rank 0 pretrain_gpt.py{tail}", encoding="utf-8")
+    out = _run(["audit", "--launch", str(ordered), "--launch", str(plain), *JOB], codes=(2,))
+    assert "contradictory values for CUDA_VISIBLE_DEVICES: [node rank 0: " + PAIRS + f" ({ordered}:1:" in out.output
+    assert "node rank 3: " in out.output and f"node rank 0: in numbered order (none set) ({plain}:1:" in out.output
+    assert "give --launch only the files the job ran with" in out.output
+    assert "NodeDevices(" not in out.output and "Traceback" not in out.output
+
+
 def test_an_exported_cuda_visible_devices_is_priced_and_sourced(tmp_path: Path) -> None:
     plain = tmp_path / "plain.sh"
     plain.write_text(SCRIPT, encoding="utf-8")

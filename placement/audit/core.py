@@ -721,7 +721,8 @@ def node_gpu_orders(launch: LaunchLayout, num_hosts: int, gpus_per_host: int) ->
         orders.append(identity if n is None or n.devices is None else tuple(n.devices[:gpus_per_host]))
     stated: dict[tuple[int, ...], NodeDevices] = {}  # each order: the first line that runs it
     for n in lines:
-        stated.setdefault(n.devices[:gpus_per_host] if n.devices else identity, n)
+        if n.unresolved is None:  # a value read at run time states no order (its note: `assumed`)
+            stated.setdefault(n.devices[:gpus_per_host] if n.devices else identity, n)
     if len(stated) <= 1 and len(set(orders)) <= 1:
         return orders, []
     shown = "; ".join(f"{'every node' if n.node_rank is None else f'node rank {n.node_rank}'}: {n} ({n.evidence})"

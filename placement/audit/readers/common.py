@@ -702,6 +702,9 @@ def merge(groups: list[Settings]) -> Settings:
     for g in sorted(groups, key=lambda g: g.override):
         for name, ev in g.sources.items():
             value = g.value(name)
+            if name == "cuda_visible_devices" and out.has(name) and not g.override:
+                out.put(name, *_merge_node_devices(out.value(name), out.sources[name], value, ev))
+                continue
             if out.has(name) and out.value(name) != value and not g.override:
                 if name == "zero_stage" and {out.value(name), value} == {0, 1} and BF16_ZERO1 in out.sources[name]:
                     continue  # a script's stage 0 that its BF16_Optimizer runs as ZeRO-1; the JSON's own 0 agrees
@@ -763,6 +766,50 @@ def _merge_keys(into: dict[str, tuple[Any, str]], keys: dict[str, tuple[Any, str
     return out
 
 
+def _merge_node_devices(first: tuple[NodeDevices, ...], first_ev: str, second: tuple[NodeDevices, ...],
+                        second_ev: str) -> tuple[tuple[NodeDevices, ...], str]:
+    """Two files' launch lines together (placement's megatron.sh beside its launch.sbatch, say): one set of lines
+    where no node runs its ranks on GPUs in one order by one file's lines and in another by the other's.  A line
+    with no CUDA_VISIBLE_DEVICES states numbered order; one that reads the value at run time (`unresolved`), or no
+    line for the node, states none.  Where they differ, the contradiction names each line.  The merged lines keep
+    the stated orders where `audit.core.node_gpu_orders` looks (a node rank's last line, the first line for every
+    node), the open ones beside them."""
+    def stated(lines: tuple[NodeDevices, ...], rank: int | None) -> tuple[str, tuple[int, ...] | None] | None:
+        ranked = {n.node_rank: n for n in lines if n.node_rank is not None}
+        n = ranked.get(rank) if rank is not None else None
+        n = n or next((x for x in lines if x.node_rank is None), None)
+        return None if n is None or n.unresolved is not None else ("stated", n.devices)
+
+    ranks = {n.node_rank for n in (*first, *second)}
+    for rank in sorted(ranks, key=lambda r: -1 if r is None else r):
+        a, b = stated(first, rank), stated(second, rank)
+        if a is not None and b is not None and a != b:
+            raise _contradiction("cuda_visible_devices", first, first_ev, second, second_ev)
+    lines = tuple(dict.fromkeys((*first, *second)))
+    merged = ([n for n in lines if n.unresolved is not None and n.node_rank is not None]
+              + [n for n in lines if n.unresolved is None]
+              + [n for n in lines if n.unresolved is not None and n.node_rank is None])
+    return tuple(merged), "; ".join(e for e in dict.fromkeys((first_ev, second_ev)) if e)
+
+
+_SHOWN_NAMES = {"cuda_visible_devices": "CUDA_VISIBLE_DEVICES"}
+"""Fields named in messages as the files spell them."""
+_SHOWN_LINES = 4
+"""Launch lines an error lists before it elides the rest."""
+
+
+def _shown(value: Any, evidence: str) -> str:
+    """A value and where it was read, for an error: launch lines one by one with their own evidence."""
+    if isinstance(value, tuple) and value and all(isinstance(n, NodeDevices) for n in value):
+        lines = [f"{'every node' if n.node_rank is None else f'node rank {n.node_rank}'}: "
+                 f"{n if n.unresolved is None else f'read at run time ({n.unresolved})'} ({n.evidence})"
+                 for n in value[:_SHOWN_LINES]]
+        more = len(value) - _SHOWN_LINES
+        return "[" + "; ".join(lines) + (f"; and {more} more launch line(s)" if more > 0 else "") + "]"
+    return f"{value} ({evidence})" if evidence else str(value)
+
+
 def _contradiction(name: str, first: Any, first_ev: str, second: Any, second_ev: str) -> InputError:
-    return InputError(f"contradictory values for {name}: {first} ({first_ev}) and {second} ({second_ev}); make the "
-                      f"files agree")
+    return InputError(f"contradictory values for {_SHOWN_NAMES.get(name, name)}: {_shown(first, first_ev)} and "
+                      f"{_shown(second, second_ev)}; make the files agree, or give --launch only the files the job "
+                      f"ran with")
