@@ -725,8 +725,7 @@ def node_gpu_orders(launch: LaunchLayout, num_hosts: int, gpus_per_host: int) ->
             stated.setdefault(n.devices[:gpus_per_host] if n.devices else identity, n)
     if len(stated) <= 1 and len(set(orders)) <= 1:
         return orders, []
-    shown = "; ".join(f"{'every node' if n.node_rank is None else f'node rank {n.node_rank}'}: {n} ({n.evidence})"
-                      for n in list(stated.values())[:4])
+    shown = "; ".join(n.shown() for n in list(stated.values())[:4])
     return orders, [Finding(
         "warning", "gpu_order_differs",
         f"the launch lines run their ranks on the GPUs in {len(stated)} different orders (CUDA_VISIBLE_DEVICES): "

@@ -801,9 +801,7 @@ _SHOWN_LINES = 4
 def _shown(value: Any, evidence: str) -> str:
     """A value and where it was read, for an error: launch lines one by one with their own evidence."""
     if isinstance(value, tuple) and value and all(isinstance(n, NodeDevices) for n in value):
-        lines = [f"{'every node' if n.node_rank is None else f'node rank {n.node_rank}'}: "
-                 f"{n if n.unresolved is None else f'read at run time ({n.unresolved})'} ({n.evidence})"
-                 for n in value[:_SHOWN_LINES]]
+        lines = [n.shown() for n in value[:_SHOWN_LINES]]
         more = len(value) - _SHOWN_LINES
         return "[" + "; ".join(lines) + (f"; and {more} more launch line(s)" if more > 0 else "") + "]"
     return f"{value} ({evidence})" if evidence else str(value)

@@ -58,6 +58,12 @@ class NodeDevices(Frozen):
     def __str__(self) -> str:
         return "in numbered order (none set)" if self.devices is None else ",".join(map(str, self.devices))
 
+    def shown(self) -> str:
+        """The line for a message: which nodes, the order it states (or what its value is read from), where."""
+        nodes = "every node" if self.node_rank is None else f"node rank {self.node_rank}"
+        order = self if self.unresolved is None else f"read at run time ({self.unresolved})"
+        return f"{nodes}: {order} ({self.evidence})"
+
 
 class LaunchLayout(Frozen):
     """The layout a job's launch files state.  Fields without an entry in `sources` are defaults."""
