@@ -34,7 +34,7 @@ from pydantic import ValidationError
 from placement.audit.changes import launch_changes, neox_requirements, spell_neox_keys
 from placement.audit.launch import LaunchLayout
 from placement.audit.readers.common import FP16_MIXED
-from placement.audit.readers.reading import NodeDevices
+from placement.audit.readers.reading import NodeDevices, node_line
 from placement.cost.batch import LayoutBatch, module_mask
 from placement.cost.constants import GiB
 from placement.cost.memory import moe_norm_recompute_lost
@@ -713,11 +713,11 @@ def node_gpu_orders(launch: LaunchLayout, num_hosts: int, gpus_per_host: int) ->
                 f"{gpus_per_host} GPUs 0..{gpus_per_host - 1} of a node of this cluster in some order (each node's "
                 f"ranks run on its first {gpus_per_host} entries); give a permutation of them, or the node type the "
                 f"job ran on (--node-type)")
-    ranked = {n.node_rank: n for n in lines if n.node_rank is not None}
     anywhere = [n for n in lines if n.node_rank is None]
+    line_of = node_line(lines)
     orders = []
     for k in range(num_hosts):
-        n = ranked.get(k, anywhere[0] if anywhere else None)
+        n = line_of(k)
         orders.append(identity if n is None or n.devices is None else tuple(n.devices[:gpus_per_host]))
     stated: dict[tuple[int, ...], NodeDevices] = {}  # each order: the first line that runs it
     for n in lines:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from placement.audit.readers.reading import DeepSpeedBinding, NodeDevices, Settings
+from placement.audit.readers.reading import DeepSpeedBinding, NodeDevices, Settings, node_line
 from placement.audit.shell import SLURM_PREFIX, Command, Word, default_note, read_commands
 from placement.errors import InputError
 from placement.loaders.files import read_text
@@ -774,17 +774,10 @@ def _merge_node_devices(first: tuple[NodeDevices, ...], first_ev: str, second: t
     line for the node, states none.  Where they differ, the contradiction names each line.  The merged lines keep
     the stated orders where `audit.core.node_gpu_orders` looks (a node rank's last line, the first line for every
     node), the open ones beside them."""
-    def stating(lines: tuple[NodeDevices, ...], rank: int | None) -> NodeDevices | None:
-        """The line that runs node `rank` (None: the nodes no line names) where it states an order."""
-        ranked = {n.node_rank: n for n in lines if n.node_rank is not None}
-        n = ranked.get(rank) if rank is not None else None
-        n = n or next((x for x in lines if x.node_rank is None), None)
-        return None if n is None or n.unresolved is not None else n
-
-    ranks = {n.node_rank for n in (*first, *second)}
-    for rank in sorted(ranks, key=lambda r: -1 if r is None else r):
-        a, b = stating(first, rank), stating(second, rank)
-        if a is not None and b is not None and a.devices != b.devices:
+    first_line, second_line = node_line(first), node_line(second)
+    for rank in {n.node_rank for n in (*first, *second)}:  # the error names every line, whichever node differs
+        a, b = first_line(rank), second_line(rank)  # an order is stated by a line that does not read it at run time
+        if a is not None and b is not None and a.unresolved is None and b.unresolved is None and a.devices != b.devices:
             raise _contradiction("cuda_visible_devices", first, first_ev, second, second_ev)
     lines = tuple(dict.fromkeys((*first, *second)))
     merged = ([n for n in lines if n.unresolved is not None and n.node_rank is not None]

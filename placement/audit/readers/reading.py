@@ -9,6 +9,7 @@ returns a frozen `Reading`; `Reading.launch_layout()` validates it into the `Lau
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -63,6 +64,14 @@ class NodeDevices(Frozen):
         nodes = "every node" if self.node_rank is None else f"node rank {self.node_rank}"
         order = self if self.unresolved is None else f"read at run time ({self.unresolved})"
         return f"{nodes}: {order} ({self.evidence})"
+
+
+def node_line(lines: Sequence[NodeDevices]) -> Callable[[int | None], NodeDevices | None]:
+    """The launch line that starts each node rank's ranks: the one naming that rank (the last, where several do),
+    else the first whose node rank the files leave open (None asks for that one alone)."""
+    ranked = {n.node_rank: n for n in lines if n.node_rank is not None}
+    anywhere = next((n for n in lines if n.node_rank is None), None)
+    return lambda rank: ranked.get(rank, anywhere) if rank is not None else anywhere
 
 
 class LaunchLayout(Frozen):
