@@ -308,3 +308,58 @@ def test_a_comm_overlap_section_that_turns_the_pipeline_overlap_off_wins(tmp_pat
     lay = parse_launch([path])
     assert lay.recipe["pp_comm_overlap"] is False
     assert "overlap_p2p_comm: false" in lay.sources["recipe.pp_comm_overlap"]
+
+
+@pytest.mark.parametrize(("section", "field", "written", "truth"), [
+    ("model", "sequence_parallel", '"false"', "true"),
+    ("model", "tp_comm_overlap", '"true"', "true"),
+    ("comm_overlap", "tp_comm_overlap", "1", "true"),
+    ("ddp", "use_distributed_optimizer", '"no"', "true"),
+    ("mixed_precision", "fp8_param_gather", '""', "false"),
+])
+def test_a_boolean_field_written_as_text_or_a_number_is_refused(tmp_path: Path, section: str, field: str,
+                                                                written: str, truth: str) -> None:
+    """Megatron-Bridge merges its YAML into an untyped OmegaConf config and passes `"false"` on as a string, which
+    Megatron-Core's `if` takes as true: reading it as false, or as unset (the reader did both: bool("false") for
+    sequence_parallel, nothing for tp_comm_overlap), priced a job that does not run.  The refusal names the line,
+    the key, the value, how an `if` reads it and the fix; the same field unquoted is read."""
+    head = "model:\n  tensor_model_parallel_size: 2\n  seq_length: 4096\n"
+    body = f"{section}:\n  {field}: {written}\n"
+    path = tmp_path / "cfg.yaml"
+    path.write_text(head + body if section != "model" else head + f"  {field}: {written}\n", encoding="utf-8")
+    value = yaml.safe_load(path.read_text(encoding="utf-8"))[section][field]
+    assert not isinstance(value, bool)
+    with pytest.raises(InputError) as err:
+        parse_launch([path])
+    text = str(err.value)
+    line = path.read_text(encoding="utf-8").splitlines().index(f"  {field}: {written}") + 1
+    assert f"{path}:{line}: {field}: {written}: {section}.{field} is {value!r}" in text
+    assert f"takes as {truth}" in text and f"write {field} as true or false, unquoted" in text
+    out = CliRunner().invoke(main, ["audit", "--launch", str(path), "--model", "llama3-70b", "--cluster", "dgx-h100",
+                                    "--gpus", "64"])
+    assert out.exit_code == 2 and "Traceback" not in out.output and f"{section}.{field}" in out.output
+    # the same field as a YAML boolean is read (sequence_parallel true keeps the TP overlap fields alive)
+    unquoted = "false" if truth == "false" else "true"
+    path.write_text((head + "  sequence_parallel: true\n" if field != "sequence_parallel" else head)
+                    + (f"  {field}: {unquoted}\n" if section == "model" else body.replace(written, unquoted)),
+                    encoding="utf-8")
+    parse_launch([path])
+
+
+def test_every_boolean_key_the_bridge_reader_tests_is_checked() -> None:
+    """Each `section.field` the reader takes as a boolean (an isinstance(..., bool) or truth test in its source) is
+    in the set the check covers, so a new one cannot be read past the refusal."""
+    import re
+
+    from placement.audit.readers import megatron
+    source = Path(megatron.__file__).read_text(encoding="utf-8")
+    bridge = source[source.index("def bridge_settings"):source.index("def hydra_overrides")]
+    tested = set(re.findall(r'keys(?:\.get\(|\[)"([a-z_]+\.[a-z_0-9]+)"', bridge))
+    tested |= {f"model.{n}" for n in re.findall(r'_bridge_value\(keys, "([a-z_0-9]+)"\)', bridge)}
+    not_bool = {"model.virtual_pipeline_model_parallel_size", "model.recompute_granularity", "model.num_moe_experts",
+                "model.pipeline_model_parallel_layout", "ddp.data_parallel_sharding_strategy",
+                "dataset.packed_sequence_specs", "model.fp8", "model.fp8_recipe", "model.fp4", "model.fp4_recipe",
+                "model.recompute_modules", "model.mtp_num_layers", "model.moe_token_dispatcher_type",
+                "model.moe_flex_dispatcher_backend", "model.moe_expert_capacity_factor", "model.cuda_graph_impl",
+                "model.cuda_graph_scope", "model.cuda_graph_modules", "model.seq_length"}
+    assert tested - not_bool <= megatron.BRIDGE_BOOL_KEYS, sorted(tested - not_bool - megatron.BRIDGE_BOOL_KEYS)

@@ -1449,6 +1449,7 @@ def layout_text(layout: Any, ev: str | None) -> str:
 def bridge_settings(keys: dict[str, tuple[Any, str]], s: Settings) -> None:
     """The layout, batch, sharding and precision fields of Megatron-Bridge keys (YAML or Hydra overrides)."""
     s.bridge = True
+    _check_bridge_bools(keys)
     s.bridge_keys |= {k: yaml_text(v) for k, (v, _) in keys.items() if "." in k}
     for key, field in _BRIDGE_INT.items():
         value, ev = keys.get(key, (None, None))
@@ -1781,6 +1782,44 @@ def yaml_text(value: Any) -> str:
         return "{...}"
     return str(value)
 
+
+
+_BRIDGE_SWITCHES = ("fp8_param_gather", "fp8_param", "moe_permute_fusion", "moe_router_force_load_balancing",
+                    "enable_cuda_graph", "external_cuda_graph")
+"""Model fields besides _BRIDGE_RECIPE_BOOLS' that the reader takes as true or false (a mixed_precision or
+comm_overlap section may state them too)."""
+BRIDGE_BOOL_KEYS = frozenset({
+    "model.sequence_parallel", "model.overlap_p2p_comm", "model.cpu_offloading",
+    "ddp.use_distributed_optimizer", "optimizer.use_distributed_optimizer", "ddp.use_megatron_fsdp",
+    "dist.use_megatron_fsdp", "dist.use_torch_fsdp2", "dist.use_tp_pp_dp_mapping", "ddp.grad_reduce_in_fp32",
+    "ddp.overlap_grad_reduce", "ddp.overlap_param_gather", "ddp.align_param_gather", "comm_overlap.overlap_grad_reduce",
+    "comm_overlap.overlap_param_gather", "comm_overlap.align_param_gather", "comm_overlap.overlap_p2p_comm",
+    "mixed_precision.grad_reduce_in_fp32", "mixed_precision.bf16",
+    *(f"{section}.{name}" for section in ("model", "mixed_precision", "comm_overlap")
+      for name in (*_BRIDGE_RECIPE_BOOLS, *_BRIDGE_SWITCHES)),
+})
+"""Every Megatron-Bridge field the reader reads as a boolean."""
+
+
+def _check_bridge_bools(keys: dict[str, tuple[Any, str]]) -> None:
+    """Refuse a boolean field written as anything but true, false or null.  Megatron-Bridge merges a YAML file
+    into an untyped OmegaConf config of the recipe (training/utils/omegaconf_utils.py create_omegaconf_dict_config:
+    OmegaConf.create of a plain dict) and sets each field to what the merge holds, so `sequence_parallel: "false"`
+    reaches Megatron-Core as a non-empty string, which every `if config.sequence_parallel:` takes as true (a saved
+    config's `_target_` instantiation passes it on as written too).  Reading it as false, or as unset, would price a
+    job that does not run (a field read is never substituted)."""
+    bad = [(key, value, ev) for key, (value, ev) in keys.items()
+           if key in BRIDGE_BOOL_KEYS and value is not None and not isinstance(value, bool)]
+    if not bad:
+        return
+
+    def one(key: str, value: Any, ev: str) -> str:
+        kind = "a string" if isinstance(value, str) else f"a {type(value).__name__}"
+        return f"{ev}: {key} is {value!r}, {kind}, which an `if` test takes as {yaml_text(bool(value))}"
+
+    raise InputError("; ".join(one(*b) for b in bad) + ". Megatron-Bridge passes each value on as written, not as a "
+                     "boolean (it merges the YAML into an untyped OmegaConf config); write "
+                     f"{', '.join(b[0].rpartition('.')[2] for b in bad)} as true or false, unquoted")
 
 def _torch_dtype(value: Any) -> str | None:
     """bf16 / fp16 / fp32 of a dtype as a Megatron-Bridge YAML writes it: a string, or {_target_: torch.bfloat16}."""
