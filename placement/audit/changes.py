@@ -174,7 +174,9 @@ def _token(framework: str, key: str) -> str:
 BRIDGE_FIELDS = {"--num-virtual-stages-per-pipeline-rank": "virtual_pipeline_model_parallel_size",
                  "--accumulate-allreduce-grads-in-fp32": "grad_reduce_in_fp32",
                  "--cuda-graph-modules": "cuda_graph_scope", "--fp8-param-gather": "fp8_param_gather",
-                 "--recompute-activations": "recompute_granularity"}
+                 "--recompute-activations": "recompute_granularity",
+                 "--decoder-first-pipeline-num-layers": "num_layers_in_first_pipeline_stage",
+                 "--decoder-last-pipeline-num-layers": "num_layers_in_last_pipeline_stage"}
 """Megatron-LM flags whose Megatron-Bridge field has another name; every other flag's field is its name with `_`
 for `-` (Megatron-Bridge's ConfigContainer sections hold megatron-core's TransformerConfig, DDP and optimizer
 fields, which Megatron-LM's arguments fill by name: megatron/training/arguments.py
@@ -431,6 +433,9 @@ def launch_changes(framework: str, now: EmitContext, best: EmitContext, files_te
             if c["from"] is not None and c["argument"] not in (stated or {}):
                 c["note"] = NOT_IN_FILES
     if framework == "megatron" and bridge is not None:
+        split_keys = {flag: f"model.{BRIDGE_FIELDS[flag]}" for flag in STATED_SPLIT_FLAGS} | {
+            "--pipeline-model-parallel-layout": "model.pipeline_model_parallel_layout"}
+        _megatron_stated_split(changes, {flag: bridge[key] for flag, key in split_keys.items() if key in bridge})
         if files_text is not None:
             _megatron_virtual_flags(changes, b, files_text)
         changes = bridge_changes(changes, bridge)
@@ -465,6 +470,9 @@ def launch_changes(framework: str, now: EmitContext, best: EmitContext, files_te
             changes = [c for c in changes if not (c["from"] is None and c["to"] == "true"
                                                   and megatron_flag_in(c["argument"], live))]
         if framework == "megatron":
+            split_flags = (*STATED_SPLIT_FLAGS, "--pipeline-model-parallel-layout")
+            _megatron_stated_split(changes, {f: m.group(1) for f in split_flags
+                                             if (m := re.search(rf"{f}(?:=|[ \t]+)([^\s\\#]+)", live))})
             _megatron_virtual_flags(changes, b, files_text)
             _megatron_dropped_switches(changes, best, live)
             _megatron_fsdp_only(changes, b, live)
@@ -581,6 +589,36 @@ def _megatron_virtual_flags(changes: list[dict], best: dict[str, str], files_tex
             changes.append({"argument": flag, "from": stated.group(1).strip(), "to": None,
                             "note": "Megatron-LM takes one of " + ", ".join(VIRTUAL_PIPELINE_FLAGS) + " (arguments.py "
                                     "validate_args): the files' own must go for the one this plan writes"})
+
+
+STATED_SPLIT_FLAGS = ("--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers")
+"""Megatron-LM's uneven-split flags: the audit prices them as the pipeline layout Megatron-Core builds
+(audit.core._megatron_launched_split), which the launched side's arguments then spell as a layout."""
+
+
+def _megatron_stated_split(changes: list[dict], stated: dict[str, str]) -> None:
+    """Where the launch files state their split with STATED_SPLIT_FLAGS (`stated`: flag -> value as written) and no
+    layout, the launched side's --pipeline-model-parallel-layout is placement's spelling of that split: the change
+    is to those flags, which go (a best plan that writes its own split names it), not to a layout the files never
+    pass (a user trial: `- --pipeline-model-parallel-layout Et*6|...` for a script of --decoder-first/last flags)."""
+    flags = {f: v for f, v in stated.items() if f in STATED_SPLIT_FLAGS}
+    if not flags or "--pipeline-model-parallel-layout" in stated:
+        return
+    for c in [c for c in changes if c["argument"] == "--pipeline-model-parallel-layout" and c["from"] is not None]:
+        if c["to"] is None:
+            changes.remove(c)
+        else:
+            c["from"] = None
+            c.pop("note", None)
+    for flag, value in flags.items():
+        c = next((c for c in changes if c["argument"] == flag), None)
+        if c is None:
+            changes.append({"argument": flag, "from": value, "to": None})
+        elif c["to"] == value:
+            changes.remove(c)
+        else:
+            c["from"] = value
+            c.pop("note", None)
 
 
 DROPPED_SWITCHES = {

@@ -429,7 +429,8 @@ def recipe_space(space: SearchConfig, framework: str, model: ModelSpec, topo: To
         best_sources["cuda_graphs"] = TORCHTITAN_GRAPHS if graphs3 else TORCHTITAN_NO_GRAPHS
     best_sources["recompute_modules"] = "searched"
     update: dict = {"recompute_modules": ()}
-    if sources.get("pipeline_layout", "").startswith(TORCHTITAN_SPLIT):  # the launched split, not a choice to keep
+    # a launched split derived from the framework's own rule is not a choice to keep: the best plan searches its own
+    if sources.get("pipeline_layout", "").startswith((TORCHTITAN_SPLIT, MEGATRON_SPLIT)):
         update["pipeline_layout"], best_sources["pipeline_layout"] = None, "default"
     if framework == "megatron" and recipe.pipeline_p2p_blocking:
         # a Megatron-DeepSpeed job (DeepSpeed's engine under Megatron's layers): the best plan is written as
@@ -1007,6 +1008,36 @@ def _torchtitan_launched_split(launch: LaunchLayout, model: ModelSpec, layout: L
                                  f"{'/'.join(map(str, split))} per stage")
 
 
+MEGATRON_SPLIT = "Megatron-Core's split of"
+"""How the source of a Megatron launch's uneven split, priced as a pipeline layout, begins
+(`_megatron_launched_split`): the best plan searches its own split."""
+
+
+def _megatron_launched_split(launch: LaunchLayout, model: ModelSpec, layout: Layout) -> tuple[str, str] | None:
+    """(pipeline layout, source) of the split Megatron-Core builds from --decoder-first/last-pipeline-num-layers (a
+    Bridge config's num_layers_in_first/last_pipeline_stage): the stated ranks their counts, the others the layers
+    left over in equal shares, each rank's count dealt evenly over its model chunks (UNEVEN_SPLIT_CHECK; the audit
+    refuses first what it asserts).  A user trial: 6 / 6 on pp 4 of 32 layers was priced 8/8/8/8 with an info line,
+    though the busiest rank runs 10, and a lone --decoder-first-pipeline-num-layers 15 on pp 2 was priced 16/16 with
+    no word."""
+    first, last = launch.first_stage_layers, launch.last_stage_layers
+    left = layout.pp - (first is not None) - (last is not None)
+    middle = (model.num_layers - (first or 0) - (last or 0)) // left if left > 0 else 0
+    per_rank = [middle] * layout.pp
+    if first is not None:
+        per_rank[0] = first
+    if last is not None:
+        per_rank[-1] = last
+    split = [per_rank[r] // layout.vpp for k in range(layout.vpp) for r in range(layout.pp)]
+    text = "|".join(("E" if s == 0 else "") + (f"t*{n}" if n > 1 else "t" * n) + ("L" if s == len(split) - 1 else "")
+                    for s, n in enumerate(split))
+    flags = "; ".join(dict.fromkeys(launch.sources[f] for f in ("first_stage_layers", "last_stage_layers")
+                                    if f in launch.sources))
+    return text, (f"{MEGATRON_SPLIT} {model.num_layers} layers over {layout.pp} pipeline ranks "
+                                 f"({flags}; {UNEVEN_SPLIT_CHECK}): {'/'.join(map(str, per_rank))} per rank"
+                                 + (f", {layout.vpp} chunks each" if layout.vpp > 1 else ""))
+
+
 def launch_recipe(launch: LaunchLayout, model: ModelSpec, layout: Layout,
                   overrides: tuple[Recipe, dict[str, str]] | None = None,
                   several_hosts: bool = False, precision: str | None = None) -> tuple[Recipe, dict[str, str]]:
@@ -1052,6 +1083,10 @@ def launch_recipe(launch: LaunchLayout, model: ModelSpec, layout: Layout,
         split = _torchtitan_launched_split(launch, model, layout)
         if split is not None:
             values["pipeline_layout"], sources["pipeline_layout"] = split
+    if (launch.framework == "megatron" and layout.pp > 1 and "pipeline_layout" not in values
+            and not is_megatron_deepspeed(launch)
+            and (launch.first_stage_layers is not None or launch.last_stage_layers is not None)):
+        values["pipeline_layout"], sources["pipeline_layout"] = _megatron_launched_split(launch, model, layout)
     if layout.recompute is not Recompute.SELECTIVE and values.get("recompute_modules"):
         values.pop("recompute_modules")  # Megatron reads the list only under selective granularity
         sources.pop("recompute_modules")
