@@ -221,3 +221,57 @@ def test_megatron_deepspeeds_attention_remedy_is_its_own_flag(tmp_path, framewor
     (f,) = [f for f in data["findings"] if f["kind"] == "unfused_attention"]
     assert "--use-flash-attn-v2" in f["message"] and "GPT-NeoX" not in f["message"]
 
+
+
+MEGATRON_8B = (f"torchrun --nproc_per_node 8 pretrain_gpt.py --tensor-model-parallel-size 2 --sequence-parallel "
+               f"{LLAMA_8B} --micro-batch-size 1 --global-batch-size 64 --bf16 --use-distributed-optimizer ")
+
+
+@pytest.mark.parametrize(("extra", "says", "fix", "fixed"), [
+    ("--fp8-format hybrid --first-last-layers-bf16", "Delayed scaling does not support first / last layer in BF16",
+     "give --fp8-recipe tensorwise", "--fp8-format hybrid --fp8-recipe tensorwise --first-last-layers-bf16"),
+    ("--fp8-format hybrid --fp8-recipe delayed --first-last-layers-bf16", "Delayed scaling does not support",
+     "give --fp8-recipe tensorwise", "--fp8-format hybrid --fp8-recipe blockwise --first-last-layers-bf16"),
+    ("--optimizer-cpu-offload", "must be used in conjunction with `--use-precision-aware-optimizer`",
+     "add --use-precision-aware-optimizer", "--optimizer-cpu-offload --use-precision-aware-optimizer"),
+    ("--delay-wgrad-compute", "overlap_moe_expert_parallel_comm must be enabled when enabling delay_wgrad_compute",
+     "add --overlap-moe-expert-parallel-comm", None),
+    ("--delay-wgrad-compute --overlap-moe-expert-parallel-comm --transformer-impl local",
+     "Delaying wgrad compute is only supported with transformer_engine", "--transformer-impl transformer_engine",
+     None),
+])
+def test_megatron_core_refuses_these_flag_pairs_at_start(tmp_path, extra: str, says: str, fix: str,
+                                                          fixed: str | None) -> None:
+    """Megatron-Core asserts each (transformer_config.py, arguments.py validate_args): the job has no step to price.
+    A user trial: each was priced, exit 1, as if it ran."""
+    script = tmp_path / "train.sh"
+    script.write_text(MEGATRON_8B + extra + "\n")
+    err = _refused(script)
+    assert says in err and fix in err and "train.sh:1" in err and "does not start" in err
+    if fixed is not None:  # the fixed pair starts, and the part the step does not model is said
+        script.write_text(MEGATRON_8B + fixed + "\n")
+        ok = CliRunner().invoke(main, ["audit", "--launch", str(script), "--model", "llama3-8b", "--cluster",
+                                       "dgx-h100", "--gpus", "8"])
+        assert ok.exit_code in (0, 1), ok.output
+        noted = "--optimizer-cpu-offload" if "offload" in fixed else "--first-last-layers-bf16"
+        assert f"  - {noted}: " in ok.output.split("seen but not modelled")[1]
+
+
+def test_the_local_transformer_impl_runs_the_unfused_attention_core(tmp_path) -> None:
+    """`--transformer-impl local` builds Megatron-Core's local spec, whose DotProductAttention keeps the scores in
+    HBM whatever --attention-backend says; a user trial saw it priced as Transformer Engine's fused attention."""
+    script = tmp_path / "train.sh"
+
+    def audit(extra: str) -> dict:
+        script.write_text(MEGATRON_8B + extra + "\n")
+        out = CliRunner().invoke(main, ["audit", "--launch", str(script), "--model", "llama3-8b", "--cluster",
+                                        "dgx-h100", "--gpus", "8", "--json"])
+        assert out.exit_code in (0, 1), out.output
+        return json.loads(out.output)["estimate"]
+
+    local, te = audit("--transformer-impl local --attention-backend flash"), audit("--transformer-impl "
+                                                                                     "transformer_engine")
+    unfused = audit("--attention-backend unfused")
+    assert local["recipe"]["attention_kernel"] == "unfused" and te["recipe"]["attention_kernel"] == "flash"
+    assert "LocalSpecProvider.core_attention" in local["recipe_sources"]["attention_kernel"]
+    assert local["step_time_s"] == unfused["step_time_s"] > te["step_time_s"]

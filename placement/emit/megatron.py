@@ -152,7 +152,9 @@ def recipe_arguments(ctx: EmitContext) -> tuple[list[str], list[str]]:
         if r.delay_wgrad:
             args.append("--delay-wgrad-compute")
             if not r.ep_comm_overlap:
-                warnings.append("Megatron runs --delay-wgrad-compute only with --overlap-moe-expert-parallel-comm")
+                warnings.append(refusal("Megatron-Core refuses --delay-wgrad-compute without "
+                                        "--overlap-moe-expert-parallel-comm (transformer_config.py, since ae1c88296f "
+                                        "of 2025-08-01); add the overlap or drop it"))
         if r.dispatch_fp8:
             warnings.append("FP8 dispatch has no Megatron-Core argument of its own: the flex dispatcher sends FP8 "
                             "when the FP8 recipe quantises before dispatch; check your version does")

@@ -123,6 +123,10 @@ _MG_IGNORED = {
                                "(not priced: the memory estimate keeps it whole on each, an over-count)",
     "--pp-partition-method": "DeepSpeed's PipelineModule partitions the layers by this method (priced with "
                              "placement's split: middle stages ceil(L / pp), the first and last the rest)",
+    "--no-fp8-wgrad": "weight-gradient GEMMs in 16 bits under FP8 (TransformerConfig.fp8_wgrad False), about a third "
+                      "of the GEMM FLOPs: priced as FP8 GEMMs, so the estimate is fast",
+    "--optimizer-cpu-offload": "optimizer state and step on the CPU (--optimizer-offload-fraction of it, default 1.0): "
+                               "priced on the GPU, its state in GPU memory and its step at HBM speed",
 }
 _MG_RECIPE_FLAGS = {
     # bare Megatron flag -> the Recipe field it turns on
@@ -509,6 +513,28 @@ NEAR_MISS_CUTOFF = 0.9
 """difflib similarity above which an unknown flag is taken for a typo of one the audit reads."""
 
 
+LOCAL_SPEC_ATTENTION = ("Megatron-Core's local spec computes attention with its DotProductAttention, which keeps "
+                        "the scores in HBM, whatever --attention-backend says (megatron/core/models/backends.py "
+                        "LocalSpecProvider.core_attention; gpt_builders.py builds the local spec for any "
+                        "--transformer-impl but transformer_engine)")
+
+
+def _local_spec(given: dict[str, Arg], s: Settings) -> None:
+    """What `--transformer-impl local` runs that the flags do not name: the unfused attention core (a user trial: priced
+    as Transformer Engine's fused attention, 7.3 s where the unfused core takes 16.5 s and does not fit); and FP8's
+    first and last layers in BF16, which the step does not model."""
+    impl = given.get("--transformer-impl")
+    if impl is not None and impl.values and impl.values[0].text == "local":
+        s.put("recipe.attention_kernel", "unfused", f"{impl.evidence} ({LOCAL_SPEC_ATTENTION})")
+    ends = given.get("--first-last-layers-bf16")
+    if ends is not None and s.value("precision") == "fp8":
+        counts = [given.get(f) for f in ("--num-layers-at-start-in-bf16", "--num-layers-at-end-in-bf16")]
+        start, end = (c.values[0].text if c is not None and c.values else "1" for c in counts)
+        s.ignored.append(f"--first-last-layers-bf16: the first {start} and last {end} transformer layer(s) run BF16 "
+                         f"GEMMs (TransformerConfig.num_layers_at_start/end_in_bf16, default 1 each), priced as FP8 "
+                         f"({ends.word.site.path}:{ends.word.site.line})")
+
+
 def _refuse_validate_args(given: dict[str, Arg]) -> None:
     """An InputError for argument pairs Megatron-LM's validate_args asserts against (megatron/training/arguments.py,
     each since the commit named): such a job does not start, so it has no step time to audit."""
@@ -526,6 +552,30 @@ def _refuse_validate_args(given: dict[str, Arg]) -> None:
         refuse(given["--tp-comm-overlap"], "--tp-comm-overlap without --sequence-parallel",
                "the flag came in, 116ffddc58 of 2023-10-23", "Tensor parallel communication/GEMM overlap can happen "
                "only when sequence parallelism is enabled", "add --sequence-parallel or drop the overlap")
+    delay, impl = given.get("--delay-wgrad-compute"), given.get("--transformer-impl")
+    if delay is not None and "--overlap-moe-expert-parallel-comm" not in given:
+        raise start_refusal(delay.evidence, "--delay-wgrad-compute without --overlap-moe-expert-parallel-comm",
+                            "Megatron-Core refuses it (transformer_config.py, since ae1c88296f of 2025-08-01: "
+                            "'overlap_moe_expert_parallel_comm must be enabled when enabling delay_wgrad_compute')",
+                            "add --overlap-moe-expert-parallel-comm or drop --delay-wgrad-compute")
+    if delay is not None and impl is not None and impl.values and impl.values[0].text != "transformer_engine":
+        refuse(delay, f"--delay-wgrad-compute with --transformer-impl {impl.values[0].text}",
+               "ae1c88296f of 2025-08-01", "Delaying wgrad compute is only supported with transformer_engine "
+               "implementation", "drop --delay-wgrad-compute or use --transformer-impl transformer_engine")
+    offload = given.get("--optimizer-cpu-offload")
+    if offload is not None and "--use-precision-aware-optimizer" not in given:
+        refuse(offload, "--optimizer-cpu-offload without --use-precision-aware-optimizer", "the flag came in, "
+               "60007c93d3 of 2025-02-14", "The optimizer cpu offload must be used in conjunction with "
+               "`--use-precision-aware-optimizer`", "add --use-precision-aware-optimizer or drop the offload")
+    ends, fp8 = given.get("--first-last-layers-bf16"), given.get("--fp8-format")
+    recipe = given.get("--fp8-recipe")
+    if ends is not None and fp8 is not None and (recipe is None or (recipe.values
+                                                                    and recipe.values[0].text == "delayed")):
+        why = "--fp8-recipe delayed" if recipe is not None else "no --fp8-recipe: Megatron's default, delayed"
+        raise start_refusal(ends.evidence, f"--first-last-layers-bf16 under delayed FP8 scaling ({why})",
+                            "Megatron-Core refuses it (transformer_config.py __post_init__, since 3db741160b of "
+                            "2025-03-22: 'Delayed scaling does not support first / last layer in BF16.')",
+                            "give --fp8-recipe tensorwise (or mxfp8, blockwise), or drop --first-last-layers-bf16")
     gather = given.get("--overlap-param-gather")
     if gather is not None:
         optimizer = given.get("--optimizer")
@@ -763,6 +813,7 @@ def read_args(words: list[Word], s: Settings, typos: bool = True) -> None:
             s.put("recipe.pipeline_layout", one_value(a).text, a.evidence)
     _fork_pipeline_blocks(given, s)
     _batch_schedule(given, s)
+    _local_spec(given, s)
     _megatron_recipe_finish(s, recipe_state)
     _rope_scaling(rope_scaling, s)
     deepspeed_flag = next((a for a in args if a.flag == "--deepspeed"), None)
