@@ -275,3 +275,29 @@ def test_the_local_transformer_impl_runs_the_unfused_attention_core(tmp_path) ->
     assert local["recipe"]["attention_kernel"] == "unfused" and te["recipe"]["attention_kernel"] == "flash"
     assert "LocalSpecProvider.core_attention" in local["recipe_sources"]["attention_kernel"]
     assert local["step_time_s"] == unfused["step_time_s"] > te["step_time_s"]
+
+
+@pytest.mark.parametrize(("cluster", "env", "extra", "outcome"), [
+    ("dgx-h100", "export CUDA_DEVICE_MAX_CONNECTIONS=32\n", "", "refused"),
+    ("dgx-h100", "export CUDA_DEVICE_MAX_CONNECTIONS=1\n", "", "runs"),
+    ("dgx-h100", "", "", "unset"),
+    ("dgx-b200", "export CUDA_DEVICE_MAX_CONNECTIONS=32\n", "", "runs"),  # Blackwell: no requirement
+    ("dgx-h100", "export CUDA_DEVICE_MAX_CONNECTIONS=1\n", "--use-megatron-fsdp --data-parallel-sharding-strategy "
+                                                         "optim_grads_params --no-gradient-accumulation-fusion "
+                                                         "--ckpt-format fsdp_dtensor", "refused"),
+])
+def test_megatron_checks_cuda_device_max_connections_at_start(tmp_path, cluster: str, env: str, extra: str,
+                                                              outcome: str) -> None:
+    """Megatron-LM asserts CUDA_DEVICE_MAX_CONNECTIONS=1 with TP > 1 on Hopper and older and != 1 under
+    Megatron-FSDP (arguments.py validate_args); a user trial's megatron.sh exporting 32 was priced as if it ran."""
+    script = tmp_path / "train.sh"
+    script.write_text(env + MEGATRON_8B.replace("--use-distributed-optimizer ", "") + extra + "\n")
+    out = CliRunner().invoke(main, ["audit", "--launch", str(script), "--model", "llama3-8b", "--cluster", cluster,
+                                    "--gpus", "8"])
+    if outcome == "refused":
+        assert out.exit_code == 2 and "Traceback" not in out.output, out.output
+        assert "CUDA_DEVICE_MAX_CONNECTIONS" in out.stderr and "does not start" in out.stderr
+        assert "train.sh:1" in out.stderr
+        return
+    assert out.exit_code in (0, 1), out.output
+    assert ("device_connections_unset" in out.output) is (outcome == "unset")

@@ -33,7 +33,7 @@ from pydantic import ValidationError
 
 from placement.audit.changes import launch_changes, neox_requirements, spell_neox_keys
 from placement.audit.launch import LaunchLayout
-from placement.audit.readers.common import FP16_MIXED
+from placement.audit.readers.common import FP16_MIXED, start_refusal
 from placement.audit.readers.reading import NodeDevices, node_line
 from placement.cost.batch import LayoutBatch, module_mask
 from placement.cost.constants import GiB
@@ -524,6 +524,47 @@ def _check_batch_identity(launch: LaunchLayout, num_gpus: int, dp: int, per_repl
                      f"({num_gpus} GPUs / (tp {launch.tp} x cp {launch.cp} x pp {launch.pp})) = {mbs * gas * dp}: "
                      f"the framework refuses such a job (DeepSpeed runtime/config.py _batch_assertion){other}; fix "
                      f"the files' numbers, or {fix(need * per_replica if not rem else 0)}")
+
+
+CONNECTIONS_CHECK = "megatron/training/arguments.py validate_args (d98e8a64, 2026-08)"
+
+
+def _check_megatron_connections(launch: LaunchLayout, layout: Layout, topo: Topology) -> Finding | None:
+    """CUDA_DEVICE_MAX_CONNECTIONS as Megatron-LM checks it at start (CONNECTIONS_CHECK): Megatron-FSDP and torch
+    FSDP2 assert it is not 1 ('FSDP requires CUDA_DEVICE_MAX_CONNECTIONS > 1 or unset'); with TP or CP > 1 on Hopper
+    and older (compute capability below 10), and neither FSDP nor the EP all-to-all overlap (which only warn), it
+    asserts 1 ('Using tensor model parallelism or context parallelism require setting the environment variable
+    CUDA_DEVICE_MAX_CONNECTIONS to 1').  A value the files set against it is a job that does not start; none set
+    where 1 is asserted is an info finding (the job's environment may set it: a container, a module file).  A user
+    trial: a plan's megatron.sh exporting 32 instead of 1 was priced as if it ran."""
+    if launch.framework != "megatron" or launch.bridge_keys or is_megatron_deepspeed(launch) or launch.dialect:
+        return None
+    value, where = launch.device_max_connections, launch.sources.get("device_max_connections", "")
+    zero = launch.sources.get("zero_stage", "")
+    fsdp = next((f for f in ("--use-megatron-fsdp", "--use-torch-fsdp2") if f in zero), None)
+    if fsdp is not None:
+        if value == "1":
+            raise start_refusal(where, f"CUDA_DEVICE_MAX_CONNECTIONS=1 under {fsdp} ({zero})",
+                                f"Megatron-LM refuses it ({CONNECTIONS_CHECK}: 'FSDP requires "
+                                f"CUDA_DEVICE_MAX_CONNECTIONS > 1 or unset')", "unset it or set it above 1")
+        return None
+    if (layout.tp == 1 and layout.cp == 1) or topo.accelerator.mxfp8 or launch.recipe.get("ep_comm_overlap"):
+        return None  # no check: Blackwell and later have no such requirement; the EP overlap only warns
+    degrees = f"tp {layout.tp}" + (f", cp {layout.cp}" if layout.cp > 1 else "")
+    if value is None:
+        return Finding("info", "device_connections_unset",
+                       f"the launch files do not set CUDA_DEVICE_MAX_CONNECTIONS; with {degrees} on "
+                       f"{topo.accelerator.name} Megatron-LM asserts it is 1 ({CONNECTIONS_CHECK}: 'Using tensor model "
+                       f"parallelism or context parallelism require setting the environment variable "
+                       f"CUDA_DEVICE_MAX_CONNECTIONS to 1'), so the job starts only where its environment sets it; "
+                       f"export CUDA_DEVICE_MAX_CONNECTIONS=1 in the launch file", [], 0.0)
+    if value != "1":
+        raise start_refusal(where, f"CUDA_DEVICE_MAX_CONNECTIONS={value} with {degrees} on {topo.accelerator.name} "
+                                   f"(compute capability below 10)",
+                            f"Megatron-LM refuses it ({CONNECTIONS_CHECK}: 'Using tensor model parallelism or context "
+                            f"parallelism require setting the environment variable CUDA_DEVICE_MAX_CONNECTIONS to 1')",
+                            "set CUDA_DEVICE_MAX_CONNECTIONS=1")
+    return None
 
 
 def _check_megatron_even_split(launch: LaunchLayout, model: ModelSpec, src) -> None:
@@ -2049,7 +2090,8 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
         text = text.replace(", or --mbs 1", f", or micro-batch 1 ({mbs})" if mbs else ", or micro-batch 1")
         text = _degrees_as_stated(text, launch)
         raise InputError(f"the launch files' layout does not fit the job{of}: {text}") from None
-    notes = []
+    connections = _check_megatron_connections(launch, layout, topo)
+    notes = [connections] if connections is not None else []
     if not hosts and launch.hosts and not set(launch.hosts) <= set(topo.host_names):
         # a hostfile's real names on a catalog cluster: node ranks fill the cluster in its own order
         notes.append(Finding(

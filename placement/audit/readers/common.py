@@ -518,6 +518,9 @@ def launcher_settings(launch: Launch, s: Settings) -> None:
     """The world size and GPUs per node torchrun's flags fix; the deepspeed launcher's node and GPU counts; the
     environment the launch runs with (CUDA_LAUNCH_BLOCKING)."""
     nccl_settings(launch, s)
+    connections = launch.command.env("CUDA_DEVICE_MAX_CONNECTIONS")
+    if connections is not None and not connections.unresolved:
+        s.put("device_max_connections", connections.text.strip(), connections.evidence)
     blocking = launch.command.env("CUDA_LAUNCH_BLOCKING")
     if blocking is not None:
         if blocking.unresolved:
