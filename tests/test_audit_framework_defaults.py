@@ -667,3 +667,25 @@ def test_deepspeed_ulysses_shards_zero_over_sequence_and_data(tmp_path, where) -
                  "llama3-8b", "--cluster", "dgx-h100", "--gpus", "8", "--seq-len", "2048")
     assert data["layout"]["cp"] == 2
     assert not any("only as your model code's ring attention" in f["message"] for f in data["findings"])
+
+
+def test_torchtitan_030_with_cuda_graphs_and_a_pipeline_does_not_start(tmp_path) -> None:
+    """0.3.0's _validate_cuda_graphs raises 'CUDA graphs do not support pipeline parallelism yet' unless
+    --training.disable_cuda_graphs; a user trial's file without it was priced, exit 0, with a line saying it stops."""
+    from click.testing import CliRunner
+
+    from placement.cli import main
+
+    line = ("torchrun --nnodes 2 --nproc-per-node 8 -m torchtitan.train --module llama3 --config llama3_8b "
+            "--parallelism.data_parallel_shard_degree 8 --parallelism.tensor_parallel_degree 1 "
+            "--parallelism.pipeline_parallel_degree 2 --training.local_batch_size 1 --training.seq_len 8192 "
+            "activation-checkpoint:full{extra}\n")
+    path = tmp_path / "pp.sh"
+    common = ["audit", "--launch", str(path), "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "16"]
+    path.write_text(line.format(extra=""))
+    out = CliRunner().invoke(main, common)
+    assert out.exit_code == 2 and "Traceback" not in out.output, out.output
+    assert "CUDA graphs do not support pipeline parallelism yet" in out.stderr and "does not start" in out.stderr
+    assert "training.disable_cuda_graphs = False" in out.stderr and "pp.sh:1" in out.stderr
+    path.write_text(line.format(extra=" --training.disable_cuda_graphs"))
+    assert CliRunner().invoke(main, common).exit_code in (0, 1)

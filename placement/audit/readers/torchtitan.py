@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from placement.audit.readers.common import nearest_key, read_int, typo_error, typo_of, word_check
+from placement.audit.readers.common import nearest_key, read_int, start_refusal, typo_error, typo_of, word_check
 from placement.audit.readers.reading import Reading, Settings, UnknownKey
 from placement.audit.readers.torchtitan_configs import CONFIGS, DEFAULTS
 from placement.audit.readers.torchtitan_keys import HISTORY, KEYS, SPANS, VERSIONS
@@ -573,12 +573,16 @@ def _cuda_graphs(get, s: Settings, version3: bool) -> None:
         return
     where = ev or (f"torchtitan 0.3.0 default training.disable_cuda_graphs = False "
                    f"({DEFAULTS['training.disable_cuda_graphs'][1]})")
-    if s.value("pp", 1) > 1 or s.value("ep", 1) > 1:
-        s.ignored.append(f"CUDA graphs: torchtitan 0.3.0 refuses them with pipeline parallelism, and with expert "
-                         f"parallelism unless its dispatcher is MinimalAsyncEP or HybridEP with a "
-                         f"non_blocking_capacity_factor, and stops at start (trainer.py:179-210 "
-                         f"_validate_cuda_graphs) unless --training.disable_cuda_graphs ({where}); priced without "
-                         f"graphs")
+    if s.value("pp", 1) > 1:  # a user trial: an ignored line, exit 0, for a job that raises at start
+        raise start_refusal(where, f"CUDA graphs with pipeline parallelism {s.value('pp')} ({s.sources['pp']})",
+                            "torchtitan 0.3.0 refuses it (trainer.py _validate_cuda_graphs: 'CUDA graphs do not "
+                            "support pipeline parallelism yet. Set --training.disable_cuda_graphs.')",
+                            "set training.disable_cuda_graphs = true (--training.disable_cuda_graphs)")
+    if s.value("ep", 1) > 1:  # the model code's dispatcher decides, which the files do not show
+        s.ignored.append(f"CUDA graphs: torchtitan 0.3.0 refuses them with expert parallelism unless its dispatcher "
+                         f"is MinimalAsyncEP or HybridEP with a non_blocking_capacity_factor, and stops at start "
+                         f"(trainer.py:179-210 _validate_cuda_graphs) unless --training.disable_cuda_graphs "
+                         f"({where}); priced without graphs")
         return
     s.put("recipe.cuda_graphs", "full", f"{where}: the forward and backward of each micro-batch run as one CUDA "
                                         f"graph (trainer.py:613-614 wrap_with_cuda_graph)")
