@@ -301,3 +301,40 @@ def test_megatron_checks_cuda_device_max_connections_at_start(tmp_path, cluster:
         return
     assert out.exit_code in (0, 1), out.output
     assert ("device_connections_unset" in out.output) is (outcome == "unset")
+
+
+def test_a_deepspeed_script_of_ones_own_without_its_json_is_refused(tmp_path) -> None:
+    """DeepSpeed running the user's own train.py keeps the whole layout (ZeRO stage, batch, precision) in the JSON
+    --deepspeed_config names; without that file nothing of the layout is read.  A user trial: placement's own
+    deepspeed.sh alone was priced as a ZeRO-0 job of defaults (161 GiB, does not fit), and its launch.sbatch with
+    --script-args deepspeed was told 'the Megatron launch states none of --num-layers'."""
+    script = tmp_path / "run.sh"
+    script.write_text("deepspeed --num_gpus 8 train.py --deepspeed --deepspeed_config ds_config.json\n")
+    err = _refused(script)
+    assert "ds_config.json" in err and "add that JSON with --launch" in err and "run.sh:1" in err
+    assert "Megatron" not in err
+    (tmp_path / "ds_config.json").write_text(json.dumps({"train_micro_batch_size_per_gpu": 1,
+                                                          "gradient_accumulation_steps": 4, "bf16": {"enabled": True},
+                                                          "zero_optimization": {"stage": 3}}))
+    out = CliRunner().invoke(main, ["audit", "--launch", str(script), "--launch", str(tmp_path / "ds_config.json"),
+                                    "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "8", "--json"])
+    assert out.exit_code in (0, 1), out.output
+    assert json.loads(out.output)["estimate"]["layout"]["zero_stage"] == 3
+
+
+def test_placements_own_sbatch_run_as_deepspeed_needs_its_json(tmp_path) -> None:
+    plan = CliRunner().invoke(main, ["plan", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "16",
+                                     "--emit", "deepspeed", "--out", str(tmp_path)])
+    assert plan.exit_code == 0, plan.output
+    common = ["--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "16", "--script-args", "deepspeed"]
+    alone = CliRunner().invoke(main, ["audit", "--launch", str(tmp_path / "launch.sbatch"), *common])
+    assert alone.exit_code == 2 and "add that JSON with --launch" in alone.stderr, alone.output
+    assert "states none of --num-layers" not in alone.stderr
+    files = [a for f in ("launch.sbatch", "ds_config.json", "ds_topology.py", "hostfile")
+             for a in ("--launch", str(tmp_path / f))]
+    whole = CliRunner().invoke(main, ["audit", *files, *common, "--json"])
+    assert whole.exit_code in (0, 1), whole.output
+    header = next(line for line in (tmp_path / "launch.sbatch").read_text().splitlines()
+                  if line.startswith("# deepspeed: "))
+    priced = json.loads(whole.output)["estimate"]["step_time_s"]
+    assert f"{priced:.3f} s/step" in header

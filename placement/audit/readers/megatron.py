@@ -900,6 +900,8 @@ def read_args(words: list[Word], s: Settings, typos: bool = True) -> None:
                                                for a in args)):
         s.take("num_query_groups")  # Megatron reads --num-query-groups only under --group-query-attention
     s.megatron_lm = True
+    if any(a.flag == "--deepspeed" for a in args) and not MEGATRON_MODEL_FLAGS & set(given):
+        s.megatron_lm = False  # a training script of the user's own that DeepSpeed runs: its JSON holds the layout
 
 
 UNKNOWN_FLAG_NEAR = 0.8
@@ -1979,6 +1981,14 @@ def join(groups: list[Settings]) -> Reading:
     finish(s)
     _megatron_lm_defaults(s)
     model_defaults(s)
+    if not s.megatron_lm and s.deepspeed_config is not None and not s.json_paths and not s.hf_trainer:
+        # a user trial: placement's own launch.sbatch audited alone with --script-args deepspeed was told "the
+        # Megatron launch states none of --num-layers ...", and without that a ZeRO-0 job of defaults was priced
+        name, ev = s.deepspeed_config
+        s.refusal = s.refusal or (
+            f"{ev}: DeepSpeed runs a training script of the user's own here, whose ZeRO stage, batch and precision "
+            f"are in the DeepSpeed config it names ({name or 'a path the files leave open'}), not among the --launch "
+            f"files, so nothing of its layout is read; add that JSON with --launch")
     return s.reading("megatron")
 
 
