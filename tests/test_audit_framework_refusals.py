@@ -338,3 +338,20 @@ def test_placements_own_sbatch_run_as_deepspeed_needs_its_json(tmp_path) -> None
                   if line.startswith("# deepspeed: "))
     priced = json.loads(whole.output)["estimate"]["step_time_s"]
     assert f"{priced:.3f} s/step" in header
+
+
+@pytest.mark.parametrize(("vocab", "refused"), [("256000", True), ("128256", False), ("128255", False),
+                                                ("120000", True)])
+def test_a_null_tokenizer_vocabulary_is_compared_with_the_model(tmp_path, vocab: str, refused: bool) -> None:
+    """Under --tokenizer-type NullTokenizer the model is built at --vocab-size (megatron-core build_tokenizer.py):
+    a user trial's 256,000 was priced as Llama 3's 128,256 LM head.  Megatron pads the embedding to 128 x tp, and
+    older null tokenizers added the end-of-document token: the same padded size is the same model."""
+    script = tmp_path / "train.sh"
+    script.write_text(MEGATRON_8B + f"--mock-data --tokenizer-type NullTokenizer --vocab-size {vocab}\n")
+    out = CliRunner().invoke(main, ["audit", "--launch", str(script), "--model", "llama3-8b", "--cluster",
+                                    "dgx-h100", "--gpus", "8"])
+    if refused:
+        assert out.exit_code == 2 and "Traceback" not in out.output, out.output
+        assert f"a vocabulary of {vocab}" in out.stderr and "128256" in out.stderr and "train.sh:1" in out.stderr
+    else:
+        assert out.exit_code in (0, 1), out.output

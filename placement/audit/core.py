@@ -106,6 +106,31 @@ MEGATRON_SHAPE_FLAGS = {"ffn_hidden_size": "--ffn-hidden-size {}", "kv_channels"
 (readers.megatron.model_defaults)."""
 
 
+VOCAB_PADDING = 128
+"""Megatron-LM's --make-vocab-size-divisible-by default: the embedding is padded to a multiple of this x tp
+(megatron/training/tokenizer _vocab_size_with_padding)."""
+
+
+def _check_vocab(launch: LaunchLayout, model: ModelSpec, src: Callable[[str], str]) -> None:
+    """Refuse a vocabulary the files build (LaunchLayout.vocab_size) that pads to another embedding than --model's:
+    another LM head and loss, another model.  Equal after Megatron's padding, or with the end-of-document token older
+    null tokenizers appended (vocab_size + 1), is the same model."""
+    if launch.vocab_size is None:
+        return
+    step = VOCAB_PADDING * launch.tp
+
+    def padded(v: int) -> int:
+        return -(-v // step) * step
+
+    have = padded(model.vocab_size)
+    if have not in (padded(launch.vocab_size), padded(launch.vocab_size + 1)):
+        raise InputError(
+            f"the launch files build a vocabulary of {launch.vocab_size}{src('vocab_size')} (padded to "
+            f"{padded(launch.vocab_size)}) but model {model.name} has {model.vocab_size} (padded to {have}): another "
+            f"LM head and loss, another model; pass the model the job trains (--model NAME, a YAML or its "
+            f"config.json), or launch with --vocab-size {model.vocab_size}")
+
+
 def _switch(kind: FfnKind) -> str:
     """Megatron-LM's activation switch for `kind` as the launch writes it (GeLU has none)."""
     return " ".join(ACTIVATION_ARGS.get(kind, [])) or "no activation switch (Megatron's GeLU)"
@@ -693,6 +718,7 @@ def resolve_layout(launch: LaunchLayout, model: ModelSpec, num_gpus: int, gpus_p
                 f"{model.name} has {have}; pass the model the job trains (--model NAME, a YAML or its "
                 f"config.json){state}")
     _check_mlp_kind(launch, model, src)
+    _check_vocab(launch, model, src)
     _check_torchtitan_model(launch, model)
     _check_maxtext_model(launch, model)
     _check_megatron_even_split(launch, model, src)

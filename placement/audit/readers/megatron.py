@@ -519,6 +519,18 @@ LOCAL_SPEC_ATTENTION = ("Megatron-Core's local spec computes attention with its 
                         "--transformer-impl but transformer_engine)")
 
 
+def _null_tokenizer_vocab(given: dict[str, Arg], s: Settings) -> None:
+    """--vocab-size under --tokenizer-type NullTokenizer: the vocabulary the model is built at (megatron/core/
+    tokenizers/utils/build_tokenizer.py passes it to the null tokenizer, whose vocab_size it is), compared with
+    --model's (audit.core._check_vocab).  A user trial: --vocab-size 256000 priced as Llama 3's 128,256."""
+    kind, size = given.get("--tokenizer-type"), given.get("--vocab-size")
+    if kind is None or size is None or not kind.values or kind.values[0].text != "NullTokenizer":
+        return
+    value = read_int(one_value(size).text, "--vocab-size", size.evidence, minimum=1)
+    same_line = (kind.word.site.path, kind.word.site.line) == (size.word.site.path, size.word.site.line)
+    s.put("vocab_size", value, size.evidence if same_line else f"{size.evidence} (under {kind.evidence})")
+
+
 def _local_spec(given: dict[str, Arg], s: Settings) -> None:
     """What `--transformer-impl local` runs that the flags do not name: the unfused attention core (a user trial: priced
     as Transformer Engine's fused attention, 7.3 s where the unfused core takes 16.5 s and does not fit); and FP8's
@@ -814,6 +826,7 @@ def read_args(words: list[Word], s: Settings, typos: bool = True) -> None:
     _fork_pipeline_blocks(given, s)
     _batch_schedule(given, s)
     _local_spec(given, s)
+    _null_tokenizer_vocab(given, s)
     _megatron_recipe_finish(s, recipe_state)
     _rope_scaling(rope_scaling, s)
     deepspeed_flag = next((a for a in args if a.flag == "--deepspeed"), None)

@@ -169,6 +169,9 @@ class LaunchLayout(Frozen):
     """Added: each launch line that starts a node's ranks with the CUDA_VISIBLE_DEVICES it runs with (none: the
     files have no launch line; a line without the variable: its GPUs in numbered order).  Evidence under
     sources["cuda_visible_devices"] where some line sets it."""
+    vocab_size: int | None = Field(default=None, ge=1)
+    """Megatron --vocab-size where the tokenizer builds the model at it (--tokenizer-type NullTokenizer, the mock-data
+    benchmarks'); other tokenizers take the vocabulary from files the audit does not see."""
     device_max_connections: str | None = None
     """CUDA_DEVICE_MAX_CONNECTIONS as the launch line runs with it (None: the files do not set it), which Megatron-LM
     checks at start (audit.core._check_megatron_connections)."""
@@ -357,6 +360,7 @@ class JobRead:
     hosts: tuple[str, ...] | None = None
     cuda_visible_devices: tuple[NodeDevices, ...] | None = None
     device_max_connections: str | None = None
+    vocab_size: int | None = None
     model_ref: str | None = None
     num_layers: int | None = None
     hidden_size: int | None = None
