@@ -20,6 +20,7 @@ from placement.cost import rules
 from placement.cost.batch import RECOMPUTE_CODES, LayoutBatch, concat_batches, mask_modules, module_mask, pipe_policy_of
 from placement.cost.constants import MEMORY_RESERVE_BYTES, GiB
 from placement.cost.pipeline import accounted_units, check_layout_text
+from placement.cost.stages import stage_layers
 from placement.cost.step import (
     NOT_RUN_S,
     Estimates,
@@ -243,8 +244,9 @@ def enumerate_layouts(w: Workload, model: ModelSpec, train: TrainingSpec, num_gp
     cols = _expand(cols, "mbs", lambda c: _per_row(c, mbs_opts, by_rules("mbs", c)))
     # model chunks per rank: up to the layers of a stage (the vpp_layers rule), or max_vpp
     vpp_max = min(cfg.max_vpp or model.num_layers, model.num_layers)
-    if cfg.recipe.pipeline_layout is None:  # the default split: vpp divides a full stage's ceil(L / pp) layers
-        full = {-(-model.num_layers // p) for p in np.unique(cols["pp"]).tolist()}
+    if cfg.recipe.pipeline_layout is None:  # the default split: vpp divides the fullest stage's layers
+        pps = np.unique(cols["pp"])
+        full = set(stage_layers(model.num_layers, pps, np.ones_like(pps)).fullest.tolist())
         vpp_all = np.array(sorted({d for f in full for d in _divisors(f)} | {1}), dtype=np.int64)
     else:
         vpp_all = np.arange(1, model.num_layers + 1, dtype=np.int64)

@@ -194,9 +194,6 @@ TRAIN = TrainingSpec(seq_len=4096, global_batch=64)
     (MOE, TRAIN, Layout(tp=4, etp=2), "--etp 2: expert tensor parallelism is 1 or equal to tp (4)"),
     (DENSE, TrainingSpec(seq_len=4096, global_batch=30), Layout(dp=4),
      "global batch 30 is not a multiple of dp (4) * micro-batch (1) = 4; try --global-batch 28 or 32"),
-    (DENSE, TRAIN, Layout(pp=8),
-     "--pp 8 --vpp 1: 10 layers cannot be split that way (every stage needs a layer; the 6 middle stages take "
-     "ceil(10/8) = 2 each, leaving 10 - 6 x 2 = -2 for the first and last); try --pp 6"),
     (DENSE, TRAIN, Layout(pp=16), "(every stage needs a layer; 16 stages for 10 layers); try --pp 10"),
     (DENSE, TRAIN, Layout(pp=4, vpp=3),
      "--pp 4 --vpp 3: 10 layers cannot be split that way (interleaving needs at least vpp layers on each stage "
@@ -233,3 +230,19 @@ def test_ep_ranks_rule_matches_the_layout_validator() -> None:
     assert rule is not None and rule.name == "ep_ranks"
     with pytest.raises(ValidationError, match=re.escape(rule.message(facts, values))):
         Layout(ep=6, dp=4)
+
+
+def test_pp_near_the_layer_count_spreads_the_remainder_over_the_middle_ranks() -> None:
+    """ceil(10 / 8) = 2 on 6 middle ranks leaves the first and last -2 layers; every rank takes floor = 1 and the 2
+    left go to ranks 1 and 2 (80 layers on 19 ranks: 4, four 5s, 4s).  A user trial: llama3-70b on 76 GB200 (76 =
+    4 x 19, so pp 19) was called infeasible, though Megatron runs such a split as its pipeline layout."""
+    from placement.cost.pipeline import rank_layer_counts
+
+    check_layout(DENSE, TRAIN, Layout(pp=8))  # no error
+    per_rank = rank_layer_counts(10, 8, 1)
+    assert sum(per_rank) == 10 and min(per_rank) == 10 // 8 and per_rank.count(2) == 10 % 8
+    assert per_rank[0] == per_rank[-1] == 1  # the embedding's and the loss's ranks are not the fuller ones
+    eighty = rank_layer_counts(80, 19, 1)
+    assert sum(eighty) == 80 and sorted(set(eighty)) == [80 // 19, 80 // 19 + 1] and eighty.count(5) == 80 % 19
+    # where the ceil split leaves the ends a layer, it stands (Llama 3's 126 layers on 16: 7, fourteen 8s, 7)
+    assert rank_layer_counts(126, 16, 1) == [7] + [8] * 14 + [7]

@@ -78,7 +78,10 @@ def brute_force_layouts(model: ModelSpec, train: TrainingSpec, n: int, spans: tu
         if cp > 1 and (cp > (cfg.max_cp or n) or train.seq_len % (2 * cp)):
             continue  # load-balanced ring attention: 2 cp chunks of the sequence
         per = -(-L // pp)  # middle stages take ceil(L / pp); the first and last share the rest
-        lighter_end = L // pp if L % pp == 0 else (L - max(pp - 2, 0) * per) // 2
+        rest = L - max(pp - 2, 0) * per
+        lighter_end = L // pp if L % pp == 0 else rest // 2
+        if pp > 2 and L % pp and rest < 2:  # ceil leaves the ends nothing: floor everywhere, the remainder spread
+            lighter_end, per = L // pp, L // pp + 1
         if lighter_end < 1 or train.global_batch % dp:
             continue  # every pipeline stage holds a layer
         for mbs, vpp in itertools.product(range(1, (cfg.max_micro_batch_size or train.global_batch) + 1),

@@ -24,6 +24,8 @@ from typing import Final
 
 import numpy as np
 
+from placement.cost.stages import balanced_ranks
+
 EMBED: Final = "E"
 DECODER: Final = "t"
 MTP: Final = "m"
@@ -195,14 +197,18 @@ def format_layout(stages: list[list[str]]) -> str:
 
 
 def rank_units(units: int, pp: int) -> list[int]:
-    """Units (layers) per pipeline rank in placement's default split, as placement/cost/stages.py does it:
+    """Units (layers) per pipeline rank in placement's default split (placement/cost/stages.py stage_layers):
     even when pp divides the units; otherwise every middle rank holds ceil(units / pp) and the first and
     last share the rest, the first taking the smaller half (Llama 3 §3.3.2: first and last stages carry
-    fewer layers).  Counts below 1 mean the split is impossible."""
+    fewer layers), or `balanced_ranks` where ceil would leave them less than a unit each.  Counts below 1 mean the
+    split is impossible."""
     if pp == 1:
         return [units]
     if units % pp == 0:
         return [units // pp] * pp
+    balanced = balanced_ranks(units, pp)
+    if balanced is not None:
+        return balanced
     per = -(-units // pp)
     rest = units - (pp - 2) * per
     return [rest // 2] + [per] * (pp - 2) + [rest - rest // 2]

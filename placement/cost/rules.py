@@ -10,7 +10,8 @@ needs ZeRO-3), and the search's optional caps (SearchConfig.max_tp, max_cp, max_
 max_micro_batch_size; none by default), which are choices of what to try, not rules of what can run.
 
 Pipeline split (placement/cost/stages.py, placement/cost/pipeline.py `default_layout`): middle ranks
-take ceil(L / pp) layers and the first and last share the rest; interleaving splits each rank's layers
+take ceil(L / pp) layers and the first and last share the rest (floor(L / pp), the first and last the heavier
+rest, where ceil would leave them less than a layer each); interleaving splits each rank's layers
 ceil/floor over its vpp model chunks.  Megatron-Core's default split needs pp and vpp to divide the
 layers; uneven ranks and chunks are what its --decoder-first/last-pipeline-num-layers and
 --pipeline-model-parallel-layout express (Llama 3 ran interleaved 1F1B on 126 layers over 16 stages).
@@ -94,8 +95,14 @@ def _ends(f: Facts, c: Columns, extra: int = 0) -> tuple[np.ndarray, np.ndarray]
 
 
 def _lighter_end(f: Facts, c: Columns, extra: int = 0) -> np.ndarray:
-    first, last = _ends(f, c, extra)
-    return np.minimum(first, last)
+    """The fewest units on one pipeline rank (the first or last, or the middle ranks' where those take floor)."""
+    return stage_layers(f.num_layers + extra, c["pp"], np.ones_like(c["pp"])).lightest
+
+
+def _fullest(f: Facts, pp: np.ndarray | int, extra: int = 0) -> np.ndarray:
+    """The most units on one pipeline rank."""
+    pp = np.atleast_1d(np.asarray(pp, dtype=np.int64))
+    return stage_layers(f.num_layers + extra, pp, np.ones_like(pp)).fullest
 
 
 def _splits(f: Facts, c: Columns, vpp: np.ndarray | int = 1) -> np.ndarray:
@@ -103,8 +110,7 @@ def _splits(f: Facts, c: Columns, vpp: np.ndarray | int = 1) -> np.ndarray:
     the fullest rank into vpp equal chunks (cost.pipeline.default_layout's condition)."""
     ok = np.zeros(np.shape(c["pp"]), dtype=bool)
     for extra in f.split_units:
-        full = -(-(f.num_layers + extra) // c["pp"])
-        ok |= (_lighter_end(f, c, extra) >= vpp) & (full % vpp == 0)
+        ok |= (_lighter_end(f, c, extra) >= vpp) & (_fullest(f, c["pp"], extra) % vpp == 0)
     return ok
 
 
@@ -113,20 +119,18 @@ def _microbatches(f: Facts, c: Columns) -> np.ndarray:
 
 
 def _split_text(f: Facts, pp: int) -> str:
-    first, last = (int(x[0]) for x in _ends(f, _one({"pp": pp})))
+    st = stage_layers(f.num_layers, np.array([pp]), np.array([1]))
+    first, last = int(st.first[0]), int(st.last[0])
     if pp == 1:
         return f"one stage of {first}"
-    middle = f" and {pp - 2} middle of {-(-f.num_layers // pp)}" if pp > 2 else ""
+    middle = f" and {pp - 2} middle of {int(st.middle[0])}" if pp > 2 else ""
     return f"first {first}, last {last}{middle}"
 
 
 def _rest_text(f: Facts, pp: int) -> str:
-    if pp > f.num_layers:
-        return f"{pp} stages for {f.num_layers} layers"
-    per = -(-f.num_layers // pp)
-    rest = f.num_layers - (pp - 2) * per
-    return (f"the {pp - 2} middle stages take ceil({f.num_layers}/{pp}) = {per} each, leaving "
-            f"{f.num_layers} - {pp - 2} x {per} = {rest} for the first and last")
+    """Why pp stages cannot each hold a layer: more stages than layers (any other pp splits, the middle ranks
+    taking floor(L / pp) where ceil would leave the first and last nothing)."""
+    return f"{pp} stages for {f.num_layers} layers"
 
 
 def _pp_fix(f: Facts, pp: int) -> str:
@@ -136,13 +140,13 @@ def _pp_fix(f: Facts, pp: int) -> str:
 
 def _vpp_fix(f: Facts, v: Mapping[str, int]) -> str:
     most = int(_lighter_end(f, _one(v))[0])
-    full = -(-f.num_layers // v["pp"])
+    full = int(_fullest(f, v["pp"])[0])
     fits = [d for d in range(2, most + 1) if full % d == 0]
     accounted = ""
     if 0 in f.split_units and bool(_splits(dataclasses.replace(f, split_units=(2,)), _one(v), v["vpp"])[0]):
         units = f.num_layers + 2
         accounted = (f", or count the embedding and loss as a layer each (--account-for-embedding "
-                     f"--account-for-loss: {units} units, {-(-units // v['pp'])} on the fullest rank)")
+                     f"--account-for-loss: {units} units, {int(_fullest(f, v['pp'], 2)[0])} on the fullest rank)")
     if not fits:
         return "set --vpp 1, or give an explicit --pipeline-layout" + accounted
     return f"try --vpp {min(fits, key=lambda d: (abs(d - v['vpp']), d))}" + accounted
@@ -210,7 +214,8 @@ RULES: tuple[Rule, ...] = (
           lambda f, v: f"global batch {f.global_batch} is not a multiple of dp ({v['dp']}) * micro-batch "
                        f"({v['mbs']}) = {v['dp'] * v['mbs']}; {_batch_fix(f.global_batch, v['dp'], v['mbs'])}"),
     _rule("pp_layers", "pp",
-          "every pipeline rank holds at least one layer (middle ranks ceil(L / pp), first and last the rest)",
+          "every pipeline rank holds at least one layer (middle ranks ceil(L / pp), first and last the rest; floor "
+          "where ceil leaves them none)",
           lambda f, c: _splits(f, c) | f.explicit_pipeline,
           lambda f, v: f"--pp {v['pp']} --vpp {v['vpp']}: {f.num_layers} layers cannot be split that way (every "
                        f"stage needs a layer; {_rest_text(f, v['pp'])}); {_pp_fix(f, v['pp'])}"),
@@ -224,7 +229,7 @@ RULES: tuple[Rule, ...] = (
           lambda f, c: (c["vpp"] == 1) | f.explicit_pipeline | _splits(f, c, c["vpp"]),
           lambda f, v: f"--pp {v['pp']} --vpp {v['vpp']}: {f.num_layers} layers cannot be split that way "
                        f"(interleaving needs at least vpp layers on each stage and the full stages' "
-                       f"{-(-f.num_layers // v['pp'])} layers in vpp equal chunks: {_split_text(f, v['pp'])}); "
+                       f"{int(_fullest(f, v['pp'])[0])} layers in vpp equal chunks: {_split_text(f, v['pp'])}); "
                        f"{_vpp_fix(f, v)}"),
     _rule("vpp_two_stages", "vpp pp",
           "Megatron-LM interleaves 2 stages only with the pipeline transfers overlapped (overlap_p2p_comm)",

@@ -247,7 +247,8 @@ def split_arguments(ctx: EmitContext) -> list[str]:
 
     Megatron's own flags where it takes them (megatron-core 0.19.2 validate_args): an even split needs none;
     `--account-for-embedding/loss-in-pipeline-split` need the layers plus the accounted units to split evenly
-    over pp x vpp; `--decoder-first/last-pipeline-num-layers` take an uneven split without interleaving.  Any
+    over pp x vpp; `--decoder-first/last-pipeline-num-layers` take an uneven split without interleaving whose middle
+    ranks hold as many layers each.  Any
     other split (uneven with interleaving, accounted units that do not divide) goes as the explicit
     `--pipeline-model-parallel-layout` of the priced stages, which fixes the virtual stages itself."""
     lay, r = ctx.plan.layout, ctx.recipe
@@ -264,7 +265,9 @@ def split_arguments(ctx: EmitContext) -> list[str]:
     stages = lay.stage_layers
     if not accounted and len(set(stages)) == 1 and ctx.num_layers % (lay.pp * lay.vpp) == 0:
         return virtual
-    if not accounted and lay.vpp == 1:
+    # Megatron's first/last flags deal the middle ranks equal shares: a split whose middle ranks differ (placement's
+    # balanced split, pp near the layer count) goes as the explicit layout
+    if not accounted and lay.vpp == 1 and len(set(lay.per_rank_layers()[1:-1])) <= 1:
         return ["--decoder-first-pipeline-num-layers", str(stages[0]), "--decoder-last-pipeline-num-layers",
                 str(stages[-1])]
     priced = default_layout(ctx.num_layers, lay.pp, lay.vpp, r.account_for_embedding, r.account_for_loss,
