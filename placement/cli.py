@@ -522,7 +522,10 @@ def build_topology(cluster_ref, gpus, nodes, slurm_topology, nodelist, node_type
                 raise InputError(f"{flag} goes with --slurm-topology or --cluster-graph, which were not given"
                                  + what_if)
         cluster = load_cluster(cluster_ref)
-        if gpus_used_per_node is not None:
+        # a job on part of one node is that node's first GPUs, as `plan --gpus N` lays it (a user trial: plan's own
+        # 7-GPU files were refused by the audit); part of each of several nodes needs hosts of that many GPUs
+        one_node = (nodes in (None, 1) and gpus is not None and gpus == gpus_used_per_node)
+        if gpus_used_per_node is not None and not one_node:
             cluster = partial_nodes(cluster, gpus_used_per_node)
         return Topology(cluster, load_accelerator(cluster.accelerator), num_gpus=gpus, num_nodes=nodes,
                         segment_nodes=segment)

@@ -47,3 +47,19 @@ def test_four_processes_a_node_are_laid_out_on_hosts_of_four(tmp_path: Path) -> 
 def test_more_processes_than_a_node_holds_is_an_error(tmp_path: Path) -> None:
     code, out = _audit(tmp_path, 16, 1)
     assert code == 2 and "start 16 processes per node" in out and "nodes have 8 GPUs" in out
+
+
+def test_a_plan_on_part_of_one_node_audits_at_its_own_price(tmp_path: Path) -> None:
+    """`plan --gpus 7` on 8-GPU nodes lays the job on one node's first 7 GPUs and writes --nproc-per-node 7; the
+    audit of that file refused it (hosts of 7 GPUs cannot tile the cluster), though one node needs no tiling.
+    Several nodes of 7 still need a cluster file whose nodes have 7 GPUs."""
+    plan = CliRunner().invoke(main, ["plan", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "7",
+                                     "--framework", "megatron", "--out", str(tmp_path), "--json"])
+    assert plan.exit_code == 0, plan.output
+    priced = json.loads(plan.output[plan.output.index("{"):])["plans"][0]["step_time_s"]
+    out = CliRunner().invoke(main, ["audit", "--launch", str(tmp_path / "megatron.sh"), "--model", "llama3-8b",
+                                    "--cluster", "dgx-h100", "--gpus", "7", "--json"])
+    assert out.exit_code in (0, 1), out.output
+    assert json.loads(out.output)["estimate"]["step_time_s"] == priced
+    code, text = _audit(tmp_path, 7, 2)
+    assert code == 2 and "placement cannot lay out part of each node there" in str(text)
