@@ -184,11 +184,14 @@ def test_bad_numbers():
 
 
 def test_gpu_count_with_no_layout_is_not_called_a_memory_problem():
-    # 104 GPUs = 8 x 13: dp must divide the batch of 512, so pp would have to be 13 on 32 layers
-    code, out, err = run("plan", "--model", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "13")
+    # 296 GPUs = 8 x 37: dp must divide the batch of 512, so pp would have to be 37 on 32 layers (104 = 8 x 13 runs
+    # pp 13, the remainder of 32 / 13 spread over the middle stages)
+    code, out, err = run("plan", "--model", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "37")
     assert code == 1 and out == ""
     assert "infeasible (divisibility)" in err and "GiB" not in err
-    assert "try --gpus 64 or --gpus 128" in err
+    assert "try --gpus 256 or --gpus 512" in err
+    code, out, _ = run("plan", "--model", "llama3-8b", "--cluster", "dgx-h100", "--nodes", "13")
+    assert code == 0 and "pp13" in out
 
 
 def test_job_that_fits_nowhere_explains_binding_constraint():
