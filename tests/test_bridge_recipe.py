@@ -82,15 +82,17 @@ def test_a_comm_overlap_section_decides_the_overlaps(tmp_path: Path) -> None:
     whatever the model section says (comm_overlap.py _get_model_comm_overlap_cfgs, _override_user_cfgs,
     _apply_cfgs); TP overlap needs TP 2 and sequence parallelism."""
     path = tmp_path / "cfg.yaml"
-    path.write_text("model:\n  tensor_model_parallel_size: 2\n  sequence_parallel: true\n  tp_comm_overlap: false\n"
+    # a saved ConfigContainer (its model has a _target_): each section is whole, a field it leaves out its default
+    path.write_text("model:\n  _target_: megatron.bridge.models.Llama3ModelProvider\n  tensor_model_parallel_size: 2\n"
+                    "  sequence_parallel: true\n  tp_comm_overlap: false\n"
                     "  delay_wgrad_compute: true\ncomm_overlap:\n  tp_comm_overlap: true\n"
                     "  delay_wgrad_compute: null\n", encoding="utf-8")
     lay = parse_launch([path])
     assert lay.recipe["tp_comm_overlap"] is True
-    assert lay.sources["recipe.tp_comm_overlap"].endswith(":7: tp_comm_overlap: true")
+    assert lay.sources["recipe.tp_comm_overlap"].endswith(":8: tp_comm_overlap: true")
     # the section's null is off, not the model's true
     assert lay.recipe["delay_wgrad"] is False and "_get_model_comm_overlap_cfgs" in lay.sources["recipe.delay_wgrad"]
-    path.write_text("model:\n  tensor_model_parallel_size: 2\n  sequence_parallel: false\n"
+    path.write_text("model:\n  _target_: x\n  tensor_model_parallel_size: 2\n  sequence_parallel: false\n"
                     "comm_overlap:\n  tp_comm_overlap: true\n", encoding="utf-8")
     assert parse_launch([path]).recipe["tp_comm_overlap"] is False  # no sequence parallelism: Bridge turns it off
     path.write_text("model:\n  tensor_model_parallel_size: 2\n  delay_wgrad_compute: true\n", encoding="utf-8")
@@ -114,7 +116,7 @@ def test_the_distributed_optimizer_overlaps_dp_under_a_comm_overlap_section() ->
 ])
 def test_a_mixed_precision_section_copies_its_defaults_too(tmp_path: Path, text: str, precision: str, params) -> None:
     path = tmp_path / "cfg.yaml"
-    tp = "model:\n  tensor_model_parallel_size: 2\n"
+    tp = "model:\n  _target_: x\n  tensor_model_parallel_size: 2\n"  # a saved ConfigContainer: sections whole
     path.write_text(text.replace("model:\n", tp) if text.startswith("model:") else tp + text, encoding="utf-8")
     lay = parse_launch([path])
     assert lay.precision == precision and lay.recipe.get("fp8_params") == params
@@ -363,3 +365,49 @@ def test_every_boolean_key_the_bridge_reader_tests_is_checked() -> None:
                 "model.moe_flex_dispatcher_backend", "model.moe_expert_capacity_factor", "model.cuda_graph_impl",
                 "model.cuda_graph_scope", "model.cuda_graph_modules", "model.seq_length"}
     assert tested - not_bool <= megatron.BRIDGE_BOOL_KEYS, sorted(tested - not_bool - megatron.BRIDGE_BOOL_KEYS)
+
+
+def test_overrides_merge_into_the_recipes_sections(tmp_path: Path) -> None:
+    """Hydra overrides (and an override YAML) merge into the recipe's own sections (training/utils/omegaconf_utils.py
+    OmegaConf.merge): a comm_overlap override of one field leaves the recipe's others, which placement does not see.
+    A user trial: `comm_overlap.overlap_p2p_comm=false` over a recipe whose CommOverlapConfig turns TP overlap on was
+    read as TP overlap off, and the change list advised turning it on."""
+    script = tmp_path / "run.sh"
+    script.write_text("torchrun --nproc_per_node=8 --nnodes=4 scripts/training/run_recipe.py --recipe "
+                      "llama3_70b_pretrain_32gpu_h100_bf16_config model.tensor_model_parallel_size=4 "
+                      "model.pipeline_model_parallel_size=4 model.virtual_pipeline_model_parallel_size=5 "
+                      "model.sequence_parallel=true train.global_batch_size=512 train.micro_batch_size=1 "
+                      "ddp.use_distributed_optimizer=true comm_overlap.overlap_p2p_comm=false\n", encoding="utf-8")
+    lay = parse_launch([script])
+    assert lay.recipe["pp_comm_overlap"] is False  # what the override sets
+    for field in ("tp_comm_overlap", "dp_overlap", "param_gather_overlap", "align_param_gather"):
+        assert field not in lay.recipe, field  # left to the recipe: not read as off, nor as a section default
+
+
+def test_either_configs_param_gather_overlap_turns_both_on(tmp_path: Path) -> None:
+    """_validate_and_sync_distributed_optimizer_settings: optimizer.overlap_param_gather true beside ddp's false is
+    on in both (a user trial: read as off, with a finding and a change to turn it on)."""
+    path = tmp_path / "cfg.yaml"
+    path.write_text("model:\n  _target_: x\n  tensor_model_parallel_size: 2\nddp:\n  use_distributed_optimizer: false\n"
+                    "  overlap_grad_reduce: true\n  overlap_param_gather: false\noptimizer:\n"
+                    "  use_distributed_optimizer: true\n  overlap_param_gather: true\n", encoding="utf-8")
+    lay = parse_launch([path])
+    assert lay.zero_stage == 1 and lay.recipe["param_gather_overlap"] is True
+    assert "_validate_and_sync_distributed_optimizer_settings" in lay.sources["recipe.param_gather_overlap"]
+
+
+@pytest.mark.parametrize("flags", ["-sl 8192 -mb 1 -gb 128 -tp 4 -pp 2 -cp 1",
+                                   "--seq_length 8192 --micro_batch_size 1 --global_batch_size=128 "
+                                   "--tensor_model_parallel_size 4 --pipeline_model_parallel_size 2",
+                                   "-tp 4 -pp 2 -mb 1 -gb 128 model.seq_length=4096 dataset.seq_length=8192"])
+def test_run_recipe_convenience_flags_are_its_overrides(tmp_path: Path, flags: str) -> None:
+    """scripts/training/run_recipe.py turns -tp/-pp/-gb/-mb/-sl (and their long forms) into ConfigContainer overrides
+    and sets the model's sequence to the dataset's before validation; a user trial's were dropped (tp 1, the
+    recipe's batch) or refused ("--seq_length expects one value"; model and dataset sequences "do not start")."""
+    script = tmp_path / "run.sh"
+    script.write_text(f"torchrun --nproc_per_node=8 --nnodes=2 scripts/training/run_recipe.py --model llama3_70b "
+                      f"--mode pretrain {flags} model.sequence_parallel=true\n", encoding="utf-8")
+    lay = parse_launch([script])
+    assert (lay.framework, lay.tp, lay.pp, lay.micro_batch_size, lay.global_batch, lay.seq_len) == (
+        "megatron", 4, 2, 1, 128, 8192)
+    assert "run.sh:1" in lay.sources["tp"]

@@ -3,6 +3,7 @@ belongs to, and one file read by the reader of its kind for the audited framewor
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import re
 from pathlib import Path
@@ -32,6 +33,58 @@ def bridge_perf_launcher(word: str) -> bool:
     parse_cli_args): a run built from its own flags and per-system recipes.  scripts/training/run_recipe.py takes
     Hydra overrides, which are read."""
     return word.rsplit("/", 1)[-1] == "setup_experiment.py" or "scripts/performance/" in word
+
+
+RUN_RECIPE_FLAGS = {
+    **dict.fromkeys(("-ms", "--max_steps"), "train.train_iters"),
+    **dict.fromkeys(("-gb", "--global_batch_size"), "train.global_batch_size"),
+    **dict.fromkeys(("-mb", "--micro_batch_size"), "train.micro_batch_size"),
+    **dict.fromkeys(("-sl", "--seq_length"), "dataset.seq_length"),
+    **dict.fromkeys(("-tp", "--tensor_model_parallel_size"), "model.tensor_model_parallel_size"),
+    **dict.fromkeys(("-pp", "--pipeline_model_parallel_size"), "model.pipeline_model_parallel_size"),
+    **dict.fromkeys(("-cp", "--context_parallel_size"), "model.context_parallel_size"),
+    **dict.fromkeys(("-vp", "--virtual_pipeline_model_parallel_size"), "model.virtual_pipeline_model_parallel_size"),
+    **dict.fromkeys(("-ep", "--expert_model_parallel_size"), "model.expert_model_parallel_size"),
+    **dict.fromkeys(("-etp", "--expert_tensor_parallel_size"), "model.expert_tensor_parallel_size"),
+}
+"""Megatron-Bridge scripts/training/run_recipe.py's convenience flags -> the ConfigContainer override each becomes
+(COMMON_OVERRIDE_FIELDS, _common_config_overrides, at 0bc1089f5 of 2026-08-10), put before the command line's own
+`section.key=value` overrides, which win.  Its -sl sets the dataset's sequence, and the launcher sets the model's to
+it before validation (recipe_runner.py sync_model_dataset_sequence_length)."""
+
+
+def _runs_run_recipe(entry: Word | None, args: list[Word]) -> bool:
+    """Whether the command runs Megatron-Bridge's scripts/training/run_recipe.py."""
+    return any(w is not None and w.text.rsplit("/", 1)[-1] == "run_recipe.py" for w in (entry, *args[:3]))
+
+
+def _run_recipe_overrides(args: list[Word]) -> list[Word]:
+    """run_recipe.py's words with its convenience flags (RUN_RECIPE_FLAGS, `-tp 4` or `--tensor_model_parallel_size=4`)
+    written as the overrides they become, ahead of the line's own; the model's sequence follows the dataset's where the
+    line sets the dataset's (a user trial: -tp 4 -pp 2 -gb 128 were dropped and the job priced at tp 1 with batch
+    1024, and model.seq_length=4096 dataset.seq_length=8192 was refused though the launcher syncs them)."""
+    flags: list[Word] = []
+    rest: list[Word] = []
+    i = 0
+    while i < len(args):
+        w = args[i]
+        name, eq, value = w.text.partition("=")
+        key = RUN_RECIPE_FLAGS.get(name if eq else w.text)
+        if key is None:
+            rest.append(w)
+            i += 1
+            continue
+        if not eq:
+            if i + 1 >= len(args):
+                raise InputError(f"{w.site}: {w.text} is missing its value (run_recipe.py: {key})")
+            value, i = args[i + 1].text, i + 2
+        else:
+            i += 1
+        flags.append(dataclasses.replace(w, text=f"{key}={value}"))
+    if any(f.text.startswith("dataset.seq_length=") for f in flags) or any(
+            w.text.startswith("dataset.seq_length=") for w in rest):
+        rest = [w for w in rest if not w.text.startswith("model.seq_length=")]  # set to the dataset's at launch
+    return flags + rest
 
 
 def file_kind(path: Path) -> str:
@@ -114,7 +167,7 @@ _FRAMEWORK_MARKS = (
     ("megatron-deepspeed", r"--deepspeed_config|--deepspeed-config|\bdeepspeed(\.pt)?\s"),
     ("megatron", r"--tensor-model-parallel-size|--pipeline-model-parallel-size|--micro-batch-size|--num-layers\b|"
                  r"pretrain_gpt|--model-parallel-size|\bmodel\.tensor_model_parallel_size=|"
-                 r"\btrain\.global_batch_size=|setup_experiment\.py|scripts/performance/\S+\.py"),
+                 r"\btrain\.global_batch_size=|setup_experiment\.py|scripts/performance/\S+\.py|\brun_recipe\.py"),
 )
 """Each framework's flags and entry points in a script, in the order they are tried (a Megatron-DeepSpeed script
 has Megatron's flags too)."""
@@ -485,7 +538,10 @@ def read_file(path: Path, fw: str) -> Settings:
     if fw == "torchtitan":
         s.keys = torchtitan.flags(args, s.key_sites)
         s.override = True
-    elif any(re.fullmatch(r"\+{0,2}[A-Za-z_][\w]*\.[\w.]+=.*", w.text, re.S) for w in args):
+    elif (any(re.fullmatch(r"\+{0,2}[A-Za-z_][\w]*\.[\w.]+=.*", w.text, re.S) for w in args)
+          or _runs_run_recipe(launch.entry if launches else None, args)):
+        if _runs_run_recipe(launch.entry if launches else None, args):
+            args = _run_recipe_overrides(args)
         keys, config_file = megatron.hydra_overrides(args)
         megatron.bridge_settings(keys, s)
         recipe = next((b.text for a, b in itertools.pairwise(args) if a.text in ("--recipe", "--model")),

@@ -1587,8 +1587,15 @@ def bridge_settings(keys: dict[str, tuple[Any, str]], s: Settings) -> None:
     # overlap over the DDP config's: its own value where set, else on whenever DP > 1 (training/comm_overlap.py
     # _get_optimizer_overlap_cfgs; at DP 1 there is nothing to overlap); otherwise the DDP config's stands
     overlap, oev = keys.get("comm_overlap.overlap_grad_reduce", (None, None))
-    distributed = keys.get("ddp.use_distributed_optimizer", (None,))[0] is True
-    if _has_section(keys, "comm_overlap") and distributed:
+    # either config's true turns both on (training/config.py _validate_and_sync_distributed_optimizer_settings)
+    distributed = any(keys.get(f"{k}.use_distributed_optimizer", (None,))[0] is True for k in ("ddp", "optimizer"))
+    if _has_section(keys, "comm_overlap") and not _section_whole(keys, "comm_overlap"):
+        # overrides of the recipe's section: what they set (the rest is the recipe's)
+        for key, field in (("overlap_grad_reduce", "dp_overlap"), ("overlap_param_gather", "param_gather_overlap")):
+            value, ev = keys.get(f"comm_overlap.{key}", (None, None))
+            if isinstance(value, bool):
+                s.put(f"recipe.{field}", value, ev)
+    if _section_whole(keys, "comm_overlap") and distributed:
         if not isinstance(overlap, bool):
             overlap, oev = True, (f"{oev or _section_line(keys, 'comm_overlap')} (Megatron-Bridge's CommOverlapConfig "
                                   f"turns overlap_grad_reduce on with the distributed optimizer when DP > 1: "
@@ -1600,28 +1607,38 @@ def bridge_settings(keys: dict[str, tuple[Any, str]], s: Settings) -> None:
                                  f"turns overlap_param_gather on with the distributed optimizer when DP > 1: "
                                  f"comm_overlap.py _get_optimizer_overlap_cfgs)")
         s.put("recipe.param_gather_overlap", gather, gev)
-    elif isinstance(keys.get("ddp.overlap_grad_reduce", (None,))[0], bool):
+    elif not s.has("recipe.dp_overlap") and isinstance(keys.get("ddp.overlap_grad_reduce", (None,))[0], bool):
         s.put("recipe.dp_overlap", *keys["ddp.overlap_grad_reduce"])
-    if not s.has("recipe.param_gather_overlap") and isinstance(keys.get("ddp.overlap_param_gather", (None,))[0],
-                                                                bool):
-        s.put("recipe.param_gather_overlap", *keys["ddp.overlap_param_gather"])
+    if not s.has("recipe.param_gather_overlap"):
+        # either config's true turns both on (_validate_and_sync_distributed_optimizer_settings): a user trial's
+        # optimizer.overlap_param_gather true beside ddp's false was read as off
+        stated = [keys[k] for k in ("ddp.overlap_param_gather", "optimizer.overlap_param_gather")
+                  if isinstance(keys.get(k, (None,))[0], bool)]
+        on = [e for v, e in stated if v]
+        if on:
+            s.put("recipe.param_gather_overlap", True, "; ".join(on) + (
+                " (Megatron-Bridge turns overlap_param_gather on in both configs where either sets it: training/"
+                "config.py _validate_and_sync_distributed_optimizer_settings)" if len(stated) > 1 else ""))
+        elif stated:
+            s.put("recipe.param_gather_overlap", False, "; ".join(e for _, e in stated))
     # under virtual stages the same section aligns the gathers of every rank's first chunks (align_param_gather:
     # comm_overlap.py _get_optimizer_overlap_cfgs, pp > 1 and vp_size > 1) unless it sets the field itself; without
     # one the DDP config's field stands, megatron-core DistributedDataParallelConfig.align_param_gather, default False
     vpp, vev = keys.get("model.virtual_pipeline_model_parallel_size", (None, None))
     if isinstance(vpp, int) and vpp > 1 and not s.has("recipe.align_param_gather"):
         align, aev = keys.get("comm_overlap.align_param_gather", (None, None))
-        if _has_section(keys, "comm_overlap") and distributed:
+        if _section_whole(keys, "comm_overlap") and distributed:
             if not isinstance(align, bool):
                 align, aev = True, (f"{aev or _section_line(keys, 'comm_overlap')} (Megatron-Bridge's "
                                     f"CommOverlapConfig aligns the weight gathers of an interleaved pipeline with "
                                     f"the distributed optimizer: comm_overlap.py _get_optimizer_overlap_cfgs)")
-        else:
+        elif not isinstance(align, bool):
             align, aev = keys.get("ddp.align_param_gather", (None, None))
-            if not isinstance(align, bool):
+            if not isinstance(align, bool) and "model._target_" in keys:
                 align, aev = False, (f"{vev} (no comm_overlap section sets it: megatron-core "
                                      f"DistributedDataParallelConfig.align_param_gather, default False)")
-        s.put("recipe.align_param_gather", align, aev)
+        if isinstance(align, bool):  # overrides that set neither leave it to the recipe's sections
+            s.put("recipe.align_param_gather", align, aev)
     v, ev = keys.get("model.cpu_offloading", (None, None))
     if v is True:
         s.ignored.append(f"model.cpu_offloading: activation/weight offload to CPU ({ev})")
@@ -1681,20 +1698,30 @@ def _bridge_value(keys: dict[str, tuple[Any, str]], name: str) -> tuple[Any, str
     section = f"mixed_precision.{name}"
     if section in keys:
         return keys[section]
-    if name in _BRIDGE_MIXED_DEFAULTS and _has_section(keys, "mixed_precision"):
+    if name in _BRIDGE_MIXED_DEFAULTS and _section_whole(keys, "mixed_precision"):
         return _BRIDGE_MIXED_DEFAULTS[name], (f"{_section_line(keys, 'mixed_precision')} (Megatron-Bridge "
                                               f"MixedPrecisionConfig.{name} default, copied over the model's)")
-    if name in _BRIDGE_OVERLAP_FIELDS and _has_section(keys, "comm_overlap"):
+    if name in _BRIDGE_OVERLAP_FIELDS:
         value, ev = keys.get(f"comm_overlap.{name}", (None, None))
         if value is not None:
             return value, ev
-        return False, (f"{ev or _section_line(keys, 'comm_overlap')} (Megatron-Bridge's CommOverlapConfig leaves it "
-                       f"off unless set: comm_overlap.py _get_model_comm_overlap_cfgs)")
+        if _section_whole(keys, "comm_overlap"):
+            return False, (f"{ev or _section_line(keys, 'comm_overlap')} (Megatron-Bridge's CommOverlapConfig leaves "
+                           f"it off unless set: comm_overlap.py _get_model_comm_overlap_cfgs)")
     return keys.get(f"model.{name}", (None, None))
 
 
 def _has_section(keys: dict[str, tuple[Any, str]], section: str) -> bool:
     return any(k.startswith(f"{section}.") for k in keys)
+
+
+def _section_whole(keys: dict[str, tuple[Any, str]], section: str) -> bool:
+    """Whether the keys hold `section` whole, so that a field it leaves out is that section's default: a saved
+    ConfigContainer (its model has a `_target_`) with the section.  Hydra overrides, or an override YAML, merge into
+    the recipe's own section (training/utils/omegaconf_utils.py OmegaConf.merge): a field they leave out is the
+    recipe's, which placement does not see (a user trial: `comm_overlap.overlap_p2p_comm=false` over a recipe whose
+    CommOverlapConfig turns TP overlap on was read as TP overlap off)."""
+    return "model._target_" in keys and _has_section(keys, section)
 
 
 def _section_line(keys: dict[str, tuple[Any, str]], section: str) -> str:
@@ -1710,11 +1737,11 @@ def _bridge_p2p_overlap(keys: dict[str, tuple[Any, str]], s: Settings) -> None:
     vpp = keys.get("model.virtual_pipeline_model_parallel_size", (None,))[0]
     if not isinstance(vpp, int) or vpp < 2:
         return
-    if _has_section(keys, "comm_overlap"):
-        stated, ev = keys.get("comm_overlap.overlap_p2p_comm", (None, None))
-        if isinstance(stated, bool):  # _override_user_cfgs puts the section's own value over the vp > 1 default
-            s.put("recipe.pp_comm_overlap", stated, ev)
-            return
+    stated, ev = keys.get("comm_overlap.overlap_p2p_comm", (None, None))
+    if isinstance(stated, bool):  # _override_user_cfgs puts the section's own value over the vp > 1 default
+        s.put("recipe.pp_comm_overlap", stated, ev)
+        return
+    if _section_whole(keys, "comm_overlap"):
         s.put("recipe.pp_comm_overlap", True,
               f"{_section_line(keys, 'comm_overlap')} (a comm_overlap section overlaps the pipeline's transfers under "
               f"virtual stages: Megatron-Bridge training/comm_overlap.py, overlap_p2p_comm = vp_size > 1)")
@@ -1722,7 +1749,7 @@ def _bridge_p2p_overlap(keys: dict[str, tuple[Any, str]], s: Settings) -> None:
     value, ev = keys.get("model.overlap_p2p_comm", (None, None))
     if isinstance(value, bool):
         s.put("recipe.pp_comm_overlap", value, ev)
-    else:
+    elif "model._target_" in keys or not _has_section(keys, "comm_overlap"):
         s.put("recipe.pp_comm_overlap", False,
               f"{_section_line(keys, 'model')} (no comm_overlap section and no model.overlap_p2p_comm: megatron-core "
               f"ModelParallelConfig.overlap_p2p_comm, default False)")
