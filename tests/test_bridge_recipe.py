@@ -363,7 +363,8 @@ def test_every_boolean_key_the_bridge_reader_tests_is_checked() -> None:
                 "dataset.packed_sequence_specs", "model.fp8", "model.fp8_recipe", "model.fp4", "model.fp4_recipe",
                 "model.recompute_modules", "model.mtp_num_layers", "model.moe_token_dispatcher_type",
                 "model.moe_flex_dispatcher_backend", "model.moe_expert_capacity_factor", "model.cuda_graph_impl",
-                "model.cuda_graph_scope", "model.cuda_graph_modules", "model.seq_length"}
+                "model.cuda_graph_scope", "model.cuda_graph_modules", "model.seq_length",
+                "model.num_layers_at_start_in_bf16", "model.num_layers_at_end_in_bf16"}
     assert tested - not_bool <= megatron.BRIDGE_BOOL_KEYS, sorted(tested - not_bool - megatron.BRIDGE_BOOL_KEYS)
 
 
@@ -411,3 +412,31 @@ def test_run_recipe_convenience_flags_are_its_overrides(tmp_path: Path, flags: s
     assert (lay.framework, lay.tp, lay.pp, lay.micro_batch_size, lay.global_batch, lay.seq_len) == (
         "megatron", 4, 2, 1, 128, 8192)
     assert "run.sh:1" in lay.sources["tp"]
+
+
+MXFP8_SECTION = ("model:\n  _target_: x\n  tensor_model_parallel_size: 2\nmixed_precision:\n  _target_: y\n"
+                 "  fp8: hybrid\n  fp8_recipe: mxfp8\n  fp8_param_gather: true\n")
+
+
+def test_mxfp8_weight_gathers_need_the_gradient_buffer_reused(tmp_path: Path) -> None:
+    """ConfigContainer.validate asserts reuse_grad_buf_for_mxfp8_param_ag under fp8_param_gather with mxfp8 and no
+    Megatron-FSDP; a saved section that leaves it out has MixedPrecisionConfig's False: a job that does not start
+    (a user trial: priced at 11.0 s)."""
+    path = tmp_path / "cfg.yaml"
+    path.write_text(MXFP8_SECTION, encoding="utf-8")
+    with pytest.raises(InputError, match="reuse_grad_buf_for_mxfp8_param_ag must be set to True"):
+        parse_launch([path])
+    path.write_text(MXFP8_SECTION + "  reuse_grad_buf_for_mxfp8_param_ag: true\n", encoding="utf-8")
+    assert parse_launch([path]).recipe["fp8_recipe"] == "mxfp8"
+
+
+def test_a_sections_bf16_first_and_last_layers_are_said(tmp_path: Path) -> None:
+    """Bridge's fp8-cs recipes save first_last_layers_bf16 with 2 layers at each end in their mixed_precision section,
+    which the step prices as FP8: said among what is not modelled, as the named recipes' are."""
+    path = tmp_path / "cfg.yaml"
+    path.write_text("model:\n  _target_: x\n  tensor_model_parallel_size: 2\nmixed_precision:\n  fp8: hybrid\n"
+                    "  fp8_recipe: tensorwise\n  first_last_layers_bf16: true\n  num_layers_at_start_in_bf16: 2\n"
+                    "  num_layers_at_end_in_bf16: 2\n", encoding="utf-8")
+    lay = parse_launch([path])
+    (note,) = [n for n in lay.ignored if n.startswith("first_last_layers_bf16")]
+    assert "first 2 and last 2" in note and "priced as FP8" in note and "cfg.yaml:7: first_last_layers_bf16: true" in note

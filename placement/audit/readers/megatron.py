@@ -1755,6 +1755,28 @@ def _bridge_p2p_overlap(keys: dict[str, tuple[Any, str]], s: Settings) -> None:
               f"ModelParallelConfig.overlap_p2p_comm, default False)")
 
 
+def _bridge_mxfp8_gather_buffer(keys: dict[str, tuple[Any, str]], s: Settings) -> None:
+    """Megatron-Bridge asserts reuse_grad_buf_for_mxfp8_param_ag under fp8_param_gather with the mxfp8 recipe and no
+    Megatron-FSDP (training/config.py ConfigContainer.validate, since aa30683c1 of 2026-01-30): a saved config whose
+    mixed_precision section leaves it at its default False (MixedPrecisionConfig; the named mxfp8 recipes set it)
+    does not start.  Overrides leave it to the recipe's section, unseen."""
+    if not (s.recipe.get("fp8_recipe") == "mxfp8" and s.recipe.get("fp8_params") is True
+            and _section_whole(keys, "mixed_precision")):
+        return
+    if any(keys.get(k, (None,))[0] is True for k in ("ddp.use_megatron_fsdp", "dist.use_megatron_fsdp")):
+        return
+    reuse, ev = keys.get("mixed_precision.reuse_grad_buf_for_mxfp8_param_ag", (False, None))
+    if reuse is not True:
+        where = ev or _section_line(keys, "mixed_precision")
+        raise start_refusal(where, "fp8_param_gather with fp8_recipe mxfp8 and reuse_grad_buf_for_mxfp8_param_ag "
+                                   f"{yaml_text(reuse)} (MixedPrecisionConfig's default False where the section "
+                                   f"leaves it out), without Megatron-FSDP",
+                            "Megatron-Bridge refuses it (training/config.py ConfigContainer.validate, since "
+                            "aa30683c1 of 2026-01-30: 'When fp8_param_gather=True and fp8_recipe='mxfp8', "
+                            "reuse_grad_buf_for_mxfp8_param_ag must be set to True')",
+                            "set mixed_precision.reuse_grad_buf_for_mxfp8_param_ag: true")
+
+
 def _bridge_recipe(keys: dict[str, tuple[Any, str]], s: Settings) -> None:
     """The recipe fields a Megatron-Bridge config states, as its flag twins in `_megatron_recipe` read them: the
     overlaps, fusions, dispatcher, recompute modules, CUDA graphs, FP8 recipe and parameters, MTP, capacity
@@ -1853,6 +1875,14 @@ def _bridge_recipe(keys: dict[str, tuple[Any, str]], s: Settings) -> None:
             s.put("recipe.fp8_params", gather, gev)
         elif isinstance(param, bool):
             s.put("recipe.fp8_params", param, pev)
+        _bridge_mxfp8_gather_buffer(keys, s)
+        ends, eev = _bridge_value(keys, "first_last_layers_bf16")
+        if ends is True:  # Bridge's fp8-cs recipes save their section so (update_config_with_precision_overrides)
+            start = _bridge_value(keys, "num_layers_at_start_in_bf16")[0]
+            end = _bridge_value(keys, "num_layers_at_end_in_bf16")[0]
+            s.ignored.append(f"first_last_layers_bf16: the first {start if start is not None else 1} and last "
+                             f"{end if end is not None else 1} transformer layer(s) run BF16 GEMMs "
+                             f"(num_layers_at_start/end_in_bf16, default 1 each), priced as FP8 ({eev})")
     mtp, ev = _bridge_value(keys, "mtp_num_layers")
     if mtp is not None:
         s.put("recipe.mtp_layers", read_int(mtp, "mtp_num_layers", ev, minimum=0), ev)
@@ -1878,6 +1908,7 @@ def yaml_text(value: Any) -> str:
 
 
 _BRIDGE_SWITCHES = ("fp8_param_gather", "fp8_param", "moe_permute_fusion", "moe_router_force_load_balancing",
+                    "first_last_layers_bf16", "reuse_grad_buf_for_mxfp8_param_ag",
                     "enable_cuda_graph", "external_cuda_graph")
 """Model fields besides _BRIDGE_RECIPE_BOOLS' that the reader takes as true or false (a mixed_precision or
 comm_overlap section may state them too)."""
