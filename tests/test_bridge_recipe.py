@@ -439,4 +439,5 @@ def test_a_sections_bf16_first_and_last_layers_are_said(tmp_path: Path) -> None:
                     "  num_layers_at_end_in_bf16: 2\n", encoding="utf-8")
     lay = parse_launch([path])
     (note,) = [n for n in lay.ignored if n.startswith("first_last_layers_bf16")]
-    assert "first 2 and last 2" in note and "priced as FP8" in note and "cfg.yaml:7: first_last_layers_bf16: true" in note
+    assert "first 2 and last 2" in note and "priced as FP8" in note
+    assert "cfg.yaml:7: first_last_layers_bf16: true" in note
