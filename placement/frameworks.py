@@ -71,6 +71,9 @@ class Capability:
     """Why the sequence must divide into tp x 2cp parts (the tp factor only under sequence parallelism, the 2cp only
     with cp > 1): torchtitan 0.3.0 trainer.py:306-315 raises at start-up otherwise; "" where the framework pads or
     splits unevenly."""
+    seq_split_per_cp_rank: bool = False
+    """The tp factor divides each CP rank's share (s / cp) rather than the whole: the sequence divides by 2cp and by
+    cp x tp (Megatron-Core splits the sequence into 2cp chunks, then scatters a rank's share over TP)."""
     kv_heads_whole: str = ""
     """Why TP must divide the KV heads (each rank computes whole ones; "" where a rank may hold a replica of one, as
     Megatron-Core 0.19 does: transformer/attention.py num_query_groups < world_size)."""
@@ -114,7 +117,7 @@ class Capability:
         if self.kv_heads_whole and kv_heads:
             ok &= kv_heads % b.tp == 0
         if self.seq_split and seq_len:
-            ok &= seq_len % _seq_divisor(b) == 0
+            ok &= seq_len % _seq_divisor(b, self.seq_split_per_cp_rank) == 0
         for limit, col in ((self.max_pp, b.pp), (self.max_vpp, b.vpp), (self.max_cp, b.cp), (self.max_ep, b.ep)):
             if limit is not None:
                 ok &= col <= limit
@@ -173,7 +176,7 @@ class Capability:
         pp, vpp, cp, ep, etp, tp = (int(np.asarray(c)[0]) for c in (b.pp, b.vpp, b.cp, b.ep, b.etp, b.tp))
         zero, dp, shard = int(np.asarray(b.zero)[0]), int(np.asarray(b.dp)[0]), int(np.asarray(b.dp_shard)[0])
         out = []
-        divisor = int(_seq_divisor(b)[0])
+        divisor = int(_seq_divisor(b, self.seq_split_per_cp_rank)[0])
         if self.seq_split and seq_len and seq_len % divisor:
             out.append(f"sequence {seq_len} with tp {tp}{' (sequence parallel)' if bool(np.asarray(b.sp)[0]) else ''}"
                        f" and cp {cp}: {self.seq_split} ({divisor} here; try --seq-len "
@@ -219,9 +222,13 @@ class Capability:
         return out
 
 
-def _seq_divisor(b: LayoutBatch) -> np.ndarray:
-    """What the sequence must divide into per layout: tp under sequence parallelism, times 2cp where cp > 1."""
-    return np.where(np.asarray(b.sp, dtype=bool), b.tp, 1) * np.where(b.cp > 1, 2 * b.cp, 1)
+def _seq_divisor(b: LayoutBatch, per_cp_rank: bool = False) -> np.ndarray:
+    """What the sequence must divide into per layout: tp under sequence parallelism, times 2cp where cp > 1; with
+    `per_cp_rank`, the least common multiple of 2cp (cp > 1) and cp x tp (under sequence parallelism)."""
+    tp = np.where(np.asarray(b.sp, dtype=bool), b.tp, 1)
+    if per_cp_rank:
+        return np.lcm(np.where(b.cp > 1, 2 * b.cp, 1), b.cp * tp)
+    return tp * np.where(b.cp > 1, 2 * b.cp, 1)
 
 
 def _torchtitan_splits(b: LayoutBatch, num_layers: int) -> np.ndarray:
@@ -252,6 +259,11 @@ CAPABILITIES: dict[str, Capability] = {
     "megatron": Capability(
         "megatron", "megatron-core 0.19.2", zero_stages=(0, 1, 2, 3), zero_stages_with_pp=(0, 1, 2, 3), hsdp=False,
         why="Megatron-FSDP shards over the whole data-parallel group: no HSDP",
+        seq_split="Megatron-Core asserts it at the first forward: the sequence splits into 2cp chunks "
+                  "(get_batch_on_this_cp_rank) and, under sequence parallelism, a CP rank's share is scattered over "
+                  "TP ('First dimension of the tensor should be divisible by tensor parallel size', "
+                  "tensor_parallel/mappings.py, since c2ea914f7d of 2022-09-23)",
+        seq_split_per_cp_rank=True,
         sequential_layers="Megatron-Core 0.19.2's TransformerLayer runs the MLP on the residual the attention "
                           "output was added to (transformer/transformer_layer.py)"),
     "torchtitan": Capability(

@@ -19,3 +19,29 @@ def test_the_framework_is_named_as_the_binding_limit() -> None:
     assert "(placement plans ep 1)" in res.output
     assert "a smaller model" not in res.output
     assert CliRunner().invoke(main, ["plan", *JOB, "--top-k", "1"]).exit_code == 0  # and without it, it fits
+
+
+def _evaluate(seq: int, tp: int, cp: int) -> object:
+    return CliRunner().invoke(main, ["evaluate", "--model", "llama3-70b", "--cluster", "dgx-h100", "--gpus", "512",
+                                     "--seq-len", str(seq), "--global-batch", "512", "--tp", str(tp), "--cp", str(cp),
+                                     "--framework", "megatron"])
+
+
+def test_megatron_needs_the_sequence_to_split_over_cp_and_then_tp(tmp_path) -> None:
+    """Megatron-Core splits the sequence into 2cp chunks and, under sequence parallelism, scatters a CP rank's share
+    over TP, asserting 'First dimension of the tensor should be divisible by tensor parallel size' (tensor_parallel/
+    mappings.py): the sequence divides by lcm(2cp, cp x tp).  A user trial: seq 8190 at tp 8 was priced, and
+    written, under --framework megatron."""
+    refused = _evaluate(8190, 8, 1)
+    assert refused.exit_code == 2 and "Traceback" not in refused.output
+    assert "sequence 8190 with tp 8 (sequence parallel)" in refused.output and "try --seq-len 8184" in refused.output
+    assert _evaluate(8192, 8, 1).exit_code == 0
+    # 8200 divides by 2cp = 4 but not by cp x tp = 16; 8208 = 16 x 513 divides by both (lcm 16, not tp x 2cp = 32)
+    assert _evaluate(8200, 8, 2).exit_code == 2
+    assert _evaluate(8208, 8, 2).exit_code == 0
+    out = CliRunner().invoke(main, ["plan", "--model", "llama3-70b", "--cluster", "dgx-h100", "--gpus", "64",
+                                    "--seq-len", "8190", "--global-batch", "64", "--emit", "megatron", "--out",
+                                    str(tmp_path)])
+    script = (tmp_path / "megatron.sh").read_text()
+    assert "--sequence-parallel" in script  # the plan's tp > 1 under SP: 8190 does not split over it
+    assert out.exit_code == 1 and "# this file does not start:" in script and "must divide by" in script

@@ -27,6 +27,7 @@ property of the data, never forced (`--moe-router-force-load-balancing` is for b
 
 from __future__ import annotations
 
+import math
 import shlex
 
 from placement.cost.context import fp8_recipe
@@ -71,6 +72,12 @@ def arguments(ctx: EmitContext) -> tuple[list[str], dict[str, str], list[str]]:
         args += ["--expert-model-parallel-size", str(lay.ep), "--expert-tensor-parallel-size", str(lay.etp)]
     if lay.sequence_parallel:
         args.append("--sequence-parallel")
+    divisor = math.lcm(2 * lay.cp if lay.cp > 1 else 1, lay.cp * (lay.tp if lay.sequence_parallel else 1))
+    if ctx.plan.seq_len % divisor:  # frameworks.CAPABILITIES["megatron"].seq_split
+        warnings.append(refusal(f"Megatron-Core asserts at the first forward that the sequence ({ctx.plan.seq_len}) "
+                                f"splits into 2cp chunks and, under sequence parallelism, a CP rank's share over tp: "
+                                f"it must divide by {divisor} ('First dimension of the tensor should be divisible by "
+                                f"tensor parallel size', tensor_parallel/mappings.py)"))
     r = ctx.recipe
     args += split_arguments(ctx)
     if lay.zero_stage == 1:
