@@ -149,8 +149,30 @@ def load_model(ref: str, field: str = "--model") -> ModelSpec:
     if _file_given(ref, path):
         if not _readable(path):
             raise InputError(_no_file(ref, path, field, "model"))
+        megatron_log = _megatron_log_model(path)
+        if megatron_log is not None:
+            return megatron_log
         return read_yaml(path, ModelSpec, "model")
     return _by_name(ref, catalog_root() / "models", ModelSpec, "model", field)
+
+
+def _megatron_log_model(path: Path) -> ModelSpec | None:
+    """The model a Megatron-LM training log's printed arguments block describes (calibration.steps
+    model_from_megatron), or None for any other file.  `validate --runs LOG` prints `evaluate --model LOG` to
+    reproduce a logged run's price (a user trial: the log was read as a malformed YAML)."""
+    from placement.audit.readers.megatron import MEGATRON_LOG_BEGIN
+
+    if path.suffix in (".yaml", ".yml", ".json"):
+        return None
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    if MEGATRON_LOG_BEGIN not in text:
+        return None
+    from placement.calibration.steps import megatron_arguments, model_from_megatron
+
+    return model_from_megatron(megatron_arguments(path, text.splitlines()), path)
 
 
 def accelerator_file_given(ref: str) -> bool:

@@ -1990,6 +1990,13 @@ def evaluate_command(run, layout: dict, recipe: dict) -> str:
     `validate --json` reports them): what a user runs to reproduce the row's prediction."""
     import shlex
 
+    from placement.calibration.published import MOE_ONLY
+    from placement.catalog import load_model
+
+    if load_model(run.model).moe is None:  # evaluate refuses what prices nothing in a dense model
+        recipe = {k: v for k, v in recipe.items() if k not in MOE_ONLY}
+    if run.precision.value != "fp8":  # an FP8 recipe prices nothing in a 16-bit run (a framework's default of it)
+        recipe = {k: v for k, v in recipe.items() if k not in ("fp8_recipe", "fp8_params")}
     args = ["placement", "evaluate", "--model", run.model, "--cluster", run.cluster, "--gpus", str(run.num_gpus)]
     if run.segment_nodes is not None:
         args += ["--segment", str(run.segment_nodes)]

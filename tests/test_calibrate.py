@@ -527,3 +527,19 @@ def test_a_steps_before_is_the_defaults_price_as_validate_gives_it(synthetic) ->
         assert r.before == pytest.approx(default, rel=1e-9)
     for h, r in zip(profile.leave_one_out, steps, strict=True):
         assert h.before == pytest.approx(r.before, rel=1e-9)
+
+
+def test_a_logged_runs_command_reproduces_its_prediction(synthetic) -> None:
+    """`validate --runs LOG` prints the `placement evaluate` command that prices the run: its --model is the log,
+    whose arguments block describes the model, and a dense 16-bit run's command carries no MoE or FP8 recipe flag,
+    which evaluate refuses (a user trial: the log was read as a malformed YAML, then --moe-dispatcher refused)."""
+    import shlex
+
+    _, logs, _ = synthetic
+    row = json.loads(CliRunner().invoke(main, ["validate", "--runs", str(logs[1]), "--cluster", "dgx-h100",
+                                               "--json"]).stdout)["runs"][0]
+    args = shlex.split(row["command"])
+    assert args[:2] == ["placement", "evaluate"] and args[args.index("--model") + 1] == str(logs[1])
+    res = CliRunner().invoke(main, [*args[1:], "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["step_time_s"] == pytest.approx(row["predicted_step_time_s"], rel=1e-6)
