@@ -33,7 +33,9 @@ def test_maxtext_prices_its_triton_flash_kernel_with_its_source() -> None:
 
 
 @pytest.mark.parametrize(("value", "kernel"), [("cudnn_flash_te", "flash"), ("dot_product", "unfused"),
-                                               ("flash", "flash2"), ("autoselected", "flash2")])
+                                               ("flash", "flash2"), ("autoselected", "flash2"),
+                                               # JAX's cuDNN SDPA (attention_op.py cudnn_jax_flash_attention)
+                                               ("cudnn_flash_jax", "flash")])
 def test_a_maxtext_configs_attention_key_is_read(tmp_path: Path, value: str, kernel: str) -> None:
     cfg = tmp_path / "cfg.yml"
     cfg.write_text(f"base_config: base.yml\nattention: {value}\n")
@@ -44,7 +46,7 @@ def test_a_maxtext_configs_attention_key_is_read(tmp_path: Path, value: str, ker
 def test_an_unknown_maxtext_attention_is_refused(tmp_path: Path) -> None:
     cfg = tmp_path / "cfg.yml"
     cfg.write_text("base_config: base.yml\nattention: splash\n")
-    with pytest.raises(InputError, match=r"attention 'splash'; MaxText 0\.2\.5 takes"):
+    with pytest.raises(InputError, match=r"attention 'splash'; MaxText 0\.2\.5 trains with"):
         parse_launch([cfg])
 
 

@@ -428,10 +428,13 @@ def finish(v: dict[str, tuple[Any, str]], ignored: list[str]) -> dict[str, tuple
     # row's default where the files leave it)
     if "attention" in v:
         value, ev = v["attention"]
-        kernels = {"autoselected": "flash2", "flash": "flash2", "cudnn_flash_te": "flash", "dot_product": "unfused"}
+        # cudnn_flash_jax: JAX's cuDNN SDPA (layers/attention_op.py cudnn_jax_flash_attention), cuDNN's fused kernel
+        # as cudnn_flash_te runs it (pyconfig validate_attention_kernel takes it; a user trial saw it refused)
+        kernels = {"autoselected": "flash2", "flash": "flash2", "cudnn_flash_te": "flash", "cudnn_flash_jax": "flash",
+                   "dot_product": "unfused"}
         if str(value) not in kernels:
-            raise InputError(f"{ev}: attention {value!r}; MaxText 0.2.5 takes autoselected, dot_product, flash or "
-                             f"cudnn_flash_te")
+            raise InputError(f"{ev}: attention {value!r}; MaxText 0.2.5 trains with autoselected, dot_product, flash, "
+                             f"cudnn_flash_te or cudnn_flash_jax")
         out["recipe.attention_kernel"] = (kernels[str(value)], ev)
     # the context-parallel exchange (base.yml:1349 context_parallel_strategy "all_gather", the framework row's
     # default): "ring" passes K/V around the ring behind attention, which MaxText runs on GPUs (cudnn_flash_te)
