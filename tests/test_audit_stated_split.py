@@ -104,3 +104,13 @@ def test_a_bridge_configs_stated_split_is_priced_and_changed_in_its_keys(tmp_pat
     assert data["best"]["layout"]["rank_layers"] != [6, 10, 10, 6]
     for key in ("model.num_layers_in_first_pipeline_stage", "model.num_layers_in_last_pipeline_stage"):
         assert changes[key]["from"] == "6" and changes[key]["to"] == "null"
+
+
+def test_mtp_layers_sit_in_the_last_stage_of_the_stated_split(tmp_path: Path) -> None:
+    """Megatron builds the MTP layers in the last stage before the loss where no layout places them: the priced
+    layout holds them there (without them a layout of the split would not hold the recipe's MTP layers)."""
+    data = _audit(_script(tmp_path, "mtp.sh", 4, "--decoder-first-pipeline-num-layers 6 "
+                                                  "--decoder-last-pipeline-num-layers 6 --mtp-num-layers 1"))
+    est = data["estimate"]
+    assert est["recipe"]["mtp_layers"] == 1 and est["recipe"]["pipeline_layout"].endswith("t*6mL")
+    assert est["layout"]["rank_layers"] == _megatron_split(4, 6, 6)

@@ -1080,13 +1080,14 @@ MEGATRON_SPLIT = "Megatron-Core's split of"
 (`_megatron_launched_split`): the best plan searches its own split."""
 
 
-def _megatron_launched_split(launch: LaunchLayout, model: ModelSpec, layout: Layout) -> tuple[str, str] | None:
+def _megatron_launched_split(launch: LaunchLayout, model: ModelSpec, layout: Layout,
+                             mtp_layers: int = 0) -> tuple[str, str]:
     """(pipeline layout, source) of the split Megatron-Core builds from --decoder-first/last-pipeline-num-layers (a
     Bridge config's num_layers_in_first/last_pipeline_stage): the stated ranks their counts, the others the layers
     left over in equal shares, each rank's count dealt evenly over its model chunks (UNEVEN_SPLIT_CHECK; the audit
     refuses first what it asserts).  A user trial: 6 / 6 on pp 4 of 32 layers was priced 8/8/8/8 with an info line,
     though the busiest rank runs 10, and a lone --decoder-first-pipeline-num-layers 15 on pp 2 was priced 16/16 with
-    no word."""
+    no word.  MTP layers sit in the last stage before the loss, where Megatron builds them without a layout."""
     first, last = launch.first_stage_layers, launch.last_stage_layers
     left = layout.pp - (first is not None) - (last is not None)
     middle = (model.num_layers - (first or 0) - (last or 0)) // left if left > 0 else 0
@@ -1096,13 +1097,14 @@ def _megatron_launched_split(launch: LaunchLayout, model: ModelSpec, layout: Lay
     if last is not None:
         per_rank[-1] = last
     split = [per_rank[r] // layout.vpp for k in range(layout.vpp) for r in range(layout.pp)]
-    text = "|".join(("E" if s == 0 else "") + (f"t*{n}" if n > 1 else "t" * n) + ("L" if s == len(split) - 1 else "")
-                    for s, n in enumerate(split))
+    last_stage = len(split) - 1
+    text = "|".join(("E" if s == 0 else "") + (f"t*{n}" if n > 1 else "t" * n)
+                    + ("m" * mtp_layers + "L" if s == last_stage else "") for s, n in enumerate(split))
     flags = "; ".join(dict.fromkeys(launch.sources[f] for f in ("first_stage_layers", "last_stage_layers")
                                     if f in launch.sources))
-    return text, (f"{MEGATRON_SPLIT} {model.num_layers} layers over {layout.pp} pipeline ranks "
-                                 f"({flags}; {UNEVEN_SPLIT_CHECK}): {'/'.join(map(str, per_rank))} per rank"
-                                 + (f", {layout.vpp} chunks each" if layout.vpp > 1 else ""))
+    chunks = f", {layout.vpp} chunks each" if layout.vpp > 1 else ""
+    return text, (f"{MEGATRON_SPLIT} {model.num_layers} layers over {layout.pp} pipeline ranks ({flags}; "
+                  f"{UNEVEN_SPLIT_CHECK}): {'/'.join(map(str, per_rank))} per rank{chunks}")
 
 
 def launch_recipe(launch: LaunchLayout, model: ModelSpec, layout: Layout,
@@ -1153,7 +1155,8 @@ def launch_recipe(launch: LaunchLayout, model: ModelSpec, layout: Layout,
     if (launch.framework == "megatron" and layout.pp > 1 and "pipeline_layout" not in values
             and not is_megatron_deepspeed(launch)
             and (launch.first_stage_layers is not None or launch.last_stage_layers is not None)):
-        values["pipeline_layout"], sources["pipeline_layout"] = _megatron_launched_split(launch, model, layout)
+        values["pipeline_layout"], sources["pipeline_layout"] = _megatron_launched_split(
+            launch, model, layout, int(values.get("mtp_layers") or 0))
     if layout.recompute is not Recompute.SELECTIVE and values.get("recompute_modules"):
         values.pop("recompute_modules")  # Megatron reads the list only under selective granularity
         sources.pop("recompute_modules")
