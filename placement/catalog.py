@@ -164,10 +164,10 @@ def _megatron_log_model(path: Path) -> ModelSpec | None:
 
     if path.suffix in (".yaml", ".yml", ".json"):
         return None
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return None
+    from placement.loaders.files import read_bytes
+
+    # bounded, as every input is (an endless file such as /dev/zero is refused at the read limit)
+    text = read_bytes(path, "model file", "expected a model YAML or a Megatron-LM log").decode("utf-8", "replace")
     if MEGATRON_LOG_BEGIN not in text:
         return None
     from placement.calibration.steps import megatron_arguments, model_from_megatron

@@ -62,6 +62,10 @@ class _FiniteRange(click.FloatRange):
 _SECONDS = _FiniteRange(0.01, 600)
 
 
+EXIT_BROKEN_PIPE = 141
+"""A shell's status for a writer stopped by SIGPIPE (128 + 13): `placement plan | head` ends as `cat | head` does."""
+
+
 def _fail(code: int, message: str) -> None:
     click.echo(f"placement: {message}", err=True)
     sys.exit(code)
@@ -86,6 +90,10 @@ def handle_errors(fn: Callable) -> Callable:
             _fail(EXIT_INFEASIBLE, f"infeasible ({err.binding}): {err}")
         except KeyboardInterrupt:  # Ctrl-C (or SIGTERM where a command turns it into one): nothing half-written
             _fail(EXIT_INTERRUPTED, INTERRUPTED)
+        except BrokenPipeError:  # the reader went away (`placement plan | head`): no error, as any pipe writer
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())  # Python's flush of stdout at exit would raise again
+            sys.exit(EXIT_BROKEN_PIPE)
         except Exception as err:  # a bug: say so in one paragraph; PLACEMENT_DEBUG=1 shows the traceback
             if _SIGNALLED:  # raised by the stop itself, wherever it landed
                 _fail(EXIT_INTERRUPTED, INTERRUPTED)

@@ -287,3 +287,21 @@ def test_a_bad_flag_or_value_is_one_paragraph_with_the_fix(argv, says) -> None:
     assert code == 2 and out == ""
     assert err.startswith("placement: ") and err.count("\n") == 1 and says in err, err
     assert "Usage:" not in err and "Traceback" not in err
+
+
+def test_a_closed_pipe_ends_quietly_and_evaluate_json_has_its_mapping():
+    """`placement evaluate ... | head -2` said "internal error (BrokenPipeError)": the reader going away is no bug.
+    And evaluate's one plan has its compact mapping and rank table (README: every plan), which were null in the
+    allocation order."""
+    cmd = [sys.executable, "-m", "placement.cli", "evaluate", "--model", "llama3-8b", "--cluster", "dgx-h100",
+           "--gpus", "16", "--tp", "2"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # the reader gone before the first line (pricing takes a second), as `head` once done
+    err = proc.stderr.read().decode()
+    assert proc.wait() == 141 and "internal error" not in err and "Traceback" not in err
+    code, out, _ = run("evaluate", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "16", "--tp", "2",
+                       "--json")
+    data = json.loads(out)
+    assert code == 0 and data["mapping_compact"]["host_order"] == ["host0", "host1"]
+    assert [row["rank"] for row in data["mapping"]] == list(range(16))
