@@ -7,6 +7,7 @@ one paragraph on stderr, never a traceback.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -1166,7 +1167,7 @@ def evaluate(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch
     result, est = evaluate_priced(model, train, topo, layout, recipe, sources, model_sources)
     # allocation order; with measured intra-node links each TP group on the GPUs the price assumed, which the
     # files realize with CUDA_VISIBLE_DEVICES (as `plan` writes them)
-    result, gpu_of_rank = launch_order(result, model, topo, layout)
+    result, gpu_of_rank = launch_order(result, model, topo, layout, with_rank_table=as_json)
     result = with_crossings(result, est, topo, layout, gpu_of_rank)
     fabric = fabric_priced(topo, click.get_current_context())
     if out_dir is not None:
@@ -1993,15 +1994,22 @@ def recipe_args(recipe: dict) -> list[str]:
     return out
 
 
+@functools.cache
+def _is_moe(model_ref: str) -> bool:
+    """Whether the model `model_ref` names has experts (loaded once a process: validate asks for every row)."""
+    from placement.catalog import load_model
+
+    return load_model(model_ref).moe is not None
+
+
 def evaluate_command(run, layout: dict, recipe: dict) -> str:
     """The `placement evaluate` command that prices calibration run `run` in `layout` under `recipe` (both as
     `validate --json` reports them): what a user runs to reproduce the row's prediction."""
     import shlex
 
     from placement.calibration.published import MOE_ONLY
-    from placement.catalog import load_model
 
-    if load_model(run.model).moe is None:  # evaluate refuses what prices nothing in a dense model
+    if not _is_moe(run.model):  # evaluate refuses what prices nothing in a dense model
         recipe = {k: v for k, v in recipe.items() if k not in MOE_ONLY}
     if run.precision.value != "fp8":  # an FP8 recipe prices nothing in a 16-bit run (a framework's default of it)
         recipe = {k: v for k, v in recipe.items() if k not in ("fp8_recipe", "fp8_params")}

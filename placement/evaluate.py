@@ -72,17 +72,19 @@ def with_crossings(result: Plan, est: Estimates, topo: Topology, layout: Layout,
                                                             group_kinds(layout, est, 0))})
 
 
-def launch_order(result: Plan, model: ModelSpec, topo: Topology, layout: Layout) -> tuple[Plan, np.ndarray]:
+def launch_order(result: Plan, model: ModelSpec, topo: Topology, layout: Layout,
+                 with_rank_table: bool = True) -> tuple[Plan, np.ndarray]:
     """The GPU each rank runs on as the priced layout is launched: allocation order, with measured intra-node
     links each TP group on the GPUs the price assumed (`intra_node_order`); the plan's mapping fields then
-    describe that order, as `plan` writes them."""
+    describe that order, as `plan` writes them (the rank table only `with_rank_table`: the JSON prints it)."""
     from placement.mapping.report import compact_mapping, rank_table
     from placement.planner import RANK_TABLE_MAX_GPUS
 
     gpu_of_rank = intra_node_order(topo, layout.tp, np.arange(topo.num_gpus))
     # every plan has its compact mapping, and the one plan its rank table up to RANK_TABLE_MAX_GPUS (README; a user
     # trial: `evaluate --json` had both null in allocation order)
-    mapping = rank_table(topo, gpu_of_rank, layout, model.is_moe) if topo.num_gpus <= RANK_TABLE_MAX_GPUS else None
+    mapping = (rank_table(topo, gpu_of_rank, layout, model.is_moe)
+               if with_rank_table and topo.num_gpus <= RANK_TABLE_MAX_GPUS else None)
     return result.model_copy(update={"mapping_compact": compact_mapping(topo, gpu_of_rank), "mapping": mapping}), \
         gpu_of_rank
 

@@ -222,13 +222,18 @@ class Capability:
         return out
 
 
+def seq_divisor(tp, cp, sp, per_cp_rank: bool = False):
+    """What the sequence must divide into (numbers or arrays): tp under sequence parallelism `sp`, times 2cp where
+    cp > 1; with `per_cp_rank`, the least common multiple of 2cp (cp > 1) and cp x tp (under sequence parallelism).
+    The emitters' does-not-start lines use it as the search's `seq_split` rule does."""
+    tp = np.where(np.asarray(sp, dtype=bool), tp, 1)
+    chunks = np.where(np.asarray(cp) > 1, 2 * np.asarray(cp), 1)
+    return np.lcm(chunks, np.asarray(cp) * tp) if per_cp_rank else tp * chunks
+
+
 def _seq_divisor(b: LayoutBatch, per_cp_rank: bool = False) -> np.ndarray:
-    """What the sequence must divide into per layout: tp under sequence parallelism, times 2cp where cp > 1; with
-    `per_cp_rank`, the least common multiple of 2cp (cp > 1) and cp x tp (under sequence parallelism)."""
-    tp = np.where(np.asarray(b.sp, dtype=bool), b.tp, 1)
-    if per_cp_rank:
-        return np.lcm(np.where(b.cp > 1, 2 * b.cp, 1), b.cp * tp)
-    return tp * np.where(b.cp > 1, 2 * b.cp, 1)
+    """seq_divisor of each layout of `b`."""
+    return seq_divisor(b.tp, b.cp, b.sp, per_cp_rank)
 
 
 def _torchtitan_splits(b: LayoutBatch, num_layers: int) -> np.ndarray:

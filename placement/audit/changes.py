@@ -471,8 +471,8 @@ def launch_changes(framework: str, now: EmitContext, best: EmitContext, files_te
                                                   and megatron_flag_in(c["argument"], live))]
         if framework == "megatron":
             split_flags = (*STATED_SPLIT_FLAGS, "--pipeline-model-parallel-layout")
-            _megatron_stated_split(changes, {f: m.group(1) for f in split_flags
-                                             if (m := re.search(rf"{f}(?:=|[ \t]+)([^\s\\#]+)", live))})
+            _megatron_stated_split(changes, {f: v for f in split_flags
+                                             if (v := stated_flag_value(f, live)) is not None})
             _megatron_virtual_flags(changes, b, files_text)
             _megatron_dropped_switches(changes, best, live)
             _megatron_fsdp_only(changes, b, live)
@@ -567,6 +567,13 @@ PIPELINE_ONLY = ("pipeline_parallel_microbatch_size", "pipeline_parallel_schedul
 pipeline before or after the change they are no change (a user trial saw the micro-batch size listed at pp 1)."""
 
 
+def stated_flag_value(flag: str, text: str) -> str | None:
+    """The one value the launch text gives Megatron-LM's `flag` (`--flag V` or `--flag=V`), or None: a one-line
+    argument list holds the next flags after it on the same line, so the value ends at whitespace."""
+    stated = re.search(rf"{re.escape(flag)}(?:=|[ \t]+)([^\s\\#]+)", text)
+    return stated.group(1).strip() if stated else None
+
+
 VIRTUAL_PIPELINE_FLAGS = ("--num-layers-per-virtual-pipeline-stage", "--num-virtual-stages-per-pipeline-rank",
                           "--pipeline-model-parallel-layout")
 """Megatron-LM's three ways of stating the virtual pipeline, of which it takes at most one (megatron/training/
@@ -583,10 +590,9 @@ def _megatron_virtual_flags(changes: list[dict], best: dict[str, str], files_tex
     for flag in VIRTUAL_PIPELINE_FLAGS:
         if flag in best or any(c["argument"] == flag for c in changes):
             continue
-        # the flag's one value: a one-line argument list holds the next flags after it on the same line
-        stated = re.search(rf"{re.escape(flag)}(?:=|[ \t]+)([^\s\\#]+)", files_text)
-        if stated:
-            changes.append({"argument": flag, "from": stated.group(1).strip(), "to": None,
+        stated = stated_flag_value(flag, files_text)
+        if stated is not None:
+            changes.append({"argument": flag, "from": stated, "to": None,
                             "note": "Megatron-LM takes one of " + ", ".join(VIRTUAL_PIPELINE_FLAGS) + " (arguments.py "
                                     "validate_args): the files' own must go for the one this plan writes"})
 

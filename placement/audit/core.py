@@ -38,6 +38,7 @@ from placement.audit.readers.reading import NodeDevices, node_line
 from placement.cost.batch import LayoutBatch, module_mask
 from placement.cost.constants import GiB
 from placement.cost.memory import moe_norm_recompute_lost
+from placement.cost.pipeline import DECODER, EMBED, LOSS, MTP, format_layout
 from placement.cost.step import Estimates, RecipeChoices, default_choices, estimate
 from placement.emit.common import EmitContext
 from placement.emit.megatron import ACTIVATION_ARGS
@@ -1098,8 +1099,8 @@ def _megatron_launched_split(launch: LaunchLayout, model: ModelSpec, layout: Lay
         per_rank[-1] = last
     split = [per_rank[r] // layout.vpp for k in range(layout.vpp) for r in range(layout.pp)]
     last_stage = len(split) - 1
-    text = "|".join(("E" if s == 0 else "") + (f"t*{n}" if n > 1 else "t" * n)
-                    + ("m" * mtp_layers + "L" if s == last_stage else "") for s, n in enumerate(split))
+    text = format_layout([[EMBED] * (s == 0) + [DECODER] * n + [MTP] * mtp_layers * (s == last_stage)
+                          + [LOSS] * (s == last_stage) for s, n in enumerate(split)])
     flags = "; ".join(dict.fromkeys(launch.sources[f] for f in ("first_stage_layers", "last_stage_layers")
                                     if f in launch.sources))
     chunks = f", {layout.vpp} chunks each" if layout.vpp > 1 else ""

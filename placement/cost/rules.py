@@ -110,7 +110,8 @@ def _splits(f: Facts, c: Columns, vpp: np.ndarray | int = 1) -> np.ndarray:
     the fullest rank into vpp equal chunks (cost.pipeline.default_layout's condition)."""
     ok = np.zeros(np.shape(c["pp"]), dtype=bool)
     for extra in f.split_units:
-        ok |= (_lighter_end(f, c, extra) >= vpp) & (_fullest(f, c["pp"], extra) % vpp == 0)
+        st = stage_layers(f.num_layers + extra, c["pp"], np.ones_like(c["pp"]))
+        ok |= (st.lightest >= vpp) & (st.fullest % vpp == 0)
     return ok
 
 

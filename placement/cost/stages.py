@@ -48,7 +48,7 @@ def stage_layers(num_layers: int, pp: np.ndarray, vpp: np.ndarray) -> StageLayer
     last = np.where(pp == 1, num_layers, last)
     middle = np.where(pp > 2, per, np.maximum(first, last))
     fullest = np.maximum(np.maximum(first, last), np.where(pp > 2, per, 0))
-    lightest = np.minimum(np.minimum(first, last), np.where(short, floor, np.where(pp > 2, per, fullest)))
+    lightest = np.minimum(np.minimum(first, last), np.where(pp > 2, per, fullest))  # short: the first's floor
     # interleaving needs every model chunk to hold a layer and the fullest stages in equal chunks (Megatron's
     # default split); the lighter stages may split unevenly (Llama 3 ran interleaved 1F1B on 126 layers over 16
     # stages, the first and last one layer short)

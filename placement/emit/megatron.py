@@ -27,7 +27,6 @@ property of the data, never forced (`--moe-router-force-load-balancing` is for b
 
 from __future__ import annotations
 
-import math
 import shlex
 
 from placement.cost.context import fp8_recipe
@@ -45,6 +44,7 @@ from placement.emit.common import (
     torchrun_lines,
     warn_block,
 )
+from placement.frameworks import seq_divisor
 from placement.specs.model import FfnKind, ModelSpec, MoESpec, Normalization, PositionEmbedding, RopeScaling
 from placement.specs.recipe import MEGATRON_MODULES, CpCommType, CudaGraphs, Dispatcher, Fp8Recipe, RecomputeModule
 from placement.specs.training import AttentionKernel, Precision
@@ -72,7 +72,7 @@ def arguments(ctx: EmitContext) -> tuple[list[str], dict[str, str], list[str]]:
         args += ["--expert-model-parallel-size", str(lay.ep), "--expert-tensor-parallel-size", str(lay.etp)]
     if lay.sequence_parallel:
         args.append("--sequence-parallel")
-    divisor = math.lcm(2 * lay.cp if lay.cp > 1 else 1, lay.cp * (lay.tp if lay.sequence_parallel else 1))
+    divisor = int(seq_divisor(lay.tp, lay.cp, lay.sequence_parallel, per_cp_rank=True))
     if ctx.plan.seq_len % divisor:  # frameworks.CAPABILITIES["megatron"].seq_split
         warnings.append(refusal(f"Megatron-Core asserts at the first forward that the sequence ({ctx.plan.seq_len}) "
                                 f"splits into 2cp chunks and, under sequence parallelism, a CP rank's share over tp: "

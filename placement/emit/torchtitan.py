@@ -35,6 +35,7 @@ from placement.emit.common import (
     torchrun_lines,
     warn_block,
 )
+from placement.frameworks import seq_divisor
 from placement.plan import LayoutOut
 from placement.specs import AcceleratorSpec, Llama3RopeSpec, ModelSpec
 from placement.specs.recipe import CudaGraphs, Fp8Recipe
@@ -285,7 +286,7 @@ def flags(ctx: EmitContext) -> tuple[list[str], list[str]]:
         replicate, shard, reshard = lay.dp, 1, "default"
     if lay.etp > 1:
         warnings.append(f"torchtitan 0.3.0 has no expert tensor parallelism (etp {lay.etp}): experts run with etp 1")
-    divisor = (lay.tp if lay.sequence_parallel else 1) * (2 * lay.cp if lay.cp > 1 else 1)
+    divisor = int(seq_divisor(lay.tp, lay.cp, lay.sequence_parallel))
     if ctx.plan.seq_len % divisor:  # a user trial: seq 4100 at tp 2 (SP) x cp 2 was priced and written
         warnings.append(refusal(f"torchtitan 0.3.0 raises at start-up unless the sequence ({ctx.plan.seq_len}) divides "
                                 f"by tp (under sequence parallelism) x 2cp = {divisor} (trainer.py:306-315)"))

@@ -538,9 +538,9 @@ def read_file(path: Path, fw: str) -> Settings:
     if fw == "torchtitan":
         s.keys = torchtitan.flags(args, s.key_sites)
         s.override = True
-    elif (any(re.fullmatch(r"\+{0,2}[A-Za-z_][\w]*\.[\w.]+=.*", w.text, re.S) for w in args)
-          or _runs_run_recipe(launch.entry if launches else None, args)):
-        if _runs_run_recipe(launch.entry if launches else None, args):
+    elif (run_recipe := _runs_run_recipe(launch.entry if launches else None, args)) or any(
+            re.fullmatch(r"\+{0,2}[A-Za-z_][\w]*\.[\w.]+=.*", w.text, re.S) for w in args):
+        if run_recipe:
             args = _run_recipe_overrides(args)
         keys, config_file = megatron.hydra_overrides(args)
         megatron.bridge_settings(keys, s)
