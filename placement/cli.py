@@ -294,6 +294,7 @@ RECIPE_FLAGS = {
     "sp_saves_gathered_inputs": "--sp-saves-gathered-inputs", "tp_async_backward": "--tp-async-backward",
     "pipeline_unsharded_grads": "--pipeline-unsharded-grads",
     "reshard_after_backward": "--reshard-after-backward",
+    "zero0_as_fsdp": "--zero0-as-fsdp", "dp_reduce_every_microbatch": "--dp-reduce-every-microbatch",
     "optimizer_state_bf16": "--optimizer-state-bf16", "optimizer_master_weights": "--optimizer-master-weights",
     "fp32_weights": "--fp32-weights", "norms_fused": "--norms-fused",
     "fp8_params": "--fp8-params", "activation_func_fp8_input_store": "--activation-fp8-input-store",
@@ -403,6 +404,10 @@ def recipe_options(fn: Callable) -> Callable:
         onoff("reshard_after_backward", "ZeRO-2 reshards the weights after each micro-batch's backward and gathers "
                                         "them again for the next forward (FSDP2's default, torchtitan), not once a "
                                         "step (DeepSpeed, Megatron-FSDP)."),
+        onoff("zero0_as_fsdp", "ZeRO-0 runs as FSDP2 over one-rank shards, its data-parallel ranks HSDP replicas "
+                               "(torchtitan 0.3.0 applies FSDP always): priced as ZeRO-3 over a shard of one."),
+        onoff("dp_reduce_every_microbatch", "FSDP2's all-reduce over HSDP replicas runs in every micro-batch's "
+                                            "backward, not once a step (torchtitan 0.3.0's accumulation loop)."),
         onoff("fp8_params", "Primary weights kept in FP8 only (--fp8-param-gather)."),
         onoff("activation_func_fp8_input_store", "MLP activation input kept in FP8 for backward "
                                                  "(Megatron-Core's TransformerConfig field; Megatron-LM 0.19.2 has "

@@ -348,7 +348,18 @@ CAPABILITIES: dict[str, Capability] = {
                  "torchtitan 0.3.0 pipelines run torch.distributed.pipelining's PipelineStage, which turns FSDP2's "
                  "gradient sync and reshard-after-backward off for every backward but the last (stage.py "
                  "backward_maybe_with_nosync): each stage keeps its unsharded float32 gradient through the step and "
-                 "reduce-scatters it after its last backward"))),
+                 "reduce-scatters it after its last backward"),
+                ("zero0_as_fsdp", True,
+                 "torchtitan 0.3.0 applies FSDP2 whatever the shard degree (models/llama3/parallelize.py:69-89: "
+                 "\"with shard_degree=1 it is a no-op for the all-gather but still installs the "
+                 "MixedPrecisionPolicy\"), so its ZeRO-0 (data_parallel_shard_degree 1) is FSDP2 over one-rank "
+                 "shards with the data-parallel ranks as HSDP replicas: float32 master weights cast to 16 bits when "
+                 "unsharded, float32 gradients all-reduced over the replicas, accumulated unsharded under a pipeline"),
+                ("dp_reduce_every_microbatch", True,
+                 "torchtitan 0.3.0's step runs each accumulation micro-batch's forward and backward in turn "
+                 "(trainer.py:905-930) without turning FSDP2's gradient sync off, so HSDP all-reduces over the "
+                 "replicas in every micro-batch's backward (FSDPParamGroup.post_backward; pytorch/torchtitan#1929, "
+                 "which #4505 fixed after 0.3.0)"))),
     "deepspeed": Capability(
         "deepspeed", "DeepSpeed 0.19.8", zero_stages=(1, 2, 3), zero_stages_with_pp=(1,), max_vpp=1, max_cp=1,
         max_ep=1, etp="one", even_pipeline=True, hsdp=False, moe_zero_stages=(1, 2),

@@ -8,6 +8,7 @@ from placement.calibration.published import published_line
 from placement.calibration.validate import MOE_GROUP, TARGET_GROUPS, RunResult
 from placement.catalog import accelerator_file_given
 from placement.cost.constants import ALLOCATOR_FRAGMENTATION, GiB
+from placement.cost.context import priced_zero
 from placement.plan import Plan
 from placement.planner import Planned
 from placement.specs import ModelSpec
@@ -273,9 +274,15 @@ def recipe_line(p: Plan) -> str:
         items.append("tp backward collectives on their own")
     if r.sp_saves_gathered_inputs and lay.tp > 1 and lay.sequence_parallel:
         items.append("sp keeps gathered inputs")
-    deferred = r.pipeline_unsharded_grads and lay.pp > 1 and lay.zero_stage >= 2
+    zero = priced_zero(r, lay.zero_stage)
+    if zero != lay.zero_stage:
+        items.append("zero-0 as fsdp2 over one-rank shards")
+    deferred = r.pipeline_unsharded_grads and lay.pp > 1 and zero >= 2
     if deferred:
         items.append("unsharded grads until each stage's last backward")
+    elif r.dp_reduce_every_microbatch and zero == 3 and lay.num_microbatches > 1 \
+            and (1 if zero != lay.zero_stage else lay.dp_shard) < lay.dp:
+        items.append("hsdp all-reduce every micro-batch")
     if r.reshard_after_backward and lay.zero_stage == 2 and not deferred:
         items.append("weights gathered again each micro-batch")
     if r.fp32_weights:

@@ -24,7 +24,8 @@ def _emit(tmp_path: Path, model: str, gpus: int, precision: str, emit: str, *ext
     class): plans for it are priced so unless the test says otherwise, to keep the substitution under test alone."""
     if emit == "torchtitan" and "--framework" not in extra and "--attention-kernel" not in extra:
         extra = ("--attention-kernel", "flash2", "--sp-saves-gathered-inputs", "--fp8-saves-16bit-inputs",
-                 "--loss-chunks", "8", "--no-tp-async-backward", *extra)
+                 "--loss-chunks", "8", "--no-tp-async-backward", "--dp-reduce-every-microbatch",
+                 "--zero0-as-fsdp", *extra)
     result = CliRunner().invoke(main, ["plan", "--model", model, "--gpus", str(gpus), "--seq-len", "4096",
                                        "--global-batch", "64", "--precision", precision, "--top-k", "1", "--json",
                                        "--out", str(tmp_path), "--emit", emit, *extra])
@@ -106,7 +107,8 @@ def _evaluate_step(plan: dict, precision: str, *flags: str, **changes) -> float:
         argv.append("--no-cpu-affinity")
     if recipe.get("attention_kernel"):
         argv += ["--attention-kernel", recipe["attention_kernel"]]
-    for field in ("sp_saves_gathered_inputs", "fp8_saves_16bit_inputs", "pipeline_unsharded_grads"):
+    for field in ("sp_saves_gathered_inputs", "fp8_saves_16bit_inputs", "pipeline_unsharded_grads",
+                  "dp_reduce_every_microbatch", "zero0_as_fsdp"):
         if recipe.get(field):
             argv.append("--" + field.replace("_", "-"))
     if recipe.get("tp_async_backward") is False:

@@ -1021,6 +1021,9 @@ TORCHTITAN_BEFORE_030 = {
                                 "gradients",
     "pipeline_unsharded_grads": "torchtitan before 0.3.0 pipelines run torch.distributed.pipelining's PipelineStage "
                                 "too, which keeps each stage's unsharded gradient until its last backward",
+    "dp_reduce_every_microbatch": "torchtitan before 0.3.0 runs each accumulation micro-batch's forward and backward "
+                                  "in turn too (v0.2.2 train.py gradient_accumulation_steps) without turning FSDP2's "
+                                  "gradient sync off, so HSDP all-reduces over the replicas every micro-batch",
     "pp_comm_overlap": "torchtitan before 0.3.0 interleaves with torch.distributed.pipelining's schedules too (v0.2.2 "
                        "distributed/pipeline_parallel.py imports them), which wait on a chunk's receive right before "
                        "it computes: priced with the transfers exposed, not as Megatron's overlap_p2p_comm",
@@ -1039,6 +1042,12 @@ TORCHTITAN_BEFORE_030 = {
 }
 """The sources of torchtitan's framework rows (frameworks.CAPABILITIES, cited at 0.3.0) for files of an older
 torchtitan (LaunchLayout.torchtitan_form), where the same holds, cited at v0.2.2."""
+TORCHTITAN_030_ONLY = {
+    "zero0_as_fsdp": (False, "torchtitan before 0.3.0 applies FSDP only where it shards (v0.2.2 "
+                             "models/llama3/infra/parallelize.py:125-152: fsdp_enabled, else DDP over dp_replicate), "
+                             "so its ZeRO-0 is DDP"),
+}
+"""torchtitan's framework rows that hold from 0.3.0 only: for an older file's job, the value it runs and why."""
 
 
 DELAYED_FP8 = re.compile(r"""fp8[-_]recipe["']?[:=\s]+["']?delayed|'delayed' when --fp8-recipe is not given""")
@@ -1128,6 +1137,8 @@ def launch_recipe(launch: LaunchLayout, model: ModelSpec, layout: Layout,
     for name, value, why in cap.recipe_rows(several_hosts, precision, model.is_moe) if cap is not None else ():
         if name not in values:  # what the files state wins (a BF16_Optimizer job's fp32 gradient copy)
             values[name], sources[name] = value, (TORCHTITAN_BEFORE_030.get(name, why) if before_030 else why)
+            if before_030 and name in TORCHTITAN_030_ONLY:
+                values[name], sources[name] = TORCHTITAN_030_ONLY[name]
     if launch.framework == "deepspeed" and layout.zero_stage not in (1, 2) and "param_gather_overlap" in sources \
             and "param_gather_overlap" not in launch.recipe:
         # a user trial: the line read as if this ZeRO-0 or ZeRO-3 job gathered its weights after the step

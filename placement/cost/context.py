@@ -7,7 +7,7 @@ results; none of them reads flags or files.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 import numpy as np
@@ -126,8 +126,27 @@ def gemm_rates(topo: Topology, precision: Precision, fp8: Fp8Recipe | None) -> t
     return GemmRate(acc.peak_flops_fp8 * eff, acc.gemm_half_efficiency_dim), bf16
 
 
+def priced_batch(b: LayoutBatch, recipe: Recipe) -> LayoutBatch:
+    """The layouts as the cost model prices them: a ZeRO-0 that runs as FSDP2 over one-rank shards (recipe
+    zero0_as_fsdp, torchtitan 0.3.0) is ZeRO-3 with a shard degree of 1, its data-parallel ranks HSDP replicas."""
+    if not recipe.zero0_as_fsdp:
+        return b
+    # (where the expert ranks fit inside one replica's tp x cp ranks: torchtitan shards experts over dp_shard x cp x tp,
+    # which a shard of one leaves no room for beyond them; such a layout is not torchtitan's, frameworks.Capability)
+    z0 = (b.zero == 0) & ((b.tp * b.cp) % (b.ep * b.etp) == 0)
+    if not z0.any():
+        return b
+    return replace(b, zero=np.where(z0, 3, b.zero), dp_shard=np.where(z0, 1, b.dp_shard))
+
+
+def priced_zero(recipe: Recipe, zero: int) -> int:
+    """One layout's ZeRO stage as priced (`priced_batch`)."""
+    return 3 if zero == 0 and recipe.zero0_as_fsdp else zero
+
+
 def context(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch, recipe: Recipe) -> Ctx:
     f64 = np.float64
+    b = priced_batch(b, recipe)
     tp, cp, ep, etp, pp, vpp, dp = (x.astype(f64) for x in (b.tp, b.cp, b.ep, b.etp, b.pp, b.vpp, b.dp))
     mbs = b.mbs.astype(f64)
     fp8 = fp8_recipe(topo, recipe, train.precision)

@@ -94,6 +94,10 @@ def dp_term(x: Ctx, p: StageParams, comp_mb_s: np.ndarray) -> DpTerm:
     # last backward, where ZeRO-2/3 otherwise reduce every micro-batch
     deferred = x.recipe.pipeline_unsharded_grads & (b.pp > 1)
     rs_count = np.where(deferred, 1.0, m)
+    # FSDP2 all-reduces over the HSDP replicas in every micro-batch's backward where nothing turns its gradient sync
+    # off (recipe dp_reduce_every_microbatch: torchtitan 0.3.0), once a step where torch pipelining defers it
+    hsdp_every = np.asarray(x.recipe.dp_reduce_every_microbatch) & ~np.asarray(deferred)
+    hsdp_count = np.where(hsdp_every, m, 1.0)
     # ZeRO-3 gathers each micro-batch's weights for its forward and again for its backward; deferred, the weights
     # stay gathered after a backward, so a forward that follows one gathers nothing and a backward that follows one
     # neither: about one gather per micro-batch plus the warm-up's (placement's files reshard after forward)
@@ -106,7 +110,7 @@ def dp_term(x: Ctx, p: StageParams, comp_mb_s: np.ndarray) -> DpTerm:
     # sends the gradients twice before its gather
     all_reduce = 2.0 * rs_once
     z1_grads = all_reduce if x.recipe.grad_all_reduce else rs_once
-    total = np.where(zero3, ag_once * ag_count + rs_once * rs_count + hsdp_once,
+    total = np.where(zero3, ag_once * ag_count + rs_once * rs_count + hsdp_once * hsdp_count,
                      np.where(zero2, rs_once * rs_count + ag_once * z2_ag_count,
                               np.where(b.zero == 0, all_reduce, z1_grads + ag_once)))
     # DeepSpeed's PipelineEngine (the engine `pipeline_p2p_blocking` prices) reduces the gradients after the
@@ -167,12 +171,15 @@ def dp_term(x: Ctx, p: StageParams, comp_mb_s: np.ndarray) -> DpTerm:
         # and reduces every micro-batch behind that micro-batch's compute: all but each micro-batch's first gather
         # and last reduce-scatter, which have no compute beside them (shard_edges_s: FSDP2 waits for a backward's
         # reduce-scatters before the next micro-batch, and gathers its first units again)...
+        # (an HSDP all-reduce every micro-batch, dp_reduce_every_microbatch, shares that micro-batch's compute; the
+        # last one's tail as the once-a-step one's below)...
         # ...and a reduce-scatter deferred to the step's end (pipeline_unsharded_grads) has no compute beside it,
         # nor the HSDP all-reduce FSDP2 runs after it
         z3_exposed = np.where(deferred,
                               m * np.maximum(ag_once * ag_count / m - edge_ag / m - comp_mb_s, 0.0) + edge_ag
                               + rs_once,
-                              m * np.maximum(z3_mb - z3_edge - comp_mb_s, 0.0) + m * z3_edge)
+                              m * np.maximum(z3_mb + np.where(hsdp_every, hsdp_once, 0.0) - z3_edge - comp_mb_s, 0.0)
+                              + m * z3_edge)
         z2_rs = np.where(deferred, rs_once, m * np.maximum(rs_once - edge_rs - hide / chunks, 0.0) + m * edge_rs)
         hsdp_exposed = np.where(deferred, hsdp_once, np.maximum(hsdp_once - hide, 0.0))
         exposed = np.where(
@@ -194,7 +201,7 @@ def dp_term(x: Ctx, p: StageParams, comp_mb_s: np.ndarray) -> DpTerm:
     return DpTerm(
         total_s=total, exposed_s=exposed,
         dense_bytes=np.where(p.dense_shard > 1, dense_bytes, 0.0),
-        replica_bytes=np.where(zero3 & (b.dp_shard < b.dp), 2.0 * replica_grads * grad_b, 0.0),
+        replica_bytes=np.where(zero3 & (b.dp_shard < b.dp), 2.0 * replica_grads * grad_b * hsdp_count, 0.0),
         expert_bytes=np.where(p.expert_shard > 1, expert_bytes, 0.0),
     )
 

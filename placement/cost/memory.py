@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from placement.cost import constants as C
-from placement.cost.context import Ctx
+from placement.cost.context import Ctx, priced_zero
 from placement.cost.pipeline import StageKinds
 from placement.specs.recipe import CudaGraphs, Dispatcher, GradAccumulation, PipelineSchedule
 from placement.specs.recipe import RecomputeModule as M
@@ -170,8 +170,10 @@ def in_flight(x: Ctx, rank: np.ndarray) -> np.ndarray:
 
 
 def gradient_dtype(recipe, zero: int, pp: int) -> str:
-    """The width memory_term holds a candidate's gradients in, in words (its grad_b)."""
+    """The width memory_term holds a candidate's gradients in, in words (its grad_b), at its priced ZeRO stage
+    (context.priced_zero: a ZeRO-0 run as FSDP2 holds them as ZeRO-3 does)."""
     fp32 = bool(recipe.grad_reduce_fp32)
+    zero = priced_zero(recipe, zero)
     if recipe.pipeline_unsharded_grads and pp > 1 and zero >= 2:
         return ("fp32" if fp32 else "bf16") + ", unsharded through the step"
     if recipe.fp32_weights:

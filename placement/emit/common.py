@@ -284,7 +284,13 @@ _MATTERS = {"checkpoint_sync": lambda lay: lay.recompute == "full",
             "pipeline_sends_mask": lambda lay: lay.pp > 1,
             "sp_saves_gathered_inputs": lambda lay: lay.tp > 1 and lay.sequence_parallel,
             "tp_async_backward": lambda lay: lay.tp > 1,
-            "pipeline_unsharded_grads": lambda lay: lay.pp > 1 and lay.zero_stage >= 2,
+            # a ZeRO-0 that runs as FSDP2 (zero0_as_fsdp) defers its reduction under a pipeline too
+            "pipeline_unsharded_grads": lambda lay: lay.pp > 1 and lay.zero_stage != 1,
+            "zero0_as_fsdp": lambda lay: lay.zero_stage == 0,
+            # the replicas' all-reduce: HSDP, or a ZeRO-0 run as FSDP2; once a step under a pipeline anyway
+            "dp_reduce_every_microbatch": lambda lay: (lay.pp == 1 and lay.num_microbatches > 1 and lay.dp > 1
+                                                       and (lay.zero_stage == 0 or
+                                                            (lay.zero_stage == 3 and lay.dp_shard < lay.dp))),
             # under a pipeline torch's PipelineStage turns FSDP2's reshard off until the last backward
             # (pipeline_unsharded_grads), so the row prices nothing there
             "reshard_after_backward": lambda lay: lay.zero_stage == 2 and lay.pp == 1,

@@ -323,6 +323,10 @@ RUNS_INSTEAD = {
     "attention_kernel": "the model code's own attention runs",
     "loss_chunks": "the model code's LM head and loss run on the whole micro-batch at once",
     "pipeline_unsharded_grads": "its ZeRO-2/3 reduce-scatters each micro-batch's gradients into the shard",
+    "zero0_as_fsdp": "its ZeRO stage 0 is plain data parallelism: the gradients all-reduced at the accumulation "
+                     "boundary, no FSDP wrapper",
+    "dp_reduce_every_microbatch": "it has no HSDP all-reduce (0.19.8 removed MiCS): ZeRO-0/1 reduce at the "
+                                  "accumulation boundary, ZeRO-2/3 into the shard every micro-batch",
     "fp32_weights": "its weights are 16-bit (bf16 enabled), with the float32 master copy in its optimizer",
     "reshard_after_backward": "its ZeRO-2 keeps every weight whole (it shards gradients and optimizer state), so "
                               "it gathers the weights once a step, after the optimizer",

@@ -370,6 +370,9 @@ RUNS_INSTEAD = {
     "dp_overlap": "XLA overlaps the gradient reduction with the backward itself",
     "param_gather_overlap": "XLA schedules the weight gathers beside compute itself",
     "reshard_after_backward": "MaxText has no ZeRO-2: it shards the weights of every step (ZeRO-3) or none",
+    "zero0_as_fsdp": "its unsharded data parallelism is XLA's gradient reduction, with no FSDP wrapper at a shard "
+                     "of one",
+    "dp_reduce_every_microbatch": "XLA schedules the gradient reduction over the data-parallel ranks itself",
 }
 """What MaxText runs instead of each recipe feature it cannot be told."""
 FORCED = common.forced_fields("maxtext")

@@ -531,6 +531,10 @@ RUNS_INSTEAD = {
                           "(megatron-core 0.19.2 tensor_parallel/cross_entropy.py)",
     "pipeline_unsharded_grads": "Megatron-FSDP reduce-scatters each micro-batch's gradients and keeps only its "
                                 "shard",
+    "zero0_as_fsdp": "its ZeRO-0 is DDP: one float32 gradient buffer beside the 16-bit weights, all-reduced once a "
+                     "step",
+    "dp_reduce_every_microbatch": "it reduces the gradients once a step, in the last micro-batch's backward (no_sync "
+                                  "before the others), and has no HSDP",
     "fp32_weights": "its weights are 16-bit, with the float32 master copy in the optimizer state (--bf16)",
     "reshard_after_backward": "its ZeRO-2 (Megatron-FSDP optim_grads) keeps every weight whole, so it gathers "
                               "the weights once a step, after the optimizer",

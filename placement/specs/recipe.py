@@ -281,6 +281,24 @@ class Recipe(Frozen):
     and turns resharding off only for the chunked loss's head (components/loss.py:730).  DeepSpeed's ZeRO-2 and
     Megatron-FSDP's optim_grads never shard the weights, so they gather nothing between micro-batches (False).
     Under pipeline_unsharded_grads the weights stay gathered anyway."""
+    zero0_as_fsdp: bool = False
+    """ZeRO-0 runs as FSDP2 over one-rank shard groups, its data-parallel ranks HSDP replicas: torchtitan 0.3.0
+    applies fully_shard whatever the shard degree ("with shard_degree=1 it is a no-op for the all-gather but still
+    installs the MixedPrecisionPolicy", models/llama3/parallelize.py:69-89), where 0.2.x ran DDP or nothing
+    (v0.2.2 models/llama3/infra/parallelize.py:125-152).  Priced as ZeRO-3 over a shard of one (cost.context
+    `priced_batch`): the float32 weights are the master copy, each unit is cast to 16 bits when FSDP2 unshards it
+    (FSDPParamGroup.wait_for_unshard copies at one rank), the float32 gradients are all-reduced over the replicas
+    (dp_reduce_every_microbatch says how often), and under a pipeline they accumulate unsharded until each stage's
+    last backward (pipeline_unsharded_grads)."""
+    dp_reduce_every_microbatch: bool = False
+    """FSDP2's all-reduce over HSDP replicas (ZeRO-3 with dp_shard below dp, or a ZeRO-0 run as FSDP2) runs in every
+    micro-batch's backward, not once a step: FSDP2 reduces in each post-backward unless set_requires_gradient_sync
+    or set_requires_all_reduce turns it off (PyTorch 2.10 FSDPParamGroup.post_backward, foreach_reduce's
+    all_reduce_group), and torchtitan 0.3.0's accumulation loop calls neither (trainer.py:905-930; only the chunked
+    loss's head, components/loss.py:730; pytorch/torchtitan#1929 reports it, and #4505, after 0.3.0, calls
+    set_requires_all_reduce on the last micro-batch only).  ZeRO-2/3's reduce-scatter is priced every micro-batch
+    anyway; under pipeline_unsharded_grads torch's PipelineStage defers the reduction to each stage's last
+    backward."""
     activation_func_fp8_input_store: bool = False
     """The MLP activation's input (the up-projection output) kept for backward as FP8, 1 byte instead of 2
     (Megatron-Core TransformerConfig `activation_func_fp8_input_store`, fused SwiGLU only; DeepSeek-V3 §3.3.2
