@@ -1213,12 +1213,28 @@ def evaluate(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch
                    f"GPU (weights {m.weights_bytes / GiB:.1f}, gradients {m.grads_bytes / GiB:.1f}, optimizer "
                    f"{m.optimizer_bytes / GiB:.1f}, activations {m.activations_bytes / GiB:.1f}, logits, reserve and "
                    f"buffers {m.other_bytes / GiB:.1f}), capacity {result.memory_capacity_bytes / GiB:.1f} "
-                   f"GiB{written}; try {infeasible_fixes(result)}", err=True)
+                   f"GiB{written}; try {infeasible_fixes(result, _zero3_peak(model, train, topo, layout, recipe))}",
+                   err=True)
         sys.exit(EXIT_INFEASIBLE)
     _fail_files(files_run, framework, "evaluate")
 
 
-def infeasible_fixes(p) -> str:
+def _zero3_peak(model, train, topo, layout: Layout, recipe) -> float | None:
+    """The layout's peak at ZeRO-3 over all its data-parallel ranks, for the --zero advice (a user trial: a Mixtral
+    layout at ep 8 on 16 GPUs was told its 59.6 GiB of state were "shardable over 16 ranks", where its experts, most
+    of it, shard over their 2 expert-data-parallel ranks); None where that layout is not one (nothing to shard)."""
+    from placement.evaluate import evaluate_layout
+
+    if layout.zero_stage == 3 or layout.dp * layout.cp == 1:
+        return None
+    try:
+        return evaluate_layout(model, train, topo, layout.model_copy(update={"zero_stage": 3, "dp_shard": None}),
+                               recipe).peak_memory_bytes
+    except (InputError, PlacementInfeasible, ValueError):  # a layout the checks refuse at ZeRO-3: no advice
+        return None
+
+
+def infeasible_fixes(p, zero3_peak_bytes: float | None = None) -> str:
     """The fixes `evaluate` still has for a layout over capacity, each only where it is left (a user trial: a layout at
     full recompute, ZeRO-3, micro-batch 1 and dp 1 was told to try a heavier --recompute or --zero and a smaller
     --mbs), with what the state and the activations weigh."""
@@ -1231,10 +1247,11 @@ def infeasible_fixes(p) -> str:
         fixes.append(f"a heavier --recompute (activations {m.activations_bytes / GiB:.1f} GiB)")
     if lay.micro_batch_size > 1:
         fixes.append(f"a smaller --mbs (now {lay.micro_batch_size})")
-    shard = lay.dp_shard or lay.dp * lay.cp
-    if lay.zero_stage < 3 and shard > 1:
+    if zero3_peak_bytes is not None:
+        # priced, not divided: experts shard over their expert-data-parallel ranks only, and ZeRO-3 adds its buffers
         fixes.append(f"a higher --zero (now {lay.zero_stage}; weights, gradients and optimizer state {state / GiB:.1f} "
-                     f"GiB, shardable over {shard} ranks)")
+                     f"GiB; at --zero 3 the layout needs {zero3_peak_bytes / GiB:.1f} GiB"
+                     + ("" if zero3_peak_bytes <= p.memory_capacity_bytes else ", still over capacity") + ")")
     recipe = p.recipe_spec()
     if not recipe.optimizer_state_bf16 and m.optimizer_bytes > 0.0:
         # a user trial's Nemotron-4 340B run (its config: optim.dtype bf16) was refused with no word of this fix;

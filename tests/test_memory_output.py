@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -106,3 +107,20 @@ def test_evaluate_offers_only_the_fixes_the_layout_has_left(extra, offered, not_
         assert fix in message
     for fix in not_offered:
         assert fix not in message
+
+
+def test_the_zero_advice_gives_what_zero3_prices_where_experts_shard_over_fewer_ranks():
+    """A user trial: Mixtral at ep 8 on 16 GPUs was told its state was "shardable over 16 ranks"; its experts, most of
+    it, shard over their 2 expert-data-parallel ranks.  The advice now gives the layout's own ZeRO-3 price."""
+    job = ["evaluate", "--model", "mixtral-8x7b", "--cluster", "dgx-h100", "--gpus", "16", "--seq-len", "4096",
+           "--global-batch", "256", "--tp", "1", "--pp", "1", "--ep", "8", "--mbs", "1", "--recompute", "none"]
+    result = CliRunner().invoke(main, [*job, "--zero", "1"])
+    assert result.exit_code != 0
+    advised = re.search(r"at --zero 3 the layout needs ([\d.]+) GiB", result.output)
+    assert advised is not None, result.output
+    zero3 = CliRunner().invoke(main, [*job, "--zero", "3", "--json"])
+    priced = json.loads(zero3.stdout)["peak_memory_bytes"] / 2**30
+    assert float(advised.group(1)) == pytest.approx(priced, abs=0.051)
+    assert (", still over capacity" in result.output) == (priced > json.loads(zero3.stdout)["memory_capacity_bytes"]
+                                                            / 2**30)
+    assert "shardable over 16 ranks" not in result.output
