@@ -406,8 +406,9 @@ def recipe_options(fn: Callable) -> Callable:
                                         "step (DeepSpeed, Megatron-FSDP)."),
         onoff("zero0_as_fsdp", "ZeRO-0 runs as FSDP2 over one-rank shards, its data-parallel ranks HSDP replicas "
                                "(torchtitan 0.3.0 applies FSDP always): priced as ZeRO-3 over a shard of one."),
-        onoff("dp_reduce_every_microbatch", "FSDP2's all-reduce over HSDP replicas runs in every micro-batch's "
-                                            "backward, not once a step (torchtitan 0.3.0's accumulation loop)."),
+        onoff("dp_reduce_every_microbatch", "The all-reduce over data-parallel replicas (FSDP2's HSDP, DDP) runs in "
+                                            "every micro-batch's backward, not once a step (torchtitan's "
+                                            "accumulation loop)."),
         onoff("fp8_params", "Primary weights kept in FP8 only (--fp8-param-gather)."),
         onoff("activation_func_fp8_input_store", "MLP activation input kept in FP8 for backward "
                                                  "(Megatron-Core's TransformerConfig field; Megatron-LM 0.19.2 has "

@@ -280,9 +280,11 @@ def recipe_line(p: Plan) -> str:
     deferred = r.pipeline_unsharded_grads and lay.pp > 1 and zero >= 2
     if deferred:
         items.append("unsharded grads until each stage's last backward")
-    elif r.dp_reduce_every_microbatch and zero == 3 and lay.num_microbatches > 1 \
-            and (1 if zero != lay.zero_stage else lay.dp_shard) < lay.dp:
-        items.append("hsdp all-reduce every micro-batch")
+    elif r.dp_reduce_every_microbatch and lay.pp == 1 and lay.num_microbatches > 1 and lay.dp > 1:
+        if zero == 0:
+            items.append("ddp all-reduce every micro-batch")
+        elif zero == 3 and (1 if zero != lay.zero_stage else lay.dp_shard) < lay.dp:
+            items.append("hsdp all-reduce every micro-batch")
     if r.reshard_after_backward and lay.zero_stage == 2 and not deferred:
         items.append("weights gathered again each micro-batch")
     if r.fp32_weights:

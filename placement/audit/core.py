@@ -1022,8 +1022,10 @@ TORCHTITAN_BEFORE_030 = {
     "pipeline_unsharded_grads": "torchtitan before 0.3.0 pipelines run torch.distributed.pipelining's PipelineStage "
                                 "too, which keeps each stage's unsharded gradient until its last backward",
     "dp_reduce_every_microbatch": "torchtitan before 0.3.0 runs each accumulation micro-batch's forward and backward "
-                                  "in turn too (v0.2.2 train.py gradient_accumulation_steps) without turning FSDP2's "
-                                  "gradient sync off, so HSDP all-reduces over the replicas every micro-batch",
+                                  "in turn too (v0.2.2 train.py gradient_accumulation_steps) and calls neither "
+                                  "no_sync nor set_requires_gradient_sync, so its DDP (models/llama3/infra/"
+                                  "parallelize.py apply_ddp, ZeRO-0) and HSDP all-reduce over the replicas every "
+                                  "micro-batch",
     "pp_comm_overlap": "torchtitan before 0.3.0 interleaves with torch.distributed.pipelining's schedules too (v0.2.2 "
                        "distributed/pipeline_parallel.py imports them), which wait on a chunk's receive right before "
                        "it computes: priced with the transfers exposed, not as Megatron's overlap_p2p_comm",

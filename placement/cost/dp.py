@@ -110,9 +110,12 @@ def dp_term(x: Ctx, p: StageParams, comp_mb_s: np.ndarray) -> DpTerm:
     # sends the gradients twice before its gather
     all_reduce = 2.0 * rs_once
     z1_grads = all_reduce if x.recipe.grad_all_reduce else rs_once
+    # ...and DDP (ZeRO-0) all-reduces in every micro-batch's backward where nothing calls no_sync (torchtitan before
+    # 0.3.0), once a step under torch pipelining, which leaves the hooks on in each stage's last backward only
+    ddp_count = np.where(np.asarray(x.recipe.dp_reduce_every_microbatch) & (b.pp == 1), m, 1.0)
     total = np.where(zero3, ag_once * ag_count + rs_once * rs_count + hsdp_once * hsdp_count,
                      np.where(zero2, rs_once * rs_count + ag_once * z2_ag_count,
-                              np.where(b.zero == 0, all_reduce, z1_grads + ag_once)))
+                              np.where(b.zero == 0, all_reduce * ddp_count, z1_grads + ag_once)))
     # DeepSpeed's PipelineEngine (the engine `pipeline_p2p_blocking` prices) reduces the gradients after the
     # pipeline flush, in the schedule's last step (runtime/pipe/schedule.py TrainSchedule: ReduceTiedGrads,
     # ReduceGrads, OptimizerStep; pipe/engine.py _exec_reduce_grads, DeepSpeed 0.19.8), behind no compute
@@ -167,21 +170,27 @@ def dp_term(x: Ctx, p: StageParams, comp_mb_s: np.ndarray) -> DpTerm:
         z1_exposed = np.maximum(z1_grads_exposed, z1_floor) + np.maximum(gather_exposed, z1_first_gather)
         ddp_floor = _last_chunk_floor(all_reduce, own_bwd, x.vpp, whole_s=2.0 * embed_rs)
         ddp_exposed = np.maximum(ddp_exposed, ddp_floor)
+        # (every micro-batch's all-reduce beside that micro-batch's own backward, the embedding's bucket after it)
+        ddp_exposed = np.where(ddp_count > 1.0, m * _hidden_but_edge(all_reduce, 2.0 * embed_rs, hide / chunks),
+                               ddp_exposed)
         # ZeRO-2 reduce-scatters behind every micro-batch's backward and gathers behind the forward, ZeRO-3 gathers
         # and reduces every micro-batch behind that micro-batch's compute: all but each micro-batch's first gather
         # and last reduce-scatter, which have no compute beside them (shard_edges_s: FSDP2 waits for a backward's
         # reduce-scatters before the next micro-batch, and gathers its first units again)...
-        # (an HSDP all-reduce every micro-batch, dp_reduce_every_microbatch, shares that micro-batch's compute; the
-        # last one's tail as the once-a-step one's below)...
+        # (an HSDP all-reduce every micro-batch, dp_reduce_every_microbatch, hides only behind what that micro-batch's
+        # backward has left beside its reduce-scatter: FSDP2's post-backward callback makes the stream wait for the
+        # reduction before the backward returns, FSDPParamGroup.finalize_backward, as DDP's reducer does)...
         # ...and a reduce-scatter deferred to the step's end (pipeline_unsharded_grads) has no compute beside it,
         # nor the HSDP all-reduce FSDP2 runs after it
         z3_exposed = np.where(deferred,
                               m * np.maximum(ag_once * ag_count / m - edge_ag / m - comp_mb_s, 0.0) + edge_ag
                               + rs_once,
-                              m * np.maximum(z3_mb + np.where(hsdp_every, hsdp_once, 0.0) - z3_edge - comp_mb_s, 0.0)
-                              + m * z3_edge)
+                              m * np.maximum(z3_mb - z3_edge - comp_mb_s, 0.0) + m * z3_edge
+                              + np.where(hsdp_every,
+                                         m * np.maximum(hsdp_once - np.maximum(hide / chunks - rs_once, 0.0), 0.0),
+                                         0.0))
         z2_rs = np.where(deferred, rs_once, m * np.maximum(rs_once - edge_rs - hide / chunks, 0.0) + m * edge_rs)
-        hsdp_exposed = np.where(deferred, hsdp_once, np.maximum(hsdp_once - hide, 0.0))
+        hsdp_exposed = np.where(deferred, hsdp_once, np.where(hsdp_every, 0.0, np.maximum(hsdp_once - hide, 0.0)))
         exposed = np.where(
             zero3, z3_exposed + hsdp_exposed,
             np.where(zero2, z2_rs + np.maximum(z2_gather, first_gather) * z2_ag_count,
@@ -194,7 +203,7 @@ def dp_term(x: Ctx, p: StageParams, comp_mb_s: np.ndarray) -> DpTerm:
     def sent(params):
         return np.where(zero3, params * (wt_b * ag_count + grad_b * rs_count),
                         np.where(zero2, params * (grad_b * rs_count + wt_b * z2_ag_count),
-                                 np.where(b.zero == 0, 2.0 * params * grad_b,
+                                 np.where(b.zero == 0, 2.0 * params * grad_b * ddp_count,
                                           params * (z1_grad_sends * grad_b + wt_b))))
 
     dense_bytes, expert_bytes = sent(p.dense), sent(p.expert)
