@@ -120,3 +120,18 @@ def test_a_torchtitan_022_job_file_runs_ddp_reducing_every_micro_batch(tmp_path)
     assert eight["recipe"]["zero0_as_fsdp"] is False and "v0.2.2" in eight["recipe_sources"]["zero0_as_fsdp"]
     assert eight["recipe"]["dp_reduce_every_microbatch"] is True
     assert eight["breakdown"]["dp"] == pytest.approx(8 * one["breakdown"]["dp"], rel=1e-3)
+
+
+def test_a_torchtitan_022_job_without_fsdp_under_tp_trains_in_float32_and_is_refused(tmp_path):
+    """v0.2.2 distributed/utils.py maybe_enable_amp: no FSDP, TP or PP on -> no autocast, float32 GEMMs; the audit had
+    priced such a file as bf16."""
+    path = tmp_path / "tp2.toml"
+    path.write_text(TOML_022.format(batch=64).replace("data_parallel_replicate_degree = 64",
+                                                      "data_parallel_replicate_degree = 1")
+                    .replace("tensor_parallel_degree = 1", "tensor_parallel_degree = 2")
+                    .replace("local_batch_size = 1", "local_batch_size = 64"))
+    result = CliRunner().invoke(main, ["audit", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "2",
+                                       "--launch", str(path)])
+    assert result.exit_code == 2, result.output
+    assert "trains in float32" in result.output and "maybe_enable_amp" in result.output
+    assert "Traceback" not in result.output

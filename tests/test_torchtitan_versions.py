@@ -165,9 +165,10 @@ def test_a_0_2_x_command_line_change_list_names_its_flags_as_it_writes_them(tmp_
 
 def test_a_flag_over_the_toml_is_changed_as_the_flag(tmp_path: Path) -> None:
     script = tmp_path / "train.sh"
-    script.write_text(f"torchrun --nproc_per_node 8 -m torchtitan.train --job.config_file {V010.name} "
+    # (on 16 GPUs, so data_parallel_shard_degree -1 resolves to 2: FSDP, the job's bf16; on 8 it would train in float32)
+    script.write_text(f"torchrun --nnodes 2 --nproc_per_node 8 -m torchtitan.train --job.config_file {V010.name} "
                       f"--parallelism.tensor_parallel_degree 8\n")
-    data = _audit(V010, script)
+    data = _audit(V010, script, job=("--model", "llama3-8b", "--gpus", "16"))
     by = {c["argument"]: c for c in data["changes"]}
     assert by["--parallelism.tensor_parallel_degree"]["from"] == "8"
     assert "activation_checkpoint.mode" in by  # the TOML's key, in the TOML's form

@@ -1010,7 +1010,8 @@ def _launch_source(evidence: str) -> str:
 TORCHTITAN_BEFORE_030 = {
     "grad_reduce_fp32": "torchtitan before 0.3.0 reduces gradients in float32 too: FSDP2's reduce_dtype is "
                         "training.mixed_precision_reduce, whose only value is float32 (v0.2.2 "
-                        "config/job_config.py:290)",
+                        "config/job_config.py:290), and without FSDP the weights stay float32 under autocast "
+                        "(distributed/utils.py maybe_enable_amp), so DDP all-reduces float32 gradients",
     "reshard_after_backward": "torchtitan before 0.3.0 runs FSDP2 too, which reshards the weights after every "
                               "backward, and its step runs each accumulation micro-batch's forward and backward in "
                               "turn (v0.2.2 train.py gradient_accumulation_steps): under ZeRO-2 every micro-batch "
@@ -1136,6 +1137,16 @@ def launch_recipe(launch: LaunchLayout, model: ModelSpec, layout: Layout,
                                            f"{interval}th of {per_chunk} layers per stage)")
     cap = CAPABILITIES.get(launch.framework)
     before_030 = launch.framework == "torchtitan" and launch.torchtitan_form is not None
+    if before_030 and layout.zero_stage == 0 and layout.cp == 1 and (layout.tp > 1 or layout.pp > 1):
+        # a user trial's v0.2.2 file of this shape was priced as a bf16 job
+        raise InputError(
+            f"{launch.sources.get('zero_stage', 'the files')}: this job trains in float32: torchtitan before 0.3.0 "
+            f"mixes precision with FSDP or, without it, with autocast, which it turns off under tensor or pipeline "
+            f"parallelism (v0.2.2 distributed/utils.py:243-256 maybe_enable_amp: \"Mixed precision training with TP "
+            f"or PP is only supported when FSDP/HSDP/CP is enabled\"), and nothing enables TF32; placement prices "
+            f"bf16 and fp8 GEMMs only. To train in bf16, shard with FSDP (data_parallel_shard_degree above 1, on "
+            f"GPUs beyond tp x pp = {layout.tp * layout.pp}, or context_parallel_degree above 1) or run torchtitan "
+            f"0.3.0, which wraps every job in FSDP2's mixed precision")
     for name, value, why in cap.recipe_rows(several_hosts, precision, model.is_moe) if cap is not None else ():
         if name not in values:  # what the files state wins (a BF16_Optimizer job's fp32 gradient copy)
             values[name], sources[name] = value, (TORCHTITAN_BEFORE_030.get(name, why) if before_030 else why)

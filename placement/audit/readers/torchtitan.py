@@ -976,7 +976,10 @@ def _finish(s: Settings, pipeline: _Pipeline) -> None:
         shard_value = world // rest
     if shard_value != -1:
         if s.has("dp_shard") or shard is not None:
-            s.put("dp", rep * shard_value, shard[1] if shard else "")
+            # dp is replicas x shards: both lines (a user trial: a DDP job's dp 8 was cited to its shard degree 1)
+            both = "; ".join(e for e in (s.sources.get("dp_replicate", "") if rep > 1 else "",
+                                         shard[1] if shard else "") if e)
+            s.put("dp", rep * shard_value, both)
     ev = shard[1] if shard else "torchtitan default data_parallel_shard_degree -1"
     cp = s.value("cp", 1)
     if not fsdp_enabled(shard_value, cp):
