@@ -107,3 +107,26 @@ def test_the_bridge_performance_launcher_is_refused_not_read_as_empty(tmp_path) 
     res = CliRunner().invoke(main, ["audit", "--launch", str(ok), "--model", "llama3-8b", "--cluster", "dgx-h100",
                                     "--gpus", "8"])
     assert "performance launcher" not in res.output
+
+
+def test_an_overrides_changes_name_bridge_fields_it_leaves_to_the_recipe(tmp_path):
+    """A user trial: an override YAML's change list said "+ --use-distributed-optimizer ... the Megatron-Bridge config
+    states no field of this name"; the ConfigContainer's fields are ddp.use_distributed_optimizer and
+    optimizer.use_distributed_optimizer, which the recipe may set already."""
+    (tmp_path / "override.yaml").write_text(OVERRIDE)
+    args = ["audit", "--model", "llama3-8b", "--gpus", "8", "--framework", "megatron", "--json", "--launch",
+            str(tmp_path / "override.yaml")]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code in (0, 1), result.output
+    from placement.audit.changes import BRIDGE_UNSTATED
+
+    changes = {c["argument"]: c for c in json.loads(result.stdout)["changes"]}
+    assert not set(changes) & set(BRIDGE_UNSTATED), "a flag whose Bridge field is known stayed in Megatron's spelling"
+    added = [c for c in changes.values() if "the recipe may set it already" in (c.get("note") or "")]
+    assert added and all(c["from"] is None for c in added)
+    fields = {k for keys in BRIDGE_UNSTATED.values() for k in keys}
+    assert {c["argument"] for c in added} <= fields
+    # the best plan shards (Megatron-FSDP or the distributed optimizer): its switch, in both sections Bridge keeps
+    pair = [k for k in ("ddp.use_megatron_fsdp", "ddp.use_distributed_optimizer") if k in changes]
+    assert pair and changes[pair[0]]["to"] == "true"
+    assert changes[pair[0].replace("ddp.", "dist." if "fsdp" in pair[0] else "optimizer.")]["to"] == "true"

@@ -189,6 +189,32 @@ BRIDGE_NOT_IN_FILES = ("Megatron-LM's flag: the Megatron-Bridge config states no
                        "matching field of its ConfigContainer")
 
 
+BRIDGE_UNSTATED = {
+    "--use-distributed-optimizer": ("ddp.use_distributed_optimizer", "optimizer.use_distributed_optimizer"),
+    "--overlap-grad-reduce": ("ddp.overlap_grad_reduce",),
+    "--overlap-param-gather": ("ddp.overlap_param_gather",),
+    "--accumulate-allreduce-grads-in-fp32": ("ddp.grad_reduce_in_fp32",),
+    "--tp-comm-overlap": ("comm_overlap.tp_comm_overlap",),
+    "--sequence-parallel": ("model.sequence_parallel",),
+    "--cuda-graph-impl": ("model.cuda_graph_impl",),
+    "--cuda-graph-modules": ("model.cuda_graph_scope",),
+    "--cross-entropy-loss-fusion": ("model.cross_entropy_loss_fusion",),
+    "--no-check-for-nan-in-loss-and-grad": ("rerun_state_machine.check_for_nan_in_loss", "ddp.check_for_nan_in_grad"),
+    "--use-megatron-fsdp": ("ddp.use_megatron_fsdp", "dist.use_megatron_fsdp"),
+    "--data-parallel-sharding-strategy": ("ddp.data_parallel_sharding_strategy",),
+    "--megatron-fsdp-main-grads-dtype": ("ddp.megatron_fsdp_main_grads_dtype",),
+    "--megatron-fsdp-grad-comm-dtype": ("ddp.megatron_fsdp_grad_comm_dtype",),
+    "--ckpt-format": ("checkpoint.ckpt_format",),
+}
+"""Where a Megatron-Bridge ConfigContainer holds a flag's setting that the files do not state (an override YAML
+leaves it to the recipe): the fields as Megatron-Bridge names them (training/config.py ConfigContainer: ddp is
+megatron-core's DistributedDataParallelConfig, optimizer its OptimizerConfig, model the provider's TransformerConfig;
+comm_overlap.py CommOverlapConfig.tp_comm_overlap; config.py:1508-1512 names rerun_state_machine.check_for_nan_in_loss
+beside full-iteration graphs, config.py:1068-1069 sets ddp. and dist.use_megatron_fsdp together and :1107 wants
+checkpoint.ckpt_format fsdp_dtensor with it; megatron-core distributed_data_parallel_config.py holds the Megatron-FSDP
+fields), each written where the best plan needs it."""
+BRIDGE_UNSTATED_NOTE = ("not in the files: Megatron-Bridge's field for it, priced at Megatron-LM's default; where the "
+                        "files override a recipe (base_config_unread), the recipe may set it already")
 BRIDGE_EVERY_SECTION = frozenset({"use_distributed_optimizer", "use_megatron_fsdp"})
 """Fields a Megatron-Bridge config states in two sections that must agree (ddp and optimizer; ddp and dist): a change
 names each."""
@@ -283,12 +309,17 @@ def bridge_changes(changes: list[dict], stated: dict[str, str]) -> list[dict]:
         if flag.startswith("env "):  # no config field states the environment: the launcher's (env_vars)
             out.append({**c, "note": c.get("note") or BRIDGE_ENV})
             continue
-        if not keys:
-            out.append(c if not flag.startswith("--") else {**c, "note": BRIDGE_NOT_IN_FILES})
-            continue
         to = _bridge_flag_value(flag, c["to"])
         if flag.endswith("-dtype") and to in BRIDGE_DTYPES:  # a dtype field as the YAML spells one
             to = f"{{_call_: false, _target_: {BRIDGE_DTYPES[to]}}}"
+        if not keys and flag in BRIDGE_UNSTATED and (c["to"] is not None or flag in _SWITCHES):
+            # a field the files leave to the recipe: the change names Bridge's own field, to be added
+            out += [{"argument": key, "from": None, "to": to, "note": BRIDGE_UNSTATED_NOTE}
+                    for key in BRIDGE_UNSTATED[flag]]
+            continue
+        if not keys:
+            out.append(c if not flag.startswith("--") else {**c, "note": BRIDGE_NOT_IN_FILES})
+            continue
         # a flag the best plan leaves out is Megatron-LM's default; a field the config leaves null is already
         # Megatron-Bridge's: nothing to write
         out += [{"argument": key, "from": stated[key], "to": to, **({"note": c["note"]} if "note" in c else {})}
