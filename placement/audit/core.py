@@ -98,7 +98,13 @@ def _model_shape(launch: LaunchLayout, model: ModelSpec) -> list[tuple[str, obje
             ("moe_router_topk", launch.moe_router_topk, moe.top_k if moe else launch.moe_router_topk),
             ("num_moe_layers", launch.num_moe_layers, model.num_moe_layers),
             ("moe_ffn_hidden_size", launch.moe_ffn_hidden_size,
-             moe.expert_ffn_hidden_size if moe else launch.moe_ffn_hidden_size)]
+             moe.expert_ffn_hidden_size if moe else launch.moe_ffn_hidden_size),
+            # sliding-window attention prices only its window of keys: another count of windowed layers, or another
+            # window, is another attention cost
+            ("sliding_window_layers", launch.sliding_window_layers, model.sliding_window_layers),
+            ("sliding_window", launch.sliding_window,
+             model.sliding_window if launch.sliding_window_layers and model.sliding_window_layers
+             else launch.sliding_window)]
 
 
 MEGATRON_SHAPE_FLAGS = {"ffn_hidden_size": "--ffn-hidden-size {}", "kv_channels": "--kv-channels {}",

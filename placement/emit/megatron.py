@@ -290,6 +290,22 @@ ACTIVATION_ARGS = {FfnKind.SWIGLU: ["--swiglu"], FfnKind.QUICK_GEGLU: ["--quick-
 The audit reads and names the same switches (audit.readers.megatron, audit.core)."""
 
 
+def window_skip_args(m: ModelSpec) -> list[str]:
+    """--window-attn-skip-freq for a model with `sliding_window_layers` of its layers windowed, as Megatron-Core counts
+    them (transformer/utils.py is_layer_window_attention: every layer without the flag, layer l (from 1) where
+    l % N != 0 with N, a list's 1s): none where every layer has the window (a user trial: Mistral's file passed 1,
+    under which no layer has it), N where the full layers are every N-th (GPT-OSS 2, Gemma 3 6), else the list with
+    the full layers spread evenly."""
+    full = m.num_layers - m.sliding_window_layers
+    if full == 0:
+        return []
+    if m.num_layers % full == 0:
+        return ["--window-attn-skip-freq", str(m.num_layers // full)]
+    at = {round((k + 1) * m.num_layers / full) for k in range(full)}
+    pattern = ",".join("0" if n in at else "1" for n in range(1, m.num_layers + 1))
+    return ["--window-attn-skip-freq", f"[{pattern}]"]
+
+
 def model_arguments(ctx: EmitContext) -> tuple[list[str], list[str]]:
     """(the model's architecture as Megatron-LM arguments, what the model spec leaves unstated).
 
@@ -361,11 +377,10 @@ def model_arguments(ctx: EmitContext) -> tuple[list[str], list[str]]:
     if m.attention_sinks:
         args += ["--softmax-type", "learnable"]
     if m.sliding_window and m.sliding_window_layers:
-        every = m.num_layers // m.sliding_window_layers  # GPT-OSS: every other layer (window_attn_skip_freq 2)
         # a window of W tokens (HF's sliding_window, the query's own included) is Megatron's window_size (W - 1, 0):
         # W - 1 tokens to the left (Megatron-Bridge #2656, "Fix off-by-one in sliding window size for Gemma2,
         # Gemma3, Mistral, and GPT-OSS", gpt_oss_bridge.py: window_size = (sliding_window - 1, 0))
-        args += ["--window-size", f"{m.sliding_window - 1},0", "--window-attn-skip-freq", str(every)]
+        args += ["--window-size", f"{m.sliding_window - 1},0", *window_skip_args(m)]
     if m.mla is not None:
         a = m.mla
         args += ["--multi-latent-attention", "--kv-lora-rank", str(a.kv_lora_rank), "--qk-head-dim",

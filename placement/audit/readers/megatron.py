@@ -428,6 +428,10 @@ def _model_numerics(f: str, a: Arg, s: Settings) -> bool:
         s.put(_MG_MODEL_NUMBERS[f], value, a.evidence)
     elif f == "--position-embedding-type":
         s.put("position_embedding", one_value(a).text, a.evidence)
+    elif f == "--window-size":
+        s.put("window_size_text", one_value(a).text, a.evidence)
+    elif f == "--window-attn-skip-freq":
+        s.put("window_skip_text", one_value(a).text, a.evidence)
     elif f == "--softmax-type":
         value = one_value(a).text
         if value not in SOFTMAX_TYPES:
@@ -1016,6 +1020,74 @@ MODEL_ELSEWHERE = {
 what the launch leaves out (`model_defaults`) do not apply (a review: such a launch was refused)."""
 MEGATRON_MODEL_DEFAULTS_WHERE = "megatron/training/arguments.py validate_args, core_v0.19.0 :1280-1294"
 """Where Megatron-LM fills the model arguments a launch leaves out (Megatron-DeepSpeed's arguments.py the same)."""
+
+
+def layer_pattern(text: str, layers: int, flag: str, evidence: str) -> list[bool]:
+    """Megatron-LM's moe_freq_type pattern of `layers` layers (arguments.py, the type of --moe-layer-freq and
+    --window-attn-skip-freq): a list expression of 0s and 1s ("([1]*3+[0])*12", "[1,0,1]"), evaluated over list
+    literals, `+` and `*` only (Megatron evals it), which must have one entry per layer."""
+    import ast
+
+    def value(node: ast.AST):
+        if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
+            return node.value
+        if isinstance(node, ast.List):
+            return [value(e) for e in node.elts]
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Mult)):
+            left, right = value(node.left), value(node.right)
+            return left + right if isinstance(node.op, ast.Add) else left * right
+        raise ValueError(ast.dump(node))
+
+    try:
+        out = value(ast.parse(text.strip(), mode="eval").body)
+        if len(out) > 100_000 or not isinstance(out, list) or not all(isinstance(x, int) for x in out):
+            raise ValueError(text)
+    except (SyntaxError, ValueError, TypeError, MemoryError, RecursionError):
+        raise InputError(f"{evidence}: {flag} {text!r} is neither an integer nor a list expression of 0s and 1s "
+                         f"(\"([1]*3+[0])*12\"), which Megatron-LM's moe_freq_type takes") from None
+    if len(out) != layers:
+        raise InputError(f"{evidence}: {flag} {text!r} has {len(out)} entries for {layers} layers; Megatron-LM "
+                         f"asserts one per layer")
+    return [bool(x) for x in out]
+
+
+WINDOW_RULE = "Megatron-Core transformer/utils.py is_layer_window_attention"
+
+
+def window_layers(s: Settings) -> None:
+    """The sliding-window layers a Megatron-LM launch that states its model builds (a user trial: placement's own
+    Mistral file passed --window-attn-skip-freq 1, under which no layer has the window, and was priced and audited
+    with all 32): --window-size on every layer without --window-attn-skip-freq, on layer l (from 1) where
+    l % N != 0 with N, on the pattern's 1s with a list; none without --window-size."""
+    layers = s.value("num_layers")
+    if layers is None or s.bridge:
+        return
+    size, skip = s.value("window_size_text"), s.value("window_skip_text")
+    if size is None:
+        s.put("sliding_window_layers", 0, f"no --window-size ({s.sources['num_layers']}): full attention on every "
+                                          f"layer ({WINDOW_RULE}: no window_size, no window)")
+        return
+    size_ev = s.sources["window_size_text"]
+    try:
+        left = int(size.replace("(", "").replace(")", "").split(",")[0])
+    except ValueError:
+        raise InputError(f"{size_ev}: --window-size {size!r} is not a (left, right) pair of integers") from None
+    if skip is None:
+        windowed, why = layers, "no --window-attn-skip-freq: every layer"
+    else:
+        skip_ev = s.sources["window_skip_text"]
+        if skip.strip().isdigit():
+            every = int(skip)
+            if every < 1:
+                raise InputError(f"{skip_ev}: --window-attn-skip-freq must be at least 1, got {every}")
+            windowed = sum(1 for n in range(1, layers + 1) if n % every)
+            why = f"{skip_ev}: layer l (from 1) has it where l % {every} != 0"
+        else:
+            windowed = sum(layer_pattern(skip, layers, "--window-attn-skip-freq", skip_ev))
+            why = f"{skip_ev}: the pattern's 1s"
+    s.put("sliding_window_layers", windowed, f"{size_ev}; {why} ({WINDOW_RULE}): {windowed} of {layers} layers")
+    if windowed and left >= 0:
+        s.put("sliding_window", left + 1, f"{size_ev} (Megatron's left {left} tokens, the query's own besides)")
 
 
 def model_defaults(s: Settings) -> None:
@@ -2052,6 +2124,8 @@ def join(groups: list[Settings]) -> Reading:
     finish(s)
     _megatron_lm_defaults(s)
     model_defaults(s)
+    if s.megatron_lm and not s.model_elsewhere:
+        window_layers(s)
     if not s.megatron_lm and s.deepspeed_config is not None and not s.json_paths and not s.hf_trainer:
         # a user trial: placement's own launch.sbatch audited alone with --script-args deepspeed was told "the
         # Megatron launch states none of --num-layers ...", and without that a ZeRO-0 job of defaults was priced

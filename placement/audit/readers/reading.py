@@ -138,6 +138,12 @@ class LaunchLayout(Frozen):
     """Megatron --activation-func-clamp-value (ModelSpec swiglu_clamp; the numerics, not the cost)."""
     softmax_type: Literal["vanilla", "off-by-one", "learnable"] | None = None
     """Megatron --softmax-type (learnable: ModelSpec attention_sinks; the numerics, not the cost)."""
+    sliding_window_layers: int | None = Field(default=None, ge=0)
+    """The layers a Megatron-LM launch that states its model builds with sliding-window attention: --window-size with
+    --window-attn-skip-freq as Megatron-Core counts them (transformer/utils.py is_layer_window_attention), 0 without
+    --window-size (compared with --model's: audit.core._model_shape)."""
+    sliding_window: int | None = Field(default=None, ge=1)
+    """That window in HF's tokens (the query's own included): Megatron's --window-size left + 1."""
     position_embedding: str | None = None
     """Megatron --position-embedding-type as the files spell it (learned_absolute, rope, yarn, mrope, none; alibi in
     BigScience's Megatron-DeepSpeed): compared with the model's (audit.core.model_differs)."""
@@ -378,6 +384,10 @@ class JobRead:
     glu_linear_offset: float | None = None
     activation_clamp: float | None = None
     softmax_type: str | None = None
+    window_size_text: str | None = None
+    window_skip_text: str | None = None
+    sliding_window_layers: int | None = None
+    sliding_window: int | None = None
     position_embedding: str | None = None
     yarn_factor: float | None = None
     yarn_original_max_positions: float | None = None
@@ -441,7 +451,9 @@ class Reading:
     def launch_layout(self) -> LaunchLayout:
         """The validated LaunchLayout; an InputError names each value out of range with its evidence."""
         stated = {**dataclasses.asdict(self.layout), **dataclasses.asdict(self.job)}
-        fields = {k: v for k, v in stated.items() if v is not None and k != "pp_layout"}
+        # (the window flags' texts are read into sliding_window_layers: readers.megatron.window_layers)
+        fields = {k: v for k, v in stated.items()
+                  if v is not None and k not in ("pp_layout", "window_size_text", "window_skip_text")}
         try:
             return LaunchLayout(framework=self.framework, recipe=self.recipe, sources=self.sources,
                                 ignored=self.ignored, dialect=self.dialect, config_keys=self.config_keys,
