@@ -22,6 +22,14 @@ def check_layout(model: ModelSpec, train: TrainingSpec, layout: Layout, recipe: 
     message = rules.layout_error(model, train, layout, recipe)
     if message is not None:
         raise InputError(message)
+    share = train.seq_len // layout.cp
+    if layout.sequence_parallel and layout.tp > 1 and (train.seq_len % layout.cp or share % layout.tp):
+        # the search's rule (search.enumerate_layouts sp_splits)
+        up = -(-train.seq_len // (layout.cp * layout.tp)) * layout.cp * layout.tp
+        raise InputError(f"--sequence-parallel: tp {layout.tp} must divide the sequence each of the {layout.cp} CP "
+                         f"rank(s) holds ({train.seq_len} / {layout.cp}): sequence parallelism splits it over the "
+                         f"TP ranks (Megatron-Core asserts it at the first forward); try --seq-len {up} or "
+                         f"--no-sequence-parallel")
     if recipe is not None:
         message = graphs_recompute_error(layout, recipe, model.is_moe)
         if message is not None:

@@ -279,13 +279,20 @@ def enumerate_layouts(w: Workload, model: ModelSpec, train: TrainingSpec, num_gp
     cols["recompute"] = pair_code[cols["recompute"]]
     # Sequence parallelism moves the same bytes as plain TP (Korthikanti §4) and only shrinks memory and
     # element-wise work, so with tp > 1 it is on unless pinned off; with tp = 1 it does not exist.
+    # It splits each CP rank's share of the sequence over the TP ranks, so only where tp divides it (Megatron-Core
+    # asserts it at the first forward; a user trial: llama3-70b at --seq-len 8191 was planned tp4 with SP)
+    def sp_splits(c: dict[str, np.ndarray]) -> np.ndarray:
+        return train.seq_len % (c["cp"] * c["tp"]) == 0
+
     if "sequence_parallel" in fixed:
         cols["sp"] = np.where(cols["tp"] > 1, int(bool(fixed["sequence_parallel"])), 0)
+        keep = (cols["sp"] == 0) | sp_splits(cols)
+        cols = {k: v[keep] for k, v in cols.items()}
     elif not cfg.prune_dominated:
         cols = _expand(cols, "sp", lambda c: _per_row(c, np.array([1, 0], dtype=np.int64),
-                                                      lambda r, v: (v == 0) | (r["tp"] > 1)))
+                                                      lambda r, v: (v == 0) | ((r["tp"] > 1) & sp_splits(r))))
     else:
-        cols["sp"] = (cols["tp"] > 1).astype(np.int64)
+        cols["sp"] = ((cols["tp"] > 1) & sp_splits(cols)).astype(np.int64)
     n = len(cols["tp"])
     cols["pipe_policy"] = np.full(n, pipe_policy_of(cfg.recipe), dtype=np.int64)
     if _open_split(cfg):  # every open pipeline split is a candidate (priced where its bound lets it rank)
