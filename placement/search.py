@@ -448,8 +448,9 @@ def search(model: ModelSpec, train: TrainingSpec, topo: Topology, cfg: SearchCon
     gpn, spans = min(topo.cluster.gpus_per_node, topo.num_gpus), hsdp_spans(topo)
     base = enumerate_layouts(w, model, train, topo.num_gpus, cfg, gpn, spans, sharded=False)
     if len(base) == 0:
-        raise PlacementInfeasible(_no_layout_message(model, train, topo.num_gpus, cfg, topo.gpus_per_host,
-                                                     topo.regular), binding="divisibility")
+        raise PlacementInfeasible(_framework_refuses_message(w, model, train, topo, cfg, gpn, spans)
+                                  or _no_layout_message(model, train, topo.num_gpus, cfg, topo.gpus_per_host,
+                                                        topo.regular), binding="divisibility")
     batch, est, enumerated, priced = _price_bounded(w, train, topo, base, cfg,
                                                     _Sharding(cfg, topo.num_gpus, gpn, spans), progress)
     found = _selective_candidates(w, model, train, topo, cfg, batch, est)  # an exact, pruned extension of the space
@@ -711,6 +712,29 @@ def _selective_candidates(w: Workload, model: ModelSpec, train: TrainingSpec, to
                                  "recompute": np.ones(len(masks), dtype=np.int64), "rc_modules": masks})
 
 
+def _framework_refuses_message(w, model: ModelSpec, train: TrainingSpec, topo: Topology, cfg: SearchConfig, gpn: int,
+                               spans) -> str | None:
+    """Where layouts split over the GPUs but the framework runs none of them as priced: which, and what it refuses
+    on the first (a user trial: llama3-70b on 100 GB200 under --framework torchtitan was told the generic rules, which
+    tp 2 x pp 25 x dp 2 meets, where torchtitan's pipeline split was the limit); None where none splits anyway."""
+    if cfg.framework is None:
+        return None
+    free = enumerate_layouts(w, model, train, topo.num_gpus, replace(cfg, framework=None), gpn, spans, sharded=False)
+    if len(free) == 0:
+        return None
+    fw = cfg.framework
+    lay = free.layout(0)
+    shown = ", ".join(sorted({f"tp {x.tp} cp {x.cp} pp {x.pp} dp {x.dp}" for x in (free.layout(i) for i in
+                                                                               range(min(len(free), 200)))})[:4])
+    # (the ZeRO stage is chosen after this enumeration: its rules are not what refuses the layout)
+    why = "; ".join(r for r in fw.broken_rules(free.take(np.array([0])), model.num_layers, model.kv_heads,
+                                               train.seq_len) if not r.startswith("ZeRO-")) or fw.why
+    return (f"no layout of {model.name} over {topo.num_gpus} GPUs runs under --framework {fw.name} as placement "
+            f"prices it: layouts split ({shown}{', ...' if len(free) > 4 else ''}), but {fw.version} runs none of them "
+            f"(on tp {lay.tp} cp {lay.cp} pp {lay.pp} (vpp {lay.vpp}) dp {lay.dp}: {why}); drop --framework to plan "
+            f"them, or try another GPU count")
+
+
 def _no_layout_message(model: ModelSpec, train: TrainingSpec, num_gpus: int, cfg: SearchConfig,
                        unit: int = 1, regular: bool = True) -> str:
     pinned = ", ".join(f"{k}={v}" for k, v in sorted(cfg.fixed.items()))
@@ -774,7 +798,9 @@ def _memory_message(batch: LayoutBatch, est: Estimates, model: ModelSpec, train:
     if 3 not in cfg.zero_stages and "zero_stage" not in cfg.fixed:
         fixes.append(names.zero)
     if est.activations_bytes[i] > state:
-        fixes.append(names.seq_len.format(train.seq_len // 2))
+        seq = _fitting_seq(model, train, topo, cfg)
+        if seq is not None:
+            fixes.append(names.seq_len.format(seq))
     if cfg.framework is not None and cfg.framework.why:
         # the framework's limits narrow the layouts (a user trial: DeepSpeed's ep 1 made an MoE model "never fit",
         # told to try a smaller model)
@@ -805,6 +831,20 @@ def _memory_message(batch: LayoutBatch, est: Estimates, model: ModelSpec, train:
         + (f" (after the {headroom / GiB:.1f} GiB {names.headroom_source} keeps free)" if headroom else "")
         + f"; try {' or '.join(fixes)}"
     )
+
+
+def _fitting_seq(model: ModelSpec, train: TrainingSpec, topo: Topology, cfg: SearchConfig) -> int | None:
+    """The longest sequence, halving from the job's, on which the search finds a layout that fits (a user trial: 1M
+    tokens on 8 GPUs was told to try 524,288, which did not fit either); None within SUGGEST_TRIES halvings."""
+    quiet = replace(cfg, top_k=1, fix_names=replace(cfg.fix_names, gpus=None))
+    seq = train.seq_len
+    for _ in range(SUGGEST_TRIES):
+        seq //= 2
+        if seq < 1:
+            return None
+        if _fits_on(model, train.model_copy(update={"seq_len": seq}), topo, quiet):
+            return seq
+    return None
 
 
 def _fitting_count(model: ModelSpec, train: TrainingSpec, topo: Topology, cfg: SearchConfig, need: float,

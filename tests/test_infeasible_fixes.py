@@ -133,3 +133,18 @@ def test_the_quick_fit_check_answers_true_only_from_a_priced_fit(monkeypatch) ->
     monkeypatch.setattr(s, "estimate", lambda *a, **k: dataclasses.replace(
         priced(*a, **k), fits=np.zeros_like(priced(*a, **k).fits)))
     assert s._leanest_fit(spec, train, topo, cfg) is None
+
+
+def test_a_suggested_sequence_length_fits_when_applied():
+    """A user trial: 1M tokens of Llama 3 8B on 8 GPUs was told to try --seq-len 524288, which did not fit either;
+    the sequence named is one on which the search finds a layout."""
+    code, err = _plan("--model", "llama3-8b", "--gpus", "8", "--seq-len", "1048576", "--global-batch", "8")
+    assert code != 0 and "infeasible (memory)" in err
+    found = re.search(r"--seq-len (\d+)", err)
+    assert found is not None, err
+    seq = int(found.group(1))
+    assert seq < 1048576
+    code, err = _plan("--model", "llama3-8b", "--gpus", "8", "--seq-len", str(seq), "--global-batch", "8")
+    assert code == 0, err
+    code, _ = _plan("--model", "llama3-8b", "--gpus", "8", "--seq-len", str(2 * seq), "--global-batch", "8")
+    assert code != 0  # the longest of the halvings that fits

@@ -616,6 +616,25 @@ def runs(ctx: EmitContext) -> Runs:
     return out
 
 
+DEFAULT_LESS_LAYERS = 1
+"""torchtitan 0.3.0's pipeline_parallel_first/last_stage_less_layers default (config/configs.py:191, :197)."""
+
+
+def emitted_split(num_layers: int, pp: int, vpp: int, want: list[int]) -> tuple[list[int] | None, list[int]]:
+    """(layers_per_stage, first_less, last_less) the file states, None where it leaves the split to torchtitan's
+    default (no flags split the layers so: `stage_flags` raises), and the per-virtual-stage split torchtitan runs
+    from them: its default deals pp stages (single-stage schedules) or 2 pp (looped ones) with first/last less 1
+    (distributed/pipeline_parallel.py _get_pipeline_metadata; a user trial: llama3-70b on pp 25, which no flags
+    split, was written "set pipeline_parallel_layers_per_stage yourself" and priced as the plan's split, where the
+    file runs torchtitan's 3/4/.../3/2).  ValueError where torchtitan's default refuses the split too."""
+    try:
+        flags, split, _ = stage_flags(num_layers, pp, vpp, want)
+        return flags, split
+    except ValueError:
+        stages = pp * (1 if vpp == 1 else 2)
+        return None, split_over_stages(num_layers, stages, DEFAULT_LESS_LAYERS, DEFAULT_LESS_LAYERS)
+
+
 def runs_split(ctx: EmitContext) -> list[int] | None:
     """torchtitan's own per-virtual-stage split of the emitted flags when it differs from the plan's (per PP
     rank, or in stage count), else None."""
@@ -623,9 +642,10 @@ def runs_split(ctx: EmitContext) -> list[int] | None:
     if lay.pp == 1:
         return None
     try:
-        _, split, per_rank = stage_flags(ctx.num_layers, lay.pp, lay.vpp, lay.per_rank_layers())
+        _, split = emitted_split(ctx.num_layers, lay.pp, lay.vpp, lay.per_rank_layers())
     except ValueError:
-        return None  # no flags torchtitan accepts: warned, not priced
+        return None  # torchtitan refuses every split: the file says it does not start
+    per_rank = [sum(split[r::lay.pp]) for r in range(lay.pp)]
     if per_rank == lay.per_rank_layers() and len(split) == lay.pp * lay.vpp:
         return None
     return split
@@ -637,13 +657,23 @@ def _split_args(ctx: EmitContext) -> tuple[list[str], list[str]]:
     lay = ctx.plan.layout
     want = lay.per_rank_layers()
     try:
-        (chunk, first_less, last_less), split, per_rank = stage_flags(ctx.num_layers, lay.pp, lay.vpp, want)
+        flags, split = emitted_split(ctx.num_layers, lay.pp, lay.vpp, want)
     except ValueError as err:
-        return [], [f"{err}: set pipeline_parallel_layers_per_stage yourself (torchtitan refuses its defaults here)"]
+        return [], [refusal(f"neither pipeline_parallel_layers_per_stage flags nor torchtitan's default split "
+                            f"{ctx.num_layers} layers over pp {lay.pp} ({err})")]
+    per_rank = [sum(split[r::lay.pp]) for r in range(lay.pp)]
+    warnings = []
+    if flags is None:  # torchtitan's default split: its first/last less layers stated as the defaults they are
+        args = ["--parallelism.pipeline_parallel_first_stage_less_layers", str(DEFAULT_LESS_LAYERS),
+                "--parallelism.pipeline_parallel_last_stage_less_layers", str(DEFAULT_LESS_LAYERS)]
+        warnings.append(f"no pipeline_parallel_layers_per_stage splits {ctx.num_layers} layers over pp {lay.pp} "
+                        f"as the plan does: the file leaves it to torchtitan's default, {len(split)} virtual stages "
+                        f"of {'/'.join(map(str, split))} layers, priced as it runs")
+        return args, warnings
+    chunk, first_less, last_less = flags
     args = ["--parallelism.pipeline_parallel_layers_per_stage", str(chunk),
             "--parallelism.pipeline_parallel_first_stage_less_layers", str(first_less),
             "--parallelism.pipeline_parallel_last_stage_less_layers", str(last_less)]
-    warnings = []
     if per_rank != want or len(split) != lay.pp * lay.vpp:
         got = "/".join(map(str, per_rank))
         warnings.append(f"torchtitan cannot split the layers as the plan does ({'/'.join(map(str, want))} per PP "
