@@ -141,6 +141,10 @@ def load_model(ref: str, field: str = "--model") -> ModelSpec:
     if path.suffix == ".json" or (_is_dir(path) and _is_file(path / "config.json")):
         from placement.loaders.hf_config import load_hf_config
 
+        if _is_dir(path) and not _is_file(path / "config.json"):  # a folder named *.json (a user trial was
+            # told "no such file")
+            raise InputError(f"{field} {ref!r}: a folder, not a file, and it holds no config.json; give the "
+                             f"config.json path (or the folder that holds it) or a catalog name")
         if _is_dir(path):
             path = path / "config.json"
         if not _is_file(path):

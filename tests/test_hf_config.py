@@ -110,7 +110,8 @@ R, L = "rmsnorm", "layernorm"
 ARCH: dict[str, tuple] = {  # (normalization, position_embedding, rope_base, linear_bias, qk_layernorm) per config
     "deepseek-v2-lite": (R, "rope", 1e4, False, None), "deepseek-v3": (R, "rope", 1e4, False, None),
     "gpt2-xl": (L, "learned", None, True, None), "llama-3.1-8b": (R, "rope", 5e5, False, None),
-    "mistral-7b-v0.1": (R, "rope", 1e4, None, None), "mixtral-8x7b-v0.1": (R, "rope", 1e6, None, None),
+    # Mistral and Mixtral build every projection unbiased (no config key): transformers' modeling code
+    "mistral-7b-v0.1": (R, "rope", 1e4, False, None), "mixtral-8x7b-v0.1": (R, "rope", 1e6, False, None),
     "nemotron-4-340b": (L, "rope", 1e4, False, None), "qwen1.5-moe-a2.7b": (R, "rope", 1e6, False, None),
     "pythia-1b": (L, "rope", 1e4, True, None),
     "gpt-j-6b": (L, "rope", 1e4, None, None),  # unbiased attention, biased MLP: not one value
@@ -441,7 +442,11 @@ def test_a_config_without_those_keys_leaves_them_unstated():
     for key in ("rms_norm_eps", "rope_theta", "rope_scaling", "attention_bias", "mlp_bias"):
         cfg.pop(key, None)
     m = model_from_hf_config(cfg, "bare")
-    assert (m.normalization, m.position_embedding, m.rope_base, m.linear_bias) == (None, None, None, None)
+    assert (m.normalization, m.position_embedding, m.rope_base) == (None, None, None)
+    # ...but the biases a family's config class defaults: LlamaConfig's attention_bias and mlp_bias are False
+    assert m.linear_bias is False
+    gptj = json.loads((Path(__file__).parent / "data" / "hf" / "gpt-j-6b" / "config.json").read_text())
+    assert model_from_hf_config(gptj, "gptj").linear_bias is None  # unbiased attention, biased MLP: no one value
 
 
 def test_gpt_oss_style_clamp_and_yarn_are_read(tmp_path: Path) -> None:

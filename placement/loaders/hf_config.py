@@ -705,7 +705,7 @@ def model_from_hf_config(data: Mapping[str, Any], name: str, *, source: str | No
     if model_type == "gpt_oss" and data.get("rope_scaling") is None and data.get("rope_parameters") is None:
         data = {**data, "rope_scaling": GPT_OSS_YARN}  # what GptOssConfig runs without one
     cfg = _Config(data, where, model_type)
-    fields = family.read(cfg) | _architecture(data, model_type)
+    fields = family.read(cfg) | _architecture(data, model_type, cfg.source)
     fields |= _rope_scaling(data, where)
     said = [fallback] if fallback else []
     if cfg.defaulted:
@@ -798,9 +798,13 @@ def _yarn_factors(data: Mapping[str, Any], key: str, scaling: Mapping[str, Any],
 
 
 _LAYERNORM_KEYS = ("layer_norm_eps", "layer_norm_epsilon", "layernorm_epsilon", "norm_eps")
+_UNBIASED_FAMILIES = frozenset({"llama", "mistral", "mixtral", "qwen3", "qwen3_moe", "deepseek_v2", "deepseek_v3"})
+"""Families whose projections have no bias where the config.json states no attention_bias / mlp_bias: transformers'
+LlamaConfig, Qwen3Config, Qwen3MoeConfig, DeepseekV2Config and DeepseekV3Config default attention_bias (and Llama's
+mlp_bias) to False, and MistralAttention / MistralMLP and Mixtral's build every linear with bias=False."""
 
 
-def _architecture(data: Mapping[str, Any], model_type: str) -> dict[str, Any]:
+def _architecture(data: Mapping[str, Any], model_type: str, where: str = "config.json") -> dict[str, Any]:
     """The architecture fields only the emitted model arguments use, from the keys HF configs spell the same
     way in every family; a key the config lacks leaves its field unstated (None), never guessed."""
     out: dict[str, Any] = {}
@@ -808,9 +812,14 @@ def _architecture(data: Mapping[str, Any], model_type: str) -> dict[str, Any]:
         out["normalization"] = "rmsnorm"
     elif any(k in data for k in _LAYERNORM_KEYS) or model_type == "gpt2":
         out["normalization"] = "layernorm"
-    eps = next((data[k] for k in ("rms_norm_eps", *_LAYERNORM_KEYS) if k in data), None)
+    key = next((k for k in ("rms_norm_eps", *_LAYERNORM_KEYS) if k in data), None)
+    eps = data.get(key) if key is not None else None
     if isinstance(eps, int | float) and not isinstance(eps, bool) and 0 < eps < 1:
         out["norm_epsilon"] = float(eps)
+    elif key is not None and eps is not None:
+        # a user trial: `rms_norm_eps: NaN` was dropped unsaid and the emitted file fell back to Megatron's 1e-5
+        raise InputError(f"{where}: key `{key}` = {eps!r} is not a norm epsilon (a number between 0 and 1); "
+                         f"write the value the model was trained with")
     theta = data.get("rope_theta", _rope_parameter(data, "rope_theta"))
     if theta is None and model_type == "gpt_neox":
         theta = data.get("rotary_emb_base", 10000)  # GPTNeoXConfig's own name and default
@@ -833,6 +842,10 @@ def _architecture(data: Mapping[str, Any], model_type: str) -> dict[str, Any]:
         out["linear_bias"] = data.get("attention_bias", True) is not False
     elif model_type == "gpt_oss":  # GptOssConfig attention_bias defaults to true; its experts and router have biases
         out["linear_bias"] = True
+    elif model_type in _UNBIASED_FAMILIES:
+        # a user trial: a Mistral config.json (no attention_bias key) left the Megatron file's --disable-bias-linear
+        # to the user, and Megatron builds biased projections without it
+        out["linear_bias"] = False
     limit = data.get("swiglu_limit", 7.0 if model_type == "gpt_oss" else None)  # GptOssConfig's default
     if isinstance(limit, int | float) and not isinstance(limit, bool) and limit > 0:
         out["swiglu_clamp"] = float(limit)
