@@ -65,8 +65,9 @@ def grid(model: ModelSpec, train: TrainingSpec, n: int):
         for ep, etp, vpp, mbs in itertools.product(_divisors(n), _divisors(n), range(1, model.num_layers + 1),
                                                    range(1, MAX_MBS + 1)):
             try:
+                # sequence parallelism where tp splits each CP rank's sequence, as the search turns it on
                 lay = Layout(tp=tp, cp=cp, ep=ep, etp=etp, pp=pp, vpp=vpp, dp=dp, micro_batch_size=mbs,
-                             sequence_parallel=tp > 1)
+                             sequence_parallel=tp > 1 and train.seq_len % (cp * tp) == 0)
                 check_layout(model, train, lay)
             except (ValidationError, InputError):
                 lay = None
