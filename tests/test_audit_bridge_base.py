@@ -130,3 +130,16 @@ def test_an_overrides_changes_name_bridge_fields_it_leaves_to_the_recipe(tmp_pat
     pair = [k for k in ("ddp.use_megatron_fsdp", "ddp.use_distributed_optimizer") if k in changes]
     assert pair and changes[pair[0]]["to"] == "true"
     assert changes[pair[0].replace("ddp.", "dist." if "fsdp" in pair[0] else "optimizer.")]["to"] == "true"
+
+
+def test_a_script_that_reads_no_arguments_is_not_priced_from_the_arguments_on_its_line(tmp_path):
+    """A user trial: launch_with_sbatch.sh with CONFIG_FILE and CLI_OVERRIDES set but the default TRAINING_SCRIPT,
+    00_quickstart_pretrain.py (no argument parser), was priced at the overrides' tp 2 and micro-batch 4, each cited."""
+    (tmp_path / "override.yaml").write_text(OVERRIDE)
+    script = tmp_path / "run.sh"
+    script.write_text("torchrun --nproc_per_node 8 00_quickstart_pretrain.py --config-file override.yaml "
+                      "train.global_batch_size=64 model.tensor_model_parallel_size=2\n")
+    result = CliRunner().invoke(main, ["audit", "--model", "llama3-8b", "--gpus", "8", "--launch", str(script),
+                                       "--launch", str(tmp_path / "override.yaml")])
+    assert result.exit_code == 2 and "reads no command-line argument" in result.output
+    assert "Traceback" not in result.output

@@ -53,6 +53,32 @@ RUN_RECIPE_FLAGS = {
 it before validation (recipe_runner.py sync_model_dataset_sequence_length)."""
 
 
+ARGUMENTLESS_SCRIPTS = {
+    "00_quickstart_pretrain.py": "llama32_1b_pretrain_config() with 10 training iterations, as built (Megatron-Bridge "
+                                 "tutorials/recipes/llama/00_quickstart_pretrain.py, 067f987d: no argument parser)",
+}
+"""Training scripts that read no command-line argument, with the run they build instead: a config file and overrides
+on their line change nothing."""
+
+
+def _refuse_argumentless_script(entry: Word | None, args: list[Word]) -> None:
+    """A user trial: launch_with_sbatch.sh's CONFIG_FILE and CLI_OVERRIDES (tp 2, micro-batch 4, global batch 64)
+    were priced, each cited to its line, for a line that runs 00_quickstart_pretrain.py, which parses none of them."""
+    words = [w for w in (entry, *args) if w is not None]
+    for k, w in enumerate(words):
+        name = w.text.rsplit("/", 1)[-1]
+        if name in ARGUMENTLESS_SCRIPTS:
+            given = [x.text for x in words[k + 1:]]
+            if given:
+                raise InputError(f"{w.site}: {name} reads no command-line argument: it runs "
+                                 f"{ARGUMENTLESS_SCRIPTS[name]}, so {' '.join(given[:4])}"
+                                 f"{' ...' if len(given) > 4 else ''} on its line change nothing; launch a script "
+                                 f"that reads them (02_pretrain_with_yaml.py, scripts/training/run_recipe.py), or "
+                                 f"audit the run's saved run_config.yaml")
+            raise InputError(f"{w.site}: {name} runs {ARGUMENTLESS_SCRIPTS[name]}, a recipe built in Python the "
+                             f"audit does not read; audit the run's saved run_config.yaml")
+
+
 def _runs_run_recipe(entry: Word | None, args: list[Word]) -> bool:
     """Whether the command runs Megatron-Bridge's scripts/training/run_recipe.py."""
     return any(w is not None and w.text.rsplit("/", 1)[-1] == "run_recipe.py" for w in (entry, *args[:3]))
@@ -535,6 +561,7 @@ def read_file(path: Path, fw: str) -> Settings:
                          f"argument_parser.py, configs/), none of which placement reads; audit the run's saved "
                          f"ConfigContainer (its run_config.yaml, or the launcher's --dryrun config), or give the "
                          f"layout as flags to `placement evaluate`")
+    _refuse_argumentless_script(launch.entry if launches else None, args)
     if fw == "torchtitan":
         s.keys = torchtitan.flags(args, s.key_sites)
         s.override = True
