@@ -406,6 +406,13 @@ DDP_BF16 = ("DeepSpeed 0.17.6 and later run bf16 at ZeRO stage 0 without a pipel
 BF16_Optimizer's ZeRO-1, its optimizer state under-counted by about 12 (1 - 1/dp) bytes a parameter)."""
 
 
+ENGINE_AUTOGRAD = "DeepSpeed's engine lets autograd"
+"""How the source of a DeepSpeed job's accumulation begins where a rule, not a file, says autograd: a DeepSpeed JSON
+that picks the BF16_Optimizer (its fp32 gradient copy) wins over it when the files merge."""
+BF16_COPY = "DeepSpeed's BF16_Optimizer adds"
+"""...and how the BF16_Optimizer's begins."""
+
+
 def deepspeed_grad_accumulation(s: Settings, bf16_optimizer: bool, evidence: str) -> None:
     """How a DeepSpeed job accumulates and reduces micro-batch gradients, unless the files said: its BF16_Optimizer
     (bf16 with ZeRO stage 0) adds them into fp32 after each backward (bf16_optimizer.py update_hp_grads) and
@@ -425,12 +432,12 @@ def deepspeed_grad_accumulation(s: Settings, bf16_optimizer: bool, evidence: str
         return
     if bf16_optimizer:
         s.put("recipe.grad_accumulation", "fp32_copy",
-              f"{evidence} (DeepSpeed's BF16_Optimizer adds each micro-batch's bf16 gradients into fp32 after its "
+              f"{evidence} ({BF16_COPY} each micro-batch's bf16 gradients into fp32 after its "
               f"backward: bf16_optimizer.py update_hp_grads)")
     else:
         s.put("recipe.grad_accumulation", "autograd",
-              f"{evidence} (DeepSpeed's engine lets autograd accumulate each micro-batch's gradients in .grad and "
-              f"reduces them at the step boundary; ZeRO-2/3 reduce-scatter them every micro-batch)")
+              f"{evidence} ({ENGINE_AUTOGRAD} accumulate each micro-batch's gradients in .grad and reduces them at "
+              f"the step boundary; ZeRO-2/3 reduce-scatter them every micro-batch)")
 
 
 def _srun_tasks(launch: Launch, s: Settings) -> None:
@@ -713,6 +720,14 @@ def merge(groups: list[Settings]) -> Settings:
                     continue  # a script's stage 0 that its BF16_Optimizer runs as ZeRO-1; the JSON's own 0 agrees
                 if name == "zero_stage" and {out.value(name), value} == {0, 1} and BF16_ZERO1 in ev:
                     out.put(name, value, ev)
+                    continue
+                if name == "recipe.grad_accumulation" and {out.value(name), value} == {"autograd", "fp32_copy"} \
+                        and ENGINE_AUTOGRAD in (out.sources[name] if out.value(name) == "autograd" else ev) \
+                        and BF16_COPY in (ev if value == "fp32_copy" else out.sources[name]):
+                    # a launcher's rule (the ZeRO optimizer) against the JSON's BF16_Optimizer (a user trial: a
+                    # Megatron-DeepSpeed bf16 ZeRO-1 job with grad_accum_dtype fp32 was refused as contradictory)
+                    if value == "fp32_copy":
+                        out.put(name, value, ev)
                     continue
                 raise _contradiction(name, out.value(name), out.sources[name], value, ev)
             out.put(name, value, ev)

@@ -917,7 +917,10 @@ def read_args(words: list[Word], s: Settings, typos: bool = True) -> None:
                                                for a in args)):
         s.take("num_query_groups")  # Megatron reads --num-query-groups only under --group-query-attention
     s.megatron_lm = True
-    if any(a.flag == "--deepspeed" for a in args) and not MEGATRON_MODEL_FLAGS & set(given):
+    # (DeepSpeed's own flags, `--deepspeed` or `--deepspeed_config` alone: a user trial's SuperOffload script passed
+    # only the config and was priced as a ZeRO-0 job of defaults)
+    if any(a.flag in ("--deepspeed", "--deepspeed_config", "--deepspeed-config") for a in args) \
+            and not MEGATRON_MODEL_FLAGS & set(given):
         s.megatron_lm = False  # a training script of the user's own that DeepSpeed runs: its JSON holds the layout
 
 
@@ -1326,6 +1329,12 @@ def _hf_trainer(args: list[Arg], s: Settings, deepspeed_flag: Arg | None) -> boo
         if path.unresolved:
             s.warnings.append(f"the DeepSpeed config the job reads is {path.unresolved}, which the files do not set "
                               f"({deepspeed_flag.evidence}): whether the JSON audited is that file is not known")
+    if "--torch-compile" not in flags and not s.has("recipe.loss_eager_float32"):
+        # a user trial: an HF Trainer job was priced with 6 bytes a logit, and its best plan ran out of memory by 6 GiB
+        s.put("recipe.loss_eager_float32", True,
+              f"{s.hf_trainer} (a transformers model computes its loss in ForCausalLMLoss, which upcasts the logits "
+              f"with .float() and runs PyTorch's cross_entropy eagerly: transformers src/transformers/loss/"
+              f"loss_utils.py; nothing here sets --torch_compile)")
     fsdp = flags.get("--fsdp")
     if fsdp is not None and fsdp.values:
         check_hf_fsdp(fsdp.evidence, one_value(fsdp).text)
@@ -2134,6 +2143,15 @@ def join(groups: list[Settings]) -> Reading:
             f"{ev}: DeepSpeed runs a training script of the user's own here, whose ZeRO stage, batch and precision "
             f"are in the DeepSpeed config it names ({name or 'a path the files leave open'}), not among the --launch "
             f"files, so nothing of its layout is read; add that JSON with --launch")
+    elif s.megatron_lm and s.deepspeed_config is not None and not s.json_paths and not s.hf_trainer:
+        # a user trial: a Megatron-DeepSpeed script whose heredoc writes the JSON was priced from --zero-stage with no
+        # word that DeepSpeed takes the stage, batch and precision from that JSON
+        name, ev = s.deepspeed_config
+        zero = f" (zero_stage from {s.sources['zero_stage']})" if s.has("zero_stage") else ""
+        s.ignored.append(f"DeepSpeed config {name or '(a path the files leave open)'} ({ev}): not among the --launch "
+                         f"files, and DeepSpeed takes the ZeRO stage, micro-batch, accumulation and precision from it "
+                         f"(Megatron-DeepSpeed's --zero-stage only sizes zero.Init); priced from the script's "
+                         f"flags{zero}: add the JSON with --launch to price what it states")
     return s.reading("megatron")
 
 

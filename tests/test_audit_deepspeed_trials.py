@@ -1,0 +1,71 @@
+"""Four user trials of DeepSpeed launches: a user script given only `--deepspeed_config` (no bare --deepspeed) was
+priced as a ZeRO-0 job of defaults; a Megatron-DeepSpeed bf16 ZeRO-1 job whose JSON sets grad_accum_dtype fp32 was
+refused as "contradictory" (the launcher's rule against the JSON's BF16_Optimizer); an HF Trainer job was priced with
+6 bytes a logit where transformers' loss holds its float32 copies eagerly; a Megatron-DeepSpeed script whose JSON is
+not among the files was priced from --zero-stage with no word of the JSON."""
+
+from __future__ import annotations
+
+import json
+
+from click.testing import CliRunner
+
+from placement.cli import main
+
+GPT350M = ("name: gpt-350m\nnum_layers: 24\nhidden_size: 1024\nffn_hidden_size: 4096\nffn_kind: gelu\n"
+           "normalization: layernorm\nposition_embedding: learned\nlinear_bias: true\nnum_attention_heads: 32\n"
+           "vocab_size: 50257\ntied_embeddings: true\ndropout: true\ndefault_seq_len: 1024\n"
+           "default_global_batch: 16\n")
+MDS = ("deepspeed --num_gpus 8 pretrain_gpt.py --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 "
+       "--num-layers 24 --hidden-size 1024 --num-attention-heads 32 --seq-length 1024 --max-position-embeddings 1024 "
+       "--micro-batch-size 2 --global-batch-size 16 --bf16 --deepspeed --deepspeed_config ds_config.json "
+       "--zero-stage 1\n")
+BF16_ZERO1 = {"train_batch_size": 16, "train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 1},
+              "bf16": {"enabled": True}, "data_types": {"grad_accum_dtype": "fp32"}}
+
+
+def _audit(*argv: str):
+    return CliRunner().invoke(main, ["audit", *argv])
+
+
+def test_a_user_script_given_only_its_deepspeed_config_asks_for_that_json(tmp_path):
+    (tmp_path / "run.sh").write_text("deepspeed --num_gpus=8 train.py --deepspeed_config ds.json\n")
+    result = _audit("--model", "llama3-8b", "--gpus", "8", "--launch", str(tmp_path / "run.sh"))
+    assert result.exit_code == 2 and "add that JSON with --launch" in result.output
+
+
+def test_the_jsons_bf16_optimizer_wins_over_the_launchers_rule(tmp_path):
+    (tmp_path / "m.yaml").write_text(GPT350M)
+    (tmp_path / "run.sh").write_text(MDS)
+    (tmp_path / "ds_config.json").write_text(json.dumps(BF16_ZERO1))
+    result = _audit("--model", str(tmp_path / "m.yaml"), "--gpus", "8", "--launch", str(tmp_path / "run.sh"),
+                    "--launch", str(tmp_path / "ds_config.json"), "--json")
+    assert result.exit_code in (0, 1), result.output
+    recipe = json.loads(result.stdout)["estimate"]["recipe"]
+    assert recipe["grad_accumulation"] == "fp32_copy" and recipe["grad_all_reduce"] is True
+
+
+def test_a_megatron_deepspeed_script_without_its_json_says_so(tmp_path):
+    (tmp_path / "m.yaml").write_text(GPT350M)
+    (tmp_path / "run.sh").write_text(MDS)
+    result = _audit("--model", str(tmp_path / "m.yaml"), "--gpus", "8", "--launch", str(tmp_path / "run.sh"),
+                    "--json")
+    assert result.exit_code in (0, 1), result.output
+    ignored = json.loads(result.stdout)["layout"]["ignored"]
+    assert any("DeepSpeed config ds_config.json" in x and "--zero-stage only sizes zero.Init" in x for x in ignored)
+
+
+def test_an_hf_trainer_job_holds_transformers_float32_logits(tmp_path):
+    (tmp_path / "run.sh").write_text(
+        "deepspeed --num_gpus 8 run_clm.py --model_name_or_path meta-llama/Meta-Llama-3-8B "
+        "--per_device_train_batch_size 2 --gradient_accumulation_steps 4 --bf16 --block_size 4096 "
+        "--deepspeed ds.json --do_train --output_dir out\n")
+    (tmp_path / "ds.json").write_text(json.dumps({"train_micro_batch_size_per_gpu": "auto",
+                                                  "gradient_accumulation_steps": "auto", "bf16": {"enabled": "auto"},
+                                                  "zero_optimization": {"stage": 3}}))
+    result = _audit("--model", "llama3-8b", "--gpus", "8", "--launch", str(tmp_path / "run.sh"), "--launch",
+                    str(tmp_path / "ds.json"), "--json")
+    assert result.exit_code in (0, 1), result.output
+    estimate = json.loads(result.stdout)["estimate"]
+    assert estimate["recipe"]["loss_eager_float32"] is True
+    assert "ForCausalLMLoss" in estimate["recipe_sources"]["loss_eager_float32"]
