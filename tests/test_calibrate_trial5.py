@@ -123,7 +123,7 @@ def test_a_megatron_log_without_its_arguments_block_says_so(tmp_path: Path) -> N
     assert "give the log from the job's start" in res.stderr and "`log: iters.log`" in res.stderr
 
 
-@pytest.mark.parametrize("prefix", ["0: ", "  3: ", "[default0]:", "[rank0]:", "[1,0]<stdout>:"])
+@pytest.mark.parametrize("prefix", ["0: ", "  3: ", "[default0]:", "[rank0]:", "[1,0]<stdout>:", "[0] "])
 def test_a_megatron_log_with_launcher_prefixes_reads_as_without(tmp_path: Path, prefix: str) -> None:
     plain = _log(tmp_path)
     tagged = tmp_path / "tagged.log"
@@ -205,3 +205,13 @@ def test_a_zero3_step_without_a_shard_group_is_priced_fully_sharded(tmp_path: Pa
                                      "--tp", "8", "--zero", "3", "--recompute", "full", "--mbs", "1", "--seq-len",
                                      "8192", "--global-batch", "80", "--json"])
     assert priced.predicted_step_time_s == pytest.approx(json.loads(code.stdout)["step_time_s"], rel=1e-3)
+
+
+def test_an_nccl_tests_output_with_mpich_rank_prefixes_reads_as_without(tmp_path: Path) -> None:
+    """MPICH/Hydra's `mpiexec -prepend-rank` writes `[0] ` before each line (NVIDIA/nccl#1453's outputs): a user trial's
+    file was refused as having no `# Rank` lines."""
+    plain = Path(__file__).parent / "data" / "nccl" / "h100-2node-all_reduce_perf-ring.txt"
+    tagged = tmp_path / "all_reduce_perf-hydra.txt"
+    tagged.write_text("".join("[0] " + ln for ln in plain.read_text().splitlines(keepends=True)))
+    a, b = read_nccl_tests(plain), read_nccl_tests(tagged)
+    assert (b.op, b.ranks, b.hosts, b.gpus_per_host, b.rows) == (a.op, a.ranks, a.hosts, a.gpus_per_host, a.rows)

@@ -173,7 +173,8 @@ def parse_yaml(text: str, path: Path, what: str, unique_keys: bool = True) -> An
 LAUNCHER_PREFIXES = (re.compile(r"^\[\d+,\d+\]<(?:stdout|stderr)>:"),  # mpirun --tag-output: [job,rank]<stdout>:
                      re.compile(r"^\[(?:default|rank)\d+\]:"),  # torchrun --tee / --log-line-prefix: [default0]:
                      re.compile(r"^\[[\w.\-]+:\d+\]\s?"),  # [host:rank] (mpirun --output-filename style, pdsh-like)
-                     re.compile(r"^\s*\d+:\s"))  # srun --label: `0: `
+                     re.compile(r"^\s*\d+:\s"),  # srun --label: `0: `
+                     re.compile(r"^\[\d+\]\s"))  # MPICH/Hydra mpiexec -prepend-rank: `[0] ` (NVIDIA/nccl#1453)
 """Prefixes a launcher writes before each line of a rank's output (nccl-tests outputs and training logs alike)."""
 
 
