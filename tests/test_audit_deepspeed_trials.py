@@ -69,3 +69,18 @@ def test_an_hf_trainer_job_holds_transformers_float32_logits(tmp_path):
     estimate = json.loads(result.stdout)["estimate"]
     assert estimate["recipe"]["loss_eager_float32"] is True
     assert "ForCausalLMLoss" in estimate["recipe_sources"]["loss_eager_float32"]
+
+
+def test_a_hostfile_with_names_off_the_catalog_cluster_is_not_called_no_hostfile(tmp_path):
+    (tmp_path / "run.sh").write_text("deepspeed --hostfile hosts run_clm.py --model_name_or_path m --bf16 "
+                                     "--per_device_train_batch_size 1 --gradient_accumulation_steps 1 "
+                                     "--block_size 4096 --deepspeed ds.json --do_train --output_dir out\n")
+    (tmp_path / "hosts").write_text("nodeA slots=8\nnodeB slots=8\n")
+    (tmp_path / "ds.json").write_text(json.dumps({"train_micro_batch_size_per_gpu": "auto",
+                                                  "gradient_accumulation_steps": "auto", "bf16": {"enabled": "auto"},
+                                                  "zero_optimization": {"stage": 3}}))
+    result = _audit("--model", "llama3-8b", "--gpus", "16", "--launch", str(tmp_path / "run.sh"), "--launch",
+                    str(tmp_path / "ds.json"), "--launch", str(tmp_path / "hosts"), "--json")
+    assert result.exit_code in (0, 1), result.output
+    unstated = json.loads(result.stdout)["layout"]["unstated"]["host_order"]
+    assert "nodeA, nodeB" in unstated and "no hostfile" not in unstated

@@ -2180,8 +2180,11 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
         framework_rank = framework_rank_of(layout, launch.rank_order)
     assumed = {}
     if not hosts and not launch_hosts and topo.num_hosts > 1:
-        assumed["host_order"] = (f"not stated by the files (no hostfile, and no `# on HOST` comment above each node "
-                                 f"rank's launch line): assumed the allocation's order, node rank k on its k-th host "
+        # (a user trial: a hostfile's names not on the catalog cluster were said to be "no hostfile")
+        why = (f"the files' hosts ({', '.join(launch.hosts[:3])}{' ...' if len(launch.hosts) > 3 else ''}) are not "
+               f"the cluster's" if launch.hosts else
+               "not stated by the files (no hostfile, and no `# on HOST` comment above each node rank's launch line)")
+        assumed["host_order"] = (f"{why}: assumed the allocation's order, node rank k on its k-th host "
                                  f"({', '.join(topo.host_names[:3])}{' ...' if topo.num_hosts > 3 else ''}); give "
                                  f"--hosts with the order the job ran with")
     if model.is_moe and "ep" not in launch.sources:
