@@ -129,7 +129,32 @@ def parse_json(text: str, path: Path, expected: str, syntax_error: Callable[[jso
         raise InputError(f"{path}: {json_limit_problem(err)}; {expected}") from None
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
+class PlacementLoader(yaml.SafeLoader):
+    """yaml.SafeLoader without YAML 1.1's base-60 numbers: `1:1` is the text it looks like, not 61 (a user trial's
+    `oversubscription: 1:1` was priced as a 61:1 network, with no error); YAML 1.2 has no sexagesimal form."""
+
+
+_NUMBER_TAGS = ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")
+PlacementLoader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag not in _NUMBER_TAGS]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+PlacementLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:int",
+    re.compile(r"""^(?:[-+]?0b[0-1_]+|[-+]?0[0-7_]+|[-+]?(?:0|[1-9][0-9_]*)|[-+]?0x[0-9a-fA-F_]+)$"""),
+    list("-+0123456789"))
+PlacementLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+][0-9]+)?|\.[0-9][0-9_]*(?:[eE][-+][0-9]+)?"""
+               r"""|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"""),
+    list("-+0123456789."))
+
+
+def load_scalar(text: str):
+    """One YAML scalar as placement's own files read it (PlacementLoader: no base-60 numbers)."""
+    return yaml.load(text, Loader=PlacementLoader)
+
+
+class _UniqueKeyLoader(PlacementLoader):
     """yaml.SafeLoader that refuses a mapping stating one key twice (PyYAML keeps the last, silently)."""
 
     def construct_mapping(self, node, deep=False):

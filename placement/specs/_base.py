@@ -41,8 +41,13 @@ class StrictScalars(Frozen):
         if isinstance(value, str) and not (float in kinds and _DECIMAL.fullmatch(value.strip())):
             # quotes are the fix only where the text is a number (`"8"`); other text is no number at all (a user
             # trial's `--set budget=abc` was told to drop quotes it never wrote)
+            if _RATIO.fullmatch(value.strip()):  # `2:1`, which YAML 1.1 would have read as 121
+                raise ValueError(f"{want} expected, not the ratio {value.strip()!r}: write it as one number, a / b "
+                                 f"(2:1 is 2.0, 1:1 is 1.0)")
+            from placement.loaders.files import load_scalar
+
             try:  # what the text is without its quotes
-                unquoted = yaml.safe_load(value) if value.strip() else None
+                unquoted = load_scalar(value) if value.strip() else None
             except yaml.YAMLError:  # text YAML cannot read unquoted (`a: b: c`) is no number either
                 unquoted = value
             literal = isinstance(unquoted, (int, float)) and not isinstance(unquoted, bool) and unquoted == unquoted
@@ -54,6 +59,8 @@ class StrictScalars(Frozen):
         return value
 
 
+_RATIO = re.compile(r"\d+(\.\d+)?\s*:\s*\d+(\.\d+)?")
+"""A ratio written a:b (oversubscription 2:1)."""
 _DECIMAL = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
 """A number as YAML 1.2 writes it: PyYAML (YAML 1.1) reads `450.0e9`, with no sign on the exponent, as a string, so
 a float field takes this text; nothing else a string holds (`"yes"`, `"8"` for an integer) is coerced."""

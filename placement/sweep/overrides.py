@@ -18,6 +18,7 @@ import difflib
 import yaml
 
 from placement.errors import InputError
+from placement.loaders.files import load_scalar
 from placement.sweep.spec import CAPEX_COST_INPUTS, RENTAL_COST_INPUTS, DesignSpec, SweepSpec, WorkloadSpec
 
 STUDY_KEYS = tuple(k for k in SweepSpec.model_fields if k not in ("name", "designs", "workloads"))
@@ -27,7 +28,7 @@ WORKLOAD_KEYS = tuple(k for k in WorkloadSpec.model_fields if k != "name")
 
 def _value(text: str, item: str):
     try:
-        value = yaml.safe_load(text)
+        value = load_scalar(text)  # placement's YAML: `--set oversubscription=2:1` is no base-60 121
     except yaml.YAMLError:
         value = text
     if isinstance(value, dict | list):
