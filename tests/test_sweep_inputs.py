@@ -70,7 +70,7 @@ def test_a_rows_command_runs_from_any_directory(tmp_path, monkeypatch):
     (row,) = json.loads(res.stdout)["rows"]
     args = shlex.split(row["command"])
     cluster = args[args.index("--cluster") + 1]
-    assert cluster == str(tmp_path / "ran" / "o" / "clusters" / "2_1.yaml")
+    assert re.fullmatch(re.escape(str(tmp_path / "ran" / "o" / "clusters" / "2_1-")) + r"[0-9a-f]{8}\.yaml", cluster)
     monkeypatch.chdir(tmp_path / "elsewhere")
     done = CliRunner().invoke(main, [*args[1:], "--top-k", "1", "--no-map", "--json"])
     assert done.exit_code == 0, done.output
@@ -236,3 +236,22 @@ def test_a_set_key_one_typo_away_is_named() -> None:
         apply_sets({"designs": [], "workloads": []}, ("energy_prise_per_kwh=0.1",))
     with pytest.raises(InputError, match=r"unknown key 'colour'; valid keys: "):
         apply_sets({"designs": [], "workloads": []}, ("colour=red",))
+
+
+def test_a_what_ifs_command_keeps_pricing_its_row_after_the_next_what_if(tmp_path):
+    """A user trial: a `--set oversubscription=4` what-if and then a plain run into the same OUT; the first row's
+    command named OUT/clusters/DESIGN.yaml, which the second run rewrote, so it silently priced the second network."""
+    study = {**STUDY, "designs": [{"name": "2:1", "cluster": "dgx-h100", "gpus": 512, "price_per_gpu_hour": 2.0,
+                                   "oversubscription": 2.0}],
+             "workloads": [{**WORKLOAD, "model": "llama3-70b", "global_batch": 512}]}
+    first = _sweep(tmp_path, study, "--out", str(tmp_path / "o"), "--json", "--set", "oversubscription=4")
+    assert first.exit_code == 0, first.output
+    (row,) = json.loads(first.stdout)["rows"]
+    second = _sweep(tmp_path, study, "--out", str(tmp_path / "o"), "--json")
+    assert second.exit_code == 0, second.output
+    (other,) = json.loads(second.stdout)["rows"]
+    assert other["command"] != row["command"]  # each names its own cluster file
+    args = shlex.split(row["command"])
+    done = CliRunner().invoke(main, [*args[1:], "--top-k", "1", "--no-map", "--json"])
+    assert done.exit_code == 0, done.output
+    assert json.loads(done.stdout)["plans"][0]["step_time_s"] == pytest.approx(row["step_time_s"], rel=1e-6)

@@ -296,9 +296,10 @@ def write_tables(out: Path, rows: list[dict], document: dict | None = None) -> l
 def plan_commands(out: Path, rows: list[dict], cells: list, calibration: tuple[str, str] | None) -> list[Path]:
     """Give each row with a plan the `placement plan` command that prices the same job (`command`): the design's
     cluster, as a catalog name, or, where the design changes it (oversubscription, leaf size, NIC bandwidth), a
-    cluster file written to OUT/clusters/DESIGN.yaml (named by its absolute path, as the profile is, so the command
-    runs from any directory); `calibration`: (profile path, the accelerator it applies to).  Returns the cluster
-    files written."""
+    cluster file written to OUT/clusters/DESIGN-HASH.yaml, HASH of its content (named by its absolute path, as the
+    profile is, so the command runs from any directory); `calibration`: (profile path, the accelerator it applies
+    to).  Returns the cluster files written."""
+    import hashlib
     import shlex
 
     import yaml
@@ -315,15 +316,16 @@ def plan_commands(out: Path, rows: list[dict], cells: list, calibration: tuple[s
         if cluster == load_cluster(design.cluster):
             cluster_of[design.name] = design.cluster
             continue
-        stem = "".join(c if c.isalnum() or c in "-_." else "_" for c in design.name)
-        path, k = out / "clusters" / f"{stem}.yaml", 1
-        while path in written:  # two design names that differ only in characters a file name drops
-            k += 1
-            path = out / "clusters" / f"{stem}-{k}.yaml"
-        path.parent.mkdir(parents=True, exist_ok=True)
         data = cluster.model_dump(mode="json") | {"name": f"{cluster.name} ({design.name})"}
-        write_atomic(path, f"# design {design.name!r} of the sweep: {design.cluster} with its network overrides\n"
-                     + yaml.safe_dump(data, sort_keys=False))
+        text = (f"# design {design.name!r} of the sweep: {design.cluster} with its network overrides\n"
+                + yaml.safe_dump(data, sort_keys=False))
+        # named by the design and its content: a later what-if (`--set`) into the same OUT writes its own file, and
+        # an earlier row's command keeps pricing what that row did (a user trial: it silently priced the new one)
+        stem = "".join(c if c.isalnum() or c in "-_." else "_" for c in design.name)
+        digest = hashlib.sha256(text.encode()).hexdigest()[:8]
+        path = out / "clusters" / f"{stem}-{digest}.yaml"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, text)
         # absolute, so the command runs from any directory (a path relative to where the sweep ran did not)
         cluster_of[design.name], written = str(path.resolve()), [*written, path]
     work = {(c.design.name, c.workload.name): c for c in cells}
