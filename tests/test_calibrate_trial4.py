@@ -254,8 +254,8 @@ def test_sweep_and_validate_warn_where_a_profile_prices_another_design(tmp_path:
     sweep = tmp_path / "s.yaml"
     sweep.write_text(yaml.safe_dump({
         "name": "two", "designs": [
-            {"name": "same", "cluster": "dgx-h100", "gpus": 16, "capex_per_gpu": 1, "power_per_gpu_w": 1000},
-            {"name": "half nic", "cluster": str(other), "gpus": 16, "capex_per_gpu": 1, "power_per_gpu_w": 1000}],
+            {"name": "same", "cluster": "dgx-h100", "gpus": 16, "capex_per_gpu": 40_000, "power_per_gpu_w": 1000},
+            {"name": "half nic", "cluster": str(other), "gpus": 16, "capex_per_gpu": 40_000, "power_per_gpu_w": 1000}],
         "workloads": [{"name": "w", "model": "llama3-8b", "seq_len": 4096, "global_batch": 64, "tokens": 1.0e9}]}))
     res = CliRunner().invoke(main, ["sweep", str(sweep), "--out", str(tmp_path / "o"), "--no-plots", "--no-cache",
                                     "--calibration", str(out)])

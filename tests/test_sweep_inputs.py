@@ -255,3 +255,21 @@ def test_a_what_ifs_command_keeps_pricing_its_row_after_the_next_what_if(tmp_pat
     done = CliRunner().invoke(main, [*args[1:], "--top-k", "1", "--no-map", "--json"])
     assert done.exit_code == 0, done.output
     assert json.loads(done.stdout)["plans"][0]["step_time_s"] == pytest.approx(row["step_time_s"], rel=1e-6)
+
+
+@pytest.mark.parametrize(("where", "field", "value", "fix"), [
+    ("design", "capex_per_gpu", 40, "e.g. 40000"),
+    ("design", "energy_price_per_kwh", 100, "e.g. 0.10"),
+    ("design", "amortization_years", 48, "e.g. 4"),
+    ("workload", "tokens", 15, "15.0e12 for 15T"),
+    ("workload", "tokens", "15T", "write it in full, 1.5e+13"),
+])
+def test_unit_slips_in_cost_inputs_are_refused_with_the_value_to_write(tmp_path, where, field, value, fix):
+    """A user trial: `tokens: 15` (15T meant) priced 0.0 days at a cost of 0, `capex_per_gpu: 40` a 1,024-GPU study at
+    4,730 USD, `energy_price_per_kwh: 100` (per MWh) at 4.7 M, `amortization_years: 48` (months) as 48 years; and
+    `tokens: 15T` was refused with no fix."""
+    design = {**STUDY["designs"][0]}
+    workload = {**WORKLOAD}
+    (design if where == "design" else workload)[field] = value
+    res = _sweep(tmp_path, {**STUDY, "designs": [design], "workloads": [workload]}, "--out", str(tmp_path / "o"))
+    assert res.exit_code == 2 and field in res.output and fix in res.output, res.output

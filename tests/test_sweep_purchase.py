@@ -358,7 +358,8 @@ def test_a_cached_rerun_writes_the_same_sweep_json(tmp_path):
 def test_cost_objective_rechosen_after_a_reprice_equals_a_fresh_study(tmp_path):
     """Under `cost` (outlay: capex + energy) the price ratio can move the choice: the re-priced study, from its
     cache, gives what an uncached study of the edited file gives (planning any count it must, and saying so)."""
-    study = {"name": "c", "budget": 2_600_000, "objective": "cost", "deadline_days": 9.0,
+    # (in yen: the energy-dominated price ratio the edit needs, 100 a GPU and 50 a kWh, is a unit slip in dollars)
+    study = {"name": "c", "budget": 2_600_000, "objective": "cost", "deadline_days": 9.0, "currency": "JPY",
              "designs": [{"name": "h100", "cluster": "dgx-h100", "capex_per_gpu": 40_000, "power_per_gpu_w": 1400}],
              "workloads": [{"name": "8b", "model": "llama3-8b", "seq_len": 4096, "global_batch": 96,
                             "tokens": 2e11}]}

@@ -41,6 +41,10 @@ class StrictScalars(Frozen):
         if isinstance(value, str) and not (float in kinds and _DECIMAL.fullmatch(value.strip())):
             # quotes are the fix only where the text is a number (`"8"`); other text is no number at all (a user
             # trial's `--set budget=abc` was told to drop quotes it never wrote)
+            suffixed = _SUFFIXED.fullmatch(value.strip())
+            if suffixed:  # `15T`, `40k`: a user trial was told only "not the text"
+                number = float(suffixed.group(1)) * _SUFFIX[suffixed.group(2).upper()]
+                raise ValueError(f"{want} expected, not the text {value.strip()!r}: write it in full, {number:.6g}")
             if _RATIO.fullmatch(value.strip()):  # `2:1`, which YAML 1.1 would have read as 121
                 raise ValueError(f"{want} expected, not the ratio {value.strip()!r}: write it as one number, a / b "
                                  f"(2:1 is 2.0, 1:1 is 1.0)")
@@ -59,6 +63,9 @@ class StrictScalars(Frozen):
         return value
 
 
+_SUFFIXED = re.compile(r"(\d+(?:\.\d+)?)\s*([kKmMgGbBtTpP])")
+"""A number with a magnitude suffix (15T, 40k, 1.5M)."""
+_SUFFIX = {"K": 1e3, "M": 1e6, "G": 1e9, "B": 1e9, "T": 1e12, "P": 1e15}
 _RATIO = re.compile(r"\d+(\.\d+)?\s*:\s*\d+(\.\d+)?")
 """A ratio written a:b (oversubscription 2:1)."""
 _DECIMAL = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")

@@ -37,6 +37,39 @@ MIN_POWER_PER_GPU_W = 50.0
 several hundred (H100 SXM 700 W TDP)."""
 
 
+UNIT_SLIPS_CURRENCIES = frozenset({"USD", "EUR", "GBP", "CHF"})
+"""Currencies whose money figures the unit-slip bounds below are in the order of (a yen or rupee figure is not)."""
+MIN_CAPEX_PER_GPU = 500.0
+"""Below this a design's capex per GPU is a slip (`40` for 40k): a datacenter GPU with its share of the node costs
+tens of thousands."""
+MAX_ENERGY_PRICE_PER_KWH = 5.0
+"""Above this an energy price is a per-MWh figure (`100` for 0.10 per kWh): retail electricity is under 1 a kWh."""
+MIN_PRICE_PER_GPU_HOUR = 0.01
+"""Below this a rental price is a slip: a GPU-hour of any datacenter GPU rents for cents at least."""
+MAX_AMORTIZATION_YEARS = 20.0
+"""Above this an amortization is in months (`48` for 4 years): a GPU is obsolete well within it."""
+
+
+def _check_units(d: DesignSpec, currency: str) -> None:
+    """The unit slips a design's cost inputs can hide (a user trial: `capex_per_gpu: 40` priced a 1,024-GPU study at
+    4,730 USD, `energy_price_per_kwh: 100` at 4.7 M, `amortization_years: 48` as 48 years), each an error with the
+    value to write; the money bounds only where the currency is one they are in the order of."""
+    if d.amortization_years > MAX_AMORTIZATION_YEARS:
+        raise ValueError(f"design {d.name!r}: amortization_years {d.amortization_years:g} is above "
+                         f"{MAX_AMORTIZATION_YEARS:g}, months written for years?; write years, e.g. 4")
+    if currency not in UNIT_SLIPS_CURRENCIES:
+        return
+    if d.capex_per_gpu is not None and d.capex_per_gpu < MIN_CAPEX_PER_GPU:
+        raise ValueError(f"design {d.name!r}: capex_per_gpu {d.capex_per_gpu:g} {currency} is below "
+                         f"{MIN_CAPEX_PER_GPU:g}, thousands written as units?; write the price per GPU, e.g. 40000")
+    if d.energy_price_per_kwh > MAX_ENERGY_PRICE_PER_KWH:
+        raise ValueError(f"design {d.name!r}: energy_price_per_kwh {d.energy_price_per_kwh:g} {currency} is above "
+                         f"{MAX_ENERGY_PRICE_PER_KWH:g}, a per-MWh price?; write the price of one kWh, e.g. 0.10")
+    if d.price_per_gpu_hour is not None and d.price_per_gpu_hour < MIN_PRICE_PER_GPU_HOUR:
+        raise ValueError(f"design {d.name!r}: price_per_gpu_hour {d.price_per_gpu_hour:g} {currency} is below "
+                         f"{MIN_PRICE_PER_GPU_HOUR:g}, a slip?; write the price of one GPU for one hour, e.g. 2.0")
+
+
 class DesignSpec(StrictScalars):
     name: str = Field(min_length=1)
     cluster: str = Field(min_length=1)
@@ -122,6 +155,15 @@ class WorkloadSpec(StrictScalars):
     memory_headroom_gib: float = Field(default=0.0, ge=0.0, le=1e6)
     """HBM per GPU its plans keep free beyond the modelled reserve (plan's `--memory-headroom-gib`)."""
 
+    @model_validator(mode="after")
+    def _tokens(self) -> WorkloadSpec:
+        # a user trial's `tokens: 15` (15T meant) was priced 0.0 days at a cost of 0
+        step = self.seq_len * self.global_batch
+        if self.tokens < step:
+            raise ValueError(f"workload {self.name!r}: tokens {self.tokens:g} are less than one step's "
+                             f"{step:,} (seq_len x global_batch): write the tokens to train, e.g. 15.0e12 for 15T")
+        return self
+
     def train(self) -> TrainingSpec:
         """The job each cell of this workload prices."""
         return TrainingSpec(seq_len=self.seq_len, global_batch=self.global_batch, precision=self.precision,
@@ -155,4 +197,5 @@ class SweepSpec(StrictScalars):
                 raise ValueError(
                     f"design {d.name!r} has no gpus: give gpus, or a sweep budget and the design's capex_per_gpu"
                 )
+            _check_units(d, self.currency)
         return self
