@@ -196,3 +196,28 @@ def test_a_published_run_of_the_same_model_at_another_batch_is_the_slow_end_at_l
                           1.0, {}, {})["same_model"] is None
     assert published_best(True, "h800-sxm", "bf16", 0.5, job_key("gpt-oss-120b", "h800-sxm", 64, 4096, 1280, "bf16",
                                                                  {}), 1.0, {}, {})["same_model"] is None
+
+
+def test_a_deadline_met_only_at_the_predicted_step_is_flagged_at_risk(tmp_path):
+    """A user trial: 9.7 (9.4-11.7) days against a 10-day deadline read "deadline met" in JSON and HTML with no word
+    that the error band's slow end misses it."""
+    import json
+
+    import yaml
+    from click.testing import CliRunner
+
+    from placement.cli import main
+
+    study = {"name": "d", "deadline_days": 10, "designs": [
+        {"name": "H100 rent", "cluster": "dgx-h100", "gpus": 240, "price_per_gpu_hour": 2.5}],
+        "workloads": [{"name": "dense70b", "model": "llama3-70b", "seq_len": 8192, "global_batch": 256,
+                       "tokens": 2.0e11}]}
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(study))
+    result = CliRunner().invoke(main, ["--reproducible", "sweep", str(path), "--out", str(tmp_path / "o"),
+                                       "--no-plots", "--workers", "1", "--json"])
+    assert result.exit_code == 0, result.output
+    (row,) = json.loads(result.stdout)["rows"]
+    assert row["deadline_met"] is True
+    assert row["time_to_train_days"] <= 10 < row["time_to_train_days_high"]
+    assert row["deadline_at_risk"] is True and "slow end of the error band" in row["message"]

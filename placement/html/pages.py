@@ -124,6 +124,7 @@ SWEEP_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("time_to_train_days", "days", "days"),
     ("time_to_train_days_range", "days range", "range1"),
     ("deadline_met", "deadline met", "yesno"),
+    ("deadline_at_risk", "deadline at risk", "yesno"),
     ("step_time_s", "step s", "f3"),
     ("mfu", "MFU", "pct"),
     ("gpu_hours", "GPU-hours", "int"),

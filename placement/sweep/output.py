@@ -26,7 +26,9 @@ COLUMNS = ("design", "workload", "num_gpus", "num_gpus_bought", "accelerator", "
            # the plan's MFU over the best published run of its kind where above all of them, else empty
            "above_published_ratio",
            # the network the row was priced on (a design's overrides of its catalog cluster included)
-           "leaf_oversubscription", "domains_per_leaf", "nic_bandwidth_bytes_per_s")
+           "leaf_oversubscription", "domains_per_leaf", "nic_bandwidth_bytes_per_s",
+           # met at the predicted step but not at the error band's slow end
+           "deadline_at_risk")
 WIDTH = 100
 """The text summary's width in columns."""
 SCHEMA = "placement.sweep/2"
