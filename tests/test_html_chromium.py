@@ -18,6 +18,7 @@ from click.testing import CliRunner
 
 from placement.cli import main
 from placement.html.chromium import find_chromium, load_page
+from placement.sweep.output import _down, _up
 
 pytestmark = pytest.mark.chromium
 DATA = Path(__file__).parent / "data"
@@ -104,6 +105,6 @@ def test_sweep_page_renders_with_its_cells(chromium, tmp_path):
     text = rendered(page.text)
     for r in json.loads(js)["rows"]:
         assert (f"{r['design']} ok {r['num_gpus_bought']} {r['num_gpus']} {r['num_gpus_idle']} "
-                f"{r['time_to_train_days']:,.1f} {r['time_to_train_days_low']:,.1f} - "
-                f"{r['time_to_train_days_high']:,.1f}") in text
+                f"{r['time_to_train_days']:,.1f} {_down(r['time_to_train_days_low'], '.1f'):,.1f} - "
+                f"{_up(r['time_to_train_days_high'], '.1f'):,.1f}") in text  # bands rounded outward, as the text
         assert f"{r['cost']:,.0f}" in text

@@ -20,6 +20,7 @@ from placement.html import sweep_html
 from placement.html.topology_view import MAX_HOSTS, topology_view
 from placement.mapping.report import rank_coords
 from placement.specs import Layout
+from placement.sweep.output import _down, _up
 from placement.sweep.run import run_sweep
 from placement.sweep.spec import SweepSpec
 from placement.topology import Topology
@@ -234,9 +235,10 @@ def test_sweep_page_shows_each_cell_as_the_sweep_priced_it_and_leaves_out_absent
     for r in rows:
         assert re.search(
             rf"{r['design']} ok {r['num_gpus_bought']} {r['num_gpus']} {r['num_gpus_idle']} "
-            rf"{r['time_to_train_days']:,.1f} {r['time_to_train_days_low']:,.1f} - {r['time_to_train_days_high']:,.1f} "
+            rf"{r['time_to_train_days']:,.1f} {_down(r['time_to_train_days_low'], '.1f'):,.1f} - "
+            rf"{_up(r['time_to_train_days_high'], '.1f'):,.1f} "
             rf"{r['step_time_s']:.3f} {r['plan']['mfu']:.1%} {r['gpu_hours']:,.0f} {r['cost']:,.0f} "
-            rf"{r['cost_low']:,.0f} - {r['cost_high']:,.0f}", shown), r["design"]
+            rf"{_down(r['cost_low'], '.0f'):,.0f} - {_up(r['cost_high'], '.0f'):,.0f}", shown), r["design"]
     # the study rents its GPUs (price_per_gpu_hour): no row has capex or energy, so no such column
     assert all(r["capex_total"] is None and r["energy_mwh"] is None for r in rows)
     assert "capex total (USD)" not in shown and "energy MWh" not in shown
@@ -258,8 +260,9 @@ def test_sweep_page_shows_the_new_fields_where_present_and_a_dash_where_not(swee
     page = sweep_html(extra, meta)
     shown = visible(page)
     row = re.search(rf"{first['design']} ok .*?(?= {extra[1]['design']} ok)", shown).group(0)
-    for cell in ("1,234,567", "4,321", "12.3", "1,500", "0.05", f"{days * 0.8:,.1f} - {days * 1.3:,.1f}",
-                 f"{first['cost'] * 0.8:,.0f} - {first['cost'] * 1.3:,.0f}", "dense, h100"):
+    for cell in ("1,234,567", "4,321", "12.3", "1,500", "0.05",
+                 f"{_down(days * 0.8, '.1f'):,.1f} - {_up(days * 1.3, '.1f'):,.1f}",
+                 f"{_down(first['cost'] * 0.8, '.0f'):,.0f} - {_up(first['cost'] * 1.3, '.0f'):,.0f}", "dense, h100"):
         assert cell in row, cell
     other = re.search(rf"{extra[1]['design']} ok .*?(?= {extra[2]['design']} ok)", shown).group(0)
     # the 5 capex and energy columns a rented row lacks, the separators of its two ranges, and "vs published runs"
@@ -293,3 +296,14 @@ def test_sweep_cli_writes_the_page(tmp_path):
     for r in json.loads(js)["rows"]:
         assert f"{r['time_to_train_s'] / 86400:,.1f}" in shown and f"{r['cost']:,.0f}" in shown
     assert "designs" in shown and "dgx-a100-80g" in shown
+
+
+def test_the_page_writes_a_budget_in_full_and_per_mtok_costs_tell_apart():
+    """A user trial: the page showed the budget as 1.2e+07 (the text: 12,000,000 USD), and the text's per-Mtok column
+    printed 0.0260, 0.0271 and 0.0317 all as 0.03."""
+    from placement.html.pages import _plain
+    from placement.sweep.output import _per_mtok
+
+    assert _plain(12_000_000.0) == "12,000,000" and _plain(0.1) == "0.1"
+    assert [_per_mtok(x) for x in (0.0260, 0.0271, 0.0317)] == ["0.026", "0.0271", "0.0317"]
+    assert [_per_mtok(x) for x in (2.345, 1234.5)] == ["2.35", "1,234"]

@@ -253,8 +253,13 @@ def _cell(value, fmt: str, currency: str) -> str:
 
         return _layout(value)
     if fmt in ("range1", "moneyrange"):
+        # rounded outward, as the text summary's bands are (sweep.output._down/_up: a user trial read 12.3-17.8 days
+        # in the text and 12.3 - 17.7 on the page)
+        from placement.sweep.output import _down, _up
+
         lo, hi = value
-        return f"{lo:,.1f} - {hi:,.1f}" if fmt == "range1" else f"{lo:,.0f} - {hi:,.0f}"
+        spec = ".1f" if fmt == "range1" else ".0f"
+        return f"{_down(lo, spec):,{spec}} - " + ("inf" if math.isinf(hi) else f"{_up(hi, spec):,{spec}}")
     number = _num(value)
     if number is None:
         return str(value)
@@ -286,8 +291,8 @@ def _plain(v) -> str:
         return json.dumps(v, sort_keys=False, separators=(", ", ": "))
     if v is None:
         return "-"
-    if isinstance(v, float):
-        return f"{v:,.6g}"
+    if isinstance(v, float):  # a whole number in full, as the text writes a budget (12,000,000, not 1.2e+07)
+        return f"{v:,.0f}" if v.is_integer() and abs(v) < 1e18 else f"{v:,.6g}"
     return str(v)
 
 

@@ -373,6 +373,12 @@ def _band(lo: float | None, hi: float | None, scale: float = 1.0, fmt: str = ".0
     return f"({_down(lo / scale, fmt):{fmt}}-{_up(hi / scale, fmt):{fmt}})"
 
 
+def _per_mtok(x: float) -> str:
+    """Cost per million tokens with three significant figures below 1 (a user trial's cost_per_token study printed
+    0.0260, 0.0271 and 0.0317 all as 0.03), two decimals up to 100, whole above."""
+    return f"{x:.3g}" if x < 1 else f"{x:,.2f}" if x < 100 else f"{x:,.0f}"
+
+
 def _decimals(fmt: str) -> int:
     return int(fmt.rsplit(".", 1)[1].rstrip("f")) if "." in fmt else 0
 
@@ -425,7 +431,7 @@ def summary(rows: list[dict], currency: str, sweep=None, network: dict | None = 
             money = f"{_money(r['cost'])} " + (
                 _band(r["cost_low"], r["cost_high"], 1e6, ",.1f") if r["cost"] >= 1e6 else
                 _band(r["cost_low"], r["cost_high"], 1.0, ",.0f"))
-            per = f"{r['cost_per_million_tokens']:,.2f}"
+            per = _per_mtok(r["cost_per_million_tokens"])
             lines.append(f"  {name:26} {used:>16} {days:>16} {money:>21} {per:>8} {'*' if r['pareto'] else '':>5}")
             extra = [_layout(r["plan"]) + _tight_memory(r["plan"])]
             if r.get("outlay") is not None and r.get("capex_total") is not None:
