@@ -413,6 +413,33 @@ BF16_COPY = "DeepSpeed's BF16_Optimizer adds"
 """...and how the BF16_Optimizer's begins."""
 
 
+def deepspeed_json_unread(s: Settings) -> None:
+    """What the audit says where the files name a DeepSpeed JSON (`--deepspeed_config`) that is not among them: a
+    training script of the user's own is refused, its whole layout being in that JSON (a user trial: placement's own
+    deepspeed.sh audited alone was priced as a ZeRO-0 job of defaults, 161 GiB); a Megatron-DeepSpeed script is
+    priced from its flags, with a note that DeepSpeed takes the stage, batch and precision from the JSON (a user
+    trial's heredoc-written JSON went unmentioned); an HF Trainer's, with a note too."""
+    cfg = s.deepspeed_config
+    if cfg is None or s.json_paths:
+        return
+    name, ev = cfg
+    if not s.megatron_lm and not s.hf_trainer:
+        s.refusal = s.refusal or (
+            f"{ev}: DeepSpeed runs a training script of the user's own here, whose ZeRO stage, batch and precision "
+            f"are in the DeepSpeed config it names ({name or 'a path the files leave open'}), not among the --launch "
+            f"files, so nothing of its layout is read; add that JSON with --launch")
+    elif not s.hf_trainer:
+        zero = f" (zero_stage from {s.sources['zero_stage']})" if s.has("zero_stage") else ""
+        s.ignored.append(f"DeepSpeed config {name or '(a path the files leave open)'} ({ev}): not among the --launch "
+                         f"files, and DeepSpeed takes the ZeRO stage, micro-batch, accumulation and precision from it "
+                         f"(Megatron-DeepSpeed's --zero-stage only sizes zero.Init); priced from the script's "
+                         f"flags{zero}: add the JSON with --launch to price what it states")
+    else:
+        s.ignored.append(f"DeepSpeed config {name or '(a path the files leave open)'}: the DeepSpeed JSON is not "
+                         f"among the audited files, so its ZeRO stage, batch and precision are not read ({ev}); "
+                         f"give it with --launch")
+
+
 def deepspeed_grad_accumulation(s: Settings, bf16_optimizer: bool, evidence: str) -> None:
     """How a DeepSpeed job accumulates and reduces micro-batch gradients, unless the files said: its BF16_Optimizer
     (bf16 with ZeRO stage 0) adds them into fp32 after each backward (bf16_optimizer.py update_hp_grads) and

@@ -21,6 +21,7 @@ from placement.audit.readers.common import (
     FP16_MIXED,
     deepspeed_binding,
     deepspeed_grad_accumulation,
+    deepspeed_json_unread,
     fp32_refusal,
     merge,
     read_int,
@@ -893,18 +894,7 @@ def _finish(s: Settings) -> None:
         n = read_int(nodes[0], "--num_nodes", nodes[1]) if nodes is not None else 1
         s.put("gpus_per_node", g, gpus[1])
         s.put("world_size", n * g, gpus[1] if nodes is None else f"{nodes[1]}; {gpus[1]}")
-    cfg = s.deepspeed_config
-    if cfg is not None and not s.json_paths and not s.megatron_lm and not s.hf_trainer:
-        # a training script of the user's own: the JSON holds its whole layout (a user trial: placement's own
-        # deepspeed.sh audited alone was priced as a ZeRO-0 job of defaults, 161 GiB, with this as a note)
-        s.refusal = s.refusal or (
-            f"{cfg[1]}: DeepSpeed runs a training script of the user's own here, whose ZeRO stage, batch and precision "
-            f"are in the DeepSpeed config it names ({cfg[0] or 'a path the files leave open'}), not among the --launch "
-            f"files, so nothing of its layout is read; add that JSON with --launch")
-    elif cfg is not None and not s.json_paths:
-        s.ignored.append(f"DeepSpeed config {cfg[0] or '(a path the files leave open)'}: the DeepSpeed JSON is not "
-                         f"among the audited files, so its ZeRO stage, batch and precision are not read ({cfg[1]}); "
-                         f"give it with --launch")
+    deepspeed_json_unread(s)
     for auto in s.hf_auto:
         # HF Trainer fills "auto" from TrainingArguments: the launch command's flag, else its default
         # (transformers training_args.py: per_device_train_batch_size 8, gradient_accumulation_steps 1, fp32)

@@ -20,6 +20,7 @@ from placement.audit.readers.common import (
     Arg,
     deepspeed_binding,
     deepspeed_grad_accumulation,
+    deepspeed_json_unread,
     fixed_value,
     fp32_refusal,
     merge,
@@ -2135,23 +2136,9 @@ def join(groups: list[Settings]) -> Reading:
     model_defaults(s)
     if s.megatron_lm and not s.model_elsewhere:
         window_layers(s)
-    if not s.megatron_lm and s.deepspeed_config is not None and not s.json_paths and not s.hf_trainer:
-        # a user trial: placement's own launch.sbatch audited alone with --script-args deepspeed was told "the
-        # Megatron launch states none of --num-layers ...", and without that a ZeRO-0 job of defaults was priced
-        name, ev = s.deepspeed_config
-        s.refusal = s.refusal or (
-            f"{ev}: DeepSpeed runs a training script of the user's own here, whose ZeRO stage, batch and precision "
-            f"are in the DeepSpeed config it names ({name or 'a path the files leave open'}), not among the --launch "
-            f"files, so nothing of its layout is read; add that JSON with --launch")
-    elif s.megatron_lm and s.deepspeed_config is not None and not s.json_paths and not s.hf_trainer:
-        # a user trial: a Megatron-DeepSpeed script whose heredoc writes the JSON was priced from --zero-stage with no
-        # word that DeepSpeed takes the stage, batch and precision from that JSON
-        name, ev = s.deepspeed_config
-        zero = f" (zero_stage from {s.sources['zero_stage']})" if s.has("zero_stage") else ""
-        s.ignored.append(f"DeepSpeed config {name or '(a path the files leave open)'} ({ev}): not among the --launch "
-                         f"files, and DeepSpeed takes the ZeRO stage, micro-batch, accumulation and precision from it "
-                         f"(Megatron-DeepSpeed's --zero-stage only sizes zero.Init); priced from the script's "
-                         f"flags{zero}: add the JSON with --launch to price what it states")
+    # (a user trial: placement's own launch.sbatch audited alone with --script-args deepspeed was told "the Megatron
+    # launch states none of --num-layers ...", and without that a ZeRO-0 job of defaults was priced)
+    deepspeed_json_unread(s)
     return s.reading("megatron")
 
 
