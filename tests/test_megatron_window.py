@@ -67,3 +67,16 @@ def test_a_file_whose_skip_frequency_drops_the_window_trains_another_model(tmp_p
                                        str(tmp_path / "train.sh")])
     assert result.exit_code == 2, result.output
     assert "sliding_window_layers = 0" in result.output and "has 32" in result.output
+
+
+def test_a_huge_pattern_is_refused_before_it_is_built():
+    """`[1]*1000000000` is refused as a pattern longer than any model, without building the list first (8 GB)."""
+    import subprocess
+    import sys
+
+    code = ("import resource\nfrom placement.audit.readers.megatron import layer_pattern\n"
+            "try:\n    layer_pattern('[1]*1000000000', 48, '--window-attn-skip-freq', 'f:1')\n"
+            "except Exception as e:\n    print(type(e).__name__)\n"
+            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out[0] == "InputError" and int(out[1]) < 1_000_000  # KiB: well under 1 GiB

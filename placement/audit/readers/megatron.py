@@ -1039,12 +1039,19 @@ def layer_pattern(text: str, layers: int, flag: str, evidence: str) -> list[bool
             return [value(e) for e in node.elts]
         if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Mult)):
             left, right = value(node.left), value(node.right)
+            # a list's length bounded before it is built: `[1]*1000000000` would allocate gigabytes first
+            lists = [x for x in (left, right) if isinstance(x, list)]
+            times = [x for x in (left, right) if isinstance(x, int)]
+            size = (len(lists[0]) * times[0] if len(lists) == 1 and times else 0) if isinstance(node.op, ast.Mult) \
+                else sum(len(x) for x in lists)
+            if size > MAX_PATTERN:
+                raise ValueError(text)
             return left + right if isinstance(node.op, ast.Add) else left * right
         raise ValueError(ast.dump(node))
 
     try:
         out = value(ast.parse(text.strip(), mode="eval").body)
-        if len(out) > 100_000 or not isinstance(out, list) or not all(isinstance(x, int) for x in out):
+        if not isinstance(out, list) or not all(isinstance(x, int) for x in out):
             raise ValueError(text)
     except (SyntaxError, ValueError, TypeError, MemoryError, RecursionError):
         raise InputError(f"{evidence}: {flag} {text!r} is neither an integer nor a list expression of 0s and 1s "
@@ -1055,6 +1062,8 @@ def layer_pattern(text: str, layers: int, flag: str, evidence: str) -> list[bool
     return [bool(x) for x in out]
 
 
+MAX_PATTERN = 100_000
+"""Entries a layer pattern may have (no model has a tenth of that many layers)."""
 WINDOW_RULE = "Megatron-Core transformer/utils.py is_layer_window_attention"
 
 
