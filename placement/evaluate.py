@@ -22,9 +22,7 @@ def check_layout(model: ModelSpec, train: TrainingSpec, layout: Layout, recipe: 
     message = rules.layout_error(model, train, layout, recipe)
     if message is not None:
         raise InputError(message)
-    share = train.seq_len // layout.cp
-    if layout.sequence_parallel and layout.tp > 1 and (train.seq_len % layout.cp or share % layout.tp):
-        # the search's rule (search.enumerate_layouts sp_splits)
+    if layout.sequence_parallel and layout.tp > 1 and not rules.sp_splits(train.seq_len, layout.tp, layout.cp):
         up = -(-train.seq_len // (layout.cp * layout.tp)) * layout.cp * layout.tp
         raise InputError(f"--sequence-parallel: tp {layout.tp} must divide the sequence each of the {layout.cp} CP "
                          f"rank(s) holds ({train.seq_len} / {layout.cp}): sequence parallelism splits it over the "

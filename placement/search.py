@@ -279,10 +279,10 @@ def enumerate_layouts(w: Workload, model: ModelSpec, train: TrainingSpec, num_gp
     cols["recompute"] = pair_code[cols["recompute"]]
     # Sequence parallelism moves the same bytes as plain TP (Korthikanti §4) and only shrinks memory and
     # element-wise work, so with tp > 1 it is on unless pinned off; with tp = 1 it does not exist.
-    # It splits each CP rank's share of the sequence over the TP ranks, so only where tp divides it (Megatron-Core
-    # asserts it at the first forward; a user trial: llama3-70b at --seq-len 8191 was planned tp4 with SP)
+    # It splits each CP rank's share of the sequence over the TP ranks, so only where tp divides it (rules.sp_splits;
+    # a user trial: llama3-70b at --seq-len 8191 was planned tp4 with SP)
     def sp_splits(c: dict[str, np.ndarray]) -> np.ndarray:
-        return train.seq_len % (c["cp"] * c["tp"]) == 0
+        return rules.sp_splits(train.seq_len, c["tp"], c["cp"])
 
     if "sequence_parallel" in fixed:
         cols["sp"] = np.where(cols["tp"] > 1, int(bool(fixed["sequence_parallel"])), 0)

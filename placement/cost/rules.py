@@ -171,6 +171,13 @@ def _batch_fix(global_batch: int, dp: int, mbs: int) -> str:
     return fix
 
 
+def sp_splits(seq_len: int, tp, cp):
+    """Whether sequence parallelism can split each CP rank's share of the sequence over the TP ranks (numbers or
+    arrays): tp x cp divides the sequence (Megatron-Core asserts it at the first forward).  The search turns SP on
+    only there (search.enumerate_layouts), and `evaluate` refuses it elsewhere (evaluate.check_layout)."""
+    return seq_len % (np.asarray(cp) * np.asarray(tp)) == 0
+
+
 def _rule(name: str, reads: str, reason: str, holds, message) -> Rule:
     return Rule(name=name, reads=frozenset(reads.split()), reason=reason, holds=holds, message=message)
 
