@@ -724,13 +724,14 @@ def _framework_refuses_message(w, model: ModelSpec, train: TrainingSpec, topo: T
         return None
     fw = cfg.framework
     lay = free.layout(0)
-    shown = ", ".join(sorted({f"tp {x.tp} cp {x.cp} pp {x.pp} dp {x.dp}" for x in (free.layout(i) for i in
-                                                                               range(min(len(free), 200)))})[:4])
+    degrees = sorted({f"tp {x.tp} cp {x.cp} pp {x.pp} dp {x.dp}"
+                      for x in (free.layout(i) for i in range(min(len(free), 200)))})
+    shown = ", ".join(degrees[:4]) + (", ..." if len(degrees) > 4 or len(free) > 200 else "")
     # (the ZeRO stage is chosen after this enumeration: its rules are not what refuses the layout)
     why = "; ".join(r for r in fw.broken_rules(free.take(np.array([0])), model.num_layers, model.kv_heads,
                                                train.seq_len) if not r.startswith("ZeRO-")) or fw.why
     return (f"no layout of {model.name} over {topo.num_gpus} GPUs runs under --framework {fw.name} as placement "
-            f"prices it: layouts split ({shown}{', ...' if len(free) > 4 else ''}), but {fw.version} runs none of them "
+            f"prices it: layouts split ({shown}), but {fw.version} runs none of them "
             f"(on tp {lay.tp} cp {lay.cp} pp {lay.pp} (vpp {lay.vpp}) dp {lay.dp}: {why}); drop --framework to plan "
             f"them, or try another GPU count")
 
