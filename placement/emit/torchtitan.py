@@ -616,23 +616,29 @@ def runs(ctx: EmitContext) -> Runs:
     return out
 
 
-DEFAULT_LESS_LAYERS = 1
-"""torchtitan 0.3.0's pipeline_parallel_first/last_stage_less_layers default (config/configs.py:191, :197)."""
+def default_less_layers() -> tuple[int, int]:
+    """torchtitan 0.3.0's pipeline_parallel_first/last_stage_less_layers defaults (the audit's table of its config
+    defaults, config/configs.py:191, :197)."""
+    from placement.audit.readers.torchtitan_configs import DEFAULTS
+
+    return (DEFAULTS["parallelism.pipeline_parallel_first_stage_less_layers"][0],
+            DEFAULTS["parallelism.pipeline_parallel_last_stage_less_layers"][0])
 
 
-def emitted_split(num_layers: int, pp: int, vpp: int, want: list[int]) -> tuple[list[int] | None, list[int]]:
+def emitted_split(num_layers: int, pp: int, vpp: int,
+                  want: list[int]) -> tuple[list[int] | None, list[int], list[int]]:
     """(layers_per_stage, first_less, last_less) the file states, None where it leaves the split to torchtitan's
-    default (no flags split the layers so: `stage_flags` raises), and the per-virtual-stage split torchtitan runs
-    from them: its default deals pp stages (single-stage schedules) or 2 pp (looped ones) with first/last less 1
-    (distributed/pipeline_parallel.py _get_pipeline_metadata; a user trial: llama3-70b on pp 25, which no flags
-    split, was written "set pipeline_parallel_layers_per_stage yourself" and priced as the plan's split, where the
-    file runs torchtitan's 3/4/.../3/2).  ValueError where torchtitan's default refuses the split too."""
+    default (no flags split the layers so: `stage_flags` raises), the per-virtual-stage split torchtitan runs from
+    them, and its per-PP-rank totals: its default deals pp stages (single-stage schedules) or 2 pp (looped ones)
+    with its default first/last less layers (distributed/pipeline_parallel.py _get_pipeline_metadata; a user trial:
+    llama3-70b on pp 25, which no flags split, was written "set pipeline_parallel_layers_per_stage yourself" and
+    priced as the plan's split, where the file runs torchtitan's 3/4/.../3/2).  ValueError where torchtitan's
+    default refuses the split too."""
     try:
-        flags, split, _ = stage_flags(num_layers, pp, vpp, want)
-        return flags, split
+        return stage_flags(num_layers, pp, vpp, want)
     except ValueError:
-        stages = pp * (1 if vpp == 1 else 2)
-        return None, split_over_stages(num_layers, stages, DEFAULT_LESS_LAYERS, DEFAULT_LESS_LAYERS)
+        split = split_over_stages(num_layers, pp * (1 if vpp == 1 else 2), *default_less_layers())
+        return None, split, [sum(split[r::pp]) for r in range(pp)]
 
 
 def runs_split(ctx: EmitContext) -> list[int] | None:
@@ -642,10 +648,9 @@ def runs_split(ctx: EmitContext) -> list[int] | None:
     if lay.pp == 1:
         return None
     try:
-        _, split = emitted_split(ctx.num_layers, lay.pp, lay.vpp, lay.per_rank_layers())
+        _, split, per_rank = emitted_split(ctx.num_layers, lay.pp, lay.vpp, lay.per_rank_layers())
     except ValueError:
         return None  # torchtitan refuses every split: the file says it does not start
-    per_rank = [sum(split[r::lay.pp]) for r in range(lay.pp)]
     if per_rank == lay.per_rank_layers() and len(split) == lay.pp * lay.vpp:
         return None
     return split
@@ -657,15 +662,15 @@ def _split_args(ctx: EmitContext) -> tuple[list[str], list[str]]:
     lay = ctx.plan.layout
     want = lay.per_rank_layers()
     try:
-        flags, split = emitted_split(ctx.num_layers, lay.pp, lay.vpp, want)
+        flags, split, per_rank = emitted_split(ctx.num_layers, lay.pp, lay.vpp, want)
     except ValueError as err:
         return [], [refusal(f"neither pipeline_parallel_layers_per_stage flags nor torchtitan's default split "
                             f"{ctx.num_layers} layers over pp {lay.pp} ({err})")]
-    per_rank = [sum(split[r::lay.pp]) for r in range(lay.pp)]
     warnings = []
     if flags is None:  # torchtitan's default split: its first/last less layers stated as the defaults they are
-        args = ["--parallelism.pipeline_parallel_first_stage_less_layers", str(DEFAULT_LESS_LAYERS),
-                "--parallelism.pipeline_parallel_last_stage_less_layers", str(DEFAULT_LESS_LAYERS)]
+        first_less, last_less = default_less_layers()
+        args = ["--parallelism.pipeline_parallel_first_stage_less_layers", str(first_less),
+                "--parallelism.pipeline_parallel_last_stage_less_layers", str(last_less)]
         warnings.append(f"no pipeline_parallel_layers_per_stage splits {ctx.num_layers} layers over pp {lay.pp} "
                         f"as the plan does: the file leaves it to torchtitan's default, {len(split)} virtual stages "
                         f"of {'/'.join(map(str, split))} layers, priced as it runs")
