@@ -294,14 +294,12 @@ class Recipe(Frozen):
     """The all-reduce over data-parallel replicas (FSDP2's over HSDP replicas: ZeRO-3 with dp_shard below dp, or a
     ZeRO-0 run as FSDP2; DDP's at ZeRO-0) runs in every micro-batch's backward, not once a step, each beside that
     backward only (both wait for it before the backward returns).  FSDP2 reduces in each post-backward unless
-    set_requires_gradient_sync
-    or set_requires_all_reduce turns it off (PyTorch 2.10 FSDPParamGroup.post_backward, foreach_reduce's
-    all_reduce_group), and torchtitan 0.3.0's accumulation loop calls neither (trainer.py:905-930; only the chunked
-    loss's head, components/loss.py:730; pytorch/torchtitan#1929 reports it, and #4505, after 0.3.0, calls
-    set_requires_all_reduce on the last micro-batch only); torchtitan before 0.3.0 runs DDP at ZeRO-0 and calls no
-    no_sync either (v0.2.2 train.py).  ZeRO-2/3's reduce-scatter is priced every micro-batch
-    anyway; under pipeline_unsharded_grads torch's PipelineStage defers the reduction to each stage's last
-    backward."""
+    set_requires_gradient_sync or set_requires_all_reduce turns it off (PyTorch 2.10 FSDPParamGroup.post_backward,
+    foreach_reduce's all_reduce_group), and torchtitan 0.3.0's accumulation loop calls neither (trainer.py:905-930;
+    only the chunked loss's head, components/loss.py:730; pytorch/torchtitan#1929 reports it, and #4505, after 0.3.0,
+    calls set_requires_all_reduce on the last micro-batch only); torchtitan before 0.3.0 runs DDP at ZeRO-0 and calls
+    no no_sync either (v0.2.2 train.py).  ZeRO-2/3's reduce-scatter is priced every micro-batch anyway; under
+    pipeline_unsharded_grads torch's PipelineStage defers the reduction to each stage's last backward."""
     activation_func_fp8_input_store: bool = False
     """The MLP activation's input (the up-projection output) kept for backward as FP8, 1 byte instead of 2
     (Megatron-Core TransformerConfig `activation_func_fp8_input_store`, fused SwiGLU only; DeepSeek-V3 §3.3.2
