@@ -189,30 +189,23 @@ BRIDGE_NOT_IN_FILES = ("Megatron-LM's flag: the Megatron-Bridge config states no
                        "matching field of its ConfigContainer")
 
 
-BRIDGE_UNSTATED = {
-    "--use-distributed-optimizer": ("ddp.use_distributed_optimizer", "optimizer.use_distributed_optimizer"),
-    "--overlap-grad-reduce": ("ddp.overlap_grad_reduce",),
-    "--overlap-param-gather": ("ddp.overlap_param_gather",),
-    "--accumulate-allreduce-grads-in-fp32": ("ddp.grad_reduce_in_fp32",),
-    "--tp-comm-overlap": ("comm_overlap.tp_comm_overlap",),
-    "--sequence-parallel": ("model.sequence_parallel",),
-    "--cuda-graph-impl": ("model.cuda_graph_impl",),
-    "--cuda-graph-modules": ("model.cuda_graph_scope",),
-    "--cross-entropy-loss-fusion": ("model.cross_entropy_loss_fusion",),
-    "--no-check-for-nan-in-loss-and-grad": ("rerun_state_machine.check_for_nan_in_loss", "ddp.check_for_nan_in_grad"),
-    "--use-megatron-fsdp": ("ddp.use_megatron_fsdp", "dist.use_megatron_fsdp"),
-    "--data-parallel-sharding-strategy": ("ddp.data_parallel_sharding_strategy",),
-    "--megatron-fsdp-main-grads-dtype": ("ddp.megatron_fsdp_main_grads_dtype",),
-    "--megatron-fsdp-grad-comm-dtype": ("ddp.megatron_fsdp_grad_comm_dtype",),
-    "--ckpt-format": ("checkpoint.ckpt_format",),
+BRIDGE_UNSTATED_SECTIONS = {
+    "use_distributed_optimizer": ("ddp", "optimizer"), "overlap_grad_reduce": ("ddp",),
+    "overlap_param_gather": ("ddp",), "grad_reduce_in_fp32": ("ddp",), "tp_comm_overlap": ("comm_overlap",),
+    "sequence_parallel": ("model",), "cuda_graph_impl": ("model",), "cuda_graph_scope": ("model",),
+    "cross_entropy_loss_fusion": ("model",), "check_for_nan_in_loss": ("rerun_state_machine",),
+    "check_for_nan_in_grad": ("ddp",), "use_megatron_fsdp": ("ddp", "dist"),
+    "data_parallel_sharding_strategy": ("ddp",), "megatron_fsdp_main_grads_dtype": ("ddp",),
+    "megatron_fsdp_grad_comm_dtype": ("ddp",), "ckpt_format": ("checkpoint",),
 }
-"""Where a Megatron-Bridge ConfigContainer holds a flag's setting that the files do not state (an override YAML
-leaves it to the recipe): the fields as Megatron-Bridge names them (training/config.py ConfigContainer: ddp is
-megatron-core's DistributedDataParallelConfig, optimizer its OptimizerConfig, model the provider's TransformerConfig;
-comm_overlap.py CommOverlapConfig.tp_comm_overlap; config.py:1508-1512 names rerun_state_machine.check_for_nan_in_loss
-beside full-iteration graphs, config.py:1068-1069 sets ddp. and dist.use_megatron_fsdp together and :1107 wants
-checkpoint.ckpt_format fsdp_dtensor with it; megatron-core distributed_data_parallel_config.py holds the Megatron-FSDP
-fields), each written where the best plan needs it."""
+"""Where a Megatron-Bridge ConfigContainer holds a field (named from its flag as `_bridge_names` names it) that the
+files do not state (an override YAML leaves it to the recipe): the sections as Megatron-Bridge names them
+(training/config.py ConfigContainer: ddp is megatron-core's DistributedDataParallelConfig, optimizer its
+OptimizerConfig, model the provider's TransformerConfig; comm_overlap.py CommOverlapConfig.tp_comm_overlap;
+config.py:1508-1512 names rerun_state_machine.check_for_nan_in_loss beside full-iteration graphs, config.py:1068-1069
+sets ddp. and dist.use_megatron_fsdp together and :1107 wants checkpoint.ckpt_format fsdp_dtensor with it;
+megatron-core distributed_data_parallel_config.py holds the Megatron-FSDP fields), each written where the best plan
+needs it."""
 BRIDGE_UNSTATED_NOTE = ("not in the files: Megatron-Bridge's field for it, priced at Megatron-LM's default; where the "
                         "files override a recipe (base_config_unread), the recipe may set it already")
 BRIDGE_EVERY_SECTION = frozenset({"use_distributed_optimizer", "use_megatron_fsdp"})
@@ -224,13 +217,30 @@ BRIDGE_NEGATED = {"--no-check-for-nan-in-loss-and-grad": ("check_for_nan_in_grad
 loss check)."""
 
 
+def _bridge_names(flag: str) -> tuple[str, ...]:
+    """The Megatron-Bridge field names Megatron-LM's `flag` sets: each field a negated flag sets (BRIDGE_NEGATED), else
+    its BRIDGE_FIELDS name or its own with `_` for `-`."""
+    if flag in BRIDGE_NEGATED:
+        return BRIDGE_NEGATED[flag]
+    return (BRIDGE_FIELDS.get(flag, flag.removeprefix("--").replace("-", "_")),)
+
+
+def bridge_unstated_keys(flag: str) -> list[str]:
+    """The `section.key`s a change to `flag` writes where the files state none of its fields (BRIDGE_UNSTATED_SECTIONS);
+    empty for a flag whose fields' sections are not known."""
+    names = _bridge_names(flag)
+    if not all(n in BRIDGE_UNSTATED_SECTIONS for n in names):
+        return []
+    return [f"{section}.{n}" for n in names for section in BRIDGE_UNSTATED_SECTIONS[n]]
+
+
 def _bridge_keys(flag: str, stated: dict[str, str]) -> list[str]:
     """The `section.key`s of the Megatron-Bridge config that state Megatron-LM's `flag` (none if the config has no
     field of its name): a mixed_precision or comm_overlap key (set, not null) before the model's, as Megatron-Bridge
     applies them; every section's where two must agree (BRIDGE_EVERY_SECTION); each field a negated flag sets."""
     if flag in BRIDGE_NEGATED:
-        return [k for k in stated if k.rsplit(".", 1)[-1] in BRIDGE_NEGATED[flag]]
-    name = BRIDGE_FIELDS.get(flag, flag.removeprefix("--").replace("-", "_"))
+        return [k for k in stated if k.rsplit(".", 1)[-1] in _bridge_names(flag)]
+    (name,) = _bridge_names(flag)
     found = [k for k in stated if k.rsplit(".", 1)[-1] == name and k.split(".", 1)[0] in BRIDGE_SECTIONS]
     if len(found) <= 1 or name in BRIDGE_EVERY_SECTION:
         return found
@@ -312,10 +322,10 @@ def bridge_changes(changes: list[dict], stated: dict[str, str]) -> list[dict]:
         to = _bridge_flag_value(flag, c["to"])
         if flag.endswith("-dtype") and to in BRIDGE_DTYPES:  # a dtype field as the YAML spells one
             to = f"{{_call_: false, _target_: {BRIDGE_DTYPES[to]}}}"
-        if not keys and flag in BRIDGE_UNSTATED and (c["to"] is not None or flag in _SWITCHES):
+        unstated = bridge_unstated_keys(flag) if not keys and (c["to"] is not None or flag in _SWITCHES) else []
+        if unstated:
             # a field the files leave to the recipe: the change names Bridge's own field, to be added
-            out += [{"argument": key, "from": None, "to": to, "note": BRIDGE_UNSTATED_NOTE}
-                    for key in BRIDGE_UNSTATED[flag]]
+            out += [{"argument": key, "from": None, "to": to, "note": BRIDGE_UNSTATED_NOTE} for key in unstated]
             continue
         if not keys:
             out.append(c if not flag.startswith("--") else {**c, "note": BRIDGE_NOT_IN_FILES})
