@@ -295,6 +295,7 @@ RECIPE_FLAGS = {
     "pipeline_unsharded_grads": "--pipeline-unsharded-grads",
     "reshard_after_backward": "--reshard-after-backward",
     "zero0_as_fsdp": "--zero0-as-fsdp", "dp_reduce_every_microbatch": "--dp-reduce-every-microbatch",
+    "optimizer_over_replicas": "--optimizer-over-replicas",
     "optimizer_state_bf16": "--optimizer-state-bf16", "optimizer_master_weights": "--optimizer-master-weights",
     "fp32_weights": "--fp32-weights", "norms_fused": "--norms-fused",
     "fp8_params": "--fp8-params", "activation_func_fp8_input_store": "--activation-fp8-input-store",
@@ -409,6 +410,9 @@ def recipe_options(fn: Callable) -> Callable:
         onoff("dp_reduce_every_microbatch", "The all-reduce over data-parallel replicas (FSDP2's HSDP, DDP) runs in "
                                             "every micro-batch's backward, not once a step (torchtitan's "
                                             "accumulation loop)."),
+        onoff("optimizer_over_replicas", "Under HSDP the optimizer state (and float32 master weights) is sharded "
+                                         "over the replicas too, the weights gathered back once a step (MaxText's "
+                                         "shard_optimizer_over_data beside fsdp/expert sharding)."),
         onoff("fp8_params", "Primary weights kept in FP8 only (--fp8-param-gather)."),
         onoff("activation_func_fp8_input_store", "MLP activation input kept in FP8 for backward "
                                                  "(Megatron-Core's TransformerConfig field; Megatron-LM 0.19.2 has "

@@ -420,7 +420,12 @@ CAPABILITIES: dict[str, Capability] = {
                                        "under shard_optimizer_over_data the weights are sharded as the optimizer "
                                        "state (utils/sharding.py maybe_update_params_sharding_with_opt) and "
                                        "gathered for the step, in bf16 under gradient accumulation "
-                                       "(utils/gradient_accumulation.py)"))),
+                                       "(utils/gradient_accumulation.py)"),
+                ("optimizer_over_replicas", True,
+                 "placement's MaxText files set shard_optimizer_over_data beside an fsdp (HSDP) mesh: MaxText then "
+                 "shards the AdamW moments and the float32 weights over data too (utils/sharding.py "
+                 "add_data_to_sharding, maybe_update_params_sharding_with_opt) and gathers the weights back once a "
+                 "step (utils/gradient_accumulation.py)"))),
 }
 """framework -> its row; the --framework choices."""
 

@@ -289,6 +289,8 @@ def recipe_line(p: Plan) -> str:
         items.append("weights gathered again each micro-batch")
     if r.fp32_weights:
         items.append("fp32 weights as master copy")
+    if r.optimizer_over_replicas and lay.zero_stage == 3 and lay.dp_shard < lay.dp:
+        items.append("optimizer sharded over the hsdp replicas too")
     if r.mtp_layers:
         items.append(f"mtp {r.mtp_layers}")
     if r.pipeline_schedule != default.pipeline_schedule:

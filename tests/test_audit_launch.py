@@ -652,28 +652,28 @@ def test_maxtext_jax_mesh_py_gives_each_process_its_hosts_gpu_order(tmp_path: Pa
         parse_launch([cfg, mesh])
 
 
-@pytest.mark.parametrize(("config", "gpus", "zero", "shard", "note"), [
+@pytest.mark.parametrize(("config", "gpus", "zero", "shard", "over"), [
     # context 2, data 1: every weight over context (base.yml:605), nothing for shard_optimizer_over_data to add
-    ("ici_context_parallelism: 2\nici_tensor_parallelism: 4\nshard_optimizer_over_data: true\n", 8, 3, 1, ""),
+    ("ici_context_parallelism: 2\nici_tensor_parallelism: 4\nshard_optimizer_over_data: true\n", 8, 3, 1, False),
     # context 2 x data 4: ZeRO-3 over context, replicated over data (HSDP with shard 1); the flag adds data for the
-    # optimizer state and float32 weights, said and not priced
+    # optimizer state and float32 weights (recipe optimizer_over_replicas)
     ("ici_context_parallelism: 2\nici_tensor_parallelism: 4\ndcn_data_parallelism: 4\n"
-     "shard_optimizer_over_data: true\n", 32, 3, 1, "shard_optimizer_over_data with context 2 x data 4 ("),
+     "shard_optimizer_over_data: true\n", 32, 3, 1, True),
     # no context, no fsdp: ZeRO-1 over data only with data > 1
-    ("ici_tensor_parallelism: 8\ndcn_data_parallelism: 4\nshard_optimizer_over_data: true\n", 32, 1, None, ""),
-    ("ici_tensor_parallelism: 8\nshard_optimizer_over_data: true\n", 8, 0, None, ""),
+    ("ici_tensor_parallelism: 8\ndcn_data_parallelism: 4\nshard_optimizer_over_data: true\n", 32, 1, None, None),
+    ("ici_tensor_parallelism: 8\nshard_optimizer_over_data: true\n", 8, 0, None, None),
 ])
 def test_maxtext_zero_stage_is_what_its_mesh_shards(tmp_path: Path, config: str, gpus: int, zero: int, shard,
-                                                    note: str) -> None:
+                                                    over) -> None:
     base = "base_config: base.yml\nper_device_batch_size: 1\nici_fsdp_parallelism: 1\n"
     _, on = _maxtext(tmp_path, base + config)
     lay = on(gpus, gpus)
     assert (lay.zero_stage, lay.dp_shard) == (zero, shard)
-    assert [x for x in lay.ignored if x.startswith("shard_optimizer_over_data")] == (
-        [x for x in lay.ignored if note and x.startswith(note)])
-    if note:
-        assert "cfg.yml:7: shard_optimizer_over_data: true" in lay.ignored[-1]
-        assert lay.ignored[-1].endswith("counts 4 times the optimizer memory and float32 weights it holds")
+    assert lay.recipe.get("optimizer_over_replicas") is over  # stated under ZeRO-3 either way, else left
+    if over:
+        assert lay.sources["recipe.optimizer_over_replicas"].startswith(
+            f"{tmp_path / 'cfg.yml'}:7: shard_optimizer_over_data: true beside context 2: MaxText shards the optimizer "
+            f"state and the float32 weights over data 4 too")
 
 
 @pytest.mark.parametrize(("config", "says"), [
@@ -914,17 +914,20 @@ def test_a_batch_the_files_state_wrongly_is_fixed_in_the_files(tmp_path: Path) -
     assert "try --global-batch" not in result.output
 
 
-def test_maxtext_optimizer_over_data_beside_fsdp_is_said_not_dropped(tmp_path: Path) -> None:
-    """shard_optimizer_over_data with an fsdp x data mesh shards the optimizer over both, which placement does not
-    price: said (a user trial found it silently dropped, the estimate counting 8 times the optimizer memory)."""
+def test_maxtext_optimizer_over_data_beside_fsdp_is_priced(tmp_path: Path) -> None:
+    """shard_optimizer_over_data with an fsdp x data mesh shards the optimizer over both (a user trial found it
+    silently dropped, the estimate counting 8 times the optimizer memory; then said and not priced): priced as HSDP
+    with the optimizer over the replicas (recipe optimizer_over_replicas), sourced at the key."""
     _, on = _maxtext(tmp_path, "base_config: base.yml\nici_fsdp_parallelism: 8\ndcn_data_parallelism: 2\n"
                                     "shard_optimizer_over_data: true\nper_device_batch_size: 1\n")
     lay = on(16, 16)
     assert (lay.zero_stage, lay.dp_shard) == (3, 8)
     # the world size is the mesh's product, sourced at the mesh keys, not at base.yml's default
     assert "cfg.yml:3" in lay.sources["world_size"] and "base.yml default" not in lay.sources["world_size"]
-    (note,) = [x for x in lay.ignored if x.startswith("shard_optimizer_over_data with fsdp 8 x data 2")]
-    assert "cfg.yml:4" in note and "2 times the optimizer memory" in note
+    assert lay.recipe["optimizer_over_replicas"] is True
+    assert lay.sources["recipe.optimizer_over_replicas"].startswith(f"{tmp_path / 'cfg.yml'}:4: "
+                                                                    f"shard_optimizer_over_data: true beside fsdp 8: ")
+    assert not [x for x in lay.ignored if "optimizer memory" in x]
 
 
 def test_megatron_refuses_shared_expert_overlap_beside_the_a2a_overlap(tmp_path: Path) -> None:

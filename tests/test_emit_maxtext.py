@@ -112,14 +112,14 @@ def test_zero2_becomes_zero1_when_unsharded_gradients_fit_else_fsdp(contexts):
     cfg, _, warnings = emitted(tight)
     assert "shard_optimizer_over_data" not in cfg and axis_size(cfg, "fsdp") == 1024
     assert warnings[1].startswith("MaxText has no ZeRO-2: emitted as FSDP (ZeRO-3, fsdp 1024)")
-    assert warnings[0].startswith("this file runs FSDP (ZeRO-3 over dp 1024; not ZeRO-2): ")
+    assert warnings[0].startswith("this file runs FSDP (ZeRO-3 over the 1024 fsdp ranks; not ZeRO-2): ")
 
 
 def test_with_context_parallelism_zero1_and_zero2_run_as_zero3_over_the_context_ranks(contexts):
     """MaxText's context axis shards every weight (base.yml:605 rule embed -> context) and gathers it for each use
     (layers/pipeline.py:1046), whatever shard_optimizer_over_data says, which shards over `data` alone
-    (utils/sharding.py:675): the file runs ZeRO-3 over the 2 context ranks, and the header prices that; the
-    optimizer state and float32 weights it also shards over data 8 are said, not priced."""
+    (utils/sharding.py:675): the file runs ZeRO-3 over the 2 context ranks, and the header prices that, with the
+    optimizer state and float32 weights it also shards over data 8 (recipe optimizer_over_replicas)."""
     ctx = contexts["llama3-70b-1024"]  # tp 8, cp 2, pp 8, dp 8
     for zero in (1, 2):
         p = with_layout(ctx, zero_stage=zero).plan
@@ -128,9 +128,9 @@ def test_with_context_parallelism_zero1_and_zero2_run_as_zero3_over_the_context_
         assert cfg["shard_optimizer_over_data"] is True and axis_size(cfg, "fsdp") == 1
         assert warnings[0].startswith(f"this file runs ZeRO-3 over the 2 context ranks (not ZeRO-{zero}: MaxText's "
                                       f"context axis shards the weights)")
-        assert ("shard_optimizer_over_data with context 2 x data 8 (this file's shard_optimizer_over_data: true): "
-                "MaxText shards the optimizer state and the stored float32 weights over data too") in warnings[0]
-        assert "counts 8 times the optimizer memory and float32 weights it holds" in warnings[0]
+        assert ("the optimizer state and float32 weights sharded over data 8 too (this file's "
+                "shard_optimizer_over_data: true beside the weights' sharding)") in warnings[0]
+        assert "times the optimizer memory" not in warnings[0]
         assert warnings[0].endswith("(not priced)")  # with the pipeline schedule (pp 8), also not priced
         assert "context 2 shards the weights, gradients and optimizer state (ZeRO-3 over it)" in text
 

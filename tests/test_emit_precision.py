@@ -251,7 +251,7 @@ def test_a_model_from_a_hf_config_gets_torchtitans_config_of_the_same_architectu
     # unsharded fp32 gradients fit: shard_optimizer_over_data (a model MaxText ships a config of: for another, the
     # file trains base.yml's model and promises no step time)
     (64, "llama3-8b", 1, "ZeRO-1 (not ZeRO-2)"),
-    (64, "llama3-70b", 3, "FSDP (ZeRO-3 over dp {dp}; not ZeRO-2)"),  # they do not: fsdp
+    (64, "llama3-70b", 3, "FSDP (ZeRO-3 over the {dp} fsdp ranks; not ZeRO-2)"),  # they do not: fsdp
 ])
 def test_a_maxtext_zero2_plan_says_what_it_runs_with_its_time(tmp_path, gpus, model, runs_zero, words):
     """MaxText has no ZeRO-2: the file runs ZeRO-1 or FSDP, and its header prices that."""

@@ -397,10 +397,11 @@ def maxtext_layout(launch: LaunchLayout, model: ModelSpec, topo: Topology, globa
     from placement.audit import maxtext
 
     fields = maxtext.resolve(launch.mesh, model.num_layers, topo.gpus_per_host, topo.num_gpus, global_batch)
-    note = fields.pop("ignored", None)
-    ignored = (*launch.ignored, note[0]) if note else launch.ignored
-    return launch.model_copy(update={k: v for k, (v, _) in fields.items()} | {
-        "sources": {**launch.sources, **{k: ev for k, (_, ev) in fields.items()}}, "ignored": ignored})
+    # what the mesh makes of the recipe on these GPUs (shard_optimizer_over_data beside a ZeRO-3 mesh)
+    recipe = {k.removeprefix("recipe."): v for k, (v, _) in fields.items() if k.startswith("recipe.")}
+    return launch.model_copy(update={k: v for k, (v, _) in fields.items() if not k.startswith("recipe.")} | {
+        "recipe": {**launch.recipe, **recipe},
+        "sources": {**launch.sources, **{k: ev for k, (_, ev) in fields.items()}}})
 
 
 def framework_space(framework: str, top_k: int, is_moe: bool = False) -> SearchConfig:

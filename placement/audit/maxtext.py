@@ -572,8 +572,9 @@ def zero_as_run(size: dict[str, int], over_data: bool) -> tuple[int, int | None]
       (utils/maxtext_utils.py:1879-1887 -> utils/sharding.py:625 add_data_to_sharding, which divides a dimension
       by `mesh.shape["data"]`, :675), and the stored float32 weights take that sharding
       (utils/sharding.py:686 maybe_update_params_sharding_with_opt): ZeRO-1 over data where nothing else shards
-      the weights; with data 1 it adds nothing, and beside ZeRO-3 it shards what placement prices over
-      cp x dp_shard over data too (`over_data_unpriced`).
+      the weights; with data 1 it adds nothing, and beside ZeRO-3 it shards the optimizer state and the float32
+      weights over data too, the weights gathered back once a step (`over_data_priced`: recipe
+      optimizer_over_replicas).
     """
     fsdp, cp, ep, data = size["fsdp"], size["context"], size["expert"], size["data"]
     if fsdp > 1 or cp > 1 or ep > 1:  # an expert axis alone shards the non-expert weights too (a user trial:
@@ -581,18 +582,11 @@ def zero_as_run(size: dict[str, int], over_data: bool) -> tuple[int, int | None]
     return (1 if over_data and data > 1 else 0), None
 
 
-def over_data_unpriced(size: dict[str, int], over_data: bool, evidence: str) -> str:
-    """What shard_optimizer_over_data (set at `evidence`) does beside a ZeRO-3 mesh that placement does not price, in
-    words ("" where nothing): the optimizer state and the stored float32 weights sharded over data too
-    (`zero_as_run`)."""
-    data = size["data"]
-    if not over_data or data == 1 or zero_as_run(size, over_data)[0] != 3:
-        return ""
-    by = " x ".join(f"{a} {size[a]}" for a in WEIGHT_AXES if size[a] > 1)
-    return (f"shard_optimizer_over_data with {by} x data {data} ({evidence}): MaxText shards the optimizer state "
-            f"and the stored float32 weights over data too (utils/sharding.py add_data_to_sharding, "
-            f"maybe_update_params_sharding_with_opt); priced sharded over {by} only, so the estimate counts {data} "
-            f"times the optimizer memory and float32 weights it holds")
+def over_data_priced(size: dict[str, int], over_data: bool) -> bool:
+    """Whether shard_optimizer_over_data shards the optimizer state and the stored float32 weights over data beside a
+    ZeRO-3 mesh (utils/sharding.py add_data_to_sharding, maybe_update_params_sharding_with_opt): placement's HSDP
+    with the optimizer over the replicas (recipe optimizer_over_replicas; `zero_as_run`)."""
+    return over_data and size["data"] > 1 and zero_as_run(size, over_data)[0] == 3
 
 
 def resolve(mesh: dict, num_layers: int, gpus_per_host: int, num_gpus: int, global_batch: int,
@@ -613,9 +607,17 @@ def resolve(mesh: dict, num_layers: int, gpus_per_host: int, num_gpus: int, glob
         out["zero_stage"] = (3, f"{ev} (MaxText shards every weight, its gradient and optimizer state over {by} and "
                                 f"gathers them for each use: {WEIGHTS_GATHERED})")
         out["dp_shard"] = (shard, ev)
-        ignored = over_data_unpriced(size, mesh["shard_optimizer_over_data"], over_ev)
-        if ignored:  # no sharding placement prices, said rather than dropped
-            out["ignored"] = (ignored, ev)
+        # stated either way: the framework row's value is what placement's own files write
+        if over_data_priced(size, mesh["shard_optimizer_over_data"]):
+            out["recipe.optimizer_over_replicas"] = (True, f"{over_ev} beside {by}: MaxText shards the optimizer "
+                                                           f"state and the float32 weights over data {size['data']} "
+                                                           f"too (utils/sharding.py add_data_to_sharding, "
+                                                           f"maybe_update_params_sharding_with_opt)")
+        else:
+            out["recipe.optimizer_over_replicas"] = (False, f"{over_ev}: shard_optimizer_over_data "
+                                                            f"{str(mesh['shard_optimizer_over_data']).lower()}, data "
+                                                            f"{size['data']}: the optimizer state sharded as the "
+                                                            f"weights")
     else:
         out["zero_stage"] = (zero, over_ev)
     src = mesh["sources"]

@@ -89,6 +89,14 @@ def dp_term(x: Ctx, p: StageParams, comp_mb_s: np.ndarray) -> DpTerm:
     # HSDP all-reduces each shard's gradients over the replicas, the experts' as the dense ones'
     replica_grads = p.dense / p.dense_shard + p.expert / p.expert_shard
     hsdp_once = replicas.all_reduce(replica_grads * grad_b)
+    hsdp_sent_b = 2.0 * grad_b  # bytes a member sends per shard parameter (an all-reduce: twice the gradient)
+    # ...or, with the optimizer sharded over the replicas too (recipe optimizer_over_replicas), reduce-scatters them
+    # into the optimizer's shard and gathers the updated weights back once a step: in bf16 before an accumulation
+    # loop, at the stored width without one (float32 under fp32_weights)
+    if x.recipe.optimizer_over_replicas:
+        step_b = np.where(x.m > 1, wt_b, 4.0 if x.recipe.fp32_weights else wt_b)
+        hsdp_once = replicas.reduce_scatter(replica_grads * grad_b) + replicas.reduce_scatter(replica_grads * step_b)
+        hsdp_sent_b = grad_b + step_b
     m = x.m
     # torch pipelining with FSDP2 (recipe pipeline_unsharded_grads) reduce-scatters once per step, after the stage's
     # last backward, where ZeRO-2/3 otherwise reduce every micro-batch
@@ -210,7 +218,7 @@ def dp_term(x: Ctx, p: StageParams, comp_mb_s: np.ndarray) -> DpTerm:
     return DpTerm(
         total_s=total, exposed_s=exposed,
         dense_bytes=np.where(p.dense_shard > 1, dense_bytes, 0.0),
-        replica_bytes=np.where(zero3 & (b.dp_shard < b.dp), 2.0 * replica_grads * grad_b * hsdp_count, 0.0),
+        replica_bytes=np.where(zero3 & (b.dp_shard < b.dp), replica_grads * hsdp_sent_b * hsdp_count, 0.0),
         expert_bytes=np.where(p.expert_shard > 1, expert_bytes, 0.0),
     )
 

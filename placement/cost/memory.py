@@ -252,10 +252,20 @@ def memory_term(x: Ctx, st: StageKinds, dense_p: np.ndarray, expert_p: np.ndarra
     deferred = x.recipe.pipeline_unsharded_grads & (b.pp > 1) & (b.zero >= 2)
     grad_b = np.where(deferred, 4.0 if x.recipe.grad_reduce_fp32 else C.BYTES_GRAD, grad_b)
 
+    # the optimizer state sharded over the HSDP replicas too (recipe optimizer_over_replicas: MaxText's
+    # shard_optimizer_over_data beside ZeRO-3); float32 weights, the master copy, are stored so too and gathered
+    # back to the shard group's sharding once a step (bf16 before an accumulation loop, float32 without), that copy
+    # held through the step
+    over = np.asarray(x.recipe.optimizer_over_replicas) & zero3 & (b.dp_shard < b.dp)
+    replicas = np.where(over, b.dp / np.maximum(b.dp_shard, 1), 1.0)
+    weight_replicas = replicas if x.recipe.fp32_weights else 1.0
+    step_copy = np.where(over & x.recipe.fp32_weights, np.where(x.m > 1, float(C.BYTES_WEIGHT), weight_b), 0.0)
+
     def per_param(shard):
-        w_ = weight_b * np.where(weights_sharded & ~deferred, 1.0 / shard, 1.0) + gathered
+        w_ = (weight_b * np.where(weights_sharded & ~deferred, 1.0 / (shard * weight_replicas), 1.0) + gathered
+              + step_copy / shard)
         g_ = grad_b * np.where((b.zero >= 2) & ~deferred, 1.0 / shard, 1.0)
-        o_ = state_b * np.where(b.zero >= 1, 1.0 / shard, 1.0)
+        o_ = state_b * np.where(b.zero >= 1, 1.0 / (shard * replicas), 1.0)
         return w_, g_, o_
 
     wd, gd, od = per_param(dense_shard)

@@ -287,6 +287,7 @@ _MATTERS = {"checkpoint_sync": lambda lay: lay.recompute == "full",
             # a ZeRO-0 that runs as FSDP2 (zero0_as_fsdp) defers its reduction under a pipeline too
             "pipeline_unsharded_grads": lambda lay: lay.pp > 1 and lay.zero_stage != 1,
             "zero0_as_fsdp": lambda lay: lay.zero_stage == 0,
+            "optimizer_over_replicas": lambda lay: lay.zero_stage == 3 and lay.dp_shard < lay.dp,
             # the replicas' all-reduce: HSDP, or a ZeRO-0 run as FSDP2; once a step under a pipeline anyway
             "dp_reduce_every_microbatch": lambda lay: (lay.pp == 1 and lay.num_microbatches > 1 and lay.dp > 1
                                                        and (lay.zero_stage == 0 or
@@ -294,8 +295,10 @@ _MATTERS = {"checkpoint_sync": lambda lay: lay.recompute == "full",
             # under a pipeline torch's PipelineStage turns FSDP2's reshard off until the last backward
             # (pipeline_unsharded_grads), so the row prices nothing there
             "reshard_after_backward": lambda lay: lay.zero_stage == 2 and lay.pp == 1,
-            # float32 master weights change what a rank holds except under ZeRO-3, which shards all 16 bytes alike
-            "fp32_weights": lambda lay: lay.zero_stage < 3,
+            # float32 master weights change what a rank holds except under ZeRO-3, which shards all 16 bytes alike;
+            # under HSDP the optimizer may be sharded over the replicas too (optimizer_over_replicas), the weights
+            # and gradients not
+            "fp32_weights": lambda lay: lay.zero_stage < 3 or lay.dp_shard < lay.dp,
             "pipeline_p2p_blocking": lambda lay: lay.pp > 2 or (lay.pp == 2 and lay.vpp == 1),
             "grad_all_reduce": lambda lay: lay.zero_stage == 1,
             "cp_comm_type": lambda lay: lay.cp > 1,

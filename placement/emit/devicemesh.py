@@ -87,6 +87,7 @@ RUNS_INSTEAD = {field: _YOURS for field in ("moe_dispatcher", "cuda_graphs", "tp
                                             "tp_async_backward",
                                             "pipeline_unsharded_grads",
                                             "loss_chunks", "reshard_after_backward", "zero0_as_fsdp",
+                                            "optimizer_over_replicas",
                                             "dp_reduce_every_microbatch",
                                             "grad_all_reduce", "grad_reduce_fp32",
                                             "dispatch_fp8", "dp_overlap", "param_gather_overlap",

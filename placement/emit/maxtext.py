@@ -24,10 +24,10 @@ Facts used (MaxText 0.2.5 wheel, JAX 0.10.2, XLA; reference/frameworks.md §5):
   layers = stages x num_pipeline_repeats x num_layers_per_pipeline_stage (circular = interleaved).
 * Sharding rules (base.yml logical_axis_rules): weights' `embed` dimension is sharded over fsdp, context
   and expert; `data` shards only the batch; expert MLPs are sharded over `tensor` (`mlp_moe`), so the
-  expert tensor-parallel size is tp.  `shard_optimizer_over_data` is MaxText's ZeRO-1 over `data` alone (not
-  with fsdp).  So a mesh with context > 1 runs ZeRO-3 over the context ranks whatever the plan's stage
-  (`placement.audit.maxtext.zero_as_run`, with the MaxText source lines): the header prices that as what the file
-  runs, and the audit reads it.
+  expert tensor-parallel size is tp.  `shard_optimizer_over_data` is MaxText's ZeRO-1 over `data` alone, and
+  beside fsdp (HSDP) shards the optimizer state and float32 weights over the replicas too.  So a mesh with
+  context > 1 runs ZeRO-3 over the context ranks whatever the plan's stage (`placement.audit.maxtext.zero_as_run`,
+  with the MaxText source lines): the header prices that as what the file runs, and the audit reads it.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from placement.audit.maxtext import (
     REMAT_SAVES,
     WEIGHT_AXES,
     WEIGHTS_GATHERED,
-    over_data_unpriced,
+    over_data_priced,
     remat_reruns,
     zero_as_run,
 )
@@ -245,6 +245,8 @@ def sharding_warnings(ctx: EmitContext, mesh: MaxTextMesh, runs: Runs) -> list[s
     priced_weights = shard if priced.zero_stage == 3 else 1
     priced_grads = shard if priced.zero_stage >= 2 else 1
     priced_opt = shard if priced.zero_stage >= 1 else 1
+    if priced.zero_stage == 3 and runs.recipe.get("optimizer_over_replicas", ctx.recipe.optimizer_over_replicas):
+        priced_opt = priced.cp * priced.dp  # and over the HSDP replicas (cost.memory optimizer_over_replicas)
     if (weights_way, weights_way, opt_way) != (priced_weights, priced_grads, priced_opt):
         m = p.memory
         planned = m.weights_bytes + m.grads_bytes + m.optimizer_bytes
@@ -262,8 +264,10 @@ def sharding_warnings(ctx: EmitContext, mesh: MaxTextMesh, runs: Runs) -> list[s
 
 
 def optimizer_over_data(ctx: EmitContext, mesh: MaxTextMesh) -> bool:
-    lay = ctx.plan.layout
-    return lay.zero_stage in (1, 2) and mesh.sizes["fsdp"] == 1 and mesh.sizes["data"] > 1
+    """Whether the file sets shard_optimizer_over_data: MaxText's ZeRO-1 over data, and beside an fsdp (HSDP) mesh,
+    where it shards the optimizer over the replicas too (recipe optimizer_over_replicas, a MaxText framework row)."""
+    lay, s = ctx.plan.layout, mesh.sizes
+    return s["data"] > 1 and ((lay.zero_stage in (1, 2) and s["fsdp"] == 1) or lay.zero_stage == 3)
 
 
 def batch_keys(ctx: EmitContext) -> tuple[dict[str, object], list[str], str]:
@@ -472,6 +476,9 @@ def zero_words(ctx: EmitContext, mesh: MaxTextMesh) -> str:
     if s["fsdp"] > 1:
         words = (f"data {s['data']} x fsdp {s['fsdp']} (HSDP)" if s["data"] > 1
                  else "fsdp (ZeRO-2 emitted as ZeRO-3)" if lay.zero_stage == 2 else "fsdp (ZeRO-3)")
+    elif over and lay.zero_stage == 3:
+        words = (f"data {s['data']} + shard_optimizer_over_data (HSDP replicas; the optimizer state and float32 "
+                 f"weights sharded over them too)")
     elif over:
         words = ("data + shard_optimizer_over_data (ZeRO-2 emitted as ZeRO-1)" if lay.zero_stage == 2
                  else "data + shard_optimizer_over_data (ZeRO-1)")
@@ -544,9 +551,10 @@ def launch_lines(ctx: EmitContext) -> list[str]:
 def runs(ctx: EmitContext, mesh: MaxTextMesh) -> Runs:
     """What the file runs where MaxText cannot be told the plan and placement can price the substitute: the ZeRO
     stage its mesh runs (`zero_as_run`: ZeRO-2 as ZeRO-1 or FSDP, any stage as ZeRO-3 over the context ranks where
-    cp > 1, ZeRO-1/3 with nothing to shard over as ZeRO-0), and the recipe features (each is also a warning).  What
-    shard_optimizer_over_data adds beside ZeRO-3 is said, not priced; its pipeline schedule and the expert axis's
-    sharding of dense weights stay warnings: the cost model has no forward-all-then-backward schedule."""
+    cp > 1, ZeRO-1/3 with nothing to shard over as ZeRO-0), with shard_optimizer_over_data beside ZeRO-3 the optimizer
+    state and float32 weights sharded over data too (recipe optimizer_over_replicas), and the recipe features (each
+    is also a warning).  Its pipeline schedule stays a warning: the cost model has no forward-all-then-backward
+    schedule."""
     lay, s = ctx.plan.layout, mesh.sizes
     out = Runs()
     over = optimizer_over_data(ctx, mesh)
@@ -557,7 +565,10 @@ def runs(ctx: EmitContext, mesh: MaxTextMesh) -> Runs:
             out.set_layout("zero_stage", 3, f"ZeRO-3 over the {by} ranks (not ZeRO-{lay.zero_stage}: MaxText's "
                                             f"context axis shards the weights)")
         elif zero == 3:
-            out.set_layout("zero_stage", 3, f"FSDP (ZeRO-3 over dp {lay.dp}; not ZeRO-{lay.zero_stage})")
+            by = " x ".join(f"{s[a]} {a}" for a in WEIGHT_AXES if s[a] > 1)
+            replicas = f", replicated over {s['data']} data" if s["data"] > 1 else ""
+            out.set_layout("zero_stage", 3, f"FSDP (ZeRO-3 over the {by} ranks{replicas}; not "
+                                            f"ZeRO-{lay.zero_stage})")
         elif lay.zero_stage == 2 and zero == 1:
             out.set_layout("zero_stage", 1, "ZeRO-1 (not ZeRO-2)")
         else:  # nothing for the keys to shard over
@@ -566,14 +577,15 @@ def runs(ctx: EmitContext, mesh: MaxTextMesh) -> Runs:
             out.set_layout("zero_stage", zero, f"ZeRO-{zero} (not ZeRO-{lay.zero_stage}: {why})")
         if zero == 3:
             out.layout["dp_shard"] = shard
-    unpriced = over_data_unpriced(s, over, "this file's shard_optimizer_over_data: true")
-    if unpriced:
-        out.unpriced.append(unpriced)
     if lay.pp > 1:  # a user trial: the header priced the plan's 1F1B as what this file runs, then warned it does not
         out.unpriced.append(f"MaxText's pipeline of {lay.pp} stages: every micro-batch's forward before the "
                             f"backward, each iteration's stage forward recomputed (layers/pipeline.py), not the "
                             f"1F1B the plan prices")
     runs_recipe(ctx, RUNS_INSTEAD, out, remat_policy(ctx)[1])
+    if over_data_priced(s, over) and not ctx.recipe.optimizer_over_replicas:  # said in these words, not the row's
+        out.recipe["optimizer_over_replicas"] = True
+        out.what.append(f"the optimizer state and float32 weights sharded over data {s['data']} too (this file's "
+                        f"shard_optimizer_over_data: true beside the weights' sharding)")
     common.runs_forced(ctx, "maxtext", out)
     common.runs_model(ctx, "maxtext", out)
     vocab = MODEL_VOCABULARY.get(ctx.model_name)

@@ -460,6 +460,8 @@ RUNS_INSTEAD = {
     "fp32_weights": "FSDP2 keeps the float32 weights sharded beside the optimizer state and gathers them in bf16 "
                     "(mixed_precision_param bfloat16): the 16-bit-weights recipe's bytes",
     "activation_func_fp8_input_store": "it keeps the MLP activation input in BF16",
+    "optimizer_over_replicas": "FSDP2's HSDP replicates the optimizer state over the replicas, as it does the "
+                               "weight shards",
     "cross_entropy_fusion": "its loss keeps each chunk's FP32 logits",
     "pipeline_p2p_whole": "its stages send each TP rank's sequence shard (a DTensor), not the whole activation",
     "pipeline_grads_whole": "its stages send each TP rank's sequence shard of the gradient (a DTensor)",

@@ -300,6 +300,16 @@ class Recipe(Frozen):
     calls set_requires_all_reduce on the last micro-batch only); torchtitan before 0.3.0 runs DDP at ZeRO-0 and calls
     no no_sync either (v0.2.2 train.py).  ZeRO-2/3's reduce-scatter is priced every micro-batch anyway; under
     pipeline_unsharded_grads torch's PipelineStage defers the reduction to each stage's last backward."""
+    optimizer_over_replicas: bool = False
+    """Under HSDP (ZeRO-3 with dp_shard below dp), the optimizer state and the stored master weights are sharded over
+    the replicas too, not only over the shard group: MaxText's `shard_optimizer_over_data` beside a mesh whose
+    fsdp, context or expert axis already shards the weights adds the `data` axis to the AdamW moments' sharding
+    (utils/sharding.py add_data_to_sharding, called from utils/maxtext_utils.py get_abstract_state) and gives the
+    stored float32 weights that sharding (maybe_update_params_sharding_with_opt; AI-Hypercomputer/maxtext e591f30).
+    The weights the step computes with are gathered over the replicas to the shard group's sharding once a step, in
+    bf16 before a gradient-accumulation loop (utils/gradient_accumulation.py:93-103), in float32 without one, and
+    held through the step; so the replicas reduce-scatter the gradients and all-gather those weights, where plain
+    HSDP all-reduces the gradients."""
     activation_func_fp8_input_store: bool = False
     """The MLP activation's input (the up-projection output) kept for backward as FP8, 1 byte instead of 2
     (Megatron-Core TransformerConfig `activation_func_fp8_input_store`, fused SwiGLU only; DeepSeek-V3 §3.3.2

@@ -1,0 +1,101 @@
+"""HSDP with the optimizer sharded over the replicas too (recipe optimizer_over_replicas): MaxText's
+shard_optimizer_over_data beside a mesh whose fsdp or expert axis shards the weights adds `data` to the AdamW
+moments' sharding and gives the stored float32 weights that sharding (utils/sharding.py add_data_to_sharding,
+maybe_update_params_sharding_with_opt), then gathers the weights back to the shard group's sharding once a step, in
+bf16 before the accumulation loop (utils/gradient_accumulation.py).  A user trial found an emitted maxtext.yml for
+Mixtral on 64 H100 (expert 8 x data 8) saying DOES NOT FIT at 124.6 GiB while its own warning said the estimate
+counted 8 times the optimizer memory it holds."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from placement.cli import main
+from placement.specs import Layout
+from placement.specs.recipe import Recipe
+from tests.test_cost_terms import PLAIN, _est, _f
+
+MAXTEXT = PLAIN.model_copy(update={"fp32_weights": True, "grad_reduce_fp32": True})
+
+
+def _parts(recipe: Recipe, dp_shard: int = 8, mbs: int = 1) -> tuple[float, float, float, float]:
+    """(weights, gradients, optimizer state, dp seconds) of llama3-8b on 16 H100, ZeRO-3 over 8, 2 replicas."""
+    est = _est("llama3-8b", "dgx-h100", 16, Layout(dp=16, zero_stage=3, dp_shard=dp_shard, micro_batch_size=mbs),
+               recipe, global_batch=64)
+    return (_f(est.weights_bytes), _f(est.grads_bytes), _f(est.optimizer_bytes), _f(est.dp_s))
+
+
+@pytest.mark.parametrize("mbs", [1, 4])
+def test_the_optimizer_and_float32_weights_shard_over_the_replicas_and_the_step_holds_its_gathered_copy(mbs):
+    """Per parameter, with P the stage's parameters, 8 shard ranks and 2 replicas: float32 weights 4 P / 16 plus the
+    step's gathered copy P / 8 at 2 bytes (bf16 before an accumulation loop: 4 micro-batches) or 4 (one micro-batch,
+    no loop: float32); gradients 4 P / 8 as before; moments 8 P / 16, half of plain HSDP's."""
+    over = MAXTEXT.model_copy(update={"optimizer_over_replicas": True})
+    w0, g0, o0, _ = _parts(MAXTEXT, mbs=mbs)
+    w1, g1, o1, _ = _parts(over, mbs=mbs)
+    params = w0 / 4.0 * 8  # plain HSDP holds 4 bytes a parameter over 8 ranks
+    m = 64 // (16 * mbs)  # 64 sequences over 16 ranks: a loop of 4 micro-batches, or 1
+    step_copy = 2.0 if m > 1 else 4.0
+    assert o1 == pytest.approx(o0 / 2, rel=1e-9)
+    assert g1 == pytest.approx(g0, rel=1e-9)
+    assert w1 == pytest.approx(4.0 * params / 16 + step_copy * params / 8, rel=1e-9)
+
+
+def test_without_float32_weights_only_the_optimizer_state_shards_over_the_replicas():
+    """A 16-bit-weights recipe keeps its master copy in the optimizer state (12 bytes): that goes over the replicas,
+    the 16-bit weights stay at the shard group's sharding, with no second copy."""
+    over = PLAIN.model_copy(update={"optimizer_over_replicas": True})
+    w0, g0, o0, _ = _parts(PLAIN)
+    w1, g1, o1, _ = _parts(over)
+    assert (w1, g1) == pytest.approx((w0, g0), rel=1e-9)
+    assert o1 == pytest.approx(o0 / 2, rel=1e-9)
+
+
+def test_the_replicas_reduce_scatter_the_gradients_and_gather_the_weights_instead_of_all_reducing():
+    """Plain HSDP all-reduces the float32 gradients over the replicas (twice 4 bytes a shard parameter); over the
+    replicas they reduce-scatter them (4) and gather the bf16 weights back (2): less traffic, so less dp time."""
+    over = MAXTEXT.model_copy(update={"optimizer_over_replicas": True})
+    *_, t0 = _parts(MAXTEXT, mbs=1)
+    *_, t1 = _parts(over, mbs=1)
+    assert t1 < t0
+    full = _parts(over, dp_shard=16, mbs=1)  # no replicas: the recipe changes nothing
+    assert full == pytest.approx(_parts(MAXTEXT, dp_shard=16, mbs=1), rel=1e-12)
+
+
+def _run(args: list[str]) -> str:
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code in (0, 1), result.output
+    return result.stdout
+
+
+def test_a_maxtext_moe_file_prices_its_optimizer_over_data_and_its_audit_agrees(tmp_path: Path):
+    """The trial's job: plan 1 is ZeRO-1 with ep 8, which MaxText runs as ZeRO-3 over the expert axis with the
+    optimizer over data (shard_optimizer_over_data).  The header prices that, with no '8 times' caveat, and the audit
+    of the file gives the same step and memory; `--framework maxtext` finds the HSDP layout that fits."""
+    out = tmp_path / "out"
+    _run(["plan", "--model", "mixtral-8x7b", "--cluster", "dgx-h100", "--gpus", "64", "--emit", "maxtext",
+          "--out", str(out)])
+    text = (out / "maxtext.yml").read_text()
+    assert "times the optimizer memory" not in text
+    runs = next(line for line in text.splitlines() if line.startswith("# this file runs "))
+    assert ("FSDP (ZeRO-3 over the 8 expert ranks, replicated over 8 data; not ZeRO-1), the optimizer state and "
+            "float32 weights sharded over data 8 too") in runs
+    audit = _run(["audit", "--launch", str(out / "maxtext.yml"), "--model", "mixtral-8x7b", "--cluster", "dgx-h100",
+                  "--gpus", "64"])
+    step = next(line for line in audit.splitlines() if line.startswith("step "))
+    seconds, gib = step.split()[1], step.split("memory ")[1].split(" of")[0]
+    assert f": {seconds} s/step (" in runs and f", {gib} of 78.1 GiB per GPU" in runs
+    assert "recipe.optimizer_over_replicas True: " in audit
+
+    out2 = tmp_path / "fw"
+    listing = _run(["plan", "--model", "mixtral-8x7b", "--cluster", "dgx-h100", "--gpus", "64", "--framework",
+                    "maxtext", "--emit", "maxtext", "--out", str(out2), "--json"])
+    best = json.loads(listing)["plans"][0]
+    assert best["layout"]["zero_stage"] == 3 and best["layout"]["dp_shard"] < best["layout"]["dp"]
+    assert best["recipe"]["optimizer_over_replicas"] is True
+    assert best["peak_memory_bytes"] <= best["memory_capacity_bytes"]
+    assert "shard_optimizer_over_data: true" in (out2 / "maxtext.yml").read_text()
