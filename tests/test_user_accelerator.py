@@ -65,3 +65,39 @@ def test_a_users_part_is_checked_like_a_catalog_one(tmp_path: Path) -> None:
     run = CliRunner().invoke(main, ["plan", "--model", "llama3-8b", "--cluster", str(cluster), "--gpus", "8"])
     assert run.exit_code == 2 and "Traceback" not in run.output
     assert "h20-test.yaml: field `hbm_bytes` is missing" in run.output.replace("\n", " ")
+
+
+@pytest.mark.parametrize(("change", "says"), [
+    # TFLOP/s written bare: priced, it made a 48,685,100,000,000 s step and a `plan` "infeasible (recipe)"
+    ({"peak_flops_bf16": 148}, "field `peak_flops_bf16` = 148: 148 FLOP/s is outside 1e+12 to 1e+17, a unit slip"),
+    ({"peak_flops_fp8": 296e6}, "field `peak_flops_fp8` = 296000000.0: 2.96e+08 FLOP/s is outside"),
+    # GB written bare: priced as 0 GiB of HBM, and `plan` told to use a smaller model
+    ({"hbm_bytes": 96}, "field `hbm_bytes` = 96: 96 bytes is outside 1073741824 (1 GiB) to 1e+13, a unit slip: HBM "
+                        "here is bytes, so 96 GB is 96000000000"),
+    # an exponent PyYAML leaves as text, for an integer: the number to write
+    ({"hbm_bytes": "96e9"}, "field `hbm_bytes` = '96e9': an integer expected, not the text '96e9': write it out in "
+                            "full, 96000000000"),
+    ({"peak_flops_fp8": 100e12}, "peak_flops_fp8 1e+14 is below peak_flops_bf16 1.48e+14"),
+])
+def test_a_parts_unit_slip_is_an_error_naming_the_number_to_write(tmp_path: Path, change: dict, says: str) -> None:
+    cluster = _files(tmp_path, _part(**change))
+    run = CliRunner().invoke(main, ["show", "cluster", str(cluster)])
+    assert run.exit_code == 2 and says in run.output, run.output
+
+
+@pytest.mark.parametrize(("scale_up", "says"), [
+    # more aggregate than seven 30 GB/s links carry: printed as 430 GB/s, priced at 7 x 30 (tp8 2.5 s -> 6.4 s)
+    ({"kind": "full_mesh", "bandwidth_bytes_per_s": 537.6e9, "peer_bandwidth_bytes_per_s": 30e9},
+     "scale_up.bandwidth_bytes_per_s 5.376e+11 is more than its 7 peer links carry (7 x peer_bandwidth_bytes_per_s "
+     "3e+10 = 2.1e+11)"),
+    # a peer rate on a switch: priced nowhere, so a typo there would vanish
+    ({"peer_bandwidth_bytes_per_s": 1e9}, "scale_up.peer_bandwidth_bytes_per_s 1e+09 is set but scale_up.kind is "
+                                          "switched"),
+])
+def test_a_scale_up_whose_links_contradict_it_is_an_error(tmp_path: Path, scale_up: dict, says: str) -> None:
+    path = _files(tmp_path, _part())
+    cluster = yaml.safe_load(path.read_text())
+    cluster["scale_up"] = {**cluster["scale_up"], **scale_up}
+    path.write_text(yaml.safe_dump(cluster))
+    run = CliRunner().invoke(main, ["show", "cluster", str(path)])
+    assert run.exit_code == 2 and says in run.output, run.output

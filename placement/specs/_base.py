@@ -45,6 +45,11 @@ class StrictScalars(Frozen):
             if suffixed:  # `15T`, `40k`: a user trial was told only "not the text"
                 number = float(suffixed.group(1)) * _SUFFIX[suffixed.group(2).upper()]
                 raise ValueError(f"{want} expected, not the text {value.strip()!r}: write it in full, {number:.6g}")
+            # `96e9` for an integer: PyYAML reads an exponent without a dot as text
+            if _DECIMAL.fullmatch(value.strip()) and "e" in value.lower():
+                number = float(value.strip())
+                full = f"{int(number)}" if number.is_integer() and abs(number) < 1e18 else f"{number:.6g}"
+                raise ValueError(f"{want} expected, not the text {value.strip()!r}: write it out in full, {full}")
             if _RATIO.fullmatch(value.strip()):  # `2:1`, which YAML 1.1 would have read as 121
                 raise ValueError(f"{want} expected, not the ratio {value.strip()!r}: write it as one number, a / b "
                                  f"(2:1 is 2.0, 1:1 is 1.0)")

@@ -37,6 +37,33 @@ def _plausible_bandwidth(value: float) -> float:
 
 Bandwidth = Annotated[float, AfterValidator(_plausible_bandwidth)]
 """Bytes per second within MIN_BANDWIDTH_BYTES_PER_S..MAX_BANDWIDTH_BYTES_PER_S."""
+MIN_PEAK_FLOPS: Final = 1e12
+"""Slowest dense peak accepted (1 TFLOP/s; the catalog's parts run 312e12 to 2.5e15 BF16): below it a number is a unit
+slip (TFLOP/s written bare: `148` for 148e12) that prices a step at years."""
+MAX_PEAK_FLOPS: Final = 1e17
+"""Fastest dense peak accepted (100 PFLOP/s per GPU, far past any part)."""
+MIN_HBM_BYTES: Final = 1 << 30
+"""Smallest HBM accepted (1 GiB): below it a number is a unit slip (GB or GiB written bare: `96` for 96 GB)."""
+MAX_HBM_BYTES: Final = 10**13
+"""Largest HBM accepted (10 TB per GPU)."""
+
+
+def _plausible_flops(value: float) -> float:
+    if not MIN_PEAK_FLOPS <= value <= MAX_PEAK_FLOPS:
+        raise ValueError(f"{value:g} FLOP/s is outside {MIN_PEAK_FLOPS:g} to {MAX_PEAK_FLOPS:g}, a unit slip: peaks "
+                         f"here are dense FLOP/s per GPU, so 148 TFLOP/s is 148.0e12, not 148")
+    return value
+
+
+def _plausible_hbm(value: int) -> int:
+    if not MIN_HBM_BYTES <= value <= MAX_HBM_BYTES:
+        raise ValueError(f"{value} bytes is outside {MIN_HBM_BYTES} (1 GiB) to {MAX_HBM_BYTES:g}, a unit slip: HBM "
+                         f"here is bytes, so 96 GB is 96000000000 and 96 GiB 103079215104 (96 x 2^30), not 96")
+    return value
+
+
+PeakFlops = Annotated[float, AfterValidator(_plausible_flops)]
+"""Dense FLOP/s within MIN_PEAK_FLOPS..MAX_PEAK_FLOPS."""
 MAX_GEMM_HALF_EFFICIENCY_DIM: Final = 1 << 20
 """Largest `gemm_half_efficiency_dim` accepted (the catalog calibrates 190 to 512): larger drives every GEMM
 efficiency towards zero and step times to overflow."""
@@ -44,11 +71,11 @@ efficiency towards zero and step times to overflow."""
 
 class AcceleratorSpec(StrictScalars):
     name: str = Field(min_length=1)
-    peak_flops_bf16: float = Field(gt=0)
+    peak_flops_bf16: PeakFlops
     """Dense BF16 FLOP/s (no 2:4 sparsity)."""
-    peak_flops_fp8: float | None = Field(default=None, gt=0)
+    peak_flops_fp8: PeakFlops | None = None
     """Dense FP8 FLOP/s; None when the part has no FP8 tensor cores."""
-    hbm_bytes: int = Field(gt=0)
+    hbm_bytes: Annotated[int, AfterValidator(_plausible_hbm)]
     hbm_bandwidth_bytes_per_s: Bandwidth
     matmul_efficiency_bf16: float = Field(ge=MIN_EFFICIENCY, le=1)
     """Maximum achievable matmul FLOP/s (MAMF) over peak, BF16: the ceiling of any GEMM."""
@@ -75,6 +102,15 @@ class AcceleratorSpec(StrictScalars):
     compute (H100/H800 SXM 132, B200/GB200 148)."""
     source: str = ""
 
+    @model_validator(mode="after")
+    def _fp8_not_slower(self) -> AcceleratorSpec:
+        if self.peak_flops_fp8 is not None and self.peak_flops_fp8 < self.peak_flops_bf16:
+            raise ValueError(f"peak_flops_fp8 {self.peak_flops_fp8:g} is below peak_flops_bf16 "
+                             f"{self.peak_flops_bf16:g}: FP8 tensor cores run at least the BF16 rate (twice it on "
+                             f"Hopper and Blackwell); check the two values (dense, no 2:4 sparsity), or leave "
+                             f"peak_flops_fp8 out for a part without FP8")
+        return self
+
 
 class ScaleUpKind(StrEnum):
     SWITCHED = "switched"
@@ -99,11 +135,24 @@ class ScaleUpSpec(StrictScalars):
 
     @model_validator(mode="after")
     def _check(self) -> ScaleUpSpec:
-        if self.kind is ScaleUpKind.FULL_MESH and self.peer_bandwidth_bytes_per_s is None:
+        peer = self.peer_bandwidth_bytes_per_s
+        if self.kind is ScaleUpKind.FULL_MESH and peer is None:
             raise ValueError(
                 "scale_up.kind is full_mesh but scale_up.peer_bandwidth_bytes_per_s is not set; "
                 "give the bandwidth of one peer link (MI300X: 64e9)"
             )
+        if self.kind is ScaleUpKind.SWITCHED and peer is not None:  # priced nowhere: a switch reaches every peer
+            raise ValueError(
+                f"scale_up.peer_bandwidth_bytes_per_s {peer:g} is set but scale_up.kind is switched, where every GPU "
+                f"reaches each peer at its whole bandwidth_bytes_per_s; drop it, or set kind: full_mesh for "
+                f"point-to-point links")
+        if self.kind is ScaleUpKind.FULL_MESH and self.size > 1 and self.bandwidth_bytes_per_s > (self.size - 1) * peer:
+            # a group of g GPUs gets min(aggregate, (g - 1) x peer) (cost.collectives): more aggregate than the links
+            # carry would be printed and never priced
+            raise ValueError(
+                f"scale_up.bandwidth_bytes_per_s {self.bandwidth_bytes_per_s:g} is more than its {self.size - 1} peer "
+                f"links carry ({self.size - 1} x peer_bandwidth_bytes_per_s {peer:g} = {(self.size - 1) * peer:g}); "
+                f"give the aggregate over the links (MI300X: 7 x 64e9 = 448e9) or the per-link rate")
         return self
 
 
