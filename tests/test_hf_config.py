@@ -102,6 +102,7 @@ EXPECTED: dict[str, dict[str, Any]] = {
     "nemotron-4-340b": dict(
         num_layers=96, hidden_size=18432, ffn_hidden_size=73728, ffn_kind=FfnKind.SQUARED_RELU,
         num_attention_heads=96, num_kv_heads=8, head_dim=192, vocab_size=256000, default_seq_len=4096,
+        rotary_percent=0.5,  # partial_rotary_factor (a user trial found it dropped: megatron.sh trained full RoPE)
     ),
 }
 

@@ -40,3 +40,53 @@ def test_a_folder_named_config_json_is_said_to_be_a_folder(tmp_path):
     (tmp_path / "config.json").mkdir()
     result = CliRunner().invoke(main, ["show", "model", str(tmp_path / "config.json")])
     assert result.exit_code == 2 and "a folder, not a file" in result.output
+
+
+NEMOTRON = Path(__file__).parent / "data" / "hf" / "nemotron-4-340b" / "config.json"
+
+
+def test_nemotrons_partial_rope_is_read_and_written_defaulting_to_its_config_classes_half(tmp_path):
+    """NemotronConfig rotates partial_rotary_factor of each head (default 0.5, transformers configuration_nemotron.py):
+    a user trial found the key dropped, with or without it in the file, and megatron.sh training full RoPE."""
+    assert load_model(str(NEMOTRON)).rotary_percent == 0.5
+    data = json.loads(NEMOTRON.read_text())
+    for config, want in (({k: v for k, v in data.items() if k != "partial_rotary_factor"}, 0.5),
+                         ({**data, "partial_rotary_factor": 0.25}, 0.25), ({**data, "partial_rotary_factor": 1.0}, None)):
+        (tmp_path / "config.json").write_text(json.dumps(config))
+        model = load_model(str(tmp_path / "config.json"))
+        assert model.rotary_percent == want
+        if "partial_rotary_factor" not in config:  # the default, said as one
+            assert "partial_rotary_factor 0.5" in model.source
+    (tmp_path / "config.json").write_text(json.dumps({**data, "num_hidden_layers": 4, "hidden_size": 1536,
+                                                      "num_attention_heads": 8, "head_dim": 192,
+                                                      "intermediate_size": 6144}))
+    result = CliRunner().invoke(main, ["evaluate", "--model", str(tmp_path / "config.json"), "--gpus", "8",
+                                       "--seq-len", "4096", "--global-batch", "64", "--tp", "1", "--zero", "1",
+                                       "--emit", "megatron", "--out", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    args = shlex.split((tmp_path / "out" / "megatron.sh").read_text(), comments=True)
+    assert args[args.index("--rotary-percent") + 1] == "0.5"
+
+
+def test_a_partial_rope_in_a_family_that_rotates_whole_heads_is_refused(tmp_path):
+    """Llama's apply_rotary_pos_emb multiplies the whole head by cos and sin: a partial_rotary_factor there (top level
+    or in transformers 5's rope_parameters) is no model the family's code runs, and was dropped unsaid."""
+    data = json.loads(MISTRAL.read_text())
+    for config in ({**data, "partial_rotary_factor": 0.5},
+                   {**data, "rope_parameters": {"rope_theta": 10000.0, "partial_rotary_factor": 0.25}}):
+        (tmp_path / "config.json").write_text(json.dumps(config))
+        result = CliRunner().invoke(main, ["show", "model", str(tmp_path / "config.json")])
+        assert result.exit_code == 2, result.output
+        assert "key `partial_rotary_factor`" in result.output and "rotary_percent" in result.output
+
+
+def test_a_window_the_model_code_must_build_is_said_in_the_files_that_leave_it_to_that_code(tmp_path):
+    """Mistral's window is priced (its attention reads 4,096 keys, not the sequence), but torchtitan's and DeepSpeed's
+    files leave the model to the user's code: a user trial found neither file naming the window the header priced."""
+    result = CliRunner().invoke(main, ["evaluate", "--model", str(MISTRAL), "--gpus", "16", "--seq-len", "8192",
+                                       "--global-batch", "32", "--tp", "1", "--zero", "3", "--recompute", "full",
+                                       "--emit", "torchtitan,deepspeed", "--out", str(tmp_path)])
+    assert result.exit_code in (0, 1), result.output
+    said = "sliding-window attention (4096 keys on every layer; priced so"
+    assert said in (tmp_path / "torchtitan.sh").read_text()
+    assert said in (tmp_path / "deepspeed.sh").read_text()

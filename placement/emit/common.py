@@ -554,6 +554,23 @@ def gpt_oss_features(model: ModelSpec | None, mla_yarn: bool = True) -> list[str
     return out
 
 
+def attention_features(model: ModelSpec | None) -> list[str]:
+    """The model's sliding-window attention and partial RoPE, in words with their numbers: what a file whose model
+    code is the user's (a DeepSpeed script, a torchtitan config of their own) must build, the window priced as
+    attending `sliding_window` keys; empty for a model without them."""
+    if model is None:
+        return []
+    out = []
+    if model.sliding_window is not None and model.sliding_window_layers:
+        layers = ("every layer" if model.sliding_window_layers == model.num_layers
+                  else f"{model.sliding_window_layers} of {model.num_layers} layers")
+        out.append(f"sliding-window attention ({model.sliding_window} keys on {layers}; priced so, and full attention "
+                   f"there runs slower than priced)")
+    if model.rotary_percent is not None and model.rotary_percent < 1:
+        out.append(f"RoPE on {model.rotary_percent:g} of each head's dimensions, the rest passed through")
+    return out
+
+
 def differs_from_fixed(spec: object, fixed: dict[str, object]) -> tuple[str, str] | None:
     """Where `spec` (a RoPE scaling spec) differs from the numbers a framework fixes for it: (the spec's values, the
     framework's), each as "name value, ..."; None where it runs the spec's own."""

@@ -39,6 +39,7 @@ from placement.emit.common import (
     OVER_CAPACITY,
     EmitContext,
     Runs,
+    attention_features,
     gpt_oss_features,
     header,
     header_runs,
@@ -303,6 +304,11 @@ def _code_lines(ctx: EmitContext) -> list[str]:
     if features:  # model code too: the JSON has no key for an activation, a softmax or a RoPE
         lines.append(f"  # architecture ({'; '.join(features)}): model code, no DeepSpeed key (transformers' "
                      f"modeling_gpt_oss.py runs GPT-OSS's); without it the model trains another model")
+    attention = attention_features(ctx.model)
+    if attention:  # a window or partial RoPE is model code as well (transformers applies config.json's)
+        lines.append(f"  # attention ({'; '.join(attention)}): model code, no DeepSpeed key (transformers' modeling "
+                     f"code applies config.json's sliding_window and partial_rotary_factor where its model has "
+                     f"them); without it the model trains another model")
     return lines
 
 

@@ -22,6 +22,7 @@ from placement.emit.common import (
     PER_OP_ONLY,
     EmitContext,
     Runs,
+    attention_features,
     forced_fields,
     forced_warnings,
     gpt_oss_features,
@@ -347,6 +348,16 @@ def architecture_warnings(ctx: EmitContext, module: str | None) -> list[str]:
     """The model's quick-GeGLU, offset, clamp, sinks and YaRN (an MLA model's YaRN is its config's), which only
     torchtitan's gpt_oss model runs: warned where the file names another module or none, or where the model's
     numbers are not the ones gpt_oss fixes."""
+    attention = attention_features(ctx.model)
+    # the user's own config builds the model: its window and partial RoPE too
+    own = ([f"the model has {'; '.join(attention)}: your config must build them ({VERSION}'s llama3 and qwen3 models "
+            f"attend to every key and rotate whole heads), and no flag sets them"] if module is None and attention
+           else [])
+    return own + _gpt_oss_warnings(ctx, module)
+
+
+def _gpt_oss_warnings(ctx: EmitContext, module: str | None) -> list[str]:
+    """`architecture_warnings`' GPT-OSS part."""
     features = gpt_oss_features(ctx.model, mla_yarn=False)
     if not features:
         return []
@@ -489,7 +500,8 @@ the torchrun line's binding and environment."""
 
 
 _SAME_ARCHITECTURE = ("num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "num_kv_heads",
-                      "head_dim", "vocab_size", "tied_embeddings", "moe", "mla")
+                      "head_dim", "vocab_size", "tied_embeddings", "moe", "mla", "sliding_window",
+                      "sliding_window_layers", "rotary_percent")
 """What must match for a model to run as one of torchtitan's shipped configs (a HF config.json of Llama 3.1
 405B is torchtitan's llama3_405b)."""
 

@@ -243,6 +243,14 @@ def _read_decoder(cfg: _Config) -> dict[str, Any]:
             f"(SiLU: {', '.join(sorted(GATED_SILU))}), and a gated MLP with another activation is no kind ModelSpec "
             f"has; describe the model as a models/*.yaml file with the nearest ffn_kind instead")
     fields["tied_embeddings"] = cfg.flag("tie_word_embeddings", default=False)
+    factor = _partial_rotary(cfg)
+    if cfg.family != "nemotron" and factor is not None and factor != 1.0:  # Nemotron reads its own
+        raise InputError(
+            f"{cfg.source}: key `partial_rotary_factor` = {factor:g}: the `{cfg.family}` family's attention rotates "
+            f"every dimension of each head (transformers apply_rotary_pos_emb multiplies the whole head by cos and "
+            f"sin), so the launch files would train full RoPE; describe the model as a models/*.yaml file with "
+            f"rotary_percent: {factor:g} (Megatron-LM --rotary-percent), or drop the key if the model rotates whole "
+            f"heads")
     window = cfg.optional_int("sliding_window")
     if window is not None and cfg.family in ("mistral", "mixtral"):
         # Mistral's and Mixtral's window applies to every layer (transformers MistralAttention, MixtralAttention:
@@ -558,9 +566,28 @@ def _read_gpt_oss(cfg: _Config) -> dict[str, Any]:
     return fields | _seq_len(cfg, "max_position_embeddings")
 
 
+NEMOTRON_PARTIAL_ROTARY: Final = 0.5
+"""NemotronConfig's `partial_rotary_factor` default (transformers configuration_nemotron.py): RoPE on half of each
+head, the rest passed through (modeling_nemotron.py apply_rotary_pos_emb splits `rot_dim`)."""
+
+
 def _read_nemotron(cfg: _Config) -> dict[str, Any]:
-    """Nemotron-4: Llama-style keys, but a non-gated MLP whose activation is ``hidden_act`` (relu2)."""
-    return _read_decoder(cfg) | {"ffn_kind": _activation(cfg, "hidden_act", default="relu2")}
+    """Nemotron-4: Llama-style keys, but a non-gated MLP whose activation is ``hidden_act`` (relu2), and RoPE on
+    ``partial_rotary_factor`` of each head (NemotronConfig's default 0.5)."""
+    fields = _read_decoder(cfg) | {"ffn_kind": _activation(cfg, "hidden_act", default="relu2")}
+    factor = _partial_rotary(cfg)
+    if factor is None:
+        factor = NEMOTRON_PARTIAL_ROTARY
+        cfg.note_defaults(("partial_rotary_factor", f"{NEMOTRON_PARTIAL_ROTARY}"))
+    if not 0.0 < factor <= 1.0:
+        raise InputError(f"{cfg.source}: key `partial_rotary_factor` = {factor:g} is not a share of a head in (0, 1]; "
+                         f"write the model's published value (Nemotron-4: 0.5)")
+    return fields | ({"rotary_percent": factor} if factor < 1.0 else {})
+
+
+def _partial_rotary(cfg: _Config) -> float | None:
+    """`partial_rotary_factor`, top-level or in transformers 5's `rope_parameters`; None where the config has none."""
+    return _rope_parameter(cfg.data, "partial_rotary_factor") or cfg.number("partial_rotary_factor", None)
 
 
 @dataclass(frozen=True)
