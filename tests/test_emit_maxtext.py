@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import yaml
 
+from placement.catalog import load_model
 from placement.emit import common, maxtext, writer
 from placement.specs.recipe import Recipe, RecomputeModule
 from tests.verify.helpers import CASES, planned
@@ -172,7 +173,7 @@ def test_an_even_dense_plan_without_pipeline_needs_no_warning(contexts):
 
 def test_a_model_maxtext_does_not_ship_and_fp8_are_named(contexts):
     ctx = contexts["llama3-8b-2048-ddp"]
-    other = dataclasses.replace(ctx, model_name="bloom-176b")
+    other = dataclasses.replace(ctx, model_name="bloom-176b", model=load_model("bloom-176b"))
     cfg, _, warnings = emitted(other)
     assert cfg["model_name"] == "default"
     assert any(w.startswith("trains another model: MaxText 0.2.5 ships no model config matching bloom-176b")

@@ -50,8 +50,9 @@ def test_nemotrons_partial_rope_is_read_and_written_defaulting_to_its_config_cla
     a user trial found the key dropped, with or without it in the file, and megatron.sh training full RoPE."""
     assert load_model(str(NEMOTRON)).rotary_percent == 0.5
     data = json.loads(NEMOTRON.read_text())
-    for config, want in (({k: v for k, v in data.items() if k != "partial_rotary_factor"}, 0.5),
-                         ({**data, "partial_rotary_factor": 0.25}, 0.25), ({**data, "partial_rotary_factor": 1.0}, None)):
+    without = {k: v for k, v in data.items() if k != "partial_rotary_factor"}
+    for config, want in ((without, 0.5), ({**data, "partial_rotary_factor": 0.25}, 0.25),
+                         ({**data, "partial_rotary_factor": 1.0}, None)):
         (tmp_path / "config.json").write_text(json.dumps(config))
         model = load_model(str(tmp_path / "config.json"))
         assert model.rotary_percent == want
@@ -90,3 +91,60 @@ def test_a_window_the_model_code_must_build_is_said_in_the_files_that_leave_it_t
     said = "sliding-window attention (4096 keys on every layer; priced so"
     assert said in (tmp_path / "torchtitan.sh").read_text()
     assert said in (tmp_path / "deepspeed.sh").read_text()
+
+
+QWEN3_8B = Path(__file__).parent / "data" / "hf" / "qwen3-8b" / "config.json"
+QWEN3_30B = Path(__file__).parent / "data" / "hf" / "qwen3-30b-a3b" / "config.json"
+
+
+def _qwen3(tmp_path: Path, layers: int, hidden: int, ffn: int, heads: int, tied: bool) -> Path:
+    """Qwen3-8B's config.json with another published size's dimensions (Qwen/Qwen3-32B, Qwen/Qwen3-0.6B)."""
+    data = json.loads(QWEN3_8B.read_text()) | {"num_hidden_layers": layers, "hidden_size": hidden,
+                                               "intermediate_size": ffn, "num_attention_heads": heads,
+                                               "tie_word_embeddings": tied}
+    path = tmp_path / f"qwen3-{layers}-{hidden}" / "config.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_a_config_json_of_a_model_torchtitan_ships_runs_as_that_config_and_audits_as_it(tmp_path):
+    """torchtitan 0.3.0 ships qwen3_32b and qwen3_0_6b (models/qwen3/config_registry.py), which placement's catalog
+    lacks: a user trial's Qwen3-32B and Qwen3-0.6B config.json files got `--module MODULE --config CONFIG` and
+    "ships no config".  Now the file names the config, its audit prices the same job, and a config.json of another
+    size is told it is not the model the files train."""
+    big = _qwen3(tmp_path, 64, 5120, 25600, 64, False)
+    small = _qwen3(tmp_path, 28, 1024, 3072, 16, True)
+    for path, config in ((big, "qwen3_32b"), (small, "qwen3_0_6b")):
+        out = tmp_path / config
+        result = CliRunner().invoke(main, ["evaluate", "--model", str(path), "--gpus", "64", "--seq-len", "4096",
+                                           "--global-batch", "256", "--tp", "2", "--zero", "3", "--mbs", "2",
+                                           "--recompute", "full", "--emit", "torchtitan", "--out", str(out)])
+        assert result.exit_code in (0, 1), result.output
+        text = (out / "torchtitan.sh").read_text()
+        assert f"--module qwen3 --config {config} " in text and "ships no config" not in text
+        runs = next(line for line in text.splitlines() if line.startswith("# this file runs "))
+        audit = CliRunner().invoke(main, ["audit", "--launch", str(out / "torchtitan.sh"), "--model", str(path),
+                                          "--cluster", "dgx-h100", "--gpus", "64"])
+        assert audit.exit_code in (0, 1), audit.output
+        step = next(line for line in audit.output.splitlines() if line.startswith("step ")).split()[1]
+        assert f": {step} s/step (" in runs
+    wrong = CliRunner().invoke(main, ["audit", "--launch", str(tmp_path / "qwen3_32b" / "torchtitan.sh"), "--model",
+                                      str(small), "--cluster", "dgx-h100", "--gpus", "64"])
+    assert wrong.exit_code == 2
+    assert "train torchtitan's qwen3:qwen3_32b (its flavor: 64 layers, hidden 5120, 64 heads) but --model" in (
+        wrong.output)
+
+
+def test_a_config_json_of_a_model_maxtext_ships_names_its_model_config(tmp_path):
+    """MaxText matched its model configs by catalog name only: Qwen3-30B-A3B's own config.json, the catalog model's
+    dimensions, got model_name "default" (base.yml's model) and "ships no model config"."""
+    path = tmp_path / "Qwen3-30B-A3B-Instruct-2507" / "config.json"  # a name the catalog does not have
+    path.parent.mkdir()
+    path.write_text(QWEN3_30B.read_text())
+    result = CliRunner().invoke(main, ["evaluate", "--model", str(path), "--gpus", "64", "--seq-len", "4096",
+                                       "--global-batch", "256", "--ep", "8", "--zero", "1", "--mbs", "1",
+                                       "--recompute", "full", "--emit", "maxtext", "--out", str(tmp_path / "o")])
+    assert result.exit_code in (0, 1), result.output
+    text = (tmp_path / "o" / "maxtext.yml").read_text()
+    assert 'model_name: "qwen3-30b-a3b"' in text and "ships no model config" not in text

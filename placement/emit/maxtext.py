@@ -310,7 +310,7 @@ def pipeline_keys(ctx: EmitContext) -> tuple[dict[str, object], list[str]]:
     if lay.pp == 1:
         return {}, []
     warnings = []
-    _, dense = MODELS.get(ctx.model_name, (None, 0))
+    _, dense = MODELS.get(catalog_model(ctx), (None, 0))
     layers = ctx.num_layers - dense
     if dense:
         warnings.append(common.unpriceable(
@@ -337,6 +337,18 @@ def pipeline_keys(ctx: EmitContext) -> tuple[dict[str, object], list[str]]:
     keys = {"num_layers_per_pipeline_stage": per_stage, "num_pipeline_repeats": lay.vpp,
             "pipeline_parallel_layers": per_stage * chunks}
     return keys, warnings
+
+
+def catalog_model(ctx: EmitContext) -> str | None:
+    """The catalog model whose MaxText config (MODELS) runs the context's model: its own name, or, for a model read
+    from elsewhere (a HF config.json, a user's YAML), the catalog model of the same architecture (the torchtitan
+    emitter's test: dimensions, vocabulary, experts, MLA, window, partial RoPE); None where MaxText ships none."""
+    if ctx.model_name in MODELS or ctx.model is None:
+        return ctx.model_name if ctx.model_name in MODELS else None
+    from placement.catalog import load_model
+    from placement.emit.torchtitan import same_architecture
+
+    return next((name for name in MODELS if same_architecture(load_model(name), ctx.model)), None)
 
 
 MODEL_VOCABULARY = {"mixtral-8x22b": 32768, "gpt3-175b": 50304}
@@ -397,7 +409,7 @@ def overrides(ctx: EmitContext) -> tuple[dict[str, object], MaxTextMesh, list[st
     p, lay = ctx.plan, ctx.plan.layout
     mesh, warnings = build_mesh(ctx)
     warnings += sharding_warnings(ctx, mesh, runs(ctx, mesh))
-    model, _ = MODELS.get(ctx.model_name, (None, 0))
+    model, _ = MODELS.get(catalog_model(ctx), (None, 0))
     keys: dict[str, object] = {"base_config": "base.yml", "hardware": "gpu"}
     if model is None:
         warnings.append(common.other_model(
@@ -588,9 +600,9 @@ def runs(ctx: EmitContext, mesh: MaxTextMesh) -> Runs:
                         f"shard_optimizer_over_data: true beside the weights' sharding)")
     common.runs_forced(ctx, "maxtext", out)
     common.runs_model(ctx, "maxtext", out)
-    vocab = MODEL_VOCABULARY.get(ctx.model_name)
+    vocab = MODEL_VOCABULARY.get(catalog_model(ctx))
     if vocab is not None and ctx.model is not None and vocab != ctx.model.vocab_size:
-        name = MODELS[ctx.model_name][0]
+        name = MODELS[catalog_model(ctx)][0]
         out.model["vocab_size"] = vocab
         out.what.append(f"a vocabulary of {vocab:,} (not {ctx.model.vocab_size:,}: model_name {name}'s config sets "
                         f"it, configs/models/{name}.yml)")

@@ -511,17 +511,48 @@ def shipped_config(ctx: EmitContext) -> tuple[str, str] | None:
     return MODELS.get(ctx.model_name) or (config_for(ctx.model) if ctx.model is not None else None)
 
 
-def config_for(model: ModelSpec) -> tuple[str, str] | None:
-    """(module, config) of the torchtitan config that runs `model`: by catalog name, or by architecture for a
-    model read from elsewhere (a HF config.json, a user's YAML)."""
-    if model.name in MODELS:
-        return MODELS[model.name]
+QWEN3_DENSE_FLAVORS = {
+    "qwen3_0_6b": (28, 1024, 3072, 16, True), "qwen3_1_7b": (28, 2048, 6144, 16, True),
+    "qwen3_14b": (40, 5120, 17408, 40, False), "qwen3_32b": (64, 5120, 25600, 64, False),
+}
+"""torchtitan 0.3.0's dense Qwen3 configs (models/qwen3/config_registry.py) -> their flavor's (layers, dim, hidden_dim,
+heads, tied embeddings) (models/qwen3/__init__.py `_0_6b` ... `_32b`: head_dim 128, 8 KV heads, vocabulary 151,936
+each); placement's catalog holds none of these models, so a config.json of one is matched by these."""
+
+
+@cache
+def shipped_models() -> tuple[tuple[tuple[str, str], ModelSpec], ...]:
+    """((module, config), the model it trains) for each torchtitan 0.3.0 config placement matches a model to: the
+    catalog's (MODELS), and configs of models the catalog lacks, built as a catalog sibling with the flavor's
+    dimensions: the dense Qwen3 flavors (QWEN3_DENSE_FLAVORS, the 30B-A3B's attention without its experts) and
+    gpt_oss_20b (models/gpt_oss/__init__.py `_20b`: the 120b's with 24 layers and 32 experts, every other layer
+    windowed)."""
     from placement.catalog import load_model
 
-    for name, pair in MODELS.items():
-        if same_architecture(load_model(name), model):
-            return pair
-    return None
+    out = [(pair, load_model(name)) for name, pair in MODELS.items()]
+    qwen = load_model("qwen3-30b-a3b")
+    for config, (layers, dim, ffn, heads, tied) in QWEN3_DENSE_FLAVORS.items():
+        out.append((("qwen3", config), qwen.model_copy(update={
+            "name": config, "num_layers": layers, "hidden_size": dim, "ffn_hidden_size": ffn,
+            "num_attention_heads": heads, "num_kv_heads": 8, "head_dim": 128, "tied_embeddings": tied, "moe": None})))
+    oss = load_model("gpt-oss-120b")
+    out.append((("gpt_oss", "gpt_oss_20b"), oss.model_copy(update={
+        "name": "gpt_oss_20b", "num_layers": 24, "sliding_window_layers": 12,
+        "moe": oss.moe.model_copy(update={"num_experts": 32})})))
+    return tuple(out)
+
+
+def shipped_model(module: str, config: str) -> ModelSpec | None:
+    """The model torchtitan's `module`:`config` trains, where placement knows it (`shipped_models`)."""
+    return next((m for pair, m in shipped_models() if pair == (module, config)), None)
+
+
+def config_for(model: ModelSpec) -> tuple[str, str] | None:
+    """(module, config) of the torchtitan config that runs `model`: by catalog name, or by architecture for a
+    model read from elsewhere (a HF config.json, a user's YAML), among the configs `shipped_models` knows."""
+    if model.name in MODELS:
+        return MODELS[model.name]
+    return next((pair for pair, shipped in shipped_models() if same_architecture(shipped, model)), None)
 
 
 def same_architecture(a: ModelSpec, b: ModelSpec) -> bool:
