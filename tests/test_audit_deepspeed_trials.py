@@ -84,3 +84,37 @@ def test_a_hostfile_with_names_off_the_catalog_cluster_is_not_called_no_hostfile
     assert result.exit_code in (0, 1), result.output
     unstated = json.loads(result.stdout)["layout"]["unstated"]["host_order"]
     assert "nodeA, nodeB" in unstated and "no hostfile" not in unstated
+
+
+def _allocated(tmp_path, hostfile: str):
+    """An HF Trainer DeepSpeed job with `hostfile` on a 4-node allocation (one leaf of n[1-4]) with n9 elsewhere."""
+    (tmp_path / "topology.conf").write_text("SwitchName=leaf0 Nodes=n[1-4]\nSwitchName=leaf1 Nodes=n[5-9]\n"
+                                            "SwitchName=spine Switches=leaf[0-1]\n")
+    (tmp_path / "run.sh").write_text("deepspeed --hostfile hosts run_clm.py --model_name_or_path m --bf16 "
+                                     "--per_device_train_batch_size 1 --gradient_accumulation_steps 1 "
+                                     "--block_size 4096 --deepspeed ds.json --do_train --output_dir out\n")
+    (tmp_path / "hosts").write_text(hostfile)
+    (tmp_path / "ds.json").write_text(json.dumps({"train_micro_batch_size_per_gpu": "auto",
+                                                  "gradient_accumulation_steps": "auto", "bf16": {"enabled": "auto"},
+                                                  "zero_optimization": {"stage": 3}}))
+    return _audit("--model", "llama3-8b", "--slurm-topology", str(tmp_path / "topology.conf"), "--nodelist",
+                  "n[1-4]", "--node-type", "dgx-h100", "--launch", str(tmp_path / "run.sh"), "--launch",
+                  str(tmp_path / "ds.json"), "--launch", str(tmp_path / "hosts"))
+
+
+def test_a_hostfile_host_outside_the_allocation_is_named(tmp_path):
+    """A user trial: one such host had the whole hostfile order dropped for the allocation's, priced, with a note
+    calling all its hosts foreign."""
+    result = _allocated(tmp_path, "n2 slots=8\nn1 slots=8\nn3 slots=8\nn9 slots=8\n")
+    assert result.exit_code == 2, result.output
+    assert "1 host(s) not in the allocation, first 'n9' (the allocation: 4 hosts from --nodelist)" in result.output
+    ordered = _allocated(tmp_path, "n2 slots=8\nn1 slots=8\nn3 slots=8\nn4 slots=8\n")
+    assert ordered.exit_code in (0, 1), ordered.output  # the same hosts in another order: priced
+
+
+def test_a_hostfile_whose_hosts_run_different_rank_counts_names_the_host(tmp_path):
+    """A user trial got "world size 28 is not divisible by tp * pp * cp", naming no file or host."""
+    result = _allocated(tmp_path, "n1 slots=8\nn2 slots=4\nn3 slots=8\nn4 slots=8\n")
+    assert result.exit_code == 2, result.output
+    assert ":2: n2 slots=4: host n2 runs 4 processes where 3 of the 4 hosts run 8, so the job's world size is 28" in (
+        result.output)

@@ -2120,6 +2120,27 @@ def _check_deepspeed_moe_zero3(launch: LaunchLayout, layout: Layout, model: Mode
                          f"v0.6.0): the job does not start; set ZeRO stage 1 or 2")
 
 
+def _check_launch_hosts(launch: LaunchLayout, topo: Topology) -> None:
+    """On a real allocation (--slurm-topology/--nodelist) the hosts the launch files name (a hostfile, `# on HOST`
+    comments) are the job's: one outside the allocation, or fewer hosts than it has, is an InputError naming them,
+    as --hosts' are.  A user trial's hostfile with one host outside the allocation had its whole order dropped for
+    the allocation's, with a note calling all its hosts foreign; one listing half the allocation got DeepSpeed's
+    batch arithmetic as the error."""
+    if not topo.allocated or not launch.hosts:
+        return
+    where = launch.sources.get("hosts", "the launch files")
+    known = set(topo.host_names)
+    foreign = [h for h in launch.hosts if h not in known]
+    if foreign:
+        raise InputError(f"{where}: {len(foreign)} host(s) not in the allocation, first {foreign[0]!r} (the "
+                         f"allocation: {topo.num_hosts} hosts from --nodelist); give the hostfile the job ran with, or "
+                         f"the --nodelist of its hosts")
+    if len(set(launch.hosts)) != topo.num_hosts:
+        raise InputError(f"{where}: the files name {len(set(launch.hosts))} hosts but the allocation has "
+                         f"{topo.num_hosts} (--nodelist); pass the --nodelist of the hosts the job ran on, or a "
+                         f"hostfile of all {topo.num_hosts}")
+
+
 def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo: Topology,
               hosts: list[str] | None, mapping: SolverConfig | None, top_k: int = 5,
               recipe_overrides: tuple[Recipe, dict[str, str]] | None = None,
@@ -2128,6 +2149,8 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
     scratch, searching the recipe choices the framework can launch.  `recipe_overrides`: (Recipe, field ->
     source) from the command line, over what the files state.  `files_text`: the launch files' text, which the
     argument diff checks its launched side against (changes.launch_changes)."""
+    if not hosts:
+        _check_launch_hosts(launch, topo)
     launch = derived_micro_batch(maxtext_layout(launch, model, topo, train.global_batch), topo.num_gpus)
     launch = launch.model_copy(update={"ignored": (*launch.ignored, *model_differs(launch, model))})
     model, model_sources = launched_model(launch, model)

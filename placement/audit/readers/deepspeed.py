@@ -664,6 +664,7 @@ def read_hostfile(path: Path, s: Settings) -> None:
     lines skipped, a duplicate host or any other line is an error; rank order = line order."""
     text = read_text(path, "hostfile", "expected lines of `hostname slots=N`")
     hosts: dict[str, int] = {}
+    lines: dict[str, str] = {}
     first_ev = ""
     for n, line in enumerate(text.splitlines(), 1):
         stripped = line.strip()
@@ -689,10 +690,11 @@ def read_hostfile(path: Path, s: Settings) -> None:
             raise InputError(f"{path}:{n}: host {m.group(1)} has slots={m.group(2)}; a host runs at least one "
                              f"process (DeepSpeed gives each slot a GPU): give slots=N with N its GPUs")
         hosts[m.group(1)] = int(m.group(2))
-        first_ev = first_ev or f"{path}:{n}: {stripped}"
+        lines[m.group(1)] = f"{path}:{n}: {stripped}"
+        first_ev = first_ev or lines[m.group(1)]
     if not hosts:
         raise InputError(f"{path}: no `hostname slots=N` line; DeepSpeed rejects an empty hostfile")
-    s.hostfile = Hostfile(hosts, first_ev)
+    s.hostfile = Hostfile(hosts, first_ev, lines)
 
 
 def looks_like_hostfile(text: str) -> bool:
@@ -886,9 +888,14 @@ def _finish(s: Settings) -> None:
         s.put("world_size", sum(slots), ev)
         if len(set(slots)) == 1:
             s.put("gpus_per_node", slots[0], ev)
-        else:
-            s.ignored.append(f"hostfile slots differ per host ({dict(zip(names, slots, strict=True))}): no single "
-                             f"gpus_per_node")
+        else:  # a user trial got "world size 508 is not divisible by tp * pp * cp", naming no file or host
+            common = max(set(slots), key=slots.count)
+            odd = [h for h, n in zip(names, slots, strict=True) if n != common]
+            raise InputError(f"{s.hostfile.lines.get(odd[0], ev)}: host {odd[0]} runs {pool[odd[0]]} processes where "
+                             f"{len(names) - len(odd)} of the {len(names)} hosts run {common}"
+                             f"{f' ({len(odd)} hosts differ)' if len(odd) > 1 else ''}, so the job's world size is "
+                             f"{sum(slots)}; placement prices jobs whose hosts each run the same number of ranks: "
+                             f"give every host slots={common} (its GPUs), or --num_gpus to the launcher")
     elif gpus is not None:
         g = read_int(gpus[0], "--num_gpus", gpus[1])
         n = read_int(nodes[0], "--num_nodes", nodes[1]) if nodes is not None else 1
@@ -957,8 +964,15 @@ def _batch_verdict(s: Settings, world: int, dp: int, batch: int, per_rank: int) 
     passes as mpu), so a JSON audited without that file leaves them 1 here, not in the job.  `per_rank`: the
     sequences one data-parallel rank takes per step (micro-batch x accumulation, or accumulation alone)."""
     assumed = [axis for axis in ("tp", "pp", "cp") if not s.has(axis)]
+    if s.hostfile is not None:  # the world size is the hostfile's: a short one is the likelier slip (a user trial
+        # with half the allocation's hosts was told to change its layout)
+        hosts = len(s.value("hosts", ()))
+        where = (f"; the world size {world} is the hostfile's {hosts} hosts x {world // max(hosts, 1)} slots "
+                 f"({s.hostfile.evidence}): if the job ran on more hosts, give the hostfile it ran with")
+    else:
+        where = ""
     if not assumed:
-        return "DeepSpeed rejects it"
+        return f"DeepSpeed rejects it{where}"
     terms = " x ".join(f"{axis} {s.value(axis, 1)}" for axis in ("tp", "pp", "cp"))
     stated = ", ".join(f"{axis} {s.value(axis)}" for axis in ("tp", "pp", "cp") if s.has(axis))
     need = batch // per_rank
@@ -967,4 +981,4 @@ def _batch_verdict(s: Settings, world: int, dp: int, batch: int, per_rank: int) 
     return (f"dp {dp} = world size {world} / ({terms}), with {', '.join(assumed)} assumed 1 because no audited file "
             f"states {'them' if len(assumed) > 1 else 'it'}{f' (only {stated})' if stated else ''}: DeepSpeed takes "
             f"them in code, from the topology the training script passes (placement's ds_topology.py, or the script "
-            f"that builds a PipeModelDataParallelTopology or PipelineModule); add that file with --launch{fits}")
+            f"that builds a PipeModelDataParallelTopology or PipelineModule); add that file with --launch{fits}{where}")

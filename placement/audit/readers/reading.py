@@ -496,6 +496,8 @@ class Hostfile:
 
     slots: dict[str, int]
     evidence: str
+    lines: dict[str, str] = field(default_factory=dict)
+    """host -> `FILE:LINE: text` of its line."""
 
 
 @dataclass(frozen=True)
