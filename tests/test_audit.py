@@ -467,7 +467,7 @@ def test_the_bubble_finding_saves_only_what_the_pipeline_change_saves(tmp_path):
     saving = got["estimate"]["step_time_s"] - got["best"]["step_time_s"]
     (bubble,) = [f for f in got["findings"] if f["kind"] == "pipeline_bubble"]
     assert 0 < bubble["cost_s"] <= saving + 1e-9
-    assert "the job's recompute and recipe kept" in bubble["message"]
+    assert "the job's recompute, recipe and host order kept" in bubble["message"]
 
 
 def test_a_job_the_framework_search_cannot_better_is_still_priced(tmp_path: Path) -> None:

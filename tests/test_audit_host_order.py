@@ -173,3 +173,66 @@ def test_a_host_order_that_costs_with_as_many_groups_per_tier_is_still_a_finding
     (f,) = [f for f in round_robin["findings"] if f["kind"] == "host_order_crossings"]
     assert "spreads its groups over more leaf blocks" in f["message"]
     assert "its 16 dp groups span 64 leaf blocks in all (placement's order: 32;" in f["message"]
+
+
+def test_the_host_order_finding_gives_the_whole_order_and_the_terms_it_saves(tmp_path) -> None:
+    """A user trial could not get the order past its first 8 hosts, and read the saving as the group counts' when an
+    order with as many groups inside the leaves saved nothing: the finding carries the whole order (JSON host_order),
+    and names the exposed terms that order changes, which add up to its saving."""
+    interleaved = [h for pair in zip(LEFT, RIGHT, strict=True) for h in pair]
+    data = _audit(tmp_path, interleaved)
+    (f,) = [f for f in data["findings"] if f["kind"] == "host_order_crossings"]
+    order = f["host_order"]
+    assert sorted(order) == sorted(interleaved) and order[:8] == f["message"].split(" on ")[1].split()[:8]
+    moved = f["message"].split("; the time is in ")[1].split(" exposed (")[0]
+    terms = [part.split(" -> ") for part in moved.split(", ")]
+    saved = sum(float(a.split()[-1]) - float(b.split()[0]) for a, b in terms)
+    assert saved == pytest.approx(f["cost_s"], abs=2e-3)
+
+
+def test_the_bubble_finding_keeps_the_jobs_host_order(tmp_path) -> None:
+    """The bubble's remedy (another pp, vpp or micro-batch) was priced on the allocation's order, not the job's hosts,
+    so its saving held part of the host-order finding's (a user trial: 2.676 s, of which 0.591 s was the host
+    order's).  Priced on the job's own order, the same job on the same hosts in the same order gets the same saving
+    whether that order is the allocation's or --hosts'."""
+    interleaved = [h for pair in zip(LEFT, RIGHT, strict=True) for h in pair]
+    (tmp_path / "hosts.txt").write_text("\n".join(interleaved) + "\n")
+
+    def bubble(nodelist: list[str], *extra: str) -> tuple[float, float]:
+        script = tmp_path / "train.sh"
+        script.write_text(SCRIPT)
+        out = CliRunner().invoke(main, ["--reproducible", "audit", "--launch", str(script), "--model", "mixtral-8x7b",
+                                        "--slurm-topology", str(SLURM), "--nodelist", ",".join(nodelist),
+                                        "--node-type", "dgx-h100", "--oversubscription", "8", "--json", *extra])
+        data = json.loads(out.stdout)
+        (f,) = [f for f in data["findings"] if f["kind"] == "pipeline_bubble"]
+        return data["estimate"]["step_time_s"], f["cost_s"]
+
+    by_nodelist = bubble(interleaved)
+    by_hosts = bubble(LEFT + RIGHT, "--hosts", str(tmp_path / "hosts.txt"))
+    assert by_hosts[0] == pytest.approx(by_nodelist[0], abs=1e-6)
+    assert by_hosts[1] == pytest.approx(by_nodelist[1], abs=1e-6)
+
+
+def test_a_bubble_with_no_layout_of_its_degrees_searched_is_not_a_zero_saving(tmp_path) -> None:
+    """A user trial's torchtitan Llama 3 405B (tp 8, pp 8, 4 micro-batches) read "save 0.000 s" for a 57 % bubble,
+    where the search had priced no layout of its tp, cp and ep at all: that is said, with no saving claimed."""
+    (tmp_path / "job.toml").write_text(
+        '[model]\nname = "llama3"\nflavor = "405B"\n[training]\nlocal_batch_size = 4\nseq_len = 8192\n'
+        '[parallelism]\ndata_parallel_shard_degree = -1\ntensor_parallel_degree = 8\npipeline_parallel_degree = 8\n'
+        'pipeline_parallel_schedule = "1F1B"\npipeline_parallel_microbatch_size = 1\n'
+        '[activation_checkpoint]\nmode = "full"\n')
+    (tmp_path / "run.sh").write_text("torchrun --nnodes 256 --nproc_per_node 8 --rdzv-backend static --node-rank 0 "
+                                     "--master-addr a001 --master-port 29500 -m torchtitan.train "
+                                     f"--job.config_file {tmp_path / 'job.toml'}\n")
+    out = CliRunner().invoke(main, ["audit", "--launch", str(tmp_path / "run.sh"), "--launch",
+                                    str(tmp_path / "job.toml"), "--model", "llama3-405b", "--cluster", "dgx-h100",
+                                    "--gpus", "2048"])
+    assert out.exit_code in (0, 1), out.output
+    assert "[info] pipeline_bubble (not compared)" in out.output
+    data = json.loads(CliRunner().invoke(main, ["audit", "--launch", str(tmp_path / "run.sh"), "--launch",
+                                                str(tmp_path / "job.toml"), "--model", "llama3-405b", "--cluster",
+                                                "dgx-h100", "--gpus", "2048", "--json"]).stdout)
+    (f,) = [f for f in data["findings"] if f["kind"] == "pipeline_bubble"]
+    assert "the search held no layout of the same tp 8, cp 1 and ep 1 to compare" in f["message"]
+    assert "save" not in f["message"] and f["cost_s"] == 0.0

@@ -496,10 +496,13 @@ class Finding:
     message: str
     groups: list[dict] = field(default_factory=list)
     cost_s: float | None = 0.0
+    host_order: list[str] | None = None
+    """The whole host order (node rank 0 first) the finding's remedy runs, where it is one (host_order_crossings)."""
 
     def as_json(self) -> dict:
-        return {"severity": self.severity, "kind": self.kind, "message": self.message, "groups": self.groups,
-                "cost_s": None if self.cost_s is None else round(self.cost_s, 6)}
+        out = {"severity": self.severity, "kind": self.kind, "message": self.message, "groups": self.groups,
+               "cost_s": None if self.cost_s is None else round(self.cost_s, 6)}
+        return out | ({"host_order": self.host_order} if self.host_order is not None else {})
 
 
 @dataclass(frozen=True)
@@ -1258,6 +1261,8 @@ class _Ctx:
     """ZeRO's offloads the files turn on (LaunchLayout.offloaded)."""
     megatron_deepspeed: bool = False
     """LaunchLayout.megatron_deepspeed."""
+    own_est: Estimates | None = None
+    """The same layout priced on `own_mapped`."""
 
     def best_where(self, keep: np.ndarray) -> float | None:
         """Fastest fitting searched layout among `keep` (None if none)."""
@@ -1274,9 +1279,10 @@ class _Ctx:
 
     def best_as_launched(self, keep: np.ndarray) -> float | None:
         """Fastest fitting searched layout among `keep`, priced with the job's own recompute (mode and modules), ZeRO
-        stage (where the search has it) and recipe (dispatcher, CUDA graphs, overlaps pinned): what a remedy that
-        changes only the layout reaches, so that what other findings remedy (recompute, sharding, overlaps) is not
-        counted twice.  None if none fits."""
+        stage (where the search has it) and recipe (dispatcher, CUDA graphs, overlaps pinned), on the job's own hosts
+        in its order: what a remedy that changes only the layout reaches, so that what other findings remedy
+        (recompute, sharding, overlaps, the host order) is not counted twice (a user trial: a bubble finding's saving
+        held the host-order finding's too, priced on placement's map).  None if none fits."""
         found = self.best_layout_as_launched(keep)
         return None if found is None else found[0]
 
@@ -1291,7 +1297,7 @@ class _Ctx:
             return None
         alt = dataclasses.replace(b.take(rows), recompute=np.full(rows.size, own.recompute[0]),
                                   rc_modules=np.full(rows.size, own.rc_modules[0]))
-        e = estimate(workload(self.model), self.train, self.topo, alt, self.recipe)
+        e = estimate(workload(self.model), self.train, self.mapped, alt, self.recipe)
         ok = e.valid & e.fits
         if not ok.any():
             return None
@@ -1374,17 +1380,39 @@ def _host_order_finding(c: _Ctx, kinds: list[GroupKind]) -> list[Finding]:
     job_gpu = np.empty(mine.num_gpus, dtype=np.int64)
     job_gpu[c.framework_rank] = mine.gpu_of_rank if mine.gpu_of_rank is not None else np.arange(mine.num_gpus)
     compact = compact_mapping(mine, job_gpu)  # None where a node block of the job's spans two hosts
+    order = None
     if compact is not None:
-        order = compact["host_order"]
-        how = f"node ranks 0, 1, ... on {' '.join(order[:8])}{' ...' if len(order) > 8 else ''}"
+        order = list(compact["host_order"])
+        how = (f"node ranks 0, 1, ... on {' '.join(order[:8])}{' ...' if len(order) > 8 else ''} (the whole order: "
+               f"this finding's host_order in --json)")
     else:
         how = "that map (its node blocks are not the job's, so no host order alone gives it)"
     head = (f"sends more groups across the {lv.name}{over}" if what == "groups" else
             f"spreads its groups over more {lv.name} blocks (their collectives crossing more {lv.name} uplinks)")
     msg = (f"the job's host order {head} than placement's order of the same "
            f"hosts for this layout: {'; '.join(parts)}; {how} save {cost:.3f} s per step ({c.step_s:.3f} -> "
-           f"{c.mapped_same_s:.3f} s)")
-    return [Finding(_severity(cost, c.step_s), "host_order_crossings", msg, examples, cost)]
+           f"{c.mapped_same_s:.3f} s){_where_saved(c)}")
+    return [Finding(_severity(cost, c.step_s), "host_order_crossings", msg, examples, cost, order)]
+
+
+STEP_TERMS = (("tp", "tp_s"), ("cp", "cp_s"), ("ep", "ep_s"), ("pp", "pp_s"), ("dp", "dp_exposed_s"),
+              ("pipeline bubble", "bubble_s"), ("overlap slowdown", "overlap_slowdown_s"))
+"""The communication terms that add to a step (Estimates), as the step table names them."""
+
+
+def _where_saved(c: _Ctx) -> str:
+    """Which of the step's exposed terms the other order changes, launched -> placement's: the saving is there, not
+    in the group counts alone (a user trial: an order with as many groups across each tier kept the step, because
+    the saving was in how the core-crossing groups split over the leaves)."""
+    if c.own_est is None:
+        return ""
+    moved = [(name, float(getattr(c.est, attr)[0]), float(getattr(c.own_est, attr)[0])) for name, attr in STEP_TERMS]
+    moved = [(n, a, b) for n, a, b in moved if abs(a - b) >= 5e-4]
+    if not moved:
+        return ""
+    return "; the time is in " + ", ".join(f"{n} {a:.3f} -> {b:.3f} s" for n, a, b in moved) + (
+        " exposed (how each group's members split over the blocks below the tier it reaches decides its "
+        "hierarchical collective's cost, not only that tier)")
 
 
 def _crossing_findings(c: _Ctx, kinds: list[GroupKind]) -> list[Finding]:
@@ -1664,16 +1692,24 @@ def _layout_findings(c: _Ctx, plan: Plan) -> list[Finding]:
     # pipeline bubble above 10 %
     bubble = float(est.bubble_s[0])
     if lay.pp > 1 and bubble > BUBBLE_SHARE * c.step_s:
-        alt = c.best_as_launched(same_shape)  # the pipeline change alone: recompute and recipe kept
+        alt = c.best_as_launched(same_shape)  # the pipeline change alone: recompute, recipe and hosts kept
         cost = c.saving(alt)
         m = int(est.num_microbatches[0])
-        out.append(Finding(
-            _severity(cost, c.step_s), "pipeline_bubble",
-            f"pipeline bubble {bubble:.3f} s = {bubble / c.step_s:.0%} of the step (pp {lay.pp}, vpp {lay.vpp}, "
-            f"{m} micro-batches per step); the best pp / virtual stages / micro-batch for the same tp, cp and ep, "
-            f"the job's recompute and recipe kept, save {cost:.3f} s per step"
-            + (" (more than the bubble: the other pp and micro-batch also change the per-stage compute, "
-               "transfers and memory)" if cost > bubble else ""), [], cost))
+        head = (f"pipeline bubble {bubble:.3f} s = {bubble / c.step_s:.0%} of the step (pp {lay.pp}, vpp {lay.vpp}, "
+                f"{m} micro-batches per step)")
+        if not same_shape.any():  # nothing to compare: not a saving of zero (a user trial read "save 0.000 s")
+            out.append(Finding(
+                "info", "pipeline_bubble",
+                f"{head}; the search held no layout of the same tp {lay.tp}, cp {lay.cp} and ep {lay.ep} to compare "
+                f"(its best plans are of other degrees): price another pp, vpp or micro-batch of these degrees with "
+                f"`placement evaluate`", [], 0.0))
+        else:
+            out.append(Finding(
+                _severity(cost, c.step_s), "pipeline_bubble",
+                f"{head}; the best pp / virtual stages / micro-batch for the same tp, cp and ep, the job's recompute, "
+                f"recipe and host order kept, save {cost:.3f} s per step"
+                + (" (more than the bubble: the other pp and micro-batch also change the per-stage compute, "
+                   "transfers and memory)" if cost > bubble else ""), [], cost))
     # micro-batches too small for efficient GEMMs: the same layout with a larger micro-batch
     bigger = [k for k in (2, 4, 8, 16) if c.train.global_batch % (lay.dp * lay.micro_batch_size * k) == 0]
     alts = []
@@ -2328,7 +2364,8 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
     c = _Ctx(model, train, topo, layout, est, step_s, mapped_same_s,
              est if planned is None else planned.search.estimates, batch if planned is None else planned.search.batch,
              recipe, mapped, space.zero_stages, framework_rank, launch.framework, launch.dialect, launch.config_keys,
-             own_mapped, launch.offloaded, launch.megatron_deepspeed)
+             own_mapped, launch.offloaded, launch.megatron_deepspeed,
+             _price(model, train, own_mapped, [layout], recipe) if mapping is not None else None)
     findings = (_crossing_findings(c, kinds) + _layout_findings(c, plan) + notes + unknown_key_findings(launch)
                 + base_config_findings(launch, layout, train, recipe, recipe_sources, model.is_moe)
                 + [Finding("warning", "not_priced_as_run", w, [], 0.0) for w in launch.warnings]

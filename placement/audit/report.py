@@ -167,10 +167,17 @@ UNPRICED_KINDS = frozenset({"not_priced_as_run", "base_config_unread", "unknown_
 """Warnings that say what the estimate does not describe: no saving to print (their JSON cost_s is 0)."""
 
 
+NOT_COMPARED = frozenset({("pipeline_bubble", "info")})
+"""(kind, severity) of findings with nothing to compare against: no layout of the job's degrees was searched (their
+JSON cost_s is 0)."""
+
+
 def finding_cost(f) -> str:
-    """A finding's cost as printed: `0.123 s/step`, or `cannot run`."""
+    """A finding's cost as printed: `0.123 s/step`, `not priced`, `not compared`, or `cannot run`."""
     if f.kind in UNPRICED_KINDS:
         return "not priced"
+    if (f.kind, f.severity) in NOT_COMPARED:
+        return "not compared"
     return "cannot run" if f.cost_s is None else f"{f.cost_s:.3f} s/step"
 
 
