@@ -355,3 +355,21 @@ def test_a_null_tokenizer_vocabulary_is_compared_with_the_model(tmp_path, vocab:
         assert f"a vocabulary of {vocab}" in out.stderr and "128256" in out.stderr and "train.sh:1" in out.stderr
     else:
         assert out.exit_code in (0, 1), out.output
+
+
+def test_a_megatron_deepspeed_jobs_changes_are_its_script_arguments_and_its_jsons_keys(tmp_path) -> None:
+    """A user trial: a Megatron-DeepSpeed script audited with the JSON it loads was told to change a ds_topology.py
+    PipeModelDataParallelTopology, `recompute (model code)` and JSON sections (pipeline.stages, reduce_scatter) the
+    job does not have; its degrees and recompute are the script's arguments, its ZeRO and batch keys the JSON's."""
+    out = CliRunner().invoke(main, _megatron_deepspeed(tmp_path, 2, 0))
+    assert out.exit_code in (0, 1), out.output
+    data = json.loads(out.stdout)
+    arguments = {c["argument"] for c in data["changes"]}
+    assert arguments, data["changes"]
+    assert not [a for a in arguments if "ds_topology.py" in a or "model code" in a or a.startswith("pipeline.")]
+    json_keys = {"train_batch_size", "train_micro_batch_size_per_gpu", "zero_optimization.stage", "bf16.enabled"}
+    assert all(a.startswith("--") or a in json_keys or a.startswith(("node order", "CUDA_VISIBLE")) for a in arguments)
+    best, now = data["best"]["layout"], data["estimate"]["layout"]
+    if best["tp"] != now["tp"]:
+        (row,) = [c for c in data["changes"] if c["argument"] == "--tensor-model-parallel-size"]
+        assert (row["from"], row["to"]) == (str(now["tp"]), str(best["tp"]))

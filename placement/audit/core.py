@@ -2399,13 +2399,21 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
     if combined is not None:
         findings.append(combined)
     best_ctx = EmitContext.of(best, topo, best_gpu, model, train)
-    changes = launch_changes(launch.dialect or launch.framework, EmitContext.of(plan, topo, gpu_of_rank, model, train),
-                             best_ctx, files_text,
+    now_ctx = EmitContext.of(plan, topo, gpu_of_rank, model, train)
+    changes = launch_changes(launch.dialect or launch.framework, now_ctx, best_ctx, files_text,
                              launch.config_keys if launch.dialect or launch.framework == "deepspeed" else None,
                              (launch.torchtitan_stated, launch.torchtitan_form) if launch.torchtitan_form else None,
                              bridge=launch.bridge_keys or None)
     if keep_engine:
         changes = megatron_deepspeed_changes(changes, plan.layout, best.layout, files_text)
+    elif launch.framework == "deepspeed" and launch.megatron_deepspeed and not launch.dialect:
+        # a Megatron-DeepSpeed script with its JSON: the degrees, micro-batch and recompute are the script's arguments
+        # and the ZeRO stage and batch keys the JSON's own (a user trial was told to change a ds_topology.py and
+        # JSON sections the job does not have)
+        script = launch_changes("megatron", now_ctx, best_ctx, files_text)
+        stated = launch.config_keys or {}
+        changes = (megatron_deepspeed_changes(script, plan.layout, best.layout, files_text)
+                   + [c for c in changes if c["argument"] in stated])
     elif launch.pipeline_module is not None and launch.framework == "deepspeed" and not any(
             c["argument"] == "--no-pipeline-parallel" for c in changes):  # not on a move to Megatron-LM's arguments
         changes += no_pipeline_parallel_change(best.layout, files_text)
