@@ -74,7 +74,30 @@ def read_yaml(path: Path, schema: type[S], what: str) -> S:
     try:
         return schema.model_validate(data)
     except ValidationError as err:
+        other = _other_kind(data, schema)
+        if other is not None:  # a user trial: a cluster file as an accelerator got 12 missing / extra field errors
+            flag = {"model": "--model", "cluster": "--cluster", "accelerator": "a cluster file's `accelerator:`"}
+            def a(word: str) -> str:
+                return f"{'an' if word[0] in 'aeiou' else 'a'} {word}"
+
+            raise InputError(f"{path} is {a(other)} file (its fields {', '.join(sorted(data)[:4])}"
+                             f"{' ...' if len(data) > 4 else ''} are {a(other)}'s), not {a(what)} file; give it as "
+                             f"{flag[other]}, and {a(what)} file here (examples in "
+                             f"{catalog_root() / EXAMPLES.get(what, '')})") from None
         raise InputError(format_validation_error(err, str(path))) from None
+
+
+def _other_kind(data: dict, schema: type) -> str | None:
+    """The other catalog kind (model, cluster, accelerator) a mapping that fails `schema` plainly is: every one of
+    its keys a field of that kind's schema, and most of them not of `schema`'s."""
+    from placement.specs import AcceleratorSpec, ClusterSpec, ModelSpec
+
+    keys = {k for k in data if isinstance(k, str)}
+    mine = keys & set(schema.model_fields)
+    for kind, other in (("model", ModelSpec), ("cluster", ClusterSpec), ("accelerator", AcceleratorSpec)):
+        if other is not schema and keys and keys <= set(other.model_fields) and len(mine) * 2 < len(keys):
+            return kind
+    return None
 
 
 def _is_file(path: Path) -> bool:

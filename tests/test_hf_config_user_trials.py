@@ -148,3 +148,35 @@ def test_a_config_json_of_a_model_maxtext_ships_names_its_model_config(tmp_path)
     assert result.exit_code in (0, 1), result.output
     text = (tmp_path / "o" / "maxtext.yml").read_text()
     assert 'model_name: "qwen3-30b-a3b"' in text and "ships no model config" not in text
+
+
+def test_attention_biases_without_mlp_biases_are_refused_not_given_to_the_mlp(tmp_path):
+    """LlamaConfig biases q, k, v and o under attention_bias and the MLP only under mlp_bias (default false): a user
+    trial's attention_bias true got a Megatron file biasing the MLPs too.  Megatron-LM states all, none, or q, k and v
+    alone, so the mix is refused; both true (or both false) still read."""
+    data = json.loads((Path(__file__).parent / "data" / "hf" / "llama-3.1-8b" / "config.json").read_text())
+    for config, refused in (({**data, "attention_bias": True}, True),
+                            ({**data, "attention_bias": True, "mlp_bias": False}, True),
+                            ({**data, "attention_bias": True, "mlp_bias": True}, False),
+                            ({**data, "attention_bias": False, "mlp_bias": False}, False)):
+        (tmp_path / "config.json").write_text(json.dumps(config))
+        result = CliRunner().invoke(main, ["show", "model", str(tmp_path / "config.json")])
+        assert (result.exit_code == 2) == refused, result.output
+        if refused:
+            assert "key `attention_bias` = true with `mlp_bias` false" in result.output
+        else:
+            assert load_model(str(tmp_path / "config.json")).linear_bias is config["attention_bias"]
+
+
+def test_a_config_json_key_in_a_model_yaml_is_told_the_yaml_field(tmp_path):
+    """A user trial's model YAML with num_key_value_heads and rope_theta was told only to remove them (and without
+    rope_theta Megatron's base of 10000 trains)."""
+    (tmp_path / "m.yaml").write_text("name: x\nnum_layers: 2\nhidden_size: 1024\nffn_hidden_size: 4096\n"
+                                     "num_attention_heads: 8\nnum_key_value_heads: 8\nrope_theta: 500000\n"
+                                     "num_local_experts: 8\nvocab_size: 32000\n")
+    result = CliRunner().invoke(main, ["show", "model", str(tmp_path / "m.yaml")])
+    assert result.exit_code == 2
+    for said in ("did you mean `num_kv_heads`? (`num_key_value_heads` is config.json's name for it)",
+                 "did you mean `rope_base`? (`rope_theta` is config.json's name for it)",
+                 "did you mean `num_experts` under `moe:`?"):
+        assert said in result.output, result.output

@@ -101,3 +101,21 @@ def test_a_scale_up_whose_links_contradict_it_is_an_error(tmp_path: Path, scale_
     path.write_text(yaml.safe_dump(cluster))
     run = CliRunner().invoke(main, ["show", "cluster", str(path)])
     assert run.exit_code == 2 and says in run.output, run.output
+
+
+def test_a_file_of_another_kind_is_named_as_that_kind(tmp_path: Path) -> None:
+    """A user trial's cluster file as an accelerator (and the other ways round) got a dozen missing / extra field
+    errors, one with a wrong "did you mean"; the error says what the file is and where it goes."""
+    cluster = _files(tmp_path, _part())
+    part = tmp_path / "parts" / "h20-test.yaml"
+    wrong = yaml.safe_load(cluster.read_text()) | {"accelerator": str(cluster)}
+    (tmp_path / "w.yaml").write_text(yaml.safe_dump(wrong))
+    for argv, says in ((["show", "cluster", str(tmp_path / "w.yaml")],
+                        f"{cluster} is a cluster file (its fields accelerator, default_num_gpus, gpus_per_node, "),
+                       (["show", "cluster", str(tmp_path / "w.yaml")],
+                        "are a cluster's), not an accelerator file; give it as --cluster"),
+                       (["show", "cluster", str(part)], f"{part} is an accelerator file"),
+                       (["show", "model", str(cluster)], f"{cluster} is a cluster file")):
+        run = CliRunner().invoke(main, argv)
+        assert run.exit_code == 2 and says in run.output, run.output
+        assert "Extra inputs" not in run.output

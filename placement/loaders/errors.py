@@ -89,8 +89,25 @@ def _did_you_mean(error: Any, schema: type[BaseModel] | None) -> str:
     loc = tuple(error["loc"])
     if error["type"] != "extra_forbidden" or not loc or not isinstance(loc[-1], str):
         return ""
-    close = difflib.get_close_matches(loc[-1], _fields_at(schema, loc[:-1]), n=1, cutoff=0.8)
+    fields = _fields_at(schema, loc[:-1])
+    alias = HF_NAMES.get(loc[-1])
+    if alias is not None and alias in fields:  # a HuggingFace config.json key in a model YAML
+        return f"; did you mean `{alias}`? (`{loc[-1]}` is config.json's name for it)"
+    if alias is not None and alias.split(".")[0] in fields:  # one of a section's (`moe:`)
+        section, name = alias.split(".")
+        return f"; did you mean `{name}` under `{section}:`? (`{loc[-1]}` is config.json's name for it)"
+    close = difflib.get_close_matches(loc[-1], fields, n=1, cutoff=0.8)
     return f"; did you mean `{close[0]}`?" if close else ""
+
+
+HF_NAMES = {"num_key_value_heads": "num_kv_heads", "rope_theta": "rope_base", "num_hidden_layers": "num_layers",
+            "intermediate_size": "ffn_hidden_size", "tie_word_embeddings": "tied_embeddings",
+            "rms_norm_eps": "norm_epsilon", "layer_norm_eps": "norm_epsilon", "layer_norm_epsilon": "norm_epsilon",
+            "partial_rotary_factor": "rotary_percent", "rotary_pct": "rotary_percent",
+            "num_local_experts": "moe.num_experts", "n_routed_experts": "moe.num_experts",
+            "num_experts_per_tok": "moe.top_k", "moe_intermediate_size": "moe.expert_ffn_hidden_size"}
+"""HuggingFace config.json keys -> the model YAML field of the same meaning (a user trial's model YAML with
+`num_key_value_heads` and `rope_theta` was told only to remove them, and `rope_theta` gone left Megatron's 10000)."""
 
 
 def _format_one(error: Any, source: str, schema: type[BaseModel] | None = None) -> str:

@@ -859,7 +859,19 @@ def _architecture(data: Mapping[str, Any], model_type: str, where: str = "config
     elif model_type == "gpt2":
         out["position_embedding"] = "learned"
     biases = [data[k] for k in ("attention_bias", "mlp_bias") if isinstance(data.get(k), bool)]
-    if biases:
+    if biases and model_type in (*_UNBIASED_FAMILIES, "nemotron"):
+        # the attention's and the MLP's biases as the family's code builds them, each False unless the config says
+        attention, mlp = (data.get(k) is True for k in ("attention_bias", "mlp_bias"))
+        if attention != mlp:  # a user trial: attention_bias alone gave the Megatron file biased MLPs too
+            raise InputError(
+                f"{where}: key `attention_bias` = {str(attention).lower()} with `mlp_bias` "
+                f"{str(mlp).lower()}{'' if 'mlp_bias' in data else ' (its default)'}: the `{model_type}` code biases "
+                f"the {'q, k, v and o projections' if attention else 'MLP'} only, which Megatron-LM cannot state "
+                f"(every projection biased, none with --disable-bias-linear, or q, k and v alone with "
+                f"--add-qkv-bias); describe the model as a models/*.yaml file with the linear_bias / qkv_bias you "
+                f"accept")
+        out["linear_bias"] = attention
+    elif biases:
         out["linear_bias"] = any(biases)
     elif model_type == "gpt2":
         out["linear_bias"] = True
