@@ -1061,10 +1061,13 @@ def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, pr
     fabric = fabric_priced(topo, click.get_current_context())
     if as_json:
         planned_json = plan_json(planned)
+        levels = topo.describe()  # the same network as numbers (a user trial: `fabric` is one prose string)
         for p in planned_json["plans"]:  # each PLAN carries it as evaluate's does (a review: null beside the top's)
             p["fabric"] = fabric
+            p["fabric_levels"] = levels
         click.echo(json.dumps(planned_json | {"calibration": calibration_json(), "files_run": files_run,
-                                              "fabric": fabric, "files_over_capacity": _over_capacity(files_run),
+                                              "fabric": fabric, "fabric_levels": levels,
+                                              "files_over_capacity": _over_capacity(files_run),
                                               "files_not_starting": _not_starting(files_run),
                                               "files_plan_index": written, "job_defaults": _job_defaults_json()}))
     else:
@@ -1190,7 +1193,8 @@ def evaluate(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch
     if as_json:
         # files_run only where files were written: without --out the JSON stays one Plan (and its calibration)
         result = result.model_copy(update={"job_defaults": _job_defaults_json(), "fabric": fabric})
-        click.echo(json.dumps(result.model_dump(mode="json") | {"calibration": calibration_json()}
+        click.echo(json.dumps(result.model_dump(mode="json") | {"calibration": calibration_json(),
+                                                               "fabric_levels": topo.describe()}
                               | ({"files_run": files_run, "files_over_capacity": _over_capacity(files_run),
                                   "files_not_starting": _not_starting(files_run)} if out_dir is not None else {})))
     else:

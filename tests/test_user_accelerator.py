@@ -119,3 +119,22 @@ def test_a_file_of_another_kind_is_named_as_that_kind(tmp_path: Path) -> None:
         run = CliRunner().invoke(main, argv)
         assert run.exit_code == 2 and says in run.output, run.output
         assert "Extra inputs" not in run.output
+
+
+def test_plan_and_evaluate_json_carry_the_fabric_as_numbers(tmp_path: Path) -> None:
+    """`fabric` is prose (a sweep trial had to parse it); `fabric_levels` holds each level's numbers, the ones priced:
+    a cluster file of the user's with one node per leaf under 2:1 uplinks shows the spine at half the NIC's rate."""
+    path = _files(tmp_path, _part())
+    cluster = yaml.safe_load(path.read_text())
+    cluster["tiers"][0].update(fanout=1, oversubscription=2.0)
+    path.write_text(yaml.safe_dump(cluster))
+    ev = json.loads(CliRunner().invoke(main, ["evaluate", "--model", "llama3-8b", "--cluster", str(path), "--gpus",
+                                              "16", "--json"]).stdout)
+    levels = ev["fabric_levels"]
+    assert [lv["name"] for lv in levels] == [cluster["scale_up"]["name"], *(t["name"] for t in cluster["tiers"][:2])]
+    assert [lv["block_gpus"] for lv in levels] == [8, 8, 16] and levels[2]["oversubscription"] == 2.0
+    nic = cluster["nic_bandwidth_bytes_per_s"] * cluster["nic_collective_efficiency"]
+    assert (levels[1]["bandwidth_bytes_per_s"], levels[2]["bandwidth_bytes_per_s"]) == pytest.approx((nic, nic / 2))
+    planned = json.loads(CliRunner().invoke(main, ["plan", "--model", "llama3-8b", "--cluster", str(path), "--gpus",
+                                                   "16", "--json"]).stdout)
+    assert planned["fabric_levels"] == levels and planned["plans"][0]["fabric_levels"] == levels
