@@ -80,7 +80,7 @@ def read_yaml(path: Path, schema: type[S], what: str) -> S:
             def a(word: str) -> str:
                 return f"{'an' if word[0] in 'aeiou' else 'a'} {word}"
 
-            raise InputError(f"{path} is {a(other)} file (its fields {', '.join(sorted(data)[:4])}"
+            raise InputError(f"{path} is {a(other)} file (its fields {', '.join(sorted(map(str, data))[:4])}"
                              f"{' ...' if len(data) > 4 else ''} are {a(other)}'s), not {a(what)} file; give it as "
                              f"{flag[other]}, and {a(what)} file here (examples in "
                              f"{catalog_root() / EXAMPLES.get(what, '')})") from None

@@ -1192,9 +1192,9 @@ def evaluate(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch
     _job_defaults_note()  # on stderr under --json too
     if as_json:
         # files_run only where files were written: without --out the JSON stays one Plan (and its calibration)
-        result = result.model_copy(update={"job_defaults": _job_defaults_json(), "fabric": fabric})
-        click.echo(json.dumps(result.model_dump(mode="json") | {"calibration": calibration_json(),
-                                                               "fabric_levels": topo.describe()}
+        result = result.model_copy(update={"job_defaults": _job_defaults_json(), "fabric": fabric,
+                                           "fabric_levels": topo.describe()})
+        click.echo(json.dumps(result.model_dump(mode="json") | {"calibration": calibration_json()}
                               | ({"files_run": files_run, "files_over_capacity": _over_capacity(files_run),
                                   "files_not_starting": _not_starting(files_run)} if out_dir is not None else {})))
     else:

@@ -151,6 +151,9 @@ class Plan(_Out):
     fabric: str | None = None
     """`plan` and `evaluate`: each level priced and where it came from (cli.fabric_priced); null from `audit` (its
     sources give it) and `sweep`."""
+    fabric_levels: list[dict] | None = None
+    """`plan` and `evaluate`: the same levels as numbers (Topology.describe: level, name, block_gpus,
+    bandwidth_bytes_per_s, latency_s, oversubscription); null where `fabric` is."""
     node_topo: dict | None = None
     """With --node-topo: {"path": the `nvidia-smi topo -m` file the in-node links are priced from, "in_node_level":
     the name of the in-node level as that matrix links its GPUs ("pcie", "nvlink bridge", or the catalog's

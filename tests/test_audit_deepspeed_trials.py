@@ -107,7 +107,7 @@ def test_a_hostfile_host_outside_the_allocation_is_named(tmp_path):
     calling all its hosts foreign."""
     result = _allocated(tmp_path, "n2 slots=8\nn1 slots=8\nn3 slots=8\nn9 slots=8\n")
     assert result.exit_code == 2, result.output
-    assert "1 host(s) not in the allocation, first 'n9' (the allocation: 4 hosts from --nodelist)" in result.output
+    assert "1 host(s) not in the allocation, first 'n9' (the allocation has 4 hosts)" in result.output
     ordered = _allocated(tmp_path, "n2 slots=8\nn1 slots=8\nn3 slots=8\nn4 slots=8\n")
     assert ordered.exit_code in (0, 1), ordered.output  # the same hosts in another order: priced
 
@@ -118,3 +118,11 @@ def test_a_hostfile_whose_hosts_run_different_rank_counts_names_the_host(tmp_pat
     assert result.exit_code == 2, result.output
     assert ":2: n2 slots=4: host n2 runs 4 processes where 3 of the 4 hosts run 8, so the job's world size is 28" in (
         result.output)
+
+
+def test_a_hostfile_of_another_machine_on_an_allocation_is_a_note_not_an_error(tmp_path):
+    """Names none of which are the allocation's (files planned on the catalog cluster: host0 ...) are another
+    machine's: node ranks go on the allocation in its order, said, as before."""
+    result = _allocated(tmp_path, "host0 slots=8\nhost1 slots=8\nhost2 slots=8\nhost3 slots=8\n")
+    assert result.exit_code in (0, 1), result.output
+    assert "hosts_not_in_cluster" in result.output and "the allocation's --nodelist order" in result.output

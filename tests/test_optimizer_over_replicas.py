@@ -99,3 +99,36 @@ def test_a_maxtext_moe_file_prices_its_optimizer_over_data_and_its_audit_agrees(
     assert best["recipe"]["optimizer_over_replicas"] is True
     assert best["peak_memory_bytes"] <= best["memory_capacity_bytes"]
     assert "shard_optimizer_over_data: true" in (out2 / "maxtext.yml").read_text()
+
+
+def test_the_weight_gather_is_exposed_and_runs_once_a_step():
+    """A review: the gather of the updated weights follows the optimizer and precedes the next step's first forward,
+    so nothing hides it (it had been hidden behind the last backward, the exposed time unchanged by the recipe); and
+    it runs once a step where the reduction runs every micro-batch (dp_reduce_every_microbatch), where it had been
+    charged each time."""
+    over = MAXTEXT.model_copy(update={"optimizer_over_replicas": True})
+
+    def dp(recipe, every=False):
+        r = recipe.model_copy(update={"dp_reduce_every_microbatch": every})
+        est = _est("llama3-8b", "dgx-h100", 16, Layout(dp=16, zero_stage=3, dp_shard=8, micro_batch_size=1), r,
+                   global_batch=64)  # 4 micro-batches
+        return _f(est.dp_s), _f(est.dp_exposed_s)
+
+    (plain_s, plain_exposed), (over_s, over_exposed) = dp(MAXTEXT), dp(over)
+    assert over_s < plain_s  # a float32 reduce-scatter and a bf16 gather move less than a float32 all-reduce
+    assert over_exposed > plain_exposed
+    # per extra reduction: the reduce-scatter alone (half of an all-reduce of the same bytes), never the gather
+    extra_plain = dp(MAXTEXT, every=True)[0] - plain_s
+    extra_over = dp(over, every=True)[0] - over_s
+    assert extra_over == pytest.approx(extra_plain / 2, rel=1e-3)  # (latency steps aside)
+
+
+def test_float32_weights_under_plain_hsdp_with_float32_reduction_are_no_change_a_file_names(tmp_path: Path):
+    """Under ZeRO-3 with float32 gradients, float32 weights (4 + 4 + 8) hold what 16-bit ones do (2 + 2 + 12): a
+    torchtitan file of such a plan said "fp32_weights False (not True)" at an unchanged price (a review), once the
+    rule was widened for MaxText's optimizer over the replicas, where it does change the price."""
+    _run(["evaluate", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "16", "--zero", "3", "--dp-shard",
+          "8", "--fp32-weights", "--emit", "torchtitan", "--out", str(tmp_path)])
+    runs = next(line for line in (tmp_path / "torchtitan.sh").read_text().splitlines()
+                if line.startswith("# this file runs "))
+    assert "fp32_weights" not in runs and "grad_reduce_fp32 True (not False)" in runs

@@ -2161,20 +2161,23 @@ def _check_launch_hosts(launch: LaunchLayout, topo: Topology) -> None:
     comments) are the job's: one outside the allocation, or fewer hosts than it has, is an InputError naming them,
     as --hosts' are.  A user trial's hostfile with one host outside the allocation had its whole order dropped for
     the allocation's, with a note calling all its hosts foreign; one listing half the allocation got DeepSpeed's
-    batch arithmetic as the error."""
+    batch arithmetic as the error.  Files none of whose hosts are the allocation's (placement's own host0 ... of a
+    plan made on the catalog cluster) name another machine: a note, node ranks laid on the allocation in order."""
     if not topo.allocated or not launch.hosts:
         return
     where = launch.sources.get("hosts", "the launch files")
     known = set(topo.host_names)
     foreign = [h for h in launch.hosts if h not in known]
+    if len(foreign) == len(launch.hosts):  # names of another machine (placement's host0 ...): a note, not the job's
+        return
     if foreign:
         raise InputError(f"{where}: {len(foreign)} host(s) not in the allocation, first {foreign[0]!r} (the "
-                         f"allocation: {topo.num_hosts} hosts from --nodelist); give the hostfile the job ran with, or "
-                         f"the --nodelist of its hosts")
+                         f"allocation has {topo.num_hosts} hosts); give the hostfile the job ran with, or the "
+                         f"allocation of its hosts")
     if len(set(launch.hosts)) != topo.num_hosts:
         raise InputError(f"{where}: the files name {len(set(launch.hosts))} hosts but the allocation has "
-                         f"{topo.num_hosts} (--nodelist); pass the --nodelist of the hosts the job ran on, or a "
-                         f"hostfile of all {topo.num_hosts}")
+                         f"{topo.num_hosts}; give the allocation of the hosts the job ran on, or a hostfile of all "
+                         f"{topo.num_hosts}")
 
 
 def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo: Topology,
@@ -2222,8 +2225,10 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
         notes.append(Finding(
             "info", "hosts_not_in_cluster",
             f"the launch files name hosts {', '.join(launch.hosts[:4])}{' ...' if len(launch.hosts) > 4 else ''}, "
-            f"which the cluster given does not have; node ranks are laid on its nodes in order (give the real "
-            f"allocation with --slurm-topology/--nodelist to price the job's own hosts)", [], 0.0))
+            f"which the cluster given does not have; node ranks are laid on its nodes in order "
+            + ("(the allocation's --nodelist order; give --hosts with the order the job ran with)" if topo.allocated
+               else "(give the real allocation with --slurm-topology/--nodelist to price the job's own hosts)"),
+            [], 0.0))
         launch_hosts = None
     else:
         launch_hosts = list(launch.hosts) or None

@@ -89,14 +89,17 @@ def dp_term(x: Ctx, p: StageParams, comp_mb_s: np.ndarray) -> DpTerm:
     # HSDP all-reduces each shard's gradients over the replicas, the experts' as the dense ones'
     replica_grads = p.dense / p.dense_shard + p.expert / p.expert_shard
     hsdp_once = replicas.all_reduce(replica_grads * grad_b)
-    hsdp_sent_b = 2.0 * grad_b  # bytes a member sends per shard parameter (an all-reduce: twice the gradient)
+    hsdp_sent_b = 2.0 * grad_b  # bytes a member sends per shard parameter and reduction (an all-reduce: twice)
+    hsdp_gather, gather_b = 0.0, 0.0
     # ...or, with the optimizer sharded over the replicas too (recipe optimizer_over_replicas), reduce-scatters them
-    # into the optimizer's shard and gathers the updated weights back once a step: in bf16 before an accumulation
-    # loop, at the stored width without one (float32 under fp32_weights)
+    # into the optimizer's shard, and gathers the updated weights back once a step, after the optimizer and before
+    # the next step's first forward, so beside no compute: in bf16 before an accumulation loop, at the stored width
+    # without one (float32 under fp32_weights)
     if x.recipe.optimizer_over_replicas:
-        step_b = np.where(x.m > 1, wt_b, 4.0 if x.recipe.fp32_weights else wt_b)
-        hsdp_once = replicas.reduce_scatter(replica_grads * grad_b) + replicas.reduce_scatter(replica_grads * step_b)
-        hsdp_sent_b = grad_b + step_b
+        gather_b = np.where(x.m > 1, wt_b, 4.0 if x.recipe.fp32_weights else wt_b)
+        hsdp_once = replicas.reduce_scatter(replica_grads * grad_b)
+        hsdp_gather = np.where(zero3, replicas.reduce_scatter(replica_grads * gather_b), 0.0)
+        hsdp_sent_b = grad_b
     m = x.m
     # torch pipelining with FSDP2 (recipe pipeline_unsharded_grads) reduce-scatters once per step, after the stage's
     # last backward, where ZeRO-2/3 otherwise reduce every micro-batch
@@ -121,7 +124,7 @@ def dp_term(x: Ctx, p: StageParams, comp_mb_s: np.ndarray) -> DpTerm:
     # ...and DDP (ZeRO-0) all-reduces in every micro-batch's backward where nothing calls no_sync (torchtitan before
     # 0.3.0), once a step under torch pipelining, which leaves the hooks on in each stage's last backward only
     ddp_count = np.where(np.asarray(x.recipe.dp_reduce_every_microbatch) & (b.pp == 1), m, 1.0)
-    total = np.where(zero3, ag_once * ag_count + rs_once * rs_count + hsdp_once * hsdp_count,
+    total = np.where(zero3, ag_once * ag_count + rs_once * rs_count + hsdp_once * hsdp_count + hsdp_gather,
                      np.where(zero2, rs_once * rs_count + ag_once * z2_ag_count,
                               np.where(b.zero == 0, all_reduce * ddp_count, z1_grads + ag_once)))
     # DeepSpeed's PipelineEngine (the engine `pipeline_p2p_blocking` prices) reduces the gradients after the
@@ -200,7 +203,7 @@ def dp_term(x: Ctx, p: StageParams, comp_mb_s: np.ndarray) -> DpTerm:
         z2_rs = np.where(deferred, rs_once, m * np.maximum(rs_once - edge_rs - hide / chunks, 0.0) + m * edge_rs)
         hsdp_exposed = np.where(deferred, hsdp_once, np.where(hsdp_every, 0.0, np.maximum(hsdp_once - hide, 0.0)))
         exposed = np.where(
-            zero3, z3_exposed + hsdp_exposed,
+            zero3, z3_exposed + hsdp_exposed + hsdp_gather,
             np.where(zero2, z2_rs + np.maximum(z2_gather, first_gather) * z2_ag_count,
                      np.where(b.zero == 1, z1_exposed, ddp_exposed)))
         exposed = np.where(engine_flush, total, exposed)
@@ -218,7 +221,8 @@ def dp_term(x: Ctx, p: StageParams, comp_mb_s: np.ndarray) -> DpTerm:
     return DpTerm(
         total_s=total, exposed_s=exposed,
         dense_bytes=np.where(p.dense_shard > 1, dense_bytes, 0.0),
-        replica_bytes=np.where(zero3 & (b.dp_shard < b.dp), replica_grads * hsdp_sent_b * hsdp_count, 0.0),
+        replica_bytes=np.where(zero3 & (b.dp_shard < b.dp),
+                               replica_grads * (hsdp_sent_b * hsdp_count + gather_b), 0.0),
         expert_bytes=np.where(p.expert_shard > 1, expert_bytes, 0.0),
     )
 

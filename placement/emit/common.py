@@ -238,10 +238,13 @@ def forced(ctx: EmitContext, framework: str, precision: str | None = None,
 
     lay = ctx.plan.layout if runs is None else ctx.plan.layout.model_copy(update=runs.layout)
     taken = set() if runs is None else set(runs.recipe)
-    return [(name, value, why) for name, value, why in recipe_rows(framework, False, precision or ctx.plan.precision,
-                                                                    config, ctx.moe)
+    rows = recipe_rows(framework, False, precision or ctx.plan.precision, config, ctx.moe)
+    # the recipe the files run: the plan's, with the framework's rows and the changes already found
+    run = ctx.recipe.model_copy(update={name: value for name, value, _ in rows}
+                                | ({} if runs is None else runs.recipe))
+    return [(name, value, why) for name, value, why in rows
             if (runs is not None or row_applies(name, ctx.plan.precision)) and name not in taken
-            and priced_value(ctx, name) != value and matters(name, lay)]
+            and priced_value(ctx, name) != value and matters(name, lay, run)]
 
 
 def priced_value(ctx: EmitContext, name: str):
@@ -295,10 +298,8 @@ _MATTERS = {"checkpoint_sync": lambda lay: lay.recompute == "full",
             # under a pipeline torch's PipelineStage turns FSDP2's reshard off until the last backward
             # (pipeline_unsharded_grads), so the row prices nothing there
             "reshard_after_backward": lambda lay: lay.zero_stage == 2 and lay.pp == 1,
-            # float32 master weights change what a rank holds except under ZeRO-3, which shards all 16 bytes alike;
-            # under HSDP the optimizer may be sharded over the replicas too (optimizer_over_replicas), the weights
-            # and gradients not
-            "fp32_weights": lambda lay: lay.zero_stage < 3 or lay.dp_shard < lay.dp,
+            # float32 master weights change what a rank holds below ZeRO-3 (recipe-aware: _MATTERS_RECIPE)
+            "fp32_weights": lambda lay: lay.zero_stage < 3,
             "pipeline_p2p_blocking": lambda lay: lay.pp > 2 or (lay.pp == 2 and lay.vpp == 1),
             "grad_all_reduce": lambda lay: lay.zero_stage == 1,
             "cp_comm_type": lambda lay: lay.cp > 1,
@@ -311,8 +312,22 @@ _MATTERS = {"checkpoint_sync": lambda lay: lay.recompute == "full",
 a file need not say it runs without them there."""
 
 
-def matters(name: str, lay) -> bool:
-    """Whether recipe field `name` changes what layout `lay` runs (a pipeline field without a pipeline does not)."""
+_MATTERS_RECIPE = {
+    # under ZeRO-3 float32 weights hold 4 + 4 + 8 bytes a parameter where 16-bit ones hold 2 + 2 + 12: the same 16
+    # where the gradients are reduced in float32 anyway (4 + 4 + 8 against 2 + 2 + 12 is 16 either way only then:
+    # cost.memory gives ZeRO-3's 16-bit weights 2-byte gradients), unless the optimizer is sharded over HSDP replicas
+    # that do not shard the weights and gradients (optimizer_over_replicas)
+    "fp32_weights": lambda lay, r: (lay.zero_stage < 3 or not r.grad_reduce_fp32
+                                    or (r.optimizer_over_replicas and lay.dp_shard < lay.dp)),
+}
+"""Recipe fields whose effect on a layout depends on other recipe fields, given the recipe the files run."""
+
+
+def matters(name: str, lay, recipe: Recipe | None = None) -> bool:
+    """Whether recipe field `name` changes what layout `lay` runs (a pipeline field without a pipeline does not),
+    under `recipe` (the one the files run) where the answer depends on it (_MATTERS_RECIPE)."""
+    if recipe is not None and name in _MATTERS_RECIPE:
+        return _MATTERS_RECIPE[name](lay, recipe)
     return _MATTERS.get(name, lambda _: True)(lay)
 
 

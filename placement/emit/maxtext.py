@@ -267,7 +267,8 @@ def optimizer_over_data(ctx: EmitContext, mesh: MaxTextMesh) -> bool:
     """Whether the file sets shard_optimizer_over_data: MaxText's ZeRO-1 over data, and beside an fsdp (HSDP) mesh,
     where it shards the optimizer over the replicas too (recipe optimizer_over_replicas, a MaxText framework row)."""
     lay, s = ctx.plan.layout, mesh.sizes
-    return s["data"] > 1 and ((lay.zero_stage in (1, 2) and s["fsdp"] == 1) or lay.zero_stage == 3)
+    sharded = any(s[a] > 1 for a in WEIGHT_AXES)  # a ZeRO-3 plan whose mesh shards the weights (HSDP)
+    return s["data"] > 1 and ((lay.zero_stage in (1, 2) and s["fsdp"] == 1) or (lay.zero_stage == 3 and sharded))
 
 
 def batch_keys(ctx: EmitContext) -> tuple[dict[str, object], list[str], str]:

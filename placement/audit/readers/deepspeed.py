@@ -967,8 +967,8 @@ def _batch_verdict(s: Settings, world: int, dp: int, batch: int, per_rank: int) 
     if s.hostfile is not None:  # the world size is the hostfile's: a short one is the likelier slip (a user trial
         # with half the allocation's hosts was told to change its layout)
         hosts = len(s.value("hosts", ()))
-        where = (f"; the world size {world} is the hostfile's {hosts} hosts x {world // max(hosts, 1)} slots "
-                 f"({s.hostfile.evidence}): if the job ran on more hosts, give the hostfile it ran with")
+        where = (f"; the world size {world} is {hosts} hosts of the hostfile ({s.sources.get('world_size', '')}): if "
+                 f"the job ran on more hosts, give the hostfile it ran with")
     else:
         where = ""
     if not assumed:
