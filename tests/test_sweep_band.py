@@ -221,3 +221,15 @@ def test_a_deadline_met_only_at_the_predicted_step_is_flagged_at_risk(tmp_path):
     assert row["deadline_met"] is True
     assert row["time_to_train_days"] <= 10 < row["time_to_train_days_high"]
     assert row["deadline_at_risk"] is True and "slow end of the error band" in row["message"]
+
+
+def test_a_plan_of_a_kind_no_published_run_checks_says_so_in_its_band():
+    """`plan` says "published runs: none of this kind" for, e.g., dense BF16 on GB200; a sweep row of that plan
+    carried its group's band alone (a user trial).  The band keeps its numbers and says it."""
+    from placement.sweep.run import unbounded_band
+
+    base = band(ROWS, False, "b200", "d", "bf16")
+    got = unbounded_band(base, "dense / gb200 / bf16")
+    assert (got["error_low"], got["error_high"]) == (base["error_low"], base["error_high"])
+    assert got["note"].startswith(base["note"] + "; no published run of this kind (dense / gb200 / bf16")
+    assert unbounded_band(base, None) == base

@@ -246,7 +246,7 @@ def cell_row(cell: Cell, sweep: SweepSpec, entry: dict, errors: tuple[str, tuple
     fields = price(design, work, choice.num_gpus_bought, choice.num_gpus, plan["tokens_per_s"])
     band = error_band(errors[1], cell.model.moe is not None, cell.accelerator.name, errors[0],
                       cell.train.precision.value) if errors else None
-    band = anchored_band(band, plan.get("published_best"))
+    band = unbounded_band(anchored_band(band, plan.get("published_best")), plan.get("unpublished_kind"))
     low = high = {"time_to_train_days": None, "cost": None}
     if band is not None:  # true step = predicted / (1 + error): the group's best and worst rows
         low = price(design, work, choice.num_gpus_bought, choice.num_gpus,
@@ -442,6 +442,17 @@ def _execute_ray(payloads: list[dict], workers: int | None, finished: Callable[[
             ray.shutdown()
     if lost:
         raise CellsLost(len(lost), len(payloads), lost[0])
+
+
+def unbounded_band(band: dict | None, kind: str | None) -> dict | None:
+    """The band with a note where no published run of the plan's kind exists (Plan.unpublished_kind), as `plan`'s
+    text says it: a user trial found the GB200 dense rows carrying the group's band alone, where `plan` said no
+    published run of that kind bounds the price."""
+    if band is None or not kind:
+        return band
+    unbounded = (f"no published run of this kind ({kind}, or its accelerator's family) among those placement "
+                 f"validates: the band is its group's, no measured run bounds this price")
+    return {**band, "note": "; ".join(x for x in (band.get("note"), unbounded) if x)}
 
 
 def anchored_band(band: dict | None, best: dict | None) -> dict | None:
