@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from placement.cost.constants import CAUSAL_EXECUTED_FRACTION
 from placement.specs import ModelSpec
 from placement.specs.model import PositionEmbedding, RopeScaling
 
@@ -123,6 +124,20 @@ class Workload:
             return seq_len
         full = self.num_layers - self.num_window_layers
         windowed = min(seq_len, self.sliding_window)
+        return (full * seq_len + self.num_window_layers * windowed) / self.num_layers
+
+    def causal_keys(self, seq_len: int) -> float:
+        """`attended_keys` as a fused causal kernel executes them, in the same full-s units (the kernel runs
+        CAUSAL_EXECUTED_FRACTION of them): a full causal layer's query meets (s + 1) / 2 keys on average, counted s;
+        a sliding-window layer's meets its whole window but for the first w - 1 queries, s w - w (w - 1) / 2 pairs
+        in all (causal window of w keys, the query's own included), so it executes about twice the half of w that
+        the full layer's fraction would give it (a window as long as the sequence is full attention)."""
+        if self.num_window_layers == 0:
+            return seq_len
+        full = self.num_layers - self.num_window_layers
+        w = min(seq_len, self.sliding_window)
+        per_query = w - w * (w - 1) / (2.0 * seq_len) if w < seq_len else seq_len / 2.0
+        windowed = per_query / CAUSAL_EXECUTED_FRACTION
         return (full * seq_len + self.num_window_layers * windowed) / self.num_layers
 
     def attn_core_flops_per_token(self, seq_len: int) -> float:

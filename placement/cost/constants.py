@@ -30,7 +30,8 @@ against the forward's two); FlashAttention's own benchmark counts backward FLOPs
 probabilities, so its backward is the ordinary 2 x."""
 CAUSAL_EXECUTED_FRACTION = 0.5
 """Causal fused attention skips the blocks above the diagonal: it executes about half of the s x s
-FLOPs that MFU counts (FlashAttention-2 §3.1, causal masking)."""
+FLOPs that MFU counts (FlashAttention-2 §3.1, causal masking).  A sliding-window layer skips the keys below its
+window too, and so executes its whole window for each query past the first w - 1 (Workload.causal_keys)."""
 ELEMENTWISE_BYTES_PER_HIDDEN = 48.0
 """HBM bytes moved per token per hidden element per layer in a forward pass by the memory-bound ops
 (norms, residual adds, activation function, dropout, bias): about two dozen 2-byte read/writes

@@ -197,7 +197,9 @@ def attention_forward(x: Ctx) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         efficiency = acc.attention_core_efficiency
         if x.recipe.attention_kernel is AttentionKernel.FLASH2 and acc.flash2_attention_efficiency is not None:
             efficiency = acc.flash2_attention_efficiency  # FlashAttention-2 on Hopper (specs.training.AttentionKernel)
-        core = attention_core_time(tokens, keys, w.attn_core_dim / tp, x.gemm_bf16.peak_flops, efficiency)
+        # a fused causal kernel skips the keys above the diagonal, a window's below it too (Workload.causal_keys)
+        core = attention_core_time(tokens, w.causal_keys(x.train.seq_len), w.attn_core_dim / tp,
+                                   x.gemm_bf16.peak_flops, efficiency)
     elem = elementwise_time(tokens, w.hidden, x.sp_shard, x.hbm_bw)
     return proj, core, elem
 
