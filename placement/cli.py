@@ -1270,7 +1270,16 @@ def infeasible_fixes(p, zero3_peak_bytes: float | None = None) -> str:
         fixes.append(f"--optimizer-state-bf16 if the job keeps Adam's moments in bf16 (optimizer state "
                      f"{m.optimizer_bytes / GiB:.1f} GiB, {m.optimizer_bytes * moments / 2 / GiB:.1f} less)")
     fixes.append(f"more --tp/--pp (now tp {lay.tp}, pp {lay.pp}) or more GPUs")
-    return ", ".join(fixes) + ", or `placement plan` with the same job for the layouts that fit"
+    offload = ""
+    if m.activations_bytes > 0.5 * p.peak_memory_bytes:
+        # a user trial: Megatron-Bridge's GB200 Llama 3 70B recipe runs this over capacity by moving 40 layers'
+        # activations to host memory (scripts/performance/utils/overrides.py _set_recompute_overrides,
+        # model.cpu_offloading_num_layers), which placement does not price
+        offload = (f"; activation offloading to host memory (Megatron-Core's cpu_offloading_num_layers, "
+                   f"Megatron-Bridge's activation_offload_layers) is not priced: a job that offloads some of the "
+                   f"{m.activations_bytes / GiB:.1f} GiB of activations can run at a layout this estimate puts over "
+                   f"capacity, at a step cost placement does not give")
+    return ", ".join(fixes) + ", or `placement plan` with the same job for the layouts that fit" + offload
 
 
 @main.group()
