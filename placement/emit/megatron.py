@@ -104,13 +104,37 @@ def arguments(ctx: EmitContext) -> tuple[list[str], dict[str, str], list[str]]:
         modules = megatron_recompute_modules(ctx)
         if RecomputeModule.PER_OP in r.recompute_modules:
             warnings.append(PER_OP_WHY)
+        absent = modules_the_model_lacks(ctx, modules)
+        if absent:  # a user trial's Llama file with mla_up_proj and moe_act, priced as recomputing nothing
+            warnings.append(refusal(f"Megatron-Core refuses --recompute-modules {' '.join(absent)} on this model: "
+                                    f"{'; '.join(absent.values())}; drop them"))
         args += ["--recompute-granularity", "selective", "--recompute-modules", *(m.value for m in modules)]
     more, warn = recipe_arguments(ctx)
     args += more
     warnings += warn
     connections = max_connections(ctx)
     env = {} if connections is None else {"CUDA_DEVICE_MAX_CONNECTIONS": connections}
+    if r.cuda_graphs is CudaGraphs.PARTIAL:
+        # launch.sbatch keeps PyTorch's expandable segments (the memory price assumes them), beside which Megatron-LM
+        # refuses per-layer graphs unless NCCL's graph registration is off (core_v0.19.0 arguments.py:1880-1887,
+        # "Setting NCCL_GRAPH_REGISTER=0 to avoid illegal memory access ..."; a user trial's file did not start)
+        env["NCCL_GRAPH_REGISTER"] = "0"
     return args, env, warnings
+
+
+def modules_the_model_lacks(ctx: EmitContext, modules) -> dict[str, str]:
+    """The recompute modules Megatron-Core refuses on this model, each with its check (core_v0.19.0
+    transformer_config.py:1784-1793): moe_act without grouped-GEMM experts (a dense model), mla_up_proj without
+    multi-latent attention."""
+    m = ctx.model
+    out = {}
+    names = {getattr(x, "value", x) for x in modules}
+    if "moe_act" in names and not ctx.moe:
+        out["moe_act"] = "moe_act is only supported with moe_grouped_gemm (transformer_config.py:1784-1787)"
+    if "mla_up_proj" in names and m is not None and m.mla is None:
+        out["mla_up_proj"] = ("mla_up_proj is only supported with multi_latent_attention "
+                              "(transformer_config.py:1789-1793)")
+    return out
 
 
 def max_connections(ctx: EmitContext) -> str | None:
@@ -168,6 +192,16 @@ def recipe_arguments(ctx: EmitContext) -> tuple[list[str], list[str]]:
     if r.cuda_graphs is CudaGraphs.PARTIAL:
         modules = PARTIAL_GRAPH_MODULES_MOE if ctx.moe else PARTIAL_GRAPH_MODULES
         args += ["--cuda-graph-impl", "transformer_engine", "--cuda-graph-modules", *modules]
+        padded = "--moe-router-padding-for-fp8" in args
+        if ctx.moe and "moe_preprocess" in modules and r.moe_dispatcher is Dispatcher.ALLTOALL \
+                and (r.moe_capacity_factor is not None or padded):
+            # a user trial's capacity-factor file: its alltoall preprocess copies counts to the host
+            warnings.append(refusal(
+                "Megatron-Core refuses the moe_preprocess graph with the alltoall dispatcher where "
+                + ("the router pads for FP8" if padded else "a capacity factor without padding to it is set")
+                + " ('moe_preprocess cuda graph is not supported when there are DtoH copies and synchronizations "
+                  "in the preprocess step', core_v0.19.0 transformer_config.py:2505-2519); use another dispatcher, "
+                  "full-iteration graphs or none"))
     elif r.cuda_graphs is CudaGraphs.FULL:
         args += ["--cuda-graph-impl", "full_iteration", "--no-check-for-nan-in-loss-and-grad"]
         if ctx.moe:  # static MoE shapes (evaluate.full_graph_moe_error): every expert padded to the capacity priced
@@ -220,9 +254,11 @@ def recipe_arguments(ctx: EmitContext) -> tuple[list[str], list[str]]:
                         f"arguments written")
     if r.fp8_params:
         args.append("--fp8-param-gather")
-        if lay.zero_stage == 0:
-            warnings.append("Megatron's --fp8-param-gather needs the distributed optimizer or Megatron-FSDP "
-                            "(ZeRO >= 1)")
+        if lay.zero_stage == 0:  # a user trial's file exited 0 with this as a stderr warning alone
+            warnings.append(refusal("Megatron-LM refuses --fp8-param-gather without the distributed optimizer or "
+                                    "Megatron-FSDP (core_v0.19.0 arguments.py:1060-1062, 'only supported with "
+                                    "distributed optimizer, torch fsdp2, megatron fsdp, or inference mode'); plan it "
+                                    "at ZeRO >= 1 or drop --fp8-params"))
     if r.attention_kernel is AttentionKernel.UNFUSED:
         args += ["--attention-backend", "unfused"]
     elif r.attention_kernel is AttentionKernel.FLASH2:  # the flash-attn package; its installed version decides 2 or 3
