@@ -1,7 +1,8 @@
 """Four megatron.sh files a user trial found Megatron-LM refusing at start-up while placement wrote them as running:
 per-layer CUDA graphs beside launch.sbatch's expandable segments without NCCL_GRAPH_REGISTER=0, recompute modules the
-model does not have, the moe_preprocess graph under alltoall with a capacity factor, and --fp8-param-gather without the
-distributed optimizer (Megatron-LM core_v0.19.0 arguments.py and transformer_config.py, lines in each message)."""
+model does not have (now refused as input), the moe_preprocess graph under alltoall with a capacity factor, and
+--fp8-param-gather without the distributed optimizer (Megatron-LM core_v0.19.0 arguments.py and transformer_config.py,
+lines in each message)."""
 
 from __future__ import annotations
 
@@ -36,9 +37,17 @@ def test_per_layer_graphs_turn_nccl_graph_registration_off(tmp_path: Path) -> No
     assert "NCCL_GRAPH_REGISTER" not in none
 
 
+def test_recompute_modules_the_model_lacks_are_bad_input() -> None:
+    """mla_up_proj on a model without MLA, moe_act without experts: they recompute nothing (the trial's plan had HFU
+    equal to MFU) and Megatron-Core refuses them, so evaluate and plan refuse them, naming each."""
+    for command in (["evaluate", *DENSE, "--tp", "8", "--pp", "4", "--recompute", "selective"], ["plan", *DENSE]):
+        out = CliRunner().invoke(main, [*command, "--recompute-modules", "mla_up_proj,moe_act"])
+        assert out.exit_code == 2, out.output
+        assert ("--recompute-modules names mla_up_proj, moe_act, which model llama3-70b does not have (no "
+                "multi-latent attention; no routed experts)") in out.output
+
+
 @pytest.mark.parametrize(("argv", "says"), [
-    ([*DENSE, "--tp", "8", "--pp", "4", "--recompute", "selective", "--recompute-modules", "mla_up_proj,moe_act"],
-     "Megatron-Core refuses --recompute-modules moe_act mla_up_proj on this model"),
     ([*MOE, "--tp", "1", "--ep", "8", "--recompute", "selective", "--moe-dispatcher", "alltoall", "--cuda-graphs",
       "partial", "--moe-capacity-factor", "1.0"],
      "Megatron-Core refuses the moe_preprocess graph with the alltoall dispatcher where a capacity factor"),
