@@ -196,7 +196,9 @@ def _audit_notes(script: Path) -> list[str]:
 
 def test_the_audit_reads_the_arguments_and_notes_another_model(tmp_path: Path) -> None:
     script = _megatron(tmp_path, "gpt-oss-120b") / "megatron.sh"
-    assert _audit_notes(script) == []  # read, none unknown, none differing
+    # read, none unknown, none differing; the NCCL setting Megatron-LM asserts beside per-layer graphs
+    # (NCCL_GRAPH_REGISTER=0, which the file exports) is listed as an NCCL setting not modelled, as every such one is
+    assert [n for n in _audit_notes(script) if not n.startswith("NCCL_GRAPH_REGISTER=0: an NCCL setting")] == []
     wrong = tmp_path / "swiglu.sh"
     wrong.write_text(script.read_text().replace("--quick-geglu --glu-linear-offset 1 ", "--swiglu ")
                      .replace("--rotary-scaling-factor 32", "--rotary-scaling-factor 40"))
