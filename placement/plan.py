@@ -302,8 +302,7 @@ def make_plan(batch: LayoutBatch, est: Estimates, i: int, model: ModelSpec, trai
                                                               "in_node_level": topo.levels[0].name,
                                                               "note": topo.node_topo_note},
         recipe=recipe.model_dump(mode="json"),
-        recipe_sources=_tp1_overlap_source({f: (recipe_sources or {}).get(f, "default") for f in Recipe.model_fields},
-                                           lay.tp, recipe.tp_comm_overlap),
+        recipe_sources={f: (recipe_sources or {}).get(f, "default") for f in Recipe.model_fields},
         model_features=model_features(model, model_sources),
         accelerator_assumptions=accelerator_assumptions(topo, train),
         memory_headroom_bytes=train.memory_headroom_bytes,
@@ -311,17 +310,6 @@ def make_plan(batch: LayoutBatch, est: Estimates, i: int, model: ModelSpec, trai
                                                         f"{topo.accelerator.name} / {train.precision.value}"),
         published_best=best,
     )
-
-
-def _tp1_overlap_source(sources: dict[str, str], tp: int, overlap: bool) -> dict[str, str]:
-    """A TP overlap asked for on a layout without TP runs nothing and is priced off: its source says so (a user
-    trial read `tp_comm_overlap: false` beside `recipe_sources` "flag" with no word of why)."""
-    given = sources.get("tp_comm_overlap", "default")
-    if tp == 1 and not overlap and given != "default":
-        sources = {**sources, "tp_comm_overlap": f"{given} (off: tp 1 has no TP collectives to overlap, and "
-                                                  f"Megatron-LM refuses --tp-comm-overlap without sequence "
-                                                  f"parallelism, which it turns off at tp 1)"}
-    return sources
 
 
 def _published_best(model: ModelSpec, topo: Topology, train: TrainingSpec, est: Estimates, i: int, lay: Layout,

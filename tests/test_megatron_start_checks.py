@@ -65,16 +65,3 @@ def test_modules_the_model_has_are_not_refused(tmp_path: Path) -> None:
     data, text = _emit(tmp_path, [*MOE, "--tp", "1", "--ep", "8", "--recompute", "selective", "--recompute-modules",
                                   "moe_act"])
     assert "--recompute-modules moe_act" in text and not data["files_not_starting"]
-
-
-def test_a_tp_overlap_asked_for_at_tp_1_says_why_it_is_off() -> None:
-    """A user trial read recipe tp_comm_overlap false beside its source "flag": at tp 1 there is nothing to overlap
-    (and Megatron-LM, which turns sequence parallelism off there, refuses the flag without it)."""
-    out = CliRunner().invoke(main, ["evaluate", *DENSE, "--tp", "1", "--pp", "8", "--tp-comm-overlap", "--recompute",
-                                    "full", "--json"])
-    data = json.loads(out.stdout)
-    assert data["recipe"]["tp_comm_overlap"] is False
-    assert data["recipe_sources"]["tp_comm_overlap"].startswith("flag (off: tp 1 has no TP collectives to overlap")
-    at_tp8 = json.loads(CliRunner().invoke(main, ["evaluate", *DENSE, "--tp", "8", "--pp", "4", "--tp-comm-overlap",
-                                                  "--recompute", "full", "--json"]).stdout)
-    assert at_tp8["recipe"]["tp_comm_overlap"] is True and at_tp8["recipe_sources"]["tp_comm_overlap"] == "flag"
