@@ -483,14 +483,14 @@ def model_as_run(framework: str | None, model: ModelSpec, label: str = "") -> tu
             {"parallel_residual": f"{label}: {cap.sequential_layers}" if label else cap.sequential_layers})
 
 
-def absent_modules(model: ModelSpec, recipe: Recipe) -> dict[str, str]:
-    """The recompute modules of `recipe` that `model` does not have and Megatron-Core refuses for it, each with why:
+def absent_modules(model: ModelSpec, modules) -> dict[str, str]:
+    """The recompute `modules` that `model` does not have and Megatron-Core refuses for it, each with why:
     MLA's up-projections without MLA, the experts' activation without experts (core_v0.19.0
     transformer_config.py:1784-1793; a user trial's Llama file with mla_up_proj and moe_act was priced as recomputing
     nothing).  `moe` and `shared_experts` on a model without them recompute nothing and start."""
     from placement.specs.recipe import RecomputeModule as M
 
-    names = {m.value for m in recipe.recompute_modules}
+    names = {getattr(m, "value", m) for m in modules}
     out = {}
     if M.MLA_UP_PROJ.value in names and model.mla is None:
         out[M.MLA_UP_PROJ.value] = "no multi-latent attention"
@@ -506,7 +506,7 @@ def model_recipe(model: ModelSpec, recipe: Recipe, sources: dict[str, str],
     emitter's RUNS_INSTEAD), the source says they are left out.  `plan`, `evaluate` and every sweep cell take it from
     here, so the same model prices the same (a sweep once priced DeepSeek-V3's config without its MTP module).
     Recompute modules the model does not have are refused (`absent_modules`)."""
-    absent = absent_modules(model, recipe)
+    absent = absent_modules(model, recipe.recompute_modules)
     if absent:
         given = sources.get("recompute_modules", "flag")
         where = "--recompute-modules" if given == "flag" else f"recompute_modules from {given.removeprefix('file:')}"

@@ -2329,10 +2329,10 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
     if mapping is not None:
         own = map_layout(workload(model), train, topo, layout, est, 0, mapping,
                          price=lambda t: _price(model, train, t, [layout], recipe))
-        own_mapped = own.topo
+        own_mapped, own_est = own.topo, own.estimate
         mapped_same_s = float(own.estimate.step_time_s[0])  # priced under the job's recipe by the mapper
     else:
-        own_mapped = topo
+        own_mapped, own_est = topo, None
         mapped_same_s = float(_price(model, train, topo, [layout], recipe).step_time_s[0])
     plan = plan.model_copy(update={
         "mapping_solver": {"status": "AUDITED", "chosen": "launch_order",
@@ -2369,8 +2369,7 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
     c = _Ctx(model, train, topo, layout, est, step_s, mapped_same_s,
              est if planned is None else planned.search.estimates, batch if planned is None else planned.search.batch,
              recipe, mapped, space.zero_stages, framework_rank, launch.framework, launch.dialect, launch.config_keys,
-             own_mapped, launch.offloaded, launch.megatron_deepspeed,
-             _price(model, train, own_mapped, [layout], recipe) if mapping is not None else None)
+             own_mapped, launch.offloaded, launch.megatron_deepspeed, own_est)
     findings = (_crossing_findings(c, kinds) + _layout_findings(c, plan) + notes + unknown_key_findings(launch)
                 + base_config_findings(launch, layout, train, recipe, recipe_sources, model.is_moe)
                 + [Finding("warning", "not_priced_as_run", w, [], 0.0) for w in launch.warnings]

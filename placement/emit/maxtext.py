@@ -35,6 +35,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import cache
 
 from placement.audit.maxtext import (
     REMAT_SAVES,
@@ -58,6 +59,7 @@ from placement.emit.common import (
     warn_block,
 )
 from placement.frameworks import CAPABILITIES
+from placement.specs import ModelSpec
 from placement.specs.recipe import RecomputeModule
 
 VERSION = "MaxText 0.2.5 (JAX 0.10.2)"
@@ -346,10 +348,17 @@ def catalog_model(ctx: EmitContext) -> str | None:
     emitter's test: dimensions, vocabulary, experts, MLA, window, partial RoPE); None where MaxText ships none."""
     if ctx.model_name in MODELS or ctx.model is None:
         return ctx.model_name if ctx.model_name in MODELS else None
-    from placement.catalog import load_model
     from placement.emit.torchtitan import same_architecture
 
-    return next((name for name in MODELS if same_architecture(load_model(name), ctx.model)), None)
+    return next((name for name, model in _catalog_models() if same_architecture(model, ctx.model)), None)
+
+
+@cache
+def _catalog_models() -> tuple[tuple[str, ModelSpec], ...]:
+    """The catalog models of MODELS, read once (catalog_model runs several times a file)."""
+    from placement.catalog import load_model
+
+    return tuple((name, load_model(name)) for name in MODELS)
 
 
 MODEL_VOCABULARY = {"mixtral-8x22b": 32768, "gpt3-175b": 50304}

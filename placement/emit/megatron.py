@@ -44,7 +44,7 @@ from placement.emit.common import (
     torchrun_lines,
     warn_block,
 )
-from placement.frameworks import seq_divisor
+from placement.frameworks import absent_modules, seq_divisor
 from placement.specs.model import FfnKind, ModelSpec, MoESpec, Normalization, PositionEmbedding, RopeScaling
 from placement.specs.recipe import MEGATRON_MODULES, CpCommType, CudaGraphs, Dispatcher, Fp8Recipe, RecomputeModule
 from placement.specs.training import AttentionKernel, Precision
@@ -104,10 +104,11 @@ def arguments(ctx: EmitContext) -> tuple[list[str], dict[str, str], list[str]]:
         modules = megatron_recompute_modules(ctx)
         if RecomputeModule.PER_OP in r.recompute_modules:
             warnings.append(PER_OP_WHY)
-        absent = modules_the_model_lacks(ctx, modules)
+        absent = {} if ctx.model is None else absent_modules(ctx.model, modules)
         if absent:  # a user trial's Llama file with mla_up_proj and moe_act, priced as recomputing nothing
             warnings.append(refusal(f"Megatron-Core refuses --recompute-modules {' '.join(absent)} on this model: "
-                                    f"{'; '.join(absent.values())}; drop them"))
+                                    f"{'; '.join(absent.values())} (core_v0.19.0 transformer_config.py:1784-1793); "
+                                    f"drop them"))
         args += ["--recompute-granularity", "selective", "--recompute-modules", *(m.value for m in modules)]
     more, warn = recipe_arguments(ctx)
     args += more
@@ -120,21 +121,6 @@ def arguments(ctx: EmitContext) -> tuple[list[str], dict[str, str], list[str]]:
         # "Setting NCCL_GRAPH_REGISTER=0 to avoid illegal memory access ..."; a user trial's file did not start)
         env["NCCL_GRAPH_REGISTER"] = "0"
     return args, env, warnings
-
-
-def modules_the_model_lacks(ctx: EmitContext, modules) -> dict[str, str]:
-    """The recompute modules Megatron-Core refuses on this model, each with its check (core_v0.19.0
-    transformer_config.py:1784-1793): moe_act without grouped-GEMM experts (a dense model), mla_up_proj without
-    multi-latent attention."""
-    m = ctx.model
-    out = {}
-    names = {getattr(x, "value", x) for x in modules}
-    if "moe_act" in names and not ctx.moe:
-        out["moe_act"] = "moe_act is only supported with moe_grouped_gemm (transformer_config.py:1784-1787)"
-    if "mla_up_proj" in names and m is not None and m.mla is None:
-        out["mla_up_proj"] = ("mla_up_proj is only supported with multi_latent_attention "
-                              "(transformer_config.py:1789-1793)")
-    return out
 
 
 def max_connections(ctx: EmitContext) -> str | None:
