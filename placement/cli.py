@@ -1378,10 +1378,10 @@ def sweep(sweep_file, out_dir, executor, workers, no_cache, as_json, no_plots, s
     if not isinstance(data, dict):
         raise InputError(f"{path}: a sweep file must be a YAML mapping of fields, got {yaml_kind(data)}; "
                          f"see the files in {catalog_root() / 'hardware' / 'sweeps'} for examples")
+    where = f"{path} with --set {' --set '.join(sets)}" if sets else str(path)
     try:
         spec = SweepSpec.model_validate(apply_sets(data, sets))
     except ValidationError as err:
-        where = f"{path} with --set {' --set '.join(sets)}" if sets else str(path)
         raise InputError(format_validation_error(err, where)) from None
     spec = _paths_from_sweep_file(spec, path)
     out = check_out_dir(out_dir, ["sweep.csv", "sweep.json", "frontier.png", "breakdown.png"])
@@ -1390,8 +1390,8 @@ def sweep(sweep_file, out_dir, executor, workers, no_cache, as_json, no_plots, s
     fitted = profile.fitted() if profile is not None else None
     try:
         todo = cells(spec, fitted, profile.accelerator if profile else None)  # every design and model resolved
-    except InputError as err:
-        raise InputError(f"{sweep_file}: {err}") from None
+    except InputError as err:  # a value a --set gave is named as the --set's (a user trial: blamed on the file)
+        raise InputError(f"{where}: {err}") from None
     if profile is not None and not any(c.accelerator.name == profile.accelerator for c in todo):
         raise InputError(f"--calibration {calibration_path}: fitted on {profile.accelerator}, but no design of "
                          f"{sweep_file} uses it; calibrate on a design's cluster or drop --calibration")

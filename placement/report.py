@@ -38,18 +38,30 @@ def without_timings(planned: Planned) -> Planned:
 
 def layout_cell(p: Plan) -> str:
     """`tp4 cp1 pp2x8 dp8 z2 mbs1 rc:none sp`: the layout in one cell."""
-    lay = p.layout
-    parts = [f"tp{lay.tp}", f"cp{lay.cp}", f"pp{lay.pp}" + (f"x{lay.vpp}" if lay.vpp > 1 else ""), f"dp{lay.dp}"]
-    if lay.ep > 1:
-        parts.insert(2, f"ep{lay.ep}" + (f"/etp{lay.etp}" if lay.etp > 1 else ""))
-    z = f"z{lay.zero_stage}" + (f"/hsdp{lay.dp_shard}" if lay.dp_shard != lay.dp else "")
-    sp = " sp" if lay.sequence_parallel else ""
-    recipe = p.recipe or {}
+    return layout_text(p.layout.model_dump(), p.recipe or {})
+
+
+def layout_text(lay: dict, recipe: dict) -> str:
+    """`layout_cell` from a PLAN's JSON `layout` and `recipe` (a sweep's cached plans): every field the price depends
+    on (expert TP, the HSDP shard, recompute modules, sequence parallelism, the embedding/loss split or the pipeline
+    layout), so the layout a table prints is the one `evaluate` reproduces (a user trial: a sweep's row without its
+    etp 2 did not fit)."""
+    parts = [f"tp{lay['tp']}", f"cp{lay['cp']}", f"pp{lay['pp']}" + (f"x{lay['vpp']}" if lay["vpp"] > 1 else ""),
+             f"dp{lay['dp']}"]
+    if lay["ep"] > 1:
+        parts.insert(2, f"ep{lay['ep']}" + (f"/etp{lay['etp']}" if lay["etp"] > 1 else ""))
+    shard = lay.get("dp_shard")
+    z = f"z{lay['zero_stage']}" + (f"/hsdp{shard}" if shard is not None and shard != lay["dp"] else "")
+    sp = " sp" if lay["sequence_parallel"] else ""
     modules = recipe.get("recompute_modules") or []
-    rc = f"rc:{lay.recompute}" + (f"({'+'.join(modules)})" if lay.recompute == "selective" and modules
-                                  and modules != ["core_attn"] else "")
-    split = " split:E+L" if recipe.get("account_for_embedding") or recipe.get("account_for_loss") else ""
-    return " ".join(parts) + f" {z} mbs{lay.micro_batch_size} {rc}{sp}{split}"
+    rc = f"rc:{lay['recompute']}" + (f"({'+'.join(modules)})" if lay["recompute"] == "selective" and modules
+                                     and modules != ["core_attn"] else "")
+    accounted = "+".join(code for code, key in (("E", "account_for_embedding"), ("L", "account_for_loss"))
+                         if recipe.get(key))
+    split = f" split:{accounted}" if accounted else ""
+    if recipe.get("pipeline_layout"):
+        split += f" layout:{recipe['pipeline_layout']}"
+    return " ".join(parts) + f" {z} mbs{lay['micro_batch_size']} {rc}{sp}{split}"
 
 
 def text_table(header: list[str], rows: list[list[str]]) -> str:

@@ -157,7 +157,8 @@ def test_findings_are_costed_by_a_remedy_that_is_really_faster(tmp_path):
     script.write_text(MEGATRON_TP16.replace("--tensor-model-parallel-size 16 --sequence-parallel",
                                             "--tensor-model-parallel-size 1")
                       .replace("--use-distributed-optimizer", "--use-megatron-fsdp --data-parallel-sharding-strategy "
-                                                              "optim_grads_params --recompute-granularity full "
+                                                              "optim_grads_params --ckpt-format fsdp_dtensor "
+                                                              "--recompute-granularity full "
                                                               "--recompute-method uniform --recompute-num-layers 1"))
     data = audit_json("--launch", str(script), "--model", "llama3-8b", "--cluster", "dgx-h100",
                       "--fail-on", "error")

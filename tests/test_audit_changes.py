@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from placement.audit.changes import launch_changes
 from tests.verify.helpers import plan_context
 
@@ -43,7 +45,7 @@ def test_a_megatron_fsdp_scripts_change_list_keeps_its_own_flags(tmp_path):
         "torchrun --nproc_per_node 8 --nnodes 1 pretrain_gpt.py --num-layers 32 --hidden-size 4096 \\\n"
         "  --ffn-hidden-size 14336 --num-attention-heads 32 --group-query-attention --num-query-groups 8 --swiglu \\\n"
         "  --seq-length 8192 --micro-batch-size 1 --global-batch-size 64 --bf16 \\\n"
-        "  --use-megatron-fsdp --data-parallel-sharding-strategy optim_grads_params \\\n"
+        "  --use-megatron-fsdp --data-parallel-sharding-strategy optim_grads_params --ckpt-format fsdp_dtensor \\\n"
         "  --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather \\\n"
         "  --no-check-for-nan-in-loss-and-grad\n"
         "# --megatron-fsdp-grad-comm-dtype auto\n")
@@ -301,3 +303,33 @@ def test_the_not_carried_warning_reads_only_the_training_command_that_runs(tmp_p
     assert "--lr" in missing
     for flag in ("--capture-range", "--force-overwrite", "--log-interval", "--timing-log-level"):
         assert flag not in missing, missing
+
+
+def test_a_change_list_to_megatron_fsdp_is_one_megatron_starts(tmp_path):
+    """Megatron-LM's own Llama 3 8B FP8 script on 8 H100: the best plan moves to Megatron-FSDP.  Its change list
+    unsets the script's `CUDA_DEVICE_MAX_CONNECTIONS=${...:-1}` (FSDP refuses 1) and changes the script's
+    `--ckpt-format torch_dist` rather than adding a second one (a user trial: the list applied as written was
+    refused by the audit itself, and with both formats argparse kept the script's later torch_dist).  Applied, the
+    script is priced at the best plan's step."""
+    from tests.test_audit_framework_defaults import LLAMA_FP8, _audit
+
+    job = ("--model", "llama3-8b", "--gpus", "8")
+    first = _audit(LLAMA_FP8, *job)
+    changes = {c["argument"]: c for c in first["changes"]}
+    assert changes["env CUDA_DEVICE_MAX_CONNECTIONS"]["from"] == "1"
+    assert changes["env CUDA_DEVICE_MAX_CONNECTIONS"]["to"] is None
+    assert (changes["--ckpt-format"]["from"], changes["--ckpt-format"]["to"]) == ("torch_dist", "fsdp_dtensor")
+    text = LLAMA_FP8.read_text()
+    removed = [flag for flag, c in changes.items() if flag.startswith("--") and c["to"] is None]
+    lines = [line for line in text.splitlines()
+             if "export CUDA_DEVICE_MAX_CONNECTIONS" not in line and line.strip() not in removed]
+    applied = "\n".join(lines).replace("MICRO_BATCH_SIZE=1", f"MICRO_BATCH_SIZE={changes['--micro-batch-size']['to']}")
+    applied = applied.replace("--ckpt-format torch_dist", "--ckpt-format fsdp_dtensor")
+    added = " ".join(f"{flag}" + ("" if c["to"] == "true" else f" {c['to']}") for flag, c in changes.items()
+                     if flag.startswith("--") and c["from"] is None)
+    applied = applied.replace("TRAINING_ARGS=(", f"TRAINING_ARGS=(\n    {added}")
+    script = tmp_path / LLAMA_FP8.name
+    script.write_text(applied + "\n")
+    again = _audit(script, *job)
+    assert again["estimate"]["step_time_s"] == pytest.approx(first["best"]["step_time_s"], rel=1e-6)
+    assert again["changes"] == []

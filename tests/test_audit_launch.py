@@ -141,7 +141,8 @@ def test_bridge_config_container_yaml() -> None:
 
 
 @pytest.mark.parametrize("flags", ["--bf16 --main-grads-dtype fp16",
-                                   "--bf16 --use-megatron-fsdp --megatron-fsdp-grad-comm-dtype int8"])
+                                   "--bf16 --use-megatron-fsdp --ckpt-format fsdp_dtensor "
+                                   "--megatron-fsdp-grad-comm-dtype int8"])
 def test_a_gradient_dtype_megatron_does_not_take_is_refused(tmp_path: Path, flags) -> None:
     with pytest.raises(InputError, match=r"must be fp32(, bf16, fp16)? or (bf16|auto)"):
         _write_parse(tmp_path / "args.txt", f"--tensor-model-parallel-size 2 {flags}\n")
@@ -191,8 +192,10 @@ def test_bridge_gradient_width_is_read_with_its_line() -> None:
     ("--bf16 --accumulate-allreduce-grads-in-fp32 --grad-reduce-in-bf16", False, "--grad-reduce-in-bf16"),
     ("--bf16 --main-grads-dtype bf16", False, "--main-grads-dtype"),
     # Megatron-FSDP: its own dtypes, auto the model's 16 bits
-    ("--bf16 --use-megatron-fsdp", False, "Megatron-FSDP reduces gradients in the model's 16 bits"),
-    ("--bf16 --use-megatron-fsdp --megatron-fsdp-main-grads-dtype fp32", True, "--megatron-fsdp-main-grads-dtype"),
+    ("--bf16 --use-megatron-fsdp --ckpt-format fsdp_dtensor", False,
+     "Megatron-FSDP reduces gradients in the model's 16 bits"),
+    ("--bf16 --use-megatron-fsdp --ckpt-format fsdp_dtensor --megatron-fsdp-main-grads-dtype fp32", True,
+     "--megatron-fsdp-main-grads-dtype"),
 ])
 def test_megatron_gradient_width_follows_megatrons_bf16_rule(tmp_path: Path, flags, fp32, says) -> None:
     """megatron/training/arguments.py (core_v0.19.0): "bfloat16 requires gradient accumulation and all-reduce to
@@ -976,7 +979,11 @@ def test_megatron_refuses_tp_comm_overlap_without_sequence_parallelism(tmp_path:
     ("--num-layers-per-virtual-pipeline-stage 48", None),
     ("--fp16", "--bf16 and --fp16 both on"),
     ("--overlap-param-gather --overlap-grad-reduce --use-distributed-optimizer", None),
-    ("--overlap-param-gather --overlap-grad-reduce --use-megatron-fsdp", None),
+    ("--overlap-param-gather --overlap-grad-reduce --use-megatron-fsdp --ckpt-format fsdp_dtensor", None),
+    # Megatron-FSDP checkpoints only as fsdp_dtensor, and that format only under it (since af28b5a559, 2025-08-21)
+    ("--use-megatron-fsdp", "--use-megatron-fsdp with no --ckpt-format (Megatron-LM's default, torch_dist)"),
+    ("--use-megatron-fsdp --ckpt-format torch_dist", "--use-megatron-fsdp with --ckpt-format torch_dist"),
+    ("--ckpt-format fsdp_dtensor", "--ckpt-format fsdp_dtensor without --use-megatron-fsdp"),
     ("--recompute-granularity full --recompute-method uniform --recompute-num-layers 1", None),
 ])
 def test_megatron_refuses_what_validate_args_asserts_against(tmp_path: Path, flags, refused) -> None:

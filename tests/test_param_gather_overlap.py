@@ -74,7 +74,7 @@ def test_deepspeed_plans_price_the_gather_in_step() -> None:
 
 @pytest.mark.parametrize("fsdp", [
     "--use-torch-fsdp2 --no-gradient-accumulation-fusion --untie-embeddings-and-output-weights",
-    "--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads"])
+    "--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads --ckpt-format fsdp_dtensor"])
 def test_megatron_fsdp_files_gather_behind_compute(tmp_path: Path, fsdp: str) -> None:
     """FSDP2 and Megatron-FSDP prefetch their gathers: not Megatron-LM's distributed-optimizer default."""
     script = tmp_path / "fsdp.sh"

@@ -43,6 +43,14 @@ def test_frontier_by_hand():
     assert {r["design"] for r in rows if r["pareto"]} == {"cheap-slow", "mid", "fast-dear", "other-workload"}
 
 
+def test_a_lead_within_a_percent_is_a_tie_on_the_frontier():
+    """A design 36 % dearer that arrives 0.02 % sooner (6.5 minutes in 20 days) is not on the frontier: the lead is
+    below what anything measures (a user trial's H100 2:1 row, starred beside a cheaper B200 row); a 2 % lead is."""
+    rows = [row("b200", 443_742.0, 19.9498), row("h100-2to1", 603_621.0, 19.9453), row("h100-1to1", 640_295.0, 19.55)]
+    mark_pareto(rows)
+    assert {r["design"]: r["pareto"] for r in rows} == {"b200": True, "h100-2to1": False, "h100-1to1": True}
+
+
 def test_capex_price_per_gpu_hour():
     d = DesignSpec(name="x", cluster="dgx-h100", gpus=8, capex_per_gpu=35040.0, amortization_years=4.0,
                    power_per_gpu_w=1000.0, energy_price_per_kwh=0.1, pue=1.5)
@@ -250,3 +258,34 @@ def test_sweep_errors_name_the_files_fields(tmp_path):
                    "    model: llama3-8b\n    seq_len: 4096\n    global_batch: 64\n    tokens: 1.0e9\n")
     res = CliRunner().invoke(main, ["sweep", str(bad), "--out", str(tmp_path / "o2")])
     assert res.exit_code == 2 and "price_per_gpu_hour" in res.stderr and "at least 1 item" not in res.stderr
+
+
+@pytest.mark.parametrize("flags", [
+    ["--model", "mixtral-8x7b", "--gpus", "64", "--tp", "2", "--ep", "8", "--etp", "2", "--pp", "2",
+     "--account-for-embedding", "--account-for-loss"],
+    ["--model", "llama3-8b", "--gpus", "16", "--tp", "2", "--pp", "2", "--zero", "3", "--dp-shard", "2",
+     "--pipeline-layout", "Et*8|t*8|t*8|t*8L", "--vpp", "2"],
+])
+def test_a_sweep_row_prints_the_layout_plan_prints(flags):
+    """A sweep's layout column (text, CSV, HTML) is the plan's whole layout, expert TP, HSDP shard and pipeline split
+    included, so the row's layout is the one `evaluate` reproduces (a user trial: a Mixtral row printed without its
+    etp 2 did not fit when evaluated)."""
+    from placement.sweep.output import _layout
+
+    args = ["evaluate", "--cluster", "dgx-h100", "--mbs", "1", "--recompute", "selective", *flags]
+    text = CliRunner().invoke(main, args)
+    assert text.exit_code in (0, 1), text.output
+    shown = next(line for line in text.output.splitlines() if line.startswith("layout: ")).split(";")[0]
+    plan = json.loads(CliRunner().invoke(main, [*args, "--json"]).output)
+    assert _layout(plan) == shown.removeprefix("layout: ")
+    assert ("etp2" in shown and "split:E+L" in shown) or ("hsdp2" in shown and "layout:Et" in shown)
+
+
+def test_small_powers_and_close_costs_keep_their_digits():
+    """An 8-GPU design's 0.0187 MW is not printed `0.0 MW`, and the plot's key tells 603,621 from 640,295 (both were
+    `0.6M`: the 1:1 vs 2:1 gap a user trial's study was about)."""
+    from placement.sweep.output import _money, _quantity
+
+    assert _quantity(0.0187) == "0.019" and _quantity(12.34) == "12.3" and _quantity(1234.5) == "1,234"
+    assert (_money(603_621, digits=3), _money(640_295, digits=3), _money(12_345_678, digits=3)) == \
+        ("0.604M", "0.640M", "12.3M")

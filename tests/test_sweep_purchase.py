@@ -268,6 +268,8 @@ def test_cli_set_reprices_per_design_and_the_cost_objective_rechooses(tmp_path):
     ("pue", "expected KEY=VALUE"),
     ("pue=0.5", "pue"),
     ("objective=fastest", "objective"),
+    # a value the schema takes but the design's cluster refuses: named as the --set's, not the file's (a user trial)
+    ("designs.h100x16.gpus=60", "with --set designs.h100x16.gpus=60: design 'h100x16': gpus 60 is not a whole"),
 ])
 def test_cli_set_bad_items_exit_2_naming_the_key(tmp_path, item, says):
     path = _write(tmp_path, CAPEX_SMALL)

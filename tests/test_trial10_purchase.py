@@ -79,9 +79,13 @@ def test_a_sweeps_network_what_if_is_said_with_its_source(tmp_path):
     assert doc["network_sources"]["B"]["nic_bandwidth_bytes_per_s"]["source"] == "cluster dgx-h100's file"
     rows = {r["design"]: r for r in csv.DictReader((out / "sweep.csv").open())}
     assert float(rows["A"]["leaf_oversubscription"]) == 4.0 and float(rows["B"]["leaf_oversubscription"]) == 2.0
-    plain = CliRunner().invoke(main, ["sweep", str(study), "--out", str(tmp_path / "o2"), "--no-plots"])
-    assert "network of A" not in plain.stdout and "network of B: leaf 2:1 (study file)" in " ".join(
-        plain.stdout.split())
+    plain = CliRunner().invoke(main, ["sweep", str(study), "--out", str(tmp_path / "o2"), "--no-plots", "--report",
+                                      str(tmp_path / "r.html")])
+    said = " ".join(plain.stdout.split())
+    # the catalog's own 1:1 network is said too, in the text and on the page: it is what B's 2:1 is compared with
+    assert "network of A: leaf 1:1 (cluster dgx-h100's file)" in said and "network of B: leaf 2:1 (study file)" in said
+    page = " ".join((tmp_path / "r.html").read_text().split())
+    assert "network of A: leaf 1:1" in page and "network of B: leaf 2:1 (study file)" in page
 
 
 def test_a_hf_config_is_named_by_its_own_name_or_its_hub_repository(tmp_path):

@@ -518,6 +518,8 @@ def launch_changes(framework: str, now: EmitContext, best: EmitContext, files_te
             _megatron_dropped_switches(changes, best, live)
             _megatron_fsdp_only(changes, b, live)
             changes = _env_from_files(changes, live)
+            _megatron_fsdp_connections(changes, b, live)
+            changes = _megatron_stated_values(changes, live)
         key = GLOBAL_BATCH.get(framework)
         if key and key in b and a.get(key) == b.get(key) and _token(framework, key) not in files_text:
             changes.append({"argument": key, "from": None, "to": b[key],
@@ -689,7 +691,9 @@ def _env_from_files(changes: list[dict], live: str) -> list[dict]:
         if c["argument"].startswith("env "):
             name = c["argument"][4:]
             set_to = re.findall(rf"(?<![\w$]){re.escape(name)}=[\"']?([^\s\"';]*)", live)
-            c = {**c, "from": set_to[-1] if set_to else None}
+            # `NAME=${NAME:-1}` sets 1 unless the environment has it: the value the files give is the default
+            given = [re.sub(rf"^\$\{{{re.escape(name)}:?-([^}}]*)\}}$", r"\1", v) for v in set_to]
+            c = {**c, "from": given[-1] if given else None}
             c.pop("note", None)
             if c["from"] == c["to"]:
                 continue
@@ -726,6 +730,38 @@ def _megatron_fsdp_only(changes: list[dict], best: dict[str, str], live: str) ->
         return
     for flag, why in MEGATRON_FSDP_ONLY.items():
         _drop_switch(changes, flag, live, why)
+
+
+def _megatron_fsdp_connections(changes: list[dict], best: dict[str, str], live: str) -> None:
+    """Where the best plan runs FSDP and the launch files set CUDA_DEVICE_MAX_CONNECTIONS=1, which Megatron-LM refuses
+    under it (audit.core.CONNECTIONS_CHECK) and placement's files leave unset: its removal (a user trial's change list
+    to Megatron-FSDP kept the script's `export CUDA_DEVICE_MAX_CONNECTIONS=${...:-1}`, and the audit refused it)."""
+    name = "env CUDA_DEVICE_MAX_CONNECTIONS"
+    if not any(f in best for f in ("--use-megatron-fsdp", "--use-torch-fsdp2")) or name in best \
+            or any(c["argument"] == name for c in changes):
+        return
+    set_to = _env_from_files([{"argument": name, "from": None, "to": None}], live)
+    if set_to and set_to[0]["from"] == "1":
+        changes.append({"argument": name, "from": "1", "to": None,
+                        "note": "Megatron-LM refuses 1 under FSDP ('FSDP requires CUDA_DEVICE_MAX_CONNECTIONS > 1 or "
+                                "unset', megatron/training/arguments.py validate_args): unset it, as placement's files "
+                                "do, or set it above 1"})
+
+
+def _megatron_stated_values(changes: list[dict], live: str) -> list[dict]:
+    """A flag the best plan writes that the launch files already pass with a value: the change is from that value (a
+    user trial: `--ckpt-format` shown as added to a script passing `--ckpt-format torch_dist`, which then kept both,
+    argparse taking the later), and no change where it is the value the best plan writes."""
+    out = []
+    for c in changes:
+        if c["argument"].startswith("--") and c["from"] is None and c["to"] not in (None, "true"):
+            stated = stated_flag_value(c["argument"], live)
+            if stated is not None and stated.strip("'\"") == c["to"]:
+                continue
+            if stated is not None:
+                c = {**c, "from": stated}
+        out.append(c)
+    return out
 
 
 def spell_neox_keys(changes: list[dict], spelling: dict[str, str]) -> None:

@@ -38,11 +38,10 @@ BREAKDOWN_TERMS = (("compute", "compute"), ("tp", "TP/SP"), ("cp", "CP"), ("ep",
 
 
 def _layout(plan: dict | None) -> str:
-    if not plan:
-        return ""
-    lay = plan["layout"]
-    return (f"tp{lay['tp']} cp{lay['cp']} ep{lay['ep']} pp{lay['pp']}x{lay['vpp']} dp{lay['dp']} z{lay['zero_stage']} "
-            f"mbs{lay['micro_batch_size']} {lay['recompute']}")
+    """The plan's layout as `plan` prints it (report.layout_text)."""
+    from placement.report import layout_text
+
+    return layout_text(plan["layout"], plan.get("recipe") or {}) if plan else ""
 
 
 def _tight_memory(plan: dict | None) -> str:
@@ -163,12 +162,13 @@ def network_sources(sweep, overrides: tuple[str, ...] = ()) -> dict[str, dict[st
 
 
 def network_lines(network: dict[str, dict[str, dict]]) -> list[str]:
-    """One summary line per design (of `network_sources`) whose network is not its catalog cluster's: `network of
-    DESIGN: leaf 4:1 (--set), 32 nodes per leaf (cluster dgx-h100's file), NIC 50 GB/s per GPU (cluster dgx-h100's
-    file)`."""
+    """One summary line per design (of `network_sources`): `network of DESIGN: leaf 4:1 (--set), 32 nodes per leaf
+    (cluster dgx-h100's file), NIC 50 GB/s per GPU (cluster dgx-h100's file)`, a catalog cluster's own network too
+    (a user trial: a 1:1 vs 2:1 study's report named the 2:1 design's network and not the 1:1 one it is compared
+    with)."""
     lines = []
     for name, fields in network.items():
-        if all(f["source"].startswith("cluster ") for f in fields.values()):
+        if not fields:
             continue
         over, leaf, nic = (fields[f] for f, _ in NETWORK_FIELDS)
         parts = [f"leaf {over['value']:g}:1 ({over['source']})",
@@ -263,6 +263,7 @@ def page_meta(document: dict, calibration_line: str | None = None) -> dict:
     meta["designs"] = [f"{d['name']}: {fields(d)}{defaulted(d['name'])}" for d in inputs.get("designs", ())]
     meta["workloads"] = [f"{w['name']}: {fields(w)}" for w in inputs.get("workloads", ())]
     meta["overrides"] = list(document.get("overrides") or ())
+    meta["networks"] = network_lines(document.get("network_sources") or {})
     meta["assumptions"] = list(document.get("assumptions") or ())
     meta["error bands"] = [
         f"{group}: {b['num_rows']} validate rows ({', '.join(b['accelerators'])}), error {b['error_low']:+.1%} to "
@@ -348,10 +349,21 @@ def plan_commands(out: Path, rows: list[dict], cells: list, calibration: tuple[s
     return written
 
 
-def _money(x: float | None) -> str:
+def _money(x: float | None, digits: int | None = None) -> str:
+    """`1.2M` or `603,621`; with `digits`, millions to that many significant figures (`0.604M`, `0.640M`: a plot's key
+    and axis, where a user trial read 603,621 and 640,295 both as `0.6M`)."""
     if x is None:
         return "-"
+    if digits is not None:
+        whole = len(f"{abs(x) / 1e6:.0f}") if abs(x) >= 1e6 else 0
+        return f"{x / 1e6:,.{max(digits - whole, 1)}f}M"
     return f"{x / 1e6:,.1f}M" if abs(x) >= 1e6 else f"{x:,.0f}"
+
+
+def _quantity(x: float) -> str:
+    """A power or an energy in the summary: whole units from 100, one decimal from 1, two significant figures below
+    (a user trial read an 8-GPU design's 0.0187 MW as `0.0 MW`)."""
+    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:,.1f}" if abs(x) >= 1 else f"{x:.2g}"
 
 
 def days_text(row: dict) -> str:
@@ -481,14 +493,14 @@ def write_plots(out: Path, rows: list[dict], currency: str, budget: float | None
             ax.annotate(str(k), (x, y), textcoords="offset points", xytext=(4 + 7 * (k % 2), 3 + 5 * (k % 3)),
                         fontsize=8, fontweight="bold")
         key = "\n".join(f"{k}  {r['design']}: {r['num_gpus']:,} of {r['num_gpus_bought']:,} GPUs, "
-                        f"{r['time_to_train_days']:,.1f} d, {r['cost'] / 1e6:,.1f}M" for k, r in enumerate(ok, 1))
+                        f"{r['time_to_train_days']:,.1f} d, {_money(r['cost'], digits=3)}" for k, r in enumerate(ok, 1))
         ax.text(0.0, -0.16, key, transform=ax.transAxes, va="top", ha="left", fontsize=7.5, family="monospace")
         front = sorted((r for r in ok if r["pareto"]), key=lambda r: r["cost"])
         if front:
             ax.step([r["cost"] for r in front], [r["time_to_train_s"] / 86400 for r in front], where="post",
                     color="tab:red", label="Pareto frontier (red points)")
             ax.legend(loc="best", fontsize=8)
-        ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda x, _: f"{x / 1e6:,.1f}M"))
+        ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda x, _: _money(x, digits=3)))
         ax.margins(x=0.25, y=0.15)
         ax.set_title(work + (f"\nbudget {budget:,.0f} {currency}" if budget else ""), fontsize=10)
         ax.set_xlabel(f"cost to train ({currency}; bars: validate error band)")

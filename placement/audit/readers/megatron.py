@@ -615,6 +615,16 @@ def _refuse_validate_args(given: dict[str, Arg]) -> None:
         refuse(given["--max-position-embeddings"], f"--max-position-embeddings {positions} below --seq-length {seq}",
                "94e2ca575c of 2020-03-27 (Megatron-DeepSpeed too)", "assert args.max_position_embeddings >= "
                "args.seq_length", f"set --max-position-embeddings {seq} or more")
+    mfsdp, ckpt = given.get("--use-megatron-fsdp"), given.get("--ckpt-format")
+    ckpt_format = ckpt.values[0].text.strip("'\"") if ckpt is not None and ckpt.values else None
+    if mfsdp is not None and not _given_false(mfsdp) and ckpt_format != "fsdp_dtensor":
+        what = f"--ckpt-format {ckpt_format}" if ckpt_format else "no --ckpt-format (Megatron-LM's default, torch_dist)"
+        refuse(ckpt or mfsdp, f"--use-megatron-fsdp with {what}", "the flag came in, af28b5a559 of 2025-08-21",
+               "Megatron-FSDP requires the `fsdp_dtensor` checkpointing format", "give --ckpt-format fsdp_dtensor")
+    if ckpt_format == "fsdp_dtensor" and (mfsdp is None or _given_false(mfsdp)):
+        refuse(ckpt, "--ckpt-format fsdp_dtensor without --use-megatron-fsdp", "af28b5a559 of 2025-08-21",
+               "--ckpt-format fsdp_dtensor is only tested with Megatron FSDP",
+               "add --use-megatron-fsdp or give another --ckpt-format (torch_dist, the default)")
     fsdp2, pp = given.get("--use-torch-fsdp2"), number("--pipeline-model-parallel-size") or 1
     if fsdp2 is not None and "--use-distributed-optimizer" in given:
         refuse(fsdp2, "--use-torch-fsdp2 with --use-distributed-optimizer", "e1993fa6f7 of 2024-11-13",
