@@ -149,7 +149,11 @@ def memory_rows(p: Plan) -> list[list[str]]:
     ]
 
 
-def capacity_note(p: Plan) -> str:
+LAUNCH_SBATCH_SETS = "which launch.sbatch sets"
+"""Who sets the expandable segments, as `plan` and `evaluate` say it (their files do); the audit says the job's."""
+
+
+def capacity_note(p: Plan, setter: str = LAUNCH_SBATCH_SETS) -> str:
     """What the capacity assumes: the HBM less the allocator's fragmentation allowance, which holds only with PyTorch's
     expandable segments (a user trial: a Megatron-Bridge layout published as an OOM from fragmentation without them
     was priced as fitting, and nothing said what the capacity assumed)."""
@@ -157,13 +161,13 @@ def capacity_note(p: Plan) -> str:
     kept = f", less {p.memory_headroom_bytes / GiB:.1f} GiB kept free" if p.memory_headroom_bytes else ""
     return (f"capacity: {hbm / GiB:.1f} GiB of HBM less {ALLOCATOR_FRAGMENTATION:.0%} for the caching allocator's "
             f"fragmentation{kept}; the {ALLOCATOR_FRAGMENTATION:.0%} assumes "
-            f"PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, which launch.sbatch sets (without it fragmentation can "
-            f"take several GiB more)")
+            f"PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, {setter} (without it fragmentation can take several "
+            f"GiB more)")
 
 
-def _breakdown(p: Plan) -> str:
+def _breakdown(p: Plan, setter: str = LAUNCH_SBATCH_SETS) -> str:
     return (text_table(BREAKDOWN_HEADER, breakdown_rows(p)) + "\n\n" + text_table(MEMORY_HEADER, memory_rows(p))
-            + "\n" + capacity_note(p))
+            + "\n" + capacity_note(p, setter))
 
 
 def headline(p: Plan) -> str:
@@ -415,8 +419,9 @@ def plan_table(planned: Planned, exhaustive: bool = False) -> str:
             + ("".join(f"\n  bound: {b}" for b in planned.search.bounds) if exhaustive else ""))
 
 
-def single_plan_table(p: Plan) -> str:
-    return headline(p) + "\n\n" + _breakdown(p)
+def single_plan_table(p: Plan, setter: str = LAUNCH_SBATCH_SETS) -> str:
+    """`setter`: who sets the expandable segments the capacity assumes (`capacity_note`)."""
+    return headline(p) + "\n\n" + _breakdown(p, setter)
 
 
 def model_facts(model: ModelSpec, seq_len: int) -> dict:

@@ -480,3 +480,26 @@ def test_the_audit_of_a_context_parallel_deepspeed_file_holds_what_its_header_sa
     assert "memory_over_capacity" in kinds and f"needs {held:.1f} GiB per GPU" in kinds["memory_over_capacity"]
     assert any("cp 8 only as your model code's ring attention" in f["message"] for f in audit["findings"])
     assert audit["best"]["fits"] is True and audit["best"]["layout"]["cp"] == 1
+
+
+def test_a_torchtitan_plan_written_for_deepspeed_is_priced_as_its_audit_prices_it(tmp_path: Path) -> None:
+    """A user trial: a `--framework torchtitan` plan (FlashAttention-2, torchtitan's eager float32 loss) written as
+    DeepSpeed files said they run 25.535 s at 70.2 GiB, repriced with the default cuDNN attention although
+    ds_topology.py tells the model code FlashAttention-2, and the audit of those files said 28.387 s at 64.3 GiB.
+    The header's run and the audit now agree, step and memory."""
+    job = ["--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "16"]
+    out = tmp_path / "o"
+    res = CliRunner().invoke(main, ["plan", *job, "--framework", "torchtitan", "--emit", "deepspeed", "--out",
+                                    str(out), "--json"])
+    assert res.exit_code == 0, res.output[-2000:]
+    doc = json.loads(res.stdout)
+    assert doc["plans"][0]["recipe"]["attention_kernel"] == "flash2"
+    assert "attention_kernel = 'flash2'" in (out / "ds_topology.py").read_text()
+    header = next(x for x in doc["files_run"] if x.startswith("deepspeed.sh"))
+    step = float(re.search(r": ([\d.]+) s/step", header).group(1))
+    held = float(re.search(r"([\d.]+) of [\d.]+ GiB per GPU", header).group(1))
+    files = [x for name in ("deepspeed.sh", "ds_config.json", "hostfile", "ds_topology.py")
+             for x in ("--launch", str(out / name))]
+    audit = json.loads(CliRunner().invoke(main, ["audit", *job, *files, "--json"]).stdout)
+    assert audit["estimate"]["step_time_s"] == pytest.approx(step, abs=5e-4)
+    assert audit["estimate"]["peak_memory_bytes"] / 2**30 == pytest.approx(held, abs=0.06)

@@ -36,7 +36,7 @@ from placement.audit.launch import LaunchLayout
 from placement.audit.readers.common import FP16_MIXED, start_refusal
 from placement.audit.readers.reading import NodeDevices, node_line
 from placement.cost.batch import LayoutBatch, module_mask
-from placement.cost.constants import GiB
+from placement.cost.constants import ALLOCATOR_FRAGMENTATION, GiB
 from placement.cost.memory import moe_norm_recompute_lost
 from placement.cost.pipeline import DECODER, EMBED, LOSS, MTP, format_layout
 from placement.cost.step import Estimates, RecipeChoices, default_choices, estimate
@@ -606,6 +606,26 @@ def _check_megatron_connections(launch: LaunchLayout, layout: Layout, topo: Topo
                             f"parallelism require setting the environment variable CUDA_DEVICE_MAX_CONNECTIONS to 1')",
                             "set CUDA_DEVICE_MAX_CONNECTIONS=1")
     return None
+
+
+def _allocator_note(launch: LaunchLayout) -> Finding | None:
+    """An info finding where the launch line runs without PyTorch's expandable segments: the memory price keeps
+    ALLOCATOR_FRAGMENTATION of HBM for the caching allocator, which holds only with them (cost.constants), and
+    without them fragmentation can take several GiB more, so a job priced close to its capacity may not fit.  None
+    where the files have no launch line (a config file alone) or set them; the job's environment may set them (a
+    container, a module file), so this prices nothing (a user trial: the audit of a torchtitan.sh without them said
+    `which launch.sbatch sets` of the capacity)."""
+    conf = launch.allocator_conf
+    if conf is None or launch.framework == "maxtext" or "expandable_segments:true" in conf.replace(" ", "").lower():
+        return None
+    where = launch.sources.get("allocator_conf", "")
+    said = f"set to {conf!r}" if conf else "not set"
+    return Finding("info", "allocator_segments_unset",
+                   f"PYTORCH_CUDA_ALLOC_CONF is {said} where the job starts ({where}); the memory price keeps "
+                   f"{ALLOCATOR_FRAGMENTATION:.0%} of HBM for the caching allocator's fragmentation, which assumes "
+                   f"expandable segments (without them it can take several GiB more), so unless the job's "
+                   f"environment sets them, export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True in the launch "
+                   f"file (placement's launch.sbatch and torchtitan's run_train.sh set them)", [], 0.0)
 
 
 def _check_megatron_even_split(launch: LaunchLayout, model: ModelSpec, src) -> None:
@@ -2218,8 +2238,7 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
         text = text.replace(", or --mbs 1", f", or micro-batch 1 ({mbs})" if mbs else ", or micro-batch 1")
         text = _degrees_as_stated(text, launch)
         raise InputError(f"the launch files' layout does not fit the job{of}: {text}") from None
-    connections = _check_megatron_connections(launch, layout, topo)
-    notes = [connections] if connections is not None else []
+    notes = [f for f in (_check_megatron_connections(launch, layout, topo), _allocator_note(launch)) if f is not None]
     if not hosts and launch.hosts and not set(launch.hosts) <= set(topo.host_names):
         # a hostfile's real names on a catalog cluster: node ranks fill the cluster in its own order
         notes.append(Finding(

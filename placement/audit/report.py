@@ -216,7 +216,12 @@ def change_lines(a: Audit) -> list[tuple[str, str]]:
 
 def audit_table(a: Audit) -> str:
     est = a.estimate
-    table = single_plan_table(est)
+    conf = a.launch.allocator_conf
+    setter = ("which the launch files do not set (see allocator_segments_unset)" if conf is not None
+              and "expandable_segments:true" not in conf.replace(" ", "").lower() else
+              f"which the launch files set ({a.launch.sources.get('allocator_conf')})" if conf else
+              "which the job's environment must set (the files have no launch line)")
+    table = single_plan_table(est, setter)
     if a.launch.offloaded:  # a user trial read "DOES NOT FIT" beside a warning that the memory is smaller
         table += (f"\n(memory as priced keeps what the files offload to the host, {' and '.join(a.launch.offloaded)}, "
                   f"on the GPU: the findings give the job's own)")

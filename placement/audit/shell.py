@@ -205,9 +205,11 @@ MAX_LOOP_RUNS = 1000
 """Body runs of `for` loops the reader unrolls in one script; past it a loop's body is read once, as uncertain."""
 _DECLARE_LOCAL = {"local", "declare", "typeset"}
 """Declaration commands that make a variable local when run inside a function."""
-WATCHED_ENVIRONMENT = ("CUDA_LAUNCH_BLOCKING", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_MAX_CONNECTIONS")
-"""Environment variables a command's `environment` reports (the ones the cost model prices, and
-CUDA_DEVICE_MAX_CONNECTIONS, which Megatron-LM checks at start: audit.core._check_megatron_connections)."""
+WATCHED_ENVIRONMENT = ("CUDA_LAUNCH_BLOCKING", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_MAX_CONNECTIONS",
+                       "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF")
+"""Environment variables a command's `environment` reports (the ones the cost model prices,
+CUDA_DEVICE_MAX_CONNECTIONS, which Megatron-LM checks at start: audit.core._check_megatron_connections, and PyTorch's
+allocator settings, whose expandable segments the memory price assumes: audit.core._allocator_note)."""
 WATCHED_PREFIXES = ("NCCL_",)
 """Prefixes of the variables a command's `environment` also reports: NCCL's settings, which the cost model does not
 price but the audit must not pass over in silence (readers.common.nccl_settings)."""

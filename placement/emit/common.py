@@ -9,7 +9,7 @@ from functools import cached_property
 import numpy as np
 
 from placement import __version__
-from placement.cost.constants import GiB
+from placement.cost.constants import ALLOCATOR_FRAGMENTATION, GiB
 from placement.plan import Plan
 from placement.specs import FfnKind, Layout, ModelSpec, TrainingSpec
 from placement.specs.recipe import CudaGraphs, Dispatcher, Recipe, RecomputeModule
@@ -461,6 +461,16 @@ def header(ctx: EmitContext, framework: str, comment: str = "#", runs: str = "",
     return "\n".join(f"{comment} {line}" for line in lines) + "\n"
 
 
+ALLOCATOR_EXPORT = "export PYTORCH_CUDA_ALLOC_CONF=${PYTORCH_CUDA_ALLOC_CONF:-expandable_segments:True}\n"
+"""Before the per-node launch lines: PyTorch's expandable segments, which the memory price assumes
+(cost.constants.ALLOCATOR_FRAGMENTATION), kept where the environment sets its own.  launch.sbatch exports it, and
+torchtitan's own run_train.sh sets it (PYTORCH_ALLOC_CONF="expandable_segments:True", pytorch/torchtitan b5bcd76c6);
+a user trial found torchtitan.sh and deepspeed.sh without it, their plans at 78.0 of 78.1 GiB."""
+ALLOCATOR_NOTE = (f"# the memory price assumes PyTorch's expandable segments ({ALLOCATOR_FRAGMENTATION:.0%} of HBM "
+                  f"lost to fragmentation; without them it can take several GiB more): run this export on each node "
+                  f"first (kept where your environment sets its own)\n")
+
+
 def torchrun_lines(ctx: EmitContext, command: str, master_port: int = 29500, blocking: bool | None = None) -> str:
     """One `torchrun` line per node, run on that host; node ranks follow the planned host order, and a node whose
     ranks run on its GPUs in another order than 0, 1, ... gets CUDA_VISIBLE_DEVICES in the priced order
@@ -473,6 +483,7 @@ def torchrun_lines(ctx: EmitContext, command: str, master_port: int = 29500, blo
     if ctx.recipe.cpu_affinity:
         lines.append("# --numa-binding node: torchrun's flag since PyTorch 2.9 (older: bind with numactl, or plan "
                      "with --no-cpu-affinity)\n")
+    lines.append(ALLOCATOR_NOTE + ALLOCATOR_EXPORT)
     # the plan was priced with blocking launches (recipe cuda_launch_blocking): the files run that way
     env = "CUDA_LAUNCH_BLOCKING=1 " if (ctx.recipe.cuda_launch_blocking if blocking is None else blocking) else ""
     for k, host in enumerate(hosts):

@@ -35,6 +35,8 @@ import numpy as np
 
 from placement.cost.constants import GiB
 from placement.emit.common import (
+    ALLOCATOR_EXPORT,
+    ALLOCATOR_NOTE,
     CORE_ATTN_ONLY,
     OVER_CAPACITY,
     EmitContext,
@@ -326,8 +328,9 @@ RUNS_INSTEAD = {
     "fp8_params": "weights stay BF16", "optimizer_state_bf16": "Adam moments stay FP32",
     "optimizer_master_weights": "its ZeRO optimizer keeps float32 master weights",
     "activation_func_fp8_input_store": "the MLP activation input stays BF16",
-    "attention_kernel": "the model code's own attention runs",
     "loss_chunks": "the model code's LM head and loss run on the whole micro-batch at once",
+    "loss_eager_float32": "the model code's own loss runs, priced as the audit of these files prices it (6 bytes a "
+                          "logit held, not an eager float32 upcast's 12)",
     "pipeline_unsharded_grads": "its ZeRO-2/3 reduce-scatters each micro-batch's gradients into the shard",
     "zero0_as_fsdp": "its ZeRO stage 0 is plain data parallelism: the gradients all-reduced at the accumulation "
                      "boundary, no FSDP wrapper",
@@ -353,20 +356,22 @@ RUNS_INSTEAD = {
 }
 """What DeepSpeed runs instead of each recipe feature it cannot be told (selective recompute, whatever its
 modules, has its own warning in warnings_for)."""
-STATED = frozenset({"param_gather_overlap", "moe_einsum_dispatch",
+STATED = frozenset({"param_gather_overlap", "moe_einsum_dispatch", "attention_kernel",
                     "grad_accumulation", "pipeline_p2p_whole", "pipeline_grads_whole", "pipeline_p2p_blocking",
                     "cpu_affinity", "grad_reduce_fp32", "cuda_launch_blocking", "checkpoint_sync",
                     "checkpoint_interval"})
-"""Recipe fields the files state (ds_config.json, the launcher line) or re-price in `render` themselves.  The launch
+"""Recipe fields the files state (ds_config.json, the launcher line; ds_topology.py the attention kernel, for the
+model code, which the audit reads back) or re-price in `render` themselves.  The launch
 lines carry CUDA_LAUNCH_BLOCKING=1 where the plan was priced with it: run on each node, the launcher passes its
 environment to the ranks (runner.py, launch.py); only its pdsh runner, offered as a comment, would not."""
 YOURS = frozenset({"recompute_modules", "account_for_embedding", "account_for_loss", "pipeline_sends_mask",
                    "fp8_saves_16bit_inputs", "fp8_lm_head", "fp8_recasts_weights", "sp_saves_gathered_inputs",
-                   "tp_async_backward", "loss_eager_float32"})
+                   "tp_async_backward"})
 """Recipe fields the model code decides: selective recompute, the stage split, which the PipelineModule's
 partition_method makes, and what a stage returns, which the engine sends on (a mask too, GPT-NeoX's
-GPT2ModelPipe) (`warnings_for` says each), and how its loss holds the logits (Megatron-DeepSpeed's works in place on
-one float32 copy, a transformers model's upcasts them and runs PyTorch's cross-entropy eagerly)."""
+GPT2ModelPipe) (`warnings_for` says each).  How its loss holds the logits is the model code's too
+(Megatron-DeepSpeed's works in place on one float32 copy, a transformers model's upcasts them and runs PyTorch's
+cross-entropy eagerly), but nothing in the files states it: RUNS_INSTEAD prices it as their audit does."""
 
 
 def zero_over_data(plan: Plan) -> tuple[Plan, str]:
@@ -561,21 +566,22 @@ def launch_lines(ctx: EmitContext, include: str | None, runs: Runs) -> str:
     hosts = ctx.hosts_in_rank_order
     port = str(MASTER_PORT)
     if len(hosts) == 1:
-        return launcher_line(ctx, include, None, hosts[0], port) + "\n"
+        return ALLOCATOR_NOTE + ALLOCATOR_EXPORT + launcher_line(ctx, include, None, hosts[0], port) + "\n"
     out = ["# one line per node, run on that host (no ssh: each starts its own node's ranks; node rank k = hostfile "
-           "line k), or `sbatch launch.sbatch deepspeed`"]
+           "line k), or `sbatch launch.sbatch deepspeed`", (ALLOCATOR_NOTE + ALLOCATOR_EXPORT).rstrip("\n")]
     for k, host in enumerate(hosts):
         out += [f"# on {host}", launcher_line(ctx, include, str(k), hosts[0], port)]
     if ctx.recipe.cpu_affinity or ctx.recipe.cuda_launch_blocking:
         pdsh = {"cpu_affinity": False, "cuda_launch_blocking": False}
         other = ctx.priced_as(runs.precision, runs.layout, runs.recipe | pdsh, runs.model)
         price = "" if other is None else f": {other.step_time_s:.3f} s/step"
-        plain = launcher_line(ctx.with_recipe(pdsh), include, None, hosts[0], port)
+        plain = launcher_line(ctx.with_recipe(pdsh), include, None, hosts[0], port, env=False)
         lost = [what for what, on in (("unbound processes", ctx.recipe.cpu_affinity),
                                       ("asynchronous launches", ctx.recipe.cuda_launch_blocking)) if on]
         out += [f"# or one line on {hosts[0]} that starts every node over pdsh, whose runner passes on neither "
                 f"--bind_cores_to_rank nor this environment (launcher/multinode_runner.py PDSHRunner): "
-                f"{', '.join(lost)}{price}", f"#   {plain}"]
+                f"{', '.join(lost)}{price} (the export above reaches the other nodes only through a .deepspeed_env "
+                f"line PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True)", f"#   {plain}"]
     return "\n".join(out) + "\n"
 
 

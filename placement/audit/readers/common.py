@@ -555,6 +555,11 @@ def launcher_settings(launch: Launch, s: Settings) -> None:
     connections = launch.command.env("CUDA_DEVICE_MAX_CONNECTIONS")
     if connections is not None and not connections.unresolved:
         s.put("device_max_connections", connections.text.strip(), connections.evidence)
+    allocator = launch.command.env("PYTORCH_ALLOC_CONF") or launch.command.env("PYTORCH_CUDA_ALLOC_CONF")
+    if allocator is None:
+        s.put("allocator_conf", "", f"{launch.command.words[0].evidence}: no PYTORCH_CUDA_ALLOC_CONF")
+    elif not allocator.unresolved:
+        s.put("allocator_conf", allocator.text.strip(), allocator.evidence)
     blocking = launch.command.env("CUDA_LAUNCH_BLOCKING")
     if blocking is not None:
         if blocking.unresolved:

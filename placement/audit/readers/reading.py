@@ -181,6 +181,9 @@ class LaunchLayout(Frozen):
     device_max_connections: str | None = None
     """CUDA_DEVICE_MAX_CONNECTIONS as the launch line runs with it (None: the files do not set it), which Megatron-LM
     checks at start (audit.core._check_megatron_connections)."""
+    allocator_conf: str | None = None
+    """PyTorch's allocator settings the launch line runs with (PYTORCH_ALLOC_CONF, else PYTORCH_CUDA_ALLOC_CONF): ""
+    for a launch line without either, None where the files have no launch line (audit.core._allocator_note)."""
     model_ref: str | None = None
     """torchtitan model name:flavor (0.2.x) or module:config (0.3.0), e.g. "llama3:405B"."""
     layers_per_virtual_stage: int | None = Field(default=None, ge=1)
@@ -366,6 +369,7 @@ class JobRead:
     hosts: tuple[str, ...] | None = None
     cuda_visible_devices: tuple[NodeDevices, ...] | None = None
     device_max_connections: str | None = None
+    allocator_conf: str | None = None
     vocab_size: int | None = None
     model_ref: str | None = None
     num_layers: int | None = None

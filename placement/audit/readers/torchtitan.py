@@ -864,7 +864,8 @@ def join(groups: list[Settings], paths: list[Path]) -> Reading:
         merged = _renamed(merged, out)
     pipeline = _settings(merged, out)
     for g in groups:
-        for k in ("world_size", "gpus_per_node", "hosts", "cuda_visible_devices"):  # the launch lines'
+        # the launch lines' own
+        for k in ("world_size", "gpus_per_node", "hosts", "cuda_visible_devices", "allocator_conf"):
             if g.has(k):
                 out.put(k, g.value(k), g.sources[k])
         # ...and what the launch lines' environment and launcher set (CUDA_LAUNCH_BLOCKING, the binding), where the
