@@ -442,7 +442,11 @@ def header(ctx: EmitContext, framework: str, comment: str = "#", runs: str = "",
         + f", seq {p.seq_len}, global batch "
         f"{p.global_batch}, {p.precision}",
         f"layout: tp {lay.tp}, cp {lay.cp}, ep {lay.ep}, etp {lay.etp}, pp {lay.pp} (vpp {lay.vpp}), dp {lay.dp}, "
-        f"ZeRO-{lay.zero_stage}, micro-batch {lay.micro_batch_size}, recompute {lay.recompute}, "
+        f"ZeRO-{lay.zero_stage}"
+        # HSDP: the shard group the files' replicate x shard degrees build (a user trial read ZeRO-3 over all dp)
+        + (f" in shard groups of {lay.dp_shard} (HSDP: {lay.dp // lay.dp_shard} replicas)"
+           if lay.dp_shard != lay.dp else "")
+        + f", micro-batch {lay.micro_batch_size}, recompute {lay.recompute}, "
         f"sequence parallel {lay.sequence_parallel}",
         f"predicted: {p.step_time_s:.3f} s/step, {p.tokens_per_s:,.0f} tokens/s, MFU {p.mfu:.1%}, "
         f"{p.peak_memory_bytes / GiB:.1f} of {p.memory_capacity_bytes / GiB:.1f} GiB per GPU"

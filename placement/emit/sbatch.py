@@ -52,7 +52,8 @@ def render(ctx: EmitContext, formats: list[str]) -> str:
     head = [
         "#!/bin/bash",
         f"# SLURM launch for a placement plan (placement {__version__}): {p.model} on {p.num_gpus} x {p.accelerator}",
-        f"# layout tp {lay.tp} cp {lay.cp} ep {lay.ep} pp {lay.pp} (vpp {lay.vpp}) dp {lay.dp}; predicted "
+        f"# layout tp {lay.tp} cp {lay.cp} ep {lay.ep} pp {lay.pp} (vpp {lay.vpp}) dp {lay.dp}"
+        + (f" (HSDP: shard groups of {lay.dp_shard})" if lay.dp_shard != lay.dp else "") + "; predicted "
         f"{p.step_time_s:.3f} s/step",
         f"# usage, from this folder: sbatch launch.sbatch [{'|'.join(frameworks)}]   (default {frameworks[0]})",
         f"#SBATCH --job-name=placement-{p.model}",
