@@ -1219,3 +1219,20 @@ def test_an_uneven_split_megatron_cannot_build_is_refused(tmp_path, split, refus
         assert result.exit_code == 2 and refused in result.stderr and "transformer_block.py" in result.stderr
     else:
         assert result.exit_code in (0, 1), result.stderr
+
+
+def test_a_preprocessing_script_beside_the_training_launch_is_named_as_read_for_nothing(tmp_path: Path) -> None:
+    """A user trial passed Megatron-LM's data preprocessing command with the training script: its plain `python3`
+    line read as a rank launch, and the audit stopped on a contradiction between the two files' CPU binding.  The
+    file is named as one nothing of the job was read from; a deepspeed line beside its JSON is still read."""
+    prep = tmp_path / "preprocess.sh"
+    prep.write_text("VOCAB_FILE=gpt2-vocab.json\npython3 tools/preprocess_data.py --input $1 --output-prefix $2 "
+                    "--vocab-file $VOCAB_FILE --tokenizer-type GPT2BPETokenizer --append-eod --workers 20\n")
+    with pytest.raises(InputError, match=r"preprocess.sh: no layout, batch, precision or model field read from it.*"
+                                         r"does not launch the training job"):
+        parse_launch([MG / "train_gpt3_175b_distributed.sh", prep], "megatron")
+    run, cfg = tmp_path / "run.sh", tmp_path / "ds.json"
+    run.write_text("deepspeed --num_gpus 8 train.py --deepspeed ds.json\n")
+    cfg.write_text(json.dumps({"train_batch_size": 8, "train_micro_batch_size_per_gpu": 1,
+                               "bf16": {"enabled": True}, "zero_optimization": {"stage": 2}}))
+    assert parse_launch([run, cfg], "deepspeed").zero_stage == 2

@@ -140,6 +140,33 @@ def _parse_files(paths: list[Path], framework: str | None) -> LaunchLayout:
     return _parse(paths, framework).model_copy(update={"devices_by_host": devices})
 
 
+LAUNCHER_FIELDS = frozenset({"allocator_conf", "device_max_connections", "recipe.cpu_affinity",
+                             "recipe.cuda_launch_blocking", "world_size", "gpus_per_node", "hosts",
+                             "cuda_visible_devices"})
+"""What a script's launch line alone gives (its environment, binding and process counts), not the job's layout."""
+
+
+def _refuse_files_read_for_nothing(paths: list[Path], groups: list) -> None:
+    """A script given beside the job's files from which nothing but its launch line's environment was read (a data
+    preprocessing command, `python3 tools/preprocess_data.py ...`) is not part of the job: an error naming it, not
+    its binding contradicting the training launch's (a user trial)."""
+    from placement.audit.readers.common import launch_commands
+
+    for p, g in zip(paths, groups, strict=True):
+        if file_kind(Path(p)) != "script" or not set(g.sources) <= LAUNCHER_FIELDS or getattr(g, "keys", None):
+            continue
+        # a distributed launcher's line is the job's start, whose layout the other files give (deepspeed with its
+        # JSON), and so is a line that names another of the files (`accelerate launch --config_file ds.yaml`); a plain
+        # `python x.py` that states nothing and names none of them is another program
+        text = Path(p).read_text(errors="replace")
+        names_other = any(Path(o).name in text for o in paths if o != p)
+        if not names_other and all(launch.launcher is None for launch in launch_commands(Path(p))):
+            said = f" (only {', '.join(sorted(g.sources))})" if g.sources else ""
+            raise InputError(f"{p}: no layout, batch, precision or model field read from it{said}: it does not "
+                             f"launch the training job the other files describe; drop it from --launch, or pass "
+                             f"the script that launches the training")
+
+
 def _parse(paths: list[Path], framework: str | None) -> LaunchLayout:
     fw = framework or detect_framework(paths)
     check_script_arms(paths, fw)
@@ -151,6 +178,8 @@ def _parse(paths: list[Path], framework: str | None) -> LaunchLayout:
         groups = [read_neox(yamls)] + [read_file(Path(p), fw) for p in paths if Path(p) not in yamls]
     else:
         groups = [read_file(Path(p), fw) for p in paths]
+    if len(paths) > 1 and not yamls:  # (GPT-NeoX's config files are read together, as one group)
+        _refuse_files_read_for_nothing(paths, groups)
     if fw == "torchtitan":
         reading = torchtitan.join(groups, paths)
     elif fw == "maxtext":
