@@ -144,3 +144,30 @@ def test_a_script_that_reads_no_arguments_is_not_priced_from_the_arguments_on_it
                                        "--launch", str(tmp_path / "override.yaml")])
     assert result.exit_code == 2 and "reads no command-line argument" in result.output
     assert "Traceback" not in result.output
+
+
+def test_a_memory_verdict_on_defaults_the_override_leaves_is_a_warning(tmp_path):
+    """A user trial: Megatron-Bridge's quantization override example (tp 1, batch 8) was `[error]
+    memory_over_capacity (cannot run)`, exit 1, at 161.5 GiB of ZeRO-0 optimizer state, beside the warning that ZeRO-0
+    was Megatron's default, not the recipe's.  On unread defaults the verdict is a warning naming them; stated in a
+    saved run_config.yaml, the same layout is the error."""
+    job = ["audit", "--model", "llama3-8b", "--gpus", "8", "--framework", "megatron", "--json", "--launch"]
+    override = tmp_path / "override.yaml"
+    override.write_text("model:\n  tensor_model_parallel_size: 1\n  context_parallel_size: 1\ntrain:\n"
+                        "  global_batch_size: 8\n")
+    result = CliRunner().invoke(main, [*job, str(override)])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["estimate"]["fits"] is False
+    [memory] = [f for f in doc["findings"] if f["kind"] == "memory_over_capacity"]
+    assert memory["severity"] == "warning" and "zero_stage" in memory["message"]
+    assert "base_config_unread" in memory["message"]
+    saved = tmp_path / "run_config.yaml"
+    saved.write_text("model:\n  _target_: megatron.bridge.models.llama.Llama3ModelProvider8B\n"
+                     "  tensor_model_parallel_size: 1\n  context_parallel_size: 1\n  pipeline_model_parallel_size: 1\n"
+                     "  sequence_parallel: false\n  seq_length: 8192\ntrain:\n"
+                     "  _target_: megatron.bridge.training.config.TrainingConfig\n  global_batch_size: 8\n"
+                     "  micro_batch_size: 1\nddp:\n  use_distributed_optimizer: false\n")
+    result = CliRunner().invoke(main, [*job, str(saved)])
+    [memory] = [f for f in json.loads(result.stdout)["findings"] if f["kind"] == "memory_over_capacity"]
+    assert memory["severity"] == "error" and result.exit_code == 1

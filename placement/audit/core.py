@@ -1283,6 +1283,9 @@ class _Ctx:
     """LaunchLayout.megatron_deepspeed."""
     own_est: Estimates | None = None
     """The same layout priced on `own_mapped`."""
+    unread_defaults: tuple[str, ...] = ()
+    """The layout fields priced at the framework's defaults because the files override a base configuration the
+    audit cannot read (base_config_unread): a memory verdict on them is the defaults', not the job's."""
 
     def best_where(self, keep: np.ndarray) -> float | None:
         """Fastest fitting searched layout among `keep` (None if none)."""
@@ -1678,6 +1681,13 @@ def _layout_findings(c: _Ctx, plan: Plan) -> list[Finding]:
             what = (f"needs {peak / GiB:.1f} GiB per GPU {parts}, capacity {cap / GiB:.1f} GiB{kept}: it runs, in "
                     f"{(peak - cap) / GiB:.1f} GiB of the margin (the GPU holds {(cap + headroom) / GiB:.1f} GiB for "
                     f"the job)")
+        elif c.unread_defaults:
+            # a user trial: "cannot run" beside the warning that ZeRO-0 and the rest were defaults, not the recipe's
+            severity = "warning"
+            what = (f"needs {peak / GiB:.1f} GiB per GPU, capacity {cap / GiB:.1f} GiB{kept}, {parts}, as priced "
+                    f"with {', '.join(c.unread_defaults)} at the framework's defaults (base_config_unread): the "
+                    f"recipe the files override may set them otherwise, so whether the job fits is the recipe's to "
+                    f"say")
         else:
             severity = "error"
             what = (f"needs {peak / GiB:.1f} GiB per GPU, capacity {cap / GiB:.1f} GiB{kept}: the job runs out of "
@@ -2043,6 +2053,18 @@ MOE_RECIPE_FIELDS = ("moe_dispatcher", "moe_fusions", "ep_comm_overlap")
 model sets them (Megatron-Bridge's qwen3_moe recipes: alltoall dispatcher, permute fusion)."""
 
 
+MEMORY_FIELDS = ("tp", "cp", "pp", "micro_batch_size", "zero_stage", "recompute", "sequence_parallel", "seq_len")
+"""The BASE_FIELDS a GPU's memory depends on."""
+
+
+def _unread_defaults(launch: LaunchLayout, layout: Layout) -> tuple[str, ...]:
+    """The MEMORY_FIELDS an override priced at the framework's defaults (base_config_findings names them all)."""
+    if launch.base_config is None:
+        return ()
+    return tuple(name for name in MEMORY_FIELDS
+                 if launch.sources.get(name, DEFAULT_TAILS[0]).endswith(DEFAULT_TAILS))
+
+
 def base_config_findings(launch: LaunchLayout, layout: Layout, train: TrainingSpec, recipe: Recipe,
                          recipe_sources: dict[str, str], moe: bool = False) -> list[Finding]:
     """A warning where the files override a base configuration the audit cannot read (LaunchLayout.base_config): the
@@ -2388,7 +2410,7 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
     c = _Ctx(model, train, topo, layout, est, step_s, mapped_same_s,
              est if planned is None else planned.search.estimates, batch if planned is None else planned.search.batch,
              recipe, mapped, space.zero_stages, framework_rank, launch.framework, launch.dialect, launch.config_keys,
-             own_mapped, launch.offloaded, launch.megatron_deepspeed, own_est)
+             own_mapped, launch.offloaded, launch.megatron_deepspeed, own_est, _unread_defaults(launch, layout))
     findings = (_crossing_findings(c, kinds) + _layout_findings(c, plan) + notes + unknown_key_findings(launch)
                 + base_config_findings(launch, layout, train, recipe, recipe_sources, model.is_moe)
                 + [Finding("warning", "not_priced_as_run", w, [], 0.0) for w in launch.warnings]

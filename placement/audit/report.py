@@ -173,12 +173,15 @@ JSON cost_s is 0)."""
 
 
 def finding_cost(f) -> str:
-    """A finding's cost as printed: `0.123 s/step`, `not priced`, `not compared`, or `cannot run`."""
+    """A finding's cost as printed: `0.123 s/step`, `not priced`, `not compared`, `cannot run` or `may not run`."""
     if f.kind in UNPRICED_KINDS:
         return "not priced"
     if (f.kind, f.severity) in NOT_COMPARED:
         return "not compared"
-    return "cannot run" if f.cost_s is None else f"{f.cost_s:.3f} s/step"
+    if f.cost_s is None:  # an over-capacity verdict: certain as an error, conditional as a warning (in the margin
+        # --memory-headroom-gib keeps, or at defaults the files' unread base configuration may set otherwise)
+        return "cannot run" if f.severity == "error" else "may not run"
+    return f"{f.cost_s:.3f} s/step"
 
 
 def best_lines(a: Audit) -> str:
