@@ -315,7 +315,9 @@ def test_a_change_list_to_megatron_fsdp_is_one_megatron_starts(tmp_path):
 
     job = ("--model", "llama3-8b", "--gpus", "8")
     first = _audit(LLAMA_FP8, *job)
-    changes = {c["argument"]: c for c in first["changes"]}
+    # the best plan saves 4 ms of 8.9 s: the changes are withheld (MIN_CHANGE_GAIN), listed for reference
+    assert first["changes"] == [] and first["changes_withheld"]
+    changes = {c["argument"]: c for c in first["changes_withheld"]}
     assert changes["env CUDA_DEVICE_MAX_CONNECTIONS"]["from"] == "1"
     assert changes["env CUDA_DEVICE_MAX_CONNECTIONS"]["to"] is None
     assert (changes["--ckpt-format"]["from"], changes["--ckpt-format"]["to"]) == ("torch_dist", "fsdp_dtensor")

@@ -61,7 +61,7 @@ def audit_json(a: Audit) -> dict:
     return {"layout": layout, "estimate": a.estimate.model_dump(mode="json"),
             "findings": [f.as_json() for f in a.findings], "best": a.best.model_dump(mode="json"),
             "speedup": a.speedup, "changes": a.changes, "changes_note": changes_note(a),
-            "no_better_plan": a.no_better_plan}
+            "no_better_plan": a.no_better_plan, "changes_withheld": a.changes_withheld}
 
 
 MEGATRON_DEEPSPEED_NOTE = ("the job runs Megatron-DeepSpeed (--deepspeed: DeepSpeed's engine under Megatron's layers); "
@@ -245,6 +245,13 @@ def audit_table(a: Audit) -> str:
         note = changes_note(a)
         head = ["changes to the launch:"] + ([f"  ({note})"] if note else [])
         parts.append("\n".join([*head, *(f"{sign} {text}" for sign, text in change_lines(a))]))
+    elif a.changes_withheld:
+        from placement.audit.core import MIN_CHANGE_GAIN
+
+        saved = a.estimate.step_time_s - a.best.step_time_s
+        parts.append(f"no changes proposed: the best plan saves {saved:.3f} s of {a.estimate.step_time_s:.3f} s a step "
+                     f"(x{a.speedup:.3f}), under the {MIN_CHANGE_GAIN:.0%} a change must save to be worth the "
+                     f"{len(a.changes_withheld)} it would take (the JSON lists them as changes_withheld)")
     else:
         parts.append(NO_CHANGES if a.no_better_plan is None else NO_CHANGES_UNSEARCHED)
     return "\n\n".join(parts)
