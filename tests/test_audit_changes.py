@@ -335,3 +335,34 @@ def test_a_change_list_to_megatron_fsdp_is_one_megatron_starts(tmp_path):
     again = _audit(script, *job)
     assert again["estimate"]["step_time_s"] == pytest.approx(first["best"]["step_time_s"], rel=1e-6)
     assert again["changes"] == []
+
+
+def test_a_move_from_megatron_deepspeed_drops_what_megatron_lm_refuses(tmp_path):
+    """Megatron-DeepSpeed's Azure GPT-3 175B script (ZeRO-3 under --deepspeed, 16 nodes): the best plan is a move to
+    Megatron-LM.  A user trial's change list removed flags the script never passed (`- --use-megatron-fsdp`,
+    placement's spelling of the launched layout) and kept ones Megatron-LM refuses (--fp16 beside the --bf16 it added,
+    --checkpoint-activations, on which Megatron-LM exits, the removed --data-impl, DeepSpeed's own).  Every removal is
+    now of a flag the script passes, and those go."""
+    import json as _json
+    from pathlib import Path
+
+    from click.testing import CliRunner
+
+    from placement.cli import main
+
+    source = Path(__file__).parent / "data" / "audit" / "megatron-deepspeed" / "run-175b.sh"
+    script = tmp_path / "run-175b.sh"
+    script.write_text(source.read_text().replace("NODES=1\n", "NODES=16\n"))
+    res = CliRunner().invoke(main, ["audit", "--launch", str(script), "--model", "gpt3-175b", "--cluster", "dgx-h100",
+                                    "--gpus", "128", "--json"])
+    assert res.exit_code in (0, 1), res.output[-2000:]
+    doc = _json.loads(res.stdout)
+    text = script.read_text()
+    changes = {c["argument"]: c for c in doc["changes"]}
+    assert "--bf16" in changes and changes["--bf16"]["to"] == "true"
+    removed = [flag for flag, c in changes.items() if flag.startswith("--") and c["to"] is None]
+    assert all(flag in text for flag in removed), removed
+    for flag in ("--fp16", "--checkpoint-activations", "--data-impl", "--deepspeed", "--deepspeed_config",
+                 "--zero-stage"):
+        assert flag in removed, flag
+    assert changes["--data-impl"]["from"] == "mmap"

@@ -2008,6 +2008,47 @@ def megatron_deepspeed_changes(changes: list[dict], now: LayoutOut, best: Layout
     return keep
 
 
+MEGATRON_LM_REFUSES = {
+    "--checkpoint-activations": "Megatron-LM exits on it ('--checkpoint-activations is no longer valid, use "
+                                "--recompute-activations', megatron/training/arguments.py:601-604 at d98e8a64dd)",
+    "--data-impl": "Megatron-LM removed it in 34ac1ad05e (2023-09-07): argparse refuses it",
+    **{flag: "DeepSpeed's, which Megatron-LM does not define (no such argument at d98e8a64dd): argparse refuses it"
+       for flag in ("--deepspeed", "--deepspeed_config", "--deepspeed-config", "--deepspeed-activation-checkpointing",
+                    "--zero-stage", "--no-pipeline-parallel", "--cpu-optimizer", "--partition-activations",
+                    "--checkpoint-in-cpu", "--contigious-checkpointing", "--synchronize-each-layer",
+                    "--checkpoint-num-layers")},
+}
+"""Megatron-DeepSpeed arguments a move to Megatron-LM must drop: Megatron-LM (d98e8a64dd, the flags grepped) refuses
+them or exits on them (a user trial applied a move's change list and kept them)."""
+
+
+def _megatron_lm_move(changes: list[dict], best: dict[str, str], files_text: str) -> list[dict]:
+    """A Megatron-DeepSpeed job's move to Megatron-LM, as edits the files take: no removal of a flag the files do not
+    pass (placement's spelling of the launched layout, which this job never wrote: a user trial read `-
+    --use-megatron-fsdp` for a DeepSpeed script), a change from an unstated value as an addition, and the files'
+    flags Megatron-LM refuses removed (MEGATRON_LM_REFUSES; --fp16 beside the --bf16 the best plan adds, which
+    validate_args refuses as a pair)."""
+    from placement.audit.changes import NOT_IN_FILES, megatron_flag_in, stated_flag_value, uncommented
+
+    live = uncommented(files_text)
+    out = []
+    for c in changes:
+        unseen = c["argument"].startswith("--") and c.get("note") == NOT_IN_FILES
+        if unseen and c["to"] is None:
+            continue
+        out.append({k: v for k, v in c.items() if k != "note"} | {"from": None} if unseen else c)
+    listed = {c["argument"] for c in out}
+    refused = dict(MEGATRON_LM_REFUSES)
+    if "--bf16" in best:
+        refused["--fp16"] = "Megatron-LM refuses --fp16 beside --bf16 (validate_args), which the best plan runs"
+    for flag, why in refused.items():
+        if flag not in listed and megatron_flag_in(flag, live):
+            value = (stated_flag_value(flag, live) or "").strip("'\"") or None  # a valued flag's (--data-impl mmap)
+            out.append({"argument": flag, "from": value if value and not value.startswith(("-", "$")) else "true",
+                        "to": None, "note": why})
+    return out
+
+
 def no_pipeline_parallel_change(best: LayoutOut, files_text: str | None) -> list[dict]:
     """Megatron-DeepSpeed's --no-pipeline-parallel where the best plan needs it or cannot keep it: under ZeRO-2/3 the
     model must not be a PipelineModule, which DeepSpeed's PipelineEngine refuses (readers.megatron.NO_PIPELINE_MODULE,
@@ -2481,11 +2522,13 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
         from placement.audit.changes import framework_settings, megatron_flag_in
 
         listed = {c["argument"] for c in changes}
-        for flag, value in framework_settings("megatron", best_ctx).items():
+        best_flags = framework_settings("megatron", best_ctx)
+        for flag, value in best_flags.items():
             default = flag.endswith("-parallel-size") and value == "1"  # Megatron-LM's own default
             if flag.startswith("--") and flag not in listed and not default and not megatron_flag_in(flag, files_text):
                 changes.append({"argument": flag, "from": None, "to": value,
                                 "note": "not in the launch files: Megatron-LM needs it for the best plan as priced"})
+        changes = _megatron_lm_move(changes, best_flags, files_text)
     if launch.rank_order != "tp-cp-ep-dp-pp":  # placement's emitters keep Megatron's default order
         if launch.framework == "deepspeed":
             changes.insert(0, {"argument": "topology axes", "from": "['data', 'pipe', ...]",
