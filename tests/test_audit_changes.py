@@ -366,3 +366,20 @@ def test_a_move_from_megatron_deepspeed_drops_what_megatron_lm_refuses(tmp_path)
                  "--zero-stage"):
         assert flag in removed, flag
     assert changes["--data-impl"]["from"] == "mmap"
+
+
+def test_withheld_changes_are_said_in_the_text_and_on_the_page(tmp_path):
+    """Where the best plan saves under 1 % of the step, the text and the HTML page say what it saves and that no
+    change is proposed; the page said `the job already runs the best plan` (and did so where no plan was searched)."""
+    from click.testing import CliRunner
+
+    from placement.cli import main
+    from tests.test_audit_framework_defaults import LLAMA_FP8
+
+    page = tmp_path / "audit.html"
+    res = CliRunner().invoke(main, ["audit", "--launch", str(LLAMA_FP8), "--model", "llama3-8b", "--cluster",
+                                    "dgx-h100", "--gpus", "8", "--report", str(page)])
+    assert res.exit_code == 0, res.output[-2000:]
+    said = next(line for line in res.stdout.splitlines() if line.startswith("no changes proposed: "))
+    assert "under the 1% a change must save" in said
+    assert said in " ".join(page.read_text().split()) and "already runs the best plan" not in page.read_text()

@@ -245,16 +245,22 @@ def audit_table(a: Audit) -> str:
         note = changes_note(a)
         head = ["changes to the launch:"] + ([f"  ({note})"] if note else [])
         parts.append("\n".join([*head, *(f"{sign} {text}" for sign, text in change_lines(a))]))
-    elif a.changes_withheld:
+    else:
+        parts.append(no_changes_text(a))
+    return "\n\n".join(parts)
+
+
+def no_changes_text(a: Audit) -> str:
+    """Why the audit proposes no change (the text and the HTML page): the job runs the best plan, no plan was
+    searched, or the best plan saves too little to be worth its changes (audit.core.MIN_CHANGE_GAIN)."""
+    if a.changes_withheld:
         from placement.audit.core import MIN_CHANGE_GAIN
 
         saved = a.estimate.step_time_s - a.best.step_time_s
-        parts.append(f"no changes proposed: the best plan saves {saved:.3f} s of {a.estimate.step_time_s:.3f} s a step "
-                     f"(x{a.speedup:.3f}), under the {MIN_CHANGE_GAIN:.0%} a change must save to be worth the "
-                     f"{len(a.changes_withheld)} it would take (the JSON lists them as changes_withheld)")
-    else:
-        parts.append(NO_CHANGES if a.no_better_plan is None else NO_CHANGES_UNSEARCHED)
-    return "\n\n".join(parts)
+        return (f"no changes proposed: the best plan saves {saved:.3f} s of {a.estimate.step_time_s:.3f} s a step "
+                f"(x{a.speedup:.3f}), under the {MIN_CHANGE_GAIN:.0%} a change must save to be worth the "
+                f"{len(a.changes_withheld)} it would take (the JSON lists them as changes_withheld)")
+    return NO_CHANGES if a.no_better_plan is None else NO_CHANGES_UNSEARCHED
 
 
 def crossings_block(p) -> str:

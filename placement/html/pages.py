@@ -85,12 +85,12 @@ def audit_html(a, topo: Topology, calibration: str | None = None) -> str:
     baselines), its findings with their cost, the better plan as an argument diff, and where each value came
     from.  `a`: what `audit_job` returned (after `without_timings` under --reproducible)."""
     from placement.audit.report import (
-        NO_CHANGES,
         best_lines,
         change_lines,
         changes_note,
         finding_cost,
         launch_label,
+        no_changes_text,
         ranks_text,
         sources_lines,
     )
@@ -105,7 +105,7 @@ def audit_html(a, topo: Topology, calibration: str | None = None) -> str:
                   subtitle=f"{est.cluster}, seq {est.seq_len}, global batch {est.global_batch}, {est.precision}",
                   launched=_plan_sections(est), best=_plan_sections(best), findings=findings,
                   best_lines=best_lines(a).splitlines(), changes=change_lines(a), changes_note=changes_note(a),
-                  no_changes=NO_CHANGES,
+                  no_changes=no_changes_text(a),
                   launched_view=_table_view(est, topo),
                   best_view=None if same else _plan_view(best, topo, a.best_gpu_of_rank),
                   mapping=_mapping(est), sources=[line.strip() for line in sources_lines(a)[1:]],
