@@ -188,3 +188,28 @@ def test_above_published_says_the_runs_it_means_are_the_validated_ones():
     line = next(x for x in text.splitlines() if x.startswith("above published"))
     assert "none of those runs measured (`placement validate` lists them" in line and "validate --runs" in line
     assert "no published run measured" not in line
+
+
+def test_of_several_runs_of_a_job_the_plan_meets_the_one_it_runs_as():
+    """Megatron-LM's DeepSeek-V3 on 256 GB200 has a baseline run (16.59 s) and its tuned recipe (8.46 s) at the same
+    degrees.  A user trial evaluated the tuned run's own layout and recipe and was told only of the baseline, which it
+    "ran otherwise"; the plan meets the run whose recipe it runs, at validate's error, and a searched plan of that
+    workload is set beside the fastest run of it, not the first in the file."""
+    import shlex
+
+    from placement.calibration.validate import predict
+    from placement.cli import evaluate_command
+
+    runs = {r.id: r for r in load_runs()}
+    tuned, baseline = (runs[f"mcore-gb200-deepseek-v3-256gpu-mxfp8-{k}"] for k in ("final", "baseline"))
+    assert tuned.published_step_time_s < baseline.published_step_time_s
+    res = predict(tuned)
+    argv = shlex.split(evaluate_command(tuned, res.layout, res.recipe))[2:]
+    result = CliRunner().invoke(main, ["evaluate", *argv, "--json"])
+    assert result.exit_code == 0, result.output[-800:]
+    best = json.loads(result.stdout)["published_best"]
+    assert best["same_job"]["run"] == tuned.id and best["same_job"]["error"] == pytest.approx(res.error, abs=2e-4)
+    plan = _plan("--model", "deepseek-v3", "--cluster", "gb200-nvl72", "--gpus", "256", "--seq-len", "4096",
+                 "--global-batch", "2048", "--precision", "fp8")
+    met = plan["published_best"]["same_workload"] or plan["published_best"]["same_job"]
+    assert met["run"] == tuned.id
