@@ -543,3 +543,18 @@ def test_a_logged_runs_command_reproduces_its_prediction(synthetic) -> None:
     res = CliRunner().invoke(main, [*args[1:], "--json"])
     assert res.exit_code == 0, res.output
     assert json.loads(res.stdout)["step_time_s"] == pytest.approx(row["predicted_step_time_s"], rel=1e-6)
+
+
+def test_as_many_steps_as_constants_fit_only_what_the_steps_tell_more_of_than_the_prior(tmp_path: Path) -> None:
+    """A user trial: three measured steps fitted three step constants, each `identified` with no standard error,
+    two of them within 3 % of their defaults (the priors' values), and `evaluate --calibration` printed them as
+    fitted.  With as many steps as constants a constant is fitted only where the steps tell more of it than its
+    prior, and every fitted one carries a standard error."""
+    _, logs = study(tmp_path, steps=((8, 1, 1, 64, 8192), (16, 2, 1, 64, 8192), (16, 1, 1, 64, 8192)))
+    profile = Calibration(_base(), "dgx-h100", steps=logs).run()
+    names = ("matmul_efficiency_fp8", "host_s_per_kernel", "overlap_compute_slowdown")
+    fitted = [n for n in names if profile.constants[n].identified]
+    assert fitted and len(fitted) < len(names)
+    assert all(profile.constants[n].stderr is not None for n in fitted)
+    assert any("tell less of it than its prior" in profile.constants[n].note or "standard error" in
+               profile.constants[n].note for n in names if n not in fitted)

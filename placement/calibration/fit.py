@@ -132,7 +132,11 @@ def identifiable(residual: Callable[[dict[str, float]], np.ndarray], params: Seq
 def _solve(residual: Callable[[dict[str, float]], np.ndarray], free: Sequence[Param], defaults: dict[str, float],
            robust: bool = False):
     scale = STEP_SCALE if robust else MICROBENCHMARK_SCALE
-    """(values, stderr, driver, at_bound) of a bounded least-squares fit of `free` from the defaults."""
+    """(values, stderr, driver, at_bound, prior_held) of a bounded least-squares fit of `free` from the defaults.
+    With no more measurements than constants the data leave no residual to estimate a standard error from: the
+    standard error is then the posterior's, measurements and priors together at the fit's scale, and `prior_held`
+    marks each constant the measurements tell less of than its prior already does (their information, their rows'
+    share of the Gauss-Newton J^T J, below the prior's: the data do not halve its variance)."""
     from scipy.optimize import least_squares  # imported here: only `calibrate` needs SciPy
 
     lo = np.log([p.low for p in free])
@@ -160,20 +164,23 @@ def _solve(residual: Callable[[dict[str, float]], np.ndarray], free: Sequence[Pa
                 sol = other
     m, n = sol.fun.size - len(free), len(free)
     cov = None
-    if m > n:
-        s2 = float(sol.fun[:m] @ sol.fun[:m]) / (m - n)
-        try:
-            cov = np.linalg.inv(sol.jac.T @ sol.jac) * s2
-        except np.linalg.LinAlgError:
-            cov = None
-    values, stderr, driver, at_bound = {}, {}, {}, {}
+    posterior = m <= n  # no residual degrees of freedom: the posterior's covariance at the fit's scale
+    try:
+        cov = (np.linalg.inv(sol.jac.T @ sol.jac) * scale**2 if posterior
+               else np.linalg.inv(sol.jac.T @ sol.jac) * (float(sol.fun[:m] @ sol.fun[:m]) / (m - n)))
+    except np.linalg.LinAlgError:
+        cov = None
+    values, stderr, driver, at_bound, prior_held = {}, {}, {}, {}, {}
     for k, p in enumerate(free):
         v = float(np.exp(sol.x[k]))
         values[p.name] = v
         stderr[p.name] = v * float(np.sqrt(cov[k, k])) if cov is not None and cov[k, k] >= 0 else None
         driver[p.name] = int(np.argmax(np.abs(sol.jac[:m, k])))
         at_bound[p.name] = bool(np.isclose(sol.x[k], lo[k], atol=1e-6) or np.isclose(sol.x[k], hi[k], atol=1e-6))
-    return values, stderr, driver, at_bound
+        # the information the measurements and the prior each give of it (its rows of the Gauss-Newton J^T J)
+        data_info, prior_info = float(sol.jac[:m, k] @ sol.jac[:m, k]), float(sol.jac[m + k, k] ** 2)
+        prior_held[p.name] = posterior and data_info < prior_info
+    return values, stderr, driver, at_bound, prior_held
 
 
 def fit(residual: Callable[[dict[str, float]], np.ndarray], params: Sequence[Param], robust: bool = False
@@ -184,9 +191,18 @@ def fit(residual: Callable[[dict[str, float]], np.ndarray], params: Sequence[Par
     defaults = {p.name: p.default for p in params}
     before = residual(defaults)
     free, why = identifiable(residual, params)
-    found: tuple[dict, dict, dict, dict] = ({}, {}, {}, {})
+    found: tuple[dict, dict, dict, dict, dict] = ({}, {}, {}, {}, {})
     while free:
         found = _solve(residual, free, defaults, robust)
+        held = [p for p in free if found[4][p.name]]
+        if held:  # as many measurements as constants: one the data tell less of than its prior is not fitted (a
+            # user trial: three steps fitted three constants, two of them the prior's value, each "identified")
+            worst = max(held, key=lambda p: (found[1][p.name] or np.inf) / found[0][p.name])
+            why[worst.name] = (f"{np.size(before)} measurement(s) for {len(free)} constant(s) tell less of it than "
+                               f"its prior at the default already does")
+            free = [p for p in free if p is not worst]
+            found = ({}, {}, {}, {}, {})
+            continue
         loose = [p for p in free if found[1][p.name] is not None
                  and found[1][p.name] > MAX_RELATIVE_STDERR * p.spread(found[0][p.name])]
         if not loose:
@@ -195,7 +211,7 @@ def fit(residual: Callable[[dict[str, float]], np.ndarray], params: Sequence[Par
         share = found[1][worst.name] / worst.spread(found[0][worst.name])
         why[worst.name] = f"its standard error would be {share:.0%} of its {'range' if worst.share else 'value'}"
         free = [p for p in free if p is not worst]
-        found = ({}, {}, {}, {})
+        found = ({}, {}, {}, {}, {})
     free, why, found = _swap_at_bound(residual, params, free, why, found, defaults, robust)
     if free:
         gain, price = _earned(before, residual(defaults | found[0]), len(free), robust)
@@ -204,7 +220,7 @@ def fit(residual: Callable[[dict[str, float]], np.ndarray], params: Sequence[Par
                 why[p.name] = (f"the defaults explain these measurements as well: fitting {len(free)} constant(s) "
                                f"would lower their misfit by {gain:.1f}, not the {price:.1f} it must earn "
                                f"(Schwarz's criterion, k ln n)")
-            free, found = [], ({}, {}, {}, {})
+            free, found = [], ({}, {}, {}, {}, {})
     values = defaults | found[0]
     return FitResult(values=values, stderr={p.name: found[1].get(p.name) for p in params},
                      identified={p.name: p.name not in why for p in params}, why_not=why, driver=found[2],
