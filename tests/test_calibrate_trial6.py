@@ -87,7 +87,9 @@ def test_a_micro_batch_that_does_not_divide_is_told_the_rule(tmp_path: Path) -> 
     assert out.exit_code == 2 and "not a multiple of dp (1) * micro-batch (3)" in out.stderr
     assert "does not fit in memory" not in out.stderr
     shown = CliRunner().invoke(main, ["validate", "--runs", str(steps), "--cluster", "dgx-h100"])
-    assert "no fit: mbs3: global batch 128 is not a multiple of dp (1) * micro-batch (3)" in shown.stdout
+    # "no price", not "no fit": the run breaks a rule, it is not over memory (a user trial read "no fit" as memory)
+    assert "no price: mbs3: global batch 128 is not a multiple of dp (1) * micro-batch (3)" in shown.stdout
+    assert "no fit" not in shown.stdout
 
 
 TWO_NODE = NCCL / "h100-2node-all_reduce_perf.txt"  # hosts bm-h100-01 and bm-h100-02
@@ -221,3 +223,33 @@ def test_a_step_file_with_no_runs_says_what_it_found(tmp_path: Path, text: str, 
     with pytest.raises(InputError, match=rf"expected a list of measured runs .*; {re.escape(found)}: a file from which "
                                          rf"nothing is read fits nothing"):
         read_steps(steps, "dgx-h100")
+
+
+def test_a_unit_slip_in_a_measured_run_is_left_out_of_validates_summary(tmp_path: Path) -> None:
+    """A user trial: `validate --runs` averaged a 2,050 s step (milliseconds written as seconds) in at -99.9 %, exit
+    0 and no word, where `calibrate` refuses the same file.  It stays in the table, named, and out of the summary."""
+    import json
+
+    steps = tmp_path / "steps.yaml"
+    run = ("  model: llama3-8b\n  num_gpus: 8\n  seq_len: 2048\n  global_batch: 128\n"
+           "  layout: {tp: 1, pp: 1, cp: 1, dp: 8, micro_batch_size: 1, recompute: none}\n")
+    steps.write_text(f"- id: slip\n{run}  step_time_s: 2050\n- id: ok\n{run}  step_time_s: 2.0\n")
+    shown = CliRunner().invoke(main, ["validate", "--runs", str(steps), "--cluster", "dgx-h100"])
+    assert shown.exit_code == 0, shown.output
+    assert "left out of the summary: slip: measured 2050 s is" in shown.stdout and "check the unit" in shown.stdout
+    assert "over 1 runs" in shown.stdout
+    doc = json.loads(CliRunner().invoke(main, ["validate", "--runs", str(steps), "--cluster", "dgx-h100",
+                                               "--json"]).stdout)
+    assert doc["summary"]["default"]["runs"] == 1 and doc["summary"]["default"]["left_out"] == ["slip"]
+    assert {r["id"]: r["left_out_reason"] is not None for r in doc["runs"]} == {"slip": True, "ok": False}
+
+
+def test_a_log_whose_world_size_contradicts_its_layout_is_told_a_fix_it_can_take(tmp_path: Path) -> None:
+    """A user trial's log with world_size 16 and tp 3 was told "give the GPU count the job ran on (--gpus)", a
+    flag `validate` does not have and `calibrate` takes for the cluster's size."""
+    log = write_log(tmp_path / "run.log", 16, 1, 1, 64, 8192, TRUTH, np.random.default_rng(0), 0.0)
+    text = log.read_text()
+    log.write_text(re.sub(r"(tensor_model_parallel_size \.+ )1", r"\g<1>3", text))
+    shown = CliRunner().invoke(main, ["validate", "--runs", str(log), "--cluster", "dgx-h100"])
+    assert shown.exit_code == 2
+    assert "the log's world_size 16" in shown.stderr and "--gpus" not in shown.stderr

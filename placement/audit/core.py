@@ -716,10 +716,12 @@ def _check_pipeline_engine_zero(launch: LaunchLayout, src) -> None:
                          f"1 with the pipeline, or no pipeline")
 
 
-def resolve_layout(launch: LaunchLayout, model: ModelSpec, num_gpus: int, gpus_per_host: int | None = None) -> Layout:
+def resolve_layout(launch: LaunchLayout, model: ModelSpec, num_gpus: int, gpus_per_host: int | None = None,
+                   gpus_fix: str | None = None) -> Layout:
     """The launch files' layout, with the framework's defaults for what they leave out and dp from the
     GPU count; errors name the setting and its source line.  `gpus_per_host`: the GPU count is a real
-    allocation's (hosts of that many GPUs), whose size the host list sets, not --gpus."""
+    allocation's (hosts of that many GPUs), whose size the host list sets, not --gpus.  `gpus_fix`: where the GPU
+    count is not a flag (a measured run's log or entry: `validate --runs`, `calibrate --steps`), the fix to name."""
     where = launch.sources
 
     def src(name: str) -> str:
@@ -728,6 +730,8 @@ def resolve_layout(launch: LaunchLayout, model: ModelSpec, num_gpus: int, gpus_p
     per_replica = launch.tp * launch.cp * launch.pp
 
     def fix(gpus: int) -> str:
+        if gpus_fix is not None:
+            return gpus_fix
         if gpus_per_host is None:
             return f"give the GPU count the job ran on (--gpus{f' {gpus}' if gpus else ''})"
         step = per_replica // math.gcd(per_replica, gpus_per_host)  # hosts per whole number of replicas

@@ -37,6 +37,22 @@ class Compared:
     def error_calibrated(self) -> float | None:
         return self._error(self.calibrated_s, self.measured_s)
 
+    @property
+    def off_scale(self) -> str | None:
+        """Why the summary leaves the run out: its measured step STEP_SCALE_LIMIT times off the price either way, a
+        unit slip (milliseconds for seconds) or another job's number, which `calibrate` refuses (a user trial: a
+        2,050 s step was averaged in at -99.9 %); None where it is not."""
+        from placement.calibration.calibrate import STEP_SCALE_LIMIT
+
+        if self.default_s is None:
+            return None
+        ratio = self.measured_s / self.default_s
+        if 1 / STEP_SCALE_LIMIT <= ratio <= STEP_SCALE_LIMIT:
+            return None
+        return (f"measured {self.measured_s:g} s is {ratio:.3g} times the {self.default_s:.3g} s priced, more than "
+                f"{STEP_SCALE_LIMIT:g}x off either way: check the unit (seconds per step, not milliseconds or "
+                f"per-log-interval totals) and that the layout is the run's")
+
 
 def compare_runs(profile: CalibrationProfile | None, files: list[Path], cluster_ref: str | None) -> list[Compared]:
     if files:
@@ -67,10 +83,11 @@ def summary(rows: list[Compared]) -> dict[str, dict | None]:
     """Per price ("default", "calibrated"): mean and max |error| over the runs it priced, and their count; None
         where it priced none (no profile, or no run fits)."""
     out: dict[str, dict | None] = {}
+    left_out = [c.run.id for c in rows if c.off_scale]
     for name, attr in (("default", "error_default"), ("calibrated", "error_calibrated")):
-        errs = [abs(getattr(c, attr)) for c in rows if getattr(c, attr) is not None]
-        out[name] = ({"mean_abs_error": sum(errs) / len(errs), "max_abs_error": max(errs), "runs": len(errs)}
-                     if errs else None)
+        errs = [abs(getattr(c, attr)) for c in rows if getattr(c, attr) is not None and not c.off_scale]
+        out[name] = ({"mean_abs_error": sum(errs) / len(errs), "max_abs_error": max(errs), "runs": len(errs),
+                      "left_out": left_out} if errs else None)
     return out
 
 
@@ -79,7 +96,7 @@ def compare_json(rows: list[Compared]) -> dict:
         p = c.priced
         return {"fits": p.fits if p else None, "layout": p.layout if p else None, "recipe": p.recipe if p else None,
                 "searched": p.searched if p else None, "assumptions": c.run.assumptions or None,
-                "no_price_reason": p.why if p else None}
+                "no_price_reason": p.why if p else None, "left_out_reason": c.off_scale}
 
     return {"runs": [{"id": c.run.id, "source": c.run.citation, "measured_step_time_s": c.measured_s,
                       "predicted_step_time_s": c.default_s, "error": c.error_default,
@@ -97,7 +114,7 @@ def compare_table(rows: list[Compared], profile_path: str | None) -> str:
     lines = [f"{'run':<60} {'measured s':>10} {'default s':>10} {'error':>7} {'calibrated s':>12} {'error':>7}"]
     for c in rows:
         label = c.run.id if len(c.run.id) <= 60 else c.run.id[:57] + "..."
-        default = f"{c.default_s:.3f}" if c.default_s is not None else "no fit"
+        default = f"{c.default_s:.3f}" if c.default_s is not None else "no price"
         tuned = f"{c.calibrated_s:.3f}" if c.calibrated_s is not None else "-"
         lines.append(f"{label:<60} {c.measured_s:>10.3f} {default:>10} {_pct(c.error_default):>7} {tuned:>12} "
                      f"{_pct(c.error_calibrated):>7}")
@@ -107,7 +124,9 @@ def compare_table(rows: list[Compared], profile_path: str | None) -> str:
                          f"{s['runs']} runs")
     for c in rows:
         if c.priced is not None and c.priced.why:
-            lines.append(f"no fit: {c.run.id}: {c.priced.why}")
+            lines.append(f"no price: {c.run.id}: {c.priced.why}")
+        if c.off_scale:
+            lines.append(f"left out of the summary: {c.run.id}: {c.off_scale}")
     if profile_path:
         lines.append(f"calibration: {profile_path}")
     return "\n".join(lines)

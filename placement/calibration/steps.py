@@ -209,7 +209,8 @@ def _entry(e: StepEntry, path: Path, i: int, cluster: str) -> StepRun:
         from placement.audit.launch import parse_launch, refuse_unrunnable
 
         launch = refuse_unrunnable(parse_launch([path.parent / c for c in e.config]))
-        lay = resolve_layout(launch, model, e.num_gpus)
+        lay = resolve_layout(launch, model, e.num_gpus,
+                             gpus_fix=f"make {where}'s num_gpus ({e.num_gpus}) the GPU count the run had")
         layout = lay.model_dump(mode="json", exclude_none=True)
         recipe = recipe or launch_recipe(launch, model, lay)[0]
         seq = seq or launch.seq_len
@@ -327,7 +328,10 @@ def read_megatron_log(path: Path, cluster: str, text: str) -> StepRun:
     world = _int(args, "world_size", path) or launch.world_size
     if world is None:
         raise InputError(f"{path}: the arguments block has no world_size; the GPU count is unknown")
-    layout = resolve_layout(launch, model, world)
+    said = args.get("world_size")
+    layout = resolve_layout(launch, model, world, gpus_fix=(
+        f"the log's world_size {world}" + (f" ({path}:{said[1]})" if said else "") + " and its layout disagree: "
+        "the log is not one run's, or was edited; give the run as a YAML entry with its num_gpus instead"))
     recipe, _ = launch_recipe(launch, model, layout)
     where = (f"{path}:{kept[0][1]}-{kept[-1][1]} (median of {len(kept)} iterations{_dropped_note(dropped)}"
              f"{_ramp_note(ramp, batch)})")
