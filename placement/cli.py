@@ -120,8 +120,9 @@ def job_options(fn: Callable) -> Callable:
         click.option("--nodes", type=int, default=None, help="Node count, instead of --gpus."),
         click.option("--segment", "segment", type=int, default=None,
                      help="SLURM `sbatch --segment N` of the job (multi-node NVLink domains, GB200 NVL72): its nodes "
-                          "come N at a time from one rack; 0 = no segment, racks filled whole (default: the "
-                          "cluster's segment_nodes where it divides the node count). With a block-plugin "
+                          "come N at a time from one rack; 0 = no segment, racks filled whole (default: the largest "
+                          "divisor of the node count up to the cluster's segment_nodes, as Megatron-Bridge's launcher "
+                          "passes it; a note says it where it is below segment_nodes). With a block-plugin "
                           "--slurm-topology, checks the allocation against it."),
         click.option("--seq-len", type=int, default=None, help="Tokens per sequence (default: the model's)."),
         click.option("--global-batch", type=int, default=None, help="Sequences per step (default: the model's)."),
@@ -637,6 +638,16 @@ def build_job(model_ref, cluster_ref, gpus, nodes, seq_len, global_batch, precis
             # the catalog cluster's own size (a user trial: 1,024 GPUs with no word of where they came from)
             defaults = {"num_gpus": f"{topo.num_gpus}: cluster {topo.cluster.name}'s default_num_gpus (give --gpus N "
                                     f"or --nodes N)"} | defaults
+        most = topo.cluster.segment_nodes
+        if segment is None and most and topo.segment_nodes is not None and topo.segment_nodes < most \
+                and slurm_topology is None and cluster_graph is None:
+            # a user trial: 19 GB200 trays took --segment 1 unsaid, each NVLink domain priced as one tray's 4 GPUs
+            gph, nodes_n = topo.cluster.gpus_per_node, topo.num_gpus // topo.cluster.gpus_per_node
+            defaults["segment_nodes"] = (
+                f"{topo.segment_nodes}: the largest divisor of the job's {nodes_n} nodes up to cluster "
+                f"{topo.cluster.name}'s segment_nodes {most}, as Megatron-Bridge's launcher passes `sbatch --segment`, "
+                f"so each NVLink domain is priced as {topo.segment_nodes * gph} GPUs (give --segment 0 for racks "
+                f"filled whole, or a node count with a larger divisor, a multiple of {most})")
         ctx.meta["job_defaults"] = defaults
     return model, train, topo
 

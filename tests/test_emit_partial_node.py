@@ -56,3 +56,20 @@ def test_a_plan_of_whole_racks_asks_slurm_for_them(tmp_path: Path, nodes: int, s
         assert f"#SBATCH --segment={segment}\n" in sbatch and "whole scale-up domains" in sbatch
     else:
         assert "--segment" not in sbatch
+
+
+def test_a_default_segment_below_the_racks_trays_is_said_with_its_domain(tmp_path: Path) -> None:
+    """A user trial: 19 GB200 trays (76 GPUs) took the default `--segment 1` (19's largest divisor up to 18) without a
+    word, every NVLink domain priced as one tray's 4 GPUs.  The default is named with the domain it prices and the
+    fix, in the JSON's job_defaults and on stderr; a segment given by flag is not."""
+    import json
+
+    job = ["plan", "--model", "llama3-8b", "--cluster", "gb200-nvl72", "--gpus", "76", "--seq-len", "4096",
+           "--global-batch", "76", "--json"]
+    res = CliRunner().invoke(main, job)
+    assert res.exit_code == 0, res.output[-2000:]
+    said = json.loads(res.stdout)["job_defaults"]["segment_nodes"]
+    assert said.startswith("1: the largest divisor of the job's 19 nodes") and "4 GPUs" in said
+    assert "--segment 0" in said and "segment nodes 1" in res.stderr
+    given = CliRunner().invoke(main, [*job, "--segment", "1"])
+    assert "segment_nodes" not in json.loads(given.stdout)["job_defaults"]
