@@ -281,11 +281,23 @@ def test_a_sweep_row_prints_the_layout_plan_prints(flags):
     assert ("etp2" in shown and "split:E+L" in shown) or ("hsdp2" in shown and "layout:Et" in shown)
 
 
-def test_small_powers_and_close_costs_keep_their_digits():
+def test_small_powers_and_close_costs_keep_their_digits(tmp_path):
     """An 8-GPU design's 0.0187 MW is not printed `0.0 MW`, and the plot's key tells 603,621 from 640,295 (both were
     `0.6M`: the 1:1 vs 2:1 gap a user trial's study was about)."""
     from placement.sweep.output import _money, _quantity
 
     assert _quantity(0.0187) == "0.019" and _quantity(12.34) == "12.3" and _quantity(1234.5) == "1,234"
+    import re
+
+    study = {"name": "tiny", "designs": [{"name": "h100x8", "cluster": "dgx-h100", "gpus": 8, "capex_per_gpu": 40000,
+                                          "power_per_gpu_w": 1400}],
+             "workloads": [{"name": "8b", "model": "llama3-8b", "seq_len": 4096, "global_batch": 64,
+                            "tokens": 1.0e8}]}
+    path = Path(tmp_path) / "s.yaml"
+    path.write_text(yaml.safe_dump(study))
+    res = CliRunner().invoke(main, ["sweep", str(path), "--out", str(tmp_path / "o"), "--no-plots", "--workers", "1"])
+    assert res.exit_code == 0, res.output
+    text = " ".join(res.stdout.split())
+    assert re.search(r", 0\.0[1-9]\d* MW", text) and " 0.0 MW" not in text and "energy 0 MWh" not in text
     assert (_money(603_621, digits=3), _money(640_295, digits=3), _money(12_345_678, digits=3)) == \
         ("0.604M", "0.640M", "12.3M")

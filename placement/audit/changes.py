@@ -439,14 +439,15 @@ def hf_trainer_changes(a: dict[str, str], b: dict[str, str], now: EmitContext, b
 def launch_changes(framework: str, now: EmitContext, best: EmitContext, files_text: str | None = None,
                    stated: dict[str, str] | None = None,
                    torchtitan: tuple[dict[str, tuple[str, str]], str] | None = None,
-                   bridge: dict[str, str] | None = None) -> list[dict]:
+                   bridge: dict[str, str] | None = None, job=None) -> list[dict]:
     """[{"argument", "from", "to"}] for every setting that differs (None = absent on that side).  With the launch
     files' text, a "from" value the files do not state is marked (NOT_IN_FILES), and a global batch the files
     leave to the framework is stated where the best plan needs it.  `stated`: a GPT-NeoX config's own keys
     (LaunchLayout.config_keys), for framework "gpt-neox".  `torchtitan`: the keys a torchtitan TOML file or 0.2.x
     command line states and its form (LaunchLayout.torchtitan_stated, torchtitan_form), whose changes are named in
     that torchtitan's keys (torchtitan_pre3_settings), not placement's 0.3.0 flags.  `bridge`: the `section.key`s a
-    Megatron-Bridge config states (LaunchLayout.bridge_keys), whose changes are named in those keys (bridge_changes)."""
+    Megatron-Bridge config states (LaunchLayout.bridge_keys), whose changes are named in those keys (bridge_changes).
+    `job`: the audited LaunchLayout, whose running command's arguments and environment say what the launch passes."""
     a, b = (framework_settings("deepspeed" if framework == "hf-trainer" else framework, ctx) for ctx in (now, best))
     if framework == "hf-trainer":
         changes = hf_trainer_changes(a, b, now, best, stated or {}, files_text)
@@ -507,9 +508,12 @@ def launch_changes(framework: str, now: EmitContext, best: EmitContext, files_te
                     continue
                 kept.append(c if stated is None else {**c, "from": stated})
             changes = kept
-        if framework == "megatron":  # a flag the best plan adds that the files already pass is no change
-            changes = [c for c in changes if not (c["from"] is None and c["to"] == "true"
-                                                  and megatron_flag_in(c["argument"], live))]
+        if framework == "megatron":  # a flag the best plan adds that the launch already passes is no change (the
+            # running command's arguments where the audit read them: a flag in a branch that does not run is not
+            # passed, a review's --use-megatron-fsdp under USE_MEGATRON_FSDP=0)
+            passed = ({f for f, _ in job.command_args}.__contains__ if job is not None and job.command_args
+                      else lambda flag: megatron_flag_in(flag, live))
+            changes = [c for c in changes if not (c["from"] is None and c["to"] == "true" and passed(c["argument"]))]
         if framework == "megatron":
             split_flags = (*STATED_SPLIT_FLAGS, "--pipeline-model-parallel-layout")
             _megatron_stated_split(changes, {f: v for f in split_flags
@@ -518,8 +522,9 @@ def launch_changes(framework: str, now: EmitContext, best: EmitContext, files_te
             _megatron_dropped_switches(changes, best, live)
             _megatron_fsdp_only(changes, b, live)
             changes = _env_from_files(changes, live)
-            _megatron_fsdp_connections(changes, b, live)
-            changes = _megatron_stated_values(changes, live)
+            _megatron_fsdp_connections(changes, b, live, job.device_max_connections if job else None,
+                                       job is not None and bool(job.command_args))
+            changes = _megatron_stated_values(changes, live, job.command_args if job and job.command_args else None)
         key = GLOBAL_BATCH.get(framework)
         if key and key in b and a.get(key) == b.get(key) and _token(framework, key) not in files_text:
             changes.append({"argument": key, "from": None, "to": b[key],
@@ -732,30 +737,53 @@ def _megatron_fsdp_only(changes: list[dict], best: dict[str, str], live: str) ->
         _drop_switch(changes, flag, live, why)
 
 
-def _megatron_fsdp_connections(changes: list[dict], best: dict[str, str], live: str) -> None:
-    """Where the best plan runs FSDP and the launch files set CUDA_DEVICE_MAX_CONNECTIONS=1, which Megatron-LM refuses
+def _megatron_fsdp_connections(changes: list[dict], best: dict[str, str], live: str,
+                               job_connections: str | None = None, job_read: bool = False) -> None:
+    """Where the best plan runs FSDP and the launch sets CUDA_DEVICE_MAX_CONNECTIONS=1, which Megatron-LM refuses
     under it (audit.core.CONNECTIONS_CHECK) and placement's files leave unset: its removal (a user trial's change list
-    to Megatron-FSDP kept the script's `export CUDA_DEVICE_MAX_CONNECTIONS=${...:-1}`, and the audit refused it)."""
+    to Megatron-FSDP kept the script's `export CUDA_DEVICE_MAX_CONNECTIONS=${...:-1}`, and the audit refused it).
+    `job_read`: the value is the running command's as the audit read it (`job_connections`, None where it sets none),
+    not the files' last `NAME=value`, which may sit in a branch that does not run."""
     name = "env CUDA_DEVICE_MAX_CONNECTIONS"
     if not any(f in best for f in ("--use-megatron-fsdp", "--use-torch-fsdp2")) or name in best \
             or any(c["argument"] == name for c in changes):
         return
-    set_to = _env_from_files([{"argument": name, "from": None, "to": None}], live)
-    if set_to and set_to[0]["from"] == "1":
+    if job_read:
+        value = job_connections
+    else:
+        set_to = _env_from_files([{"argument": name, "from": None, "to": None}], live)
+        value = set_to[0]["from"] if set_to else None
+    if value == "1":
         changes.append({"argument": name, "from": "1", "to": None,
                         "note": "Megatron-LM refuses 1 under FSDP ('FSDP requires CUDA_DEVICE_MAX_CONNECTIONS > 1 or "
                                 "unset', megatron/training/arguments.py validate_args): unset it, as placement's files "
                                 "do, or set it above 1"})
 
 
-def _megatron_stated_values(changes: list[dict], live: str) -> list[dict]:
-    """A flag the best plan writes that the launch files already pass with a value: the change is from that value (a
+STATED_UNFIXED = "the launch passes it already, with a value the files leave open: replace that one"
+
+
+def _megatron_stated_values(changes: list[dict], live: str,
+                            job_args: Sequence[tuple[str, str | None]] | None = None) -> list[dict]:
+    """A flag the best plan writes that the launch already passes with a value: the change is from that value (a
     user trial: `--ckpt-format` shown as added to a script passing `--ckpt-format torch_dist`, which then kept both,
-    argparse taking the later), and no change where it is the value the best plan writes."""
+    argparse taking the later), and no change where it is the value the best plan writes.  `job_args`: the running
+    command's arguments as the audit read them (LaunchLayout.command_args: a value the files do not fix is None),
+    not a flag's text anywhere in the files, which may sit in a branch that does not run (a review)."""
+    given = dict(job_args) if job_args is not None else None
     out = []
     for c in changes:
         if c["argument"].startswith("--") and c["from"] is None and c["to"] not in (None, "true"):
-            stated = stated_flag_value(c["argument"], live)
+            if given is not None:
+                if c["argument"] not in given:
+                    out.append(c)
+                    continue
+                stated = given[c["argument"]]
+                if stated is None:
+                    out.append({**c, "note": STATED_UNFIXED})
+                    continue
+            else:
+                stated = stated_flag_value(c["argument"], live)
             if stated is not None and stated.strip("'\"") == c["to"]:
                 continue
             if stated is not None:

@@ -611,17 +611,38 @@ def _check_megatron_connections(launch: LaunchLayout, layout: Layout, topo: Topo
     return None
 
 
+ALLOCATOR_PARSE = "c10 AllocatorConfig parseExpandableSegments: 'Expected a single True/False argument'"
+"""PyTorch's allocator config parser takes expandable_segments:True or :False, case and all."""
+
+
+def allocator_expandable(conf: str | None, where: str = "") -> bool | None:
+    """Whether PyTorch allocator settings as a launch line sets them turn expandable segments on: True, False (unset,
+    or `:False`), None where the files leave the value to the environment (`${VAR}`) or have no launch line.  A value
+    PyTorch refuses (`expandable_segments:true`: its parser takes `True` or `False` only, ALLOCATOR_PARSE) is an
+    InputError: the job does not start."""
+    if conf is None or "$" in conf:
+        return None
+    for item in conf.replace(" ", "").split(","):
+        key, _, value = item.partition(":")
+        if key == "expandable_segments":
+            if value not in ("True", "False"):
+                raise InputError(f"{where + ': ' if where else ''}PYTORCH_CUDA_ALLOC_CONF={conf}: "
+                                 f"expandable_segments:{value} is refused by PyTorch "
+                                 f"({ALLOCATOR_PARSE}), so this job does not start; write expandable_segments:True")
+            return value == "True"
+    return False
+
+
 def _allocator_note(launch: LaunchLayout) -> Finding | None:
     """An info finding where the launch line runs without PyTorch's expandable segments: the memory price keeps
     ALLOCATOR_FRAGMENTATION of HBM for the caching allocator, which holds only with them (cost.constants), and
     without them fragmentation can take several GiB more, so a job priced close to its capacity may not fit.  None
-    where the files have no launch line (a config file alone) or set them; the job's environment may set them (a
-    container, a module file), so this prices nothing (a user trial: the audit of a torchtitan.sh without them said
-    `which launch.sbatch sets` of the capacity)."""
-    conf = launch.allocator_conf
-    if conf is None or launch.framework == "maxtext" or "expandable_segments:true" in conf.replace(" ", "").lower():
+    where the files have no launch line (a config file alone), set them, or leave the value to the environment; the
+    job's environment may set them too (a container, a module file), so this prices nothing (a user trial: the audit
+    of a torchtitan.sh without them said `which launch.sbatch sets` of the capacity)."""
+    conf, where = launch.allocator_conf, launch.sources.get("allocator_conf", "")
+    if launch.framework == "maxtext" or allocator_expandable(conf, where) is not False:
         return None
-    where = launch.sources.get("allocator_conf", "")
     said = f"set to {conf!r}" if conf else "not set"
     return Finding("info", "allocator_segments_unset",
                    f"PYTORCH_CUDA_ALLOC_CONF is {said} where the job starts ({where}); the memory price keeps "
@@ -2026,15 +2047,18 @@ MEGATRON_LM_REFUSES = {
 them or exits on them (a user trial applied a move's change list and kept them)."""
 
 
-def _megatron_lm_move(changes: list[dict], best: dict[str, str], files_text: str) -> list[dict]:
+def _megatron_lm_move(changes: list[dict], best: dict[str, str], files_text: str,
+                      job_args: tuple[tuple[str, str | None], ...] = ()) -> list[dict]:
     """A Megatron-DeepSpeed job's move to Megatron-LM, as edits the files take: no removal of a flag the files do not
     pass (placement's spelling of the launched layout, which this job never wrote: a user trial read `-
     --use-megatron-fsdp` for a DeepSpeed script), a change from an unstated value as an addition, and the files'
     flags Megatron-LM refuses removed (MEGATRON_LM_REFUSES; --fp16 beside the --bf16 the best plan adds, which
-    validate_args refuses as a pair)."""
+    validate_args refuses as a pair).  `job_args`: the running command's arguments (LaunchLayout.command_args), which
+    say what it passes where the files' text could hold a flag in a branch that does not run (a review)."""
     from placement.audit.changes import NOT_IN_FILES, megatron_flag_in, stated_flag_value, uncommented
 
     live = uncommented(files_text)
+    given = dict(job_args) if job_args else None
     out = []
     for c in changes:
         unseen = c["argument"].startswith("--") and c.get("note") == NOT_IN_FILES
@@ -2045,11 +2069,18 @@ def _megatron_lm_move(changes: list[dict], best: dict[str, str], files_text: str
     refused = dict(MEGATRON_LM_REFUSES)
     if "--bf16" in best:
         refused["--fp16"] = "Megatron-LM refuses --fp16 beside --bf16 (validate_args), which the best plan runs"
+    done = set()
     for flag, why in refused.items():
-        if flag not in listed and megatron_flag_in(flag, live):
-            value = (stated_flag_value(flag, live) or "").strip("'\"") or None  # a valued flag's (--data-impl mmap)
-            out.append({"argument": flag, "from": value if value and not value.startswith(("-", "$")) else "true",
-                        "to": None, "note": why})
+        key = "--" + flag[2:].replace("_", "-")  # the readers' spelling (Megatron-LM reads --a_b as --a-b)
+        passed = key in given if given is not None else megatron_flag_in(flag, live)
+        if key in done or flag in listed or not passed:
+            continue
+        done.add(key)
+        spelled = next((f for f in (flag, key, "--" + key[2:].replace("-", "_")) if megatron_flag_in(f, live)), key)
+        value = (given.get(key) if given is not None
+                 else (stated_flag_value(flag, live) or "").strip("'\"") or None)  # a valued flag's (--zero-stage 3)
+        out.append({"argument": spelled, "from": value if value and not value.startswith(("-", "$")) else "true",
+                    "to": None, "note": why})
     return out
 
 
@@ -2500,7 +2531,7 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
     changes = launch_changes(launch.dialect or launch.framework, now_ctx, best_ctx, files_text,
                              launch.config_keys if launch.dialect or launch.framework == "deepspeed" else None,
                              (launch.torchtitan_stated, launch.torchtitan_form) if launch.torchtitan_form else None,
-                             bridge=launch.bridge_keys or None)
+                             bridge=launch.bridge_keys or None, job=launch)
     if keep_engine:
         changes = megatron_deepspeed_changes(changes, plan.layout, best.layout, files_text)
     elif launch.framework == "deepspeed" and launch.megatron_deepspeed and not launch.dialect:
@@ -2532,7 +2563,7 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
             if flag.startswith("--") and flag not in listed and not default and not megatron_flag_in(flag, files_text):
                 changes.append({"argument": flag, "from": None, "to": value,
                                 "note": "not in the launch files: Megatron-LM needs it for the best plan as priced"})
-        changes = _megatron_lm_move(changes, best_flags, files_text)
+        changes = _megatron_lm_move(changes, best_flags, files_text, launch.command_args)
     if launch.rank_order != "tp-cp-ep-dp-pp":  # placement's emitters keep Megatron's default order
         if launch.framework == "deepspeed":
             changes.insert(0, {"argument": "topology axes", "from": "['data', 'pipe', ...]",

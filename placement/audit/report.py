@@ -219,10 +219,13 @@ def change_lines(a: Audit) -> list[tuple[str, str]]:
 
 def audit_table(a: Audit) -> str:
     est = a.estimate
+    from placement.audit.core import allocator_expandable
+
     conf = a.launch.allocator_conf
-    setter = ("which the launch files do not set (see allocator_segments_unset)" if conf is not None
-              and "expandable_segments:true" not in conf.replace(" ", "").lower() else
-              f"which the launch files set ({a.launch.sources.get('allocator_conf')})" if conf else
+    on = allocator_expandable(conf)
+    setter = ("which the launch files do not set (see allocator_segments_unset)" if on is False else
+              f"which the launch files set ({a.launch.sources.get('allocator_conf')})" if on else
+              f"which the launch sets from {conf}, a value the files leave to the environment" if conf else
               "which the job's environment must set (the files have no launch line)")
     table = single_plan_table(est, setter)
     if a.launch.offloaded:  # a user trial read "DOES NOT FIT" beside a warning that the memory is smaller
@@ -257,9 +260,9 @@ def no_changes_text(a: Audit) -> str:
         from placement.audit.core import MIN_CHANGE_GAIN
 
         saved = a.estimate.step_time_s - a.best.step_time_s
-        return (f"no changes proposed: the best plan saves {saved:.3f} s of {a.estimate.step_time_s:.3f} s a step "
-                f"(x{a.speedup:.3f}), under the {MIN_CHANGE_GAIN:.0%} a change must save to be worth the "
-                f"{len(a.changes_withheld)} it would take (the JSON lists them as changes_withheld)")
+        return (f"no changes proposed: the best plan saves {saved * 1e3:.1f} ms of {a.estimate.step_time_s:.3f} s a "
+                f"step ({saved / a.estimate.step_time_s:.2%}), under the {MIN_CHANGE_GAIN:.0%} a change must save to "
+                f"be worth the {len(a.changes_withheld)} it would take (the JSON lists them as changes_withheld)")
     return NO_CHANGES if a.no_better_plan is None else NO_CHANGES_UNSEARCHED
 
 

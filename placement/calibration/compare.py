@@ -86,8 +86,12 @@ def summary(rows: list[Compared]) -> dict[str, dict | None]:
     left_out = [c.run.id for c in rows if c.off_scale]
     for name, attr in (("default", "error_default"), ("calibrated", "error_calibrated")):
         errs = [abs(getattr(c, attr)) for c in rows if getattr(c, attr) is not None and not c.off_scale]
+        priced = any(getattr(c, attr) is not None for c in rows)
         out[name] = ({"mean_abs_error": sum(errs) / len(errs), "max_abs_error": max(errs), "runs": len(errs),
-                      "left_out": left_out} if errs else None)
+                      "left_out": left_out} if errs else
+                     # every priced run left out: the ids stay (a review found them dropped with the summary)
+                     {"mean_abs_error": None, "max_abs_error": None, "runs": 0, "left_out": left_out}
+                     if priced and left_out else None)
     return out
 
 
@@ -119,7 +123,7 @@ def compare_table(rows: list[Compared], profile_path: str | None) -> str:
         lines.append(f"{label:<60} {c.measured_s:>10.3f} {default:>10} {_pct(c.error_default):>7} {tuned:>12} "
                      f"{_pct(c.error_calibrated):>7}")
     for name, s in summary(rows).items():
-        if s is not None:
+        if s is not None and s["runs"]:
             lines.append(f"{name}: mean |error| {s['mean_abs_error']:.1%}, max {s['max_abs_error']:.1%} over "
                          f"{s['runs']} runs")
     for c in rows:

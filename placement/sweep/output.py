@@ -450,8 +450,8 @@ def summary(rows: list[dict], currency: str, sweep=None, network: dict | None = 
                 # under objective cost the outlay is what is minimized, not the cost column (a user trial)
                 lowest = (f"outlay {_money(r['outlay'])} (capex + energy, the objective), "
                           if r.get("objective") == "cost" else "")
-                extra.append(f"{lowest}capex {_money(r['capex_total'])}, energy {r['energy_mwh']:,.0f} MWh "
-                             f"({_money(r['energy_cost'])}), {r['facility_mw']:,.1f} MW")
+                extra.append(f"{lowest}capex {_money(r['capex_total'])}, energy {_quantity(r['energy_mwh'])} MWh "
+                             f"({_money(r['energy_cost'])}), {_quantity(r['facility_mw'])} MW")
             if r.get("idle_cost"):
                 extra.append(f"idle {r['num_gpus_idle']:,} GPUs cost {_money(r['idle_cost'])}")
             lines += _wrap("; ".join(extra))

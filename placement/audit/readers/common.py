@@ -558,7 +558,7 @@ def launcher_settings(launch: Launch, s: Settings) -> None:
     allocator = launch.command.env("PYTORCH_ALLOC_CONF") or launch.command.env("PYTORCH_CUDA_ALLOC_CONF")
     if allocator is None:
         s.put("allocator_conf", "", f"{launch.command.words[0].evidence}: no PYTORCH_CUDA_ALLOC_CONF")
-    elif not allocator.unresolved:
+    else:  # a value the files leave to the environment keeps its text (`${SITE_ALLOC_CONF}`): unknown, not unset
         s.put("allocator_conf", allocator.text.strip(), allocator.evidence)
     blocking = launch.command.env("CUDA_LAUNCH_BLOCKING")
     if blocking is not None:

@@ -573,9 +573,12 @@ def read_file(path: Path, fw: str) -> Settings:
         megatron.bridge_settings(keys, s)
         recipe = next((b.text for a, b in itertools.pairwise(args) if a.text in ("--recipe", "--model")),
                       None)
-        first = next(w for w in args if "=" in w.text and not w.text.startswith("-"))
-        s.base_config = (f"{first.site}: Hydra overrides of the recipe the training script builds in Python"
-                         f"{f' ({recipe})' if recipe else ''}")
+        # the first override, else (a run_recipe.py line with only --recipe and --config-file: a review's exit 3) the
+        # entry script itself
+        first = next((w for w in args if "=" in w.text and not w.text.startswith("-")), None)
+        site = first.site if first is not None else (launch.entry if launches else args[0]).site
+        s.base_config = (f"{site}: {'Hydra overrides of ' if first is not None else ''}the recipe the training script "
+                         f"builds in Python{f' ({recipe})' if recipe else ''}")
         megatron.read_args([w for w in args if w.text.startswith("--") and w.text != "--config-file"], s,
                            typos=False)  # the recipe script's own flags, not Megatron-LM's
         s.override = True

@@ -617,7 +617,8 @@ def _refuse_validate_args(given: dict[str, Arg]) -> None:
                "args.seq_length", f"set --max-position-embeddings {seq} or more")
     mfsdp, ckpt = given.get("--use-megatron-fsdp"), given.get("--ckpt-format")
     ckpt_format = ckpt.values[0].text.strip("'\"") if ckpt is not None and ckpt.values else None
-    if mfsdp is not None and not _given_false(mfsdp) and ckpt_format != "fsdp_dtensor":
+    unknown = ckpt is not None and ckpt.values and ckpt.values[0].unresolved  # left to the environment: not refused
+    if mfsdp is not None and not _given_false(mfsdp) and ckpt_format != "fsdp_dtensor" and not unknown:
         what = f"--ckpt-format {ckpt_format}" if ckpt_format else "no --ckpt-format (Megatron-LM's default, torch_dist)"
         refuse(ckpt or mfsdp, f"--use-megatron-fsdp with {what}", "the flag came in, af28b5a559 of 2025-08-21",
                "Megatron-FSDP requires the `fsdp_dtensor` checkpointing format", "give --ckpt-format fsdp_dtensor")
