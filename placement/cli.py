@@ -1050,9 +1050,18 @@ def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, pr
             priced_bar.total = total
             priced_bar.update(done - priced_bar.n)
 
-        planned = plan_job(model, train, topo, cfg, mapping, with_rank_table=as_json,  # only --json prints the table
-                           recipe_sources=sources, progress=bar.update, search_progress=priced,
-                           model_sources=model_sources)
+        try:
+            planned = plan_job(model, train, topo, cfg, mapping, with_rank_table=as_json,  # only --json: the table
+                               recipe_sources=sources, progress=bar.update, search_progress=priced,
+                               model_sources=model_sources)
+        except PlacementInfeasible as err:
+            if as_json:  # a script reading stdout gets the contract's keys and why (a user check: stdout was empty)
+                click.echo(json.dumps({"plans": [], "search": None, "infeasible": {"binding": err.binding,
+                                                                                   "message": str(err)},
+                                       "calibration": calibration_json(), "files_run": [], "files_over_capacity": [],
+                                       "files_not_starting": [], "files_plan_index": None,
+                                       "job_defaults": _job_defaults_json()}))
+            raise
     if out_dir is not None:
         from pathlib import Path
 
@@ -1080,6 +1089,7 @@ def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, pr
         for p in planned_json["plans"]:  # each PLAN carries it as evaluate's does (a review: null beside the top's)
             p["fabric"] = fabric
             p["fabric_levels"] = levels
+            p["job_defaults"] = _job_defaults_json()  # as evaluate's PLAN (a user check: null beside the top's)
         click.echo(json.dumps(planned_json | {"calibration": calibration_json(), "files_run": files_run,
                                               "fabric": fabric, "fabric_levels": levels,
                                               "files_over_capacity": _over_capacity(files_run),
@@ -1936,7 +1946,9 @@ def validate(as_json, runs_files, cluster_ref):
     data = validate_json(results, mean, worst)
     for row, r in zip(data["runs"], results, strict=True):
         row["command"] = None if r.layout is None else evaluate_command(r.run, r.layout, r.recipe or {})
-    click.echo(json.dumps(data))
+    # the keys of the profile's form, null without one (README: `calibration` null without a profile; a user check
+    # found them absent, a KeyError for a script that reads both forms)
+    click.echo(json.dumps(data | {"calibration": None, "summary": None}))
 
 
 @main.command()

@@ -305,3 +305,20 @@ def test_a_closed_pipe_ends_quietly_and_evaluate_json_has_its_mapping():
     data = json.loads(out)
     assert code == 0 and data["mapping_compact"]["host_order"] == ["host0", "host1"]
     assert [row["rank"] for row in data["mapping"]] == list(range(16))
+
+
+def test_json_keeps_its_keys_where_a_script_reads_them():
+    """A user check of the README's JSON contract: `plan --json` of an infeasible job printed nothing on stdout (a
+    script's json.loads failed), `validate --json` left out `calibration` and `summary` (null without a profile), and
+    each PLAN of `plan --json` had `job_defaults` null beside the top's."""
+    code, out, err = run("plan", "--model", "llama3-405b", "--cluster", "dgx-h100", "--gpus", "8", "--json")
+    assert code == 1 and "infeasible (memory)" in err
+    data = json.loads(out)
+    assert data["plans"] == [] and data["infeasible"]["binding"] == "memory"
+    assert data["infeasible"]["message"] in err and "job_defaults" in data
+    code, out, _ = run("plan", "--model", "llama3-8b", "--cluster", "dgx-h100", "--json", "--top-k", "2")
+    data = json.loads(out)
+    assert data["job_defaults"] and all(p["job_defaults"] == data["job_defaults"] for p in data["plans"])
+    code, out, _ = run("validate", "--json")
+    data = json.loads(out)
+    assert data["calibration"] is None and data["summary"] is None
