@@ -46,7 +46,7 @@ def test_the_json_carries_the_summary_the_text_prints(tmp_path: Path) -> None:
     data = json.loads(CliRunner().invoke(main, [*args, "--json"]).stdout)
     errors = [abs(r["error"]) for r in data["runs"]]
     assert data["summary"]["default"] == {"mean_abs_error": pytest.approx(sum(errors) / 2),
-                                          "max_abs_error": pytest.approx(max(errors)), "runs": 2}
+                                          "max_abs_error": pytest.approx(max(errors)), "runs": 2, "left_out": []}
     assert data["summary"]["calibrated"] is None  # no profile given
     text = CliRunner().invoke(main, args).stdout
     assert f"default: mean |error| {sum(errors) / 2:.1%}, max {max(errors):.1%} over 2 runs" in text
