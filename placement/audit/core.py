@@ -1712,7 +1712,7 @@ def _layout_findings(c: _Ctx, plan: Plan) -> list[Finding]:
         elif c.unread_defaults:
             # a user trial: "cannot run" beside the warning that ZeRO-0 and the rest were defaults, not the recipe's
             severity = "warning"
-            what = (f"needs {peak / GiB:.1f} GiB per GPU, capacity {cap / GiB:.1f} GiB{kept}, {parts}, as priced "
+            what = (f"needs {peak / GiB:.1f} GiB per GPU {parts}, capacity {cap / GiB:.1f} GiB{kept}, as priced "
                     f"with {', '.join(c.unread_defaults)} at the framework's defaults (base_config_unread): the "
                     f"recipe the files override may set them otherwise, so whether the job fits is the recipe's to "
                     f"say")
@@ -2136,7 +2136,7 @@ MEMORY_FIELDS = ("tp", "cp", "pp", "micro_batch_size", "zero_stage", "recompute"
 """The BASE_FIELDS a GPU's memory depends on."""
 
 
-def _unread_defaults(launch: LaunchLayout, layout: Layout) -> tuple[str, ...]:
+def _unread_defaults(launch: LaunchLayout) -> tuple[str, ...]:
     """The MEMORY_FIELDS an override priced at the framework's defaults (base_config_findings names them all)."""
     if launch.base_config is None:
         return ()
@@ -2493,7 +2493,7 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
     c = _Ctx(model, train, topo, layout, est, step_s, mapped_same_s,
              est if planned is None else planned.search.estimates, batch if planned is None else planned.search.batch,
              recipe, mapped, space.zero_stages, framework_rank, launch.framework, launch.dialect, launch.config_keys,
-             own_mapped, launch.offloaded, launch.megatron_deepspeed, own_est, _unread_defaults(launch, layout))
+             own_mapped, launch.offloaded, launch.megatron_deepspeed, own_est, _unread_defaults(launch))
     findings = (_crossing_findings(c, kinds) + _layout_findings(c, plan) + notes + unknown_key_findings(launch)
                 + base_config_findings(launch, layout, train, recipe, recipe_sources, model.is_moe)
                 + [Finding("warning", "not_priced_as_run", w, [], 0.0) for w in launch.warnings]
