@@ -149,6 +149,17 @@ STEP_SCALE_LIMIT = 10.0
 1.3x (placement validate), so 10x is a unit slip or another job's number, not a constant to fit."""
 
 
+def step_off_scale(measured_s: float, priced_s: float) -> str | None:
+    """Why a measured step is no measurement of the priced layout: STEP_SCALE_LIMIT times off its price either way
+    (`calibrate` refuses it, `validate --runs` leaves it out of its summary); None where it is within."""
+    ratio = measured_s / priced_s
+    if 1 / STEP_SCALE_LIMIT <= ratio <= STEP_SCALE_LIMIT:
+        return None
+    return (f"measured {measured_s:g} s is {ratio:.3g} times the {priced_s:.3g} s the cost model prices its layout at, "
+            f"more than {STEP_SCALE_LIMIT:g}x off either way: check the unit (seconds per step, not milliseconds or "
+            f"per-log-interval totals) and that the layout is the run's")
+
+
 @dataclass(frozen=True)
 class _Nccl:
     run: NcclRun
@@ -438,12 +449,9 @@ class Calibration:
         for seconds) or another job's number, which no constant within its bounds explains: a user trial's 7,000 s
         step was fitted to a BF16 efficiency of 0.02, and plans then printed MFU 1.7 %."""
         for s, t in zip(self.steps, self.step_times(values, self.steps), strict=True):
-            ratio = s.run.published_step_time_s / t
-            if not 1 / STEP_SCALE_LIMIT <= ratio <= STEP_SCALE_LIMIT:
-                raise InputError(f"measured run {s.run.id}: step_time_s {s.run.published_step_time_s:g} is "
-                                 f"{ratio:.3g} times the {t:.3g} s the cost model prices its layout at, more than "
-                                 f"{STEP_SCALE_LIMIT:g}x off either way: check the unit (seconds per step, not "
-                                 f"milliseconds or per-log-interval totals) and that the layout is the run's")
+            why = step_off_scale(s.run.published_step_time_s, t)
+            if why is not None:
+                raise InputError(f"measured run {s.run.id}: {why}")
 
     def step_residual(self, runs: Sequence[StepRun]) -> Callable[[dict[str, float]], np.ndarray]:
         measured = np.array([s.run.published_step_time_s for s in runs])

@@ -42,16 +42,9 @@ class Compared:
         """Why the summary leaves the run out: its measured step STEP_SCALE_LIMIT times off the price either way, a
         unit slip (milliseconds for seconds) or another job's number, which `calibrate` refuses (a user trial: a
         2,050 s step was averaged in at -99.9 %); None where it is not."""
-        from placement.calibration.calibrate import STEP_SCALE_LIMIT
+        from placement.calibration.calibrate import step_off_scale
 
-        if self.default_s is None:
-            return None
-        ratio = self.measured_s / self.default_s
-        if 1 / STEP_SCALE_LIMIT <= ratio <= STEP_SCALE_LIMIT:
-            return None
-        return (f"measured {self.measured_s:g} s is {ratio:.3g} times the {self.default_s:.3g} s priced, more than "
-                f"{STEP_SCALE_LIMIT:g}x off either way: check the unit (seconds per step, not milliseconds or "
-                f"per-log-interval totals) and that the layout is the run's")
+        return None if self.default_s is None else step_off_scale(self.measured_s, self.default_s)
 
 
 def compare_runs(profile: CalibrationProfile | None, files: list[Path], cluster_ref: str | None) -> list[Compared]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from placement import __version__
 from placement.cost.constants import ALLOCATOR_FRAGMENTATION
 from placement.emit import deepspeed, megatron, torchtitan
-from placement.emit.common import EmitContext, header_runs, numa_binding
+from placement.emit.common import ALLOCATOR_EXPORT, EmitContext, header_runs, numa_binding
 
 WORKERS = {"megatron": megatron.worker, "torchtitan": torchtitan.worker}
 """Formats whose nodes run one torchrun each."""
@@ -122,7 +122,6 @@ MASTER_PORT=${{MASTER_PORT:-{MASTER_PORT}}}
 export PLAN_DIR FRAMEWORK NNODES GPUS_PER_NODE MASTER_ADDR MASTER_PORT
 # the plan's memory prices PyTorch's expandable segments ({ALLOCATOR_FRAGMENTATION:.0%} lost to fragmentation):
 # kept unless you set your own
-export PYTORCH_CUDA_ALLOC_CONF=${{PYTORCH_CUDA_ALLOC_CONF:-expandable_segments:True}}
-'''
+{ALLOCATOR_EXPORT}'''
     launch = ('srun --ntasks-per-node=1 --kill-on-bad-exit=1 bash "$PLAN_DIR/launch.sbatch" --task\n')
     return "\n".join(head) + "\n" + batch + task + launch
