@@ -748,6 +748,10 @@ def usage_message(err: click.UsageError) -> str:
     fix = next((f for words, f in _TYPE_FIX.items() if words in text), None)
     if isinstance(err, click.MissingParameter):
         fix = "give it"
+    if isinstance(err, click.NoSuchOption) and err.option_name == "--reproducible" and sub:
+        # a group option after the subcommand (a user trial wrote `placement plan ... --reproducible`)
+        return (f"--reproducible is an option of `placement` itself, not of `{sub}`: put it before the command, "
+                f"`placement --reproducible {sub} ...`, or set PLACEMENT_REPRODUCIBLE=1")
     return f"{text}; {fix + ' (' if fix else ''}see {where} for the flags and their values{')' if fix else ''}"
 
 
@@ -1242,12 +1246,23 @@ def evaluate(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch
                    if out_dir else "")
         click.echo(f"placement: infeasible (memory): this layout needs {result.peak_memory_bytes / GiB:.1f} GiB per "
                    f"GPU (weights {m.weights_bytes / GiB:.1f}, gradients {m.grads_bytes / GiB:.1f}, optimizer "
-                   f"{m.optimizer_bytes / GiB:.1f}, activations {m.activations_bytes / GiB:.1f}, logits, reserve and "
-                   f"buffers {m.other_bytes / GiB:.1f}), capacity {result.memory_capacity_bytes / GiB:.1f} "
+                   f"{m.optimizer_bytes / GiB:.1f}, activations {m.activations_bytes / GiB:.1f}, "
+                   f"{_other_memory_text(m)}), capacity {result.memory_capacity_bytes / GiB:.1f} "
                    f"GiB{written}; try {infeasible_fixes(result, _zero3_peak(model, train, topo, layout, recipe))}",
                    err=True)
         sys.exit(EXIT_INFEASIBLE)
     _fail_files(files_run, framework, "evaluate")
+
+
+def _other_memory_text(m) -> str:
+    """The memory besides state and activations, the loss's logits named where the estimate has them (a user trial at
+    1M tokens read 95.9 GiB of "buffers" that were almost all logits)."""
+    from placement.cost.constants import GiB
+
+    if m.logits_bytes is None:
+        return f"logits, reserve and buffers {m.other_bytes / GiB:.1f}"
+    return (f"logits held for the loss {m.logits_bytes / GiB:.1f}, reserve and buffers "
+            f"{(m.other_bytes - m.logits_bytes) / GiB:.1f}")
 
 
 def _zero3_peak(model, train, topo, layout: Layout, recipe) -> float | None:
@@ -1291,7 +1306,17 @@ def infeasible_fixes(p, zero3_peak_bytes: float | None = None) -> str:
         moments = 8.0 / 12.0 if master else 1.0
         fixes.append(f"--optimizer-state-bf16 if the job keeps Adam's moments in bf16 (optimizer state "
                      f"{m.optimizer_bytes / GiB:.1f} GiB, {m.optimizer_bytes * moments / 2 / GiB:.1f} less)")
-    fixes.append(f"more --tp/--pp (now tp {lay.tp}, pp {lay.pp}) or more GPUs")
+    logits = m.logits_bytes or 0.0
+    if logits > max(m.activations_bytes, state):
+        # the loss's logits are tokens per rank x vocabulary / tp, all on the last stage: more --pp does not split
+        # them (a user trial at 1M tokens was told to try more --pp, which left the 95.9 GiB where it was)
+        fixes.append(f"more --tp or --cp (now tp {lay.tp}, cp {lay.cp}: the loss's logits, {logits / GiB:.1f} GiB, "
+                     f"are the rank's tokens x the vocabulary / tp, all on the last pipeline stage, so more --pp "
+                     f"leaves them)"
+                     + (", --cross-entropy-fusion" if not recipe.cross_entropy_fusion else "")
+                     + " or more GPUs")
+    else:
+        fixes.append(f"more --tp/--pp (now tp {lay.tp}, pp {lay.pp}) or more GPUs")
     offload = ""
     if m.activations_bytes > 0.5 * p.peak_memory_bytes:
         # a user trial: Megatron-Bridge's GB200 Llama 3 70B recipe runs this over capacity by moving 40 layers'

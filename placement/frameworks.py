@@ -513,6 +513,14 @@ def model_recipe(model: ModelSpec, recipe: Recipe, sources: dict[str, str],
         raise InputError(f"{where} names {', '.join(absent)}, which model {model.name} does not have "
                          f"({'; '.join(absent.values())}): they recompute nothing, and Megatron-Core refuses them "
                          f"(core_v0.19.0 transformer_config.py:1784-1793); drop them")
+    if (model.sliding_window is not None and not model.attention_sinks and "cp_comm_type" not in sources
+            and recipe.cp_comm_type is CpCommType.P2P):
+        # Transformer Engine refuses its ring beside a sliding window (cost.rules.Facts.cp_refused): all-gather it
+        recipe = recipe.model_copy(update={"cp_comm_type": CpCommType.ALL_GATHER})
+        sources = sources | {"cp_comm_type": (
+            f"{model.source or model.name}: sliding_window {model.sliding_window}: Transformer Engine runs context "
+            f"parallelism beside a sliding window as all_gather or a2a, not the default ring (TransformerEngine "
+            f"d0067d0da context_parallel.py:5054-5060); all_gather where cp > 1")}
     if not model.mtp_modules or "mtp_layers" in sources:
         return recipe, sources
     from importlib import import_module

@@ -277,7 +277,8 @@ def recipe_line(p: Plan) -> str:
     if r.attention_kernel != default.attention_kernel:
         items.append(f"attention {r.attention_kernel.value}")
     if r.cp_comm_type != default.cp_comm_type and lay.cp > 1:
-        items.append(f"cp {r.cp_comm_type.value}")
+        window = "sliding window" in sources.get("cp_comm_type", "")
+        items.append(f"cp {r.cp_comm_type.value}" + (" (the model's sliding window)" if window else ""))
     if r.grad_reduce_fp32:
         items.append("fp32 gradient reduce")
     if r.loss_chunks > 1:

@@ -828,10 +828,20 @@ def _memory_message(batch: LayoutBatch, est: Estimates, model: ModelSpec, train:
         f"ep {lay.ep}, pp {lay.pp}, dp {lay.dp}, ZeRO-{lay.zero_stage}, recompute {lay.recompute.value}, "
         f"micro-batch {lay.micro_batch_size}) needs {need / GiB:.1f} GiB per GPU "
         f"(weights+grads+optimizer {state / GiB:.1f}, activations {est.activations_bytes[i] / GiB:.1f}, "
-        f"buffers {est.other_bytes[i] / GiB:.1f}), capacity {cap / GiB:.1f} GiB"
+        f"{_other_text(est, i)}), capacity {cap / GiB:.1f} GiB"
         + (f" (after the {headroom / GiB:.1f} GiB {names.headroom_source} keeps free)" if headroom else "")
         + f"; try {' or '.join(fixes)}"
     )
+
+
+def _other_text(est, i: int) -> str:
+    """The memory besides state and activations of candidate `i`, the loss's logits named (a user trial at 1M tokens
+    read 95.9 GiB of "buffers" that were almost all logits)."""
+    other = float(est.other_bytes[i])
+    if est.logits_bytes is None:
+        return f"buffers {other / GiB:.1f}"
+    logits = float(np.broadcast_to(est.logits_bytes, np.shape(est.other_bytes))[i])
+    return f"logits held for the loss {logits / GiB:.1f}, reserve and buffers {(other - logits) / GiB:.1f}"
 
 
 def _fitting_seq(model: ModelSpec, train: TrainingSpec, topo: Topology, cfg: SearchConfig) -> int | None:

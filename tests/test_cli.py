@@ -117,7 +117,8 @@ def test_validate_meets_accuracy_targets_and_every_run_fits():
     assert all(r["peak_memory_gib"] > r["memory_capacity_gib"] for r in data["runs"] if not r["fits"])
     code, text, _ = run("validate")
     for i in over:
-        assert next(line for line in text.splitlines() if line.startswith(i + " ")).endswith(" over")
+        line = next(line for line in text.splitlines() if line.startswith(i + " "))
+        assert re.search(r" \d+\.\d/\d+ over( |$)", line), line  # the memory column, before what the row searched
     assert all(r["fits"] for r in data["runs"] if r["group"] in ("ptdp-2021-table1", "korthikanti-2022-table5"))
     targets = [r for r in data["runs"] if r["group"] in ("ptdp-2021-table1", "korthikanti-2022-table5")]
     assert len(targets) == 18
@@ -322,3 +323,10 @@ def test_json_keeps_its_keys_where_a_script_reads_them():
     code, out, _ = run("validate", "--json")
     data = json.loads(out)
     assert data["calibration"] is None and data["summary"] is None
+
+
+def test_reproducible_after_the_command_names_where_it_goes() -> None:
+    """A user trial wrote `placement plan ... --reproducible` and was offered --recipe or --recompute-modules."""
+    got = CliRunner().invoke(main, ["plan", "--model", "llama3-8b", "--gpus", "8", "--reproducible"])
+    assert got.exit_code == 2 and "Traceback" not in got.output
+    assert "placement --reproducible plan" in got.output and "PLACEMENT_REPRODUCIBLE=1" in got.output

@@ -269,6 +269,8 @@ def test_a_pipeline_header_does_not_price_the_plans_schedule_as_maxtexts(context
     _, text, _ = emitted(piped)
     runs = next(x for x in text.splitlines() if x.startswith("# this file runs"))
     assert f"MaxText's pipeline of {piped.plan.layout.pp} stages" in runs and "(not priced)" in runs
+    # the numbers on the line are said to leave the schedule out (a user trial read them as its price)
+    assert runs.index("s/step (") < runs.index("these numbers leave out MaxText's pipeline of")
     flat = next(c for c in contexts.values() if c.plan.layout.pp == 1)
     assert "MaxText's pipeline of" not in emitted(flat)[1]
 

@@ -181,7 +181,8 @@ def test_the_batch_script_audits_with_the_gpu_order_file_it_reads(tmp_path):
     """On nodes whose GPUs pair over NVLink bridges the plan orders each node's GPUs (cuda_visible_devices.txt),
     which launch.sbatch reads at run time.  The audit of launch.sbatch alone priced the GPUs in numbered order
     (a user trial: 12.5 s against the plan's 8.8 s) and told the user to set the variable the script sets; with
-    the file it prices the plan's step, and without it says the value comes from a file it was not given."""
+    the file, given or beside the script, it prices the plan's step, and without it says the value comes from a
+    file it was not given."""
     import json
 
     job = ["--model", "llama3-70b", "--seq-len", "4096", "--global-batch", "64",
@@ -204,10 +205,18 @@ def test_the_batch_script_audits_with_the_gpu_order_file_it_reads(tmp_path):
     with_file = audit("launch.sbatch", "cuda_visible_devices.txt")
     assert with_file["estimate"]["step_time_s"] == promised
     assert "gpu_order" not in {f["kind"] for f in with_file["findings"]}
+    # launch.sbatch alone: the audit reads the file where the script reads it, in its own folder (a user trial's
+    # audit of its own launch.sbatch priced the numbered order and raised gpu_order for it)
     alone = audit("launch.sbatch")
-    assert alone["estimate"]["step_time_s"] > promised * 1.1
-    assert "gpu_order" in {f["kind"] for f in alone["findings"]}
-    assert "pass the file it is read from with --launch" in alone["layout"]["unstated"]["cuda_visible_devices"]
+    assert alone["estimate"]["step_time_s"] == promised
+    assert "gpu_order" not in {f["kind"] for f in alone["findings"]}
+    assert "cuda_visible_devices.txt" in alone["layout"]["sources"]["cuda_visible_devices"]
+    # ...and without the file there, the value is one the files do not hold: numbered order, said
+    (out / "cuda_visible_devices.txt").unlink()
+    missing = audit("launch.sbatch")
+    assert missing["estimate"]["step_time_s"] > promised * 1.1
+    assert "gpu_order" in {f["kind"] for f in missing["findings"]}
+    assert "pass the file it is read from with --launch" in missing["layout"]["unstated"]["cuda_visible_devices"]
 
 
 def test_a_gpu_order_file_alone_or_of_other_hosts_is_refused(tmp_path):

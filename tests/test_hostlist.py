@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 from ClusterShell.NodeSet import NodeSet
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from placement.errors import InputError
-from placement.loaders.hostlist import MAX_HOSTS, expand_hostlist, read_nodelist
+from placement.loaders.hostlist import MAX_HOSTS, compress_hostlist, expand_hostlist, read_nodelist
 
 EXPANSIONS = {
     "gpu[001-004,010],login1": ["gpu001", "gpu002", "gpu003", "gpu004", "gpu010", "login1"],
@@ -52,6 +52,18 @@ def test_large_allocation_keeps_order_and_padding() -> None:
     assert hosts[63] == "gpu0192"
     assert hosts[64] == "gpu0001"
     assert hosts[-1] == "gpu0037"
+
+
+@example(2, 9, 91)  # n[09-100]
+@given(st.integers(1, 3), st.integers(0, 99), st.integers(0, 1200))
+def test_a_padded_range_that_runs_into_more_digits_expands_as_slurm_prints_it(width, low, span) -> None:
+    """SLURM takes a range's width from its low end (hostlist.c: width = strlen(lo), printed "%0*lu"), so it writes
+    n[09-100] for n09 .. n99, n100 into SLURM_JOB_NODELIST; a user trial's real allocation was refused as a
+    padding mismatch with a fix (rename the hosts) no user can make."""
+    lo, hi = f"{low:0{width}d}", f"{low + span:0{width}d}"  # as SLURM prints both ends: hi wider only past 10^width
+    hosts = expand_hostlist(f"n[{lo}-{hi}]")
+    assert hosts == [f"n{n:0{width}d}" for n in range(low, low + span + 1)]
+    assert expand_hostlist(compress_hostlist(hosts)) == hosts
 
 
 MALFORMED = {

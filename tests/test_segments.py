@@ -192,3 +192,23 @@ def test_plan_table_names_the_segment() -> None:
     code, out, _ = run("plan", "--model", "llama3-8b", "--cluster", "gb200-nvl72", "--gpus", "64", "--top-k", "1",
                        "--segment", "0")
     assert code == 0 and "segment" not in out.splitlines()[0]
+
+
+def test_launch_sbatch_asks_for_whole_nodes_and_no_segment_its_pinned_hosts_break(tmp_path) -> None:
+    """A user trial: a GB200 plan priced on 9 + 9 trays of two racks wrote `#SBATCH --segment=18` (a whole rack)
+    beside `#SBATCH --nodelist=nvl[001-009,019-027]`, which no block can hold, and asked for no CPUs while its price
+    binds every rank to its NUMA node."""
+    from click.testing import CliRunner
+
+    from placement.cli import main
+
+    conf = Path(__file__).parent / "data" / "slurm" / "block-nvl72.conf"
+    got = CliRunner().invoke(main, ["plan", "--model", "llama3-70b", "--slurm-topology", str(conf), "--nodelist",
+                                    "nvl[001-009,019-027]", "--node-type", "gb200-nvl72", "--seq-len", "8192",
+                                    "--global-batch", "128", "--top-k", "1", "--emit", "megatron", "--out",
+                                    str(tmp_path)])
+    assert got.exit_code == 0, got.output
+    sbatch = (tmp_path / "launch.sbatch").read_text().splitlines()
+    assert "#SBATCH --nodelist=nvl[001-009,019-027]" in sbatch
+    assert not any(line.startswith("#SBATCH --segment") for line in sbatch)
+    assert "#SBATCH --exclusive" in sbatch and "#SBATCH --mem=0" in sbatch

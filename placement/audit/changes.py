@@ -135,6 +135,8 @@ def framework_settings(framework: str, ctx: EmitContext) -> dict[str, str]:
 
 
 NOT_IN_FILES = "not in the launch files: placement's spelling of the launched layout"
+BASE_DEFAULT = "base.yml default"
+"""How a MaxText change's note ends where its launched side is base.yml's default (audit.maxtext.BASE_SOURCE)."""
 
 
 def _maxtext_stated(text: str, key: str) -> str | None:
@@ -497,8 +499,17 @@ def launch_changes(framework: str, now: EmitContext, best: EmitContext, files_te
         for c in changes:
             if c["from"] is not None and _token(framework, c["argument"]) not in spelled:
                 c["note"] = NOT_IN_FILES
+                if framework == "maxtext":  # a key the files leave to base.yml runs its default, not placement's
+                    # spelling (a user trial: `- shard_optimizer_over_data true` for a job that ran base.yml's false)
+                    from placement.audit.maxtext import BASE, BASE_SOURCE
+
+                    default = BASE.get(c["argument"])
+                    if isinstance(default, bool):
+                        c["from"], c["note"] = str(default).lower(), f"not in the launch files: {BASE_SOURCE}"
             elif c["from"] is not None and framework == "maxtext":
                 c["from"] = _maxtext_stated(live, c["argument"]) or c["from"]
+        if framework == "maxtext":  # a default the best plan leaves out changes nothing
+            changes = [c for c in changes if not (c["to"] is None and (c.get("note") or "").endswith(BASE_DEFAULT))]
         if framework == "maxtext":  # a key the best plan adds that the files already state (a user trial's
             # `+ scan_layers false` beside llama2_7b.yml's scan_layers: false) is no change, or changes their value
             kept = []

@@ -827,7 +827,11 @@ def _devices_by_host(launch: LaunchLayout, host_of_node: list[str]) -> LaunchLay
                          f"of this allocation, or the allocation it was written for (--nodelist)")
     kept = tuple(n for n in launch.cuda_visible_devices if n.devices is not None)
     given = tuple(by_host[h].model_copy(update={"node_rank": k}) for k, h in enumerate(host_of_node) if h in by_host)
-    return launch.model_copy(update={"cuda_visible_devices": given + kept})
+    files = sorted({n.evidence.split(":", 1)[0] for n in given})
+    source = (f"{', '.join(files)}: each host's CUDA_VISIBLE_DEVICES (the GPU order file the launch reads at run "
+              f"time), {len(given)} of the job's {len(host_of_node)} hosts")
+    return launch.model_copy(update={"cuda_visible_devices": given + kept,
+                                     "sources": {"cuda_visible_devices": source, **launch.sources}})
 
 
 def node_gpu_orders(launch: LaunchLayout, num_hosts: int, gpus_per_host: int) -> tuple[list[tuple[int, ...]],

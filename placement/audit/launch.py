@@ -120,6 +120,22 @@ def _no_arguments_hint(paths: list[Path]) -> str | None:
     return None
 
 
+DEVICES_FILE = "cuda_visible_devices.txt"
+"""placement's file of each host's CUDA_VISIBLE_DEVICES, which its launch.sbatch reads from its own folder."""
+
+
+def _reads_devices_file(path: Path) -> bool:
+    """Whether a launch script reads DEVICES_FILE from its own folder at run time (`$PLAN_DIR/...`, `$(dirname
+    "$0")/...`)."""
+    if not path.is_file():  # a FIFO or a device given as --launch is refused where it is read, not opened here
+        return False
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return False
+    return re.search(r"\$\{?(PLAN_DIR|SCRIPT_DIR)\}?/" + re.escape(DEVICES_FILE), text) is not None
+
+
 def _parse_files(paths: list[Path], framework: str | None) -> LaunchLayout:
     if not paths:
         raise InputError("no launch files given; pass the job's launch script or config files")
@@ -127,6 +143,11 @@ def _parse_files(paths: list[Path], framework: str | None) -> LaunchLayout:
     # audit gives each node rank its host's order once it knows the host order
     by_host = [Path(p) for p in paths if file_kind(Path(p)) == "devices-by-host"]
     paths = [p for p in paths if Path(p) not in by_host]
+    if not by_host:  # a script that reads the file from its own folder at run time (placement's launch.sbatch): read
+        # it there too (a user trial's audit of its own launch.sbatch priced GPUs 0..7 and called that an error)
+        by_host = [beside for beside in dict.fromkeys(Path(p).parent / DEVICES_FILE for p in paths
+                                                      if _reads_devices_file(Path(p)))
+                   if beside.is_file() and file_kind(beside) == "devices-by-host"]
     if not paths:
         raise InputError(f"{by_host[0]} lists each host's CUDA_VISIBLE_DEVICES only; pass the launch script that "
                          f"reads it (launch.sbatch) or the job's other launch files with it")

@@ -344,6 +344,12 @@ def finish(v: dict[str, tuple[Any, str]], ignored: list[str]) -> dict[str, tuple
                        f"iteration late, which doubles the pipeline bubble (base.yml:420-422); priced with the "
                        f"undelayed bubble, with the micro-batch count MaxText runs "
                        f"({keys['pipeline_delay_activation_forwarding'][1]})")
+    if ici["stage"][0] != 1 or dcn["stage"][0] != 1:  # a user trial's audit of a pipelined file said nothing of it
+        ignored.append(f"MaxText's pipeline (ici/dcn_pipeline_parallelism {ici['stage'][0]}/{dcn['stage'][0]}) runs "
+                       f"every micro-batch's forward before the backward (a jax.lax.scan differentiated by JAX, "
+                       f"layers/pipeline.py), and with set_remat_policy_on_pipeline_iterations (default true) keeps "
+                       f"each iteration's input and recomputes the stage forward: priced as 1F1B without that "
+                       f"recompute, so expect memory below and step time above the estimate")
     mesh["sources"] = {k: ev for k, (_, ev) in keys.items() if k in BASE and ev != BASE_SOURCE}
     out["mesh"] = (mesh, keys["mesh_axes"][1])
     quant, qev = keys["quantization"]
@@ -502,11 +508,14 @@ def finish(v: dict[str, tuple[Any, str]], ignored: list[str]) -> dict[str, tuple
     # what the files alone fix: every mesh entry explicit
     if all(n > 0 for n, _ in ici.values()) and all(n > 0 for n, _ in dcn.values()):
         world = math.prod(n for n, _ in ici.values()) * math.prod(n for n, _ in dcn.values())
-        stated = "; ".join(f"{k}: {ev}" for k, (_, ev) in sorted(keys.items())
-                           if "parallelism" in k and ev != BASE_SOURCE) or BASE_SOURCE
-        out["world_size"] = (world, f"the product of the mesh's ici x dcn sizes ({stated})")
+        def stated(parts: tuple[dict, ...]) -> str:
+            """The axes that are not 1, each by its source line (the ones at 1 in a word)."""
+            named = [ev for part in parts for n, ev in part.values() if n != 1]
+            return "; ".join(named) + "; every other axis 1" if named else "every axis 1"
+
+        out["world_size"] = (world, f"the product of the mesh's ici x dcn sizes ({stated((ici, dcn))})")
         out["gpus_per_node"] = (math.prod(n for n, _ in ici.values()), f"the product of the mesh's ici sizes "
-                                                                         f"({stated})")
+                                                                         f"({stated((ici,))})")
         per_device = mesh["per_device_batch_size"]
         total = per_device * world * mesh["gradient_accumulation_steps"]
         if total == int(total) and total >= 1:
@@ -592,7 +601,12 @@ def over_data_priced(size: dict[str, int], over_data: bool) -> bool:
 def resolve(mesh: dict, num_layers: int, gpus_per_host: int, num_gpus: int, global_batch: int,
             ) -> dict[str, tuple[Any, str]]:
     """The layout fields the MaxText mesh and batch keys give on this job's GPUs."""
-    ev = "; ".join(f"{k}: {v}" for k, v in sorted(mesh["sources"].items()) if "parallelism" in k) or BASE_SOURCE
+    # the axes that are not 1, each with its source, then the rest in a word (a user trial read all 24 keys on every
+    # degree's line, about 2 KB each)
+    named = [mesh["sources"].get(f"{part}_{KEY_WORD[a]}_parallelism",
+                                 f"{part}_{KEY_WORD[a]}_parallelism {mesh[part][a]} ({BASE_SOURCE})")
+             for part in ("ici", "dcn") for a in AXES if mesh[part][a] != 1]
+    ev = "; ".join(named) + "; every other ici_*/dcn_* parallelism 1" if named else BASE_SOURCE
     _, _, size = _sizes(mesh, gpus_per_host, num_gpus)
     tp, cp, pp, ep, fsdp, data = (size[a] for a in ("tensor", "context", "stage", "expert", "fsdp", "data"))
     dp = data * fsdp * ep

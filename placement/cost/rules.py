@@ -28,7 +28,7 @@ import numpy as np
 
 from placement.cost.stages import stage_layers
 from placement.specs import Layout, ModelSpec, TrainingSpec
-from placement.specs.recipe import Recipe
+from placement.specs.recipe import CpCommType, Recipe
 
 Columns = Mapping[str, np.ndarray]
 """Candidate columns by axis name: tp, cp, ep, etp, pp, vpp, dp, mbs (int64 arrays of equal length)."""
@@ -55,6 +55,13 @@ class Facts:
     holds the pipeline rules when one of them splits it (the search prices each; an accounted one is written as a
     --pipeline-model-parallel-layout where Megatron's own division would not take it)."""
 
+    cp_refused: str = ""
+    """Why context parallelism cannot run as priced for this model ("" where it can): Transformer Engine's
+    attention, whose ring (p2p) and all-gather exchanges the cost model prices, refuses a sliding window beside
+    the ring and a softmax with sinks beside either (attn_forward_func_with_cp, TransformerEngine d0067d0da
+    transformer_engine/pytorch/attention/dot_product_attention/context_parallel.py:5054-5067: "Context parallelism
+    does not support sliding window attention with cp_comm_type='p2p'", "only supports softmax_type='learnable'
+    with cp_comm_type = 'a2a'"; a2a, Ulysses-style, is not priced)."""
     two_stage_interleaving: bool = True
     """An interleaved schedule may run on 2 pipeline stages.  False where Megatron-LM runs the plan with its
     pipeline transfers exposed: it refuses that pair (core_v0.19.0 megatron/training/arguments.py:972-975)."""
@@ -68,11 +75,22 @@ class Facts:
         accounted = int(recipe.account_for_embedding) + int(recipe.account_for_loss) if recipe is not None else 0
         units = (accounted,) if accounted else (0, *open_units)
         exposed = recipe is not None and not recipe.pp_comm_overlap
+        ring = recipe is None or recipe.cp_comm_type is CpCommType.P2P
+        cp_refused = ""
+        if framework in ("megatron", None) and model.attention_sinks:
+            cp_refused = (f"{model.name}'s attention sinks: Transformer Engine runs context parallelism beside a "
+                          f"softmax with sinks only as cp_comm_type a2a, which placement does not price "
+                          f"(context_parallel.py:5064-5066)")
+        elif framework in ("megatron", None) and model.sliding_window is not None and ring:
+            cp_refused = (f"{model.name}'s sliding window ({model.sliding_window} keys): Transformer Engine refuses "
+                          f"ring (p2p) context parallelism beside it (context_parallel.py:5054-5060); "
+                          f"--cp-comm-type all_gather runs it")
         return cls(model_name=model.name, num_layers=model.num_layers, num_heads=model.num_attention_heads,
                    num_kv_heads=model.kv_heads, num_experts=model.moe.num_experts if model.moe else 0,
                    seq_len=train.seq_len, global_batch=train.global_batch,
                    explicit_pipeline=recipe is not None and recipe.pipeline_layout is not None,
-                   split_units=units, two_stage_interleaving=not (exposed and framework == "megatron"))
+                   split_units=units, two_stage_interleaving=not (exposed and framework == "megatron"),
+                   cp_refused=cp_refused)
 
 
 @dataclass(frozen=True)
@@ -197,6 +215,10 @@ RULES: tuple[Rule, ...] = (
           lambda f, c: (c["cp"] == 1) | (f.seq_len % (2 * c["cp"]) == 0),
           lambda f, v: f"--cp {v['cp']}: sequence {f.seq_len} must split into 2 x cp equal chunks; "
                        f"{_cp_fix(f, v['cp'])}"),
+    _rule("cp_attention", "cp",
+          "Transformer Engine's context parallelism runs the model's attention (no sinks; no ring beside a window)",
+          lambda f, c: (c["cp"] == 1) | (not f.cp_refused),
+          lambda f, v: f"--cp {v['cp']}: {f.cp_refused}; or use --cp 1"),
     _rule("dense_no_experts", "ep etp",
           "a model without experts has nothing to shard over ep or etp",
           lambda f, c: (f.num_experts > 0) | ((c["ep"] == 1) & (c["etp"] == 1)),

@@ -87,9 +87,12 @@ class EmitContext:
         fits = "" if other.fits else f" {OVER_CAPACITY}"
         change = other.step_time_s / p.step_time_s - 1
         # its MFU too: the `predicted:` line above is the plan's (a user trial looked for the file's own)
+        # what the numbers leave out said as such (a user trial read the file's 30.07 s as the price of a MaxText
+        # pipeline that the same line then called "not priced")
+        left_out = f"; these numbers leave out {', '.join(runs.unpriced)} (not priced)" if runs.unpriced else ""
         line = (f"this file runs {what}: {other.step_time_s:.3f} s/step ({change:+.1%}), "
                 f"{other.tokens_per_s:,.0f} tokens/s, MFU {other.mfu:.1%}, {other.peak_memory_bytes / GiB:.1f} of "
-                f"{other.memory_capacity_bytes / GiB:.1f} GiB per GPU{fits}{unpriced}; the warnings say why")
+                f"{other.memory_capacity_bytes / GiB:.1f} GiB per GPU{fits}{left_out}; the warnings say why")
         return line, (f"this file runs {what}: {other.step_time_s:.3f} s/step against the plan's "
                       f"{p.step_time_s:.3f} s/step{fits}{unpriced}")
 

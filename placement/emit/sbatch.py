@@ -60,14 +60,21 @@ def render(ctx: EmitContext, formats: list[str]) -> str:
         f"#SBATCH --nodes={nodes}",
         "#SBATCH --ntasks-per-node=1",
         f"#SBATCH --gpus-per-node={gph}",
+        # the whole node: the price binds each rank to its GPU's NUMA node (cpu_affinity), which a task holding the
+        # partition's default of one CPU cannot do (a user trial's launch asked for no CPUs or memory)
+        "#SBATCH --exclusive",
+        "#SBATCH --mem=0",
     ]
-    segment = p.segment_nodes or whole_domain_segment(ctx.topo.cluster, nodes)
+    placeholder = all(name.startswith("host") and name[4:].isdigit() for name in ctx.topo.host_names[:2])
+    # with the plan's own hosts pinned, a segment of whole racks could contradict them (a user trial's GB200 plan on
+    # 9 + 9 trays of two racks asked for --segment=18 beside that --nodelist, which no block can hold)
+    segment = p.segment_nodes or (whole_domain_segment(ctx.topo.cluster, nodes) if placeholder else None)
     if segment:
         head.append(f"#SBATCH --segment={segment}")
         if not p.segment_nodes:
             head.append("# --segment: the plan prices whole scale-up domains (racks); SLURM's topology/block places "
                         "each segment in one block (24.05 and later), other topology plugins ignore it")
-    if all(name.startswith("host") and name[4:].isdigit() for name in ctx.topo.host_names[:2]):
+    if placeholder:
         head.append("# hosts.txt holds the catalog's placeholder names: plan on the allocation (--slurm-topology "
                     "--nodelist) to launch on real hosts")
     else:  # the plan's own hosts: SLURM must give the job these nodes, or a task stops at the hosts.txt lookup

@@ -3,7 +3,8 @@
 The syntax is SLURM's (``scontrol show hostnames``): top-level commas separate components; in a
 component, each ``[...]`` holds comma-separated numbers or ``lo-hi`` ranges; several brackets in one
 component expand as a cartesian product, the first bracket outermost (``a[1-2]b[3-4]`` is a1b3, a1b4,
-a2b3, a2b4); zero padding is kept (``n[08-10]`` is n08, n09, n10).
+a2b3, a2b4); zero padding is kept (``n[08-10]`` is n08, n09, n10), its width the low end's, as SLURM's (``n[09-100]`` is
+n09 .. n99, n100).
 
 Order matters here: the host order of an allocation decides which node gets which ranks, so the
 expansion keeps the order the user wrote.  ClusterShell's ``NodeSet`` sorts a whole set
@@ -205,6 +206,12 @@ def _expand_bracket(bracket: str, component: str, text: str, source: str, *, lim
                 f"{source}: `{text}` expands to more than {MAX_HOSTS:,} hosts (range `{piece}`); "
                 "check the range for a typo."
             )
+        if high is not None and len(high) > len(low) and low.startswith("0"):
+            # SLURM takes a range's width from its low end and prints wider numbers whole (hostlist.c: width =
+            # strlen(lo), "%0*lu"), so a zero-padded range may run into more digits: n[09-100] is n09 .. n99,
+            # n100, which SLURM itself writes into SLURM_JOB_NODELIST (ClusterShell calls it a padding mismatch)
+            numbers.extend(f"{n:0{len(low)}d}" for n in range(int(low), int(high) + 1))
+            continue
         try:
             numbers.extend(RangeSet(piece).striter())  # ascending, padding kept
         except RangeSetException as err:
