@@ -236,3 +236,26 @@ def test_a_bubble_with_no_layout_of_its_degrees_searched_is_not_a_zero_saving(tm
     (f,) = [f for f in data["findings"] if f["kind"] == "pipeline_bubble"]
     assert "the search held no layout of the same tp 8, cp 1 and ep 1 to compare" in f["message"]
     assert "save" not in f["message"] and f["cost_s"] == 0.0
+
+
+def test_a_host_repeated_on_consecutive_lines_among_single_ones_is_named(tmp_path) -> None:
+    """A user trial's host file n01 n03 n02 n02 was read as three hosts (the repeat taken as a SLURM hostfile's run
+    of one host's tasks) and refused for the count, naming no host; a hostfile that lists every host once per task
+    still reads as its nodes."""
+    hosts = LEFT + RIGHT
+    script = tmp_path / "train.sh"
+    script.write_text(SCRIPT)
+
+    def audit(lines: list[str]):
+        order = tmp_path / "hosts.txt"
+        order.write_text("\n".join(lines) + "\n")
+        return CliRunner().invoke(main, ["--reproducible", "audit", "--launch", str(script), "--model",
+                                         "mixtral-8x7b", "--slurm-topology", str(SLURM), "--nodelist",
+                                         ",".join(hosts), "--node-type", "dgx-h100", "--hosts", str(order), "--json"])
+
+    doubled = audit([*hosts[:-1], hosts[-2]])
+    assert doubled.exit_code == 2 and "Traceback" not in doubled.output
+    assert f"host {hosts[-2]} is on 2 consecutive lines" in doubled.output and f":{len(hosts) - 1}-" in doubled.output
+    per_task = audit([h for h in hosts for _ in range(8)])  # SLURM --distribution=arbitrary: one line per task
+    assert per_task.exit_code in (0, 1), per_task.output
+    assert json.loads(per_task.stdout)["layout"]["host_order"] == hosts

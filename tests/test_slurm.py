@@ -134,7 +134,7 @@ TREE_ERRORS = {
     "unknown key": (
         "SwitchName=s0 Nodes=n[1-4] Speed=100\n",
         "topology.conf:1: unknown key `Speed` on a SwitchName= line; the keys allowed there are SwitchName, "
-        "Switches, Nodes, LinkSpeed (case-insensitive): correct the spelling or remove it.",
+        "Switches, Nodes, LinkSpeed, Level (case-insensitive): correct the spelling or remove it.",
     ),
     "tree key on a block line": (
         "BlockName=b1 Nodes=n[1-4] LinkSpeed=10\n",
@@ -313,3 +313,25 @@ def test_separate_fabrics_are_read_and_a_job_inside_one_is_placed(tmp_path: Path
     assert topo.num_gpus == 32
     with pytest.raises(InputError, match=r"under 2 switches with no parent \(l1 \(e\.g\. n03\), l2 \(e\.g\. n05\)\)"):
         topology_from_slurm(conf, ["n03", "n04", "n05", "n06"], cluster, acc)
+
+
+def test_scontrol_show_topology_output_reads_as_the_tree_it_prints(tmp_path: Path) -> None:
+    """`scontrol show topology` (tree plugin) prints Level= on every switch and a parent's Nodes= beside its
+    Switches= (Slurm's _print_topo_record); a user trial's copy was refused as a misspelt key, then as a switch with
+    both children kinds.  Its parent's nodes are the children's: the tree is topology.conf's."""
+    printed = tmp_path / "scontrol.txt"
+    printed.write_text("SwitchName=leaf0 Level=0 LinkSpeed=1 Nodes=gpu[0001-0004]\n"
+                       "SwitchName=leaf1 Level=0 LinkSpeed=1 Nodes=gpu[0005-0008]\n"
+                       "SwitchName=spine Level=1 LinkSpeed=1 Nodes=gpu[0001-0008] Switches=leaf[0-1]\n")
+    conf = tmp_path / "topology.conf"
+    conf.write_text("SwitchName=leaf0 Nodes=gpu[0001-0004]\nSwitchName=leaf1 Nodes=gpu[0005-0008]\n"
+                    "SwitchName=spine Switches=leaf[0-1]\n")
+    read, written = parse_topology_conf(printed), parse_topology_conf(conf)
+    assert isinstance(read, SlurmTree)
+    assert [(s.name, s.switches, s.nodes) for s in read.switches] == [
+        (s.name, s.switches, s.nodes) for s in written.switches]
+    # without Level=, both kinds of children on one switch stay a topology.conf error
+    bad = tmp_path / "both.conf"
+    bad.write_text("SwitchName=leaf0 Nodes=gpu[0001-0004]\nSwitchName=spine Nodes=gpu[0001-0004] Switches=leaf0\n")
+    with pytest.raises(InputError, match="lists both Nodes= and Switches="):
+        parse_topology_conf(bad)

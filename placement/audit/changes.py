@@ -508,8 +508,11 @@ def launch_changes(framework: str, now: EmitContext, best: EmitContext, files_te
                         c["from"], c["note"] = str(default).lower(), f"not in the launch files: {BASE_SOURCE}"
             elif c["from"] is not None and framework == "maxtext":
                 c["from"] = _maxtext_stated(live, c["argument"]) or c["from"]
-        if framework == "maxtext":  # a default the best plan leaves out changes nothing
-            changes = [c for c in changes if not (c["to"] is None and (c.get("note") or "").endswith(BASE_DEFAULT))]
+        if framework == "maxtext":  # a default the best plan leaves out, or a key the files do not have, changes
+            # nothing (a user trial's list removed the fifteen custom remat keys placement would spell the launched
+            # minimal policy with, none of which the file had)
+            changes = [c for c in changes if not (c["to"] is None and (
+                (c.get("note") or "").endswith(BASE_DEFAULT) or c.get("note") == NOT_IN_FILES))]
         if framework == "maxtext":  # a key the best plan adds that the files already state (a user trial's
             # `+ scan_layers false` beside llama2_7b.yml's scan_layers: false) is no change, or changes their value
             kept = []

@@ -890,6 +890,7 @@ def read_host_order(path: Path) -> list[str]:
     hosts: list[str] = []
     by_rank: list[tuple[int, str]] = []  # an Open MPI rankfile: `rank N=HOST slot=S`
     line_of: dict[str, int] = {}  # each host's first line (a user trial: a duplicate was named without its lines)
+    runs: list[list] = []  # plain host lines: [host, first line, last line, lines] of each run of one host
     for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.split("#", 1)[0].strip()
         if not line:
@@ -910,6 +911,9 @@ def read_host_order(path: Path) -> list[str]:
                 if not hosts or h != hosts[-1]:  # a SLURM hostfile's run of one host's tasks is one node
                     _once(path, number, h, line_of)
                     hosts.append(h)
+                    runs.append([h, number, number, 1])
+                else:
+                    runs[-1][2:] = [number, runs[-1][3] + 1]
         else:
             raise InputError(f"{path}:{number}: {raw.strip()!r} is not a host order line; expected HOST, "
                              f"NODE_RANK HOST or HOST slots=N")
@@ -926,6 +930,14 @@ def read_host_order(path: Path) -> list[str]:
                              f"...): the audit reads a rankfile for its node order only; give the host order "
                              f"(placement's hosts.txt)")
         return runs
+    if len({r[3] for r in runs}) > 1:
+        # a SLURM hostfile lists every host once per task, all alike: runs of unequal length are a host given twice
+        # (a user trial's n01 n03 n02 n02 was read as 3 hosts and refused for the count)
+        common = max(sorted({r[3] for r in runs}), key=lambda n: sum(r[3] == n for r in runs))
+        odd = next(r for r in runs if r[3] != common)
+        raise InputError(f"{path}:{odd[1]}-{odd[2]}: host {odd[0]} is on {odd[3]} consecutive lines where the other "
+                         f"hosts are on {common}: a SLURM hostfile lists each host once per task, alike; give each "
+                         f"host once (or every host once per task), in node-rank order")
     if ranked and hosts:
         raise InputError(f"{path}: mixes NODE_RANK HOST lines with plain host lines; use one form")
     if ranked:
@@ -2320,7 +2332,12 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
     if not hosts:
         _check_launch_hosts(launch, topo)
     launch = derived_micro_batch(maxtext_layout(launch, model, topo, train.global_batch), topo.num_gpus)
-    launch = launch.model_copy(update={"ignored": (*launch.ignored, *model_differs(launch, model))})
+    from placement.audit.maxtext import MOE_ONLY
+
+    # a reader's note that holds for an MoE model only (MaxText's: the files may name no experts where the model
+    # config their model_name loads has them) is kept for one, without its marker, and dropped otherwise
+    notes = tuple(n.removeprefix(MOE_ONLY) for n in launch.ignored if model.is_moe or not n.startswith(MOE_ONLY))
+    launch = launch.model_copy(update={"ignored": (*notes, *model_differs(launch, model))})
     model, model_sources = launched_model(launch, model)
     layout = resolve_layout(launch, model, topo.num_gpus, topo.gpus_per_host if topo.allocated else None)
     _check_torchtitan_mxfp8(launch, topo)

@@ -100,6 +100,13 @@ CUSTOM_NAMES = ("context", "mlpwi", "mlpwi_0", "mlpwi_1", "mlpwo", "moe_mlpwi_0"
                 "query_proj", "key_proj", "value_proj", "kv_proj", "qkv_proj", "out_proj")
 """The tensors remat_policy custom places by their own key ('remat', 'device' or 'offload'; base.yml: each 'remat'
 by default)."""
+MOE_ONLY = "[moe] "
+"""The prefix of a reader's note that holds for an MoE model only; the audit keeps it (without the prefix) where the
+model is one (a model_name's config may give the experts no key of the files names)."""
+MOE_SPARSE_ONLY_NAMES = {"mlpwi_1": "moe_mlpwi_1"}
+"""Dense name -> the routed experts' name MaxText 0.2.5's sparse_matmul path (base.yml default) tags alone: its w1
+output is checkpoint_name(layer_w1, "moe_mlpwi_1") (layers/moe.py:2916, :2942), where w0 and wo carry both names
+(:2915, :3229) and the dense_matmul path tags w1 with both (:4192)."""
 REMAT_CHECK = ('layers/nnx_decoders.py:1385 get_remat_policy (the assert since 5a1e17698, 2025-07-09, then in '
                'layers/decoders.py): assert remat_policy == "full", "Remat policy needs to be on '
                'list of remat policies"')
@@ -398,8 +405,10 @@ def finish(v: dict[str, tuple[Any, str]], ignored: list[str]) -> dict[str, tuple
         # the scanned decoder checkpoints every layer with get_remat_policy()'s None for "none": a full recompute
         # (layers/nnx_decoders.py:1154-1159, :1278-1287); only the unscanned loop skips jax.checkpoint (:2248)
         out["recompute"] = ("full", f"{rev} with scan_layers {scan} ({sev})")
+    kept_names: set[str] | None = None
     if REMAT.get(str(remat), "selective") == "selective":
         kept, offloaded, how = _remat_saves(str(remat), keys)
+        kept_names = kept
         modules = remat_reruns(kept)
         out["recipe.recompute_modules"] = (modules, f"{rev} ({how}; JAX reruns in backward what it needs of the "
                                                     f"rest: layers/nnx_decoders.py get_remat_policy)")
@@ -494,6 +503,14 @@ def finish(v: dict[str, tuple[Any, str]], ignored: list[str]) -> dict[str, tuple
     # and combines each sequence by one-hot mask einsums, and without one runs every expert on every token
     sparse, sev = keys.get("sparse_matmul", (True, BASE_SOURCE))
     experts = keys.get("num_experts", (1, BASE_SOURCE))[0]
+    unsaved = sorted(moe for dense, moe in MOE_SPARSE_ONLY_NAMES.items()
+                     if kept_names is not None and dense in kept_names and moe not in kept_names)
+    if unsaved and str(sparse).lower() != "false":
+        ignored.append(f"{MOE_ONLY}remat_policy {remat!r} saves mlpwi_1 but not the routed experts' "
+                       f"{', '.join(unsaved)}: MaxText's sparse_matmul path ({sev}) tags the experts' second "
+                       f"up-projection with that name only (layers/moe.py), so each MoE layer reruns that GEMM in "
+                       f"backward; priced as saved, so expect the step above the estimate and memory below it "
+                       f"(remat_policy custom with moe_mlpwi_1: 'device' runs what is priced) ({rev})")
     if str(sparse).lower() == "false" and isinstance(experts, int) and experts > 1:
         if capped:
             out["recipe.moe_einsum_dispatch"] = ("sequence", f"{sev} (with {cap[1]}: MaxText's dense_matmul "

@@ -38,6 +38,8 @@ from fractions import Fraction
 from functools import cache
 
 from placement.audit.maxtext import (
+    CUSTOM_NAMES,
+    MOE_SPARSE_ONLY_NAMES,
     REMAT_SAVES,
     WEIGHT_AXES,
     WEIGHTS_GATHERED,
@@ -459,11 +461,25 @@ def overrides(ctx: EmitContext) -> tuple[dict[str, object], MaxTextMesh, list[st
     keys |= pipe
     policy, reruns = remat_policy(ctx)
     keys["remat_policy"] = policy
+    unsaved = moe_names_unsaved(ctx, policy)
+    if unsaved:
+        # MaxText's ragged (sparse_matmul) expert path tags the second up-projection moe_mlpwi_1 only, which no named
+        # policy saves: the file names each tensor (remat_policy custom) so the experts keep what the price keeps (a
+        # user trial: minimal priced the experts' w1 output as kept, which MaxText reruns)
+        named = set(REMAT_SAVES[policy][0])
+        saved = named | set(unsaved) | {moe for dense, moe in MOE_NAMES.items() if dense in named}
+        keys["remat_policy"] = "custom"
+        keys |= {name: "device" if name in saved else "remat" for name in CUSTOM_NAMES}
+        notes_custom = (f"remat_policy custom: {policy}'s tensors and the routed experts' {', '.join(unsaved)} kept "
+                        f"on the device (layers/moe.py tags the ragged path's second up-projection moe_mlpwi_1 only, "
+                        f"which {policy} does not name)")
+    else:
+        notes_custom = None
     if lay.recompute in SCAN_LAYERS:
         keys["scan_layers"] = SCAN_LAYERS[lay.recompute]
     warnings += more + more2 + recipe_warnings(ctx, "MaxText 0.2.5", RUNS_INSTEAD, reruns)
     if lay.recompute == "selective" and RecomputeModule.MLP_UP not in reruns:
-        warnings.append(ACTIVATION_RECOMPUTED.format(policy))
+        warnings.append(ACTIVATION_RECOMPUTED.format(keys["remat_policy"]))
     warnings += common.forced_warnings(ctx, "maxtext")
     notes = [
         f"placement -> MaxText axes: tp -> tensor, cp -> context, pp -> stage, dp -> {zero_words(ctx, mesh)}"
@@ -473,6 +489,8 @@ def overrides(ctx: EmitContext) -> tuple[dict[str, object], MaxTextMesh, list[st
         f"DCN = across hosts ({keys['num_slices']})",
         arithmetic,
     ]
+    if notes_custom:
+        notes.append(notes_custom)
     if lay.tp > 1:
         notes.append("MaxText's tensor axis also shards the activations between layers (rule activation_embed -> "
                      "tensor), which is what sequence parallelism saves in memory")
@@ -488,6 +506,21 @@ def remat_policy(ctx: EmitContext) -> tuple[str, tuple[RecomputeModule, ...]]:
     modules = frozenset(m.value for m in ctx.recipe.recompute_modules or MINIMAL_RECOMPUTES)
     policy = POLICY_OF.get(modules, "minimal")
     return policy, tuple(RecomputeModule(m) for m in remat_reruns(set(REMAT_SAVES[policy][0])))
+
+
+MOE_NAMES = {"mlpwi_0": "moe_mlpwi_0", "mlpwi_1": "moe_mlpwi_1", "mlpwo": "moe_mlpwo"}
+"""A dense tensor's name -> the routed experts' own name for it (base.yml's custom keys)."""
+
+
+def moe_names_unsaved(ctx: EmitContext, policy: str) -> tuple[str, ...]:
+    """The routed experts' tensors a named policy leaves to rerun though it saves their dense counterparts: MaxText's
+    sparse_matmul path (base.yml's default, which these files keep) tags the experts' first up-projection and their
+    down-projection with both names (mlpwi_0 / moe_mlpwi_0, mlpwo / moe_mlpwo) but the second up-projection
+    moe_mlpwi_1 only (MaxText 0.2.5 layers/moe.py sparse_matmul), so a policy saving mlpwi_1 reruns it."""
+    if not ctx.moe or policy not in REMAT_SAVES:
+        return ()
+    saved = set(REMAT_SAVES[policy][0])
+    return tuple(moe for dense, moe in MOE_SPARSE_ONLY_NAMES.items() if dense in saved and moe not in saved)
 
 
 def zero_words(ctx: EmitContext, mesh: MaxTextMesh) -> str:

@@ -15,6 +15,9 @@ The format is the topology.conf(5) man page's (Slurm 23.11 to 26.11; SchedMD/slu
   size, then any larger enforced sizes, each a power of two times the one before; every block holds at
   least the base size.
 
+``scontrol show topology`` output (tree plugin) reads as topology.conf: its ``Level=`` on every switch marks it, and
+there a parent switch's ``Nodes=`` lists every node below it, which its ``Switches=`` already place, so it is not read.
+
 ``Nodes=`` and ``Switches=`` are hostlist expressions, expanded in written order by
 placement.loaders.hostlist.  The topology/ring plugin (``RingName=``) and topology.yaml are not read.
 
@@ -46,7 +49,8 @@ MAX_DIGITS: Final = 18
 _WHOLE: Final = re.compile(r"[0-9]+")
 """ASCII digits only: str.isdigit() also accepts `²`, which int() refuses."""
 
-_TREE_KEYS: Final = ("SwitchName", "Switches", "Nodes", "LinkSpeed")
+_TREE_KEYS: Final = ("SwitchName", "Switches", "Nodes", "LinkSpeed", "Level")
+"""Level= is `scontrol show topology`'s (0 for a leaf switch), never topology.conf's."""
 _BLOCK_KEYS: Final = ("BlockName", "Nodes")
 _BLOCK_SIZES_KEYS: Final = ("BlockSizes",)
 _KNOWN_KEYS: Final = {key.lower(): key for key in (*_TREE_KEYS, *_BLOCK_KEYS, *_BLOCK_SIZES_KEYS)}
@@ -246,11 +250,19 @@ def _switch(line: _Line, path: Path) -> SlurmSwitch:
             f"{MAX_SWITCH_NAME_CHARS}: shorten it."
         )
     has_nodes, has_switches = "nodes" in line.pairs, "switches" in line.pairs
+    if "level" in line.pairs:  # `scontrol show topology` output (a user trial's was refused as a misspelling)
+        level = line.pairs["level"]
+        if not _WHOLE.fullmatch(level):
+            raise InputError(f"{path}:{line.number}: `{line.spelled['level']}={level}` is not a whole number; "
+                             f"`scontrol show topology` prints each switch's Level as one (0 for a leaf switch)")
+        # a parent's Nodes= there lists every node below it, which its Switches= place: the children say where
+        has_nodes = has_nodes and not has_switches
     if has_nodes and has_switches:
         raise InputError(
             f"{path}:{line.number}: switch `{name}` lists both Nodes= and Switches=; SLURM reads a switch as "
             "a leaf (Nodes=) or as a parent of switches (Switches=) and ignores Switches= on a leaf: move the "
-            "nodes to a leaf switch of their own and list that switch in Switches=."
+            "nodes to a leaf switch of their own and list that switch in Switches= (`scontrol show topology` "
+            "output, which lists a parent's nodes too, keeps its Level= on every line and reads as it is)."
         )
     if not has_nodes and not has_switches:
         raise InputError(
