@@ -152,7 +152,7 @@ def _by_name(name: str, folder: Path, schema: type[S], what: str, flag: str) -> 
         meant = f"did you mean {near[0]}? " if near else ""
         raise InputError(
             f"{flag} {name!r}: no {what} of that name; {meant}known {what}s: {', '.join(names)}; or give a path to a "
-            f"YAML file"
+            f"YAML file" + (" or a HuggingFace config.json (or its folder)" if what == "model" else "")
         )
     return read_yaml(path, schema, what)
 
@@ -173,7 +173,8 @@ def load_model(ref: str, field: str = "--model") -> ModelSpec:
         if not _is_file(path):
             raise InputError(f"{field} {ref!r}: no such file; give a config.json path or a catalog name")
         return load_hf_config(path)
-    if _file_given(ref, path):
+    if _file_given(ref, path) or _is_dir(path):  # a folder named without a slash is one too (a user trial's
+        # `--model emptydir` was looked up as a catalog name)
         if not _readable(path):
             raise InputError(_no_file(ref, path, field, "model"))
         megatron_log = _megatron_log_model(path)

@@ -141,7 +141,9 @@ MALFORMED = {
     ),
     "truncated after the GPU rows (non-square)": (
         "".join(P40.splitlines(keepends=True)[:7]),
-        "topo.txt:7: the header (line 1) has 8 GPU columns but 6 GPU rows come before this line",
+        # the file ends at line 7, the 6th GPU row: not "6 rows come before" it (a user trial)
+        "topo.txt: the file ends after 6 of the 8 GPU rows its header (line 1) announces; give the whole "
+        "`nvidia-smi topo -m` output",
     ),
     "GPU rows out of order": (
         "".join([H100_LINES[0], H100_LINES[1], H100_LINES[3], H100_LINES[2], *H100_LINES[4:]]),

@@ -100,6 +100,8 @@ CUSTOM_NAMES = ("context", "mlpwi", "mlpwi_0", "mlpwi_1", "mlpwo", "moe_mlpwi_0"
                 "query_proj", "key_proj", "value_proj", "kv_proj", "qkv_proj", "out_proj")
 """The tensors remat_policy custom places by their own key ('remat', 'device' or 'offload'; base.yml: each 'remat'
 by default)."""
+GPU_HARDWARE = ("gpu", "gpu_multiprocess")
+"""MaxText's hardware values that run on GPUs (base.yml `hardware`, default 'tpu')."""
 MOE_ONLY = "[moe] "
 """The prefix of a reader's note that holds for an MoE model only; the audit keeps it (without the prefix) where the
 model is one (a model_name's config may give the experts no key of the files names)."""
@@ -423,6 +425,10 @@ def finish(v: dict[str, tuple[Any, str]], ignored: list[str]) -> dict[str, tuple
             ignored.append(f"remat_policy {remat!r}: {', '.join(sorted(offloaded))} offloaded to host memory "
                            f"(offload_dst pinned_host) are priced as kept on the GPU, so its memory is an upper "
                            f"bound, and their copies to and from the host are not priced ({rev})")
+    hardware, hev = v.get("hardware", ("tpu", BASE_SOURCE))
+    if str(hardware) not in GPU_HARDWARE:  # a user trial's v5p script was priced on H100 without a word
+        ignored.append(f"hardware {hardware!r} ({hev}): the files run MaxText on {str(hardware).upper()}s, not GPUs "
+                       f"(configs/types.py:1662 `hardware`); priced as the same job on the --cluster's GPUs")
     out["model_ref"] = (str(keys["model_name"][0]), keys["model_name"][1])
     scale = v.get("global_parameter_scale")
     if scale is not None and scale[0] != 1:  # a review: scale 16 was read as base.yml's 16 layers of 2048
@@ -656,6 +662,15 @@ def resolve(mesh: dict, num_layers: int, gpus_per_host: int, num_gpus: int, glob
     per_device = mesh["per_device_batch_size"]
     files_batch = per_device * num_gpus * accumulation
     batch_ev = src.get("per_device_batch_size", BASE_SOURCE)
+    if files_batch != int(files_batch):
+        # MaxText trains int(per_device_batch_size x devices) sequences (configs/types.py global_batch_size_to_
+        # train_on); a user trial's 0.3 x 64 was told to pass --global-batch 19.2, which the flag refuses
+        low, high = math.floor(files_batch), math.ceil(files_batch)
+        per = num_gpus * accumulation
+        raise InputError(f"{batch_ev}: per_device_batch_size {per_device:g} x {num_gpus} devices x "
+                         f"gradient_accumulation_steps {accumulation} = {files_batch:g}, not a whole number of "
+                         f"sequences; give a per_device_batch_size that makes it whole, e.g. {low}/{per} = "
+                         f"{low / per:g} or {high}/{per} = {high / per:g}")
     if files_batch != global_batch:
         raise InputError(f"the MaxText files train per_device_batch_size {per_device:g} x {num_gpus} devices x "
                          f"gradient_accumulation_steps {accumulation} = {files_batch:g} sequences per step "

@@ -101,7 +101,12 @@ def parse_topo_matrix(text: str, source: str) -> NodeTopo:
             )
         index += 1
     if len(gpu_rows) < len(gpus):
-        _not_square(gpus, gpu_rows, min(index + 1, len(lines)), header_index, source)
+        if index >= len(lines):  # the file ends inside the GPU block (a user trial: "4 GPU rows come before" line 5,
+            # itself the 4th)
+            raise InputError(
+                f"{source}: the file ends after {len(gpu_rows)} of the {len(gpus)} GPU rows its header (line "
+                f"{header_index + 1}) announces; give the whole `nvidia-smi topo -m` output")
+        _not_square(gpus, gpu_rows, index + 1, header_index, source)
     links = _gpu_links(gpu_rows, gpus, source)
     legend = _nic_legend(lines, index, devices, source)
     return NodeTopo(

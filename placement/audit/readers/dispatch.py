@@ -488,6 +488,9 @@ def read_file(path: Path, fw: str) -> Settings:
     if kind == "yaml":
         text = read_text(path, "YAML config", "expected a Megatron-Bridge, GPT-NeoX or MaxText YAML config")
         data = parse_yaml(text, path, "YAML config", False)
+        if data is None:  # a user trial's empty MaxText file was told it lacked ConfigContainer sections
+            raise InputError(f"{path}: the YAML file holds nothing (it is empty or only comments); give the job's "
+                             f"Megatron-Bridge, GPT-NeoX or MaxText YAML config")
         _refuse_other_tool(path, data)
         if accelerate_yaml(data):
             if fw != "deepspeed":

@@ -1,0 +1,57 @@
+"""Messages a user trial found wrong (MaxText audit and --model): an empty YAML told it lacked ConfigContainer
+sections; a fractional per_device_batch_size told to pass --global-batch 19.2 (which the flag refuses); a TPU launch
+priced on H100 without a word; a folder without config.json looked up as a catalog name."""
+
+from __future__ import annotations
+
+import json
+
+from click.testing import CliRunner
+
+from placement.cli import main
+
+AUDIT = ["audit", "--model", "llama3-70b", "--gpus", "64"]
+
+
+def _yaml(tmp_path, text: str):
+    path = tmp_path / "job.yml"
+    path.write_text(text)
+    return CliRunner().invoke(main, [*AUDIT, "--launch", str(path)])
+
+
+def test_an_empty_yaml_is_said_to_be_empty(tmp_path) -> None:
+    got = _yaml(tmp_path, "# only a comment\n")
+    assert got.exit_code == 2 and "holds nothing (it is empty or only comments)" in got.output
+    assert "ConfigContainer" not in got.output
+
+
+def test_a_fractional_batch_names_the_key_and_whole_values_that_work(tmp_path) -> None:
+    base = 'base_config: "base.yml"\nhardware: "gpu"\nmodel_name: "llama3-70b"\nici_fsdp_parallelism: 8\n'
+    got = _yaml(tmp_path, base + "per_device_batch_size: 0.3\n")
+    assert got.exit_code == 2 and "--global-batch 19.2" not in got.output
+    assert "per_device_batch_size 0.3 x 64 devices" in got.output and "19.2, not a whole number" in got.output
+    suggested = got.output.split("e.g. ")[1]
+    for value in (0.296875, 0.3125):  # each suggestion makes a whole number of sequences, as the message says
+        assert f"{value:g}" in suggested and (value * 64).is_integer()
+    ok = _yaml(tmp_path, base + "per_device_batch_size: 0.3125\n")
+    assert "not a whole number" not in ok.output
+
+
+def test_a_launch_on_tpus_says_it_is_priced_on_gpus(tmp_path) -> None:
+    base = 'base_config: "base.yml"\nmodel_name: "llama3-70b"\nici_fsdp_parallelism: 8\nper_device_batch_size: 1\n'
+    path = tmp_path / "job.yml"
+    for hardware, said in (("", True), ('hardware: "tpu"\n', True), ('hardware: "gpu"\n', False)):
+        path.write_text(base + hardware)
+        got = CliRunner().invoke(main, [*AUDIT, "--launch", str(path), "--json"])
+        assert got.exit_code in (0, 1), got.output
+        notes = json.loads(got.stdout)["layout"]["ignored"]
+        assert any(n.startswith("hardware 'tpu'") and "TPUs, not GPUs" in n for n in notes) is said, hardware
+
+
+def test_a_folder_without_config_json_is_named_as_such(tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)  # a folder named without a slash, as the trial wrote it
+    (tmp_path / "emptydir").mkdir()
+    got = CliRunner().invoke(main, ["plan", "--model", "emptydir", "--gpus", "8"], catch_exceptions=False)
+    assert got.exit_code == 2 and "holds config.json, and this one holds none" in got.output
+    miss = CliRunner().invoke(main, ["plan", "--model", "llama3-8bx", "--gpus", "8"])
+    assert miss.exit_code == 2 and "HuggingFace config.json" in miss.output
