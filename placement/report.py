@@ -436,6 +436,17 @@ def model_facts(model: ModelSpec, seq_len: int) -> dict:
         "num_kv_heads": model.kv_heads,
         "moe": model.moe.model_dump(mode="json") if model.moe else None,
         "parallel_residual": model.parallel_residual,
+        # what a reader checks a config against (a user trial could not see the window, the head size, the tying or
+        # the MTP modules short of planning)
+        "head_dim": None if model.mla else model.head_dim or model.hidden_size // model.num_attention_heads,
+        "ffn_hidden_size": model.ffn_hidden_size,
+        "vocab_size": model.vocab_size,
+        "tied_embeddings": model.tied_embeddings,
+        "sliding_window": model.sliding_window,
+        "sliding_window_layers": model.sliding_window_layers,
+        "attention_sinks": model.attention_sinks,
+        "mla": model.mla.model_dump(mode="json") if model.mla else None,
+        "mtp_modules": model.mtp_modules,
         "total_params": w.total_params,
         "active_params": w.active_params_per_token,
         "seq_len": seq_len,
@@ -473,6 +484,19 @@ def model_table(f: dict) -> str:
         rows.insert(1, ["experts (routed, top-k, shared)",
                         f"{moe['num_experts']}, {moe['top_k']}, {moe['num_shared_experts']}"])
         rows.insert(2, ["router (score, top-k weights, expert bias, scaling)", router_text(moe)])
+    attention = (f"MLA (kv rank {f['mla']['kv_lora_rank']}, q rank {f['mla']['q_lora_rank']})" if f.get("mla")
+                 else f"head dim {f['head_dim']}")
+    if f.get("sliding_window"):
+        attention += (f"; window {f['sliding_window']} keys on {f['sliding_window_layers']} of "
+                      f"{f['num_layers']} layers")
+    if f.get("attention_sinks"):
+        attention += "; sinks"
+    rows.insert(1, ["attention", attention])
+    rows.insert(2, ["FFN width / vocabulary (embeddings)",
+                    f"{f['ffn_hidden_size']} / {f['vocab_size']:,} ({'tied' if f['tied_embeddings'] else 'untied'})"])
+    if f.get("mtp_modules"):
+        rows.append(["multi-token-prediction modules", f"{f['mtp_modules']} (the recipe's mtp_layers; not in the "
+                                                       f"counts above)"])
     if f.get("parallel_residual"):
         rows.insert(1, ["residual", "parallel: attention + MLP, one forward TP all-reduce per layer"])
     source = f"\nsource: {f['source']}" if f["source"] else ""

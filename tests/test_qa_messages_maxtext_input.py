@@ -55,3 +55,13 @@ def test_a_folder_without_config_json_is_named_as_such(tmp_path, monkeypatch) ->
     assert got.exit_code == 2 and "holds config.json, and this one holds none" in got.output
     miss = CliRunner().invoke(main, ["plan", "--model", "llama3-8bx", "--gpus", "8"])
     assert miss.exit_code == 2 and "HuggingFace config.json" in miss.output
+
+
+def test_an_ici_product_off_the_host_names_the_axes_and_their_lines(tmp_path) -> None:
+    """A user trial's mismatch read "the files fix a node type of 512 GPUs (--node-type), or fix their ici_*/dcn_*
+    parallelism", naming no axis."""
+    got = _yaml(tmp_path, 'base_config: "base.yml"\nhardware: "gpu"\nmodel_name: "llama3-70b"\n'
+                          'ici_fsdp_parallelism: 4\nici_tensor_parallelism: 4\nper_device_batch_size: 1\n')
+    assert got.exit_code == 2 and "Traceback" not in got.output
+    assert "ici_fsdp_parallelism 4 x ici_tensor_parallelism 4 (" in got.output and "job.yml:4" in got.output
+    assert "multiply to 16, but the job has 8" in got.output

@@ -566,11 +566,18 @@ def _sizes(mesh: dict, gpus_per_host: int, num_gpus: int) -> tuple[dict[str, int
                                  f"filled: the files need {fix}")
             part[fill[0]] = want // known
         elif known != want:
+            # the axes named with their values and lines (a user trial read "the files fix a node type of 512 GPUs"
+            # for ici_fsdp_parallelism 64 x ici_tensor_parallelism 8 set from a script's arguments)
+            prefix = "dcn" if hosts else "ici"
+            keys = [(f"{prefix}_{KEY_WORD[a]}_parallelism", n) for a, n in part.items() if n != 1]
+            named = " x ".join(f"{k} {n}" for k, n in keys) or "every axis 1"
+            lines = sorted({mesh.get("sources", {}).get(k, BASE_SOURCE).split(": ", 1)[0] for k, _ in keys})
+            named += f" ({', '.join(lines)})" if lines else ""
             fix = (f"--gpus {known * per_slice} (--nodes {known})" if hosts else
-                   f"a node type of {known} GPUs (--node-type)")
-            raise InputError(f"MaxText {what}: the axes multiply to {known} but the job has {want} "
-                             f"({num_gpus} GPUs, {per_slice} per host); the files fix {fix}, or fix their "
-                             f"ici_*/dcn_* parallelism")
+                   f"a node type of {known} GPUs a host (--node-type)")
+            raise InputError(f"MaxText {what}: {named} multiply to {known}, but the job has {want} "
+                             f"({num_gpus} GPUs, {per_slice} a host); if it ran so, pass {fix}; otherwise change "
+                             f"those {prefix}_*_parallelism values")
         out.append(part)
     ici, dcn = out
     if mesh["num_slices"] not in (-1, slices):
