@@ -173,8 +173,10 @@ def load_model(ref: str, field: str = "--model") -> ModelSpec:
         if not _is_file(path):
             raise InputError(f"{field} {ref!r}: no such file; give a config.json path or a catalog name")
         return load_hf_config(path)
-    if _file_given(ref, path) or _is_dir(path):  # a folder named without a slash is one too (a user trial's
-        # `--model emptydir` was looked up as a catalog name)
+    catalog_name = _is_file(catalog_root() / "models" / f"{ref}.yaml")
+    if _file_given(ref, path) or (_is_dir(path) and not catalog_name):  # a folder named without a slash is one
+        # too (a user trial's `--model emptydir` was looked up as a catalog name), unless a catalog model has the
+        # name (an --out folder named after the model must not hide it)
         if not _readable(path):
             raise InputError(_no_file(ref, path, field, "model"))
         megatron_log = _megatron_log_model(path)

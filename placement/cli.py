@@ -1203,7 +1203,8 @@ def evaluate(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch
         able.check(LayoutBatch.from_layouts([layout], recipe), model.num_layers, model.kv_heads, train.seq_len)
         able.check_precision_layout(LayoutBatch.from_layouts([layout], recipe), train.precision.value,
                                     train.global_batch)
-    result, est = evaluate_priced(model, train, topo, layout, recipe, sources, model_sources)
+    result, est = evaluate_priced(model, train, topo, layout, recipe, sources, model_sources,
+                                  runs_te=framework in (None, "megatron"))
     # allocation order; with measured intra-node links each TP group on the GPUs the price assumed, which the
     # files realize with CUDA_VISIBLE_DEVICES (as `plan` writes them)
     result, gpu_of_rank = launch_order(result, model, topo, layout, with_rank_table=as_json)
@@ -1314,7 +1315,7 @@ def infeasible_fixes(p, zero3_peak_bytes: float | None = None) -> str:
                      f"are the rank's tokens x the vocabulary / tp, all on the last pipeline stage, so more --pp "
                      f"leaves them)"
                      + (", --cross-entropy-fusion" if not recipe.cross_entropy_fusion else "")
-                     + " or more GPUs")
+                     + " (more GPUs only through a larger --tp or --cp)")
     else:
         fixes.append(f"more --tp/--pp (now tp {lay.tp}, pp {lay.pp}) or more GPUs")
     offload = ""

@@ -484,7 +484,8 @@ def model_table(f: dict) -> str:
         rows.insert(1, ["experts (routed, top-k, shared)",
                         f"{moe['num_experts']}, {moe['top_k']}, {moe['num_shared_experts']}"])
         rows.insert(2, ["router (score, top-k weights, expert bias, scaling)", router_text(moe)])
-    attention = (f"MLA (kv rank {f['mla']['kv_lora_rank']}, q rank {f['mla']['q_lora_rank']})" if f.get("mla")
+    q_rank = f"q rank {f['mla']['q_lora_rank']}" if f.get("mla") and f["mla"]["q_lora_rank"] else "no q rank"
+    attention = (f"MLA (kv rank {f['mla']['kv_lora_rank']}, {q_rank})" if f.get("mla")
                  else f"head dim {f['head_dim']}")
     if f.get("sliding_window"):
         attention += (f"; window {f['sliding_window']} keys on {f['sliding_window_layers']} of "

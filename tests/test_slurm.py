@@ -330,6 +330,11 @@ def test_scontrol_show_topology_output_reads_as_the_tree_it_prints(tmp_path: Pat
     assert isinstance(read, SlurmTree)
     assert [(s.name, s.switches, s.nodes) for s in read.switches] == [
         (s.name, s.switches, s.nodes) for s in written.switches]
+    # a node the parent lists and no child holds is named, not dropped (a review)
+    cut = tmp_path / "cut.txt"
+    cut.write_text(printed.read_text().replace("Nodes=gpu[0001-0008]", "Nodes=gpu[0001-0009]"))
+    with pytest.raises(InputError, match="lists gpu0009 in Nodes="):
+        parse_topology_conf(cut)
     # without Level=, both kinds of children on one switch stay a topology.conf error
     bad = tmp_path / "both.conf"
     bad.write_text("SwitchName=leaf0 Nodes=gpu[0001-0004]\nSwitchName=spine Nodes=gpu[0001-0004] Switches=leaf0\n")

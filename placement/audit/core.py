@@ -821,6 +821,13 @@ def _devices_by_host(launch: LaunchLayout, host_of_node: list[str]) -> LaunchLay
     if not by_host:
         return launch
     if not set(by_host) & set(host_of_node):
+        from placement.audit.launch import DEVICES_FOUND
+
+        if DEVICES_FOUND in launch.sources:  # found, not given: a plan's file for other hosts (placeholders) is no
+            # order of this job's; its lines stay values the files do not hold, as without the file
+            sources = {**launch.sources, DEVICES_FOUND: f"{launch.sources[DEVICES_FOUND]}, set aside: it names none "
+                                                        f"of the job's hosts"}
+            return launch.model_copy(update={"devices_by_host": {}, "sources": sources})
         first = next(iter(by_host.values()))
         raise InputError(f"{first.evidence}: the GPU order file names none of the job's hosts "
                          f"({', '.join(host_of_node[:3])}{' ...' if len(host_of_node) > 3 else ''}); pass the file "
@@ -831,6 +838,7 @@ def _devices_by_host(launch: LaunchLayout, host_of_node: list[str]) -> LaunchLay
     source = (f"{', '.join(files)}: each host's CUDA_VISIBLE_DEVICES (the GPU order file the launch reads at run "
               f"time), {len(given)} of the job's {len(host_of_node)} hosts")
     return launch.model_copy(update={"cuda_visible_devices": given + kept,
+                                     # lines that state their order keep their source (the script's own lines)
                                      "sources": {"cuda_visible_devices": source, **launch.sources}})
 
 
@@ -908,12 +916,14 @@ def read_host_order(path: Path) -> list[str]:
         elif len(tokens) == 1:
             expanded = expand_hostlist(tokens[0], source=f"{path}:{number}")
             for h in expanded:
-                if not hosts or h != hosts[-1]:  # a SLURM hostfile's run of one host's tasks is one node
+                # a SLURM hostfile's run of one host's tasks is one node: a plain line repeating the plain line
+                # before it (after a `HOST slots=N` line the repeat is a host given twice, named by _once)
+                if hosts and runs and h == hosts[-1] == runs[-1][0]:
+                    runs[-1][2:] = [number, runs[-1][3] + 1]
+                else:
                     _once(path, number, h, line_of)
                     hosts.append(h)
                     runs.append([h, number, number, 1])
-                else:
-                    runs[-1][2:] = [number, runs[-1][3] + 1]
         else:
             raise InputError(f"{path}:{number}: {raw.strip()!r} is not a host order line; expected HOST, "
                              f"NODE_RANK HOST or HOST slots=N")
@@ -2351,7 +2361,7 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
                                       recipe_sources.get("recompute_modules")) if e)
         raise InputError(f"{where}: {refused}")
     try:
-        check_layout(model, train, layout, recipe)
+        check_layout(model, train, layout, recipe, runs_te=launch.framework in (None, "megatron"))
     except InputError as err:
         text = str(err)
         batch = launch.sources.get("global_batch") if "batch" in text else None  # a rule the batch decides

@@ -120,6 +120,9 @@ def _no_arguments_hint(paths: list[Path]) -> str | None:
     return None
 
 
+DEVICES_FOUND = "gpu order file"
+"""The source key of a GPU order file the audit found beside a script rather than was given (core._devices_by_host
+sets such a file aside where it names none of the job's hosts)."""
 DEVICES_FILE = "cuda_visible_devices.txt"
 """placement's file of each host's CUDA_VISIBLE_DEVICES, which its launch.sbatch reads from its own folder."""
 
@@ -143,6 +146,7 @@ def _parse_files(paths: list[Path], framework: str | None) -> LaunchLayout:
     # audit gives each node rank its host's order once it knows the host order
     by_host = [Path(p) for p in paths if file_kind(Path(p)) == "devices-by-host"]
     paths = [p for p in paths if Path(p) not in by_host]
+    given = bool(by_host)
     if not by_host:  # a script that reads the file from its own folder at run time (placement's launch.sbatch): read
         # it there too (a user trial's audit of its own launch.sbatch priced GPUs 0..7 and called that an error)
         by_host = [beside for beside in dict.fromkeys(Path(p).parent / DEVICES_FILE for p in paths
@@ -158,7 +162,9 @@ def _parse_files(paths: list[Path], framework: str | None) -> LaunchLayout:
                 raise InputError(f"{node.evidence}: host {host} is listed in two files ({devices[host].evidence}); "
                                  f"pass one")
             devices[host] = node
-    return _parse(paths, framework).model_copy(update={"devices_by_host": devices})
+    launch = _parse(paths, framework)
+    found = {} if given or not by_host else {DEVICES_FOUND: f"{by_host[0]}, beside the script that reads it"}
+    return launch.model_copy(update={"devices_by_host": devices, "sources": {**launch.sources, **found}})
 
 
 LAUNCHER_FIELDS = frozenset({"allocator_conf", "device_max_connections", "recipe.cpu_affinity",

@@ -354,11 +354,14 @@ def finish(v: dict[str, tuple[Any, str]], ignored: list[str]) -> dict[str, tuple
                        f"undelayed bubble, with the micro-batch count MaxText runs "
                        f"({keys['pipeline_delay_activation_forwarding'][1]})")
     if ici["stage"][0] != 1 or dcn["stage"][0] != 1:  # a user trial's audit of a pipelined file said nothing of it
+        per_iteration, pev = v.get("set_remat_policy_on_pipeline_iterations", (True, BASE_SOURCE))
+        recompute = (f"with set_remat_policy_on_pipeline_iterations true ({pev}) it keeps each iteration's input and "
+                     f"recomputes the stage forward" if str(per_iteration).lower() != "false" else
+                     f"set_remat_policy_on_pipeline_iterations false ({pev})")
         ignored.append(f"MaxText's pipeline (ici/dcn_pipeline_parallelism {ici['stage'][0]}/{dcn['stage'][0]}) runs "
                        f"every micro-batch's forward before the backward (a jax.lax.scan differentiated by JAX, "
-                       f"layers/pipeline.py), and with set_remat_policy_on_pipeline_iterations (default true) keeps "
-                       f"each iteration's input and recomputes the stage forward: priced as 1F1B without that "
-                       f"recompute, so expect memory below and step time above the estimate")
+                       f"layers/pipeline.py); {recompute}: priced as 1F1B, so expect the step time above the "
+                       f"estimate and the memory other than it")
     mesh["sources"] = {k: ev for k, (_, ev) in keys.items() if k in BASE and ev != BASE_SOURCE}
     out["mesh"] = (mesh, keys["mesh_axes"][1])
     quant, qev = keys["quantization"]
@@ -669,15 +672,16 @@ def resolve(mesh: dict, num_layers: int, gpus_per_host: int, num_gpus: int, glob
     per_device = mesh["per_device_batch_size"]
     files_batch = per_device * num_gpus * accumulation
     batch_ev = src.get("per_device_batch_size", BASE_SOURCE)
-    if files_batch != int(files_batch):
-        # MaxText trains int(per_device_batch_size x devices) sequences (configs/types.py global_batch_size_to_
-        # train_on); a user trial's 0.3 x 64 was told to pass --global-batch 19.2, which the flag refuses
-        low, high = math.floor(files_batch), math.ceil(files_batch)
-        per = num_gpus * accumulation
-        raise InputError(f"{batch_ev}: per_device_batch_size {per_device:g} x {num_gpus} devices x "
-                         f"gradient_accumulation_steps {accumulation} = {files_batch:g}, not a whole number of "
-                         f"sequences; give a per_device_batch_size that makes it whole, e.g. {low}/{per} = "
-                         f"{low / per:g} or {high}/{per} = {high / per:g}")
+    if per_device * num_gpus != int(per_device * num_gpus):
+        # MaxText trains int(per_device_batch_size x devices) sequences a micro-batch, times the accumulation
+        # (configs/types.py global_batch_size_to_train_on); a user trial's 0.3 x 64 was told to pass --global-batch
+        # 19.2, which the flag refuses.  The values offered give each of the dp replicas whole sequences.
+        whole = per_device * num_gpus / dp
+        ks = sorted({max(1, math.floor(whole)), max(1, math.ceil(whole))})
+        offers = " or ".join(f"{k * dp}/{num_gpus} = {k * dp / num_gpus:g}" for k in ks)
+        raise InputError(f"{batch_ev}: per_device_batch_size {per_device:g} x {num_gpus} devices = "
+                         f"{per_device * num_gpus:g}, not a whole number of sequences; give a per_device_batch_size "
+                         f"that gives each of the {dp} data-parallel replicas whole sequences, e.g. {offers}")
     if files_batch != global_batch:
         raise InputError(f"the MaxText files train per_device_batch_size {per_device:g} x {num_gpus} devices x "
                          f"gradient_accumulation_steps {accumulation} = {files_batch:g} sequences per step "

@@ -68,7 +68,7 @@ class Facts:
 
     @classmethod
     def of(cls, model: ModelSpec, train: TrainingSpec, recipe: Recipe | None = None,
-           open_units: tuple[int, ...] = (), framework: str | None = None) -> Facts:
+           open_units: tuple[int, ...] = (), framework: str | None = None, runs_te: bool | None = None) -> Facts:
         """`open_units`: the accounted splits the search may choose where the recipe states none; `framework`: the
         framework a search plans for ("megatron" also for a search for none, whose files are Megatron's by default),
         None where no framework's start-up checks apply (a layout priced as given)."""
@@ -76,12 +76,14 @@ class Facts:
         units = (accounted,) if accounted else (0, *open_units)
         exposed = recipe is not None and not recipe.pp_comm_overlap
         ring = recipe is None or recipe.cp_comm_type is CpCommType.P2P
+        if runs_te is None:  # Transformer Engine's attention: Megatron's files, the default ones
+            runs_te = framework in ("megatron", None)
         cp_refused = ""
-        if framework in ("megatron", None) and model.attention_sinks:
+        if runs_te and model.attention_sinks:
             cp_refused = (f"{model.name}'s attention sinks: Transformer Engine runs context parallelism beside a "
                           f"softmax with sinks only as cp_comm_type a2a, which placement does not price "
                           f"(context_parallel.py:5064-5066)")
-        elif framework in ("megatron", None) and model.sliding_window is not None and ring:
+        elif runs_te and model.sliding_window is not None and ring:
             cp_refused = (f"{model.name}'s sliding window ({model.sliding_window} keys): Transformer Engine refuses "
                           f"ring (p2p) context parallelism beside it (context_parallel.py:5054-5060); "
                           f"--cp-comm-type all_gather runs it")
@@ -318,8 +320,10 @@ def first_broken(facts: Facts, values: Mapping[str, int]) -> Rule | None:
     return next((r for r in RULES if not bool(np.asarray(r.holds(facts, cols)).reshape(-1)[0])), None)
 
 
-def layout_error(model: ModelSpec, train: TrainingSpec, layout: Layout, recipe: Recipe | None = None) -> str | None:
-    """The message of the first rule `layout` breaks for this model and job, or None if it breaks none."""
-    facts, values = Facts.of(model, train, recipe), layout_values(layout)
+def layout_error(model: ModelSpec, train: TrainingSpec, layout: Layout, recipe: Recipe | None = None,
+                 runs_te: bool = True) -> str | None:
+    """The message of the first rule `layout` breaks for this model and job, or None if it breaks none; `runs_te`:
+    the job's attention is Transformer Engine's (Megatron's files: False for torchtitan, DeepSpeed and MaxText)."""
+    facts, values = Facts.of(model, train, recipe, runs_te=runs_te), layout_values(layout)
     rule = first_broken(facts, values)
     return None if rule is None else rule.message(facts, values)

@@ -462,6 +462,16 @@ def overrides(ctx: EmitContext) -> tuple[dict[str, object], MaxTextMesh, list[st
     policy, reruns = remat_policy(ctx)
     keys["remat_policy"] = policy
     unsaved = moe_names_unsaved(ctx, policy)
+    mla = ctx.model is not None and ctx.model.mla is not None
+    if unsaved and mla:
+        # MaxText's custom list (configs/types.py tensors) has no kv_proj, which minimal saves for MLA: custom would
+        # save less than the policy it stands for, so the file keeps it and says what reruns (a review)
+        warnings.append(f"remat_policy {policy} does not save the routed experts' {', '.join(unsaved)} (MaxText's "
+                        f"sparse_matmul path tags the experts' second up-projection with that name only, "
+                        f"layers/moe.py), so each MoE layer reruns that GEMM in backward, which the prediction does "
+                        f"not price; remat_policy custom, which could keep it, cannot name MLA's kv_proj: expect the "
+                        f"step above the prediction")
+        unsaved = ()
     if unsaved:
         # MaxText's ragged (sparse_matmul) expert path tags the second up-projection moe_mlpwi_1 only, which no named
         # policy saves: the file names each tensor (remat_policy custom) so the experts keep what the price keeps (a

@@ -236,10 +236,29 @@ def _tree(lines: list[_Line], path: Path) -> SlurmTree:
     parent = _parents(switches, path)
     _check_leaf_nodes(switches, path)
     _check_cycles(switches, parent, path)
+    _check_listed_below(lines, switches, path)
     # several tops are separate fabrics (islands), which SLURM accepts ("jobs can only span nodes connected by
     # the same switch fabric", topology.conf(5)): a job inside one is planned, one across them is refused where its
     # hosts are placed (fabric.topology_from_slurm)
     return SlurmTree(switches=tuple(switches.values()), source=str(path))
+
+
+def _check_listed_below(lines: list[_Line], switches: dict[str, SlurmSwitch], path: Path) -> None:
+    """`scontrol show topology` lists a parent's nodes beside its switches; the tree reads them from the children, so
+    a node the parent lists and no switch below it holds would be dropped: an error naming it."""
+    def below(name: str) -> set[str]:
+        s = switches[name]
+        return set(s.nodes).union(*(below(c) for c in s.switches)) if s.switches else set(s.nodes)
+
+    for line in lines:
+        if "level" in line.pairs and "nodes" in line.pairs and "switches" in line.pairs:
+            name = line.pairs["switchname"]
+            extra = [n for n in _hosts(line, "nodes", path) if n not in below(name)]
+            if extra:
+                raise InputError(
+                    f"{path}:{line.number}: switch `{name}` lists {extra[0]} in Nodes= ({len(extra)} such node(s)), "
+                    f"which no switch below it holds; `scontrol show topology` lists under a parent the nodes of "
+                    f"its children: give the output whole, or the topology.conf it came from.")
 
 
 def _switch(line: _Line, path: Path) -> SlurmSwitch:
