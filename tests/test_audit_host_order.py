@@ -259,3 +259,17 @@ def test_a_host_repeated_on_consecutive_lines_among_single_ones_is_named(tmp_pat
     per_task = audit([h for h in hosts for _ in range(8)])  # SLURM --distribution=arbitrary: one line per task
     assert per_task.exit_code in (0, 1), per_task.output
     assert json.loads(per_task.stdout)["layout"]["host_order"] == hosts
+
+
+def test_a_plain_line_repeating_a_slots_line_is_a_host_given_twice(tmp_path) -> None:
+    """A review: `n01 slots=8` then `n01` crashed (IndexError) where the repeat was taken for a run of task lines."""
+    hosts = LEFT + RIGHT
+    script = tmp_path / "train.sh"
+    script.write_text(SCRIPT)
+    order = tmp_path / "hosts.txt"
+    order.write_text("\n".join([f"{hosts[0]} slots=8", hosts[0], *(f"{h} slots=8" for h in hosts[1:])]) + "\n")
+    got = CliRunner().invoke(main, ["audit", "--launch", str(script), "--model", "mixtral-8x7b", "--slurm-topology",
+                                    str(SLURM), "--nodelist", ",".join(hosts), "--node-type", "dgx-h100", "--hosts",
+                                    str(order)])
+    assert got.exit_code == 2 and "Traceback" not in got.output and "internal error" not in got.output
+    assert f"host {hosts[0]} is already listed on line 1" in got.output

@@ -36,3 +36,23 @@ def test_the_audit_of_launch_sbatch_reads_the_gpu_order_file_beside_it(tmp_path)
     assert not any(f["kind"] == "gpu_order" for f in report["findings"])
     assert "cuda_visible_devices.txt" in report["layout"]["sources"]["cuda_visible_devices"]
     assert "cuda_visible_devices" not in report["layout"]["unstated"]
+
+
+def test_a_gpu_order_file_found_for_other_hosts_is_set_aside_and_said(tmp_path) -> None:
+    """A review: a catalog plan's file (placeholder hosts) beside launch.sbatch, audited on a real allocation, was an
+    error telling the user to pass a file they never passed; found, not given, it is set aside with a word."""
+    out = tmp_path / "plan"
+    ev = CliRunner().invoke(main, ["evaluate", "--model", "llama3-8b", "--gpus", "32", "--node-topo", str(NVBRIDGE),
+                                   "--seq-len", "8192", "--global-batch", "64", "--tp", "2", "--pp", "2", "--zero", "1",
+                                   "--recompute", "full", "--emit", "megatron", "--out", str(out)])
+    assert ev.exit_code == 0, ev.output
+    topo = tmp_path / "topo.conf"
+    topo.write_text("SwitchName=leafA Nodes=n[01-04]\n")
+    got = CliRunner().invoke(main, ["audit", "--model", "llama3-8b", "--launch", str(out / "launch.sbatch"),
+                                    "--slurm-topology", str(topo), "--nodelist", "n[01-04]", "--node-type", "dgx-h100",
+                                    "--node-topo", str(NVBRIDGE), "--seq-len", "8192", "--global-batch", "64",
+                                    "--json"])
+    assert got.exit_code in (0, 1), got.output
+    report = json.loads(got.stdout)
+    assert "set aside: it names none of the job's hosts" in report["layout"]["sources"]["gpu order file"]
+    assert "pass the file it is read from" in report["layout"]["unstated"]["cuda_visible_devices"]

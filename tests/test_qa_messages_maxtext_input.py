@@ -66,3 +66,11 @@ def test_an_ici_product_off_the_host_names_the_axes_and_their_lines(tmp_path) ->
     assert got.exit_code == 2 and "Traceback" not in got.output
     assert "ici_fsdp_parallelism 4 x ici_tensor_parallelism 4 (" in got.output and "job.yml:4" in got.output
     assert "multiply to 16, but the job has 8" in got.output
+
+
+def test_a_local_folder_does_not_hide_a_catalog_model(tmp_path, monkeypatch) -> None:
+    """A review: `--out llama3-8b` leaves a folder that then shadowed the catalog's llama3-8b."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "llama3-8b").mkdir()
+    got = CliRunner().invoke(main, ["show", "model", "llama3-8b", "--json"])
+    assert got.exit_code == 0 and json.loads(got.stdout)["name"] == "llama3-8b"
