@@ -1237,6 +1237,7 @@ def evaluate(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch
         # the exit names the binding constraint and a fix, as plan's does (a user trial: exit 1 with nothing on stderr,
         # and the files written for the layout without a word)
         from placement.cost.constants import GiB
+        from placement.search import other_memory_text
 
         m = result.memory
         # a file that runs otherwise (files_run) gives its own memory in its header (a review: an HSDP layout's
@@ -1248,22 +1249,12 @@ def evaluate(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch
         click.echo(f"placement: infeasible (memory): this layout needs {result.peak_memory_bytes / GiB:.1f} GiB per "
                    f"GPU (weights {m.weights_bytes / GiB:.1f}, gradients {m.grads_bytes / GiB:.1f}, optimizer "
                    f"{m.optimizer_bytes / GiB:.1f}, activations {m.activations_bytes / GiB:.1f}, "
-                   f"{_other_memory_text(m)}), capacity {result.memory_capacity_bytes / GiB:.1f} "
+                   f"{other_memory_text(m.other_bytes, m.logits_bytes, 'logits, reserve and buffers')}), capacity "
+                   f"{result.memory_capacity_bytes / GiB:.1f} "
                    f"GiB{written}; try {infeasible_fixes(result, _zero3_peak(model, train, topo, layout, recipe))}",
                    err=True)
         sys.exit(EXIT_INFEASIBLE)
     _fail_files(files_run, framework, "evaluate")
-
-
-def _other_memory_text(m) -> str:
-    """The memory besides state and activations, the loss's logits named where the estimate has them (a user trial at
-    1M tokens read 95.9 GiB of "buffers" that were almost all logits)."""
-    from placement.cost.constants import GiB
-
-    if m.logits_bytes is None:
-        return f"logits, reserve and buffers {m.other_bytes / GiB:.1f}"
-    return (f"logits held for the loss {m.logits_bytes / GiB:.1f}, reserve and buffers "
-            f"{(m.other_bytes - m.logits_bytes) / GiB:.1f}")
 
 
 def _zero3_peak(model, train, topo, layout: Layout, recipe) -> float | None:

@@ -834,14 +834,21 @@ def _memory_message(batch: LayoutBatch, est: Estimates, model: ModelSpec, train:
     )
 
 
+def other_memory_text(other_bytes: float, logits_bytes: float | None, unsplit: str) -> str:
+    """The memory besides state and activations, as the infeasible messages of plan and evaluate give it: the loss's
+    logits named where the estimate has them (a user trial at 1M tokens read 95.9 GiB of "buffers" that were almost
+    all logits), else the lump under `unsplit`."""
+    if logits_bytes is None:
+        return f"{unsplit} {other_bytes / GiB:.1f}"
+    return (f"logits held for the loss {logits_bytes / GiB:.1f}, reserve and buffers "
+            f"{(other_bytes - logits_bytes) / GiB:.1f}")
+
+
 def _other_text(est, i: int) -> str:
-    """The memory besides state and activations of candidate `i`, the loss's logits named (a user trial at 1M tokens
-    read 95.9 GiB of "buffers" that were almost all logits)."""
-    other = float(est.other_bytes[i])
-    if est.logits_bytes is None:
-        return f"buffers {other / GiB:.1f}"
-    logits = float(np.broadcast_to(est.logits_bytes, np.shape(est.other_bytes))[i])
-    return f"logits held for the loss {logits / GiB:.1f}, reserve and buffers {(other - logits) / GiB:.1f}"
+    """other_memory_text of candidate `i`."""
+    logits = (None if est.logits_bytes is None
+              else float(np.broadcast_to(est.logits_bytes, np.shape(est.other_bytes))[i]))
+    return other_memory_text(float(est.other_bytes[i]), logits, "buffers")
 
 
 def _fitting_seq(model: ModelSpec, train: TrainingSpec, topo: Topology, cfg: SearchConfig) -> int | None:

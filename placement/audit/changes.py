@@ -496,16 +496,17 @@ def launch_changes(framework: str, now: EmitContext, best: EmitContext, files_te
         # [activation_checkpoint]; a commented-out line states nothing
         live = uncommented(files_text)
         spelled = live + "\n" + live.replace("-", "_") if framework == "torchtitan" else live
+        if framework == "maxtext":
+            from placement.audit.maxtext import BASE as MAXTEXT_BASE
+            from placement.audit.maxtext import BASE_SOURCE as MAXTEXT_BASE_SOURCE
         for c in changes:
             if c["from"] is not None and _token(framework, c["argument"]) not in spelled:
                 c["note"] = NOT_IN_FILES
                 if framework == "maxtext":  # a key the files leave to base.yml runs its default, not placement's
                     # spelling (a user trial: `- shard_optimizer_over_data true` for a job that ran base.yml's false)
-                    from placement.audit.maxtext import BASE, BASE_SOURCE
-
-                    default = BASE.get(c["argument"])
+                    default = MAXTEXT_BASE.get(c["argument"])
                     if isinstance(default, bool):
-                        c["from"], c["note"] = str(default).lower(), f"not in the launch files: {BASE_SOURCE}"
+                        c["from"], c["note"] = str(default).lower(), f"not in the launch files: {MAXTEXT_BASE_SOURCE}"
             elif c["from"] is not None and framework == "maxtext":
                 c["from"] = _maxtext_stated(live, c["argument"]) or c["from"]
         if framework == "maxtext":  # a default the best plan leaves out, or a key the files do not have, changes

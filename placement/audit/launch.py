@@ -57,6 +57,7 @@ from placement.audit.readers.torchtitan import TOML_MAX_DEPTH
 from placement.audit.shell import SCRIPT_ARGUMENTS
 from placement.errors import InputError
 from placement.frameworks import CAPABILITIES
+from placement.mapping.report import DEVICES_FILE
 
 __all__ = ["FRAMEWORKS", "HF_DEFAULTS", "MEGATRON_LOG_BEGIN", "MEGATRON_LOG_END", "NEOX_KEYS", "RANK_ORDERS",
            "TOML_MAX_DEPTH", "TOPOLOGY_AXES", "TOPOLOGY_CLASSES", "Framework", "LaunchLayout", "Reading",
@@ -123,20 +124,9 @@ def _no_arguments_hint(paths: list[Path]) -> str | None:
 DEVICES_FOUND = "gpu order file"
 """The source key of a GPU order file the audit found beside a script rather than was given (core._devices_by_host
 sets such a file aside where it names none of the job's hosts)."""
-DEVICES_FILE = "cuda_visible_devices.txt"
-"""placement's file of each host's CUDA_VISIBLE_DEVICES, which its launch.sbatch reads from its own folder."""
-
-
-def _reads_devices_file(path: Path) -> bool:
-    """Whether a launch script reads DEVICES_FILE from its own folder at run time (`$PLAN_DIR/...`, `$(dirname
-    "$0")/...`)."""
-    if not path.is_file():  # a FIFO or a device given as --launch is refused where it is read, not opened here
-        return False
-    try:
-        text = path.read_text(errors="replace")
-    except OSError:
-        return False
-    return re.search(r"\$\{?(PLAN_DIR|SCRIPT_DIR)\}?/" + re.escape(DEVICES_FILE), text) is not None
+READS_DEVICES_FILE = re.compile(r"\$\{?(PLAN_DIR|SCRIPT_DIR)\}?/" + re.escape(DEVICES_FILE))
+"""A launch line's CUDA_VISIBLE_DEVICES read at run time from DEVICES_FILE in the script's own folder (placement's
+launch.sbatch: `$PLAN_DIR/cuda_visible_devices.txt`)."""
 
 
 def _parse_files(paths: list[Path], framework: str | None) -> LaunchLayout:
@@ -146,15 +136,17 @@ def _parse_files(paths: list[Path], framework: str | None) -> LaunchLayout:
     # audit gives each node rank its host's order once it knows the host order
     by_host = [Path(p) for p in paths if file_kind(Path(p)) == "devices-by-host"]
     paths = [p for p in paths if Path(p) not in by_host]
-    given = bool(by_host)
-    if not by_host:  # a script that reads the file from its own folder at run time (placement's launch.sbatch): read
-        # it there too (a user trial's audit of its own launch.sbatch priced GPUs 0..7 and called that an error)
-        by_host = [beside for beside in dict.fromkeys(Path(p).parent / DEVICES_FILE for p in paths
-                                                      if _reads_devices_file(Path(p)))
-                   if beside.is_file() and file_kind(beside) == "devices-by-host"]
     if not paths:
         raise InputError(f"{by_host[0]} lists each host's CUDA_VISIBLE_DEVICES only; pass the launch script that "
                          f"reads it (launch.sbatch) or the job's other launch files with it")
+    launch = _parse(paths, framework)
+    given = bool(by_host)
+    if not by_host and any(n.unresolved and READS_DEVICES_FILE.search(n.unresolved)
+                           for n in launch.cuda_visible_devices):
+        # a launch line reads the file from its script's folder at run time (placement's launch.sbatch): read it
+        # there too (a user trial's audit of its own launch.sbatch priced GPUs 0..7 and called that an error)
+        by_host = [beside for beside in dict.fromkeys(Path(p).parent / DEVICES_FILE for p in paths)
+                   if beside.is_file() and file_kind(beside) == "devices-by-host"]
     devices: dict[str, NodeDevices] = {}
     for p in by_host:
         for host, node in read_devices_by_host(p).items():
@@ -162,7 +154,6 @@ def _parse_files(paths: list[Path], framework: str | None) -> LaunchLayout:
                 raise InputError(f"{node.evidence}: host {host} is listed in two files ({devices[host].evidence}); "
                                  f"pass one")
             devices[host] = node
-    launch = _parse(paths, framework)
     found = {} if given or not by_host else {DEVICES_FOUND: f"{by_host[0]}, beside the script that reads it"}
     return launch.model_copy(update={"devices_by_host": devices, "sources": {**launch.sources, **found}})
 

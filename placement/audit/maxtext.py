@@ -105,10 +105,18 @@ GPU_HARDWARE = ("gpu", "gpu_multiprocess")
 MOE_ONLY = "[moe] "
 """The prefix of a reader's note that holds for an MoE model only; the audit keeps it (without the prefix) where the
 model is one (a model_name's config may give the experts no key of the files names)."""
+MOE_NAMES = {"mlpwi_0": "moe_mlpwi_0", "mlpwi_1": "moe_mlpwi_1", "mlpwo": "moe_mlpwo"}
+"""A dense tensor's name -> the routed experts' own name for it (base.yml's custom keys)."""
 MOE_SPARSE_ONLY_NAMES = {"mlpwi_1": "moe_mlpwi_1"}
 """Dense name -> the routed experts' name MaxText 0.2.5's sparse_matmul path (base.yml default) tags alone: its w1
 output is checkpoint_name(layer_w1, "moe_mlpwi_1") (layers/moe.py:2916, :2942), where w0 and wo carry both names
 (:2915, :3229) and the dense_matmul path tags w1 with both (:4192)."""
+
+
+def experts_unsaved(kept: set[str]) -> list[str]:
+    """The routed experts' tensors a remat policy keeping `kept` reruns on the sparse_matmul path though it keeps
+    their dense counterparts (MOE_SPARSE_ONLY_NAMES): moe_mlpwi_1 under minimal."""
+    return sorted(moe for dense, moe in MOE_SPARSE_ONLY_NAMES.items() if dense in kept and moe not in kept)
 REMAT_CHECK = ('layers/nnx_decoders.py:1385 get_remat_policy (the assert since 5a1e17698, 2025-07-09, then in '
                'layers/decoders.py): assert remat_policy == "full", "Remat policy needs to be on '
                'list of remat policies"')
@@ -512,8 +520,7 @@ def finish(v: dict[str, tuple[Any, str]], ignored: list[str]) -> dict[str, tuple
     # and combines each sequence by one-hot mask einsums, and without one runs every expert on every token
     sparse, sev = keys.get("sparse_matmul", (True, BASE_SOURCE))
     experts = keys.get("num_experts", (1, BASE_SOURCE))[0]
-    unsaved = sorted(moe for dense, moe in MOE_SPARSE_ONLY_NAMES.items()
-                     if kept_names is not None and dense in kept_names and moe not in kept_names)
+    unsaved = experts_unsaved(kept_names) if kept_names is not None else []
     if unsaved and str(sparse).lower() != "false":
         ignored.append(f"{MOE_ONLY}remat_policy {remat!r} saves mlpwi_1 but not the routed experts' "
                        f"{', '.join(unsaved)}: MaxText's sparse_matmul path ({sev}) tags the experts' second "
@@ -534,14 +541,9 @@ def finish(v: dict[str, tuple[Any, str]], ignored: list[str]) -> dict[str, tuple
     # what the files alone fix: every mesh entry explicit
     if all(n > 0 for n, _ in ici.values()) and all(n > 0 for n, _ in dcn.values()):
         world = math.prod(n for n, _ in ici.values()) * math.prod(n for n, _ in dcn.values())
-        def stated(parts: tuple[dict, ...]) -> str:
-            """The axes that are not 1, each by its source line (the ones at 1 in a word)."""
-            named = [ev for part in parts for n, ev in part.values() if n != 1]
-            return "; ".join(named) + "; every other axis 1" if named else "every axis 1"
-
-        out["world_size"] = (world, f"the product of the mesh's ici x dcn sizes ({stated((ici, dcn))})")
+        out["world_size"] = (world, f"the product of the mesh's ici x dcn sizes ({axes_source(mesh)})")
         out["gpus_per_node"] = (math.prod(n for n, _ in ici.values()), f"the product of the mesh's ici sizes "
-                                                                         f"({stated((ici,))})")
+                                                                         f"({axes_source(mesh, ('ici',))})")
         per_device = mesh["per_device_batch_size"]
         total = per_device * world * mesh["gradient_accumulation_steps"]
         if total == int(total) and total >= 1:
@@ -631,15 +633,20 @@ def over_data_priced(size: dict[str, int], over_data: bool) -> bool:
     return over_data and size["data"] > 1 and zero_as_run(size, over_data)[0] == 3
 
 
+def axes_source(mesh: dict, parts: tuple[str, ...] = ("ici", "dcn")) -> str:
+    """Where the mesh's sizes come from: the axes that are not 1, each by its source line (a default by its value and
+    base.yml), then the rest in a word (a user trial read all 24 keys on every degree's line, about 2 KB each)."""
+    named = [mesh["sources"].get(key, f"{key} {mesh[part][a]} ({BASE_SOURCE})")
+             for part in parts for a in AXES if mesh[part][a] != 1
+             for key in (f"{part}_{KEY_WORD[a]}_parallelism",)]
+    rest = "/".join(f"{part}_*" for part in parts)
+    return "; ".join(named) + f"; every other {rest} parallelism 1" if named else BASE_SOURCE
+
+
 def resolve(mesh: dict, num_layers: int, gpus_per_host: int, num_gpus: int, global_batch: int,
             ) -> dict[str, tuple[Any, str]]:
     """The layout fields the MaxText mesh and batch keys give on this job's GPUs."""
-    # the axes that are not 1, each with its source, then the rest in a word (a user trial read all 24 keys on every
-    # degree's line, about 2 KB each)
-    named = [mesh["sources"].get(f"{part}_{KEY_WORD[a]}_parallelism",
-                                 f"{part}_{KEY_WORD[a]}_parallelism {mesh[part][a]} ({BASE_SOURCE})")
-             for part in ("ici", "dcn") for a in AXES if mesh[part][a] != 1]
-    ev = "; ".join(named) + "; every other ici_*/dcn_* parallelism 1" if named else BASE_SOURCE
+    ev = axes_source(mesh)
     _, _, size = _sizes(mesh, gpus_per_host, num_gpus)
     tp, cp, pp, ep, fsdp, data = (size[a] for a in ("tensor", "context", "stage", "expert", "fsdp", "data"))
     dp = data * fsdp * ep

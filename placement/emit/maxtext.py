@@ -39,10 +39,11 @@ from functools import cache
 
 from placement.audit.maxtext import (
     CUSTOM_NAMES,
-    MOE_SPARSE_ONLY_NAMES,
+    MOE_NAMES,
     REMAT_SAVES,
     WEIGHT_AXES,
     WEIGHTS_GATHERED,
+    experts_unsaved,
     over_data_priced,
     remat_reruns,
     zero_as_run,
@@ -518,10 +519,6 @@ def remat_policy(ctx: EmitContext) -> tuple[str, tuple[RecomputeModule, ...]]:
     return policy, tuple(RecomputeModule(m) for m in remat_reruns(set(REMAT_SAVES[policy][0])))
 
 
-MOE_NAMES = {"mlpwi_0": "moe_mlpwi_0", "mlpwi_1": "moe_mlpwi_1", "mlpwo": "moe_mlpwo"}
-"""A dense tensor's name -> the routed experts' own name for it (base.yml's custom keys)."""
-
-
 def moe_names_unsaved(ctx: EmitContext, policy: str) -> tuple[str, ...]:
     """The routed experts' tensors a named policy leaves to rerun though it saves their dense counterparts: MaxText's
     sparse_matmul path (base.yml's default, which these files keep) tags the experts' first up-projection and their
@@ -529,8 +526,7 @@ def moe_names_unsaved(ctx: EmitContext, policy: str) -> tuple[str, ...]:
     moe_mlpwi_1 only (MaxText 0.2.5 layers/moe.py sparse_matmul), so a policy saving mlpwi_1 reruns it."""
     if not ctx.moe or policy not in REMAT_SAVES:
         return ()
-    saved = set(REMAT_SAVES[policy][0])
-    return tuple(moe for dense, moe in MOE_SPARSE_ONLY_NAMES.items() if dense in saved and moe not in saved)
+    return tuple(experts_unsaved(set(REMAT_SAVES[policy][0])))
 
 
 def zero_words(ctx: EmitContext, mesh: MaxTextMesh) -> str:

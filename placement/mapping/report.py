@@ -114,7 +114,9 @@ def visible_devices(gpu_of_rank: np.ndarray, gpus_per_host: int) -> list[str | N
     return [None if np.array_equal(b, np.arange(b.size)) else ",".join(map(str, b.tolist())) for b in blocks]
 
 
-LAUNCH_FILES = ("hosts.txt", "slurm.hostfile", "rankfile", "cuda_visible_devices.txt")
+DEVICES_FILE = "cuda_visible_devices.txt"
+"""Each host's CUDA_VISIBLE_DEVICES, which launch.sbatch reads from its own folder at run time (and the audit too)."""
+LAUNCH_FILES = ("hosts.txt", "slurm.hostfile", "rankfile", DEVICES_FILE)
 """What write_launch_files may write (the last only where a host's GPUs are permuted)."""
 
 
@@ -146,5 +148,5 @@ def write_launch_files(out: Path, topo: Topology, gpu_of_rank: np.ndarray, heade
                                      for r in range(topo.num_gpus))])
     permuted = [(names[order[k]], v) for k, v in enumerate(visible_devices(gpu_of_rank, gph)) if v is not None]
     if permuted:
-        emit("cuda_visible_devices.txt", [f"{h} CUDA_VISIBLE_DEVICES={v}" for h, v in permuted])
+        emit(DEVICES_FILE, [f"{h} CUDA_VISIBLE_DEVICES={v}" for h, v in permuted])
     return written
