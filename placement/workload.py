@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from placement.cost.constants import CAUSAL_EXECUTED_FRACTION
 from placement.specs import ModelSpec
-from placement.specs.model import PositionEmbedding, RopeScaling
+from placement.specs.model import Normalization, PositionEmbedding, RopeScaling
 
 
 @dataclass(frozen=True)
@@ -82,6 +82,17 @@ class Workload:
     """Biased projections (expert output biases, bias-dropout-add with a bias)."""
     parallel_residual: bool = False
     """Attention and MLP outputs summed before one TP all-reduce (ModelSpec.parallel_residual)."""
+    vector_params: int = 0
+    """One layer's parameters outside its matmuls, dense or MoE: norm weights (and LayerNorm biases), the attention
+    projections' biases, attention sinks.  Held, reduced and updated as weights are; no matmul FLOPs."""
+    dense_mlp_bias_params: int = 0
+    """A dense layer's MLP biases."""
+    router_bias_params: int = 0
+    """An MoE layer's router bias (GPT-OSS's router is a biased linear)."""
+    expert_bias_params: int = 0
+    """One routed expert's biases (GPT-OSS: gate, up and down, 2 x 2880 + 2880)."""
+    final_norm_params: int = 0
+    """The norm before the LM head."""
     tied_head_params: int = 0
     """The tied embedding's elements (vocab x hidden; 0 untied): where a pipeline puts the embedding and the LM head
     on different ranks, the last keeps its own copy of them as its head and the two all-reduce its gradient after
@@ -92,11 +103,12 @@ class Workload:
 
     @property
     def moe_layer_params(self) -> int:
-        return self.attn_params + self.router_params + self.num_experts * self.expert_params + self.shared_params
+        return (self.attn_params + self.router_params + self.num_experts * (self.expert_params + self.expert_bias_params)
+                + self.shared_params + self.vector_params + self.router_bias_params)
 
     @property
     def dense_layer_params(self) -> int:
-        return self.attn_params + self.dense_mlp_params
+        return self.attn_params + self.dense_mlp_params + self.vector_params + self.dense_mlp_bias_params
 
     @property
     def num_moe_layers(self) -> int:
@@ -105,14 +117,15 @@ class Workload:
     @property
     def total_params(self) -> int:
         return (self.num_dense_layers * self.dense_layer_params + self.num_moe_layers * self.moe_layer_params
-                + self.embed_params + self.head_params)
+                + self.embed_params + self.head_params + self.final_norm_params)
 
     @property
     def active_params_per_token(self) -> int:
         """Parameters one token multiplies through (routed top-k, shared, dense), embeddings included."""
-        moe = self.attn_params + self.router_params + self.top_k * self.expert_params + self.shared_params
+        moe = (self.attn_params + self.router_params + self.top_k * (self.expert_params + self.expert_bias_params)
+               + self.shared_params + self.vector_params + self.router_bias_params)
         return (self.num_dense_layers * self.dense_layer_params + self.num_moe_layers * moe
-                + self.embed_params + self.head_params)
+                + self.embed_params + self.head_params + self.final_norm_params)
 
     # -- FLOPs ------------------------------------------------------------------------------------
 
@@ -233,7 +246,36 @@ def workload(model: ModelSpec) -> Workload:
         swiglu_clamp=model.swiglu_clamp is not None,
         linear_bias=bool(model.linear_bias),
         parallel_residual=model.parallel_residual,
+        vector_params=_vector_params(model, h, a, q_dim, kv_dim, qk_head),
+        dense_mlp_bias_params=(up * model.ffn_hidden_size + h) if model.linear_bias else 0,
+        router_bias_params=moe.num_experts if moe and model.linear_bias else 0,
+        expert_bias_params=(up * expert_ffn + h) if moe and model.linear_bias else 0,
+        final_norm_params=_norm_params(model, h),
     )
+
+
+def _norm_params(model: ModelSpec, width: int) -> int:
+    """One norm's parameters: a weight, and a bias for LayerNorm (RMSNorm where the model does not say)."""
+    return 2 * width if model.normalization is Normalization.LAYERNORM else width
+
+
+def _vector_params(model: ModelSpec, h: int, a: int, q_dim: int, kv_dim: int, qk_head: int) -> int:
+    """One layer's non-matmul parameters besides its MLP's and router's biases (Workload.vector_params).  With those,
+    the expert biases and the final norm, GPT-OSS-120B's parameters add up to the 116.83 B of its model card
+    (OpenAI, arXiv:2508.10925; placement counted 116.79 B without them)."""
+    norms = 2 * _norm_params(model, h)  # before attention and before the MLP
+    if model.qk_layernorm:
+        norms += 2 * _norm_params(model, qk_head)  # per-head query and key norms (Qwen3)
+    if model.mla is not None:  # DeepSeek's q_a_layernorm and kv_a_layernorm
+        norms += _norm_params(model, model.mla.kv_lora_rank) + (
+            _norm_params(model, model.mla.q_lora_rank) if model.mla.q_lora_rank else 0)
+    if model.linear_bias:
+        biases = q_dim + kv_dim + h  # q, k, v and the output projection
+    elif model.qkv_bias:
+        biases = q_dim + kv_dim
+    else:
+        biases = 0
+    return norms + biases + (a if model.attention_sinks else 0)
 
 
 def _attn_gemms(model: ModelSpec, h: int, a: int, q_dim: int, kv_dim: int, out_dim: int):

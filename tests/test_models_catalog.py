@@ -113,7 +113,7 @@ PUBLISHED = {
 }
 
 TOTAL_PARAMS_B = {
-    # Published totals (billions): a slipped digit in a width shows here.  Norms and biases are not counted.
+    # Published totals (billions): a slipped digit in a width shows here.
     "qwen3-30b-a3b": 30.5,   # Qwen3 model card "30.5B"
     "gpt-oss-120b": 117.0,   # OpenAI gpt-oss model card "117B"
     "kimi-k2": 1040.0,       # Kimi-K2 model card "1T" (1.04T)
@@ -165,6 +165,23 @@ def test_total_parameters_match_the_published_size(name: str) -> None:
 
     total = workload(ModelSpec.model_validate(_load(MODELS / f"{name}.yaml"))).total_params / 1e9
     assert total == pytest.approx(TOTAL_PARAMS_B[name], rel=0.02)
+
+
+EXACT_PARAMS = {
+    # Every parameter of the released checkpoints, norms, biases and sinks included: a count that leaves out a
+    # layer's vectors misses these by 0.02-0.04 % (GPT-OSS-120B: 116.79 B of the model card's 116.83 B).
+    "gpt-oss-120b": 116_829_156_672,  # OpenAI arXiv:2508.10925 Table 1: 116.83 B
+    "gpt-neox-20b": 20_554_567_680,   # the N of GPT-NeoX's own FLOP logger (runs.yaml gpt-neox-20b-96xa100)
+    "llama3-8b": 8_030_261_248,       # meta-llama/Meta-Llama-3-8B safetensors
+    "qwen3-30b-a3b": 30_532_122_624,  # Qwen/Qwen3-30B-A3B safetensors
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXACT_PARAMS))
+def test_norms_biases_and_sinks_are_counted(name: str) -> None:
+    from placement.workload import workload
+
+    assert workload(ModelSpec.model_validate(_load(MODELS / f"{name}.yaml"))).total_params == EXACT_PARAMS[name]
 
 
 def _gpt_oss(**update: Any) -> ModelSpec:
