@@ -103,8 +103,9 @@ class Workload:
 
     @property
     def moe_layer_params(self) -> int:
-        return (self.attn_params + self.router_params + self.num_experts * (self.expert_params + self.expert_bias_params)
-                + self.shared_params + self.vector_params + self.router_bias_params)
+        experts = self.num_experts * (self.expert_params + self.expert_bias_params)
+        return self.attn_params + self.router_params + experts + self.shared_params + self.vector_params + (
+            self.router_bias_params)
 
     @property
     def dense_layer_params(self) -> int:
