@@ -63,6 +63,9 @@ class Capability:
     fp8_accumulation: str | None = None
     """Why the framework refuses FP8 beside gradient accumulation (MaxText), None where it runs both: its FP8 plans
     take one micro-batch a step (global batch = micro-batch x dp)."""
+    zero0_1d_only: str = ""
+    """Why ZeRO-0 (DDP, nothing sharded) runs only where data parallelism is the whole mesh (tp, cp and pp 1); ""
+    where it runs beside them."""
     zero_from_mesh: bool = False
     """The ZeRO stage follows the mesh (MaxText: placement.audit.maxtext.zero_as_run): its context and expert axes
     shard the weights as fsdp does, so with cp > 1 or ep > 1 only ZeRO-3; without them ZeRO-3 needs fsdp ranks
@@ -158,6 +161,8 @@ class Capability:
             ok &= (b.zero != 3) | (b.dp_shard == b.dp)
         if not self.zero0_with_cp:
             ok &= (b.zero != 0) | (b.cp == 1)
+        if self.zero0_1d_only:
+            ok &= (b.zero != 0) | ((b.tp == 1) & (b.cp == 1) & (b.pp == 1))
         if self.zero_from_mesh:
             ok &= np.where((b.cp > 1) | (b.ep > 1), b.zero == 3,
                            ((b.zero != 3) | (b.dp_shard > 1)) & ((b.zero != 1) | (b.dp > 1)))
@@ -192,6 +197,8 @@ class Capability:
             out.append(f"HSDP (ZeRO-3 over {shard} of dp {dp}): it shards over the whole data-parallel group")
         if not self.zero0_with_cp and zero == 0 and cp > 1:
             out.append(f"ZeRO-0 with cp {cp}: its FSDP shards over the dp_shard x cp ranks whenever cp > 1")
+        if self.zero0_1d_only and zero == 0 and tp * cp * pp > 1:
+            out.append(f"ZeRO-0 with tp {tp}, cp {cp}, pp {pp}: {self.zero0_1d_only}")
         if self.zero_from_mesh:
             if cp > 1 and zero != 3:
                 out.append(f"ZeRO-{zero} with cp {cp}: its context axis shards the weights, gradients and optimizer "
@@ -220,6 +227,18 @@ class Capability:
             out.append(f"{num_layers} layers over pp {pp} x vpp {vpp}: no pipeline_parallel_layers_per_stage and "
                        f"first/last_stage_less_layers give placement's split")
         return out
+
+
+TORCHTITAN_DDP_1D = ("torchtitan up to 0.2.2 runs DDP (data_parallel_replicate_degree alone, no FSDP) only on a 1-D "
+                     "mesh: v0.2.2 models/llama3/infra/parallelize.py:148-151 raises \"DDP has not supported > 1D "
+                     "parallelism\"")
+
+
+def torchtitan_before_030(cap: Capability) -> Capability:
+    """torchtitan's capability for a job launched with a torchtitan before 0.3.0 (a TOML or flags of its JobConfig):
+    its best plan is written in that torchtitan's keys, so it keeps to what that torchtitan starts."""
+    return dataclasses.replace(cap, zero0_1d_only=TORCHTITAN_DDP_1D,
+                               why=f"{cap.why}; before 0.3.0, no DDP beside tp, cp or pp")
 
 
 def seq_divisor(tp, cp, sp, per_cp_rank: bool = False):

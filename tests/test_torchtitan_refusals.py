@@ -137,7 +137,7 @@ def test_memory_budget_needs_the_model_compiled(tmp_path: Path) -> None:
     assert any("memory_budget" in n for n in ok.ignored)
 
 
-F8 = {"model.converters": '["float8"]'}
+F8 = {"model.converters": '["quantize.linear.float8"]'}
 
 
 def test_float8_recipe_with_fsdp_float8_all_gather(tmp_path: Path) -> None:
@@ -276,7 +276,8 @@ def test_an_older_files_framework_rows_are_not_sourced_to_torchtitan_030(tmp_pat
 
     from placement.cli import main
 
-    old = _toml(tmp_path, "old_fp8", PP, {"model.converters": '["float8"]', "parallelism.tensor_parallel_degree": "2",
+    old = _toml(tmp_path, "old_fp8", PP, {"model.converters": '["quantize.linear.float8"]',
+                                          "parallelism.tensor_parallel_degree": "2",
                                           "parallelism.pipeline_parallel_schedule": '"Interleaved1F1B"'})
     res = CliRunner().invoke(main, ["audit", "--launch", str(old), "--model", "llama3-8b", "--cluster", "dgx-h100",
                                     "--gpus", "16", "--json"])
@@ -287,3 +288,60 @@ def test_an_older_files_framework_rows_are_not_sourced_to_torchtitan_030(tmp_pat
     assert {"fp8_recasts_weights", "fp8_saves_16bit_inputs", "pp_comm_overlap", "tp_async_backward"} <= set(sources)
     assert not [f for f, why in sources.items() if why.startswith("torchtitan 0.3.0")], sources
     assert "v0.2.2 components/quantization/float8.py" in sources["fp8_recasts_weights"]
+
+
+def test_best_plan_of_an_older_file_is_not_ddp_beside_tp_or_pp(tmp_path: Path) -> None:
+    """The audit writes its best plan in the job's own torchtitan keys, so it keeps to what that torchtitan starts: a
+    user trial audited v0.2.2's llama3_70b.toml (tp 8, full AC, the batch left to the defaults) on 64 GPUs and was
+    told to move to tp 4, pp 8, data_parallel_replicate_degree 2 with data_parallel_shard_degree 1, a file the same
+    audit then refused (DDP has not supported > 1D parallelism)."""
+    import json
+
+    from click.testing import CliRunner
+
+    from placement.cli import main
+
+    path = _toml(tmp_path, "llama3_70b", NEW, {
+        "model.flavor": '"70B"', "training.local_batch_size": None, "training.seq_len": None,
+        "parallelism.tensor_parallel_degree": "8", "activation_checkpoint.mode": '"full"',
+        "activation_checkpoint.selective_ac_option": None})
+    result = CliRunner().invoke(main, ["audit", "--launch", str(path), "--model", "llama3-70b", "--gpus", "64",
+                                       "--json"])
+    assert result.exit_code in (0, 1), result.output  # 1: the findings include an error (--fail-on error)
+    out = json.loads(result.output)
+    best = out["best"]["layout"]
+    assert best["zero_stage"] != 0 or best["tp"] * best["cp"] * best["pp"] == 1, best
+    # the local batch the file leaves out starts from torchtitan's default (v0.2.2 config/job_config.py:253), said so
+    # (the same trial read it called placement's spelling of the launched layout beside a source naming the default)
+    batch = [c for c in out["changes"] if c["argument"] == "training.local_batch_size"]
+    assert batch and batch[0]["from"] == "8" and batch[0]["note"] == "not in the launch files: torchtitan's default"
+
+
+def test_converter_names_the_files_torchtitan_does_not_register(tmp_path: Path) -> None:
+    """torchtitan looks each model.converters name up at start (protocols/model_converter.py): "float8" until
+    5b5d4685 (2025-09-26), quantize.linear.float8 from 8a2686c4 (2025-09-30) to v0.2.2.  A user trial: v0.2.2's own
+    llama3_405b.toml (converters = ["float8"] beside [quantize.linear.float8] keys) was priced as FP8, a job that
+    stops with a KeyError; a name no torchtitan registers stops every one."""
+    dated = {"quantize.linear.float8.precompute_float8_dynamic_scale_for_fsdp": "false"}
+    _refused(_toml(tmp_path, "old_name", {"model.converters": '["float8"]'}, dated), 'converters = ["float8"]',
+             "model.converters 'float8'", "in torchtitan's JobConfig from 8a2686c4",
+             "name it quantize.linear.float8")
+    _refused(_toml(tmp_path, "typo", {"model.converters": '["quantize.linear.fp8"]'}),
+             "which no torchtitan registers")
+    old = _toml(tmp_path, "old", {"model.converters": '["float8"]', "training.local_batch_size": None,
+                                  "training.batch_size": "1"})  # dated before the rename: runs
+    assert parse_launch([old]).precision == "fp8"
+    assert parse_launch([_toml(tmp_path, "new", F8, dated)]).precision == "fp8"
+
+
+def test_float8_grouped_gemms_are_a_note_and_refuse_pp_and_cp(tmp_path: Path) -> None:
+    """quantize.grouped_mm.float8 turns only the experts' grouped GEMMs FP8 (v0.2.2 components/quantization/
+    float8.py:176-231) and asserts pp 1 and cp 1 (:193-198).  A user trial: a file with it alone was priced as every
+    GEMM FP8, and one with pp 8 was priced, a job that stops at start."""
+    moe = {"model.name": '"deepseek_v3"', "model.flavor": '"16B"',
+           "model.converters": '["quantize.grouped_mm.float8"]', "quantize.grouped_mm.float8.fqns": '["experts"]'}
+    only = parse_launch([_toml(tmp_path, "grouped", moe)])
+    assert only.precision != "fp8"
+    assert any("quantize.grouped_mm.float8" in note and "faster than priced" in note for note in only.ignored)
+    _refused(_toml(tmp_path, "grouped_pp", moe, {"parallelism.pipeline_parallel_degree": "2"}),
+             "pipeline_parallel_degree 2", "float8.py:193-198")

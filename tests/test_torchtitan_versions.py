@@ -234,7 +234,7 @@ def test_a_0_2_x_float8_file_runs_tensorwise_unless_it_names_a_recipe(tmp_path: 
     """torchtitan v0.2.2 scales Float8 tensor-wise where `recipe_name` is unset (components/quantization/float8.py:
     86-99); the audit priced its llama3_405b.toml with 0.3.0's row-wise row (a user trial).  A stated recipe_name
     is read; the FP8 all-gather it may turn on is said, not priced."""
-    fp8 = V022.read_text().replace('# converters = ["float8"]', 'converters = ["float8"]')
+    fp8 = V022.read_text().replace('# converters = ["float8"]', 'converters = ["quantize.linear.float8"]')
     with_gather = tmp_path / "gather.toml"
     with_gather.write_text(fp8.replace("enable_fsdp_float8_all_gather = false", "enable_fsdp_float8_all_gather = true"))
     data = _audit(with_gather, extra=("--precision", "fp8"))

@@ -984,9 +984,14 @@ PRE3_DEFAULTS = {"parallelism.pipeline_parallel_first_stage_less_layers": 1,
                  "parallelism.pipeline_parallel_last_stage_less_layers": 1,
                  "parallelism.pipeline_parallel_microbatch_size": 1,
                  "parallelism.pipeline_parallel_schedule": "1F1B",
-                 "parallelism.fsdp_reshard_after_forward": "default"}
+                 "parallelism.fsdp_reshard_after_forward": "default",
+                 "training.local_batch_size": 8, "training.seq_len": 2048,
+                 "parallelism.data_parallel_replicate_degree": 1, "parallelism.data_parallel_shard_degree": -1,
+                 "parallelism.tensor_parallel_degree": 1, "parallelism.pipeline_parallel_degree": 1,
+                 "parallelism.context_parallel_degree": 1}
 """torchtitan's own values of keys the change list may name where the files leave them out (v0.2.2
-config/job_config.py:336, 377, 383, 396, 412): the job runs these, so a change starts from them.  A user trial's
+config/job_config.py:336, 377, 383, 396, 412; the batch, sequence and degrees :253, 261, 313, 324, 351, 360, 428): the
+job runs these, so a change starts from them.  A user trial's
 best plan wrote layers_per_stage 1 over pp 8 beside first/last_stage_less_layers left at their default 1: 82 virtual
 stages, which torchtitan refuses (not divisible by pp), while placement's own spelling of the launched side (0 and
 0) hid the change."""

@@ -44,7 +44,7 @@ from placement.emit.common import EmitContext
 from placement.emit.megatron import ACTIVATION_ARGS
 from placement.errors import InputError, PlacementInfeasible
 from placement.evaluate import check_layout, graphs_recompute_error
-from placement.frameworks import CAPABILITIES, model_as_run
+from placement.frameworks import CAPABILITIES, model_as_run, torchtitan_before_030
 from placement.intranode import is_nvlink
 from placement.loaders.errors import format_validation_error
 from placement.mapping.config import SolverConfig
@@ -409,13 +409,16 @@ def maxtext_layout(launch: LaunchLayout, model: ModelSpec, topo: Topology, globa
         "sources": {**launch.sources, **{k: ev for k, (_, ev) in fields.items()}}})
 
 
-def framework_space(framework: str, top_k: int, is_moe: bool = False) -> SearchConfig:
+def framework_space(framework: str, top_k: int, is_moe: bool = False, torchtitan_old: bool = False) -> SearchConfig:
     """The layouts the framework launches exactly as priced for a dense or an MoE model (placement/frameworks.py,
-    the table `plan --framework` uses), so the best plan is one the user can switch to."""
+    the table `plan --framework` uses), so the best plan is one the user can switch to; `torchtitan_old`: a job on a
+    torchtitan before 0.3.0, whose best plan is written in its keys (frameworks.torchtitan_before_030)."""
     cap = CAPABILITIES.get(framework)
     if cap is None:
         return SearchConfig(top_k=top_k)
     cap = cap.for_model(is_moe)
+    if torchtitan_old:
+        cap = torchtitan_before_030(cap)
     # the audit searches within the job's own framework, not a --framework flag (a user trial was told to drop one
     # it had not passed)
     names = FixNames(framework="another framework than the job's {} (the audit searches within what it launches)")
@@ -2501,7 +2504,8 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
                            for row in rank_table(topo, gpu_of_rank, layout, model.is_moe)),
                           key=lambda row: row["rank"]),
     })
-    space = framework_space(launch.framework, top_k, model.is_moe)
+    space = framework_space(launch.framework, top_k, model.is_moe,
+                            torchtitan_old=launch.framework == "torchtitan" and launch.torchtitan_form is not None)
     if launch.dialect == "gpt-neox":
         space = neox_space(space, launch, model)
     if launch.dialect == "hf-trainer":

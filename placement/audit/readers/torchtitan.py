@@ -301,6 +301,8 @@ def _settings(keys: dict[str, tuple[Any, str]], s: Settings) -> _Pipeline:
     conv, cev = get("model.converters")
     if conv is not None:
         names = conv if isinstance(conv, list) else [c for c in str(conv).split(",") if c]
+        if not version3:
+            names = _pre3_converters(s, [str(c) for c in names], cev)
         if any("float8" in str(c) or str(c).split(".")[-1] == "mx" for c in names):
             s.put("precision", "fp8", cev)
         if any(str(c).split(".")[-1] == "mx" for c in names):  # 0.2.x MXLinearConverter: MXFP8 (recipe mxfp8_cublas,
@@ -1109,6 +1111,8 @@ def _refusals(s: Settings, pipeline: _Pipeline, shard_value: int) -> None:
         _ddp_only_1d(s, get, tp, pp, rep)
     if pp > 1:
         _pipeline_split(s, get, version3, pp, pipeline.schedule)
+    if not version3:
+        _float8_moe_1d(s, get, pp, cp)
     _async_tp(s, get, version3, tp)
     _memory_budget(s, get, version3)
     _mxfp8_tp_compile(s, get, version3, tp)
@@ -1439,6 +1443,85 @@ def _fsdp_float8_gather_note(get, s: Settings, keys: tuple[str, ...]) -> None:
             s.ignored.append(f"{key}: FSDP all-gathers the Float8 weights in 1 byte where the data-parallel shard "
                              f"is over 1 rank; priced at 2 bytes a weight ({ev})")
             return
+
+
+PRE3_CONVERTERS = ((("float8", "mx"), None, "0f34257d"),
+                   (("quantize.dense.float8", "quantize.moe.float8", "quantize.dense.mx", "quantize.moe.mx"),
+                    "5b5d4685", "5b5d4685"),
+                   (("quantize.linear.float8", "quantize.grouped_mm.float8", "quantize.linear.mx",
+                     "quantize.grouped_mm.mx"), "8a2686c4", None))
+"""The model converters torchtitan before 0.3.0 registers, by the JobConfig commits they run with (first, last; None:
+open): "float8" and "mx" (components/quantization/float8.py and mx.py register_model_converter, 57387af0 and
+fb17e251, 2025) until 5b5d4685 (2025-09-26) renamed them quantize.dense/moe.*, and 8a2686c4 (2025-09-30)
+quantize.linear/grouped_mm.* (v0.2.0 to v0.2.2).  A name the job's torchtitan does not register stops it at start:
+protocols/model_converter.py ModelConvertersContainer looks each up, _registry_model_converter_cls[name] (KeyError)."""
+PRE3_GROUPED = ("quantize.moe.float8", "quantize.moe.mx", "quantize.grouped_mm.float8", "quantize.grouped_mm.mx")
+"""Converters of the MoE experts' grouped GEMMs only (torchao's scaled grouped GEMMs, the `fqns` the file lists):
+placement prices a job's GEMMs in one precision, so these are a note, the job priced in its other GEMMs' precision."""
+
+
+def _pre3_converters(s: Settings, names: list[str], where: str) -> list[str]:
+    """The model converters of a torchtitan before 0.3.0 that it registers where the files' keys date them
+    (PRE3_CONVERTERS); a name it does not register stops the job (start_refusal), one the dating leaves open is a
+    note.  Returns the names priced: the grouped-GEMM converters (PRE3_GROUPED) are a note and priced without."""
+    newest, oldest = version_window(s.torchtitan_stated)
+    end = len(JOBCONFIG_ORDER)
+    low = JOBCONFIG_ORDER[newest[1]] if newest else -1
+    high = JOBCONFIG_ORDER[oldest[1]] if oldest else end
+    windows = [(group, JOBCONFIG_ORDER[a] if a else -1, JOBCONFIG_ORDER[b] if b else end,
+                f"{'from ' + a if a else 'up to ' + b}{' to ' + b if a and b and a != b else ''}"
+                f"{' only' if a and a == b else ''}") for group, a, b in PRE3_CONVERTERS]
+    dated = "; ".join([_dating(s, newest)] if newest else [] + (
+        [f"the files state {oldest[0]}, in torchtitan's JobConfig up to {oldest[1]} ({JOBCONFIG_DATES[oldest[1]]})"]
+        if oldest else [])) or "no key the files state dates them"
+    fitting = [group for group, a, b, _ in windows if a <= high and b >= low]
+    check = ("torchtitan looks each model.converters name up at start (protocols/model_converter.py "
+             "ModelConvertersContainer: _registry_model_converter_cls[name], a KeyError for a name it does not "
+             "register)")
+    for name in names:
+        kind, grouped = ("mx" if name.endswith("mx") else "float8"), name in PRE3_GROUPED
+        fixes = dict.fromkeys(n for group in fitting for n in group
+                              if n.endswith(kind) and (n in PRE3_GROUPED) == grouped)
+        fix = (f"name it {' or '.join(fixes)}, as the files' torchtitan registers it" if fixes
+               else "name a converter the files' torchtitan registers")
+        mine = [(a, b, span) for group, a, b, span in windows if name in group]
+        if not mine:
+            raise start_refusal(where, f"model.converters {name!r}, which no torchtitan registers", check, fix)
+        runs = [(a, b) for a, b, _ in mine if a <= high and b >= low]
+        spans = " and ".join(span for _, _, span in mine)
+        if not runs:
+            raise start_refusal(where, f"model.converters {name!r}, registered with torchtitan's JobConfig {spans}, "
+                                       f"not the files' ({dated})", check, fix)
+        if not any(a <= low and b >= high for a, b in runs):
+            s.ignored.append(f"model.converters {name!r} ({where}): registered with torchtitan's JobConfig {spans}, "
+                             f"which the files' keys leave open ({dated}); priced as if it runs, and a torchtitan "
+                             f"that does not register it stops at start ({check}): {fix}")
+    grouped = [n for n in names if n in PRE3_GROUPED]
+    if grouped:
+        s.ignored.append(f"model.converters {', '.join(grouped)} ({where}): the MoE experts' grouped GEMMs in FP8 "
+                         f"(row-wise scaled, torchao's scaled grouped GEMMs, on the modules its fqns name), the rest "
+                         f"as the other converters leave them; placement prices one precision for every GEMM: priced "
+                         f"without it, the experts' GEMMs in the other GEMMs' precision (a job whose experts run FP8 "
+                         f"is faster than priced)")
+    return [n for n in names if n not in PRE3_GROUPED]
+
+
+def _float8_moe_1d(s: Settings, get, pp: int, cp: int) -> None:
+    """torchtitan's Float8 grouped-GEMM converter (quantize.moe.float8 at 5b5d4685, quantize.grouped_mm.float8 from
+    8a2686c4 to v0.2.2) asserts no pipeline and no context parallelism at start (v0.2.2
+    components/quantization/float8.py:193-198)."""
+    conv, where = get("model.converters")
+    names = conv if isinstance(conv, list) else [c for c in str(conv or "").split(",") if c]
+    moe = [str(n) for n in names if str(n) in ("quantize.moe.float8", "quantize.grouped_mm.float8")]
+    bad = [f"{name} {value} ({s.sources.get(key, 'default')})" for name, value, key in (
+        ("pipeline_parallel_degree", pp, "pp"), ("context_parallel_degree", cp, "cp")) if value > 1]
+    if moe and bad:
+        raise start_refusal(where, f"model.converters {moe[0]} with {' and '.join(bad)}",
+                            "torchtitan's Float8 MoE converter asserts pipeline_parallel_degree == 1 and "
+                            "context_parallel_degree == 1 (v0.2.2 components/quantization/float8.py:193-198, "
+                            "\"Float8 MoE training prototype does not yet support pipeline parallelism\" / \"... "
+                            "context parallelism\")",
+                            f"drop {moe[0]} from model.converters, or run it with pipeline and context parallelism 1")
 
 
 def _float8_before_030(get, s: Settings) -> None:
