@@ -45,6 +45,25 @@ def test_the_jsons_bf16_optimizer_wins_over_the_launchers_rule(tmp_path):
     assert recipe["grad_accumulation"] == "fp32_copy" and recipe["grad_all_reduce"] is True
 
 
+def test_the_jsons_zero_stage_decides_the_optimizer_not_the_scripts(tmp_path):
+    """Megatron-DeepSpeed uses --zero-stage only for zero.Init (pretrain_gpt.py); DeepSpeed builds its optimizer from
+    the JSON.  A user trial: the same stage-1 JSON (no grad_accum_dtype) was priced with the BF16_Optimizer's fp32
+    gradient copy and whole all-reduce beside `--zero-stage 0` (and bf16 and a pipeline), without them beside
+    `--zero-stage 1`: two step times and peaks for one job."""
+    (tmp_path / "m.yaml").write_text(GPT350M)
+    (tmp_path / "ds_config.json").write_text(json.dumps({**BF16_ZERO1, "data_types": {}}))
+    got = []
+    for stage in ("0", "1"):
+        (tmp_path / "run.sh").write_text(MDS.replace("--zero-stage 1", f"--zero-stage {stage}"))
+        result = _audit("--model", str(tmp_path / "m.yaml"), "--gpus", "8", "--launch", str(tmp_path / "run.sh"),
+                        "--launch", str(tmp_path / "ds_config.json"), "--json")
+        assert result.exit_code in (0, 1), result.output
+        est = json.loads(result.stdout)["estimate"]
+        got.append((est["recipe"]["grad_accumulation"], est["recipe"]["grad_all_reduce"], est["step_time_s"],
+                    est["peak_memory_bytes"]))
+    assert got[0] == got[1] and got[0][:2] == ("autograd", False), got
+
+
 def test_a_megatron_deepspeed_script_without_its_json_says_so(tmp_path):
     (tmp_path / "m.yaml").write_text(GPT350M)
     (tmp_path / "run.sh").write_text(MDS)
@@ -126,3 +145,24 @@ def test_a_hostfile_of_another_machine_on_an_allocation_is_a_note_not_an_error(t
     result = _allocated(tmp_path, "host0 slots=8\nhost1 slots=8\nhost2 slots=8\nhost3 slots=8\n")
     assert result.exit_code in (0, 1), result.output
     assert "hosts_not_in_cluster" in result.output and "the allocation's --nodelist order" in result.output
+
+
+def test_auto_batch_values_under_deepspeeds_own_config_argument_are_refused(tmp_path):
+    """"auto" is filled by the HF Trainer (or accelerate) only; a script given the JSON with DeepSpeed's own
+    --deepspeed_config hands DeepSpeed the string, which its batch check compares with 0 (runtime/config.py
+    _batch_assertion).  A user trial: such a launch was priced with TrainingArguments' defaults (micro-batch 8)."""
+    (tmp_path / "run.sh").write_text("deepspeed --num_gpus 8 train.py --deepspeed_config ds.json --batch_size 16\n")
+    auto = {"train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto",
+            "gradient_accumulation_steps": "auto", "zero_optimization": {"stage": 2}, "bf16": {"enabled": True}}
+    (tmp_path / "ds.json").write_text(json.dumps(auto))
+    result = _audit("--model", "llama3-8b", "--gpus", "8", "--launch", str(tmp_path / "run.sh"), "--launch",
+                    str(tmp_path / "ds.json"))
+    assert result.exit_code == 2, result.output
+    assert 'train_micro_batch_size_per_gpu "auto"' in result.output and "_batch_assertion" in result.output
+    # the same JSON under the HF Trainer's --deepspeed is filled from its arguments, as before
+    (tmp_path / "hf.sh").write_text("deepspeed --num_gpus 8 run_clm.py --deepspeed ds.json "
+                                    "--per_device_train_batch_size 2 --bf16\n")
+    result = _audit("--model", "llama3-8b", "--gpus", "8", "--launch", str(tmp_path / "hf.sh"), "--launch",
+                    str(tmp_path / "ds.json"), "--json")
+    assert result.exit_code in (0, 1), result.output
+    assert json.loads(result.stdout)["layout"]["micro_batch_size"] == 2

@@ -411,6 +411,8 @@ ENGINE_AUTOGRAD = "DeepSpeed's engine lets autograd"
 that picks the BF16_Optimizer (its fp32 gradient copy) wins over it when the files merge."""
 BF16_COPY = "DeepSpeed's BF16_Optimizer adds"
 """...and how the BF16_Optimizer's begins."""
+BF16_ALL_REDUCE = "DeepSpeed's BF16_Optimizer all-reduces"
+"""How the source of its whole-gradient all-reduce begins."""
 
 
 def deepspeed_json_unread(s: Settings) -> None:
@@ -453,8 +455,8 @@ def deepspeed_grad_accumulation(s: Settings, bf16_optimizer: bool, evidence: str
         s.put("zero_stage", 1, f"{evidence} ({BF16_ZERO1} over data parallelism: ZeRO-1)")
     if bf16_optimizer and not s.has("recipe.grad_all_reduce"):
         s.put("recipe.grad_all_reduce", True,
-              f"{evidence} (DeepSpeed's BF16_Optimizer all-reduces the whole gradient, then updates its shard of "
-              f"the optimizer state: runtime/engine.py buffered_allreduce_fallback)")
+              f"{evidence} ({BF16_ALL_REDUCE} the whole gradient, then updates its shard of the optimizer state: "
+              f"runtime/engine.py buffered_allreduce_fallback)")
     if s.has("recipe.grad_accumulation"):
         return
     if bf16_optimizer:
@@ -737,13 +739,28 @@ def deepspeed_binding(s: Settings) -> None:
               f"mpirun or srun, and the cluster's settings, which the files do not state: priced bound)")
 
 
+def _bf16_rule(name: str, evidence: str) -> bool:
+    """Whether `name` was set by deepspeed_grad_accumulation's BF16_Optimizer rule (its ZeRO-1, whole all-reduce or
+    fp32 gradient copy)."""
+    return ((name == "zero_stage" and BF16_ZERO1 in evidence)
+            or (name == "recipe.grad_all_reduce" and BF16_ALL_REDUCE in evidence)
+            or (name == "recipe.grad_accumulation" and BF16_COPY in evidence))
+
+
 def merge(groups: list[Settings]) -> Settings:
     """The files' settings together: a value two config files give differently is an error; a CLI override
     (`override`) wins.  Framework keys merge the same way; launcher and file facts: the last file's."""
     out = Settings(", ".join(g.path for g in groups))
+    json_stage = any(g.json_paths and g.has("zero_stage") for g in groups)
     for g in sorted(groups, key=lambda g: g.override):
         for name, ev in g.sources.items():
             value = g.value(name)
+            if json_stage and not g.json_paths and _bf16_rule(name, ev):
+                # a Megatron-DeepSpeed script's BF16_Optimizer, inferred from its --zero-stage: DeepSpeed builds its
+                # optimizer from the JSON's stage, which the JSON's own reading prices (pretrain_gpt.py uses
+                # args.zero_stage only for zero.Init; a user trial: the same JSON priced two ways by the script's
+                # ZERO_STAGE)
+                continue
             if name == "cuda_visible_devices" and out.has(name) and not g.override:
                 out.put(name, *_merge_node_devices(out.value(name), out.sources[name], value, ev))
                 continue
@@ -769,6 +786,7 @@ def merge(groups: list[Settings]) -> Settings:
     for g in groups:
         out.config_file = g.config_file or out.config_file
         out.deepspeed_config = g.deepspeed_config or out.deepspeed_config
+        out.deepspeed_config_arg = g.deepspeed_config_arg or out.deepspeed_config_arg
         out.num_nodes = g.num_nodes or out.num_nodes
         out.num_gpus = g.num_gpus or out.num_gpus
         out.hostfile = g.hostfile or out.hostfile

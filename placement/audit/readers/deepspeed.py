@@ -728,6 +728,17 @@ def join(groups: list[Settings]) -> Reading:
         raise InputError(f"{s.accelerate_launch}: the job starts with `accelerate launch`, whose config file (its "
                          f"--config_file, or accelerate's default_config.yaml) sets the DeepSpeed plugin it runs; give "
                          f"that file with --launch")
+    batch_auto = [a for a in s.hf_auto if a.field != "precision"]
+    if batch_auto and s.deepspeed_config_arg and not (s.hf_trainer or s.neox or s.accelerate_launch
+                                                      or s.megatron_deepspeed):
+        # a user trial: a plain deepspeed launch of the user's own script was priced with TrainingArguments defaults
+        keys = ", ".join(f"{a.key} \"auto\"" for a in batch_auto)
+        raise InputError(f"{batch_auto[0].evidence}: {keys}, given to DeepSpeed as written by "
+                         f"{s.deepspeed_config_arg} (DeepSpeed's own --deepspeed_config, no HF Trainer or accelerate "
+                         f"among the files to fill \"auto\"): DeepSpeed compares the batch values with 0 "
+                         f"(runtime/config.py _batch_assertion, 'train_batch > 0'), a TypeError for the string "
+                         f"\"auto\" (deepspeedai/DeepSpeed#1270), so this job does not start; write the numbers the "
+                         f"job runs, or add the HF Trainer script that fills them with --launch")
     if s.hf_auto and not s.hf_trainer and not s.neox:  # "auto" is the HF Trainer's: it fills them
         s.hf_trainer = f"{s.hf_auto[0].evidence} (\"auto\": a value the HF Trainer fills from its arguments)"
     if not s.has("recompute") and s.engine_checkpoints_none:

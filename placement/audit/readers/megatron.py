@@ -734,6 +734,7 @@ def read_args(words: list[Word], s: Settings, typos: bool = True) -> None:
         if a.flag in ("--deepspeed_config", "--deepspeed-config"):
             name = a.values[0].text if a.values else ""
             s.deepspeed_config = (name, a.evidence)
+            s.deepspeed_config_arg = a.evidence
             continue
         if f in MODEL_ELSEWHERE:  # the model's arguments come from the checkpoint or a YAML the files do not show
             site = f"{a.word.site.path}:{a.word.site.line}"

@@ -612,6 +612,9 @@ class Settings:
     """The DeepSpeed JSON's keys, flattened, each with its value as written ("auto" kept)."""
     json_paths: tuple[str, ...] = ()
     """The DeepSpeed JSON files read."""
+    deepspeed_config_arg: str | None = None
+    """Evidence of a `--deepspeed_config PATH` on a script's command line: DeepSpeed's own argument
+    (deepspeed.add_config_arguments), whose JSON DeepSpeed reads as written, "auto" unfilled."""
     json_sync: tuple[bool, str] | None = None
     """A DeepSpeed JSON's activation_checkpointing.synchronize_checkpoint_boundary (value, evidence), which the
     join applies unless the training code passes its own (Megatron-DeepSpeed's, GPT-NeoX's configure call)."""
