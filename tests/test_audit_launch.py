@@ -401,8 +401,10 @@ def test_torchtitan_reshard_policy_reads_as_torchtitan_resolves_it(tmp_path: Pat
 @pytest.mark.parametrize(("files", "message"), [
     ({"bad.toml": "[parallelism]\ntensor_parallel_degree = \n"}, "bad.toml: not valid TOML"),
     ({"bad.toml": "[parallelism]\ntensor_parallel_degree = \"eight\"\n"},
-     "bad.toml:2: tensor_parallel_degree = \"eight\": parallelism.tensor_parallel_degree must be an integer"),
-    ({"bad.toml": "[parallelism]\npipeline_parallel_degree = 0\n"}, "pipeline_parallel_degree must be >= 1, got 0"),
+     "bad.toml:2: tensor_parallel_degree = \"eight\": parallelism.tensor_parallel_degree must be an integer, got "
+     "'eight'; write it as a whole number (no quotes, no unit)"),
+    ({"bad.toml": "[parallelism]\npipeline_parallel_degree = 0\n"},
+     "pipeline_parallel_degree must be >= 1, got 0; use 1 or more"),
     ({"bad.toml": "[parallelism]\npipeline_parallel_degree = 2\npipeline_parallel_schedule = \"Zigzag\"\n"},
      "unknown pipeline_parallel_schedule 'Zigzag'"),
     ({"run.sh": "torchrun pretrain_gpt.py --tensor-model-parallel-size --pipeline-model-parallel-size 2\n"},

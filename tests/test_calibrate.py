@@ -204,6 +204,11 @@ def test_nccl_file_without_a_test_name_or_ranks_is_an_error(tmp_path: Path) -> N
     anon.write_text(body)
     with pytest.raises(InputError, match="name the file after the binary"):
         read_nccl_tests(anon)
+    # a file that is no nccl-tests output at all is said to be so, not asked to be renamed (a user trial)
+    text = tmp_path / "notes.txt"
+    text.write_text("hello world\nthis is a log\n")
+    with pytest.raises(InputError, match="not nccl-tests output"):
+        read_nccl_tests(text)
     bare = tmp_path / "all_reduce_perf.txt"
     bare.write_text("\n".join(line for line in body.splitlines() if "Rank" not in line))
     with pytest.raises(InputError, match="ranks"):

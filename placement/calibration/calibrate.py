@@ -169,9 +169,27 @@ class _Nccl:
 
 
 def plateau_busbw(rows) -> float:
-    """The busbw an nccl-tests table settles at: the median of its PLATEAU_ROWS largest sizes'."""
+    """The busbw an nccl-tests table settles at: the median of its PLATEAU_ROWS largest sizes', NaN where they are
+    not within PLATEAU of it (unsettled_text: no row of the table is then bandwidth-bound)."""
     largest = sorted(rows, key=lambda r: r.size_bytes)[-PLATEAU_ROWS:]
-    return float(np.median([r.busbw_bytes_per_s for r in largest]))
+    median = float(np.median([r.busbw_bytes_per_s for r in largest]))
+    if len(largest) == PLATEAU_ROWS and any(abs(r.busbw_bytes_per_s / median - 1.0) > 1.0 - PLATEAU for r in largest):
+        return float("nan")
+    return median
+
+
+def unsettled_text(run) -> str | None:
+    """Why an nccl-tests table has no bandwidth-bound row: the busbw of its largest sizes still rises (or jumps), so
+    where it levels off is not measured (a user trial: a 2-node H100 all-reduce run to -e 512M, at 152, 213 and 264
+    GB/s over its last three sizes, fitted network_efficiency 0.638 from the 213 GB/s row; the same cluster's full
+    run levels off at 339 GB/s and leaves it at the default); None where it settles."""
+    if not math.isnan(plateau_busbw(run.rows)):
+        return None
+    largest = sorted(run.rows, key=lambda r: r.size_bytes)[-PLATEAU_ROWS:]
+    seen = ", ".join(f"{r.busbw_bytes_per_s / 1e9:.1f} GB/s at {r.size_bytes:,} B" for r in largest)
+    return (f"{run.path}: {run.label}: busbw over its {PLATEAU_ROWS} largest sizes ({seen}) is not within "
+            f"{1 - PLATEAU:.0%} of its median: it has not levelled off, so no row of it fits a bandwidth; run it to "
+            f"larger sizes (nccl-tests -e 8G) for the bandwidth its fabric settles at")
 
 
 def _identified(r: FitResult) -> dict[str, float]:
@@ -243,7 +261,9 @@ class Calibration:
             skipped = check_device(run, base, cluster_name)
             topo, (stride, _) = run_topology(run, base)
             foreign = foreign_hosts(run, base)
-            self.notes += [*run.warnings, *([skipped] if skipped else []), *([foreign] if foreign else [])]
+            unsettled = unsettled_text(run)
+            self.notes += [*run.warnings, *([skipped] if skipped else []), *([foreign] if foreign else []),
+                           *([unsettled] if unsettled else [])]
             self.nccl.append(_Nccl(run, topo, stride, np.array([r.time_s for r in run.rows])))
         self.row_file = np.concatenate([np.full(len(n.run.rows), k) for k, n in enumerate(self.nccl)]
                                        ) if self.nccl else np.zeros(0, dtype=int)

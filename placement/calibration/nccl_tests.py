@@ -33,6 +33,8 @@ _RANK = re.compile(r"^#\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(.+
 _STARTING = re.compile(r"^#\s*Collective test starting:\s*(\w+)")
 _NUM = re.compile(r"^-?\d+(\.\d+)?([eE][-+]?\d+)?$")
 _HEADER = re.compile(r"^#\s*nThread\s+\d+")
+_ROW_START = re.compile(r"^\s*\d+\s+\d+\s+[a-z]\w*\s")
+"""The start of a table row (`size count type ...`): a file of rows without the header is still nccl-tests'."""
 """The first line nccl-tests prints for a run (`# nThread 1 nGpus 1 minBytes ...`): a second one is a second run."""
 _TRAILER = re.compile(r"^#\s*Avg bus bandwidth\s*:")
 DEVICES: Final = ((re.compile(r"\bgb300\b"), "gb300"), (re.compile(r"\bgb200\b"), "gb200"),
@@ -102,6 +104,12 @@ def _op_of(path: Path, lines: list[str], offset: int = 0) -> tuple[str, int | No
     # "reduce_scatter" contains no other op's name, but "all_reduce" is in neither; keep the longest match
     if found:
         return max(found, key=len), None
+    if not any(_HEADER.match(unprefixed(line).strip()) or _ROW_START.match(unprefixed(line)) for line in lines):
+        # a user trial's plain text log was asked to be renamed, as if it were nccl-tests output
+        raise InputError(
+            f"nccl-tests file `{path}`: not nccl-tests output (no `# nThread ...` header, which every nccl-tests "
+            f"binary prints first, nor a `# Collective test starting:` line); give the file one of "
+            f"{', '.join(o + '_perf' for o in OPS)} printed, whole")
     raise InputError(
         f"nccl-tests file `{path}`: no `# Collective test starting:` line and the file name names no test; name "
         f"the file after the binary that printed it (one of {', '.join(o + '_perf' for o in OPS)}), e.g. "

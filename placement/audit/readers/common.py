@@ -38,9 +38,10 @@ def read_int(text: str, what: str, evidence: str, *, minimum: int = 0) -> int:
     try:
         value = int(str(text).strip())
     except (TypeError, ValueError):
-        raise InputError(f"{evidence}: {what} must be an integer, got {text!r}") from None
+        raise InputError(f"{evidence}: {what} must be an integer, got {text!r}; write it as a whole number (no "
+                         f"quotes, no unit), e.g. {max(minimum, 1)}") from None
     if value < minimum:
-        raise InputError(f"{evidence}: {what} must be >= {minimum}, got {value}")
+        raise InputError(f"{evidence}: {what} must be >= {minimum}, got {value}; use {minimum} or more")
     return value
 
 
