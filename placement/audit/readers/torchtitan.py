@@ -221,7 +221,8 @@ def _settings(keys: dict[str, tuple[Any, str]], s: Settings) -> _Pipeline:
             return None
         v = read_int(value, key, ev, minimum=-1 if allow_negative else 0)
         if v == 0 or (v < 0 and not (allow_negative and v == -1)):
-            raise InputError(f"{ev}: {key} must be >= 1{' or -1' if allow_negative else ''}, got {v}")
+            fill = " or -1 (torchtitan fills it from the others)" if allow_negative else ""
+            raise InputError(f"{ev}: {key} must be >= 1{fill}, got {v}; use 1 or more{' or -1' if fill else ''}")
         if field:
             s.put(field, v, ev)
         return v
