@@ -63,6 +63,8 @@ class Capability:
     fp8_accumulation: str | None = None
     """Why the framework refuses FP8 beside gradient accumulation (MaxText), None where it runs both: its FP8 plans
     take one micro-batch a step (global batch = micro-batch x dp)."""
+    sp_always: str = ""
+    """Why tensor parallelism always runs with sequence parallelism (MaxText: no switch); "" where it is a choice."""
     zero0_1d_only: str = ""
     """Why ZeRO-0 (DDP, nothing sharded) runs only where data parallelism is the whole mesh (tp, cp and pp 1); ""
     where it runs beside them."""
@@ -124,6 +126,8 @@ class Capability:
         for limit, col in ((self.max_pp, b.pp), (self.max_vpp, b.vpp), (self.max_cp, b.cp), (self.max_ep, b.ep)):
             if limit is not None:
                 ok &= col <= limit
+        if self.sp_always:
+            ok &= (b.tp == 1) | np.asarray(b.sp, dtype=bool)
         if self.etp == "one":
             ok &= b.etp == 1
         elif self.etp == "tp":
@@ -215,6 +219,8 @@ class Capability:
                                    ("ep", ep, self.max_ep)):
             if limit is not None and value > limit:
                 out.append(f"{name} {value}: at most {limit}")
+        if self.sp_always and tp > 1 and not bool(np.asarray(b.sp)[0]):
+            out.append(f"tp {tp} without sequence parallelism: {self.sp_always}")
         if self.etp == "one" and etp != 1:
             out.append(f"expert TP {etp}: it runs expert TP 1")
         elif self.etp == "tp" and ep > 1 and etp != tp:
@@ -229,6 +235,8 @@ class Capability:
         return out
 
 
+MAXTEXT_SP = ("MaxText's tensor axis also shards the activations between layers (configs/base.yml logical_axis_rules "
+              "activation_embed -> tensor), with no switch: its tensor parallelism runs as sequence parallelism")
 TORCHTITAN_DDP_1D = ("torchtitan up to 0.2.2 runs DDP (data_parallel_replicate_degree alone, no FSDP) only on a 1-D "
                      "mesh: v0.2.2 models/llama3/infra/parallelize.py:148-151 raises \"DDP has not supported > 1D "
                      "parallelism\"")
@@ -408,7 +416,7 @@ CAPABILITIES: dict[str, Capability] = {
                                                       "unbound"),)),
     "maxtext": Capability(
         "maxtext", "MaxText 0.2.5", zero_stages=(0, 1, 3), zero_stages_with_pp=(0, 1, 3), max_pp=1, etp="tp",
-        ep_with_cp=False, zero_from_mesh=True,
+        ep_with_cp=False, zero_from_mesh=True, sp_always=MAXTEXT_SP,
         fp8_accumulation="MaxText refuses FP8 with gradient accumulation (configs/types.py: \"FP8 quantization is "
                          "not compatible with gradient accumulation.\"; AI-Hypercomputer/maxtext e591f30cb)",
         why="no ZeRO-2, ZeRO-3 with CP (its context axis shards the weights), expert TP equal to TP, EP not across "

@@ -61,7 +61,7 @@ from placement.emit.common import (
     runs_recipe,
     warn_block,
 )
-from placement.frameworks import CAPABILITIES
+from placement.frameworks import CAPABILITIES, MAXTEXT_SP
 from placement.specs import ModelSpec
 from placement.specs.recipe import RecomputeModule
 
@@ -638,6 +638,8 @@ def runs(ctx: EmitContext, mesh: MaxTextMesh) -> Runs:
             out.set_layout("zero_stage", zero, f"ZeRO-{zero} (not ZeRO-{lay.zero_stage}: {why})")
         if zero == 3:
             out.layout["dp_shard"] = shard
+    if lay.tp > 1 and not lay.sequence_parallel:  # a user trial: the same file priced two ways by the plan's SP
+        out.set_layout("sequence_parallel", True, f"sequence parallelism (not off: {MAXTEXT_SP})")
     if lay.pp > 1:  # a user trial: the header priced the plan's 1F1B as what this file runs, then warned it does not
         out.unpriced.append(f"MaxText's pipeline of {lay.pp} stages: every micro-batch's forward before the "
                             f"backward, each iteration's stage forward recomputed (layers/pipeline.py), not the "
