@@ -244,3 +244,27 @@ def test_a_side_format_does_not_narrow_the_frameworks_plan(tmp_path: Path) -> No
     tt = [line for line in (tmp_path / "b" / "torchtitan.sh").read_text().splitlines() if line.startswith("torchrun")]
     assert tt == [line for line in (tmp_path / "a" / "torchtitan.sh").read_text().splitlines()
                   if line.startswith("torchrun")]
+
+
+def test_a_file_at_another_precision_gives_its_mfu_on_the_plans_peak_too(tmp_path):
+    """torchtitan 0.3.0's llama3_405b config always runs Float8: its file is priced at FP8, whose MFU is of the FP8
+    peak, twice the BF16 one.  A user trial read the faster file's MFU 29.8 % beside the bf16 plan's 56.8 % as a
+    slower job; the line names the peak and gives the MFU on the plan's too."""
+    import re
+
+    from click.testing import CliRunner
+
+    from placement.cli import main
+
+    out = tmp_path / "tt"
+    res = CliRunner().invoke(main, ["--reproducible", "evaluate", "--model", "llama3-405b", "--gpus", "512", "--tp",
+                                    "8", "--pp", "16", "--zero", "3", "--mbs", "1", "--emit", "torchtitan", "--out",
+                                    str(out)])
+    assert res.exit_code in (0, 1), res.output  # 1: written, what the file runs over capacity (said)
+    text = (out / "torchtitan.sh").read_text()
+    plan = float(re.search(r"# predicted: .*?MFU ([\d.]+)%", text).group(1))
+    m = re.search(r"# this file runs fp8.*?MFU ([\d.]+)% of the FP8 peak \(([\d.]+)% of the BF16 peak, the plan's "
+                  r"basis\)", text)
+    assert m, text
+    fp8, bf16 = float(m.group(1)), float(m.group(2))
+    assert bf16 == pytest.approx(2 * fp8, abs=0.15) and bf16 > plan  # H100: 1,979 vs 989 TFLOP/s dense

@@ -33,8 +33,15 @@ def fsdp_lines(ctx: EmitContext) -> str:
             f"replicated over dp_replicate {lay.dp // lay.dp_shard}" if hsdp
             else f"FSDP over {lay.cp * lay.dp} ranks (dp {lay.dp} x cp {lay.cp})")
     lines = [f"# ZeRO-3 as priced: {what}"]
+    if lay.cp > 1 and not hsdp:
+        # the flattened mesh kept, not sliced back out of the root: torch 2.13 warns that slicing a flattened dim
+        # from the root mesh will be deprecated (torch/distributed/device_mesh.py, a user trial ran the file)
+        lines.append(f'# fsdp_mesh = mesh["{shard}", "cp"]._flatten("{fsdp_dim}")  # as torchtitan flattens it')
+        lines.append("# fully_shard(block, mesh=fsdp_mesh) for every block, then the model")
+        return "".join(f"{x}\n" for x in lines)
     if lay.cp > 1:
-        lines.append(f'# mesh["{shard}", "cp"]._flatten("{fsdp_dim}")  # as torchtitan flattens it')
+        lines.append(f'# mesh["{shard}", "cp"]._flatten("{fsdp_dim}")  # as torchtitan flattens it; the 2-D HSDP '
+                     f'mesh below slices it from the root, which torch 2.13 warns will be deprecated')
     lines.append(f"# fully_shard(block, mesh=mesh[{dims}]) for every block, then the model")
     return "".join(f"{x}\n" for x in lines)
 
