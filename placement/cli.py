@@ -1558,13 +1558,13 @@ def audit(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, p
             from None
     launch = refuse_unrunnable(parse_launch([Path(p) for p in launch_files], framework, args))
     if out_dir is not None:  # before any work
-        from placement.audit.report import FRAMEWORK_FORMAT
+        from placement.audit.report import FRAMEWORK_FORMAT, JOB_HOSTS
         from placement.emit.writer import output_names
         from placement.mapping.report import LAUNCH_FILES
         from placement.outfiles import check_out_dir
 
         emitted = [f for f in [FRAMEWORK_FORMAT.get(launch.framework)] if f]
-        check_out_dir(out_dir, [*LAUNCH_FILES, *output_names(emitted)])
+        check_out_dir(out_dir, [*LAUNCH_FILES, JOB_HOSTS, *output_names(emitted)])
     ctx = click.get_current_context()
     if ctx.get_parameter_source("precision") == click.core.ParameterSource.DEFAULT:
         precision = launch.precision or precision

@@ -44,6 +44,23 @@ def test_groups_an_interleaved_host_order_sends_over_the_spine_are_named_and_pri
     assert in_order["estimate"]["step_time_s"] <= data["estimate"]["step_time_s"] - f["cost_s"] + 1e-3
 
 
+def test_out_writes_the_jobs_own_host_order_fix(tmp_path) -> None:
+    """A user trial: the host order that fixes the job without touching its files was only in --json; --out wrote
+    the best plan's files.  It writes job-hosts.txt too: node rank k on line k, the finding's order and saving."""
+    interleaved = [h for pair in zip(LEFT, RIGHT, strict=True) for h in pair]
+    script = tmp_path / "train.sh"
+    script.write_text(SCRIPT)
+    out = CliRunner().invoke(main, ["--reproducible", "audit", "--launch", str(script), "--model", "mixtral-8x7b",
+                                    "--slurm-topology", str(SLURM), "--nodelist", ",".join(interleaved), "--node-type",
+                                    "dgx-h100", "--oversubscription", "8", "--json", "--out", str(tmp_path / "o")])
+    assert out.exit_code in (0, 1), out.output
+    (f,) = [f for f in json.loads(out.stdout)["findings"] if f["kind"] == "host_order_crossings"]
+    text = (tmp_path / "o" / "job-hosts.txt").read_text()
+    rows = [line.split() for line in text.splitlines() if not line.startswith("#")]
+    assert rows == [[str(k), h] for k, h in enumerate(f["host_order"])]
+    assert f"saves {f['cost_s']:.3f} s per step" in " ".join(text.split())
+
+
 def test_the_audited_estimate_has_its_compact_mapping_in_the_jobs_numbering(tmp_path) -> None:
     """`mapping_compact` was null in every audit; it is the job's own: node rank k on host_order[k], as `mapping`."""
     interleaved = [h for pair in zip(LEFT, RIGHT, strict=True) for h in pair]

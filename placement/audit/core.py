@@ -1464,7 +1464,7 @@ def _host_order_finding(c: _Ctx, kinds: list[GroupKind]) -> list[Finding]:
     if compact is not None:
         order = list(compact["host_order"])
         how = (f"node ranks 0, 1, ... on {' '.join(order[:8])}{' ...' if len(order) > 8 else ''} (the whole order: "
-               f"this finding's host_order in --json)")
+               f"this finding's host_order in --json, and job-hosts.txt under --out)")
     else:
         how = "that map (its node blocks are not the job's, so no host order alone gives it)"
     head = (f"sends more groups across the {lv.name}{over}" if what == "groups" else
