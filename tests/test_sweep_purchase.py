@@ -396,9 +396,13 @@ def test_a_sweep_row_is_what_plan_gives_on_the_same_count(shipped):
     _, doc, _ = shipped
     row = next(r for r in doc["rows"] if r["design"] == "GB200 NVL72 racks" and r["workload"].startswith("DeepSeek"))
     wl = next(w for w in yaml.safe_load(SHIPPED.read_text())["workloads"] if w["name"] == row["workload"])
+    import shlex
+
+    command = shlex.split(row["command"])
+    segment = command[command.index("--segment"):][:2] if "--segment" in command else []
     out = CliRunner().invoke(main, ["plan", "--model", wl["model"], "--cluster", "gb200-nvl72", "--gpus",
                                     str(row["num_gpus"]), "--seq-len", str(wl["seq_len"]), "--global-batch",
-                                    str(wl["global_batch"]), "--top-k", "1", "--no-map", "--json"])
+                                    str(wl["global_batch"]), "--top-k", "1", "--no-map", "--json", *segment])
     assert out.exit_code == 0, out.output
     best = json.loads(out.stdout)["plans"][0]
     assert row["plan"]["step_time_s"] == pytest.approx(best["step_time_s"], rel=1e-6)
@@ -407,6 +411,25 @@ def test_a_sweep_row_is_what_plan_gives_on_the_same_count(shipped):
     # row, the dispatcher, CUDA graphs and overlaps the search chose included
     assert row["plan"]["recipe_sources"] == best["recipe_sources"]
     assert row["plan"]["recipe_sources"]["moe_dispatcher"] == "searched"
+
+
+def test_a_gb200_row_is_priced_on_the_racks_it_buys(shipped):
+    """SLURM's --segment puts each run of N trays inside one rack: an 18-tray NVL72 rack holds one 16-tray segment.
+    A user trial: the shipped study's GB200 row planned 5,632 GPUs in 16-tray segments (88 racks) on the 85 racks
+    its budget buys.  A row's plan now fits its racks: where the cluster's default segment would not, the job takes
+    whole racks in order (--segment 0 in its command)."""
+    from placement.catalog import load_cluster
+    from placement.sweep.counts import racks_for, sweep_segment
+
+    cluster = load_cluster("gb200-nvl72")
+    assert racks_for(cluster, 5632, 16) == 88 and racks_for(cluster, 5632, None) == 79
+    assert sweep_segment(cluster, 5632, 85) == 0 and sweep_segment(cluster, 5632, 88) is None
+    _, doc, _ = shipped
+    rows = [r for r in doc["rows"] if r["cluster"] == "gb200-nvl72" and r["status"] == "ok"]
+    assert rows
+    for r in rows:
+        racks = racks_for(cluster, r["num_gpus"], r["plan"]["segment_nodes"])
+        assert racks * 72 <= r["num_gpus_bought"], (r["workload"], r["num_gpus"], r["plan"]["segment_nodes"])
 
 
 def test_each_row_carries_the_plan_command_that_gives_its_step(tmp_path):

@@ -36,6 +36,39 @@ def purchase_unit(cluster: ClusterSpec) -> int:
     return max(cluster.gpus_per_node, cluster.scale_up.size)
 
 
+def racks_for(cluster: ClusterSpec, gpus: int, segment: int | None) -> int:
+    """Purchase units (`purchase_unit`) a job of `gpus` occupies: its nodes in runs of `segment` (SLURM `sbatch
+    --segment`), each run inside one scale-up domain, so a domain of R nodes holds R // segment runs (an NVL72 rack
+    of 18 trays one 16-tray segment: 1,408 trays in segments of 16 take 88 racks, not the 79 they would fill);
+    None: domains filled whole."""
+    unit = purchase_unit(cluster)
+    gph = cluster.gpus_per_node
+    if unit <= gph or not segment:
+        return -(-gpus // unit)
+    runs = gpus // gph // segment
+    return -(-runs // (unit // gph // segment))
+
+
+def sweep_segment(cluster: ClusterSpec, gpus: int, units: int) -> int | None:
+    """The segment a sweep plans `gpus` with on a design of `units` purchase units: the cluster's default (None,
+    Topology's rule: the largest divisor of the node count up to segment_nodes) where its runs fit in those units,
+    else 0, the job's nodes on whole domains in order (the design is the buyer's own: nothing else holds its racks).
+    A user trial: 5,632 GB200 GPUs were priced in 16-tray segments, 88 racks' worth, on a budget of 85."""
+    from placement.topology import _resolve_segment
+
+    if purchase_unit(cluster) <= cluster.gpus_per_node or cluster.segment_nodes is None:
+        return None
+    return None if racks_for(cluster, gpus, _resolve_segment(cluster, gpus, None)) <= units else 0
+
+
+def units_for(cluster: ClusterSpec, gpus: int, units: int) -> int:
+    """Purchase units a job of `gpus` takes with the segment the sweep plans it with (sweep_segment)."""
+    from placement.topology import _resolve_segment
+
+    seg = sweep_segment(cluster, gpus, units)
+    return racks_for(cluster, gpus, _resolve_segment(cluster, gpus, None) if seg is None else None)
+
+
 def not_whole_units(design: str, gpus: int, cluster: ClusterSpec, unit: int) -> str:
     """Why a design's `gpus` cannot be bought: a purchase is whole units (`purchase_unit`), a node or, where the
     scale-up domain spans several nodes (an NVL72 rack: 18 trays of 4 GPUs), a whole domain.  Names the nearest
@@ -154,13 +187,14 @@ def _primes(m: int) -> set[int]:
     return out | ({m} if m > 1 else set())
 
 
-def plan_count(model: ModelSpec, train: TrainingSpec, cluster: ClusterSpec, acc: AcceleratorSpec, n: int) -> dict:
-    """The best plan on `n` GPUs as a cache entry: {status, binding, message, plan}."""
+def plan_count(model: ModelSpec, train: TrainingSpec, cluster: ClusterSpec, acc: AcceleratorSpec, n: int,
+               segment: int | None = None) -> dict:
+    """The best plan on `n` GPUs as a cache entry: {status, binding, message, plan}; `segment`: sweep_segment's."""
     from placement.planner import plan_job
     from placement.search import SWEEP_FIX_NAMES, searched_sources
     from placement.topology import Topology
 
-    topo = Topology(cluster, acc, num_gpus=n)
+    topo = Topology(cluster, acc, num_gpus=n, segment_nodes=segment)
     recipe, sources = _model_recipe(model)
     cfg = _search_config(model, topo, recipe, fix_names=SWEEP_FIX_NAMES)
     try:  # the plan's recipe_sources say what was searched, as `plan`'s do for the same job
@@ -190,15 +224,20 @@ class Choice:
 
 def choose(design: DesignSpec, work: WorkloadSpec, train: TrainingSpec, objective: Objective,
            deadline_days: float | None, counts: tuple[int, ...], unit: int, most: int,
-           bounds: dict[int, float | None], plan_of: Callable[[int], dict]) -> Choice:
+           bounds: dict[int, float | None], plan_of: Callable[[int], dict],
+           units_of: Callable[[int], int] | None = None) -> Choice:
     """The count the objective picks (module docstring); `plan_of(n)` gives a count's plan entry or raises
-    NeedPlan.  Deadline: counts over it are not chosen; when every count is over it, the fastest is, flagged."""
+    NeedPlan; `units_of(n)`: the purchase units a count takes (units_for; None: as many as its GPUs fill).
+    Deadline: counts over it are not chosen; when every count is over it, the fastest is, flagged."""
     tokens_per_step = train.global_batch * train.seq_len
     laid = [n for n in counts if bounds.get(n) is not None]
     planned: dict[int, dict] = {}
 
+    def bought_of(n: int) -> int:
+        return bought_gpus(design, objective, n, unit, most, None if units_of is None else units_of(n))
+
     def fields(n: int, tokens_per_s: float) -> dict:
-        return price(design, work, bought_gpus(design, objective, n, unit, most), n, tokens_per_s)
+        return price(design, work, bought_of(n), n, tokens_per_s)
 
     def search(obj: Objective, deadline: float | None) -> int | None:
         cands = []
@@ -233,7 +272,7 @@ def choose(design: DesignSpec, work: WorkloadSpec, train: TrainingSpec, objectiv
     if chosen is None:
         n = counts[-1]
         return Choice(n, most, _no_plan(work, train, counts, laid, planned), met, summary, None)
-    bought = bought_gpus(design, objective, chosen, unit, most)
+    bought = bought_of(chosen)
     reason = None
     if bought > chosen:
         reason = _idle_reason(work, train, objective, chosen, bought, counts, bounds, planned, unit, design)

@@ -308,6 +308,7 @@ def plan_commands(out: Path, rows: list[dict], cells: list, calibration: tuple[s
     import yaml
 
     from placement.catalog import load_cluster
+    from placement.sweep.counts import sweep_segment
     from placement.sweep.run import design_hardware
 
     written, cluster_of = [], {}
@@ -343,6 +344,9 @@ def plan_commands(out: Path, rows: list[dict], cells: list, calibration: tuple[s
                 "--precision", w.precision.value]
         if w.memory_headroom_gib:
             args += ["--memory-headroom-gib", f"{w.memory_headroom_gib:g}"]
+        segment = sweep_segment(cell.cluster, row["num_gpus"], cell.num_gpus_bought // cell.unit)
+        if segment is not None:  # the segment whose runs fit the racks bought, not the cluster's default
+            args += ["--segment", str(segment)]
         if calibration is not None and cell.accelerator.name == calibration[1]:
             args += ["--calibration", str(Path(calibration[0]).resolve())]
         row["command"] = shlex.join(args)

@@ -15,13 +15,15 @@ RENTAL_NULLS = ("capex_total", "capex_amortized", "energy_mwh", "energy_cost", "
 """Fields a design priced per GPU-hour (rental) leaves null: it states no capex and no power."""
 
 
-def bought_gpus(design: DesignSpec, objective: Objective, used: int, unit: int, most: int) -> int:
+def bought_gpus(design: DesignSpec, objective: Objective, used: int, unit: int, most: int,
+                units: int | None = None) -> int:
     """GPUs the design buys to run `used` of them: a given `gpus` as given; under the time objective every whole
     `unit` (scale-up domain) the budget affords (`most`); under cost objectives only the whole units the job
-    uses (an idle GPU bought adds cost and no speed)."""
+    uses (an idle GPU bought adds cost and no speed): `units` of them where its segments need more than its GPUs
+    fill (counts.units_for), else as many as its GPUs fill."""
     if design.gpus is not None or objective is Objective.TIME:
         return most
-    return min(most, -(-used // unit) * unit)
+    return min(most, (units if units is not None else -(-used // unit)) * unit)
 
 
 def price(design: DesignSpec, work: WorkloadSpec, bought: int, used: int, tokens_per_s: float) -> dict:

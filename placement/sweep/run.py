@@ -27,7 +27,16 @@ from placement.outfiles import check_out_dir, checked_dump, checked_load, write_
 from placement.specs import AcceleratorSpec, ClusterSpec, ModelSpec, TrainingSpec
 from placement.sweep.band import band as error_band
 from placement.sweep.band import code_digest, validate_errors
-from placement.sweep.counts import Choice, NeedPlan, candidate_counts, choose, count_bounds, plan_count
+from placement.sweep.counts import (
+    Choice,
+    NeedPlan,
+    candidate_counts,
+    choose,
+    count_bounds,
+    plan_count,
+    sweep_segment,
+    units_for,
+)
 from placement.sweep.price import price
 from placement.sweep.spec import DesignSpec, Objective, SweepSpec, WorkloadSpec
 
@@ -59,6 +68,7 @@ class Cell:
             "version": __version__,
             "code": code_digest(),  # a changed cost model invalidates cached cells
             "counts": list(self.counts),
+            "num_gpus_bought": self.num_gpus_bought,  # what the segments must fit in (counts.sweep_segment)
             "train": self.train.model_dump(mode="json"),
             "cluster": self.cluster.model_dump(mode="json"),
             "accelerator": self.accelerator.model_dump(mode="json"),
@@ -130,14 +140,16 @@ def evaluate_cell(payload: dict) -> dict:
     plans = {int(k): v for k, v in (known.get("plans") or {}).items()}
     fresh = []
 
+    units = payload["num_gpus_bought"] // payload["unit"]
+
     def plan_of(n: int) -> dict:
         if n not in plans:
-            plans[n] = plan_count(model, train, cluster, acc, n)
+            plans[n] = plan_count(model, train, cluster, acc, n, sweep_segment(cluster, n, units))
             fresh.append(n)
         return plans[n]
 
     choose(design, work, train, Objective(payload["objective"]), payload["deadline_days"], counts, payload["unit"],
-           payload["num_gpus_bought"], bounds, plan_of)
+           payload["num_gpus_bought"], bounds, plan_of, lambda n: units_for(cluster, n, units))
     return {**_entry(counts, bounds, plans), "num_planned": len(fresh),
             "bounded": known.get("bounds") is None}
 
@@ -243,8 +255,10 @@ def cell_row(cell: Cell, sweep: SweepSpec, entry: dict, errors: tuple[str, tuple
         return plans[str(n)]
 
     design, work = cell.design, cell.workload
+    units = cell.num_gpus_bought // cell.unit
     choice: Choice = choose(design, work, cell.train, sweep.objective, sweep.deadline_days, cell.counts,
-                            cell.unit, cell.num_gpus_bought, _bounds_of(entry), plan_of)
+                            cell.unit, cell.num_gpus_bought, _bounds_of(entry), plan_of,
+                            lambda n: units_for(cell.cluster, n, units))
     row = {"design": design.name, "workload": work.name, "accelerator": cell.accelerator.name,
            "cluster": cell.cluster.name, "objective": sweep.objective.value, "num_gpus": choice.num_gpus,
            "num_gpus_bought": choice.num_gpus_bought, "price_per_gpu_hour": design.gpu_hour_price,
