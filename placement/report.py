@@ -521,7 +521,8 @@ def cluster_table(f: dict) -> str:
              f"{lv['latency_s'] * 1e6:.1f}"] for lv in f["levels"]]
     segment = f", segment {f['segment_nodes']} nodes" if f.get("segment_nodes") is not None else ""
     head = (f"{f['name']}: {f['num_gpus']:,} x {f['accelerator']} ({f['gpus_per_node']} per node{segment}), "
-            f"{f['peak_flops_bf16'] / 1e12:,.0f} TFLOP/s bf16, {f['hbm_bytes'] / 1e9:.0f} GB HBM"
+            # in GiB, as nvidia-smi's MiB and the memory tables count it (a buyer read "86 GB" against an 80 GB part)
+            f"{f['peak_flops_bf16'] / 1e12:,.0f} TFLOP/s bf16, {f['hbm_bytes'] / 2**30:.1f} GiB HBM"
             + (f" (accelerator from {f['accelerator_file']})" if f.get("accelerator_file") else ""))
     return head + "\n" + text_table(["level", "name", "GPUs per block", "GB/s per GPU (effective)", "latency us"], rows)
 

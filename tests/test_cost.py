@@ -58,3 +58,7 @@ def test_interleaving_with_uneven_first_and_last_stages():
 def test_hbm_capacity_is_what_the_gpu_reports():
     # nvidia-smi shows 81559 MiB for an H100 80GB HBM3: the nominal 80 GB is GiB, not 1e9 bytes
     assert load_accelerator("h100-sxm").hbm_bytes == 81559 * 2**20
+    # GB200 reports 189471 MiB (185.0 GiB of the nominal 186 GB), B200 183359 MiB: a buyer's trial found GB200 read as
+    # 186 GiB, a plan at 181.6 GiB over the 181.3 GiB the allocator can use
+    assert load_accelerator("gb200").hbm_bytes == 189471 * 2**20
+    assert load_accelerator("b200").hbm_bytes == 183359 * 2**20
