@@ -654,16 +654,17 @@ def build_job(model_ref, cluster_ref, gpus, nodes, seq_len, global_batch, precis
 
 def job_defaults(model, seq_len: int | None, global_batch: int | None) -> dict[str, str]:
     """The job's sequence length and global batch that come from neither a flag nor the model file (ModelSpec's own
-    defaults), each with its value and the fix: a user trial's model file without default_seq_len and
-    default_global_batch was planned at 4096 x 1024, said nowhere.  Printed as a note and under `job_defaults`."""
+    defaults), or from a model file that calls them its planning defaults (default_seq_len_note,
+    default_global_batch_note), each with its value and the fix: a user trial's model file without default_seq_len
+    and default_global_batch was planned at 4096 x 1024, said nowhere.  Printed as a note and under `job_defaults`."""
     out = {}
     for field, flag, given, key in (("seq_len", "--seq-len", seq_len, "default_seq_len"),
                                     ("global_batch", "--global-batch", global_batch, "default_global_batch")):
         if given is None and key not in model.model_fields_set:
             out[field] = (f"{getattr(model, key)}: placement's default; {model.name} states no {key} (give {flag} or "
                           f"set {key} in the model file)")
-        elif given is None and key == "default_seq_len" and model.default_seq_len_note:
-            out[field] = f"{model.default_seq_len}: {model.default_seq_len_note} (give {flag})"
+        elif given is None and getattr(model, f"{key}_note"):
+            out[field] = f"{getattr(model, key)}: {getattr(model, f'{key}_note')} (give {flag})"
     return out
 
 

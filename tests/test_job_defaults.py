@@ -36,8 +36,16 @@ def test_placements_own_defaults_carry_their_source(tmp_path: Path) -> None:
     given = json.loads(CliRunner().invoke(main, ["evaluate", "--model", str(model), *JOB, "--seq-len", "8192",
                                                  "--global-batch", "512", "--json"]).stdout)
     assert given["job_defaults"] == {}
-    catalog = json.loads(CliRunner().invoke(main, ["evaluate", "--model", "llama3-8b", *JOB, "--json"]).stdout)
-    assert catalog["job_defaults"] == {}  # the catalog file states both
+    catalog = json.loads(CliRunner().invoke(main, ["evaluate", "--model", "gpt3-175b", *JOB[:2], "--gpus", "64",
+                                                   "--tp", "8", "--pp", "8", "--json"]).stdout)
+    assert catalog["job_defaults"] == {}  # the catalog file states both, from the paper
+    # a catalog file whose batch is its own planning default says so (a buyer's trial: llama3-70b planned at its
+    # file's 1,024 sequences, said nowhere, where the file itself calls it "a planning default, not from the paper")
+    llama = CliRunner().invoke(main, ["evaluate", "--model", "llama3-8b", *JOB, "--json"])
+    said = json.loads(llama.stdout)["job_defaults"]
+    assert set(said) == {"global_batch"} and said["global_batch"].startswith("512: the catalog model file's planning "
+                                                                           "default")
+    assert "placement: note: global batch 512: the catalog model file's planning default" in llama.stderr
 
 
 def test_a_moe_flag_on_a_dense_model_is_bad_input() -> None:

@@ -278,6 +278,9 @@ class ModelSpec(StrictScalars):
     by placement): said with the plan, as a default is."""
     default_global_batch: int = Field(default=1024, ge=1, le=MAX_GLOBAL_BATCH)
     """Global batch in sequences used when the job does not say."""
+    default_global_batch_note: str = ""
+    """Where default_global_batch comes from when no source gives it (a catalog file's planning default): said with
+    the plan, as a default is (a buyer's trial: llama3-70b planned at its file's 1,024 sequences, not said)."""
     source: str = ""
     """Where the dimensions come from."""
 
