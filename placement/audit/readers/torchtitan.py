@@ -1472,7 +1472,7 @@ def _pre3_converters(s: Settings, names: list[str], where: str) -> list[str]:
     windows = [(group, JOBCONFIG_ORDER[a] if a else -1, JOBCONFIG_ORDER[b] if b else end,
                 f"{'from ' + a if a else 'up to ' + b}{' to ' + b if a and b and a != b else ''}"
                 f"{' only' if a and a == b else ''}") for group, a, b in PRE3_CONVERTERS]
-    dated = "; ".join([_dating(s, newest)] if newest else [] + (
+    dated = "; ".join(([_dating(s, newest)] if newest else []) + (
         [f"the files state {oldest[0]}, in torchtitan's JobConfig up to {oldest[1]} ({JOBCONFIG_DATES[oldest[1]]})"]
         if oldest else [])) or "no key the files state dates them"
     fitting = [group for group, a, b, _ in windows if a <= high and b >= low]
@@ -1500,7 +1500,8 @@ def _pre3_converters(s: Settings, names: list[str], where: str) -> list[str]:
     grouped = [n for n in names if n in PRE3_GROUPED]
     if grouped:
         s.ignored.append(f"model.converters {', '.join(grouped)} ({where}): the MoE experts' grouped GEMMs in FP8 "
-                         f"(row-wise scaled, torchao's scaled grouped GEMMs, on the modules its fqns name), the rest "
+                         f"(torchao's scaled grouped GEMMs, float8 row-wise or MXFP8, on the modules its fqns name), "
+                         f"the rest "
                          f"as the other converters leave them; placement prices one precision for every GEMM: priced "
                          f"without it, the experts' GEMMs in the other GEMMs' precision (a job whose experts run FP8 "
                          f"is faster than priced)")
