@@ -267,7 +267,7 @@ def test_the_local_transformer_impl_runs_the_unfused_attention_core(tmp_path) ->
         out = CliRunner().invoke(main, ["audit", "--launch", str(script), "--model", "llama3-8b", "--cluster",
                                         "dgx-h100", "--gpus", "8", "--json"])
         assert out.exit_code in (0, 1), out.output
-        return json.loads(out.output)["estimate"]
+        return json.loads(out.stdout)["estimate"]
 
     local, te = audit("--transformer-impl local --attention-backend flash"), audit("--transformer-impl "
                                                                                      "transformer_engine")
@@ -319,7 +319,7 @@ def test_a_deepspeed_script_of_ones_own_without_its_json_is_refused(tmp_path) ->
     out = CliRunner().invoke(main, ["audit", "--launch", str(script), "--launch", str(tmp_path / "ds_config.json"),
                                     "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "8", "--json"])
     assert out.exit_code in (0, 1), out.output
-    assert json.loads(out.output)["estimate"]["layout"]["zero_stage"] == 3
+    assert json.loads(out.stdout)["estimate"]["layout"]["zero_stage"] == 3
 
 
 def test_placements_own_sbatch_run_as_deepspeed_needs_its_json(tmp_path) -> None:
@@ -336,7 +336,7 @@ def test_placements_own_sbatch_run_as_deepspeed_needs_its_json(tmp_path) -> None
     assert whole.exit_code in (0, 1), whole.output
     header = next(line for line in (tmp_path / "launch.sbatch").read_text().splitlines()
                   if line.startswith("# deepspeed: "))
-    priced = json.loads(whole.output)["estimate"]["step_time_s"]
+    priced = json.loads(whole.stdout)["estimate"]["step_time_s"]
     assert f"{priced:.3f} s/step" in header
 
 

@@ -27,7 +27,7 @@ def _audit(tmp_path: Path, gpn: int, nodes: int) -> tuple[int, dict | str]:
     path.write_text(SCRIPT.format(gpn=gpn, nodes=nodes), encoding="utf-8")
     out = CliRunner().invoke(main, ["audit", "--launch", str(path), "--model", "llama3-8b", "--cluster", "dgx-h100",
                                     "--json"])
-    return out.exit_code, (json.loads(out.output) if out.output.startswith("{") else out.output)
+    return out.exit_code, (json.loads(out.stdout) if out.output.startswith("{") else out.output)
 
 
 def test_four_processes_a_node_are_laid_out_on_hosts_of_four(tmp_path: Path) -> None:
@@ -60,6 +60,6 @@ def test_a_plan_on_part_of_one_node_audits_at_its_own_price(tmp_path: Path) -> N
     out = CliRunner().invoke(main, ["audit", "--launch", str(tmp_path / "megatron.sh"), "--model", "llama3-8b",
                                     "--cluster", "dgx-h100", "--gpus", "7", "--json"])
     assert out.exit_code in (0, 1), out.output
-    assert json.loads(out.output)["estimate"]["step_time_s"] == priced
+    assert json.loads(out.stdout)["estimate"]["step_time_s"] == priced
     code, text = _audit(tmp_path, 7, 2)
     assert code == 2 and "placement cannot lay out part of each node there" in str(text)

@@ -45,7 +45,7 @@ def _megatron_split(pp: int, first: int | None, last: int | None) -> list[int]:
 def _audit(path: Path) -> dict:
     out = CliRunner().invoke(main, ["audit", "--launch", str(path), *COMMON])
     assert out.exit_code in (0, 1), out.output[-1500:]
-    return json.loads(out.output)
+    return json.loads(out.stdout)
 
 
 def _script(tmp_path: Path, name: str, pp: int, split: str) -> Path:

@@ -149,7 +149,7 @@ def test_the_audit_prices_what_the_file_runs() -> None:
     common = ["--model", "llama3-70b", "--cluster", "gb200-nvl72", "--gpus", "32"]
     out = CliRunner().invoke(main, ["audit", "--launch", str(L70), *common, "--json"])
     assert out.exit_code in (0, 1), out.output
-    audited = json.loads(out.output)["estimate"]
+    audited = json.loads(out.stdout)["estimate"]
     assert audited["recipe"]["fp8_params"] is True and audited["recipe"]["fp8_recipe"] == "mxfp8"
     lay = audited["layout"]
     plain = CliRunner().invoke(main, ["evaluate", *common, "--seq-len", "4096", "--global-batch", "32",
@@ -157,7 +157,7 @@ def test_the_audit_prices_what_the_file_runs() -> None:
                                       "--vpp", str(lay["vpp"]), "--mbs", str(lay["micro_batch_size"]), "--zero", "1",
                                       "--json"])
     assert plain.exit_code == 0, plain.output
-    assert audited["memory"]["weights_bytes"] < json.loads(plain.output)["memory"]["weights_bytes"]
+    assert audited["memory"]["weights_bytes"] < json.loads(plain.stdout)["memory"]["weights_bytes"]
 
 
 def _flat(cfg: dict) -> dict[str, object]:
@@ -183,7 +183,7 @@ def test_the_change_list_speaks_the_configs_own_keys(path: Path, common: list[st
     what the YAML already states, and the global batch the YAML states is not reported as left to the framework."""
     out = CliRunner().invoke(main, ["audit", "--launch", str(path), *common, "--json"])
     assert out.exit_code in (0, 1), out.output
-    changes = json.loads(out.output)["changes"]
+    changes = json.loads(out.stdout)["changes"]
     flat = _flat(_cfg(path))
     assert changes
     for c in changes:
@@ -209,7 +209,7 @@ def test_the_change_list_writes_a_full_iteration_graph_in_the_configs_api() -> N
     written as the YAML spells dtypes."""
     out = CliRunner().invoke(main, ["audit", "--launch", str(L70), "--model", "llama3-70b", "--cluster", "gb200-nvl72",
                                     "--gpus", "32", "--json"])
-    changes = {c["argument"]: c for c in json.loads(out.output)["changes"]}
+    changes = {c["argument"]: c for c in json.loads(out.stdout)["changes"]}
     assert "model.cuda_graph_modules" not in _flat(_cfg(L70))
     assert changes["model.cuda_graph_impl"]["to"] == "local"  # the best plan graphs the whole iteration
     assert changes["model.cuda_graph_scope"]["to"] == "[full_iteration]"

@@ -137,7 +137,7 @@ def _evaluate_json(*args: str) -> dict:
 
     result = CliRunner().invoke(main, ["evaluate", "--model", "llama3-8b", "--cluster", "dgx-h100", "--json", *args])
     assert result.exit_code == 0, result.output
-    return json.loads(result.output)
+    return json.loads(result.stdout)
 
 
 def test_fused_attention_backward_recomputes_the_scores(monkeypatch) -> None:
@@ -344,7 +344,7 @@ def test_emitted_files_price_the_accumulation_they_run(tmp_path) -> None:
     assert result.exit_code == 0, result.output
     import json
 
-    assert json.loads(result.output)["recipe"]["grad_accumulation"] == "autograd"
+    assert json.loads(result.stdout)["recipe"]["grad_accumulation"] == "autograd"
 
 
 def test_ring_attention_copies_cost_their_bytes(monkeypatch) -> None:
@@ -386,7 +386,7 @@ def test_audit_reports_what_unsetting_cuda_launch_blocking_saves(tmp_path) -> No
         result = CliRunner().invoke(main, ["audit", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "32",
                                            "--launch", str(script), "--json"])
         assert result.exit_code in (0, EXIT_FINDINGS), result.output
-        return json.loads(result.output)
+        return json.loads(result.stdout)
 
     blocking = audit("export CUDA_LAUNCH_BLOCKING=1\n" + body)
     plain = audit(body)
@@ -465,7 +465,7 @@ def test_deepspeed_files_and_audits_price_blocking_p2p(tmp_path) -> None:
     # planned for DeepSpeed, the plan is what its files run
     result = CliRunner().invoke(main, [*base, "--framework", "deepspeed", "--json"])
     assert result.exit_code == 0, result.output
-    assert json.loads(result.output)["recipe"]["pipeline_p2p_blocking"] is True
+    assert json.loads(result.stdout)["recipe"]["pipeline_p2p_blocking"] is True
     # a Megatron-DeepSpeed launch (its --deepspeed runs DeepSpeed's PipelineEngine)
     script = tmp_path / "train.sh"
     script.write_text("torchrun --nnodes 4 --nproc-per-node 8 pretrain_gpt.py --tensor-model-parallel-size 2 "

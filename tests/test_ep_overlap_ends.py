@@ -38,7 +38,7 @@ def _ep(batch: int) -> tuple[float, float]:
                                     "--ep", "16", "--mbs", "1", "--seq-len", "4096", "--global-batch",
                                     str(16 * batch), "--ep-comm-overlap", "--moe-dispatcher", "alltoall", "--json"])
     assert out.exit_code in (0, 1), out.output
-    b = json.loads(out.output)["breakdown"]
+    b = json.loads(out.stdout)["breakdown"]
     return b["exposed"]["ep"], b["ep"]
 
 

@@ -48,7 +48,7 @@ def test_the_plans_offered_never_pair_fsdp_with_a_refused_overlap() -> None:
         out = CliRunner().invoke(main, ["plan", *argv, "--cluster", "dgx-h100", "--seq-len", "4096", "--top-k", "5",
                                         "--json"])
         assert out.exit_code == 0, out.output
-        plans = json.loads(out.output)["plans"]
+        plans = json.loads(out.stdout)["plans"]
         overlapped_fsdp = [p for p in plans if p["layout"]["zero_stage"] >= 2 and p["recipe"]["ep_comm_overlap"]]
         assert overlapped_fsdp, argv  # the overlap still runs where Megatron-FSDP allows it
         for p in overlapped_fsdp:

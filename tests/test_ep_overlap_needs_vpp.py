@@ -20,7 +20,7 @@ JOB = ["--model", "deepseek-v3", "--cluster", "gb200-nvl72", "--gpus", "1152", "
 def test_plan_never_picks_the_overlap_at_pp_without_virtual_stages() -> None:
     result = CliRunner().invoke(main, ["plan", *JOB, "--framework", "megatron", "--top-k", "5", "--json"])
     assert result.exit_code == 0, result.output
-    plans = json.loads(result.output)["plans"]
+    plans = json.loads(result.stdout)["plans"]
     assert plans
     for p in plans:
         lay = p["layout"]
@@ -96,5 +96,5 @@ def test_more_than_one_mtp_layer_beside_the_overlap_is_refused_and_never_searche
     searched = CliRunner().invoke(main, ["plan", *job, "--mtp-layers", "2", "--framework", "megatron", "--top-k", "3",
                                          "--json"])
     assert searched.exit_code == 0, searched.output
-    plans = json.loads(searched.output)["plans"]
+    plans = json.loads(searched.stdout)["plans"]
     assert plans and not any(p["recipe"]["ep_comm_overlap"] for p in plans)

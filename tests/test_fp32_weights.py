@@ -23,7 +23,7 @@ JOB = ["evaluate", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "8
 def _memory(*extra: str) -> dict:
     result = CliRunner().invoke(main, [*JOB, *extra])
     assert result.exit_code in (0, 1), result.output  # 1: over capacity, still priced
-    return json.loads(result.output.splitlines()[0])
+    return json.loads(result.stdout.splitlines()[0])
 
 
 def _params() -> float:

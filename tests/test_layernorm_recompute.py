@@ -22,7 +22,7 @@ DENSE = ["evaluate", "--model", "llama3-70b", "--cluster", "dgx-h100", "--gpus",
 def _est(args: list[str], *extra: str) -> dict:
     result = CliRunner().invoke(main, [*args, *extra])
     assert result.exit_code in (0, 1), result.output
-    return json.loads(result.output.splitlines()[0])
+    return json.loads(result.stdout.splitlines()[0])
 
 
 def _acts(args, *extra) -> float:

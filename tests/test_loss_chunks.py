@@ -22,7 +22,7 @@ V022 = Path(__file__).parent / "data" / "audit" / "torchtitan" / "llama3_8b_v0.2
 def _memory(*extra: str) -> dict:
     out = CliRunner().invoke(main, [*JOB, *extra])
     assert out.exit_code in (0, 1), out.output
-    return json.loads(out.output)
+    return json.loads(out.stdout)
 
 
 def test_eight_chunks_hold_an_eighth_of_the_logits() -> None:

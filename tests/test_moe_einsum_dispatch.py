@@ -20,7 +20,7 @@ JOB = ["evaluate", "--model", "mixtral-8x7b", "--cluster", "dgx-h100", "--gpus",
 def _step(mbs: int, dispatch: str) -> float:
     result = CliRunner().invoke(main, [*JOB, "--mbs", str(mbs), "--moe-einsum-dispatch", dispatch])
     assert result.exit_code in (0, 1), result.output
-    return json.loads(result.output.splitlines()[0])["step_time_s"]
+    return json.loads(result.stdout.splitlines()[0])["step_time_s"]
 
 
 def test_a_micro_batch_group_costs_in_proportion_to_its_size_a_sequence_group_does_not() -> None:
@@ -35,17 +35,17 @@ def test_a_micro_batch_group_costs_in_proportion_to_its_size_a_sequence_group_do
 
 def test_a_dense_model_is_not_changed_and_deepspeed_runs_it_for_moe_only() -> None:
     dense = ["evaluate", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "8", "--json"]
-    steps = [json.loads(CliRunner().invoke(main, [*dense, "--moe-einsum-dispatch", d]).output.splitlines()[0])
+    steps = [json.loads(CliRunner().invoke(main, [*dense, "--moe-einsum-dispatch", d]).stdout.splitlines()[0])
              ["step_time_s"] for d in ("none", "micro_batch")]
     assert steps[0] == steps[1]
     out = CliRunner().invoke(main, ["evaluate", "--model", "mixtral-8x7b", "--cluster", "dgx-h100", "--gpus", "64",
                                     "--framework", "deepspeed", "--seq-len", "4096", "--global-batch", "256",
-                                    "--recompute", "full", "--json"]).output
+                                    "--recompute", "full", "--json"]).stdout
     plan = json.loads(out.splitlines()[0])
     assert plan["recipe"]["moe_einsum_dispatch"] == "micro_batch"
     assert "sharded_moe.py" in plan["recipe_sources"]["moe_einsum_dispatch"]
     out = CliRunner().invoke(main, ["evaluate", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "8",
-                                    "--framework", "deepspeed", "--json"]).output
+                                    "--framework", "deepspeed", "--json"]).stdout
     assert json.loads(out.splitlines()[0])["recipe"]["moe_einsum_dispatch"] == "none"
 
 

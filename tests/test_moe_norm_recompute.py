@@ -40,7 +40,7 @@ def test_the_plans_offered_never_price_a_recompute_megatron_drops() -> None:
                                     "--seq-len", "4096", "--global-batch", "1024", "--framework", "megatron",
                                     "--top-k", "5", "--json"])
     assert out.exit_code == 0, out.output
-    plans = json.loads(out.output)["plans"]
+    plans = json.loads(out.stdout)["plans"]
     with_norm = [p for p in plans if "layernorm" in p["recipe"]["recompute_modules"]]
     assert with_norm  # the trial's best plans recompute it
     for p in with_norm:

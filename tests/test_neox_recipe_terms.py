@@ -47,7 +47,7 @@ def _evaluate(*extra) -> dict:
     result = CliRunner().invoke(main, ["evaluate", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "16",
                                        "--tp", "2", "--pp", "2", "--json", *extra])
     assert result.exit_code == 0, result.output
-    return json.loads(result.output)
+    return json.loads(result.stdout)
 
 
 def test_neox_row_pays_a_gap_per_checkpointed_layer_boundary_and_micro_batch() -> None:

@@ -103,7 +103,7 @@ def _evaluate(*extra: str) -> dict:
                                        "--tp", "2", "--seq-len", str(SEQ), "--global-batch", "32", "--json",
                                        *TORCHTITAN_TP, *extra])
     assert result.exit_code == 0, result.output
-    return json.loads(result.output)
+    return json.loads(result.stdout)
 
 
 def test_per_op_sits_between_no_recompute_and_full() -> None:
@@ -135,7 +135,7 @@ def _evaluate_at(*args: str) -> dict:
     result = CliRunner().invoke(main, ["evaluate", "--model", "llama3-8b", "--cluster", "dgx-h100", "--tp", "2",
                                        "--json", *args])
     assert result.exit_code == 0, result.output
-    return json.loads(result.output)
+    return json.loads(result.stdout)
 
 
 def test_per_op_takes_no_megatron_module_beside_it() -> None:
@@ -152,7 +152,7 @@ def test_torchtitan_plans_price_per_op_and_megatron_files_cannot_run_it(tmp_path
                                        "--global-batch", "32", "--framework", "torchtitan", "--recompute",
                                        "selective", "--top-k", "1", "--json"])
     assert result.exit_code == 0, result.output
-    plan = json.loads(result.output)
+    plan = json.loads(result.stdout)
     best = plan["plans"][0] if "plans" in plan else plan
     assert best["recipe"]["recompute_modules"] == ["per_op"]
     out = tmp_path / "out"
@@ -174,7 +174,7 @@ def test_a_framework_prices_only_the_selective_recompute_it_runs() -> None:
     both); Megatron-LM and MaxText cannot run torchtitan's policy."""
     ok = _run("--framework", "torchtitan", "--json")
     assert ok.exit_code == 0, ok.output
-    data = json.loads(ok.output)
+    data = json.loads(ok.stdout)
     assert data["recipe"]["recompute_modules"] == ["per_op"]
     assert "per-op policy" in data["recipe_sources"]["recompute_modules"]
     for framework, modules in (("torchtitan", "mlp"), ("megatron", "per_op"), ("maxtext", "per_op")):
@@ -185,10 +185,10 @@ def test_a_framework_prices_only_the_selective_recompute_it_runs() -> None:
 
 def test_torchtitan_prices_its_flex_attention_as_flashattention_2() -> None:
     ok = _run("--framework", "torchtitan", "--json")
-    data = json.loads(ok.output)
+    data = json.loads(ok.stdout)
     assert data["recipe"]["attention_kernel"] == "flash2"
     assert "FlexAttention" in data["recipe_sources"]["attention_kernel"]
-    fa3 = json.loads(_run("--recompute-modules", "per_op", "--zero", "2", "--json").output)
+    fa3 = json.loads(_run("--recompute-modules", "per_op", "--zero", "2", "--json").stdout)
     assert data["step_time_s"] > fa3["step_time_s"]  # on Hopper FlashAttention-2 reaches less of the peak
 
 
@@ -196,8 +196,8 @@ def test_torchtitan_prices_its_flex_attention_as_flashattention_2() -> None:
 def test_hfu_counts_each_recomputed_modules_matmuls(modules: str, more: bool) -> None:
     """HFU adds what selective recompute reruns: the MLP's matmuls under `mlp`; `layernorm` reruns element-wise
     work only."""
-    data = json.loads(_run("--recompute-modules", modules, "--json").output)
-    base = json.loads(_run("--recompute-modules", "layernorm", "--json").output)
+    data = json.loads(_run("--recompute-modules", modules, "--json").stdout)
+    base = json.loads(_run("--recompute-modules", "layernorm", "--json").stdout)
     ratio = data["hfu"] / data["mfu"]
     assert (ratio > base["hfu"] / base["mfu"] + 0.05) is more
 
@@ -207,7 +207,7 @@ def test_framework_torchtitan_keeps_no_recompute_as_none() -> None:
     without it (a named module list would otherwise read as selective)."""
     data = json.loads(CliRunner().invoke(main, ["evaluate", "--model", "llama3-8b", "--gpus", "8", "--tp", "2",
                                                 "--zero", "2", "--recompute", "none", "--framework", "torchtitan",
-                                                "--json"]).output)
+                                                "--json"]).stdout)
     assert data["layout"]["recompute"] == "none" and not data["recipe"].get("recompute_modules")
 
 
@@ -220,7 +220,7 @@ def test_torchtitan_keeps_gathered_inputs_and_16bit_inputs_under_fp8() -> None:
                                            "2", "--recompute", "none", "--seq-len", str(SEQ), "--precision",
                                            precision, "--json", *extra])
         assert result.exit_code in (0, 1), result.output
-        return json.loads(result.output)["memory"]["activations_bytes"]
+        return json.loads(result.stdout)["memory"]["activations_bytes"]
 
     model = load_model("llama3-8b")
     gathered = acts("--sp-saves-gathered-inputs") - acts()

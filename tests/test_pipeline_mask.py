@@ -44,7 +44,7 @@ def test_neox_row_sends_its_mask_with_every_activation() -> None:
     m = NEOX.global_batch // (lay["dp"] * lay["micro_batch_size"])
     argv = shlex.split(evaluate_command(NEOX, with_mask.layout, with_mask.recipe))[1:]
     pp = {flag: json.loads(CliRunner().invoke(main, [*[a for a in argv if a != "--pipeline-sends-mask"], flag,
-                                                     "--json"]).output)["breakdown"]["exposed"]["pp"]
+                                                     "--json"]).stdout)["breakdown"]["exposed"]["pp"]
           for flag in ("--pipeline-sends-mask", "--no-pipeline-sends-mask")}
     assert pp["--pipeline-sends-mask"] - pp["--no-pipeline-sends-mask"] == pytest.approx(2 * m * transfer, abs=2e-6)
     # the step: the same transfers, less a hair of host time the longer GPU time now hides
@@ -58,7 +58,7 @@ def _evaluate(*extra: str, gpus: int = 16, tp: int = 2) -> dict:
                                        "--tp", str(tp), "--pp", "4", "--mbs", "1", "--recompute", "full",
                                        "--seq-len", "32768", "--global-batch", "32", "--json", *extra])
     assert result.exit_code == 0, result.output
-    return json.loads(result.output)
+    return json.loads(result.stdout)
 
 
 def test_at_long_context_the_mask_outweighs_the_activation() -> None:
@@ -84,8 +84,8 @@ def test_at_long_context_the_mask_outweighs_the_activation() -> None:
 def test_one_stage_sends_nothing() -> None:
     args = ["evaluate", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "8", "--tp", "2", "--pp", "1",
             "--json"]
-    plain = json.loads(CliRunner().invoke(main, args).output)
-    masked = json.loads(CliRunner().invoke(main, [*args, "--pipeline-sends-mask"]).output)
+    plain = json.loads(CliRunner().invoke(main, args).stdout)
+    masked = json.loads(CliRunner().invoke(main, [*args, "--pipeline-sends-mask"]).stdout)
     assert masked["step_time_s"] == plain["step_time_s"]
     assert masked["peak_memory_bytes"] == plain["peak_memory_bytes"]
 

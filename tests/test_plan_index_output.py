@@ -17,7 +17,7 @@ ARGS = ["plan", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "16",
 def test_stdout_shows_the_plan_the_files_realize(tmp_path: Path) -> None:
     res = CliRunner().invoke(main, [*ARGS, "--json"])
     assert res.exit_code == 0, res.output
-    second = json.loads(res.output)["plans"][1]
+    second = json.loads(res.stdout)["plans"][1]
     out = CliRunner().invoke(main, [*ARGS, "--out", str(tmp_path / "f"), "--emit", "megatron", "--plan-index", "2"])
     assert out.exit_code == 0, out.output
     after = out.stdout.split("realize plan 2 of the table above, not plan 1:", 1)
@@ -33,4 +33,4 @@ def test_json_names_the_index_of_the_files(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
     assert json.loads(res.stdout)["files_plan_index"] == 3
     res = CliRunner().invoke(main, [*ARGS, "--json"])
-    assert json.loads(res.output)["files_plan_index"] is None
+    assert json.loads(res.stdout)["files_plan_index"] is None

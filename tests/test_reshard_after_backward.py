@@ -73,7 +73,7 @@ BASE = ["evaluate", "--model", "llama3-70b", "--cluster", "dgx-h100", "--gpus", 
 
 def _run(*extra: str) -> tuple[int, dict | str]:
     out = CliRunner().invoke(main, [*BASE, *extra])
-    return out.exit_code, (json.loads(out.output) if out.exit_code in (0, 1) and out.output.startswith("{")
+    return out.exit_code, (json.loads(out.stdout) if out.exit_code in (0, 1) and out.output.startswith("{")
                            else out.output)
 
 

@@ -56,6 +56,6 @@ def test_plan_exhaustive_states_what_it_does_not_search():
     out = CliRunner().invoke(main, [*job, "--exhaustive"]).output
     assert "bound: selective recompute: only the module lists core_attn" in out
     assert "bound: ZeRO-0" not in out  # --exhaustive prices ZeRO-0
-    data = json.loads(CliRunner().invoke(main, [*job, "--json"]).output)
+    data = json.loads(CliRunner().invoke(main, [*job, "--json"]).stdout)
     assert any(b.startswith("ZeRO-0 left out") for b in data["search"]["bounds"])
     assert not any("up to" in b for b in data["search"]["bounds"])  # no degree is capped

@@ -276,7 +276,7 @@ def test_a_sweep_row_prints_the_layout_plan_prints(flags):
     text = CliRunner().invoke(main, args)
     assert text.exit_code in (0, 1), text.output
     shown = next(line for line in text.output.splitlines() if line.startswith("layout: ")).split(";")[0]
-    plan = json.loads(CliRunner().invoke(main, [*args, "--json"]).output)
+    plan = json.loads(CliRunner().invoke(main, [*args, "--json"]).stdout)
     assert _layout(plan) == shown.removeprefix("layout: ")
     assert ("etp2" in shown and "split:E+L" in shown) or ("hsdp2" in shown and "layout:Et" in shown)
 

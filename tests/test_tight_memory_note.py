@@ -16,7 +16,7 @@ def _plan(*extra: str) -> Plan:
     out = CliRunner().invoke(main, ["evaluate", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "8",
                                     "--tp", "2", "--pp", "1", "--mbs", "1", "--json", *extra])
     assert out.exit_code == 0, out.output
-    return Plan.model_validate({k: v for k, v in json.loads(out.output).items() if k != "calibration"})
+    return Plan.model_validate({k: v for k, v in json.loads(out.stdout).items() if k != "calibration"})
 
 
 def test_a_plan_at_the_edge_says_so() -> None:

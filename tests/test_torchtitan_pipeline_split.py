@@ -21,7 +21,7 @@ def test_torchtitans_own_405b_layout_is_run_and_priced(vpp: str) -> None:
     15/16/.../16/15 by torchtitan's default first/last_stage_less_layers 1, which placement's split is."""
     out = CliRunner().invoke(main, ["evaluate", *JOB, "--pp", "8", "--vpp", vpp, "--framework", "torchtitan"])
     assert out.exit_code in (0, 1), out.output
-    plan = json.loads(out.output)
+    plan = json.loads(out.stdout)
     assert plan["layout"]["pp"] == 8 and plan["layout"]["vpp"] == int(vpp)
 
 
@@ -59,7 +59,7 @@ def test_torchtitans_context_parallelism_all_gathers_k_and_v() -> None:
             "--cp", "4", "--zero", "3", "--recompute", "full", "--json"]
     out = CliRunner().invoke(main, [*base, "--framework", "torchtitan"])
     assert out.exit_code in (0, 1), out.output
-    assert json.loads(out.output)["recipe"]["cp_comm_type"] == "all_gather"
+    assert json.loads(out.stdout)["recipe"]["cp_comm_type"] == "all_gather"
     refused = CliRunner().invoke(main, [*base, "--framework", "torchtitan", "--cp-comm-type", "p2p"])
     assert refused.exit_code == 2 and "flex_cp_allgather" in refused.output
 

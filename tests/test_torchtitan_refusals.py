@@ -282,7 +282,7 @@ def test_an_older_files_framework_rows_are_not_sourced_to_torchtitan_030(tmp_pat
     res = CliRunner().invoke(main, ["audit", "--launch", str(old), "--model", "llama3-8b", "--cluster", "dgx-h100",
                                     "--gpus", "16", "--json"])
     assert res.exit_code in (0, 1), res.output
-    est = json.loads(res.output)["estimate"]
+    est = json.loads(res.stdout)["estimate"]
     assert est["recipe"]["fp8_recipe"] == "tensorwise" and est["layout"]["pp"] == 2
     sources = est["recipe_sources"]
     assert {"fp8_recasts_weights", "fp8_saves_16bit_inputs", "pp_comm_overlap", "tp_async_backward"} <= set(sources)
@@ -308,7 +308,7 @@ def test_best_plan_of_an_older_file_is_not_ddp_beside_tp_or_pp(tmp_path: Path) -
     result = CliRunner().invoke(main, ["audit", "--launch", str(path), "--model", "llama3-70b", "--gpus", "64",
                                        "--json"])
     assert result.exit_code in (0, 1), result.output  # 1: the findings include an error (--fail-on error)
-    out = json.loads(result.output)
+    out = json.loads(result.stdout)
     best = out["best"]["layout"]
     assert best["zero_stage"] != 0 or best["tp"] * best["cp"] * best["pp"] == 1, best
     # the local batch the file leaves out starts from torchtitan's default (v0.2.2 config/job_config.py:253), said so

@@ -38,9 +38,9 @@ def test_a_cluster_file_prices_its_own_part_read_relative_to_the_file(tmp_path: 
     run = CliRunner().invoke(main, ["evaluate", "--model", "llama3-8b", "--cluster", str(cluster), "--gpus", "8",
                                     "--zero", "3", "--json"])
     assert run.exit_code == 0, run.output
-    mine = json.loads(run.output)
+    mine = json.loads(run.stdout)
     base = json.loads(CliRunner().invoke(main, ["evaluate", "--model", "llama3-8b", "--cluster", "dgx-h100",
-                                                "--gpus", "8", "--zero", "3", "--json"]).output)
+                                                "--gpus", "8", "--zero", "3", "--json"]).stdout)
     assert mine["accelerator"] == "h20-test"
     # the part's numbers are priced: 148 of 989 TFLOP/s makes the same job's compute about 6.7x as long
     assert mine["step_time_s"] > 4.0 * base["step_time_s"]

@@ -50,7 +50,7 @@ def test_the_exposed_dp_time_is_the_edges_when_compute_hides_the_rest() -> None:
     argv = shlex.split(evaluate_command(run, res.layout, res.recipe))[1:]
     out = CliRunner().invoke(main, [*argv, "--json"])
     assert out.exit_code == 0, out.output
-    exposed = json.loads(out.output)["breakdown"]["exposed"]["dp"]
+    exposed = json.loads(out.stdout)["breakdown"]["exposed"]["dp"]
     # llama3-8b: one block (attention 4096 x (4096 + 2 x 1024) + 4096 x 4096, MLP 3 x 4096 x 14336) plus the
     # embedding and head (128256 x 4096 each); over 32 ranks
     block = 4096 * (4096 + 2 * 1024) + 4096 * 4096 + 3 * 4096 * 14336
