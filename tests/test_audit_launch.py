@@ -987,6 +987,17 @@ def test_megatron_refuses_tp_comm_overlap_without_sequence_parallelism(tmp_path:
     ("--use-megatron-fsdp --ckpt-format torch_dist", "--use-megatron-fsdp with --ckpt-format torch_dist"),
     ("--ckpt-format fsdp_dtensor", "--ckpt-format fsdp_dtensor without --use-megatron-fsdp"),
     ("--recompute-granularity full --recompute-method uniform --recompute-num-layers 1", None),
+    # user trials (arguments.py at d98e8a64): at tp 1 Megatron turns sequence parallelism off (:1433-1439), then its
+    # overlap check fails (:1441-1442); the virtual-stage flags are exclusive (:928-937), and layers per virtual stage
+    # do not take an uneven first or last stage (:955-956)
+    ("--tensor-model-parallel-size 1 --sequence-parallel --tp-comm-overlap",
+     "--tp-comm-overlap at tensor parallelism 1"),
+    ("--sequence-parallel --tp-comm-overlap", None),
+    ("--pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 4 "
+     "--num-virtual-stages-per-pipeline-rank 6",
+     "--num-layers-per-virtual-pipeline-stage and --num-virtual-stages-per-pipeline-rank together"),
+    ("--pipeline-model-parallel-size 4 --num-layers-per-virtual-pipeline-stage 4 --decoder-first-pipeline-num-layers 8",
+     "--num-layers-per-virtual-pipeline-stage with --decoder-first-pipeline-num-layers"),
 ])
 def test_megatron_refuses_what_validate_args_asserts_against(tmp_path: Path, flags, refused) -> None:
     """Pairs Megatron-LM's validate_args asserts against: a job with one does not start (they were priced, the

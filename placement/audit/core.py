@@ -2187,14 +2187,22 @@ def base_config_findings(launch: LaunchLayout, layout: Layout, train: TrainingSp
     left = [f"{name} {_shown_value(values[name])}" for name in BASE_FIELDS if not (name == "vpp" and layout.pp == 1)
             and launch.sources.get(name, DEFAULT_TAILS[0]).endswith(DEFAULT_TAILS)]
     # a recipe field the files do not state: priced at a default (placement's, or the framework's row for it)
+    def unstated(k: str) -> bool:  # not in the files, or a reader's "default (...)" for it
+        return (launch.sources.get(f"recipe.{k}", "default").startswith("default")
+                and not recipe_sources.get(k, "").startswith("launch:"))
+
     fields = [f"{k} {_shown_value(getattr(recipe, k))}" for k in BASE_RECIPE_FIELDS + (MOE_RECIPE_FIELDS if moe else ())
-              if f"recipe.{k}" not in launch.sources and not recipe_sources.get(k, "").startswith("launch:")
-              and (k != "fp8_recipe" or train.precision.value == "fp8") and (k != "tp_comm_overlap" or layout.tp > 1)]
+              if unstated(k) and (k != "fp8_recipe" or train.precision.value == "fp8")
+              and (k != "tp_comm_overlap" or layout.tp > 1)]
+    # placement's own defaults, not the framework's (a user trial read "dp_overlap true" as Megatron's default, which
+    # is off): the recipe the files override decides them
+    recipe_words = f"; and the recipe fields it leaves out at placement's defaults: {', '.join(fields)}" if fields \
+        else ""
     return [Finding(
         "warning", "base_config_unread",
         f"{launch.base_config}; the audit does not read that recipe, so what the files leave out is priced at "
         f"{launch.framework}'s defaults, not the recipe's: {', '.join(left) or 'no layout field'}"
-        f"{'; and ' + ', '.join(fields) if fields else ''}. Audit the run's saved run_config.yaml "
+        f"{recipe_words}. Audit the run's saved run_config.yaml "
         f"(Megatron-Bridge writes the whole ConfigContainer beside its checkpoints), or state these in the files",
         [], 0.0)]
 

@@ -312,6 +312,8 @@ def _overridden(a: Audit, name: str) -> str:
     where = (a.estimate.recipe_sources or {}).get(field, "")
     if not name.startswith("recipe.") or where.startswith("launch:") or where in ("", "default"):
         return ""
+    if where == a.launch.sources.get(name):  # a reader's own "default (...)" for what the files leave out, as read
+        return ""
     priced = (a.estimate.recipe or {}).get(field)
     shown = "a flag" if where == "flag" else where.removeprefix("file:")
     return f"; priced with {_shown(priced)} instead ({shown})"

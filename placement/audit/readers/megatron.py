@@ -649,6 +649,34 @@ def _refuse_validate_args(given: dict[str, Arg]) -> None:
         refuse(fsdp2, "--use-torch-fsdp2 with tied embeddings", "e1993fa6f7 of 2024-11-13",
                "--use-torch-fsdp2 requires --untie-embeddings-and-output-weights",
                "add --untie-embeddings-and-output-weights")
+    tp_flag = given.get("--tensor-model-parallel-size")
+    overlap = given.get("--tp-comm-overlap")
+    if overlap is not None and "--sequence-parallel" in given and (tp_flag is None or number(
+            "--tensor-model-parallel-size") == 1):
+        # a user trial: priced with the overlap on, and a note that Megatron turns sequence parallelism off at tp 1
+        refuse(overlap, "--tp-comm-overlap at tensor parallelism 1 (" + (
+            f"{tp_flag.evidence}" if tp_flag is not None else "no --tensor-model-parallel-size: Megatron's default, 1")
+            + "), where Megatron turns --sequence-parallel off (arguments.py: 'Disabling sequence parallelism "
+            "because tensor model parallelism is disabled', since 739cb43dae of 2022-05-24)",
+            "116ffddc58 of 2023-10-23",
+            "Tensor parallel communication/GEMM overlap can happen only when sequence parallelism is enabled",
+            "drop --tp-comm-overlap (and --sequence-parallel) at tp 1, or use tensor parallelism")
+    split_flags = [f for f in ("--num-layers-per-virtual-pipeline-stage", "--num-virtual-stages-per-pipeline-rank",
+                               "--pipeline-model-parallel-layout") if f in given]
+    if len(split_flags) > 1:
+        # a user trial: refused as a layout whose stage count did not match, where Megatron stops before it
+        refuse(given[split_flags[1]], f"{' and '.join(split_flags)} together", "77732c3628 of 2025-06-13",
+               "No more than one of the following arguments can be set at the same time: "
+               "--num-layers-per-virtual-pipeline-stage, --num-virtual-stages-per-pipeline-rank,"
+               "--pipeline-model-parallel-layout", f"keep one of {', '.join(split_flags)}")
+    uneven = [f for f in ("--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers") if f in given]
+    if "--num-layers-per-virtual-pipeline-stage" in given and uneven:
+        # a user trial: priced, a job that stops at this assert
+        refuse(given["--num-layers-per-virtual-pipeline-stage"],
+               f"--num-layers-per-virtual-pipeline-stage with {' and '.join(uneven)}", "ef490839e8 of 2025-02-03",
+               "please use --num-virtual-stages-per-pipeline-rank to specify virtual pipeline parallel degree when "
+               "enable uneven pipeline parallelism",
+               "give the virtual stages as --num-virtual-stages-per-pipeline-rank")
     per_virtual, layers = number("--num-layers-per-virtual-pipeline-stage"), number("--num-layers")
     virtual = number("--num-virtual-stages-per-pipeline-rank") or (
         layers // pp // per_virtual if per_virtual and layers and layers % pp == 0 else None)
