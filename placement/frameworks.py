@@ -242,11 +242,16 @@ TORCHTITAN_DDP_1D = ("torchtitan up to 0.2.2 runs DDP (data_parallel_replicate_d
                      "parallelism\"")
 
 
-def torchtitan_before_030(cap: Capability) -> Capability:
+def torchtitan_before_030(cap: Capability, float8_moe: bool = False) -> Capability:
     """torchtitan's capability for a job launched with a torchtitan before 0.3.0 (a TOML or flags of its JobConfig):
-    its best plan is written in that torchtitan's keys, so it keeps to what that torchtitan starts."""
-    return dataclasses.replace(cap, zero0_1d_only=TORCHTITAN_DDP_1D,
-                               why=f"{cap.why}; before 0.3.0, no DDP beside tp, cp or pp")
+    its best plan is written in that torchtitan's keys, so it keeps to what that torchtitan starts; `float8_moe`: its
+    model.converters keep the Float8 grouped-GEMM converter, which asserts pp 1 and cp 1 (v0.2.2
+    components/quantization/float8.py:193-198)."""
+    why = f"{cap.why}; before 0.3.0, no DDP beside tp, cp or pp"
+    if float8_moe:
+        return dataclasses.replace(cap, zero0_1d_only=TORCHTITAN_DDP_1D, max_pp=1, max_cp=1,
+                                   why=f"{why}; with the Float8 MoE converter, pp 1 and cp 1")
+    return dataclasses.replace(cap, zero0_1d_only=TORCHTITAN_DDP_1D, why=why)
 
 
 def seq_divisor(tp, cp, sp, per_cp_rank: bool = False):

@@ -38,7 +38,8 @@ def test_an_override_yaml_names_the_fields_priced_at_defaults(tmp_path):
     assert "tp 2" not in message and "global_batch" not in message  # the file states those
     # the recipe fields are placement's defaults, said as such (a user trial read "dp_overlap true" beside "priced
     # at megatron's defaults", where megatron-core's DistributedDataParallelConfig.overlap_grad_reduce is False)
-    assert "the recipe fields it leaves out at placement's defaults: " in message
+    assert "the recipe fields it leaves out at the defaults placement takes for them (the recipe sources name each)" \
+        in message
 
 
 def test_hydra_overrides_name_the_recipe_they_override(tmp_path):

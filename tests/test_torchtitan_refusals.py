@@ -345,3 +345,19 @@ def test_float8_grouped_gemms_are_a_note_and_refuse_pp_and_cp(tmp_path: Path) ->
     assert any("quantize.grouped_mm.float8" in note and "faster than priced" in note for note in only.ignored)
     _refused(_toml(tmp_path, "grouped_pp", moe, {"parallelism.pipeline_parallel_degree": "2"}),
              "pipeline_parallel_degree 2", "float8.py:193-198")
+
+
+def test_the_best_plan_of_a_float8_moe_file_keeps_pp_and_cp_1() -> None:
+    """The audit's best plan keeps the file's converters: where they hold the Float8 grouped-GEMM converter, which
+    asserts pp 1 and cp 1 at start (v0.2.2 float8.py:193-198), the search keeps to them (a review: a pp 1 job could
+    be told to move to pp 8, a file that stops at start)."""
+    from placement.audit.core import framework_space
+    from placement.search import LayoutBatch
+    from placement.specs import Layout
+
+    lays = [Layout(tp=1, pp=pp, cp=cp, ep=8, dp=64 // (pp * cp), zero_stage=3) for pp, cp in ((1, 1), (2, 1), (1, 2))]
+    b = LayoutBatch.from_layouts(lays)
+    moe = framework_space("torchtitan", 1, True, torchtitan_old=True, float8_moe=True).framework
+    plain = framework_space("torchtitan", 1, True, torchtitan_old=True).framework
+    assert moe.layout_mask(b, 48).tolist() == [True, False, False]
+    assert plain.layout_mask(b, 48).tolist() == [True, True, True]

@@ -409,7 +409,8 @@ def maxtext_layout(launch: LaunchLayout, model: ModelSpec, topo: Topology, globa
         "sources": {**launch.sources, **{k: ev for k, (_, ev) in fields.items()}}})
 
 
-def framework_space(framework: str, top_k: int, is_moe: bool = False, torchtitan_old: bool = False) -> SearchConfig:
+def framework_space(framework: str, top_k: int, is_moe: bool = False, torchtitan_old: bool = False,
+                    float8_moe: bool = False) -> SearchConfig:
     """The layouts the framework launches exactly as priced for a dense or an MoE model (placement/frameworks.py,
     the table `plan --framework` uses), so the best plan is one the user can switch to; `torchtitan_old`: a job on a
     torchtitan before 0.3.0, whose best plan is written in its keys (frameworks.torchtitan_before_030)."""
@@ -418,7 +419,7 @@ def framework_space(framework: str, top_k: int, is_moe: bool = False, torchtitan
         return SearchConfig(top_k=top_k)
     cap = cap.for_model(is_moe)
     if torchtitan_old:
-        cap = torchtitan_before_030(cap)
+        cap = torchtitan_before_030(cap, float8_moe)
     # the audit searches within the job's own framework, not a --framework flag (a user trial was told to drop one
     # it had not passed)
     names = FixNames(framework="another framework than the job's {} (the audit searches within what it launches)")
@@ -2194,10 +2195,10 @@ def base_config_findings(launch: LaunchLayout, layout: Layout, train: TrainingSp
     fields = [f"{k} {_shown_value(getattr(recipe, k))}" for k in BASE_RECIPE_FIELDS + (MOE_RECIPE_FIELDS if moe else ())
               if unstated(k) and (k != "fp8_recipe" or train.precision.value == "fp8")
               and (k != "tp_comm_overlap" or layout.tp > 1)]
-    # placement's own defaults, not the framework's (a user trial read "dp_overlap true" as Megatron's default, which
-    # is off): the recipe the files override decides them
-    recipe_words = f"; and the recipe fields it leaves out at placement's defaults: {', '.join(fields)}" if fields \
-        else ""
+    # not all the framework's (a user trial read "dp_overlap true" as Megatron's default, which is off): the recipe
+    # the files override decides them
+    recipe_words = (f"; and the recipe fields it leaves out at the defaults placement takes for them (the recipe "
+                    f"sources name each): {', '.join(fields)}" if fields else "")
     return [Finding(
         "warning", "base_config_unread",
         f"{launch.base_config}; the audit does not read that recipe, so what the files leave out is priced at "
@@ -2512,8 +2513,11 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
                            for row in rank_table(topo, gpu_of_rank, layout, model.is_moe)),
                           key=lambda row: row["rank"]),
     })
-    space = framework_space(launch.framework, top_k, model.is_moe,
-                            torchtitan_old=launch.framework == "torchtitan" and launch.torchtitan_form is not None)
+    old_titan = launch.framework == "torchtitan" and launch.torchtitan_form is not None
+    converters = launch.torchtitan_stated.get("model.converters", ("", ""))[0] if old_titan else ""
+    space = framework_space(launch.framework, top_k, model.is_moe, torchtitan_old=old_titan,
+                            float8_moe=any(n in converters for n in ("quantize.grouped_mm.float8",
+                                                                     "quantize.moe.float8")))
     if launch.dialect == "gpt-neox":
         space = neox_space(space, launch, model)
     if launch.dialect == "hf-trainer":

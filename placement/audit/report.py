@@ -369,6 +369,7 @@ def write_job_hosts(a: Audit, out: Path) -> list[Path]:
 
     finding = next((f for f in a.findings if f.kind == "host_order_crossings" and f.host_order), None)
     if finding is None:
+        (out / JOB_HOSTS).unlink(missing_ok=True)  # an earlier audit's order into the same folder is not this job's
         return []
     step = a.estimate.step_time_s
     header = (f"placement {__version__} audit: the audited job's own layout and files on this host order, node rank k "

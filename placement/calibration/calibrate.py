@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -169,11 +170,14 @@ class _Nccl:
 
 
 def plateau_busbw(rows) -> float:
-    """The busbw an nccl-tests table settles at: the median of its PLATEAU_ROWS largest sizes', NaN where they are
-    not within PLATEAU of it (unsettled_text: no row of the table is then bandwidth-bound)."""
+    """The busbw an nccl-tests table settles at: the median of its PLATEAU_ROWS largest sizes', NaN where they still
+    rise, each above the one before and one of them more than 1 - PLATEAU from it (unsettled_text: no row of the
+    table is then bandwidth-bound)."""
     largest = sorted(rows, key=lambda r: r.size_bytes)[-PLATEAU_ROWS:]
-    median = float(np.median([r.busbw_bytes_per_s for r in largest]))
-    if len(largest) == PLATEAU_ROWS and any(abs(r.busbw_bytes_per_s / median - 1.0) > 1.0 - PLATEAU for r in largest):
+    busbw = [r.busbw_bytes_per_s for r in largest]
+    median = float(np.median(busbw))
+    rising = all(b > a for a, b in itertools.pairwise(busbw))  # a one-off dip or bump is no ramp
+    if len(largest) == PLATEAU_ROWS and rising and any(abs(b / median - 1.0) > 1.0 - PLATEAU for b in busbw):
         return float("nan")
     return median
 
@@ -187,9 +191,9 @@ def unsettled_text(run) -> str | None:
         return None
     largest = sorted(run.rows, key=lambda r: r.size_bytes)[-PLATEAU_ROWS:]
     seen = ", ".join(f"{r.busbw_bytes_per_s / 1e9:.1f} GB/s at {r.size_bytes:,} B" for r in largest)
-    return (f"{run.path}: {run.label}: busbw over its {PLATEAU_ROWS} largest sizes ({seen}) is not within "
-            f"{1 - PLATEAU:.0%} of its median: it has not levelled off, so no row of it fits a bandwidth; run it to "
-            f"larger sizes (nccl-tests -e 8G) for the bandwidth its fabric settles at")
+    return (f"{run.path}: {run.label}: busbw over its {PLATEAU_ROWS} largest sizes ({seen}) still rises, to more "
+            f"than {1 - PLATEAU:.0%} off its median: it has not levelled off, so no row of it fits a bandwidth; run "
+            f"it to larger sizes (nccl-tests -e 8G) for the bandwidth its fabric settles at")
 
 
 def _identified(r: FitResult) -> dict[str, float]:

@@ -33,9 +33,9 @@ _RANK = re.compile(r"^#\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(.+
 _STARTING = re.compile(r"^#\s*Collective test starting:\s*(\w+)")
 _NUM = re.compile(r"^-?\d+(\.\d+)?([eE][-+]?\d+)?$")
 _HEADER = re.compile(r"^#\s*nThread\s+\d+")
+"""The first line nccl-tests prints for a run (`# nThread 1 nGpus 1 minBytes ...`): a second one is a second run."""
 _ROW_START = re.compile(r"^\s*\d+\s+\d+\s+[a-z]\w*\s")
 """The start of a table row (`size count type ...`): a file of rows without the header is still nccl-tests'."""
-"""The first line nccl-tests prints for a run (`# nThread 1 nGpus 1 minBytes ...`): a second one is a second run."""
 _TRAILER = re.compile(r"^#\s*Avg bus bandwidth\s*:")
 DEVICES: Final = ((re.compile(r"\bgb300\b"), "gb300"), (re.compile(r"\bgb200\b"), "gb200"),
                   (re.compile(r"\bb200\b"), "b200"), (re.compile(r"\bh800\b"), "h800-sxm"),

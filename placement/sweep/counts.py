@@ -45,7 +45,7 @@ def racks_for(cluster: ClusterSpec, gpus: int, segment: int | None) -> int:
     gph = cluster.gpus_per_node
     if unit <= gph or not segment:
         return -(-gpus // unit)
-    runs = gpus // gph // segment
+    runs = -(-(gpus // gph) // segment)
     return -(-runs // (unit // gph // segment))
 
 
@@ -125,8 +125,9 @@ def candidate_counts(sweep: SweepSpec, design: DesignSpec, cluster: ClusterSpec)
 
 
 def count_bounds(model: ModelSpec, train: TrainingSpec, cluster: ClusterSpec, acc: AcceleratorSpec,
-                 counts: tuple[int, ...]) -> dict[int, float | None]:
-    """Per count: a lower bound (s) of the best plan's step, or None when no layout exists on it."""
+                 counts: tuple[int, ...], units: int | None = None) -> dict[int, float | None]:
+    """Per count: a lower bound (s) of the best plan's step, or None when no layout exists on it; `units`: the
+    purchase units the design buys, so each count is bounded on the segment it is planned with (sweep_segment)."""
     from placement.cost.step import step_lower_bound
     from placement.search import enumerate_layouts
     from placement.topology import Topology
@@ -136,7 +137,9 @@ def count_bounds(model: ModelSpec, train: TrainingSpec, cluster: ClusterSpec, ac
     recipe, _ = _model_recipe(model)
     out: dict[int, float | None] = {}
     for n in counts:
-        cfg = _search_config(model, Topology(cluster, acc, num_gpus=n), recipe)
+        topo = Topology(cluster, acc, num_gpus=n,
+                        segment_nodes=None if units is None else sweep_segment(cluster, n, units))
+        cfg = _search_config(model, topo, recipe)
         if not may_have_layout(model, train, n):
             out[n] = None
             continue
@@ -144,7 +147,7 @@ def count_bounds(model: ModelSpec, train: TrainingSpec, cluster: ClusterSpec, ac
         if len(base) == 0:
             out[n] = None
             continue
-        lb = step_lower_bound(w, train, Topology(cluster, acc, num_gpus=n), base, cfg.recipe, cfg.choices)
+        lb = step_lower_bound(w, train, topo, base, cfg.recipe, cfg.choices)
         out[n] = float(lb.min())
     return out
 
@@ -300,6 +303,12 @@ def _idle_reason(work: WorkloadSpec, train: TrainingSpec, objective: Objective, 
     """Why the job leaves `bought - used` GPUs idle, counting what happened to every larger count."""
     larger = [n for n in counts if used < n <= bought]
     if not larger:  # a cost objective buys whole units: the rest of the last one
+        filled = -(-used // unit) * unit
+        if bought > filled:  # its segments take more units than its GPUs fill (racks_for)
+            return (f"{bought - used:,} GPUs idle: the job uses {used:,} in SLURM segments (sbatch --segment, "
+                    f"plan's default) of which each {unit}-GPU scale-up domain holds whole ones only, so it takes "
+                    f"{bought // unit:,} domains where its GPUs would fill {filled // unit:,}; the row's command "
+                    f"with --segment 0 prices it on whole domains")
         return (f"{bought - used:,} GPUs idle: the job uses {used:,}; GPUs are bought in whole {unit}-GPU units "
                 f"(the scale-up domain)")
     no_layout = [n for n in larger if bounds.get(n) is None]

@@ -136,11 +136,12 @@ def evaluate_cell(payload: dict) -> dict:
     train = work.train()
     model = ModelSpec.model_validate(payload["model"])
     known = payload["known"] or {}
-    bounds = _bounds_of(known) if known.get("bounds") is not None else count_bounds(model, train, cluster, acc, counts)
+    units = payload["num_gpus_bought"] // payload["unit"]
+    bounds = (_bounds_of(known) if known.get("bounds") is not None
+              else count_bounds(model, train, cluster, acc, counts, units))
     plans = {int(k): v for k, v in (known.get("plans") or {}).items()}
     fresh = []
 
-    units = payload["num_gpus_bought"] // payload["unit"]
 
     def plan_of(n: int) -> dict:
         if n not in plans:

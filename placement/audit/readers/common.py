@@ -752,10 +752,20 @@ def merge(groups: list[Settings]) -> Settings:
     """The files' settings together: a value two config files give differently is an error; a CLI override
     (`override`) wins.  Framework keys merge the same way; launcher and file facts: the last file's."""
     out = Settings(", ".join(g.path for g in groups))
-    json_stage = any(g.json_paths and g.has("zero_stage") for g in groups)
+    json_group = next((g for g in groups if g.json_paths and g.has("zero_stage")), None)
+    json_stage = json_group is not None
     for g in sorted(groups, key=lambda g: g.override):
         for name, ev in g.sources.items():
             value = g.value(name)
+            if json_stage and not g.json_paths and g.megatron_deepspeed and name == "zero_stage" \
+                    and BF16_ZERO1 not in ev:
+                # Megatron-DeepSpeed's --zero-stage only sizes zero.Init (pretrain_gpt.py); DeepSpeed runs the JSON's
+                # stage (a review: a script's stage 1 beside a JSON's 0 was refused as contradictory)
+                if value != json_group.value("zero_stage"):
+                    out.ignored.append(f"zero_stage {value} ({ev}): Megatron-DeepSpeed's --zero-stage only sizes "
+                                       f"zero.Init; DeepSpeed runs the JSON's stage {json_group.value('zero_stage')} "
+                                       f"({json_group.sources['zero_stage']})")
+                continue
             if json_stage and not g.json_paths and _bf16_rule(name, ev):
                 # a Megatron-DeepSpeed script's BF16_Optimizer, inferred from its --zero-stage: DeepSpeed builds its
                 # optimizer from the JSON's stage, which the JSON's own reading prices (pretrain_gpt.py uses

@@ -219,7 +219,8 @@ def _settings(keys: dict[str, tuple[Any, str]], s: Settings) -> _Pipeline:
         value, ev = get(key)
         if value is None:
             return None
-        v = read_int(value, key, ev, minimum=-1 if allow_negative else 0)
+        # a degree is at least 1 (-1: filled from the others, where allowed), checked below with both spelled out
+        v = read_int(value, key, ev, minimum=-(2**62) if allow_negative else 1)
         if v == 0 or (v < 0 and not (allow_negative and v == -1)):
             fill = " or -1 (torchtitan fills it from the others)" if allow_negative else ""
             raise InputError(f"{ev}: {key} must be >= 1{fill}, got {v}; use 1 or more{' or -1' if fill else ''}")
