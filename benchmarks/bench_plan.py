@@ -81,8 +81,8 @@ def one(model: str, cluster: str, seq: int, gbs: int, gpus: int, do_map: bool) -
     rusage = next(line.split() for line in proc.stderr.splitlines() if line.startswith("RUSAGE"))
     row.update(wall_s=round(wall, 2), cpu_s=round(float(rusage[2]), 2), peak_rss_mib=int(rusage[1]) // 1024,
                json_mib=round(len(proc.stdout.encode()) / 2**20, 1))
-    if proc.stdout.strip():
-        data = json.loads(proc.stdout)
+    data = json.loads(proc.stdout) if proc.stdout.strip() else {}
+    if data.get("plans"):
         best = data["plans"][0]
         lay = best["layout"]
         solver = best.get("mapping_solver") or {}
@@ -90,7 +90,7 @@ def one(model: str, cluster: str, seq: int, gbs: int, gpus: int, do_map: bool) -
                    step_time_s=best["step_time_s"], mfu=best["mfu"], mapping=solver.get("status"),
                    mapping_wall_s=solver.get("wall_s"),
                    layout=f"tp{lay['tp']} cp{lay['cp']} ep{lay['ep']} pp{lay['pp']} dp{lay['dp']} z{lay['zero_stage']}")
-    else:
+    else:  # an infeasible job prints its JSON with no plans (README: `"plans": []` and `infeasible`)
         message = next((line for line in proc.stderr.splitlines() if line.startswith("placement:")), "")
         row.update(result="infeasible" if "infeasible" in message else "error", message=message[:400])
     return row
