@@ -111,6 +111,21 @@ class Workload:
     def dense_layer_params(self) -> int:
         return self.attn_params + self.dense_mlp_params + self.vector_params + self.dense_mlp_bias_params
 
+    def dense_layer_shard(self, tp):
+        """A dense layer's parameters on one TP rank (numbers or arrays): its matmuls split over `tp`, its norms,
+        biases and sinks (vector_params) whole on every rank (the norms and row-parallel biases are replicated, the
+        column-parallel biases' split is under 0.01 % of a layer)."""
+        return (self.attn_params + self.dense_mlp_params) / tp + self.vector_params + self.dense_mlp_bias_params
+
+    def moe_layer_dense_shard(self, tp):
+        """An MoE layer's parameters outside its routed experts on one TP rank (as dense_layer_shard)."""
+        return ((self.attn_params + self.shared_params) / tp + self.router_params + self.vector_params
+                + self.router_bias_params)
+
+    def moe_layer_expert_shard(self, ep_etp):
+        """An MoE layer's routed experts (and their biases) on one rank of `ep_etp` expert ranks."""
+        return self.num_experts * (self.expert_params + self.expert_bias_params) / ep_etp
+
     @property
     def num_moe_layers(self) -> int:
         return self.num_layers - self.num_dense_layers

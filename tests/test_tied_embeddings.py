@@ -24,8 +24,7 @@ def _kinds(model, pp: int):
              global_batch=512)
     st = _stage_kinds(x.w, x.b, x.recipe)
     params = _stage_params(x, st)
-    # a layer as _stage_params counts it: its matmuls split over TP, its norms and biases whole on every rank
-    layer = (x.w.attn_params + x.w.dense_mlp_params) / 8 + x.w.vector_params + x.w.dense_mlp_bias_params
+    layer = x.w.dense_layer_shard(8)  # a layer as _stage_params counts it
     beside_layers = params.dense_kinds[:, 0] - st.dense[:, 0] * layer
     return st, beside_layers
 

@@ -290,9 +290,8 @@ def memory_term(x: Ctx, st: StageKinds, dense_p: np.ndarray, expert_p: np.ndarra
     logit_bytes = logits_bytes_per_element(x.recipe)
     # a chunked loss (recipe loss_chunks) holds one chunk's logits at a time
     logits = x.tokens * vocab / x.tp * logit_bytes / x.recipe.loss_chunks
-    dense_layer_p = (w.attn_params + w.dense_mlp_params) / x.tp + w.vector_params + w.dense_mlp_bias_params
-    moe_layer_p = ((w.attn_params + w.shared_params) / x.tp + w.router_params + w.vector_params + w.router_bias_params
-                   + w.num_experts * (w.expert_params + w.expert_bias_params) / (x.ep * x.etp))
+    dense_layer_p = w.dense_layer_shard(x.tp)
+    moe_layer_p = w.moe_layer_dense_shard(x.tp) + w.moe_layer_expert_shard(x.ep * x.etp)
     # FSDP's prefetch buffer: two layers gathered; none beside weights that stay gathered (pipeline_unsharded_grads)
     z3_buffer = np.where(zero3 & ~deferred, 2.0 * np.maximum(dense_layer_p, moe_layer_p) * C.BYTES_WEIGHT, 0.0)
     fixed = z3_buffer + C.MEMORY_RESERVE_BYTES + extra_bytes

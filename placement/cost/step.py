@@ -771,11 +771,9 @@ class _Params:
 
 def _stage_params(x: Ctx, st: StageKinds) -> _Params:
     w = x.w
-    # a layer's norms, biases and sinks (Workload.vector_params) counted whole on every TP rank: the norms and the
-    # row-parallel biases are replicated, the column-parallel biases' split is under 0.01 % of a layer
-    dense_layer_p = (w.attn_params + w.dense_mlp_params) / x.tp + w.vector_params + w.dense_mlp_bias_params
-    moe_dense_p = (w.attn_params + w.shared_params) / x.tp + w.router_params + w.vector_params + w.router_bias_params
-    moe_expert_p = w.num_experts * (w.expert_params + w.expert_bias_params) / (x.ep * x.etp)
+    dense_layer_p = w.dense_layer_shard(x.tp)
+    moe_dense_p = w.moe_layer_dense_shard(x.tp)
+    moe_expert_p = w.moe_layer_expert_shard(x.ep * x.etp)
     mtp_proj_p = 2.0 * w.hidden * w.hidden / x.tp
     head_p = loss_head_params(x, st)
     embed_p = st.embed * (w.embed_params / x.tp)

@@ -302,9 +302,9 @@ def _settings(keys: dict[str, tuple[Any, str]], s: Settings) -> _Pipeline:
         s.put("sequence_parallel", sp in _TRUE, spev)
     conv, cev = get("model.converters")
     if conv is not None:
-        names = conv if isinstance(conv, list) else [c for c in str(conv).split(",") if c]
+        names = _converter_names(conv)
         if not version3:
-            names = _pre3_converters(s, [str(c) for c in names], cev)
+            names = _pre3_converters(s, names, cev)
         if any("float8" in str(c) or str(c).split(".")[-1] == "mx" for c in names):
             s.put("precision", "fp8", cev)
         if any(str(c).split(".")[-1] == "mx" for c in names):  # 0.2.x MXLinearConverter: MXFP8 (recipe mxfp8_cublas,
@@ -1462,6 +1462,13 @@ PRE3_GROUPED = ("quantize.moe.float8", "quantize.moe.mx", "quantize.grouped_mm.f
 placement prices a job's GEMMs in one precision, so these are a note, the job priced in its other GEMMs' precision."""
 
 
+def _converter_names(conv: Any) -> list[str]:
+    """model.converters as names: a TOML list, or a comma-separated flag value (None: none)."""
+    if conv is None:
+        return []
+    return [str(c) for c in conv] if isinstance(conv, list) else [c for c in str(conv).split(",") if c]
+
+
 def _pre3_converters(s: Settings, names: list[str], where: str) -> list[str]:
     """The model converters of a torchtitan before 0.3.0 that it registers where the files' keys date them
     (PRE3_CONVERTERS); a name it does not register stops the job (start_refusal), one the dating leaves open is a
@@ -1514,8 +1521,7 @@ def _float8_moe_1d(s: Settings, get, pp: int, cp: int) -> None:
     8a2686c4 to v0.2.2) asserts no pipeline and no context parallelism at start (v0.2.2
     components/quantization/float8.py:193-198)."""
     conv, where = get("model.converters")
-    names = conv if isinstance(conv, list) else [c for c in str(conv or "").split(",") if c]
-    moe = [str(n) for n in names if str(n) in ("quantize.moe.float8", "quantize.grouped_mm.float8")]
+    moe = [n for n in _converter_names(conv) if n in ("quantize.moe.float8", "quantize.grouped_mm.float8")]
     bad = [f"{name} {value} ({s.sources.get(key, 'default')})" for name, value, key in (
         ("pipeline_parallel_degree", pp, "pp"), ("context_parallel_degree", cp, "cp")) if value > 1]
     if moe and bad:
