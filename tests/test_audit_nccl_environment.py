@@ -96,3 +96,41 @@ def test_the_audit_says_which_groups_cross_which_tier_and_which_fabric_it_priced
     assert tiers, fabric
     assert float(tiers[2]) == pytest.approx(2 * float(tiers[3]), abs=0.1)  # the 2:1 spine halves the leaf's share
     assert tiers[4] == str(topology)
+
+
+def test_the_best_plans_files_name_the_jobs_runtime_variables_they_do_not_set(tmp_path):
+    """A user trial: audit --out wrote megatron.sh without the job's NCCL_IB_*, NVTE_* and TORCH_* exports, and without
+    a word.  The audit lists each one it does not price; the file's header names those it does not set (not the ones
+    it exports itself, NCCL_GRAPH_REGISTER under partial CUDA graphs) and says its prediction runs without them."""
+    script = tmp_path / "train.sh"
+    script.write_text("#!/bin/bash\nexport NCCL_IB_QPS_PER_CONNECTION=4\nexport NVTE_FWD_LAYERNORM_SM_MARGIN=16\n"
+                      "export TORCH_NCCL_AVOID_RECORD_STREAMS=1\nexport NCCL_GRAPH_REGISTER=0\n"
+                      f"OMP_NUM_THREADS=4 {MIXTRAL_8X7B}\n")
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, ["--reproducible", "audit", "--launch", str(script), "--model", "mixtral-8x7b",
+                                       "--gpus", "64", "--out", str(out), "--json"])
+    assert result.exit_code in (0, 1), result.output
+    got = json.loads(result.stdout)
+    ignored = got["layout"]["ignored"]
+    for line in ("NVTE_FWD_LAYERNORM_SM_MARGIN=16: a Transformer Engine setting, not modelled (",
+                 "TORCH_NCCL_AVOID_RECORD_STREAMS=1: a PyTorch setting, not modelled (",
+                 "OMP_NUM_THREADS=4: an OpenMP setting, not modelled ("):
+        assert any(x.startswith(line) for x in ignored), (line, ignored)
+    text = (out / "megatron.sh").read_text()
+    exports = re.findall(r"^export (\w+)=", text, re.M)
+    assert "NCCL_GRAPH_REGISTER" in exports  # the best plan runs partial CUDA graphs: the file sets it itself
+    named = re.search(r"^# not set here, though the audited job's launch sets them: (.*?); the prediction above runs "
+                      r"without them", text, re.M)
+    assert named, text[:2000]
+    assert named.group(1).split() == ["NCCL_IB_QPS_PER_CONNECTION=4", "NVTE_FWD_LAYERNORM_SM_MARGIN=16",
+                                      "OMP_NUM_THREADS=4", "TORCH_NCCL_AVOID_RECORD_STREAMS=1"]
+    for name in ("NCCL_IB_QPS_PER_CONNECTION", "NVTE_FWD_LAYERNORM_SM_MARGIN", "TORCH_NCCL_AVOID_RECORD_STREAMS"):
+        assert name not in exports
+
+
+def test_a_plan_without_an_audited_job_names_no_runtime_variables(tmp_path):
+    out = tmp_path / "plan"
+    result = CliRunner().invoke(main, ["--reproducible", "plan", "--model", "mixtral-8x7b", "--gpus", "64",
+                                       "--emit", "megatron", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "not set here, though the audited job" not in (out / "megatron.sh").read_text()

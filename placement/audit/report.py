@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import textwrap
 from pathlib import Path
 
@@ -398,7 +399,8 @@ def write_best(a: Audit, train: TrainingSpec, topo: Topology, out: Path) -> tupl
 
     if stays_on_megatron_deepspeed(a.launch, a.model):  # its changes are edits to the job's own script
         return paths, []
-    ctx = EmitContext.of(best, topo, a.best_gpu_of_rank, a.model, train)
+    ctx = dataclasses.replace(EmitContext.of(best, topo, a.best_gpu_of_rank, a.model, train),
+                              job_environment=a.launch.launch_environment)
     written, _, runs = write(ctx, [FRAMEWORK_FORMAT[a.launch.framework]], out)
     return paths + written, runs
 

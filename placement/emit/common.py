@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Collection
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -34,6 +35,9 @@ class EmitContext:
     some of its features as a framework's layers run them (`priced_model`, Plan.model_features)."""
     train: TrainingSpec | None = None
     """The job, to price what a file runs when it cannot state the plan (None: warnings without numbers)."""
+    job_environment: tuple[str, ...] = ()
+    """An audited job's runtime variables (`NAME=value`, LaunchLayout.launch_environment), which its best plan's files
+    do not set and whose headers name (audit --out; none for `plan`)."""
 
     @classmethod
     def of(cls, plan: Plan, topo: Topology, gpu_of_rank: np.ndarray, model: ModelSpec,
@@ -447,9 +451,11 @@ def recipe_warnings(ctx: EmitContext, framework: str, runs_instead: dict[str, st
     return out
 
 
-def header(ctx: EmitContext, framework: str, comment: str = "#", runs: str = "", order_where: str = "below") -> str:
+def header(ctx: EmitContext, framework: str, comment: str = "#", runs: str = "", order_where: str = "below",
+           exports: Collection[str] = ()) -> str:
     """Which plan the file realizes and its predicted numbers; `runs`: what the file runs instead, when it
-    cannot state the plan (EmitContext.runs_as), right under the prediction."""
+    cannot state the plan (EmitContext.runs_as), right under the prediction; the audited job's runtime variables the
+    file does not set (those but `exports`, the names it sets itself)."""
     p = ctx.plan
     lay = p.layout
     lines = [
@@ -480,6 +486,11 @@ def header(ctx: EmitContext, framework: str, comment: str = "#", runs: str = "",
         + (" and each node's CUDA_VISIBLE_DEVICES" if any(ctx.visible_devices) else "")
         + f" {order_where}, never by renumbering ranks inside the framework",
     ]
+    dropped = [v for v in ctx.job_environment if v.split("=", 1)[0] not in exports]
+    if dropped:
+        lines.append(f"not set here, though the audited job's launch sets them: {' '.join(dropped)}; the prediction "
+                     f"above runs without them (NCCL's and the frameworks' defaults): export the ones your site needs "
+                     f"before the launch")
     return "\n".join(f"{comment} {line}" for line in lines) + "\n"
 
 

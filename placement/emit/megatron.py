@@ -27,6 +27,7 @@ property of the data, never forced (`--moe-router-force-load-balancing` is for b
 
 from __future__ import annotations
 
+import re
 import shlex
 
 from placement.cost.context import fp8_recipe
@@ -663,5 +664,6 @@ def render(ctx: EmitContext) -> tuple[str, list[str]]:
     line, warn = header_runs("Megatron-LM", warnings, *ctx.runs_as(runs(ctx)))
     if warn:
         warnings.insert(0, warn)
-    text = header(ctx, VERSION, runs=line) + warn_block(warnings) + "\n".join(yours) + "\n" + preamble
+    sets = re.findall(r"^export (\w+)=", preamble, re.M)
+    text = header(ctx, VERSION, runs=line, exports=sets) + warn_block(warnings) + "\n".join(yours) + "\n" + preamble
     return text + torchrun_lines(ctx, command), warnings

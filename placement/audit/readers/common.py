@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from placement.audit.readers.reading import DeepSpeedBinding, NodeDevices, Settings, node_line
-from placement.audit.shell import SLURM_PREFIX, Command, Word, default_note, read_commands
+from placement.audit.shell import SLURM_PREFIX, WATCHED_PREFIXES, Command, Word, default_note, read_commands
 from placement.errors import InputError
 from placement.loaders.files import read_text
 
@@ -551,10 +551,32 @@ def nccl_settings(launch: Launch, s: Settings) -> None:
                               f"the job may run slower than it says: drop it unless the fabric needs it")
 
 
+RUNTIME_KINDS = {"NVTE_": "a Transformer Engine setting", "TORCH_": "a PyTorch setting",
+                 "NVSHMEM_": "an NVSHMEM setting", "UCX_": "a UCX setting", "FI_": "a libfabric setting",
+                 "OMP_": "an OpenMP setting"}
+"""The runtime variables besides NCCL's that the launch's environment reports (shell.WATCHED_PREFIXES), none priced."""
+
+
+def runtime_settings(launch: Launch, s: Settings) -> None:
+    """The runtime variables the launch runs with that no priced field reads (NCCL's, Transformer Engine's,
+    PyTorch's...): a line among the settings not modelled for each one besides NCCL's (nccl_settings says those), and
+    all of them as `launch_environment`, which the best plan's files name as not set there (a user trial: audit --out
+    wrote a megatron.sh without the job's NCCL_IB_* and NVTE_* exports, and without a word)."""
+    found = [(name, word) for name, word in launch.command.environment if name.startswith(WATCHED_PREFIXES)]
+    for name, word in found:
+        kind = next((k for p, k in RUNTIME_KINDS.items() if name.startswith(p)), None)
+        if kind is not None:
+            s.ignored.append(f"{name}={word.text}: {kind}, not modelled ({word.evidence})")
+    if found:
+        s.put("launch_environment", tuple(f"{name}={word.text}" for name, word in found),
+              "; ".join(word.evidence for _, word in found))
+
+
 def launcher_settings(launch: Launch, s: Settings) -> None:
     """The world size and GPUs per node torchrun's flags fix; the deepspeed launcher's node and GPU counts; the
-    environment the launch runs with (CUDA_LAUNCH_BLOCKING)."""
+    environment the launch runs with (CUDA_LAUNCH_BLOCKING, the runtime variables of runtime_settings)."""
     nccl_settings(launch, s)
+    runtime_settings(launch, s)
     connections = launch.command.env("CUDA_DEVICE_MAX_CONNECTIONS")
     if connections is not None and not connections.unresolved:
         s.put("device_max_connections", connections.text.strip(), connections.evidence)
@@ -774,6 +796,10 @@ def merge(groups: list[Settings]) -> Settings:
                 continue
             if name == "cuda_visible_devices" and out.has(name) and not g.override:
                 out.put(name, *_merge_node_devices(out.value(name), out.sources[name], value, ev))
+                continue
+            if name == "launch_environment" and out.has(name):  # two launch lines' variables: all of them, once
+                out.put(name, tuple(dict.fromkeys((*out.value(name), *value))),
+                        "; ".join(dict.fromkeys((out.sources[name], ev))))
                 continue
             if out.has(name) and out.value(name) != value and not g.override:
                 if name == "zero_stage" and {out.value(name), value} == {0, 1} and BF16_ZERO1 in out.sources[name]:

@@ -184,6 +184,10 @@ class LaunchLayout(Frozen):
     allocator_conf: str | None = None
     """PyTorch's allocator settings the launch line runs with (PYTORCH_ALLOC_CONF, else PYTORCH_CUDA_ALLOC_CONF): ""
     for a launch line without either, None where the files have no launch line (audit.core._allocator_note)."""
+    launch_environment: tuple[str, ...] = ()
+    """The runtime variables the launch line runs with that no priced field reads (`NAME=value`: NCCL_*, NVTE_*,
+    TORCH_*, ... of shell.WATCHED_PREFIXES, not CUDA_DEVICE_MAX_CONNECTIONS or the allocator's), by name:
+    the best plan's files for the job (audit --out) do not set them and say so (EmitContext.job_environment)."""
     model_ref: str | None = None
     """torchtitan model name:flavor (0.2.x) or module:config (0.3.0), e.g. "llama3:405B"."""
     layers_per_virtual_stage: int | None = Field(default=None, ge=1)
@@ -370,6 +374,7 @@ class JobRead:
     cuda_visible_devices: tuple[NodeDevices, ...] | None = None
     device_max_connections: str | None = None
     allocator_conf: str | None = None
+    launch_environment: tuple[str, ...] | None = None
     vocab_size: int | None = None
     model_ref: str | None = None
     num_layers: int | None = None
