@@ -91,6 +91,10 @@ def arguments(ctx: EmitContext) -> tuple[list[str], dict[str, str], list[str]]:
         args += ["--use-megatron-fsdp", "--data-parallel-sharding-strategy",
                  "optim_grads" if lay.zero_stage == 2 else "optim_grads_params",
                  "--ckpt-format", "fsdp_dtensor"]  # validate_args: Megatron-FSDP checkpoints only this way
+        # what Megatron-FSDP runs whatever the flags: it turns the reduce-scatter overlap on when it shards the
+        # gradients, and the gather overlap when it shards the weights (MEGATRON_FSDP_OVERLAPS); the file says so
+        # rather than leave them out (a review: an audit's Bridge changes then set ddp.overlap_grad_reduce false)
+        args += ["--overlap-grad-reduce"] + (["--overlap-param-gather"] if lay.zero_stage == 3 else [])
         if lay.zero_stage == 3 and lay.dp_shard < lay.dp:
             warnings.append(f"HSDP (shard {lay.dp_shard} of dp {lay.dp}) is not expressed: Megatron-FSDP shards "
                             f"over the whole data-parallel group here (the file sets no "
@@ -617,9 +621,20 @@ def megatron_fp8_recipe(ctx: EmitContext) -> Fp8Recipe | None:
     return recipe
 
 
+MEGATRON_FSDP_OVERLAPS = ("Megatron-FSDP overlaps them whatever the flags say: megatron_fsdp.py sets "
+                          "overlap_grad_reduce where it shards the gradients (optim_grads, optim_grads_params) and "
+                          "overlap_param_gather where it shards the weights (optim_grads_params; core d98e8a64 "
+                          "megatron_fsdp.py:328-337)")
+"""Why a Megatron-FSDP file overlaps the DP collectives a plan priced without the overlap."""
+
+
 def runs(ctx: EmitContext) -> Runs:
     """What the file runs where Megatron-LM cannot be told the plan (each is also a warning)."""
     out = Runs()
+    lay, r = ctx.plan.layout, ctx.recipe
+    if lay.zero_stage in (2, 3) and not r.dp_overlap:
+        out.recipe["dp_overlap"] = True
+        out.what.append(f"the data-parallel collectives overlapped with compute ({MEGATRON_FSDP_OVERLAPS})")
     # the emitted --use-megatron-fsdp shards over the whole dp-cp group: its hybrid mode needs
     # --num-distributed-optimizer-instances > 1 (core/distributed/fsdp/mcore_fsdp_adapter.py:343), which these
     # files do not set
