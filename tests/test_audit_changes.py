@@ -409,3 +409,35 @@ def test_a_change_list_reads_the_branch_the_launch_runs(tmp_path):
     assert changes["--data-parallel-sharding-strategy"]["from"] is None
     published = {c["argument"] for c in (lambda d: d["changes"] or d["changes_withheld"])(_audit(source, *job))}
     assert not published & {"--use-megatron-fsdp", "--ckpt-format"}
+
+
+def test_the_written_files_values_are_read_as_the_shell_splits_its_array(tmp_path):
+    """A user trial: the check of the written megatron.sh against the job's values read the PLACEMENT_ARGS array's
+    closing `)` into its last value ("2.5)" against the job's 2.5), one word of a list (`--cuda-graph-modules attn`
+    of `attn mlp`), and Megatron-DeepSpeed's `rmsnorm` as another value than `RMSNorm`."""
+    import json
+
+    from click.testing import CliRunner
+
+    from placement.audit.changes import written_arguments
+    from placement.cli import main
+    from tests.megatron_scripts import mixtral_script
+
+    script = mixtral_script(tmp_path, "--cuda-graph-impl transformer_engine --cuda-graph-modules attn mlp "
+                                      "--normalization rmsnorm --moe-router-topk-scaling-factor 2.5")
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, ["--reproducible", "audit", "--launch", str(script), "--model", "mixtral-8x7b",
+                                       "--gpus", "64", "--out", str(out), "--json"])
+    assert result.exit_code in (0, 1), result.output
+    changed = {c["argument"]: c for c in json.loads(result.stdout)["arguments_changed"]}
+    # the job's whole list against the file's whole list
+    assert changed["--cuda-graph-modules"]["job"] == "attn mlp"
+    assert changed["--cuda-graph-modules"]["written"] == "attn moe_router moe_preprocess"
+    assert "--normalization" not in changed
+    written = written_arguments((out / "megatron.sh").read_text())
+    assert written["--normalization"] == "RMSNorm" and written["--moe-grouped-gemm"] is None
+    assert written["--cuda-graph-modules"] == "attn moe_router moe_preprocess"
+    assert not any(v and v.endswith(")") and "(" not in v for v in written.values()), written
+    # the array's last element with a value: read without the closing parenthesis
+    text = "PLACEMENT_ARGS=(--num-layers 32 --moe-router-topk-scaling-factor 2.5)\n"
+    assert written_arguments(text) == {"--num-layers": "32", "--moe-router-topk-scaling-factor": "2.5"}

@@ -8,6 +8,7 @@ is another version's: a GPT-NeoX config's keys, a torchtitan TOML file's or 0.2.
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Sequence
 
 import numpy as np
@@ -499,6 +500,7 @@ def launch_changes(framework: str, now: EmitContext, best: EmitContext, files_te
         if framework == "maxtext":
             from placement.audit.maxtext import BASE as MAXTEXT_BASE
             from placement.audit.maxtext import BASE_SOURCE as MAXTEXT_BASE_SOURCE
+        given = dict(job.command_args) if framework == "megatron" and job is not None else {}
         for c in changes:
             if c["from"] is not None and _token(framework, c["argument"]) not in spelled:
                 c["note"] = NOT_IN_FILES
@@ -509,6 +511,13 @@ def launch_changes(framework: str, now: EmitContext, best: EmitContext, files_te
                         c["from"], c["note"] = str(default).lower(), f"not in the launch files: {MAXTEXT_BASE_SOURCE}"
             elif c["from"] is not None and framework == "maxtext":
                 c["from"] = _maxtext_stated(live, c["argument"]) or c["from"]
+            elif c["from"] is not None and given.get(c["argument"]):
+                # the launched side as the files spell it, not placement's spelling of what they run (a user trial:
+                # `- --cuda-graph-modules attn` for a script passing `attn mlp`)
+                c["from"] = given[c["argument"]]
+        if given:  # a change the files' own spelling already makes is none
+            changes = [c for c in changes if not (c["from"] is not None and c["to"] is not None
+                                                  and c["argument"] in given and same_value(c["from"], c["to"]))]
         if framework == "maxtext":  # a default the best plan leaves out, or a key the files do not have, changes
             # nothing (a user trial's list removed the fifteen custom remat keys placement would spell the launched
             # minimal policy with, none of which the file had)
@@ -565,8 +574,6 @@ def launch_changes(framework: str, now: EmitContext, best: EmitContext, files_te
 
 _FLAG = r"(?<![\w-])(--[a-z][a-z0-9_-]*)"
 """A command-line flag in a launch file (Megatron-LM reads `--foo_bar` as `--foo-bar`: normalised by the readers)."""
-_FLAG_VALUE = _FLAG + r"(?:=|[ \t]+)([^\s\\#'\"$-][^\s\\#'\"$]*)"
-"""A flag with a literal value (not a variable, not another flag)."""
 
 
 def _flags(text: str) -> list[str]:
@@ -596,19 +603,45 @@ def megatron_values_changed(job_args: Sequence[tuple[str, str | None]], written:
     trial: the written file set --max-position-embeddings 4096 where the job's had 40960, unsaid).  A value the
     script takes from a variable is not compared."""
     named = {c["argument"] for c in changes}
-    ours = {f.replace("_", "-"): v for f, v in re.findall(_FLAG_VALUE, uncommented(written))}
+    ours = written_arguments(written)
     last = dict(job_args)  # argparse keeps a repeated flag's last value (a review: the first was compared)
     out = []
     for flag, value in last.items():
-        if value is None or flag in named or flag in LAUNCHER_FLAGS or flag not in ours:
+        if value is None or flag in named or flag in LAUNCHER_FLAGS or not ours.get(flag):
             continue
-        if ours[flag] != value and not _same_number(ours[flag], value):
+        if not same_value(ours[flag], value):
             out.append({"argument": flag, "job": value, "written": ours[flag]})
     return out
 
 
-def _same_number(a: str, b: str) -> bool:
-    """`0` and `0.0`, `1e-3` and `0.001`: one number spelled two ways."""
+def written_arguments(written: str) -> dict[str, str | None]:
+    """The flags of a megatron.sh placement wrote (its PLACEMENT_ARGS array, as the shell splits it), each with its
+    values space-separated (None for a switch).  A user trial: a pattern over the text read the array's closing `)`
+    into its last value (`--moe-router-topk-scaling-factor 2.5)`) and one word of a list (`--cuda-graph-modules
+    attn` of `attn mlp`)."""
+    array = re.search(r"^PLACEMENT_ARGS=\((.*)\)$", written, re.M)
+    words = shlex.split(array.group(1)) if array else []
+    out: dict[str, str | None] = {}
+    flag = None
+    for w in words:
+        if w.startswith("--"):
+            flag = w.replace("_", "-")
+            out[flag] = None
+        elif flag is not None:
+            out[flag] = w if out[flag] is None else f"{out[flag]} {w}"
+    return out
+
+
+def same_value(a: str, b: str) -> bool:
+    """One value spelled two ways: `0` and `0.0`, `1e-3` and `0.001`; `RMSNorm` and Megatron-DeepSpeed's `rmsnorm`
+    (the same choice, in another case); `([0]*3+[1]*58)` and `[0]*3+[1]*58` (one Python expression, which
+    --moe-layer-freq evaluates)."""
+    def bare(v: str) -> str:
+        v = "".join(v.split()).casefold()
+        return v[1:-1] if v.startswith("(") and v.endswith(")") else v
+
+    if bare(a) == bare(b):
+        return True
     try:
         return float(a) == float(b)
     except ValueError:

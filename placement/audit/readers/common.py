@@ -675,6 +675,14 @@ def fixed_value(arg: Arg | None) -> Word | None:
     return arg.values[0]
 
 
+def fixed_values_text(arg: Arg) -> str | None:
+    """All values of `arg`, space-separated, where the files fix every one (`--cuda-graph-modules attn mlp`); None for
+    a switch or a value the files leave open."""
+    if not arg.values or any(v.unresolved or v.uncertain for v in arg.values):
+        return None
+    return " ".join(v.text for v in arg.values)
+
+
 TORCHRUN_NUMA_BINDINGS = ("node", "socket", "exclusive", "core-complex")
 """torchrun --numa-binding's choices (PyTorch >= 2.9 torch/numa/binding.py AffinityMode)."""
 

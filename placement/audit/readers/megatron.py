@@ -21,7 +21,7 @@ from placement.audit.readers.common import (
     deepspeed_binding,
     deepspeed_grad_accumulation,
     deepspeed_json_unread,
-    fixed_value,
+    fixed_values_text,
     fp32_refusal,
     merge,
     one_value,
@@ -726,7 +726,7 @@ def read_args(words: list[Word], s: Settings, typos: bool = True) -> None:
     args = split_args(words, _MG_NARGS | _HF_NARGS)
     given = {a.flag.replace("_", "-"): a for a in args}
     if typos:  # a launch command's own arguments (not a log's block, not a recipe script's): what --out's file checks
-        s.command_args += [(a.flag.replace("_", "-"), w.text if (w := fixed_value(a)) else None) for a in args]
+        s.command_args += [(a.flag.replace("_", "-"), fixed_values_text(a)) for a in args]
     own_flags = own_script(given)
     typos = typos and not own_flags  # a script of the user's own parses its own flags, not Megatron's
     if typos:  # the parser refuses an unknown argument before validate_args checks the others (a user trial: a

@@ -235,10 +235,11 @@ class LaunchLayout(Frozen):
     """cp is a DeepSpeed ProcessTopology's 'context' axis (placement's ds_topology.py): ring attention of the model
     code's, with ZeRO over the 'data' ranks alone (not DeepSpeed-Ulysses, whose ZeRO spans sequence x data)."""
     command_args: tuple[tuple[str, str | None], ...] = ()
-    """The Megatron-LM flags of the training command the files run, in order (`_` read as `-`), each with its value
-    where the files fix one literal value (else None): what the megatron.sh written for the best plan is checked
-    against (audit.changes.megatron_flags_not_carried).  Only the command as the shell runs it: not a profiler's
-    options on the same line, not an `if` branch the script does not take."""
+    """The Megatron-LM flags of the training command the files run, in order (`_` read as `-`), each with its values
+    where the files fix them (several space-separated, `attn mlp`; else None): what the megatron.sh written for the
+    best plan is checked against (audit.changes.megatron_flags_not_carried), and how a change names the launched side.
+    Only the command as the shell runs it: not a profiler's options on the same line, not an `if` branch the script
+    does not take."""
     warnings: tuple[str, ...] = ()
     """What the files run that the estimate does not describe (adapter training priced as a full fine-tune, a config
     the job does not read): each is a warning finding, `not_priced_as_run`, over the whole estimate."""
