@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from placement.audit.changes import PRE3_DEFAULT_NOTE, torchtitan_pre3_settings
@@ -336,3 +337,19 @@ def test_the_precision_is_torchtitans_mixed_precision_param_not_placements_defau
     stated = _edited(tmp_path, V022, "[training]\n", "[training]\nmixed_precision_param = \"bfloat16\"\n")
     said = _audit(stated)["layout"]["sources"]["precision"]
     assert "mixed_precision_param = \"bfloat16\"" in said and "param_dtype" in said
+
+
+@pytest.mark.parametrize(("name", "flavor", "model", "gpus"), [
+    ("qwen3", "30B-A3B", "qwen3-30b-a3b", "8"), ("gpt_oss", "120b", "gpt-oss-120b", "64")])
+def test_a_0_2_x_flavor_of_a_catalog_model_is_that_model(tmp_path: Path, name, flavor, model, gpus) -> None:
+    """A user trial: v0.2.2 TOMLs naming qwen3 30B-A3B or gpt_oss 120b were refused whatever --model ("the launch files
+    train torchtitan's qwen3:30B-A3B, but --model qwen3-30b-a3b runs as torchtitan's qwen3:qwen3_30b_a3b"): the 0.2.x
+    flavor is the 0.3.0 config of the same dimensions, and another catalog model is still refused, naming the right
+    one."""
+    toml = _edited(tmp_path, V022, 'name = "llama3"\nflavor = "8B"', f'name = "{name}"\nflavor = "{flavor}"')
+    got = _audit(toml, job=("--model", model, "--gpus", gpus))
+    assert got["estimate"]["step_time_s"] > 0
+    other = CliRunner().invoke(main, ["audit", "--launch", str(toml), "--model", "llama3-8b", "--gpus", gpus])
+    assert other.exit_code == 2
+    assert f"torchtitan's {name}:{flavor} ({model} in placement's catalog)" in other.stderr
+    assert f"pass --model {model}" in other.stderr

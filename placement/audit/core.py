@@ -277,7 +277,7 @@ def _check_torchtitan_model(launch: LaunchLayout, model: ModelSpec) -> None:
     if launch.framework != "torchtitan" or not launch.model_ref:
         return
     from placement.catalog import load_model
-    from placement.emit.torchtitan import catalog_name, config_for, same_architecture, shipped_model
+    from placement.emit.torchtitan import catalog_name, config_for, current_config, same_architecture, shipped_model
 
     module, _, config = launch.model_ref.partition(":")
     known = catalog_name(module, config)
@@ -287,13 +287,14 @@ def _check_torchtitan_model(launch: LaunchLayout, model: ModelSpec) -> None:
     if known is not None and not same_architecture(load_model(known), model):
         raise InputError(f"{where} ({known} in placement's catalog) but --model {model.name} is another "
                          f"architecture; pass --model {known}")
-    shipped = shipped_model(module, config) if known is None else None  # a config whose model the catalog lacks
+    shipped = shipped_model(module, current_config(module, config)) if known is None else None  # the catalog lacks it
     if shipped is not None and not same_architecture(shipped, model):
         raise InputError(f"{where} (its flavor: {shipped.num_layers} layers, hidden {shipped.hidden_size}, "
                          f"{shipped.num_attention_heads} heads) but --model {model.name} is another architecture; "
                          f"pass that model's config.json")
     mine = config_for(model)  # --model is one of torchtitan's shipped configs, and the files name another one
-    if known is None and shipped is None and mine is not None and "?" not in (module, config):
+    if known is None and shipped is None and mine is not None and "?" not in (module, config) \
+            and mine != (module, current_config(module, config)):
         raise InputError(f"{where}, but --model {model.name} runs as torchtitan's {mine[0]}:{mine[1]}; pass the "
                          f"model the files train (--model NAME, a YAML or its config.json)")
 

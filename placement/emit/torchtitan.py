@@ -616,18 +616,32 @@ def runs_precision(ctx: EmitContext) -> tuple[str, str] | None:
     return precision_run((shipped or (None, None))[1], ctx.plan.precision, ctx.topo.accelerator)
 
 
-TITAN_0_2_FLAVORS = {("llama3", "8B"): "llama3-8b", ("llama3", "70B"): "llama3-70b", ("llama3", "405B"): "llama3-405b",
-                     ("deepseek_v3", "671B"): "deepseek-v3"}
-"""torchtitan 0.2.x `model.name`/`model.flavor` -> the catalog model."""
+TITAN_0_2_CONFIGS = {
+    ("llama3", "8B"): "llama3_8b", ("llama3", "70B"): "llama3_70b", ("llama3", "405B"): "llama3_405b",
+    ("deepseek_v3", "16B"): "deepseek_v3_16b", ("deepseek_v3", "671B"): "deepseek_v3_671b",
+    ("qwen3", "0.6B"): "qwen3_0_6b", ("qwen3", "1.7B"): "qwen3_1_7b", ("qwen3", "14B"): "qwen3_14b",
+    ("qwen3", "32B"): "qwen3_32b", ("qwen3", "30B-A3B"): "qwen3_30b_a3b",
+    ("gpt_oss", "20b"): "gpt_oss_20b", ("gpt_oss", "120b"): "gpt_oss_120b",
+}
+"""torchtitan 0.2.x `model.name`/`model.flavor` -> the 0.3.0 config that builds the same flavor (v0.2.2
+models/qwen3/__init__.py, gpt_oss/__init__.py, llama3/__init__.py, deepseek_v3/__init__.py: the dimensions 0.3.0's
+config_registry.py gives each).  A user trial: v0.2.2's own qwen3_32b.toml and a 30B-A3B or gpt_oss 120b flavor
+were refused, whatever --model, as another model than the one they name."""
+
+
+def current_config(module: str, config: str) -> str:
+    """A torchtitan model reference's config as 0.3.0 names it (a 0.2.x flavor through TITAN_0_2_CONFIGS)."""
+    return TITAN_0_2_CONFIGS.get((module, config), config)
 
 
 def catalog_name(module: str, config: str) -> str | None:
     """The catalog model a torchtitan model reference names: 0.3.0's module/config (either precision's config,
     Float8 or MXFP8) or 0.2.x's name/flavor; None for a model placement's catalog does not hold."""
+    config = current_config(module, config)
     for name, (m, c) in MODELS.items():
         if module == m and config in (c, FP8_CONFIGS.get(c), MXFP8_CONFIGS.get(c)):
             return name
-    return TITAN_0_2_FLAVORS.get((module, config))
+    return None
 
 
 def runs(ctx: EmitContext) -> Runs:
