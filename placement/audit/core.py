@@ -323,18 +323,37 @@ def _check_kv_heads(launch: LaunchLayout, layout: Layout, model: ModelSpec) -> N
                      f"{model.kv_heads}")
 
 
+MAXTEXT_SAME_AS = {"llama3.1-8b": "llama3-8b", "llama3.1-70b": "llama3-70b", "llama3.3-70b": "llama3-70b",
+                   "llama3.1-405b": "llama3-405b"}
+"""MaxText model_names placement's files do not write whose configs/models/<name>.yml has a catalog model's
+dimensions (maxtext 48445cf0: hidden, query and KV heads, layers, MLP width, head dim, vocabulary 128,256, RoPE
+timescale 500,000)."""
+
+
 def _check_maxtext_model(launch: LaunchLayout, model: ModelSpec) -> None:
-    """A MaxText config names its model (model_name): --model must be the catalog model placement emits as that
-    name (placement.emit.maxtext.MODELS)."""
+    """A MaxText config names its model (model_name): --model must have the architecture of the catalog model that
+    name is (placement.emit.maxtext.MODELS, MAXTEXT_SAME_AS); a name placement maps to none is not --model where
+    --model is a catalog model placement writes under another name (a user trial: a 405B config priced as
+    --model llama3-70b, exit 0)."""
     if launch.framework != "maxtext" or not launch.model_ref or launch.model_ref == "default":
         return
+    from placement.catalog import load_model
     from placement.emit.maxtext import MODELS
+    from placement.emit.torchtitan import same_architecture
 
-    names = [k for k, (m, _) in MODELS.items() if m == launch.model_ref]
-    if names and model.name not in names:
-        raise InputError(f"the MaxText files train model_name {launch.model_ref!r} "
-                         f"({launch.sources.get('model_ref', '')}), which is placement's {names[0]}, but --model is "
-                         f"{model.name}; pass --model {names[0]}")
+    ref = launch.model_ref
+    where = f"the MaxText files train model_name {ref!r} ({launch.sources.get('model_ref', '')})"
+    names = [k for k, (m, _) in MODELS.items() if m == ref] or ([MAXTEXT_SAME_AS[ref]] if ref in MAXTEXT_SAME_AS
+                                                                 else [])
+    if names:
+        if model.name not in names and not same_architecture(load_model(names[0]), model):
+            raise InputError(f"{where}, which is placement's {names[0]}, but --model {model.name} is another "
+                             f"architecture; pass --model {names[0]}")
+        return
+    if model.name in MODELS:
+        raise InputError(f"{where}, which is no model of placement's catalog, but --model {model.name} is MaxText's "
+                         f"{MODELS[model.name][0]!r}; pass the model the files train (its config.json or a model "
+                         f"YAML, --model FILE)")
 
 
 def files_global_batch(launch: LaunchLayout, num_gpus: int) -> tuple[int, str] | None:
