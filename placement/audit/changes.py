@@ -615,12 +615,16 @@ def megatron_values_changed(job_args: Sequence[tuple[str, str | None]], written:
 
 
 def written_arguments(written: str) -> dict[str, str | None]:
-    """The flags of a megatron.sh placement wrote (its PLACEMENT_ARGS array, as the shell splits it), each with its
-    values space-separated (None for a switch).  A user trial: a pattern over the text read the array's closing `)`
-    into its last value (`--moe-router-topk-scaling-factor 2.5)`) and one word of a list (`--cuda-graph-modules
-    attn` of `attn mlp`)."""
+    """The flags of a megatron.sh placement wrote (its PLACEMENT_ARGS array, as the shell splits it; without one, its
+    command lines), each with its values space-separated (None for a switch).  A user trial: a pattern over the text
+    read the array's closing `)` into its last value (`--moe-router-topk-scaling-factor 2.5)`) and one word of a list
+    (`--cuda-graph-modules attn` of `attn mlp`)."""
     array = re.search(r"^PLACEMENT_ARGS=\((.*)\)$", written, re.M)
-    words = shlex.split(array.group(1)) if array else []
+    text = array.group(1) if array else uncommented(written).replace("\\\n", " ")  # else: its command lines
+    try:
+        words = shlex.split(text)
+    except ValueError:  # an unbalanced quote: words as they stand
+        words = text.split()
     out: dict[str, str | None] = {}
     flag = None
     for w in words:
