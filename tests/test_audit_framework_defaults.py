@@ -381,6 +381,11 @@ def test_an_mla_models_kv_channels_are_not_compared(tmp_path) -> None:
                       "--expert-model-parallel-size 64 --num-experts 256 "
                       "--moe-router-topk 8 --num-layers 61 --hidden-size 7168 --num-attention-heads 128 "
                       "--swiglu --ffn-hidden-size 18432 --moe-ffn-hidden-size 2048 --multi-latent-attention "
+                      # the rest of DeepSeek-V3's shape, which Megatron-LM's defaults would change (3 dense layers,
+                      # one shared expert, MLA's ranks)
+                      "--moe-layer-freq '([0]*3+[1]*58)' --moe-shared-expert-intermediate-size 2048 "
+                      "--q-lora-rank 1536 --kv-lora-rank 512 --qk-head-dim 128 --qk-pos-emb-head-dim 64 "
+                      "--v-head-dim 128 "
                       "--kv-channels 128 --seq-length 4096 --micro-batch-size 1 --global-batch-size 8192 --bf16 "
                       "--use-distributed-optimizer\n")
     assert _audit(script, "--model", "deepseek-v3", "--gpus", "1024")["layout"]["ep"] == 64

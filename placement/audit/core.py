@@ -104,7 +104,19 @@ def _model_shape(launch: LaunchLayout, model: ModelSpec) -> list[tuple[str, obje
             ("sliding_window_layers", launch.sliding_window_layers, model.sliding_window_layers),
             ("sliding_window", launch.sliding_window,
              model.sliding_window if launch.sliding_window_layers and model.sliding_window_layers
-             else launch.sliding_window)]
+             else launch.sliding_window),
+            # the shared experts' total width and MLA: Megatron-LM's own defaults where a launch leaves them out
+            # (readers.megatron._moe_and_mla_defaults)
+            ("moe_shared_expert_intermediate_size", launch.moe_shared_expert_intermediate_size,
+             moe.num_shared_experts * moe.shared_ffn_size if moe else launch.moe_shared_expert_intermediate_size),
+            ("multi_latent_attention", launch.multi_latent_attention, model.mla is not None),
+            *[(name, getattr(launch, name), getattr(model.mla, field) if model.mla and launch.multi_latent_attention
+               else getattr(launch, name)) for name, field in MLA_FIELDS]]
+
+
+MLA_FIELDS = (("q_lora_rank", "q_lora_rank"), ("kv_lora_rank", "kv_lora_rank"), ("qk_head_dim", "qk_nope_head_dim"),
+              ("qk_pos_emb_head_dim", "qk_rope_head_dim"), ("v_head_dim", "v_head_dim"))
+"""Megatron-LM's MLA arguments (LaunchLayout names) -> the MLASpec field each states."""
 
 
 MEGATRON_SHAPE_FLAGS = {"ffn_hidden_size": "--ffn-hidden-size {}", "kv_channels": "--kv-channels {}",

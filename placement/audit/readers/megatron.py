@@ -62,6 +62,9 @@ _MG_INT = {
     "--num-key-value-heads": "num_query_groups",  # Megatron-DeepSpeed's GQA (arguments.py 4efb479d :444-449, :623)
     "--moe-router-topk": "moe_router_topk", "--moe-ffn-hidden-size": "moe_ffn_hidden_size",
     "--kv-channels": "kv_channels",
+    "--moe-shared-expert-intermediate-size": "moe_shared_expert_intermediate_size",
+    "--q-lora-rank": "q_lora_rank", "--kv-lora-rank": "kv_lora_rank", "--qk-head-dim": "qk_head_dim",
+    "--qk-pos-emb-head-dim": "qk_pos_emb_head_dim", "--v-head-dim": "v_head_dim",
 }
 MDS_FLASH_FLAGS = {"--use-flash-attn": "flash", "--use-flash-attn-v1": "flash", "--use-flash-attn-v2": "flash2",
                    "--use-flash-attn-triton": "flash", "--use-flash-attn-builder": "flash"}
@@ -77,6 +80,7 @@ _MG_FLAGS0 = {"--sequence-parallel", "--use-distributed-optimizer", "--use-megat
               "--fp8-param-gather", "--moe-layer-recompute", "--cpu-offloading", "--no-overlap-p2p-communication",
               "--deepspeed-activation-checkpointing", "--partition-activations", "--cpu-optimizer",
               "--fp16-lm-cross-entropy", "--swiglu", "--use-mcore-models", "--group-query-attention",
+              "--multi-latent-attention",
               "--overlap-moe-expert-parallel-comm", "--delay-wgrad-compute", "--cross-entropy-loss-fusion",
               "--moe-permute-fusion", "--moe-router-fusion", "--no-check-for-nan-in-loss-and-grad",
               "--enable-cuda-graph", "--external-cuda-graph", "--use-precision-aware-optimizer",
@@ -796,6 +800,10 @@ def read_args(words: list[Word], s: Settings, typos: bool = True) -> None:
             pass
         elif f == "--use-tp-pp-dp-mapping":
             s.put("rank_order", "tp-cp-ep-pp-dp", a.evidence)
+        elif f == "--multi-latent-attention":
+            s.put("multi_latent_attention", True, a.evidence)
+        elif f == "--moe-layer-freq":
+            s.put("moe_layer_freq", one_value(a).text, a.evidence)
         elif f == "--sequence-parallel":
             s.put("sequence_parallel", True, a.evidence)
         elif f == "--use-distributed-optimizer":
@@ -1143,6 +1151,46 @@ def window_layers(s: Settings) -> None:
         s.put("sliding_window", left + 1, f"{size_ev} (Megatron's left {left} tokens, the query's own besides)")
 
 
+MLA_DEFAULTS = (("kv_lora_rank", 32, "--kv-lora-rank"), ("qk_head_dim", 128, "--qk-head-dim"),
+                ("qk_pos_emb_head_dim", 64, "--qk-pos-emb-head-dim"), ("v_head_dim", 128, "--v-head-dim"))
+"""Megatron-LM's MLA arguments a launch with --multi-latent-attention leaves out, at their argparse defaults
+(megatron/training/arguments.py core d98e8a64 :3548-3557; --q-lora-rank's is None, no query compression)."""
+
+
+def _moe_and_mla_defaults(s: Settings) -> None:
+    """The MoE layers and the MLA widths a Megatron-LM launch trains, for the audit to compare with --model (a user
+    trial: Megatron-LM's DeepSeek-V3 script without --moe-layer-freq, with it at [1]*61, or with another
+    --kv-lora-rank and shared-expert width, was priced as DeepSeek-V3 each time).  --moe-layer-freq N makes layer i
+    MoE where i % N == 0, a list expression names each layer; without it every layer is MoE (default 1: arguments.py
+    :3520, gpt_layer_specs.py get_moe_layer_pattern :647-657).  Megatron-DeepSpeed's --expert-interval is read
+    elsewhere (_deepspeed_moe_gate)."""
+    layers = s.value("num_layers")
+    if s.has("num_experts") and layers is not None and not s.has("num_moe_layers") and not s.megatron_deepspeed:
+        text, where = s.value("moe_layer_freq"), s.sources.get("moe_layer_freq")
+        if text is None:
+            text, where = "1", (f"default ({s.sources['num_experts']} without --moe-layer-freq: Megatron-LM's "
+                                f"default 1 makes every layer MoE, arguments.py :3520)")
+        if "[" in text:
+            count = sum(layer_pattern(text, layers, "--moe-layer-freq", where))
+        else:
+            every = read_int(text, "--moe-layer-freq", where, minimum=1)
+            count = len(range(0, layers, every))
+        s.put("num_moe_layers", count, f"{where}: {count} MoE layers of {layers} (gpt_layer_specs.py "
+                                       f"get_moe_layer_pattern)")
+    if s.has("num_experts") and not s.has("moe_shared_expert_intermediate_size") and not s.megatron_deepspeed:
+        s.put("moe_shared_expert_intermediate_size", 0,
+              f"default ({s.sources['num_experts']} without --moe-shared-expert-intermediate-size: no shared expert, "
+              f"Megatron-LM's None)")
+    if not s.has("multi_latent_attention") and s.has("num_layers") and not s.megatron_deepspeed:
+        s.put("multi_latent_attention", False, f"default (no --multi-latent-attention beside "
+                                               f"{s.sources['num_layers']}: standard attention)")
+    if s.value("multi_latent_attention"):
+        for name, default, flag in MLA_DEFAULTS:
+            if not s.has(name):
+                s.put(name, default, f"default (no {flag} beside {s.sources['multi_latent_attention']}: Megatron-LM's "
+                                     f"{default}, arguments.py :3548-3557)")
+
+
 def model_defaults(s: Settings) -> None:
     """The model dimensions Megatron-LM (and Megatron-DeepSpeed) trains when a launch that states its model
     (--hidden-size, --num-attention-heads) leaves them out, each with its source, for the audit to compare with
@@ -1153,6 +1201,7 @@ def model_defaults(s: Settings) -> None:
     Not for a Megatron-Bridge config, whose model provider has its own defaults."""
     if not s.megatron_lm or s.bridge or s.hf_trainer or s.hf_precision is not None or s.model_elsewhere:
         return  # a variable the files do not set, --use-checkpoint-args or --yaml-cfg may state what is left out
+    _moe_and_mla_defaults(s)
     model_args = ("num_layers", "hidden_size", "num_attention_heads")
     if not any(s.has(n) for n in model_args):
         # Megatron-LM requires them (arguments.py validate_args _check_arg_is_not_none, core_v0.19.0 :1314-1317): a

@@ -184,6 +184,22 @@ class LaunchLayout(Frozen):
     allocator_conf: str | None = None
     """PyTorch's allocator settings the launch line runs with (PYTORCH_ALLOC_CONF, else PYTORCH_CUDA_ALLOC_CONF): ""
     for a launch line without either, None where the files have no launch line (audit.core._allocator_note)."""
+    moe_layer_freq: str | None = None
+    """Megatron-LM --moe-layer-freq as the files give it (an integer N, every N-th layer MoE, or a list expression);
+    readers.megatron.model_defaults counts its MoE layers into num_moe_layers."""
+    moe_shared_expert_intermediate_size: int | None = Field(default=None, ge=0)
+    """Megatron-LM --moe-shared-expert-intermediate-size: the shared experts' total width (0: none, Megatron-LM's
+    default for an MoE launch without it; None: not read)."""
+    multi_latent_attention: bool | None = None
+    """Megatron-LM --multi-latent-attention: the attention is MLA (its ranks and head widths below); False for a
+    Megatron-LM launch without it (None: not read)."""
+    q_lora_rank: int | None = Field(default=None, ge=1)
+    kv_lora_rank: int | None = Field(default=None, ge=1)
+    qk_head_dim: int | None = Field(default=None, ge=1)
+    qk_pos_emb_head_dim: int | None = Field(default=None, ge=1)
+    v_head_dim: int | None = Field(default=None, ge=1)
+    """MLA's query and KV compression ranks and head widths (--q-lora-rank, --kv-lora-rank, --qk-head-dim,
+    --qk-pos-emb-head-dim, --v-head-dim), compared with --model's where the files run MLA."""
     launch_environment: tuple[str, ...] = ()
     """The runtime variables the launch line runs with that no priced field reads (`NAME=value`: NCCL_*, NVTE_*,
     TORCH_*, ... of shell.WATCHED_PREFIXES, not CUDA_DEVICE_MAX_CONNECTIONS or the allocator's), by name:
@@ -376,6 +392,14 @@ class JobRead:
     device_max_connections: str | None = None
     allocator_conf: str | None = None
     launch_environment: tuple[str, ...] | None = None
+    moe_layer_freq: str | None = None
+    moe_shared_expert_intermediate_size: int | None = None
+    multi_latent_attention: bool | None = None
+    q_lora_rank: int | None = None
+    kv_lora_rank: int | None = None
+    qk_head_dim: int | None = None
+    qk_pos_emb_head_dim: int | None = None
+    v_head_dim: int | None = None
     vocab_size: int | None = None
     model_ref: str | None = None
     num_layers: int | None = None
