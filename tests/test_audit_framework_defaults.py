@@ -694,3 +694,29 @@ def test_torchtitan_030_with_cuda_graphs_and_a_pipeline_does_not_start(tmp_path)
     assert "training.disable_cuda_graphs = False" in out.stderr and "pp.sh:1" in out.stderr
     path.write_text(line.format(extra=" --training.disable_cuda_graphs"))
     assert CliRunner().invoke(main, common).exit_code in (0, 1)
+
+
+@pytest.mark.parametrize(("module", "config", "model", "gpus"), [
+    ("qwen3", "qwen3_30b_a3b", "qwen3-30b-a3b", "8"), ("gpt_oss", "gpt_oss_120b", "gpt-oss-120b", "8")])
+def test_torchtitan_030_with_cuda_graphs_and_a_named_all_to_all_config_does_not_start(tmp_path, module, config, model,
+                                                                                       gpus) -> None:
+    """0.3.0's _validate_cuda_graphs refuses expert parallelism under a dispatcher that syncs with the host; its
+    shipped qwen3_30b_a3b and gpt_oss_120b build the all-to-all one (moe_comm_backend 'standard'), so the named config
+    fixes it (a user trial: qwen3_30b_a3b at EP 8 was priced, exit 1, with a line saying the files do not show the
+    dispatcher)."""
+    from click.testing import CliRunner
+
+    from placement.cli import main
+
+    line = (f"torchrun --nproc-per-node 8 -m torchtitan.train --module {module} --config {config} "
+            f"--parallelism.expert_parallel_degree 8 --training.local_batch_size 1{{extra}}\n")
+    path = tmp_path / "ep.sh"
+    common = ["audit", "--launch", str(path), "--model", model, "--cluster", "dgx-h100", "--gpus", gpus]
+    path.write_text(line.format(extra=""))
+    out = CliRunner().invoke(main, common)
+    assert out.exit_code == 2 and "Traceback" not in out.output, out.output
+    assert "CUDA graphs with expert parallelism 8" in out.stderr and f"under {config}" in out.stderr
+    assert "without CPU synchronization" in out.stderr and "does not start" in out.stderr
+    assert "--training.disable_cuda_graphs" in out.stderr
+    path.write_text(line.format(extra=" --training.disable_cuda_graphs"))
+    assert CliRunner().invoke(main, common).exit_code in (0, 1)

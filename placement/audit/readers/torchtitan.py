@@ -563,6 +563,20 @@ def _converters(facts: dict[str, tuple], get, s: Settings) -> None:
                          f"without them")
 
 
+HOST_SYNC_DISPATCH_CONFIGS = {
+    **dict.fromkeys(("qwen3_30b_a3b", "qwen3_moe_debug", "deepseek_v3_16b", "deepseek_v3_671b",
+                     "deepseek_v3_671b_float8", "gpt_oss_20b", "gpt_oss_120b"),
+                    "the all-to-all one (moe_comm_backend 'standard')"),
+    "qwen3_moe_deepep": "DeepEP without its static-shape layout",
+}
+"""torchtitan 0.3.0's shipped MoE configs whose dispatcher syncs with the host, which its CUDA-graph check refuses with
+expert parallelism: each builds its model with model_registry's default moe_comm_backend "standard"
+(AllToAllTokenDispatcher; models/qwen3/__init__.py:477, deepseek_v3/__init__.py:619, gpt_oss/__init__.py:390,
+models/common/config_utils.py make_token_dispatcher_config), qwen3_moe_deepep with DeepEP not `cudagraphable`
+(config_registry.py:422).  A user trial: qwen3_30b_a3b at expert_parallel_degree 8 was priced, exit 1.  The
+_hybridep and _minimal_async_ep configs pass the check."""
+
+
 def _cuda_graphs(get, s: Settings, version3: bool) -> None:
     """torchtitan 0.3.0 captures each micro-batch's forward and backward in one CUDA graph unless told
     (training.disable_cuda_graphs False, config/configs.py:66; trainer.py:613-614 wrap_with_cuda_graph), and
@@ -582,7 +596,15 @@ def _cuda_graphs(get, s: Settings, version3: bool) -> None:
                             "torchtitan 0.3.0 refuses it (trainer.py _validate_cuda_graphs: 'CUDA graphs do not "
                             "support pipeline parallelism yet. Set --training.disable_cuda_graphs.')",
                             "set training.disable_cuda_graphs = true (--training.disable_cuda_graphs)")
-    if s.value("ep", 1) > 1:  # the model code's dispatcher decides, which the files do not show
+    config, cev = get("config")
+    if s.value("ep", 1) > 1 and config in HOST_SYNC_DISPATCH_CONFIGS:  # the named config fixes the dispatcher
+        raise start_refusal(where, f"CUDA graphs with expert parallelism {s.value('ep')} ({s.sources['ep']}) under "
+                                   f"{config} ({cev}), whose token dispatcher is "
+                                   f"{HOST_SYNC_DISPATCH_CONFIGS[config]}",
+                            "torchtitan 0.3.0 refuses it (trainer.py _validate_cuda_graphs: 'CUDA graphs support "
+                            "only expert parallel token dispatcher configurations without CPU synchronization')",
+                            "set training.disable_cuda_graphs = true (--training.disable_cuda_graphs)")
+    if s.value("ep", 1) > 1:  # a config the files do not name, or one of the user's own: its dispatcher decides
         s.ignored.append(f"CUDA graphs: torchtitan 0.3.0 refuses them with expert parallelism unless its dispatcher "
                          f"is MinimalAsyncEP or HybridEP with a non_blocking_capacity_factor, and stops at start "
                          f"(trainer.py:179-210 _validate_cuda_graphs) unless --training.disable_cuda_graphs "
