@@ -245,10 +245,12 @@ def forced_fields(framework: str) -> tuple[str, ...]:
 
 
 def forced(ctx: EmitContext, framework: str, precision: str | None = None,
-           config: str | None = None, runs: Runs | None = None) -> list[tuple[str, object, str]]:
+           config: str | None = None, runs: Runs | None = None,
+           written: frozenset[str] = frozenset()) -> list[tuple[str, object, str]]:
     """(field, value, why) for each recipe value the framework always runs (frameworks.recipe_rows: its
     CAPABILITIES rows, and those of the torchtitan `config` the files name) where the plan was priced with another,
-    for files that run `precision` (default: the plan's).
+    for files that run `precision` (default: the plan's); not the fields in `written`, which the files set to the
+    plan's value themselves (MaxText's attention: cudnn_flash_te).
 
     For the warnings (`runs` None) a row of one precision's (an FP8 recipe) holds where the plan and the files are
     both at it: a file at another precision than the plan says so in a warning of its own.  For what the files run
@@ -266,7 +268,7 @@ def forced(ctx: EmitContext, framework: str, precision: str | None = None,
                                 | ({} if runs is None else runs.recipe))
     return [(name, value, why) for name, value, why in rows
             if (runs is not None or row_applies(name, ctx.plan.precision)) and name not in taken
-            and priced_value(ctx, name) != value and matters(name, lay, run)]
+            and priced_value(ctx, name) != value and matters(name, lay, run) and name not in written]
 
 
 def priced_value(ctx: EmitContext, name: str):
@@ -281,18 +283,18 @@ def priced_value(ctx: EmitContext, name: str):
 
 
 def runs_forced(ctx: EmitContext, framework: str, runs: Runs, precision: str | None = None,
-                config: str | None = None) -> None:
+                config: str | None = None, written: frozenset[str] = frozenset()) -> None:
     """Add to `runs` each value the framework always runs where the plan was priced with another (`forced`)."""
-    for name, value, _ in forced(ctx, framework, precision, config, runs):
+    for name, value, _ in forced(ctx, framework, precision, config, runs, written):
         runs.recipe[name] = value
         runs.what.append(f"{name} {_word(value)} (not {_word(priced_value(ctx, name))})")
 
 
 def forced_warnings(ctx: EmitContext, framework: str, precision: str | None = None,
-                    config: str | None = None) -> list[str]:
+                    config: str | None = None, written: frozenset[str] = frozenset()) -> list[str]:
     """A warning for each value the framework always runs where the plan was priced with another (`forced`)."""
     return [f"the plan is priced with {name} = {_word(priced_value(ctx, name))}, which this file cannot run: {why}"
-            for name, _, why in forced(ctx, framework, precision, config)]
+            for name, _, why in forced(ctx, framework, precision, config, written=written)]
 
 
 NOT_SETTINGS = frozenset({"routing_imbalance", "fused_model_ops", "moe_fusions", "norms_fused"})

@@ -64,6 +64,7 @@ from placement.emit.common import (
 from placement.frameworks import CAPABILITIES, MAXTEXT_SP
 from placement.specs import ModelSpec
 from placement.specs.recipe import RecomputeModule
+from placement.specs.training import AttentionKernel
 
 VERSION = "MaxText 0.2.5 (JAX 0.10.2)"
 
@@ -392,7 +393,6 @@ RUNS_INSTEAD = {
     "activation_func_fp8_input_store": "XLA keeps the MLP activation input as it compiles it",
     "recompute_num_layers": "remat_policy full recomputes every layer",
     "mtp_layers": "it trains without multi-token prediction modules",
-    "moe_capacity_factor": "its MoE routes dropless unless capacity_factor is set",
     "cross_entropy_fusion": "XLA compiles the loss itself",
     "loss_eager_float32": "XLA compiles the loss itself",
     "moe_einsum_dispatch": "its files leave base.yml's sparse_matmul true, the ragged-dot path: no one-hot mask GEMMs",
@@ -406,8 +406,9 @@ RUNS_INSTEAD = {
 """What MaxText runs instead of each recipe feature it cannot be told."""
 FORCED = common.forced_fields("maxtext")
 """Recipe fields MaxText runs at one value whatever the plan (frameworks.CAPABILITIES["maxtext"].recipe)."""
-STATED = frozenset({"cuda_launch_blocking"})
-"""Recipe fields the files state (the environment line)."""
+STATED = frozenset({"cuda_launch_blocking", "moe_capacity_factor"})
+"""Recipe fields the files state (the environment line; capacity_factor, under which MaxText drops the tokens over
+an expert's capacity, base.yml's -1 routing dropless)."""
 YOURS = frozenset({"cpu_affinity", "account_for_embedding", "account_for_loss", "pipeline_schedule",
                    "pipeline_p2p_whole", "pipeline_grads_whole", "pipeline_p2p_blocking", "pipeline_sends_mask",
                    "fp8_saves_16bit_inputs", "fp8_lm_head", "fp8_recasts_weights", "sp_saves_gathered_inputs",
@@ -415,6 +416,24 @@ YOURS = frozenset({"cpu_affinity", "account_for_embedding", "account_for_loss", 
 """Recipe fields the files cannot touch and the job's own setup decides: process binding (MaxText's processes are
 started by your launcher), and the pipeline's sends and split, which only priced pipelines have (MaxText plans
 run pp 1: frameworks.CAPABILITIES)."""
+
+
+TE_MAX_SEGMENTS = 32
+"""max_segments_per_seq beside attention: cudnn_flash_te (written_rows)."""
+
+
+def written_rows(ctx: EmitContext) -> frozenset[str]:
+    """The framework rows (frameworks.CAPABILITIES["maxtext"].recipe) these files override with the plan's value: a
+    plan priced with cuDNN's fused attention (flash) on a model without MLA gets `attention: "cudnn_flash_te"`,
+    Transformer Engine's cuDNN attention, which MaxText 0.2.5's own GPU configs run (configs/gpu/models/
+    mixtral_8x7b.yml:25, llama2_7b.yml:10), instead of the default Triton kernel (a user trial: the best plan of an
+    audited mixtral_8x7b.yml was priced with the Triton kernel, and the file said it "cannot run" cuDNN's), with
+    `max_segments_per_seq: 32` as those configs set it (:36, :16): with packing on, MaxText refuses TE attention
+    without it (configs/types.py:5329-5330; base.yml:865-867, "something like 32 for GPUs").  MLA's unequal query
+    and value head widths stay on the default kernel."""
+    mla = ctx.model is not None and ctx.model.mla is not None
+    return frozenset({"attention_kernel"}) if ctx.recipe.attention_kernel is AttentionKernel.FLASH and not mla \
+        else frozenset()
 
 
 def overrides(ctx: EmitContext) -> tuple[dict[str, object], MaxTextMesh, list[str], list[str]]:
@@ -462,6 +481,11 @@ def overrides(ctx: EmitContext) -> tuple[dict[str, object], MaxTextMesh, list[st
     keys |= pipe
     policy, reruns = remat_policy(ctx)
     keys["remat_policy"] = policy
+    if "attention_kernel" in written_rows(ctx):
+        keys["attention"] = "cudnn_flash_te"
+        keys["max_segments_per_seq"] = TE_MAX_SEGMENTS
+    if ctx.moe and ctx.recipe.moe_capacity_factor is not None:  # tokens over it are dropped (base.yml: -1, dropless)
+        keys["capacity_factor"] = float(ctx.recipe.moe_capacity_factor)
     unsaved = moe_names_unsaved(ctx, policy)
     mla = ctx.model is not None and ctx.model.mla is not None
     if unsaved and mla:
@@ -491,7 +515,7 @@ def overrides(ctx: EmitContext) -> tuple[dict[str, object], MaxTextMesh, list[st
     warnings += more + more2 + recipe_warnings(ctx, "MaxText 0.2.5", RUNS_INSTEAD, reruns)
     if lay.recompute == "selective" and RecomputeModule.MLP_UP not in reruns:
         warnings.append(ACTIVATION_RECOMPUTED.format(keys["remat_policy"]))
-    warnings += common.forced_warnings(ctx, "maxtext")
+    warnings += common.forced_warnings(ctx, "maxtext", written=written_rows(ctx))
     notes = [
         f"placement -> MaxText axes: tp -> tensor, cp -> context, pp -> stage, dp -> {zero_words(ctx, mesh)}"
         + (f", ep -> expert (the innermost {lay.ep} data-parallel ranks)" if lay.ep > 1 else ""),
@@ -649,7 +673,7 @@ def runs(ctx: EmitContext, mesh: MaxTextMesh) -> Runs:
         out.recipe["optimizer_over_replicas"] = True
         out.what.append(f"the optimizer state and float32 weights sharded over data {s['data']} too (this file's "
                         f"shard_optimizer_over_data: true beside the weights' sharding)")
-    common.runs_forced(ctx, "maxtext", out)
+    common.runs_forced(ctx, "maxtext", out, written=written_rows(ctx))
     common.runs_model(ctx, "maxtext", out)
     vocab = MODEL_VOCABULARY.get(catalog_model(ctx))
     if vocab is not None and ctx.model is not None and vocab != ctx.model.vocab_size:

@@ -1,0 +1,52 @@
+"""MaxText files write what the plan prices where MaxText can be told it: `attention: "cudnn_flash_te"` (with
+`max_segments_per_seq: 32`, which MaxText 0.2.5 requires beside it under packing) for a plan priced with cuDNN's fused
+attention, and `capacity_factor` for a plan priced with token dropping (a user trial: the best plan's maxtext.yml of
+maxtext's own configs/gpu/models/mixtral_8x7b.yml dropped both, said MaxText "cannot be told" them, and ran 17.7 %
+slower than its plan)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from click.testing import CliRunner
+
+from placement.cli import main
+
+MIXTRAL = ('base_config: "base.yml"\nmodel_name: "mixtral-8x7b"\nhardware: "gpu"\nper_device_batch_size: 12\n'
+           'max_target_length: 4096\nattention: "cudnn_flash_te"\nremat_policy: "minimal_with_context"\n'
+           'capacity_factor: 1.0\nmax_segments_per_seq: 32\n')
+"""maxtext 0.2.5 configs/gpu/models/mixtral_8x7b.yml's layout and recipe keys."""
+
+
+def _audit(path, *extra: str) -> dict:
+    got = CliRunner().invoke(main, ["--reproducible", "audit", "--launch", str(path), "--model", "mixtral-8x7b",
+                                    "--cluster", "dgx-h100", "--gpus", "64", "--json", *extra])
+    assert got.exit_code in (0, 1), got.output[:2000]
+    return json.loads(got.stdout)
+
+
+def test_the_best_plans_file_keeps_cudnn_attention_and_the_capacity_factor(tmp_path) -> None:
+    job = tmp_path / "mixtral_8x7b.yml"
+    job.write_text(MIXTRAL)
+    out = tmp_path / "out"
+    first = _audit(job, "--out", str(out))
+    text = (out / "maxtext.yml").read_text()
+    assert re.search(r'^attention: "cudnn_flash_te"$', text, re.M)
+    assert re.search(r"^max_segments_per_seq: 32$", text, re.M)
+    assert re.search(r"^capacity_factor: 1\.0$", text, re.M)
+    assert "# this file runs" not in text and "cannot be told" not in text and "cannot run" not in text
+    # the written file, audited, is the best plan
+    again = _audit(out / "maxtext.yml")
+    assert again["estimate"]["step_time_s"] == first["best"]["step_time_s"]
+
+
+def test_an_mla_plan_keeps_maxtexts_default_attention(tmp_path) -> None:
+    out = tmp_path / "dsv3"
+    got = CliRunner().invoke(main, ["evaluate", "--model", "deepseek-v3", "--gpus", "256", "--tp", "1", "--pp", "1",
+                                    "--ep", "32", "--cp", "1", "--mbs", "1", "--zero", "3", "--recompute", "full",
+                                    "--emit", "maxtext", "--out", str(out)])
+    assert got.exit_code in (0, 1), got.output[:2000]
+    text = (out / "maxtext.yml").read_text()
+    assert not re.search(r"^attention:", text, re.M)
+    assert "attention_kernel flash2 (not flash)" in text  # priced as the default Triton kernel runs
