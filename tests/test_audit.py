@@ -597,3 +597,17 @@ def test_a_nodelist_longer_than_the_job_is_told_the_hosts_of_its_host_order(tmp_
                                        "--hosts", str(hosts)])
     assert result.exit_code == 2
     assert f"those of --hosts {hosts}: --nodelist 'gpu[0040,0038]'" in result.stderr
+
+
+def test_a_job_without_a_searched_plan_gets_no_changes(tmp_path: Path) -> None:
+    """torchtitan's llama3_70b on 8 H100 fits no layout, so no plan is searched; the change list once still offered
+    `+ --training.global_batch_size 8` (the files leave the batch to torchtitan) under "the job as launched is the
+    only plan priced" (a user trial, torchtitan's own run_train.sh)."""
+    script = tmp_path / "run_train.sh"
+    script.write_text("torchrun --nproc_per_node=8 -m torchtitan.train --module llama3 --config llama3_70b "
+                      "--parallelism.tensor_parallel_degree 8\n")
+    job = ["--model", "llama3-70b", "--cluster", "dgx-h100", "--gpus", "8", "--launch", str(script)]
+    data = audit_json(*job)
+    assert data["no_better_plan"] is not None and "does not fit" in data["no_better_plan"]
+    assert data["changes"] == [] and data["changes_withheld"] == []
+    assert "no changes: placement found no other plan" in run("audit", *job)[1]

@@ -2656,6 +2656,8 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
             if c["argument"] == NODE_ORDER and c["from"] is not None:
                 c["from_arg"] = f"{NODE_ORDER_ASSUMED} {c['from']}"
                 c["assumed"] = True
+    if no_better is not None:  # no plan searched, nothing to change to (a user trial read
+        changes = []           # `+ --training.global_batch_size 8` under "the job as launched is the only plan priced")
     withheld = []
     if plan.fits and changes and best.step_time_s > plan.step_time_s * (1 - MIN_CHANGE_GAIN):
         # a user trial was offered ten changes, a move to Megatron-FSDP and a new checkpoint format among them, for
