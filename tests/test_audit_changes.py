@@ -441,3 +441,25 @@ def test_the_written_files_values_are_read_as_the_shell_splits_its_array(tmp_pat
     # the array's last element with a value: read without the closing parenthesis
     text = "PLACEMENT_ARGS=(--num-layers 32 --moe-router-topk-scaling-factor 2.5)\n"
     assert written_arguments(text) == {"--num-layers": "32", "--moe-router-topk-scaling-factor": "2.5"}
+
+
+def test_a_megatron_deepspeed_job_without_a_pipeline_cites_no_pipeline_engine(tmp_path):
+    """Under --no-pipeline-parallel the model is no PipelineModule: the source of the (unpriced at pp 1) blocking
+    sends says so, where it cited the PipelineEngine's blocking sends (a user trial on Megatron-DeepSpeed's
+    ds_pretrain_gpt_30B_seq_parallel_32k.sh)."""
+    import json as _json
+    from pathlib import Path
+
+    from click.testing import CliRunner
+
+    from placement.cli import main
+
+    source = Path(__file__).parent / "data" / "audit" / "megatron-deepspeed" / "run-175b.sh"
+    script = tmp_path / "run-175b.sh"
+    script.write_text(source.read_text().replace("NODES=1\n", "NODES=16\n"))
+    assert "--no-pipeline-parallel" in script.read_text()
+    res = CliRunner().invoke(main, ["audit", "--launch", str(script), "--model", "gpt3-175b", "--cluster", "dgx-h100",
+                                    "--gpus", "128", "--json"])
+    assert res.exit_code in (0, 1), res.output[-2000:]
+    why = _json.loads(res.stdout)["layout"]["sources"]["recipe.pipeline_p2p_blocking"]
+    assert "no PipelineEngine runs" in why and "sends and receives between stages" not in why

@@ -893,8 +893,11 @@ def read_args(words: list[Word], s: Settings, typos: bool = True) -> None:
         _old_megatron(given, s)
     if deepspeed_flag is not None and not hf:  # Megatron-DeepSpeed pipelines with DeepSpeed's PipelineEngine
         s.put("recipe.pipeline_p2p_blocking", True,
-              f"{deepspeed_flag.evidence} (DeepSpeed's PipelineEngine sends and receives between stages one "
-              f"blocking call after another: runtime/pipe/schedule.py, runtime/pipe/p2p.py)")
+              f"{deepspeed_flag.evidence} (DeepSpeed's PipelineEngine sends and receives between stages one blocking "
+              f"call after another: runtime/pipe/schedule.py, runtime/pipe/p2p.py)"
+              if "--no-pipeline-parallel" not in given else
+              f"{deepspeed_flag.evidence}; {given['--no-pipeline-parallel'].evidence} (the model is no PipelineModule: "
+              f"no PipelineEngine runs and no stage sends, so this prices nothing at pp 1)")
     zero = s.entry("zero_stage")
     pipeline_module = (deepspeed_flag is not None and not hf and bool(MEGATRON_MODEL_FLAGS & {a.flag for a in args})
                        and bool(PIPELINE_MODULE_FLAGS & set(given)) and "--no-pipeline-parallel" not in given)
