@@ -50,3 +50,15 @@ def test_an_mla_plan_keeps_maxtexts_default_attention(tmp_path) -> None:
     text = (out / "maxtext.yml").read_text()
     assert not re.search(r"^attention:", text, re.M)
     assert "attention_kernel flash2 (not flash)" in text  # priced as the default Triton kernel runs
+
+
+def test_a_context_parallel_plan_keeps_maxtexts_default_attention(tmp_path) -> None:
+    """MaxText's TE attention refuses packed sequences with context parallelism unless the ring load-balances
+    (layers/attention_op.py), which these files do not set: a cp 2 plan keeps the default kernel, priced as it runs."""
+    out = tmp_path / "cp"
+    got = CliRunner().invoke(main, ["evaluate", "--model", "llama3-8b", "--gpus", "16", "--tp", "1", "--pp", "1",
+                                    "--cp", "2", "--mbs", "1", "--zero", "3", "--recompute", "full",
+                                    "--emit", "maxtext", "--out", str(out)])
+    assert got.exit_code in (0, 1), got.output[:2000]
+    text = (out / "maxtext.yml").read_text()
+    assert not re.search(r"^attention:", text, re.M) and "attention_kernel flash2 (not flash)" in text

@@ -430,10 +430,13 @@ def written_rows(ctx: EmitContext) -> frozenset[str]:
     audited mixtral_8x7b.yml was priced with the Triton kernel, and the file said it "cannot run" cuDNN's), with
     `max_segments_per_seq: 32` as those configs set it (:36, :16): with packing on, MaxText refuses TE attention
     without it (configs/types.py:5329-5330; base.yml:865-867, "something like 32 for GPUs").  MLA's unequal query
-    and value head widths stay on the default kernel."""
+    and value head widths stay on the default kernel, and so does context parallelism: TE's attention over packed
+    sequences refuses it unless the ring strategy load-balances (layers/attention_op.py:2693-2695, "Packing is only
+    supported for load balanced ring attention with context parallelism"), and these files keep base.yml's
+    all-gather."""
     mla = ctx.model is not None and ctx.model.mla is not None
-    return frozenset({"attention_kernel"}) if ctx.recipe.attention_kernel is AttentionKernel.FLASH and not mla \
-        else frozenset()
+    cudnn = ctx.recipe.attention_kernel is AttentionKernel.FLASH and not mla and ctx.plan.layout.cp == 1
+    return frozenset({"attention_kernel"}) if cudnn else frozenset()
 
 
 def overrides(ctx: EmitContext) -> tuple[dict[str, object], MaxTextMesh, list[str], list[str]]:
