@@ -511,14 +511,21 @@ def finish(v: dict[str, tuple[Any, str]], ignored: list[str]) -> dict[str, tuple
             raise InputError(f"{mu[1]}: mu_dtype {mu[0]!r}; MaxText takes a JAX dtype name such as float32 or "
                              f"bfloat16 (or leaves it empty, to follow weight_dtype)")
         out["recipe.optimizer_state_bf16"] = (str(mu[0]).lower() != "float32", mu[1])
-    # MoE token dropping: capacity_factor > 0 caps each expert's tokens (base.yml default -1, dropless)
+    # MoE token dropping: capacity_factor > 0 caps each expert's tokens (base.yml default -1, dropless), on the
+    # dense_matmul path only (layers/moe.py generate_masks); the sparse_matmul path (base.yml true) never reads it and
+    # drops nothing unless ragged_buffer_factor > 0 (a review: a sparse job's capacity_factor 1.0 was priced dropping)
+    sparse, sev = keys.get("sparse_matmul", (True, BASE_SOURCE))
     cap = keys.get("capacity_factor")
     capped = cap is not None and isinstance(cap[0], (int, float)) and not isinstance(cap[0], bool) and cap[0] > 0
+    if capped and str(sparse).lower() != "false":
+        ignored.append(f"capacity_factor {cap[0]} ({cap[1]}): read only by MaxText's dense_matmul path "
+                       f"(layers/moe.py generate_masks); under sparse_matmul ({sev}) the experts take every routed "
+                       f"token (ragged_buffer_factor -1, base.yml): priced dropless")
+        capped = False
     if capped:
         out["recipe.moe_capacity_factor"] = (float(cap[0]), cap[1])
     # MoE without sparse_matmul (base.yml true): layers/moe.py dense_matmul, which with a capacity factor dispatches
     # and combines each sequence by one-hot mask einsums, and without one runs every expert on every token
-    sparse, sev = keys.get("sparse_matmul", (True, BASE_SOURCE))
     experts = keys.get("num_experts", (1, BASE_SOURCE))[0]
     unsaved = experts_unsaved(kept_names) if kept_names is not None else []
     if unsaved and str(sparse).lower() != "false":

@@ -393,6 +393,9 @@ RUNS_INSTEAD = {
     "activation_func_fp8_input_store": "XLA keeps the MLP activation input as it compiles it",
     "recompute_num_layers": "remat_policy full recomputes every layer",
     "mtp_layers": "it trains without multi-token prediction modules",
+    "moe_capacity_factor": "its MoE runs base.yml's sparse_matmul path, which these files keep and which never reads "
+                           "capacity_factor (only dense_matmul does: layers/moe.py generate_masks): the experts take "
+                           "every routed token",
     "cross_entropy_fusion": "XLA compiles the loss itself",
     "loss_eager_float32": "XLA compiles the loss itself",
     "moe_einsum_dispatch": "its files leave base.yml's sparse_matmul true, the ragged-dot path: no one-hot mask GEMMs",
@@ -406,9 +409,8 @@ RUNS_INSTEAD = {
 """What MaxText runs instead of each recipe feature it cannot be told."""
 FORCED = common.forced_fields("maxtext")
 """Recipe fields MaxText runs at one value whatever the plan (frameworks.CAPABILITIES["maxtext"].recipe)."""
-STATED = frozenset({"cuda_launch_blocking", "moe_capacity_factor"})
-"""Recipe fields the files state (the environment line; capacity_factor, under which MaxText drops the tokens over
-an expert's capacity, base.yml's -1 routing dropless)."""
+STATED = frozenset({"cuda_launch_blocking"})
+"""Recipe fields the files state (the environment line)."""
 YOURS = frozenset({"cpu_affinity", "account_for_embedding", "account_for_loss", "pipeline_schedule",
                    "pipeline_p2p_whole", "pipeline_grads_whole", "pipeline_p2p_blocking", "pipeline_sends_mask",
                    "fp8_saves_16bit_inputs", "fp8_lm_head", "fp8_recasts_weights", "sp_saves_gathered_inputs",
@@ -487,8 +489,6 @@ def overrides(ctx: EmitContext) -> tuple[dict[str, object], MaxTextMesh, list[st
     if "attention_kernel" in written_rows(ctx):
         keys["attention"] = "cudnn_flash_te"
         keys["max_segments_per_seq"] = TE_MAX_SEGMENTS
-    if ctx.moe and ctx.recipe.moe_capacity_factor is not None:  # tokens over it are dropped (base.yml: -1, dropless)
-        keys["capacity_factor"] = float(ctx.recipe.moe_capacity_factor)
     unsaved = moe_names_unsaved(ctx, policy)
     mla = ctx.model is not None and ctx.model.mla is not None
     if unsaved and mla:
