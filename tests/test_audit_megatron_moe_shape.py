@@ -51,3 +51,24 @@ def test_the_model_as_stated_is_priced(tmp_path, dsv3_script):
     got = _audit(tmp_path, dsv3_script)
     assert got.exit_code in (0, 1), got.output[:2000]
     assert "but model deepseek-v3 has" not in got.output
+
+
+def test_a_log_prints_the_layer_pattern_evaluated(tmp_path):
+    """A Megatron-LM log prints --moe-layer-freq as the list it evaluated to ([0, 0, 1, ...]); the reader once skipped
+    it as an object no flag spells and took the default, every layer MoE (a review: a DeepSeek-V3 log was refused)."""
+    from pathlib import Path
+
+    from placement.audit.launch import parse_launch
+
+    log = (Path(__file__).parent / "data" / "audit" / "megatron" / "train_llama3_8b_h100_fp8.log").read_text()
+    pattern = "[" + ", ".join(["0"] * 2 + ["1"] * 30) + "]"
+    assert "  moe_layer_freq .................................. 1\n" in log
+    edited = (log.replace("  moe_layer_freq .................................. 1\n",
+                          f"  moe_layer_freq .................................. {pattern}\n")
+              .replace("  num_experts ..................................... None\n",
+                       "  num_experts ..................................... 8\n"))
+    path = tmp_path / "moe.log"
+    path.write_text(edited)
+    launch = parse_launch([path])
+    assert launch.num_moe_layers == 30, launch.sources.get("num_moe_layers")
+    assert "moe_layer_freq" in launch.sources["num_moe_layers"]

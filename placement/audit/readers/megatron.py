@@ -2213,6 +2213,10 @@ def read_log(path: Path, s: Settings) -> None:
         if name in ("data_parallel_size", "world_size") and value.isdigit():
             s.put("dp" if name == "data_parallel_size" else "world_size", int(value), str(org))
             continue
+        if name == "moe_layer_freq" and value.startswith("["):  # printed evaluated, one 0/1 per layer (a review: a
+            # DeepSeek-V3 log was refused as all-MoE, its list skipped as an object no flag spells)
+            words += [Word("--moe-layer-freq", org, org), Word("".join(value.split()), org, org)]
+            continue
         if value in ("None", "False") or value.startswith(("[", "{", "(", "<", "torch.")) or name.startswith("_") \
                 or _LOG_DEFAULTS.get(name) == value:
             continue  # unset, off, or a Python object no flag spells
