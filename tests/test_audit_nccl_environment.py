@@ -134,3 +134,24 @@ def test_a_plan_without_an_audited_job_names_no_runtime_variables(tmp_path):
                                        "--emit", "megatron", "--out", str(out)])
     assert result.exit_code == 0, result.output
     assert "not set here, though the audited job" not in (out / "megatron.sh").read_text()
+
+
+def test_a_runtime_value_with_spaces_or_a_newline_stays_one_commented_word(tmp_path):
+    """A review: a value with a newline (`export NVTE_X="a<newline>b"`) put an uncommented line into the written
+    megatron.sh, and `NCCL_DEBUG_SUBSYS=INIT COLL` read as two variables: each value is quoted, on one line."""
+    import shlex
+    import subprocess
+
+    script = tmp_path / "train.sh"
+    script.write_text('#!/bin/bash\nexport NVTE_X="a\nb"\nexport NCCL_DEBUG_SUBSYS="INIT COLL"\n'
+                      'export XLA_FLAGS="--xla_gpu_enable_latency_hiding_scheduler=true"\n'
+                      f"{MIXTRAL_8X7B}\n")
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, ["--reproducible", "audit", "--launch", str(script), "--model", "mixtral-8x7b",
+                                       "--gpus", "64", "--out", str(out)])
+    assert result.exit_code in (0, 1), result.output
+    text = (out / "megatron.sh").read_text()
+    named = re.search(r"^# not set here, though the audited job's launch sets them: (.*?); the prediction", text, re.M)
+    assert named and shlex.split(named.group(1)) == [
+        "NCCL_DEBUG_SUBSYS=INIT COLL", "NVTE_X=a b", "XLA_FLAGS=--xla_gpu_enable_latency_hiding_scheduler=true"]
+    assert subprocess.run(["bash", "-n", str(out / "megatron.sh")]).returncode == 0

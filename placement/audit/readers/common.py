@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import re
+import shlex
 from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
@@ -553,7 +554,7 @@ def nccl_settings(launch: Launch, s: Settings) -> None:
 
 RUNTIME_KINDS = {"NVTE_": "a Transformer Engine setting", "TORCH_": "a PyTorch setting",
                  "NVSHMEM_": "an NVSHMEM setting", "UCX_": "a UCX setting", "FI_": "a libfabric setting",
-                 "OMP_": "an OpenMP setting"}
+                 "OMP_": "an OpenMP setting", "XLA_": "an XLA setting"}
 """The runtime variables besides NCCL's that the launch's environment reports (shell.WATCHED_PREFIXES), none priced."""
 
 
@@ -567,8 +568,10 @@ def runtime_settings(launch: Launch, s: Settings) -> None:
         kind = next((k for p, k in RUNTIME_KINDS.items() if name.startswith(p)), None)
         if kind is not None:
             s.ignored.append(f"{name}={word.text}: {kind}, not modelled ({word.evidence})")
-    if found:
-        s.put("launch_environment", tuple(f"{name}={word.text}" for name, word in found),
+    if found:  # each as the shell would take it back, on one line (a value may hold spaces, quotes or a newline)
+        s.put("launch_environment",
+              tuple(f"{name}={shlex.quote(' '.join(word.text.split()))}"
+                    + (f" (depends on {word.unresolved})" if word.unresolved else "") for name, word in found),
               "; ".join(word.evidence for _, word in found))
 
 
