@@ -241,6 +241,12 @@ def test_settings_read_or_noted_rather_than_dropped(tmp_path) -> None:
     config = tmp_path / "moe.yml"
     config.write_text("base_config: base.yml\nmodel_name: mixtral-8x7b\nper_device_batch_size: 1\n"
                       "ici_fsdp_parallelism: -1\ncapacity_factor: 1.25\nremat_policy: full\n")
+    # on base.yml's sparse_matmul path MaxText never reads capacity_factor (layers/moe.py generate_masks is the
+    # dense path's): noted, priced dropless; with sparse_matmul false it drops tokens and is priced so
+    got = _audit(config, "--model", "mixtral-8x7b", "--gpus", "64")
+    assert got["estimate"]["recipe"].get("moe_capacity_factor") is None
+    assert any(x.startswith("capacity_factor 1.25 (") for x in got["layout"]["ignored"])
+    config.write_text(config.read_text() + "sparse_matmul: false\n")
     est = _audit(config, "--model", "mixtral-8x7b", "--gpus", "64")["estimate"]
     assert est["recipe"]["moe_capacity_factor"] == 1.25
     assert "capacity_factor: 1.25" in est["recipe_sources"]["moe_capacity_factor"]

@@ -21,7 +21,7 @@ def _audit(tmp_path, name: str, model: str, gpus: int = 128):
 
 
 @pytest.mark.parametrize(("name", "model"), [("llama3.1-405b", "llama3-405b"), ("llama3.3-70b", "llama3-70b"),
-                                             ("llama3.1-8b", "llama3-8b")])
+                                             ("llama3.1-8b", "llama3-8b"), ("deepseek3-671b-2dfsdp", "deepseek-v3")])
 def test_a_llama_3_1_name_is_the_catalog_llama_3_of_its_size(tmp_path, name, model) -> None:
     assert _audit(tmp_path, name, model).exit_code in (0, 1)
     wrong = _audit(tmp_path, name, "llama3-70b" if model != "llama3-70b" else "llama3-8b")

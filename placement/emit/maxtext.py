@@ -464,7 +464,8 @@ def overrides(ctx: EmitContext) -> tuple[dict[str, object], MaxTextMesh, list[st
                         + ("; with attention sinks MaxText 0.2.5 on GPUs runs only attention: cudnn_flash_te "
                            "(layers/attention_op.py validate_gpu_flash_attention raises a ValueError for this file's "
                            "default 'autoselected'): set it too (the price is FlashAttention-2's class, errs slow)"
-                           if ctx.model is not None and ctx.model.attention_sinks else ""))
+                           if ctx.model is not None and ctx.model.attention_sinks
+                           and "attention_kernel" not in written_rows(ctx) else ""))
     if ctx.model is not None and ctx.model.llama3_rope is not None:
         keys["rope_type"] = "llama3.1"  # MaxText's own llama3-* configs leave base.yml's "default", plain RoPE
         warnings += rope_warnings(ctx)

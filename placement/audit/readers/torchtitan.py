@@ -563,18 +563,22 @@ def _converters(facts: dict[str, tuple], get, s: Settings) -> None:
                          f"without them")
 
 
-HOST_SYNC_DISPATCH_CONFIGS = {
-    **dict.fromkeys(("qwen3_30b_a3b", "qwen3_moe_debug", "deepseek_v3_16b", "deepseek_v3_671b",
-                     "deepseek_v3_671b_float8", "gpt_oss_20b", "gpt_oss_120b"),
-                    "the all-to-all one (moe_comm_backend 'standard')"),
-    "qwen3_moe_deepep": "DeepEP without its static-shape layout",
-}
-"""torchtitan 0.3.0's shipped MoE configs whose dispatcher syncs with the host, which its CUDA-graph check refuses with
-expert parallelism: each builds its model with model_registry's default moe_comm_backend "standard"
-(AllToAllTokenDispatcher; models/qwen3/__init__.py:477, deepseek_v3/__init__.py:619, gpt_oss/__init__.py:390,
-models/common/config_utils.py make_token_dispatcher_config), qwen3_moe_deepep with DeepEP not `cudagraphable`
-(config_registry.py:422).  A user trial: qwen3_30b_a3b at expert_parallel_degree 8 was priced, exit 1.  The
-_hybridep and _minimal_async_ep configs pass the check."""
+def host_sync_dispatcher(module: str | None, config: str | None) -> str | None:
+    """The token dispatcher of torchtitan 0.3.0's shipped `module`/`config` where it syncs with the host, which its
+    CUDA-graph check refuses beside expert parallelism (trainer.py:192-209 _validate_cuda_graphs: only MinimalAsyncEP,
+    or HybridEP with a non_blocking_capacity_factor, pass), in words; None for one that passes, or a config the
+    shipped table (torchtitan_configs.CONFIGS) does not hold.  A config leaves model_registry's moe_comm_backend at
+    "standard", the all-to-all dispatcher (models/*/__init__.py; models/common/config_utils.py
+    make_token_dispatcher_config).  A user trial: qwen3_30b_a3b at expert_parallel_degree 8 was priced, exit 1."""
+    keys = CONFIGS.get(module or "", {}).get(config or "")
+    if keys is None:
+        return None
+    backend = keys.get("model.moe_comm_backend", ("standard",))[0]
+    capacity = keys.get("model.non_blocking_capacity_factor", (None,))[0]
+    if backend == "minimal_async_ep" or (backend == "hybridep" and capacity is not None):
+        return None
+    return {"standard": "the all-to-all one (moe_comm_backend 'standard', model_registry's default)",
+            "deepep": "DeepEP's", "hybridep": "HybridEP's without a non_blocking_capacity_factor"}.get(backend, backend)
 
 
 def _cuda_graphs(get, s: Settings, version3: bool) -> None:
@@ -596,11 +600,11 @@ def _cuda_graphs(get, s: Settings, version3: bool) -> None:
                             "torchtitan 0.3.0 refuses it (trainer.py _validate_cuda_graphs: 'CUDA graphs do not "
                             "support pipeline parallelism yet. Set --training.disable_cuda_graphs.')",
                             "set training.disable_cuda_graphs = true (--training.disable_cuda_graphs)")
-    config, cev = get("config")
-    if s.value("ep", 1) > 1 and config in HOST_SYNC_DISPATCH_CONFIGS:  # the named config fixes the dispatcher
+    (module, _), (config, cev) = get("module"), get("config")
+    dispatcher = host_sync_dispatcher(module, config)
+    if s.value("ep", 1) > 1 and dispatcher is not None:  # the named config fixes the dispatcher
         raise start_refusal(where, f"CUDA graphs with expert parallelism {s.value('ep')} ({s.sources['ep']}) under "
-                                   f"{config} ({cev}), whose token dispatcher is "
-                                   f"{HOST_SYNC_DISPATCH_CONFIGS[config]}",
+                                   f"{config} ({cev}), whose token dispatcher is {dispatcher}",
                             "torchtitan 0.3.0 refuses it (trainer.py _validate_cuda_graphs: 'CUDA graphs support "
                             "only expert parallel token dispatcher configurations without CPU synchronization')",
                             "set training.disable_cuda_graphs = true (--training.disable_cuda_graphs)")
