@@ -463,3 +463,14 @@ def test_a_megatron_deepspeed_job_without_a_pipeline_cites_no_pipeline_engine(tm
     assert res.exit_code in (0, 1), res.output[-2000:]
     why = _json.loads(res.stdout)["layout"]["sources"]["recipe.pipeline_p2p_blocking"]
     assert "no PipelineEngine runs" in why and "sends and receives between stages" not in why
+
+
+def test_a_value_is_compared_word_by_word_and_ends_with_its_line():
+    """A review: the written-values check took `attn mlp` and `attnmlp` for one value, and a flag of a file without a
+    PLACEMENT_ARGS array took the next line's words (`export X=1`) as its values."""
+    from placement.audit.changes import same_value, written_arguments
+
+    assert not same_value("attn mlp", "attnmlp")
+    assert same_value("([0]*3+[1]*58)", "[0]*3 + [1]*58") and same_value("RMSNorm", "rmsnorm")
+    assert written_arguments("torchrun pretrain_gpt.py --lr 1e-4\nexport X=1\n") == {"--lr": "1e-4"}
+    assert written_arguments("python train.py --foo a \\\n  b\n") == {"--foo": "a b"}

@@ -33,7 +33,7 @@ def _audit(tmp_path, text: str):
     ("--moe-layer-freq '([0]*3+[1]*58)'", "--moe-layer-freq '[1]*61'", "set num_moe_layers = 61"),
     ("--moe-layer-freq '([0]*3+[1]*58)'", "--moe-layer-freq 2", "set num_moe_layers = 31"),
     ("--kv-lora-rank 512", "--kv-lora-rank 256", "set kv_lora_rank = 256"),
-    ("--kv-lora-rank 512", "", "train kv_lora_rank = 32"),
+    ("--kv-lora-rank 512", "", "train kv_lora_rank = 32"),  # and the fix: "or state --kv-lora-rank 512"
     ("--moe-shared-expert-intermediate-size 2048", "--moe-shared-expert-intermediate-size 8192",
      "set moe_shared_expert_intermediate_size = 8192"),
     ("--moe-shared-expert-intermediate-size 2048", "", "train moe_shared_expert_intermediate_size = 0"),
@@ -45,6 +45,8 @@ def test_a_launch_that_trains_another_moe_or_mla_shape_is_refused(tmp_path, dsv3
     assert got.exit_code == 2, got.output[:2000]
     assert said in got.stderr and "but model deepseek-v3 has" in got.stderr, got.stderr
     assert "Traceback" not in got.output
+    if not new and old != "--moe-layer-freq '([0]*3+[1]*58)'":  # a default: the fix names the flag to state
+        assert f"or state {old}" in got.stderr, got.stderr
 
 
 def test_the_model_as_stated_is_priced(tmp_path, dsv3_script):

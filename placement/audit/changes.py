@@ -620,19 +620,21 @@ def written_arguments(written: str) -> dict[str, str | None]:
     read the array's closing `)` into its last value (`--moe-router-topk-scaling-factor 2.5)`) and one word of a list
     (`--cuda-graph-modules attn` of `attn mlp`)."""
     array = re.search(r"^PLACEMENT_ARGS=\((.*)\)$", written, re.M)
-    text = array.group(1) if array else uncommented(written).replace("\\\n", " ")  # else: its command lines
-    try:
-        words = shlex.split(text)
-    except ValueError:  # an unbalanced quote: words as they stand
-        words = text.split()
+    # else its command lines, one at a time: a flag's values end with its line (not the next line's `export ...`)
+    lines = [array.group(1)] if array else uncommented(written).replace("\\\n", " ").splitlines()
     out: dict[str, str | None] = {}
-    flag = None
-    for w in words:
-        if w.startswith("--"):
-            flag = w.replace("_", "-")
-            out[flag] = None
-        elif flag is not None:
-            out[flag] = w if out[flag] is None else f"{out[flag]} {w}"
+    for line in lines:
+        try:
+            words = shlex.split(line)
+        except ValueError:  # an unbalanced quote: words as they stand
+            words = line.split()
+        flag = None
+        for w in words:
+            if w.startswith("--"):
+                flag = w.replace("_", "-")
+                out[flag] = None
+            elif flag is not None:
+                out[flag] = w if out[flag] is None else f"{out[flag]} {w}"
     return out
 
 
@@ -640,8 +642,10 @@ def same_value(a: str, b: str) -> bool:
     """One value spelled two ways: `0` and `0.0`, `1e-3` and `0.001`; `RMSNorm` and Megatron-DeepSpeed's `rmsnorm`
     (the same choice, in another case); `([0]*3+[1]*58)` and `[0]*3+[1]*58` (one Python expression, which
     --moe-layer-freq evaluates)."""
-    def bare(v: str) -> str:
-        v = "".join(v.split()).casefold()
+    def bare(v: str) -> str:  # words kept apart (`attn mlp` is not `attnmlp`); an expression's spaces dropped
+        v = " ".join(v.split()).casefold()
+        if v.startswith(("(", "[")):
+            v = "".join(v.split())
         return v[1:-1] if v.startswith("(") and v.endswith(")") else v
 
     if bare(a) == bare(b):

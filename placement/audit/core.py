@@ -120,7 +120,11 @@ MLA_FIELDS = (("q_lora_rank", "q_lora_rank"), ("kv_lora_rank", "kv_lora_rank"), 
 
 
 MEGATRON_SHAPE_FLAGS = {"ffn_hidden_size": "--ffn-hidden-size {}", "kv_channels": "--kv-channels {}",
-                        "num_query_groups": "--group-query-attention --num-query-groups {}"}
+                        "num_query_groups": "--group-query-attention --num-query-groups {}",
+                        "moe_shared_expert_intermediate_size": "--moe-shared-expert-intermediate-size {}",
+                        "multi_latent_attention": "--multi-latent-attention", "kv_lora_rank": "--kv-lora-rank {}",
+                        "qk_head_dim": "--qk-head-dim {}", "qk_pos_emb_head_dim": "--qk-pos-emb-head-dim {}",
+                        "v_head_dim": "--v-head-dim {}"}
 """The Megatron-LM arguments that state a model dimension its files left to the default
 (readers.megatron.model_defaults)."""
 
