@@ -98,25 +98,29 @@ def test_the_audit_says_which_groups_cross_which_tier_and_which_fabric_it_priced
     assert tiers[4] == str(topology)
 
 
+def _audit_out(tmp_path, script_text: str, *extra: str):
+    """(the CLI result, the written megatron.sh) of `audit --out` on a Mixtral script with `script_text`."""
+    script, out = tmp_path / "train.sh", tmp_path / "out"
+    script.write_text(script_text)
+    result = CliRunner().invoke(main, ["--reproducible", "audit", "--launch", str(script), "--model", "mixtral-8x7b",
+                                       "--gpus", "64", "--out", str(out), *extra])
+    assert result.exit_code in (0, 1), result.output
+    return result, (out / "megatron.sh").read_text()
+
+
 def test_the_best_plans_files_name_the_jobs_runtime_variables_they_do_not_set(tmp_path):
     """A user trial: audit --out wrote megatron.sh without the job's NCCL_IB_*, NVTE_* and TORCH_* exports, and without
     a word.  The audit lists each one it does not price; the file's header names those it does not set (not the ones
     it exports itself, NCCL_GRAPH_REGISTER under partial CUDA graphs) and says its prediction runs without them."""
-    script = tmp_path / "train.sh"
-    script.write_text("#!/bin/bash\nexport NCCL_IB_QPS_PER_CONNECTION=4\nexport NVTE_FWD_LAYERNORM_SM_MARGIN=16\n"
-                      "export TORCH_NCCL_AVOID_RECORD_STREAMS=1\nexport NCCL_GRAPH_REGISTER=0\n"
-                      f"OMP_NUM_THREADS=4 {MIXTRAL_8X7B}\n")
-    out = tmp_path / "out"
-    result = CliRunner().invoke(main, ["--reproducible", "audit", "--launch", str(script), "--model", "mixtral-8x7b",
-                                       "--gpus", "64", "--out", str(out), "--json"])
-    assert result.exit_code in (0, 1), result.output
-    got = json.loads(result.stdout)
-    ignored = got["layout"]["ignored"]
+    result, text = _audit_out(tmp_path, "#!/bin/bash\nexport NCCL_IB_QPS_PER_CONNECTION=4\n"
+                                        "export NVTE_FWD_LAYERNORM_SM_MARGIN=16\n"
+                                        "export TORCH_NCCL_AVOID_RECORD_STREAMS=1\nexport NCCL_GRAPH_REGISTER=0\n"
+                                        f"OMP_NUM_THREADS=4 {MIXTRAL_8X7B}\n", "--json")
+    ignored = json.loads(result.stdout)["layout"]["ignored"]
     for line in ("NVTE_FWD_LAYERNORM_SM_MARGIN=16: a Transformer Engine setting, not modelled (",
                  "TORCH_NCCL_AVOID_RECORD_STREAMS=1: a PyTorch setting, not modelled (",
                  "OMP_NUM_THREADS=4: an OpenMP setting, not modelled ("):
         assert any(x.startswith(line) for x in ignored), (line, ignored)
-    text = (out / "megatron.sh").read_text()
     exports = re.findall(r"^export (\w+)=", text, re.M)
     assert "NCCL_GRAPH_REGISTER" in exports  # the best plan runs partial CUDA graphs: the file sets it itself
     named = re.search(r"^# not set here, though the audited job's launch sets them: (.*?); the prediction above runs "
@@ -142,16 +146,10 @@ def test_a_runtime_value_with_spaces_or_a_newline_stays_one_commented_word(tmp_p
     import shlex
     import subprocess
 
-    script = tmp_path / "train.sh"
-    script.write_text('#!/bin/bash\nexport NVTE_X="a\nb"\nexport NCCL_DEBUG_SUBSYS="INIT COLL"\n'
-                      'export XLA_FLAGS="--xla_gpu_enable_latency_hiding_scheduler=true"\n'
-                      f"{MIXTRAL_8X7B}\n")
-    out = tmp_path / "out"
-    result = CliRunner().invoke(main, ["--reproducible", "audit", "--launch", str(script), "--model", "mixtral-8x7b",
-                                       "--gpus", "64", "--out", str(out)])
-    assert result.exit_code in (0, 1), result.output
-    text = (out / "megatron.sh").read_text()
+    _, text = _audit_out(tmp_path, '#!/bin/bash\nexport NVTE_X="a\nb"\nexport NCCL_DEBUG_SUBSYS="INIT COLL"\n'
+                                   'export XLA_FLAGS="--xla_gpu_enable_latency_hiding_scheduler=true"\n'
+                                   f"{MIXTRAL_8X7B}\n")
     named = re.search(r"^# not set here, though the audited job's launch sets them: (.*?); the prediction", text, re.M)
     assert named and shlex.split(named.group(1)) == [
         "NCCL_DEBUG_SUBSYS=INIT COLL", "NVTE_X=a b", "XLA_FLAGS=--xla_gpu_enable_latency_hiding_scheduler=true"]
-    assert subprocess.run(["bash", "-n", str(out / "megatron.sh")]).returncode == 0
+    assert subprocess.run(["bash", "-n", str(tmp_path / "out" / "megatron.sh")]).returncode == 0
