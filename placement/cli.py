@@ -1565,7 +1565,14 @@ def audit(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, p
         from placement.outfiles import check_out_dir
 
         emitted = [f for f in [FRAMEWORK_FORMAT.get(launch.framework)] if f]
-        check_out_dir(out_dir, [*LAUNCH_FILES, JOB_HOSTS, *output_names(emitted)])
+        out = check_out_dir(out_dir, [*LAUNCH_FILES, JOB_HOSTS, *output_names(emitted)])
+        if launch.dialect == "hf-trainer" and launch.deepspeed_json is not None:
+            from placement.audit.report import TRAINER_JSON
+
+            if (out / TRAINER_JSON).resolve() == Path(launch.deepspeed_json).resolve():
+                raise InputError(f"--out {out_dir}: its {TRAINER_JSON} would be the job's own DeepSpeed config "
+                                 f"({launch.deepspeed_json}), which the audit writes back with the best plan's "
+                                 f"changes; give --out another folder")
     ctx = click.get_current_context()
     if ctx.get_parameter_source("precision") == click.core.ParameterSource.DEFAULT:
         precision = launch.precision or precision
@@ -1635,6 +1642,7 @@ def audit(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, p
     files_run: list[str] = []
     not_carried: list[str] = []
     values_changed: list[dict] = []
+    not_written: list[dict] = []  # changes the --out files do not carry: the job's own command takes them
     if out_dir is not None:
         paths, files_run = write_best(result, train, topo, Path(out_dir))
         for path in paths:
@@ -1655,16 +1663,23 @@ def audit(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, p
                            f"which the change list does not name (set the job's where it needs them): "
                            + "; ".join(f"{c['argument']} {c['written']} (the job's: {c['job']})"
                                        for c in values_changed), err=True)
+        if result.launch.dialect == "hf-trainer":
+            from placement.audit.report import trainer_command_changes, trainer_note
+
+            not_written = trainer_command_changes(result)
+            click.echo(f"placement: note: {trainer_note(result, train, topo, Path(out_dir))}", err=True)
         from placement.audit.core import stays_on_megatron_deepspeed
 
         if stays_on_megatron_deepspeed(result.launch, result.model):
+            not_written = list(result.changes)
             click.echo("placement: note: no megatron.sh: the best plan stays on Megatron-DeepSpeed (see the changes "
                        "note); apply the listed changes to the job's own script", err=True)
     if as_json:
         click.echo(json.dumps(audit_json(result) | {"calibration": calibration_json()}
                               | ({"files_run": files_run, "files_over_capacity": _over_capacity(files_run),
                                   "files_not_starting": _not_starting(files_run), "arguments_not_carried": not_carried,
-                                  "arguments_changed": values_changed} if out_dir is not None else {})))
+                                  "arguments_changed": values_changed, "changes_not_written": not_written}
+                                 if out_dir is not None else {})))
     else:
         click.echo(audit_table(result))
         if files_run:  # a review: an audit's file that ran other than its best plan said so only in its header

@@ -611,3 +611,21 @@ def test_a_job_without_a_searched_plan_gets_no_changes(tmp_path: Path) -> None:
     assert data["no_better_plan"] is not None and "does not fit" in data["no_better_plan"]
     assert data["changes"] == [] and data["changes_withheld"] == []
     assert "no changes: placement found no other plan" in run("audit", *job)[1]
+
+
+def test_an_audits_written_file_that_runs_other_than_its_best_plan_says_so_beside_it(tmp_path):
+    """A review: `audit --out` dropped the written file's "this file runs ..." line, so a file that runs other than the
+    best plan (here torchtitan 0.3.0's, which chunks the loss the 0.2.x job's TOML runs whole) said so only in its
+    header.  The audit prints it under its table and gives it in the JSON (files_run), as `plan` does; a file that fits
+    and starts keeps exit 0."""
+    job = ["audit", "--model", "llama3-8b", "--gpus", "8", "--launch", str(AUDIT / "torchtitan" / "llama3_8b.toml")]
+    as_json = CliRunner().invoke(main, [*job, "--out", str(tmp_path / "a"), "--json"])
+    got = json.loads(as_json.stdout)
+    header = next(line for line in (tmp_path / "a" / "torchtitan.sh").read_text().splitlines()
+                  if line.startswith("# this file runs "))
+    assert got["files_run"] == [f"torchtitan.sh: {header[2:]}"]
+    assert got["files_over_capacity"] == [] and got["files_not_starting"] == [] and as_json.exit_code == 0
+    text = CliRunner().invoke(main, [*job, "--out", str(tmp_path / "b")])
+    assert f"the files written run other than the best plan (each file's header says so too):\n  torchtitan.sh: " \
+           f"{header[2:]}" in text.stdout
+    assert "files_run" not in json.loads(CliRunner().invoke(main, [*job, "--json"]).stdout)

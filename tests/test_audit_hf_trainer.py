@@ -411,24 +411,86 @@ def test_a_module_launch_of_an_unset_variable_is_an_error(tmp_path):
         parse_launch([tmp_path / "run.sh"])
 
 
-def test_an_audits_written_file_that_runs_other_than_its_best_plan_says_so_beside_it(tmp_path):
-    """A review: `audit --out` dropped the written file's "this file runs ..." line, so a file that runs other than the
-    best plan (here DeepSpeed's, with another attention kernel) said so only in its header.  The audit prints it under
-    its table and gives it in the JSON (files_run), as `plan` does; a file that fits and starts keeps exit 0."""
-    (tmp_path / "run.sh").write_text(_run_clm("--block_size 4096"))
-    (tmp_path / "ds.json").write_text(json.dumps(AUTO_JSON))
-    job = ["audit", "--model", "llama3-8b", "--gpus", "8", "--launch", str(tmp_path / "run.sh"), "--launch",
-           str(tmp_path / "ds.json")]
-    as_json = CliRunner().invoke(main, [*job, "--out", str(tmp_path / "a"), "--json"])
-    got = json.loads(as_json.stdout)
-    header = next(line for line in (tmp_path / "a" / "deepspeed.sh").read_text().splitlines()
-                  if line.startswith("# this file runs "))
-    assert got["files_run"] == [f"deepspeed.sh: {header[2:]}"]
-    assert got["files_over_capacity"] == [] and got["files_not_starting"] == [] and as_json.exit_code == 0
-    text = CliRunner().invoke(main, [*job, "--out", str(tmp_path / "b")])
-    assert f"the files written run other than the best plan (each file's header says so too):\n  deepspeed.sh: " \
-           f"{header[2:]}" in text.stdout
-    assert "files_run" not in json.loads(CliRunner().invoke(main, [*job, "--json"]).stdout)
+def _audit_out(tmp_path, script: str, config: dict, gpus: int = 8) -> tuple[dict, str]:
+    (tmp_path / "run.sh").write_text(script)
+    (tmp_path / "ds.json").write_text(json.dumps(config, indent=1))
+    result = CliRunner().invoke(main, ["audit", "--model", "llama3-8b", "--gpus", str(gpus), "--launch",
+                                       str(tmp_path / "run.sh"), "--launch", str(tmp_path / "ds.json"), "--out",
+                                       str(tmp_path / "out"), "--json"])
+    assert result.exit_code in (0, 1), result.output
+    return json.loads(result.stdout), result.stderr
+
+
+def test_an_hf_trainer_audit_writes_the_jobs_json_with_the_best_plans_keys(tmp_path):
+    """A user trial: `audit --out` of an HF Trainer job under DeepSpeed AutoTP wrote placement's own DeepSpeed program
+    (deepspeed.initialize, no tensor_parallel.autotp_size), whose header promised the tp 4 plan's step: the files ran
+    neither the Trainer nor tensor parallelism.  Now the job's own JSON comes back with the best plan's keys ("auto"
+    and autotp_size kept), beside a DeepSpeed hostfile, and the Trainer's flags are named for the job's command."""
+    config = {**AUTO_JSON, "zero_optimization": {"stage": 2, "gather_16bit_weights_on_model_save": True},
+              "tensor_parallel": {"autotp_size": 4}, "steps_per_print": 1}
+    script = _run_clm("--block_size 8192").replace("--num_gpus 8", "--num_gpus 4").replace(
+        "--per_device_train_batch_size 2", "--per_device_train_batch_size 8")
+    got, err = _audit_out(tmp_path, script, config, gpus=4)
+    assert got["best"]["layout"]["tp"] == 4
+    out = tmp_path / "out"
+    assert not (out / "deepspeed.sh").exists() and not (out / "ds_topology.py").exists()
+    written = json.loads((out / "ds_config.json").read_text())
+    assert written["tensor_parallel"] == {"autotp_size": 4}
+    assert written["train_micro_batch_size_per_gpu"] == "auto" and written["bf16"] == {"enabled": "auto"}
+    assert written["steps_per_print"] == 1 and written["zero_optimization"]["gather_16bit_weights_on_model_save"]
+    stage = next((c for c in got["changes"] if c["argument"] == "zero_optimization.stage"), None)
+    assert written["zero_optimization"]["stage"] == (int(stage["to"]) if stage else 2)
+    flags = [c for c in got["changes"] if c["argument"].startswith("--")]
+    assert flags and got["changes_not_written"] == flags and got["files_run"] == []
+    assert (out / "hostfile").read_text().splitlines()[1:] == ["host0 slots=4"]
+    note = " ".join(err.split())
+    assert f"{out / 'ds_config.json'} is the job's DeepSpeed JSON ({tmp_path / 'ds.json'}) with the best plan's keys" \
+           in note
+    for c in flags:
+        assert f"{c['argument']} {c['from']} -> {c['to']}" in note
+    assert f"The best plan's {got['best']['step_time_s']:.3f} s/step is priced with all of these" in note
+
+
+def test_an_hf_trainer_json_leaving_stage_3_drops_the_offloads_it_names(tmp_path):
+    """The written JSON applies the change list as it reads: a stage other than 3 drops offload_param (DeepSpeed takes
+    it with stage 3 only) and the optimizer's offload goes to device none, as the best plan is priced."""
+    config = {**AUTO_JSON, "zero_optimization": {"stage": 3, "offload_param": {"device": "cpu"},
+                                                 "offload_optimizer": {"device": "cpu", "pin_memory": True}}}
+    got, _ = _audit_out(tmp_path, _run_clm("--block_size 2048").replace("--per_device_train_batch_size 2",
+                                                                          "--per_device_train_batch_size 4"), config)
+    [stage] = [c for c in got["changes"] if c["argument"] == "zero_optimization.stage"]
+    zero = json.loads((tmp_path / "out" / "ds_config.json").read_text())["zero_optimization"]
+    assert zero["stage"] == int(stage["to"]) != 3 and "offload_param" not in zero
+    assert zero["offload_optimizer"] == {"device": "none", "pin_memory": True}
+
+
+def test_an_accelerate_jobs_audit_writes_no_json_and_names_every_change(tmp_path):
+    """An accelerate-configured job gave no DeepSpeed JSON: --out writes the hostfile alone, and every change (the
+    Trainer's flags, accelerate's deepspeed_config.zero_stage) is the job's own to make, said on stderr and in the
+    JSON."""
+    (tmp_path / "run.sh").write_text(TRL_SCRIPT.replace("openai/gpt-oss-20b", "m").replace(
+        "--per_device_train_batch_size 2", "--per_device_train_batch_size 16"))
+    (tmp_path / "zero3.yaml").write_text(ACCELERATE)
+    result = CliRunner().invoke(main, ["audit", "--model", "llama3-8b", "--gpus", "8", "--launch",
+                                       str(tmp_path / "run.sh"), "--launch", str(tmp_path / "zero3.yaml"), "--out",
+                                       str(tmp_path / "out"), "--json"])
+    assert result.exit_code in (0, 1), result.output
+    got = json.loads(result.stdout)
+    assert got["changes"] and got["changes_not_written"] == got["changes"]
+    assert any(c["argument"] == "deepspeed_config.zero_stage" for c in got["changes"])
+    assert (tmp_path / "out" / "hostfile").exists() and not (tmp_path / "out" / "ds_config.json").exists()
+    assert "the files gave no DeepSpeed JSON" in " ".join(result.stderr.split())
+
+
+def test_an_hf_trainer_audit_does_not_write_over_the_jobs_own_json(tmp_path):
+    """--out in the job's own config folder would replace its ds_config.json with the changed one: refused first."""
+    (tmp_path / "run.sh").write_text(_run_clm("--block_size 2048", config="ds_config.json"))
+    (tmp_path / "ds_config.json").write_text(json.dumps(AUTO_JSON))
+    result = CliRunner().invoke(main, ["audit", "--model", "llama3-8b", "--gpus", "8", "--launch",
+                                       str(tmp_path / "run.sh"), "--launch", str(tmp_path / "ds_config.json"),
+                                       "--out", str(tmp_path)])
+    assert result.exit_code == 2 and "would be the job's own DeepSpeed config" in result.output
+    assert json.loads((tmp_path / "ds_config.json").read_text()) == AUTO_JSON
 
 
 @pytest.mark.parametrize("where", ["json", "accelerate"])

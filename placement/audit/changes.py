@@ -7,6 +7,7 @@ is another version's: a GPT-NeoX config's keys, a torchtitan TOML file's or 0.2.
 
 from __future__ import annotations
 
+import copy
 import re
 import shlex
 from collections.abc import Sequence
@@ -437,6 +438,46 @@ def hf_trainer_changes(a: dict[str, str], b: dict[str, str], now: EmitContext, b
         out.append({"argument": "--gradient_checkpointing", "from": "true" if full[0] else None,
                     "to": "true" if full[1] else None, "note": HF_RECOMPUTE})
     return out
+
+
+def _json_value(text: str, like: object):
+    """A change's value as a JSON value: the type the key already has in the file, else a boolean or a number where
+    the text is one ("none", an offload device, stays a string)."""
+    if isinstance(like, bool) or (like is None and text in ("true", "false")):
+        return text == "true"
+    for kind in ((int,) if isinstance(like, int) else (float,) if isinstance(like, float) else (int, float)):
+        try:
+            return kind(text)
+        except ValueError:
+            continue
+    return text
+
+
+def apply_json_changes(data: dict, changes: Sequence[dict]) -> tuple[dict, list[dict]]:
+    """An HF Trainer job's DeepSpeed JSON (as loaded) with the change list's JSON keys applied, and the changes left
+    for the job's own command (the Trainer's flags, an accelerate config's key), which no JSON states.  A key's new
+    value takes the type it has in the file; `to` None drops it; a ZeRO stage other than 3 drops offload_param, which
+    DeepSpeed takes with stage 3 only (the stage change's note says so)."""
+    from placement.audit.readers.deepspeed import ACCELERATE_ZERO
+
+    out = copy.deepcopy(data)
+    left = []
+    for c in changes:
+        key = c["argument"]
+        if key.startswith("-") or key == ACCELERATE_ZERO or " " in key:
+            left.append(c)
+            continue
+        *parents, last = key.split(".")
+        node = out
+        for p in parents:
+            node = node.setdefault(p, {})
+        if c["to"] is None:
+            node.pop(last, None)
+        else:
+            node[last] = _json_value(str(c["to"]), node.get(last))
+        if key == "zero_optimization.stage" and str(c["to"]) != "3":
+            node.pop("offload_param", None)
+    return out, left
 
 
 def launch_changes(framework: str, now: EmitContext, best: EmitContext, files_text: str | None = None,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import textwrap
 from pathlib import Path
 
@@ -382,6 +383,71 @@ def write_job_hosts(a: Audit, out: Path) -> list[Path]:
     return [write_atomic(out / JOB_HOSTS, text)]
 
 
+TRAINER_JSON = "ds_config.json"
+"""The HF Trainer job's DeepSpeed JSON as `audit --out` writes it back (write_trainer_files)."""
+
+
+def trainer_changes(a: Audit) -> list[dict]:
+    """The best plan's changes as an HF Trainer job applies them: the change list, or the changes withheld as too
+    small to list (the --out files are the best plan's either way)."""
+    return a.changes or a.changes_withheld
+
+
+def trainer_command_changes(a: Audit) -> list[dict]:
+    """The best plan's changes that the written JSON does not carry (the Trainer's flags, an accelerate config's key;
+    all of them where the files gave no DeepSpeed JSON): the job's own command or config takes them."""
+    from placement.audit.changes import apply_json_changes
+
+    if a.launch.deepspeed_json is None:
+        return list(trainer_changes(a))
+    return apply_json_changes({}, trainer_changes(a))[1]
+
+
+def write_trainer_files(a: Audit, ctx: EmitContext, out: Path) -> list[Path]:
+    """An HF Trainer job's best plan as files its own command takes: its DeepSpeed JSON with the change list's keys
+    applied (changes.apply_json_changes; "auto" values and AutoTP's autotp_size kept, which placement's own
+    ds_config.json lacks) and a DeepSpeed hostfile in the best host order.  The Trainer's flags stay the job's
+    command's to change (trainer_note says which); a job that gave no DeepSpeed JSON gets the hostfile alone."""
+    from placement.audit.changes import apply_json_changes
+    from placement.audit.readers.deepspeed import read_config_text
+    from placement.emit.deepspeed import hostfile
+    from placement.outfiles import write_atomic
+
+    written = [write_atomic(out / "hostfile", hostfile(ctx)[0])]
+    if a.launch.deepspeed_json is None:
+        return written
+    source = Path(a.launch.deepspeed_json)
+    data, _ = apply_json_changes(read_config_text(source.read_text(), source), trainer_changes(a))
+    return [*written, write_atomic(out / TRAINER_JSON, json.dumps(data, indent=2) + "\n")]
+
+
+def best_context(a: Audit, train: TrainingSpec, topo: Topology) -> EmitContext:
+    """The best plan as the emitters take it, with the audited job's runtime environment."""
+    return dataclasses.replace(EmitContext.of(a.best, topo, a.best_gpu_of_rank, a.model, train),
+                               job_environment=a.launch.launch_environment)
+
+
+def trainer_note(a: Audit, train: TrainingSpec, topo: Topology, out: Path) -> str:
+    """What an HF Trainer job's `audit --out` leaves to its own command, in one line: the JSON and hostfile to pass,
+    and each flag to change, with the best plan's predicted step that holds once both are done."""
+    from placement.emit.deepspeed import hostfile
+
+    left = trainer_command_changes(a)
+    include = hostfile(best_context(a, train, topo))[1]
+    given = (f"{out / TRAINER_JSON} is the job's DeepSpeed JSON ({a.launch.deepspeed_json}) with the best plan's keys "
+             f"applied: pass it to the script's --deepspeed" if a.launch.deepspeed_json is not None else
+             "the files gave no DeepSpeed JSON (an accelerate config, or a script that builds its own), so none is "
+             "written")
+    flags = "; ".join(f"{c['argument']} {c['from'] if c['from'] is not None else '(unset)'} -> "
+                      f"{c['to'] if c['to'] is not None else '(drop it)'}" for c in left)
+    return (f"an HF Trainer job runs its own script, not a program of placement's: {given}; "
+            f"{out / 'hostfile'} is its DeepSpeed hostfile in the best host order (the deepspeed launcher's "
+            f"--hostfile{f' with --include {include}' if include else ''}, accelerate's "
+            f"deepspeed_config.deepspeed_hostfile)"
+            + (f"; change in the job's own command or accelerate config: {flags}" if flags else "")
+            + f". The best plan's {a.best.step_time_s:.3f} s/step is priced with all of these.")
+
+
 def write_best(a: Audit, train: TrainingSpec, topo: Topology, out: Path) -> tuple[list[Path], list[str]]:
     """The best plan's launch files for the audited framework (its model as the launch files run it), and the
     host-order files; and each framework file's own "this file ..." header line where it runs other than the best
@@ -399,8 +465,9 @@ def write_best(a: Audit, train: TrainingSpec, topo: Topology, out: Path) -> tupl
 
     if stays_on_megatron_deepspeed(a.launch, a.model):  # its changes are edits to the job's own script
         return paths, []
-    ctx = dataclasses.replace(EmitContext.of(best, topo, a.best_gpu_of_rank, a.model, train),
-                              job_environment=a.launch.launch_environment)
+    ctx = best_context(a, train, topo)
+    if a.launch.dialect == "hf-trainer":  # the job's own Trainer script runs, not a DeepSpeed program of ours
+        return paths + write_trainer_files(a, ctx, out), []
     written, _, runs = write(ctx, [FRAMEWORK_FORMAT[a.launch.framework]], out)
     return paths + written, runs
 

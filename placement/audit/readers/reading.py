@@ -247,6 +247,9 @@ class LaunchLayout(Frozen):
     deepspeed_moe: str | None = None
     """Evidence that the files build DeepSpeed's own MoE layers (a Python file's `ep_size = ...` or `MoE(...)`,
     whatever the degree), which DeepSpeed refuses under ZeRO-3."""
+    deepspeed_json: str | None = None
+    """The one DeepSpeed JSON the files gave (its path as given): an HF Trainer job's `audit --out` writes it back
+    with the change list's keys applied (audit.report.write_trainer_json), not a program of placement's."""
     context_axis: bool = False
     """cp is a DeepSpeed ProcessTopology's 'context' axis (placement's ds_topology.py): ring attention of the model
     code's, with ZeRO over the 'data' ranks alone (not DeepSpeed-Ulysses, whose ZeRO spans sequence x data)."""
@@ -481,6 +484,8 @@ class Reading:
     """LaunchLayout.context_axis."""
     deepspeed_moe: str | None = None
     """LaunchLayout.deepspeed_moe."""
+    deepspeed_json: str | None = None
+    """LaunchLayout.deepspeed_json."""
 
     def launch_layout(self) -> LaunchLayout:
         """The validated LaunchLayout; an InputError names each value out of range with its evidence."""
@@ -498,7 +503,7 @@ class Reading:
                                 pipeline_module=self.pipeline_module, offloaded=self.offloaded,
                                 megatron_deepspeed=self.megatron_deepspeed, micro_batch_one=self.micro_batch_one,
                                 command_args=self.command_args, context_axis=self.context_axis,
-                                deepspeed_moe=self.deepspeed_moe,
+                                deepspeed_moe=self.deepspeed_moe, deepspeed_json=self.deepspeed_json,
                                 **fields)
         except ValueError as err:  # pydantic ValidationError: a value out of range
             bad = "; ".join(f"{'.'.join(str(x) for x in e['loc'])} = {e.get('input')!r} "
@@ -702,4 +707,5 @@ class Settings:
                        dict(self.config_spelling), self.torchtitan_form, dict(self.torchtitan_stated),
                        dict(self.bridge_keys), None if self.bridge_full else self.base_config, tuple(self.warnings),
                        self.refusal, self.pipeline_module, tuple(self.offloaded), self.megatron_deepspeed,
-                       self.micro_batch_one, tuple(self.command_args), self.context_axis, self.deepspeed_moe)
+                       self.micro_batch_one, tuple(self.command_args), self.context_axis, self.deepspeed_moe,
+                       self.json_paths[0] if len(self.json_paths) == 1 else None)
