@@ -1566,11 +1566,11 @@ def audit(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, p
 
         emitted = [f for f in [FRAMEWORK_FORMAT.get(launch.framework)] if f]
         out = check_out_dir(out_dir, [*LAUNCH_FILES, JOB_HOSTS, *output_names(emitted)])
-        if launch.dialect == "hf-trainer" and launch.deepspeed_json is not None:
-            from placement.audit.report import TRAINER_JSON
+        from placement.audit.report import OWN_JSON, own_program
 
-            if (out / TRAINER_JSON).resolve() == Path(launch.deepspeed_json).resolve():
-                raise InputError(f"--out {out_dir}: its {TRAINER_JSON} would be the job's own DeepSpeed config "
+        if own_program(launch) and launch.deepspeed_json is not None:
+            if (out / OWN_JSON).resolve() == Path(launch.deepspeed_json).resolve():
+                raise InputError(f"--out {out_dir}: its {OWN_JSON} would be the job's own DeepSpeed config "
                                  f"({launch.deepspeed_json}), which the audit writes back with the best plan's "
                                  f"changes; give --out another folder")
     ctx = click.get_current_context()
@@ -1663,11 +1663,11 @@ def audit(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, p
                            f"which the change list does not name (set the job's where it needs them): "
                            + "; ".join(f"{c['argument']} {c['written']} (the job's: {c['job']})"
                                        for c in values_changed), err=True)
-        if result.launch.dialect == "hf-trainer":
-            from placement.audit.report import trainer_command_changes, trainer_note
+        from placement.audit.report import command_changes, own_program, own_program_note
 
-            not_written = trainer_command_changes(result)
-            click.echo(f"placement: note: {trainer_note(result, train, topo, Path(out_dir))}", err=True)
+        if own_program(result.launch):
+            not_written = command_changes(result)
+            click.echo(f"placement: note: {own_program_note(result, train, topo, Path(out_dir))}", err=True)
         from placement.audit.core import stays_on_megatron_deepspeed
 
         if stays_on_megatron_deepspeed(result.launch, result.model):

@@ -348,6 +348,36 @@ def test_real_deepspeed_example_with_its_hostfile(tmp_path):
     assert any(c["argument"] == "zero_optimization.stage" and c["from"] == "3" for c in data["changes"])
 
 
+def test_a_megatron_deepspeed_jobs_out_is_its_own_json_with_the_best_plans_keys(tmp_path):
+    """A user trial: `audit --out` of a Megatron-DeepSpeed job wrote placement's own deepspeed.initialize program, which
+    the job's pretrain script does not run (one audited job's written file ran its Ulysses degree as a ring of model
+    code and did not fit).  Its --out is now the job's JSON with the best plan's keys, beside a DeepSpeed hostfile,
+    and the script's own flags are named."""
+    model = tmp_path / "gpt2.yaml"
+    model.write_text(GPT2_ONE_LAYER)
+    ds = AUDIT / "deepspeed"
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, ["audit", "--launch", str(ds / "ds_zero3_config.json"), "--launch",
+                                       str(ds / "ds_zero2_pretrain_gpt2_model_parallel.sh"), "--model", str(model),
+                                       "--cluster", "dgx-h100", "--gpus", "2", "--out", str(out), "--json"])
+    assert result.exit_code in (0, 1), result.output
+    data = json.loads(result.stdout)
+    assert not (out / "deepspeed.sh").exists() and not (out / "ds_topology.py").exists()
+    original = json.loads((ds / "ds_zero3_config.json").read_text())
+    written = json.loads((out / "ds_config.json").read_text())
+    [stage] = [c for c in data["changes"] if c["argument"] == "zero_optimization.stage"]
+    assert written["zero_optimization"]["stage"] == int(stage["to"]) < 3
+    # the best plan recomputes nothing: the checkpointing section's keys go, quoted from the file as it states them
+    dropped = {c["argument"]: c["from"] for c in data["changes"] if c["argument"].startswith("activation_")}
+    assert dropped == {"activation_checkpointing.partition_activations": "true",
+                       "activation_checkpointing.contiguous_memory_optimization": "false"}
+    assert written.pop("activation_checkpointing") == {}
+    assert {k: v for k, v in written.items() if k != "zero_optimization"} == \
+        {k: v for k, v in original.items() if k not in ("zero_optimization", "activation_checkpointing")}
+    assert data["changes_not_written"] == [c for c in data["changes"] if c["argument"].startswith("--")]
+    assert "a Megatron-DeepSpeed job runs its own pretrain script" in " ".join(result.stderr.split())
+
+
 def test_megatron_tp_pp_dp_rank_order_is_rebuilt(tmp_path):
     """--use-tp-pp-dp-mapping numbers ranks tp-cp-ep-pp-dp: the audited rank table must put pp inside dp
     (rank = tp + 8 (pp + 2 dp)), and the flag shows in the diff to placement's default order."""

@@ -310,7 +310,7 @@ def test_accelerates_ulysses_context_degree_is_the_jobs(tmp_path):
     (tmp_path / "u.yaml").write_text(ACCELERATE.replace("num_processes: 8", "num_processes: 4") + par)
     lay = parse_launch([tmp_path / "run.sh", tmp_path / "u.yaml"])
     assert (lay.cp, lay.global_batch, lay.seq_len) == (2, 2, 32768)
-    assert any("DeepSpeed-Ulysses" in x for x in lay.ignored)
+    assert lay.recipe["cp_comm_type"] == "a2a" and "cp_backend: deepspeed" in lay.sources["recipe.cp_comm_type"]
     result = CliRunner().invoke(main, ["audit", "--model", "llama3-8b", "--gpus", "4", "--json", "--launch",
                                        str(tmp_path / "run.sh"), "--launch", str(tmp_path / "u.yaml")])
     assert result.exit_code in (0, 1), result.output
@@ -479,7 +479,7 @@ def test_an_accelerate_jobs_audit_writes_no_json_and_names_every_change(tmp_path
     assert got["changes"] and got["changes_not_written"] == got["changes"]
     assert any(c["argument"] == "deepspeed_config.zero_stage" for c in got["changes"])
     assert (tmp_path / "out" / "hostfile").exists() and not (tmp_path / "out" / "ds_config.json").exists()
-    assert "the files gave no DeepSpeed JSON" in " ".join(result.stderr.split())
+    assert "no DeepSpeed JSON was among the files" in " ".join(result.stderr.split())
 
 
 def test_an_hf_trainer_audit_does_not_write_over_the_jobs_own_json(tmp_path):

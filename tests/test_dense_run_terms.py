@@ -111,7 +111,8 @@ def test_megatron_files_state_the_cp_exchange_and_the_flash_backend(tmp_path) ->
 @pytest.mark.parametrize(("value", "recipe", "ignored"), [
     ("all_gather", CpCommType.ALL_GATHER, False),
     ("p2p", CpCommType.P2P, False),
-    ("a2a", CpCommType.P2P, True),
+    ("a2a", CpCommType.A2A, False),
+    ("a2a+p2p", CpCommType.P2P, True),
 ])
 def test_audit_reads_megatron_cp_comm_type(tmp_path, value, recipe, ignored) -> None:
     from placement.audit.launch import parse_launch

@@ -510,8 +510,8 @@ def launch_changes(framework: str, now: EmitContext, best: EmitContext, files_te
         # the launched side in the JSON's own values where it states them (placement writes no
         # activation_checkpointing section for a job without recompute; a user trial's config had one), and no
         # change where the JSON already holds the value the best plan writes
-        for c in changes:
-            if c["from"] is None and c["argument"] in stated:
+        for c in changes:  # the JSON's own value, not placement's spelling of the launched plan (a review: a
+            if c["argument"] in stated:  # `partition_activations: true` was quoted as "from false")
                 c["from"] = stated[c["argument"]]
         changes = [c for c in changes if c["from"] != c["to"]]
     if framework == "gpt-neox":  # the config's own keys say what it states

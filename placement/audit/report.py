@@ -10,6 +10,7 @@ from pathlib import Path
 from placement import __version__
 from placement.audit.changes import NOT_IN_FILES, PRE3_DEFAULT_NOTE
 from placement.audit.core import Audit
+from placement.audit.readers.reading import LaunchLayout
 from placement.cost.constants import GiB
 from placement.emit.common import EmitContext
 from placement.intranode import is_nvlink
@@ -383,31 +384,49 @@ def write_job_hosts(a: Audit, out: Path) -> list[Path]:
     return [write_atomic(out / JOB_HOSTS, text)]
 
 
-TRAINER_JSON = "ds_config.json"
-"""The HF Trainer job's DeepSpeed JSON as `audit --out` writes it back (write_trainer_files)."""
+OWN_JSON = "ds_config.json"
+"""The job's own DeepSpeed JSON as `audit --out` writes it back for a job that runs its own program
+(write_own_program_files)."""
 
 
-def trainer_changes(a: Audit) -> list[dict]:
-    """The best plan's changes as an HF Trainer job applies them: the change list, or the changes withheld as too
-    small to list (the --out files are the best plan's either way)."""
+def own_program(launch: LaunchLayout) -> str | None:
+    """The program a DeepSpeed job runs that placement's DeepSpeed files (a deepspeed.initialize template for model code
+    of the user's own) would not: an HF Trainer script, GPT-NeoX's deepy.py, Megatron-DeepSpeed's pretrain script; in
+    words, None for a script of the user's own, which that template is for."""
+    if launch.framework != "deepspeed":
+        return None
+    if launch.dialect == "hf-trainer":
+        return "an HF Trainer job runs its own script"
+    if launch.dialect == "gpt-neox":
+        return "a GPT-NeoX job runs deepy.py on its own config"
+    if launch.megatron_deepspeed:
+        return "a Megatron-DeepSpeed job runs its own pretrain script"
+    return None
+
+
+def best_changes(a: Audit) -> list[dict]:
+    """The best plan's changes: the change list, or the changes withheld as too small to list (the --out files are the
+    best plan's either way)."""
     return a.changes or a.changes_withheld
 
 
-def trainer_command_changes(a: Audit) -> list[dict]:
-    """The best plan's changes that the written JSON does not carry (the Trainer's flags, an accelerate config's key;
-    all of them where the files gave no DeepSpeed JSON): the job's own command or config takes them."""
+def command_changes(a: Audit) -> list[dict]:
+    """The best plan's changes that the written JSON does not carry (script flags, an accelerate config's key, a
+    GPT-NeoX config's; all of them where the files gave no DeepSpeed JSON): the job's own command or config takes
+    them."""
     from placement.audit.changes import apply_json_changes
 
     if a.launch.deepspeed_json is None:
-        return list(trainer_changes(a))
-    return apply_json_changes({}, trainer_changes(a))[1]
+        return list(best_changes(a))
+    return apply_json_changes({}, best_changes(a))[1]
 
 
-def write_trainer_files(a: Audit, ctx: EmitContext, out: Path) -> list[Path]:
-    """An HF Trainer job's best plan as files its own command takes: its DeepSpeed JSON with the change list's keys
-    applied (changes.apply_json_changes; "auto" values and AutoTP's autotp_size kept, which placement's own
-    ds_config.json lacks) and a DeepSpeed hostfile in the best host order.  The Trainer's flags stay the job's
-    command's to change (trainer_note says which); a job that gave no DeepSpeed JSON gets the hostfile alone."""
+def write_own_program_files(a: Audit, ctx: EmitContext, out: Path) -> list[Path]:
+    """The best plan of a job that runs its own program (own_program) as files its own command takes: its DeepSpeed
+    JSON with the change list's keys applied (changes.apply_json_changes; "auto" values and AutoTP's autotp_size
+    kept, which placement's own ds_config.json lacks) and a DeepSpeed hostfile in the best host order.  The flags stay
+    the job's command's to change (own_program_note says which); a job that gave no DeepSpeed JSON gets the hostfile
+    alone."""
     from placement.audit.changes import apply_json_changes
     from placement.audit.readers.deepspeed import read_config_text
     from placement.emit.deepspeed import hostfile
@@ -417,8 +436,8 @@ def write_trainer_files(a: Audit, ctx: EmitContext, out: Path) -> list[Path]:
     if a.launch.deepspeed_json is None:
         return written
     source = Path(a.launch.deepspeed_json)
-    data, _ = apply_json_changes(read_config_text(source.read_text(), source), trainer_changes(a))
-    return [*written, write_atomic(out / TRAINER_JSON, json.dumps(data, indent=2) + "\n")]
+    data, _ = apply_json_changes(read_config_text(source.read_text(), source), best_changes(a))
+    return [*written, write_atomic(out / OWN_JSON, json.dumps(data, indent=2) + "\n")]
 
 
 def best_context(a: Audit, train: TrainingSpec, topo: Topology) -> EmitContext:
@@ -427,24 +446,26 @@ def best_context(a: Audit, train: TrainingSpec, topo: Topology) -> EmitContext:
                                job_environment=a.launch.launch_environment)
 
 
-def trainer_note(a: Audit, train: TrainingSpec, topo: Topology, out: Path) -> str:
-    """What an HF Trainer job's `audit --out` leaves to its own command, in one line: the JSON and hostfile to pass,
-    and each flag to change, with the best plan's predicted step that holds once both are done."""
+def own_program_note(a: Audit, train: TrainingSpec, topo: Topology, out: Path) -> str:
+    """What `audit --out` of a job that runs its own program (own_program) leaves to the job, in one line: the JSON and
+    hostfile to pass, and each flag or key to change, with the best plan's predicted step that holds once all are
+    done."""
     from placement.emit.deepspeed import hostfile
 
-    left = trainer_command_changes(a)
+    left = command_changes(a)
     include = hostfile(best_context(a, train, topo))[1]
-    given = (f"{out / TRAINER_JSON} is the job's DeepSpeed JSON ({a.launch.deepspeed_json}) with the best plan's keys "
-             f"applied: pass it to the script's --deepspeed" if a.launch.deepspeed_json is not None else
-             "the files gave no DeepSpeed JSON (an accelerate config, or a script that builds its own), so none is "
-             "written")
+    given = (f"{out / OWN_JSON} is the job's DeepSpeed JSON ({a.launch.deepspeed_json}) with the best plan's keys "
+             f"applied: pass it where the job passes that file" if a.launch.deepspeed_json is not None else
+             "no DeepSpeed JSON was among the files (a GPT-NeoX or accelerate config, or a script that builds its "
+             "own), so none is written")
     flags = "; ".join(f"{c['argument']} {c['from'] if c['from'] is not None else '(unset)'} -> "
                       f"{c['to'] if c['to'] is not None else '(drop it)'}" for c in left)
-    return (f"an HF Trainer job runs its own script, not a program of placement's: {given}; "
-            f"{out / 'hostfile'} is its DeepSpeed hostfile in the best host order (the deepspeed launcher's "
-            f"--hostfile{f' with --include {include}' if include else ''}, accelerate's "
-            f"deepspeed_config.deepspeed_hostfile)"
-            + (f"; change in the job's own command or accelerate config: {flags}" if flags else "")
+    where = f"the deepspeed launcher's --hostfile{f' with --include {include}' if include else ''}"
+    where = {"gpt-neox": f"GPT-NeoX's hostfile key{f', with include {include}' if include else ''}",
+             "hf-trainer": f"{where}, or accelerate's deepspeed_config.deepspeed_hostfile"}.get(a.launch.dialect, where)
+    return (f"{own_program(a.launch)}, not a DeepSpeed program of placement's: {given}; "
+            f"{out / 'hostfile'} is its DeepSpeed hostfile in the best host order ({where})"
+            + (f"; change in the job's own command or config: {flags}" if flags else "")
             + f". The best plan's {a.best.step_time_s:.3f} s/step is priced with all of these.")
 
 
@@ -466,8 +487,8 @@ def write_best(a: Audit, train: TrainingSpec, topo: Topology, out: Path) -> tupl
     if stays_on_megatron_deepspeed(a.launch, a.model):  # its changes are edits to the job's own script
         return paths, []
     ctx = best_context(a, train, topo)
-    if a.launch.dialect == "hf-trainer":  # the job's own Trainer script runs, not a DeepSpeed program of ours
-        return paths + write_trainer_files(a, ctx, out), []
+    if own_program(a.launch):  # the job's own program runs, not a DeepSpeed program of ours
+        return paths + write_own_program_files(a, ctx, out), []
     written, _, runs = write(ctx, [FRAMEWORK_FORMAT[a.launch.framework]], out)
     return paths + written, runs
 

@@ -131,16 +131,35 @@ def column_backward(x: Ctx, all_reduce_s: np.ndarray) -> tuple[np.ndarray, np.nd
 @dataclass(frozen=True)
 class CpTerm:
     """Context parallelism: K and V of the whole sequence gathered (around the ring, overlapped with the
-    attention core; or in one exposed all-gather, Llama 3 §3.3.2), dK/dV reduce-scattered back."""
+    attention core; or in one exposed all-gather, Llama 3 §3.3.2), dK/dV reduce-scattered back; or Ulysses'
+    all-to-alls over heads, exposed (ulysses_bytes)."""
 
     exposed_s: np.ndarray
     total_s: np.ndarray
     bytes_per_layer: np.ndarray
 
 
+def ulysses_bytes(x: Ctx) -> np.ndarray:
+    """Bytes one rank's Ulysses all-to-alls carry per layer per direction: its sequence shard of Q and of the
+    attention output (heads / tp wide) and of K and V, the K/V heads each rank ends with replicated where fewer than
+    tp x cp (DeepSpeed's uneven-head path and ALST repeat them): cp x kv_dim / min(tp x cp, kv_heads) per token."""
+    w = x.w
+    kv = x.cp * w.kv_dim / np.minimum(x.tp * x.cp, w.kv_heads)
+    return x.tokens * ((w.q_dim + w.out_dim) / x.tp + kv) * C.BYTES_PER_ACTIVATION
+
+
 def cp_term(x: Ctx, core_fwd_s: np.ndarray) -> CpTerm:
     recompute_core = np.maximum(x.module(M.CORE_ATTN), x.full)
     group = coll.Groups(x.levels, x.b.tp, x.b.cp)
+    if x.recipe.cp_comm_type is CpCommType.A2A:
+        # Q, K, V to head shards before the core and the output back after, in the forward, the backward (their
+        # gradients the other way) and each recomputed forward, none of it beside compute (Jacobs 2023 §3)
+        sent = ulysses_bytes(x)
+        net = C.NETWORK_A2A_EFFICIENCY["alltoall"]
+        one = group.all_to_all(sent, 1.0 / net, 1.0 / C.CP_A2A_EFFICIENCY)
+        total = one * (2.0 + recompute_core)
+        return CpTerm(exposed_s=total, total_s=total,
+                      bytes_per_layer=np.where(x.b.cp > 1, sent * (2.0 + recompute_core), 0.0))
     # gathered K and V of the sequence; KV heads are replicated across TP ranks beyond their count
     kv_full = x.tokens * x.cp * x.w.kv_dim / np.minimum(x.tp, x.w.kv_heads) * C.BYTES_PER_ACTIVATION
     fwd = group.reduce_scatter(kv_full)

@@ -200,6 +200,13 @@ network; MULTI_HOST_NVLINK_A2A_EFFICIENCY across NVL72 trays).  DeepEP normal ke
 all-to-all with Megatron's per-expert chunks: fitted on the MoE group (0.5; with the explicit permutes
 priced apart).  HybridEP: fitted on the GB200 rows, 0.76 of the NVL72 ring bandwidth, which is itself 0.76
 of line rate (gb200-nvl72.yaml)."""
+CP_A2A_EFFICIENCY = 1.0
+"""Share of a level's collective bandwidth Ulysses' all-to-alls reach: one `all_to_all_single` of equal chunks per
+tensor (deepspeed/sequence/layer.py single_all_to_all; Transformer Engine's a2a context parallelism), which NCCL
+runs at its ring bus bandwidth, not the 0.5 of Megatron's per-expert MoE chunks (A2A_EFFICIENCY): "NCCL can get an
+effective NVLink bandwidth of 370GB/s, which you can observe as BusBw when running non-allreduce operations"
+(sjeaugey, NVIDIA/nccl-tests#212, H100), the nvlink4 level's collective bandwidth; across nodes one NIC's
+(NETWORK_A2A_EFFICIENCY)."""
 NETWORK_A2A_EFFICIENCY = {"alltoall": 1.0, "allgather": 1.0}
 """Share of the network level's collective bandwidth NCCL's all-to-all reaches on the bytes that leave the
 scale-up domain, where it differs from A2A_EFFICIENCY.  NCCL's maintainers on nccl-tests `alltoall_perf`

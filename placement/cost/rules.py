@@ -57,11 +57,15 @@ class Facts:
 
     cp_refused: str = ""
     """Why context parallelism cannot run as priced for this model ("" where it can): Transformer Engine's
-    attention, whose ring (p2p) and all-gather exchanges the cost model prices, refuses a sliding window beside
-    the ring and a softmax with sinks beside either (attn_forward_func_with_cp, TransformerEngine d0067d0da
-    transformer_engine/pytorch/attention/dot_product_attention/context_parallel.py:5054-5067: "Context parallelism
+    attention, whose ring (p2p), all-gather and all-to-all (a2a) exchanges the cost model prices, refuses a sliding
+    window beside the ring and a softmax with sinks beside the first two (attn_forward_func_with_cp,
+    TransformerEngine d0067d0da transformer_engine/pytorch/attention/dot_product_attention/context_parallel.py:
+    5054-5067: "Context parallelism
     does not support sliding window attention with cp_comm_type='p2p'", "only supports softmax_type='learnable'
-    with cp_comm_type = 'a2a'"; a2a, Ulysses-style, is not priced)."""
+    with cp_comm_type = 'a2a'")."""
+    cp_a2a: bool = False
+    """Context parallelism is Ulysses' all-to-all over heads (CpCommType.A2A): each rank of a TP x CP group computes
+    whole heads."""
     two_stage_interleaving: bool = True
     """An interleaved schedule may run on 2 pipeline stages.  False where Megatron-LM runs the plan with its
     pipeline transfers exposed: it refuses that pair (core_v0.19.0 megatron/training/arguments.py:972-975)."""
@@ -79,10 +83,11 @@ class Facts:
         if runs_te is None:  # Transformer Engine's attention: Megatron's files, the default ones
             runs_te = framework in ("megatron", None)
         cp_refused = ""
-        if runs_te and model.attention_sinks:
+        a2a = recipe is not None and recipe.cp_comm_type is CpCommType.A2A
+        if runs_te and model.attention_sinks and not a2a:
             cp_refused = (f"{model.name}'s attention sinks: Transformer Engine runs context parallelism beside a "
-                          f"softmax with sinks only as cp_comm_type a2a, which placement does not price "
-                          f"(context_parallel.py:5064-5066)")
+                          f"softmax with sinks only as cp_comm_type a2a (context_parallel.py:5064-5066); "
+                          f"--cp-comm-type a2a runs it")
         elif runs_te and model.sliding_window is not None and ring:
             cp_refused = (f"{model.name}'s sliding window ({model.sliding_window} keys): Transformer Engine refuses "
                           f"ring (p2p) context parallelism beside it (context_parallel.py:5054-5060); "
@@ -92,7 +97,7 @@ class Facts:
                    seq_len=train.seq_len, global_batch=train.global_batch,
                    explicit_pipeline=recipe is not None and recipe.pipeline_layout is not None,
                    split_units=units, two_stage_interleaving=not (exposed and framework == "megatron"),
-                   cp_refused=cp_refused)
+                   cp_refused=cp_refused, cp_a2a=a2a)
 
 
 @dataclass(frozen=True)
@@ -221,6 +226,13 @@ RULES: tuple[Rule, ...] = (
           "Transformer Engine's context parallelism runs the model's attention (no sinks; no ring beside a window)",
           lambda f, c: (c["cp"] == 1) | (not f.cp_refused),
           lambda f, v: f"--cp {v['cp']}: {f.cp_refused}; or use --cp 1"),
+    _rule("cp_a2a_heads", "tp cp",
+          "Ulysses' all-to-all gives each of the tp x cp ranks whole attention heads (DeepSpeed's DistributedAttention "
+          "and Transformer Engine's a2a split the heads over the CP group)",
+          lambda f, c: (c["cp"] == 1) | (not f.cp_a2a) | (f.num_heads % (c["tp"] * c["cp"]) == 0),
+          lambda f, v: f"--cp {v['cp']} with --cp-comm-type a2a: tp x cp = {v['tp'] * v['cp']} does not divide the "
+                       f"{f.num_heads} attention heads of {f.model_name} (Ulysses splits the heads over tp x cp); "
+                       f"pick cp so that tp x cp divides {f.num_heads}, or --cp-comm-type p2p"),
     _rule("dense_no_experts", "ep etp",
           "a model without experts has nothing to shard over ep or etp",
           lambda f, c: (f.num_experts > 0) | ((c["ep"] == 1) & (c["etp"] == 1)),

@@ -343,8 +343,9 @@ RUNS_INSTEAD = {
                               "it gathers the weights once a step, after the optimizer",
     "grad_all_reduce": "its ZeRO optimizer reduce-scatters the gradients (the BF16_Optimizer, ZeRO stage 0, is not "
                        "what these files configure)",
-    "cp_comm_type": "DeepSpeed has no context parallelism of this kind (its sequence parallelism is Ulysses "
-                    "all-to-all)",
+    "cp_comm_type": "the files' 'context' axis is your model code's exchange, with ZeRO over 'data' alone; "
+                    "DeepSpeed-Ulysses (all-to-all) is deepspeed.sequence's DistributedAttention in the model code, "
+                    "whose ZeRO spans sequence x data, which these files do not configure",
     "dispatch_fp8": "DeepSpeed-MoE dispatches bf16 tokens",
     "fp8_recipe": "a DeepSpeed config has no FP8 recipe",
     "recompute_num_layers": "its activation checkpointing recomputes every layer",

@@ -138,6 +138,12 @@ class CpCommType(StrEnum):
     """K and V of the whole sequence all-gathered before the attention core, dK/dV reduce-scattered after:
     the collective sits on the critical path (Llama 3 §3.3.2 "Context parallelism": "the all-gather
     communication latency is exposed in the critical path"; Megatron `--cp-comm-type all_gather`)."""
+    A2A = "a2a"
+    """Ulysses: Q, K and V all-to-all'd from sequence shards to head shards before the attention core, and its output
+    back after, each rank running the whole sequence for heads / cp heads (DeepSpeed-Ulysses, Jacobs et al. 2023,
+    arXiv:2309.14509 §3: "an all-to-all ... on the query, key and value" and one on the output, 4 N h / P per link;
+    Megatron `--cp-comm-type a2a`, "Like DeepSpeed Ulysses"; Megatron-DeepSpeed `--ds-sequence-parallel-size`;
+    accelerate's `cp_backend: deepspeed`).  The all-to-alls sit on the critical path, forward and backward."""
 
 
 class EinsumDispatch(StrEnum):
@@ -200,8 +206,8 @@ class Recipe(Frozen):
     """How micro-batch gradients are accumulated (GradAccumulation): in the GEMM (Megatron), by autograd into
     16-bit `.grad`, or copied into fp32 after each backward (DeepSpeed's BF16_Optimizer)."""
     cp_comm_type: CpCommType = CpCommType.P2P
-    """How context parallelism moves K and V: a ring hidden behind the attention core, or an exposed
-    all-gather (CpCommType)."""
+    """How context parallelism moves K and V: a ring hidden behind the attention core, an exposed all-gather, or
+    Ulysses' exposed all-to-alls over heads (CpCommType)."""
     dp_overlap: bool = True
     """Gradient reduce-scatter and parameter all-gather overlap compute (`--overlap-grad-reduce
     --overlap-param-gather`; FSDP prefetch)."""

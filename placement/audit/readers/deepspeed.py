@@ -158,6 +158,8 @@ def read_json(path: Path, s: Settings) -> None:
                 raise InputError(f"{ev(key)}: {key} must be a JSON integer, got {data[key]!r}: DeepSpeed's batch "
                                  f"arithmetic fails on it; write the number without quotes")
             s.put(field, read_int(data[key], key, ev(key), minimum=1), ev(key))
+            if field == "cp" and data[key] > 1:  # DeepSpeed-Ulysses' degree: its all-to-alls over heads
+                s.put("recipe.cp_comm_type", "a2a", ev(key))
     zero = data.get("zero_optimization")
     if isinstance(zero, dict) and "stage" in zero:
         stage = read_int(zero["stage"], "zero_optimization.stage", ev("stage"))
@@ -311,7 +313,7 @@ def read_accelerate(data: dict, path: Path, lines: list[str], s: Settings) -> No
 
 def _accelerate_parallelism(par: object, ev: Callable[[str], str], s: Settings) -> None:
     """accelerate's ParallelismConfig section (parallelism_config_*_size): the context degree (cp_backend deepspeed:
-    DeepSpeed-Ulysses' all-to-all sequence parallelism, ALST; priced as context parallelism and said) and the tensor
+    DeepSpeed-Ulysses' all-to-all sequence parallelism, ALST, priced as such: cp_comm_type a2a) and the tensor
     degree; the data-parallel degree is what the world leaves (dp_shard x dp_replicate), checked against it."""
     if not isinstance(par, dict):
         return
@@ -325,10 +327,8 @@ def _accelerate_parallelism(par: object, ev: Callable[[str], str], s: Settings) 
     if sizes.get("cp", 1) > 1:
         s.put("cp", sizes["cp"], ev("parallelism_config_cp_size"))
         backend = par.get("parallelism_config_cp_backend", "torch")
-        if backend == "deepspeed":
-            where = ev("parallelism_config_cp_backend")
-            s.ignored.append(f"parallelism_config_cp_backend deepspeed: DeepSpeed-Ulysses all-to-all sequence "
-                             f"parallelism (ALST), priced as context parallelism ({where})")
+        if backend == "deepspeed":  # DeepSpeed-Ulysses (ALST): its all-to-alls over heads
+            s.put("recipe.cp_comm_type", "a2a", ev("parallelism_config_cp_backend"))
     product = 1
     for v in sizes.values():
         product *= v

@@ -274,15 +274,16 @@ def _megatron_recipe(f: str, a: Arg, s: Settings, state: dict) -> bool:
             raise InputError(f"{a.evidence}: --attention-backend must be flash, fused, unfused, local or auto, got "
                              f"{value!r}")
         s.put("recipe.attention_kernel", "unfused" if value in ("unfused", "local") else "flash", a.evidence)
-    elif f == "--cp-comm-type":  # one type, or one per layer; the cost model prices p2p and all_gather
+    elif f == "--cp-comm-type":  # one type, or one per layer; the cost model prices p2p, all_gather and a2a
         kinds = {v.text for v in a.values}
         if not kinds or not kinds <= {"p2p", "all_gather", "a2a", "a2a+p2p"}:
             raise InputError(f"{a.evidence}: --cp-comm-type takes p2p, all_gather, a2a or a2a+p2p, got "
                              f"{' '.join(v.text for v in a.values) or 'nothing'}")
-        if kinds == {"all_gather"}:
-            s.put("recipe.cp_comm_type", "all_gather", a.evidence)
+        if len(kinds) == 1 and kinds <= {"all_gather", "a2a"}:
+            s.put("recipe.cp_comm_type", next(iter(kinds)), a.evidence)
         elif kinds != {"p2p"}:
-            s.ignored.append(f"--cp-comm-type {' '.join(sorted(kinds))}: only p2p and all_gather are modelled; "
+            s.ignored.append(f"--cp-comm-type {' '.join(sorted(kinds))}: one type for every layer, p2p, all_gather "
+                             f"or a2a, is modelled (a2a+p2p, the hierarchical one, and a list of several are not); "
                              f"priced as p2p ({a.evidence})")
     elif f in ("--cuda-graph-impl", "--enable-cuda-graph", "--external-cuda-graph"):
         impl = ({"--enable-cuda-graph": "local", "--external-cuda-graph": "transformer_engine"}.get(f)
@@ -782,9 +783,8 @@ def read_args(words: list[Word], s: Settings, typos: bool = True) -> None:
             value = read_int(one_value(a).text, f, a.evidence, minimum=1 if name in (
                 "tp", "pp", "cp", "ep", "etp", "vpp", "micro_batch_size", "global_batch", "seq_len", "num_layers",
                 "layers_per_virtual_stage", "grad_accumulation") else 0)
-            if f == "--ds-sequence-parallel-size":
-                s.ignored.append(f"{f}: DeepSpeed-Ulysses all-to-all sequence parallelism, priced as context "
-                                 f"parallelism ({a.word.site.path}:{a.word.site.line})")
+            if f == "--ds-sequence-parallel-size" and value > 1:  # DeepSpeed-Ulysses: its all-to-alls over heads
+                s.put("recipe.cp_comm_type", "a2a", a.evidence)
             if f == "--zero-stage" and value > 3:
                 raise InputError(f"{a.evidence}: --zero-stage must be 0..3, got {value}")
             s.put(name, value, a.evidence)

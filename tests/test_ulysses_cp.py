@@ -1,0 +1,98 @@
+"""Ulysses context parallelism (CpCommType.A2A): Q, K, V all-to-all'd to head shards before the attention core and
+the output back after, exposed, forward, backward and recomputed (Jacobs et al. 2023, arXiv:2309.14509 §3).  A user
+trial: a Megatron-DeepSpeed job's --ds-sequence-parallel-size 4 was priced as ring attention, whose exchange hides
+behind the core (0 s exposed), while DeepSpeed's DistributedAttention runs its all-to-alls on the critical path."""
+
+from __future__ import annotations
+
+import json
+
+from click.testing import CliRunner
+
+from placement.audit.launch import parse_launch
+from placement.cli import main
+
+LONG = ["--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "8", "--seq-len", "65536", "--global-batch", "8",
+        "--pp", "1", "--mbs", "1", "--zero", "3", "--recompute", "full"]
+
+
+def _evaluate(*args: str) -> dict:
+    got = CliRunner().invoke(main, ["evaluate", *args, "--json"])
+    assert got.exit_code == 0, got.output
+    return json.loads(got.stdout)
+
+
+def test_ulysses_all_to_alls_are_priced_exposed_at_the_levels_bandwidth() -> None:
+    """Llama 3 8B at 64K on one DGX H100, cp 8: per layer and direction each rank sends its 8192 tokens of Q and of
+    the output (4096 wide each) and of K and V (8 heads of 128, 2048 wide), 7/8 of it to the other ranks, at the
+    NVLink level's bandwidth; three times a layer (forward, backward, the full recompute's forward), 32 layers, 8
+    micro-batches, and none of it hidden."""
+    got = _evaluate(*LONG, "--tp", "1", "--cp", "8", "--cp-comm-type", "a2a")
+    [level] = got["fabric_levels"]
+    sent = 8192 * (4096 + 4096 + 2048) * 2
+    per_a2a = sent * 7 / 8 / level["bandwidth_bytes_per_s"]
+    expected = per_a2a * 3 * 32 * 8
+    cp = got["breakdown"]["exposed"]["cp"]
+    assert got["breakdown"]["overlapped"]["cp"] == 0.0
+    assert expected <= cp <= expected * 1.05  # the rest: one latency per all-to-all
+    ring = _evaluate(*LONG, "--tp", "1", "--cp", "8")
+    assert ring["breakdown"]["exposed"]["cp"] < 0.1 * cp  # the ring hides behind the attention core
+
+
+def test_kv_heads_fewer_than_the_ranks_are_sent_replicated() -> None:
+    """tp 2 x cp 8 = 16 ranks over Llama 3 8B's 8 KV heads: each rank ends with a whole (replicated) K/V head, so the
+    K/V all-to-all carries cp x kv_dim / 8 per token, not kv_dim / tp."""
+    job = [*LONG[:4], "--gpus", "16", *LONG[6:]]
+    got = _evaluate(*job, "--tp", "2", "--cp", "8", "--cp-comm-type", "a2a")
+    [nvlink, network] = got["fabric_levels"]
+    assert nvlink["block_gpus"] == 8
+    tokens = 65536 // 8
+    sent = tokens * ((4096 + 4096) / 2 + 8 * 2048 / 8) * 2
+    # cp 8 strides tp 2: the group spans two hosts, 4 ranks in each, so half of a rank's bytes leave its host
+    expected = sent * (4 / 8) / network["bandwidth_bytes_per_s"] * 3 * 32 * 8
+    assert expected <= got["breakdown"]["exposed"]["cp"] <= expected * 1.05
+
+
+def test_ulysses_needs_whole_heads_per_rank_and_runs_beside_sinks() -> None:
+    """Each of the tp x cp ranks computes whole heads (DeepSpeed's DistributedAttention asserts it); a softmax with
+    sinks, which Transformer Engine's ring and all-gather refuse, runs under a2a."""
+    bad = CliRunner().invoke(main, ["evaluate", "--model", "llama3-8b", "--gpus", "48", "--seq-len", "49152",
+                                    "--global-batch", "8", "--tp", "2", "--cp", "24", "--cp-comm-type", "a2a"])
+    assert bad.exit_code == 2 and "Traceback" not in bad.output
+    assert "tp x cp = 48 does not divide the 32 attention heads" in bad.output
+    sinks = ["evaluate", "--model", "gpt-oss-120b", "--gpus", "64", "--seq-len", "65536", "--global-batch", "64",
+             "--cp", "2", "--json"]
+    refused = CliRunner().invoke(main, sinks)
+    assert refused.exit_code == 2 and "attention sinks" in refused.output and "--cp-comm-type a2a" in refused.output
+    priced = CliRunner().invoke(main, [*sinks, "--cp-comm-type", "a2a"])
+    assert priced.exit_code in (0, 1), priced.output  # priced (1: this layout does not fit, said with numbers)
+    got = json.loads(priced.stdout)
+    assert got["layout"]["cp"] == 2 and got["breakdown"]["exposed"]["cp"] > 0
+
+
+def test_the_launch_files_ulysses_degree_is_priced_as_all_to_alls(tmp_path) -> None:
+    """Megatron-DeepSpeed's --ds-sequence-parallel-size, a DeepSpeed JSON's sequence_parallel_size and Megatron-LM's
+    --cp-comm-type a2a are each read as Ulysses, with the line that says so."""
+    ds = tmp_path / "ds.json"
+    ds.write_text(json.dumps({"train_batch_size": 8, "train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": True},
+                              "zero_optimization": {"stage": 3}}))
+    script = tmp_path / "run.sh"
+    script.write_text(f"deepspeed --num_gpus 8 pretrain_gpt.py --num-layers 32 --hidden-size 4096 "
+                      f"--num-attention-heads 32 --seq-length 65536 --ds-sequence-parallel-size 4 --bf16 "
+                      f"--deepspeed --deepspeed_config {ds}\n")
+    lay = parse_launch([script, ds])
+    assert (lay.cp, lay.recipe["cp_comm_type"]) == (4, "a2a")
+    assert "--ds-sequence-parallel-size" in lay.sources["recipe.cp_comm_type"]
+    ds.write_text(json.dumps({"train_batch_size": 8, "train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": True},
+                              "sequence_parallel_size": 2}))
+    script.write_text(f"deepspeed --num_gpus 8 train.py --deepspeed --deepspeed_config {ds}\n")
+    lay = parse_launch([script, ds])
+    assert (lay.cp, lay.recipe["cp_comm_type"]) == (2, "a2a")
+    assert "sequence_parallel_size" in lay.sources["recipe.cp_comm_type"]
+
+
+def test_a_megatron_plan_under_a2a_writes_it(tmp_path) -> None:
+    got = CliRunner().invoke(main, ["evaluate", *LONG, "--tp", "1", "--cp", "8", "--cp-comm-type", "a2a",
+                                    "--out", str(tmp_path), "--emit", "megatron"])
+    assert got.exit_code == 0, got.output
+    assert "--cp-comm-type a2a" in (tmp_path / "megatron.sh").read_text()
