@@ -47,3 +47,33 @@ def test_a_per_device_batch_below_one_says_what_maxtext_loads(tmp_path: Path) ->
                                       "full", "--emit", "maxtext", "--out", str(tmp_path / "whole")])
     assert whole.exit_code in (0, 1), whole.output
     assert "is below 1" not in whole.stderr
+
+
+def _audit(tmp_path: Path, extra: str):
+    cfg = tmp_path / "cfg.yml"
+    cfg.write_text("base_config: base.yml\nmodel_name: llama3-8b\nper_device_batch_size: 1\nmax_target_length: "
+                   "32768\nhardware: gpu\nici_fsdp_parallelism: 4\nici_context_parallelism: 2\nattention: "
+                   "cudnn_flash_te\n" + extra)
+    return CliRunner().invoke(main, ["audit", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "8",
+                                     "--launch", str(cfg), "--json"])
+
+
+@pytest.mark.parametrize(("extra", "refused"), [
+    ("dataset_type: hf\n", True),
+    ("dataset_type: hf\ncontext_parallel_strategy: ring\n", False),
+    ("dataset_type: hf\ncontext_parallel_strategy: ring\ncontext_parallel_load_balance: false\n", True),
+    ("dataset_type: hf\npacking: false\n", False),
+    ("", False),  # base.yml's synthetic data keeps the dense layout
+])
+def test_cudnn_attention_on_packed_data_under_cp_is_refused_as_maxtext_refuses_it(tmp_path: Path, extra: str,
+                                                                                    refused: bool) -> None:
+    """A user trial: a MaxText job with attention cudnn_flash_te, context parallelism and packed sequences of a real
+    dataset was priced; MaxText 0.2.5 stops at its first attention ("Packing is only supported for load balanced
+    ring attention with context parallelism", layers/attention_op.py:2693-2694)."""
+    got = _audit(tmp_path, extra)
+    if refused:
+        assert got.exit_code == 2 and "Traceback" not in got.output
+        assert "Packing is only supported for load balanced ring attention" in got.output
+        assert "dataset_type: hf" in got.output and "context_parallel_strategy: ring" in got.output
+    else:
+        assert got.exit_code in (0, 1), got.output

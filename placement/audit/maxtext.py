@@ -316,6 +316,28 @@ def remat_reruns(kept: set[str]) -> tuple[str, ...]:
                                     ("mlp_up", not up)) if rerun)
 
 
+CUDNN_PACKING_DEFAULTS = {"attention": ("autoselected", 486), "packing": (True, 853),
+                          "dataset_type": ("synthetic", 891), "context_parallel_strategy": ("all_gather", 1349),
+                          "context_parallel_load_balance": (True, 1348)}
+"""The keys MaxText 0.2.5's cuDNN attention checks packing under context parallelism against, with base.yml's
+default and line."""
+
+
+def cudnn_packing_under_cp(v: dict[str, tuple[Any, str]]) -> str | None:
+    """The evidence, where the files run MaxText's cuDNN attention (cudnn_flash_te) on packed sequences of a real
+    dataset without a load-balanced ring, which MaxText refuses once context parallelism is on: "Packing is only
+    supported for load balanced ring attention with context parallelism" (layers/attention_op.py:2693-2694,
+    cudnn_flash_attention); None otherwise (resolve raises it when the mesh gives cp > 1)."""
+    said = {k: v.get(k, (value, f"{BASE_SOURCE} {k}: {value} (:{line})"))
+            for k, (value, line) in CUDNN_PACKING_DEFAULTS.items()}
+    word = {k: str(value).lower() for k, (value, _) in said.items()}
+    ring = word["context_parallel_strategy"] == "ring" and word["context_parallel_load_balance"] == "true"
+    if word["attention"] != "cudnn_flash_te" or word["packing"] != "true" or word["dataset_type"] == "synthetic" \
+            or ring:
+        return None
+    return "; ".join(ev for _, ev in said.values())
+
+
 def finish(v: dict[str, tuple[Any, str]], ignored: list[str]) -> dict[str, tuple[Any, str]]:
     """LaunchLayout fields from the merged MaxText keys (base.yml defaults for the rest): precision, sequence,
     recompute, model name, the mesh as read (resolved with the cluster by `resolve`), and the world size and
@@ -370,6 +392,9 @@ def finish(v: dict[str, tuple[Any, str]], ignored: list[str]) -> dict[str, tuple
                        f"every micro-batch's forward before the backward (a jax.lax.scan differentiated by JAX, "
                        f"layers/pipeline.py); {recompute}: priced as 1F1B, so expect the step time above the "
                        f"estimate and the memory other than it")
+    refusal = cudnn_packing_under_cp(v)
+    if refusal:
+        mesh["cudnn_packing_under_cp"] = refusal
     mesh["sources"] = {k: ev for k, (_, ev) in keys.items() if k in BASE and ev != BASE_SOURCE}
     out["mesh"] = (mesh, keys["mesh_axes"][1])
     quant, qev = keys["quantization"]
@@ -656,6 +681,13 @@ def resolve(mesh: dict, num_layers: int, gpus_per_host: int, num_gpus: int, glob
     ev = axes_source(mesh)
     _, _, size = _sizes(mesh, gpus_per_host, num_gpus)
     tp, cp, pp, ep, fsdp, data = (size[a] for a in ("tensor", "context", "stage", "expert", "fsdp", "data"))
+    if cp > 1 and mesh.get("cudnn_packing_under_cp"):
+        raise InputError(f"{mesh['cudnn_packing_under_cp']}; context {cp} ({ev}): MaxText 0.2.5 refuses packed "
+                         f"sequences of a real dataset under context parallelism with cuDNN's attention unless the "
+                         f"ring load-balances (\"Packing is only supported for load balanced ring attention with "
+                         f"context parallelism\", layers/attention_op.py:2693-2694), so this job does not start; set "
+                         f"context_parallel_strategy: ring with context_parallel_load_balance: true, packing: false, "
+                         f"or context parallelism 1")
     dp = data * fsdp * ep
     out: dict[str, tuple[Any, str]] = {"tp": (tp, ev), "cp": (cp, ev), "pp": (pp, ev), "ep": (ep, ev),
                                        "etp": (tp, "MaxText shards expert MLPs over tensor (base.yml mlp_moe)"),
