@@ -281,6 +281,9 @@ def test_autotp_keeps_its_sequence_and_a_combined_saving_is_named(tmp_path):
     assert a["speedup"] > 1.03
     [f] = [f for f in a["findings"] if f["kind"] == "combined_changes"]
     assert "micro_batch_size 16 -> " in f["message"] and "recompute full -> none" in f["message"]
+    # the recompute change is the Trainer's flag, not placement's own program's setting (a review saw both)
+    assert [c["argument"] for c in a["changes"] if "recompute" in c["argument"] or "checkpointing" in c["argument"]] \
+        == ["--gradient_checkpointing"]
 
 
 def test_a_zero_change_under_param_offload_says_to_drop_it(tmp_path):
@@ -544,3 +547,23 @@ def test_an_accelerate_config_without_compute_environment_is_accelerates(tmp_pat
     (tmp_path / "fsdp.yaml").write_text((tmp_path / "ds.yaml").read_text().replace("DEEPSPEED", "FSDP"))
     with pytest.raises(InputError, match=r"accelerate's FSDP"):
         parse_launch([tmp_path / "run.sh", tmp_path / "fsdp.yaml"])
+
+
+def test_only_deepspeed_keys_go_into_the_written_json() -> None:
+    """A review: a change that is no DeepSpeed key (the GPU order, an accelerate key, a flag) stays for the job's own
+    command; a section null in the file takes the key; a number written 1e9 is a JSON number."""
+    from placement.audit.changes import CUDA_DEVICES, apply_json_changes
+
+    data = {"zero_optimization": {"stage": 3, "offload_param": None}, "train_micro_batch_size_per_gpu": "auto"}
+    changes = [{"argument": CUDA_DEVICES, "from": "0,1", "to": "1,0"},
+               {"argument": "deepspeed_config.zero_stage", "from": "3", "to": "2"},
+               {"argument": "--per_device_train_batch_size", "from": "4", "to": "2"},
+               {"argument": "zero_optimization.offload_param.device", "from": None, "to": "cpu"},
+               {"argument": "zero_optimization.reduce_bucket_size", "from": None, "to": "1e9"}]
+    out, left = apply_json_changes(data, changes)
+    assert [c["argument"] for c in left] == [CUDA_DEVICES, "deepspeed_config.zero_stage",
+                                             "--per_device_train_batch_size"]
+    assert out == {"zero_optimization": {"stage": 3, "offload_param": {"device": "cpu"},
+                                         "reduce_bucket_size": 1000000000},
+                   "train_micro_batch_size_per_gpu": "auto"}
+    assert data["zero_optimization"]["offload_param"] is None  # the job's own copy untouched

@@ -394,7 +394,9 @@ def hf_trainer_changes(a: dict[str, str], b: dict[str, str], now: EmitContext, b
     live = uncommented(files_text) if files_text is not None else None
     out: list[dict] = []
     for k in list(a) + [k for k in b if k not in a]:
-        if a.get(k) == b.get(k) or k.startswith(("activation_checkpointing.", "topology ", "sequence_parallel ")):
+        if a.get(k) == b.get(k) or k.startswith(("activation_checkpointing.", "topology ", "sequence_parallel ",
+                                                  "recompute ", "ep_size ")):
+            # (placement's own program's settings: the Trainer's recompute is --gradient_checkpointing, below)
             continue
         stated = json_keys.get(k)
         if k in HF_FLAGS:
@@ -441,16 +443,16 @@ def hf_trainer_changes(a: dict[str, str], b: dict[str, str], now: EmitContext, b
 
 
 def _json_value(text: str, like: object):
-    """A change's value as a JSON value: the type the key already has in the file, else a boolean or a number where
-    the text is one ("none", an offload device, stays a string)."""
-    if isinstance(like, bool) or (like is None and text in ("true", "false")):
+    """A change's value as a JSON value: a boolean where the key is one in the file (or the text is true/false), else a
+    number where the text is one (a whole number as an integer: "1e9" is 1000000000), else the text ("none", an
+    offload device)."""
+    if isinstance(like, bool) or text in ("true", "false"):
         return text == "true"
-    for kind in ((int,) if isinstance(like, int) else (float,) if isinstance(like, float) else (int, float)):
-        try:
-            return kind(text)
-        except ValueError:
-            continue
-    return text
+    try:
+        number = float(text)
+    except ValueError:
+        return text
+    return int(number) if number.is_integer() and not isinstance(like, float) else number
 
 
 def apply_json_changes(data: dict, changes: Sequence[dict]) -> tuple[dict, list[dict]]:
@@ -458,19 +460,21 @@ def apply_json_changes(data: dict, changes: Sequence[dict]) -> tuple[dict, list[
     for the job's own command (the Trainer's flags, an accelerate config's key), which no JSON states.  A key's new
     value takes the type it has in the file; `to` None drops it; a ZeRO stage other than 3 drops offload_param, which
     DeepSpeed takes with stage 3 only (the stage change's note says so)."""
-    from placement.audit.readers.deepspeed import ACCELERATE_ZERO
+    from placement.audit.readers.deepspeed import DEEPSPEED_KEYS
 
     out = copy.deepcopy(data)
     left = []
     for c in changes:
         key = c["argument"]
-        if key.startswith("-") or key == ACCELERATE_ZERO or " " in key:
+        if key.split(".")[0] not in DEEPSPEED_KEYS or " " in key:  # a flag, CUDA_VISIBLE_DEVICES, accelerate's key
             left.append(c)
             continue
         *parents, last = key.split(".")
         node = out
         for p in parents:
-            node = node.setdefault(p, {})
+            if not isinstance(node.get(p), dict):  # absent, or null in the file
+                node[p] = {}
+            node = node[p]
         if c["to"] is None:
             node.pop(last, None)
         else:

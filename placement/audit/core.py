@@ -2096,6 +2096,9 @@ def megatron_deepspeed_changes(changes: list[dict], now: LayoutOut, best: Layout
     if now.zero_stage != best.zero_stage:
         keep.append({"argument": "--zero-stage", "from": str(now.zero_stage), "to": str(best.zero_stage),
                      "note": "and the DeepSpeed config's zero_optimization.stage"})
+    if now.cp != best.cp:  # DeepSpeed-Ulysses' degree, Megatron-DeepSpeed's own argument (a review: it was dropped)
+        keep.append({"argument": "--ds-sequence-parallel-size", "from": str(now.cp) if now.cp > 1 else None,
+                     "to": str(best.cp) if best.cp > 1 else None})
     keep += no_pipeline_parallel_change(best, files_text)
     return keep
 
@@ -2559,6 +2562,10 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
         space = neox_space(space, launch, model)
     if launch.dialect == "hf-trainer":
         space = hf_trainer_space(space, layout)
+    elif launch.framework == "deepspeed" and launch.megatron_deepspeed and layout.cp > 1:
+        # a Megatron-DeepSpeed job's DeepSpeed-Ulysses degree (--ds-sequence-parallel-size): the best plan may keep
+        # it, up to the job's (placement's own DeepSpeed files have no context parallelism to offer)
+        space = dataclasses.replace(space, framework=dataclasses.replace(space.framework, max_cp=layout.cp))
     if launch.micro_batch_one:  # the framework's own limit on the job's data (packed sequences)
         space = dataclasses.replace(space, fixed={**space.fixed, "micro_batch_size": 1})
     keep_engine = stays_on_megatron_deepspeed(launch, model)
@@ -2626,6 +2633,9 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
         stated = launch.config_keys or {}
         changes = (megatron_deepspeed_changes(script, plan.layout, best.layout, files_text)
                    + [c for c in changes if c["argument"] in stated])
+        if "sequence_parallel_size" in stated and plan.layout.cp != best.layout.cp:  # the JSON's Ulysses degree
+            changes.append({"argument": "sequence_parallel_size", "from": stated["sequence_parallel_size"],
+                            "to": str(best.layout.cp)})
     elif launch.pipeline_module is not None and launch.framework == "deepspeed" and not any(
             c["argument"] == "--no-pipeline-parallel" for c in changes):  # not on a move to Megatron-LM's arguments
         changes += no_pipeline_parallel_change(best.layout, files_text)

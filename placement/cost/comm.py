@@ -141,8 +141,10 @@ class CpTerm:
 
 def ulysses_bytes(x: Ctx) -> np.ndarray:
     """Bytes one rank's Ulysses all-to-alls carry per layer per direction: its sequence shard of Q and of the
-    attention output (heads / tp wide) and of K and V, the K/V heads each rank ends with replicated where fewer than
-    tp x cp (DeepSpeed's uneven-head path and ALST repeat them): cp x kv_dim / min(tp x cp, kv_heads) per token."""
+    attention output (heads / tp wide) and of K and V: kv_dim / tp per token, or, where the K/V heads are fewer than
+    tp x cp ranks, the K/V heads each rank ends with replicated, cp x kv_dim / kv_heads (Arctic Long Sequence
+    Training repeats them, deepspeed/runtime/sequence_parallel/ulysses_sp.py; Transformer Engine's a2a refuses that
+    count: cost.rules cp_a2a_heads)."""
     w = x.w
     kv = x.cp * w.kv_dim / np.minimum(x.tp * x.cp, w.kv_heads)
     return x.tokens * ((w.q_dim + w.out_dim) / x.tp + kv) * C.BYTES_PER_ACTIVATION
@@ -153,13 +155,16 @@ def cp_term(x: Ctx, core_fwd_s: np.ndarray) -> CpTerm:
     group = coll.Groups(x.levels, x.b.tp, x.b.cp)
     if x.recipe.cp_comm_type is CpCommType.A2A:
         # Q, K, V to head shards before the core and the output back after, in the forward, the backward (their
-        # gradients the other way) and each recomputed forward, none of it beside compute (Jacobs 2023 §3)
+        # gradients the other way) and each recomputed forward (on the share of layers fully recomputed), none of it
+        # beside compute (Jacobs 2023 §3); four calls a pass, one per tensor (deepspeed/sequence/layer.py
+        # DistributedAttention), so four latencies
+        passes = 2.0 + np.maximum(x.module(M.CORE_ATTN), x.full * x.full_layers_share)
         sent = ulysses_bytes(x)
         net = C.NETWORK_A2A_EFFICIENCY["alltoall"]
         one = group.all_to_all(sent, 1.0 / net, 1.0 / C.CP_A2A_EFFICIENCY)
-        total = one * (2.0 + recompute_core)
-        return CpTerm(exposed_s=total, total_s=total,
-                      bytes_per_layer=np.where(x.b.cp > 1, sent * (2.0 + recompute_core), 0.0))
+        one = one + 3.0 * group.all_to_all(np.zeros_like(sent))  # the latency of the three other calls
+        total = one * passes
+        return CpTerm(exposed_s=total, total_s=total, bytes_per_layer=np.where(x.b.cp > 1, sent * passes, 0.0))
     # gathered K and V of the sequence; KV heads are replicated across TP ranks beyond their count
     kv_full = x.tokens * x.cp * x.w.kv_dim / np.minimum(x.tp, x.w.kv_heads) * C.BYTES_PER_ACTIVATION
     fwd = group.reduce_scatter(kv_full)

@@ -66,6 +66,9 @@ class Facts:
     cp_a2a: bool = False
     """Context parallelism is Ulysses' all-to-all over heads (CpCommType.A2A): each rank of a TP x CP group computes
     whole heads."""
+    cp_a2a_te: bool = False
+    """Transformer Engine runs that all-to-all, which splits each TP rank's K/V heads over the CP ranks too
+    (AttnFuncWithCPAndQKVOA2A: k.shape[-2] % cp_size == 0), so tp x cp divides the K/V heads."""
     two_stage_interleaving: bool = True
     """An interleaved schedule may run on 2 pipeline stages.  False where Megatron-LM runs the plan with its
     pipeline transfers exposed: it refuses that pair (core_v0.19.0 megatron/training/arguments.py:972-975)."""
@@ -97,7 +100,7 @@ class Facts:
                    seq_len=train.seq_len, global_batch=train.global_batch,
                    explicit_pipeline=recipe is not None and recipe.pipeline_layout is not None,
                    split_units=units, two_stage_interleaving=not (exposed and framework == "megatron"),
-                   cp_refused=cp_refused, cp_a2a=a2a)
+                   cp_refused=cp_refused, cp_a2a=a2a, cp_a2a_te=a2a and runs_te)
 
 
 @dataclass(frozen=True)
@@ -229,10 +232,16 @@ RULES: tuple[Rule, ...] = (
     _rule("cp_a2a_heads", "tp cp",
           "Ulysses' all-to-all gives each of the tp x cp ranks whole attention heads (DeepSpeed's DistributedAttention "
           "and Transformer Engine's a2a split the heads over the CP group)",
-          lambda f, c: (c["cp"] == 1) | (not f.cp_a2a) | (f.num_heads % (c["tp"] * c["cp"]) == 0),
+          lambda f, c: (c["cp"] == 1) | (not f.cp_a2a) | (
+              (f.num_heads % (c["tp"] * c["cp"]) == 0)
+              & ((not f.cp_a2a_te) | (f.num_kv_heads % (c["tp"] * c["cp"]) == 0))),
           lambda f, v: f"--cp {v['cp']} with --cp-comm-type a2a: tp x cp = {v['tp'] * v['cp']} does not divide the "
-                       f"{f.num_heads} attention heads of {f.model_name} (Ulysses splits the heads over tp x cp); "
-                       f"pick cp so that tp x cp divides {f.num_heads}, or --cp-comm-type p2p"),
+                       + (f"{f.num_heads} attention heads" if f.num_heads % (v['tp'] * v['cp']) else
+                          f"{f.num_kv_heads} K/V heads (Transformer Engine's a2a splits each TP rank's K/V heads over "
+                          f"the CP ranks)")
+                       + f" of {f.model_name}; pick tp x cp from the divisors of "
+                       f"{f.num_heads if f.num_heads % (v['tp'] * v['cp']) else f.num_kv_heads}, or --cp-comm-type "
+                       f"p2p"),
     _rule("dense_no_experts", "ep etp",
           "a model without experts has nothing to shard over ep or etp",
           lambda f, c: (f.num_experts > 0) | ((c["ep"] == 1) & (c["etp"] == 1)),
