@@ -1565,14 +1565,15 @@ def audit(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, p
         from placement.outfiles import check_out_dir
 
         emitted = [f for f in [FRAMEWORK_FORMAT.get(launch.framework)] if f]
-        out = check_out_dir(out_dir, [*LAUNCH_FILES, JOB_HOSTS, *output_names(emitted)])
-        from placement.audit.report import OWN_JSON, own_program
-
-        if own_program(launch) and launch.deepspeed_json is not None:
-            if (out / OWN_JSON).resolve() == Path(launch.deepspeed_json).resolve():
-                raise InputError(f"--out {out_dir}: its {OWN_JSON} would be the job's own DeepSpeed config "
-                                 f"({launch.deepspeed_json}), which the audit writes back with the best plan's "
-                                 f"changes; give --out another folder")
+        names = [*LAUNCH_FILES, JOB_HOSTS, *output_names(emitted)]
+        out = check_out_dir(out_dir, names)
+        # a written file must not replace one of the job's own (a review: `--out` in the job's folder overwrote its
+        # DeepSpeed JSON or hostfile with the best plan's)
+        given = {Path(p).resolve(): p for p in launch_files}
+        clash = next((given[(out / n).resolve()] for n in names if (out / n).resolve() in given), None)
+        if clash is not None:
+            raise InputError(f"--out {out_dir}: the audit would write over the job's own {clash} (its best plan's "
+                             f"files are named {', '.join(names)}); give --out another folder")
     ctx = click.get_current_context()
     if ctx.get_parameter_source("precision") == click.core.ParameterSource.DEFAULT:
         precision = launch.precision or precision

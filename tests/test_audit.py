@@ -659,3 +659,20 @@ def test_an_audits_written_file_that_runs_other_than_its_best_plan_says_so_besid
     assert f"the files written run other than the best plan (each file's header says so too):\n  torchtitan.sh: " \
            f"{header[2:]}" in text.stdout
     assert "files_run" not in json.loads(CliRunner().invoke(main, [*job, "--json"]).stdout)
+
+
+def test_out_in_the_jobs_folder_does_not_write_over_its_files(tmp_path):
+    """A review: `audit --out` into the job's own folder replaced its hostfile (and could its DeepSpeed JSON) with the
+    best plan's, silently.  Refused before any work, naming the file."""
+    import shutil
+
+    model = tmp_path / "gpt2.yaml"
+    model.write_text(GPT2_ONE_LAYER)
+    for name in ("ds_zero3_config.json", "ds_zero2_pretrain_gpt2_model_parallel.sh", "hostfile"):
+        shutil.copy(AUDIT / "deepspeed" / name, tmp_path / name)
+    before = (tmp_path / "hostfile").read_text()
+    code, _, err = run("audit", *[a for n in ("ds_zero3_config.json", "ds_zero2_pretrain_gpt2_model_parallel.sh",
+                                              "hostfile") for a in ("--launch", str(tmp_path / n))],
+                       "--model", str(model), "--cluster", "dgx-h100", "--gpus", "2", "--out", str(tmp_path))
+    assert code == 2 and f"would write over the job's own {tmp_path / 'hostfile'}" in err
+    assert (tmp_path / "hostfile").read_text() == before

@@ -492,7 +492,7 @@ def test_an_hf_trainer_audit_does_not_write_over_the_jobs_own_json(tmp_path):
     result = CliRunner().invoke(main, ["audit", "--model", "llama3-8b", "--gpus", "8", "--launch",
                                        str(tmp_path / "run.sh"), "--launch", str(tmp_path / "ds_config.json"),
                                        "--out", str(tmp_path)])
-    assert result.exit_code == 2 and "would be the job's own DeepSpeed config" in result.output
+    assert result.exit_code == 2 and f"would write over the job's own {tmp_path / 'ds_config.json'}" in result.output
     assert json.loads((tmp_path / "ds_config.json").read_text()) == AUTO_JSON
 
 
