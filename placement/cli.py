@@ -1569,8 +1569,8 @@ def audit(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, p
         out = check_out_dir(out_dir, names)
         # a written file must not replace one of the job's own (a review: `--out` in the job's folder overwrote its
         # DeepSpeed JSON or hostfile with the best plan's)
-        given = {Path(p).resolve(): p for p in launch_files}
-        clash = next((given[(out / n).resolve()] for n in names if (out / n).resolve() in given), None)
+        own_files = {Path(p).resolve(): p for p in launch_files}
+        clash = next((own_files[(out / n).resolve()] for n in names if (out / n).resolve() in own_files), None)
         if clash is not None:
             raise InputError(f"--out {out_dir}: the audit would write over the job's own {clash} (its best plan's "
                              f"files are named {', '.join(names)}); give --out another folder")
