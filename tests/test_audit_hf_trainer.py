@@ -326,6 +326,28 @@ def test_accelerates_ulysses_context_degree_is_the_jobs(tmp_path):
         parse_launch([tmp_path / "run.sh", tmp_path / "bad.yaml"])
 
 
+@pytest.mark.parametrize(("par", "cp", "kind"), [
+    ("  parallelism_config_sp_size: 2\n  parallelism_config_sp_backend: deepspeed\n", 2, "a2a"),
+    ("  parallelism_config_sp_size: 2\n", 2, "a2a"),
+    ("  parallelism_config_cp_size: 2\n", 2, "all_gather"),
+    ("  parallelism_config_cp_size: 2\n  parallelism_config_cp_comm_strategy: alltoall\n", 2, "p2p"),
+])
+def test_accelerates_sequence_and_context_degrees_carry_their_exchange(tmp_path, par, cp, kind):
+    """A QA run: TRL's current alst_ulysses_4gpu.yaml states the Ulysses degree as parallelism_config_sp_size with
+    sp_backend deepspeed (accelerate has refused cp_backend deepspeed since its sequence-parallel keys came); the
+    audit read no context degree and priced dp 4 with whole sequences.  accelerate's torch context parallelism
+    rotates K/V as its cp_comm_strategy says, allgather by default (PyTorch's set_rotate_method)."""
+    (tmp_path / "run.sh").write_text("accelerate launch --config_file u.yaml sft.py --model_name_or_path m "
+                                     "--max_length 32768 --packing --per_device_train_batch_size 1\n")
+    (tmp_path / "u.yaml").write_text(ACCELERATE.replace("num_processes: 8", "num_processes: 4")
+                                     + "parallelism_config:\n  parallelism_config_dp_replicate_size: 1\n"
+                                       "  parallelism_config_dp_shard_size: 2\n  parallelism_config_tp_size: 1\n"
+                                     + par)
+    lay = parse_launch([tmp_path / "run.sh", tmp_path / "u.yaml"])
+    assert (lay.cp, lay.recipe["cp_comm_type"]) == (cp, kind)
+    assert "u.yaml" in lay.sources["recipe.cp_comm_type"]
+
+
 def test_an_accelerate_script_without_its_config_is_refused_under_any_framework(tmp_path):
     """--framework deepspeed had priced `accelerate launch --config_file zero3.yaml ...` alone at DeepSpeed's ZeRO-0
     (198 GiB, "cannot run") while the config runs ZeRO-3."""

@@ -312,31 +312,58 @@ def read_accelerate(data: dict, path: Path, lines: list[str], s: Settings) -> No
 
 
 def _accelerate_parallelism(par: object, ev: Callable[[str], str], s: Settings) -> None:
-    """accelerate's ParallelismConfig section (parallelism_config_*_size): the context degree (cp_backend deepspeed:
-    DeepSpeed-Ulysses' all-to-all sequence parallelism, ALST, priced as such: cp_comm_type a2a) and the tensor
-    degree; the data-parallel degree is what the world leaves (dp_shard x dp_replicate), checked against it."""
+    """accelerate's ParallelismConfig section (parallelism_config_*_size): the tensor degree and the context degree,
+    with its exchange: `sp_size` with `sp_backend: deepspeed` (its default; `cp_backend: deepspeed` in the earlier
+    spelling TRL's ALST configs used) is DeepSpeed-Ulysses' all-to-all sequence parallelism (ALST), priced as such
+    (cp_comm_type a2a); `cp_size` under the torch backend is PyTorch's context_parallel with
+    `cp_comm_strategy` as its rotate method, "allgather" by default (set_rotate_method; all_gather) or "alltoall"
+    (K/V passed around the ring: p2p).  The data-parallel degree is what the world leaves (dp_shard x
+    dp_replicate), checked against it."""
     if not isinstance(par, dict):
         return
     sizes = {}
-    for axis in ("dp_replicate", "dp_shard", "tp", "cp"):
+    for axis in ("dp_replicate", "dp_shard", "tp", "cp", "sp"):
         key = f"parallelism_config_{axis}_size"
         if key in par:
             sizes[axis] = read_int(par[key], key, ev(key), minimum=1)
     if sizes.get("tp", 1) > 1:
         s.put("tp", sizes["tp"], ev("parallelism_config_tp_size"))
-    if sizes.get("cp", 1) > 1:
+    if sizes.get("cp", 1) > 1 and sizes.get("sp", 1) > 1:
+        raise InputError(f"{ev('parallelism_config_cp_size')}; {ev('parallelism_config_sp_size')}: both a context "
+                         f"(cp) and a sequence (sp) degree; placement prices one context-parallel axis: give one of "
+                         f"them")
+    if sizes.get("sp", 1) > 1:
+        s.put("cp", sizes["sp"], ev("parallelism_config_sp_size"))
+        backend = str(par.get("parallelism_config_sp_backend", "deepspeed"))
+        if backend != "deepspeed":
+            raise InputError(f"{ev('parallelism_config_sp_backend')}: sp_backend {backend!r}; accelerate's sequence "
+                             f"parallelism runs on DeepSpeed (sp_backend deepspeed)")
+        where = (ev("parallelism_config_sp_backend") if "parallelism_config_sp_backend" in par else
+                 f"{ev('parallelism_config_sp_size')} (sp_backend's default, deepspeed)")
+        s.put("recipe.cp_comm_type", "a2a", f"{where}: DeepSpeed-Ulysses (ALST), all-to-alls over heads")
+    elif sizes.get("cp", 1) > 1:
         s.put("cp", sizes["cp"], ev("parallelism_config_cp_size"))
-        backend = par.get("parallelism_config_cp_backend", "torch")
-        if backend == "deepspeed":  # DeepSpeed-Ulysses (ALST): its all-to-alls over heads
-            s.put("recipe.cp_comm_type", "a2a", ev("parallelism_config_cp_backend"))
+        if str(par.get("parallelism_config_cp_backend", "torch")) == "deepspeed":  # the earlier spelling of sp
+            s.put("recipe.cp_comm_type", "a2a", f"{ev('parallelism_config_cp_backend')}: DeepSpeed-Ulysses (ALST), "
+                                                f"all-to-alls over heads")
+        else:
+            strategy = str(par.get("parallelism_config_cp_comm_strategy", "allgather"))
+            if strategy not in ("allgather", "alltoall"):
+                raise InputError(f"{ev('parallelism_config_cp_comm_strategy')}: cp_comm_strategy {strategy!r}; "
+                                 f"accelerate takes allgather or alltoall (PyTorch's rotate methods)")
+            where = (ev("parallelism_config_cp_comm_strategy") if "parallelism_config_cp_comm_strategy" in par else
+                     f"{ev('parallelism_config_cp_size')} (cp_comm_strategy's default, allgather)")
+            s.put("recipe.cp_comm_type", "all_gather" if strategy == "allgather" else "p2p",
+                  f"{where}: PyTorch's context_parallel under set_rotate_method({strategy!r})")
     product = 1
     for v in sizes.values():
         product *= v
     procs = s.value("world_size")
-    if procs is not None and len(sizes) == 4 and product != procs:
-        raise InputError(f"{ev('parallelism_config_cp_size')}: parallelism_config sizes dp_replicate x dp_shard x tp "
-                         f"x cp = {product} but num_processes is {procs}; accelerate refuses a mesh that does not "
-                         f"cover the processes")
+    if procs is not None and {"dp_replicate", "dp_shard", "tp"} <= set(sizes) and ({"cp", "sp"} & set(sizes)) \
+            and product != procs:
+        raise InputError(f"{ev('parallelism_config_dp_shard_size')}: parallelism_config sizes dp_replicate x "
+                         f"dp_shard x tp x cp x sp = {product} but num_processes is {procs}; accelerate refuses a mesh "
+                         f"that does not cover the processes")
 
 
 def _flat_keys(prefix: str, value: object) -> dict[str, str]:
