@@ -88,7 +88,8 @@ def test_the_change_list_speaks_the_trainers_flags(tmp_path):
     a = _audit(tmp_path, _run_clm("--block_size 4096 --gradient_checkpointing"), stated)
     args = {c["argument"]: c for c in a["changes"]}
     assert not [k for k in args if k.startswith("activation_checkpointing.")]
-    assert args["--gradient_checkpointing"]["from"] == "true" and args["--gradient_checkpointing"]["to"] is None
+    # stated "false", not dropped: TRL's SFTConfig defaults it to True
+    assert args["--gradient_checkpointing"]["from"] == "true" and args["--gradient_checkpointing"]["to"] == "false"
     if a["best"]["layout"]["micro_batch_size"] != 2:  # the flag, and the JSON's own number that must match it
         assert args["--per_device_train_batch_size"]["from"] == "2"
         assert "refuses" in args["train_micro_batch_size_per_gpu"]["note"]
@@ -346,6 +347,30 @@ def test_accelerates_sequence_and_context_degrees_carry_their_exchange(tmp_path,
     lay = parse_launch([tmp_path / "run.sh", tmp_path / "u.yaml"])
     assert (lay.cp, lay.recipe["cp_comm_type"]) == (cp, kind)
     assert "u.yaml" in lay.sources["recipe.cp_comm_type"]
+
+
+def test_trls_alst_command_without_batch_flags_runs_the_trainers_defaults(tmp_path):
+    """A QA run on TRL's own ALST example (docs/source/distributing_training.md): its --dtype bfloat16 (TRL's
+    ModelConfig) was refused as DeepSpeed-Chat's --dtype; with no JSON and no --per_device_train_batch_size the model's
+    default global batch was priced as 1 x 512 accumulation; and the best plan's recompute change said to drop
+    --gradient_checkpointing, which leaves SFTConfig's default True on."""
+    (tmp_path / "run.sh").write_text("accelerate launch --config_file u.yaml sft.py --model_name_or_path m "
+                                     "--max_length 4096 --packing --dtype bfloat16 --output_dir o\n")
+    (tmp_path / "u.yaml").write_text(ACCELERATE.replace("num_processes: 8", "num_processes: 4")
+                                     + "parallelism_config:\n  parallelism_config_dp_replicate_size: 1\n"
+                                       "  parallelism_config_dp_shard_size: 2\n  parallelism_config_tp_size: 1\n"
+                                       "  parallelism_config_sp_size: 2\n  parallelism_config_sp_backend: deepspeed\n")
+    lay = parse_launch([tmp_path / "run.sh", tmp_path / "u.yaml"])
+    assert (lay.micro_batch_size, lay.grad_accumulation, lay.global_batch) == (8, 1, 16)
+    assert "TrainingArguments default per_device_train_batch_size 8" in lay.sources["micro_batch_size"]
+    result = CliRunner().invoke(main, ["audit", "--model", "llama3-8b", "--gpus", "4", "--json", "--launch",
+                                       str(tmp_path / "run.sh"), "--launch", str(tmp_path / "u.yaml")])
+    assert result.exit_code in (0, 1), result.output
+    changes = json.loads(result.stdout)["changes"]
+    [c] = [c for c in changes if c["argument"] == "--gradient_checkpointing"]
+    assert (c["from"], c["to"]) == ("true", "false") and "TRL's SFTConfig: True" in c["note"]
+    # accelerate's plugin builds the DeepSpeed config from its own keys: no JSON key of placement's spelling to add
+    assert not [c for c in changes if c["argument"].startswith("zero_optimization.")]
 
 
 def test_an_accelerate_script_without_its_config_is_refused_under_any_framework(tmp_path):

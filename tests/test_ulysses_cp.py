@@ -134,3 +134,26 @@ def test_a_megatron_deepspeed_ulysses_degree_change_is_its_own_argument() -> Non
     assert megatron_deepspeed_changes([], lay(4), lay(1), "")[0]["to"] is None
     assert megatron_deepspeed_changes([], lay(2), lay(2), "") == []
 
+
+
+def test_a_megatron_deepspeed_ulysses_jobs_best_plan_keeps_tp_and_pp_1_and_fpdt_is_said(tmp_path) -> None:
+    """A QA run: the best plan of a Megatron-DeepSpeed --ds-sequence-parallel-size job added --tensor-model-parallel-
+    size 4, which Megatron-DeepSpeed's sequence parallelism is "currently incompatible with" (examples_deepspeed/
+    sequence_parallel/README.md); and FPDT's flags went unmentioned."""
+    ds = tmp_path / "ds.json"
+    ds.write_text(json.dumps({"train_batch_size": 8, "train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": True},
+                              "zero_optimization": {"stage": 1}}))
+    script = tmp_path / "run.sh"
+    script.write_text("deepspeed --num_gpus 8 pretrain_gpt.py --num-layers 32 --hidden-size 4096 --ffn-hidden-size "
+                      "14336 --num-attention-heads 32 --num-key-value-heads 8 --swiglu --normalization rmsnorm "
+                      "--use-rotary-position-embeddings --no-position-embedding --untie-embeddings-and-output-weights "
+                      "--disable-bias-linear --seq-length 65536 --max-position-embeddings 65536 --micro-batch-size 1 "
+                      "--global-batch-size 8 --ds-sequence-parallel-size 4 --ds-sequence-parallel-fpdt "
+                      f"--use-flash-attn-v2 --bf16 --deepspeed --deepspeed_config {ds}\n")
+    got = CliRunner().invoke(main, ["audit", "--launch", str(script), "--launch", str(ds), "--model", "llama3-8b",
+                                    "--cluster", "dgx-h100", "--gpus", "8", "--json"])
+    assert got.exit_code in (0, 1), got.output
+    data = json.loads(got.stdout)
+    assert (data["best"]["layout"]["tp"], data["best"]["layout"]["pp"]) == (1, 1)
+    assert data["best"]["recipe"]["cp_comm_type"] == "a2a" or data["best"]["layout"]["cp"] == 1
+    assert any(note.startswith("--ds-sequence-parallel-fpdt: DeepSpeed's FPDT") for note in data["layout"]["ignored"])

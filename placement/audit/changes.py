@@ -416,6 +416,8 @@ def hf_trainer_changes(a: dict[str, str], b: dict[str, str], now: EmitContext, b
             out.append({"argument": "deepspeed_config.zero_stage", "from": json_keys["deepspeed_config.zero_stage"],
                         "to": b.get(k), "note": "in the accelerate config"})
             continue
+        if k.startswith("zero_optimization.") and stated is None and "deepspeed_config.zero_stage" in json_keys:
+            continue  # accelerate's plugin builds the rest of its DeepSpeed config itself: no key of it to write
         own = HF_SCRIPT_FLAGS.get(k)
         if stated is None and own is not None and live is not None and re.search(rf"{own}\b", live):
             # a script that builds its DeepSpeed config from its own flag (DeepSpeed-Chat's --zero_stage)
@@ -437,8 +439,13 @@ def hf_trainer_changes(a: dict[str, str], b: dict[str, str], now: EmitContext, b
                     "note": "the best plan is priced with the optimizer state and step on the GPUs"})
     full = (now.plan.layout.recompute == "full", best.plan.layout.recompute == "full")
     if full[0] != full[1]:
+        # stated both ways: dropping the flag leaves TRL's SFTConfig default (True) on (a QA run)
+        note = HF_RECOMPUTE
+        if full[0] and live is not None and "--gradient_checkpointing" not in live \
+                and "--gradient-checkpointing" not in live:
+            note += "; not in the launch files: the script's default (TRL's SFTConfig: True)"
         out.append({"argument": "--gradient_checkpointing", "from": "true" if full[0] else None,
-                    "to": "true" if full[1] else None, "note": HF_RECOMPUTE})
+                    "to": "true" if full[1] else "false", "note": note})
     return out
 
 

@@ -2564,8 +2564,11 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
         space = hf_trainer_space(space, layout)
     elif launch.framework == "deepspeed" and launch.megatron_deepspeed and layout.cp > 1:
         # a Megatron-DeepSpeed job's DeepSpeed-Ulysses degree (--ds-sequence-parallel-size): the best plan may keep
-        # it, up to the job's (placement's own DeepSpeed files have no context parallelism to offer)
-        space = dataclasses.replace(space, framework=dataclasses.replace(space.framework, max_cp=layout.cp))
+        # it, up to the job's (placement's own DeepSpeed files have no context parallelism to offer), without tensor
+        # or pipeline parallelism, which it is "currently incompatible with" (Megatron-DeepSpeed
+        # examples_deepspeed/sequence_parallel/README.md at 4efb479d; a QA run's best plan added tp 4)
+        space = dataclasses.replace(space, fixed={**space.fixed, "tp": 1, "pp": 1},
+                                    framework=dataclasses.replace(space.framework, max_cp=layout.cp))
     if launch.micro_batch_one:  # the framework's own limit on the job's data (packed sequences)
         space = dataclasses.replace(space, fixed={**space.fixed, "micro_batch_size": 1})
     keep_engine = stays_on_megatron_deepspeed(launch, model)

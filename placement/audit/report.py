@@ -89,9 +89,8 @@ def launch_label(a: Audit) -> str:
     return "megatron-deepspeed" if is_megatron_deepspeed(a.launch) else a.launch.framework
 
 
-NEOX_NOTE = ("the changes are the GPT-NeoX config's keys, to edit in the config; --out DIR writes the plan as "
-             "DeepSpeed files (ds_config.json, ds_topology.py) for a training script of your own, not for GPT-NeoX, "
-             "which reads only its config")
+NEOX_NOTE = ("the changes are the GPT-NeoX config's keys, to edit in the config; --out DIR writes no GPT-NeoX "
+             "config, only the host files (a DeepSpeed hostfile in the best host order among them)")
 
 
 TORCHTITAN_PRE3_NOTE = ("the changes are the keys of the files' torchtitan (before 0.3.0), named as the version their "
@@ -455,7 +454,9 @@ def own_program_note(a: Audit, train: TrainingSpec, topo: Topology, out: Path) -
     left = command_changes(a)
     include = hostfile(best_context(a, train, topo))[1]
     given = (f"{out / OWN_JSON} is the job's DeepSpeed JSON ({a.launch.deepspeed_json}) with the best plan's keys "
-             f"applied: pass it where the job passes that file" if a.launch.deepspeed_json is not None else
+             f"applied: pass it where the job passes that file (where the script writes that file from a template "
+             f"at each run, as DeepSpeed's example scripts do, make the same key changes in the template or its "
+             f"variables instead)" if a.launch.deepspeed_json is not None else
              "no DeepSpeed JSON was among the files (a GPT-NeoX or accelerate config, or a script that builds its "
              "own), so none is written")
     flags = "; ".join(f"{c['argument']} {c['from'] if c['from'] is not None else '(unset)'} -> "

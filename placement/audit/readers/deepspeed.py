@@ -960,6 +960,12 @@ def _finish(s: Settings) -> None:
         elif auto.field in HF_DEFAULTS:
             arg, value = HF_DEFAULTS[auto.field]
             s.put(auto.field, value, f"HF TrainingArguments default {arg} {value} (fills \"auto\" of {key}: {where})")
+    if s.hf_trainer and not s.json_paths and not s.has("micro_batch_size") and not s.has("global_batch"):
+        # no DeepSpeed JSON (an accelerate config): the Trainer's own batch, its flag or TrainingArguments' default (a
+        # QA run: priced the model's default global batch as 1 x 512 accumulation, both labelled the default)
+        arg, value = HF_DEFAULTS["micro_batch_size"]
+        s.put("micro_batch_size", value, f"HF TrainingArguments default {arg} {value} (no --{arg} in the launch "
+                                         f"command: {s.hf_trainer})")
     # train_batch_size = micro * gas * dp (deepspeed runtime/config.py _batch_assertion); derive what is missing
     world = s.value("world_size")
     model = s.value("tp", 1) * s.value("pp", 1) * s.value("cp", 1)

@@ -132,6 +132,15 @@ _MG_IGNORED = {
                       "of the GEMM FLOPs: priced as FP8 GEMMs, so the estimate is fast",
     "--optimizer-cpu-offload": "optimizer state and step on the CPU (--optimizer-offload-fraction of it, default 1.0): "
                                "priced on the GPU, its state in GPU memory and its step at HBM speed",
+    "--ds-sequence-parallel-fpdt": "DeepSpeed's FPDT (Megatron-DeepSpeed): Ulysses over sequence chunks of "
+                                   "--ds-sequence-parallel-fpdt-chunk-size (65536 by default), their all-to-alls and "
+                                   "attention pipelined chunk by chunk; priced as plain Ulysses, its attention "
+                                   "activations whole, so the memory is an upper bound",
+    "--ds-sequence-parallel-fpdt-offloading": "FPDT's chunks of Q, K, V and attention output kept in host memory "
+                                              "between forward and backward: priced in GPU memory (an upper bound), "
+                                              "their host copies not priced",
+    "--checkpoint-in-cpu": "DeepSpeed activation checkpointing keeps the checkpointed inputs in host memory: priced "
+                           "in GPU memory (an upper bound), their host copies not priced",
 }
 _MG_RECIPE_FLAGS = {
     # bare Megatron flag -> the Recipe field it turns on
@@ -1471,8 +1480,9 @@ def _hf_trainer(args: list[Arg], s: Settings, deepspeed_flag: Arg | None) -> boo
         a = flags.get(name)
         if a is not None and not _given_false(a):
             s.hf_precision = (name[2:], a.evidence)
-    if DS_CHAT_FLAGS & {a.flag for a in args}:
-        _ds_chat(flags, s)
+    chat = DS_CHAT_FLAGS & {a.flag for a in args}
+    if chat and not (trl and chat == {"--dtype"}):  # TRL's --dtype is ModelConfig's load dtype ("bfloat16"), not
+        _ds_chat(flags, s)                          # DeepSpeed-Chat's (a QA run: TRL's ALST command was refused)
     if s.hf_precision is None:
         s.hf_precision = (None, s.hf_trainer)
     return True
