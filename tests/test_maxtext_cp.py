@@ -77,3 +77,17 @@ def test_cudnn_attention_on_packed_data_under_cp_is_refused_as_maxtext_refuses_i
         assert "dataset_type: hf" in got.output and "context_parallel_strategy: ring" in got.output
     else:
         assert got.exit_code in (0, 1), got.output
+
+
+def test_a_config_given_with_its_base_config_lays_over_it(tmp_path: Path) -> None:
+    """A QA run: MaxText's configs/gpu/models/llama3_8b.yml (base_config: "base.yml") given with base.yml was refused
+    as contradictory (run_name "gpu_train_test" against base.yml's ""); MaxText loads the base, then the config."""
+    from placement.audit.launch import parse_launch
+
+    (tmp_path / "base.yml").write_text('run_name: ""\nper_device_batch_size: 12.0\nmodel_name: "default"\n'
+                                       "ici_fsdp_parallelism: -1\n")
+    (tmp_path / "llama3_8b.yml").write_text('base_config: "base.yml"\nrun_name: "gpu_train_test"\n'
+                                            'model_name: "llama3-8b"\nper_device_batch_size: 1\nhardware: "gpu"\n')
+    lay = parse_launch([tmp_path / "llama3_8b.yml", tmp_path / "base.yml"])
+    assert lay.mesh["per_device_batch_size"] == 1  # the config's, not base.yml's 12
+    assert any("lays itself over it" in note and "run_name" in note for note in lay.ignored)

@@ -311,10 +311,31 @@ def model_layer(groups: list[Settings], ignored: list[str]) -> None:
                        f"model file, then the command's key=value: pyconfig.py)")
 
 
+def base_layer(groups: list[Settings], ignored: list[str]) -> None:
+    """A config's `base_config` given among the files (configs/gpu/models/llama3_8b.yml's "base.yml" beside base.yml):
+    MaxText loads the base and lays the config over it (pyconfig.py `_load_config`, base_config resolved against the
+    config's folder), so the config's keys replace the base's, said per file (a QA run: the two files' run_name was
+    refused as contradictory)."""
+    configs = [g for g in groups if not g.override and g.keys]
+    for child in configs:
+        base = (child.keys or {}).get("base_config")
+        if base is None:
+            continue
+        for g in configs:
+            if g is child or Path(g.path).name != Path(str(base[0])).name:
+                continue
+            replaced = [k for k in g.keys if k in child.keys and k != "base_config"]
+            if replaced:
+                g.keys = {k: v for k, v in g.keys.items() if k not in replaced}
+                ignored.append(f"{g.path}: its {', '.join(replaced)} are replaced by {child.path}, which lays itself "
+                               f"over it ({base[1]}: MaxText loads the base_config, then the config: pyconfig.py)")
+
+
 def join(groups: list[Settings], paths: list[Path]) -> Reading:
-    """A MaxText job: the files' keys merged (the model file over the config, command-line overrides over both:
-    `model_layer`), read by `placement.audit.maxtext`."""
+    """A MaxText job: the files' keys merged (a config over the base_config it names, the model file over the config,
+    command-line overrides over all: `base_layer`, `model_layer`), read by `placement.audit.maxtext`."""
     notes: list[str] = []
+    base_layer(groups, notes)
     model_layer(groups, notes)
     s = merge(groups)
     s.ignored += notes
