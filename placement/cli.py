@@ -1569,8 +1569,14 @@ def audit(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, p
         out = check_out_dir(out_dir, names)
         # a written file must not replace one of the job's own (a review: `--out` in the job's folder overwrote its
         # DeepSpeed JSON or hostfile with the best plan's)
-        own_files = {Path(p).resolve(): p for p in launch_files}
-        clash = next((own_files[(out / n).resolve()] for n in names if (out / n).resolve() in own_files), None)
+        from placement.audit.report import OWN_JSON, own_program
+
+        if own_program(launch):  # its own program's files: the hosts, a DeepSpeed hostfile and its JSON
+            names = [*LAUNCH_FILES, JOB_HOSTS, "hostfile", OWN_JSON]
+        inputs = [*launch_files, hosts_file, recipe_file, slurm_topology, cluster_graph, node_topo]
+        own_files = {Path(p).resolve(): p for p in inputs if p is not None}
+        # the folder resolved, not the file: a written file replaces a symlink there, never its target
+        clash = next((own_files[out.resolve() / n] for n in names if out.resolve() / n in own_files), None)
         if clash is not None:
             raise InputError(f"--out {out_dir}: the audit would write over the job's own {clash} (its best plan's "
                              f"files are named {', '.join(names)}); give --out another folder")

@@ -49,6 +49,8 @@ class Capability:
     etp: str = "any"
     """"one": expert TP 1 only; "tp": expert TP equal to TP; "any"."""
     ep_with_cp: bool = True
+    cp_alone: bool = False
+    """Context parallelism runs only without tensor and pipeline parallelism (Megatron-DeepSpeed's Ulysses)."""
     even_pipeline: bool = False
     """Every virtual stage holds as many layers (no first/last or explicit layout split)."""
     torchtitan_split: bool = False
@@ -134,6 +136,8 @@ class Capability:
             ok &= (b.etp == b.tp) | (b.ep == 1)
         if not self.ep_with_cp:
             ok &= (b.ep == 1) | (b.cp == 1)
+        if self.cp_alone:
+            ok &= (b.cp == 1) | ((b.tp == 1) & (b.pp == 1))
         if self.even_pipeline:
             ok &= num_layers % (b.pp * b.vpp) == 0
         if self.torchtitan_split:
@@ -227,6 +231,9 @@ class Capability:
             out.append(f"expert TP {etp}: it runs expert TP equal to TP ({tp})")
         if not self.ep_with_cp and ep > 1 and cp > 1:
             out.append(f"ep {ep} with cp {cp}: no expert parallelism across context parallelism")
+        if self.cp_alone and cp > 1 and (tp > 1 or pp > 1):
+            out.append(f"cp {cp} with tp {tp}, pp {pp}: its context parallelism runs without tensor and pipeline "
+                       f"parallelism")
         if self.even_pipeline and num_layers % (pp * vpp):
             out.append(f"{num_layers} layers over pp {pp} x vpp {vpp}: its stages hold equal layers")
         if self.torchtitan_split and not _torchtitan_splits(b, num_layers)[0]:

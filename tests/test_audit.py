@@ -676,3 +676,26 @@ def test_out_in_the_jobs_folder_does_not_write_over_its_files(tmp_path):
                        "--model", str(model), "--cluster", "dgx-h100", "--gpus", "2", "--out", str(tmp_path))
     assert code == 2 and f"would write over the job's own {tmp_path / 'hostfile'}" in err
     assert (tmp_path / "hostfile").read_text() == before
+
+
+def test_out_does_not_write_over_the_jobs_hosts_file_and_checks_only_what_it_writes(tmp_path):
+    """A review: the clash check left out --hosts (the job's hosts.txt was replaced by the best plan's), and refused a
+    job script named deepspeed.sh, which the audit of a Megatron-DeepSpeed job never writes."""
+    import shutil
+
+    model = tmp_path / "gpt2.yaml"
+    model.write_text(GPT2_ONE_LAYER)
+    job = tmp_path / "job"
+    job.mkdir()
+    shutil.copy(AUDIT / "deepspeed" / "ds_zero3_config.json", job / "ds.json")
+    shutil.copy(AUDIT / "deepspeed" / "ds_zero2_pretrain_gpt2_model_parallel.sh", job / "deepspeed.sh")
+    (job / "hosts.txt").write_text("worker-1\n")
+    files = ["--launch", str(job / "ds.json"), "--launch", str(job / "deepspeed.sh"), "--model", str(model),
+             "--cluster", "dgx-h100", "--gpus", "2"]
+    code, _, err = run("audit", *files, "--hosts", str(job / "hosts.txt"), "--out", str(job))
+    assert code == 2 and f"would write over the job's own {job / 'hosts.txt'}" in err
+    assert (job / "hosts.txt").read_text() == "worker-1\n"
+    code, _, err = run("audit", *files, "--out", str(job))
+    assert code in (0, 1), err
+    assert (job / "ds_config.json").exists() and (job / "deepspeed.sh").read_text() == (
+        AUDIT / "deepspeed" / "ds_zero2_pretrain_gpt2_model_parallel.sh").read_text()

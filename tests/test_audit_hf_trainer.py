@@ -614,3 +614,36 @@ def test_only_deepspeed_keys_go_into_the_written_json() -> None:
                                          "reduce_bucket_size": 1000000000},
                    "train_micro_batch_size_per_gpu": "auto"}
     assert data["zero_optimization"]["offload_param"] is None  # the job's own copy untouched
+
+
+def test_deepspeed_chats_defaults_and_flags_are_its_own(tmp_path):
+    """A review: a DeepSpeed-Chat script without --per_device_train_batch_size was priced at the Trainer's 8, not its
+    main.py's 16; its --gradient_checkpointing is store_true, so the change that turns it off drops the flag (TRL's
+    takes false); TRL's --dtype bfloat16 without a TRL-only flag is TRL's, not DeepSpeed-Chat's fp16/bf16."""
+    chat = ("deepspeed main.py --data_path d --model_name_or_path m --max_seq_len 2048 --zero_stage 3 --dtype bf16 "
+            "--gradient_checkpointing --deepspeed --output_dir o\n")
+    (tmp_path / "run.sh").write_text(chat)
+    lay = parse_launch([tmp_path / "run.sh"])
+    assert lay.micro_batch_size == 16 and "DeepSpeed-Chat" in lay.sources["micro_batch_size"]
+    result = CliRunner().invoke(main, ["audit", "--model", "llama3-8b", "--gpus", "8", "--json", "--launch",
+                                       str(tmp_path / "run.sh")])
+    assert result.exit_code in (0, 1), result.output
+    for c in json.loads(result.stdout)["changes"]:
+        if c["argument"] == "--gradient_checkpointing" and c["from"] == "true":
+            assert c["to"] is None
+    (tmp_path / "trl.sh").write_text("accelerate launch --config_file u.yaml sft.py --model_name_or_path m "
+                                     "--max_length 2048 --dtype bfloat16 --output_dir o\n")
+    (tmp_path / "u.yaml").write_text(ACCELERATE)
+    assert parse_launch([tmp_path / "trl.sh", tmp_path / "u.yaml"]).precision == "bf16"
+
+
+def test_accelerates_sequence_parallel_mesh_may_leave_ranks_to_data_parallelism(tmp_path):
+    """A review: accelerate does not check dp_replicate x dp_shard x tp x sp against the processes under sp_backend
+    deepspeed (DeepSpeed forms the groups); 8 processes with dp_shard 2 and sp 2 run sp 2 over dp 4."""
+    (tmp_path / "run.sh").write_text("accelerate launch --config_file u.yaml sft.py --model_name_or_path m "
+                                     "--max_length 32768 --packing --per_device_train_batch_size 1\n")
+    (tmp_path / "u.yaml").write_text(ACCELERATE + "parallelism_config:\n  parallelism_config_dp_replicate_size: 1\n"
+                                     "  parallelism_config_dp_shard_size: 2\n  parallelism_config_tp_size: 1\n"
+                                     "  parallelism_config_sp_size: 2\n")
+    lay = parse_launch([tmp_path / "run.sh", tmp_path / "u.yaml"])
+    assert (lay.cp, lay.world_size, lay.global_batch) == (2, 8, 4)

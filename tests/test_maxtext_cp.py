@@ -91,3 +91,9 @@ def test_a_config_given_with_its_base_config_lays_over_it(tmp_path: Path) -> Non
     lay = parse_launch([tmp_path / "llama3_8b.yml", tmp_path / "base.yml"])
     assert lay.mesh["per_device_batch_size"] == 1  # the config's, not base.yml's 12
     assert any("lays itself over it" in note and "run_name" in note for note in lay.ignored)
+    # a chain: a config over a mid one over base.yml, as pyconfig follows base_config down
+    (tmp_path / "mid.yml").write_text('base_config: "base.yml"\nrun_name: "mid"\nper_device_batch_size: 2\n')
+    (tmp_path / "top.yml").write_text('base_config: "mid.yml"\nrun_name: "top"\nmodel_name: "llama3-8b"\n'
+                                      'hardware: "gpu"\n')
+    lay = parse_launch([tmp_path / "top.yml", tmp_path / "mid.yml", tmp_path / "base.yml"])
+    assert lay.mesh["per_device_batch_size"] == 2  # mid's, over base.yml's 12

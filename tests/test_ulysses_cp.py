@@ -127,7 +127,7 @@ def test_a_megatron_deepspeed_ulysses_degree_change_is_its_own_argument() -> Non
     from placement.audit.core import megatron_deepspeed_changes
 
     def lay(cp: int) -> SimpleNamespace:
-        return SimpleNamespace(cp=cp, recompute="none", zero_stage=1, pp=1)
+        return SimpleNamespace(cp=cp, recompute="none", zero_stage=1, pp=1, sequence_parallel=False)
 
     assert megatron_deepspeed_changes([], lay(4), lay(2), "") == [
         {"argument": "--ds-sequence-parallel-size", "from": "4", "to": "2"}]
@@ -136,7 +136,7 @@ def test_a_megatron_deepspeed_ulysses_degree_change_is_its_own_argument() -> Non
 
 
 
-def test_a_megatron_deepspeed_ulysses_jobs_best_plan_keeps_tp_and_pp_1_and_fpdt_is_said(tmp_path) -> None:
+def test_a_megatron_deepspeed_ulysses_jobs_best_plan_has_no_tp_beside_it_and_fpdt_is_said(tmp_path) -> None:
     """A QA run: the best plan of a Megatron-DeepSpeed --ds-sequence-parallel-size job added --tensor-model-parallel-
     size 4, which Megatron-DeepSpeed's sequence parallelism is "currently incompatible with" (examples_deepspeed/
     sequence_parallel/README.md); and FPDT's flags went unmentioned."""
@@ -154,6 +154,33 @@ def test_a_megatron_deepspeed_ulysses_jobs_best_plan_keeps_tp_and_pp_1_and_fpdt_
                                     "--cluster", "dgx-h100", "--gpus", "8", "--json"])
     assert got.exit_code in (0, 1), got.output
     data = json.loads(got.stdout)
-    assert (data["best"]["layout"]["tp"], data["best"]["layout"]["pp"]) == (1, 1)
-    assert data["best"]["recipe"]["cp_comm_type"] == "a2a" or data["best"]["layout"]["cp"] == 1
+    best = data["best"]["layout"]
+    assert best["cp"] == 1 or (best["tp"], best["pp"]) == (1, 1)  # never Ulysses beside tp or pp
     assert any(note.startswith("--ds-sequence-parallel-fpdt: DeepSpeed's FPDT") for note in data["layout"]["ignored"])
+
+
+def test_a_megatron_deepspeed_ulysses_jobs_best_plan_may_drop_it_for_tp(tmp_path) -> None:
+    """A review: fixing tp and pp at 1 for the whole search left a 70B Ulysses job on 16 GPUs without a plan that fits;
+    Megatron-DeepSpeed rules tp and pp out beside Ulysses only, so a plan without it may take them."""
+    ds = tmp_path / "ds.json"
+    ds.write_text(json.dumps({"train_batch_size": 16, "train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": True},
+                              "zero_optimization": {"stage": 1}}))
+    script = tmp_path / "run.sh"
+    script.write_text("deepspeed --num_nodes 2 --num_gpus 8 pretrain_gpt.py --num-layers 80 --hidden-size 8192 "
+                      "--ffn-hidden-size 28672 --num-attention-heads 64 --num-key-value-heads 8 --swiglu "
+                      "--normalization rmsnorm --use-rotary-position-embeddings --no-position-embedding "
+                      "--untie-embeddings-and-output-weights --disable-bias-linear --seq-length 16384 "
+                      "--max-position-embeddings 16384 --micro-batch-size 1 --global-batch-size 16 "
+                      f"--ds-sequence-parallel-size 4 --use-flash-attn-v2 --bf16 --deepspeed --deepspeed_config {ds}\n")
+    got = CliRunner().invoke(main, ["audit", "--launch", str(script), "--launch", str(ds), "--model", "llama3-70b",
+                                    "--cluster", "dgx-h100", "--gpus", "16", "--json"])
+    assert got.exit_code in (0, 1), got.output
+    data = json.loads(got.stdout)
+    best = data["best"]["layout"]
+    assert best["cp"] == 1 or (best["tp"], best["pp"]) == (1, 1)  # never Ulysses beside tp or pp
+    assert data["best"]["fits"] and best["tp"] > 1
+    assert {"argument": "--ds-sequence-parallel-size", "from": "4", "to": None} in data["changes"]
+    # the tp plan is priced with Megatron's sequence parallelism: the change says so (microsoft/Megatron-DeepSpeed
+    # megatron/arguments.py --sequence-parallel)
+    assert best["sequence_parallel"] and {"argument": "--sequence-parallel", "from": None, "to": "true"} in \
+        data["changes"]

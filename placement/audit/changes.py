@@ -376,6 +376,9 @@ HfTrainerDeepSpeedConfig.trainer_config_process: fill_match), whose value is the
 HF_SCRIPT_FLAGS = {"zero_optimization.stage": "--zero_stage"}
 """DeepSpeed JSON keys a training script may take as its own flag and build its config from (DeepSpeed-Chat's
 main.py: get_train_ds_config(stage=args.zero_stage))."""
+HF_DS_CHAT_OWN = ("--zero_stage", "--max_seq_len", "--lora_dim", "--data_split")
+"""Flags of DeepSpeed-Chat's main.py no Trainer script has (readers.megatron.DS_CHAT_FLAGS less the --dtype TRL
+shares)."""
 HF_MUST_MATCH = ("the HF Trainer refuses a DeepSpeed config value that differs from its argument (transformers "
                  "integrations/deepspeed.py fill_match: 'Please correct the following DeepSpeed config values that "
                  "mismatch TrainingArguments values'): set it \"auto\" or to the same value")
@@ -444,8 +447,11 @@ def hf_trainer_changes(a: dict[str, str], b: dict[str, str], now: EmitContext, b
         if full[0] and live is not None and "--gradient_checkpointing" not in live \
                 and "--gradient-checkpointing" not in live:
             note += "; not in the launch files: the script's default (TRL's SFTConfig: True)"
+        # DeepSpeed-Chat's main.py declares it store_true: "false" is no value it takes, so off is the flag dropped
+        chat = live is not None and any(re.search(rf"{f}\b", live) for f in HF_DS_CHAT_OWN)
+        off = None if chat else "false"
         out.append({"argument": "--gradient_checkpointing", "from": "true" if full[0] else None,
-                    "to": "true" if full[1] else "false", "note": note})
+                    "to": "true" if full[1] else off, "note": note})
     return out
 
 

@@ -2096,6 +2096,9 @@ def megatron_deepspeed_changes(changes: list[dict], now: LayoutOut, best: Layout
     if now.zero_stage != best.zero_stage:
         keep.append({"argument": "--zero-stage", "from": str(now.zero_stage), "to": str(best.zero_stage),
                      "note": "and the DeepSpeed config's zero_optimization.stage"})
+    if now.sequence_parallel != best.sequence_parallel:  # Megatron's sequence parallelism, which the fork keeps
+        keep.append({"argument": "--sequence-parallel", "from": "true" if now.sequence_parallel else None,
+                     "to": "true" if best.sequence_parallel else None})
     if now.cp != best.cp:  # DeepSpeed-Ulysses' degree, Megatron-DeepSpeed's own argument (a review: it was dropped)
         keep.append({"argument": "--ds-sequence-parallel-size", "from": str(now.cp) if now.cp > 1 else None,
                      "to": str(best.cp) if best.cp > 1 else None})
@@ -2564,11 +2567,12 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
         space = hf_trainer_space(space, layout)
     elif launch.framework == "deepspeed" and launch.megatron_deepspeed and layout.cp > 1:
         # a Megatron-DeepSpeed job's DeepSpeed-Ulysses degree (--ds-sequence-parallel-size): the best plan may keep
-        # it, up to the job's (placement's own DeepSpeed files have no context parallelism to offer), without tensor
-        # or pipeline parallelism, which it is "currently incompatible with" (Megatron-DeepSpeed
-        # examples_deepspeed/sequence_parallel/README.md at 4efb479d; a QA run's best plan added tp 4)
-        space = dataclasses.replace(space, fixed={**space.fixed, "tp": 1, "pp": 1},
-                                    framework=dataclasses.replace(space.framework, max_cp=layout.cp))
+        # it, up to the job's (placement's own DeepSpeed files have no context parallelism to offer), but not beside
+        # tensor or pipeline parallelism, which it is "currently incompatible with" (Megatron-DeepSpeed
+        # examples_deepspeed/sequence_parallel/README.md at 4efb479d; a QA run's best plan added tp 4); a plan without
+        # it may take them
+        space = dataclasses.replace(space, framework=dataclasses.replace(space.framework, max_cp=layout.cp,
+                                                                         cp_alone=True))
     if launch.micro_batch_one:  # the framework's own limit on the job's data (packed sequences)
         space = dataclasses.replace(space, fixed={**space.fixed, "micro_batch_size": 1})
     keep_engine = stays_on_megatron_deepspeed(launch, model)

@@ -359,10 +359,12 @@ def _accelerate_parallelism(par: object, ev: Callable[[str], str], s: Settings) 
     for v in sizes.values():
         product *= v
     procs = s.value("world_size")
-    if procs is not None and {"dp_replicate", "dp_shard", "tp"} <= set(sizes) and ({"cp", "sp"} & set(sizes)) \
+    # accelerate skips this check under sp_backend deepspeed, whose groups DeepSpeed forms (parallelism_config.py
+    # _validate_accelerator): there the join's dp, world / sp, is what runs
+    if procs is not None and {"dp_replicate", "dp_shard", "tp", "cp"} <= set(sizes) and sizes.get("sp", 1) == 1 \
             and product != procs:
         raise InputError(f"{ev('parallelism_config_dp_shard_size')}: parallelism_config sizes dp_replicate x "
-                         f"dp_shard x tp x cp x sp = {product} but num_processes is {procs}; accelerate refuses a mesh "
+                         f"dp_shard x tp x cp = {product} but num_processes is {procs}; accelerate refuses a mesh "
                          f"that does not cover the processes")
 
 

@@ -313,22 +313,28 @@ def model_layer(groups: list[Settings], ignored: list[str]) -> None:
 
 def base_layer(groups: list[Settings], ignored: list[str]) -> None:
     """A config's `base_config` given among the files (configs/gpu/models/llama3_8b.yml's "base.yml" beside base.yml):
-    MaxText loads the base and lays the config over it (pyconfig.py `_load_config`, base_config resolved against the
-    config's folder), so the config's keys replace the base's, said per file (a QA run: the two files' run_name was
-    refused as contradictory)."""
+    MaxText loads the base and lays the config over it (pyconfig.py `_load_config`, following base_config down a
+    chain), so a config's keys replace those of every base below it, said per file (a QA run: the two files' run_name
+    was refused as contradictory).  The base is the given YAML of that file name."""
     configs = [g for g in groups if not g.override and g.keys]
+    parent: dict[int, Settings] = {}
     for child in configs:
-        base = (child.keys or {}).get("base_config")
-        if base is None:
-            continue
-        for g in configs:
-            if g is child or Path(g.path).name != Path(str(base[0])).name:
-                continue
-            replaced = [k for k in g.keys if k in child.keys and k != "base_config"]
+        base = child.keys.get("base_config")
+        match = [g for g in configs if g is not child and base is not None
+                 and Path(g.path).name == Path(str(base[0])).name]
+        if match:
+            parent[id(child)] = match[0]
+    for child in configs:
+        stated, where = dict(child.keys), child.keys.get("base_config", ("", ""))[1]
+        below, seen = parent.get(id(child)), set()
+        while below is not None and id(below) not in seen:
+            seen.add(id(below))
+            replaced = [k for k in below.keys if k in stated]
             if replaced:
-                g.keys = {k: v for k, v in g.keys.items() if k not in replaced}
-                ignored.append(f"{g.path}: its {', '.join(replaced)} are replaced by {child.path}, which lays itself "
-                               f"over it ({base[1]}: MaxText loads the base_config, then the config: pyconfig.py)")
+                below.keys = {k: v for k, v in below.keys.items() if k not in replaced}
+                ignored.append(f"{below.path}: its {', '.join(replaced)} are replaced by {child.path}, which lays "
+                               f"itself over it ({where}: MaxText loads the base_config, then the config: pyconfig.py)")
+            below = parent.get(id(below))
 
 
 def join(groups: list[Settings], paths: list[Path]) -> Reading:

@@ -1481,8 +1481,11 @@ def _hf_trainer(args: list[Arg], s: Settings, deepspeed_flag: Arg | None) -> boo
         if a is not None and not _given_false(a):
             s.hf_precision = (name[2:], a.evidence)
     chat = DS_CHAT_FLAGS & {a.flag for a in args}
-    if chat and not (trl and chat == {"--dtype"}):  # TRL's --dtype is ModelConfig's load dtype ("bfloat16"), not
-        _ds_chat(flags, s)                          # DeepSpeed-Chat's (a QA run: TRL's ALST command was refused)
+    # TRL's --dtype is ModelConfig's load dtype (bfloat16, float16, float32, auto), not DeepSpeed-Chat's fp16 / bf16 (a
+    # QA run: TRL's ALST command was refused); a --dtype alone is DeepSpeed-Chat's only in its own words
+    trl_dtype = chat == {"--dtype"} and (trl or one_value(flags["--dtype"]).text not in ("fp16", "bf16"))
+    if chat and not trl_dtype:
+        _ds_chat(flags, s)
     if s.hf_precision is None:
         s.hf_precision = (None, s.hf_trainer)
     return True
@@ -1509,6 +1512,9 @@ def _ds_chat(flags: dict[str, Arg], s: Settings) -> None:
         if stated == "fp16":
             s.ignored.append(f"--dtype fp16: {FP16_MIXED} with loss scaling, priced as bf16 ({where})")
     s.hf_precision = (stated, where)
+    if "--per_device_train_batch_size" not in flags and not s.has("micro_batch_size"):
+        s.put("micro_batch_size", 16, f"no --per_device_train_batch_size in the files (a DeepSpeed-Chat script, by "
+                                      f"{s.hf_trainer}): its default 16 ({DS_CHAT_MAIN})")
     offload = flags.get("--offload")
     if offload is not None and not _given_false(offload):
         for key in ("offload_param", "offload_optimizer"):
