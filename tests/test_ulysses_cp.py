@@ -135,25 +135,33 @@ def test_a_megatron_deepspeed_ulysses_degree_change_is_its_own_argument() -> Non
     assert megatron_deepspeed_changes([], lay(2), lay(2), "") == []
 
 
+MDS_SHAPES = {"llama3-8b": "--num-layers 32 --hidden-size 4096 --ffn-hidden-size 14336 --num-attention-heads 32",
+              "llama3-70b": "--num-layers 80 --hidden-size 8192 --ffn-hidden-size 28672 --num-attention-heads 64"}
+
+
+def _mds_audit(tmp_path, model: str, gpus: int, seq: int, batch: int, extra: str = "") -> dict:
+    """`audit --json` of a Megatron-DeepSpeed Llama-shaped job with --ds-sequence-parallel-size 4 and its JSON."""
+    ds = tmp_path / "ds.json"
+    ds.write_text(json.dumps({"train_batch_size": batch, "train_micro_batch_size_per_gpu": 1,
+                              "bf16": {"enabled": True}, "zero_optimization": {"stage": 1}}))
+    script = tmp_path / "run.sh"
+    script.write_text(f"deepspeed --num_nodes {gpus // 8} --num_gpus 8 pretrain_gpt.py {MDS_SHAPES[model]} "
+                      "--num-key-value-heads 8 --swiglu --normalization rmsnorm --use-rotary-position-embeddings "
+                      "--no-position-embedding --untie-embeddings-and-output-weights --disable-bias-linear "
+                      f"--seq-length {seq} --max-position-embeddings {seq} --micro-batch-size 1 --global-batch-size "
+                      f"{batch} --ds-sequence-parallel-size 4 {extra}--use-flash-attn-v2 --bf16 --deepspeed "
+                      f"--deepspeed_config {ds}\n")
+    got = CliRunner().invoke(main, ["audit", "--launch", str(script), "--launch", str(ds), "--model", model,
+                                    "--cluster", "dgx-h100", "--gpus", str(gpus), "--json"])
+    assert got.exit_code in (0, 1), got.output
+    return json.loads(got.stdout)
+
 
 def test_a_megatron_deepspeed_ulysses_jobs_best_plan_has_no_tp_beside_it_and_fpdt_is_said(tmp_path) -> None:
     """A QA run: the best plan of a Megatron-DeepSpeed --ds-sequence-parallel-size job added --tensor-model-parallel-
     size 4, which Megatron-DeepSpeed's sequence parallelism is "currently incompatible with" (examples_deepspeed/
     sequence_parallel/README.md); and FPDT's flags went unmentioned."""
-    ds = tmp_path / "ds.json"
-    ds.write_text(json.dumps({"train_batch_size": 8, "train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": True},
-                              "zero_optimization": {"stage": 1}}))
-    script = tmp_path / "run.sh"
-    script.write_text("deepspeed --num_gpus 8 pretrain_gpt.py --num-layers 32 --hidden-size 4096 --ffn-hidden-size "
-                      "14336 --num-attention-heads 32 --num-key-value-heads 8 --swiglu --normalization rmsnorm "
-                      "--use-rotary-position-embeddings --no-position-embedding --untie-embeddings-and-output-weights "
-                      "--disable-bias-linear --seq-length 65536 --max-position-embeddings 65536 --micro-batch-size 1 "
-                      "--global-batch-size 8 --ds-sequence-parallel-size 4 --ds-sequence-parallel-fpdt "
-                      f"--use-flash-attn-v2 --bf16 --deepspeed --deepspeed_config {ds}\n")
-    got = CliRunner().invoke(main, ["audit", "--launch", str(script), "--launch", str(ds), "--model", "llama3-8b",
-                                    "--cluster", "dgx-h100", "--gpus", "8", "--json"])
-    assert got.exit_code in (0, 1), got.output
-    data = json.loads(got.stdout)
+    data = _mds_audit(tmp_path, "llama3-8b", 8, 65536, 8, "--ds-sequence-parallel-fpdt ")
     best = data["best"]["layout"]
     assert best["cp"] == 1 or (best["tp"], best["pp"]) == (1, 1)  # never Ulysses beside tp or pp
     assert any(note.startswith("--ds-sequence-parallel-fpdt: DeepSpeed's FPDT") for note in data["layout"]["ignored"])
@@ -162,20 +170,7 @@ def test_a_megatron_deepspeed_ulysses_jobs_best_plan_has_no_tp_beside_it_and_fpd
 def test_a_megatron_deepspeed_ulysses_jobs_best_plan_may_drop_it_for_tp(tmp_path) -> None:
     """A review: fixing tp and pp at 1 for the whole search left a 70B Ulysses job on 16 GPUs without a plan that fits;
     Megatron-DeepSpeed rules tp and pp out beside Ulysses only, so a plan without it may take them."""
-    ds = tmp_path / "ds.json"
-    ds.write_text(json.dumps({"train_batch_size": 16, "train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": True},
-                              "zero_optimization": {"stage": 1}}))
-    script = tmp_path / "run.sh"
-    script.write_text("deepspeed --num_nodes 2 --num_gpus 8 pretrain_gpt.py --num-layers 80 --hidden-size 8192 "
-                      "--ffn-hidden-size 28672 --num-attention-heads 64 --num-key-value-heads 8 --swiglu "
-                      "--normalization rmsnorm --use-rotary-position-embeddings --no-position-embedding "
-                      "--untie-embeddings-and-output-weights --disable-bias-linear --seq-length 16384 "
-                      "--max-position-embeddings 16384 --micro-batch-size 1 --global-batch-size 16 "
-                      f"--ds-sequence-parallel-size 4 --use-flash-attn-v2 --bf16 --deepspeed --deepspeed_config {ds}\n")
-    got = CliRunner().invoke(main, ["audit", "--launch", str(script), "--launch", str(ds), "--model", "llama3-70b",
-                                    "--cluster", "dgx-h100", "--gpus", "16", "--json"])
-    assert got.exit_code in (0, 1), got.output
-    data = json.loads(got.stdout)
+    data = _mds_audit(tmp_path, "llama3-70b", 16, 16384, 16)
     best = data["best"]["layout"]
     assert best["cp"] == 1 or (best["tp"], best["pp"]) == (1, 1)  # never Ulysses beside tp or pp
     assert data["best"]["fits"] and best["tp"] > 1
