@@ -1571,8 +1571,8 @@ def audit(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, p
         # DeepSpeed JSON or hostfile with the best plan's)
         from placement.audit.report import OWN_JSON, own_program
 
-        if own_program(launch):  # its own program's files: the hosts, a DeepSpeed hostfile and its JSON
-            names = [*LAUNCH_FILES, JOB_HOSTS, "hostfile", OWN_JSON]
+        if own_program(launch):  # its own program's files: the hosts, a DeepSpeed hostfile and its JSON or config
+            names = [*LAUNCH_FILES, JOB_HOSTS, "hostfile", OWN_JSON, *(Path(p).name for p in launch.neox_configs)]
         inputs = [*launch_files, hosts_file, recipe_file, slurm_topology, cluster_graph, node_topo]
         own_files = {Path(p).resolve(): p for p in inputs if p is not None}
         # the folder resolved, not the file: a written file replaces a symlink there, never its target

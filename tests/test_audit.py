@@ -699,3 +699,28 @@ def test_out_does_not_write_over_the_jobs_hosts_file_and_checks_only_what_it_wri
     assert code in (0, 1), err
     assert (job / "ds_config.json").exists() and (job / "deepspeed.sh").read_text() == (
         AUDIT / "deepspeed" / "ds_zero2_pretrain_gpt2_model_parallel.sh").read_text()
+
+
+@pytest.mark.parametrize("config", ["20B.yml", "20B-c560814b.yml"])
+def test_a_gpt_neox_jobs_out_is_its_config_with_the_best_plans_keys(tmp_path, config):
+    """A QA run: `audit --out` of a GPT-NeoX job wrote no config (only host files), so the change list was the user's to
+    apply by hand.  The job's config comes back under its own name with the best plan's keys, in the file's own
+    spelling (dashes in the 2022 release's), every other key as it was."""
+    import yaml
+
+    src = AUDIT / "neox" / config
+    out = tmp_path / "out"
+    code, stdout, err = run("audit", "--model", "gpt-neox-20b", "--cluster", "gpt-neox-a100-40g", "--gpus", "96",
+                            "--launch", str(src), "--out", str(out), "--json")
+    assert code in (0, 1), err
+    changes = json.loads(stdout)["changes"]
+    text = (out / config).read_text()
+    assert text.startswith("# placement ") and "the job's GPT-NeoX config with the best plan's keys applied" in text
+    written, original = yaml.safe_load(text), yaml.safe_load(src.read_text())
+    keyed = [c for c in changes if " " not in c["argument"]]
+    assert keyed
+    for c in keyed:
+        assert str(written.get(c["argument"])).lower() == str(c["to"]).lower(), c
+    assert {k: v for k, v in written.items() if k not in {c["argument"] for c in keyed}} == \
+        {k: v for k, v in original.items() if k not in {c["argument"] for c in keyed}}
+    assert f"{out / config} is the job's GPT-NeoX config" in " ".join(err.split())

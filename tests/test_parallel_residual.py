@@ -152,8 +152,9 @@ def test_the_audits_best_files_run_the_model_as_the_job_does(tmp_path: Path, lau
     out = tmp_path / "out"
     got = _cli("audit", *JOB, "--launch", str(path), "--out", str(out))
     assert got["best"]["model_features"]["parallel_residual"]["value"] is feature
-    if launch != "megatron":  # GPT-NeoX runs deepy.py on its own config: no DeepSpeed program of placement's
+    if launch != "megatron":  # GPT-NeoX runs deepy.py on its own config: that config back, no program of placement's
         assert not (out / "deepspeed.sh").exists() and (out / "hostfile").exists()
+        assert (out / "20B.yml").read_text().count("gpt_j_residual: true") == int(feature)
         return
     written = (out / "megatron.sh").read_text()
     assert "not the model's parallel residual" not in written

@@ -468,18 +468,21 @@ def _json_value(text: str, like: object):
     return int(number) if number.is_integer() and not isinstance(like, float) else number
 
 
-def apply_json_changes(data: dict, changes: Sequence[dict]) -> tuple[dict, list[dict]]:
-    """An HF Trainer job's DeepSpeed JSON (as loaded) with the change list's JSON keys applied, and the changes left
-    for the job's own command (the Trainer's flags, an accelerate config's key), which no JSON states.  A key's new
-    value takes the type it has in the file; `to` None drops it; a ZeRO stage other than 3 drops offload_param, which
-    DeepSpeed takes with stage 3 only (the stage change's note says so)."""
+def apply_json_changes(data: dict, changes: Sequence[dict], known: frozenset[str] | None = None,
+                       ) -> tuple[dict, list[dict]]:
+    """A job's own config (its DeepSpeed JSON, or a GPT-NeoX config file, as loaded) with the change list's keys
+    applied, and the changes left for the job's own command (a flag, CUDA_VISIBLE_DEVICES, an accelerate config's key),
+    which the config does not state.  `known`: the config's top-level key names, "-" read as "_" (default: DeepSpeed's).
+    A key's new value takes the type it has in the file; `to` None drops it; a ZeRO stage other than 3 drops
+    offload_param, which DeepSpeed takes with stage 3 only (the stage change's note says so)."""
     from placement.audit.readers.deepspeed import DEEPSPEED_KEYS
 
+    known = DEEPSPEED_KEYS if known is None else known
     out = copy.deepcopy(data)
     left = []
     for c in changes:
         key = c["argument"]
-        if key.split(".")[0] not in DEEPSPEED_KEYS or " " in key:  # a flag, CUDA_VISIBLE_DEVICES, accelerate's key
+        if key.split(".")[0].replace("-", "_") not in known or " " in key:
             left.append(c)
             continue
         *parents, last = key.split(".")

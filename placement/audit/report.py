@@ -89,8 +89,8 @@ def launch_label(a: Audit) -> str:
     return "megatron-deepspeed" if is_megatron_deepspeed(a.launch) else a.launch.framework
 
 
-NEOX_NOTE = ("the changes are the GPT-NeoX config's keys, to edit in the config; --out DIR writes no GPT-NeoX "
-             "config, only the host files (a DeepSpeed hostfile in the best host order among them)")
+NEOX_NOTE = ("the changes are the GPT-NeoX config's keys, to edit in the config; --out DIR writes the config files "
+             "with them applied, and a DeepSpeed hostfile in the best host order")
 
 
 TORCHTITAN_PRE3_NOTE = ("the changes are the keys of the files' torchtitan (before 0.3.0), named as the version their "
@@ -415,6 +415,8 @@ def command_changes(a: Audit) -> list[dict]:
     them."""
     from placement.audit.changes import apply_json_changes
 
+    if a.launch.neox_configs:
+        return neox_config_changes(a)[1]
     if a.launch.deepspeed_json is None:
         return list(best_changes(a))
     return apply_json_changes({}, best_changes(a))[1]
@@ -432,11 +434,54 @@ def write_own_program_files(a: Audit, ctx: EmitContext, out: Path) -> list[Path]
     from placement.outfiles import write_atomic
 
     written = [write_atomic(out / "hostfile", hostfile(ctx)[0])]
+    if a.launch.neox_configs:
+        return [*written, *write_neox_configs(a, out)]
     if a.launch.deepspeed_json is None:
         return written
     source = Path(a.launch.deepspeed_json)
     data, _ = apply_json_changes(read_config_text(source.read_text(), source), best_changes(a))
     return [*written, write_atomic(out / OWN_JSON, json.dumps(data, indent=2) + "\n")]
+
+
+def neox_config_changes(a: Audit) -> tuple[list[tuple[Path, dict, list[dict]]], list[dict]]:
+    """A GPT-NeoX job's config files (path, keys as loaded, the changes each takes) and the changes none takes: a key
+    goes to the file that states it (GPT-NeoX refuses a key in two files), one no file states to the first."""
+    from placement.audit.changes import apply_json_changes
+    from placement.audit.readers.neox_keys import KEYS
+    from placement.loaders.files import parse_yaml
+
+    files = [(Path(p), parse_yaml(Path(p).read_text(), Path(p), "YAML config", False)) for p in a.launch.neox_configs]
+    known = frozenset(KEYS)
+    taken = [(path, data, []) for path, data in files]
+    left = []
+    for c in best_changes(a):
+        top = c["argument"].split(".")[0].replace("-", "_")
+        if apply_json_changes({}, [c], known)[1]:  # no GPT-NeoX key: the command's (the host order)
+            left.append(c)
+            continue
+        home = next((t for t in taken if top in {str(k).replace("-", "_") for k in t[1]}), taken[0])
+        home[2].append(c)
+    return taken, left
+
+
+def write_neox_configs(a: Audit, out: Path) -> list[Path]:
+    """A GPT-NeoX job's config files, each with the best plan's keys applied (neox_config_changes), under their own
+    names, with a header that says what they are; YAML as GPT-NeoX loads it (its comments are not kept)."""
+    import yaml
+
+    from placement.audit.changes import apply_json_changes
+    from placement.audit.readers.neox_keys import KEYS
+    from placement.outfiles import write_atomic
+
+    header = (f"# placement {__version__} audit: {{name}}, the job's GPT-NeoX config with the best plan's keys applied "
+              f"({{keys}}); predicted step {a.best.step_time_s:.3f} s (x{a.speedup:.3f} over the audited launch)\n")
+    written = []
+    for path, data, changes in neox_config_changes(a)[0]:
+        changed, _ = apply_json_changes(data, changes, frozenset(KEYS))
+        keys = ", ".join(c["argument"] for c in changes) or "none of its keys changes"
+        text = header.format(name=path.name, keys=keys) + yaml.safe_dump(changed, sort_keys=False)
+        written.append(write_atomic(out / path.name, text))
+    return written
 
 
 def best_context(a: Audit, train: TrainingSpec, topo: Topology) -> EmitContext:
@@ -453,7 +498,11 @@ def own_program_note(a: Audit, train: TrainingSpec, topo: Topology, out: Path) -
 
     left = command_changes(a)
     include = hostfile(best_context(a, train, topo))[1]
-    given = (f"{out / OWN_JSON} is the job's DeepSpeed JSON ({a.launch.deepspeed_json}) with the best plan's keys "
+    configs = ", ".join(str(out / Path(p).name) for p in a.launch.neox_configs)
+    given = (f"{configs} {'is' if len(a.launch.neox_configs) == 1 else 'are'} the job's GPT-NeoX config with the "
+             f"best plan's keys applied: run deepy.py with {'it' if len(a.launch.neox_configs) == 1 else 'them'}"
+             if a.launch.neox_configs else
+             f"{out / OWN_JSON} is the job's DeepSpeed JSON ({a.launch.deepspeed_json}) with the best plan's keys "
              f"applied: pass it where the job passes that file (where the script writes that file from a template "
              f"at each run, as DeepSpeed's example scripts do, make the same key changes in the template or its "
              f"variables instead)" if a.launch.deepspeed_json is not None else

@@ -844,6 +844,7 @@ def merge(groups: list[Settings]) -> Settings:
         out.megatron_without_deepspeed = out.megatron_without_deepspeed or g.megatron_without_deepspeed
         out.bridge = out.bridge or g.bridge
         out.neox = out.neox or g.neox
+        out.neox_configs += g.neox_configs
         out.config_keys |= g.config_keys
         out.config_spelling |= g.config_spelling
         out.bridge_keys |= g.bridge_keys

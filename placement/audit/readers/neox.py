@@ -44,6 +44,7 @@ def read_yamls(parts: list[tuple[Path, dict, list[str]]], s: Settings) -> None:
             keys[norm] = (k, v, path, lines)
     first = parts[0][0]
     s.neox = True
+    s.neox_configs = tuple(str(path) for path, _, _ in parts)
 
     stated_at: dict[tuple[Path, str], int] = {}  # (file, a word followed by ":") -> its first line, not a comment
     for path, _, lines in parts:

@@ -248,8 +248,10 @@ class LaunchLayout(Frozen):
     """Evidence that the files build DeepSpeed's own MoE layers (a Python file's `ep_size = ...` or `MoE(...)`,
     whatever the degree), which DeepSpeed refuses under ZeRO-3."""
     deepspeed_json: str | None = None
-    """The one DeepSpeed JSON the files gave (its path as given): an HF Trainer job's `audit --out` writes it back
-    with the change list's keys applied (audit.report.write_trainer_json), not a program of placement's."""
+    """The one DeepSpeed JSON the files gave (its path as given): `audit --out` of a job that runs its own program
+    writes it back with the change list's keys applied (audit.report.write_own_program_files)."""
+    neox_configs: tuple[str, ...] = ()
+    """A GPT-NeoX job's config files (paths as given), which `audit --out` writes back with the change list's keys."""
     context_axis: bool = False
     """cp is a DeepSpeed ProcessTopology's 'context' axis (placement's ds_topology.py): ring attention of the model
     code's, with ZeRO over the 'data' ranks alone (not DeepSpeed-Ulysses, whose ZeRO spans sequence x data)."""
@@ -486,6 +488,8 @@ class Reading:
     """LaunchLayout.deepspeed_moe."""
     deepspeed_json: str | None = None
     """LaunchLayout.deepspeed_json."""
+    neox_configs: tuple[str, ...] = ()
+    """LaunchLayout.neox_configs."""
 
     def launch_layout(self) -> LaunchLayout:
         """The validated LaunchLayout; an InputError names each value out of range with its evidence."""
@@ -504,6 +508,7 @@ class Reading:
                                 megatron_deepspeed=self.megatron_deepspeed, micro_batch_one=self.micro_batch_one,
                                 command_args=self.command_args, context_axis=self.context_axis,
                                 deepspeed_moe=self.deepspeed_moe, deepspeed_json=self.deepspeed_json,
+                                neox_configs=self.neox_configs,
                                 **fields)
         except ValueError as err:  # pydantic ValidationError: a value out of range
             bad = "; ".join(f"{'.'.join(str(x) for x in e['loc'])} = {e.get('input')!r} "
@@ -607,6 +612,8 @@ class Settings:
     """Evidence of a DeepSpeed pipeline's activation_checkpoint_interval 0: the engine checkpoints no whole layer,
     which is recompute none unless the model code states its own (ds_topology.py's `recompute = 'selective'`)."""
     neox: bool = False
+    neox_configs: tuple[str, ...] = ()
+    """A GPT-NeoX job's config files (LaunchLayout.neox_configs)."""
     """A GPT-NeoX config is among the files: its own arguments decide DeepSpeed's checkpointing settings."""
     config_keys: dict[str, str] = field(default_factory=dict)
     """LaunchLayout.config_keys (GPT-NeoX)."""
@@ -708,4 +715,4 @@ class Settings:
                        dict(self.bridge_keys), None if self.bridge_full else self.base_config, tuple(self.warnings),
                        self.refusal, self.pipeline_module, tuple(self.offloaded), self.megatron_deepspeed,
                        self.micro_batch_one, tuple(self.command_args), self.context_axis, self.deepspeed_moe,
-                       self.json_paths[0] if len(self.json_paths) == 1 else None)
+                       self.json_paths[0] if len(self.json_paths) == 1 else None, tuple(self.neox_configs))
