@@ -1674,7 +1674,8 @@ def audit(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, p
 
         if own_program(result.launch):
             not_written = command_changes(result)
-            click.echo(f"placement: note: {own_program_note(result, train, topo, Path(out_dir))}", err=True)
+            click.echo(f"placement: note: {own_program_note(result, train, topo, Path(out_dir), not_written)}",
+                       err=True)
         from placement.audit.core import stays_on_megatron_deepspeed
 
         if stays_on_megatron_deepspeed(result.launch, result.model):

@@ -376,9 +376,6 @@ HfTrainerDeepSpeedConfig.trainer_config_process: fill_match), whose value is the
 HF_SCRIPT_FLAGS = {"zero_optimization.stage": "--zero_stage"}
 """DeepSpeed JSON keys a training script may take as its own flag and build its config from (DeepSpeed-Chat's
 main.py: get_train_ds_config(stage=args.zero_stage))."""
-HF_DS_CHAT_OWN = ("--zero_stage", "--max_seq_len", "--lora_dim", "--data_split")
-"""Flags of DeepSpeed-Chat's main.py no Trainer script has (readers.megatron.DS_CHAT_FLAGS less the --dtype TRL
-shares)."""
 HF_MUST_MATCH = ("the HF Trainer refuses a DeepSpeed config value that differs from its argument (transformers "
                  "integrations/deepspeed.py fill_match: 'Please correct the following DeepSpeed config values that "
                  "mismatch TrainingArguments values'): set it \"auto\" or to the same value")
@@ -448,7 +445,10 @@ def hf_trainer_changes(a: dict[str, str], b: dict[str, str], now: EmitContext, b
                 and "--gradient-checkpointing" not in live:
             note += "; not in the launch files: the script's default (TRL's SFTConfig: True)"
         # DeepSpeed-Chat's main.py declares it store_true: "false" is no value it takes, so off is the flag dropped
-        chat = live is not None and any(re.search(rf"{f}\b", live) for f in HF_DS_CHAT_OWN)
+        from placement.audit.readers.megatron import DS_CHAT_FLAGS
+
+        # its own flags, less the --dtype TRL shares
+        chat = live is not None and any(re.search(rf"{f}\b", live) for f in DS_CHAT_FLAGS - {"--dtype"})
         off = None if chat else "false"
         out.append({"argument": "--gradient_checkpointing", "from": "true" if full[0] else None,
                     "to": "true" if full[1] else off, "note": note})
@@ -468,6 +468,16 @@ def _json_value(text: str, like: object):
     return int(number) if number.is_integer() and not isinstance(like, float) else number
 
 
+NEOX_CONFIG_KEYS = frozenset(NEOX_KNOWN_KEYS)
+"""GPT-NeoX's config keys ("_" spelling): what apply_json_changes writes into a GPT-NeoX config."""
+
+
+def config_key(argument: str, known: frozenset[str]) -> bool:
+    """A change's argument is a key of a config whose top-level names are `known` ("-" read as "_"), dotted into its
+    sections (`zero_optimization.stage`): not a flag, an environment variable or the host order."""
+    return argument.split(".")[0].replace("-", "_") in known and " " not in argument
+
+
 def apply_json_changes(data: dict, changes: Sequence[dict], known: frozenset[str] | None = None,
                        ) -> tuple[dict, list[dict]]:
     """A job's own config (its DeepSpeed JSON, or a GPT-NeoX config file, as loaded) with the change list's keys
@@ -482,7 +492,7 @@ def apply_json_changes(data: dict, changes: Sequence[dict], known: frozenset[str
     left = []
     for c in changes:
         key = c["argument"]
-        if key.split(".")[0].replace("-", "_") not in known or " " in key:
+        if not config_key(key, known):
             left.append(c)
             continue
         *parents, last = key.split(".")

@@ -446,19 +446,17 @@ def write_own_program_files(a: Audit, ctx: EmitContext, out: Path) -> list[Path]
 def neox_config_changes(a: Audit) -> tuple[list[tuple[Path, dict, list[dict]]], list[dict]]:
     """A GPT-NeoX job's config files (path, keys as loaded, the changes each takes) and the changes none takes: a key
     goes to the file that states it (GPT-NeoX refuses a key in two files), one no file states to the first."""
-    from placement.audit.changes import apply_json_changes
-    from placement.audit.readers.neox_keys import KEYS
+    from placement.audit.changes import NEOX_CONFIG_KEYS, config_key
     from placement.loaders.files import parse_yaml
 
-    files = [(Path(p), parse_yaml(Path(p).read_text(), Path(p), "YAML config", False)) for p in a.launch.neox_configs]
-    known = frozenset(KEYS)
-    taken = [(path, data, []) for path, data in files]
+    taken = [(Path(p), parse_yaml(Path(p).read_text(), Path(p), "YAML config", False), [])
+             for p in a.launch.neox_configs]
     left = []
     for c in best_changes(a):
-        top = c["argument"].split(".")[0].replace("-", "_")
-        if apply_json_changes({}, [c], known)[1]:  # no GPT-NeoX key: the command's (the host order)
+        if not config_key(c["argument"], NEOX_CONFIG_KEYS):  # the command's (the host order)
             left.append(c)
             continue
+        top = c["argument"].split(".")[0].replace("-", "_")
         home = next((t for t in taken if top in {str(k).replace("-", "_") for k in t[1]}), taken[0])
         home[2].append(c)
     return taken, left
@@ -469,15 +467,14 @@ def write_neox_configs(a: Audit, out: Path) -> list[Path]:
     names, with a header that says what they are; YAML as GPT-NeoX loads it (its comments are not kept)."""
     import yaml
 
-    from placement.audit.changes import apply_json_changes
-    from placement.audit.readers.neox_keys import KEYS
+    from placement.audit.changes import NEOX_CONFIG_KEYS, apply_json_changes
     from placement.outfiles import write_atomic
 
     header = (f"# placement {__version__} audit: {{name}}, the job's GPT-NeoX config with the best plan's keys applied "
               f"({{keys}}); predicted step {a.best.step_time_s:.3f} s (x{a.speedup:.3f} over the audited launch)\n")
     written = []
     for path, data, changes in neox_config_changes(a)[0]:
-        changed, _ = apply_json_changes(data, changes, frozenset(KEYS))
+        changed, _ = apply_json_changes(data, changes, NEOX_CONFIG_KEYS)
         keys = ", ".join(c["argument"] for c in changes) or "none of its keys changes"
         text = header.format(name=path.name, keys=keys) + yaml.safe_dump(changed, sort_keys=False)
         written.append(write_atomic(out / path.name, text))
@@ -490,13 +487,12 @@ def best_context(a: Audit, train: TrainingSpec, topo: Topology) -> EmitContext:
                                job_environment=a.launch.launch_environment)
 
 
-def own_program_note(a: Audit, train: TrainingSpec, topo: Topology, out: Path) -> str:
-    """What `audit --out` of a job that runs its own program (own_program) leaves to the job, in one line: the JSON and
-    hostfile to pass, and each flag or key to change, with the best plan's predicted step that holds once all are
-    done."""
+def own_program_note(a: Audit, train: TrainingSpec, topo: Topology, out: Path, left: list[dict]) -> str:
+    """What `audit --out` of a job that runs its own program (own_program) leaves to the job, in one line: the JSON or
+    config and hostfile to pass, and each flag or key to change (`left`, command_changes), with the best plan's
+    predicted step that holds once all are done."""
     from placement.emit.deepspeed import hostfile
 
-    left = command_changes(a)
     include = hostfile(best_context(a, train, topo))[1]
     configs = ", ".join(str(out / Path(p).name) for p in a.launch.neox_configs)
     given = (f"{configs} {'is' if len(a.launch.neox_configs) == 1 else 'are'} the job's GPT-NeoX config with the "

@@ -206,6 +206,15 @@ def sp_splits(seq_len: int, tp, cp):
     return seq_len % (np.asarray(cp) * np.asarray(tp)) == 0
 
 
+def _a2a_heads_message(f: Facts, tp: int, cp: int) -> str:
+    """Which heads tp x cp does not divide under Ulysses (the query heads, else Transformer Engine's K/V heads)."""
+    queries = f.num_heads % (tp * cp) != 0
+    what = (f"{f.num_heads} attention heads" if queries else f"{f.num_kv_heads} K/V heads (Transformer Engine's a2a "
+                                                               f"splits each TP rank's K/V heads over the CP ranks)")
+    return (f"--cp {cp} with --cp-comm-type a2a: tp x cp = {tp * cp} does not divide the {what} of {f.model_name}; "
+            f"pick tp x cp from the divisors of {f.num_heads if queries else f.num_kv_heads}, or --cp-comm-type p2p")
+
+
 def _rule(name: str, reads: str, reason: str, holds, message) -> Rule:
     return Rule(name=name, reads=frozenset(reads.split()), reason=reason, holds=holds, message=message)
 
@@ -235,13 +244,7 @@ RULES: tuple[Rule, ...] = (
           lambda f, c: (c["cp"] == 1) | (not f.cp_a2a) | (
               (f.num_heads % (c["tp"] * c["cp"]) == 0)
               & ((not f.cp_a2a_te) | (f.num_kv_heads % (c["tp"] * c["cp"]) == 0))),
-          lambda f, v: f"--cp {v['cp']} with --cp-comm-type a2a: tp x cp = {v['tp'] * v['cp']} does not divide the "
-                       + (f"{f.num_heads} attention heads" if f.num_heads % (v['tp'] * v['cp']) else
-                          f"{f.num_kv_heads} K/V heads (Transformer Engine's a2a splits each TP rank's K/V heads over "
-                          f"the CP ranks)")
-                       + f" of {f.model_name}; pick tp x cp from the divisors of "
-                       f"{f.num_heads if f.num_heads % (v['tp'] * v['cp']) else f.num_kv_heads}, or --cp-comm-type "
-                       f"p2p"),
+          lambda f, v: _a2a_heads_message(f, v["tp"], v["cp"])),
     _rule("dense_no_experts", "ep etp",
           "a model without experts has nothing to shard over ep or etp",
           lambda f, c: (f.num_experts > 0) | ((c["ep"] == 1) & (c["etp"] == 1)),

@@ -311,6 +311,10 @@ def read_accelerate(data: dict, path: Path, lines: list[str], s: Settings) -> No
     _accelerate_parallelism(data.get("parallelism_config"), ev, s)
 
 
+ALST = "DeepSpeed-Ulysses (ALST), all-to-alls over heads"
+"""What accelerate's DeepSpeed sequence parallelism runs (its recipe.cp_comm_type a2a's source)."""
+
+
 def _accelerate_parallelism(par: object, ev: Callable[[str], str], s: Settings) -> None:
     """accelerate's ParallelismConfig section (parallelism_config_*_size): the tensor degree and the context degree,
     with its exchange: `sp_size` with `sp_backend: deepspeed` (its default; `cp_backend: deepspeed` in the earlier
@@ -340,12 +344,11 @@ def _accelerate_parallelism(par: object, ev: Callable[[str], str], s: Settings) 
                              f"parallelism runs on DeepSpeed (sp_backend deepspeed)")
         where = (ev("parallelism_config_sp_backend") if "parallelism_config_sp_backend" in par else
                  f"{ev('parallelism_config_sp_size')} (sp_backend's default, deepspeed)")
-        s.put("recipe.cp_comm_type", "a2a", f"{where}: DeepSpeed-Ulysses (ALST), all-to-alls over heads")
+        s.put("recipe.cp_comm_type", "a2a", f"{where}: {ALST}")
     elif sizes.get("cp", 1) > 1:
         s.put("cp", sizes["cp"], ev("parallelism_config_cp_size"))
         if str(par.get("parallelism_config_cp_backend", "torch")) == "deepspeed":  # the earlier spelling of sp
-            s.put("recipe.cp_comm_type", "a2a", f"{ev('parallelism_config_cp_backend')}: DeepSpeed-Ulysses (ALST), "
-                                                f"all-to-alls over heads")
+            s.put("recipe.cp_comm_type", "a2a", f"{ev('parallelism_config_cp_backend')}: {ALST}")
         else:
             strategy = str(par.get("parallelism_config_cp_comm_strategy", "allgather"))
             if strategy not in ("allgather", "alltoall"):

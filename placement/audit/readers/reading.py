@@ -612,9 +612,9 @@ class Settings:
     """Evidence of a DeepSpeed pipeline's activation_checkpoint_interval 0: the engine checkpoints no whole layer,
     which is recompute none unless the model code states its own (ds_topology.py's `recompute = 'selective'`)."""
     neox: bool = False
+    """A GPT-NeoX config is among the files: its own arguments decide DeepSpeed's checkpointing settings."""
     neox_configs: tuple[str, ...] = ()
     """A GPT-NeoX job's config files (LaunchLayout.neox_configs)."""
-    """A GPT-NeoX config is among the files: its own arguments decide DeepSpeed's checkpointing settings."""
     config_keys: dict[str, str] = field(default_factory=dict)
     """LaunchLayout.config_keys (GPT-NeoX)."""
     config_spelling: dict[str, str] = field(default_factory=dict)
