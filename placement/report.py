@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from placement.calibration.published import published_line
-from placement.calibration.validate import MOE_GROUP, TARGET_GROUPS, RunResult
+from placement.calibration.validate import MOE_GROUP, SCHEDULE_FIELDS, TARGET_GROUPS, RunResult
 from placement.catalog import accelerator_file_given
 from placement.cost.constants import ALLOCATOR_FRAGMENTATION, GiB
 from placement.cost.context import priced_zero
@@ -541,6 +541,7 @@ def validate_json(results: list[RunResult], mean: float, worst: float) -> dict:
             "memory_capacity_gib": None if r.capacity_gib is None else round(r.capacity_gib, 2),
             "recipe": r.recipe, "assumptions": r.run.assumptions or None,
             "searched": r.searched,
+            "slowest_schedule": _slowest_json(r),
             "citation": r.run.citation, "step_time_basis": r.run.step_time_basis,
         })
     return {"runs": runs, "mean_abs_error": round(mean, 4), "max_abs_error": round(worst, 4),
@@ -561,6 +562,36 @@ def group_accuracy(results: list[RunResult]) -> dict:
                      "mean_abs_error": round(sum(errs) / len(errs), 4) if errs else None,
                      "max_abs_error": round(max(errs), 4) if errs else None}
     return out
+
+
+def _slowest_json(r: RunResult) -> dict | None:
+    """A row's slowest legal unstated schedule (validate.RunResult.slowest_schedule) with its error."""
+    slow = r.slowest_schedule
+    if slow is None:
+        return None
+    published = r.run.published_step_time_s
+    return {**slow, "step_time_s": round(slow["step_time_s"], 4),
+            "error": round((slow["step_time_s"] - published) / published, 6)}
+
+
+def slowest_text(r: RunResult) -> str:
+    """The slowest unstated schedule of a validate row, as the table prints it ("+5.3% vpp 2, mbs 1")."""
+    slow = _slowest_json(r)
+    if slow is None:
+        return ""
+    return f"{slow['error']:+.1%} " + searched_text({k: v for k, v in slow.items() if k in SCHEDULE_FIELDS})
+
+
+def schedule_spans(results: list[RunResult]) -> tuple[list[str], list[str]]:
+    """(inside, outside): the rows with an unstated schedule whose published time lies between their fastest
+    and slowest legal schedule, and those whose published time lies beyond both."""
+    inside, outside = [], []
+    for r in results:
+        if r.slowest_schedule is None or r.predicted_step_time_s is None:
+            continue
+        low, high = sorted((r.predicted_step_time_s, r.slowest_schedule["step_time_s"]))
+        (inside if low <= r.run.published_step_time_s <= high else outside).append(r.run.id)
+    return inside, outside
 
 
 _SEARCHED_LABELS = {"vpp": "vpp {}", "micro_batch_size": "mbs {}", "recompute": "rc {}", "zero_stage": "z{}",
@@ -588,7 +619,7 @@ def validate_table(results: list[RunResult], mean: float, worst: float) -> str:
         if r.predicted_step_time_s is not None and not r.fits:
             mem += " over"
         rows.append([r.run.id, r.run.group, f"{r.run.published_step_time_s:.2f}", pred, err, mem,
-                     searched_text(r.searched)])
+                     searched_text(r.searched), slowest_text(r)])
     lines = [f"{name}: {g['priced']} of {g['runs']} runs priced, {g['fit']} fit; mean |error| "
              f"{g['mean_abs_error']:.1%}, max |error| {g['max_abs_error']:.1%}"
              for name, g in group_accuracy(results).items()
@@ -602,6 +633,13 @@ def validate_table(results: list[RunResult], mean: float, worst: float) -> str:
                      "runs fit, so the model over-counts their memory): " + ", ".join(over))
     lines.append("searched: what the source does not state, priced at the fastest legal value (vpp, mbs, recompute, "
                  "ZeRO, SP, FSDP shard); a run on a slower choice is slower than its row predicts")
-    return (text_table(["run", "group", "published s", "predicted s", "error", "mem GiB/cap", "searched"], rows)
+    inside, outside = schedule_spans(results)
+    if inside or outside:
+        lines.append("slowest schedule: where the source leaves vpp or mbs open, the slowest legal value that fits, "
+                     "the rest as priced; the published time lies within that span for "
+                     f"{len(inside)} of {len(inside) + len(outside)} such rows; beyond it: "
+                     + (", ".join(outside) if outside else "none"))
+    return (text_table(["run", "group", "published s", "predicted s", "error", "mem GiB/cap", "searched",
+                        "slowest schedule"], rows)
             + "\n\n" + "\n".join(lines)
             + f"\n\nptdp-2021-table1 + korthikanti-2022-table5: mean |error| {mean:.1%}, max |error| {worst:.1%}")

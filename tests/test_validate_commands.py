@@ -116,8 +116,11 @@ def test_the_text_shows_what_each_row_searched_and_no_other_value_prices_it_fast
     assert {"vpp", "micro_batch_size"} <= set(row["searched"])
     text = CliRunner().invoke(main, ["--reproducible", "validate"]).output
     line = next(ln for ln in text.splitlines() if ln.startswith(row["id"]))
-    assert line.rstrip().endswith(f"vpp {row['searched']['vpp']}, mbs {row['searched']['micro_batch_size']}, "
-                                  f"rc {row['searched']['recompute']}")
+    searched = (f"vpp {row['searched']['vpp']}, mbs {row['searched']['micro_batch_size']}, "
+                f"rc {row['searched']['recompute']}")
+    slow = row["slowest_schedule"]
+    assert re.search(re.escape(searched) + r"\s+" + re.escape(f"{slow['error']:+.1%} vpp {slow['vpp']}, mbs "
+                                                            f"{slow['micro_batch_size']}") + "$", line.rstrip())
     argv = shlex.split(row["command"])[1:]
     for vpp, mbs in ((1, 1), (2, 1), (8, 2), (16, 1)):
         other = list(argv)
@@ -125,3 +128,35 @@ def test_the_text_shows_what_each_row_searched_and_no_other_value_prices_it_fast
         other[other.index("--mbs") + 1] = str(mbs)
         got = CliRunner().invoke(main, [*other, "--json"])
         assert json.loads(got.stdout)["step_time_s"] >= row["predicted_step_time_s"] * (1 - 1e-3), (vpp, mbs)
+
+
+def test_a_rows_slowest_schedule_is_its_evaluate_command_at_that_schedule() -> None:
+    """Where a source leaves vpp or the micro-batch open, the row's `slowest_schedule` is a legal schedule that
+    fits, no faster than the one priced, and `evaluate` at it gives its step time."""
+    rows = [r for r in validate_rows()["runs"] if r["slowest_schedule"] is not None]
+    assert rows
+    opened = {k for r in rows for k in r["slowest_schedule"] if k in ("vpp", "micro_batch_size")}
+    assert opened == {"vpp", "micro_batch_size"}
+    runner = CliRunner()
+    for row in rows:
+        slow = row["slowest_schedule"]
+        assert slow["step_time_s"] >= row["predicted_step_time_s"] - 1e-4, row["id"]
+        assert slow["error"] == pytest.approx((slow["step_time_s"] - row["published_step_time_s"])
+                                              / row["published_step_time_s"], abs=1e-4)
+        argv = shlex.split(row["command"])[1:]
+        for key, flag in (("vpp", "--vpp"), ("micro_batch_size", "--mbs")):
+            if key in slow:
+                argv[argv.index(flag) + 1] = str(slow[key])
+        result = runner.invoke(main, ["--reproducible", *argv, "--json"])
+        assert result.exit_code == 0, (row["id"], result.output)
+        assert json.loads(result.stdout)["step_time_s"] == pytest.approx(slow["step_time_s"], rel=1e-3), row["id"]
+
+
+def test_a_row_whose_source_states_its_schedule_has_no_slowest_schedule() -> None:
+    """PTD-P Table 1 states micro-batch and interleaving through the authors' scripts (examples/sc21): its rows
+    price those and search nothing, so they show no span."""
+    rows = [r for r in validate_rows()["runs"] if r["group"] == "ptdp-2021-table1"]
+    assert len(rows) == 10
+    for row in rows:
+        assert row["searched"] == {} and row["slowest_schedule"] is None, row["id"]
+    assert {r["layout"]["vpp"] for r in rows} == {1, 2, 3}

@@ -15,7 +15,7 @@ pipeline layout, MTP, segment).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 
 import yaml
@@ -90,6 +90,9 @@ class RunResult:
     """The layout fields the source leaves open, as the search chose them (the row's stated assumption)."""
     why: str | None = None
     """Where no layout was priced: the binding constraint (a rule the stated layout breaks, or memory)."""
+    slowest_schedule: dict | None = None
+    """Where the source leaves the schedule open (vpp or micro-batch size): the slowest legal one that fits, every
+    other field as priced (`step_time_s` and the values), so a row shows the span its unstated schedule covers."""
 
     @property
     def error(self) -> float | None:
@@ -155,11 +158,40 @@ def predict(run: CalibrationRun, model: ModelSpec | None = None, topo: Topology 
     recipe = est.recipe_of(i).model_copy(update={"recompute_modules": res.batch.modules(i)})
     chosen = lay.model_dump(mode="json")
     capacity = est.memory_capacity_bytes / (1 if fits else UNBOUND_MEMORY)
+    slowest = _slowest_schedule(model, train, topo, cfg, chosen, res.batch.modules(i)) if fits else None
     return RunResult(run, float(est.step_time_s[i]), fits, chosen,
                      float(est.peak_memory_bytes[i]) / 2**30, capacity / 2**30,
                      recipe.model_dump(mode="json", exclude_defaults=True),
                      {k: v for k, v in chosen.items() if k not in fixed and v is not None
-                      and k not in (("dp",) if model.moe else ("dp", "ep", "etp"))})
+                      and k not in (("dp",) if model.moe else ("dp", "ep", "etp"))},
+                     slowest_schedule=slowest)
+
+
+SCHEDULE_FIELDS = ("vpp", "micro_batch_size")
+"""The layout fields of a run's schedule: where its source leaves one open, the row shows the slowest legal value
+beside the fastest it is priced at."""
+SCHEDULE_SPAN_CANDIDATES = 10_000
+"""More than any one layout has schedules (vpp x micro-batch sizes): every one that fits is ranked."""
+
+
+def _slowest_schedule(model: ModelSpec, train: TrainingSpec, topo: Topology, cfg: SearchConfig, chosen: dict,
+                      modules) -> dict | None:
+    """The slowest schedule (vpp, micro-batch size) that fits with every other field as `chosen`, where the run
+    leaves one of them open; None where it states both, or where no other schedule fits."""
+    open_fields = [k for k in SCHEDULE_FIELDS if k not in cfg.fixed]
+    if not open_fields:
+        return None
+    pinned = {k: v for k, v in chosen.items() if k not in open_fields and v is not None}
+    span_cfg = replace(cfg, top_k=SCHEDULE_SPAN_CANDIDATES, fixed=pinned, bound=False, prune_dominated=False,
+                       module_sets=(tuple(modules),) if modules else cfg.module_sets,
+                       hsdp=chosen.get("dp_shard") is not None)
+    try:
+        res = search(model, train, topo, span_cfg)
+    except PlacementInfeasible:
+        return None
+    j = int(res.ranked[-1])
+    lay = res.batch.layout(j).model_dump(mode="json")
+    return {"step_time_s": float(res.estimates.step_time_s[j]), **{k: lay[k] for k in open_fields}}
 
 
 RUN_FIX_NAMES = FixNames(gpus="the run's `num_gpus: {}`", global_batch="a run `global_batch`",
