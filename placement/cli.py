@@ -288,7 +288,7 @@ RECIPE_FLAGS = {
     "account_for_loss": "--account-for-loss", "pipeline_schedule": "--pipeline-schedule",
     "routing_imbalance": "--routing-imbalance", "moe_capacity_factor": "--moe-capacity-factor",
     "cross_entropy_fusion": "--cross-entropy-fusion", "loss_eager_float32": "--loss-eager-float32",
-    "pipeline_p2p_whole": "--pipeline-p2p-whole",
+    "pipeline_p2p_whole": "--pipeline-p2p-whole", "pipeline_p2p_scatter": "--pipeline-p2p-scatter",
     "pipeline_p2p_blocking": "--pipeline-p2p-blocking", "pp_comm_overlap": "--pp-comm-overlap",
     "pipeline_grads_whole": "--pipeline-grads-whole",
     "pipeline_sends_mask": "--pipeline-sends-mask", "fp8_saves_16bit_inputs": "--fp8-saves-16bit-inputs",
@@ -374,6 +374,10 @@ def recipe_options(fn: Callable) -> Callable:
         onoff("pipeline_p2p_whole", "Each TP rank sends the whole activation and gradient between pipeline stages "
                                     "(DeepSpeed with pipe_partitioned and grad_partitioned false), not its 1/tp "
                                     "share."),
+        onoff("pipeline_p2p_scatter", "Without sequence parallelism each TP rank still sends only its 1/tp share "
+                                      "between pipeline stages (DeepSpeed's pipeline engine; Megatron-LM before "
+                                      "Megatron-Core, 2023-01); default off: Megatron-Core sends the whole "
+                                      "activation from every TP rank without sequence parallelism."),
         onoff("pipeline_grads_whole", "Activations go in 1/tp shares but each TP rank sends the whole gradient back "
                                       "(DeepSpeed before 2021-09 or grad_partitioned false)."),
         onoff("pipeline_p2p_blocking", "Each send and receive between pipeline stages is a blocking call of its own "
@@ -796,6 +800,20 @@ def _check_moe_recipe(recipe: Recipe, sources: dict[str, str], model: ModelSpec)
                          f"sets the MoE layers' dispatch, routing or capacity)")
 
 
+FP8_ONLY_FLAGS = ("fp8_recipe", "fp8_params")
+"""Recipe fields that price nothing in a 16-bit run: the FP8 scaling recipe and FP8 weights."""
+
+
+def _check_fp8_recipe(sources: dict[str, str], precision: Precision) -> None:
+    """An FP8 recipe flag on a 16-bit run prices nothing: bad input, as an MoE flag on a dense model is (a user
+    trial: `--fp8-recipe blockwise` without `--precision fp8` printed "recipe: fp8 blockwise" under a bf16 headline
+    and the bf16 step)."""
+    given = sorted(RECIPE_FLAGS[f] for f in FP8_ONLY_FLAGS if sources.get(f) == "flag")
+    if precision is not Precision.FP8 and given:
+        raise InputError(f"{', '.join(given)}: the run is {precision.value} (--precision), so nothing of it is "
+                         f"priced; add --precision fp8 to price FP8 GEMMs, or drop it")
+
+
 def _check_recompute_num_layers(recipe: Recipe, sources: dict[str, str], recompute: tuple[str, ...],
                                  model: ModelSpec, pp: int | None = None, vpp: int | None = None) -> None:
     """--recompute-num-layers N is full recompute of N layers per virtual stage: it needs full recompute allowed,
@@ -995,6 +1013,7 @@ def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, pr
     model, model_sources = model_as_run(framework, model, f"--framework {framework}")
     _check_recompute_num_layers(recipe, sources, recompute or tuple(r.value for r in Recompute), model)
     _check_moe_recipe(recipe, sources, model)
+    _check_fp8_recipe(sources, train.precision)
     formats = _check_out(out_dir, emit_formats, framework)
     report = _check_report(report_file)
     # the recipe fields the user left open are searched: each choice field, and the recompute modules
@@ -1183,6 +1202,7 @@ def evaluate(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch
     model, model_sources = model_as_run(framework, model, f"--framework {framework}")
     _check_recompute_num_layers(recipe, sources, (recompute,), model, pp, vpp)
     _check_moe_recipe(recipe, sources, model)
+    _check_fp8_recipe(sources, train.precision)
     per_replica = tp * cp * pp
     for name, value in (("--tp", tp), ("--cp", cp), ("--ep", ep), ("--etp", etp), ("--pp", pp), ("--vpp", vpp),
                         ("--mbs", mbs)):

@@ -411,6 +411,10 @@ CAPABILITIES: dict[str, Capability] = {
         recipe=(("pipeline_p2p_blocking", True, "DeepSpeed 0.19.8's PipelineEngine sends and receives between "
                                                 "stages one blocking call after another (runtime/pipe/schedule.py "
                                                 "TrainSchedule, runtime/pipe/p2p.py)"),
+                ("pipeline_p2p_scatter", True, "DeepSpeed 0.19.8's PipelineEngine sends each TP rank's 1/tp share "
+                                               "of an activation or gradient and all-gathers it on arrival "
+                                               "(runtime/pipe/engine.py PartitionedTensor, pipe_partitioned and "
+                                               "grad_partitioned true by default)"),
                 ("grad_accumulation", GradAccumulation.AUTOGRAD,
                  "DeepSpeed 0.19.8's ZeRO optimizer lets autograd accumulate each micro-batch's gradients in "
                  ".grad (its BF16_Optimizer, with ZeRO stage 0, is not what these files configure)"),

@@ -1112,10 +1112,12 @@ def _price(model: ModelSpec, train: TrainingSpec, topo: Topology, layouts: list[
 
 
 MEGATRON_LM_ENGINE = {"pipeline_p2p_blocking": False, "pipeline_p2p_whole": False, "pipeline_grads_whole": False,
+                      "pipeline_p2p_scatter": False,
                       "grad_accumulation": GradAccumulation.FUSED, "grad_all_reduce": False,
                       "attention_kernel": AttentionKernel.FLASH}
 """What Megatron-LM runs where a Megatron-DeepSpeed job ran DeepSpeed's engine: paired non-blocking pipeline sends of
-1/tp shares, gradient-accumulation fusion into its fp32 main grads, its own DDP reduce-scatter, and a fused
+the sequence-parallel shard (the whole activation from every TP rank without sequence parallelism),
+gradient-accumulation fusion into its fp32 main grads, its own DDP reduce-scatter, and a fused
 attention backend (--attention-backend auto)."""
 MEGATRON_LM_SOURCE = ("Megatron-LM (the best plan's arguments are Megatron-LM's: it runs its own pipeline schedule, "
                       "DDP and attention backend, not Megatron-DeepSpeed's DeepSpeed engine)")
@@ -1557,7 +1559,16 @@ def _crossing_findings(c: _Ctx, kinds: list[GroupKind]) -> list[Finding]:
         alltoall = kind.name == "ep" and over
         # remedy: placement's mapping of the same layout when the group fits in a level-(j-1) block,
         # else the best searched layout whose groups of this kind do fit there
-        if kind.size <= capacity:
+        held = np.bincount(mapped.block_of[j - 1])
+        held = held[held > 0]  # the job's GPUs in each level-(j-1) block
+        forced = kind.size <= capacity and bool((held % kind.size).any())
+        if forced:
+            # no host order keeps every group inside: some block holds a count of the job's GPUs its groups do not
+            # tile (a user trial: partial NVL72 racks of 15 and 17 trays priced the crossing at 0.000 s, "keeping the
+            # groups inside costs more elsewhere"); the remedy is a smaller group that tiles every block
+            tiles = max(d for d in range(1, kind.size + 1) if kind.size % d == 0 and not (held % d).any())
+            alt, how = _best_within(c, kind.name, tiles)
+        elif kind.size <= capacity:
             alt, how = c.mapped_same_s, "placement's mapping of the same layout"
             same_claimed = True
         else:
@@ -1576,7 +1587,8 @@ def _crossing_findings(c: _Ctx, kinds: list[GroupKind]) -> list[Finding]:
                f"{_bytes(kind.bytes_per_step)} per member per step, {total_s:.3f} s of communication here "
                f"({exposed_s:.3f} s exposed), the share that leaves the block at "
                f"{levels[j].bandwidth_bytes_per_s / 1e9:.0f} GB/s per GPU instead of "
-               f"{inner.bandwidth_bytes_per_s / 1e9:.0f} GB/s inside it; " + _remedy_words(how, alt, c.step_s))
+               f"{inner.bandwidth_bytes_per_s / 1e9:.0f} GB/s inside it; "
+               + (_forced_words(kind, inner.name, held) if forced else "") + _remedy_words(how, alt, c.step_s))
         kind_name = (f"{kind.name}_alltoall_oversubscribed" if alltoall
                      else f"{kind.name}_crosses_{'node' if j == 1 else inner.name}")
         out.append(Finding(_severity(cost, c.step_s), kind_name, msg, examples, cost))
@@ -1623,6 +1635,17 @@ def _in_node_finding(c: _Ctx, kind: GroupKind) -> list[Finding]:
            f"member per step, {total_s:.3f} s of communication here ({exposed_s:.3f} s exposed); "
            + _remedy_words(how, alt, c.step_s))
     return [Finding(_severity(cost, c.step_s), f"{kind.name}_over_pcie", msg, [], cost)]
+
+
+def _forced_words(kind: GroupKind, block: str, held: np.ndarray) -> str:
+    """Why no host order keeps a kind's groups inside their blocks: the allocation's blocks hold counts of the job's
+    GPUs that groups of this size do not tile."""
+    odd = sorted({int(n) for n in held if n % kind.size})
+    return (f"the allocation forces it: {sum(int(n) % kind.size != 0 for n in held)} of its {len(held)} {block} "
+            f"blocks hold {', '.join(map(str, odd))} of the job's GPUs, which {kind.name} groups of {kind.size} do "
+            f"not tile, so no host order keeps every group inside (an allocation of blocks that hold a multiple of "
+            f"{kind.size} of the job's GPUs each would: whole blocks, or SLURM --segment where the blocks are NVL72 "
+            f"racks); ")
 
 
 def _remedy_words(how: str, alt_s: float | None, step_s: float) -> str:

@@ -118,6 +118,7 @@ DEGREE_ONLY = {"tp": frozenset({"tp_comm_overlap", "tp_async_backward", "sp_save
                "cp": frozenset({"cp_comm_type"}),
                "pp": frozenset({"pipeline_unsharded_grads", "pipeline_layout", "pipeline_schedule",
                                 "pipeline_p2p_whole", "pipeline_grads_whole", "pipeline_p2p_blocking",
+                                "pipeline_p2p_scatter",
                                 "pipeline_sends_mask", "account_for_embedding", "account_for_loss"}),
                "vpp": frozenset({"pp_comm_overlap", "align_param_gather"})}
 """Recipe fields that price nothing where that degree is 1 (a user trial: a tp 1, cp 1, pp 1 plan was told a

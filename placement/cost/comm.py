@@ -320,10 +320,12 @@ class PpTerm:
 
 def pp_term(x: Ctx) -> PpTerm:
     act = x.tokens * x.w.hidden * C.BYTES_PER_ACTIVATION
-    # each TP rank sends its 1/tp share (Megatron; DeepSpeed's partitioned sends), or the whole tensor
+    # each TP rank sends its 1/tp share: the sequence-parallel shard, or a scatter-gather / partitioned send
+    # (DeepSpeed's engine, Megatron-LM before Megatron-Core); without either, or told whole, the whole tensor
     r = x.recipe
-    forward = act if r.pipeline_p2p_whole else act / x.tp
-    backward = act if (r.pipeline_p2p_whole or r.pipeline_grads_whole) else act / x.tp
+    share = np.where(x.b.sp.astype(bool) | r.pipeline_p2p_scatter, x.tp, 1.0)
+    forward = act if r.pipeline_p2p_whole else act / share
+    backward = act if (r.pipeline_p2p_whole or r.pipeline_grads_whole) else act / share
     pair = coll.Groups(x.levels, x.b.tp * x.b.cp * x.b.dp, x.b.pp, pair=True)
     # a middle stage receives the activation, sends it on, receives the gradient and sends it back: paired,
     # each receive runs beside a send; blocking, all four run in turn (an end stage has one neighbour: two)

@@ -307,6 +307,7 @@ Transformer Engine spec fuses them; MaxText's JAX layers do not, a framework row
 _MATTERS = {"checkpoint_sync": lambda lay: lay.recompute == "full",
             "checkpoint_interval": lambda lay: lay.recompute == "full",
             "pipeline_p2p_whole": lambda lay: lay.pp > 1 and lay.tp > 1,
+            "pipeline_p2p_scatter": lambda lay: lay.pp > 1 and lay.tp > 1 and not lay.sequence_parallel,
             "pipeline_grads_whole": lambda lay: lay.pp > 1 and lay.tp > 1,
             "pipeline_sends_mask": lambda lay: lay.pp > 1,
             "sp_saves_gathered_inputs": lambda lay: lay.tp > 1 and lay.sequence_parallel,

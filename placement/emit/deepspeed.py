@@ -359,6 +359,7 @@ RUNS_INSTEAD = {
 modules, has its own warning in warnings_for)."""
 STATED = frozenset({"param_gather_overlap", "moe_einsum_dispatch", "attention_kernel",
                     "grad_accumulation", "pipeline_p2p_whole", "pipeline_grads_whole", "pipeline_p2p_blocking",
+                    "pipeline_p2p_scatter",
                     "cpu_affinity", "grad_reduce_fp32", "cuda_launch_blocking", "checkpoint_sync",
                     "checkpoint_interval"})
 """Recipe fields the files state (ds_config.json, the launcher line; ds_topology.py the attention kernel, for the
@@ -425,6 +426,11 @@ def files_run(ctx: EmitContext) -> Runs:
         runs.recipe["pipeline_p2p_blocking"] = True
         runs.what.append("each send and receive between pipeline stages as a blocking call of its own (not paired "
                          "with the opposite transfer: PipelineEngine's p2p)")
+    if lay.pp > 1 and lay.tp > 1 and not lay.sequence_parallel and not ctx.recipe.pipeline_p2p_scatter \
+            and not ctx.recipe.pipeline_p2p_whole:
+        runs.recipe["pipeline_p2p_scatter"] = True
+        runs.what.append("each TP rank's 1/tp share of a stage's output sent and all-gathered on arrival (not the "
+                         "whole activation: PipelineEngine's partitioned sends, pipe_partitioned true)")
     if ctx.recipe.grad_accumulation is not GradAccumulation.AUTOGRAD:  # its ZeRO optimizer (stage >= 1)
         runs.recipe["grad_accumulation"] = GradAccumulation.AUTOGRAD
         runs.what.append(f"gradients accumulated by autograd in .grad (not {ctx.recipe.grad_accumulation.value})")

@@ -88,6 +88,7 @@ RUNS_INSTEAD = {field: _YOURS for field in ("moe_dispatcher", "cuda_graphs", "tp
                                             "recompute_modules", "delay_wgrad", "pipeline_layout",
                                             "attention_kernel", "cp_comm_type", "cuda_launch_blocking",
                                             "grad_accumulation", "pipeline_p2p_whole", "pipeline_grads_whole",
+                                            "pipeline_p2p_scatter",
                                             "pipeline_p2p_blocking", "pipeline_sends_mask", "fp8_saves_16bit_inputs",
                                             "pp_comm_overlap", "align_param_gather",
                                             "fp8_lm_head", "fp8_recasts_weights", "sp_saves_gathered_inputs",

@@ -413,6 +413,7 @@ STATED = frozenset({"cuda_launch_blocking"})
 """Recipe fields the files state (the environment line)."""
 YOURS = frozenset({"cpu_affinity", "account_for_embedding", "account_for_loss", "pipeline_schedule",
                    "pipeline_p2p_whole", "pipeline_grads_whole", "pipeline_p2p_blocking", "pipeline_sends_mask",
+                   "pipeline_p2p_scatter",
                    "fp8_saves_16bit_inputs", "fp8_lm_head", "fp8_recasts_weights", "sp_saves_gathered_inputs",
                    "pipeline_unsharded_grads", "tp_async_backward"})
 """Recipe fields the files cannot touch and the job's own setup decides: process binding (MaxText's processes are

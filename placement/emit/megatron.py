@@ -552,8 +552,10 @@ RUNS_INSTEAD = {
     "grad_accumulation": "Megatron-LM accumulates gradients inside the weight-gradient GEMM "
                          "(--gradient-accumulation-fusion, its default)",
     "grad_all_reduce": "its distributed optimizer reduce-scatters the gradients",
-    "pipeline_p2p_whole": "its stages send each TP rank's share of the activation (the sequence-parallel shard or "
-                          "scatter-gather), not the whole activation",
+    "pipeline_p2p_whole": "its stages send each TP rank's sequence-parallel shard of the activation under sequence "
+                          "parallelism",
+    "pipeline_p2p_scatter": "without sequence parallelism its stages send the whole activation from every TP rank "
+                            "(megatron-core 0.19.2 pipeline_parallel/schedules.py get_tensor_shapes)",
     "pipeline_grads_whole": "its stages send each TP rank's share of the gradient, not the whole gradient",
     "pipeline_sends_mask": "its stages send the hidden states only, no attention mask",
     "fp8_saves_16bit_inputs": "Transformer Engine keeps each FP8 GEMM's quantised input for backward, 1 byte",

@@ -475,6 +475,7 @@ RUNS_INSTEAD = {
                                "weight shards",
     "cross_entropy_fusion": "its loss keeps each chunk's FP32 logits",
     "pipeline_p2p_whole": "its stages send each TP rank's sequence shard (a DTensor), not the whole activation",
+    "pipeline_p2p_scatter": "its stages send the local tensor its TP plan leaves, which it does not scatter further",
     "pipeline_grads_whole": "its stages send each TP rank's sequence shard of the gradient (a DTensor)",
     "pipeline_sends_mask": "its stages send the hidden states only, no attention mask",
     "grad_all_reduce": "FSDP2 reduce-scatters the gradients",

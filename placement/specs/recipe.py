@@ -361,13 +361,20 @@ class Recipe(Frozen):
     """`--account-for-loss-in-pipeline-split`: the loss counts as a layer of the last stage."""
     pipeline_schedule: PipelineSchedule = PipelineSchedule.ONE_F_ONE_B
     pipeline_p2p_whole: bool = False
-    """Each TP rank sends the whole activation forward and the whole gradient back between pipeline stages, not
-    its 1/tp share.  Megatron sends shares (`p2p_communication`: the sequence-parallel shard, or
-    `scatter_gather_tensors_in_pipeline`), and so does DeepSpeed's PipelineEngine under TP: it partitions both
-    over the TP group and all-gathers them on arrival (`runtime/pipe/engine.py` PartitionedTensor; both always
-    since microsoft/DeepSpeed e2fdd254 of 2021-09-29, and since v0.12.3 (c2074b34) unless the config's
-    `pipeline.pipe_partitioned` / `pipeline.grad_partitioned`, true by default, say false).  Whole sends are
-    DeepSpeed with both set false."""
+    """Each TP rank sends the whole activation forward and the whole gradient back between pipeline stages, even
+    under sequence parallelism or pipeline_p2p_scatter: DeepSpeed's PipelineEngine with the config's
+    `pipeline.pipe_partitioned` and `pipeline.grad_partitioned` both false (v0.12.3, c2074b34, on; true by
+    default)."""
+    pipeline_p2p_scatter: bool = False
+    """Without sequence parallelism each TP rank still sends only its 1/tp share between pipeline stages, and the
+    receiver all-gathers it over the TP group: DeepSpeed's PipelineEngine under TP (`runtime/pipe/engine.py`
+    PartitionedTensor; always since microsoft/DeepSpeed e2fdd254 of 2021-09-29, and from v0.12.3 unless the
+    config says otherwise) and Megatron-LM's `scatter_gather_tensors_in_pipeline` (on by default from 2021 until
+    Megatron-Core's own pipeline communication replaced it in 39b83c7953 of 2023-01, which never read the flag).
+    False (Megatron-Core, NeMo 2, Megatron-Bridge, torchtitan): a stage sends the tensor its TP plan leaves, the
+    sequence-parallel shard, or without sequence parallelism the whole activation from every TP rank
+    (megatron-core 0.19.2 `pipeline_parallel/schedules.py` get_tensor_shapes divides the sequence by the TP size
+    only under `config.sequence_parallel`)."""
     pipeline_grads_whole: bool = False
     """Activations go forward in 1/tp shares but each TP rank sends the whole gradient back: DeepSpeed's
     PipelineEngine before 2021-09-29 (`is_grad_partitioned = False` until microsoft/DeepSpeed e2fdd254, "Big science

@@ -901,6 +901,10 @@ def read_args(words: list[Word], s: Settings, typos: bool = True) -> None:
         _gradient_width(args, s)
         _old_megatron(given, s)
     if deepspeed_flag is not None and not hf:  # Megatron-DeepSpeed pipelines with DeepSpeed's PipelineEngine
+        if "--no-pipeline-parallel" not in given:
+            s.put("recipe.pipeline_p2p_scatter", True,
+                  f"{deepspeed_flag.evidence} (DeepSpeed's PipelineEngine sends each TP rank's 1/tp share of an "
+                  f"activation or gradient and all-gathers it on arrival: runtime/pipe/engine.py PartitionedTensor)")
         s.put("recipe.pipeline_p2p_blocking", True,
               f"{deepspeed_flag.evidence} (DeepSpeed's PipelineEngine sends and receives between stages one blocking "
               f"call after another: runtime/pipe/schedule.py, runtime/pipe/p2p.py)"
@@ -1565,6 +1569,15 @@ def _old_megatron(given: dict[str, Arg], s: Settings) -> None:
               f"{before_align.evidence} (the flag dates the file before 4e3840535b of 2024-08-23, where Megatron-LM "
               f"began dispatching an interleaved pipeline's first chunks' weight gathers whole at the schedule's "
               f"start; before it each bucket's gather followed the one before)")
+    old_file = method or given.get("--checkpoint-activations")
+    if old_file is not None and not s.has("recipe.pipeline_p2p_scatter") and s.value("pp", 1) > 1:
+        off = given.get("--no-scatter-gather-tensors-in-pipeline")
+        s.put("recipe.pipeline_p2p_scatter", off is None,
+              off.evidence if off is not None else
+              f"{old_file.evidence} (the flag dates the file before Megatron-Core's pipeline communication of "
+              f"39b83c7953, 2023-01-31: Megatron-LM sent each TP rank's 1/tp share of a stage's output and "
+              f"all-gathered it on arrival, --scatter-gather-tensors-in-pipeline on by default; "
+              f"megatron/p2p_communication.py)")
     if method is not None and not s.has("recipe.attention_kernel") and "--use-flash-attn" not in given:
         s.put("recipe.attention_kernel", "unfused",
               f"{method.evidence} (the flag dates the file to {OLD_METHOD_DATES}; "
