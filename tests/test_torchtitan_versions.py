@@ -17,6 +17,8 @@ its `section.key`, a 0.2.x command line's as its flags, each in the key name the
 from __future__ import annotations
 
 import json
+import math
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -353,3 +355,64 @@ def test_a_0_2_x_flavor_of_a_catalog_model_is_that_model(tmp_path: Path, name, f
     assert other.exit_code == 2
     assert f"torchtitan's {name}:{flavor} ({model} in placement's catalog)" in other.stderr
     assert f"pass --model {model}" in other.stderr
+
+
+def _degrees_after(changes: list[dict], stated: dict[str, int], prefix: str) -> dict[str, int]:
+    """torchtitan's five world degrees once the change list is applied to the files' `stated` values (unstated ones at
+    torchtitan's defaults), data_parallel_shard_degree -1 resolved as parallel_dims does (v0.2.2 :48-56)."""
+    names = ("data_parallel_replicate_degree", "data_parallel_shard_degree", "context_parallel_degree",
+             "tensor_parallel_degree", "pipeline_parallel_degree")
+    got = {n: stated.get(n, -1 if n == "data_parallel_shard_degree" else 1) for n in names}
+    for c in changes:
+        name = c["argument"].removeprefix(prefix)
+        if name in got:
+            got[name] = int(c["to"])
+    return got
+
+
+def _world(got: dict[str, int], world: int) -> int:
+    if got["data_parallel_shard_degree"] == -1:
+        rest = (got["data_parallel_replicate_degree"] * got["context_parallel_degree"] * got["tensor_parallel_degree"]
+                * got["pipeline_parallel_degree"])
+        got = {**got, "data_parallel_shard_degree": world // rest}
+    return math.prod(got.values())
+
+
+def test_a_toml_change_list_changes_every_degree_whose_product_torchtitan_asserts(tmp_path: Path) -> None:
+    """A user trial: data_parallel_replicate_degree = 4 beside shard -1 and pp 8 on 4096 H100s; the best plan (dp as
+    shards, no replicas) changed shard, cp and pp but left the replicas at 4: 16384 ranks, which parallel_dims refuses
+    ("Invalid parallel dims: ... != WORLD_SIZE(4096)").  The changed degrees multiply to the world and are the best
+    plan's."""
+    toml = _edited(tmp_path, DATA / "llama3_405b.toml", "data_parallel_replicate_degree = 1",
+                   "data_parallel_replicate_degree = 4")
+    toml.write_text(toml.read_text().replace("pipeline_parallel_degree = 1", "pipeline_parallel_degree = 8"))
+    data = _audit(toml, job=("--model", "llama3-405b", "--gpus", "4096"))
+    parallelism = tomllib.loads(toml.read_text())["parallelism"]
+    got = _degrees_after(data["changes"], parallelism, "parallelism.")
+    best = data["best"]["layout"]
+    assert _world(got, 4096) == 4096
+    replicas = best["dp"] // best["dp_shard"] if best["zero_stage"] == 3 else 1
+    assert got["data_parallel_replicate_degree"] == replicas == 1  # the files' 4 changes to the best plan's
+    by = {c["argument"]: c for c in data["changes"]}
+    assert by["parallelism.data_parallel_replicate_degree"]["from"] == "4"
+    assert (got["context_parallel_degree"], got["tensor_parallel_degree"], got["pipeline_parallel_degree"]) == (
+        best["cp"], best["tp"], best["pp"])
+
+
+def test_a_0_3_0_change_list_changes_every_degree_whose_product_torchtitan_asserts(tmp_path: Path) -> None:
+    """The same job on torchtitan 0.3.0 flags: the replicas change too, and the shard degree changes from the
+    command's -1, not placement's resolved count."""
+    script = tmp_path / "run.sh"
+    stated = {"data_parallel_replicate_degree": 4, "data_parallel_shard_degree": -1, "tensor_parallel_degree": 8,
+              "pipeline_parallel_degree": 8, "context_parallel_degree": 1}
+    script.write_text("torchrun --nnodes 512 --nproc_per_node 8 -m torchtitan.train --module llama3 --config "
+                      "llama3_405b " + " ".join(f"--parallelism.{k} {v}" for k, v in stated.items())
+                      + " --training.local_batch_size 2 --training.seq_len 8192 --training.disable_cuda_graphs "
+                        "activation-checkpoint:full\n")
+    data = _audit(script, job=("--model", "llama3-405b", "--gpus", "4096"))
+    got = _degrees_after(data["changes"], stated, "--parallelism.")
+    assert _world(got, 4096) == 4096
+    by = {c["argument"]: c for c in data["changes"]}
+    assert (by["--parallelism.data_parallel_replicate_degree"]["from"],
+            by["--parallelism.data_parallel_replicate_degree"]["to"]) == ("4", "1")
+    assert by["--parallelism.data_parallel_shard_degree"]["from"] == "-1"

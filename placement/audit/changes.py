@@ -603,6 +603,8 @@ def launch_changes(framework: str, now: EmitContext, best: EmitContext, files_te
                     continue
                 kept.append(c if stated is None else {**c, "from": stated})
             changes = kept
+        if framework == "torchtitan":  # every degree whose product torchtitan asserts is the world size
+            changes = torchtitan_world_degrees(changes, b, job, spelled)
         if framework == "megatron":  # a flag the best plan adds that the launch already passes is no change (the
             # running command's arguments where the audit read them: a flag in a branch that does not run is not
             # passed, a review's --use-megatron-fsdp under USE_MEGATRON_FSDP=0)
@@ -1108,6 +1110,85 @@ best plan wrote layers_per_stage 1 over pp 8 beside first/last_stage_less_layers
 stages, which torchtitan refuses (not divisible by pp), while placement's own spelling of the launched side (0 and
 0) hid the change."""
 PRE3_DEFAULT_NOTE = "not in the launch files: torchtitan's default"
+WORLD_DEGREES = ("parallelism.data_parallel_replicate_degree", "parallelism.data_parallel_shard_degree",
+                 "parallelism.context_parallel_degree", "parallelism.tensor_parallel_degree",
+                 "parallelism.pipeline_parallel_degree")
+"""The degrees whose product torchtitan asserts is the world size, by their newest names: data_parallel_shard_degree
+-1 takes world // (dp_replicate * cp * tp * pp), then "Invalid parallel dims: dp_replicate(..) * dp_shard(..) * cp(..)
+* tp(..) * pp(..) != WORLD_SIZE(..)" (v0.2.2 distributed/parallel_dims.py:48-56)."""
+
+
+def _degrees_left(running: list[int], target: list[int], never: bool) -> list[int]:
+    """The indices of WORLD_DEGREES whose value the job still runs (`running`: each change's value, else the files',
+    else torchtitan's default; -1 for dp_shard's "the rest") where the best plan's `target` needs another: none where
+    the degrees torchtitan then builds (dp_shard -1 resolved as parallel_dims resolves it) are the best plan's, or
+    under its ZeRO-2 (`never`: resharding "never") split its dp as replicas x shards another way, which placement
+    prices the same (HSDP without resharding is ZeRO-2 over them all: readers.torchtitan).  A dp_shard of -1 is never
+    one of them: it takes what the others leave."""
+    world = int(np.prod(target))
+    built = list(running)
+    rest = int(np.prod([v for i, v in enumerate(built) if i != 1]))
+    if built[1] == -1 and rest and world % rest == 0:
+        built[1] = world // rest
+    split = never and built[2:] == target[2:] and built[0] * built[1] == target[0] * target[1]
+    if built == target or split:
+        return []
+    return [i for i, (v, t) in enumerate(zip(running, target, strict=True)) if v not in (-1, t)]
+
+
+def _world_degrees(out: list[dict], b: dict[str, Spelled], stated: dict[str, tuple[str, str]]) -> None:
+    """Add to the changes `out` every degree the files state that the job must change to run the best plan `b`
+    (_degrees_left).  A stated degree no change names keeps the files' value, which placement's spelling of the
+    launched plan may not be (HSDP without resharding is priced as ZeRO-2 over replicas x shards and spelled
+    data_parallel_replicate_degree 1).  A user trial's best plan, dp 4 as dp_shard 4, changed
+    data_parallel_shard_degree -1 -> 4, cp 1 -> 4 and pp 8 -> 32 and left the files' data_parallel_replicate_degree
+    = 4: 16384 ranks on 4096 GPUs, which torchtitan refuses."""
+    from placement.audit.readers.torchtitan import OLDER_NAMES
+
+    newest = {old: new for new, olds in OLDER_NAMES.items() for old in olds}
+    spelled = {newest.get(v[0], v[0]): (k, v) for k, v in b.items() if v[0] is not None}
+    if not all(key in spelled for key in WORLD_DEGREES):
+        return
+    changed = {c["argument"]: c["to"] for c in out}
+    target, running = [], []
+    for key in WORLD_DEGREES:
+        k, (name, to, _, _) = spelled[key]
+        value = changed[k] if k in changed else stated[name][0] if name in stated else PRE3_DEFAULTS[key]
+        try:
+            target.append(int(to))
+            running.append(int(value))
+        except ValueError:  # not a number: the reader has refused it already
+            return
+    reshard = spelled.get("parallelism.fsdp_reshard_after_forward", (None, (None, "", None, None)))[1][1]
+    degrees = {spelled[key][0] for key in WORLD_DEGREES}
+    at = next((i for i, c in enumerate(out) if c["argument"] in degrees), len(out))  # beside the other degrees
+    for i in _degrees_left(running, target, reshard.strip('"') == "never"):
+        k, (name, to, _, _) = spelled[WORLD_DEGREES[i]]
+        out.insert(at, {"argument": k, "from": stated[name][0], "to": to})  # (an unstated degree is at its default)
+        at += 1
+
+
+def torchtitan_world_degrees(changes: list[dict], b: dict[str, str], job, stated_text: str) -> list[dict]:
+    """torchtitan 0.3.0 flags: the changes with every degree the job must change too (_degrees_left), the launched
+    side of a degree as the job runs it (`job`: its LaunchLayout), and data_parallel_shard_degree's from the files'
+    -1 where they state that, not placement's resolved count."""
+    flags = ["--" + key for key in WORLD_DEGREES]
+    if job is None or not all(f in b for f in flags):
+        return changes
+    launched = [job.dp_replicate, job.dp_shard or -1, job.cp, job.tp, job.pp]
+    shard_stated = _token("torchtitan", flags[1]) in stated_text
+    for c in changes:
+        if c["argument"] == flags[1] and job.dp_shard is None and shard_stated:
+            c["from"] = "-1"
+    changed = {c["argument"]: c["to"] for c in changes}
+    running = [int(changed.get(f, v)) for f, v in zip(flags, launched, strict=True)]
+    never = b.get("--parallelism.fsdp_reshard_after_forward") == "never"
+    at = next((i for i, c in enumerate(changes) if c["argument"] in flags), len(changes))
+    for i in _degrees_left(running, [int(b[f]) for f in flags], never):
+        if flags[i] not in changed:
+            changes.insert(at, {"argument": flags[i], "from": str(launched[i]), "to": b[flags[i]]})
+            at += 1
+    return changes
 
 
 def torchtitan_pre3_changes(a: dict[str, Spelled], b: dict[str, Spelled], stated: dict[str, tuple[str, str]]
@@ -1141,6 +1222,7 @@ def torchtitan_pre3_changes(a: dict[str, Spelled], b: dict[str, Spelled], stated
         if requires is not None:
             change["requires"] = requires
         out.append(change)
+    _world_degrees(out, b, stated)
     batch = next((k for k, v in b.items() if v[0] == "training.global_batch_size"), None)
     if out and batch is not None and batch not in [c["argument"] for c in out] and b[batch][0] not in stated:
         out.append({"argument": batch, "from": None, "to": b[batch][1],
