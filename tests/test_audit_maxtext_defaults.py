@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from click.testing import CliRunner
 
 from placement.cli import main
@@ -27,3 +28,38 @@ def test_a_key_left_to_base_yml_is_quoted_at_its_default(tmp_path) -> None:
     for c in report["changes"]:
         if c["argument"] == "shard_optimizer_over_data":
             assert c["from"] in (None, "false") and c["to"] is not None, c
+
+
+BASE_YML = ("model_name: default\nbase_emb_dim: 2048\nbase_num_query_heads: 16\nbase_num_kv_heads: 16\n"
+            "base_mlp_dim: 7168\nbase_num_decoder_layers: 16\nici_fsdp_parallelism: -1\nici_tensor_parallelism: 1\n"
+            "dcn_data_parallelism: -1\ndcn_fsdp_parallelism: 1\n")
+"""base.yml's own defaults of the mesh (MaxText 0.2.5 configs/base.yml: ici_fsdp -1, dcn_data -1, the others 1)."""
+OVERRIDES = "ici_fsdp_parallelism=8 dcn_fsdp_parallelism=64 per_device_batch_size=1 max_target_length=8192 " \
+            "remat_policy=full"
+JOB_YML = ('base_config: "base.yml"\nhardware: "gpu"\nmodel_name: "llama3-70b"\nici_fsdp_parallelism: 8\n'
+           'dcn_fsdp_parallelism: 64\nper_device_batch_size: 1\nmax_target_length: 8192\nremat_policy: "full"\n')
+
+
+@pytest.mark.parametrize(("command", "files"), [
+    (f"configs/base.yml model_name=llama3-70b hardware=gpu {OVERRIDES}", ("train.sh", "base.yml")),
+    ("configs/job.yml run_name=x", ("train.sh", "job.yml", "base.yml")),
+], ids=["command-over-base", "config-over-base"])
+def test_a_change_starts_from_the_value_the_job_runs_not_base_ymls(tmp_path, command, files) -> None:
+    """A user trial (MaxText's llama3.1-405b 512vm.sh, base.yml given after it): the command's
+    ici_fsdp_parallelism=8 over base.yml's -1 was quoted `- ici_fsdp_parallelism -1`, the last line of the files'
+    text, while the report's sources named the command's line.  The launched side is the merged config's, whatever
+    order the files are given in: the command's key=value, or a config's key over its base_config."""
+    (tmp_path / "base.yml").write_text(BASE_YML)
+    (tmp_path / "job.yml").write_text(JOB_YML)
+    (tmp_path / "train.sh").write_text(f"#!/bin/bash\npython3 -m maxtext.trainers.pre_train.train {command}\n")
+    got = CliRunner().invoke(main, ["--reproducible", "audit", "--model", "llama3-70b", "--gpus", "512", "--json",
+                                    *(a for f in files for a in ("--launch", str(tmp_path / f)))])
+    assert got.exit_code in (0, 1), got.output
+    report = json.loads(got.stdout)
+    assert "ici_fsdp_parallelism" in report["layout"]["sources"]["zero_stage"]
+    by = {c["argument"]: c for c in report["changes"]}
+    assert by["ici_fsdp_parallelism"]["from"] == "8", by["ici_fsdp_parallelism"]
+    assert by["ici_fsdp_parallelism"]["to"] != "8"
+    assert by["dcn_fsdp_parallelism"]["from"] == "64", by["dcn_fsdp_parallelism"]
+    for c in report["changes"]:  # a key the files already set to the best plan's value is no change
+        assert c["from"] is None or c["from"].lower() != str(c["to"]).lower(), c

@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 import re
 import shlex
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -150,6 +150,18 @@ def _maxtext_stated(text: str, key: str) -> str | None:
     for m in re.finditer(rf"(?:^|\s){re.escape(key)}\s*[:=]\s*(\"[^\"]*\"|'[^']*'|[^\s#]+)", text, re.M):
         found = m.group(1).strip("\"'")
     return found
+def _maxtext_runs(live: str, job) -> Callable[[str], str | None]:
+    """The value, as written, that a MaxText job runs for a key: the line LaunchLayout.maxtext_keys names for it (the
+    command's key=value over the model file over the config over its base_config, whatever order the files were
+    given in), else None where the merged config states none.  A user trial's change list quoted base.yml's
+    `ici_fsdp_parallelism: -1`, given after the script, for a job whose command passed ici_fsdp_parallelism=8, which
+    its own sources named.  Without the merged keys (no LaunchLayout), the files' text read last to first."""
+    merged = job.maxtext_keys if job is not None and job.maxtext_keys else None
+    if merged is None:
+        return lambda key: _maxtext_stated(live, key)
+    return lambda key: _maxtext_stated(merged[key], key) if key in merged else None
+
+
 GLOBAL_BATCH = {"megatron": "--global-batch-size", "torchtitan": "--training.global_batch_size"}
 """The setting that fixes the global batch, where leaving it out makes it micro-batch x dp (Megatron) or local
 batch x dp (torchtitan): a best plan that changes either must state it."""
@@ -572,6 +584,7 @@ def launch_changes(framework: str, now: EmitContext, best: EmitContext, files_te
             from placement.audit.maxtext import BASE as MAXTEXT_BASE
             from placement.audit.maxtext import BASE_SOURCE as MAXTEXT_BASE_SOURCE
         given = dict(job.command_args) if framework == "megatron" and job is not None else {}
+        runs = _maxtext_runs(live, job)
         for c in changes:
             if c["from"] is not None and _token(framework, c["argument"]) not in spelled:
                 c["note"] = NOT_IN_FILES
@@ -581,7 +594,7 @@ def launch_changes(framework: str, now: EmitContext, best: EmitContext, files_te
                     if isinstance(default, bool):
                         c["from"], c["note"] = str(default).lower(), f"not in the launch files: {MAXTEXT_BASE_SOURCE}"
             elif c["from"] is not None and framework == "maxtext":
-                c["from"] = _maxtext_stated(live, c["argument"]) or c["from"]
+                c["from"] = runs(c["argument"]) or c["from"]
             elif c["from"] is not None and given.get(c["argument"]):
                 # the launched side as the files spell it, not placement's spelling of what they run (a user trial:
                 # `- --cuda-graph-modules attn` for a script passing `attn mlp`)
@@ -598,7 +611,7 @@ def launch_changes(framework: str, now: EmitContext, best: EmitContext, files_te
             # `+ scan_layers false` beside llama2_7b.yml's scan_layers: false) is no change, or changes their value
             kept = []
             for c in changes:
-                stated = _maxtext_stated(live, c["argument"]) if c["from"] is None else None
+                stated = runs(c["argument"]) if c["from"] is None else c["from"]
                 if stated is not None and stated.lower() == str(c["to"]).lower():
                     continue
                 kept.append(c if stated is None else {**c, "from": stated})

@@ -360,6 +360,7 @@ def join(groups: list[Settings], paths: list[Path]) -> Reading:
                          f"(--launch with a file named {named}), or drop the other YAML")
     overridden(groups, s.ignored)
     unknown_keys(s.keys or {}, s.ignored)
+    s.maxtext_keys = {k: ev for k, (_, ev) in (s.keys or {}).items()}
     for name, (value, ev) in maxtext.finish(s.keys or {}, s.ignored).items():
         s.put(name, value, ev)
     return s.reading("maxtext")

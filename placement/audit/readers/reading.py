@@ -293,6 +293,10 @@ class LaunchLayout(Frozen):
     (its value as the change list writes it: a TOML value where a TOML file states the key, the flag's text else;
     how the files state it: "toml", or the flag as written): the change list's launched side and the keys that date
     the torchtitan that runs the files (readers.torchtitan.version_window)."""
+    maxtext_keys: dict[str, str] = Field(default_factory=dict)
+    """MaxText: each key of the merged config -> the evidence of the value the job runs ("file:line: text"), the
+    command's key=value over the model file over the config over its base_config (readers.maxtext.join): the change
+    list's launched side, whatever order the files were given in."""
 
     def virtual_stages(self, num_layers: int) -> int:
         """vpp for a model of `num_layers` layers (uses `layers_per_virtual_stage` when the files gave it).
@@ -490,6 +494,8 @@ class Reading:
     """LaunchLayout.deepspeed_json."""
     neox_configs: tuple[str, ...] = ()
     """LaunchLayout.neox_configs."""
+    maxtext_keys: dict[str, str] = field(default_factory=dict)
+    """LaunchLayout.maxtext_keys."""
 
     def launch_layout(self) -> LaunchLayout:
         """The validated LaunchLayout; an InputError names each value out of range with its evidence."""
@@ -508,7 +514,7 @@ class Reading:
                                 megatron_deepspeed=self.megatron_deepspeed, micro_batch_one=self.micro_batch_one,
                                 command_args=self.command_args, context_axis=self.context_axis,
                                 deepspeed_moe=self.deepspeed_moe, deepspeed_json=self.deepspeed_json,
-                                neox_configs=self.neox_configs,
+                                neox_configs=self.neox_configs, maxtext_keys=self.maxtext_keys,
                                 **fields)
         except ValueError as err:  # pydantic ValidationError: a value out of range
             bad = "; ".join(f"{'.'.join(str(x) for x in e['loc'])} = {e.get('input')!r} "
@@ -615,6 +621,8 @@ class Settings:
     """A GPT-NeoX config is among the files: its own arguments decide DeepSpeed's checkpointing settings."""
     neox_configs: tuple[str, ...] = ()
     """A GPT-NeoX job's config files (LaunchLayout.neox_configs)."""
+    maxtext_keys: dict[str, str] = field(default_factory=dict)
+    """LaunchLayout.maxtext_keys (MaxText)."""
     config_keys: dict[str, str] = field(default_factory=dict)
     """LaunchLayout.config_keys (GPT-NeoX)."""
     config_spelling: dict[str, str] = field(default_factory=dict)
@@ -715,4 +723,5 @@ class Settings:
                        dict(self.bridge_keys), None if self.bridge_full else self.base_config, tuple(self.warnings),
                        self.refusal, self.pipeline_module, tuple(self.offloaded), self.megatron_deepspeed,
                        self.micro_batch_one, tuple(self.command_args), self.context_axis, self.deepspeed_moe,
-                       self.json_paths[0] if len(self.json_paths) == 1 else None, tuple(self.neox_configs))
+                       self.json_paths[0] if len(self.json_paths) == 1 else None, tuple(self.neox_configs),
+                       dict(self.maxtext_keys))
