@@ -1854,11 +1854,22 @@ def _check_per_host(launch, topo: Topology) -> None:
     if per_node > per_host:
         raise InputError(f"processes per node: {files}, but {hosts}: local ranks {per_host}-{per_node - 1} of every "
                          f"host would have no GPU (the framework's set_device(local_rank) fails), so the job does not "
-                         f"start; start {per_host} per node (e.g. torchrun --nproc_per_node {per_host}), or give the "
-                         f"node type the job runs on (--node-type)")
+                         f"start; {_per_node_fix(launch, per_host)}"
+                         + ("" if launch.tasks_per_node else ", or give the node type the job runs on (--node-type)"))
     raise InputError(f"processes per node: {files}, but {hosts}: the job would leave {per_host - per_node} GPUs of "
                      f"each host idle, which an allocation's audit does not price; start {per_host} per node, or audit "
                      f"it on a catalog cluster (--cluster C --gpus N), where a job on part of each node is priced")
+
+
+def _per_node_fix(launch, per_host: int) -> str:
+    """How the launch files start `per_host` processes per node: one srun task per node where several each run
+    torchrun (LaunchLayout.tasks_per_node), else that many per node."""
+    tasks = launch.tasks_per_node
+    if tasks is None:
+        return f"start {per_host} per node (e.g. torchrun --nproc_per_node {per_host})"
+    each, where = launch.gpus_per_node // tasks, launch.sources["tasks_per_node"].split(": ", 1)[0]
+    return (f"start one srun task per node, --ntasks-per-node=1 ({where} gives {tasks}), and let its torchrun start "
+            f"the node's {per_host} processes" + (f" (--nproc_per_node {per_host})" if each != per_host else ""))
 
 
 def _gpus_used_per_node(launch, cluster_ref, real: bool) -> int | None:
@@ -1867,6 +1878,10 @@ def _gpus_used_per_node(launch, cluster_ref, real: bool) -> int | None:
     if real or launch.gpus_per_node is None or "gpus_per_node" not in launch.sources:
         return None
     node = load_cluster(cluster_ref).gpus_per_node
+    if launch.gpus_per_node > node and launch.tasks_per_node is not None:
+        raise InputError(f"processes per node: the launch files start {launch.gpus_per_node} processes per node "
+                         f"({launch.sources['gpus_per_node']}) but {cluster_ref}'s nodes have {node} GPUs, so the job "
+                         f"does not start; {_per_node_fix(launch, node)}")
     if launch.gpus_per_node > node:
         raise InputError(f"the launch files start {launch.gpus_per_node} processes per node "
                          f"({launch.sources['gpus_per_node']}) but {cluster_ref}'s nodes have {node} GPUs; give the "

@@ -7,8 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from placement.audit.launch import parse_launch
+from placement.cli import main
+from placement.errors import InputError
 
 ARGS = ("--tensor-model-parallel-size 2 --num-layers 32 --hidden-size 4096 --num-attention-heads 32 "
         "--seq-length 4096 --max-position-embeddings 4096 --micro-batch-size 1 --global-batch-size 512 --bf16")
@@ -28,3 +31,86 @@ def test_srun_python_runs_one_rank_per_task(tmp_path: Path, header, srun, world,
     assert lay.world_size == world and lay.gpus_per_node == per_node
     if said is not None:
         assert said in lay.sources["world_size"] and "srun starts one rank per task" in lay.sources["world_size"]
+
+
+TORCHRUN = ("srun torchrun --nproc_per_node 8 --nnodes {nnodes} --node_rank $SLURM_NODEID --master_addr node01 "
+            "--master_port 29500 pretrain_gpt.py --pipeline-model-parallel-size 2 " + ARGS + "\n")
+
+
+def _sbatch(tmp_path: Path, nodes: int, tasks: int, nnodes: str = "2") -> Path:
+    script = tmp_path / "job.sh"
+    script.write_text(f"#!/bin/bash\n#SBATCH --nodes={nodes}\n#SBATCH --ntasks-per-node={tasks}\n"
+                      f"#SBATCH --gpus-per-node=8\n{TORCHRUN.format(nnodes=nnodes)}")
+    return script
+
+
+def _refusal(argv: list[str]) -> str:
+    result = CliRunner().invoke(main, ["audit", *argv])
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    return result.output
+
+
+def test_each_srun_task_runs_a_torchrun_so_its_processes_count_per_task(tmp_path: Path) -> None:
+    """A user trial: `#SBATCH --ntasks-per-node=8` with `srun torchrun --nproc_per_node 8` starts 8 torchruns on
+    each node, 64 processes on 8 GPUs, and was audited as 8 per node."""
+    lay = parse_launch([_sbatch(tmp_path, 2, 8)])
+    assert (lay.gpus_per_node, lay.tasks_per_node) == (64, 8)
+    assert "job.sh:3: #SBATCH --ntasks-per-node=8" in lay.sources["tasks_per_node"]
+    assert "srun torchrun --nproc_per_node 8" in lay.sources["gpus_per_node"]
+    one = parse_launch([_sbatch(tmp_path, 2, 1)])  # one task per node: torchrun starts the node's 8
+    assert (one.gpus_per_node, one.tasks_per_node, one.world_size) == (8, None, 16)
+
+
+@pytest.mark.parametrize("where", ["catalog", "allocation"])
+def test_more_processes_than_gpus_from_srun_tasks_is_an_error_naming_the_lines_and_the_fix(tmp_path, where) -> None:
+    script = _sbatch(tmp_path, 2, 8)
+    topology = tmp_path / "topology.conf"
+    topology.write_text("SwitchName=leaf0 Nodes=node[01-02]\n")
+    on = (["--cluster", "dgx-h100", "--gpus", "16"] if where == "catalog" else
+          ["--slurm-topology", str(topology), "--nodelist", "node[01-02]", "--node-type", "dgx-h100"])
+    said = _refusal(["--launch", str(script), "--model", "llama3-8b", *on])
+    for fact in ("64 processes per node", "job.sh:3: #SBATCH --ntasks-per-node=8", "job.sh:5: srun torchrun",
+                 "--ntasks-per-node=1", "8 GPUs"):
+        assert fact in said, (fact, said)
+
+
+def test_a_launch_with_sbatch_scripts_srun_bash_c_torchrun_counts_its_tasks(tmp_path: Path) -> None:
+    """Megatron-Bridge scripts/training/launch_with_sbatch.sh (at 08aaf5c7): `#SBATCH --ntasks-per-node=8`, a torchrun
+    command built in CMD with --node_rank=\\$SLURM_PROCID, run as `srun ... bash -c "$CMD"`: 8 torchruns per node,
+    whose node ranks run to 8 x the nodes; with --ntasks-per-node=1 the same script starts 8 per node."""
+    text = ("#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --ntasks-per-node={tasks}\n#SBATCH --gpus-per-node=8\n"
+            'CMD="torchrun"\nCMD="$CMD --nproc_per_node=$SLURM_GPUS_PER_NODE"\n'
+            'CMD="$CMD --nnodes=$SLURM_JOB_NUM_NODES"\nCMD="$CMD --node_rank=\\$SLURM_PROCID"\n'
+            'CMD="$CMD --master_addr=\\$(scontrol show hostname \\$SLURM_NODELIST | head -n1)"\n'
+            f'CMD="$CMD pretrain_gpt.py {ARGS}"\n'
+            'SRUN_CMD="srun --mpi=pmix --container-image=/images/nemo.sqsh"\n$SRUN_CMD bash -c "$CMD"\n')
+    script = tmp_path / "launch_with_sbatch.sh"
+    script.write_text(text.format(tasks=8))
+    lay = parse_launch([script])
+    assert (lay.gpus_per_node, lay.tasks_per_node) == (64, 8)
+    assert "$SLURM_PROCID" in lay.sources["gpus_per_node"] and "0 to 15" in lay.sources["gpus_per_node"]
+    said = _refusal(["--launch", str(script), "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "16"])
+    assert "launch_with_sbatch.sh:3 gives 8" in said and "--ntasks-per-node=1" in said
+    script.write_text(text.format(tasks=1))
+    one = parse_launch([script])
+    assert (one.gpus_per_node, one.tasks_per_node, one.world_size) == (8, None, 16)
+
+
+@pytest.mark.parametrize(("header", "srun"), [("#SBATCH --nodes=1\n", "srun"), ("", "srun -N 1")])
+def test_srun_nodes_other_than_torchruns_nnodes_is_an_error_naming_both_lines(tmp_path, header, srun) -> None:
+    """A user trial: `#SBATCH --nodes=256` beside a literal `torchrun --nnodes 512` was audited silently as 512
+    nodes; torchrun's rendezvous waits for nodes srun never starts it on."""
+    script = tmp_path / "job.sh"
+    script.write_text(f"#!/bin/bash\n{header}{srun} {TORCHRUN.format(nnodes=2).removeprefix('srun ')}")
+    with pytest.raises(InputError) as err:
+        parse_launch([script])
+    said = str(err.value)
+    line = 3 if header else 2
+    for fact in ("torchrun --nnodes 2", f"job.sh:{line}: {srun} torchrun", "the job's 1 nodes",
+                 "torchrun --nnodes 1", "--nnodes $SLURM_NNODES"):
+        assert fact in said, (fact, said)
+    assert ("job.sh:2: #SBATCH --nodes=1" in said and "#SBATCH --nodes=2" in said) if header else \
+        ("srun -N 2" in said)
+    script.write_text(f"#!/bin/bash\n{header}{srun} {TORCHRUN.format(nnodes='$SLURM_NNODES').removeprefix('srun ')}")
+    if header:  # the job's own count: no conflict
+        assert parse_launch([script]).world_size == 8

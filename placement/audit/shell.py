@@ -121,6 +121,11 @@ class Command:
     """The WATCHED_ENVIRONMENT variables the command runs with: exported earlier in the file (`export NAME=...`)
     or assigned on its own line (`NAME=value cmd`), each with its value's evidence."""
 
+    srun: tuple[Word, ...] = ()
+    """The `srun` and its options of an `srun ... bash -c STRING` (or `srun ... bash SCRIPT --task`, a script started
+    again) whose string or run holds this command: each of srun's tasks runs it (srun(1)).  A command that starts
+    with srun itself keeps it among its own words."""
+
     def env(self, name: str) -> Word | None:
         return dict(self.environment).get(name)
 
@@ -191,6 +196,8 @@ class _State:
     """Such runs open (bounded with the `bash -c` ones: MAX_NESTED_SHELLS)."""
     stopped: bool = False
     """Inside such a run, a certain `exec CMD` replaced the process: nothing after it runs in that run."""
+    srun: tuple[Word, ...] = ()
+    """Command.srun of the commands read now: the `srun ...` words of the `bash -c` string or run being read."""
 
 
 SLURM_PREFIX: Final = "SLURM_"
@@ -215,9 +222,10 @@ WATCHED_PREFIXES = ("NCCL_", "NVTE_", "TORCH_", "NVSHMEM_", "UCX_", "FI_", "OMP_
 NVSHMEM's, UCX's, libfabric's, OpenMP's and XLA's (MaxText's XLA_FLAGS) runtime settings, which the cost model does
 not price but the audit must not pass over in silence (readers.common.nccl_settings, runtime_settings), nor the files
 it writes for the job drop without a word (LaunchLayout.launch_environment)."""
-SLURM_JOB_ENVIRONMENT = ("SLURM_NNODES", "SLURM_NTASKS_PER_NODE")
+SLURM_JOB_ENVIRONMENT = ("SLURM_NNODES", "SLURM_NTASKS_PER_NODE", "SLURM_NTASKS")
 """SLURM's job variables a command's `environment` also reports where the #SBATCH header fixes them (sbatch puts
-them in every command's environment): the task count of an `srun python ...` launch, one rank per task."""
+them in every command's environment): the task count of an `srun python ...` launch, one rank per task, and the
+tasks per node of an `srun torchrun ...`, each task a torchrun."""
 _RESERVED = {"then", "elif", "else", "fi", "do", "done", "esac"}
 """Words bash accepts only inside a compound command; tree-sitter reads a stray one as a command name."""
 _WORDS = {"word", "string", "raw_string", "ansi_c_string", "translated_string", "concatenation", "simple_expansion",
@@ -260,7 +268,7 @@ def read_commands(path: Path) -> list[Command]:
 
 
 _SBATCH_ENV = {"nodes": ("SLURM_NNODES", "SLURM_JOB_NUM_NODES"), "ntasks-per-node": ("SLURM_NTASKS_PER_NODE",),
-               "gpus-per-node": ("SLURM_GPUS_ON_NODE", "SLURM_GPUS_PER_NODE")}
+               "ntasks": ("SLURM_NTASKS",), "gpus-per-node": ("SLURM_GPUS_ON_NODE", "SLURM_GPUS_PER_NODE")}
 """sbatch option -> the variables SLURM sets from it in the job's environment (sbatch(1) OUTPUT ENVIRONMENT
 VARIABLES); `--gres=gpu:N` sets SLURM_GPUS_ON_NODE too."""
 
@@ -273,10 +281,11 @@ def _sbatch_environment(state: _State) -> None:
         line = raw.strip()
         if line and not line.startswith("#"):
             break
-        m = re.match(r"#SBATCH\s+(?:--(nodes|ntasks-per-node|gpus-per-node|gres)[=\s]+|-N\s*)(\S+)", line)
+        m = re.match(r"#SBATCH\s+(?:--(nodes|ntasks-per-node|ntasks|gpus-per-node|gres)[=\s]+|-([Nn])\s*)(\S+)",
+                     line)
         if not m:
             continue
-        option, value = m.group(1) or "nodes", m.group(2)
+        option, value = m.group(1) or {"N": "nodes", "n": "ntasks"}[m.group(2)], m.group(3)
         if option == "gres":
             g = re.fullmatch(r"gpu(?::[\w-]+)?:(\d+)", value)
             option, value = ("gpus-per-node", g.group(1)) if g else (None, "")
@@ -912,24 +921,30 @@ def _command(state: _State, src: _Src, node: tree_sitter.Node, line: int) -> Non
     inner = _shell_string(fields)
     if inner is not None and state.depth < MAX_NESTED_SHELLS:
         # `srun ... bash -c "$LAUNCHER --node_rank \$SLURM_PROCID $CMD"`: the string is what runs (and it is
-        # uncertain if the string is)
+        # uncertain if the string is), once per srun task
         string = fields[inner]
         state.depth += 1
         state.frames.append(["uncertain" if string.uncertain else "on", True, org, string.uncertain])
+        outer, state.srun = state.srun, _srun_words(fields) or state.srun
         try:
             sub = _Src(string.text.encode(), org.line, _byte_origins(segments[inner], org))
             _block(state, sub, _parse(state, sub, org).children)
         finally:
             state.depth -= 1
             state.frames.pop()
+            state.srun = outer
         return
     if fields and fields[0].text in state.functions and not fields[0].unresolved:
         _call(state, fields, org)
         return
     again = _runs_itself(state, fields)
     if again is not None and state.depth < MAX_NESTED_SHELLS:
-        state.commands.append(Command(tuple(fields), org, _environment(state, prefixed, org, reason)))
-        _run_again(state, fields[again + 1:], org, reason)
+        state.commands.append(Command(tuple(fields), org, _environment(state, prefixed, org, reason), state.srun))
+        outer, state.srun = state.srun, _srun_words(fields[:again]) or state.srun
+        try:
+            _run_again(state, fields[again + 1:], org, reason)
+        finally:
+            state.srun = outer
         return
     if fields and fields[0].text == "shift" and state.calls:  # inside a function: drop its first arguments
         call = state.calls[-1]
@@ -940,9 +955,18 @@ def _command(state: _State, src: _Src, node: tree_sitter.Node, line: int) -> Non
             call.args = [[_Seg(f"${k + 1}", False, org, unresolved=f"the arguments after `{org.text}`")]
                          for k in range(len(call.args))]
     if fields:
-        state.commands.append(Command(tuple(fields), org, _environment(state, prefixed, org, reason)))
+        state.commands.append(Command(tuple(fields), org, _environment(state, prefixed, org, reason), state.srun))
         if fields[0].text == "exec" and len(fields) > 1 and reason is None and state.reruns:
             state.stopped = True  # the process is now CMD (bash(1), exec): the rest of this run is not read
+
+
+def _srun_words(fields: list[Word]) -> tuple[Word, ...]:
+    """`srun` and its options where `fields` start with srun and run a shell (`srun ... bash ...`): the words before
+    the shell; else ()."""
+    if not fields or fields[0].text.rsplit("/", 1)[-1] != "srun":
+        return ()
+    shell = next((i for i, w in enumerate(fields) if w.text.rsplit("/", 1)[-1] in ("bash", "sh")), len(fields))
+    return tuple(fields[:shell])
 
 
 def _runs_itself(state: _State, fields: list[Word]) -> int | None:

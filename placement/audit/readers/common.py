@@ -471,12 +471,10 @@ def deepspeed_grad_accumulation(s: Settings, bf16_optimizer: bool, evidence: str
               f"the step boundary; ZeRO-2/3 reduce-scatter them every micro-batch)")
 
 
-def _srun_tasks(launch: Launch, s: Settings) -> None:
-    """`srun python train.py`: one rank per SLURM task, so the world size is srun's task count: its -n/--ntasks, or
-    its -N/--nodes times --ntasks-per-node, each from srun's flags or else the job's SLURM_NNODES and
-    SLURM_NTASKS_PER_NODE that the #SBATCH header fixes (a user trial's `#SBATCH --nodes=8 --ntasks-per-node=8`
-    job was priced on the cluster's 1,024 GPUs)."""
-    words = launch.launcher_args[1:]
+def _srun_counts(words: list[Word], command: Command):
+    """`count(*flags, env=None)` over srun's options `words` (after `srun`): the first of its node and task count
+    flags given (`-N 2`, `--ntasks-per-node=8`), else the job variable `env` the #SBATCH header fixes, as (value,
+    evidence); None where neither fixes a whole number."""
     given: dict[str, Word] = {}
     k = 0
     while k < len(words):
@@ -490,11 +488,20 @@ def _srun_tasks(launch: Launch, s: Settings) -> None:
         k += 1
 
     def count(*names: str, env: str | None = None) -> tuple[int, str] | None:
-        word = next((given[n] for n in names if n in given), None) or (launch.command.env(env) if env else None)
+        word = next((given[n] for n in names if n in given), None) or (command.env(env) if env else None)
         if word is None or word.unresolved or not re.fullmatch(r"\d+", word.text):
             return None
         return int(word.text), word.evidence
 
+    return count
+
+
+def _srun_tasks(launch: Launch, s: Settings) -> None:
+    """`srun python train.py`: one rank per SLURM task, so the world size is srun's task count: its -n/--ntasks, or
+    its -N/--nodes times --ntasks-per-node, each from srun's flags or else the job's SLURM_NNODES and
+    SLURM_NTASKS_PER_NODE that the #SBATCH header fixes (a user trial's `#SBATCH --nodes=8 --ntasks-per-node=8`
+    job was priced on the cluster's 1,024 GPUs)."""
+    count = _srun_counts(launch.launcher_args[1:], launch.command)
     tasks = count("-n", "--ntasks")
     nodes, per_node = count("-N", "--nodes", env="SLURM_NNODES"), count("--ntasks-per-node",
                                                                          env="SLURM_NTASKS_PER_NODE")
@@ -504,6 +511,71 @@ def _srun_tasks(launch: Launch, s: Settings) -> None:
         s.put("world_size", tasks[0], f"{tasks[1]} (srun starts one rank per task)")
     elif nodes is not None and per_node is not None:
         s.put("world_size", nodes[0] * per_node[0], f"{nodes[1]}; {per_node[1]} (srun starts one rank per task)")
+
+
+def srun_of(launch: Launch) -> list[Word]:
+    """The `srun` and its options that start `launch`: its command's own words before the launcher (`srun -N 2
+    torchrun ...`), or the srun of the `srun ... bash -c STRING` whose string holds it (Command.srun); [] where no
+    srun does."""
+    words = list(launch.command.words)
+    at = next((i for i, w in enumerate(words) if w.text.rsplit("/", 1)[-1] in _LAUNCHERS or _PY.match(w.text)), 0)
+    if at and words[0].text.rsplit("/", 1)[-1] == "srun":
+        return words[:at]
+    return list(launch.command.srun)
+
+
+def _srun_tasks_per_node(srun: list[Word], command: Command) -> tuple[int, str] | None:
+    """The tasks srun starts on each node, with the evidence: its --ntasks-per-node; its -n over its nodes (-N, else
+    the header's); the header's --ntasks-per-node (srun reads SLURM_NTASKS_PER_NODE as that flag, srun(1) INPUT
+    ENVIRONMENT VARIABLES); the header's --ntasks over its nodes.  None where nothing fixes it (srun's default in a
+    batch job is the job's tasks, one per node unless the header says otherwise)."""
+    count = _srun_counts(srun[1:], command)
+    own, nodes = count("--ntasks-per-node"), count("-N", "--nodes", env="SLURM_NNODES")
+    tasks = count("-n", "--ntasks")
+    if own is None and tasks is not None and nodes is not None and tasks[0] % nodes[0] == 0:
+        own = (tasks[0] // nodes[0], f"{tasks[1]}; {nodes[1]}")
+    own = own or count(env="SLURM_NTASKS_PER_NODE")
+    tasks = count(env="SLURM_NTASKS")
+    if own is None and tasks is not None and nodes is not None and tasks[0] % nodes[0] == 0:
+        own = (tasks[0] // nodes[0], f"{tasks[1]}; {nodes[1]}")
+    return own
+
+
+def _srun_torchrun(launch: Launch, args: dict[str, Arg], n: int | None, p: int | None, s: Settings) -> None:
+    """torchrun started by srun: one torchrun per srun task, each an agent that starts its --nproc_per_node
+    processes on its node and counts --nnodes nodes.  More than one task per node multiplies the processes on each
+    node (gpus_per_node, tasks_per_node; the audit refuses more than the hosts' GPUs: cli._check_per_host), and
+    srun's nodes other than --nnodes leave torchrun's rendezvous without the nodes it counts, an error naming both
+    lines (a user trial: `#SBATCH --nodes=256` beside a literal `torchrun --nnodes 512` was priced as 512 nodes; and
+    Megatron-Bridge's scripts/training/launch_with_sbatch.sh, `#SBATCH --ntasks-per-node=8` with `srun ... bash -c
+    "torchrun --nproc_per_node=$SLURM_GPUS_PER_NODE ..."`, as 8 processes per node where it starts 64)."""
+    srun = srun_of(launch)
+    if not srun:
+        return
+    nodes_arg = args.get("--nnodes")
+    count = _srun_counts(srun[1:], launch.command)
+    nodes = count("-N", "--nodes", env="SLURM_NNODES")
+    if n is not None and nodes_arg is not None and nodes is not None and nodes[0] != n:
+        raise InputError(
+            f"node count: torchrun --nnodes {n} ({nodes_arg.evidence}), but srun starts it on the job's {nodes[0]} "
+            f"nodes ({nodes[1]}): torchrun's rendezvous counts {n} nodes, so the job does not start; make them one "
+            f"count: torchrun --nnodes {nodes[0]} (or --nnodes $SLURM_NNODES, which SLURM sets to the job's node "
+            f"count), or ask for {n} nodes ({'#SBATCH --nodes=' if '#SBATCH' in nodes[1] else 'srun -N '}{n})")
+    tasks = _srun_tasks_per_node(srun, launch.command)
+    procs = args.get("--nproc-per-node")
+    if tasks is None or tasks[0] < 2 or p is None or procs is None:
+        return
+    rank = args.get("--node-rank")
+    procid = ""
+    if rank is not None and rank.values and "SLURM_PROCID" in (rank.values[0].unresolved or rank.values[0].text):
+        last = nodes[0] * tasks[0] - 1 if nodes is not None else None
+        procid = (f"; its --node_rank $SLURM_PROCID ({rank.evidence}) is the task's rank"
+                  + (f", 0 to {last}, where --nnodes counts {n}" if last is not None and n is not None else "")
+                  + ", not the node's")
+    s.put("tasks_per_node", tasks[0], tasks[1])
+    s.put("gpus_per_node", tasks[0] * p,
+          f"{tasks[1]} (srun starts {tasks[0]} tasks per node) x {procs.evidence} (each task's torchrun starts {p} "
+          f"processes on its node): {tasks[0] * p} processes per node{procid}")
 
 
 DYNAMIC_RENDEZVOUS = ("c10d", "etcd", "etcd-v2")
@@ -629,6 +701,7 @@ def launcher_settings(launch: Launch, s: Settings) -> None:
                 s.put("gpus_per_node", p, procs.evidence)
         if n is not None and p is not None:
             s.put("world_size", n * p, f"{nodes.evidence if nodes else procs.evidence}; {procs.evidence}")
+        _srun_torchrun(launch, args, n if nodes is not None else None, p, s)
         backend = args.get("--rdzv-backend")
         if backend is not None and one_value(backend).text in DYNAMIC_RENDEZVOUS and n != 1:
             # torch/distributed/run.py: --node-rank is read only by the static backend; a dynamic one numbers the

@@ -164,6 +164,10 @@ class LaunchLayout(Frozen):
     world_size: int | None = Field(default=None, ge=1)
     """From the launcher in the files (torchrun nnodes x nproc-per-node, hostfile slots...)."""
     gpus_per_node: int | None = Field(default=None, ge=1)
+    tasks_per_node: int | None = Field(default=None, ge=2)
+    """srun's tasks per node where more than one each run torchrun (`#SBATCH --ntasks-per-node=8` with `srun torchrun
+    --nproc_per_node 8`): gpus_per_node counts every task's processes, and the fix for more than the GPUs is one task
+    per node."""
     hosts: tuple[str, ...] = ()
     """Host order the files fix (DeepSpeed hostfile lines, MaxText's jax_mesh.py, the `# on HOST` comment above each
     node rank's launch line of placement's scripts)."""
@@ -396,6 +400,7 @@ class JobRead:
     precision: str | None = None
     world_size: int | None = None
     gpus_per_node: int | None = None
+    tasks_per_node: int | None = None
     hosts: tuple[str, ...] | None = None
     cuda_visible_devices: tuple[NodeDevices, ...] | None = None
     device_max_connections: str | None = None
