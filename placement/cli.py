@@ -804,11 +804,12 @@ FP8_ONLY_FLAGS = ("fp8_recipe", "fp8_params")
 """Recipe fields that price nothing in a 16-bit run: the FP8 scaling recipe and FP8 weights."""
 
 
-def _check_fp8_recipe(sources: dict[str, str], precision: Precision) -> None:
+def _check_fp8_recipe(recipe: Recipe, sources: dict[str, str], precision: Precision) -> None:
     """An FP8 recipe flag on a 16-bit run prices nothing: bad input, as an MoE flag on a dense model is (a user
     trial: `--fp8-recipe blockwise` without `--precision fp8` printed "recipe: fp8 blockwise" under a bf16 headline
     and the bf16 step)."""
-    given = sorted(RECIPE_FLAGS[f] for f in FP8_ONLY_FLAGS if sources.get(f) == "flag")
+    given = sorted(RECIPE_FLAGS[f] for f in FP8_ONLY_FLAGS
+                   if sources.get(f) == "flag" and getattr(recipe, f) not in (None, False))
     if precision is not Precision.FP8 and given:
         raise InputError(f"{', '.join(given)}: the run is {precision.value} (--precision), so nothing of it is "
                          f"priced; add --precision fp8 to price FP8 GEMMs, or drop it")
@@ -1013,7 +1014,7 @@ def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, pr
     model, model_sources = model_as_run(framework, model, f"--framework {framework}")
     _check_recompute_num_layers(recipe, sources, recompute or tuple(r.value for r in Recompute), model)
     _check_moe_recipe(recipe, sources, model)
-    _check_fp8_recipe(sources, train.precision)
+    _check_fp8_recipe(recipe, sources, train.precision)
     formats = _check_out(out_dir, emit_formats, framework)
     report = _check_report(report_file)
     # the recipe fields the user left open are searched: each choice field, and the recompute modules
@@ -1202,7 +1203,7 @@ def evaluate(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch
     model, model_sources = model_as_run(framework, model, f"--framework {framework}")
     _check_recompute_num_layers(recipe, sources, (recompute,), model, pp, vpp)
     _check_moe_recipe(recipe, sources, model)
-    _check_fp8_recipe(sources, train.precision)
+    _check_fp8_recipe(recipe, sources, train.precision)
     per_replica = tp * cp * pp
     for name, value in (("--tp", tp), ("--cp", cp), ("--ep", ep), ("--etp", etp), ("--pp", pp), ("--vpp", vpp),
                         ("--mbs", mbs)):

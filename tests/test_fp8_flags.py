@@ -28,3 +28,8 @@ def test_the_same_flag_with_fp8_prices_fp8() -> None:
                                     "--json"])
     assert bf16.exit_code == 0 and fp8.exit_code == 0, fp8.output
     assert '"fp8_recipe": "blockwise"' in fp8.stdout and '"fp8_recipe": null' in bf16.stdout
+
+
+def test_turning_an_fp8_flag_off_on_a_bf16_run_is_no_error() -> None:
+    result = CliRunner().invoke(main, ["evaluate", *JOB, *LAYOUT, "--no-fp8-params", "--json"])
+    assert result.exit_code == 0, result.output
