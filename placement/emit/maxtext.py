@@ -92,6 +92,17 @@ MODELS = {
     "kimi-k2": ("kimi-k2-1t", 1),
     "deepseek-v2": ("deepseek2-236b", 1),
     "gpt3-175b": ("gpt3-175b", 0),
+    # the 0.2.5 wheel's configs/models/gpt-oss-120b.yml (configs/types.py:308 lists the name) has every number of
+    # models/gpt-oss-120b.yaml: 36 layers (:52), hidden 2880 (:21), 64 query / 8 KV heads of 64 (:22-24), 128 experts
+    # (:48) top-4 (:49) of width 2880 (:42-43), vocabulary 201088 (:53), untied (:56), RMSNorm eps 1e-5 (:54), biased
+    # projections (:26, :46-47), a 128-key window (:25; layers/attention_op.py:1177 keeps keys under 128 back, the
+    # query's own included, as HF) on every other layer from the first (inhomogeneous_layer_cycle_interval 2, :58;
+    # models/gpt_oss.py:45-48 sliding first), sinks (:27), YaRN theta 150000, factor 32, original 4096, beta_fast 32,
+    # beta_slow 1, truncate false (:30-38), the quick-GeGLU clamped at 7 with +1 on the linear branch (:44-45;
+    # layers/moe.py:1444-1453, sigmoid(1.702 x)), and the router's top-4 of its biased logits with a softmax over
+    # the four (layers/moe.py:1328, :1340), as HF's GptOssTopKRouter (tests/test_maxtext_gpt_oss_config.py reads the
+    # wheel's file)
+    "gpt-oss-120b": ("gpt-oss-120b", 0),
 }
 
 # placement recompute -> MaxText remat_policy (layers/nnx_decoders.py::get_remat_policy, :1278-1387).
@@ -371,6 +382,28 @@ configs/models/mixtral-8x22b.yml 32768 against Mixtral 8x22B v0.1's 32000; gpt3-
 padded): a key of the model config, which maxtext.yml cannot override (pyconfig.py merges base, then the model
 config, then command-line overrides), so the header prices it (`runs`)."""
 
+OVERRIDE_MODEL_CONFIG = "override_model_config"
+"""The key that lets the command line set a model config's keys (configs/types.py:334; pyconfig.py:486-493)."""
+
+SINKS_RUN = frozenset({"gpt-oss-120b"})
+"""The model configs of MODELS that train attention sinks (configs/models/gpt-oss-120b.yml:27 attention_sink)."""
+
+GPT_OSS_RUNS = ("a gated quick-GELU MLP (gate * sigmoid(1.702 gate) * (up + 1))", "the MLP's inputs clamped at 7",
+                "learnable attention sinks (one logit per head)",
+                "YaRN RoPE (factor 32, original_max_position_embeddings 4096, beta_fast 32, beta_slow 1, truncate "
+                "false)")
+"""What model_name gpt-oss-120b trains, in common.gpt_oss_features' words: mlp_activations [sigmoid, linear] as
+gate * sigmoid(1.702 gate) * (up + 1) with mlp_activations_limit 7 (configs/models/gpt-oss-120b.yml:44-45,
+layers/moe.py:1444-1453), attention_sink (:27) and YaRN (:30-38)."""
+
+
+def sinks_need_cudnn(ctx: EmitContext, name: str) -> bool:
+    """The named config trains attention sinks and the plan's kernel is not cuDNN's, which the file would write
+    (written_rows): MaxText 0.2.5 on GPUs runs sinks only under attention: cudnn_flash_te, and raises a ValueError in
+    every other flash kernel, the default 'autoselected' too (layers/attention_op.py:153-157, :1733, :1742)."""
+    return name in SINKS_RUN and "attention_kernel" not in written_rows(ctx)
+
+
 RUNS_INSTEAD = {
     "checkpoint_interval": "XLA synchronizes nothing around rematerialised layers, so the chunk size prices nothing",
     "loss_chunks": "its loss takes the whole micro-batch's logits (num_vocab_tiling 1, its default in base.yml)",
@@ -455,18 +488,7 @@ def overrides(ctx: EmitContext) -> tuple[dict[str, object], MaxTextMesh, list[st
             f"base.yml's own model; name a config of yours in model_name, or set the base_* dimensions"))
         model = "default"
     keys["model_name"] = model
-    features = common.gpt_oss_features(ctx.model, mla_yarn=False)
-    if features:  # none of the model configs this file names runs them, and it writes no architecture key
-        warnings.append(f"the model has {'; '.join(features)}, which model_name {model} does not run: MaxText runs "
-                        f"them in its gpt-oss model (configs/models/gpt-oss-120b.yml: decoder_block gpt_oss, "
-                        f"mlp_activations [sigmoid, linear], mlp_activations_limit, attention_sink, rope_type yarn "
-                        f"with rope_factor, beta_fast, beta_slow, rope_truncate; the 0.2.5 wheel), set them in your "
-                        f"model config"
-                        + ("; with attention sinks MaxText 0.2.5 on GPUs runs only attention: cudnn_flash_te "
-                           "(layers/attention_op.py validate_gpu_flash_attention raises a ValueError for this file's "
-                           "default 'autoselected'): set it too (the price is FlashAttention-2's class, errs slow)"
-                           if ctx.model is not None and ctx.model.attention_sinks
-                           and "attention_kernel" not in written_rows(ctx) else ""))
+    warnings += architecture_warnings(ctx, model)
     if ctx.model is not None and ctx.model.llama3_rope is not None:
         keys["rope_type"] = "llama3.1"  # MaxText's own llama3-* configs leave base.yml's "default", plain RoPE
         warnings += rope_warnings(ctx)
@@ -488,7 +510,7 @@ def overrides(ctx: EmitContext) -> tuple[dict[str, object], MaxTextMesh, list[st
     keys |= pipe
     policy, reruns = remat_policy(ctx)
     keys["remat_policy"] = policy
-    if "attention_kernel" in written_rows(ctx):
+    if "attention_kernel" in written_rows(ctx) or (sinks_need_cudnn(ctx, model) and lay.cp == 1):
         keys["attention"] = "cudnn_flash_te"
         keys["max_segments_per_seq"] = TE_MAX_SEGMENTS
     unsaved = moe_names_unsaved(ctx, policy)
@@ -535,6 +557,40 @@ def overrides(ctx: EmitContext) -> tuple[dict[str, object], MaxTextMesh, list[st
         notes.append("MaxText's tensor axis also shards the activations between layers (rule activation_embed -> "
                      "tensor), which is what sequence parallelism saves in memory")
     return keys, mesh, warnings, notes
+
+
+def architecture_warnings(ctx: EmitContext, name: str) -> list[str]:
+    """The model's GPT-OSS features (common.gpt_oss_features) model_name `name` does not train: all of them under a
+    config other than gpt-oss-120b, which the file cannot add (it writes no architecture key), those other than
+    GPT_OSS_RUNS under it (keys of its model config, which maxtext.yml cannot override: pyconfig.py:521); and with sinks
+    under context parallelism, where the cuDNN attention sinks need refuses this file's packed all-gather."""
+    features = common.gpt_oss_features(ctx.model, mla_yarn=False)
+    out = []
+    if name == "gpt-oss-120b":
+        other = [f for f in features if f not in GPT_OSS_RUNS]
+        if other:
+            out.append(f"the model has {'; '.join(other)}, but model_name gpt-oss-120b trains "
+                       f"{'; '.join(GPT_OSS_RUNS)} (configs/models/gpt-oss-120b.yml:27-45), keys of the model "
+                       f"config that maxtext.yml cannot override: this file trains another model; pass yours on the "
+                       f"command line with {OVERRIDE_MODEL_CONFIG}=true (configs/pyconfig.py:486-493)")
+    elif features:  # none of the other model configs this file names runs them, and it writes no architecture key
+        out.append(f"the model has {'; '.join(features)}, which model_name {name} does not run: MaxText runs "
+                   f"them in its gpt-oss model (configs/models/gpt-oss-120b.yml: decoder_block gpt_oss, "
+                   f"mlp_activations [sigmoid, linear], mlp_activations_limit, attention_sink, rope_type yarn "
+                   f"with rope_factor, beta_fast, beta_slow, rope_truncate; the 0.2.5 wheel), set them in your "
+                   f"model config"
+                   + ("; with attention sinks MaxText 0.2.5 on GPUs runs only attention: cudnn_flash_te "
+                      "(layers/attention_op.py validate_gpu_flash_attention raises a ValueError for this file's "
+                      "default 'autoselected'): set it too (the price is FlashAttention-2's class, errs slow)"
+                      if ctx.model is not None and ctx.model.attention_sinks
+                      and "attention_kernel" not in written_rows(ctx) else ""))
+    if sinks_need_cudnn(ctx, name) and ctx.plan.layout.cp > 1:
+        out.append(refusal(f"model_name {name} trains attention sinks, which MaxText 0.2.5 on GPUs runs only under "
+                           f"attention: cudnn_flash_te (layers/attention_op.py:153-157; the default 'autoselected' "
+                           f"raises), and that attention refuses context parallelism over packed sequences unless "
+                           f"context_parallel_strategy is a load-balanced \"ring\" (layers/attention_op.py:2693-2695; "
+                           f"this file keeps base.yml's \"all_gather\"): plan it with cp 1"))
+    return out
 
 
 def remat_policy(ctx: EmitContext) -> tuple[str, tuple[RecomputeModule, ...]]:
@@ -678,6 +734,12 @@ def runs(ctx: EmitContext, mesh: MaxTextMesh) -> Runs:
         out.recipe["optimizer_over_replicas"] = True
         out.what.append(f"the optimizer state and float32 weights sharded over data {s['data']} too (this file's "
                         f"shard_optimizer_over_data: true beside the weights' sharding)")
+    name = MODELS.get(catalog_model(ctx), ("default", 0))[0]
+    if sinks_need_cudnn(ctx, name) and lay.cp == 1 and ctx.recipe.attention_kernel is not AttentionKernel.FLASH:
+        out.recipe["attention_kernel"] = AttentionKernel.FLASH
+        out.what.append(f"cuDNN's attention (attention: cudnn_flash_te, not {ctx.recipe.attention_kernel.value}: "
+                        f"model_name {name} trains attention sinks, which MaxText 0.2.5 on GPUs runs only under it, "
+                        f"layers/attention_op.py:153-157)")
     common.runs_forced(ctx, "maxtext", out, written=written_rows(ctx))
     common.runs_model(ctx, "maxtext", out)
     vocab = MODEL_VOCABULARY.get(catalog_model(ctx))
@@ -691,7 +753,12 @@ def runs(ctx: EmitContext, mesh: MaxTextMesh) -> Runs:
 
 def render(ctx: EmitContext) -> tuple[str, list[str], dict[str, str]]:
     keys, mesh, warnings, notes = overrides(ctx)
-    line, warn = ctx.runs_as(runs(ctx, mesh))
+    if any(w.startswith(common.DOES_NOT_START) for w in warnings):
+        # header_runs prices nothing for a file that does not start; re-pricing it could raise on the very layout
+        # MaxText refuses (a sinks model's cp > 1, which Transformer Engine's rules refuse outside a2a)
+        line, warn = "", ""
+    else:
+        line, warn = ctx.runs_as(runs(ctx, mesh))
     line, warn = header_runs("MaxText", warnings, line, warn)
     if warn:
         warnings.insert(0, warn)
