@@ -404,6 +404,30 @@ def sinks_need_cudnn(ctx: EmitContext, name: str) -> bool:
     return name in SINKS_RUN and "attention_kernel" not in written_rows(ctx)
 
 
+GROUP_ROUTED = ("deepseek3", "deepseek4", "kimi-k2")
+"""The model_name prefixes whose routers MaxText 0.2.5 limits to groups (layers/moe.py:1321 calls deepseek_routing,
+which masks all but the top topk_routing_group of n_routing_groups groups, :1406-1431); every other model_name takes
+the top-k of all experts (:1328), whatever the keys."""
+
+
+def routing_keys(ctx: EmitContext, name: str) -> tuple[dict[str, int], list[str]]:
+    """(keys, warnings) for the model's group-limited routing (moe.num_expert_groups, groups_per_token: DeepSeek-V3
+    routes to 4 of 8 groups).  base.yml disables it (n_routing_groups and topk_routing_group -1, :387-389) and no
+    model config of MODELS sets them (configs/models/deepseek3-671b.yml:17-18 asks for them on the command line), so
+    maxtext.yml writes them (a QA run: the file routed DeepSeek-V3 over all 256 experts, its Megatron file over 4 of
+    8 groups); a model_name MaxText routes without groups (GROUP_ROUTED) is warned."""
+    moe = ctx.model.moe if ctx.model is not None else None
+    if moe is None or not moe.num_expert_groups or moe.num_expert_groups <= 1:
+        return {}, []
+    if not name.startswith(GROUP_ROUTED):
+        return {}, [f"the model routes each token to experts of {moe.groups_per_token} of {moe.num_expert_groups} "
+                    f"groups, but MaxText 0.2.5 limits routing to groups only for model_names starting "
+                    f"{', '.join(GROUP_ROUTED)} (layers/moe.py:1321; model_name {name} takes the top "
+                    f"{moe.top_k} of all {moe.num_experts} experts, :1328), and no key changes that: this file "
+                    f"trains other routing than the model's, its all-to-all reaching more experts' ranks than priced"]
+    return {"n_routing_groups": moe.num_expert_groups, "topk_routing_group": moe.groups_per_token}, []
+
+
 RUNS_INSTEAD = {
     "checkpoint_interval": "XLA synchronizes nothing around rematerialised layers, so the chunk size prices nothing",
     "loss_chunks": "its loss takes the whole micro-batch's logits (num_vocab_tiling 1, its default in base.yml)",
@@ -492,6 +516,9 @@ def overrides(ctx: EmitContext) -> tuple[dict[str, object], MaxTextMesh, list[st
     if ctx.model is not None and ctx.model.llama3_rope is not None:
         keys["rope_type"] = "llama3.1"  # MaxText's own llama3-* configs leave base.yml's "default", plain RoPE
         warnings += rope_warnings(ctx)
+    routing, warn_routing = routing_keys(ctx, model)
+    keys |= routing
+    warnings += warn_routing
     keys["max_target_length"] = p.seq_len
     if p.precision == "fp8":
         keys["quantization"] = "nanoo_fp8" if p.accelerator.startswith("mi") else "fp8"
@@ -553,6 +580,10 @@ def overrides(ctx: EmitContext) -> tuple[dict[str, object], MaxTextMesh, list[st
     ]
     if notes_custom:
         notes.append(notes_custom)
+    if routing:
+        notes.append(f"n_routing_groups {routing['n_routing_groups']}, topk_routing_group "
+                     f"{routing['topk_routing_group']}: the model's group-limited routing, which base.yml disables "
+                     f"(-1, :387-389) and configs/models/{model}.yml does not set")
     if lay.tp > 1:
         notes.append("MaxText's tensor axis also shards the activations between layers (rule activation_embed -> "
                      "tensor), which is what sequence parallelism saves in memory")
