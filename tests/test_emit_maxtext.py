@@ -238,7 +238,8 @@ def test_a_model_maxtext_ships_is_named_and_priced(tmp_path):
                                     "--framework", "maxtext", "--top-k", "1", "--out", str(out), "--emit", "maxtext"])
     assert res.exit_code == 0, res.output
     text = (out / "maxtext.yml").read_text()
-    assert yaml.safe_load(text)["model_name"] == "qwen3-30b-a3b"
+    # qwen3-30b-a3b-base.yml: qwen3-30b-a3b.yml with the model's RoPE theta 1e6 (tests/test_rope_config_mismatch.py)
+    assert yaml.safe_load(text)["model_name"] == "qwen3-30b-a3b-base"
     assert "trains another model" not in text and "s/step" in text
 
 

@@ -147,7 +147,8 @@ def test_a_config_json_of_a_model_maxtext_ships_names_its_model_config(tmp_path)
                                        "--recompute", "full", "--emit", "maxtext", "--out", str(tmp_path / "o")])
     assert result.exit_code in (0, 1), result.output
     text = (tmp_path / "o" / "maxtext.yml").read_text()
-    assert 'model_name: "qwen3-30b-a3b"' in text and "ships no model config" not in text
+    # the fixture's rope_theta is Qwen3-30B-A3B's 1e6: qwen3-30b-a3b-base.yml's (tests/test_rope_config_mismatch.py)
+    assert 'model_name: "qwen3-30b-a3b-base"' in text and "ships no model config" not in text
 
 
 def test_attention_biases_without_mlp_biases_are_refused_not_given_to_the_mlp(tmp_path):

@@ -340,11 +340,13 @@ def _check_kv_heads(launch: LaunchLayout, layout: Layout, model: ModelSpec) -> N
 
 
 MAXTEXT_SAME_AS = {"llama3.1-8b": "llama3-8b", "llama3.1-70b": "llama3-70b", "llama3.3-70b": "llama3-70b",
-                   "llama3.1-405b": "llama3-405b", "deepseek3-671b-2dfsdp": "deepseek-v3"}
+                   "llama3.1-405b": "llama3-405b", "deepseek3-671b-2dfsdp": "deepseek-v3",
+                   "qwen3-30b-a3b": "qwen3-30b-a3b"}
 """MaxText model_names placement's files do not write whose configs/models/<name>.yml has a catalog model's
 dimensions (maxtext 48445cf0: hidden, query and KV heads, layers, MLP width, head dim, vocabulary 128,256, RoPE
 timescale 500,000; the 0.2.5 wheel's deepseek3-671b-2dfsdp.yml is deepseek3-671b.yml with other sharding rules
-only: data_sharding, logical_axis_rules, mesh_axes)."""
+only: data_sharding, logical_axis_rules, mesh_axes; its qwen3-30b-a3b.yml is qwen3-30b-a3b-base.yml, which the files
+write, with rope_max_timescale 10,000,000, :37)."""
 
 
 def _check_maxtext_model(launch: LaunchLayout, model: ModelSpec) -> None:

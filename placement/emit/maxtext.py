@@ -88,7 +88,10 @@ MODELS = {
     "qwen3-235b-a22b": ("qwen3-235b-a22b", 0),
     # the dimensions of these three match the catalog's (maxtext-v0.2.4 configs/models/<name>.yml: hidden, heads,
     # layers, experts, top-k, expert width, shared experts, dense layers, MLA ranks, vocabulary)
-    "qwen3-30b-a3b": ("qwen3-30b-a3b", 0),
+    # qwen3-30b-a3b-base.yml is qwen3-30b-a3b.yml with rope_max_timescale 1_000_000 (:37), Qwen3-30B-A3B's HF
+    # rope_theta and the catalog's, where qwen3-30b-a3b.yml has 10_000_000 (:37, the 2507 release's); every other key
+    # is the same (tests/test_rope_config_mismatch.py)
+    "qwen3-30b-a3b": ("qwen3-30b-a3b-base", 0),
     "kimi-k2": ("kimi-k2-1t", 1),
     "deepseek-v2": ("deepseek2-236b", 1),
     "gpt3-175b": ("gpt3-175b", 0),
@@ -368,6 +371,18 @@ def catalog_model(ctx: EmitContext) -> str | None:
     return next((name for name, model in _catalog_models() if same_architecture(model, ctx.model)), None)
 
 
+def config_name(ctx: EmitContext) -> str | None:
+    """The model_name the file writes: the MODELS config of the context's catalog model, or the config of the same
+    architecture (SAME_SHAPE) whose RoPE theta is the model's where that one's is not (CONFIG_ROPE: a Qwen3-30B-A3B of
+    the 2507 release, theta 1e7, trains under qwen3-30b-a3b, not qwen3-30b-a3b-base); None where MaxText ships none."""
+    name = MODELS.get(catalog_model(ctx), (None, 0))[0]
+    theta = ctx.model.rope_base if ctx.model is not None else None
+    other = SAME_SHAPE.get(name)
+    if other is not None and theta is not None and CONFIG_ROPE[name].timescale != theta == CONFIG_ROPE[other].timescale:
+        return other
+    return name
+
+
 @cache
 def _catalog_models() -> tuple[tuple[str, ModelSpec], ...]:
     """The catalog models of MODELS, read once (catalog_model runs several times a file)."""
@@ -426,6 +441,91 @@ def routing_keys(ctx: EmitContext, name: str) -> tuple[dict[str, int], list[str]
                     f"{moe.top_k} of all {moe.num_experts} experts, :1328), and no key changes that: this file "
                     f"trains other routing than the model's, its all-to-all reaching more experts' ranks than priced"]
     return {"n_routing_groups": moe.num_expert_groups, "topk_routing_group": moe.groups_per_token}, []
+
+
+@dataclass(frozen=True)
+class ConfigRope:
+    """The RoPE a MaxText 0.2.5 model config trains (configs/models/<name>.yml)."""
+
+    timescale: int
+    """rope_max_timescale, RoPE's theta (configs/types.py:2624, an int)."""
+    yarn: dict[str, float | int | bool] | None
+    """rope_type "yarn"'s numbers in ModelSpec.yarn_rope's names (rope_factor as factor, rope_truncate as truncate;
+    the ones the file leaves are base.yml's, :1156-1163), applied by YarnRotaryEmbedding (layers/attentions.py:946-963)
+    and under MLA also in the softmax scale (layers/attention_mla.py:756-758); None: rope_type "default"."""
+    where: str
+    """The config's rope_max_timescale line (its rope_type line where it runs YaRN)."""
+
+
+CONFIG_ROPE = {
+    "llama3-8b": ConfigRope(500_000, None, "configs/models/llama3-8b.yml:28"),
+    "llama3-70b": ConfigRope(500_000, None, "configs/models/llama3-70b.yml:28"),
+    "llama3-405b": ConfigRope(500_000, None, "configs/models/llama3-405b.yml:29"),
+    "deepseek3-671b": ConfigRope(10_000, {"factor": 40, "original_max_position_embeddings": 4096, "beta_fast": 32,
+                                          "beta_slow": 1, "truncate": True},
+                                 "configs/models/deepseek3-671b.yml:48-55"),
+    "mixtral-8x7b": ConfigRope(1_000_000, None, "configs/models/mixtral-8x7b.yml:32"),
+    "mixtral-8x22b": ConfigRope(1_000_000, None, "configs/models/mixtral-8x22b.yml:32"),
+    "qwen3-235b-a22b": ConfigRope(5_000_000, None, "configs/models/qwen3-235b-a22b.yml:38"),
+    "qwen3-30b-a3b-base": ConfigRope(1_000_000, None, "configs/models/qwen3-30b-a3b-base.yml:37"),
+    "qwen3-30b-a3b": ConfigRope(10_000_000, None, "configs/models/qwen3-30b-a3b.yml:37"),
+    "kimi-k2-1t": ConfigRope(50_000, {"factor": 32, "original_max_position_embeddings": 4096, "beta_fast": 1,
+                                      "beta_slow": 1, "truncate": True}, "configs/models/kimi-k2-1t.yml:47-53"),
+    "deepseek2-236b": ConfigRope(10_000, {"factor": 40, "original_max_position_embeddings": 4096, "beta_fast": 32,
+                                          "beta_slow": 1, "truncate": True},
+                                 "configs/models/deepseek2-236b.yml:45-53"),
+    "gpt-oss-120b": ConfigRope(150_000, {"factor": 32, "original_max_position_embeddings": 4096, "beta_fast": 32,
+                                         "beta_slow": 1, "truncate": False}, "configs/models/gpt-oss-120b.yml:30-38"),
+}
+"""The RoPE each model config of MODELS and SAME_SHAPE trains (gpt3-175b's learned positions have none; tests/
+test_rope_config_mismatch.py reads each from the 0.2.5 wheel).  maxtext.yml cannot change a key its model config
+sets: MaxText merges base.yml and this file, then the model config over them, then the command line's key=value
+(configs/pyconfig.py:521), and takes a command-line key the model config also sets only beside
+override_model_config=true (:486-493, validate_no_keys_overridden_twice :128-150).  So where the model's RoPE is
+another (Qwen3-235B-A22B's theta 1e6 against 5,000,000, the 2507 release's; DeepSeek's pre-training without the
+YaRN of their long-context stage), the launch lines pass it (`rope_cli`)."""
+
+SAME_SHAPE = {"qwen3-30b-a3b-base": "qwen3-30b-a3b"}
+"""A model config of MODELS -> the config MaxText 0.2.5 ships of the same model with another RoPE theta only (every
+other key the same, tests/test_rope_config_mismatch.py), which `config_name` names for a model of its theta."""
+
+
+def rope_cli(ctx: EmitContext, name: str) -> tuple[dict[str, int], list[str]]:
+    """(the command line's RoPE keys, warnings) that make model_name `name` train the model's RoPE where its config
+    (CONFIG_ROPE) trains another: the model's theta as rope_max_timescale, and for a model without YaRN under a config
+    with it rope_factor 1, which YarnRotaryEmbedding turns into plain RoPE (layers/embeddings.py:691, `freqs /
+    rope_factor * (1 - smooth) + freqs * smooth`) and MLA's softmax scale into 1 (layers/attention_mla.py:757, 0.1
+    mscale ln(rope_factor) + 1).  Each override is also a warning: maxtext.yml cannot hold it, so a launcher of the
+    user's own must pass it.  An MLA model with YaRN numbers of its own is warned (a non-MLA model's YaRN is the
+    GPT-OSS features' warning)."""
+    m, rope = ctx.model, CONFIG_ROPE.get(name)
+    if m is None or rope is None:
+        return {}, []
+    cli: dict[str, int] = {}
+    why = []
+    if m.rope_base is not None and m.rope_base != rope.timescale and float(m.rope_base).is_integer():
+        cli["rope_max_timescale"] = int(m.rope_base)
+        why.append(f"RoPE theta {m.rope_base:,.0f} (not rope_max_timescale {rope.timescale:,}, {rope.where})")
+    warnings = []
+    if rope.yarn is not None and m.yarn_rope is None and m.rope_scaling is None:
+        cli["rope_factor"] = 1
+        why.append(f"plain RoPE (not YaRN with rope_factor {rope.yarn['factor']}, {rope.where}: the model states no "
+                   f"YaRN, and placement's Megatron-LM files train it unscaled too; rope_factor 1 makes MaxText's YaRN "
+                   f"the plain rotation, layers/embeddings.py:691, with an unscaled softmax under MLA, "
+                   f"layers/attention_mla.py:757)")
+    elif rope.yarn is not None and m.yarn_rope is not None and m.mla is not None:
+        differ = common.differs_from_fixed(m.yarn_rope, rope.yarn)
+        if differ is not None:
+            warnings.append(f"the model's YaRN has {differ[0]}, but model_name {name} trains {differ[1]} "
+                            f"({rope.where}), keys of the model config that maxtext.yml cannot override: pass them "
+                            f"on the command line with {OVERRIDE_MODEL_CONFIG}=true (configs/pyconfig.py:486-493)")
+    if cli:
+        words = " ".join(f"{k}={v}" for k, v in ({OVERRIDE_MODEL_CONFIG: "true"} | cli).items())
+        warnings.insert(0, f"model_name {name}'s config trains other RoPE than the model's; the launch lines below "
+                           f"pass the model's, {'; '.join(why)}, as `{words}`: MaxText merges configs/models/"
+                           f"{name}.yml over this file (configs/pyconfig.py:521), so only the command line sets "
+                           f"them (with {OVERRIDE_MODEL_CONFIG}, :486-493); a launcher of your own must pass them too")
+    return cli, warnings
 
 
 RUNS_INSTEAD = {
@@ -504,7 +604,7 @@ def overrides(ctx: EmitContext) -> tuple[dict[str, object], MaxTextMesh, list[st
     p, lay = ctx.plan, ctx.plan.layout
     mesh, warnings = build_mesh(ctx)
     warnings += sharding_warnings(ctx, mesh, runs(ctx, mesh))
-    model, _ = MODELS.get(catalog_model(ctx), (None, 0))
+    model = config_name(ctx)
     keys: dict[str, object] = {"base_config": "base.yml", "hardware": "gpu"}
     if model is None:
         warnings.append(common.other_model(
@@ -516,6 +616,7 @@ def overrides(ctx: EmitContext) -> tuple[dict[str, object], MaxTextMesh, list[st
     if ctx.model is not None and ctx.model.llama3_rope is not None:
         keys["rope_type"] = "llama3.1"  # MaxText's own llama3-* configs leave base.yml's "default", plain RoPE
         warnings += rope_warnings(ctx)
+    warnings += rope_cli(ctx, model)[1]
     routing, warn_routing = routing_keys(ctx, model)
     keys |= routing
     warnings += warn_routing
@@ -719,9 +820,11 @@ def launch_lines(ctx: EmitContext) -> list[str]:
     lines = [f"on every host: export JAX_COORDINATOR_IP={hosts[0]} JAX_COORDINATOR_PORT={COORDINATOR_PORT} "
              f"NNODES={len(hosts)}{blocking}",
              "then one line per host (NODE_RANK = JAX process id; CUDA_VISIBLE_DEVICES where the plan reorders GPUs):"]
+    cli = rope_cli(ctx, config_name(ctx) or "default")[0]
+    extra = "".join(f" {k}={v}" for k, v in ({OVERRIDE_MODEL_CONFIG: "true"} | cli if cli else {}).items())
     for k, host in enumerate(hosts):
         lines.append(f"  {host}: {ctx.visible_prefix(k)}NODE_RANK={k} {ENTRYPOINT} maxtext.yml run_name=RUN "
-                     f"base_output_directory=DIR")
+                     f"base_output_directory=DIR{extra}")
     return lines
 
 
@@ -765,7 +868,7 @@ def runs(ctx: EmitContext, mesh: MaxTextMesh) -> Runs:
         out.recipe["optimizer_over_replicas"] = True
         out.what.append(f"the optimizer state and float32 weights sharded over data {s['data']} too (this file's "
                         f"shard_optimizer_over_data: true beside the weights' sharding)")
-    name = MODELS.get(catalog_model(ctx), ("default", 0))[0]
+    name = config_name(ctx) or "default"
     if sinks_need_cudnn(ctx, name) and lay.cp == 1 and ctx.recipe.attention_kernel is not AttentionKernel.FLASH:
         out.recipe["attention_kernel"] = AttentionKernel.FLASH
         out.what.append(f"cuDNN's attention (attention: cudnn_flash_te, not {ctx.recipe.attention_kernel.value}: "
@@ -775,7 +878,7 @@ def runs(ctx: EmitContext, mesh: MaxTextMesh) -> Runs:
     common.runs_model(ctx, "maxtext", out)
     vocab = MODEL_VOCABULARY.get(catalog_model(ctx))
     if vocab is not None and ctx.model is not None and vocab != ctx.model.vocab_size:
-        name = MODELS[catalog_model(ctx)][0]
+        name = config_name(ctx)
         out.model["vocab_size"] = vocab
         out.what.append(f"a vocabulary of {vocab:,} (not {ctx.model.vocab_size:,}: model_name {name}'s config sets "
                         f"it, configs/models/{name}.yml)")

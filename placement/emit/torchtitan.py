@@ -23,6 +23,7 @@ from placement.emit.common import (
     EmitContext,
     Runs,
     attention_features,
+    differs_from_fixed,
     forced_fields,
     forced_warnings,
     gpt_oss_features,
@@ -322,6 +323,7 @@ def flags(ctx: EmitContext) -> tuple[list[str], list[str]]:
     warnings += recipe_warnings(ctx, VERSION, runs_instead(ctx), PER_OP_ONLY)
     warnings += forced_warnings(ctx, "torchtitan", run_precision(ctx), config)
     warnings += rope_warnings(ctx, module if module != "MODULE" else None)
+    warnings += config_rope_warnings(ctx, config)
     warnings += architecture_warnings(ctx, module if module != "MODULE" else None)
     return args, warnings
 
@@ -404,6 +406,66 @@ def rope_warnings(ctx: EmitContext, module: str | None) -> list[str]:
             f"'llama' and its factors in your copy of the config function"]
 
 
+
+
+DSV3_YARN = {"factor": 40.0, "original_max_position_embeddings": 4096, "beta_fast": 32.0, "beta_slow": 1.0,
+             "truncate": True}
+GPT_OSS_YARN = {"factor": 32.0, "original_max_position_embeddings": 4096, "beta_fast": 32.0, "beta_slow": 1.0,
+                "truncate": False}
+CONFIG_ROPE: dict[str, tuple[float, dict[str, float | bool] | None, str]] = {
+    "llama3_8b": (500000.0, None, "models/llama3/__init__.py:268"),
+    "llama3_8b_mxfp8": (500000.0, None, "models/llama3/__init__.py:268"),
+    "llama3_70b": (500000.0, None, "models/llama3/__init__.py:309"),
+    "llama3_405b": (500000.0, None, "models/llama3/__init__.py:350"),
+    "deepseek_v3_671b": (10000.0, DSV3_YARN, "models/deepseek_v3/__init__.py:575-584"),
+    "deepseek_v3_671b_float8": (10000.0, DSV3_YARN, "models/deepseek_v3/__init__.py:575-584"),
+    "qwen3_0_6b": (1e6, None, "models/qwen3/__init__.py:285"),
+    "qwen3_1_7b": (1e6, None, "models/qwen3/__init__.py:323"),
+    "qwen3_14b": (1e6, None, "models/qwen3/__init__.py:431"),
+    "qwen3_32b": (1e6, None, "models/qwen3/__init__.py:466"),
+    "qwen3_30b_a3b": (1e6, None, "models/qwen3/__init__.py:550"),
+    "gpt_oss_20b": (150000.0, GPT_OSS_YARN, "models/gpt_oss/__init__.py:325-331"),
+    "gpt_oss_120b": (150000.0, GPT_OSS_YARN, "models/gpt_oss/__init__.py:369-375"),
+}
+"""(theta, YaRN's numbers in ModelSpec.yarn_rope's names or None, where) of the RoPE.Config each torchtitan 0.3.0
+config the files name builds (`model_registry(flavor)`: llama3_8b_mxfp8 is llama3_8b's 8B, deepseek_v3_671b_float8
+deepseek_v3_671b's 671B, models/*/config_registry.py).  YaRN runs whenever scaling is "yarn" and rope_factor > 1
+(ComplexRoPE, models/common/rope.py:219-221; CosSinRoPE :287-288), and under MLA also scales the softmax by mscale
+squared (models/deepseek_v3/model.py:86-88); the llama3 configs' scaling is LLAMA3_ROPE (rope_warnings)."""
+
+
+def _theta(value: float) -> str:
+    return f"{value:,.0f}" if float(value).is_integer() else f"{value:,g}"
+
+
+def config_rope_warnings(ctx: EmitContext, config: str | None) -> list[str]:
+    """The model's RoPE where the config the file names builds another (CONFIG_ROPE): theta, and YaRN the model does
+    not state (DeepSeek-V3: the catalog's pre-training runs unscaled RoPE, torchtitan's 671B flavor YaRN with factor
+    40) or with other numbers (an MLA model's; a non-MLA model's YaRN is the GPT-OSS warning's).  No flag changes a
+    config's model, so each is a warning: the file trains other RoPE frequencies than the model's."""
+    m, rope = ctx.model, CONFIG_ROPE.get(config or "")
+    if m is None or rope is None:
+        return []
+    theta, yarn, where = rope
+    fix = "change it in your copy of the config function (no flag sets a config's model)"
+    out = []
+    if m.rope_base is not None and m.rope_base != theta:
+        out.append(f"the model's RoPE theta is {_theta(m.rope_base)}, but {VERSION}'s {config} builds RoPE.Config "
+                   f"theta {_theta(theta)} ({where}): this file trains other RoPE frequencies than the model's; {fix}")
+    if yarn is not None and m.yarn_rope is None and m.rope_scaling is None:
+        out.append(f"the model states no YaRN (plain RoPE, or not stated), but {VERSION}'s {config} builds "
+                   f"RoPE.Config scaling 'yarn' with rope_factor {yarn['factor']:g} ({where}), which ComplexRoPE and "
+                   f"CosSinRoPE apply whenever rope_factor > 1 (models/common/rope.py:219-221, :287-288)"
+                   + (", and multi-latent attention also scales its softmax by (0.1 mscale ln(rope_factor) + 1)^2 "
+                      "(models/deepseek_v3/model.py:86-88)" if m.mla is not None else "")
+                   + ": this file trains other RoPE frequencies than the model's; set scaling 'none' (or rope_factor "
+                     "1) in your copy of the config function")
+    elif yarn is not None and m.yarn_rope is not None and m.mla is not None:
+        differ = differs_from_fixed(m.yarn_rope, yarn)
+        if differ is not None:
+            out.append(f"the model's YaRN has {differ[0]}, but {VERSION}'s {config} builds {differ[1]} ({where}): "
+                       f"this file trains other RoPE frequencies than the model's; {fix}")
+    return out
 
 
 def full_graphs_run(ctx: EmitContext) -> bool:
