@@ -14,8 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from placement.calibration.validate import SCHEDULE_FIELDS
-from placement.report import searched_text
+from placement.report import schedule_text, searched_text
 
 ROOT = Path(__file__).resolve().parents[1]
 BEGIN, END = "<!-- accuracy:begin -->", "<!-- accuracy:end -->"
@@ -36,7 +35,7 @@ def slowest_cell(slow: dict | None) -> str:
     """A row's slowest legal unstated schedule as the README prints it ("+5.3 % at vpp 2, mbs 1")."""
     if slow is None:
         return ""
-    return f"{pct(slow['error'])} at " + searched_text({k: v for k, v in slow.items() if k in SCHEDULE_FIELDS})
+    return f"{pct(slow['error'])} at " + schedule_text(slow)
 
 
 def section(data: dict) -> str:

@@ -811,8 +811,8 @@ def _check_fp8_recipe(recipe: Recipe, sources: dict[str, str], precision: Precis
     given = sorted(RECIPE_FLAGS[f] for f in FP8_ONLY_FLAGS
                    if sources.get(f) == "flag" and getattr(recipe, f) not in (None, False))
     if precision is not Precision.FP8 and given:
-        raise InputError(f"{', '.join(given)}: the run is {precision.value} (--precision), so nothing of it is "
-                         f"priced; add --precision fp8 to price FP8 GEMMs, or drop it")
+        raise InputError(f"{', '.join(given)}: the run is {precision.value} (--precision, bf16 unless given), so "
+                         f"nothing of it is priced; add --precision fp8 to price FP8 GEMMs, or drop it")
 
 
 def _check_recompute_num_layers(recipe: Recipe, sources: dict[str, str], recompute: tuple[str, ...],

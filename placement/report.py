@@ -574,12 +574,17 @@ def _slowest_json(r: RunResult) -> dict | None:
             "error": round((slow["step_time_s"] - published) / published, 6)}
 
 
+def schedule_text(slow: dict) -> str:
+    """The schedule fields of a row's `slowest_schedule` in the searched column's words ("vpp 2, mbs 1")."""
+    return searched_text({k: v for k, v in slow.items() if k in SCHEDULE_FIELDS})
+
+
 def slowest_text(r: RunResult) -> str:
     """The slowest unstated schedule of a validate row, as the table prints it ("+5.3% vpp 2, mbs 1")."""
     slow = _slowest_json(r)
     if slow is None:
         return ""
-    return f"{slow['error']:+.1%} " + searched_text({k: v for k, v in slow.items() if k in SCHEDULE_FIELDS})
+    return f"{slow['error']:+.1%} " + schedule_text(slow)
 
 
 def schedule_spans(results: list[RunResult]) -> tuple[list[str], list[str]]:

@@ -406,8 +406,6 @@ def rope_warnings(ctx: EmitContext, module: str | None) -> list[str]:
             f"'llama' and its factors in your copy of the config function"]
 
 
-
-
 DSV3_YARN = {"factor": 40.0, "original_max_position_embeddings": 4096, "beta_fast": 32.0, "beta_slow": 1.0,
              "truncate": True}
 GPT_OSS_YARN = {"factor": 32.0, "original_max_position_embeddings": 4096, "beta_fast": 32.0, "beta_slow": 1.0,
