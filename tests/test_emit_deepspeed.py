@@ -503,3 +503,34 @@ def test_a_torchtitan_plan_written_for_deepspeed_is_priced_as_its_audit_prices_i
     audit = json.loads(CliRunner().invoke(main, ["audit", *job, *files, "--json"]).stdout)
     assert audit["estimate"]["step_time_s"] == pytest.approx(step, abs=5e-4)
     assert audit["estimate"]["peak_memory_bytes"] / 2**30 == pytest.approx(held, abs=0.06)
+
+
+def test_a_zero0_pipeline_file_is_priced_as_the_bf16_optimizer_deepspeed_builds_for_it():
+    """bf16 at ZeRO stage 0 under DeepSpeed 0.19.8's PipelineEngine is its BF16_Optimizer (runtime/engine.py
+    _do_optimizer_sanity_check), which shards the fp32 master weights and Adam state over dp like ZeRO-1
+    (bf16_optimizer.py), copies each micro-batch's gradient into its own buffer and all-reduces the whole gradient
+    (pipe/engine.py _bf16_reduce_grads).  A QA run: the header priced every rank's whole optimizer state (65.9 GiB
+    against the 49.1 the audit of the same files read)."""
+    ctx = ctx_for("llama3-8b", 16, (("tp", 2), ("pp", 2), ("cp", 1), ("vpp", 1), ("zero_stage", 0),
+                                    ("recompute", "none")))
+    assert ctx.plan.layout.zero_stage == 0 and ctx.plan.layout.pp == 2
+    runs = deepspeed.files_run(ctx)
+    assert runs.layout.get("zero_stage") == 1
+    assert runs.recipe.get("grad_all_reduce") is True
+    assert runs.recipe.get("grad_accumulation") is GradAccumulation.FP32_COPY
+    assert runs.recipe.get("param_gather_overlap") in (None, False)
+    text, _, cfg, _ = files(ctx)
+    assert cfg["zero_optimization"]["stage"] == 0  # the file states the plan's stage; the header prices its run
+    line = next(x for x in text.splitlines() if x.startswith("# this file runs"))
+    assert "BF16_Optimizer" in line and "ZeRO-1 (not ZeRO-0)" in line
+    other = ctx.priced_as(None, runs.layout, runs.recipe, runs.model)
+    assert f"{other.peak_memory_bytes / 2**30:.1f} of" in line
+    assert other.memory.optimizer_bytes < ctx.plan.memory.optimizer_bytes / 1.5  # sharded over dp 4
+
+
+def test_a_zero0_file_without_a_pipeline_keeps_its_unsharded_optimizer():
+    """Without a pipeline, bf16 at stage 0 is DDP_BFLOAT16 (FP16_Optimizer's whole fp32 master copy): no ZeRO-1."""
+    ctx = ctx_for("llama3-8b", 16, (("tp", 2), ("pp", 1), ("cp", 1), ("vpp", 1), ("zero_stage", 0),
+                                    ("recompute", "full")))
+    runs = deepspeed.files_run(ctx)
+    assert "zero_stage" not in runs.layout and "grad_all_reduce" not in runs.recipe

@@ -341,8 +341,8 @@ RUNS_INSTEAD = {
                                "weights (it has no HSDP: 0.19.8 removed MiCS)",
     "reshard_after_backward": "its ZeRO-2 keeps every weight whole (it shards gradients and optimizer state), so "
                               "it gathers the weights once a step, after the optimizer",
-    "grad_all_reduce": "its ZeRO optimizer reduce-scatters the gradients (the BF16_Optimizer, ZeRO stage 0, is not "
-                       "what these files configure)",
+    "grad_all_reduce": "its ZeRO optimizer reduce-scatters the gradients (its BF16_Optimizer, which these files "
+                       "build at ZeRO stage 0 with a pipeline, all-reduces them: files_run prices that)",
     "cp_comm_type": "the files' 'context' axis is your model code's exchange, with ZeRO over 'data' alone; "
                     "DeepSpeed-Ulysses (all-to-all) is deepspeed.sequence's DistributedAttention in the model code, "
                     "whose ZeRO spans sequence x data, which these files do not configure",
@@ -404,6 +404,40 @@ def zero_over_data(plan: Plan) -> tuple[Plan, str]:
     return as_run, words
 
 
+def bf16_optimizer(ctx: EmitContext) -> bool:
+    """Whether the files' engine runs DeepSpeed's BF16_Optimizer: bf16 (the JSON enables it) at ZeRO stage 0 under
+    the PipelineEngine (runtime/engine.py:2316-2320 `_do_optimizer_sanity_check` returns BFLOAT16 for a bf16 model
+    whose gradient accumulation dtype is its own when `pipeline_parallelism`; without a pipeline, DDP_BFLOAT16)."""
+    return ctx.plan.layout.zero_stage == 0 and ctx.plan.layout.pp > 1
+
+
+def _runs_bf16_optimizer(ctx: EmitContext, runs: Runs) -> None:
+    """What the BF16_Optimizer runs of a ZeRO-0 plan, as the audit of these files reads it (audit/readers/common.py
+    deepspeed_grad_accumulation): the fp32 master weights and Adam state sharded over the data-parallel ranks, as
+    ZeRO-1 (runtime/bf16_optimizer.py:179-188, a partition per dp rank), each micro-batch's gradient copied into the
+    optimizer's own buffer after its backward (runtime/pipe/engine.py:859-862 `update_hp_grads`), the whole gradient
+    all-reduced at the step boundary (runtime/pipe/engine.py:287-298 `_bf16_reduce_grads`) and the updated weights
+    all-gathered inside step() (runtime/bf16_optimizer.py:593-600 `update_lp_params`).  A plan priced at stage 0
+    held every rank's whole optimizer state (a QA run: the header said 65.9 GiB, the audit of its files 49.1)."""
+    lay = ctx.plan.layout
+    runs.set_layout("zero_stage", 1, f"DeepSpeed's BF16_Optimizer, which ZeRO stage 0 under its pipeline engine "
+                                     f"builds (bf16; runtime/engine.py _do_optimizer_sanity_check): the fp32 master "
+                                     f"weights and Adam state sharded over the {lay.dp} data-parallel ranks as ZeRO-1 "
+                                     f"(not ZeRO-0), the whole gradient all-reduced, the updated weights all-gathered "
+                                     f"inside step()")
+    runs.recipe["grad_all_reduce"] = True
+    runs.what[:] = [w for w in runs.what if not w.startswith("grad_all_reduce ")]  # runs_recipe's ZeRO-optimizer word
+    if ctx.recipe.param_gather_overlap:
+        runs.recipe["param_gather_overlap"] = False
+    if ctx.recipe.grad_accumulation is not GradAccumulation.FP32_COPY:
+        runs.recipe["grad_accumulation"] = GradAccumulation.FP32_COPY
+        # the copy's dtype is data_types.grad_accum_dtype, unset here: bf16 (engine.py get_data_types; fp32 at stage
+        # 0 is refused, engine.py:2323), priced as the fp32 copy, the cost model's BF16_Optimizer
+        runs.what.append(f"each micro-batch's gradients copied into the BF16_Optimizer's own buffer after its "
+                         f"backward (bf16_optimizer.py update_hp_grads; priced as its fp32 copy), not "
+                         f"{ctx.recipe.grad_accumulation.value}")
+
+
 def files_run(ctx: EmitContext) -> Runs:
     """What the files run where DeepSpeed cannot be told the plan (each is also a warning)."""
     lay, plan = ctx.plan.layout, ctx.plan
@@ -431,7 +465,9 @@ def files_run(ctx: EmitContext) -> Runs:
         runs.recipe["pipeline_p2p_scatter"] = True
         runs.what.append("each TP rank's 1/tp share of a stage's output sent and all-gathered on arrival (not the "
                          "whole activation: PipelineEngine's partitioned sends, pipe_partitioned true)")
-    if ctx.recipe.grad_accumulation is not GradAccumulation.AUTOGRAD:  # its ZeRO optimizer (stage >= 1)
+    if bf16_optimizer(ctx):
+        _runs_bf16_optimizer(ctx, runs)
+    elif ctx.recipe.grad_accumulation is not GradAccumulation.AUTOGRAD:  # its ZeRO optimizer (stage >= 1)
         runs.recipe["grad_accumulation"] = GradAccumulation.AUTOGRAD
         runs.what.append(f"gradients accumulated by autograd in .grad (not {ctx.recipe.grad_accumulation.value})")
     if ctx.moe and ctx.recipe.moe_einsum_dispatch is not EinsumDispatch.MICRO_BATCH:
