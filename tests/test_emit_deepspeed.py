@@ -275,7 +275,7 @@ def test_bound_processes_bind_on_every_host_and_the_pdsh_line_is_offered_at_its_
     one = ctx_for("llama3-8b", 8, ())
     text, warnings, _ = deepspeed.render(one)
     assert next(x for x in text.splitlines() if x.startswith("deepspeed ")).startswith(
-        "deepspeed --bind_cores_to_rank --hostfile hostfile --master_addr")
+        "deepspeed --bind_cores_to_rank --hostfile hostfile --no_ssh --node_rank 0 --master_addr")
     assert "pdsh" not in text and not any("unbound" in w for w in warnings)
     many = ctx_for("llama3-8b", 64, (("zero_stage", 1),))  # a layout DeepSpeed runs as priced (no HSDP)
     text, warnings, _ = deepspeed.render(many)

@@ -575,7 +575,7 @@ def _permuted(ctx: EmitContext) -> bool:
 def launcher_line(ctx: EmitContext, include: str | None, node_rank: str | None, master: str, port: str,
                   hostfile_path: str = "hostfile", config_path: str = "ds_config.json", env: bool = True) -> str:
     """One deepspeed launcher command: the plan's binding (`--bind_cores_to_rank` where it was priced bound), the
-    hostfile and its slot filter, and on several hosts `--no_ssh --node_rank` (runner.py then runs launch.py for
+    hostfile and its slot filter, and `--no_ssh --node_rank` (runner.py then runs launch.py for
     that node here, which keeps the binding and this environment: with `env`, CUDA_LAUNCH_BLOCKING=1 where the plan
     was priced with it)."""
     blocking = "CUDA_LAUNCH_BLOCKING=1 " if env and ctx.recipe.cuda_launch_blocking else ""
@@ -600,7 +600,10 @@ def sbatch_task(ctx: EmitContext) -> str:
 
 
 def launch_lines(ctx: EmitContext, include: str | None, runs: Runs) -> str:
-    """The deepspeed launcher lines.  One host: one line.  Several: one line per node, run on that host, the launcher
+    """The deepspeed launcher lines.  One host: one line, without ssh too (`--no_ssh --node_rank 0`): with a hostfile
+    runner.py checks passwordless ssh to its first host before it sees that one host needs none (launcher/runner.py:
+    483-492, "Using hostfile at hostfile but host=... was not reachable via ssh"; a QA run of the emitted line).
+    Several: one line per node, run on that host, the launcher
     starting that node's ranks itself (`--no_ssh --node_rank k`, node rank k = hostfile line k: runner.py then runs
     launch.py locally, which passes --bind_cores_to_rank on); its pdsh runner, which starts every node from one
     line, drops --bind_cores_to_rank and the environment (launcher/multinode_runner.py PDSHRunner passes only the
@@ -609,7 +612,7 @@ def launch_lines(ctx: EmitContext, include: str | None, runs: Runs) -> str:
     hosts = ctx.hosts_in_rank_order
     port = str(MASTER_PORT)
     if len(hosts) == 1:
-        return ALLOCATOR_NOTE + ALLOCATOR_EXPORT + launcher_line(ctx, include, None, hosts[0], port) + "\n"
+        return ALLOCATOR_NOTE + ALLOCATOR_EXPORT + launcher_line(ctx, include, "0", hosts[0], port) + "\n"
     out = ["# one line per node, run on that host (no ssh: each starts its own node's ranks; node rank k = hostfile "
            "line k), or `sbatch launch.sbatch deepspeed`", (ALLOCATOR_NOTE + ALLOCATOR_EXPORT).rstrip("\n")]
     for k, host in enumerate(hosts):

@@ -211,11 +211,46 @@ def test_the_launcher_reads_one_line_per_node_without_ssh_bound_as_priced(case, 
         assert args.hostfile == "hostfile" and args.master_addr == hosts[0] and args.user_script == "train.py"
         assert args.bind_cores_to_rank == ctx.recipe.cpu_affinity
         assert args.user_args == ["--deepspeed", "--deepspeed_config", "ds_config.json"]
-        if len(hosts) > 1:  # runner.main: no ssh -> launch.py here, for the node rank's slice of the hostfile
-            active = parse_inclusion_exclusion(_parse_hostfile(hostfile.splitlines()), args.include, args.exclude)
-            assert args.no_ssh and args.node_rank == k and list(active)[args.node_rank] == hosts[k]
-        else:
-            assert not args.no_ssh
+        # runner.main: no ssh -> launch.py here, for the node rank's slice of the hostfile (on one host too: with a
+        # hostfile it checks ssh to the first host before it counts the hosts, runner.py:483-492)
+        active = parse_inclusion_exclusion(_parse_hostfile(hostfile.splitlines()), args.include, args.exclude)
+        assert args.no_ssh and args.node_rank == k and list(active)[args.node_rank] == hosts[k]
+
+
+def test_the_one_host_line_launches_locally_without_an_ssh_check(tmp_path, monkeypatch):
+    """DeepSpeed's own runner.main on the one-host line: with a hostfile it checks passwordless ssh to the first host
+    unless --no_ssh (runner.py:483-492), which a QA run of the emitted line hit ("Using hostfile at hostfile but
+    host=host0 was not reachable via ssh"); with it, it starts launch.py here for node rank 0."""
+    import subprocess
+
+    from deepspeed.launcher import runner
+
+    ctx, _ = plan_context("llama3-8b", "dgx-h100", 8, 4096, 64, {"tp": 1, "pp": 1, "cp": 1})
+    assert len(ctx.hosts_in_rank_order) == 1
+    text, _, _, hostfile, _ = emitted(ctx, tmp_path)
+    (tmp_path / "hostfile").write_text(hostfile)
+    line = next(x for x in text.splitlines() if x.startswith("deepspeed "))
+    started = []
+
+    def no_ssh(cmd, *a, **k):
+        raise AssertionError(f"the launcher ran {cmd}")
+
+    class Started:
+        returncode = 0
+
+        def __init__(self, cmd, env=None):
+            started.append(cmd)
+
+        def wait(self):
+            return 0
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(subprocess, "check_call", no_ssh)
+    monkeypatch.setattr(subprocess, "check_output", no_ssh)
+    monkeypatch.setattr(subprocess, "Popen", Started)
+    runner.main([a.replace('"${TRAIN_SCRIPT:-train.py}"', "train.py") for a in line.split()[1:]])
+    [cmd] = started
+    assert cmd[1:4] == ["-u", "-m", "deepspeed.launcher.launch"] and "--node_rank=0" in cmd
 
 
 def test_a_gpu_order_inside_a_node_is_what_the_launcher_loses_and_the_file_says_so(tmp_path):
