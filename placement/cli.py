@@ -373,7 +373,8 @@ def recipe_options(fn: Callable) -> Callable:
                                     "config)."),
         onoff("pipeline_p2p_whole", "Each TP rank sends the whole activation and gradient between pipeline stages "
                                     "(DeepSpeed with pipe_partitioned and grad_partitioned false), not its 1/tp "
-                                    "share."),
+                                    "share; under sequence parallelism it holds and sends its own shard, the same "
+                                    "bytes."),
         onoff("pipeline_p2p_scatter", "Without sequence parallelism each TP rank still sends only its 1/tp share "
                                       "between pipeline stages (DeepSpeed's pipeline engine; Megatron-LM before "
                                       "Megatron-Core, 2023-01); default off: Megatron-Core sends the whole "

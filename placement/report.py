@@ -559,8 +559,8 @@ def group_accuracy(results: list[RunResult]) -> dict:
         rows = [r for r in results if r.run.group in members]
         errs = [abs(r.error) for r in rows if r.error is not None]
         out[name] = {"runs": len(rows), "priced": len(errs), "fit": sum(r.fits for r in rows),
-                     "mean_abs_error": round(sum(errs) / len(errs), 4) if errs else None,
-                     "max_abs_error": round(max(errs), 4) if errs else None}
+                     "mean_abs_error": round(sum(errs) / len(errs), 6) if errs else None,
+                     "max_abs_error": round(max(errs), 6) if errs else None}
     return out
 
 

@@ -39,6 +39,7 @@ def ctx_for(model_name: str, gpus: int, fixed: tuple, precision: str = "bf16", g
     model = load_model(model_name)
     train = TrainingSpec(seq_len=4096, global_batch=global_batch, precision=precision)
     cfg = SearchConfig(top_k=1, fixed=dict(fixed), recipe=Recipe(pipeline_p2p_whole=whole_sends,
+                                                                 pipeline_p2p_scatter=True,
                                                                  pipeline_p2p_blocking=True,
                                                                  grad_accumulation=GradAccumulation.AUTOGRAD,
                                                                  param_gather_overlap=False))
@@ -64,8 +65,10 @@ def test_a_plan_deepspeed_can_run_gets_its_batch_zero_and_pipeline_keys_and_no_w
                                        * lay.dp)  # DeepSpeed's _batch_assertion with dp from the topology
     assert cfg["train_micro_batch_size_per_gpu"] == lay.micro_batch_size
     assert cfg["zero_optimization"]["stage"] == 1 and cfg["zero_optimization"]["overlap_comm"] is True
+    # each TP rank sends its own sequence shard, the 1/tp share priced: the engine's partitioning would rebuild the
+    # next stage's input from pieces of different ranks' shards (tests/test_deepspeed_sp_partitioning.py)
     assert cfg["pipeline"] == {"stages": 2, "activation_checkpoint_interval": 1,  # recompute full
-                               "pipe_partitioned": True, "grad_partitioned": True}  # 1/tp shares, as priced
+                               "pipe_partitioned": False, "grad_partitioned": False}
     # tp 2 with sequence parallelism: each TP rank checkpoints its own sequence shard, which DeepSpeed's
     # partitioning would slice and gather back as if all ranks held the same input (a user trial)
     assert lay.tp == 2 and lay.sequence_parallel and "with sequence parallelism" in text
@@ -226,13 +229,18 @@ def test_the_config_partitions_the_sends_as_the_plan_priced_them(tmp_path):
     priced with whole sends runs them and says nothing else, and the audit reads the keys back."""
     from placement.audit.launch import parse_launch
 
-    whole = ctx_for(*PIPE, whole_sends=True)
+    model, gpus, fixed = PIPE
+    replicated = (model, gpus, (*fixed, ("sequence_parallel", False)))  # each TP rank holds the whole activation
+    whole = ctx_for(*replicated, whole_sends=True)
     _, warnings, cfg, _ = files(whole)
     assert warnings == [] and cfg["pipeline"]["pipe_partitioned"] is False
     assert cfg["pipeline"]["grad_partitioned"] is False
-    assert whole.plan.step_time_s > ctx_for(*PIPE).plan.step_time_s
+    shares = ctx_for(*replicated)
+    assert files(shares)[2]["pipeline"]["pipe_partitioned"] is True
+    assert whole.plan.step_time_s > shares.plan.step_time_s
     for pipe, grad, expected in ((False, False, {"pipeline_p2p_whole": True}),
-                                 (True, False, {"pipeline_grads_whole": True}), (True, True, {})):
+                                 (True, False, {"pipeline_p2p_whole": False, "pipeline_grads_whole": True}),
+                                 (True, True, {"pipeline_p2p_whole": False})):
         path = tmp_path / f"ds_{pipe}_{grad}.json"
         path.write_text(json.dumps({"train_micro_batch_size_per_gpu": 1, "pipeline": {
             "pipe_partitioned": pipe, "grad_partitioned": grad}}))

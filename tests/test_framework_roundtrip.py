@@ -99,7 +99,9 @@ def test_a_deepspeed_plan_with_whole_pipeline_sends_runs_them_and_the_audit_pric
     1/tp shares would save (`pipeline_whole_sends`)."""
     job = ["--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "32", "--seq-len", "4096", "--global-batch",
            "64"]
-    layout = ["--tp", "2", "--pp", "4", "--zero", "1", "--mbs", "1", "--framework", "deepspeed"]
+    # without sequence parallelism, where each TP rank holds the whole activation (with it, its own shard)
+    layout = ["--tp", "2", "--pp", "4", "--zero", "1", "--mbs", "1", "--no-sequence-parallel", "--framework",
+              "deepspeed"]
     out = tmp_path / "files"
     whole = json.loads(_run(["evaluate", *job, *layout, "--pipeline-p2p-whole", "--emit", "deepspeed",
                              "--out", str(out), "--json"]).stdout)

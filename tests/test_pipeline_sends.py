@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from placement.cli import main
@@ -30,7 +31,39 @@ def test_without_sequence_parallelism_every_tp_rank_sends_the_whole_activation()
     assert shard == 48 * 2 * 2048 * 12288 * 2 / 8
     assert pp_bytes("--no-sequence-parallel") == 8 * shard
     assert pp_bytes("--no-sequence-parallel", "--pipeline-p2p-scatter") == shard
-    assert pp_bytes("--sequence-parallel", "--pipeline-p2p-whole") == 8 * shard
+    assert pp_bytes("--no-sequence-parallel", "--pipeline-p2p-whole") == 8 * shard
+
+
+def test_told_whole_under_sequence_parallelism_a_rank_sends_the_shard_it_holds() -> None:
+    """DeepSpeed's engine with pipe_partitioned / grad_partitioned false sends each rank's own output, which under
+    sequence parallelism is its sequence shard, not the whole activation (a QA run: it was priced 8x)."""
+    shard = pp_bytes("--sequence-parallel")
+    assert pp_bytes("--sequence-parallel", "--pipeline-p2p-whole") == shard
+    step = CliRunner().invoke(main, [*GPT3, "--sequence-parallel"])
+    whole = CliRunner().invoke(main, [*GPT3, "--sequence-parallel", "--pipeline-p2p-whole"])
+    assert json.loads(whole.stdout)["step_time_s"] == json.loads(step.stdout)["step_time_s"]
+
+
+PTDP_530B = ["evaluate", "--model", "megatron-gpt-529.6b", "--cluster", "dgx-a100-80g", "--gpus", "2520", "--seq-len",
+             "2048", "--global-batch", "2520", "--tp", "8", "--pp", "35", "--vpp", "3", "--mbs", "1", "--zero", "0",
+             "--recompute", "full", "--attention-kernel", "unfused", "--no-tp-async-backward", "--no-dp-overlap",
+             "--no-pp-comm-overlap", "--json"]
+
+
+def test_a_scattered_share_is_all_gathered_over_the_tp_group_on_arrival() -> None:
+    """PTD-P's 530B row (Megatron-LM 6985e58938, --scatter-gather-tensors-in-pipeline): each received activation
+    and gradient, 1/8 of it over the network, is all-gathered over the 8 TP ranks' NVLink before the stage uses it
+    (megatron/p2p_communication.py gather_split_1d_tensor); a sequence-parallel shard sends the same bytes and needs
+    no gather.  The difference is those gathers: 280 micro-batches x 3 chunks x 2, each (7/8) of the 2,048 x 20,480
+    bf16 activation at the node's NVLink rate."""
+    scatter = json.loads(CliRunner().invoke(main, [*PTDP_530B, "--no-sequence-parallel",
+                                                   "--pipeline-p2p-scatter"]).stdout)
+    shard = json.loads(CliRunner().invoke(main, [*PTDP_530B, "--sequence-parallel"]).stdout)
+    assert scatter["crossings"]["pp"]["bytes_per_member_per_step"] == shard["crossings"]["pp"][
+        "bytes_per_member_per_step"]
+    nvlink = scatter["fabric_levels"][0]["bandwidth_bytes_per_s"]
+    gathers = 280 * 3 * 2 * (7 / 8) * 2048 * 20480 * 2 / nvlink
+    assert scatter["breakdown"]["pp"] - shard["breakdown"]["pp"] == pytest.approx(gathers, rel=0.1)
 
 
 def _audit(tmp_path: Path, script: str) -> dict:

@@ -1992,8 +1992,10 @@ def _layout_findings(c: _Ctx, plan: Plan) -> list[Finding]:
                 f"(PyTorch >= 2.9), or deepspeed --bind_cores_to_rank where it starts the ranks itself (one host, or "
                 f"each host launched with --no_ssh --node_rank N)", [], cost))
     # whole tensors between pipeline stages from every TP rank, where 1/tp shares would do (DeepSpeed's default)
+    # (under sequence parallelism each rank sends its own shard, already the share: partitioning it would mix the
+    # ranks' shards, partitioned_shard_findings)
     whole = c.recipe.pipeline_p2p_whole or c.recipe.pipeline_grads_whole
-    if whole and lay.pp > 1 and lay.tp > 1:
+    if whole and lay.pp > 1 and lay.tp > 1 and not lay.sequence_parallel:
         cost = _saving_with(c, lay, pipeline_p2p_whole=False, pipeline_grads_whole=False)
         what = "activation and gradient" if c.recipe.pipeline_p2p_whole else "gradient"
         out.append(Finding(
@@ -2001,8 +2003,7 @@ def _layout_findings(c: _Ctx, plan: Plan) -> list[Finding]:
             f"each of the {lay.tp} TP ranks sends the whole {what} between pipeline stages: sending 1/{lay.tp} "
             f"shares and all-gathering them on arrival over the TP group (DeepSpeed's pipe_partitioned / "
             f"grad_partitioned, true by default since v0.12.3; an engine older than 2021-09-29 sends gradients "
-            f"whole and needs an upgrade) saves up to {cost:.3f} s per step (the all-gathers are not priced)",
-            [], cost))
+            f"whole and needs an upgrade) saves {cost:.3f} s per step, the all-gathers priced", [], cost))
     # ZeRO-3 where ZeRO-1 fits (or ZeRO-2 where the framework has no ZeRO-1)
     lighter = [z for z in (1, 2) if z in c.zero_stages]
     alts = [lay.model_copy(update={"zero_stage": z, "dp_shard": None}) for z in lighter]
@@ -2321,6 +2322,29 @@ def _shown_value(v: object) -> str:
     return str(v).lower() if isinstance(v, bool) else str(v)
 
 
+def partitioned_shard_findings(launch: LaunchLayout, layout: Layout, recipe: Recipe) -> list[Finding]:
+    """An error where DeepSpeed's PipelineEngine partitions stage outputs under sequence parallelism: it splits each
+    TP rank's own output into tp pieces and rebuilds the next stage's input from one piece of every rank
+    (runtime/pipe/engine.py:708-715 and :732-745, runtime/utils.py PartitionedTensor), which is that input only where
+    the TP ranks hold the same tensor.  Under sequence parallelism each holds its own sequence shard, so every stage
+    after the first computes on pieces of different shards (a QA run: placement's own DeepSpeed files did so)."""
+    engine = launch.framework == "deepspeed" or launch.megatron_deepspeed
+    if (not engine or layout.pp <= 1 or layout.tp <= 1 or not layout.sequence_parallel
+            or recipe.pipeline_p2p_whole):
+        return []
+    src = launch.sources
+    stated = src.get("recipe.pipeline_p2p_whole") or "pipeline.pipe_partitioned unset: DeepSpeed's default, true"
+    return [Finding(
+        "error", "pipeline_partitioned_shards",
+        f"the pipeline partitions each stage's output over the {layout.tp} TP ranks ({stated}) under sequence "
+        f"parallelism ({src.get('sequence_parallel', 'the layout')}): DeepSpeed's PipelineEngine rebuilds the next "
+        f"stage's input from one 1/{layout.tp} piece of every TP rank's output (runtime/pipe/engine.py:708-745, "
+        f"runtime/utils.py PartitionedTensor), and here each rank's output is its own sequence shard, so every stage "
+        f"after the first trains on pieces of {layout.tp} different shards; set pipeline.pipe_partitioned and "
+        f"pipeline.grad_partitioned false in the DeepSpeed config: each rank then sends its own shard, the "
+        f"1/{layout.tp} share this step is priced with", [], 0.0)]
+
+
 def unknown_key_findings(launch: LaunchLayout) -> list[Finding]:
     """A warning per key of the files that no version of their framework takes (GPT-NeoX: readers.neox_keys,
     torchtitan: readers.torchtitan_keys, a Megatron-LM argument list: readers.megatron_flags): the stock framework
@@ -2617,7 +2641,8 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
              est if planned is None else planned.search.estimates, batch if planned is None else planned.search.batch,
              recipe, mapped, space.zero_stages, framework_rank, launch.framework, launch.dialect, launch.config_keys,
              own_mapped, launch.offloaded, launch.megatron_deepspeed, own_est, _unread_defaults(launch))
-    findings = (_crossing_findings(c, kinds) + _layout_findings(c, plan) + notes + unknown_key_findings(launch)
+    findings = (_crossing_findings(c, kinds) + _layout_findings(c, plan) + notes
+                + partitioned_shard_findings(launch, layout, recipe) + unknown_key_findings(launch)
                 + base_config_findings(launch, layout, train, recipe, recipe_sources, model.is_moe)
                 + [Finding("warning", "not_priced_as_run", w, [], 0.0) for w in launch.warnings]
                 + ([Finding("warning", "not_priced_as_run", f"{cp_model_code} (the step does not price the ring "

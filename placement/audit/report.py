@@ -165,8 +165,10 @@ def _layout_line(p) -> str:
             f"ZeRO-{lay.zero_stage}{hsdp}, micro-batch {lay.micro_batch_size}, recompute {lay.recompute}")
 
 
-UNPRICED_KINDS = frozenset({"not_priced_as_run", "base_config_unread", "unknown_config_key"})
-"""Warnings that say what the estimate does not describe: no saving to print (their JSON cost_s is 0)."""
+UNPRICED_KINDS = frozenset({"not_priced_as_run", "base_config_unread", "unknown_config_key",
+                            "pipeline_partitioned_shards"})
+"""Findings that say what the estimate does not describe, or that the job trains on wrong inputs: no saving to
+print (their JSON cost_s is 0)."""
 
 
 NOT_COMPARED = frozenset({("pipeline_bubble", "info")})

@@ -321,11 +321,14 @@ class PpTerm:
 def pp_term(x: Ctx) -> PpTerm:
     act = x.tokens * x.w.hidden * C.BYTES_PER_ACTIVATION
     # each TP rank sends its 1/tp share: the sequence-parallel shard, or a scatter-gather / partitioned send
-    # (DeepSpeed's engine, Megatron-LM before Megatron-Core); without either, or told whole, the whole tensor
+    # (DeepSpeed's engine, Megatron-LM before Megatron-Core); without either the whole tensor.  Told whole, a rank
+    # sends the tensor it holds, unpartitioned: the whole activation, or under sequence parallelism its own shard
     r = x.recipe
-    share = np.where(x.b.sp.astype(bool) | r.pipeline_p2p_scatter, x.tp, 1.0)
-    forward = act if r.pipeline_p2p_whole else act / share
-    backward = act if (r.pipeline_p2p_whole or r.pipeline_grads_whole) else act / share
+    sp = x.b.sp.astype(bool)
+    share = np.where(sp | r.pipeline_p2p_scatter, x.tp, 1.0)
+    held = act / np.where(sp, x.tp, 1.0)
+    forward = held if r.pipeline_p2p_whole else act / share
+    backward = held if (r.pipeline_p2p_whole or r.pipeline_grads_whole) else act / share
     pair = coll.Groups(x.levels, x.b.tp * x.b.cp * x.b.dp, x.b.pp, pair=True)
     # a middle stage receives the activation, sends it on, receives the gradient and sends it back: paired,
     # each receive runs beside a send; blocking, all four run in turn (an end stage has one neighbour: two)
@@ -334,6 +337,19 @@ def pp_term(x: Ctx) -> PpTerm:
     # DualPipe's two directions run along the chain
     wrap = (x.vpp > 1) & (r.pipeline_schedule is not PipelineSchedule.DUALPIPE)
     fwd_s, bwd_s = pair.p2p(forward, wrap), pair.p2p(backward, wrap)
+    # a scattered share is all-gathered over the TP group on arrival, before the stage computes on it (a
+    # sequence-parallel shard is the tensor the layer takes): Megatron-LM gathers each received activation and
+    # gradient after `_communicate` (6985e58938 megatron/p2p_communication.py:132-141); DeepSpeed's engine gathers
+    # the received activation (0.19.8 runtime/pipe/engine.py:708-715), and before the backward its own output,
+    # whose data it dropped after sending the share (:1166-1175, or :812-820 with partitioned gradients), and a
+    # partitioned gradient (:827-833): one gather forward, one or two backward
+    if not r.pipeline_p2p_whole:
+        scattered = r.pipeline_p2p_scatter & ~sp & (x.b.tp > 1)
+        if np.any(scattered):
+            gather = np.where(scattered, coll.Groups(x.levels, np.ones_like(x.b.tp), x.b.tp).reduce_scatter(act), 0.0)
+            engine_restores = 1.0 if r.pipeline_p2p_blocking else 0.0  # DeepSpeed's PipelineEngine
+            fwd_s = fwd_s + gather
+            bwd_s = bwd_s + gather * ((0.0 if r.pipeline_grads_whole else 1.0) + engine_restores)
     mask = 0.0
     if r.pipeline_sends_mask:
         # GPT-NeoX's [1, 1, s, s] mask, cast to 16 bits, goes whole from every TP rank with each activation, a

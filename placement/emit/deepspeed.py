@@ -12,7 +12,8 @@ Facts read from DeepSpeed 0.19.8's own code (reference/frameworks.md §4; checke
   `activation_checkpoint_interval` from `pipeline.activation_checkpoint_interval`; never reads `pipeline.stages`;
   one plain 1F1B schedule, no interleaved stages, each send and receive a blocking call of its own
   (`runtime/pipe/schedule.py`, `p2p.py`); under TP it sends activations and gradients as 1/tp shares of the TP
-  group and all-gathers them on arrival unless `pipeline.pipe_partitioned` / `grad_partitioned` are false.
+  group and all-gathers them on arrival unless `pipeline.pipe_partitioned` / `grad_partitioned` are false, which
+  these files set under sequence parallelism (the pieces gathered would come from different ranks' shards).
   `runtime/pipe/module.py` partitions layers by 'parameters', 'uniform' or 'type:<regex>' only.
 - `runtime/zero/config.py`: `overlap_comm` defaults to True only for stage 3; `runtime/engine.py`
   `allreduce_gradients` all-reduces after backward when ZeRO is off.
@@ -113,10 +114,16 @@ def config(ctx: EmitContext) -> dict:
     if lay.pp > 1:
         # `stages` is not read by DeepSpeed (the topology sets it); it records the plan's value
         r = ctx.recipe
+        # how the plan's stage-to-stage sends were priced: 1/tp shares unless whole.  Never partitioned under
+        # sequence parallelism: the engine splits each TP rank's own tensor and all-gathers one piece from every
+        # rank on arrival (runtime/pipe/engine.py:708-715 and :732-745, runtime/utils.py PartitionedTensor), which
+        # rebuilds the input only where the ranks hold the same tensor; each holds its own sequence shard there, so
+        # the next stage would compute on pieces of different shards.  Unpartitioned, each rank sends its shard:
+        # the 1/tp share the plan prices
+        shards = lay.sequence_parallel and lay.tp > 1
         out["pipeline"] = {"stages": lay.pp, "activation_checkpoint_interval": _interval(ctx),
-                           # how the plan's stage-to-stage sends were priced: 1/tp shares unless whole
-                           "pipe_partitioned": not r.pipeline_p2p_whole,
-                           "grad_partitioned": not (r.pipeline_p2p_whole or r.pipeline_grads_whole)}
+                           "pipe_partitioned": not (r.pipeline_p2p_whole or shards),
+                           "grad_partitioned": not (r.pipeline_p2p_whole or r.pipeline_grads_whole or shards)}
     return out
 
 

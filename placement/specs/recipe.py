@@ -361,10 +361,10 @@ class Recipe(Frozen):
     """`--account-for-loss-in-pipeline-split`: the loss counts as a layer of the last stage."""
     pipeline_schedule: PipelineSchedule = PipelineSchedule.ONE_F_ONE_B
     pipeline_p2p_whole: bool = False
-    """Each TP rank sends the whole activation forward and the whole gradient back between pipeline stages, even
-    under sequence parallelism or pipeline_p2p_scatter: DeepSpeed's PipelineEngine with the config's
-    `pipeline.pipe_partitioned` and `pipeline.grad_partitioned` both false (v0.12.3, c2074b34, on; true by
-    default)."""
+    """Each TP rank sends the tensor it holds, unpartitioned, forward and back between pipeline stages, even under
+    pipeline_p2p_scatter: DeepSpeed's PipelineEngine with the config's `pipeline.pipe_partitioned` and
+    `pipeline.grad_partitioned` both false (v0.12.3, c2074b34, on; true by default).  Without sequence parallelism
+    that is the whole activation from every TP rank; with it each rank's own sequence shard, the 1/tp share."""
     pipeline_p2p_scatter: bool = False
     """Without sequence parallelism each TP rank still sends only its 1/tp share between pipeline stages, and the
     receiver all-gathers it over the TP group: DeepSpeed's PipelineEngine under TP (`runtime/pipe/engine.py`

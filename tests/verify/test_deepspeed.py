@@ -52,6 +52,14 @@ DS_AXES = {"model": ("tp",), "data": ("dp",), "pipe": ("pp",), "context": ("cp",
 """DeepSpeed topology axis -> placement axes it spans."""
 
 
+def _partitioned(ctx: EmitContext) -> tuple[bool, bool]:
+    """(pipe_partitioned, grad_partitioned) as priced: 1/tp shares unless told whole, and never under sequence
+    parallelism, where each TP rank's output is its own shard (PartitionedTensor would mix the ranks' shards)."""
+    r, lay = ctx.recipe, ctx.plan.layout
+    shards = lay.sequence_parallel and lay.tp > 1 and lay.pp > 1  # no pipeline: no section, DeepSpeed's defaults
+    return (not (r.pipeline_p2p_whole or shards), not (r.pipeline_p2p_whole or r.pipeline_grads_whole or shards))
+
+
 @cache
 def context(case: str) -> EmitContext:
     if case in CASES:
@@ -97,8 +105,7 @@ def test_deepspeed_config_accepts_the_json_and_its_grid_has_the_planned_groups(c
     assert set(topo.get_axis_names()) == {a for a in DS_AXES if a != "context" or lay.cp > 1}
     if lay.pp > 1:  # the file itself states the stage-to-stage sends (DeepSpeed's defaults would hide a missing key)
         raw = json.loads(path.read_text())["pipeline"]
-        assert (raw["pipe_partitioned"], raw["grad_partitioned"]) == (
-            not ctx.recipe.pipeline_p2p_whole, not (ctx.recipe.pipeline_p2p_whole or ctx.recipe.pipeline_grads_whole))
+        assert (raw["pipe_partitioned"], raw["grad_partitioned"]) == _partitioned(ctx)
     for rank in (0, world - 1, world // 3):
         with fake_world(world, rank):
             grid = PipelineParallelGrid(topology=topo)
@@ -116,9 +123,7 @@ def test_deepspeed_config_accepts_the_json_and_its_grid_has_the_planned_groups(c
             assert cfg.pipeline["activation_checkpoint_interval"] == (1 if lay.recompute == "full" and lay.pp > 1
                                                                       else 0)
             # the stage-to-stage sends as priced: DeepSpeed partitions them over the slice (TP) group when true
-            r = ctx.recipe
-            assert cfg.pipeline["pipe_partitioned"] is (not r.pipeline_p2p_whole)
-            assert cfg.pipeline["grad_partitioned"] is (not (r.pipeline_p2p_whole or r.pipeline_grads_whole))
+            assert (cfg.pipeline["pipe_partitioned"], cfg.pipeline["grad_partitioned"]) == _partitioned(ctx)
             assert grid.dp_group == group_of(ctx, rank, ("dp",))
             assert grid.pp_group == group_of(ctx, rank, ("pp",))
             assert grid.slice_group == group_of(ctx, rank, ("tp",))

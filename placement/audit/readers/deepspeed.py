@@ -463,6 +463,8 @@ def _partitioned_sends(pipe: dict, s: Settings, ev: Callable[[str], str]) -> Non
                 raise InputError(f"{ev(key)}: pipeline.{key} must be true or false, got {pipe[key]!r}")
             flags[key] = pipe[key]
     acts, grads = flags.get("pipe_partitioned", True), flags.get("grad_partitioned", True)
+    if flags.get("pipe_partitioned"):  # stated true: the evidence a sequence-parallel job's error quotes
+        s.put("recipe.pipeline_p2p_whole", False, ev("pipe_partitioned"))
     if not acts and not grads:
         s.put("recipe.pipeline_p2p_whole", True, f"{ev('pipe_partitioned')}; {ev('grad_partitioned')}")
     elif acts and not grads:
