@@ -273,3 +273,31 @@ def test_unit_slips_in_cost_inputs_are_refused_with_the_value_to_write(tmp_path,
     (design if where == "design" else workload)[field] = value
     res = _sweep(tmp_path, {**STUDY, "designs": [design], "workloads": [workload]}, "--out", str(tmp_path / "o"))
     assert res.exit_code == 2 and field in res.output and fix in res.output, res.output
+
+
+def test_a_rows_command_names_the_studys_own_files_by_absolute_path(tmp_path, monkeypatch):
+    """A model and a cluster file given by a relative path (beside a sweep file named relative to the directory it
+    ran in) were written into the row's command as `--model st/m.yaml --cluster st/c.yaml`, which failed from any
+    other directory, though the command is to run from any directory."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    (tmp_path / "ran" / "st").mkdir(parents=True)
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "ran" / "st" / "m.yaml").write_text((root / "models" / "llama3-8b.yaml").read_text())
+    (tmp_path / "ran" / "st" / "c.yaml").write_text((root / "hardware" / "clusters" / "dgx-h100.yaml").read_text())
+    study = {**STUDY, "workloads": [{**WORKLOAD, "model": "m.yaml"}],
+             "designs": [{"name": "own", "cluster": "c.yaml", "gpus": 8, "price_per_gpu_hour": 2.0}]}
+    (tmp_path / "ran" / "st" / "s.yaml").write_text(yaml.safe_dump(study))
+    monkeypatch.chdir(tmp_path / "ran")
+    res = CliRunner().invoke(main, ["--reproducible", "sweep", "st/s.yaml", "--no-plots", "--workers", "1", "--out",
+                                    "o", "--json"])
+    assert res.exit_code == 0, res.output
+    (row,) = json.loads(res.stdout)["rows"]
+    args = shlex.split(row["command"])
+    assert args[args.index("--model") + 1] == str(tmp_path / "ran" / "st" / "m.yaml")
+    assert args[args.index("--cluster") + 1] == str(tmp_path / "ran" / "st" / "c.yaml")
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    done = CliRunner().invoke(main, [*args[1:], "--top-k", "1", "--no-map", "--json"])
+    assert done.exit_code == 0, done.output
+    assert json.loads(done.stdout)["plans"][0]["step_time_s"] == pytest.approx(row["step_time_s"], rel=1e-6)

@@ -339,7 +339,8 @@ def plan_commands(out: Path, rows: list[dict], cells: list, calibration: tuple[s
             row["command"] = None
             continue
         w = cell.workload
-        args = ["placement", "plan", "--model", w.model, "--cluster", cluster_of[row["design"]], "--gpus",
+        args = ["placement", "plan", "--model", _anywhere(w.model, "model"), "--cluster",
+                _anywhere(cluster_of[row["design"]], "cluster"), "--gpus",
                 str(row["num_gpus"]), "--seq-len", str(w.seq_len), "--global-batch", str(w.global_batch),
                 "--precision", w.precision.value]
         if w.memory_headroom_gib:
@@ -351,6 +352,24 @@ def plan_commands(out: Path, rows: list[dict], cells: list, calibration: tuple[s
             args += ["--calibration", str(Path(calibration[0]).resolve())]
         row["command"] = shlex.join(args)
     return written
+
+
+def _anywhere(ref: str, kind: str) -> str:
+    """A row command's `--model` or `--cluster`: a file or folder the loader reads as a path, by its absolute path (as
+    the sweep's own cluster files and a profile are), so the command runs from any directory; a catalog name as it is.
+    A user trial: `model: m.yaml` beside a sweep run as `sweep st/s.yaml` gave `--model st/m.yaml`, which failed
+    anywhere but the folder the sweep ran in."""
+    from placement.catalog import _file_given, _is_dir, _is_file, catalog_root
+
+    path = Path(ref)
+    if path.is_absolute() or not path.exists():
+        return ref
+    if kind == "model":
+        given = (path.suffix == ".json" or _file_given(ref, path)
+                 or (_is_dir(path) and not _is_file(catalog_root() / "models" / f"{ref}.yaml")))
+    else:
+        given = _file_given(ref, path)
+    return str(path.resolve()) if given else ref
 
 
 def _money(x: float | None, digits: int | None = None) -> str:
