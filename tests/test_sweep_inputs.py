@@ -301,3 +301,27 @@ def test_a_rows_command_names_the_studys_own_files_by_absolute_path(tmp_path, mo
     done = CliRunner().invoke(main, [*args[1:], "--top-k", "1", "--no-map", "--json"])
     assert done.exit_code == 0, done.output
     assert json.loads(done.stdout)["plans"][0]["step_time_s"] == pytest.approx(row["step_time_s"], rel=1e-6)
+
+
+@pytest.mark.parametrize(("key", "value"), [("pue", 1.6), ("energy_price_per_kwh", 0.3), ("amortization_years", 3)])
+def test_a_rental_designs_purchase_inputs_are_an_error_not_dropped(tmp_path, key, value):
+    """A user trial: a rental design with `pue: 1.6` (or an energy price, or an amortization) was priced by its hourly
+    price alone, the stated value dropped with exit 0, as a capex beside a rental price would be."""
+    study = json.loads(json.dumps(STUDY))
+    study["designs"][2][key] = value
+    res = _sweep(tmp_path, study, "--out", str(tmp_path / "o"))
+    assert res.exit_code == 2, res.output
+    said = " ".join(res.stderr.split())
+    assert "design 'rented'" in said and f"{key} ({value:g})" in said and "would be ignored" in said
+    assert "Traceback" not in res.stderr
+
+
+def test_a_purchase_what_if_on_a_mixed_study_goes_to_the_designs_bought(tmp_path):
+    """`--set pue=1.2` on a study with rented and bought designs sets the bought ones' and is no error; on a rental
+    alone it would do nothing, and says so."""
+    res = _sweep(tmp_path, STUDY, "--out", str(tmp_path / "o"), "--set", "pue=1.2", "--json")
+    assert res.exit_code == 0, res.output
+    assert [d.get("pue") for d in json.loads(res.stdout)["inputs"]["designs"]] == [1.2, 1.2, 1.3]
+    rented = {**STUDY, "designs": STUDY["designs"][2:]}
+    res = _sweep(tmp_path, rented, "--out", str(tmp_path / "o2"), "--set", "pue=1.2")
+    assert res.exit_code == 2 and "with --set pue=1.2" in res.stderr and "would be ignored" in res.stderr

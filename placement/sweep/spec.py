@@ -30,6 +30,8 @@ class Objective(StrEnum):
 RENTAL_COST_INPUTS = ("price_per_gpu_hour",)
 CAPEX_COST_INPUTS = ("capex_per_gpu", "power_per_gpu_w", "amortization_years", "energy_price_per_kwh", "pue")
 """The fields a design's price is computed from (rental, or purchase); only the last three have defaults."""
+PURCHASE_ONLY_INPUTS = ("amortization_years", "energy_price_per_kwh", "pue")
+"""A purchase's cost inputs with defaults, which a rental design's price does not use (stating one is an error)."""
 
 
 MIN_POWER_PER_GPU_W = 50.0
@@ -68,6 +70,21 @@ def _check_units(d: DesignSpec, currency: str) -> None:
     if d.price_per_gpu_hour is not None and d.price_per_gpu_hour < MIN_PRICE_PER_GPU_HOUR:
         raise ValueError(f"design {d.name!r}: price_per_gpu_hour {d.price_per_gpu_hour:g} {currency} is below "
                          f"{MIN_PRICE_PER_GPU_HOUR:g}, a slip?; write the price of one GPU for one hour, e.g. 2.0")
+
+
+def _check_rental(d: DesignSpec) -> None:
+    """A rental design's bill is its hourly price alone: an amortization, energy price or PUE the study states for it
+    would be dropped without a word (a user trial: `pue: 1.6, energy_price_per_kwh: 0.3` beside a rental price changed
+    nothing), as a capex beside a rental price would (DesignSpec._check).  Checked on the study as written
+    (`model_fields_set`), not on a design a worker re-reads from its dump."""
+    unused = [f for f in PURCHASE_ONLY_INPUTS if f in d.model_fields_set]
+    if d.price_per_gpu_hour is not None and unused:
+        raise ValueError(
+            f"design {d.name!r}: price_per_gpu_hour ({d.price_per_gpu_hour:g}) is a rental price, which the cost is "
+            f"priced from alone; {', '.join(f'{f} ({getattr(d, f):g})' for f in unused)} "
+            f"{'prices' if len(unused) == 1 else 'price'} a purchase only and would be ignored: remove "
+            f"{'it' if len(unused) == 1 else 'them'} (fold energy into the hourly price), or price the design by "
+            f"capex_per_gpu and power_per_gpu_w")
 
 
 class DesignSpec(StrictScalars):
@@ -198,4 +215,5 @@ class SweepSpec(StrictScalars):
                     f"design {d.name!r} has no gpus: give gpus, or a sweep budget and the design's capex_per_gpu"
                 )
             _check_units(d, self.currency)
+            _check_rental(d)
         return self
