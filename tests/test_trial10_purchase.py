@@ -135,3 +135,25 @@ def test_the_memory_table_names_the_optimizer_priced():
     assert "optimizer state (Adam: fp32 master + fp32 moments)" in CliRunner().invoke(main, base).stdout
     bf16 = CliRunner().invoke(main, [*base, "--optimizer-state-bf16"]).stdout
     assert "optimizer state (Adam: fp32 master + bf16 moments)" in bf16
+
+
+def test_a_set_null_network_override_is_sourced_to_the_cluster_file():
+    """`--set designs.B.oversubscription=null` drops the file's 2:1: the design is priced on the cluster's 1:1, which
+    network_sources (sweep.json, the summary's `network of` line) labelled `--set` as if the --set had given 1:1."""
+    from placement.sweep.output import network_lines, network_sources
+    from placement.sweep.overrides import apply_sets
+    from placement.sweep.spec import SweepSpec
+
+    data = {"name": "n", "designs": [
+        {"name": "B", "cluster": "dgx-h100", "gpus": 16, "price_per_gpu_hour": 2.0, "oversubscription": 2.0}],
+        "workloads": [{"name": "w", "model": "llama3-8b", "tokens": 1.0e11, "seq_len": 8192, "global_batch": 512}]}
+    sets = ("designs.B.oversubscription=null",)
+    spec = SweepSpec.model_validate(apply_sets(data, sets))
+    assert spec.designs[0].oversubscription is None
+    net = network_sources(spec, sets)
+    assert net["B"]["oversubscription"] == {"value": 1.0, "source": "cluster dgx-h100's file"}
+    assert network_lines(net)[0].startswith("network of B: leaf 1:1 (cluster dgx-h100's file)")
+    # a --set that gives a value keeps its label
+    given = ("designs.B.oversubscription=4",)
+    assert network_sources(SweepSpec.model_validate(apply_sets(data, given)), given)["B"]["oversubscription"] == {
+        "value": 4.0, "source": "--set"}

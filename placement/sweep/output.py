@@ -151,9 +151,10 @@ def network_sources(sweep, overrides: tuple[str, ...] = ()) -> dict[str, dict[st
             mine = getattr(d, field)
             catalog = base.nic_bandwidth_bytes_per_s if tier_field is None else (
                 getattr(leaf, tier_field) if leaf is not None else None)
+            # a `--set KEY=null` drops the file's override: the value is the cluster's, and so is its source
             out[d.name][field] = {"value": catalog if mine is None else mine,
-                                  "source": "--set" if field in given else "study file" if mine is not None
-                                  else f"cluster {d.cluster}'s file"}
+                                  "source": f"cluster {d.cluster}'s file" if mine is None
+                                  else "--set" if field in given else "study file"}
         up = base.scale_up
         out[d.name]["nodes_per_leaf"]["counts"] = ("nodes" if up.size <= base.gpus_per_node else
                                                    f"{up.size}-GPU {up.name} domains ({up.size // base.gpus_per_node} "
