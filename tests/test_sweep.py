@@ -301,3 +301,30 @@ def test_small_powers_and_close_costs_keep_their_digits(tmp_path):
     assert re.search(r", 0\.0[1-9]\d* MW", text) and " 0.0 MW" not in text and "energy 0 MWh" not in text
     assert (_money(603_621, digits=3), _money(640_295, digits=3), _money(12_345_678, digits=3)) == \
         ("0.604M", "0.640M", "12.3M")
+
+
+def test_a_cells_fingerprint_changes_with_the_calibration_runs(monkeypatch):
+    """A cached plan carries `published_best`, read from the calibration runs (runs.yaml, runs-moe.yaml), and the
+    cell's band is anchored on it; the fingerprint keyed on the Python source only, so a placement whose runs changed
+    (a published run added) reused the stale plans while validate's bands, keyed on the runs too, refreshed."""
+    from placement.sweep import band
+    from placement.sweep.run import cells
+
+    cell = cells(SweepSpec.model_validate(SMALL))[0]
+    before = cell.fingerprint
+    runs = Path(band.__file__).resolve().parent.parent / "calibration" / "runs.yaml"
+    assert runs.is_file()
+    real = Path.read_bytes
+
+    def edited(path):  # runs.yaml as a placement with one more published run would read it
+        data = real(path)
+        return data + b"\n# one more run\n" if Path(path).resolve() == runs else data
+
+    monkeypatch.setattr(Path, "read_bytes", edited)
+    band._digest.cache_clear()
+    try:
+        assert cell.fingerprint != before
+    finally:
+        monkeypatch.undo()
+        band._digest.cache_clear()
+    assert cell.fingerprint == before

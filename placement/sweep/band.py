@@ -29,8 +29,8 @@ def family(accelerator: str) -> str | None:
 
 @lru_cache(maxsize=1)
 def code_digest() -> str:
-    """Digest of the package's Python source (read once per process): the sweep's cell fingerprints and the
-    validate errors below both key on it."""
+    """Digest of the package's Python source (read once per process): the digest below, which the sweep's cell
+    fingerprints and the validate errors key on, starts from it."""
     root = Path(__file__).resolve().parent.parent
     h = hashlib.sha256()
     for path in sorted(root.rglob("*.py")):
@@ -41,7 +41,9 @@ def code_digest() -> str:
 
 @lru_cache(maxsize=1)
 def _digest() -> str:
-    """The package source, the calibration runs and the catalogs: what validate's errors depend on."""
+    """The package source, the calibration runs and the catalogs: what validate's errors depend on, and a sweep cell's
+    cached plans too (each plan's `published_best`, which anchors the cell's band, is read from the calibration
+    runs)."""
     root = Path(__file__).resolve().parent.parent
     h = hashlib.sha256(code_digest().encode())
     for path in sorted((root / "calibration").glob("*.yaml")):
@@ -54,6 +56,12 @@ def _digest() -> str:
             h.update(path.name.encode())
             h.update(path.read_bytes())
     return h.hexdigest()[:16]
+
+
+def data_digest() -> str:
+    """The package source, the calibration runs and the catalogs (`_digest`): what a sweep cell's cached plans and
+    validate's errors depend on beyond the cell's own inputs."""
+    return _digest()
 
 
 @lru_cache(maxsize=4)

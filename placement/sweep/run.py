@@ -26,7 +26,7 @@ from placement.loaders.files import read_bytes
 from placement.outfiles import check_out_dir, checked_dump, checked_load, write_atomic
 from placement.specs import AcceleratorSpec, ClusterSpec, ModelSpec, TrainingSpec
 from placement.sweep.band import band as error_band
-from placement.sweep.band import code_digest, validate_errors
+from placement.sweep.band import data_digest, validate_errors
 from placement.sweep.counts import (
     Choice,
     NeedPlan,
@@ -66,7 +66,9 @@ class Cell:
         """What the cell's plans depend on, and nothing else (no name, price, token count or objective)."""
         payload = {
             "version": __version__,
-            "code": code_digest(),  # a changed cost model invalidates cached cells
+            # a changed cost model, or changed calibration runs (each plan's published_best is read from them),
+            # invalidates cached cells
+            "code": data_digest(),
             "counts": list(self.counts),
             "num_gpus_bought": self.num_gpus_bought,  # what the segments must fit in (counts.sweep_segment)
             "train": self.train.model_dump(mode="json"),
