@@ -328,3 +328,26 @@ def test_a_cells_fingerprint_changes_with_the_calibration_runs(monkeypatch):
         monkeypatch.undo()
         band._digest.cache_clear()
     assert cell.fingerprint == before
+
+
+def test_idle_reason_past_a_missed_deadline_names_time_to_train():
+    """Under `objective: cost` with a deadline no count meets, the fastest count is chosen (by time to train); the idle
+    GPUs' reason said the larger counts were "no better by the cost objective", which did not choose."""
+    from placement.sweep.counts import choose
+    from placement.sweep.spec import Objective, WorkloadSpec
+
+    design = DesignSpec(name="d", cluster="dgx-h100", gpus=16, price_per_gpu_hour=2.0)
+    work = WorkloadSpec(name="w", model="llama3-8b", seq_len=4096, global_batch=64, tokens=1e12)
+    train = work.train()
+    step_tokens = 64 * 4096
+    steps = {8: 1.0, 16: 1.2}  # 16 GPUs plan slower than 8: the fastest is 8, with 8 of 16 idle
+
+    def plan_of(n):
+        return {"status": "ok", "binding": "", "message": "",
+                "plan": {"tokens_per_s": step_tokens / steps[n], "step_time_s": steps[n]}}
+
+    choice = choose(design, work, train, Objective.COST, 1e-3, (8, 16), 8, 16, {8: 0.9, 16: 1.1}, plan_of)
+    assert (choice.num_gpus, choice.num_gpus_bought, choice.deadline_met) == (8, 16, False)
+    assert "no better by time to train" in choice.idle_reason and "cost objective" not in choice.idle_reason
+    met = choose(design, work, train, Objective.COST, None, (8, 16), 8, 16, {8: 0.9, 16: 1.1}, plan_of)
+    assert "no better by the cost objective" in met.idle_reason  # the objective's own choice keeps its words

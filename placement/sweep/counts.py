@@ -277,8 +277,9 @@ def choose(design: DesignSpec, work: WorkloadSpec, train: TrainingSpec, objectiv
         return Choice(n, most, _no_plan(work, train, counts, laid, planned), met, summary, None)
     bought = bought_of(chosen)
     reason = None
-    if bought > chosen:
-        reason = _idle_reason(work, train, objective, chosen, bought, counts, bounds, planned, unit, design)
+    if bought > chosen:  # past a missed deadline the count was chosen by time to train, and so were the others passed
+        reason = _idle_reason(work, train, Objective.TIME if met is False else objective, chosen, bought, counts,
+                              bounds, planned, unit, design)
     return Choice(chosen, bought, planned[chosen], met, summary, reason)
 
 
