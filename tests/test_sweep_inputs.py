@@ -325,3 +325,13 @@ def test_a_purchase_what_if_on_a_mixed_study_goes_to_the_designs_bought(tmp_path
     rented = {**STUDY, "designs": STUDY["designs"][2:]}
     res = _sweep(tmp_path, rented, "--out", str(tmp_path / "o2"), "--set", "pue=1.2")
     assert res.exit_code == 2 and "with --set pue=1.2" in res.stderr and "would be ignored" in res.stderr
+
+
+@pytest.mark.parametrize("currency", ["usd", "Eur", "$", "€", "£", " USD"])
+def test_a_currency_written_in_lower_case_or_as_a_symbol_keeps_the_unit_slip_checks(currency):
+    """A user trial: `currency: usd` (or `$`) with `capex_per_gpu: 40` (40k meant) priced 8 H100s for two weeks at 478,
+    where `currency: USD` refuses the slip; a currency those bounds are not for (JPY) still skips them."""
+    design = {**STUDY["designs"][0], "capex_per_gpu": 40}
+    with pytest.raises(ValueError, match=r"capex_per_gpu 40 .* thousands written as units"):
+        SweepSpec.model_validate({**STUDY, "currency": currency, "designs": [design]})
+    assert SweepSpec.model_validate({**STUDY, "currency": "JPY", "designs": [design]}).currency == "JPY"

@@ -41,6 +41,15 @@ several hundred (H100 SXM 700 W TDP)."""
 
 UNIT_SLIPS_CURRENCIES = frozenset({"USD", "EUR", "GBP", "CHF"})
 """Currencies whose money figures the unit-slip bounds below are in the order of (a yen or rupee figure is not)."""
+CURRENCY_SYMBOLS = {"$": "USD", "US$": "USD", "€": "EUR", "£": "GBP"}
+"""The symbols a study may label its money with for those currencies (`currency` is a label: `usd` or `$` is USD)."""
+
+
+def unit_slip_currency(currency: str) -> bool:
+    """Whether the unit-slip bounds apply to money labelled `currency`: USD, EUR, GBP or CHF in any case, or their
+    symbol (a user trial: `currency: usd` with `capex_per_gpu: 40` priced 8 H100s for two weeks at 478)."""
+    label = currency.strip()
+    return CURRENCY_SYMBOLS.get(label, label.upper()) in UNIT_SLIPS_CURRENCIES
 MIN_CAPEX_PER_GPU = 500.0
 """Below this a design's capex per GPU is a slip (`40` for 40k): a datacenter GPU with its share of the node costs
 tens of thousands."""
@@ -59,7 +68,7 @@ def _check_units(d: DesignSpec, currency: str) -> None:
     if d.amortization_years > MAX_AMORTIZATION_YEARS:
         raise ValueError(f"design {d.name!r}: amortization_years {d.amortization_years:g} is above "
                          f"{MAX_AMORTIZATION_YEARS:g}, months written for years?; write years, e.g. 4")
-    if currency not in UNIT_SLIPS_CURRENCIES:
+    if not unit_slip_currency(currency):
         return
     if d.capex_per_gpu is not None and d.capex_per_gpu < MIN_CAPEX_PER_GPU:
         raise ValueError(f"design {d.name!r}: capex_per_gpu {d.capex_per_gpu:g} {currency} is below "
