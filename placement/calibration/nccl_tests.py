@@ -301,6 +301,19 @@ def _read_run(path: Path, all_lines: list[str], start: int, end: int, span: tupl
                              f"#wrong: {'; '.join(failed)}); a run that returns wrong data cannot calibrate")
         raise InputError(f"{file}: no result rows (size count type redop ... time algbw busbw); "
                          f"give the whole output of the run")
+    if len(ranks) == 1:
+        more = next((m for *_, algbw, busbw in printed if algbw >= CHECKED_ALGBW_GBPS
+                     and (m := _ranks_of_factor(op, busbw / algbw)) is not None and m > 1), None)
+        if more is not None:  # one rank line shown, the rows' busbw / algbw say more ran: the list is cut
+            raise InputError(f"{file}: one `#  Rank N ... on HOST` line, but its rows' busbw / algbw is what {more} "
+                             f"ranks print: the rank list is cut or elided, so the ranks and hosts the rows measured "
+                             f"are unknown; give the whole output, every rank line included")
+        # a user check: a one-GPU all_reduce_perf was fitted as a measurement, priced 0 s (no peer, no transfer), every
+        # row "100 % off" with numpy's divide-by-zero warnings, and the profile written
+        raise InputError(f"{file}: one rank (`#  Rank 0 ... on {next(iter(ranks.values()))[0]}`), which communicates "
+                         f"with no peer: its times are a local copy, no NVLink or network measurement; give a run "
+                         f"across 2 or more GPUs (nccl-tests -g 8 on one node, or one rank per GPU under mpirun/srun; "
+                         f"a binary built without MPI=1 prints one 1-rank run per process)")
     _check_columns(path, op, len(ranks), printed)
     hosts = tuple(dict.fromkeys(h for _, (h, _) in sorted(ranks.items())))
     per_host = {h: sum(1 for hh, _ in ranks.values() if hh == h) for h in hosts}
