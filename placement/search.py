@@ -337,7 +337,13 @@ def expand_sharding(b: LayoutBatch, cfg: SearchConfig, num_gpus: int, gpus_per_n
     cols = {f.name: getattr(b, f.name) for f in fields(LayoutBatch) if f.name not in ("zero", "dp_shard")}
     cols = _expand(cols, "zero", lambda c: _per_row(c, zero_opts, lambda r, v: np.ones_like(v, dtype=bool)))
     if "dp_shard" in cfg.fixed:
-        cols["dp_shard"] = np.where(cols["zero"] == 3, int(cfg.fixed["dp_shard"]), cols["dp"])
+        # a fixed shard group only where it divides the row's dp (Layout's rule): the dp a free cp or tp leaves can
+        # be smaller than it (a user check: a ZeRO-3 run on 8 GPUs, dp_shard 8 and cp left free, priced cp 2 x
+        # dp_shard 8 = 16 of 8 GPUs and crashed reshaping its rank groups)
+        shard = int(cfg.fixed["dp_shard"])
+        cols = _expand(cols, "dp_shard", lambda c: _per_row(
+            c, np.array([shard], dtype=np.int64), lambda r, v: (r["zero"] != 3) | (r["dp"] % v == 0)))
+        cols["dp_shard"] = np.where(cols["zero"] == 3, shard, cols["dp"])
     elif shard_ok is not None:
         divs = np.array(_divisors(num_gpus), dtype=np.int64)
         cols = _expand(cols, "dp_shard", lambda c: _per_row(c, divs, shard_ok))
