@@ -291,8 +291,10 @@ _SWITCHES = frozenset({"--sequence-parallel", "--use-distributed-optimizer", "--
                        "--fp8-param-gather", "--overlap-moe-expert-parallel-comm", "--delay-wgrad-compute",
                        "--cross-entropy-loss-fusion", "--moe-permute-fusion", "--moe-router-fusion",
                        "--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split",
-                       "--activation-func-fp8-input-store", "--moe-grouped-gemm", "--use-tp-pp-dp-mapping"})
-"""Megatron-LM's store_true flags placement writes: their Bridge field is a bool."""
+                       "--activation-func-fp8-input-store", "--moe-grouped-gemm", "--use-tp-pp-dp-mapping",
+                       "--moe-shared-expert-overlap"})
+"""Megatron-LM's store_true flags placement writes (and --moe-shared-expert-overlap, which a change removes:
+DROPPED_SWITCHES): their Bridge field is a bool."""
 
 
 def _bridge_graph_api(changes: list[dict], stated: dict[str, str]) -> None:
@@ -566,6 +568,7 @@ def launch_changes(framework: str, now: EmitContext, best: EmitContext, files_te
         _megatron_stated_split(changes, {flag: bridge[key] for flag, key in split_keys.items() if key in bridge})
         if files_text is not None:
             _megatron_virtual_flags(changes, b, files_text)
+        _bridge_dropped_switches(changes, best, bridge)
         changes = bridge_changes(changes, bridge)
         for c in changes:
             if c["argument"].startswith("env ") and c["from"] is not None and files_text is not None \
@@ -823,6 +826,12 @@ DROPPED_SWITCHES = {
         "Megatron-Core runs each column-parallel input-gradient collective beside the weight-gradient GEMM, as this "
         "plan is priced; the switch that turned it off is gone from Megatron-LM since 2024 (placement's files target "
         "megatron-core 0.19.2, which refuses it)"),
+    "--moe-shared-expert-overlap": (
+        "ep_comm_overlap",
+        "Megatron-Core refuses it beside --overlap-moe-expert-parallel-comm, which this plan runs (megatron-core "
+        "0.19.2 transformer/transformer_config.py:2706-2708: 'disable moe_shared_expert_overlap when enabling "
+        "overlap_moe_expert_parallel_comm'; Megatron-Bridge training/comm_overlap.py:513-515 too); placement does "
+        "not price it"),
 }
 """Megatron-LM switches a launch passes that turn off what the best plan is priced with, which placement's files
 never write (the Megatron-LM they target has no such flag): flag -> (the Recipe field it turns off, why it goes).
@@ -846,6 +855,18 @@ def _env_from_files(changes: list[dict], live: str) -> list[dict]:
                 continue
         out.append(c)
     return out
+
+
+def _bridge_dropped_switches(changes: list[dict], best: EmitContext, stated: dict[str, str]) -> None:
+    """The DROPPED_SWITCHES a Megatron-Bridge config sets true (its field of the flag's name) where the best plan runs
+    what they turn off: a removal of the flag, which bridge_changes names as the config's field set false (a review:
+    a DeepSeek-V3 config with model.moe_shared_expert_overlap true got comm_overlap.overlap_moe_expert_parallel_comm
+    true and kept it, a config Megatron-Bridge and Megatron-Core refuse)."""
+    recipe = best.plan.recipe_spec()
+    for flag, (field, why) in DROPPED_SWITCHES.items():
+        if getattr(recipe, field) and any(stated[k] == "true" for k in _bridge_keys(flag, stated)) \
+                and not any(c["argument"] == flag for c in changes):
+            changes.append({"argument": flag, "from": "true", "to": None, "note": why})
 
 
 def _megatron_dropped_switches(changes: list[dict], best: EmitContext, live: str) -> None:
