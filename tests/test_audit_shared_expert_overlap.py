@@ -44,3 +44,18 @@ def test_bridge_change_list_turns_the_shared_expert_overlap_off(tmp_path: Path) 
     off = [c for c in out["changes"] if c["argument"] == "model.moe_shared_expert_overlap"]
     assert len(off) == 1 and off[0]["from"] == "true" and off[0]["to"] == "false"
 
+
+def test_bridge_config_with_both_overlaps_is_refused(tmp_path: Path) -> None:
+    """A saved config that sets both is a job that does not start (exit 2, naming both fields), as the Megatron-LM
+    flags' reader refuses --moe-shared-expert-overlap with --overlap-moe-expert-parallel-comm; it was priced."""
+    text = BRIDGE_DSV3.read_text()
+    assert text.count("  overlap_moe_expert_parallel_comm: false\n") == 2
+    config = tmp_path / "run_config.yaml"
+    config.write_text(text.replace("  moe_shared_expert_overlap: false\n", "  moe_shared_expert_overlap: true\n")
+                      .replace("  overlap_moe_expert_parallel_comm: false\n",
+                               "  overlap_moe_expert_parallel_comm: true\n"))
+    result = CliRunner().invoke(main, ["audit", "--launch", str(config), "--model", "deepseek-v3", "--cluster",
+                                       "dgx-h100", "--gpus", "1024"])
+    assert result.exit_code == 2, result.output
+    assert "moe_shared_expert_overlap true with overlap_moe_expert_parallel_comm true" in result.output
+    assert "comm_overlap.py:513-515" in result.output and "Traceback" not in result.output

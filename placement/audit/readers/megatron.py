@@ -1989,6 +1989,21 @@ def _bridge_mxfp8_gather_buffer(keys: dict[str, tuple[Any, str]], s: Settings) -
                             "set mixed_precision.reuse_grad_buf_for_mxfp8_param_ag: true")
 
 
+def _bridge_shared_expert_overlap(keys: dict[str, tuple[Any, str]]) -> None:
+    """model.moe_shared_expert_overlap true beside the EP all-to-all overlap (the model's or the comm_overlap section's
+    overlap_moe_expert_parallel_comm): Megatron-Bridge asserts against the pair (training/comm_overlap.py:513-515) and
+    so does Megatron-Core (0.19.2 transformer/transformer_config.py:2706-2708), as the Megatron-LM flags' reader
+    refuses it (read_args); a review found such a config priced."""
+    overlap, oev = _bridge_value(keys, "overlap_moe_expert_parallel_comm")
+    shared, sev = _bridge_value(keys, "moe_shared_expert_overlap")
+    if overlap is True and shared is True:
+        raise start_refusal(sev, f"moe_shared_expert_overlap true with overlap_moe_expert_parallel_comm true ({oev})",
+                            "Megatron-Bridge refuses it (training/comm_overlap.py:513-515) and Megatron-Core too "
+                            "(transformer_config.py:2706-2708: 'disable moe_shared_expert_overlap when enabling "
+                            "overlap_moe_expert_parallel_comm')", "set model.moe_shared_expert_overlap: false or turn "
+                            "the EP overlap off")
+
+
 def _bridge_recipe(keys: dict[str, tuple[Any, str]], s: Settings) -> None:
     """The recipe fields a Megatron-Bridge config states, as its flag twins in `_megatron_recipe` read them: the
     overlaps, fusions, dispatcher, recompute modules, CUDA graphs, FP8 recipe and parameters, MTP, capacity
@@ -2003,6 +2018,8 @@ def _bridge_recipe(keys: dict[str, tuple[Any, str]], s: Settings) -> None:
             s.put(f"recipe.{field}", value, ev)
     _bridge_p2p_overlap(keys, s)
     moe = bool(keys.get("model.num_moe_experts", (None,))[0])
+    if moe:
+        _bridge_shared_expert_overlap(keys)
     state: dict[str, tuple[Any, str]] = {}
     if moe:
         fusion, ev = _bridge_value(keys, "moe_permute_fusion")
@@ -2121,7 +2138,7 @@ def yaml_text(value: Any) -> str:
 
 _BRIDGE_SWITCHES = ("fp8_param_gather", "fp8_param", "moe_permute_fusion", "moe_router_force_load_balancing",
                     "first_last_layers_bf16", "reuse_grad_buf_for_mxfp8_param_ag",
-                    "enable_cuda_graph", "external_cuda_graph")
+                    "enable_cuda_graph", "external_cuda_graph", "moe_shared_expert_overlap")
 """Model fields besides _BRIDGE_RECIPE_BOOLS' that the reader takes as true or false (a mixed_precision or
 comm_overlap section may state them too)."""
 BRIDGE_BOOL_KEYS = frozenset({
