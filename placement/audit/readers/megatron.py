@@ -620,6 +620,26 @@ def _refuse_validate_args(given: dict[str, Arg]) -> None:
             refuse(gather, "--overlap-param-gather without --overlap-grad-reduce", "5e993318a7 of 2023-12-26",
                    "Must use --overlap-param-gather with --overlap-grad-reduce",
                    "add --overlap-grad-reduce or drop --overlap-param-gather")
+    with_step = given.get("--overlap-param-gather-with-optimizer-step")
+    if with_step is not None and not _given_false(with_step):
+        # megatron-core 0.19.2 megatron/training/arguments.py:1032-1040 (and since the flag came in): it needs the
+        # weight-gather overlap and no distributed checkpoint (use_dist_ckpt = ckpt_format != "torch",
+        # training/utils/common_utils.py:555-556; --ckpt-format defaults to torch_dist, training_config.py:486); a
+        # review: Megatron-Bridge's DeepSeek-V3 H100 recipe written as Megatron-LM flags was priced
+        if gather is None:
+            refuse(with_step, "--overlap-param-gather-with-optimizer-step without --overlap-param-gather",
+                   "the flag came in, 4e3840535b of 2024-08-23",
+                   "Must use --overlap-param-gather-with-optimizer-step with --overlap-param-gather",
+                   "add --overlap-param-gather (with --overlap-grad-reduce) or drop the flag")
+        fmt = given.get("--ckpt-format")
+        text = fmt.values[0].text.strip("'\"") if fmt is not None and fmt.values else None
+        if not (fmt is not None and fmt.values and fmt.values[0].unresolved) and text != "torch":
+            what = f"--ckpt-format {text}" if text else "no --ckpt-format (Megatron-LM's default, torch_dist)"
+            refuse(fmt or with_step, f"--overlap-param-gather-with-optimizer-step with {what}",
+                   "the flag came in, 4e3840535b of 2024-08-23",
+                   "--overlap-param-gather-with-optimizer-step not supported with distributed checkpointing yet",
+                   "give --ckpt-format torch or drop --overlap-param-gather-with-optimizer-step")
+
     def number(flag: str) -> int | None:
         a = given.get(flag)
         return int(a.values[0].text) if a is not None and a.values and a.values[0].text.isdigit() else None
