@@ -569,6 +569,7 @@ def launch_changes(framework: str, now: EmitContext, best: EmitContext, files_te
         if files_text is not None:
             _megatron_virtual_flags(changes, b, files_text)
         _bridge_dropped_switches(changes, best, bridge)
+        _moe_fusion_pair(changes, b, lambda flag: any(bridge[k] == "true" for k in _bridge_keys(flag, bridge)))
         changes = bridge_changes(changes, bridge)
         for c in changes:
             if c["argument"].startswith("env ") and c["from"] is not None and files_text is not None \
@@ -627,6 +628,7 @@ def launch_changes(framework: str, now: EmitContext, best: EmitContext, files_te
             passed = ({f for f, _ in job.command_args}.__contains__ if job is not None and job.command_args
                       else lambda flag: megatron_flag_in(flag, live))
             changes = [c for c in changes if not (c["from"] is None and c["to"] == "true" and passed(c["argument"]))]
+            _moe_fusion_pair(changes, b, passed)
         if framework == "megatron":
             split_flags = (*STATED_SPLIT_FLAGS, "--pipeline-model-parallel-layout")
             _megatron_stated_split(changes, {f: v for f in split_flags
@@ -867,6 +869,20 @@ def _bridge_dropped_switches(changes: list[dict], best: EmitContext, stated: dic
         if getattr(recipe, field) and any(stated[k] == "true" for k in _bridge_keys(flag, stated)) \
                 and not any(c["argument"] == flag for c in changes):
             changes.append({"argument": flag, "from": "true", "to": None, "note": why})
+
+
+MOE_FUSION_NOTE = ("the best plan is priced with both MoE fusions, and Megatron-Core runs each only where its own "
+                   "switch is on (TransformerConfig.moe_permute_fusion, moe_router_fusion: default False)")
+
+
+def _moe_fusion_pair(changes: list[dict], best: dict[str, str], passed: Callable[[str], bool]) -> None:
+    """The MoE fusion switch the best plan writes (placement writes --moe-permute-fusion with --moe-router-fusion)
+    that the launch does not pass, where it passes the other: the launched side is read as one field from
+    --moe-permute-fusion (readers.megatron.MOE_FUSION_FLAGS), so no diff names it (a review: a DeepSeek-V3 job with
+    --moe-permute-fusion alone got a best plan priced with the fused router and no --moe-router-fusion to add)."""
+    for flag in ("--moe-permute-fusion", "--moe-router-fusion"):
+        if best.get(flag) == "true" and not passed(flag) and not any(c["argument"] == flag for c in changes):
+            changes.append({"argument": flag, "from": None, "to": "true", "note": MOE_FUSION_NOTE})
 
 
 def _megatron_dropped_switches(changes: list[dict], best: EmitContext, live: str) -> None:

@@ -333,6 +333,27 @@ def _megatron_recipe(f: str, a: Arg, s: Settings, state: dict) -> bool:
     return True
 
 
+MOE_FUSION_FLAGS = ("--moe-permute-fusion", "--moe-router-fusion")
+"""Megatron-Core's two MoE fusion switches (TransformerConfig.moe_permute_fusion and moe_router_fusion, both False by
+default: megatron-core 0.19.2 transformer/transformer_config.py), which placement prices as one field, moe_fusions,
+read from --moe-permute-fusion (Megatron-Bridge: model.moe_permute_fusion)."""
+
+
+def _half_moe_fusion(stated: dict[str, str], s: Settings, bridge: bool = False) -> None:
+    """A note where the files turn on one of MOE_FUSION_FLAGS alone (`stated`: flag -> evidence): the other runs
+    unfused and the job is priced with both as the permute's says (a review: the Megatron-LM DeepSeek-V3 Megatron-FSDP
+    example passes --moe-permute-fusion alone, priced with the fused router)."""
+    if len(stated) != 1:
+        return
+    ((flag, ev),) = stated.items()
+    other = next(f for f in MOE_FUSION_FLAGS if f != flag)
+    priced = "fused" if flag == "--moe-permute-fusion" else "unfused"
+    name, other_name = (f"model.{f[2:].replace('-', '_')}" if bridge else f for f in (flag, other))
+    s.ignored.append(f"{name} without {other_name}: Megatron-Core runs the {other.split('-')[3]} unfused "
+                     f"(TransformerConfig.{other[2:].replace('-', '_')} default False); placement prices both as one "
+                     f"setting, here {priced} ({ev})")
+
+
 def _megatron_recipe_finish(s: Settings, state: dict) -> None:
     """The recipe fields that take several arguments together: dispatcher, CUDA graphs, optimizer state,
     block recompute."""
@@ -910,6 +931,8 @@ def read_args(words: list[Word], s: Settings, typos: bool = True) -> None:
     _local_spec(given, s)
     _null_tokenizer_vocab(given, s)
     _megatron_recipe_finish(s, recipe_state)
+    if "--num-experts" in given:
+        _half_moe_fusion({f: given[f].evidence for f in MOE_FUSION_FLAGS if f in given}, s)
     _rope_scaling(rope_scaling, s)
     deepspeed_flag = next((a for a in args if a.flag == "--deepspeed"), None)
     hf = _hf_trainer(args, s, deepspeed_flag)
@@ -2045,6 +2068,9 @@ def _bridge_recipe(keys: dict[str, tuple[Any, str]], s: Settings) -> None:
         fusion, ev = _bridge_value(keys, "moe_permute_fusion")
         if isinstance(fusion, bool):
             s.put("recipe.moe_fusions", fusion, ev)
+        if _section_whole(keys, "model"):  # a saved config: a field it leaves out is TransformerConfig's False
+            _half_moe_fusion({f: ev for f, (v, ev) in ((f, _bridge_value(keys, f[2:].replace("-", "_")))
+                                                        for f in MOE_FUSION_FLAGS) if v is True}, s, bridge=True)
         kind, ev = _bridge_value(keys, "moe_token_dispatcher_type")
         if kind is not None:
             if kind not in ("alltoall", "allgather", "flex"):
@@ -2158,7 +2184,7 @@ def yaml_text(value: Any) -> str:
 
 _BRIDGE_SWITCHES = ("fp8_param_gather", "fp8_param", "moe_permute_fusion", "moe_router_force_load_balancing",
                     "first_last_layers_bf16", "reuse_grad_buf_for_mxfp8_param_ag",
-                    "enable_cuda_graph", "external_cuda_graph", "moe_shared_expert_overlap")
+                    "enable_cuda_graph", "external_cuda_graph", "moe_shared_expert_overlap", "moe_router_fusion")
 """Model fields besides _BRIDGE_RECIPE_BOOLS' that the reader takes as true or false (a mixed_precision or
 comm_overlap section may state them too)."""
 BRIDGE_BOOL_KEYS = frozenset({
