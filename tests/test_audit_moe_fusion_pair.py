@@ -5,22 +5,10 @@ DeepSeek-V3 recipe sets moe_router_fusion False) is said so, and a best plan pri
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from click.testing import CliRunner
-
-from placement.cli import main
-from tests.megatron_scripts import mixtral_script
-
-BRIDGE_DSV3 = Path(__file__).parent / "data" / "audit" / "bridge" / "deepseek_v3_pretrain_h100_fp8_sc_v1.yaml"
-
-
-def _audit(path: Path, model: str, gpus: str) -> dict:
-    result = CliRunner().invoke(main, ["--reproducible", "audit", "--launch", str(path), "--model", model,
-                                       "--cluster", "dgx-h100", "--gpus", gpus, "--json"])
-    assert result.exit_code in (0, 1), result.output
-    return json.loads(result.stdout)
+from tests.megatron_scripts import BRIDGE_DSV3, mixtral_script
+from tests.megatron_scripts import audit_json as _audit
 
 
 def test_permute_fusion_alone_adds_the_router_fusion(tmp_path: Path) -> None:

@@ -49,3 +49,16 @@ def test_a_log_of_one_run_still_reads(tmp_path: Path) -> None:
     path.write_text("\n".join(_args_block(BASE)) + "\n" + _iterations([12.5, 9.60, 9.61, 9.59], 128))
     (step,) = read_steps(path, "dgx-h100")
     assert step.run.published_step_time_s == pytest.approx(9.60)
+
+
+def test_the_audit_of_a_log_of_two_runs_is_refused(tmp_path: Path) -> None:
+    """The audit reads the same arguments block (audit.readers.megatron.log_arguments): it priced the first run."""
+    from click.testing import CliRunner
+
+    from placement.cli import main
+
+    path, second = _two_runs(tmp_path / "restarted.log")
+    got = CliRunner().invoke(main, ["audit", "--launch", str(path), "--model", "llama3-8b", "--cluster", "dgx-h100",
+                                    "--gpus", "8"])
+    assert got.exit_code == 2 and "Traceback" not in got.output
+    assert f"restarted.log:{second}: a second Megatron arguments block starts here" in got.stderr

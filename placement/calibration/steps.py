@@ -241,7 +241,6 @@ def _check_log_job(log: Path, lines: list[str], where: str, model: ModelSpec, nu
 
     if MEGATRON_LOG_BEGIN not in (unprefixed(x) for x in lines):
         return
-    one_megatron_run(log, lines)
     args = megatron_arguments(log, lines)
     stated = {"num_layers": model.num_layers, "hidden_size": model.hidden_size, "world_size": num_gpus,
               "seq_length": seq, "global_batch_size": batch}
@@ -255,22 +254,6 @@ def _check_log_job(log: Path, lines: list[str], where: str, model: ModelSpec, nu
         raise InputError(f"{where}: its log `{log}` ran another job than the entry states: {'; '.join(differ)}; "
                          f"fix the entry (its model `{model.name}`, layout, batch or GPU count) or name the run's own "
                          f"log, or give the log alone (--steps LOG reads the job from its arguments)")
-
-
-def one_megatron_run(path: Path, lines: list[str]) -> None:
-    """An InputError where a Megatron-LM log holds more than one run's arguments block (a job restarted into the same
-    file: Slurm's `--open-mode=append`, a requeue, `>>`): its iteration lines would be read as one run's, the layout
-    taken from the first block (a user check: a tp 1 run of 9.6 s steps followed by a tp 2 run of 19.9 s steps was
-    read as one tp 1 run of 19.89 s, the second run's start-up interval counted as a step)."""
-    from placement.audit.readers.megatron import MEGATRON_LOG_BEGIN
-    from placement.loaders.files import unprefixed
-
-    begins = [n for n, x in enumerate(lines, 1) if unprefixed(x).strip() == MEGATRON_LOG_BEGIN]
-    if len(begins) > 1:
-        raise InputError(f"{path}:{begins[1]}: a second Megatron arguments block starts here (the first on line "
-                         f"{begins[0]}; {len(begins)} in all): the log holds {len(begins)} runs (a restart appended "
-                         f"to the same file), whose iteration lines would be read as one run's step, at the first "
-                         f"block's layout; give each run's log on its own (split the file at line {begins[1]})")
 
 
 def megatron_arguments(path: Path, lines: list[str]) -> dict[str, tuple[str, int]]:
@@ -331,7 +314,6 @@ def read_megatron_log(path: Path, cluster: str, text: str) -> StepRun:
     from placement.audit.launch import parse_launch, refuse_unrunnable
 
     lines = text.splitlines()
-    one_megatron_run(path, lines)
     args = megatron_arguments(path, lines)
     model = model_from_megatron(args, path)
     launch = refuse_unrunnable(parse_launch([path], "megatron"))

@@ -2271,6 +2271,15 @@ def log_arguments(path: Path, lines: list[str], expected: str = "expected a Mega
     off each line (loaders.files.unprefixed, as for nccl-tests outputs); an error naming the file when it has
     no complete block (`expected` says what the file should have been)."""
     lines = [unprefixed(line) for line in lines]  # `srun --label`, torchrun's `[default0]:`
+    begins = [n for n, x in enumerate(lines, 1) if x.strip() == MEGATRON_LOG_BEGIN]
+    if len(begins) > 1:
+        # a job restarted into the same file (Slurm's --open-mode=append, a requeue, `>>`): its iteration lines would
+        # be read as one run's, at the first block's layout (a user check: a tp 1 run of 9.6 s steps followed by a
+        # tp 2 run of 19.9 s steps was read as one tp 1 run of 19.89 s; the audit priced the first block's job)
+        raise InputError(f"{path}:{begins[1]}: a second Megatron arguments block starts here (the first on line "
+                         f"{begins[0]}; {len(begins)} in all): the log holds {len(begins)} runs (a restart appended "
+                         f"to the same file), whose iteration lines would be read as one run's step, at the first "
+                         f"block's layout; give each run's log on its own (split the file at line {begins[1]})")
     try:
         start = lines.index(MEGATRON_LOG_BEGIN) + 1
         end = lines.index(MEGATRON_LOG_END, start)
