@@ -263,3 +263,23 @@ def test_an_audit_seq_len_over_a_variables_default_is_the_environments_setting(t
     assert got["estimate"]["seq_len"] == 8192
     assert got["layout"]["sources"]["seq_len"].startswith("--seq-len 8192, over the files' default 4096 (")
     assert json.loads(_run([*job, "--json"]).stdout)["estimate"]["seq_len"] == 4096
+
+
+def test_a_deepspeed_zero0_pipeline_files_header_prices_what_its_audit_prices(tmp_path):
+    """bf16 at ZeRO stage 0 under DeepSpeed's PipelineEngine is its BF16_Optimizer: ZeRO-1 sharding, the whole
+    gradient all-reduced, each micro-batch's gradient copied into its buffer.  The header prices that (emit.deepspeed
+    files_run); the audit of the same files read the launch line's autograd accumulation instead, 7.5 GiB apart (a QA
+    run: 56.6 against 49.1 GiB for llama3-8b tp 2 pp 2 on 16 H100)."""
+    job = ["--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "16", "--seq-len", "4096", "--global-batch",
+           "64"]
+    out = tmp_path / "files"
+    _run(["evaluate", *job, "--tp", "2", "--pp", "2", "--zero", "0", "--mbs", "1", "--recompute", "none", "--out",
+          str(out), "--emit", "deepspeed"])
+    header = re.search(r"this file runs .*?: ([\d.]+) s/step .*?([\d.]+) of ([\d.]+) GiB per GPU",
+                       (out / "deepspeed.sh").read_text())
+    assert header and "BF16_Optimizer" in header.group(0)
+    launch = [x for p in sorted(out.iterdir()) if p.name not in HOST_FILES for x in ("--launch", str(p))]
+    audit = json.loads(_run(["audit", *job, *launch, "--hosts", str(out / "hosts.txt"), "--json"]).stdout)
+    assert audit["estimate"]["recipe"]["grad_accumulation"] == "fp32_copy"
+    assert audit["estimate"]["step_time_s"] == pytest.approx(float(header.group(1)), abs=5e-4)
+    assert audit["estimate"]["peak_memory_bytes"] / 2**30 == pytest.approx(float(header.group(2)), abs=0.05)

@@ -459,7 +459,11 @@ def deepspeed_grad_accumulation(s: Settings, bf16_optimizer: bool, evidence: str
         s.put("recipe.grad_all_reduce", True,
               f"{evidence} ({BF16_ALL_REDUCE} the whole gradient, then updates its shard of the optimizer state: "
               f"runtime/engine.py buffered_allreduce_fallback)")
-    if s.has("recipe.grad_accumulation"):
+    # a launch line's engine rule (autograd in .grad, DeepSpeed's ZeRO optimizers) yields to the BF16_Optimizer the
+    # merged files build (a QA run: placement's own ZeRO-0 pipeline files were priced without its copy, the header
+    # that prices it 7.5 GiB above the audit)
+    generic = bf16_optimizer and ENGINE_AUTOGRAD in s.sources.get("recipe.grad_accumulation", "")
+    if s.has("recipe.grad_accumulation") and not generic:
         return
     if bf16_optimizer:
         s.put("recipe.grad_accumulation", "fp32_copy",
