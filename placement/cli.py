@@ -685,7 +685,7 @@ def _job_defaults_note() -> None:
         click.echo(f"placement: note: {field.replace('_', ' ')} {why}", err=True)
 
 
-def _uncalibrated_step(model, train, best, recipe_sources, model_sources) -> None:
+def _uncalibrated_step(model, train, best, recipe_sources, model_sources, framework: str | None = None) -> None:
     """With --calibration, the best plan's layout and recipe priced again with the catalog's constants (kept in
     the context for the calibration line and JSON)."""
     ctx = click.get_current_context(silent=True)
@@ -694,7 +694,7 @@ def _uncalibrated_step(model, train, best, recipe_sources, model_sources) -> Non
     from placement.evaluate import evaluate_layout
 
     plain = evaluate_layout(model, train, ctx.meta["uncalibrated_topology"], best.layout_spec(), best.recipe_spec(),
-                            recipe_sources, model_sources)
+                            recipe_sources, model_sources, torch_pipeline=framework == "torchtitan")
     ctx.meta["calibrated_step_time_s"] = best.step_time_s
     ctx.meta["uncalibrated_step_time_s"] = plain.step_time_s
 
@@ -1101,7 +1101,7 @@ def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, pr
         files_run = []
     if not _timings():
         planned = without_timings(planned)
-    _uncalibrated_step(model, train, planned.plans[0] if planned.plans else None, sources, model_sources)
+    _uncalibrated_step(model, train, planned.plans[0] if planned.plans else None, sources, model_sources, framework)
     from placement.html import plan_html
 
     _write_report(report, lambda: plan_html(planned, topo, _calibration_line()))
@@ -1227,7 +1227,7 @@ def evaluate(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch
         able.check_precision_layout(LayoutBatch.from_layouts([layout], recipe), train.precision.value,
                                     train.global_batch)
     result, est = evaluate_priced(model, train, topo, layout, recipe, sources, model_sources,
-                                  runs_te=framework in (None, "megatron"))
+                                  runs_te=framework in (None, "megatron"), torch_pipeline=framework == "torchtitan")
     # allocation order; with measured intra-node links each TP group on the GPUs the price assumed, which the
     # files realize with CUDA_VISIBLE_DEVICES (as `plan` writes them)
     result, gpu_of_rank = launch_order(result, model, topo, layout, with_rank_table=as_json)

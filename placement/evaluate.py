@@ -17,10 +17,11 @@ from placement.workload import workload
 
 
 def check_layout(model: ModelSpec, train: TrainingSpec, layout: Layout, recipe: Recipe | None = None,
-                 runs_te: bool = True) -> None:
+                 runs_te: bool = True, torch_pipeline: bool = False) -> None:
     """The rules the search enumerates by (placement/cost/rules.py), as errors that name the value and the fix;
-    an explicit pipeline layout is checked against the degrees and the model instead of the default split."""
-    message = rules.layout_error(model, train, layout, recipe, runs_te)
+    an explicit pipeline layout is checked against the degrees and the model instead of the default split.
+    `torch_pipeline`: torch.distributed.pipelining runs the pipeline (torchtitan; rules.Facts.torch_pipeline)."""
+    message = rules.layout_error(model, train, layout, recipe, runs_te, torch_pipeline)
     if message is not None:
         raise InputError(message)
     if layout.sequence_parallel and layout.tp > 1 and not rules.sp_splits(train.seq_len, layout.tp, layout.cp):
@@ -50,20 +51,23 @@ def check_layout(model: ModelSpec, train: TrainingSpec, layout: Layout, recipe: 
 
 def evaluate_layout(model: ModelSpec, train: TrainingSpec, topo: Topology, layout: Layout,
                     recipe: Recipe | None = None, recipe_sources: dict[str, str] | None = None,
-                    model_sources: dict[str, str] | None = None, runs_te: bool = True) -> Plan:
+                    model_sources: dict[str, str] | None = None, runs_te: bool = True,
+                    torch_pipeline: bool = False) -> Plan:
     """The layout priced under `recipe`, pinned (its recompute modules are the layout's selective ones); `runs_te`
-    as check_layout's."""
-    return evaluate_priced(model, train, topo, layout, recipe, recipe_sources, model_sources, runs_te)[0]
+    and `torch_pipeline` as check_layout's."""
+    return evaluate_priced(model, train, topo, layout, recipe, recipe_sources, model_sources, runs_te,
+                           torch_pipeline)[0]
 
 
 def evaluate_priced(model: ModelSpec, train: TrainingSpec, topo: Topology, layout: Layout,
                     recipe: Recipe | None = None, recipe_sources: dict[str, str] | None = None,
-                    model_sources: dict[str, str] | None = None, runs_te: bool = True) -> tuple[Plan, Estimates]:
+                    model_sources: dict[str, str] | None = None, runs_te: bool = True,
+                    torch_pipeline: bool = False) -> tuple[Plan, Estimates]:
     """`evaluate_layout`, with the estimate it was made from (one row)."""
     if layout.num_gpus != topo.num_gpus:
         raise InputError(f"layout uses {layout.num_gpus} GPUs but the cluster has {topo.num_gpus}")
     recipe = recipe or Recipe()
-    check_layout(model, train, layout, recipe, runs_te)
+    check_layout(model, train, layout, recipe, runs_te, torch_pipeline)
     batch = LayoutBatch.from_layouts([layout], recipe)
     est = estimate(workload(model), train, topo, batch, recipe)
     return make_plan(batch, est, 0, model, train, topo, recipe_sources, model_sources), est

@@ -2465,7 +2465,8 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
                                       recipe_sources.get("recompute_modules")) if e)
         raise InputError(f"{where}: {refused}")
     try:
-        check_layout(model, train, layout, recipe, runs_te=launch.framework in (None, "megatron"))
+        check_layout(model, train, layout, recipe, runs_te=launch.framework in (None, "megatron"),
+                     torch_pipeline=launch.framework == "torchtitan")
     except InputError as err:
         text = str(err)
         batch = launch.sources.get("global_batch") if "batch" in text else None  # a rule the batch decides

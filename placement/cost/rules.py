@@ -69,6 +69,9 @@ class Facts:
     cp_a2a_te: bool = False
     """Transformer Engine runs that all-to-all, which splits each TP rank's K/V heads over the CP ranks too
     (AttnFuncWithCPAndQKVOA2A: k.shape[-2] % cp_size == 0), so tp x cp divides the K/V heads."""
+    torch_pipeline: bool = False
+    """torch.distributed.pipelining's schedules run the pipeline (torchtitan): Schedule1F1B needs at least pp
+    micro-batches (torch 2.13 distributed/pipelining/schedules.py:1020-1024, raised at start-up)."""
     two_stage_interleaving: bool = True
     """An interleaved schedule may run on 2 pipeline stages.  False where Megatron-LM runs the plan with its
     pipeline transfers exposed: it refuses that pair (core_v0.19.0 megatron/training/arguments.py:972-975)."""
@@ -100,6 +103,7 @@ class Facts:
                    seq_len=train.seq_len, global_batch=train.global_batch,
                    explicit_pipeline=recipe is not None and recipe.pipeline_layout is not None,
                    split_units=units, two_stage_interleaving=not (exposed and framework == "megatron"),
+                   torch_pipeline=framework == "torchtitan",
                    cp_refused=cp_refused, cp_a2a=a2a, cp_a2a_te=a2a and runs_te)
 
 
@@ -299,6 +303,14 @@ RULES: tuple[Rule, ...] = (
           lambda f, c: (c["vpp"] == 1) | (_microbatches(f, c) % c["pp"] == 0),
           lambda f, v: f"--vpp {v['vpp']}: interleaving needs micro-batches ({int(_microbatches(f, _one(v))[0])}) "
                        f"divisible by pp ({v['pp']})"),
+    _rule("pp_microbatches", "vpp pp dp mbs",
+          "torch's Schedule1F1B (torchtitan without interleaving) needs at least pp micro-batches",
+          lambda f, c: ~np.asarray(f.torch_pipeline) | (c["vpp"] > 1) | (_microbatches(f, c) >= c["pp"]),
+          lambda f, v: f"--pp {v['pp']}: torch's Schedule1F1B, which torchtitan runs without interleaving, raises "
+                       f"at start-up with fewer micro-batches ({int(_microbatches(f, _one(v))[0])}) than stages "
+                       f"({v['pp']}) (torch distributed/pipelining/schedules.py:1020-1024); give a global batch of at "
+                       f"least dp ({v['dp']}) x micro-batch ({v['mbs']}) x pp ({v['pp']}) = "
+                       f"{v['dp'] * v['mbs'] * v['pp']}, or --vpp 2 (Interleaved1F1B runs fewer)"),
 )
 """In the order `first_broken` checks them (cheapest to explain first; the wording of the messages is
 pinned by tests)."""
@@ -345,9 +357,11 @@ def first_broken(facts: Facts, values: Mapping[str, int]) -> Rule | None:
 
 
 def layout_error(model: ModelSpec, train: TrainingSpec, layout: Layout, recipe: Recipe | None = None,
-                 runs_te: bool = True) -> str | None:
+                 runs_te: bool = True, torch_pipeline: bool = False) -> str | None:
     """The message of the first rule `layout` breaks for this model and job, or None if it breaks none; `runs_te`:
-    the job's attention is Transformer Engine's (Megatron's files: False for torchtitan, DeepSpeed and MaxText)."""
+    the job's attention is Transformer Engine's (Megatron's files: False for torchtitan, DeepSpeed and MaxText);
+    `torch_pipeline`: torch.distributed.pipelining runs the pipeline (torchtitan: Facts.torch_pipeline)."""
     facts, values = Facts.of(model, train, recipe, runs_te=runs_te), layout_values(layout)
+    facts = dataclasses.replace(facts, torch_pipeline=torch_pipeline)
     rule = first_broken(facts, values)
     return None if rule is None else rule.message(facts, values)

@@ -46,10 +46,10 @@ class EmitContext:
         return cls(plan, topo, gpu_of_rank, model.name, model.num_layers, model.is_moe, model, train)
 
     def priced_as(self, precision: str | None = None, layout: dict | None = None,
-                  recipe: dict | None = None, model: dict | None = None) -> Plan | None:
+                  recipe: dict | None = None, model: dict | None = None, torch_pipeline: bool = False) -> Plan | None:
         """The plan's layout and recipe with `layout` and `recipe` changes (and the model with `model`'s), on the
         ranks the files place, priced at `precision` (default: the plan's): what a file that cannot state the plan
-        runs."""
+        runs (`torch_pipeline`: its pipeline is torch.distributed.pipelining's, evaluate.check_layout's)."""
         if self.model is None or self.train is None:
             return None
         from placement.evaluate import evaluate_layout
@@ -59,7 +59,8 @@ class EmitContext:
         lay = Layout.model_validate(spec.model_dump() | (layout or {}))
         rec = Recipe.model_validate(self.recipe.model_dump() | (recipe or {}))
         spec_model = self.priced_model.model_copy(update=model or {})
-        return evaluate_layout(spec_model, train, self.topo.with_mapping(self.gpu_of_rank), lay, rec)
+        return evaluate_layout(spec_model, train, self.topo.with_mapping(self.gpu_of_rank), lay, rec,
+                               torch_pipeline=torch_pipeline)
 
     def with_recipe(self, update: dict) -> EmitContext:
         """The same context with the plan's recipe fields in `update` changed (what a variant of the files runs)."""
@@ -86,7 +87,7 @@ class EmitContext:
                     f"this file runs {what} (not priced)")
         p = self.plan
         what = ", ".join(runs.what)
-        other = self.priced_as(runs.precision, runs.layout, runs.recipe, runs.model)
+        other = self.priced_as(runs.precision, runs.layout, runs.recipe, runs.model, runs.torch_pipeline)
         if other is None:
             return f"this file runs {what} (not priced: no job given){unpriced}", f"this file runs {what}{unpriced}"
         fits = "" if other.fits else f" {OVER_CAPACITY}"
@@ -156,6 +157,9 @@ class Runs:
     unpriced: list[str] = dataclasses.field(default_factory=list)
     """What the files run otherwise that the cost model cannot price, in words (the header says so beside the
     numbers it can give)."""
+    torch_pipeline: bool = False
+    """The files' pipeline is torch.distributed.pipelining's (torchtitan): its micro-batch rules, not Megatron's
+    (cost.rules.Facts.torch_pipeline)."""
 
     def set_precision(self, plan: Plan, precision: str) -> None:
         self.precision = precision

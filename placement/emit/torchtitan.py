@@ -297,6 +297,11 @@ def flags(ctx: EmitContext) -> tuple[list[str], list[str]]:
         split, warn = _split_args(ctx)
         warnings += warn
     m = lay.num_microbatches
+    if schedule_refused(lay):  # llama3-8b pp 4 with 2 micro-batches was written as if it ran
+        warnings.append(refusal(f"torch's Schedule1F1B, which torchtitan runs for pipeline_parallel_schedule 1F1B, "
+                                f"raises at start-up with fewer micro-batches ({m}) than stages ({lay.pp}) (torch "
+                                f"distributed/pipelining/schedules.py:1020-1024); give a global batch of at least "
+                                f"{lay.dp * lay.micro_batch_size * lay.pp}, or plan with --framework torchtitan"))
     args = [
         "--module", module, "--config", config,
         "--parallelism.data_parallel_replicate_degree", str(replicate),
@@ -705,10 +710,18 @@ def catalog_name(module: str, config: str) -> str | None:
     return None
 
 
+def schedule_refused(lay) -> bool:
+    """torch's Schedule1F1B (torchtitan's schedule without interleaving) refuses fewer micro-batches than stages
+    (torch 2.13 distributed/pipelining/schedules.py:1020-1024).  Interleaved layouts of a plan priced for Megatron
+    hold torch's rule (cost.rules.Facts.torch_pipeline), Megatron's being stricter."""
+    return lay.pp > 1 and lay.vpp == 1 and lay.num_microbatches < lay.pp
+
+
 def runs(ctx: EmitContext) -> Runs:
     """What the file runs where torchtitan 0.3.0 cannot be told the plan (each is also a warning)."""
     lay = ctx.plan.layout
-    out = Runs()
+    # priced under torch's pipeline rules, except where the file does not start (its header prices nothing then)
+    out = Runs(torch_pipeline=not schedule_refused(lay))
     other = runs_precision(ctx)
     if other is not None:
         out.set_precision(ctx.plan, other[0])
