@@ -165,7 +165,10 @@ def in_flight(x: Ctx, rank: np.ndarray) -> np.ndarray:
     plain = np.minimum(x.m, pp - rank)
     if not (x.b.vpp > 1).any():
         return plain
-    interleaved = ((pp - rank - 1.0) * 2.0 + (vpp - 1.0) * pp + 1.0) / vpp
+    # torch's ScheduleInterleaved1F1B warms up (vpp - 1) rounds of m // max(1, m // pp) micro-batches, not pp
+    # (schedules.py:2884 _get_warmup_ops; torchtitan, where m is no multiple of pp): pp wherever pp divides m
+    per_round = np.floor(x.m / np.maximum(np.floor(x.m / pp), 1.0))
+    interleaved = ((pp - rank - 1.0) * 2.0 + (vpp - 1.0) * per_round + 1.0) / vpp
     return np.where(x.b.vpp > 1, np.minimum(interleaved, x.m), plain)
 
 

@@ -71,7 +71,9 @@ class Facts:
     (AttnFuncWithCPAndQKVOA2A: k.shape[-2] % cp_size == 0), so tp x cp divides the K/V heads."""
     torch_pipeline: bool = False
     """torch.distributed.pipelining's schedules run the pipeline (torchtitan): Schedule1F1B needs at least pp
-    micro-batches (torch 2.13 distributed/pipelining/schedules.py:1020-1024, raised at start-up)."""
+    micro-batches (torch 2.13 distributed/pipelining/schedules.py:1020-1024, raised at start-up), and
+    ScheduleInterleaved1F1B runs any count that its rounds, max(1, m // pp), divide (schedules.py:2935-2942; fewer
+    than pp run as one round, whose bubble cost.step prices), where Megatron's interleaving needs m % pp == 0."""
     two_stage_interleaving: bool = True
     """An interleaved schedule may run on 2 pipeline stages.  False where Megatron-LM runs the plan with its
     pipeline transfers exposed: it refuses that pair (core_v0.19.0 megatron/training/arguments.py:972-975)."""
@@ -149,6 +151,25 @@ def _splits(f: Facts, c: Columns, vpp: np.ndarray | int = 1) -> np.ndarray:
 
 def _microbatches(f: Facts, c: Columns) -> np.ndarray:
     return f.global_batch // (c["dp"] * c["mbs"])
+
+
+def _rounds(f: Facts, c: Columns) -> np.ndarray:
+    """What the micro-batches of an interleaved schedule must divide into: pp (Megatron-Core asserts
+    num_microbatches % pp == 0), or under torch's ScheduleInterleaved1F1B its rounds, max(1, m // pp)
+    (torch 2.13 distributed/pipelining/schedules.py:2935-2942)."""
+    if not f.torch_pipeline:
+        return c["pp"]
+    return np.maximum(_microbatches(f, c) // c["pp"], 1)
+
+
+def _vpp_microbatches_message(f: Facts, v: Mapping[str, int]) -> str:
+    m = int(_microbatches(f, _one(v))[0])
+    if not f.torch_pipeline:
+        return f"--vpp {v['vpp']}: interleaving needs micro-batches ({m}) divisible by pp ({v['pp']})"
+    rounds = max(m // v["pp"], 1)
+    return (f"--vpp {v['vpp']}: torch's ScheduleInterleaved1F1B, which torchtitan runs, needs micro-batches ({m}) "
+            f"divisible by its rounds, max(1, {m} // pp {v['pp']}) = {rounds} (torch distributed/pipelining/"
+            f"schedules.py:2935-2942); give micro-batches a multiple of pp, or fewer than 2 x pp")
 
 
 def _split_text(f: Facts, pp: int) -> str:
@@ -299,10 +320,10 @@ RULES: tuple[Rule, ...] = (
                        f"is disabled, pipeline-model-parallel size should be greater than 2', core_v0.19.0 "
                        f"arguments.py:972-975); leave the overlap on, or use pp > 2 or vpp 1"),
     _rule("vpp_microbatches", "vpp pp dp mbs",
-          "interleaved 1F1B runs micro-batches in groups of pp (Megatron: num_microbatches % pp == 0)",
-          lambda f, c: (c["vpp"] == 1) | (_microbatches(f, c) % c["pp"] == 0),
-          lambda f, v: f"--vpp {v['vpp']}: interleaving needs micro-batches ({int(_microbatches(f, _one(v))[0])}) "
-                       f"divisible by pp ({v['pp']})"),
+          "interleaved 1F1B runs micro-batches in groups of pp (Megatron: num_microbatches % pp == 0; torch's "
+          "ScheduleInterleaved1F1B: in max(1, m // pp) equal rounds)",
+          lambda f, c: (c["vpp"] == 1) | (_microbatches(f, c) % _rounds(f, c) == 0),
+          lambda f, v: _vpp_microbatches_message(f, v)),
     _rule("pp_microbatches", "vpp pp dp mbs",
           "torch's Schedule1F1B (torchtitan without interleaving) needs at least pp micro-batches",
           lambda f, c: ~np.asarray(f.torch_pipeline) | (c["vpp"] > 1) | (_microbatches(f, c) >= c["pp"]),

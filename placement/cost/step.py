@@ -728,10 +728,23 @@ def _stage_kinds(w: Workload, b: LayoutBatch, recipe: Recipe) -> StageKinds:
 def _bubble_s(x: Ctx, pace: np.ndarray, transfer_credit_s: np.ndarray | float = 0.0) -> np.ndarray:
     """Pipeline bubble of a step at `pace` seconds per micro-batch: (pp - 1) / vpp micro-batch times under 1F1B
     (PTD-P §2.2), times the schedule's share (`_bubble_share`), less the transfers a lock-step schedule does not
-    run at that pace (`PpTerm.bubble_credit_s`); none without a pipeline."""
+    run at that pace (`PpTerm.bubble_credit_s`); none without a pipeline.  An interleaved schedule with fewer
+    micro-batches m than stages (torch's ScheduleInterleaved1F1B runs them as one round, torchtitan's; Megatron
+    refuses them, cost.rules vpp_microbatches) runs every chunk's m forwards before the next chunk's, each micro-batch
+    crossing all pp x vpp virtual stages in turn: (pp - m) + (m - 1) / vpp micro-batch times, (pp - m)(1 - 1/vpp)
+    more than 1F1B's formula (`_interleaved_shortfall`)."""
     share = np.where(x.pp > 1, _bubble_share(x), 0.0)
+    times = (x.pp - 1.0) / x.vpp + _interleaved_shortfall(x)
     with np.errstate(invalid="ignore"):  # an invalid split's infinite pace with no bubble (DualPipe at pp 2)
-        return np.where(share > 0, np.maximum((x.pp - 1.0) / x.vpp * pace * share - transfer_credit_s, 0.0), 0.0)
+        return np.where(share > 0, np.maximum(times * pace * share - transfer_credit_s, 0.0), 0.0)
+
+
+def _interleaved_shortfall(x: Ctx) -> np.ndarray:
+    """Micro-batch times an interleaved schedule idles beyond (pp - 1) / vpp where m < pp: (pp - m)(1 - 1/vpp), the
+    bubble of torch's ScheduleInterleaved1F1B on one round of m micro-batches (torch 2.13
+    distributed/pipelining/schedules.py:2931-2933 number_of_rounds = max(1, m // pp), microbatches_per_round m);
+    0 wherever m >= pp or vpp is 1 (every Megatron layout)."""
+    return np.maximum(x.pp - x.m, 0.0) * (1.0 - 1.0 / x.vpp)
 
 
 def _bidirectional(recipe: Recipe) -> bool:
