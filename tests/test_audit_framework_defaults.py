@@ -689,7 +689,7 @@ def test_torchtitan_030_with_cuda_graphs_and_a_pipeline_does_not_start(tmp_path)
 
     line = ("torchrun --nnodes 2 --nproc-per-node 8 -m torchtitan.train --module llama3 --config llama3_8b "
             "--parallelism.data_parallel_shard_degree 8 --parallelism.tensor_parallel_degree 1 "
-            "--parallelism.pipeline_parallel_degree 2 --training.local_batch_size 1 --training.seq_len 8192 "
+            "--parallelism.pipeline_parallel_degree 2 --training.local_batch_size 2 --training.seq_len 8192 "
             "activation-checkpoint:full{extra}\n")
     path = tmp_path / "pp.sh"
     common = ["audit", "--launch", str(path), "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "16"]

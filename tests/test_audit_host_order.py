@@ -233,11 +233,13 @@ def test_the_bubble_finding_keeps_the_jobs_host_order(tmp_path) -> None:
 
 def test_a_bubble_with_no_layout_of_its_degrees_searched_is_not_a_zero_saving(tmp_path) -> None:
     """A user trial's torchtitan Llama 3 405B (tp 8, pp 8, 4 micro-batches) read "save 0.000 s" for a 57 % bubble,
-    where the search had priced no layout of its tp, cp and ep at all: that is said, with no saving claimed."""
+    where the search had priced no layout of its tp, cp and ep at all: that is said, with no saving claimed.  Here
+    interleaved: torch's Schedule1F1B refuses fewer micro-batches than its 8 stages (cost.rules pp_microbatches),
+    its Interleaved1F1B runs them as one round."""
     (tmp_path / "job.toml").write_text(
         '[model]\nname = "llama3"\nflavor = "405B"\n[training]\nlocal_batch_size = 4\nseq_len = 8192\n'
         '[parallelism]\ndata_parallel_shard_degree = -1\ntensor_parallel_degree = 8\npipeline_parallel_degree = 8\n'
-        'pipeline_parallel_schedule = "1F1B"\npipeline_parallel_microbatch_size = 1\n'
+        'pipeline_parallel_schedule = "Interleaved1F1B"\npipeline_parallel_microbatch_size = 1\n'
         '[activation_checkpoint]\nmode = "full"\n')
     (tmp_path / "run.sh").write_text("torchrun --nnodes 256 --nproc_per_node 8 --rdzv-backend static --node-rank 0 "
                                      "--master-addr a001 --master-port 29500 -m torchtitan.train "

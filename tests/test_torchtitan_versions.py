@@ -385,7 +385,9 @@ def test_a_toml_change_list_changes_every_degree_whose_product_torchtitan_assert
     plan's."""
     toml = _edited(tmp_path, DATA / "llama3_405b.toml", "data_parallel_replicate_degree = 1",
                    "data_parallel_replicate_degree = 4")
-    toml.write_text(toml.read_text().replace("pipeline_parallel_degree = 1", "pipeline_parallel_degree = 8"))
+    # 8 micro-batches on the 8 stages: torch's Schedule1F1B refuses fewer (cost.rules pp_microbatches)
+    toml.write_text(toml.read_text().replace("pipeline_parallel_degree = 1", "pipeline_parallel_degree = 8")
+                    .replace("batch_size = 2", "batch_size = 8"))
     data = _audit(toml, job=("--model", "llama3-405b", "--gpus", "4096"))
     parallelism = tomllib.loads(toml.read_text())["parallelism"]
     got = _degrees_after(data["changes"], parallelism, "parallelism.")
@@ -407,7 +409,7 @@ def test_a_0_3_0_change_list_changes_every_degree_whose_product_torchtitan_asser
               "pipeline_parallel_degree": 8, "context_parallel_degree": 1}
     script.write_text("torchrun --nnodes 512 --nproc_per_node 8 -m torchtitan.train --module llama3 --config "
                       "llama3_405b " + " ".join(f"--parallelism.{k} {v}" for k, v in stated.items())
-                      + " --training.local_batch_size 2 --training.seq_len 8192 --training.disable_cuda_graphs "
+                      + " --training.local_batch_size 8 --training.seq_len 8192 --training.disable_cuda_graphs "
                         "activation-checkpoint:full\n")
     data = _audit(script, job=("--model", "llama3-405b", "--gpus", "4096"))
     got = _degrees_after(data["changes"], stated, "--parallelism.")
