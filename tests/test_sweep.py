@@ -321,12 +321,12 @@ def test_a_cells_fingerprint_changes_with_the_calibration_runs(monkeypatch):
         return data + b"\n# one more run\n" if Path(path).resolve() == runs else data
 
     monkeypatch.setattr(Path, "read_bytes", edited)
-    band._digest.cache_clear()
+    band.data_digest.cache_clear()
     try:
         assert cell.fingerprint != before
     finally:
         monkeypatch.undo()
-        band._digest.cache_clear()
+        band.data_digest.cache_clear()
     assert cell.fingerprint == before
 
 

@@ -166,7 +166,7 @@ def _vpp_microbatches_message(f: Facts, v: Mapping[str, int]) -> str:
     m = int(_microbatches(f, _one(v))[0])
     if not f.torch_pipeline:
         return f"--vpp {v['vpp']}: interleaving needs micro-batches ({m}) divisible by pp ({v['pp']})"
-    rounds = max(m // v["pp"], 1)
+    rounds = int(_rounds(f, _one(v))[0])
     return (f"--vpp {v['vpp']}: torch's ScheduleInterleaved1F1B, which torchtitan runs, needs micro-batches ({m}) "
             f"divisible by its rounds, max(1, {m} // pp {v['pp']}) = {rounds} (torch distributed/pipelining/"
             f"schedules.py:2935-2942); give micro-batches a multiple of pp, or fewer than 2 x pp")
@@ -382,7 +382,7 @@ def layout_error(model: ModelSpec, train: TrainingSpec, layout: Layout, recipe: 
     """The message of the first rule `layout` breaks for this model and job, or None if it breaks none; `runs_te`:
     the job's attention is Transformer Engine's (Megatron's files: False for torchtitan, DeepSpeed and MaxText);
     `torch_pipeline`: torch.distributed.pipelining runs the pipeline (torchtitan: Facts.torch_pipeline)."""
-    facts, values = Facts.of(model, train, recipe, runs_te=runs_te), layout_values(layout)
-    facts = dataclasses.replace(facts, torch_pipeline=torch_pipeline)
+    framework = "torchtitan" if torch_pipeline else None  # a layout priced as given: no other start-up checks
+    facts, values = Facts.of(model, train, recipe, framework=framework, runs_te=runs_te), layout_values(layout)
     rule = first_broken(facts, values)
     return None if rule is None else rule.message(facts, values)

@@ -40,7 +40,7 @@ def code_digest() -> str:
 
 
 @lru_cache(maxsize=1)
-def _digest() -> str:
+def data_digest() -> str:
     """The package source, the calibration runs and the catalogs: what validate's errors depend on, and a sweep cell's
     cached plans too (each plan's `published_best`, which anchors the cell's band, is read from the calibration
     runs)."""
@@ -56,12 +56,6 @@ def _digest() -> str:
             h.update(path.name.encode())
             h.update(path.read_bytes())
     return h.hexdigest()[:16]
-
-
-def data_digest() -> str:
-    """The package source, the calibration runs and the catalogs (`_digest`): what a sweep cell's cached plans and
-    validate's errors depend on beyond the cell's own inputs."""
-    return _digest()
 
 
 @lru_cache(maxsize=4)
@@ -82,7 +76,7 @@ def _validate_errors(digest: str) -> tuple[dict, ...]:
 def validate_errors(cache_dir: Path | None) -> tuple[str, tuple[dict, ...], bool]:
     """(code digest, every validate row's error, whether it came from the cache).  Cached in `cache_dir` under the
     digest; an unreadable entry is recomputed."""
-    digest = _digest()
+    digest = data_digest()
     path = None if cache_dir is None else cache_dir / f"{digest}.json"
     if path is not None and path.is_file():
         try:
