@@ -432,8 +432,9 @@ def recipe_options(fn: Callable) -> Callable:
         click.option("--grad-accumulation", "grad_accumulation",
                      type=click.Choice([g.value for g in GradAccumulation]), default=None,
                      help="How micro-batch gradients accumulate: fused into the weight-gradient GEMM (default, "
-                          "Megatron), autograd's 16-bit .grad += (DeepSpeed ZeRO-1 pipelines), or fp32_copy "
-                          "(DeepSpeed's BF16_Optimizer)."),
+                          "Megatron), autograd's 16-bit .grad += (DeepSpeed ZeRO-1 pipelines), fp32_copy "
+                          "(DeepSpeed's BF16_Optimizer) or bf16_copy (the same with its buffer in bf16: "
+                          "grad_accum_dtype unset at ZeRO stage 0)."),
         onoff("grad_reduce_fp32", "Gradients accumulated and reduce-scattered in fp32 (Megatron under --bf16)."),
         onoff("grad_all_reduce", "ZeRO-1 all-reduces the whole gradient before updating its shard (DeepSpeed's "
                                  "BF16_Optimizer), not a reduce-scatter."),

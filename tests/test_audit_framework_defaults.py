@@ -598,7 +598,8 @@ MDS_LLAMA_8B = ("deepspeed pretrain_gpt.py --tensor-model-parallel-size 1 --pipe
 @pytest.mark.parametrize(("script", "stage", "accumulation"), [
     (None, 0, "autograd"),  # a model of the user's own: no PipelineModule
     (MDS_LLAMA_8B + " --no-pipeline-parallel\n", 0, "autograd"),
-    (MDS_LLAMA_8B + "\n", 1, "fp32_copy"),  # Megatron-DeepSpeed's PipelineModule: the BF16_Optimizer
+    # Megatron-DeepSpeed's PipelineModule: the BF16_Optimizer, its buffer bf16 (grad_accum_dtype unset)
+    (MDS_LLAMA_8B + "\n", 1, "bf16_copy"),
 ])
 def test_bf16_at_zero_stage_0_is_sharded_only_under_a_pipeline(tmp_path, script, stage, accumulation) -> None:
     """A user trial: a DeepSpeed JSON with bf16 at ZeRO stage 0 was priced as the BF16_Optimizer's ZeRO-1.  DeepSpeed

@@ -249,6 +249,32 @@ def test_the_bf16_optimizers_fp32_gradient_copy_is_memory_beside_the_bf16_one() 
     assert wide["memory"]["grads_bytes"] == pytest.approx(grads["fp32_copy"], rel=1e-6)
 
 
+def test_a_bf16_gradient_buffer_is_priced_at_its_width() -> None:
+    """DeepSpeed 0.17.6 on keeps the BF16_Optimizer's gradient buffer in the model's bf16 where grad_accum_dtype is
+    unset (runtime/engine.py get_data_types): 2 + 2 bytes a parameter of gradients, not 2 + 4, and its add moves 6
+    bytes a parameter every micro-batch, not the fp32 copy's 18 (a QA note: both were priced as the fp32 buffer)."""
+    runs = {mode: _evaluate_json(*SMALL_DP, "--zero", "1", "--grad-accumulation", mode)
+            for mode in ("autograd", "bf16_copy", "fp32_copy")}
+    grads = {mode: r["memory"]["grads_bytes"] for mode, r in runs.items()}
+    assert grads["bf16_copy"] == pytest.approx(2.0 * grads["autograd"], rel=1e-6)
+    assert grads["fp32_copy"] == pytest.approx(1.5 * grads["bf16_copy"], rel=1e-6)
+    seconds = {mode: r["breakdown"]["grad_accumulation"] for mode, r in runs.items()}
+    assert seconds["bf16_copy"] == pytest.approx(seconds["fp32_copy"] / 3.0, rel=1e-3)
+
+
+def test_audit_refuses_an_fp32_gradient_buffer_at_zero_stage_0_under_a_pipeline(tmp_path) -> None:
+    """DeepSpeed refuses bf16 at stage 0 with grad_accum_dtype fp32 (runtime/engine.py _do_optimizer_sanity_check:
+    NotImplementedError "unsupported mix of model_dtype ... and grad_accum_dtype"): the job does not start."""
+    from placement.audit.launch import parse_launch
+    from placement.errors import InputError
+
+    (tmp_path / "ds.json").write_text('{"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}, '
+                                      '"zero_optimization": {"stage": 0}, "data_types": {"grad_accum_dtype": "fp32"}}')
+    (tmp_path / "ds_topology.py").write_text(PIPE_TOPOLOGY)
+    with pytest.raises(InputError, match=r"grad_accum_dtype fp32 with bf16 at ZeRO stage 0 is refused.*stage 1"):
+        parse_launch([tmp_path / "ds.json", tmp_path / "ds_topology.py"], "deepspeed")
+
+
 def test_gradient_accumulation_is_its_bytes_per_parameter_at_hbm_speed() -> None:
     """autograd's `.grad +=` moves 6 bytes per local parameter on every micro-batch but a step's first;
     BF16_Optimizer's fp32 copy 18 on every one; Megatron's fused accumulation none; under ZeRO-3 only the
@@ -290,7 +316,10 @@ BF16_Optimizer (without a pipeline, DeepSpeed 0.17.6+ runs DDP_BFLOAT16: readers
 
 @pytest.mark.parametrize(("files", "expected"), [
     ({"ds.json": '{"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}, '
-                 '"zero_optimization": {"stage": 0}}', "ds_topology.py": PIPE_TOPOLOGY}, "fp32_copy"),
+                 '"zero_optimization": {"stage": 0}}', "ds_topology.py": PIPE_TOPOLOGY}, "bf16_copy"),
+    ({"ds.json": '{"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}, '
+                 '"zero_optimization": {"stage": 1}, "data_types": {"grad_accum_dtype": "fp32"}}',
+      "ds_topology.py": PIPE_TOPOLOGY}, "fp32_copy"),
     ({"ds.json": '{"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}, '
                  '"zero_optimization": {"stage": 0}}'}, "autograd"),
     ({"ds.json": '{"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}, '
@@ -317,7 +346,8 @@ def test_audit_reads_megatron_deepspeed_bf16_optimizer(tmp_path) -> None:
     script = tmp_path / "train.sh"
     script.write_text("torchrun --nnodes 2 --nproc-per-node 8 " + args.format(prec="--bf16"))
     layout = parse_launch([script])
-    assert layout.recipe["grad_accumulation"] == "fp32_copy" and layout.zero_stage == 1
+    # DeepSpeed 0.17.6 on: the buffer at the model's bf16 where no grad_accum_dtype is given
+    assert layout.recipe["grad_accumulation"] == "bf16_copy" and layout.zero_stage == 1
     assert layout.recipe["grad_all_reduce"] is True
     # DeepSpeed's engine reduces in its bf16 communication_data_type, not by Megatron's DDP rule
     assert "grad_reduce_fp32" not in layout.recipe

@@ -528,7 +528,9 @@ def test_a_zero0_pipeline_file_is_priced_as_the_bf16_optimizer_deepspeed_builds_
     assert runs.recipe.get("grad_accumulation") is GradAccumulation.FP32_COPY
     assert runs.recipe.get("param_gather_overlap") in (None, False)
     text, _, cfg, _ = files(ctx)
-    assert cfg["zero_optimization"]["stage"] == 0  # the file states the plan's stage; the header prices its run
+    # the file states the optimizer that runs: stage 1 with an fp32 buffer builds the same BF16_Optimizer, where stage
+    # 0 would keep its gradient buffer in bf16 (grad_accum_dtype unset: the model's dtype) and fp32 there is refused
+    assert cfg["zero_optimization"]["stage"] == 1 and cfg["data_types"] == {"grad_accum_dtype": "fp32"}
     line = next(x for x in text.splitlines() if x.startswith("# this file runs"))
     assert "BF16_Optimizer" in line and "ZeRO-1 (not ZeRO-0)" in line
     other = ctx.priced_as(None, runs.layout, runs.recipe, runs.model)

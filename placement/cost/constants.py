@@ -62,11 +62,11 @@ CROSS_ENTROPY_FUSED_BYTES_PER_LOGIT = 28.0
 """The same with `--cross-entropy-loss-fusion` (core_r0.8.0 fusions/fused_cross_entropy.py, counted): four
 jit-fused kernels, the upcast with the max (2 + 4), the subtraction with exp and the sum (4 + 4), the division (4 +
 4) and the backward with its 16-bit cast (4 + 2)."""
-GRAD_ACCUMULATION_BYTES_PER_PARAM = {"fused": 0.0, "autograd": 6.0, "fp32_copy": 18.0}
+GRAD_ACCUMULATION_BYTES_PER_PARAM = {"fused": 0.0, "autograd": 6.0, "fp32_copy": 18.0, "bf16_copy": 6.0}
 """HBM bytes per local parameter per micro-batch of each way of accumulating gradients (specs.recipe
 GradAccumulation): none beyond the GEMM for Megatron's fused path; `.grad += g` in 16 bits (read 2 + 2,
 write 2; not on a step's first micro-batch, which assigns); BF16_Optimizer's cast to fp32 (read 2, write 4)
-and add (read 4 + 4, write 4)."""
+and add (read 4 + 4, write 4); with its buffer in bf16 the add alone (read 2 + 2, write 2), on every micro-batch."""
 UNSHARDED_ACCUMULATION_BYTES_PER_PARAM = {True: (6.0, 10.0), False: (0.0, 6.0)}
 """HBM bytes per stage parameter of FSDP2's unsynchronized gradient accumulation (recipe pipeline_unsharded_grads),
 (a step's first micro-batch, each later one), by whether it reduces in float32: the bf16 gradient cast to the fp32

@@ -183,6 +183,8 @@ def gradient_dtype(recipe, zero: int, pp: int) -> str:
         return "fp32" if fp32 else "bf16"
     if recipe.grad_accumulation is GradAccumulation.FP32_COPY and zero < 3:
         return "bf16 and an fp32 copy"
+    if recipe.grad_accumulation is GradAccumulation.BF16_COPY and zero < 3:
+        return "bf16 and a bf16 copy"
     return "fp32" if fp32 and zero < 3 else "bf16"
 
 
@@ -233,6 +235,8 @@ def memory_term(x: Ctx, st: StageKinds, dense_p: np.ndarray, expert_p: np.ndarra
         # DeepSpeed's BF16_Optimizer keeps a full-size fp32 gradient beside the bf16 .grad (bf16_optimizer.py
         # fp32_groups_gradients_flat, zeros_like the flat bf16 parameters), whatever width it reduces in
         grad_b = np.where(b.zero < 3, C.BYTES_GRAD + 4.0, grad_b)
+    elif x.recipe.grad_accumulation is GradAccumulation.BF16_COPY:  # the same buffer at the model's width
+        grad_b = np.where(b.zero < 3, C.BYTES_GRAD + 2.0, grad_b)
     state_b = C.BYTES_OPTIMIZER_BF16_MOMENTS if x.recipe.optimizer_state_bf16 else C.BYTES_OPTIMIZER
     if not x.recipe.optimizer_master_weights and not x.recipe.fp32_weights:
         state_b -= 4.0  # no float32 master copy: the moments alone

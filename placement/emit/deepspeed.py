@@ -99,6 +99,13 @@ def config(ctx: EmitContext) -> dict:
     }
     if ctx.recipe.grad_reduce_fp32:  # unset, the engine reduces in the bf16 above (runtime/engine.py)
         out["communication_data_type"] = "fp32"
+    if bf16_optimizer(ctx):
+        # the BF16_Optimizer stage 0 builds under a pipeline, with its gradient buffer in fp32: DeepSpeed builds it
+        # for bf16 at stage 1 with grad_accum_dtype fp32 (runtime/engine.py _do_optimizer_sanity_check) and refuses
+        # fp32 at stage 0; at stage 0 with grad_accum_dtype unset its buffer is bf16, which DeepSpeed warns "is not
+        # safe numerically with large number of accumulation steps"
+        zero["stage"] = 1
+        out["data_types"] = {"grad_accum_dtype": "fp32"}
     if lay.recompute == "full":
         # read by deepspeed.checkpointing.configure().  No partitioning of the checkpointed inputs: it keeps each TP
         # rank's 1/tp slice of its own input and all-gathers the slices back in backward (runtime/
@@ -412,9 +419,11 @@ def zero_over_data(plan: Plan) -> tuple[Plan, str]:
 
 
 def bf16_optimizer(ctx: EmitContext) -> bool:
-    """Whether the files' engine runs DeepSpeed's BF16_Optimizer: bf16 (the JSON enables it) at ZeRO stage 0 under
-    the PipelineEngine (runtime/engine.py:2316-2320 `_do_optimizer_sanity_check` returns BFLOAT16 for a bf16 model
-    whose gradient accumulation dtype is its own when `pipeline_parallelism`; without a pipeline, DDP_BFLOAT16)."""
+    """Whether the files run DeepSpeed's BF16_Optimizer for the plan: a ZeRO-0 plan under the PipelineEngine, which
+    DeepSpeed runs as its BF16_Optimizer whatever the files say (runtime/engine.py:2316-2320
+    `_do_optimizer_sanity_check` returns BFLOAT16 for a bf16 model whose gradient accumulation dtype is its own when
+    `pipeline_parallelism`; without a pipeline, DDP_BFLOAT16).  The files state it as stage 1 with an fp32 gradient
+    buffer (config), which DeepSpeed also builds it for, so that the buffer is not bf16."""
     return ctx.plan.layout.zero_stage == 0 and ctx.plan.layout.pp > 1
 
 
@@ -427,8 +436,10 @@ def _runs_bf16_optimizer(ctx: EmitContext, runs: Runs) -> None:
     all-gathered inside step() (runtime/bf16_optimizer.py:593-600 `update_lp_params`).  A plan priced at stage 0
     held every rank's whole optimizer state (a QA run: the header said 65.9 GiB, the audit of its files 49.1)."""
     lay = ctx.plan.layout
-    runs.set_layout("zero_stage", 1, f"DeepSpeed's BF16_Optimizer, which ZeRO stage 0 under its pipeline engine "
-                                     f"builds (bf16; runtime/engine.py _do_optimizer_sanity_check): the fp32 master "
+    runs.set_layout("zero_stage", 1, f"DeepSpeed's BF16_Optimizer, which zero_optimization.stage 1 with "
+                                     f"data_types.grad_accum_dtype fp32 builds (bf16; runtime/engine.py "
+                                     f"_do_optimizer_sanity_check; at stage 0 it keeps its gradients in bf16): "
+                                     f"the fp32 master "
                                      f"weights and Adam state sharded over the {lay.dp} data-parallel ranks as ZeRO-1 "
                                      f"(not ZeRO-0), the whole gradient all-reduced, the updated weights all-gathered "
                                      f"inside step()")
@@ -437,12 +448,10 @@ def _runs_bf16_optimizer(ctx: EmitContext, runs: Runs) -> None:
     if ctx.recipe.param_gather_overlap:
         runs.recipe["param_gather_overlap"] = False
     if ctx.recipe.grad_accumulation is not GradAccumulation.FP32_COPY:
+        # its buffer in fp32: config() writes zero_optimization.stage 1 with data_types.grad_accum_dtype fp32
         runs.recipe["grad_accumulation"] = GradAccumulation.FP32_COPY
-        # the copy's dtype is data_types.grad_accum_dtype, unset here: bf16 (engine.py get_data_types; fp32 at stage
-        # 0 is refused, engine.py:2323), priced as the fp32 copy, the cost model's BF16_Optimizer
-        runs.what.append(f"each micro-batch's gradients copied into the BF16_Optimizer's own buffer after its "
-                         f"backward (bf16_optimizer.py update_hp_grads; priced as its fp32 copy), not "
-                         f"{ctx.recipe.grad_accumulation.value}")
+        runs.what.append(f"each micro-batch's gradients added into the BF16_Optimizer's fp32 buffer after its "
+                         f"backward (bf16_optimizer.py update_hp_grads), not {ctx.recipe.grad_accumulation.value}")
 
 
 def files_run(ctx: EmitContext) -> Runs:

@@ -128,6 +128,12 @@ class GradAccumulation(StrEnum):
     into the fp32 gradient (`update_hp_grads`: read 2, write 4, read 4 + 4, write 4 = 18 bytes per parameter),
     one parameter at a time (deepspeed/runtime/bf16_optimizer.py and pipe/engine.py `_exec_backward_pass`, from
     "bf16+pipeline parallelism" #1801 for BigScience's BLOOM to today's releases)."""
+    BF16_COPY = "bf16_copy"
+    """The same BF16_Optimizer where its gradient buffer is bf16: current DeepSpeed at ZeRO stage 0 under a pipeline
+    with `data_types.grad_accum_dtype` unset, which defaults to the model's dtype (DeepSpeed 0.19.8
+    runtime/engine.py get_data_types, and `_do_optimizer_sanity_check`, which warns "BF16 gradient accumulation is
+    not safe numerically"): `hp_grad.add_(lp.grad.to(hp_grad.dtype))` with no cast, read 2 + 2, write 2 bytes per
+    parameter (bf16_optimizer.py `_update_hp_grad`), into a 2-byte buffer beside the bf16 .grad."""
 
 
 class CpCommType(StrEnum):

@@ -284,3 +284,29 @@ def test_deepspeed_expert_groups_are_the_planned_ones_or_the_file_warns(case, tm
     assert same == (not warned), (case, ep_groups[0], group_of(ctx, 0, ("ep",)))
     if same:
         assert all(sorted(g) == group_of(ctx, g[0], ("edp",)) for g in edp_groups)
+
+
+def test_a_zero0_pipeline_plans_file_builds_the_bf16_optimizer_with_an_fp32_buffer(tmp_path):
+    """The BF16_Optimizer that DeepSpeed runs for a ZeRO-0 pipeline plan, with the fp32 gradient buffer the header
+    prices: DeepSpeed's own optimizer choice (`_do_optimizer_sanity_check`) and dtypes (`get_data_types`) on the
+    emitted JSON.  At stage 0 with grad_accum_dtype unset, 0.19.8 keeps that buffer in bf16 (a QA note: the files
+    wrote stage 0 and the header priced an fp32 buffer)."""
+    from deepspeed.runtime.constants import BFLOAT16
+    from deepspeed.runtime.engine import DeepSpeedEngine
+
+    ctx = plan_context("llama3-8b", "dgx-h100", 16, 4096, 64,
+                       {"tp": 2, "pp": 2, "cp": 1, "vpp": 1, "zero_stage": 0, "recompute": "none"})[0]
+    assert ctx.plan.layout.zero_stage == 0 and emitter.bf16_optimizer(ctx)
+    _, _, path, _, topo = emitted(ctx, tmp_path)
+    with fake_world(16, 0):
+        engine = object.__new__(DeepSpeedEngine)  # only the config-reading methods run
+        engine._config = DeepSpeedConfig(str(path), mpu=PipelineParallelGrid(topology=topo))
+        engine.pipeline_parallelism = True
+        assert engine.get_data_types() == (torch.bfloat16, torch.float32)
+        assert engine._do_optimizer_sanity_check(torch.optim.AdamW([torch.zeros(1)])) == BFLOAT16
+        stage0 = json.loads(path.read_text())
+        stage0["zero_optimization"]["stage"] = 0
+        path.write_text(json.dumps(stage0))
+        engine._config = DeepSpeedConfig(str(path), mpu=PipelineParallelGrid(topology=topo))
+        with pytest.raises(NotImplementedError, match="unsupported mix"):  # fp32 at stage 0: refused
+            engine._do_optimizer_sanity_check(torch.optim.AdamW([torch.zeros(1)]))

@@ -444,9 +444,10 @@ def deepspeed_json_unread(s: Settings) -> None:
                          f"give it with --launch")
 
 
-def deepspeed_grad_accumulation(s: Settings, bf16_optimizer: bool, evidence: str) -> None:
+def deepspeed_grad_accumulation(s: Settings, bf16_optimizer: bool, evidence: str, buffer_fp32: bool = True) -> None:
     """How a DeepSpeed job accumulates and reduces micro-batch gradients, unless the files said: its BF16_Optimizer
-    (bf16 with ZeRO stage 0) adds them into fp32 after each backward (bf16_optimizer.py update_hp_grads) and
+    (bf16 with ZeRO stage 0) adds them into its own buffer after each backward (bf16_optimizer.py update_hp_grads),
+    fp32 or, `buffer_fp32` false, bf16 (`data_types.grad_accum_dtype` unset at stage 0), and
     all-reduces them whole before updating its shard (buffered_allreduce_fallback); its ZeRO optimizers let
     autograd accumulate them in .grad (ZeRO-2/3 on the shard, reduce-scattered every micro-batch).  Current
     DeepSpeed also picks the BF16_Optimizer for ZeRO-1 with `data_types.grad_accum_dtype` fp32
@@ -465,10 +466,17 @@ def deepspeed_grad_accumulation(s: Settings, bf16_optimizer: bool, evidence: str
     generic = bf16_optimizer and ENGINE_AUTOGRAD in s.sources.get("recipe.grad_accumulation", "")
     if s.has("recipe.grad_accumulation") and not generic:
         return
-    if bf16_optimizer:
+    if bf16_optimizer and buffer_fp32:
         s.put("recipe.grad_accumulation", "fp32_copy",
               f"{evidence} ({BF16_COPY} each micro-batch's bf16 gradients into fp32 after its "
               f"backward: bf16_optimizer.py update_hp_grads)")
+    elif bf16_optimizer:
+        s.put("recipe.grad_accumulation", "bf16_copy",
+              f"{evidence} ({BF16_COPY} each micro-batch's bf16 gradients into a bf16 buffer after its backward: "
+              f"data_types.grad_accum_dtype is unset, so the model's bf16 (runtime/engine.py get_data_types, DeepSpeed "
+              f"0.17.6 on), which "
+              f"DeepSpeed warns \"is not safe numerically with large number of accumulation steps\"; "
+              f"grad_accum_dtype fp32 with zero_optimization.stage 1 runs the same optimizer with an fp32 buffer)")
     else:
         s.put("recipe.grad_accumulation", "autograd",
               f"{evidence} ({ENGINE_AUTOGRAD} accumulate each micro-batch's gradients in .grad and reduces them at "
@@ -895,12 +903,14 @@ def merge(groups: list[Settings]) -> Settings:
                 if name == "zero_stage" and {out.value(name), value} == {0, 1} and BF16_ZERO1 in ev:
                     out.put(name, value, ev)
                     continue
-                if name == "recipe.grad_accumulation" and {out.value(name), value} == {"autograd", "fp32_copy"} \
+                copies = ("fp32_copy", "bf16_copy")
+                if name == "recipe.grad_accumulation" and out.value(name) in ("autograd", *copies) \
+                        and value in ("autograd", *copies) and "autograd" in (out.value(name), value) \
                         and ENGINE_AUTOGRAD in (out.sources[name] if out.value(name) == "autograd" else ev) \
-                        and BF16_COPY in (ev if value == "fp32_copy" else out.sources[name]):
+                        and BF16_COPY in (ev if value in copies else out.sources[name]):
                     # a launcher's rule (the ZeRO optimizer) against the JSON's BF16_Optimizer (a user trial: a
                     # Megatron-DeepSpeed bf16 ZeRO-1 job with grad_accum_dtype fp32 was refused as contradictory)
-                    if value == "fp32_copy":
+                    if value in copies:
                         out.put(name, value, ev)
                     continue
                 raise _contradiction(name, out.value(name), out.sources[name], value, ev)
@@ -931,6 +941,7 @@ def merge(groups: list[Settings]) -> Settings:
         out.micro_batch_one = g.micro_batch_one or out.micro_batch_one
         out.command_args += g.command_args
         out.engine_checkpoints_none = g.engine_checkpoints_none or out.engine_checkpoints_none
+        out.grad_accum_dtype = g.grad_accum_dtype or out.grad_accum_dtype
         out.context_axis = out.context_axis or g.context_axis
         out.deepspeed_moe = out.deepspeed_moe or g.deepspeed_moe
         out.offloaded = tuple(dict.fromkeys((*out.offloaded, *g.offloaded)))

@@ -229,6 +229,9 @@ def read_json(path: Path, s: Settings) -> None:
             raise InputError(f"{ev('communication_data_type')}: communication_data_type must be fp32, bf16 or fp16 "
                              f"(DeepSpeed's runtime/config.py), got {comm!r}")
         s.put("recipe.grad_reduce_fp32", name == "fp32", ev("communication_data_type"))
+    types = data.get("data_types")
+    if isinstance(types, dict) and types.get("grad_accum_dtype") is not None:
+        s.grad_accum_dtype = (str(types["grad_accum_dtype"]), ev("grad_accum_dtype"))
     _bf16_optimizer_at_zero1(data, s, ev)
 
 
@@ -906,12 +909,20 @@ def _grad_accumulation(s: Settings) -> None:
     bf16 = s.value("precision") == "bf16" and "fp16" not in precision.split(":", 2)[-1]
     pipeline = s.neox or s.pipeline_module is not None or s.value("pp", 1) > 1
     bf16_optimizer = zero[0] == 0 and bf16 and pipeline
+    fp32_buffer = s.grad_accum_dtype is not None and s.grad_accum_dtype[0].lower() in FP32_NAMES
+    if bf16_optimizer and fp32_buffer:
+        raise InputError(f"{s.grad_accum_dtype[1]}; {zero[1]}: data_types.grad_accum_dtype "
+                         f"{s.grad_accum_dtype[0]} with bf16 at ZeRO stage 0 is refused by DeepSpeed "
+                         f"(runtime/engine.py _do_optimizer_sanity_check: NotImplementedError \"unsupported mix of "
+                         f"model_dtype=torch.bfloat16 and grad_accum_dtype=torch.float32\"); set "
+                         f"zero_optimization.stage 1 (the BF16_Optimizer with an fp32 buffer) or drop grad_accum_dtype")
     if zero[0] == 0 and bf16 and not pipeline and not s.has("recipe.grad_accumulation"):
         deepspeed_grad_accumulation(s, False, f"{zero[1]}; {precision} ({DDP_BF16}; no audited file builds a "
                                               f"PipelineModule: a topology of stages, a Megatron-DeepSpeed or "
                                               f"GPT-NeoX launch)")
         return
-    deepspeed_grad_accumulation(s, bf16_optimizer, f"{zero[1]}; {precision}" if bf16_optimizer else zero[1])
+    deepspeed_grad_accumulation(s, bf16_optimizer, f"{zero[1]}; {precision}" if bf16_optimizer else zero[1],
+                                buffer_fp32=False)
 
 
 def _finish(s: Settings) -> None:

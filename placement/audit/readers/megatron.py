@@ -961,7 +961,15 @@ def read_args(words: list[Word], s: Settings, typos: bool = True) -> None:
                    and s.value("precision", "") == "bf16" and not any(a.flag == "--fp16" for a in args))
     if bf16_stage0 and pipeline_module:
         # Megatron-DeepSpeed under --bf16 with ZeRO stage 0 and its PipelineModule runs DeepSpeed's BF16_Optimizer
-        deepspeed_grad_accumulation(s, True, f"{zero[1]}; {s.sources['precision']}")
+        # BigScience's fork ran the DeepSpeed of 2022, whose BF16_Optimizer kept its gradients in fp32; DeepSpeed
+        # 0.17.6 on keeps them in the model's bf16 where the JSON leaves data_types.grad_accum_dtype unset
+        # (889f0ead2, #7515: get_data_types)
+        bigscience = next((a for a in args if a.flag in BIGSCIENCE_FLAGS), None)
+        evidence = f"{zero[1]}; {s.sources['precision']}"
+        if bigscience is not None:
+            evidence += (f"; {bigscience.evidence} (BigScience's Megatron-DeepSpeed, on a DeepSpeed before 0.17.6, "
+                         f"whose BF16_Optimizer keeps an fp32 gradient buffer)")
+        deepspeed_grad_accumulation(s, True, evidence, buffer_fp32=bigscience is not None)
     elif bf16_stage0:
         deepspeed_grad_accumulation(s, False, f"{zero[1]}; {s.sources['precision']} ({DDP_BF16})")
     if deepspeed_flag is not None:

@@ -619,6 +619,9 @@ class Settings:
     """LaunchLayout.context_axis."""
     deepspeed_moe: str | None = None
     """LaunchLayout.deepspeed_moe."""
+    grad_accum_dtype: tuple[str, str] | None = None
+    """A DeepSpeed JSON's `data_types.grad_accum_dtype` (as written, its evidence): the width of the BF16_Optimizer's
+    gradient buffer, the model's own (bf16) where unset (runtime/engine.py get_data_types)."""
     engine_checkpoints_none: str | None = None
     """Evidence of a DeepSpeed pipeline's activation_checkpoint_interval 0: the engine checkpoints no whole layer,
     which is recompute none unless the model code states its own (ds_topology.py's `recompute = 'selective'`)."""
