@@ -475,14 +475,17 @@ CAPABILITIES: dict[str, Capability] = {
 
 def recipe_rows(framework: str, several_hosts: bool, precision: str | None,
                 config: str | None = None, is_moe: bool = True) -> tuple[tuple[str, object, str], ...]:
-    """The framework's capability rows (Capability.recipe_rows) for files that name torchtitan's `config`: the rows
-    that config's function sets otherwise (emit.torchtitan.CONFIG_RECIPE: llama3_8b_mxfp8 runs MXFP8 with its LM
-    head converted) in place of the row of the same field (each is a field of a capability row); the capability
-    rows alone for any other config."""
+    """The framework's capability rows (Capability.recipe_rows) for files that name torchtitan's `config` or MaxText's
+    model_name: the rows that config sets otherwise (emit.torchtitan.CONFIG_RECIPE: llama3_8b_mxfp8 runs MXFP8 with
+    its LM head converted; emit.maxtext.CONFIG_RECIPE: gpt-oss-120b's sinks run cuDNN's attention) in place of the row
+    of the same field (each is a field of a capability row); the capability rows alone for any other config."""
     rows = CAPABILITIES[framework].recipe_rows(several_hosts, precision, is_moe)
-    if framework != "torchtitan" or config is None:
+    if framework not in ("torchtitan", "maxtext") or config is None:
         return rows
-    from placement.emit.torchtitan import CONFIG_RECIPE
+    if framework == "torchtitan":
+        from placement.emit.torchtitan import CONFIG_RECIPE
+    else:  # MaxText's model_name (emit.maxtext.CONFIG_RECIPE: a config with attention sinks runs cuDNN's attention)
+        from placement.emit.maxtext import CONFIG_RECIPE
 
     own = {row[0]: row for row in CONFIG_RECIPE.get(config, ())}
     return tuple(own.get(row[0], row) for row in rows)
@@ -490,7 +493,12 @@ def recipe_rows(framework: str, several_hosts: bool, precision: str | None,
 
 def run_config(framework: str, model: ModelSpec, precision: str, accelerator: AcceleratorSpec) -> str | None:
     """The torchtitan config placement's files name for `model` at `precision` on `accelerator`
-    (emit.torchtitan.run_config); None for another framework or a model torchtitan ships no config of."""
+    (emit.torchtitan.run_config), or the MaxText model_name (emit.maxtext.config_name_of); None for another framework
+    or a model the framework ships no config of."""
+    if framework == "maxtext":
+        from placement.emit.maxtext import config_name_of
+
+        return config_name_of(model.name, model)
     if framework != "torchtitan":
         return None
     from placement.emit.torchtitan import config_for

@@ -31,10 +31,47 @@ def test_the_qa_command_names_maxtexts_gpt_oss_120b_config(tmp_path: Path) -> No
     # the config runs GPT-OSS's MLP, sinks and YaRN: nothing is "another model", and the header prices the file
     assert "ships no model config" not in result.stderr and "trains another model" not in text
     assert "does not run" not in text and "quick-GELU" not in text
-    # the sinks run only under cuDNN's attention on GPUs: written, and priced so in the header
+    # the sinks run only under cuDNN's attention on GPUs: written, and the plan --framework maxtext priced with it
     assert cfg["attention"] == "cudnn_flash_te" and cfg["max_segments_per_seq"] == 32
-    line = next(x for x in text.splitlines() if x.startswith("# this file runs cuDNN's attention"))
+    assert "# this file runs" not in text
+
+
+def test_a_gpt_oss_plan_without_cudnns_attention_says_its_maxtext_file_runs_it(tmp_path: Path) -> None:
+    """A plan priced with another kernel (here flash2, asked for) gets cuDNN's in its maxtext.yml, priced in the
+    header."""
+    out = tmp_path / "o"
+    result = CliRunner().invoke(main, ["--reproducible", "plan", "--model", "gpt-oss-120b", "--cluster", "dgx-b200",
+                                       "--gpus", "64", "--global-batch", "512", "--attention-kernel", "flash2",
+                                       "--emit", "maxtext", "--out", str(out)])
+    assert result.exit_code in (0, 1), result.output
+    text = (out / "maxtext.yml").read_text()
+    assert yaml.safe_load(text)["attention"] == "cudnn_flash_te"
+    line = next(x for x in text.splitlines() if x.startswith("# this file runs "))
+    assert "cuDNN's attention (attention: cudnn_flash_te, not flash2" in line
     assert "s/step" in line and "layers/attention_op.py:153-157" in line
+
+
+def test_plan_framework_maxtext_prices_gpt_oss_with_the_cudnn_attention_its_file_runs(tmp_path: Path) -> None:
+    """MaxText runs attention sinks on GPUs only under attention: cudnn_flash_te, which the files write, so `plan
+    --framework maxtext` prices cuDNN's attention, not base.yml's Triton kernel (a QA run: gpt-oss-120b on 128 H100
+    was planned with flash2 at 2.707 s/step while its own maxtext.yml ran cuDNN's at 2.654 s, listed in files_run),
+    and the file runs the plan."""
+    import json
+
+    out = tmp_path / "o"
+    result = CliRunner().invoke(main, ["--reproducible", "plan", "--model", "gpt-oss-120b", "--cluster", "dgx-h100",
+                                       "--gpus", "64", "--seq-len", "4096", "--global-batch", "256", "--top-k", "1",
+                                       "--framework", "maxtext", "--emit", "maxtext", "--out", str(out), "--json"])
+    assert result.exit_code == 0, result.output
+    got = json.loads(result.stdout)
+    assert got["plans"][0]["recipe"]["attention_kernel"] == "flash"
+    assert "cudnn_flash_te" in got["plans"][0]["recipe_sources"]["attention_kernel"]
+    assert got["files_run"] == []
+    assert yaml.safe_load((out / "maxtext.yml").read_text())["attention"] == "cudnn_flash_te"
+    # a model MaxText runs without sinks keeps the Triton kernel's price
+    dense = CliRunner().invoke(main, ["--reproducible", "plan", "--model", "llama3-8b", "--gpus", "16", "--top-k", "1",
+                                      "--framework", "maxtext", "--json"])
+    assert json.loads(dense.stdout)["plans"][0]["recipe"]["attention_kernel"] == "flash2"
 
 
 def test_maxtexts_gpt_oss_120b_config_has_every_number_of_the_catalog_model() -> None:

@@ -361,22 +361,33 @@ def pipeline_keys(ctx: EmitContext) -> tuple[dict[str, object], list[str]]:
 
 
 def catalog_model(ctx: EmitContext) -> str | None:
-    """The catalog model whose MaxText config (MODELS) runs the context's model: its own name, or, for a model read
-    from elsewhere (a HF config.json, a user's YAML), the catalog model of the same architecture (the torchtitan
-    emitter's test: dimensions, vocabulary, experts, MLA, window, partial RoPE); None where MaxText ships none."""
-    if ctx.model_name in MODELS or ctx.model is None:
-        return ctx.model_name if ctx.model_name in MODELS else None
+    """The catalog model whose MaxText config (MODELS) runs the context's model (`catalog_model_of`)."""
+    return catalog_model_of(ctx.model_name, ctx.model)
+
+
+def catalog_model_of(model_name: str, model: ModelSpec | None) -> str | None:
+    """The catalog model whose MaxText config (MODELS) runs the model: its own name, or, for a model read from
+    elsewhere (a HF config.json, a user's YAML), the catalog model of the same architecture (the torchtitan emitter's
+    test: dimensions, vocabulary, experts, MLA, window, partial RoPE); None where MaxText ships none."""
+    if model_name in MODELS or model is None:
+        return model_name if model_name in MODELS else None
     from placement.emit.torchtitan import same_architecture
 
-    return next((name for name, model in _catalog_models() if same_architecture(model, ctx.model)), None)
+    return next((name for name, spec in _catalog_models() if same_architecture(spec, model)), None)
 
 
 def config_name(ctx: EmitContext) -> str | None:
-    """The model_name the file writes: the MODELS config of the context's catalog model, or the config of the same
+    """The model_name the file writes (`config_name_of` the context's model)."""
+    return config_name_of(ctx.model_name, ctx.model)
+
+
+def config_name_of(model_name: str, model: ModelSpec | None) -> str | None:
+    """The model_name the files write for the model: the MODELS config of its catalog model, or the config of the same
     architecture (SAME_SHAPE) whose RoPE theta is the model's where that one's is not (CONFIG_ROPE: a Qwen3-30B-A3B of
-    the 2507 release, theta 1e7, trains under qwen3-30b-a3b, not qwen3-30b-a3b-base); None where MaxText ships none."""
-    name = MODELS.get(catalog_model(ctx), (None, 0))[0]
-    theta = ctx.model.rope_base if ctx.model is not None else None
+    the 2507 release, theta 1e7, trains under qwen3-30b-a3b, not qwen3-30b-a3b-base); None where MaxText ships none.
+    `plan --framework maxtext` takes it for the rows of that config (CONFIG_RECIPE)."""
+    name = MODELS.get(catalog_model_of(model_name, model), (None, 0))[0]
+    theta = model.rope_base if model is not None else None
     other = SAME_SHAPE.get(name)
     if other is not None and theta is not None and CONFIG_ROPE[name].timescale != theta == CONFIG_ROPE[other].timescale:
         return other
@@ -402,6 +413,17 @@ OVERRIDE_MODEL_CONFIG = "override_model_config"
 
 SINKS_RUN = frozenset({"gpt-oss-120b"})
 """The model configs of MODELS that train attention sinks (configs/models/gpt-oss-120b.yml:27 attention_sink)."""
+
+CONFIG_RECIPE = {name: (("attention_kernel", AttentionKernel.FLASH,
+                         f"model_name {name} trains attention sinks, which MaxText 0.2.5 on GPUs runs only under "
+                         f"attention: cudnn_flash_te (layers/attention_op.py:153-157; the default 'autoselected' "
+                         f"raises a ValueError), which placement's files write: cuDNN's fused attention"),)
+                 for name in SINKS_RUN}
+"""model_name -> the framework rows (frameworks.CAPABILITIES["maxtext"].recipe) its files run otherwise, for
+frameworks.recipe_rows: a config that trains attention sinks runs cuDNN's attention, which the files write
+(written_rows), not the Triton kernel of base.yml's 'autoselected' (a QA run: `plan --framework maxtext` priced
+gpt-oss-120b's 128 H100 with flash2 at 2.707 s/step, its own maxtext.yml ran cuDNN's at 2.654 s, and the audit of that
+file agreed with the file)."""
 
 GPT_OSS_RUNS = ("a gated quick-GELU MLP (gate * sigmoid(1.702 gate) * (up + 1))", "the MLP's inputs clamped at 7",
                 "learnable attention sinks (one logit per head)",
