@@ -185,13 +185,13 @@ TRAIN = TrainingSpec(seq_len=4096, global_batch=64)
 
 
 @pytest.mark.parametrize(("model", "train", "layout", "message"), [
-    (DENSE, TRAIN, Layout(tp=32), "--tp 32 does not divide the 16 attention heads of d10"),
+    (DENSE, TRAIN, Layout(tp=32), "--tp 32 does not divide the 16 attention heads of d10; use --tp 1, 2, 4, 8 or 16"),
     (DENSE.model_copy(update={"num_attention_heads": 12, "num_kv_heads": 3}), TRAIN, Layout(tp=2),
-     "--tp 2 and the 3 KV heads of d10: one must divide the other"),
+     "--tp 2 and the 3 KV heads of d10: one must divide the other; use --tp 1, 3, 6 or 12"),
     (DENSE, TrainingSpec(seq_len=1000, global_batch=64), Layout(cp=8),
      "--cp 8: sequence 1000 must split into 2 x cp equal chunks; try --seq-len 1008, or --cp 4"),
     (DENSE, TRAIN, Layout(tp=2, ep=2), "--ep 2 --etp 1: d10 has no experts; both must be 1"),
-    (MOE, TRAIN, Layout(ep=4, dp=4), "--ep 4 does not divide the 6 experts of moe10"),
+    (MOE, TRAIN, Layout(ep=4, dp=4), "--ep 4 does not divide the 6 experts of moe10; use --ep 1, 2, 3 or 6"),
     (MOE, TRAIN, Layout(tp=4, etp=2), "--etp 2: expert tensor parallelism is 1 or equal to tp (4)"),
     (DENSE, TrainingSpec(seq_len=4096, global_batch=30), Layout(dp=4),
      "global batch 30 is not a multiple of dp (4) * micro-batch (1) = 4; try --global-batch 28 or 32"),

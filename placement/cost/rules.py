@@ -240,6 +240,13 @@ def _a2a_heads_message(f: Facts, tp: int, cp: int) -> str:
             f"pick tp x cp from the divisors of {f.num_heads if queries else f.num_kv_heads}, or --cp-comm-type p2p")
 
 
+def _divisors(n: int, keep=lambda d: True) -> str:
+    """The divisors of n that `keep` accepts, in words ("1, 2, 4 or 8"): the values a degree that must divide n can
+    take (an error names them as its fix)."""
+    ds = [str(d) for d in range(1, n + 1) if n % d == 0 and keep(d)]
+    return ds[0] if len(ds) == 1 else f"{', '.join(ds[:-1])} or {ds[-1]}"
+
+
 def _rule(name: str, reads: str, reason: str, holds, message) -> Rule:
     return Rule(name=name, reads=frozenset(reads.split()), reason=reason, holds=holds, message=message)
 
@@ -248,12 +255,14 @@ RULES: tuple[Rule, ...] = (
     _rule("tp_heads", "tp",
           "each TP rank computes whole attention heads (Megatron splits the heads over tp)",
           lambda f, c: f.num_heads % c["tp"] == 0,
-          lambda f, v: f"--tp {v['tp']} does not divide the {f.num_heads} attention heads of {f.model_name}"),
+          lambda f, v: f"--tp {v['tp']} does not divide the {f.num_heads} attention heads of {f.model_name}; "
+                       f"use --tp {_divisors(f.num_heads)}"),
     _rule("tp_kv_heads", "tp",
           "KV heads are split whole over TP ranks, or each is replicated on a whole number of them",
           lambda f, c: (f.num_kv_heads % c["tp"] == 0) | (c["tp"] % f.num_kv_heads == 0),
           lambda f, v: f"--tp {v['tp']} and the {f.num_kv_heads} KV heads of {f.model_name}: one must divide the "
-                       f"other"),
+                       f"other; use --tp "
+                       f"{_divisors(f.num_heads, lambda d: f.num_kv_heads % d == 0 or d % f.num_kv_heads == 0)}"),
     _rule("cp_sequence", "cp",
           "load-balanced ring attention cuts the sequence into 2 x cp equal chunks",
           lambda f, c: (c["cp"] == 1) | (f.seq_len % (2 * c["cp"]) == 0),
@@ -277,7 +286,8 @@ RULES: tuple[Rule, ...] = (
     _rule("ep_experts", "ep",
           "each EP rank holds the same number of whole experts",
           lambda f, c: max(f.num_experts, 1) % c["ep"] == 0,
-          lambda f, v: f"--ep {v['ep']} does not divide the {max(f.num_experts, 1)} experts of {f.model_name}"),
+          lambda f, v: f"--ep {v['ep']} does not divide the {max(f.num_experts, 1)} experts of {f.model_name}; "
+                       f"use --ep {_divisors(max(f.num_experts, 1))}"),
     _rule("etp_tp", "etp tp",
           "experts run unsharded (etp 1) or sharded like the dense layers (etp = tp)",
           lambda f, c: (c["etp"] == 1) | (c["etp"] == c["tp"]),
