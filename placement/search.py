@@ -826,9 +826,13 @@ def _memory_message(batch: LayoutBatch, est: Estimates, model: ModelSpec, train:
             why = f"this allocation's {n} GPUs (its host list) hold no layout of it"
         elif tried:
             why = f"no GPU count from {n} to {tried:,} holds a layout of it"
-        else:
-            why = f"a GPU's reserve ({MEMORY_RESERVE_BYTES / GiB:.1f} GiB) alone passes the capacity, on any GPU count"
-        fixes.append(f"a smaller model, sequence or micro-batch: {why}")
+        else:  # no smaller model, sequence or micro-batch helps either (a QA run with a 2 GiB accelerator was told so)
+            why = None
+            fixes.append(f"an accelerator with more memory: a GPU's reserve ({MEMORY_RESERVE_BYTES / GiB:.2f} GiB, "
+                         f"the CUDA context and communication buffers) alone passes its {cap / GiB:.2f} GiB capacity, "
+                         f"whatever the model, sequence or GPU count")
+        if why is not None:
+            fixes.append(f"a smaller model, sequence or micro-batch: {why}")
     return (
         f"{model.name} on {n} x {topo.accelerator.name} does not fit: the leanest layout (tp {lay.tp}, cp {lay.cp}, "
         f"ep {lay.ep}, pp {lay.pp}, dp {lay.dp}, ZeRO-{lay.zero_stage}, recompute {lay.recompute.value}, "

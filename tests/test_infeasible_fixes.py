@@ -44,6 +44,23 @@ def test_no_gpu_count_is_suggested_where_the_reserve_alone_passes_the_capacity()
     assert _plan("--model", "llama3-8b", "--gpus", "8", "--memory-headroom-gib", most)[0] == 0
 
 
+def test_an_accelerator_whose_reserve_passes_its_capacity_is_told_to_take_more_memory(tmp_path: Path) -> None:
+    """A user's 2 GiB part (the accelerator schema's floor is 1 GiB): its capacity after fragmentation, 1.96 GiB, is
+    below the 2 GiB reserve every GPU keeps, so no model fits on any count; the message told the user to try "a
+    smaller model, sequence or micro-batch", which fits no better."""
+    import yaml
+
+    part = yaml.safe_load((Path(__file__).parents[1] / "hardware" / "accelerators" / "h100-sxm.yaml").read_text())
+    (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(part | {"name": "tiny", "hbm_bytes": 2 * 1024**3}))
+    cluster = yaml.safe_load((Path(__file__).parents[1] / "hardware" / "clusters" / "dgx-h100.yaml").read_text())
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(cluster | {"name": "tinyc", "accelerator": "tiny.yaml"}))
+    code, err = _plan("--model", "llama3-8b", "--cluster", str(tmp_path / "c.yaml"), "--gpus", "64")
+    assert code == 1, err
+    fix = err.split("; try ")[-1]
+    assert "smaller model" not in fix and "--gpus" not in fix
+    assert fix.startswith("an accelerator with more memory: a GPU's reserve (2.00 GiB") and "1.96 GiB capacity" in fix
+
+
 def test_no_gpu_count_past_the_limit_is_suggested(monkeypatch) -> None:
     monkeypatch.setattr("placement.search.MAX_GPUS", 64)
     code, err = _plan("--model", "llama3-405b", "--gpus", "32")
