@@ -73,3 +73,43 @@ def test_a_default_segment_below_the_racks_trays_is_said_with_its_domain(tmp_pat
     assert "--segment 0" in said and "segment nodes 1" in res.stderr
     given = CliRunner().invoke(main, [*job, "--segment", "1"])
     assert "segment_nodes" not in json.loads(given.stdout)["job_defaults"]
+
+
+@pytest.mark.parametrize("gpus", [4, 8])
+def test_a_maxtext_job_on_part_of_a_host_lists_its_gpus_for_jax(tmp_path: Path, gpus: int) -> None:
+    """JAX's one process per host takes every GPU it sees and MaxText counts them all as the slice (create_device_mesh:
+    len(jax.devices()) // num_slices; fill_unspecified_mesh_axes asserts the ICI product equals it), so a 4-GPU plan's
+    ICI of 4 on an 8-GPU host needs CUDA_VISIBLE_DEVICES: the launch line and jax_mesh.py list its 4 GPUs (a QA run:
+    neither did, and MaxText would have seen 8 devices against an ICI product of 4)."""
+    import math
+
+    import yaml
+
+    out = tmp_path / "plan"
+    res = CliRunner().invoke(main, ["plan", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", str(gpus),
+                                    "--seq-len", "4096", "--global-batch", "64", "--top-k", "1", "--out", str(out),
+                                    "--emit", "maxtext"])
+    assert res.exit_code in (0, 1), res.output
+    text = (out / "maxtext.yml").read_text()
+    cfg = yaml.safe_load(text)
+    ici = math.prod(v for k, v in cfg.items() if k.startswith("ici_") and k.endswith("_parallelism"))
+    lines = re.findall(r"^#\s+host0: (?:CUDA_VISIBLE_DEVICES=(\S+) )?NODE_RANK=0 ", text, re.M)
+    seen = len(lines[0].split(",")) if lines[0] else 8  # JAX sees the host's 8 GPUs where nothing is listed
+    assert ici == gpus == seen
+    scope: dict = {}
+    source = (out / "jax_mesh.py").read_text()
+    exec(compile(source.split("def initialize", 1)[0].replace("import jax\n", "").replace(
+        "from jax.experimental import mesh_utils\n", "").replace("from jax.sharding import Mesh\n", ""),
+        "jax_mesh.py", "exec"), scope)
+    assert scope["CUDA_VISIBLE_DEVICES"] == ({"host0": "0,1,2,3"} if gpus == 4 else {})
+    # the audit reads the list back (it took only a permutation of all 8 GPUs) and prices what the header says
+    import json
+
+    audit = CliRunner().invoke(main, ["audit", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", str(gpus),
+                                      "--seq-len", "4096", "--global-batch", "64", "--launch", str(out / "maxtext.yml"),
+                                      "--launch", str(out / "jax_mesh.py"), "--hosts", str(out / "hosts.txt"),
+                                      "--json"])
+    assert audit.exit_code == 0, audit.output
+    header = re.search(r"^# this file runs .*?: ([\d.]+) s/step", text, re.M) or re.search(
+        r"^# predicted: ([\d.]+) s/step", text, re.M)
+    assert json.loads(audit.stdout)["estimate"]["step_time_s"] == pytest.approx(float(header.group(1)), abs=1e-3)

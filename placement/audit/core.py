@@ -885,31 +885,44 @@ def _devices_by_host(launch: LaunchLayout, host_of_node: list[str]) -> LaunchLay
                                      "sources": {"cuda_visible_devices": source, **launch.sources}})
 
 
-def node_gpu_orders(launch: LaunchLayout, num_hosts: int, gpus_per_host: int) -> tuple[list[tuple[int, ...]],
-                                                                                      list[Finding]]:
+def node_gpu_orders(launch: LaunchLayout, num_hosts: int, gpus_per_host: int,
+                    used: int | None = None) -> tuple[list[tuple[int, ...]], list[Finding]]:
     """The GPU order each node rank runs its local ranks on (local rank i on GPU order[i]), from the
     CUDA_VISIBLE_DEVICES of the files' launch lines (a line without it, or no launch line: 0, 1, ... in order; a line
     whose node rank the files leave open runs on every node no line names), and a finding where the lines run
-    different orders.  An InputError where a value does not list the node's GPUs."""
+    different orders.  A job on `used` GPUs of a node (fewer than gpus_per_host) runs its ranks on the first `used`
+    entries, which may name any of the node's GPUs (placement's MaxText files list a partial host's, which JAX needs:
+    emit.maxtext.jax_visible); the order then goes on with the node's other GPUs.  An InputError where a value does
+    not list the node's GPUs."""
     identity = tuple(range(gpus_per_host))
+    used = gpus_per_host if used is None else used
+
+    def order(devices) -> tuple[int, ...]:
+        head = tuple(devices[:used])
+        return head + tuple(g for g in identity if g not in head)
+
     lines = launch.cuda_visible_devices
     for n in lines:
-        if n.devices is not None and sorted(n.devices[:gpus_per_host]) != list(identity):
+        if n.devices is not None and (len(set(n.devices[:used])) != used or not set(n.devices[:used]) <= set(identity)):
+            listed = ",".join(map(str, n.devices))
             raise InputError(
-                f"{n.evidence}: CUDA_VISIBLE_DEVICES={','.join(map(str, n.devices))} does not list the "
-                f"{gpus_per_host} GPUs 0..{gpus_per_host - 1} of a node of this cluster in some order (each node's "
-                f"ranks run on its first {gpus_per_host} entries); give a permutation of them, or the node type the "
-                f"job ran on (--node-type)")
+                f"{n.evidence}: CUDA_VISIBLE_DEVICES={listed} does not list the {gpus_per_host} GPUs "
+                f"0..{gpus_per_host - 1} of a node of this cluster in some order (each node's ranks run on its first "
+                f"{gpus_per_host} entries); give a permutation of them, or the node type the job ran on (--node-type)"
+                if used == gpus_per_host else
+                f"{n.evidence}: CUDA_VISIBLE_DEVICES={listed} does not list {used} different GPUs of "
+                f"0..{gpus_per_host - 1} (the job's {used} ranks on a node run on its first {used} entries); give "
+                f"{used} of them, or the node type the job ran on (--node-type)")
     anywhere = [n for n in lines if n.node_rank is None]
     line_of = node_line(lines)
     orders = []
     for k in range(num_hosts):
         n = line_of(k)
-        orders.append(identity if n is None or n.devices is None else tuple(n.devices[:gpus_per_host]))
+        orders.append(identity if n is None or n.devices is None else order(n.devices))
     stated: dict[tuple[int, ...], NodeDevices] = {}  # each order: the first line that runs it
     for n in lines:
         if n.unresolved is None:  # a value read at run time states no order (its note: `assumed`)
-            stated.setdefault(n.devices[:gpus_per_host] if n.devices else identity, n)
+            stated.setdefault(order(n.devices) if n.devices else identity, n)
     if len(stated) <= 1 and len(set(orders)) <= 1:
         return orders, []
     shown = "; ".join(n.shown() for n in list(stated.values())[:4])
@@ -2522,7 +2535,7 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
         assumed["ep"] = f"not stated by the files: assumed {layout.ep}, {source}"
     gph = topo.gpus_per_host
     launch = _devices_by_host(launch, [topo.host_names[h] for h in order])
-    local_orders, order_notes = node_gpu_orders(launch, topo.num_hosts, gph)
+    local_orders, order_notes = node_gpu_orders(launch, topo.num_hosts, gph, min(gph, topo.num_gpus))
     notes += order_notes
     by_host = host_order_mapping(topo, order)
     node_of = np.arange(topo.num_gpus) // gph

@@ -835,17 +835,34 @@ def _yaml(value: object) -> str:
     return str(value)
 
 
+def jax_visible(ctx: EmitContext) -> list[str | None]:
+    """CUDA_VISIBLE_DEVICES of each host's JAX process (None: unset): the plan's GPU order (EmitContext.
+    visible_devices), and for a job on part of one host its GPUs even in numbered order.  JAX's one process per host
+    takes every GPU it sees, and MaxText counts them all as the slice: create_device_mesh divides len(jax.devices())
+    by num_slices (utils/maxtext_utils.py:2038-2040) and fill_unspecified_mesh_axes asserts the ICI product equals
+    it (utils/max_utils.py:480), so a 4-GPU plan's ICI of 4 on an 8-GPU host does not start without the list (a QA
+    run: `--gpus 4` on dgx-h100 wrote no CUDA_VISIBLE_DEVICES; torchrun's --nproc-per-node needs none)."""
+    visible = ctx.visible_devices
+    gph = ctx.topo.gpus_per_host
+    if ctx.plan.num_gpus >= gph:
+        return visible
+    return [v if v is not None else ",".join(str(g % gph) for g in ctx.gpu_of_rank) for v in visible]
+
+
 def launch_lines(ctx: EmitContext) -> list[str]:
     """MaxText's GPU launch: one process per host; NODE_RANK is JAX's process id, so the planned host order."""
     hosts = ctx.hosts_in_rank_order
     blocking = " CUDA_LAUNCH_BLOCKING=1" if ctx.recipe.cuda_launch_blocking else ""  # as priced
     lines = [f"on every host: export JAX_COORDINATOR_IP={hosts[0]} JAX_COORDINATOR_PORT={COORDINATOR_PORT} "
              f"NNODES={len(hosts)}{blocking}",
-             "then one line per host (NODE_RANK = JAX process id; CUDA_VISIBLE_DEVICES where the plan reorders GPUs):"]
+             "then one line per host (NODE_RANK = JAX process id; CUDA_VISIBLE_DEVICES where the plan reorders GPUs "
+             "or uses part of a host):"]
     cli = rope_cli(ctx, config_name(ctx) or "default")[0]
     extra = "".join(f" {k}={v}" for k, v in ({OVERRIDE_MODEL_CONFIG: "true"} | cli if cli else {}).items())
     for k, host in enumerate(hosts):
-        lines.append(f"  {host}: {ctx.visible_prefix(k)}NODE_RANK={k} {ENTRYPOINT} maxtext.yml run_name=RUN "
+        visible = jax_visible(ctx)[k]
+        prefix = "" if visible is None else f"CUDA_VISIBLE_DEVICES={visible} "
+        lines.append(f"  {host}: {prefix}NODE_RANK={k} {ENTRYPOINT} maxtext.yml run_name=RUN "
                      f"base_output_directory=DIR{extra}")
     return lines
 
@@ -929,7 +946,7 @@ def render(ctx: EmitContext) -> tuple[str, list[str], dict[str, str]]:
 def mesh_snippet(ctx: EmitContext, mesh: MaxTextMesh, warnings: list[str], runs: str = "") -> str:
     """The same mesh built by hand with JAX: initialize in the planned process order, then the hybrid mesh."""
     hosts = ctx.hosts_in_rank_order
-    visible = {h: v for h, v in zip(hosts, ctx.visible_devices, strict=True) if v is not None}
+    visible = {h: v for h, v in zip(hosts, jax_visible(ctx), strict=True) if v is not None}
     host_list = "".join(f"    {h!r},\n" for h in hosts)
     return (
         # the same "this file runs" line as maxtext.yml: the mesh is that job's (a user trial found it only there)
