@@ -32,6 +32,13 @@ def _cluster() -> dict:
     ("hidden_size", "4096", "field `hidden_size` = '4096': an integer expected, not a string"),
     # text YAML cannot read unquoted is no number either (reading it to choose the advice must not stop the check)
     ("hidden_size", "a: b: c", "field `hidden_size` = 'a: b: c': an integer expected, not the text 'a: b: c'"),
+    # PyYAML reads an exponent without a dot as text: written out where it is a count, not as "inf" (a QA run was told
+    # "write it out in full, inf" for 1e400) or "8e+40"
+    ("hidden_size", "96e2", "an integer expected, not the text '96e2': write it out in full, 9600."),
+    ("hidden_size", "1e400", "not the text '1e400', which is past 1e18, more than any count this field takes: check "
+                             "it for a typo."),
+    ("hidden_size", "8e40", "not the text '8e40', which is past 1e18"),
+    ("hidden_size", "25e-1", "not the text '25e-1', which is 2.5, not a whole number: write the whole number meant."),
 ])
 def test_a_model_yaml_value_of_the_wrong_type_is_named(tmp_path: Path, field: str, value: object,
                                                        message: str) -> None:

@@ -2,6 +2,7 @@
 a float is finite (YAML's `.inf` and `.nan` are no measurement, and `inf` would reach --json as `Infinity`,
 which is not JSON)."""
 
+import math
 import re
 import types
 import typing
@@ -48,8 +49,16 @@ class StrictScalars(Frozen):
             # `96e9` for an integer: PyYAML reads an exponent without a dot as text
             if _DECIMAL.fullmatch(value.strip()) and "e" in value.lower():
                 number = float(value.strip())
-                full = f"{int(number)}" if number.is_integer() and abs(number) < 1e18 else f"{number:.6g}"
-                raise ValueError(f"{want} expected, not the text {value.strip()!r}: write it out in full, {full}")
+                if not math.isfinite(number) or abs(number) >= 1e18:
+                    # `1e400` is inf and `8e40` has no digits worth writing (a QA run was told "write it out in
+                    # full, inf"): past any count a field here takes
+                    raise ValueError(f"{want} expected, not the text {value.strip()!r}, which is past 1e18, more "
+                                     f"than any count this field takes: check it for a typo")
+                if not number.is_integer():
+                    raise ValueError(f"{want} expected, not the text {value.strip()!r}, which is {number:g}, not a "
+                                     f"whole number: write the whole number meant")
+                raise ValueError(f"{want} expected, not the text {value.strip()!r}: write it out in full, "
+                                 f"{int(number)}")
             if _RATIO.fullmatch(value.strip()):  # `2:1`, which YAML 1.1 would have read as 121
                 raise ValueError(f"{want} expected, not the ratio {value.strip()!r}: write it as one number, a / b "
                                  f"(2:1 is 2.0, 1:1 is 1.0)")
