@@ -339,6 +339,33 @@ def _check_kv_heads(launch: LaunchLayout, layout: Layout, model: ModelSpec) -> N
                      f"{model.kv_heads}")
 
 
+DP_LAST_ORDER_CHECK = ("megatron/core/parallel_state.py initialize_model_parallel, since 3e7ceda6b7 of 2025-02-04 "
+                       "(core_v0.19.0 :898-902: 'When not using pp-last rank ordering, the data parallel size of "
+                       "the attention and moe layers must be the same'); before it arguments.py refused any "
+                       "expert or context parallelism with --use-tp-pp-dp-mapping (core_r0.10.0 :687-689)")
+"""Megatron-Core's check of its dp-last rank order (tp-cp-ep-pp-dp) against the expert grid (etp-ep-pp-edp)."""
+
+
+def _check_megatron_rank_order(launch: LaunchLayout, layout: Layout, model: ModelSpec) -> None:
+    """Under --use-tp-pp-dp-mapping Megatron-Core builds the expert grid (etp-ep-pp-edp; a dense model's too, at ep 1
+    and etp = tp) in the same dp-last order, so with a pipeline its data-parallel size must be the dense one
+    (ep x etp = tp x cp): a job that breaks it stops at start (DP_LAST_ORDER_CHECK), so it is an InputError naming
+    the degrees, not a price of groups Megatron never builds (a trial: Mixtral at tp 1, ep 8, pp 4 under the flag was
+    priced with its EP groups across the nodes)."""
+    if launch.framework != "megatron" or launch.rank_order != "tp-cp-ep-pp-dp" or layout.pp == 1:
+        return
+    ep, etp = (layout.ep, layout.etp) if model.is_moe else (1, layout.tp)
+    if ep * etp == layout.tp * layout.cp:
+        return
+    where = launch.sources.get("rank_order", "--use-tp-pp-dp-mapping")
+    edp = layout.tp * layout.cp * layout.dp // (ep * etp)
+    raise InputError(f"{where}: the dp-last rank order with pp {layout.pp}, where the experts' data-parallel size "
+                     f"(tp {layout.tp} x cp {layout.cp} x dp {layout.dp} / (ep {ep} x etp {etp}) = {edp}) is not "
+                     f"the dense one (dp {layout.dp}): Megatron-Core refuses it ({DP_LAST_ORDER_CHECK}), so this "
+                     f"job does not start; drop --use-tp-pp-dp-mapping, or choose degrees with ep x etp = tp x cp "
+                     f"({ep} x {etp} against {layout.tp} x {layout.cp})")
+
+
 MAXTEXT_SAME_AS = {"llama3.1-8b": "llama3-8b", "llama3.1-70b": "llama3-70b", "llama3.3-70b": "llama3-70b",
                    "llama3.1-405b": "llama3-405b", "deepseek3-671b-2dfsdp": "deepseek-v3",
                    "qwen3-30b-a3b": "qwen3-30b-a3b"}
@@ -2469,6 +2496,7 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
     layout = resolve_layout(launch, model, topo.num_gpus, topo.gpus_per_host if topo.allocated else None)
     _check_torchtitan_mxfp8(launch, topo)
     _check_kv_heads(launch, layout, model)
+    _check_megatron_rank_order(launch, layout, model)
     _check_deepspeed_moe_zero3(launch, layout, model)
     recipe, recipe_sources = launch_recipe(launch, model, layout, recipe_overrides, several_hosts=topo.num_hosts > 1,
                                            precision=train.precision.value)
