@@ -735,6 +735,12 @@ def _refuse_validate_args(given: dict[str, Arg]) -> None:
     per_virtual, layers = number("--num-layers-per-virtual-pipeline-stage"), number("--num-layers")
     virtual = number("--num-virtual-stages-per-pipeline-rank") or (
         layers // pp // per_virtual if per_virtual and layers and layers % pp == 0 else None)
+    stages = given.get("--pipeline-model-parallel-size")
+    if stages is not None and stages.values and stages.values[0].unresolved:
+        # a pipeline size the files leave to a variable they do not set is not Megatron's default 1 (a trial:
+        # `--pipeline-model-parallel-size $PP`, PP set in a sourced env file, was refused as interleaving without a
+        # pipeline); the reader names the variable below
+        virtual = None
     if virtual is not None and virtual > 1:
         a = given.get("--num-layers-per-virtual-pipeline-stage") or given["--num-virtual-stages-per-pipeline-rank"]
         if pp == 1:
