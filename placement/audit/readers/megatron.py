@@ -2277,6 +2277,15 @@ _LOG_FLAGS = {"fp8": "--fp8-format", "data_parallel_size": None, "world_size": N
 """Printed names whose flag is not `--` + the name with dashes (None: read directly, not as a flag)."""
 _LOG_DEFAULTS = {"num_distributed_optimizer_instances": "1"}
 """Printed values that are Megatron's defaults of a flag the reader would otherwise note as set."""
+_LOG_OFF = {"align_param_gather": "--no-align-param-gather", "overlap_p2p_comm": "--no-overlap-p2p-communication",
+            "gradient_accumulation_fusion": "--no-gradient-accumulation-fusion",
+            "yarn_correction_range_round_to_int": "--no-yarn-correction-range-round-to-int"}
+"""Printed names of Megatron-LM's `store_false` switches (their `dest`, core_v0.19.0 arguments.py): a printed False is
+the `--no-...` flag that set it, not an unset argument (a trial: a log of an interleaved job run with
+--no-align-param-gather --no-overlap-p2p-communication was priced with both on, sourced to Megatron's default)."""
+_LOG_OFF_INTERLEAVED = ("align_param_gather", "overlap_p2p_comm")
+"""Those validate_args prints False itself without an interleaved schedule (core_v0.19.0 arguments.py:976-979): a
+False there is no flag of the job's."""
 
 
 def log_arguments(path: Path, lines: list[str], expected: str = "expected a Megatron-LM training log"
@@ -2310,8 +2319,12 @@ def read_log(path: Path, s: Settings) -> None:
     words: list[Word] = []
     printed = log_arguments(path, lines)
     sequence_parallel = any(name == "sequence_parallel" and value == "True" for name, value, _ in printed)
+    interleaved = any(name == "virtual_pipeline_model_parallel_size" and value.isdigit() for name, value, _ in printed)
     for name, value, line in printed:
         org = Origin(str(path), line, lines[line - 1].strip())
+        if value == "False" and name in _LOG_OFF and (interleaved or name not in _LOG_OFF_INTERLEAVED):
+            words.append(Word(_LOG_OFF[name], org, org))
+            continue
         if name == "async_tensor_model_parallel_allreduce" and value == "False" and not sequence_parallel:
             # --no-async-tensor-model-parallel-allreduce (validate_args also prints False under sequence parallelism,
             # whose own backward runs its collectives asynchronously); the block prints every argument the version
