@@ -52,3 +52,19 @@ def test_a_log_without_interleaving_reads_no_switch_from_the_printed_false(tmp_p
     assert not any(k in data["layout"]["sources"] for k in ("recipe.align_param_gather", "recipe.pp_comm_overlap"))
     assert not any("--no-align-param-gather" in c["argument"] or "--no-overlap-p2p" in c["argument"]
                    for c in data["changes"] + data.get("changes_withheld", []))
+
+
+def test_an_interleaved_log_of_a_megatron_before_the_switches_runs_without_them(tmp_path) -> None:
+    """The block prints every argument its Megatron-LM has: one without align_param_gather and overlap_p2p_comm
+    (core_r0.8.0 has neither line of the first) ran a version without aligned gathers or p2p overlap."""
+    interleaved = {"pipeline_model_parallel_size": "4", "transformer_pipeline_model_parallel_size": "4",
+                   "num_virtual_stages_per_pipeline_rank": "2", "virtual_pipeline_model_parallel_size": "2",
+                   "world_size": "32"}
+    path = _log(tmp_path, interleaved)
+    path.write_text("".join(line for line in path.read_text().splitlines(keepends=True)
+                            if not line.startswith(("  align_param_gather ", "  overlap_p2p_comm "))))
+    data = _audit(path, 32)
+    assert data["estimate"]["recipe"]["align_param_gather"] is False
+    assert data["estimate"]["recipe"]["pp_comm_overlap"] is False
+    source = data["layout"]["sources"]["recipe.align_param_gather"]
+    assert "has no align_param_gather: a Megatron-LM before 4e3840535b (2024-08-23)" in source

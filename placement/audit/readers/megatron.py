@@ -2283,6 +2283,11 @@ _LOG_OFF = {"align_param_gather": "--no-align-param-gather", "overlap_p2p_comm":
 """Printed names of Megatron-LM's `store_false` switches (their `dest`, core_v0.19.0 arguments.py): a printed False is
 the `--no-...` flag that set it, not an unset argument (a trial: a log of an interleaved job run with
 --no-align-param-gather --no-overlap-p2p-communication was priced with both on, sourced to Megatron's default)."""
+_LOG_DATED_SWITCHES = (("align_param_gather", "recipe.align_param_gather", "4e3840535b (2024-08-23)"),
+                       ("overlap_p2p_comm", "recipe.pp_comm_overlap", "f9283c5a8a (2023-05-31)"))
+"""An interleaved pipeline's switches that placement's recipe turns on by default, with the Megatron-LM commit that
+added each: a log whose block does not print one ran a Megatron-LM without it (a block of core_r0.8.0 prints no
+align_param_gather and was priced with aligned gathers, core_r0.9.0's default)."""
 _LOG_OFF_INTERLEAVED = ("align_param_gather", "overlap_p2p_comm")
 """Those validate_args prints False itself without an interleaved schedule (core_v0.19.0 arguments.py:976-979): a
 False there is no flag of the job's."""
@@ -2357,6 +2362,11 @@ def read_log(path: Path, s: Settings) -> None:
     if not words:
         raise InputError(f"{path}: the arguments block holds no argument lines")
     read_args(words, s, typos=False)
+    names = {name for name, _, _ in printed}
+    for name, field, since in _LOG_DATED_SWITCHES:
+        if interleaved and name not in names and not s.has(field):
+            s.put(field, False, f"{path}: its arguments block, which prints every argument of the job's Megatron-LM, "
+                                f"has no {name}: a Megatron-LM before {since}, which had no such switch (off)")
 
 
 def join(groups: list[Settings]) -> Reading:
