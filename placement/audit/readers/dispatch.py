@@ -113,6 +113,11 @@ def _run_recipe_overrides(args: list[Word]) -> list[Word]:
     return flags + rest
 
 
+MEGATRON_ITERATION = re.compile(r"elapsed time per iteration \(ms\):\s*[0-9.]+")
+"""A Megatron-LM training log's iteration line (megatron/training/training.py training_log): a log excerpt, not a
+script (a trial: an excerpt of iteration lines was refused as a shell script bash cannot parse)."""
+
+
 def file_kind(path: Path) -> str:
     """toml | json | yaml | python | hostfile | megatron-log | devices-by-host | script."""
     suffix = path.suffix.lower()
@@ -129,6 +134,14 @@ def file_kind(path: Path) -> str:
         return "hostfile"
     if megatron.MEGATRON_LOG_BEGIN in text:
         return "megatron-log"
+    iteration = MEGATRON_ITERATION.search(text)
+    if iteration is not None:
+        line = text.count("\n", 0, iteration.start()) + 1
+        raise InputError(f"{path}:{line}: a Megatron-LM log's iteration lines (`elapsed time per iteration (ms)`) "
+                         f"without the arguments block it prints at start-up ({megatron.MEGATRON_LOG_BEGIN!r}), "
+                         f"from which the audit reads a log's layout; give the log from its start, or the launch "
+                         f"script (the whole log's step times are read by `placement calibrate --steps`, not by the "
+                         f"audit)")
     if looks_like_devices_by_host(text):
         return "devices-by-host"
     return "script"
