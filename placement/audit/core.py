@@ -2519,6 +2519,13 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
         mbs = launch.sources.get("micro_batch_size")
         text = text.replace(", or --mbs 1", f", or micro-batch 1 ({mbs})" if mbs else ", or micro-batch 1")
         text = _degrees_as_stated(text, launch)
+        group = next((n for n in launch.ignored if n.startswith("--microbatch-group-size-per-virtual-pipeline-stage")),
+                     None)
+        if group is not None and "interleaving needs micro-batches" in text:
+            # a trial: Megatron-Core (core_r0.10.0 on) runs such a count in groups of the flag's size, placement not
+            text += (f"; the files set --microbatch-group-size-per-virtual-pipeline-stage ({group.rpartition('(')[2]}, "
+                     f"with which Megatron-Core may run this count (schedules.py: the count modulo the group 0 or at "
+                     f"least pp), but placement prices groups of pp only, so it cannot price this job")
         raise InputError(f"the launch files' layout does not fit the job{of}: {text}") from None
     notes = [f for f in (_check_megatron_connections(launch, layout, topo), _allocator_note(launch)) if f is not None]
     if not hosts and launch.hosts and not set(launch.hosts) <= set(topo.host_names):

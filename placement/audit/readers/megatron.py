@@ -106,7 +106,7 @@ _MG_NARGS: dict[str, int | str] = {f: 1 for f in _MG_INT} | {f: 0 for f in _MG_F
     "--cuda-graph-impl": 1, "--cuda-graph-modules": "+", "--cuda-graph-scope": "+", "--recompute-modules": "+",
     "--fp8-recipe": 1, "--mtp-num-layers": 1, "--moe-expert-capacity-factor": 1, "--exp-avg-dtype": 1,
     "--exp-avg-sq-dtype": 1, "--main-grads-dtype": 1, "--megatron-fsdp-main-grads-dtype": 1,
-    "--megatron-fsdp-grad-comm-dtype": 1}
+    "--megatron-fsdp-grad-comm-dtype": 1, "--microbatch-group-size-per-virtual-pipeline-stage": 1}
 _MG_IGNORED = {
     "--num-distributed-optimizer-instances": "partial distributed optimizer (shards within instances)",
     "--cpu-offloading": "activation/weight offload to CPU",
@@ -141,6 +141,12 @@ _MG_IGNORED = {
                                               "their host copies not priced",
     "--checkpoint-in-cpu": "DeepSpeed activation checkpointing keeps the checkpointed inputs in host memory: priced "
                            "in GPU memory (an upper bound), their host copies not priced",
+    "--microbatch-group-size-per-virtual-pipeline-stage": (
+        "an interleaved schedule runs its micro-batches in groups of this many per model chunk (Megatron-Core "
+        "ModelParallelConfig.microbatch_group_size_per_vp_stage, default the pipeline size, since core_r0.10.0): "
+        "priced with groups of the pipeline size; a larger group keeps (vpp - 1) x (group - pp) more micro-batches' "
+        "activations in flight (schedules.py get_pp_rank_microbatches), which the memory estimate does not count, and "
+        "lets a micro-batch count the pipeline size does not divide run, which placement refuses"),
 }
 _MG_RECIPE_FLAGS = {
     # bare Megatron flag -> the Recipe field it turns on
@@ -2273,7 +2279,8 @@ MEGATRON_LOG_END = "-------------------- end of arguments ---------------------"
 """The block Megatron-LM prints at start-up (megatron/training/arguments.py `_print_args`): every argument as
 `  name ........ value`, sorted; the most exact record of what a running job parsed."""
 _LOG_LINE = re.compile(r"^\s*([a-z_][a-z0-9_]*) \.+ (.*)$")
-_LOG_FLAGS = {"fp8": "--fp8-format", "data_parallel_size": None, "world_size": None}
+_LOG_FLAGS = {"fp8": "--fp8-format", "data_parallel_size": None, "world_size": None,
+              "microbatch_group_size_per_vp_stage": "--microbatch-group-size-per-virtual-pipeline-stage"}
 """Printed names whose flag is not `--` + the name with dashes (None: read directly, not as a flag)."""
 _LOG_DEFAULTS = {"num_distributed_optimizer_instances": "1"}
 """Printed values that are Megatron's defaults of a flag the reader would otherwise note as set."""
