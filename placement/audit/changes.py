@@ -635,6 +635,7 @@ def launch_changes(framework: str, now: EmitContext, best: EmitContext, files_te
                                              if (v := stated_flag_value(f, live)) is not None})
             _megatron_virtual_flags(changes, b, files_text)
             _megatron_dropped_switches(changes, best, live)
+            _megatron_recompute_switch(changes, b, live)
             _megatron_fsdp_only(changes, b, live)
             changes = _env_from_files(changes, live)
             _megatron_fsdp_connections(changes, b, live, job.device_max_connections if job else None,
@@ -897,6 +898,20 @@ def _drop_switch(changes: list[dict], flag: str, live: str, why: str) -> None:
     """A removal of `flag`, with why, where the launch files pass it and the change list does not name it yet."""
     if megatron_flag_in(flag, live) and not any(c["argument"] == flag for c in changes):
         changes.append({"argument": flag, "from": "true", "to": None, "note": why})
+
+
+RECOMPUTE_SWITCH = ("Megatron-LM sets recompute_granularity 'selective' wherever --recompute-activations is passed, "
+                    "after parsing and over any --recompute-granularity (megatron/training/arguments.py validate_args, "
+                    "core_v0.19.0 :589-591): kept, the job recomputes selectively whatever this plan writes")
+"""Why a best plan without selective recompute removes the files' --recompute-activations (a trial: a Llama-3 70B
+script's --recompute-activations stayed under `- --recompute-granularity selective`, a line the files do not have,
+so the changed job still recomputed)."""
+
+
+def _megatron_recompute_switch(changes: list[dict], best: dict[str, str], live: str) -> None:
+    """Remove the launch files' --recompute-activations where the best plan runs other than selective recompute."""
+    if best.get("--recompute-granularity") != "selective":
+        _drop_switch(changes, "--recompute-activations", live, RECOMPUTE_SWITCH)
 
 
 MEGATRON_FSDP_ONLY = {
