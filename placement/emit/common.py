@@ -46,10 +46,12 @@ class EmitContext:
         return cls(plan, topo, gpu_of_rank, model.name, model.num_layers, model.is_moe, model, train)
 
     def priced_as(self, precision: str | None = None, layout: dict | None = None,
-                  recipe: dict | None = None, model: dict | None = None, torch_pipeline: bool = False) -> Plan | None:
+                  recipe: dict | None = None, model: dict | None = None, torch_pipeline: bool = False,
+                  runs_te: bool = True) -> Plan | None:
         """The plan's layout and recipe with `layout` and `recipe` changes (and the model with `model`'s), on the
         ranks the files place, priced at `precision` (default: the plan's): what a file that cannot state the plan
-        runs (`torch_pipeline`: its pipeline is torch.distributed.pipelining's, evaluate.check_layout's)."""
+        runs (`torch_pipeline`: its pipeline is torch.distributed.pipelining's, evaluate.check_layout's; `runs_te`:
+        its attention is Transformer Engine's, whose context-parallel refusals apply, evaluate.check_layout's)."""
         if self.model is None or self.train is None:
             return None
         from placement.evaluate import evaluate_layout
@@ -60,7 +62,7 @@ class EmitContext:
         rec = Recipe.model_validate(self.recipe.model_dump() | (recipe or {}))
         spec_model = self.priced_model.model_copy(update=model or {})
         return evaluate_layout(spec_model, train, self.topo.with_mapping(self.gpu_of_rank), lay, rec,
-                               torch_pipeline=torch_pipeline)
+                               runs_te=runs_te, torch_pipeline=torch_pipeline)
 
     def with_recipe(self, update: dict) -> EmitContext:
         """The same context with the plan's recipe fields in `update` changed (what a variant of the files runs)."""
@@ -87,7 +89,7 @@ class EmitContext:
                     f"this file runs {what} (not priced)")
         p = self.plan
         what = ", ".join(runs.what)
-        other = self.priced_as(runs.precision, runs.layout, runs.recipe, runs.model, runs.torch_pipeline)
+        other = self.priced_as(runs.precision, runs.layout, runs.recipe, runs.model, runs.torch_pipeline, runs.runs_te)
         if other is None:
             return f"this file runs {what} (not priced: no job given){unpriced}", f"this file runs {what}{unpriced}"
         fits = "" if other.fits else f" {OVER_CAPACITY}"
@@ -160,6 +162,9 @@ class Runs:
     torch_pipeline: bool = False
     """The files' pipeline is torch.distributed.pipelining's (torchtitan): its micro-batch rules, not Megatron's
     (cost.rules.Facts.torch_pipeline)."""
+    runs_te: bool = True
+    """The files' attention is Transformer Engine's (Megatron's): its context-parallel refusals apply to what they run
+    (cost.rules.Facts.cp_refused); False for a framework with attention of its own (torchtitan's FlexAttention)."""
 
     def set_precision(self, plan: Plan, precision: str) -> None:
         self.precision = precision

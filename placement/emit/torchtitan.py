@@ -721,7 +721,9 @@ def runs(ctx: EmitContext) -> Runs:
     """What the file runs where torchtitan 0.3.0 cannot be told the plan (each is also a warning)."""
     lay = ctx.plan.layout
     # priced under torch's pipeline rules, except where the file does not start (its header prices nothing then)
-    out = Runs(torch_pipeline=not schedule_refused(lay))
+    # its attention is FlexAttention or varlen, not Transformer Engine's: TE's CP refusals do not apply (a user trial:
+    # gpt-oss-120b at cp 2 with --cp-comm-type a2a was refused for TE's sinks rule, naming the flag it was given)
+    out = Runs(torch_pipeline=not schedule_refused(lay), runs_te=False)
     other = runs_precision(ctx)
     if other is not None:
         out.set_precision(ctx.plan, other[0])
