@@ -1,5 +1,7 @@
 """Context parallelism as torchtitan 0.3.0's own attention runs it, not Transformer Engine's: a torchtitan file is
-re-priced without TE's context-parallel refusals (its attention is FlexAttention or PyTorch's varlen)."""
+re-priced without TE's context-parallel refusals (its attention is FlexAttention or PyTorch's varlen), and CP beside
+the gpt_oss configs' varlen attention, which torchtitan refuses at start-up, is never planned, written as running, or
+audited as running."""
 
 from __future__ import annotations
 
@@ -27,3 +29,50 @@ def test_a_torchtitan_file_is_not_refused_for_transformer_engines_cp_rules(tmp_p
     assert "Transformer Engine runs context parallelism" not in result.output
     assert json.loads(result.stdout)["layout"]["cp"] == 2
     assert (tmp_path / "torchtitan.sh").exists()
+
+
+def test_torchtitan_refuses_cp_beside_gpt_oss_varlen_attention() -> None:
+    """torchtitan 0.3.0's gpt_oss configs run varlen attention, and validate_config raises NotImplementedError for CP
+    beside it (distributed/full_dtensor.py:44-53): evaluate --framework torchtitan refuses cp 2, naming why."""
+    result = _evaluate("--cp", "2", "--framework", "torchtitan")
+    assert result.exit_code == 2, result.output
+    assert "varlen attention" in result.output and "distributed/full_dtensor.py:44-53" in result.output
+    assert _evaluate("--cp", "1", "--framework", "torchtitan").exit_code == 0
+
+
+def test_plan_framework_torchtitan_plans_gpt_oss_without_cp() -> None:
+    """A user trial: gpt-oss-120b at sequence 65,536 on 128 H100 was planned tp1 cp2, which torchtitan refuses."""
+    result = CliRunner().invoke(main, ["plan", "--model", "gpt-oss-120b", "--cluster", "dgx-h100", "--gpus", "128",
+                                       "--seq-len", "65536", "--global-batch", "64", "--framework", "torchtitan",
+                                       "--json"])
+    assert result.exit_code == 0, result.output
+    plans = json.loads(result.stdout)["plans"]
+    assert plans and all(p["layout"]["cp"] == 1 for p in plans)
+
+
+def test_a_torchtitan_file_of_gpt_oss_with_cp_does_not_start(tmp_path: Path) -> None:
+    """Without --framework the plan is Megatron's (TE's a2a runs beside the sinks); its torchtitan file says torchtitan
+    refuses it, and promises no step time."""
+    result = _evaluate("--cp", "2", "--cp-comm-type", "a2a", "--emit", "torchtitan", "--out", str(tmp_path))
+    assert result.exit_code == 1, result.output
+    assert json.loads(result.stdout)["files_not_starting"] == ["torchtitan.sh"]
+    text = (tmp_path / "torchtitan.sh").read_text()
+    assert "# this file does not start" in text and "varlen attention" in text
+
+
+def test_the_audit_refuses_a_gpt_oss_torchtitan_launch_with_cp(tmp_path: Path) -> None:
+    """The audit reads the file's context_parallel_degree 2 and refuses it as torchtitan does at start-up."""
+    out = tmp_path / "files"
+    _evaluate("--cp", "2", "--cp-comm-type", "a2a", "--emit", "torchtitan", "--out", str(out))
+    result = CliRunner().invoke(main, ["audit", "--launch", str(out / "torchtitan.sh"), "--model", "gpt-oss-120b",
+                                       "--cluster", "dgx-h100", "--gpus", "64"])
+    assert result.exit_code == 2, result.output
+    assert "cp 2" in result.output and "varlen attention" in result.output
+
+
+def test_llama3_keeps_cp_under_torchtitan() -> None:
+    """FlexAttention runs context parallelism (apply_cp_to_forward's flex_cp_allgather): llama3 is not refused."""
+    result = CliRunner().invoke(main, ["evaluate", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "16",
+                                       "--seq-len", "32768", "--global-batch", "16", "--cp", "2", "--zero", "3",
+                                       "--recompute", "full", "--framework", "torchtitan", "--json"])
+    assert result.exit_code == 0, result.output

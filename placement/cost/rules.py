@@ -62,7 +62,8 @@ class Facts:
     TransformerEngine d0067d0da transformer_engine/pytorch/attention/dot_product_attention/context_parallel.py:
     5054-5067: "Context parallelism
     does not support sliding window attention with cp_comm_type='p2p'", "only supports softmax_type='learnable'
-    with cp_comm_type = 'a2a'")."""
+    with cp_comm_type = 'a2a'"); under torchtitan, its varlen attention, which refuses context parallelism whatever
+    the exchange (emit.torchtitan.cp_refused: its gpt_oss configs)."""
     cp_a2a: bool = False
     """Context parallelism is Ulysses' all-to-all over heads (CpCommType.A2A): each rank of a TP x CP group computes
     whole heads."""
@@ -100,6 +101,10 @@ class Facts:
             cp_refused = (f"{model.name}'s sliding window ({model.sliding_window} keys): Transformer Engine refuses "
                           f"ring (p2p) context parallelism beside it (context_parallel.py:5054-5060); "
                           f"--cp-comm-type all_gather runs it")
+        if framework == "torchtitan" and not cp_refused:  # its own attention, by the config that runs the model
+            from placement.emit.torchtitan import cp_refused as torchtitan_cp_refused
+
+            cp_refused = torchtitan_cp_refused(model)
         return cls(model_name=model.name, num_layers=model.num_layers, num_heads=model.num_attention_heads,
                    num_kv_heads=model.kv_heads, num_experts=model.moe.num_experts if model.moe else 0,
                    seq_len=train.seq_len, global_batch=train.global_batch,

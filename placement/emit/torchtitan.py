@@ -292,6 +292,9 @@ def flags(ctx: EmitContext) -> tuple[list[str], list[str]]:
     if ctx.plan.seq_len % divisor:  # a user trial: seq 4100 at tp 2 (SP) x cp 2 was priced and written
         warnings.append(refusal(f"torchtitan 0.3.0 raises at start-up unless the sequence ({ctx.plan.seq_len}) divides "
                                 f"by tp (under sequence parallelism) x 2cp = {divisor} (trainer.py:306-315)"))
+    if lay.cp > 1 and module_cp_refused(module):  # a user trial: gpt-oss-120b at cp 2 was written as if it ran
+        warnings.append(refusal(f"context_parallel_degree {lay.cp}: {module_cp_refused(module)}; plan with "
+                                f"--framework torchtitan, which plans cp 1 for it"))
     split: list[str] = []
     if lay.pp > 1:
         split, warn = _split_args(ctx)
@@ -710,6 +713,34 @@ def catalog_name(module: str, config: str) -> str | None:
     return None
 
 
+VARLEN_MODULES = {"gpt_oss": "models/gpt_oss/__init__.py:391, model_registry(attn_backend=\"varlen\"), which "
+                             "gpt_oss_20b and gpt_oss_120b call without another backend (models/gpt_oss/"
+                             "config_registry.py:71, :102)"}
+"""torchtitan 0.3.0 module -> where its shipped configs choose PyTorch's varlen attention (the others run FlexAttention,
+model_registry's attn_backend "flex")."""
+
+
+def module_cp_refused(module: str | None) -> str:
+    """Why torchtitan 0.3.0 refuses context parallelism for the configs of `module` ("" where it runs it): its varlen
+    attention has no CP, under the default spmd_backend spmd_types (distributed/full_dtensor.py:44-53,
+    validate_config, called by models/gpt_oss/parallelize.py:74-76) and under partial_dtensor
+    (distributed/context_parallel/api.py:103-104, apply_cp_to_forward)."""
+    where = VARLEN_MODULES.get(module or "")
+    if where is None:
+        return ""
+    return (f"torchtitan 0.3.0's {module} configs run PyTorch's varlen attention ({where}), beside which it refuses "
+            f"context parallelism at start-up: NotImplementedError \"spmd_types + CP is not supported with "
+            f"ScaledDotProductAttention or VarlenAttention\" (distributed/full_dtensor.py:44-53; under spmd_backend "
+            f"partial_dtensor, \"Variable-length attention CP is not yet supported\", "
+            f"distributed/context_parallel/api.py:103-104)")
+
+
+def cp_refused(model: ModelSpec) -> str:
+    """`module_cp_refused` of the torchtitan config that runs `model` (`config_for`); "" for a model of the user's
+    own config, whose attention is theirs."""
+    return module_cp_refused((config_for(model) or (None, None))[0])
+
+
 def schedule_refused(lay) -> bool:
     """torch's Schedule1F1B (torchtitan's schedule without interleaving) refuses fewer micro-batches than stages
     (torch 2.13 distributed/pipelining/schedules.py:1020-1024).  Interleaved layouts of a plan priced for Megatron
@@ -720,10 +751,12 @@ def schedule_refused(lay) -> bool:
 def runs(ctx: EmitContext) -> Runs:
     """What the file runs where torchtitan 0.3.0 cannot be told the plan (each is also a warning)."""
     lay = ctx.plan.layout
-    # priced under torch's pipeline rules, except where the file does not start (its header prices nothing then)
-    # its attention is FlexAttention or varlen, not Transformer Engine's: TE's CP refusals do not apply (a user trial:
-    # gpt-oss-120b at cp 2 with --cp-comm-type a2a was refused for TE's sinks rule, naming the flag it was given)
-    out = Runs(torch_pipeline=not schedule_refused(lay), runs_te=False)
+    # priced under torch's pipeline rules and torchtitan's attention, except where the file does not start (its
+    # header prices nothing then); its attention is FlexAttention or varlen, not Transformer Engine's: TE's CP
+    # refusals do not apply (a user trial: gpt-oss-120b at cp 2 with --cp-comm-type a2a was refused for TE's sinks
+    # rule, naming the flag it was given)
+    starts = not schedule_refused(lay) and not (lay.cp > 1 and module_cp_refused((emitted_config(ctx) or ("",))[0]))
+    out = Runs(torch_pipeline=starts, runs_te=False)
     other = runs_precision(ctx)
     if other is not None:
         out.set_precision(ctx.plan, other[0])
