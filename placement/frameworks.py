@@ -70,6 +70,9 @@ class Capability:
     zero0_1d_only: str = ""
     """Why ZeRO-0 (DDP, nothing sharded) runs only where data parallelism is the whole mesh (tp, cp and pp 1); ""
     where it runs beside them."""
+    zero0_ep_in_tp_cp: str = ""
+    """Why ZeRO-0 with expert parallelism needs ep x etp to divide tp x cp ("" where it does not): torchtitan's ZeRO-0
+    is data_parallel_shard_degree 1, and its expert mesh borrows the dp_shard x cp x tp ranks."""
     zero_from_mesh: bool = False
     """The ZeRO stage follows the mesh (MaxText: placement.audit.maxtext.zero_as_run): its context and expert axes
     shard the weights as fsdp does, so with cp > 1 or ep > 1 only ZeRO-3; without them ZeRO-3 needs fsdp ranks
@@ -171,6 +174,8 @@ class Capability:
             ok &= (b.zero != 0) | (b.cp == 1)
         if self.zero0_1d_only:
             ok &= (b.zero != 0) | ((b.tp == 1) & (b.cp == 1) & (b.pp == 1))
+        if self.zero0_ep_in_tp_cp:
+            ok &= (b.zero != 0) | ((b.tp * b.cp) % (b.ep * b.etp) == 0)
         if self.zero_from_mesh:
             ok &= np.where((b.cp > 1) | (b.ep > 1), b.zero == 3,
                            ((b.zero != 3) | (b.dp_shard > 1)) & ((b.zero != 1) | (b.dp > 1)))
@@ -207,6 +212,8 @@ class Capability:
             out.append(f"ZeRO-0 with cp {cp}: its FSDP shards over the dp_shard x cp ranks whenever cp > 1")
         if self.zero0_1d_only and zero == 0 and tp * cp * pp > 1:
             out.append(f"ZeRO-0 with tp {tp}, cp {cp}, pp {pp}: {self.zero0_1d_only}")
+        if self.zero0_ep_in_tp_cp and zero == 0 and (tp * cp) % (ep * etp):
+            out.append(f"ZeRO-0 with ep {ep} over tp {tp} x cp {cp}: {self.zero0_ep_in_tp_cp}")
         if self.zero_from_mesh:
             if cp > 1 and zero != 3:
                 out.append(f"ZeRO-{zero} with cp {cp}: its context axis shards the weights, gradients and optimizer "
@@ -313,12 +320,18 @@ CAPABILITIES: dict[str, Capability] = {
     "torchtitan": Capability(
         "torchtitan", "torchtitan 0.3.0", zero_stages=(0, 2, 3), zero_stages_with_pp=(0, 2, 3), etp="one",
         torchtitan_split=True, zero0_with_cp=False,
+        zero0_ep_in_tp_cp=("its ZeRO-0 is data_parallel_shard_degree 1, and its expert mesh takes ep of the "
+                           "dp_shard x cp x tp ranks (efsdp = dp_shard x cp x tp // ep, distributed/parallel_dims.py:"
+                           "278-279), which DeviceMesh's unflatten refuses at start-up unless ep divides them "
+                           "(parallel_dims.py:336; config/configs.py:283-286); ZeRO-2 or ZeRO-3 shards over dp and "
+                           "gives the experts those ranks"),
         seq_split="torchtitan 0.3.0 raises at start-up unless the sequence divides by tp (under sequence "
                   "parallelism) x 2cp (trainer.py:306-315)",
         kv_heads_whole=("its tensor_parallel_degree must divide n_kv_heads (update_from_config raises it since "
                         "pytorch/torchtitan#2577, 2026-03-15; before, ColwiseParallel wk/wv left a rank a fraction of "
                         "a KV head and the forward's reshape failed, #2574)"),
-        why="no ZeRO-1, no ZeRO-0 with cp > 1 (FSDP shards over the CP ranks) and no expert TP; pipeline splits "
+        why="no ZeRO-1, no ZeRO-0 with cp > 1 (FSDP shards over the CP ranks) or with ep wider than tp x cp, and no "
+            "expert TP; pipeline splits "
             "its pipeline_parallel_layers_per_stage and first/last_stage_less_layers can give",
         sequential_layers="torchtitan 0.3.0's TransformerBlock runs the feed-forward on the residual the attention "
                           "output was added to (models/*/model.py)",

@@ -139,7 +139,9 @@ def test_without_zero1_the_default_search_keeps_zero0():
 
 def test_plan_framework_torchtitan_default_search_equals_exhaustive():
     """The trial's MoE job: 7.069 s by default against 6.919 s with --exhaustive (ZeRO-0 with cp 2, which torchtitan
-    runs as FSDP over the CP ranks).  Now both give the same best plan, a DDP one the default search had left out."""
+    runs as FSDP over the CP ranks).  Now both give the same best plan.  (A DDP plan at 6.962 s, tp 4 beside ep 8, was
+    best until torchtitan's expert mesh rule: ep must divide dp_shard x cp x tp, and its ZeRO-0 shards over one rank,
+    so that mesh does not build; tests/test_torchtitan_expert_mesh.py.)"""
     job = ["plan", "--model", "qwen3-235b-a22b", "--cluster", "dgx-h100", "--gpus", "256", "--seq-len", "4096",
            "--global-batch", "512", "--framework", "torchtitan", "--top-k", "1", "--json"]
     default = json.loads(_run(job).stdout)["plans"][0]
@@ -147,4 +149,6 @@ def test_plan_framework_torchtitan_default_search_equals_exhaustive():
     assert default["layout"] == full["layout"]
     assert default["step_time_s"] == pytest.approx(full["step_time_s"], rel=1e-9)
     assert not (full["layout"]["zero_stage"] == 0 and full["layout"]["cp"] > 1)
-    assert np.isclose(full["step_time_s"], 6.962, atol=5e-4)
+    lay = full["layout"]
+    assert lay["zero_stage"] != 0 or (lay["tp"] * lay["cp"]) % lay["ep"] == 0
+    assert np.isclose(full["step_time_s"], 7.069, atol=5e-4)

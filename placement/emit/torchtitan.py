@@ -37,7 +37,7 @@ from placement.emit.common import (
     torchrun_lines,
     warn_block,
 )
-from placement.frameworks import seq_divisor
+from placement.frameworks import CAPABILITIES, seq_divisor
 from placement.plan import LayoutOut
 from placement.specs import AcceleratorSpec, Llama3RopeSpec, ModelSpec
 from placement.specs.recipe import CudaGraphs, Fp8Recipe
@@ -288,6 +288,10 @@ def flags(ctx: EmitContext) -> tuple[list[str], list[str]]:
         replicate, shard, reshard = lay.dp, 1, "default"
     if lay.etp > 1:
         warnings.append(f"torchtitan 0.3.0 has no expert tensor parallelism (etp {lay.etp}): experts run with etp 1")
+    if lay.ep > 1 and (shard * lay.cp * lay.tp) % lay.ep:  # a plan's ZeRO-0 beside ep wider than tp x cp
+        warnings.append(refusal(f"expert_parallel_degree {lay.ep} with data_parallel_shard_degree {shard}, "
+                                f"context_parallel_degree {lay.cp} and tensor_parallel_degree {lay.tp}: "
+                                f"{CAPABILITIES['torchtitan'].zero0_ep_in_tp_cp}; plan with --framework torchtitan"))
     divisor = int(seq_divisor(lay.tp, lay.cp, lay.sequence_parallel))
     if ctx.plan.seq_len % divisor:  # a user trial: seq 4100 at tp 2 (SP) x cp 2 was priced and written
         warnings.append(refusal(f"torchtitan 0.3.0 raises at start-up unless the sequence ({ctx.plan.seq_len}) divides "

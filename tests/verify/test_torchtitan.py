@@ -131,3 +131,21 @@ def test_placements_copy_of_torchtitans_stage_split_is_torchtitans(num_layers):
                     except ValueError:
                         theirs = None
                     assert mine == theirs, (num_layers, pp, chunk, first_less, last_less)
+
+
+@pytest.mark.parametrize("shard, tp, ep, builds", [(1, 1, 8, False), (1, 4, 2, True), (8, 1, 8, True)])
+def test_torchtitans_expert_mesh_needs_ep_to_divide_shard_cp_tp(shard, tp, ep, builds):
+    """What `frameworks.CAPABILITIES["torchtitan"].zero0_ep_in_tp_cp` and the audit's `_expert_mesh` state: torchtitan's
+    own ParallelDims builds the expert mesh only where ep divides data_parallel_shard_degree x cp x tp (its ZeRO-0,
+    shard 1 beside ep 8 at tp 1, fails to unflatten)."""
+    from torchtitan.config import ParallelismConfig
+
+    world = 64
+    par = ParallelismConfig(data_parallel_replicate_degree=world // (shard * tp), data_parallel_shard_degree=shard,
+                            tensor_parallel_degree=tp, expert_parallel_degree=ep)
+    pd = ParallelDims.from_config(par, world_size=world)
+    if builds:
+        assert titan_groups(pd, world, 0)["ep"]
+    else:
+        with pytest.raises(ValueError, match="unflatten"):
+            titan_groups(pd, world, 0)

@@ -1135,6 +1135,8 @@ def _refusals(s: Settings, pipeline: _Pipeline, shard_value: int) -> None:
 
     tp, pp, cp, rep = s.value("tp", 1), s.value("pp", 1), s.value("cp", 1), s.value("dp_replicate", 1)
     _seq_divisible(s, get, version3, tp, cp)
+    if version3:
+        _expert_mesh(s, shard_value, tp, cp)
     if not version3 and shard_value == 1 and cp == 1 and rep > 1 and (tp > 1 or pp > 1):
         _ddp_only_1d(s, get, tp, pp, rep)
     if pp > 1:
@@ -1192,6 +1194,24 @@ def _seq_divisible(s: Settings, get, version3: bool, tp: int, cp: int) -> None:
         s.ignored.append(f"seq_len {seq} ({sev}) does not divide by tensor_parallel_degree {tp} x 2 x "
                          f"context_parallel_degree {cp} = {div}, which torchtitan from 6204cdff (2025-07-14) refuses "
                          f"at start ({check}); {_undated(s, since)}: priced as if it runs; {fix}")
+
+
+def _expert_mesh(s: Settings, shard: int, tp: int, cp: int) -> None:
+    """torchtitan 0.3.0's expert mesh takes expert_parallel_degree of the dp_shard x cp x tp ranks (efsdp = dp_shard x
+    cp x tp // ep, distributed/parallel_dims.py:278-279, unflattened at :336): where ep does not divide them, as beside
+    a data_parallel_shard_degree of 1 (DDP), DeviceMesh refuses it at start.  A shard degree of -1 (the rest of the
+    world) is left to the layout's own check."""
+    ep = s.value("ep", 1)
+    ranks = shard * cp * tp
+    if ep <= 1 or shard < 1 or ranks % ep == 0:
+        return
+    raise InputError(
+        f"{s.sources.get('ep', 'expert_parallel_degree')}: expert_parallel_degree {ep} does not divide "
+        f"data_parallel_shard_degree {shard} x context_parallel_degree {cp} x tensor_parallel_degree {tp} = {ranks}; "
+        f"torchtitan 0.3.0's expert mesh takes ep of those ranks (efsdp = dp_shard x cp x tp // ep, "
+        f"distributed/parallel_dims.py:278-279; config/configs.py:283-286) and DeviceMesh's unflatten refuses the "
+        f"mesh at start (parallel_dims.py:336), {STOPS}: give an expert_parallel_degree that divides {ranks}, or a "
+        f"data_parallel_shard_degree whose product with cp x tp it divides (FSDP over the data-parallel ranks)")
 
 
 def _ddp_only_1d(s: Settings, get, tp: int, pp: int, rep: int) -> None:
