@@ -328,6 +328,24 @@ def _check_torchtitan_mxfp8(launch: LaunchLayout, topo: Topology) -> None:
                      f"(--cluster)")
 
 
+def _check_torchtitan_float8(launch: LaunchLayout, topo: Topology) -> None:
+    """torchtitan's Float8 converters stop the job at start on a GPU without FP8 tensor cores (torchtitan 0.3.0
+    components/quantization/float8.py:85-96, Float8LinearConverter: below NVIDIA SM89 or AMD gfx942; :230-234,
+    Float8GroupedExpertsConverter): launch files that run them there (llama3_405b, which always converts, or
+    deepseek_v3_671b_float8) are an InputError naming the config, not `--precision fp8`'s refusal (a user trial: the
+    audit named a flag it was not given and told it to pass --precision bf16, which it then refused)."""
+    if launch.framework != "torchtitan" or launch.precision != "fp8" or topo.accelerator.peak_flops_fp8 is not None:
+        return
+    what = f"torchtitan's {launch.model_ref}" if launch.model_ref else "torchtitan's Float8 converter"
+    where = launch.sources.get("precision", "")
+    raise InputError(f"the launch files run {what} with Float8 linear layers{f' ({where})' if where else ''}, which "
+                     f"torchtitan stops at start on {topo.accelerator.name}, a GPU without FP8 tensor cores "
+                     f"(components/quantization/float8.py:85-96: ValueError \"Failed to swap to Float8Linear because "
+                     f"float8 is only supported on NVIDIA SM89 or later, or AMD gfx942 (MI300) or later\"), so this "
+                     f"job does not start: pass the cluster it ran on (--cluster), or name a config without Float8 "
+                     f"converters in the files")
+
+
 def _check_kv_heads(launch: LaunchLayout, layout: Layout, model: ModelSpec) -> None:
     """A framework whose TP ranks compute whole KV heads (frameworks.Capability.kv_heads_whole: torchtitan) does not
     start a job whose TP degree does not divide them: an InputError naming the files' TP, not a price."""
@@ -2495,6 +2513,7 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
     model, model_sources = launched_model(launch, model)
     layout = resolve_layout(launch, model, topo.num_gpus, topo.gpus_per_host if topo.allocated else None)
     _check_torchtitan_mxfp8(launch, topo)
+    _check_torchtitan_float8(launch, topo)
     _check_kv_heads(launch, layout, model)
     _check_megatron_rank_order(launch, layout, model)
     _check_deepspeed_moe_zero3(launch, layout, model)
