@@ -1081,8 +1081,19 @@ TT_LAYERS: dict[tuple[str, str], int] = {
 }
 """torchtitan (model.name, model.flavor) -> n_layers, the layer count its pipeline split reads (v0.2.2
 models/*/__init__.py model args; 0.3.0's llama3 flavors the same, models/llama3/__init__.py:119-365)."""
-TT_LAYERS_030 = {"llama3"}
-"""0.3.0 modules whose flavors' layer counts TT_LAYERS holds as 0.3.0 has them."""
+
+
+def config_layers(module: str, config: str) -> int | None:
+    """Transformer layers of the model torchtitan 0.3.0's `module`:`config` builds (the catalog's model of that config,
+    its Float8 and MXFP8 twins included, or a shipped flavor the catalog lacks: emit.torchtitan.shipped_model); None
+    for a config placement does not know."""
+    from placement.catalog import load_model
+    from placement.emit.torchtitan import catalog_name, shipped_model
+
+    known = catalog_name(module, config)
+    model = load_model(known) if known is not None else shipped_model(module, config)
+    return model.num_layers if model is not None else None
+
 SEQ_DIVISOR_SINCE = {"llama3": "db52d57c", "llama4": "db52d57c", "deepseek_v3": "db52d57c", "qwen3": "08b8b244",
                      "gpt_oss": "10d694b5"}
 """Model name -> the first JobConfig version whose parallelize.py asserts seq_len % (tp * 2 * cp) == 0
@@ -1244,10 +1255,12 @@ def _pipeline_split(s: Settings, get, version3: bool, pp: int, schedule: tuple[s
     if get("parallelism.module_fqns_per_model_part")[0] is not None:
         return
     name = str(get("module")[0] if version3 else (get("model.name")[0] or "llama3"))
-    flavor, fev = get("model.flavor")
-    layers = TT_LAYERS.get((name, str(flavor))) if flavor is not None else None
-    if version3 and name not in TT_LAYERS_030:
-        layers = None
+    flavor, fev = get("config") if version3 else get("model.flavor")
+    if version3:  # 0.3.0 names a config function, not a flavor: the model it builds (a user trial: a 1F1B launch
+        # with two stages per rank, which torchtitan refuses, was priced as interleaved for want of a layer count)
+        layers = config_layers(name, str(flavor)) if flavor is not None else None
+    else:
+        layers = TT_LAYERS.get((name, str(flavor))) if flavor is not None else None
     lps, lev = s.value("layers_per_virtual_stage"), s.sources.get("layers_per_virtual_stage", "")
     first = s.value("first_stage_less_layers", 1)
     last = s.value("last_stage_less_layers", 1)
