@@ -62,3 +62,15 @@ def test_config_layers_names_the_model_each_030_config_builds() -> None:
     assert config_layers("qwen3", "qwen3_14b") == 40
     assert config_layers("gpt_oss", "gpt_oss_20b") == 24
     assert config_layers("llama3", "llama3_debugmodel") is None
+
+
+@pytest.mark.parametrize("schedule, lps, said", [("GPipe", "20", "priced as 1F1B"),
+                                                 ("LoopedBFS", "10", "priced as Interleaved1F1B")])
+def test_fill_drain_schedules_are_said_not_priced_silently_as_1f1b(tmp_path: Path, interleaved: str, schedule: str,
+                                                                   lps: str, said: str) -> None:
+    """GPipe and LoopedBFS run every micro-batch's forward before any backward (torch 2.13 ScheduleGPipe,
+    ScheduleLoopedBFS), holding all the step's activations: priced as 1F1B, they were not named at all."""
+    text = interleaved.replace("pipeline_parallel_layers_per_stage 10", f"pipeline_parallel_layers_per_stage {lps}")
+    launch = parse_launch([_with(tmp_path, text, schedule)])
+    notes = [n for n in launch.ignored if n.startswith(f"pipeline_parallel_schedule {schedule} ")]
+    assert notes and said in notes[0] and "the memory estimate is low" in notes[0], launch.ignored

@@ -38,6 +38,14 @@ _TT_NOT_PRICED_AS_RUN = {
                      "weight gradients, which fill most of the bubble, are not priced (the estimate errs slow)",
     "dualpipev": "priced as Interleaved1F1B with two stages per rank; its V placement and its overlap of one "
                  "micro-batch's forward with another's backward are not priced (the estimate errs slow)",
+    "gpipe": "priced as 1F1B, whose bubble it shares; it runs every micro-batch's forward before the first backward "
+             "(torch 2.13 distributed/pipelining/schedules.py:872-876 ScheduleGPipe, fill-drain), so each stage holds "
+             "the activations of all the step's micro-batches, where 1F1B holds at most pp of them: the memory "
+             "estimate is low",
+    "loopedbfs": "priced as Interleaved1F1B; it runs each local stage's forward for every micro-batch before any "
+                 "backward (torch 2.13 distributed/pipelining/schedules.py:2706-2720 ScheduleLoopedBFS), so each rank "
+                 "holds the activations of all the step's micro-batches on every local stage, where interleaved 1F1B "
+                 "holds those in flight: the memory estimate is low",
 }
 """torch.distributed.pipelining schedules placement prices as another (placement's schedules: specs.recipe
 PipelineSchedule), with what that leaves out: said in the audit, not substituted silently."""
