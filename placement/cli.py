@@ -1666,6 +1666,14 @@ def audit(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, p
                            progress=bar.update, files_text=files_text)
     if not _timings():
         result = result.without_timings()
+    from placement.audit.measured import logged_step
+
+    # a Megatron-LM log's iteration times beside the estimate (the launch files' first log that has them)
+    measured = logged_step([Path(p) for p in launch_files], train.global_batch, result.estimate.step_time_s)
+    if measured is not None:
+        import dataclasses
+
+        result = dataclasses.replace(result, measured=measured)
     from placement.html import audit_html
 
     _write_report(report, lambda: audit_html(result, topo, _calibration_line()))

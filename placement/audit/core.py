@@ -33,6 +33,7 @@ from pydantic import ValidationError
 
 from placement.audit.changes import launch_changes, neox_requirements, spell_neox_keys
 from placement.audit.launch import LaunchLayout
+from placement.audit.measured import MeasuredStep
 from placement.audit.readers.common import FP16_MIXED, start_refusal
 from placement.audit.readers.reading import NodeDevices, node_line
 from placement.cost.batch import LayoutBatch, module_mask
@@ -616,6 +617,9 @@ class Audit:
     changes_withheld: list[dict] = field(default_factory=list)
     """Added: the changes to a best plan that saves less than MIN_CHANGE_GAIN of a job that fits (`changes` is then
     empty): listed for reference, not proposed."""
+    measured: MeasuredStep | None = None
+    """Added: the step a Megatron-LM log among the launch files measured, beside `estimate` (audit.measured); None
+    where no launch file has iteration lines."""
 
     def without_timings(self) -> Audit:
         """`--reproducible`: the best plan's wall-clock mapping time left out."""

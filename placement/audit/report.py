@@ -64,7 +64,8 @@ def audit_json(a: Audit) -> dict:
     return {"layout": layout, "estimate": a.estimate.model_dump(mode="json"),
             "findings": [f.as_json() for f in a.findings], "best": a.best.model_dump(mode="json"),
             "speedup": a.speedup, "changes": a.changes, "changes_note": changes_note(a),
-            "no_better_plan": a.no_better_plan, "changes_withheld": a.changes_withheld}
+            "no_better_plan": a.no_better_plan, "changes_withheld": a.changes_withheld} | (
+        {} if a.measured is None else {"measured_step": a.measured.model_dump(mode="json")})
 
 
 MEGATRON_DEEPSPEED_NOTE = ("the job runs Megatron-DeepSpeed (--deepspeed: DeepSpeed's engine under Megatron's layers); "
@@ -232,6 +233,9 @@ def audit_table(a: Audit) -> str:
               f"which the launch sets from {conf}, a value the files leave to the environment" if conf else
               "which the job's environment must set (the files have no launch line)")
     table = single_plan_table(est, setter)
+    if a.measured is not None:  # beside the estimate's step line, above its terms
+        head, _, terms = table.partition("\n\n")
+        table = f"{head}\n{a.measured.summary()}\n\n{terms}"
     if a.launch.offloaded:  # a user trial read "DOES NOT FIT" beside a warning that the memory is smaller
         table += (f"\n(memory as priced keeps what the files offload to the host, {' and '.join(a.launch.offloaded)}, "
                   f"on the GPU: the findings give the job's own)")

@@ -111,6 +111,13 @@ def megatron_steps(lines: list[str], batch: int | None = None
     return kept, dropped, ramp
 
 
+def after_warmup(times: list[tuple[float, int]]) -> list[tuple[float, int]]:
+    """The logged intervals that measure the steady step, as `calibrate --steps` and `audit` take them: all but the
+    first (start-up: the first iterations build NCCL communicators, grow the allocator, compile kernels); the median
+    over them shrugs off a slow interval or two after it."""
+    return times[1:]
+
+
 def _ramp_note(ramp: list[tuple[int, int]], batch: int) -> str:
     if not ramp:
         return ""
@@ -154,7 +161,7 @@ def log_step_time(path: Path, lines: list[str], global_batch: int, seq_len: int,
         raise InputError(f"training log `{path}`: {len(found)} logged step(s) (torchtitan `step: N ... tps: T` or "
                          f"Megatron `elapsed time per iteration (ms): X`); the step time needs at least two, the "
                          f"first being start-up")
-    kept = found[1:]
+    kept = after_warmup(found)
     how = "" if mega else f" (global batch {global_batch} x seq {seq_len} / (tps x {num_gpus} GPUs))"
     return (statistics.median(t for t, _ in kept),
             f"{path}:{kept[0][1]}-{kept[-1][1]}, median of {len(kept)}{how}{_dropped_note(dropped if mega else [])}"
@@ -323,7 +330,7 @@ def read_megatron_log(path: Path, cluster: str, text: str) -> StepRun:
         raise InputError(f"{path}: {len(times)} usable `elapsed time per iteration (ms)` line(s) at the run's global "
                          f"batch {batch}{_dropped_note(dropped)}{_ramp_note(ramp, batch)}; the step time needs at "
                          f"least two logged iterations (the first is start-up): give a log past any batch ramp-up")
-    kept = times[1:]
+    kept = after_warmup(times)
     step_s = statistics.median(t for t, _ in kept)
     world = _int(args, "world_size", path) or launch.world_size
     if world is None:

@@ -109,7 +109,8 @@ def audit_html(a, topo: Topology, calibration: str | None = None) -> str:
                   launched_view=_table_view(est, topo),
                   best_view=None if same else _plan_view(best, topo, a.best_gpu_of_rank),
                   mapping=_mapping(est), sources=[line.strip() for line in sources_lines(a)[1:]],
-                  calibration=calibration)
+                  calibration=calibration,
+                  measured=[] if a.measured is None else [line.strip() for line in a.measured.summary().splitlines()])
 
 
 # -- sweep ------------------------------------------------------------------------------------------------

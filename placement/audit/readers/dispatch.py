@@ -139,9 +139,8 @@ def file_kind(path: Path) -> str:
         line = text.count("\n", 0, iteration.start()) + 1
         raise InputError(f"{path}:{line}: a Megatron-LM log's iteration lines (`elapsed time per iteration (ms)`) "
                          f"without the arguments block it prints at start-up ({megatron.MEGATRON_LOG_BEGIN!r}), "
-                         f"from which the audit reads a log's layout; give the log from its start, or the launch "
-                         f"script (the whole log's step times are read by `placement calibrate --steps`, not by the "
-                         f"audit)")
+                         f"from which the audit reads a log's layout; give the log from its start (the audit then sets "
+                         f"its iteration times beside the estimate), or the launch script")
     if looks_like_devices_by_host(text):
         return "devices-by-host"
     return "script"
