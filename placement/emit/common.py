@@ -164,7 +164,8 @@ class Runs:
     (cost.rules.Facts.torch_pipeline)."""
     runs_te: bool = True
     """The files' attention is Transformer Engine's (Megatron's): its context-parallel refusals apply to what they run
-    (cost.rules.Facts.cp_refused); False for a framework with attention of its own (torchtitan's FlexAttention)."""
+    (cost.rules.Facts.cp_refused); False for a framework with attention of its own (torchtitan's FlexAttention,
+    MaxText's) or none (DeepSpeed's context parallelism is the model code's)."""
 
     def set_precision(self, plan: Plan, precision: str) -> None:
         self.precision = precision

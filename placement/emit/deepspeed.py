@@ -457,7 +457,10 @@ def _runs_bf16_optimizer(ctx: EmitContext, runs: Runs) -> None:
 def files_run(ctx: EmitContext) -> Runs:
     """What the files run where DeepSpeed cannot be told the plan (each is also a warning)."""
     lay, plan = ctx.plan.layout, ctx.plan
-    runs = Runs()
+    # no attention of DeepSpeed's own: its context parallelism is the model code's (warnings_for), so Transformer
+    # Engine's context-parallel refusals, Megatron-Core's, do not apply (a QA run: gpt-oss-120b at cp 2 with
+    # --cp-comm-type a2a was refused, exit 2, for TE's sinks rule, naming the flag it was given, and got no file)
+    runs = Runs(runs_te=False)
     if plan.precision == "fp8":
         runs.set_precision(plan, "bf16")
     if lay.vpp > 1:
@@ -635,7 +638,7 @@ def launch_lines(ctx: EmitContext, include: str | None, runs: Runs) -> str:
         out += [f"# on {host}", launcher_line(ctx, include, str(k), hosts[0], port)]
     if ctx.recipe.cpu_affinity or ctx.recipe.cuda_launch_blocking:
         pdsh = {"cpu_affinity": False, "cuda_launch_blocking": False}
-        other = ctx.priced_as(runs.precision, runs.layout, runs.recipe | pdsh, runs.model)
+        other = ctx.priced_as(runs.precision, runs.layout, runs.recipe | pdsh, runs.model, runs_te=runs.runs_te)
         price = "" if other is None else f": {other.step_time_s:.3f} s/step"
         plain = launcher_line(ctx.with_recipe(pdsh), include, None, hosts[0], port, env=False)
         lost = [what for what, on in (("unbound processes", ctx.recipe.cpu_affinity),

@@ -875,7 +875,9 @@ def runs(ctx: EmitContext, mesh: MaxTextMesh) -> Runs:
     is also a warning).  Its pipeline schedule stays a warning: the cost model has no forward-all-then-backward
     schedule."""
     lay, s = ctx.plan.layout, mesh.sizes
-    out = Runs()
+    # MaxText's own attention and context parallelism (context_parallel_strategy all_gather); its Transformer Engine
+    # attention (cudnn_flash_te) is written only at cp 1 (written_rows): TE's context-parallel refusals do not apply
+    out = Runs(runs_te=False)
     over = optimizer_over_data(ctx, mesh)
     zero, shard = zero_as_run(s, over)
     if zero != lay.zero_stage or (zero == 3 and shard != lay.dp_shard):
