@@ -373,3 +373,21 @@ def test_a_megatron_deepspeed_jobs_changes_are_its_script_arguments_and_its_json
     if best["tp"] != now["tp"]:
         (row,) = [c for c in data["changes"] if c["argument"] == "--tensor-model-parallel-size"]
         assert (row["from"], row["to"]) == (str(now["tp"]), str(best["tp"]))
+
+
+@pytest.mark.parametrize(("launcher", "fp8"), [("torchrun --nproc_per_node 8 pretrain_gpt.py", "--fp8-format e4m3"),
+                                               ("deepspeed pretrain_gpt.py", "--fp8-hybrid --deepspeed")])
+def test_transformer_engines_fp8_on_a_gpu_without_it_does_not_start(tmp_path, launcher: str, fp8: str) -> None:
+    """An FP8 Megatron-LM (or Megatron-DeepSpeed) launch audited on A100s: Transformer Engine asserts FP8 tensor
+    cores at the first FP8 layer (quantization.py:759-760), so the job does not start; a QA run was told "--precision
+    fp8 ... use --precision bf16", flags `audit` does not take."""
+    script = tmp_path / "train.sh"
+    script.write_text(f"{launcher} --tensor-model-parallel-size 2 {LLAMA_8B} --micro-batch-size 1 "
+                      f"--global-batch-size 64 --bf16 {fp8}\n")
+    result = CliRunner().invoke(main, ["audit", "--launch", str(script), "--model", "llama3-8b", "--cluster",
+                                       "dgx-a100-80g", "--gpus", "8"])
+    assert result.exit_code == 2, result.output
+    assert "--precision" not in result.stderr and "Traceback" not in result.output
+    assert f"the launch files run FP8 GEMMs ({script}:1:" in result.stderr
+    assert ("quantization.py:759-760" in result.stderr and "Device compute capability 8.9 or higher required for "
+            "FP8 execution." in result.stderr and "so this job does not start" in result.stderr)

@@ -347,6 +347,31 @@ def _check_torchtitan_float8(launch: LaunchLayout, topo: Topology) -> None:
                      f"converters in the files")
 
 
+TE_FP8_CHECK = ("TransformerEngine d0067d0da transformer_engine/pytorch/quantization.py:759-760, "
+                "FP8GlobalStateManager.autocast_enter: `assert fp8_available, reason_for_no_fp8` from "
+                "check_fp8_support(), :151-154: \"Device compute capability 8.9 or higher required for FP8 "
+                "execution.\"")
+"""Transformer Engine's check of FP8 on the GPU, at the first FP8 autocast (Megatron-Core's get_fp8_context enters
+transformer_engine.pytorch.fp8_autocast, core_v0.19.0 megatron/core/fp8_utils.py:806; Megatron-DeepSpeed's
+--fp8-hybrid/--fp8-e4m3 too, 4efb479d megatron/model/transformer.py:2069)."""
+
+
+def _check_te_fp8(launch: LaunchLayout, topo: Topology) -> None:
+    """Megatron-LM's (and Megatron-DeepSpeed's) FP8 is Transformer Engine's, which asserts FP8 tensor cores at the
+    first FP8 layer's forward (TE_FP8_CHECK): launch files that set it on a GPU without them (A100) are an InputError
+    naming the files' own setting, not `--precision fp8`'s refusal (a QA run: an FP8 megatron.sh audited on
+    dgx-a100-80g was told "--precision fp8 ... use --precision bf16", a flag `audit` was not given)."""
+    if launch.framework not in ("megatron", "deepspeed") or launch.precision != "fp8" \
+            or topo.accelerator.peak_flops_fp8 is not None:
+        return
+    where = launch.sources.get("precision", "")
+    raise InputError(f"the launch files run FP8 GEMMs{f' ({where})' if where else ''}, which are Transformer "
+                     f"Engine's, and Transformer Engine stops the job at its first FP8 layer on "
+                     f"{topo.accelerator.name}, a GPU without FP8 tensor cores ({TE_FP8_CHECK}), so this job does "
+                     f"not start: pass the cluster it ran on (--cluster), or drop that FP8 setting from the files "
+                     f"to train, and price, them in bf16")
+
+
 def _check_kv_heads(launch: LaunchLayout, layout: Layout, model: ModelSpec) -> None:
     """A framework whose TP ranks compute whole KV heads (frameworks.Capability.kv_heads_whole: torchtitan) does not
     start a job whose TP degree does not divide them: an InputError naming the files' TP, not a price."""
@@ -2556,6 +2581,7 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
     layout = resolve_layout(launch, model, topo.num_gpus, topo.gpus_per_host if topo.allocated else None)
     _check_torchtitan_mxfp8(launch, topo)
     _check_torchtitan_float8(launch, topo)
+    _check_te_fp8(launch, topo)
     _check_kv_heads(launch, layout, model)
     _check_megatron_rank_order(launch, layout, model)
     _check_deepspeed_moe_zero3(launch, layout, model)
