@@ -391,3 +391,25 @@ def test_transformer_engines_fp8_on_a_gpu_without_it_does_not_start(tmp_path, la
     assert f"the launch files run FP8 GEMMs ({script}:1:" in result.stderr
     assert ("quantization.py:759-760" in result.stderr and "Device compute capability 8.9 or higher required for "
             "FP8 execution." in result.stderr and "so this job does not start" in result.stderr)
+
+
+@pytest.mark.parametrize(("parallel", "seq", "says"), [
+    ("--context-parallel-size 4", "4100", "): sequence 4100 must split into 2 x cp equal chunks; try a sequence of "
+                                          "4104, or cp 2 (settings of the launch files)"),
+    ("--tensor-model-parallel-size 3", "8192", ") does not divide the 32 attention heads of llama3-8b; use tp 1, 2, "
+                                               "4, 8, 16 or 32 (settings of the launch files)")])
+def test_a_layout_rules_fix_names_the_launch_files_settings(tmp_path, parallel: str, seq: str, says: str) -> None:
+    """A layout rule's refusal names what to change in the launch files, not `evaluate`'s flags (a QA run: "... or use
+    --cp 1", a flag `audit` does not take), and where the files state the degree it opens with."""
+    script = tmp_path / "train.sh"
+    model = LLAMA_8B.replace("--seq-length 4096 --max-position-embeddings 4096",
+                             f"--seq-length {seq} --max-position-embeddings 8192")
+    script.write_text(f"torchrun --nproc_per_node 8 pretrain_gpt.py {parallel} {model} --micro-batch-size 1 "
+                      f"--global-batch-size 64 --bf16\n")
+    gpus = "6" if "tensor" in parallel else "8"
+    result = CliRunner().invoke(main, ["audit", "--launch", str(script), "--model", "llama3-8b", "--cluster",
+                                       "dgx-h100", "--gpus", gpus])
+    assert result.exit_code == 2, result.output
+    assert "the launch files' layout does not fit the job: " in result.stderr and f"({script}:1: " in result.stderr
+    assert says in result.stderr
+    assert not any(f"--{flag} " in result.stderr for flag in ("tp", "cp", "seq-len"))

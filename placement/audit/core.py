@@ -2173,17 +2173,38 @@ _DEGREE_FLAGS = {"--tp": "tp", "--cp": "cp", "--ep": "ep", "--etp": "etp", "--pp
 
 
 def _degrees_as_stated(text: str, launch: LaunchLayout) -> str:
-    """A layout rule's message that opens with `evaluate`'s flags (`--ep 4 --etp 1: ...`) as the launch files state
-    those degrees, with where (a user trial was shown flags the audit does not take, beside the batch's line)."""
-    m = re.match(r"((?:--(?:tp|cp|ep|etp|pp|vpp) \d+ ?)+): ", text)
+    """A layout rule's message that opens with `evaluate`'s flags (`--ep 4 --etp 1: ...`, `--tp 3 does not divide
+    ...`) as the launch files state those degrees, with where (a user trial was shown flags the audit does not take,
+    beside the batch's line), and its fix in the launch files' settings (_fix_in_files)."""
+    m = re.match(r"((?:--(?:tp|cp|ep|etp|pp|vpp) \d+(?: |(?=:)))+)", text)
     if not m:
-        return text
+        return _fix_in_files(text)
     said = []
     for flag, value in re.findall(r"(--[a-z]+) (\d+)", m.group(1)):
         field = _DEGREE_FLAGS[flag]
         where = launch.sources.get(field)
         said.append(f"{field} {value}" + (f" ({where})" if where else " (not stated: the default)"))
-    return "; ".join(said) + ": " + text[m.end():]
+    rest = text[m.end():]
+    return "; ".join(said) + ("" if rest.startswith(":") else " ") + _fix_in_files(rest)
+
+
+_EVALUATE_FIXES = (
+    (re.compile(r"--(tp|cp|ep|etp|pp|vpp) (?=\d)"), r"\1 "),
+    (re.compile(r"--seq-len (?=\d)"), "a sequence of "),
+    (re.compile(r"an explicit --pipeline-layout"), "an explicit pipeline layout (Megatron-LM's "
+                                                   "--pipeline-model-parallel-layout)"),
+)
+"""`evaluate`'s flags in a layout rule's fix (cost.rules: "or use --cp 1", "try --pp 2, 4") as the settings they
+stand for, which the launch files state: `audit` does not take those flags."""
+
+
+def _fix_in_files(fix: str) -> str:
+    """A layout rule's fix with `evaluate`'s flags said as the launch files' settings (a QA run: an audit refusal
+    ended "or use --cp 1", a flag `audit` does not take)."""
+    said = fix
+    for flag, words in _EVALUATE_FIXES:
+        said = flag.sub(words, said)
+    return said if said == fix else f"{said} (settings of the launch files)"
 
 
 def is_megatron_deepspeed(launch: LaunchLayout) -> bool:
