@@ -620,7 +620,9 @@ def launch_changes(framework: str, now: EmitContext, best: EmitContext, files_te
                     continue
                 kept.append(c if stated is None else {**c, "from": stated})
             changes = kept
-        if framework == "torchtitan":  # every degree whose product torchtitan asserts is the world size
+        if framework == "torchtitan":  # the launched side as the files write it, then every degree whose product
+            # torchtitan asserts is the world size
+            changes = torchtitan_stated_changes(changes, b, live)
             changes = torchtitan_world_degrees(changes, b, job, spelled)
         if framework == "megatron":  # a flag the best plan adds that the launch already passes is no change (the
             # running command's arguments where the audit read them: a flag in a branch that does not run is not
@@ -647,7 +649,14 @@ def launch_changes(framework: str, now: EmitContext, best: EmitContext, files_te
                             "note": "the launch files leave the global batch to the framework, which derives it "
                                     "from the layout this plan changes"})
     if now.plan.layout.pp == 1 and best.plan.layout.pp == 1:  # no pipeline on either side: its keys change nothing
-        changes = [c for c in changes if not any(k in c["argument"] for k in PIPELINE_ONLY)]
+        if framework == "torchtitan" and torchtitan is None and files_text is not None:
+            # the written file's own flags: said, as changing nothing that runs (a QA run: --out rewrote the files'
+            # pipeline_parallel_microbatch_size 2 as 1 with no word in the change list)
+            for c in changes:
+                if any(k in c["argument"] for k in PIPELINE_ONLY):
+                    c["note"] = PIPELINE_ONLY_NOTE
+        else:
+            changes = [c for c in changes if not any(k in c["argument"] for k in PIPELINE_ONLY)]
     ha, hb = now.hosts_in_rank_order, best.hosts_in_rank_order
     if ha != hb:
         moved = sum(x != y for x, y in zip(ha, hb, strict=True))
@@ -761,6 +770,58 @@ their own way."""
 PIPELINE_ONLY = ("pipeline_parallel_microbatch_size", "pipeline_parallel_schedule", "pipeline_parallel_microbatches")
 """Spellings of torchtitan settings that only a pipeline reads (its micro-batch size or count, its schedule): with no
 pipeline before or after the change they are no change (a user trial saw the micro-batch size listed at pp 1)."""
+
+
+PIPELINE_ONLY_NOTE = ("torchtitan reads it only under pipeline parallelism, which neither plan has: the written "
+                      "file's value, changing nothing that runs")
+
+
+def _torchtitan_key(flag: str) -> str:
+    """A torchtitan 0.3.0 flag as tyro reads it, `-` and `_` alike (`--compile.no-enable-async-tensor-parallel`)."""
+    return flag.replace("-", "_")
+
+
+def torchtitan_stated(live: str) -> dict[str, str]:
+    """{flag (_torchtitan_key): value} that the launch text's torchtitan 0.3.0 command lines give (`--flag V`,
+    `--flag=V`, a bare switch "true", `activation-checkpoint:MODE`), a line continued with `\\` read as one."""
+    out: dict[str, str] = {}
+    for line in live.replace("\\\n", " ").splitlines():
+        if "torchtitan" not in line and "--parallelism." not in line and "--training." not in line:
+            continue
+        try:
+            tokens = shlex.split(line)
+        except ValueError:  # an unbalanced quote: the words as they stand
+            tokens = line.split()
+        out |= {_torchtitan_key(k): v for k, v in _settings(tokens).items()}
+    return out
+
+
+def torchtitan_stated_changes(changes: list[dict], best: dict[str, str], live: str) -> list[dict]:
+    """torchtitan 0.3.0 flags: each change's launched side as the files write it, not placement's spelling of the
+    launched layout (a QA run: `- --parallelism.pipeline_parallel_schedule Interleaved1F1B` for a file running
+    ZBVZeroBubble), a flag the files state that the best plan's file writes with another value listed too (the same
+    placement spelling on both sides hid it), and no change where the files already write the best plan's value.
+    The degrees torchtitan multiplies to the world size are torchtitan_world_degrees' (a shard degree of -1 that
+    resolves to the best plan's is no change)."""
+    stated = torchtitan_stated(live)
+    out = []
+    for c in changes:
+        given = stated.get(_torchtitan_key(c["argument"]))
+        if c["from"] is not None and given is not None:
+            c = {**c, "from": given}
+        if c["from"] is not None and c["to"] is not None and same_value(c["from"], c["to"]):
+            continue
+        out.append(c)
+    listed = {_torchtitan_key(c["argument"]) for c in changes}
+    degrees = {_torchtitan_key("--" + d) for d in WORLD_DEGREES}
+    for flag, value in best.items():
+        key = _torchtitan_key(flag)
+        given = stated.get(key)
+        if key in listed or key in degrees or given is None or same_value(given, value):
+            continue
+        out.append({"argument": flag, "from": given, "to": value})
+    _subcommand_text(out)
+    return out
 
 
 def stated_flag_value(flag: str, text: str) -> str | None:
