@@ -351,3 +351,22 @@ def test_idle_reason_past_a_missed_deadline_names_time_to_train():
     assert "no better by time to train" in choice.idle_reason and "cost objective" not in choice.idle_reason
     met = choose(design, work, train, Objective.COST, None, (8, 16), 8, 16, {8: 0.9, 16: 1.1}, plan_of)
     assert "no better by the cost objective" in met.idle_reason  # the objective's own choice keeps its words
+
+
+@pytest.mark.parametrize(("budget", "over"), [(600_000, True), (None, False)])
+def test_a_gpu_count_suggested_past_the_budget_says_what_it_costs(budget, over):
+    """A budget design that buys 8 H100 for a 70B model that needs 16 is told to try `gpus: 16`: with the study's
+    budget at 600,000 USD and 40,000 a GPU, that is 640,000, a larger purchase, not a setting (a QA note: the hint
+    read as if the budget bought it).  A design with its own gpus gets the hint alone."""
+    design = {"name": "h100", "cluster": "dgx-h100", "capex_per_gpu": 40_000, "power_per_gpu_w": 1400}
+    spec = SweepSpec.model_validate({
+        "name": "budget", "currency": "USD", **({"budget": budget} if budget else {}),
+        "designs": [design if budget else {**design, "gpus": 8}],
+        "workloads": [{"name": "70b", "model": "llama3-70b", "seq_len": 8192, "global_batch": 512, "tokens": 1e11}],
+    })
+    r = run_sweep(spec, None, "local", workers=1).rows[0]
+    assert r["status"] == "infeasible" and r["num_gpus_bought"] == 8
+    assert "try `gpus: 16` in the design" in r["message"]
+    note = ("16 GPUs at the design's capex_per_gpu 40,000 USD cost 640,000 USD, over the study's budget of "
+            "600,000 USD")
+    assert (note in r["message"]) == over

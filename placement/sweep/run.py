@@ -15,6 +15,7 @@ import hashlib
 import json
 import math
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +25,7 @@ from placement.catalog import load_accelerator, load_cluster, load_model
 from placement.errors import InputError
 from placement.loaders.files import read_bytes
 from placement.outfiles import check_out_dir, checked_dump, checked_load, write_atomic
+from placement.search import SWEEP_FIX_NAMES
 from placement.specs import AcceleratorSpec, ClusterSpec, ModelSpec, TrainingSpec
 from placement.sweep.band import band as error_band
 from placement.sweep.band import data_digest, validate_errors
@@ -247,6 +249,27 @@ def network_of(cluster: ClusterSpec) -> dict:
             "nic_bandwidth_bytes_per_s": cluster.nic_bandwidth_bytes_per_s}
 
 
+SUGGESTED_GPUS = re.compile(re.escape(SWEEP_FIX_NAMES.gpus).replace(re.escape("{}"), r"(\d+)"))
+"""A GPU count an infeasible cell's message suggests (search.SWEEP_FIX_NAMES: "`gpus: 16` in the design")."""
+
+
+def over_budget_note(message: str, design: DesignSpec, sweep: SweepSpec) -> str:
+    """What a suggested GPU count would cost where the study's budget buys the design's GPUs and the count costs more
+    than it: the message's fix is then a larger purchase, not a setting (a QA note: a 600,000 USD study was told to
+    try `gpus: 16` of a 40,000 USD GPU, 640,000 USD); "" otherwise."""
+    found = SUGGESTED_GPUS.search(message)
+    if found is None or design.gpus is not None or sweep.budget is None or design.capex_per_gpu is None:
+        return ""
+    gpus = int(found.group(1))
+    cost = gpus * design.capex_per_gpu
+    if cost <= sweep.budget:
+        return ""
+    currency = sweep.currency
+    return (f" ({gpus:,} GPUs at the design's capex_per_gpu {design.capex_per_gpu:,.0f} {currency} cost "
+            f"{cost:,.0f} {currency}, over the study's budget of {sweep.budget:,.0f} {currency}: `gpus: {gpus}` buys "
+            f"them regardless of the budget, or a budget of {cost:,.0f} {currency} buys them)")
+
+
 def cell_row(cell: Cell, sweep: SweepSpec, entry: dict, errors: tuple[str, tuple[dict, ...]] | None) -> dict:
     """A cell's row from its cache entry: the count the objective chooses, priced, with its error band.
     Raises NeedPlan when the choice needs a plan the entry does not hold."""
@@ -269,7 +292,7 @@ def cell_row(cell: Cell, sweep: SweepSpec, entry: dict, errors: tuple[str, tuple
            **network_of(cell.cluster)}
     if choice.entry["status"] != "ok":
         return {**row, **dict.fromkeys(RESULT_KEYS), "deadline_at_risk": None, "status": "infeasible",
-                "message": choice.entry["message"],
+                "message": choice.entry["message"] + over_budget_note(choice.entry["message"], design, sweep),
                 "idle_reason": None, "error_band": None, "plan": None}
     plan = choice.entry["plan"]
     fields = price(design, work, choice.num_gpus_bought, choice.num_gpus, plan["tokens_per_s"])
