@@ -59,6 +59,19 @@ def section(data: dict) -> str:
             mem += " (over: priced at its stated recompute)"
         lines.append(f"| {r['id']} | {r['group']} | {r['published_step_time_s']:.2f} | {pred} | {pct(r['error'])} "
                      f"| {mem} | {searched_text(r['searched'])} | {slowest_cell(r['slowest_schedule'])} |")
+    pairs = data.get("scale_pairs") or []
+    if pairs:
+        published = sum(p["published_change"] for p in pairs) / len(pairs)
+        predicted = sum(p["predicted_change"] for p in pairs) / len(pairs)
+        lines += ["", f"Scaling out: the same job at two GPU counts, data parallelism alone grown and the batch per "
+                      f"GPU held. The published step grows {pct(published)} on average over these {len(pairs)} "
+                      f"pairs and the predicted one {pct(predicted)}: the cost model prices little of what scaling "
+                      f"out cost these runs, so a plan at a larger count than the published runs it is checked "
+                      f"against is likely optimistic by the difference.", "",
+                  "| job (smaller count) | GPUs | published change | predicted change |", "|---|---|---|---|"]
+        for p in pairs:
+            lines.append(f"| {p['small']} | {p['num_gpus'][0]} -> {p['num_gpus'][1]} | {pct(p['published_change'])} "
+                         f"| {pct(p['predicted_change'])} |")
     lines += ["", END]
     return "\n".join(lines)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 
 from placement.calibration.published import published_line
 from placement.calibration.validate import MOE_GROUP, SCHEDULE_FIELDS, TARGET_GROUPS, RunResult
@@ -545,7 +546,48 @@ def validate_json(results: list[RunResult], mean: float, worst: float) -> dict:
             "citation": r.run.citation, "step_time_basis": r.run.step_time_basis,
         })
     return {"runs": runs, "mean_abs_error": round(mean, 4), "max_abs_error": round(worst, 4),
-            "error_groups": list(TARGET_GROUPS), "groups": group_accuracy(results)}
+            "error_groups": list(TARGET_GROUPS), "groups": group_accuracy(results),
+            "scale_pairs": scale_pairs(results)}
+
+
+def scale_pairs(results: list[RunResult]) -> list[dict]:
+    """Published runs of one job at two GPU counts that differ in data parallelism alone: the same model, cluster,
+    precision, sequence, recipe and stated layout but dp, and the same batch per GPU (weak scaling, as the DGX Cloud
+    benchmarking tables run each recipe at a small and a large count).  For each pair, the step's change from the
+    smaller count to the larger, published and predicted: what scaling out costs that the cost model does or does not
+    price."""
+    by_job: dict[tuple, list[RunResult]] = {}
+    for r in results:
+        run = r.run
+        if r.predicted_step_time_s is None:
+            continue
+        stated = tuple(sorted((k, v) for k, v in run.layout.items() if k != "dp"))
+        key = (run.model, run.cluster, run.precision, run.seq_len, run.attention_kernel, run.interleaved, stated,
+               run.recipe.model_dump_json(), run.global_batch / run.num_gpus)
+        by_job.setdefault(key, []).append(r)
+    pairs = []
+    for rows in by_job.values():
+        rows = sorted(rows, key=lambda r: r.run.num_gpus)
+        for small, large in itertools.pairwise(rows):
+            pairs.append({
+                "small": small.run.id, "large": large.run.id,
+                "num_gpus": [small.run.num_gpus, large.run.num_gpus],
+                "published_change": round(large.run.published_step_time_s / small.run.published_step_time_s - 1, 6),
+                "predicted_change": round(large.predicted_step_time_s / small.predicted_step_time_s - 1, 6)})
+    return sorted(pairs, key=lambda p: p["small"])
+
+
+def scale_pairs_line(pairs: list[dict]) -> str | None:
+    """validate's summary line of `scale_pairs`: the mean change published and predicted, and the pairs."""
+    if not pairs:
+        return None
+    published = sum(p["published_change"] for p in pairs) / len(pairs)
+    predicted = sum(p["predicted_change"] for p in pairs) / len(pairs)
+    each = "; ".join(f"{p['small']} -> {p['num_gpus'][1]} GPUs {p['published_change']:+.1%} published, "
+                     f"{p['predicted_change']:+.1%} predicted" for p in pairs)
+    return (f"scaling out (the same job at two GPU counts, dp alone grown, the batch per GPU held): the step grows "
+            f"{published:+.1%} on average published and {predicted:+.1%} predicted over {len(pairs)} pairs, so the "
+            f"cost model prices little of what scaling out costs these runs: {each}")
 
 
 def group_accuracy(results: list[RunResult]) -> dict:
@@ -644,6 +686,9 @@ def validate_table(results: list[RunResult], mean: float, worst: float) -> str:
                      "the rest as priced; the published time lies within that span for "
                      f"{len(inside)} of {len(inside) + len(outside)} such rows; beyond it: "
                      + (", ".join(outside) if outside else "none"))
+    pairs_line = scale_pairs_line(scale_pairs(results))
+    if pairs_line:
+        lines.append(pairs_line)
     return (text_table(["run", "group", "published s", "predicted s", "error", "mem GiB/cap", "searched",
                         "slowest schedule"], rows)
             + "\n\n" + "\n".join(lines)

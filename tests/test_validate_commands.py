@@ -161,3 +161,29 @@ def test_a_row_whose_source_states_its_schedule_has_no_slowest_schedule() -> Non
     for row in rows:
         assert row["searched"] == {} and row["slowest_schedule"] is None, row["id"]
     assert {r["layout"]["vpp"] for r in rows} == {1, 2, 3}
+
+
+def test_scale_pairs_are_the_same_job_with_dp_alone_grown() -> None:
+    """validate's `scale_pairs`: runs of one stated layout and recipe at two GPU counts, only dp grown and the batch
+    per GPU held (the DGX Cloud tables' small and large counts), each with the published and predicted change of
+    the step, which the row times give."""
+    from placement.calibration.validate import load_runs
+
+    data = validate_rows()
+    rows = {r["id"]: r for r in data["runs"]}
+    runs = {r.id: r for r in load_runs()}
+    pairs = data["scale_pairs"]
+    assert pairs and all(p["num_gpus"][0] < p["num_gpus"][1] for p in pairs)
+    for p in pairs:
+        small, large = runs[p["small"]], runs[p["large"]]
+        assert {k: v for k, v in small.layout.items() if k != "dp"} == {k: v for k, v in large.layout.items()
+                                                                          if k != "dp"}
+        assert (small.model, small.recipe, small.precision) == (large.model, large.recipe, large.precision)
+        assert small.global_batch * large.num_gpus == large.global_batch * small.num_gpus
+        assert p["published_change"] == pytest.approx(
+            large.published_step_time_s / small.published_step_time_s - 1, abs=1e-6)
+        assert p["predicted_change"] == pytest.approx(
+            rows[p["large"]]["predicted_step_time_s"] / rows[p["small"]]["predicted_step_time_s"] - 1, abs=2e-3)
+    # a run at another tensor-parallel degree is another job, not a pair (the PTD-P table grows tp, pp and dp)
+    assert not any(p["small"].startswith("megatron-ptdp") for p in pairs)
+    assert "scaling out (the same job at two GPU counts" in CliRunner().invoke(main, ["validate"]).stdout
