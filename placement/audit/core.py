@@ -33,6 +33,7 @@ from pydantic import ValidationError
 
 from placement.audit.changes import launch_changes, neox_requirements, spell_neox_keys
 from placement.audit.launch import LaunchLayout
+from placement.audit.maxtext import trained_batch
 from placement.audit.measured import MeasuredStep
 from placement.audit.readers.common import FP16_MIXED, start_refusal
 from placement.audit.readers.reading import NodeDevices, node_line
@@ -456,10 +457,11 @@ def files_global_batch(launch: LaunchLayout, num_gpus: int) -> tuple[int, str] |
     model = launch.tp * launch.cp * launch.pp
     if launch.framework == "maxtext" and launch.mesh is not None:
         per, acc = launch.mesh["per_device_batch_size"], launch.mesh["gradient_accumulation_steps"]
-        total = per * num_gpus * acc
+        total = trained_batch(per, num_gpus, acc)  # MaxText's own truncation (configs/types.py)
         where = launch.mesh["sources"].get("per_device_batch_size", "MaxText 0.2.5 base.yml default")
-        if total == int(total) and total >= 1:
-            return int(total), f"per_device_batch_size {per:g} x {num_gpus} devices x accumulation {acc} ({where})"
+        if total >= 1:
+            return total, (f"int(per_device_batch_size {per:g} x {num_gpus} devices) x accumulation {acc} "
+                           f"({where})")
         return None
     if num_gpus % model:
         return None

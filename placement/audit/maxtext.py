@@ -113,6 +113,35 @@ output is checkpoint_name(layer_w1, "moe_mlpwi_1") (layers/moe.py:2916, :2942), 
 (:2915, :3229) and the dense_matmul path tags w1 with both (:4192)."""
 
 
+def trained_batch(per_device: float, num_devices: int, accumulation: int) -> int:
+    """The global batch MaxText 0.2.5 trains: int(int(devices x per_device_batch_size) x accumulation), in float
+    arithmetic as `calculate_global_batch_sizes` does it (configs/types.py:4438-4447, micro_batch_to_train and
+    global_batch_size_to_train_on), which truncates: 2.1666666666666665 x 216 devices is 467.99999999999994, so 467
+    sequences, not 468."""
+    return int(int(num_devices * per_device) * accumulation)
+
+
+EXACT_BATCH_ULPS = 4
+"""How many floats from the nearest to batch / devices upward `exact_per_device` tries: the nearest float to the
+quotient or the next one up gives the batch whenever the micro-batch is below 2**51 (the product's rounding error is
+under one sequence), far above MAX_GLOBAL_BATCH; more steps would only reach products that truncate to the next
+sequence."""
+
+
+def exact_per_device(micro_batch: int, num_devices: int) -> float | None:
+    """The per_device_batch_size nearest micro_batch / num_devices, or the first float above it, whose product MaxText
+    0.2.5 truncates to exactly `micro_batch` sequences (`trained_batch`: int(num_devices x per_device_batch_size)); None
+    where no float does (a micro-batch of 2**54 + 1 on 3 devices: every product is a multiple of 4 there).  The
+    nearest float to 13/6 is 2.1666666666666665, whose product with 216 truncates to 467; the next one up,
+    2.166666666666667, gives 468."""
+    value = micro_batch / num_devices  # Python's int / int: the nearest float to the quotient
+    for _ in range(EXACT_BATCH_ULPS):
+        if trained_batch(value, num_devices, 1) == micro_batch:
+            return value
+        value = math.nextafter(value, math.inf)
+    return None
+
+
 def experts_unsaved(kept: set[str]) -> list[str]:
     """The routed experts' tensors a remat policy keeping `kept` reruns on the sparse_matmul path though it keeps
     their dense counterparts (MOE_SPARSE_ONLY_NAMES): moe_mlpwi_1 under minimal."""
@@ -576,11 +605,11 @@ def finish(v: dict[str, tuple[Any, str]], ignored: list[str]) -> dict[str, tuple
         out["world_size"] = (world, f"the product of the mesh's ici x dcn sizes ({axes_source(mesh)})")
         out["gpus_per_node"] = (math.prod(n for n, _ in ici.values()), f"the product of the mesh's ici sizes "
                                                                          f"({axes_source(mesh, ('ici',))})")
-        per_device = mesh["per_device_batch_size"]
-        total = per_device * world * mesh["gradient_accumulation_steps"]
-        if total == int(total) and total >= 1:
-            out["global_batch"] = (int(total), f"{keys['per_device_batch_size'][1]} (x {world} devices x "
-                                               f"gradient_accumulation_steps {mesh['gradient_accumulation_steps']})")
+        total = trained_batch(mesh["per_device_batch_size"], world, mesh["gradient_accumulation_steps"])
+        if total >= 1:  # MaxText's int(devices x per_device_batch_size) x accumulation
+            out["global_batch"] = (total, f"{keys['per_device_batch_size'][1]} (x {world} devices, truncated as "
+                                          f"MaxText does, x gradient_accumulation_steps "
+                                          f"{mesh['gradient_accumulation_steps']})")
     return out
 
 
@@ -716,23 +745,31 @@ def resolve(mesh: dict, num_layers: int, gpus_per_host: int, num_gpus: int, glob
     src = mesh["sources"]
     accumulation = mesh["gradient_accumulation_steps"]
     per_device = mesh["per_device_batch_size"]
-    files_batch = per_device * num_gpus * accumulation
+    product = per_device * num_gpus
+    files_batch = trained_batch(per_device, num_gpus, accumulation)
     batch_ev = src.get("per_device_batch_size", BASE_SOURCE)
-    if per_device * num_gpus != int(per_device * num_gpus):
+    if product != int(product):
         # MaxText trains int(per_device_batch_size x devices) sequences a micro-batch, times the accumulation
-        # (configs/types.py global_batch_size_to_train_on); a user trial's 0.3 x 64 was told to pass --global-batch
-        # 19.2, which the flag refuses.  The values offered give each of the dp replicas whole sequences.
-        whole = per_device * num_gpus / dp
-        ks = sorted({max(1, math.floor(whole)), max(1, math.ceil(whole))})
-        offers = " or ".join(f"{k * dp}/{num_gpus} = {k * dp / num_gpus:g}" for k in ks)
-        raise InputError(f"{batch_ev}: per_device_batch_size {per_device:g} x {num_gpus} devices = "
-                         f"{per_device * num_gpus:g}, not a whole number of sequences; give a per_device_batch_size "
-                         f"that gives each of the {dp} data-parallel replicas whole sequences, e.g. {offers}")
+        # (configs/types.py calculate_global_batch_sizes), in float arithmetic: a product that is not whole is read as
+        # the batch it truncates to.  A user trial's 0.3 x 64 was told to pass --global-batch 19.2, which the flag
+        # refuses; the values offered give each of the dp replicas whole sequences, as floats MaxText truncates to
+        # them (2.1666666666666665 x 216 is 467.99999999999994: 467 sequences, not 468).
+        truncated = (f"per_device_batch_size {per_device!r} x {num_gpus} devices = {product!r}, not a whole number "
+                     f"of sequences: MaxText trains int({product!r}) = {int(product)} a micro-batch (configs/types.py "
+                     f"calculate_global_batch_sizes)")
+        if int(product) < 1 or int(product) % dp:
+            whole = product / dp
+            ks = sorted({max(1, math.floor(whole)), max(1, math.ceil(whole))})
+            offers = " or ".join(f"{k * dp}/{num_gpus} = {_exact_words(k * dp, num_gpus)}" for k in ks)
+            split = "none" if int(product) < 1 else f"which its {dp} data-parallel replicas cannot split evenly"
+            raise InputError(f"{batch_ev}: {truncated}, {split}; give a per_device_batch_size that gives each of the "
+                             f"{dp} data-parallel replicas whole sequences, e.g. {offers}")
+        batch_ev = f"{batch_ev}: {truncated}"
     if files_batch != global_batch:
-        raise InputError(f"the MaxText files train per_device_batch_size {per_device:g} x {num_gpus} devices x "
-                         f"gradient_accumulation_steps {accumulation} = {files_batch:g} sequences per step "
+        raise InputError(f"the MaxText files train int(per_device_batch_size {per_device!r} x {num_gpus} devices) x "
+                         f"gradient_accumulation_steps {accumulation} = {files_batch} sequences per step "
                          f"({batch_ev}), not the job's global batch {global_batch}; pass --global-batch "
-                         f"{files_batch:g} or fix the files")
+                         f"{files_batch} or fix the files")
     if pp > 1:
         stages_ev = "; ".join(src[k] for k in ("ici_pipeline_parallelism", "dcn_pipeline_parallelism") if k in src)
         micro, repeats = _pipeline(mesh, num_layers, pp, stages_ev or BASE_SOURCE)
@@ -748,6 +785,15 @@ def resolve(mesh: dict, num_layers: int, gpus_per_host: int, num_gpus: int, glob
                          f"({batch_ev})")
     out["micro_batch_size"] = (mbs, batch_ev)
     return out
+
+
+def _exact_words(micro_batch: int, num_devices: int) -> str:
+    """A per_device_batch_size MaxText trains `micro_batch` sequences a micro-batch from, as a config would write it
+    (`exact_per_device`; 2, not 2.0)."""
+    value = exact_per_device(micro_batch, num_devices)
+    if value is None:
+        return f"no float (MaxText's int({num_devices} x per_device_batch_size) never gives {micro_batch})"
+    return f"{value:g}" if value.is_integer() else repr(value)
 
 
 def _pipeline(mesh: dict, num_layers: int, stages: int, stages_ev: str) -> tuple[int, int]:

@@ -43,9 +43,11 @@ from placement.audit.maxtext import (
     REMAT_SAVES,
     WEIGHT_AXES,
     WEIGHTS_GATHERED,
+    exact_per_device,
     experts_unsaved,
     over_data_priced,
     remat_reruns,
+    trained_batch,
     zero_as_run,
 )
 from placement.cost.constants import GiB
@@ -309,10 +311,16 @@ def batch_keys(ctx: EmitContext) -> tuple[dict[str, object], list[str], str]:
             f"{lay.micro_batch_size} per data-parallel rank): {CAPABILITIES['maxtext'].fp8_accumulation}; plan with "
             f"--framework maxtext, which keeps FP8 jobs to one micro-batch a step, or emit bf16"))
     per_device = Fraction(p.global_batch, p.num_gpus * accumulation)
-    value = float(per_device)
-    if Fraction(value) != per_device:
-        warnings.append(f"per_device_batch_size {per_device} is not exact in binary: MaxText's "
-                        f"int(devices x per_device_batch_size) may train on a slightly different batch")
+    micro = p.global_batch // accumulation  # the sequences of one micro-batch over all devices
+    exact = exact_per_device(micro, p.num_gpus)
+    value = float(per_device) if exact is None else exact
+    trains = trained_batch(value, p.num_gpus, accumulation)
+    if exact is None:  # unreachable below MAX_GLOBAL_BATCH (EXACT_BATCH_ULPS); said, and not priced, if it happens
+        warnings.append(common.unpriceable(
+            f"no float per_device_batch_size gives {micro} sequences on {p.num_gpus} devices: MaxText 0.2.5 trains "
+            f"int({p.num_gpus} x {value!r}) x {accumulation} = {trains} (configs/types.py "
+            f"calculate_global_batch_sizes), not the plan's {p.global_batch}, a batch the plan's layout does not "
+            f"split"))
     if value < 1.0:  # a user trial: 2,048 sequences loaded to train on 64, unsaid
         loaded = p.num_gpus * accumulation
         warnings.append(f"per_device_batch_size {value:g} is below 1: MaxText 0.2.5 loads one sequence per device "
@@ -320,9 +328,16 @@ def batch_keys(ctx: EmitContext) -> tuple[dict[str, object], list[str], str]:
                         f"calculate_global_batch_sizes), so its data pipeline reads {loaded / p.global_batch:g}x the "
                         f"sequences it trains on (not priced: the input pipeline is not in the step)")
     keys = {"per_device_batch_size": value, "gradient_accumulation_steps": accumulation} | keys
-    arithmetic = (f"batch: per_device_batch_size {value:g} x {p.num_gpus} devices x gradient_accumulation_steps "
-                  f"{accumulation} = {p.global_batch} sequences (the plan's global batch = micro-batch "
-                  f"{lay.micro_batch_size} x {m} micro-batches x dp {lay.dp})")
+    nearest, said = float(per_device), f"{value:g}" if value.is_integer() else repr(value)
+    if value != nearest:  # the nearest float to the quotient truncates one sequence short
+        said += (f", the float after {per_device}'s nearest {nearest!r}, whose product MaxText truncates to "
+                 f"{trained_batch(nearest, p.num_gpus, accumulation)}")
+    elif Fraction(value) != per_device:
+        said += f", the nearest float to {per_device}"
+    arithmetic = (f"batch: int({p.num_gpus} devices x per_device_batch_size {said}) x gradient_accumulation_steps "
+                  f"{accumulation} = {trains} sequences (MaxText's float arithmetic, configs/types.py "
+                  f"calculate_global_batch_sizes; the plan's global batch = micro-batch {lay.micro_batch_size} x {m} "
+                  f"micro-batches x dp {lay.dp})")
     return keys, warnings, arithmetic
 
 
