@@ -897,6 +897,10 @@ def _write_out(out, formats: list[str] | None, chosen, gpu_of_rank, topo, model,
         click.echo(f"wrote {path}", err=True)
     ctx = EmitContext.of(chosen, topo, gpu_of_rank, model, train)
     click.echo(f"wrote {write_atomic(out / 'launch.sbatch', sbatch.render(ctx, formats or []))}", err=True)
+    if not sbatch.launched(formats or []):  # a DeviceMesh alone: the script starts nothing, and says so
+        click.echo(f"placement: note: launch.sbatch launches nothing that was emitted ("
+                   f"{'; '.join(sbatch.NOT_LAUNCHED[f] for f in formats or [] if f in sbatch.NOT_LAUNCHED)})",
+                   err=True)
     if not formats:
         return []
     paths, warnings, runs = write(ctx, formats, out)

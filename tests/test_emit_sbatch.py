@@ -28,11 +28,12 @@ echo "$SLURMD_NODENAME $*" >> "$STUB_LOG"
 """
 
 
-def _plan(out: Path, *emit: str) -> None:
+def _plan(out: Path, *emit: str, framework: str | None = None) -> None:
     result = CliRunner().invoke(main, [
         "plan", "--model", "llama3-8b", "--seq-len", "4096", "--global-batch", "64", "--top-k", "1",
         "--slurm-topology", str(DATA / "slurm" / "tree-5leaf.conf"), "--nodelist", "gpu[0036-0039]",
-        "--node-type", "dgx-h100", "--out", str(out), *(["--emit", ",".join(emit)] if emit else [])])
+        "--node-type", "dgx-h100", "--out", str(out), *(["--emit", ",".join(emit)] if emit else []),
+        *(["--framework", framework] if framework else [])])
     assert result.exit_code == 0, result.output
 
 
@@ -265,3 +266,81 @@ def _audit_args(folder: Path, extra: list[str], *files: str) -> dict:
         *[a for f in files for a in ("--launch", str(folder / f))]])
     assert result.exit_code == 0, result.output
     return json.loads(result.stdout)
+
+
+STUB_PYTHON = """#!/bin/bash
+echo "$SLURMD_NODENAME JAX_COORDINATOR_IP=$JAX_COORDINATOR_IP JAX_COORDINATOR_PORT=$JAX_COORDINATOR_PORT \
+NNODES=$NNODES NODE_RANK=$NODE_RANK $*" >> "$STUB_LOG"
+"""
+
+
+def test_maxtext_nodes_start_maxtexts_train_command_with_its_jax_process_ids(tmp_path):
+    """A QA round: `--emit maxtext,devicemesh` wrote a launch.sbatch whose only case was `megatron)` (sbatch.py fell
+    back to Megatron-LM, which was not emitted) and priced it.  Now each node execs MaxText's train command on the
+    plan's maxtext.yml with the variables MaxText's GPU start reads (utils/max_utils.py:318-346: JAX_COORDINATOR_IP,
+    JAX_COORDINATOR_PORT, NNODES, NODE_RANK), node rank k on hosts.txt's k-th host, and no torchrun."""
+    out = tmp_path / "plan"
+    _plan(out, "maxtext", "devicemesh", framework="maxtext")
+    script = out / "launch.sbatch"
+    text = script.read_text()
+    assert subprocess.run([BASH, "-n", str(script)], check=False).returncode == 0
+    assert "megatron" not in text and "pretrain_gpt.py" not in text and "torchrun" not in text
+    assert "# usage, from this folder: sbatch launch.sbatch [maxtext]   (default maxtext)" in text
+    assert "# not launched from here: device_mesh.py is a module your own training program imports" in text
+    runs = [x for x in (out / "maxtext.yml").read_text().splitlines() if x.startswith("# this file runs")]
+    assert [x for x in text.splitlines() if x.startswith("# maxtext: ")] == [x.replace("#", "# maxtext:", 1)
+                                                                              for x in runs]
+    stubs = _stubs(tmp_path)
+    python = Path(stubs["PATH"].split(":")[0]) / "python3"
+    python.write_text(STUB_PYTHON)
+    python.chmod(python.stat().st_mode | stat.S_IEXEC)
+    hosts = _hosts(out)
+    env = os.environ | stubs | {"STUB_HOSTS": " ".join(sorted(hosts)), "SLURM_SUBMIT_DIR": str(out)}
+    proc = subprocess.run([BASH, str(script)], env=env, capture_output=True, text=True, check=False, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    started = {line.split()[0]: line.split()[1:] for line in (tmp_path / "torchrun.log").read_text().splitlines()}
+    assert set(started) == set(hosts)
+    for rank, host in enumerate(hosts):
+        args = started[host]
+        assert args[:4] == [f"JAX_COORDINATOR_IP={hosts[0]}", "JAX_COORDINATOR_PORT=1234", f"NNODES={len(hosts)}",
+                            f"NODE_RANK={rank}"]
+        assert args[4:7] == ["-m", "maxtext.trainers.pre_train.train", f"{out}/maxtext.yml"]
+        assert "run_name=placement-llama3-8b" in args
+
+
+def test_a_device_mesh_alone_launches_nothing_and_prices_no_framework(tmp_path):
+    """A DeviceMesh is the user's program's module: launch.sbatch cannot start it.  It started Megatron-LM and priced
+    it with Transformer Engine's rules, so a torchtitan plan of a model with attention sinks at cp 2 exited 2 with
+    TE's sinks refusal after writing half the files.  Now the script says it launches nothing that was emitted and
+    exits 2 when run; the command says so on stderr and exits 0."""
+    model = tmp_path / "sinks.yaml"
+    model.write_text("\n".join(x for x in (Path(__file__).parents[1] / "models" / "llama3-8b.yaml").read_text()
+                               .splitlines() if not x.startswith("name:")) + "\nname: llama3-8b-sinks\n"
+                     "attention_sinks: true\n")
+    out = tmp_path / "plan"
+    result = CliRunner().invoke(main, ["evaluate", "--model", str(model), "--gpus", "16", "--cp", "2", "--tp", "2",
+                                       "--zero", "3", "--recompute", "full", "--seq-len", "8192", "--global-batch",
+                                       "64", "--framework", "torchtitan", "--emit", "devicemesh", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "Transformer Engine" not in result.output
+    said = "launch.sbatch launches nothing that was emitted (device_mesh.py is a module your own training program"
+    assert f"placement: note: {said}" in result.stderr
+    text = (out / "launch.sbatch").read_text()
+    assert said in text and "pretrain_gpt.py" not in text and "s/step" not in text and "srun" not in text
+    proc = subprocess.run([BASH, str(out / "launch.sbatch")], capture_output=True, text=True, check=False)
+    assert proc.returncode == 2 and said in proc.stderr
+    # no --emit at all: the script carries Megatron-LM's arguments itself, as before
+    bare = tmp_path / "bare"
+    assert CliRunner().invoke(main, ["evaluate", "--model", "llama3-8b", "--gpus", "16", "--out",
+                                     str(bare)]).exit_code == 0
+    assert "  megatron)\n" in (bare / "launch.sbatch").read_text()
+
+
+def test_the_maxtext_batch_script_audits_as_its_maxtext_files(tmp_path):
+    out = tmp_path / "plan"
+    _plan(out, "maxtext", framework="maxtext")
+    batch, file = _audit(out, "launch.sbatch", "maxtext.yml"), _audit(out, "maxtext.yml", "jax_mesh.py")
+    assert batch["layout"]["framework"] == file["layout"]["framework"] == "maxtext"
+    for key in ("tp", "cp", "pp", "dp", "micro_batch_size", "zero_stage", "recompute"):
+        assert batch["layout"][key] == file["layout"][key], key
+    assert batch["estimate"]["step_time_s"] == file["estimate"]["step_time_s"]

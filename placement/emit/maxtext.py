@@ -882,6 +882,38 @@ def launch_lines(ctx: EmitContext) -> list[str]:
     return lines
 
 
+def sbatch_env(ctx: EmitContext) -> list[str]:
+    """The lines launch.sbatch's MaxText task runs before its `exec` ($MASTER_ADDR, $NNODES and $NODE_RANK set from
+    hosts.txt, the node's CUDA_VISIBLE_DEVICES from cuda_visible_devices.txt where the plan reorders GPUs): the
+    variables MaxText's GPU start reads, as `launch_lines` exports them (utils/max_utils.py:318-346
+    initialize_jax_for_gpu: jax.distributed.initialize at JAX_COORDINATOR_IP:JAX_COORDINATOR_PORT with NNODES
+    processes, process id NODE_RANK), and for a job on part of one host its GPUs (`jax_visible`)."""
+    lines = [f'export JAX_COORDINATOR_IP="$MASTER_ADDR" JAX_COORDINATOR_PORT={COORDINATOR_PORT} NNODES NODE_RANK']
+    partial = jax_visible(ctx)[0]
+    if len(ctx.hosts_in_rank_order) == 1 and partial is not None and ctx.visible_devices[0] is None:
+        lines.append(f"export CUDA_VISIBLE_DEVICES={partial}  # JAX's one process takes every GPU it sees")
+    return lines
+
+
+def sbatch_task(ctx: EmitContext) -> str:
+    """The command each node's task of launch.sbatch execs after `sbatch_env`: the train command of `launch_lines`,
+    with the config from the plan folder and the run name and output directory from the environment."""
+    cli = rope_cli(ctx, config_name(ctx) or "default")[0]
+    extra = "".join(f" {k}={v}" for k, v in ({OVERRIDE_MODEL_CONFIG: "true"} | cli if cli else {}).items())
+    return (f'{ENTRYPOINT} "$PLAN_DIR/maxtext.yml" run_name="${{MAXTEXT_RUN_NAME:-placement-{ctx.plan.model}}}" '
+            f'base_output_directory="${{MAXTEXT_OUTPUT_DIR:-$PLAN_DIR/maxtext_output}}"{extra}')
+
+
+def sbatch_warnings(ctx: EmitContext) -> list[str]:
+    """maxtext.yml's warnings (its refusals make launch.sbatch's line say it does not start)."""
+    return overrides(ctx)[2]
+
+
+def files_run(ctx: EmitContext) -> Runs:
+    """What maxtext.yml runs (`runs`), for launch.sbatch's line on it."""
+    return runs(ctx, overrides(ctx)[1])
+
+
 def runs(ctx: EmitContext, mesh: MaxTextMesh) -> Runs:
     """What the file runs where MaxText cannot be told the plan and placement can price the substitute: the ZeRO
     stage its mesh runs (`zero_as_run`: ZeRO-2 as ZeRO-1 or FSDP, any stage as ZeRO-3 over the context ranks where
