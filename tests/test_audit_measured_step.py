@@ -154,3 +154,23 @@ def test_a_log_whose_only_interval_is_the_warmup_counts_none() -> None:
     got = measured_step(Path("train.log"), lines, 128, 8.895)
     assert got is not None and got.step_time_s is None and got.num_intervals == 0 and got.gap is None
     assert got.summary().startswith("measured step: none counted in train.log (the first usable interval")
+
+
+@pytest.mark.parametrize("value", [".", "1.2.3", "..", "0.0"])
+def test_a_malformed_iteration_time_is_an_error_naming_the_file_line_and_value(tmp_path: Path, value: str) -> None:
+    """A QA round: the iteration-time pattern `[0-9.]+` matches a bare "." (or "1.2.3"), and float() raised, which
+    `audit` and `calibrate --steps` reported as an internal error; a 0.0 (no iteration takes under the 0.05 ms that
+    rounds to it) made the audit divide by zero.  Each is an error naming the log, the line and the value."""
+    log = write_log(tmp_path / "slurm-4412.out")
+    log.write_text(log.read_text().replace("elapsed time per iteration (ms): 9298.1 |",
+                                           f"elapsed time per iteration (ms): {value} |"))
+    n = line_of(log, f"elapsed time per iteration (ms): {value} |")
+    said = (f"{log}:{n}: `elapsed time per iteration (ms): {value}` is not a positive number of milliseconds "
+            f"(Megatron-LM prints it as {{:.1f}}, e.g. 9305.7)")
+    result = CliRunner().invoke(main, ["audit", "--launch", str(log), "--model", "llama3-8b", "--cluster",
+                                       "dgx-h100", "--gpus", "8"])
+    assert result.exit_code == 2 and said in result.stderr, result.output
+    assert "internal error" not in result.output
+    result = CliRunner().invoke(main, ["calibrate", "--steps", str(log), "--out", str(tmp_path / "profile.yaml")])
+    assert result.exit_code == 2 and said in result.stderr, result.output
+    assert "internal error" not in result.output

@@ -117,7 +117,7 @@ class MeasuredStep(Frozen):
 def measured_step(log: Path, lines: list[str], global_batch: int, estimate_s: float) -> MeasuredStep | None:
     """The step `lines` (a Megatron-LM log's, `read_log_lines`) measured at the job's `global_batch`, beside the
     estimate; None where the log has no iteration line (nothing to say)."""
-    kept, skipped, ramp = megatron_steps(lines, global_batch)
+    kept, skipped, ramp = megatron_steps(lines, global_batch, log)
     if not (kept or skipped or ramp):
         return None
     counted = after_warmup(kept)

@@ -35,6 +35,22 @@ from placement.specs.recipe import Recipe
 from placement.specs.training import Precision
 
 ITERATION_TIME = re.compile(r"elapsed time per iteration \(ms\):\s*([0-9.]+)")
+"""A Megatron-LM iteration line's time (training.py training_log: `' elapsed time per iteration (ms): {:.1f} |'`);
+the value is checked by `iteration_seconds`: the class also matches a bare "." or "1.2.3"."""
+MILLISECONDS = re.compile(r"[0-9]+(\.[0-9]*)?|\.[0-9]+")
+"""A decimal number as Megatron-LM prints the time: digits with at most one point."""
+
+
+def iteration_seconds(value: str, path: Path | str, line: int) -> float:
+    """The seconds of an iteration line's `elapsed time per iteration (ms): VALUE`, or an error naming the log, the
+    line and the value where VALUE is no number (a cut or edited log: float(".") raised and the command reported an
+    internal error) or is 0 (no iteration takes under the 0.05 ms {:.1f} rounds to 0.0; a median of such lines
+    divided the audit's measured step by zero)."""
+    if not MILLISECONDS.fullmatch(value) or float(value) == 0:
+        raise InputError(f"{path}:{line}: `elapsed time per iteration (ms): {value}` is not a positive number of "
+                         f"milliseconds (Megatron-LM prints it as {{:.1f}}, e.g. 9305.7); the line is cut or edited: "
+                         f"give the log as the run wrote it, or remove that line")
+    return float(value) / 1e3
 
 
 @dataclass(frozen=True)
@@ -87,7 +103,7 @@ MEGATRON_BAD_LOSS = re.compile(r"loss:\s*[-+]?(nan|inf)", re.IGNORECASE)
 MEGATRON_BATCH = re.compile(r"global batch size:\s*(\d+)")
 
 
-def megatron_steps(lines: list[str], batch: int | None = None
+def megatron_steps(lines: list[str], batch: int | None, path: Path | str
                    ) -> tuple[list[tuple[float, int]], list[int], list[tuple[int, int]]]:
     """((seconds per iteration, line) of each logged interval, lines left out, (line, batch) of the intervals at
     another global batch): a Megatron-LM interval that skipped or NaN'd an iteration (its `number of skipped
@@ -95,7 +111,8 @@ def megatron_steps(lines: list[str], batch: int | None = None
     no step measurement (a user trial: a log whose every iteration was skipped calibrated the FP8 GEMM efficiency
     from 0.709 to 0.93); and one whose printed `global batch size` is not `batch` (the run's, from its arguments)
     ran a batch ramp-up step (`--rampup-batch-size`), a smaller step than the run's (a user trial: ramp-up steps
-    priced at the full batch fitted the FP8 GEMM efficiency at 0.945)."""
+    priced at the full batch fitted the FP8 GEMM efficiency at 0.945).  A time that is no number is an error naming
+    `path`, the line and the value (`iteration_seconds`)."""
     kept, dropped, ramp = [], [], []
     for n, line in enumerate(lines, 1):
         m = ITERATION_TIME.search(line)
@@ -107,7 +124,7 @@ def megatron_steps(lines: list[str], batch: int | None = None
         elif any(int(c) > 0 for _, c in MEGATRON_SKIPPED.findall(line)) or MEGATRON_BAD_LOSS.search(line):
             dropped.append(n)
         else:
-            kept.append((float(m.group(1)) / 1e3, n))
+            kept.append((iteration_seconds(m.group(1), path, n), n))
     return kept, dropped, ramp
 
 
@@ -148,7 +165,7 @@ def log_step_time(path: Path, lines: list[str], global_batch: int, seq_len: int,
                   ) -> tuple[float, str]:
     """(seconds per step, where) from a torchtitan or Megatron-LM log's lines (`read_log_lines`): the median after
     the first logged step."""
-    mega, dropped, ramp = megatron_steps(lines, global_batch)
+    mega, dropped, ramp = megatron_steps(lines, global_batch, path)
     if (dropped or ramp) and len(mega) < 2:
         raise InputError(f"training log `{path}`: {len(mega)} logged Megatron interval(s) without skipped or NaN "
                          f"iterations at the run's global batch {global_batch}{_dropped_note(dropped)}"
@@ -325,7 +342,7 @@ def read_megatron_log(path: Path, cluster: str, text: str) -> StepRun:
     model = model_from_megatron(args, path)
     launch = refuse_unrunnable(parse_launch([path], "megatron"))
     batch = launch.global_batch or need_batch(args, path)
-    times, dropped, ramp = megatron_steps(lines, batch)
+    times, dropped, ramp = megatron_steps(lines, batch, path)
     if len(times) < 2:
         raise InputError(f"{path}: {len(times)} usable `elapsed time per iteration (ms)` line(s) at the run's global "
                          f"batch {batch}{_dropped_note(dropped)}{_ramp_note(ramp, batch)}; the step time needs at "
