@@ -78,3 +78,20 @@ def test_an_equal_rate_fabric_above_the_nodes_raises_no_spine_or_leaf_crossing(t
     data = _audit(_three_spines(tmp_path))  # every tier above the node at the NICs' 23 GB/s per GPU
     kinds = {f["kind"] for f in data["findings"]}
     assert not kinds & {"cp_crosses_spine", "cp_crosses_leaf", "tp_crosses_spine", "tp_crosses_leaf"}
+
+
+def test_cp_pairs_whose_tp_groups_fill_the_node_are_offered_no_remap_of_the_same_layout(tmp_path):
+    """A QA round: on the equal-rate fabric the tp 8, cp 2 job's CP pairs (ranks r and r + 8) cross the 8-GPU nodes,
+    and `cp_crosses_node` offered "placement's mapping of the same layout" since the pair (2) fits a node; no map of
+    the layout keeps a pair inside a node with its two TP groups whole (tp x cp = 16 ranks).  The remedy is a layout
+    whose tp x cp fits the node, and the crossing is priced at no more than CP's own exposed time (0 here: the rest
+    of what that layout saves is its other changes)."""
+    data = _audit(_three_spines(tmp_path))
+    (cp,) = [f for f in data["findings"] if f["kind"] == "cp_crosses_node"]
+    assert "placement's mapping of the same layout" not in cp["message"]
+    assert ("the job's largest holds 8 GPUs; a cp group with the tp groups inside it spans tp 8 x cp 2 = 16 ranks, "
+            "more than that, so no map of this layout keeps it inside with its tp groups whole") in cp["message"]
+    named = re.search(r"the best layout with tp x cp <= 8 \(tp (\d+), cp (\d+), ", cp["message"])
+    assert named and int(named[1]) * int(named[2]) <= 8, cp["message"]
+    assert "of which this crossing accounts for at most CP's exposed 0.000 s" in cp["message"]
+    assert cp["cost_s"] == 0.0 and cp["severity"] == "info"

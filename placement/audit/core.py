@@ -1657,23 +1657,33 @@ def _crossing_findings(c: _Ctx, kinds: list[GroupKind]) -> list[Finding]:
         capacity = int(np.bincount(mapped.block_of[j - 1]).max())  # GPUs in the largest level-(j-1) block
         over = levels[j].oversubscription > 1.0
         alltoall = kind.name == "ep" and over
-        # remedy: placement's mapping of the same layout when the group fits in a level-(j-1) block,
-        # else the best searched layout whose groups of this kind do fit there
+        # remedy: placement's mapping of the same layout when the group fits in a level-(j-1) block with the groups
+        # nested inside it (`_span`), else the best searched layout whose groups of this kind do fit there so
         held = np.bincount(mapped.block_of[j - 1])
         held = held[held > 0]  # the job's GPUs in each level-(j-1) block
-        forced = kind.size <= capacity and bool((held % kind.size).any())
+        span = _span(kind)
+        forced = span <= capacity and bool((held % span).any())
         if forced:
             # no host order keeps every group inside: some block holds a count of the job's GPUs its groups do not
             # tile (a user trial: partial NVL72 racks of 15 and 17 trays priced the crossing at 0.000 s, "keeping the
             # groups inside costs more elsewhere"); the remedy is a smaller group that tiles every block
-            tiles = max(d for d in range(1, kind.size + 1) if kind.size % d == 0 and not (held % d).any())
+            tiles = max(d for d in range(1, span + 1) if span % d == 0 and not (held % d).any())
             alt, how = _best_within(c, kind.name, tiles)
-        elif kind.size <= capacity:
+        elif span <= capacity:
             alt, how = c.mapped_same_s, "placement's mapping of the same layout"
         else:
             alt, how = _best_within(c, kind.name, capacity)
         cost = c.saving(alt)
         remedy = _remedy_words(how, alt, c.step_s)
+        if span > capacity >= kind.size and cost - _kind_seconds(c.est, kind.name)[1] >= MIN_SAVING_S:
+            # the group itself fits the block, its span with the groups inside it does not: the layout that keeps it
+            # inside changes those groups too, so the crossing is priced as a remap's would be (`_own_share`), at most
+            # the kind's own exposed time, the rest said (a QA run: CP pairs of tp 8 x cp 2, 0.000 s exposed, would
+            # be credited with the 1.446 s a tp 4, pp 16 layout saves, while the best plan keeps tp 8 x cp 2)
+            own = _kind_seconds(c.est, kind.name)[1]
+            remedy += (f" in all, of which this crossing accounts for at most {kind.name.upper()}'s exposed "
+                       f"{own:.3f} s; the rest is that layout's other changes")
+            cost = own
         if how == "placement's mapping of the same layout":
             # that map moves every group, not this kind's alone: the saving is the kind's own exposed time it removes,
             # the rest is the other groups' (a QA run: CP pairs fully overlapped were credited with what the map
@@ -1685,13 +1695,17 @@ def _crossing_findings(c: _Ctx, kinds: list[GroupKind]) -> list[Finding]:
         total_s, exposed_s = _kind_seconds(c.est, kind.name)
         # blocks of a real allocation differ in size: the largest one's GPUs, said so (a user trial read "a leaf block
         # of 208 GPUs" where the example's leaf held 200 of the job's)
+        inside, _ = SPAN_AXES[kind.name] if kind.name != "tp" else ("", "")
+        nested = (f"; a {kind.name} group with the {inside} groups inside it spans {inside} {kind.stride} x "
+                  f"{kind.name} {kind.size} = {span} ranks, more than that, so no map of this layout keeps it inside "
+                  f"with its {inside} groups whole" if span > capacity and span > kind.size else "")
         msg = (f"{what}: {count} of {_num_groups(kind, mapped)} {kind.name} groups of {kind.size} ranks leave their "
-               f"{inner.name} block (the job's largest holds {capacity} GPUs); its collectives move "
+               f"{inner.name} block (the job's largest holds {capacity} GPUs{nested}); its collectives move "
                f"{_bytes(kind.bytes_per_step)} per member per step, {total_s:.3f} s of communication here "
                f"({exposed_s:.3f} s exposed), the share that leaves the block at "
                f"{levels[j].bandwidth_bytes_per_s / 1e9:.0f} GB/s per GPU instead of "
                f"{inner.bandwidth_bytes_per_s / 1e9:.0f} GB/s inside it; "
-               + (_forced_words(kind, inner.name, held) if forced else "") + remedy)
+               + (_forced_words(kind, span, inner.name, held) if forced else "") + remedy)
         kind_name = (f"{kind.name}_alltoall_oversubscribed" if alltoall
                      else f"{kind.name}_crosses_{'node' if j == 1 else inner.name}")
         out.append(Finding(_severity(cost, c.step_s), kind_name, msg, examples, cost))
@@ -1724,19 +1738,33 @@ def _own_share(c: _Ctx, kind: str, mapped_s: float, order_found: bool) -> tuple[
     return own, said
 
 
+SPAN_AXES = {"tp": ("tp",), "cp": ("tp", "cp"), "ep": ("etp", "ep")}
+"""The degrees whose product is the ranks a group of each crossing kind spans with the groups nested inside it (CP
+groups at stride tp, EP groups at stride etp: mapping.groups.group_kinds)."""
+
+
+def _span(kind: GroupKind) -> int:
+    """The ranks a group of `kind` spans with the groups nested inside it (its stride x size): a block keeps both
+    inside only if it holds that many.  A QA run: a tp 8, cp 2 job's CP pairs (ranks r and r + 8) crossing 8-GPU
+    nodes got "placement's mapping of the same layout" as the remedy, since 2 <= 8, though no map keeps a pair in a
+    node with its two TP groups whole; the span is 16."""
+    return kind.stride * kind.size
+
+
 def _best_within(c: _Ctx, kind: str, limit: int) -> tuple[float | None, str]:
-    """(step, words) of a crossing's remedy: the best searched layout whose groups of `kind` (tp, cp, ep) have at most
-    `limit` ranks, priced with the job's own recompute and recipe, so that what other findings remedy (recompute,
-    overlaps) is not counted here too (else with the searched ones), named (a user trial: "the best layout with ep
-    <= 8 saves 2.730 s", which?)."""
-    keep = getattr(c.search_batch, kind) <= limit
+    """(step, words) of a crossing's remedy: the best searched layout whose groups of `kind` (tp, cp, ep) span at most
+    `limit` ranks with the groups nested inside them (SPAN_AXES: tp x cp for cp), priced with the job's own recompute
+    and recipe, so that what other findings remedy (recompute, overlaps) is not counted here too (else with the
+    searched ones), named (a user trial: "the best layout with ep <= 8 saves 2.730 s", which?)."""
+    keep = np.prod([getattr(c.search_batch, a) for a in SPAN_AXES[kind]], axis=0) <= limit
     found = c.best_layout_as_launched(keep)
     kept = "the job's recompute and recipe kept"
     if found is None:
         found = c.best_layout_where(keep)
         kept = "with the searched recompute and recipe"
     named = "" if found is None else f"{_layout_words(found[1])}, "
-    return (None if found is None else found[0]), f"the best layout with {kind} <= {limit} ({named}{kept})"
+    return (None if found is None else found[0]), (f"the best layout with {' x '.join(SPAN_AXES[kind])} <= {limit} "
+                                                   f"({named}{kept})")
 
 
 def _in_node_finding(c: _Ctx, kind: GroupKind) -> list[Finding]:
@@ -1766,14 +1794,16 @@ def _in_node_finding(c: _Ctx, kind: GroupKind) -> list[Finding]:
     return [Finding(_severity(cost, c.step_s), f"{kind.name}_over_pcie", msg, [], cost)]
 
 
-def _forced_words(kind: GroupKind, block: str, held: np.ndarray) -> str:
+def _forced_words(kind: GroupKind, span: int, block: str, held: np.ndarray) -> str:
     """Why no host order keeps a kind's groups inside their blocks: the allocation's blocks hold counts of the job's
-    GPUs that groups of this size do not tile."""
-    odd = sorted({int(n) for n in held if n % kind.size})
-    return (f"the allocation forces it: {sum(int(n) % kind.size != 0 for n in held)} of its {len(held)} {block} "
-            f"blocks hold {', '.join(map(str, odd))} of the job's GPUs, which {kind.name} groups of {kind.size} do "
+    GPUs that its groups' spans (`_span`) do not tile."""
+    odd = sorted({int(n) for n in held if n % span})
+    groups = (f"{kind.name} groups of {kind.size}" if span == kind.size else
+              f"{kind.name} groups of {kind.size} (spanning {span} ranks with their {SPAN_AXES[kind.name][0]} groups)")
+    return (f"the allocation forces it: {sum(int(n) % span != 0 for n in held)} of its {len(held)} {block} "
+            f"blocks hold {', '.join(map(str, odd))} of the job's GPUs, which {groups} do "
             f"not tile, so no host order keeps every group inside (an allocation of blocks that hold a multiple of "
-            f"{kind.size} of the job's GPUs each would: whole blocks, or SLURM --segment where the blocks are NVL72 "
+            f"{span} of the job's GPUs each would: whole blocks, or SLURM --segment where the blocks are NVL72 "
             f"racks); ")
 
 
