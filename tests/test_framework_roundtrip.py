@@ -283,3 +283,22 @@ def test_a_deepspeed_zero0_pipeline_files_header_prices_what_its_audit_prices(tm
     assert audit["estimate"]["recipe"]["grad_accumulation"] == "fp32_copy"
     assert audit["estimate"]["step_time_s"] == pytest.approx(float(header.group(1)), abs=5e-4)
     assert audit["estimate"]["peak_memory_bytes"] / 2**30 == pytest.approx(float(header.group(2)), abs=0.05)
+
+
+def test_a_maxtext_mesh_that_does_not_tile_the_hosts_is_priced_on_the_groups_it_builds(tmp_path):
+    """tp 6 on 8-GPU hosts: MaxText's hybrid mesh splits ICI/DCN by greatest common divisor, so its groups are not the
+    plan's rank-order ones (the file warns so).  A QA run: the header priced the plan's groups (36.798 s) and the audit
+    of the same maxtext.yml and jax_mesh.py the mesh's (16.963 s); the header now prices the groups the mesh builds."""
+    job = ["--model", "gpt3-175b", "--cluster", "dgx-h100", "--gpus", "216", "--seq-len", "2052", "--global-batch",
+           "432"]
+    out = tmp_path / "mx"
+    _run(["evaluate", *job, "--tp", "6", "--mbs", "2", "--zero", "3", "--recompute", "full", "--out", str(out),
+          "--emit", "maxtext"])
+    text = (out / "maxtext.yml").read_text()
+    assert "does not tile hosts of 8 GPUs in rank order" in text
+    assert "the groups MaxText's hybrid mesh builds on these hosts" in text
+    step, mem = _maxtext_header(out / "maxtext.yml")
+    audit = json.loads(_run(["audit", *job, "--launch", str(out / "maxtext.yml"), "--launch", str(out / "jax_mesh.py"),
+                             "--hosts", str(out / "hosts.txt"), "--json"]).stdout)
+    assert audit["estimate"]["step_time_s"] == pytest.approx(step, abs=5e-4)
+    assert audit["estimate"]["peak_memory_bytes"] / 2**30 == pytest.approx(mem, abs=0.05)

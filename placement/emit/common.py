@@ -47,7 +47,7 @@ class EmitContext:
 
     def priced_as(self, precision: str | None = None, layout: dict | None = None,
                   recipe: dict | None = None, model: dict | None = None, torch_pipeline: bool = False,
-                  runs_te: bool = True) -> Plan | None:
+                  runs_te: bool = True, gpu_of_rank: np.ndarray | None = None) -> Plan | None:
         """The plan's layout and recipe with `layout` and `recipe` changes (and the model with `model`'s), on the
         ranks the files place, priced at `precision` (default: the plan's): what a file that cannot state the plan
         runs (`torch_pipeline`: its pipeline is torch.distributed.pipelining's, evaluate.check_layout's; `runs_te`:
@@ -61,7 +61,8 @@ class EmitContext:
         lay = Layout.model_validate(spec.model_dump() | (layout or {}))
         rec = Recipe.model_validate(self.recipe.model_dump() | (recipe or {}))
         spec_model = self.priced_model.model_copy(update=model or {})
-        return evaluate_layout(spec_model, train, self.topo.with_mapping(self.gpu_of_rank), lay, rec,
+        mapping = self.gpu_of_rank if gpu_of_rank is None else gpu_of_rank
+        return evaluate_layout(spec_model, train, self.topo.with_mapping(mapping), lay, rec,
                                runs_te=runs_te, torch_pipeline=torch_pipeline)
 
     def with_recipe(self, update: dict) -> EmitContext:
@@ -89,7 +90,8 @@ class EmitContext:
                     f"this file runs {what} (not priced)")
         p = self.plan
         what = ", ".join(runs.what)
-        other = self.priced_as(runs.precision, runs.layout, runs.recipe, runs.model, runs.torch_pipeline, runs.runs_te)
+        other = self.priced_as(runs.precision, runs.layout, runs.recipe, runs.model, runs.torch_pipeline, runs.runs_te,
+                               runs.gpu_of_rank)
         if other is None:
             return f"this file runs {what} (not priced: no job given){unpriced}", f"this file runs {what}{unpriced}"
         fits = "" if other.fits else f" {OVER_CAPACITY}"
@@ -163,6 +165,9 @@ class Runs:
     """The files' pipeline is torch.distributed.pipelining's (torchtitan): its micro-batch rules, not Megatron's
     (cost.rules.Facts.torch_pipeline)."""
     runs_te: bool = True
+    gpu_of_rank: np.ndarray | None = None
+    """The GPU each of placement's ranks runs on where the framework places the ranks otherwise than the plan's
+    mapping (MaxText's hybrid mesh on hosts its axes do not tile in rank order); None: the plan's."""
     """The files' attention is Transformer Engine's (Megatron's): its context-parallel refusals apply to what they run
     (cost.rules.Facts.cp_refused); False for a framework with attention of its own (torchtitan's FlexAttention,
     MaxText's) or none (DeepSpeed's context parallelism is the model code's)."""

@@ -37,6 +37,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from functools import cache
 
+import numpy as np
+
 from placement.audit.maxtext import (
     CUSTOM_NAMES,
     MOE_NAMES,
@@ -45,6 +47,7 @@ from placement.audit.maxtext import (
     WEIGHTS_GATHERED,
     exact_per_device,
     experts_unsaved,
+    framework_rank,
     over_data_priced,
     remat_reruns,
     trained_batch,
@@ -952,6 +955,12 @@ def runs(ctx: EmitContext, mesh: MaxTextMesh) -> Runs:
                             f"backward, each iteration's stage forward recomputed (layers/pipeline.py), not the "
                             f"1F1B the plan prices")
     runs_recipe(ctx, RUNS_INSTEAD, out, remat_policy(ctx)[1])
+    placed = mesh_gpu_of_rank(ctx, mesh)
+    if placed is not None:  # a user trial: tp 6 on 8-GPU hosts was priced on the plan's groups, which the mesh's
+        # greatest-common-divisor split does not build (29.4 s; the audit of the same files priced 17.0 s)
+        out.gpu_of_rank = placed
+        out.what.append("the groups MaxText's hybrid mesh builds on these hosts (its ICI/DCN split, not the plan's "
+                        "rank order: create_hybrid_device_mesh)")
     if over_data_priced(s, over) and not ctx.recipe.optimizer_over_replicas:  # said in these words, not the row's
         out.recipe["optimizer_over_replicas"] = True
         out.what.append(f"the optimizer state and float32 weights sharded over data {s['data']} too (this file's "
@@ -971,6 +980,21 @@ def runs(ctx: EmitContext, mesh: MaxTextMesh) -> Runs:
         out.what.append(f"a vocabulary of {vocab:,} (not {ctx.model.vocab_size:,}: model_name {name}'s config sets "
                         f"it, configs/models/{name}.yml)")
     return out
+
+
+def mesh_gpu_of_rank(ctx: EmitContext, mesh: MaxTextMesh) -> np.ndarray | None:
+    """The GPU each of placement's ranks runs on under the mesh MaxText builds from these files, where that is not the
+    plan's mapping: create_hybrid_device_mesh numbers a mesh position's device as its DCN index x GPUs per host + its
+    ICI index (audit.maxtext.framework_rank, which the audit of these files prices with), and the launch lines make
+    device d the GPU the plan gives rank d (each host's JAX process id, CUDA_VISIBLE_DEVICES).  None where the mesh
+    tiles the hosts in rank order (every device is its rank's)."""
+    lay = ctx.plan.layout
+    spec = {"axes": mesh.axes, "ici": {a: mesh.ici.get(a, 1) for a in mesh.axes},
+            "dcn": {a: mesh.dcn.get(a, 1) for a in mesh.axes}, "num_slices": -1}
+    device = framework_rank(spec, lay.tp, lay.cp, lay.dp, lay.pp, lay.ep, ctx.topo.gpus_per_host, ctx.plan.num_gpus)
+    if np.array_equal(device, np.arange(ctx.plan.num_gpus)):
+        return None
+    return np.asarray(ctx.gpu_of_rank)[device]
 
 
 def render(ctx: EmitContext) -> tuple[str, list[str], dict[str, str]]:
