@@ -262,17 +262,22 @@ def test_a_bf16_gradient_buffer_is_priced_at_its_width() -> None:
     assert seconds["bf16_copy"] == pytest.approx(seconds["fp32_copy"] / 3.0, rel=1e-3)
 
 
-def test_audit_refuses_an_fp32_gradient_buffer_at_zero_stage_0_under_a_pipeline(tmp_path) -> None:
-    """DeepSpeed refuses bf16 at stage 0 with grad_accum_dtype fp32 (runtime/engine.py _do_optimizer_sanity_check:
-    NotImplementedError "unsupported mix of model_dtype ... and grad_accum_dtype"): the job does not start."""
+@pytest.mark.parametrize("pipeline", [True, False])
+def test_audit_refuses_an_fp32_gradient_buffer_at_zero_stage_0(tmp_path, pipeline) -> None:
+    """DeepSpeed refuses bf16 at stage 0 with grad_accum_dtype fp32, with or without a pipeline (runtime/engine.py
+    _do_optimizer_sanity_check: NotImplementedError "unsupported mix of model_dtype ... and grad_accum_dtype"): the
+    job does not start."""
     from placement.audit.launch import parse_launch
     from placement.errors import InputError
 
     (tmp_path / "ds.json").write_text('{"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}, '
                                       '"zero_optimization": {"stage": 0}, "data_types": {"grad_accum_dtype": "fp32"}}')
-    (tmp_path / "ds_topology.py").write_text(PIPE_TOPOLOGY)
+    files = [tmp_path / "ds.json"]
+    if pipeline:
+        (tmp_path / "ds_topology.py").write_text(PIPE_TOPOLOGY)
+        files.append(tmp_path / "ds_topology.py")
     with pytest.raises(InputError, match=r"grad_accum_dtype fp32 with bf16 at ZeRO stage 0 is refused.*stage 1"):
-        parse_launch([tmp_path / "ds.json", tmp_path / "ds_topology.py"], "deepspeed")
+        parse_launch(files, "deepspeed")
 
 
 def test_gradient_accumulation_is_its_bytes_per_parameter_at_hbm_speed() -> None:

@@ -910,7 +910,7 @@ def _grad_accumulation(s: Settings) -> None:
     pipeline = s.neox or s.pipeline_module is not None or s.value("pp", 1) > 1
     bf16_optimizer = zero[0] == 0 and bf16 and pipeline
     fp32_buffer = s.grad_accum_dtype is not None and s.grad_accum_dtype[0].lower() in FP32_NAMES
-    if bf16_optimizer and fp32_buffer:
+    if zero[0] == 0 and bf16 and fp32_buffer:  # with or without a pipeline: the same else branch raises
         raise InputError(f"{s.grad_accum_dtype[1]}; {zero[1]}: data_types.grad_accum_dtype "
                          f"{s.grad_accum_dtype[0]} with bf16 at ZeRO stage 0 is refused by DeepSpeed "
                          f"(runtime/engine.py _do_optimizer_sanity_check: NotImplementedError \"unsupported mix of "
