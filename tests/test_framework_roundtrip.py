@@ -302,3 +302,23 @@ def test_a_maxtext_mesh_that_does_not_tile_the_hosts_is_priced_on_the_groups_it_
                              "--hosts", str(out / "hosts.txt"), "--json"]).stdout)
     assert audit["estimate"]["step_time_s"] == pytest.approx(step, abs=5e-4)
     assert audit["estimate"]["peak_memory_bytes"] / 2**30 == pytest.approx(mem, abs=0.05)
+
+
+def test_maxtext_launch_lines_give_jax_the_priced_capacity(tmp_path):
+    """Unset, JAX preallocates 75 % of the GPU (jax gpu_memory_allocation docs), far less than the capacity the plan
+    is priced to fit in: the launch lines and launch.sbatch export XLA_PYTHON_CLIENT_MEM_FRACTION, the capacity less
+    the reserve the plan keeps outside JAX's pool, as a share of HBM (a review: neither file set it)."""
+    out = tmp_path / "mx"
+    _run(["evaluate", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "16", "--seq-len", "8192",
+          "--global-batch", "64", "--tp", "1", "--zero", "3", "--recompute", "full", "--out", str(out), "--emit",
+          "maxtext"])
+    plan = json.loads(_run(["evaluate", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "16", "--seq-len",
+                            "8192", "--global-batch", "64", "--tp", "1", "--zero", "3", "--recompute", "full",
+                            "--json"]).stdout)
+    from placement.catalog import load_accelerator
+
+    hbm = load_accelerator("h100-sxm").hbm_bytes
+    capacity, reserve = plan["memory_capacity_bytes"], plan["memory"]["reserve_bytes"]
+    fraction = re.search(r"XLA_PYTHON_CLIENT_MEM_FRACTION=([\d.]+)", (out / "maxtext.yml").read_text())
+    assert fraction and 0.75 < float(fraction.group(1)) <= (capacity - reserve) / hbm < float(fraction.group(1)) + 0.01
+    assert f"XLA_PYTHON_CLIENT_MEM_FRACTION={fraction.group(1)}" in (out / "launch.sbatch").read_text()

@@ -867,12 +867,24 @@ def jax_visible(ctx: EmitContext) -> list[str | None]:
     return [v if v is not None else ",".join(str(g % gph) for g in ctx.gpu_of_rank) for v in visible]
 
 
+def mem_fraction(ctx: EmitContext) -> float:
+    """XLA_PYTHON_CLIENT_MEM_FRACTION for the priced capacity: the share of HBM JAX's allocator may hold, the plan's
+    capacity (HBM less the fragmentation allowance and any headroom) less the reserve the plan keeps for the CUDA
+    context and the libraries' workspaces, which live outside JAX's pool; rounded down to a hundredth.  Unset, JAX
+    preallocates 75 % of the GPU (jax.readthedocs.io gpu_memory_allocation: "JAX will preallocate 75% of the total
+    GPU memory"), so a plan priced to fit in more would not (MaxText's own GPU scripts set it, e.g.
+    tools/orchestration/gpu_multi_process_run.sh 0.85, the H100 benchmarks 0.94)."""
+    plan = ctx.plan
+    reserve = plan.memory.reserve_bytes or 0.0
+    return math.floor(100 * (plan.memory_capacity_bytes - reserve) / ctx.topo.accelerator.hbm_bytes) / 100
+
+
 def launch_lines(ctx: EmitContext) -> list[str]:
     """MaxText's GPU launch: one process per host; NODE_RANK is JAX's process id, so the planned host order."""
     hosts = ctx.hosts_in_rank_order
     blocking = " CUDA_LAUNCH_BLOCKING=1" if ctx.recipe.cuda_launch_blocking else ""  # as priced
     lines = [f"on every host: export JAX_COORDINATOR_IP={hosts[0]} JAX_COORDINATOR_PORT={COORDINATOR_PORT} "
-             f"NNODES={len(hosts)}{blocking}",
+             f"NNODES={len(hosts)} XLA_PYTHON_CLIENT_MEM_FRACTION={mem_fraction(ctx):.2f}{blocking}",
              "then one line per host (NODE_RANK = JAX process id; CUDA_VISIBLE_DEVICES where the plan reorders GPUs "
              "or uses part of a host):"]
     cli = rope_cli(ctx, config_name(ctx) or "default")[0]
@@ -891,7 +903,9 @@ def sbatch_env(ctx: EmitContext) -> list[str]:
     variables MaxText's GPU start reads, as `launch_lines` exports them (utils/max_utils.py:318-346
     initialize_jax_for_gpu: jax.distributed.initialize at JAX_COORDINATOR_IP:JAX_COORDINATOR_PORT with NNODES
     processes, process id NODE_RANK), and for a job on part of one host its GPUs (`jax_visible`)."""
-    lines = [f'export JAX_COORDINATOR_IP="$MASTER_ADDR" JAX_COORDINATOR_PORT={COORDINATOR_PORT} NNODES NODE_RANK']
+    lines = [f'export JAX_COORDINATOR_IP="$MASTER_ADDR" JAX_COORDINATOR_PORT={COORDINATOR_PORT} NNODES NODE_RANK '
+             f'XLA_PYTHON_CLIENT_MEM_FRACTION={mem_fraction(ctx):.2f}  # JAX\'s pool: the priced capacity less the '
+             f'reserve (75 % of the GPU unset)']
     partial = jax_visible(ctx)[0]
     if len(ctx.hosts_in_rank_order) == 1 and partial is not None and ctx.visible_devices[0] is None:
         lines.append(f"export CUDA_VISIBLE_DEVICES={partial}  # JAX's one process takes every GPU it sees")
