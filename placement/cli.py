@@ -1001,7 +1001,7 @@ def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, pr
     from placement.emit.common import framework_choices
     from placement.mapping.config import SolverConfig
     from placement.planner import plan_job
-    from placement.report import plan_json, plan_table, without_timings
+    from placement.report import allocator_setter, plan_json, plan_table, without_timings
     from placement.search import SearchConfig, default_zero_stages, searched_sources
 
     recipe, sources = build_recipe(*_recipe_flag_values(recipe_args))
@@ -1126,13 +1126,13 @@ def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, pr
                                               "files_not_starting": _not_starting(files_run),
                                               "files_plan_index": written, "job_defaults": _job_defaults_json()}))
     else:
-        click.echo(plan_table(planned, exhaustive=exhaustive))
+        click.echo(plan_table(planned, exhaustive=exhaustive, setter=allocator_setter(formats, framework)))
         click.echo(f"\nfabric: {fabric}")
         if written is not None and written > 1:  # the lines above are plan 1's: a user trial read them as the files'
             from placement.report import single_plan_table
 
             click.echo(f"\nthe files in {out_dir} realize plan {written} of the table above, not plan 1:\n\n"
-                       + single_plan_table(planned.plans[written - 1]))
+                       + single_plan_table(planned.plans[written - 1], allocator_setter(formats, framework)))
         if files_run:
             click.echo(f"\nthe files written run other than plan {plan_index} (each file's header says so too):\n"
                        + "\n".join(f"  {line}" for line in files_run))
@@ -1193,7 +1193,7 @@ def evaluate(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch
     """Estimate one given layout (dp is derived from the GPU count) under the recipe given (pinned: nothing
     is searched); exit 1 if it does not fit."""
     from placement.evaluate import evaluate_priced, launch_order, with_crossings
-    from placement.report import crossings_section, single_plan_table
+    from placement.report import allocator_setter, crossings_section, single_plan_table
 
     recipe, sources = build_recipe(*_recipe_flag_values(recipe_args))
     _modules_need_selective(recipe, (recompute,))
@@ -1253,7 +1253,7 @@ def evaluate(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch
                               | ({"files_run": files_run, "files_over_capacity": _over_capacity(files_run),
                                   "files_not_starting": _not_starting(files_run)} if out_dir is not None else {})))
     else:
-        click.echo(single_plan_table(result))
+        click.echo(single_plan_table(result, allocator_setter(formats, framework)))
         measured = ", TP groups on their measured links" if topo.node_topo_source else ""
         click.echo(f"\nwhere the groups sit (allocation order{measured}):\n{crossings_section(result)}\n"
                    f"fabric: {fabric}")

@@ -154,16 +154,31 @@ LAUNCH_SBATCH_SETS = "which launch.sbatch sets"
 """Who sets the expandable segments, as `plan` and `evaluate` say it (their files do); the audit says the job's."""
 
 
+def allocator_setter(formats: list[str] | None, framework: str | None) -> str:
+    """Who sets PyTorch's expandable segments for `plan` and `evaluate`'s capacity note, by the files written: their
+    launch.sbatch; a MaxText job's JAX keeps a pool of its own instead, which its launch lines size
+    (emit.maxtext.mem_fraction); launch.sbatch launches nothing for a device mesh alone (a QA note: both were told
+    launch.sbatch sets it)."""
+    written = set(formats or ([framework] if framework else []))
+    if written == {"maxtext"}:
+        return ("which PyTorch's launch.sbatch sets; MaxText's JAX keeps a pool of its own instead, which its launch "
+                "lines size to this capacity less the reserve (XLA_PYTHON_CLIENT_MEM_FRACTION)")
+    if written == {"devicemesh"}:
+        return "which your launcher must set (launch.sbatch launches nothing for device_mesh.py alone)"
+    return LAUNCH_SBATCH_SETS
+
+
 def capacity_note(p: Plan, setter: str = LAUNCH_SBATCH_SETS) -> str:
     """What the capacity assumes: the HBM less the allocator's fragmentation allowance, which holds only with PyTorch's
     expandable segments (a user trial: a Megatron-Bridge layout published as an OOM from fragmentation without them
     was priced as fitting, and nothing said what the capacity assumed)."""
     hbm = (p.memory_capacity_bytes + p.memory_headroom_bytes) / (1.0 - ALLOCATOR_FRAGMENTATION)
     kept = f", less {p.memory_headroom_bytes / GiB:.1f} GiB kept free" if p.memory_headroom_bytes else ""
+    setter, _, besides = setter.partition("; ")  # what follows a "; " is said after the fragmentation's caveat
     return (f"capacity: {hbm / GiB:.1f} GiB of HBM less {ALLOCATOR_FRAGMENTATION:.0%} for the caching allocator's "
             f"fragmentation{kept}; the {ALLOCATOR_FRAGMENTATION:.0%} assumes "
             f"PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, {setter} (without it fragmentation can take several "
-            f"GiB more)")
+            f"GiB more)" + (f"; {besides}" if besides else ""))
 
 
 def _breakdown(p: Plan, setter: str = LAUNCH_SBATCH_SETS) -> str:
@@ -411,11 +426,11 @@ def search_line(planned: Planned) -> str:
             + (f" in {result.seconds:.2f} s" if result.seconds is not None else ""))
 
 
-def plan_table(planned: Planned, exhaustive: bool = False) -> str:
+def plan_table(planned: Planned, exhaustive: bool = False, setter: str = LAUNCH_SBATCH_SETS) -> str:
     """`exhaustive`: also state what the search leaves untried (`plan --exhaustive`)."""
     ps = planned.plans
     mapping = _mapping_section(ps[0])
-    return (headline(ps[0]) + "\n\n" + _breakdown(ps[0]) + "\n\n" + (mapping + "\n\n" if mapping else "")
+    return (headline(ps[0]) + "\n\n" + _breakdown(ps[0], setter) + "\n\n" + (mapping + "\n\n" if mapping else "")
             + text_table(TOP_K_HEADER, top_k_rows(planned))
             + "\n\n" + search_line(planned)
             + ("".join(f"\n  bound: {b}" for b in planned.search.bounds) if exhaustive else ""))

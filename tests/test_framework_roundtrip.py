@@ -322,3 +322,19 @@ def test_maxtext_launch_lines_give_jax_the_priced_capacity(tmp_path):
     fraction = re.search(r"XLA_PYTHON_CLIENT_MEM_FRACTION=([\d.]+)", (out / "maxtext.yml").read_text())
     assert fraction and 0.75 < float(fraction.group(1)) <= (capacity - reserve) / hbm < float(fraction.group(1)) + 0.01
     assert f"XLA_PYTHON_CLIENT_MEM_FRACTION={fraction.group(1)}" in (out / "launch.sbatch").read_text()
+
+
+@pytest.mark.parametrize(("emit", "said"), [
+    ("maxtext", "MaxText's JAX keeps a pool of its own instead"),
+    ("devicemesh", "which your launcher must set (launch.sbatch launches nothing for device_mesh.py alone)"),
+    ("megatron", "which launch.sbatch sets (without it"),
+])
+def test_the_capacity_note_names_who_sizes_the_allocator_for_the_files_written(tmp_path, emit, said):
+    """The capacity's fragmentation allowance assumes PyTorch's expandable segments, "which launch.sbatch sets": not
+    so for MaxText, whose JAX pool its launch lines size, nor for a device mesh alone, which launch.sbatch does not
+    launch (a QA note)."""
+    out = _run(["evaluate", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "16", "--seq-len", "8192",
+                "--global-batch", "64", "--tp", "1", "--zero", "3", "--recompute", "full", "--out",
+                str(tmp_path / "f"), "--emit", emit]).stdout
+    note = next(line for line in out.splitlines() if line.startswith("capacity:"))
+    assert said in note
