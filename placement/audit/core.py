@@ -1641,7 +1641,9 @@ def _crossing_findings(c: _Ctx, kinds: list[GroupKind]) -> list[Finding]:
     for kind in kinds:
         if kind.name not in ("tp", "cp", "ep"):
             continue
-        reached = [j for j in range(len(levels) - 1, 0, -1) if _example_groups(kind, mapped, j, c.framework_rank)[0]]
+        # (count, examples) of this kind's groups crossing into each level, highest first
+        crossing = {j: _example_groups(kind, mapped, j, c.framework_rank) for j in range(len(levels) - 1, 0, -1)}
+        reached = [j for j, (count, _) in crossing.items() if count]
         if not reached:
             out += _in_node_finding(c, kind)
             continue
@@ -1652,7 +1654,7 @@ def _crossing_findings(c: _Ctx, kinds: list[GroupKind]) -> list[Finding]:
         if not slower:
             continue
         j = slower[0]
-        count, examples = _example_groups(kind, mapped, j, c.framework_rank)
+        count, examples = crossing[j]
         inner = levels[j - 1]
         capacity = int(np.bincount(mapped.block_of[j - 1]).max())  # GPUs in the largest level-(j-1) block
         over = levels[j].oversubscription > 1.0
@@ -1675,15 +1677,15 @@ def _crossing_findings(c: _Ctx, kinds: list[GroupKind]) -> list[Finding]:
             alt, how = _best_within(c, kind.name, capacity)
         cost = c.saving(alt)
         remedy = _remedy_words(how, alt, c.step_s)
-        if span > capacity >= kind.size and cost - _kind_seconds(c.est, kind.name)[1] >= MIN_SAVING_S:
+        total_s, exposed_s = _kind_seconds(c.est, kind.name)
+        if span > capacity >= kind.size and cost - exposed_s >= MIN_SAVING_S:
             # the group itself fits the block, its span with the groups inside it does not: the layout that keeps it
             # inside changes those groups too, so the crossing is priced as a remap's would be (`_own_share`), at most
             # the kind's own exposed time, the rest said (a QA run: CP pairs of tp 8 x cp 2, 0.000 s exposed, would
             # be credited with the 1.446 s a tp 4, pp 16 layout saves, while the best plan keeps tp 8 x cp 2)
-            own = _kind_seconds(c.est, kind.name)[1]
             remedy += (f" in all, of which this crossing accounts for at most {kind.name.upper()}'s exposed "
-                       f"{own:.3f} s; the rest is that layout's other changes")
-            cost = own
+                       f"{exposed_s:.3f} s; the rest is that layout's other changes")
+            cost = exposed_s
         if how == "placement's mapping of the same layout":
             # that map moves every group, not this kind's alone: the saving is the kind's own exposed time it removes,
             # the rest is the other groups' (a QA run: CP pairs fully overlapped were credited with what the map
@@ -1692,7 +1694,6 @@ def _crossing_findings(c: _Ctx, kinds: list[GroupKind]) -> list[Finding]:
         what = (f"{kind.name.upper()} all-to-all over the {levels[j].name} tier, oversubscribed "
                 f"{levels[j].oversubscription:g}:1" if alltoall else f"{kind.name.upper()} group crosses the "
                 f"{inner.name} boundary into {levels[j].name}")
-        total_s, exposed_s = _kind_seconds(c.est, kind.name)
         # blocks of a real allocation differ in size: the largest one's GPUs, said so (a user trial read "a leaf block
         # of 208 GPUs" where the example's leaf held 200 of the job's)
         inside, _ = SPAN_AXES[kind.name] if kind.name != "tp" else ("", "")

@@ -165,12 +165,12 @@ class Runs:
     """The files' pipeline is torch.distributed.pipelining's (torchtitan): its micro-batch rules, not Megatron's
     (cost.rules.Facts.torch_pipeline)."""
     runs_te: bool = True
-    gpu_of_rank: np.ndarray | None = None
-    """The GPU each of placement's ranks runs on where the framework places the ranks otherwise than the plan's
-    mapping (MaxText's hybrid mesh on hosts its axes do not tile in rank order); None: the plan's."""
     """The files' attention is Transformer Engine's (Megatron's): its context-parallel refusals apply to what they run
     (cost.rules.Facts.cp_refused); False for a framework with attention of its own (torchtitan's FlexAttention,
     MaxText's) or none (DeepSpeed's context parallelism is the model code's)."""
+    gpu_of_rank: np.ndarray | None = None
+    """The GPU each of placement's ranks runs on where the framework places the ranks otherwise than the plan's
+    mapping (MaxText's hybrid mesh on hosts its axes do not tile in rank order); None: the plan's."""
 
     def set_precision(self, plan: Plan, precision: str) -> None:
         self.precision = precision

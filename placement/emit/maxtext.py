@@ -887,14 +887,19 @@ def launch_lines(ctx: EmitContext) -> list[str]:
              f"NNODES={len(hosts)} XLA_PYTHON_CLIENT_MEM_FRACTION={mem_fraction(ctx):.2f}{blocking}",
              "then one line per host (NODE_RANK = JAX process id; CUDA_VISIBLE_DEVICES where the plan reorders GPUs "
              "or uses part of a host):"]
-    cli = rope_cli(ctx, config_name(ctx) or "default")[0]
-    extra = "".join(f" {k}={v}" for k, v in ({OVERRIDE_MODEL_CONFIG: "true"} | cli if cli else {}).items())
-    for k, host in enumerate(hosts):
-        visible = jax_visible(ctx)[k]
+    extra = train_overrides(ctx)
+    for k, (host, visible) in enumerate(zip(hosts, jax_visible(ctx), strict=True)):
         prefix = "" if visible is None else f"CUDA_VISIBLE_DEVICES={visible} "
         lines.append(f"  {host}: {prefix}NODE_RANK={k} {ENTRYPOINT} maxtext.yml run_name=RUN "
                      f"base_output_directory=DIR{extra}")
     return lines
+
+
+def train_overrides(ctx: EmitContext) -> str:
+    """The train command's key=value overrides after the config (" k=v ..."; "" for none): the RoPE settings the
+    config cannot state (`rope_cli`), with override_model_config, which MaxText needs to take a model key there."""
+    cli = rope_cli(ctx, config_name(ctx) or "default")[0]
+    return "".join(f" {k}={v}" for k, v in ({OVERRIDE_MODEL_CONFIG: "true"} | cli if cli else {}).items())
 
 
 def sbatch_env(ctx: EmitContext) -> list[str]:
@@ -915,10 +920,8 @@ def sbatch_env(ctx: EmitContext) -> list[str]:
 def sbatch_task(ctx: EmitContext) -> str:
     """The command each node's task of launch.sbatch execs after `sbatch_env`: the train command of `launch_lines`,
     with the config from the plan folder and the run name and output directory from the environment."""
-    cli = rope_cli(ctx, config_name(ctx) or "default")[0]
-    extra = "".join(f" {k}={v}" for k, v in ({OVERRIDE_MODEL_CONFIG: "true"} | cli if cli else {}).items())
     return (f'{ENTRYPOINT} "$PLAN_DIR/maxtext.yml" run_name="${{MAXTEXT_RUN_NAME:-placement-{ctx.plan.model}}}" '
-            f'base_output_directory="${{MAXTEXT_OUTPUT_DIR:-$PLAN_DIR/maxtext_output}}"{extra}')
+            f'base_output_directory="${{MAXTEXT_OUTPUT_DIR:-$PLAN_DIR/maxtext_output}}"{train_overrides(ctx)}')
 
 
 def sbatch_warnings(ctx: EmitContext) -> list[str]:
