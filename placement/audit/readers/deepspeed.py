@@ -911,7 +911,8 @@ def _grad_accumulation(s: Settings) -> None:
     bf16_optimizer = zero[0] == 0 and bf16 and pipeline
     fp32_buffer = s.grad_accum_dtype is not None and s.grad_accum_dtype[0].lower() in FP32_NAMES
     if zero[0] == 0 and bf16 and fp32_buffer:  # with or without a pipeline: the same else branch raises
-        raise InputError(f"{s.grad_accum_dtype[1]}; {zero[1]}: data_types.grad_accum_dtype "
+        where = s.grad_accum_dtype[1] if s.grad_accum_dtype[1] == zero[1] else f"{s.grad_accum_dtype[1]}; {zero[1]}"
+        raise InputError(f"{where}: data_types.grad_accum_dtype "
                          f"{s.grad_accum_dtype[0]} with bf16 at ZeRO stage 0 is refused by DeepSpeed "
                          f"(runtime/engine.py _do_optimizer_sanity_check: NotImplementedError \"unsupported mix of "
                          f"model_dtype=torch.bfloat16 and grad_accum_dtype=torch.float32\"); set "
