@@ -305,6 +305,7 @@ RECIPE_FLAGS = {
     "param_gather_overlap": "--param-gather-overlap", "align_param_gather": "--align-param-gather",
     "moe_fusions": "--moe-fusions", "cpu_affinity": "--cpu-affinity", "fused_model_ops": "--fused-model-ops",
     "cuda_launch_blocking": "--cuda-launch-blocking", "grad_accumulation": "--grad-accumulation",
+    "grad_buckets": "--grad-buckets", "ddp_bucket_params": "--ddp-bucket-params",
     "checkpoint_sync": "--checkpoint-sync", "checkpoint_interval": "--checkpoint-interval",
     "loss_chunks": "--loss-chunks", "fp8_lm_head": "--fp8-lm-head", "fp8_recasts_weights": "--fp8-recasts-weights",
 }
@@ -319,6 +320,7 @@ def recipe_options(fn: Callable) -> Callable:
         EinsumDispatch,
         Fp8Recipe,
         GradAccumulation,
+        GradBuckets,
         PipelineSchedule,
     )
 
@@ -435,6 +437,14 @@ def recipe_options(fn: Callable) -> Callable:
                           "Megatron), autograd's 16-bit .grad += (DeepSpeed ZeRO-1 pipelines), fp32_copy "
                           "(DeepSpeed's BF16_Optimizer) or bf16_copy (the same with its buffer in bf16: "
                           "grad_accum_dtype unset at ZeRO stage 0)."),
+        click.option("--grad-buckets", "grad_buckets", type=click.Choice([g.value for g in GradBuckets]), default=None,
+                     help="How DDP / ZeRO-1 buckets the gradients it reduces during the last backward: by_size "
+                          "(default: Megatron-Core, PyTorch DDP, DeepSpeed; see --ddp-bucket-params) or per_layer "
+                          "(NeMo 1's Apex DistributedFusedAdam: a bucket per layer, the embedding and head in layer "
+                          "0's). The bucket holding layer 0 reduces after the backward, beside no compute."),
+        click.option("--ddp-bucket-params", "ddp_bucket_params", type=click.IntRange(1, None), default=None,
+                     help="Parameters per gradient bucket (Megatron-LM --ddp-bucket-size; default Megatron-Core's "
+                          "max(40M, 1M x dp x cp); NeMo 2 and Megatron-Bridge set 134217728)."),
         onoff("grad_reduce_fp32", "Gradients accumulated and reduce-scattered in fp32 (Megatron under --bf16)."),
         onoff("grad_all_reduce", "ZeRO-1 all-reduces the whole gradient before updating its shard (DeepSpeed's "
                                  "BF16_Optimizer), not a reduce-scatter."),

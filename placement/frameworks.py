@@ -21,6 +21,12 @@ from placement.specs import AcceleratorSpec, ModelSpec
 from placement.specs.recipe import CpCommType, EinsumDispatch, Fp8Recipe, GradAccumulation, Recipe
 from placement.specs.training import AttentionKernel
 
+DEEPSPEED_BUCKET_ELEMENTS = 50_000_000
+"""ZeRO reduce/all-gather bucket, in elements (100 MB of bf16 gradients), that placement's ds_config.json writes
+(emit.deepspeed).  The plan hides the gradient reduction behind backward (cost.constants.DP_OVERLAP_FRACTION), which
+needs buckets that are small against a pipeline stage's gradients; DeepSpeed's default, 5e8 elements (1 GB), cuts a
+70B model's rank under tp 8 x pp 8 (1.1e9 parameters) into only 2-3 buckets."""
+
 PRECISION_ONLY = {"fp8_recipe": "fp8", "fp8_saves_16bit_inputs": "fp8", "fp8_lm_head": "fp8",
                   "fp8_recasts_weights": "fp8"}
 """Recipe fields that price something at one precision only: a capability row for one holds for jobs at it."""
@@ -434,7 +440,11 @@ CAPABILITIES: dict[str, Capability] = {
                 ("param_gather_overlap", False,
                  "DeepSpeed 0.19.8's ZeRO-1/2 optimizer all-gathers the updated weights inside step(), a blocking "
                  "all_gather_into_tensor before the next forward (runtime/zero/stage_1_and_2.py step -> "
-                 "all_gather_dp_groups, runtime/utils.py)")),
+                 "all_gather_dp_groups, runtime/utils.py)"),
+                ("ddp_bucket_params", DEEPSPEED_BUCKET_ELEMENTS,
+                 f"the ds_config.json placement writes sets zero_optimization.reduce_bucket_size "
+                 f"{DEEPSPEED_BUCKET_ELEMENTS:,} (emit.deepspeed), the elements its ZeRO optimizer reduces at a time "
+                 f"(runtime/zero/stage_1_and_2.py reduce_independent_p_g_buckets_and_remove_grads)")),
         moe_recipe=(("moe_einsum_dispatch", EinsumDispatch.MICRO_BATCH,
                      "DeepSpeed 0.19.8's MoE layer dispatches and combines each micro-batch's tokens by one-hot mask "
                      "GEMMs (deepspeed/moe/sharded_moe.py MOELayer: einsum(\"sec,sm->ecm\"), einsum(\"sec,ecm->sm\"), "
@@ -468,6 +478,10 @@ CAPABILITIES: dict[str, Capability] = {
                  "Fp8DirectDotGeneralOp, one scale per tensor (layers/quantizations.py Fp8Quantization, "
                  "get_quant_mode; AI-Hypercomputer/maxtext e591f30cb): its block-scaled FP8 (te_mxfp8) is Transformer "
                  "Engine's, which the files do not write"),
+                ("ddp_bucket_params", 1,
+                 "MaxText 0.2.5 leaves the gradient reductions to XLA's scheduler: priced as one bucket per "
+                 "parameter, so that only layer 0's and the embedding's reductions follow the last backward (XLA's "
+                 "collective-combining thresholds are not modeled)"),
                 ("norms_fused", False, "MaxText 0.2.5's norms are ops of their own (layers/normalizations.py), "
                                        "which its `minimal` remat policy recomputes: no norm output is saved"),
                 ("fp32_weights", True, "MaxText 0.2.5 keeps its weights in float32 (configs/base.yml weight_dtype) "

@@ -297,6 +297,13 @@ def recipe_line(p: Plan) -> str:
         items.append(f"cp {r.cp_comm_type.value}" + (" (the model's sliding window)" if window else ""))
     if r.grad_reduce_fp32:
         items.append("fp32 gradient reduce")
+    if lay.dp > 1 and lay.zero_stage <= 1 and r.dp_overlap:
+        if r.grad_buckets != default.grad_buckets:
+            items.append(f"gradient buckets {r.grad_buckets.value}")
+        elif r.ddp_bucket_params == 1:
+            items.append("a gradient bucket per parameter")
+        elif r.ddp_bucket_params is not None:
+            items.append(f"gradient buckets of {r.ddp_bucket_params:,} params")
     if r.loss_chunks > 1:
         items.append(f"loss in {r.loss_chunks} chunks")
     if r.fp8_recasts_weights and p.precision == "fp8":

@@ -1881,6 +1881,44 @@ def _saving_with(c: _Ctx, lay: Layout, **recipe) -> float:
     return c.saving(float(e.step_time_s[0]))
 
 
+COST_NOT_SAVING = frozenset({"dp_tail_bucket"})
+"""Findings whose cost is what a feature of the job costs, not what a remedy they name saves."""
+
+
+def _tail_bucket_finding(c: _Ctx, lay: Layout, where: dict[str, str]) -> Finding | None:
+    """Where Megatron-Core's gradient buckets are large against the first rank's gradient, the bucket holding layer
+    0 reduces, and gathers before the next forward, beside no compute (cost.dp.tail_bucket_params): a finding at what
+    that costs against buckets of one parameter each, where it is at least WARNING_SHARE of the step.  It claims no
+    saving: smaller buckets are latency-bound at a large dp (Megatron-Core's reason for its default), which the
+    collective model does not price per bucket.  Only without interleaving, where that rank's reduction is
+    bucketed."""
+    from placement.cost.dp import MEGATRON_BUCKET_PARAMS_PER_DP_RANK, MEGATRON_MIN_BUCKET_PARAMS
+    from placement.specs.recipe import GradBuckets
+
+    r = c.recipe
+    if not (r.dp_overlap and lay.zero_stage <= 1 and lay.dp > 1 and lay.vpp == 1
+            and r.grad_buckets is GradBuckets.BY_SIZE):
+        return None
+    cost = _saving_with(c, lay, ddp_bucket_params=1)
+    if _severity(cost, c.step_s) == "info":
+        return None
+    source = where.get("ddp_bucket_params", "default")
+    if r.ddp_bucket_params is None:
+        size = max(MEGATRON_MIN_BUCKET_PARAMS, MEGATRON_BUCKET_PARAMS_PER_DP_RANK * lay.dp * lay.cp)
+        how = (f"Megatron-Core's default, max(40M, 1M x dp {lay.dp} x cp {lay.cp}) = {size:,} parameters "
+               f"({'no --ddp-bucket-size in the files' if source.startswith('default') else source})")
+    else:
+        how = f"{r.ddp_bucket_params:,} parameters ({source})"
+    return Finding(
+        _severity(cost, c.step_s), "dp_tail_bucket",
+        f"the gradient buckets hold {how}, filled from the output end, so the one holding layer 0 closes only when "
+        f"the last backward ends: its reduction, and its gather before the next forward, run beside no compute, "
+        f"{cost:.3f} s per step. Smaller buckets (--ddp-bucket-size; Megatron-Bridge ddp.bucket_size) leave less "
+        f"there, but below 1M parameters per data-parallel rank Megatron-Core expects the ring to turn "
+        f"latency-bound (distributed_data_parallel.py), which placement does not price per bucket; fewer "
+        f"data-parallel ranks (more tp or pp) shrink the bucket", [], cost)
+
+
 def _saving_finding(c: _Ctx, lay: Layout, kind: str, says: str, **recipe) -> Finding:
     """A recipe finding whose remedy is these recipe fields changed: `says` (what runs and the flag that changes it),
     then what the change saves, priced."""
@@ -2094,6 +2132,15 @@ def _layout_findings(c: _Ctx, plan: Plan) -> list[Finding]:
             _severity(cost, c.step_s), "unfused_attention",
             f"the attention core runs unfused ({where}): its s x s scores go through HBM in every layer's forward, "
             f"recompute and backward; {remedy} saves {cost:.3f} s per step", [], cost))
+    # DeepSpeed's ZeRO-1/2 reduces beside the backward only under overlap_comm, off by default below stage 3
+    # (readers.deepspeed._zero_reduction); its PipelineEngine reduces after the flush whatever the key says
+    if (c.framework == "deepspeed" and not c.recipe.dp_overlap and lay.zero_stage in (1, 2) and lay.dp > 1
+            and not (c.recipe.pipeline_p2p_blocking and lay.pp > 1)):
+        where = (plan.recipe_sources or {}).get("dp_overlap", "default")
+        out.append(_saving_finding(
+            c, lay, "dp_not_overlapped", f"the ZeRO-{lay.zero_stage} gradient reduction runs beside no compute "
+            f"({where}): zero_optimization.overlap_comm: true reduces each bucket on its own stream during the "
+            f"backward", dp_overlap=True))
     # Megatron switches the files leave off that only save time (Megatron-LM's defaults: arguments.py,
     # TransformerConfig)
     if c.framework == "megatron" and not c.recipe.pipeline_p2p_blocking:
@@ -2110,6 +2157,9 @@ def _layout_findings(c: _Ctx, plan: Plan) -> list[Finding]:
                 c, lay, "param_gather_not_overlapped", f"the distributed optimizer's weight all-gather runs before "
                 f"the next forward ({where.get('param_gather_overlap', 'default')}): --overlap-param-gather hides it "
                 f"behind that forward", param_gather_overlap=True))
+        tail = _tail_bucket_finding(c, lay, where)
+        if tail is not None:
+            out.append(tail)
         if (c.model.is_moe and lay.recompute == Recompute.SELECTIVE
                 and RecomputeModule.LAYERNORM in c.recipe.recompute_modules
                 and bool(moe_norm_recompute_lost(c.recipe.cuda_graphs, c.recipe.moe_dispatcher))):
@@ -2472,7 +2522,7 @@ def _combined_finding(plan: Plan, best: Plan, findings: list[Finding]) -> Findin
     differs with both values, and what they save together, graded by that saving as every finding is (a user trial:
     a 1.58x speed-up came with info findings only, so `--fail-on error` passed the job).  None otherwise."""
     saving = plan.step_time_s - best.step_time_s
-    largest = max((f.cost_s or 0.0 for f in findings), default=0.0)
+    largest = max((f.cost_s or 0.0 for f in findings if f.kind not in COST_NOT_SAVING), default=0.0)
     beyond = saving - largest
     if not plan.fits or beyond <= COMBINED_SHARE * plan.step_time_s:
         return None

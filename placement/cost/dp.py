@@ -16,13 +16,14 @@ last chunk's reduction hides behind nothing and the first chunk's gather only be
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from placement.cost import collectives as coll
 from placement.cost import constants as C
 from placement.cost.context import Ctx
+from placement.specs.recipe import GradBuckets
 
 
 def grad_bytes(x: Ctx) -> int:
@@ -56,6 +57,9 @@ class StageParams:
     embed: np.ndarray | float = 0.0
     """The input embedding the rank holds (its vocabulary shard): under DDP and ZeRO-1 the gradients reduced after
     the step's last compute and the weights gathered before its first (`embedding_edge_s`)."""
+    tail: np.ndarray | float = 0.0
+    """The first rank's dense parameters in the gradient buckets that close only when its last backward ends, the
+    embedding's among them (`tail_bucket_params`); 0 where none is priced (the embedding alone then)."""
 
 
 @dataclass(frozen=True)
@@ -78,8 +82,12 @@ def dp_term(x: Ctx, p: StageParams, comp_mb_s: np.ndarray) -> DpTerm:
     edp = np.rint(np.where(zero3, x.tp * x.cp * b.dp_shard, x.tp * x.cp * x.dp) / (x.ep * x.etp)).astype(np.int64)
     expert_group = coll.Groups(lv, b.ep * b.etp, edp)
     grad_b, wt_b = grad_bytes(x), gather_bytes(x)
-    rs_once = dense_group.reduce_scatter(p.dense * grad_b) + expert_group.reduce_scatter(p.expert * grad_b)
-    ag_once = dense_group.reduce_scatter(p.dense * wt_b) + expert_group.reduce_scatter(p.expert * wt_b)
+    # (a rank without routed experts runs no expert-group collective, not even its latency)
+    has_experts = np.asarray(p.expert) > 0
+    rs_once = dense_group.reduce_scatter(p.dense * grad_b) + np.where(
+        has_experts, expert_group.reduce_scatter(p.expert * grad_b), 0.0)
+    ag_once = dense_group.reduce_scatter(p.dense * wt_b) + np.where(
+        has_experts, expert_group.reduce_scatter(p.expert * wt_b), 0.0)
     # ZeRO-3 gathers the 16-bit weights for forward and again for backward, and reduce-scatters the gradients at
     # their reduce width (FSDP2 reduce_dtype: torchtitan's float32)
     z3_mb = 2.0 * ag_once + rs_once
@@ -151,9 +159,13 @@ def dp_term(x: Ctx, p: StageParams, comp_mb_s: np.ndarray) -> DpTerm:
         # reads, hides behind nothing (`embedding_edge_s`)
         embed_rs, embed_ag = embedding_edge_s(dense_group, p, grad_b, wt_b)
         embed_grads = embed_rs * (2.0 if x.recipe.grad_all_reduce else 1.0)
-        gather_exposed = _hidden_but_edge(ag_once, embed_ag, hide_fwd) if hidden_gather else ag_once
-        z1_grads_exposed = _hidden_but_edge(z1_grads, embed_grads, hide)
-        ddp_exposed = _hidden_but_edge(all_reduce, 2.0 * embed_rs, hide)
+        # ...nor the rest of the buckets that close with the embedding's at the end of the backward, whose weights
+        # the first forward waits for in the same way: the bucket holding layer 0 (`tail_bucket_params`)
+        tail_rs, tail_ag = embedding_edge_s(dense_group, replace(p, embed=np.maximum(p.tail, p.embed)), grad_b, wt_b)
+        tail_grads = tail_rs * (2.0 if x.recipe.grad_all_reduce else 1.0)
+        gather_exposed = _hidden_but_edge(ag_once, tail_ag, hide_fwd) if hidden_gather else ag_once
+        z1_grads_exposed = _hidden_but_edge(z1_grads, tail_grads, hide)
+        ddp_exposed = _hidden_but_edge(all_reduce, 2.0 * tail_rs, hide)
         # ...but no chunk hides behind another's compute at the ends of the step: the last chunk's reduction
         # only behind its own last backward, the first chunk's gather only behind its own first forward
         # (`_last_chunk_floor`); under interleaving not even that backward: Megatron launches each model chunk's
@@ -284,6 +296,74 @@ def embedding_edge_s(dense_group: coll.Groups, p: StageParams, grad_b: float, wt
     some = embed > 0
     return (np.where(some, dense_group.reduce_scatter(embed * grad_b), 0.0),
             np.where(some, dense_group.reduce_scatter(embed * wt_b), 0.0))
+
+
+MEGATRON_MIN_BUCKET_PARAMS = 40_000_000
+MEGATRON_BUCKET_PARAMS_PER_DP_RANK = 1_000_000
+"""Megatron-Core's default gradient bucket: max(40,000,000, 1,000,000 x dp x cp) parameters
+(Recipe.ddp_bucket_params)."""
+
+
+def bucket_params(x: Ctx) -> np.ndarray:
+    """(K,) parameters per gradient bucket: the recipe's, else Megatron-Core's default over the dp x cp group."""
+    if x.recipe.ddp_bucket_params is not None:
+        return np.full(np.shape(x.dp), float(x.recipe.ddp_bucket_params))
+    return np.maximum(float(MEGATRON_MIN_BUCKET_PARAMS), MEGATRON_BUCKET_PARAMS_PER_DP_RANK * x.dp * x.cp)
+
+
+def tail_bucket_params(x: Ctx, dense_layers: np.ndarray, moe_layers: np.ndarray, head: np.ndarray,
+                       embed: np.ndarray) -> np.ndarray:
+    """(K,) dense-buffer parameters of the first pipeline rank whose reduction cannot start before the step's last
+    backward ends: the bucket holding the rank's first decoder layer, and every bucket after it (the embedding's);
+    under GradBuckets.PER_LAYER layer 0's bucket, which holds the embedding and the head too.
+
+    Megatron-Core fills a rank's gradient buckets in reverse parameter order, output end first, and closes each once
+    it holds `bucket_params` parameters or more (core_r0.8.0 distributed/param_and_grad_buffer.py:296-341); a
+    bucket's reduction starts when its last gradient is ready.  Only the first pipeline rank's first model chunk is
+    bucketed (later ranks and chunks reduce each chunk in one bucket, "since data-parallel communication on these
+    stages is not on the critical path": distributed_data_parallel.py, core_r0.8.0 to core_v0.19.0).  The layer
+    0 gradients close the bucket they fall in only at the end of the backward, and the input embedding comes after
+    them: at dp 1,024 a default bucket holds 1.02e9 parameters, so up to that much of the rank's gradient is
+    reduced beside no compute, where small buckets leave little more than the embedding.  The parameters are taken
+    in Megatron-Core's order within a layer, reversed: the MLP's down and up projections (an MoE layer's shared
+    experts and router: its routed experts have a buffer of their own), the attention's output projection, its QKV
+    projection and norms.  `dense_layers`, `moe_layers`: the rank's decoder layers, dense first in layer order;
+    `head`: the LM head and final norm where the rank holds them (the first in reverse order); `embed`: the
+    embedding's parameters on the rank."""
+    w, tp = x.w, x.tp
+    size = bucket_params(x)
+    proj = w.out_dim * w.hidden / tp
+    qkv = w.attn_params / tp - proj + w.vector_params
+    down = w.dense_mlp_params / tp / (w.mlp_up + 1.0) + w.dense_mlp_bias_params
+    up = w.dense_mlp_params / tp - down + 2.0 * w.dense_mlp_bias_params
+    moe_mlp = w.shared_params / tp + w.router_params + w.router_bias_params
+    if x.recipe.grad_buckets is GradBuckets.PER_LAYER:
+        # layer 0's bucket holds everything outside the layers too (GradBuckets.PER_LAYER)
+        layer0 = np.where(dense_layers > 0, proj + qkv + down + up, np.where(moe_layers > 0, proj + qkv + moe_mlp, 0.0))
+        return np.broadcast_to(layer0 + head + embed, np.shape(tp)).astype(float)
+    keys = np.stack([np.broadcast_to(np.asarray(a, dtype=float), np.shape(tp))
+                     for a in (size, dense_layers, moe_layers, head, embed, proj, qkv, down, up, moe_mlp)])
+    unique, inverse = np.unique(keys, axis=1, return_inverse=True)
+    tails = np.array([_tail_of(*(float(v) for v in col)) for col in unique.T])
+    return tails[np.ravel(inverse)].reshape(np.shape(tp))
+
+
+def _tail_of(size: float, dense_layers: float, moe_layers: float, head: float, embed: float, proj: float,
+             qkv: float, down: float, up: float, moe_mlp: float) -> float:
+    """`tail_bucket_params` for one candidate: the buckets filled in reverse parameter order, each closed once it
+    reaches `size`; the parameters from the start of the bucket holding layer 0's QKV to the embedding."""
+    order = [head]
+    order += [moe_mlp, proj, qkv] * int(moe_layers)
+    order += [down, up, proj, qkv] * int(dense_layers)
+    if len(order) == 1:  # no decoder layer on the rank: its last reduction is the embedding's (and a head's)
+        return embed + head
+    filled = start = tail_start = 0.0
+    for params in order:
+        filled += params
+        tail_start = start  # the open bucket, which this parameter's gradient joins
+        if filled - start >= size:
+            start = filled
+    return filled + embed - tail_start
 
 
 def _hidden_but_edge(comm_s, edge_s, hide_s) -> np.ndarray:

@@ -23,7 +23,7 @@ from placement.cost import constants as C
 from placement.cost.batch import RECOMPUTE_MODULES, LayoutBatch
 from placement.cost.comm import cp_term, ep_exposed, ep_term, pp_exposed_per_microbatch, pp_ramp_s, pp_term, tp_term
 from placement.cost.context import Ctx, context
-from placement.cost.dp import StageParams, dp_term, optimizer_term
+from placement.cost.dp import StageParams, dp_term, optimizer_term, tail_bucket_params
 from placement.cost.host import host_term
 from placement.cost.layer import layer_compute, per_op_recompute_flops
 from placement.cost.memory import loss_head_params, memory_term, norms_recomputed
@@ -773,13 +773,14 @@ class _Params:
     edge_dense_kinds: np.ndarray
     edge_expert_kinds: np.ndarray
     embed_kinds: np.ndarray
+    tail: np.ndarray
 
     def as_stage(self) -> StageParams:
         """The stage with the most dense and the one with the most expert parameters set the DP pace."""
         return StageParams(dense=self.dense_kinds.max(axis=0), expert=self.expert_kinds.max(axis=0),
                            dense_shard=self.dense_shard, expert_shard=self.expert_shard,
                            edge_dense=self.edge_dense_kinds.max(axis=0), edge_expert=self.edge_expert_kinds.max(axis=0),
-                           embed=self.embed_kinds.max(axis=0))
+                           embed=self.embed_kinds.max(axis=0), tail=self.tail)
 
 
 def _stage_params(x: Ctx, st: StageKinds) -> _Params:
@@ -806,6 +807,14 @@ def _stage_params(x: Ctx, st: StageKinds) -> _Params:
                   + embed_p + head_edge)
     edge_expert = np.where(~has_dense & (st.moe > 0), moe_expert_p, 0.0) if w.num_experts else np.zeros_like(dense)
     zero3 = x.b.zero == 3
+    # the first rank's dense parameters reduced after its last backward (dp.tail_bucket_params): its bucketed chunk is
+    # the whole rank without interleaving; under it each chunk's reduction goes whole after the chunk's last backward
+    # (dp_term's floor), and the embedding's bucket is the edge as before
+    mtp_p = st.mtp[0] * ((moe_dense_p if w.num_experts else dense_layer_p) + mtp_proj_p) if x.recipe.mtp_layers else 0.0
+    tail = np.where(x.vpp == 1,
+                    tail_bucket_params(x, st.dense[0], st.moe[0] if w.num_experts else 0.0,
+                                       head_p[0] + st.loss[0] * w.final_norm_params + mtp_p, embed_p[0]),
+                    embed_p[0])
     return _Params(dense_kinds=dense, expert_kinds=expert,
                    dense_shard=np.where(zero3, x.cp * x.b.dp_shard, x.cp * x.dp),
                    # HSDP shards the experts as it shards the dense weights, over the stage's tp x cp x dp_shard
@@ -816,7 +825,7 @@ def _stage_params(x: Ctx, st: StageKinds) -> _Params:
                    expert_shard=np.where(zero3, x.tp * x.cp * x.b.dp_shard, x.tp * x.cp * x.dp) / (x.ep * x.etp),
                    edge_dense_kinds=edge_dense * np.ones_like(dense),
                    edge_expert_kinds=edge_expert * np.ones_like(dense),
-                   embed_kinds=embed_p * np.ones_like(dense))
+                   embed_kinds=embed_p * np.ones_like(dense), tail=np.where(st.embed[0] > 0, tail, 0.0))
 
 
 def concat_estimates(first: Estimates, second: Estimates) -> Estimates:

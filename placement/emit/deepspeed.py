@@ -35,6 +35,7 @@ import json
 import numpy as np
 
 from placement.cost.constants import GiB
+from placement.cost.dp import MEGATRON_BUCKET_PARAMS_PER_DP_RANK, MEGATRON_MIN_BUCKET_PARAMS
 from placement.emit.common import (
     ALLOCATOR_EXPORT,
     ALLOCATOR_NOTE,
@@ -54,21 +55,29 @@ from placement.emit.common import (
     torchrun_lines,
     warn_block,
 )
+from placement.frameworks import DEEPSPEED_BUCKET_ELEMENTS
 from placement.plan import Plan
 from placement.specs.recipe import EinsumDispatch, GradAccumulation
 
 VERSION = "DeepSpeed 0.19.8"
-BUCKET_ELEMENTS = 50_000_000
-"""ZeRO reduce/all-gather bucket, in elements (100 MB of bf16 gradients).  The plan hides the gradient reduction
-behind backward (cost.constants.DP_OVERLAP_FRACTION), which needs buckets that are small against a pipeline
-stage's gradients; DeepSpeed's default, 5e8 elements (1 GB), cuts a 70B model's rank under tp 8 x pp 8 (1.1e9
-parameters) into only 2-3 buckets."""
+BUCKET_ELEMENTS = DEEPSPEED_BUCKET_ELEMENTS
+"""ZeRO reduce/all-gather bucket, in elements (frameworks.DEEPSPEED_BUCKET_ELEMENTS: the plan's ddp_bucket_params)."""
 MASTER_PORT = 29500
 OPTIMIZER_NOTE = ("optimizer: AdamW, the Adam the plan prices; its params are left to FusedAdam's defaults (lr 1e-3, "
                   "betas 0.9/0.999, eps 1e-8, no weight decay; deepspeed/ops/adam/fused_adam.py), not a training "
                   "choice of placement's: set your own")
 """What ds_config.json says of its optimizer block, whose values are DeepSpeed's defaults, not the plan's."""
 TRAIN_SCRIPT = '"${TRAIN_SCRIPT:-train.py}"'
+
+
+def reduce_bucket_elements(ctx: EmitContext) -> int:
+    """zero_optimization.reduce_bucket_size the file writes at ZeRO-1/2: the bucket the plan priced, its recipe's
+    (BUCKET_ELEMENTS for a DeepSpeed plan: frameworks.CAPABILITIES), else, for a plan made for no framework, the
+    default it was priced with, Megatron-Core's max(40M, 1M x dp x cp) (cost.dp.bucket_params)."""
+    if ctx.recipe.ddp_bucket_params is not None:
+        return ctx.recipe.ddp_bucket_params
+    lay = ctx.plan.layout
+    return max(MEGATRON_MIN_BUCKET_PARAMS, MEGATRON_BUCKET_PARAMS_PER_DP_RANK * lay.dp * lay.cp)
 
 
 def config(ctx: EmitContext) -> dict:
@@ -82,8 +91,9 @@ def config(ctx: EmitContext) -> dict:
         zero |= {"overlap_comm": True, "contiguous_gradients": True, "reduce_bucket_size": BUCKET_ELEMENTS,
                  "stage3_prefetch_bucket_size": BUCKET_ELEMENTS}
     elif lay.zero_stage > 0:
+        # the reduce bucket the plan priced (its ddp_bucket_params, BUCKET_ELEMENTS for a DeepSpeed plan)
         zero |= {"overlap_comm": True, "contiguous_gradients": True, "reduce_scatter": True,
-                 "reduce_bucket_size": BUCKET_ELEMENTS, "allgather_bucket_size": BUCKET_ELEMENTS}
+                 "reduce_bucket_size": reduce_bucket_elements(ctx), "allgather_bucket_size": BUCKET_ELEMENTS}
     out = {
         "train_batch_size": ctx.plan.global_batch,
         "train_micro_batch_size_per_gpu": lay.micro_batch_size,
@@ -330,6 +340,8 @@ def _code_lines(ctx: EmitContext) -> list[str]:
 
 RUNS_INSTEAD = {
     "moe_dispatcher": "DeepSpeed-MoE runs its all-to-all dispatch",
+    "grad_buckets": "its ZeRO optimizer fills the reduce buckets by size (reduce_bucket_size), in the order the "
+                    "gradients arrive",
     "cuda_graphs": "the engine runs without CUDA graphs, with the host launch time the plan priced away",
     "tp_comm_overlap": "TP collectives run exposed",
     "pp_comm_overlap": "its PipelineEngine has no interleaved schedule (the files run one chunk per stage), where "
@@ -371,7 +383,7 @@ RUNS_INSTEAD = {
 }
 """What DeepSpeed runs instead of each recipe feature it cannot be told (selective recompute, whatever its
 modules, has its own warning in warnings_for)."""
-STATED = frozenset({"param_gather_overlap", "moe_einsum_dispatch", "attention_kernel",
+STATED = frozenset({"param_gather_overlap", "moe_einsum_dispatch", "attention_kernel", "ddp_bucket_params",
                     "grad_accumulation", "pipeline_p2p_whole", "pipeline_grads_whole", "pipeline_p2p_blocking",
                     "pipeline_p2p_scatter",
                     "cpu_affinity", "grad_reduce_fp32", "cuda_launch_blocking", "checkpoint_sync",

@@ -570,6 +570,8 @@ def rope_cli(ctx: EmitContext, name: str) -> tuple[dict[str, int], list[str]]:
 
 RUNS_INSTEAD = {
     "checkpoint_interval": "XLA synchronizes nothing around rematerialised layers, so the chunk size prices nothing",
+    "grad_buckets": "XLA schedules the gradient reductions itself (priced as one bucket per parameter: "
+                    "frameworks.CAPABILITIES['maxtext'])",
     "loss_chunks": "its loss takes the whole micro-batch's logits (num_vocab_tiling 1, its default in base.yml)",
     "checkpoint_sync": "XLA does not synchronize the host around rematerialised layers",
     "moe_dispatcher": "XLA runs its own all-to-all (or ragged all-to-all) token dispatch",

@@ -99,6 +99,10 @@ def arguments(ctx: EmitContext) -> tuple[list[str], dict[str, str], list[str]]:
             warnings.append(f"HSDP (shard {lay.dp_shard} of dp {lay.dp}) is not expressed: Megatron-FSDP shards "
                             f"over the whole data-parallel group here (the file sets no "
                             f"--num-distributed-optimizer-instances, its hybrid mode)")
+    if lay.zero_stage <= 1 and r.dp_overlap and lay.dp > 1 and r.ddp_bucket_params is not None:
+        # the plan's bucket size; without the flag Megatron-Core's default, max(40M, 1M x dp x cp), which the plan
+        # then prices (cost.dp.bucket_params)
+        args += ["--ddp-bucket-size", str(r.ddp_bucket_params)]
     if lay.recompute == "full":
         if r.recompute_num_layers is not None:
             args += ["--recompute-granularity", "full", "--recompute-method", "block", "--recompute-num-layers",
@@ -549,6 +553,8 @@ VERSION = "Megatron-LM (megatron-core 0.19.2)"
 RUNS_INSTEAD = {
     "checkpoint_interval": "its checkpointing synchronizes nothing, so the chunk size prices nothing",
     "checkpoint_sync": "Megatron-LM does not synchronize the device around checkpointed layers",
+    "grad_buckets": "its DDP fills the gradient buckets by size in reverse parameter order (--ddp-bucket-size), not "
+                    "one per layer with the embedding and head in layer 0's",
     "grad_accumulation": "Megatron-LM accumulates gradients inside the weight-gradient GEMM "
                          "(--gradient-accumulation-fusion, its default)",
     "grad_all_reduce": "its distributed optimizer reduce-scatters the gradients",
@@ -597,7 +603,7 @@ STATED = frozenset({
     "activation_func_fp8_input_store", "optimizer_state_bf16", "recompute_modules", "recompute_num_layers",
     "mtp_layers", "pipeline_layout", "account_for_embedding", "account_for_loss", "cross_entropy_fusion",
     "moe_capacity_factor", "cpu_affinity", "cuda_launch_blocking", "pp_comm_overlap",
-    "align_param_gather"})
+    "align_param_gather", "ddp_bucket_params"})
 """Recipe fields the files state: the `arguments` flags, the torchrun line's binding and environment."""
 
 

@@ -524,6 +524,9 @@ def notes(ctx: EmitContext) -> list[str]:
 
 RUNS_INSTEAD = {
     "checkpoint_interval": "its checkpointing synchronizes nothing, so the chunk size prices nothing",
+    "grad_buckets": "FSDP2 reduces each wrapped unit's gradients as that unit's backward ends, not in DDP buckets",
+    "ddp_bucket_params": "FSDP2 reduces each wrapped unit's gradients as that unit's backward ends, not in DDP "
+                         "buckets",
     "checkpoint_sync": "its activation checkpointing does not synchronize the device around checkpointed layers",
     "moe_dispatcher": "it runs its all-to-all token dispatch, slower where a token goes to several ranks of one node",
     "cuda_graphs": "it runs without CUDA graphs (--training.disable_cuda_graphs: its one graph is the whole forward "

@@ -112,6 +112,24 @@ class PipelineSchedule(StrEnum):
     """Zero-bubble pipeline (Qi et al. 2023, arXiv:2401.10241), as DeepSeek-V2 ran."""
 
 
+class GradBuckets(StrEnum):
+    """How the data-parallel reduction under DDP and ZeRO-1 groups a rank's gradients into buckets, each reduced once
+    its last gradient is ready in the step's last backward: what of the gradient waits for the end of the backward
+    (cost.dp.tail_bucket_params)."""
+
+    BY_SIZE = "by_size"
+    """In reverse parameter order, each bucket closed once it holds `ddp_bucket_params` parameters: Megatron-Core's
+    DDP and distributed optimizer (core_r0.8.0 distributed/param_and_grad_buffer.py:296-341), PyTorch DDP
+    (`bucket_cap_mb`) and DeepSpeed's ZeRO (`reduce_bucket_size`) alike.  The bucket holding layer 0 and the
+    embedding's wait for the end (the default)."""
+    PER_LAYER = "per_layer"
+    """One bucket per decoder layer, in reverse, with every parameter outside the layers (the embedding, the final
+    norm, the LM head) added to the last, layer 0's: NeMo 1's Apex DistributedFusedAdam (`distributed_fused_adam`,
+    MegatronGPTModel.configure_optimizers builds `distributed_adam_buckets` so: "Initialize a bucket for each
+    Transformer layer", buckets.reverse(), buckets[-1].extend(the rest)).  Layer 0, the embedding and the head wait
+    for the end."""
+
+
 class GradAccumulation(StrEnum):
     """How each micro-batch's weight gradients reach the gradient buffer the optimizer reads."""
 
@@ -217,6 +235,19 @@ class Recipe(Frozen):
     dp_overlap: bool = True
     """Gradient reduce-scatter and parameter all-gather overlap compute (`--overlap-grad-reduce
     --overlap-param-gather`; FSDP prefetch)."""
+    grad_buckets: GradBuckets = GradBuckets.BY_SIZE
+    """How the DDP / ZeRO-1 gradient reduction buckets the gradients (GradBuckets)."""
+    ddp_bucket_params: int | None = Field(default=None, ge=1)
+    """Parameters per gradient bucket of the data-parallel reduction under DDP and ZeRO-1 (Megatron-LM
+    `--ddp-bucket-size`, Megatron-Core DistributedDataParallelConfig.bucket_size).  None: Megatron-Core's default,
+    max(40,000,000, 1,000,000 x the dp x cp group's size) "to ensure that chunks used in NCCL ring-reduce
+    implementations are large enough to remain bandwidth-bound" (core_r0.8.0 distributed/distributed_data_parallel.py,
+    over dp alone there; core_v0.19.0 training.py resolve_ddp_bucket_size, over dp x cp).  NeMo 2's and
+    Megatron-Bridge's comm-overlap configs set 128 Mi (134,217,728) with the distributed optimizer at dp > 1
+    (NeMo lightning/pytorch/callbacks/megatron_comm_overlap.py, Megatron-Bridge training/comm_overlap.py
+    _get_optimizer_overlap_cfgs).  The buckets fill in reverse parameter order and each closes once it reaches the
+    size (core_r0.8.0 distributed/param_and_grad_buffer.py:296-341), so the bucket holding the rank's first layer
+    closes only when the step's last backward ends: `cost.dp.tail_bucket_params`."""
     param_gather_overlap: bool = True
     """ZeRO-1/2's all-gather of the updated weights after the optimizer step hides behind the next forward
     (Megatron `--overlap-param-gather`, under dp_overlap).  Off, it runs before that forward: Megatron-LM's distributed

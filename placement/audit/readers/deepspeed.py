@@ -176,6 +176,8 @@ def read_json(path: Path, s: Settings) -> None:
                                  f"config at start-up")
             if isinstance(dev, dict) and dev.get("device") not in (None, "none"):
                 _offload_warning(s, f"zero_optimization.{key} to {dev.get('device')} ({ev(key)})", key)
+        if stage in (1, 2):
+            _zero_reduction(zero, s, ev)
         if int(zero.get("zero_hpz_partition_size", 1) or 1) > 1:
             hpz = ev("zero_hpz_partition_size")
             s.ignored.append(f"zero_hpz_partition_size (ZeRO++ hierarchical partitioning) ({hpz})")
@@ -249,6 +251,37 @@ def _offload_warning(s: Settings, stated: str, key: str) -> None:
     only3 = " (DeepSpeed takes offload_param with stage 3 only)" if key == "offload_param" else ""
     s.warnings.append(f"{stated}: {OFFLOADED[key]}, which the estimate does not price (it keeps them on the GPU): the "
                       f"job's step is longer and its GPU memory smaller than printed{only3}")
+
+
+DEEPSPEED_REDUCE_BUCKET_DEFAULT = 500_000_000
+"""zero_optimization.reduce_bucket_size where a config leaves it out (DeepSpeed 0.19 runtime/zero/config.py:
+`reduce_bucket_size: int = Field(pp_int(5e8), ge=0)`)."""
+
+
+def _zero_reduction(zero: dict, s: Settings, ev) -> None:
+    """How a ZeRO-1/2 job reduces its gradients: overlapped with the backward only under overlap_comm, which DeepSpeed
+    turns on by default at stage 3 alone (runtime/zero/config.py overlap_comm_valid: `self.overlap_comm = self.stage
+    == ZeroStageEnum.weights`); without it stage 1 reduces after the last backward and stage 2 in the backward's own
+    stream (runtime/zero/stage_1_and_2.py average_tensor: the current stream), beside no compute.  Its buckets hold
+    reduce_bucket_size elements."""
+    overlap = zero.get("overlap_comm")
+    if overlap is None:
+        s.put("recipe.dp_overlap", False, f"{ev('stage')} (no overlap_comm: DeepSpeed overlaps the ZeRO-1/2 "
+                                          f"gradient reduction only where it is true; its default is on at stage 3 "
+                                          f"only, runtime/zero/config.py overlap_comm_valid)")
+    elif isinstance(overlap, bool):
+        s.put("recipe.dp_overlap", overlap, ev("overlap_comm"))
+    else:
+        raise InputError(f"{ev('overlap_comm')}: zero_optimization.overlap_comm must be true or false, got "
+                         f"{overlap!r}")
+    if "reduce_bucket_size" in zero:
+        size = read_int(zero["reduce_bucket_size"], "zero_optimization.reduce_bucket_size", ev("reduce_bucket_size"),
+                        minimum=1)
+        s.put("recipe.ddp_bucket_params", size, ev("reduce_bucket_size"))
+    else:
+        s.put("recipe.ddp_bucket_params", DEEPSPEED_REDUCE_BUCKET_DEFAULT,
+              f"{ev('stage')} (no reduce_bucket_size: DeepSpeed's default, {DEEPSPEED_REDUCE_BUCKET_DEFAULT:,} "
+              f"elements, runtime/zero/config.py)")
 
 
 ACCELERATE_ZERO = "deepspeed_config.zero_stage"

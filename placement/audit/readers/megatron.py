@@ -41,6 +41,10 @@ from placement.loaders.files import read_text, unprefixed
 from placement.specs.model import FfnKind
 from placement.specs.recipe import MEGATRON_MODULES
 
+BRIDGE_BUCKET_PARAMS = 128 * 1024 * 1024
+"""The gradient bucket Megatron-Bridge's CommOverlapConfig sets with the distributed optimizer at DP > 1
+(training/comm_overlap.py _get_optimizer_overlap_cfgs), as NeMo 2's MegatronCommOverlapCallback does."""
+
 # Megatron-LM flags (megatron-core 0.19.2 argparse: dest, nargs; the aliases are older names).
 _MG_INT = {
     "--tensor-model-parallel-size": "tp", "--model-parallel-size": "tp",
@@ -94,7 +98,8 @@ _MG_NARGS: dict[str, int | str] = {f: 1 for f in _MG_INT} | {f: 0 for f in _MG_F
     "--rampup-batch-size": 3, "--step-batch-size-schedule": 1, "--recompute-granularity": 1,
     "--data-parallel-sharding-strategy": 1,
     "--fp8-format": 1, "--fp4-format": 1, "--pipeline-model-parallel-layout": 1, "--deepspeed_config": 1,
-    "--deepspeed-config": 1, "--recompute-method": 1, "--recompute-num-layers": 1,
+    "--deepspeed-config": 1, "--recompute-method": 1, "--recompute-num-layers": 1, "--ddp-bucket-size": 1,
+    "--ddp-num-buckets": 1,
     "--num-distributed-optimizer-instances": 1, "--moe-token-dispatcher-type": 1, "--moe-flex-dispatcher-backend": 1,
     "--attention-backend": 1, "--cp-comm-type": "+", "--rotary-base": 1, "--rope-scaling-factor": 1,
     "--topk": 1, "--moe-train-capacity-factor": 1, "--disable-moe-token-dropping": 0, "--expert-interval": 1,
@@ -316,6 +321,13 @@ def _megatron_recipe(f: str, a: Arg, s: Settings, state: dict) -> bool:
         s.put("recipe.recompute_modules", megatron_modules([w.text for w in a.values], a.evidence), a.evidence)
     elif f == "--recompute-num-layers":
         state["recompute_num_layers"] = (read_int(one_value(a).text, f, a.evidence), a.evidence)
+    elif f == "--ddp-bucket-size":
+        s.put("recipe.ddp_bucket_params", read_int(one_value(a).text, f, a.evidence, minimum=1), a.evidence)
+    elif f == "--ddp-num-buckets":
+        read_int(one_value(a).text, f, a.evidence, minimum=1)
+        s.ignored.append(f"{a.evidence}: a rank's parameters split into that many gradient buckets is not modelled; "
+                         f"priced with Megatron-Core's default bucket, max(40M, 1M x dp x cp) parameters (state "
+                         f"--ddp-bucket-size to price another)")
     elif f == "--recompute-method":
         state["recompute_method"] = (one_value(a).text, a.evidence)
     elif f == "--fp8-recipe":
@@ -1899,6 +1911,26 @@ def bridge_settings(keys: dict[str, tuple[Any, str]], s: Settings) -> None:
     # under virtual stages the same section aligns the gathers of every rank's first chunks (align_param_gather:
     # comm_overlap.py _get_optimizer_overlap_cfgs, pp > 1 and vp_size > 1) unless it sets the field itself; without
     # one the DDP config's field stands, megatron-core DistributedDataParallelConfig.align_param_gather, default False
+    # the gradient bucket: CommOverlapConfig's own (the section's bucket_size, else 128 Mi with the distributed
+    # optimizer at DP > 1: comm_overlap.py _get_optimizer_overlap_cfgs), which it writes over the DDP config's
+    # (_apply_cfgs); without that section the DDP config's (None: megatron-core's max(40M, 1M x dp x cp))
+    for key in ("comm_overlap.bucket_size", "ddp.bucket_size"):
+        value, where = keys.get(key, (None, None))
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise InputError(f"{where}: {key} must be a positive whole number of parameters, got {value!r}; write "
+                             f"it as an integer (134217728, not 1.34e8 or a string), or null for megatron-core's "
+                             f"default")
+    bucket, bev = keys.get("comm_overlap.bucket_size", (None, None))
+    if bucket is None:
+        if _section_whole(keys, "comm_overlap") and distributed:
+            bucket, bev = BRIDGE_BUCKET_PARAMS, (f"{_section_line(keys, 'comm_overlap')} (Megatron-Bridge's "
+                                                 f"CommOverlapConfig sets bucket_size 128 * 1024 * 1024 with the "
+                                                 f"distributed optimizer when DP > 1: comm_overlap.py "
+                                                 f"_get_optimizer_overlap_cfgs)")
+        else:
+            bucket, bev = keys.get("ddp.bucket_size", (None, None))
+    if bucket is not None and not s.has("recipe.ddp_bucket_params"):
+        s.put("recipe.ddp_bucket_params", bucket, bev)
     vpp, vev = keys.get("model.virtual_pipeline_model_parallel_size", (None, None))
     if isinstance(vpp, int) and vpp > 1 and not s.has("recipe.align_param_gather"):
         align, aev = keys.get("comm_overlap.align_param_gather", (None, None))
