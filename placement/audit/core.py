@@ -1113,6 +1113,29 @@ def _rank_gaps(ranks: list[int]) -> str:
     return "; ".join(parts)
 
 
+def task_slots(launch: LaunchLayout, num_gpus: int, gph: int) -> np.ndarray:
+    """slot[r]: node n's local rank i (n * gph + i) that the job's rank r runs as, as srun deals the tasks of an
+    `srun python ...` launch to its N nodes (LaunchLayout.task_distribution; srun(1) -m): block (the default) puts
+    ranks n * gph .. n * gph + gph - 1 on node n, the identity; plane=P deals P consecutive ranks a node, round
+    robin, so rank r's block of P, b = r // P, runs on node b mod N at local ranks (b // N) * P ...; cyclic is
+    plane=1, rank r on node r mod N.  Each task's local rank is its SLURM_LOCALID, the order of its node's tasks."""
+    r = np.arange(num_gpus, dtype=np.int64)
+    dist = launch.task_distribution
+    plane = 1 if dist == "cyclic" else int(dist.removeprefix("plane=")) if dist and dist.startswith("plane=") else None
+    if plane is None or plane == gph:  # block, or planes of a whole node: block
+        return r
+    where = launch.sources.get("task_distribution", "the launch files")
+    if num_gpus % gph:
+        raise InputError(f"srun --distribution {dist} ({where}) deals the ranks round robin over the nodes, but "
+                         f"{num_gpus} GPUs are not whole nodes of {gph}; give --gpus as a multiple of {gph}")
+    if gph % plane:
+        raise InputError(f"srun --distribution {dist} ({where}): planes of {plane} tasks do not fill a node's "
+                         f"{gph} evenly ({gph} % {plane} = {gph % plane}), which placement does not price; use a "
+                         f"plane size that divides {gph}, or block")
+    nodes, block = num_gpus // gph, r // plane
+    return (block % nodes) * gph + (block // nodes) * plane + r % plane
+
+
 def framework_rank_of(layout: Layout, order: str) -> np.ndarray:
     """framework_rank[r]: the job's global rank that holds placement's rank r (same tp, cp, dp, pp
     coordinates).  The identity for Megatron's default tp-cp-ep-dp-pp, torchtitan and DeepSpeed; with
@@ -1474,6 +1497,9 @@ class _Ctx:
     unread_defaults: tuple[str, ...] = ()
     """The layout fields priced at the framework's defaults because the files override a base configuration the
     audit cannot read (base_config_unread): a memory verdict on them is the defaults', not the job's."""
+    task_distribution: str | None = None
+    """`srun --distribution X (evidence)` where srun deals the job's ranks to its nodes other than in blocks of a
+    node (task_slots): then the order of ranks on the hosts is that, not the host order alone."""
 
     def best_where(self, keep: np.ndarray) -> float | None:
         """Fastest fitting searched layout among `keep` (None if none)."""
@@ -1607,7 +1633,11 @@ def _host_order_finding(c: _Ctx, kinds: list[GroupKind]) -> list[Finding]:
         how = "that map (its node blocks are not the job's, so no host order alone gives it)"
     head = (f"sends more groups across the {lv.name}{over}" if what == "groups" else
             f"spreads its groups over more {lv.name} blocks (their collectives crossing more {lv.name} uplinks)")
-    msg = (f"the job's host order {head} than placement's order of the same "
+    who = "the job's host order"
+    if c.task_distribution is not None:  # the ranks' order on the hosts is srun's dealing, not a host order
+        who = f"the job's rank order ({c.task_distribution}: ranks dealt round robin over the nodes)"
+        how = f"srun's default block distribution (consecutive ranks on one node) with {how}"
+    msg = (f"{who} {head} than placement's order of the same "
            f"hosts for this layout: {'; '.join(parts)}; {how} save {cost:.3f} s per step ({c.step_s:.3f} -> "
            f"{c.mapped_same_s:.3f} s){_where_saved(c)}")
     return [Finding(_severity(cost, c.step_s), "host_order_crossings", msg, examples, cost, order)]
@@ -2767,7 +2797,13 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
     node_of = np.arange(topo.num_gpus) // gph
     perm = np.array(local_orders, dtype=np.int64)  # node rank k's local rank i runs on GPU perm[k, i]
     job_gpu = (by_host // gph) * gph + perm[node_of, by_host % gph]  # the GPU of each of the job's own ranks
+    block_gpu, job_gpu = job_gpu, job_gpu[task_slots(launch, topo.num_gpus, gph)]
     gpu_of_rank = job_gpu[framework_rank]
+    # the job's ranks as srun's block distribution would place them on the same host order: the side the change
+    # list's host order and CUDA_VISIBLE_DEVICES compare (a distribution change of its own says the rest)
+    block_of_rank = block_gpu[framework_rank]
+    dealt = None if block_gpu is job_gpu or np.array_equal(block_gpu, job_gpu) else \
+        f"srun --distribution {launch.task_distribution} ({launch.sources.get('task_distribution', '')})"
     visible = [n for n in launch.cuda_visible_devices if n.devices is not None]
     open_lines = [n for n in launch.cuda_visible_devices if n.unresolved]
     if topo.node_layout is not None and not visible and "cuda_visible_devices" not in launch.sources:
@@ -2880,7 +2916,7 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
     c = _Ctx(model, train, topo, layout, est, step_s, mapped_same_s,
              est if planned is None else planned.search.estimates, batch if planned is None else planned.search.batch,
              recipe, mapped, space.zero_stages, framework_rank, launch.framework, launch.dialect, launch.config_keys,
-             own_mapped, launch.offloaded, launch.megatron_deepspeed, own_est, _unread_defaults(launch))
+             own_mapped, launch.offloaded, launch.megatron_deepspeed, own_est, _unread_defaults(launch), dealt)
     findings = (_crossing_findings(c, kinds) + _layout_findings(c, plan) + notes
                 + partitioned_shard_findings(launch, layout, recipe) + unknown_key_findings(launch)
                 + base_config_findings(launch, layout, train, recipe, recipe_sources, model.is_moe)
@@ -2909,13 +2945,13 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
     if best.step_time_s >= plan.step_time_s and plan.fits:  # the job already runs the best we know
         best, best_gpu = plan, gpu_of_rank
     if best is not plan:
-        best, best_gpu = _keep_job_host_order(best, best_gpu, gpu_of_rank, topo, model, train)
+        best, best_gpu = _keep_job_host_order(best, best_gpu, block_of_rank, topo, model, train)
     speedup = round(plan.step_time_s / best.step_time_s, 3) if best.step_time_s > 0 else 1.0
     combined = _combined_finding(plan, best, findings)
     if combined is not None:
         findings.append(combined)
     best_ctx = EmitContext.of(best, topo, best_gpu, model, train)
-    now_ctx = EmitContext.of(plan, topo, gpu_of_rank, model, train)
+    now_ctx = EmitContext.of(plan, topo, block_of_rank, model, train)
     changes = launch_changes(launch.dialect or launch.framework, now_ctx, best_ctx, files_text,
                              launch.config_keys if launch.dialect or launch.framework == "deepspeed" else None,
                              (launch.torchtitan_stated, launch.torchtitan_form) if launch.torchtitan_form else None,
@@ -2961,6 +2997,12 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
                                "to": "['pipe', 'data', ...]"})
         else:
             changes.insert(0, {"argument": "--use-tp-pp-dp-mapping", "from": "true", "to": None})
+    if dealt is not None and not np.array_equal(best_gpu, gpu_of_rank):
+        # srun's dealing of the ranks over the nodes, which no host order or CUDA_VISIBLE_DEVICES of the list undoes
+        changes.insert(0, {"argument": "srun --distribution", "from": launch.task_distribution, "to": "block",
+                           "note": f"{dealt}: srun deals the ranks round robin over the nodes, so consecutive ranks "
+                                   f"(a TP group's) run on different nodes; block, srun's default, puts each node's "
+                                   f"{gph} consecutive ranks on it (srun(1) -m)"})
     if "host_order" in assumed:
         from placement.audit.changes import NODE_ORDER, NODE_ORDER_ASSUMED
 

@@ -222,10 +222,13 @@ WATCHED_PREFIXES = ("NCCL_", "NVTE_", "TORCH_", "NVSHMEM_", "UCX_", "FI_", "OMP_
 NVSHMEM's, UCX's, libfabric's, OpenMP's and XLA's (MaxText's XLA_FLAGS) runtime settings, which the cost model does
 not price but the audit must not pass over in silence (readers.common.nccl_settings, runtime_settings), nor the files
 it writes for the job drop without a word (LaunchLayout.launch_environment)."""
-SLURM_JOB_ENVIRONMENT = ("SLURM_NNODES", "SLURM_NTASKS_PER_NODE", "SLURM_NTASKS")
+SLURM_JOB_ENVIRONMENT = ("SLURM_NNODES", "SLURM_NTASKS_PER_NODE", "SLURM_NTASKS", "SLURM_DISTRIBUTION",
+                         "SLURM_DIST_PLANESIZE")
 """SLURM's job variables a command's `environment` also reports where the #SBATCH header fixes them (sbatch puts
-them in every command's environment): the task count of an `srun python ...` launch, one rank per task, and the
-tasks per node of an `srun torchrun ...`, each task a torchrun."""
+them in every command's environment): the task count of an `srun python ...` launch, one rank per task, the
+tasks per node of an `srun torchrun ...`, each task a torchrun, and the task distribution srun reads as its
+-m/--distribution (srun(1) INPUT ENVIRONMENT VARIABLES: SLURM_DISTRIBUTION, SLURM_DIST_PLANESIZE), which decides the
+node of each rank of an `srun python ...` launch."""
 _RESERVED = {"then", "elif", "else", "fi", "do", "done", "esac"}
 """Words bash accepts only inside a compound command; tree-sitter reads a stray one as a command name."""
 _WORDS = {"word", "string", "raw_string", "ansi_c_string", "translated_string", "concatenation", "simple_expansion",
@@ -268,9 +271,10 @@ def read_commands(path: Path) -> list[Command]:
 
 
 _SBATCH_ENV = {"nodes": ("SLURM_NNODES", "SLURM_JOB_NUM_NODES"), "ntasks-per-node": ("SLURM_NTASKS_PER_NODE",),
-               "ntasks": ("SLURM_NTASKS",), "gpus-per-node": ("SLURM_GPUS_ON_NODE", "SLURM_GPUS_PER_NODE")}
+               "ntasks": ("SLURM_NTASKS",), "gpus-per-node": ("SLURM_GPUS_ON_NODE", "SLURM_GPUS_PER_NODE"),
+               "distribution": ("SLURM_DISTRIBUTION",)}
 """sbatch option -> the variables SLURM sets from it in the job's environment (sbatch(1) OUTPUT ENVIRONMENT
-VARIABLES); `--gres=gpu:N` sets SLURM_GPUS_ON_NODE too."""
+VARIABLES); `--gres=gpu:N` sets SLURM_GPUS_ON_NODE too, and `--distribution` (`-m`) SLURM_DISTRIBUTION, a word."""
 
 
 def _sbatch_environment(state: _State) -> None:
@@ -281,15 +285,15 @@ def _sbatch_environment(state: _State) -> None:
         line = raw.strip()
         if line and not line.startswith("#"):
             break
-        m = re.match(r"#SBATCH\s+(?:--(nodes|ntasks-per-node|ntasks|gpus-per-node|gres)[=\s]+|-([Nn])\s*)(\S+)",
-                     line)
+        m = re.match(r"#SBATCH\s+(?:--(nodes|ntasks-per-node|ntasks|gpus-per-node|gres|distribution)[=\s]+"
+                     r"|-([Nnm])\s*)(\S+)", line)
         if not m:
             continue
-        option, value = m.group(1) or {"N": "nodes", "n": "ntasks"}[m.group(2)], m.group(3)
+        option, value = m.group(1) or {"N": "nodes", "n": "ntasks", "m": "distribution"}[m.group(2)], m.group(3)
         if option == "gres":
             g = re.fullmatch(r"gpu(?::[\w-]+)?:(\d+)", value)
             option, value = ("gpus-per-node", g.group(1)) if g else (None, "")
-        if option is None or not value.isdigit():
+        if option is None or not (value.isdigit() or option == "distribution"):
             continue
         for name in _SBATCH_ENV[option]:
             state.vars.setdefault(name, _Var(value=[_Seg(value, False, Origin(state.path, n, line))]))

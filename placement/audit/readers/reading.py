@@ -164,6 +164,11 @@ class LaunchLayout(Frozen):
     world_size: int | None = Field(default=None, ge=1)
     """From the launcher in the files (torchrun nnodes x nproc-per-node, hostfile slots...)."""
     gpus_per_node: int | None = Field(default=None, ge=1)
+    task_distribution: str | None = Field(default=None, pattern=r"^(block|cyclic|plane=[1-9][0-9]*)$")
+    """How srun deals the tasks of an `srun python ...` launch (one rank per task) to the job's nodes: its
+    -m/--distribution (or SLURM_DISTRIBUTION), `block` (srun's default: consecutive ranks share a node), `cyclic`
+    (rank r on node r mod N) or `plane=P` (P consecutive ranks a node, round robin; srun(1) -m).  None where the
+    files state none: block."""
     tasks_per_node: int | None = Field(default=None, ge=2)
     """srun's tasks per node where more than one each run torchrun (`#SBATCH --ntasks-per-node=8` with `srun torchrun
     --nproc_per_node 8`): gpus_per_node counts every task's processes, and the fix for more than the GPUs is one task
@@ -401,6 +406,7 @@ class JobRead:
     world_size: int | None = None
     gpus_per_node: int | None = None
     tasks_per_node: int | None = None
+    task_distribution: str | None = None
     hosts: tuple[str, ...] | None = None
     cuda_visible_devices: tuple[NodeDevices, ...] | None = None
     device_max_connections: str | None = None

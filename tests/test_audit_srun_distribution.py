@@ -1,0 +1,89 @@
+"""`srun -m/--distribution` decides which node each rank of an `srun python ...` launch (one rank per task) runs on:
+block (srun's default) keeps consecutive ranks on one node, cyclic deals them one a node round robin, plane=P P at a
+time (srun(1) -m).  A QA run: `srun --distribution=cyclic` on 512 nodes was priced with every TP group of 8 inside
+its node (tp over nvlink, 4.979 s a step), where each ran over 8 nodes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from placement.audit.core import task_slots
+from placement.audit.launch import parse_launch
+from placement.audit.readers.reading import LaunchLayout
+from placement.cli import main
+
+ARGS = ("--tensor-model-parallel-size 8 --pipeline-model-parallel-size 2 --sequence-parallel --num-layers 32 "
+        "--hidden-size 4096 --ffn-hidden-size 14336 --num-attention-heads 32 --group-query-attention "
+        "--num-query-groups 8 --swiglu --normalization RMSNorm --position-embedding-type rope "
+        "--untie-embeddings-and-output-weights --disable-bias-linear --seq-length 8192 "
+        "--max-position-embeddings 8192 --micro-batch-size 1 --global-batch-size 64 --bf16")
+
+
+def _script(tmp_path: Path, srun: str, header: str = "") -> Path:
+    script = tmp_path / "job.sbatch"
+    script.write_text(f"#!/bin/bash\n#SBATCH --nodes=4\n#SBATCH --ntasks-per-node=8\n{header}"
+                      f"export CUDA_DEVICE_MAX_CONNECTIONS=1\n{srun} python pretrain_gpt.py {ARGS}\n")
+    return script
+
+
+def _audit(script: Path) -> dict:
+    result = CliRunner().invoke(main, ["audit", "--launch", str(script), "--model", "llama3-8b", "--cluster",
+                                       "dgx-h100", "--gpus", "32", "--json"])
+    assert result.exit_code in (0, 1) and "Traceback" not in result.output, result.output
+    return json.loads(result.output)
+
+
+@pytest.mark.parametrize(("srun", "header", "dist", "said"), [
+    ("srun --distribution=cyclic", "", "cyclic", "job.sbatch:5: srun --distribution=cyclic"),
+    ("srun -m cyclic:block", "", "cyclic", "srun -m cyclic:block"),
+    ("srun -m plane=2", "", "plane=2", "srun -m plane=2"),
+    ("srun", "#SBATCH --distribution=cyclic\n", "cyclic", "#SBATCH --distribution=cyclic"),
+    ("srun --distribution=block", "", "block", "srun --distribution=block"),
+    ("srun", "", None, None),
+])
+def test_srun_distribution_is_read_with_its_evidence(tmp_path: Path, srun, header, dist, said) -> None:
+    lay = parse_launch([_script(tmp_path, srun, header)])
+    assert lay.task_distribution == dist
+    if said is not None:
+        assert said in lay.sources["task_distribution"], lay.sources["task_distribution"]
+
+
+def test_task_slots_deal_the_ranks_as_srun_does() -> None:
+    """srun(1) -m on 4 nodes of 8: cyclic puts rank r on node r mod 4; plane=2 ranks 0-1 on node 0, 2-3 on node 1,
+    ..., 8-9 on node 0 again."""
+    lay = LaunchLayout(framework="megatron", task_distribution="cyclic")
+    slots = task_slots(lay, 32, 8)
+    assert (slots // 8).tolist()[:9] == [0, 1, 2, 3, 0, 1, 2, 3, 0] and sorted(slots.tolist()) == list(range(32))
+    plane = task_slots(lay.model_copy(update={"task_distribution": "plane=2"}), 32, 8)
+    assert (plane // 8).tolist()[:10] == [0, 0, 1, 1, 2, 2, 3, 3, 0, 0] and plane[8] == 2
+    block = task_slots(lay.model_copy(update={"task_distribution": "block"}), 32, 8)
+    assert np.array_equal(block, np.arange(32))
+
+
+def test_cyclic_distribution_prices_tp_groups_across_nodes_and_says_the_fix(tmp_path: Path) -> None:
+    block = _audit(_script(tmp_path, "srun"))
+    cyclic = _audit(_script(tmp_path, "srun --distribution=cyclic"))
+    tp_block = block["estimate"]["crossings"]["tp"]["highest_level"]
+    tp_cyclic = cyclic["estimate"]["crossings"]["tp"]["highest_level"]
+    assert tp_block["leaf"] == 0 and tp_cyclic["leaf"] == 4, (tp_block, tp_cyclic)  # 4 TP groups, each on 4 nodes
+    assert cyclic["estimate"]["step_time_s"] > block["estimate"]["step_time_s"] * 1.2
+    kinds = {f["kind"] for f in cyclic["findings"]}
+    assert "tp_crosses_node" in kinds, kinds
+    change = cyclic["changes"][0]
+    assert (change["argument"], change["from"], change["to"]) == ("srun --distribution", "cyclic", "block")
+    assert "job.sbatch:5" in change["note"]
+    # the host order and each node's GPU order are the job's as launched: no change reorders them for srun's dealing
+    assert not any("CUDA_VISIBLE_DEVICES" in c["argument"] for c in cyclic["changes"]), cyclic["changes"]
+    assert not any(c["argument"] == "srun --distribution" for c in block["changes"])
+
+
+def test_a_plane_that_does_not_fill_a_node_evenly_is_an_error(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["audit", "--launch", str(_script(tmp_path, "srun -m plane=3")), "--model",
+                                       "llama3-8b", "--cluster", "dgx-h100", "--gpus", "32"])
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    assert "planes of 3 tasks" in result.output and "8 % 3 = 2" in result.output
