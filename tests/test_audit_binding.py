@@ -45,6 +45,21 @@ def test_audit_reads_process_binding_from_the_launch_line(tmp_path, line: str, b
     assert evidence in layout.sources["recipe.cpu_affinity"]
 
 
+@pytest.mark.parametrize(("line", "bound", "evidence"), [
+    # srun(1) --cpu-bind: `none` leaves each task unbound (a QA run's `srun --cpu-bind=none python ...` was priced
+    # bound, "as the cluster's task plugin decides"); a binding type binds each task
+    ("srun --ntasks-per-node 8 --cpu-bind=none python ", False, "srun --cpu-bind=none: each task runs unbound"),
+    ("srun --ntasks-per-node 8 --cpu_bind=verbose,none python ", False, "srun --cpu-bind=none"),
+    ("srun --ntasks-per-node 8 --cpu-bind no python ", False, "srun --cpu-bind=no"),
+    ("export SLURM_CPU_BIND=none\nsrun --ntasks-per-node 8 python ", False, "SLURM_CPU_BIND=none"),
+    ("srun --ntasks-per-node 8 --cpu-bind=cores python ", True, "srun --cpu-bind=cores binds each task"),
+])
+def test_srun_cpu_bind_decides_the_tasks_binding(tmp_path, line: str, bound: bool, evidence: str) -> None:
+    layout = _read(tmp_path, line)
+    assert layout.recipe["cpu_affinity"] is bound
+    assert evidence in layout.sources["recipe.cpu_affinity"], layout.sources["recipe.cpu_affinity"]
+
+
 @pytest.mark.parametrize(("line", "evidence"), [
     # mpirun or srun binds, as the cluster is set up
     ("deepspeed --num_nodes 2 --num_gpus 8 --launcher openmpi --bind_cores_to_rank ", "openmpi runner leaves binding"),

@@ -223,12 +223,12 @@ NVSHMEM's, UCX's, libfabric's, OpenMP's and XLA's (MaxText's XLA_FLAGS) runtime 
 not price but the audit must not pass over in silence (readers.common.nccl_settings, runtime_settings), nor the files
 it writes for the job drop without a word (LaunchLayout.launch_environment)."""
 SLURM_JOB_ENVIRONMENT = ("SLURM_NNODES", "SLURM_NTASKS_PER_NODE", "SLURM_NTASKS", "SLURM_DISTRIBUTION",
-                         "SLURM_DIST_PLANESIZE")
+                         "SLURM_DIST_PLANESIZE", "SLURM_CPU_BIND")
 """SLURM's job variables a command's `environment` also reports where the #SBATCH header fixes them (sbatch puts
 them in every command's environment): the task count of an `srun python ...` launch, one rank per task, the
 tasks per node of an `srun torchrun ...`, each task a torchrun, and the task distribution srun reads as its
 -m/--distribution (srun(1) INPUT ENVIRONMENT VARIABLES: SLURM_DISTRIBUTION, SLURM_DIST_PLANESIZE), which decides the
-node of each rank of an `srun python ...` launch."""
+node of each rank of an `srun python ...` launch, and SLURM_CPU_BIND, which srun reads as its --cpu-bind."""
 _RESERVED = {"then", "elif", "else", "fi", "do", "done", "esac"}
 """Words bash accepts only inside a compound command; tree-sitter reads a stray one as a command name."""
 _WORDS = {"word", "string", "raw_string", "ansi_c_string", "translated_string", "concatenation", "simple_expansion",

@@ -862,9 +862,40 @@ def process_binding(launch: Launch, args: dict[str, Arg], s: Settings) -> None:
                                             f"torch.distributed.run, torchrun's launcher, unbound")
         s.accelerate_launch = str(where)
     else:
-        s.put("recipe.cpu_affinity", True, f"{where} (ranks started one per task bind as the cluster's SLURM task "
-                                           f"plugin or the MPI launcher decides, which the files do not state: "
-                                           f"priced bound)")
+        bind = _srun_cpu_bind(launch)
+        if bind is not None and bind.text.rsplit(",", 1)[-1] in ("none", "no"):
+            # srun(1) --cpu-bind=none: "Do not bind tasks to CPUs"; a QA run's `srun --cpu-bind=none python ...`
+            # was priced bound, as if the cluster's task plugin decided
+            s.put("recipe.cpu_affinity", False, f"{bind.evidence} (srun --cpu-bind={bind.text}: each task runs "
+                                                f"unbound, srun(1))")
+        elif bind is not None:
+            s.put("recipe.cpu_affinity", True, f"{bind.evidence} (srun --cpu-bind={bind.text} binds each task; "
+                                               f"priced bound to its GPU's CPU cores and NUMA node)")
+        else:
+            s.put("recipe.cpu_affinity", True, f"{where} (ranks started one per task bind as the cluster's SLURM "
+                                               f"task plugin or the MPI launcher decides, which the files do not "
+                                               f"state: priced bound)")
+
+
+def _srun_cpu_bind(launch: Launch) -> Word | None:
+    """srun's --cpu-bind value for an `srun python ...` launch (its own words, or SLURM_CPU_BIND, which srun reads as
+    the flag: srun(1) INPUT ENVIRONMENT VARIABLES), lower-cased, `verbose,`/`quiet,` dropped; None where neither is
+    given or the files do not fix it.  (`--cpu_bind` is the spelling of SLURM before 18.08, still taken.)"""
+    words = srun_of(launch) or (launch.launcher_args if launch.launcher_args and
+                                launch.launcher_args[0].text.rsplit("/", 1)[-1] == "srun" else [])
+    given: Word | None = None
+    for k, w in enumerate(words[1:], 1):
+        m = re.fullmatch(r"--cpu[-_]bind(?:=(.+))?", w.text)
+        if m and m.group(1) is not None:
+            given = dataclasses.replace(w, text=m.group(1))
+        elif m and k + 1 < len(words):
+            given = words[k + 1]
+    if given is None and words:
+        given = launch.command.env("SLURM_CPU_BIND")
+    if given is None or given.unresolved or given.uncertain:
+        return None
+    kinds = [t for t in given.text.lower().split(",") if t not in ("v", "q", "verbose", "quiet")]
+    return dataclasses.replace(given, text=",".join(kinds)) if kinds else None
 
 
 def deepspeed_binding(s: Settings) -> None:
