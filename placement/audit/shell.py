@@ -626,6 +626,12 @@ def _param_value(state: _State, part: _Part) -> list[list[_Seg]] | None:
         value = var.value if var.items is None else (var.items[0] if var.items else [])
     if not op_arg:
         return None if value is None else [list(value)]
+    if op_arg in _CASE_OPS:  # ${X,,} ${X^^} ${X,} ${X^}: case modification without a pattern (bash(1) Parameter
+        # Expansion); NVIDIA's dgxc-benchmarking launch scripts test `GPU_TYPE=${GPU_TYPE,,}`, and a QA run's
+        # `if [[ $GPU_TYPE == "h100" ]]` on it was refused as a condition the reader cannot evaluate
+        if value is None or any(x.unresolved for x in value):
+            return None
+        return [_change_case(value, op_arg)]
     m = re.match(r"(:?[-=+?])(.*)$", op_arg, re.S)
     if not m:
         return None
@@ -647,6 +653,24 @@ def _param_value(state: _State, part: _Part) -> list[list[_Seg]] | None:
     if op in (":+", "+"):
         return [] if empty else [_expand_word(state, part.word or [])]
     return None
+
+
+_CASE_OPS = (",,", "^^", ",", "^")
+"""bash's case-modification operators written without a pattern: every character (doubled) or the first, lower
+(`,`) or upper (`^`) case."""
+
+
+def _change_case(value: list[_Seg], op: str) -> list[_Seg]:
+    """`value` as ${X<op>} expands it (op one of _CASE_OPS), each segment keeping its origin."""
+    change = str.lower if op[0] == "," else str.upper
+    if len(op) == 2:
+        return [dataclasses.replace(x, text=change(x.text)) for x in value]
+    out, done = [], False
+    for x in value:
+        if not done and x.text:
+            x, done = dataclasses.replace(x, text=change(x.text[0]) + x.text[1:]), True
+        out.append(x)
+    return out
 
 
 def _copy(seg: _Seg, uncertain: str | None, tested: str | None = None) -> _Seg:

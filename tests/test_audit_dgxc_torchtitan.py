@@ -1,0 +1,55 @@
+"""NVIDIA's dgxc-benchmarking DeepSeek-V3 torchtitan launch.sh (deepseek_v3/pretrain/torchtitan at 841f5466,
+2026-07-30), as a QA run audited it: it lower-cases its GPU type (`GPU_TYPE=${GPU_TYPE,,}`) before testing it, writes
+its output folder under $SLURM_JOB_ID, writes `--debug.moe_force_load_balance` bare and picks DeepEP with
+`--parallelism.expert_parallel_comm_backend=deepep`.  The four were refused, refused, refused and priced as the
+all-to-all dispatcher with real routing, in turn.  The scripts here keep the launch's shape, not its text."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from placement.audit.launch import parse_launch
+
+TOML = """[model]
+name = "deepseek_v3"
+flavor = "671B"
+
+[training]
+local_batch_size = 16
+seq_len = 4096
+
+[parallelism]
+data_parallel_replicate_degree = 1
+data_parallel_shard_degree = -1
+tensor_parallel_degree = 1
+pipeline_parallel_degree = 1
+expert_parallel_degree = 1
+expert_tensor_parallel_degree = 1
+
+[activation_checkpoint]
+mode = "full"
+"""
+
+
+def _launch(tmp_path: Path, body: str, extra: str = "") -> Path:
+    (tmp_path / "deepseek_v3_671b.toml").write_text(TOML)
+    script = tmp_path / "launch.sh"
+    script.write_text("#!/bin/bash\n#SBATCH --nodes=128\n#SBATCH --ntasks-per-node=8\n" + body + "\n"
+                      'TRAIN_CMD="LOCAL_RANK=\\$SLURM_LOCALID; python -m torchtitan.train '
+                      '--job.config_file=/repo/deepseek_v3_671b.toml --parallelism.data_parallel_shard_degree=128 '
+                      f'--parallelism.pipeline_parallel_degree=8 {extra}"\n'
+                      'srun --container-image="$IMAGE" bash -c "$TRAIN_CMD"\n')
+    return script
+
+
+def _read(tmp_path: Path, body: str, extra: str = ""):
+    return parse_launch([_launch(tmp_path, body, extra), tmp_path / "deepseek_v3_671b.toml"])
+
+
+def test_case_modification_of_a_variable_is_expanded_as_bash_does(tmp_path: Path) -> None:
+    """`${X,,}` `${X^^}` `${X,}` `${X^}` (bash(1) case modification): the branch on the lower-cased value is read."""
+    body = ('export GPU_TYPE=H100\nexport GPU_TYPE=${GPU_TYPE,,}\nNAME=ep\n'
+            'if [[ $GPU_TYPE == "h100" ]]; then\n    EP=${EP:-64}\nelse\n    EP=8\nfi\n'
+            'UP=${NAME^^}\nFIRST=${GPU_TYPE^}\n')
+    lay = _read(tmp_path, body, "--parallelism.expert_parallel_degree=$EP --job.description=${UP}_$FIRST")
+    assert lay.ep == 64, lay.sources.get("ep")
