@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from placement.audit.launch import parse_launch
+from placement.errors import InputError
 
 TOML = """[model]
 name = "deepseek_v3"
@@ -53,3 +56,15 @@ def test_case_modification_of_a_variable_is_expanded_as_bash_does(tmp_path: Path
             'UP=${NAME^^}\nFIRST=${GPU_TYPE^}\n')
     lay = _read(tmp_path, body, "--parallelism.expert_parallel_degree=$EP --job.description=${UP}_$FIRST")
     assert lay.ep == 64, lay.sources.get("ep")
+
+
+def test_an_output_path_left_to_the_job_environment_is_read_but_a_layout_value_is_not(tmp_path: Path) -> None:
+    """`--job.dump_folder=$LLMB_OUTPUT_DIR` (under $SLURM_JOB_ID) names a folder, which no price depends on; a layout
+    key left so is still an error naming it."""
+    body = "export LLMB_OUTPUT_DIR=/runs/job_${SLURM_JOB_ID}/outputs\n"
+    lay = _read(tmp_path, body, "--job.dump_folder=$LLMB_OUTPUT_DIR --training.dataset_path=$DATASET_PATH "
+                                "--model.hf_assets_path $ASSETS")
+    assert lay.pp == 8
+    with pytest.raises(InputError) as err:
+        _read(tmp_path, body, "--parallelism.expert_parallel_degree=$EP_SIZE")
+    assert "--parallelism.expert_parallel_degree depends on $EP_SIZE" in str(err.value)

@@ -80,6 +80,20 @@ def _tt_key(flag: str) -> tuple[str, bool]:
     return (f"{section}.{name}" if section else name), value
 
 
+PATH_KEY = re.compile(r"(?:^|[._])(?:folder|path|dir)$")
+"""torchtitan keys that name a file or folder (job.dump_folder, training.dataset_path, model.hf_assets_path,
+checkpoint.folder, profiling.save_traces_folder...): no value of one changes the layout or its price, so one the
+files leave to the job's environment (`--job.dump_folder=$LLMB_OUTPUT_DIR`, under $SLURM_JOB_ID in NVIDIA's
+dgxc-benchmarking DeepSeek-V3 torchtitan launch.sh) is read as written, not refused as a layout value would be (a QA
+run: that launch was refused for its output folder)."""
+
+
+def _value_check(word: Word, flag: str, key: str) -> None:
+    """word_check for the value of a key the audit may price; a path key's value may be left to the environment."""
+    if not PATH_KEY.search(key):
+        word_check(word, flag)
+
+
 def flags(words: list[Word], sites: dict[str, tuple[str, str, int | None]] | None = None
           ) -> dict[str, tuple[Any, str]]:
     """Dotted keys from torchtitan CLI flags (0.3.0 tyro and 0.2.x); `sites`, where given, gets each key's flag as
@@ -99,7 +113,7 @@ def flags(words: list[Word], sites: dict[str, tuple[str, str, int | None]] | Non
         if sites is not None:
             sites[key] = (flag, w.origin.path, w.origin.line)
         if eq:
-            word_check(w, flag)
+            _value_check(w, flag, key)
             out[key] = (inline, w.evidence)
             i += 1
             continue
@@ -115,7 +129,7 @@ def flags(words: list[Word], sites: dict[str, tuple[str, str, int | None]] | Non
                 i += 1
                 continue
             raise InputError(f"{w.site}: {flag} is missing its value")
-        word_check(nxt, flag)
+        _value_check(nxt, flag, key)
         ev = w.evidence if nxt.origin in (w.origin, w.site) else f"{w.site} [{flag} value from {nxt.origin}]"
         if nxt.default_of and not ev.endswith(default_note(nxt.default_of)):
             ev += default_note(nxt.default_of)
