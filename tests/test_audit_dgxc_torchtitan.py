@@ -68,3 +68,11 @@ def test_an_output_path_left_to_the_job_environment_is_read_but_a_layout_value_i
     with pytest.raises(InputError) as err:
         _read(tmp_path, body, "--parallelism.expert_parallel_degree=$EP_SIZE")
     assert "--parallelism.expert_parallel_degree depends on $EP_SIZE" in str(err.value)
+
+
+@pytest.mark.parametrize("flag", ["--debug.moe_force_load_balance", "--checkpoint.last_save_model_only",
+                                  "--debug.deterministic"])
+def test_a_bool_key_written_bare_is_on(tmp_path: Path, flag: str) -> None:
+    """tyro (and argparse's store_true before it) takes a bool key written bare as on, whatever its name."""
+    lay = _read(tmp_path, "", f"{flag} --activation_checkpoint.mode=none")
+    assert lay.recompute == "none"  # the flag after it read as the next key, not as its value
