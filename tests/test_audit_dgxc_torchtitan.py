@@ -76,3 +76,18 @@ def test_a_bool_key_written_bare_is_on(tmp_path: Path, flag: str) -> None:
     """tyro (and argparse's store_true before it) takes a bool key written bare as on, whatever its name."""
     lay = _read(tmp_path, "", f"{flag} --activation_checkpoint.mode=none")
     assert lay.recompute == "none"  # the flag after it read as the next key, not as its value
+
+
+def test_the_expert_parallel_backend_and_forced_balanced_routing_are_priced_as_stated(tmp_path: Path) -> None:
+    lay = _read(tmp_path, "", "--parallelism.expert_parallel_degree=64 "
+                              "--parallelism.expert_parallel_comm_backend=deepep --debug.moe_force_load_balance")
+    assert lay.recipe["moe_dispatcher"] == "deepep"
+    assert "expert_parallel_comm_backend=deepep" in lay.sources["recipe.moe_dispatcher"]
+    assert lay.recipe["routing_imbalance"] == 1.0
+    assert "--debug.moe_force_load_balance" in lay.sources["recipe.routing_imbalance"]
+    standard = _read(tmp_path, "", "--parallelism.expert_parallel_degree=64 "
+                                   "--parallelism.expert_parallel_comm_backend=standard")
+    assert standard.recipe["moe_dispatcher"] == "alltoall" and "routing_imbalance" not in standard.recipe
+    no_ep = _read(tmp_path, "", "--parallelism.expert_parallel_comm_backend=deepep")
+    assert "moe_dispatcher" not in no_ep.recipe
+    assert any("no effect without expert parallelism" in x for x in no_ep.ignored), no_ep.ignored

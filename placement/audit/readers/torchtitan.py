@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from placement.audit.readers.common import nearest_key, read_int, start_refusal, typo_error, typo_of, word_check
+from placement.audit.readers.megatron import FORCE_BALANCED
 from placement.audit.readers.reading import Reading, Settings, UnknownKey
 from placement.audit.readers.torchtitan_configs import CONFIGS, DEFAULTS
 from placement.audit.readers.torchtitan_keys import HISTORY, KEYS, SPANS, VERSIONS
@@ -325,6 +326,7 @@ def _settings(keys: dict[str, tuple[Any, str]], s: Settings) -> _Pipeline:
         _converters(facts, get, s)
     _activation_checkpoint(get, s, version3)
     _cuda_graphs(get, s, version3)
+    _moe_settings(get, s)
     _loss_compile(get, s, version3)
     if not version3:  # torchtitan's chunked loss (ChunkedLossWrapper, 8 chunks) came after v0.2.2
         s.put("recipe.loss_chunks", 1, "torchtitan before 0.3.0 computes the loss over the whole micro-batch's "
@@ -652,6 +654,41 @@ def _cuda_graphs(get, s: Settings, version3: bool) -> None:
         return
     s.put("recipe.cuda_graphs", "full", f"{where}: the forward and backward of each micro-batch run as one CUDA "
                                         f"graph (trainer.py:613-614 wrap_with_cuda_graph)")
+
+
+MOE_BACKENDS = {"standard": "alltoall", "deepep": "deepep", "hybridep": "hybridep"}
+"""torchtitan's expert-parallel communication backend (0.2.x parallelism.expert_parallel_comm_backend, v0.2.2
+config/job_config.py:474 Literal["standard", "deepep"]; 0.3.0 model.moe_comm_backend) -> placement's dispatcher:
+"standard" is PyTorch's all-to-all, "deepep" DeepEP's kernels, "hybridep" (0.3.0, and NVIDIA's forks) HybridEP's."""
+FORCE_BALANCE_KEYS = ("debug.moe_force_load_balance", "training.debug_moe_force_load_balance")
+"""torchtitan's switch that routes every MoE token round robin (v0.2.2 config/job_config.py:995 Debug, "each experts
+to get the same amount of tokens"; models/moe/moe.py _debug_force_load_balance_routing); 0.2.0 spelled it
+training.debug_moe_force_load_balance."""
+
+
+def _moe_settings(get, s: Settings) -> None:
+    """The MoE dispatch the keys state: the expert-parallel backend as recipe.moe_dispatcher and a forced balanced
+    routing as recipe.routing_imbalance 1.0, each with its key as evidence.  A QA run: NVIDIA's dgxc-benchmarking
+    DeepSeek-V3 launch (`--parallelism.expert_parallel_comm_backend=deepep --debug.moe_force_load_balance`) was
+    priced with the all-to-all dispatcher and real routing, "default", neither key said."""
+    for key in ("parallelism.expert_parallel_comm_backend", "model.moe_comm_backend"):
+        value, ev = get(key)
+        if value is None:
+            continue
+        name = str(value).lower()
+        if s.value("ep", 1) <= 1:
+            s.ignored.append(f"{key} {value!r} ({ev}): no effect without expert parallelism (ep 1)")
+        elif name in MOE_BACKENDS:
+            s.put("recipe.moe_dispatcher", MOE_BACKENDS[name], f"{ev} (torchtitan's {key} {value!r})")
+        else:
+            s.ignored.append(f"{key} {value!r} ({ev}): a token dispatcher placement does not price; priced as "
+                             f"torchtitan's 'standard' all-to-all")
+        break
+    for key in FORCE_BALANCE_KEYS:
+        value, ev = get(key)
+        if value in _TRUE:
+            s.put("recipe.routing_imbalance", 1.0, f"{ev} ({key}: {FORCE_BALANCED})")
+            break
 
 
 JOBCONFIG_ORDER = {commit: i for i, (commit, _) in enumerate(HISTORY)}
