@@ -91,3 +91,27 @@ def test_the_expert_parallel_backend_and_forced_balanced_routing_are_priced_as_s
     no_ep = _read(tmp_path, "", "--parallelism.expert_parallel_comm_backend=deepep")
     assert "moe_dispatcher" not in no_ep.recipe
     assert any("no effect without expert parallelism" in x for x in no_ep.ignored), no_ep.ignored
+
+
+def test_a_best_plan_without_the_jobs_backend_says_so_in_its_source_and_changes(tmp_path: Path) -> None:
+    """placement's torchtitan files run the all-to-all dispatcher only: the best plan's source says that, not the
+    job's DeepEP key, and the change list names the key it drops."""
+    import json
+
+    from click.testing import CliRunner
+
+    from placement.cli import main
+
+    script = _launch(tmp_path, "", "--parallelism.expert_parallel_degree=64 "
+                                   "--parallelism.expert_parallel_comm_backend=deepep")
+    result = CliRunner().invoke(main, ["audit", "--launch", str(script), "--launch",
+                                       str(tmp_path / "deepseek_v3_671b.toml"), "--model", "deepseek-v3",
+                                       "--cluster", "dgx-h100", "--gpus", "1024", "--json"])
+    assert result.exit_code in (0, 1) and "Traceback" not in result.output, result.output
+    data = json.loads(result.output)
+    assert data["estimate"]["recipe"]["moe_dispatcher"] == "deepep"
+    assert data["best"]["recipe"]["moe_dispatcher"] == "alltoall"
+    assert "run alltoall only" in data["best"]["recipe_sources"]["moe_dispatcher"]
+    change = next(c for c in data["changes"] if "comm_backend" in c["argument"])
+    assert (change["argument"], change["from"], change["to"]) == (
+        "--parallelism.expert_parallel_comm_backend", "deepep", "standard")

@@ -577,8 +577,16 @@ def recipe_space(space: SearchConfig, framework: str, model: ModelSpec, topo: To
     best_sources = dict(sources)
     for name, attr in (("moe_dispatcher", "dispatchers"), ("cuda_graphs", "cuda_graphs"),
                        ("tp_comm_overlap", "tp_comm_overlap"), ("ep_comm_overlap", "ep_comm_overlap")):
-        if len(getattr(choices, attr)) > 1:
+        options = getattr(choices, attr)
+        if len(options) > 1:
             best_sources[name] = "searched"
+        elif name in sources and getattr(recipe, name) not in options:
+            # the one value the framework's files run, not the job's: the launch's evidence would not say it (a QA
+            # run: a torchtitan job's DeepEP cited for a best plan priced with the all-to-all dispatcher)
+            job = getattr(recipe, name)
+            best_sources[name] = (f"{framework}'s files as placement writes them run "
+                                  f"{getattr(options[0], 'value', options[0])} only (placement/emit/common.py "
+                                  f"RECIPE_SUPPORT), not the job's {getattr(job, 'value', job)} ({sources[name]})")
     if framework == "torchtitan" and "cuda_graphs" in sources:  # the launch's source would not say the best's
         best_sources["cuda_graphs"] = TORCHTITAN_GRAPHS if graphs3 else TORCHTITAN_NO_GRAPHS
     best_sources["recompute_modules"] = "searched"
@@ -2997,6 +3005,17 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
                                "to": "['pipe', 'data', ...]"})
         else:
             changes.insert(0, {"argument": "--use-tp-pp-dp-mapping", "from": "true", "to": None})
+    if launch.framework == "torchtitan" and best.recipe_spec().moe_dispatcher != plan.recipe_spec().moe_dispatcher:
+        # the job's own backend key, which the best plan's files do not run (they write the all-to-all one)
+        for key in ("parallelism.expert_parallel_comm_backend", "model.moe_comm_backend"):
+            if key in launch.torchtitan_stated:
+                value, how = launch.torchtitan_stated[key]
+                changes.append({"argument": key if how == "toml" else how, "from": value,
+                                "to": '"standard"' if how == "toml" else "standard",
+                                "note": f"the best plan is priced with torchtitan's all-to-all dispatcher, the one "
+                                        f"placement's torchtitan files run (placement/emit/common.py RECIPE_SUPPORT); "
+                                        f"the job's {plan.recipe_spec().moe_dispatcher.value} is priced as launched"})
+                break
     if dealt is not None and not np.array_equal(best_gpu, gpu_of_rank):
         # srun's dealing of the ranks over the nodes, which no host order or CUDA_VISIBLE_DEVICES of the list undoes
         changes.insert(0, {"argument": "srun --distribution", "from": launch.task_distribution, "to": "block",
