@@ -26,8 +26,9 @@ ARGS = ("--tensor-model-parallel-size 8 --pipeline-model-parallel-size 2 --seque
 
 def _script(tmp_path: Path, srun: str, header: str = "") -> Path:
     script = tmp_path / "job.sbatch"
+    tail = '"' if srun.endswith("$SLURM_LOCALID") else ""
     script.write_text(f"#!/bin/bash\n#SBATCH --nodes=4\n#SBATCH --ntasks-per-node=8\n{header}"
-                      f"export CUDA_DEVICE_MAX_CONNECTIONS=1\n{srun} python pretrain_gpt.py {ARGS}\n")
+                      f"export CUDA_DEVICE_MAX_CONNECTIONS=1\n{srun} python pretrain_gpt.py {ARGS}{tail}\n")
     return script
 
 
@@ -44,11 +45,14 @@ def _audit(script: Path) -> dict:
     ("srun -m plane=2", "", "plane=2", "srun -m plane=2"),
     ("srun", "#SBATCH --distribution=cyclic\n", "cyclic", "#SBATCH --distribution=cyclic"),
     ("srun --distribution=block", "", "block", "srun --distribution=block"),
+    # srun's tasks each running a shell that starts the rank (RANK=$SLURM_PROCID ...): the same dealing
+    ('srun -m cyclic bash -c "RANK=\\$SLURM_PROCID LOCAL_RANK=\\$SLURM_LOCALID', "", "cyclic",
+     "srun -m cyclic bash -c"),
     ("srun", "", None, None),
 ])
 def test_srun_distribution_is_read_with_its_evidence(tmp_path: Path, srun, header, dist, said) -> None:
     lay = parse_launch([_script(tmp_path, srun, header)])
-    assert lay.task_distribution == dist
+    assert lay.task_distribution == dist and lay.world_size == 32, (lay.task_distribution, lay.world_size)
     if said is not None:
         assert said in lay.sources["task_distribution"], lay.sources["task_distribution"]
 

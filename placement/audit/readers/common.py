@@ -513,7 +513,8 @@ def _srun_tasks(launch: Launch, s: Settings) -> None:
     its -N/--nodes times --ntasks-per-node, each from srun's flags or else the job's SLURM_NNODES and
     SLURM_NTASKS_PER_NODE that the #SBATCH header fixes (a user trial's `#SBATCH --nodes=8 --ntasks-per-node=8`
     job was priced on the cluster's 1,024 GPUs)."""
-    count = _srun_counts(launch.launcher_args[1:], launch.command)
+    srun = srun_of(launch)[1:]  # its own words (a user trial: `srun -m cyclic bash -c "python ..."` was read unstarted)
+    count = _srun_counts(srun, launch.command)
     tasks = count("-n", "--ntasks")
     nodes, per_node = count("-N", "--nodes", env="SLURM_NNODES"), count("--ntasks-per-node",
                                                                          env="SLURM_NTASKS_PER_NODE")
@@ -523,7 +524,7 @@ def _srun_tasks(launch: Launch, s: Settings) -> None:
         s.put("world_size", tasks[0], f"{tasks[1]} (srun starts one rank per task)")
     elif nodes is not None and per_node is not None:
         s.put("world_size", nodes[0] * per_node[0], f"{nodes[1]}; {per_node[1]} (srun starts one rank per task)")
-    _srun_distribution(launch.launcher_args[1:], launch.command, s)
+    _srun_distribution(srun, launch.command, s)
 
 
 SRUN_DISTRIBUTIONS = ("*", "block", "cyclic", "plane", "arbitrary")
@@ -773,8 +774,7 @@ def launcher_settings(launch: Launch, s: Settings) -> None:
                 f"ranks; the host order priced here may not be the job's: give --hosts with the order its log shows "
                 f"(each node's group rank), and to fix an order launch with --rdzv-backend static and --node-rank "
                 f"(as placement's files do)")
-    elif launch.launcher is None and launch.launcher_args and \
-            launch.launcher_args[0].text.rsplit("/", 1)[-1] == "srun":
+    elif launch.launcher is None and srun_of(launch):  # `srun python ...`, or `srun ... bash -c "python ..."`
         _srun_tasks(launch, s)
     elif launch.launcher in ("deepspeed", "deepspeed.pt"):
         # --hostfile's value is not read: the hostfile the job uses is the one passed with the files (its path, say
