@@ -334,4 +334,25 @@ def test_a_currency_written_in_lower_case_or_as_a_symbol_keeps_the_unit_slip_che
     design = {**STUDY["designs"][0], "capex_per_gpu": 40}
     with pytest.raises(ValueError, match=r"capex_per_gpu 40 .* thousands written as units"):
         SweepSpec.model_validate({**STUDY, "currency": currency, "designs": [design]})
-    assert SweepSpec.model_validate({**STUDY, "currency": "JPY", "designs": [design]}).currency == "JPY"
+    priced = {**design, "energy_price_per_kwh": 30.0}  # in yen the default energy price is refused (below)
+    assert SweepSpec.model_validate({**STUDY, "currency": "JPY", "designs": [priced]}).currency == "JPY"
+
+
+def test_a_currency_the_default_energy_price_is_not_in_must_give_it(tmp_path):
+    """A QA trial: `currency: JPY` with no energy_price_per_kwh printed `assumed (defaults, no source): energy 0.10
+    JPY/kWh` and priced a 1,024-GPU run's energy at a few hundred yen: the default is a USD-scale figure.  A bought
+    design in such a currency must give it (exit 2, naming the field, the default and the fix); a rental uses no
+    energy price, and the four currencies the default is in keep it."""
+    yen = {**STUDY, "currency": "JPY", "designs": STUDY["designs"][:1]}
+    with pytest.raises(ValueError, match=r"design 'bought': energy_price_per_kwh is left to its default 0.10, a price "
+                                         r"in USD, EUR, GBP or CHF, but the study's currency is 'JPY'"):
+        SweepSpec.model_validate(yen)
+    res = _sweep(tmp_path, yen, "--out", str(tmp_path / "o"))
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    assert "energy_price_per_kwh" in res.stderr and "--set energy_price_per_kwh=PRICE" in res.stderr
+    res = _sweep(tmp_path, yen, "--out", str(tmp_path / "o"), "--set", "energy_price_per_kwh=31", "--json")
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["cost_input_sources"]["bought"]["energy_price_per_kwh"] == "--set"
+    assert SweepSpec.model_validate({**yen, "designs": STUDY["designs"][2:]}).currency == "JPY"  # a rental
+    for currency in ("USD", "eur", "£", "CHF"):
+        assert SweepSpec.model_validate({**yen, "currency": currency}).designs[0].energy_price_per_kwh == 0.10

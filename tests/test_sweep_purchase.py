@@ -362,7 +362,8 @@ def test_cost_objective_rechosen_after_a_reprice_equals_a_fresh_study(tmp_path):
     cache, gives what an uncached study of the edited file gives (planning any count it must, and saying so)."""
     # (in yen: the energy-dominated price ratio the edit needs, 100 a GPU and 50 a kWh, is a unit slip in dollars)
     study = {"name": "c", "budget": 2_600_000, "objective": "cost", "deadline_days": 9.0, "currency": "JPY",
-             "designs": [{"name": "h100", "cluster": "dgx-h100", "capex_per_gpu": 40_000, "power_per_gpu_w": 1400}],
+             "designs": [{"name": "h100", "cluster": "dgx-h100", "capex_per_gpu": 40_000, "power_per_gpu_w": 1400,
+                          "energy_price_per_kwh": 0.10}],  # in yen it is given (spec._check_energy_default)
              "workloads": [{"name": "8b", "model": "llama3-8b", "seq_len": 4096, "global_batch": 96,
                             "tokens": 2e11}]}
     spec = SweepSpec.model_validate(study)

@@ -69,6 +69,7 @@ def _check_units(d: DesignSpec, currency: str) -> None:
         raise ValueError(f"design {d.name!r}: amortization_years {d.amortization_years:g} is above "
                          f"{MAX_AMORTIZATION_YEARS:g}, months written for years?; write years, e.g. 4")
     if not unit_slip_currency(currency):
+        _check_energy_default(d, currency)
         return
     if d.capex_per_gpu is not None and d.capex_per_gpu < MIN_CAPEX_PER_GPU:
         raise ValueError(f"design {d.name!r}: capex_per_gpu {d.capex_per_gpu:g} {currency} is below "
@@ -79,6 +80,21 @@ def _check_units(d: DesignSpec, currency: str) -> None:
     if d.price_per_gpu_hour is not None and d.price_per_gpu_hour < MIN_PRICE_PER_GPU_HOUR:
         raise ValueError(f"design {d.name!r}: price_per_gpu_hour {d.price_per_gpu_hour:g} {currency} is below "
                          f"{MIN_PRICE_PER_GPU_HOUR:g}, a slip?; write the price of one GPU for one hour, e.g. 2.0")
+
+
+def _check_energy_default(d: DesignSpec, currency: str) -> None:
+    """A bought design's energy price left to its default, 0.10 a kWh, is a figure of the order of a USD, EUR, GBP or
+    CHF price (UNIT_SLIPS_CURRENCIES); in another currency it is no price at all (a QA trial: `currency: JPY` printed
+    `assumed (defaults, no source): energy 0.10 JPY/kWh` and priced 1.2 GWh at a few hundred yen, an outlay and a
+    cost short of the run's energy).  PUE and amortization carry no currency and keep their defaults.  Checked on the
+    study as written (`model_fields_set`), as _check_rental is."""
+    if d.price_per_gpu_hour is None and "energy_price_per_kwh" not in d.model_fields_set:
+        default = DesignSpec.model_fields["energy_price_per_kwh"].default
+        raise ValueError(
+            f"design {d.name!r}: energy_price_per_kwh is left to its default {default:.2f}, a price in USD, EUR, "
+            f"GBP or CHF, but the study's currency is {currency!r} (a label: nothing is converted), in which "
+            f"{default:.2f} a kWh is no price; give the design's energy_price_per_kwh in {currency} (or every "
+            f"design's: --set energy_price_per_kwh=PRICE)")
 
 
 def _check_rental(d: DesignSpec) -> None:
@@ -119,8 +135,9 @@ class DesignSpec(StrictScalars):
     power_per_gpu_w: float | None = Field(default=None, gt=0, le=1e5)
     """Wall power per GPU, its share of the node and network."""
     energy_price_per_kwh: float = Field(default=0.10, ge=0, le=1e3)
-    """Price of one kWh drawn by the facility (after PUE).  The default, 0.10 per kWh in the study's currency, is
-    an assumption with no source (said in `cost_input_sources` and the summary)."""
+    """Price of one kWh drawn by the facility (after PUE).  The default, 0.10 per kWh, is an assumption with no source
+    (said in `cost_input_sources` and the summary), and only in USD, EUR, GBP or CHF: a study in another currency
+    gives it (_check_energy_default)."""
     pue: float = Field(default=1.3, ge=1, le=10)
     """Power usage effectiveness: facility power / IT power.  The default, 1.3, is an assumption with no source
     (said in `cost_input_sources` and the summary)."""
