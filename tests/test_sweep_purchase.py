@@ -497,3 +497,25 @@ def test_the_csv_has_every_field_of_a_json_row_but_its_plan(tmp_path):
         assert set(row) - {"plan", "error_band", "gpu_counts"} <= columns
         assert {f"gpu_counts_{k}" for k in row.get("gpu_counts") or {}} <= columns
     assert [r["command"] for r in table] == [r["command"] or "" for r in rows]
+
+
+def test_a_run_that_outlasts_the_amortization_says_so(tmp_path):
+    """A QA trial: `objective: cost` with no deadline chose 8 B200 for 3,353 days on a 5-year amortization, a cost of
+    1.84x the capex and above the outlay, and no row said so.  The row's message (and the summary) names the years and
+    the factor; a run within the amortization, and a rental, say nothing."""
+    work = {"name": "8b", "model": "llama3-8b", "seq_len": 4096, "global_batch": 64, "tokens": 1.0e11}
+    bought = {"name": "h100", "cluster": "dgx-h100", "gpus": 8, "capex_per_gpu": 40_000, "power_per_gpu_w": 1400,
+              "amortization_years": 0.01, "energy_price_per_kwh": 0.1, "pue": 1.3}
+    rented = {"name": "rent", "cluster": "dgx-h100", "gpus": 8, "price_per_gpu_hour": 2.0}
+    spec = SweepSpec.model_validate({"name": "long", "designs": [bought, rented], "workloads": [work]})
+    rows = run_sweep(spec, None, "local", workers=1, bands=False).rows
+    own, rent = rows
+    years = own["time_to_train_s"] / (8760 * 3600)
+    assert years > 0.01 and own["capex_amortized"] > own["capex_total"]
+    assert f"outlast the design's 0.01-year amortization: its cost charges {years / 0.01:.2f}x the capex" \
+        in own["message"]
+    assert rent["message"] == ""
+    assert "outlast the design's" in summary(rows, spec.currency, spec)
+    within = SweepSpec.model_validate({"name": "short", "designs": [{**bought, "amortization_years": 4}],
+                                       "workloads": [work]})
+    assert run_sweep(within, None, "local", workers=1, bands=False).rows[0]["message"] == ""

@@ -40,7 +40,7 @@ from placement.sweep.counts import (
     units_for,
 )
 from placement.sweep.price import price
-from placement.sweep.spec import DesignSpec, Objective, SweepSpec, WorkloadSpec
+from placement.sweep.spec import HOURS_PER_YEAR, DesignSpec, Objective, SweepSpec, WorkloadSpec
 
 EXECUTORS = ("local", "ray")
 
@@ -270,6 +270,25 @@ def over_budget_note(message: str, design: DesignSpec, sweep: SweepSpec) -> str:
             f"them regardless of the budget, or a budget of {cost:,.0f} {currency} buys them)")
 
 
+def outlasts_amortization(design: DesignSpec, fields: dict, currency: str) -> str:
+    """What a bought design's row says when its run outlasts the capex's amortization: the cost then charges more
+    than the capex (capex_amortized = capex_total x run hours / (amortization_years x 8760)), above the outlay that
+    buys the machine once, for a run the machine is not priced to last (a QA trial: `objective: cost` with no deadline
+    chose 8 B200 for 3,353 days on a 5-year amortization, a cost of 1.84x the capex, and no row said so); "" otherwise
+    and for a rental."""
+    if fields.get("capex_total") is None:
+        return ""
+    years = fields["time_to_train_s"] / (HOURS_PER_YEAR * 3600.0)
+    if years <= design.amortization_years:
+        return ""
+    times = years / design.amortization_years
+    return (f"the run's {fields['time_to_train_days']:,.0f} days ({years:.1f} years) outlast the design's "
+            f"{design.amortization_years:g}-year amortization: its cost charges {times:.2f}x the capex "
+            f"(capex_amortized {fields['capex_amortized']:,.0f} {currency} against capex_total "
+            f"{fields['capex_total']:,.0f}), more than "
+            f"the outlay that buys the machine once; deadline_days, or more GPUs, keeps the run within it")
+
+
 def cell_row(cell: Cell, sweep: SweepSpec, entry: dict, errors: tuple[str, tuple[dict, ...]] | None) -> dict:
     """A cell's row from its cache entry: the count the objective chooses, priced, with its error band.
     Raises NeedPlan when the choice needs a plan the entry does not hold."""
@@ -320,6 +339,7 @@ def cell_row(cell: Cell, sweep: SweepSpec, entry: dict, errors: tuple[str, tuple
                    f"{fields['time_to_train_days']:.1f} days, but not at the slow end of the error band ({slow:.1f} "
                    f"days)")
     row["deadline_at_risk"] = at_risk
+    message = "; ".join(x for x in (message, outlasts_amortization(design, fields, sweep.currency)) if x)
     return {**row, "status": "ok", "message": message, "step_time_s": plan["step_time_s"],
             "tokens_per_s": plan["tokens_per_s"], "mfu": plan.get("mfu"), **fields,
             "time_to_train_days_low": low["time_to_train_days"], "time_to_train_days_high": high["time_to_train_days"],
