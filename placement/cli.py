@@ -1461,6 +1461,10 @@ def sweep(sweep_file, out_dir, executor, workers, no_cache, as_json, no_plots, s
     except ValidationError as err:
         raise InputError(format_validation_error(err, where)) from None
     spec = _paths_from_sweep_file(spec, path)
+    if spec.top_k != 1:  # a QA trial: `top_k: 5` was taken and nothing said it went unused
+        click.echo(f"placement: warning: {where}: top_k {spec.top_k} is accepted for compatibility and not used: a "
+                   f"sweep keeps the best plan of each GPU count; a row's `command` with --top-k {spec.top_k} lists "
+                   f"that many layouts of its count", err=True)
     out = check_out_dir(out_dir, ["sweep.csv", "sweep.json", "frontier.png", "breakdown.png"])
     report = _check_report(report_file)
     calibration_path, profile = _calibration()

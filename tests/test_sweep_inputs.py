@@ -356,3 +356,15 @@ def test_a_currency_the_default_energy_price_is_not_in_must_give_it(tmp_path):
     assert SweepSpec.model_validate({**yen, "designs": STUDY["designs"][2:]}).currency == "JPY"  # a rental
     for currency in ("USD", "eur", "£", "CHF"):
         assert SweepSpec.model_validate({**yen, "currency": currency}).designs[0].energy_price_per_kwh == 0.10
+
+
+def test_a_top_k_the_sweep_does_not_use_is_said(tmp_path):
+    """A QA trial: `top_k: 5` in a study (plan's --top-k 5, five layouts a count) was accepted and nothing said a sweep
+    keeps one plan a count; the field stays accepted (old files), with a warning on stderr, --json or not."""
+    study = {**STUDY, "designs": STUDY["designs"][2:], "top_k": 5}
+    res = _sweep(tmp_path, study, "--out", str(tmp_path / "o"), "--json")
+    assert res.exit_code == 0, res.output
+    assert "warning:" in res.stderr and "top_k 5 is accepted for compatibility and not used" in res.stderr
+    assert "--top-k 5" in res.stderr and json.loads(res.stdout)["inputs"]["top_k"] == 5
+    res = _sweep(tmp_path, {**study, "top_k": 1}, "--out", str(tmp_path / "o"))
+    assert res.exit_code == 0 and "warning" not in res.stderr

@@ -222,7 +222,7 @@ class SweepSpec(StrictScalars):
     designs: tuple[DesignSpec, ...] = Field(min_length=1)
     workloads: tuple[WorkloadSpec, ...] = Field(min_length=1)
     top_k: int = Field(default=1, ge=1)
-    """Accepted for compatibility; a sweep keeps the best plan of each GPU count."""
+    """Accepted for compatibility; a sweep keeps the best plan of each GPU count (another value: a warning)."""
     objective: Objective = Objective.TIME
     """What the GPU count of each design x workload minimizes: time, cost or cost_per_token."""
     deadline_days: float | None = Field(default=None, gt=0, le=1e6)
