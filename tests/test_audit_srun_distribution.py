@@ -91,3 +91,18 @@ def test_a_plane_that_does_not_fill_a_node_evenly_is_an_error(tmp_path: Path) ->
                                        "llama3-8b", "--cluster", "dgx-h100", "--gpus", "32"])
     assert result.exit_code == 2 and "Traceback" not in result.output, result.output
     assert "planes of 3 tasks" in result.output and "8 % 3 = 2" in result.output
+
+
+@pytest.mark.parametrize(("line", "bound"), [("mpirun -np 32 --bind-to none", False),
+                                             ("mpirun -np 32 --bind-to=core", True),
+                                             ("mpiexec -n 32 -bind-to none", False),
+                                             ("export OMPI_MCA_hwloc_base_binding_policy=none\nmpirun -np 32", False)])
+def test_mpirun_bind_to_decides_the_binding(tmp_path: Path, line: str, bound: bool) -> None:
+    """Open MPI's mpirun(1) --bind-to and MPICH Hydra's -bind-to (or OMPI_MCA_hwloc_base_binding_policy): `none`
+    runs each rank unbound, priced so with the flag as evidence (a QA note: it was priced bound, 'as the MPI
+    launcher decides')."""
+    script = tmp_path / "job.sh"
+    script.write_text(f"#!/bin/bash\nexport CUDA_DEVICE_MAX_CONNECTIONS=1\n{line} python pretrain_gpt.py {ARGS}\n")
+    layout = parse_launch([script])
+    assert layout.recipe["cpu_affinity"] is bound
+    assert "bind" in layout.sources["recipe.cpu_affinity"]

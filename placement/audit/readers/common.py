@@ -871,10 +871,40 @@ def process_binding(launch: Launch, args: dict[str, Arg], s: Settings) -> None:
         elif bind is not None:
             s.put("recipe.cpu_affinity", True, f"{bind.evidence} (srun --cpu-bind={bind.text} binds each task; "
                                                f"priced bound to its GPU's CPU cores and NUMA node)")
+        elif (mpi := _mpirun_binding(launch)) is not None:
+            policy, evidence = mpi
+            unbound = policy == "none"
+            s.put("recipe.cpu_affinity", not unbound,
+                  f"{evidence} (mpirun --bind-to {policy}: "
+                  + ("each rank runs unbound, Open MPI mpirun(1) and MPICH Hydra's -bind-to)" if unbound else
+                     "each rank bound; priced bound to its GPU's CPU cores and NUMA node)"))
         else:
             s.put("recipe.cpu_affinity", True, f"{where} (ranks started one per task bind as the cluster's SLURM "
                                                f"task plugin or the MPI launcher decides, which the files do not "
                                                f"state: priced bound)")
+
+
+def _mpirun_binding(launch: Launch) -> tuple[str, str] | None:
+    """(policy, evidence) of an `mpirun ... python ...` (or mpiexec) launch's --bind-to / -bind-to (Open MPI's
+    mpirun(1) and MPICH Hydra's mpiexec both spell it so, `none` leaving the ranks unbound), or OMPI_MCA_hwloc_base_
+    binding_policy, which Open MPI reads as the flag; None where the launch is not mpirun's or the files do not fix
+    the policy (a QA note: `mpirun --bind-to none python ...` was priced bound, as the launcher decides)."""
+    words = list(launch.launcher_args or ())
+    if not words or words[0].text.rsplit("/", 1)[-1] not in ("mpirun", "mpiexec", "mpiexec.hydra", "orterun"):
+        return None
+    for k, w in enumerate(words[1:], 1):
+        m = re.fullmatch(r"--?bind-to(?:=(.+))?", w.text)
+        value = m.group(1) if m and m.group(1) is not None else (
+            words[k + 1].text if m and k + 1 < len(words) else None)
+        if value is not None:
+            given = words[k + 1] if m.group(1) is None else w
+            if given.unresolved or given.uncertain:
+                return None
+            return value.split(":", 1)[0].lower(), w.evidence
+    env = launch.command.env("OMPI_MCA_hwloc_base_binding_policy")
+    if env is not None and not (env.unresolved or env.uncertain):
+        return env.text.split(":", 1)[0].lower(), env.evidence
+    return None
 
 
 def _srun_cpu_bind(launch: Launch) -> Word | None:
