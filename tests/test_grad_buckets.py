@@ -139,6 +139,28 @@ def test_deepspeed_file_writes_the_priced_reduce_bucket(tmp_path: Path) -> None:
     assert zero["overlap_comm"] is True
 
 
+def test_deepspeed_file_of_a_megatron_default_plan_writes_deepspeed_buckets(tmp_path: Path) -> None:
+    """A plan priced with Megatron-Core's default bucket, max(40M, 1M x dp x cp), wrote that default into
+    ds_config.json: reduce_bucket_size 8,192,000,000 at dp 8,192, which DeepSpeed allocates twice (stage_1_and_2.py
+    setup_buckets), 30.5 GiB a GPU beside a plan that left 6.3 GiB free.  The file writes placement's DeepSpeed
+    bucket and its header prices it; a bucket the plan sets itself is written, with a warning where its buffers
+    outgrow the free memory."""
+    out = tmp_path / "out"
+    args = ["evaluate", "--model", LLAMA8B, "--gpus", "1024", "--seq-len", "4096", "--global-batch", "2048", "--tp",
+            "1", "--pp", "1", "--zero", "1", "--mbs", "1", "--recompute", "none", "--emit", "deepspeed"]
+    result = CliRunner().invoke(main, [*args, "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    zero = json.loads((out / "ds_config.json").read_text())["zero_optimization"]
+    assert zero["reduce_bucket_size"] == 50_000_000
+    assert "reduce buckets of 50,000,000 elements" in result.output
+    assert "1,024,000,000-parameter buckets of Megatron-Core's default" in result.output
+    big = tmp_path / "big"
+    result = CliRunner().invoke(main, [*args, "--ddp-bucket-params", "8000000000", "--out", str(big)])
+    assert result.exit_code == 0, result.output
+    assert json.loads((big / "ds_config.json").read_text())["zero_optimization"]["reduce_bucket_size"] == 8 * 10**9
+    assert "2 x 8,000,000,000 x 2 B = 29.8 GiB" in result.output
+
+
 MEGATRON_ARGS = ("torchrun --nproc-per-node 8 --nnodes {nodes} pretrain_gpt.py --tensor-model-parallel-size 2 "
                  "--pipeline-model-parallel-size 1 --num-layers 32 --hidden-size 4096 --ffn-hidden-size 14336 "
                  "--num-attention-heads 32 --group-query-attention --num-query-groups 8 --seq-length 8192 "

@@ -47,6 +47,7 @@ from placement.emit.common import (
     gpt_oss_features,
     header,
     header_runs,
+    matters,
     numa_binding,
     recipe_warnings,
     refusal,
@@ -70,14 +71,34 @@ OPTIMIZER_NOTE = ("optimizer: AdamW, the Adam the plan prices; its params are le
 TRAIN_SCRIPT = '"${TRAIN_SCRIPT:-train.py}"'
 
 
+def megatron_default_bucket(lay) -> int:
+    """The bucket a plan that sets none was priced with: Megatron-Core's max(40M, 1M x dp x cp)
+    (cost.dp.bucket_params)."""
+    return max(MEGATRON_MIN_BUCKET_PARAMS, MEGATRON_BUCKET_PARAMS_PER_DP_RANK * lay.dp * lay.cp)
+
+
 def reduce_bucket_elements(ctx: EmitContext) -> int:
-    """zero_optimization.reduce_bucket_size the file writes at ZeRO-1/2: the bucket the plan priced, its recipe's
-    (BUCKET_ELEMENTS for a DeepSpeed plan: frameworks.CAPABILITIES), else, for a plan made for no framework, the
-    default it was priced with, Megatron-Core's max(40M, 1M x dp x cp) (cost.dp.bucket_params)."""
+    """zero_optimization.reduce_bucket_size the file writes at ZeRO-1/2: the bucket the plan priced where its recipe
+    sets one (BUCKET_ELEMENTS for a DeepSpeed plan: frameworks.CAPABILITIES); else the Megatron-Core default it was
+    priced with (`megatron_default_bucket`) up to BUCKET_ELEMENTS, which `files_run` prices where it is less.  Not
+    that default above it: DeepSpeed allocates its reduce buckets whole, two of reduce_bucket_size elements under
+    overlap_comm and contiguous_gradients (`ipg_bucket_bytes`), which at dp 8,192 (8.2e9 elements) were 30.5 GiB a
+    GPU the plan's memory never held."""
     if ctx.recipe.ddp_bucket_params is not None:
         return ctx.recipe.ddp_bucket_params
-    lay = ctx.plan.layout
-    return max(MEGATRON_MIN_BUCKET_PARAMS, MEGATRON_BUCKET_PARAMS_PER_DP_RANK * lay.dp * lay.cp)
+    return min(megatron_default_bucket(ctx.plan.layout), BUCKET_ELEMENTS)
+
+
+IPG_BUFFERS = 2
+"""Reduce buckets a ZeRO-1/2 rank allocates: DeepSpeed 0.19's stage_1_and_2.py setup_buckets makes one
+torch.empty(reduce_bucket_size) in the optimizer's dtype under contiguous_gradients, and a second ("double buffers to
+avoid data access conflict") under overlap_comm, as config() writes both."""
+
+
+def ipg_bucket_bytes(ctx: EmitContext) -> float:
+    """Bytes of the reduce buckets the file's ZeRO-1/2 optimizer allocates on each GPU (IPG_BUFFERS of
+    reduce_bucket_elements, 16-bit: the bf16 the file trains in), which the plan's memory does not price."""
+    return IPG_BUFFERS * reduce_bucket_elements(ctx) * 2.0
 
 
 def config(ctx: EmitContext) -> dict:
@@ -256,6 +277,15 @@ def warnings_for(ctx: EmitContext) -> list[str]:
         out.append(f"without ZeRO DeepSpeed all-reduces gradients after backward, not during it: the "
                    f"{plan.breakdown.overlapped.dp:.3f} s/step of DP communication the plan hides is exposed; "
                    f"ZeRO-1 with overlap_comm hides it")
+    free = plan.memory_capacity_bytes - plan.peak_memory_bytes
+    if lay.zero_stage in (1, 2) and ipg_bucket_bytes(ctx) > max(free, 0.0):
+        size = reduce_bucket_elements(ctx)
+        out.append(f"zero_optimization.reduce_bucket_size {size:,} (the plan's ddp_bucket_params): DeepSpeed allocates "
+                   f"{IPG_BUFFERS} reduce buckets of that many 16-bit elements on each GPU (stage_1_and_2.py "
+                   f"setup_buckets, under contiguous_gradients and overlap_comm), {IPG_BUFFERS} x {size:,} x 2 B = "
+                   f"{ipg_bucket_bytes(ctx) / GiB:.1f} GiB that the plan's memory does not hold ("
+                   f"{max(free, 0.0) / GiB:.1f} GiB free of {plan.memory_capacity_bytes / GiB:.1f}): the job likely "
+                   f"runs out of memory; plan with a smaller --ddp-bucket-params")
     if lay.recompute == "selective":
         modules = "+".join(m.value for m in ctx.recipe.recompute_modules) or "core_attn"
         what = ("torchtitan's per-op policy" if modules == "per_op" else
@@ -483,6 +513,15 @@ def files_run(ctx: EmitContext) -> Runs:
     if lay.cp > 1:  # no ring attention in DeepSpeed: the cost model has no price for what the model code adds
         runs.unpriced.append(zero_over_data(plan)[1])
     runs_recipe(ctx, RUNS_INSTEAD, runs)
+    priced = megatron_default_bucket(lay)
+    if (lay.zero_stage in (1, 2) and ctx.recipe.ddp_bucket_params is None and priced > BUCKET_ELEMENTS
+            and matters("ddp_bucket_params", lay)):
+        # a plan priced with a Megatron-Core default bucket larger than placement's DeepSpeed bucket, which the file
+        # writes instead (reduce_bucket_elements): its layer-0 tail is what the file runs
+        runs.recipe["ddp_bucket_params"] = BUCKET_ELEMENTS
+        runs.what.append(f"reduce buckets of {BUCKET_ELEMENTS:,} elements (zero_optimization.reduce_bucket_size; not "
+                         f"the {priced:,}-parameter buckets of Megatron-Core's default, max(40M, 1M x dp {lay.dp} x "
+                         f"cp {lay.cp}), the plan was priced with)")
     if lay.zero_stage in (1, 2) and ctx.recipe.param_gather_overlap:
         runs.recipe["param_gather_overlap"] = False
         runs.what.append("the updated weights all-gathered inside optimizer.step(), before the next forward (not "
