@@ -37,9 +37,10 @@ FP32_GRADS = ("--grad-reduce-fp32",)
 """torchtitan and MaxText always reduce gradients in fp32: plans priced so keep the substitution under test alone."""
 TORCHTITAN_EAGER = (*FP32_GRADS, "--loss-eager-float32")
 """torchtitan's llama3_8b and llama3_70b configs also run their loss eagerly on a float32 copy (no compile)."""
-MAXTEXT_FP32 = (*FP32_GRADS, "--fp32-weights", "--no-norms-fused", "--attention-kernel", "flash2")
-"""MaxText also keeps float32 weights as the master copy, its norms are ops of their own and its attention a Triton
-flash kernel."""
+MAXTEXT_FP32 = (*FP32_GRADS, "--fp32-weights", "--no-norms-fused", "--attention-kernel", "flash2",
+                "--ddp-bucket-params", "1")
+"""MaxText also keeps float32 weights as the master copy, its norms are ops of their own, its attention a Triton
+flash kernel and its gradient reductions XLA's, priced as one bucket per parameter (frameworks.CAPABILITIES)."""
 
 
 def test_a_torchtitan_plan_with_16bit_gradients_says_it_reduces_fp32_with_both_times(tmp_path):
@@ -107,6 +108,8 @@ def _evaluate_step(plan: dict, precision: str, *flags: str, **changes) -> float:
         argv.append("--no-cpu-affinity")
     if recipe.get("attention_kernel"):
         argv += ["--attention-kernel", recipe["attention_kernel"]]
+    if recipe.get("ddp_bucket_params"):
+        argv += ["--ddp-bucket-params", str(recipe["ddp_bucket_params"])]
     for field in ("sp_saves_gathered_inputs", "fp8_saves_16bit_inputs", "pipeline_unsharded_grads",
                   "dp_reduce_every_microbatch", "zero0_as_fsdp"):
         if recipe.get(field):

@@ -161,6 +161,15 @@ def test_deepspeed_file_of_a_megatron_default_plan_writes_deepspeed_buckets(tmp_
     assert "2 x 8,000,000,000 x 2 B = 29.8 GiB" in result.output
 
 
+def test_a_file_that_runs_other_buckets_names_the_default_it_replaces(tmp_path: Path) -> None:
+    """MaxText's reductions are priced as one bucket per parameter (frameworks.CAPABILITIES); a plan priced with
+    Megatron-Core's default bucket said its file ran `ddp_bucket_params 1 (not None)`."""
+    out = _plan(tmp_path, "--emit", "maxtext", "--grad-reduce-fp32", "--fp32-weights", "--no-norms-fused")
+    header = (out / "maxtext.yml").read_text()
+    assert "ddp_bucket_params 1 (not Megatron-Core's default, max(40M, 1M x dp x cp))" in header
+    assert "(not None)" not in header
+
+
 MEGATRON_ARGS = ("torchrun --nproc-per-node 8 --nnodes {nodes} pretrain_gpt.py --tensor-model-parallel-size 2 "
                  "--pipeline-model-parallel-size 1 --num-layers 32 --hidden-size 4096 --ffn-hidden-size 14336 "
                  "--num-attention-heads 32 --group-query-attention --num-query-groups 8 --seq-length 8192 "

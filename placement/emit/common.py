@@ -209,7 +209,7 @@ def runs_recipe(ctx: EmitContext, runs_instead: dict[str, str], runs: Runs,
     for name, default in _FEATURE_DEFAULT.items():
         if name in runs_instead and getattr(r, name) != default and (name != "tp_comm_overlap" or lay.tp > 1):
             runs.recipe[name] = default
-            runs.what.append(f"{name} {_word(default)} (not {_word(getattr(r, name))})")
+            runs.what.append(f"{name} {_word(default, name)} (not {_word(getattr(r, name), name)})")
     if _modules_differ(ctx, runs_instead, selective):
         modules = r.recompute_modules or CORE_ATTN_ONLY
         runs.recipe["recompute_modules"] = tuple(selective)
@@ -229,7 +229,7 @@ def runs_recipe(ctx: EmitContext, runs_instead: dict[str, str], runs: Runs,
             default = fp8_recipe(ctx.topo, Recipe(), Precision.FP8)
         if getattr(r, name) != default:
             runs.recipe[name] = default
-            runs.what.append(f"{name} {_word(default)} (not {_word(getattr(r, name))})")
+            runs.what.append(f"{name} {_word(default, name)} (not {_word(getattr(r, name), name)})")
 
 
 def runs_model(ctx: EmitContext, framework: str, runs: Runs) -> None:
@@ -302,14 +302,14 @@ def runs_forced(ctx: EmitContext, framework: str, runs: Runs, precision: str | N
     """Add to `runs` each value the framework always runs where the plan was priced with another (`forced`)."""
     for name, value, _ in forced(ctx, framework, precision, config, runs, written):
         runs.recipe[name] = value
-        runs.what.append(f"{name} {_word(value)} (not {_word(priced_value(ctx, name))})")
+        runs.what.append(f"{name} {_word(value, name)} (not {_word(priced_value(ctx, name), name)})")
 
 
 def forced_warnings(ctx: EmitContext, framework: str, precision: str | None = None,
                     config: str | None = None, written: frozenset[str] = frozenset()) -> list[str]:
     """A warning for each value the framework always runs where the plan was priced with another (`forced`)."""
-    return [f"the plan is priced with {name} = {_word(priced_value(ctx, name))}, which this file cannot run: {why}"
-            for name, _, why in forced(ctx, framework, precision, config, written=written)]
+    return [f"the plan is priced with {name} = {_word(priced_value(ctx, name), name)}, which this file cannot run: "
+            f"{why}" for name, _, why in forced(ctx, framework, precision, config, written=written)]
 
 
 NOT_SETTINGS = frozenset({"routing_imbalance", "fused_model_ops", "moe_fusions", "norms_fused"})
@@ -374,7 +374,14 @@ def matters(name: str, lay, recipe: Recipe | None = None) -> bool:
     return _MATTERS.get(name, lambda _: True)(lay)
 
 
-def _word(value) -> str:
+NONE_WORDS = {"ddp_bucket_params": "Megatron-Core's default, max(40M, 1M x dp x cp)"}
+"""What a recipe field left unset (None) prices, where that is not a value a file can be said to run: a MaxText
+file of a ZeRO-2 plan run as ZeRO-1 said `ddp_bucket_params 1 (not None)`."""
+
+
+def _word(value, name: str = "") -> str:
+    if value is None and name in NONE_WORDS:
+        return NONE_WORDS[name]
     return str(value.value if hasattr(value, "value") else value)
 
 
