@@ -235,6 +235,16 @@ def test_deepspeed_zero1_without_overlap_comm_reduces_after_the_backward(tmp_pat
     assert overlapped["breakdown"]["exposed"]["dp"] < 0.75 * exposed
 
 
+def test_deepspeed_reduce_bucket_auto_is_the_hf_trainers_hidden_squared(tmp_path: Path) -> None:
+    """The HF Trainer's sample ZeRO-1/2 configs (and LLaVA's zero2.json) write reduce_bucket_size "auto", which it
+    fills with hidden_size x hidden_size (transformers integrations/deepspeed.py): such a config was refused, exit
+    2, "must be an integer, got 'auto'"."""
+    est = _deepspeed(tmp_path, {"stage": 1, "overlap_comm": True, "reduce_bucket_size": "auto"})
+    assert est["recipe"]["ddp_bucket_params"] == 4096 * 4096
+    assert "4096 x 4096 = 16,777,216" in est["recipe_sources"]["ddp_bucket_params"]
+    assert est["recipe"]["dp_overlap"] is True
+
+
 def test_deepspeed_audit_names_overlap_comm_as_the_remedy(tmp_path: Path) -> None:
     (tmp_path / "run.sh").write_text(DS_LAUNCH)
     (tmp_path / "ds_config.json").write_text(json.dumps({

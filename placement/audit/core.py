@@ -1389,6 +1389,14 @@ def launch_recipe(launch: LaunchLayout, model: ModelSpec, layout: Layout,
         values["recompute_num_layers"] = max(per_chunk // interval, 1)
         sources["recompute_num_layers"] = (f"launch:{launch.sources.get('recipe.ac_layer_interval', '')} (every "
                                            f"{interval}th of {per_chunk} layers per stage)")
+    if values.pop("ddp_bucket_hidden_squared", None):  # a DeepSpeed JSON's reduce_bucket_size "auto"
+        where = launch.sources.get("recipe.ddp_bucket_hidden_squared", "")
+        sources.pop("ddp_bucket_hidden_squared")
+        values["ddp_bucket_params"] = model.hidden_size * model.hidden_size
+        sources["ddp_bucket_params"] = (f"launch:{where} (\"auto\": the HF Trainer fills it with hidden_size x "
+                                        f"hidden_size = {model.hidden_size} x {model.hidden_size} = "
+                                        f"{values['ddp_bucket_params']:,}, transformers integrations/deepspeed.py "
+                                        f"trainer_config_finalize)")
     cap = CAPABILITIES.get(launch.framework)
     before_030 = launch.framework == "torchtitan" and launch.torchtitan_form is not None
     if before_030 and layout.zero_stage == 0 and layout.cp == 1 and (layout.tp > 1 or layout.pp > 1):

@@ -334,6 +334,9 @@ def _sources_block(a: Audit) -> str:
     lines = ["where each value comes from (file:line, flag or default):"]
     for name, where in sorted(launch.sources.items()):
         value = getattr(launch, name, None) if "." not in name else launch.recipe.get(name.split(".", 1)[1])
+        if name == "recipe.ddp_bucket_hidden_squared":  # reduce_bucket_size "auto", as launch_recipe resolved it
+            name, value = "recipe.ddp_bucket_params", (a.estimate.recipe or {}).get("ddp_bucket_params")
+            where = (a.estimate.recipe_sources or {}).get("ddp_bucket_params", where).removeprefix("launch:")
         if value is None and name in ("global_batch", "num_gpus", "seq_len", "precision"):  # the job's own value
             value = getattr(a.estimate, name)
         if name == "cuda_visible_devices":  # one line per node: the orders they list

@@ -274,7 +274,12 @@ def _zero_reduction(zero: dict, s: Settings, ev) -> None:
     else:
         raise InputError(f"{ev('overlap_comm')}: zero_optimization.overlap_comm must be true or false, got "
                          f"{overlap!r}")
-    if "reduce_bucket_size" in zero:
+    if zero.get("reduce_bucket_size") == "auto":
+        # the HF Trainer fills it with the model's hidden_size x hidden_size (transformers integrations/deepspeed.py
+        # HfTrainerDeepSpeedConfig.trainer_config_finalize: fill_only("zero_optimization.reduce_bucket_size",
+        # hidden_size * hidden_size)), which audit.core.launch_recipe takes from the model priced
+        s.put("recipe.ddp_bucket_hidden_squared", True, ev("reduce_bucket_size"))
+    elif "reduce_bucket_size" in zero:
         size = read_int(zero["reduce_bucket_size"], "zero_optimization.reduce_bucket_size", ev("reduce_bucket_size"),
                         minimum=1)
         s.put("recipe.ddp_bucket_params", size, ev("reduce_bucket_size"))
