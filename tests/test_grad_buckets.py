@@ -245,6 +245,27 @@ def test_deepspeed_reduce_bucket_auto_is_the_hf_trainers_hidden_squared(tmp_path
     assert est["recipe"]["dp_overlap"] is True
 
 
+def test_an_accelerate_plugin_zero2_reduces_as_deepspeeds_defaults(tmp_path: Path) -> None:
+    """accelerate's DeepSpeed plugin (no deepspeed_config_file) writes a config without overlap_comm or
+    reduce_bucket_size (DeepSpeedPlugin.__post_init__), so DeepSpeed's defaults run: such a ZeRO-2 job was priced
+    with its reduction overlapped, where the same job's JSON without overlap_comm was priced exposed."""
+    (tmp_path / "zero2.yaml").write_text(
+        "compute_environment: LOCAL_MACHINE\ndeepspeed_config:\n  offload_optimizer_device: none\n"
+        "  offload_param_device: none\n  zero_stage: 2\ndistributed_type: DEEPSPEED\nmixed_precision: bf16\n"
+        "num_machines: 4\nnum_processes: 32\n")
+    (tmp_path / "run.sh").write_text("accelerate launch --config_file zero2.yaml sft.py --model_name_or_path "
+                                     "meta-llama/Meta-Llama-3-8B --max_length 4096 --per_device_train_batch_size 2 "
+                                     "--output_dir o\n")
+    result = CliRunner().invoke(main, ["audit", "--model", LLAMA8B, "--gpus", "32", "--launch",
+                                       str(tmp_path / "run.sh"), "--launch", str(tmp_path / "zero2.yaml"), "--json"])
+    assert result.exit_code in (0, 1), result.output
+    est = json.loads(result.stdout)["estimate"]
+    assert est["recipe"]["dp_overlap"] is False
+    assert "accelerate's DeepSpeed plugin" in est["recipe_sources"]["dp_overlap"]
+    assert est["recipe"]["ddp_bucket_params"] == 500_000_000
+    assert est["breakdown"]["exposed"]["dp"] == pytest.approx(est["breakdown"]["dp"], rel=1e-4)
+
+
 def test_deepspeed_audit_names_overlap_comm_as_the_remedy(tmp_path: Path) -> None:
     (tmp_path / "run.sh").write_text(DS_LAUNCH)
     (tmp_path / "ds_config.json").write_text(json.dumps({

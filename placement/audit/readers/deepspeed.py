@@ -328,6 +328,13 @@ def read_accelerate(data: dict, path: Path, lines: list[str], s: Settings) -> No
             raise InputError(f"{ev('zero_stage')}: zero_stage must be 0..3, got {stage}")
         s.put("zero_stage", stage, ev("zero_stage"))
         s.json_keys[ACCELERATE_ZERO] = str(stage)
+        if stage in (1, 2) and not cfg:
+            # the plugin's own DeepSpeed config states neither overlap_comm nor reduce_bucket_size (accelerate
+            # utils/dataclasses.py DeepSpeedPlugin.__post_init__: zero_optimization holds the stage, the offload
+            # devices and stage3_gather_16bit_weights_on_model_save), so DeepSpeed's defaults run: no overlap below
+            # stage 3, buckets of 5e8 elements (a user trial: such a ZeRO-2 job was priced overlapped)
+            plugin = f"{ev('zero_stage')} (accelerate's DeepSpeed plugin, whose config sets no other ZeRO key)"
+            _zero_reduction({"stage": stage}, s, lambda key: plugin)
     for key in OFFLOADED:
         dev = section.get(f"{key}_device")
         if dev not in (None, *OFFLOAD_DEVICES):  # accelerate passes it to DeepSpeed's config as the device
