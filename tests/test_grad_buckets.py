@@ -194,6 +194,8 @@ def test_audit_reads_megatron_bucket_size_and_finds_the_tail(tmp_path: Path) -> 
     report = _audit(tmp_path, 8192)
     tail = [f for f in report["findings"] if f["kind"] == "dp_tail_bucket"]
     assert tail and "4,096,000,000" in tail[0]["message"] and tail[0]["cost_s"] > 0.05
+    # the cost is against one-parameter buckets, whose own tail (layer 0's QKV and the embedding) stays exposed
+    assert "more than buckets of one parameter each would leave there" in " ".join(tail[0]["message"].split())
     small = _audit(tmp_path, 8192, "--ddp-bucket-size 40000000", "small.sh")
     assert small["estimate"]["recipe"]["ddp_bucket_params"] == 40_000_000
     assert "--ddp-bucket-size 40000000" in small["estimate"]["recipe_sources"]["ddp_bucket_params"]

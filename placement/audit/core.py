@@ -1959,7 +1959,8 @@ def _tail_bucket_finding(c: _Ctx, lay: Layout, where: dict[str, str]) -> Finding
         _severity(cost, c.step_s), "dp_tail_bucket",
         f"the gradient buckets hold {how}, filled from the output end, so the one holding layer 0 closes only when "
         f"the last backward ends: its reduction, and its gather before the next forward, run beside no compute, "
-        f"{cost:.3f} s per step. Smaller buckets (--ddp-bucket-size; Megatron-Bridge ddp.bucket_size) leave less "
+        f"{cost:.3f} s per step more than buckets of one parameter each would leave there (layer 0's QKV projection "
+        f"and the embedding). Smaller buckets (--ddp-bucket-size; Megatron-Bridge ddp.bucket_size) leave less "
         f"there, but below 1M parameters per data-parallel rank Megatron-Core expects the ring to turn "
         f"latency-bound (distributed_data_parallel.py), which placement does not price per bucket; fewer "
         f"data-parallel ranks (more tp or pp) shrink the bucket", [], cost)
