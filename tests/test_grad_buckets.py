@@ -202,9 +202,24 @@ def test_audit_reads_megatron_bucket_size_and_finds_the_tail(tmp_path: Path) -> 
     assert small["estimate"]["step_time_s"] < report["estimate"]["step_time_s"]
 
 
-def test_audit_says_it_does_not_price_a_bucket_count(tmp_path: Path) -> None:
+def test_audit_prices_a_bucket_count_as_megatron_lm_resolves_it(tmp_path: Path) -> None:
+    """--ddp-num-buckets N makes the buckets the rank's parameters // N (Megatron-LM resolve_ddp_bucket_size); it was
+    priced at Megatron-Core's default, so that at dp 8,192 a dp_tail_bucket finding named 8,192,000,000-parameter
+    buckets for a job of 16 buckets of 0.5e9."""
+    from placement.catalog import load_model
+    from placement.workload import workload
+
     report = _audit(tmp_path, 64, "--ddp-num-buckets 8")
-    assert any("--ddp-num-buckets" in i for i in report["layout"]["ignored"])
+    w = workload(load_model(LLAMA8B))
+    rank = int(32 * w.dense_layer_shard(2) + (w.embed_params + w.head_params) / 2 + w.final_norm_params)
+    assert report["estimate"]["recipe"]["ddp_bucket_params"] == rank // 8
+    assert f"{rank:,} // 8 = {rank // 8:,}" in report["estimate"]["recipe_sources"]["ddp_bucket_params"]
+    assert not any("--ddp-num-buckets" in i for i in report["layout"]["ignored"])
+    script = tmp_path / "both.sh"
+    script.write_text("#!/bin/bash\n" + MEGATRON_ARGS.format(nodes=8, batch=64,
+                                                              extra="--ddp-num-buckets 8 --ddp-bucket-size 40000000"))
+    result = CliRunner().invoke(main, ["audit", "--launch", str(script), "--model", LLAMA8B, "--gpus", "64"])
+    assert result.exit_code == 2 and "Cannot specify both num_buckets and bucket_size" in result.output
 
 
 DS_LAUNCH = "deepspeed --num_gpus 8 --num_nodes 4 train.py --deepspeed --deepspeed_config ds_config.json\n"

@@ -1389,6 +1389,19 @@ def launch_recipe(launch: LaunchLayout, model: ModelSpec, layout: Layout,
         values["recompute_num_layers"] = max(per_chunk // interval, 1)
         sources["recompute_num_layers"] = (f"launch:{launch.sources.get('recipe.ac_layer_interval', '')} (every "
                                            f"{interval}th of {per_chunk} layers per stage)")
+    buckets = values.pop("ddp_num_buckets", None)
+    if buckets is not None:  # Megatron-LM's --ddp-num-buckets
+        where = launch.sources.get("recipe.ddp_num_buckets", "")
+        sources.pop("ddp_num_buckets")
+        if "ddp_bucket_params" in values:
+            raise InputError(f"{where}: --ddp-num-buckets beside {launch.sources.get('recipe.ddp_bucket_params')}: "
+                             f"Megatron-Core refuses both (DistributedDataParallelConfig.__post_init__: \"Cannot "
+                             f"specify both num_buckets and bucket_size\"); keep one")
+        params, how = _first_rank_params(launch, model, layout)
+        values["ddp_bucket_params"] = max(params // buckets, 1)
+        sources["ddp_bucket_params"] = (f"launch:{where} (Megatron-LM's resolve_ddp_bucket_size, core_v0.19.0 "
+                                        f"training.py: the rank's parameters // num_buckets = {params:,} // {buckets} "
+                                        f"= {values['ddp_bucket_params']:,}; {how})")
     if values.pop("ddp_bucket_hidden_squared", None):  # a DeepSpeed JSON's reduce_bucket_size "auto"
         where = launch.sources.get("recipe.ddp_bucket_hidden_squared", "")
         sources.pop("ddp_bucket_hidden_squared")
@@ -1457,6 +1470,27 @@ def launch_recipe(launch: LaunchLayout, model: ModelSpec, layout: Layout,
         from placement.loaders.errors import format_validation_error
 
         raise InputError(format_validation_error(err, "the launch files' recipe")) from None  # type: ignore[arg-type]
+
+
+def _first_rank_params(launch: LaunchLayout, model: ModelSpec, layout: Layout) -> tuple[int, str]:
+    """(parameters, how counted) on the first pipeline rank, the one whose gradients Megatron-Core buckets
+    (cost.dp.tail_bucket_params): Megatron-LM's `num_parameters`, the sum over the rank's model chunks
+    (core_v0.19.0 training.py get_model), with its matmuls split over tp and its routed experts over ep x etp
+    (Workload's shards).  Its layers: --decoder-first-pipeline-num-layers where the files state it, else the even
+    split; dense layers first; the embedding, and the head and final norm without a pipeline."""
+    w = workload(model)
+    first = launch.first_stage_layers if layout.pp > 1 and launch.first_stage_layers is not None else \
+        model.num_layers // layout.pp
+    dense = min(first, w.num_dense_layers)
+    moe = first - dense
+    params = (dense * w.dense_layer_shard(layout.tp) + moe * (w.moe_layer_dense_shard(layout.tp)
+                                                            + w.moe_layer_expert_shard(layout.ep * layout.etp))
+              + w.embed_params / layout.tp)
+    if layout.pp == 1:
+        params += w.head_params / layout.tp + w.final_norm_params
+    return int(params), (f"{first} of {model.num_layers} layers at tp {layout.tp}"
+                         + (f", ep {layout.ep} x etp {layout.etp}" if moe else "") + ", with the embedding"
+                         + (" and the head" if layout.pp == 1 else ""))
 
 
 def _example_groups(kind: GroupKind, mapped: Topology, level: int, framework_rank: np.ndarray,

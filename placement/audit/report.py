@@ -334,7 +334,7 @@ def _sources_block(a: Audit) -> str:
     lines = ["where each value comes from (file:line, flag or default):"]
     for name, where in sorted(launch.sources.items()):
         value = getattr(launch, name, None) if "." not in name else launch.recipe.get(name.split(".", 1)[1])
-        if name == "recipe.ddp_bucket_hidden_squared":  # reduce_bucket_size "auto", as launch_recipe resolved it
+        if name in ("recipe.ddp_bucket_hidden_squared", "recipe.ddp_num_buckets"):  # as launch_recipe resolved them
             name, value = "recipe.ddp_bucket_params", (a.estimate.recipe or {}).get("ddp_bucket_params")
             where = (a.estimate.recipe_sources or {}).get("ddp_bucket_params", where).removeprefix("launch:")
         if value is None and name in ("global_batch", "num_gpus", "seq_len", "precision"):  # the job's own value

@@ -324,10 +324,8 @@ def _megatron_recipe(f: str, a: Arg, s: Settings, state: dict) -> bool:
     elif f == "--ddp-bucket-size":
         s.put("recipe.ddp_bucket_params", read_int(one_value(a).text, f, a.evidence, minimum=1), a.evidence)
     elif f == "--ddp-num-buckets":
-        read_int(one_value(a).text, f, a.evidence, minimum=1)
-        s.ignored.append(f"{a.evidence}: a rank's parameters split into that many gradient buckets is not modelled; "
-                         f"priced with Megatron-Core's default bucket, max(40M, 1M x dp x cp) parameters (state "
-                         f"--ddp-bucket-size to price another)")
+        # the rank's parameters // this, once the model is known (audit.core.launch_recipe)
+        s.put("recipe.ddp_num_buckets", read_int(one_value(a).text, f, a.evidence, minimum=1), a.evidence)
     elif f == "--recompute-method":
         state["recompute_method"] = (one_value(a).text, a.evidence)
     elif f == "--fp8-recipe":
