@@ -53,7 +53,8 @@ class Capability:
     max_cp: int | None = None
     max_ep: int | None = None
     etp: str = "any"
-    """"one": expert TP 1 only; "tp": expert TP equal to TP; "any"."""
+    """"one": expert TP 1 only; "tp": expert TP equal to TP; "tp_without_ep": expert TP equal to TP where ep is 1,
+    else 1 (torchtitan 0.3.0); "any".  A dense model has no experts to shard (for_model: "any")."""
     ep_with_cp: bool = True
     cp_alone: bool = False
     """Context parallelism runs only without tensor and pipeline parallelism (Megatron-DeepSpeed's Ulysses)."""
@@ -111,7 +112,9 @@ class Capability:
 
     def for_model(self, is_moe: bool) -> Capability:
         """The capability for a dense or an MoE model (an MoE model may have fewer ZeRO stages: `moe_zero_stages`)."""
-        if not is_moe or self.moe_zero_stages is None:
+        if not is_moe:  # no experts: expert TP is no setting (the search keeps etp 1)
+            return self if self.etp == "any" else dataclasses.replace(self, etp="any")
+        if self.moe_zero_stages is None:
             return self
         keep = self.moe_zero_stages
         return dataclasses.replace(self, zero_stages=tuple(z for z in self.zero_stages if z in keep),
@@ -141,8 +144,10 @@ class Capability:
             ok &= (b.tp == 1) | np.asarray(b.sp, dtype=bool)
         if self.etp == "one":
             ok &= b.etp == 1
-        elif self.etp == "tp":
-            ok &= (b.etp == b.tp) | (b.ep == 1)
+        elif self.etp == "tp":  # also at ep 1: MaxText shards every expert over 'tensor' (base.yml mlp_moe)
+            ok &= b.etp == b.tp
+        elif self.etp == "tp_without_ep":
+            ok &= b.etp == np.where(b.ep == 1, b.tp, 1)
         if not self.ep_with_cp:
             ok &= (b.ep == 1) | (b.cp == 1)
         if self.cp_alone:
@@ -240,8 +245,11 @@ class Capability:
             out.append(f"tp {tp} without sequence parallelism: {self.sp_always}")
         if self.etp == "one" and etp != 1:
             out.append(f"expert TP {etp}: it runs expert TP 1")
-        elif self.etp == "tp" and ep > 1 and etp != tp:
-            out.append(f"expert TP {etp}: it runs expert TP equal to TP ({tp})")
+        elif self.etp == "tp" and etp != tp:
+            out.append(f"expert TP {etp}: it runs expert TP equal to TP ({tp}), also at ep 1 (--etp {tp})")
+        elif self.etp == "tp_without_ep" and etp != (tp if ep == 1 else 1):
+            out.append(f"expert TP {etp} at ep {ep}: it runs expert TP equal to TP ({tp}) at ep 1 and 1 beside "
+                       f"expert parallelism (--etp {tp if ep == 1 else 1})")
         if not self.ep_with_cp and ep > 1 and cp > 1:
             out.append(f"ep {ep} with cp {cp}: no expert parallelism across context parallelism")
         if self.cp_alone and cp > 1 and (tp > 1 or pp > 1):
@@ -324,7 +332,7 @@ CAPABILITIES: dict[str, Capability] = {
         sequential_layers="Megatron-Core 0.19.2's TransformerLayer runs the MLP on the residual the attention "
                           "output was added to (transformer/transformer_layer.py)"),
     "torchtitan": Capability(
-        "torchtitan", "torchtitan 0.3.0", zero_stages=(0, 2, 3), zero_stages_with_pp=(0, 2, 3), etp="one",
+        "torchtitan", "torchtitan 0.3.0", zero_stages=(0, 2, 3), zero_stages_with_pp=(0, 2, 3), etp="tp_without_ep",
         torchtitan_split=True, zero0_with_cp=False,
         zero0_ep_in_tp_cp=("its ZeRO-0 is data_parallel_shard_degree 1, and its expert mesh takes ep of the "
                            "dp_shard x cp x tp ranks (efsdp = dp_shard x cp x tp // ep, distributed/parallel_dims.py:"
@@ -336,8 +344,9 @@ CAPABILITIES: dict[str, Capability] = {
         kv_heads_whole=("its tensor_parallel_degree must divide n_kv_heads (update_from_config raises it since "
                         "pytorch/torchtitan#2577, 2026-03-15; before, ColwiseParallel wk/wv left a rank a fraction of "
                         "a KV head and the forward's reshape failed, #2574)"),
-        why="no ZeRO-1, no ZeRO-0 with cp > 1 (FSDP shards over the CP ranks) or with ep wider than tp x cp, and no "
-            "expert TP; pipeline splits "
+        why="no ZeRO-1, no ZeRO-0 with cp > 1 (FSDP shards over the CP ranks) or with ep wider than tp x cp, expert "
+            "TP equal to TP at ep 1 (its experts take the dense TP axis, models/common/moe_sharding.py:50-56, "
+            ":212-219) and 1 beside expert parallelism; pipeline splits "
             "its pipeline_parallel_layers_per_stage and first/last_stage_less_layers can give",
         sequential_layers="torchtitan 0.3.0's TransformerBlock runs the feed-forward on the residual the attention "
                           "output was added to (models/*/model.py)",

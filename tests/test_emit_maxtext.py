@@ -147,8 +147,9 @@ def test_recompute_becomes_a_remat_policy(contexts, recompute, policy, scan):
 def test_what_maxtext_cannot_express_is_warned_in_both_files_and_returned(contexts):
     ctx = contexts["deepseek-v3-2048-moe"]  # tp 2, cp 2, ep 16, etp 1, pp 8 x vpp 4, stages [6, 8, 7]
     text, warnings, extra = maxtext.render(ctx)
-    assert ("etp 1 != tp 2: MaxText shards every expert's MLP over 'tensor' too (base.yml rule mlp_moe), so experts "
-            "run with etp 2 and the expert group is the 16 ranks of one tensor coordinate, not the plan's") in warnings
+    assert ("etp 1 != tp 2: MaxText shards every expert's MLP over 'tensor' too (base.yml rule mlp_moe), also at ep "
+            "1, so experts run with etp 2 (priced so in \"this file runs\"), the expert group being the 16 ranks of "
+            "one tensor coordinate") in warnings
     assert ("cannot be priced: MaxText pipelines only the 58 MoE layers of this model; its 3 dense layers run "
             "outside the pipeline with 'stage' acting as data parallelism, which placement does not price") in warnings
     assert ("cannot be priced: MaxText pipelines equal stages only: the plan's stages hold [6, 8, 7] layers; "

@@ -75,8 +75,11 @@ EXAMPLE_GROUPS = 4
 
 # framework defaults for what the launch files leave unsaid
 DEFAULT_ETP_IS_TP = {"megatron": True, "torchtitan": False, "deepspeed": False, "maxtext": True}
-"""Megatron-Core: --expert-tensor-parallel-size defaults to the TP size; torchtitan 0.3.0's
-expert_tensor_parallel_degree defaults to 1; DeepSpeed MoE has no expert TP."""
+"""Megatron-Core: --expert-tensor-parallel-size defaults to the TP size; torchtitan's expert TP where the files state
+none is 1 beside expert parallelism and TP at ep 1 (TORCHTITAN_ETP_AT_EP1); DeepSpeed MoE has no expert TP."""
+TORCHTITAN_ETP_AT_EP1 = ("torchtitan without expert parallelism shards its routed experts over the dense TP axis "
+                         "(0.3.0 models/common/moe_sharding.py:50-56, :212-219, expert_param_placement_dense): "
+                         "expert TP = TP")
 
 
 def _model_shape(launch: LaunchLayout, model: ModelSpec) -> list[tuple[str, object, object]]:
@@ -915,6 +918,8 @@ def resolve_layout(launch: LaunchLayout, model: ModelSpec, num_gpus: int, gpus_p
     _check_megatron_even_split(launch, model, src)
     _check_megatron_uneven_split(launch, model, src)
     etp = launch.etp if launch.etp is not None else (launch.tp if DEFAULT_ETP_IS_TP[launch.framework] else 1)
+    if launch.framework == "torchtitan" and launch.etp is None and launch.ep == 1:
+        etp = launch.tp  # TORCHTITAN_ETP_AT_EP1 (a user trial: tp 2 at ep 1 was priced with unsharded experts)
     if model.moe is None:
         etp = 1
     shard = launch.dp_shard

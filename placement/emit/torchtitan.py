@@ -253,6 +253,21 @@ def run_zero_stage(lay: LayoutOut) -> int:
     return lay.zero_stage
 
 
+
+ETP_AS_RUN = ("without expert parallelism its routed experts are sharded over the dense TP axis "
+              "(expert_param_placement_dense, models/common/moe_sharding.py:50-56, :212-219), and with it over the "
+              "EP ranks alone (expert_param_placement_sparse, :29-47),")
+"""How torchtitan 0.3.0 shards the routed experts (it has no expert_tensor_parallel_degree)."""
+
+
+def run_etp(ctx: EmitContext) -> int:
+    """The expert TP torchtitan 0.3.0 runs: TP where ep is 1 (its experts take the dense TP axis), else 1 (EP
+    borrows the TP ranks); 1 for a model without experts."""
+    lay = ctx.plan.layout
+    moe = ctx.model.moe is not None if ctx.model is not None else lay.ep > 1 or lay.etp > 1
+    return lay.tp if moe and lay.ep == 1 else 1
+
+
 def flags(ctx: EmitContext) -> tuple[list[str], list[str]]:
     """(the argument list after `-m torchtitan.train`, warnings about what it cannot express)."""
     lay = ctx.plan.layout
@@ -286,8 +301,9 @@ def flags(ctx: EmitContext) -> tuple[list[str], list[str]]:
                             f"{how}")
     else:
         replicate, shard, reshard = lay.dp, 1, "default"
-    if lay.etp > 1:
-        warnings.append(f"torchtitan 0.3.0 has no expert tensor parallelism (etp {lay.etp}): experts run with etp 1")
+    if lay.etp != run_etp(ctx):
+        warnings.append(f"torchtitan 0.3.0 has no expert tensor parallelism setting (etp {lay.etp}): "
+                        f"{ETP_AS_RUN} so these experts run with etp {run_etp(ctx)}")
     if lay.ep > 1 and (shard * lay.cp * lay.tp) % lay.ep:  # a plan's ZeRO-0 beside ep wider than tp x cp
         warnings.append(refusal(f"expert_parallel_degree {lay.ep} with data_parallel_shard_degree {shard}, "
                                 f"context_parallel_degree {lay.cp} and tensor_parallel_degree {lay.tp}: "
@@ -772,8 +788,8 @@ def runs(ctx: EmitContext) -> Runs:
             out.what[-1] = f"fp8 with row-wise scaling (not {ctx.plan.precision})"
     if run_zero_stage(lay) != lay.zero_stage:
         out.set_layout("zero_stage", run_zero_stage(lay), f"ZeRO-{run_zero_stage(lay)} (not ZeRO-{lay.zero_stage})")
-    if lay.etp > 1:
-        out.set_layout("etp", 1, f"etp 1 (not {lay.etp})")
+    if lay.etp != run_etp(ctx):
+        out.set_layout("etp", run_etp(ctx), f"etp {run_etp(ctx)} (not {lay.etp})")
     runs_recipe(ctx, runs_instead(ctx), out, PER_OP_ONLY)
     runs_forced(ctx, "torchtitan", out, run_precision(ctx), (emitted_config(ctx) or (None, None))[1])
     runs_model(ctx, "torchtitan", out)
