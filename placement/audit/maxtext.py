@@ -599,6 +599,19 @@ def finish(v: dict[str, tuple[Any, str]], ignored: list[str]) -> dict[str, tuple
                            f"the {experts} experts on every token (BSM,EMH -> BSEH, layers/moe.py), not priced: the "
                            f"estimate prices the routed experts only, so the job's expert work is several times "
                            f"the priced ({sev})")
+    # multi-token prediction: mtp_num_layers (base.yml:235, default 0) builds MultiTokenPredictionBlock beside the
+    # decoder, each module a decoder layer, a 2h -> h projection and a pass of the shared LM head (models/models.py
+    # :143-154, layers/multi_token_prediction.py); a user trial: a job with mtp_num_layers 1 was priced without it
+    mtp = keys.get("mtp_num_layers")
+    if mtp is not None:
+        if isinstance(mtp[0], bool) or not isinstance(mtp[0], int) or mtp[0] < 0:
+            raise InputError(f"{mtp[1]}: mtp_num_layers must be a whole number >= 0 (configs/types.py "
+                             f"NonNegativeInt), got {mtp[0]!r}")
+        out["recipe.mtp_layers"] = (mtp[0], mtp[1])
+        balance = keys.get("context_parallel_load_balance",
+                           (True, f"{BASE_SOURCE} context_parallel_load_balance: true (:1348)"))
+        if mtp[0] > 0 and str(balance[0]).lower() == "true":
+            mesh["mtp_under_cp_balance"] = f"{mtp[1]}; {balance[1]}"
     # what the files alone fix: every mesh entry explicit
     if all(n > 0 for n, _ in ici.values()) and all(n > 0 for n, _ in dcn.values()):
         world = math.prod(n for n, _ in ici.values()) * math.prod(n for n, _ in dcn.values())
@@ -717,6 +730,12 @@ def resolve(mesh: dict, num_layers: int, gpus_per_host: int, num_gpus: int, glob
                          f"context parallelism\", layers/attention_op.py:2693-2694), so this job does not start; set "
                          f"context_parallel_strategy: ring with context_parallel_load_balance: true, packing: false, "
                          f"or context parallelism 1")
+    if cp > 1 and mesh.get("mtp_under_cp_balance"):
+        raise InputError(f"{mesh['mtp_under_cp_balance']}; context {cp} ({ev}): MaxText 0.2.5 refuses multi-token "
+                         f"prediction on a batch its context-parallel load balancing reordered (\"MTP does not "
+                         f"support context_parallel_load_balance\", layers/multi_token_prediction.py:504-509), so "
+                         f"this job does not start; set mtp_num_layers: 0, context_parallel_load_balance: false, or "
+                         f"context parallelism 1")
     dp = data * fsdp * ep
     out: dict[str, tuple[Any, str]] = {"tp": (tp, ev), "cp": (cp, ev), "pp": (pp, ev), "ep": (ep, ev),
                                        "etp": (tp, "MaxText shards expert MLPs over tensor (base.yml mlp_moe)"),

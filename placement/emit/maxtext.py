@@ -597,7 +597,10 @@ RUNS_INSTEAD = {
     "optimizer_master_weights": "its files keep weight_dtype float32, the master copy",
     "activation_func_fp8_input_store": "XLA keeps the MLP activation input as it compiles it",
     "recompute_num_layers": "remat_policy full recomputes every layer",
-    "mtp_layers": "it trains without multi-token prediction modules",
+    "mtp_layers": "it trains multi-token prediction (mtp_num_layers, base.yml:235, which these files write at cp 1) "
+                  "but refuses it on a batch its context-parallel load balancing reordered (\"MTP does not support "
+                  "context_parallel_load_balance\", layers/multi_token_prediction.py:504-509; base.yml:1348 true, "
+                  "which these files keep): at cp > 1 it trains without the modules",
     "moe_capacity_factor": "its MoE runs base.yml's sparse_matmul path, which these files keep and which never reads "
                            "capacity_factor (only dense_matmul does: layers/moe.py generate_masks): the experts take "
                            "every routed token",
@@ -628,6 +631,15 @@ run pp 1: frameworks.CAPABILITIES)."""
 
 TE_MAX_SEGMENTS = 32
 """max_segments_per_seq beside attention: cudnn_flash_te (written_rows)."""
+
+
+def runs_instead(ctx: EmitContext) -> dict[str, str]:
+    """RUNS_INSTEAD for this plan: at cp 1 the files state its multi-token prediction (mtp_num_layers, `overrides`),
+    which MaxText 0.2.5 builds as MultiTokenPredictionBlock beside the decoder (models/models.py:142-154; a user
+    trial: the file said MaxText "cannot be told" it and priced the plan without it)."""
+    if ctx.plan.layout.cp == 1:
+        return {k: v for k, v in RUNS_INSTEAD.items() if k != "mtp_layers"}
+    return RUNS_INSTEAD
 
 
 def written_rows(ctx: EmitContext) -> frozenset[str]:
@@ -715,7 +727,9 @@ def overrides(ctx: EmitContext) -> tuple[dict[str, object], MaxTextMesh, list[st
         notes_custom = None
     if lay.recompute in SCAN_LAYERS:
         keys["scan_layers"] = SCAN_LAYERS[lay.recompute]
-    warnings += more + more2 + recipe_warnings(ctx, "MaxText 0.2.5", RUNS_INSTEAD, reruns)
+    if ctx.recipe.mtp_layers and "mtp_layers" not in runs_instead(ctx):
+        keys["mtp_num_layers"] = ctx.recipe.mtp_layers  # base.yml:235; no model config sets it
+    warnings += more + more2 + recipe_warnings(ctx, "MaxText 0.2.5", runs_instead(ctx), reruns)
     if lay.recompute == "selective" and RecomputeModule.MLP_UP not in reruns:
         warnings.append(ACTIVATION_RECOMPUTED.format(keys["remat_policy"]))
     warnings += common.forced_warnings(ctx, "maxtext", written=written_rows(ctx))
@@ -983,7 +997,7 @@ def runs(ctx: EmitContext, mesh: MaxTextMesh) -> Runs:
         out.unpriced.append(f"MaxText's pipeline of {lay.pp} stages: every micro-batch's forward before the "
                             f"backward, each iteration's stage forward recomputed (layers/pipeline.py), not the "
                             f"1F1B the plan prices")
-    runs_recipe(ctx, RUNS_INSTEAD, out, remat_policy(ctx)[1])
+    runs_recipe(ctx, runs_instead(ctx), out, remat_policy(ctx)[1])
     placed = mesh_gpu_of_rank(ctx, mesh)
     if placed is not None:  # a user trial: tp 6 on 8-GPU hosts was priced on the plan's groups, which the mesh's
         # greatest-common-divisor split does not build (29.4 s; the audit of the same files priced 17.0 s)
