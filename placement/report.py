@@ -297,13 +297,21 @@ def recipe_line(p: Plan) -> str:
         items.append(f"cp {r.cp_comm_type.value}" + (" (the model's sliding window)" if window else ""))
     if r.grad_reduce_fp32:
         items.append("fp32 gradient reduce")
-    if lay.dp > 1 and lay.zero_stage <= 1 and r.dp_overlap:
+    # the buckets of the first rank's reduction, which only that rank prices without interleaving (cost.dp): the
+    # recipe's, or Megatron-Core's default where it grows past its 40M floor (at dp 8,192 one bucket of 8.2e9
+    # parameters, the whole of an 8B model's rank, which decides the DP time: a QA note)
+    if lay.dp > 1 and lay.zero_stage <= 1 and r.dp_overlap and lay.vpp == 1 and not r.zero0_as_fsdp:
+        from placement.cost.dp import MEGATRON_BUCKET_PARAMS_PER_DP_RANK, MEGATRON_MIN_BUCKET_PARAMS
+
+        grown = MEGATRON_BUCKET_PARAMS_PER_DP_RANK * lay.dp * lay.cp
         if r.grad_buckets != default.grad_buckets:
             items.append(f"gradient buckets {r.grad_buckets.value}")
         elif r.ddp_bucket_params == 1:
             items.append("a gradient bucket per parameter")
         elif r.ddp_bucket_params is not None:
             items.append(f"gradient buckets of {r.ddp_bucket_params:,} params")
+        elif grown > MEGATRON_MIN_BUCKET_PARAMS:
+            items.append(f"gradient buckets of {grown:,} params (Megatron-Core's default, 1M x dp x cp)")
     if r.loss_chunks > 1:
         items.append(f"loss in {r.loss_chunks} chunks")
     if r.fp8_recasts_weights and p.precision == "fp8":

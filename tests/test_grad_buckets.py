@@ -320,3 +320,15 @@ def test_audit_reads_bridge_comm_overlap_bucket(tmp_path: Path) -> None:
     path.write_text(yaml.safe_dump(cfg), encoding="utf-8")
     with pytest.raises(InputError, match=r"ddp\.bucket_size must be a positive whole number"):
         parse_launch([path])
+
+
+def test_a_small_megatron_bucket_is_warned_and_the_default_shown(tmp_path: Path) -> None:
+    """Below 1M parameters per data-parallel rank Megatron-Core expects latency-bound rings, which placement does not
+    price per bucket: the file says so.  The plan's recipe line names the default bucket where it has grown past 40M
+    (the one that decides the DP time at a large dp)."""
+    out = _plan(tmp_path, "--emit", "megatron", "--ddp-bucket-params", "1000")
+    assert "--ddp-bucket-size 1,000 is under 1M parameters per data-parallel rank" in (out / "megatron.sh").read_text()
+    result = CliRunner().invoke(main, ["evaluate", "--model", LLAMA8B, "--gpus", "8192", "--seq-len", "8192",
+                                       "--global-batch", "16384", "--tp", "1", "--pp", "1", "--zero", "1", "--mbs",
+                                       "1", "--recompute", "none"])
+    assert "gradient buckets of 8,192,000,000 params (Megatron-Core's default" in result.output

@@ -31,6 +31,7 @@ import re
 import shlex
 
 from placement.cost.context import fp8_recipe
+from placement.cost.dp import MEGATRON_BUCKET_PARAMS_PER_DP_RANK
 from placement.cost.pipeline import default_layout, format_layout
 from placement.emit.common import (
     EmitContext,
@@ -103,6 +104,13 @@ def arguments(ctx: EmitContext) -> tuple[list[str], dict[str, str], list[str]]:
         # the plan's bucket size; without the flag Megatron-Core's default, max(40M, 1M x dp x cp), which the plan
         # then prices (cost.dp.bucket_params)
         args += ["--ddp-bucket-size", str(r.ddp_bucket_params)]
+        floor = MEGATRON_BUCKET_PARAMS_PER_DP_RANK * lay.dp * lay.cp
+        if r.ddp_bucket_params < floor:
+            warnings.append(f"--ddp-bucket-size {r.ddp_bucket_params:,} is under 1M parameters per data-parallel "
+                            f"rank ({floor:,} at dp {lay.dp} x cp {lay.cp}), where Megatron-Core expects the ring's "
+                            f"chunks to turn latency-bound (distributed_data_parallel.py sizes its default buckets "
+                            f"so); placement prices one collective's latency for all the buckets, so this file may "
+                            f"reduce slower than its header says")
     if lay.recompute == "full":
         if r.recompute_num_layers is not None:
             args += ["--recompute-granularity", "full", "--recompute-method", "block", "--recompute-num-layers",
