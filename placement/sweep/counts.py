@@ -318,13 +318,15 @@ def _idle_reason(work: WorkloadSpec, train: TrainingSpec, objective: Objective, 
     bounded = [n for n in larger if bounds.get(n) is not None and n not in planned]
     parts = []
     if no_layout:
-        parts.append(f"{len(no_layout)} have no layout for global batch {train.global_batch} at sequence "
+        parts.append(f"{len(no_layout)} {'has' if len(no_layout) == 1 else 'have'} no layout for global batch "
+                     f"{train.global_batch} at sequence "
                      f"{train.seq_len} (each degree must divide the count, dp the batch)")
     if no_fit:
-        parts.append(f"{len(no_fit)} have no plan that fits in memory")
+        parts.append(f"{len(no_fit)} {'has' if len(no_fit) == 1 else 'have'} no plan that fits in memory")
     if worse or bounded:
         by = "time to train" if objective is Objective.TIME else f"the {objective.value} objective"
-        parts.append(f"{len(worse) + len(bounded)} are no better by {by} ({len(bounded)} shown by the step bound "
+        many = len(worse) + len(bounded)
+        parts.append(f"{many} {'is' if many == 1 else 'are'} no better by {by} ({len(bounded)} shown by the step bound "
                      f"without planning)")
     with_layout = [n for n in larger if bounds.get(n) is not None]
     tail = (f"; the largest count with a layout is {with_layout[-1]:,}" if with_layout

@@ -162,6 +162,13 @@ def network_sources(sweep, overrides: tuple[str, ...] = ()) -> dict[str, dict[st
     return out
 
 
+def _one(counts: str, n) -> str:
+    """"nodes" or "N-GPU nvl domains (...)" in the singular for one of them ("1 node per leaf", a QA note)."""
+    if n != 1:
+        return counts
+    return "node" if counts == "nodes" else counts.replace(" domains ", " domain ", 1)
+
+
 def network_lines(network: dict[str, dict[str, dict]]) -> list[str]:
     """One summary line per design (of `network_sources`): `network of DESIGN: leaf 4:1 (--set), 32 nodes per leaf
     (cluster dgx-h100's file), NIC 50 GB/s per GPU (cluster dgx-h100's file)`, a catalog cluster's own network too
@@ -173,7 +180,8 @@ def network_lines(network: dict[str, dict[str, dict]]) -> list[str]:
             continue
         over, leaf, nic = (fields[f] for f, _ in NETWORK_FIELDS)
         parts = [f"leaf {over['value']:g}:1 ({over['source']})",
-                 f"{leaf['value']} {leaf['counts']} per leaf ({leaf['source']})" if leaf["value"] is not None else None,
+                 f"{leaf['value']} {_one(leaf['counts'], leaf['value'])} per leaf ({leaf['source']})"
+                 if leaf["value"] is not None else None,
                  f"NIC {nic['value'] / 1e9:g} GB/s per GPU ({nic['source']})"]
         lines.append(f"network of {name}: " + ", ".join(x for x in parts if x))
     return lines
