@@ -151,4 +151,6 @@ def test_plan_framework_torchtitan_default_search_equals_exhaustive():
     assert not (full["layout"]["zero_stage"] == 0 and full["layout"]["cp"] > 1)
     lay = full["layout"]
     assert lay["zero_stage"] != 0 or (lay["tp"] * lay["cp"]) % lay["ep"] == 0
-    assert np.isclose(full["step_time_s"], 7.069, atol=5e-4)
+    # 7.012 s since torchtitan's experts are priced sharded over tp at ep 1 (its expert_param_placement_dense): the
+    # best plan is tp 4 at ep 1 with expert TP 4, where the etp 1 it was priced with before left every expert whole
+    assert np.isclose(full["step_time_s"], 7.012, atol=5e-4)
