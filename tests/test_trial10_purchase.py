@@ -72,7 +72,7 @@ def test_a_sweeps_network_what_if_is_said_with_its_source(tmp_path):
     rack = CliRunner().invoke(main, ["sweep", str(racks), "--out", str(tmp_path / "o3"), "--no-plots", "--set",
                                      "designs.A.nodes_per_leaf=1"])
     assert rack.exit_code == 0, rack.output
-    assert "1 72-GPU nvlink5-nvl72 domains (18 nodes each) per leaf (--set)" in " ".join(rack.stdout.split())
+    assert "1 72-GPU nvlink5-nvl72 domain (18 nodes each) per leaf (--set)" in " ".join(rack.stdout.split())
     assert "network of B: leaf 2:1 (study file)" in text
     doc = json.loads((out / "sweep.json").read_text())
     assert doc["network_sources"]["A"]["oversubscription"] == {"value": 4.0, "source": "--set"}
