@@ -301,9 +301,9 @@ def recipe_line(p: Plan) -> str:
     # recipe's, or Megatron-Core's default where it grows past its 40M floor (at dp 8,192 one bucket of 8.2e9
     # parameters, the whole of an 8B model's rank, which decides the DP time: a QA note)
     if lay.dp > 1 and lay.zero_stage <= 1 and r.dp_overlap and lay.vpp == 1 and not r.zero0_as_fsdp:
-        from placement.cost.dp import MEGATRON_BUCKET_PARAMS_PER_DP_RANK, MEGATRON_MIN_BUCKET_PARAMS
+        from placement.cost.dp import MEGATRON_MIN_BUCKET_PARAMS, default_bucket_params
 
-        grown = MEGATRON_BUCKET_PARAMS_PER_DP_RANK * lay.dp * lay.cp
+        grown = int(default_bucket_params(lay.dp, lay.cp))
         if r.grad_buckets != default.grad_buckets:
             items.append(f"gradient buckets {r.grad_buckets.value}")
         elif r.ddp_bucket_params == 1:

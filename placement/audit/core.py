@@ -1977,7 +1977,7 @@ def _tail_bucket_finding(c: _Ctx, lay: Layout, where: dict[str, str]) -> Finding
     saving: smaller buckets are latency-bound at a large dp (Megatron-Core's reason for its default), which the
     collective model does not price per bucket.  Only without interleaving, where that rank's reduction is
     bucketed."""
-    from placement.cost.dp import MEGATRON_BUCKET_PARAMS_PER_DP_RANK, MEGATRON_MIN_BUCKET_PARAMS
+    from placement.cost.dp import default_bucket_params
     from placement.specs.recipe import GradBuckets
 
     r = c.recipe
@@ -1989,7 +1989,7 @@ def _tail_bucket_finding(c: _Ctx, lay: Layout, where: dict[str, str]) -> Finding
         return None
     source = where.get("ddp_bucket_params", "default")
     if r.ddp_bucket_params is None:
-        size = max(MEGATRON_MIN_BUCKET_PARAMS, MEGATRON_BUCKET_PARAMS_PER_DP_RANK * lay.dp * lay.cp)
+        size = int(default_bucket_params(lay.dp, lay.cp))
         how = (f"Megatron-Core's default, max(40M, 1M x dp {lay.dp} x cp {lay.cp}) = {size:,} parameters "
                f"({'no --ddp-bucket-size in the files' if source.startswith('default') else source})")
     else:

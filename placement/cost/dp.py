@@ -304,11 +304,16 @@ MEGATRON_BUCKET_PARAMS_PER_DP_RANK = 1_000_000
 (Recipe.ddp_bucket_params)."""
 
 
+def default_bucket_params(dp, cp):
+    """Megatron-Core's default gradient bucket for a dp x cp group (numbers or arrays): max(40M, 1M x dp x cp)."""
+    return np.maximum(MEGATRON_MIN_BUCKET_PARAMS, MEGATRON_BUCKET_PARAMS_PER_DP_RANK * dp * cp)
+
+
 def bucket_params(x: Ctx) -> np.ndarray:
     """(K,) parameters per gradient bucket: the recipe's, else Megatron-Core's default over the dp x cp group."""
     if x.recipe.ddp_bucket_params is not None:
         return np.full(np.shape(x.dp), float(x.recipe.ddp_bucket_params))
-    return np.maximum(float(MEGATRON_MIN_BUCKET_PARAMS), MEGATRON_BUCKET_PARAMS_PER_DP_RANK * x.dp * x.cp)
+    return default_bucket_params(x.dp, x.cp).astype(float)
 
 
 def tail_bucket_params(x: Ctx, dense_layers: np.ndarray, moe_layers: np.ndarray, head: np.ndarray,
@@ -331,27 +336,36 @@ def tail_bucket_params(x: Ctx, dense_layers: np.ndarray, moe_layers: np.ndarray,
     `head`: the LM head and final norm where the rank holds them (the first in reverse order); `embed`: the
     embedding's parameters on the rank."""
     w, tp = x.w, x.tp
-    size = bucket_params(x)
+    if x.recipe.grad_buckets is GradBuckets.PER_LAYER:
+        # layer 0's bucket holds everything outside the layers too (GradBuckets.PER_LAYER)
+        proj, qkv, down, up, moe_mlp = _layer_params(w, tp)
+        layer0 = np.where(dense_layers > 0, proj + qkv + down + up, np.where(moe_layers > 0, proj + qkv + moe_mlp, 0.0))
+        return np.broadcast_to(layer0 + head + embed, np.shape(tp)).astype(float)
+    # one walk per distinct candidate: the rows as bytes, which np.unique sorts far faster than a 2-D axis
+    rows = np.ascontiguousarray(np.stack([np.broadcast_to(np.asarray(a, dtype=float), np.shape(tp)).ravel()
+                                          for a in (bucket_params(x), dense_layers, moe_layers, head, embed, tp)]).T)
+    _, first, inverse = np.unique(rows.view(np.dtype((np.void, rows.shape[1] * rows.itemsize))).ravel(),
+                                  return_index=True, return_inverse=True)
+    tails = np.array([_tail_of(w, *(float(v) for v in rows[i])) for i in first])
+    return tails[np.ravel(inverse)].reshape(np.shape(tp))
+
+
+def _layer_params(w, tp):
+    """A decoder layer's dense-buffer parameters on one TP rank in the order Megatron-Core registers them, reversed
+    (`tail_bucket_params`): the attention's output projection, its QKV projection and norms, the MLP's down and up
+    projections, and an MoE layer's shared experts and router (its routed experts have a buffer of their own)."""
     proj = w.out_dim * w.hidden / tp
     qkv = w.attn_params / tp - proj + w.vector_params
     down = w.dense_mlp_params / tp / (w.mlp_up + 1.0) + w.dense_mlp_bias_params
     up = w.dense_mlp_params / tp - down + 2.0 * w.dense_mlp_bias_params
     moe_mlp = w.shared_params / tp + w.router_params + w.router_bias_params
-    if x.recipe.grad_buckets is GradBuckets.PER_LAYER:
-        # layer 0's bucket holds everything outside the layers too (GradBuckets.PER_LAYER)
-        layer0 = np.where(dense_layers > 0, proj + qkv + down + up, np.where(moe_layers > 0, proj + qkv + moe_mlp, 0.0))
-        return np.broadcast_to(layer0 + head + embed, np.shape(tp)).astype(float)
-    keys = np.stack([np.broadcast_to(np.asarray(a, dtype=float), np.shape(tp))
-                     for a in (size, dense_layers, moe_layers, head, embed, proj, qkv, down, up, moe_mlp)])
-    unique, inverse = np.unique(keys, axis=1, return_inverse=True)
-    tails = np.array([_tail_of(*(float(v) for v in col)) for col in unique.T])
-    return tails[np.ravel(inverse)].reshape(np.shape(tp))
+    return proj, qkv, down, up, moe_mlp
 
 
-def _tail_of(size: float, dense_layers: float, moe_layers: float, head: float, embed: float, proj: float,
-             qkv: float, down: float, up: float, moe_mlp: float) -> float:
+def _tail_of(w, size: float, dense_layers: float, moe_layers: float, head: float, embed: float, tp: float) -> float:
     """`tail_bucket_params` for one candidate: the buckets filled in reverse parameter order, each closed once it
     reaches `size`; the parameters from the start of the bucket holding layer 0's QKV to the embedding."""
+    proj, qkv, down, up, moe_mlp = _layer_params(w, tp)
     order = [head]
     order += [moe_mlp, proj, qkv] * int(moe_layers)
     order += [down, up, proj, qkv] * int(dense_layers)

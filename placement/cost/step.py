@@ -213,7 +213,7 @@ def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch, r
 
     t_mb = np.where(np.isfinite(crit.t_mb), crit.t_mb, np.inf)  # a split with no rank (invalid) costs infinitely
     bubble = _bubble_s(x, t_mb, pp.bubble_credit_s)
-    dp = dp_term(x, params.as_stage(), comp_mb)
+    dp = dp_term(x, params.as_stage(_first_rank_tail(x, st)), comp_mb)
     optimizer_s = optimizer_term(x, params.as_stage())
     m = x.m
     cp_total_mb = layers_mb * cp.total_s
@@ -773,14 +773,37 @@ class _Params:
     edge_dense_kinds: np.ndarray
     edge_expert_kinds: np.ndarray
     embed_kinds: np.ndarray
-    tail: np.ndarray
 
-    def as_stage(self) -> StageParams:
-        """The stage with the most dense and the one with the most expert parameters set the DP pace."""
+    def as_stage(self, tail: np.ndarray | float = 0.0) -> StageParams:
+        """The stage with the most dense and the one with the most expert parameters set the DP pace; `tail`: the
+        first rank's parameters reduced after its last backward (`_first_rank_tail`), where the DP term prices
+        them."""
         return StageParams(dense=self.dense_kinds.max(axis=0), expert=self.expert_kinds.max(axis=0),
                            dense_shard=self.dense_shard, expert_shard=self.expert_shard,
                            edge_dense=self.edge_dense_kinds.max(axis=0), edge_expert=self.edge_expert_kinds.max(axis=0),
-                           embed=self.embed_kinds.max(axis=0), tail=self.tail)
+                           embed=self.embed_kinds.max(axis=0), tail=tail)
+
+
+def _mtp_params(x: Ctx) -> np.ndarray:
+    """One MTP module's dense parameters on a TP rank: a decoder layer (an MoE one's dense part) and its 2h -> h
+    projection."""
+    w = x.w
+    layer = w.moe_layer_dense_shard(x.tp) if w.num_experts else w.dense_layer_shard(x.tp)
+    return layer + 2.0 * w.hidden * w.hidden / x.tp
+
+
+def _first_rank_tail(x: Ctx, st: StageKinds) -> np.ndarray:
+    """(K,) the first rank's dense parameters reduced after its last backward (dp.tail_bucket_params), where it holds
+    the embedding: its bucketed chunk is the whole rank without interleaving; under it each chunk's reduction goes
+    whole after the chunk's last backward (dp_term's floor), and the embedding's bucket is the edge as before.
+    Only the step's DP term reads it, not memory_floor."""
+    w = x.w
+    embed_p = st.embed[0] * (w.embed_params / x.tp)
+    mtp_p = st.mtp[0] * _mtp_params(x) if x.recipe.mtp_layers else 0.0
+    head = loss_head_params(x, st)[0] + st.loss[0] * w.final_norm_params + mtp_p
+    tail = np.where(x.vpp == 1, tail_bucket_params(x, st.dense[0], st.moe[0] if w.num_experts else 0.0, head,
+                                                   embed_p), embed_p)
+    return np.where(st.embed[0] > 0, tail, 0.0)
 
 
 def _stage_params(x: Ctx, st: StageKinds) -> _Params:
@@ -788,14 +811,13 @@ def _stage_params(x: Ctx, st: StageKinds) -> _Params:
     dense_layer_p = w.dense_layer_shard(x.tp)
     moe_dense_p = w.moe_layer_dense_shard(x.tp)
     moe_expert_p = w.moe_layer_expert_shard(x.ep * x.etp)
-    mtp_proj_p = 2.0 * w.hidden * w.hidden / x.tp
     head_p = loss_head_params(x, st)
     embed_p = st.embed * (w.embed_params / x.tp)
     dense = st.dense * dense_layer_p + embed_p + head_p
     if w.num_experts:
         dense += st.moe * moe_dense_p
     if x.recipe.mtp_layers:
-        dense += st.mtp * ((moe_dense_p if w.num_experts else dense_layer_p) + mtp_proj_p)
+        dense += st.mtp * _mtp_params(x)
     expert = (st.moe + st.mtp) * moe_expert_p if w.num_experts else np.zeros_like(dense)
     # ZeRO-2/3's first gathered and last reduced units (dp.shard_edges_s): the rank's first layer, dense where it
     # holds one, and its embedding and head
@@ -807,14 +829,6 @@ def _stage_params(x: Ctx, st: StageKinds) -> _Params:
                   + embed_p + head_edge)
     edge_expert = np.where(~has_dense & (st.moe > 0), moe_expert_p, 0.0) if w.num_experts else np.zeros_like(dense)
     zero3 = x.b.zero == 3
-    # the first rank's dense parameters reduced after its last backward (dp.tail_bucket_params): its bucketed chunk is
-    # the whole rank without interleaving; under it each chunk's reduction goes whole after the chunk's last backward
-    # (dp_term's floor), and the embedding's bucket is the edge as before
-    mtp_p = st.mtp[0] * ((moe_dense_p if w.num_experts else dense_layer_p) + mtp_proj_p) if x.recipe.mtp_layers else 0.0
-    tail = np.where(x.vpp == 1,
-                    tail_bucket_params(x, st.dense[0], st.moe[0] if w.num_experts else 0.0,
-                                       head_p[0] + st.loss[0] * w.final_norm_params + mtp_p, embed_p[0]),
-                    embed_p[0])
     return _Params(dense_kinds=dense, expert_kinds=expert,
                    dense_shard=np.where(zero3, x.cp * x.b.dp_shard, x.cp * x.dp),
                    # HSDP shards the experts as it shards the dense weights, over the stage's tp x cp x dp_shard
@@ -825,7 +839,7 @@ def _stage_params(x: Ctx, st: StageKinds) -> _Params:
                    expert_shard=np.where(zero3, x.tp * x.cp * x.b.dp_shard, x.tp * x.cp * x.dp) / (x.ep * x.etp),
                    edge_dense_kinds=edge_dense * np.ones_like(dense),
                    edge_expert_kinds=edge_expert * np.ones_like(dense),
-                   embed_kinds=embed_p * np.ones_like(dense), tail=np.where(st.embed[0] > 0, tail, 0.0))
+                   embed_kinds=embed_p * np.ones_like(dense))
 
 
 def concat_estimates(first: Estimates, second: Estimates) -> Estimates:

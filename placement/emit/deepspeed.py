@@ -35,7 +35,7 @@ import json
 import numpy as np
 
 from placement.cost.constants import GiB
-from placement.cost.dp import MEGATRON_BUCKET_PARAMS_PER_DP_RANK, MEGATRON_MIN_BUCKET_PARAMS
+from placement.cost.dp import default_bucket_params
 from placement.emit.common import (
     ALLOCATOR_EXPORT,
     ALLOCATOR_NOTE,
@@ -74,7 +74,7 @@ TRAIN_SCRIPT = '"${TRAIN_SCRIPT:-train.py}"'
 def megatron_default_bucket(lay) -> int:
     """The bucket a plan that sets none was priced with: Megatron-Core's max(40M, 1M x dp x cp)
     (cost.dp.bucket_params)."""
-    return max(MEGATRON_MIN_BUCKET_PARAMS, MEGATRON_BUCKET_PARAMS_PER_DP_RANK * lay.dp * lay.cp)
+    return int(default_bucket_params(lay.dp, lay.cp))
 
 
 def reduce_bucket_elements(ctx: EmitContext) -> int:
