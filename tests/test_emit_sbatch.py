@@ -37,10 +37,11 @@ def _plan(out: Path, *emit: str, framework: str | None = None) -> None:
     assert result.exit_code == 0, result.output
 
 
-def _stubs(tmp: Path) -> dict[str, str]:
+def _stubs(tmp: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """srun and torchrun stubs on PATH, and `extra` launchers (name -> script) beside them."""
     bin_dir = tmp / "bin"
     bin_dir.mkdir()
-    for name, text in (("srun", STUB_SRUN), ("torchrun", STUB_TORCHRUN)):
+    for name, text in {"srun": STUB_SRUN, "torchrun": STUB_TORCHRUN, **(extra or {})}.items():
         path = bin_dir / name
         path.write_text(text)
         path.chmod(path.stat().st_mode | stat.S_IEXEC)
@@ -99,10 +100,7 @@ def test_deepspeed_nodes_start_their_own_launcher_as_the_deepspeed_file_writes_i
     _plan(out, "megatron", "deepspeed")
     script = out / "launch.sbatch"
     assert subprocess.run([BASH, "-n", str(script)], check=False).returncode == 0
-    stubs = _stubs(tmp_path)
-    launcher = Path(stubs["PATH"].split(":")[0]) / "deepspeed"
-    launcher.write_text(STUB_TORCHRUN)
-    launcher.chmod(launcher.stat().st_mode | stat.S_IEXEC)
+    stubs = _stubs(tmp_path, {"deepspeed": STUB_TORCHRUN})
     hosts = _hosts(out)
     env = os.environ | stubs | {"STUB_HOSTS": " ".join(sorted(hosts)), "SLURM_SUBMIT_DIR": str(out)}
     proc = subprocess.run([BASH, str(script), "deepspeed"], env=env, capture_output=True, text=True, check=False,
@@ -290,10 +288,7 @@ def test_maxtext_nodes_start_maxtexts_train_command_with_its_jax_process_ids(tmp
     runs = [x for x in (out / "maxtext.yml").read_text().splitlines() if x.startswith("# this file runs")]
     assert [x for x in text.splitlines() if x.startswith("# maxtext: ")] == [x.replace("#", "# maxtext:", 1)
                                                                               for x in runs]
-    stubs = _stubs(tmp_path)
-    python = Path(stubs["PATH"].split(":")[0]) / "python3"
-    python.write_text(STUB_PYTHON)
-    python.chmod(python.stat().st_mode | stat.S_IEXEC)
+    stubs = _stubs(tmp_path, {"python3": STUB_PYTHON})
     hosts = _hosts(out)
     env = os.environ | stubs | {"STUB_HOSTS": " ".join(sorted(hosts)), "SLURM_SUBMIT_DIR": str(out)}
     proc = subprocess.run([BASH, str(script)], env=env, capture_output=True, text=True, check=False, cwd=tmp_path)
