@@ -172,6 +172,11 @@ class Plan(_Out):
 
     memory_headroom_bytes: float = 0.0
     """HBM per GPU the plan keeps free (`--memory-headroom-gib`), already taken out of `memory_capacity_bytes`."""
+    memory_pool: dict | None = None
+    """Where the job's launch caps the framework's own memory pool below the HBM (an audited MaxText job's JAX pool,
+    TrainingSpec.memory_pool_bytes): {"pool_bytes" (null: the launch sets no cap, as "note" says), "reserve_bytes"
+    (outside the pool), "hbm_bytes", "note" (the setting and where it is)}; `memory_capacity_bytes` is at most pool +
+    reserve.  None: the framework keeps no pool of its own, or the files have no launch line to say."""
     published_best: dict | None = None
     """The best published run of the plan's kind among the calibration runs `placement validate` prices (same
     accelerator, or else family, same precision, dense or MoE) and the plan against it: {"group", "runs", "best_run",
@@ -306,6 +311,9 @@ def make_plan(batch: LayoutBatch, est: Estimates, i: int, model: ModelSpec, trai
         model_features=model_features(model, model_sources),
         accelerator_assumptions=accelerator_assumptions(topo, train),
         memory_headroom_bytes=train.memory_headroom_bytes,
+        memory_pool=None if train.memory_pool_note is None else {
+            "pool_bytes": train.memory_pool_bytes, "reserve_bytes": MEMORY_RESERVE_BYTES,
+            "hbm_bytes": topo.accelerator.hbm_bytes, "note": train.memory_pool_note or ""},
         unpublished_kind=None if best is not None else (f"{'MoE' if model.moe is not None else 'dense'} / "
                                                         f"{topo.accelerator.name} / {train.precision.value}"),
         published_best=best,

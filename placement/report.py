@@ -172,8 +172,20 @@ def capacity_note(p: Plan, setter: str = LAUNCH_SBATCH_SETS) -> str:
     """What the capacity assumes: the HBM less the allocator's fragmentation allowance, which holds only with PyTorch's
     expandable segments (a user trial: a Megatron-Bridge layout published as an OOM from fragmentation without them
     was priced as fitting, and nothing said what the capacity assumed)."""
-    hbm = (p.memory_capacity_bytes + p.memory_headroom_bytes) / (1.0 - ALLOCATOR_FRAGMENTATION)
     kept = f", less {p.memory_headroom_bytes / GiB:.1f} GiB kept free" if p.memory_headroom_bytes else ""
+    pool = p.memory_pool
+    if pool is not None and pool["pool_bytes"] is None:  # JAX's allocator, uncapped: the GPU bounds the job
+        return (f"capacity: {pool['hbm_bytes'] / GiB:.1f} GiB of HBM less {ALLOCATOR_FRAGMENTATION:.0%} for "
+                f"fragmentation{kept}; MaxText runs on JAX's allocator, not PyTorch's, with no memory fraction capping "
+                f"it ({pool['note']})")
+    if pool is not None:  # the framework's own pool, not PyTorch's caching allocator (an audited MaxText job's JAX)
+        usable = pool["hbm_bytes"] * (1.0 - ALLOCATOR_FRAGMENTATION) - p.memory_headroom_bytes
+        bound = ("which bounds it" if pool["pool_bytes"] + pool["reserve_bytes"] < usable else
+                 f"under the {usable / GiB:.1f} GiB the GPU holds for the job{kept}, which bounds it")
+        return (f"capacity: JAX's memory pool of {pool['pool_bytes'] / GiB:.1f} GiB ({pool['note']}) plus the "
+                f"{pool['reserve_bytes'] / GiB:.0f} GiB reserve the CUDA context and NCCL's buffers hold outside it, "
+                f"{bound}")
+    hbm = (p.memory_capacity_bytes + p.memory_headroom_bytes) / (1.0 - ALLOCATOR_FRAGMENTATION)
     setter, _, besides = setter.partition("; ")  # what follows a "; " is said after the fragmentation's caveat
     return (f"capacity: {hbm / GiB:.1f} GiB of HBM less {ALLOCATOR_FRAGMENTATION:.0%} for the caching allocator's "
             f"fragmentation{kept}; the {ALLOCATOR_FRAGMENTATION:.0%} assumes "

@@ -320,8 +320,15 @@ def test_maxtext_launch_lines_give_jax_the_priced_capacity(tmp_path):
     hbm = load_accelerator("h100-sxm").hbm_bytes
     capacity, reserve = plan["memory_capacity_bytes"], plan["memory"]["reserve_bytes"]
     fraction = re.search(r"XLA_PYTHON_CLIENT_MEM_FRACTION=([\d.]+)", (out / "maxtext.yml").read_text())
-    assert fraction and 0.75 < float(fraction.group(1)) <= (capacity - reserve) / hbm < float(fraction.group(1)) + 0.01
+    # the pool holds every byte the plan prices as fitting, and not a ten-thousandth of the GPU more
+    share = (capacity - reserve) / hbm
+    assert fraction and 0.75 < share <= float(fraction.group(1)) < share + 1e-4
     assert f"XLA_PYTHON_CLIENT_MEM_FRACTION={fraction.group(1)}" in (out / "launch.sbatch").read_text()
+    # and the audit of the files, which prices the pool they set, gives the job the plan's capacity
+    audit = json.loads(_run(["audit", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "16", "--launch",
+                             str(out / "launch.sbatch"), "--launch", str(out / "maxtext.yml"), "--json"]).stdout)
+    assert audit["estimate"]["memory_pool"]["pool_bytes"] == pytest.approx(float(fraction.group(1)) * hbm)
+    assert audit["estimate"]["memory_capacity_bytes"] == pytest.approx(capacity)
 
 
 @pytest.mark.parametrize(("emit", "said"), [

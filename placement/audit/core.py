@@ -38,10 +38,10 @@ from placement.audit.measured import MeasuredStep
 from placement.audit.readers.common import FP16_MIXED, start_refusal
 from placement.audit.readers.reading import NodeDevices, node_line
 from placement.cost.batch import LayoutBatch, module_mask
-from placement.cost.constants import ALLOCATOR_FRAGMENTATION, GiB
+from placement.cost.constants import ALLOCATOR_FRAGMENTATION, MEMORY_RESERVE_BYTES, GiB
 from placement.cost.memory import moe_norm_recompute_lost
 from placement.cost.pipeline import DECODER, EMBED, LOSS, MTP, format_layout
-from placement.cost.step import Estimates, RecipeChoices, default_choices, estimate
+from placement.cost.step import Estimates, RecipeChoices, default_choices, estimate, usable_hbm_bytes
 from placement.emit.common import EmitContext
 from placement.emit.megatron import ACTIVATION_ARGS
 from placement.errors import InputError, PlacementInfeasible
@@ -780,6 +780,69 @@ def _allocator_note(launch: LaunchLayout) -> Finding | None:
                    f"expandable segments (without them it can take several GiB more), so unless the job's "
                    f"environment sets them, export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True in the launch "
                    f"file (placement's launch.sbatch and torchtitan's run_train.sh set them)", [], 0.0)
+
+
+JAX_POOL_DEFAULT = 0.75
+"""The share of the GPU JAX preallocates where no memory fraction is set (docs.jax.dev gpu_memory_allocation: "JAX
+will preallocate 75% of the total GPU memory"; its current policy, "0.75+", then lets the pool grow to the whole GPU
+for ordinary buffers, collective buffers staying in the first 75 %)."""
+JAX_POOL_DOC = "docs.jax.dev gpu_memory_allocation"
+JAX_FRACTION_FIX = ("XLA_PYTHON_CLIENT_MEM_FRACTION={:.2f} (the name every JAX reads; newer ones prefer "
+                    "XLA_CLIENT_MEM_FRACTION)")
+"""The memory-fraction setting a finding proposes, as placement's own maxtext launch lines write it."""
+
+
+def jax_memory_pool(launch: LaunchLayout, hbm_bytes: float) -> tuple[float | None, str | None]:
+    """(pool bytes or None for no cap, note or None) of a MaxText job's JAX allocator as its launch line sets it
+    (readers.maxtext.jax_memory_settings): a memory fraction caps the pool at that share of the GPU, which every
+    buffer but the CUDA context and NCCL's own (the reserve) must fit in (JAX_POOL_DOC: "this makes JAX preallocate
+    XX% of the total GPU memory"; placement's maxtext launch lines set it the same way, emit.maxtext.mem_fraction);
+    none set runs JAX's 0.75+ policy (JAX_POOL_DEFAULT), priced at the whole GPU with the note saying so; the
+    platform allocator keeps no pool.  (None, None) where the files have no launch line (a config alone: the
+    environment decides) or the job is not MaxText's.  A fraction JAX cannot start with is an error."""
+    text, where = launch.jax_memory_fraction, launch.sources.get("jax_memory_fraction", "")
+    if launch.framework != "maxtext" or text is None:
+        return None, None
+    if launch.jax_allocator == "platform":
+        return None, (f"{launch.sources.get('jax_allocator', '')}: JAX keeps no pool and allocates each buffer on "
+                      f"demand ({JAX_POOL_DOC}), so the GPU bounds the job")
+    if text == "":
+        return None, (f"{where}: JAX preallocates {JAX_POOL_DEFAULT:.0%} of the GPU and its 0.75+ policy lets the "
+                      f"pool grow to all of it ({JAX_POOL_DOC}; a JAX before that policy stops at "
+                      f"{JAX_POOL_DEFAULT:.0%})")
+    try:
+        fraction = float(text)
+    except ValueError:
+        if "$" in text:  # a value the files leave to the environment
+            return None, f"{where}: a value the files leave to the environment, so the GPU bounds the job as priced"
+        raise InputError(f"{where}: {text!r} is no number, which JAX's float() refuses when it first uses the GPU "
+                         f"(jaxlib xla_client.py generate_pjrt_gpu_plugin_options), so the job does not start; set "
+                         f"it to the share of HBM JAX may hold, e.g. 0.90") from None
+    if not 0.0 < fraction <= 1.0:
+        raise InputError(f"{where}: JAX's pool is that share of the GPU's memory, and {fraction:g} is outside "
+                         f"(0, 1], so the job cannot start its allocator; set it to the share of HBM JAX may hold, "
+                         f"e.g. 0.90")
+    return fraction * hbm_bytes, f"{fraction:.0%} of {hbm_bytes / GiB:.1f} GiB: {where}"
+
+
+def _jax_pool_findings(c: _Ctx, plan: Plan) -> list[Finding]:
+    """A MaxText job whose launch line leaves JAX's memory fraction unset, where its peak outgrows the 75 % JAX
+    preallocates: a warning that it runs only under JAX's 0.75+ growth policy (a JAX without it stops at 75 %), with
+    the fraction that holds it either way."""
+    note, pool = c.train.memory_pool_note, c.train.memory_pool_bytes
+    if c.framework != "maxtext" or pool is not None or note is None or "0.75+" not in note or not plan.fits:
+        return []
+    hbm = c.topo.accelerator.hbm_bytes
+    need = plan.peak_memory_bytes - MEMORY_RESERVE_BYTES
+    if need <= JAX_POOL_DEFAULT * hbm:
+        return []
+    fraction = min(math.ceil(100 * need / hbm) / 100, 1.0)
+    return [Finding("warning", "jax_memory_fraction_unset",
+                    f"the job's {plan.peak_memory_bytes / GiB:.1f} GiB per GPU ({need / GiB:.1f} GiB in JAX's pool "
+                    f"beside the {MEMORY_RESERVE_BYTES / GiB:.0f} GiB reserve) outgrows the "
+                    f"{JAX_POOL_DEFAULT:.0%} of {hbm / GiB:.1f} GiB JAX preallocates with no memory fraction set "
+                    f"({note}): it runs only where JAX grows the pool; export {JAX_FRACTION_FIX.format(fraction)} "
+                    f"where the job starts to hold it with any JAX", [], 0.0)]
 
 
 def _check_megatron_even_split(launch: LaunchLayout, model: ModelSpec, src) -> None:
@@ -2066,6 +2129,22 @@ def _layout_findings(c: _Ctx, plan: Plan) -> list[Finding]:
                  f"optimizer {plan.memory.optimizer_bytes / GiB:.1f}, activations "
                  f"{plan.memory.activations_bytes / GiB:.1f} GiB)")
         headroom = c.train.memory_headroom_bytes
+        pool = c.train.memory_pool_bytes
+        gpu_cap = usable_hbm_bytes(c.topo) - headroom
+        if pool is not None and cap < gpu_cap:  # JAX's pool binds before the GPU does (an audited MaxText job)
+            hbm = c.topo.accelerator.hbm_bytes
+            fraction = math.ceil(100 * (peak - MEMORY_RESERVE_BYTES) / hbm) / 100
+            fix = (f"{JAX_FRACTION_FIX.format(fraction)} holds it, {peak / GiB:.1f} of the {gpu_cap / GiB:.1f} GiB "
+                   f"the GPU holds for the job" if peak <= gpu_cap
+                   else f"a larger fraction does not help: the GPU holds {gpu_cap / GiB:.1f} GiB for the job")
+            out.append(Finding(
+                "error", "memory_over_capacity",
+                f"needs {peak / GiB:.1f} GiB per GPU {parts}: JAX's pool holds {pool / GiB:.1f} GiB "
+                f"({c.train.memory_pool_note}) beside the {MEMORY_RESERVE_BYTES / GiB:.0f} GiB reserve outside it, "
+                f"so the job runs out of memory; {fix}"
+                + (f"; the best plan that fits takes {best_fit:.3f} s per step" if best_fit is not None else ""),
+                [], None))
+            return out
         kept = f" (after the {headroom / GiB:.1f} GiB --memory-headroom-gib keeps free)" if headroom else ""
         moved = _offloaded_bytes(c.offloaded, plan, lay)
         if moved and peak - moved <= cap + headroom:
@@ -2761,6 +2840,9 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
     if not hosts:
         _check_launch_hosts(launch, topo)
     launch = derived_micro_batch(maxtext_layout(launch, model, topo, train.global_batch), topo.num_gpus)
+    pool, pool_note = jax_memory_pool(launch, topo.accelerator.hbm_bytes)
+    if pool_note is not None:  # the job's own capacity: its best plan is searched within it too
+        train = train.model_copy(update={"memory_pool_bytes": pool, "memory_pool_note": pool_note})
     from placement.audit.maxtext import MOE_ONLY
 
     # a reader's note that holds for an MoE model only (MaxText's: the files may name no experts where the model
@@ -2973,7 +3055,7 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
              est if planned is None else planned.search.estimates, batch if planned is None else planned.search.batch,
              recipe, mapped, space.zero_stages, framework_rank, launch.framework, launch.dialect, launch.config_keys,
              own_mapped, launch.offloaded, launch.megatron_deepspeed, own_est, _unread_defaults(launch), dealt)
-    findings = (_crossing_findings(c, kinds) + _layout_findings(c, plan) + notes
+    findings = (_crossing_findings(c, kinds) + _layout_findings(c, plan) + _jax_pool_findings(c, plan) + notes
                 + partitioned_shard_findings(launch, layout, recipe) + unknown_key_findings(launch)
                 + base_config_findings(launch, layout, train, recipe, recipe_sources, model.is_moe)
                 + [Finding("warning", "not_priced_as_run", w, [], 0.0) for w in launch.warnings]

@@ -158,7 +158,8 @@ def _parse_files(paths: list[Path], framework: str | None) -> LaunchLayout:
     return launch.model_copy(update={"devices_by_host": devices, "sources": {**launch.sources, **found}})
 
 
-LAUNCHER_FIELDS = frozenset({"allocator_conf", "device_max_connections", "launch_environment", "recipe.cpu_affinity",
+LAUNCHER_FIELDS = frozenset({"allocator_conf", "jax_memory_fraction", "jax_allocator", "device_max_connections",
+                             "launch_environment", "recipe.cpu_affinity",
                              "recipe.cuda_launch_blocking", "world_size", "gpus_per_node", "hosts",
                              "cuda_visible_devices"})
 """What a script's launch line alone gives (its environment, binding and process counts), not the job's layout."""

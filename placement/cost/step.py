@@ -326,8 +326,12 @@ def _valid(st: StageKinds, m: np.ndarray) -> np.ndarray:
 
 def _capacity(topo: Topology, train: TrainingSpec) -> float:
     """Bytes a GPU can hold for the job: its HBM less the allocator's fragmentation and the headroom the user
-    keeps free."""
-    return usable_hbm_bytes(topo) - train.memory_headroom_bytes
+    keeps free; where the launch caps the framework's own pool (TrainingSpec.memory_pool_bytes), no more than that
+    pool and the reserve outside it."""
+    cap = usable_hbm_bytes(topo) - train.memory_headroom_bytes
+    if train.memory_pool_bytes is not None:
+        cap = min(cap, train.memory_pool_bytes + C.MEMORY_RESERVE_BYTES)
+    return cap
 
 
 def usable_hbm_bytes(topo: Topology) -> float:

@@ -892,13 +892,16 @@ def jax_visible(ctx: EmitContext) -> list[str | None]:
 def mem_fraction(ctx: EmitContext) -> float:
     """XLA_PYTHON_CLIENT_MEM_FRACTION for the priced capacity: the share of HBM JAX's allocator may hold, the plan's
     capacity (HBM less the fragmentation allowance and any headroom) less the reserve the plan keeps for the CUDA
-    context and the libraries' workspaces, which live outside JAX's pool; rounded down to a hundredth.  Unset, JAX
-    preallocates 75 % of the GPU (jax.readthedocs.io gpu_memory_allocation: "JAX will preallocate 75% of the total
-    GPU memory"), so a plan priced to fit in more would not (MaxText's own GPU scripts set it, e.g.
-    tools/orchestration/gpu_multi_process_run.sh 0.85, the H100 benchmarks 0.94)."""
+    context and the libraries' workspaces, which live outside JAX's pool; rounded up to a ten-thousandth, so the
+    pool holds every byte the plan prices as fitting (rounded down to a hundredth, 0.95 of an H100 held 0.4 GiB less
+    than a plan priced to fit, and `placement audit` of the files, which prices the pool they set, said so).  Unset,
+    JAX preallocates 75 % of the GPU (jax.readthedocs.io gpu_memory_allocation: "JAX will preallocate 75% of the
+    total GPU memory"; its newer 0.75+ policy grows the pool past that), so a plan priced to fit in more would not
+    (MaxText's own GPU scripts set it, e.g. tools/orchestration/gpu_multi_process_run.sh 0.85, the H100 benchmarks
+    0.94)."""
     plan = ctx.plan
     reserve = plan.memory.reserve_bytes or 0.0
-    return math.floor(100 * (plan.memory_capacity_bytes - reserve) / ctx.topo.accelerator.hbm_bytes) / 100
+    return math.ceil(10000 * (plan.memory_capacity_bytes - reserve) / ctx.topo.accelerator.hbm_bytes) / 10000
 
 
 def launch_lines(ctx: EmitContext) -> list[str]:
@@ -906,7 +909,7 @@ def launch_lines(ctx: EmitContext) -> list[str]:
     hosts = ctx.hosts_in_rank_order
     blocking = " CUDA_LAUNCH_BLOCKING=1" if ctx.recipe.cuda_launch_blocking else ""  # as priced
     lines = [f"on every host: export JAX_COORDINATOR_IP={hosts[0]} JAX_COORDINATOR_PORT={COORDINATOR_PORT} "
-             f"NNODES={len(hosts)} XLA_PYTHON_CLIENT_MEM_FRACTION={mem_fraction(ctx):.2f}{blocking}",
+             f"NNODES={len(hosts)} XLA_PYTHON_CLIENT_MEM_FRACTION={mem_fraction(ctx):.4f}{blocking}",
              "then one line per host (NODE_RANK = JAX process id; CUDA_VISIBLE_DEVICES where the plan reorders GPUs "
              "or uses part of a host):"]
     extra = train_overrides(ctx)
@@ -931,8 +934,8 @@ def sbatch_env(ctx: EmitContext) -> list[str]:
     initialize_jax_for_gpu: jax.distributed.initialize at JAX_COORDINATOR_IP:JAX_COORDINATOR_PORT with NNODES
     processes, process id NODE_RANK), and for a job on part of one host its GPUs (`jax_visible`)."""
     lines = [f'export JAX_COORDINATOR_IP="$MASTER_ADDR" JAX_COORDINATOR_PORT={COORDINATOR_PORT} NNODES NODE_RANK '
-             f'XLA_PYTHON_CLIENT_MEM_FRACTION={mem_fraction(ctx):.2f}  # JAX\'s pool: the priced capacity less the '
-             f'reserve (75 % of the GPU unset)']
+             f'XLA_PYTHON_CLIENT_MEM_FRACTION={mem_fraction(ctx):.4f}  # JAX\'s pool: the priced capacity less the '
+             f'reserve (unset: 75 % of the GPU, grown where JAX runs its 0.75+ policy)']
     partial = jax_visible(ctx)[0]
     if len(ctx.hosts_in_rank_order) == 1 and partial is not None and ctx.visible_devices[0] is None:
         lines.append(f"export CUDA_VISIBLE_DEVICES={partial}  # JAX's one process takes every GPU it sees")

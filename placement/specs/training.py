@@ -44,6 +44,14 @@ class TrainingSpec(Frozen):
     memory_headroom_bytes: float = Field(default=0.0, ge=0.0, le=1 << 50)
     """HBM per GPU the plan keeps free on top of the modelled reserve (`--memory-headroom-gib`): a layout fits when
     its peak is at most the GPU's capacity less this."""
+    memory_pool_bytes: float | None = Field(default=None, ge=0.0, le=1 << 50)
+    """A framework's own memory pool per GPU where the job's launch caps it below the HBM (JAX's BFC allocator:
+    XLA_CLIENT_MEM_FRACTION x HBM, audit.core.jax_memory_pool): a layout fits when its peak less the reserve (the
+    CUDA context and NCCL's buffers, which live outside the pool) is at most this, besides the capacity above.
+    None: no such cap."""
+    memory_pool_note: str | None = None
+    """Where `memory_pool_bytes` comes from, as the capacity line says it ("XLA_PYTHON_CLIENT_MEM_FRACTION=0.65
+    (train.sh:2: export ...)")."""
 
     @property
     def tokens_per_step(self) -> int:

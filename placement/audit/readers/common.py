@@ -670,11 +670,11 @@ the collectives the estimate prices at NCCL's defaults: each one a job sets is a
 (NCCL_DEBUG, NCCL_SOCKET_IFNAME, ...) is listed as seen and not modelled."""
 
 
-def nccl_settings(launch: Launch, s: Settings) -> None:
+def nccl_settings(command: Command, s: Settings) -> None:
     """The NCCL variables the launch runs with, none of them priced: a warning for each that changes the
     collectives' speed, a line among the settings not modelled for the others (a user trial: NCCL_IB_HCA=mlx5_0,
     one of eight NICs, and NCCL_P2P_DISABLE=1 left the estimate and the findings as they were, without a word)."""
-    for name, word in launch.command.environment:
+    for name, word in command.environment:
         if not name.startswith("NCCL_"):
             continue
         value = word.text if not word.unresolved else f"{word.text} (depends on {word.unresolved})"
@@ -692,15 +692,20 @@ RUNTIME_KINDS = {"NVTE_": "a Transformer Engine setting", "TORCH_": "a PyTorch s
 """The runtime variables besides NCCL's that the launch's environment reports (shell.WATCHED_PREFIXES), none priced."""
 
 
-def runtime_settings(launch: Launch, s: Settings) -> None:
+PRICED_RUNTIME = frozenset({"XLA_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_ALLOCATOR"})
+"""Runtime variables of WATCHED_PREFIXES that a field reads (a MaxText launch's JAX pool: readers.maxtext), so
+runtime_settings does not list them as not modelled."""
+
+
+def runtime_settings(command: Command, s: Settings) -> None:
     """The runtime variables the launch runs with that no priced field reads (NCCL's, Transformer Engine's,
     PyTorch's...): a line among the settings not modelled for each one besides NCCL's (nccl_settings says those), and
     all of them as `launch_environment`, which the best plan's files name as not set there (a user trial: audit --out
     wrote a megatron.sh without the job's NCCL_IB_* and NVTE_* exports, and without a word)."""
-    found = [(name, word) for name, word in launch.command.environment if name.startswith(WATCHED_PREFIXES)]
+    found = [(name, word) for name, word in command.environment if name.startswith(WATCHED_PREFIXES)]
     for name, word in found:
         kind = next((k for p, k in RUNTIME_KINDS.items() if name.startswith(p)), None)
-        if kind is not None:
+        if kind is not None and name not in PRICED_RUNTIME:
             s.ignored.append(f"{name}={word.text}: {kind}, not modelled ({word.evidence})")
     if found:  # each as the shell would take it back, on one line (a value may hold spaces, quotes or a newline)
         s.put("launch_environment",
@@ -712,8 +717,8 @@ def runtime_settings(launch: Launch, s: Settings) -> None:
 def launcher_settings(launch: Launch, s: Settings) -> None:
     """The world size and GPUs per node torchrun's flags fix; the deepspeed launcher's node and GPU counts; the
     environment the launch runs with (CUDA_LAUNCH_BLOCKING, the runtime variables of runtime_settings)."""
-    nccl_settings(launch, s)
-    runtime_settings(launch, s)
+    nccl_settings(launch.command, s)
+    runtime_settings(launch.command, s)
     connections = launch.command.env("CUDA_DEVICE_MAX_CONNECTIONS")
     if connections is not None and not connections.unresolved:
         s.put("device_max_connections", connections.text.strip(), connections.evidence)

@@ -9,9 +9,9 @@ import difflib
 from pathlib import Path
 
 from placement.audit import maxtext
-from placement.audit.readers.common import device_indices, merge
+from placement.audit.readers.common import device_indices, merge, nccl_settings, runtime_settings
 from placement.audit.readers.reading import NodeDevices, Reading, Settings
-from placement.audit.shell import read_commands
+from placement.audit.shell import Command, read_commands
 from placement.errors import InputError
 
 UNKNOWN_KEY_CHECK = ("configs/pyconfig.py:262-271 _prepare_for_pydantic (since 81d653c93, 2025-11-14): "
@@ -241,16 +241,47 @@ def read_file(path: Path, kind: str, s: Settings) -> Settings:
     if kind != "script":
         raise InputError(f"{path}: a {kind} file is not MaxText launch material (its config YAML, a launch script "
                          f"or jax_mesh.py)")
-    found = [k for k in (maxtext.command_keys(list(c.words)) for c in read_commands(path)) if k is not None]
+    found = [(k, c) for k, c in ((maxtext.command_keys(list(c.words)), c) for c in read_commands(path))
+             if k is not None]
     if not found:
         raise InputError(f"{path}: no MaxText train command (python3 -m maxtext.trainers.pre_train.train CONFIG "
                          f"key=value ...); expected a MaxText launch script")
-    keys, config = found[0]
+    (keys, config), command = found[0]
+    nccl_settings(command, s)
+    runtime_settings(command, s)
+    jax_memory_settings(command, s)
     s.keys = keys
     s.override = True
     if config:
         s.config_file = (config, "")
     return s
+
+
+JAX_FRACTION_READ = ("jaxlib 0.10.2 xla_client.py generate_pjrt_gpu_plugin_options: XLA_CLIENT_MEM_FRACTION, else "
+                     "the deprecated XLA_PYTHON_CLIENT_MEM_FRACTION; both set raises ValueError")
+"""How JAX reads its pool's fraction of the GPU (MaxText 0.2.5 needs jax>=0.11.1, which reads it so)."""
+
+
+def jax_memory_settings(command: Command, s: Settings) -> None:
+    """The JAX pool settings MaxText's train command runs with (audit.core.jax_memory_pool prices them): the memory
+    fraction as written ("" where the line sets neither name) and XLA_PYTHON_CLIENT_ALLOCATOR.  Both names set stops
+    JAX at its first GPU use (JAX_FRACTION_READ): an error, not a price."""
+    new, old = command.env("XLA_CLIENT_MEM_FRACTION"), command.env("XLA_PYTHON_CLIENT_MEM_FRACTION")
+    if new is not None and old is not None:
+        raise InputError(f"XLA_CLIENT_MEM_FRACTION ({new.evidence}) and XLA_PYTHON_CLIENT_MEM_FRACTION "
+                         f"({old.evidence}) are both set where the MaxText job starts: JAX refuses the pair "
+                         f"({JAX_FRACTION_READ}: 'Remove the latter one, it is deprecated'), so the job does not "
+                         f"start; keep XLA_CLIENT_MEM_FRACTION alone")
+    word, name = (new, "XLA_CLIENT_MEM_FRACTION") if new is not None else (old, "XLA_PYTHON_CLIENT_MEM_FRACTION")
+    if word is None:
+        s.put("jax_memory_fraction", "", f"{command.words[0].evidence}: no XLA_CLIENT_MEM_FRACTION or "
+                                         f"XLA_PYTHON_CLIENT_MEM_FRACTION")
+    else:  # a value the files leave to the environment keeps its text (`${FRACTION}`): unknown, not unset
+        s.put("jax_memory_fraction", word.text.strip(), f"{name}={word.text} ({word.evidence})")
+    allocator = command.env("XLA_PYTHON_CLIENT_ALLOCATOR")
+    if allocator is not None:
+        s.put("jax_allocator", allocator.text.strip().lower(),
+              f"XLA_PYTHON_CLIENT_ALLOCATOR={allocator.text} ({allocator.evidence})")
 
 
 def mesh_devices(script: maxtext.MeshScript) -> tuple[NodeDevices, ...]:

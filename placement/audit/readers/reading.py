@@ -193,6 +193,12 @@ class LaunchLayout(Frozen):
     allocator_conf: str | None = None
     """PyTorch's allocator settings the launch line runs with (PYTORCH_ALLOC_CONF, else PYTORCH_CUDA_ALLOC_CONF): ""
     for a launch line without either, None where the files have no launch line (audit.core._allocator_note)."""
+    jax_memory_fraction: str | None = None
+    """A MaxText launch line's JAX memory fraction (XLA_CLIENT_MEM_FRACTION, or the older name
+    XLA_PYTHON_CLIENT_MEM_FRACTION) as written: "" for a launch line without either, None where the files have no
+    launch line (audit.core.jax_memory_pool)."""
+    jax_allocator: str | None = None
+    """A MaxText launch line's XLA_PYTHON_CLIENT_ALLOCATOR as written (None: not set; `platform` keeps no pool)."""
     moe_layer_freq: str | None = None
     """Megatron-LM --moe-layer-freq as the files give it (an integer N, every N-th layer MoE, or a list expression);
     readers.megatron.model_defaults counts its MoE layers into num_moe_layers."""
@@ -411,6 +417,8 @@ class JobRead:
     cuda_visible_devices: tuple[NodeDevices, ...] | None = None
     device_max_connections: str | None = None
     allocator_conf: str | None = None
+    jax_memory_fraction: str | None = None
+    jax_allocator: str | None = None
     launch_environment: tuple[str, ...] | None = None
     moe_layer_freq: str | None = None
     moe_shared_expert_intermediate_size: int | None = None
