@@ -59,3 +59,34 @@ def test_dp_last_order_with_context_parallelism_on_a_dense_model_does_not_start(
                                        "dgx-h100", "--gpus", "32"])
     assert result.exit_code == 2, result.output
     assert "(tp 4 x cp 2 x dp 2 / (ep 1 x etp 4) = 4) is not the dense one (dp 2)" in result.output
+
+
+def _dense(tmp_path, degrees: str):
+    script = tmp_path / "train.sh"
+    script.write_text("export CUDA_DEVICE_MAX_CONNECTIONS=1\n"
+                      f"torchrun --nproc_per_node 8 --nnodes 4 pretrain_gpt.py {degrees} --num-layers 32 "
+                      "--hidden-size 4096 --num-attention-heads 32 --swiglu --ffn-hidden-size 14336 "
+                      "--group-query-attention --num-query-groups 8 --seq-length 8192 --max-position-embeddings 8192 "
+                      "--micro-batch-size 1 --global-batch-size 64 --bf16 --sequence-parallel "
+                      "--use-tp-pp-dp-mapping\n")
+    return CliRunner().invoke(main, ["audit", "--launch", str(script), "--model", "llama3-8b", "--cluster",
+                                     "dgx-h100", "--gpus", "32"])
+
+
+def test_dp_last_order_takes_a_dense_models_stated_expert_tp(tmp_path) -> None:
+    """A dense model's expert grid is built from --expert-tensor-parallel-size where the files state it
+    (arguments.py sets it to tp only when None, core_v0.19.0 :569-570): Megatron's functional test
+    gpt3_mcore_te_tp2_pp2_cp2_etp4_dp_last (tp 2, cp 2, pp 2, etp 4) starts, since etp x ep = tp x cp."""
+    result = _dense(tmp_path, "--tensor-model-parallel-size 4 --context-parallel-size 2 "
+                              "--pipeline-model-parallel-size 2 --expert-tensor-parallel-size 8")
+    assert result.exit_code in (0, 1), result.output
+    assert "layout: tp4 cp2 pp2 dp2" in result.output
+
+
+def test_dp_last_order_refuses_a_dense_models_stated_expert_tp_off_the_grid(tmp_path) -> None:
+    """tp 2, pp 2 and a stated etp 1 on 32 GPUs: the expert grid's data-parallel size is 16 against the dense 8."""
+    result = _dense(tmp_path, "--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 "
+                              "--expert-tensor-parallel-size 1")
+    assert result.exit_code == 2, result.output
+    assert "(tp 2 x cp 1 x dp 8 / (ep 1 x etp 1) = 16) is not the dense one (dp 8)" in result.output
+    assert "--expert-tensor-parallel-size 1" in result.output

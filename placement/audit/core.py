@@ -399,14 +399,24 @@ def _check_megatron_rank_order(launch: LaunchLayout, layout: Layout, model: Mode
     and etp = tp) in the same dp-last order, so with a pipeline its data-parallel size must be the dense one
     (ep x etp = tp x cp): a job that breaks it stops at start (DP_LAST_ORDER_CHECK), so it is an InputError naming
     the degrees, not a price of groups Megatron never builds (a trial: Mixtral at tp 1, ep 8, pp 4 under the flag was
-    priced with its EP groups across the nodes)."""
+    priced with its EP groups across the nodes).  A dense model's expert grid takes the files'
+    --expert-tensor-parallel-size where they state one (arguments.py sets it to tp only when it is None, core_v0.19.0
+    :569-570, and parallel_state.py builds the grid from it whatever the model), not the layout's etp, which is 1 for
+    a model without experts: Megatron's own functional test gpt3_mcore_te_tp2_pp2_cp2_etp4_dp_last (tp 2, cp 2, pp 2,
+    etp 4 on 8 GPUs) starts, and was refused."""
     if launch.framework != "megatron" or launch.rank_order != "tp-cp-ep-pp-dp" or layout.pp == 1:
         return
-    ep, etp = (layout.ep, layout.etp) if model.is_moe else (1, layout.tp)
+    if model.is_moe:
+        ep, etp = layout.ep, layout.etp
+    else:
+        ep, etp = 1, launch.etp if launch.etp is not None else layout.tp
     if ep * etp == layout.tp * layout.cp:
         return
     where = launch.sources.get("rank_order", "--use-tp-pp-dp-mapping")
-    edp = layout.tp * layout.cp * layout.dp // (ep * etp)
+    if not model.is_moe and launch.etp is not None:
+        where = f"{where}; {launch.sources.get('etp', '--expert-tensor-parallel-size')}"
+    ranks = layout.tp * layout.cp * layout.dp
+    edp = f"{ranks // (ep * etp)}" if ranks % (ep * etp) == 0 else f"{ranks / (ep * etp):g}, not a whole number"
     raise InputError(f"{where}: the dp-last rank order with pp {layout.pp}, where the experts' data-parallel size "
                      f"(tp {layout.tp} x cp {layout.cp} x dp {layout.dp} / (ep {ep} x etp {etp}) = {edp}) is not "
                      f"the dense one (dp {layout.dp}): Megatron-Core refuses it ({DP_LAST_ORDER_CHECK}), so this "
