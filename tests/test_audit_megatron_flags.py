@@ -273,3 +273,16 @@ def test_a_deepspeed_moe_jobs_unfused_permute_is_sourced_to_deepspeed_moe(tmp_pa
     # and its one-hot mask GEMMs over the micro-batch are priced (recipe moe_einsum_dispatch)
     assert estimate["recipe"]["moe_einsum_dispatch"] == "micro_batch"
     assert "einsum" in estimate["recipe_sources"]["moe_einsum_dispatch"]
+
+
+def test_fine_grained_activation_offloading_is_said_not_dropped(tmp_path) -> None:
+    """Megatron-Core's --fine-grained-activation-offloading (b97184db56; Megatron's functional test
+    gpt3_moe_mcore_te_tp2_pp2_ep4_etp1_fine_grained_offloading) moves the --offload-modules inputs to host memory:
+    the audit prices them in HBM and no PCIe copy, so it says so; it was read as nothing at all."""
+    script = tmp_path / "train.sh"
+    script.write_text(f"torchrun --nproc_per_node 8 pretrain_gpt.py --tensor-model-parallel-size 2 {LLAMA_8B} "
+                      "--fine-grained-activation-offloading --offload-modules core_attn attn_proj\n")
+    result = _audit(script)
+    assert result.exit_code in (0, 1), result.output
+    notes = [n for n in json.loads(result.stdout)["layout"]["ignored"] if "--fine-grained-activation-offloading" in n]
+    assert len(notes) == 1 and "host memory" in notes[0] and "upper bound" in notes[0] and "train.sh:1" in notes[0]

@@ -144,6 +144,11 @@ _MG_IGNORED = {
     "--ds-sequence-parallel-fpdt-offloading": "FPDT's chunks of Q, K, V and attention output kept in host memory "
                                               "between forward and backward: priced in GPU memory (an upper bound), "
                                               "their host copies not priced",
+    "--fine-grained-activation-offloading": (
+        "Megatron-Core's fine-grained activation offloading (b97184db56, 2026-01-16; TransformerConfig "
+        "fine_grained_activation_offloading): the inputs of the --offload-modules submodules go to host memory in the "
+        "forward and come back before the backward; priced on the GPU: the memory estimate keeps them in HBM (an "
+        "upper bound) and their PCIe copies are not priced"),
     "--checkpoint-in-cpu": "DeepSpeed activation checkpointing keeps the checkpointed inputs in host memory: priced "
                            "in GPU memory (an upper bound), their host copies not priced",
     "--microbatch-group-size-per-virtual-pipeline-stage": (
