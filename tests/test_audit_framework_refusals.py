@@ -413,3 +413,30 @@ def test_a_layout_rules_fix_names_the_launch_files_settings(tmp_path, parallel: 
     assert "the launch files' layout does not fit the job: " in result.stderr and f"({script}:1: " in result.stderr
     assert says in result.stderr
     assert not any(f"--{flag} " in result.stderr for flag in ("tp", "cp", "seq-len"))
+
+
+MIXTRAL = ("--num-layers 32 --hidden-size 4096 --ffn-hidden-size 14336 --num-attention-heads 32 "
+           "--group-query-attention --num-query-groups 8 --seq-length 4096 --max-position-embeddings 32768 "
+           "--position-embedding-type rope --rotary-base 1000000 --swiglu --normalization RMSNorm "
+           "--disable-bias-linear --untie-embeddings-and-output-weights --num-experts 8 --moe-router-topk 2 "
+           "--micro-batch-size 1 --global-batch-size 64 --bf16 --expert-model-parallel-size 8")
+
+
+@pytest.mark.parametrize("dispatcher, named", [("--moe-token-dispatcher-type alltoall", "alltoall"),
+                                               ("", "Megatron-Core's default, allgather")])
+def test_deepep_without_the_flex_dispatcher_does_not_start(tmp_path, dispatcher, named) -> None:
+    """Megatron-Core's TransformerConfig raises 'DeepEP backend is only supported with flex token dispatcher.' for
+    --moe-enable-deepep beside another dispatcher (0d389f5e99 on; core_v0.19.0 transformer_config.py:1589-1591):
+    the audit priced the all-to-all dispatcher, of a job that does not start."""
+    script = tmp_path / "train.sh"
+    script.write_text(f"torchrun --nproc_per_node 8 pretrain_gpt.py {MIXTRAL} {dispatcher} --moe-enable-deepep\n")
+    err = _refused(script, "mixtral-8x7b")
+    assert "train.sh:1" in err and "--moe-enable-deepep with" in err and named in err
+    assert "only supported with flex token dispatcher" in err and "does not start" in err
+    script.write_text(script.read_text().replace(dispatcher or "--moe-enable-deepep",
+                                                 "--moe-token-dispatcher-type flex" + ("" if dispatcher else
+                                                                                       " --moe-enable-deepep")))
+    ok = CliRunner().invoke(main, ["audit", "--launch", str(script), "--model", "mixtral-8x7b", "--cluster",
+                                   "dgx-h100", "--gpus", "8", "--json"])
+    assert ok.exit_code in (0, 1), ok.output
+    assert json.loads(ok.stdout)["estimate"]["recipe"]["moe_dispatcher"] == "deepep"

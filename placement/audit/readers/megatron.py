@@ -649,6 +649,20 @@ def _refuse_validate_args(given: dict[str, Arg]) -> None:
                             "Megatron-Core refuses it (transformer_config.py __post_init__, since 3db741160b of "
                             "2025-03-22: 'Delayed scaling does not support first / last layer in BF16.')",
                             "give --fp8-recipe tensorwise (or mxfp8, blockwise), or drop --first-last-layers-bf16")
+    deepep = given.get("--moe-enable-deepep")
+    if deepep is not None and not _given_false(deepep):
+        kind = given.get("--moe-token-dispatcher-type")
+        value = kind.values[0] if kind is not None and kind.values else None
+        text = value.text.strip("'\"") if value is not None else "allgather"  # TransformerConfig's default
+        if not (value is not None and value.unresolved) and text != "flex":
+            what = f"--moe-token-dispatcher-type {text}" if value is not None else \
+                "no --moe-token-dispatcher-type (Megatron-Core's default, allgather)"
+            # TransformerConfig.__post_init__ from 0d389f5e99 to core_v0.19.0 transformer_config.py:1589-1591
+            raise start_refusal(deepep.evidence, f"--moe-enable-deepep with {what}",
+                                "Megatron-Core refuses it (transformer_config.py __post_init__, since 0d389f5e99 of "
+                                "2025-02-25, core_v0.19.0 :1589-1591: 'DeepEP backend is only supported with flex "
+                                "token dispatcher.')",
+                                "give --moe-token-dispatcher-type flex (DeepEP) or drop --moe-enable-deepep")
     gather = given.get("--overlap-param-gather")
     if gather is not None:
         optimizer = given.get("--optimizer")
