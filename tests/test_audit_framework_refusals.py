@@ -440,3 +440,14 @@ def test_deepep_without_the_flex_dispatcher_does_not_start(tmp_path, dispatcher,
                                    "dgx-h100", "--gpus", "8", "--json"])
     assert ok.exit_code in (0, 1), ok.output
     assert json.loads(ok.stdout)["estimate"]["recipe"]["moe_dispatcher"] == "deepep"
+
+
+def test_an_expert_tp_placement_cannot_price_is_not_called_a_job_that_does_not_fit(tmp_path) -> None:
+    """Megatron-Core runs etp 2 beside tp 4 (MoE parallel folding, 7f22e210cd; Megatron's functional test
+    gpt3_mcore_tp2_pp2_ep2_etp2_te_4experts2parallel): the refusal is placement's limit, not the job's."""
+    script = tmp_path / "train.sh"
+    script.write_text(f"torchrun --nproc_per_node 8 pretrain_gpt.py {MIXTRAL.replace('size 8', 'size 2')} "
+                      "--tensor-model-parallel-size 4 --expert-tensor-parallel-size 2 --sequence-parallel\n")
+    err = _refused(script, "mixtral-8x7b")
+    assert "placement cannot price the launch files' layout" in err and "does not fit" not in err
+    assert "train.sh:1" in err and "etp 2" in err and "this job starts" in err

@@ -2895,6 +2895,14 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
             text += (f"; the files set --microbatch-group-size-per-virtual-pipeline-stage ({group.rpartition('(')[2]}, "
                      f"with which Megatron-Core may run this count (schedules.py: the count modulo the group 0 or at "
                      f"least pp), but placement prices groups of pp only, so it cannot price this job")
+        if "expert tensor parallelism is 1 or equal to tp" in text and launch.framework == "megatron":
+            # a QA run on Megatron's functional tests (gpt3_mcore_tp2_pp2_ep2_etp2_te_4experts2parallel: tp 4, etp
+            # 2): the job starts, and was called one that does not fit; placement's limit, not Megatron's
+            raise InputError(f"placement cannot price the launch files' layout: {text}; Megatron-Core builds the "
+                             f"experts' own grid at any etp whose etp x ep x pp divides the world "
+                             f"(parallel_state.py initialize_model_parallel, MoE parallel folding since 7f22e210cd "
+                             f"of 2024-11-23), so this job starts, but placement prices experts unsharded (etp 1) or "
+                             f"sharded like the dense layers (etp = tp) only") from None
         raise InputError(f"the launch files' layout does not fit the job{of}: {text}") from None
     notes = [f for f in (_check_megatron_connections(launch, layout, topo), _allocator_note(launch)) if f is not None]
     if not hosts and launch.hosts and not set(launch.hosts) <= set(topo.host_names):
