@@ -286,3 +286,22 @@ def test_fine_grained_activation_offloading_is_said_not_dropped(tmp_path) -> Non
     assert result.exit_code in (0, 1), result.output
     notes = [n for n in json.loads(result.stdout)["layout"]["ignored"] if "--fine-grained-activation-offloading" in n]
     assert len(notes) == 1 and "host memory" in notes[0] and "upper bound" in notes[0] and "train.sh:1" in notes[0]
+
+
+@pytest.mark.parametrize("variant, extra, named", [
+    ("gated_delta_net", "--linear-attention-freq 4", "Gated DeltaNet"),
+    ("dsa", "--dsa-indexer-n-heads 64 --dsa-indexer-head-dim 128 --dsa-indexer-topk 2048",
+     "DeepSeek Sparse Attention")])
+def test_an_experimental_attention_variant_is_refused_not_priced_as_softmax_attention(tmp_path, variant, extra,
+                                                                                       named) -> None:
+    """Megatron-Core's --experimental-attention-variant (TransformerConfig, core_v0.19.0 :294; Megatron's functional
+    tests gpt3_mcore_te_tp2_pp1_gdn and gpt3_mcore_te_tp2_pp2_dsa) builds layers placement does not model: the audit
+    priced them as the model's softmax attention on every layer, unsaid."""
+    script = tmp_path / "train.sh"
+    script.write_text(f"torchrun --nproc_per_node 8 pretrain_gpt.py --tensor-model-parallel-size 2 {LLAMA_8B} "
+                      f"--experimental-attention-variant {variant} {extra}\n")
+    result = _audit(script)
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    assert "train.sh:1" in result.stderr and f"--experimental-attention-variant {variant}" in result.stderr
+    assert named in result.stderr and "placement does not model" in result.stderr

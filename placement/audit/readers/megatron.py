@@ -215,6 +215,29 @@ FORCE_BALANCED = (f"routing forced balanced, every expert rank given the mean of
 tables' setting): the job runs at routing imbalance 1.0, as validate prices those tables."""
 
 
+ATTENTION_VARIANTS = {
+    "gated_delta_net": "Gated DeltaNet linear-attention layers in place of softmax attention on (N-1) of every N "
+                       "layers (--linear-attention-freq N, or its list of 1s; TransformerConfig asserts it is set)",
+    "dsa": "DeepSeek Sparse Attention: an indexer scores the keys and each query attends to its top "
+           "--dsa-indexer-topk of them (DeepSeek-V3.2, 382eeea395 of 2026-01-16)"}
+"""Megatron-Core's TransformerConfig.experimental_attention_variant values (core_v0.19.0
+megatron/core/transformer/transformer_config.py:294, Literal['gated_delta_net', 'dsa']): layers placement does not
+model."""
+
+
+def _refuse_attention_variant(a: Arg, flags: dict[str, Arg]) -> None:
+    """An InputError for `--experimental-attention-variant`: the job builds attention layers placement does not model
+    (a QA run on Megatron's functional tests gpt3_mcore_te_tp2_pp1_gdn and gpt3_mcore_te_tp2_pp2_dsa: both were
+    priced as the model's softmax attention on every layer, unsaid), as a recompute module of those layers is."""
+    value = a.values[0].text.strip("'\"") if a.values else ""
+    what = ATTENTION_VARIANTS.get(value, f"an attention variant ({value or 'a value the files leave open'})")
+    extra = [flags[f].evidence for f in ("--linear-attention-freq", "--dsa-indexer-topk") if f in flags]
+    raise InputError(f"{a.evidence}: --experimental-attention-variant {value}: the job builds {what}"
+                     f"{' (' + '; '.join(extra) + ')' if extra else ''}, which placement does not model (pricing it as "
+                     f"the model's softmax attention on every layer would describe another model), so it is not "
+                     f"priced; audit the job without the variant")
+
+
 MEGATRON_UNPRICED_MODULES = ("gdn_norm_out", "gdp_in_proj", "gdp_qkv", "mhc")
 """`--recompute-modules` names Megatron-Core takes for layers placement does not model (Gated DeltaNet, mHC:
 d98e8a64dd megatron/core/transformer/transformer_config.py:1945-1957)."""
@@ -863,6 +886,8 @@ def read_args(words: list[Word], s: Settings, typos: bool = True) -> None:
         if f in MODEL_ELSEWHERE:  # the model's arguments come from the checkpoint or a YAML the files do not show
             site = f"{a.word.site.path}:{a.word.site.line}"
             s.model_elsewhere = s.model_elsewhere or f"{f} ({site}): {MODEL_ELSEWHERE[f]}"
+        if f == "--experimental-attention-variant":
+            _refuse_attention_variant(a, given)
         if f in _MG_IGNORED:
             note = f"{f}: {_MG_IGNORED[f]} ({a.word.site.path}:{a.word.site.line})"
             if note not in s.ignored:
