@@ -305,3 +305,17 @@ def test_an_experimental_attention_variant_is_refused_not_priced_as_softmax_atte
     assert "Traceback" not in result.output
     assert "train.sh:1" in result.stderr and f"--experimental-attention-variant {variant}" in result.stderr
     assert named in result.stderr and "placement does not model" in result.stderr
+
+
+def test_a_bridge_configs_attention_variant_is_refused(tmp_path) -> None:
+    """The same field in a Megatron-Bridge config (model.experimental_attention_variant, Qwen3-Next's recipe)."""
+    cfg = tmp_path / "run_config.yaml"
+    cfg.write_text("model:\n  _target_: megatron.bridge.models.llama.Llama3ModelProvider8B\n"
+                   "  tensor_model_parallel_size: 2\n  sequence_parallel: true\n"
+                   "  experimental_attention_variant: gated_delta_net\n  linear_attention_freq: 4\n"
+                   "train:\n  _target_: megatron.bridge.training.config.TrainingConfig\n  global_batch_size: 128\n"
+                   "  micro_batch_size: 1\nmixed_precision: bf16_mixed\n")
+    result = _audit(cfg)
+    assert result.exit_code == 2, result.output
+    assert "run_config.yaml:5" in result.stderr and "Gated DeltaNet" in result.stderr
+    assert "run_config.yaml:6: linear_attention_freq: 4" in result.stderr

@@ -225,17 +225,23 @@ megatron/core/transformer/transformer_config.py:294, Literal['gated_delta_net', 
 model."""
 
 
-def _refuse_attention_variant(a: Arg, flags: dict[str, Arg]) -> None:
-    """An InputError for `--experimental-attention-variant`: the job builds attention layers placement does not model
-    (a QA run on Megatron's functional tests gpt3_mcore_te_tp2_pp1_gdn and gpt3_mcore_te_tp2_pp2_dsa: both were
-    priced as the model's softmax attention on every layer, unsaid), as a recompute module of those layers is."""
-    value = a.values[0].text.strip("'\"") if a.values else ""
+def attention_variant_refusal(value: str, evidence: str, extra: list[str]) -> InputError:
+    """An InputError for Megatron-Core's experimental attention variant (`--experimental-attention-variant`, a Bridge
+    config's model.experimental_attention_variant): the job builds attention layers placement does not model (a QA
+    run on Megatron's functional tests gpt3_mcore_te_tp2_pp1_gdn and gpt3_mcore_te_tp2_pp2_dsa: both were priced as
+    the model's softmax attention on every layer, unsaid), as a recompute module of those layers is."""
     what = ATTENTION_VARIANTS.get(value, f"an attention variant ({value or 'a value the files leave open'})")
+    return InputError(f"{evidence}: experimental attention variant {value}: the job builds {what}"
+                      f"{' (' + '; '.join(extra) + ')' if extra else ''}, which placement does not model (pricing it "
+                      f"as the model's softmax attention on every layer would describe another model), so it is not "
+                      f"priced; audit the job without the variant")
+
+
+def _refuse_attention_variant(a: Arg, flags: dict[str, Arg]) -> None:
+    """`--experimental-attention-variant` on a Megatron-LM command line: attention_variant_refusal."""
+    value = a.values[0].text.strip("'\"") if a.values else ""
     extra = [flags[f].evidence for f in ("--linear-attention-freq", "--dsa-indexer-topk") if f in flags]
-    raise InputError(f"{a.evidence}: --experimental-attention-variant {value}: the job builds {what}"
-                     f"{' (' + '; '.join(extra) + ')' if extra else ''}, which placement does not model (pricing it as "
-                     f"the model's softmax attention on every layer would describe another model), so it is not "
-                     f"priced; audit the job without the variant")
+    raise attention_variant_refusal(value, a.evidence, extra)
 
 
 MEGATRON_UNPRICED_MODULES = ("gdn_norm_out", "gdp_in_proj", "gdp_qkv", "mhc")
@@ -1858,6 +1864,10 @@ def bridge_settings(keys: dict[str, tuple[Any, str]], s: Settings) -> None:
                    "this config does not start; make them agree" if field == "seq_len" else "")
             raise InputError(f"contradictory {field}: {v} ({ev}) vs {s.value(field)} ({s.sources[field]}){why}")
         s.put(field, v, ev)
+    variant, ev = keys.get("model.experimental_attention_variant", (None, None))
+    if variant is not None:
+        extra = [keys[k][1] for k in ("model.linear_attention_freq", "model.dsa_indexer_topk") if k in keys]
+        raise attention_variant_refusal(str(variant), ev, extra)
     sp, ev = keys.get("model.sequence_parallel", (None, None))
     if sp is not None:
         s.put("sequence_parallel", bool(sp), ev)
