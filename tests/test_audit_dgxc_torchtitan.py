@@ -93,6 +93,15 @@ def test_the_expert_parallel_backend_and_forced_balanced_routing_are_priced_as_s
     assert any("no effect without expert parallelism" in x for x in no_ep.ignored), no_ep.ignored
 
 
+def test_the_default_backend_is_said_with_its_source(tmp_path: Path) -> None:
+    """Files that name no backend run torchtitan's 'standard' all-to-all: priced so and said so, as Megatron's
+    allgather default is (a QA run: the sources listed no dispatcher at all)."""
+    lay = _read(tmp_path, "", "--parallelism.expert_parallel_degree=64")
+    assert lay.recipe["moe_dispatcher"] == "alltoall"
+    assert "torchtitan's default token dispatcher, 'standard'" in lay.sources["recipe.moe_dispatcher"]
+    assert "moe_dispatcher" not in _read(tmp_path, "").recipe  # no expert parallelism: no dispatcher
+
+
 def test_a_best_plan_without_the_jobs_backend_says_so_in_its_source_and_changes(tmp_path: Path) -> None:
     """placement's torchtitan files run the all-to-all dispatcher only: the best plan's source says that, not the
     job's DeepEP key, and the change list names the key it drops."""

@@ -675,6 +675,7 @@ def _moe_settings(get, s: Settings) -> None:
         value, ev = get(key)
         if value is None:
             continue
+        stated = True
         name = str(value).lower()
         if s.value("ep", 1) <= 1:
             s.ignored.append(f"{key} {value!r} ({ev}): no effect without expert parallelism (ep 1)")
@@ -684,6 +685,21 @@ def _moe_settings(get, s: Settings) -> None:
             s.ignored.append(f"{key} {value!r} ({ev}): a token dispatcher placement does not price; priced as "
                              f"torchtitan's 'standard' all-to-all")
         break
+    else:
+        stated = False
+    if not stated and s.value("ep", 1) > 1:  # the default, said as Megatron's allgather default is (a QA run)
+        (module, _), (config, cev) = get("module"), get("config")
+        registry = CONFIGS.get(str(module or "").removeprefix("torchtitan.models.").removesuffix(".config_registry"))
+        if config is not None and registry is None:
+            s.ignored.append(f"the token dispatcher of config {config} ({cev}), which placement's table of torchtitan "
+                             f"0.3.0's shipped configs does not hold: priced as model_registry's default "
+                             f"moe_comm_backend 'standard' (PyTorch's all-to-all); a config of your own may set "
+                             f"another")
+        else:
+            s.put("recipe.moe_dispatcher", "alltoall",
+                  "torchtitan's default token dispatcher, 'standard' (PyTorch's all-to-all): the files set neither "
+                  "parallelism.expert_parallel_comm_backend (v0.2.2 config/job_config.py:474) nor model.moe_comm_"
+                  "backend (0.3.0 model_registry)")
     for key in FORCE_BALANCE_KEYS:
         value, ev = get(key)
         if value in _TRUE:
