@@ -50,3 +50,31 @@ def test_the_json_carries_the_summary_the_text_prints(tmp_path: Path) -> None:
     assert data["summary"]["calibrated"] is None  # no profile given
     text = CliRunner().invoke(main, args).stdout
     assert f"default: mean |error| {sum(errors) / 2:.1%}, max {max(errors):.1%} over 2 runs" in text
+
+
+def test_the_text_names_what_the_search_filled_and_a_run_over_capacity(tmp_path: Path) -> None:
+    """The table said nothing of the ZeRO stage, recompute and micro-batch the search chose for a run whose file left
+    them open (only --json named them), nor that the memory model puts a stated layout over capacity, which the
+    published runs' table marks "over"."""
+    over = """- id: seventy-on-eight
+  model: llama3-70b
+  num_gpus: 8
+  seq_len: 8192
+  global_batch: 128
+  precision: bf16
+  layout: {tp: 8, cp: 1, pp: 1, micro_batch_size: 1, zero_stage: 1, recompute: none, sequence_parallel: true}
+  step_time_s: 90.0
+"""
+    path = tmp_path / "steps.yaml"
+    path.write_text(STEPS.replace("- model:", "- id: open-knobs\n  model:") + over, encoding="utf-8")
+    args = ["validate", "--runs", str(path), "--cluster", "dgx-h100"]
+    runs = {r["id"]: r for r in json.loads(CliRunner().invoke(main, [*args, "--json"]).stdout)["runs"]}
+    text = CliRunner().invoke(main, args).stdout
+    searched = runs["open-knobs"]["searched"]
+    line = next(x for x in text.splitlines() if x.startswith("searched: open-knobs: "))
+    assert f"z{searched['zero_stage']}" in line and f"rc {searched['recompute']}" in line
+    assert runs["seventy-on-eight"]["searched"] == {} or not runs["seventy-on-eight"]["searched"]
+    assert not any(x.startswith("searched: seventy-on-eight") for x in text.splitlines())
+    assert runs["seventy-on-eight"]["fits"] is False and runs["open-knobs"]["fits"] is True
+    assert "over capacity: seventy-on-eight: the memory model puts it at " in text
+    assert "over capacity: open-knobs" not in text

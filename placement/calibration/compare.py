@@ -119,9 +119,21 @@ def compare_table(rows: list[Compared], profile_path: str | None) -> str:
         if s is not None and s["runs"]:
             lines.append(f"{name}: mean |error| {s['mean_abs_error']:.1%}, max {s['max_abs_error']:.1%} over "
                          f"{s['runs']} runs")
+    from placement.report import searched_text
+
     for c in rows:
         if c.priced is not None and c.priced.why:
             lines.append(f"no price: {c.run.id}: {c.priced.why}")
+        p = c.priced
+        if p is not None and c.default_s is not None and p.searched:
+            # a user trial: the JSON named the ZeRO stage, recompute and micro-batch the search chose for a run whose
+            # file left them open, and the table printed the price with no word of them
+            lines.append(f"searched: {c.run.id}: {searched_text(p.searched)} (not stated by the run; priced at the "
+                         f"fastest legal value: a run that ran another is slower than its row)")
+        if p is not None and c.default_s is not None and not p.fits and p.peak_memory_gib is not None:
+            lines.append(f"over capacity: {c.run.id}: the memory model puts it at {p.peak_memory_gib:.1f} GiB per GPU, "
+                         f"over the {p.capacity_gib:.1f} GiB capacity; priced at its stated layout (if it ran, the "
+                         f"model over-counts its memory; else check the layout)")
         if c.off_scale:
             lines.append(f"left out of the summary: {c.run.id}: {c.off_scale}")
     if profile_path:
