@@ -18,6 +18,7 @@ from pydantic import BaseModel, ValidationError
 from placement.errors import InputError
 from placement.loaders.errors import format_validation_error
 from placement.loaders.files import parse_yaml, read_text, yaml_kind
+from placement.loaders.kinds import wrong_kind
 from placement.specs import AcceleratorSpec, ClusterSpec, ModelSpec
 
 S = TypeVar("S", bound=BaseModel)
@@ -67,6 +68,9 @@ def read_yaml(path: Path, schema: type[S], what: str) -> S:
     text = read_text(path, f"{what} file", f"give a readable UTF-8 YAML {what} file")
     data = parse_yaml(text, path, f"{what} file")
     if not isinstance(data, dict):
+        other = wrong_kind(path, data, what)  # a step file (a list of measured runs)
+        if other is not None:
+            raise InputError(other)
         raise InputError(
             f"{path}: a {what} file must be a YAML mapping of fields, got {yaml_kind(data)}; "
             f"see the files in {catalog_root() / EXAMPLES.get(what, '')} for examples"
@@ -84,7 +88,9 @@ def read_yaml(path: Path, schema: type[S], what: str) -> S:
                              f"{' ...' if len(data) > 4 else ''} are {a(other)}'s), not {a(what)} file; give it as "
                              f"{flag[other]}, and {a(what)} file here (examples in "
                              f"{catalog_root() / EXAMPLES.get(what, '')})") from None
-        raise InputError(format_validation_error(err, str(path))) from None
+        # a sweep file, a calibration profile or a measured run (the kinds _other_kind does not know)
+        raise InputError(wrong_kind(path, data, what, ("sweep", "profile", "steps"))
+                         or format_validation_error(err, str(path))) from None
 
 
 def _other_kind(data: dict, schema: type) -> str | None:

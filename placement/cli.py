@@ -1444,6 +1444,7 @@ def sweep(sweep_file, out_dir, executor, workers, no_cache, as_json, no_plots, s
 
     from placement.catalog import catalog_root
     from placement.loaders.files import parse_yaml, read_text, yaml_kind
+    from placement.loaders.kinds import wrong_kind
     from placement.outfiles import check_out_dir
     from placement.sweep.output import plan_commands, study_document, summary, write_plots, write_tables
     from placement.sweep.overrides import apply_sets
@@ -1452,6 +1453,9 @@ def sweep(sweep_file, out_dir, executor, workers, no_cache, as_json, no_plots, s
 
     path = Path(sweep_file)
     data = parse_yaml(read_text(path, "sweep file", "give a readable UTF-8 YAML sweep file"), path, "sweep file")
+    other = wrong_kind(path, data, "sweep")  # a model, cluster, accelerator, profile or step file as the sweep file
+    if other is not None:
+        raise InputError(other)
     if not isinstance(data, dict):
         raise InputError(f"{path}: a sweep file must be a YAML mapping of fields, got {yaml_kind(data)}; "
                          f"see the files in {catalog_root() / 'hardware' / 'sweeps'} for examples")

@@ -33,6 +33,7 @@ from placement.cost import constants as C
 from placement.errors import InputError
 from placement.loaders.errors import format_validation_error
 from placement.loaders.files import parse_yaml, read_text, yaml_kind
+from placement.loaders.kinds import wrong_kind
 from placement.specs import AcceleratorSpec, ClusterSpec
 from placement.specs._base import Frozen
 from placement.specs.hardware import ScaleUpSpec, SwitchTier
@@ -319,6 +320,9 @@ def load_profile(path: Path | str) -> CalibrationProfile:
     path = Path(path)
     text = read_text(path, "calibration profile", "give the YAML file `placement calibrate --out` wrote")
     data = parse_yaml(text, path, "calibration profile")
+    other = wrong_kind(path, data, "profile")  # a model, cluster, sweep or step file given as --calibration
+    if other is not None:
+        raise InputError(other)
     if not isinstance(data, dict):
         raise InputError(f"calibration profile `{path}`: expected a mapping of profile fields, found "
                          f"{yaml_kind(data)}; give the file `placement calibrate --out` wrote")

@@ -27,6 +27,7 @@ from placement.catalog import load_model
 from placement.errors import InputError
 from placement.loaders.errors import format_validation_error
 from placement.loaders.files import parse_yaml, read_text
+from placement.loaders.kinds import wrong_kind
 from placement.specs import ModelSpec
 from placement.specs._base import Frozen
 from placement.specs.layout import PinnedLayout
@@ -205,6 +206,9 @@ def _run(entry_id: str, where: str, cluster: str, model: ModelSpec, model_ref: s
 
 def read_step_yaml(path: Path, cluster: str, text: str) -> list[StepRun]:
     data = parse_yaml(text, path, "step file")
+    other = wrong_kind(path, data, "steps")  # a model, cluster, sweep file or profile given as --steps / --runs
+    if other is not None:
+        raise InputError(other)
     if isinstance(data, dict):
         data = [data]
     if not isinstance(data, list) or not data:
