@@ -220,7 +220,7 @@ def _read_run(path: Path, all_lines: list[str], start: int, end: int, span: tupl
     file = f"nccl-tests file `{path}`{part}"
     ranks: dict[int, tuple[str, str]] = {}
     rows = []
-    seen: dict[int, int] = {}  # size -> line
+    seen: dict[int, tuple[int, tuple[str, str]]] = {}  # size -> (line, (type, reduction))
     trailer = None
     in_table = False
     cols: list[str] | None = None  # the table header's column names
@@ -272,10 +272,21 @@ def _read_run(path: Path, all_lines: list[str], start: int, end: int, span: tupl
                              f"starting:` line to say otherwise); name the file after the binary that printed it")
         if got[0] == 0:  # nccl-tests rounds each rank's count down: a small -b prints several 0-byte rows
             continue
+        kind = (tokens[2], redop)  # the row's data type and reduction
         if got[0] in seen:
-            raise InputError(f"nccl-tests file `{path}` line {i}: size {got[0]} again (first on line {seen[got[0]]}): "
+            first, first_kind = seen[got[0]]
+            if kind != first_kind:
+                # a user trial: `all_reduce_perf -d all` was told it held two runs, "give each run in its own file"
+                raise InputError(
+                    f"nccl-tests file `{path}` line {i}: size {got[0]} again as {' '.join(kind)} (first on line "
+                    f"{first} as {' '.join(first_kind)}): this run timed several data types or reduction ops "
+                    f"(nccl-tests `-d all` or `-o all` time the whole size range once per type, then per op: "
+                    f"src/all_reduce.cu AllReduceRunTest), which calibrate would fit as one collective; rerun with "
+                    f"one type and op (`-d bfloat16 -o sum`; without -d and -o nccl-tests runs float sum), or keep "
+                    f"one type's and op's rows")
+            raise InputError(f"nccl-tests file `{path}` line {i}: size {got[0]} again (first on line {first}): "
                              f"two runs in one file would be fitted as one; give each run in its own file")
-        seen[got[0]] = i
+        seen[got[0]] = (i, kind)
         out_wrong, in_wrong = got[3]
         if _failed(out_wrong) or _failed(in_wrong):
             failed.append(f"line {i} ({got[0]:,} B: #wrong {out_wrong} out of place, {in_wrong} in place)")
