@@ -97,6 +97,22 @@ def test_the_report_marks_each_designs_defaulted_cost_inputs():
     assert "defaults" not in rented
 
 
+def test_the_report_lists_a_rentals_price_alone():
+    """A QA trial's page listed a rental design as "price_per_gpu_hour 4.5, amortization_years 4,
+    energy_price_per_kwh 0.1, pue 1.3": defaults of purchase inputs its price does not use (a rental may not state
+    them), shown as its inputs beside the price it is billed at."""
+    from placement.sweep.output import cost_input_sources, page_meta
+
+    spec = SweepSpec.model_validate(STUDY)
+    meta = page_meta({"inputs": spec.model_dump(mode="json"), "cost_input_sources": cost_input_sources(spec)})
+    bought, _, rented = meta["designs"]
+    rental = next(d for d in STUDY["designs"] if "price_per_gpu_hour" in d)
+    assert rented.startswith(f"{rental['name']}: ") and f"price_per_gpu_hour {rental['price_per_gpu_hour']:g}" in rented
+    for purchase_only in ("amortization_years", "energy_price_per_kwh", "pue", "capex_per_gpu", "power_per_gpu_w"):
+        assert purchase_only not in rented
+    assert "amortization_years 4" in bought  # a purchase still lists the defaults it is priced with
+
+
 @pytest.mark.parametrize(("where", "key", "value", "says"), [
     ("workloads", "tokens", True, "not true/false"),
     ("workloads", "global_batch", "64", "not a string"),

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from placement.calibration.published import above_ratio, published_line
 from placement.outfiles import atomic_path, check_out_dir, write_atomic
+from placement.sweep.spec import PURCHASE_ONLY_INPUTS
 
 GPU_COUNT_KEYS = ("considered", "with_layout", "planned", "planned_ok", "largest_with_layout")
 """A row's `gpu_counts` (sweep.counts.choose), flat in the CSV as gpu_counts_<key>."""
@@ -269,7 +270,14 @@ def page_meta(document: dict, calibration_line: str | None = None) -> dict:
         names = [f for f, where in (sources.get(name) or {}).items() if where == "default"]
         return f" (defaults, no source: {', '.join(names)})" if names else ""
 
-    meta["designs"] = [f"{d['name']}: {fields(d)}{defaulted(d['name'])}" for d in inputs.get("designs", ())]
+    def design_fields(d: dict) -> str:
+        # a rental's price is its hourly rate alone: the purchase inputs it cannot state (spec._check_rental) hold their
+        # defaults in `inputs`, which the page listed as its prices (a QA trial: "price_per_gpu_hour 4.5,
+        # amortization_years 4, energy_price_per_kwh 0.1, pue 1.3")
+        rental = d.get("price_per_gpu_hour") is not None
+        return fields(d, ("name", *PURCHASE_ONLY_INPUTS) if rental else ("name",))
+
+    meta["designs"] = [f"{d['name']}: {design_fields(d)}{defaulted(d['name'])}" for d in inputs.get("designs", ())]
     meta["workloads"] = [f"{w['name']}: {fields(w)}" for w in inputs.get("workloads", ())]
     meta["overrides"] = list(document.get("overrides") or ())
     meta["networks"] = network_lines(document.get("network_sources") or {})
