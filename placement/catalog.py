@@ -18,7 +18,7 @@ from pydantic import BaseModel, ValidationError
 from placement.errors import InputError
 from placement.loaders.errors import format_validation_error
 from placement.loaders.files import parse_yaml, read_text, yaml_kind
-from placement.loaders.kinds import wrong_kind
+from placement.loaders.kinds import kind_of, wrong_kind
 from placement.specs import AcceleratorSpec, ClusterSpec, ModelSpec
 
 S = TypeVar("S", bound=BaseModel)
@@ -78,7 +78,7 @@ def read_yaml(path: Path, schema: type[S], what: str) -> S:
     try:
         return schema.model_validate(data)
     except ValidationError as err:
-        other = _other_kind(data, schema)
+        other = kind_of(data, what, ("model", "cluster", "accelerator"))
         if other is not None:  # a user trial: a cluster file as an accelerator got 12 missing / extra field errors
             flag = {"model": "--model", "cluster": "--cluster", "accelerator": "a cluster file's `accelerator:`"}
             def a(word: str) -> str:
@@ -88,22 +88,9 @@ def read_yaml(path: Path, schema: type[S], what: str) -> S:
                              f"{' ...' if len(data) > 4 else ''} are {a(other)}'s), not {a(what)} file; give it as "
                              f"{flag[other]}, and {a(what)} file here (examples in "
                              f"{catalog_root() / EXAMPLES.get(what, '')})") from None
-        # a sweep file, a calibration profile or a measured run (the kinds _other_kind does not know)
+        # a sweep file, a calibration profile or a measured run
         raise InputError(wrong_kind(path, data, what, ("sweep", "profile", "steps"))
                          or format_validation_error(err, str(path))) from None
-
-
-def _other_kind(data: dict, schema: type) -> str | None:
-    """The other catalog kind (model, cluster, accelerator) a mapping that fails `schema` plainly is: every one of
-    its keys a field of that kind's schema, and most of them not of `schema`'s."""
-    from placement.specs import AcceleratorSpec, ClusterSpec, ModelSpec
-
-    keys = {k for k in data if isinstance(k, str)}
-    mine = keys & set(schema.model_fields)
-    for kind, other in (("model", ModelSpec), ("cluster", ClusterSpec), ("accelerator", AcceleratorSpec)):
-        if other is not schema and keys and keys <= set(other.model_fields) and len(mine) * 2 < len(keys):
-            return kind
-    return None
 
 
 def _is_file(path: Path) -> bool:
