@@ -650,6 +650,11 @@ def build_job(model_ref, cluster_ref, gpus, nodes, seq_len, global_batch, precis
                          memory_headroom_bytes=headroom)
     if ctx is not None:
         defaults = job_defaults(model, seq_len, global_batch)
+        if ("cluster_ref" in ctx.params and slurm_topology is None and cluster_graph is None
+                and ctx.get_parameter_source("cluster_ref") is click.core.ParameterSource.DEFAULT):
+            # a QA note: a job without --cluster was priced on DGX H100 with no word that the machine was a default
+            defaults = {"cluster": f"{cluster_ref}: placement's default machine (give --cluster NAME or FILE; "
+                                   f"`placement show clusters` lists the catalog)"} | defaults
         if gpus is None and nodes is None and slurm_topology is None and cluster_graph is None:
             # the catalog cluster's own size (a user trial: 1,024 GPUs with no word of where they came from)
             defaults = {"num_gpus": f"{topo.num_gpus}: cluster {topo.cluster.name}'s default_num_gpus (give --gpus N "
@@ -2104,6 +2109,11 @@ def calibrate(nccl_files, step_files, gemm_file, cluster_ref, gpus, slurm_topolo
     _no_repeated_files("--nccl", nccl_files)
     _no_repeated_files("--steps", step_files)
     topo = build_topology(cluster_ref, gpus, None, slurm_topology, nodelist, node_type, None, oversubscription)
+    if slurm_topology is None and ctx.get_parameter_source("cluster_ref") is click.core.ParameterSource.DEFAULT:
+        # a QA note: measurements from another machine fitted against DGX H100 constants, unsaid
+        click.echo(f"placement: note: cluster {cluster_ref}: placement's default machine, whose constants the "
+                   f"measurements are fitted against (give --cluster NAME or FILE of the machine they ran on)",
+                   err=True)
     name = cluster_ref if slurm_topology is None else topo.cluster.name
     profile = Calibration(topo, name, [Path(f) for f in nccl_files], [Path(f) for f in step_files],
                           Path(gemm_file) if gemm_file else None).run()

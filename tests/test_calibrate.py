@@ -563,3 +563,14 @@ def test_as_many_steps_as_constants_fit_only_what_the_steps_tell_more_of_than_th
     assert all(profile.constants[n].stderr is not None for n in fitted)
     assert any("tell less of it than its prior" in profile.constants[n].note or "standard error" in
                profile.constants[n].note for n in names if n not in fitted)
+
+
+def test_a_default_cluster_is_said(tmp_path: Path) -> None:
+    """A QA note: measurements fitted against DGX H100's constants where no --cluster was given, unsaid."""
+    table = tmp_path / "gemm.csv"
+    table.write_text("m,n,k,dtype,tflops\n8192,8192,8192,bf16,750\n4096,4096,4096,bf16,700\n")
+    args = ["calibrate", "--gemm", str(table), "--gpus", "8", "--out", str(tmp_path / "p.yaml")]
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 0, res.output
+    assert "note: cluster dgx-h100: placement's default machine" in res.stderr
+    assert "note: cluster" not in CliRunner().invoke(main, [*args, "--cluster", "dgx-h100"]).stderr

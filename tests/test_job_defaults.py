@@ -117,3 +117,19 @@ def test_evaluate_of_a_layout_over_capacity_names_the_memory_and_a_fix(tmp_path:
     assert "capacity 78.1 GiB" in result.stderr and "`placement plan` with the same job" in result.stderr
     result = CliRunner().invoke(main, [*job, "--out", str(tmp_path / "o"), "--emit", "megatron"])
     assert result.exit_code == 1 and "so they run out of memory too" in result.stderr
+
+
+def test_the_default_cluster_is_said_where_no_cluster_is_given() -> None:
+    """A QA note: a job without --cluster was priced on DGX H100 with no word that the machine was a default."""
+    import json
+
+    from click.testing import CliRunner
+
+    from placement.cli import main
+
+    args = ["plan", "--model", "llama3-8b", "--gpus", "8", "--global-batch", "64", "--seq-len", "4096", "--top-k", "1"]
+    unsaid = CliRunner().invoke(main, args)
+    assert "note: cluster dgx-h100: placement's default machine (give --cluster" in unsaid.stderr
+    assert "dgx-h100" in json.loads(CliRunner().invoke(main, [*args, "--json"]).stdout)["job_defaults"]["cluster"]
+    given = CliRunner().invoke(main, [*args, "--cluster", "dgx-h100", "--json"])
+    assert "note: cluster" not in given.stderr and "cluster" not in json.loads(given.stdout)["job_defaults"]
