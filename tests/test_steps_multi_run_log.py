@@ -62,3 +62,26 @@ def test_the_audit_of_a_log_of_two_runs_is_refused(tmp_path: Path) -> None:
                                     "--gpus", "8"])
     assert got.exit_code == 2 and "Traceback" not in got.output
     assert f"restarted.log:{second}: a second Megatron arguments block starts here" in got.stderr
+
+
+@pytest.mark.parametrize(("second", "said"), [
+    ("", "repeats the same run, field for field, of entry 1"),
+    ("  id: a\n", None),
+], ids=["same-run", "ids"])
+def test_a_run_given_twice_in_a_step_file_is_refused(tmp_path: Path, second: str, said: str | None) -> None:
+    """A QA note: two identical entries (or two of one id) were both fitted, the run counted twice, where the same
+    file given twice is refused."""
+    from placement.calibration.steps import read_step_yaml
+
+    entry = ("- model: llama3-8b\n  num_gpus: 8\n  seq_len: 4096\n  global_batch: 32\n"
+             "  layout: {tp: 1, pp: 1, cp: 1, zero_stage: 1, micro_batch_size: 1, recompute: none}\n"
+             "  step_time_s: 2.0\n")
+    text = (entry + second) * 2 if second else entry * 2
+    path = tmp_path / "steps.yaml"
+    path.write_text(text)
+    with pytest.raises(InputError) as err:
+        read_step_yaml(path, "dgx-h100", text)
+    assert (said or "repeats id 'a' of entry 1") in str(err.value)
+    # different ids are two runs, as the user says
+    two = entry + "  id: a\n" + entry + "  id: b\n"
+    assert len(read_step_yaml(path, "dgx-h100", two)) == 2

@@ -218,11 +218,19 @@ def read_step_yaml(path: Path, cluster: str, text: str) -> list[StepRun]:
                          f"global_batch, layout, step_time_s, ...}}); found {found}: a file from which nothing is read "
                          f"fits nothing")
     out = []
+    seen: dict[str, int] = {}  # an id, or an id-less entry's content -> its entry number
     for i, item in enumerate(data):
         try:
             e = StepEntry.model_validate(item)
         except ValidationError as err:
             raise InputError(format_validation_error(err, f"step file `{path}`, entry {i + 1}")) from None
+        # the same run twice would count twice in the fit, as a file given twice would (a QA note)
+        key = f"id {e.id!r}" if e.id is not None else e.model_dump_json()
+        if key in seen:
+            what = key if e.id is not None else "the same run, field for field,"
+            raise InputError(f"step file `{path}`: entry {i + 1} repeats {what} of entry {seen[key]}: a run given "
+                             f"twice would count twice in the fit; drop one, or give each run an id of its own")
+        seen[key] = i + 1
         out.append(_entry(e, path, i, cluster))
     return out
 
