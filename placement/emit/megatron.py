@@ -189,9 +189,6 @@ def recipe_arguments(ctx: EmitContext) -> tuple[list[str], list[str]]:
                 warnings.append(refusal("Megatron-Core refuses --delay-wgrad-compute without "
                                         "--overlap-moe-expert-parallel-comm (transformer_config.py, since ae1c88296f "
                                         "of 2025-08-01); add the overlap or drop it"))
-        if r.dispatch_fp8:
-            warnings.append("FP8 dispatch has no Megatron-Core argument of its own: the flex dispatcher sends FP8 "
-                            "when the FP8 recipe quantises before dispatch; check your version does")
     if r.cuda_graphs is CudaGraphs.PARTIAL:
         modules = PARTIAL_GRAPH_MODULES_MOE if ctx.moe else PARTIAL_GRAPH_MODULES
         args += ["--cuda-graph-impl", "transformer_engine", "--cuda-graph-modules", *modules]
@@ -602,10 +599,14 @@ RUNS_INSTEAD = {
                              "(p2p_communication, batch_isend_irecv)",
     "pipeline_schedule": "Megatron-Core has no argument for it: it runs 1F1B (interleaved when vpp > 1), with a "
                          "larger bubble",
+    "dispatch_fp8": "megatron-core 0.19.2 has no FP8 dispatch: every dispatcher sends the 16-bit hidden states and "
+                    "the expert GEMMs quantise them after the all-to-all (DeepEP's fused_dispatch sends x as "
+                    "given, HybridEP's buffer is built with fp8_dispatch = False, transformer/moe/fused_a2a.py:401 "
+                    "and :326, and NCCL-EP's receive buffers are bfloat16, token_dispatcher.py:1643-1646)",
 }
 """What Megatron-LM runs instead of each recipe feature it cannot be told."""
 STATED = frozenset({
-    "attention_kernel", "moe_dispatcher", "dispatch_fp8", "cuda_graphs", "moe_fusions", "tp_comm_overlap",
+    "attention_kernel", "moe_dispatcher", "cuda_graphs", "moe_fusions", "tp_comm_overlap",
     "ep_comm_overlap", "delay_wgrad", "cp_comm_type", "dp_overlap",
     "param_gather_overlap", "fp8_recipe", "fp8_params", "grad_reduce_fp32",
     "activation_func_fp8_input_store", "optimizer_state_bf16", "recompute_modules", "recompute_num_layers",
