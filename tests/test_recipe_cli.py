@@ -5,6 +5,7 @@ pinned recipe, the Megatron file carries it and `audit` reads it back (speed-up 
 from __future__ import annotations
 
 import json
+import re
 import shlex
 
 import pytest
@@ -239,6 +240,25 @@ def test_fp8_activation_input_store_is_warned_in_megatron_files_it_cannot_state(
     text = (tmp_path / "megatron.sh").read_text()
     assert "--activation-func-fp8-input-store" not in text.split("PLACEMENT_ARGS=(")[1]
     assert "activation_func_fp8_input_store has no Megatron-LM 0.19.2 argument" in text
+
+
+def test_a_megatron_file_without_the_fp8_activation_store_prices_the_bf16_input_it_keeps(tmp_path):
+    """What the file cannot state it runs at Megatron's default (the activation's input kept in BF16): its header
+    prices that memory, and the audit of the file agrees with the header, not with the plan."""
+    job = ["--model", "qwen3-30b-a3b", "--cluster", "dgx-h100", "--gpus", "16", "--seq-len", "4096",
+           "--global-batch", "64", "--precision", "fp8"]
+    code, out, err = run("evaluate", *job, "--ep", "8", "--activation-fp8-input-store", "--json", "--emit",
+                         "megatron", "--out", str(tmp_path))
+    assert code == 0, err
+    planned = json.loads(out)
+    text = (tmp_path / "megatron.sh").read_text()
+    runs = re.search(r"^# this file runs (.*?): [\d.]+ s/step .*?, ([\d.]+) of [\d.]+ GiB per GPU", text, re.M)
+    assert runs is not None and runs.group(1) == "activation_func_fp8_input_store False (not True)"
+    assert float(runs.group(2)) > planned["peak_memory_bytes"] / 2**30 + 1  # the up-projection outputs kept 16-bit
+    code, out, err = run("audit", *job, "--launch", str(tmp_path / "megatron.sh"), "--hosts",
+                         str(tmp_path / "hosts.txt"), "--json")
+    assert code in (0, 1), err
+    assert json.loads(out)["estimate"]["peak_memory_bytes"] / 2**30 == pytest.approx(float(runs.group(2)), abs=0.05)
 
 
 @pytest.mark.parametrize("argv", [

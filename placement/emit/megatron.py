@@ -267,12 +267,6 @@ def recipe_arguments(ctx: EmitContext) -> tuple[list[str], list[str]]:
                         "installed flash-attn package, FlashAttention-2 only if that is version 2.x")
     if lay.cp > 1 and r.cp_comm_type is not CpCommType.P2P:
         args += ["--cp-comm-type", r.cp_comm_type.value]
-    if r.activation_func_fp8_input_store:
-        # a TransformerConfig field that Megatron-LM 0.19.2 keeps off its command line (arguments.py lists it
-        # among the fields it does not expose); forks and Megatron-Bridge recipes set it in code
-        warnings.append("activation_func_fp8_input_store has no Megatron-LM 0.19.2 argument (a TransformerConfig "
-                        "field): set it in the model provider, or the MLP activation input stays BF16 and takes "
-                        "more activation memory than the plan priced")
     if r.optimizer_state_bf16:
         args += ["--use-precision-aware-optimizer", "--exp-avg-dtype", "bf16", "--exp-avg-sq-dtype", "bf16"]
     if r.mtp_layers:
@@ -599,6 +593,10 @@ RUNS_INSTEAD = {
                              "(p2p_communication, batch_isend_irecv)",
     "pipeline_schedule": "Megatron-Core has no argument for it: it runs 1F1B (interleaved when vpp > 1), with a "
                          "larger bubble",
+    "activation_func_fp8_input_store": "activation_func_fp8_input_store has no Megatron-LM 0.19.2 argument (a "
+                                       "TransformerConfig field that megatron/training/arguments.py:2246 keeps off "
+                                       "the command line; forks and Megatron-Bridge recipes set it in code): the MLP "
+                                       "activation's input stays BF16 unless you set it in the model provider",
     "dispatch_fp8": "megatron-core 0.19.2 has no FP8 dispatch: every dispatcher sends the 16-bit hidden states and "
                     "the expert GEMMs quantise them after the all-to-all (DeepEP's fused_dispatch sends x as "
                     "given, HybridEP's buffer is built with fp8_dispatch = False, transformer/moe/fused_a2a.py:401 "
@@ -609,7 +607,7 @@ STATED = frozenset({
     "attention_kernel", "moe_dispatcher", "cuda_graphs", "moe_fusions", "tp_comm_overlap",
     "ep_comm_overlap", "delay_wgrad", "cp_comm_type", "dp_overlap",
     "param_gather_overlap", "fp8_recipe", "fp8_params", "grad_reduce_fp32",
-    "activation_func_fp8_input_store", "optimizer_state_bf16", "recompute_modules", "recompute_num_layers",
+    "optimizer_state_bf16", "recompute_modules", "recompute_num_layers",
     "mtp_layers", "pipeline_layout", "account_for_embedding", "account_for_loss", "cross_entropy_fusion",
     "moe_capacity_factor", "cpu_affinity", "cuda_launch_blocking", "pp_comm_overlap",
     "align_param_gather", "ddp_bucket_params"})
