@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
 from click.testing import CliRunner
 
 from placement.cli import main
@@ -41,3 +42,23 @@ def test_a_split_torchtitan_cannot_build_is_priced_as_it_builds_it():
     got = json.loads(result.stdout)["layout"]
     assert got["stage_layers"] == per_rank or [got["stage_layers"][0], got["stage_layers"][-1]] == per_rank
     assert re.fullmatch(r"E?t+L?(\|E?t+L?)*", layout)
+
+
+def test_an_explicit_layout_torchtitan_builds_per_rank_is_priced_as_built_not_as_the_even_default(tmp_path):
+    """A plan's --pipeline-layout is no torchtitan flag, but when the flags torchtitan takes build its layers per
+    PP rank (7|8|8|9 over pp 2 x vpp 2: 15/17), the file runs that uneven split: its header must price 15/17, as the
+    audit of the file does, not the even 16/16 of a plan without a layout."""
+    job = ["--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "16", "--seq-len", "4096", "--global-batch", "64"]
+    out = tmp_path / "files"
+    result = CliRunner().invoke(main, ["evaluate", *job, "--tp", "2", "--pp", "2", "--vpp", "2", "--mbs", "1",
+                                       "--zero", "3", "--pipeline-layout", "Et*7|t*8|t*8|t*9L", "--json",
+                                       "--emit", "torchtitan", "--out", str(out)])
+    assert result.exit_code in (0, 1), result.output[-1500:]
+    runs = re.search(r"^# this file runs (.*?): ([\d.]+) s/step \(", (out / "torchtitan.sh").read_text(), re.M)
+    assert runs is not None and "pipeline_layout" not in runs.group(1)
+    audit = CliRunner().invoke(main, ["audit", *job, "--launch", str(out / "torchtitan.sh"), "--hosts",
+                                      str(out / "hosts.txt"), "--json"])
+    assert audit.exit_code in (0, 1), audit.output[-1500:]
+    est = json.loads(audit.stdout)["estimate"]
+    assert est["layout"]["rank_layers"] == [15, 17]
+    assert est["step_time_s"] == pytest.approx(float(runs.group(2)), abs=5e-4)

@@ -794,6 +794,18 @@ def runs(ctx: EmitContext) -> Runs:
     runs_forced(ctx, "torchtitan", out, run_precision(ctx), (emitted_config(ctx) or (None, None))[1])
     runs_model(ctx, "torchtitan", out)
     split = runs_split(ctx)
+    if split is None and ctx.recipe.pipeline_layout is not None and lay.pp > 1:
+        # the plan's explicit layout string is no torchtitan flag (RUNS_INSTEAD reset it to the default split), but
+        # the flags torchtitan does take build the plan's layers per PP rank: priced as the split it builds, not
+        # as the even default (a review: Et*7|t*8|t*8|t*9L over pp 2 x vpp 2, built 7/9/8/8, was priced 16/16)
+        try:
+            _, built, _ = emitted_split(ctx.num_layers, lay.pp, lay.vpp, lay.per_rank_layers())
+        except ValueError:
+            built = None
+        if built is not None:
+            out.recipe["pipeline_layout"] = split_layout(built)
+            out.recipe |= {"account_for_embedding": False, "account_for_loss": False}
+            out.what = [w for w in out.what if not w.startswith("pipeline_layout ")]
     if split is not None:
         per_rank = [sum(split[r::lay.pp]) for r in range(lay.pp)]
         out.recipe["pipeline_layout"] = split_layout(split)
