@@ -269,6 +269,12 @@ def recipe_arguments(ctx: EmitContext) -> tuple[list[str], list[str]]:
         args += ["--cp-comm-type", r.cp_comm_type.value]
     if r.optimizer_state_bf16:
         args += ["--use-precision-aware-optimizer", "--exp-avg-dtype", "bf16", "--exp-avg-sq-dtype", "bf16"]
+        if lay.zero_stage == 0:  # DDP: no --use-distributed-optimizer (Megatron-FSDP sets it itself)
+            warnings.append(refusal("Megatron-Core refuses --use-precision-aware-optimizer without the distributed "
+                                    "optimizer (core_v0.19.0 megatron/core/optimizer/optimizer_config.py:430-436, "
+                                    "OptimizerConfig.__post_init__: '--use-precision-aware-optimizer only supported "
+                                    "with distributed optimizer'); plan it at ZeRO >= 1 or drop "
+                                    "--optimizer-state-bf16"))
     if r.mtp_layers:
         # validate_args: MTP needs rope (or no) position embeddings; the MTP models (DeepSeek-V3 and kin) use rope
         args += ["--mtp-num-layers", str(r.mtp_layers)]

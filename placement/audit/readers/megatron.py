@@ -669,6 +669,14 @@ def _refuse_validate_args(given: dict[str, Arg]) -> None:
         refuse(offload, "--optimizer-cpu-offload without --use-precision-aware-optimizer", "the flag came in, "
                "60007c93d3 of 2025-02-14", "The optimizer cpu offload must be used in conjunction with "
                "`--use-precision-aware-optimizer`", "add --use-precision-aware-optimizer or drop the offload")
+    aware = given.get("--use-precision-aware-optimizer")
+    if (aware is not None and not _given_false(aware) and "--use-distributed-optimizer" not in given
+            and "--use-megatron-fsdp" not in given):  # Megatron-FSDP turns the distributed optimizer on itself
+        raise start_refusal(aware.evidence, "--use-precision-aware-optimizer without --use-distributed-optimizer",
+                            "Megatron-Core refuses it (optimizer_config.py OptimizerConfig.__post_init__, since the "
+                            "flag came in, 47a175b4c4 of 2024-12-19: '--use-precision-aware-optimizer only supported "
+                            "with distributed optimizer')",
+                            "add --use-distributed-optimizer or drop --use-precision-aware-optimizer")
     ends, fp8 = given.get("--first-last-layers-bf16"), given.get("--fp8-format")
     recipe = given.get("--fp8-recipe")
     if ends is not None and fp8 is not None and (recipe is None or (recipe.values
