@@ -453,7 +453,7 @@ def test_every_job_value_says_where_it_came_from():
 @pytest.mark.parametrize(("backend", "found"), [("unfused", True), ("local", True), ("flash", False), (None, False)])
 def test_an_unfused_attention_core_is_a_finding_priced_as_the_fused_kernel_saves(tmp_path, backend, found):
     """Megatron's --attention-backend unfused (or local) streams the s x s scores through HBM in every layer: the
-    finding prices --attention-backend flash on the same job, and says so."""
+    finding prices --attention-backend fused (cuDNN attention) on the same job, and says so."""
     script = tmp_path / "train.sh"
     script.write_text(MEGATRON_TP16.replace("--bf16", "--bf16" + (f" --attention-backend {backend}" if backend
                                                                   else "")))
@@ -465,7 +465,7 @@ def test_an_unfused_attention_core_is_a_finding_priced_as_the_fused_kernel_saves
                            "--attention-kernel", "flash")
         assert hits[0]["cost_s"] == pytest.approx(data["estimate"]["step_time_s"] - flash["estimate"]["step_time_s"],
                                                   abs=2e-4)
-        assert "--attention-backend flash" in hits[0]["message"] and f"--attention-backend {backend}" in \
+        assert "--attention-backend fused" in hits[0]["message"] and f"--attention-backend {backend}" in \
             hits[0]["message"]
 
 

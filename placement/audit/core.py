@@ -2011,8 +2011,8 @@ def _num_groups(kind: GroupKind, topo: Topology) -> int:
 
 
 FUSED_ATTENTION = {
-    "megatron": (AttentionKernel.FLASH, "--attention-backend flash (or auto: cuDNN or FlashAttention through "
-                                        "Transformer Engine)"),
+    "megatron": (AttentionKernel.FLASH, "--attention-backend fused (or auto, Megatron's default: Transformer "
+                                        "Engine's cuDNN attention)"),
     "deepspeed": (AttentionKernel.FLASH2, "in the model code (GPT-NeoX 8903a969 (2023-09-20) or later: "
                                           "attention_config [[[\"flash\"], NUM_LAYERS]], the flash-attn 2 package; or "
                                           "PyTorch SDPA)"),

@@ -327,7 +327,17 @@ def _megatron_recipe(f: str, a: Arg, s: Settings, state: dict) -> bool:
         if value not in ("flash", "fused", "unfused", "local", "auto"):
             raise InputError(f"{a.evidence}: --attention-backend must be flash, fused, unfused, local or auto, got "
                              f"{value!r}")
-        s.put("recipe.attention_kernel", "unfused" if value in ("unfused", "local") else "flash", a.evidence)
+        # `flash` runs the flash-attn package through Transformer Engine (NVTE_FLASH_ATTN=1, NVTE_FUSED_ATTN=0): priced
+        # as FlashAttention-2, as placement's own megatron.sh writes a flash2 plan (emit.megatron); `fused` and `auto`
+        # Transformer Engine's cuDNN attention (a QA run: the audit of a flash2 file priced it as cuDNN's, 5 % faster
+        # than the file's header)
+        kernel = {"unfused": "unfused", "local": "unfused", "flash": "flash2"}.get(value, "flash")
+        s.put("recipe.attention_kernel", kernel, a.evidence)
+        if value == "flash":
+            s.ignored.append(f"--attention-backend flash: the flash-attn package Transformer Engine finds, priced as "
+                             f"FlashAttention-2 (the 2.x NGC's PyTorch containers ship); where FlashAttention-3 "
+                             f"(flash_attn_3) is installed on Hopper, Transformer Engine runs it, faster "
+                             f"({a.evidence})")
     elif f == "--cp-comm-type":  # one type, or one per layer; the cost model prices p2p, all_gather and a2a
         kinds = {v.text for v in a.values}
         if not kinds or not kinds <= {"p2p", "all_gather", "a2a", "a2a+p2p"}:
