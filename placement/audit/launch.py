@@ -52,7 +52,7 @@ from placement.audit.readers.deepspeed import HF_DEFAULTS, RANK_ORDERS, TOPOLOGY
 from placement.audit.readers.dispatch import check_script_arms, detect_framework, file_kind, read_file, read_neox
 from placement.audit.readers.megatron import MEGATRON_LOG_BEGIN, MEGATRON_LOG_END
 from placement.audit.readers.neox import NEOX_KEYS
-from placement.audit.readers.reading import Framework, LaunchLayout, NodeDevices, Reading
+from placement.audit.readers.reading import Framework, LaunchLayout, NodeDevices, Reading, Settings
 from placement.audit.readers.torchtitan import TOML_MAX_DEPTH
 from placement.audit.shell import SCRIPT_ARGUMENTS
 from placement.errors import InputError
@@ -199,6 +199,15 @@ def _parse(paths: list[Path], framework: str | None) -> LaunchLayout:
         groups = [read_file(Path(p), fw) for p in paths]
     if len(paths) > 1 and not yamls:  # (GPT-NeoX's config files are read together, as one group)
         _refuse_files_read_for_nothing(paths, groups)
+    written = next((g.heredoc for g in groups if g.heredoc is not None), None)
+    if written is not None and not any(g.json_paths for g in groups) and framework in (None, "deepspeed"):
+        # the DeepSpeed JSON the launch passes exists only when the script runs: its here-document is that file, read
+        # as a --launch JSON would be (a QA run on Megatron-DeepSpeed's examples: "not among the --launch files")
+        config = Settings(f"{written.command.path}:{written.command.line}")
+        deepspeed.read_heredoc(written, config)
+        config.json_written = written
+        groups.append(config)
+        fw = "deepspeed"
     if fw == "torchtitan":
         reading = torchtitan.join(groups, paths)
     elif fw == "maxtext":

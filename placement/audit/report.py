@@ -511,6 +511,9 @@ def own_program_note(a: Audit, train: TrainingSpec, topo: Topology, out: Path, l
              f"applied: pass it where the job passes that file (where the script writes that file from a template "
              f"at each run, as DeepSpeed's example scripts do, make the same key changes in the template or its "
              f"variables instead)" if a.launch.deepspeed_json is not None else
+             f"the job's DeepSpeed JSON is the here-document its script writes at each run ("
+             f"{a.launch.deepspeed_json_written}), so none is written: make the change list's keys there or in the "
+             f"variables it expands" if a.launch.deepspeed_json_written is not None else
              "no DeepSpeed JSON was among the files (a GPT-NeoX or accelerate config, or a script that builds its "
              "own), so none is written")
     flags = "; ".join(f"{c['argument']} {c['from'] if c['from'] is not None else '(unset)'} -> "

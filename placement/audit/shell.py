@@ -130,6 +130,48 @@ class Command:
         return dict(self.environment).get(name)
 
 
+@dataclass(frozen=True)
+class HereDocLine:
+    """One line of the text a here-document writes."""
+
+    origin: Origin
+    """The script line it was written on."""
+    values: tuple[Word, ...] = ()
+    """The expansions on it, each as the word it became (its origin: where the variable was set)."""
+
+
+@dataclass(frozen=True)
+class HereDoc:
+    """A here-document a command writes to a file (`cat <<EOT > $DS_CONFIG ... EOT`, `cat > FILE <<'EOF'`, `tee FILE
+    <<EOF`): its text as bash writes it (`<<EOT` expands parameters, arithmetic and command substitutions, `<<'EOT'`
+    nothing; `<<-` strips leading tabs), each line with where it was written."""
+
+    target: Word
+    """The file the command writes."""
+    command: Origin
+    """The command's line."""
+    text: str
+    lines: tuple[HereDocLine, ...]
+    """One per line of `text`."""
+    unresolved: tuple[tuple[int, str, str], ...] = ()
+    """(line of `text`, 1-based; the text it holds there; why it is not known: the variable or construct, or the
+    condition it was set under) for each expansion whose value the files do not fix."""
+    uncertain: str | None = None
+    """Why the command may or may not run (an `if` that cannot be evaluated)."""
+    append: bool = False
+    """`>>`: the text is added to the file, not written over it."""
+    after: int = 0
+    """How many commands of the script ran before it (`Script.commands`): a launch later in that list runs with it."""
+
+
+@dataclass(frozen=True)
+class Script:
+    """What a script runs as the reader evaluates it: its commands and the here-documents it writes to files."""
+
+    commands: list[Command]
+    heredocs: list[HereDoc]
+
+
 @dataclass
 class _Seg:
     """A run of characters of a word being built; `split` marks unquoted expansion results."""
@@ -198,6 +240,8 @@ class _State:
     """Inside such a run, a certain `exec CMD` replaced the process: nothing after it runs in that run."""
     srun: tuple[Word, ...] = ()
     """Command.srun of the commands read now: the `srun ...` words of the `bash -c` string or run being read."""
+    heredocs: list[HereDoc] = field(default_factory=list)
+    """The here-documents written to files so far (Script.heredocs)."""
 
 
 SLURM_PREFIX: Final = "SLURM_"
@@ -248,6 +292,11 @@ a script started with no arguments)."""
 def read_commands(path: Path) -> list[Command]:
     """The commands `path` runs, in order, with words expanded as far as the file determines them, started with
     SCRIPT_ARGUMENTS as its arguments."""
+    return read_script(path).commands
+
+
+def read_script(path: Path) -> Script:
+    """`read_commands`, with the here-documents the script writes to files."""
     text = read_text(path, "launch script", "expected a shell script or an argument list")
     body = text.rstrip()
     if body.endswith("\\") and not body.endswith("\\\\"):  # a continuation into the end of the file joins
@@ -264,7 +313,7 @@ def read_commands(path: Path) -> list[Command]:
     except RecursionError:
         raise InputError(f"{path}: the script nests commands, quotes or expansions deeper than the reader follows "
                          f"(Python's recursion limit); expected a launch script") from None
-    return state.commands
+    return Script(state.commands, state.heredocs)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -868,6 +917,8 @@ def _statement(state: _State, src: _Src, node: tree_sitter.Node, line: int | Non
         for child in children:
             if child.type != "test_command":
                 _statement(state, src, child, line)
+        if t == "redirected_statement":
+            _here_document(state, src, node, line)
     elif t == "subshell":  # `( cd dir && cmd )`: runs; its variables do not outlive it
         saved = dict(state.vars)
         _block(state, src, node.children)
@@ -908,6 +959,126 @@ def _check_redirects(state: _State, src: _Src, node: tree_sitter.Node, line: int
                              f"the command's arguments: bash reads the word after it as a file name and drops it "
                              f"from the command (a template placeholder such as <PATH TO ...> left in?); write the "
                              f"value the job runs with")
+
+
+_STDOUT_REDIRECTS = {">": False, ">|": False, "&>": False, ">>": True, "&>>": True}
+"""Redirections of standard output to a file, and whether each appends (bash(1) REDIRECTION)."""
+
+
+def _here_document(state: _State, src: _Src, node: tree_sitter.Node, line: int) -> None:
+    """Record the here-document of `node` (a redirected statement) where its command copies it to a file: `cat` (no
+    argument but `-`) with standard output redirected there (the last such redirection wins, as bash opens them in
+    order), or `tee [-a] FILE`.  Its text is what bash writes: with an unquoted delimiter, parameters, arithmetic and
+    command substitutions expanded as inside double quotes and a backslash quoting only $, ` and \\ (and joining a
+    line to the next); with a quoted one (`<<'EOT'`, `<<"EOT"`, `<<\\EOT`), the text as written (bash(1)
+    Here Documents)."""
+    redirect = next((c for c in node.children if c.type == "heredoc_redirect"), None)
+    command = next((c for c in node.children if c.type == "command"), None)
+    body = next((c for c in redirect.children if c.type == "heredoc_body"), None) if redirect is not None else None
+    start = next((c for c in redirect.children if c.type == "heredoc_start"), None) if redirect is not None else None
+    if redirect is None or command is None or start is None:
+        return
+    reason = _mode(state)[1]
+    words = [command.children[i] for i in range(command.child_count)
+             if command.field_name_for_child(i) in ("name", "argument")]
+    names = [_plain(_parts(state, src, w)) for w in words]
+    target_node, append = None, False
+    if names and names[0].rsplit("/", 1)[-1] == "cat" and all(n == "-" for n in names[1:]):
+        files = sorted([c for c in node.children if c.type == "file_redirect"]
+                       + [c for c in redirect.children if c.type == "file_redirect"], key=lambda c: c.start_byte)
+        for r in files:
+            fd = next((c for c in r.children if c.type == "file_descriptor"), None)
+            op = next((c.type for c in r.children if not c.is_named and c.type in _STDOUT_REDIRECTS), None)
+            dest = next((c for c in r.named_children if c.type in _WORDS), None)
+            if op is not None and dest is not None and (fd is None or _text(fd) == "1"):
+                target_node, append = dest, _STDOUT_REDIRECTS[op]
+    elif names and names[0].rsplit("/", 1)[-1] == "tee":
+        rest = [(w, n) for w, n in zip(words[1:], names[1:], strict=True)]
+        append = any(n in ("-a", "--append") for _, n in rest)
+        target_node = next((w for w, n in rest if not n.startswith("-")), None)
+    if target_node is None:
+        return
+    fields = _expand_parts(state, _parts(state, src, target_node), as_field=True)
+    target = _to_word(fields[0] if fields else [], _org(state, src, target_node), reason, _tested_unset(state))
+    quoted = any(q in _text(start) for q in "'\"\\")
+    strip_tabs = any(c.type == "<<-" for c in redirect.children)
+    out: list[str] = []
+    lines: list[list] = []  # [row, [Word...]] per line of the text
+    unresolved: list[tuple[int, str, str]] = []
+    row = body.start_point[0] if body is not None else start.end_point[0] + 1
+    lines.append([row, []])
+    at_start = [True]
+
+    def literal(text: str) -> None:
+        nonlocal row
+        i = 0
+        while i < len(text):
+            c = text[i]
+            if c == "\\" and not quoted and i + 1 < len(text) and text[i + 1] in "$`\\\n":
+                if text[i + 1] == "\n":  # a line continuation: the next line joins this one
+                    row += 1
+                    at_start[0] = True
+                else:
+                    out.append(text[i + 1])
+                    at_start[0] = False
+                i += 2
+                continue
+            if c == "`" and not quoted:  # a command substitution the grammar leaves in the text
+                end = text.find("`", i + 1)
+                end = len(text) - 1 if end < 0 else end
+                construct = text[i:end + 1]
+                out.append(construct.replace("\n", " "))  # (the text keeps its lines)
+                unresolved.append((len(lines), construct.replace("\n", " "), construct))
+                row += construct.count("\n")
+                at_start[0] = False
+                i = end + 1
+                continue
+            if c == "\t" and strip_tabs and at_start[0]:
+                i += 1
+                continue
+            out.append(c)
+            at_start[0] = c == "\n"
+            if c == "\n":
+                row += 1
+                lines.append([row, []])
+            i += 1
+
+    def expansion(child: tree_sitter.Node) -> None:
+        text = _source(src, child)
+        if child.type == "command_substitution" and text.startswith("$((") and text.endswith("))"):
+            parts = [_Part("arith", text[3:-2], True, _org(state, src, child))]  # the grammar's $((...)) in a body
+        else:
+            parts = _parts(state, src, child, quoted=True)
+        segs = [x for k, f in enumerate(_expand_parts(state, parts, as_field=True))
+                for x in ([_Seg(" ", False, _org(state, src, child))] if k else []) + f]
+        word = _to_word(segs, _org(state, src, child), reason, _tested_unset(state))
+        lines[-1][1].append(word)
+        if word.unresolved:
+            unresolved.append((len(lines), word.text, word.unresolved))
+        elif word.uncertain:
+            unresolved.append((len(lines), word.text, f"{text} ({word.uncertain})"))
+        at_start[0] = False
+        for ch in word.text:  # a value with a newline goes on with the same script line
+            out.append(ch)
+            if ch == "\n":
+                lines.append([row, []])
+
+    if body is not None:
+        pos = body.start_byte
+        for child in body.children if not quoted else ():
+            if child.start_byte > pos:
+                literal(src.data[pos:child.start_byte].decode("utf-8", "replace"))
+            if child.type == "heredoc_content" or not child.is_named:
+                literal(_text(child))
+            else:
+                expansion(child)
+            pos = child.end_byte
+        if pos < body.end_byte:
+            literal(src.data[pos:body.end_byte].decode("utf-8", "replace"))
+    state.heredocs.append(HereDoc(
+        target, _origin(state, line), "".join(out),
+        tuple(HereDocLine(_origin(state, _line(src, r)), tuple(v)) for r, v in lines),
+        tuple(unresolved), reason, append, len(state.commands)))
 
 
 def _guarded(state: _State, src: _Src, node: tree_sitter.Node, value: bool | None, org: Origin, line: int,

@@ -1073,6 +1073,9 @@ def merge(groups: list[Settings]) -> Settings:
         out.accelerate_read = out.accelerate_read or g.accelerate_read
         out.json_keys |= g.json_keys
         out.json_paths += g.json_paths
+        out.json_written = g.json_written or out.json_written
+        out.heredoc = g.heredoc or out.heredoc
+        out.deepspeed_config_word = g.deepspeed_config_word or out.deepspeed_config_word
     return out
 
 

@@ -9,6 +9,7 @@ derives world size, hosts, accumulation and the missing batch term by DeepSpeed'
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ from placement.audit.readers.common import (
     read_int,
 )
 from placement.audit.readers.reading import AutoKey, Hostfile, Reading, Settings, UnknownKey
+from placement.audit.shell import HereDoc, default_note
 from placement.errors import InputError
 from placement.loaders.files import DuplicateKey, json_limit_problem, read_text, unique_pairs
 from placement.specs.recipe import RecomputeModule
@@ -56,7 +58,8 @@ def _key_line(lines: list[str], key: str) -> int | None:
     return next((n for n, line in enumerate(lines, 1) if f'"{key}"' in line), None)
 
 
-def _unknown_json_keys(path: Path, lines: list[str], data: dict, s: Settings) -> None:
+def _unknown_json_keys(path: Path, lines: list[str], data: dict, s: Settings,
+                       site: Callable[[int | None], tuple[str, int | None]] | None = None) -> None:
     """Each key no DeepSpeed version reads (readers.deepspeed_keys): a sure typo of a zero_optimization key is an error
     (DeepSpeed refuses it: ZERO_FORBIDS), any other unknown key an unknown_config_key warning, priced without it (a
     user trial: a top-level `zero_optimisation` was priced as ZeRO-0 and the memory error never named it, and a
@@ -64,30 +67,34 @@ def _unknown_json_keys(path: Path, lines: list[str], data: dict, s: Settings) ->
     from placement.audit.readers.common import nearest_key, typo_error, typo_of
     from placement.audit.readers.deepspeed_keys import TOP, ZERO
 
+    def where(line: int | None) -> tuple[str, int | None]:  # (file, line) of a line of the config's text
+        return site(line) if site is not None else (str(path), line)
+
     known = TOP | DEEPSPEED_KEYS
     for key in data:  # a key starting with "_" is a comment by convention (placement's own "_comment")
         if str(key) not in known and not str(key).startswith("_"):
-            s.unknown_keys.append(UnknownKey(key=str(key), file=str(path), line=_key_line(lines, str(key)),
+            file, line = where(_key_line(lines, str(key)))
+            s.unknown_keys.append(UnknownKey(key=str(key), file=file, line=line,
                                              suggestion=nearest_key(str(key), known), deepspeed=True))
     zero = data.get("zero_optimization")
     typos = []
     for key in zero if isinstance(zero, dict) else ():
         if str(key) in ZERO:
             continue
-        line = _key_line(lines, str(key))
+        file, line = where(_key_line(lines, str(key)))
         near = nearest_key(str(key), ZERO)
         meant = typo_of(str(key), ZERO, near)
         if meant is not None:
-            typos.append(f"{path}:{line}: unknown zero_optimization key {key}; did you mean {meant}?")
+            typos.append(f"{file}:{line}: unknown zero_optimization key {key}; did you mean {meant}?")
             continue
-        s.unknown_keys.append(UnknownKey(key=f"zero_optimization.{key}", file=str(path), line=line,
+        s.unknown_keys.append(UnknownKey(key=f"zero_optimization.{key}", file=file, line=line,
                                          suggestion=None if near is None else f"zero_optimization.{near}",
                                          deepspeed=True))
     if typos:
         raise typo_error(typos, "No DeepSpeed version read", DS_VERSIONS_READ, ZERO_FORBIDS)
 
 
-def read_config_text(text: str, path: Path) -> Any:
+def read_config_text(text: str, path: Path, where: Callable[[int], str] | None = None) -> Any:
     """A DeepSpeed config's text as DeepSpeed reads it (DeepSpeedConfig: `hjson.load(...,
     object_pairs_hook=dict_raise_error_on_duplicate_keys)`, runtime/config.py:699): Hjson, so comments and trailing
     commas are fine (a user trial's config with a trailing comma was refused as "not valid JSON" though the job
@@ -101,13 +108,89 @@ def read_config_text(text: str, path: Path) -> Any:
                          f"with dict_raise_error_on_duplicate_keys: \"Duplicate keys in DeepSpeed config\"), so this "
                          f"job does not start; keep one") from None
     except hjson.HjsonDecodeError as err:
-        raise InputError(f"{path}:{err.lineno}: not valid JSON or Hjson ({err.msg}); expected a DeepSpeed config "
-                         f"object") from None
+        at = where(err.lineno) if where is not None else f"{path}:{err.lineno}"
+        raise InputError(f"{at}: not valid JSON or Hjson ({err.msg}); expected a DeepSpeed config object") from None
     except OverflowError as err:  # hjson reads 1e400 through int(): DeepSpeed stops at start on the same error
         raise InputError(f"{path}: a number too large for the Hjson reader DeepSpeed loads its config with ({err}), "
                          f"so this job does not start; write the value as a number of ordinary size") from None
     except (ValueError, RecursionError) as err:
         raise InputError(f"{path}: {json_limit_problem(err)}; expected a DeepSpeed config object") from None
+
+
+HEREDOC_READ_SECTIONS = frozenset({
+    "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "sequence_parallel_size",
+    "zero_optimization", "pipeline", "activation_checkpointing", "tensor_parallel", "bf16", "bfloat16", "fp16",
+    "torch_autocast", "communication_data_type", "data_types"})
+"""The top-level keys of a DeepSpeed config `read_json` reads a value under: a here-document's value there that the
+files leave open is an error, not a guess; one elsewhere (a log path) is not read."""
+_OPEN = "@@placement-unresolved-{}@@"
+
+
+def heredoc_evidence(doc: HereDoc, n: int) -> str:
+    """The evidence of line `n` of the text a here-document writes: the script line it was written on, what the
+    command writes to, and where each value expanded on it was set."""
+    line = doc.lines[n - 1] if 0 < n <= len(doc.lines) else None
+    if line is None:
+        return f"{doc.command} (here-document)"
+    values = "; ".join(f"{w.text}{f' from {w.origin}' if w.origin != line.origin else ''}"
+                       f"{default_note(w.default_of) if w.default_of else ''}"
+                       for w in line.values if not w.unresolved and (w.origin != line.origin or w.default_of))
+    return (f"{line.origin} [written to {doc.target.text} by the here-document at {doc.command.path}:"
+            f"{doc.command.line}{'; ' + values if values else ''}]")
+
+
+def read_heredoc(doc: HereDoc, s: Settings) -> None:
+    """The DeepSpeed config a launch script writes with a here-document (`cat <<EOT > $DS_CONFIG ... EOT`, as
+    Megatron-DeepSpeed's example scripts do) and passes as --deepspeed_config: its text as bash writes it
+    (shell.HereDoc), read as `read_json` reads a file, each value's evidence the script line it was written on and
+    where its variables were set.  A value the files leave open ($(...), a variable they do not set) under a key the
+    audit reads is an InputError naming it; elsewhere it is kept as written."""
+    text = doc.text
+    marks: dict[str, tuple[int, str, str]] = {}
+    rows = text.split("\n")
+    for n, held, why in doc.unresolved:
+        if 0 < n <= len(rows) and held and held in rows[n - 1]:
+            mark = _OPEN.format(len(marks))
+            rows[n - 1] = rows[n - 1].replace(held, mark, 1)
+            marks[mark] = (n, held, why)
+    where = functools.partial(heredoc_evidence, doc)
+    try:
+        data = read_config_text("\n".join(rows), Path(doc.target.text), where)
+    except InputError as err:
+        if not marks:
+            raise
+        open_values = ", ".join(f"{why} (line {doc.lines[n - 1].origin.line})" for n, _, why in marks.values())
+        raise InputError(f"{err} (the here-document holds values the files leave open: {open_values}; give the "
+                         f"values the job runs with, --env NAME=VALUE for a variable of its environment)") from None
+    for key, value in _flat_keys("", data).items() if isinstance(data, dict) else ():
+        for mark, (n, _, why) in marks.items():
+            if mark not in value:
+                continue
+            if key.split(".")[0] in HEREDOC_READ_SECTIONS:
+                raise InputError(f"{where(n)}: {key} in the DeepSpeed config the script writes there is {why}, "
+                                 f"which the files leave open (the job's run sets it): the audit reads {key} and does "
+                                 f"not guess it; give the value the job runs with (--env NAME=VALUE for a variable of "
+                                 f"the job's environment, or the config written out with --launch)")
+    if marks and isinstance(data, dict):
+        data = _restore(data, marks)
+        s.ignored.append("; ".join(f"{why} ({where(n)}): a value the files leave open, under a key the audit "
+                                   f"does not read" for n, _, why in marks.values()))
+    _read_config(doc.text, Path(doc.target.text), s, where,
+                 lambda n: (doc.lines[n - 1].origin.path, doc.lines[n - 1].origin.line)
+                 if n is not None and 0 < n <= len(doc.lines) else (doc.command.path, doc.command.line),
+                 data, f"{doc.command} (the here-document written to {doc.target.text})")
+
+
+def _restore(value: Any, marks: dict[str, tuple[int, str, str]]) -> Any:
+    """`value` with each mark of an open value put back as the construct written."""
+    if isinstance(value, dict):
+        return {k: _restore(v, marks) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_restore(v, marks) for v in value]
+    if isinstance(value, str):
+        for mark, (_, held, _) in marks.items():
+            value = value.replace(mark, held)
+    return value
 
 
 def _placeholder(value, lines: list[str], key: str) -> bool:
@@ -121,23 +204,35 @@ def _placeholder(value, lines: list[str], key: str) -> bool:
 def read_json(path: Path, s: Settings) -> None:
     """A DeepSpeed JSON config: batch terms, ZeRO stage, AutoTP, precision; "auto" values kept for the join."""
     text = read_text(path, "DeepSpeed config", "expected a JSON file")
-    data = read_config_text(text, path)
+    lines = text.splitlines()
+    _read_config(text, path, s, lambda n: f"{path}:{n}: {lines[n - 1].strip()}" if 0 < n <= len(lines) else
+                 f"{path}:{n}", data=read_config_text(text, path))
+
+
+def _read_config(text: str, path: Path, s: Settings, where: Callable[[int], str],
+                 site: Callable[[int | None], tuple[str, int | None]] | None = None,
+                 data: Any = None, shown: str | None = None) -> None:
+    """`read_json` of a config's text, `where(n)` the evidence of its line n, `site(n)` that line's (file, line) (for
+    a here-document: the script's); `data`: the text as already read; `shown`: how errors name it (its path)."""
+    data = read_config_text(text, path, where) if data is None else data
+    shown = shown or str(path)
     if not isinstance(data, dict):
-        raise InputError(f"{path}: expected a JSON object with DeepSpeed keys (train_batch_size, zero_optimization...)")
+        raise InputError(f"{shown}: expected a JSON object with DeepSpeed keys (train_batch_size, "
+                         f"zero_optimization...)")
     if not set(data) & DEEPSPEED_KEYS:  # a file the audit reads nothing from is an error, not an empty layout
-        raise InputError(f"{path}: no DeepSpeed config key (it has {', '.join(sorted(map(str, data))[:6]) or 'none'});"
+        raise InputError(f"{shown}: no DeepSpeed config key (it has {', '.join(sorted(map(str, data))[:6]) or 'none'});"
                          f" a DeepSpeed config states keys such as train_batch_size, train_micro_batch_size_per_gpu, "
                          f"zero_optimization or bf16; give the job's config or leave the file out of --launch")
     lines = text.splitlines()
     s.json_paths = (str(path),)
     s.json_keys = _flat_keys("", data)
-    _unknown_json_keys(path, lines, data, s)
+    _unknown_json_keys(path, lines, data, s, site)
 
     def ev(key: str) -> str:
         for n, line in enumerate(lines, 1):
             if f'"{key}"' in line:
-                return f"{path}:{n}: {line.strip()}"
-        return f"{path}: {key}"
+                return where(n)
+        return f"{shown}: {key}"
 
     auto: list[AutoKey] = []
     for key, field in (("train_batch_size", "global_batch"), ("train_micro_batch_size_per_gpu", "micro_batch_size"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import os
 import re
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from placement.audit.readers.common import (
     warn_held_arguments,
 )
 from placement.audit.readers.reading import Settings
-from placement.audit.shell import SCRIPT_ARGUMENTS, Word, read_commands
+from placement.audit.shell import SCRIPT_ARGUMENTS, Word, read_commands, read_script
 from placement.errors import InputError
 from placement.frameworks import CAPABILITIES
 from placement.loaders.files import parse_yaml, read_text
@@ -601,6 +602,40 @@ def read_file(path: Path, fw: str) -> Settings:
             s.config_file = (config_file, "")
     else:
         megatron.read_args(args, s)
+    if launches and s.deepspeed_config_word is not None:
+        heredoc_config(path, launches[0], s)
     return s
+
+
+def _same_file(a: Word, b: Word) -> bool:
+    """Whether two words name one file: the same path once normalised (`./tmp/ds.json`, `tmp/ds.json`), or, where the
+    files leave part of them open, the same text from the same unknown (`$script_dir/ds_config.json` twice)."""
+    if a.unresolved or b.unresolved:
+        return a.text == b.text and a.unresolved == b.unresolved
+    return bool(a.text) and os.path.normpath(a.text) == os.path.normpath(b.text)
+
+
+def heredoc_config(path: Path, launch: Launch, s: Settings) -> None:
+    """Set `s.heredoc` to the here-document the script writes the DeepSpeed config its launch passes with
+    (`cat <<EOT > $DS_CONFIG` ... `--deepspeed_config $DS_CONFIG`, Megatron-DeepSpeed's example scripts): the last one
+    written to that file before the launch runs.  One that appends to the file (`>>`), or that runs under a
+    condition the reader cannot evaluate, is not read, and a line says so."""
+    word = s.deepspeed_config_word
+    assert word is not None
+    script = read_script(path)
+    at = script.commands.index(launch.command) if launch.command in script.commands else len(script.commands)
+    written = [h for h in script.heredocs if h.after <= at and _same_file(h.target, word)]
+    if not written:
+        return
+    doc = written[-1]
+    if doc.append:
+        s.ignored.append(f"the DeepSpeed config {word.text} ({s.deepspeed_config_arg}): the script adds a "
+                         f"here-document to it ({doc.command}, `>>`) over what the file held before the job, which "
+                         f"the files do not show: not read as the config")
+    elif doc.uncertain:
+        s.ignored.append(f"the DeepSpeed config {word.text} ({s.deepspeed_config_arg}): the script writes it with a "
+                         f"here-document ({doc.command}) {doc.uncertain}: not read as the config")
+    else:
+        s.heredoc = doc
 
 

@@ -906,6 +906,7 @@ def read_args(words: list[Word], s: Settings, typos: bool = True) -> None:
             name = a.values[0].text if a.values else ""
             s.deepspeed_config = (name, a.evidence)
             s.deepspeed_config_arg = a.evidence
+            s.deepspeed_config_word = a.values[0] if a.values else None
             continue
         if f in MODEL_ELSEWHERE:  # the model's arguments come from the checkpoint or a YAML the files do not show
             site = f"{a.word.site.path}:{a.word.site.line}"
@@ -1582,6 +1583,7 @@ def _hf_trainer(args: list[Arg], s: Settings, deepspeed_flag: Arg | None) -> boo
     s.hf_trainer = (deepspeed_flag if path is not None else marks[0]).evidence
     if path is not None:
         s.deepspeed_config = (path.text if not path.unresolved else "", deepspeed_flag.evidence)
+        s.deepspeed_config_word = path
         if path.unresolved:
             s.warnings.append(f"the DeepSpeed config the job reads is {path.unresolved}, which the files do not set "
                               f"({deepspeed_flag.evidence}): whether the JSON audited is that file is not known")

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from placement.audit.shell import HereDoc, Word
 from placement.errors import InputError
 from placement.specs._base import Frozen
 
@@ -265,6 +266,9 @@ class LaunchLayout(Frozen):
     deepspeed_json: str | None = None
     """The one DeepSpeed JSON the files gave (its path as given): `audit --out` of a job that runs its own program
     writes it back with the change list's keys applied (audit.report.write_own_program_files)."""
+    deepspeed_json_written: str | None = None
+    """Where the launch script writes the DeepSpeed JSON it passes with a here-document (the command's line), which
+    the audit read as that JSON: the script writes it at each run, so `audit --out` writes none back."""
     neox_configs: tuple[str, ...] = ()
     """A GPT-NeoX job's config files (paths as given), which `audit --out` writes back with the change list's keys."""
     context_axis: bool = False
@@ -515,6 +519,8 @@ class Reading:
     """LaunchLayout.neox_configs."""
     maxtext_keys: dict[str, str] = field(default_factory=dict)
     """LaunchLayout.maxtext_keys."""
+    deepspeed_json_written: str | None = None
+    """LaunchLayout.deepspeed_json_written."""
 
     def launch_layout(self) -> LaunchLayout:
         """The validated LaunchLayout; an InputError names each value out of range with its evidence."""
@@ -533,6 +539,7 @@ class Reading:
                                 megatron_deepspeed=self.megatron_deepspeed, micro_batch_one=self.micro_batch_one,
                                 command_args=self.command_args, context_axis=self.context_axis,
                                 deepspeed_moe=self.deepspeed_moe, deepspeed_json=self.deepspeed_json,
+                                deepspeed_json_written=self.deepspeed_json_written,
                                 neox_configs=self.neox_configs, maxtext_keys=self.maxtext_keys,
                                 **fields)
         except ValueError as err:  # pydantic ValidationError: a value out of range
@@ -604,6 +611,14 @@ class Settings:
     """Config file the command line names (torchtitan --job.config_file, MaxText's, Bridge --config-file)."""
     deepspeed_config: tuple[str, str] | None = None
     """--deepspeed_config of a Megatron-DeepSpeed command."""
+    deepspeed_config_word: Word | None = None
+    """The path word of that flag (or of an HF Trainer's --deepspeed CONFIG) as the script expanded it."""
+    heredoc: HereDoc | None = None
+    """The here-document the script writes that config with before its launch (readers.dispatch.heredoc_config),
+    which the audit reads as the job's DeepSpeed JSON where no JSON is among the files."""
+    json_written: HereDoc | None = None
+    """The here-document this DeepSpeed JSON's settings were read from (no file of its own: `audit --out` writes
+    none back)."""
     num_nodes: tuple[str, str] | None = None
     """The deepspeed launcher's --num_nodes (text, evidence)."""
     num_gpus: tuple[str, str] | None = None
@@ -745,5 +760,7 @@ class Settings:
                        dict(self.bridge_keys), None if self.bridge_full else self.base_config, tuple(self.warnings),
                        self.refusal, self.pipeline_module, tuple(self.offloaded), self.megatron_deepspeed,
                        self.micro_batch_one, tuple(self.command_args), self.context_axis, self.deepspeed_moe,
-                       self.json_paths[0] if len(self.json_paths) == 1 else None, tuple(self.neox_configs),
-                       dict(self.maxtext_keys))
+                       self.json_paths[0] if len(self.json_paths) == 1 and self.json_written is None else None,
+                       tuple(self.neox_configs),
+                       dict(self.maxtext_keys),
+                       str(self.json_written.command) if self.json_written is not None else None)
