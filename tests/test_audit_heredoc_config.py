@@ -103,10 +103,15 @@ def test_a_heredoc_config_is_priced_as_the_json_bash_writes(tmp_path):
 
 
 def test_the_script_writes_it_each_run_so_audit_out_writes_no_json(tmp_path):
-    (tmp_path / "m.yaml").write_text(GPT350M)
-    (tmp_path / "run.sh").write_text(SCRIPT)
-    result = _audit("--model", str(tmp_path / "m.yaml"), "--gpus", "8", "--launch", str(tmp_path / "run.sh"),
-                    "--out", str(tmp_path / "out"))
+    """An HF Trainer job, which runs its own program: its JSON, written by the script at each run, is not written back
+    (there is no file to apply the changes to); the note says where to make them."""
+    (tmp_path / "run.sh").write_text("cat > ds.json <<EOF\n{\"train_micro_batch_size_per_gpu\": \"auto\", "
+                                     "\"gradient_accumulation_steps\": \"auto\", \"zero_optimization\": "
+                                     "{\"stage\": 3}, \"bf16\": {\"enabled\": \"auto\"}}\nEOF\n"
+                                     "deepspeed --num_gpus 8 run_clm.py --deepspeed ds.json "
+                                     "--per_device_train_batch_size 2 --bf16 --block_size 4096\n")
+    result = _audit("--model", "llama3-8b", "--gpus", "8", "--launch", str(tmp_path / "run.sh"), "--out",
+                    str(tmp_path / "out"))
     assert result.exit_code in (0, 1), result.output
     assert not (tmp_path / "out" / "ds_config.json").exists()
     assert "the here-document its script writes at each run" in result.stderr

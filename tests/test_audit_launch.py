@@ -841,7 +841,7 @@ def test_bloom_slurm_script_is_read_through_srun_bash_c() -> None:
     path = DATA / "bloom" / "tr11-176B-ml.slurm"
     lay = parse_launch([path])
     # Megatron-DeepSpeed arguments; its JSON is a here-document (`cat <<EOT > $config_json`), read as that JSON
-    assert lay.framework == "deepspeed" and "here-document" in lay.sources["micro_batch_size"]
+    assert lay.framework == "megatron" and "here-document" in lay.sources["micro_batch_size"]
     (nodes,) = re.findall(r"^#SBATCH --nodes=(\d+)", _text(path), re.M)
     assert lay.world_size == int(nodes) * _assigned(path, "GPUS_PER_NODE")  # SLURM_NNODES from #SBATCH
     assert (lay.tp, lay.pp) == (_assigned(path, "TP_SIZE"), _assigned(path, "PP_SIZE"))

@@ -200,14 +200,14 @@ def _parse(paths: list[Path], framework: str | None) -> LaunchLayout:
     if len(paths) > 1 and not yamls:  # (GPT-NeoX's config files are read together, as one group)
         _refuse_files_read_for_nothing(paths, groups)
     written = next((g.heredoc for g in groups if g.heredoc is not None), None)
-    if written is not None and not any(g.json_paths for g in groups) and framework in (None, "deepspeed"):
+    if written is not None and not any(g.json_paths for g in groups) and fw in ("megatron", "deepspeed"):
         # the DeepSpeed JSON the launch passes exists only when the script runs: its here-document is that file, read
-        # as a --launch JSON would be (a QA run on Megatron-DeepSpeed's examples: "not among the --launch files")
+        # as a --launch JSON is (a QA run on Megatron-DeepSpeed's examples: "not among the --launch files"); the
+        # script keeps its framework's reading (a Megatron-DeepSpeed script's, with its move to Megatron-LM)
         config = Settings(f"{written.command.path}:{written.command.line}")
         deepspeed.read_heredoc(written, config)
         config.json_written = written
         groups.append(config)
-        fw = "deepspeed"
     if fw == "torchtitan":
         reading = torchtitan.join(groups, paths)
     elif fw == "maxtext":

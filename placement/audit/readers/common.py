@@ -987,6 +987,9 @@ def merge(groups: list[Settings]) -> Settings:
     out = Settings(", ".join(g.path for g in groups))
     json_group = next((g for g in groups if g.json_paths and g.has("zero_stage")), None)
     json_stage = json_group is not None
+    # a script's own BF16_Optimizer rule (its stage 0 under --bf16) stands where the script writes the JSON itself with
+    # the same stage 0 (a here-document): the rule read the stage DeepSpeed runs (BigScience's BLOOM script)
+    same_stage = json_group is not None and json_group.json_written is not None and json_group.value("zero_stage") == 0
     for g in sorted(groups, key=lambda g: g.override):
         for name, ev in g.sources.items():
             value = g.value(name)
@@ -999,7 +1002,8 @@ def merge(groups: list[Settings]) -> Settings:
                                        f"zero.Init; DeepSpeed runs the JSON's stage {json_group.value('zero_stage')} "
                                        f"({json_group.sources['zero_stage']})")
                 continue
-            if json_stage and not g.json_paths and _bf16_rule(name, ev):
+            if json_stage and not g.json_paths and _bf16_rule(name, ev) and not (same_stage and BF16_ZERO1 in
+                                                                               g.sources.get("zero_stage", "")):
                 # a Megatron-DeepSpeed script's BF16_Optimizer, inferred from its --zero-stage: DeepSpeed builds its
                 # optimizer from the JSON's stage, which the JSON's own reading prices (pretrain_gpt.py uses
                 # args.zero_stage only for zero.Init; a user trial: the same JSON priced two ways by the script's
