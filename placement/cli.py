@@ -11,6 +11,7 @@ import functools
 import json
 import math
 import os
+import re
 import signal
 import sys
 from collections.abc import Callable
@@ -1553,6 +1554,29 @@ def _sweep_stopped(err: BaseException, todo, total: int, cache) -> None:
     sys.exit(EXIT_INTERRUPTED)
 
 
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+"""A name bash takes as an environment variable it imports (bash(1) DEFINITIONS: name)."""
+
+
+def _environment_flags(given: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """`audit --env NAME=VALUE` flags as (NAME, VALUE) pairs in order; an InputError for a malformed one (no `=`, a
+    NAME bash would not import as a variable) or a NAME given twice."""
+    out: dict[str, str] = {}
+    for flag in given:
+        name, eq, value = flag.partition("=")
+        if not eq or not _ENV_NAME.fullmatch(name):
+            why = ("has no `=`" if not eq else
+                   f"its name {name!r} is not a shell variable name (letters, digits and _, not starting with a "
+                   f"digit), which bash would not import from the environment")
+            raise InputError(f"--env {flag!r}: {why}; give each variable of the job's environment as "
+                             f"--env NAME=VALUE (e.g. --env GPU_TYPE=h100; an empty value is --env NAME=)")
+        if name in out and out[name] != value:
+            raise InputError(f"--env {name}: given twice ({name}={out[name]} and {name}={value}); the job's "
+                             f"environment holds one value, give that one")
+        out[name] = value
+    return tuple(out.items())
+
+
 def _files_text(paths) -> str:
     """The launch files' text, which the audit's argument diff checks its launched side against."""
     return "\n".join(Path(p).read_text(errors="replace") for p in paths if Path(p).is_file())
@@ -1572,6 +1596,9 @@ def _files_text(paths) -> str:
 @click.option("--script-args", "script_args", default="",
               help="The arguments the launch script was started with, as one string: its $1 ... (e.g. "
                    "'deepspeed' for `sbatch launch.sbatch deepspeed`). Default: none.")
+@click.option("--env", "script_env", multiple=True, metavar="NAME=VALUE",
+              help="A variable of the job's environment when the launch script starts (repeatable), as bash "
+                   "would see it: `--env GPU_TYPE=h100 --env JOB_TOTAL_GPUS=512`. Default: a clean environment.")
 @click.option("--fail-on", type=click.Choice(["info", "warning", "error"]), default="error", show_default=True,
               help="Exit 1 when a finding of this severity or above exists (for CI gates).")
 @click.option("--map-time-limit", type=_SECONDS, default=1.0, show_default=True,
@@ -1586,7 +1613,8 @@ def _files_text(paths) -> str:
 @handle_errors
 def audit(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, precision, memory_headroom_gib,
           as_json, slurm_topology, nodelist, node_type, cluster_graph, oversubscription, node_topo, launch_files,
-          hosts_file, framework, script_args, fail_on, map_time_limit, out_dir, report_file, **recipe_args):
+          hosts_file, framework, script_args, script_env, fail_on, map_time_limit, out_dir, report_file,
+          **recipe_args):
     """Read a running job's launch files; price its layout where it lands; list what it costs and the fix.
 
     The recipe is what the launch files state (Megatron's recipe arguments); --recipe FILE and the recipe
@@ -1607,7 +1635,8 @@ def audit(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, p
     except ValueError as err:
         raise InputError(f"--script-args {script_args!r}: {err}; give the arguments as a shell would split them") \
             from None
-    launch = refuse_unrunnable(parse_launch([Path(p) for p in launch_files], framework, args))
+    launch = refuse_unrunnable(parse_launch([Path(p) for p in launch_files], framework, args,
+                                            _environment_flags(script_env)))
     if out_dir is not None:  # before any work
         from placement.audit.report import FRAMEWORK_FORMAT, JOB_HOSTS
         from placement.emit.writer import output_names

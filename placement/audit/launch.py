@@ -54,7 +54,7 @@ from placement.audit.readers.megatron import MEGATRON_LOG_BEGIN, MEGATRON_LOG_EN
 from placement.audit.readers.neox import NEOX_KEYS
 from placement.audit.readers.reading import Framework, LaunchLayout, NodeDevices, Reading, Settings
 from placement.audit.readers.torchtitan import TOML_MAX_DEPTH
-from placement.audit.shell import SCRIPT_ARGUMENTS
+from placement.audit.shell import SCRIPT_ARGUMENTS, SCRIPT_ENVIRONMENT
 from placement.errors import InputError
 from placement.frameworks import CAPABILITIES
 from placement.mapping.report import DEVICES_FILE
@@ -67,10 +67,13 @@ FRAMEWORKS = tuple(CAPABILITIES)
 """The frameworks the audit reads: the capability table's rows (placement/frameworks.py)."""
 
 
-def parse_launch(paths: list[Path], framework: str | None = None, script_args: tuple[str, ...] = ()) -> LaunchLayout:
+def parse_launch(paths: list[Path], framework: str | None = None, script_args: tuple[str, ...] = (),
+                 environment: tuple[tuple[str, str], ...] = ()) -> LaunchLayout:
     """The layout `paths` state, read as `framework` (detected when None), the scripts among them started with
-    `script_args` ($1 ...: `sbatch launch.sbatch deepspeed`)."""
+    `script_args` ($1 ...: `sbatch launch.sbatch deepspeed`) in an environment that sets `environment` ((NAME, VALUE)
+    pairs: `placement audit --env`)."""
     token = SCRIPT_ARGUMENTS.set(tuple(script_args))
+    env_token = SCRIPT_ENVIRONMENT.set(tuple(environment))
     try:
         return _parse_files(paths, framework)
     except InputError as err:
@@ -80,6 +83,7 @@ def parse_launch(paths: list[Path], framework: str | None = None, script_args: t
             raise
         raise InputError(f"{err} ({hint})") from None
     finally:
+        SCRIPT_ENVIRONMENT.reset(env_token)
         SCRIPT_ARGUMENTS.reset(token)
 
 

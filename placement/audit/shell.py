@@ -79,10 +79,15 @@ class Word:
     default_of: str | None = None
     """A variable the file does not set whose `${VAR:-default}` default the word holds: the job's environment may set
     VAR, and the word is then another (a user trial: `TP=${TP:-4}` was read as tp 4 without a word of it)."""
+    environment: Origin | None = None
+    """Where a part of the word other than its first character came from `placement audit --env NAME=VALUE` (the
+    value of `--seq-len=$SEQ_LEN`): the evidence says so."""
 
     @property
     def evidence(self) -> str:
         said = default_note(self.default_of) if self.default_of else ""
+        if self.environment is not None:
+            said += f" (with {self.environment.text.removeprefix('placement audit ')})"
         if self.origin == self.site:
             return str(self.site) + said
         return f"{self.origin} (expanded at {self.site.path}:{self.site.line}){said}"
@@ -185,6 +190,8 @@ class _Seg:
     """A forced word break (between the elements of a quoted "${A[@]}")."""
     default_of: str | None = None
     """The variable whose `${VAR:-default}` default this text is, VAR being unset in the file (Word.default_of)."""
+    environment: Origin | None = None
+    """For an arithmetic result: the `--env` origin of a variable it read (Word.environment)."""
 
 
 @dataclass
@@ -284,6 +291,12 @@ _WORDS = {"word", "string", "raw_string", "ansi_c_string", "translated_string", 
 _LANGUAGE: tree_sitter.Language | None = None
 
 
+SCRIPT_ENVIRONMENT: contextvars.ContextVar[tuple[tuple[str, str], ...]] = contextvars.ContextVar(
+    "script_environment", default=())
+"""The variables the audited scripts' environment sets at their start (`placement audit --env NAME=VALUE`), as bash
+imports them: set and exported (bash(1) ENVIRONMENT), each value's origin the flag."""
+ENV_FLAG = "placement audit --env"
+"""How the origin of a value `--env` gives begins."""
 SCRIPT_ARGUMENTS: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar("script_arguments", default=())
 """The arguments the audited scripts were started with (`placement audit --script-args`): their $1 ... $@ (none:
 a script started with no arguments)."""
@@ -302,6 +315,9 @@ def read_script(path: Path) -> Script:
     if body.endswith("\\") and not body.endswith("\\\\"):  # a continuation into the end of the file joins
         text = body[:-1] + " " + text[len(body):]  # nothing: bash runs the command it ends (`bash -n` accepts it)
     state = _State(str(path), text.split("\n"))
+    for name, value in SCRIPT_ENVIRONMENT.get():  # before #SBATCH's: a SLURM variable --env gives wins
+        state.vars[name] = _Var(value=[_Seg(value, False, Origin(str(path), 0, f"{ENV_FLAG} {name}={value}"))])
+        state.exported.add(name)
     _sbatch_environment(state)
     src = state.src = _Src(text.encode())
     given = SCRIPT_ARGUMENTS.get()
@@ -702,6 +718,8 @@ def _param_value(state: _State, part: _Part) -> list[list[_Seg]] | None:
         return [sub]
     if op in (":+", "+"):
         return [] if empty else [_expand_word(state, part.word or [])]
+    if op in (":?", "?") and not empty:  # ${V:?message} of a set V is V (bash(1): else the shell exits)
+        return [list(value or [])]
     return None
 
 
@@ -748,8 +766,9 @@ _ARITH_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.m
               ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod}
 
 
-def _arith(state: _State, expr: str) -> tuple[int, str | None] | None:
-    """The value of $(( expr )) and why it is uncertain (a variable set under a condition), or None if unknown."""
+def _arith(state: _State, expr: str, read: list[Origin] | None = None) -> tuple[int, str | None] | None:
+    """The value of $(( expr )) and why it is uncertain (a variable set under a condition), or None if unknown;
+    `read` gets the origins of the variables' values."""
     uncertain: list[str] = []
 
     def sub(m: re.Match) -> str:
@@ -758,6 +777,8 @@ def _arith(state: _State, expr: str) -> tuple[int, str | None] | None:
         if var is None or var.value is None or any(x.unresolved for x in var.value):
             raise KeyError(name)
         uncertain.extend(x.uncertain for x in var.value if x.uncertain)
+        if read is not None:
+            read.extend(x.environment or x.origin for x in var.value)
         return "".join(x.text for x in var.value).strip() or "0"
 
     try:
@@ -800,11 +821,13 @@ def _expand_parts(state: _State, parts: list[_Part], as_field: bool = False) -> 
         if p.kind == "lit":
             segs.append(_Seg(p.text, False, p.origin))
         elif p.kind == "arith":
-            v = _arith(state, p.text)
+            read: list[Origin] = []
+            v = _arith(state, p.text, read)
             if v is None:
                 segs.append(_Seg(f"$(({p.text}))", False, p.origin, unresolved=f"$(({p.text}))"))
             else:
-                segs.append(_Seg(str(v[0]), split, p.origin, uncertain=v[1]))
+                env = next((o for o in read if _from_env(o)), None)
+                segs.append(_Seg(str(v[0]), split, p.origin, uncertain=v[1], environment=env))
         elif p.kind == "cmdsub":
             segs.append(_Seg(p.text, False, p.origin, unresolved=p.text))
         elif p.kind == "param":
@@ -859,13 +882,20 @@ def _split(segs: list[_Seg], keep_empty: bool) -> list[list[_Seg]]:
     return fields
 
 
+def _from_env(origin: Origin) -> bool:
+    """Whether `origin` is a value `placement audit --env` gave."""
+    return origin.line == 0 and origin.text.startswith(ENV_FLAG)
+
+
 def _to_word(f: list[_Seg], site: Origin, uncertain: str | None, tested: str | None = None) -> Word:
     text = "".join(x.text for x in f)
     first = next((x for x in f if x.text), f[0] if f else None)
     origin = first.origin if first else site
     unresolved = next((x.unresolved for x in f if x.unresolved), None)
     unc = next((x.uncertain for x in f if x.uncertain), None) or uncertain
-    return Word(text, origin, site, unresolved, unc, next((x.default_of for x in f if x.default_of), tested))
+    env = next((o for x in f if x.text for o in (x.environment, x.origin) if o is not None and _from_env(o)
+                and o != origin), None)
+    return Word(text, origin, site, unresolved, unc, next((x.default_of for x in f if x.default_of), tested), env)
 
 
 # ---------------------------------------------------------------------------------------------------

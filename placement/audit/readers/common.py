@@ -103,12 +103,15 @@ and was told that "the files" do not set it)."""
 def word_check(word: Word, flag: str) -> None:
     """InputError when the script leaves `word` (the value of `flag`) unresolved or under a condition."""
     if word.unresolved:
+        variable = re.fullmatch(r"\$\{?([A-Za-z_]\w*)\}?", word.unresolved)
+        env = f", give it as the job's environment has it with --env {variable.group(1)}=VALUE," if variable else ""
         raise InputError(f"{word.site}: {flag} depends on {word.unresolved}, which the files do not set "
-                         f"(value written at {word.origin.path}:{word.origin.line}; {SCOPE}); set it in the script "
-                         f"or pass the expanded argument list")
+                         f"(value written at {word.origin.path}:{word.origin.line}; {SCOPE}); set it in the "
+                         f"script{env} or pass the expanded argument list")
     if word.uncertain:
         raise InputError(f"{word.site}: {flag} is {word.uncertain}; expected the layout flags outside "
-                         f"conditions placement cannot evaluate (or pass the expanded argument list)")
+                         f"conditions placement cannot evaluate (or pass the expanded argument list; a condition on a "
+                         f"variable of the job's environment reads the value --env NAME=VALUE gives)")
 
 
 FP16_MIXED = "FP16 mixed precision"
@@ -148,6 +151,9 @@ class Arg:
         defaulted = next((v.default_of for v in self.values if v.default_of), None)
         if defaulted and not ev.endswith(default_note(defaulted)):
             ev += default_note(defaulted)
+        env = next((v.environment for v in self.values if v.environment is not None), None)
+        if env is not None and env.text.removeprefix("placement audit ") not in ev:  # `$((N / 8))` of an --env N
+            ev += f" (with {env.text.removeprefix('placement audit ')})"
         return ev
 
 
