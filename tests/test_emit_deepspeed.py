@@ -366,8 +366,14 @@ def test_context_parallel_files_say_what_zero_over_data_alone_holds(tmp_path: Pa
     runs = deepspeed.files_run(ctx)
     p = ctx.plan
     held = p.peak_memory_bytes + p.memory.optimizer_bytes
-    text = next(u for u in runs.unpriced if u.startswith("cp 2"))
+    as_run, text = runs.as_run(p)
+    assert text.startswith("cp 2")
     assert f"{p.memory.optimizer_bytes / 2**30:.1f} GiB more a GPU, {held / 2**30:.1f} of" in text
+    # ...and the header's own numbers hold it (a QA run: they led with the plan's memory, the file's "not priced")
+    assert as_run.peak_memory_bytes == held
+    line = ctx.runs_as(runs)[0]
+    assert f"{held / 2**30:.1f} of {p.memory_capacity_bytes / 2**30:.1f} GiB per GPU" in line
+    assert "(not priced)" not in line
 
 
 def test_a_zero_3_context_parallel_file_counts_its_weight_shards_too() -> None:
@@ -376,7 +382,7 @@ def test_a_zero_3_context_parallel_file_counts_its_weight_shards_too() -> None:
     ctx = ctx_for("llama3-8b", 16, (("tp", 1), ("pp", 1), ("cp", 2), ("ep", 1), ("zero_stage", 3), ("dp_shard", 8)))
     p, runs = ctx.plan, deepspeed.files_run(ctx)
     extra = p.memory.weights_bytes + p.memory.grads_bytes + p.memory.optimizer_bytes
-    text = next(u for u in runs.unpriced if u.startswith("cp 2"))
+    text = runs.as_run(p)[1]
     assert "its weight, gradient and optimizer shards 2x as large as over cp x dp" in text
     assert f"{extra / 2**30:.1f} GiB more a GPU, {(p.peak_memory_bytes + extra) / 2**30:.1f} of" in text
 

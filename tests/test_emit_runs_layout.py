@@ -92,9 +92,9 @@ def test_hsdp_is_priced_over_the_whole_data_parallel_group_where_the_framework_s
     if fmt == "megatron":  # the layout it runs, priced: no --dp-shard
         step, mem, _ = evaluate(*HSDP)
         assert f": {step} s/step" in line and f", {mem} of" in line
-    else:  # DeepSpeed has no ring attention: cp stays the model code's, not priced
-        assert ("cp 2 only as your model code's ring attention, with ZeRO over the 32 'data' ranks (not cp x dp = "
-                "64) (not priced)") in line
+    else:  # DeepSpeed has no ring attention: cp stays the model code's, priced as the plan's ring
+        assert ("cp 2 only as your model code's ring attention (its time priced as the plan's ring), with ZeRO over "
+                "the 32 'data' ranks (not cp x dp = 64)") in line and "(not priced)" not in line
 
 
 def test_maxtext_hsdp_with_cp_is_the_priced_shard_and_no_warning_says_otherwise(tmp_path: Path):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -82,18 +82,23 @@ class EmitContext:
         """(header line, warning) for a file that runs `runs` instead of the plan: both times.  ("", "") when
         the file runs the plan."""
         unpriced = f"; and {', '.join(runs.unpriced)} (not priced)" if runs.unpriced else ""
-        if not runs.what:
+        if not runs.what and runs.as_run is None:
             if not unpriced:
                 return "", ""
             what = ", ".join(runs.unpriced)
             return (f"this file runs {what} (not priced: the cost model has no such run); the warnings say why",
                     f"this file runs {what} (not priced)")
         p = self.plan
-        what = ", ".join(runs.what)
         other = self.priced_as(runs.precision, runs.layout, runs.recipe, runs.model, runs.torch_pipeline, runs.runs_te,
-                               runs.gpu_of_rank)
+                               runs.gpu_of_rank) if runs.what else p
         if other is None:
+            what = ", ".join(runs.what)
             return f"this file runs {what} (not priced: no job given){unpriced}", f"this file runs {what}{unpriced}"
+        said = list(runs.what)
+        if runs.as_run is not None:
+            other, words = runs.as_run(other)
+            said.append(words)
+        what = ", ".join(said)
         fits = "" if other.fits else f" {OVER_CAPACITY}"
         change = other.step_time_s / p.step_time_s - 1
         # its MFU too: the `predicted:` line above is the plan's (a user trial looked for the file's own)
@@ -171,6 +176,11 @@ class Runs:
     gpu_of_rank: np.ndarray | None = None
     """The GPU each of placement's ranks runs on where the framework places the ranks otherwise than the plan's
     mapping (MaxText's hybrid mesh on hosts its axes do not tile in rank order); None: the plan's."""
+    as_run: Callable[[Plan], tuple[Plan, str]] | None = None
+    """A change to the re-priced plan that the cost model's own fields cannot state, with its words: DeepSpeed's ZeRO
+    over the 'data' ranks alone under cp > 1 (emit.deepspeed.zero_over_data), whose larger shards the header's
+    memory holds (a QA run: the header led with the plan's 68.9 GiB and then said the file holds 81.2, not
+    priced, where the audit of the file prices 81.2)."""
 
     def set_precision(self, plan: Plan, precision: str) -> None:
         self.precision = precision

@@ -433,8 +433,8 @@ cross-entropy eagerly), but nothing in the files states it: RUNS_INSTEAD prices 
 
 
 def zero_over_data(plan: Plan) -> tuple[Plan, str]:
-    """A plan with cp > 1 as DeepSpeed runs it, and that in words: the ring attention is the model code's, which the
-    cost model does not price, but the memory of ZeRO over the 'data' ranks alone it does: the shards the plan spread
+    """A plan with cp > 1 as DeepSpeed runs it, and that in words: the ring attention is the model code's, its time
+    priced as the plan's ring, and the memory of ZeRO over the 'data' ranks alone priced: the shards the plan spread
     over cp x dp ranks are cp times larger (the optimizer state; ZeRO-2's gradients too; ZeRO-3's weights too: a user
     trial's 77.4 GiB plan held 83.0, a ZeRO-3 header's 7.9 GiB about 11).  The emitted file's header and the audit
     of such files both use it (a user trial: the header said 114.7 GiB, does not fit, and the audit of the same
@@ -452,8 +452,8 @@ def zero_over_data(plan: Plan) -> tuple[Plan, str]:
     memory = (f": its {shards} {factor:g}x as large as over cp x dp, {extra / GiB:.1f} GiB more a GPU, "
               f"{held / GiB:.1f} of {plan.memory_capacity_bytes / GiB:.1f} GiB"
               + (f" {OVER_CAPACITY}" if held > plan.memory_capacity_bytes else "")) if extra else ""
-    words = (f"cp {lay.cp} only as your model code's ring attention, with ZeRO over the {lay.dp} 'data' ranks (not "
-             f"cp x dp = {lay.cp * lay.dp}){memory}")
+    words = (f"cp {lay.cp} only as your model code's ring attention (its time priced as the plan's ring), with ZeRO "
+             f"over the {lay.dp} 'data' ranks (not cp x dp = {lay.cp * lay.dp}){memory}")
     as_run = plan.model_copy(update={
         "peak_memory_bytes": held, "fits": plan.fits and held <= plan.memory_capacity_bytes,
         "memory": m.model_copy(update={f: getattr(m, f) * factor for f in grown})})
@@ -510,8 +510,8 @@ def files_run(ctx: EmitContext) -> Runs:
     # ZeRO-3 partitions over the engine's seq_data_parallel_group (runtime/engine.py:2768), the mpu's 'data'
     # axis: all dp ranks (no MiCS in 0.19.8, and hpZ only adds a secondary weight copy)
     runs.shard_whole_dp(plan, "DeepSpeed 0.19.8")
-    if lay.cp > 1:  # no ring attention in DeepSpeed: the cost model has no price for what the model code adds
-        runs.unpriced.append(zero_over_data(plan)[1])
+    if lay.cp > 1:  # no ring attention in DeepSpeed: the model code's, priced as the plan's ring; ZeRO over 'data'
+        runs.as_run = zero_over_data
     runs_recipe(ctx, RUNS_INSTEAD, runs)
     priced = megatron_default_bucket(lay)
     if (lay.zero_stage in (1, 2) and ctx.recipe.ddp_bucket_params is None and priced > BUCKET_ELEMENTS
