@@ -260,7 +260,7 @@ def test_sweep_page_shows_the_new_fields_where_present_and_a_dash_where_not(swee
     page = sweep_html(extra, meta)
     shown = visible(page)
     row = re.search(rf"{first['design']} ok .*?(?= {extra[1]['design']} ok)", shown).group(0)
-    for cell in ("1,234,567", "4,321", "12.3", "1,500", "0.05",
+    for cell in ("1,234,567", "4,321", "12.3", "1,500", "0.0471",
                  f"{_down(days * 0.8, '.1f'):,.1f} - {_up(days * 1.3, '.1f'):,.1f}",
                  f"{_down(first['cost'] * 0.8, '.0f'):,.0f} - {_up(first['cost'] * 1.3, '.0f'):,.0f}", "dense, h100"):
         assert cell in row, cell
@@ -277,6 +277,47 @@ def test_sweep_page_shows_the_new_fields_where_present_and_a_dash_where_not(swee
     assert "2026-12-01" in shown and "energy price per kwh 0.1" in shown and "sweep file s.yaml" in shown
     assert "<b>bold</b>" not in page and html.escape("<b>bold</b>") in page
     assert "bars: the error band" in shown
+
+
+def test_sweep_page_says_what_the_summary_says_under_each_row_and_no_deadline_read_missed_when_met(sweep_rows):
+    """A QA run: every row that met its deadline read "MISSED" under "deadline at risk" (the yes/no format of "deadline
+    met"), and the messages the text summary prints under a row (the missed deadline, the one at risk, why GPUs sit
+    idle, a plan within 0.1 GiB of its memory) were not on the page; its per-M-token column rounded 0.0503 to 0.05."""
+    from placement.sweep.output import summary
+
+    _, rows = sweep_rows
+    rows = [dict(r) for r in rows]
+    safe, risky, missed = rows
+    safe.update(deadline_days=400, deadline_met=True, deadline_at_risk=False, cost_per_million_tokens=0.0503)
+    risky.update(deadline_days=400, deadline_met=True, deadline_at_risk=True,
+                 message="meets the 400-day deadline at the predicted 390.0 days, but not at the slow end of the error "
+                         "band (410.0 days)")
+    missed.update(deadline_days=400, deadline_met=False, deadline_at_risk=False,
+                  message="no GPU count trains within the 400-day deadline; the fastest (16 GPUs) is shown",
+                  num_gpus_bought=4 * missed["num_gpus"], num_gpus_idle=3 * missed["num_gpus"],
+                  idle_reason="48 of 64 GPUs idle: no layout on more")
+    shown = visible(sweep_html(rows, {"name": "s", "currency": "USD"}))
+
+    def cells(r: dict) -> str:
+        return re.search(rf"{re.escape(r['design'])} ok .*? tp\d", shown).group(0)
+
+    # deadline met, deadline at risk
+    assert " yes no " in cells(safe) and "MISSED" not in cells(safe)
+    assert " yes at risk " in cells(risky)
+    assert " MISSED - " in cells(missed)
+    assert " 0.0503 " in cells(safe)
+    # every line the text summary prints under a priced row, on the page under the table
+    text = summary(rows, "USD")
+    for r in rows:
+        block = text[text.index(f"  {r['design']} "):].split("\n")[1:]
+        notes = " ".join(line.strip() for line in block[:next(
+            (k for k, line in enumerate(block) if not line.startswith("      ")), len(block))])
+        lines = [r["message"]] if r.get("message") else []
+        lines += [r["idle_reason"]] if r is missed else []
+        assert lines or r is safe
+        for line in lines:
+            assert line in notes, line  # the text says it...
+            assert f"{r['design']}: {line}" in shown, line  # ...and so does the page
 
 
 def test_sweep_page_without_any_plan():

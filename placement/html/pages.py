@@ -125,7 +125,7 @@ SWEEP_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("time_to_train_days", "days", "days"),
     ("time_to_train_days_range", "days range", "range1"),
     ("deadline_met", "deadline met", "yesno"),
-    ("deadline_at_risk", "deadline at risk", "yesno"),
+    ("deadline_at_risk", "deadline at risk", "risk"),
     ("step_time_s", "step s", "f3"),
     ("mfu", "MFU", "pct"),
     ("gpu_hours", "GPU-hours", "int"),
@@ -138,7 +138,7 @@ SWEEP_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("facility_mw", "facility MW", "f2"),
     ("idle_cost", "idle cost", "money"),
     ("outlay", "outlay", "money"),
-    ("cost_per_million_tokens", "per M tokens", "f2"),
+    ("cost_per_million_tokens", "per M tokens", "mtok"),
     ("error_band_source", "error band from", "text"),
     ("published_check", "vs published runs", "text"),
     ("pareto", "frontier", "mark"),
@@ -168,6 +168,8 @@ GLOSSARY = {
     "vs published runs": "the plan against published runs: its error on a published run of this very job, or how "
                          "far its MFU is above every published run of its kind (the model's extrapolation)",
     "deadline met": "whether the row trains within the study's deadline_days (MISSED where it does not)",
+    "deadline at risk": "met at the predicted step but not at the error band's slow end (\"at risk\"; \"no\" where "
+                        "the slow end meets it too)",
     "frontier": "on the Pareto frontier of cost and time for this workload",
     "layout": "the chosen plan's parallel layout",
 }
@@ -237,6 +239,8 @@ def _value(row: dict, key: str):
         return _band(row)
     if key == "published_check":
         return _published_check((plan or {}).get("published_best"))
+    if key == "deadline_at_risk" and row.get("deadline_met") is False:
+        return None  # missed, not at risk ("-"; its deadline column says MISSED)
     return row.get(key)
 
 
@@ -249,6 +253,13 @@ def _cell(value, fmt: str, currency: str) -> str:
         return "*" if value else ""
     if fmt == "yesno":
         return "yes" if value else "MISSED"
+    if fmt == "risk":  # met even at the band's slow end is not at risk (a QA run: every such row read MISSED)
+        return "at risk" if value else "no"
+    if fmt == "mtok":  # as the text summary prints it (sweep.output._per_mtok: 0.0503 and 0.0471 both read 0.05)
+        from placement.sweep.output import _per_mtok
+
+        number = _num(value)
+        return str(value) if number is None else _per_mtok(number)
     if fmt == "layout":
         from placement.sweep.output import _layout
 
@@ -309,7 +320,7 @@ def sweep_html(rows: Sequence[dict], meta: dict) -> str:
     pareto, and plan (its mfu, layout and breakdown).
     `meta`: the study document's other fields, shown as they are (name, currency, date, version, budget,
     inputs, assumptions...); "name" titles the page and "currency" labels the money columns (default USD)."""
-    from placement.sweep.output import BREAKDOWN_TERMS, step_terms
+    from placement.sweep.output import BREAKDOWN_TERMS, _tight_memory, row_notes, step_terms
 
     currency = str(meta.get("currency") or "USD")
     name = meta.get("name") or meta.get("study") or "sweep"
@@ -339,6 +350,11 @@ def sweep_html(rows: Sequence[dict], meta: dict) -> str:
                 [step_terms(r["plan"]) for r in planned], BREAKDOWN_TERMS)) if planned else None,
             "failed": [f"{r.get('design')}: {r.get('message') or r.get('status')}" for r in mine
                        if r.get("status") != "ok"],
+            # what the text summary says under each priced row (a QA run: a missed deadline's message, why a tenth
+            # of the GPUs bought sit idle and a plan within 0.1 GiB of its memory were said in the text alone)
+            "notes": [f"{r.get('design')}: {text}" for r in mine if r.get("status") == "ok"
+                      for text in ([_tight_memory(r.get("plan"))[2:]] if _tight_memory(r.get("plan")) else [])
+                      + [line.strip() for line in row_notes(r)]],
         })
     shown = {h for w in workloads for h in w["header"]}
     glossary = [(h, text) for h, text in GLOSSARY.items()

@@ -449,6 +449,19 @@ def _wrap(text: str, indent: int = 6) -> list[str]:
     return textwrap.wrap(text, WIDTH, initial_indent=" " * indent, subsequent_indent=" " * indent) or []
 
 
+def row_notes(row: dict) -> list[str]:
+    """What the summary says under a priced row's line, in its order: why GPUs are left idle (where a tenth or more
+    are), the row's message (a missed deadline, one at risk), the error band's note, and the plan's check against
+    published runs, as `plan` prints it (a user trial: a design ranked ahead on a plan 1.19x above every published
+    run of its kind, said only in the JSON).  The HTML page lists the same lines under its table."""
+    band = row.get("error_band") or {}
+    published = published_line((row.get("plan") or {}).get("published_best")).splitlines()
+    used, bought = row.get("num_gpus"), row.get("num_gpus_bought")
+    idle = row.get("idle_reason") if used is not None and bought and used < 0.9 * bought else None
+    return [text for text in (idle, row.get("message"), f"band: {band['note']}" if band.get("note") else None,
+                              *published) if text]
+
+
 def summary(rows: list[dict], currency: str, sweep=None, network: dict | None = None) -> str:
     """The readable summary, at most WIDTH (100) columns: per workload, each design's GPUs used of bought, days
     and cost with their error bands, cost per million tokens, the frontier, then its layout and any reason."""
@@ -495,14 +508,8 @@ def summary(rows: list[dict], currency: str, sweep=None, network: dict | None = 
             if r.get("idle_cost"):
                 extra.append(f"idle {r['num_gpus_idle']:,} GPUs cost {_money(r['idle_cost'])}")
             lines += _wrap("; ".join(extra))
-            band = r.get("error_band") or {}
-            # the plan's own check against published runs, as `plan` prints it (a user trial: a design ranked ahead
-            # on a plan 1.19x above every published run of its kind, said only in the JSON)
-            published = published_line((r["plan"] or {}).get("published_best")).splitlines()
-            for text in (r.get("idle_reason") if r["num_gpus"] < 0.9 * r["num_gpus_bought"] else None,
-                         r.get("message"), f"band: {band['note']}" if band.get("note") else None, *published):
-                if text:
-                    lines += _wrap(text)
+            for text in row_notes(r):
+                lines += _wrap(text)
         lines.append("")
     return "\n".join(lines)
 
