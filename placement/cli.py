@@ -1060,8 +1060,10 @@ def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, pr
                          f"modules; MaxText's 'minimal' reruns attention and norms; DeepSpeed's model code the "
                          f"attention core); give --recompute-modules LIST (a file that cannot run it says what it "
                          f"runs instead), or emit fewer formats")
+    narrowed_note = None
     if framework is None:  # under --framework the other formats narrow nothing (launched, above)
-        _say_emit_narrows(formats or [], open_choices, choices, module_sets, splits_narrowed=splits is not None)
+        narrowed_note = _say_emit_narrows(formats or [], open_choices, choices, module_sets,
+                                          splits_narrowed=splits is not None)
     if framework and zero:
         # a stage the framework does not run leaves no layout to price (a user trial: exit 3, an internal error)
         able = CAPABILITIES[framework].for_model(model.is_moe)
@@ -1125,10 +1127,16 @@ def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, pr
     _uncalibrated_step(model, train, planned.plans[0] if planned.plans else None, sources, model_sources, framework)
     from placement.html import plan_html
 
-    _write_report(report, lambda: plan_html(planned, topo, _calibration_line()))
     written = plan_index if out_dir is not None else None
-    _job_defaults_note()  # on stderr under --json too (a user trial found it only in the text output)
     fabric = fabric_priced(topo, click.get_current_context())
+    # the page says what the text and stderr say of the job: its defaults, the search --emit narrowed, the network
+    # priced, which plan the files realize and which of them run otherwise (a QA run: none of it was on the page)
+    notes = [f"{field.replace('_', ' ')} {why}" for field, why in _job_defaults_json().items()] \
+        + ([narrowed_note.removeprefix("placement: note: ")] if narrowed_note else [])
+    _write_report(report, lambda: plan_html(
+        planned, topo, _calibration_line(), setter=allocator_setter(formats, framework), fabric=fabric, notes=notes,
+        files=None if written is None else {"folder": out_dir, "index": written, "run": files_run}))
+    _job_defaults_note()  # on stderr under --json too (a user trial found it only in the text output)
     if as_json:
         planned_json = plan_json(planned)
         levels = topo.describe()  # the same network as numbers (a user trial: `fabric` is one prose string)
@@ -1156,14 +1164,14 @@ def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, pr
     _fail_files(files_run, framework, "plan")
 
 
-def _say_emit_narrows(formats: list[str], before, after, module_sets, splits_narrowed: bool) -> None:
+def _say_emit_narrows(formats: list[str], before, after, module_sets, splits_narrowed: bool) -> str | None:
     """Say on stderr where --emit (without --framework, which narrows nothing more) narrowed the search to what every
     named format launches as priced: the plan printed is then the best of fewer choices, and a plan for Megatron-Core
     alone may be faster (a user trial found 8-28 % slower plans behind an unchanged command line)."""
     from placement.search import SEARCHED_FIELDS
 
     if not formats:
-        return
+        return None
     narrowed = [name for name, attr in SEARCHED_FIELDS.items()
                 if len(getattr(after, attr)) < len(getattr(before, attr))]
     if module_sets == ():
@@ -1173,11 +1181,13 @@ def _say_emit_narrows(formats: list[str], before, after, module_sets, splits_nar
     if splits_narrowed:
         narrowed.append("pipeline split")
     if not narrowed:
-        return
-    click.echo(f"placement: note: --emit {','.join(formats)}: the search kept only the recipe choices every named "
-               f"format launches as priced ({', '.join(narrowed)} narrowed); the plan below is the best of those, a "
-               f"plan for fewer formats (--emit megatron) may be faster, and a file that runs its layout or recipe "
-               f"otherwise says so in its header (--framework F plans only what F runs as priced)", err=True)
+        return None
+    note = (f"placement: note: --emit {','.join(formats)}: the search kept only the recipe choices every named "
+            f"format launches as priced ({', '.join(narrowed)} narrowed); the plan below is the best of those, a "
+            f"plan for fewer formats (--emit megatron) may be faster, and a file that runs its layout or recipe "
+            f"otherwise says so in its header (--framework F plans only what F runs as priced)")
+    click.echo(note, err=True)
+    return note
 
 
 @main.command()
@@ -1730,9 +1740,6 @@ def audit(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, p
         import dataclasses
 
         result = dataclasses.replace(result, measured=measured)
-    from placement.html import audit_html
-
-    _write_report(report, lambda: audit_html(result, topo, _calibration_line()))
     files_run: list[str] = []
     not_carried: list[str] = []
     values_changed: list[dict] = []
@@ -1769,6 +1776,11 @@ def audit(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, p
             not_written = list(result.changes)
             click.echo("placement: note: no megatron.sh: the best plan stays on Megatron-DeepSpeed (see the changes "
                        "note); apply the listed changes to the job's own script", err=True)
+    from placement.html import audit_html
+
+    # after the files: the page says which of them run other than the best plan, as the text does (a QA run)
+    _write_report(report, lambda: audit_html(result, topo, _calibration_line(), files=None if out_dir is None else
+                                             {"folder": out_dir, "run": files_run}))
     if as_json:
         click.echo(json.dumps(audit_json(result) | {"calibration": calibration_json()}
                               | ({"files_run": files_run, "files_over_capacity": _over_capacity(files_run),

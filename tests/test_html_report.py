@@ -114,6 +114,36 @@ def test_plan_page_shows_the_numbers_the_text_prints(plan_pages):
             assert f"{axis.upper()} groups {lay[axis]} GPUs each" in shown
 
 
+def test_plan_page_says_which_plan_the_files_realize_and_which_run_otherwise(tmp_path):
+    """A QA run: under `--out DIR --plan-index 2` the page showed plan 1 alone (its step, its charts), and none of the
+    files that run slower than the plan; nor the job's defaulted batch, the search --emit narrowed, what the capacity
+    assumes or the network priced, all of which the text says."""
+    report = tmp_path / "plan.html"
+    args = ("plan", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "16", "--seq-len", "4096", "--top-k",
+            "2", "--emit", "megatron,torchtitan", "--plan-index", "2")
+    code, js, err = run(*args, "--out", str(tmp_path / "files"), "--json", "--report", str(report))
+    assert code == 0, err
+    data = json.loads(js)
+    shown = visible(report.read_text())
+    second = data["plans"][1]
+    assert data["files_plan_index"] == 2 and data["files_run"], "the example's torchtitan.sh runs otherwise"
+    assert "realize plan 2 of the table above, not plan 1" in shown
+    assert f"step {second['step_time_s']:.3f} s" in shown  # plan 2's headline and charts, as the text prints them
+    for line in data["files_run"]:
+        assert line in shown, line
+    # the text output's notes and assumptions (stderr's notes, the capacity and fabric lines)
+    code, text, err = run(*args, "--out", str(tmp_path / "again"))
+    assert code == 0, err
+    for field, why in data["job_defaults"].items():
+        assert f"note: {field.replace('_', ' ')} {why}" in shown
+    narrowed = next(line for line in err.splitlines() if "the search kept only" in line)
+    assert narrowed.removeprefix("placement: note: ") in shown
+    said = [line for line in text.splitlines() if line.startswith(("capacity: ", "fabric: "))]
+    assert len(said) == 3  # plan 1's capacity, the fabric, plan 2's capacity
+    for line in said:
+        assert re.sub(r"\s+", " ", line) in shown, line
+
+
 def test_plan_page_is_self_contained_and_deterministic(plan_pages, tmp_path):
     page = plan_pages[0]
     parsed = parse(page)
@@ -163,6 +193,40 @@ def test_audit_page_shows_findings_costs_and_the_argument_diff(tmp_path):
     assert best_line in shown
     assert f"step {data['estimate']['step_time_s']:.3f} s" in shown and f"x{data['speedup']:.3f}" in shown
     assert "As launched: the whole job: 32 GPUs on 4 hosts" in shown
+
+
+def test_audit_page_states_the_capacity_assumption_and_where_the_groups_traffic_goes(tmp_path):
+    """A QA run: the text's capacity line (who sets the expandable segments: here the launch files do not) and its
+    table of the groups' traffic by network tier (GB per member, exposed seconds) were not on the audit page."""
+    report = tmp_path / "audit.html"
+    code, text, err = run(*AUDIT_ARGS, "--report", str(report))
+    assert code == 1, err
+    shown = visible(report.read_text())
+    capacity = next(line for line in text.splitlines() if line.startswith("capacity: "))
+    assert "the launch files do not set" in capacity and capacity in shown
+    block = text[text.index("where the groups' traffic goes"):].split("\n\n")[0].splitlines()
+    assert " ".join(block[1].split()) in shown  # the header: groups, count x size, up to each tier, ... exposed s
+    rows = block[3:]
+    assert rows, "the example's groups cross the network"
+    for row in rows:
+        assert " ".join(row.split()) in shown, row
+
+
+def test_audit_page_says_which_written_files_run_other_than_the_best_plan(tmp_path):
+    """A QA run: `audit --out DIR --report` wrote the page before the files, so a written file that runs other than
+    the best plan (torchtitan 0.3.0 chunks the loss the 0.2.x job's TOML runs whole) said so in the text and the JSON
+    (files_run) but not on the page."""
+    report = tmp_path / "audit.html"
+    job = ("audit", "--model", "llama3-8b", "--gpus", "8", "--launch", str(DATA / "audit" / "torchtitan" /
+                                                                        "llama3_8b.toml"))
+    code, js, err = run(*job, "--out", str(tmp_path / "files"), "--json", "--report", str(report))
+    assert code == 0, err
+    files_run = json.loads(js)["files_run"]
+    assert files_run, "the example's torchtitan.sh runs otherwise"
+    shown = visible(report.read_text())
+    assert "run other than the best plan" in shown
+    for line in files_run:
+        assert line in shown, line
 
 
 @pytest.mark.parametrize("name, message", [

@@ -222,23 +222,35 @@ def change_lines(a: Audit) -> list[tuple[str, str]]:
     return lines
 
 
-def audit_table(a: Audit) -> str:
-    est = a.estimate
+def allocator_setter_of(a: Audit) -> str:
+    """Who sets the expandable segments the capacity assumes (report.capacity_note), as the job's files do."""
     from placement.audit.core import allocator_expandable
 
     conf = a.launch.allocator_conf
     on = allocator_expandable(conf)
-    setter = ("which the launch files do not set (see allocator_segments_unset)" if on is False else
-              f"which the launch files set ({a.launch.sources.get('allocator_conf')})" if on else
-              f"which the launch sets from {conf}, a value the files leave to the environment" if conf else
-              "which the job's environment must set (the files have no launch line)")
-    table = single_plan_table(est, setter)
+    return ("which the launch files do not set (see allocator_segments_unset)" if on is False else
+            f"which the launch files set ({a.launch.sources.get('allocator_conf')})" if on else
+            f"which the launch sets from {conf}, a value the files leave to the environment" if conf else
+            "which the job's environment must set (the files have no launch line)")
+
+
+def offloaded_note(a: Audit) -> str | None:
+    """What the memory as priced keeps on the GPU that the files offload (a user trial read "DOES NOT FIT" beside a
+    warning that the memory is smaller)."""
+    if not a.launch.offloaded:
+        return None
+    return (f"(memory as priced keeps what the files offload to the host, {' and '.join(a.launch.offloaded)}, on the "
+            f"GPU: the findings give the job's own)")
+
+
+def audit_table(a: Audit) -> str:
+    est = a.estimate
+    table = single_plan_table(est, allocator_setter_of(a))
     if a.measured is not None:  # beside the estimate's step line, above its terms
         head, _, terms = table.partition("\n\n")
         table = f"{head}\n{a.measured.summary()}\n\n{terms}"
-    if a.launch.offloaded:  # a user trial read "DOES NOT FIT" beside a warning that the memory is smaller
-        table += (f"\n(memory as priced keeps what the files offload to the host, {' and '.join(a.launch.offloaded)}, "
-                  f"on the GPU: the findings give the job's own)")
+    if a.launch.offloaded:
+        table += "\n" + offloaded_note(a)
     parts = [f"audit of a {launch_label(a)} launch (placement {__version__})", table,
              *([crossings_block(est)] if est.crossings else []), _sources_block(a)]
     if a.findings:
@@ -274,10 +286,18 @@ def no_changes_text(a: Audit) -> str:
     return NO_CHANGES if a.no_better_plan is None else NO_CHANGES_UNSEARCHED
 
 
+TRAFFIC_TITLE = "where the groups' traffic goes (groups by the highest tier of the network they cross)"
+
+
 def crossings_block(p) -> str:
     """Which groups cross which tier of the network, as the job lands (a user trial asked "which group crosses the
     slow network" and found the answer only in the JSON's crossings): per group kind, how many groups reach each
     level at most, the bytes each member sends per step, and what of its time the step does not hide."""
+    return f"{TRAFFIC_TITLE}:\n" + text_table(*crossings_rows(p))
+
+
+def crossings_rows(p) -> tuple[list[str], list[list[str]]]:
+    """`crossings_block`'s header and rows (the HTML page's table too)."""
     levels = list(next(iter(p.crossings.values()))["highest_level"])
     exposed = p.breakdown.exposed.model_dump() if p.breakdown is not None else {}
     rows = []
@@ -290,8 +310,7 @@ def crossings_block(p) -> str:
                      f"{exposed[kind]:.3f}" if kind in exposed else "-"])
     head = ["groups", "count x size", *(f"up to {lv}" for lv in levels), "slowest tier", "GB/member/step",
             "exposed s"]
-    return ("where the groups' traffic goes (groups by the highest tier of the network they cross):\n"
-            + text_table(head, rows))
+    return head, rows
 
 
 def _slowest(c: dict, tier: str, node_level: str) -> str:

@@ -15,9 +15,11 @@ from placement.mapping.report import rank_coords
 from placement.plan import Plan
 from placement.report import (
     BREAKDOWN_HEADER,
+    LAUNCH_SBATCH_SETS,
     MEMORY_HEADER,
     TOP_K_HEADER,
     breakdown_rows,
+    capacity_note,
     headline,
     mapping_parts,
     memory_rows,
@@ -51,10 +53,14 @@ def _table_view(p: Plan, topo: Topology) -> TopologyView | None:
     return topology_view(topo, gpu_of_rank, coords, _sizes(p))
 
 
-def _plan_sections(p: Plan) -> dict:
+def _plan_sections(p: Plan, setter: str = LAUNCH_SBATCH_SETS, notes: Sequence[str] = ()) -> dict:
+    """A plan's headline, charts and tables, and the lines the text prints under its memory table: what the capacity
+    assumes (`capacity_note`, with `setter`, who sets the expandable segments) and any `notes` (a QA run: the page
+    left out the capacity's assumption the text states under every plan)."""
     return {"headline": headline(p).splitlines(), "step_svg": trusted_svg(charts.step_chart(p)),
             "memory_svg": trusted_svg(charts.memory_chart(p)), "breakdown_header": BREAKDOWN_HEADER,
-            "breakdown_rows": breakdown_rows(p), "memory_header": MEMORY_HEADER, "memory_rows": memory_rows(p)}
+            "breakdown_rows": breakdown_rows(p), "memory_header": MEMORY_HEADER, "memory_rows": memory_rows(p),
+            "notes": [capacity_note(p, setter), *notes]}
 
 
 def _mapping(p: Plan) -> dict | None:
@@ -67,30 +73,47 @@ def _mapping(p: Plan) -> dict | None:
             "crossing_header": ["groups", "count x size", *(f"within {lv}" for lv in levels), *ring]}
 
 
-def plan_html(planned, topo: Topology, calibration: str | None = None) -> str:
+def plan_html(planned, topo: Topology, calibration: str | None = None, *, setter: str = LAUNCH_SBATCH_SETS,
+              fabric: str | None = None, notes: Sequence[str] = (), files: dict | None = None) -> str:
     """The `plan` page: the best plan's headline, step and memory charts and tables, its groups on the
     topology, its mapping against the baseline orders, the top-k table.  `planned`: what `plan_job` returned
     (after `without_timings` under --reproducible, as the text output); `calibration`: the profile line the
-    text output ends with, if any."""
+    text output ends with, if any; `setter`: who sets the expandable segments the capacity assumes
+    (report.allocator_setter); `fabric`: the network priced and its sources (cli.fabric_priced); `notes`: what the
+    command says of its inputs on stderr (the job's defaults, the search --emit narrowed); `files`: what --out wrote,
+    {"folder", "index" (the plan the files realize, 1-based), "run" (files_run: each file that runs otherwise)}.
+    A QA run: under `--out --plan-index 2` the page showed plan 1 alone, and none of the files that run slower
+    than planned."""
     best = planned.plans[0]
+    realized = None
+    if files is not None:
+        index = int(files["index"])
+        realized = {"folder": str(files["folder"]), "index": index, "run": list(files.get("run") or ()),
+                    "plan": None if index == 1 else _plan_sections(planned.plans[index - 1], setter)}
     return render("plan.html", title=f"placement plan: {best.model} on {best.num_gpus:,} x {best.accelerator}",
                   subtitle=f"{best.cluster}, seq {best.seq_len}, global batch {best.global_batch}, {best.precision}",
-                  best=_plan_sections(best), view=_plan_view(best, topo, planned.gpu_of_rank[0]),
+                  best=_plan_sections(best, setter), view=_plan_view(best, topo, planned.gpu_of_rank[0]),
                   mapping=_mapping(best), top_header=TOP_K_HEADER, top_rows=top_k_rows(planned),
-                  search=search_line(planned), calibration=calibration)
+                  search=search_line(planned), calibration=calibration, fabric=fabric, notes=list(notes),
+                  files=realized)
 
 
-def audit_html(a, topo: Topology, calibration: str | None = None) -> str:
+def audit_html(a, topo: Topology, calibration: str | None = None, *, files: dict | None = None) -> str:
     """The `audit` page: the job as launched (headline, charts, groups where they land, mapping against the
     baselines), its findings with their cost, the better plan as an argument diff, and where each value came
-    from.  `a`: what `audit_job` returned (after `without_timings` under --reproducible)."""
+    from.  `a`: what `audit_job` returned (after `without_timings` under --reproducible); `files`: what --out wrote,
+    {"folder", "run" (files_run: each file that runs other than the best plan)}."""
     from placement.audit.report import (
+        TRAFFIC_TITLE,
+        allocator_setter_of,
         best_lines,
         change_lines,
         changes_note,
+        crossings_rows,
         finding_cost,
         launch_label,
         no_changes_text,
+        offloaded_note,
         ranks_text,
         sources_lines,
     )
@@ -100,16 +123,21 @@ def audit_html(a, topo: Topology, calibration: str | None = None) -> str:
                  "groups": [f"{ranks_text(g['ranks'])} on {', '.join(g['hosts'])}" for g in f.groups[:2]]}
                 for f in a.findings]
     same = best is est
+    # the capacity's assumption as the text says it under the job as launched (who sets the expandable segments: the
+    # job's files); the best plan is the same launch changed, so the same
+    setter, offloaded = allocator_setter_of(a), offloaded_note(a)
     return render("audit.html", title=f"placement audit: a {launch_label(a)} launch of {est.model} on "
                                       f"{est.num_gpus:,} x {est.accelerator}",
                   subtitle=f"{est.cluster}, seq {est.seq_len}, global batch {est.global_batch}, {est.precision}",
-                  launched=_plan_sections(est), best=_plan_sections(best), findings=findings,
+                  launched=_plan_sections(est, setter, [offloaded] if offloaded else []),
+                  best=_plan_sections(best, setter), findings=findings,
                   best_lines=best_lines(a).splitlines(), changes=change_lines(a), changes_note=changes_note(a),
                   no_changes=no_changes_text(a),
                   launched_view=_table_view(est, topo),
                   best_view=None if same else _plan_view(best, topo, a.best_gpu_of_rank),
-                  mapping=_mapping(est), sources=[line.strip() for line in sources_lines(a)[1:]],
-                  calibration=calibration,
+                  mapping=_mapping(est), traffic=crossings_rows(est) if est.crossings else None,
+                  traffic_title=TRAFFIC_TITLE, sources=[line.strip() for line in sources_lines(a)[1:]],
+                  calibration=calibration, files=files,
                   measured=[] if a.measured is None else [line.strip() for line in a.measured.summary().splitlines()])
 
 
