@@ -384,6 +384,28 @@ def test_sweep_page_says_what_the_summary_says_under_each_row_and_no_deadline_re
             assert f"{r['design']}: {line}" in shown, line  # ...and so does the page
 
 
+def test_sweep_frontier_numbers_its_points_and_keys_them_so_that_designs_priced_alike_stay_readable(sweep_rows):
+    """A QA run of hardware/sweeps/h100-h200-b200-gb200-budget.yaml: three designs priced within 2 % of each other drew
+    their whole labels ("H100 DGX (8-GPU nodes) 8,192 GPUs", ...) on top of each other, unreadable.  Each point is now
+    its number, keyed under the chart as frontier.png is (sweep.output.write_plots): design, GPUs, days and cost."""
+    _, rows = sweep_rows
+    rows = [dict(r) for r in rows]
+    for r in rows[1:]:  # all three at (nearly) the first one's cost and time
+        r.update(cost=rows[0]["cost"] * 1.01, time_to_train_days=rows[0]["time_to_train_days"] * 1.01)
+    page = sweep_html(rows, {"name": "s", "currency": "USD"})
+    frontier = page[page.index("<figure>"):page.index("</figure>")]
+    chart = frontier[frontier.index("<svg"):frontier.index("</svg>")]
+    for r in rows:
+        assert r["design"] not in chart  # no whole label drawn over another
+    ranked = sorted(rows, key=lambda r: (r["cost"], r["design"]))
+    key = re.findall(r"<li>(.*?)</li>", frontier[frontier.index("</svg>"):])
+    assert key == [html.escape(f"{r['design']}: {r['num_gpus']:,} GPUs, {r['time_to_train_days']:,.1f} days, "
+                               f"{r['cost']:,.0f} USD" + (" (frontier)" if r["pareto"] else "")) for r in ranked]
+    labels = re.findall(r"<text[^>]*>([^<]*)</text>", chart)
+    for k in range(1, len(rows) + 1):
+        assert str(k) in labels, k
+
+
 def test_sweep_page_without_any_plan():
     rows = [{"design": "d", "workload": "w", "status": "infeasible", "message": "8 GPUs: needs 900 GiB",
              "num_gpus": 8, "num_gpus_bought": 8, "cost": None, "time_to_train_s": None, "plan": None}]

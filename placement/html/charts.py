@@ -111,9 +111,11 @@ def memory_chart(p: Plan) -> str:
 
 
 def frontier_chart(workload: str, points: Sequence[dict], currency: str) -> str:
-    """Time to train against cost, one point per design, error bars where a range is known, each labelled
-    with its design and GPU count; the Pareto frontier as a step line.  `points`: {"label", "cost", "days",
-    "cost_low", "cost_high", "days_low", "days_high", "pareto"} (None where unknown)."""
+    """Time to train against cost, one point per design, error bars where a range is known, each marked with
+    its number in the page's key (design and GPU count: whole labels overlapped wherever two designs priced
+    alike, as three of the budget study's five did), offset by the number as sweep.output.write_plots does; the
+    Pareto frontier as a step line.  `points`: {"key" (the number), "cost", "days", "cost_low", "cost_high",
+    "days_low", "days_high", "pareto"} (None where unknown)."""
     import matplotlib.ticker
 
     with _rc():
@@ -125,8 +127,9 @@ def frontier_chart(workload: str, points: Sequence[dict], currency: str) -> str:
             yerr = _err(pt["days"], pt.get("days_low"), pt.get("days_high"))
             ax.errorbar(pt["cost"], pt["days"], xerr=xerr, yerr=yerr, fmt="o", color=color,
                         markersize=7 if pt["pareto"] else 5, capsize=3, linewidth=1, zorder=3)
-            ax.annotate(pt["label"], (pt["cost"], pt["days"]), textcoords="offset points", xytext=(6, 5),
-                        fontsize=7.5)
+            k = int(pt["key"])
+            ax.annotate(str(k), (pt["cost"], pt["days"]), textcoords="offset points",
+                        xytext=(4 + 7 * (k % 2), 3 + 5 * (k % 3)), fontsize=8, fontweight="bold")
         front = sorted((pt for pt in points if pt["pareto"]), key=lambda pt: pt["cost"])
         if front:
             ax.step([pt["cost"] for pt in front], [pt["days"] for pt in front], where="post", color=PALETTE[3],

@@ -362,15 +362,20 @@ def sweep_html(rows: Sequence[dict], meta: dict) -> str:
         classes = ["text" if fmt == "text" else "layout" if fmt == "layout" else None for _, _, fmt in columns]
         ok = [r for r in mine if r.get("status") == "ok" and _num(r.get("cost")) is not None
               and _days(r) is not None]
-        points = [{"label": f"{r.get('design')}\n{_cell(r.get('num_gpus'), 'int', currency)} GPUs",
-                   "cost": float(r["cost"]), "days": _days(r), "pareto": bool(r.get("pareto")),
+        # numbered by cost as the frontier.png's key is (sweep.output.write_plots)
+        ranked = sorted(ok, key=lambda r: (float(r["cost"]), str(r.get("design"))))
+        points = [{"key": k, "cost": float(r["cost"]), "days": _days(r), "pareto": bool(r.get("pareto")),
                    "cost_low": _num(r.get("cost_low")), "cost_high": _num(r.get("cost_high")),
                    "days_low": _days(r, "time_to_train_days_low"), "days_high": _days(r, "time_to_train_days_high")}
-                  for r in ok]
+                  for k, r in enumerate(ranked, start=1)]
+        key = [f"{r.get('design')}: {_cell(r.get('num_gpus'), 'int', currency)} GPUs, "
+               f"{_cell(_days(r), 'days', currency)} days, {_cell(r['cost'], 'money', currency)} {currency}"
+               + (" (frontier)" if r.get("pareto") else "") for r in ranked]
         planned = [r for r in ok if r.get("plan")]
         workloads.append({
             "name": work, "header": header, "rows": table, "classes": classes,
             "frontier_svg": trusted_svg(charts.frontier_chart(str(work), points, currency)) if points else None,
+            "frontier_key": key,
             "has_bars": any(p["days_low"] is not None or p["cost_low"] is not None for p in points),
             "breakdown_svg": trusted_svg(charts.stacked_step_chart(
                 f"{work}: step time by term", [f"{r.get('design')} ({_cell(r.get('num_gpus'), 'int', currency)})"
