@@ -108,3 +108,31 @@ def test_sweep_page_renders_with_its_cells(chromium, tmp_path):
                 f"{r['time_to_train_days']:,.1f} {_down(r['time_to_train_days_low'], '.1f'):,.1f} - "
                 f"{_up(r['time_to_train_days_high'], '.1f'):,.1f}") in text  # bands rounded outward, as the text
         assert f"{r['cost']:,.0f}" in text
+
+
+# the widest element's right edge against the page's: what a printer cuts off
+OVERFLOW = ("[...document.querySelectorAll('table, figure, pre, ul, p')].map(e => e.getBoundingClientRect().right)"
+            ".reduce((a, b) => Math.max(a, b), 0) - document.documentElement.clientWidth")
+
+
+def test_the_sweep_page_prints_every_column_on_a_landscape_page(chromium, tmp_path):
+    """A QA run: printed, the sweep table of a bought study (capex, energy, error bands, published checks: 24
+    columns) ran past the page's edge, its last 13 columns (layout and frontier among them) cut off; on screen its
+    words wrapped a word a line beside the numbers.  Laid out for print at the width of a landscape Letter page less
+    its 10 mm margins (the narrowest of A4 and Letter), nothing is wider than the page."""
+    from placement.html import sweep_html
+
+    report = tmp_path / "sweep.html"
+    code, js, err = run("sweep", str(REPORT / "small_sweep.yaml"), "--out", str(tmp_path / "out"), "--json",
+                        "--workers", "1")
+    assert code == 0, err
+    rows = json.loads(js)["rows"]
+    for r in rows:  # the columns of a bought design, as the budget study's rows carry them
+        r.update(capex_total=399_960_000.0, capex_amortized=25_827_856.0, energy_mwh=37_909.8,
+                 energy_cost=3_790_978.0, facility_mw=16.75, idle_cost=2_319_387.0, outlay=403_750_978.0,
+                 deadline_met=True, deadline_at_risk=False,
+                 error_band={"group": "dense / Hopper", "published_anchor": {"run": "llama3-2024-table4-8192gpu"}})
+    report.write_text(sweep_html(rows, {"name": "print", "currency": "USD"}))
+    page = load_page(report, chromium=chromium, width=979, media="print", evaluate=OVERFLOW)
+    assert page.errors == []
+    assert page.value <= 0, f"{page.value} px past the printed page's edge"

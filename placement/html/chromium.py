@@ -46,6 +46,8 @@ class PageResult:
     """Uncaught exceptions, console.error/assert calls and browser log entries of level error (a failed load of
     a resource, a blocked request), each as one line."""
     screenshot_png: bytes | None = None
+    value: object = None
+    """What `load_page`'s `evaluate` expression returned (JSON-able), None without one."""
 
 
 class ChromiumError(RuntimeError):
@@ -132,10 +134,12 @@ def _error_lines(events: list[dict]) -> list[str]:
 
 def load_page(path: Path, width: int = 1280, height: int = 900, screenshot: bool = False,
               full_page: bool = False, max_height: int | None = None, chromium: str | None = None,
-              timeout_s: float = 60.0) -> PageResult:
+              timeout_s: float = 60.0, media: str | None = None, evaluate: str | None = None) -> PageResult:
     """Open `path` (a local file) in headless Chromium, wait for its load event, and return its rendered text,
     its errors and, with `screenshot`, a PNG of the viewport (`full_page`: of the whole page, cut at
-    `max_height` pixels if given)."""
+    `max_height` pixels if given).  `media`: the CSS media the page is laid out for ("print": its print
+    stylesheet, at `width` pixels, the page's printable width); `evaluate`: a JavaScript expression whose value
+    comes back as `PageResult.value`."""
     binary = chromium or find_chromium()
     if binary is None:
         raise ChromiumError("no Chromium found (apt-get install chromium, or set PLACEMENT_CHROMIUM)")
@@ -170,12 +174,17 @@ def load_page(path: Path, width: int = 1280, height: int = 900, screenshot: bool
                 pipe.send(f"{domain}.enable", session=session)
             pipe.send("Emulation.setDeviceMetricsOverride",
                       {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False}, session=session)
+            if media is not None:
+                pipe.send("Emulation.setEmulatedMedia", {"media": media}, session=session)
             pipe.events.clear()
             pipe.send("Page.navigate", {"url": url}, session=session)
             pipe.wait_for("Page.loadEventFired", timeout_s=timeout_s)
             pipe.drain(0.3)
             text = pipe.send("Runtime.evaluate", {"expression": "document.body ? document.body.innerText : ''",
                                                   "returnByValue": True}, session=session)["result"].get("value", "")
+            value = None if evaluate is None else pipe.send(
+                "Runtime.evaluate", {"expression": evaluate, "returnByValue": True},
+                session=session)["result"].get("value")
             png = None
             if screenshot:
                 params = {"format": "png"}
@@ -198,4 +207,4 @@ def load_page(path: Path, width: int = 1280, height: int = 900, screenshot: bool
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
-    return PageResult(text=text, errors=errors, screenshot_png=png)
+    return PageResult(text=text, errors=errors, screenshot_png=png, value=value)
