@@ -229,6 +229,25 @@ def test_audit_page_says_which_written_files_run_other_than_the_best_plan(tmp_pa
         assert line in shown, line
 
 
+def test_the_best_plan_of_an_fp16_launch_runs_fp16_where_no_change_moves_it(tmp_path):
+    """A QA run (Megatron-LM's examples/gpt3/train_gpt3_175b_distributed.sh, --fp16): the job as launched read "fp16
+    (priced as bf16 ...)", the best plan below it "bf16", though the argument diff kept --fp16 (and the JSON's
+    best.precision_as_run was null)."""
+    script = tmp_path / "fp16.sh"
+    script.write_text((REPORT / "megatron_tp16.sh").read_text().replace("--bf16", "--fp16"))
+    report = tmp_path / "audit.html"
+    code, js, err = run("audit", "--launch", str(script), "--model", "llama3-70b", "--cluster", "dgx-h100", "--json",
+                        "--report", str(report))
+    assert code == 1, err
+    data = json.loads(js)
+    assert data["changes"] and not any(c["argument"] in ("--fp16", "--bf16") for c in data["changes"])
+    assert data["estimate"]["precision_as_run"] == "fp16"
+    assert data["best"]["precision_as_run"] == "fp16" and data["best"]["precision"] == "bf16"
+    shown = visible(report.read_text())
+    best = shown[shown.index("The best plan llama3-70b"):]
+    assert "global batch 64, fp16 (priced as bf16: the same tensor-core rate)" in best
+
+
 @pytest.mark.parametrize("name, message", [
     ("plan.txt", "--report {path}: the report is an HTML page; give a file name ending in .html (or .htm)"),
     ("folder.html", "--report {path}: is a folder; give a file name"),

@@ -63,6 +63,11 @@ from placement.specs.training import AttentionKernel
 from placement.topology import Level, Topology
 from placement.workload import workload
 
+PRECISION_ARGUMENTS = frozenset({"--fp16", "--bf16", "fp16.enabled", "bf16.enabled", "--dtype", "torch_autocast",
+                                 "amp.enabled", "precision", "mixed_precision"})
+"""Arguments of a change that moves the job's precision (Megatron-LM's --fp16/--bf16, DeepSpeed's fp16/bf16 sections):
+where none is changed, the best plan runs the precision the job runs."""
+
 SEVERITIES = ("info", "warning", "error")
 ERROR_SHARE, WARNING_SHARE = 0.10, 0.02
 """A finding whose remedy saves at least this share of the step is an error / a warning."""
@@ -3179,6 +3184,11 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
                 c["assumed"] = True
     if no_better is not None:  # no plan searched, nothing to change to (a user trial read
         changes = []           # `+ --training.global_batch_size 8` under "the job as launched is the only plan priced")
+    if best is not plan and plan.precision_as_run is not None and best.precision == plan.precision and not any(
+            c["argument"] in PRECISION_ARGUMENTS for c in changes):
+        # the changed launch keeps the job's FP16 (no change names its precision): the best plan runs it too, priced
+        # as BF16 (a QA run: the page's best plan read "bf16" beside a diff that kept --fp16, the JSON null)
+        best = best.model_copy(update={"precision_as_run": plan.precision_as_run})
     withheld = []
     if plan.fits and changes and best.step_time_s > plan.step_time_s * (1 - MIN_CHANGE_GAIN):
         # a user trial was offered ten changes, a move to Megatron-FSDP and a new checkpoint format among them, for
