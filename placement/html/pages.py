@@ -359,8 +359,8 @@ def sweep_html(rows: Sequence[dict], meta: dict) -> str:
                    or any(_value(r, c[0]) is not None for r in mine)]
         header = [h + (f" ({currency})" if fmt in ("money", "moneyrange") else "") for _, h, fmt in columns]
         table = [[_cell(_value(r, key), fmt, currency) for key, _, fmt in columns] for r in mine]
-        classes = ["text prose" if key in ("error_band_source", "published_check") else "text" if fmt == "text"
-                   else "layout" if fmt == "layout" else None for key, _, fmt in columns]
+        classes = ["text prose" if key in ("error_band_source", "published_check") else "text short" if key == "status"
+                   else "text" if fmt == "text" else "layout" if fmt == "layout" else None for key, _, fmt in columns]
         ok = [r for r in mine if r.get("status") == "ok" and _num(r.get("cost")) is not None
               and _days(r) is not None]
         # numbered by cost as the frontier.png's key is (sweep.output.write_plots)
