@@ -1135,7 +1135,8 @@ def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, pr
         + ([narrowed_note.removeprefix("placement: note: ")] if narrowed_note else [])
     _write_report(report, lambda: plan_html(
         planned, topo, _calibration_line(), setter=allocator_setter(formats, framework), fabric=fabric, notes=notes,
-        files=None if written is None else {"folder": out_dir, "index": written, "run": files_run}))
+        files=None if written is None else {"folder": out_dir, "index": written, "run": files_run},
+        bounds=planned.search.bounds if exhaustive else ()))
     _job_defaults_note()  # on stderr under --json too (a user trial found it only in the text output)
     if as_json:
         planned_json = plan_json(planned)

@@ -144,6 +144,21 @@ def test_plan_page_says_which_plan_the_files_realize_and_which_run_otherwise(tmp
         assert re.sub(r"\s+", " ", line) in shown, line
 
 
+def test_an_exhaustive_plan_page_says_what_the_search_leaves_untried(tmp_path):
+    """A QA run: `plan --exhaustive` prints under its table what the search still bounds (pipeline splits, module
+    lists, HSDP shards...); the page left them out."""
+    report = tmp_path / "plan.html"
+    args = ("plan", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "16", "--seq-len", "4096",
+            "--global-batch", "256", "--top-k", "2", "--exhaustive")
+    code, text, err = run(*args, "--report", str(report))
+    assert code == 0, err
+    bounds = [line.strip() for line in text.splitlines() if line.startswith("  bound: ")]
+    assert bounds
+    shown = visible(report.read_text())
+    for line in bounds:
+        assert line in shown, line
+
+
 def test_plan_page_is_self_contained_and_deterministic(plan_pages, tmp_path):
     page = plan_pages[0]
     parsed = parse(page)

@@ -74,14 +74,16 @@ def _mapping(p: Plan) -> dict | None:
 
 
 def plan_html(planned, topo: Topology, calibration: str | None = None, *, setter: str = LAUNCH_SBATCH_SETS,
-              fabric: str | None = None, notes: Sequence[str] = (), files: dict | None = None) -> str:
+              fabric: str | None = None, notes: Sequence[str] = (), files: dict | None = None,
+              bounds: Sequence[str] = ()) -> str:
     """The `plan` page: the best plan's headline, step and memory charts and tables, its groups on the
     topology, its mapping against the baseline orders, the top-k table.  `planned`: what `plan_job` returned
     (after `without_timings` under --reproducible, as the text output); `calibration`: the profile line the
     text output ends with, if any; `setter`: who sets the expandable segments the capacity assumes
     (report.allocator_setter); `fabric`: the network priced and its sources (cli.fabric_priced); `notes`: what the
     command says of its inputs on stderr (the job's defaults, the search --emit narrowed); `files`: what --out wrote,
-    {"folder", "index" (the plan the files realize, 1-based), "run" (files_run: each file that runs otherwise)}.
+    {"folder", "index" (the plan the files realize, 1-based), "run" (files_run: each file that runs otherwise)};
+    `bounds`: what the search leaves untried, as `plan --exhaustive` prints it under the table.
     A QA run: under `--out --plan-index 2` the page showed plan 1 alone, and none of the files that run slower
     than planned."""
     best = planned.plans[0]
@@ -95,7 +97,7 @@ def plan_html(planned, topo: Topology, calibration: str | None = None, *, setter
                   best=_plan_sections(best, setter), view=_plan_view(best, topo, planned.gpu_of_rank[0]),
                   mapping=_mapping(best), top_header=TOP_K_HEADER, top_rows=top_k_rows(planned),
                   search=search_line(planned), calibration=calibration, fabric=fabric, notes=list(notes),
-                  files=realized)
+                  files=realized, bounds=list(bounds))
 
 
 def audit_html(a, topo: Topology, calibration: str | None = None, *, files: dict | None = None) -> str:
