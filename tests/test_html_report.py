@@ -263,6 +263,40 @@ def test_the_best_plan_of_an_fp16_launch_runs_fp16_where_no_change_moves_it(tmp_
     assert "global batch 64, fp16 (priced as bf16: the same tensor-core rate)" in best
 
 
+def test_no_two_labels_of_the_memory_chart_overlap_where_the_job_does_not_fit(tmp_path, monkeypatch):
+    """A QA run: an audited launch over its memory (122.7 of 78.1 GiB) drew "capacity 78.1 GiB" beside its line,
+    mid-axis, on top of the chart's title; each label's box on the drawn figure is now clear of every other's."""
+    import matplotlib.text
+
+    from placement.html import charts
+    from placement.plan import Plan
+
+    script = tmp_path / "oom.sh"
+    script.write_text((REPORT / "megatron_tp16.sh").read_text().replace("--micro-batch-size 1", "--micro-batch-size 8")
+                      .replace("--use-distributed-optimizer ", ""))
+    code, js, err = run("audit", "--launch", str(script), "--model", "llama3-70b", "--cluster", "dgx-h100", "--json")
+    assert code == 1, err
+    plan = Plan.model_validate(json.loads(js)["estimate"])
+    assert not plan.fits
+    boxes = []
+    drawn = charts.svg
+
+    def measure(fig):
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+        boxes.extend((t.get_text(), t.get_window_extent(renderer)) for t in fig.findobj(matplotlib.text.Text)
+                     if t.get_visible() and t.get_text().strip())
+        return drawn(fig)
+
+    monkeypatch.setattr(charts, "svg", measure)
+    chart = charts.memory_chart(plan)
+    for i, (a, box_a) in enumerate(boxes):
+        for b, box_b in boxes[i + 1:]:
+            assert not box_a.overlaps(box_b), (a, b)
+    capacity = f"capacity {plan.memory_capacity_bytes / 2**30:.1f} GiB"
+    assert capacity in chart and "does not fit" in chart
+
+
 @pytest.mark.parametrize("name, message", [
     ("plan.txt", "--report {path}: the report is an HTML page; give a file name ending in .html (or .htm)"),
     ("folder.html", "--report {path}: is a folder; give a file name"),

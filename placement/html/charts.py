@@ -97,15 +97,16 @@ def memory_chart(p: Plan) -> str:
             left += v
         cap = p.memory_capacity_bytes / GiB
         headroom = p.memory_headroom_bytes / GiB
-        ax.axvline(cap, color="black", linewidth=1.2, linestyle="--")
-        ax.text(cap, 0.45, f" capacity {cap:.1f} GiB", fontsize=8, va="bottom")
+        # the capacity in the legend, not beside its line: above the bar, the label ran into the title wherever the
+        # line fell mid-axis, as it does for a job that does not fit (a QA run: "memory 122.7 of 78.1 GiB" unreadable)
+        ax.axvline(cap, color="black", linewidth=1.2, linestyle="--", label=f"capacity {cap:.1f} GiB")
         if headroom:  # the margin kept free, beyond the capacity line (--memory-headroom-gib)
             ax.axvspan(cap, cap + headroom, color="0.85", zorder=0)
             ax.text(cap + headroom / 2, 0.0, f"{headroom:.1f} GiB\nkept free", fontsize=8, ha="center", va="center")
         ax.set_yticks([])
         ax.set_xlim(0, max(cap + headroom, p.peak_memory_bytes / GiB) * 1.12)
         ax.set_xlabel("GiB per GPU")
-        ax.set_title(f"memory {p.peak_memory_bytes / GiB:.1f} of {cap:.1f} GiB")
+        ax.set_title(f"memory {p.peak_memory_bytes / GiB:.1f} of {cap:.1f} GiB" + ("" if p.fits else ": does not fit"))
         ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.42), ncol=3, fontsize=8, frameon=False)
         return svg(fig)
 
