@@ -261,6 +261,7 @@ def test_the_best_plan_of_an_fp16_launch_runs_fp16_where_no_change_moves_it(tmp_
     shown = visible(report.read_text())
     best = shown[shown.index("The best plan llama3-70b"):]
     assert "global batch 64, fp16 (priced as bf16: the same tensor-core rate)" in best
+    assert "dgx-h100, seq 8192, global batch 64, fp16 (priced as bf16) The job as launched" in shown  # the subtitle
 
 
 def test_no_two_labels_of_the_memory_chart_overlap_where_the_job_does_not_fit(tmp_path, monkeypatch):

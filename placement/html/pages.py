@@ -53,6 +53,14 @@ def _table_view(p: Plan, topo: Topology) -> TopologyView | None:
     return topology_view(topo, gpu_of_rank, coords, _sizes(p))
 
 
+def _precision(p: Plan) -> str:
+    """The precision the job runs, as its headline names it (an FP16 launch is priced as BF16: a QA run's page read
+    "bf16" under its title for a job that runs --fp16)."""
+    if p.precision_as_run in (None, p.precision):
+        return p.precision
+    return f"{p.precision_as_run} (priced as {p.precision})"
+
+
 def _plan_sections(p: Plan, setter: str = LAUNCH_SBATCH_SETS, notes: Sequence[str] = ()) -> dict:
     """A plan's headline, charts and tables, and the lines the text prints under its memory table: what the capacity
     assumes (`capacity_note`, with `setter`, who sets the expandable segments) and any `notes` (a QA run: the page
@@ -93,7 +101,7 @@ def plan_html(planned, topo: Topology, calibration: str | None = None, *, setter
         realized = {"folder": str(files["folder"]), "index": index, "run": list(files.get("run") or ()),
                     "plan": None if index == 1 else _plan_sections(planned.plans[index - 1], setter)}
     return render("plan.html", title=f"placement plan: {best.model} on {best.num_gpus:,} x {best.accelerator}",
-                  subtitle=f"{best.cluster}, seq {best.seq_len}, global batch {best.global_batch}, {best.precision}",
+                  subtitle=f"{best.cluster}, seq {best.seq_len}, global batch {best.global_batch}, {_precision(best)}",
                   best=_plan_sections(best, setter), view=_plan_view(best, topo, planned.gpu_of_rank[0]),
                   mapping=_mapping(best), top_header=TOP_K_HEADER, top_rows=top_k_rows(planned),
                   search=search_line(planned), calibration=calibration, fabric=fabric, notes=list(notes),
@@ -130,7 +138,7 @@ def audit_html(a, topo: Topology, calibration: str | None = None, *, files: dict
     setter, offloaded = allocator_setter_of(a), offloaded_note(a)
     return render("audit.html", title=f"placement audit: a {launch_label(a)} launch of {est.model} on "
                                       f"{est.num_gpus:,} x {est.accelerator}",
-                  subtitle=f"{est.cluster}, seq {est.seq_len}, global batch {est.global_batch}, {est.precision}",
+                  subtitle=f"{est.cluster}, seq {est.seq_len}, global batch {est.global_batch}, {_precision(est)}",
                   launched=_plan_sections(est, setter, [offloaded] if offloaded else []),
                   best=_plan_sections(best, setter), findings=findings,
                   best_lines=best_lines(a).splitlines(), changes=change_lines(a), changes_note=changes_note(a),
