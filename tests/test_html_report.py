@@ -475,6 +475,20 @@ def test_sweep_frontier_numbers_its_points_and_keys_them_so_that_designs_priced_
         assert str(k) in labels, k
 
 
+def test_sweep_page_lists_no_unused_cost_input_of_a_rented_design(tmp_path):
+    """A QA run: a rented design (price_per_gpu_hour) was listed on the page with "amortization_years 4,
+    energy_price_per_kwh 0.1, pue 1.3", defaults its price does not read, as if given; the text names none."""
+    report = tmp_path / "sweep.html"
+    code, _, err = run("sweep", str(REPORT / "small_sweep.yaml"), "--out", str(tmp_path / "out"), "--workers", "1",
+                        "--report", str(report))
+    assert code == 0, err
+    shown = visible(report.read_text())
+    line = re.search(r"h100x16: cluster dgx-h100.*?(?= h100x32:)", shown).group(0)
+    assert "price_per_gpu_hour 2" in line
+    for unused in ("amortization_years", "energy_price_per_kwh", "pue", "capex_per_gpu", "power_per_gpu_w"):
+        assert unused not in line, unused
+
+
 def test_sweep_page_without_any_plan():
     rows = [{"design": "d", "workload": "w", "status": "infeasible", "message": "8 GPUs: needs 900 GiB",
              "num_gpus": 8, "num_gpus_bought": 8, "cost": None, "time_to_train_s": None, "plan": None}]
