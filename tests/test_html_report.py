@@ -227,6 +227,22 @@ def test_audit_page_states_the_capacity_assumption_and_where_the_groups_traffic_
         assert " ".join(row.split()) in shown, row
 
 
+def test_audit_page_lists_each_source_and_unmodelled_setting_once_without_the_texts_dash(tmp_path):
+    """A QA run: the page's list of what the files set and placement does not model read "- - NAME ..." (the text
+    block's dash inside the page's bullet)."""
+    script = tmp_path / "train.sh"
+    script.write_text("export NVTE_DEBUG=1\n" + (REPORT / "megatron_tp16.sh").read_text())
+    report = tmp_path / "audit.html"
+    args = [str(script) if a == str(REPORT / "megatron_tp16.sh") else a for a in AUDIT_ARGS]
+    _, js, _ = run(*args, "--json", "--report", str(report))
+    ignored = json.loads(js)["layout"]["ignored"]
+    assert ignored, "the example launch has settings placement does not model"
+    page = report.read_text()
+    for item in ignored:
+        assert f"<li>{html.escape(item)}</li>" in page, item
+    assert "<li>- " not in page
+
+
 def test_audit_page_says_which_written_files_run_other_than_the_best_plan(tmp_path):
     """A QA run: `audit --out DIR --report` wrote the page before the files, so a written file that runs other than
     the best plan (torchtitan 0.3.0 chunks the loss the 0.2.x job's TOML runs whole) said so in the text and the JSON

@@ -146,7 +146,8 @@ def audit_html(a, topo: Topology, calibration: str | None = None, *, files: dict
                   launched_view=_table_view(est, topo),
                   best_view=None if same else _plan_view(best, topo, a.best_gpu_of_rank),
                   mapping=_mapping(est), traffic=crossings_rows(est) if est.crossings else None,
-                  traffic_title=TRAFFIC_TITLE, sources=[line.strip() for line in sources_lines(a)[1:]],
+                  traffic_title=TRAFFIC_TITLE,
+                  sources=[line.strip().removeprefix("- ") for line in sources_lines(a)[1:]],
                   calibration=calibration, files=files,
                   measured=[] if a.measured is None else [line.strip() for line in a.measured.summary().splitlines()])
 
