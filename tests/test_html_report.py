@@ -513,6 +513,14 @@ def test_sweep_page_without_any_plan():
     assert "placement sweep: sweep" in shown
 
 
+def test_an_empty_list_of_the_study_is_no_heading():
+    """A QA note: a study without overrides showed an empty "overrides" heading."""
+    rows = [{"design": "d", "workload": "w", "status": "infeasible", "message": "8 GPUs: needs 900 GiB",
+             "num_gpus": 8, "num_gpus_bought": 8, "cost": None, "time_to_train_s": None, "plan": None}]
+    page = sweep_html(rows, {"overrides": [], "networks": ["network of d: leaf 1:1"]})
+    assert "<h3>networks</h3>" in page and "<h3>overrides</h3>" not in page
+
+
 def test_sweep_cli_writes_the_page(tmp_path):
     report = tmp_path / "sweep.html"
     code, js, err = run("sweep", str(REPORT / "small_sweep.yaml"), "--out", str(tmp_path / "out"), "--json",

@@ -331,7 +331,7 @@ def _study_sections(meta: dict) -> list[dict]:
             keys = list(dict.fromkeys(kk for x in v for kk in x))
             sections.append({"title": str(k).replace("_", " "), "bullets": None, "header": keys,
                              "rows": [[_plain(x.get(kk)) for kk in keys] for x in v]})
-        elif isinstance(v, list):
+        elif isinstance(v, list) and v:  # an empty list (a study without overrides) is no section (a QA note)
             sections.append({"title": str(k).replace("_", " "), "rows": None, "header": None,
                              "bullets": [_plain(x) for x in v]})
     return sections
