@@ -39,6 +39,13 @@ class EmitContext:
     """An audited job's runtime variables (`NAME=value`, LaunchLayout.launch_environment), which its best plan's files
     do not set and whose headers name (audit --out; none for `plan`)."""
 
+    @property
+    def routed_experts(self) -> bool:
+        """Whether the model has routed experts; for a plan given without its model, whether its layout shards any
+        (MaxText and torchtitan shard experts over 'tensor' even at ep 1: maxtext.mesh_sizes, torchtitan.run_etp)."""
+        lay = self.plan.layout
+        return self.model.moe is not None if self.model is not None else lay.ep > 1 or lay.etp > 1
+
     @classmethod
     def of(cls, plan: Plan, topo: Topology, gpu_of_rank: np.ndarray, model: ModelSpec,
            train: TrainingSpec | None = None) -> EmitContext:

@@ -175,17 +175,11 @@ def mesh_sizes(ctx: EmitContext) -> tuple[dict[str, int], list[str]]:
         if lay.cp > 1 and lay.etp == lay.tp:  # else the etp warning below names MaxText's expert group
             warnings.append(f"ep {lay.ep} with cp {lay.cp}: the plan's expert groups span the context ranks, MaxText's "
                             f"expert axis cannot (it is carved from the data-parallel ranks only)")
-    if lay.etp != lay.tp and is_moe(ctx):
+    if lay.etp != lay.tp and ctx.routed_experts:
         warnings.append(f"etp {lay.etp} != tp {lay.tp}: MaxText shards every expert's MLP over 'tensor' too "
                         f"(base.yml rule mlp_moe), also at ep 1, so experts run with etp {lay.tp} (priced so in "
                         f"\"this file runs\"), the expert group being the {lay.ep} ranks of one tensor coordinate")
     return sizes, warnings
-
-
-def is_moe(ctx: EmitContext) -> bool:
-    """Whether the model has routed experts (a plan without a model: whether its layout shards any)."""
-    lay = ctx.plan.layout
-    return ctx.model.moe is not None if ctx.model is not None else lay.ep > 1 or lay.etp > 1
 
 
 def mesh_axes(ctx: EmitContext) -> tuple[str, ...]:
@@ -990,8 +984,9 @@ def runs(ctx: EmitContext, mesh: MaxTextMesh) -> Runs:
             out.set_layout("zero_stage", zero, f"ZeRO-{zero} (not ZeRO-{lay.zero_stage}: {why})")
         if zero == 3:
             out.layout["dp_shard"] = shard
-    if lay.etp != lay.tp and is_moe(ctx):  # a user trial: ep 1 etp 1 at tp 2 was priced 249.8 s; MaxText runs etp 2,
-        # and the audit of the same file priced 155.4 s
+    if lay.etp != lay.tp and ctx.routed_experts:
+        # a user trial: ep 1 etp 1 at tp 2 was priced 249.8 s; MaxText runs etp 2, and the audit of the same file
+        # priced 155.4 s
         out.set_layout("etp", lay.tp, f"etp {lay.tp} (not {lay.etp}: MaxText shards every expert's MLP over "
                                       f"'tensor', base.yml rule mlp_moe)")
     if lay.tp > 1 and not lay.sequence_parallel:  # a user trial: the same file priced two ways by the plan's SP

@@ -253,7 +253,6 @@ def run_zero_stage(lay: LayoutOut) -> int:
     return lay.zero_stage
 
 
-
 ETP_AS_RUN = ("without expert parallelism its routed experts are sharded over the dense TP axis "
               "(expert_param_placement_dense, models/common/moe_sharding.py:50-56, :212-219), and with it over the "
               "EP ranks alone (expert_param_placement_sparse, :29-47),")
@@ -264,8 +263,7 @@ def run_etp(ctx: EmitContext) -> int:
     """The expert TP torchtitan 0.3.0 runs: TP where ep is 1 (its experts take the dense TP axis), else 1 (EP
     borrows the TP ranks); 1 for a model without experts."""
     lay = ctx.plan.layout
-    moe = ctx.model.moe is not None if ctx.model is not None else lay.ep > 1 or lay.etp > 1
-    return lay.tp if moe and lay.ep == 1 else 1
+    return lay.tp if ctx.routed_experts and lay.ep == 1 else 1
 
 
 def flags(ctx: EmitContext) -> tuple[list[str], list[str]]:
