@@ -840,18 +840,23 @@ def jax_memory_pool(launch: LaunchLayout, hbm_bytes: float) -> tuple[float | Non
     return fraction * hbm_bytes, f"{fraction:.0%} of {hbm_bytes / GiB:.1f} GiB: {where}"
 
 
-def _jax_pool_findings(c: _Ctx, plan: Plan) -> list[Finding]:
-    """A MaxText job whose launch line leaves JAX's memory fraction unset, where its peak outgrows the 75 % JAX
-    preallocates: a warning that it runs only under JAX's 0.75+ growth policy (a JAX without it stops at 75 %), with
-    the fraction that holds it either way."""
-    note, pool = c.train.memory_pool_note, c.train.memory_pool_bytes
-    if c.framework != "maxtext" or pool is not None or note is None or "0.75+" not in note or not plan.fits:
+def _fraction_holding(peak_bytes: float, hbm_bytes: float) -> float:
+    """The memory fraction, to a hundredth, whose JAX pool holds a job of `peak_bytes` beside the reserve."""
+    return min(math.ceil(100 * (peak_bytes - MEMORY_RESERVE_BYTES) / hbm_bytes) / 100, 1.0)
+
+
+def _jax_pool_findings(c: _Ctx, plan: Plan, launch: LaunchLayout) -> list[Finding]:
+    """A MaxText job whose launch line leaves JAX's memory fraction unset (and keeps JAX's pool: not the platform
+    allocator), where its peak outgrows the 75 % JAX preallocates: a warning that it runs only under JAX's 0.75+
+    growth policy (a JAX without it stops at 75 %), with the fraction that holds it either way."""
+    if (launch.framework != "maxtext" or launch.jax_memory_fraction != "" or launch.jax_allocator == "platform"
+            or not plan.fits):
         return []
-    hbm = c.topo.accelerator.hbm_bytes
+    note, hbm = c.train.memory_pool_note, c.topo.accelerator.hbm_bytes
     need = plan.peak_memory_bytes - MEMORY_RESERVE_BYTES
     if need <= JAX_POOL_DEFAULT * hbm:
         return []
-    fraction = min(math.ceil(100 * need / hbm) / 100, 1.0)
+    fraction = _fraction_holding(plan.peak_memory_bytes, hbm)
     return [Finding("warning", "jax_memory_fraction_unset",
                     f"the job's {plan.peak_memory_bytes / GiB:.1f} GiB per GPU ({need / GiB:.1f} GiB in JAX's pool "
                     f"beside the {MEMORY_RESERVE_BYTES / GiB:.0f} GiB reserve) outgrows the "
@@ -2147,8 +2152,7 @@ def _layout_findings(c: _Ctx, plan: Plan) -> list[Finding]:
         pool = c.train.memory_pool_bytes
         gpu_cap = usable_hbm_bytes(c.topo) - headroom
         if pool is not None and cap < gpu_cap:  # JAX's pool binds before the GPU does (an audited MaxText job)
-            hbm = c.topo.accelerator.hbm_bytes
-            fraction = math.ceil(100 * (peak - MEMORY_RESERVE_BYTES) / hbm) / 100
+            fraction = _fraction_holding(peak, c.topo.accelerator.hbm_bytes)
             fix = (f"{JAX_FRACTION_FIX.format(fraction)} holds it, {peak / GiB:.1f} of the {gpu_cap / GiB:.1f} GiB "
                    f"the GPU holds for the job" if peak <= gpu_cap
                    else f"a larger fraction does not help: the GPU holds {gpu_cap / GiB:.1f} GiB for the job")
@@ -3078,7 +3082,7 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
              est if planned is None else planned.search.estimates, batch if planned is None else planned.search.batch,
              recipe, mapped, space.zero_stages, framework_rank, launch.framework, launch.dialect, launch.config_keys,
              own_mapped, launch.offloaded, launch.megatron_deepspeed, own_est, _unread_defaults(launch), dealt)
-    findings = (_crossing_findings(c, kinds) + _layout_findings(c, plan) + _jax_pool_findings(c, plan) + notes
+    findings = (_crossing_findings(c, kinds) + _layout_findings(c, plan) + _jax_pool_findings(c, plan, launch) + notes
                 + partitioned_shard_findings(launch, layout, recipe) + unknown_key_findings(launch)
                 + base_config_findings(launch, layout, train, recipe, recipe_sources, model.is_moe)
                 + [Finding("warning", "not_priced_as_run", w, [], 0.0) for w in launch.warnings]
