@@ -22,7 +22,7 @@ CLUSTER = "dgx-h100"
 TRUTH = {"scale_up_efficiency": 0.70, "scale_up_latency_s": 3.0e-6, "network_efficiency": 0.80,
          "network_latency_s": 7.0e-6, "matmul_efficiency_fp8": 0.62, "host_s_per_kernel": 1.4e-5}
 """The constants the measurements are generated with (each differs from dgx-h100's default)."""
-NCCL_FILES = (("all_reduce", 1), ("all_reduce", 2), ("all_gather", 4))
+NCCL_FILES = (("all_reduce", 1), ("all_reduce", 2), ("all_gather", 4), ("all_reduce", 8))
 """(test, hosts): one NVLink-only run and two that cross the network."""
 STEP_RUNS = (  # (world size, tp, micro-batch, global batch, seq): compute-bound and host-bound shapes
     (8, 1, 1, 64, 8192), (8, 2, 2, 64, 4096), (8, 8, 1, 16, 1024), (16, 4, 1, 32, 2048), (8, 4, 4, 64, 4096),

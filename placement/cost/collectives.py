@@ -14,9 +14,12 @@ f_j = within[:, j] / within[:, j-1] (within[:, -1] := 1).
   A cluster's `hierarchical_serial_share` (1 by default; `placement calibrate` fits it from nccl-tests) moves
   the summed phases towards the slowest level alone: NCCL's rings across 8-NIC H100 nodes reach 392 GB/s
   busbw on 2 nodes (nccl-tests#309), which only overlapped phases reproduce.
-- All-reduce = reduce-scatter + all-gather: twice the bytes.  Latency is the cheaper of a
-  hierarchical ring (one step per member per level) and NCCL's double binary tree (log2 of the
-  members per level, NCCL tuning.cc), plus a base latency.
+- All-reduce = reduce-scatter + all-gather: twice the bytes.  Its latency is the cheaper of NCCL's
+  ring (2 (n - 1) steps, each at the level its two members meet, a step inside a node of a ring that
+  spans nodes at no less than the network overhead, NCCL_NET_OVERHEAD_S) and its double binary tree (log2 of
+  the members per level, NCCL tuning.cc), plus a base latency; a reduce-scatter's or all-gather's is the
+  ring's n - 1 steps, which is all NCCL runs them as at bucket sizes (tuning.cc: its tree is the
+  all-reduce's alone; PAT, NCCL 2.23's log-step all-gather for one rank a node, is for small messages).
 - Point-to-point along a group (pipeline stages): only the members with a neighbour in another block send
   across its uplinks, so f is that share (a boundary stage per block, both ends for a middle block or an
   interleaved pipeline's wrap-around from the last stage to the first).
@@ -31,7 +34,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from placement.cost.constants import COLLECTIVE_BASE_LATENCY_S
+from placement.cost.constants import COLLECTIVE_BASE_LATENCY_S, NCCL_NET_OVERHEAD_S
 from placement.topology import Topology
 
 
@@ -147,7 +150,18 @@ class Groups:
         # pricing the largest alone made a 1 + 7 node split of two oversubscribed leaves cheaper than 4 + 4); on
         # an even split the two are one chain, and at equal bandwidths both sum to a flat ring's bytes
         coef = np.maximum(chain(within), chain(self.least))
-        ring_lat = passes * ((fan - 1.0) * lv.lat).sum(axis=1)
+        # NCCL's ring: one step per member but one (an all-reduce's twice), each at the latency of the lowest level
+        # holding both members it joins, so n / within[j-1] - n / within[j] of them at level j (tuning.cc: nsteps -
+        # nInterSteps at the intra-node latency, nInterSteps = nNodes - 1 at the network's)
+        size = within[:, -1:]
+        blocks = size / within[:, :-1]
+        # a ring across nodes pays the proxy's network overhead on its steps inside a node as well (tuning.cc:
+        # intraLat = max(intraLat, netOverhead) where nNodes > 1)
+        step_lat = np.broadcast_to(lv.lat, blocks.shape).copy()
+        step_lat[:, 0] = np.where(blocks[:, 0] > 1, np.maximum(step_lat[:, 0], NCCL_NET_OVERHEAD_S), step_lat[:, 0])
+        ring_lat = passes * ((np.concatenate([size, blocks[:, :-1]], axis=1) - blocks) * step_lat).sum(axis=1)
+        if passes == 1:  # a reduce-scatter or an all-gather: NCCL's ring (module docstring)
+            return coef, ring_lat + COLLECTIVE_BASE_LATENCY_S
         tree_lat = passes * (np.log2(fan) * lv.lat).sum(axis=1)
         return coef, np.minimum(ring_lat, tree_lat) + COLLECTIVE_BASE_LATENCY_S
 

@@ -78,6 +78,11 @@ BACKWARD_TO_FORWARD = 2.0
 # --- communication -----------------------------------------------------------------------------------
 COLLECTIVE_BASE_LATENCY_S = 8.4e-6
 """NCCL 2.30 baseLat of Ring/Tree, Simple protocol (src/graph/tuning.cc)."""
+NCCL_NET_OVERHEAD_S = 1.0e-6
+"""The least a step of a ring that spans nodes costs, its steps inside a node too: NCCL's tuning model prices each of
+an inter-node ring's steps at no less than the proxy's network overhead ("inter-node rings still have to launch
+nsteps * net overhead": src/graph/tuning.cc, getNetOverhead, 1 us on Intel and other hosts, 2 us on AMD x86; NCCL
+master 5067397c)."""
 TP_OVERLAP_BUFFERS_AG = 6
 TP_OVERLAP_BUFFERS_RS = 4
 """Userbuffers Transformer Engine's TP comm overlap allocates, one per overlapped GEMM, each the size of the layer's
