@@ -583,7 +583,7 @@ def validate_json(results: list[RunResult], mean: float, worst: float) -> dict:
             "peak_memory_gib": None if r.peak_memory_gib is None else round(r.peak_memory_gib, 2),
             "memory_capacity_gib": None if r.capacity_gib is None else round(r.capacity_gib, 2),
             "recipe": r.recipe, "assumptions": r.run.assumptions or None,
-            "searched": r.searched,
+            "searched": r.searched, "searched_least_memory": r.least_memory,
             "slowest_schedule": _slowest_json(r),
             "citation": r.run.citation, "step_time_basis": r.run.step_time_basis,
         })
@@ -719,7 +719,8 @@ def validate_table(results: list[RunResult], mean: float, worst: float) -> str:
     over = [r.run.id for r in results if r.predicted_step_time_s is not None and not r.fits]
     if over:
         lines.append("priced at their stated recompute though the memory model puts them over capacity (\"over\"; the "
-                     "runs fit, so the model over-counts their memory): " + ", ".join(over))
+                     "runs fit, so the model over-counts their memory; an unstated micro-batch is taken at 1, the "
+                     "least memory, not the fastest): " + ", ".join(over))
     lines.append("searched: what the source does not state, priced at the fastest legal value (vpp, mbs, recompute, "
                  "ZeRO, SP, FSDP shard); a run on a slower choice is slower than its row predicts")
     inside, outside = schedule_spans(results)

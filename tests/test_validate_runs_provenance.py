@@ -78,3 +78,37 @@ def test_the_text_names_what_the_search_filled_and_a_run_over_capacity(tmp_path:
     assert runs["seventy-on-eight"]["fits"] is False and runs["open-knobs"]["fits"] is True
     assert "over capacity: seventy-on-eight: the memory model puts it at " in text
     assert "over capacity: open-knobs" not in text
+
+
+def test_an_unstated_micro_batch_of_a_run_over_capacity_is_the_least_memory_not_the_fastest(tmp_path: Path) -> None:
+    """A QA trial: Llama 3 70B at tp 4 with no recompute, which no micro-batch fits, left its micro-batch open and was
+    priced at mbs 4 (253 GiB a GPU, the fastest the re-pricing's roomy memory allows) while the table said "priced at
+    the fastest legal value" and "priced at its stated layout": the run ran, so it ran the micro-batch nearest fitting.
+    """
+    tight = """- id: tight
+  model: llama3-70b
+  num_gpus: 64
+  seq_len: 8192
+  global_batch: 64
+  precision: bf16
+  layout: {tp: 4, pp: 1, cp: 1, zero_stage: 1, recompute: none, sequence_parallel: true}
+  step_time_s: 20.0
+"""
+    path = tmp_path / "steps.yaml"
+    path.write_text(tight, encoding="utf-8")
+    args = ["validate", "--runs", str(path), "--cluster", "dgx-h100"]
+    (run,) = json.loads(CliRunner().invoke(main, [*args, "--json"]).stdout)["runs"]
+    assert run["fits"] is False
+    assert run["layout"]["micro_batch_size"] == 1 and run["searched_least_memory"] == {"micro_batch_size": 1}
+    # every larger micro-batch needs more memory: 1 is the nearest fitting
+    def peak(mbs: int) -> float:
+        out = CliRunner().invoke(main, ["evaluate", "--model", "llama3-70b", "--cluster", "dgx-h100", "--gpus", "64",
+                                        "--seq-len", "8192", "--global-batch", "64", "--tp", "4", "--pp", "1",
+                                        "--cp", "1", "--zero", "1", "--recompute", "none", "--sequence-parallel",
+                                        "--mbs", str(mbs), "--json"])
+        return json.loads(out.stdout)["peak_memory_bytes"]
+    assert peak(1) < peak(2) < peak(4)
+    text = CliRunner().invoke(main, args).stdout
+    assert ("searched: tight: mbs 1 (not stated by the run; no value fits the memory model, so priced at the one it "
+            "puts lowest, not the fastest)") in text
+    assert "searched: tight: mbs 1 (not stated by the run; priced at the fastest" not in text

@@ -92,7 +92,8 @@ def compare_json(rows: list[Compared]) -> dict:
     def provenance(c: Compared) -> dict:
         p = c.priced
         return {"fits": p.fits if p else None, "layout": p.layout if p else None, "recipe": p.recipe if p else None,
-                "searched": p.searched if p else None, "assumptions": c.run.assumptions or None,
+                "searched": p.searched if p else None,
+                "searched_least_memory": p.least_memory if p else None, "assumptions": c.run.assumptions or None,
                 "no_price_reason": p.why if p else None, "left_out_reason": c.off_scale}
 
     return {"runs": [{"id": c.run.id, "source": c.run.citation, "measured_step_time_s": c.measured_s,
@@ -128,12 +129,18 @@ def compare_table(rows: list[Compared], profile_path: str | None) -> str:
         if p is not None and c.default_s is not None and p.searched:
             # a user trial: the JSON named the ZeRO stage, recompute and micro-batch the search chose for a run whose
             # file left them open, and the table printed the price with no word of them
-            lines.append(f"searched: {c.run.id}: {searched_text(p.searched)} (not stated by the run; priced at the "
-                         f"fastest legal value: a run that ran another is slower than its row)")
+            fastest = {k: v for k, v in p.searched.items() if k not in (p.least_memory or {})}
+            if fastest:
+                lines.append(f"searched: {c.run.id}: {searched_text(fastest)} (not stated by the run; priced at the "
+                             f"fastest legal value: a run that ran another is slower than its row)")
+            if p.least_memory:
+                lines.append(f"searched: {c.run.id}: {searched_text(p.least_memory)} (not stated by the run; no value "
+                             f"fits the memory model, so priced at the one it puts lowest, not the fastest)")
         if p is not None and c.default_s is not None and not p.fits and p.peak_memory_gib is not None:
             lines.append(f"over capacity: {c.run.id}: the memory model puts it at {p.peak_memory_gib:.1f} GiB per GPU, "
-                         f"over the {p.capacity_gib:.1f} GiB capacity; priced at its stated layout (if it ran, the "
-                         f"model over-counts its memory; else check the layout)")
+                         f"over the {p.capacity_gib:.1f} GiB capacity; priced at its stated layout"
+                         f"{', the searched fields above as said' if p.searched else ''} (if it ran, the model "
+                         f"over-counts its memory; else check the layout)")
         if c.off_scale:
             lines.append(f"left out of the summary: {c.run.id}: {c.off_scale}")
     if profile_path:

@@ -93,6 +93,9 @@ class RunResult:
     slowest_schedule: dict | None = None
     """Where the source leaves the schedule open (vpp or micro-batch size): the slowest legal one that fits, every
     other field as priced (`step_time_s` and the values), so a row shows the span its unstated schedule covers."""
+    least_memory: dict | None = None
+    """Where no layout fits the memory model (`fits` False) and the run leaves the micro-batch open: the searched fields
+    taken at the value the memory model puts lowest, not the fastest ({"micro_batch_size": 1})."""
 
     @property
     def error(self) -> float | None:
@@ -135,6 +138,7 @@ def predict(run: CalibrationRun, model: ModelSpec | None = None, topo: Topology 
     cfg = SearchConfig(top_k=1, fixed=fixed, recipe=run.job_recipe, module_sets=sets, pipeline_policies=(0,),
                        min_vpp=2 if run.interleaved else 1, fix_names=RUN_FIX_NAMES)
     fits = True
+    least_memory = None
     try:
         res = search(model, train, topo, cfg)
     except PlacementInfeasible as err:
@@ -147,6 +151,13 @@ def predict(run: CalibrationRun, model: ModelSpec | None = None, topo: Topology 
         # and say so (fits False, its modelled peak against the real capacity) rather than price another one
         acc = topo.accelerator
         roomy = run_topology(run, topo.cluster, acc.model_copy(update={"hbm_bytes": acc.hbm_bytes * UNBOUND_MEMORY}))
+        if "micro_batch_size" not in fixed:
+            # no micro-batch fits, yet the run ran: the one nearest fitting (1: activations grow with it), not the
+            # fastest the roomy memory allows (a QA trial: Llama 3 70B at tp 4, recompute none, on 64 H100s was
+            # priced at mbs 4, 253.4 GiB a GPU and 6.61 s, where mbs 1 is 123.4 GiB and 6.85 s, and the row said
+            # "priced at the fastest legal value ... priced at its stated layout")
+            least_memory = {"micro_batch_size": 1}
+            cfg = replace(cfg, fixed={**cfg.fixed, **least_memory})
         try:
             res = search(model, train, roomy, cfg)
         except PlacementInfeasible:
@@ -164,7 +175,7 @@ def predict(run: CalibrationRun, model: ModelSpec | None = None, topo: Topology 
                      recipe.model_dump(mode="json", exclude_defaults=True),
                      {k: v for k, v in chosen.items() if k not in fixed and v is not None
                       and k not in (("dp",) if model.moe else ("dp", "ep", "etp"))},
-                     slowest_schedule=slowest)
+                     slowest_schedule=slowest, least_memory=least_memory)
 
 
 SCHEDULE_FIELDS = ("vpp", "micro_batch_size")
