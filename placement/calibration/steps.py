@@ -29,7 +29,7 @@ from placement.loaders.errors import format_validation_error
 from placement.loaders.files import parse_yaml, read_text
 from placement.loaders.kinds import wrong_kind
 from placement.specs import ModelSpec
-from placement.specs._base import Frozen
+from placement.specs._base import Frozen, StrictScalars
 from placement.specs.layout import PinnedLayout
 from placement.specs.model import FfnKind, MoESpec
 from placement.specs.recipe import Recipe
@@ -60,9 +60,17 @@ class StepRun:
     model: ModelSpec
 
 
-class StepEntry(Frozen):
+class StepRecipe(StrictScalars, Recipe):
+    """A step entry's `recipe:` as written: Recipe's fields, its integers and flags never coerced from text (a QA
+    trial: `tp_comm_overlap: "no"` was read as False and `mtp_layers: "1"` as 1, where a model or cluster YAML
+    refuses the same quotes)."""
+
+
+class StepEntry(StrictScalars):
     """One measured run in a step YAML: its layout written out or read from its launch files (`config`), its step
-    time written out or read from its training log (`log`).  Relative paths are relative to the YAML file."""
+    time written out or read from its training log (`log`).  Relative paths are relative to the YAML file.  Numbers
+    and flags as written, as in a model or cluster YAML (StrictScalars: `num_gpus: "8"` is an error; a QA trial found
+    it read as 8 while `layout: {tp: "8"}` was refused)."""
 
     id: str | None = None
     model: str
@@ -78,7 +86,7 @@ class StepEntry(Frozen):
     config: list[str] | None = None
     """The job's launch files (torchtitan TOML, Megatron script, DeepSpeed JSON...), read as `placement audit`
     reads them."""
-    recipe: Recipe | None = None
+    recipe: StepRecipe | None = None
     step_time_s: float | None = Field(default=None, gt=0)
     log: str | None = None
     """A torchtitan log (`step: N ... tps: T` lines: step time = global batch x seq / (tps x GPUs)) or a
@@ -238,7 +246,8 @@ def read_step_yaml(path: Path, cluster: str, text: str) -> list[StepRun]:
 def _entry(e: StepEntry, path: Path, i: int, cluster: str) -> StepRun:
     where = f"{path}, entry {i + 1}"
     model = load_model(e.model)
-    seq, batch, precision, recipe = e.seq_len, e.global_batch, e.precision, e.recipe
+    seq, batch, precision = e.seq_len, e.global_batch, e.precision
+    recipe = None if e.recipe is None else Recipe.model_validate(e.recipe.model_dump(exclude_unset=True))
     layout = e.layout.fixed() if e.layout is not None else None
     if e.config is not None:
         from placement.audit.core import files_global_batch, launch_recipe, resolve_layout
