@@ -612,11 +612,17 @@ def model_recipe(model: ModelSpec, recipe: Recipe, sources: dict[str, str],
         return recipe, sources
     from importlib import import_module
 
-    why = None if framework is None else import_module(f"placement.emit.{framework}").RUNS_INSTEAD.get("mtp_layers")
-    if why is not None:
+    emitter = None if framework is None else import_module(f"placement.emit.{framework}")
+    why = None if emitter is None else emitter.RUNS_INSTEAD.get("mtp_layers")
+    some = emitter is not None and "mtp_layers" in getattr(emitter, "RUNS_AT_SOME_LAYOUTS", ())
+    if why is not None and not some:
         return recipe, sources | {"mtp_layers": f"{model.source or model.name}: num_nextn_predict_layers = "
                                                 f"{model.mtp_modules}, left out: --framework {framework}'s files run "
                                                 f"otherwise ({why})"}
+    # a framework that runs them at some layouts (MaxText at cp 1): kept, and a layout whose files run without them
+    # says so as any other (files_run; a QA trial: DeepSeek-V3's config.json under --framework maxtext was priced and
+    # written without its MTP module at cp 1, where the files write mtp_num_layers)
+    at = f"; --framework {framework}'s files run them at some layouts only: {why}" if some else ""
     return (recipe.model_copy(update={"mtp_layers": model.mtp_modules}),
             sources | {"mtp_layers": f"{model.source or model.name}: num_nextn_predict_layers = {model.mtp_modules}, "
-                                     f"the model's own MTP modules (--mtp-layers 0 leaves them out)"})
+                                     f"the model's own MTP modules (--mtp-layers 0 leaves them out){at}"})

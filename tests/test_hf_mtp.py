@@ -125,3 +125,22 @@ def test_a_sweep_cell_prices_the_declared_module_as_plan_does(tmp_path):
     assert plans[1]["recipe"]["mtp_layers"] == 1 and plans[0]["recipe"]["mtp_layers"] == 0
     assert "num_nextn_predict_layers = 1" in plans[1]["recipe_sources"]["mtp_layers"]
     assert plans[1]["step_time_s"] > plans[0]["step_time_s"]
+
+
+def test_maxtext_keeps_the_config_s_module_where_its_files_write_it(tmp_path):
+    """MaxText trains the MTP modules at cp 1 (its files write mtp_num_layers), but the config's module was left out
+    for --framework maxtext at every cp: DeepSeek-V3's config.json on 1,024 H100s was priced without it (13.492 s) and
+    maxtext.yml had no mtp_num_layers, while its source said "these files write [it] at cp 1" (a QA trial)."""
+    out = tmp_path / "out"
+    args = ["plan", "--model", str(CONFIG), "--cluster", "dgx-h100", "--gpus", "1024", "--framework", "maxtext",
+            "--top-k", "1"]
+    result = CliRunner().invoke(main, [*args, "--out", str(out), "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    plan = data["plans"][0]
+    assert plan["layout"]["cp"] == 1
+    assert plan["recipe"]["mtp_layers"] == 1 and data["files_run"] == []
+    assert "num_nextn_predict_layers = 1, the model's own MTP modules" in plan["recipe_sources"]["mtp_layers"]
+    assert "mtp_num_layers: 1" in (out / "maxtext.yml").read_text().splitlines()
+    without = CliRunner().invoke(main, [*args, "--mtp-layers", "0", "--json"])
+    assert json.loads(without.stdout)["plans"][0]["step_time_s"] < plan["step_time_s"]

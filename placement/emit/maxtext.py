@@ -627,6 +627,11 @@ TE_MAX_SEGMENTS = 32
 """max_segments_per_seq beside attention: cudnn_flash_te (written_rows)."""
 
 
+RUNS_AT_SOME_LAYOUTS = frozenset({"mtp_layers"})
+"""RUNS_INSTEAD entries these files run at some layouts (`runs_instead`): a model's own MTP modules are priced, not left
+out before the layout is known (frameworks.model_recipe)."""
+
+
 def runs_instead(ctx: EmitContext) -> dict[str, str]:
     """RUNS_INSTEAD for this plan: at cp 1 the files state its multi-token prediction (mtp_num_layers, `overrides`),
     which MaxText 0.2.5 builds as MultiTokenPredictionBlock beside the decoder (models/models.py:142-154; a user
