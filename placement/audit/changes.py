@@ -639,6 +639,7 @@ def launch_changes(framework: str, now: EmitContext, best: EmitContext, files_te
             _megatron_dropped_switches(changes, best, live)
             _megatron_recompute_switch(changes, b, live)
             _megatron_fsdp_only(changes, b, live)
+            _megatron_optimizer_instances(changes, b, job)
             changes = _env_from_files(changes, live)
             _megatron_fsdp_connections(changes, b, live, job.device_max_connections if job else None,
                                        job is not None and bool(job.command_args))
@@ -882,6 +883,20 @@ def _megatron_stated_split(changes: list[dict], stated: dict[str, str]) -> None:
         else:
             c["from"] = value
             c.pop("note", None)
+
+
+def _megatron_optimizer_instances(changes: list[dict], best: dict[str, str], job) -> None:
+    """`- --num-distributed-optimizer-instances N` where the launch passes N > 1 and the best plan's files do not write
+    it: they shard over the whole data-parallel group, so the flag would keep the job on its hybrid (HSDP) sharding
+    or partial distributed optimizer, which the best plan is not priced with (a QA trial: a Megatron-FSDP job with 4
+    instances was told to change its micro-batch and strategy and keep the flag)."""
+    flag = "--num-distributed-optimizer-instances"
+    if job is None or not job.command_args or flag in best or any(c["argument"] == flag for c in changes):
+        return
+    value = next((v for f, v in reversed(job.command_args) if f == flag), None)
+    if value is not None and value.strip() not in ("1", ""):
+        changes.append({"argument": flag, "from": value, "to": None,
+                        "note": "the best plan shards over the whole data-parallel group"})
 
 
 DROPPED_SWITCHES = {

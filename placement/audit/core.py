@@ -1008,6 +1008,10 @@ def resolve_layout(launch: LaunchLayout, model: ModelSpec, num_gpus: int, gpus_p
     shard = launch.dp_shard
     zero = launch.zero_stage if launch.zero_stage is not None else 0
     if zero == 3:
+        if shard is None and dp % max(launch.dp_replicate, 1):
+            raise InputError(f"the data-parallel replicas {launch.dp_replicate}{src('dp_replicate')} do not divide dp "
+                             f"{dp}: placement prices HSDP as shard groups of whole data-parallel ranks; give a "
+                             f"replica count that divides {dp}")
         shard = shard if shard is not None else dp // max(launch.dp_replicate, 1)
         if shard < 1 or dp % shard:
             raise InputError(f"data-parallel shard degree {shard}{src('dp_shard')} does not divide dp {dp}")

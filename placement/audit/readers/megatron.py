@@ -1119,6 +1119,8 @@ def read_args(words: list[Word], s: Settings, typos: bool = True) -> None:
                    f"gradients: megatron_fsdp.py MegatronFSDP __init__, megatron-core 0.19.2)")
             s.put("recipe.dp_overlap", True, why)
             s.put("recipe.param_gather_overlap", True, why)
+        if fsdp[0] == "--use-megatron-fsdp" and stage == 3:
+            _megatron_fsdp_hybrid(args, s)
     _moe_grouped_gemm(args, s)
     if (s.has("num_query_groups") and not any(a.flag in ("--group-query-attention", "--num-key-value-heads")
                                                for a in args)):
@@ -1456,6 +1458,36 @@ def _deepspeed_moe_gate(args: list[Arg], s: Settings, deepspeed_flag: Arg) -> No
     else:
         s.put("recipe.moe_capacity_factor", 1.0, f"{deepspeed_flag.evidence} (Megatron-DeepSpeed drops tokens above "
                                                   f"its default --moe-train-capacity-factor 1.0: {MDS_MOE})")
+
+
+def _megatron_fsdp_hybrid(args: list[Arg], s: Settings) -> None:
+    """Megatron-FSDP's hybrid mode (HSDP): `--num-distributed-optimizer-instances N` > 1 shards the weights, gradients
+    and optimizer state within dp x cp / N ranks and replicates them over N (mcore_fsdp_adapter.py _init_dist_index:
+    enable_hsdp, dp_shard_dim "dp_cp" the intra-partial group, dp_outer_dim the inter-instance group; parallel_state
+    carves the intra-partial groups as contiguous slices of the dp-cp ranks, so N dividing dp leaves dp / N whole dp
+    ranks in each; NVIDIA/Megatron-LM d98e8a64dd), read as dp_replicate N; `--outer-dp-sharding-strategy optim`
+    shards the optimizer state over the instances too (DistributedDataParallelConfig.outer_dp_sharding_strategy,
+    'no_shard' by default), recipe.optimizer_over_replicas.  A QA trial: a launch with N 4 on 32 GPUs was priced as
+    ZeRO-3 over all 32, its weights, gradients and optimizer state a quarter of what each GPU holds."""
+    inst = next((a for a in reversed(args) if a.flag == "--num-distributed-optimizer-instances"), None)
+    if inst is None:
+        return
+    n = read_int(one_value(inst).text, inst.flag, inst.evidence, minimum=1)
+    if n == 1:
+        return
+    s.put("dp_replicate", n, f"{inst.evidence} (Megatron-FSDP's hybrid mode: shards within dp / {n}, replicates over "
+                             f"{n}: mcore_fsdp_adapter.py _init_dist_index, enable_hsdp)")
+    s.ignored[:] = [x for x in s.ignored if not x.startswith("--num-distributed-optimizer-instances:")]
+    outer = next((a for a in reversed(args) if a.flag == "--outer-dp-sharding-strategy"), None)
+    if outer is not None:
+        value = one_value(outer).text
+        if value not in ("no_shard", "optim"):
+            raise InputError(f"{outer.evidence}: --outer-dp-sharding-strategy must be no_shard or optim, got "
+                             f"{value!r}")
+        if value == "optim":
+            s.put("recipe.optimizer_over_replicas", True,
+                  f"{outer.evidence} (the optimizer state sharded over the {n} instances too: "
+                  f"DistributedDataParallelConfig.outer_dp_sharding_strategy)")
 
 
 def _moe_grouped_gemm(args: list[Arg], s: Settings) -> None:
