@@ -29,7 +29,7 @@ from placement.loaders.errors import format_validation_error
 from placement.loaders.files import parse_yaml, read_text
 from placement.loaders.kinds import wrong_kind
 from placement.specs import ModelSpec
-from placement.specs._base import Frozen, StrictScalars
+from placement.specs._base import StrictScalars
 from placement.specs.layout import PinnedLayout
 from placement.specs.model import FfnKind, MoESpec
 from placement.specs.recipe import Recipe
