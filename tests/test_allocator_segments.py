@@ -41,3 +41,20 @@ def test_every_per_node_launch_file_sets_expandable_segments_and_its_audit_reads
     bare.write_text(text.replace(EXPORT, ""))
     kinds = {f["kind"]: f for f in _audit(bare, *(out / name for name in launch[1:]))["findings"]}
     assert "PYTORCH_CUDA_ALLOC_CONF is not set" in kinds["allocator_segments_unset"]["message"]
+
+
+def test_rocm_s_own_name_for_the_allocator_settings_is_read(tmp_path):
+    """PyTorch's ROCm builds read PYTORCH_HIP_ALLOC_CONF where PYTORCH_CUDA_ALLOC_CONF (and PYTORCH_ALLOC_CONF) are
+    unset (c10/cuda/CUDAAllocatorConfig.h, under USE_ROCM); a QA trial's launch exporting it alone was told
+    "PYTORCH_CUDA_ALLOC_CONF is not set".  The finding now says which builds read it, not that nothing set them."""
+    out = tmp_path / "o"
+    res = CliRunner().invoke(main, ["plan", *JOB, "--emit", "torchtitan", "--out", str(out)])
+    assert res.exit_code == 0, res.output[-2000:]
+    hip = tmp_path / "torchtitan.sh"
+    hip.write_text((out / "torchtitan.sh").read_text().replace(
+        EXPORT, "export PYTORCH_HIP_ALLOC_CONF=expandable_segments:True"))
+    audit = _audit(hip)
+    assert "PYTORCH_HIP_ALLOC_CONF" in audit["layout"]["sources"]["allocator_conf"]
+    message = {f["kind"]: f for f in audit["findings"]}["allocator_segments_unset"]["message"]
+    assert "is not set" not in message
+    assert "set through PYTORCH_HIP_ALLOC_CONF" in message and "only PyTorch's ROCm builds read" in message

@@ -786,7 +786,16 @@ def _allocator_note(launch: LaunchLayout) -> Finding | None:
     job's environment may set them too (a container, a module file), so this prices nothing (a user trial: the audit
     of a torchtitan.sh without them said `which launch.sbatch sets` of the capacity)."""
     conf, where = launch.allocator_conf, launch.sources.get("allocator_conf", "")
-    if launch.framework == "maxtext" or allocator_expandable(conf, where) is not False:
+    if launch.framework == "maxtext":
+        return None
+    if "PYTORCH_HIP_ALLOC_CONF, which" in where and allocator_expandable(conf, where):
+        # ROCm's own name: the price holds on a ROCm build, which reads it; a CUDA build does not (said, not priced)
+        return Finding("info", "allocator_segments_unset",
+                       f"expandable segments are set through PYTORCH_HIP_ALLOC_CONF ({where}), which only PyTorch's "
+                       f"ROCm builds read: on a CUDA build export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "
+                       f"instead, or the {ALLOCATOR_FRAGMENTATION:.0%} of HBM the memory price keeps for the caching "
+                       f"allocator's fragmentation may not hold", [], 0.0)
+    if allocator_expandable(conf, where) is not False:
         return None
     said = f"set to {conf!r}" if conf else "not set"
     return Finding("info", "allocator_segments_unset",

@@ -265,7 +265,7 @@ _DECLARE_LOCAL = {"local", "declare", "typeset"}
 """Declaration commands that make a variable local when run inside a function."""
 WATCHED_ENVIRONMENT = ("CUDA_LAUNCH_BLOCKING", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_MAX_CONNECTIONS",
                        "OMPI_MCA_hwloc_base_binding_policy",
-                       "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF")
+                       "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF")
 """Environment variables a command's `environment` reports (the ones the cost model prices,
 CUDA_DEVICE_MAX_CONNECTIONS, which Megatron-LM checks at start: audit.core._check_megatron_connections, and PyTorch's
 allocator settings, whose expandable segments the memory price assumes: audit.core._allocator_note)."""

@@ -720,6 +720,11 @@ def runtime_settings(command: Command, s: Settings) -> None:
               "; ".join(word.evidence for _, word in found))
 
 
+HIP_ALLOC_CONF = ("PYTORCH_HIP_ALLOC_CONF, which PyTorch's ROCm builds read where PYTORCH_ALLOC_CONF and "
+                  "PYTORCH_CUDA_ALLOC_CONF are unset, and its CUDA builds ignore: c10/cuda/CUDAAllocatorConfig.h")
+"""The source of allocator settings read from PYTORCH_HIP_ALLOC_CONF (audit.core._allocator_note names it)."""
+
+
 def launcher_settings(launch: Launch, s: Settings) -> None:
     """The world size and GPUs per node torchrun's flags fix; the deepspeed launcher's node and GPU counts; the
     environment the launch runs with (CUDA_LAUNCH_BLOCKING, the runtime variables of runtime_settings)."""
@@ -729,7 +734,13 @@ def launcher_settings(launch: Launch, s: Settings) -> None:
     if connections is not None and not connections.unresolved:
         s.put("device_max_connections", connections.text.strip(), connections.evidence)
     allocator = launch.command.env("PYTORCH_ALLOC_CONF") or launch.command.env("PYTORCH_CUDA_ALLOC_CONF")
-    if allocator is None:
+    hip = launch.command.env("PYTORCH_HIP_ALLOC_CONF")
+    if allocator is None and hip is not None:
+        # PyTorch's ROCm builds read it where the other two are unset (c10/cuda/CUDAAllocatorConfig.h instance():
+        # "convenience for ROCm users, allow alternative HIP token", under USE_ROCM); a CUDA build never does (a QA
+        # trial: an MI300X launch exporting it was told PYTORCH_CUDA_ALLOC_CONF "is not set")
+        s.put("allocator_conf", hip.text.strip(), f"{hip.evidence} ({HIP_ALLOC_CONF})")
+    elif allocator is None:
         s.put("allocator_conf", "", f"{launch.command.words[0].evidence}: no PYTORCH_CUDA_ALLOC_CONF")
     else:  # a value the files leave to the environment keeps its text (`${SITE_ALLOC_CONF}`): unknown, not unset
         s.put("allocator_conf", allocator.text.strip(), allocator.evidence)
