@@ -56,7 +56,7 @@ def test_the_outer_optimizer_sharding_is_read(tmp_path: Path) -> None:
 
 
 def test_a_best_plan_over_the_whole_group_drops_the_flag(tmp_path: Path) -> None:
-    data, text = _audit(_script(tmp_path, 4))
+    data, _ = _audit(_script(tmp_path, 4))
     best = data["best"]["layout"]
     if best["zero_stage"] == 3 and best["dp_shard"] not in (None, best["dp"]):
         pytest.skip("the best plan is HSDP")
