@@ -192,11 +192,16 @@ BRIDGE_FIELDS = {"--num-virtual-stages-per-pipeline-rank": "virtual_pipeline_mod
                  "--cuda-graph-modules": "cuda_graph_scope", "--fp8-param-gather": "fp8_param_gather",
                  "--recompute-activations": "recompute_granularity",
                  "--decoder-first-pipeline-num-layers": "num_layers_in_first_pipeline_stage",
-                 "--decoder-last-pipeline-num-layers": "num_layers_in_last_pipeline_stage"}
+                 "--decoder-last-pipeline-num-layers": "num_layers_in_last_pipeline_stage",
+                 "--ddp-bucket-size": "bucket_size"}
 """Megatron-LM flags whose Megatron-Bridge field has another name; every other flag's field is its name with `_`
 for `-` (Megatron-Bridge's ConfigContainer sections hold megatron-core's TransformerConfig, DDP and optimizer
 fields, which Megatron-LM's arguments fill by name: megatron/training/arguments.py
-core_transformer_config_from_args)."""
+core_transformer_config_from_args).  `--ddp-bucket-size` is megatron-core DistributedDataParallelConfig.bucket_size
+(Megatron-LM training.py:2639 `kwargs["bucket_size"] = args.ddp_bucket_size`), which a Bridge config states as
+`ddp.bucket_size` and `comm_overlap.bucket_size` (CommOverlapConfig's, written over the DDP config's: Megatron-Bridge
+training/comm_overlap.py _apply_cfgs); a review found the DeepSeek-V3 dump's change list adding `--ddp-bucket-size
+134217728` with a note that the config states no such field."""
 BRIDGE_SECTIONS = ("model", "train", "comm_overlap", "mixed_precision", "ddp", "optimizer", "dist", "checkpoint",
                    "dataset", "rerun_state_machine", "logger")
 """Where a field is looked for when the files state it in more than one section: the section Megatron-Bridge reads
@@ -318,6 +323,15 @@ def _bridge_graph_api(changes: list[dict], stated: dict[str, str]) -> None:
     scope["to"] = "[full_iteration]"
 
 
+def _bridge_distributed(changes: list[dict], stated: dict[str, str]) -> bool:
+    """Whether the best plan runs Megatron-Core's distributed optimizer: a change of --use-distributed-optimizer
+    says so, else the config's own ddp (or optimizer) field."""
+    for c in changes:
+        if c["argument"] == "--use-distributed-optimizer":
+            return c["to"] is not None
+    return stated.get("ddp.use_distributed_optimizer", stated.get("optimizer.use_distributed_optimizer")) == "true"
+
+
 BRIDGE_ENV = ("an environment variable, not a config field: Megatron-Bridge's launcher sets it (its recipes' env_vars; "
               "scripts/performance/utils/overrides.py)")
 
@@ -334,6 +348,10 @@ def bridge_changes(changes: list[dict], stated: dict[str, str]) -> list[dict]:
         if fsdp_width and flag in ("--grad-reduce-in-bf16", "--accumulate-allreduce-grads-in-fp32") and c["to"] is None:
             continue  # Megatron-FSDP's own dtype fields state the gradient width; the config's field may stay
         keys = _bridge_keys(flag, stated) if flag.startswith("--") else []
+        if flag == "--ddp-bucket-size" and not _bridge_distributed(changes, stated):
+            # CommOverlapConfig's bucket reaches the DDP config only with the distributed optimizer (Megatron-Bridge
+            # comm_overlap.py setup): without it the DDP config's own field holds the size
+            keys = [k for k in stated if k == "ddp.bucket_size"]
         if flag.startswith("env "):  # no config field states the environment: the launcher's (env_vars)
             out.append({**c, "note": c.get("note") or BRIDGE_ENV})
             continue
