@@ -1350,6 +1350,17 @@ def torchtitan_world_degrees(changes: list[dict], b: dict[str, str], job, stated
     return changes
 
 
+def _pre3_pipelined(b: dict[str, Spelled]) -> bool:
+    """Whether the best plan's settings `b` run a pipeline: torchtitan's fsdp_reshard_after_forward "default" is
+    then "never", else "always" (v0.2.2 models/llama3/infra/parallelize.py:319-327, `not pp_enabled`).  A user trial:
+    the Llama 3 70B TOML's best plan at pp 1 changed the policy it leaves at "default" to "always", the same one."""
+    from placement.audit.readers.torchtitan import OLDER_NAMES
+
+    names = ("parallelism.pipeline_parallel_degree", *OLDER_NAMES["parallelism.pipeline_parallel_degree"])
+    degree = next((v[1] for v in b.values() if v[0] in names), "1")
+    return degree.strip('"').lstrip("-").isdigit() and int(degree.strip('"')) > 1
+
+
 def torchtitan_pre3_changes(a: dict[str, Spelled], b: dict[str, Spelled], stated: dict[str, tuple[str, str]]
                             ) -> list[dict]:
     """The changes from the launched plan's settings `a` to the best plan's `b` (torchtitan_pre3_settings), the
@@ -1358,7 +1369,10 @@ def torchtitan_pre3_changes(a: dict[str, Spelled], b: dict[str, Spelled], stated
     selective checkpointing): the files' line may stay.  A value the files already state is no change; where they
     leave the global batch to torchtitan (local batch x dp x accumulation), a plan that changes the layout states
     it."""
+    from placement.audit.readers.torchtitan import OLDER_NAMES
+
     out = []
+    reshard_names = ("parallelism.fsdp_reshard_after_forward", *OLDER_NAMES["parallelism.fsdp_reshard_after_forward"])
     for k in list(a) + [k for k in b if k not in a]:
         if k not in b:
             continue
@@ -1371,7 +1385,15 @@ def torchtitan_pre3_changes(a: dict[str, Spelled], b: dict[str, Spelled], stated
             if said == to:
                 continue
             note = PRE3_DEFAULT_NOTE if note is None else note
-        if (k in a and a[k][1] == to and default is None) or said == to:
+        if key in reshard_names and said is not None:
+            # "default" is `not pp_enabled`: what it means at the best plan's pipeline degree, which placement's
+            # spelling of the launched side ("always" for ZeRO-3 at any degree) does not say
+            meant = said.strip('"\'')
+            if meant == "default":
+                meant = "never" if _pre3_pipelined(b) else "always"
+            if meant == to.strip('"'):
+                continue
+        elif (k in a and a[k][1] == to and default is None) or said == to:
             continue
         change: dict = {"argument": k, "from": said if said is not None else a[k][1] if k in a else None, "to": to}
         if note is None and said is None and k in a and key is not None:
