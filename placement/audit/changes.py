@@ -1361,6 +1361,24 @@ def _pre3_pipelined(b: dict[str, Spelled]) -> bool:
     return degree.strip('"').lstrip("-").isdigit() and int(degree.strip('"')) > 1
 
 
+def _pre3_derived_batch(b: dict[str, Spelled]) -> str | None:
+    """The global batch torchtitan derives for the best plan's settings `b` where no training.global_batch_size is
+    given: local batch x dp_replicate x dp_shard (v0.2.2 train.py: `global_batch_size < 0` -> local_batch_size *
+    dp_degree, one step without accumulation); None where `b` does not spell them.  A QA run: the DeepSeek-V3 671B
+    TOML's best plan, which changed expert_parallel_degree and the checkpointing mode only, added
+    `training.global_batch_size 1024` "derived from the layout this plan changes", the 4 x 256 it already runs."""
+    from placement.audit.readers.torchtitan import OLDER_NAMES
+
+    def value(key: str) -> int | None:
+        names = (key, *OLDER_NAMES.get(key, ()))
+        v = next((v[1] for v in b.values() if v[0] in names), None)
+        return int(v) if v is not None and v.isdigit() else None
+
+    parts = [value("training.local_batch_size"), value("parallelism.data_parallel_replicate_degree"),
+             value("parallelism.data_parallel_shard_degree")]
+    return None if None in parts else str(int(np.prod(parts)))
+
+
 def torchtitan_pre3_changes(a: dict[str, Spelled], b: dict[str, Spelled], stated: dict[str, tuple[str, str]]
                             ) -> list[dict]:
     """The changes from the launched plan's settings `a` to the best plan's `b` (torchtitan_pre3_settings), the
@@ -1405,7 +1423,8 @@ def torchtitan_pre3_changes(a: dict[str, Spelled], b: dict[str, Spelled], stated
         out.append(change)
     _world_degrees(out, b, stated)
     batch = next((k for k, v in b.items() if v[0] == "training.global_batch_size"), None)
-    if out and batch is not None and batch not in [c["argument"] for c in out] and b[batch][0] not in stated:
+    if out and batch is not None and batch not in [c["argument"] for c in out] and b[batch][0] not in stated \
+            and _pre3_derived_batch(b) != b[batch][1]:
         out.append({"argument": batch, "from": None, "to": b[batch][1],
                     "note": "the launch files leave the global batch to the framework, which derives it from the "
                             "layout this plan changes"})
