@@ -542,6 +542,60 @@ def apply_json_changes(data: dict, changes: Sequence[dict], known: frozenset[str
     return out, left
 
 
+DEEPSPEED_ZERO_DEFAULTS = {"zero_optimization.contiguous_gradients": "true",
+                           "zero_optimization.reduce_scatter": "true",
+                           "zero_optimization.reduce_bucket_size": "500000000",
+                           "zero_optimization.allgather_bucket_size": "500000000",
+                           "zero_optimization.stage3_prefetch_bucket_size": "50000000"}
+"""What DeepSpeed runs for a zero_optimization key placement writes where a JSON leaves it out (DeepSpeed 0.19.8
+runtime/zero/config.py:102, 108, 113, 132, 222); overlap_comm's depends on the stage (_deepspeed_default)."""
+
+
+def _deepspeed_default(key: str, stage: str | None) -> str | None:
+    """DeepSpeed's value of `key` at ZeRO `stage` where the JSON leaves it out: overlap_comm is on at stage 3 alone
+    (runtime/zero/config.py:384-386 overlap_comm_valid), the others DEEPSPEED_ZERO_DEFAULTS; None for another key."""
+    if key == "zero_optimization.overlap_comm":
+        return "true" if stage == "3" else "false"
+    return DEEPSPEED_ZERO_DEFAULTS.get(key)
+
+
+def _same(x: str | None, y: str | None) -> bool:
+    """Two JSON values as written, numbers compared as numbers (5e7 is 50000000)."""
+    try:
+        return float(x) == float(y)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return x == y
+
+
+def _deepspeed_defaults(changes: list[dict], b: dict[str, str], stated: dict[str, str], overlap: bool) -> None:
+    """Make the change list of a DeepSpeed JSON run what the best plan's settings `b` write, where the JSON leaves a
+    ZeRO key to DeepSpeed's default at the best plan's stage: a change to that default is none, and a key the best
+    plan writes otherwise is added even where placement's spelling of the launched plan has it too.  overlap_comm
+    follows the best plan's priced `overlap` (its recipe's dp_overlap, the job's own), not placement's files, which
+    always set it (emit.deepspeed NOT_EXPRESSED).  A QA run: a ZeRO-3 JSON without overlap_comm (on by default at
+    stage 3) whose best plan, ZeRO-1 priced with the overlapped reduction, listed no `overlap_comm true`, which
+    DeepSpeed turns off at stage 1; and `reduce_scatter true`, its default, was listed as a change."""
+    stage = b.get("zero_optimization.stage", stated.get("zero_optimization.stage"))
+    want = dict(b)
+    if "zero_optimization.overlap_comm" in want:
+        want["zero_optimization.overlap_comm"] = "true" if overlap else "false"
+    for key, to in want.items():
+        default = _deepspeed_default(key, stage)
+        if default is None:
+            continue
+        runs = stated.get(key, default)  # what the job's JSON runs at the best plan's stage, unchanged
+        named = next((c for c in changes if c["argument"] == key), None)
+        if _same(runs, to):
+            if named is not None:
+                changes.remove(named)
+        elif named is not None:
+            named["to"] = to
+        else:
+            changes.append({"argument": key, "from": stated.get(key), "to": to, **(
+                {} if key in stated else
+                {"note": f"not in the launch files: DeepSpeed's default at ZeRO-{stage} is {default}"})})
+
+
 def launch_changes(framework: str, now: EmitContext, best: EmitContext, files_text: str | None = None,
                    stated: dict[str, str] | None = None,
                    torchtitan: tuple[dict[str, tuple[str, str]], str] | None = None,
@@ -572,10 +626,21 @@ def launch_changes(framework: str, now: EmitContext, best: EmitContext, files_te
         # the launched side in the JSON's own values where it states them (placement writes no
         # activation_checkpointing section for a job without recompute; a user trial's config had one), and no
         # change where the JSON already holds the value the best plan writes
+        from placement.audit.readers.deepspeed import DEEPSPEED_KEYS
+
+        unwritten = []  # a JSON key the file does not state, which the best plan leaves out: nothing to remove
         for c in changes:  # the JSON's own value, not placement's spelling of the launched plan (a review: a
             if c["argument"] in stated:  # `partition_activations: true` was quoted as "from false")
                 c["from"] = stated[c["argument"]]
-        changes = [c for c in changes if c["from"] != c["to"]]
+            elif c["from"] is not None and config_key(c["argument"], DEEPSPEED_KEYS):
+                # placement's spelling of the launched plan (a QA run: DeepSpeedExamples' bf16_full.json, ZeRO-3
+                # with no stage3_prefetch_bucket_size, was told to remove `stage3_prefetch_bucket_size 50000000`)
+                if c["to"] is None:
+                    unwritten.append(c)
+                else:
+                    c["note"] = NOT_IN_FILES
+        changes = [c for c in changes if c["from"] != c["to"] and c not in unwritten]
+        _deepspeed_defaults(changes, b, stated, best.recipe.dp_overlap)
     if framework == "gpt-neox":  # the config's own keys say what it states
         for c in changes:
             if c["from"] is not None and c["argument"] not in (stated or {}):
