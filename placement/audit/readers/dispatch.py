@@ -251,6 +251,34 @@ def _refuse_other_tool(path: Path, data: object) -> None:
                          f"as an argument list); audit those files, or price the layout with `placement evaluate`")
 
 
+PYTHON_RECIPES = (
+    (re.compile(r"\bMaxTextModel\s*\("),
+     "a MaxText benchmark recipe (MaxTextModel(model_type=..., tuning_params={...}), benchmarks/benchmark_utils.py), "
+     "which MaxText's benchmark runner turns into a train command at run time, with the mesh of the TPU or GPU it "
+     "targets",
+     "pass the train command it runs (python3 -m maxtext.trainers.pre_train.train configs/base.yml model_name=... "
+     "and the entry's tuning_params as key=value) with the config YAMLs it loads"),
+    (re.compile(r"\bConfigContainer\s*\(|^[ \t]*(?:from|import)\s+megatron\.bridge\b", re.M),
+     "a Megatron-Bridge recipe in Python, which builds its ConfigContainer in code",
+     "audit the run's saved run_config.yaml (the whole ConfigContainer), or its override YAML (what it leaves to the "
+     "recipe is then priced at Megatron-LM's defaults and named: base_config_unread)"),
+)
+"""Python files that build a job another way than DeepSpeed's topology classes, which the audit would otherwise
+read for a PipeModelDataParallelTopology call it does not have (a QA run: MaxText's benchmarks/
+maxtext_v5p_model_configs.py was told it builds no DeepSpeed topology): the pattern, what the file is, what to pass."""
+
+
+def _refuse_python_recipe(path: Path) -> None:
+    """An InputError naming the recipe kind of a Python file in PYTHON_RECIPES; nothing for another Python file."""
+    text = read_text(path, "Python file", "expected a DeepSpeed topology file (ds_topology.py) or training script")
+    for pattern, what, fix in PYTHON_RECIPES:
+        m = pattern.search(text)
+        if m is not None:
+            line = text.count("\n", 0, m.start()) + 1
+            raise InputError(f"{path}:{line}: {what}; the audit reads launch files, not the Python that builds one: "
+                             f"{fix}")
+
+
 OTHER_TRAINERS = {"openrlhf": "OpenRLHF"}
 """Training tools whose own command-line flags the audit does not read (their entry module's top package): OpenRLHF's
 trainers (`deepspeed --module openrlhf.cli.train_sft`) build their DeepSpeed config in code from flags of their own,
@@ -493,6 +521,7 @@ def read_file(path: Path, fw: str) -> Settings:
         megatron.read_log(path, s)
         return s
     if kind == "python":
+        _refuse_python_recipe(path)
         if fw != "deepspeed":
             raise InputError(f"{path}: a Python file is read for the DeepSpeed topology it builds; pass "
                              f"--framework deepspeed, or the {fw} launch script instead")
