@@ -218,6 +218,13 @@ BRIDGE_UNSTATED_SECTIONS = {
     "check_for_nan_in_grad": ("ddp",), "use_megatron_fsdp": ("ddp", "dist"),
     "data_parallel_sharding_strategy": ("ddp",), "megatron_fsdp_main_grads_dtype": ("ddp",),
     "megatron_fsdp_grad_comm_dtype": ("ddp",), "ckpt_format": ("checkpoint",),
+    **{field: ("model",) for field in (
+        "tensor_model_parallel_size", "pipeline_model_parallel_size", "virtual_pipeline_model_parallel_size",
+        "context_parallel_size", "expert_model_parallel_size", "expert_tensor_parallel_size",
+        "recompute_granularity", "recompute_method", "recompute_num_layers", "recompute_modules",
+        "moe_token_dispatcher_type", "moe_flex_dispatcher_backend", "moe_permute_fusion", "moe_router_fusion",
+        "moe_grouped_gemm")},
+    "micro_batch_size": ("train",),
 }
 """Where a Megatron-Bridge ConfigContainer holds a field (named from its flag as `_bridge_names` names it) that the
 files do not state (an override YAML leaves it to the recipe): the sections as Megatron-Bridge names them
@@ -225,8 +232,11 @@ files do not state (an override YAML leaves it to the recipe): the sections as M
 OptimizerConfig, model the provider's TransformerConfig; comm_overlap.py CommOverlapConfig.tp_comm_overlap;
 config.py:1508-1512 names rerun_state_machine.check_for_nan_in_loss beside full-iteration graphs, config.py:1068-1069
 sets ddp. and dist.use_megatron_fsdp together and :1107 wants checkpoint.ckpt_format fsdp_dtensor with it;
-megatron-core distributed_data_parallel_config.py holds the Megatron-FSDP fields), each written where the best plan
-needs it."""
+megatron-core distributed_data_parallel_config.py holds the Megatron-FSDP fields; the degrees, recompute and MoE
+dispatch fields are the model provider's TransformerConfig's and the micro-batch the train section's, where a saved
+ConfigContainer states them), each written where the best plan needs it.  A QA run: the Llama 3 8B Megatron-FSDP
+override example's best plan at tp 2 listed `--tensor-model-parallel-size 2` in Megatron-LM's spelling, "no field of
+this name"."""
 BRIDGE_UNSTATED_NOTE = ("not in the files: Megatron-Bridge's field for it, priced at Megatron-LM's default; where the "
                         "files override a recipe (base_config_unread), the recipe may set it already")
 BRIDGE_EVERY_SECTION = frozenset({"use_distributed_optimizer", "use_megatron_fsdp"})

@@ -1,0 +1,47 @@
+"""A Megatron-Bridge override YAML that leaves the parallel degrees, the micro-batch, the recompute or the MoE dispatch
+to its recipe gets a change of them in Megatron-Bridge's own field (model.tensor_model_parallel_size, ...;
+train.micro_batch_size), marked as not in the files, not Megatron-LM's flag "the config states no field of this name"
+(a QA run: Megatron-Bridge's llama3_8b_pretrain_override_example_megatron_fsdp.yaml on 8 H100s, best plan tp 2,
+listed `+ --tensor-model-parallel-size 2`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from placement.audit.changes import BRIDGE_NOT_IN_FILES, BRIDGE_UNSTATED_NOTE, bridge_changes
+from placement.cli import main
+
+OVERRIDE = (Path(__file__).parent / "data" / "audit" / "bridge"
+            / "llama3_8b_pretrain_override_example_megatron_fsdp.yaml")
+
+
+def test_the_fsdp_overrides_tp_change_names_the_model_field() -> None:
+    assert "tensor_model_parallel_size" not in OVERRIDE.read_text()
+    result = CliRunner().invoke(main, ["--reproducible", "audit", "--launch", str(OVERRIDE), "--model", "llama3-8b",
+                                       "--cluster", "dgx-h100", "--gpus", "8", "--json"])
+    assert result.exit_code in (0, 1), result.output
+    out = json.loads(result.stdout)
+    changes = {c["argument"]: c for c in out["changes"]}
+    assert out["best"]["layout"]["tp"] > 1
+    assert "--tensor-model-parallel-size" not in changes
+    tp = changes["model.tensor_model_parallel_size"]
+    assert tp["from"] is None and tp["to"] == str(out["best"]["layout"]["tp"]) and tp["note"] == BRIDGE_UNSTATED_NOTE
+
+
+def test_each_layout_flag_has_its_bridge_field() -> None:
+    flags = {"--pipeline-model-parallel-size": ("4", "model.pipeline_model_parallel_size"),
+             "--num-virtual-stages-per-pipeline-rank": ("2", "model.virtual_pipeline_model_parallel_size"),
+             "--context-parallel-size": ("2", "model.context_parallel_size"),
+             "--expert-model-parallel-size": ("8", "model.expert_model_parallel_size"),
+             "--expert-tensor-parallel-size": ("1", "model.expert_tensor_parallel_size"),
+             "--micro-batch-size": ("2", "train.micro_batch_size"),
+             "--recompute-granularity": ("full", "model.recompute_granularity"),
+             "--moe-token-dispatcher-type": ("flex", "model.moe_token_dispatcher_type")}
+    changes = [{"argument": flag, "from": None, "to": to} for flag, (to, _) in flags.items()]
+    out = {c["argument"]: c for c in bridge_changes(changes, {"train.global_batch_size": "8"})}
+    for flag, (to, field) in flags.items():
+        assert out[field]["to"] == to and out[field]["note"] == BRIDGE_UNSTATED_NOTE, flag
+    assert not [c for c in out.values() if c.get("note") == BRIDGE_NOT_IN_FILES]
