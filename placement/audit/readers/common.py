@@ -998,6 +998,19 @@ def _bf16_rule(name: str, evidence: str) -> bool:
             or (name == "recipe.grad_accumulation" and BF16_COPY in evidence))
 
 
+DEEPSPEED_ALLREDUCE_BUCKET = 500_000_000
+"""Elements a ZeRO-0 DeepSpeed engine all-reduces at a time, the BF16_Optimizer's too: MEMORY_OPT_ALLREDUCE_SIZE
+(DeepSpeed 0.19.8 runtime/engine.py allreduce_gradients(bucket_size=MEMORY_OPT_ALLREDUCE_SIZE); runtime/pipe/engine.py
+_exec_reduce_grads, _bf16_reduce_grads: buffered_allreduce_fallback(elements_per_buffer=MEMORY_OPT_ALLREDUCE_SIZE))."""
+ENGINE_BUCKET = (f"ZeRO stage 0: DeepSpeed's engine all-reduces the gradients {DEEPSPEED_ALLREDUCE_BUCKET:,} elements "
+                 f"at a time, MEMORY_OPT_ALLREDUCE_SIZE: runtime/engine.py allreduce_gradients, runtime/pipe/engine.py "
+                 f"_bf16_reduce_grads")
+"""The evidence of DEEPSPEED_ALLREDUCE_BUCKET: a script's stage 0 yields to a DeepSpeed JSON's reading (merge)."""
+BIGSCIENCE_BUFFER = "BigScience's Megatron-DeepSpeed, on a DeepSpeed before 0.17.6"
+"""How the Megatron reader's evidence of an fp32 BF16_Optimizer buffer begins where the script runs BigScience's fork
+(readers.megatron: BIGSCIENCE_FLAGS)."""
+
+
 def merge(groups: list[Settings]) -> Settings:
     """The files' settings together: a value two config files give differently is an error; a CLI override
     (`override`) wins.  Framework keys merge the same way; launcher and file facts: the last file's."""
@@ -1024,8 +1037,17 @@ def merge(groups: list[Settings]) -> Settings:
                 # a Megatron-DeepSpeed script's BF16_Optimizer, inferred from its --zero-stage: DeepSpeed builds its
                 # optimizer from the JSON's stage, which the JSON's own reading prices (pretrain_gpt.py uses
                 # args.zero_stage only for zero.Init; a user trial: the same JSON priced two ways by the script's
-                # ZERO_STAGE)
-                continue
+                # ZERO_STAGE)...
+                if not (name == "recipe.grad_accumulation" and BIGSCIENCE_BUFFER in ev
+                        and json_group.value("zero_stage") == 0):
+                    continue
+                # ...but where the JSON's stage 0 builds it too, its buffer's width is the DeepSpeed version's, which
+                # the JSON cannot tell and a BigScience script's flags do (a QA run: BLOOM's tr11-176B-ml.slurm was
+                # priced 95.59 s alone, its here-document's JSON read, and 92.56 s with the same JSON as a --launch
+                # file of its own, in a bf16 buffer)
+            if json_stage and not g.json_paths and name == "recipe.ddp_bucket_params" and ENGINE_BUCKET in ev \
+                    and json_group.value("zero_stage") != 0:
+                continue  # a Megatron-DeepSpeed script's stage 0 bucket: the JSON's stage and bucket run
             if name == "cuda_visible_devices" and out.has(name) and not g.override:
                 out.put(name, *_merge_node_devices(out.value(name), out.sources[name], value, ev))
                 continue

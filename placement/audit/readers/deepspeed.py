@@ -19,6 +19,8 @@ from typing import Any
 from placement.audit.readers import megatron
 from placement.audit.readers.common import (
     DDP_BF16,
+    DEEPSPEED_ALLREDUCE_BUCKET,
+    ENGINE_BUCKET,
     FP16_MIXED,
     deepspeed_binding,
     deepspeed_grad_accumulation,
@@ -1045,6 +1047,10 @@ def _grad_accumulation(s: Settings) -> None:
     (common.deepspeed_grad_accumulation).  A pipeline: DeepSpeed's PipelineEngine, which a PipelineModule gets (a
     GPT-NeoX config, Megatron-DeepSpeed without --no-pipeline-parallel, a topology of more than one stage)."""
     zero = s.entry("zero_stage") or (0, "DeepSpeed's default ZeRO stage 0")
+    if zero[0] == 0 and not s.has("recipe.ddp_bucket_params"):
+        # ZeRO-0 has no reduce_bucket_size: the engine's own all-reduce bucket (a QA run: BLOOM's JSON, stage 0, was
+        # said to reduce 50,000,000 elements at a time because "the ds_config.json placement writes sets" it)
+        s.put("recipe.ddp_bucket_params", DEEPSPEED_ALLREDUCE_BUCKET, f"{zero[1]} ({ENGINE_BUCKET})")
     precision = s.sources.get("precision", "")
     bf16 = s.value("precision") == "bf16" and "fp16" not in precision.split(":", 2)[-1]
     pipeline = s.neox or s.pipeline_module is not None or s.value("pp", 1) > 1

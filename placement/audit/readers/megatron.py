@@ -14,7 +14,10 @@ from typing import Any
 import yaml
 
 from placement.audit.readers.common import (
+    BIGSCIENCE_BUFFER,
     DDP_BF16,
+    DEEPSPEED_ALLREDUCE_BUCKET,
+    ENGINE_BUCKET,
     FP16_MIXED,
     WHOLE_VARIABLE,
     Arg,
@@ -1058,14 +1061,26 @@ def read_args(words: list[Word], s: Settings, typos: bool = True) -> None:
         bigscience = next((a for a in args if a.flag in BIGSCIENCE_FLAGS), None)
         evidence = f"{zero[1]}; {s.sources['precision']}"
         if bigscience is not None:
-            evidence += (f"; {bigscience.evidence} (BigScience's Megatron-DeepSpeed, on a DeepSpeed before 0.17.6, "
-                         f"whose BF16_Optimizer keeps an fp32 gradient buffer)")
+            evidence += (f"; {bigscience.evidence} ({BIGSCIENCE_BUFFER}, whose BF16_Optimizer keeps an fp32 "
+                         f"gradient buffer)")
         deepspeed_grad_accumulation(s, True, evidence, buffer_fp32=bigscience is not None)
     elif bf16_stage0:
         deepspeed_grad_accumulation(s, False, f"{zero[1]}; {s.sources['precision']} ({DDP_BF16})")
     if deepspeed_flag is not None:
         deepspeed_grad_accumulation(s, False, deepspeed_flag.evidence)
         _megatron_deepspeed_attention(args, s, deepspeed_flag)
+    if deepspeed_flag is not None and not hf:
+        # DeepSpeed's engine runs the optimizer, not Megatron's: its ZeRO-1/2 optimizer and its BF16_Optimizer gather
+        # the updated weights inside step(), before the next forward, and its ZeRO-0 all-reduce has a bucket of its
+        # own (a QA run: BLOOM's script was priced with Megatron's overlapped gather and default bucket, its JSON as
+        # DeepSpeed's, so the same job read two ways)
+        if not s.has("recipe.param_gather_overlap"):
+            s.put("recipe.param_gather_overlap", False,
+                  f"{deepspeed_flag.evidence} (DeepSpeed's optimizer gathers the updated weights inside step(), "
+                  f"before the next forward: runtime/zero/stage_1_and_2.py step -> all_gather_dp_groups, "
+                  f"runtime/bf16_optimizer.py step -> all_gather_dp_groups)")
+        if zero is not None and zero[0] == 0 and not s.has("recipe.ddp_bucket_params"):
+            s.put("recipe.ddp_bucket_params", DEEPSPEED_ALLREDUCE_BUCKET, f"{zero[1]} ({ENGINE_BUCKET})")
     if deepspeed_flag is None and not hf and MEGATRON_MODEL_FLAGS & {a.flag for a in args}:
         s.megatron_without_deepspeed = next(a.evidence for a in args if a.flag in MEGATRON_MODEL_FLAGS)
         flash = next((a for a in args if a.flag in MDS_FLASH_FLAGS and a.flag != "--use-flash-attn"), None)
