@@ -33,7 +33,7 @@ from placement.catalog import (
     model_names,
 )
 from placement.errors import InputError, PlacementInfeasible
-from placement.frameworks import CAPABILITIES, check_precision, model_as_run, model_recipe
+from placement.frameworks import CAPABILITIES, check_precision, check_seq_len, model_as_run, model_recipe
 from placement.loaders.errors import format_validation_error
 from placement.specs import Layout, ModelSpec, Precision, Recompute, TrainingSpec
 from placement.specs.recipe import Recipe
@@ -1042,6 +1042,7 @@ def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, pr
     # the recipe fields the user left open are searched: each choice field, and the recompute modules
     if framework is not None:
         check_precision(framework, model, train.precision.value, topo.accelerator)
+        check_seq_len(framework, model, train.seq_len, train.precision.value, topo.accelerator)
     # --framework F plans what F runs: the other --emit formats' files then say in their headers what they run (a
     # user trial: `--emit torchtitan,devicemesh` under --framework torchtitan narrowed torchtitan.sh to a plan 4.8 %
     # slower); without --framework the search keeps to what every named format launches as priced
@@ -1254,6 +1255,7 @@ def evaluate(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch
         from placement.cost.batch import LayoutBatch
 
         check_precision(framework, model, train.precision.value, topo.accelerator)
+        check_seq_len(framework, model, train.seq_len, train.precision.value, topo.accelerator)
         able = CAPABILITIES[framework].for_model(model.is_moe)
         able.check(LayoutBatch.from_layouts([layout], recipe), model.num_layers, model.kv_heads, train.seq_len)
         able.check_precision_layout(LayoutBatch.from_layouts([layout], recipe), train.precision.value,

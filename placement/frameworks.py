@@ -559,6 +559,19 @@ def check_precision(framework: str, model: ModelSpec, precision: str, accelerato
                          "come only from model code); plan with --precision bf16")
 
 
+def check_seq_len(framework: str, model: ModelSpec, seq_len: int, precision: str,
+                  accelerator: AcceleratorSpec) -> None:
+    """InputError when the framework's files name a config that refuses `seq_len` at start-up whatever the layout:
+    torchtitan 0.3.0's shipped configs build RoPE for a fixed number of positions (emit.torchtitan.seq_refused)."""
+    if framework != "torchtitan":
+        return
+    from placement.emit.torchtitan import seq_refused
+
+    why = seq_refused(run_config(framework, model, precision, accelerator), seq_len)
+    if why:
+        raise InputError(f"--framework torchtitan --seq-len {seq_len}: {why}")
+
+
 def model_as_run(framework: str | None, model: ModelSpec, label: str = "") -> tuple[ModelSpec, dict[str, str]]:
     """The model as `framework`'s files run it, and model field -> why (after "`label`: "), for each field its model
     code changes: a parallel residual runs in sequence where the framework's own layers have none.  A format

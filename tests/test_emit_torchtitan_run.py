@@ -268,3 +268,36 @@ def test_a_file_at_another_precision_gives_its_mfu_on_the_plans_peak_too(tmp_pat
     assert m, text
     fp8, bf16 = float(m.group(1)), float(m.group(2))
     assert bf16 == pytest.approx(2 * fp8, abs=0.15) and bf16 > plan  # H100: 1,979 vs 989 TFLOP/s dense
+
+
+# --- the sequence a shipped config's RoPE is built for --------------------------------------------------------------
+
+QWEN3_MOE = ["--model", "qwen3-30b-a3b", "--gpus", "16", "--global-batch", "16", "--cp", "4", "--ep", "4",
+             "--zero", "3", "--recompute", "full"]
+
+
+@pytest.mark.parametrize("seq, starts", [(40960, True), (49152, False)])
+def test_a_sequence_past_the_configs_rope_length_does_not_start(tmp_path, seq, starts):
+    """torchtitan 0.3.0's qwen3_30b_a3b builds RoPE for 40,960 positions and its trainer raises at start-up for a
+    longer training.seq_len (models/common/decoder.py:166-174; tests/verify checks the limit against torchtitan's own
+    code): a user trial's file at 65,536 was written and priced as if it ran, exit 0."""
+    result = CliRunner().invoke(main, ["evaluate", *QWEN3_MOE, "--seq-len", str(seq), "--emit", "torchtitan",
+                                       "--out", str(tmp_path), "--json"])
+    assert result.exit_code == (0 if starts else 1), result.output
+    out = json.loads(result.stdout)
+    text = (tmp_path / "torchtitan.sh").read_text()
+    assert ("torchtitan.sh" in out["files_not_starting"]) is not starts
+    assert ("# this file does not start" in text) is not starts
+    if not starts:
+        assert "RoPE for at most 40,960 positions" in text and "--seq-len 40960" in text
+
+
+@pytest.mark.parametrize("command", ["plan", "evaluate"])
+def test_framework_torchtitan_refuses_a_sequence_its_config_cannot_start(command):
+    """Under --framework torchtitan no layout runs the sequence: an input error naming the config's limit."""
+    argv = QWEN3_MOE if command == "evaluate" else ["--model", "qwen3-30b-a3b", "--gpus", "16", "--global-batch",
+                                                    "16"]
+    result = CliRunner().invoke(main, [command, *argv, "--seq-len", "49152", "--framework", "torchtitan"])
+    assert result.exit_code == 2, result.output
+    assert "qwen3_30b_a3b config builds RoPE for at most 40,960 positions" in result.output
+    assert "Traceback" not in result.output

@@ -313,6 +313,8 @@ def flags(ctx: EmitContext) -> tuple[list[str], list[str]]:
     if lay.cp > 1 and module_cp_refused(module):  # a user trial: gpt-oss-120b at cp 2 was written as if it ran
         warnings.append(refusal(f"context_parallel_degree {lay.cp}: {module_cp_refused(module)}; plan with "
                                 f"--framework torchtitan, which plans cp 1 for it"))
+    if seq_refused(config, ctx.plan.seq_len):  # a user trial: deepseek-v3 at seq 32768 was written as if it ran
+        warnings.append(refusal(f"{VERSION}: {seq_refused(config, ctx.plan.seq_len)}"))
     split: list[str] = []
     if lay.pp > 1:
         split, warn = _split_args(ctx)
@@ -739,6 +741,37 @@ VARLEN_MODULES = {"gpt_oss": "models/gpt_oss/__init__.py:391, model_registry(att
                              "config_registry.py:71, :102)"}
 """torchtitan 0.3.0 module -> where its shipped configs choose PyTorch's varlen attention (the others run FlexAttention,
 model_registry's attn_backend "flex")."""
+
+
+CONFIG_MAX_SEQ = {
+    "llama3_8b": (131072, "models/llama3/__init__.py:267"), "llama3_70b": (131072, "models/llama3/__init__.py:308"),
+    "llama3_405b": (131072, "models/llama3/__init__.py:349"),
+    "deepseek_v3_671b": (16384, "models/deepseek_v3/__init__.py:577, 4096 * 4"),
+    "qwen3_0_6b": (40960, "models/qwen3/__init__.py:284"), "qwen3_1_7b": (40960, "models/qwen3/__init__.py:322"),
+    "qwen3_14b": (40960, "models/qwen3/__init__.py:430"), "qwen3_32b": (40960, "models/qwen3/__init__.py:465"),
+    "qwen3_30b_a3b": (40960, "models/qwen3/__init__.py:549"),
+    "gpt_oss_20b": (131072, "models/gpt_oss/__init__.py:324"),
+    "gpt_oss_120b": (131072, "models/gpt_oss/__init__.py:368"),
+}
+"""torchtitan 0.3.0 config -> (the max_seq_len of its RoPE config, where its model flavor sets it).  The trainer
+refuses a longer training.seq_len at start-up (models/common/decoder.py:166-174, Decoder.Config.update_from_config,
+called from Trainer.__init__, trainer.py:347): "Training sequence length S exceeds attention RoPE maximum supported
+sequence length M"; no flag changes it (model_spec is suppressed from the CLI, trainer.py:75-77).  The FP8 and MXFP8
+twins build the same flavor (`seq_refused` maps them back)."""
+
+
+def seq_refused(config: str | None, seq_len: int) -> str:
+    """Why torchtitan 0.3.0 refuses `seq_len` with its shipped `config` ("" where it runs it, or for a config of the
+    user's own): longer than the config's RoPE max_seq_len (CONFIG_MAX_SEQ)."""
+    twins = {twin: base for base, twin in (*FP8_CONFIGS.items(), *MXFP8_CONFIGS.items())}
+    limit = CONFIG_MAX_SEQ.get(twins.get(config or "", config or ""))
+    if limit is None or seq_len <= limit[0]:
+        return ""
+    return (f"its {config} config builds RoPE for at most {limit[0]:,} positions (max_seq_len, {limit[1]}), and "
+            f"the trainer raises at start-up for the sequence {seq_len:,} (\"Training sequence length {seq_len} "
+            f"exceeds attention RoPE maximum supported sequence length {limit[0]}\", models/common/decoder.py:"
+            f"166-174); no flag changes a config's model: plan at --seq-len {limit[0]} or less, or run a copy of "
+            f"the config function with a larger max_seq_len")
 
 
 def module_cp_refused(module: str | None) -> str:

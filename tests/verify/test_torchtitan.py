@@ -149,3 +149,24 @@ def test_torchtitans_expert_mesh_needs_ep_to_divide_shard_cp_tp(shard, tp, ep, b
     else:
         with pytest.raises(ValueError, match="unflatten"):
             titan_groups(pd, world, 0)
+
+
+@pytest.mark.parametrize("config", sorted(__import__("placement.emit.torchtitan", fromlist=["x"]).CONFIG_MAX_SEQ))
+def test_placements_sequence_limit_of_each_config_is_the_one_torchtitans_trainer_enforces(config, monkeypatch):
+    """`CONFIG_MAX_SEQ` (whose files say they do not start past it, and `--framework torchtitan` refuses) is the
+    limit torchtitan 0.3.0's own Decoder.Config.update_from_config, which Trainer.__init__ calls, enforces: it
+    accepts the sequence at the limit and raises one token past it.  (llama3_405b always converts to Float8, whose
+    converter refuses a GPU before SM89: it is built here as on an H100, which changes no RoPE setting.)"""
+    import torchtitan.components.quantization.float8 as float8
+
+    from placement.emit.torchtitan import CONFIG_MAX_SEQ, shipped_models
+
+    monkeypatch.setattr(float8, "has_cuda_capability", lambda major, minor: True)
+    module = next(m for (m, c), _ in shipped_models() if c == config)
+    limit = CONFIG_MAX_SEQ[config][0]
+    cfg = ConfigManager().parse_args(["--module", module, "--config", config, "--training.seq_len", str(limit)])
+    cfg.model_spec.model.update_from_config(config=cfg)
+    cfg = ConfigManager().parse_args(["--module", module, "--config", config, "--training.seq_len",
+                                      str(limit + 1)])
+    with pytest.raises(ValueError, match=f"exceeds attention RoPE maximum supported sequence length {limit}"):
+        cfg.model_spec.model.update_from_config(config=cfg)
