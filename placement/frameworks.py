@@ -565,11 +565,13 @@ def check_seq_len(framework: str, model: ModelSpec, seq_len: int, precision: str
     torchtitan 0.3.0's shipped configs build RoPE for a fixed number of positions (emit.torchtitan.seq_refused)."""
     if framework != "torchtitan":
         return
-    from placement.emit.torchtitan import seq_refused
+    from placement.emit.torchtitan import seq_limit, seq_refused
 
-    why = seq_refused(run_config(framework, model, precision, accelerator), seq_len)
+    config = run_config(framework, model, precision, accelerator)
+    why = seq_refused(config, seq_len)
     if why:
-        raise InputError(f"--framework torchtitan --seq-len {seq_len}: {why}")
+        raise InputError(f"--framework torchtitan --seq-len {seq_len}: {why}; give --seq-len {seq_limit(config)} or "
+                         f"less (a longer one needs a copy of the config function with a larger max_seq_len)")
 
 
 def model_as_run(framework: str | None, model: ModelSpec, label: str = "") -> tuple[ModelSpec, dict[str, str]]:

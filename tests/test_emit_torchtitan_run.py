@@ -301,3 +301,14 @@ def test_framework_torchtitan_refuses_a_sequence_its_config_cannot_start(command
     assert result.exit_code == 2, result.output
     assert "qwen3_30b_a3b config builds RoPE for at most 40,960 positions" in result.output
     assert "Traceback" not in result.output
+
+
+def test_the_audit_of_a_file_past_the_configs_rope_length_says_it_does_not_start(tmp_path):
+    """The audit reads the same limit from the named config: the emitted file at 49,152 is refused, not priced."""
+    result = CliRunner().invoke(main, ["evaluate", *QWEN3_MOE, "--seq-len", "49152", "--emit", "torchtitan",
+                                       "--out", str(tmp_path)])
+    assert result.exit_code == 1, result.output
+    audit = CliRunner().invoke(main, ["audit", "--model", "qwen3-30b-a3b", "--gpus", "16", "--launch",
+                                      str(tmp_path / "torchtitan.sh")])
+    assert audit.exit_code == 2, audit.output
+    assert "this job does not start" in audit.output and "--training.seq_len of 40960 or less" in audit.output

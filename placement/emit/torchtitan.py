@@ -314,7 +314,9 @@ def flags(ctx: EmitContext) -> tuple[list[str], list[str]]:
         warnings.append(refusal(f"context_parallel_degree {lay.cp}: {module_cp_refused(module)}; plan with "
                                 f"--framework torchtitan, which plans cp 1 for it"))
     if seq_refused(config, ctx.plan.seq_len):  # a user trial: deepseek-v3 at seq 32768 was written as if it ran
-        warnings.append(refusal(f"{VERSION}: {seq_refused(config, ctx.plan.seq_len)}"))
+        warnings.append(refusal(f"{VERSION}: {seq_refused(config, ctx.plan.seq_len)}; plan at --seq-len "
+                                f"{seq_limit(config)} or less, or run a copy of the config function with a larger "
+                                f"max_seq_len"))
     split: list[str] = []
     if lay.pp > 1:
         split, warn = _split_args(ctx)
@@ -760,18 +762,27 @@ sequence length M"; no flag changes it (model_spec is suppressed from the CLI, t
 twins build the same flavor (`seq_refused` maps them back)."""
 
 
-def seq_refused(config: str | None, seq_len: int) -> str:
-    """Why torchtitan 0.3.0 refuses `seq_len` with its shipped `config` ("" where it runs it, or for a config of the
-    user's own): longer than the config's RoPE max_seq_len (CONFIG_MAX_SEQ)."""
+def seq_limit(config: str | None) -> int | None:
+    """The longest sequence torchtitan 0.3.0 starts with its shipped `config` (CONFIG_MAX_SEQ; its FP8 and MXFP8 twins
+    build the same flavor); None for a config of the user's own."""
     twins = {twin: base for base, twin in (*FP8_CONFIGS.items(), *MXFP8_CONFIGS.items())}
     limit = CONFIG_MAX_SEQ.get(twins.get(config or "", config or ""))
-    if limit is None or seq_len <= limit[0]:
+    return None if limit is None else limit[0]
+
+
+def seq_refused(config: str | None, seq_len: int) -> str:
+    """Why torchtitan 0.3.0 refuses `seq_len` with its shipped `config` ("" where it runs it, or for a config of the
+    user's own): longer than the config's RoPE max_seq_len (CONFIG_MAX_SEQ).  No flag changes a config's model
+    (model_spec is suppressed from the CLI): the fix is a shorter sequence or a config function of one's own."""
+    limit = seq_limit(config)
+    if limit is None or seq_len <= limit:
         return ""
-    return (f"its {config} config builds RoPE for at most {limit[0]:,} positions (max_seq_len, {limit[1]}), and "
-            f"the trainer raises at start-up for the sequence {seq_len:,} (\"Training sequence length {seq_len} "
-            f"exceeds attention RoPE maximum supported sequence length {limit[0]}\", models/common/decoder.py:"
-            f"166-174); no flag changes a config's model: plan at --seq-len {limit[0]} or less, or run a copy of "
-            f"the config function with a larger max_seq_len")
+    twins = {twin: base for base, twin in (*FP8_CONFIGS.items(), *MXFP8_CONFIGS.items())}
+    where = CONFIG_MAX_SEQ[twins.get(config, config)][1]
+    return (f"its {config} config builds RoPE for at most {limit:,} positions (max_seq_len, {where}), and the "
+            f"trainer raises at start-up for the sequence {seq_len:,} (\"Training sequence length {seq_len} exceeds "
+            f"attention RoPE maximum supported sequence length {limit}\", models/common/decoder.py:166-174), which no "
+            f"flag changes")
 
 
 def module_cp_refused(module: str | None) -> str:

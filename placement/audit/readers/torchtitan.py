@@ -1236,6 +1236,7 @@ def _refusals(s: Settings, pipeline: _Pipeline, shard_value: int) -> None:
     tp, pp, cp, rep = s.value("tp", 1), s.value("pp", 1), s.value("cp", 1), s.value("dp_replicate", 1)
     _seq_divisible(s, get, version3, tp, cp)
     if version3:
+        _rope_length(s, pipeline.named_config.partition(":")[2])
         _expert_mesh(s, shard_value, tp, cp)
     if not version3 and shard_value == 1 and cp == 1 and rep > 1 and (tp > 1 or pp > 1):
         _ddp_only_1d(s, get, tp, pp, rep)
@@ -1247,6 +1248,19 @@ def _refusals(s: Settings, pipeline: _Pipeline, shard_value: int) -> None:
     _memory_budget(s, get, version3)
     _mxfp8_tp_compile(s, get, version3, tp)
     _precision_keys(s, get, version3, tp, pp, cp, shard_value)
+
+
+def _rope_length(s: Settings, config: str) -> None:
+    """torchtitan 0.3.0's RoPE length check: its shipped config builds RoPE for a fixed number of positions, and
+    Decoder.Config.update_from_config raises for a longer seq_len (emit.torchtitan.seq_refused)."""
+    from placement.emit.torchtitan import seq_limit, seq_refused
+
+    seq = s.value("seq_len")
+    why = seq_refused(config, seq) if seq is not None else ""
+    if why:
+        raise InputError(f"{s.sources.get('seq_len', '')}: seq_len {seq}: torchtitan 0.3.0 stops at start-up, "
+                         f"{STOPS}: {why}; give a --training.seq_len of {seq_limit(config)} or less, or a config "
+                         f"function of your own with a larger max_seq_len")
 
 
 def _seq_divisible(s: Settings, get, version3: bool, tp: int, cp: int) -> None:
