@@ -84,6 +84,10 @@ class Capability:
     """The ZeRO stage follows the mesh (MaxText: placement.audit.maxtext.zero_as_run): its context and expert axes
     shard the weights as fsdp does, so with cp > 1 or ep > 1 only ZeRO-3; without them ZeRO-3 needs fsdp ranks
     (dp_shard > 1) and ZeRO-1 data ranks for shard_optimizer_over_data (dp > 1), or it runs ZeRO-0."""
+    hsdp_no_fsdp: str = ""
+    """Why ZeRO-3 over part of the data-parallel group (HSDP) runs as priced only where the expert ranks are the whole
+    shard group (dp_shard = ep), "" where any shard group does: MaxText's HSDP shards the optimizer over the replicas
+    (shard_optimizer_over_data, the optimizer_over_replicas row), which it refuses beside an fsdp axis."""
     seq_split: str = ""
     """Why the sequence must divide into tp x 2cp parts (the tp factor only under sequence parallelism, the 2cp only
     with cp > 1): torchtitan 0.3.0 trainer.py:306-315 raises at start-up otherwise; "" where the framework pads or
@@ -181,6 +185,8 @@ class Capability:
         ok &= (b.pp == 1) | np.isin(b.zero, self.zero_stages_with_pp)
         if not self.hsdp:
             ok &= (b.zero != 3) | (b.dp_shard == b.dp)
+        if self.hsdp_no_fsdp:
+            ok &= (b.zero != 3) | (b.dp_shard == b.dp) | (b.dp_shard == b.ep)
         if not self.zero0_with_cp:
             ok &= (b.zero != 0) | (b.cp == 1)
         if self.zero0_1d_only:
@@ -219,6 +225,10 @@ class Capability:
                        f"{', '.join(map(str, self.zero_stages_with_pp))}")
         if not self.hsdp and zero == 3 and shard != dp:
             out.append(f"HSDP (ZeRO-3 over {shard} of dp {dp}): it shards over the whole data-parallel group")
+        if self.hsdp_no_fsdp and zero == 3 and shard not in (dp, ep):
+            fix = f"--dp-shard {dp}" + (f", or --dp-shard {ep} beside --ep {ep}" if ep > 1 else "")
+            out.append(f"HSDP (ZeRO-3 over {shard} of dp {dp}{f', ep {ep}' if ep > 1 else ''}): {self.hsdp_no_fsdp} "
+                       f"({fix})")
         if not self.zero0_with_cp and zero == 0 and cp > 1:
             out.append(f"ZeRO-0 with cp {cp}: its FSDP shards over the dp_shard x cp ranks whenever cp > 1")
         if self.zero0_1d_only and zero == 0 and tp * cp * pp > 1:
@@ -265,6 +275,11 @@ class Capability:
 
 MAXTEXT_SP = ("MaxText's tensor axis also shards the activations between layers (configs/base.yml logical_axis_rules "
               "activation_embed -> tensor), with no switch: its tensor parallelism runs as sequence parallelism")
+MAXTEXT_HSDP = ("MaxText 0.2.5 shards an HSDP job's optimizer over the replicas only through "
+                "shard_optimizer_over_data, which it refuses beside an fsdp axis at start-up (the 0.2.5 wheel's "
+                "configs/types.py:5605-5621, set_derived_and_validate_values: \"`shard_optimizer_over_data` (Zero-1) "
+                "cannot be combined with FSDP\"), so its HSDP runs so only where the expert axis is the whole shard "
+                "group (fsdp 1)")
 TORCHTITAN_DDP_1D = ("torchtitan up to 0.2.2 runs DDP (data_parallel_replicate_degree alone, no FSDP) only on a 1-D "
                      "mesh: v0.2.2 models/llama3/infra/parallelize.py:148-151 raises \"DDP has not supported > 1D "
                      "parallelism\"")
@@ -464,7 +479,7 @@ CAPABILITIES: dict[str, Capability] = {
                                                       "unbound"),)),
     "maxtext": Capability(
         "maxtext", "MaxText 0.2.5", zero_stages=(0, 1, 3), zero_stages_with_pp=(0, 1, 3), max_pp=1, etp="tp",
-        ep_with_cp=False, zero_from_mesh=True, sp_always=MAXTEXT_SP,
+        ep_with_cp=False, zero_from_mesh=True, sp_always=MAXTEXT_SP, hsdp_no_fsdp=MAXTEXT_HSDP,
         fp8_accumulation="MaxText refuses FP8 with gradient accumulation (configs/types.py: \"FP8 quantization is "
                          "not compatible with gradient accumulation.\"; AI-Hypercomputer/maxtext e591f30cb)",
         why="no ZeRO-2, ZeRO-3 with CP (its context axis shards the weights), expert TP equal to TP, EP not across "

@@ -920,20 +920,28 @@ def test_a_batch_the_files_state_wrongly_is_fixed_in_the_files(tmp_path: Path) -
     assert "try --global-batch" not in result.output
 
 
-def test_maxtext_optimizer_over_data_beside_fsdp_is_priced(tmp_path: Path) -> None:
-    """shard_optimizer_over_data with an fsdp x data mesh shards the optimizer over both (a user trial found it
-    silently dropped, the estimate counting 8 times the optimizer memory; then said and not priced): priced as HSDP
-    with the optimizer over the replicas (recipe optimizer_over_replicas), sourced at the key."""
+def test_maxtext_optimizer_over_data_beside_fsdp_does_not_start(tmp_path: Path) -> None:
+    """shard_optimizer_over_data with an fsdp x data mesh: MaxText 0.2.5 refuses the pair when it loads the config
+    (the 0.2.5 wheel's configs/types.py:5605-5621, "`shard_optimizer_over_data` (Zero-1) cannot be combined with
+    FSDP"), so the audit refuses the job, naming the key and the fsdp axis (it had priced it as HSDP with the
+    optimizer over the replicas, and its best plans proposed it)."""
     _, on = _maxtext(tmp_path, "base_config: base.yml\nici_fsdp_parallelism: 8\ndcn_data_parallelism: 2\n"
                                     "shard_optimizer_over_data: true\nper_device_batch_size: 1\n")
+    with pytest.raises(InputError, match=r"cfg.yml:4: shard_optimizer_over_data: true; fsdp 8 .*this job does not "
+                                         r"start"):
+        on(16, 16)
+
+
+def test_maxtext_optimizer_over_data_beside_the_expert_axis_is_priced(tmp_path: Path) -> None:
+    """Beside an expert axis with fsdp 1, which MaxText's check does not count, the key starts and shards the
+    optimizer over the replicas too (recipe optimizer_over_replicas), sourced at the key."""
+    _, on = _maxtext(tmp_path, "base_config: base.yml\nici_expert_parallelism: 8\ndcn_data_parallelism: 2\n"
+                                    "shard_optimizer_over_data: true\nper_device_batch_size: 1\n")
     lay = on(16, 16)
-    assert (lay.zero_stage, lay.dp_shard) == (3, 8)
-    # the world size is the mesh's product, sourced at the mesh keys, not at base.yml's default
-    assert "cfg.yml:3" in lay.sources["world_size"] and "base.yml default" not in lay.sources["world_size"]
+    assert (lay.zero_stage, lay.dp_shard, lay.ep) == (3, 8, 8)
     assert lay.recipe["optimizer_over_replicas"] is True
     assert lay.sources["recipe.optimizer_over_replicas"].startswith(f"{tmp_path / 'cfg.yml'}:4: "
-                                                                    f"shard_optimizer_over_data: true beside fsdp 8: ")
-    assert not [x for x in lay.ignored if "optimizer memory" in x]
+                                                                    f"shard_optimizer_over_data: true beside expert 8")
 
 
 def test_megatron_refuses_shared_expert_overlap_beside_the_a2a_overlap(tmp_path: Path) -> None:

@@ -60,6 +60,10 @@ def test_a_change_starts_from_the_value_the_job_runs_not_base_ymls(tmp_path, com
     by = {c["argument"]: c for c in report["changes"]}
     assert by["ici_fsdp_parallelism"]["from"] == "8", by["ici_fsdp_parallelism"]
     assert by["ici_fsdp_parallelism"]["to"] != "8"
-    assert by["dcn_fsdp_parallelism"]["from"] == "64", by["dcn_fsdp_parallelism"]
+    # the best plan keeps dcn_fsdp 64 now that MaxText's HSDP beside an fsdp axis is not one (it refuses the
+    # shard_optimizer_over_data that plan needed): where a plan changes it, it changes the job's 64
+    if "dcn_fsdp_parallelism" in by:
+        assert by["dcn_fsdp_parallelism"]["from"] == "64", by["dcn_fsdp_parallelism"]
+    assert all(c["argument"] != "shard_optimizer_over_data" or c["to"] in (None, "false") for c in report["changes"])
     for c in report["changes"]:  # a key the files already set to the best plan's value is no change
         assert c["from"] is None or c["from"].lower() != str(c["to"]).lower(), c

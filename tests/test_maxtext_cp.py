@@ -18,7 +18,10 @@ JOB = ["--model", "llama3-70b", "--cluster", "dgx-h100", "--gpus", "1024", "--se
 
 
 def test_maxtext_prices_and_its_file_runs_the_all_gather(tmp_path: Path) -> None:
-    framework = CliRunner().invoke(main, ["evaluate", *JOB, "--framework", "maxtext"])
+    # --framework maxtext plans HSDP only without fsdp ranks (MaxText refuses shard_optimizer_over_data beside
+    # them): FSDP over the whole dp here
+    whole = [a if a != "8" or JOB[i - 1] != "--dp-shard" else "32" for i, a in enumerate(JOB)]
+    framework = CliRunner().invoke(main, ["evaluate", *whole, "--framework", "maxtext"])
     assert framework.exit_code in (0, 1), framework.output
     assert "cp all_gather" in framework.stdout
     emitted = CliRunner().invoke(main, ["evaluate", *JOB, "--emit", "maxtext", "--out", str(tmp_path)])

@@ -132,3 +132,63 @@ def test_float32_weights_under_plain_hsdp_with_float32_reduction_are_no_change_a
     runs = next(line for line in (tmp_path / "torchtitan.sh").read_text().splitlines()
                 if line.startswith("# this file runs "))
     assert "fp32_weights" not in runs and "grad_reduce_fp32 True (not False)" in runs
+
+
+HSDP8 = ["--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "64", "--zero", "3", "--dp-shard", "8"]
+
+
+def _maxtext_wheel_refuses_over_data_beside_fsdp() -> bool:
+    """The installed MaxText 0.2.5 wheel's own config check (configs/types.py, read, never imported: it needs Python
+    3.12), where the verify extra is installed."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("maxtext")
+    if spec is None or not spec.submodule_search_locations:
+        pytest.skip("the maxtext wheel (verify extra) is not installed")
+    types_py = Path(next(iter(spec.submodule_search_locations))) / "configs" / "types.py"
+    return "`shard_optimizer_over_data` (Zero-1) cannot be combined with FSDP" in types_py.read_text()
+
+
+def test_maxtext_refuses_optimizer_over_data_beside_fsdp_so_an_hsdp_file_does_not_set_it(tmp_path: Path):
+    """MaxText 0.2.5 refuses shard_optimizer_over_data beside an fsdp axis when it loads the config: a user trial's
+    llama3-8b z3/hsdp8 file (data 8 x fsdp 8) set it and did not start.  The file now leaves it out and runs plain
+    HSDP, the plan's own optimizer sharding: no optimizer line in "this file runs"."""
+    assert _maxtext_wheel_refuses_over_data_beside_fsdp()
+    _run(["evaluate", *HSDP8, "--emit", "maxtext", "--out", str(tmp_path)])
+    text = (tmp_path / "maxtext.yml").read_text()
+    keys = [line for line in text.splitlines() if not line.startswith("#")]
+    assert "ici_fsdp_parallelism: 8" in keys and not [k for k in keys if k.startswith("shard_optimizer_over_data")]
+    runs = next(line for line in text.splitlines() if line.startswith("# this file runs "))
+    assert "optimizer" not in runs
+
+
+def test_an_hsdp_plan_priced_with_the_optimizer_over_replicas_is_repriced_as_its_maxtext_file_runs(tmp_path: Path):
+    """Priced with the optimizer over the replicas, the file (which cannot set it beside fsdp) runs it over the shard
+    ranks alone: said, and priced at plain HSDP's memory, as the same layout priced without it."""
+    over = json.loads(_run(["evaluate", *HSDP8, "--optimizer-over-replicas", "--emit", "maxtext", "--out",
+                            str(tmp_path / "over"), "--json"]))
+    plain = json.loads(_run(["evaluate", *HSDP8, "--emit", "maxtext", "--out", str(tmp_path / "plain"), "--json"]))
+    assert over["peak_memory_bytes"] < plain["peak_memory_bytes"]
+    runs_over = next(x for x in over["files_run"] if x.startswith("maxtext.yml"))
+    runs_plain = next(x for x in plain["files_run"] if x.startswith("maxtext.yml"))
+    assert "the optimizer state over the 8 shard ranks alone (not over the HSDP replicas too" in runs_over
+    def priced(line: str) -> tuple[str, str]:  # (s/step, GiB of what runs), not the change against each plan
+        tail = line.split(": ")[-1]
+        return tail.split(" s/step")[0], tail.split("MFU")[1].split(" of ")[0]
+
+    assert priced(runs_over) == priced(runs_plain)
+
+
+def test_framework_maxtext_plans_no_hsdp_beside_an_fsdp_axis():
+    """`--framework maxtext` prices HSDP with the optimizer over the replicas (its row), which MaxText runs only where
+    the expert axis is the whole shard group: evaluate refuses another shard group naming the rule, and plan keeps to
+    full FSDP or dp_shard = ep."""
+    res = CliRunner().invoke(main, ["evaluate", *HSDP8, "--framework", "maxtext"])
+    assert res.exit_code == 2 and "cannot be combined with FSDP" in res.output and "--dp-shard 64" in res.output
+    for model in ("llama3-8b", "mixtral-8x7b"):
+        plans = json.loads(_run(["plan", "--model", model, "--cluster", "dgx-h100", "--gpus", "64", "--framework",
+                                 "maxtext", "--zero", "3", "--top-k", "10", "--json"]))["plans"]
+        assert plans
+        for p in plans:
+            lay = p["layout"]
+            assert lay["dp_shard"] in (lay["dp"], lay["ep"]), lay

@@ -736,6 +736,13 @@ def resolve(mesh: dict, num_layers: int, gpus_per_host: int, num_gpus: int, glob
                          f"support context_parallel_load_balance\", layers/multi_token_prediction.py:504-509), so "
                          f"this job does not start; set mtp_num_layers: 0, context_parallel_load_balance: false, or "
                          f"context parallelism 1")
+    fsdp_all = fsdp * size["fsdp_transpose"]  # what MaxText's check multiplies (_resolved_fsdp_size)
+    if mesh["shard_optimizer_over_data"] and fsdp_all > 1:
+        raise InputError(f"{mesh['sources'].get('shard_optimizer_over_data', BASE_SOURCE)}; fsdp {fsdp_all} ({ev}): "
+                         f"MaxText 0.2.5 refuses shard_optimizer_over_data beside an fsdp axis at start-up (the 0.2.5 "
+                         f"wheel's configs/types.py:5605-5621: \"`shard_optimizer_over_data` (Zero-1) cannot be "
+                         f"combined with FSDP\"), so this job does not start; drop shard_optimizer_over_data (HSDP "
+                         f"with the optimizer sharded as the weights) or set the fsdp parallelism to 1")
     dp = data * fsdp * ep
     out: dict[str, tuple[Any, str]] = {"tp": (tp, ev), "cp": (cp, ev), "pp": (pp, ev), "ep": (ep, ev),
                                        "etp": (tp, "MaxText shards expert MLPs over tensor (base.yml mlp_moe)"),

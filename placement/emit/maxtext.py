@@ -293,7 +293,28 @@ def optimizer_over_data(ctx: EmitContext, mesh: MaxTextMesh) -> bool:
     where it shards the optimizer over the replicas too (recipe optimizer_over_replicas, a MaxText framework row)."""
     lay, s = ctx.plan.layout, mesh.sizes
     sharded = any(s[a] > 1 for a in WEIGHT_AXES)  # a ZeRO-3 plan whose mesh shards the weights (HSDP)
-    return s["data"] > 1 and ((lay.zero_stage in (1, 2) and s["fsdp"] == 1) or (lay.zero_stage == 3 and sharded))
+    # never beside an fsdp axis: MaxText 0.2.5 refuses the pair at start-up (MAXTEXT_HSDP; a user trial: every HSDP
+    # file whose shard group was wider than its expert axis, llama3-8b z3/hsdp8 on 64 H100, set both)
+    return s["data"] > 1 and s["fsdp"] == 1 and (lay.zero_stage in (1, 2) or (lay.zero_stage == 3 and sharded))
+
+
+MAXTEXT_HSDP_WORDS = ("MaxText 0.2.5 refuses beside an fsdp axis at start-up (the 0.2.5 wheel's configs/types.py:"
+                      "5605-5621: \"`shard_optimizer_over_data` (Zero-1) cannot be combined with FSDP\")")
+"""Why an HSDP file with an fsdp axis does not shard its optimizer over the replicas."""
+
+
+def plain_hsdp(ctx: EmitContext, mesh: MaxTextMesh) -> bool:
+    """An HSDP plan (ZeRO-3 over part of dp) whose file shards the optimizer over the fsdp (and expert, context) ranks
+    alone, as placement's HSDP without optimizer_over_replicas: its mesh has an fsdp axis, beside which MaxText
+    refuses shard_optimizer_over_data (`optimizer_over_data`), so the framework row does not hold there."""
+    lay = ctx.plan.layout
+    return lay.zero_stage == 3 and lay.dp_shard < lay.dp and not optimizer_over_data(ctx, mesh)
+
+
+def rows_written(ctx: EmitContext, mesh: MaxTextMesh) -> frozenset[str]:
+    """The framework rows these files do not run at the row's value: `written_rows`, and optimizer_over_replicas for
+    a `plain_hsdp` file, which `runs` prices as it runs."""
+    return written_rows(ctx) | (frozenset({"optimizer_over_replicas"}) if plain_hsdp(ctx, mesh) else frozenset())
 
 
 def batch_keys(ctx: EmitContext) -> tuple[dict[str, object], list[str], str]:
@@ -731,7 +752,7 @@ def overrides(ctx: EmitContext) -> tuple[dict[str, object], MaxTextMesh, list[st
     warnings += more + more2 + recipe_warnings(ctx, "MaxText 0.2.5", runs_instead(ctx), reruns)
     if lay.recompute == "selective" and RecomputeModule.MLP_UP not in reruns:
         warnings.append(ACTIVATION_RECOMPUTED.format(keys["remat_policy"]))
-    warnings += common.forced_warnings(ctx, "maxtext", written=written_rows(ctx))
+    warnings += common.forced_warnings(ctx, "maxtext", written=rows_written(ctx, mesh))
     notes = [
         f"placement -> MaxText axes: tp -> tensor, cp -> context, pp -> stage, dp -> {zero_words(ctx, mesh)}"
         + (f", ep -> expert (the innermost {lay.ep} data-parallel ranks)" if lay.ep > 1 else ""),
@@ -1017,7 +1038,11 @@ def runs(ctx: EmitContext, mesh: MaxTextMesh) -> Runs:
         out.what.append(f"cuDNN's attention (attention: cudnn_flash_te, not {ctx.recipe.attention_kernel.value}: "
                         f"model_name {name} trains attention sinks, which MaxText 0.2.5 on GPUs runs only under it, "
                         f"layers/attention_op.py:153-157)")
-    common.runs_forced(ctx, "maxtext", out, written=written_rows(ctx))
+    if plain_hsdp(ctx, mesh) and ctx.recipe.optimizer_over_replicas:
+        out.recipe["optimizer_over_replicas"] = False
+        out.what.append(f"the optimizer state over the {lay.dp_shard} shard ranks alone (not over the HSDP replicas "
+                        f"too: no shard_optimizer_over_data, which {MAXTEXT_HSDP_WORDS})")
+    common.runs_forced(ctx, "maxtext", out, written=rows_written(ctx, mesh))
     common.runs_model(ctx, "maxtext", out)
     vocab = MODEL_VOCABULARY.get(catalog_model(ctx))
     if vocab is not None and ctx.model is not None and vocab != ctx.model.vocab_size:
