@@ -1067,7 +1067,7 @@ def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, pr
                                           splits_narrowed=splits is not None)
     if framework and zero:
         # a stage the framework does not run leaves no layout to price (a user trial: exit 3, an internal error)
-        able = CAPABILITIES[framework].for_model(model.is_moe)
+        able = CAPABILITIES[framework].for_model(model.is_moe, model.tied_embeddings)
         missing = sorted(set(zero) - set(able.zero_stages))
         if missing and not set(zero) & set(able.zero_stages):  # some left: the search keeps those
             raise InputError(f"--zero {' '.join(map(str, missing))} with --framework {framework}: "
@@ -1082,7 +1082,8 @@ def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, pr
                        pipeline_policies=splits,
                        # Megatron-FSDP shards over the whole data-parallel group: no HSDP in its files
                        hsdp=not ("megatron" in launched or (framework and not CAPABILITIES[framework].hsdp)),
-                       framework=CAPABILITIES[framework].for_model(model.is_moe) if framework else None)
+                       framework=(CAPABILITIES[framework].for_model(model.is_moe, model.tied_embeddings)
+                                  if framework else None))
     sources = searched_sources(cfg, sources)  # the fields the search chooses say "searched", as a sweep row does
     real = slurm_topology is not None or cluster_graph is not None
     mapping = SolverConfig(time_limit_s=max(10.0, 5 * map_time_limit), deterministic_time_limit=map_time_limit) \
@@ -1256,7 +1257,7 @@ def evaluate(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch
 
         check_precision(framework, model, train.precision.value, topo.accelerator)
         check_seq_len(framework, model, train.seq_len, train.precision.value, topo.accelerator)
-        able = CAPABILITIES[framework].for_model(model.is_moe)
+        able = CAPABILITIES[framework].for_model(model.is_moe, model.tied_embeddings)
         able.check(LayoutBatch.from_layouts([layout], recipe), model.num_layers, model.kv_heads, train.seq_len)
         able.check_precision_layout(LayoutBatch.from_layouts([layout], recipe), train.precision.value,
                                     train.global_batch)

@@ -113,9 +113,17 @@ class Capability:
     moe_zero_stages: tuple[int, ...] | None = None
     """ZeRO stages it runs with MoE layers, where fewer than `zero_stages` (None: the same); `for_model` applies it."""
     moe_why: str = ""
+    tied_pipeline: str = ""
+    """Why a model with tied input and output embeddings runs without pipeline parallelism ("" where it runs one):
+    torchtitan 0.3.0's decoder refuses weight tying beside a pipeline at start-up; `for_model` applies it."""
+    no_pipeline: str = ""
+    """Why this model runs pp 1 only (set by `for_model` from `tied_pipeline`)."""
 
-    def for_model(self, is_moe: bool) -> Capability:
-        """The capability for a dense or an MoE model (an MoE model may have fewer ZeRO stages: `moe_zero_stages`)."""
+    def for_model(self, is_moe: bool, tied: bool = False) -> Capability:
+        """The capability for a dense or an MoE model (an MoE model may have fewer ZeRO stages: `moe_zero_stages`),
+        with tied embeddings or not (`tied_pipeline`)."""
+        if tied and self.tied_pipeline:
+            return dataclasses.replace(self, tied_pipeline="", no_pipeline=self.tied_pipeline).for_model(is_moe)
         if not is_moe:  # no experts: expert TP is no setting (the search keeps etp 1)
             return self if self.etp == "any" else dataclasses.replace(self, etp="any")
         if self.moe_zero_stages is None:
@@ -144,6 +152,8 @@ class Capability:
         for limit, col in ((self.max_pp, b.pp), (self.max_vpp, b.vpp), (self.max_cp, b.cp), (self.max_ep, b.ep)):
             if limit is not None:
                 ok &= col <= limit
+        if self.no_pipeline:
+            ok &= b.pp == 1
         if self.sp_always:
             ok &= (b.tp == 1) | np.asarray(b.sp, dtype=bool)
         if self.etp == "one":
@@ -251,6 +261,8 @@ class Capability:
                                    ("ep", ep, self.max_ep)):
             if limit is not None and value > limit:
                 out.append(f"{name} {value}: at most {limit}")
+        if self.no_pipeline and pp > 1:
+            out.append(f"pp {pp} for a model with tied embeddings: {self.no_pipeline} (--pp 1)")
         if self.sp_always and tp > 1 and not bool(np.asarray(b.sp)[0]):
             out.append(f"tp {tp} without sequence parallelism: {self.sp_always}")
         if self.etp == "one" and etp != 1:
@@ -280,6 +292,10 @@ MAXTEXT_HSDP = ("MaxText 0.2.5 shards an HSDP job's optimizer over the replicas 
                 "configs/types.py:5605-5621, set_derived_and_validate_values: \"`shard_optimizer_over_data` (Zero-1) "
                 "cannot be combined with FSDP\"), so its HSDP runs so only where the expert axis is the whole shard "
                 "group (fsdp 1)")
+TORCHTITAN_TIED_PIPELINE = ("torchtitan 0.3.0's decoder raises NotImplementedError(\"Weight tying is not supported "
+                            "with Pipeline Parallel.\") at start-up (models/common/decoder.py:139-142, Decoder.Config."
+                            "update_from_config), as its qwen3_0_6b and qwen3_1_7b configs tie them "
+                            "(enable_weight_tying=True, models/qwen3/__init__.py:262, :300)")
 TORCHTITAN_DDP_1D = ("torchtitan up to 0.2.2 runs DDP (data_parallel_replicate_degree alone, no FSDP) only on a 1-D "
                      "mesh: v0.2.2 models/llama3/infra/parallelize.py:148-151 raises \"DDP has not supported > 1D "
                      "parallelism\"")
@@ -348,7 +364,7 @@ CAPABILITIES: dict[str, Capability] = {
                           "output was added to (transformer/transformer_layer.py)"),
     "torchtitan": Capability(
         "torchtitan", "torchtitan 0.3.0", zero_stages=(0, 2, 3), zero_stages_with_pp=(0, 2, 3), etp="tp_without_ep",
-        torchtitan_split=True, zero0_with_cp=False,
+        torchtitan_split=True, zero0_with_cp=False, tied_pipeline=TORCHTITAN_TIED_PIPELINE,
         zero0_ep_in_tp_cp=("its ZeRO-0 is data_parallel_shard_degree 1, and its expert mesh takes ep of the "
                            "dp_shard x cp x tp ranks (efsdp = dp_shard x cp x tp // ep, distributed/parallel_dims.py:"
                            "278-279), which DeviceMesh's unflatten refuses at start-up unless ep divides them "

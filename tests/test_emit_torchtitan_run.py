@@ -312,3 +312,49 @@ def test_the_audit_of_a_file_past_the_configs_rope_length_says_it_does_not_start
                                       str(tmp_path / "torchtitan.sh")])
     assert audit.exit_code == 2, audit.output
     assert "this job does not start" in audit.output and "--training.seq_len of 40960 or less" in audit.output
+
+
+# --- tied embeddings beside a pipeline ------------------------------------------------------------------------------
+
+def _qwen3_1_7b(tmp_path: Path) -> Path:
+    """Qwen3-1.7B's config.json (the 8B's with its dimensions; it ties its embeddings): torchtitan's qwen3_1_7b."""
+    config = json.loads((Path(__file__).parent / "data" / "hf" / "qwen3-8b" / "config.json").read_text())
+    config.update({"hidden_size": 2048, "intermediate_size": 6144, "num_attention_heads": 16,
+                   "num_hidden_layers": 28, "num_key_value_heads": 8, "tie_word_embeddings": True,
+                   "max_window_layers": 28})
+    path = tmp_path / "qwen3-1.7b" / "config.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(config))
+    return path
+
+
+@pytest.mark.parametrize("pp", [1, 2])
+def test_a_pipeline_beside_tied_embeddings_does_not_start(tmp_path, pp):
+    """torchtitan 0.3.0's decoder refuses weight tying beside pipeline parallelism at start-up, and its qwen3_1_7b
+    ties them (tests/verify checks both against torchtitan's own code): a user trial's pp 2 file naming it was
+    written and priced as if it ran; the audit of it priced it too."""
+    model = str(_qwen3_1_7b(tmp_path))
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, ["evaluate", "--model", model, "--gpus", "16", "--pp", str(pp), "--zero", "1",
+                                       "--emit", "torchtitan", "--out", str(out), "--json"])
+    assert result.exit_code in (0, 1), result.output
+    assert _args(out / "torchtitan.sh")[3] == "qwen3_1_7b"
+    refused = json.loads(result.stdout)["files_not_starting"] == ["torchtitan.sh"]
+    assert refused is (pp > 1)
+    audit = CliRunner().invoke(main, ["audit", "--model", model, "--gpus", "16", "--launch",
+                                      str(out / "torchtitan.sh")])
+    if pp > 1:
+        assert audit.exit_code == 2 and "Weight tying is not supported with Pipeline Parallel" in audit.output
+    else:
+        assert audit.exit_code in (0, 1), audit.output
+
+
+def test_framework_torchtitan_plans_no_pipeline_beside_tied_embeddings(tmp_path):
+    model = str(_qwen3_1_7b(tmp_path))
+    res = CliRunner().invoke(main, ["evaluate", "--model", model, "--gpus", "16", "--pp", "2", "--zero", "2",
+                                    "--framework", "torchtitan"])
+    assert res.exit_code == 2 and "pp 2 for a model with tied embeddings" in res.output and "--pp 1" in res.output
+    # Megatron-LM shares the embedding with the last stage's head: a pipeline there is fine
+    ok = CliRunner().invoke(main, ["evaluate", "--model", model, "--gpus", "16", "--pp", "2", "--zero", "1",
+                                   "--framework", "megatron"])
+    assert ok.exit_code in (0, 1), ok.output

@@ -313,6 +313,10 @@ def flags(ctx: EmitContext) -> tuple[list[str], list[str]]:
     if lay.cp > 1 and module_cp_refused(module):  # a user trial: gpt-oss-120b at cp 2 was written as if it ran
         warnings.append(refusal(f"context_parallel_degree {lay.cp}: {module_cp_refused(module)}; plan with "
                                 f"--framework torchtitan, which plans cp 1 for it"))
+    if lay.pp > 1 and ctx.model is not None and ctx.model.tied_embeddings:  # a user trial: Qwen3 1.7B at pp 2
+        warnings.append(refusal(f"pipeline_parallel_degree {lay.pp} with {ctx.model_name}'s tied embeddings: "
+                                f"{CAPABILITIES['torchtitan'].tied_pipeline}; plan with --framework torchtitan, "
+                                f"which plans pp 1 for it"))
     if seq_refused(config, ctx.plan.seq_len):  # a user trial: deepseek-v3 at seq 32768 was written as if it ran
         warnings.append(refusal(f"{VERSION}: {seq_refused(config, ctx.plan.seq_len)}; plan at --seq-len "
                                 f"{seq_limit(config)} or less, or run a copy of the config function with a larger "

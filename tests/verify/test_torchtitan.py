@@ -170,3 +170,26 @@ def test_placements_sequence_limit_of_each_config_is_the_one_torchtitans_trainer
                                       str(limit + 1)])
     with pytest.raises(ValueError, match=f"exceeds attention RoPE maximum supported sequence length {limit}"):
         cfg.model_spec.model.update_from_config(config=cfg)
+
+
+def test_placements_tied_embeddings_of_each_config_are_torchtitans_and_it_refuses_them_beside_a_pipeline(monkeypatch):
+    """Every config placement matches a model to ties its embeddings exactly where torchtitan 0.3.0's builds them tied
+    (enable_weight_tying), and its decoder refuses that beside pipeline parallelism (the emitter's and --framework
+    torchtitan's tied_pipeline rule)."""
+    import torchtitan.components.quantization.float8 as float8
+
+    from placement.emit.torchtitan import shipped_models
+
+    monkeypatch.setattr(float8, "has_cuda_capability", lambda major, minor: True)  # llama3_405b converts to Float8
+    tied = []
+    for (module, config), model in shipped_models():
+        cfg = ConfigManager().parse_args(["--module", module, "--config", config])
+        assert cfg.model_spec.model.enable_weight_tying == model.tied_embeddings, config
+        if model.tied_embeddings:
+            tied.append((module, config))
+    assert tied
+    for module, config in tied:
+        cfg = ConfigManager().parse_args(["--module", module, "--config", config, "--training.disable_cuda_graphs",
+                                          "--parallelism.pipeline_parallel_degree", "2"])
+        with pytest.raises(NotImplementedError, match="Weight tying is not supported with Pipeline Parallel"):
+            cfg.model_spec.model.update_from_config(config=cfg)

@@ -1237,6 +1237,7 @@ def _refusals(s: Settings, pipeline: _Pipeline, shard_value: int) -> None:
     _seq_divisible(s, get, version3, tp, cp)
     if version3:
         _rope_length(s, pipeline.named_config.partition(":")[2])
+        _tied_pipeline(s, *pipeline.named_config.split(":", 1), pp)
         _expert_mesh(s, shard_value, tp, cp)
     if not version3 and shard_value == 1 and cp == 1 and rep > 1 and (tp > 1 or pp > 1):
         _ddp_only_1d(s, get, tp, pp, rep)
@@ -1248,6 +1249,18 @@ def _refusals(s: Settings, pipeline: _Pipeline, shard_value: int) -> None:
     _memory_budget(s, get, version3)
     _mxfp8_tp_compile(s, get, version3, tp)
     _precision_keys(s, get, version3, tp, pp, cp, shard_value)
+
+
+def _tied_pipeline(s: Settings, module: str, config: str, pp: int) -> None:
+    """torchtitan 0.3.0 refuses weight tying beside a pipeline (frameworks.TORCHTITAN_TIED_PIPELINE): a named config
+    whose model ties its embeddings (qwen3_0_6b, qwen3_1_7b) does not start at pp > 1."""
+    from placement.emit.torchtitan import shipped_model
+    from placement.frameworks import TORCHTITAN_TIED_PIPELINE
+
+    model = shipped_model(module, config)
+    if pp > 1 and model is not None and model.tied_embeddings:
+        raise InputError(f"{s.sources.get('pp', '')}: pipeline_parallel_degree {pp} with {config}, whose model ties "
+                         f"its embeddings: {TORCHTITAN_TIED_PIPELINE}, {STOPS}; give pipeline_parallel_degree 1")
 
 
 def _rope_length(s: Settings, config: str) -> None:
