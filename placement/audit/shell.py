@@ -103,6 +103,11 @@ TESTED_UNSET = "?"
 """Marks a `default_of` name as a variable a test read unset (`[ -z $V ]`), not a `${V:-default}`."""
 
 
+NOT_EXPORTED = (" (not exported: {at.path}:{at.line} sets it in the script, but the shell `bash -c` starts, or the "
+                "script run again, sees only exported variables)")
+"""What an unset variable's `unresolved` adds where the parent script set it without `export`."""
+
+
 def default_note(name: str) -> str:
     """What a source says after a value that is the `${NAME:-default}` default of a variable the file does not set,
     or that the file sets where a test reads such a variable unset (a name marked TESTED_UNSET)."""
@@ -234,7 +239,12 @@ class _State:
     """Nesting of `bash -c STRING` runs (bounded: MAX_NESTED_SHELLS)."""
     functions: dict[str, tuple[tree_sitter.Node, _Src]] = field(default_factory=dict)
     exported: set[str] = field(default_factory=set)
-    """Variables `export` marked: they reach the commands the script runs."""
+    """Variables `export`, `declare -x` or `set -a` marked: they reach the commands the script runs."""
+    allexport: bool = False
+    """`set -a` (`set -o allexport`) is on: every variable assigned from now on is exported (bash(1), set)."""
+    hidden: dict[str, Origin] = field(default_factory=dict)
+    """Inside a `bash -c` STRING or a run of the script again: the variables the parent set without exporting
+    them, which the child does not see, each with where the parent set it (for the note on an unset one)."""
     calls: list[_Call] = field(default_factory=list)
     loop_runs: int = 0
     num_calls: int = 0
@@ -835,8 +845,9 @@ def _expand_parts(state: _State, parts: list[_Part], as_field: bool = False) -> 
                 shown = "${" + p.text + p.arg.replace("\0", "") + "}"
                 index = p.arg.partition("\0")[0]
                 # a subscript the reader cannot evaluate is named as written, not as an unset variable
+                hidden = state.hidden.get(p.text) if p.text not in state.vars else None
                 segs.append(_Seg(shown, False, p.origin, unresolved=shown if index and p.text in state.vars
-                                 else "$" + p.text))
+                                 else "$" + p.text + (NOT_EXPORTED.format(at=hidden) if hidden else "")))
                 continue
             star = p.arg.partition("\0")[0] == "[*]" or p.text == "*"
             for k, f in enumerate(fields):
@@ -929,6 +940,8 @@ def _statement(state: _State, src: _Src, node: tree_sitter.Node, line: int | Non
         for child in node.named_children:
             if child.type in ("variable_name", "word") and not _text(child).startswith("-"):
                 (state.functions if functions else state.vars).pop(_text(child), None)
+                if not functions:  # an unset variable loses its export too (bash(1), unset)
+                    state.exported.discard(_text(child))
     elif t in ("redirected_statement", "list", "pipeline", "negated_command"):
         # `a && b`, `a | tee log`, `cmd > log 2>&1`: each command on its own, redirections dropped; the left of
         # `[[ test ]] && cmd` decides whether cmd runs
@@ -1126,18 +1139,28 @@ def _guarded(state: _State, src: _Src, node: tree_sitter.Node, value: bool | Non
 
 
 def _command(state: _State, src: _Src, node: tree_sitter.Node, line: int) -> None:
+    """Run one simple command.  `NAME=value cmd`: NAME is set in cmd's environment only, after cmd's words are
+    expanded, and keeps its old value (or none) after it (bash(1) SIMPLE COMMAND EXPANSION)."""
+    assignments = [c for c in node.children if c.type == "variable_assignment"]
+    names = {_text(n) for c in assignments if (n := c.child_by_field_name("name")) is not None}
+    saved = {name: (state.vars.get(name), name in state.exported) for name in names}
+    try:
+        _simple_command(state, src, node, line, assignments, names)
+    finally:
+        for name, (var, exported) in saved.items():
+            if var is None:
+                state.vars.pop(name, None)
+            else:
+                state.vars[name] = var
+            if not exported:
+                state.exported.discard(name)
+
+
+def _simple_command(state: _State, src: _Src, node: tree_sitter.Node, line: int,
+                    assignments: list[tree_sitter.Node], prefixed: set[str]) -> None:
     reason = _mode(state)[1]
     org = _origin(state, line)
-    words: list[tree_sitter.Node] = []
-    prefixed: set[str] = set()
-    for i, child in enumerate(node.children):
-        if child.type == "variable_assignment":  # `NAME=value cmd`: the reader keeps NAME, as before
-            _assign(state, src, child, reason)
-            name = child.child_by_field_name("name")
-            if name is not None:
-                prefixed.add(_text(name))
-        elif node.field_name_for_child(i) in ("name", "argument"):
-            words.append(child)
+    words = [child for i, child in enumerate(node.children) if node.field_name_for_child(i) in ("name", "argument")]
     raw = [_parts(state, src, w) for w in words]
     if raw and _plain(raw[0]) == "eval":
         raw = raw[1:]
@@ -1148,14 +1171,20 @@ def _command(state: _State, src: _Src, node: tree_sitter.Node, line: int) -> Non
         expanded = list(_expand_parts(state, w))
         segments += expanded
         fields += [_to_word(f, site, reason, _tested_unset(state)) for f in expanded]
+    for child in assignments:
+        _assign(state, src, child, reason)
     inner = _shell_string(fields)
     if inner is not None and state.depth < MAX_NESTED_SHELLS:
         # `srun ... bash -c "$LAUNCHER --node_rank \$SLURM_PROCID $CMD"`: the string is what runs (and it is
         # uncertain if the string is), once per srun task
+        # a new process: it sees the variables the script exported, the ones given on the command's line and SLURM's
+        # (srun passes its caller's environment, srun(1) --export default ALL), not the others (bash(1) ENVIRONMENT);
+        # what it sets ends with it
         string = fields[inner]
         state.depth += 1
         state.frames.append(["uncertain" if string.uncertain else "on", True, org, string.uncertain])
         outer, state.srun = state.srun, _srun_words(fields) or state.srun
+        parent = _enter_child(state, prefixed)
         try:
             sub = _Src(string.text.encode(), org.line, _byte_origins(segments[inner], org))
             _block(state, sub, _parse(state, sub, org).children)
@@ -1163,6 +1192,7 @@ def _command(state: _State, src: _Src, node: tree_sitter.Node, line: int) -> Non
             state.depth -= 1
             state.frames.pop()
             state.srun = outer
+            _leave_child(state, parent)
         return
     if fields and fields[0].text in state.functions and not fields[0].unresolved:
         _call(state, fields, org)
@@ -1172,7 +1202,7 @@ def _command(state: _State, src: _Src, node: tree_sitter.Node, line: int) -> Non
         state.commands.append(Command(tuple(fields), org, _environment(state, prefixed, org, reason), state.srun))
         outer, state.srun = state.srun, _srun_words(fields[:again]) or state.srun
         try:
-            _run_again(state, fields[again + 1:], org, reason)
+            _run_again(state, fields[again + 1:], org, reason, prefixed)
         finally:
             state.srun = outer
         return
@@ -1184,6 +1214,8 @@ def _command(state: _State, src: _Src, node: tree_sitter.Node, line: int) -> Non
         else:
             call.args = [[_Seg(f"${k + 1}", False, org, unresolved=f"the arguments after `{org.text}`")]
                          for k in range(len(call.args))]
+    if fields and fields[0].text == "set":
+        _set_options(state, fields[1:])
     if fields:
         state.commands.append(Command(tuple(fields), org, _environment(state, prefixed, org, reason), state.srun))
         if fields[0].text == "exec" and len(fields) > 1 and reason is None and state.reruns:
@@ -1215,12 +1247,54 @@ def _runs_itself(state: _State, fields: list[Word]) -> int | None:
     return None
 
 
-def _run_again(state: _State, args: list[Word], org: Origin, reason: str | None) -> None:
+def _enter_child(state: _State, prefixed: set[str]) -> tuple[dict[str, _Var], set[str], dict[str, Origin], bool]:
+    """Make `state` the environment of a process a command starts (`bash -c STRING`, the script run again): the
+    variables the script exported, those assigned on the command's line (`TP=4 bash -c ...`, exported to it) and
+    SLURM's, which srun and sbatch give every task; not the others, nor arrays, which bash does not export
+    (bash(1) ENVIRONMENT, Arrays).  Returns what `_leave_child` restores."""
+    saved = (state.vars, state.exported, state.hidden, state.allexport)
+    passed = state.exported | prefixed
+    state.vars = {k: v for k, v in state.vars.items()
+                  if (k in passed or k.startswith(SLURM_PREFIX)) and v.items is None}
+    state.hidden = {**state.hidden, **{k: at for k, v in saved[0].items()
+                                       if k not in state.vars and (at := _var_origin(v)) is not None}}
+    state.exported = set(passed)
+    state.allexport = False
+    return saved
+
+
+def _leave_child(state: _State, saved: tuple[dict[str, _Var], set[str], dict[str, Origin], bool]) -> None:
+    """Back to the parent's variables: nothing the child set or exported outlives it."""
+    state.vars, state.exported, state.hidden, state.allexport = saved
+
+
+def _var_origin(var: _Var) -> Origin | None:
+    """Where a variable's value was written (its first segment's origin), if it has one."""
+    segs = var.value if var.items is None else next((x for x in var.items if x), [])
+    return next((x.origin for x in segs or []), None)
+
+
+def _set_options(state: _State, args: list[Word]) -> None:
+    """`set -a` / `set -o allexport` (and `+a`, `+o allexport`): bash exports every variable assigned while it is on
+    (bash(1), set); the other options change nothing the reader tracks."""
+    k = 0
+    while k < len(args):
+        t = args[k].text
+        if t in ("--", "-") or len(t) < 2 or t[0] not in "-+" or not t[1:].isalpha():
+            return
+        if "o" in t[1:] and k + 1 < len(args) and args[k + 1].text == "allexport":
+            state.allexport = t[0] == "-"
+        if "a" in t[1:]:
+            state.allexport = t[0] == "-"
+        k += 1 + ("o" in t[1:])
+
+
+def _run_again(state: _State, args: list[Word], org: Origin, reason: str | None, prefixed: set[str]) -> None:
     """Read the script again as the process the command starts: the call's words as $1 ... $@, the variables the
-    script exported (and SLURM's) as its environment, up to a certain `exec` that replaces it."""
+    script exported (and SLURM's, and those given on the command's line) as its environment, up to a certain `exec`
+    that replaces it."""
     assert state.src is not None
-    saved_vars = state.vars
-    state.vars = {k: v for k, v in saved_vars.items() if k in state.exported or k.startswith("SLURM_")}
+    parent = _enter_child(state, prefixed)
     state.depth += 1
     state.reruns += 1
     state.calls.append(_Call([[_Seg(w.text, False, w.origin, w.unresolved, w.uncertain)] for w in args]))
@@ -1232,7 +1306,7 @@ def _run_again(state: _State, args: list[Word], org: Origin, reason: str | None)
         state.calls.pop()
         state.depth -= 1
         state.reruns -= 1
-        state.vars = saved_vars
+        _leave_child(state, parent)
         state.stopped = False
 
 
@@ -1328,13 +1402,26 @@ def _declare(state: _State, src: _Src, node: tree_sitter.Node) -> None:
     """`export A=1 B`, `local X=2`, `declare -a ARGS=(...)`: the assignments (local ones end with their function)."""
     keyword = node.children[0].type if node.children else ""
     call = state.calls[-1] if state.calls and keyword in _DECLARE_LOCAL else None
+    flags = [_text(c) for c in node.named_children if c.type == "word" and _text(c)[:1] in "-+"]
+    if any(f[0] == "-" and "f" in f for f in flags):  # `export -f NAME`, `declare -f`: functions, not variables
+        return
+    # `export NAME`, `declare -x NAME` / `local -x` / `typeset -x` export it, `export -n` and `declare +x` no longer
+    # (bash(1) SHELL BUILTIN COMMANDS)
+    export: bool | None = True if keyword == "export" else None
+    for f in flags:
+        if keyword == "export" and f[0] == "-" and "n" in f:
+            export = False
+        elif keyword in _DECLARE_LOCAL and "x" in f:
+            export = f[0] == "-"
     for child in node.named_children:
         name = child.child_by_field_name("name") if child.type == "variable_assignment" else (
             child if child.type == "variable_name" else None)
         if name is None:
             continue
-        if keyword == "export":
+        if export:
             state.exported.add(_text(name))
+        elif export is False:
+            state.exported.discard(_text(name))
         if call is not None and _text(name) not in call.saved:
             call.saved[_text(name)] = state.vars.get(_text(name))
         if child.type == "variable_assignment":
@@ -1351,6 +1438,8 @@ def _assign(state: _State, src: _Src, node: tree_sitter.Node, uncertain: str | N
         _assign_element(state, src, name_node, value, append, uncertain)
         return
     name = _text(name_node)
+    if state.allexport:  # `set -a`: every assignment exports its variable
+        state.exported.add(name)
     var = state.vars.get(name)
     if value is not None and value.type == "array":
         items: list[list[_Seg]] = []

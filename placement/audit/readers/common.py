@@ -104,6 +104,13 @@ def word_check(word: Word, flag: str) -> None:
     """InputError when the script leaves `word` (the value of `flag`) unresolved or under a condition."""
     if word.unresolved:
         variable = re.fullmatch(r"\$\{?([A-Za-z_]\w*)\}?", word.unresolved)
+        hidden = re.fullmatch(r"\$([A-Za-z_]\w*) \(not exported: .*\)", word.unresolved, re.S)
+        if hidden:  # the script sets it, but the shell that reads it is a child that does not see it
+            name = hidden.group(1)
+            raise InputError(f"{word.site}: {flag} depends on {word.unresolved}, so the job runs it with the value "
+                             f"its environment gives {name}, if any; export it in the script (`export {name}`) if "
+                             f"the job is meant to run with the script's value, or give it as the job's environment "
+                             f"has it with --env {name}=VALUE")
         env = f", give it as the job's environment has it with --env {variable.group(1)}=VALUE," if variable else ""
         raise InputError(f"{word.site}: {flag} depends on {word.unresolved}, which the files do not set "
                          f"(value written at {word.origin.path}:{word.origin.line}; {SCOPE}); set it in the "
