@@ -1994,7 +1994,8 @@ def fabric_priced(topo: Topology, ctx: click.Context) -> str:
     # a cluster given as a file is named as that file, not as a catalog entry of its `name`
     ref = ctx.params.get("cluster_ref")
     own = ref is not None and ref not in cluster_names()
-    origin = [f"--slurm-topology {ctx.params['slurm_topology']}" if given("slurm_topology") else
+    choice = f" ({topo.slurm_choice})" if getattr(topo, "slurm_choice", None) else ""
+    origin = [f"--slurm-topology {ctx.params['slurm_topology']}{choice}" if given("slurm_topology") else
               f"--cluster-graph {ctx.params['cluster_graph']}" if given("cluster_graph") else
               f"the tiers of --cluster {ref}" if own else f"cluster {topo.cluster.name}'s catalog file",
               "each switch's ratio from the graph's link bandwidths (down:up)" if given("cluster_graph") else

@@ -72,7 +72,9 @@ def topology_from_slurm(conf: SlurmTree | SlurmBlocks, hosts: Sequence[str], clu
         raise InputError(f"--oversubscription {oversubscription}: a down:up ratio is a finite number of at least 1 "
                          f"(1 = non-blocking) and at most {MAX_OVERSUBSCRIPTION:g}; give e.g. 2 for 2:1")
     if isinstance(conf, SlurmBlocks):
-        return _from_blocks(conf, hosts, cluster, accelerator, oversubscription, segment_nodes)
+        topo = _from_blocks(conf, hosts, cluster, accelerator, oversubscription, segment_nodes)
+        topo.slurm_choice = conf.choice
+        return topo
     if segment_nodes is not None:
         raise InputError(
             f"--segment {segment_nodes}: {conf.source} is a topology/tree file, and SLURM's --segment is a "
@@ -80,6 +82,7 @@ def topology_from_slurm(conf: SlurmTree | SlurmBlocks, hosts: Sequence[str], clu
         )
     topo = _from_tree(conf, hosts, cluster, accelerator, oversubscription)
     topo.link_speeds = tuple(sorted({sw.link_speed for sw in conf.switches if sw.link_speed is not None}))
+    topo.slurm_choice = conf.choice
     return topo
 
 

@@ -210,6 +210,8 @@ class Topology:
         self.link_speeds: tuple[int, ...] = ()
         """The `LinkSpeed=` values of the SLURM tree topology.conf a real allocation was read from (read, not priced:
         SLURM gives them no unit); empty otherwise."""
+        self.slurm_choice: str | None = None
+        """Which topology of a SLURM topology.yaml the allocation was read from, in words (SlurmTree.choice)."""
         self._span_cache: dict[tuple[int, int], GroupSpan] = {}
 
     @classmethod
@@ -234,6 +236,7 @@ class Topology:
         topo.node_topo_source = None
         topo.node_topo_note = None
         topo.link_speeds = ()
+        topo.slurm_choice = None
         topo._span_cache = {}
         return topo
 

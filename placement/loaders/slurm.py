@@ -19,7 +19,14 @@ The format is the topology.conf(5) man page's (Slurm 23.11 to 26.11; SchedMD/slu
 there a parent switch's ``Nodes=`` lists every node below it, which its ``Switches=`` already place, so it is not read.
 
 ``Nodes=`` and ``Switches=`` are hostlist expressions, expanded in written order by
-placement.loaders.hostlist.  The topology/ring plugin (``RingName=``) and topology.yaml are not read.
+placement.loaders.hostlist.  The topology/ring plugin (``RingName=``) is not read.
+
+topology.yaml (Slurm 25.05+, topology.yaml(5); SchedMD/slurm ``doc/man/man5/topology.yaml.5``), which Slurm reads
+instead of topology.conf where both exist, is a YAML list of named topologies, each ``tree:`` (``switches:``, each
+``switch:`` with ``children:`` or ``nodes:``), ``block:`` (``block_sizes:`` and ``blocks:``, each ``block:`` with
+``nodes:``) or ``flat: true``; one of them may be ``cluster_default: true``, the one Slurm uses for a partition
+that names none.  Each switch or block is read as the topology.conf line it stands for, with the same checks.  The
+file's one tree or block topology is read; of several, the cluster_default one, and the output says which.
 
 Stricter than SLURM where SLURM would misplace jobs silently: a file mixing tree and block lines, an
 unknown key, a ``Switches=`` name no line defines, a switch defined twice or listed under two parents, a
@@ -35,6 +42,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
+
+import yaml
 
 from placement.errors import InputError
 from placement.loaders.files import read_text
@@ -76,6 +85,8 @@ def parse_topology_conf(path: Path) -> SlurmTree | SlurmBlocks:
     """Parse a topology.conf; the plugin (tree or block) is the one its lines define."""
     path = Path(path)
     text = read_text(path, "topology file", "pass the path of SLURM's topology.conf (a UTF-8 text file)")
+    if _is_yaml(path, text):
+        return _parse_topology_yaml(path, text)
     lines = [_parse_pairs(number, logical, path) for number, logical in _logical_lines(text)]
     lines = [line for line in lines if line.kind]
     if not lines:
@@ -440,3 +451,186 @@ def _block_sizes(line: _Line, path: Path) -> tuple[int, ...]:
                 "each size after the first is the one before times 2, 4, 8, ... (e.g. 18,36,72)."
             )
     return sizes
+
+
+# --- topology.yaml -------------------------------------------------------------------------------
+
+_YAML_EXAMPLE: Final = ("`- topology: topo1` with `tree: {switches: [{switch: s1, nodes: \"gpu[001-032]\"}]}` or "
+                        "`block: {block_sizes: [18], blocks: [{block: rack1, nodes: \"nvl[001-018]\"}]}`")
+_YAML_TOPOLOGY_KEYS: Final = ("topology", "cluster_default", "block", "flat", "tree")
+"""topology.yaml(5) PARAMETERS: a topology's attributes."""
+_YAML_ITEM_KEYS: Final = {"switch": ("switch", "children", "nodes"), "block": ("block", "nodes")}
+"""topology.yaml(5) Tree and Block definitions: a switch's and a block's attributes."""
+
+
+def _is_yaml(path: Path, text: str) -> bool:
+    """A topology.yaml: by its name, or by a first line that is YAML's (`---`, `- topology: ...`), which no
+    topology.conf line can be."""
+    if path.suffix.lower() in (".yaml", ".yml"):
+        return True
+    first = next((line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")),
+                 "")
+    return first == "---" or first.startswith("- ") or first == "-"
+
+
+def _yaml_where(path: Path, node: yaml.Node) -> str:
+    return f"{path}:{node.start_mark.line + 1}"
+
+
+def _yaml_mapping(path: Path, node: yaml.Node, what: str, allowed: tuple[str, ...]) -> dict[str, yaml.Node]:
+    """A mapping's values by key, each key one of `allowed` and stated once."""
+    if not isinstance(node, yaml.MappingNode):
+        raise InputError(f"{_yaml_where(path, node)}: {what} is not a mapping of keys ({', '.join(allowed)}); "
+                         f"write it as in topology.yaml(5), e.g. {_YAML_EXAMPLE}")
+    out: dict[str, yaml.Node] = {}
+    for key, value in node.value:
+        name = key.value if isinstance(key, yaml.ScalarNode) else None
+        if name not in allowed:
+            raise InputError(f"{_yaml_where(path, key)}: unknown key `{name}` in {what}; the keys allowed there are "
+                             f"{', '.join(allowed)} (topology.yaml(5)): correct the spelling or remove it")
+        if name in out:
+            raise InputError(f"{_yaml_where(path, key)}: `{name}` is stated twice in {what} (first at line "
+                             f"{out[name].start_mark.line + 1}); keep one")
+        out[name] = value
+    return out
+
+
+def _yaml_scalar(path: Path, node: yaml.Node, what: str) -> str:
+    if not isinstance(node, yaml.ScalarNode) or not node.value.strip():
+        raise InputError(f"{_yaml_where(path, node)}: {what} takes one value (a name, a number or a hostlist "
+                         f"expression such as \"gpu[001-032]\"); give it one")
+    return node.value.strip()
+
+
+def _yaml_hostlist(path: Path, node: yaml.Node, what: str) -> str:
+    """A hostlist value: one expression, or a YAML list of them (joined as one comma-separated expression)."""
+    if isinstance(node, yaml.SequenceNode):
+        return ",".join(_yaml_scalar(path, item, what) for item in node.value)
+    return _yaml_scalar(path, node, what)
+
+
+def _yaml_bool(path: Path, node: yaml.Node, what: str) -> bool:
+    value = _yaml_scalar(path, node, what).lower()
+    if value not in ("true", "false"):
+        raise InputError(f"{_yaml_where(path, node)}: {what} is `{node.value}`; it takes true or false")
+    return value == "true"
+
+
+def _parse_topology_yaml(path: Path, text: str) -> SlurmTree | SlurmBlocks:
+    """Read a topology.yaml: its one tree or block topology, or of several its cluster_default one."""
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f":{mark.line + 1}" if mark is not None else ""
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise InputError(f"{path}{where}: malformed YAML ({problem}); a topology.yaml is a YAML list of "
+                         f"topologies, e.g. {_YAML_EXAMPLE}") from None
+    if not isinstance(root, yaml.SequenceNode) or not root.value:
+        raise InputError(f"{path}: no topologies; a topology.yaml is a YAML list of them, e.g. {_YAML_EXAMPLE} "
+                         f"(or give the topology.conf of a cluster without one)")
+    found: list[tuple[str, str, bool, yaml.Node, yaml.Node]] = []  # name, kind, cluster_default, its node, body
+    names: dict[str, int] = {}
+    for item in root.value:
+        fields = _yaml_mapping(path, item, "a topology", _YAML_TOPOLOGY_KEYS)
+        if "topology" not in fields:
+            raise InputError(f"{_yaml_where(path, item)}: a topology without `topology: NAME`; topology.yaml(5) "
+                             f"requires each to be named, as its first attribute")
+        name = _yaml_scalar(path, fields["topology"], "`topology:`")
+        if name in names:
+            raise InputError(f"{_yaml_where(path, item)}: topology `{name}` is defined again (first at line "
+                             f"{names[name]}); topology names are unique")
+        names[name] = item.start_mark.line + 1
+        kinds = [k for k in ("block", "flat", "tree") if k in fields]
+        if len(kinds) != 1:
+            raise InputError(f"{_yaml_where(path, item)}: topology `{name}` defines "
+                             f"{' and '.join(kinds) if kinds else 'none'} of block, flat and tree; topology.yaml(5) "
+                             f"asks for exactly one")
+        kind = kinds[0]
+        if kind == "flat" and not _yaml_bool(path, fields["flat"], f"`flat:` of topology `{name}`"):
+            raise InputError(f"{_yaml_where(path, fields['flat'])}: topology `{name}` has `flat: false` and no "
+                             f"tree or block; give it `tree:` or `block:`, or `flat: true`")
+        default = "cluster_default" in fields and _yaml_bool(path, fields["cluster_default"],
+                                                              f"`cluster_default:` of topology `{name}`")
+        found.append((name, kind, default, item, fields[kind]))
+    placed = [t for t in found if t[1] != "flat"]
+    if not placed:
+        raise InputError(f"{path}: every topology is flat ({', '.join(t[0] for t in found)}): topology/flat knows "
+                         f"no switches or blocks to price; give the tree or block topology the job's hosts sit in, "
+                         f"or plan on a catalog --cluster")
+    default = next((t for t in found if t[2]), None)
+    if len(placed) == 1:
+        chosen = placed[0]
+        choice = f"topology `{chosen[0]}`" + (", its one tree or block topology" if len(found) > 1 else "")
+    elif default is not None and default[1] != "flat":
+        chosen = default
+        others = ", ".join(f"`{t[0]}`" for t in placed if t is not chosen)
+        choice = (f"topology `{chosen[0]}`, the file's cluster_default; a partition whose Topology= names "
+                  f"{others} runs on that one instead: give a copy of the file holding only it")
+    else:
+        listed = ", ".join(f"`{t[0]}` (line {t[3].start_mark.line + 1})" for t in placed)
+        raise InputError(f"{path}: {len(placed)} tree or block topologies ({listed}) and none of them is "
+                         f"`cluster_default: true`; the job runs on the one its partition names (slurm.conf "
+                         f"PartitionName=... Topology=NAME): give a copy of the file holding only that one")
+    name, kind, _, _, body = chosen
+    lines = _yaml_tree(path, body, name) if kind == "tree" else _yaml_block(path, body, name)
+    conf = _tree(lines, path) if kind == "tree" else _blocks(lines, path)
+    return conf.model_copy(update={"choice": choice})
+
+
+def _yaml_items(path: Path, node: yaml.Node, key: str, what: str) -> list[yaml.Node]:
+    if not isinstance(node, yaml.SequenceNode) or not node.value:
+        raise InputError(f"{_yaml_where(path, node)}: `{key}:` of {what} is not a list of "
+                         f"{'switches' if key == 'switches' else 'blocks'}; write e.g. {_YAML_EXAMPLE}")
+    return node.value
+
+
+def _yaml_line(path: Path, node: yaml.Node, kind: str, what: str, pairs: dict[str, tuple[str, str]]) -> _Line:
+    """The topology.conf line a switch or block stands for: {topology.conf key lower-cased: (YAML key, value)}."""
+    return _Line(number=node.start_mark.line + 1, pairs={k: v for k, (_, v) in pairs.items()},
+                 spelled={k: key for k, (key, _) in pairs.items()}, kind=kind)
+
+
+def _yaml_tree(path: Path, body: yaml.Node, name: str) -> list[_Line]:
+    what = f"topology `{name}`"
+    tree = _yaml_mapping(path, body, f"the tree of {what}", ("switches",))
+    if "switches" not in tree:
+        raise InputError(f"{_yaml_where(path, body)}: the tree of {what} has no `switches:`; list them, e.g. "
+                         f"{_YAML_EXAMPLE}")
+    lines = []
+    for item in _yaml_items(path, tree["switches"], "switches", what):
+        fields = _yaml_mapping(path, item, f"a switch of {what}", _YAML_ITEM_KEYS["switch"])
+        if "switch" not in fields:
+            raise InputError(f"{_yaml_where(path, item)}: a switch of {what} without `switch: NAME`; "
+                             f"topology.yaml(5) requires it")
+        pairs = {"switchname": ("switch", _yaml_scalar(path, fields["switch"], "`switch:`"))}
+        if "children" in fields:
+            pairs["switches"] = ("children", _yaml_hostlist(path, fields["children"], "`children:`"))
+        if "nodes" in fields:
+            pairs["nodes"] = ("nodes", _yaml_hostlist(path, fields["nodes"], "`nodes:`"))
+        lines.append(_yaml_line(path, item, "tree", what, pairs))
+    return lines
+
+
+def _yaml_block(path: Path, body: yaml.Node, name: str) -> list[_Line]:
+    what = f"topology `{name}`"
+    block = _yaml_mapping(path, body, f"the block of {what}", ("block_sizes", "blocks"))
+    if "blocks" not in block:
+        raise InputError(f"{_yaml_where(path, body)}: the block topology {what} has no `blocks:`; list them, e.g. "
+                         f"{_YAML_EXAMPLE}")
+    lines = []
+    if "block_sizes" in block:
+        sizes = block["block_sizes"]
+        written = (",".join(_yaml_scalar(path, x, "`block_sizes:`") for x in sizes.value)
+                   if isinstance(sizes, yaml.SequenceNode) else _yaml_scalar(path, sizes, "`block_sizes:`"))
+        lines.append(_yaml_line(path, sizes, "sizes", what, {"blocksizes": ("block_sizes", written)}))
+    for item in _yaml_items(path, block["blocks"], "blocks", what):
+        fields = _yaml_mapping(path, item, f"a block of {what}", _YAML_ITEM_KEYS["block"])
+        if "block" not in fields:
+            raise InputError(f"{_yaml_where(path, item)}: a block of {what} without `block: NAME`; "
+                             f"topology.yaml(5) requires it")
+        pairs = {"blockname": ("block", _yaml_scalar(path, fields["block"], "`block:`"))}
+        if "nodes" in fields:
+            pairs["nodes"] = ("nodes", _yaml_hostlist(path, fields["nodes"], "`nodes:`"))
+        lines.append(_yaml_line(path, item, "block", what, pairs))
+    return lines

@@ -32,6 +32,8 @@ class SlurmTree(Frozen):
 
     switches: tuple[SlurmSwitch, ...]
     source: str
+    choice: str | None = None
+    """Which topology of a topology.yaml this is, in words (None: a topology.conf, which holds one)."""
 
 
 class SlurmBlock(Frozen):
@@ -47,6 +49,8 @@ class SlurmBlocks(Frozen):
     block_sizes: tuple[int, ...] | None = None
     """`BlockSizes=`: the allowed allocation sizes in nodes (first = base block size)."""
     source: str
+    choice: str | None = None
+    """Which topology of a topology.yaml this is, in words (None: a topology.conf, which holds one)."""
 
 
 class LinkClass(StrEnum):
