@@ -870,13 +870,17 @@ FRAMEWORK_CHOICES = list(CAPABILITIES)
 FRAMEWORK_HELP = ("Plan only the layouts and recipe features this framework launches exactly as priced (megatron-core "
                   "0.19.2, torchtitan 0.3.0, DeepSpeed 0.19.8, MaxText 0.2.5: placement/frameworks.py).")
 EMIT_HELP = ("Framework configs to write into --out: a comma list of torchtitan, megatron, devicemesh, deepspeed, "
-             "maxtext, or all.")
+             "maxtext, or all (repeatable: each --emit adds its formats).")
 
 
 def _check_out(out_dir, emit_formats, framework: str | None = None) -> list[str] | None:
     """The --emit formats, with --out checked before any work (a bad --out is bad input, not a crash after
     the search).  With --framework and --out but no --emit, the framework's own files (a user trial: `--framework
-    megatron --out DIR` wrote no megatron.sh and said nothing), said on stderr."""
+    megatron --out DIR` wrote no megatron.sh and said nothing), said on stderr.  `--emit` given several times adds
+    each one's formats (a QA trial's `--emit megatron --emit torchtitan --emit deepspeed --emit maxtext` wrote only
+    maxtext's files, click keeping the last, and priced the search for maxtext alone)."""
+    if isinstance(emit_formats, tuple):
+        emit_formats = ",".join(emit_formats) if emit_formats else None
     if emit_formats is None and framework is not None and out_dir is not None:
         emit_formats = framework
         click.echo(f"placement: note: --framework {framework} --out: writing {framework}'s files too (--emit "
@@ -999,7 +1003,7 @@ def _fail_files(files_run: list[str], framework: str | None, command: str) -> No
                    "attention, sequence parallelism off); the best plan is the same.")
 @click.option("--out", "out_dir", type=click.Path(), default=None,
               help="Write the plan's launch files (host order, SLURM hostfile, MPI rankfile, --emit formats) here.")
-@click.option("--emit", "emit_formats", default=None, help=EMIT_HELP)
+@click.option("--emit", "emit_formats", multiple=True, help=EMIT_HELP)
 @click.option("--plan-index", type=click.IntRange(1, 100), default=1, show_default=True,
               help="Which of the ranked plans the files realize (1 = best).")
 @click.option("--framework", type=click.Choice(FRAMEWORK_CHOICES), default=None, help=FRAMEWORK_HELP)
@@ -1210,7 +1214,7 @@ def _say_emit_narrows(formats: list[str], before, after, module_sets, splits_nar
 @click.option("--out", "out_dir", type=click.Path(), default=None,
               help="Write the layout's launch files (host order, SLURM hostfile, MPI rankfile, --emit formats) here; "
                    "ranks in the machine's order.")
-@click.option("--emit", "emit_formats", default=None, help=EMIT_HELP)
+@click.option("--emit", "emit_formats", multiple=True, help=EMIT_HELP)
 @click.option("--framework", type=click.Choice(FRAMEWORK_CHOICES), default=None,
               help="Refuse a layout this framework does not run exactly as priced (see plan --framework).")
 @recipe_options

@@ -28,9 +28,9 @@ def output_names(formats: list[str]) -> list[str]:
 
 def parse_formats(text: str) -> list[str]:
     names = [n.strip() for n in text.split(",") if n.strip()]
-    if names == ["all"]:
+    unknown = [n for n in names if n not in FORMATS and n != "all"]
+    if "all" in names and not unknown:  # `all`, or `--emit all --emit megatron`: every format, each once
         return list(FORMATS)
-    unknown = [n for n in names if n not in FORMATS]
     if unknown or not names:
         near = [m for n in unknown for m in difflib.get_close_matches(n, list(FORMATS), n=1, cutoff=0.7)]
         meant = f"did you mean {', '.join(near)}? " if near else ""  # a user trial's `--emit megatrn` got the list
