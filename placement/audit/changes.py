@@ -21,6 +21,10 @@ NODE_ORDER = "node order (torchrun --node-rank / hostfile lines)"
 CUDA_DEVICES = "CUDA_VISIBLE_DEVICES"
 NODE_ORDER_ASSUMED = "node order (assumed: the allocation's; the files name no host per node rank, --hosts gives it)"
 """The launched side of a node-order change where the files state no host order (Audit.assumed["host_order"])."""
+NODE_ORDER_SLURM = ("node order (assumed: SLURM's, the nodelist sorted as SLURM numbers the job's nodes; the node "
+                    "ranks are SLURM's, --hosts gives the order if they ran otherwise)")
+"""The same where the node ranks are SLURM's (LaunchLayout.slurm_node_order) and the nodelist is written in another
+order."""
 SHOWN_HOSTS = 8
 """Hosts quoted in a node-order change (the full order goes to the --out files)."""
 

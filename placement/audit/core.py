@@ -49,6 +49,7 @@ from placement.evaluate import check_layout, graphs_recompute_error
 from placement.frameworks import CAPABILITIES, model_as_run, torchtitan_before_030
 from placement.intranode import is_nvlink
 from placement.loaders.errors import format_validation_error
+from placement.loaders.hostlist import hostlist_sort_key
 from placement.mapping.config import SolverConfig
 from placement.mapping.groups import GroupKind, group_kinds
 from placement.mapping.mapper import baseline_mappings, host_order_mapping, map_layout
@@ -2947,7 +2948,14 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
             f"another: {', '.join(launch_hosts[:4])}{' ...' if len(launch_hosts) > 4 else ''} ({where}); priced "
             f"with --hosts' (the order the job ran with, if the files were edited since): drop --hosts to price the "
             f"files' order", [], 0.0))
-    order = host_order_of(topo, hosts or launch_hosts)
+    slurm_hosts = None
+    if not hosts and not launch_hosts and launch.slurm_node_order and topo.allocated and topo.num_hosts > 1:
+        # node ranks from SLURM_NODEID (or srun's tasks) run over the job's nodes in SLURM's order, not in the order
+        # the nodelist was written (a QA trial: `--nodelist 'gpu[0036-0039],gpu[0030-0035],...'` with --node_rank
+        # $SLURM_NODEID was priced, and a reordering proposed, on the written order)
+        ordered = sorted(topo.host_names, key=hostlist_sort_key)
+        slurm_hosts = ordered if ordered != list(topo.host_names) else None
+    order = host_order_of(topo, hosts or launch_hosts or slurm_hosts)
     if launch.framework == "maxtext" and launch.mesh is not None:  # MaxText's hybrid mesh numbering
         from placement.audit import maxtext
 
@@ -2964,6 +2972,12 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
         assumed["host_order"] = (f"{why}: assumed the allocation's order, node rank k on its k-th host "
                                  f"({', '.join(topo.host_names[:3])}{' ...' if topo.num_hosts > 3 else ''}); give "
                                  f"--hosts with the order the job ran with")
+        if slurm_hosts is not None:
+            assumed["host_order"] = (
+                f"{why}; the node ranks are SLURM's ({launch.sources.get('slurm_node_order', 'srun')}), which numbers "
+                f"the job's nodes in its host order (hostlist_sort, node2 before node10), not as --nodelist is "
+                f"written: assumed node rank k on the k-th of them ({', '.join(slurm_hosts[:3])} ...); give --hosts "
+                f"with the order the job ran with")
     if model.is_moe and "ep" not in launch.sources:
         source = EP_DEFAULT.get(launch.dialect or launch.framework, launch.framework + "'s default")
         assumed["ep"] = f"not stated by the files: assumed {layout.ep}, {source}"
@@ -3193,11 +3207,11 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
                                    f"(a TP group's) run on different nodes; block, srun's default, puts each node's "
                                    f"{gph} consecutive ranks on it (srun(1) -m)"})
     if "host_order" in assumed:
-        from placement.audit.changes import NODE_ORDER, NODE_ORDER_ASSUMED
+        from placement.audit.changes import NODE_ORDER, NODE_ORDER_ASSUMED, NODE_ORDER_SLURM
 
         for c in changes:
             if c["argument"] == NODE_ORDER and c["from"] is not None:
-                c["from_arg"] = f"{NODE_ORDER_ASSUMED} {c['from']}"
+                c["from_arg"] = f"{NODE_ORDER_SLURM if slurm_hosts is not None else NODE_ORDER_ASSUMED} {c['from']}"
                 c["assumed"] = True
     if no_better is not None:  # no plan searched, nothing to change to (a user trial read
         changes = []           # `+ --training.global_batch_size 8` under "the job as launched is the only plan priced")

@@ -533,6 +533,8 @@ def _srun_tasks(launch: Launch, s: Settings) -> None:
                                                                          env="SLURM_NTASKS_PER_NODE")
     if per_node is not None:
         s.put("gpus_per_node", per_node[0], f"{per_node[1]} (srun starts one rank per task)")
+    s.put("slurm_node_order", True, f"{launch.command.origin}: srun starts each rank as a task, on the job's nodes as "
+                                    f"SLURM numbers them")
     if tasks is not None:
         s.put("world_size", tasks[0], f"{tasks[1]} (srun starts one rank per task)")
     elif nodes is not None and per_node is not None:
@@ -627,6 +629,13 @@ def _srun_torchrun(launch: Launch, args: dict[str, Arg], n: int | None, p: int |
     srun = srun_of(launch)
     if not srun:
         return
+    rank = args.get("--node-rank")
+    said = (rank.values[0].unresolved or rank.values[0].text) if rank is not None and rank.values else ""
+    variable = next((v for v in ("SLURM_NODEID", "SLURM_PROCID") if v in said), None)
+    if variable is not None and (variable == "SLURM_NODEID" or (_srun_tasks_per_node(srun, launch.command)
+                                                                 or (1, ""))[0] == 1):
+        # SLURM numbers the job's nodes (and, one task a node, its tasks) in its own host order (srun(1) SLURM_NODEID)
+        s.put("slurm_node_order", True, f"{rank.evidence}: --node-rank ${variable} under srun")
     nodes_arg = args.get("--nnodes")
     count = _srun_counts(srun[1:], launch.command)
     nodes = count("-N", "--nodes", env="SLURM_NNODES")

@@ -170,6 +170,10 @@ class LaunchLayout(Frozen):
     -m/--distribution (or SLURM_DISTRIBUTION), `block` (srun's default: consecutive ranks share a node), `cyclic`
     (rank r on node r mod N) or `plane=P` (P consecutive ranks a node, round robin; srun(1) -m).  None where the
     files state none: block."""
+    slurm_node_order: bool | None = None
+    """The node ranks follow SLURM's numbering of the job's nodes (SLURM_NODEID, which runs over the nodes in SLURM's
+    host order, hostlist_sort: node2 before node10): torchrun's --node-rank $SLURM_NODEID (or $SLURM_PROCID, one task
+    a node) under srun, or srun's own tasks as ranks (`srun python ...`); its evidence in sources."""
     tasks_per_node: int | None = Field(default=None, ge=2)
     """srun's tasks per node where more than one each run torchrun (`#SBATCH --ntasks-per-node=8` with `srun torchrun
     --nproc_per_node 8`): gpus_per_node counts every task's processes, and the fix for more than the GPUs is one task
@@ -417,6 +421,7 @@ class JobRead:
     gpus_per_node: int | None = None
     tasks_per_node: int | None = None
     task_distribution: str | None = None
+    slurm_node_order: bool | None = None
     hosts: tuple[str, ...] | None = None
     cuda_visible_devices: tuple[NodeDevices, ...] | None = None
     device_max_connections: str | None = None

@@ -1,0 +1,57 @@
+"""Node ranks that SLURM gives (torchrun --node_rank $SLURM_NODEID under srun, or srun's own tasks as ranks) run over
+the job's nodes in SLURM's host order (hostlist_sort: SLURM_NODEID numbers the nodes so), whatever order --nodelist is
+written in.  A QA trial audited `srun torchrun --node_rank $SLURM_NODEID ...` (tp 8, pp 4, dp 4 on 16 H100 nodes under
+a 4:1 tree) with `--nodelist 'gpu[0036-0039],gpu[0030-0035],gpu[0040-0045]'`: it was priced on the written order
+(17.455 s, half its data-parallel groups across the spine) and told to move 10 of 16 node ranks to gpu0030,
+gpu0031, ..., the order the job already runs in."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from placement.cli import main
+
+TOPOLOGY = Path(__file__).parent / "data" / "slurm" / "tree-5leaf.conf"
+ARGS = ("pretrain_gpt.py --tensor-model-parallel-size 8 --pipeline-model-parallel-size 4 --num-layers 80 "
+        "--hidden-size 8192 --ffn-hidden-size 28672 --num-attention-heads 64 --num-query-groups 8 "
+        "--group-query-attention --seq-length 4096 --max-position-embeddings 4096 --micro-batch-size 1 "
+        "--global-batch-size 512 --bf16 --swiglu --normalization RMSNorm --position-embedding-type rope "
+        "--untie-embeddings-and-output-weights --disable-bias-linear --vocab-size 128256 "
+        "--use-distributed-optimizer --sequence-parallel")
+LAUNCHES = {
+    "torchrun": ("#!/bin/bash\n#SBATCH --nodes=16\n#SBATCH --ntasks-per-node=1\nsrun torchrun --nproc_per_node 8 "
+                 "--nnodes 16 --node_rank $SLURM_NODEID --master_addr gpu0030 --master_port 29500 " + ARGS + "\n"),
+    "srun python": ("#!/bin/bash\n#SBATCH --nodes=16\n#SBATCH --ntasks-per-node=8\nsrun python " + ARGS + "\n"),
+}
+WRITTEN = "gpu[0036-0039],gpu[0030-0035],gpu[0040-0045]"
+
+
+def _audit(tmp_path: Path, launch: str, nodelist: str) -> dict:
+    script = tmp_path / "job.sh"
+    script.write_text(LAUNCHES[launch])
+    out = CliRunner().invoke(main, ["audit", "--launch", str(script), "--model", "llama3-70b", "--slurm-topology",
+                                    str(TOPOLOGY), "--nodelist", nodelist, "--node-type", "dgx-h100",
+                                    "--oversubscription", "4", "--json"])
+    assert out.exception is None or isinstance(out.exception, SystemExit), out.output
+    return json.loads(out.stdout)
+
+
+@pytest.mark.parametrize("launch", list(LAUNCHES))
+def test_slurms_node_ranks_run_in_slurms_host_order(tmp_path: Path, launch: str) -> None:
+    written = _audit(tmp_path, launch, WRITTEN)
+    sorted_ = _audit(tmp_path, launch, "gpu[0030-0045]")
+    est = written["estimate"]
+    # the price does not depend on how the nodelist is written: SLURM numbers the nodes the same
+    assert est["step_time_s"] == sorted_["estimate"]["step_time_s"]
+    assert est["mapping_compact"]["host_order"] == [f"gpu{i:04d}" for i in range(30, 46)]
+    # each pipeline stage's 4 nodes (gpu0030-0033, ...) share a leaf: no data-parallel group crosses the spine
+    assert est["crossings"]["dp"]["highest_level"]["spine"] == 0
+    text = CliRunner().invoke(main, ["audit", "--launch", str(tmp_path / "job.sh"), "--model", "llama3-70b",
+                                     "--slurm-topology", str(TOPOLOGY), "--nodelist", WRITTEN, "--node-type",
+                                     "dgx-h100", "--oversubscription", "4"]).output
+    assert "the node ranks are SLURM's" in text and "not as --nodelist is written" in text
+    assert "gpu0036 gpu0037 gpu0038 gpu0039 gpu0030" not in text  # no move proposed from the written order
