@@ -550,3 +550,23 @@ def test_a_zero0_file_without_a_pipeline_keeps_its_unsharded_optimizer():
                                     ("recompute", "full")))
     runs = deepspeed.files_run(ctx)
     assert "zero_stage" not in runs.layout and "grad_all_reduce" not in runs.recipe
+
+
+def test_a_zero0_pipeline_plan_is_not_told_it_runs_without_zero(tmp_path):
+    """A ZeRO-0 plan with a pipeline, priced with its DP reduction overlapped, writes a file that runs the
+    BF16_Optimizer at stage 1 (its runs line prices the whole-gradient all-reduce after the flush).  A QA run: its
+    warnings also said "without ZeRO DeepSpeed all-reduces gradients after backward ... ZeRO-1 with overlap_comm hides
+    it", beside the file's stage 1 and for a reduction the PipelineEngine runs after the flush whatever overlap_comm
+    says; without a pipeline the warning stands."""
+    out = tmp_path / "pp"
+    args = ["plan", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "64", "--zero", "0"]
+    CliRunner().invoke(main, [*args, "--emit", "deepspeed", "--out", str(out)])
+    text = (out / "deepspeed.sh").read_text()
+    assert "BF16_Optimizer" in text and '"stage": 1' in (out / "ds_config.json").read_text()
+    assert "without ZeRO" not in text
+    flat = tmp_path / "flat"
+    CliRunner().invoke(main, ["evaluate", *args[1:7], "--tp", "1", "--cp", "1", "--ep", "1", "--etp", "1", "--pp", "1",
+                              "--vpp", "1", "--mbs", "1", "--zero", "0", "--recompute", "none", "--emit", "deepspeed",
+                              "--out", str(flat)])
+    assert "without ZeRO DeepSpeed all-reduces" in (flat / "deepspeed.sh").read_text()
+

@@ -273,10 +273,16 @@ def warnings_for(ctx: EmitContext) -> list[str]:
     if lay.vpp > 1:
         out.append(f"vpp {lay.vpp}: DeepSpeed's pipeline has no interleaved stages; it runs plain 1F1B, whose bubble "
                    f"is about {lay.vpp}x the plan's {plan.breakdown.bubble:.3f} s/step")
-    if lay.zero_stage == 0 and plan.breakdown.overlapped.dp > 0:
+    # (a ZeRO-0 pipeline runs the BF16_Optimizer, which the file states as stage 1: its runs line prices the
+    # whole-gradient all-reduce after the flush; a QA run found this line saying "without ZeRO" beside a stage 1 and
+    # proposing overlap_comm, which the PipelineEngine's reduction after the flush never uses)
+    if lay.zero_stage == 0 and plan.breakdown.overlapped.dp > 0 and not bf16_optimizer(ctx):
+        remedy = ("ZeRO-1 with overlap_comm hides it" if lay.pp == 1 else
+                  "the PipelineEngine reduces after the pipeline flush at every ZeRO stage (runtime/pipe/schedule.py "
+                  "TrainSchedule: ReduceGrads after the last backward), so no stage hides it")
         out.append(f"without ZeRO DeepSpeed all-reduces gradients after backward, not during it: the "
                    f"{plan.breakdown.overlapped.dp:.3f} s/step of DP communication the plan hides is exposed; "
-                   f"ZeRO-1 with overlap_comm hides it")
+                   f"{remedy}")
     free = plan.memory_capacity_bytes - plan.peak_memory_bytes
     if lay.zero_stage in (1, 2) and ipg_bucket_bytes(ctx) > max(free, 0.0):
         size = reduce_bucket_elements(ctx)
