@@ -2009,6 +2009,9 @@ def fabric_priced(topo: Topology, ctx: click.Context) -> str:
               f"oversubscription from cluster {topo.cluster.name}'s file (a copy of that file with another "
               f"tiers[0].oversubscription, passed as --cluster FILE, changes it; --oversubscription does with "
               f"--slurm-topology)" if topo.cluster.name and not given("slurm_topology") else
+              f"oversubscription from the node designs' files, the largest of "
+              f"{', '.join(topo.cluster.name[len('mixed('):-1].split('+'))} (--oversubscription changes it)"
+              if topo.cluster.name.startswith("mixed(") else
               f"oversubscription from cluster {topo.cluster.name}'s file (--oversubscription changes it)"]
     if accelerator_file_given(topo.cluster.accelerator):
         # a part of the user's: its numbers come from their file, which no published run checks

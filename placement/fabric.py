@@ -345,11 +345,18 @@ def mixed_design(designs: list[tuple[ClusterSpec, AcceleratorSpec]]) -> tuple[Cl
     base = clusters[0]
     slow_up = min(clusters, key=lambda c: c.scale_up.bandwidth_bytes_per_s * c.scale_up.collective_efficiency)
     slow_nic = min(clusters, key=lambda c: c.nic_bandwidth_bytes_per_s * c.nic_collective_efficiency)
+    # each network tier as the weakest design's: its largest oversubscription and latency (a QA run: the tiers were
+    # the first design's by name alone, and the fabric line named a file of the mixed design, which has none)
+    tiers = [t.model_copy(update={
+        "oversubscription": max(c.tiers[min(i, len(c.tiers) - 1)].oversubscription for c in clusters),
+        "latency_s": max(c.tiers[min(i, len(c.tiers) - 1)].latency_s for c in clusters)})
+        for i, t in enumerate(base.tiers)]
     cluster = base.model_copy(update={
-        "name": name, "accelerator": name, "scale_up": slow_up.scale_up,
+        "name": name, "accelerator": name, "scale_up": slow_up.scale_up, "tiers": tiers,
         "nic_bandwidth_bytes_per_s": slow_nic.nic_bandwidth_bytes_per_s,
         "nic_collective_efficiency": slow_nic.nic_collective_efficiency,
-        "source": "smallest of " + ", ".join(c.name for c in clusters),
+        "source": "smallest of " + ", ".join(c.name for c in clusters)
+                  + "; each network tier's largest oversubscription and latency of theirs",
     })
     return cluster, acc
 

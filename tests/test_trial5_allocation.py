@@ -236,3 +236,28 @@ def test_a_pipeline_pays_the_leaf_uplinks_under_a_non_blocking_spine_too(tmp_pat
             pp[name, ratio] = json.loads(out)["breakdown"]["pp"]
     assert pp["tree", "2"] == pytest.approx(pp["flat", "2"], rel=1e-9)
     assert pp["tree", "2"] > 1.9 * pp["tree", "1"]
+
+
+def test_a_mixed_allocation_prices_each_tier_as_its_weakest_design():
+    """A QA run: a mixed allocation took its network tiers from the first design by name alone (an oversubscribed
+    design of the user's, sorting second, was priced 1:1), and its fabric line named "cluster mixed(...)'s file",
+    which does not exist.  Each tier is now the largest oversubscription and latency of the designs."""
+    from placement.fabric import mixed_design
+
+    h100, h200 = load_cluster("dgx-h100"), load_cluster("dgx-h200")
+    slow = h200.model_copy(update={"name": "zz-h200-2to1", "tiers": [
+        h200.tiers[0].model_copy(update={"oversubscription": 2.0, "latency_s": 6e-6}), *h200.tiers[1:]]})
+    mixed, _ = mixed_design([(h100, load_accelerator(h100.accelerator)), (slow, load_accelerator(slow.accelerator))])
+    assert mixed.name == "mixed(dgx-h100+zz-h200-2to1)"
+    assert mixed.tiers[0].oversubscription == 2.0 and mixed.tiers[0].latency_s == 6e-6
+    assert h100.tiers[0].oversubscription == 1.0  # the first design's, which the mix had taken
+
+
+def test_a_mixed_allocation_fabric_line_names_the_designs_files():
+    out = CliRunner().invoke(main, ["plan", "--model", "llama3-8b", "--slurm-topology", str(DATA / "slurm" /
+                                    "tree-5leaf.conf"), "--nodelist", "gpu[0030-0037]", "--node-type", "dgx-h100",
+                                    "--node-type", "gpu[0034-0037]=dgx-h200", "--seq-len", "4096",
+                                    "--global-batch", "64"])
+    assert out.exit_code == 0, out.output
+    fabric = next(x for x in out.stdout.splitlines() if x.startswith("fabric:"))
+    assert "the node designs' files, the largest of dgx-h100, dgx-h200" in fabric and "mixed(" not in fabric
