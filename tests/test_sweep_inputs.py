@@ -384,3 +384,34 @@ def test_a_top_k_the_sweep_does_not_use_is_said(tmp_path):
     assert "--top-k 5" in res.stderr and json.loads(res.stdout)["inputs"]["top_k"] == 5
     res = _sweep(tmp_path, {**study, "top_k": 1}, "--out", str(tmp_path / "o"))
     assert res.exit_code == 0 and "warning" not in res.stderr
+
+
+def test_a_budget_over_rented_designs_only_is_refused(tmp_path):
+    """A QA trial: `budget: 50000000` over four rented designs was printed in the head and changed no row (a budget is
+    capex; a rented design gives its gpus and buys nothing).  It is an error naming the budget and the fix."""
+    study = {**STUDY, "budget": 50_000_000, "designs": [STUDY["designs"][2]]}
+    res = _sweep(tmp_path, study, "--out", str(tmp_path / "o"))
+    assert res.exit_code == 2, res.output
+    assert "budget 50,000,000 USD is capex" in res.stderr and "every design here is rented" in res.stderr
+    assert "remove budget" in res.stderr and "Traceback" not in res.output
+    # so is one a --set adds to such a study
+    res = _sweep(tmp_path, {**study, "budget": None}, "--out", str(tmp_path / "o2"), "--set", "budget=5e7")
+    assert res.exit_code == 2 and "every design here is rented" in res.stderr
+
+
+def test_a_budget_beside_a_rented_design_says_it_does_not_bind_it(tmp_path):
+    """A study with bought and rented designs: the budget bounds the bought ones' capex only; the head, the JSON and
+    the page say which rented designs it leaves unbound, and a study without a rented design says nothing more."""
+    out = tmp_path / "out"
+    page = tmp_path / "page.html"
+    res = _sweep(tmp_path, {**STUDY, "budget": 1_000_000}, "--out", str(out), "--report", str(page))
+    assert res.exit_code == 0, res.output
+    head = " ".join(res.stdout.split("\n\n")[0].split())
+    assert ("budget 1,000,000 USD (capex of the bought designs; it does not bound the rented rented, whose bill is "
+            "the rows' cost)") in head
+    assert json.loads((out / "sweep.json").read_text())["budget_rented_designs"] == ["rented"]
+    assert "it does not bound the rented rented" in page.read_text().replace("&#39;", "'")
+    bought = {**STUDY, "budget": 1_000_000, "designs": STUDY["designs"][:2]}
+    res = _sweep(tmp_path, bought, "--out", str(tmp_path / "o2"))
+    assert res.exit_code == 0 and "does not bound" not in res.stdout
+    assert json.loads((tmp_path / "o2" / "sweep.json").read_text())["budget_rented_designs"] == []

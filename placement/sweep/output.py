@@ -10,7 +10,7 @@ from pathlib import Path
 
 from placement.calibration.published import above_ratio, published_line
 from placement.outfiles import atomic_path, check_out_dir, write_atomic
-from placement.sweep.spec import PURCHASE_ONLY_INPUTS
+from placement.sweep.spec import PURCHASE_ONLY_INPUTS, budget_rented
 
 GPU_COUNT_KEYS = ("considered", "with_layout", "planned", "planned_ok", "largest_with_layout")
 """A row's `gpu_counts` (sweep.counts.choose), flat in the CSV as gpu_counts_<key>."""
@@ -217,6 +217,8 @@ def study_document(sweep, result, overrides: tuple[str, ...] = (), date: str | N
         "objective": sweep.objective.value,
         "deadline_days": sweep.deadline_days,
         "budget": sweep.budget,
+        # the rented designs the budget (capex) does not bind: [] without a budget or a rented design
+        "budget_rented_designs": list(budget_rented(sweep)),
         "currency": sweep.currency,
         "assumptions": list(ASSUMPTIONS),
         "cost_input_sources": cost_input_sources(sweep, overrides),
@@ -263,6 +265,8 @@ def page_meta(document: dict, calibration_line: str | None = None) -> dict:
     inputs = document.get("inputs") or {}
     meta = {k: document.get(k) for k in ("name", "placement_version", "date", "objective", "deadline_days", "budget",
                                          "currency")}
+    if document.get("budget_rented_designs"):  # the budget is capex: said beside it as the text head says it
+        meta["budget"] = f"{document['budget']:,.0f}{budget_scope(document['budget_rented_designs'])}"
     meta["calibration"] = calibration_line
     sources = document.get("cost_input_sources") or {}
 
@@ -462,6 +466,17 @@ def row_notes(row: dict) -> list[str]:
                               *published) if text]
 
 
+def budget_scope(rented) -> str:
+    """What the study head says beside a budget where some designs are rented (spec.budget_rented): the budget is
+    capex, which binds the bought designs only (a QA trial: a 20 M budget printed over a study with a rented design
+    read as bounding its bill too); "" where none is."""
+    if not rented:
+        return ""
+    names = ", ".join(rented)
+    return (f" (capex of the bought designs; it does not bound the rented {names}, "
+            f"{'whose bill is' if len(rented) == 1 else 'whose bills are'} the rows' cost)")
+
+
 def summary(rows: list[dict], currency: str, sweep=None, network: dict | None = None) -> str:
     """The readable summary, at most WIDTH (100) columns: per workload, each design's GPUs used of bought, days
     and cost with their error bands, cost per million tokens, the frontier, then its layout and any reason."""
@@ -469,7 +484,8 @@ def summary(rows: list[dict], currency: str, sweep=None, network: dict | None = 
     if sweep is not None:
         head = [f"study {sweep.name}: objective {sweep.objective.value}"
                 + (f", deadline {sweep.deadline_days:g} days" if sweep.deadline_days else "")
-                + (f", budget {sweep.budget:,.0f} {currency}" if sweep.budget else "")]
+                + (f", budget {sweep.budget:,.0f} {currency}" if sweep.budget else "")
+                + budget_scope(budget_rented(sweep))]
         head.append("cost = amortized capex + energy over the run (rental: GPU-hours x price); idle GPUs bought are "
                     "charged; ranges: the validate error band of the nearest calibration group")
         head += assumed_lines(sweep, currency)
@@ -549,7 +565,10 @@ def write_plots(out: Path, rows: list[dict], currency: str, budget: float | None
             ax.legend(loc="best", fontsize=8)
         ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda x, _: _money(x, digits=3)))
         ax.margins(x=0.25, y=0.15)
-        ax.set_title(work + (f"\nbudget {budget:,.0f} {currency}" if budget else ""), fontsize=10)
+        # a budget is capex: beside a rented design's point it says it bounds the bought ones only (budget_scope)
+        rented = any(r["capex_total"] is None for r in ok)
+        ax.set_title(work + (f"\nbudget {budget:,.0f} {currency}" + (" (bought designs)" if rented else "")
+                             if budget else ""), fontsize=10)
         ax.set_xlabel(f"cost to train ({currency}; bars: validate error band)")
         ax.set_ylabel("time to train (days)")
         ax.grid(alpha=0.3)

@@ -112,6 +112,27 @@ def _check_rental(d: DesignSpec) -> None:
             f"capex_per_gpu and power_per_gpu_w")
 
 
+def _check_budget_used(sweep: SweepSpec) -> None:
+    """A budget is capex: what a bought design (`capex_per_gpu`) may spend, which buys its GPUs where it gives no
+    `gpus` and bounds them where it does.  A rented design buys nothing, so where every design is rented the budget
+    would be printed in the study's head and change no number (a QA trial: `budget: 50000000` over four rented
+    designs, the same rows with it as without; a rental's `gpus` is required, its bill never checked against it)."""
+    if sweep.budget is None or any(d.price_per_gpu_hour is None for d in sweep.designs):
+        return
+    raise ValueError(
+        f"budget {sweep.budget:,.0f} {sweep.currency} is capex that a bought design (capex_per_gpu and "
+        f"power_per_gpu_w) may spend, but every design here is rented (price_per_gpu_hour), buys nothing and "
+        f"gives its gpus, so the budget would change no row: remove budget (each row's cost is its rental bill "
+        f"to compare with yours), or price a design by capex_per_gpu and power_per_gpu_w for the budget to buy it")
+
+
+def budget_rented(sweep: SweepSpec) -> tuple[str, ...]:
+    """The rented designs a study's budget does not bind (it is capex: `_check_budget_used`), where it has one."""
+    if sweep.budget is None:
+        return ()
+    return tuple(d.name for d in sweep.designs if d.price_per_gpu_hour is not None)
+
+
 class DesignSpec(StrictScalars):
     name: str = Field(min_length=1)
     cluster: str = Field(min_length=1)
@@ -242,4 +263,5 @@ class SweepSpec(StrictScalars):
                 )
             _check_units(d, self.currency)
             _check_rental(d)
+        _check_budget_used(self)  # after each design's own checks: a rental without gpus is told to give them
         return self
