@@ -415,3 +415,27 @@ def test_a_budget_beside_a_rented_design_says_it_does_not_bind_it(tmp_path):
     res = _sweep(tmp_path, bought, "--out", str(tmp_path / "o2"))
     assert res.exit_code == 0 and "does not bound" not in res.stdout
     assert json.loads((tmp_path / "o2" / "sweep.json").read_text())["budget_rented_designs"] == []
+
+
+def test_an_oversubscribed_leaf_no_count_crosses_is_said_to_price_nothing(tmp_path):
+    """A QA trial: a 256-H100 design (32 nodes, 32 to a leaf) at 2:1 was priced to the digit as at 1:1, and its
+    `network of` line said `leaf 2:1` with no word that the ratio changed nothing; a 512-GPU design at 2:1 spans two
+    leaves, and is priced slower than at 1:1, so it gets no such note."""
+    from placement.sweep.output import network_lines, network_sources
+
+    designs = [{"name": f"{n} {r}:1", "cluster": "dgx-h100", "gpus": n, "price_per_gpu_hour": 2.0,
+                "oversubscription": float(r)} for n in (256, 512) for r in (1, 2)]
+    study = {"name": "leaf", "designs": designs,
+             "workloads": [{**WORKLOAD, "model": "llama3-70b", "seq_len": 8192, "global_batch": 512}]}
+    res = _sweep(tmp_path, study, "--out", str(tmp_path / "o"), "--json")
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    step = {r["design"]: r["step_time_s"] for r in doc["rows"]}
+    assert step["256 2:1"] == step["256 1:1"] and step["512 2:1"] > step["512 1:1"]
+    net = doc["network_sources"]
+    assert "note" not in net["256 1:1"]["oversubscription"] and "note" not in net["512 2:1"]["oversubscription"]
+    note = net["256 2:1"]["oversubscription"]["note"]
+    assert note == ("every count of the design's 256 GPUs runs under one leaf (32 nodes): no traffic crosses its "
+                    "uplinks, so its 2:1 prices as 1:1 does")
+    spec = SweepSpec.model_validate(study)
+    assert network_lines(network_sources(spec))[1].endswith(f"; {note}")

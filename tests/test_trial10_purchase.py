@@ -75,7 +75,9 @@ def test_a_sweeps_network_what_if_is_said_with_its_source(tmp_path):
     assert "1 72-GPU nvlink5-nvl72 domain (18 nodes each) per leaf (--set)" in " ".join(rack.stdout.split())
     assert "network of B: leaf 2:1 (study file)" in text
     doc = json.loads((out / "sweep.json").read_text())
-    assert doc["network_sources"]["A"]["oversubscription"] == {"value": 4.0, "source": "--set"}
+    # A's 256 GPUs sit under one 32-node leaf: its 4:1 is said to price nothing (test_sweep_inputs)
+    over = doc["network_sources"]["A"]["oversubscription"]
+    assert over["value"] == 4.0 and over["source"] == "--set" and "under one leaf" in over["note"]
     assert doc["network_sources"]["B"]["nic_bandwidth_bytes_per_s"]["source"] == "cluster dgx-h100's file"
     rows = {r["design"]: r for r in csv.DictReader((out / "sweep.csv").open())}
     assert float(rows["A"]["leaf_oversubscription"]) == 4.0 and float(rows["B"]["leaf_oversubscription"]) == 2.0
@@ -155,5 +157,5 @@ def test_a_set_null_network_override_is_sourced_to_the_cluster_file():
     assert network_lines(net)[0].startswith("network of B: leaf 1:1 (cluster dgx-h100's file)")
     # a --set that gives a value keeps its label
     given = ("designs.B.oversubscription=4",)
-    assert network_sources(SweepSpec.model_validate(apply_sets(data, given)), given)["B"]["oversubscription"] == {
-        "value": 4.0, "source": "--set"}
+    over = network_sources(SweepSpec.model_validate(apply_sets(data, given)), given)["B"]["oversubscription"]
+    assert (over["value"], over["source"]) == (4.0, "--set")  # and a note: 16 GPUs sit under one leaf

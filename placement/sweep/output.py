@@ -141,6 +141,7 @@ def network_sources(sweep, overrides: tuple[str, ...] = ()) -> dict[str, dict[st
     several nodes, an NVL72 rack on GB200)."""
     from placement.catalog import load_cluster
     from placement.sweep.overrides import design_fields_set
+    from placement.sweep.run import leaf_uplinks_unused
 
     out = {}
     for d in sweep.designs:
@@ -156,6 +157,9 @@ def network_sources(sweep, overrides: tuple[str, ...] = ()) -> dict[str, dict[st
             out[d.name][field] = {"value": catalog if mine is None else mine,
                                   "source": f"cluster {d.cluster}'s file" if mine is None
                                   else "--set" if field in given else "study file"}
+        unused = leaf_uplinks_unused(sweep, d)
+        if unused is not None:  # the ratio is in the study, and prices nothing at its size
+            out[d.name]["oversubscription"]["note"] = unused
         up = base.scale_up
         out[d.name]["nodes_per_leaf"]["counts"] = ("nodes" if up.size <= base.gpus_per_node else
                                                    f"{up.size}-GPU {up.name} domains ({up.size // base.gpus_per_node} "
@@ -184,7 +188,8 @@ def network_lines(network: dict[str, dict[str, dict]]) -> list[str]:
                  f"{leaf['value']} {_one(leaf['counts'], leaf['value'])} per leaf ({leaf['source']})"
                  if leaf["value"] is not None else None,
                  f"NIC {nic['value'] / 1e9:g} GB/s per GPU ({nic['source']})"]
-        lines.append(f"network of {name}: " + ", ".join(x for x in parts if x))
+        lines.append(f"network of {name}: " + ", ".join(x for x in parts if x)
+                     + (f"; {over['note']}" if over.get("note") else ""))
     return lines
 
 

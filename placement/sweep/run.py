@@ -249,6 +249,29 @@ def network_of(cluster: ClusterSpec) -> dict:
             "nic_bandwidth_bytes_per_s": cluster.nic_bandwidth_bytes_per_s}
 
 
+def leaf_uplinks_unused(sweep: SweepSpec, design: DesignSpec) -> str | None:
+    """Where a design's leaf is oversubscribed but every GPU count it can run sits under one leaf (the Topology's
+    levels stop at the leaf: no traffic of the job crosses its uplinks), why its ratio prices nothing; else None.  A
+    QA trial: a 256-H100 design (32 nodes, 32 to a leaf) at 2:1 was priced to the digit as the same design at 1:1,
+    and its `network of` line said `leaf 2:1` with no word that the ratio changed nothing in this study."""
+    from placement.topology import Topology
+
+    cluster, acc = design_hardware(design)
+    leaf = cluster.tiers[0] if cluster.tiers else None
+    if leaf is None or leaf.oversubscription <= 1.0:
+        return None
+    counts, unit, most = candidate_counts(sweep, design, cluster)
+    if leaf.fanout is None or most > leaf.fanout * max(unit, cluster.scale_up.size):
+        return None  # more GPUs than a leaf holds: some count crosses it
+    units = most // unit
+    if any(len(Topology(cluster, acc, num_gpus=n, segment_nodes=sweep_segment(cluster, n, units)).levels) > 2
+           for n in counts):
+        return None
+    domains = "nodes" if unit <= cluster.gpus_per_node else f"{unit}-GPU domains"
+    return (f"every count of the design's {most:,} GPUs runs under one leaf ({leaf.fanout} {domains}): no traffic "
+            f"crosses its uplinks, so its {leaf.oversubscription:g}:1 prices as 1:1 does")
+
+
 SUGGESTED_GPUS = re.compile(re.escape(SWEEP_FIX_NAMES.gpus).replace(re.escape("{}"), r"(\d+)"))
 """A GPU count an infeasible cell's message suggests (search.SWEEP_FIX_NAMES: "`gpus: 16` in the design")."""
 
