@@ -370,3 +370,30 @@ def test_a_gpu_count_suggested_past_the_budget_says_what_it_costs(budget, over):
     note = ("16 GPUs at the design's capex_per_gpu 40,000 USD cost 640,000 USD, over the study's budget of "
             "600,000 USD")
     assert (note in r["message"]) == over
+
+
+def test_an_infeasible_row_names_its_binding_constraint_as_plan_does(tmp_path):
+    """A QA trial: a 70B model on 8 rented H100 had no plan; `plan --json` names what bound it (`infeasible.binding`
+    "memory"), the sweep's row only in its prose.  The row, its CSV line, the summary and the page say it too."""
+    import csv
+
+    study = {"name": "tight", "designs": [{"name": "h100x8", "cluster": "dgx-h100", "gpus": 8,
+                                           "price_per_gpu_hour": 2.0}],
+             "workloads": [{"name": "70b", "model": "llama3-70b", "seq_len": 8192, "global_batch": 512,
+                            "tokens": 1e11}]}
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(study))
+    out, page = tmp_path / "o", tmp_path / "p.html"
+    res = CliRunner().invoke(main, ["sweep", str(path), "--out", str(out), "--no-plots", "--workers", "1",
+                                    "--report", str(page)])
+    assert res.exit_code == 1, res.output  # no cell has a plan
+    plan = CliRunner().invoke(main, ["plan", "--model", "llama3-70b", "--cluster", "dgx-h100", "--gpus", "8",
+                                     "--seq-len", "8192", "--global-batch", "512", "--json"])
+    binding = json.loads(plan.stdout)["infeasible"]["binding"]
+    assert binding == "memory"
+    (r,) = json.loads((out / "sweep.json").read_text())["rows"]
+    assert r["status"] == "infeasible" and r["binding"] == binding
+    (line,) = csv.DictReader((out / "sweep.csv").open())
+    assert line["binding"] == binding
+    assert "h100x8 8/8 no plan (memory)" in " ".join(res.stdout.split())
+    assert "h100x8: no plan (memory): " in page.read_text()

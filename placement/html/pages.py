@@ -393,7 +393,8 @@ def sweep_html(rows: Sequence[dict], meta: dict) -> str:
                 f"{work}: step time by term", [f"{r.get('design')} ({_cell(r.get('num_gpus'), 'int', currency)})"
                                                for r in planned],
                 [step_terms(r["plan"]) for r in planned], BREAKDOWN_TERMS)) if planned else None,
-            "failed": [f"{r.get('design')}: {r.get('message') or r.get('status')}" for r in mine
+            "failed": [f"{r.get('design')}: " + (f"no plan ({r['binding']}): " if r.get("binding") else "")
+                       + f"{r.get('message') or r.get('status')}" for r in mine
                        if r.get("status") != "ok"],
             # what the text summary says under each priced row (a QA run: a missed deadline's message, why a tenth
             # of the GPUs bought sit idle and a plan within 0.1 GiB of its memory were said in the text alone)

@@ -29,7 +29,9 @@ COLUMNS = ("design", "workload", "num_gpus", "num_gpus_bought", "accelerator", "
            # the network the row was priced on (a design's overrides of its catalog cluster included)
            "leaf_oversubscription", "domains_per_leaf", "nic_bandwidth_bytes_per_s",
            # met at the predicted step but not at the error band's slow end
-           "deadline_at_risk")
+           "deadline_at_risk",
+           # what bound a row without a plan (memory, divisibility, ...), as `plan --json` names it; empty otherwise
+           "binding")
 WIDTH = 100
 """The text summary's width in columns."""
 SCHEMA = "placement.sweep/2"
@@ -510,7 +512,7 @@ def summary(rows: list[dict], currency: str, sweep=None, network: dict | None = 
             name = textwrap.shorten(r["design"], 26, placeholder="...")
             used = f"{r['num_gpus']:,}/{r['num_gpus_bought']:,}"
             if r["status"] != "ok":
-                lines.append(f"  {name:26} {used:>16}  no plan")
+                lines.append(f"  {name:26} {used:>16}  no plan" + (f" ({r['binding']})" if r.get("binding") else ""))
                 lines += _wrap(r["message"][:600])
                 continue
             days = days_text(r)

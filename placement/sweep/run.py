@@ -333,7 +333,9 @@ def cell_row(cell: Cell, sweep: SweepSpec, entry: dict, errors: tuple[str, tuple
            "deadline_days": sweep.deadline_days, "deadline_met": choice.deadline_met, "gpu_counts": choice.counts,
            **network_of(cell.cluster)}
     if choice.entry["status"] != "ok":
+        # the constraint that bound, as `plan --json`'s `infeasible.binding` names it (memory, divisibility, ...)
         return {**row, **dict.fromkeys(RESULT_KEYS), "deadline_at_risk": None, "status": "infeasible",
+                "binding": choice.entry.get("binding") or None,
                 "message": choice.entry["message"] + over_budget_note(choice.entry["message"], design, sweep),
                 "idle_reason": None, "error_band": None, "plan": None}
     plan = choice.entry["plan"]
@@ -363,7 +365,7 @@ def cell_row(cell: Cell, sweep: SweepSpec, entry: dict, errors: tuple[str, tuple
                    f"days)")
     row["deadline_at_risk"] = at_risk
     message = "; ".join(x for x in (message, outlasts_amortization(design, fields, sweep.currency)) if x)
-    return {**row, "status": "ok", "message": message, "step_time_s": plan["step_time_s"],
+    return {**row, "status": "ok", "binding": None, "message": message, "step_time_s": plan["step_time_s"],
             "tokens_per_s": plan["tokens_per_s"], "mfu": plan.get("mfu"), **fields,
             "time_to_train_days_low": low["time_to_train_days"], "time_to_train_days_high": high["time_to_train_days"],
             "cost_low": low["cost"], "cost_high": high["cost"], "idle_reason": choice.idle_reason,
