@@ -541,3 +541,21 @@ def test_the_page_writes_a_budget_in_full_and_per_mtok_costs_tell_apart():
     assert _plain(12_000_000.0) == "12,000,000" and _plain(0.1) == "0.1"
     assert [_per_mtok(x) for x in (0.0260, 0.0271, 0.0317)] == ["0.026", "0.0271", "0.0317"]
     assert [_per_mtok(x) for x in (2.345, 1234.5)] == ["2.35", "1,234"]
+
+
+def test_the_sweep_page_states_the_frontier_rule_its_rows_follow(sweep_rows):
+    """A QA trial: the page's caption read "no other design is both cheaper and faster" beside two red points, one
+    0.5 % cheaper and faster than the other: the rows' `pareto` counts a lead under PARETO_TIE_REL as a tie."""
+    from placement.sweep.run import PARETO_TIE_REL, mark_pareto
+
+    _, rows = sweep_rows
+    rows = [dict(r) for r in rows[:2]]
+    rows[1].update(workload=rows[0]["workload"], cost=rows[0]["cost"] * 0.995,
+                   time_to_train_s=rows[0]["time_to_train_s"] * 0.995,
+                   time_to_train_days=rows[0]["time_to_train_days"] * 0.995)
+    mark_pareto(rows)
+    assert rows[0]["pareto"] and rows[1]["pareto"]  # a tie: both on the frontier
+    shown = visible(sweep_html(rows, {"name": "s", "currency": "USD"}))
+    assert "both cheaper and faster" not in shown
+    rule = f"ahead in one by more than {PARETO_TIE_REL:.0%}: a smaller lead is a tie"
+    assert shown.count(rule) == 2  # the caption and the glossary

@@ -184,7 +184,8 @@ SWEEP_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("layout", "layout", "layout"),
 )
 GLOSSARY = {
-    "GPUs bought": "GPUs the design buys (its `gpus`, or what the budget buys in whole nodes)",
+    "GPUs bought": "GPUs the design buys (its `gpus`, or what the budget buys in whole purchase units: nodes, or "
+                   "NVL72 racks where the NVLink domain spans nodes)",
     "GPUs used": "GPUs the chosen plan runs on",
     "GPUs idle": "bought and not used by the plan; still paid for",
     "days": "time to train the workload's tokens at the plan's tokens/s",
@@ -209,7 +210,7 @@ GLOSSARY = {
     "deadline met": "whether the row trains within the study's deadline_days (MISSED where it does not)",
     "deadline at risk": "met at the predicted step but not at the error band's slow end (\"at risk\"; \"no\" where "
                         "the slow end meets it too)",
-    "frontier": "on the Pareto frontier of cost and time for this workload",
+    "frontier": "on the Pareto frontier of cost and time for this workload ({rule})",
     "layout": "the chosen plan's parallel layout",
 }
 
@@ -360,6 +361,7 @@ def sweep_html(rows: Sequence[dict], meta: dict) -> str:
     `meta`: the study document's other fields, shown as they are (name, currency, date, version, budget,
     inputs, assumptions...); "name" titles the page and "currency" labels the money columns (default USD)."""
     from placement.sweep.output import BREAKDOWN_TERMS, _tight_memory, row_notes, step_terms
+    from placement.sweep.run import PARETO_TIE_REL
 
     currency = str(meta.get("currency") or "USD")
     name = meta.get("name") or meta.get("study") or "sweep"
@@ -403,9 +405,13 @@ def sweep_html(rows: Sequence[dict], meta: dict) -> str:
                       + [line.strip() for line in row_notes(r)]],
         })
     shown = {h for w in workloads for h in w["header"]}
-    glossary = [(h, text) for h, text in GLOSSARY.items()
+    # the rule the rows' `pareto` follows (sweep.run.mark_pareto): a QA trial read "no other design is both cheaper
+    # and faster" beside two red points, one 0.5 % cheaper and faster than the other, a tie under PARETO_TIE_REL
+    rule = (f"no other design is as cheap and as fast and ahead in one by more than {PARETO_TIE_REL:.0%}: a smaller "
+            f"lead is a tie")
+    glossary = [(h, text.replace("{rule}", rule)) for h, text in GLOSSARY.items()
                 if h in shown or f"{h} ({currency})" in shown]
     return render("sweep.html", title=f"placement sweep: {name}", subtitle=f"{len(rows)} cells, money in {currency}",
-                  study=_study_sections(meta), workloads=workloads, glossary=glossary)
+                  study=_study_sections(meta), workloads=workloads, glossary=glossary, frontier_rule=rule)
 
 
