@@ -439,3 +439,22 @@ def test_an_oversubscribed_leaf_no_count_crosses_is_said_to_price_nothing(tmp_pa
                     "uplinks, so its 2:1 prices as 1:1 does")
     spec = SweepSpec.model_validate(study)
     assert network_lines(network_sources(spec))[1].endswith(f"; {note}")
+
+
+def test_the_objective_and_currency_left_to_their_default_are_named(tmp_path):
+    """A QA trial: a study without `objective` printed `objective time` as if chosen (under it a budget design buys
+    every GPU the budget affords), and USD as if given.  The head marks each `(default)`, sweep.json's
+    `study_defaults` and the page name them; a study (or a --set) that gives them gets no mark."""
+    study = {**STUDY, "designs": [STUDY["designs"][2]]}
+    out, page = tmp_path / "o", tmp_path / "p.html"
+    res = _sweep(tmp_path, study, "--out", str(out), "--report", str(page))
+    assert res.exit_code == 0, res.output
+    assert res.stdout.splitlines()[0] == "study inputs: objective time (default), money in USD (default)"
+    assert json.loads((out / "sweep.json").read_text())["study_defaults"] == ["objective", "currency"]
+    shown = " ".join(re.sub(r"<[^>]+>", " ", page.read_text()).split())
+    assert "study defaults objective time currency USD" in shown
+    assert "cost (USD)" in shown  # the money columns keep their label
+    res = _sweep(tmp_path, {**study, "currency": "EUR"}, "--out", str(tmp_path / "o2"), "--set", "objective=cost")
+    assert res.exit_code == 0, res.output
+    assert res.stdout.splitlines()[0] == "study inputs: objective cost"
+    assert json.loads((tmp_path / "o2" / "sweep.json").read_text())["study_defaults"] == []

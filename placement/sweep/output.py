@@ -64,6 +64,10 @@ def _tight_memory(plan: dict | None) -> str:
             f"headroom kept (workload memory_headroom_gib)")
 
 
+STUDY_DEFAULTABLE = ("objective", "currency")
+"""Study fields a sweep file may leave out whose default decides what the rows say: the objective picks each design's
+GPU count, the currency labels every money figure; the summary's head marks each `(default)` and `study_defaults`
+names them."""
 WORKLOAD_DEFAULTABLE = ("precision", "memory_headroom_gib")
 """Workload fields a sweep file may leave out, whose default the summary and `workload_defaults` name."""
 
@@ -230,6 +234,7 @@ def study_document(sweep, result, overrides: tuple[str, ...] = (), date: str | N
         "assumptions": list(ASSUMPTIONS),
         "cost_input_sources": cost_input_sources(sweep, overrides),
         "network_sources": network_sources(sweep, overrides),
+        "study_defaults": [f for f in STUDY_DEFAULTABLE if f not in sweep.model_fields_set],
         "workload_defaults": {w.name: sorted(f for f in WORKLOAD_DEFAULTABLE if f not in w.model_fields_set)
                               for w in sweep.workloads},
         "error_bands": error_bands(result.rows),
@@ -272,6 +277,8 @@ def page_meta(document: dict, calibration_line: str | None = None) -> dict:
     inputs = document.get("inputs") or {}
     meta = {k: document.get(k) for k in ("name", "placement_version", "date", "objective", "deadline_days", "budget",
                                          "currency")}
+    # the study fields left to their default, as the text's head marks them (`currency` stays the money's label)
+    meta["study defaults"] = [f"{f} {document.get(f)}" for f in document.get("study_defaults") or ()]
     if document.get("budget_rented_designs"):  # the budget is capex: said beside it as the text head says it
         meta["budget"] = f"{document['budget']:,.0f}{budget_scope(document['budget_rented_designs'])}"
     meta["calibration"] = calibration_line
@@ -489,10 +496,14 @@ def summary(rows: list[dict], currency: str, sweep=None, network: dict | None = 
     and cost with their error bands, cost per million tokens, the frontier, then its layout and any reason."""
     lines = []
     if sweep is not None:
-        head = [f"study {sweep.name}: objective {sweep.objective.value}"
+        # the objective and currency the file leaves out are named as defaults (a QA trial: `objective time` read as
+        # chosen, where the file had none, and a cost-minded buyer's rows had bought every GPU the budget affords)
+        default = {f: " (default)" if f not in sweep.model_fields_set else "" for f in STUDY_DEFAULTABLE}
+        head = [f"study {sweep.name}: objective {sweep.objective.value}{default['objective']}"
                 + (f", deadline {sweep.deadline_days:g} days" if sweep.deadline_days else "")
                 + (f", budget {sweep.budget:,.0f} {currency}" if sweep.budget else "")
-                + budget_scope(budget_rented(sweep))]
+                + budget_scope(budget_rented(sweep))
+                + (f", money in {currency} (default)" if default["currency"] else "")]
         head.append("cost = amortized capex + energy over the run (rental: GPU-hours x price); idle GPUs bought are "
                     "charged; ranges: the validate error band of the nearest calibration group")
         head += assumed_lines(sweep, currency)
