@@ -838,8 +838,13 @@ def _memory_message(batch: LayoutBatch, est: Estimates, model: ModelSpec, train:
         f"ep {lay.ep}, pp {lay.pp}, dp {lay.dp}, ZeRO-{lay.zero_stage}, recompute {lay.recompute.value}, "
         f"micro-batch {lay.micro_batch_size}) needs {need / GiB:.1f} GiB per GPU "
         f"(weights+grads+optimizer {state / GiB:.1f}, activations {est.activations_bytes[i] / GiB:.1f}, "
-        f"{_other_text(est, i)}), capacity {cap / GiB:.1f} GiB"
-        + (f" (after the {headroom / GiB:.1f} GiB {names.headroom_source} keeps free)" if headroom else "")
+        f"{_other_text(est, i)}), "
+        # a headroom past what the GPU holds leaves no capacity: said so, not as a negative capacity (a QA run's
+        # sweep read "capacity -21.9 GiB (after the 100.0 GiB ...)")
+        + (f"but the {headroom / GiB:.1f} GiB {names.headroom_source} keeps free is more than the "
+           f"{(cap + headroom) / GiB:.1f} GiB each GPU holds for the job" if headroom and cap <= 0 else
+           f"capacity {cap / GiB:.1f} GiB"
+           + (f" (after the {headroom / GiB:.1f} GiB {names.headroom_source} keeps free)" if headroom else ""))
         + f"; try {' or '.join(fixes)}"
     )
 

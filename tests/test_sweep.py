@@ -397,3 +397,21 @@ def test_an_infeasible_row_names_its_binding_constraint_as_plan_does(tmp_path):
     assert line["binding"] == binding
     assert "h100x8 8/8 no plan (memory)" in " ".join(res.stdout.split())
     assert "h100x8: no plan (memory): " in page.read_text()
+
+
+def test_a_headroom_past_the_gpus_capacity_is_said_so_not_as_a_negative_capacity(tmp_path):
+    """A QA trial: `memory_headroom_gib: 100` on 16 H100 (78.1 GiB each for the job) printed "capacity -21.9 GiB
+    (after the 100.0 GiB the workload's memory_headroom_gib keeps free)"; a headroom past what a GPU holds is named as
+    that, beside the fix."""
+    study = {"name": "roomy", "designs": [{"name": "h100x16", "cluster": "dgx-h100", "gpus": 16,
+                                           "price_per_gpu_hour": 2.0}],
+             "workloads": [{"name": "8b", "model": "llama3-8b", "seq_len": 4096, "global_batch": 64, "tokens": 1e9,
+                            "memory_headroom_gib": 100}]}
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(study))
+    res = CliRunner().invoke(main, ["sweep", str(path), "--out", str(tmp_path / "o"), "--no-plots", "--workers", "1"])
+    text = " ".join(res.stdout.split())
+    assert res.exit_code == 1, res.output
+    assert "capacity -" not in text
+    assert ("the 100.0 GiB the workload's memory_headroom_gib keeps free is more than the 78.1 GiB each GPU "
+            "holds") in text
