@@ -591,6 +591,16 @@ def _yaml_line(path: Path, node: yaml.Node, kind: str, what: str, pairs: dict[st
                  spelled={k: key for k, (key, _) in pairs.items()}, kind=kind)
 
 
+def _yaml_named(path: Path, item: yaml.Node, kind: str, what: str) -> tuple[dict, dict]:
+    """A switch's or block's fields, and its name as the topology.conf pair it stands for (SwitchName=, BlockName=);
+    topology.yaml(5) requires the name."""
+    fields = _yaml_mapping(path, item, f"a {kind} of {what}", _YAML_ITEM_KEYS[kind])
+    if kind not in fields:
+        raise InputError(f"{_yaml_where(path, item)}: a {kind} of {what} without `{kind}: NAME`; "
+                         f"topology.yaml(5) requires it")
+    return fields, {f"{kind}name": (kind, _yaml_scalar(path, fields[kind], f"`{kind}:`"))}
+
+
 def _yaml_tree(path: Path, body: yaml.Node, name: str) -> list[_Line]:
     what = f"topology `{name}`"
     tree = _yaml_mapping(path, body, f"the tree of {what}", ("switches",))
@@ -599,11 +609,7 @@ def _yaml_tree(path: Path, body: yaml.Node, name: str) -> list[_Line]:
                          f"{_YAML_EXAMPLE}")
     lines = []
     for item in _yaml_items(path, tree["switches"], "switches", what):
-        fields = _yaml_mapping(path, item, f"a switch of {what}", _YAML_ITEM_KEYS["switch"])
-        if "switch" not in fields:
-            raise InputError(f"{_yaml_where(path, item)}: a switch of {what} without `switch: NAME`; "
-                             f"topology.yaml(5) requires it")
-        pairs = {"switchname": ("switch", _yaml_scalar(path, fields["switch"], "`switch:`"))}
+        fields, pairs = _yaml_named(path, item, "switch", what)
         if "children" in fields:
             pairs["switches"] = ("children", _yaml_hostlist(path, fields["children"], "`children:`"))
         if "nodes" in fields:
@@ -625,11 +631,7 @@ def _yaml_block(path: Path, body: yaml.Node, name: str) -> list[_Line]:
                    if isinstance(sizes, yaml.SequenceNode) else _yaml_scalar(path, sizes, "`block_sizes:`"))
         lines.append(_yaml_line(path, sizes, "sizes", what, {"blocksizes": ("block_sizes", written)}))
     for item in _yaml_items(path, block["blocks"], "blocks", what):
-        fields = _yaml_mapping(path, item, f"a block of {what}", _YAML_ITEM_KEYS["block"])
-        if "block" not in fields:
-            raise InputError(f"{_yaml_where(path, item)}: a block of {what} without `block: NAME`; "
-                             f"topology.yaml(5) requires it")
-        pairs = {"blockname": ("block", _yaml_scalar(path, fields["block"], "`block:`"))}
+        fields, pairs = _yaml_named(path, item, "block", what)
         if "nodes" in fields:
             pairs["nodes"] = ("nodes", _yaml_hostlist(path, fields["nodes"], "`nodes:`"))
         lines.append(_yaml_line(path, item, "block", what, pairs))
