@@ -257,11 +257,14 @@ def shard_edges_s(dense_group: coll.Groups, expert_group: coll.Groups, p: StageP
     reduce-scatter edge.  One layer plus the embedding and head the rank holds (`StageParams.edge_dense`; not the
     head where the loss is chunked: torchtitan 0.3.0 reduce-scatters [norm, lm_head] at the loss's last chunk),
     gathered at the weight width and reduced at the gradient's."""
-    gather = dense_group.reduce_scatter(p.edge_dense * wt_b) + expert_group.reduce_scatter(p.edge_expert * wt_b)
-    reduce = (dense_group.reduce_scatter(p.edge_dense * grad_b)
-              + expert_group.reduce_scatter(p.edge_expert * grad_b))
-    some = np.asarray(p.edge_dense + p.edge_expert) > 0
-    return np.where(some, gather, 0.0), np.where(some, reduce, 0.0)
+    # each group's collective only where it has parameters at the edges: a dense model's expert group runs none, not
+    # even its latency (as dp_term's `has_experts`; NCCL's ring latency over 32 GPUs made the phantom one show)
+    dense, expert = np.asarray(p.edge_dense) > 0, np.asarray(p.edge_expert) > 0
+    gather = (np.where(dense, dense_group.reduce_scatter(p.edge_dense * wt_b), 0.0)
+              + np.where(expert, expert_group.reduce_scatter(p.edge_expert * wt_b), 0.0))
+    reduce = (np.where(dense, dense_group.reduce_scatter(p.edge_dense * grad_b), 0.0)
+              + np.where(expert, expert_group.reduce_scatter(p.edge_expert * grad_b), 0.0))
+    return gather, reduce
 
 
 def tied_embedding_s(x: Ctx, grad_b: float) -> np.ndarray:
