@@ -135,6 +135,6 @@ def test_a_sweep_headroom_of_the_whole_gpu_names_the_headroom_not_more_gpus(tmp_
                            "memory_headroom_gib": 100}]}
     [row] = run_sweep(SweepSpec.model_validate(spec), tmp_path / "cache", "local", workers=1).rows
     assert row["status"] == "infeasible"
-    assert ("(after the 100.0 GiB the workload's memory_headroom_gib keeps free); try `memory_headroom_gib: "
-            in row["message"])
+    assert ("the 100.0 GiB the workload's memory_headroom_gib keeps free is more than the 78.1 GiB each GPU holds "
+            "for the job; try `memory_headroom_gib: " in row["message"])
     assert "gpus" not in row["message"].split("; try ")[-1]
