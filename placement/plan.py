@@ -94,6 +94,9 @@ class BreakdownOut(_Out):
     grad_accumulation: float = 0.0
     """Weight gradients accumulated outside the GEMMs, per micro-batch, on the critical rank (recipe
     grad_accumulation: autograd's 16-bit `+=`, DeepSpeed BF16_Optimizer's fp32 copy)."""
+    variability: float = 0.0
+    """What waiting for the job's slowest GPU adds: the accelerator's `speed_variability` times the expected largest
+    of num_gpus normal draws, on the compute and the bubble it paces (cost.step.variability_s)."""
 
 
 class MemoryOut(_Out):
@@ -292,7 +295,7 @@ def make_plan(batch: LayoutBatch, est: Estimates, i: int, model: ModelSpec, trai
             dp=_r(dp_total), bubble=_r(est.bubble_s[i]),
             optimizer=_r(est.optimizer_s[i]), overlap_slowdown=_r(est.overlap_slowdown_s[i]),
             exposed=exposed, overlapped=overlapped, host=_r(est.host_s[i]),
-            grad_accumulation=_r(est.grad_accumulation_s[i]),
+            grad_accumulation=_r(est.grad_accumulation_s[i]), variability=_r(est.variability_s[i]),
         ),
         memory=MemoryOut(
             weights_bytes=_r(est.weights_bytes[i], 8), grads_bytes=_r(est.grads_bytes[i], 8),

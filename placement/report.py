@@ -82,6 +82,9 @@ def breakdown_rows(p: Plan) -> list[list[str]]:
     # the accumulation row only where the recipe prices one (Megatron's fused accumulation has none)
     accumulation = ([["gradient accumulation", f"{b.grad_accumulation:.3f}", f"{b.grad_accumulation:.3f}", ""]]
                     if b.grad_accumulation > 0 else [])
+    # the slowest-GPU row only where the accelerator prices a spread (AcceleratorSpec.speed_variability)
+    variability = ([["GPU variability (slowest GPU)", f"{b.variability:.3f}", f"{b.variability:.3f}", ""]]
+                   if b.variability > 0 else [])
     return [
         ["compute", f"{b.compute:.3f}", "", ""],
         ["tp (TP/SP collectives)", f"{b.tp:.3f}", f"{b.exposed.tp:.3f}", f"{b.overlapped.tp:.3f}"],
@@ -94,6 +97,7 @@ def breakdown_rows(p: Plan) -> list[list[str]]:
         ["pipeline bubble", f"{b.bubble:.3f}", f"{b.bubble:.3f}", ""],
         ["optimizer step", f"{b.optimizer:.3f}", f"{b.optimizer:.3f}", ""],
         ["overlap slowdown", f"{b.overlap_slowdown:.3f}", f"{b.overlap_slowdown:.3f}", ""],
+        *variability,
     ]
 
 

@@ -143,16 +143,16 @@ def _evaluate_json(*args: str) -> dict:
 
 def test_fused_attention_backward_recomputes_the_scores(monkeypatch) -> None:
     """A fused attention backward executes 2.5 forwards (FlashAttention's own benchmark count); at 131K context,
-    where attention is most of the step, pricing it as a GEMM's 2 leaves the row 7 % too fast."""
+    where attention is most of the step, pricing it as a GEMM's 2 takes 9 points off the row."""
     import placement.cost.constants as C
 
     run = RUNS["llama3-2024-table4-16384gpu-131k"]
     assert C.FUSED_ATTENTION_BACKWARD_TO_FORWARD == 2.5
     with_term = _error(run)
-    assert abs(with_term) < 0.05
+    assert abs(with_term) < 0.06
     monkeypatch.setattr(C, "FUSED_ATTENTION_BACKWARD_TO_FORWARD", C.BACKWARD_TO_FORWARD)
     without = _error(run)
-    assert without < with_term - 0.05 and without < -0.06
+    assert without < with_term - 0.07
     # an unfused core keeps its probabilities: its backward is 2 forwards, untouched by the constant
     korthikanti = RUNS["korthikanti-2022-175b-sp-selective"]
     assert korthikanti.attention_kernel is AttentionKernel.UNFUSED
@@ -551,7 +551,7 @@ def test_audit_reads_the_bf16_optimizer_all_reduce(tmp_path, stage, expected) ->
         assert "BF16_Optimizer" in layout.sources["zero_stage"]
 
 
-def test_unfused_core_without_dropout_moves_no_dropout_bytes(monkeypatch) -> None:
+def test_unfused_core_without_dropout_moves_no_dropout_bytes(monkeypatch, mean_speed_gpus) -> None:
     """GPT-NeoX-20B trains without dropout, so its unfused attention core writes no dropout mask or output: 3 of
     the 11 bytes per score.  Its 536,870,912 scores per layer and micro-batch (8,192 tokens x 2,048 keys x 32
     heads) pass 4 times (forward, recompute, backward twice) on 11 layers, over 32 micro-batches and the 3 of
@@ -572,16 +572,17 @@ def test_unfused_core_without_dropout_moves_no_dropout_bytes(monkeypatch) -> Non
 def test_nemo_24_07_rows_ran_flash_attention_2_but_gpt3_175b() -> None:
     """NeMo-Framework-Launcher 24.07 sets NVTE_FUSED_ATTN: 0 for every run ("Disable cudnn FA until we've tested it
     more"); only its GPT-3 175B files set it back to 1.  Transformer Engine 1.8 then runs FlashAttention-2, 0.37 of
-    MAMF on Hopper against 0.65 for cuDNN's: the Llama 3 8B row at 8,192 tokens, attention-heavy, is more than 12 %
-    too fast priced with cuDNN-class attention."""
+    MAMF on Hopper against 0.65 for cuDNN's: the Llama 3 8B row at 8,192 tokens, attention-heavy, is about 11 %
+    too fast priced with cuDNN-class attention, 9 points off its FlashAttention-2 price."""
     rows = {k: RUNS[k] for k in RUNS if k.startswith("nemo-24.07-h100-")}
     for key, run in rows.items():
         expected = AttentionKernel.FLASH if "gpt3-175b" in key else AttentionKernel.FLASH2
         assert run.attention_kernel is expected, key
         assert "NVTE_FUSED_ATTN" in run.recipe_sources, key
     llama8b = rows["nemo-24.07-h100-llama3-8b-8gpu"]
-    assert abs(_error(llama8b)) <= BOUND
-    assert _error(llama8b.model_copy(update={"attention_kernel": AttentionKernel.FLASH})) < -BOUND
+    assert abs(_error(llama8b)) <= 0.05
+    assert _error(llama8b.model_copy(update={"attention_kernel": AttentionKernel.FLASH})) < min(-0.09, _error(llama8b)
+                                                                                                - 0.08)
 
 
 def test_files_say_nothing_of_recipe_fields_that_price_nothing_for_the_layout(tmp_path) -> None:
@@ -673,7 +674,7 @@ def test_the_embeddings_bucket_reduces_after_the_last_backward(monkeypatch) -> N
     assert added >= floor_s * 0.9
 
 
-def test_unfused_cross_entropy_moves_its_counted_bytes_on_the_smallest_mcore_row() -> None:
+def test_unfused_cross_entropy_moves_its_counted_bytes_on_the_smallest_mcore_row(mean_speed_gpus) -> None:
     """Megatron-Core r0.8's unfused vocabulary-parallel cross-entropy moves 52 bytes per logit (one eager kernel
     per op), the fused one 28: on the 1.7B weak-scaling row (V 131,072 against h 2,048) the difference is four
     points of its step (priced fused the row is 19.2 % fast, unfused 15.8 %: still over the 12 % bound, the

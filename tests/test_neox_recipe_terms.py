@@ -50,7 +50,7 @@ def _evaluate(*extra) -> dict:
     return json.loads(result.stdout)
 
 
-def test_neox_row_pays_a_gap_per_checkpointed_layer_boundary_and_micro_batch() -> None:
+def test_neox_row_pays_a_gap_per_checkpointed_layer_boundary_and_micro_batch(mean_speed_gpus) -> None:
     """11 checkpointed layers per stage: 12 drains of the GPU in the forward and 12 in the backward, on every
     micro-batch slot: without them the row is a point faster, further from the published step."""
     assert NEOX.recipe.checkpoint_sync and NEOX.layout["recompute"] == "full"
@@ -86,7 +86,7 @@ def test_neox_row_prices_its_eager_concatenation_and_bias_adds() -> None:
     assert abs(res.error) < abs(fused.error) - 0.005
 
 
-def test_partial_rope_adds_its_concatenation_and_its_slices_backward() -> None:
+def test_partial_rope_adds_its_concatenation_and_its_slices_backward(mean_speed_gpus) -> None:
     """A quarter of each head rotated: the concatenation back (forward, and again in the recompute) and the two
     slices' zero-filled gradients summed (backward) over the 2 x hidden / tp query and key elements per token;
     rotating the whole head concatenates nothing (the rotation itself counts as fused, as TorchScript runs it)."""

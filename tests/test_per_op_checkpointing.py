@@ -52,7 +52,7 @@ def test_llama_block_recomputes_wo_w3_and_its_elementwise_ops() -> None:
     per_op = layer_compute(x).dense_s
     h, tokens = w.hidden, SEQ
     redo = (gemm_time(tokens, h, w.out_dim / 2, 1, x.gemm) + gemm_time(tokens, w.dense_ffn / 2, h, 1, x.gemm)
-            + elementwise_time(tokens, h, x.sp_shard, x.hbm_bw))
+            + elementwise_time(tokens, h, x.sp_shard, x.tp, x.hbm_bw, w.dropout))
     assert float(per_op[0] - plain[0]) == pytest.approx(float(np.asarray(redo).ravel()[0]), rel=1e-9)
 
 

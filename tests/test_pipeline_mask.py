@@ -28,7 +28,7 @@ def _with_recipe(run, **update):
     return run.model_copy(update={"recipe": run.recipe.model_copy(update=update)})
 
 
-def test_neox_row_sends_its_mask_with_every_activation() -> None:
+def test_neox_row_sends_its_mask_with_every_activation(mean_speed_gpus) -> None:
     """Each forward transfer carries 2 s^2 bytes more (8 MiB at s = 2048) as a blocking send of its own, with its
     casts and copies: a middle stage makes two such transfers per micro-batch, and on DeepSpeed's lock-step schedule
     2 m + p - 4 of them lie on the step's path (tests/test_deepspeed_schedule.py), 64 here.  Without the mask the

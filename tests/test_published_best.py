@@ -177,9 +177,11 @@ def test_a_plan_no_published_run_checks_says_so():
     assert h100["published_best"] is not None and h100["unpublished_kind"] is None
 
 
-def test_above_published_says_the_runs_it_means_are_the_validated_ones():
+def test_above_published_says_the_runs_it_means_are_the_validated_ones(mean_speed_gpus):
     """A user trial: a plan 1-5 % from a measured DGX Cloud run was told "no published run measured" its MFU, when
-    only the runs placement validates had not; the line names them and how to check a run of one's own."""
+    only the runs placement validates had not; the line names them and how to check a run of one's own.  (Priced
+    with every GPU at the mean speed, where the plan is above the validated runs; the slowest of 8 H100s takes it
+    under them.)"""
     # (the DGX Cloud job itself, global batch 128, is now a validated run: half its batch is a job none measured)
     argv = ["evaluate", "--model", "llama3-8b", "--gpus", "8", "--seq-len", "8192", "--global-batch", "64", "--tp",
             "1", "--pp", "1", "--cp", "2", "--mbs", "1", "--zero", "1", "--recompute", "none",

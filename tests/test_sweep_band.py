@@ -208,18 +208,25 @@ def test_a_deadline_met_only_at_the_predicted_step_is_flagged_at_risk(tmp_path):
 
     from placement.cli import main
 
-    study = {"name": "d", "deadline_days": 10, "designs": [
-        {"name": "H100 rent", "cluster": "dgx-h100", "gpus": 240, "price_per_gpu_hour": 2.5}],
-        "workloads": [{"name": "dense70b", "model": "llama3-70b", "seq_len": 8192, "global_batch": 256,
-                       "tokens": 2.0e11}]}
-    path = tmp_path / "s.yaml"
-    path.write_text(yaml.safe_dump(study))
-    result = CliRunner().invoke(main, ["--reproducible", "sweep", str(path), "--out", str(tmp_path / "o"),
-                                       "--no-plots", "--workers", "1", "--json"])
-    assert result.exit_code == 0, result.output
-    (row,) = json.loads(result.stdout)["rows"]
+    def row_for(deadline_days: float) -> dict:
+        study = {"name": "d", "deadline_days": deadline_days, "designs": [
+            {"name": "H100 rent", "cluster": "dgx-h100", "gpus": 240, "price_per_gpu_hour": 2.5}],
+            "workloads": [{"name": "dense70b", "model": "llama3-70b", "seq_len": 8192, "global_batch": 256,
+                           "tokens": 2.0e11}]}
+        path = tmp_path / "s.yaml"
+        path.write_text(yaml.safe_dump(study))
+        result = CliRunner().invoke(main, ["--reproducible", "sweep", str(path), "--out", str(tmp_path / "o"),
+                                           "--no-plots", "--workers", "1", "--json"])
+        assert result.exit_code == 0, result.output
+        (row,) = json.loads(result.stdout)["rows"]
+        return row
+
+    # a deadline between the predicted days and the band's slow end
+    first = row_for(1000)
+    assert first["time_to_train_days"] < first["time_to_train_days_high"]
+    row = row_for(round((first["time_to_train_days"] + first["time_to_train_days_high"]) / 2, 1))
     assert row["deadline_met"] is True
-    assert row["time_to_train_days"] <= 10 < row["time_to_train_days_high"]
+    assert row["time_to_train_days"] <= row["deadline_days"] < row["time_to_train_days_high"]
     assert row["deadline_at_risk"] is True and "slow end of the error band" in row["message"]
 
 

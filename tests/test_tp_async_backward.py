@@ -35,13 +35,13 @@ def _with(run, **update):
 
 def test_the_22b_full_recompute_row_needs_the_asynchronous_all_reduce() -> None:
     """Korthikanti's no-SP baseline all-reduces each column-parallel input gradient beside its weight gradient: two
-    of a layer's six all-reduces hide.  Without it the row sits at the group's 7 % bound (+6.95 %), the one row
-    that kept any further term of the dense rows out; with it, within 4 %."""
+    of a layer's six all-reduces hide.  Without it the row is 4 points slower (it sat at the group's 7 % bound,
+    +6.95 %, before sequence parallelism's split and the slowest GPU were priced); with it, within 4 %."""
     run = RUNS["korthikanti-2022-22b-full-recompute-baseline"]
     assert run.recipe.tp_async_backward
     with_term = predict(run).error
     without = predict(_with(run, tp_async_backward=False)).error
-    assert abs(with_term) < 0.04 and without > with_term + 0.03 and without > 0.065
+    assert abs(with_term) < 0.04 and without > with_term + 0.03
 
 
 def test_every_korthikanti_row_is_faster_with_it() -> None:

@@ -17,7 +17,10 @@ from placement.cost.constants import (
     CAUSAL_EXECUTED_FRACTION,
     CROSS_ENTROPY_BYTES_PER_LOGIT,
     CROSS_ENTROPY_FUSED_BYTES_PER_LOGIT,
+    DROPOUT_MASK_BYTES_PER_HIDDEN,
     ELEMENTWISE_BYTES_PER_HIDDEN,
+    NORM_BYTES_PER_HIDDEN,
+    RESIDUAL_ADD_BYTES_PER_HIDDEN,
     UNFUSED_SCORE_BYTES_FORWARD,
     UNFUSED_SCORE_DROPOUT_BYTES,
 )
@@ -69,7 +72,23 @@ def cross_entropy_time(tokens, vocab_local, hbm_bytes_per_s: float, fused: bool 
     return tokens * vocab_local * per_logit / hbm_bytes_per_s
 
 
-def elementwise_time(tokens, hidden: int, shard, hbm_bytes_per_s: float) -> np.ndarray:
-    """Norms, residuals, activation and dropout of one layer's forward (memory-bound)."""
-    return tokens * hidden * ELEMENTWISE_BYTES_PER_HIDDEN / shard / hbm_bytes_per_s
+def sp_sharded_bytes_per_hidden(dropout: bool) -> float:
+    """Of ELEMENTWISE_BYTES_PER_HIDDEN, the ops on the whole hidden state, which every TP rank runs on the whole
+    sequence unless sequence parallelism splits it (Korthikanti et al., arXiv:2205.05198 §4, sequence
+    parallelism: the layer norms and the dropouts): the two norms (read 2 + write 2 bytes each) and the two
+    bias-dropout-adds after the attention and the MLP (RESIDUAL_ADD_BYTES_PER_HIDDEN, plus the mask where the model
+    has hidden dropout): 22 bytes a hidden element for a GPT-3-style model, 20 without dropout."""
+    return NORM_BYTES_PER_HIDDEN + 2.0 * (RESIDUAL_ADD_BYTES_PER_HIDDEN + (DROPOUT_MASK_BYTES_PER_HIDDEN if dropout
+                                                                            else 0.0))
+
+
+def elementwise_time(tokens, hidden: int, sp_shard, tp, hbm_bytes_per_s: float, dropout: bool) -> np.ndarray:
+    """Norms, residuals, activation and dropout of one layer's forward (memory-bound): the ops on the whole hidden
+    state split over the TP group only under sequence parallelism (`sp_shard` = tp there, else 1), the rest
+    (the activation function on the FFN width, the per-head work) over the TP group always.  So sequence parallelism
+    saves only the first part: on Korthikanti's 22B (h 6,144, TP 8, A100) 7/8 of 22 bytes a hidden element, 0.48 ms
+    of a 7.7 ms layer forward at the A100's 2.04 TB/s, as its Table 4 measures (7.7 -> 7.2 ms, "Sequence
+    Parallelism"); splitting all 48 bytes would save twice that."""
+    sharded = sp_sharded_bytes_per_hidden(dropout)
+    return tokens * hidden * (sharded / sp_shard + (ELEMENTWISE_BYTES_PER_HIDDEN - sharded) / tp) / hbm_bytes_per_s
 

@@ -35,7 +35,18 @@ window too, and so executes its whole window for each query past the first w - 1
 ELEMENTWISE_BYTES_PER_HIDDEN = 48.0
 """HBM bytes moved per token per hidden element per layer in a forward pass by the memory-bound ops
 (norms, residual adds, activation function, dropout, bias): about two dozen 2-byte read/writes
-(calibrated; the count of such ops in a Megatron GPT layer is of this order)."""
+(calibrated; the count of such ops in a Megatron GPT layer is of this order).  Of these,
+`sp_sharded_bytes_per_hidden` run on the whole hidden state, replicated over the TP group unless sequence
+parallelism splits them; the rest (the activation function on the FFN width, the per-head work) is already
+split over the TP group (`compute.elementwise_time`)."""
+NORM_BYTES_PER_HIDDEN = 8.0
+"""Of ELEMENTWISE_BYTES_PER_HIDDEN, the two RMS/LayerNorms of a layer (read 2 + write 2 bytes each):
+what `layernorm` recompute runs again."""
+RESIDUAL_ADD_BYTES_PER_HIDDEN = 6.0
+"""A bias-dropout-add after the attention or the MLP, per hidden element: read the branch's output and the residual
+(2 + 2), write the sum (2) (Megatron's fused `bias_dropout_add`; no bias to read in the models that have none)."""
+DROPOUT_MASK_BYTES_PER_HIDDEN = 1.0
+"""The same op's dropout mask where the model trains with hidden dropout: one byte an element (Korthikanti §4)."""
 CP_RING_COPY_PASSES_FORWARD = (3.5, 1.5)
 """HBM passes (read + write of the whole tensor counts one) of the rank's local query-sized and K/V-sized tensors
 that ring attention's eager bookkeeping makes per CP step in a forward: Transformer Engine's `AttnFuncWithCP`

@@ -21,15 +21,13 @@ from placement.cost.compute import (
     gemm_time,
     unfused_attention_time,
 )
+from placement.cost.constants import NORM_BYTES_PER_HIDDEN
 from placement.cost.context import Ctx
 from placement.cost.memory import norms_recomputed
 from placement.specs.recipe import CpCommType, EinsumDispatch, Fp8Recipe
 from placement.specs.recipe import RecomputeModule as M
 from placement.specs.training import AttentionKernel
 
-NORM_BYTES_PER_HIDDEN = 8.0
-"""Of ELEMENTWISE_BYTES_PER_HIDDEN, the two RMS/LayerNorms of a layer (read 2 + write 2 bytes each):
-what `layernorm` recompute runs again."""
 ACTIVATION_BYTES_PER_ELEMENT = 6.0
 """SwiGLU/GELU forward per output element: read gate and up (2 + 2), write 2: what `moe_act` reruns."""
 
@@ -200,7 +198,7 @@ def attention_forward(x: Ctx) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         # a fused causal kernel skips the keys above the diagonal, a window's below it too (Workload.causal_keys)
         core = attention_core_time(tokens, w.causal_keys(x.train.seq_len), w.attn_core_dim / tp,
                                    x.gemm_bf16.peak_flops, efficiency)
-    elem = elementwise_time(tokens, w.hidden, x.sp_shard, x.hbm_bw)
+    elem = elementwise_time(tokens, w.hidden, x.sp_shard, tp, x.hbm_bw, w.dropout)
     return proj, core, elem
 
 

@@ -16,6 +16,7 @@ time, so the stage is priced both ways.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
+from statistics import NormalDist
 
 import numpy as np
 
@@ -104,6 +105,8 @@ class Estimates:
     """Host time (launch, Python, MoE and checkpoint syncs) that adds to the step on the critical rank."""
     grad_accumulation_s: np.ndarray = field(default=None)
     """Weight-gradient accumulation outside the GEMMs on the critical rank (recipe grad_accumulation)."""
+    variability_s: np.ndarray = field(default=None)
+    """What waiting for the job's slowest GPU adds (`variability_s`, AcceleratorSpec.speed_variability)."""
     tp_total_s: np.ndarray = field(default=None)
     ep_total_s: np.ndarray = field(default=None)
     dispatcher: np.ndarray = field(default=None)
@@ -221,7 +224,12 @@ def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch, r
     overlapped = (np.maximum(dp.total_s - dp.exposed_s, 0.0) + m * np.maximum(cp_total_mb - cp_mb, 0.0)
                   + np.maximum(m * (pp.per_microbatch_s - pp_mb) - pp_ramp, 0.0))
     hidden_slowdown = x.overlap_slowdown * np.minimum(overlapped, m * comp_mb)
-    step = m * t_mb + bubble + pp_ramp + dp.exposed_s + optimizer_s + hidden_slowdown
+    num_gpus = x.tp * x.cp * x.pp * x.dp
+    # the step waits for its slowest GPU: the compute, and the bubble its pace sets, run at that GPU's speed
+    with np.errstate(invalid="ignore", divide="ignore"):
+        paced = m * comp_mb + np.where(t_mb > 0, bubble * comp_mb / t_mb, 0.0)
+    variability = variability_s(topo.accelerator.speed_variability, num_gpus, paced)
+    step = m * t_mb + bubble + pp_ramp + dp.exposed_s + optimizer_s + hidden_slowdown + variability
     # a candidate whose only EP option is one the framework does not run (the A2A overlap under a pipeline without
     # virtual stages, pinned) has no step (its memory is priced, and `valid` stays the split's, as memory_floor's)
     allgather = crit.dispatcher == DISPATCHERS.index(Dispatcher.ALLGATHER)
@@ -231,7 +239,6 @@ def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch, r
     extra_mem = extra_mem + ub_mem
     peak_mem = base_mem.peak_bytes + extra_mem
 
-    num_gpus = x.tp * x.cp * x.pp * x.dp
     tokens_step = train.tokens_per_step
     s = train.seq_len
     model_flops = w.model_flops_per_token(s) * tokens_step
@@ -261,11 +268,31 @@ def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch, r
         optimizer_bytes=base_mem.optimizer_bytes, activations_bytes=base_mem.activations_bytes,
         other_bytes=base_mem.other_bytes + extra_mem, peak_memory_bytes=peak_mem, logits_bytes=base_mem.logits_bytes,
         memory_capacity_bytes=capacity, fits=peak_mem <= capacity, traffic_bytes=traffic,
-        host_s=m * crit.host_mb, grad_accumulation_s=m * crit.accumulate_mb,
+        host_s=m * crit.host_mb, grad_accumulation_s=m * crit.accumulate_mb, variability_s=variability,
         tp_total_s=m * (nd * tp.dense_s + n_moe * tp.moe_s), ep_total_s=m * n_moe * ep_total,
         dispatcher=crit.dispatcher, cuda_graphs=graph_pick, tp_comm_overlap=tpx.on, ep_comm_overlap=crit.ep_overlap,
         recipe=recipe, pipe_policy=b.pipe_policy, microbatch_s=t_mb,
     )
+
+
+def expected_slowest(num_gpus) -> np.ndarray:
+    """The expected largest of `num_gpus` standard normal draws, by Blom's approximation to the normal order
+    statistics, Phi^-1((n - 0.375) / (n + 0.25)) (Blom 1958): 0 for one GPU, 0.59 for two (exactly 0.56), 1.43 for 8
+    (1.42), 3.23 for 1,024, 3.96 for 16,384."""
+    n = np.asarray(num_gpus, dtype=np.float64)
+    unique, inverse = np.unique(n, return_inverse=True)
+    values = np.array([NormalDist().inv_cdf((k - 0.375) / (k + 0.25)) if k > 1 else 0.0 for k in unique])
+    return values[inverse].reshape(n.shape)
+
+
+def variability_s(sigma: float, num_gpus, paced_s) -> np.ndarray:
+    """Seconds a synchronous step loses to its slowest GPU: each collective and pipeline transfer waits for the last
+    member to arrive, so the job runs at the pace of the slowest of its GPUs, `sigma` x E[max of N normals] slower
+    than the mean on the work the GPUs' speed sets (`paced_s`: compute and the bubble it paces).  GPUs of one SKU
+    differ in sustained speed under power and thermal management (AcceleratorSpec.speed_variability)."""
+    if sigma == 0:
+        return np.zeros_like(np.asarray(paced_s, dtype=np.float64))
+    return sigma * expected_slowest(num_gpus) * paced_s
 
 
 def _mean_layer_s(w: Workload, lc) -> np.ndarray:

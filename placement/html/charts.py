@@ -51,7 +51,7 @@ def _rc():
 STEP_TERMS = (("compute", "compute"), ("tp", "TP/SP"), ("cp", "CP"), ("ep", "EP all-to-all"), ("pp", "PP p2p"),
               ("dp", "DP / ZeRO"), ("host", "host"), ("grad_accumulation", "gradient accumulation"),
               ("bubble", "pipeline bubble"), ("optimizer", "optimizer"),
-              ("overlap_slowdown", "overlap slowdown"))
+              ("overlap_slowdown", "overlap slowdown"), ("variability", "slowest GPU"))
 
 
 def step_chart(p: Plan) -> str:

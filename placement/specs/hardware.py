@@ -97,6 +97,13 @@ class AcceleratorSpec(StrictScalars):
     overlap_compute_slowdown: float | None = Field(default=None, ge=0, le=1)
     """Compute slowdown while a collective runs beside it, where measured on this part (`placement calibrate`);
     None: cost.constants.OVERLAP_COMPUTE_SLOWDOWN."""
+    speed_variability: float = Field(default=0.0, ge=0, le=0.2)
+    """Spread of sustained speed among GPUs of this part (standard deviation over the mean, a fraction): parts of one
+    SKU run the same kernels at different clocks under power and thermal management (Sinha et al., SC22,
+    arXiv:2208.11035: 8 % average variation across the GPUs of four clusters).  A synchronous step waits for its
+    slowest GPU, so a job of N GPUs is priced that many standard deviations slower as the expected largest of N
+    normal draws (cost.step.variability_s).  Fitted per hardware family (`placement validate`); 0 prices every GPU
+    at the mean."""
     num_sms: int = Field(default=132, ge=1)
     """Streaming multiprocessors: what communication kernels that occupy SMs (DeepEP, HybridEP) take from
     compute (H100/H800 SXM 132, B200/GB200 148)."""

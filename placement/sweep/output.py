@@ -37,7 +37,7 @@ WIDTH = 100
 SCHEMA = "placement.sweep/2"
 BREAKDOWN_TERMS = (("compute", "compute"), ("tp", "TP/SP"), ("cp", "CP"), ("ep", "EP all-to-all"),
                    ("pp", "PP p2p"), ("dp", "DP/ZeRO exposed"), ("bubble", "pipeline bubble"),
-                   ("other", "optimizer, overlap slowdown, host"))
+                   ("other", "optimizer, overlap slowdown, host, slowest GPU"))
 
 
 def _layout(plan: dict | None) -> str:
@@ -315,7 +315,7 @@ def step_terms(plan: dict) -> dict[str, float]:
     # 0.6 s short of the table's step on DeepSeek-V3, its host time)
     return {"compute": b["compute"], "tp": e["tp"], "cp": e["cp"], "ep": e["ep"], "pp": e["pp"], "dp": e["dp"],
             "bubble": b["bubble"], "other": b["optimizer"] + b.get("overlap_slowdown", 0.0) + b.get("host", 0.0)
-            + b.get("grad_accumulation", 0.0)}
+            + b.get("grad_accumulation", 0.0) + b.get("variability", 0.0)}
 
 
 def write_tables(out: Path, rows: list[dict], document: dict | None = None) -> list[Path]:
