@@ -45,3 +45,27 @@ def test_each_layout_flag_has_its_bridge_field() -> None:
     for flag, (to, field) in flags.items():
         assert out[field]["to"] == to and out[field]["note"] == BRIDGE_UNSTATED_NOTE, flag
     assert not [c for c in out.values() if c.get("note") == BRIDGE_NOT_IN_FILES]
+
+
+def test_leaving_megatron_fsdp_names_bridges_fields() -> None:
+    """The override's best plan leaves Megatron-FSDP: its checkpoint format, sharding strategy and FSDP switch are
+    Megatron-Bridge's fields at values they take (a QA run listed `- --ckpt-format fsdp_dtensor` and the two
+    `--megatron-fsdp-*-dtype` flags in Megatron-LM's spelling, and `ddp.data_parallel_sharding_strategy null`)."""
+    result = CliRunner().invoke(main, ["--reproducible", "audit", "--launch", str(OVERRIDE), "--model", "llama3-8b",
+                                       "--cluster", "dgx-h100", "--gpus", "8", "--json"])
+    assert result.exit_code in (0, 1), result.output
+    out = json.loads(result.stdout)
+    assert out["best"]["layout"]["zero_stage"] < 3
+    changes = {c["argument"]: c for c in out["changes"]}
+    assert not [a for a in changes if a.startswith("--")], list(changes)
+    assert changes["checkpoint.ckpt_format"]["to"] == "torch_dist"
+    assert changes["ddp.data_parallel_sharding_strategy"]["to"] == "no_shard"
+    assert changes["dist.use_megatron_fsdp"]["to"] == changes["ddp.use_megatron_fsdp"]["to"] == "false"
+
+
+def test_a_stated_fsdp_checkpoint_format_goes_back_to_torch_dist() -> None:
+    changes = [{"argument": "--ckpt-format", "from": "fsdp_dtensor", "to": None},
+               {"argument": "--megatron-fsdp-main-grads-dtype", "from": "fp32", "to": None}]
+    out = {c["argument"]: c for c in bridge_changes(changes, {"checkpoint.ckpt_format": "fsdp_dtensor"})}
+    assert out == {"checkpoint.ckpt_format": {"argument": "checkpoint.ckpt_format", "from": "fsdp_dtensor",
+                                              "to": "torch_dist"}}

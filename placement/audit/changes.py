@@ -291,13 +291,27 @@ BRIDGE_DTYPES = {"fp32": "torch.float32", "bf16": "torch.bfloat16", "fp16": "tor
 """A Megatron-LM dtype word -> the torch dtype a Megatron-Bridge YAML names (`{_call_: false, _target_: ...}`)."""
 
 
+BRIDGE_FLAG_DEFAULTS = {"--ckpt-format": "torch_dist", "--data-parallel-sharding-strategy": "no_shard",
+                        "--moe-token-dispatcher-type": "allgather", "--moe-flex-dispatcher-backend": "deepep",
+                        "--cuda-graph-impl": "none"}
+"""The value a Megatron-Bridge field takes where Megatron-LM's flag is left out, for the fields whose default is not
+null (megatron/training/config/training_config.py:486 `ckpt_format ... = "torch_dist"`; megatron-core
+distributed_data_parallel_config.py:103 `data_parallel_sharding_strategy: str = 'no_shard'`; transformer_config.py:891,
+:898 and :1075 the dispatcher `"allgather"`, its backend `"deepep"` and `cuda_graph_impl` `"none"`): a change that
+leaves Megatron-FSDP writes `checkpoint.ckpt_format torch_dist`, not null, which the Literal field does not take (a QA
+run listed `- --ckpt-format fsdp_dtensor` in Megatron-LM's spelling and `ddp.data_parallel_sharding_strategy null`)."""
+BRIDGE_FSDP_ONLY = frozenset({"--megatron-fsdp-main-grads-dtype", "--megatron-fsdp-grad-comm-dtype"})
+"""Megatron-LM flags whose DDP fields only Megatron-FSDP reads (megatron-core distributed_data_parallel_config.py:195,
+:201, default null): a best plan without Megatron-FSDP needs nothing written where the config does not state them."""
+
+
 def _bridge_flag_value(flag: str, value: str | None) -> str:
     """A Megatron-LM flag's value as the Bridge field takes it: a bare flag is true, a flag left out is false
-    (switch) or null (valued), a list of words [a, b]."""
+    (switch), the field's default (BRIDGE_FLAG_DEFAULTS) or null (valued), a list of words [a, b]."""
     if flag in BRIDGE_NEGATED:
         return "true" if value is None else "false"
     if value is None:
-        return "false" if flag in _SWITCHES else "null"
+        return "false" if flag in _SWITCHES else BRIDGE_FLAG_DEFAULTS.get(flag, "null")
     if flag == "--recompute-activations":
         return "selective"
     if flag in ("--recompute-modules", "--cuda-graph-modules", "--cp-comm-type") and value != "true":
@@ -372,7 +386,15 @@ def bridge_changes(changes: list[dict], stated: dict[str, str]) -> list[dict]:
         to = _bridge_flag_value(flag, c["to"])
         if flag.endswith("-dtype") and to in BRIDGE_DTYPES:  # a dtype field as the YAML spells one
             to = f"{{_call_: false, _target_: {BRIDGE_DTYPES[to]}}}"
-        unstated = bridge_unstated_keys(flag) if not keys and (c["to"] is not None or flag in _SWITCHES) else []
+        if not keys and c["to"] is None and flag in BRIDGE_FSDP_ONLY:
+            continue  # a Megatron-FSDP field the config leaves at its null, which a plan without Megatron-FSDP runs
+        unstated = bridge_unstated_keys(flag) if not keys and (
+            c["to"] is not None or flag in _SWITCHES or flag in BRIDGE_FLAG_DEFAULTS) else []
+        if keys and _bridge_names(flag)[0] in BRIDGE_EVERY_SECTION:
+            # the sections that must agree and the config leaves to the recipe: Megatron-Bridge runs Megatron-FSDP
+            # where either ddp's or dist's field is true (training/config.py:1484), so a plan that leaves it sets both
+            out += [{"argument": key, "from": None, "to": to, "note": BRIDGE_UNSTATED_NOTE}
+                    for key in bridge_unstated_keys(flag) if key not in stated]
         if unstated:
             # a field the files leave to the recipe: the change names Bridge's own field, to be added
             out += [{"argument": key, "from": None, "to": to, "note": BRIDGE_UNSTATED_NOTE} for key in unstated]
