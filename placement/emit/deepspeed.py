@@ -315,7 +315,14 @@ def _code_lines(ctx: EmitContext) -> list[str]:
     """The training-script side, as comment lines."""
     lay = ctx.plan.layout
     topo = topology(ctx)
-    lines = ["In the training script (DeepSpeed takes these in code; args carry --deepspeed_config):",
+    vocab = f" (the plan priced a vocabulary of {ctx.model.vocab_size:,})" if ctx.model else ""
+    # as Megatron's file says what stays the user's (emit.megatron.worker): DeepSpeed takes an LR schedule from the
+    # config's `scheduler` section (runtime/constants.py:31) and checkpoints from engine.save_checkpoint
+    # (runtime/engine.py:4869)
+    lines = [f"yours to add: the training script (TRAIN_SCRIPT) with the model code, data, the tokenizer{vocab}, the "
+             "LR schedule (a `scheduler` section in ds_config.json, or your own) and checkpoints "
+             "(engine.save_checkpoint(DIR))",
+             "In the training script (DeepSpeed takes these in code; args carry --deepspeed_config):",
              f"  # ds_config.json's {OPTIMIZER_NOTE} (an optimizer passed to deepspeed.initialize replaces it, and an "
              "MoE model's then needs its expert parameter groups split by hand)",
              "  import deepspeed",

@@ -1082,9 +1082,23 @@ def render(ctx: EmitContext) -> tuple[str, list[str], dict[str, str]]:
     head = header(ctx, VERSION, runs=line, order_where="of the launch lines (each host's JAX process id)") + \
         warn_block(warnings)
     head += "".join(f"# {n}\n" for n in notes)
+    head += f"# {yours(ctx)}\n"
     head += "".join(f"# {line}\n" for line in launch_lines(ctx))
     body = "".join(f"{k}: {_yaml(v)}\n" for k, v in keys.items())
     return head + body, warnings, {"jax_mesh.py": mesh_snippet(ctx, mesh, warnings, line)}
+
+
+def yours(ctx: EmitContext) -> str:
+    """What stays the user's, as Megatron's file says (emit.megatron.worker), in MaxText 0.2.5's base.yml keys: its
+    dataset_type is `synthetic` (configs/base.yml:891), so a file without one trains on generated tokens;
+    tokenizer_path and tokenizer_type (:822, :825), learning_rate, warmup_steps_fraction and steps (:994, :999,
+    :960), enable_checkpointing, checkpoint_period and load_parameters_path (:54, :58, :41)."""
+    vocab = f": the plan priced a vocabulary of {ctx.model.vocab_size:,}" if ctx.model else ""
+    return ("yours to add: data (dataset_type, base.yml's `synthetic` until set: the job trains on generated tokens; "
+            "hf with hf_path, or tfds/grain with dataset_path), the tokenizer (tokenizer_path and tokenizer_type"
+            f"{vocab}), the LR schedule (learning_rate, warmup_steps_fraction, steps), checkpoints "
+            "(enable_checkpointing, checkpoint_period, load_parameters_path; base_output_directory on the launch "
+            "lines)")
 
 
 def mesh_snippet(ctx: EmitContext, mesh: MaxTextMesh, warnings: list[str], runs: str = "") -> str:

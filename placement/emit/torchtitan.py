@@ -541,7 +541,22 @@ def notes(ctx: EmitContext) -> list[str]:
     return [f"written for {VERSION} (pip install {PIP_PIN}); torchtitan's main has since renamed or removed some "
             f"of these flags",
             compile_,
-            "async TP off (--compile.no-enable-async-tensor-parallel): the plan prices the TP collectives exposed"]
+            "async TP off (--compile.no-enable-async-tensor-parallel): the plan prices the TP collectives exposed",
+            yours(ctx, config)]
+
+
+def yours(ctx: EmitContext, config: str | None) -> str:
+    """What stays the user's, as Megatron's file says (emit.megatron.worker): torchtitan 0.3.0's own flags for it,
+    each read by its parser (config.manager.ConfigManager.parse_args on llama3_8b): trainer.py:79 hf_assets_path (the
+    tokenizer's folder) and :86 dump_folder, hf_datasets/text_datasets.py:247 dataloader.dataset and its dataset_path,
+    components/optimizer/lr_scheduler.py:52 warmup_steps, components/checkpointer/base.py:226-229 enable and folder;
+    a named config sets its own of each (llama3_8b: c4, ./assets/hf/Llama-3.1-8B, lr 3e-4, 1,000 steps)."""
+    vocab = f": the plan priced a vocabulary of {ctx.model.vocab_size:,}" if ctx.model else ""
+    source = f"{config} sets its own of each, which these flags replace" if config else "your config's"
+    return (f"yours to add ({source}): data (--dataloader.dataset, or --dataloader.dataset_path for a local copy), "
+            f"the tokenizer (--hf_assets_path, the model's Hugging Face folder{vocab}), optimizer and LR schedule "
+            "(--optimizer.param-groups.0.optimizer-kwargs.lr, --lr_scheduler.warmup_steps, --training.steps), "
+            "checkpoints (--checkpoint.enable, --checkpoint.folder under --dump_folder)")
 
 
 RUNS_INSTEAD = {
