@@ -607,10 +607,11 @@ def _deepspeed_defaults(changes: list[dict], b: dict[str, str], stated: dict[str
     """Make the change list of a DeepSpeed JSON run what the best plan's settings `b` write, where the JSON leaves a
     ZeRO key to DeepSpeed's default at the best plan's stage: a change to that default is none, and a key the best
     plan writes otherwise is added even where placement's spelling of the launched plan has it too.  overlap_comm
-    follows the best plan's priced `overlap` (its recipe's dp_overlap, the job's own), not placement's files, which
-    always set it (emit.deepspeed NOT_EXPRESSED).  A QA run: a ZeRO-3 JSON without overlap_comm (on by default at
-    stage 3) whose best plan, ZeRO-1 priced with the overlapped reduction, listed no `overlap_comm true`, which
-    DeepSpeed turns off at stage 1; and `reduce_scatter true`, its default, was listed as a change."""
+    follows the best plan's priced `overlap` (its recipe's dp_overlap, on for DeepSpeed's best plans: audit.core
+    recipe_space), not placement's files, which always set it (emit.deepspeed NOT_EXPRESSED).  A QA run: a ZeRO-3
+    JSON without overlap_comm (on by default at stage 3) whose best plan, ZeRO-1 priced with the overlapped
+    reduction, listed no `overlap_comm true`, which DeepSpeed turns off at stage 1; and `reduce_scatter true`, its
+    default, was listed as a change."""
     stage = b.get("zero_optimization.stage", stated.get("zero_optimization.stage"))
     want = dict(b)
     if "zero_optimization.overlap_comm" in want:
@@ -676,7 +677,9 @@ def launch_changes(framework: str, now: EmitContext, best: EmitContext, files_te
                 else:
                     c["note"] = NOT_IN_FILES
         changes = [c for c in changes if c["from"] != c["to"] and c not in unwritten]
-        _deepspeed_defaults(changes, b, stated, best.recipe.dp_overlap)
+        # the PipelineEngine reduces after the flush whatever overlap_comm says (cost.dp engine_flush): a pipelined
+        # best plan needs no key it would not use
+        _deepspeed_defaults(changes, b, stated, best.recipe.dp_overlap and best.plan.layout.pp == 1)
     if framework == "gpt-neox":  # the config's own keys say what it states
         for c in changes:
             if c["from"] is not None and c["argument"] not in (stated or {}):
