@@ -365,7 +365,8 @@ def test_every_boolean_key_the_bridge_reader_tests_is_checked() -> None:
                 "model.moe_flex_dispatcher_backend", "model.moe_expert_capacity_factor", "model.cuda_graph_impl",
                 "model.cuda_graph_scope", "model.cuda_graph_modules", "model.seq_length",
                 "model.num_layers_at_start_in_bf16", "model.num_layers_at_end_in_bf16", "ddp.bucket_size",
-                "comm_overlap.bucket_size", "model.experimental_attention_variant"}
+                "comm_overlap.bucket_size", "model.experimental_attention_variant", "checkpoint.ckpt_format",
+                "ddp.megatron_fsdp_version"}
     assert tested - not_bool <= megatron.BRIDGE_BOOL_KEYS, sorted(tested - not_bool - megatron.BRIDGE_BOOL_KEYS)
 
 

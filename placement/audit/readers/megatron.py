@@ -2203,6 +2203,41 @@ def _bridge_mxfp8_gather_buffer(keys: dict[str, tuple[Any, str]], s: Settings) -
                             "set mixed_precision.reuse_grad_buf_for_mxfp8_param_ag: true")
 
 
+def _bridge_fsdp_checkpoint_format(keys: dict[str, tuple[Any, str]]) -> None:
+    """Megatron-Bridge's checkpoint format beside Megatron-FSDP where the job saves or loads a checkpoint
+    (checkpoint.save or checkpoint.load set): Megatron-FSDP (version 1, megatron-core DDP config's default) asserts
+    `fsdp_dtensor` (training/config.py:1105-1108 at 067f987 of 2026-08-22, "Megatron-FSDP requires the fsdp_dtensor
+    checkpointing format!"), and `fsdp_dtensor` without Megatron-FSDP is refused too (:1528-1533), as the Megatron-LM
+    flags' reader refuses either pair (read_args).  The format is the checkpoint section's field, or where a saved
+    config's section leaves it out megatron's default torch_dist (training_config.py:486); an override YAML leaves
+    it to the recipe, unseen.  A QA run: a saved GB200 config with ddp/dist.use_megatron_fsdp true, ckpt_format
+    torch_dist and checkpoint.load set was priced as if it ran."""
+    save = next(((k, keys[k]) for k in ("checkpoint.save", "checkpoint.load") if keys.get(k, (None,))[0]), None)
+    if save is None:
+        return
+    fmt, fev = keys.get("checkpoint.ckpt_format", (None, None))
+    if fmt is None and _section_whole(keys, "checkpoint"):
+        fmt = "torch_dist"
+    if fmt is None:
+        return
+    fsdp = next(((k, keys[k]) for k in ("ddp.use_megatron_fsdp", "dist.use_megatron_fsdp")
+                 if keys.get(k, (None,))[0] is True), None)
+    version = keys.get("ddp.megatron_fsdp_version", (1,))[0]
+    where = f"{save[0]} {yaml_text(save[1][0])} ({save[1][1]})"
+    if fsdp is not None and version == 1 and fmt != "fsdp_dtensor":
+        stated = f"checkpoint.ckpt_format {fmt}" + ("" if fev else " (CheckpointConfig's default where the section "
+                                                                 "leaves it out)")
+        raise start_refusal(fev or fsdp[1][1], f"{fsdp[0]} true with {stated} and {where}",
+                            "Megatron-Bridge refuses it (training/config.py:1105-1108: 'Megatron-FSDP requires the "
+                            "fsdp_dtensor checkpointing format!', checked where the job saves or loads)",
+                            "set checkpoint.ckpt_format: fsdp_dtensor")
+    if fsdp is None and fmt == "fsdp_dtensor":
+        raise start_refusal(fev, f"checkpoint.ckpt_format fsdp_dtensor without Megatron-FSDP and {where}",
+                            "Megatron-Bridge refuses it (training/config.py:1528-1533: 'fsdp_dtensor checkpoint "
+                            "format only supports Megatron FSDP')",
+                            "set checkpoint.ckpt_format: torch_dist, or turn ddp.use_megatron_fsdp on")
+
+
 def _bridge_shared_expert_overlap(keys: dict[str, tuple[Any, str]]) -> None:
     """model.moe_shared_expert_overlap true beside the EP all-to-all overlap (the model's or the comm_overlap section's
     overlap_moe_expert_parallel_comm): Megatron-Bridge asserts against the pair (training/comm_overlap.py:513-515) and
@@ -2231,6 +2266,7 @@ def _bridge_recipe(keys: dict[str, tuple[Any, str]], s: Settings) -> None:
         if isinstance(value, bool):
             s.put(f"recipe.{field}", value, ev)
     _bridge_p2p_overlap(keys, s)
+    _bridge_fsdp_checkpoint_format(keys)
     moe = bool(keys.get("model.num_moe_experts", (None,))[0])
     if moe:
         _bridge_shared_expert_overlap(keys)
