@@ -69,3 +69,16 @@ def test_a_stated_fsdp_checkpoint_format_goes_back_to_torch_dist() -> None:
     out = {c["argument"]: c for c in bridge_changes(changes, {"checkpoint.ckpt_format": "fsdp_dtensor"})}
     assert out == {"checkpoint.ckpt_format": {"argument": "checkpoint.ckpt_format", "from": "fsdp_dtensor",
                                               "to": "torch_dist"}}
+
+
+def test_a_full_iteration_graph_scope_the_files_leave_out_is_marked() -> None:
+    """The scope Megatron-Bridge's full-iteration graph needs beside cuda_graph_impl local is, as the impl is, a field
+    the override leaves to its recipe: both changes say so."""
+    changes = [{"argument": "--cuda-graph-impl", "from": None, "to": "full_iteration"}]
+    out = {c["argument"]: c for c in bridge_changes(changes, {"train.global_batch_size": "8"})}
+    assert out["model.cuda_graph_impl"]["to"] == "local"
+    assert out["model.cuda_graph_scope"]["to"] == "[full_iteration]"
+    assert out["model.cuda_graph_scope"]["note"] == out["model.cuda_graph_impl"]["note"] == BRIDGE_UNSTATED_NOTE
+    stated = {"model.cuda_graph_scope": "[attn]", "model.cuda_graph_impl": "none"}
+    out = {c["argument"]: c for c in bridge_changes(changes, stated)}
+    assert out["model.cuda_graph_scope"]["from"] == "[attn]" and "note" not in out["model.cuda_graph_scope"]

@@ -346,7 +346,10 @@ def _bridge_graph_api(changes: list[dict], stated: dict[str, str]) -> None:
         changes.remove(impl)
     scope = next((c for c in changes if c["argument"] == "model.cuda_graph_scope"), None)
     if scope is None:
-        scope = {"argument": "model.cuda_graph_scope", "from": stated.get("model.cuda_graph_scope")}
+        # marked as the impl's change is where the files leave the field to the recipe (a QA run: the Megatron-FSDP
+        # override's `+ model.cuda_graph_scope [full_iteration]` alone had no note beside its impl's)
+        scope = {"argument": "model.cuda_graph_scope", "from": stated.get("model.cuda_graph_scope"), "to": None,
+                 **({} if "model.cuda_graph_scope" in stated else {"note": BRIDGE_UNSTATED_NOTE})}
         changes.append(scope)
     scope["to"] = "[full_iteration]"
 
