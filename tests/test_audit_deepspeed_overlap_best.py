@@ -45,3 +45,39 @@ def test_a_pipelined_best_plan_adds_no_overlap_comm(tmp_path) -> None:
     out = json.loads(result.stdout)
     assert out["best"]["layout"]["pp"] > 1
     assert "zero_optimization.overlap_comm" not in {c["argument"] for c in out["changes"] + out["changes_withheld"]}
+
+
+def _hf(tmp_path, config_name: str, config_text: str, launcher: str) -> dict:
+    (tmp_path / "run.sh").write_text(
+        f"{launcher} run_clm.py --model_name_or_path meta-llama/Meta-Llama-3-8B --per_device_train_batch_size 1 "
+        f"--gradient_accumulation_steps 2 --bf16 --block_size 8192 --do_train --output_dir out\n")
+    (tmp_path / config_name).write_text(config_text)
+    result = CliRunner().invoke(main, ["--reproducible", "audit", "--model", "llama3-8b", "--gpus", "32", "--cluster",
+                                       "dgx-h100", "--launch", str(tmp_path / "run.sh"), "--launch",
+                                       str(tmp_path / config_name), "--json"])
+    assert result.exit_code in (0, 1), result.output
+    return json.loads(result.stdout)
+
+
+def test_a_trainers_json_is_told_to_add_overlap_comm(tmp_path) -> None:
+    """A HuggingFace Trainer's ZeRO-1 JSON: its best plan (ZeRO-1/2, overlapped) lists the key, not only the stage
+    (placement's spelling of both plans holds overlap_comm, so the comparison alone named nothing)."""
+    config = {"train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto",
+              "bf16": {"enabled": "auto"}, "zero_optimization": {"stage": 1}}
+    out = _hf(tmp_path, "ds.json", json.dumps(config), "deepspeed --num_nodes 4 --num_gpus 8")
+    assert out["best"]["recipe"]["dp_overlap"] is True
+    changes = {c["argument"]: c for c in out["changes"] + out["changes_withheld"]}
+    if out["best"]["layout"]["zero_stage"] in (1, 2):
+        assert changes["zero_optimization.overlap_comm"]["to"] == "true"
+
+
+def test_accelerates_plugin_keeps_its_reduction_exposed(tmp_path) -> None:
+    """accelerate's DeepSpeed plugin without a config file builds its own ZeRO section, which has no overlap_comm:
+    no key to propose, so its best plan is priced without the overlap."""
+    accelerate = ("compute_environment: LOCAL_MACHINE\ndeepspeed_config:\n  deepspeed_multinode_launcher: standard\n"
+                  "  offload_optimizer_device: none\n  offload_param_device: none\n  zero_stage: 1\n"
+                  "distributed_type: DEEPSPEED\nmixed_precision: bf16\nnum_machines: 4\nnum_processes: 32\n")
+    out = _hf(tmp_path, "zero1.yaml", accelerate, "accelerate launch --config_file zero1.yaml")
+    assert out["layout"]["zero_stage"] == 1 and out["estimate"]["recipe"]["dp_overlap"] is False
+    if out["best"]["layout"]["zero_stage"] in (1, 2):
+        assert out["best"]["recipe"]["dp_overlap"] is False

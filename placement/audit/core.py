@@ -570,14 +570,15 @@ TORCHTITAN_NO_GRAPHS = ("none: the best plan's flags turn them off (--training.d
 
 def recipe_space(space: SearchConfig, framework: str, model: ModelSpec, topo: Topology, recipe: Recipe,
                  sources: dict[str, str], torchtitan3: bool = False,
-                 keep_engine: bool = False) -> tuple[SearchConfig, dict[str, str]]:
+                 keep_engine: bool = False, overlap_key: bool = True) -> tuple[SearchConfig, dict[str, str]]:
     """The best plan's search under the job's recipe: its fixed fields as launched, the choice fields
     (dispatcher, overlaps, CUDA graphs, recompute modules) searched among those the framework launches
     as priced (placement.emit.common.RECIPE_SUPPORT).  Also the best plan's recipe sources.  `torchtitan3`: a
     torchtitan 0.3.0 command line, whose best plan runs full CUDA graphs where 0.3.0 captures them
     (TORCHTITAN_GRAPHS), as its emitted flags then do (emit.torchtitan.graph_args).  `keep_engine`: a
     Megatron-DeepSpeed job whose model Megatron-LM cannot build (megatron_lm_lacks): the best plan keeps the job's
-    own recipe, every field as launched (megatron_deepspeed_space)."""
+    own recipe, every field as launched (megatron_deepspeed_space).  `overlap_key`: a DeepSpeed job whose files can
+    state zero_optimization.overlap_comm (not accelerate's plugin without a config file, which builds its own)."""
     from placement.emit.common import framework_choices
 
     if keep_engine:
@@ -628,7 +629,7 @@ def recipe_space(space: SearchConfig, framework: str, model: ModelSpec, topo: To
         for name in ("dp_overlap", "param_gather_overlap", "moe_fusions", "tp_async_backward"):
             if not getattr(recipe, name):
                 update[name], best_sources[name] = True, "searched"
-    if framework == "deepspeed" and not recipe.dp_overlap:
+    if framework == "deepspeed" and not recipe.dp_overlap and overlap_key:
         # DeepSpeed's ZeRO-1/2 reduce beside the backward only under zero_optimization.overlap_comm, which the
         # dp_not_overlapped finding names and placement's DeepSpeed files always write (emit.deepspeed config): the
         # best plan runs it, and its change list adds it (changes._deepspeed_defaults); the PipelineEngine still
@@ -3102,9 +3103,12 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
     keep_engine = stays_on_megatron_deepspeed(launch, model)
     if keep_engine:
         space = megatron_deepspeed_space(space, layout)
+    from placement.audit.readers.deepspeed import ACCELERATE_ZERO  # an accelerate plugin's config: no overlap key
+
     space, best_sources = recipe_space(space, launch.framework, model, topo, recipe, recipe_sources,
                                        torchtitan3=launch.framework == "torchtitan" and not launch.torchtitan_form,
-                                       keep_engine=keep_engine)
+                                       keep_engine=keep_engine,
+                                       overlap_key=ACCELERATE_ZERO not in (launch.config_keys or {}))
     try:
         planned, no_better = plan_job(model, train, topo, space, mapping, recipe_sources=best_sources,
                                       progress=progress, model_sources=model_sources), None
