@@ -78,3 +78,38 @@ def test_the_audit_prices_what_the_child_runs(tmp_path: Path) -> None:
     out = CliRunner().invoke(main, [*base, "--env", "TP=4"])
     assert out.exception is None or isinstance(out.exception, SystemExit), out.output
     assert "layout: tp4 " in out.output
+
+
+FUNCTION = ("launch() {{{{ torchrun --nproc_per_node 8 --nnodes $SLURM_NNODES --node_rank $SLURM_PROCID "
+            "pretrain_gpt.py --tensor-model-parallel-size $1 " + ARGS + "; }}}}\n{export}srun bash -c 'launch 4'\n")
+
+
+def test_a_function_the_script_does_not_export_is_not_in_the_child_shell(tmp_path: Path) -> None:
+    """`srun bash -c 'launch 4'` where the script defines launch() without `export -f launch`: bash in the new shell
+    finds no command `launch` and the job does not start; it was priced as the function's tp 4."""
+    with pytest.raises(InputError) as err:
+        parse_launch([_script(tmp_path, "", srun=FUNCTION.format(export=""))])
+    said = str(err.value)
+    for fact in ("runs launch, a function ", "job.sh:4 defines without exporting it", "the job does not start",
+                 "`export -f launch`"):
+        assert fact in said, (fact, said)
+    for export in ("export -f launch\n", "declare -fx launch\n"):
+        assert parse_launch([_script(tmp_path, "", srun=FUNCTION.format(export=export))]).tp == 4
+    with pytest.raises(InputError, match="defines without exporting"):
+        parse_launch([_script(tmp_path, "", srun=FUNCTION.format(export="export -f launch\nexport -fn launch\n"))])
+
+
+def test_the_child_shell_positional_parameters_are_its_own_arguments(tmp_path: Path) -> None:
+    """`bash -c '... --tensor-model-parallel-size $1 ...' bash 4`: $1 is 4 (bash(1) -c: the words after the
+    string are $0, $1 ...); the audit refused it as `--tensor-model-parallel-size expects one value, got nothing`,
+    and under --script-args it bound the script's own $1."""
+    srun = SRUN.replace("{tp} ", "$1 ").replace(ARGS + "'", ARGS + "' bash 4")
+    lay = parse_launch([_script(tmp_path, "", srun=srun)])
+    assert lay.tp == 4
+    assert lay.sources["tp"].startswith(f"{tmp_path / 'job.sh'}:4: ")
+    from placement.audit.shell import SCRIPT_ARGUMENTS
+    token = SCRIPT_ARGUMENTS.set(("8",))
+    try:
+        assert parse_launch([_script(tmp_path, "", tp="${1:-2}")]).tp == 2
+    finally:
+        SCRIPT_ARGUMENTS.reset(token)

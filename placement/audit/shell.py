@@ -238,6 +238,11 @@ class _State:
     depth: int = 0
     """Nesting of `bash -c STRING` runs (bounded: MAX_NESTED_SHELLS)."""
     functions: dict[str, tuple[tree_sitter.Node, _Src]] = field(default_factory=dict)
+    exported_functions: set[str] = field(default_factory=set)
+    """Functions `export -f` (`declare -fx`) marked: the only ones a shell the script starts sees."""
+    hidden_functions: dict[str, Origin] = field(default_factory=dict)
+    """Inside a `bash -c` STRING or a run of the script again: the functions the parent defined without `export -f`,
+    which the child does not see (bash(1) ENVIRONMENT), each with where the parent defined it."""
     exported: set[str] = field(default_factory=set)
     """Variables `export`, `declare -x` or `set -a` marked: they reach the commands the script runs."""
     allexport: bool = False
@@ -246,6 +251,8 @@ class _State:
     """Inside a `bash -c` STRING or a run of the script again: the variables the parent set without exporting
     them, which the child does not see, each with where the parent set it (for the note on an unset one)."""
     calls: list[_Call] = field(default_factory=list)
+    zero: list[_Seg] | None = None
+    """Inside `bash -c STRING NAME ...`: NAME, the string's $0 (elsewhere $0 is left to the job)."""
     loop_runs: int = 0
     num_calls: int = 0
     """Loop bodies run so far (bounded: MAX_LOOP_RUNS)."""
@@ -678,6 +685,8 @@ def _param_value(state: _State, part: _Part) -> list[list[_Seg]] | None:
         return [list(a) for a in call.args] if call else []
     if name == "#":  # the script itself runs with no arguments (SCRIPT_ARGUMENTS pushes them as a call)
         var = _Var(value=[_Seg(str(len(call.args) if call else 0), False, part.origin)])
+    elif name == "0" and state.zero is not None:
+        var = _Var(value=list(state.zero))
     elif name.isdigit() and name != "0":
         k = int(name)
         args = call.args if call else []
@@ -940,6 +949,8 @@ def _statement(state: _State, src: _Src, node: tree_sitter.Node, line: int | Non
         for child in node.named_children:
             if child.type in ("variable_name", "word") and not _text(child).startswith("-"):
                 (state.functions if functions else state.vars).pop(_text(child), None)
+                if functions:
+                    state.exported_functions.discard(_text(child))
                 if not functions:  # an unset variable loses its export too (bash(1), unset)
                     state.exported.discard(_text(child))
     elif t in ("redirected_statement", "list", "pipeline", "negated_command"):
@@ -1180,15 +1191,21 @@ def _simple_command(state: _State, src: _Src, node: tree_sitter.Node, line: int,
         # a new process: it sees the variables the script exported, the ones given on the command's line and SLURM's
         # (srun passes its caller's environment, srun(1) --export default ALL), not the others (bash(1) ENVIRONMENT);
         # what it sets ends with it
+        # `bash -c STRING NAME ARG...`: NAME is the string's $0 and the ARGs its $1 ... $@ (bash(1), OPTIONS, -c)
         string = fields[inner]
         state.depth += 1
         state.frames.append(["uncertain" if string.uncertain else "on", True, org, string.uncertain])
         outer, state.srun = state.srun, _srun_words(fields) or state.srun
         parent = _enter_child(state, prefixed)
+        given = [[_Seg(w.text, False, w.origin, w.unresolved, w.uncertain)] for w in fields[inner + 1:]]
+        state.calls.append(_Call(given[1:]))
+        zero, state.zero = state.zero, given[0] if given else None
         try:
             sub = _Src(string.text.encode(), org.line, _byte_origins(segments[inner], org))
             _block(state, sub, _parse(state, sub, org).children)
         finally:
+            state.calls.pop()
+            state.zero = zero
             state.depth -= 1
             state.frames.pop()
             state.srun = outer
@@ -1197,6 +1214,12 @@ def _simple_command(state: _State, src: _Src, node: tree_sitter.Node, line: int,
     if fields and fields[0].text in state.functions and not fields[0].unresolved:
         _call(state, fields, org)
         return
+    if fields and fields[0].text in state.hidden_functions and not fields[0].unresolved and reason is None:
+        at = state.hidden_functions[fields[0].text]
+        raise InputError(f"{org}: runs {fields[0].text}, a function {at.path}:{at.line} defines without exporting "
+                         f"it, in a new shell (`bash -c`, or the script run again), which sees only exported "
+                         f"functions: there bash finds no command {fields[0].text} and the job does not start; "
+                         f"expected `export -f {fields[0].text}` after its definition (bash(1), ENVIRONMENT)")
     again = _runs_itself(state, fields)
     if again is not None and state.depth < MAX_NESTED_SHELLS:
         state.commands.append(Command(tuple(fields), org, _environment(state, prefixed, org, reason), state.srun))
@@ -1247,12 +1270,18 @@ def _runs_itself(state: _State, fields: list[Word]) -> int | None:
     return None
 
 
-def _enter_child(state: _State, prefixed: set[str]) -> tuple[dict[str, _Var], set[str], dict[str, Origin], bool]:
+def _enter_child(state: _State, prefixed: set[str]) -> tuple:
     """Make `state` the environment of a process a command starts (`bash -c STRING`, the script run again): the
     variables the script exported, those assigned on the command's line (`TP=4 bash -c ...`, exported to it) and
     SLURM's, which srun and sbatch give every task; not the others, nor arrays, which bash does not export
-    (bash(1) ENVIRONMENT, Arrays).  Returns what `_leave_child` restores."""
-    saved = (state.vars, state.exported, state.hidden, state.allexport)
+    (bash(1) ENVIRONMENT, Arrays); and the functions `export -f` marked, not the others.  Returns what
+    `_leave_child` restores."""
+    saved = (state.vars, state.exported, state.hidden, state.allexport, state.functions, state.exported_functions,
+             state.hidden_functions)
+    state.hidden_functions = {**state.hidden_functions, **{
+        k: _org(state, src, body) for k, (body, src) in state.functions.items() if k not in state.exported_functions}}
+    state.functions = {k: v for k, v in state.functions.items() if k in state.exported_functions}
+    state.exported_functions = set(state.exported_functions)
     passed = state.exported | prefixed
     state.vars = {k: v for k, v in state.vars.items()
                   if (k in passed or k.startswith(SLURM_PREFIX)) and v.items is None}
@@ -1263,9 +1292,10 @@ def _enter_child(state: _State, prefixed: set[str]) -> tuple[dict[str, _Var], se
     return saved
 
 
-def _leave_child(state: _State, saved: tuple[dict[str, _Var], set[str], dict[str, Origin], bool]) -> None:
-    """Back to the parent's variables: nothing the child set or exported outlives it."""
-    state.vars, state.exported, state.hidden, state.allexport = saved
+def _leave_child(state: _State, saved: tuple) -> None:
+    """Back to the parent's variables and functions: nothing the child set, defined or exported outlives it."""
+    (state.vars, state.exported, state.hidden, state.allexport, state.functions, state.exported_functions,
+     state.hidden_functions) = saved
 
 
 def _var_origin(var: _Var) -> Origin | None:
@@ -1403,7 +1433,18 @@ def _declare(state: _State, src: _Src, node: tree_sitter.Node) -> None:
     keyword = node.children[0].type if node.children else ""
     call = state.calls[-1] if state.calls and keyword in _DECLARE_LOCAL else None
     flags = [_text(c) for c in node.named_children if c.type == "word" and _text(c)[:1] in "-+"]
-    if any(f[0] == "-" and "f" in f for f in flags):  # `export -f NAME`, `declare -f`: functions, not variables
+    if any(f[0] == "-" and "f" in f for f in flags):  # `export -f NAME`, `declare -fx`: functions, not variables
+        # `export -f` / `declare -fx` export them to the shells the script starts, `export -fn` / `declare -f +x`
+        # no longer (bash(1) SHELL BUILTIN COMMANDS)
+        if keyword == "export":
+            export_f = not any(f[0] == "-" and "n" in f for f in flags)
+        elif any("x" in f for f in flags):
+            export_f = any(f[0] == "-" and "x" in f for f in flags)
+        else:  # `declare -f NAME` prints it
+            return
+        for child in node.named_children:
+            if child.type in ("word", "variable_name") and _text(child)[:1] not in "-+":
+                (state.exported_functions.add if export_f else state.exported_functions.discard)(_text(child))
         return
     # `export NAME`, `declare -x NAME` / `local -x` / `typeset -x` export it, `export -n` and `declare +x` no longer
     # (bash(1) SHELL BUILTIN COMMANDS)
