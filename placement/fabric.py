@@ -20,6 +20,7 @@ import networkx as nx
 import numpy as np
 
 from placement.errors import InputError
+from placement.loaders.hostlist import hostlist_sort_key
 from placement.specs import AcceleratorSpec, ClusterSpec
 from placement.specs.fabric import SlurmBlocks, SlurmTree
 from placement.topology import Level, Topology
@@ -74,6 +75,8 @@ def topology_from_slurm(conf: SlurmTree | SlurmBlocks, hosts: Sequence[str], clu
     if isinstance(conf, SlurmBlocks):
         topo = _from_blocks(conf, hosts, cluster, accelerator, oversubscription, segment_nodes)
         topo.slurm_choice = conf.choice
+        topo.slurm_rank_order = _ranked_order(hosts, [b.nodes for b in conf.blocks], "BlockAsNodeRank",
+                                              f"block by block as {conf.source} lists them")
         return topo
     if segment_nodes is not None:
         raise InputError(
@@ -83,7 +86,20 @@ def topology_from_slurm(conf: SlurmTree | SlurmBlocks, hosts: Sequence[str], clu
     topo = _from_tree(conf, hosts, cluster, accelerator, oversubscription)
     topo.link_speeds = tuple(sorted({sw.link_speed for sw in conf.switches if sw.link_speed is not None}))
     topo.slurm_choice = conf.choice
+    topo.slurm_rank_order = _ranked_order(hosts, [sw.nodes for sw in conf.switches if sw.nodes], "SwitchAsNodeRank",
+                                          f"leaf switch by leaf switch as {conf.source} lists them")
     return topo
+
+
+def _ranked_order(hosts: Sequence[str], groups: list[tuple[str, ...]], param: str,
+                  how: str) -> tuple[tuple[str, ...], str]:
+    """The hosts in the order SLURM numbers a job's nodes under slurm.conf's TopologyParam=`param`: slurmctld ranks
+    each node by its leaf switch (block), counting them in the file's order, and sorts its node table by that rank
+    (slurm src/plugins/topology/tree/topology_tree.c and block/topology_block.c topology_p_generate_node_ranking,
+    src/slurmctld/read_config.c _sort_node_record_table_ptr); inside one the nodes are taken by name."""
+    rank = {n: i for i, nodes in enumerate(groups) for n in nodes}
+    ordered = sorted(hosts, key=lambda h: (rank.get(h, len(groups)), hostlist_sort_key(h)))
+    return tuple(ordered), f"TopologyParam={param}, which numbers them {how}"
 
 
 def _from_tree(conf: SlurmTree, hosts: Sequence[str], cluster: ClusterSpec, accelerator: AcceleratorSpec,

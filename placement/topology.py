@@ -212,6 +212,10 @@ class Topology:
         SLURM gives them no unit); empty otherwise."""
         self.slurm_choice: str | None = None
         """Which topology of a SLURM topology.yaml the allocation was read from, in words (SlurmTree.choice)."""
+        self.slurm_rank_order: tuple[tuple[str, ...], str] | None = None
+        """The job's hosts as SLURM numbers them under slurm.conf's TopologyParam=SwitchAsNodeRank (a tree file) or
+        BlockAsNodeRank (a block file): leaf switch by leaf switch (block by block) in the file's order, by name
+        inside one; with the words saying so.  None where the allocation was not read from a SLURM topology."""
         self._span_cache: dict[tuple[int, int], GroupSpan] = {}
 
     @classmethod
@@ -237,6 +241,7 @@ class Topology:
         topo.node_topo_note = None
         topo.link_speeds = ()
         topo.slurm_choice = None
+        topo.slurm_rank_order = None
         topo._span_cache = {}
         return topo
 

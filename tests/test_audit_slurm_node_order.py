@@ -53,5 +53,42 @@ def test_slurms_node_ranks_run_in_slurms_host_order(tmp_path: Path, launch: str)
     text = CliRunner().invoke(main, ["audit", "--launch", str(tmp_path / "job.sh"), "--model", "llama3-70b",
                                      "--slurm-topology", str(TOPOLOGY), "--nodelist", WRITTEN, "--node-type",
                                      "dgx-h100", "--oversubscription", "4"]).output
-    assert "the node ranks are SLURM's" in text and "not as --nodelist is written" in text
+    assert "the node ranks are SLURM's" in text and "however --nodelist is written" in text
     assert "gpu0036 gpu0037 gpu0038 gpu0039 gpu0030" not in text  # no move proposed from the written order
+
+
+def test_the_assumption_names_slurms_numbering_however_the_nodelist_is_written(tmp_path: Path) -> None:
+    """A nodelist written in name order was said to run in 'the allocation's order', as if the written order were
+    what SLURM_NODEID follows; slurmctld numbers a job's nodes by its node table, which it sorts by name
+    (src/slurmctld/read_config.c _sort_node_record_table_ptr)."""
+    said = _audit(tmp_path, "torchrun", "gpu[0030-0045]")["layout"]["unstated"]["host_order"]
+    assert "the node ranks are SLURM's" in said and "node table's order, by name" in said, said
+    assert "SwitchAsNodeRank" not in said  # the file's leaves are in name order: the ranking changes nothing
+
+
+SWAPPED = ("SwitchName=leafA Nodes=gpu[0009-0016]\nSwitchName=leafB Nodes=gpu[0001-0008]\n"
+           "SwitchName=spine Switches=leafA,leafB\n")
+
+
+@pytest.mark.parametrize(("conf", "param"), [
+    (SWAPPED, "TopologyParam=SwitchAsNodeRank"),
+    ("BlockName=b1 Nodes=gpu[0009-0016]\nBlockName=b2 Nodes=gpu[0001-0008]\nBlockSizes=8,16\n",
+     "TopologyParam=BlockAsNodeRank"),
+])
+def test_a_topology_whose_leaves_are_not_in_name_order_names_slurms_ranking_by_leaf(tmp_path: Path, conf: str,
+                                                                                     param: str) -> None:
+    """slurm.conf's TopologyParam=SwitchAsNodeRank (BlockAsNodeRank) makes slurmctld number the nodes leaf switch by
+    leaf switch (block by block) in the file's order (topology_p_generate_node_ranking): with leafA (gpu0009-0016)
+    listed before leafB (gpu0001-0008) node rank 0 is then gpu0009, not gpu0001; the audit, which cannot read
+    slurm.conf, says both."""
+    topology = tmp_path / "topology.conf"
+    topology.write_text(conf)
+    script = tmp_path / "job.sh"
+    script.write_text(LAUNCHES["torchrun"].replace("gpu0030", "gpu0001"))
+    out = CliRunner().invoke(main, ["audit", "--launch", str(script), "--model", "llama3-70b", "--slurm-topology",
+                                    str(topology), "--nodelist", "gpu[0001-0016]", "--node-type", "dgx-h100",
+                                    "--json"])
+    assert out.exception is None or isinstance(out.exception, SystemExit), out.output
+    said = json.loads(out.stdout)["layout"]["unstated"]["host_order"]
+    assert "assumed node rank k on the k-th of them (gpu0001, gpu0002, gpu0003 ...)" in said, said
+    assert f"unless slurm.conf's {param}, which numbers them " in said and ": gpu0009, gpu0010, gpu0011 ..." in said

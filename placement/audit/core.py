@@ -2957,11 +2957,12 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
             f"with --hosts' (the order the job ran with, if the files were edited since): drop --hosts to price the "
             f"files' order", [], 0.0))
     slurm_hosts = None
-    if not hosts and not launch_hosts and launch.slurm_node_order and topo.allocated and topo.num_hosts > 1:
+    slurm = bool(not hosts and not launch_hosts and launch.slurm_node_order and topo.allocated and topo.num_hosts > 1)
+    ordered = sorted(topo.host_names, key=hostlist_sort_key)
+    if slurm:
         # node ranks from SLURM_NODEID (or srun's tasks) run over the job's nodes in SLURM's order, not in the order
         # the nodelist was written (a QA trial: `--nodelist 'gpu[0036-0039],gpu[0030-0035],...'` with --node_rank
         # $SLURM_NODEID was priced, and a reordering proposed, on the written order)
-        ordered = sorted(topo.host_names, key=hostlist_sort_key)
         slurm_hosts = ordered if ordered != list(topo.host_names) else None
     order = host_order_of(topo, hosts or launch_hosts or slurm_hosts)
     if launch.framework == "maxtext" and launch.mesh is not None:  # MaxText's hybrid mesh numbering
@@ -2980,12 +2981,19 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
         assumed["host_order"] = (f"{why}: assumed the allocation's order, node rank k on its k-th host "
                                  f"({', '.join(topo.host_names[:3])}{' ...' if topo.num_hosts > 3 else ''}); give "
                                  f"--hosts with the order the job ran with")
-        if slurm_hosts is not None:
+        if slurm:
+            # slurmctld sorts its node table by name (src/slurmctld/read_config.c _sort_node_record_table_ptr,
+            # strnatcmp), the job's node list and SLURM_NODEID keep the table's order (cons_tres job_test.c
+            # bitmap2node_name_sortable(..., false)); TopologyParam=SwitchAsNodeRank / BlockAsNodeRank rank it by leaf
+            # switch / block instead (slurm.conf(5)), which the audit cannot read: said where it would differ
+            ranked = getattr(topo, "slurm_rank_order", None)
+            other = (f"; unless slurm.conf's {ranked[1]}: {', '.join(ranked[0][:3])} ..."
+                     if ranked is not None and list(ranked[0]) != ordered else "")
             assumed["host_order"] = (
-                f"{why}; the node ranks are SLURM's ({launch.sources.get('slurm_node_order', 'srun')}), which numbers "
-                f"the job's nodes in its host order (hostlist_sort, node2 before node10), not as --nodelist is "
-                f"written: assumed node rank k on the k-th of them ({', '.join(slurm_hosts[:3])} ...); give --hosts "
-                f"with the order the job ran with")
+                f"{why}; the node ranks are SLURM's ({launch.sources.get('slurm_node_order', 'srun')}), and SLURM "
+                f"numbers a job's nodes in its node table's order, by name (node2 before node10; slurmctld sorts the "
+                f"table so), however --nodelist is written: assumed node rank k on the k-th of them "
+                f"({', '.join(ordered[:3])} ...){other}; give --hosts with the order the job ran with")
     if model.is_moe and "ep" not in launch.sources:
         source = EP_DEFAULT.get(launch.dialect or launch.framework, launch.framework + "'s default")
         assumed["ep"] = f"not stated by the files: assumed {layout.ep}, {source}"
@@ -3222,7 +3230,7 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
 
         for c in changes:
             if c["argument"] == NODE_ORDER and c["from"] is not None:
-                c["from_arg"] = f"{NODE_ORDER_SLURM if slurm_hosts is not None else NODE_ORDER_ASSUMED} {c['from']}"
+                c["from_arg"] = f"{NODE_ORDER_SLURM if slurm else NODE_ORDER_ASSUMED} {c['from']}"
                 c["assumed"] = True
     if no_better is not None:  # no plan searched, nothing to change to (a user trial read
         changes = []           # `+ --training.global_batch_size 8` under "the job as launched is the only plan priced")

@@ -226,9 +226,10 @@ _NUMBERED = re.compile(r"^(.*?)([0-9]+)([^0-9]*)$")
 
 
 def hostlist_sort_key(name: str | int) -> tuple:
-    """Key of SLURM's host order (hostlist_sort, which SLURM_NODEID follows): text compared as text and each run of
-    digits as a number, so node2 comes before node10 (a user trial: a plain string sort put node10-node16 between
-    node1 and node2)."""
+    """Key of SLURM's host order (hostlist_sort; slurmctld sorts its node table so, by strnatcmp, and SLURM_NODEID
+    follows that table: src/slurmctld/read_config.c _sort_node_record_table_ptr, unless slurm.conf's TopologyParam
+    ranks the nodes by leaf switch or block): text compared as text and each run of digits as a number, so node2
+    comes before node10 (a user trial: a plain string sort put node10-node16 between node1 and node2)."""
     return tuple(int(piece) if piece.isdigit() else piece for piece in re.split(r"(\d+)", str(name)))
 
 
