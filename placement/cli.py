@@ -1999,11 +1999,21 @@ def fabric_priced(topo: Topology, ctx: click.Context) -> str:
     ref = ctx.params.get("cluster_ref")
     own = ref is not None and ref not in cluster_names()
     choice = f" ({topo.slurm_choice})" if getattr(topo, "slurm_choice", None) else ""
+    # a level's ratio is met where the job's GPUs span several blocks of the level below it
+    met = [j for j, d in enumerate(levels) if j and d["oversubscription"] > 1 and len(set(topo.block_of[j - 1])) > 1]
+    unused = ""
+    if given("oversubscription") and ctx.params["oversubscription"] > 1 and not met:
+        # a ratio no traffic of the job meets: every host under one switch (a QA trial: --oversubscription 4 on 4
+        # nodes of one leaf was printed as priced, its step to the digit the 1:1 one)
+        below = next((j - 1 for j, d in enumerate(levels) if j and d["oversubscription"] > 1), len(levels) - 1)
+        hosts = f"the job's {topo.num_hosts} hosts sit" if topo.num_hosts > 1 else "the job's one host sits"
+        unused = (f", which prices nothing here: {hosts} under one {levels[below]['name']} and no traffic of the job "
+                  f"crosses its uplinks, so the step is the 1:1 one")
     origin = [f"--slurm-topology {ctx.params['slurm_topology']}{choice}" if given("slurm_topology") else
               f"--cluster-graph {ctx.params['cluster_graph']}" if given("cluster_graph") else
               f"the tiers of --cluster {ref}" if own else f"cluster {topo.cluster.name}'s catalog file",
               "each switch's ratio from the graph's link bandwidths (down:up)" if given("cluster_graph") else
-              f"--oversubscription {ctx.params['oversubscription']:g}" if given("oversubscription") else
+              f"--oversubscription {ctx.params['oversubscription']:g}{unused}" if given("oversubscription") else
               f"oversubscription from the tiers of --cluster {ref} (--oversubscription changes it with "
               f"--slurm-topology)" if own and not given("slurm_topology") else
               f"oversubscription from cluster {topo.cluster.name}'s file (a copy of that file with another "
@@ -2016,7 +2026,7 @@ def fabric_priced(topo: Topology, ctx: click.Context) -> str:
     if accelerator_file_given(topo.cluster.accelerator):
         # a part of the user's: its numbers come from their file, which no published run checks
         origin.append(f"accelerator {topo.accelerator.name} from {topo.cluster.accelerator}")
-    if any(d["oversubscription"] > 1 for d in levels):
+    if met:
         # a user trial: one node in each of two 4:1 leaves priced 2.5x one leaf, on a rule no output stated
         origin.append("an oversubscribed switch's uplinks are shared by the job's GPUs under it as if the switch's "
                       "other ports sent too (a shared cluster's busy case): a few of the job's nodes alone under a "
