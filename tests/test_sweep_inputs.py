@@ -458,3 +458,42 @@ def test_the_objective_and_currency_left_to_their_default_are_named(tmp_path):
     assert res.exit_code == 0, res.output
     assert res.stdout.splitlines()[0] == "study inputs: objective cost"
     assert json.loads((tmp_path / "o2" / "sweep.json").read_text())["study_defaults"] == []
+
+
+def test_a_nic_or_leaf_size_no_count_uses_is_said_to_price_nothing(tmp_path):
+    """A QA note: an 8-GPU design's `nic_bandwidth_bytes_per_s: 12.5e9` printed 'NIC 12.5 GB/s per GPU (study file)'
+    and was priced to the digit as the catalog's 50 GB/s (one node: nothing crosses a NIC), and a 64-GPU design's
+    `nodes_per_leaf: 8` as the catalog's 32 (8 nodes, one leaf of either size), with no word; a 16-GPU design's slow
+    NIC, which its two nodes send over, and a 128-GPU design's 8-node leaves (16 nodes, two leaves) get no note."""
+    from placement.sweep.output import network_lines, network_sources
+
+    designs = [{"name": "8 base", "cluster": "dgx-h100", "gpus": 8, "price_per_gpu_hour": 2.0},
+               {"name": "8 slow nic", "cluster": "dgx-h100", "gpus": 8, "price_per_gpu_hour": 2.0,
+                "nic_bandwidth_bytes_per_s": 12.5e9},
+               {"name": "16 base", "cluster": "dgx-h100", "gpus": 16, "price_per_gpu_hour": 2.0},
+               {"name": "16 slow nic", "cluster": "dgx-h100", "gpus": 16, "price_per_gpu_hour": 2.0,
+                "nic_bandwidth_bytes_per_s": 12.5e9},
+               {"name": "64 base", "cluster": "dgx-h100", "gpus": 64, "price_per_gpu_hour": 2.0},
+               {"name": "64 small leaf", "cluster": "dgx-h100", "gpus": 64, "price_per_gpu_hour": 2.0,
+                "nodes_per_leaf": 8},
+               {"name": "128 small leaf", "cluster": "dgx-h100", "gpus": 128, "price_per_gpu_hour": 2.0,
+                "nodes_per_leaf": 8, "oversubscription": 2.0}]
+    study = {"name": "net", "designs": designs, "workloads": [WORKLOAD]}
+    res = _sweep(tmp_path, study, "--out", str(tmp_path / "o"), "--json")
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    step = {r["design"]: r["step_time_s"] for r in doc["rows"]}
+    assert step["8 slow nic"] == step["8 base"] and step["64 small leaf"] == step["64 base"]
+    assert step["16 slow nic"] > step["16 base"]
+    net = doc["network_sources"]
+    assert net["8 slow nic"]["nic_bandwidth_bytes_per_s"]["note"] == (
+        "every count of the design's 8 GPUs runs inside one nvlink4 domain: no traffic crosses a NIC, so its 12.5 "
+        "GB/s prices as cluster dgx-h100's 50 does")
+    assert net["64 small leaf"]["nodes_per_leaf"]["note"] == (
+        "every count of the design's 64 GPUs runs under one leaf of either size: its 8 per leaf prices as cluster "
+        "dgx-h100's 32 does")
+    for name, field in (("16 slow nic", "nic_bandwidth_bytes_per_s"), ("128 small leaf", "nodes_per_leaf"),
+                        ("8 base", "nic_bandwidth_bytes_per_s"), ("64 base", "nodes_per_leaf")):
+        assert "note" not in net[name][field], (name, net[name][field])
+    lines = network_lines(network_sources(SweepSpec.model_validate(study)))
+    assert lines[1].endswith(f"; {net['8 slow nic']['nic_bandwidth_bytes_per_s']['note']}")

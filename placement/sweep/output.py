@@ -147,7 +147,7 @@ def network_sources(sweep, overrides: tuple[str, ...] = ()) -> dict[str, dict[st
     several nodes, an NVL72 rack on GB200)."""
     from placement.catalog import load_cluster
     from placement.sweep.overrides import design_fields_set
-    from placement.sweep.run import leaf_uplinks_unused
+    from placement.sweep.run import leaf_uplinks_unused, network_overrides_unused
 
     out = {}
     for d in sweep.designs:
@@ -166,6 +166,8 @@ def network_sources(sweep, overrides: tuple[str, ...] = ()) -> dict[str, dict[st
         unused = leaf_uplinks_unused(sweep, d)
         if unused is not None:  # the ratio is in the study, and prices nothing at its size
             out[d.name]["oversubscription"]["note"] = unused
+        for field, note in network_overrides_unused(sweep, d).items():  # an override that prices nothing
+            out[d.name][field]["note"] = note
         up = base.scale_up
         out[d.name]["nodes_per_leaf"]["counts"] = ("nodes" if up.size <= base.gpus_per_node else
                                                    f"{up.size}-GPU {up.name} domains ({up.size // base.gpus_per_node} "
@@ -194,8 +196,8 @@ def network_lines(network: dict[str, dict[str, dict]]) -> list[str]:
                  f"{leaf['value']} {_one(leaf['counts'], leaf['value'])} per leaf ({leaf['source']})"
                  if leaf["value"] is not None else None,
                  f"NIC {nic['value'] / 1e9:g} GB/s per GPU ({nic['source']})"]
-        lines.append(f"network of {name}: " + ", ".join(x for x in parts if x)
-                     + (f"; {over['note']}" if over.get("note") else ""))
+        notes = [f["note"] for f in (over, leaf, nic) if f.get("note")]
+        lines.append(f"network of {name}: " + ", ".join(x for x in parts if x) + "".join(f"; {n}" for n in notes))
     return lines
 
 

@@ -272,6 +272,51 @@ def leaf_uplinks_unused(sweep: SweepSpec, design: DesignSpec) -> str | None:
             f"crosses its uplinks, so its {leaf.oversubscription:g}:1 prices as 1:1 does")
 
 
+def network_overrides_unused(sweep: SweepSpec, design: DesignSpec) -> dict[str, str]:
+    """For the design's `nodes_per_leaf` and `nic_bandwidth_bytes_per_s`: where every GPU count the design can run is
+    priced on the same network with the override as without it (the Topology's levels equal), why it prices nothing,
+    by field.  A QA note: an 8-GPU design's `nic_bandwidth_bytes_per_s: 12.5e9` printed 'NIC 12.5 GB/s per GPU
+    (study file)' and was priced to the digit as the catalog's 50 GB/s, its one node sending nothing over a NIC; a
+    64-GPU design's `nodes_per_leaf: 8` likewise, its 8 nodes under one leaf of either size.  (The leaf's
+    `oversubscription`: leaf_uplinks_unused.)"""
+    from placement.topology import Topology
+
+    cluster, acc = design_hardware(design)
+    counts, unit, most = candidate_counts(sweep, design, cluster)
+    units = most // unit
+
+    def levels(c: ClusterSpec, n: int) -> tuple | None:
+        try:
+            return Topology(c, acc, num_gpus=n, segment_nodes=sweep_segment(c, n, units)).levels
+        except InputError:  # the tiers cover fewer GPUs: a network of its own, not the same one
+            return None
+
+    out = {}
+    for field in ("nodes_per_leaf", "nic_bandwidth_bytes_per_s"):
+        mine = getattr(design, field)
+        if mine is None:
+            continue
+        base, _ = design_hardware(design.model_copy(update={field: None}))
+        theirs = base.nic_bandwidth_bytes_per_s if field == "nic_bandwidth_bytes_per_s" else (
+            base.tiers[0].fanout if base.tiers else None)
+        if mine == theirs:  # the file's own value: nothing to say
+            continue
+        with_it = [levels(cluster, n) for n in counts]
+        if any(x is None or x != levels(base, n) for x, n in zip(with_it, counts, strict=True)):
+            continue
+        gpus = f"every count of the design's {most:,} GPUs"
+        if field == "nic_bandwidth_bytes_per_s":
+            out[field] = (f"{gpus} runs inside one {cluster.scale_up.name} domain: no traffic crosses a NIC, so "
+                          f"its {mine / 1e9:g} GB/s prices as cluster {design.cluster}'s {theirs / 1e9:g} does")
+        elif all(len(x) <= 2 for x in with_it):
+            out[field] = (f"{gpus} runs under one leaf of either size: its {mine} per leaf prices as cluster "
+                          f"{design.cluster}'s {theirs} does")
+        else:
+            out[field] = (f"{gpus} prices on the same network with its {mine} per leaf as with cluster "
+                          f"{design.cluster}'s {theirs}")
+    return out
+
+
 SUGGESTED_GPUS = re.compile(re.escape(SWEEP_FIX_NAMES.gpus).replace(re.escape("{}"), r"(\d+)"))
 """A GPU count an infeasible cell's message suggests (search.SWEEP_FIX_NAMES: "`gpus: 16` in the design")."""
 
