@@ -1701,6 +1701,8 @@ def audit(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, p
     real = slurm_topology is not None or cluster_graph is not None
     if not real and gpus is None and nodes is None and launch.world_size is not None:
         gpus = launch.world_size
+    elif not real and gpus is None and nodes is None and launch.launcher_nodes is not None:
+        nodes = launch.launcher_nodes  # torchrun --nproc-per-node gpu: the files' nodes, each with all its GPUs
     used = _gpus_used_per_node(launch, cluster_ref, real)
     model, train, topo = build_job(model_ref, cluster_ref, gpus, nodes, seq_len or launch.seq_len,
                                    global_batch or launch.global_batch, precision, slurm_topology, nodelist,
@@ -1889,12 +1891,15 @@ def _check_world_size(launch, topo: Topology, nodelist: str | None, cluster_grap
     priced on more or fewer GPUs than it runs on is a different job (another dp, another batch split).
     `host_order`: (the --hosts file, its hosts), whose hosts are the job's own where their count fits."""
     world = launch.world_size
+    source = launch.sources.get("world_size", "the launch files")
+    if world is None and launch.launcher_nodes is not None:  # torchrun --nproc-per-node gpu: every GPU of each node
+        world, source = launch.launcher_nodes * topo.gpus_per_host, launch.sources["launcher_nodes"]
     if world is None or world == topo.num_gpus:
         return
     from placement.loaders.hostlist import compress_hostlist
 
     per, hosts = topo.gpus_per_host, topo.num_hosts
-    files = f"the launch files start {world} processes ({launch.sources.get('world_size', 'the launch files')})"
+    files = f"the launch files start {world} processes ({source})"
     given = (f"--nodelist {nodelist} gives {hosts} hosts x {per} GPUs = {topo.num_gpus}" if cluster_graph is None
              else f"--cluster-graph {cluster_graph} holds {hosts} hosts x {per} GPUs = {topo.num_gpus}")
     if world % per:
@@ -2051,6 +2056,9 @@ def _job_sources(launch, ctx: click.Context, topo, train, model, real: bool) -> 
     if "world_size" not in launch.sources or given("gpus") or given("nodes"):
         out["num_gpus"] = (f"--gpus {topo.num_gpus}" if given("gpus") else f"--nodes {ctx.params['nodes']}"
                            if given("nodes") else "the allocation (--slurm-topology / --cluster-graph)" if real
+                           else f"the launch files' {launch.launcher_nodes} nodes x {topo.gpus_per_host} GPUs, each "
+                           f"node's {topo.cluster.name} GPUs ({launch.sources['launcher_nodes']})"
+                           if launch.launcher_nodes is not None
                            else f"the cluster's default size ({topo.num_gpus} GPUs): {DEFAULT_TAILS[0]}")
     if "seq_len" not in launch.sources:
         out["seq_len"] = (f"--seq-len {train.seq_len}" if given("seq_len")

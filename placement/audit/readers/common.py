@@ -799,6 +799,13 @@ def launcher_settings(launch: Launch, s: Settings) -> None:
             if re.fullmatch(r"\d+", text):
                 p = read_int(text, "--nproc-per-node", procs.evidence)
                 s.put("gpus_per_node", p, procs.evidence)
+            elif text in ("gpu", "auto") and n is not None:
+                # one process per GPU the node shows (torch/distributed/run.py determine_local_world_size:
+                # torch.cuda.device_count()); a QA trial's `--nproc_per_node=gpu --nnodes=$SLURM_JOB_NUM_NODES` under
+                # `#SBATCH --nodes=4` was priced on the catalog cluster's default 1,024 GPUs, the files' 4 nodes unsaid
+                s.put("launcher_nodes", n, f"{nodes.evidence if nodes else procs.evidence}; --nproc-per-node {text}: "
+                                           f"torchrun starts one process per GPU each node shows "
+                                           f"(torch.cuda.device_count())")
         if n is not None and p is not None:
             s.put("world_size", n * p, f"{nodes.evidence if nodes else procs.evidence}; {procs.evidence}")
         _srun_torchrun(launch, args, n if nodes is not None else None, p, s)

@@ -1,0 +1,54 @@
+"""torchrun's `--nproc-per-node gpu` (or `auto`) starts one process per GPU each node shows
+(torch/distributed/run.py determine_local_world_size: torch.cuda.device_count()).  A QA trial's
+`srun torchrun --nproc_per_node=gpu --nnodes=$SLURM_JOB_NUM_NODES ...` under `#SBATCH --nodes=4` was priced on the
+catalog cluster's default 1,024 GPUs ('the launch files do not fix it'), where the job runs 4 nodes x 8 GPUs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from placement.cli import main
+
+ARGS = ("--tensor-model-parallel-size 2 --pipeline-model-parallel-size 1 --num-layers 32 --hidden-size 4096 "
+        "--num-attention-heads 32 --seq-length 4096 --max-position-embeddings 4096 --micro-batch-size 1 "
+        "--global-batch-size 1024 --bf16 --ffn-hidden-size 14336 --swiglu --num-query-groups 8 --group-query-attention "
+        "--normalization RMSNorm --position-embedding-type rope --untie-embeddings-and-output-weights "
+        "--disable-bias-linear --vocab-size 128256")
+TREE = Path(__file__).parent / "data" / "slurm" / "tree-5leaf.conf"
+
+
+def _script(tmp_path: Path, nproc: str) -> Path:
+    path = tmp_path / "job.sh"
+    path.write_text("#!/bin/bash\n#SBATCH --nodes=4\n#SBATCH --ntasks-per-node=1\n#SBATCH --gpus-per-node=8\n"
+                    f"srun torchrun --nproc_per_node={nproc} --nnodes=$SLURM_JOB_NUM_NODES --rdzv_backend c10d "
+                    f"--rdzv_endpoint node0:29500 pretrain_gpt.py {ARGS}\n")
+    return path
+
+
+def _audit(*args: str) -> dict:
+    out = CliRunner().invoke(main, ["audit", "--model", "llama3-8b", "--json", *args])
+    assert out.exception is None or isinstance(out.exception, SystemExit), out.output
+    return json.loads(out.stdout)
+
+
+@pytest.mark.parametrize("nproc", ["gpu", "auto"])
+def test_one_process_per_gpu_of_the_files_nodes(tmp_path: Path, nproc: str) -> None:
+    doc = _audit("--launch", str(_script(tmp_path, nproc)), "--cluster", "dgx-h100")
+    assert doc["estimate"]["num_gpus"] == 32 and doc["layout"]["dp"] == 16
+    said = doc["layout"]["sources"]["num_gpus"]
+    assert said.startswith("the launch files' 4 nodes x 8 GPUs") and f"--nproc-per-node {nproc}" in said, said
+    # the files' 32 GPUs is the same job as --gpus 32 says it
+    flagged = _audit("--launch", str(_script(tmp_path, "8")), "--cluster", "dgx-h100")
+    assert flagged["estimate"]["step_time_s"] == doc["estimate"]["step_time_s"]
+
+
+def test_an_allocation_of_other_hosts_is_refused(tmp_path: Path) -> None:
+    out = CliRunner().invoke(main, ["audit", "--model", "llama3-8b", "--launch", str(_script(tmp_path, "gpu")),
+                                    "--slurm-topology", str(TREE), "--nodelist", "gpu[0001-0008]", "--node-type",
+                                    "dgx-h100"])
+    assert out.exit_code == 2
+    assert "the launch files start 32 processes" in out.output and "--nodelist 'gpu[0001-0004]'" in out.output
