@@ -106,7 +106,9 @@ def test_srun_nodes_other_than_torchruns_nnodes_is_an_error_naming_both_lines(tm
         parse_launch([script])
     said = str(err.value)
     line = 3 if header else 2
-    for fact in ("torchrun --nnodes 2", f"job.sh:{line}: {srun} torchrun", "the job's 1 nodes",
+    # srun's -N is its step's count, which srun sets $SLURM_NNODES to in its tasks only (slurm env_array_for_step)
+    where = "the job's 1 nodes" if header else "its step's 1 nodes"
+    for fact in ("torchrun --nnodes 2", f"job.sh:{line}: {srun} torchrun", where,
                  "torchrun --nnodes 1", "--nnodes $SLURM_NNODES"):
         assert fact in said, (fact, said)
     assert ("job.sh:2: #SBATCH --nodes=1" in said and "#SBATCH --nodes=2" in said) if header else \

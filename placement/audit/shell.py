@@ -1197,6 +1197,7 @@ def _simple_command(state: _State, src: _Src, node: tree_sitter.Node, line: int,
         state.frames.append(["uncertain" if string.uncertain else "on", True, org, string.uncertain])
         outer, state.srun = state.srun, _srun_words(fields) or state.srun
         parent = _enter_child(state, prefixed)
+        _step_environment(state, _srun_words(fields))
         given = [[_Seg(w.text, False, w.origin, w.unresolved, w.uncertain)] for w in fields[inner + 1:]]
         state.calls.append(_Call(given[1:]))
         zero, state.zero = state.zero, given[0] if given else None
@@ -1292,6 +1293,39 @@ def _enter_child(state: _State, prefixed: set[str]) -> tuple:
     return saved
 
 
+_STEP_COUNTS = {"-N": "SLURM_NNODES", "--nodes": "SLURM_NNODES", "-n": "SLURM_NTASKS", "--ntasks": "SLURM_NTASKS"}
+"""srun's node and task count options and the job variable each sets, for the step, in its tasks' environment."""
+
+
+def _step_environment(state: _State, srun: tuple[Word, ...]) -> None:
+    """Inside a task of `srun -N 2 [-n 16] bash ...`: srun sets SLURM_NNODES and SLURM_NTASKS to the step's node and
+    task counts, where the batch script's are the job's (slurm src/common/env.c env_array_for_step, unless
+    --preserve-env / -E keeps them); SLURM_JOB_NUM_NODES stays the job's.  A count srun gives as a word the reader
+    does not know (`-N $N`, `-N 2-4`) leaves the variable unknown, as SLURM's are where nothing fixes them.  A QA
+    trial: `#SBATCH --nodes=4` with `srun -N 2 bash -c "torchrun --nnodes=\\$SLURM_NNODES ..."` was refused as
+    torchrun counting 4 nodes on srun's 2, where the task sees 2 and the job runs."""
+    words = list(srun[1:])
+    given: dict[str, Word] = {}
+    k = 0
+    while k < len(words):
+        t = words[k].text
+        if t in ("-E", "--preserve-env"):
+            return
+        m = re.fullmatch(r"(--nodes|--ntasks)=(.*)|(-N|-n)(\S+)|(--nodes|--ntasks|-N|-n)", t)
+        if m and m.group(5) is None:
+            name, text = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
+            given[_STEP_COUNTS[name]] = dataclasses.replace(words[k], text=text)
+        elif m and k + 1 < len(words):
+            given[_STEP_COUNTS[m.group(5)]] = words[k + 1]
+            k += 1
+        k += 1
+    for name, word in given.items():
+        if word.unresolved or not word.text.isdigit():
+            state.vars.pop(name, None)
+        else:
+            state.vars[name] = _Var(value=[_Seg(word.text, False, word.origin)])
+
+
 def _leave_child(state: _State, saved: tuple) -> None:
     """Back to the parent's variables and functions: nothing the child set, defined or exported outlives it."""
     (state.vars, state.exported, state.hidden, state.allexport, state.functions, state.exported_functions,
@@ -1325,6 +1359,7 @@ def _run_again(state: _State, args: list[Word], org: Origin, reason: str | None,
     that replaces it."""
     assert state.src is not None
     parent = _enter_child(state, prefixed)
+    _step_environment(state, state.srun)
     state.depth += 1
     state.reruns += 1
     state.calls.append(_Call([[_Seg(w.text, False, w.origin, w.unresolved, w.uncertain)] for w in args]))

@@ -504,8 +504,10 @@ def _srun_counts(words: list[Word], command: Command):
     k = 0
     while k < len(words):
         t = words[k].text
-        m = re.fullmatch(r"(--nodes|--ntasks|--ntasks-per-node|-N|-n)(?:=(.*))?", t)
-        if m and m.group(2) is not None:
+        m = re.fullmatch(r"(--nodes|--ntasks|--ntasks-per-node|-N|-n)(?:=(.*))?|(-N|-n)(\d\S*)", t)
+        if m and m.group(3) is not None:  # `-N2`: the value attached (srun(1), as getopt reads a short option)
+            given[m.group(3)] = dataclasses.replace(words[k], text=m.group(4))
+        elif m and m.group(2) is not None:
             given[m.group(1)] = dataclasses.replace(words[k], text=m.group(2))
         elif m and k + 1 < len(words):
             given[m.group(1)] = words[k + 1]
@@ -640,11 +642,19 @@ def _srun_torchrun(launch: Launch, args: dict[str, Arg], n: int | None, p: int |
     count = _srun_counts(srun[1:], launch.command)
     nodes = count("-N", "--nodes", env="SLURM_NNODES")
     if n is not None and nodes_arg is not None and nodes is not None and nodes[0] != n:
+        job = "#SBATCH" in nodes[1]  # the job's nodes; else srun's -N, a step of its own size
+        # (srun sets SLURM_NNODES to the step's nodes in its tasks' environment, slurm src/common/env.c
+        # env_array_for_step; the batch script's is the job's: a QA trial's `srun -N 2 torchrun --nnodes=$SLURM_NNODES`
+        # under `#SBATCH --nodes=4` was told to use the $SLURM_NNODES it already used)
+        variable = ("--nnodes $SLURM_NNODES, which SLURM sets to the job's node count" if job else
+                    f"$SLURM_NNODES expanded in srun's task, `srun -N {nodes[0]} bash -c '... --nnodes "
+                    f"$SLURM_NNODES ...'`, which srun sets to the step's node count: the batch script's own is the "
+                    f"job's")
         raise InputError(
-            f"node count: torchrun --nnodes {n} ({nodes_arg.evidence}), but srun starts it on the job's {nodes[0]} "
-            f"nodes ({nodes[1]}): torchrun's rendezvous counts {n} nodes, so the job does not start; make them one "
-            f"count: torchrun --nnodes {nodes[0]} (or --nnodes $SLURM_NNODES, which SLURM sets to the job's node "
-            f"count), or ask for {n} nodes ({'#SBATCH --nodes=' if '#SBATCH' in nodes[1] else 'srun -N '}{n})")
+            f"node count: torchrun --nnodes {n} ({nodes_arg.evidence}), but srun starts it on "
+            f"{'the job' if job else 'its step'}'s {nodes[0]} nodes ({nodes[1]}): torchrun's rendezvous counts {n} "
+            f"nodes, so the job does not start; make them one count: torchrun --nnodes {nodes[0]} (or {variable}), "
+            f"or ask for {n} nodes ({'#SBATCH --nodes=' if job else 'srun -N '}{n})")
     tasks = _srun_tasks_per_node(srun, launch.command)
     procs = args.get("--nproc-per-node")
     if tasks is None or tasks[0] < 2 or p is None or procs is None:
