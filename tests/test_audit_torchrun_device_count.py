@@ -52,3 +52,20 @@ def test_an_allocation_of_other_hosts_is_refused(tmp_path: Path) -> None:
                                     "dgx-h100"])
     assert out.exit_code == 2
     assert "the launch files start 32 processes" in out.output and "--nodelist 'gpu[0001-0004]'" in out.output
+
+
+def test_deepspeeds_num_nodes_without_its_hostfile(tmp_path: Path) -> None:
+    """`deepspeed --num_nodes 4` runs the hostfile's first 4 hosts (DeepSpeed runner.py main), each with its slots;
+    without the hostfile among the files it was priced on dgx-h100's default 1,024 GPUs: now 4 nodes of 8, the
+    slots assumed each node's GPUs, and said."""
+    config = tmp_path / "ds.json"
+    config.write_text('{"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 4, '
+                      '"bf16": {"enabled": true}, "zero_optimization": {"stage": 1}}')
+    script = tmp_path / "job.sh"
+    script.write_text("#!/bin/bash\ndeepspeed --num_nodes 4 --hostfile /job/hostfile pretrain_gpt.py "
+                      + ARGS.replace("--global-batch-size 1024", "--global-batch-size 64")
+                      + " --no-pipeline-parallel --deepspeed --deepspeed_config ds.json\n")
+    doc = _audit("--launch", str(script), "--launch", str(config), "--cluster", "dgx-h100")
+    assert doc["estimate"]["num_gpus"] == 32 and doc["layout"]["dp"] == 16
+    said = doc["layout"]["sources"]["launcher_nodes"]
+    assert "the hostfile's first 4 hosts" in said and "assumed all its GPUs" in said, said

@@ -1104,6 +1104,13 @@ def _finish(s: Settings) -> None:
         n = read_int(nodes[0], "--num_nodes", nodes[1]) if nodes is not None else 1
         s.put("gpus_per_node", g, gpus[1])
         s.put("world_size", n * g, gpus[1] if nodes is None else f"{nodes[1]}; {gpus[1]}")
+    elif nodes is not None and nodes[0].isdigit():
+        # the hostfile's first num_nodes hosts, each with its slots (DeepSpeed runner.py main: active_resources cut
+        # to num_nodes; slots as the hostfile lists them without --num_gpus), the hostfile not among the files: a QA
+        # trial's `deepspeed --num_nodes 4` was priced on the catalog cluster's default 1,024 GPUs, its 4 unsaid
+        s.put("launcher_nodes", read_int(nodes[0], "--num_nodes", nodes[1]),
+              f"{nodes[1]}: the hostfile's first {nodes[0]} hosts, each with the slots the hostfile gives it, which "
+              f"is not among the files: assumed all its GPUs (give the hostfile with --launch to read them)")
     deepspeed_json_unread(s)
     for auto in s.hf_auto:
         # HF Trainer fills "auto" from TrainingArguments: the launch command's flag, else its default

@@ -166,9 +166,10 @@ class LaunchLayout(Frozen):
     """From the launcher in the files (torchrun nnodes x nproc-per-node, hostfile slots...)."""
     gpus_per_node: int | None = Field(default=None, ge=1)
     launcher_nodes: int | None = Field(default=None, ge=1)
-    """The nodes torchrun counts (--nnodes) where it starts one process per GPU each node shows (--nproc-per-node gpu
-    or auto: torch.cuda.device_count(), torch/distributed/run.py determine_local_world_size), so the files fix the
-    node count and leave the processes per node to the node type: the audit's node count where no flag gives one."""
+    """The nodes the launcher counts where the files leave the processes per node to the node: torchrun's --nnodes
+    with --nproc-per-node gpu or auto (one process per GPU each node shows: torch.cuda.device_count(),
+    torch/distributed/run.py determine_local_world_size), or deepspeed's --num_nodes without --num_gpus and without
+    its hostfile among the files (assumed each node's GPUs): the audit's node count where no flag gives one."""
     task_distribution: str | None = Field(default=None, pattern=r"^(block|cyclic|plane=[1-9][0-9]*)$")
     """How srun deals the tasks of an `srun python ...` launch (one rank per task) to the job's nodes: its
     -m/--distribution (or SLURM_DISTRIBUTION), `block` (srun's default: consecutive ranks share a node), `cyclic`
