@@ -1197,6 +1197,7 @@ def _simple_command(state: _State, src: _Src, node: tree_sitter.Node, line: int,
         state.frames.append(["uncertain" if string.uncertain else "on", True, org, string.uncertain])
         outer, state.srun = state.srun, _srun_words(fields) or state.srun
         parent = _enter_child(state, prefixed)
+        _srun_exports(state, list(_srun_words(fields)))
         _step_environment(state, _srun_words(fields))
         given = [[_Seg(w.text, False, w.origin, w.unresolved, w.uncertain)] for w in fields[inner + 1:]]
         state.calls.append(_Call(given[1:]))
@@ -1241,7 +1242,10 @@ def _simple_command(state: _State, src: _Src, node: tree_sitter.Node, line: int,
     if fields and fields[0].text == "set":
         _set_options(state, fields[1:])
     if fields:
+        exported = _srun_exports(state, fields)
         state.commands.append(Command(tuple(fields), org, _environment(state, prefixed, org, reason), state.srun))
+        if exported is not None:
+            state.vars, state.exported = exported
         if fields[0].text == "exec" and len(fields) > 1 and reason is None and state.reruns:
             state.stopped = True  # the process is now CMD (bash(1), exec): the rest of this run is not read
 
@@ -1290,6 +1294,58 @@ def _enter_child(state: _State, prefixed: set[str]) -> tuple:
                                        if k not in state.vars and (at := _var_origin(v)) is not None}}
     state.exported = set(passed)
     state.allexport = False
+    return saved
+
+
+_SRUN_VALUE_OPTIONS = frozenset({
+    "-N", "-n", "-c", "-w", "-x", "-p", "-J", "-o", "-e", "-i", "-t", "-m", "-G", "-A", "-q", "-D", "-C", "-d",
+    "--nodes", "--ntasks", "--ntasks-per-node", "--cpus-per-task", "--gpus-per-node", "--gpus", "--gpus-per-task",
+    "--nodelist", "--exclude", "--partition", "--job-name", "--output", "--error", "--input", "--time",
+    "--distribution", "--account", "--qos", "--mpi", "--cpu-bind", "--gres", "--mem", "--chdir", "--constraint",
+    "--dependency", "--container-image", "--container-mounts", "--container-name", "--container-workdir",
+    "--container-env"})
+"""srun options whose value may be the next word (srun(1))."""
+
+
+def _srun_exports(state: _State, fields: list[Word]) -> tuple[dict[str, _Var], set[str]] | None:
+    """Where `fields` are an srun command with `--export=...` before what it runs, make `state` the environment srun
+    gives its tasks (srun(1) --export): `NONE` none of the caller's variables, a list without `ALL` only SLURM's and
+    the listed ones, `NAME=value` items set where the caller does not (with `ALL`) or always (without); `ALL` alone,
+    srun's default, the caller's.  Returns the caller's (vars, exported) to put back, or None where nothing changed.
+    A QA trial: `srun --export=ALL,CUDA_DEVICE_MAX_CONNECTIONS=1 python pretrain_gpt.py ...` was told the launch
+    files do not set CUDA_DEVICE_MAX_CONNECTIONS, which Megatron-LM asserts under tp > 1; and `srun --export=NONE`
+    passed on the NCCL settings the script exported."""
+    if not fields or fields[0].text.rsplit("/", 1)[-1] != "srun":
+        return None
+    word, k = None, 1
+    while k < len(fields):
+        t = fields[k].text
+        if t.startswith("--export="):
+            word = dataclasses.replace(fields[k], text=t.removeprefix("--export="))
+            break
+        if t == "--export" and k + 1 < len(fields):
+            word = fields[k + 1]
+            break
+        if not t.startswith("-") or t == "--":
+            return None
+        k += 2 if t in _SRUN_VALUE_OPTIONS else 1
+    if word is None or word.unresolved or word.text == "ALL":
+        return None
+    saved = (state.vars, state.exported)
+    items = [x for x in word.text.split(",") if x]
+    everything = "ALL" in items
+    named = {x.partition("=")[0]: (x.partition("=")[2] if "=" in x else None)
+             for x in items if x not in ("ALL", "NONE", "NIL")}
+    if not everything:
+        state.vars = {k: v for k, v in state.vars.items() if k.startswith(SLURM_PREFIX) or (
+            k in named and named[k] is None and k in state.exported)}
+        state.exported = {k for k in state.exported if k in state.vars}
+    else:
+        state.vars, state.exported = dict(state.vars), set(state.exported)
+    for name, value in named.items():
+        if value is not None and not (everything and name in state.exported and name in state.vars):
+            state.vars[name] = _Var(value=[_Seg(value, False, word.origin)])
+            state.exported.add(name)
     return saved
 
 
@@ -1359,6 +1415,7 @@ def _run_again(state: _State, args: list[Word], org: Origin, reason: str | None,
     that replaces it."""
     assert state.src is not None
     parent = _enter_child(state, prefixed)
+    _srun_exports(state, list(state.srun))
     _step_environment(state, state.srun)
     state.depth += 1
     state.reruns += 1

@@ -1,0 +1,51 @@
+"""srun's --export decides the environment of its tasks (srun(1) --export): `ALL` (the default) the caller's,
+`NONE` none of it, a list without `ALL` SLURM's and the listed variables, `NAME=value` items set (under `ALL` where the
+caller does not).  A QA trial's `srun --export=ALL,CUDA_DEVICE_MAX_CONNECTIONS=1 python pretrain_gpt.py ...` (tp 2)
+was told the launch files do not set CUDA_DEVICE_MAX_CONNECTIONS, which Megatron-LM asserts; and
+`srun --export=NONE` passed on the variables the script exported."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from placement.audit.launch import parse_launch
+
+ARGS = ("--tensor-model-parallel-size 2 --pipeline-model-parallel-size 1 --num-layers 32 --hidden-size 4096 "
+        "--num-attention-heads 32 --seq-length 4096 --max-position-embeddings 4096 --micro-batch-size 1 "
+        "--global-batch-size 1024 --bf16")
+HEADER = "#!/bin/bash\n#SBATCH -N 4\n#SBATCH --ntasks-per-node=8\n"
+
+
+def _read(tmp_path: Path, export: str, setting: str = "export CUDA_DEVICE_MAX_CONNECTIONS=1 NCCL_IB_HCA=mlx5_0\n",
+          shell: bool = False):
+    path = tmp_path / "job.sh"
+    run = f"python pretrain_gpt.py {ARGS}"
+    if shell:
+        run = f'bash -c "{run} --seed \\${{SEED:-7}}"'
+    path.write_text(f"{HEADER}{setting}srun -l --mpi=pmix {export} {run}\n")
+    return parse_launch([path])
+
+
+@pytest.mark.parametrize(("export", "connections", "nccl"), [
+    ("", "1", True),
+    ("--export=ALL", "1", True),
+    ("--export=NONE", None, False),
+    ("--export=CUDA_DEVICE_MAX_CONNECTIONS", "1", False),
+    ("--export NCCL_IB_HCA", None, True),
+    ("--export=ALL,CUDA_DEVICE_MAX_CONNECTIONS=8", "1", True),  # the caller's value wins under ALL
+    ("--export=CUDA_DEVICE_MAX_CONNECTIONS=8", "8", False),
+])
+@pytest.mark.parametrize("shell", [False, True])
+def test_the_tasks_get_what_srun_exports(tmp_path: Path, export: str, connections: str | None, nccl: bool,
+                                         shell: bool) -> None:
+    lay = _read(tmp_path, export, shell=shell)
+    assert lay.device_max_connections == connections, lay.sources.get("device_max_connections")
+    assert any("NCCL_IB_HCA" in x for x in lay.launch_environment or ()) is nccl
+
+
+def test_an_export_sets_a_variable_the_script_does_not(tmp_path: Path) -> None:
+    lay = _read(tmp_path, "--export=ALL,CUDA_DEVICE_MAX_CONNECTIONS=1", setting="")
+    assert lay.device_max_connections == "1"
+    assert "--export=ALL,CUDA_DEVICE_MAX_CONNECTIONS=1" in lay.sources["device_max_connections"]
