@@ -1699,6 +1699,7 @@ def audit(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, p
                          f"({launch.sources.get('seq_len', 'the files')}); the audit prices what the files run: drop "
                          f"the flag or change the files")
     real = slurm_topology is not None or cluster_graph is not None
+    launch, nodelist = _header_nodelist(launch, slurm_topology, nodelist)
     if not real and gpus is None and nodes is None and launch.world_size is not None:
         gpus = launch.world_size
     elif not real and gpus is None and nodes is None and launch.launcher_nodes is not None:
@@ -1962,6 +1963,31 @@ def _per_node_fix(launch, per_host: int) -> str:
     each, where = launch.gpus_per_node // tasks, launch.sources["tasks_per_node"].split(": ", 1)[0]
     return (f"start one srun task per node, --ntasks-per-node=1 ({where} gives {tasks}), and let its torchrun start "
             f"the node's {per_host} processes" + (f" (--nproc_per_node {per_host})" if each != per_host else ""))
+
+
+def _header_nodelist(launch, slurm_topology, nodelist: str | None):
+    """(launch, nodelist) with the batch script's `#SBATCH --nodelist` (LaunchLayout.job_nodelist, the job's whole
+    node list) taken in: the allocation's hosts where --slurm-topology comes without --nodelist, said in the sources;
+    beside a --nodelist of other hosts, a warning naming both (the audit prices --nodelist's, as the job may have been
+    submitted with `sbatch --nodelist` over the header).  A QA trial: a script asking `#SBATCH
+    --nodelist=gpu[0036-0039]` was refused for want of --nodelist, and priced without a word on the --nodelist
+    gpu[0001-0004] given instead."""
+    from placement.loaders.hostlist import expand_hostlist
+
+    header = launch.job_nodelist
+    if header is None or slurm_topology is None:
+        return launch, nodelist
+    where = launch.sources.get("job_nodelist", "#SBATCH --nodelist")
+    if nodelist is None:
+        return launch.model_copy(update={"sources": {**launch.sources, "nodelist": (
+            f"{header}: {where}; no --nodelist given")}}), header
+    given = None if nodelist.startswith("@") else expand_hostlist(nodelist)  # (an @FILE: not compared)
+    if given is not None and set(given) != set(expand_hostlist(header)):
+        launch = launch.model_copy(update={"warnings": (*launch.warnings, (
+            f"--nodelist {nodelist} is not the hosts the batch script asks for ({header}, {where}); priced on "
+            f"--nodelist's, as for a job submitted with `sbatch --nodelist` over its header: drop --nodelist to price "
+            f"the header's"))})
+    return launch, nodelist
 
 
 def _gpus_used_per_node(launch, cluster_ref, real: bool) -> int | None:

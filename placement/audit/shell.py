@@ -292,7 +292,7 @@ NVSHMEM's, UCX's, libfabric's, OpenMP's and XLA's (MaxText's XLA_FLAGS) runtime 
 not price but the audit must not pass over in silence (readers.common.nccl_settings, runtime_settings), nor the files
 it writes for the job drop without a word (LaunchLayout.launch_environment)."""
 SLURM_JOB_ENVIRONMENT = ("SLURM_NNODES", "SLURM_NTASKS_PER_NODE", "SLURM_NTASKS", "SLURM_DISTRIBUTION",
-                         "SLURM_DIST_PLANESIZE", "SLURM_CPU_BIND")
+                         "SLURM_DIST_PLANESIZE", "SLURM_CPU_BIND", "SLURM_JOB_NODELIST")
 """SLURM's job variables a command's `environment` also reports where the #SBATCH header fixes them (sbatch puts
 them in every command's environment): the task count of an `srun python ...` launch, one rank per task, the
 tasks per node of an `srun torchrun ...`, each task a torchrun, and the task distribution srun reads as its
@@ -355,7 +355,7 @@ def read_script(path: Path) -> Script:
 
 _SBATCH_ENV = {"nodes": ("SLURM_NNODES", "SLURM_JOB_NUM_NODES"), "ntasks-per-node": ("SLURM_NTASKS_PER_NODE",),
                "ntasks": ("SLURM_NTASKS",), "gpus-per-node": ("SLURM_GPUS_ON_NODE", "SLURM_GPUS_PER_NODE"),
-               "distribution": ("SLURM_DISTRIBUTION",)}
+               "distribution": ("SLURM_DISTRIBUTION",), "nodelist": ("SLURM_JOB_NODELIST",)}
 """sbatch option -> the variables SLURM sets from it in the job's environment (sbatch(1) OUTPUT ENVIRONMENT
 VARIABLES); `--gres=gpu:N` sets SLURM_GPUS_ON_NODE too, and `--distribution` (`-m`) SLURM_DISTRIBUTION, a word."""
 
@@ -368,18 +368,31 @@ def _sbatch_environment(state: _State) -> None:
         line = raw.strip()
         if line and not line.startswith("#"):
             break
-        m = re.match(r"#SBATCH\s+(?:--(nodes|ntasks-per-node|ntasks|gpus-per-node|gres|distribution)[=\s]+"
-                     r"|-([Nnm])\s*)(\S+)", line)
+        m = re.match(r"#SBATCH\s+(?:--(nodes|ntasks-per-node|ntasks|gpus-per-node|gres|distribution|nodelist)[=\s]+"
+                     r"|-([Nnmw])\s*)(\S+)", line)
         if not m:
             continue
-        option, value = m.group(1) or {"N": "nodes", "n": "ntasks", "m": "distribution"}[m.group(2)], m.group(3)
+        option, value = m.group(1) or {"N": "nodes", "n": "ntasks", "m": "distribution",
+                                        "w": "nodelist"}[m.group(2)], m.group(3)
         if option == "gres":
             g = re.fullmatch(r"gpu(?::[\w-]+)?:(\d+)", value)
             option, value = ("gpus-per-node", g.group(1)) if g else (None, "")
-        if option is None or not (value.isdigit() or option == "distribution"):
+        if option is None or not (value.isdigit() or option in ("distribution", "nodelist")):
             continue
         for name in _SBATCH_ENV[option]:
             state.vars.setdefault(name, _Var(value=[_Seg(value, False, Origin(state.path, n, line))]))
+    # `--nodelist` (-w) asks for hosts the job holds (sbatch(1) -w); they are its whole node list, SLURM_JOB_NODELIST,
+    # where no node count asks for more
+    hosts, nodes = state.vars.get("SLURM_JOB_NODELIST"), state.vars.get("SLURM_NNODES")
+    if hosts is not None and hosts.value and hosts.value[0].origin.line:
+        from placement.loaders.hostlist import expand_hostlist
+
+        try:
+            count = len(expand_hostlist(hosts.value[0].text))
+        except InputError:
+            count = -1
+        if count < 1 or (nodes is not None and nodes.value and nodes.value[0].text != str(count)):
+            del state.vars["SLURM_JOB_NODELIST"]
 
 
 # ---------------------------------------------------------------------------------------------------

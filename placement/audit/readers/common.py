@@ -756,6 +756,9 @@ def launcher_settings(launch: Launch, s: Settings) -> None:
     environment the launch runs with (CUDA_LAUNCH_BLOCKING, the runtime variables of runtime_settings)."""
     nccl_settings(launch.command, s)
     runtime_settings(launch.command, s)
+    nodelist = launch.command.env("SLURM_JOB_NODELIST")
+    if nodelist is not None and not nodelist.unresolved and nodelist.origin.line:  # the header's `#SBATCH -w`
+        s.put("job_nodelist", nodelist.text, f"{nodelist.origin} (the job's hosts: sbatch(1) --nodelist)")
     connections = launch.command.env("CUDA_DEVICE_MAX_CONNECTIONS")
     if connections is not None and not connections.unresolved:
         s.put("device_max_connections", connections.text.strip(), connections.evidence)

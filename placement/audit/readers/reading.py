@@ -170,6 +170,10 @@ class LaunchLayout(Frozen):
     with --nproc-per-node gpu or auto (one process per GPU each node shows: torch.cuda.device_count(),
     torch/distributed/run.py determine_local_world_size), or deepspeed's --num_nodes without --num_gpus and without
     its hostfile among the files (assumed each node's GPUs): the audit's node count where no flag gives one."""
+    job_nodelist: str | None = None
+    """The hosts the batch script's `#SBATCH --nodelist` (`-w`) asks for, as written, where they are the job's whole
+    node list (no node count asks for more): the allocation's hosts where --nodelist gives none, and compared with
+    it where it does."""
     task_distribution: str | None = Field(default=None, pattern=r"^(block|cyclic|plane=[1-9][0-9]*)$")
     """How srun deals the tasks of an `srun python ...` launch (one rank per task) to the job's nodes: its
     -m/--distribution (or SLURM_DISTRIBUTION), `block` (srun's default: consecutive ranks share a node), `cyclic`
@@ -425,6 +429,7 @@ class JobRead:
     world_size: int | None = None
     gpus_per_node: int | None = None
     launcher_nodes: int | None = None
+    job_nodelist: str | None = None
     tasks_per_node: int | None = None
     task_distribution: str | None = None
     slurm_node_order: bool | None = None
