@@ -21,9 +21,9 @@ ARGS = ("--tensor-model-parallel-size 2 --pipeline-model-parallel-size 1 --num-l
 TREE = Path(__file__).parent / "data" / "slurm" / "tree-5leaf.conf"
 
 
-def _script(tmp_path: Path, nproc: str) -> Path:
+def _script(tmp_path: Path, nproc: str, gpus: str = "") -> Path:
     path = tmp_path / "job.sh"
-    path.write_text("#!/bin/bash\n#SBATCH --nodes=4\n#SBATCH --ntasks-per-node=1\n#SBATCH --gpus-per-node=8\n"
+    path.write_text(f"#!/bin/bash\n#SBATCH --nodes=4\n#SBATCH --ntasks-per-node=1\n{gpus}"
                     f"srun torchrun --nproc_per_node={nproc} --nnodes=$SLURM_JOB_NUM_NODES --rdzv_backend c10d "
                     f"--rdzv_endpoint node0:29500 pretrain_gpt.py {ARGS}\n")
     return path
@@ -69,3 +69,23 @@ def test_deepspeeds_num_nodes_without_its_hostfile(tmp_path: Path) -> None:
     assert doc["estimate"]["num_gpus"] == 32 and doc["layout"]["dp"] == 16
     said = doc["layout"]["sources"]["launcher_nodes"]
     assert "the hostfile's first 4 hosts" in said and "assumed all its GPUs" in said, said
+
+
+@pytest.mark.parametrize("nproc", ["gpu", "auto"])
+def test_one_process_per_gpu_the_header_gives_each_node(tmp_path: Path, nproc: str) -> None:
+    """`#SBATCH --gpus-per-node=4` on 8-GPU nodes: SLURM shows each node's processes 4 GPUs (its gres plugin sets
+    CUDA_VISIBLE_DEVICES), so torch.cuda.device_count() is 4 and the job 16 GPUs."""
+    doc = _audit("--launch", str(_script(tmp_path, nproc, "#SBATCH --gpus-per-node=4\n")), "--cluster", "dgx-h100")
+    assert doc["estimate"]["num_gpus"] == 16
+    assert "one process per GPU the node shows" in doc["layout"]["sources"]["gpus_per_node"]
+
+
+def test_more_processes_than_the_header_gives_a_node_do_not_start(tmp_path: Path) -> None:
+    """A QA trial: `#SBATCH --gpus-per-node=4` with `torchrun --nproc_per_node=8` was priced as 8 a node, where
+    local ranks 4-7 find no GPU."""
+    out = CliRunner().invoke(main, ["audit", "--model", "llama3-8b", "--cluster", "dgx-h100", "--launch",
+                                    str(_script(tmp_path, "8", "#SBATCH --gpus-per-node=4\n"))])
+    assert out.exit_code == 2
+    for fact in ("torchrun --nproc_per_node 8", "the job's nodes show each process 4 GPUs", "#SBATCH --gpus-per-node=4",
+                 "local ranks 4 to 7", "--nproc_per_node 4"):
+        assert fact in out.output, (fact, out.output)

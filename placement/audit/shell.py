@@ -292,7 +292,8 @@ NVSHMEM's, UCX's, libfabric's, OpenMP's and XLA's (MaxText's XLA_FLAGS) runtime 
 not price but the audit must not pass over in silence (readers.common.nccl_settings, runtime_settings), nor the files
 it writes for the job drop without a word (LaunchLayout.launch_environment)."""
 SLURM_JOB_ENVIRONMENT = ("SLURM_NNODES", "SLURM_NTASKS_PER_NODE", "SLURM_NTASKS", "SLURM_DISTRIBUTION",
-                         "SLURM_DIST_PLANESIZE", "SLURM_CPU_BIND", "SLURM_JOB_NODELIST")
+                         "SLURM_DIST_PLANESIZE", "SLURM_CPU_BIND", "SLURM_JOB_NODELIST",
+                         "SLURM_GPUS_ON_NODE")
 """SLURM's job variables a command's `environment` also reports where the #SBATCH header fixes them (sbatch puts
 them in every command's environment): the task count of an `srun python ...` launch, one rank per task, the
 tasks per node of an `srun torchrun ...`, each task a torchrun, and the task distribution srun reads as its

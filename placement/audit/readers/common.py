@@ -807,11 +807,28 @@ def launcher_settings(launch: Launch, s: Settings) -> None:
                 n = read_int(text, "--nnodes", nodes.evidence)
         elif not open_nodes and ("--standalone" in args or procs is not None):
             n = 1
+        # the GPUs the job's nodes show its processes: `#SBATCH --gpus-per-node=4` (--gres=gpu:4), which SLURM's gres
+        # plugin sets CUDA_VISIBLE_DEVICES to (gres.conf(5), srun(1) --gpus-per-node)
+        shown = launch.command.env("SLURM_GPUS_ON_NODE")
+        shown = shown if shown is not None and not shown.unresolved and shown.text.isdigit() else None
         if procs is not None:
             text = one_value(procs).text
             if re.fullmatch(r"\d+", text):
                 p = read_int(text, "--nproc-per-node", procs.evidence)
                 s.put("gpus_per_node", p, procs.evidence)
+                if shown is not None and p > int(shown.text):
+                    # a QA trial: `#SBATCH --gpus-per-node=4` with `torchrun --nproc_per_node=8` priced 8 a node
+                    raise InputError(
+                        f"GPUs per node: torchrun --nproc_per_node {p} ({procs.evidence}), but the job's nodes show "
+                        f"each process {shown.text} GPUs ({shown.evidence}): local ranks {shown.text} to {p - 1} of "
+                        f"each node find no GPU of their own (torch.cuda.set_device fails), so the job does not "
+                        f"start; make them one count: --nproc_per_node {shown.text} (or gpu, one process per GPU the "
+                        f"node shows), or ask for {p} GPUs a node (#SBATCH --gpus-per-node={p})")
+            elif text in ("gpu", "auto") and shown is not None:
+                # torch.cuda.device_count() is the GPUs the node shows the job (torch/distributed/run.py
+                # determine_local_world_size): the header's
+                p = int(shown.text)
+                s.put("gpus_per_node", p, f"{procs.evidence} (one process per GPU the node shows: {shown.evidence})")
             elif text in ("gpu", "auto") and n is not None:
                 # one process per GPU the node shows (torch/distributed/run.py determine_local_world_size:
                 # torch.cuda.device_count()); a QA trial's `--nproc_per_node=gpu --nnodes=$SLURM_JOB_NUM_NODES` under
