@@ -841,7 +841,12 @@ def _ep_value(node: ast.expr, where: str) -> int | None:
 def read_hostfile(path: Path, s: Settings) -> None:
     """DeepSpeed 0.19.8 `launcher/runner.py::_parse_hostfile`: `^(\\S+)\\s+slots=(\\d+)`, `#` comments and blank
     lines skipped, a duplicate host or any other line is an error; rank order = line order."""
-    text = read_text(path, "hostfile", "expected lines of `hostname slots=N`")
+    parse_hostfile(read_text(path, "hostfile", "expected lines of `hostname slots=N`"), str(path), s)
+
+
+def parse_hostfile(text: str, path: str, s: Settings, where: Callable[[int], str] | None = None) -> None:
+    """`read_hostfile` of `text`, named `path` in messages; `where(n)`, if given, is the evidence of its line n (a
+    here-document's: the script line that wrote it)."""
     hosts: dict[str, int] = {}
     lines: dict[str, str] = {}
     first_ev = ""
@@ -869,7 +874,7 @@ def read_hostfile(path: Path, s: Settings) -> None:
             raise InputError(f"{path}:{n}: host {m.group(1)} has slots={m.group(2)}; a host runs at least one "
                              f"process (DeepSpeed gives each slot a GPU): give slots=N with N its GPUs")
         hosts[m.group(1)] = int(m.group(2))
-        lines[m.group(1)] = f"{path}:{n}: {stripped}"
+        lines[m.group(1)] = where(n) if where is not None else f"{path}:{n}: {stripped}"
         first_ev = first_ev or lines[m.group(1)]
     if not hosts:
         raise InputError(f"{path}: no `hostname slots=N` line; DeepSpeed rejects an empty hostfile")

@@ -633,7 +633,40 @@ def read_file(path: Path, fw: str) -> Settings:
         megatron.read_args(args, s)
     if launches and s.deepspeed_config_word is not None:
         heredoc_config(path, launches[0], s)
+    if launches and launches[0].launcher in ("deepspeed", "deepspeed.pt"):
+        heredoc_hostfile(path, launches[0], s)
     return s
+
+
+def heredoc_hostfile(path: Path, launch: Launch, s: Settings) -> None:
+    """Read the DeepSpeed hostfile the script writes with a here-document before its launch (`cat > hostfile <<EOF`
+    ... `deepspeed --hostfile hostfile ...`) as the job's hostfile: its hosts, slots and order, each line's evidence
+    the script line that wrote it.  A QA trial: two hosts of 8 slots written so were priced on the catalog cluster's
+    default 1,024 GPUs.  One that appends (`>>`), runs under a condition the reader cannot evaluate, or holds a value
+    only the running job gives, is not read, and a line says so."""
+    args = launch.launcher_args
+    word = next((dataclasses.replace(w, text=w.text.split("=", 1)[1]) for w in args
+                 if w.text.startswith("--hostfile=")), None)
+    if word is None:
+        word = next((args[i + 1] for i, w in enumerate(args[:-1]) if w.text in ("--hostfile", "-H")), None)
+    if word is None:
+        return
+    script = read_script(path)
+    at = script.commands.index(launch.command) if launch.command in script.commands else len(script.commands)
+    written = [h for h in script.heredocs if h.after <= at and _same_file(h.target, word)]
+    if not written:
+        return
+    doc = written[-1]
+    why = ("the script adds a here-document to it (`>>`) over what the file held before the job" if doc.append else
+           f"the script writes it with a here-document {doc.uncertain}" if doc.uncertain else
+           f"its line {doc.unresolved[0][0]} holds {doc.unresolved[0][1]!r}, {doc.unresolved[0][2]}" if doc.unresolved
+           else None)
+    if why is not None:
+        s.ignored.append(f"the DeepSpeed hostfile {word.text} ({doc.command}): {why}: not read as the hostfile")
+        return
+    deepspeed.parse_hostfile(doc.text, f"{word.text} (written by {doc.command.path}:{doc.command.line})", s,
+                             where=lambda n: f"{doc.lines[n - 1].origin} (line {n} of the hostfile {word.text} the "
+                                             f"script writes)")
 
 
 def _same_file(a: Word, b: Word) -> bool:
