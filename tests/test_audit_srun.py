@@ -116,3 +116,20 @@ def test_srun_nodes_other_than_torchruns_nnodes_is_an_error_naming_both_lines(tm
     script.write_text(f"#!/bin/bash\n{header}{srun} {TORCHRUN.format(nnodes='$SLURM_NNODES').removeprefix('srun ')}")
     if header:  # the job's own count: no conflict
         assert parse_launch([script]).world_size == 8
+
+
+def test_srun_reads_the_jobs_task_count(tmp_path) -> None:
+    """srun reads SLURM_NTASKS (`#SBATCH --ntasks=32`) as its -n (srun(1) INPUT ENVIRONMENT VARIABLES), and block
+    deals 32 tasks on 4 nodes 8 a node (slurm_step_layout.c _task_layout_block): a QA trial's `#SBATCH --nodes=4
+    --ntasks=32` with `srun python` was priced on the cluster's 1,024 GPUs.  A step shaped by srun's own -N takes
+    no task count from the job here."""
+    script = tmp_path / "job.sh"
+    body = ("pretrain_gpt.py --tensor-model-parallel-size 2 --num-layers 32 --hidden-size 4096 "
+            "--num-attention-heads 32 --seq-length 4096 --max-position-embeddings 4096 --micro-batch-size 1 "
+            "--global-batch-size 1024 --bf16\n")
+    script.write_text("#!/bin/bash\n#SBATCH --nodes=4\n#SBATCH --ntasks=32\nsrun python " + body)
+    lay = parse_launch([script])
+    assert lay.world_size == 32 and lay.gpus_per_node == 8
+    assert "#SBATCH --ntasks=32" in lay.sources["world_size"]
+    script.write_text("#!/bin/bash\n#SBATCH --nodes=4\n#SBATCH --ntasks=32\nsrun -N 2 python " + body)
+    assert parse_launch([script]).world_size is None

@@ -533,6 +533,15 @@ def _srun_tasks(launch: Launch, s: Settings) -> None:
     tasks = count("-n", "--ntasks")
     nodes, per_node = count("-N", "--nodes", env="SLURM_NNODES"), count("--ntasks-per-node",
                                                                          env="SLURM_NTASKS_PER_NODE")
+    shaped = any(re.fullmatch(r"(-N|--nodes|--ntasks-per-node)(=.*)?|-N\d\S*", w.text) for w in srun)
+    if tasks is None and per_node is None and not shaped:
+        # srun reads the job's SLURM_NTASKS (`#SBATCH --ntasks=32`) as its -n (srun(1) INPUT ENVIRONMENT VARIABLES);
+        # a QA trial's `#SBATCH --nodes=4 --ntasks=32` with `srun python` was priced on the cluster's 1,024 GPUs
+        tasks = count(env="SLURM_NTASKS")
+        if tasks is not None and nodes is not None and tasks[0] % nodes[0] == 0:
+            # block deals them as many a node (slurm src/common/slurm_step_layout.c _task_layout_block counts them
+            # cyclically, then numbers them node by node; CR_Pack_Nodes, which fills a node's CPUs first, aside)
+            per_node = (tasks[0] // nodes[0], f"{tasks[1]}; {nodes[1]}")
     if per_node is not None:
         s.put("gpus_per_node", per_node[0], f"{per_node[1]} (srun starts one rank per task)")
     s.put("slurm_node_order", True, f"{launch.command.origin}: srun starts each rank as a task, on the job's nodes as "
