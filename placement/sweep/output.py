@@ -493,6 +493,87 @@ def budget_scope(rented) -> str:
             f"{'whose bill is' if len(rented) == 1 else 'whose bills are'} the rows' cost)")
 
 
+RANKED_BY = {"time": "in order of the objective, the shortest time to train first",
+             "cost": "in order of the objective, the lowest outlay first (capex of the GPUs bought + energy; "
+                     "rental: the bill), not of the cost column, which amortizes the capex",
+             "cost_per_token": "in order of the objective, the lowest cost per million tokens first"}
+"""What the summary's head says the rows of each workload are ordered by, per objective (`_rank`)."""
+
+
+def _rank(row: dict) -> float:
+    """A priced row's place in the summary: the number its study objective minimizes (sweep.price.score), as the
+    row states it; rows without an objective (an older sweep.json) by their cost."""
+    key = {"time": "time_to_train_s", "cost": "outlay", "cost_per_token": "cost_per_million_tokens"}.get(
+        row.get("objective") or "", "cost")
+    value = row.get(key)
+    return float(value) if value is not None else float(row.get("cost") or 0.0)
+
+
+TABLE_MIN_DESIGN = 12
+"""The fewest columns the summary table's design name is shortened to where wide numbers need the room."""
+
+
+def _table(rows: list[dict], currency: str) -> list[str]:
+    """A workload's table: a line per design, with the notes under each priced one.  Each column is as wide as its
+    widest cell (a QA trial: a cost of 4,512.3M JPY with its band, 26 characters, pushed the per-Mtok and frontier
+    columns right of their headers; a 3,353-day run did the same to the days), the design's name shortened to leave
+    the line within WIDTH; where even a TABLE_MIN_DESIGN name leaves no room, the bands move to a line of their
+    own under the row."""
+    priced = [r for r in rows if r["status"] == "ok"]
+
+    def bands(r: dict) -> tuple[str, str]:
+        """(days band, cost band) as the summary prints them: `(97-130)`, `(30.0-41.0)` in millions or whole units."""
+        days = days_text(r).split(" ", 1)[1] if " " in days_text(r) else ""
+        money = (_band(r["cost_low"], r["cost_high"], 1e6, ",.1f") if r["cost"] >= 1e6 else
+                 _band(r["cost_low"], r["cost_high"], 1.0, ",.0f"))
+        return days, money
+
+    def cells(r: dict, inline: bool) -> list[str]:
+        days, money = bands(r) if inline else ("", "")
+        return [f"{r['time_to_train_days']:,.1f} {days}".strip(), f"{_money(r['cost'])} {money}".strip(),
+                _per_mtok(r["cost_per_million_tokens"]), "*" if r["pareto"] else ""]
+
+    heads = ["GPUs used/bought", "days (band)", f"cost {currency} (band)", "per Mtok", "front"]
+    least = [16, 16, 21, 8, 5]  # the widths the table has always had, where its cells fit them
+    used = {id(r): f"{r['num_gpus']:,}/{r['num_gpus_bought']:,}" for r in rows}
+    for inline in (True, False):
+        table = {id(r): cells(r, inline) for r in priced}
+        widths = [max([least[0], len(heads[0])] + [len(u) for u in used.values()])] + [
+            max([least[k], len(heads[k])] + [len(c[k - 1]) for c in table.values()]) for k in range(1, 5)]
+        room = WIDTH - 2 - sum(w + 1 for w in widths)
+        if room >= TABLE_MIN_DESIGN:
+            break
+        heads[1:3] = ["days", f"cost {currency}"]
+    name_width = min(26, room)
+    lines = ["  " + " ".join([f"{'design':{name_width}}"] + [f"{h:>{w}}" for h, w in zip(heads, widths, strict=True)])]
+    for r in rows:
+        name = textwrap.shorten(r["design"], name_width, placeholder="...")
+        if r["status"] != "ok":
+            lines.append(f"  {name:{name_width}} {used[id(r)]:>{widths[0]}}  no plan"
+                         + (f" ({r['binding']})" if r.get("binding") else ""))
+            lines += _wrap(r["message"][:600])
+            continue
+        lines.append("  " + " ".join([f"{name:{name_width}}", f"{used[id(r)]:>{widths[0]}}"]
+                                     + [f"{c:>{w}}" for c, w in zip(table[id(r)], widths[1:], strict=True)]))
+        days, money = bands(r)
+        extra = [] if inline or not (days or money) else [
+            f"error band: days {days or '-'}, cost {money or '-'} {'M ' if r['cost'] >= 1e6 and money else ''}"
+            f"{currency}"]
+        extra.append(_layout(r["plan"]) + _tight_memory(r["plan"]))
+        if r.get("outlay") is not None and r.get("capex_total") is not None:
+            # under objective cost the outlay is what is minimized, not the cost column (a user trial)
+            lowest = (f"outlay {_money(r['outlay'])} (capex + energy, the objective), "
+                      if r.get("objective") == "cost" else "")
+            extra.append(f"{lowest}capex {_money(r['capex_total'])}, energy {_quantity(r['energy_mwh'])} MWh "
+                         f"({_money(r['energy_cost'])}), {_quantity(r['facility_mw'])} MW")
+        if r.get("idle_cost"):
+            extra.append(f"idle {r['num_gpus_idle']:,} GPUs cost {_money(r['idle_cost'])}")
+        lines += _wrap("; ".join(extra))
+        for text in row_notes(r):
+            lines += _wrap(text)
+    return lines
+
+
 def summary(rows: list[dict], currency: str, sweep=None, network: dict | None = None) -> str:
     """The readable summary, at most WIDTH (100) columns: per workload, each design's GPUs used of bought, days
     and cost with their error bands, cost per million tokens, the frontier, then its layout and any reason."""
@@ -508,44 +589,21 @@ def summary(rows: list[dict], currency: str, sweep=None, network: dict | None = 
                 + (f", money in {currency} (default)" if default["currency"] else "")]
         head.append("cost = amortized capex + energy over the run (rental: GPU-hours x price); idle GPUs bought are "
                     "charged; ranges: the validate error band of the nearest calibration group")
+        head.append(f"rows: {RANKED_BY[sweep.objective.value]}; front: the frontier of days and the cost column")
         head += assumed_lines(sweep, currency)
         head += network_lines(network or {})
         lines += [ln for h in head for ln in _wrap(h, 0)] + [""]
     for work in dict.fromkeys(r["workload"] for r in rows):
+        # in the order of the study objective, the number each design's GPU count minimizes (a QA trial: under
+        # `objective: cost` the rows were in the order of the cost column, which amortizes the capex, so a design
+        # with the lower outlay, the objective, was listed below one with a higher outlay)
         mine = sorted((r for r in rows if r["workload"] == work),
-                      key=lambda r: (r["status"] != "ok", r["cost"] or 0.0, r["design"]))
+                      key=lambda r: (r["status"] != "ok", _rank(r), r["design"]))
         lines.append(textwrap.shorten(work, WIDTH, placeholder="..."))
         spec = next((w for w in sweep.workloads if w.name == work), None) if sweep is not None else None
         if spec is not None:
             lines += _wrap(_workload_line(spec), 2)
-        cost = f"cost {currency}"
-        lines.append(f"  {'design':26} {'GPUs used/bought':>16} {'days (band)':>16} {cost + ' (band)':>21} "
-                     f"{'per Mtok':>8} {'front':>5}")
-        for r in mine:
-            name = textwrap.shorten(r["design"], 26, placeholder="...")
-            used = f"{r['num_gpus']:,}/{r['num_gpus_bought']:,}"
-            if r["status"] != "ok":
-                lines.append(f"  {name:26} {used:>16}  no plan" + (f" ({r['binding']})" if r.get("binding") else ""))
-                lines += _wrap(r["message"][:600])
-                continue
-            days = days_text(r)
-            money = f"{_money(r['cost'])} " + (
-                _band(r["cost_low"], r["cost_high"], 1e6, ",.1f") if r["cost"] >= 1e6 else
-                _band(r["cost_low"], r["cost_high"], 1.0, ",.0f"))
-            per = _per_mtok(r["cost_per_million_tokens"])
-            lines.append(f"  {name:26} {used:>16} {days:>16} {money:>21} {per:>8} {'*' if r['pareto'] else '':>5}")
-            extra = [_layout(r["plan"]) + _tight_memory(r["plan"])]
-            if r.get("outlay") is not None and r.get("capex_total") is not None:
-                # under objective cost the outlay is what is minimized, not the cost column (a user trial)
-                lowest = (f"outlay {_money(r['outlay'])} (capex + energy, the objective), "
-                          if r.get("objective") == "cost" else "")
-                extra.append(f"{lowest}capex {_money(r['capex_total'])}, energy {_quantity(r['energy_mwh'])} MWh "
-                             f"({_money(r['energy_cost'])}), {_quantity(r['facility_mw'])} MW")
-            if r.get("idle_cost"):
-                extra.append(f"idle {r['num_gpus_idle']:,} GPUs cost {_money(r['idle_cost'])}")
-            lines += _wrap("; ".join(extra))
-            for text in row_notes(r):
-                lines += _wrap(text)
+        lines += _table(mine, currency)
         lines.append("")
     return "\n".join(lines)
 
