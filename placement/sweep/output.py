@@ -213,6 +213,19 @@ def assumed_lines(sweep, currency: str) -> list[str]:
             f"source): {text}" for text, names in groups.items()]
 
 
+def resolved_inputs(sweep) -> dict:
+    """The study as resolved (defaults filled, after --set), a sweep file of its own: a rented design without the
+    purchase's amortization_years, energy_price_per_kwh and pue, which its price does not use (a QA trial: sweep.json
+    gave a rented design PUE 1.3 and 0.10 USD/kWh it was never priced with, and the same inputs read back as a sweep
+    file were refused for stating them beside a rental price)."""
+    out = sweep.model_dump(mode="json")
+    for design, spec in zip(out["designs"], sweep.designs, strict=True):
+        if spec.price_per_gpu_hour is not None:
+            for name in PURCHASE_ONLY_INPUTS:
+                design.pop(name, None)
+    return out
+
+
 def study_document(sweep, result, overrides: tuple[str, ...] = (), date: str | None = None,
                    calibration: dict | None = None) -> dict:
     """The sweep's JSON document (sweep.json, `--json`, the HTML report's input): the study's resolved inputs,
@@ -225,7 +238,7 @@ def study_document(sweep, result, overrides: tuple[str, ...] = (), date: str | N
         "name": sweep.name,
         "placement_version": __version__,
         "date": date,
-        "inputs": sweep.model_dump(mode="json"),
+        "inputs": resolved_inputs(sweep),
         "overrides": list(overrides),
         "objective": sweep.objective.value,
         "deadline_days": sweep.deadline_days,
