@@ -524,6 +524,10 @@ CAPABILITIES: dict[str, Capability] = {
                  "collective-combining thresholds are not modeled)"),
                 ("norms_fused", False, "MaxText 0.2.5's norms are ops of their own (layers/normalizations.py), "
                                        "which its `minimal` remat policy recomputes: no norm output is saved"),
+                ("remat_saves_named_only", True,
+                 "MaxText 0.2.5 checkpoints each decoder layer with jax.checkpoint under its remat_policy's "
+                 "save_only_these_names (layers/nnx_decoders.py:1160 get_remat_policy, :1904; "
+                 "AI-Hypercomputer/maxtext e591f30cb): backward keeps the layer's input and the named tensors alone"),
                 ("fp32_weights", True, "MaxText 0.2.5 keeps its weights in float32 (configs/base.yml weight_dtype) "
                                        "as the optimizer's master copy, with float32 gradients and AdamW moments "
                                        "(grad_dtype, mu_dtype from weight_dtype): 4 + 4 + 8 bytes a parameter; "

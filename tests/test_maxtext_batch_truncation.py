@@ -72,10 +72,11 @@ def test_the_emitted_file_trains_the_planned_batch(tmp_path) -> None:
     assert ("# batch: int(216 devices x per_device_batch_size 2.166666666666667, the float after 13/6's nearest "
             "2.1666666666666665, whose product MaxText truncates to 467) x gradient_accumulation_steps 1 = 468 "
             "sequences") in text
-    # the audit reads the file back as the job the plan priced
+    # the audit reads the file back as the job the plan priced (exit 1: it finds a faster plan than this pinned
+    # full-recompute layout, selective recompute under MaxText's named saves fitting in memory)
     audit = CliRunner().invoke(main, ["audit", *JOB, "--launch", str(out / "maxtext.yml"),
                                       "--launch", str(out / "jax_mesh.py")])
-    assert audit.exit_code == 0, audit.output
+    assert audit.exit_code in (0, 1) and "Traceback" not in audit.output, audit.output
     assert "global batch 468" in audit.output
 
 

@@ -479,13 +479,13 @@ def finish(v: dict[str, tuple[Any, str]], ignored: list[str]) -> dict[str, tuple
         modules = remat_reruns(kept)
         out["recipe.recompute_modules"] = (modules, f"{rev} ({how}; JAX reruns in backward what it needs of the "
                                                     f"rest: layers/nnx_decoders.py get_remat_policy)")
-        rerun_kept = [what for what, priced_kept in (
-            ("the attention output (core_attn recompute is priced as Megatron's, which keeps it for the output "
-             "projection)", "context" not in kept),
-            ("the MLP activation's output", "mlp_up" not in modules)) if priced_kept]
-        if rerun_kept:
-            ignored.append(f"remat_policy {remat!r}: {' and '.join(rerun_kept)}, which it reruns, priced as kept, "
-                           f"so its memory is an upper bound ({rev})")
+        # what the policy does not name is not kept: priced so by the framework row remat_saves_named_only; a
+        # down-projection output saved beside rerun up-projections (save_dot_except_mlpwi) is not among what the
+        # modules keep
+        if "mlpwo" in kept and "mlp_up" in modules:
+            ignored.append(f"remat_policy {remat!r} saves mlpwo, the MLP's down-projection output (2 bytes x hidden a "
+                           f"token, a layer), beside up-projections it reruns: not priced, so expect memory a little "
+                           f"above the estimate ({rev})")
         if offloaded:
             ignored.append(f"remat_policy {remat!r}: {', '.join(sorted(offloaded))} offloaded to host memory "
                            f"(offload_dst pinned_host) are priced as kept on the GPU, so its memory is an upper "

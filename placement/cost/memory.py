@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from placement.cost import constants as C
-from placement.cost.context import Ctx, priced_zero
+from placement.cost.context import SELECTIVE, Ctx, priced_zero
 from placement.cost.pipeline import StageKinds
 from placement.specs.recipe import CudaGraphs, Dispatcher, GradAccumulation, PipelineSchedule
 from placement.specs.recipe import RecomputeModule as M
@@ -97,7 +97,41 @@ def layer_activations(x: Ctx) -> LayerActivations:
     if per_op is not False:
         op_dense, op_moe = _per_op_kept(x)
         dense, moe = np.where(per_op, op_dense, dense), np.where(per_op, op_moe, moe)
+    if x.recipe.remat_saves_named_only:
+        named = np.asarray(x.b.recompute) == SELECTIVE
+        if named.any():
+            jax_dense, jax_moe = _named_kept(x)
+            dense, moe = np.where(named, jax_dense, dense), np.where(named, jax_moe, moe)
     return LayerActivations(dense=dense, moe=moe, layer_input=tokens * 2.0 * h / x.sp_shard)
+
+
+def _named_kept(x: Ctx) -> tuple[np.ndarray, np.ndarray]:
+    """(dense, MoE) bytes a layer keeps per micro-batch under JAX rematerialization with a named-save policy
+    (recipe.remat_saves_named_only, MaxText's remat_policy): the layer's input, which jax.checkpoint keeps as its
+    argument, and the named outputs of each module the recompute does not rerun (AI-Hypercomputer/maxtext
+    e591f30cb): query_proj, key_proj and value_proj (layers/attentions.py:1323-1325) without `qkv_proj`; the
+    attention output and its float32 log-sum-exp, both named context (layers/attention_op.py:2407-2408), without
+    `core_attn`; out_proj (attentions.py:1366) without `out_proj`; mlpwi_0 and mlpwi_1 and the down-projection's
+    output mlpwo (layers/linears.py:602-624; the routed experts' moe_mlpwi_0, moe_mlpwi_1 and moe_mlpwo, per
+    token-expert pair, layers/moe.py:1958-1985, :2243) without `mlp_up`.  Nothing unnamed is kept: the norms'
+    inputs and outputs, the residual sums, the routed tokens' permuted copies and the activation's output are rerun
+    from these (a QA trial: MaxText's configs/gpu/models/mixtral_8x7b.yml at per_device_batch_size 12 was priced at
+    385 GiB of activations a GPU, what Megatron-Core's layer keeps, where JAX keeps 160)."""
+    w, tokens, tp, h = x.w, x.tokens, x.tp, x.w.hidden
+    between = 2.0 * h / x.sp_shard  # a tensor of the residual stream, sharded over tensor between layers
+    qkv = np.where(x.module(M.QKV_PROJ), 0.0, 2.0 * (w.attn_act_width - w.out_dim) / tp)
+    context = np.where(x.module(M.CORE_ATTN), 0.0, (2.0 * w.out_dim + 4.0 * w.num_heads) / tp)
+    out = np.where(x.module(M.OUT_PROJ), 0.0, between)
+    up_kept = np.where(x.module(M.MLP_UP), 0.0, 1.0)
+    attention = between + qkv + context + out
+    dense = tokens * (attention + up_kept * (2.0 * w.mlp_up * w.dense_ffn / tp + between))
+    if not w.num_experts:
+        return dense, dense
+    shared = up_kept * 2.0 * w.mlp_up * w.shared_ffn_total / tp + np.where(w.shared_ffn_total > 0, up_kept * between,
+                                                                           0.0)
+    pairs = tokens * w.top_k * x.etp / tp * x.expert_load
+    routed = pairs * up_kept * (2.0 * w.mlp_up * w.expert_ffn / x.etp + 2.0 * h)
+    return dense, tokens * (attention + shared) + routed
 
 
 def norms_recomputed(x: Ctx) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -329,12 +329,14 @@ def forced_warnings(ctx: EmitContext, framework: str, precision: str | None = No
             f"{why}" for name, _, why in forced(ctx, framework, precision, config, written=written)]
 
 
-NOT_SETTINGS = frozenset({"routing_imbalance", "fused_model_ops", "moe_fusions", "norms_fused"})
+NOT_SETTINGS = frozenset({"routing_imbalance", "fused_model_ops", "moe_fusions", "norms_fused",
+                          "remat_saves_named_only"})
 """Recipe fields no launch file states: the data's expert load (routing_imbalance), and the model code's own eager
 ops and MoE kernels, which the code the user runs decides (Megatron's files do state its MoE fusions).  Every other
 field is, for each emitter, written into its files, re-priced as the framework runs it (RUNS_INSTEAD, FORCED), or
 the user's (a DeviceMesh's or MaxText's launcher).  `norms_fused` is the model code's too (Megatron-Core's
-Transformer Engine spec fuses them; MaxText's JAX layers do not, a framework row)."""
+Transformer Engine spec fuses them; MaxText's JAX layers do not, a framework row), and so is
+`remat_saves_named_only` (JAX rematerialization keeps what its policy names: MaxText's, a framework row)."""
 
 _MATTERS = {"checkpoint_sync": lambda lay: lay.recompute == "full",
             "checkpoint_interval": lambda lay: lay.recompute == "full",
@@ -367,7 +369,9 @@ _MATTERS = {"checkpoint_sync": lambda lay: lay.recompute == "full",
             "pp_comm_overlap": lambda lay: lay.pp > 1 and lay.vpp > 1,
             "align_param_gather": lambda lay: lay.zero_stage == 1 and lay.pp > 1 and lay.vpp > 1 and lay.dp > 1,
             "account_for_embedding": lambda lay: lay.pp > 1,
-            "account_for_loss": lambda lay: lay.pp > 1}
+            "account_for_loss": lambda lay: lay.pp > 1,
+            # JAX's named saves change what selective recompute keeps only (cost.memory._named_kept)
+            "remat_saves_named_only": lambda lay: lay.recompute == "selective"}
 """Recipe fields that price nothing outside these layouts (cost.comm.pp_term, cost.dp.dp_term, cost.comm.cp_term):
 a file need not say it runs without them there."""
 

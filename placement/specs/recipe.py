@@ -373,6 +373,16 @@ class Recipe(Frozen):
     pre-MLP norm, which the router reads, are modules of their own (gpt_layer_specs.py:295, :157).  The fused GEMM
     keeps the norm's output for its backward.  False where every norm is its own op (MaxText's `minimal` remat
     policy reruns them all)."""
+    remat_saves_named_only: bool = False
+    """Selective recompute is JAX rematerialization under a named-save policy (MaxText's `remat_policy`: each decoder
+    layer under jax.checkpoint with jax.checkpoint_policies.save_only_these_names, layers/nnx_decoders.py:1160
+    get_remat_policy and :1904, AI-Hypercomputer/maxtext e591f30cb): backward keeps each layer's input and the
+    tensors the policy names, nothing else; every unnamed value (the norms' inputs and outputs, the residual sums,
+    the MoE's permuted tokens, the MLP activation's output) is rerun from them.  Each module the recompute does not
+    rerun keeps its named outputs: query/key/value (`qkv_proj`), the attention output and its log-sum-exp
+    (`context`, `core_attn`), `out_proj`, and the up-projections with the down-projection's output (mlpwi_0,
+    mlpwi_1, mlpwo: `mlp_up`).  False: the modules keep what Megatron-Core's and PyTorch's autograd keep
+    (Korthikanti et al. Table 2)."""
     fp32_weights: bool = False
     """The weights live in float32 and are themselves the optimizer's master copy; each layer casts them to its
     16-bit compute dtype at use (MaxText 0.2.5: configs/base.yml `weight_dtype` float32 (line 194) beside `dtype`
