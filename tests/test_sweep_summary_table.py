@@ -102,3 +102,27 @@ def test_bands_too_wide_for_the_row_get_a_line_of_their_own(study):
         days = f"{r['time_to_train_days']:,.1f}"
         assert f" {days} " in text and f"{r['cost'] / 1e6:,.1f}M" in text
     assert len(re.findall(r"error band: days \([\d,]+-[\d,]+\), cost \([\d.,]+-[\d.,]+\) M JPY", flat)) == len(rows)
+
+
+def test_a_run_under_a_tenth_of_a_day_keeps_two_significant_figures(study):
+    """A 2e9-token what-if: 256 rented H100 train it in about 12 minutes, printed `0.0 (0.0-0.1)` days."""
+    from placement.html import sweep_html
+
+    _, doc = study
+    spec = SweepSpec.model_validate(STUDY)
+    short = 2e9 / 1e12  # the study's 1e12 tokens cut to 2e9
+    rows = [r | {f: r[f] * short for f in ("time_to_train_s", "time_to_train_days", "time_to_train_days_low",
+                                           "time_to_train_days_high", "cost", "cost_low", "cost_high")}
+            for r in doc["rows"]]
+    rented = next(r for r in rows if r["design"] == "H100 rent")
+    assert rented["time_to_train_days"] < 0.01
+    text = summary(rows, "USD", spec)
+    line = next(ln for ln in text.splitlines() if ln.startswith("  H100 rent "))
+    days = re.search(r" (0\.\d+) \((0\.\d+)-(0\.\d+)\)", line)
+    assert days, line
+    point, low, high = (float(g) for g in days.groups())
+    assert point == pytest.approx(rented["time_to_train_days"], rel=0.06)  # two significant figures
+    assert low <= rented["time_to_train_days_low"] and high >= rented["time_to_train_days_high"]
+    assert low > 0 and " 0.0 (" not in line
+    page = sweep_html(rows, {"name": "s", "currency": "USD"})
+    assert f"{rented['time_to_train_days']:.{len(days.group(1)) - 2}f}" in page

@@ -307,15 +307,19 @@ def _cell(value, fmt: str, currency: str) -> str:
     if fmt in ("range1", "moneyrange"):
         # rounded outward, as the text summary's bands are (sweep.output._down/_up: a user trial read 12.3-17.8 days
         # in the text and 12.3 - 17.7 on the page)
-        from placement.sweep.output import _down, _up
+        from placement.sweep.output import _down, _up, days_format
 
         lo, hi = value
-        spec = ".1f" if fmt == "range1" else ".0f"
+        spec = days_format(lo).lstrip(",") if fmt == "range1" else ".0f"
         return f"{_down(lo, spec):,{spec}} - " + ("inf" if math.isinf(hi) else f"{_up(hi, spec):,{spec}}")
     number = _num(value)
     if number is None:
         return str(value)
-    return {"int": f"{number:,.0f}", "days": f"{number:,.1f}", "f1": f"{number:,.1f}", "f2": f"{number:,.2f}",
+    if fmt == "days":  # two significant figures below 0.1 day, as the text summary (sweep.output.days_format)
+        from placement.sweep.output import days_format
+
+        return f"{number:{days_format(number)}}"
+    return {"int": f"{number:,.0f}", "f1": f"{number:,.1f}", "f2": f"{number:,.2f}",
             "f3": f"{number:.3f}", "pct": f"{number:.1%}", "money": f"{number:,.0f}"}[fmt]
 
 

@@ -439,13 +439,23 @@ def _quantity(x: float) -> str:
     return f"{x:,.0f}" if abs(x) >= 100 else f"{x:,.1f}" if abs(x) >= 1 else f"{x:.2g}"
 
 
+def days_format(days: float) -> str:
+    """The format of a number of days: one decimal, or two significant figures below 0.1 day (a QA trial: a 2e9-token
+    what-if on 256 rented H100, a 15-minute run, printed `0.0 (0.0-0.1)` days beside its cost)."""
+    if days >= 0.1 or days <= 0 or not math.isfinite(days):
+        return ",.1f"
+    return f",.{min(1 - math.floor(math.log10(days)), 8)}f"
+
+
 def days_text(row: dict) -> str:
     """A row's days and their band as the summary prints them, `100.6 (97-130)`: whole days in the band from 20 days
     on, the band rounded outward (`_band`); the README's study table prints the same text (benchmarks/bench_sweep.py;
-    a user trial found the README's `98.0-129.4` beside the summary's `97-130` and the JSON's 97.96-129.35)."""
-    fmt = ",.0f" if row["time_to_train_days"] >= 20 else ",.1f"
-    return f"{row['time_to_train_days']:,.1f} " + _band(row["time_to_train_days_low"], row["time_to_train_days_high"],
-                                                       1.0, fmt)
+    a user trial found the README's `98.0-129.4` beside the summary's `97-130` and the JSON's 97.96-129.35); a run
+    under 0.1 day to two significant figures (days_format)."""
+    point = days_format(row["time_to_train_days"])
+    fmt = ",.0f" if row["time_to_train_days"] >= 20 else point
+    return f"{row['time_to_train_days']:{point}} " + _band(row["time_to_train_days_low"],
+                                                          row["time_to_train_days_high"], 1.0, fmt)
 
 
 def _band(lo: float | None, hi: float | None, scale: float = 1.0, fmt: str = ".0f") -> str:
@@ -543,7 +553,8 @@ def _table(rows: list[dict], currency: str) -> list[str]:
 
     def cells(r: dict, inline: bool) -> list[str]:
         days, money = bands(r) if inline else ("", "")
-        return [f"{r['time_to_train_days']:,.1f} {days}".strip(), f"{_money(r['cost'])} {money}".strip(),
+        point = f"{r['time_to_train_days']:{days_format(r['time_to_train_days'])}}"
+        return [f"{point} {days}".strip(), f"{_money(r['cost'])} {money}".strip(),
                 _per_mtok(r["cost_per_million_tokens"]), "*" if r["pareto"] else ""]
 
     heads = ["GPUs used/bought", "days (band)", f"cost {currency} (band)", "per Mtok", "front"]
@@ -647,7 +658,8 @@ def write_plots(out: Path, rows: list[dict], currency: str, budget: float | None
             ax.annotate(str(k), (x, y), textcoords="offset points", xytext=(4 + 7 * (k % 2), 3 + 5 * (k % 3)),
                         fontsize=8, fontweight="bold")
         key = "\n".join(f"{k}  {r['design']}: {r['num_gpus']:,} of {r['num_gpus_bought']:,} GPUs, "
-                        f"{r['time_to_train_days']:,.1f} d, {_money(r['cost'], digits=3)}" for k, r in enumerate(ok, 1))
+                        f"{r['time_to_train_days']:{days_format(r['time_to_train_days'])}} d, "
+                        f"{_money(r['cost'], digits=3)}" for k, r in enumerate(ok, 1))
         ax.text(0.0, -0.16, key, transform=ax.transAxes, va="top", ha="left", fontsize=7.5, family="monospace")
         front = sorted((r for r in ok if r["pareto"]), key=lambda r: r["cost"])
         if front:
