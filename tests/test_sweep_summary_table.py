@@ -126,3 +126,20 @@ def test_a_run_under_a_tenth_of_a_day_keeps_two_significant_figures(study):
     assert low > 0 and " 0.0 (" not in line
     page = sweep_html(rows, {"name": "s", "currency": "USD"})
     assert f"{rented['time_to_train_days']:.{len(days.group(1)) - 2}f}" in page
+
+
+def test_the_page_prints_a_small_facility_and_energy_as_the_text_does(study):
+    """An 8-GPU design's facility of 0.0146 MW was `0.01` on the page beside the text's `0.015 MW` (and its energy
+    to one decimal, 0.1 for 0.095 MWh): both now keep the text's figures."""
+    from placement.html import sweep_html
+
+    text, doc = study
+    page = " ".join(re.sub(r"<[^>]+>", " ", sweep_html(doc["rows"], {"name": "s", "currency": "USD"})).split())
+    flat = " ".join(text.split())
+    small = [r for r in doc["rows"] if r.get("facility_mw") is not None and r["facility_mw"] < 0.1]
+    assert small
+    for r in small:
+        mw = f"{r['facility_mw']:.2g}"
+        assert f"{mw} MW" in flat and f" {mw} " in page, (mw, r["design"])
+        energy = f"{r['energy_mwh']:,.1f}" if r["energy_mwh"] >= 1 else f"{r['energy_mwh']:.2g}"
+        assert f"energy {energy} MWh" in flat and f" {energy} " in page, (energy, r["design"])

@@ -172,9 +172,9 @@ SWEEP_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("cost_range", "cost range", "moneyrange"),
     ("capex_total", "capex total", "money"),
     ("capex_amortized", "capex amortized", "money"),
-    ("energy_mwh", "energy MWh", "f1"),
+    ("energy_mwh", "energy MWh", "qty"),
     ("energy_cost", "energy cost", "money"),
-    ("facility_mw", "facility MW", "f2"),
+    ("facility_mw", "facility MW", "qty"),
     ("idle_cost", "idle cost", "money"),
     ("outlay", "outlay", "money"),
     ("cost_per_million_tokens", "per M tokens", "mtok"),
@@ -315,6 +315,10 @@ def _cell(value, fmt: str, currency: str) -> str:
     number = _num(value)
     if number is None:
         return str(value)
+    if fmt == "qty":  # a power or an energy as the text summary prints it: 0.015 MW, not 0.01 (sweep.output._quantity)
+        from placement.sweep.output import _quantity
+
+        return _quantity(number)
     if fmt == "days":  # two significant figures below 0.1 day, as the text summary (sweep.output.days_format)
         from placement.sweep.output import days_format
 
