@@ -22,7 +22,7 @@ from placement.cost.compute import (
     unfused_attention_time,
 )
 from placement.cost.constants import NORM_BYTES_PER_HIDDEN
-from placement.cost.context import Ctx
+from placement.cost.context import Ctx, expert_load
 from placement.cost.memory import norms_recomputed
 from placement.specs.recipe import CpCommType, EinsumDispatch, Fp8Recipe
 from placement.specs.recipe import RecomputeModule as M
@@ -319,7 +319,8 @@ def einsum_dispatch_forward(x: Ctx) -> np.ndarray | float:
     if not x.w.num_experts or mode is EinsumDispatch.NONE:
         return 0.0
     group = x.tokens if mode is EinsumDispatch.MICRO_BATCH else x.tokens / x.mbs
-    factor = x.recipe.moe_capacity_factor if x.recipe.moe_capacity_factor is not None else x.expert_load
+    # (the fullest expert sizes the einsum's capacity at any ep: the recipe's load, not the busiest rank's)
+    factor = x.recipe.moe_capacity_factor if x.recipe.moe_capacity_factor is not None else expert_load(x.recipe)
     return gemm_time(group * x.w.top_k * factor, x.w.hidden, group, 2.0 * x.tokens / group, x.gemm_bf16)
 
 
