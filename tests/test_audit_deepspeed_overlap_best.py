@@ -12,16 +12,22 @@ from click.testing import CliRunner
 from placement.cli import main
 
 
-def test_the_best_plan_turns_overlap_comm_on(tmp_path) -> None:
-    config = {"train_batch_size": 64, "train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 2,
-              "zero_optimization": {"stage": 1}, "bf16": {"enabled": True},
-              "optimizer": {"type": "AdamW", "params": {"lr": 1e-4}}}
+def _audit_zero1(tmp_path, batch: int, accumulation: int, model: str, gpus: int, seq_len: int) -> dict:
+    """`audit --json` of a ZeRO-1 bf16 DeepSpeed JSON that leaves overlap_comm unstated."""
+    config = {"train_batch_size": batch, "train_micro_batch_size_per_gpu": 1,
+              "gradient_accumulation_steps": accumulation, "zero_optimization": {"stage": 1},
+              "bf16": {"enabled": True}, "optimizer": {"type": "AdamW", "params": {"lr": 1e-4}}}
     path = tmp_path / "ds_config.json"
     path.write_text(json.dumps(config, indent=2))
-    result = CliRunner().invoke(main, ["--reproducible", "audit", "--launch", str(path), "--model", "llama3-8b",
-                                       "--cluster", "dgx-h100", "--gpus", "32", "--seq-len", "8192", "--json"])
+    result = CliRunner().invoke(main, ["--reproducible", "audit", "--launch", str(path), "--model", model,
+                                       "--cluster", "dgx-h100", "--gpus", str(gpus), "--seq-len", str(seq_len),
+                                       "--json"])
     assert result.exit_code in (0, 1), result.output
-    out = json.loads(result.stdout)
+    return json.loads(result.stdout)
+
+
+def test_the_best_plan_turns_overlap_comm_on(tmp_path) -> None:
+    out = _audit_zero1(tmp_path, 64, 2, "llama3-8b", 32, 8192)
     (finding,) = [f for f in out["findings"] if f["kind"] == "dp_not_overlapped"]
     launched, best = out["estimate"]["step_time_s"], out["best"]["step_time_s"]
     assert best <= launched - finding["cost_s"] + 1e-4  # at least the saving the finding names (JSON rounding)
@@ -34,15 +40,7 @@ def test_the_best_plan_turns_overlap_comm_on(tmp_path) -> None:
 def test_a_pipelined_best_plan_adds_no_overlap_comm(tmp_path) -> None:
     """DeepSpeed's PipelineEngine reduces after the flush whatever overlap_comm says: Llama 3 70B's ZeRO-1 JSON on 64
     H100, whose best plan is pp 4, is not told to add a key it would not use."""
-    config = {"train_batch_size": 512, "train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 8,
-              "zero_optimization": {"stage": 1}, "bf16": {"enabled": True},
-              "optimizer": {"type": "AdamW", "params": {"lr": 1e-4}}}
-    path = tmp_path / "ds_config.json"
-    path.write_text(json.dumps(config, indent=2))
-    result = CliRunner().invoke(main, ["--reproducible", "audit", "--launch", str(path), "--model", "llama3-70b",
-                                       "--cluster", "dgx-h100", "--gpus", "64", "--seq-len", "4096", "--json"])
-    assert result.exit_code in (0, 1), result.output
-    out = json.loads(result.stdout)
+    out = _audit_zero1(tmp_path, 512, 8, "llama3-70b", 64, 4096)
     assert out["best"]["layout"]["pp"] > 1
     assert "zero_optimization.overlap_comm" not in {c["argument"] for c in out["changes"] + out["changes_withheld"]}
 

@@ -651,12 +651,9 @@ def heredoc_hostfile(path: Path, launch: Launch, s: Settings) -> None:
         word = next((args[i + 1] for i, w in enumerate(args[:-1]) if w.text in ("--hostfile", "-H")), None)
     if word is None:
         return
-    script = read_script(path)
-    at = script.commands.index(launch.command) if launch.command in script.commands else len(script.commands)
-    written = [h for h in script.heredocs if h.after <= at and _same_file(h.target, word)]
-    if not written:
+    doc = _heredoc_before(path, launch, word)
+    if doc is None:
         return
-    doc = written[-1]
     why = ("the script adds a here-document to it (`>>`) over what the file held before the job" if doc.append else
            f"the script writes it with a here-document {doc.uncertain}" if doc.uncertain else
            f"its line {doc.unresolved[0][0]} holds {doc.unresolved[0][1]!r}, {doc.unresolved[0][2]}" if doc.unresolved
@@ -667,6 +664,14 @@ def heredoc_hostfile(path: Path, launch: Launch, s: Settings) -> None:
     deepspeed.parse_hostfile(doc.text, f"{word.text} (written by {doc.command.path}:{doc.command.line})", s,
                              where=lambda n: f"{doc.lines[n - 1].origin} (line {n} of the hostfile {word.text} the "
                                              f"script writes)")
+
+
+def _heredoc_before(path: Path, launch: Launch, word: Word):
+    """The last here-document the script writes to the file `word` names before the launch runs, or None."""
+    script = read_script(path)
+    at = script.commands.index(launch.command) if launch.command in script.commands else len(script.commands)
+    written = [h for h in script.heredocs if h.after <= at and _same_file(h.target, word)]
+    return written[-1] if written else None
 
 
 def _same_file(a: Word, b: Word) -> bool:
@@ -684,12 +689,9 @@ def heredoc_config(path: Path, launch: Launch, s: Settings) -> None:
     condition the reader cannot evaluate, is not read, and a line says so."""
     word = s.deepspeed_config_word
     assert word is not None
-    script = read_script(path)
-    at = script.commands.index(launch.command) if launch.command in script.commands else len(script.commands)
-    written = [h for h in script.heredocs if h.after <= at and _same_file(h.target, word)]
-    if not written:
+    doc = _heredoc_before(path, launch, word)
+    if doc is None:
         return
-    doc = written[-1]
     if doc.append:
         s.ignored.append(f"the DeepSpeed config {word.text} ({s.deepspeed_config_arg}): the script adds a "
                          f"here-document to it ({doc.command}, `>>`) over what the file held before the job, which "
