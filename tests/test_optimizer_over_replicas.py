@@ -75,7 +75,9 @@ def _run(args: list[str]) -> str:
 def test_a_maxtext_moe_file_prices_its_optimizer_over_data_and_its_audit_agrees(tmp_path: Path):
     """The trial's job: plan 1 is ZeRO-1 with ep 8, which MaxText runs as ZeRO-3 over the expert axis with the
     optimizer over data (shard_optimizer_over_data).  The header prices that, with no '8 times' caveat, and the audit
-    of the file gives the same step and memory; `--framework maxtext` finds the HSDP layout that fits."""
+    of the file gives the same step and memory; `--framework maxtext` finds HSDP layouts that fit, with the optimizer
+    over data.  (Its best is now plain FSDP over all 64 at ep 1, which pays no routing imbalance; the HSDP ep 8 layout
+    follows it.)"""
     out = tmp_path / "out"
     _run(["plan", "--model", "mixtral-8x7b", "--cluster", "dgx-h100", "--gpus", "64", "--emit", "maxtext",
           "--out", str(out)])
@@ -93,12 +95,17 @@ def test_a_maxtext_moe_file_prices_its_optimizer_over_data_and_its_audit_agrees(
 
     out2 = tmp_path / "fw"
     listing = _run(["plan", "--model", "mixtral-8x7b", "--cluster", "dgx-h100", "--gpus", "64", "--framework",
-                    "maxtext", "--emit", "maxtext", "--out", str(out2), "--json"])
-    best = json.loads(listing)["plans"][0]
-    assert best["layout"]["zero_stage"] == 3 and best["layout"]["dp_shard"] < best["layout"]["dp"]
-    assert best["recipe"]["optimizer_over_replicas"] is True
+                    "maxtext", "--emit", "maxtext", "--out", str(out2), "--top-k", "5", "--json"])
+    plans = json.loads(listing)["plans"]
+    hsdp = [p for p in plans if p["layout"]["zero_stage"] == 3 and p["layout"]["dp_shard"] < p["layout"]["dp"]]
+    assert hsdp
+    for p in hsdp:
+        assert p["recipe"]["optimizer_over_replicas"] is True
+        assert p["peak_memory_bytes"] <= p["memory_capacity_bytes"]
+    best = plans[0]
     assert best["peak_memory_bytes"] <= best["memory_capacity_bytes"]
-    assert "shard_optimizer_over_data: true" in (out2 / "maxtext.yml").read_text()
+    written = "shard_optimizer_over_data: true" in (out2 / "maxtext.yml").read_text()
+    assert written == (best["layout"]["dp_shard"] < best["layout"]["dp"])
 
 
 def test_the_weight_gather_is_exposed_and_runs_once_a_step():

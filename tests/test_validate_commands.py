@@ -142,8 +142,11 @@ def test_a_rows_slowest_schedule_is_its_evaluate_command_at_that_schedule() -> N
     for row in rows:
         slow = row["slowest_schedule"]
         assert slow["step_time_s"] >= row["predicted_step_time_s"] - 1e-4, row["id"]
+        # (the JSON's step has 4 decimals, its error 6: on the 0.45 s r0.8 1.7B row the step's rounding alone moves
+        # the error by up to 1.1e-4)
         assert slow["error"] == pytest.approx((slow["step_time_s"] - row["published_step_time_s"])
-                                              / row["published_step_time_s"], abs=1e-4)
+                                              / row["published_step_time_s"],
+                                              abs=1e-6 + 5e-5 / row["published_step_time_s"])
         argv = shlex.split(row["command"])[1:]
         for key, flag in (("vpp", "--vpp"), ("micro_batch_size", "--mbs")):
             if key in slow:
