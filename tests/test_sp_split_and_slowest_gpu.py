@@ -142,3 +142,11 @@ def test_evaluate_prints_the_term_the_step_adds(monkeypatch) -> None:
     assert breakdown["variability"] == pytest.approx(predict(run).predicted_step_time_s - flat, rel=1e-3)
     text = CliRunner().invoke(main, shlex.split(row["command"])[1:]).output
     assert "GPU variability (slowest GPU)" in text
+
+
+def test_an_invalid_splits_infinite_pace_stays_infinite_not_nan() -> None:
+    """A split with no rank is priced at an infinite pace; the slowest-GPU term keeps it infinite (and 0 for one GPU),
+    never NaN, which would win an argmin."""
+    out = variability_s(0.02, np.array([1, 8, 8]), np.array([np.inf, np.inf, 2.0]))
+    assert out[0] == 0.0 and np.isinf(out[1]) and np.isfinite(out[2])
+    assert not np.isnan(out).any()

@@ -227,7 +227,7 @@ def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch, r
     num_gpus = x.tp * x.cp * x.pp * x.dp
     # the step waits for its slowest GPU: the compute, and the bubble its pace sets, run at that GPU's speed
     with np.errstate(invalid="ignore", divide="ignore"):
-        paced = m * comp_mb + np.where(t_mb > 0, bubble * comp_mb / t_mb, 0.0)
+        paced = m * comp_mb + np.where(np.isfinite(t_mb) & (t_mb > 0), bubble * comp_mb / t_mb, 0.0)
     variability = variability_s(topo.accelerator.speed_variability, num_gpus, paced)
     step = m * t_mb + bubble + pp_ramp + dp.exposed_s + optimizer_s + hidden_slowdown + variability
     # a candidate whose only EP option is one the framework does not run (the A2A overlap under a pipeline without
@@ -290,9 +290,13 @@ def variability_s(sigma: float, num_gpus, paced_s) -> np.ndarray:
     member to arrive, so the job runs at the pace of the slowest of its GPUs, `sigma` x E[max of N normals] slower
     than the mean on the work the GPUs' speed sets (`paced_s`: compute and the bubble it paces).  GPUs of one SKU
     differ in sustained speed under power and thermal management (AcceleratorSpec.speed_variability)."""
+    paced_s = np.asarray(paced_s, dtype=np.float64)
     if sigma == 0:
-        return np.zeros_like(np.asarray(paced_s, dtype=np.float64))
-    return sigma * expected_slowest(num_gpus) * paced_s
+        return np.zeros_like(paced_s)
+    slowest = expected_slowest(num_gpus)
+    # (one GPU waits for none: 0, also beside an invalid split's infinite pace, which stays the step's own inf)
+    with np.errstate(invalid="ignore"):
+        return np.where(slowest > 0, sigma * slowest * paced_s, 0.0)
 
 
 def _mean_layer_s(w: Workload, lc) -> np.ndarray:
