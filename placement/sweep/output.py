@@ -10,7 +10,8 @@ from pathlib import Path
 
 from placement.calibration.published import above_ratio, published_line
 from placement.outfiles import atomic_path, check_out_dir, write_atomic
-from placement.sweep.spec import PURCHASE_ONLY_INPUTS, budget_rented
+from placement.sweep.price import score
+from placement.sweep.spec import PURCHASE_ONLY_INPUTS, Objective, budget_rented
 
 GPU_COUNT_KEYS = ("considered", "with_layout", "planned", "planned_ok", "largest_with_layout")
 """A row's `gpu_counts` (sweep.counts.choose), flat in the CSV as gpu_counts_<key>."""
@@ -526,9 +527,8 @@ RANKED_BY = {"time": "in order of the objective, the shortest time to train firs
 def _rank(row: dict) -> float:
     """A priced row's place in the summary: the number its study objective minimizes (sweep.price.score), as the
     row states it; rows without an objective (an older sweep.json) by their cost."""
-    key = {"time": "time_to_train_s", "cost": "outlay", "cost_per_token": "cost_per_million_tokens"}.get(
-        row.get("objective") or "", "cost")
-    value = row.get(key)
+    objective = row.get("objective")
+    value = score(Objective(objective), row) if objective else None
     return float(value) if value is not None else float(row.get("cost") or 0.0)
 
 
@@ -546,7 +546,8 @@ def _table(rows: list[dict], currency: str) -> list[str]:
 
     def bands(r: dict) -> tuple[str, str]:
         """(days band, cost band) as the summary prints them: `(97-130)`, `(30.0-41.0)` in millions or whole units."""
-        days = days_text(r).split(" ", 1)[1] if " " in days_text(r) else ""
+        text = days_text(r)
+        days = text.split(" ", 1)[1] if " " in text else ""
         money = (_band(r["cost_low"], r["cost_high"], 1e6, ",.1f") if r["cost"] >= 1e6 else
                  _band(r["cost_low"], r["cost_high"], 1.0, ",.0f"))
         return days, money
