@@ -70,7 +70,7 @@ BOUNDS = {"scale_up_efficiency": (0.02, MEASURED_ABOVE_DATASHEET["scale_up_effic
           "scale_up_latency_s": (1e-8, 1e-3), "network_latency_s": (1e-8, 1e-3),
           "matmul_efficiency_bf16": (0.02, 1.0), "matmul_efficiency_fp8": (0.02, 1.0),
           "host_s_per_kernel": (1e-8, 1e-3), "overlap_compute_slowdown": (1e-4, 0.9),
-          "gemm_half_efficiency_dim": (1.0, 16384.0)}
+          "gemm_half_efficiency_dim": (1.0, 16384.0), "speed_variability": (0.0, 0.1)}
 """Search bounds: NVLink's collective efficiency may pass the datasheet (in-switch reduction, NVLink SHARP, beats
 the ring formula) and is then flagged; a NIC and the GEMMs stop at theirs; latencies and host time in physical
 ranges."""
@@ -79,10 +79,19 @@ DATASHEET = 1.0
 PRIOR_WIDTH = {"scale_up_efficiency": 0.15, "network_efficiency": 0.15, "hierarchical_serial_share": 0.5,
                "scale_up_latency_s": 1.0, "network_latency_s": 1.0, "matmul_efficiency_bf16": 0.1,
                "matmul_efficiency_fp8": 0.1, "host_s_per_kernel": 0.5, "overlap_compute_slowdown": 0.5,
-               "gemm_half_efficiency_dim": 0.5}
+               "gemm_half_efficiency_dim": 0.5, "speed_variability": 0.02}
 """Prior spread at each default (log units): GEMM ceilings are measured (MAMF tables, about 10 %), collective
 efficiencies are datasheet fractions (15 %), latencies, host time, overlap and shape constants are known to a
 factor (50-100 %)."""
+OFFSETS = {"speed_variability": 1.0}
+"""Constants fitted as log(value + offset) (fit.Param.offset): a GPU speed spread may be 0 (Blackwell's catalog
+default; a cluster whose slow GPUs are screened out), so it is fitted as log(1 + sigma), its prior width (0.02) about
+sigma's own units: the 0.015 of the Hopper rows is good to about that (placement validate)."""
+SPREAD_GPU_RATIO = 8
+"""How far apart the measured steps' GPU counts must be for them to fit the speed spread: a step waits for its
+slowest GPU, sigma x E[max of N normals] of its compute (cost.step.variability_s), and that expectation grows only as
+sqrt(2 ln N) (1.4 at 8 GPUs, 2.1 at 32, 2.4 at 64, 3.0 at 512), so runs within a few-fold of one size move sigma
+and the GEMM ceiling alike; at 8x (or more) apart their ratio differs by a third and more."""
 SHARES = frozenset({"hierarchical_serial_share"})
 """Constants whose bounds are physical (a share between 0 and 1): reaching one is no warning."""
 PLAUSIBLE_LOW = 0.2
@@ -201,7 +210,8 @@ def _identified(r: FitResult) -> dict[str, float]:
 
 
 def _params(names: Sequence[str], start: dict[str, float]) -> list[Param]:
-    return [Param(n, start[n], *BOUNDS[n], PRIOR_WIDTH[n], share=n in SHARES) for n in names]
+    return [Param(n, start[n], *BOUNDS[n], PRIOR_WIDTH[n], share=n in SHARES, offset=OFFSETS.get(n, 0.0))
+            for n in names]
 
 
 def _read_gemm(path: Path) -> list[tuple[float, float, float, str, float, int]]:
@@ -633,9 +643,22 @@ class Calibration:
     # -- the fits ----------------------------------------------------------------------------------
 
     def step_names(self) -> list[str]:
-        """The step constants: the GEMM ceiling of each precision the runs use, host time, overlap slowdown."""
+        """The step constants: the GEMM ceiling of each precision the runs use, host time, overlap slowdown, and the
+        GPUs' speed spread where the runs' GPU counts lie SPREAD_GPU_RATIO apart or more."""
         precisions = sorted({s.run.precision.value for s in self.steps})
-        return [*(f"matmul_efficiency_{p}" for p in precisions), "host_s_per_kernel", "overlap_compute_slowdown"]
+        names = [*(f"matmul_efficiency_{p}" for p in precisions), "host_s_per_kernel", "overlap_compute_slowdown"]
+        counts = [s.run.num_gpus for s in self.steps]
+        if counts and max(counts) >= SPREAD_GPU_RATIO * min(counts):
+            names.append("speed_variability")
+        return names
+
+    def _spread_unfitted(self) -> str:
+        """Why measured steps left the GPUs' speed spread unfitted: their GPU counts lie too close together."""
+        counts = sorted({s.run.num_gpus for s in self.steps})
+        span = f"{counts[0]:,} to {counts[-1]:,} GPUs" if len(counts) > 1 else f"all on {counts[0]:,} GPUs"
+        return (f"not identified: the steps ran on {span}, less than {SPREAD_GPU_RATIO}x apart, where the slowest "
+                f"GPU's share of a step (sigma x E[max of N normals]) moves as the GEMM ceiling does; give steps on "
+                f"GPU counts {SPREAD_GPU_RATIO}x or more apart to fit it")
 
     def run(self) -> CalibrationProfile:
         values = dict(self.defaults)
@@ -700,7 +723,9 @@ class Calibration:
                     if kind == "step" and PRIOR_WIDTH[name]:
                         # a user trial: one run fitted one constant and still missed by 4.5 %, unsaid; said as a
                         # condition, since strong data move a constant far from it (a review: 3.1x)
-                        note += (f"; fitted with a prior at its default (good to about {PRIOR_WIDTH[name]:.0%}, a "
+                        good = (f"+/- {PRIOR_WIDTH[name]:g}" if name in OFFSETS  # in the constant's own units
+                                else f"{PRIOR_WIDTH[name]:.0%}")
+                        note += (f"; fitted with a prior at its default (good to about {good}, a "
                                  f"step to {STEP_SCALE:.0%}): few runs, or runs that disagree, leave it near the "
                                  f"default, and the steps' errors after the fit show what is left")
                     v = r.values[name]
@@ -710,8 +735,10 @@ class Calibration:
                         problem = f"is above the datasheet peak ({v:.0%} of nominal)"
                     elif name.endswith("_efficiency") and v < PLAUSIBLE_LOW * DATASHEET:
                         problem = f"is below {PLAUSIBLE_LOW:.0%} of the datasheet peak"
-                    elif name in SHARES:
-                        pass  # a share may sit anywhere in its range: no distance from the default is implausible
+                    elif name in SHARES or name in OFFSETS:
+                        # a share may sit anywhere in its range, a spread anywhere from none to its bound (a
+                        # cluster that screens out its slow GPUs has none): no distance from the default is implausible
+                        pass
                     elif v < PLAUSIBLE_LOW * default:
                         problem = (f"is {v / default:.2g}x its default {default:.4g} (below {PLAUSIBLE_LOW:g}x: far "
                                    f"from it)")
@@ -750,6 +777,7 @@ class Calibration:
                 none = (f"not identified: {acc.name} has no FP8 (the value shown is its BF16 ceiling, standing in; "
                         f"no FP8 layout is priced on it)"
                         if name == "matmul_efficiency_fp8" and acc.peak_flops_fp8 is None else
+                        self._spread_unfitted() if name == "speed_variability" and self.steps else
                         "not identified: no measurement of its kind was given")
                 constants[name] = Constant(default=default, value=default, identified=False, unit=UNITS[name],
                                            note=none)

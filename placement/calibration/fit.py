@@ -64,10 +64,25 @@ class Param:
     share: bool = False
     """A share between physical bounds (0 to 1): its standard error is weighed against the width of its range, not
     its value (a share fitted at 0.01 +/- 0.008 is pinned near none; relative to its value it looked loose)."""
+    offset: float = 0.0
+    """Fitted as log(value + offset), not log(value): a constant whose default or bound is 0 (a spread sigma, fitted
+    as log(1 + sigma)); its prior width is then in those units (about sigma's own), and its standard error is weighed
+    against its value or the prior's width, whichever is larger (a spread fitted at 0.002 +/- 0.003 is pinned near
+    none, which relative to its value looked loose)."""
 
     def spread(self, value: float) -> float:
         """What a standard error is measured against (MAX_RELATIVE_STDERR)."""
-        return self.high - self.low if self.share else value
+        if self.share:
+            return self.high - self.low
+        return max(value, self.prior_width) if self.offset else value
+
+    def to_log(self, value):
+        """The fit's coordinate of `value`."""
+        return np.log(np.asarray(value, dtype=np.float64) + self.offset)
+
+    def from_log(self, x):
+        """The value at the fit's coordinate `x`."""
+        return np.exp(x) - self.offset
 
 
 @dataclass(frozen=True)
@@ -90,9 +105,10 @@ def _jacobian(residual: Callable[[dict[str, float]], np.ndarray], params: Sequen
     cols = []
     for p in params:
         step = dict(values)
-        up = values[p.name] * (1.0 + _STEP) <= p.high  # step down from an upper bound (a share at 1)
+        shifted = values[p.name] + p.offset  # the fit's coordinate is log(value + offset) (Param.offset)
+        up = shifted * (1.0 + _STEP) - p.offset <= p.high  # step down from an upper bound (a share at 1)
         factor = 1.0 + _STEP if up else 1.0 / (1.0 + _STEP)
-        step[p.name] = values[p.name] * factor
+        step[p.name] = shifted * factor - p.offset
         cols.append((residual(step) - base) / np.log(factor))
     return np.stack(cols, axis=1) if cols else np.zeros((base.size, 0))
 
@@ -139,15 +155,15 @@ def _solve(residual: Callable[[dict[str, float]], np.ndarray], free: Sequence[Pa
     share of the Gauss-Newton J^T J, below the prior's: the data do not halve its variance)."""
     from scipy.optimize import least_squares  # imported here: only `calibrate` needs SciPy
 
-    lo = np.log([p.low for p in free])
-    hi = np.log([p.high for p in free])
-    x0 = np.clip(np.log([p.default for p in free]), lo + 1e-9, hi - 1e-9)
+    lo = np.array([p.to_log(p.low) for p in free])
+    hi = np.array([p.to_log(p.high) for p in free])
+    x0 = np.clip(np.array([p.to_log(p.default) for p in free]), lo + 1e-9, hi - 1e-9)
 
     prior = np.array([scale / p.prior_width if p.prior_width else 0.0 for p in free])
-    centre = np.log([p.default for p in free])
+    centre = np.array([p.to_log(p.default) for p in free])
 
     def fun(x: np.ndarray) -> np.ndarray:
-        data = residual(defaults | {p.name: float(v) for p, v in zip(free, np.exp(x), strict=True)})
+        data = residual(defaults | {p.name: float(p.from_log(v)) for p, v in zip(free, x, strict=True)})
         return np.concatenate([data, prior * (x - centre)])  # priors at the defaults (ridge in log space)
 
     def solve_from(start: np.ndarray):
@@ -172,9 +188,11 @@ def _solve(residual: Callable[[dict[str, float]], np.ndarray], free: Sequence[Pa
         cov = None
     values, stderr, driver, at_bound, prior_held = {}, {}, {}, {}, {}
     for k, p in enumerate(free):
-        v = float(np.exp(sol.x[k]))
+        v = float(p.from_log(sol.x[k]))
         values[p.name] = v
-        stderr[p.name] = v * float(np.sqrt(cov[k, k])) if cov is not None and cov[k, k] >= 0 else None
+        # d value / d log(value + offset) = value + offset
+        stderr[p.name] = ((v + p.offset) * float(np.sqrt(cov[k, k])) if cov is not None and cov[k, k] >= 0
+                          else None)
         driver[p.name] = int(np.argmax(np.abs(sol.jac[:m, k])))
         at_bound[p.name] = bool(np.isclose(sol.x[k], lo[k], atol=1e-6) or np.isclose(sol.x[k], hi[k], atol=1e-6))
         # the information the measurements and the prior each give of it (its rows of the Gauss-Newton J^T J)

@@ -14,7 +14,9 @@ the same cost model with other inputs, nothing global changes):
 - `hierarchical_serial_share`: how far a multi-level collective's levels add up rather than overlap
   (ClusterSpec);
 - `host_s_per_kernel`: CPU time per launched kernel (ClusterSpec);
-- `overlap_compute_slowdown`: compute lost beside overlapped communication (AcceleratorSpec).
+- `overlap_compute_slowdown`: compute lost beside overlapped communication (AcceleratorSpec);
+- `speed_variability`: the spread of sustained speed among the cluster's GPUs, which a step waits on at its slowest
+  GPU (AcceleratorSpec; cost.step.variability_s): measured steps at GPU counts far apart fit it.
 
 A constant the measurements could not identify keeps its default and says so (`identified: false`).
 """
@@ -46,6 +48,7 @@ UNITS: Final = {
     "network_latency_s": "s", "hierarchical_serial_share": "of the summed levels",
     "matmul_efficiency_bf16": "of peak", "matmul_efficiency_fp8": "of peak", "host_s_per_kernel": "s",
     "overlap_compute_slowdown": "of compute", "gemm_half_efficiency_dim": "elements",
+    "speed_variability": "of speed (one standard deviation)",
 }
 SPEC_FIELDS: Final = {
     "scale_up_efficiency": (ScaleUpSpec, "collective_efficiency"), "scale_up_latency_s": (ScaleUpSpec, "latency_s"),
@@ -56,6 +59,7 @@ SPEC_FIELDS: Final = {
     "host_s_per_kernel": (ClusterSpec, "host_s_per_kernel"),
     "overlap_compute_slowdown": (AcceleratorSpec, "overlap_compute_slowdown"),
     "gemm_half_efficiency_dim": (AcceleratorSpec, "gemm_half_efficiency_dim"),
+    "speed_variability": (AcceleratorSpec, "speed_variability"),
 }
 """The hardware-spec field each constant sets: a profile value must pass that field's bounds, the same a cluster or
 accelerator YAML must (a profile is those specs with other numbers, so it is checked as they are)."""
@@ -210,6 +214,7 @@ def _defaults(c: ClusterSpec, a: AcceleratorSpec) -> dict[str, float]:
         "overlap_compute_slowdown": (C.OVERLAP_COMPUTE_SLOWDOWN if a.overlap_compute_slowdown is None
                                      else a.overlap_compute_slowdown),
         "gemm_half_efficiency_dim": a.gemm_half_efficiency_dim,
+        "speed_variability": a.speed_variability,
     }
 
 
@@ -227,7 +232,8 @@ def _specs(cluster: ClusterSpec, acc: AcceleratorSpec, old: dict[str, float], va
                                  "matmul_efficiency_fp8": (new["matmul_efficiency_fp8"] if acc.matmul_efficiency_fp8
                                                            or "matmul_efficiency_fp8" in values else None),
                                  "overlap_compute_slowdown": new["overlap_compute_slowdown"],
-                                 "gemm_half_efficiency_dim": new["gemm_half_efficiency_dim"]})
+                                 "gemm_half_efficiency_dim": new["gemm_half_efficiency_dim"],
+                                 "speed_variability": new["speed_variability"]})
     return cluster, acc
 
 
