@@ -41,9 +41,10 @@ verify: $(BIN)/.verify-installed
 validate: $(BIN)/.installed
 	$(BIN)/placement validate
 
-# the README's accuracy section, regenerated from `placement validate --json` (never typed by hand)
+# the README's accuracy section and its GPU speed spread row, regenerated from `placement validate` (never typed by hand)
 readme: $(BIN)/.installed
 	$(BIN)/python benchmarks/readme_accuracy.py
+	$(BIN)/python benchmarks/fit_speed_spread.py
 
 # synthetic recovery, real nccl-tests fits and leave-one-out on the shipped runs -> README calibration section
 calibrate-bench: $(BIN)/.installed
