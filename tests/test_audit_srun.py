@@ -121,8 +121,9 @@ def test_srun_nodes_other_than_torchruns_nnodes_is_an_error_naming_both_lines(tm
 def test_srun_reads_the_jobs_task_count(tmp_path) -> None:
     """srun reads SLURM_NTASKS (`#SBATCH --ntasks=32`) as its -n (srun(1) INPUT ENVIRONMENT VARIABLES), and block
     deals 32 tasks on 4 nodes 8 a node (slurm_step_layout.c _task_layout_block): a QA trial's `#SBATCH --nodes=4
-    --ntasks=32` with `srun python` was priced on the cluster's 1,024 GPUs.  A step shaped by srun's own -N takes
-    no task count from the job here."""
+    --ntasks=32` with `srun python` was priced on the cluster's 1,024 GPUs.  srun's own -N without -n keeps that
+    count (slurm src/srun/opt.c _opt_verify resets an environment -n only beside a tasks-per-node): a QA trial's
+    `#SBATCH --nodes=2 --ntasks=16` with `srun -N 2 python` was left open and priced on 1,024 GPUs."""
     script = tmp_path / "job.sh"
     body = ("pretrain_gpt.py --tensor-model-parallel-size 2 --num-layers 32 --hidden-size 4096 "
             "--num-attention-heads 32 --seq-length 4096 --max-position-embeddings 4096 --micro-batch-size 1 "
@@ -132,4 +133,26 @@ def test_srun_reads_the_jobs_task_count(tmp_path) -> None:
     assert lay.world_size == 32 and lay.gpus_per_node == 8
     assert "#SBATCH --ntasks=32" in lay.sources["world_size"]
     script.write_text("#!/bin/bash\n#SBATCH --nodes=4\n#SBATCH --ntasks=32\nsrun -N 2 python " + body)
-    assert parse_launch([script]).world_size is None
+    lay = parse_launch([script])
+    assert (lay.world_size, lay.gpus_per_node) == (32, 16)  # 32 tasks on srun's 2 nodes (the audit refuses 16 a node)
+    script.write_text("#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --ntasks=16\nsrun -N 2 python " + body)
+    lay = parse_launch([script])
+    assert (lay.world_size, lay.gpus_per_node) == (16, 8)
+    assert "#SBATCH --ntasks=16" in lay.sources["world_size"]
+    script.write_text("#!/bin/bash\n#SBATCH --nodes=4\n#SBATCH --ntasks-per-node=8\n#SBATCH --ntasks=32\n"
+                      "srun -N 2 python " + body)  # srun's -N beside a tasks-per-node: N x 8, not the job's 32
+    lay = parse_launch([script])
+    assert (lay.world_size, lay.gpus_per_node) == (16, 8)
+
+
+def test_srun_nodes_without_a_task_count_start_one_task_a_node(tmp_path) -> None:
+    """`srun -N 2 python` where nothing gives a task count (no -n, no --ntasks-per-node, no #SBATCH --ntasks) starts
+    one task per node (slurm src/srun/opt.c _opt_verify, "1 proc / node default"): two ranks, not a world left to
+    the cluster's 1,024 GPUs."""
+    script = tmp_path / "job.sh"
+    script.write_text("#!/bin/bash\n#SBATCH --nodes=2\nsrun -N 2 python pretrain_gpt.py --num-layers 32 "
+                      "--hidden-size 4096 --num-attention-heads 32 --seq-length 4096 --max-position-embeddings 4096 "
+                      "--micro-batch-size 1 --global-batch-size 1024 --bf16\n")
+    lay = parse_launch([script])
+    assert (lay.world_size, lay.gpus_per_node) == (2, 1)
+    assert "one task per node" in lay.sources["gpus_per_node"]

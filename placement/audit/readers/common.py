@@ -527,21 +527,31 @@ def _srun_tasks(launch: Launch, s: Settings) -> None:
     """`srun python train.py`: one rank per SLURM task, so the world size is srun's task count: its -n/--ntasks, or
     its -N/--nodes times --ntasks-per-node, each from srun's flags or else the job's SLURM_NNODES and
     SLURM_NTASKS_PER_NODE that the #SBATCH header fixes (a user trial's `#SBATCH --nodes=8 --ntasks-per-node=8`
-    job was priced on the cluster's 1,024 GPUs)."""
+    job was priced on the cluster's 1,024 GPUs).  srun reads the job's SLURM_NTASKS as its -n (srun(1) INPUT
+    ENVIRONMENT VARIABLES; slurm src/srun/opt.c env_vars `{ "SLURM_NTASKS", 'n' }`), so an `srun -N 2` without -n
+    starts the job's tasks on its 2 nodes; only where -N is srun's own and a tasks-per-node is known does srun drop
+    that count for N x tasks-per-node (src/srun/opt.c _opt_verify: `slurm_option_reset(&opt, "ntasks")` where -n is
+    set by the environment and -N is not), and where nothing gives a task count it starts one task per node
+    (_opt_verify: "1 proc / node default").  A QA trial: `#SBATCH --nodes=2 --ntasks=16` with `srun -N 2 python
+    pretrain_gpt.py` was priced on the cluster's 1,024 GPUs."""
     srun = srun_of(launch)[1:]  # its own words (a user trial: `srun -m cyclic bash -c "python ..."` was read unstarted)
     count = _srun_counts(srun, launch.command)
-    tasks = count("-n", "--ntasks")
+    tasks, own_nodes = count("-n", "--ntasks"), count("-N", "--nodes")
     nodes, per_node = count("-N", "--nodes", env="SLURM_NNODES"), count("--ntasks-per-node",
                                                                          env="SLURM_NTASKS_PER_NODE")
-    shaped = any(re.fullmatch(r"(-N|--nodes|--ntasks-per-node)(=.*)?|-N\d\S*", w.text) for w in srun)
-    if tasks is None and per_node is None and not shaped:
+    job_tasks = count(env="SLURM_NTASKS")
+    if tasks is None and job_tasks is not None and (own_nodes is None or per_node is None):
         # srun reads the job's SLURM_NTASKS (`#SBATCH --ntasks=32`) as its -n (srun(1) INPUT ENVIRONMENT VARIABLES);
         # a QA trial's `#SBATCH --nodes=4 --ntasks=32` with `srun python` was priced on the cluster's 1,024 GPUs
-        tasks = count(env="SLURM_NTASKS")
-        if tasks is not None and nodes is not None and tasks[0] % nodes[0] == 0:
+        tasks = job_tasks
+        if nodes is not None and tasks[0] % nodes[0] == 0 and (per_node is None or per_node[0] * nodes[0] != tasks[0]):
             # block deals them as many a node (slurm src/common/slurm_step_layout.c _task_layout_block counts them
             # cyclically, then numbers them node by node; CR_Pack_Nodes, which fills a node's CPUs first, aside)
             per_node = (tasks[0] // nodes[0], f"{tasks[1]}; {nodes[1]}")
+    elif tasks is None and per_node is None and own_nodes is not None:
+        # no task count anywhere: srun starts one task per node (src/srun/opt.c _opt_verify, "1 proc / node default")
+        per_node = (1, f"{own_nodes[1]} (no -n, --ntasks-per-node or #SBATCH --ntasks: srun's default of one task "
+                       f"per node, slurm src/srun/opt.c _opt_verify)")
     if per_node is not None:
         s.put("gpus_per_node", per_node[0], f"{per_node[1]} (srun starts one rank per task)")
     s.put("slurm_node_order", True, f"{launch.command.origin}: srun starts each rank as a task, on the job's nodes as "
