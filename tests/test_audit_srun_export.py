@@ -49,3 +49,30 @@ def test_an_export_sets_a_variable_the_script_does_not(tmp_path: Path) -> None:
     lay = _read(tmp_path, "--export=ALL,CUDA_DEVICE_MAX_CONNECTIONS=1", setting="")
     assert lay.device_max_connections == "1"
     assert "--export=ALL,CUDA_DEVICE_MAX_CONNECTIONS=1" in lay.sources["device_max_connections"]
+
+
+@pytest.mark.parametrize("shell", [False, True])
+def test_a_withheld_export_is_blamed_on_the_srun_line(tmp_path: Path, shell: bool) -> None:
+    """A QA trial: `export CUDA_DEVICE_MAX_CONNECTIONS=1` and `export PYTORCH_CUDA_ALLOC_CONF=...` above an
+    `srun --export=NONE python pretrain_gpt.py ...` (tp 2) were told the launch files do not set them and to export
+    them in the launch file, which it does: srun's --export keeps them from the ranks, and the findings now name the
+    srun line and how it passes them on."""
+    from placement.audit.core import _allocator_note, _check_megatron_connections
+    from placement.catalog import load_accelerator, load_cluster
+    from placement.specs import Layout
+    from placement.topology import Topology
+
+    lay = _read(tmp_path, "--export=NONE", shell=shell,
+                setting="export CUDA_DEVICE_MAX_CONNECTIONS=1\n"
+                        "export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True\n")
+    assert lay.device_max_connections is None and lay.allocator_conf == ""
+    for name, line in (("device_max_connections", 4), ("allocator_conf", 5)):
+        assert f"exported at {tmp_path / 'job.sh'}:{line} does not reach the ranks" in lay.sources[name]
+        assert f"srun at {tmp_path / 'job.sh'}:6 (`--export=NONE`)" in lay.sources[name]
+    cluster = load_cluster("dgx-h100")
+    topo = Topology(cluster, load_accelerator(cluster.accelerator), num_gpus=32)
+    found = _check_megatron_connections(lay, Layout(tp=2, dp=16), topo)
+    assert found is not None and "launch files do not set" not in found.message
+    assert "srun line" in found.message and "--export=ALL" in found.message
+    note = _allocator_note(lay)
+    assert note is not None and "in the launch file" not in note.message and "srun line" in note.message

@@ -37,6 +37,7 @@ from placement.audit.maxtext import trained_batch
 from placement.audit.measured import MeasuredStep
 from placement.audit.readers.common import FP16_MIXED, start_refusal
 from placement.audit.readers.reading import NodeDevices, node_line
+from placement.audit.shell import WITHHELD_MARK
 from placement.cost.batch import LayoutBatch, module_mask
 from placement.cost.constants import ALLOCATOR_FRAGMENTATION, MEMORY_RESERVE_BYTES, GiB
 from placement.cost.memory import moe_norm_recompute_lost
@@ -749,6 +750,14 @@ def _check_megatron_connections(launch: LaunchLayout, layout: Layout, topo: Topo
     if (layout.tp == 1 and layout.cp == 1) or topo.accelerator.mxfp8 or launch.recipe.get("ep_comm_overlap"):
         return None  # no check: Blackwell and later have no such requirement; the EP overlap only warns
     degrees = f"tp {layout.tp}" + (f", cp {layout.cp}" if layout.cp > 1 else "")
+    if value is None and WITHHELD_MARK in where:
+        return Finding("info", "device_connections_unset",
+                       f"the ranks run without CUDA_DEVICE_MAX_CONNECTIONS ({where}); with {degrees} on "
+                       f"{topo.accelerator.name} Megatron-LM asserts it is 1 ({CONNECTIONS_CHECK}: 'Using tensor model "
+                       f"parallelism or context parallelism require setting the environment variable "
+                       f"CUDA_DEVICE_MAX_CONNECTIONS to 1'), so the job starts only where something else sets it for "
+                       f"the tasks; on that srun line pass it on: {_srun_export_fix('CUDA_DEVICE_MAX_CONNECTIONS')}",
+                       [], 0.0)
     if value is None:
         return Finding("info", "device_connections_unset",
                        f"the launch files do not set CUDA_DEVICE_MAX_CONNECTIONS; with {degrees} on "
@@ -763,6 +772,13 @@ def _check_megatron_connections(launch: LaunchLayout, layout: Layout, topo: Topo
                             f"parallelism require setting the environment variable CUDA_DEVICE_MAX_CONNECTIONS to 1')",
                             "set CUDA_DEVICE_MAX_CONNECTIONS=1")
     return None
+
+
+def _srun_export_fix(name: str) -> str:
+    """How an srun line passes on a variable the script exports (srun(1) --export: `ALL`, the default, passes the
+    caller's environment; a list names the variables it passes, beside SLURM's; `NONE` can name none)."""
+    return (f"--export=ALL (srun's default), or name {name} in its --export list (NONE takes no names: srun(1) "
+            f"--export)")
 
 
 ALLOCATOR_PARSE = "c10 AllocatorConfig parseExpandableSegments: 'Expected a single True/False argument'"
@@ -807,6 +823,12 @@ def _allocator_note(launch: LaunchLayout) -> Finding | None:
     if allocator_expandable(conf, where) is not False:
         return None
     said = f"set to {conf!r}" if conf else "not set"
+    if not conf and WITHHELD_MARK in where:
+        return Finding("info", "allocator_segments_unset",
+                       f"PYTORCH_CUDA_ALLOC_CONF is not set where the job starts ({where}); the memory price keeps "
+                       f"{ALLOCATOR_FRAGMENTATION:.0%} of HBM for the caching allocator's fragmentation, which assumes "
+                       f"expandable segments (without them it can take several GiB more), so on that srun line pass "
+                       f"it on: {_srun_export_fix('PYTORCH_CUDA_ALLOC_CONF')}", [], 0.0)
     return Finding("info", "allocator_segments_unset",
                    f"PYTORCH_CUDA_ALLOC_CONF is {said} where the job starts ({where}); the memory price keeps "
                    f"{ALLOCATOR_FRAGMENTATION:.0%} of HBM for the caching allocator's fragmentation, which assumes "

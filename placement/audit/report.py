@@ -11,6 +11,7 @@ from placement import __version__
 from placement.audit.changes import NOT_IN_FILES, PRE3_DEFAULT_NOTE
 from placement.audit.core import Audit
 from placement.audit.readers.reading import LaunchLayout
+from placement.audit.shell import WITHHELD_MARK
 from placement.cost.constants import GiB
 from placement.emit.common import EmitContext
 from placement.intranode import is_nvlink
@@ -228,7 +229,9 @@ def allocator_setter_of(a: Audit) -> str:
 
     conf = a.launch.allocator_conf
     on = allocator_expandable(conf)
-    return ("which the launch files do not set (see allocator_segments_unset)" if on is False else
+    kept = on is False and not conf and WITHHELD_MARK in a.launch.sources.get("allocator_conf", "")
+    return ("which srun's --export keeps from the ranks (see allocator_segments_unset)" if kept else
+            "which the launch files do not set (see allocator_segments_unset)" if on is False else
             f"which the launch files set ({a.launch.sources.get('allocator_conf')})" if on else
             f"which the launch sets from {conf}, a value the files leave to the environment" if conf else
             "which the job's environment must set (the files have no launch line)")

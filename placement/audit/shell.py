@@ -136,8 +136,28 @@ class Command:
     again) whose string or run holds this command: each of srun's tasks runs it (srun(1)).  A command that starts
     with srun itself keeps it among its own words."""
 
+    withheld: tuple[tuple[str, Word, Word], ...] = ()
+    """The watched variables (WATCHED_ENVIRONMENT, WATCHED_PREFIXES) the script exported that srun's `--export`
+    keeps from its tasks (srun(1) --export: `NONE`, or a list without `ALL` that does not name them), each as (name,
+    the value the script gave it, srun's --export value): the command runs without them."""
+
     def env(self, name: str) -> Word | None:
         return dict(self.environment).get(name)
+
+    def withheld_by_srun(self, name: str) -> str | None:
+        """Where `name` was exported by the script but srun's --export keeps it from the command: a clause naming
+        both lines, for a source or a finding; None otherwise."""
+        for n, value, export in self.withheld:
+            if n == name:
+                return (f"{name}={value.text} exported at {value.origin.path}:{value.origin.line} does not reach "
+                        f"the ranks: {WITHHELD_MARK} {export.origin.path}:{export.origin.line} "
+                        f"(`--export={export.text}`) starts its tasks without it (srun(1) --export)")
+        return None
+
+
+WITHHELD_MARK = "srun at"
+"""What a source says where srun's --export keeps a variable the script exported from the ranks
+(Command.withheld_by_srun; audit.core's findings then advise srun's line, not an export in the script)."""
 
 
 @dataclass(frozen=True)
@@ -266,6 +286,8 @@ class _State:
     """Command.srun of the commands read now: the `srun ...` words of the `bash -c` string or run being read."""
     heredocs: list[HereDoc] = field(default_factory=list)
     """The here-documents written to files so far (Script.heredocs)."""
+    withheld: tuple[tuple[str, Word, Word], ...] = ()
+    """Command.withheld of the commands read now: what an `srun --export=...` around them keeps from its tasks."""
 
 
 SLURM_PREFIX: Final = "SLURM_"
@@ -1210,7 +1232,7 @@ def _simple_command(state: _State, src: _Src, node: tree_sitter.Node, line: int,
         state.depth += 1
         state.frames.append(["uncertain" if string.uncertain else "on", True, org, string.uncertain])
         outer, state.srun = state.srun, _srun_words(fields) or state.srun
-        parent = _enter_child(state, prefixed)
+        parent, withheld = _enter_child(state, prefixed), state.withheld
         _srun_exports(state, list(_srun_words(fields)))
         _step_environment(state, _srun_words(fields))
         given = [[_Seg(w.text, False, w.origin, w.unresolved, w.uncertain)] for w in fields[inner + 1:]]
@@ -1225,6 +1247,7 @@ def _simple_command(state: _State, src: _Src, node: tree_sitter.Node, line: int,
             state.depth -= 1
             state.frames.pop()
             state.srun = outer
+            state.withheld = withheld
             _leave_child(state, parent)
         return
     if fields and fields[0].text in state.functions and not fields[0].unresolved:
@@ -1238,7 +1261,8 @@ def _simple_command(state: _State, src: _Src, node: tree_sitter.Node, line: int,
                          f"expected `export -f {fields[0].text}` after its definition (bash(1), ENVIRONMENT)")
     again = _runs_itself(state, fields)
     if again is not None and state.depth < MAX_NESTED_SHELLS:
-        state.commands.append(Command(tuple(fields), org, _environment(state, prefixed, org, reason), state.srun))
+        state.commands.append(Command(tuple(fields), org, _environment(state, prefixed, org, reason), state.srun,
+                                      state.withheld))
         outer, state.srun = state.srun, _srun_words(fields[:again]) or state.srun
         try:
             _run_again(state, fields[again + 1:], org, reason, prefixed)
@@ -1257,9 +1281,11 @@ def _simple_command(state: _State, src: _Src, node: tree_sitter.Node, line: int,
         _set_options(state, fields[1:])
     if fields:
         exported = _srun_exports(state, fields)
-        state.commands.append(Command(tuple(fields), org, _environment(state, prefixed, org, reason), state.srun))
+        state.commands.append(Command(tuple(fields), org, _environment(state, prefixed, org, reason), state.srun,
+                                      state.withheld))
         if exported is not None:
             state.vars, state.exported = exported
+            state.withheld = ()
         if fields[0].text == "exec" and len(fields) > 1 and reason is None and state.reruns:
             state.stopped = True  # the process is now CMD (bash(1), exec): the rest of this run is not read
 
@@ -1360,6 +1386,11 @@ def _srun_exports(state: _State, fields: list[Word]) -> tuple[dict[str, _Var], s
         if value is not None and not (everything and name in state.exported and name in state.vars):
             state.vars[name] = _Var(value=[_Seg(value, False, word.origin)])
             state.exported.add(name)
+    before, exported = saved
+    state.withheld = tuple(
+        (name, _to_word(var.value, word.origin, None), word) for name, var in sorted(before.items())
+        if name in exported and var.value is not None and name not in state.vars
+        and (name in WATCHED_ENVIRONMENT or name.startswith(WATCHED_PREFIXES)))
     return saved
 
 

@@ -781,6 +781,10 @@ def launcher_settings(launch: Launch, s: Settings) -> None:
     connections = launch.command.env("CUDA_DEVICE_MAX_CONNECTIONS")
     if connections is not None and not connections.unresolved:
         s.put("device_max_connections", connections.text.strip(), connections.evidence)
+    elif connections is None and (kept := launch.command.withheld_by_srun("CUDA_DEVICE_MAX_CONNECTIONS")):
+        # the script sets it, srun's --export keeps it from the ranks (a QA trial: `srun --export=NONE` under an
+        # `export CUDA_DEVICE_MAX_CONNECTIONS=1` was told to export it in the launch file, which it does)
+        s.put("device_max_connections", None, f"{launch.command.words[0].evidence}: {kept}")
     allocator = launch.command.env("PYTORCH_ALLOC_CONF") or launch.command.env("PYTORCH_CUDA_ALLOC_CONF")
     hip = launch.command.env("PYTORCH_HIP_ALLOC_CONF")
     if allocator is None and hip is not None:
@@ -789,7 +793,10 @@ def launcher_settings(launch: Launch, s: Settings) -> None:
         # trial: an MI300X launch exporting it was told PYTORCH_CUDA_ALLOC_CONF "is not set")
         s.put("allocator_conf", hip.text.strip(), f"{hip.evidence} ({HIP_ALLOC_CONF})")
     elif allocator is None:
-        s.put("allocator_conf", "", f"{launch.command.words[0].evidence}: no PYTORCH_CUDA_ALLOC_CONF")
+        kept = next((k for n in ("PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF")
+                     if (k := launch.command.withheld_by_srun(n))), None)
+        s.put("allocator_conf", "", f"{launch.command.words[0].evidence}: no PYTORCH_CUDA_ALLOC_CONF"
+                                    + (f" ({kept})" if kept else ""))
     else:  # a value the files leave to the environment keeps its text (`${SITE_ALLOC_CONF}`): unknown, not unset
         s.put("allocator_conf", allocator.text.strip(), allocator.evidence)
     blocking = launch.command.env("CUDA_LAUNCH_BLOCKING")
