@@ -288,6 +288,10 @@ class _State:
     """The here-documents written to files so far (Script.heredocs)."""
     withheld: tuple[tuple[str, Word, Word], ...] = ()
     """Command.withheld of the commands read now: what an `srun --export=...` around them keeps from its tasks."""
+    posix: bool = False
+    """Inside the string of an `sh -c`: /bin/sh, dash on Debian and Ubuntu, bash in POSIX mode on RHEL."""
+    sh_functions: set[str] = field(default_factory=set)
+    """Inside such a string: the functions the script exported with `export -f`, which only bash imports."""
 
 
 SLURM_PREFIX: Final = "SLURM_"
@@ -1238,10 +1242,16 @@ def _simple_command(state: _State, src: _Src, node: tree_sitter.Node, line: int,
         given = [[_Seg(w.text, False, w.origin, w.unresolved, w.uncertain)] for w in fields[inner + 1:]]
         state.calls.append(_Call(given[1:]))
         zero, state.zero = state.zero, given[0] if given else None
+        posix, state.posix = state.posix, _runs_sh(fields, inner)
         try:
             sub = _Src(string.text.encode(), org.line, _byte_origins(segments[inner], org))
-            _block(state, sub, _parse(state, sub, org).children)
+            tree = _parse(state, sub, org)
+            if state.posix:
+                _refuse_bash_only(state, sub, tree)
+                state.sh_functions = set(state.functions)
+            _block(state, sub, tree.children)
         finally:
+            state.posix = posix
             state.calls.pop()
             state.zero = zero
             state.depth -= 1
@@ -1251,6 +1261,13 @@ def _simple_command(state: _State, src: _Src, node: tree_sitter.Node, line: int,
             _leave_child(state, parent)
         return
     if fields and fields[0].text in state.functions and not fields[0].unresolved:
+        if state.posix and fields[0].text in state.sh_functions and reason is None:
+            at = _org(state, *reversed(state.functions[fields[0].text]))
+            raise InputError(f"{org}: runs {fields[0].text}, a function {at.path}:{at.line} exports with `export -f`, "
+                             f"in the string `sh -c` runs: only bash imports exported functions (bash(1) ENVIRONMENT), "
+                             f"so where /bin/sh is dash (Debian and Ubuntu, the NGC containers' base) it finds no "
+                             f"command {fields[0].text} and the job does not start, and where it is bash (RHEL) it "
+                             f"runs; the audit cannot tell which the nodes have: expected `bash -c`")
         _call(state, fields, org)
         return
     if fields and fields[0].text in state.hidden_functions and not fields[0].unresolved and reason is None:
@@ -1547,6 +1564,63 @@ def _shell_options(fields: list[Word], start: int) -> tuple[int, bool]:
         string = string or (t[0] == "-" and "c" in t[1:])
         j += 1 + sum(1 for ch in t[1:] if ch in _SHELL_OPTION_ARGUMENT)
     return j, string
+
+
+def _runs_sh(fields: list[Word], inner: int) -> bool:
+    """Whether the shell that runs the string at `inner` (`_shell_string`) is `sh`, not bash."""
+    shell = next((w for w in reversed(fields[:inner]) if w.text.rsplit("/", 1)[-1] in ("bash", "sh")), None)
+    return shell is not None and shell.text.rsplit("/", 1)[-1] == "sh"
+
+
+_BASH_ONLY_NODES = {"array": "an array", "subscript": "an array subscript", "ansi_c_string": "a $'...' string",
+                    "process_substitution": "a process substitution", "herestring_redirect": "a here-string (<<<)"}
+"""tree-sitter-bash nodes of constructs bash has and POSIX sh (dash) does not (POSIX.1-2017 XCU 2, Shell Command
+Language; dash(1))."""
+_BASH_ONLY_COMMANDS = {"source": "`source` (POSIX sh has `.`)", "declare": "`declare`", "typeset": "`typeset`",
+                       "let": "`let`", "shopt": "`shopt`", "mapfile": "`mapfile`", "readarray": "`readarray`"}
+"""Builtins bash has and dash does not (dash(1), Builtins)."""
+_BASH_ONLY_EXPANSIONS = {"/": "a ${V/x/y} substitution", "//": "a ${V//x/y} substitution",
+                         ":": "a ${V:offset} substring", "^": "a ${V^} case change", "^^": "a ${V^^} case change",
+                         ",": "a ${V,} case change", ",,": "a ${V,,} case change", "!": "an indirect ${!V}"}
+"""Parameter expansions bash has and POSIX sh does not (POSIX.1-2017 XCU 2.6.2 lists the others)."""
+
+
+def _bash_only(node: tree_sitter.Node) -> str | None:
+    """What bash-only construct `node` is, or None."""
+    kind = node.type
+    if kind in _BASH_ONLY_NODES:
+        return _BASH_ONLY_NODES[kind]
+    if kind == "test_command" and node.children and node.children[0].type == "[[":
+        return "a [[ ... ]] test"
+    if kind == "compound_statement" and node.children and node.children[0].type == "((":
+        return "a (( ... )) arithmetic command"
+    if kind == "function_definition" and node.children and node.children[0].type == "function":
+        return "the `function` keyword"
+    if kind == "file_redirect" and node.children and node.children[0].type in ("&>", "&>>"):
+        return f"a {node.children[0].type} redirection"
+    if kind in ("command_name", "declaration_command"):
+        word = node.text.decode("utf-8", "replace").split()[0] if node.text.strip() else ""
+        return _BASH_ONLY_COMMANDS.get(word)
+    if kind == "expansion":
+        ops = [c.type for c in node.children[1:-1]]
+        return next((_BASH_ONLY_EXPANSIONS[t] for t in ops[:2] if t in _BASH_ONLY_EXPANSIONS), None)
+    return None
+
+
+def _refuse_bash_only(state: _State, src: _Src, tree: tree_sitter.Node) -> None:
+    """The string of `sh -c STRING` may use only what POSIX sh has: /bin/sh is dash on Debian and Ubuntu (the NGC
+    containers' base), which stops at bash's arrays, `[[`, `source`... with a syntax error or "not found", and bash
+    in POSIX mode on RHEL, which runs them; the audit cannot tell which the job's nodes (or its container) have, so a
+    string that needs bash is an error naming the construct, not a job read as bash (a QA trial: `srun sh -c
+    'ARGS=(...); run "${ARGS[@]}"'` was priced as bash runs it)."""
+    for node in _descendants(tree):
+        what = _bash_only(node)
+        if what is not None:
+            text = node.text.decode("utf-8", "replace").split("\n")[0][:60]
+            raise InputError(f"{_org(state, src, node)}: `sh -c` runs a string with {what} (`{text}`), which only "
+                             f"bash has: /bin/sh is dash on Debian and Ubuntu (the NGC containers' base), which "
+                             f"refuses it and the job does not start, and bash on RHEL, which runs it; the audit "
+                             f"cannot tell which the nodes have: expected `bash -c`, or a string in POSIX sh")
 
 
 def _shell_string(fields: list[Word]) -> int | None:

@@ -1,0 +1,55 @@
+"""`sh -c STRING` is not `bash -c`: /bin/sh is dash on Debian and Ubuntu (the NGC containers' base), which has no
+arrays, `[[`, `source` or exported functions, and bash in POSIX mode on RHEL, which has them all.  The audit cannot
+tell which the job's nodes have, so a string that needs bash is an error naming the construct, and a POSIX string is
+read as before.  A QA trial: `srun sh -c 'ARGS=(...); run "${ARGS[@]}"'` with an `export -f run` was priced as bash
+runs it."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from placement.audit.launch import parse_launch
+from placement.errors import InputError
+
+ARGS = ("--tensor-model-parallel-size 2 --num-layers 32 --hidden-size 4096 --num-attention-heads 32 "
+        "--seq-length 4096 --max-position-embeddings 4096 --micro-batch-size 1 --global-batch-size 1024 --bf16")
+HEADER = "#!/bin/bash\n#SBATCH -N 2\n#SBATCH --ntasks-per-node=8\nexport CUDA_DEVICE_MAX_CONNECTIONS=1\n"
+
+
+def _write(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / "job.sh"
+    path.write_text(HEADER + body + "\n")
+    return path
+
+
+@pytest.mark.parametrize(("string", "construct"), [
+    (f"A=({ARGS}); python pretrain_gpt.py \"${{A[@]}}\"", "an array"),
+    (f"[[ -n x ]] && python pretrain_gpt.py {ARGS}", "a [[ ... ]] test"),
+    (f"source env.sh; python pretrain_gpt.py {ARGS}", "`source`"),
+    (f"python pretrain_gpt.py {ARGS} --seed ${{SEED//x/}}", "a ${V//x/y} substitution"),
+])
+def test_a_bash_only_string_under_sh_is_refused(tmp_path: Path, string: str, construct: str) -> None:
+    path = _write(tmp_path, f"srun sh -c '{string}'")
+    with pytest.raises(InputError, match=re.escape(f"`sh -c` runs a string with {construct}")) as e:
+        parse_launch([path])
+    assert "dash" in str(e.value) and "expected `bash -c`" in str(e.value) and f"{path}:5" in str(e.value)
+    if construct != "`source`":  # the same string under bash is read
+        assert parse_launch([_write(tmp_path, f"srun bash -c '{string}'")]).tp == 2
+
+
+def test_an_exported_function_under_sh_is_refused(tmp_path: Path) -> None:
+    path = _write(tmp_path, f"run() {{ python pretrain_gpt.py \"$@\"; }}\nexport -f run\nsrun sh -c 'run {ARGS}'")
+    with pytest.raises(InputError, match=re.escape("runs run, a function")) as e:
+        parse_launch([path])
+    assert f"{path}:5" in str(e.value) and "only bash imports exported functions" in str(e.value)
+    assert parse_launch([_write(tmp_path, f"run() {{ python pretrain_gpt.py \"$@\"; }}\nexport -f run\n"
+                                          f"srun bash -c 'run {ARGS}'")]).tp == 2
+
+
+def test_a_posix_string_under_sh_is_read(tmp_path: Path) -> None:
+    lay = parse_launch([_write(tmp_path, f"srun sh -c 'f() {{ python pretrain_gpt.py \"$@\"; }}; "
+                                         f"f {ARGS} --seed ${{SEED:-7}}'")])
+    assert lay.tp == 2 and lay.world_size == 16
