@@ -1976,17 +1976,24 @@ def _header_nodelist(launch, slurm_topology, nodelist: str | None):
     submitted with `sbatch --nodelist` over the header).  A QA trial: a script asking `#SBATCH
     --nodelist=gpu[0036-0039]` was refused for want of --nodelist, and priced without a word on the --nodelist
     gpu[0001-0004] given instead."""
-    from placement.loaders.hostlist import expand_hostlist
+    from placement.loaders.hostlist import expand_hostlist, read_nodelist
 
     header = launch.job_nodelist
+    if nodelist is not None and nodelist.startswith("@") and slurm_topology is not None:
+        # a value read from a file carries its source (a QA trial: `--nodelist @hosts.txt` was priced without a word
+        # on where the hosts came from, and never compared with the header's)
+        hosts = read_nodelist(nodelist)
+        shown = ", ".join(hosts[:3]) + (f" ... {hosts[-1]}" if len(hosts) > 3 else "")
+        launch = launch.model_copy(update={"sources": {**launch.sources, "nodelist": (
+            f"{len(hosts)} hosts read from {nodelist[1:]} (--nodelist {nodelist}), in its order: {shown}")}})
     if header is None or slurm_topology is None:
         return launch, nodelist
     where = launch.sources.get("job_nodelist", "#SBATCH --nodelist")
     if nodelist is None:
         return launch.model_copy(update={"sources": {**launch.sources, "nodelist": (
             f"{header}: {where}; no --nodelist given")}}), header
-    given = None if nodelist.startswith("@") else expand_hostlist(nodelist)  # (an @FILE: not compared)
-    if given is not None and set(given) != set(expand_hostlist(header)):
+    given = read_nodelist(nodelist)  # an expression, or @FILE's hosts
+    if set(given) != set(expand_hostlist(header)):
         launch = launch.model_copy(update={"warnings": (*launch.warnings, (
             f"--nodelist {nodelist} is not the hosts the batch script asks for ({header}, {where}); priced on "
             f"--nodelist's, as for a job submitted with `sbatch --nodelist` over its header: drop --nodelist to price "

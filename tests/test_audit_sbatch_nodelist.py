@@ -58,3 +58,38 @@ def test_a_node_count_past_the_list_leaves_the_hosts_open(tmp_path: Path) -> Non
     out = CliRunner().invoke(main, ["audit", "--launch", str(script), "--model", "llama3-8b", "--slurm-topology",
                                     str(TREE), "--node-type", "dgx-h100"])
     assert out.exit_code == 2 and "--nodelist is required" in out.output
+
+
+def test_a_nodelist_file_is_read_compared_and_cited(tmp_path: Path) -> None:
+    """`--nodelist @FILE` beside the header's `#SBATCH --nodelist=gpu[0036-0039]` was never compared with it (an
+    expression was), and its hosts carried no source: now they are read, cited and compared."""
+    other = tmp_path / "other.hosts"
+    other.write_text("gpu0001\ngpu0002\n# the rest\ngpu[0003-0004]\n")
+    doc = _audit(tmp_path, "#SBATCH --nodes=4\n#SBATCH --nodelist=gpu[0036-0039]\n", "--nodelist", f"@{other}")
+    (warning,) = [f for f in doc["findings"] if "is not the hosts the batch script asks for" in f["message"]]
+    assert f"--nodelist @{other}" in warning["message"]
+    assert doc["layout"]["sources"]["nodelist"].startswith(f"4 hosts read from {other}")
+    same = tmp_path / "same.hosts"
+    same.write_text("gpu[0036-0039]\n")
+    doc = _audit(tmp_path, "#SBATCH --nodes=4\n#SBATCH --nodelist=gpu[0036-0039]\n", "--nodelist", f"@{same}")
+    assert not [f for f in doc["findings"] if "is not the hosts the batch script asks for" in f["message"]]
+
+
+@pytest.mark.parametrize("relative", [False, True])
+def test_a_header_nodelist_file_is_read(tmp_path: Path, relative: bool) -> None:
+    """`#SBATCH --nodelist=/path/hosts`: a value with a / is a file sbatch reads the hosts from (sbatch(1) -w; slurm
+    src/common/proc_args.c verify_node_list).  The header's file was dropped without a word and the audit asked for
+    --nodelist; now its hosts are the job's, citing the file, and a file that is not there is an error naming it."""
+    hosts = tmp_path / "hosts" / "job.txt"
+    hosts.parent.mkdir()
+    hosts.write_text("gpu0036\ngpu0037\ngpu[0038-0039]  # the last two\n")
+    name = "hosts/job.txt" if relative else str(hosts)  # relative: beside the script
+    doc = _audit(tmp_path, f"#SBATCH --nodes=4\n#SBATCH --nodelist={name}\n")
+    assert doc["estimate"]["mapping_compact"]["host_order"] == [f"gpu{i:04d}" for i in range(36, 40)]
+    assert f"4 hosts read from {hosts}" in doc["layout"]["sources"]["nodelist"]
+    script = tmp_path / "job.sh"
+    script.write_text(script.read_text().replace(name, "./missing/hosts"))
+    out = CliRunner().invoke(main, ["audit", "--launch", str(script), "--model", "llama3-8b", "--slurm-topology",
+                                    str(TREE), "--node-type", "dgx-h100"])
+    assert out.exit_code == 2 and "Traceback" not in out.output
+    assert "the job's hosts are in the file ./missing/hosts" in out.output and "job.sh:3" in out.output

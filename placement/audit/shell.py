@@ -406,8 +406,11 @@ def _sbatch_environment(state: _State) -> None:
             option, value = ("gpus-per-node", g.group(1)) if g else (None, "")
         if option is None or not (value.isdigit() or option in ("distribution", "nodelist")):
             continue
+        at = Origin(state.path, n, line)
+        if option == "nodelist" and "/" in value:
+            value, at = _header_hostfile(state, value, at)
         for name in _SBATCH_ENV[option]:
-            state.vars.setdefault(name, _Var(value=[_Seg(value, False, Origin(state.path, n, line))]))
+            state.vars.setdefault(name, _Var(value=[_Seg(value, False, at)]))
     # `--nodelist` (-w) asks for hosts the job holds (sbatch(1) -w); they are its whole node list, SLURM_JOB_NODELIST,
     # where no node count asks for more
     hosts, nodes = state.vars.get("SLURM_JOB_NODELIST"), state.vars.get("SLURM_NNODES")
@@ -420,6 +423,26 @@ def _sbatch_environment(state: _State) -> None:
             count = -1
         if count < 1 or (nodes is not None and nodes.value and nodes.value[0].text != str(count)):
             del state.vars["SLURM_JOB_NODELIST"]
+
+
+def _header_hostfile(state: _State, value: str, at: Origin) -> tuple[str, Origin]:
+    """`#SBATCH --nodelist=hosts/job.txt`: a value with a `/` is a file sbatch reads the hosts from (sbatch(1) -w:
+    "The nodes list will be assumed to be a filename if it contains a "/" character"; slurm src/common/proc_args.c
+    verify_node_list, src/api/allocate.c slurm_read_hostfile: hostlist expressions, `#` comments).  Read as sbatch
+    does, from the directory it is submitted in, or else beside the script; the hosts, joined, with a source naming
+    the file.  A file that is in neither place, or lists no hosts, is an error (a QA trial: the header's file was
+    dropped without a word and the audit asked for --nodelist)."""
+    from placement.loaders.hostlist import read_nodelist
+
+    path = Path(value)
+    if not path.is_absolute() and not path.exists() and (Path(state.path).parent / path).exists():
+        path = Path(state.path).parent / path
+    if not path.exists():
+        raise InputError(f"{at}: the job's hosts are in the file {value} (sbatch(1) --nodelist: a value with a / is "
+                         f"a file name), which is not at {path.resolve()}; run the audit where the job was "
+                         f"submitted, or give the job's hosts with --nodelist @FILE or its $SLURM_JOB_NODELIST")
+    hosts = read_nodelist(f"@{path}")
+    return ",".join(hosts), Origin(at.path, at.line, f"{at.text} ({len(hosts)} hosts read from {path})")
 
 
 # ---------------------------------------------------------------------------------------------------
