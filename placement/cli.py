@@ -1613,6 +1613,10 @@ def _files_text(paths) -> str:
               help="The host order the job ran with, node rank 0 first: one host per line, or placement's "
                    "hosts.txt, an Open MPI rankfile, a DeepSpeed/MPI hostfile, a SLURM arbitrary-distribution "
                    "hostfile.")
+@click.option("--slurm-conf", "slurm_conf", type=click.Path(dir_okay=False), default=None,
+              help="The cluster's slurm.conf (with --slurm-topology): its TopologyParam=SwitchAsNodeRank or "
+                   "BlockAsNodeRank numbers a job's nodes leaf by leaf (block by block), the order node ranks from "
+                   "SLURM (srun, $SLURM_NODEID) run in. Default: by name, as SLURM does without it.")
 @click.option("--framework", type=click.Choice(FRAMEWORK_CHOICES), default=None,
               help="Default: detected from the launch files.")
 @click.option("--script-args", "script_args", default="",
@@ -1635,7 +1639,7 @@ def _files_text(paths) -> str:
 @handle_errors
 def audit(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, precision, memory_headroom_gib,
           as_json, slurm_topology, nodelist, node_type, cluster_graph, oversubscription, node_topo, launch_files,
-          hosts_file, framework, script_args, script_env, fail_on, map_time_limit, out_dir, report_file,
+          hosts_file, slurm_conf, framework, script_args, script_env, fail_on, map_time_limit, out_dir, report_file,
           **recipe_args):
     """Read a running job's launch files; price its layout where it lands; list what it costs and the fix.
 
@@ -1714,6 +1718,7 @@ def audit(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, p
                                    node_type, cluster_graph, oversubscription, node_topo, segment, memory_headroom_gib,
                                    used)
     hosts = read_host_order(Path(hosts_file)) if hosts_file else None
+    _slurm_node_ranking(topo, slurm_conf, slurm_topology)
     if real:
         _check_per_host(launch, topo)
         _check_world_size(launch, topo, nodelist, cluster_graph, (hosts_file, hosts) if hosts else None)
@@ -1967,6 +1972,28 @@ def _per_node_fix(launch, per_host: int) -> str:
     each, where = launch.gpus_per_node // tasks, launch.sources["tasks_per_node"].split(": ", 1)[0]
     return (f"start one srun task per node, --ntasks-per-node=1 ({where} gives {tasks}), and let its torchrun start "
             f"the node's {per_host} processes" + (f" (--nproc_per_node {per_host})" if each != per_host else ""))
+
+
+def _slurm_node_ranking(topo: Topology, slurm_conf: str | None, slurm_topology: str | None) -> None:
+    """Record on `topo` what the cluster's slurm.conf says of SLURM's node ranking: TopologyParam=SwitchAsNodeRank
+    (a tree topology) or BlockAsNodeRank (a block one) numbers the job's nodes leaf by leaf (block by block), which
+    the audit then prices where the node ranks are SLURM's (slurm src/plugins/topology/tree/topology_tree.c,
+    block/topology_block.c topology_p_generate_node_ranking; each option valid with its own plugin only,
+    slurm.conf(5))."""
+    if slurm_conf is None:
+        return
+    from placement.loaders.slurm import parse_slurm_conf
+
+    if slurm_topology is None:
+        raise InputError(f"--slurm-conf {slurm_conf}: its TopologyParam orders the nodes of a SLURM topology; give "
+                         f"that topology with --slurm-topology (and the job's hosts with --nodelist), or drop "
+                         f"--slurm-conf")
+    conf = parse_slurm_conf(Path(slurm_conf))
+    topo.slurm_conf_source = conf.source
+    ranked = topo.slurm_rank_order
+    if ranked is not None:
+        param = "BlockAsNodeRank" if "BlockAsNodeRank" in ranked[1] else "SwitchAsNodeRank"
+        topo.slurm_rank_order_on = conf.source if conf.has(param) else None
 
 
 def _header_nodelist(launch, slurm_topology, nodelist: str | None):

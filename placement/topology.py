@@ -216,6 +216,13 @@ class Topology:
         """The job's hosts as SLURM numbers them under slurm.conf's TopologyParam=SwitchAsNodeRank (a tree file) or
         BlockAsNodeRank (a block file): leaf switch by leaf switch (block by block) in the file's order, by name
         inside one; with the words saying so.  None where the allocation was not read from a SLURM topology."""
+        self.slurm_rank_order_on: str | None = None
+        """Where the cluster's slurm.conf (audit --slurm-conf) turns that ranking on: its `FILE:LINE:
+        TopologyParam=...`, so SLURM numbers the job's nodes in `slurm_rank_order`; None where no slurm.conf says
+        so (by name, or not read)."""
+        self.slurm_conf_source: str | None = None
+        """What the cluster's slurm.conf given to the audit sets (`FILE:LINE: TopologyParam=...`, or that it sets
+        none); None where no slurm.conf was given."""
         self._span_cache: dict[tuple[int, int], GroupSpan] = {}
 
     @classmethod
@@ -242,6 +249,8 @@ class Topology:
         topo.link_speeds = ()
         topo.slurm_choice = None
         topo.slurm_rank_order = None
+        topo.slurm_rank_order_on = None
+        topo.slurm_conf_source = None
         topo._span_cache = {}
         return topo
 

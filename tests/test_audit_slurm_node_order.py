@@ -92,3 +92,56 @@ def test_a_topology_whose_leaves_are_not_in_name_order_names_slurms_ranking_by_l
     said = json.loads(out.stdout)["layout"]["unstated"]["host_order"]
     assert "assumed node rank k on the k-th of them (gpu0001, gpu0002, gpu0003 ...)" in said, said
     assert f"unless slurm.conf's {param}, which numbers them " in said and ": gpu0009, gpu0010, gpu0011 ..." in said
+
+
+INTERLEAVED = "SwitchName=leafA Nodes=gpu[01,03,05,07]\nSwitchName=leafB Nodes=gpu[02,04,06,08]\n" \
+              "SwitchName=spine Switches=leafA,leafB\n"
+
+
+@pytest.mark.parametrize("param", [None, "SwitchAsNodeRank", "Dragonfly,switchasnoderank"])
+def test_slurm_conf_switch_as_node_rank_is_priced(tmp_path: Path, param: str | None) -> None:
+    """slurm.conf's TopologyParam=SwitchAsNodeRank numbers a job's nodes leaf switch by leaf switch (slurm
+    src/plugins/topology/tree/topology_tree.c topology_p_generate_node_ranking; SLURM matches it case-insensitively).
+    A QA trial: leaves of gpu[01,03,05,07] and gpu[02,04,06,08], `srun python pretrain_gpt.py` (tp 8, pp 2, dp 4) on
+    gpu[01-08] at 4:1 was priced in name order, each data-parallel group across the spine (2.970 s), with the
+    ranking only named; given the cluster's slurm.conf (--slurm-conf) the audit prices the order SLURM gives, each
+    group inside a leaf, and without the option the price is the name order's, as before."""
+    topology = tmp_path / "topology.conf"
+    topology.write_text(INTERLEAVED)
+    script = tmp_path / "job.sh"
+    script.write_text("#!/bin/bash\n#SBATCH --nodes=8\n#SBATCH --ntasks-per-node=8\nsrun python "
+                      + ARGS.replace("--pipeline-model-parallel-size 4", "--pipeline-model-parallel-size 2") + "\n")
+    flags = ["audit", "--launch", str(script), "--model", "llama3-70b", "--slurm-topology", str(topology),
+             "--nodelist", "gpu[01-08]", "--node-type", "dgx-h100", "--oversubscription", "4", "--json"]
+    plain = json.loads(CliRunner().invoke(main, flags).stdout)
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("ClusterName=c1\nTopologyPlugin=topology/tree\n"
+                    + (f"TopologyParam={param}\n" if param else "") + "NodeName=gpu[01-08] Gres=gpu:8\n")
+    out = CliRunner().invoke(main, [*flags, "--slurm-conf", str(conf)])
+    assert out.exception is None or isinstance(out.exception, SystemExit), out.output
+    doc = json.loads(out.stdout)
+    assert plain["estimate"]["crossings"]["dp"]["highest_level"]["spine"] == 16
+    said = doc["layout"]["unstated"]["host_order"]
+    if param is None:
+        assert doc["estimate"]["step_time_s"] == plain["estimate"]["step_time_s"]
+        assert f"{conf}: no TopologyParam" in said and "unless" not in said
+        return
+    assert doc["estimate"]["mapping_compact"]["host_order"] == [f"gpu0{i}" for i in (1, 3, 5, 7, 2, 4, 6, 8)]
+    assert doc["estimate"]["crossings"]["dp"]["highest_level"]["spine"] == 0
+    assert doc["estimate"]["step_time_s"] < plain["estimate"]["step_time_s"]
+    assert f"{conf}:3: TopologyParam={param}" in said
+
+
+def test_slurm_conf_needs_a_topology_and_key_value_lines(tmp_path: Path) -> None:
+    script = tmp_path / "job.sh"
+    script.write_text(LAUNCHES["srun python"])
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("TopologyParam=SwitchAsNodeRank\n")
+    out = CliRunner().invoke(main, ["audit", "--launch", str(script), "--model", "llama3-70b", "--cluster",
+                                    "dgx-h100", "--slurm-conf", str(conf)])
+    assert out.exit_code == 2 and "give that topology with --slurm-topology" in out.output
+    conf.write_text("# nothing here\n")
+    out = CliRunner().invoke(main, ["audit", "--launch", str(script), "--model", "llama3-70b", "--slurm-topology",
+                                    str(TOPOLOGY), "--nodelist", "gpu[0030-0045]", "--node-type", "dgx-h100",
+                                    "--slurm-conf", str(conf)])
+    assert out.exit_code == 2 and "is not a slurm.conf" in out.output and "Traceback" not in out.output

@@ -2981,6 +2981,14 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
     slurm_hosts = None
     slurm = bool(not hosts and not launch_hosts and launch.slurm_node_order and topo.allocated and topo.num_hosts > 1)
     ordered = sorted(topo.host_names, key=hostlist_sort_key)
+    ranked = getattr(topo, "slurm_rank_order", None)
+    ranked_on = getattr(topo, "slurm_rank_order_on", None) if ranked is not None else None
+    if ranked_on is not None:
+        # slurm.conf's TopologyParam=SwitchAsNodeRank / BlockAsNodeRank: slurmctld ranks its node table by leaf
+        # switch / block (topology_p_generate_node_ranking), so SLURM_NODEID runs leaf by leaf (a QA trial: with
+        # leaves holding gpu[01,03,05,07] and gpu[02,04,06,08], the data-parallel groups were priced across the
+        # spine in name order, where SLURM's ranking keeps each in a leaf)
+        ordered = list(ranked[0])
     if slurm:
         # node ranks from SLURM_NODEID (or srun's tasks) run over the job's nodes in SLURM's order, not in the order
         # the nodelist was written (a QA trial: `--nodelist 'gpu[0036-0039],gpu[0030-0035],...'` with --node_rank
@@ -3008,13 +3016,16 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
             # strnatcmp), the job's node list and SLURM_NODEID keep the table's order (cons_tres job_test.c
             # bitmap2node_name_sortable(..., false)); TopologyParam=SwitchAsNodeRank / BlockAsNodeRank rank it by leaf
             # switch / block instead (slurm.conf(5)), which the audit cannot read: said where it would differ
-            ranked = getattr(topo, "slurm_rank_order", None)
-            other = (f"; unless slurm.conf's {ranked[1]}: {', '.join(ranked[0][:3])} ..."
-                     if ranked is not None and list(ranked[0]) != ordered else "")
+            conf = getattr(topo, "slurm_conf_source", None)
+            other = (f"; unless slurm.conf's {ranked[1]}: {', '.join(ranked[0][:3])} ... (--slurm-conf FILE "
+                     f"prices the order its TopologyParam gives)"
+                     if ranked is not None and list(ranked[0]) != ordered and conf is None else "")
+            how = (f"by slurm.conf's {ranked[1]} ({ranked_on})" if ranked_on is not None else
+                   "in its node table's order, by name (node2 before node10; slurmctld sorts the table so"
+                   + (f"; {conf}" if conf else "") + ")")
             assumed["host_order"] = (
                 f"{why}; the node ranks are SLURM's ({launch.sources.get('slurm_node_order', 'srun')}), and SLURM "
-                f"numbers a job's nodes in its node table's order, by name (node2 before node10; slurmctld sorts the "
-                f"table so), however --nodelist is written: assumed node rank k on the k-th of them "
+                f"numbers a job's nodes {how}, however --nodelist is written: assumed node rank k on the k-th of them "
                 f"({', '.join(ordered[:3])} ...){other}; give --hosts with the order the job ran with")
     if model.is_moe and "ep" not in launch.sources:
         source = EP_DEFAULT.get(launch.dialect or launch.framework, launch.framework + "'s default")

@@ -636,3 +636,52 @@ def _yaml_block(path: Path, body: yaml.Node, name: str) -> list[_Line]:
             pairs["nodes"] = ("nodes", _yaml_hostlist(path, fields["nodes"], "`nodes:`"))
         lines.append(_yaml_line(path, item, "block", what, pairs))
     return lines
+
+
+@dataclass(frozen=True)
+class SlurmConfParams:
+    """What placement reads of a ``slurm.conf``: its ``TopologyParam=`` options (slurm.conf(5): comma-separated,
+    matched case-insensitively by SLURM, ``xstrcasestr``), with the line that sets them."""
+
+    topology_params: tuple[str, ...]
+    """The options as written (empty where the file sets no TopologyParam)."""
+    source: str
+    """`FILE:LINE: TopologyParam=...`, or `FILE: no TopologyParam ...`."""
+
+    def has(self, param: str) -> bool:
+        """Whether `param` is on (SLURM tests it with xstrcasestr on the whole value:
+        src/plugins/topology/tree/topology_tree.c topology_p_generate_node_ranking)."""
+        return any(param.lower() in p.lower() for p in self.topology_params)
+
+
+def parse_slurm_conf(path: Path) -> SlurmConfParams:
+    """The ``TopologyParam=`` of a slurm.conf, read as SLURM's parse_config.c reads the file (``Key=Value`` pairs,
+    keys case-insensitive, ``#`` comments, ``\\`` continuations; the last line that sets a key wins).  ``Include``
+    lines are not followed: where the file has some and sets no TopologyParam, the source says so.  A file with no
+    ``Key=Value`` pair is not a slurm.conf: an error naming it."""
+    text = read_text(path, "slurm.conf", "expected SLURM's slurm.conf (Key=Value lines, e.g. "
+                                         "TopologyParam=SwitchAsNodeRank)")
+    found: tuple[int, str] | None = None
+    pairs = 0
+    includes: list[int] = []
+    for number, line in _logical_lines(text):
+        tokens = line.split()
+        if tokens and tokens[0].lower() == "include":
+            includes.append(number)
+            continue
+        for token in tokens:
+            key, equals, value = token.partition("=")
+            if not equals or not re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", key):
+                continue
+            pairs += 1
+            if key.lower() == "topologyparam":
+                found = (number, value.strip('"'))
+    if not pairs:
+        raise InputError(f"{path}: no Key=Value line is read from it, so it is not a slurm.conf; expected SLURM's "
+                         f"slurm.conf (e.g. TopologyParam=SwitchAsNodeRank), or drop --slurm-conf")
+    if found is None:
+        more = (f" (its Include lines, {path}:{includes[0]}, are not read: pass the file that sets it)"
+                if includes else "")
+        return SlurmConfParams((), f"{path}: no TopologyParam{more}")
+    number, value = found
+    return SlurmConfParams(tuple(p for p in value.split(",") if p), f"{path}:{number}: TopologyParam={value}")
