@@ -76,3 +76,28 @@ def test_a_withheld_export_is_blamed_on_the_srun_line(tmp_path: Path, shell: boo
     assert "srun line" in found.message and "--export=ALL" in found.message
     note = _allocator_note(lay)
     assert note is not None and "in the launch file" not in note.message and "srun line" in note.message
+
+
+@pytest.mark.parametrize(("header", "export", "connections"), [
+    ("#SBATCH --export=NONE\n", "", None),
+    ("#SBATCH --export=NONE\n", "--export=ALL", "1"),
+    ("#SBATCH --export=ALL\n", "", "1"),
+    ("#SBATCH --export=CUDA_DEVICE_MAX_CONNECTIONS\n", "", "1"),
+])
+@pytest.mark.parametrize("shell", [False, True])
+def test_srun_inherits_the_batch_scripts_export(tmp_path: Path, header: str, export: str, connections: str | None,
+                                                shell: bool) -> None:
+    """sbatch passes its --export (other than ALL) to srun as SLURM_EXPORT_ENV, which srun reads as its own
+    (slurm src/sbatch/opt.c, src/srun/opt.c env_vars; srun(1) --export: steps inherit "NONE" from sbatch).  A QA
+    trial: `#SBATCH --export=NONE` above `export CUDA_DEVICE_MAX_CONNECTIONS=1` and `srun python pretrain_gpt.py`
+    was read as the ranks running with it."""
+    path = tmp_path / "job.sh"
+    run = f"python pretrain_gpt.py {ARGS}"
+    if shell:
+        run = f'bash -c "{run}"'
+    path.write_text(f"{HEADER}{header}export CUDA_DEVICE_MAX_CONNECTIONS=1 NCCL_IB_HCA=mlx5_0\nsrun {export} {run}\n")
+    lay = parse_launch([path])
+    assert lay.device_max_connections == connections, lay.sources.get("device_max_connections")
+    if connections is None:
+        assert f"from {path}:4: sbatch passes its --export to srun as SLURM_EXPORT_ENV" in \
+            lay.sources["device_max_connections"]

@@ -149,9 +149,13 @@ class Command:
         both lines, for a source or a finding; None otherwise."""
         for n, value, export in self.withheld:
             if n == name:
+                at = self.origin
+                given = ("" if (export.origin.path, export.origin.line) == (at.path, at.line) else
+                         f", from {export.origin.path}:{export.origin.line}: sbatch passes its --export to srun as "
+                         f"SLURM_EXPORT_ENV")
                 return (f"{name}={value.text} exported at {value.origin.path}:{value.origin.line} does not reach "
-                        f"the ranks: {WITHHELD_MARK} {export.origin.path}:{export.origin.line} "
-                        f"(`--export={export.text}`) starts its tasks without it (srun(1) --export)")
+                        f"the ranks: {WITHHELD_MARK} {at.path}:{at.line} (`--export={export.text}`{given}) starts "
+                        f"its tasks without it (srun(1) --export)")
         return None
 
 
@@ -382,7 +386,8 @@ def read_script(path: Path) -> Script:
 
 _SBATCH_ENV = {"nodes": ("SLURM_NNODES", "SLURM_JOB_NUM_NODES"), "ntasks-per-node": ("SLURM_NTASKS_PER_NODE",),
                "ntasks": ("SLURM_NTASKS",), "gpus-per-node": ("SLURM_GPUS_ON_NODE", "SLURM_GPUS_PER_NODE"),
-               "distribution": ("SLURM_DISTRIBUTION",), "nodelist": ("SLURM_JOB_NODELIST",)}
+               "distribution": ("SLURM_DISTRIBUTION",), "nodelist": ("SLURM_JOB_NODELIST",),
+               "export": ("SLURM_EXPORT_ENV",)}
 """sbatch option -> the variables SLURM sets from it in the job's environment (sbatch(1) OUTPUT ENVIRONMENT
 VARIABLES); `--gres=gpu:N` sets SLURM_GPUS_ON_NODE too, and `--distribution` (`-m`) SLURM_DISTRIBUTION, a word."""
 
@@ -395,7 +400,8 @@ def _sbatch_environment(state: _State) -> None:
         line = raw.strip()
         if line and not line.startswith("#"):
             break
-        m = re.match(r"#SBATCH\s+(?:--(nodes|ntasks-per-node|ntasks|gpus-per-node|gres|distribution|nodelist)[=\s]+"
+        m = re.match(r"#SBATCH\s+(?:--(nodes|ntasks-per-node|ntasks|gpus-per-node|gres|distribution|nodelist|export)"
+                     r"[=\s]+"
                      r"|-([Nnmw])\s*)(\S+)", line)
         if not m:
             continue
@@ -404,7 +410,9 @@ def _sbatch_environment(state: _State) -> None:
         if option == "gres":
             g = re.fullmatch(r"gpu(?::[\w-]+)?:(\d+)", value)
             option, value = ("gpus-per-node", g.group(1)) if g else (None, "")
-        if option is None or not (value.isdigit() or option in ("distribution", "nodelist")):
+        if option == "export" and value.upper() == "ALL":
+            continue  # sbatch passes any other --export to srun as SLURM_EXPORT_ENV (slurm src/sbatch/opt.c)
+        if option is None or not (value.isdigit() or option in ("distribution", "nodelist", "export")):
             continue
         at = Origin(state.path, n, line)
         if option == "nodelist" and "/" in value:
@@ -1407,9 +1415,17 @@ def _srun_exports(state: _State, fields: list[Word]) -> tuple[dict[str, _Var], s
             word = fields[k + 1]
             break
         if not t.startswith("-") or t == "--":
-            return None
+            break
         k += 2 if t in _SRUN_VALUE_OPTIONS else 1
-    if word is None or word.unresolved or word.text == "ALL":
+    inherited = next((state.vars[n] for n in ("SRUN_EXPORT_ENV", "SLURM_EXPORT_ENV") if n in state.vars
+                      and (n in state.exported or n.startswith(SLURM_PREFIX))), None)
+    if word is None and inherited is not None and inherited.value is not None:
+        # srun reads SRUN_EXPORT_ENV, else SLURM_EXPORT_ENV, as its --export (src/srun/opt.c env_vars), and sbatch
+        # sets SLURM_EXPORT_ENV from its own --export (src/sbatch/opt.c): `#SBATCH --export=NONE` is every srun's
+        # (srun(1) --export: "To avoid steps inheriting environment export settings (e.g. "NONE") from sbatch
+        # command, either set --export=ALL or the environment variable SLURM_EXPORT_ENV should be set to "ALL"")
+        word = _to_word(inherited.value, fields[0].site, None)
+    if word is None or word.unresolved or word.text.upper() == "ALL":
         return None
     saved = (state.vars, state.exported)
     items = [x for x in word.text.split(",") if x]
