@@ -877,6 +877,8 @@ def launcher_settings(launch: Launch, s: Settings) -> None:
                 f"(as placement's files do)")
     elif launch.launcher is None and srun_of(launch):  # `srun python ...`, or `srun ... bash -c "python ..."`
         _srun_tasks(launch, s)
+    elif launch.launcher is None and _mpirun_words(launch):  # `mpirun -np 16 python ...`: one rank per process
+        _mpirun_tasks(launch, s)
     elif launch.launcher in ("deepspeed", "deepspeed.pt"):
         # --hostfile's value is not read: the hostfile the job uses is the one passed with the files (its path, say
         # "$PLAN_DIR/hostfile" in placement's launch.sbatch, may depend on the directory the job starts in)
@@ -985,13 +987,63 @@ def process_binding(launch: Launch, args: dict[str, Arg], s: Settings) -> None:
                                                f"state: priced bound)")
 
 
+MPIRUNS = ("mpirun", "mpiexec", "mpiexec.hydra", "orterun")
+"""The MPI launchers read (Open MPI's mpirun/mpiexec/orterun, MPICH's and Intel MPI's Hydra mpiexec)."""
+
+
+def _mpirun_words(launch: Launch) -> list[Word]:
+    """The `mpirun` and its options before the program of an `mpirun ... python ...` launch; [] otherwise."""
+    words = list(launch.launcher_args or ())
+    return words if words and words[0].text.rsplit("/", 1)[-1] in MPIRUNS else []
+
+
+def _mpirun_tasks(launch: Launch, s: Settings) -> None:
+    """`mpirun -np 16 --npernode 8 python train.py`: one rank per MPI process, so the world size is its process
+    count (Open MPI mpirun(1): `-c, -n, --n, -np <#>` "Run this many copies of the program"; Hydra's `-n`/`-np`),
+    and the processes per node its `-npernode`/`--npernode`/`-N` (Open MPI: "On each node, launch this many
+    processes"), `--map-by ppr:N:node` (N processes per node) or Hydra's `-ppn`.  A QA trial: `mpirun -np 16
+    --map-by ppr:8:node ... python pretrain_gpt.py` was priced on the cluster's 1,024 GPUs."""
+    words = _mpirun_words(launch)
+    tasks = per_node = None
+    k = 1
+    while k < len(words):
+        t = words[k].text
+        m = re.fullmatch(r"(-c|-n|--n|-np|--np|-npernode|--npernode|-N|-ppn|--ppn|-map-by|--map-by)(?:=(.+))?", t)
+        if m is None:
+            k += 1
+            continue
+        given = dataclasses.replace(words[k], text=m.group(2)) if m.group(2) is not None else (
+            words[k + 1] if k + 1 < len(words) else None)
+        k += 1 if m.group(2) is not None else 2
+        if given is None or given.unresolved or given.uncertain:
+            continue
+        if m.group(1) in ("-c", "-n", "--n", "-np", "--np") and re.fullmatch(r"\d+", given.text):
+            tasks = (int(given.text), words[k - 1].evidence if m.group(2) is None else given.evidence)
+        elif m.group(1).endswith("map-by"):
+            ppr = re.fullmatch(r"ppr:(\d+):node(?::.*)?", given.text.lower())
+            if ppr:
+                per_node = (int(ppr.group(1)), given.evidence)
+        elif re.fullmatch(r"\d+", given.text):
+            per_node = (int(given.text), given.evidence)
+    what = "(mpirun starts one rank per process)"
+    hostfile = next((words[j + 1] for j, w in enumerate(words[:-1])
+                     if w.text in ("--hostfile", "-hostfile", "--machinefile", "-machinefile", "-f")), None)
+    if hostfile is not None:
+        s.ignored.append(f"mpirun {hostfile.text} ({hostfile.evidence}): its hosts set which node runs which ranks, "
+                         f"and the audit reads a host order only from --hosts: give --hosts {hostfile.text}")
+    if tasks is not None:
+        s.put("world_size", tasks[0], f"{tasks[1]} {what}")
+    if per_node is not None:
+        s.put("gpus_per_node", per_node[0], f"{per_node[1]} {what}")
+
+
 def _mpirun_binding(launch: Launch) -> tuple[str, str] | None:
     """(policy, evidence) of an `mpirun ... python ...` (or mpiexec) launch's --bind-to / -bind-to (Open MPI's
     mpirun(1) and MPICH Hydra's mpiexec both spell it so, `none` leaving the ranks unbound), or OMPI_MCA_hwloc_base_
     binding_policy, which Open MPI reads as the flag; None where the launch is not mpirun's or the files do not fix
     the policy (a QA note: `mpirun --bind-to none python ...` was priced bound, as the launcher decides)."""
-    words = list(launch.launcher_args or ())
-    if not words or words[0].text.rsplit("/", 1)[-1] not in ("mpirun", "mpiexec", "mpiexec.hydra", "orterun"):
+    words = _mpirun_words(launch)
+    if not words:
         return None
     for k, w in enumerate(words[1:], 1):
         m = re.fullmatch(r"--?bind-to(?:=(.+))?", w.text)
