@@ -156,3 +156,22 @@ def test_srun_nodes_without_a_task_count_start_one_task_a_node(tmp_path) -> None
     lay = parse_launch([script])
     assert (lay.world_size, lay.gpus_per_node) == (2, 1)
     assert "one task per node" in lay.sources["gpus_per_node"]
+
+
+def test_a_layout_that_does_not_divide_the_ranks_srun_starts_names_them(tmp_path) -> None:
+    """`srun -N 2 python` with tp 4 starts 2 ranks (one task a node): the framework refuses the job, and the error
+    names the ranks the files start rather than asking for --gpus, which cannot change what srun starts."""
+    from click.testing import CliRunner
+
+    from placement.cli import main
+
+    script = tmp_path / "job.sh"
+    script.write_text("#!/bin/bash\n#SBATCH --nodes=2\nsrun -N 2 python pretrain_gpt.py --tensor-model-parallel-size 4 "
+                      "--num-layers 32 --hidden-size 4096 --num-attention-heads 32 --seq-length 4096 "
+                      "--max-position-embeddings 4096 --micro-batch-size 1 --global-batch-size 1024 --bf16\n")
+    out = CliRunner().invoke(main, ["audit", "--launch", str(script), "--model", "llama3-8b", "--cluster",
+                                    "dgx-h100"])
+    assert out.exit_code == 2 and "Traceback" not in out.output
+    assert "does not divide the 2 GPUs, the ranks they start" in out.output
+    assert "srun's default of one task" in out.output
+    assert "(--gpus)" not in out.output

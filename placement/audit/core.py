@@ -1013,6 +1013,13 @@ def resolve_layout(launch: LaunchLayout, model: ModelSpec, num_gpus: int, gpus_p
                 f"size is its host list's, and --gpus does not apply): {num_gpus // gpus_per_host} hosts of "
                 f"{gpus_per_host} GPUs are given, and a whole number of replicas takes a multiple of {step} hosts")
 
+    if num_gpus % per_replica and gpus_fix is None and launch.world_size == num_gpus and "world_size" in where:
+        # the files start that many ranks themselves (a QA trial: `srun -N 2 python ...`, one task a node, was told
+        # to give --gpus, which cannot change what srun starts)
+        raise InputError(
+            f"tp ({launch.tp}) x cp ({launch.cp}) x pp ({launch.pp}) = {per_replica} from the launch files does not "
+            f"divide the {num_gpus} GPUs, the ranks they start ({where['world_size']}): the framework refuses such a "
+            f"job; start a multiple of {per_replica} ranks, or change the degrees")
     if num_gpus % per_replica:
         raise InputError(
             f"tp ({launch.tp}) x cp ({launch.cp}) x pp ({launch.pp}) = {per_replica} from the launch files does not "

@@ -550,8 +550,8 @@ def _srun_tasks(launch: Launch, s: Settings) -> None:
             per_node = (tasks[0] // nodes[0], f"{tasks[1]}; {nodes[1]}")
     elif tasks is None and per_node is None and own_nodes is not None:
         # no task count anywhere: srun starts one task per node (src/srun/opt.c _opt_verify, "1 proc / node default")
-        per_node = (1, f"{own_nodes[1]} (no -n, --ntasks-per-node or #SBATCH --ntasks: srun's default of one task "
-                       f"per node, slurm src/srun/opt.c _opt_verify)")
+        per_node = (1, "srun's default of one task per node (no -n, --ntasks-per-node or #SBATCH --ntasks: slurm "
+                       "src/srun/opt.c _opt_verify)")
     if per_node is not None:
         s.put("gpus_per_node", per_node[0], f"{per_node[1]} (srun starts one rank per task)")
     s.put("slurm_node_order", True, f"{launch.command.origin}: srun starts each rank as a task, on the job's nodes as "
