@@ -175,3 +175,23 @@ def test_a_layout_that_does_not_divide_the_ranks_srun_starts_names_them(tmp_path
     assert "does not divide the 2 GPUs, the ranks they start" in out.output
     assert "srun's default of one task" in out.output
     assert "(--gpus)" not in out.output
+
+
+@pytest.mark.parametrize(("nodes", "world"), [(4, 32), (2, 16), (8, None)])
+def test_an_elastic_torchrun_under_srun_runs_on_sruns_nodes(tmp_path, nodes: int, world: int | None) -> None:
+    """`srun torchrun --nnodes=2:4` starts a torchrun agent on each of srun's nodes at once, and the elastic
+    rendezvous admits them all up to its maximum (torch dynamic_rendezvous.py _add_to_participants): on 4 (or 2)
+    nodes the world is theirs; on 8, which 4 join is not fixed.  A QA trial priced the 4-node job on the cluster's
+    1,024 GPUs."""
+    script = tmp_path / "job.sh"
+    script.write_text(f"#!/bin/bash\n#SBATCH --nodes={nodes}\n#SBATCH --ntasks-per-node=1\nsrun torchrun "
+                      f"--nnodes=2:4 --nproc_per_node=8 --rdzv_backend=c10d --rdzv_endpoint=node1:29500 "
+                      f"pretrain_gpt.py --tensor-model-parallel-size 4 --num-layers 32 --hidden-size 4096 "
+                      f"--num-attention-heads 32 --seq-length 4096 --max-position-embeddings 4096 "
+                      f"--micro-batch-size 1 --global-batch-size 256 --bf16\n")
+    lay = parse_launch([script])
+    assert lay.world_size == world
+    if world is not None:
+        assert "elastic --nnodes 2:4, and srun starts a torchrun on each of its" in lay.sources["world_size"]
+    else:
+        assert any("elastic node range" in x for x in lay.ignored)

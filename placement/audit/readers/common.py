@@ -813,7 +813,7 @@ def launcher_settings(launch: Launch, s: Settings) -> None:
     process_binding(launch, args, s)
     if launch.launcher == "torchrun":
         nodes, procs = args.get("--nnodes"), args.get("--nproc-per-node")
-        n = p = None
+        n = p = elastic_ev = None
         for arg in (nodes, procs):
             if _open_count(arg):
                 # the running job gives it (SLURM's $SLURM_NNODES, a platform's $WORLD_SIZE, `$(python -c "...
@@ -827,7 +827,21 @@ def launcher_settings(launch: Launch, s: Settings) -> None:
         procs = None if _open_count(procs) else procs
         if nodes is not None:
             text = one_value(nodes).text
-            if not re.fullmatch(r"\d+", text):
+            elastic = re.fullmatch(r"(\d+):(\d+)", text)
+            started = (_srun_counts(srun_of(launch)[1:], launch.command)("-N", "--nodes", env="SLURM_NNODES")
+                       if elastic and srun_of(launch) else None)
+            per_task = _srun_tasks_per_node(srun_of(launch), launch.command) if started else None
+            if (elastic and started is not None and (per_task is None or per_task[0] == 1)
+                    and int(elastic.group(1)) <= started[0] <= int(elastic.group(2))):
+                # srun starts one torchrun agent on each of its nodes at once, and an elastic rendezvous admits
+                # every agent up to the range's maximum (torch/distributed/elastic/rendezvous/dynamic_rendezvous.py
+                # _add_to_participants: complete at max_nodes; at min_nodes a last-call deadline opens, 30 s by
+                # default, for the rest): all of srun's nodes (a QA trial: `srun torchrun --nnodes=2:4` under
+                # `#SBATCH --nodes=4` was priced on the cluster's 1,024 GPUs)
+                n = started[0]
+                elastic_ev = (f"{nodes.evidence}: elastic --nnodes {text}, and srun starts a torchrun on each of its "
+                              f"{n} nodes ({started[1]}), all of which the rendezvous admits")
+            elif not re.fullmatch(r"\d+", text):
                 s.ignored.append(f"--nnodes {text}: elastic node range; world size not fixed ({nodes.evidence})")
             else:
                 n = read_int(text, "--nnodes", nodes.evidence)
@@ -863,7 +877,8 @@ def launcher_settings(launch: Launch, s: Settings) -> None:
                                            f"torchrun starts one process per GPU each node shows "
                                            f"(torch.cuda.device_count())")
         if n is not None and p is not None:
-            s.put("world_size", n * p, f"{nodes.evidence if nodes else procs.evidence}; {procs.evidence}")
+            s.put("world_size", n * p, f"{elastic_ev or (nodes.evidence if nodes else procs.evidence)}; "
+                                       f"{procs.evidence}")
         _srun_torchrun(launch, args, n if nodes is not None else None, p, s)
         backend = args.get("--rdzv-backend")
         if backend is not None and one_value(backend).text in DYNAMIC_RENDEZVOUS and n != 1:
