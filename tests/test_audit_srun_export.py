@@ -101,3 +101,23 @@ def test_srun_inherits_the_batch_scripts_export(tmp_path: Path, header: str, exp
     if connections is None:
         assert f"from {path}:4: sbatch passes its --export to srun as SLURM_EXPORT_ENV" in \
             lay.sources["device_max_connections"]
+
+
+@pytest.mark.parametrize(("header", "export"), [("", "--export=NONE"), ("#SBATCH --export=NONE\n", "")])
+def test_a_layout_variable_srun_withholds_names_the_srun_line(tmp_path: Path, header: str, export: str) -> None:
+    """A QA trial: `export TP=4` above `srun --export=NONE bash -c "python pretrain_gpt.py
+    --tensor-model-parallel-size \\$TP ..."` was told TP is a variable 'the files do not set ...; set it in the
+    script', which it does: srun keeps it from its tasks, and the error now names both lines and srun's fix."""
+    from placement.errors import InputError
+
+    path = tmp_path / "job.sh"
+    args = ARGS.replace("--tensor-model-parallel-size 2", "--tensor-model-parallel-size \\$TP")
+    path.write_text(f"{HEADER}{header}export TP=4\nsrun {export} bash -c \"python pretrain_gpt.py {args}\"\n")
+    set_at, srun_at = (4, 5) if not header else (5, 6)
+    with pytest.raises(InputError) as e:
+        parse_launch([path])
+    said = str(e.value)
+    assert f"withheld by srun: {path}:{set_at} exports it, but srun at {path}:{srun_at}" in said
+    assert "pass it on that srun line: --export=ALL" in said and "set it in the script" not in said
+    path.write_text(path.read_text().replace(f"srun {export}", "srun --export=ALL"))
+    assert parse_launch([path]).tp == 4

@@ -106,6 +106,10 @@ TESTED_UNSET = "?"
 NOT_EXPORTED = (" (not exported: {at.path}:{at.line} sets it in the script, but the shell `bash -c` starts, or the "
                 "script run again, sees only exported variables)")
 """What an unset variable's `unresolved` adds where the parent script set it without `export`."""
+WITHHELD_BY_SRUN = (" (withheld by srun: {at.path}:{at.line} exports it, but srun at {srun.path}:{srun.line} "
+                    "(`--export={export}`) starts its tasks without it: srun(1) --export)")
+"""What an unset variable's `unresolved` adds where the script exported it and srun's --export keeps it from the
+command (readers.common.word_check then names that srun line, not the script)."""
 
 
 def default_note(name: str) -> str:
@@ -292,6 +296,9 @@ class _State:
     """The here-documents written to files so far (Script.heredocs)."""
     withheld: tuple[tuple[str, Word, Word], ...] = ()
     """Command.withheld of the commands read now: what an `srun --export=...` around them keeps from its tasks."""
+    dropped: dict[str, tuple[Origin, Origin, str]] = field(default_factory=dict)
+    """Every variable the script exported that an `srun --export=...` around the commands read now keeps from its
+    tasks: name -> (where the script set it, the srun line, srun's --export value)."""
     posix: bool = False
     """Inside the string of an `sh -c`: /bin/sh, dash on Debian and Ubuntu, bash in POSIX mode on RHEL."""
     sh_functions: set[str] = field(default_factory=set)
@@ -926,8 +933,11 @@ def _expand_parts(state: _State, parts: list[_Part], as_field: bool = False) -> 
                 index = p.arg.partition("\0")[0]
                 # a subscript the reader cannot evaluate is named as written, not as an unset variable
                 hidden = state.hidden.get(p.text) if p.text not in state.vars else None
+                kept = state.dropped.get(p.text) if p.text not in state.vars else None
+                why = (WITHHELD_BY_SRUN.format(at=kept[0], srun=kept[1], export=kept[2]) if kept else
+                       NOT_EXPORTED.format(at=hidden) if hidden else "")
                 segs.append(_Seg(shown, False, p.origin, unresolved=shown if index and p.text in state.vars
-                                 else "$" + p.text + (NOT_EXPORTED.format(at=hidden) if hidden else "")))
+                                 else "$" + p.text + why))
                 continue
             star = p.arg.partition("\0")[0] == "[*]" or p.text == "*"
             for k, f in enumerate(fields):
@@ -1267,7 +1277,7 @@ def _simple_command(state: _State, src: _Src, node: tree_sitter.Node, line: int,
         state.depth += 1
         state.frames.append(["uncertain" if string.uncertain else "on", True, org, string.uncertain])
         outer, state.srun = state.srun, _srun_words(fields) or state.srun
-        parent, withheld = _enter_child(state, prefixed), state.withheld
+        parent, withheld, dropped = _enter_child(state, prefixed), state.withheld, state.dropped
         _srun_exports(state, list(_srun_words(fields)))
         _step_environment(state, _srun_words(fields))
         given = [[_Seg(w.text, False, w.origin, w.unresolved, w.uncertain)] for w in fields[inner + 1:]]
@@ -1288,7 +1298,7 @@ def _simple_command(state: _State, src: _Src, node: tree_sitter.Node, line: int,
             state.depth -= 1
             state.frames.pop()
             state.srun = outer
-            state.withheld = withheld
+            state.withheld, state.dropped = withheld, dropped
             _leave_child(state, parent)
         return
     if fields and fields[0].text in state.functions and not fields[0].unresolved:
@@ -1333,7 +1343,7 @@ def _simple_command(state: _State, src: _Src, node: tree_sitter.Node, line: int,
                                       state.withheld))
         if exported is not None:
             state.vars, state.exported = exported
-            state.withheld = ()
+            state.withheld, state.dropped = (), {}
         if fields[0].text == "exec" and len(fields) > 1 and reason is None and state.reruns:
             state.stopped = True  # the process is now CMD (bash(1), exec): the rest of this run is not read
 
@@ -1443,6 +1453,10 @@ def _srun_exports(state: _State, fields: list[Word]) -> tuple[dict[str, _Var], s
             state.vars[name] = _Var(value=[_Seg(value, False, word.origin)])
             state.exported.add(name)
     before, exported = saved
+    srun_line = fields[0].site
+    state.dropped = {**state.dropped, **{
+        name: (at, srun_line, word.text) for name, var in before.items()
+        if name in exported and name not in state.vars and (at := _var_origin(var)) is not None}}
     state.withheld = tuple(
         (name, _to_word(var.value, word.origin, None), word) for name, var in sorted(before.items())
         if name in exported and var.value is not None and name not in state.vars

@@ -105,6 +105,12 @@ def word_check(word: Word, flag: str) -> None:
     if word.unresolved:
         variable = re.fullmatch(r"\$\{?([A-Za-z_]\w*)\}?", word.unresolved)
         hidden = re.fullmatch(r"\$([A-Za-z_]\w*) \(not exported: .*\)", word.unresolved, re.S)
+        kept = re.fullmatch(r"\$([A-Za-z_]\w*) \(withheld by srun: .*\)", word.unresolved, re.S)
+        if kept:  # the script exports it, but the srun that starts the command keeps it from its tasks
+            name = kept.group(1)
+            raise InputError(f"{word.site}: {flag} depends on {word.unresolved}, so the job runs it with the value "
+                             f"its tasks' environment gives {name}, if any; pass it on that srun line: --export=ALL "
+                             f"(srun's default), or name {name} in its --export list (NONE takes no names)")
         if hidden:  # the script sets it, but the shell that reads it is a child that does not see it
             name = hidden.group(1)
             raise InputError(f"{word.site}: {flag} depends on {word.unresolved}, so the job runs it with the value "
