@@ -36,6 +36,9 @@ def _read(tmp_path: Path, export: str, setting: str = "export CUDA_DEVICE_MAX_CO
     ("--export NCCL_IB_HCA", None, True),
     ("--export=ALL,CUDA_DEVICE_MAX_CONNECTIONS=8", "1", True),  # the caller's value wins under ALL
     ("--export=CUDA_DEVICE_MAX_CONNECTIONS=8", "8", False),
+    ("--export=all,NCCL_DEBUG=INFO", "1", True),  # srun takes ALL and NONE in any case (src/srun/launch.c)
+    ("--export=NONE,CUDA_DEVICE_MAX_CONNECTIONS=1", None, False),  # ... and stops reading the list at NONE
+    ("--export=CUDA_DEVICE_MAX_CONNECTIONS=8,none", "8", False),
 ])
 @pytest.mark.parametrize("shell", [False, True])
 def test_the_tasks_get_what_srun_exports(tmp_path: Path, export: str, connections: str | None, nccl: bool,

@@ -1439,9 +1439,12 @@ def _srun_exports(state: _State, fields: list[Word]) -> tuple[dict[str, _Var], s
         return None
     saved = (state.vars, state.exported)
     items = [x for x in word.text.split(",") if x]
-    everything = "ALL" in items
+    # srun reads the list in order, ALL and NONE in any case, and stops at NONE: `--export=NONE,X=1` sets no X
+    # (slurm src/srun/launch.c _build_user_env: xstrcasecmp(tok, "NONE") breaks the loop)
+    items = items[:next((i for i, x in enumerate(items) if x.upper() == "NONE"), len(items))]
+    everything = any(x.upper() == "ALL" for x in items)
     named = {x.partition("=")[0]: (x.partition("=")[2] if "=" in x else None)
-             for x in items if x not in ("ALL", "NONE", "NIL")}
+             for x in items if x.upper() not in ("ALL", "NIL")}
     if not everything:
         state.vars = {k: v for k, v in state.vars.items() if k.startswith(SLURM_PREFIX) or (
             k in named and named[k] is None and k in state.exported)}
