@@ -124,3 +124,17 @@ def test_a_layout_variable_srun_withholds_names_the_srun_line(tmp_path: Path, he
     assert "pass it on that srun line: --export=ALL" in said and "set it in the script" not in said
     path.write_text(path.read_text().replace(f"srun {export}", "srun --export=ALL"))
     assert parse_launch([path]).tp == 4
+
+
+def test_a_default_srun_leaves_in_place_of_the_scripts_export_says_so(tmp_path: Path) -> None:
+    """`export TP=4` above `srun --export=NONE bash -c "... \\${TP:-2}"`: the tasks run at the default 2, which is
+    priced, and its source now says the script's 4 is withheld by srun, not only 'the job's environment may set
+    TP' (a QA trial)."""
+    path = tmp_path / "job.sh"
+    args = ARGS.replace("--tensor-model-parallel-size 2", "--tensor-model-parallel-size \\${TP:-8}")
+    path.write_text(f"{HEADER}export TP=4\nsrun --export=NONE bash -c \"python pretrain_gpt.py {args}\"\n")
+    lay = parse_launch([path])
+    assert lay.tp == 8
+    assert f"(withheld by srun: {path}:4 exports it, but srun at {path}:5" in lay.sources["tp"]
+    path.write_text(path.read_text().replace("--export=NONE", "--export=ALL"))
+    assert parse_launch([path]).tp == 4

@@ -82,10 +82,16 @@ class Word:
     environment: Origin | None = None
     """Where a part of the word other than its first character came from `placement audit --env NAME=VALUE` (the
     value of `--seq-len=$SEQ_LEN`): the evidence says so."""
+    withheld: str | None = None
+    """Where the word is a `${VAR:-default}` default because srun's --export keeps the script's exported VAR from its
+    tasks: WITHHELD_BY_SRUN's words, which the evidence adds (a QA trial: `export TP=4` above `srun --export=NONE
+    bash -c "... ${TP:-2}"` was priced at tp 2 with only 'the job's environment may set TP')."""
 
     @property
     def evidence(self) -> str:
         said = default_note(self.default_of) if self.default_of else ""
+        if self.withheld is not None:
+            said += self.withheld
         if self.environment is not None:
             said += f" (with {self.environment.text.removeprefix('placement audit ')})"
         if self.origin == self.site:
@@ -225,6 +231,8 @@ class _Seg:
     """The variable whose `${VAR:-default}` default this text is, VAR being unset in the file (Word.default_of)."""
     environment: Origin | None = None
     """For an arithmetic result: the `--env` origin of a variable it read (Word.environment)."""
+    withheld: str | None = None
+    """Word.withheld."""
 
 
 @dataclass
@@ -809,7 +817,9 @@ def _param_value(state: _State, part: _Part) -> list[list[_Seg]] | None:
             return [list(value)]
         sub = _expand_word(state, part.word or [])
         if var is None:  # the file does not set it: the job's environment may
-            sub = [dataclasses.replace(x, default_of=name) for x in sub]
+            kept = state.dropped.get(name)
+            why = WITHHELD_BY_SRUN.format(at=kept[0], srun=kept[1], export=kept[2]) if kept else None
+            sub = [dataclasses.replace(x, default_of=name, withheld=x.withheld or why) for x in sub]
         if op in (":=", "="):
             state.vars[name] = _Var(value=sub)
         return [sub]
@@ -996,7 +1006,8 @@ def _to_word(f: list[_Seg], site: Origin, uncertain: str | None, tested: str | N
     unc = next((x.uncertain for x in f if x.uncertain), None) or uncertain
     env = next((o for x in f if x.text for o in (x.environment, x.origin) if o is not None and _from_env(o)
                 and o != origin), None)
-    return Word(text, origin, site, unresolved, unc, next((x.default_of for x in f if x.default_of), tested), env)
+    return Word(text, origin, site, unresolved, unc, next((x.default_of for x in f if x.default_of), tested), env,
+                next((x.withheld for x in f if x.withheld), None))
 
 
 # ---------------------------------------------------------------------------------------------------

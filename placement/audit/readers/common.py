@@ -162,8 +162,11 @@ class Arg:
                       else str(self.word.site))  # a long line as the flag itself, as above
                 ev = f"{at} [{self.flag} value from {v.origin}]"
         defaulted = next((v.default_of for v in self.values if v.default_of), None)
-        if defaulted and not ev.endswith(default_note(defaulted)):
+        if defaulted and not ev.endswith(default_note(defaulted)) and default_note(defaulted) not in ev:
             ev += default_note(defaulted)
+        withheld = next((v.withheld for v in self.values if v.withheld), None)
+        if withheld and withheld not in ev:  # the script's export of it, which srun keeps from the command
+            ev += withheld
         env = next((v.environment for v in self.values if v.environment is not None), None)
         if env is not None and env.text.removeprefix("placement audit ") not in ev:  # `$((N / 8))` of an --env N
             ev += f" (with {env.text.removeprefix('placement audit ')})"
