@@ -363,6 +363,39 @@ def _bridge_distributed(changes: list[dict], stated: dict[str, str]) -> bool:
     return stated.get("ddp.use_distributed_optimizer", stated.get("optimizer.use_distributed_optimizer")) == "true"
 
 
+BRIDGE_FSDP_DISTRIBUTED = ("Megatron-Bridge turns the distributed optimizer on itself under Megatron-FSDP "
+                           "(training/config.py:1082-1085, _validate_and_apply_megatron_fsdp_v1_configs: 'Megatron-"
+                           "FSDP always uses a distributed optimizer'); written so the config states what runs")
+
+
+def _bridge_fsdp_distributed(changes: list[dict], stated: dict[str, str]) -> list[dict]:
+    """The distributed optimizer's change as Megatron-Bridge runs it beside Megatron-FSDP.  Megatron-FSDP v1
+    (megatron-core DistributedDataParallelConfig.megatron_fsdp_version's default 1) sets ddp. and
+    optimizer.use_distributed_optimizer true whatever the config says (Megatron-Bridge training/config.py:1082-1085 at
+    067f987 of 2026-08-22, as Megatron-LM's validate_args does, arguments.py:1124-1135), so placement's Megatron-LM
+    files of a ZeRO-2/3 plan leave `--use-distributed-optimizer` out: a best plan entering Megatron-FSDP needs it
+    true (a QA run: a saved Llama 3 8B config with both fields true was told to set them false beside
+    `use_megatron_fsdp true`, a change Bridge undoes), and one leaving it for ZeRO-0 needs it false where the saved
+    config states it true, as Bridge saved it.  Megatron-FSDP v2 (`ddp.megatron_fsdp_version 2`) turns both off
+    itself (:1190-1192): left as the changes have it."""
+    if stated.get("ddp.megatron_fsdp_version", "1") != "1":
+        return changes
+    launched = any(stated.get(f"{s}.use_megatron_fsdp") == "true" for s in ("ddp", "dist"))
+    fsdp = next((c for c in changes if c["argument"] == "--use-megatron-fsdp"), None)
+    best = fsdp["to"] is not None if fsdp is not None else launched
+    flag = "--use-distributed-optimizer"
+    own = next((c for c in changes if c["argument"] == flag), None)
+    if best:
+        kept = [c for c in changes if c is not own]
+        if any(stated.get(f"{s}.use_distributed_optimizer") == "false" for s in ("ddp", "optimizer")):
+            kept.append({"argument": flag, "from": None if own is None else own["from"], "to": "true",
+                         "note": BRIDGE_FSDP_DISTRIBUTED})
+        return kept  # true already, or left to Megatron-Bridge, which turns it on: nothing to write
+    if launched and own is None:  # leaving Megatron-FSDP for a plan whose files pass no --use-distributed-optimizer
+        return [*changes, {"argument": flag, "from": None, "to": None}]
+    return changes
+
+
 BRIDGE_ENV = ("an environment variable, not a config field: Megatron-Bridge's launcher sets it (its recipes' env_vars; "
               "scripts/performance/utils/overrides.py)")
 
@@ -373,6 +406,7 @@ def bridge_changes(changes: list[dict], stated: dict[str, str]) -> list[dict]:
     change to a setting the config states as the best plan already has it is dropped; a flag with no field in the
     config stays in Megatron-LM's spelling with a note."""
     out = []
+    changes = _bridge_fsdp_distributed(changes, stated)
     fsdp_width = any(c["argument"] == "--megatron-fsdp-grad-comm-dtype" and c["to"] is not None for c in changes)
     for c in changes:
         flag = c["argument"]
