@@ -408,18 +408,28 @@ def test_sweep_page_shows_the_new_fields_where_present_and_a_dash_where_not(swee
             "assumptions": {"pue": 1.3, "energy_price_per_kwh": 0.1}, "inputs": {"sweep_file": "s.yaml"}}
     page = sweep_html(extra, meta)
     shown = visible(page)
-    row = re.search(rf"{first['design']} ok .*?(?= {extra[1]['design']} ok)", shown).group(0)
+    # the table lists the rows in the text summary's order (summary_order), each row up to the next one's design
+    from placement.sweep.output import summary_order
+
+    ordered = [r["design"] for r in summary_order(extra)]
+
+    def page_row(design: str) -> str:
+        after = ordered[ordered.index(design) + 1:]
+        return re.search(rf"{design} ok .*?(?= {after[0]} ok)" if after else rf"{design} ok .*", shown).group(0)
+
+    row = page_row(first["design"])
     for cell in ("1,234,567", "4,321", "12.3", "1,500", "0.0471",
                  f"{_down(days * 0.8, '.1f'):,.1f} - {_up(days * 1.3, '.1f'):,.1f}",
                  f"{_down(first['cost'] * 0.8, '.0f'):,.0f} - {_up(first['cost'] * 1.3, '.0f'):,.0f}", "dense, h100"):
         assert cell in row, cell
-    other = re.search(rf"{extra[1]['design']} ok .*?(?= {extra[2]['design']} ok)", shown).group(0)
+    second = next(r for r in extra if r["design"] not in (first["design"], ordered[-1]))
+    other = page_row(second["design"])
     # the 5 capex and energy columns a rented row lacks, the separators of its two ranges, and "vs published runs"
     # where its plan has no check against a published run (the column then reads "-": the check depends on the runs
     # validate holds, not on this page)
     from placement.html.pages import _published_check
 
-    unchecked = _published_check((extra[1].get("plan") or {}).get("published_best")) is None
+    unchecked = _published_check((second.get("plan") or {}).get("published_best")) is None
     assert other.split().count("-") == 7 + unchecked
     assert "capex total (EUR)" in shown and "energy MWh" in shown and "error band from" in shown
     # the document's metadata, escaped
@@ -559,3 +569,23 @@ def test_the_sweep_page_states_the_frontier_rule_its_rows_follow(sweep_rows):
     assert "both cheaper and faster" not in shown
     rule = f"ahead in one by more than {PARETO_TIE_REL:.0%}: a smaller lead is a tie"
     assert shown.count(rule) == 2  # the caption and the glossary
+
+
+def test_the_sweep_pages_table_lists_the_designs_in_the_text_summarys_order(sweep_rows):
+    """A QA run: the page's table kept sweep.json's order (the file's designs) while the text summary lists them
+    in the order of the study objective (sweep.price.score): h100x16 first on the page, h100x32 (the faster, under
+    `objective: time`) first in the text."""
+    from placement.sweep.output import RANKED_BY, summary
+
+    spec, rows = sweep_rows
+    text = summary(rows, "USD", spec)
+    designs = [r["design"] for r in rows]
+    in_text = sorted(designs, key=lambda d: re.search(rf"^\s*{d}\b", text, re.M).start())
+    assert in_text != designs, "the study's file order is the objective's: the test shows nothing"
+    for objective in ("time", "cost"):
+        mine = [{**r, "objective": objective} for r in rows]
+        shown = visible(sweep_html(mine, {"name": spec.name, "currency": "USD"}))
+        on_page = sorted(designs, key=lambda d: shown.index(f"{d} ok "))
+        in_text = sorted(designs, key=lambda d: re.search(rf"^\s*{d}\b", summary(mine, "USD"), re.M).start())
+        assert on_page == in_text, objective
+        assert f"Rows {RANKED_BY[objective]}" in shown

@@ -368,14 +368,20 @@ def sweep_html(rows: Sequence[dict], meta: dict) -> str:
     pareto, and plan (its mfu, layout and breakdown).
     `meta`: the study document's other fields, shown as they are (name, currency, date, version, budget,
     inputs, assumptions...); "name" titles the page and "currency" labels the money columns (default USD)."""
-    from placement.sweep.output import BREAKDOWN_TERMS, _tight_memory, row_notes, step_terms
+    from placement.sweep.output import BREAKDOWN_TERMS, RANKED_BY, _tight_memory, row_notes, step_terms, summary_order
     from placement.sweep.run import PARETO_TIE_REL
 
     currency = str(meta.get("currency") or "USD")
     name = meta.get("name") or meta.get("study") or "sweep"
     workloads = []
     for work in dict.fromkeys(r.get("workload", "-") for r in rows):
-        mine = [r for r in rows if r.get("workload", "-") == work]
+        # in the text summary's order, the study objective's (a QA run: the page kept sweep.json's order)
+        mine = summary_order(r for r in rows if r.get("workload", "-") == work)
+        priced = [r for r in mine if r.get("status") == "ok"]
+        objective = priced[0].get("objective") if priced else None
+        order = (f"Rows {RANKED_BY[objective]}, as the text summary lists them." if objective in RANKED_BY
+                 else "Rows in order of the cost column, the lowest first, as the text summary lists rows without an "
+                      "objective." if priced else None)
         columns = [c for c in SWEEP_COLUMNS if c[0] in ("design", "status")
                    or any(_value(r, c[0]) is not None for r in mine)]
         header = [h + (f" ({currency})" if fmt in ("money", "moneyrange") else "") for _, h, fmt in columns]
@@ -395,7 +401,7 @@ def sweep_html(rows: Sequence[dict], meta: dict) -> str:
                + (" (frontier)" if r.get("pareto") else "") for r in ranked]
         planned = [r for r in ok if r.get("plan")]
         workloads.append({
-            "name": work, "header": header, "rows": table, "classes": classes,
+            "name": work, "header": header, "rows": table, "classes": classes, "order": order,
             "frontier_svg": trusted_svg(charts.frontier_chart(str(work), points, currency)) if points else None,
             "frontier_key": key,
             "has_bars": any(p["days_low"] is not None or p["cost_low"] is not None for p in points),

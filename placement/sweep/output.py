@@ -528,8 +528,18 @@ def _rank(row: dict) -> float:
     """A priced row's place in the summary: the number its study objective minimizes (sweep.price.score), as the
     row states it; rows without an objective (an older sweep.json) by their cost."""
     objective = row.get("objective")
-    value = score(Objective(objective), row) if objective else None
+    try:
+        value = score(Objective(objective), row) if objective else None
+    except KeyError:  # a hand-written row without the objective's field (the page takes any sweep.json's rows)
+        value = None
     return float(value) if value is not None else float(row.get("cost") or 0.0)
+
+
+def summary_order(rows) -> list[dict]:
+    """A workload's rows in the summary's order: the priced ones first, each by the study objective (`_rank`), a tie
+    by design name.  The text summary and the HTML page's table both list them so (a QA run: the page kept
+    sweep.json's order, the text the objective's, so the two read the designs in different orders)."""
+    return sorted(rows, key=lambda r: (r.get("status") != "ok", _rank(r), str(r.get("design"))))
 
 
 TABLE_MIN_DESIGN = 12
@@ -622,8 +632,7 @@ def summary(rows: list[dict], currency: str, sweep=None, network: dict | None = 
         # in the order of the study objective, the number each design's GPU count minimizes (a QA trial: under
         # `objective: cost` the rows were in the order of the cost column, which amortizes the capex, so a design
         # with the lower outlay, the objective, was listed below one with a higher outlay)
-        mine = sorted((r for r in rows if r["workload"] == work),
-                      key=lambda r: (r["status"] != "ok", _rank(r), r["design"]))
+        mine = summary_order(r for r in rows if r["workload"] == work)
         lines.append(textwrap.shorten(work, WIDTH, placeholder="..."))
         spec = next((w for w in sweep.workloads if w.name == work), None) if sweep is not None else None
         if spec is not None:
