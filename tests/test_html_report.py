@@ -381,11 +381,14 @@ def test_sweep_page_shows_each_cell_as_the_sweep_priced_it_and_leaves_out_absent
     spec, rows = sweep_rows
     page = sweep_html(rows, {"name": spec.name, "currency": "USD"})
     shown = visible(page)
+    from placement.sweep.output import days_text
+
     for r in rows:
+        # the days and their band as the text summary prints them (`32.6 (30-43)`: whole days from 20 days on)
+        point, band = days_text(r).split(" ", 1)
         assert re.search(
             rf"{r['design']} ok {r['num_gpus_bought']} {r['num_gpus']} {r['num_gpus_idle']} "
-            rf"{r['time_to_train_days']:,.1f} {_down(r['time_to_train_days_low'], '.1f'):,.1f} - "
-            rf"{_up(r['time_to_train_days_high'], '.1f'):,.1f} "
+            rf"{re.escape(point)} {re.escape(band.strip('()').replace('-', ' - '))} "
             rf"{r['step_time_s']:.3f} {r['plan']['mfu']:.1%} {r['gpu_hours']:,.0f} {r['cost']:,.0f} "
             rf"{_down(r['cost_low'], '.0f'):,.0f} - {_up(r['cost_high'], '.0f'):,.0f}", shown), r["design"]
     # the study rents its GPUs (price_per_gpu_hour): no row has capex or energy, so no such column
@@ -589,3 +592,20 @@ def test_the_sweep_pages_table_lists_the_designs_in_the_text_summarys_order(swee
         in_text = sorted(designs, key=lambda d: re.search(rf"^\s*{d}\b", summary(mine, "USD"), re.M).start())
         assert on_page == in_text, objective
         assert f"Rows {RANKED_BY[objective]}" in shown
+
+
+def test_the_sweep_pages_days_band_is_the_text_summarys(sweep_rows):
+    """A QA run: a100x16's 32.6 days read `(30-43)` in the text summary (whole days from 20 days on) and
+    `30.8 - 42.5` on the page."""
+    from placement.sweep.output import days_text
+
+    _, rows = sweep_rows
+    long = [r for r in rows if r["time_to_train_days"] >= 20]
+    assert long, "no row of 20 days or more: the test shows nothing"
+    shown = visible(sweep_html(rows, {"name": "s", "currency": "USD"}))
+    for r in long:
+        band = days_text(r).split(" ", 1)[1].strip("()")
+        lo, hi = band.split("-")
+        assert f"{r['design']} ok" in shown
+        row = shown[shown.index(f"{r['design']} ok"):]
+        assert f" {lo} - {hi} " in row.split(" ok ", 2)[1], (band, row[:120])

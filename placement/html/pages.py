@@ -266,8 +266,8 @@ def _value(row: dict, key: str):
     if key == "time_to_train_days":
         return _days(row)
     if key == "time_to_train_days_range":
-        lo, hi = _days(row, "time_to_train_days_low"), _days(row, "time_to_train_days_high")
-        return None if lo is None or hi is None else (lo, hi)
+        lo, hi, days = _days(row, "time_to_train_days_low"), _days(row, "time_to_train_days_high"), _days(row)
+        return None if lo is None or hi is None else (lo, hi, days)
     if key == "cost_range":
         lo, hi = _num(row.get("cost_low")), _num(row.get("cost_high"))
         return None if lo is None or hi is None else (lo, hi)
@@ -306,11 +306,13 @@ def _cell(value, fmt: str, currency: str) -> str:
         return _layout(value)
     if fmt in ("range1", "moneyrange"):
         # rounded outward, as the text summary's bands are (sweep.output._down/_up: a user trial read 12.3-17.8 days
-        # in the text and 12.3 - 17.7 on the page)
-        from placement.sweep.output import _down, _up, days_format
+        # in the text and 12.3 - 17.7 on the page), to its decimals: whole days around a point of 20 days or more
+        # (days_band_format; a QA run read a 32.6-day row's band as 30-43 in the text and 30.8 - 42.5 on the page)
+        from placement.sweep.output import _down, _up, days_band_format
 
-        lo, hi = value
-        spec = days_format(lo).lstrip(",") if fmt == "range1" else ".0f"
+        lo, hi, *point = value
+        days = point[0] if point and point[0] is not None else lo
+        spec = days_band_format(days).lstrip(",") if fmt == "range1" else ".0f"
         return f"{_down(lo, spec):,{spec}} - " + ("inf" if math.isinf(hi) else f"{_up(hi, spec):,{spec}}")
     number = _num(value)
     if number is None:

@@ -454,9 +454,14 @@ def days_text(row: dict) -> str:
     a user trial found the README's `98.0-129.4` beside the summary's `97-130` and the JSON's 97.96-129.35); a run
     under 0.1 day to two significant figures (days_format)."""
     point = days_format(row["time_to_train_days"])
-    fmt = ",.0f" if row["time_to_train_days"] >= 20 else point
     return f"{row['time_to_train_days']:{point}} " + _band(row["time_to_train_days_low"],
-                                                          row["time_to_train_days_high"], 1.0, fmt)
+                                                          row["time_to_train_days_high"], 1.0,
+                                                          days_band_format(row["time_to_train_days"]))
+
+
+def days_band_format(days: float) -> str:
+    """The format of the band around `days` (days_text): whole days from 20 days on, else the point's own."""
+    return ",.0f" if days >= 20 else days_format(days)
 
 
 def _band(lo: float | None, hi: float | None, scale: float = 1.0, fmt: str = ".0f") -> str:
