@@ -609,3 +609,27 @@ def test_the_sweep_pages_days_band_is_the_text_summarys(sweep_rows):
         assert f"{r['design']} ok" in shown
         row = shown[shown.index(f"{r['design']} ok"):]
         assert f" {lo} - {hi} " in row.split(" ok ", 2)[1], (band, row[:120])
+
+
+def test_breakdown_png_lists_the_designs_top_down_in_the_summarys_order(sweep_rows, tmp_path, monkeypatch):
+    """A QA run: breakdown.png drew sweep.json's order from the bottom up (h100x16 at the bottom, a100x16 on top)
+    while the summary and the page's chart list h100x32, the fastest under `objective: time`, first."""
+    import matplotlib.figure
+
+    from placement.sweep.output import summary_order, write_plots
+
+    _, rows = sweep_rows
+    drawn = {}
+    save = matplotlib.figure.Figure.savefig
+
+    def record(fig, path, *args, **kwargs):
+        ax = fig.axes[0]
+        labels = [t.get_text().split("\n")[0] for t in ax.get_yticklabels()]
+        drawn[len(drawn)] = labels if ax.yaxis_inverted() else labels[::-1]  # top to bottom
+        return save(fig, path, *args, **kwargs)
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", record)
+    write_plots(tmp_path, rows, "USD")
+    expected = [r["design"] for r in summary_order(rows)]
+    assert expected != [r["design"] for r in rows], "the file order is the objective's: the test shows nothing"
+    assert drawn[1] == expected

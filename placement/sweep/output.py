@@ -700,7 +700,8 @@ def write_plots(out: Path, rows: list[dict], currency: str, budget: float | None
                              figsize=(10, (1.6 + 0.45 * len({r["design"] for r in rows})) * len(works)))
     colors = plt.get_cmap("tab10").colors
     for ax, work in zip(axes[:, 0], works, strict=True):
-        ok = [r for r in rows if r["workload"] == work and r["status"] == "ok"]
+        # top to bottom in the summary's order, as the HTML page's chart (a QA run: file order, bottom up)
+        ok = [r for r in summary_order(rows) if r["workload"] == work and r["status"] == "ok"]
         for y, r in enumerate(ok):
             left = 0.0
             for k, (term, label) in enumerate(BREAKDOWN_TERMS):
@@ -709,6 +710,7 @@ def write_plots(out: Path, rows: list[dict], currency: str, budget: float | None
                 left += width
         ax.set_yticks(range(len(ok)), [f"{r['design']}\n{r['num_gpus']:,} GPUs" for r in ok], fontsize=8)
         ax.set_xlabel("seconds per step")
+        ax.invert_yaxis()
         ax.set_title(f"{work}: step time by term")
         if ok:
             ax.legend(fontsize=7, ncol=8, loc="upper center", bbox_to_anchor=(0.5, -0.28), frameon=False)
