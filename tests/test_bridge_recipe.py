@@ -443,3 +443,31 @@ def test_a_sections_bf16_first_and_last_layers_are_said(tmp_path: Path) -> None:
     (note,) = [n for n in lay.ignored if n.startswith("first_last_layers_bf16")]
     assert "first 2 and last 2" in note and "priced as FP8" in note
     assert "cfg.yaml:7: first_last_layers_bf16: true" in note
+
+
+@pytest.mark.parametrize(("section", "field", "written"), [
+    ("model", "tensor_model_parallel_size", '"2"'),
+    ("model", "pipeline_model_parallel_size", "'1'"),
+    ("train", "global_batch_size", '"64"'),
+])
+def test_a_degree_or_batch_written_as_text_is_refused(tmp_path: Path, section: str, field: str, written: str) -> None:
+    """A QA run: `tensor_model_parallel_size: "2"` was priced at tp 2, but Megatron-Bridge passes the string on as
+    written (its YAML merge is untyped) and its data-parallel size fails on it (training/config.py:1019-1027: "2" * 1
+    * 1 is "2", and world_size % "2" a TypeError): the job does not start.  Unquoted, the same value is read."""
+    rows = {"model": {"tensor_model_parallel_size": "2", "pipeline_model_parallel_size": "1", "seq_length": "4096"},
+            "train": {"global_batch_size": "64", "micro_batch_size": "1"}}
+    rows[section][field] = written
+    path = tmp_path / "cfg.yaml"
+    path.write_text("".join(f"{s}:\n" + "".join(f"  {k}: {v}\n" for k, v in kv.items()) for s, kv in rows.items()),
+                    encoding="utf-8")
+    assert isinstance(yaml.safe_load(path.read_text(encoding="utf-8"))[section][field], str)
+    out = CliRunner().invoke(main, ["audit", "--launch", str(path), "--model", "llama3-70b", "--cluster", "dgx-h100",
+                                    "--gpus", "64"])
+    assert out.exit_code == 2 and "Traceback" not in out.output, out.output
+    line = path.read_text(encoding="utf-8").splitlines().index(f"  {field}: {written}") + 1
+    assert f"{path}:{line}: {field}: {written}: {section}.{field} is " in out.output
+    bare = written.strip("\"'")
+    assert "does not start" in out.output and f"write {field}: {bare} unquoted" in out.output
+    path.write_text(path.read_text(encoding="utf-8").replace(f"{field}: {written}", f"{field}: {bare}"),
+                    encoding="utf-8")
+    assert parse_launch([path]) is not None

@@ -1923,6 +1923,15 @@ def bridge_settings(keys: dict[str, tuple[Any, str]], s: Settings) -> None:
         value, ev = keys.get(key, (None, None))
         if value is None:
             continue
+        if isinstance(value, str) and value.strip().isdigit():
+            # passed on as written, as a boolean field is (_check_bridge_bools): Megatron-Bridge's data-parallel size
+            # multiplies and divides by it (training/config.py:1019-1027 get_data_parallel_size, `world_size %
+            # total_model_size`, a TypeError for a string), so the job does not start; read as the number, it was
+            # priced (a QA run: `tensor_model_parallel_size: "2"` priced at tp 2)
+            raise InputError(f"{ev}: {key} is {value!r}, a string: Megatron-Bridge passes each value on as written "
+                             f"(it merges the YAML into an untyped OmegaConf config), and a string degree, batch or "
+                             f"length fails its arithmetic at start-up (training/config.py:1019-1027), so this job "
+                             f"does not start; write {key.rpartition('.')[2]}: {value.strip()} unquoted")
         v = read_int(value, key, ev, minimum=0 if field in ("first_stage_layers", "last_stage_layers") else 1)
         if s.has(field) and s.value(field) != v:
             # Megatron-Bridge asserts the model's sequence is the dataset's (ConfigContainer.validate; a user trial's
