@@ -471,3 +471,21 @@ def test_a_degree_or_batch_written_as_text_is_refused(tmp_path: Path, section: s
     path.write_text(path.read_text(encoding="utf-8").replace(f"{field}: {written}", f"{field}: {bare}"),
                     encoding="utf-8")
     assert parse_launch([path]) is not None
+
+
+@pytest.mark.parametrize("word", ["no", "off", "yes", "On"])
+def test_a_hydra_override_of_yes_or_no_is_a_string_as_hydra_reads_it(tmp_path: Path, word: str) -> None:
+    """A QA run: run_recipe.py's `model.sequence_parallel=no` was priced as sequence parallelism off (PyYAML's YAML 1.1
+    reads no as false), but Hydra's override grammar types only true and false as booleans (OverrideLexer.g4 BOOL),
+    so Megatron-Bridge passes "no" on and Megatron-Core's `if` takes it as true.  It is refused as the same word in
+    a YAML string is; true and false, in any case, are read."""
+    script = tmp_path / "run.sh"
+    line = ("torchrun --nproc_per_node 8 scripts/training/run_recipe.py --recipe llama3_8b_pretrain_config "
+            "model.tensor_model_parallel_size=2 train.global_batch_size=64 model.sequence_parallel={}\n")
+    script.write_text(line.format(word), encoding="utf-8")
+    out = CliRunner().invoke(main, ["audit", "--launch", str(script), "--model", "llama3-8b", "--gpus", "8"])
+    assert out.exit_code == 2 and "Traceback" not in out.output, out.output
+    assert f"model.sequence_parallel is {word!r}, a string, which an `if` test takes as true" in out.output
+    for spelled, truth in (("False", False), ("TRUE", True)):
+        script.write_text(line.format(spelled), encoding="utf-8")
+        assert parse_launch([script]).sequence_parallel is truth

@@ -2444,6 +2444,23 @@ def _torch_dtype(value: Any) -> str | None:
             "torch.float32": "fp32", "float32": "fp32", "fp32": "fp32"}.get(str(value)) if value is not None else None
 
 
+def _hydra_value(text: str) -> Any:
+    """An override's value as Hydra's grammar types it (hydra/grammar/OverrideLexer.g4: BOOL is true or false in any
+    case, NULL null, INT and FLOAT numbers, anything else a string), which Megatron-Bridge's parse_hydra_overrides
+    applies (training/utils/omegaconf_utils.py:163-186).  PyYAML's YAML 1.1 reads yes, no, on and off as booleans
+    too, where Hydra keeps the words: `model.sequence_parallel=no` reaches Megatron-Core as "no", which an `if` takes
+    as true (a QA run priced it as sequence parallelism off); kept a string, it is refused (_check_bridge_bools)."""
+    if not text:
+        return None
+    if text.strip().lower() in ("true", "false"):
+        return text.strip().lower() == "true"
+    try:
+        value = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+    return text if isinstance(value, bool) else value
+
+
 def hydra_overrides(words: list[Word]) -> tuple[dict[str, tuple[Any, str]], str | None]:
     """Bridge keys of a recipe's `section.key=value` overrides, and the --config-file it names."""
     keys: dict[str, tuple[Any, str]] = {}
@@ -2460,10 +2477,7 @@ def hydra_overrides(words: list[Word]) -> tuple[dict[str, tuple[Any, str]], str 
         m = re.fullmatch(r"\+{0,2}([A-Za-z_][\w.]*)=(.*)", w.text, re.S)
         if m:
             word_check(w, m.group(1))
-            try:
-                value = yaml.safe_load(m.group(2)) if m.group(2) else None
-            except yaml.YAMLError:
-                value = m.group(2)
+            value = _hydra_value(m.group(2))
             section, _, rest = m.group(1).partition(".")
             keys[f"{_BRIDGE_SECTIONS.get(section, section)}.{rest}" if rest else section] = (value, w.evidence)
         i += 1
