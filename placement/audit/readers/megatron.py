@@ -2247,6 +2247,21 @@ def _bridge_fsdp_checkpoint_format(keys: dict[str, tuple[Any, str]]) -> None:
                             "set checkpoint.ckpt_format: torch_dist, or turn ddp.use_megatron_fsdp on")
 
 
+def _bridge_fsdp_rank_mapping(keys: dict[str, tuple[Any, str]]) -> None:
+    """dist.use_tp_pp_dp_mapping true beside Megatron-FSDP (version 1, megatron-core's default): Megatron-Bridge
+    asserts against the pair at start-up (training/config.py:1124 at 067f987 of 2026-08-22, "use_tp_pp_dp_mapping is
+    not supported with Megatron FSDP"; v2 refuses it too, :1159-1160).  A QA run: a saved config with both was priced
+    at tp 2, pp 2 in the tp-cp-ep-pp-dp order as if it ran."""
+    mapping, mev = keys.get("dist.use_tp_pp_dp_mapping", (None, None))
+    fsdp = next(((k, keys[k]) for k in ("ddp.use_megatron_fsdp", "dist.use_megatron_fsdp")
+                 if keys.get(k, (None,))[0] is True), None)
+    if mapping is True and fsdp is not None:
+        raise start_refusal(mev, f"dist.use_tp_pp_dp_mapping true with {fsdp[0]} true ({fsdp[1][1]})",
+                            "Megatron-Bridge refuses it (training/config.py:1124: 'use_tp_pp_dp_mapping is not "
+                            "supported with Megatron FSDP')",
+                            "set dist.use_tp_pp_dp_mapping: false, or turn Megatron-FSDP off")
+
+
 def _bridge_shared_expert_overlap(keys: dict[str, tuple[Any, str]]) -> None:
     """model.moe_shared_expert_overlap true beside the EP all-to-all overlap (the model's or the comm_overlap section's
     overlap_moe_expert_parallel_comm): Megatron-Bridge asserts against the pair (training/comm_overlap.py:513-515) and
@@ -2276,6 +2291,7 @@ def _bridge_recipe(keys: dict[str, tuple[Any, str]], s: Settings) -> None:
             s.put(f"recipe.{field}", value, ev)
     _bridge_p2p_overlap(keys, s)
     _bridge_fsdp_checkpoint_format(keys)
+    _bridge_fsdp_rank_mapping(keys)
     moe = bool(keys.get("model.num_moe_experts", (None,))[0])
     if moe:
         _bridge_shared_expert_overlap(keys)
