@@ -5,6 +5,7 @@ the same config with Megatron-FSDP was priced."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -36,6 +37,15 @@ def _audit(tmp_path: Path, fsdp: str):
     path.write_text(SAVED.format(fsdp=fsdp))
     return CliRunner().invoke(main, ["--reproducible", "audit", "--model", "llama3-8b", "--gpus", "16", "--json",
                                      "--launch", str(path)])
+
+
+def test_the_mapping_change_names_the_bridge_field(tmp_path: Path) -> None:
+    result = _audit(tmp_path, "false")
+    assert result.exit_code in (0, 1), result.output
+    changes = {c["argument"]: c for c in json.loads(result.stdout)["changes"]}
+    assert "--use-tp-pp-dp-mapping" not in changes
+    assert changes["dist.use_tp_pp_dp_mapping"]["from"] == "true"
+    assert changes["dist.use_tp_pp_dp_mapping"]["to"] == "false"
 
 
 def test_the_mapping_beside_megatron_fsdp_does_not_start(tmp_path: Path) -> None:

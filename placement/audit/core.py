@@ -3246,6 +3246,11 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
         if launch.framework == "deepspeed":
             changes.insert(0, {"argument": "topology axes", "from": "['data', 'pipe', ...]",
                                "to": "['pipe', 'data', ...]"})
+        elif launch.bridge_keys and "dist.use_tp_pp_dp_mapping" in launch.bridge_keys:
+            # in the Megatron-Bridge config's own field, as bridge_changes names the others (a QA run: a saved config
+            # with dist.use_tp_pp_dp_mapping true was told `- --use-tp-pp-dp-mapping`, Megatron-LM's flag)
+            changes.insert(0, {"argument": "dist.use_tp_pp_dp_mapping",
+                               "from": launch.bridge_keys["dist.use_tp_pp_dp_mapping"], "to": "false"})
         else:
             changes.insert(0, {"argument": "--use-tp-pp-dp-mapping", "from": "true", "to": None})
     if launch.framework == "torchtitan" and best.recipe_spec().moe_dispatcher != plan.recipe_spec().moe_dispatcher:
