@@ -691,7 +691,8 @@ def _hf_overlap_comm(changes: list[dict], b: dict[str, str], json_keys: dict[str
 def launch_changes(framework: str, now: EmitContext, best: EmitContext, files_text: str | None = None,
                    stated: dict[str, str] | None = None,
                    torchtitan: tuple[dict[str, tuple[str, str]], str] | None = None,
-                   bridge: dict[str, str] | None = None, job=None) -> list[dict]:
+                   bridge: dict[str, str] | None = None, job=None,
+                   launched_gpu: np.ndarray | None = None) -> list[dict]:
     """[{"argument", "from", "to"}] for every setting that differs (None = absent on that side).  With the launch
     files' text, a "from" value the files do not state is marked (NOT_IN_FILES), and a global batch the files
     leave to the framework is stated where the best plan needs it.  `stated`: a GPT-NeoX config's own keys
@@ -699,7 +700,10 @@ def launch_changes(framework: str, now: EmitContext, best: EmitContext, files_te
     command line states and its form (LaunchLayout.torchtitan_stated, torchtitan_form), whose changes are named in
     that torchtitan's keys (torchtitan_pre3_settings), not placement's 0.3.0 flags.  `bridge`: the `section.key`s a
     Megatron-Bridge config states (LaunchLayout.bridge_keys), whose changes are named in those keys (bridge_changes).
-    `job`: the audited LaunchLayout, whose running command's arguments and environment say what the launch passes."""
+    `job`: the audited LaunchLayout, whose running command's arguments and environment say what the launch passes.
+    `launched_gpu`: the GPU of each of the job's own (launcher) ranks, which its node order and CUDA_VISIBLE_DEVICES
+    are compared in, where the framework numbers its groups in another order than placement's (`now.gpu_of_rank` is
+    indexed by placement's rank)."""
     a, b = (framework_settings("deepspeed" if framework == "hf-trainer" else framework, ctx) for ctx in (now, best))
     if framework == "hf-trainer":
         changes = hf_trainer_changes(a, b, now, best, stated or {}, files_text)
@@ -836,15 +840,20 @@ def launch_changes(framework: str, now: EmitContext, best: EmitContext, files_te
                     c["note"] = PIPELINE_ONLY_NOTE
         else:
             changes = [c for c in changes if not any(k in c["argument"] for k in PIPELINE_ONLY)]
-    ha, hb = now.hosts_in_rank_order, best.hosts_in_rank_order
+    # the job's ranks as its launcher numbers them, which the best plan's files number as placement does (a QA run:
+    # under --use-tp-pp-dp-mapping the list read `- node order host0 host0` and `- CUDA_VISIBLE_DEVICES
+    # 0,1,4,5,0,1,4,5`, placement's rank order spelled as node ranks, for a job whose ranks move nowhere)
+    launched = now.gpu_of_rank if launched_gpu is None else np.asarray(launched_gpu)
+    gph = now.topo.gpus_per_host
+    ha = [now.topo.host_names[h] for h in (launched[::gph] // gph)]
+    hb = best.hosts_in_rank_order
     if ha != hb:
         moved = sum(x != y for x, y in zip(ha, hb, strict=True))
         changes.append({"argument": NODE_ORDER, "from": " ".join(ha[:SHOWN_HOSTS]) + (" ..." if len(ha) > SHOWN_HOSTS
                                                                                         else ""),
                         "to": " ".join(hb[:SHOWN_HOSTS]) + (" ..." if len(hb) > SHOWN_HOSTS else ""),
                         "note": f"{moved} of {len(ha)} node ranks move; --out DIR writes the full order"})
-    gph = now.topo.gpus_per_host
-    local_a, local_b = now.gpu_of_rank % gph, best.gpu_of_rank % gph
+    local_a, local_b = launched % gph, best.gpu_of_rank % gph
     if not np.array_equal(local_a, local_b):
         changes.append({"argument": CUDA_DEVICES, "from": ",".join(map(str, local_a[:gph])),
                         "to": ",".join(map(str, local_b[:gph])),

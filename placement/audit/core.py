@@ -3050,6 +3050,9 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
     # the job's ranks as srun's block distribution would place them on the same host order: the side the change
     # list's host order and CUDA_VISIBLE_DEVICES compare (a distribution change of its own says the rest)
     block_of_rank = block_gpu[framework_rank]
+    # the job's own ranks, which the best plan's files number as placement does: what a host order or
+    # CUDA_VISIBLE_DEVICES change compares (MaxText's mesh numbering is compared as placement numbers it)
+    launched_order = block_of_rank if launch.framework == "maxtext" and launch.mesh is not None else block_gpu
     dealt = None if block_gpu is job_gpu or np.array_equal(block_gpu, job_gpu) else \
         f"srun --distribution {launch.task_distribution} ({launch.sources.get('task_distribution', '')})"
     visible = [n for n in launch.cuda_visible_devices if n.devices is not None]
@@ -3196,7 +3199,7 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
     if best.step_time_s >= plan.step_time_s and plan.fits:  # the job already runs the best we know
         best, best_gpu = plan, gpu_of_rank
     if best is not plan:
-        best, best_gpu = _keep_job_host_order(best, best_gpu, block_of_rank, topo, model, train)
+        best, best_gpu = _keep_job_host_order(best, best_gpu, launched_order, topo, model, train)
     speedup = round(plan.step_time_s / best.step_time_s, 3) if best.step_time_s > 0 else 1.0
     combined = _combined_finding(plan, best, findings)
     if combined is not None:
@@ -3206,7 +3209,7 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
     changes = launch_changes(launch.dialect or launch.framework, now_ctx, best_ctx, files_text,
                              launch.config_keys if launch.dialect or launch.framework == "deepspeed" else None,
                              (launch.torchtitan_stated, launch.torchtitan_form) if launch.torchtitan_form else None,
-                             bridge=launch.bridge_keys or None, job=launch)
+                             bridge=launch.bridge_keys or None, job=launch, launched_gpu=launched_order)
     if keep_engine:
         changes = megatron_deepspeed_changes(changes, plan.layout, best.layout, files_text)
     elif launch.framework == "deepspeed" and launch.megatron_deepspeed and not launch.dialect:
