@@ -633,3 +633,22 @@ def test_breakdown_png_lists_the_designs_top_down_in_the_summarys_order(sweep_ro
     expected = [r["design"] for r in summary_order(rows)]
     assert expected != [r["design"] for r in rows], "the file order is the objective's: the test shows nothing"
     assert drawn[1] == expected
+
+
+def test_a_design_that_misses_the_deadline_is_listed_after_those_that_meet_it(sweep_rows):
+    """A QA run: under `objective: cost` with a 14-day deadline, a rented design whose fastest count took 14.6 days was
+    listed first, as the lowest outlay, above designs that met the deadline; the text and the page now list it after
+    them, and say so."""
+    from placement.sweep.output import summary
+
+    _, rows = sweep_rows
+    mine = [{**r, "objective": "time", "deadline_met": True} for r in rows]
+    fastest = min(mine, key=lambda r: r["time_to_train_s"])
+    fastest["deadline_met"] = False
+    others = sorted((r for r in mine if r is not fastest), key=lambda r: r["time_to_train_s"])
+    expected = [r["design"] for r in others] + [fastest["design"]]
+    text = summary(mine, "USD")
+    assert sorted(expected, key=lambda d: re.search(rf"^\s*{d}\b", text, re.M).start()) == expected
+    shown = visible(sweep_html(mine, {"name": "s", "currency": "USD"}))
+    assert sorted(expected, key=lambda d: shown.index(f"{d} ok ")) == expected
+    assert "a design that misses the deadline after those that meet it" in shown

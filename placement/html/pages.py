@@ -381,7 +381,9 @@ def sweep_html(rows: Sequence[dict], meta: dict) -> str:
         mine = summary_order(r for r in rows if r.get("workload", "-") == work)
         priced = [r for r in mine if r.get("status") == "ok"]
         objective = priced[0].get("objective") if priced else None
-        order = (f"Rows {RANKED_BY[objective]}, as the text summary lists them." if objective in RANKED_BY
+        missed = " (a design that misses the deadline after those that meet it)" if any(
+            r.get("deadline_met") is False for r in priced) else ""
+        order = (f"Rows {RANKED_BY[objective]}{missed}, as the text summary lists them." if objective in RANKED_BY
                  else "Rows in order of the cost column, the lowest first, as the text summary lists rows without an "
                       "objective." if priced else None)
         columns = [c for c in SWEEP_COLUMNS if c[0] in ("design", "status")

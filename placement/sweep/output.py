@@ -541,10 +541,13 @@ def _rank(row: dict) -> float:
 
 
 def summary_order(rows) -> list[dict]:
-    """A workload's rows in the summary's order: the priced ones first, each by the study objective (`_rank`), a tie
-    by design name.  The text summary and the HTML page's table both list them so (a QA run: the page kept
-    sweep.json's order, the text the objective's, so the two read the designs in different orders)."""
-    return sorted(rows, key=lambda r: (r.get("status") != "ok", _rank(r), str(r.get("design"))))
+    """A workload's rows in the summary's order: the priced ones first, those that meet the study's deadline before
+    those that miss it (the fastest count of a design no count of which meets it: a QA run listed a rented design
+    that missed a 14-day deadline first under `objective: cost`, as the lowest outlay), each by the study objective
+    (`_rank`), a tie by design name.  The text summary and the HTML page's table both list them so (a QA run: the
+    page kept sweep.json's order, the text the objective's, so the two read the designs in different orders)."""
+    return sorted(rows, key=lambda r: (r.get("status") != "ok", r.get("deadline_met") is False, _rank(r),
+                                       str(r.get("design"))))
 
 
 TABLE_MIN_DESIGN = 12
@@ -629,7 +632,9 @@ def summary(rows: list[dict], currency: str, sweep=None, network: dict | None = 
                 + (f", money in {currency} (default)" if default["currency"] else "")]
         head.append("cost = amortized capex + energy over the run (rental: GPU-hours x price); idle GPUs bought are "
                     "charged; ranges: the validate error band of the nearest calibration group")
-        head.append(f"rows: {RANKED_BY[sweep.objective.value]}; front: the frontier of days and the cost column")
+        head.append(f"rows: {RANKED_BY[sweep.objective.value]}"
+                    + ("; a design that misses the deadline after those that meet it" if sweep.deadline_days else "")
+                    + "; front: the frontier of days and the cost column")
         head += assumed_lines(sweep, currency)
         head += network_lines(network or {})
         lines += [ln for h in head for ln in _wrap(h, 0)] + [""]
