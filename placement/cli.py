@@ -298,6 +298,7 @@ RECIPE_FLAGS = {
     "reshard_after_backward": "--reshard-after-backward",
     "zero0_as_fsdp": "--zero0-as-fsdp", "dp_reduce_every_microbatch": "--dp-reduce-every-microbatch",
     "optimizer_over_replicas": "--optimizer-over-replicas",
+    "optimizer_over_replicas_beside_fsdp": "--optimizer-over-replicas-beside-fsdp",
     "optimizer_state_bf16": "--optimizer-state-bf16", "optimizer_master_weights": "--optimizer-master-weights",
     "fp32_weights": "--fp32-weights", "norms_fused": "--norms-fused",
     "remat_saves_named_only": "--remat-saves-named-only",
@@ -426,6 +427,10 @@ def recipe_options(fn: Callable) -> Callable:
         onoff("optimizer_over_replicas", "Under HSDP the optimizer state (and float32 master weights) is sharded "
                                          "over the replicas too, the weights gathered back once a step (MaxText's "
                                          "shard_optimizer_over_data beside fsdp/expert sharding)."),
+        onoff("optimizer_over_replicas_beside_fsdp", "--optimizer-over-replicas holds also on HSDP layouts with fsdp "
+                                                     "ranks beside the expert ranks (default); off: only where the "
+                                                     "expert (or context) ranks are the whole shard group, as "
+                                                     "MaxText runs it."),
         onoff("fp8_params", "Primary weights kept in FP8 only (--fp8-param-gather)."),
         onoff("activation_func_fp8_input_store", "MLP activation input kept in FP8 for backward "
                                                  "(Megatron-Core's TransformerConfig field; Megatron-LM 0.19.2 has "

@@ -495,7 +495,7 @@ CAPABILITIES: dict[str, Capability] = {
                                                       "unbound"),)),
     "maxtext": Capability(
         "maxtext", "MaxText 0.2.5", zero_stages=(0, 1, 3), zero_stages_with_pp=(0, 1, 3), max_pp=1, etp="tp",
-        ep_with_cp=False, zero_from_mesh=True, sp_always=MAXTEXT_SP, hsdp_no_fsdp=MAXTEXT_HSDP,
+        ep_with_cp=False, zero_from_mesh=True, sp_always=MAXTEXT_SP,
         fp8_accumulation="MaxText refuses FP8 with gradient accumulation (configs/types.py: \"FP8 quantization is "
                          "not compatible with gradient accumulation.\"; AI-Hypercomputer/maxtext e591f30cb)",
         why="no ZeRO-2, ZeRO-3 with CP (its context axis shards the weights), expert TP equal to TP, EP not across "
@@ -536,10 +536,17 @@ CAPABILITIES: dict[str, Capability] = {
                                        "gathered for the step, in bf16 under gradient accumulation "
                                        "(utils/gradient_accumulation.py)"),
                 ("optimizer_over_replicas", True,
-                 "placement's MaxText files set shard_optimizer_over_data beside an fsdp (HSDP) mesh: MaxText then "
-                 "shards the AdamW moments and the float32 weights over data too (utils/sharding.py "
-                 "add_data_to_sharding, maybe_update_params_sharding_with_opt) and gathers the weights back once a "
-                 "step (utils/gradient_accumulation.py)"))),
+                 "placement's MaxText files set shard_optimizer_over_data where an HSDP mesh's expert (or context) "
+                 "axis is the whole shard group: MaxText then shards the AdamW moments and the float32 weights over "
+                 "data too (utils/sharding.py add_data_to_sharding, maybe_update_params_sharding_with_opt) and "
+                 "gathers the weights back once a step (utils/gradient_accumulation.py); an HSDP layout with fsdp "
+                 "ranks runs without it (optimizer_over_replicas_beside_fsdp)"),
+                ("optimizer_over_replicas_beside_fsdp", False,
+                 "MaxText 0.2.5 refuses shard_optimizer_over_data beside an fsdp axis at start-up (the 0.2.5 wheel's "
+                 "configs/types.py:5605-5621), so an HSDP layout with fsdp ranks (dp_shard above ep) runs data x "
+                 "fsdp as plain HSDP: base.yml's embed rule (configs/base.yml:605 at e591f30cb) shards the weights, "
+                 "gradients and AdamW moments over fsdp, context and expert, never data, and the gradients are "
+                 "reduced over the data replicas"))),
 }
 """framework -> its row; the --framework choices."""
 

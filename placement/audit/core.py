@@ -630,6 +630,14 @@ def recipe_space(space: SearchConfig, framework: str, model: ModelSpec, topo: To
         for name in ("dp_overlap", "param_gather_overlap", "moe_fusions", "tp_async_backward"):
             if not getattr(recipe, name):
                 update[name], best_sources[name] = True, "searched"
+    if framework == "maxtext" and (not recipe.optimizer_over_replicas or recipe.optimizer_over_replicas_beside_fsdp):
+        # placement's MaxText files set shard_optimizer_over_data wherever the expert (or context) ranks are the
+        # whole HSDP shard group and never beside fsdp ranks (emit.maxtext.optimizer_over_data), whatever the job
+        # set: the best plan's optimizer sharding is decided per layout (cost.context.over_replicas)
+        rows = {name: (value, why) for name, value, why in CAPABILITIES["maxtext"].recipe}
+        for name in ("optimizer_over_replicas", "optimizer_over_replicas_beside_fsdp"):
+            update[name] = rows[name][0]
+            best_sources[name] = f"maxtext's files as placement writes them: {rows[name][1]}"
     if framework == "deepspeed" and not recipe.dp_overlap and overlap_key:
         # DeepSpeed's ZeRO-1/2 reduce beside the backward only under zero_optimization.overlap_comm, which the
         # dp_not_overlapped finding names and placement's DeepSpeed files always write (emit.deepspeed config): the

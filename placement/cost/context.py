@@ -145,6 +145,16 @@ def priced_zero(recipe: Recipe, zero: int) -> int:
     return 3 if zero == 0 and recipe.zero0_as_fsdp else zero
 
 
+def over_replicas(recipe: Recipe, b: LayoutBatch) -> np.ndarray:
+    """Per layout of `b` (as priced: `priced_batch`), whether its optimizer state is sharded over the HSDP replicas
+    too (recipe optimizer_over_replicas): an HSDP layout (ZeRO-3, dp_shard below dp) under that recipe, and, where
+    optimizer_over_replicas_beside_fsdp is off (MaxText 0.2.5), only one whose shard group is the expert ranks alone
+    (dp_shard <= ep: no fsdp ranks), since MaxText refuses shard_optimizer_over_data beside an fsdp axis."""
+    hsdp = (np.asarray(b.zero) == 3) & (np.asarray(b.dp_shard) < np.asarray(b.dp))
+    no_fsdp = np.asarray(b.dp_shard) <= np.asarray(b.ep)
+    return recipe.optimizer_over_replicas & hsdp & (recipe.optimizer_over_replicas_beside_fsdp | no_fsdp)
+
+
 def context(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch, recipe: Recipe) -> Ctx:
     f64 = np.float64
     b = priced_batch(b, recipe)

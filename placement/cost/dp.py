@@ -22,7 +22,7 @@ import numpy as np
 
 from placement.cost import collectives as coll
 from placement.cost import constants as C
-from placement.cost.context import Ctx
+from placement.cost.context import Ctx, over_replicas
 from placement.specs.recipe import GradBuckets
 
 
@@ -103,11 +103,13 @@ def dp_term(x: Ctx, p: StageParams, comp_mb_s: np.ndarray) -> DpTerm:
     # into the optimizer's shard, and gathers the updated weights back once a step, after the optimizer and before
     # the next step's first forward, so beside no compute: in bf16 before an accumulation loop, at the stored width
     # without one (float32 under fp32_weights)
-    if x.recipe.optimizer_over_replicas:
-        gather_b = np.where(x.m > 1, wt_b, 4.0 if x.recipe.fp32_weights else wt_b)
-        hsdp_once = replicas.reduce_scatter(replica_grads * grad_b)
-        hsdp_gather = np.where(zero3, replicas.reduce_scatter(replica_grads * gather_b), 0.0)
-        hsdp_sent_b = grad_b
+    # (per layout: a MaxText layout with fsdp ranks all-reduces, `over_replicas`)
+    over = over_replicas(x.recipe, b)
+    if over.any():
+        gather_b = np.where(over, np.where(x.m > 1, wt_b, 4.0 if x.recipe.fp32_weights else wt_b), 0.0)
+        hsdp_once = np.where(over, replicas.reduce_scatter(replica_grads * grad_b), hsdp_once)
+        hsdp_gather = np.where(over, replicas.reduce_scatter(replica_grads * gather_b), 0.0)
+        hsdp_sent_b = np.where(over, grad_b, hsdp_sent_b)
     m = x.m
     # torch pipelining with FSDP2 (recipe pipeline_unsharded_grads) reduce-scatters once per step, after the stage's
     # last backward, where ZeRO-2/3 otherwise reduce every micro-batch

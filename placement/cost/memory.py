@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from placement.cost import constants as C
-from placement.cost.context import SELECTIVE, Ctx, priced_zero
+from placement.cost.context import SELECTIVE, Ctx, over_replicas, priced_zero
 from placement.cost.pipeline import StageKinds
 from placement.specs.recipe import CudaGraphs, Dispatcher, GradAccumulation, PipelineSchedule
 from placement.specs.recipe import RecomputeModule as M
@@ -297,7 +297,8 @@ def memory_term(x: Ctx, st: StageKinds, dense_p: np.ndarray, expert_p: np.ndarra
     # shard_optimizer_over_data beside ZeRO-3); float32 weights, the master copy, are stored so too and gathered
     # back to the shard group's sharding once a step (bf16 before an accumulation loop, float32 without), that copy
     # held through the step
-    over = np.asarray(x.recipe.optimizer_over_replicas) & zero3 & (b.dp_shard < b.dp)
+    # (per layout: a MaxText layout with fsdp ranks runs without it, `over_replicas`)
+    over = over_replicas(x.recipe, b)
     replicas = np.where(over, b.dp / np.maximum(b.dp_shard, 1), 1.0)
     weight_replicas = replicas if x.recipe.fp32_weights else 1.0
     step_copy = np.where(over & x.recipe.fp32_weights, np.where(x.m > 1, float(C.BYTES_WEIGHT), weight_b), 0.0)

@@ -23,7 +23,7 @@ import numpy as np
 from placement.cost import constants as C
 from placement.cost.batch import RECOMPUTE_MODULES, LayoutBatch
 from placement.cost.comm import cp_term, ep_exposed, ep_term, pp_exposed_per_microbatch, pp_ramp_s, pp_term, tp_term
-from placement.cost.context import Ctx, context
+from placement.cost.context import Ctx, context, over_replicas
 from placement.cost.dp import StageParams, dp_term, optimizer_term, tail_bucket_params
 from placement.cost.host import host_term
 from placement.cost.layer import layer_compute, per_op_recompute_flops
@@ -119,6 +119,9 @@ class Estimates:
     """The recipe's fixed fields (the per-candidate choices above override its choice fields)."""
     pipe_policy: np.ndarray = field(default=None)
     """The pipeline split priced (LayoutBatch.pipe_policy): 1 counts the embedding and loss as a layer each."""
+    optimizer_over_replicas: np.ndarray = field(default=None)
+    """Whether each layout's optimizer is priced over its HSDP replicas too (cost.context.over_replicas), where the
+    recipe asks for it and the layout does not run it (MaxText's HSDP with fsdp ranks); None: the recipe's value."""
     logits_bytes: np.ndarray = field(default=None)
     """Of other_bytes, the logits the loss holds on the peak rank (cost.memory)."""
     microbatch_s: np.ndarray = field(default=None)
@@ -130,6 +133,9 @@ class Estimates:
         split = {}
         if self.pipe_policy is not None and int(self.pipe_policy[i]) == 1 and self.recipe.pipeline_layout is None:
             split = {"account_for_embedding": True, "account_for_loss": True}
+        if (self.optimizer_over_replicas is not None and self.recipe.optimizer_over_replicas
+                and not self.optimizer_over_replicas[i]):  # the layout runs plain HSDP (cost.context.over_replicas)
+            split["optimizer_over_replicas"] = False
         return self.recipe.model_copy(update={
             **split,
             "moe_dispatcher": DISPATCHERS[int(self.dispatcher[i])],
@@ -272,7 +278,15 @@ def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch, r
         tp_total_s=m * (nd * tp.dense_s + n_moe * tp.moe_s), ep_total_s=m * n_moe * ep_total,
         dispatcher=crit.dispatcher, cuda_graphs=graph_pick, tp_comm_overlap=tpx.on, ep_comm_overlap=crit.ep_overlap,
         recipe=recipe, pipe_policy=b.pipe_policy, microbatch_s=t_mb,
+        optimizer_over_replicas=None if recipe.optimizer_over_replicas_beside_fsdp else plain_hsdp_off(x),
     )
+
+
+def plain_hsdp_off(x: Ctx) -> np.ndarray:
+    """Per candidate, False where the recipe's optimizer_over_replicas does not hold on its layout (an HSDP layout
+    with fsdp ranks under optimizer_over_replicas_beside_fsdp off: cost.context.over_replicas), True elsewhere."""
+    hsdp = (x.b.zero == 3) & (x.b.dp_shard < x.b.dp)
+    return ~hsdp | over_replicas(x.recipe, x.b)
 
 
 def expected_slowest(num_gpus) -> np.ndarray:

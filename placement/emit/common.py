@@ -330,13 +330,15 @@ def forced_warnings(ctx: EmitContext, framework: str, precision: str | None = No
 
 
 NOT_SETTINGS = frozenset({"routing_imbalance", "fused_model_ops", "moe_fusions", "norms_fused",
-                          "remat_saves_named_only"})
+                          "remat_saves_named_only", "optimizer_over_replicas_beside_fsdp"})
 """Recipe fields no launch file states: the data's expert load (routing_imbalance), and the model code's own eager
 ops and MoE kernels, which the code the user runs decides (Megatron's files do state its MoE fusions).  Every other
 field is, for each emitter, written into its files, re-priced as the framework runs it (RUNS_INSTEAD, FORCED), or
 the user's (a DeviceMesh's or MaxText's launcher).  `norms_fused` is the model code's too (Megatron-Core's
 Transformer Engine spec fuses them; MaxText's JAX layers do not, a framework row), and so is
-`remat_saves_named_only` (JAX rematerialization keeps what its policy names: MaxText's, a framework row)."""
+`remat_saves_named_only` (JAX rematerialization keeps what its policy names: MaxText's, a framework row), and
+`optimizer_over_replicas_beside_fsdp` (which layouts optimizer_over_replicas holds on: the framework's own rule,
+MaxText's refusal of shard_optimizer_over_data beside fsdp, a framework row)."""
 
 _MATTERS = {"checkpoint_sync": lambda lay: lay.recompute == "full",
             "checkpoint_interval": lambda lay: lay.recompute == "full",
@@ -350,6 +352,8 @@ _MATTERS = {"checkpoint_sync": lambda lay: lay.recompute == "full",
             "pipeline_unsharded_grads": lambda lay: lay.pp > 1 and lay.zero_stage != 1,
             "zero0_as_fsdp": lambda lay: lay.zero_stage == 0,
             "optimizer_over_replicas": lambda lay: lay.zero_stage == 3 and lay.dp_shard < lay.dp,
+            # which HSDP layouts it holds on: those with fsdp ranks beside the expert ranks (cost.context.over_replicas)
+            "optimizer_over_replicas_beside_fsdp": lambda lay: lay.zero_stage == 3 and lay.ep < lay.dp_shard < lay.dp,
             # the replicas' all-reduce: HSDP, or a ZeRO-0 run as FSDP2; once a step under a pipeline anyway
             "dp_reduce_every_microbatch": lambda lay: (lay.pp == 1 and lay.num_microbatches > 1 and lay.dp > 1
                                                        and (lay.zero_stage == 0 or

@@ -312,9 +312,11 @@ def plain_hsdp(ctx: EmitContext, mesh: MaxTextMesh) -> bool:
 
 
 def rows_written(ctx: EmitContext, mesh: MaxTextMesh) -> frozenset[str]:
-    """The framework rows these files do not run at the row's value: `written_rows`, and optimizer_over_replicas for
-    a `plain_hsdp` file, which `runs` prices as it runs."""
-    return written_rows(ctx) | (frozenset({"optimizer_over_replicas"}) if plain_hsdp(ctx, mesh) else frozenset())
+    """The framework rows these files do not run at the row's value: `written_rows`, and optimizer_over_replicas (with
+    the rule of the layouts it holds on, optimizer_over_replicas_beside_fsdp) for a `plain_hsdp` file, which `runs`
+    prices as it runs."""
+    plain = frozenset({"optimizer_over_replicas", "optimizer_over_replicas_beside_fsdp"})  # the file leaves the key out
+    return written_rows(ctx) | (plain if plain_hsdp(ctx, mesh) else frozenset())
 
 
 def batch_keys(ctx: EmitContext) -> tuple[dict[str, object], list[str], str]:

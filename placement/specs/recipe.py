@@ -353,6 +353,14 @@ class Recipe(Frozen):
     bf16 before a gradient-accumulation loop (utils/gradient_accumulation.py:93-103), in float32 without one, and
     held through the step; so the replicas reduce-scatter the gradients and all-gather those weights, where plain
     HSDP all-reduces the gradients."""
+    optimizer_over_replicas_beside_fsdp: bool = True
+    """`optimizer_over_replicas` holds also where the HSDP shard group has ranks beyond the expert ranks (dp_shard
+    above ep: fsdp ranks), as Megatron-FSDP's `--outer-dp-sharding-strategy optim` shards over any instances.  Off:
+    only where the expert (or, at ep 1, context) ranks are the whole shard group (dp_shard <= ep), and such a layout
+    with fsdp ranks runs plain HSDP, the optimizer over the shard group alone: MaxText 0.2.5 shards over data through
+    `shard_optimizer_over_data` only, which it refuses at start-up beside an fsdp axis (the 0.2.5 wheel's
+    configs/types.py:5605-5621), so placement's files leave it out there (a MaxText framework row; `plan --framework
+    maxtext` decides it per layout: cost.memory.over_replicas)."""
     activation_func_fp8_input_store: bool = False
     """The MLP activation's input (the up-projection output) kept for backward as FP8, 1 byte instead of 2
     (Megatron-Core TransformerConfig `activation_func_fp8_input_store`, fused SwiGLU only; DeepSeek-V3 §3.3.2
