@@ -301,7 +301,7 @@ RECIPE_FLAGS = {
     "optimizer_over_replicas_beside_fsdp": "--optimizer-over-replicas-beside-fsdp",
     "optimizer_state_bf16": "--optimizer-state-bf16", "optimizer_master_weights": "--optimizer-master-weights",
     "fp32_weights": "--fp32-weights", "norms_fused": "--norms-fused",
-    "remat_saves_named_only": "--remat-saves-named-only",
+    "remat_saves_named_only": "--remat-saves-named-only", "expert_w1_rerun": "--expert-w1-rerun",
     "fp8_params": "--fp8-params", "activation_func_fp8_input_store": "--activation-fp8-input-store",
     "attention_kernel": "--attention-kernel", "cp_comm_type": "--cp-comm-type",
     "grad_reduce_fp32": "--grad-reduce-fp32", "grad_all_reduce": "--grad-all-reduce", "dp_overlap": "--dp-overlap",
@@ -401,6 +401,9 @@ def recipe_options(fn: Callable) -> Callable:
         onoff("remat_saves_named_only", "Selective recompute keeps only each layer's input and the tensors its "
                                         "modules name (JAX rematerialization under a MaxText remat_policy): no norm "
                                         "input, residual, permuted MoE token or activation output is saved."),
+        onoff("expert_w1_rerun", "Under a selective recompute that keeps the up-projections, the routed experts' "
+                                 "second up-projection reruns in backward and keeps no output (MaxText's sparse "
+                                 "MoE path names it moe_mlpwi_1 only)."),
         onoff("fp32_weights", "Weights kept in float32 as the optimizer's master copy, cast to bf16 at use "
                               "(MaxText weight_dtype float32): 4 bytes of weights and 8 of Adam moments a "
                               "parameter; the gradients' width is --grad-reduce-fp32's (MaxText: on)."),

@@ -496,6 +496,10 @@ CAPABILITIES: dict[str, Capability] = {
     "maxtext": Capability(
         "maxtext", "MaxText 0.2.5", zero_stages=(0, 1, 3), zero_stages_with_pp=(0, 1, 3), max_pp=1, etp="tp",
         ep_with_cp=False, zero_from_mesh=True, sp_always=MAXTEXT_SP,
+        moe_recipe=(("expert_w1_rerun", False,
+                     "placement's MaxText files keep the routed experts' second up-projection wherever their remat "
+                     "policy keeps mlpwi_1: remat_policy custom with moe_mlpwi_1 'device', since MaxText 0.2.5's "
+                     "sparse_matmul path names that output moe_mlpwi_1 only (layers/moe.py:2916, :2942)"),),
         fp8_accumulation="MaxText refuses FP8 with gradient accumulation (configs/types.py: \"FP8 quantization is "
                          "not compatible with gradient accumulation.\"; AI-Hypercomputer/maxtext e591f30cb)",
         why="no ZeRO-2, ZeRO-3 with CP (its context axis shards the weights), expert TP equal to TP, EP not across "

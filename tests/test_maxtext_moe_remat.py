@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import yaml
 from click.testing import CliRunner
 
@@ -42,9 +43,82 @@ def _minimal(tmp_path, model: str) -> dict:
     return json.loads(got.stdout)
 
 
-def test_the_audit_of_minimal_says_the_experts_w1_reruns_on_an_moe_model_only(tmp_path) -> None:
-    moe = _minimal(tmp_path, "mixtral-8x7b")["layout"]["ignored"]
-    assert any("moe_mlpwi_1" in note and "reruns that GEMM" in note and not note.startswith("[moe]")
-               for note in moe)
-    dense = _minimal(tmp_path, "llama3-8b")["layout"]["ignored"]
-    assert not any("moe_mlpwi_1" in note for note in dense)
+def test_the_audit_of_minimal_prices_the_experts_w1_rerun_on_an_moe_model(tmp_path) -> None:
+    """A QA pass: the rerun was an ignored line, the GEMM priced as saved.  Now priced (recipe expert_w1_rerun): one
+    more expert GEMM forward a MoE layer in the step and in HFU, the output's bytes off the activations, against the
+    same file priced with moe_mlpwi_1 kept (remat_policy custom)."""
+    got = _minimal(tmp_path, "mixtral-8x7b")
+    moe = got["layout"]["ignored"]
+    assert not any("moe_mlpwi_1" in note for note in moe)
+    est = got["estimate"]
+    assert est["recipe"]["expert_w1_rerun"] is True
+    assert "reruns that GEMM" in est["recipe_sources"]["expert_w1_rerun"]
+    # the best plan is priced as placement's files run it: they keep moe_mlpwi_1 (remat_policy custom)
+    assert got["best"]["recipe"]["expert_w1_rerun"] is False
+    kept = _custom_w1_kept(tmp_path)["estimate"]
+    assert kept["recipe"]["expert_w1_rerun"] is False
+    # compute, not the step: more backward work hides more of this job's exposed data-parallel traffic
+    assert est["breakdown"]["compute"] > kept["breakdown"]["compute"] and est["hfu"] > kept["hfu"]
+    # the routed pairs' w1 output: 32 layers x 2048 tokens (base.yml max_target_length) x top-2 x 14336 x 2 bytes
+    freed = kept["memory"]["activations_bytes"] - est["memory"]["activations_bytes"]
+    assert freed == pytest.approx(32 * 2048 * 2 * 14336 * 2, rel=1e-6)
+    dense = _minimal(tmp_path, "llama3-8b")
+    assert not any("moe_mlpwi_1" in note for note in dense["layout"]["ignored"])
+    assert dense["estimate"]["recipe"]["expert_w1_rerun"] is False
+
+
+def _custom_w1_kept(tmp_path) -> dict:
+    """The minimal file's tensors, each named (remat_policy custom), moe_mlpwi_1 among them on the device."""
+    launch = tmp_path / "custom.yml"
+    names = ("query_proj", "key_proj", "value_proj", "out_proj", "mlpwi_0", "mlpwi_1", "mlpwo", "moe_mlpwi_0",
+             "moe_mlpwi_1", "moe_mlpwo")
+    launch.write_text('base_config: "base.yml"\nhardware: "gpu"\nmodel_name: "mixtral-8x7b"\nici_fsdp_parallelism: 8\n'
+                      'remat_policy: "custom"\nper_device_batch_size: 1\n'
+                      + "".join(f'{n}: "device"\n' for n in names))
+    got = CliRunner().invoke(main, ["--reproducible", "audit", "--model", "mixtral-8x7b", "--gpus", "64", "--launch",
+                                    str(launch), "--json"])
+    assert got.exit_code in (0, 1), got.output
+    return json.loads(got.stdout)
+
+
+DEEPSEEK = ["--model", "deepseek-v2", "--cluster", "dgx-h100", "--gpus", "128", "--tp", "1", "--ep", "8", "--etp", "1",
+            "--pp", "1", "--dp-shard", "8", "--zero", "3", "--mbs", "1", "--recompute", "selective", "--global-batch",
+            "512", "--seq-len", "4096"]
+
+
+def test_an_mla_models_minimal_file_prices_the_experts_w1_rerun_and_its_audit_agrees(tmp_path) -> None:
+    """An MLA model's file keeps remat_policy minimal (custom cannot name kv_proj), whose sparse experts rerun w1: a
+    QA pass found the file warning 'which the prediction does not price' and the plan priced as saved.  Now `plan
+    --framework maxtext` prices the rerun (its model_name's row), a file of a plan without it re-prices it in its
+    'this file runs' line, and the audit of that file gives the same step."""
+    got = CliRunner().invoke(main, ["evaluate", *DEEPSEEK, "--framework", "maxtext", "--json"])
+    assert got.exit_code in (0, 1), got.output
+    framework = json.loads(got.stdout)
+    assert framework["recipe"]["expert_w1_rerun"] is True
+    assert "deepseek2-236b" in framework["recipe_sources"]["expert_w1_rerun"]
+    out = tmp_path / "out"
+    got = CliRunner().invoke(main, ["evaluate", *DEEPSEEK, "--recompute-modules", "core_attn,layernorm", "--out",
+                                    str(out), "--emit", "maxtext", "--json"])
+    assert got.exit_code in (0, 1), got.output
+    assert json.loads(got.stdout)["recipe"]["expert_w1_rerun"] is False
+    text = (out / "maxtext.yml").read_text()
+    assert 'remat_policy: "minimal"' in text
+    runs = next(line for line in text.splitlines() if line.startswith("# this file runs "))
+    assert "the routed experts' second up-projection rerun in backward" in runs
+    audit = CliRunner().invoke(main, ["audit", "--model", "deepseek-v2", "--cluster", "dgx-h100", "--gpus", "128",
+                                      "--global-batch", "512", "--launch", str(out / "maxtext.yml"), "--json"])
+    assert audit.exit_code in (0, 1), audit.output
+    est = json.loads(audit.stdout)["estimate"]
+    assert est["recipe"]["expert_w1_rerun"] is True
+    assert f": {est['step_time_s']:.3f} s/step (" in runs
+
+
+def test_a_full_recompute_mla_file_says_nothing_of_the_w1_rerun(tmp_path) -> None:
+    """Under full recompute the experts' w1 rerun prices nothing: a QA roundtrip found deepseek-v2's `plan --framework
+    maxtext` file (rc full) saying 'this file runs expert_w1_rerun False (not True)' at the plan's own step."""
+    full = [a if a != "selective" else "full" for a in DEEPSEEK]
+    got = CliRunner().invoke(main, ["evaluate", *full, "--framework", "maxtext", "--out", str(tmp_path), "--emit",
+                                    "maxtext"])
+    assert got.exit_code in (0, 1), got.output
+    text = (tmp_path / "maxtext.yml").read_text()
+    assert "expert_w1_rerun" not in text

@@ -50,11 +50,13 @@ def test_mixtral_gpu_config_keeps_only_the_named_tensors(tmp_path: Path) -> None
     assert "save_only_these_names" in est["recipe_sources"]["remat_saves_named_only"]
     hidden, heads, kv_heads, head_dim, ffn, top_k, layers = 4096, 32, 8, 128, 14336, 2, 32  # Mixtral 8x7B
     tokens = 12 * 4096  # per_device_batch_size x max_target_length, one micro-batch, pp 1
-    # each routed pair: mlpwi_0, moe_mlpwi_1 (priced as saved: the ignored line says the sparse path reruns it) and
-    # mlpwo, on the busiest rank's share of the routed tokens: all of its own at ep 1 (this file's fsdp 8 holds every
-    # expert on every rank), the routing imbalance's share beside expert parallelism
+    # each routed pair: mlpwi_0 and mlpwo (the sparse path names the second up-projection moe_mlpwi_1 only, which
+    # the policy does not save: rerun, recipe expert_w1_rerun), on the busiest rank's share of the routed tokens: all
+    # of its own at ep 1 (this file's fsdp 8 holds every expert on every rank), the routing imbalance's share beside
+    # expert parallelism
+    assert est["recipe"]["expert_w1_rerun"] is True
     load = 1.0 if est["layout"]["ep"] == 1 else REAL_ROUTING_IMBALANCE
-    routed = top_k * load * (2 * ffn + 2 * ffn + 2 * hidden)
+    routed = top_k * load * (2 * ffn + 2 * hidden)
     want = layers * tokens * (_attention_named(hidden, heads, kv_heads, head_dim) + routed)
     assert est["memory"]["activations_bytes"] == pytest.approx(want, rel=1e-6)
     assert want / 2**30 < 300  # was 385.2 GiB, what Megatron-Core keeps

@@ -638,6 +638,17 @@ def recipe_space(space: SearchConfig, framework: str, model: ModelSpec, topo: To
         for name in ("optimizer_over_replicas", "optimizer_over_replicas_beside_fsdp"):
             update[name] = rows[name][0]
             best_sources[name] = f"maxtext's files as placement writes them: {rows[name][1]}"
+    if framework == "maxtext" and model.is_moe:
+        # the experts' w1 rerun is the job's policy's, not the best plan's: placement's files keep moe_mlpwi_1 (remat
+        # custom) except under an MLA model's named policy (emit.maxtext.CONFIG_RECIPE; a QA run: a qwen3 minimal
+        # job's rerun was carried into its best plan, whose file keeps it)
+        from placement.frameworks import recipe_rows, run_config
+
+        config = run_config("maxtext", model, "bf16", topo.accelerator)
+        row = next(r for r in recipe_rows("maxtext", False, None, config, True) if r[0] == "expert_w1_rerun")
+        if recipe.expert_w1_rerun != row[1]:
+            update["expert_w1_rerun"] = row[1]
+            best_sources["expert_w1_rerun"] = f"maxtext's files as placement writes them: {row[2]}"
     if framework == "deepspeed" and not recipe.dp_overlap and overlap_key:
         # DeepSpeed's ZeRO-1/2 reduce beside the backward only under zero_optimization.overlap_comm, which the
         # dp_not_overlapped finding names and placement's DeepSpeed files always write (emit.deepspeed config): the
@@ -2937,6 +2948,9 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
     _check_deepspeed_moe_zero3(launch, layout, model)
     recipe, recipe_sources = launch_recipe(launch, model, layout, recipe_overrides, several_hosts=topo.num_hosts > 1,
                                            precision=train.precision.value)
+    if recipe.expert_w1_rerun and not model.is_moe:  # a MaxText policy's expert rerun, read before the model was known
+        recipe = recipe.model_copy(update={"expert_w1_rerun": False})
+        recipe_sources.pop("expert_w1_rerun", None)
     refused = graphs_recompute_error(layout, recipe, model.is_moe)
     if refused is not None:  # the files' own combination, not a batch that does not fit: name where they state it
         where = "; ".join(e for e in (recipe_sources.get("cuda_graphs"), launch.sources.get("recompute"),

@@ -583,11 +583,12 @@ def finish(v: dict[str, tuple[Any, str]], ignored: list[str]) -> dict[str, tuple
     experts = keys.get("num_experts", (1, BASE_SOURCE))[0]
     unsaved = experts_unsaved(kept_names) if kept_names is not None else []
     if unsaved and str(sparse).lower() != "false":
-        ignored.append(f"{MOE_ONLY}remat_policy {remat!r} saves mlpwi_1 but not the routed experts' "
-                       f"{', '.join(unsaved)}: MaxText's sparse_matmul path ({sev}) tags the experts' second "
-                       f"up-projection with that name only (layers/moe.py), so each MoE layer reruns that GEMM in "
-                       f"backward; priced as saved, so expect the step above the estimate and memory below it "
-                       f"(remat_policy custom with moe_mlpwi_1: 'device' runs what is priced) ({rev})")
+        # priced as it runs (a QA pass: it was an ignored line, the GEMM priced as saved, step and memory off)
+        out["recipe.expert_w1_rerun"] = (True, f"{rev}: remat_policy {remat!r} saves mlpwi_1 but not the routed "
+                                               f"experts' {', '.join(unsaved)}: MaxText's sparse_matmul path ({sev}) "
+                                               f"tags the experts' second up-projection with that name only "
+                                               f"(layers/moe.py:2916, :2942), so each MoE layer reruns that GEMM in "
+                                               f"backward and keeps no output of it")
     if str(sparse).lower() == "false" and isinstance(experts, int) and experts > 1:
         if capped:
             out["recipe.moe_einsum_dispatch"] = ("sequence", f"{sev} (with {cap[1]}: MaxText's dense_matmul "

@@ -145,6 +145,15 @@ def priced_zero(recipe: Recipe, zero: int) -> int:
     return 3 if zero == 0 and recipe.zero0_as_fsdp else zero
 
 
+def expert_w1_rerun(x: Ctx) -> np.ndarray | float:
+    """1.0 for each candidate whose routed experts rerun their second up-projection (recipe expert_w1_rerun beside
+    remat_saves_named_only: a selective, named-save recompute that does not already rerun `mlp_up`), else 0."""
+    if not (x.recipe.expert_w1_rerun and x.recipe.remat_saves_named_only):  # named saves only: JAX's
+        return 0.0
+    up = np.asarray(x.module(RecomputeModule.MLP_UP), dtype=bool)
+    return ((np.asarray(x.b.recompute) == SELECTIVE) & ~up).astype(np.float64)
+
+
 def over_replicas(recipe: Recipe, b: LayoutBatch) -> np.ndarray:
     """Per layout of `b` (as priced: `priced_batch`), whether its optimizer state is sharded over the HSDP replicas
     too (recipe optimizer_over_replicas): an HSDP layout (ZeRO-3, dp_shard below dp) under that recipe, and, where

@@ -22,7 +22,7 @@ from placement.cost.compute import (
     unfused_attention_time,
 )
 from placement.cost.constants import NORM_BYTES_PER_HIDDEN
-from placement.cost.context import Ctx, expert_load
+from placement.cost.context import Ctx, expert_load, expert_w1_rerun
 from placement.cost.memory import norms_recomputed
 from placement.specs.recipe import CpCommType, EinsumDispatch, Fp8Recipe
 from placement.specs.recipe import RecomputeModule as M
@@ -396,6 +396,9 @@ def layer_compute(x: Ctx) -> LayerCompute:
                      + (mlp_up_forward(w.expert_ffn, ffn, per_expert, local) + eager.act_forward_s
                         + mlp_up_forward(w.shared_ffn_total, w.shared_ffn_total / tp, tokens)) * mlp_up
                      + moe_fwd * x.module(M.MOE)
+                     # the second up-projection alone where a named-save policy leaves it unnamed (MaxText's
+                     # sparse_matmul path: recipe expert_w1_rerun)
+                     + _gemm(x, per_expert, ffn, w.hidden, local) * expert_w1_rerun(x)
                      + eager.experts_s
                      # per-op: the router and the routed experts rerun whole, the shared experts' unsaved matmuls
                      + per_op * (experts_fwd + act_fwd + eager.act_forward_s + router_fwd

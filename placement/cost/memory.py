@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from placement.cost import constants as C
-from placement.cost.context import SELECTIVE, Ctx, over_replicas, priced_zero
+from placement.cost.context import SELECTIVE, Ctx, expert_w1_rerun, over_replicas, priced_zero
 from placement.cost.pipeline import StageKinds
 from placement.specs.recipe import CudaGraphs, Dispatcher, GradAccumulation, PipelineSchedule
 from placement.specs.recipe import RecomputeModule as M
@@ -131,6 +131,8 @@ def _named_kept(x: Ctx) -> tuple[np.ndarray, np.ndarray]:
                                                                            0.0)
     pairs = tokens * w.top_k * x.etp / tp * x.expert_load
     routed = pairs * up_kept * (2.0 * w.mlp_up * w.expert_ffn / x.etp + 2.0 * h)
+    # ...less the second up-projection's output where the policy leaves it unnamed (recipe expert_w1_rerun)
+    routed = routed - pairs * expert_w1_rerun(x) * 2.0 * w.expert_ffn / x.etp
     return dense, tokens * (attention + shared) + routed
 
 

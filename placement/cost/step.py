@@ -23,7 +23,7 @@ import numpy as np
 from placement.cost import constants as C
 from placement.cost.batch import RECOMPUTE_MODULES, LayoutBatch
 from placement.cost.comm import cp_term, ep_exposed, ep_term, pp_exposed_per_microbatch, pp_ramp_s, pp_term, tp_term
-from placement.cost.context import Ctx, context, over_replicas
+from placement.cost.context import Ctx, context, expert_w1_rerun, over_replicas
 from placement.cost.dp import StageParams, dp_term, optimizer_term, tail_bucket_params
 from placement.cost.host import host_term
 from placement.cost.layer import layer_compute, per_op_recompute_flops
@@ -249,7 +249,9 @@ def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch, r
     s = train.seq_len
     model_flops = w.model_flops_per_token(s) * tokens_step
     hw_per_token = (w.forward_flops_per_token(s) * (3.0 + x.full * x.full_layers_share)
-                    + _selective_redo_flops(w, b, s))
+                    + _selective_redo_flops(w, b, s)
+                    # the routed experts' second up-projection a named-save policy reruns (recipe expert_w1_rerun)
+                    + expert_w1_rerun(x) * 2.0 * w.top_k * w.expert_ffn * w.hidden * w.num_moe_layers)
     peak = peak_flops(topo, train.precision)
     ep_total, ep_bytes = _chosen_ep(ep_options, crit.dispatcher, x.tokens)
     traffic = {

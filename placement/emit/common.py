@@ -330,7 +330,7 @@ def forced_warnings(ctx: EmitContext, framework: str, precision: str | None = No
 
 
 NOT_SETTINGS = frozenset({"routing_imbalance", "fused_model_ops", "moe_fusions", "norms_fused",
-                          "remat_saves_named_only", "optimizer_over_replicas_beside_fsdp"})
+                          "remat_saves_named_only", "optimizer_over_replicas_beside_fsdp", "expert_w1_rerun"})
 """Recipe fields no launch file states: the data's expert load (routing_imbalance), and the model code's own eager
 ops and MoE kernels, which the code the user runs decides (Megatron's files do state its MoE fusions).  Every other
 field is, for each emitter, written into its files, re-priced as the framework runs it (RUNS_INSTEAD, FORCED), or
@@ -338,7 +338,8 @@ the user's (a DeviceMesh's or MaxText's launcher).  `norms_fused` is the model c
 Transformer Engine spec fuses them; MaxText's JAX layers do not, a framework row), and so is
 `remat_saves_named_only` (JAX rematerialization keeps what its policy names: MaxText's, a framework row), and
 `optimizer_over_replicas_beside_fsdp` (which layouts optimizer_over_replicas holds on: the framework's own rule,
-MaxText's refusal of shard_optimizer_over_data beside fsdp, a framework row)."""
+MaxText's refusal of shard_optimizer_over_data beside fsdp, a framework row), and `expert_w1_rerun` (which of its
+tensors the model code names: MaxText's sparse_matmul path, read by the audit, re-priced by its emitter)."""
 
 _MATTERS = {"checkpoint_sync": lambda lay: lay.recompute == "full",
             "checkpoint_interval": lambda lay: lay.recompute == "full",
@@ -387,6 +388,9 @@ _MATTERS_RECIPE = {
     # that do not shard the weights and gradients (optimizer_over_replicas)
     "fp32_weights": lambda lay, r: (lay.zero_stage < 3 or not r.grad_reduce_fp32
                                     or (r.optimizer_over_replicas and lay.dp_shard < lay.dp)),
+    # the experts' w1 rerun prices something only under a selective recompute that keeps the up-projections
+    # (cost.context.expert_w1_rerun)
+    "expert_w1_rerun": lambda lay, r: lay.recompute == "selective" and "mlp_up" not in r.recompute_modules,
 }
 """Recipe fields whose effect on a layout depends on other recipe fields, given the recipe the files run."""
 

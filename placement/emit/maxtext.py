@@ -316,7 +316,15 @@ def rows_written(ctx: EmitContext, mesh: MaxTextMesh) -> frozenset[str]:
     the rule of the layouts it holds on, optimizer_over_replicas_beside_fsdp) for a `plain_hsdp` file, which `runs`
     prices as it runs."""
     plain = frozenset({"optimizer_over_replicas", "optimizer_over_replicas_beside_fsdp"})  # the file leaves the key out
-    return written_rows(ctx) | (plain if plain_hsdp(ctx, mesh) else frozenset())
+    return (written_rows(ctx) | (plain if plain_hsdp(ctx, mesh) else frozenset())
+            | (frozenset({"expert_w1_rerun"}) if w1_rerun(ctx) else frozenset()))
+
+
+def w1_rerun(ctx: EmitContext) -> bool:
+    """Whether the file's experts rerun their second up-projection (recipe expert_w1_rerun): an MLA model's named
+    policy that saves mlpwi_1, which `custom` cannot replace (`remat_keys`), under MaxText's sparse path."""
+    policy = remat_policy(ctx)[0]
+    return bool(moe_names_unsaved(ctx, policy)) and ctx.model is not None and ctx.model.mla is not None
 
 
 def batch_keys(ctx: EmitContext) -> tuple[dict[str, object], list[str], str]:
@@ -455,11 +463,20 @@ OVERRIDE_MODEL_CONFIG = "override_model_config"
 SINKS_RUN = frozenset({"gpt-oss-120b"})
 """The model configs of MODELS that train attention sinks (configs/models/gpt-oss-120b.yml:27 attention_sink)."""
 
-CONFIG_RECIPE = {name: (("attention_kernel", AttentionKernel.FLASH,
-                         f"model_name {name} trains attention sinks, which MaxText 0.2.5 on GPUs runs only under "
-                         f"attention: cudnn_flash_te (layers/attention_op.py:153-157; the default 'autoselected' "
-                         f"raises a ValueError), which placement's files write: cuDNN's fused attention"),)
-                 for name in SINKS_RUN}
+MLA_MOE_CONFIGS = frozenset({"deepseek3-671b", "deepseek2-236b", "kimi-k2-1t"})
+"""The model configs of MODELS with MLA and routed experts, whose files keep a named remat policy (`custom` cannot
+name MLA's kv_proj, which `minimal` saves), so their experts rerun the second up-projection (recipe expert_w1_rerun)."""
+EXPERT_W1_WHY = ("MaxText 0.2.5's sparse_matmul path names the routed experts' second up-projection moe_mlpwi_1 only "
+                 "(layers/moe.py:2916, :2942), which the named remat policy placement's files write for an MLA model "
+                 "does not save (remat_policy custom, which could, has no kv_proj for MLA: configs/types.py), so each "
+                 "MoE layer reruns that GEMM in backward")
+CONFIG_RECIPE = ({name: (("attention_kernel", AttentionKernel.FLASH,
+                          f"model_name {name} trains attention sinks, which MaxText 0.2.5 on GPUs runs only under "
+                          f"attention: cudnn_flash_te (layers/attention_op.py:153-157; the default 'autoselected' "
+                          f"raises a ValueError), which placement's files write: cuDNN's fused attention"),)
+                  for name in SINKS_RUN}
+                 | {name: (("expert_w1_rerun", True, f"model_name {name}: {EXPERT_W1_WHY}"),)
+                    for name in MLA_MOE_CONFIGS})
 """model_name -> the framework rows (frameworks.CAPABILITIES["maxtext"].recipe) its files run otherwise, for
 frameworks.recipe_rows: a config that trains attention sinks runs cuDNN's attention, which the files write
 (written_rows), not the Triton kernel of base.yml's 'autoselected' (a QA run: `plan --framework maxtext` priced
@@ -730,9 +747,9 @@ def overrides(ctx: EmitContext) -> tuple[dict[str, object], MaxTextMesh, list[st
         # save less than the policy it stands for, so the file keeps it and says what reruns (a review)
         warnings.append(f"remat_policy {policy} does not save the routed experts' {', '.join(unsaved)} (MaxText's "
                         f"sparse_matmul path tags the experts' second up-projection with that name only, "
-                        f"layers/moe.py), so each MoE layer reruns that GEMM in backward, which the prediction does "
-                        f"not price; remat_policy custom, which could keep it, cannot name MLA's kv_proj: expect the "
-                        f"step above the prediction")
+                        f"layers/moe.py), so each MoE layer reruns that GEMM in backward; remat_policy custom, which "
+                        f"could keep it, cannot name MLA's kv_proj"
+                        + ("" if ctx.recipe.expert_w1_rerun else ": the 'this file runs' line prices the rerun"))
         unsaved = ()
     if unsaved:
         # MaxText's ragged (sparse_matmul) expert path tags the second up-projection moe_mlpwi_1 only, which no named
@@ -1040,6 +1057,10 @@ def runs(ctx: EmitContext, mesh: MaxTextMesh) -> Runs:
         out.what.append(f"cuDNN's attention (attention: cudnn_flash_te, not {ctx.recipe.attention_kernel.value}: "
                         f"model_name {name} trains attention sinks, which MaxText 0.2.5 on GPUs runs only under it, "
                         f"layers/attention_op.py:153-157)")
+    if w1_rerun(ctx) and not ctx.recipe.expert_w1_rerun:  # a QA pass: warned, never priced
+        out.recipe["expert_w1_rerun"] = True
+        out.what.append(f"the routed experts' second up-projection rerun in backward (remat_policy "
+                        f"{remat_policy(ctx)[0]} does not save moe_mlpwi_1: {EXPERT_W1_WHY})")
     if plain_hsdp(ctx, mesh) and ctx.recipe.optimizer_over_replicas:
         out.recipe["optimizer_over_replicas"] = False
         out.what.append(f"the optimizer state over the {lay.dp_shard} shard ranks alone (not over the HSDP replicas "

@@ -353,6 +353,15 @@ class Recipe(Frozen):
     bf16 before a gradient-accumulation loop (utils/gradient_accumulation.py:93-103), in float32 without one, and
     held through the step; so the replicas reduce-scatter the gradients and all-gather those weights, where plain
     HSDP all-reduces the gradients."""
+    expert_w1_rerun: bool = False
+    """Under selective recompute with named saves (`remat_saves_named_only`), the routed experts' second
+    up-projection (w1) reruns in backward and its output is not kept, where the policy keeps mlpwi_1 but not
+    moe_mlpwi_1: MaxText 0.2.5's sparse_matmul path (base.yml's default) names that output moe_mlpwi_1 only (the
+    wheel's layers/moe.py:2916, :2942; w0 and wo carry both names, :2915, :3229), so `minimal` and the other
+    named policies rerun it.  The audit reads it from a MaxText config's remat_policy, and placement's MaxText
+    files that cannot name it (MLA models: `custom` has no kv_proj) are re-priced with it.  Priced as one more
+    expert GEMM forward (per token-expert pair, hidden x expert_ffn / etp) a MoE layer, its output freed; no
+    effect where `mlp_up` reruns both up-projections anyway."""
     optimizer_over_replicas_beside_fsdp: bool = True
     """`optimizer_over_replicas` holds also where the HSDP shard group has ranks beyond the expert ranks (dp_shard
     above ep: fsdp ranks), as Megatron-FSDP's `--outer-dp-sharding-strategy optim` shards over any instances.  Off:
