@@ -93,7 +93,9 @@ def test_a_config_without_a_launch_line_is_left_to_the_environment(tmp_path) -> 
     ("export XLA_CLIENT_MEM_FRACTION=0.8 XLA_PYTHON_CLIENT_MEM_FRACTION=0.8\n", "are both set"),
     ("export XLA_PYTHON_CLIENT_MEM_FRACTION=most\n", "is no number"),
     ("export XLA_PYTHON_CLIENT_MEM_FRACTION=1.5\n", "outside (0, 1]"),
-], ids=["both-names", "not-a-number", "above-one"])
+    # TensorFlow's name for CUDA's async allocator (TF_GPU_ALLOCATOR): JAX's is cuda_async; a QA trial priced the job
+    ("export XLA_PYTHON_CLIENT_ALLOCATOR=cuda_malloc_async\n", "XLA_PYTHON_CLIENT_ALLOCATOR=cuda_malloc_async"),
+], ids=["both-names", "not-a-number", "above-one", "unknown-allocator"])
 def test_a_fraction_jax_refuses_is_an_error(tmp_path, env, said) -> None:
     got = _audit(tmp_path, env)
     assert got.exit_code == 2, got.output

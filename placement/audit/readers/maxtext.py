@@ -262,6 +262,14 @@ JAX_FRACTION_READ = ("jaxlib 0.10.2 xla_client.py generate_pjrt_gpu_plugin_optio
 """How JAX reads its pool's fraction of the GPU (MaxText 0.2.5 needs jax>=0.11.1, which reads it so)."""
 
 
+JAX_ALLOCATORS = ("default", "platform", "bfc", "cuda_async", "vmm")
+"""The XLA_PYTHON_CLIENT_ALLOCATOR values JAX starts with, lower-cased (JAX_ALLOCATOR_READ)."""
+JAX_ALLOCATOR_READ = ("jaxlib 0.10.2 xla_client.py:179, :194-198 generate_pjrt_gpu_plugin_options: "
+                      "os.getenv('XLA_PYTHON_CLIENT_ALLOCATOR', 'default').lower(), any other value raises "
+                      "'XLA_PYTHON_CLIENT_ALLOCATOR env var must be \"default\", \"platform\", \"bfc\", "
+                      "\"cuda_async\", or \"vmm\"'")
+
+
 def jax_memory_settings(command: Command, s: Settings) -> None:
     """The JAX pool settings MaxText's train command runs with (audit.core.jax_memory_pool prices them): the memory
     fraction as written ("" where the line sets neither name) and XLA_PYTHON_CLIENT_ALLOCATOR.  Both names set stops
@@ -279,6 +287,12 @@ def jax_memory_settings(command: Command, s: Settings) -> None:
     else:  # a value the files leave to the environment keeps its text (`${FRACTION}`): unknown, not unset
         s.put("jax_memory_fraction", word.text.strip(), f"{name}={word.text} ({word.evidence})")
     allocator = command.env("XLA_PYTHON_CLIENT_ALLOCATOR")
+    if allocator is not None and "$" not in allocator.text and allocator.text.lower() not in JAX_ALLOCATORS:
+        # a QA trial: TensorFlow's spelling (TF_GPU_ALLOCATOR=cuda_malloc_async) was priced as a job that runs
+        raise InputError(f"XLA_PYTHON_CLIENT_ALLOCATOR={allocator.text} ({allocator.evidence}): JAX raises "
+                         f"ValueError at its first GPU use for any allocator but {', '.join(JAX_ALLOCATORS)} "
+                         f"({JAX_ALLOCATOR_READ}), so the job does not start; set one of them (cuda_async for CUDA's "
+                         f"stream-ordered allocator) or leave it unset for the default")
     if allocator is not None:
         s.put("jax_allocator", allocator.text.strip().lower(),
               f"XLA_PYTHON_CLIENT_ALLOCATOR={allocator.text} ({allocator.evidence})")
