@@ -683,7 +683,11 @@ def test_maxtext_zero_stage_is_what_its_mesh_shards(tmp_path: Path, config: str,
 
 @pytest.mark.parametrize(("config", "says"), [
     ("ici_tensor_sequence_parallelism: 2\n", "the tensor_sequence axis is not one placement prices"),
-    ("ici_tensor_parallelism: -1\n", "more than one axis is -1"),
+    # names each -1 with where it is set, and the fix (a QA trial: "more than one axis is -1 (data, fsdp)")
+    ("ici_tensor_parallelism: -1\n", "ici_fsdp_parallelism -1 (MaxText 0.2.5 base.yml default); ici_tensor_parallelism"
+                                     " -1 ("),
+    ("ici_tensor_parallelism: -1\n", "give ici_fsdp_parallelism a size (1 leaves the ici devices to "
+                                     "ici_tensor_parallelism)"),
     ("per_device_batch_size: x\n", "per_device_batch_size must be a number"),
     ("mesh_axes: [data, tensor]\n", "mesh_axes must name MaxText 0.2.5's axes"),
 ])

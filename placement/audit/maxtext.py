@@ -384,8 +384,14 @@ def finish(v: dict[str, tuple[Any, str]], ignored: list[str]) -> dict[str, tuple
         bad = [(a, n, ev) for a, (n, ev) in part.items() if n < -1 or n == 0]
         if bad:
             raise InputError(f"{bad[0][2]}: {name}_{KEY_WORD[bad[0][0]]}_parallelism must be >= 1 or -1 (fill)")
-        if len(filled) > 1:
-            raise InputError(f"{name} parallelism: more than one axis is -1 ({', '.join(filled)}); MaxText fills one")
+        if len(filled) > 1:  # a QA trial: the message named neither the keys nor where they are set, nor the fix
+            said = "; ".join(f"{name}_{KEY_WORD[a]}_parallelism -1 ({part[a][1]})" for a in filled)
+            keep = next((a for a in filled if part[a][1] != BASE_SOURCE), filled[0])
+            others = ", ".join(f"{name}_{KEY_WORD[a]}_parallelism" for a in filled if a != keep)
+            raise InputError(f"{name} parallelism: more than one axis is -1 ({said}): MaxText 0.2.5 fills one and "
+                             f"asserts \"At most one axis can be unspecified\" at start-up (utils/max_utils.py:464-468 "
+                             f"fill_unspecified_mesh_axes), so this job does not start; give {others} a size (1 "
+                             f"leaves the {name} devices to {name}_{KEY_WORD[keep]}_parallelism)")
     for a in AXES:
         if a not in PRICED and (ici[a][0] != 1 or dcn[a][0] != 1):
             raise InputError(f"{ici[a][1] if ici[a][0] != 1 else dcn[a][1]}: the {a} axis is not one placement "
