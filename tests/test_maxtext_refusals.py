@@ -161,6 +161,27 @@ def test_te_no_quant_is_bf16_as_priced(tmp_path: Path) -> None:
     assert launch.precision == "bf16" and not _notes(launch)
 
 
+@pytest.mark.parametrize("quant", ["fp8_gpu", "fp8_full", "int4", "fp8_e4m3"])
+def test_a_qwix_only_quantization_without_qwix_is_refused(tmp_path: Path, quant: str) -> None:
+    """MaxText's model creation raises for these unless use_qwix_quantization is true (layers/quantizations.py:874); a
+    QA trial's fp8_gpu config was priced as a bf16 job that runs."""
+    with pytest.raises(InputError) as err:
+        maxtext_launch(tmp_path, BASE + f"quantization: {quant}\n")
+    _refusal(err, f"cfg.yml:6: quantization: {quant} with use_qwix_quantization false (MaxText 0.2.5 base.yml",
+             "layers/quantizations.py:852-874", "Invalid value configured for quantization",
+             "set use_qwix_quantization: true")
+    launch = maxtext_launch(tmp_path, BASE + f"quantization: {quant}\nuse_qwix_quantization: true\n")
+    assert launch.precision == "bf16"  # Qwix's own quantization, said as not priced (an ignored line)
+
+
+def test_transformer_engine_fp8_under_qwix_runs_bf16_as_priced(tmp_path: Path) -> None:
+    """Under use_qwix_quantization MaxText builds no Transformer Engine recipe and Qwix has no te_ rule: the matmuls
+    run unquantized, where the audit priced FP8 (a QA trial: 1.743 s against 2.256 s on 8 H100)."""
+    launch = maxtext_launch(tmp_path, BASE + "quantization: te_fp8_delayedscaling\nuse_qwix_quantization: true\n")
+    assert launch.precision == "bf16" and "fp8_recipe" not in launch.recipe
+    assert "MaxText quantizes nothing" in launch.sources["precision"] and "cfg.yml:7" in launch.sources["precision"]
+
+
 def test_an_unknown_remat_policy_is_refused_naming_the_allowed(tmp_path: Path) -> None:
     with pytest.raises(InputError) as err:
         maxtext_launch(tmp_path, BASE + "remat_policy: fulll\n")

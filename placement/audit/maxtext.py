@@ -51,6 +51,7 @@ BASE: dict[str, Any] = {
     # MaxText 0.2.5 configs/base.yml: the defaults a config leaves in place (line numbers of that file)
     "model_name": "default",  # :23
     "quantization": "",  # :137
+    "use_qwix_quantization": False,  # :168
     "num_layers_per_pipeline_stage": 1,  # :409
     "num_pipeline_repeats": -1,  # :411
     "pipeline_parallel_layers": -1,  # :412
@@ -159,6 +160,9 @@ FP8_QUANTIZATIONS: dict[str, str | None] = {
     # per tensor (placement's tensorwise, as the Megatron reader prices delayed scaling), MXFP8BlockScaling is MXFP8
     "te_fp8_delayedscaling": "tensorwise", "te_fp8_currentscaling": "tensorwise", "te_mxfp8": "mxfp8"}
 """quantization -> placement's FP8 recipe (None: the accelerator's default) for the quantizations priced as FP8."""
+QWIX_ONLY = ("fp4", "int4", "fp8_e5m2", "fp8_e4m3", "fp8_nanoo", "fp8_gpu", "fp8_full")
+"""The quantizations MaxText 0.2.5 runs only through Qwix (use_qwix_quantization true: layers/quantizations.py:1182-1216
+get_quantization_rule, get_qt_provider); without it model creation raises (_get_quant_config, :852-874)."""
 FP8_NO_ACCUMULATION = ("fp8", "nanoo_fp8", "fp8_gpu", "te_fp8_delayedscaling")
 """The quantizations MaxText 0.2.5 refuses beside gradient_accumulation_steps > 1 (configs/types.py:4973-4977)."""
 MOE_ONLY_PIPELINE = ("deepseek2-16b", "deepseek2-236b", "deepseek3-671b", "deepseek3-671b-2dfsdp",
@@ -448,7 +452,21 @@ def finish(v: dict[str, tuple[Any, str]], ignored: list[str]) -> dict[str, tuple
                       "set gradient_accumulation_steps: 1 (raise per_device_batch_size for the same global batch) "
                       "or drop the FP8 quantization")
     dtype, dev = keys.get("dtype", ("bfloat16", BASE_SOURCE))
-    if quant in FP8_QUANTIZATIONS:
+    qwix, wev = _flag(keys, "use_qwix_quantization"), keys["use_qwix_quantization"][1]
+    if quant in QWIX_ONLY and not qwix:  # a QA trial: fp8_gpu was priced as a bf16 job that runs
+        raise refused(f"{qev} with use_qwix_quantization false ({wev})", f"quantization {quant!r} without Qwix",
+                      "layers/quantizations.py:852-874 _get_quant_config, which model creation calls "
+                      "(utils/model_creation_utils.py:540 configure_quantization): it knows int8, intmp, fp8, "
+                      "nanoo_fp8 and te_* only, else raise ValueError(f\"Invalid value configured for quantization "
+                      "{config.quantization}.\")", f"set use_qwix_quantization: true (Qwix runs {quant!r}) or "
+                      f"quantization: \"fp8\" (Flax's per-tensor FP8)")
+    if qwix and quant.startswith("te_") and quant != "te_no_quant":
+        # a QA trial: priced as FP8 at 1.743 s where the job runs bf16 GEMMs (2.256 s, llama3-8b on 8 H100)
+        out["precision"] = ("bf16", f"{qev} beside {wev}: MaxText quantizes nothing (configure_quantization returns "
+                                    f"no Transformer Engine recipe under Qwix, layers/quantizations.py:912-913, and "
+                                    f"Qwix has no rule for {quant!r}, get_qt_provider :1207-1216), so the matmuls run "
+                                    f"in {dtype}")
+    elif quant in FP8_QUANTIZATIONS:
         out["precision"] = ("fp8", qev)
         if FP8_QUANTIZATIONS[quant] is not None:
             out["recipe.fp8_recipe"] = (FP8_QUANTIZATIONS[quant], f"{qev} (Transformer Engine's "
