@@ -33,7 +33,7 @@ from placement.catalog import (
     model_names,
 )
 from placement.errors import InputError, PlacementInfeasible
-from placement.frameworks import CAPABILITIES, check_precision, check_seq_len, model_as_run, model_recipe
+from placement.frameworks import CAPABILITIES, check_precision, check_seq_len, model_as_run, model_recipe, run_config
 from placement.loaders.errors import format_validation_error
 from placement.specs import Layout, ModelSpec, Precision, Recompute, TrainingSpec
 from placement.specs.recipe import Recipe
@@ -1083,7 +1083,7 @@ def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, pr
                                           splits_narrowed=splits is not None)
     if framework and zero:
         # a stage the framework does not run leaves no layout to price (a user trial: exit 3, an internal error)
-        able = CAPABILITIES[framework].for_model(model.is_moe, model.tied_embeddings)
+        able = able_for(framework, model, train, topo)
         missing = sorted(set(zero) - set(able.zero_stages))
         if missing and not set(zero) & set(able.zero_stages):  # some left: the search keeps those
             raise InputError(f"--zero {' '.join(map(str, missing))} with --framework {framework}: "
@@ -1098,8 +1098,7 @@ def plan(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, pr
                        pipeline_policies=splits,
                        # Megatron-FSDP shards over the whole data-parallel group: no HSDP in its files
                        hsdp=not ("megatron" in launched or (framework and not CAPABILITIES[framework].hsdp)),
-                       framework=(CAPABILITIES[framework].for_model(model.is_moe, model.tied_embeddings)
-                                  if framework else None))
+                       framework=able_for(framework, model, train, topo))
     sources = searched_sources(cfg, sources)  # the fields the search chooses say "searched", as a sweep row does
     real = slurm_topology is not None or cluster_graph is not None
     mapping = SolverConfig(time_limit_s=max(10.0, 5 * map_time_limit), deterministic_time_limit=map_time_limit) \
@@ -1273,7 +1272,7 @@ def evaluate(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch
 
         check_precision(framework, model, train.precision.value, topo.accelerator)
         check_seq_len(framework, model, train.seq_len, train.precision.value, topo.accelerator)
-        able = CAPABILITIES[framework].for_model(model.is_moe, model.tied_embeddings)
+        able = able_for(framework, model, train, topo)
         able.check(LayoutBatch.from_layouts([layout], recipe), model.num_layers, model.kv_heads, train.seq_len)
         able.check_precision_layout(LayoutBatch.from_layouts([layout], recipe), train.precision.value,
                                     train.global_batch)
@@ -1825,6 +1824,15 @@ def audit(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, p
     threshold = SEVERITIES.index(fail_on)
     if any(SEVERITIES.index(f.severity) >= threshold for f in result.findings):
         sys.exit(EXIT_FINDINGS)
+
+
+def able_for(framework: str | None, model, train, topo):
+    """The framework's capability for `model` whose files name its run_config at `train`'s precision on `topo`
+    (Capability.for_model: a config whose files refuse context parallelism runs cp 1); None without a framework."""
+    if framework is None:
+        return None
+    return CAPABILITIES[framework].for_model(model.is_moe, model.tied_embeddings,
+                                             run_config(framework, model, train.precision.value, topo.accelerator))
 
 
 def _framework_recipe(framework, recipe, sources: dict[str, str], precision, model, topo):

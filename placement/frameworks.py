@@ -118,10 +118,19 @@ class Capability:
     torchtitan 0.3.0's decoder refuses weight tying beside a pipeline at start-up; `for_model` applies it."""
     no_pipeline: str = ""
     """Why this model runs pp 1 only (set by `for_model` from `tied_pipeline`)."""
+    config_no_cp: tuple[tuple[str, str], ...] = ()
+    """(config the files name, why): configs whose files do not start with context parallelism (MaxText's
+    gpt-oss-120b: its attention sinks need cuDNN's attention, which refuses base.yml's all-gather context
+    parallelism); `for_model` applies it to `no_cp`."""
+    no_cp: str = ""
+    """Why this model's files run cp 1 only (set by `for_model` from `config_no_cp`)."""
 
-    def for_model(self, is_moe: bool, tied: bool = False) -> Capability:
+    def for_model(self, is_moe: bool, tied: bool = False, config: str | None = None) -> Capability:
         """The capability for a dense or an MoE model (an MoE model may have fewer ZeRO stages: `moe_zero_stages`),
-        with tied embeddings or not (`tied_pipeline`)."""
+        with tied embeddings or not (`tied_pipeline`), whose files name `config` (`config_no_cp`: run_config)."""
+        why = dict(self.config_no_cp).get(config or "")
+        if why:
+            return dataclasses.replace(self, config_no_cp=(), no_cp=why).for_model(is_moe, tied)
         if tied and self.tied_pipeline:
             return dataclasses.replace(self, tied_pipeline="", no_pipeline=self.tied_pipeline).for_model(is_moe)
         if not is_moe:  # no experts: expert TP is no setting (the search keeps etp 1)
@@ -154,6 +163,8 @@ class Capability:
                 ok &= col <= limit
         if self.no_pipeline:
             ok &= b.pp == 1
+        if self.no_cp:
+            ok &= b.cp == 1
         if self.sp_always:
             ok &= (b.tp == 1) | np.asarray(b.sp, dtype=bool)
         if self.etp == "one":
@@ -263,6 +274,8 @@ class Capability:
                 out.append(f"{name} {value}: at most {limit}")
         if self.no_pipeline and pp > 1:
             out.append(f"pp {pp} for a model with tied embeddings: {self.no_pipeline} (--pp 1)")
+        if self.no_cp and cp > 1:
+            out.append(f"cp {cp}: {self.no_cp} (--cp 1)")
         if self.sp_always and tp > 1 and not bool(np.asarray(b.sp)[0]):
             out.append(f"tp {tp} without sequence parallelism: {self.sp_always}")
         if self.etp == "one" and etp != 1:
@@ -292,6 +305,11 @@ MAXTEXT_HSDP = ("MaxText 0.2.5 shards an HSDP job's optimizer over the replicas 
                 "configs/types.py:5605-5621, set_derived_and_validate_values: \"`shard_optimizer_over_data` (Zero-1) "
                 "cannot be combined with FSDP\"), so its HSDP runs so only where the expert axis is the whole shard "
                 "group (fsdp 1)")
+MAXTEXT_SINKS_CP = ("model_name gpt-oss-120b trains attention sinks, which MaxText 0.2.5 on GPUs runs only under "
+                    "attention: cudnn_flash_te (layers/attention_op.py:153-157), and that attention refuses context "
+                    "parallelism over packed sequences unless context_parallel_strategy is a load-balanced \"ring\" "
+                    "(layers/attention_op.py:2693-2695), where placement's files keep base.yml's \"all_gather\": its "
+                    "files with cp above 1 do not start")
 TORCHTITAN_TIED_PIPELINE = ("torchtitan 0.3.0's decoder raises NotImplementedError(\"Weight tying is not supported "
                             "with Pipeline Parallel.\") at start-up (models/common/decoder.py:139-142, Decoder.Config."
                             "update_from_config), as its qwen3_0_6b and qwen3_1_7b configs tie them "
@@ -496,6 +514,7 @@ CAPABILITIES: dict[str, Capability] = {
     "maxtext": Capability(
         "maxtext", "MaxText 0.2.5", zero_stages=(0, 1, 3), zero_stages_with_pp=(0, 1, 3), max_pp=1, etp="tp",
         ep_with_cp=False, zero_from_mesh=True, sp_always=MAXTEXT_SP,
+        config_no_cp=(("gpt-oss-120b", MAXTEXT_SINKS_CP),),
         moe_recipe=(("expert_w1_rerun", False,
                      "placement's MaxText files keep the routed experts' second up-projection wherever their remat "
                      "policy keeps mlpwi_1: remat_policy custom with moe_mlpwi_1 'device', since MaxText 0.2.5's "

@@ -70,3 +70,21 @@ def test_minimal_with_context_reruns_only_the_norms(tmp_path: Path) -> None:
     assert ctx["estimate"]["memory"]["activations_bytes"] < none["estimate"]["memory"]["activations_bytes"]
     # what the policy does not name is priced as rerun (recipe remat_saves_named_only), not as an upper bound
     assert not [x for x in ctx["layout"]["ignored"] if "minimal_with_context" in x and "upper bound" in x]
+
+
+def test_framework_maxtext_plans_gpt_oss_at_cp_1_whose_files_start() -> None:
+    """gpt-oss-120b's sinks run only under cuDNN's attention, which refuses base.yml's all-gather context parallelism:
+    its files with cp above 1 do not start.  A QA pass found `plan --framework maxtext` at 32K tokens offering cp 2
+    and cp 4 layouts (5th and 6th) and `evaluate --framework maxtext --cp 2` pricing one; now the plan keeps cp 1 and
+    evaluate refuses, naming the rule and --cp 1."""
+    job = ["--model", "gpt-oss-120b", "--cluster", "dgx-h100", "--gpus", "64", "--global-batch", "64", "--seq-len",
+           "32768", "--framework", "maxtext"]
+    got = CliRunner().invoke(main, ["evaluate", *job, "--cp", "2", "--tp", "1", "--ep", "1", "--zero", "3", "--mbs",
+                                    "1", "--recompute", "full"])
+    assert got.exit_code == 2, got.output
+    assert "cp 2: model_name gpt-oss-120b trains attention sinks" in got.output and "(--cp 1)" in got.output
+    assert "Traceback" not in got.output
+    got = CliRunner().invoke(main, ["plan", *job, "--top-k", "8", "--json"])
+    assert got.exit_code == 0, got.output
+    plans = json.loads(got.stdout)["plans"]
+    assert len(plans) == 8 and all(p["layout"]["cp"] == 1 for p in plans)

@@ -47,7 +47,7 @@ from placement.emit.common import EmitContext
 from placement.emit.megatron import ACTIVATION_ARGS
 from placement.errors import InputError, PlacementInfeasible
 from placement.evaluate import check_layout, graphs_recompute_error
-from placement.frameworks import CAPABILITIES, model_as_run, torchtitan_before_030
+from placement.frameworks import CAPABILITIES, model_as_run, run_config, torchtitan_before_030
 from placement.intranode import is_nvlink
 from placement.loaders.errors import format_validation_error
 from placement.loaders.hostlist import hostlist_sort_key
@@ -542,14 +542,14 @@ def maxtext_layout(launch: LaunchLayout, model: ModelSpec, topo: Topology, globa
 
 
 def framework_space(framework: str, top_k: int, is_moe: bool = False, torchtitan_old: bool = False,
-                    float8_moe: bool = False, tied: bool = False) -> SearchConfig:
+                    float8_moe: bool = False, tied: bool = False, config: str | None = None) -> SearchConfig:
     """The layouts the framework launches exactly as priced for a dense or an MoE model (placement/frameworks.py,
     the table `plan --framework` uses), so the best plan is one the user can switch to; `torchtitan_old`: a job on a
     torchtitan before 0.3.0, whose best plan is written in its keys (frameworks.torchtitan_before_030)."""
     cap = CAPABILITIES.get(framework)
     if cap is None:
         return SearchConfig(top_k=top_k)
-    cap = cap.for_model(is_moe, tied)
+    cap = cap.for_model(is_moe, tied, config)
     if torchtitan_old:
         cap = torchtitan_before_030(cap, float8_moe)
     # the audit searches within the job's own framework, not a --framework flag (a user trial was told to drop one
@@ -3158,7 +3158,9 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
     converters = launch.torchtitan_stated.get("model.converters", ("", ""))[0] if old_titan else ""
     space = framework_space(launch.framework, top_k, model.is_moe, torchtitan_old=old_titan, tied=model.tied_embeddings,
                             float8_moe=any(n in converters for n in ("quantize.grouped_mm.float8",
-                                                                     "quantize.moe.float8")))
+                                                                     "quantize.moe.float8")),
+                            config=run_config(launch.framework, model, train.precision.value, topo.accelerator)
+                            if launch.framework in CAPABILITIES else None)
     if launch.dialect == "gpt-neox":
         space = neox_space(space, launch, model)
     if launch.dialect == "hf-trainer":
