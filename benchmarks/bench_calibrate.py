@@ -5,9 +5,10 @@ README's calibration section (between `<!-- calibration:begin -->` and `<!-- cal
    3 % noise (tests/synthetic_calibration.py), five seeds; the error of each recovered constant.
 2. Real nccl-tests outputs (tests/data/nccl): the fitted levels and the error before and after per file.
 3. Held-out runs of the shipped calibration set (placement/calibration/runs*.yaml), per accelerator with at least
-   three runs: the GEMM efficiency of each precision used, the host time per kernel and the overlap slowdown are
-   fitted on all runs of that accelerator but the held-out ones (one run at a time; a fold at a time above
-   FOLD_ABOVE runs), which are then predicted; the mean |error| against the uncalibrated model on the same runs.
+   three runs: the GEMM efficiency of each precision used, the host time per kernel, the overlap slowdown and, where
+   the runs' GPU counts lie SPREAD_GPU_RATIO apart, the GPUs' speed spread are fitted on all runs of that
+   accelerator but the held-out ones (one run at a time; a fold at a time above FOLD_ABOVE runs), which are then
+   predicted; the mean |error| against the uncalibrated model on the same runs.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from synthetic_calibration import NCCL_FILES, STEP_RUNS, TRUTH, study  # noqa: E402
 
-from placement.calibration.calibrate import BOUNDS, PRIOR_WIDTH, Calibration  # noqa: E402
+from placement.calibration.calibrate import BOUNDS, OFFSETS, PRIOR_WIDTH, SPREAD_GPU_RATIO, Calibration  # noqa: E402
 from placement.calibration.fit import Param, fit_steps  # noqa: E402
 from placement.calibration.profile import defaults, with_constants  # noqa: E402
 from placement.calibration.validate import load_runs, predict, run_topology  # noqa: E402
@@ -111,7 +112,10 @@ def _family_fit(runs, held: tuple[int, ...]) -> tuple[list[float], dict[str, flo
     start = defaults(run_topology(train[0][0]))
     names = [*sorted({f"matmul_efficiency_{r.precision.value}" for r, _ in train}), "host_s_per_kernel",
              "overlap_compute_slowdown"]
-    params = [Param(n, start[n], *BOUNDS[n], PRIOR_WIDTH[n]) for n in names]
+    counts = [r.num_gpus for r, _ in train]
+    if max(counts) >= SPREAD_GPU_RATIO * min(counts):  # as Calibration.step_names: the GPUs' speed spread too
+        names.append("speed_variability")
+    params = [Param(n, start[n], *BOUNDS[n], PRIOR_WIDTH[n], offset=OFFSETS.get(n, 0.0)) for n in names]
 
     def residual_of(indices):
         chosen = [train[i] for i in indices]
@@ -225,7 +229,8 @@ def section(data: dict) -> str:
             lines.append(f"| {s['set'] if i == 0 else ''} | {f} | {100 * e['before']:.1f} % | {100 * e['after']:.1f} % "
                          f"| {fitted if i == 0 else ''} |")
     lines += ["", "**Held-out runs of the shipped calibration set**, per accelerator: GEMM efficiency, host time "
-              "per kernel and overlap slowdown fitted as `placement calibrate` fits them on every run but the held-out "
+              "per kernel, overlap slowdown and, where the runs' GPU counts lie 8x apart or more, the GPUs' speed "
+              "spread fitted as `placement calibrate` fits them on every run but the held-out "
               f"ones, which are then predicted: one run at a time, or {FOLDS} folds (runs dealt round-robin in file "
               f"order) for a family of more than {FOLD_ABOVE} runs.", "",
               "| accelerator | runs | held out | uncalibrated mean \\|error\\| | held-out mean | uncalibrated max | "
