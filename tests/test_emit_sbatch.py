@@ -339,3 +339,24 @@ def test_the_maxtext_batch_script_audits_as_its_maxtext_files(tmp_path):
     for key in ("tp", "cp", "pp", "dp", "micro_batch_size", "zero_stage", "recompute"):
         assert batch["layout"][key] == file["layout"][key], key
     assert batch["estimate"]["step_time_s"] == file["estimate"]["step_time_s"]
+
+
+def test_the_maxtext_batch_script_starts_where_the_newer_jax_pool_name_is_already_set(tmp_path):
+    """A QA note: launch.sbatch exported XLA_PYTHON_CLIENT_MEM_FRACTION while a user environment may carry the newer
+    XLA_CLIENT_MEM_FRACTION (AlphaFold 3's docs tell unified-memory users to set it), and jaxlib raises ValueError with
+    both set (audit.readers.maxtext.JAX_FRACTION_READ): the job would not start.  The script unsets the newer name, so
+    each task sees the priced pool alone, and its audit still reads that pool."""
+    out = tmp_path / "plan"
+    _plan(out, "maxtext", framework="maxtext")
+    stub = ('#!/bin/bash\necho "$SLURMD_NODENAME new=${XLA_CLIENT_MEM_FRACTION-unset} '
+            'old=${XLA_PYTHON_CLIENT_MEM_FRACTION-unset}" >> "$STUB_LOG"\n')
+    env = os.environ | _stubs(tmp_path, {"python3": stub}) | {
+        "STUB_HOSTS": " ".join(sorted(_hosts(out))), "SLURM_SUBMIT_DIR": str(out), "XLA_CLIENT_MEM_FRACTION": "0.5"}
+    proc = subprocess.run([BASH, str(out / "launch.sbatch")], env=env, capture_output=True, text=True, check=False,
+                          cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    seen = [line.split()[1:] for line in (tmp_path / "torchrun.log").read_text().splitlines()]
+    assert seen and all(new == "new=unset" and old.startswith("old=0.") for new, old in seen)
+    pool = _audit(out, "launch.sbatch", "maxtext.yml")
+    assert pool["estimate"]["memory_capacity_bytes"] == _audit(out, "maxtext.yml", "jax_mesh.py")[
+        "estimate"]["memory_capacity_bytes"]

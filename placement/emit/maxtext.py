@@ -928,6 +928,13 @@ def jax_visible(ctx: EmitContext) -> list[str | None]:
     return [v if v is not None else ",".join(str(g % gph) for g in ctx.gpu_of_rank) for v in visible]
 
 
+UNSET_NEW_FRACTION = "unset XLA_CLIENT_MEM_FRACTION"
+"""Where the files export JAX's pool as XLA_PYTHON_CLIENT_MEM_FRACTION (the name every JAX reads), the newer
+XLA_CLIENT_MEM_FRACTION goes first: with both set jaxlib raises ValueError at its first GPU use (jaxlib 0.10.2
+xla_client.py generate_pjrt_gpu_plugin_options, 'Remove the latter one, it is deprecated'), so a user environment
+that exports the newer name (AlphaFold 3's docs tell unified-memory users to) would stop the job."""
+
+
 def mem_fraction(ctx: EmitContext) -> float:
     """XLA_PYTHON_CLIENT_MEM_FRACTION for the priced capacity: the share of HBM JAX's allocator may hold, the plan's
     capacity (HBM less the fragmentation allowance and any headroom) less the reserve the plan keeps for the CUDA
@@ -947,7 +954,8 @@ def launch_lines(ctx: EmitContext) -> list[str]:
     """MaxText's GPU launch: one process per host; NODE_RANK is JAX's process id, so the planned host order."""
     hosts = ctx.hosts_in_rank_order
     blocking = " CUDA_LAUNCH_BLOCKING=1" if ctx.recipe.cuda_launch_blocking else ""  # as priced
-    lines = [f"on every host: export JAX_COORDINATOR_IP={hosts[0]} JAX_COORDINATOR_PORT={COORDINATOR_PORT} "
+    lines = [f"on every host: {UNSET_NEW_FRACTION}; export JAX_COORDINATOR_IP={hosts[0]} "
+             f"JAX_COORDINATOR_PORT={COORDINATOR_PORT} "
              f"NNODES={len(hosts)} XLA_PYTHON_CLIENT_MEM_FRACTION={mem_fraction(ctx):.4f}{blocking}",
              "then one line per host (NODE_RANK = JAX process id; CUDA_VISIBLE_DEVICES where the plan reorders GPUs "
              "or uses part of a host):"]
@@ -972,7 +980,9 @@ def sbatch_env(ctx: EmitContext) -> list[str]:
     variables MaxText's GPU start reads, as `launch_lines` exports them (utils/max_utils.py:318-346
     initialize_jax_for_gpu: jax.distributed.initialize at JAX_COORDINATOR_IP:JAX_COORDINATOR_PORT with NNODES
     processes, process id NODE_RANK), and for a job on part of one host its GPUs (`jax_visible`)."""
-    lines = [f'export JAX_COORDINATOR_IP="$MASTER_ADDR" JAX_COORDINATOR_PORT={COORDINATOR_PORT} NNODES NODE_RANK '
+    lines = [f'{UNSET_NEW_FRACTION}  # JAX refuses both names set (audit.readers.maxtext.JAX_FRACTION_READ): '
+             f'the pool is the one below',
+             f'export JAX_COORDINATOR_IP="$MASTER_ADDR" JAX_COORDINATOR_PORT={COORDINATOR_PORT} NNODES NODE_RANK '
              f'XLA_PYTHON_CLIENT_MEM_FRACTION={mem_fraction(ctx):.4f}  # JAX\'s pool: the priced capacity less the '
              f'reserve (unset: 75 % of the GPU, grown where JAX runs its 0.75+ policy)']
     partial = jax_visible(ctx)[0]
