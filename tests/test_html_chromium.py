@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 from placement.cli import main
 from placement.html.chromium import find_chromium, load_page
-from placement.sweep.output import _down, _up
+from placement.sweep.output import _down, _up, days_band_format
 
 pytestmark = pytest.mark.chromium
 DATA = Path(__file__).parent / "data"
@@ -104,9 +104,11 @@ def test_sweep_page_renders_with_its_cells(chromium, tmp_path):
     assert page.errors == []
     text = rendered(page.text)
     for r in json.loads(js)["rows"]:
+        # bands rounded outward, as the text, to its decimals: whole days around a point of 20 days or more
+        spec = days_band_format(r["time_to_train_days"]).lstrip(",")
         assert (f"{r['design']} ok {r['num_gpus_bought']} {r['num_gpus']} {r['num_gpus_idle']} "
-                f"{r['time_to_train_days']:,.1f} {_down(r['time_to_train_days_low'], '.1f'):,.1f} - "
-                f"{_up(r['time_to_train_days_high'], '.1f'):,.1f}") in text  # bands rounded outward, as the text
+                f"{r['time_to_train_days']:,.1f} {_down(r['time_to_train_days_low'], spec):,{spec}} - "
+                f"{_up(r['time_to_train_days_high'], spec):,{spec}}") in text
         assert f"{r['cost']:,.0f}" in text
 
 
