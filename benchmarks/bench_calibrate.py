@@ -32,8 +32,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from synthetic_calibration import NCCL_FILES, STEP_RUNS, TRUTH, study  # noqa: E402
 
-from placement.calibration.calibrate import BOUNDS, OFFSETS, PRIOR_WIDTH, SPREAD_GPU_RATIO, Calibration  # noqa: E402
-from placement.calibration.fit import Param, fit_steps  # noqa: E402
+from placement.calibration.calibrate import Calibration, fit_params, step_constant_names  # noqa: E402
+from placement.calibration.fit import fit_steps  # noqa: E402
 from placement.calibration.profile import defaults, with_constants  # noqa: E402
 from placement.calibration.validate import load_runs, predict, run_topology  # noqa: E402
 from placement.catalog import load_accelerator, load_cluster, load_model  # noqa: E402
@@ -110,12 +110,8 @@ def _family_fit(runs, held: tuple[int, ...]) -> tuple[list[float], dict[str, flo
     leave-one-out test: fit_steps); each held-out run's error (nan where it is not priced) and the values kept."""
     train = [r for i, r in enumerate(runs) if i not in held]
     start = defaults(run_topology(train[0][0]))
-    names = [*sorted({f"matmul_efficiency_{r.precision.value}" for r, _ in train}), "host_s_per_kernel",
-             "overlap_compute_slowdown"]
-    counts = [r.num_gpus for r, _ in train]
-    if max(counts) >= SPREAD_GPU_RATIO * min(counts):  # as Calibration.step_names: the GPUs' speed spread too
-        names.append("speed_variability")
-    params = [Param(n, start[n], *BOUNDS[n], PRIOR_WIDTH[n], offset=OFFSETS.get(n, 0.0)) for n in names]
+    names = step_constant_names((r.precision.value for r, _ in train), [r.num_gpus for r, _ in train])
+    params = fit_params(names, start)
 
     def residual_of(indices):
         chosen = [train[i] for i in indices]

@@ -209,7 +209,18 @@ def _identified(r: FitResult) -> dict[str, float]:
     return {k: v for k, v in r.values.items() if r.identified[k]}
 
 
-def _params(names: Sequence[str], start: dict[str, float]) -> list[Param]:
+def step_constant_names(precisions, gpu_counts: Sequence[int]) -> list[str]:
+    """The constants measured steps fit: the GEMM ceiling of each precision they use, host time, overlap slowdown,
+    and the GPUs' speed spread where their GPU counts lie SPREAD_GPU_RATIO apart or more."""
+    names = [*(f"matmul_efficiency_{p}" for p in sorted(set(precisions))), "host_s_per_kernel",
+             "overlap_compute_slowdown"]
+    if gpu_counts and max(gpu_counts) >= SPREAD_GPU_RATIO * min(gpu_counts):
+        names.append("speed_variability")
+    return names
+
+
+def fit_params(names: Sequence[str], start: dict[str, float]) -> list[Param]:
+    """The fit's parameters for `names`, started at `start`: BOUNDS, PRIOR_WIDTH, SHARES and OFFSETS."""
     return [Param(n, start[n], *BOUNDS[n], PRIOR_WIDTH[n], share=n in SHARES, offset=OFFSETS.get(n, 0.0))
             for n in names]
 
@@ -574,11 +585,11 @@ class Calibration:
                 why |= {n: reason for n in names}
                 continue
             residual = self._subset_residual(dict(held), idx)
-            res = fit(residual, _params(names, self.defaults))
+            res = fit(residual, fit_params(names, self.defaults))
             if len(names) > 1 and not any(res.identified.values()):
                 # the strongest constant failed (at a bound, loose): the others were left out only as moving the
                 # rows with it; each is an alternative explanation, fitted alone, the best kept
-                alone = [fit(residual, _params([n], self.defaults)) for n in names]
+                alone = [fit(residual, fit_params([n], self.defaults)) for n in names]
                 alone = [r for r in alone if any(r.identified.values())]
                 if alone:
                     best = min(alone, key=lambda r: float(np.sum(r.residuals_after ** 2)))
@@ -645,12 +656,7 @@ class Calibration:
     def step_names(self) -> list[str]:
         """The step constants: the GEMM ceiling of each precision the runs use, host time, overlap slowdown, and the
         GPUs' speed spread where the runs' GPU counts lie SPREAD_GPU_RATIO apart or more."""
-        precisions = sorted({s.run.precision.value for s in self.steps})
-        names = [*(f"matmul_efficiency_{p}" for p in precisions), "host_s_per_kernel", "overlap_compute_slowdown"]
-        counts = [s.run.num_gpus for s in self.steps]
-        if counts and max(counts) >= SPREAD_GPU_RATIO * min(counts):
-            names.append("speed_variability")
-        return names
+        return step_constant_names((s.run.precision.value for s in self.steps), [s.run.num_gpus for s in self.steps])
 
     def _spread_unfitted(self) -> str:
         """Why measured steps left the GPUs' speed spread unfitted: their GPU counts lie too close together."""
@@ -668,7 +674,7 @@ class Calibration:
             values |= _identified(fits["nccl"])
         if self.gemm:
             names = [f"matmul_efficiency_{d}" for d in sorted({g[3] for g in self.gemm})] + ["gemm_half_efficiency_dim"]
-            fits["gemm"] = fit(lambda v: self.gemm_residual(values | v), _params(names, values))
+            fits["gemm"] = fit(lambda v: self.gemm_residual(values | v), fit_params(names, values))
             values |= _identified(fits["gemm"])
         held: list[HeldOut] = []
         if self.steps:
@@ -680,7 +686,7 @@ class Calibration:
                 residual = self.step_residual([self.steps[i] for i in indices])
                 return lambda v: residual(fixed | v)
 
-            stepfit = fit_steps(residual_of, len(self.steps), _params(names, values))
+            stepfit = fit_steps(residual_of, len(self.steps), fit_params(names, values))
             fits["step"] = stepfit.result
             values |= _identified(fits["step"])
             # "before" is the defaults' price (Residual.before, HeldOut.before), not the step fit's start, which
