@@ -30,11 +30,11 @@ TAIL = ("MI300X assumed as Hopper; Blackwell's MAMF is already derated to the po
         "8, 3.23 for 1,024, 3.96 for 16,384) on the compute and the bubble it paces")
 
 
-def family_errors(accelerators: tuple[str, ...], sigma: float | None) -> list[float]:
-    """Errors (predicted / published - 1) of the rows on the family's accelerators, priced with `sigma` (None: the
+def family_errors(runs, accelerators: tuple[str, ...], sigma: float | None) -> list[float]:
+    """Errors (predicted / published - 1) of the `runs` on the family's accelerators, priced with `sigma` (None: the
     catalog's)."""
     errors = []
-    for run in load_runs():
+    for run in runs:
         cluster = load_cluster(run.cluster)
         if cluster.accelerator not in accelerators:
             continue
@@ -48,12 +48,13 @@ def family_errors(accelerators: tuple[str, ...], sigma: float | None) -> list[fl
 
 
 def main() -> None:
+    runs = load_runs()
     out = {}
     for family, (accelerators, neighbours) in FAMILIES.items():
         catalog = load_accelerator(accelerators[0]).speed_variability
         points = []
         for sigma in sorted({catalog, *neighbours}):
-            errors = family_errors(accelerators, sigma)
+            errors = family_errors(runs, accelerators, sigma)
             points.append({"sigma": sigma, "rows": len(errors),
                            "mean_abs_error": statistics.mean(abs(e) for e in errors),
                            "rms_error": math.sqrt(statistics.mean(e * e for e in errors)),
