@@ -294,6 +294,7 @@ RECIPE_FLAGS = {
     "pipeline_grads_whole": "--pipeline-grads-whole",
     "pipeline_sends_mask": "--pipeline-sends-mask", "fp8_saves_16bit_inputs": "--fp8-saves-16bit-inputs",
     "sp_saves_gathered_inputs": "--sp-saves-gathered-inputs", "tp_async_backward": "--tp-async-backward",
+    "tp_gathers_16bit": "--tp-gathers-16bit",
     "pipeline_unsharded_grads": "--pipeline-unsharded-grads",
     "reshard_after_backward": "--reshard-after-backward",
     "zero0_as_fsdp": "--zero0-as-fsdp", "dp_reduce_every_microbatch": "--dp-reduce-every-microbatch",
@@ -416,6 +417,9 @@ def recipe_options(fn: Callable) -> Callable:
                              "(Transformer Engine's and torchtitan's Float8 configs keep it 16-bit)."),
         onoff("sp_saves_gathered_inputs", "Under sequence parallelism the projections keep their gathered, "
                                           "whole-sequence inputs for backward (torchtitan), not the shard (Megatron)."),
+        onoff("tp_gathers_16bit", "Under FP8 with sequence parallelism the TP all-gathers move 16-bit values "
+                                  "(torchtitan's row-wise Float8, MaxText), not FP8 (Transformer Engine quantises "
+                                  "before it gathers; the reduce-scatters stay 16-bit either way)."),
         onoff("pipeline_unsharded_grads", "Under pipeline parallelism ZeRO-2/3 keeps the unsharded gradient (in its "
                                           "reduce width) until the stage's last backward and reduce-scatters once, "
                                           "after it (torch pipelining with FSDP2, torchtitan)."),

@@ -28,7 +28,7 @@ needs buckets that are small against a pipeline stage's gradients; DeepSpeed's d
 70B model's rank under tp 8 x pp 8 (1.1e9 parameters) into only 2-3 buckets."""
 
 PRECISION_ONLY = {"fp8_recipe": "fp8", "fp8_saves_16bit_inputs": "fp8", "fp8_lm_head": "fp8",
-                  "fp8_recasts_weights": "fp8"}
+                  "fp8_recasts_weights": "fp8", "tp_gathers_16bit": "fp8"}
 """Recipe fields that price something at one precision only: a capability row for one holds for jobs at it."""
 
 
@@ -428,6 +428,12 @@ CAPABILITIES: dict[str, Capability] = {
                  "torchtitan 0.3.0's Float8 configs leave the LM head in BF16: llama3_405b's Float8LinearConverter "
                  "skips lm_head (filter_fqns, models/llama3/config_registry.py:304), deepseek_v3_671b_float8's "
                  "lm_head and the router gate (models/deepseek_v3/config_registry.py:259)"),
+                ("tp_gathers_16bit", True,
+                 "torchtitan 0.3.0's Float8 recipes are row-wise only (components/quantization/float8.py:58), under "
+                 "which its tensor parallelism is plain ColwiseParallel and RowwiseParallel: the all-gathers move "
+                 "the 16-bit activations and gradients, the FP8 cast comes after them (torchtitan kept "
+                 "Float8ColwiseParallel's FP8 all-gather for tensor-wise scaling alone, v0.2.2 "
+                 "models/llama3/infra/parallelize.py:83-86, and 0.3.0 has no tensor-wise recipe)"),
                 ("sp_saves_gathered_inputs", True,
                  "torchtitan 0.3.0 redistributes each block's attention and feed-forward input to Replicate before "
                  "the projections (models/common/decoder_sharding.py in_dst_shardings), and autograd keeps that "
@@ -541,6 +547,11 @@ CAPABILITIES: dict[str, Capability] = {
                  "Fp8DirectDotGeneralOp, one scale per tensor (layers/quantizations.py Fp8Quantization, "
                  "get_quant_mode; AI-Hypercomputer/maxtext e591f30cb): its block-scaled FP8 (te_mxfp8) is Transformer "
                  "Engine's, which the files do not write"),
+                ("tp_gathers_16bit", True,
+                 "MaxText 0.2.5's FP8 quantises inside each dot_general (Flax's Fp8DirectDotGeneralOp), after the "
+                 "gathers XLA's SPMD partitioner puts ahead of the dot on the tensor axis: priced at 16 bits an "
+                 "element (XLA's CollectiveQuantizer pass can move a cast ahead of an all-gather; placement does "
+                 "not assume it fires)"),
                 ("ddp_bucket_params", 1,
                  "MaxText 0.2.5 leaves the gradient reductions to XLA's scheduler: priced as one bucket per "
                  "parameter, so that only layer 0's and the embedding's reductions follow the last backward (XLA's "

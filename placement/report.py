@@ -338,6 +338,8 @@ def recipe_line(p: Plan) -> str:
         items.append("tp backward collectives on their own")
     if r.sp_saves_gathered_inputs and lay.tp > 1 and lay.sequence_parallel:
         items.append("sp keeps gathered inputs")
+    if r.tp_gathers_16bit and p.precision == "fp8" and lay.tp > 1 and lay.sequence_parallel:
+        items.append("tp gathers 16-bit")
     zero = priced_zero(r, lay.zero_stage)
     if zero != lay.zero_stage:
         items.append("zero-0 as fsdp2 over one-rank shards")

@@ -124,8 +124,8 @@ def test_shared_expert_keeps_its_tp_collectives_on_the_mlperf_gb200_row(monkeypa
     """DeepSeek-V3's shared expert is a tensor-parallel MLP (Megatron-Core SharedExpertMLP: its own
     sequence-parallel all-gather and reduce-scatter), so a TP2 / ETP1 MoE layer keeps all of a dense layer's TP
     collectives, not only attention's.  The MLPerf GB200 row (TP2) is within 20 % with them; counting only
-    attention's leaves it two points further off (over 20 % before the fused attention backward was priced at
-    2.5 forwards)."""
+    attention's leaves it a point further off (two before its FP8 all-gathers were priced at 1 byte an element,
+    recipe tp_gathers_16bit; over 20 % before the fused attention backward was priced at 2.5 forwards)."""
     from dataclasses import replace
 
     import placement.cost.comm as comm
@@ -141,7 +141,7 @@ def test_shared_expert_keeps_its_tp_collectives_on_the_mlperf_gb200_row(monkeypa
         return replace(t, moe_s=t.dense_s * 0.5, column_hidden_moe_s=t.column_hidden_s * 0.5)
 
     monkeypatch.setattr("placement.cost.step.tp_term", attention_only)
-    assert predict(run).error < res.error - 0.015
+    assert predict(run).error < res.error - 0.01
 
 
 @pytest.mark.parametrize("run", [r for r in RUNS if r["id"].startswith("megatron-bridge")],

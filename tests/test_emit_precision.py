@@ -154,10 +154,12 @@ def test_a_bf16_405b_plan_says_torchtitans_config_runs_fp8(tmp_path):
     runs = _runs_line(tmp_path / "torchtitan.sh")
     # the Float8 rows of torchtitan's capability hold for the FP8 the file runs although the plan is BF16: torchao's
     # Float8Linear casts the weights every pass (the plan already keeps the 16-bit inputs, _emit)
+    # and its tensor parallelism gathers 16-bit values (plain ColwiseParallel under row-wise Float8)
     assert runs is not None and runs.group(1) == ("fp8 with row-wise scaling (not bf16), fp8_recasts_weights True "
-                                                  "(not False)")
+                                                  "(not False), tp_gathers_16bit True (not False)")
     assert float(runs.group(2)) == pytest.approx(_evaluate_step(plan, "fp8", "--fp8-recipe", "rowwise",
-                                                                "--fp8-recasts-weights"), rel=2e-3)
+                                                                "--fp8-recasts-weights", "--tp-gathers-16bit"),
+                                                 rel=2e-3)
 
 
 def test_a_deepspeed_fp8_plan_prices_the_bf16_its_config_sets(tmp_path):

@@ -20,7 +20,7 @@ JOB = ["--gpus", "16", "--seq-len", "4096", "--global-batch", "64"]
 TORCHTITAN_RUNS = ["--grad-reduce-fp32", "--attention-kernel", "flash2", "--sp-saves-gathered-inputs",
                    "--fp8-saves-16bit-inputs", "--pipeline-unsharded-grads", "--loss-chunks", "8",
                    "--fp8-recasts-weights", "--reshard-after-backward", "--no-tp-async-backward",
-                   "--loss-eager-float32"]
+                   "--loss-eager-float32", "--tp-gathers-16bit"]
 """What torchtitan 0.3.0 always runs (frameworks.CAPABILITIES): plans priced so keep the substitution under test
 alone."""
 

@@ -1446,6 +1446,11 @@ TORCHTITAN_BEFORE_030 = {
                          "models/llama3/infra/parallelize.py ColwiseParallel, RowwiseParallel): a column-parallel "
                          "input gradient is reduced when autograd reaches its redistribution, after the matmul's "
                          "backward, so no GEMM runs beside it",
+    "tp_gathers_16bit": "torchtitan before 0.3.0 runs plain ColwiseParallel and RowwiseParallel under its row-wise "
+                        "Float8 recipes too, so the all-gathers move 16-bit values (v0.2.2 "
+                        "models/llama3/infra/parallelize.py:83-86: \"For rowwise recipes, we use regular TP and "
+                        "all-gather happens in high precision\"); its tensor-wise recipe's FP8 gathers are read where "
+                        "the files set it",
     "fp8_saves_16bit_inputs": "torchtitan before 0.3.0 converts with torchao's convert_to_float8_training too (v0.2.2 "
                               "components/quantization/float8.py:149-152), whose Float8Linear saves the 16-bit input "
                               "for backward",

@@ -114,7 +114,8 @@ its job: a user trial matched the SC21 1.7B row (full recompute) to a launch pri
 MOE_ONLY = frozenset({"moe_dispatcher", "dispatch_fp8", "moe_fusions", "ep_comm_overlap", "routing_imbalance",
                       "moe_capacity_factor"})
 """Recipe fields that price nothing in a dense model: a dense plan and run are not told apart by them."""
-DEGREE_ONLY = {"tp": frozenset({"tp_comm_overlap", "tp_async_backward", "sp_saves_gathered_inputs"}),
+DEGREE_ONLY = {"tp": frozenset({"tp_comm_overlap", "tp_async_backward", "sp_saves_gathered_inputs",
+                                "tp_gathers_16bit"}),
                "cp": frozenset({"cp_comm_type"}),
                "pp": frozenset({"pipeline_unsharded_grads", "pipeline_layout", "pipeline_schedule",
                                 "pipeline_p2p_whole", "pipeline_grads_whole", "pipeline_p2p_blocking",

@@ -81,17 +81,44 @@ def tp_term(x: Ctx) -> TpTerm:
     ops = ops + np.where(sp, 0.5, 0.0) * (x.module(M.QKV_PROJ) + x.module(M.MLP_UP)) + np.where(sp, 0.5, 1.0) * (
         x.module(M.OUT_PROJ))
     one = group.all_reduce(act)
-    comm, hidden_dense, hidden_moe, regathers = column_backward(x, one)
+    # under FP8 with sequence parallelism Transformer Engine gathers 1-byte values (recipe tp_gathers_16bit off):
+    # each all-reduce's worth is a 1-byte all-gather and a 16-bit reduce-scatter, a backward re-gather 1 byte
+    gather = tp_gather_share(x, group, act)
+    pair = one * (0.5 + gather)
+    comm, hidden_dense, hidden_moe, regathers = column_backward(x, one, one * gather)
+    dense = pair * ops + one * gather * 2.0 * regathers
     ops = ops + regathers
-    dense = one * ops
     moe_share = np.where((x.b.etp > 1) | (x.w.shared_ffn_total > 0), 1.0, 0.5)
+    # bytes a rank sends: a reduce-scatter's act and an all-gather's act x share per all-reduce's worth, two
+    # all-gathers per re-gather's
+    share = gather_bytes_share(x)
+    sent = act * ((ops - regathers) * (1.0 + share) + 2.0 * regathers * share)
     return TpTerm(dense_s=dense, moe_s=dense * moe_share,
-                  bytes_per_layer=np.where(x.b.tp > 1, 2.0 * act * ops, 0.0),
+                  bytes_per_layer=np.where(x.b.tp > 1, sent, 0.0),
                   column_backward_s=comm, column_hidden_s=hidden_dense, column_hidden_moe_s=hidden_moe,
                   async_backward=bool(x.recipe.tp_async_backward and not x.recipe.cuda_launch_blocking))
 
 
-def column_backward(x: Ctx, all_reduce_s: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def gather_bytes_share(x: Ctx) -> np.ndarray:
+    """Bytes of a TP all-gather over those of its reduce-scatter partner, per candidate: 1/2 where FP8 runs under
+    sequence parallelism and the framework quantises before it gathers (recipe tp_gathers_16bit off), else 1."""
+    one_byte = x.fp8 is not None and not x.recipe.tp_gathers_16bit
+    return np.where((x.sp_shard > 1) & one_byte, C.FP8_WEIGHT_COPY_BYTES / C.BYTES_PER_ACTIVATION, 1.0)
+
+
+def tp_gather_share(x: Ctx, group: coll.Groups, act: np.ndarray) -> np.ndarray:
+    """Seconds of one TP all-gather as a share of a 16-bit all-reduce of `act` (1/2 at 16 bits; nearer 1/4 where
+    it gathers FP8: `gather_bytes_share`), bandwidth and latency both priced by the group's collectives."""
+    share = gather_bytes_share(x)
+    if not np.any(share < 1.0):
+        return np.full_like(np.asarray(act, dtype=np.float64), 0.5)
+    rs = group.reduce_scatter(act)
+    small = group.reduce_scatter(act * share)
+    return np.where(share < 1.0, 0.5 * small / np.maximum(rs, 1e-30), 0.5)
+
+
+def column_backward(x: Ctx, all_reduce_s: np.ndarray, gather_s: np.ndarray | None = None
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per micro-batch: (seconds of the column-parallel linears' backward collectives per dense layer, what of them
     their own GEMMs cover per dense and per MoE layer, and the all-reduces' worth of sequence-parallel re-gathers
     among them, 1 or 0 per layer).
@@ -109,12 +136,14 @@ def column_backward(x: Ctx, all_reduce_s: np.ndarray) -> tuple[np.ndarray, np.nd
     w, tokens, tp = x.w, x.tokens, x.tp
     sp = x.sp_shard > 1
     half = all_reduce_s * 0.5
+    regather = half if gather_s is None else gather_s  # an all-gather: 1 byte an element under FP8 (tp_term)
     regathers = sp & (not x.recipe.sp_saves_gathered_inputs)
-    halves = np.where(regathers, 2.0, 1.0)  # under SP: the reduce-scatter, and the re-gather where the shard is kept
-    per_linear = np.where(sp, half * halves, all_reduce_s)
+    # under SP: the reduce-scatter, and the re-gather where the shard is kept
+    per_linear = np.where(sp, half + np.where(regathers, regather, 0.0), all_reduce_s)
 
     def hidden(gemm_s):
-        return np.where(sp, np.minimum(half, gemm_s) * halves, np.minimum(all_reduce_s, gemm_s))
+        return np.where(sp, np.minimum(half, gemm_s) + np.where(regathers, np.minimum(regather, gemm_s), 0.0),
+                        np.minimum(all_reduce_s, gemm_s))
 
     attn = hidden(sum((gemm_time(tokens, n / tp, k, 1, x.gemm) for n, k, split in w.attn_gemms if split == 1), zero))
 

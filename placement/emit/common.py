@@ -348,6 +348,7 @@ _MATTERS = {"checkpoint_sync": lambda lay: lay.recompute == "full",
             "pipeline_grads_whole": lambda lay: lay.pp > 1 and lay.tp > 1,
             "pipeline_sends_mask": lambda lay: lay.pp > 1,
             "sp_saves_gathered_inputs": lambda lay: lay.tp > 1 and lay.sequence_parallel,
+            "tp_gathers_16bit": lambda lay: lay.tp > 1 and lay.sequence_parallel,
             "tp_async_backward": lambda lay: lay.tp > 1,
             # a ZeRO-0 that runs as FSDP2 (zero0_as_fsdp) defers its reduction under a pipeline too
             "pipeline_unsharded_grads": lambda lay: lay.pp > 1 and lay.zero_stage != 1,

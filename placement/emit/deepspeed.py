@@ -437,6 +437,7 @@ lines carry CUDA_LAUNCH_BLOCKING=1 where the plan was priced with it: run on eac
 environment to the ranks (runner.py, launch.py); only its pdsh runner, offered as a comment, would not."""
 YOURS = frozenset({"recompute_modules", "account_for_embedding", "account_for_loss", "pipeline_sends_mask",
                    "fp8_saves_16bit_inputs", "fp8_lm_head", "fp8_recasts_weights", "sp_saves_gathered_inputs",
+                   "tp_gathers_16bit",
                    "tp_async_backward"})
 """Recipe fields the model code decides: selective recompute, the stage split, which the PipelineModule's
 partition_method makes, and what a stage returns, which the engine sends on (a mask too, GPT-NeoX's

@@ -92,6 +92,7 @@ RUNS_INSTEAD = {field: _YOURS for field in ("moe_dispatcher", "cuda_graphs", "tp
                                             "pipeline_p2p_blocking", "pipeline_sends_mask", "fp8_saves_16bit_inputs",
                                             "pp_comm_overlap", "align_param_gather",
                                             "fp8_lm_head", "fp8_recasts_weights", "sp_saves_gathered_inputs",
+                                            "tp_gathers_16bit",
                                             "tp_async_backward",
                                             "pipeline_unsharded_grads",
                                             "loss_chunks", "reshard_after_backward", "zero0_as_fsdp",

@@ -579,6 +579,8 @@ RUNS_INSTEAD = {
                          "Engine's Linear)",
     "sp_saves_gathered_inputs": "it keeps the sequence-parallel shard of each projection's input and gathers it "
                                 "again in backward",
+    "tp_gathers_16bit": "under FP8 Transformer Engine quantises before its sequence-parallel all-gathers, 1 byte an "
+                        "element (module/layernorm_linear.py, base.py grad_output_preprocess)",
     "loss_chunks": "its LM head and loss run on the whole micro-batch at once",
     "optimizer_master_weights": "its optimizer keeps a float32 master copy of the weights",
     "moe_einsum_dispatch": "its token dispatcher permutes each token to its experts: no one-hot mask GEMMs",

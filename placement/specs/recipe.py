@@ -305,6 +305,14 @@ class Recipe(Frozen):
     projections (0.3.0 models/common/decoder_sharding.py in_dst_shardings Replicate; 0.2.x PrepareModuleInput), and
     autograd keeps that gathered tensor for the weight gradients, where Megatron keeps the shard and gathers it
     again in backward (Korthikanti et al. 2022 §4.2.2)."""
+    tp_gathers_16bit: bool = False
+    """Under FP8 with sequence parallelism the tensor-parallel all-gathers move 16-bit activations: torchtitan's
+    rowwise Float8 runs plain ColwiseParallel, whose gather happens in high precision before the FP8 cast (v0.2.2
+    models/llama3/infra/parallelize.py:83-86; 0.3.0 has only the rowwise recipes).  Off (the default), Transformer
+    Engine quantises first and gathers FP8, 1 byte an element: the norm's output before the column-parallel GEMMs
+    (v1.11 module/layernorm_linear.py:125-164; v2.9 :246-265), its re-gather in backward (v2.9 :669-674) and the
+    row-parallel linears' output gradient (v1.11 module/base.py grad_output_preprocess; v2.9 the same), while the
+    reduce-scatters stay 16-bit (cost.comm.tp_term)."""
     pipeline_unsharded_grads: bool = False
     """Under pipeline parallelism, ZeRO-2/3 reduces the gradients once per step, after the stage's last backward, and
     keeps the unsharded gradient in its reduce width until then (4 bytes per parameter of the stage in float32),

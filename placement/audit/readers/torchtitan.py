@@ -1130,9 +1130,34 @@ def _finish(s: Settings, pipeline: _Pipeline) -> None:
     elif tp == 1:
         s.put("sequence_parallel", False, s.sources["sequence_parallel"])
     _fsdp_float8_weights(s, pipeline, shard_value)
+    _float8_tp_gathers(s, pipeline)
     _refusals(s, pipeline, shard_value)
 
 
+
+
+FLOAT8_TP_FAMILIES = ("llama3", "llama4", "qwen3")
+"""torchtitan's model families whose tensor parallelism runs torchao's Float8ColwiseParallel / Float8RowwiseParallel
+under tensor-wise Float8 (v0.2.2 models/{llama3,llama4,qwen3}/infra/parallelize.py enable_float8_tensorwise_tp;
+9dec370 parallelisms/parallelize_llama.py:153-160); GPT-OSS passes False (gpt_oss/infra/parallelize.py:99)."""
+
+
+def _float8_tp_gathers(s: Settings, pipeline: _Pipeline) -> None:
+    """A torchtitan before 0.3.0 with tensor-wise Float8 under tensor parallelism: torchao's Float8ColwiseParallel
+    casts each input to FP8 before its all-gather, and Float8RowwiseParallel each output gradient before its
+    gather, so the gathers move 1 byte an element (recipe tp_gathers_16bit off), where 0.3.0's row-wise recipes,
+    which the framework row describes, gather 16-bit values."""
+    tp = s.value("tp", 1) or 1
+    if s.value("precision") != "fp8" or s.value("recipe.fp8_recipe") != "tensorwise" or tp <= 1:
+        return
+    name = str(pipeline.keys.get("model.name", ("llama3", ""))[0] or "llama3")
+    if name not in FLOAT8_TP_FAMILIES:
+        return
+    s.put("recipe.tp_gathers_16bit", False,
+          f"{s.sources.get('recipe.fp8_recipe', 'tensor-wise Float8')} with tensor_parallel_degree {tp} "
+          f"({s.sources.get('tp', '')}): torchtitan's {name} applies torchao's Float8ColwiseParallel and "
+          f"Float8RowwiseParallel under tensor-wise scaling, which cast to FP8 before the all-gathers (v0.2.2 "
+          f"models/llama3/infra/parallelize.py:83-86, 192-203: enable_float8_tensorwise_tp)")
 
 
 def _fsdp_float8_weights(s: Settings, pipeline: _Pipeline, shard_value: int) -> None:

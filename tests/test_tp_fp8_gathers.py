@@ -1,0 +1,114 @@
+"""Under FP8 with sequence parallelism Transformer Engine quantises before its tensor-parallel all-gathers (the norm's
+output before the column-parallel GEMMs, its re-gather in backward, the row-parallel linears' output gradients):
+those move 1 byte an element, the reduce-scatters 2 (TE v1.11 module/layernorm_linear.py:125-164, base.py
+grad_output_preprocess; v2.9 layernorm_linear.py:246-265, 669-674).  torchtitan's row-wise Float8 and MaxText gather
+16-bit values (recipe tp_gathers_16bit).  Before, every TP collective was priced at 2 bytes an element under FP8 too,
+and the NeMo 24.07 GPT-3 175B row on 128 H100 came out 8.7 % slow."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from placement.calibration.validate import load_runs, predict
+from placement.cli import main
+
+RUNS = {r.id: r for r in load_runs()}
+DATA = Path(__file__).parent / "data" / "audit" / "torchtitan"
+
+
+def _with_recipe(run, **update):
+    return run.model_copy(update={"recipe": run.recipe.model_copy(update=update)})
+
+
+def _evaluate(*extra: str) -> dict:
+    args = ["evaluate", "--model", "gpt3-175b", "--cluster", "dgx-h100", "--gpus", "128", "--seq-len", "2048",
+            "--global-batch", "256", "--tp", "4", "--pp", "8", "--vpp", "6", "--mbs", "1", "--zero", "1",
+            "--recompute", "none", "--sequence-parallel", "--json", *extra]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)
+
+
+@pytest.mark.parametrize("run_id", ["nemo-24.07-h100-gpt3-175b-128gpu", "dgxc-25.05-h100-llama31-405b-fp8-512gpu"])
+def test_fp8_rows_on_transformer_engine_gather_one_byte(run_id) -> None:
+    """The rows it fixes: priced with 16-bit gathers they come out slower than published by two points or more."""
+    run = RUNS[run_id]
+    assert run.precision == "fp8" and run.layout["tp"] > 1 and not run.recipe.tp_gathers_16bit
+    fp8, wide = predict(run), predict(_with_recipe(run, tp_gathers_16bit=True))
+    assert wide.error > fp8.error + 0.015
+    assert abs(fp8.error) < abs(wide.error)
+
+
+def test_the_tp_bytes_are_seven_tenths_under_fp8_and_unchanged_in_bf16() -> None:
+    """Per layer under SP: 2 forward and 2 backward all-gather + reduce-scatter pairs and 2 backward re-gathers: six
+    gathers at 1 byte and four reduce-scatters at 2 bytes, 14 of the 20 units 16-bit collectives would send; the
+    time shrinks with them; a BF16 job is priced as before whatever the field says."""
+    fp8 = _evaluate("--precision", "fp8")
+    wide = _evaluate("--precision", "fp8", "--tp-gathers-16bit")
+    bf16 = _evaluate("--precision", "bf16")
+    bf16_flag = _evaluate("--precision", "bf16", "--tp-gathers-16bit")
+    sent = [d["crossings"]["tp"]["bytes_per_member_per_step"] for d in (fp8, wide, bf16)]
+    assert sent[0] == pytest.approx(0.7 * sent[1], rel=1e-9)
+    assert sent[1] == pytest.approx(sent[2], rel=1e-9)
+    assert fp8["breakdown"]["tp"] < 0.8 * wide["breakdown"]["tp"]
+    assert bf16["step_time_s"] == bf16_flag["step_time_s"]
+    assert wide["recipe"]["tp_gathers_16bit"] is True and fp8["recipe"]["tp_gathers_16bit"] is False
+
+
+def test_without_sequence_parallelism_the_all_reduces_stay_16_bit() -> None:
+    fp8 = _evaluate("--precision", "fp8", "--no-sequence-parallel")
+    wide = _evaluate("--precision", "fp8", "--no-sequence-parallel", "--tp-gathers-16bit")
+    assert fp8["step_time_s"] == wide["step_time_s"]
+    assert np.isclose(fp8["crossings"]["tp"]["bytes_per_member_per_step"],
+                      wide["crossings"]["tp"]["bytes_per_member_per_step"])
+
+
+def test_torchtitan_and_maxtext_plans_gather_16_bit_megatron_plans_fp8() -> None:
+    def plan(framework: str, cluster: str) -> dict:
+        result = CliRunner().invoke(main, ["plan", "--model", "llama3-8b", "--cluster", cluster, "--gpus", "16",
+                                           "--seq-len", "4096", "--global-batch", "64", "--precision", "fp8",
+                                           "--framework", framework, "--top-k", "1", "--json"])
+        assert result.exit_code == 0, result.output
+        return json.loads(result.output)["plans"][0]
+
+    titan = plan("torchtitan", "dgx-b200")
+    assert titan["recipe"]["tp_gathers_16bit"] is True
+    assert "high precision" in titan["recipe_sources"]["tp_gathers_16bit"] or \
+        "16-bit" in titan["recipe_sources"]["tp_gathers_16bit"]
+    megatron = plan("megatron", "dgx-h100")
+    assert megatron["recipe"]["tp_gathers_16bit"] is False
+
+
+def _titan_audit(path: Path) -> dict:
+    result = CliRunner().invoke(main, ["--reproducible", "audit", "--launch", str(path), "--cluster", "dgx-h100",
+                                       "--model", "llama3-8b", "--gpus", "8", "--precision", "fp8", "--json"],
+                                catch_exceptions=False)
+    assert result.exit_code in (0, 1), result.output
+    return json.loads(result.stdout)
+
+
+def test_a_v0_2_2_tensorwise_file_with_tp_gathers_fp8_and_a_rowwise_one_16_bit(tmp_path: Path) -> None:
+    """torchtitan before 0.3.0 applies Float8ColwiseParallel / Float8RowwiseParallel under tensor-wise scaling
+    (v0.2.2 models/llama3/infra/parallelize.py:83-86, 192-203): the audit reads FP8 gathers from such a file, and
+    16-bit ones under its rowwise recipe (the framework row's value, with the v0.2.2 source)."""
+    text = (DATA / "llama3_8b_v0.2.2.toml").read_text()
+    text = text.replace('# converters = ["float8"]', 'converters = ["quantize.linear.float8"]')
+    text = text.replace("tensor_parallel_degree = 1", "tensor_parallel_degree = 2")
+    tensorwise = tmp_path / "tensorwise.toml"
+    tensorwise.write_text(text)
+    data = _titan_audit(tensorwise)
+    assert data["estimate"]["recipe"]["fp8_recipe"] == "tensorwise"
+    assert data["estimate"]["recipe"]["tp_gathers_16bit"] is False
+    assert "Float8ColwiseParallel" in data["estimate"]["recipe_sources"]["tp_gathers_16bit"]
+    rowwise = tmp_path / "rowwise.toml"
+    rowwise.write_text(text.replace("[quantize.linear.float8]\n",
+                                    "[quantize.linear.float8]\nrecipe_name = \"rowwise\"\n"))
+    row = _titan_audit(rowwise)
+    assert row["estimate"]["recipe"]["fp8_recipe"] == "rowwise"
+    assert row["estimate"]["recipe"]["tp_gathers_16bit"] is True
+    assert "v0.2.2" in row["estimate"]["recipe_sources"]["tp_gathers_16bit"]
