@@ -21,7 +21,8 @@ BEGIN, END = "<!-- accuracy:begin -->", "<!-- accuracy:end -->"
 GROUP_NAMES = {
     "ptdp+korthikanti": "PTD-P Table 1 + Korthikanti Table 5 (A100, the 2021-2022 target groups)",
     "dense (all)": ("every dense row (A100, H100, H200, B200, GB200, GB300; NeMo, Megatron-Bridge, DGX Cloud "
-                    "benchmarking, Megatron-Core r0.8.0 weak scaling, MLPerf, Llama 3, torchtitan, BLOOM, GPT-NeoX)"),
+                    "benchmarking, Megatron-Core r0.8.0 weak scaling, MLPerf, Llama 3, torchtitan, BLOOM, GPT-NeoX, "
+                    "FlashAttention-2)"),
     "moe": ("MoE group (placement/calibration/runs-moe.yaml: the runs of the shared calibration-moe.yaml reference "
             "and four more Megatron-Bridge table rows: H100, H800, B200, GB200, GB300)"),
 }
