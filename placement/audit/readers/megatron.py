@@ -895,6 +895,7 @@ def read_args(words: list[Word], s: Settings, typos: bool = True) -> None:
         args = [a for a in args if a not in own]
         given = {a.flag.replace("_", "-"): a for a in args}
     sharding = None
+    no_reshard = None
     fsdp = None
     sp, te = given.get("--sequence-parallel"), given.get("--transformer-impl")
     recipe_state: dict = {"moot": async_switch_moot(
@@ -957,7 +958,7 @@ def read_args(words: list[Word], s: Settings, typos: bool = True) -> None:
         elif f == "--data-parallel-sharding-strategy":
             sharding = (one_value(a).text, a.evidence)
         elif f == "--torch-fsdp2-no-reshard-after-forward":
-            sharding = ("optim_grads", a.evidence)
+            no_reshard = a.evidence
         elif f == "--recompute-granularity":
             value = one_value(a).text
             if value not in ("full", "selective"):
@@ -1118,6 +1119,15 @@ def read_args(words: list[Word], s: Settings, typos: bool = True) -> None:
         if any(a.flag == "--num-experts" for a in args):
             _deepspeed_moe_gate(args, s, deepspeed_flag)
         _checkpoint_sync(args, s)
+    if fsdp is not None and fsdp[0] == "--use-torch-fsdp2":
+        # FSDP2 never reads --data-parallel-sharding-strategy (Megatron-FSDP's): fully_shard with
+        # reshard_after_forward from --torch-fsdp2-no-reshard-after-forward, default True (training.py:2627-2629,
+        # torch_fully_sharded_data_parallel.py:82-85, NVIDIA/Megatron-LM d98e8a64dd); a QA run's
+        # `--use-torch-fsdp2 --data-parallel-sharding-strategy no_shard` was priced at ZeRO-0
+        ignored = f"; {sharding[1]} is Megatron-FSDP's, which FSDP2 does not read" if sharding else ""
+        sharding = (("optim_grads", no_reshard) if no_reshard
+                    else ("optim_grads_params", f"torch FSDP2 reshards after forward unless "
+                                                f"--torch-fsdp2-no-reshard-after-forward (training.py:2628){ignored}"))
     if fsdp is not None:
         strategy = sharding[0] if sharding else "optim_grads_params"
         stage = {"no_shard": 0, "optim": 1, "optim_grads": 2, "optim_grads_params": 3}.get(strategy)
@@ -1960,13 +1970,7 @@ def bridge_settings(keys: dict[str, tuple[Any, str]], s: Settings) -> None:
     fsdp = next(((k, keys[k]) for k in ("ddp.use_megatron_fsdp", "dist.use_megatron_fsdp", "dist.use_torch_fsdp2")
                  if keys.get(k, (None,))[0] is True), None)
     if fsdp is not None:
-        strategy, sev = keys.get("ddp.data_parallel_sharding_strategy", (None, None))
-        stages = {"no_shard": 0, "optim": 1, "optim_grads": 2, "optim_grads_params": 3}
-        stage = stages.get(strategy or "optim_grads_params")
-        if stage is None:
-            raise InputError(f"{sev}: ddp.data_parallel_sharding_strategy must be no_shard, optim, optim_grads or "
-                             f"optim_grads_params, got {strategy!r}")
-        s.put("zero_stage", stage, fsdp[1][1] + (f"; {sev}" if sev else ""))
+        s.put("zero_stage", *_bridge_fsdp_stage(keys, fsdp))
     else:
         for k in ("ddp.use_distributed_optimizer", "optimizer.use_distributed_optimizer"):
             v, ev = keys.get(k, (None, None))
@@ -2122,6 +2126,51 @@ _BRIDGE_OVERLAP_FIELDS = ("tp_comm_overlap", "overlap_moe_expert_parallel_comm",
 """Model fields a comm_overlap section decides: off unless the section sets them (training/comm_overlap.py
 _get_model_comm_overlap_cfgs starts each at False, _override_user_cfgs takes the section's non-null values,
 _apply_cfgs writes them over the model's)."""
+
+
+_FSDP_STAGES = {"no_shard": 0, "optim": 1, "optim_grads": 2, "optim_grads_params": 3}
+"""Megatron-FSDP's data_parallel_sharding_strategy as a ZeRO stage (megatron_fsdp.py MegatronFSDP docstring: optim
+"close to ZeRO-1", optim_grads "ZeRO-2", optim_grads_params "ZeRO-3")."""
+BRIDGE_RECIPE_FSDP_STRATEGY = "optim_grads_params"
+"""What Megatron-Bridge's recipes set beside Megatron-FSDP (recipes/common.py:86, the base recipe's
+DistributedDataParallelConfig; NVIDIA-NeMo/Megatron-Bridge 067f987df), the value an override is priced at."""
+
+
+def _bridge_fsdp_stage(keys: dict[str, tuple[Any, str]], fsdp: tuple[str, tuple[Any, str]]) -> tuple[int, str]:
+    """(ZeRO stage, source) of a Bridge config that turns FSDP on.  Torch FSDP2 shards weights, gradients and
+    optimizer state whatever the strategy says: Megatron-Core's TorchFullyShardedDataParallel calls fully_shard with
+    reshard_after_forward getattr(ddp_config, "reshard_after_forward", True), a field Bridge's DDP config does not
+    have (torch_fully_sharded_data_parallel.py:82-85, NVIDIA/Megatron-LM d98e8a64dd).  Megatron-FSDP shards as
+    ddp.data_parallel_sharding_strategy says; a saved section that leaves it out runs Megatron-Core's dataclass
+    default no_shard (distributed_data_parallel_config.py:103), which Bridge keeps (training/config.py:1078-1124
+    sets no strategy for Megatron-FSDP v1), and an override leaves it to the recipe it merges into (a QA run: an
+    override turning Megatron-FSDP on was priced at ZeRO-3 citing only use_megatron_fsdp)."""
+    key, (_, ev) = fsdp
+    strategy, sev = keys.get("ddp.data_parallel_sharding_strategy", (None, None))
+    if key == "dist.use_torch_fsdp2":
+        ignored = (f"; {sev} is Megatron-FSDP's, which FSDP2 does not read"
+                   if strategy is not None and strategy != "optim_grads_params" else "")
+        return 3, (f"{ev} (torch FSDP2 shards weights, gradients and optimizer state: Megatron-Core's "
+                   f"TorchFullyShardedDataParallel reshards after forward, torch_fully_sharded_data_parallel.py:84)"
+                   f"{ignored}")
+    version, vev = keys.get("ddp.megatron_fsdp_version", (1, None))
+    if version == 2:  # Bridge writes the strategy itself (training/config.py:1190, Megatron-FSDP v2)
+        return 3, (f"{ev}; {vev} (Megatron-Bridge sets data_parallel_sharding_strategy optim_grads_params for "
+                   f"Megatron-FSDP v2: training/config.py:1190)")
+    if strategy is None:
+        if _section_whole(keys, "ddp"):
+            return 0, (f"{ev}; {_section_line(keys, 'ddp')} leaves data_parallel_sharding_strategy out: "
+                       f"Megatron-Core's default no_shard (DistributedDataParallelConfig, "
+                       f"distributed_data_parallel_config.py:103), which Megatron-FSDP runs unsharded")
+        return _FSDP_STAGES[BRIDGE_RECIPE_FSDP_STRATEGY], (
+            f"{ev}; ddp.data_parallel_sharding_strategy: the recipe's, priced at {BRIDGE_RECIPE_FSDP_STRATEGY} "
+            f"(Megatron-Bridge's recipes set it beside Megatron-FSDP: recipes/common.py:86); the launch files do not "
+            f"set it")
+    stage = _FSDP_STAGES.get(strategy) if isinstance(strategy, str) else None
+    if stage is None:
+        raise InputError(f"{sev}: ddp.data_parallel_sharding_strategy must be no_shard, optim, optim_grads or "
+                         f"optim_grads_params, got {strategy!r}")
+    return stage, f"{ev}; {sev}"
 
 
 def _bridge_value(keys: dict[str, tuple[Any, str]], name: str) -> tuple[Any, str | None]:
