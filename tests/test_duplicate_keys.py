@@ -2,7 +2,8 @@
 naming both lines (PyYAML and json keep the last, silently: a user trial's model file with two num_layers was planned
 with the second); a DeepSpeed config is read as DeepSpeed reads it, Hjson with duplicates refused
 (runtime/config.py: hjson.load(..., object_pairs_hook=dict_raise_error_on_duplicate_keys)), so comments and trailing
-commas are fine; a framework's own YAML keeps the last, as its loader does."""
+commas are fine; a framework's own YAML keeps the last, as its loader does, but MaxText's, which OmegaConf
+refuses."""
 
 from __future__ import annotations
 
@@ -58,7 +59,12 @@ def test_a_deepspeed_config_with_a_key_twice_does_not_start(tmp_path: Path) -> N
         parse_launch([path])
 
 
-def test_a_maxtext_config_keeps_the_last_as_its_loader_does(tmp_path: Path) -> None:
+def test_a_maxtext_config_with_a_key_twice_is_refused_as_omegaconf_refuses_it(tmp_path: Path) -> None:
+    """MaxText loads its YAML with OmegaConf, whose loader raises 'found duplicate key' (omegaconf v2.3.0 _utils.py
+    get_yaml_loader, OmegaConfLoader.construct_mapping): this config never starts, where the audit once kept the
+    last value as PyYAML does."""
     cfg = tmp_path / "cfg.yml"
     cfg.write_text("base_config: base.yml\nper_device_batch_size: 2\nper_device_batch_size: 4\n")
-    assert parse_launch([cfg]).mesh["per_device_batch_size"] == 4
+    with pytest.raises(InputError, match=r"key 'per_device_batch_size' is stated again \(first at line 2\), which "
+                                         r"OmegaConf refuses"):
+        parse_launch([cfg])

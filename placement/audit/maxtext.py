@@ -39,7 +39,7 @@ import yaml
 
 from placement.audit.readers.common import start_refusal
 from placement.errors import InputError
-from placement.loaders.files import parse_yaml, read_text
+from placement.loaders.files import DuplicateKey, parse_yaml, read_text
 
 AXES = ("diloco", "data", "stage", "fsdp", "fsdp_transpose", "context", "context_usp_ulysses",
         "context_autoregressive", "tensor", "tensor_sequence", "expert", "autoregressive")
@@ -187,6 +187,46 @@ MODEL_SHAPE_KEYS = {"base_num_decoder_layers": "num_layers", "base_emb_dim": "hi
 beside --model llama3-405b was priced as the 405B."""
 
 
+class OmegaConfLoader(yaml.SafeLoader):
+    """PyYAML's safe loader as OmegaConf 2.3 reads a MaxText config file (OmegaConf.load) and each key=value of the
+    train command (OmegaConf.from_cli -> merge_with_dotlist, yaml.load of the value): a key stated twice in one
+    mapping is refused, `1e3` is a float (a float resolver without YAML 1.1's dot), a date stays text, and YAML 1.1's
+    yes/no/on/off, octal and base-60 numbers stay as SafeLoader reads them (omry/omegaconf v2.3.0
+    omegaconf/_utils.py get_yaml_loader, basecontainer.py merge_with_dotlist; MaxText's pyconfig.py:190, :439).
+    PyYAML's own safe_load read `max_target_length=8e3` as the text "8e3" and refused it as not a whole number, where
+    MaxText trains at 8000."""
+
+    def construct_mapping(self, node, deep=False):
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag != yaml.resolver.BaseResolver.DEFAULT_SCALAR_TAG:
+                continue
+            line = key_node.start_mark.line + 1
+            if key_node.value in seen:
+                raise DuplicateKey(f"line {line}: key {key_node.value!r} is stated again (first at line "
+                                   f"{seen[key_node.value]}), which OmegaConf refuses ('found duplicate key') before "
+                                   f"MaxText starts")
+            seen[key_node.value] = line
+        return super().construct_mapping(node, deep=deep)
+
+
+OmegaConfLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"""^(?:[-+]?[0-9]+(?:_[0-9]+)*\.[0-9_]*(?:[eE][-+]?[0-9]+)?|[-+]?[0-9]+(?:_[0-9]+)*(?:[eE][-+]?[0-9]+)"""
+               r"""|\.[0-9]+(?:_[0-9]+)*(?:[eE][-+][0-9]+)?|[-+]?[0-9]+(?:_[0-9]+)*(?::[0-5]?[0-9])+\.[0-9_]*"""
+               r"""|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"""),
+    list("-+0123456789."))
+OmegaConfLoader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in OmegaConfLoader.yaml_implicit_resolvers.items()}
+
+
+def pyconfig_value(value: Any) -> Any:
+    """A value as MaxText's pyconfig hands it to its pydantic config: the text none, in any case, is None
+    (pyconfig.py:273-274 _prepare_for_pydantic, for every key of the files and the command line)."""
+    return None if isinstance(value, str) and value.lower() == "none" else value
+
+
 def is_maxtext_config(data: Any) -> bool:
     """A MaxText config: base_config, ici_/dcn_ parallelism or per_device_batch_size keys, or a model config's."""
     return isinstance(data, dict) and any(
@@ -197,7 +237,7 @@ def is_maxtext_config(data: Any) -> bool:
 def yaml_keys(path: Path) -> dict[str, tuple[Any, str]]:
     """{key: (value, "file:line: text")} of a MaxText config file."""
     text = read_text(path, "MaxText config", "expected a MaxText YAML config")
-    data = parse_yaml(text, path, "MaxText config", False)
+    data = parse_yaml(text, path, "MaxText config", loader=OmegaConfLoader)
     if not is_maxtext_config(data):
         raise InputError(f"{path}: no MaxText keys (base_config, ici_*/dcn_*_parallelism, per_device_batch_size, a "
                          f"model config's decoder_block or base_emb_dim); "
@@ -206,7 +246,7 @@ def yaml_keys(path: Path) -> dict[str, tuple[Any, str]]:
     out = {}
     for key, value in data.items():
         n = next((i for i, x in enumerate(lines, 1) if re.match(rf"\s*{re.escape(str(key))}\s*:", x)), None)
-        out[str(key)] = (value, f"{path}:{n}: {lines[n - 1].strip()[:160]}" if n else f"{path}: {key}")
+        out[str(key)] = (pyconfig_value(value), f"{path}:{n}: {lines[n - 1].strip()[:160]}" if n else f"{path}: {key}")
     return out
 
 
@@ -235,10 +275,10 @@ def command_keys(words: list) -> tuple[dict[str, tuple[Any, str]], str | None] |
                           "(OmegaConf.from_cli, pyconfig.py) reads the word as a key of its own, which MaxTextConfig "
                           "(extra forbid) does not have", fix)
         try:
-            value = yaml.safe_load(m.group(2)) if m.group(2) else ""
-        except yaml.YAMLError:
+            value = yaml.load(m.group(2), Loader=OmegaConfLoader) if m.group(2) else ""
+        except (yaml.YAMLError, DuplicateKey):
             value = m.group(2)
-        keys[m.group(1)] = (value, w.evidence)
+        keys[m.group(1)] = (pyconfig_value(value), w.evidence)
     return keys, config
 
 
@@ -487,7 +527,12 @@ def finish(v: dict[str, tuple[Any, str]], ignored: list[str]) -> dict[str, tuple
     seq, sev = _int_key(keys, "max_target_length")
     out["seq_len"] = (seq, sev)
     remat, rev = keys["remat_policy"]
-    if remat not in (None, "") and str(remat) not in REMAT_POLICIES:
+    if remat in (None, ""):
+        # no policy is "none": get_remat_policy and the unscanned loop both test `cfg.remat_policy and
+        # cfg.remat_policy != "none"` (layers/nnx_decoders.py:1164, :2294, e591f30cb); `remat_policy=null` (or =,
+        # or =None) was priced as a selective policy saving nothing it named
+        remat = "none"
+    if str(remat) not in REMAT_POLICIES:
         raise refused(rev, f"remat_policy {remat!r}", REMAT_CHECK,
                       f"set remat_policy to one of {', '.join(REMAT_POLICIES)}")
     out["recompute"] = (REMAT.get(str(remat), "selective"), rev)

@@ -174,11 +174,14 @@ class _UniqueKeyLoader(PlacementLoader):
         return super().construct_mapping(node, deep=deep)
 
 
-def parse_yaml(text: str, path: Path, what: str, unique_keys: bool = True) -> Any:
+def parse_yaml(text: str, path: Path, what: str, unique_keys: bool = True, loader: Any = None) -> Any:
     """`yaml.safe_load`, every failure an InputError naming the line and column, or the nesting limit.  A key
     stated twice in one mapping is an error naming both lines (`unique_keys`; False for a framework's own file,
-    whose loader keeps the last, as PyYAML does)."""
+    whose loader keeps the last, as PyYAML does).  `loader`: the framework's own loader class, where it reads
+    scalars otherwise (MaxText's OmegaConf), used as it is."""
     try:
+        if loader is not None:
+            return yaml.load(text, Loader=loader)
         return yaml.load(text, Loader=_UniqueKeyLoader) if unique_keys else yaml.safe_load(text)
     except DuplicateKey as err:
         raise InputError(f"{path}: {err}: a {what} states each field once; keep the one you mean") from None
