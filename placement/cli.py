@@ -1846,11 +1846,14 @@ def _framework_recipe(framework, recipe, sources: dict[str, str], precision, mod
     both."""
     if framework is None:
         return recipe, sources
-    from placement.frameworks import recipe_rows, run_config
+    from placement.frameworks import CAPABILITIES, recipe_rows, run_config
 
     sources = dict(sources)
     config = run_config(framework, model, precision.value, topo.accelerator)
+    choices = CAPABILITIES[framework].recipe_choices
     for field, value, why in recipe_rows(framework, False, precision, config, model.is_moe):
+        if field in choices and sources.get(field, "default") != "default":
+            continue  # the files write the value asked for (a QA run: MaxText's --no-optimizer-over-replicas refused)
         if field in sources and getattr(recipe, field) != value:
             asked = getattr(recipe, field)
             given = (" ".join(recipe_args({field: asked}))

@@ -102,6 +102,10 @@ class Capability:
     """One line on the limits, for messages."""
     recipe: tuple[tuple[str, object, str], ...] = ()
     """(recipe field, the value the framework always runs, why): set on every plan and audit for it."""
+    recipe_choices: frozenset[str] = frozenset()
+    """Fields of `recipe` whose row is the value placement's files write by default, not a limit of the framework:
+    a flag (or a recipe file) may ask for the other value, which the files then write (MaxText: optimizer_over_replicas
+    off is an HSDP file without shard_optimizer_over_data, as it runs beside fsdp ranks anyway)."""
     several_hosts_recipe: tuple[tuple[str, object, str], ...] = ()
     """What the framework's own launcher runs on more than one host where a job's launch files leave it to it (the
     audit's default); placement's files state it themselves, so plans do not take it."""
@@ -580,7 +584,8 @@ CAPABILITIES: dict[str, Capability] = {
                  "configs/types.py:5605-5621), so an HSDP layout with fsdp ranks (dp_shard above ep) runs data x "
                  "fsdp as plain HSDP: base.yml's embed rule (configs/base.yml:605 at e591f30cb) shards the weights, "
                  "gradients and AdamW moments over fsdp, context and expert, never data, and the gradients are "
-                 "reduced over the data replicas"))),
+                 "reduced over the data replicas")),
+        recipe_choices=frozenset({"optimizer_over_replicas"})),
 }
 """framework -> its row; the --framework choices."""
 

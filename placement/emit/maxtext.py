@@ -295,7 +295,10 @@ def optimizer_over_data(ctx: EmitContext, mesh: MaxTextMesh) -> bool:
     sharded = any(s[a] > 1 for a in WEIGHT_AXES)  # a ZeRO-3 plan whose mesh shards the weights (HSDP)
     # never beside an fsdp axis: MaxText 0.2.5 refuses the pair at start-up (MAXTEXT_HSDP; a user trial: every HSDP
     # file whose shard group was wider than its expert axis, llama3-8b z3/hsdp8 on 64 H100, set both)
-    return s["data"] > 1 and s["fsdp"] == 1 and (lay.zero_stage in (1, 2) or (lay.zero_stage == 3 and sharded))
+    # under ZeRO-3 only where the plan shards the optimizer over the replicas (a QA run: --no-optimizer-over-replicas
+    # was refused; its data x expert HSDP file now leaves the key out and runs plain HSDP, as priced)
+    return s["data"] > 1 and s["fsdp"] == 1 and (lay.zero_stage in (1, 2) or (
+        lay.zero_stage == 3 and sharded and ctx.recipe.optimizer_over_replicas))
 
 
 MAXTEXT_HSDP_WORDS = ("MaxText 0.2.5 refuses beside an fsdp axis at start-up (the 0.2.5 wheel's configs/types.py:"
