@@ -171,7 +171,8 @@ def test_a_qwix_only_quantization_without_qwix_is_refused(tmp_path: Path, quant:
              "layers/quantizations.py:852-874", "Invalid value configured for quantization",
              "set use_qwix_quantization: true")
     launch = maxtext_launch(tmp_path, BASE + f"quantization: {quant}\nuse_qwix_quantization: true\n")
-    assert launch.precision == "bf16"  # Qwix's own quantization, said as not priced (an ignored line)
+    # Qwix's FP8 whose scaling placement prices (tests/test_maxtext_qwix_fp8.py); the others said as not priced
+    assert launch.precision == ("fp8" if quant in ("fp8_gpu", "fp8_e4m3") else "bf16")
 
 
 def test_transformer_engine_fp8_under_qwix_runs_bf16_as_priced(tmp_path: Path) -> None:

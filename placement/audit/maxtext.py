@@ -163,6 +163,19 @@ FP8_QUANTIZATIONS: dict[str, str | None] = {
 QWIX_ONLY = ("fp4", "int4", "fp8_e5m2", "fp8_e4m3", "fp8_nanoo", "fp8_gpu", "fp8_full")
 """The quantizations MaxText 0.2.5 runs only through Qwix (use_qwix_quantization true: layers/quantizations.py:1182-1216
 get_quantization_rule, get_qt_provider); without it model creation raises (_get_quant_config, :852-874)."""
+QWIX_FP8: dict[str, tuple[str, str]] = {
+    # make_qt_rule(float8_e4m3fn) with disable_channelwise_axes=False, forward and backward, under qwix.QtProvider
+    # (layers/quantizations.py:825-836, :851, get_qt_provider :865-866, AI-Hypercomputer/maxtext e591f30cb)
+    "fp8": ("rowwise", "Qwix's QtRule keeps channelwise scales (disable_channelwise_axes=False): one scale per row "
+                       "of each dot_general operand, forward and backward, not Flax's per-tensor "
+                       "Fp8DirectDotGeneralOp (layers/quantizations.py:825-836, :851, get_qt_provider :865-866)"),
+    "fp8_e4m3": ("rowwise", "Qwix's QtRule keeps channelwise scales (disable_channelwise_axes=False): one scale per "
+                            "row of each dot_general operand, forward and backward (layers/quantizations.py:825-836, "
+                            ":851, get_qt_provider :865-866)"),
+    # NvidaFp8Provider wraps Flax's nn.Fp8DirectDotGeneralOp (layers/quantizations.py:771-779, get_qt_provider :867-868)
+    "fp8_gpu": ("tensorwise", "Qwix's NvidaFp8Provider runs Flax's Fp8DirectDotGeneralOp, one scale per tensor "
+                              "(layers/quantizations.py:771-779, get_qt_provider :867-868)")}
+"""quantization under use_qwix_quantization -> (placement's FP8 recipe, why): the scaling its Qwix provider runs."""
 FP8_NO_ACCUMULATION = ("fp8", "nanoo_fp8", "fp8_gpu", "te_fp8_delayedscaling")
 """The quantizations MaxText 0.2.5 refuses beside gradient_accumulation_steps > 1 (configs/types.py:4973-4977)."""
 MOE_ONLY_PIPELINE = ("deepseek2-16b", "deepseek2-236b", "deepseek3-671b", "deepseek3-671b-2dfsdp",
@@ -506,6 +519,11 @@ def finish(v: dict[str, tuple[Any, str]], ignored: list[str]) -> dict[str, tuple
                                     f"no Transformer Engine recipe under Qwix, layers/quantizations.py:912-913, and "
                                     f"Qwix has no rule for {quant!r}, get_qt_provider :1207-1216), so the matmuls run "
                                     f"in {dtype}")
+    elif qwix and quant in QWIX_FP8:
+        # a QA run: `quantization=fp8 use_qwix_quantization=true` was priced per tensor, its source naming Flax's
+        # Fp8DirectDotGeneralOp, where Qwix scales each row; fp8_gpu (per tensor) was priced as bf16 matmuls
+        out["precision"] = ("fp8", f"{qev} beside {wev}")
+        out["recipe.fp8_recipe"] = (QWIX_FP8[quant][0], f"{qev} beside {wev} ({QWIX_FP8[quant][1]})")
     elif quant in FP8_QUANTIZATIONS:
         out["precision"] = ("fp8", qev)
         if FP8_QUANTIZATIONS[quant] is not None:
