@@ -122,3 +122,21 @@ def test_a_full_recompute_mla_file_says_nothing_of_the_w1_rerun(tmp_path) -> Non
     assert got.exit_code in (0, 1), got.output
     text = (tmp_path / "maxtext.yml").read_text()
     assert "expert_w1_rerun" not in text
+
+
+def test_prefused_expert_weights_rerun_the_fused_gemm_and_say_so(tmp_path) -> None:
+    """prefuse_moe_weights true runs w0 and w1 as one grouped GEMM whose w1 half the rerun needs, so the rerun
+    recomputes both halves (layers/moe.py:1946-1952 at e591f30cb); a QA pass found the key not read.  The price keeps
+    one GEMM (recipe expert_w1_rerun), and a line says the step holds one more; without the rerun it prices alike."""
+    plain = _minimal(tmp_path, "mixtral-8x7b")
+    launch = tmp_path / "fused.yml"
+    launch.write_text('base_config: "base.yml"\nhardware: "gpu"\nmodel_name: "mixtral-8x7b"\nici_fsdp_parallelism: 8\n'
+                      'remat_policy: "minimal"\nper_device_batch_size: 1\nprefuse_moe_weights: true\n')
+    got = CliRunner().invoke(main, ["--reproducible", "audit", "--model", "mixtral-8x7b", "--gpus", "64", "--launch",
+                                    str(launch), "--json"])
+    assert got.exit_code in (0, 1), got.output
+    fused = json.loads(got.stdout)
+    notes = [n for n in fused["layout"]["ignored"] if n.startswith("prefuse_moe_weights true")]
+    assert len(notes) == 1 and "fused.yml:7" in notes[0] and "recomputes it whole" in notes[0]
+    assert fused["estimate"]["step_time_s"] == plain["estimate"]["step_time_s"]
+    assert not any("prefuse_moe_weights" in n for n in plain["layout"]["ignored"])

@@ -676,6 +676,15 @@ def finish(v: dict[str, tuple[Any, str]], ignored: list[str]) -> dict[str, tuple
                                                f"tags the experts' second up-projection with that name only "
                                                f"(layers/moe.py:2916, :2942), so each MoE layer reruns that GEMM in "
                                                f"backward and keeps no output of it")
+        fused = keys.get("prefuse_moe_weights")
+        if fused is not None and _flag(keys, "prefuse_moe_weights"):
+            # w1's output is then a slice of one grouped GEMM of w0 and w1 together, which the rerun computes whole
+            # (layers/moe.py:1946-1952 at e591f30cb: gmm(x, concat(w0, w1)) then out[:, :n], out[:, n:], only the
+            # w0 half saved by name); the recipe field prices one GEMM (a QA pass: prefuse_moe_weights was not read)
+            ignored.append(f"prefuse_moe_weights true ({fused[1]}): the experts' w0 and w1 run as one grouped GEMM "
+                           f"(layers/moe.py:1946-1952), so the w1 rerun above recomputes it whole, w0's half too: "
+                           f"priced as w1's GEMM alone, so expect one more expert up-projection forward a MoE layer "
+                           f"in the step than the estimate")
     if str(sparse).lower() == "false" and isinstance(experts, int) and experts > 1:
         if capped:
             out["recipe.moe_einsum_dispatch"] = ("sequence", f"{sev} (with {cap[1]}: MaxText's dense_matmul "
