@@ -331,11 +331,12 @@ WATCHED_ENVIRONMENT = ("CUDA_LAUNCH_BLOCKING", "CUDA_VISIBLE_DEVICES", "CUDA_DEV
 """Environment variables a command's `environment` reports (the ones the cost model prices,
 CUDA_DEVICE_MAX_CONNECTIONS, which Megatron-LM checks at start: audit.core._check_megatron_connections, and PyTorch's
 allocator settings, whose expandable segments the memory price assumes: audit.core._allocator_note)."""
-WATCHED_PREFIXES = ("NCCL_", "NVTE_", "TORCH_", "NVSHMEM_", "UCX_", "FI_", "OMP_", "XLA_")
+WATCHED_PREFIXES = ("NCCL_", "NVTE_", "TORCH_", "NVSHMEM_", "UCX_", "FI_", "OMP_", "XLA_", "M_")
 """Prefixes of the variables a command's `environment` also reports: NCCL's, Transformer Engine's, PyTorch's,
 NVSHMEM's, UCX's, libfabric's, OpenMP's and XLA's (MaxText's XLA_FLAGS) runtime settings, which the cost model does
 not price but the audit must not pass over in silence (readers.common.nccl_settings, runtime_settings), nor the files
-it writes for the job drop without a word (LaunchLayout.launch_environment)."""
+it writes for the job drop without a word (LaunchLayout.launch_environment); and MaxText's M_<KEY> config overrides
+(pyconfig.py:519-553), which its reader lays over the config (readers.maxtext.env_overrides)."""
 SLURM_JOB_ENVIRONMENT = ("SLURM_NNODES", "SLURM_NTASKS_PER_NODE", "SLURM_NTASKS", "SLURM_DISTRIBUTION",
                          "SLURM_DIST_PLANESIZE", "SLURM_CPU_BIND", "SLURM_JOB_NODELIST",
                          "SLURM_GPUS_ON_NODE")

@@ -625,6 +625,9 @@ class Settings:
     """torchtitan: each key of `keys` -> (its spelling in the file, the file, the line), for the key check."""
     config_file: tuple[str, str] | None = None
     """Config file the command line names (torchtitan --job.config_file, MaxText's, Bridge --config-file)."""
+    env_keys: dict[str, tuple[str, str]] = field(default_factory=dict)
+    """MaxText: the M_<KEY> environment variables its train command starts with, key -> (text, evidence), which
+    pyconfig lays over the merged config (maxtext.env_overrides)."""
     deepspeed_config: tuple[str, str] | None = None
     """--deepspeed_config of a Megatron-DeepSpeed command."""
     deepspeed_config_word: Word | None = None
