@@ -424,10 +424,43 @@ def cudnn_packing_under_cp(v: dict[str, tuple[Any, str]]) -> str | None:
     return "; ".join(ev for _, ev in said.values())
 
 
+FIELD_TYPES: dict[str, Any] = {k: type(d) for k, d in BASE.items() if isinstance(d, (bool, int))} | {
+    "per_device_batch_size": int | float,  # configs/types.py:1400
+    "sparse_matmul": bool, "prefuse_moe_weights": bool, "context_parallel_load_balance": bool, "packing": bool,
+    "set_remat_policy_on_pipeline_iterations": bool, "mtp_num_layers": int, "num_experts": int,
+    "capacity_factor": float}
+"""The MaxTextConfig field types of the keys the audit reads (MaxText 0.2.5 configs/types.py: base.yml's default
+types, per_device_batch_size `int | float`, :989 sparse_matmul, :1127, :1285, :1414, :560, :842, :844)."""
+
+
+def pydantic_values(v: dict[str, tuple[Any, str]]) -> dict[str, tuple[Any, str]]:
+    """The merged keys as MaxText's pydantic config holds them: text (or a number) in a typed field is converted by
+    pydantic's lax rules, which MaxTextConfig keeps (no strict mode: configs/types.py:2979), so
+    `ici_fsdp_parallelism: "8"` is 8 and `scan_layers: "no"` False (a QA run: the first was refused as not a whole
+    number, the second read as scan on and priced with a full recompute where the job runs none).  What pydantic
+    refuses stays as written, for the key's own error; in a boolean key, it is refused here."""
+    from pydantic import TypeAdapter, ValidationError
+
+    out = dict(v)
+    for key, (value, ev) in v.items():
+        kind = FIELD_TYPES.get(key)
+        if kind is None or value is None or isinstance(value, (list, dict)) or type(value) is kind or (
+                kind is not bool and type(value) in (int, float) and isinstance(value, kind)):
+            continue  # already the field's type (an int in `int | float`), or no scalar
+        try:
+            out[key] = (TypeAdapter(kind).validate_python(value), ev)
+        except ValidationError:
+            if kind is bool:  # a QA run: `scan_layers: "maybe"` was priced as scan on
+                raise refused(ev, f"{key} {value!r}", "configs/types.py (pydantic validates the MaxTextConfig "
+                              "field as a bool)", f"write {key}: true or {key}: false") from None
+    return out
+
+
 def finish(v: dict[str, tuple[Any, str]], ignored: list[str]) -> dict[str, tuple[Any, str]]:
     """LaunchLayout fields from the merged MaxText keys (base.yml defaults for the rest): precision, sequence,
     recompute, model name, the mesh as read (resolved with the cluster by `resolve`), and the world size and
     global batch when the files fix them."""
+    v = pydantic_values(v)
     keys = {k: (BASE[k], BASE_SOURCE) for k in BASE} | v
     out: dict[str, tuple[Any, str]] = {}
     axes = keys["mesh_axes"][0]
