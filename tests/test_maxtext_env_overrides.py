@@ -53,6 +53,9 @@ def test_an_override_the_command_line_sets_too_does_not_start(tmp_path: Path) ->
 def test_an_override_that_does_not_parse_does_not_start(tmp_path: Path) -> None:
     got = _audit(tmp_path, f"export M_SCAN_LAYERS=maybe\n{TRAIN}")
     assert got.exit_code == 2 and "Couldn't parse value from ENV 'maybe' for key 'scan_layers'" in got.output
+    # str2bool's words, not pydantic's: `off` is not one (inference/inference_utils.py str2bool)
+    got = _audit(tmp_path, f"export M_SPARSE_MATMUL=off\n{TRAIN}")
+    assert got.exit_code == 2 and "Couldn't parse value from ENV 'off' for key 'sparse_matmul'" in got.output
 
 
 def test_an_override_left_to_the_environment_is_said(tmp_path: Path) -> None:

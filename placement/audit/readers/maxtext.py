@@ -407,6 +407,9 @@ def env_overrides(keys: dict[str, tuple[object, str]], env: dict[str, tuple[str,
             old, old_ev = out[key]
         elif key in maxtext.BASE:
             old, old_ev = maxtext.BASE[key], f"{maxtext.BASE_SOURCE} {key}: {maxtext.BASE[key]}"
+        elif maxtext.FIELD_TYPES.get(key) in (bool, int, float):  # base.yml's value, of the field's type
+            kind = maxtext.FIELD_TYPES[key]
+            old, old_ev = kind(), f"base.yml's {key}, a {kind.__name__} (configs/types.py)"
         else:  # a key placement does not price, whose base.yml type it does not hold
             old, old_ev = None, None
         if "$" in text:  # left to the environment the job starts in: its value is not in the files
