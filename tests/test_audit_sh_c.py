@@ -53,3 +53,19 @@ def test_a_posix_string_under_sh_is_read(tmp_path: Path) -> None:
     lay = parse_launch([_write(tmp_path, f"srun sh -c 'f() {{ python pretrain_gpt.py \"$@\"; }}; "
                                          f"f {ARGS} --seed ${{SEED:-7}}'")])
     assert lay.tp == 2 and lay.world_size == 16
+
+
+def _rerun(tmp_path: Path, name: str, shell: str, test: str, args: str) -> Path:
+    """A batch script that starts itself once per task with `srun SHELL NAME --task`, as placement's launch.sbatch
+    does with bash."""
+    path = tmp_path / name
+    path.write_text(f"#!/bin/bash\n#SBATCH -N 2\n#SBATCH --ntasks-per-node=8\nif {test}; then\n"
+                    f"  exec python pretrain_gpt.py {args}\nfi\nsrun {shell} {name} --task\n")
+    return path
+
+
+def test_a_dot_sh_script_run_again_is_not_a_second_launch(tmp_path: Path) -> None:
+    """A QA trial: the same script as launch.sbatch, named job.sh, was refused as 'two launch commands with different
+    arguments (lines 7 and 5)': its own `srun bash job.sh --task` line was taken for a launch of job.sh."""
+    lay = parse_launch([_rerun(tmp_path, "job.sh", "bash", '[ "${1:-}" = "--task" ]', ARGS)])
+    assert (lay.tp, lay.world_size, lay.gpus_per_node) == (2, 16, 8)

@@ -295,6 +295,12 @@ def find_launch(cmd: Command) -> Launch | None:
         j += 1
     if j >= len(w):
         return None
+    if launcher is None and w[j].text.rsplit("/", 1)[-1] == Path(cmd.origin.path).name:
+        # the script started again (`srun bash job.sh --task`), which the shell reader reads as that process, not a
+        # launch of its own (a QA trial: such a job.sh was refused as 'two launch commands with different
+        # arguments', its srun line and the command the run again reaches, where the same script as launch.sbatch
+        # was read)
+        return None
     if w[j].text in ("-m", "--module"):
         if j + 1 >= len(w):
             return None
