@@ -64,6 +64,20 @@ def _rerun(tmp_path: Path, name: str, shell: str, test: str, args: str) -> Path:
     return path
 
 
+@pytest.mark.parametrize("name", ["job.sh", "job.sbatch"])
+def test_a_script_sh_runs_again_may_use_only_posix_sh(tmp_path: Path, name: str) -> None:
+    """A QA trial: `srun sh job.sbatch --task` of a script whose task branch is a `[[` test was read as bash runs it,
+    where sh (dash) reads the whole file and stops at it; the `sh -c` string already was refused so."""
+    bash_test = '[[ "${1:-}" == "--task" ]]'
+    with pytest.raises(InputError, match=re.escape(f"`sh {name}` runs this script again with /bin/sh")) as e:
+        parse_launch([_rerun(tmp_path, name, "sh", bash_test, ARGS)])
+    said = str(e.value)
+    assert f"{name}:4:" in said and "a [[ ... ]] test" in said and f"expected `bash {name}`" in said
+    assert parse_launch([_rerun(tmp_path, name, "bash", bash_test, ARGS)]).world_size == 16
+    posix = parse_launch([_rerun(tmp_path, name, "sh", '[ "${1:-}" = "--task" ]', ARGS)])
+    assert (posix.tp, posix.world_size, posix.gpus_per_node) == (2, 16, 8)
+
+
 def test_a_dot_sh_script_run_again_is_not_a_second_launch(tmp_path: Path) -> None:
     """A QA trial: the same script as launch.sbatch, named job.sh, was refused as 'two launch commands with different
     arguments (lines 7 and 5)': its own `srun bash job.sh --task` line was taken for a launch of job.sh."""

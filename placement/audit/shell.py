@@ -1334,6 +1334,11 @@ def _simple_command(state: _State, src: _Src, node: tree_sitter.Node, line: int,
         state.commands.append(Command(tuple(fields), org, _environment(state, prefixed, org, reason), state.srun,
                                       state.withheld))
         outer, state.srun = state.srun, _srun_words(fields[:again]) or state.srun
+        if _runs_sh(fields, again):
+            # `sh SCRIPT` reads the file with /bin/sh, whatever its #! line says (a QA trial: `srun sh job.sh
+            # --task` of a script with `[[` and arrays was read as bash runs it)
+            assert state.src is not None
+            _refuse_bash_only(state, state.src, _parse(state, state.src, None), script=fields[again].text)
         try:
             _run_again(state, fields[again + 1:], org, reason, prefixed)
         finally:
@@ -1675,20 +1680,29 @@ def _bash_only(node: tree_sitter.Node) -> str | None:
     return None
 
 
-def _refuse_bash_only(state: _State, src: _Src, tree: tree_sitter.Node) -> None:
+def _refuse_bash_only(state: _State, src: _Src, tree: tree_sitter.Node, script: str | None = None) -> None:
     """The string of `sh -c STRING` may use only what POSIX sh has: /bin/sh is dash on Debian and Ubuntu (the NGC
     containers' base), which stops at bash's arrays, `[[`, `source`... with a syntax error or "not found", and bash
     in POSIX mode on RHEL, which runs them; the audit cannot tell which the job's nodes (or its container) have, so a
     string that needs bash is an error naming the construct, not a job read as bash (a QA trial: `srun sh -c
-    'ARGS=(...); run "${ARGS[@]}"'` was priced as bash runs it)."""
+    'ARGS=(...); run "${ARGS[@]}"'` was priced as bash runs it).  So may the script `sh SCRIPT` runs (`script`, its
+    word): sh reads the file itself, its `#!/bin/bash` line a comment to it (dash(1): a file operand is read as
+    commands), from the top, so every line of it."""
     for node in _descendants(tree):
         what = _bash_only(node)
         if what is not None:
             text = node.text.decode("utf-8", "replace").split("\n")[0][:60]
-            raise InputError(f"{_org(state, src, node)}: `sh -c` runs a string with {what} (`{text}`), which only "
-                             f"bash has: /bin/sh is dash on Debian and Ubuntu (the NGC containers' base), which "
+            if script is None:
+                raise InputError(f"{_org(state, src, node)}: `sh -c` runs a string with {what} (`{text}`), which "
+                                 f"only bash has: /bin/sh is dash on Debian and Ubuntu (the NGC containers' base), "
+                                 f"which refuses it and the job does not start, and bash on RHEL, which runs it; the "
+                                 f"audit cannot tell which the nodes have: expected `bash -c`, or a string in POSIX "
+                                 f"sh")
+            raise InputError(f"{_org(state, src, node)}: `sh {script}` runs this script again with /bin/sh, which "
+                             f"reads the whole file whatever its #! line says, and it has {what} (`{text}`), which "
+                             f"only bash has: /bin/sh is dash on Debian and Ubuntu (the NGC containers' base), which "
                              f"refuses it and the job does not start, and bash on RHEL, which runs it; the audit "
-                             f"cannot tell which the nodes have: expected `bash -c`, or a string in POSIX sh")
+                             f"cannot tell which the nodes have: expected `bash {script}`, or a script in POSIX sh")
 
 
 def _shell_string(fields: list[Word]) -> int | None:
