@@ -177,21 +177,35 @@ def test_a_layout_that_does_not_divide_the_ranks_srun_starts_names_them(tmp_path
     assert "(--gpus)" not in out.output
 
 
-@pytest.mark.parametrize(("nodes", "world"), [(4, 32), (2, 16), (8, None)])
-def test_an_elastic_torchrun_under_srun_runs_on_sruns_nodes(tmp_path, nodes: int, world: int | None) -> None:
-    """`srun torchrun --nnodes=2:4` starts a torchrun agent on each of srun's nodes at once, and the elastic
-    rendezvous admits them all up to its maximum (torch dynamic_rendezvous.py _add_to_participants): on 4 (or 2)
-    nodes the world is theirs; on 8, which 4 join is not fixed.  A QA trial priced the 4-node job on the cluster's
-    1,024 GPUs."""
+def _elastic(tmp_path: Path, nodes: int) -> Path:
     script = tmp_path / "job.sh"
     script.write_text(f"#!/bin/bash\n#SBATCH --nodes={nodes}\n#SBATCH --ntasks-per-node=1\nsrun torchrun "
                       f"--nnodes=2:4 --nproc_per_node=8 --rdzv_backend=c10d --rdzv_endpoint=node1:29500 "
                       f"pretrain_gpt.py --tensor-model-parallel-size 4 --num-layers 32 --hidden-size 4096 "
                       f"--num-attention-heads 32 --seq-length 4096 --max-position-embeddings 4096 "
                       f"--micro-batch-size 1 --global-batch-size 256 --bf16\n")
-    lay = parse_launch([script])
+    return script
+
+
+@pytest.mark.parametrize(("nodes", "world"), [(4, 32), (2, 16)])
+def test_an_elastic_torchrun_under_srun_runs_on_sruns_nodes(tmp_path, nodes: int, world: int) -> None:
+    """`srun torchrun --nnodes=2:4` starts a torchrun agent on each of srun's nodes at once, and the elastic
+    rendezvous admits them all up to its maximum (torch dynamic_rendezvous.py _add_to_participants): on 4 (or 2)
+    nodes the world is theirs.  A QA trial priced the 4-node job on the cluster's 1,024 GPUs."""
+    lay = parse_launch([_elastic(tmp_path, nodes)])
     assert lay.world_size == world
-    if world is not None:
-        assert "elastic --nnodes 2:4, and srun starts a torchrun on each of its" in lay.sources["world_size"]
-    else:
-        assert any("elastic node range" in x for x in lay.ignored)
+    assert "elastic --nnodes 2:4, and srun starts a torchrun on each of its" in lay.sources["world_size"]
+
+
+@pytest.mark.parametrize(("nodes", "facts"), [
+    (8, ("admits the first 4 to join and keeps the other 4 idle as spares", "ask for 4 nodes", "--nnodes 2:8")),
+    (1, ("waits for 2 nodes and 1 join", "never completes", "ask for 2 to 4 nodes", "--nnodes 1:4")),
+])
+def test_an_elastic_torchrun_on_nodes_outside_its_range_is_an_error(tmp_path, nodes: int, facts) -> None:
+    """A QA trial: `srun torchrun --nnodes=2:4` on 8 nodes (or 1) left the world size open, then priced on the
+    cluster's GPUs; on 8 the rendezvous runs 4 of them, which is not fixed, and on 1 it never completes."""
+    script = _elastic(tmp_path, nodes)
+    said = _refusal(["--launch", str(script), "--model", "llama3-8b", "--cluster", "dgx-h100"])
+    for fact in ("elastic torchrun --nnodes 2:4", "job.sh:4: srun torchrun", f"job.sh:2: #SBATCH --nodes={nodes}",
+                 *facts):
+        assert fact in said, (fact, said)

@@ -706,6 +706,26 @@ def _srun_torchrun(launch: Launch, args: dict[str, Arg], n: int | None, p: int |
           f"processes on its node): {tasks[0] * p} processes per node{procid}")
 
 
+def _elastic_outside(elastic: re.Match, started: tuple[int, str], evidence: str) -> None:
+    """An elastic `srun torchrun --nnodes MIN:MAX` on srun's nodes outside the range is an error naming both: on
+    fewer than MIN the rendezvous never completes (torch/distributed/elastic/rendezvous/dynamic_rendezvous.py
+    _add_to_participants: it opens its last call at min_nodes), and torchrun fails at the join timeout (600 s by
+    default, RendezvousTimeout); on more than MAX it completes with the first MAX to join and puts the rest on its
+    redundancy list (_add_to_redundancy_list), idle spares, so which hosts run the job is not fixed by the files.
+    A QA trial: both were left open, the world size then taken from --gpus or the allocation as if every node ran."""
+    low, high, n = int(elastic.group(1)), int(elastic.group(2)), started[0]
+    head = (f"node count: elastic torchrun --nnodes {low}:{high} ({evidence}), but srun starts a torchrun agent on "
+            f"each of its {n} node{'' if n == 1 else 's'} ({started[1]}): ")
+    if n < low:
+        raise InputError(head + f"the rendezvous waits for {low} nodes and {n} join, so it never completes and "
+                                f"torchrun stops at its join timeout (600 s by default; torch dynamic_rendezvous.py); "
+                                f"make them one count: ask for {low} to {high} nodes, or --nnodes {n}:{high}")
+    raise InputError(head + f"the rendezvous admits the first {high} to join and keeps the other {n - high} idle "
+                            f"as spares (torch dynamic_rendezvous.py _add_to_redundancy_list), so the files do not "
+                            f"fix which hosts run the job nor price {n} nodes; make them one count: ask for {high} "
+                            f"nodes, or --nnodes {low}:{n} (or --nnodes {n})")
+
+
 DYNAMIC_RENDEZVOUS = ("c10d", "etcd", "etcd-v2")
 """torchrun's rendezvous backends that assign node ranks by join order (torch.distributed.elastic.rendezvous)."""
 NCCL_UNPRICED = {
@@ -856,6 +876,8 @@ def launcher_settings(launch: Launch, s: Settings) -> None:
                 n = started[0]
                 elastic_ev = (f"{nodes.evidence}: elastic --nnodes {text}, and srun starts a torchrun on each of its "
                               f"{n} nodes ({started[1]}), all of which the rendezvous admits")
+            elif elastic and started is not None and (per_task is None or per_task[0] == 1):
+                _elastic_outside(elastic, started, nodes.evidence)
             elif not re.fullmatch(r"\d+", text):
                 s.ignored.append(f"--nnodes {text}: elastic node range; world size not fixed ({nodes.evidence})")
             else:
