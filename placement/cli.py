@@ -1733,6 +1733,7 @@ def audit(model_ref, cluster_ref, gpus, nodes, segment, seq_len, global_batch, p
     if real:
         _check_per_host(launch, topo)
         _check_world_size(launch, topo, nodelist, cluster_graph, (hosts_file, hosts) if hosts else None)
+    _check_elastic_range(launch, topo, nodelist if real else None, gpus, nodes)
     fixed = files_global_batch(launch, topo.num_gpus)  # the files' own batch wins over the catalog default
     if fixed is not None and fixed[0] != train.global_batch:
         if global_batch is not None:
@@ -1952,6 +1953,36 @@ def _check_world_size(launch, topo: Topology, nodelist: str | None, cluster_grap
     else:
         fix = f"give a cluster graph of the job's {world // per} hosts"
     raise InputError(f"world size: {files}, but {given}; the audit prices the job on the GPUs it runs on: {fix}")
+
+
+def _check_elastic_range(launch, topo: Topology, nodelist: str | None, gpus: int | None, nodes: int | None) -> None:
+    """An elastic `torchrun --nnodes MIN:MAX` that no srun starts (LaunchLayout.launcher_node_range) leaves its node
+    count to the audit's: that count must lie in the range, else the job priced is not one torchrun runs.  Below
+    MIN its rendezvous never completes (torch/distributed/elastic/rendezvous/dynamic_rendezvous.py
+    _add_to_participants opens the last call at min_nodes; torchrun stops at the 600 s join timeout); above MAX it
+    runs the first MAX nodes to join and keeps the rest idle as spares (_add_to_redundancy_list).  A QA trial:
+    `torchrun --nnodes=2:4 --nproc_per_node=8` on a 6-host --nodelist was priced on all 48 GPUs."""
+    span = launch.launcher_node_range
+    if span is None or launch.world_size is not None:
+        return
+    low, high = (int(x) for x in span.split(":"))
+    per = launch.gpus_per_node or topo.gpus_per_host
+    count = topo.num_gpus // per
+    if low <= count <= high:
+        return
+    given = (f"--nodelist {nodelist} gives {topo.num_hosts} hosts" if nodelist is not None else
+             f"--gpus {gpus} is {count} node{'' if count == 1 else 's'} of {per}" if gpus is not None else
+             f"--nodes {nodes}" if nodes is not None else
+             f"the {topo.cluster.name} cluster's default {topo.num_gpus:,} GPUs are {count} nodes of {per} (no "
+             f"--gpus or --nodes)")
+    runs = (f"its rendezvous waits for {low} nodes, so it never completes and torchrun stops at its join timeout "
+            f"(600 s by default; torch dynamic_rendezvous.py)" if count < low else
+            f"its rendezvous runs the first {high} nodes to join and keeps the other {count - high} idle as spares "
+            f"(torch dynamic_rendezvous.py _add_to_redundancy_list), hosts no file fixes")
+    raise InputError(f"node count: elastic torchrun --nnodes {span} ({launch.sources['launcher_node_range']}), but "
+                     f"{given}: {runs}; audit the job on the nodes it runs on, {low} to {high} (--gpus "
+                     f"{low * per} to {high * per}, or a --nodelist of that many hosts), or state a fixed --nnodes "
+                     f"in the launch")
 
 
 def _rings(rings: dict[int, float], source: str | None) -> str:

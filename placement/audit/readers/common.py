@@ -880,6 +880,8 @@ def launcher_settings(launch: Launch, s: Settings) -> None:
                 _elastic_outside(elastic, started, nodes.evidence)
             elif not re.fullmatch(r"\d+", text):
                 s.ignored.append(f"--nnodes {text}: elastic node range; world size not fixed ({nodes.evidence})")
+                if elastic:
+                    s.put("launcher_node_range", text, nodes.evidence)
             else:
                 n = read_int(text, "--nnodes", nodes.evidence)
         elif not open_nodes and ("--standalone" in args or procs is not None):

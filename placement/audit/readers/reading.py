@@ -165,6 +165,9 @@ class LaunchLayout(Frozen):
     world_size: int | None = Field(default=None, ge=1)
     """From the launcher in the files (torchrun nnodes x nproc-per-node, hostfile slots...)."""
     gpus_per_node: int | None = Field(default=None, ge=1)
+    launcher_node_range: str | None = None
+    """torchrun's elastic --nnodes MIN:MAX where no srun fixes the nodes it runs on: the audit's node count (the
+    allocation's, --gpus/--nodes) must lie in it (cli._check_elastic_range)."""
     launcher_nodes: int | None = Field(default=None, ge=1)
     """The nodes the launcher counts where the files leave the processes per node to the node: torchrun's --nnodes
     with --nproc-per-node gpu or auto (one process per GPU each node shows: torch.cuda.device_count(),
@@ -429,6 +432,7 @@ class JobRead:
     world_size: int | None = None
     gpus_per_node: int | None = None
     launcher_nodes: int | None = None
+    launcher_node_range: str | None = None
     job_nodelist: str | None = None
     tasks_per_node: int | None = None
     task_distribution: str | None = None
