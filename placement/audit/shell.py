@@ -412,20 +412,29 @@ def _sbatch_environment(state: _State) -> None:
     """`#SBATCH --nodes=48` (or `-N 48`, `--gres=gpu:8`...) fixes SLURM_NNODES & co. for the script, as sbatch
     does; a range (`--nodes=2-4`) fixes nothing.  Only the header's directives count (sbatch stops reading them at
     the first command)."""
+    per_gpu: dict[str, tuple[int, Origin]] = {}  # ntasks-per-gpu, gpus-per-task, gpus and the counts beside them
     for n, raw in enumerate(state.lines, 1):
         line = raw.strip()
         if line and not line.startswith("#"):
             break
-        m = re.match(r"#SBATCH\s+(?:--(nodes|ntasks-per-node|ntasks|gpus-per-node|gres|distribution|nodelist|export)"
+        m = re.match(r"#SBATCH\s+(?:--(nodes|ntasks-per-node|ntasks-per-gpu|ntasks|gpus-per-node|gpus-per-task|gpus|"
+                     r"gres|distribution|nodelist|export)"
                      r"[=\s]+"
-                     r"|-([Nnmw])\s*)(\S+)", line)
+                     r"|-([NnmwG])\s*)(\S+)", line)
         if not m:
             continue
         option, value = m.group(1) or {"N": "nodes", "n": "ntasks", "m": "distribution",
-                                        "w": "nodelist"}[m.group(2)], m.group(3)
+                                        "w": "nodelist", "G": "gpus"}[m.group(2)], m.group(3)
         if option == "gres":
             g = re.fullmatch(r"gpu(?::[\w-]+)?:(\d+)", value)
             option, value = ("gpus-per-node", g.group(1)) if g else (None, "")
+        if option in ("ntasks-per-gpu", "gpus-per-task", "gpus", "gpus-per-node", "nodes", "ntasks",
+                      "ntasks-per-node"):
+            g = re.fullmatch(r"(?:[\w-]+:)?(\d+)", value)  # a GPU type may lead (`--gpus=h100:16`)
+            if g and (option.startswith("gpus") or value.isdigit()):
+                per_gpu.setdefault(option, (int(g.group(1)), Origin(state.path, n, line)))
+            if option in ("ntasks-per-gpu", "gpus-per-task", "gpus"):
+                continue
         if option == "export" and value.upper() == "ALL":
             continue  # sbatch passes any other --export to srun as SLURM_EXPORT_ENV (slurm src/sbatch/opt.c)
         if option is None or not (value.isdigit() or option in ("distribution", "nodelist", "export")):
@@ -435,6 +444,7 @@ def _sbatch_environment(state: _State) -> None:
             value, at = _header_hostfile(state, value, at)
         for name in _SBATCH_ENV[option]:
             state.vars.setdefault(name, _Var(value=[_Seg(value, False, at)]))
+    _tasks_from_gpus(state, per_gpu)
     # `--nodelist` (-w) asks for hosts the job holds (sbatch(1) -w); they are its whole node list, SLURM_JOB_NODELIST,
     # where no node count asks for more
     hosts, nodes = state.vars.get("SLURM_JOB_NODELIST"), state.vars.get("SLURM_NNODES")
@@ -447,6 +457,50 @@ def _sbatch_environment(state: _State) -> None:
             count = -1
         if count < 1 or (nodes is not None and nodes.value and nodes.value[0].text != str(count)):
             del state.vars["SLURM_JOB_NODELIST"]
+
+
+def _tasks_from_gpus(state: _State, given: dict[str, tuple[int, Origin]]) -> None:
+    """The job's task count where the header gives it through its GPUs, as SLURM's gres validation sets it (slurm
+    src/interfaces/gres.c gres_job_state_validate, _set_job_bits... of master 284c3b9): `--ntasks-per-gpu=N` without
+    --ntasks starts N tasks for every GPU the job asks for (`--gpus-per-node=G` on `--nodes=K`: N x G x K; `--gpus=X`:
+    N x X; "Set num_tasks = gpus * ntasks/gpu"), and `--gpus=X --gpus-per-task=Y` X / Y tasks ("--gpus not multiple
+    of --gpus-per-task" is refused); sbatch's job then has that SLURM_NTASKS (src/common/env.c
+    env_array_for_batch_job: "--ntasks-per-tres still implicitly sets ntasks"), which srun reads as its -n.
+    `--ntasks-per-gpu` beside `--ntasks-per-node` or `--gpus-per-task` is refused as sbatch refuses it
+    (src/common/slurm_opt.c _validate_ntasks_per_gpu).  A QA trial: `#SBATCH --nodes=2 --gpus-per-node=8
+    --ntasks-per-gpu=1` with `srun python pretrain_gpt.py` left the world size to --gpus, which priced it on 64."""
+    per_gpu, per_task = given.get("ntasks-per-gpu"), given.get("gpus-per-task")
+    if per_gpu is not None:
+        other = given.get("ntasks-per-node") or per_task
+        if other is not None:
+            raise InputError(f"{other[1]}: beside {per_gpu[1]}: sbatch refuses --ntasks-per-gpu with "
+                             f"--{'ntasks-per-node' if other is given.get('ntasks-per-node') else 'gpus-per-task'} "
+                             f"(\"mutually exclusive\": slurm src/common/slurm_opt.c _validate_ntasks_per_gpu), so "
+                             f"the job is not submitted; keep one of the two lines")
+    if "ntasks" in given or "SLURM_NTASKS" in state.vars:
+        return
+    gpus = given.get("gpus")
+    if gpus is None and "gpus-per-node" in given and "nodes" in given:
+        (g, at), (k, nodes_at) = given["gpus-per-node"], given["nodes"]
+        gpus = (g * k, Origin(state.path, at.line, f"line {at.line}: {at.text} on line {nodes_at.line}: "
+                                                   f"{nodes_at.text}"))
+    elif gpus is not None:
+        gpus = (gpus[0], Origin(state.path, gpus[1].line, f"line {gpus[1].line}: {gpus[1].text}"))
+    tasks: tuple[int, Origin] | None = None
+    if per_gpu is not None and gpus is not None:
+        n, at = per_gpu
+        tasks = (n * gpus[0], Origin(state.path, at.line, f"{at.text}, {n} a GPU of the job's {gpus[0]} ("
+                                                          f"{gpus[1].text}): {n * gpus[0]} tasks"))
+    elif per_task is not None and "gpus" in given:
+        (x, gat), (y, at) = given["gpus"], per_task
+        if y < 1 or x % y:
+            raise InputError(f"{gat}: {x} GPUs are not a whole number of tasks of {y} ({at}); sbatch refuses the job "
+                             f"(\"--gpus not multiple of --gpus-per-task\": slurm src/interfaces/gres.c); ask for a "
+                             f"multiple of {y} GPUs")
+        tasks = (x // y, Origin(state.path, at.line, f"{at.text}, of the job's {x} GPUs (line {gat.line}: "
+                                                     f"{gat.text}): {x // y} tasks"))
+    if tasks is not None:
+        state.vars["SLURM_NTASKS"] = _Var(value=[_Seg(str(tasks[0]), False, tasks[1])])
 
 
 def _header_hostfile(state: _State, value: str, at: Origin) -> tuple[str, Origin]:

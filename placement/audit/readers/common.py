@@ -519,7 +519,8 @@ def _srun_counts(words: list[Word], command: Command):
     k = 0
     while k < len(words):
         t = words[k].text
-        m = re.fullmatch(r"(--nodes|--ntasks|--ntasks-per-node|-N|-n)(?:=(.*))?|(-N|-n)(\d\S*)", t)
+        m = re.fullmatch(r"(--nodes|--ntasks|--ntasks-per-node|--ntasks-per-gpu|--gpus-per-node|-N|-n)(?:=(.*))?"
+                         r"|(-N|-n)(\d\S*)", t)
         if m and m.group(3) is not None:  # `-N2`: the value attached (srun(1), as getopt reads a short option)
             given[m.group(3)] = dataclasses.replace(words[k], text=m.group(4))
         elif m and m.group(2) is not None:
@@ -536,6 +537,21 @@ def _srun_counts(words: list[Word], command: Command):
         return int(word.text), word.evidence
 
     return count
+
+
+def _srun_per_gpu(count, tasks_given: bool) -> tuple[int, str] | None:
+    """The tasks per node of srun's own `--ntasks-per-gpu=N` where no -n or --ntasks-per-node gives them: N for each
+    GPU the step has on a node, its --gpus-per-node or else the job's (`#SBATCH --gpus-per-node`, --gres=gpu:G),
+    as slurm sets a step's task count to its GPUs x N (src/interfaces/gres.c _handle_ntasks_per_tres_step, master
+    284c3b9); None otherwise.  A QA trial: `srun --ntasks-per-gpu=1 python pretrain_gpt.py` on 2 nodes of 8 GPUs
+    left the world size to --gpus."""
+    per_gpu = count("--ntasks-per-gpu")
+    if per_gpu is None or tasks_given or count("--ntasks-per-node") is not None:
+        return None
+    gpus = count("--gpus-per-node", env="SLURM_GPUS_ON_NODE")
+    if gpus is None:
+        return None
+    return per_gpu[0] * gpus[0], f"{per_gpu[1]}, {per_gpu[0]} a GPU of {gpus[1]}: {per_gpu[0] * gpus[0]} a node"
 
 
 def _srun_tasks(launch: Launch, s: Settings) -> None:
@@ -555,6 +571,9 @@ def _srun_tasks(launch: Launch, s: Settings) -> None:
     nodes, per_node = count("-N", "--nodes", env="SLURM_NNODES"), count("--ntasks-per-node",
                                                                          env="SLURM_NTASKS_PER_NODE")
     job_tasks = count(env="SLURM_NTASKS")
+    per_node = per_node or _srun_per_gpu(count, tasks is not None)
+    if per_node is not None and tasks is None and nodes is not None and count("--ntasks-per-gpu") is not None:
+        job_tasks = None  # srun's step of N tasks a GPU (gres.c _handle_ntasks_per_tres_step), not the job's count
     if tasks is None and job_tasks is not None and (own_nodes is None or per_node is None):
         # srun reads the job's SLURM_NTASKS (`#SBATCH --ntasks=32`) as its -n (srun(1) INPUT ENVIRONMENT VARIABLES);
         # a QA trial's `#SBATCH --nodes=4 --ntasks=32` with `srun python` was priced on the cluster's 1,024 GPUs
@@ -645,6 +664,7 @@ def _srun_tasks_per_node(srun: list[Word], command: Command) -> tuple[int, str] 
     count = _srun_counts(srun[1:], command)
     own, nodes = count("--ntasks-per-node"), count("-N", "--nodes", env="SLURM_NNODES")
     tasks = count("-n", "--ntasks")
+    own = own or _srun_per_gpu(count, tasks is not None)
     if own is None and tasks is not None and nodes is not None and tasks[0] % nodes[0] == 0:
         own = (tasks[0] // nodes[0], f"{tasks[1]}; {nodes[1]}")
     own = own or count(env="SLURM_NTASKS_PER_NODE")

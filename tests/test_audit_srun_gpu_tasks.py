@@ -1,0 +1,54 @@
+"""SLURM's task counts given through GPUs: `--ntasks-per-gpu=N` starts N tasks for every GPU the job (or srun's step)
+asks for, and `--gpus=X --gpus-per-task=Y` X / Y tasks (slurm src/interfaces/gres.c gres_job_state_validate and
+_handle_ntasks_per_tres_step; sbatch's job then has that SLURM_NTASKS, src/common/env.c env_array_for_batch_job).
+A QA trial: `#SBATCH --nodes=2 --gpus-per-node=8 --ntasks-per-gpu=1` with `srun python pretrain_gpt.py` left the
+world size to --gpus, which then priced the job on 64 GPUs."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from placement.audit.launch import parse_launch
+from placement.errors import InputError
+
+ARGS = ("--tensor-model-parallel-size 2 --num-layers 32 --hidden-size 4096 --num-attention-heads 32 "
+        "--seq-length 4096 --max-position-embeddings 4096 --micro-batch-size 1 --global-batch-size 512 --bf16")
+
+
+def _job(tmp_path: Path, header: str, srun: str = "srun") -> Path:
+    script = tmp_path / "job.sh"
+    script.write_text(f"#!/bin/bash\n{header}{srun} python pretrain_gpt.py {ARGS}\n")
+    return script
+
+
+@pytest.mark.parametrize(("header", "srun", "world", "per_node", "said"), [
+    ("#SBATCH --nodes=2\n#SBATCH --ntasks-per-gpu=1\n#SBATCH --gpus-per-node=8\n", "srun", 16, 8,
+     "#SBATCH --ntasks-per-gpu=1, 1 a GPU of the job's 16"),
+    ("#SBATCH --nodes=4\n#SBATCH --gres=gpu:4\n#SBATCH --ntasks-per-gpu=2\n", "srun", 32, 8,
+     "#SBATCH --ntasks-per-gpu=2, 2 a GPU of the job's 16"),
+    ("#SBATCH -N 2\n#SBATCH --gpus=h100:16\n#SBATCH --gpus-per-task=1\n", "srun", 16, 8,
+     "#SBATCH --gpus-per-task=1, of the job's 16 GPUs"),
+    ("#SBATCH --nodes=2\n#SBATCH --gpus-per-node=8\n", "srun --ntasks-per-gpu=1", 16, 8, "srun --ntasks-per-gpu=1"),
+    ("#SBATCH --nodes=2\n#SBATCH --ntasks=4\n#SBATCH --ntasks-per-gpu=1\n", "srun", 4, 2, "#SBATCH --ntasks=4"),
+])
+def test_tasks_given_through_gpus_are_the_world(tmp_path: Path, header, srun, world, per_node, said) -> None:
+    lay = parse_launch([_job(tmp_path, header, srun)])
+    assert (lay.world_size, lay.gpus_per_node) == (world, per_node)
+    assert said in lay.sources["world_size"] and "srun starts one rank per task" in lay.sources["world_size"]
+
+
+@pytest.mark.parametrize(("header", "facts"), [
+    ("#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=8\n#SBATCH --ntasks-per-gpu=1\n#SBATCH --gpus-per-node=8\n",
+     ("job.sh:3: #SBATCH --ntasks-per-node=8", "job.sh:4: #SBATCH --ntasks-per-gpu=1", "keep one of the two")),
+    ("#SBATCH --nodes=2\n#SBATCH --gpus=12\n#SBATCH --gpus-per-task=8\n",
+     ("job.sh:3: #SBATCH --gpus=12", "12 GPUs are not a whole number of tasks of 8", "multiple of 8 GPUs")),
+])
+def test_a_header_sbatch_refuses_is_an_error(tmp_path: Path, header, facts) -> None:
+    with pytest.raises(InputError) as e:
+        parse_launch([_job(tmp_path, header)])
+    for fact in facts:
+        assert fact in str(e.value), (fact, str(e.value))
+    assert re.search(r"slurm src/(common/slurm_opt|interfaces/gres)\.c", str(e.value))
