@@ -52,3 +52,32 @@ def test_a_header_sbatch_refuses_is_an_error(tmp_path: Path, header, facts) -> N
     for fact in facts:
         assert fact in str(e.value), (fact, str(e.value))
     assert re.search(r"slurm src/(common/slurm_opt|interfaces/gres)\.c", str(e.value))
+
+
+def _torchrun(tmp_path: Path, header_per_task: str, srun: str = "srun", procs: str = "8") -> Path:
+    """torchtitan's multinode_trainer.slurm (at 76d5c72e2^): `#SBATCH --ntasks=4 --nodes=4 --gpus-per-task=8`, one
+    torchrun a node."""
+    script = tmp_path / "job.slurm"
+    script.write_text(f"#!/bin/bash\n#SBATCH --ntasks=4\n#SBATCH --nodes=4\n{header_per_task}"
+                      f"{srun} torchrun --nnodes 4 --nproc_per_node {procs} --rdzv_backend c10d "
+                      f"--rdzv_endpoint node01:29500 pretrain_gpt.py {ARGS}\n")
+    return script
+
+
+@pytest.mark.parametrize(("header", "srun"), [("#SBATCH --gpus-per-task=4\n", "srun"),
+                                              ("", "srun --gpus-per-task=4")])
+def test_torchrun_starting_more_processes_than_its_tasks_gpus_is_an_error(tmp_path: Path, header, srun) -> None:
+    """--gpus-per-task binds each srun task to its GPUs (--tres-bind=gres/gpu:per_task, srun(1)): a torchrun task
+    with 4 starting 8 processes leaves local ranks 4-7 without a GPU.  A QA trial priced it on 32 GPUs."""
+    with pytest.raises(InputError, match=re.escape("but srun binds each task to 4 GPUs")) as e:
+        parse_launch([_torchrun(tmp_path, header, srun)])
+    for fact in ("local ranks 4 to 7 find no GPU", "--nproc_per_node 4, or --gpus-per-task=8",
+                 "#SBATCH --gpus-per-task=4" if header else "srun --gpus-per-task=4"):
+        assert fact in str(e.value), (fact, str(e.value))
+
+
+def test_torchrun_on_its_tasks_gpus_is_read(tmp_path: Path) -> None:
+    lay = parse_launch([_torchrun(tmp_path, "#SBATCH --gpus-per-task=8\n")])
+    assert (lay.world_size, lay.gpus_per_node) == (32, 8)
+    gpu = parse_launch([_torchrun(tmp_path, "#SBATCH --gpus-per-task=4\n", procs="gpu")])
+    assert (gpu.world_size, gpu.gpus_per_node) == (16, 4)  # torch.cuda.device_count() is the task's 4

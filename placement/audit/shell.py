@@ -339,7 +339,7 @@ it writes for the job drop without a word (LaunchLayout.launch_environment); and
 (pyconfig.py:519-553), which its reader lays over the config (readers.maxtext.env_overrides)."""
 SLURM_JOB_ENVIRONMENT = ("SLURM_NNODES", "SLURM_NTASKS_PER_NODE", "SLURM_NTASKS", "SLURM_DISTRIBUTION",
                          "SLURM_DIST_PLANESIZE", "SLURM_CPU_BIND", "SLURM_JOB_NODELIST",
-                         "SLURM_GPUS_ON_NODE")
+                         "SLURM_GPUS_ON_NODE", "SLURM_GPUS_PER_TASK")
 """SLURM's job variables a command's `environment` also reports where the #SBATCH header fixes them (sbatch puts
 them in every command's environment): the task count of an `srun python ...` launch, one rank per task, the
 tasks per node of an `srun torchrun ...`, each task a torchrun, and the task distribution srun reads as its
@@ -470,6 +470,8 @@ def _tasks_from_gpus(state: _State, given: dict[str, tuple[int, Origin]]) -> Non
     (src/common/slurm_opt.c _validate_ntasks_per_gpu).  A QA trial: `#SBATCH --nodes=2 --gpus-per-node=8
     --ntasks-per-gpu=1` with `srun python pretrain_gpt.py` left the world size to --gpus, which priced it on 64."""
     per_gpu, per_task = given.get("ntasks-per-gpu"), given.get("gpus-per-task")
+    if per_task is not None:  # srun reads it as its --gpus-per-task (srun/opt.c env_vars), binding each task's GPUs
+        state.vars.setdefault("SLURM_GPUS_PER_TASK", _Var(value=[_Seg(str(per_task[0]), False, per_task[1])]))
     if per_gpu is not None:
         other = given.get("ntasks-per-node") or per_task
         if other is not None:

@@ -519,7 +519,8 @@ def _srun_counts(words: list[Word], command: Command):
     k = 0
     while k < len(words):
         t = words[k].text
-        m = re.fullmatch(r"(--nodes|--ntasks|--ntasks-per-node|--ntasks-per-gpu|--gpus-per-node|-N|-n)(?:=(.*))?"
+        m = re.fullmatch(r"(--nodes|--ntasks|--ntasks-per-node|--ntasks-per-gpu|--gpus-per-node|--gpus-per-task|-N|-n)"
+                         r"(?:=(.*))?"
                          r"|(-N|-n)(\d\S*)", t)
         if m and m.group(3) is not None:  # `-N2`: the value attached (srun(1), as getopt reads a short option)
             given[m.group(3)] = dataclasses.replace(words[k], text=m.group(4))
@@ -552,6 +553,30 @@ def _srun_per_gpu(count, tasks_given: bool) -> tuple[int, str] | None:
     if gpus is None:
         return None
     return per_gpu[0] * gpus[0], f"{per_gpu[1]}, {per_gpu[0]} a GPU of {gpus[1]}: {per_gpu[0] * gpus[0]} a node"
+
+
+def _task_gpus(launch: Launch) -> Word | None:
+    """The GPUs srun binds each of its tasks to where it starts `launch`: its --gpus-per-task, else the header's
+    (SLURM_GPUS_PER_TASK, which srun reads as the flag: src/srun/opt.c env_vars), which sets --tres-bind=gres/gpu:
+    per_task, so each task's CUDA_VISIBLE_DEVICES holds that many (srun(1) --gpus-per-task); None without srun or
+    either.  A QA trial: torchtitan's multinode_trainer.slurm with `#SBATCH --gpus-per-task=4` beside `srun torchrun
+    --nproc_per_node 8` was priced on 8 GPUs a node."""
+    srun = srun_of(launch)
+    if not srun:
+        return None
+    words = srun[1:]
+    given = None
+    for k, w in enumerate(words):
+        m = re.fullmatch(r"--gpus-per-task(?:=(.+))?", w.text)
+        if m and m.group(1) is not None:
+            given = dataclasses.replace(w, text=m.group(1))
+        elif m and k + 1 < len(words):
+            given = words[k + 1]
+    given = given or launch.command.env("SLURM_GPUS_PER_TASK")
+    if given is None or given.unresolved:
+        return None
+    count = re.fullmatch(r"(?:[\w-]+:)?(\d+)", given.text)  # a GPU type may lead (`--gpus-per-task=h100:4`)
+    return dataclasses.replace(given, text=count.group(1)) if count else None
 
 
 def _srun_tasks(launch: Launch, s: Settings) -> None:
@@ -910,6 +935,9 @@ def launcher_settings(launch: Launch, s: Settings) -> None:
         # plugin sets CUDA_VISIBLE_DEVICES to (gres.conf(5), srun(1) --gpus-per-node)
         shown = launch.command.env("SLURM_GPUS_ON_NODE")
         shown = shown if shown is not None and not shown.unresolved and shown.text.isdigit() else None
+        bound = _task_gpus(launch)
+        if bound is not None:
+            shown = bound
         if procs is not None:
             text = one_value(procs).text
             if re.fullmatch(r"\d+", text):
@@ -917,6 +945,14 @@ def launcher_settings(launch: Launch, s: Settings) -> None:
                 s.put("gpus_per_node", p, procs.evidence)
                 if shown is not None and p > int(shown.text):
                     # a QA trial: `#SBATCH --gpus-per-node=4` with `torchrun --nproc_per_node=8` priced 8 a node
+                    if shown is bound:
+                        raise InputError(
+                            f"GPUs per node: torchrun --nproc_per_node {p} ({procs.evidence}), but srun binds each "
+                            f"task to {shown.text} GPUs ({shown.evidence}; --gpus-per-task sets "
+                            f"--tres-bind=gres/gpu:per_task, srun(1)), so each torchrun sees {shown.text}: local ranks "
+                            f"{shown.text} to {p - 1} find no GPU of their own (torch.cuda.set_device fails) and the "
+                            f"job does not start; make them one count: --nproc_per_node {shown.text}, or "
+                            f"--gpus-per-task={p}")
                     raise InputError(
                         f"GPUs per node: torchrun --nproc_per_node {p} ({procs.evidence}), but the job's nodes show "
                         f"each process {shown.text} GPUs ({shown.evidence}): local ranks {shown.text} to {p - 1} of "
