@@ -72,10 +72,13 @@ def test_deepspeeds_num_nodes_without_its_hostfile(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("nproc", ["gpu", "auto"])
-def test_one_process_per_gpu_the_header_gives_each_node(tmp_path: Path, nproc: str) -> None:
+@pytest.mark.parametrize("header", ["--gpus-per-node=4", "--gpus-per-node=h100:4", "--gres=gpu:h100:4"])
+def test_one_process_per_gpu_the_header_gives_each_node(tmp_path: Path, nproc: str, header: str) -> None:
     """`#SBATCH --gpus-per-node=4` on 8-GPU nodes: SLURM shows each node's processes 4 GPUs (its gres plugin sets
-    CUDA_VISIBLE_DEVICES), so torch.cuda.device_count() is 4 and the job 16 GPUs."""
-    doc = _audit("--launch", str(_script(tmp_path, nproc, "#SBATCH --gpus-per-node=4\n")), "--cluster", "dgx-h100")
+    CUDA_VISIBLE_DEVICES), so torch.cuda.device_count() is 4 and the job 16 GPUs; a GPU type before the count
+    (sbatch(1) --gpus-per-node=[type:]<number>) says the same (a QA trial: `--gpus-per-node=h100:4` was not read, and
+    the job priced on the 4 nodes' 32 GPUs)."""
+    doc = _audit("--launch", str(_script(tmp_path, nproc, f"#SBATCH {header}\n")), "--cluster", "dgx-h100")
     assert doc["estimate"]["num_gpus"] == 16
     assert "one process per GPU the node shows" in doc["layout"]["sources"]["gpus_per_node"]
 

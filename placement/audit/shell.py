@@ -428,6 +428,8 @@ def _sbatch_environment(state: _State) -> None:
         if option == "gres":
             g = re.fullmatch(r"gpu(?::[\w-]+)?:(\d+)", value)
             option, value = ("gpus-per-node", g.group(1)) if g else (None, "")
+        elif option == "gpus-per-node" and (g := re.fullmatch(r"[\w-]+:(\d+)", value)):
+            value = g.group(1)  # a GPU type leads the count (sbatch(1) --gpus-per-node=[type:]<number>)
         if option in ("ntasks-per-gpu", "gpus-per-task", "gpus", "gpus-per-node", "nodes", "ntasks",
                       "ntasks-per-node"):
             g = re.fullmatch(r"(?:[\w-]+:)?(\d+)", value)  # a GPU type may lead (`--gpus=h100:16`)
