@@ -1300,9 +1300,80 @@ def _guarded(state: _State, src: _Src, node: tree_sitter.Node, value: bool | Non
         state.frames.pop()
 
 
+def _read_herestring(state: _State, src: _Src, node: tree_sitter.Node, line: int) -> bool:
+    """`IFS=',' read -r TP PP EP <<< "$CONFIG"`: bash's read of a here-string (its first line, after expansion),
+    split at IFS (the command's own `IFS=` prefix, else the script's, else space, tab and newline: whitespace of
+    IFS runs together, each other character ends a field), each name a field and the last the rest of the line
+    (bash(1) SHELL BUILTIN COMMANDS, read; Word Splitting).  Where the string or IFS is not known, or read takes an
+    option other than -r, the names are unknown, set by that line.  True where `node` is such a read (a QA trial:
+    Megatron-Bridge's examples/models/gpt_oss/slurm_pretrain.sh reads its TP, PP, EP, CP and SP so, and the audit
+    asked for --env TP=VALUE as if nothing set them).  Returns False for any other command."""
+    command = node
+    here = [c for c in node.children if c.type == "herestring_redirect"]
+    if len(here) != 1:
+        return False
+    words = [c for i, c in enumerate(command.children) if command.field_name_for_child(i) in ("name", "argument")]
+    if not words or _text(words[0]) != "read":
+        return False
+    org = _origin(state, line)
+    texts = [_text(w) for w in words[1:]]
+    options = [t for t in texts if t.startswith("-")]
+    names = [t for t in texts if not t.startswith("-")]
+    if not names or any(not re.fullmatch(r"[A-Za-z_]\w*", n) for n in names):
+        return False
+    ifs: list[_Seg] | None = None
+    for c in command.children:
+        if c.type == "variable_assignment" and (n := c.child_by_field_name("name")) is not None and _text(n) == "IFS":
+            ifs = _assigned(state, src, c.child_by_field_name("value"), None)
+    if ifs is None:
+        var = state.vars.get("IFS")
+        ifs = var.value if var is not None and var.value is not None else [_Seg(" \t\n", False, org)]
+    value_node = next((c for c in here[0].children if c.is_named), None)
+    fields = _expand_parts(state, _parts(state, src, value_node), as_field=True) if value_node is not None else []
+    segs = [x for f in fields for x in f]
+    unknown = (options not in ([], ["-r"]) or any(x.unresolved or x.uncertain for x in segs + ifs)
+               or (options != ["-r"] and any("\\" in x.text for x in segs)))
+    reason = _mode(state)[1]
+    if unknown:
+        why = next((x.unresolved or x.uncertain for x in segs + ifs if x.unresolved or x.uncertain), None)
+        for name in names:
+            state.vars[name] = _Var(value=[_Seg(f"${name}", False, org, unresolved=f"${name}, which `{org.text}` "
+                                                                                    f"reads from {why}" if why else
+                                                    f"${name}, which `{org.text}` reads")])
+        return True
+    text = "".join(x.text for x in segs).split("\n", 1)[0]
+    separators = "".join(x.text for x in ifs)
+    white = "".join(ch for ch in separators if ch in " \t\n")
+    text = text.strip(white)
+    values: list[str] = []
+    k = 0
+    while len(values) < len(names) - 1 and k <= len(text):
+        j = k
+        while j < len(text) and text[j] not in separators:
+            j += 1
+        values.append(text[k:j])
+        if j >= len(text):
+            k = len(text) + 1
+            break
+        k = j + 1  # past the separator, and the IFS whitespace around it
+        while k < len(text) and text[k] in white:
+            k += 1
+    rest = (text[k:] if k <= len(text) else "").rstrip(white)
+    if rest and rest[-1] in separators and not any(ch in separators for ch in rest[:-1].rstrip(white)):
+        rest = rest[:-1].rstrip(white)  # one field and its delimiter: the delimiter goes (bash: "1,2," gives b=2)
+    values.append(rest)
+    values += [""] * (len(names) - len(values))
+    at = Origin(org.path, org.line, org.text)
+    for name, value in zip(names, values, strict=True):
+        state.vars[name] = _Var(value=[_Seg(value, False, at, None, reason)])
+    return True
+
+
 def _command(state: _State, src: _Src, node: tree_sitter.Node, line: int) -> None:
     """Run one simple command.  `NAME=value cmd`: NAME is set in cmd's environment only, after cmd's words are
     expanded, and keeps its old value (or none) after it (bash(1) SIMPLE COMMAND EXPANSION)."""
+    if _read_herestring(state, src, node, line):
+        return
     assignments = [c for c in node.children if c.type == "variable_assignment"]
     names = {_text(n) for c in assignments if (n := c.child_by_field_name("name")) is not None}
     saved = {name: (state.vars.get(name), name in state.exported) for name in names}
@@ -1977,7 +2048,8 @@ def _for(state: _State, src: _Src, node: tree_sitter.Node) -> None:
         fields = [f for v in values for f in _expand_parts(state, _parts(state, src, v))]
     else:  # `for x; do`: the arguments
         fields = [list(a) for a in call.args] if call else []
-    jumps = any(n.type == "command_name" and _text(n) in ("break", "continue") for n in _descendants(body))
+    jumps = any(n.type == "command_name" and _text(n) in ("break", "continue") and not _cuts_nothing(n, body)
+                for n in _descendants(body))
     known = not jumps and state.loop_runs + len(fields) <= MAX_LOOP_RUNS and not any(
         x.unresolved or x.uncertain for f in fields for x in f)
     reason = _mode(state)[1]
@@ -1990,6 +2062,36 @@ def _for(state: _State, src: _Src, node: tree_sitter.Node) -> None:
     state.vars[name] = _Var(value=[_Seg(f"${name}", False, org, unresolved=f"${name}, the loop variable of "
                                                                             f"{org.path}:{org.line}")])
     _unknown_body(state, src, body, org)
+
+
+_LOOPS = frozenset({"for_statement", "c_style_for_statement", "while_statement"})
+_CLAUSE_ENDS = frozenset({"elif_clause", "else_clause", "fi", "done", "esac", "}", ")", ";;", "comment", ";", "&",
+                          "\n", "&&", "||"})
+"""What may follow the last command run in a sequence without running after it: the other branches of an `if`,
+the words that close a block, comments and separators."""
+
+
+def _cuts_nothing(name: tree_sitter.Node, body: tree_sitter.Node) -> bool:
+    """Whether the `continue` whose command name is `name` skips nothing of a run of the loop `body`: no command
+    follows it in any sequence up to the body's end (`if [ $RC -ne 0 ]; then continue; fi` as the body's last
+    statement, as Megatron-Bridge's examples/models/*/slurm_pretrain.sh write it), or it belongs to a loop inside
+    the body.  A `break` always may cut the runs short.  A QA trial: such a script's launch, before that `if`, was
+    refused as set inside a block whose condition cannot be evaluated."""
+    if _text(name) != "continue" or name.parent is None:
+        return False
+    node = name.parent
+    while node.parent is not None and node.parent != body:
+        parent = node.parent
+        if parent.type in _LOOPS:
+            return True  # an inner loop's continue
+        after = parent.children[[c.id for c in parent.children].index(node.id) + 1:]
+        if any(c.type not in _CLAUSE_ENDS for c in after):
+            return False
+        node = parent
+    if node.parent is None:
+        return False
+    after = body.children[[c.id for c in body.children].index(node.id) + 1:]
+    return all(c.type in _CLAUSE_ENDS for c in after)
 
 
 def _getopts_loop(state: _State, src: _Src, node: tree_sitter.Node) -> bool:
