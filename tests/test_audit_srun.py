@@ -209,3 +209,22 @@ def test_an_elastic_torchrun_on_nodes_outside_its_range_is_an_error(tmp_path, no
     for fact in ("elastic torchrun --nnodes 2:4", "job.sh:4: srun torchrun", f"job.sh:2: #SBATCH --nodes={nodes}",
                  *facts):
         assert fact in said, (fact, said)
+
+
+@pytest.mark.parametrize(("header", "world", "per_node", "line"), [
+    ("#SBATCH --nodes=2 --ntasks-per-node=8\n", 16, 8, "job.sh:2: #SBATCH --nodes=2 --ntasks-per-node=8"),
+    ("#SBATCH -N 2 -n 16  # two nodes\n", 16, 8, "job.sh:2: #SBATCH -N 2 -n 16"),
+    ("#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=8\n#SBATCH --nodes=4\n", 32, 8, "job.sh:4: #SBATCH --nodes=4"),
+    ("#SBATCH --job-name='a # b' --nodes 2\n#SBATCH --ntasks-per-node=8\n", 16, 8, "#SBATCH --job-name"),
+    ("#SLURM --nodes=2\n#SBATCH --ntasks-per-node=8\n", 16, 8, "job.sh:2: #SLURM --nodes=2"),
+])
+def test_the_header_is_read_as_sbatch_reads_it(tmp_path: Path, header, world, per_node, line) -> None:
+    """sbatch passes every argument of every #SBATCH line to getopt in order (slurm src/sbatch/opt.c
+    _opt_batch_script, get_argument: quotes group, an unquoted # ends the line): a line may hold several options, and
+    of one given twice the last counts.  A QA trial: `#SBATCH --nodes=2 --ntasks-per-node=8` left the world size
+    open, and `--nodes=2` then `--nodes=4` was priced on 2 nodes."""
+    script = tmp_path / "job.sh"
+    script.write_text(f"#!/bin/bash\n{header}srun python pretrain_gpt.py {ARGS}\n")
+    lay = parse_launch([script])
+    assert (lay.world_size, lay.gpus_per_node) == (world, per_node)
+    assert line in lay.sources["world_size"]

@@ -408,23 +408,83 @@ _SBATCH_ENV = {"nodes": ("SLURM_NNODES", "SLURM_JOB_NUM_NODES"), "ntasks-per-nod
 VARIABLES); `--gres=gpu:N` sets SLURM_GPUS_ON_NODE too, and `--distribution` (`-m`) SLURM_DISTRIBUTION, a word."""
 
 
+_HEADER_OPTIONS = {"--nodes": "nodes", "-N": "nodes", "--ntasks-per-node": "ntasks-per-node",
+                   "--ntasks-per-gpu": "ntasks-per-gpu", "--ntasks": "ntasks", "-n": "ntasks",
+                   "--gpus-per-node": "gpus-per-node", "--gpus-per-task": "gpus-per-task", "--gpus": "gpus",
+                   "-G": "gpus", "--gres": "gres", "--distribution": "distribution", "-m": "distribution",
+                   "--nodelist": "nodelist", "-w": "nodelist", "--export": "export"}
+"""The sbatch options whose values the header's reader keeps (sbatch(1)), by spelling."""
+
+
+def _header_arguments(line: str) -> list[str]:
+    """The arguments of one `#SBATCH` line's rest, as sbatch splits it (slurm src/sbatch/opt.c get_argument): words
+    at whitespace, quotes grouping, and an unquoted `#` ending the line."""
+    out, word, quote, started = [], [], "", False
+    for ch in line:
+        if quote:
+            if ch == quote:
+                quote = ""
+            else:
+                word.append(ch)
+        elif ch in "\"'":
+            quote, started = ch, True
+        elif ch == "#":
+            break
+        elif ch.isspace():
+            if word or started:
+                out.append("".join(word))
+            word, started = [], False
+        else:
+            word.append(ch)
+    if word or started:
+        out.append("".join(word))
+    return out
+
+
+def _header_values(state: _State) -> dict[str, tuple[str, Origin]]:
+    """The header's option values, each with its line: every `#SBATCH` (or `#SLURM`) line up to the first command,
+    each holding any number of options (`#SBATCH --nodes=2 --ntasks-per-node=8`), and of an option given twice the
+    last, as sbatch passes them all to getopt in order (src/sbatch/opt.c _opt_batch_script).  A QA trial: the second
+    option of a line was dropped, and of `--nodes=2` then `--nodes=4` the first was read."""
+    values: dict[str, tuple[str, Origin]] = {}
+    for n, raw in enumerate(state.lines, 1):
+        line = raw.strip()
+        if line and not line.startswith("#"):
+            break
+        magic = next((w for w in ("#SBATCH", "#SLURM") if line.startswith(w)), None)
+        if magic is None:
+            continue
+        at = Origin(state.path, n, line)
+        args = _header_arguments(line[len(magic):])
+        k = 0
+        while k < len(args):
+            arg = args[k]
+            k += 1
+            if arg.startswith("--"):
+                flag, eq, value = arg.partition("=")
+            elif re.fullmatch(r"-[A-Za-z].*", arg):
+                flag, value = arg[:2], arg[2:]
+                eq = "=" if value else ""
+            else:
+                continue
+            option = _HEADER_OPTIONS.get(flag)
+            if option is None:
+                continue
+            if not eq:
+                if k >= len(args):
+                    continue
+                value, k = args[k], k + 1
+            values[option] = (value, at)
+    return values
+
+
 def _sbatch_environment(state: _State) -> None:
     """`#SBATCH --nodes=48` (or `-N 48`, `--gres=gpu:8`...) fixes SLURM_NNODES & co. for the script, as sbatch
     does; a range (`--nodes=2-4`) fixes nothing.  Only the header's directives count (sbatch stops reading them at
     the first command)."""
     per_gpu: dict[str, tuple[int, Origin]] = {}  # ntasks-per-gpu, gpus-per-task, gpus and the counts beside them
-    for n, raw in enumerate(state.lines, 1):
-        line = raw.strip()
-        if line and not line.startswith("#"):
-            break
-        m = re.match(r"#SBATCH\s+(?:--(nodes|ntasks-per-node|ntasks-per-gpu|ntasks|gpus-per-node|gpus-per-task|gpus|"
-                     r"gres|distribution|nodelist|export)"
-                     r"[=\s]+"
-                     r"|-([NnmwG])\s*)(\S+)", line)
-        if not m:
-            continue
-        option, value = m.group(1) or {"N": "nodes", "n": "ntasks", "m": "distribution",
-                                        "w": "nodelist", "G": "gpus"}[m.group(2)], m.group(3)
+    for option, (value, at) in _header_values(state).items():
+        line = at.text
         if option == "gres":
             g = re.fullmatch(r"gpu(?::[\w-]+)?:(\d+)", value)
             option, value = ("gpus-per-node", g.group(1)) if g else (None, "")
@@ -434,14 +494,13 @@ def _sbatch_environment(state: _State) -> None:
                       "ntasks-per-node"):
             g = re.fullmatch(r"(?:[\w-]+:)?(\d+)", value)  # a GPU type may lead (`--gpus=h100:16`)
             if g and (option.startswith("gpus") or value.isdigit()):
-                per_gpu.setdefault(option, (int(g.group(1)), Origin(state.path, n, line)))
+                per_gpu.setdefault(option, (int(g.group(1)), Origin(state.path, at.line, line)))
             if option in ("ntasks-per-gpu", "gpus-per-task", "gpus"):
                 continue
         if option == "export" and value.upper() == "ALL":
             continue  # sbatch passes any other --export to srun as SLURM_EXPORT_ENV (slurm src/sbatch/opt.c)
         if option is None or not (value.isdigit() or option in ("distribution", "nodelist", "export")):
             continue
-        at = Origin(state.path, n, line)
         if option == "nodelist" and "/" in value:
             value, at = _header_hostfile(state, value, at)
         for name in _SBATCH_ENV[option]:
