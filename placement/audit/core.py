@@ -1279,6 +1279,12 @@ def _rank_gaps(ranks: list[int]) -> str:
     return "; ".join(parts)
 
 
+def dealer_flag(launch: LaunchLayout) -> str:
+    """The launcher flag that deals the job's ranks to its nodes (LaunchLayout.task_dealer): srun's --distribution,
+    or an `mpirun ... python` launch's --map-by."""
+    return "mpirun --map-by" if launch.task_dealer == "mpirun" else "srun --distribution"
+
+
 def task_slots(launch: LaunchLayout, num_gpus: int, gph: int) -> np.ndarray:
     """slot[r]: node n's local rank i (n * gph + i) that the job's rank r runs as, as srun deals the tasks of an
     `srun python ...` launch to its N nodes (LaunchLayout.task_distribution; srun(1) -m): block (the default) puts
@@ -1292,7 +1298,8 @@ def task_slots(launch: LaunchLayout, num_gpus: int, gph: int) -> np.ndarray:
         return r
     where = launch.sources.get("task_distribution", "the launch files")
     if num_gpus % gph:
-        raise InputError(f"srun --distribution {dist} ({where}) deals the ranks round robin over the nodes, but "
+        raise InputError(f"{dealer_flag(launch)} {'node' if launch.task_dealer == 'mpirun' else dist} ({where}) "
+                         f"deals the ranks round robin over the nodes, but "
                          f"{num_gpus} GPUs are not whole nodes of {gph}; give --gpus as a multiple of {gph}")
     if gph % plane:
         raise InputError(f"srun --distribution {dist} ({where}): planes of {plane} tasks do not fill a node's "
@@ -1849,7 +1856,9 @@ def _host_order_finding(c: _Ctx, kinds: list[GroupKind]) -> list[Finding]:
     who = "the job's host order"
     if c.task_distribution is not None:  # the ranks' order on the hosts is srun's dealing, not a host order
         who = f"the job's rank order ({c.task_distribution}: ranks dealt round robin over the nodes)"
-        how = f"srun's default block distribution (consecutive ranks on one node) with {how}"
+        how = (f"mpirun's --map-by ppr:N:node, N the GPUs of a node (consecutive ranks on one node), with {how}"
+               if c.task_distribution.startswith("mpirun") else
+               f"srun's default block distribution (consecutive ranks on one node) with {how}")
     msg = (f"{who} {head} than placement's order of the same "
            f"hosts for this layout: {'; '.join(parts)}; {how} save {cost:.3f} s per step ({c.step_s:.3f} -> "
            f"{c.mapped_same_s:.3f} s){_where_saved(c)}")
@@ -3080,8 +3089,9 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
     # the job's own ranks, which the best plan's files number as placement does: what a host order or
     # CUDA_VISIBLE_DEVICES change compares (MaxText's mesh numbering is compared as placement numbers it)
     launched_order = block_of_rank if launch.framework == "maxtext" and launch.mesh is not None else block_gpu
-    dealt = None if block_gpu is job_gpu or np.array_equal(block_gpu, job_gpu) else \
-        f"srun --distribution {launch.task_distribution} ({launch.sources.get('task_distribution', '')})"
+    dealt = None if block_gpu is job_gpu or np.array_equal(block_gpu, job_gpu) else (
+        f"{dealer_flag(launch)} {'node' if launch.task_dealer == 'mpirun' else launch.task_distribution} "
+        f"({launch.sources.get('task_distribution', '')})")
     visible = [n for n in launch.cuda_visible_devices if n.devices is not None]
     open_lines = [n for n in launch.cuda_visible_devices if n.unresolved]
     if topo.node_layout is not None and not visible and "cuda_visible_devices" not in launch.sources:
@@ -3298,10 +3308,16 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
                 break
     if dealt is not None and not np.array_equal(best_gpu, gpu_of_rank):
         # srun's dealing of the ranks over the nodes, which no host order or CUDA_VISIBLE_DEVICES of the list undoes
-        changes.insert(0, {"argument": "srun --distribution", "from": launch.task_distribution, "to": "block",
-                           "note": f"{dealt}: srun deals the ranks round robin over the nodes, so consecutive ranks "
-                                   f"(a TP group's) run on different nodes; block, srun's default, puts each node's "
-                                   f"{gph} consecutive ranks on it (srun(1) -m)"})
+        if launch.task_dealer == "mpirun":
+            changes.insert(0, {"argument": "mpirun --map-by", "from": "node", "to": f"ppr:{gph}:node",
+                               "note": f"{dealt}: mpirun deals the ranks round robin over the nodes, so consecutive "
+                                       f"ranks (a TP group's) run on different nodes; ppr:{gph}:node puts each node's "
+                                       f"{gph} consecutive ranks on it (Open MPI mpirun(1) --map-by)"})
+        else:
+            changes.insert(0, {"argument": "srun --distribution", "from": launch.task_distribution, "to": "block",
+                               "note": f"{dealt}: srun deals the ranks round robin over the nodes, so consecutive "
+                                       f"ranks (a TP group's) run on different nodes; block, srun's default, puts "
+                                       f"each node's {gph} consecutive ranks on it (srun(1) -m)"})
     if "host_order" in assumed:
         from placement.audit.changes import NODE_ORDER, NODE_ORDER_ASSUMED, NODE_ORDER_SLURM
 

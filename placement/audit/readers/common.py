@@ -1114,11 +1114,14 @@ def _mpirun_tasks(launch: Launch, s: Settings) -> None:
     processes"), `--map-by ppr:N:node` (N processes per node) or Hydra's `-ppn`.  A QA trial: `mpirun -np 16
     --map-by ppr:8:node ... python pretrain_gpt.py` was priced on the cluster's 1,024 GPUs."""
     words = _mpirun_words(launch)
-    tasks = per_node = None
+    tasks = per_node = by_node = None
     k = 1
     while k < len(words):
         t = words[k].text
-        m = re.fullmatch(r"(-c|-n|--n|-np|--np|-npernode|--npernode|-N|-ppn|--ppn|-map-by|--map-by)(?:=(.+))?", t)
+        if t in ("--bynode", "-bynode"):  # Open MPI's older spelling of --map-by node
+            by_node = words[k].evidence
+        m = re.fullmatch(r"(-c|-n|--n|-np|--np|-npernode|--npernode|-N|-ppn|--ppn|-map-by|--map-by|-rank-by|--rank-by)"
+                         r"(?:=(.+))?", t)
         if m is None:
             k += 1
             continue
@@ -1129,10 +1132,12 @@ def _mpirun_tasks(launch: Launch, s: Settings) -> None:
             continue
         if m.group(1) in ("-c", "-n", "--n", "-np", "--np") and re.fullmatch(r"\d+", given.text):
             tasks = (int(given.text), words[k - 1].evidence if m.group(2) is None else given.evidence)
-        elif m.group(1).endswith("map-by"):
+        elif m.group(1).endswith(("map-by", "rank-by")):
             ppr = re.fullmatch(r"ppr:(\d+):node(?::.*)?", given.text.lower())
-            if ppr:
+            if ppr and m.group(1).endswith("map-by"):
                 per_node = (int(ppr.group(1)), given.evidence)
+            if given.text.lower().split(":", 1)[0] == "node":
+                by_node = f"{words[k - 1].evidence if m.group(2) is None else given.evidence}"
         elif re.fullmatch(r"\d+", given.text):
             per_node = (int(given.text), given.evidence)
     what = "(mpirun starts one rank per process)"
@@ -1145,6 +1150,12 @@ def _mpirun_tasks(launch: Launch, s: Settings) -> None:
         s.put("world_size", tasks[0], f"{tasks[1]} {what}")
     if per_node is not None:
         s.put("gpus_per_node", per_node[0], f"{per_node[1]} {what}")
+    if by_node is not None:
+        # Open MPI mpirun(1): --map-by node (--bynode) launches "one per node, cycling by node in a round-robin
+        # fashion" and "assigns MPI_COMM_WORLD ranks in a round-robin, 'by node' manner"; --rank-by node ranks so
+        # (a QA trial: `mpirun -np 16 --map-by node` was priced with each TP pair on one node)
+        s.put("task_distribution", "cyclic", f"{by_node} (mpirun places rank r on node r mod N)")
+        s.put("task_dealer", "mpirun", by_node)
 
 
 def _mpirun_binding(launch: Launch) -> tuple[str, str] | None:

@@ -181,7 +181,11 @@ class LaunchLayout(Frozen):
     """How srun deals the tasks of an `srun python ...` launch (one rank per task) to the job's nodes: its
     -m/--distribution (or SLURM_DISTRIBUTION), `block` (srun's default: consecutive ranks share a node), `cyclic`
     (rank r on node r mod N) or `plane=P` (P consecutive ranks a node, round robin; srun(1) -m).  None where the
-    files state none: block."""
+    files state none: block.  An `mpirun ... python` launch's `--map-by node` (`--bynode`, `--rank-by node`) is
+    `cyclic` too (task_dealer mpirun)."""
+    task_dealer: Literal["srun", "mpirun"] | None = None
+    """The launcher whose flag sets task_distribution, and whose flag a change of it names: srun's --distribution,
+    or mpirun's --map-by; None (srun) where none does."""
     slurm_node_order: bool | None = None
     """The node ranks follow SLURM's numbering of the job's nodes (SLURM_NODEID, which runs over the nodes in SLURM's
     host order, hostlist_sort: node2 before node10): torchrun's --node-rank $SLURM_NODEID (or $SLURM_PROCID, one task
@@ -436,6 +440,7 @@ class JobRead:
     job_nodelist: str | None = None
     tasks_per_node: int | None = None
     task_distribution: str | None = None
+    task_dealer: str | None = None
     slurm_node_order: bool | None = None
     hosts: tuple[str, ...] | None = None
     cuda_visible_devices: tuple[NodeDevices, ...] | None = None
