@@ -81,3 +81,17 @@ def test_torchrun_on_its_tasks_gpus_is_read(tmp_path: Path) -> None:
     assert (lay.world_size, lay.gpus_per_node) == (32, 8)
     gpu = parse_launch([_torchrun(tmp_path, "#SBATCH --gpus-per-task=4\n", procs="gpu")])
     assert (gpu.world_size, gpu.gpus_per_node) == (16, 4)  # torch.cuda.device_count() is the task's 4
+
+
+@pytest.mark.parametrize("srun", ["srun --gpus-per-node=4", "srun --gres=gpu:4", "srun --gpus-per-node h100:4"])
+def test_torchrun_starting_more_processes_than_sruns_step_holds_is_an_error(tmp_path: Path, srun: str) -> None:
+    """srun's own --gpus-per-node (--gres=gpu:G) sizes its step: its tasks see those GPUs, not the job's 8 (srun(1)
+    --gpus-per-node).  A QA trial: `srun --gpus-per-node=4 torchrun --nproc_per_node 8` was priced 8 a node."""
+    script = tmp_path / "job.sh"
+    script.write_text(f"#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --gpus-per-node=8\n#SBATCH --ntasks-per-node=1\n"
+                      f"{srun} torchrun --nnodes 2 --nproc_per_node 8 pretrain_gpt.py {ARGS}\n")
+    with pytest.raises(InputError, match=re.escape("but srun's step holds 4 GPUs a node")) as e:
+        parse_launch([script])
+    assert "local ranks 4 to 7" in str(e.value) and "srun --gpus-per-node=8" in str(e.value)
+    script.write_text(script.read_text().replace("--nproc_per_node 8", "--nproc_per_node gpu"))
+    assert (parse_launch([script]).world_size, parse_launch([script]).gpus_per_node) == (8, 4)

@@ -579,6 +579,30 @@ def _task_gpus(launch: Launch) -> Word | None:
     return dataclasses.replace(given, text=count.group(1)) if count else None
 
 
+def _step_gpus(launch: Launch) -> Word | None:
+    """The GPUs a node of srun's own step holds where srun asks for them (`srun --gpus-per-node=4`, or
+    `--gres=gpu:4`): its tasks see those, not the job's (srun(1) --gpus-per-node: "the number of GPUs required for
+    the job step on each node"; the gres plugin sets each task's CUDA_VISIBLE_DEVICES to the step's); None without
+    srun or the flag.  A QA trial: `srun --gpus-per-node=4 torchrun --nproc_per_node 8` under `#SBATCH
+    --gpus-per-node=8` was priced on 8 GPUs a node."""
+    srun = srun_of(launch)
+    words = srun[1:] if srun else []
+    given = None
+    for k, w in enumerate(words):
+        m = re.fullmatch(r"--(gpus-per-node|gres)(?:=(.+))?", w.text)
+        if m is None:
+            continue
+        value = (dataclasses.replace(w, text=m.group(2)) if m.group(2) is not None else
+                 words[k + 1] if k + 1 < len(words) else None)
+        if value is None or value.unresolved:
+            continue
+        pattern = r"(?:[\w-]+:)?(\d+)" if m.group(1) == "gpus-per-node" else r"gpu(?::[\w-]+)?:(\d+)"
+        count = re.fullmatch(pattern, value.text)
+        if count:
+            given = dataclasses.replace(value, text=count.group(1))
+    return given
+
+
 def _srun_tasks(launch: Launch, s: Settings) -> None:
     """`srun python train.py`: one rank per SLURM task, so the world size is srun's task count: its -n/--ntasks, or
     its -N/--nodes times --ntasks-per-node, each from srun's flags or else the job's SLURM_NNODES and
@@ -935,9 +959,11 @@ def launcher_settings(launch: Launch, s: Settings) -> None:
         # plugin sets CUDA_VISIBLE_DEVICES to (gres.conf(5), srun(1) --gpus-per-node)
         shown = launch.command.env("SLURM_GPUS_ON_NODE")
         shown = shown if shown is not None and not shown.unresolved and shown.text.isdigit() else None
-        bound = _task_gpus(launch)
+        bound, step = _task_gpus(launch), _step_gpus(launch)
         if bound is not None:
             shown = bound
+        elif step is not None:
+            shown = step
         if procs is not None:
             text = one_value(procs).text
             if re.fullmatch(r"\d+", text):
@@ -953,6 +979,13 @@ def launcher_settings(launch: Launch, s: Settings) -> None:
                             f"{shown.text} to {p - 1} find no GPU of their own (torch.cuda.set_device fails) and the "
                             f"job does not start; make them one count: --nproc_per_node {shown.text}, or "
                             f"--gpus-per-task={p}")
+                    if shown is step:
+                        raise InputError(
+                            f"GPUs per node: torchrun --nproc_per_node {p} ({procs.evidence}), but srun's step holds "
+                            f"{shown.text} GPUs a node ({shown.evidence}), which are all its tasks see: local ranks "
+                            f"{shown.text} to {p - 1} of each node find no GPU of their own (torch.cuda.set_device "
+                            f"fails), so the job does not start; make them one count: --nproc_per_node "
+                            f"{shown.text}, or srun --gpus-per-node={p}")
                     raise InputError(
                         f"GPUs per node: torchrun --nproc_per_node {p} ({procs.evidence}), but the job's nodes show "
                         f"each process {shown.text} GPUs ({shown.evidence}): local ranks {shown.text} to {p - 1} of "
