@@ -21,7 +21,11 @@ ARGS = ("--tensor-model-parallel-size 2 --num-layers 32 --hidden-size 4096 --num
     ("#SBATCH --nodes=8\n#SBATCH --ntasks-per-node=8\n", "srun", 64, 8, "#SBATCH --nodes=8"),
     ("#SBATCH -N 4\n", "srun --ntasks-per-node 8", 32, 8, "#SBATCH -N 4"),
     ("", "srun -N 2 --ntasks-per-node=8", 16, 8, "srun -N 2"),
-    ("#SBATCH --nodes=8\n", "srun -n 24", 24, None, "srun -n 24"),
+    # srun reads the job's SLURM_JOB_NUM_NODES as its -N and deals its 24 tasks evenly, 3 a node (a QA trial: `srun -n
+    # 16` on a 4-node job was priced 8 a node)
+    ("#SBATCH --nodes=8\n", "srun -n 24", 24, 3, "srun -n 24"),
+    ("#SBATCH --nodes=4\n", "srun -n 16 -c 8", 16, 4, "srun -n 16"),
+    ("#SBATCH --nodes=4\n", "srun -n 18", 18, None, "srun -n 18"),  # uneven: left to the allocation
     ("", "srun", None, None, None),  # nothing fixes the task count: left to --gpus / the allocation
 ])
 def test_srun_python_runs_one_rank_per_task(tmp_path: Path, header, srun, world, per_node, said) -> None:

@@ -631,6 +631,10 @@ def _srun_tasks(launch: Launch, s: Settings) -> None:
             # block deals them as many a node (slurm src/common/slurm_step_layout.c _task_layout_block counts them
             # cyclically, then numbers them node by node; CR_Pack_Nodes, which fills a node's CPUs first, aside)
             per_node = (tasks[0] // nodes[0], f"{tasks[1]}; {nodes[1]}")
+    elif tasks is not None and per_node is None and nodes is not None and tasks[0] % nodes[0] == 0:
+        # srun's own -n over its nodes (its -N, else the job's, which srun reads as -N: src/srun/opt.c env_vars
+        # SLURM_JOB_NUM_NODES), dealt evenly as above (a QA trial: `srun -n 16` on a 4-node job was priced 8 a node)
+        per_node = (tasks[0] // nodes[0], f"{tasks[1]}; {nodes[1]}")
     elif tasks is None and per_node is None and own_nodes is not None:
         # no task count anywhere: srun starts one task per node (src/srun/opt.c _opt_verify, "1 proc / node default")
         per_node = (1, "srun's default of one task per node (no -n, --ntasks-per-node or #SBATCH --ntasks: slurm "
