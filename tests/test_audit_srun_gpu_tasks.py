@@ -95,3 +95,23 @@ def test_torchrun_starting_more_processes_than_sruns_step_holds_is_an_error(tmp_
     assert "local ranks 4 to 7" in str(e.value) and "srun --gpus-per-node=8" in str(e.value)
     script.write_text(script.read_text().replace("--nproc_per_node 8", "--nproc_per_node gpu"))
     assert (parse_launch([script]).world_size, parse_launch([script]).gpus_per_node) == (8, 4)
+
+
+def _per_node_variable(tmp_path: Path, gpus: str) -> Path:
+    script = tmp_path / "job.sh"
+    script.write_text(f"#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=1\n#SBATCH {gpus}\n"
+                      f"srun torchrun --nnodes=$SLURM_JOB_NUM_NODES --nproc_per_node=$SLURM_GPUS_PER_NODE "
+                      f"--rdzv-backend c10d --rdzv-endpoint node01:29500 pretrain_gpt.py {ARGS}\n")
+    return script
+
+
+def test_slurm_gpus_per_node_is_the_header_value_as_written(tmp_path: Path) -> None:
+    """sbatch sets SLURM_GPUS_PER_NODE to --gpus-per-node as written and not from --gres (slurm src/common/env.c
+    set_env_from_opts): `--gpus-per-node=h100:8` gives torchrun --nproc_per_node h100:8, which it refuses
+    ("Unsupported nproc_per_node value"), and --gres=gpu:8 none; a QA trial read 8 from both."""
+    assert parse_launch([_per_node_variable(tmp_path, "--gpus-per-node=8")]).world_size == 16
+    with pytest.raises(InputError, match=re.escape("Unsupported nproc_per_node value: h100:8")) as e:
+        parse_launch([_per_node_variable(tmp_path, "--gpus-per-node=h100:8")])
+    assert "$SLURM_GPUS_ON_NODE, --nproc_per_node gpu, or the count" in str(e.value)
+    gres = parse_launch([_per_node_variable(tmp_path, "--gres=gpu:8")])
+    assert gres.world_size is None and any("$SLURM_GPUS_PER_NODE" in x for x in gres.ignored)

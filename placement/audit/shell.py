@@ -401,11 +401,12 @@ def read_script(path: Path) -> Script:
 
 
 _SBATCH_ENV = {"nodes": ("SLURM_NNODES", "SLURM_JOB_NUM_NODES"), "ntasks-per-node": ("SLURM_NTASKS_PER_NODE",),
-               "ntasks": ("SLURM_NTASKS",), "gpus-per-node": ("SLURM_GPUS_ON_NODE", "SLURM_GPUS_PER_NODE"),
+               "ntasks": ("SLURM_NTASKS",), "gpus-per-node": ("SLURM_GPUS_ON_NODE",),
                "distribution": ("SLURM_DISTRIBUTION",), "nodelist": ("SLURM_JOB_NODELIST",),
                "export": ("SLURM_EXPORT_ENV",)}
 """sbatch option -> the variables SLURM sets from it in the job's environment (sbatch(1) OUTPUT ENVIRONMENT
-VARIABLES); `--gres=gpu:N` sets SLURM_GPUS_ON_NODE too, and `--distribution` (`-m`) SLURM_DISTRIBUTION, a word."""
+VARIABLES); `--gres=gpu:N` sets SLURM_GPUS_ON_NODE too (not SLURM_GPUS_PER_NODE, which only `--gpus-per-node` sets,
+as written), and `--distribution` (`-m`) SLURM_DISTRIBUTION, a word."""
 
 
 _HEADER_OPTIONS = {"--nodes": "nodes", "-N": "nodes", "--ntasks-per-node": "ntasks-per-node",
@@ -485,11 +486,17 @@ def _sbatch_environment(state: _State) -> None:
     per_gpu: dict[str, tuple[int, Origin]] = {}  # ntasks-per-gpu, gpus-per-task, gpus and the counts beside them
     for option, (value, at) in _header_values(state).items():
         line = at.text
+        written, given = value, option
         if option == "gres":
             g = re.fullmatch(r"gpu(?::[\w-]+)?:(\d+)", value)
             option, value = ("gpus-per-node", g.group(1)) if g else (None, "")
         elif option == "gpus-per-node" and (g := re.fullmatch(r"[\w-]+:(\d+)", value)):
             value = g.group(1)  # a GPU type leads the count (sbatch(1) --gpus-per-node=[type:]<number>)
+        if given == "gpus-per-node":
+            # sbatch sets SLURM_GPUS_PER_NODE to --gpus-per-node as written, type and all, and not from --gres
+            # (src/common/env.c set_env_from_opts); the gres plugin sets SLURM_GPUS_ON_NODE to the count
+            # (src/plugins/gres/common/gres_common.c)
+            state.vars.setdefault("SLURM_GPUS_PER_NODE", _Var(value=[_Seg(written, False, at)]))
         if option in ("ntasks-per-gpu", "gpus-per-task", "gpus", "gpus-per-node", "nodes", "ntasks",
                       "ntasks-per-node"):
             g = re.fullmatch(r"(?:[\w-]+:)?(\d+)", value)  # a GPU type may lead (`--gpus=h100:16`)

@@ -996,6 +996,19 @@ def launcher_settings(launch: Launch, s: Settings) -> None:
                         f"each node find no GPU of their own (torch.cuda.set_device fails), so the job does not "
                         f"start; make them one count: --nproc_per_node {shown.text} (or gpu, one process per GPU the "
                         f"node shows), or ask for {p} GPUs a node (#SBATCH --gpus-per-node={p})")
+            elif (not re.fullmatch(r"[A-Za-z_]\w*", text) and not one_value(procs).unresolved
+                  and not one_value(procs).uncertain):
+                # torchrun takes a count or a device word (cpu, gpu, auto, an accelerator's name), and raises
+                # ValueError "Unsupported nproc_per_node value" for anything else (torch/distributed/run.py
+                # determine_local_world_size); a QA trial: `--nproc_per_node=$SLURM_GPUS_PER_NODE` under
+                # `#SBATCH --gpus-per-node=h100:8`, which sbatch passes on as written, was left without a world size
+                raise InputError(
+                    f"GPUs per node: torchrun --nproc_per_node {text!r} ({procs.evidence}): torchrun takes a number "
+                    f"or gpu/auto/cpu and stops with \"ValueError: Unsupported nproc_per_node value: {text}\" "
+                    f"(torch/distributed/run.py determine_local_world_size), so the job does not start"
+                    + ("; SLURM_GPUS_PER_NODE holds #SBATCH --gpus-per-node as written, GPU type and all: use "
+                       "$SLURM_GPUS_ON_NODE, --nproc_per_node gpu, or the count" if ":" in text else
+                       "; give the number of processes a node starts"))
             elif text in ("gpu", "auto") and shown is not None:
                 # torch.cuda.device_count() is the GPUs the node shows the job (torch/distributed/run.py
                 # determine_local_world_size): the header's
