@@ -6,30 +6,20 @@ where the job trains at 4 (global batch 32)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from click.testing import CliRunner
-
-from placement.cli import main
-from tests.test_maxtext_omegaconf_values import BASE_YML
+from tests.test_maxtext_omegaconf_values import audited, maxtext_audit
 
 TRAIN = ("python3 -m maxtext.trainers.pre_train.train configs/base.yml model_name=llama3-8b hardware=gpu "
          "ici_fsdp_parallelism=8 max_target_length=4096")
 
 
 def _audit(tmp_path: Path, script: str):
-    (tmp_path / "base.yml").write_text(BASE_YML)
-    (tmp_path / "train.sh").write_text(f"#!/bin/bash\n{script}\n")
-    return CliRunner().invoke(main, ["--reproducible", "audit", "--model", "llama3-8b", "--gpus", "8", "--cluster",
-                                     "dgx-h100", "--launch", str(tmp_path / "train.sh"), "--launch",
-                                     str(tmp_path / "base.yml"), "--json"])
+    return maxtext_audit(tmp_path, "train.sh", f"#!/bin/bash\n{script}\n")
 
 
 def _layout(tmp_path: Path, script: str) -> dict:
-    got = _audit(tmp_path, script)
-    assert got.exit_code in (0, 1), got.output
-    return json.loads(got.stdout)["layout"]
+    return audited(_audit(tmp_path, script))["layout"]
 
 
 def test_an_exported_override_is_the_value_the_job_runs(tmp_path: Path) -> None:

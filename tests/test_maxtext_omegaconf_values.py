@@ -23,19 +23,28 @@ COMMAND = ("python3 -m maxtext.trainers.pre_train.train configs/base.yml model_n
            "ici_fsdp_parallelism=8 per_device_batch_size=1 max_target_length=4096")
 
 
-def _audit(tmp_path: Path, extra: str):
+def maxtext_audit(tmp_path: Path, name: str, text: str):
+    """`audit --json` of a MaxText launch file `name` (its text) beside BASE_YML as base.yml: llama3-8b on 8 H100."""
     (tmp_path / "base.yml").write_text(BASE_YML)
-    (tmp_path / "train.sh").write_text(f"#!/bin/bash\n{COMMAND} {extra}\n")
+    (tmp_path / name).write_text(text)
     return CliRunner().invoke(main, ["--reproducible", "audit", "--model", "llama3-8b", "--gpus", "8", "--cluster",
-                                     "dgx-h100", "--launch", str(tmp_path / "train.sh"), "--launch",
+                                     "dgx-h100", "--launch", str(tmp_path / name), "--launch",
                                      str(tmp_path / "base.yml"), "--json"])
+
+
+def audited(result) -> dict:
+    """The audit's JSON, where it ran (exit 0 or 1)."""
+    assert result.exit_code in (0, 1), result.output
+    return json.loads(result.stdout)
+
+
+def _audit(tmp_path: Path, extra: str):
+    return maxtext_audit(tmp_path, "train.sh", f"#!/bin/bash\n{COMMAND} {extra}\n")
 
 
 def _layout(tmp_path: Path, extra: str) -> dict:
     """The audited layout, with the estimate's sequence and the recipe's recompute modules beside it."""
-    got = _audit(tmp_path, extra)
-    assert got.exit_code in (0, 1), got.output
-    out = json.loads(got.stdout)
+    out = audited(_audit(tmp_path, extra))
     return {**out["layout"], "seq_len": out["estimate"]["seq_len"],
             "recompute_modules": out["estimate"]["recipe"]["recompute_modules"]}
 

@@ -6,29 +6,19 @@ recompute), and `scan_layers: "maybe"`, which pydantic refuses, priced as a job 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from click.testing import CliRunner
-
-from placement.cli import main
-from tests.test_maxtext_omegaconf_values import BASE_YML
+from tests.test_maxtext_omegaconf_values import audited, maxtext_audit
 
 JOB = 'base_config: "base.yml"\nhardware: "gpu"\nmodel_name: "llama3-8b"\nper_device_batch_size: 1\n'
 
 
 def _audit(tmp_path: Path, extra: str):
-    (tmp_path / "base.yml").write_text(BASE_YML)
-    (tmp_path / "job.yml").write_text(JOB + extra)
-    return CliRunner().invoke(main, ["--reproducible", "audit", "--model", "llama3-8b", "--gpus", "8", "--cluster",
-                                     "dgx-h100", "--launch", str(tmp_path / "job.yml"), "--launch",
-                                     str(tmp_path / "base.yml"), "--json"])
+    return maxtext_audit(tmp_path, "job.yml", JOB + extra)
 
 
 def _layout(tmp_path: Path, extra: str) -> dict:
-    got = _audit(tmp_path, extra)
-    assert got.exit_code in (0, 1), got.output
-    out = json.loads(got.stdout)
+    out = audited(_audit(tmp_path, extra))
     return {**out["layout"], "seq_len": out["estimate"]["seq_len"]}
 
 
