@@ -20,6 +20,11 @@ L70 = BR / "llama3_70b_sft_gb200_fp8_mx_v1.yaml"
 OVERRIDE = BR / "llama3_8b_pretrain_override_example_megatron_fsdp.yaml"
 
 
+RUNNABLE_FSDP2 = (("  use_distributed_optimizer: true", "  use_distributed_optimizer: false"),
+                  ("  gradient_accumulation_fusion: true", "  gradient_accumulation_fusion: false"))
+"""What torch FSDP2 needs beside it in L70 (test_audit_bridge_fsdp2_refusals)."""
+
+
 def _audit(path: Path, *job: str) -> dict:
     result = CliRunner().invoke(main, ["--reproducible", "audit", "--launch", str(path), *job, "--json"])
     assert result.exit_code in (0, 1), result.output
@@ -40,7 +45,7 @@ def test_bridge_torch_fsdp2_is_full_sharding_whatever_the_strategy(tmp_path: Pat
     assert "  data_parallel_sharding_strategy: no_shard" in L70.read_text()
     job = ("--model", "llama3-70b", "--cluster", "gb200-nvl72", "--gpus", "32")
     ddp = _audit(L70, *job)
-    fsdp2 = _audit(_edit(tmp_path, L70, ("  use_torch_fsdp2: false", "  use_torch_fsdp2: true")), *job)
+    fsdp2 = _audit(_edit(tmp_path, L70, ("  use_torch_fsdp2: false", "  use_torch_fsdp2: true"), *RUNNABLE_FSDP2), *job)
     assert ddp["layout"]["zero_stage"] == 1
     assert fsdp2["layout"]["zero_stage"] == 3
     source = fsdp2["layout"]["sources"]["zero_stage"]

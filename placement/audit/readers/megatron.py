@@ -1969,6 +1969,7 @@ def bridge_settings(keys: dict[str, tuple[Any, str]], s: Settings) -> None:
         s.put("recipe.pipeline_layout", text, ev)
     fsdp = next(((k, keys[k]) for k in ("ddp.use_megatron_fsdp", "dist.use_megatron_fsdp", "dist.use_torch_fsdp2")
                  if keys.get(k, (None,))[0] is True), None)
+    _bridge_fsdp2_refusals(keys)
     if fsdp is not None:
         s.put("zero_stage", *_bridge_fsdp_stage(keys, fsdp))
     else:
@@ -2126,6 +2127,48 @@ _BRIDGE_OVERLAP_FIELDS = ("tp_comm_overlap", "overlap_moe_expert_parallel_comm",
 """Model fields a comm_overlap section decides: off unless the section sets them (training/comm_overlap.py
 _get_model_comm_overlap_cfgs starts each at False, _override_user_cfgs takes the section's non-null values,
 _apply_cfgs writes them over the model's)."""
+
+
+def _bridge_fsdp2_refusals(keys: dict[str, tuple[Any, str]]) -> None:
+    """A Megatron-Bridge config with torch FSDP2 beside what it cannot run with, which Megatron-LM's command line
+    refuses (arguments.py:1031-1040, since e1993fa6f7) and Bridge's validation does not check (training/config.py
+    ConfigContainer.validate checks only use_megatron_fsdp beside it; NVIDIA-NeMo/Megatron-Bridge 067f987df):
+
+    - the distributed optimizer: Megatron-Core's DistributedOptimizer takes its parameter shards from the model
+      chunks' gradient buffers, which TorchFullyShardedDataParallel does not have (optimizer/__init__.py
+      _get_param_groups_and_buffers skips a chunk without `buffers`), so it owns no shard and replaces its Adam's
+      parameter groups with empty ones (distrib_optimizer.py _build_optimizer_group_ranges,
+      _build_model_and_main_param_groups; NVIDIA/Megatron-LM d98e8a64dd): no weight is ever updated, and through
+      Megatron-Core 0.17 the first step without overlap_param_gather calls model_chunk.start_param_sync(), which
+      TorchFullyShardedDataParallel lacks (core_v0.17.0 distrib_optimizer.py:2631, data_parallel_base.py);
+    - gradient_accumulation_fusion: Transformer Engine's wgrad GEMM then accumulates into weight.main_grad (v2.9
+      module/linear.py:440-448, 505), which only Megatron-Core's DDP buffers and Megatron-FSDP give a parameter (Bridge
+      turns it off for Megatron-FSDP v2 alone, training/config.py:1197), so the first backward fails."""
+    flag, ev = keys.get("dist.use_torch_fsdp2", (None, None))
+    if flag is not True:
+        return
+    distributed = [keys[k][1] for k in ("ddp.use_distributed_optimizer", "optimizer.use_distributed_optimizer")
+                   if keys.get(k, (None,))[0] is True]
+    if distributed:
+        raise InputError(
+            f"{ev} with {'; '.join(distributed)}: this job does not train. Megatron-Core's distributed optimizer "
+            f"takes its parameter shards from Megatron DDP's gradient buffers, which a torch FSDP2 model chunk "
+            f"(TorchFullyShardedDataParallel) does not have, so its Adam holds no parameter and no weight is ever "
+            f"updated (optimizer/__init__.py _get_param_groups_and_buffers, distrib_optimizer.py "
+            f"_build_optimizer_group_ranges); through Megatron-Core 0.17 the first step stops with an AttributeError "
+            f"on start_param_sync (distrib_optimizer.py:2631). Megatron-Bridge does not check it; Megatron-LM "
+            f"refuses it (\"--use-torch-fsdp2 is not supported with MCore's distributed optimizer\", "
+            f"arguments.py:1038). Set ddp.use_distributed_optimizer and optimizer.use_distributed_optimizer to false "
+            f"(FSDP2 shards the optimizer state itself), or run Megatron-FSDP (dist.use_megatron_fsdp) instead")
+    fusion, fev = keys.get("model.gradient_accumulation_fusion", (None, None))
+    if fusion is True:
+        raise InputError(
+            f"{ev} with {fev}: the first backward fails. Transformer Engine's fused weight-gradient accumulation "
+            f"adds into each weight's main_grad (module/linear.py:440-448, 505), which Megatron-Core's DDP buffers and "
+            f"Megatron-FSDP give a parameter and torch FSDP2 does not; Megatron-Bridge turns the fusion off for "
+            f"Megatron-FSDP v2 only (training/config.py:1197), and Megatron-LM refuses it (\"--use-torch-fsdp2 is not "
+            f"supported with gradient accumulation fusion\", arguments.py:1040). Set "
+            f"model.gradient_accumulation_fusion to false")
 
 
 _FSDP_STAGES = {"no_shard": 0, "optim": 1, "optim_grads": 2, "optim_grads_params": 3}
@@ -2474,7 +2517,7 @@ BRIDGE_BOOL_KEYS = frozenset({
     "dist.use_megatron_fsdp", "dist.use_torch_fsdp2", "dist.use_tp_pp_dp_mapping", "ddp.grad_reduce_in_fp32",
     "ddp.overlap_grad_reduce", "ddp.overlap_param_gather", "ddp.align_param_gather", "comm_overlap.overlap_grad_reduce",
     "comm_overlap.overlap_param_gather", "comm_overlap.align_param_gather", "comm_overlap.overlap_p2p_comm",
-    "mixed_precision.grad_reduce_in_fp32", "mixed_precision.bf16",
+    "mixed_precision.grad_reduce_in_fp32", "mixed_precision.bf16", "model.gradient_accumulation_fusion",
     *(f"{section}.{name}" for section in ("model", "mixed_precision", "comm_overlap")
       for name in (*_BRIDGE_RECIPE_BOOLS, *_BRIDGE_SWITCHES)),
 })
