@@ -112,3 +112,30 @@ def test_a_v0_2_2_tensorwise_file_with_tp_gathers_fp8_and_a_rowwise_one_16_bit(t
     assert row["estimate"]["recipe"]["fp8_recipe"] == "rowwise"
     assert row["estimate"]["recipe"]["tp_gathers_16bit"] is True
     assert "v0.2.2" in row["estimate"]["recipe_sources"]["tp_gathers_16bit"]
+
+
+def _evaluate_b200(*extra: str) -> dict:
+    args = ["evaluate", "--model", "llama3-70b", "--cluster", "dgx-b200", "--gpus", "64", "--seq-len", "8192",
+            "--global-batch", "128", "--tp", "4", "--pp", "4", "--mbs", "1", "--zero", "1", "--recompute", "none",
+            "--sequence-parallel", "--precision", "fp8", "--json", *extra]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)
+
+
+@pytest.mark.parametrize("recipe", ["mxfp8", "blockwise"])
+def test_block_scaled_fp8_gathers_both_copies_of_the_output_gradient(recipe) -> None:
+    """MXFP8 and blockwise FP8 cannot transpose a gathered FP8 tensor, so Transformer Engine gathers the row-parallel
+    linears' output gradient twice, the row-wise copy for the dgrad GEMM and the column-wise for the wgrad GEMM, each
+    with a scale byte per 32 values (v2.9 module/linear.py:567-573, distributed.py _all_gather_mxfp8 and
+    _all_gather_fp8_blockwise); its activation gathers carry the scales too.  Per layer: four 16-bit reduce-scatters
+    (8), four activation gathers at 1 + 1/32 (4.125) and two gradient gathers at 2 + 2/32 (4.125): 16.25 of the 20
+    a 16-bit job sends, where per-tensor FP8 sends 14.  Before, every recipe was priced at 14."""
+    block = _evaluate_b200("--fp8-recipe", recipe)
+    tensor = _evaluate_b200("--fp8-recipe", "tensorwise")
+    wide = _evaluate_b200("--fp8-recipe", recipe, "--tp-gathers-16bit")
+    sent = {name: d["crossings"]["tp"]["bytes_per_member_per_step"]
+            for name, d in (("block", block), ("tensor", tensor), ("wide", wide))}
+    assert sent["tensor"] == pytest.approx(0.7 * sent["wide"], rel=1e-9)
+    assert sent["block"] == pytest.approx(16.25 / 20 * sent["wide"], rel=1e-9)
+    assert tensor["breakdown"]["tp"] < block["breakdown"]["tp"] < wide["breakdown"]["tp"]

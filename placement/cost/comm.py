@@ -13,7 +13,7 @@ from placement.cost import constants as C
 from placement.cost.compute import gemm_time
 from placement.cost.context import Ctx
 from placement.cost.layer import LayerCompute, core_backward_factor
-from placement.specs.recipe import CpCommType, Dispatcher, PipelineSchedule
+from placement.specs.recipe import CpCommType, Dispatcher, Fp8Recipe, PipelineSchedule
 from placement.specs.recipe import RecomputeModule as M
 
 
@@ -81,40 +81,71 @@ def tp_term(x: Ctx) -> TpTerm:
     ops = ops + np.where(sp, 0.5, 0.0) * (x.module(M.QKV_PROJ) + x.module(M.MLP_UP)) + np.where(sp, 0.5, 1.0) * (
         x.module(M.OUT_PROJ))
     one = group.all_reduce(act)
-    # under FP8 with sequence parallelism Transformer Engine gathers 1-byte values (recipe tp_gathers_16bit off):
-    # each all-reduce's worth is a 1-byte all-gather and a 16-bit reduce-scatter, a backward re-gather 1 byte
-    gather = tp_gather_share(x, group, act)
-    pair = one * (0.5 + gather)
+    # under FP8 with sequence parallelism Transformer Engine gathers quantised values (recipe tp_gathers_16bit off):
+    # each all-reduce's worth is an FP8 all-gather and a 16-bit reduce-scatter, a backward re-gather FP8; the two
+    # backward pairs' gathers are the row-parallel linears' output gradients, which a block-scaled recipe gathers
+    # twice over (`grad_gather_bytes_share`)
+    share, grad_share = gather_bytes_share(x), grad_gather_bytes_share(x)
+    gather = tp_gather_share(x, group, act, share)
+    grad_gather = tp_gather_share(x, group, act, grad_share)
+    backward = 2.0  # the backward's all-reduce equivalents (counted in ops above)
     comm, hidden_dense, hidden_moe, regathers = column_backward(x, one, one * gather)
-    dense = pair * ops + one * gather * 2.0 * regathers
+    dense = one * (0.5 * ops + gather * (ops - backward) + grad_gather * backward) + one * gather * 2.0 * regathers
     ops = ops + regathers
     moe_share = np.where((x.b.etp > 1) | (x.w.shared_ffn_total > 0), 1.0, 0.5)
     # bytes a rank sends: a reduce-scatter's act and an all-gather's act x share per all-reduce's worth, two
     # all-gathers per re-gather's
-    share = gather_bytes_share(x)
-    sent = act * ((ops - regathers) * (1.0 + share) + 2.0 * regathers * share)
+    pairs = ops - regathers
+    sent = act * (pairs + (pairs - backward) * share + backward * grad_share + 2.0 * regathers * share)
     return TpTerm(dense_s=dense, moe_s=dense * moe_share,
                   bytes_per_layer=np.where(x.b.tp > 1, sent, 0.0),
                   column_backward_s=comm, column_hidden_s=hidden_dense, column_hidden_moe_s=hidden_moe,
                   async_backward=bool(x.recipe.tp_async_backward and not x.recipe.cuda_launch_blocking))
 
 
+BLOCK_SCALED = (Fp8Recipe.MXFP8, Fp8Recipe.BLOCKWISE)
+"""FP8 recipes with a scale per block of values, which Transformer Engine gathers beside the data."""
+
+
+def _quantised_gathers(x: Ctx) -> np.ndarray:
+    """Where the TP all-gathers move quantised values: FP8 under sequence parallelism with a framework that
+    quantises before it gathers (recipe tp_gathers_16bit off)."""
+    return (x.sp_shard > 1) & (x.fp8 is not None and not x.recipe.tp_gathers_16bit)
+
+
 def gather_bytes_share(x: Ctx) -> np.ndarray:
-    """Bytes of a TP all-gather over those of its reduce-scatter partner, per candidate: 1/2 where FP8 runs under
-    sequence parallelism and the framework quantises before it gathers (recipe tp_gathers_16bit off), else 1."""
-    one_byte = x.fp8 is not None and not x.recipe.tp_gathers_16bit
-    return np.where((x.sp_shard > 1) & one_byte, C.FP8_WEIGHT_COPY_BYTES / C.BYTES_PER_ACTIVATION, 1.0)
+    """Bytes of a TP all-gather of activations (the column-parallel inputs, forward and the backward re-gather)
+    over those of its reduce-scatter partner, per candidate: 1/2 where the gathers move FP8 (`_quantised_gathers`;
+    one copy, row-wise forward, column-wise for the re-gather: Transformer Engine v2.9 module/layernorm_linear.py:
+    252, linear.py:640-646), plus the block scales under MXFP8 or blockwise FP8; else 1."""
+    scales = C.FP8_BLOCK_SCALE_BYTES_PER_ELEMENT if x.fp8 in BLOCK_SCALED else 0.0
+    return np.where(_quantised_gathers(x), (C.FP8_WEIGHT_COPY_BYTES + scales) / C.BYTES_PER_ACTIVATION, 1.0)
 
 
-def tp_gather_share(x: Ctx, group: coll.Groups, act: np.ndarray) -> np.ndarray:
+def grad_gather_bytes_share(x: Ctx) -> np.ndarray:
+    """Bytes of a TP all-gather of a row-parallel linear's output gradient over its reduce-scatter partner's.
+    Per-tensor FP8 gathers the row-wise copy and transposes after (Float8Quantizer supports_only_rowwise_all_gather;
+    v1.8 module/base.py grad_output_preprocess): 1/2.  MXFP8 and blockwise FP8 cannot transpose a gathered copy, so
+    the dgrad GEMM's row-wise and the wgrad GEMM's column-wise copies are both gathered, with their scales (v2.9
+    module/linear.py:567-573 sets both usages, distributed.py _all_gather_mxfp8 and _all_gather_fp8_blockwise gather
+    each; under userbuffers the column-wise copy in a second all-gather, linear.py:777-805): 2 bytes and 2/32 an
+    element, a little over the 16-bit gather's."""
+    if x.fp8 not in BLOCK_SCALED:
+        return gather_bytes_share(x)
+    both = 2.0 * (C.FP8_WEIGHT_COPY_BYTES + C.FP8_BLOCK_SCALE_BYTES_PER_ELEMENT) / C.BYTES_PER_ACTIVATION
+    return np.where(_quantised_gathers(x), both, 1.0)
+
+
+def tp_gather_share(x: Ctx, group: coll.Groups, act: np.ndarray, share: np.ndarray | None = None) -> np.ndarray:
     """Seconds of one TP all-gather as a share of a 16-bit all-reduce of `act` (1/2 at 16 bits; nearer 1/4 where
-    it gathers FP8: `gather_bytes_share`), bandwidth and latency both priced by the group's collectives."""
-    share = gather_bytes_share(x)
-    if not np.any(share < 1.0):
+    it gathers FP8: `gather_bytes_share`, or `share` given), bandwidth and latency both priced by the group's
+    collectives."""
+    share = gather_bytes_share(x) if share is None else share
+    if not np.any(share != 1.0):
         return np.full_like(np.asarray(act, dtype=np.float64), 0.5)
     rs = group.reduce_scatter(act)
-    small = group.reduce_scatter(act * share)
-    return np.where(share < 1.0, 0.5 * small / np.maximum(rs, 1e-30), 0.5)
+    other = group.reduce_scatter(act * share)
+    return np.where(share != 1.0, 0.5 * other / np.maximum(rs, 1e-30), 0.5)
 
 
 def column_backward(x: Ctx, all_reduce_s: np.ndarray, gather_s: np.ndarray | None = None

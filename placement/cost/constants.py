@@ -313,6 +313,10 @@ BYTES_OPTIMIZER_BF16_MOMENTS = 8
 FP8_WEIGHT_COPY_BYTES = 1
 """FP8 GEMMs keep a 1-byte quantised copy of every weight beside the 16-bit one, unless the primary
 weights are FP8 (write-up §1 item 6)."""
+FP8_BLOCK_SCALE_BYTES_PER_ELEMENT = 1.0 / 32.0
+"""Scale bytes a block-scaled FP8 tensor carries per element through a gather: MXFP8 one E8M0 byte per 32 values,
+Transformer Engine's 1D blockwise one float32 per 128 (4 / 128); Transformer Engine gathers them beside the data
+(v2.9 distributed.py _all_gather_mxfp8, _all_gather_fp8_blockwise).  A per-tensor scale is one float: nothing."""
 HOST_UNBOUND_SLOWDOWN = 1.19
 """Host time per kernel of a process not bound to its GPU's CPU cores and NUMA node, relative to a bound
 one: binding (bindpcie) gave +70.6 TFLOP/s/GPU, 10 % of the step, on the host-bound DeepSeek-V3 GB200
