@@ -139,3 +139,24 @@ def test_block_scaled_fp8_gathers_both_copies_of_the_output_gradient(recipe) -> 
     assert sent["tensor"] == pytest.approx(0.7 * sent["wide"], rel=1e-9)
     assert sent["block"] == pytest.approx(16.25 / 20 * sent["wide"], rel=1e-9)
     assert tensor["breakdown"]["tp"] < block["breakdown"]["tp"] < wide["breakdown"]["tp"]
+
+
+def test_blockwise_fp8_runs_no_tp_overlap_and_a_pinned_one_is_refused() -> None:
+    """Transformer Engine's userbuffers raise "Unsupported quantizer for Userbuffers" for blockwise FP8 (v2.9
+    module/base.py:634-635) and Megatron-Core passes --tp-comm-overlap on unchecked: a review found such a job priced
+    at 10.765 s.  `plan` does not choose the overlap under blockwise; pinned, it is refused with the fix."""
+    base = ["--model", "llama3-70b", "--cluster", "dgx-h100", "--gpus", "64", "--precision", "fp8",
+            "--fp8-recipe", "blockwise"]
+    refused = CliRunner().invoke(main, ["evaluate", *base, "--tp", "4", "--pp", "4", "--sequence-parallel",
+                                        "--tp-comm-overlap"])
+    assert refused.exit_code == 2
+    assert "Unsupported quantizer for Userbuffers" in refused.output and "drop --tp-comm-overlap" in refused.output
+    assert "Traceback" not in refused.output
+    result = CliRunner().invoke(main, ["plan", *base, "--top-k", "3", "--json"])
+    assert result.exit_code == 0, result.output
+    plans = json.loads(result.stdout)["plans"]
+    assert any(p["layout"]["tp"] > 1 for p in plans)
+    assert all(p["recipe"]["tp_comm_overlap"] is False for p in plans)
+    tensorwise = CliRunner().invoke(main, ["evaluate", *base[:-2], "--fp8-recipe", "tensorwise", "--tp", "4",
+                                           "--pp", "4", "--sequence-parallel", "--tp-comm-overlap"])
+    assert tensorwise.exit_code in (0, 1), tensorwise.output

@@ -29,10 +29,12 @@ from placement.cost.host import host_term
 from placement.cost.layer import layer_compute, per_op_recompute_flops
 from placement.cost.memory import loss_head_params, memory_term, norms_recomputed
 from placement.cost.pipeline import StageKinds, stage_kinds
+from placement.errors import InputError
 from placement.specs import TrainingSpec
 from placement.specs.recipe import (
     CudaGraphs,
     Dispatcher,
+    Fp8Recipe,
     GradAccumulation,
     PipelineSchedule,
     Recipe,
@@ -158,6 +160,8 @@ def estimate(w: Workload, train: TrainingSpec, topo: Topology, b: LayoutBatch, r
     if recipe.cuda_launch_blocking:  # a launch returns when its kernel ends: no communication overlaps compute
         choices = replace(choices, tp_comm_overlap=(False,), ep_comm_overlap=(False,))
     x = context(w, train, topo, b, recipe)
+    if x.fp8 is Fp8Recipe.BLOCKWISE:
+        choices = _no_userbuffers_under_blockwise(choices, b)
     st = _stage_kinds(w, b, recipe)
     # the per-layer terms depend on a few columns only: price each distinct row once and gather
     rows, inverse = _layer_rows(x)
@@ -907,6 +911,24 @@ def concat_estimates(first: Estimates, second: Estimates) -> Estimates:
         else:
             out[f.name] = a
     return Estimates(**out)
+
+
+BLOCKWISE_USERBUFFERS = ("Transformer Engine's userbuffers gather FP8 per-tensor and MXFP8 values only and raise "
+                         "\"Unsupported quantizer for Userbuffers\" for blockwise FP8 (v2.9 module/base.py:634-635, "
+                         "v2.18 :730, fill_userbuffers_buffer_for_all_gather), and Megatron-Core passes "
+                         "--tp-comm-overlap on unchecked")
+"""Why blockwise FP8 runs no TP communication overlap."""
+
+
+def _no_userbuffers_under_blockwise(choices: RecipeChoices, b: LayoutBatch) -> RecipeChoices:
+    """Blockwise FP8 with tensor parallelism runs without TP overlap (BLOCKWISE_USERBUFFERS): `plan` does not choose
+    it, and a pinned --tp-comm-overlap is refused where a candidate has tp above 1 (its first step would raise)."""
+    if choices.tp_comm_overlap == (True,) and bool(np.any(np.asarray(b.tp) > 1)):
+        raise InputError(f"--tp-comm-overlap with --fp8-recipe blockwise and tp {int(np.max(b.tp))}: the job stops at "
+                         f"its first TP all-gather: {BLOCKWISE_USERBUFFERS}; drop --tp-comm-overlap (the TP "
+                         f"collectives then run beside the GEMMs only as --tp-async-backward allows), or use "
+                         f"--fp8-recipe tensorwise (Hopper) or mxfp8 (Blackwell)")
+    return replace(choices, tp_comm_overlap=(False,))
 
 
 def default_choices(is_moe: bool, topo: Topology, recipe: Recipe,
