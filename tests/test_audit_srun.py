@@ -26,6 +26,12 @@ ARGS = ("--tensor-model-parallel-size 2 --num-layers 32 --hidden-size 4096 --num
     ("#SBATCH --nodes=8\n", "srun -n 24", 24, 3, "srun -n 24"),
     ("#SBATCH --nodes=4\n", "srun -n 16 -c 8", 16, 4, "srun -n 16"),
     ("#SBATCH --nodes=4\n", "srun -n 18", 18, None, "srun -n 18"),  # uneven: left to the allocation
+    # -n takes precedence, --ntasks-per-node beside it is a maximum (srun(1)) and the block layout deals the 8 over
+    # -N's 2 nodes, 4 a node (a QA trial: priced as 8 ranks on one node); -n above -N x it drops it (opt.c _opt_verify)
+    ("", "srun -N 2 --ntasks-per-node=8 --ntasks=8", 8, 4, "srun -N 2 --ntasks-per-node=8 --ntasks=8"),
+    ("#SBATCH --nodes=2 --ntasks-per-node=8\n", "srun -n 8", 8, 4, "srun -n 8"),
+    ("", "srun -N 2 --ntasks-per-node=4 -n 16", 16, 8, "srun -N 2 --ntasks-per-node=4 -n 16"),
+    ("", "srun -N 2 --ntasks-per-node=8 -n 9", 9, None, "srun -N 2 --ntasks-per-node=8 -n 9"),
     ("", "srun", None, None, None),  # nothing fixes the task count: left to --gpus / the allocation
 ])
 def test_srun_python_runs_one_rank_per_task(tmp_path: Path, header, srun, world, per_node, said) -> None:
@@ -63,6 +69,11 @@ def test_each_srun_task_runs_a_torchrun_so_its_processes_count_per_task(tmp_path
     assert "srun torchrun --nproc_per_node 8" in lay.sources["gpus_per_node"]
     one = parse_launch([_sbatch(tmp_path, 2, 1)])  # one task per node: torchrun starts the node's 8
     assert (one.gpus_per_node, one.tasks_per_node, one.world_size) == (8, None, 16)
+    # srun's own -n over the header's 2 nodes is 1 a node whatever its --ntasks-per-node (a maximum beside -n)
+    script = tmp_path / "job.sh"
+    script.write_text(script.read_text().replace("srun torchrun", "srun -n 2 --ntasks-per-node=8 torchrun"))
+    lay = parse_launch([script])
+    assert (lay.gpus_per_node, lay.tasks_per_node, lay.world_size) == (8, None, 16)
 
 
 @pytest.mark.parametrize("where", ["catalog", "allocation"])

@@ -631,10 +631,10 @@ def _srun_tasks(launch: Launch, s: Settings) -> None:
             # block deals them as many a node (slurm src/common/slurm_step_layout.c _task_layout_block counts them
             # cyclically, then numbers them node by node; CR_Pack_Nodes, which fills a node's CPUs first, aside)
             per_node = (tasks[0] // nodes[0], f"{tasks[1]}; {nodes[1]}")
-    elif tasks is not None and per_node is None and nodes is not None and tasks[0] % nodes[0] == 0:
+    elif tasks is not None and nodes is not None and (per_node is None or per_node[0] * nodes[0] != tasks[0]):
         # srun's own -n over its nodes (its -N, else the job's, which srun reads as -N: src/srun/opt.c env_vars
         # SLURM_JOB_NUM_NODES), dealt evenly as above (a QA trial: `srun -n 16` on a 4-node job was priced 8 a node)
-        per_node = (tasks[0] // nodes[0], f"{tasks[1]}; {nodes[1]}")
+        per_node = _dealt(tasks, nodes, per_node)
     elif tasks is None and per_node is None and own_nodes is not None:
         # no task count anywhere: srun starts one task per node (src/srun/opt.c _opt_verify, "1 proc / node default")
         per_node = (1, "srun's default of one task per node (no -n, --ntasks-per-node or #SBATCH --ntasks: slurm "
@@ -648,6 +648,25 @@ def _srun_tasks(launch: Launch, s: Settings) -> None:
     elif nodes is not None and per_node is not None:
         s.put("world_size", nodes[0] * per_node[0], f"{nodes[1]}; {per_node[1]} (srun starts one rank per task)")
     _srun_distribution(srun, launch.command, s)
+
+
+def _dealt(tasks: tuple[int, str], nodes: tuple[int, str], per_node: tuple[int, str] | None) -> tuple[int, str] | None:
+    """The tasks a node of srun's own -n over its nodes, as srun deals them: -n takes precedence, and a
+    --ntasks-per-node beside it is "treated as a maximum count of tasks per node" (srun(1) --ntasks-per-node), or,
+    where -n exceeds -N times it, dropped ("can't honor --ntasks-per-node", src/srun/opt.c _opt_verify); the block
+    layout then counts the tasks out one a node in turn (src/common/slurm_step_layout.c _task_layout_block), so an
+    even split, tasks / nodes a node; None where they do not divide (the nodes run different counts).  A QA trial:
+    `srun -N 2 --ntasks-per-node=8 --ntasks=8 python` was priced as 8 ranks on one node, where srun starts 4 on each
+    of the two."""
+    if tasks[0] % nodes[0]:
+        return None
+    lines = "; ".join(dict.fromkeys(x[1] for x in (tasks, nodes, per_node) if x is not None))
+    cap = ("" if per_node is None else
+           f" (-n {tasks[0]} takes precedence over --ntasks-per-node {per_node[0]}, "
+           + ("a maximum beside it: srun(1) --ntasks-per-node)" if tasks[0] < per_node[0] * nodes[0] else
+              "which srun drops: src/srun/opt.c _opt_verify)"))
+    return tasks[0] // nodes[0], (f"{lines}: srun deals its {tasks[0]} tasks evenly over its {nodes[0]} nodes, "
+                                  f"{tasks[0] // nodes[0]} a node{cap}")
 
 
 SRUN_DISTRIBUTIONS = ("*", "block", "cyclic", "plane", "arbitrary")
@@ -718,8 +737,10 @@ def _srun_tasks_per_node(srun: list[Word], command: Command) -> tuple[int, str] 
     own, nodes = count("--ntasks-per-node"), count("-N", "--nodes", env="SLURM_NNODES")
     tasks = count("-n", "--ntasks")
     own = own or _srun_per_gpu(count, tasks is not None)
-    if own is None and tasks is not None and nodes is not None and tasks[0] % nodes[0] == 0:
-        own = (tasks[0] // nodes[0], f"{tasks[1]}; {nodes[1]}")
+    if tasks is not None and nodes is not None:
+        per_node = own or count(env="SLURM_NTASKS_PER_NODE")
+        return per_node if per_node is not None and per_node[0] * nodes[0] == tasks[0] else _dealt(tasks, nodes,
+                                                                                                    per_node)
     own = own or count(env="SLURM_NTASKS_PER_NODE")
     tasks = count(env="SLURM_NTASKS")
     if own is None and tasks is not None and nodes is not None and tasks[0] % nodes[0] == 0:
