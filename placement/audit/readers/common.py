@@ -800,6 +800,42 @@ def _srun_torchrun(launch: Launch, args: dict[str, Arg], n: int | None, p: int |
           f"processes on its node): {tasks[0] * p} processes per node{procid}")
 
 
+def _srun_deepspeed(launch: Launch, no_ssh: bool) -> None:
+    """The deepspeed launcher started by srun runs once per srun task, and each run is a whole launcher: without a
+    hostfile it starts its own job of the node's GPUs on 127.0.0.1 (DeepSpeed runner.py main: `resource_pool
+    ['localhost'] = device_count`, `args.master_addr = "127.0.0.1"`), with one it starts every host's ranks over pdsh
+    (or the --launcher it names); only `--no_ssh` starts just this node's (its --node_rank's) ranks.  So srun must
+    start one launcher, or one a node with --no_ssh; more is an error naming srun's line and the fix (a QA trial:
+    `#SBATCH --nodes=2 --ntasks-per-node=8` with `srun deepspeed --num_gpus 8` was priced as one job of 8 ranks, where
+    srun starts 16 launchers, 8 a node contending for its GPUs and master port)."""
+    srun = srun_of(launch)
+    count = _srun_counts(srun[1:], launch.command)
+    nodes = count("-N", "--nodes", env="SLURM_NNODES")
+    per_node = _srun_tasks_per_node(srun, launch.command)
+    tasks = count("-n", "--ntasks", env="SLURM_NTASKS")
+    if per_node is not None and nodes is not None:
+        tasks = (per_node[0] * nodes[0], "; ".join(dict.fromkeys((nodes[1], per_node[1]))))
+    several_a_node = per_node is not None and per_node[0] > 1
+    if not several_a_node and (no_ssh or ((tasks is None or tasks[0] <= 1) and (nodes is None or nodes[0] <= 1))):
+        return
+    started = (f"{tasks[0]} tasks ({tasks[1]})" if tasks is not None else
+               f"at least one task on each of its {nodes[0]} nodes ({nodes[1]})")
+    if several_a_node:
+        runs = (f"{per_node[0]} launchers on each node, each starting its own processes on the node's GPUs with the "
+                f"same master port, so the job does not start as written")
+    else:
+        runs = ("one launcher a node, each of which (without --no_ssh) runs a job of its own on its node's GPUs "
+                "(no hostfile: runner.py main sets master_addr 127.0.0.1) or starts every host's ranks again (a "
+                "hostfile: over pdsh), so the nodes do not train one job")
+    raise InputError(
+        f"launch: `{' '.join(w.text for w in srun)} deepspeed ...` ({launch.site}) starts the deepspeed launcher as "
+        f"each of srun's tasks, {started}: {runs}; "
+        f"start deepspeed once from the batch script without srun (its runner starts the hostfile's hosts: "
+        f"deepspeed --hostfile hostfile ...), or one task a node with each launcher starting only its node's ranks: "
+        f"srun --ntasks-per-node=1 deepspeed --no_ssh --node_rank=$SLURM_NODEID --master_addr=HOST "
+        f"--hostfile hostfile ... (DeepSpeed launcher/runner.py main)")
+
+
 def _elastic_outside(elastic: re.Match, started: tuple[int, str], evidence: str) -> None:
     """An elastic `srun torchrun --nnodes MIN:MAX` on srun's nodes outside the range is an error naming both: on
     fewer than MIN the rendezvous never completes (torch/distributed/elastic/rendezvous/dynamic_rendezvous.py
@@ -1061,6 +1097,8 @@ def launcher_settings(launch: Launch, s: Settings) -> None:
     elif launch.launcher is None and _mpirun_words(launch):  # `mpirun -np 16 python ...`: one rank per process
         _mpirun_tasks(launch, s)
     elif launch.launcher in ("deepspeed", "deepspeed.pt"):
+        if srun_of(launch):
+            _srun_deepspeed(launch, "--no-ssh" in args)
         # --hostfile's value is not read: the hostfile the job uses is the one passed with the files (its path, say
         # "$PLAN_DIR/hostfile" in placement's launch.sbatch, may depend on the directory the job starts in)
         for key in ("--num-nodes", "--num-gpus"):
