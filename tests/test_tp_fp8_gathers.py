@@ -92,19 +92,28 @@ def _titan_audit(path: Path) -> dict:
     return json.loads(result.stdout)
 
 
-def test_a_v0_2_2_tensorwise_file_with_tp_gathers_fp8_and_a_rowwise_one_16_bit(tmp_path: Path) -> None:
-    """torchtitan before 0.3.0 applies Float8ColwiseParallel / Float8RowwiseParallel under tensor-wise scaling
-    (v0.2.2 models/llama3/infra/parallelize.py:83-86, 192-203): the audit reads FP8 gathers from such a file, and
-    16-bit ones under its rowwise recipe (the framework row's value, with the v0.2.2 source)."""
+def test_a_tensorwise_file_gathers_fp8_only_where_torchtitans_check_sees_its_converter(tmp_path: Path) -> None:
+    """torchtitan before 0.3.0 applies Float8ColwiseParallel / Float8RowwiseParallel under tensor-wise scaling where
+    `"float8" in job_config.model.converters` (v0.2.2 models/llama3/infra/parallelize.py:77-86, 192-203), a list
+    membership that only the converter's first name matches: a v0.1.0 file's converters = ["float8"] gathers FP8, a
+    v0.2.2 file's ["quantize.linear.float8"] 16-bit (a QA trial: that one was priced with FP8 gathers), and so does
+    the rowwise recipe (the framework row's value, with the v0.2.2 source)."""
+    old = (DATA / "llama3_8b_v0.1.0.toml").read_text().replace('# converters = ["float8"]', 'converters = ["float8"]')
+    first = tmp_path / "first_name.toml"
+    first.write_text(old.replace("tensor_parallel_degree = 1", "tensor_parallel_degree = 2"))
+    data = _titan_audit(first)
+    assert data["estimate"]["recipe"]["fp8_recipe"] == "tensorwise"
+    assert data["estimate"]["recipe"]["tp_gathers_16bit"] is False
+    assert "Float8ColwiseParallel" in data["estimate"]["recipe_sources"]["tp_gathers_16bit"]
     text = (DATA / "llama3_8b_v0.2.2.toml").read_text()
     text = text.replace('# converters = ["float8"]', 'converters = ["quantize.linear.float8"]')
     text = text.replace("tensor_parallel_degree = 1", "tensor_parallel_degree = 2")
     tensorwise = tmp_path / "tensorwise.toml"
     tensorwise.write_text(text)
-    data = _titan_audit(tensorwise)
-    assert data["estimate"]["recipe"]["fp8_recipe"] == "tensorwise"
-    assert data["estimate"]["recipe"]["tp_gathers_16bit"] is False
-    assert "Float8ColwiseParallel" in data["estimate"]["recipe_sources"]["tp_gathers_16bit"]
+    renamed = _titan_audit(tensorwise)
+    assert renamed["estimate"]["recipe"]["fp8_recipe"] == "tensorwise"
+    assert renamed["estimate"]["recipe"]["tp_gathers_16bit"] is True
+    assert "quantize.linear.float8 does not match" in renamed["estimate"]["recipe_sources"]["tp_gathers_16bit"]
     rowwise = tmp_path / "rowwise.toml"
     rowwise.write_text(text.replace("[quantize.linear.float8]\n",
                                     "[quantize.linear.float8]\nrecipe_name = \"rowwise\"\n"))

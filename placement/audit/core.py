@@ -1457,7 +1457,7 @@ TORCHTITAN_BEFORE_030 = {
                         "Float8 recipes too, so the all-gathers move 16-bit values (v0.2.2 "
                         "models/llama3/infra/parallelize.py:83-86: \"For rowwise recipes, we use regular TP and "
                         "all-gather happens in high precision\"); its tensor-wise recipe's FP8 gathers are read where "
-                        "the files set it",
+                        "the files set it under the converter name float8, the only one its check matches",
     "fp8_saves_16bit_inputs": "torchtitan before 0.3.0 converts with torchao's convert_to_float8_training too (v0.2.2 "
                               "components/quantization/float8.py:149-152), whose Float8Linear saves the 16-bit input "
                               "for backward",

@@ -1142,15 +1142,35 @@ under tensor-wise Float8 (v0.2.2 models/{llama3,llama4,qwen3}/infra/parallelize.
 9dec370 parallelisms/parallelize_llama.py:153-160); GPT-OSS passes False (gpt_oss/infra/parallelize.py:99)."""
 
 
+FLOAT8_TP_CONVERTER = "float8"
+"""The converter name torchtitan's parallelize functions test for Float8 tensor parallelism before 0.3.0: `"float8"
+in job_config.model.converters`, a list membership (v0.2.2 models/llama3/infra/parallelize.py:77, and likewise
+llama4, qwen3, deepseek_v3), which only the converter's first name matches; quantize.dense.float8 (5b5d4685,
+2025-09-26) and quantize.linear.float8 (8a2686c4, 2025-09-30, v0.2.0 to v0.2.2: PRE3_CONVERTERS) never do, so
+under them tensor parallelism runs plain ColwiseParallel / RowwiseParallel (enable_float8_tensorwise_tp False)."""
+
+
 def _float8_tp_gathers(s: Settings, pipeline: _Pipeline) -> None:
     """A torchtitan before 0.3.0 with tensor-wise Float8 under tensor parallelism: torchao's Float8ColwiseParallel
     casts each input to FP8 before its all-gather, and Float8RowwiseParallel each output gradient before its
     gather, so the gathers move 1 byte an element (recipe tp_gathers_16bit off), where 0.3.0's row-wise recipes,
-    which the framework row describes, gather 16-bit values."""
+    which the framework row describes, gather 16-bit values.  Only where torchtitan's check sees the converter
+    (FLOAT8_TP_CONVERTER) or the old Float8 switch: under a renamed converter the gathers are 16-bit (a QA trial: a
+    v0.2.2 llama3 file with converters = ["quantize.linear.float8"] and tp 2 was priced with FP8 gathers)."""
     tp = s.value("tp", 1) or 1
     if s.value("precision") != "fp8" or s.value("recipe.fp8_recipe") != "tensorwise" or tp <= 1:
         return
     name = str(pipeline.keys.get("model.name", ("llama3", ""))[0] or "llama3")
+    conv, cev = pipeline.keys.get("model.converters", (None, None))
+    names = _converter_names(conv)
+    if names and FLOAT8_TP_CONVERTER not in names:
+        if name in FLOAT8_TP_FAMILIES or name == "deepseek_v3":
+            s.put("recipe.tp_gathers_16bit", True,
+                  f"{cev}: torchtitan's {name} tests `\"float8\" in job_config.model.converters` for Float8 tensor "
+                  f"parallelism, which {', '.join(names)} does not match (v0.2.2 models/llama3/infra/parallelize.py:"
+                  f"77-86), so its tensor parallelism is plain ColwiseParallel / RowwiseParallel and the all-gathers "
+                  f"move 16-bit values")
+        return
     if name not in FLOAT8_TP_FAMILIES:
         return
     s.put("recipe.tp_gathers_16bit", False,
