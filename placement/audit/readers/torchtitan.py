@@ -1156,7 +1156,8 @@ def _float8_tp_gathers(s: Settings, pipeline: _Pipeline) -> None:
     gather, so the gathers move 1 byte an element (recipe tp_gathers_16bit off), where 0.3.0's row-wise recipes,
     which the framework row describes, gather 16-bit values.  Only where torchtitan's check sees the converter
     (FLOAT8_TP_CONVERTER) or the old Float8 switch: under a renamed converter the gathers are 16-bit (a QA trial: a
-    v0.2.2 llama3 file with converters = ["quantize.linear.float8"] and tp 2 was priced with FP8 gathers)."""
+    v0.2.2 llama3 file with converters = ["quantize.linear.float8"] and tp 2 was priced with FP8 gathers).
+    DeepSeek-V3 refuses tensor-wise Float8 under tensor parallelism where its check sees the converter."""
     tp = s.value("tp", 1) or 1
     if s.value("precision") != "fp8" or s.value("recipe.fp8_recipe") != "tensorwise" or tp <= 1:
         return
@@ -1171,6 +1172,16 @@ def _float8_tp_gathers(s: Settings, pipeline: _Pipeline) -> None:
                   f"77-86), so its tensor parallelism is plain ColwiseParallel / RowwiseParallel and the all-gathers "
                   f"move 16-bit values")
         return
+    if name == "deepseek_v3" and names:
+        raise start_refusal(
+            cev, f"model.converters {FLOAT8_TP_CONVERTER} (tensor-wise scaling: "
+                 f"{s.sources.get('recipe.fp8_recipe', 'no recipe_name')}) with tensor_parallel_degree {tp} "
+                 f"({s.sources.get('tp', '')}) for deepseek_v3",
+            "torchtitan's DeepSeek-V3 raises NotImplementedError(\"Currently, float8 tensorwise TP is not tested "
+            "for deepseekv3\") when it applies tensor parallelism (models/deepseek_v3/infra/parallelize.py from "
+            "d54d05a5, 2025-07-11, which added the model, while the converter was named float8, to 5b5d4685)",
+            "set float8.recipe_name = \"rowwise\" (its TP then gathers in high precision), or "
+            "tensor_parallel_degree 1")
     if name not in FLOAT8_TP_FAMILIES:
         return
     s.put("recipe.tp_gathers_16bit", False,
