@@ -361,3 +361,18 @@ def test_the_best_plan_of_a_float8_moe_file_keeps_pp_and_cp_1() -> None:
     plain = framework_space("torchtitan", 1, True, torchtitan_old=True).framework
     assert moe.layout_mask(b, 48).tolist() == [True, False, False]
     assert plain.layout_mask(b, 48).tolist() == [True, True, True]
+
+
+def test_deepseek_v3_with_flex_attention_refuses_context_parallelism(tmp_path: Path) -> None:
+    """deepseek_v3:16B runs FlexAttention (f738a03b, 2025-08-22), and torchtitan's DeepSeek-V3 refuses context
+    parallelism beside it (v0.2.2 models/deepseek_v3/infra/parallelize.py:68-73 NotImplementedError; v0.2.0-v0.2.1
+    "CP support for FlexAttention is still in progress."): a QA trial's 16B file at cp 2 was priced as running."""
+    dsv3 = {"model.name": '"deepseek_v3"', "model.flavor": '"16B"', "training.seq_len": "4096",
+            "parallelism.context_parallel_degree": "2"}
+    dated = _toml(tmp_path, "dated", dsv3, {"checkpoint.enable": "false"})  # JobConfig from cd337db6, after f738a03b
+    _refused(dated, "dated.toml", 'flavor = "16B"', "context_parallel_degree = 2", "Context Parallel only supports "
+             "SDPA attention", "checkpoint.enable", "give context_parallel_degree 1")
+    notes = _notes(_toml(tmp_path, "open", dsv3, NEW))  # compile.enable: 08b8b244, before f738a03b
+    assert any("FlexAttention" in n and "priced as if it runs" in n for n in notes), notes
+    assert parse_launch([_toml(tmp_path, "sdpa", dsv3, {"model.flavor": '"debugmodel"', "checkpoint.enable": "false"})
+                         ]).cp == 2

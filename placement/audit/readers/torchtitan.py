@@ -1301,6 +1301,7 @@ def _refusals(s: Settings, pipeline: _Pipeline, shard_value: int) -> None:
         _pipeline_split(s, get, version3, pp, pipeline.schedule)
     if not version3:
         _float8_moe_1d(s, get, pp, cp)
+        _flex_cp(s, get, cp)
     _async_tp(s, get, version3, tp)
     _memory_budget(s, get, version3)
     _mxfp8_tp_compile(s, get, version3, tp)
@@ -1745,6 +1746,39 @@ def _pre3_converters(s: Settings, names: list[str], where: str) -> list[str]:
                          f"without it, the experts' GEMMs in the other GEMMs' precision (a job whose experts run FP8 "
                          f"is faster than priced)")
     return [n for n in names if n not in PRE3_GROUPED]
+
+
+FLEX_CP_REFUSED = {"debugmodel_flex_attn": "34d815c0", "16B": "cd337db6", "236B": "cd337db6", "671B": "cd337db6"}
+"""torchtitan's deepseek_v3 flavors that run FlexAttention (FLEX_FLAVORS) -> the first JobConfig commit at which
+both the flavor runs it and context parallelism beside it is refused: debugmodel_flex_attn from 415f8344
+(2025-07-21) and the refusal from 177b295d (2025-07-22, before JobConfig 34d815c0); 16B, 236B and 671B run it from
+f738a03b (2025-08-22, before JobConfig cd337db6).  The refusal stands to c6856e3c (2026-03-10, after 0.3.0's config
+system), which enabled FlexAttention with context parallelism."""
+
+
+def _flex_cp(s: Settings, get, cp: int) -> None:
+    """torchtitan's DeepSeek-V3 refuses context parallelism beside FlexAttention at start: v0.2.0
+    models/deepseek_v3/infra/parallelize.py:64-66 and v0.2.1 model/args.py:103-106 NotImplementedError("CP support
+    for FlexAttention is still in progress."), v0.2.2 infra/parallelize.py:68-73 NotImplementedError("Context
+    Parallel only supports SDPA attention. ...").  A QA trial: deepseek_v3_16b.toml with context_parallel_degree 2
+    was priced as running, its attention FlexAttention."""
+    name = get("model.name")[0]
+    flavor, fev = get("model.flavor")
+    since = FLEX_CP_REFUSED.get(str(flavor)) if str(name) == "deepseek_v3" else None
+    if cp <= 1 or since is None:
+        return
+    what = (f"{fev}: deepseek_v3:{flavor}, which runs FlexAttention, with context_parallel_degree {cp} "
+            f"({s.sources.get('cp', '')})")
+    check = ("torchtitan's DeepSeek-V3 raises NotImplementedError at start (v0.2.0 "
+             "models/deepseek_v3/infra/parallelize.py:64-66, v0.2.1 model/args.py:103-106: \"CP support for "
+             "FlexAttention is still in progress.\"; v0.2.2 infra/parallelize.py:68-73: \"Context Parallel only "
+             "supports SDPA attention.\")")
+    fix = "give context_parallel_degree 1, or a flavor that runs SDPA (debugmodel)"
+    dated = _dated(s, since)
+    if dated is not None:
+        raise InputError(f"{what}; {check}; {_dating(s, dated)}, {STOPS}: {fix}")
+    s.ignored.append(f"{what}, which torchtitan from {since} refuses at start ({check}); {_undated(s, since)}: priced "
+                     f"as if it runs; {fix}")
 
 
 def _float8_moe_1d(s: Settings, get, pp: int, cp: int) -> None:
