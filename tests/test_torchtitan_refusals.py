@@ -376,3 +376,24 @@ def test_deepseek_v3_with_flex_attention_refuses_context_parallelism(tmp_path: P
     assert any("FlexAttention" in n and "priced as if it runs" in n for n in notes), notes
     assert parse_launch([_toml(tmp_path, "sdpa", dsv3, {"model.flavor": '"debugmodel"', "checkpoint.enable": "false"})
                          ]).cp == 2
+
+
+def test_deepep_is_read_as_each_0_2_family_reads_it(tmp_path: Path) -> None:
+    """parallelism.expert_parallel_comm_backend "deepep" (from 36a4b694, 2025-12-17): deepseek_v3 and llama4 refuse it
+    at ep 1 (ValueError) and beside expert tensor parallelism (NotImplementedError; v0.2.2
+    models/deepseek_v3/infra/parallelize.py:100-112), and qwen3's parallelize never reads it, so its experts run the
+    standard all-to-all.  A QA trial: ep 1 was told the key has no effect, ETP 2 and a qwen3 file priced with DeepEP."""
+    deepep = {"parallelism.expert_parallel_comm_backend": '"deepep"'}
+    dsv3 = {"model.name": '"deepseek_v3"', "model.flavor": '"16B"', "training.seq_len": "4096"}
+    _refused(_toml(tmp_path, "ep1", dsv3, deepep), "ep1.toml", "DeepEP requires expert parallelism",
+             "set expert_parallel_degree above 1")
+    _refused(_toml(tmp_path, "etp2", dsv3, deepep, {"parallelism.expert_parallel_degree": "4",
+                                                    "parallelism.expert_tensor_parallel_degree": "2",
+                                                    "parallelism.tensor_parallel_degree": "2"}),
+             "expert_tensor_parallel_degree = 2", "DeepEP with Expert Tensor Parallelism",
+             "set expert_tensor_parallel_degree 1")
+    ep8 = {"parallelism.expert_parallel_degree": "8"}
+    assert parse_launch([_toml(tmp_path, "dsv3", dsv3, deepep, ep8)]).recipe["moe_dispatcher"] == "deepep"
+    qwen = parse_launch([_toml(tmp_path, "qwen", deepep, ep8, {"model.name": '"qwen3"', "model.flavor": '"30B-A3B"'})])
+    assert qwen.recipe["moe_dispatcher"] == "alltoall"
+    assert "qwen3 does not read expert_parallel_comm_backend" in qwen.sources["recipe.moe_dispatcher"]

@@ -666,6 +666,47 @@ to get the same amount of tokens"; models/moe/moe.py _debug_force_load_balance_r
 training.debug_moe_force_load_balance."""
 
 
+DEEPEP_FAMILIES = {"deepseek_v3": "models/deepseek_v3/infra/parallelize.py:100-112",
+                   "llama4": "models/llama4/infra/parallelize.py:113-125"}
+"""The torchtitan 0.2.x model families whose parallelize reads parallelism.expert_parallel_comm_backend (v0.2.2, from
+36a4b694, 2025-12-17, which added DeepEP and the key) -> where it checks DeepEP's degrees; qwen3's and gpt_oss's
+parallelize never read the key (to 9810191b, the 0.3.0 config system), so their experts dispatch with the standard
+all-to-all whatever it says."""
+
+
+def _deepep_0_2(s: Settings, family: str, ev: str) -> bool:
+    """A 0.2.x `expert_parallel_comm_backend = "deepep"`: an error where DEEPEP_FAMILIES refuse it at start (ep 1:
+    ValueError "DeepEP requires expert parallelism (ep_degree > 1)"; etp > 1: NotImplementedError "DeepEP with Expert
+    Tensor Parallelism (ETP) is not supported yet"); for a family that does not read the key, the standard
+    all-to-all it runs, with a note, and True (the key is read).  A QA trial: a deepseek_v3 file with deepep at ep 1
+    was told the key has "no effect without expert parallelism", and a qwen3 one at ep 8 was priced with DeepEP."""
+    ep, etp = s.value("ep", 1) or 1, s.value("etp", 1) or 1
+    where = DEEPEP_FAMILIES.get(family)
+    if where is None:
+        if ep > 1:
+            s.put("recipe.moe_dispatcher", "alltoall",
+                  f"{ev}: torchtitan's {family} does not read expert_parallel_comm_backend (v0.2.2: only "
+                  f"{' and '.join(DEEPEP_FAMILIES)} parallelize with DeepEP), so its experts dispatch with the "
+                  f"standard all-to-all")
+            s.ignored.append(f"expert_parallel_comm_backend 'deepep' ({ev}): torchtitan's {family} does not read it "
+                             f"(v0.2.2 models/{family}/infra/parallelize.py); priced as the standard all-to-all it "
+                             f"runs")
+        return ep > 1
+    if ep <= 1:
+        raise start_refusal(ev, f"expert_parallel_comm_backend 'deepep' with expert_parallel_degree {ep} "
+                                f"({s.sources.get('ep', 'default')}) for {family}",
+                            f"torchtitan raises ValueError(\"DeepEP requires expert parallelism (ep_degree > 1). The "
+                            f"DeepEP MoE model code does not support EP=1.\") (v0.2.2 {where})",
+                            "set expert_parallel_degree above 1, or expert_parallel_comm_backend \"standard\"")
+    if etp > 1:
+        raise start_refusal(ev, f"expert_parallel_comm_backend 'deepep' with expert_tensor_parallel_degree {etp} "
+                                f"({s.sources.get('etp', '')}) for {family}",
+                            f"torchtitan raises NotImplementedError(\"DeepEP with Expert Tensor Parallelism (ETP) is "
+                            f"not supported yet.\") (v0.2.2 {where})",
+                            "set expert_tensor_parallel_degree 1, or expert_parallel_comm_backend \"standard\"")
+    return False
+
+
 def _moe_settings(get, s: Settings) -> None:
     """The MoE dispatch the keys state: the expert-parallel backend as recipe.moe_dispatcher and a forced balanced
     routing as recipe.routing_imbalance 1.0, each with its key as evidence.  A QA run: NVIDIA's dgxc-benchmarking
@@ -677,6 +718,10 @@ def _moe_settings(get, s: Settings) -> None:
             continue
         stated = True
         name = str(value).lower()
+        family = str(get("model.name")[0] or "llama3")
+        if key == "parallelism.expert_parallel_comm_backend" and name == "deepep":
+            if _deepep_0_2(s, family, ev):
+                break
         if s.value("ep", 1) <= 1:
             s.ignored.append(f"{key} {value!r} ({ev}): no effect without expert parallelism (ep 1)")
         elif name in MOE_BACKENDS:
