@@ -25,13 +25,16 @@ def _with_recipe(run, **update):
     return run.model_copy(update={"recipe": run.recipe.model_copy(update=update)})
 
 
-def _evaluate(*extra: str) -> dict:
-    args = ["evaluate", "--model", "gpt3-175b", "--cluster", "dgx-h100", "--gpus", "128", "--seq-len", "2048",
-            "--global-batch", "256", "--tp", "4", "--pp", "8", "--vpp", "6", "--mbs", "1", "--zero", "1",
-            "--recompute", "none", "--sequence-parallel", "--json", *extra]
-    result = CliRunner().invoke(main, args)
+def _evaluate_json(*args: str) -> dict:
+    result = CliRunner().invoke(main, ["evaluate", *args, "--json"])
     assert result.exit_code == 0, result.output
     return json.loads(result.output)
+
+
+def _evaluate(*extra: str) -> dict:
+    return _evaluate_json("--model", "gpt3-175b", "--cluster", "dgx-h100", "--gpus", "128", "--seq-len", "2048",
+                          "--global-batch", "256", "--tp", "4", "--pp", "8", "--vpp", "6", "--mbs", "1", "--zero",
+                          "1", "--recompute", "none", "--sequence-parallel", *extra)
 
 
 @pytest.mark.parametrize("run_id", ["nemo-24.07-h100-gpt3-175b-128gpu", "dgxc-25.05-h100-llama31-405b-fp8-512gpu"])
@@ -124,12 +127,9 @@ def test_a_tensorwise_file_gathers_fp8_only_where_torchtitans_check_sees_its_con
 
 
 def _evaluate_b200(*extra: str) -> dict:
-    args = ["evaluate", "--model", "llama3-70b", "--cluster", "dgx-b200", "--gpus", "64", "--seq-len", "8192",
-            "--global-batch", "128", "--tp", "4", "--pp", "4", "--mbs", "1", "--zero", "1", "--recompute", "none",
-            "--sequence-parallel", "--precision", "fp8", "--json", *extra]
-    result = CliRunner().invoke(main, args)
-    assert result.exit_code == 0, result.output
-    return json.loads(result.output)
+    return _evaluate_json("--model", "llama3-70b", "--cluster", "dgx-b200", "--gpus", "64", "--seq-len", "8192",
+                          "--global-batch", "128", "--tp", "4", "--pp", "4", "--mbs", "1", "--zero", "1",
+                          "--recompute", "none", "--sequence-parallel", "--precision", "fp8", *extra)
 
 
 @pytest.mark.parametrize("recipe", ["mxfp8", "blockwise"])

@@ -564,15 +564,7 @@ def _task_gpus(launch: Launch) -> Word | None:
     srun = srun_of(launch)
     if not srun:
         return None
-    words = srun[1:]
-    given = None
-    for k, w in enumerate(words):
-        m = re.fullmatch(r"--gpus-per-task(?:=(.+))?", w.text)
-        if m and m.group(1) is not None:
-            given = dataclasses.replace(w, text=m.group(1))
-        elif m and k + 1 < len(words):
-            given = words[k + 1]
-    given = given or launch.command.env("SLURM_GPUS_PER_TASK")
+    given = last_flag_value(srun[1:], r"--gpus-per-task(?:=(.+))?") or launch.command.env("SLURM_GPUS_PER_TASK")
     if given is None or given.unresolved:
         return None
     count = re.fullmatch(r"(?:[\w-]+:)?(\d+)", given.text)  # a GPU type may lead (`--gpus-per-task=h100:4`)
@@ -674,6 +666,20 @@ SRUN_DISTRIBUTIONS = ("*", "block", "cyclic", "plane", "arbitrary")
 block)."""
 
 
+def last_flag_value(words: list[Word], flag: str) -> Word | None:
+    """The value of the last flag among `words` that fully matches the regex `flag`, whose last group is the value
+    written inside the word (`--flag=V`, `-mV`): that value at the flag's place, else the word after the flag
+    (`--flag V`); None where no such flag is given (a later flag overrides an earlier one, as srun's options do)."""
+    given: Word | None = None
+    for k, w in enumerate(words):
+        m = re.fullmatch(flag, w.text)
+        if m and m.group(m.re.groups) is not None:
+            given = dataclasses.replace(w, text=m.group(m.re.groups))
+        elif m and k + 1 < len(words):
+            given = words[k + 1]
+    return given
+
+
 def _srun_distribution(words: list[Word], command: Command, s: Settings) -> None:
     """The node each task of an `srun python ...` launch runs on, rank = task id: srun's -m/--distribution (`-m
     cyclic`, `--distribution=cyclic:block`, `plane=4`), else SLURM_DISTRIBUTION (which `#SBATCH --distribution` sets
@@ -682,13 +688,7 @@ def _srun_distribution(words: list[Word], command: Command, s: Settings) -> None
     (srun(1) -m); what follows `:` places them on a node's sockets and cores, not on other nodes.  A user trial:
     `srun --distribution=cyclic` on 512 nodes was priced with every TP group of 8 inside a node, where each ran over
     8 nodes."""
-    given: Word | None = None
-    for k, w in enumerate(words):
-        m = re.fullmatch(r"(--distribution|-m)(?:=?(.+))?", w.text)
-        if m and m.group(2) is not None:
-            given = dataclasses.replace(w, text=m.group(2))
-        elif m and k + 1 < len(words):
-            given = words[k + 1]
+    given = last_flag_value(words, r"(--distribution|-m)(?:=?(.+))?")
     if given is None:
         given = command.env("SLURM_DISTRIBUTION")
         if given is None:
@@ -1296,13 +1296,7 @@ def _srun_cpu_bind(launch: Launch) -> Word | None:
     given or the files do not fix it.  (`--cpu_bind` is the spelling of SLURM before 18.08, still taken.)"""
     words = srun_of(launch) or (launch.launcher_args if launch.launcher_args and
                                 launch.launcher_args[0].text.rsplit("/", 1)[-1] == "srun" else [])
-    given: Word | None = None
-    for k, w in enumerate(words[1:], 1):
-        m = re.fullmatch(r"--cpu[-_]bind(?:=(.+))?", w.text)
-        if m and m.group(1) is not None:
-            given = dataclasses.replace(w, text=m.group(1))
-        elif m and k + 1 < len(words):
-            given = words[k + 1]
+    given = last_flag_value(words[1:], r"--cpu[-_]bind(?:=(.+))?")
     if given is None and words:
         given = launch.command.env("SLURM_CPU_BIND")
     if given is None or given.unresolved or given.uncertain:
