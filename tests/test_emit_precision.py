@@ -111,7 +111,7 @@ def _evaluate_step(plan: dict, precision: str, *flags: str, **changes) -> float:
     if recipe.get("ddp_bucket_params"):
         argv += ["--ddp-bucket-params", str(recipe["ddp_bucket_params"])]
     for field in ("sp_saves_gathered_inputs", "fp8_saves_16bit_inputs", "pipeline_unsharded_grads",
-                  "dp_reduce_every_microbatch", "zero0_as_fsdp"):
+                  "dp_reduce_every_microbatch", "zero0_as_fsdp", "fp32_weights"):
         if recipe.get(field):
             argv.append("--" + field.replace("_", "-"))
     if recipe.get("tp_async_backward") is False:

@@ -110,3 +110,19 @@ def test_the_precision_source_names_the_dtype_the_files_state(tmp_path: Path) ->
     launch = _maxtext_launch(tmp_path, "dtype: bfloat16\n")
     assert launch.precision == "bf16"
     assert "cfg.yml:2: dtype" in launch.sources["precision"] and "no FP8 quantization" in launch.sources["precision"]
+
+
+def _dp_s(*extra: str) -> float:
+    return _memory("--fp32-weights", "--grad-reduce-fp32", "--no-dp-overlap", *extra)["breakdown"]["dp"]
+
+
+def test_the_gather_is_priced_at_the_width_the_step_holds_its_copy_in() -> None:
+    """QA: `evaluate --zero 1 --fp32-weights` with one micro-batch a step held the float32 gathered copy (4 bytes a
+    weight, as above) but priced its gather at 2, the same 0.1528 s as with 8 micro-batches' bf16 copy.  Without an
+    accumulation loop MaxText gathers the float32 weights themselves: the reduce-scatter of the float32 gradients and
+    that gather move what DDP's all-reduce of them moves; under accumulation the bf16 gather moves half as much."""
+    ddp = _dp_s("--zero", "0", "--global-batch", "8")
+    whole = _dp_s("--zero", "1", "--global-batch", "8")
+    assert whole == pytest.approx(ddp, rel=1e-3)
+    accumulated = _dp_s("--zero", "1")
+    assert accumulated == pytest.approx(0.75 * _dp_s("--zero", "0"), rel=0.02)

@@ -82,6 +82,12 @@ def dp_term(x: Ctx, p: StageParams, comp_mb_s: np.ndarray) -> DpTerm:
     edp = np.rint(np.where(zero3, x.tp * x.cp * b.dp_shard, x.tp * x.cp * x.dp) / (x.ep * x.etp)).astype(np.int64)
     expert_group = coll.Groups(lv, b.ep * b.etp, edp)
     grad_b, wt_b = grad_bytes(x), gather_bytes(x)
+    # float32 weights (fp32_weights) stored sharded under ZeRO-1/2 are gathered for the step at the width cost.memory
+    # holds the gathered copy in: bf16, cast before a gradient-accumulation loop (MaxText 0.2.5
+    # utils/gradient_accumulation.py:96-103), float32 without one, where train_step constrains the float32 params
+    # themselves to the step's sharding (trainers/pre_train/train.py:460-465, AI-Hypercomputer/maxtext e591f30cb)
+    if x.recipe.fp32_weights and not (x.recipe.fp8_params and x.fp8 is not None):
+        wt_b = np.where(((b.zero == 1) | (b.zero == 2)) & (x.m <= 1), 4.0, wt_b)
     # (a rank without routed experts runs no expert-group collective, not even its latency)
     has_experts = np.asarray(p.expert) > 0
     rs_once = dense_group.reduce_scatter(p.dense * grad_b) + np.where(
