@@ -301,7 +301,8 @@ RECIPE_FLAGS = {
     "optimizer_over_replicas": "--optimizer-over-replicas",
     "optimizer_over_replicas_beside_fsdp": "--optimizer-over-replicas-beside-fsdp",
     "optimizer_state_bf16": "--optimizer-state-bf16", "optimizer_master_weights": "--optimizer-master-weights",
-    "fp32_weights": "--fp32-weights", "norms_fused": "--norms-fused",
+    "fp32_weights": "--fp32-weights", "fp32_weights_autocast": "--fp32-weights-autocast",
+    "norms_fused": "--norms-fused",
     "remat_saves_named_only": "--remat-saves-named-only", "expert_w1_rerun": "--expert-w1-rerun",
     "fp8_params": "--fp8-params", "activation_func_fp8_input_store": "--activation-fp8-input-store",
     "attention_kernel": "--attention-kernel", "cp_comm_type": "--cp-comm-type",
@@ -408,6 +409,11 @@ def recipe_options(fn: Callable) -> Callable:
         onoff("fp32_weights", "Weights kept in float32 as the optimizer's master copy, cast to bf16 at use "
                               "(MaxText weight_dtype float32): 4 bytes of weights and 8 of Adam moments a "
                               "parameter; the gradients' width is --grad-reduce-fp32's (MaxText: on)."),
+        onoff("fp32_weights_autocast", "The float32 weights (--fp32-weights) are torch's parameters under bf16 "
+                                       "autocast (Lightning precision bf16): each GEMM's bf16 cast is held to its "
+                                       "backward (2 bytes a weight), and under ZeRO-1/2 they stay whole on every "
+                                       "rank, each updated shard broadcast in float32 (ZeroRedundancyOptimizer); "
+                                       "off, MaxText's (stored sharded, a copy gathered for the step)."),
         onoff("fp8_saves_16bit_inputs", "Under FP8 the GEMMs keep their 16-bit inputs for backward (torchao "
                                         "Float8Linear, torchtitan), not 1-byte copies (Transformer Engine)."),
         onoff("fp8_recasts_weights", "Under FP8 every GEMM casts its 16-bit weight again in each forward and "

@@ -573,6 +573,11 @@ CAPABILITIES: dict[str, Capability] = {
                                        "state (utils/sharding.py maybe_update_params_sharding_with_opt) and "
                                        "gathered for the step, in bf16 under gradient accumulation "
                                        "(utils/gradient_accumulation.py)"),
+                ("fp32_weights_autocast", False,
+                 "MaxText 0.2.5's float32 weights are cast by XLA inside its compiled step, not by torch's autocast, "
+                 "and stored sharded as the optimizer state under shard_optimizer_over_data (utils/sharding.py "
+                 "maybe_update_params_sharding_with_opt) with a copy gathered for the step, where torch's "
+                 "ZeroRedundancyOptimizer keeps them whole"),
                 ("optimizer_over_replicas", True,
                  "placement's MaxText files set shard_optimizer_over_data where an HSDP mesh's expert (or context) "
                  "axis is the whole shard group: MaxText then shards the AdamW moments and the float32 weights over "

@@ -355,6 +355,9 @@ def recipe_line(p: Plan) -> str:
         items.append("weights gathered again each micro-batch")
     if r.fp32_weights:
         items.append("fp32 weights as master copy")
+        if r.fp32_weights_autocast and lay.zero_stage < 3:
+            items.append("fp32 weights under bf16 autocast (casts held to backward"
+                         + ("; whole on every rank, shards broadcast in fp32)" if lay.zero_stage else ")"))
     if r.optimizer_over_replicas and lay.zero_stage == 3 and lay.dp_shard < lay.dp:
         items.append("optimizer sharded over the hsdp replicas too")
     if r.mtp_layers:

@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from placement.audit.launch import parse_launch
+from placement.calibration.validate import load_runs
 from placement.catalog import load_model
 from placement.cli import main
 from placement.errors import InputError
@@ -126,3 +127,22 @@ def test_the_gather_is_priced_at_the_width_the_step_holds_its_copy_in() -> None:
     assert whole == pytest.approx(ddp, rel=1e-3)
     accumulated = _dp_s("--zero", "1")
     assert accumulated == pytest.approx(0.75 * _dp_s("--zero", "0"), rel=0.02)
+
+
+def test_torch_autocast_keeps_the_float32_weights_whole_holds_their_casts_and_broadcasts_them_in_float32() -> None:
+    """QA: the FlashAttention-2 rows run Lightning's bf16 autocast over float32 parameters with torch's
+    ZeroRedundancyOptimizer, which keeps them whole on every rank and broadcasts each rank's updated shard, the float32
+    parameters themselves (zero_redundancy_optimizer.py _sync_params), accumulation loop or not, while each GEMM keeps
+    its bf16 cast of the weight for backward (flash_attn FusedDenseFunc); they were priced as MaxText's sharded weights
+    with a bf16 copy gathered for the loop (2.5 bytes a weight, the gather at 2)."""
+    p = _params()
+    torch_zero = ["--zero", "1", "--fp32-weights-autocast"]
+    mem = _memory("--fp32-weights", *torch_zero)["memory"]
+    assert mem["weights_bytes"] == pytest.approx(p * (4.0 + 2.0), rel=0.01)
+    assert mem["optimizer_bytes"] == pytest.approx(p * 8.0 / 8, rel=0.01)
+    ddp = _memory("--fp32-weights", "--zero", "0", "--fp32-weights-autocast")["memory"]
+    assert ddp["weights_bytes"] == pytest.approx(p * (4.0 + 2.0), rel=0.01)
+    # 8 micro-batches: the gather still moves float32, as much as the reduce-scatter of the float32 gradients
+    assert _dp_s(*torch_zero) == pytest.approx(_dp_s("--zero", "0"), rel=1e-3)
+    run = {r.id: r for r in load_runs()}["flash-attn2-2023-t1-gpt3-1.3b-2k"]
+    assert run.recipe.fp32_weights_autocast and "stay whole on every rank" in " ".join(run.recipe_sources.split())

@@ -86,8 +86,10 @@ def dp_term(x: Ctx, p: StageParams, comp_mb_s: np.ndarray) -> DpTerm:
     # holds the gathered copy in: bf16, cast before a gradient-accumulation loop (MaxText 0.2.5
     # utils/gradient_accumulation.py:96-103), float32 without one, where train_step constrains the float32 params
     # themselves to the step's sharding (trainers/pre_train/train.py:460-465, AI-Hypercomputer/maxtext e591f30cb)
+    # torch's ZeroRedundancyOptimizer keeps them whole and broadcasts each rank's updated float32 shard every step
+    # (recipe fp32_weights_autocast: zero_redundancy_optimizer.py _sync_params, _broadcast_params_from_rank)
     if x.recipe.fp32_weights and not (x.recipe.fp8_params and x.fp8 is not None):
-        wt_b = np.where(((b.zero == 1) | (b.zero == 2)) & (x.m <= 1), 4.0, wt_b)
+        wt_b = np.where(((b.zero == 1) | (b.zero == 2)) & ((x.m <= 1) | x.recipe.fp32_weights_autocast), 4.0, wt_b)
     # (a rank without routed experts runs no expert-group collective, not even its latency)
     has_experts = np.asarray(p.expert) > 0
     rs_once = dense_group.reduce_scatter(p.dense * grad_b) + np.where(

@@ -289,6 +289,13 @@ def memory_term(x: Ctx, st: StageKinds, dense_p: np.ndarray, expert_p: np.ndarra
         zero1 = (b.zero == 1) | (b.zero == 2)
         weights_sharded = zero3 | zero1
         gathered = np.where(zero1, np.where(x.m > 1, float(C.BYTES_WEIGHT), 4.0), 0.0)
+        if x.recipe.fp32_weights_autocast:
+            # ...where torch's ZeroRedundancyOptimizer keeps them whole on every rank and broadcasts each updated
+            # shard into them (zero_redundancy_optimizer.py _sync_params), and bf16 autocast holds each GEMM's cast of
+            # its weight from forward to backward (flash_attn FusedDenseFunc save_for_backward): 2 bytes a weight
+            # beside them below ZeRO-3
+            weights_sharded = zero3
+            gathered = np.where(zero3, 0.0, float(C.BYTES_WEIGHT))
 
     # torch pipelining with FSDP2 (recipe pipeline_unsharded_grads) keeps the stage's unsharded gradient in the reduce
     # width and its unsharded parameters through the step (no reshard after backward)

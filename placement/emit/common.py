@@ -365,6 +365,8 @@ _MATTERS = {"checkpoint_sync": lambda lay: lay.recompute == "full",
             "reshard_after_backward": lambda lay: lay.zero_stage == 2 and lay.pp == 1,
             # float32 master weights change what a rank holds below ZeRO-3 (recipe-aware: _MATTERS_RECIPE)
             "fp32_weights": lambda lay: lay.zero_stage < 3,
+            # autocast's held casts and whole float32 weights: below ZeRO-3, under fp32_weights (_MATTERS_RECIPE)
+            "fp32_weights_autocast": lambda lay: lay.zero_stage < 3,
             "pipeline_p2p_blocking": lambda lay: lay.pp > 2 or (lay.pp == 2 and lay.vpp == 1),
             "grad_all_reduce": lambda lay: lay.zero_stage == 1,
             # the buckets of a DDP or ZeRO-1 reduction during the last backward (cost.dp.tail_bucket_params)
@@ -389,6 +391,7 @@ _MATTERS_RECIPE = {
     # that do not shard the weights and gradients (optimizer_over_replicas)
     "fp32_weights": lambda lay, r: (lay.zero_stage < 3 or not r.grad_reduce_fp32
                                     or (r.optimizer_over_replicas and lay.dp_shard < lay.dp)),
+    "fp32_weights_autocast": lambda lay, r: lay.zero_stage < 3 and r.fp32_weights,
     # the experts' w1 rerun prices something only under a selective recompute that keeps the up-projections
     # (cost.context.expert_w1_rerun)
     "expert_w1_rerun": lambda lay, r: lay.recompute == "selective" and "mlp_up" not in r.recompute_modules,

@@ -406,6 +406,7 @@ RUNS_INSTEAD = {
     "dp_reduce_every_microbatch": "it has no HSDP all-reduce (0.19.8 removed MiCS): ZeRO-0/1 reduce at the "
                                   "accumulation boundary, ZeRO-2/3 into the shard every micro-batch",
     "fp32_weights": "its weights are 16-bit (bf16 enabled), with the float32 master copy in its optimizer",
+    "fp32_weights_autocast": "its weights are 16-bit (bf16 enabled): no float32 weights under autocast",
     "optimizer_over_replicas": "its ZeRO-3 shards the optimizer state over the whole data-parallel group, with the "
                                "weights (it has no HSDP: 0.19.8 removed MiCS)",
     "reshard_after_backward": "its ZeRO-2 keeps every weight whole (it shards gradients and optimizer state), so "

@@ -103,6 +103,7 @@ RUNS_INSTEAD = {field: _YOURS for field in ("moe_dispatcher", "cuda_graphs", "tp
                                             "dispatch_fp8", "dp_overlap", "param_gather_overlap",
                                             "fp8_recipe", "fp8_params",
                                             "activation_func_fp8_input_store", "optimizer_state_bf16", "fp32_weights",
+                                            "fp32_weights_autocast",
                                             "optimizer_master_weights",
                                             "recompute_num_layers", "mtp_layers", "account_for_embedding",
                                             "account_for_loss", "pipeline_schedule", "cross_entropy_fusion",

@@ -593,6 +593,7 @@ RUNS_INSTEAD = {
     "dp_reduce_every_microbatch": "it reduces the gradients once a step, in the last micro-batch's backward (no_sync "
                                   "before the others), and has no HSDP",
     "fp32_weights": "its weights are 16-bit, with the float32 master copy in the optimizer state (--bf16)",
+    "fp32_weights_autocast": "its weights are 16-bit (--bf16): no float32 weights under autocast",
     "optimizer_over_replicas": "its Megatron-FSDP shards the optimizer state with the weights, over the whole "
                                "data-parallel group (these files set no hybrid mode)",
     "reshard_after_backward": "its ZeRO-2 (Megatron-FSDP optim_grads) keeps every weight whole, so it gathers "

@@ -582,6 +582,8 @@ RUNS_INSTEAD = {
     "moe_einsum_dispatch": "its MoE layers permute each token to its experts: no one-hot mask GEMMs",
     "fp32_weights": "FSDP2 keeps the float32 weights sharded beside the optimizer state and gathers them in bf16 "
                     "(mixed_precision_param bfloat16): the 16-bit-weights recipe's bytes",
+    "fp32_weights_autocast": "FSDP2 keeps the float32 weights sharded and gathers them in bf16 "
+                             "(mixed_precision_param), with no autocast",
     "activation_func_fp8_input_store": "it keeps the MLP activation input in BF16",
     "optimizer_over_replicas": "FSDP2's HSDP replicates the optimizer state over the replicas, as it does the "
                                "weight shards",

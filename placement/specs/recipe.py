@@ -418,6 +418,19 @@ class Recipe(Frozen):
     stored weights as the optimizer state (utils/sharding.py maybe_update_params_sharding_with_opt) and gathers them
     for the step: cast to bf16 once before the gradient-accumulation loop (utils/gradient_accumulation.py:96-103),
     in float32 without one: 2 (or 4) more bytes a parameter, whole, through the step."""
+    fp32_weights_autocast: bool = False
+    """The float32 weights (`fp32_weights`) are torch's own parameters under bf16 autocast (PyTorch Lightning's
+    `precision: bf16`), as the FlashAttention-2 rows run them: each GEMM casts its weight to bf16 in forward and keeps
+    that copy for its backward (flash_attn/ops/fused_dense.py FusedDenseFunc.forward:51-66, Dao-AILab/flash-attention
+    0251105a; torch's autocast caches the cast of a leaf weight likewise), 2 bytes a weight held whole from the
+    micro-batch's forward to its backward (one micro-batch's: a pipeline's in-flight micro-batches each casting theirs
+    is not priced); and under ZeRO-1/2 the weights stay whole on every rank, only the optimizer's moments sharded,
+    every rank's updated shard sent to the others in float32 once a step, accumulation loop or not: torch's
+    `ZeroRedundancyOptimizer` steps its shard and broadcasts the parameters themselves from each rank
+    (torch/distributed/optim/zero_redundancy_optimizer.py `_sync_params`, `_broadcast_params_from_rank`).  Off:
+    MaxText's float32 weights, which XLA casts inside its compiled step, stored sharded under
+    `shard_optimizer_over_data` with a copy gathered for the step (bf16 before an accumulation loop).  No effect
+    without fp32_weights or at ZeRO-3 (FSDP's own mixed precision, priced as fp32_weights alone)."""
     recompute_modules: tuple[RecomputeModule, ...] = ()
     """Modules recomputed under selective recompute; the layout's `selective` with none named is core_attn."""
     recompute_num_layers: int | None = Field(default=None, ge=1)
