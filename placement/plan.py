@@ -331,7 +331,7 @@ def _published_best(model: ModelSpec, topo: Topology, train: TrainingSpec, est: 
     job = job_key(published_model_name(model), acc, topo.num_gpus, train.seq_len, train.global_batch, precision,
                   degrees)
     return published_best(model.moe is not None, acc, precision, float(est.mfu[i]), job, float(est.step_time_s[i]),
-                          lay.model_dump(mode="json"), recipe.model_dump(mode="json"))
+                          lay.model_dump(mode="json"), recipe.model_dump(mode="json"), model_spec=model)
 
 
 def accelerator_assumptions(topo: Topology, train: TrainingSpec) -> dict[str, str] | None:

@@ -215,3 +215,27 @@ def test_of_several_runs_of_a_job_the_plan_meets_the_one_it_runs_as():
                  "--global-batch", "2048", "--precision", "fp8")
     met = plan["published_best"]["same_workload"] or plan["published_best"]["same_job"]
     assert met["run"] == tuned.id
+
+
+def test_a_model_whose_runs_differ_only_in_the_vocabulary_is_set_beside_them_and_says_so():
+    """QA: gpt3-175b on 256 A100 was priced at 70 % MFU beside no published run, though Korthikanti's 175B rows ran
+    the same layers (megatron-gpt-175b: Megatron's padded 51,200-token vocabulary against GPT-3's 50,257) on that
+    accelerator; the plan now names the best of them as another vocabulary.  A model with runs of its own keeps
+    them, and a model of other layers gets none."""
+    result = CliRunner().invoke(main, ["plan", "--top-k", "1", "--model", "gpt3-175b", "--cluster", "dgx-a100-80g",
+                                       "--gpus", "256"])
+    assert result.exit_code == 0, result.output[-800:]
+    plan = _plan("--model", "gpt3-175b", "--cluster", "dgx-a100-80g", "--gpus", "256")
+    got = plan["published_best"]["same_model"]
+    rows = [r for r in published_runs() if r.run_id.startswith("korthikanti-2022-175b")]
+    top = max(rows, key=lambda r: r.mfu)
+    assert (got["run"], got["runs"], got["run_model"]) == (top.run_id, 2, "megatron-gpt-175b")
+    assert (got["run_vocab_size"], got["plan_vocab_size"]) == (51200, 50257)
+    assert got["mfu"] == pytest.approx(top.mfu, abs=1e-4) and got["above"] is (plan["mfu"] > top.mfu)
+    assert ("this architecture with another vocabulary (megatron-gpt-175b: 51,200 tokens against this model's "
+            f"50,257, the same layers) on this accelerator at bf16: the best of 2, {top.run_id}") in result.output
+    # the model's own runs where it has some (gpt3-175b on H100), with no vocabulary said
+    own = _plan("--model", "gpt3-175b", "--cluster", "dgx-h100", "--gpus", "256")["published_best"]["same_model"]
+    assert own["run_model"] == "gpt3-175b" and own["run_vocab_size"] is None
+    assert _plan("--model", "llama3-8b", "--cluster", "dgx-a100-80g", "--gpus", "64")["published_best"][
+        "same_model"] is None

@@ -89,6 +89,32 @@ def published_model_name(model) -> str:
     return next((name for name, w in known if w == mine), model.name)
 
 
+@cache
+def _published_specs() -> tuple:
+    """The catalog ModelSpec of every model a published run trained."""
+    from placement.calibration.validate import load_runs
+    from placement.catalog import load_model
+
+    return tuple(load_model(name) for name in sorted({run.model for run in load_runs()}))
+
+
+@lru_cache(maxsize=64)
+def other_vocabulary_names(model) -> tuple[str, ...]:
+    """Catalog names of the models published runs trained that are `model` but for the vocabulary (Megatron's
+    padded 51,200 beside GPT-3's 50,257: Korthikanti's 175B rows ran megatron-gpt-175b, the gpt3-175b architecture),
+    so a plan of one can be set beside the other's runs, said to be another vocabulary."""
+    from placement.workload import workload
+
+    out = []
+    for spec in _published_specs():
+        if spec.name == model.name or spec.vocab_size == model.vocab_size:
+            continue
+        mine = _priced_as(workload(model.model_copy(update={"vocab_size": spec.vocab_size})))
+        if mine == _priced_as(workload(spec)):
+            out.append(spec.name)
+    return tuple(out)
+
+
 def job_key(model: str, accelerator: str, num_gpus: int, seq_len: int, global_batch: int, precision: str,
             layout: dict) -> tuple:
     """What makes a plan the very job a published run measured: the model, the accelerator, the GPUs, the batch and
@@ -193,7 +219,7 @@ def job_differences(run_id: str, layout: dict, recipe: dict, moe: bool) -> list[
 
 def published_best(moe: bool, accelerator: str, precision: str, mfu: float, job: tuple | None = None,
                    step_time_s: float | None = None, layout: dict | None = None,
-                   recipe: dict | None = None) -> dict | None:
+                   recipe: dict | None = None, model_spec=None) -> dict | None:
     """The best published MFU of a plan's kind and where the plan stands against it: the runs on the same
     accelerator at the same precision, dense or MoE alike, else (fewer than MIN_GROUP_RUNS) those of its family
     (sweep.band.FAMILIES); None
@@ -204,7 +230,8 @@ def published_best(moe: bool, accelerator: str, precision: str, mfu: float, job:
     and no error (the two are not the same job); `same_workload`: where neither is, a run of the same model, GPUs,
     batch, sequence and precision at other degrees, its measured step and the plan's priced speed-up over it (a user
     trial: a sweep's 405B plan on 8,192 H100 was priced 1.29x faster than Llama 3's measured run of that workload,
-    and said nothing of it)."""
+    and said nothing of it).  `model_spec`, the plan's model, lets `same_model` fall back on a model that differs from
+    it in the vocabulary alone."""
     from placement.sweep.band import family
 
     kind = "MoE" if moe else "dense"
@@ -245,7 +272,7 @@ def published_best(moe: bool, accelerator: str, precision: str, mfu: float, job:
                         "memory_over_counted": _memory_as_validated(other.run_id)}
     model = None
     if job is not None and same is None and similar is None and workload is None:
-        model = same_model(job[0], accelerator, precision, mfu)
+        model = same_model(job[0], accelerator, precision, mfu, model_spec)
     return {"group": f"{kind} / {where} / {precision}", "runs": len(group), "best_run": best.run_id,
             "best_citation": best.citation, "best_mfu": round(best.mfu, 4), "plan_mfu": round(mfu, 4),
             "ratio": round(mfu / best.mfu, 4), "above": mfu > best.mfu,
@@ -256,19 +283,35 @@ def published_best(moe: bool, accelerator: str, precision: str, mfu: float, job:
             "similar_job": similar, "same_workload": workload, "same_model": model}
 
 
-def same_model(model: str, accelerator: str, precision: str, mfu: float) -> dict | None:
+def same_model(model: str, accelerator: str, precision: str, mfu: float, spec=None) -> dict | None:
     """The published run of this model on this accelerator at this precision with the best MFU, at whatever GPUs,
     batch and sequence it ran, and the plan's MFU against it; None where none ran.  A user trial: GPT-OSS-120B on 64
     B200 at batch 1,280 was priced 2.4x the tokens per GPU Megatron-Bridge measured for it, and said nothing, since
-    no run had that very batch and the best MFU of all B200 MoE runs (other models) was higher still."""
-    runs = [r for r in published_runs() if r.job and r.job[0] == model and r.accelerator == accelerator
-            and r.precision == precision]
+    no run had that very batch and the best MFU of all B200 MoE runs (other models) was higher still.
+
+    Where none of the model itself ran and `spec` (its ModelSpec) is given, the runs of a model that is it but for
+    the vocabulary (`other_vocabulary_names`), with `run_model` and both vocabularies said (a QA run: gpt3-175b on
+    256 A100 at 70.2 % MFU was set beside nothing, though Korthikanti's 175B rows ran its architecture with Megatron's
+    51,200-token vocabulary at 64 GPUs); `run_model` is the plan's own model otherwise."""
+    def runs_of(names) -> list[PublishedRun]:
+        return [r for r in published_runs() if r.job and r.job[0] in names and r.accelerator == accelerator
+                and r.precision == precision]
+
+    runs = runs_of((model,))
+    if not runs and spec is not None:
+        runs = runs_of(other_vocabulary_names(spec))
     if not runs:
         return None
     top = max(runs, key=lambda r: (r.mfu, r.run_id))
+    other_vocab = None
+    if top.job[0] != model:
+        from placement.catalog import load_model
+
+        other_vocab = load_model(top.job[0]).vocab_size
     return {"run": top.run_id, "citation": top.citation, "mfu": round(top.mfu, 4), "num_gpus": top.job[2],
             "seq_len": top.job[3], "global_batch": top.job[4], "runs": len(runs), "ratio": round(mfu / top.mfu, 4),
-            "above": mfu > top.mfu}
+            "above": mfu > top.mfu, "run_model": top.job[0], "run_vocab_size": other_vocab,
+            "plan_vocab_size": None if other_vocab is None else spec.vocab_size}
 
 
 def _over_counted(run: dict, what: str) -> str:
@@ -318,7 +361,10 @@ def published_line(best: dict | None) -> str:
                      f"measured ({workload['citation']})" + _over_counted(workload, "that run's layout"))
     model = best.get("same_model")
     if model and model["above"]:
-        lines.append(f"published runs of this model on this accelerator at {best['group'].rsplit(' / ', 1)[-1]}: the "
+        what = "this model" if not model.get("run_vocab_size") else (
+            f"this architecture with another vocabulary ({model['run_model']}: {model['run_vocab_size']:,} tokens "
+            f"against this model's {model['plan_vocab_size']:,}, the same layers)")
+        lines.append(f"published runs of {what} on this accelerator at {best['group'].rsplit(' / ', 1)[-1]}: the "
                      f"best of {model['runs']}, {model['run']}, measured MFU {model['mfu']:.1%} ({model['num_gpus']:,} "
                      f"GPUs, batch {model['global_batch']:,}, sequence {model['seq_len']:,}); this plan is priced at "
                      f"MFU {best['plan_mfu']:.1%}, {model['ratio']:.2f}x it, at a scale, batch or layout none of the "
