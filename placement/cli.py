@@ -556,6 +556,15 @@ def build_recipe(recipe_file: str | None, given: dict) -> tuple[Recipe, dict[str
         where = " and ".join(x for x in (recipe_file and f"{recipe_file}", given and "the recipe flags") if x)
         raise InputError(format_validation_error(err, f"recipe ({where})")) from None
     sources = {f: f"file:{recipe_file}" for f in from_file} | {f: "flag" for f in given}
+    if recipe.fp32_weights_autocast and not (recipe.fp32_weights and recipe.grad_reduce_fp32):
+        # torch gives a parameter's .grad the parameter's dtype: float32 parameters under autocast have float32
+        # gradients, which DDP reduces as they are (a 16-bit gradient would price a job that cannot run)
+        missing = [RECIPE_FLAGS[f] for f in ("fp32_weights", "grad_reduce_fp32") if not getattr(recipe, f)]
+        where = sources.get("fp32_weights_autocast", "flag")
+        raise InputError(f"{RECIPE_FLAGS['fp32_weights_autocast']} ({'the flag' if where == 'flag' else where}) "
+                         f"prices torch's autocast over float32 parameters, whose gradients torch keeps and reduces in "
+                         f"float32, but {' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} off; add "
+                         f"{' '.join(missing)}, or drop {RECIPE_FLAGS['fp32_weights_autocast']}")
     return recipe, sources
 
 

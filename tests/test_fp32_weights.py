@@ -137,12 +137,22 @@ def test_torch_autocast_keeps_the_float32_weights_whole_holds_their_casts_and_br
     with a bf16 copy gathered for the loop (2.5 bytes a weight, the gather at 2)."""
     p = _params()
     torch_zero = ["--zero", "1", "--fp32-weights-autocast"]
-    mem = _memory("--fp32-weights", *torch_zero)["memory"]
+    mem = _memory("--fp32-weights", "--grad-reduce-fp32", *torch_zero)["memory"]
     assert mem["weights_bytes"] == pytest.approx(p * (4.0 + 2.0), rel=0.01)
     assert mem["optimizer_bytes"] == pytest.approx(p * 8.0 / 8, rel=0.01)
-    ddp = _memory("--fp32-weights", "--zero", "0", "--fp32-weights-autocast")["memory"]
+    ddp = _memory("--fp32-weights", "--grad-reduce-fp32", "--zero", "0", "--fp32-weights-autocast")["memory"]
     assert ddp["weights_bytes"] == pytest.approx(p * (4.0 + 2.0), rel=0.01)
     # 8 micro-batches: the gather still moves float32, as much as the reduce-scatter of the float32 gradients
     assert _dp_s(*torch_zero) == pytest.approx(_dp_s("--zero", "0"), rel=1e-3)
     run = {r.id: r for r in load_runs()}["flash-attn2-2023-t1-gpt3-1.3b-2k"]
     assert run.recipe.fp32_weights_autocast and "stay whole on every rank" in " ".join(run.recipe_sources.split())
+
+
+def test_autocast_over_float32_weights_with_16_bit_gradients_is_refused() -> None:
+    """torch gives a float32 parameter a float32 .grad: --fp32-weights-autocast without --grad-reduce-fp32 priced
+    2-byte gradients and their 2-byte reduction for a job that cannot run so."""
+    result = CliRunner().invoke(main, [*JOB, "--fp32-weights", "--fp32-weights-autocast"])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert ("--fp32-weights-autocast (the flag) prices torch's autocast over float32 parameters, whose gradients "
+            "torch keeps and reduces in float32, but --grad-reduce-fp32 is off; add --grad-reduce-fp32, or drop "
+            "--fp32-weights-autocast") in result.stderr
