@@ -80,7 +80,9 @@ def breakdown_rows(p: Plan) -> list[list[str]]:
     """The step-time table's rows: term, total, exposed, overlapped (s/step, as printed)."""
     b = p.breakdown
     # the accumulation row only where the recipe prices one (Megatron's fused accumulation has none)
-    accumulation = ([["gradient accumulation", f"{b.grad_accumulation:.3f}", f"{b.grad_accumulation:.3f}", ""]]
+    casts = p.recipe_spec().fp32_weights_autocast and p.recipe_spec().fp32_weights and p.layout.zero_stage < 3
+    label = "gradient accumulation, weight casts" if casts else "gradient accumulation"
+    accumulation = ([[label, f"{b.grad_accumulation:.3f}", f"{b.grad_accumulation:.3f}", ""]]
                     if b.grad_accumulation > 0 else [])
     # the slowest-GPU row only where the accelerator prices a spread (AcceleratorSpec.speed_variability)
     variability = ([["GPU variability (slowest GPU)", f"{b.variability:.3f}", f"{b.variability:.3f}", ""]]

@@ -156,3 +156,19 @@ def test_autocast_over_float32_weights_with_16_bit_gradients_is_refused() -> Non
     assert ("--fp32-weights-autocast (the flag) prices torch's autocast over float32 parameters, whose gradients "
             "torch keeps and reduces in float32, but --grad-reduce-fp32 is off; add --grad-reduce-fp32, or drop "
             "--fp32-weights-autocast") in result.stderr
+
+
+def test_each_micro_batch_casts_the_float32_weights_under_autocast() -> None:
+    """QA: the FlashAttention-2 rows' step priced no cast of the float32 weights, which each micro-batch's forward
+    reads (4 bytes) and writes in bf16 (2) under autocast (flash_attn FusedDenseFunc.forward), beside the float32
+    accumulation of its gradient (fp32_copy: read 2, write 4, read 4 + 4, write 4): 6 bytes a weight beside 18."""
+    def accumulation_s(*extra: str) -> float:
+        return _memory("--fp32-weights", "--grad-reduce-fp32", "--grad-accumulation", "fp32_copy", "--zero", "1",
+                       *extra)["breakdown"]["grad_accumulation"]
+
+    plain = accumulation_s()
+    assert plain > 0
+    assert accumulation_s("--fp32-weights-autocast") == pytest.approx(plain * (18.0 + 6.0) / 18.0, rel=1e-3)
+    result = CliRunner().invoke(main, [*JOB[:-1], "--fp32-weights", "--grad-reduce-fp32", "--fp32-weights-autocast",
+                                       "--grad-accumulation", "fp32_copy", "--zero", "1"])
+    assert "gradient accumulation, weight casts" in result.stdout

@@ -78,6 +78,12 @@ GRAD_ACCUMULATION_BYTES_PER_PARAM = {"fused": 0.0, "autograd": 6.0, "fp32_copy":
 GradAccumulation): none beyond the GEMM for Megatron's fused path; `.grad += g` in 16 bits (read 2 + 2,
 write 2; not on a step's first micro-batch, which assigns); BF16_Optimizer's cast to fp32 (read 2, write 4)
 and add (read 4 + 4, write 4); with its buffer in bf16 the add alone (read 2 + 2, write 2), on every micro-batch."""
+AUTOCAST_WEIGHT_CAST_BYTES_PER_PARAM = 6.0
+"""HBM bytes per local parameter per micro-batch of bf16 autocast over float32 weights (recipe fp32_weights_autocast):
+each GEMM reads its float32 weight (4) and writes the bf16 cast (2) in forward, once a micro-batch, since each
+micro-batch's forward is an autocast region of its own (flash_attn/ops/fused_dense.py FusedDenseFunc.forward:51-52,
+Dao-AILab/flash-attention 0251105a; torch autocast's cast cache lives for one region); backward reads the kept cast
+inside its GEMMs."""
 UNSHARDED_ACCUMULATION_BYTES_PER_PARAM = {True: (6.0, 10.0), False: (0.0, 6.0)}
 """HBM bytes per stage parameter of FSDP2's unsynchronized gradient accumulation (recipe pipeline_unsharded_grads),
 (a step's first micro-batch, each later one), by whether it reduces in float32: the bf16 gradient cast to the fp32

@@ -727,7 +727,9 @@ def _grad_accumulation_s(x: Ctx, params: _Params) -> np.ndarray | float:
     """(S, K) seconds per micro-batch each kind of rank spends accumulating its weight gradients outside the
     GEMMs (recipe grad_accumulation, constants.GRAD_ACCUMULATION_BYTES_PER_PARAM): its parameters' bytes at HBM
     speed; on the gradient shard where ZeRO-2/3 reduce-scatter every micro-batch; autograd's `+=` skips a step's
-    first micro-batch; a DualPipe micro-batch passes one of a rank's two stages."""
+    first micro-batch; a DualPipe micro-batch passes one of a rank's two stages.  Under bf16 autocast over float32
+    weights (recipe fp32_weights_autocast) it holds each micro-batch's cast of the weights too, the same kind of
+    work beside the GEMMs."""
     mode = x.recipe.grad_accumulation
     per_param = C.GRAD_ACCUMULATION_BYTES_PER_PARAM[mode.value]
     per_microbatch = 0.5 if _bidirectional(x.recipe) else 1.0
@@ -737,6 +739,11 @@ def _grad_accumulation_s(x: Ctx, params: _Params) -> np.ndarray | float:
     deferred = x.recipe.pipeline_unsharded_grads & (x.b.pp > 1) & (x.b.zero >= 2)
     first, later = C.UNSHARDED_ACCUMULATION_BYTES_PER_PARAM[bool(x.recipe.grad_reduce_fp32)]
     unsharded = np.where(deferred, (params.dense_kinds + params.expert_kinds) * (first + later * (m - 1.0)) / m, 0.0)
+    # ...and under bf16 autocast over float32 weights (recipe fp32_weights_autocast) each micro-batch's forward casts
+    # every weight the rank holds, whole below ZeRO-3 (constants.AUTOCAST_WEIGHT_CAST_BYTES_PER_PARAM)
+    if x.recipe.fp32_weights_autocast and x.recipe.fp32_weights:
+        unsharded = unsharded + np.where(x.b.zero < 3, (params.dense_kinds + params.expert_kinds)
+                                         * C.AUTOCAST_WEIGHT_CAST_BYTES_PER_PARAM, 0.0)
     if per_param == 0.0:
         return unsharded * per_microbatch / x.hbm_bw
     sharded = (x.b.zero >= 2) & ~deferred
