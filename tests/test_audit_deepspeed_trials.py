@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from click.testing import CliRunner
 
 from placement.cli import main
@@ -166,3 +167,24 @@ def test_auto_batch_values_under_deepspeeds_own_config_argument_are_refused(tmp_
                     str(tmp_path / "ds.json"), "--json")
     assert result.exit_code in (0, 1), result.output
     assert json.loads(result.stdout)["layout"]["micro_batch_size"] == 2
+
+
+@pytest.mark.parametrize("stage", [3, 2])
+def test_zero_plus_plus_quantized_collectives_are_said_not_left_unread(tmp_path, stage):
+    """QA: a DeepSpeed JSON with ZeRO++ zero_quantized_weights / zero_quantized_gradients (int8 weight gathers, int4
+    gradient all-to-all) was priced with 16-bit gathers and reduce-scatters and said nothing of either key; under
+    stage 3, where DeepSpeed runs them, each is now named with what is priced instead."""
+    config = {"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 4, "bf16": {"enabled": True},
+              "zero_optimization": {"stage": stage, "zero_quantized_weights": True, "zero_quantized_gradients": True}}
+    (tmp_path / "ds.json").write_text(json.dumps(config))
+    result = _audit("--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "64", "--launch",
+                    str(tmp_path / "ds.json"), "--json")
+    assert result.exit_code in (0, 1), result.output
+    ignored = json.loads(result.stdout)["layout"]["ignored"]
+    weights = [x for x in ignored if x.startswith("zero_quantized_weights true")]
+    grads = [x for x in ignored if x.startswith("zero_quantized_gradients true")]
+    if stage == 3:
+        assert len(weights) == 1 and "int8" in weights[0] and "priced as a 16-bit gather" in weights[0]
+        assert len(grads) == 1 and "int4" in grads[0] and "priced as a reduce-scatter" in grads[0]
+    else:  # DeepSpeed's ZeRO-1/2 optimizer never reads them
+        assert not weights and not grads

@@ -278,6 +278,10 @@ def _read_config(text: str, path: Path, s: Settings, where: Callable[[int], str]
         if int(zero.get("zero_hpz_partition_size", 1) or 1) > 1:
             hpz = ev("zero_hpz_partition_size")
             s.ignored.append(f"zero_hpz_partition_size (ZeRO++ hierarchical partitioning) ({hpz})")
+        for key, what, priced in ZERO_PP_QUANTIZED:
+            if zero.get(key) is True and stage == 3:
+                s.ignored.append(f"{key} true ({ev(key)}): ZeRO++ {what}, priced as {priced}: the job's DP "
+                                 f"traffic is smaller than printed")
     pipe = data.get("pipeline")
     if isinstance(pipe, dict) and "activation_checkpoint_interval" in pipe:
         # PipelineEngine seeds its module's checkpoint interval from it (runtime/pipe/engine.py): 0 is none
@@ -348,6 +352,17 @@ def _offload_warning(s: Settings, stated: str, key: str) -> None:
     only3 = " (DeepSpeed takes offload_param with stage 3 only)" if key == "offload_param" else ""
     s.warnings.append(f"{stated}: {OFFLOADED[key]}, which the estimate does not price (it keeps them on the GPU): the "
                       f"job's step is longer and its GPU memory smaller than printed{only3}")
+
+
+ZERO_PP_QUANTIZED = (
+    ("zero_quantized_weights", "qwZ: ZeRO-3 gathers each weight as int8 with per-group scales (runtime/zero/"
+     "partition_parameters.py all-gather `allgather_dtype = torch.int8`, CUDAQuantizer 8 bits), about half the bytes "
+     "of its 16-bit gather", "a 16-bit gather"),
+    ("zero_quantized_gradients", "qgZ: ZeRO-3 reduces the gradients by an all-to-all of int4 values with scales "
+     "(runtime/zero/stage3.py all_to_all_quant_reduce; runtime/comm/coalesced_collectives.py swizzle_quant 4 bits), "
+     "not a reduce-scatter at their reduce width", "a reduce-scatter at the gradient's width"))
+"""DeepSpeed's ZeRO++ quantized collectives (runtime/zero/config.py zero_quantized_weights, zero_quantized_gradients;
+stage 3 only, deepspeedai/DeepSpeed edaa72212): read and said, not priced."""
 
 
 DEEPSPEED_REDUCE_BUCKET_DEFAULT = 500_000_000
