@@ -239,3 +239,21 @@ def test_a_model_whose_runs_differ_only_in_the_vocabulary_is_set_beside_them_and
     assert own["run_model"] == "gpt3-175b" and own["run_vocab_size"] is None
     assert _plan("--model", "llama3-8b", "--cluster", "dgx-a100-80g", "--gpus", "64")["published_best"][
         "same_model"] is None
+
+
+def test_a_model_with_no_run_on_its_accelerator_is_set_beside_its_family_and_says_which():
+    """QA: gpt3-175b on 512 A100 40GB was set beside no run of its layers, though Korthikanti's 175B rows ran them on
+    A100 80GB (the same 312 TFLOP/s; MFU is over each one's own peak); the plan now names the run and its
+    accelerator.  A model with a run on its own accelerator keeps that one."""
+    result = CliRunner().invoke(main, ["plan", "--top-k", "1", "--model", "gpt3-175b", "--cluster", "dgx-a100-40g",
+                                       "--gpus", "512"])
+    assert result.exit_code == 0, result.output[-800:]
+    plan = _plan("--model", "gpt3-175b", "--cluster", "dgx-a100-40g", "--gpus", "512")
+    best = plan["published_best"]
+    got = best["same_model"]
+    assert best["accelerator"] == "a100-40g"
+    assert (got["run_accelerator"], got["run_model"]) == ("a100-80g", "megatron-gpt-175b")
+    if got["above"]:
+        assert "the same layers) on a100-80g (this accelerator's family) at bf16: the best of 2" in result.output
+    own = _plan("--model", "gpt3-175b", "--cluster", "dgx-a100-80g", "--gpus", "256")["published_best"]["same_model"]
+    assert own["run_accelerator"] == "a100-80g"

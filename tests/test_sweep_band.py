@@ -194,8 +194,13 @@ def test_a_published_run_of_the_same_model_at_another_batch_is_the_slow_end_at_l
     # on an accelerator or at a precision the model has no published run of, none
     assert published_best(True, "b200", "fp8", 0.5, job_key("gpt-oss-120b", "b200", 64, 4096, 1280, "fp8", {}),
                           1.0, {}, {})["same_model"] is None
-    assert published_best(True, "h800-sxm", "bf16", 0.5, job_key("gpt-oss-120b", "h800-sxm", 64, 4096, 1280, "bf16",
-                                                                 {}), 1.0, {}, {})["same_model"] is None
+    # on another accelerator of its family (H800, a Hopper), the family's run, its accelerator said; outside any
+    # family, none
+    kin = published_best(True, "h800-sxm", "bf16", 0.5, job_key("gpt-oss-120b", "h800-sxm", 64, 4096, 1280, "bf16",
+                                                                {}), 1.0, {}, {})["same_model"]
+    assert kin is not None and kin["run_accelerator"] != "h800-sxm" and kin["run_accelerator"].startswith("h")
+    assert (published_best(True, "mi300x", "bf16", 0.5, job_key("gpt-oss-120b", "mi300x", 64, 4096, 1280, "bf16",
+                                                                {}), 1.0, {}, {}) or {}).get("same_model") is None
 
 
 def test_a_deadline_met_only_at_the_predicted_step_is_flagged_at_risk(tmp_path):

@@ -273,7 +273,8 @@ def published_best(moe: bool, accelerator: str, precision: str, mfu: float, job:
     model = None
     if job is not None and same is None and similar is None and workload is None:
         model = same_model(job[0], accelerator, precision, mfu, model_spec)
-    return {"group": f"{kind} / {where} / {precision}", "runs": len(group), "best_run": best.run_id,
+    return {"group": f"{kind} / {where} / {precision}", "accelerator": accelerator, "runs": len(group),
+            "best_run": best.run_id,
             "best_citation": best.citation, "best_mfu": round(best.mfu, 4), "plan_mfu": round(mfu, 4),
             "ratio": round(mfu / best.mfu, 4), "above": mfu > best.mfu,
             "same_job": None if same is None or step_time_s is None else {
@@ -292,14 +293,23 @@ def same_model(model: str, accelerator: str, precision: str, mfu: float, spec=No
     Where none of the model itself ran and `spec` (its ModelSpec) is given, the runs of a model that is it but for
     the vocabulary (`other_vocabulary_names`), with `run_model` and both vocabularies said (a QA run: gpt3-175b on
     256 A100 at 70.2 % MFU was set beside nothing, though Korthikanti's 175B rows ran its architecture with Megatron's
-    51,200-token vocabulary at 64 GPUs); `run_model` is the plan's own model otherwise."""
-    def runs_of(names) -> list[PublishedRun]:
-        return [r for r in published_runs() if r.job and r.job[0] in names and r.accelerator == accelerator
+    51,200-token vocabulary at 64 GPUs); `run_model` is the plan's own model otherwise.  Where neither ran on the
+    accelerator, those on the others of its family (sweep.band.FAMILIES: MFU is over each one's own peak), with
+    `run_accelerator` said (a QA run: gpt3-175b on 512 A100 40GB was set beside nothing, though the 175B rows ran
+    on A100 80GB); `run_accelerator` is the plan's own otherwise."""
+    from placement.sweep.band import family
+
+    fam = family(accelerator)
+    kin = tuple(sorted({r.accelerator for r in published_runs() if fam is not None and r.accelerator != accelerator
+                        and family(r.accelerator) == fam}))
+
+    def runs_of(names, accelerators) -> list[PublishedRun]:
+        return [r for r in published_runs() if r.job and r.job[0] in names and r.accelerator in accelerators
                 and r.precision == precision]
 
-    runs = runs_of((model,))
-    if not runs and spec is not None:
-        runs = runs_of(other_vocabulary_names(spec))
+    others = other_vocabulary_names(spec) if spec is not None else ()
+    runs = next((found for names, accs in (((model,), (accelerator,)), (others, (accelerator,)), ((model,), kin),
+                                           (others, kin)) if (found := runs_of(names, accs))), [])
     if not runs:
         return None
     top = max(runs, key=lambda r: (r.mfu, r.run_id))
@@ -310,7 +320,8 @@ def same_model(model: str, accelerator: str, precision: str, mfu: float, spec=No
         other_vocab = load_model(top.job[0]).vocab_size
     return {"run": top.run_id, "citation": top.citation, "mfu": round(top.mfu, 4), "num_gpus": top.job[2],
             "seq_len": top.job[3], "global_batch": top.job[4], "runs": len(runs), "ratio": round(mfu / top.mfu, 4),
-            "above": mfu > top.mfu, "run_model": top.job[0], "run_vocab_size": other_vocab,
+            "above": mfu > top.mfu, "run_model": top.job[0], "run_accelerator": top.accelerator,
+            "run_vocab_size": other_vocab,
             "plan_vocab_size": None if other_vocab is None else spec.vocab_size}
 
 
@@ -364,7 +375,10 @@ def published_line(best: dict | None) -> str:
         what = "this model" if not model.get("run_vocab_size") else (
             f"this architecture with another vocabulary ({model['run_model']}: {model['run_vocab_size']:,} tokens "
             f"against this model's {model['plan_vocab_size']:,}, the same layers)")
-        lines.append(f"published runs of {what} on this accelerator at {best['group'].rsplit(' / ', 1)[-1]}: the "
+        acc = model.get("run_accelerator")
+        where = "this accelerator" if acc is None or acc == best.get("accelerator", acc) else (
+            f"{acc} (this accelerator's family)")
+        lines.append(f"published runs of {what} on {where} at {best['group'].rsplit(' / ', 1)[-1]}: the "
                      f"best of {model['runs']}, {model['run']}, measured MFU {model['mfu']:.1%} ({model['num_gpus']:,} "
                      f"GPUs, batch {model['global_batch']:,}, sequence {model['seq_len']:,}); this plan is priced at "
                      f"MFU {best['plan_mfu']:.1%}, {model['ratio']:.2f}x it, at a scale, batch or layout none of the "

@@ -625,7 +625,9 @@ def anchored_band(band: dict | None, best: dict | None) -> dict | None:
         # the same model ran on this accelerator at this precision (another batch or scale) at a lower MFU than the
         # plan's: that MFU is the slow end at least, as the best run of the kind's is below
         what = "this model" if not model.get("run_vocab_size") else (
-            f"this architecture here, with {model['run_model']}'s {model['run_vocab_size']:,}-token vocabulary")
+            f"this architecture, with {model['run_model']}'s {model['run_vocab_size']:,}-token vocabulary,")
+        acc = model.get("run_accelerator")
+        what += " here" if acc is None or acc == best.get("accelerator", acc) else f" on {acc}"
         note = (f"slow end at the best published MFU of {what} ({model['mfu']:.1%}, {model['run']}, "
                 f"{model['num_gpus']:,} GPUs at batch {model['global_batch']:,}): the plan is priced "
                 f"{model['ratio']:.2f}x above it")
