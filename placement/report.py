@@ -120,6 +120,23 @@ def optimizer_label(p: Plan) -> str:
     return f"optimizer state (Adam: fp32 master + {moments} moments)"
 
 
+def weights_label(p: Plan) -> str:
+    """The weights row's label: what the row holds where the weights are float32 (recipe fp32_weights), whose row
+    is otherwise the 16-bit weights alone (a QA run: 1.3B parameters' 7.3 GiB read as 6 bytes a weight, unsaid)."""
+    r, lay = p.recipe_spec(), p.layout
+    if not r.fp32_weights:
+        return "weights"
+    if lay.zero_stage < 3 and r.fp32_weights_autocast:
+        return "weights (fp32, whole; with the bf16 casts autocast keeps for backward)"
+    copy = "bf16" if lay.num_microbatches > 1 else "fp32"
+    shard = lay.dp if lay.dp_shard is None else lay.dp_shard
+    over = (r.optimizer_over_replicas and lay.zero_stage == 3 and shard < lay.dp
+            and (r.optimizer_over_replicas_beside_fsdp or shard <= lay.ep))  # cost.context.over_replicas
+    if lay.zero_stage in (1, 2) or over:
+        return f"weights (fp32 shard; with the {copy} copy gathered for the step)"
+    return "weights (fp32)"
+
+
 def logits_label(p: Plan) -> str:
     """The logits row's label, with the bytes a logit the loss holds and why (cost.memory.logits_bytes_per_element):
     an eager float32 loss holds twice Megatron's (a user trial: torchtitan's eager loss was priced at Megatron's 6
@@ -147,7 +164,7 @@ def memory_rows(p: Plan) -> list[list[str]]:
                   f"{m.reserve_bytes / GiB:.1f}"],
                  ["buffers (FSDP prefetch, CUDA graphs, TP overlap, masks)", f"{m.buffers_bytes / GiB:.1f}"]]
     return [
-        ["weights", f"{m.weights_bytes / GiB:.1f}"], [grads, f"{m.grads_bytes / GiB:.1f}"],
+        [weights_label(p), f"{m.weights_bytes / GiB:.1f}"], [grads, f"{m.grads_bytes / GiB:.1f}"],
         [optimizer_label(p), f"{m.optimizer_bytes / GiB:.1f}"], ["activations", f"{m.activations_bytes / GiB:.1f}"],
         *other,
         *([["kept free (--memory-headroom-gib)", f"{p.memory_headroom_bytes / GiB:.1f}"]]

@@ -5,6 +5,7 @@ stored weights sharded as the optimizer state and gathered for the step (bf16 un
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -172,3 +173,22 @@ def test_each_micro_batch_casts_the_float32_weights_under_autocast() -> None:
     result = CliRunner().invoke(main, [*JOB[:-1], "--fp32-weights", "--grad-reduce-fp32", "--fp32-weights-autocast",
                                        "--grad-accumulation", "fp32_copy", "--zero", "1"])
     assert "gradient accumulation, weight casts" in result.stdout
+
+
+@pytest.mark.parametrize(("extra", "label"), [
+    (("--zero", "1"), "weights (fp32 shard; with the bf16 copy gathered for the step)"),
+    (("--zero", "1", "--global-batch", "8"), "weights (fp32 shard; with the fp32 copy gathered for the step)"),
+    (("--zero", "1", "--fp32-weights-autocast"), "weights (fp32, whole; with the bf16 casts autocast keeps for "
+                                                 "backward)"),
+    (("--zero", "3"), "weights (fp32)"),
+])
+def test_the_weights_row_says_what_it_holds(extra, label) -> None:
+    """QA: the memory table's weights row read `weights` whether it held 2 bytes a weight or float32 weights with a
+    gathered copy or autocast's casts (1.3B parameters at 7.3 GiB), where the gradients row names its dtype."""
+    result = CliRunner().invoke(main, [*JOB[:-1], "--fp32-weights", "--grad-reduce-fp32", *extra])
+    assert result.exit_code in (0, 1), result.output
+    rows = [line for line in result.stdout.splitlines() if line.startswith("weights")]
+    assert len(rows) == 1 and rows[0].startswith(label + "  "), rows
+    plain = CliRunner().invoke(main, [*JOB[:-1], "--zero", "1"])
+    plain_rows = [line for line in plain.stdout.splitlines() if line.startswith("weights")]
+    assert len(plain_rows) == 1 and re.match(r"weights\s{2,}[\d.]+$", plain_rows[0]), plain_rows
