@@ -86,8 +86,7 @@ def tp_term(x: Ctx) -> TpTerm:
     # backward pairs' gathers are the row-parallel linears' output gradients, which a block-scaled recipe gathers
     # twice over (`grad_gather_bytes_share`)
     share, grad_share = gather_bytes_share(x), grad_gather_bytes_share(x)
-    gather = tp_gather_share(x, group, act, share)
-    grad_gather = tp_gather_share(x, group, act, grad_share)
+    gather, grad_gather = tp_gather_shares(group, act, share, grad_share)
     backward = 2.0  # the backward's all-reduce equivalents (counted in ops above)
     comm, hidden_dense, hidden_moe, regathers = column_backward(x, one, one * gather)
     dense = one * (0.5 * ops + gather * (ops - backward) + grad_gather * backward) + one * gather * 2.0 * regathers
@@ -136,16 +135,14 @@ def grad_gather_bytes_share(x: Ctx) -> np.ndarray:
     return np.where(_quantised_gathers(x), both, 1.0)
 
 
-def tp_gather_share(x: Ctx, group: coll.Groups, act: np.ndarray, share: np.ndarray | None = None) -> np.ndarray:
-    """Seconds of one TP all-gather as a share of a 16-bit all-reduce of `act` (1/2 at 16 bits; nearer 1/4 where
-    it gathers FP8: `gather_bytes_share`, or `share` given), bandwidth and latency both priced by the group's
-    collectives."""
-    share = gather_bytes_share(x) if share is None else share
-    if not np.any(share != 1.0):
-        return np.full_like(np.asarray(act, dtype=np.float64), 0.5)
-    rs = group.reduce_scatter(act)
-    other = group.reduce_scatter(act * share)
-    return np.where(share != 1.0, 0.5 * other / np.maximum(rs, 1e-30), 0.5)
+def tp_gather_shares(group: coll.Groups, act: np.ndarray, *shares: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Seconds of one TP all-gather of `act` x share bytes, for each of `shares` (`gather_bytes_share`,
+    `grad_gather_bytes_share`), as a share of a 16-bit all-reduce of `act`: 1/2 at 16 bits, nearer 1/4 where it
+    gathers FP8; bandwidth and latency both priced by the group's collectives, the 16-bit reduce-scatter once."""
+    if not any(np.any(share != 1.0) for share in shares):
+        return tuple(np.full_like(np.asarray(act, dtype=np.float64), 0.5) for _ in shares)
+    rs = np.maximum(group.reduce_scatter(act), 1e-30)
+    return tuple(np.where(share != 1.0, 0.5 * group.reduce_scatter(act * share) / rs, 0.5) for share in shares)
 
 
 def column_backward(x: Ctx, all_reduce_s: np.ndarray, gather_s: np.ndarray | None = None
