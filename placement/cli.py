@@ -311,6 +311,7 @@ RECIPE_FLAGS = {
     "moe_fusions": "--moe-fusions", "cpu_affinity": "--cpu-affinity", "fused_model_ops": "--fused-model-ops",
     "cuda_launch_blocking": "--cuda-launch-blocking", "grad_accumulation": "--grad-accumulation",
     "grad_buckets": "--grad-buckets", "ddp_bucket_params": "--ddp-bucket-params",
+    "grad_buffer_passes": "--grad-buffer-passes",
     "checkpoint_sync": "--checkpoint-sync", "checkpoint_interval": "--checkpoint-interval",
     "loss_chunks": "--loss-chunks", "fp8_lm_head": "--fp8-lm-head", "fp8_recasts_weights": "--fp8-recasts-weights",
 }
@@ -468,6 +469,11 @@ def recipe_options(fn: Callable) -> Callable:
         click.option("--ddp-bucket-params", "ddp_bucket_params", type=click.IntRange(1, None), default=None,
                      help="Parameters per gradient bucket (Megatron-LM --ddp-bucket-size; default Megatron-Core's "
                           "max(40M, 1M x dp x cp); NeMo 2 and Megatron-Bridge set 134217728)."),
+        click.option("--grad-buffer-passes", "grad_buffer_passes", type=click.IntRange(0, 8), default=None,
+                     help="Passes over the rank's whole gradient buffer each step at ZeRO-0/1 (default 3: "
+                          "Megatron-Core's DDP zeroes it and scales it by 1/dp; 4 with its NaN check, Megatron-LM's "
+                          "command line unless --no-check-for-nan-in-loss-and-grad; 2 fewer under "
+                          "--ddp-average-in-collective; 0 for frameworks without Megatron-Core's buffer)."),
         onoff("grad_reduce_fp32", "Gradients accumulated and reduce-scattered in fp32 (Megatron under --bf16)."),
         onoff("grad_all_reduce", "ZeRO-1 all-reduces the whole gradient before updating its shard (DeepSpeed's "
                                  "BF16_Optimizer), not a reduce-scatter."),

@@ -383,7 +383,13 @@ CAPABILITIES: dict[str, Capability] = {
                   "tensor_parallel/mappings.py, since c2ea914f7d of 2022-09-23)",
         seq_split_per_cp_rank=True,
         sequential_layers="Megatron-Core 0.19.2's TransformerLayer runs the MLP on the residual the attention "
-                          "output was added to (transformer/transformer_layer.py)"),
+                          "output was added to (transformer/transformer_layer.py)",
+        recipe=(("grad_buffer_passes", 4,
+                 "Megatron-LM's command line, which these files write, checks each gradient bucket's norm for NaN "
+                 "before reducing it (check_for_nan_in_grad from --check-for-nan-in-loss-and-grad, on by default: "
+                 "core_v0.19.0 training.py:1989, param_and_grad_buffer.py check_grads), besides zeroing the "
+                 "gradient buffer each step and scaling it by 1/dp (:1615, :660-661)"),),
+        recipe_choices=frozenset({"grad_buffer_passes"})),
     "torchtitan": Capability(
         "torchtitan", "torchtitan 0.3.0", zero_stages=(0, 2, 3), zero_stages_with_pp=(0, 2, 3), etp="tp_without_ep",
         torchtitan_split=True, zero0_with_cp=False, tied_pipeline=TORCHTITAN_TIED_PIPELINE,
@@ -403,7 +409,11 @@ CAPABILITIES: dict[str, Capability] = {
             "its pipeline_parallel_layers_per_stage and first/last_stage_less_layers can give",
         sequential_layers="torchtitan 0.3.0's TransformerBlock runs the feed-forward on the residual the attention "
                           "output was added to (models/*/model.py)",
-        recipe=(("grad_reduce_fp32", True, "torchtitan 0.3.0 reduces gradients in float32: FSDP2's reduce_dtype is "
+        recipe=(("grad_buffer_passes", 0,
+                 "torchtitan 0.3.0 keeps no Megatron-Core gradient buffer to zero, scale and NaN-check: torch's "
+                 "optimizer.zero_grad() frees the gradients (set_to_none) and FSDP2 folds the 1/dp into its "
+                 "reduce-scatter (its own per-step gradient copies are not priced)"),
+                ("grad_reduce_fp32", True, "torchtitan 0.3.0 reduces gradients in float32: FSDP2's reduce_dtype is "
                                            "training.mixed_precision_reduce, whose only value is float32 "
                                            "(config/configs.py), and a job without FSDP is wrapped in it too, with "
                                            "a shard degree of 1, to install that policy "
@@ -495,7 +505,11 @@ CAPABILITIES: dict[str, Capability] = {
         why="no interleaving, no ring context parallelism, no HSDP, its own expert groups (placement plans "
             "ep 1), stages of equal layers, ZeRO-1 only with pipeline parallelism (PipelineEngine), and "
             "ZeRO-0's all-reduce does not overlap backward",
-        recipe=(("pipeline_p2p_blocking", True, "DeepSpeed 0.19.8's PipelineEngine sends and receives between "
+        recipe=(("grad_buffer_passes", 0,
+                 "DeepSpeed 0.19.8's ZeRO optimizer keeps no Megatron-Core gradient buffer: its zero_grad frees the "
+                 "gradients (set_to_none, runtime/zero/stage_1_and_2.py zero_grad) and it divides each reduction "
+                 "bucket by dp (average_tensor; its own per-step gradient copies are not priced)"),
+                ("pipeline_p2p_blocking", True, "DeepSpeed 0.19.8's PipelineEngine sends and receives between "
                                                 "stages one blocking call after another (runtime/pipe/schedule.py "
                                                 "TrainSchedule, runtime/pipe/p2p.py)"),
                 ("pipeline_p2p_scatter", True, "DeepSpeed 0.19.8's PipelineEngine sends each TP rank's 1/tp share "
@@ -535,7 +549,9 @@ CAPABILITIES: dict[str, Capability] = {
             "CP, and its pipeline runs every forward before the backward (not the 1F1B placement prices): pp 1",
         sequential_layers="MaxText 0.2.5's decoder layers run the MLP on the residual the attention output was "
                           "added to (layers/llama2.py, layers/gpt3.py)",
-        recipe=(("grad_reduce_fp32", True, "MaxText 0.2.5 keeps fp32 weights and gradients (configs/base.yml "
+        recipe=(("grad_buffer_passes", 0, "MaxText 0.2.5's gradients are values of its compiled step, which XLA "
+                                          "fuses: no Megatron-Core gradient buffer zeroed, scaled or NaN-checked"),
+                ("grad_reduce_fp32", True, "MaxText 0.2.5 keeps fp32 weights and gradients (configs/base.yml "
                                            "weight_dtype and grad_dtype float32): its data-parallel reduction "
                                            "moves fp32"),
                 ("attention_kernel", AttentionKernel.FLASH2,

@@ -97,7 +97,7 @@ def breakdown_rows(p: Plan) -> list[list[str]]:
         ["host (launches, syncs)", f"{b.host:.3f}", f"{b.host:.3f}", ""],
         *accumulation,
         ["pipeline bubble", f"{b.bubble:.3f}", f"{b.bubble:.3f}", ""],
-        ["optimizer step", f"{b.optimizer:.3f}", f"{b.optimizer:.3f}", ""],
+        ["optimizer step, gradient buffer", f"{b.optimizer:.3f}", f"{b.optimizer:.3f}", ""],
         ["overlap slowdown", f"{b.overlap_slowdown:.3f}", f"{b.overlap_slowdown:.3f}", ""],
         *variability,
     ]
@@ -359,6 +359,8 @@ def recipe_line(p: Plan) -> str:
         items.append("sp keeps gathered inputs")
     if r.tp_gathers_16bit and p.precision == "fp8" and lay.tp > 1 and lay.sequence_parallel:
         items.append("tp gathers 16-bit")
+    if lay.zero_stage <= 1 and r.grad_buffer_passes != Recipe.model_fields["grad_buffer_passes"].default:
+        items.append(f"{r.grad_buffer_passes} passes over the gradient buffer a step")
     zero = priced_zero(r, lay.zero_stage)
     if zero != lay.zero_stage:
         items.append("zero-0 as fsdp2 over one-rank shards")

@@ -213,8 +213,8 @@ def test_installed_entry_point_runs_as_a_process():
 def test_emit_writes_framework_files_with_a_header(tmp_path):
     code, _, err = run("plan", "--model", "llama3-70b", "--cluster", "dgx-h100", "--gpus", "64", "--seq-len", "8192",
                        "--global-batch", "128", "--top-k", "5", "--emit", "all", "--out", str(tmp_path),
-                       "--plan-index", "5")
-    # plan 5 is ZeRO-2 under a pipeline: torchtitan's run of it is over the GPU's memory here, and DeepSpeed refuses
+                       "--plan-index", "4")
+    # plan 4 is ZeRO-2 under a pipeline: torchtitan's run of it is over the GPU's memory here, and DeepSpeed refuses
     # its pipeline with ZeRO-2 at start-up: every file is written, and the command exits 1 naming both
     assert code == 1, err
     assert ("what torchtitan.sh runs instead of the plan is over the GPU's memory; deepspeed.sh is refused at "

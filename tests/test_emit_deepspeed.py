@@ -42,7 +42,8 @@ def ctx_for(model_name: str, gpus: int, fixed: tuple, precision: str = "bf16", g
                                                                  pipeline_p2p_scatter=True,
                                                                  pipeline_p2p_blocking=True,
                                                                  grad_accumulation=GradAccumulation.AUTOGRAD,
-                                                                 param_gather_overlap=False))
+                                                                 param_gather_overlap=False,
+                                                                 grad_buffer_passes=0))
     result = plan_job(model, train, topo, cfg, None, with_rank_table=False)
     return EmitContext.of(result.plans[0], topo, result.gpu_of_rank[0], model, train)
 

@@ -23,12 +23,14 @@ LAUNCH = re.compile(r"^#\s+(\S+): (?:CUDA_VISIBLE_DEVICES=(\S+) )?NODE_RANK=(\d+
 
 @pytest.fixture(scope="module")
 def contexts():
-    """Each case planned with fp32 weights and gradients, as MaxText keeps and reduces them, its Triton flash
+    """Each case planned with fp32 weights and gradients, as MaxText keeps and reduces them (no Megatron-Core gradient
+    buffer to pass over), its Triton flash
     attention, unfused norms, the tensors its remat policy names kept and nothing else, and gradient reductions priced
     as one bucket per parameter (frameworks.CAPABILITIES), and selective recompute of the attention core only, the one
     a remat_policy states."""
     recipe = Recipe(grad_reduce_fp32=True, fp32_weights=True, norms_fused=False, attention_kernel="flash2",
-                    ddp_bucket_params=1, recompute_modules=(RecomputeModule.CORE_ATTN,), remat_saves_named_only=True)
+                    ddp_bucket_params=1, recompute_modules=(RecomputeModule.CORE_ATTN,), remat_saves_named_only=True,
+                    grad_buffer_passes=0)
     return {case: planned(case, recipe)[0] for case in CASES}
 
 

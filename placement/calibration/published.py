@@ -155,6 +155,8 @@ published run of its degrees "ran otherwise" for tp_async_backward, cp_comm_type
 SHARDED_ONLY = frozenset({"param_gather_overlap", "align_param_gather"})
 """Recipe fields that price nothing at ZeRO-0, where no optimizer shard gathers updated weights (a user trial: the SC21
 1.7B arguments, ZeRO-0, were told the published run "ran otherwise" for param_gather_overlap)."""
+UNSHARDED_GRADS_ONLY = frozenset({"grad_buffer_passes"})
+"""Recipe fields that price nothing from ZeRO-2 on, where a rank keeps only its shard of the gradients."""
 
 
 @cache
@@ -210,7 +212,8 @@ def job_differences(run_id: str, layout: dict, recipe: dict, moe: bool) -> list[
         if isinstance(v, list) or isinstance(mine, (list, tuple)):
             v, mine = list(v or ()), list(mine or ())
         idle = any(k in fields and int(layout.get(d) or 1) == 1 for d, fields in DEGREE_ONLY.items()) or (
-            k in SHARDED_ONLY and int(layout.get("zero_stage") or 0) == 0)
+            k in SHARDED_ONLY and int(layout.get("zero_stage") or 0) == 0) or (
+            k in UNSHARDED_GRADS_ONLY and int(layout.get("zero_stage") or 0) >= 2)
         if mine == v or (k in MOE_ONLY and not moe) or (k == "recompute_modules" and not selective) or idle:
             continue
         out.append(f"recipe {k} {_show(v)} there, {_show(mine)} here")

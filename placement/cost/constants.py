@@ -149,6 +149,10 @@ OPTIMIZER_BYTES_PER_PARAM_STEP = 36
 """HBM traffic of one fused Adam step per parameter: read and write fp32 master, m, v (24), read the
 gradient (2-4), write bf16 weights (2), plus the fp32 gradient upcast; memory-bound."""
 
+GRAD_BUFFER_BYTES_PER_PARAM = {True: 4.0, False: 2.0}
+"""Bytes one pass over the DDP gradient buffer moves per parameter, by grad_reduce_fp32 (the buffer's dtype:
+Megatron-Core `grad_reduce_in_fp32`, else the parameters' 16-bit dtype)."""
+
 # --- host: launch, sync and Python time (MoE and recipe terms) --------------------------------------
 HOST_S_PER_KERNEL = 19.5e-6
 """Host time per kernel an eager PyTorch/Megatron step issues (Python, the op's dispatch, allocator, the

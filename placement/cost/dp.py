@@ -419,8 +419,17 @@ def _last_chunk_floor(comm_s: np.ndarray, own_compute_s: np.ndarray, vpp, whole_
 
 
 def optimizer_term(x: Ctx, p: StageParams) -> np.ndarray:
-    """Seconds of one fused Adam step over the rank's parameter shard: memory-bound."""
+    """Seconds of one fused Adam step over the rank's parameter shard, and of the step's passes over the whole
+    gradient buffer below ZeRO-2 (recipe grad_buffer_passes: Megatron-Core DDP's zeroing, 1/dp scaling and NaN
+    check): memory-bound."""
     dense_shard = np.where(x.b.zero >= 1, p.dense_shard, 1.0)
     expert_shard = np.where(x.b.zero >= 1, p.expert_shard, 1.0)
     params = p.dense / dense_shard + p.expert / expert_shard
-    return params * C.OPTIMIZER_BYTES_PER_PARAM_STEP / x.hbm_bw
+    return (params * C.OPTIMIZER_BYTES_PER_PARAM_STEP + grad_buffer_bytes(x, p)) / x.hbm_bw
+
+
+def grad_buffer_bytes(x: Ctx, p: StageParams) -> np.ndarray:
+    """HBM bytes of the step's passes over the rank's whole gradient buffer (recipe grad_buffer_passes), ZeRO-0/1
+    only: from ZeRO-2 on a rank keeps only its shard of the gradients."""
+    whole = np.where(x.b.zero <= 1, p.dense + p.expert, 0.0)
+    return whole * x.recipe.grad_buffer_passes * C.GRAD_BUFFER_BYTES_PER_PARAM[bool(x.recipe.grad_reduce_fp32)]

@@ -300,7 +300,14 @@ def forced(ctx: EmitContext, framework: str, precision: str | None = None,
                                 | ({} if runs is None else runs.recipe))
     return [(name, value, why) for name, value, why in rows
             if (runs is not None or row_applies(name, ctx.plan.precision)) and name not in taken
-            and priced_value(ctx, name) != value and matters(name, lay, run) and name not in written]
+            and priced_value(ctx, name) != value and matters(name, lay, run) and name not in written
+            and not (name in PRICES_NOTHING_AT and value == PRICES_NOTHING_AT[name]
+                     and not matters(name, ctx.plan.layout))]
+
+
+PRICES_NOTHING_AT = {"grad_buffer_passes": 0}
+"""A framework row's value that prices nothing, as the plan's own layout did not price the field either: a ZeRO-2
+plan (no whole gradient buffer) that MaxText runs as ZeRO-1 without Megatron-Core's buffer runs no passes as priced."""
 
 
 def priced_value(ctx: EmitContext, name: str):
@@ -353,6 +360,8 @@ _MATTERS = {"checkpoint_sync": lambda lay: lay.recompute == "full",
             # a ZeRO-0 that runs as FSDP2 (zero0_as_fsdp) defers its reduction under a pipeline too
             "pipeline_unsharded_grads": lambda lay: lay.pp > 1 and lay.zero_stage != 1,
             "zero0_as_fsdp": lambda lay: lay.zero_stage == 0,
+            # from ZeRO-2 on a rank holds only its gradient shard, no whole buffer to pass over
+            "grad_buffer_passes": lambda lay: lay.zero_stage <= 1,
             "optimizer_over_replicas": lambda lay: lay.zero_stage == 3 and lay.dp_shard < lay.dp,
             # which HSDP layouts it holds on: those with fsdp ranks beside the expert ranks (cost.context.over_replicas)
             "optimizer_over_replicas_beside_fsdp": lambda lay: lay.zero_stage == 3 and lay.ep < lay.dp_shard < lay.dp,

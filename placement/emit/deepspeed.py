@@ -431,7 +431,7 @@ STATED = frozenset({"param_gather_overlap", "moe_einsum_dispatch", "attention_ke
                     "grad_accumulation", "pipeline_p2p_whole", "pipeline_grads_whole", "pipeline_p2p_blocking",
                     "pipeline_p2p_scatter",
                     "cpu_affinity", "grad_reduce_fp32", "cuda_launch_blocking", "checkpoint_sync",
-                    "checkpoint_interval"})
+                    "checkpoint_interval", "grad_buffer_passes"})
 """Recipe fields the files state (ds_config.json, the launcher line; ds_topology.py the attention kernel, for the
 model code, which the audit reads back) or re-price in `render` themselves.  The launch
 lines carry CUDA_LAUNCH_BLOCKING=1 where the plan was priced with it: run on each node, the launcher passes its
@@ -537,6 +537,11 @@ def files_run(ctx: EmitContext) -> Runs:
         runs.what.append(f"reduce buckets of {BUCKET_ELEMENTS:,} elements (zero_optimization.reduce_bucket_size; not "
                          f"the {priced:,}-parameter buckets of Megatron-Core's default, max(40M, 1M x dp {lay.dp} x "
                          f"cp {lay.cp}), the plan was priced with)")
+    if lay.zero_stage <= 1 and ctx.recipe.grad_buffer_passes:
+        runs.recipe["grad_buffer_passes"] = 0
+        runs.what.append(f"no Megatron-Core gradient buffer to zero, scale and NaN-check (not "
+                         f"{ctx.recipe.grad_buffer_passes} passes a step: its ZeRO optimizer frees the gradients, "
+                         f"zero_grad set_to_none; its own copies are not priced)")
     if lay.zero_stage in (1, 2) and ctx.recipe.param_gather_overlap:
         runs.recipe["param_gather_overlap"] = False
         runs.what.append("the updated weights all-gathered inside optimizer.step(), before the next forward (not "

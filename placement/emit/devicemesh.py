@@ -99,7 +99,7 @@ RUNS_INSTEAD = {field: _YOURS for field in ("moe_dispatcher", "cuda_graphs", "tp
                                             "optimizer_over_replicas",
                                             "dp_reduce_every_microbatch",
                                             "grad_all_reduce", "grad_reduce_fp32", "grad_buckets",
-                                            "ddp_bucket_params",
+                                            "ddp_bucket_params", "grad_buffer_passes",
                                             "dispatch_fp8", "dp_overlap", "param_gather_overlap",
                                             "fp8_recipe", "fp8_params",
                                             "activation_func_fp8_input_store", "optimizer_state_bf16", "fp32_weights",

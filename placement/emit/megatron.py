@@ -100,6 +100,8 @@ def arguments(ctx: EmitContext) -> tuple[list[str], dict[str, str], list[str]]:
             warnings.append(f"HSDP (shard {lay.dp_shard} of dp {lay.dp}) is not expressed: Megatron-FSDP shards "
                             f"over the whole data-parallel group here (the file sets no "
                             f"--num-distributed-optimizer-instances, its hybrid mode)")
+    if lay.zero_stage <= 1:
+        args += GRAD_BUFFER_FLAGS.get(r.grad_buffer_passes, [])
     if lay.zero_stage <= 1 and r.dp_overlap and lay.dp > 1 and r.ddp_bucket_params is not None:
         # the plan's bucket size; without the flag Megatron-Core's default, max(40M, 1M x dp x cp), which the plan
         # then prices (cost.dp.bucket_params)
@@ -619,7 +621,7 @@ STATED = frozenset({
     "optimizer_state_bf16", "recompute_modules", "recompute_num_layers",
     "mtp_layers", "pipeline_layout", "account_for_embedding", "account_for_loss", "cross_entropy_fusion",
     "moe_capacity_factor", "cpu_affinity", "cuda_launch_blocking", "pp_comm_overlap",
-    "align_param_gather", "ddp_bucket_params"})
+    "align_param_gather", "ddp_bucket_params", "grad_buffer_passes"})
 """Recipe fields the files state: the `arguments` flags, the torchrun line's binding and environment."""
 
 
@@ -645,6 +647,13 @@ def megatron_fp8_recipe(ctx: EmitContext) -> Fp8Recipe | None:
     return recipe
 
 
+GRAD_BUFFER_FLAGS = {4: [], 3: ["--no-check-for-nan-in-loss-and-grad"], 2: ["--ddp-average-in-collective"],
+                     1: ["--no-check-for-nan-in-loss-and-grad", "--ddp-average-in-collective"]}
+"""The flags that make Megatron-LM's DDP pass over its gradient buffer as often as the plan was priced (recipe
+grad_buffer_passes): it zeroes the buffer every step (1); scales it by 1/dp before the reduction (2) unless
+`--ddp-average-in-collective` (training.py:1997, core_v0.19.0); checks each bucket's norm for NaN (1) unless
+`--no-check-for-nan-in-loss-and-grad` (:1989).  Any other count is not a Megatron-LM job: re-priced at 4."""
+
 MEGATRON_FSDP_OVERLAPS = ("Megatron-FSDP overlaps them whatever the flags say: megatron_fsdp.py sets "
                           "overlap_grad_reduce where it shards the gradients (optim_grads, optim_grads_params) and "
                           "overlap_param_gather where it shards the weights (optim_grads_params; core d98e8a64 "
@@ -656,6 +665,10 @@ def runs(ctx: EmitContext) -> Runs:
     """What the file runs where Megatron-LM cannot be told the plan (each is also a warning)."""
     out = Runs()
     lay, r = ctx.plan.layout, ctx.recipe
+    if lay.zero_stage <= 1 and r.grad_buffer_passes not in GRAD_BUFFER_FLAGS:
+        out.recipe["grad_buffer_passes"] = 4
+        out.what.append(f"4 passes over the gradient buffer a step: zeroed, scaled by 1/dp and NaN-checked (not "
+                        f"{r.grad_buffer_passes}: Megatron-Core's DDP buffer)")
     if lay.zero_stage in (2, 3) and not r.dp_overlap:
         out.recipe["dp_overlap"] = True
         out.what.append(f"the data-parallel collectives overlapped with compute ({MEGATRON_FSDP_OVERLAPS})")

@@ -276,6 +276,21 @@ class Recipe(Frozen):
     the wire.  Megatron-LM sets it under --bf16 (`accumulate_allreduce_grads_in_fp32`, DDP config
     `grad_reduce_in_fp32`), FSDP2 with `reduce_dtype=float32` (torchtitan's default `mixed_precision_reduce`)
     likewise; False is ZeRO's 16-bit gradient (2 bytes)."""
+    grad_buffer_passes: int = Field(default=3, ge=0, le=8)
+    """Passes over the rank's whole gradient buffer every step at ZeRO-0/1 (whose buffer holds every local
+    parameter's gradient), reads and writes counted, each moving the buffer once through HBM beside the compute (4
+    bytes a parameter under grad_reduce_fp32, else 2).  Megatron-Core's DDP zeroes the buffer before each step (1
+    write: `zero_grad_buffer` -> `grad_data.zero_()`, core_r0.8.0 distributed/param_and_grad_buffer.py:508,
+    core_v0.19.0 :1615) and scales each bucket by 1/dp before its reduction (1 read + 1 write: `grad_data *=
+    gradient_scaling_factor`, core_r0.8.0 :122-123, core_v0.19.0 :660-661; skipped under
+    `--ddp-average-in-collective` or `--calculate-per-token-loss`, whose factor is 1): 3, the defaults of
+    DistributedDataParallelConfig, which NeMo 1 and Megatron-Bridge's performance recipes keep
+    (perf_recipes/_common.py sets check_for_nan_in_grad False).  Its NaN check reads each bucket once more for its
+    norm (check_for_nan_in_grad: core_r0.8.0 :109-117, core_v0.19.0 check_grads :339-346): 4, Megatron-LM's
+    command line, which sets it from `--check-for-nan-in-loss-and-grad`, on unless
+    `--no-check-for-nan-in-loss-and-grad` (training.py:450 in r0.8.0, :1989 in v0.19.0), and NeMo 2's
+    MegatronStrategy default.  Frameworks without Megatron-Core's buffer say 0 (their own gradient passes are
+    not priced)."""
     grad_all_reduce: bool = False
     """Under ZeRO-1 the whole gradient is all-reduced, not reduce-scattered, before each rank updates its shard and
     all-gathers the weights: twice the gradient traffic.  DeepSpeed's BF16_Optimizer (bf16 with ZeRO stage 0, which

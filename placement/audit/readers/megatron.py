@@ -1038,6 +1038,11 @@ def read_args(words: list[Word], s: Settings, typos: bool = True) -> None:
     if deepspeed_flag is None and not hf:  # Megatron's own DDP reduces the gradients (DeepSpeed's under --deepspeed)
         _gradient_width(args, s)
         _old_megatron(given, s)
+        _grad_buffer_passes(given, s)
+    elif deepspeed_flag is not None and not hf and not s.has("recipe.grad_buffer_passes"):
+        s.put("recipe.grad_buffer_passes", 0,
+              f"{deepspeed_flag.evidence} (DeepSpeed's ZeRO optimizer reduces the gradients: no Megatron-Core DDP "
+              f"buffer to zero, scale and NaN-check; its own gradient copies are not priced)")
     if deepspeed_flag is not None and not hf:  # Megatron-DeepSpeed pipelines with DeepSpeed's PipelineEngine
         if "--no-pipeline-parallel" not in given:
             s.put("recipe.pipeline_p2p_scatter", True,
@@ -1801,6 +1806,49 @@ def _megatron_deepspeed_attention(args: list[Arg], s: Settings, deepspeed_flag: 
               f"--use-flash-attn or --use-flash-attn-v2: megatron/model/transformer.py, megatron/arguments.py)")
 
 
+NAN_CHECK_DATE = ("d66807759c", "2023-12-05")
+"""Where Megatron-LM began checking each gradient bucket's norm for NaN before its data-parallel reduction
+(`Fix NaN checking in grads: should be performed before data-parallel communication`): the pass over the
+buffer recipe.grad_buffer_passes counts; before it the check read the optimizer's gradient norm, computed anyway."""
+
+
+def _grad_buffer_passes(given: dict[str, Arg], s: Settings) -> None:
+    """recipe.grad_buffer_passes from Megatron-LM's flags: its DDP zeroes the gradient buffer every step (1 pass)
+    and scales it by 1/dp before the reduction (2: read and write) unless `--ddp-average-in-collective` or
+    `--calculate-per-token-loss` make the factor 1 (distributed_data_parallel.py gradient_scaling_factor), and
+    checks each bucket's norm for NaN (1) unless `--no-check-for-nan-in-loss-and-grad`, or --fp16 with dynamic loss
+    scaling (no --loss-scale: arguments.py turns the check off), or a file dated before NAN_CHECK_DATE."""
+    if s.has("recipe.grad_buffer_passes"):
+        return
+    passes = 4
+    why = ["Megatron-LM's DDP zeroes its gradient buffer every step (param_and_grad_buffer.py reset)"]
+    evidence = []
+    dated = given.get("--activations-checkpoint-method") or given.get("--DDP-impl")
+    off = given.get("--no-check-for-nan-in-loss-and-grad")
+    fp16 = given.get("--fp16") if "--fp16" in given and "--loss-scale" not in given else None
+    if off is not None or fp16 is not None or dated is not None:
+        passes -= 1
+        evidence.append((off or fp16 or dated).evidence)
+        why.append("checks no bucket for NaN" + ("" if off is not None else
+                                                 " (--fp16 with dynamic loss scaling turns it off: arguments.py)"
+                                                 if fp16 is not None else
+                                                 f" (the flag dates the file before {NAN_CHECK_DATE[0]} of "
+                                                 f"{NAN_CHECK_DATE[1]})"))
+    else:
+        why.append("checks each bucket's norm for NaN (--check-for-nan-in-loss-and-grad, on by default: training.py "
+                   "check_for_nan_in_grad)")
+    average = given.get("--ddp-average-in-collective") or given.get("--calculate-per-token-loss")
+    if average is not None:
+        passes -= 2
+        evidence.append(average.evidence)
+        why.append("does not scale it by 1/dp (the collective averages, or the loss is summed per token)")
+    else:
+        why.append("scales it by 1/dp before the reduction")
+    text = f"{passes} passes: " + ", ".join(why)
+    s.put("recipe.grad_buffer_passes", passes, f"{'; '.join(evidence)} ({text})" if evidence
+          else f"Megatron-LM's defaults ({text})")
+
+
 def _gradient_width(args: list[Arg], s: Settings) -> None:
     """recipe.grad_reduce_fp32 from Megatron-LM's flags, in megatron/training/arguments.py's order (core_v0.19.0
     :1181-1194): under `--bf16`, `--grad-reduce-in-bf16` is 16-bit, then `--accumulate-allreduce-grads-in-fp32`
@@ -1844,6 +1892,19 @@ def _gradient_width(args: list[Arg], s: Settings) -> None:
                   f"unless --grad-reduce-in-bf16: megatron/training/arguments.py)")
     elif "--accumulate-allreduce-grads-in-fp32" in flag:
         s.put("recipe.grad_reduce_fp32", True, flag["--accumulate-allreduce-grads-in-fp32"].evidence)
+
+
+def _bridge_grad_buffer_passes(keys: dict, s: Settings) -> None:
+    """recipe.grad_buffer_passes from a Megatron-Bridge config's DDP keys where it states them: the buffer zeroed
+    (1), scaled by 1/dp unless ddp.average_in_collective (2), NaN-checked where ddp.check_for_nan_in_grad (1).  A
+    key left out keeps Megatron-Core's DistributedDataParallelConfig default (check off, average off: 3, as
+    Megatron-Bridge's performance recipes set, perf_recipes/_common.py)."""
+    nan, nev = keys.get("ddp.check_for_nan_in_grad", (None, None))
+    avg, aev = keys.get("ddp.average_in_collective", (None, None))
+    if not isinstance(nan, bool) and not isinstance(avg, bool):
+        return
+    passes = 1 + (1 if nan is True else 0) + (0 if avg is True else 2)
+    s.put("recipe.grad_buffer_passes", passes, "; ".join(e for e in (nev, aev) if e))
 
 
 _BRIDGE_SECTIONS = {"model_config": "model", "train_config": "train", "ddp_config": "ddp", "dist_config": "dist",
@@ -2001,6 +2062,7 @@ def bridge_settings(keys: dict[str, tuple[Any, str]], s: Settings) -> None:
         s.put("recipe.grad_reduce_fp32", bool(value), where or default)
     elif isinstance(keys.get("ddp.grad_reduce_in_fp32", (None,))[0], bool):
         s.put("recipe.grad_reduce_fp32", keys["ddp.grad_reduce_in_fp32"][0], keys["ddp.grad_reduce_in_fp32"][1])
+    _bridge_grad_buffer_passes(keys, s)
     if keys.get("dist.use_tp_pp_dp_mapping", (None,))[0] is True:
         s.put("rank_order", "tp-cp-ep-pp-dp", keys["dist.use_tp_pp_dp_mapping"][1])
     # with a comm_overlap section and the distributed optimizer, Megatron-Bridge's CommOverlapConfig writes the DP
