@@ -51,11 +51,13 @@ def test_leaving_megatron_fsdp_names_bridges_fields() -> None:
     """The override's best plan leaves Megatron-FSDP: its checkpoint format, sharding strategy and FSDP switch are
     Megatron-Bridge's fields at values they take (a QA run listed `- --ckpt-format fsdp_dtensor` and the two
     `--megatron-fsdp-*-dtype` flags in Megatron-LM's spelling, and `ddp.data_parallel_sharding_strategy null`)."""
+    # priced without Megatron-Core's DDP buffer passes, the best plan leaves Megatron-FSDP for the distributed
+    # optimizer (with the file's three, Megatron-FSDP's ZeRO-2 stays ahead by a few milliseconds)
     result = CliRunner().invoke(main, ["--reproducible", "audit", "--launch", str(OVERRIDE), "--model", "llama3-8b",
-                                       "--cluster", "dgx-h100", "--gpus", "8", "--json"])
+                                       "--cluster", "dgx-h100", "--gpus", "8", "--grad-buffer-passes", "0", "--json"])
     assert result.exit_code in (0, 1), result.output
     out = json.loads(result.stdout)
-    assert out["best"]["layout"]["zero_stage"] < 3
+    assert out["best"]["layout"]["zero_stage"] < 2
     changes = {c["argument"]: c for c in out["changes"]}
     assert not [a for a in changes if a.startswith("--")], list(changes)
     assert changes["checkpoint.ckpt_format"]["to"] == "torch_dist"

@@ -102,3 +102,19 @@ def test_a_megatron_file_states_the_passes_it_was_priced_with(tmp_path) -> None:
     assert "no Megatron-Core gradient buffer" in runs
     emit(tmp_path / "megatron", "--framework", "megatron", "--emit", "megatron")
     assert "--no-check-for-nan-in-loss-and-grad" not in (tmp_path / "megatron" / "megatron.sh").read_text()
+
+
+def test_full_iteration_graphs_drop_the_nan_check_once(tmp_path) -> None:
+    """Megatron-LM asserts --no-check-for-nan-in-loss-and-grad under --cuda-graph-impl full_iteration (core_v0.19.0
+    arguments.py:1196-1197): a plan priced with the NaN check's pass says it runs one pass fewer, and the flag is
+    written once whatever the count."""
+    for passes, runs_fewer in (("4", True), ("3", False)):
+        out = tmp_path / passes
+        result = CliRunner().invoke(main, ["evaluate", *JOB, "--zero", "1", "--cuda-graphs", "full",
+                                           "--grad-buffer-passes", passes, "--out", str(out), "--emit", "megatron"])
+        assert result.exit_code == 0, result.output
+        text = (out / "megatron.sh").read_text()
+        args = next(x for x in text.splitlines() if x.startswith("PLACEMENT_ARGS="))
+        assert args.count("--no-check-for-nan-in-loss-and-grad") == 1
+        runs = [x for x in text.splitlines() if x.startswith("# this file runs")]
+        assert bool(runs and "3 passes over the gradient buffer a step, no NaN check (not 4" in runs[0]) is runs_fewer

@@ -130,7 +130,8 @@ def arguments(ctx: EmitContext) -> tuple[list[str], dict[str, str], list[str]]:
                                     f"drop them"))
         args += ["--recompute-granularity", "selective", "--recompute-modules", *(m.value for m in modules)]
     more, warn = recipe_arguments(ctx)
-    args += more
+    args += [f for f in more if f != "--no-check-for-nan-in-loss-and-grad" or f not in args]  # full graphs' and
+    # the gradient buffer's (GRAD_BUFFER_FLAGS) switch, once
     warnings += warn
     connections = max_connections(ctx)
     env = {} if connections is None else {"CUDA_DEVICE_MAX_CONNECTIONS": connections}
@@ -669,6 +670,11 @@ def runs(ctx: EmitContext) -> Runs:
         out.recipe["grad_buffer_passes"] = 4
         out.what.append(f"4 passes over the gradient buffer a step: zeroed, scaled by 1/dp and NaN-checked (not "
                         f"{r.grad_buffer_passes}: Megatron-Core's DDP buffer)")
+    elif lay.zero_stage <= 1 and r.cuda_graphs is CudaGraphs.FULL and r.grad_buffer_passes in (4, 2):
+        out.recipe["grad_buffer_passes"] = r.grad_buffer_passes - 1
+        out.what.append(f"{r.grad_buffer_passes - 1} passes over the gradient buffer a step, no NaN check (not "
+                        f"{r.grad_buffer_passes}: Megatron-LM requires --no-check-for-nan-in-loss-and-grad with "
+                        f"--cuda-graph-impl full_iteration, core_v0.19.0 arguments.py:1196-1197)")
     if lay.zero_stage in (2, 3) and not r.dp_overlap:
         out.recipe["dp_overlap"] = True
         out.what.append(f"the data-parallel collectives overlapped with compute ({MEGATRON_FSDP_OVERLAPS})")

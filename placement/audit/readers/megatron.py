@@ -1043,6 +1043,10 @@ def read_args(words: list[Word], s: Settings, typos: bool = True) -> None:
         s.put("recipe.grad_buffer_passes", 0,
               f"{deepspeed_flag.evidence} (DeepSpeed's ZeRO optimizer reduces the gradients: no Megatron-Core DDP "
               f"buffer to zero, scale and NaN-check; its own gradient copies are not priced)")
+    elif hf and not s.has("recipe.grad_buffer_passes"):
+        s.put("recipe.grad_buffer_passes", 0,
+              f"{s.hf_trainer} (a transformers Trainer job: torch DDP, FSDP or DeepSpeed reduce its gradients, no "
+              f"Megatron-Core DDP buffer to zero, scale and NaN-check; their own gradient copies are not priced)")
     if deepspeed_flag is not None and not hf:  # Megatron-DeepSpeed pipelines with DeepSpeed's PipelineEngine
         if "--no-pipeline-parallel" not in given:
             s.put("recipe.pipeline_p2p_scatter", True,
@@ -1899,12 +1903,19 @@ def _bridge_grad_buffer_passes(keys: dict, s: Settings) -> None:
     (1), scaled by 1/dp unless ddp.average_in_collective (2), NaN-checked where ddp.check_for_nan_in_grad (1).  A
     key left out keeps Megatron-Core's DistributedDataParallelConfig default (check off, average off: 3, as
     Megatron-Bridge's performance recipes set, perf_recipes/_common.py)."""
+    if s.has("recipe.grad_buffer_passes"):
+        return
     nan, nev = keys.get("ddp.check_for_nan_in_grad", (None, None))
     avg, aev = keys.get("ddp.average_in_collective", (None, None))
-    if not isinstance(nan, bool) and not isinstance(avg, bool):
-        return
     passes = 1 + (1 if nan is True else 0) + (0 if avg is True else 2)
-    s.put("recipe.grad_buffer_passes", passes, "; ".join(e for e in (nev, aev) if e))
+    stated = "; ".join(e for e in (nev, aev) if e)
+    default = (f"{'no ddp.check_for_nan_in_grad' if nev is None else ''}"
+               f"{' or ' if nev is None and aev is None else ''}"
+               f"{'no ddp.average_in_collective' if aev is None else ''} read: DistributedDataParallelConfig's "
+               f"default False, as Megatron-Bridge's performance recipes run (perf_recipes/_common.py); its library "
+               f"recipes set check_for_nan_in_grad True (recipes/common.py), one pass more")
+    s.put("recipe.grad_buffer_passes", passes,
+          stated if nev is not None and aev is not None else f"{stated} ({default})" if stated else default)
 
 
 _BRIDGE_SECTIONS = {"model_config": "model", "train_config": "train", "ddp_config": "ddp", "dist_config": "dist",
