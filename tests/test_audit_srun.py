@@ -25,13 +25,11 @@ ARGS = ("--tensor-model-parallel-size 2 --num-layers 32 --hidden-size 4096 --num
     # 16` on a 4-node job was priced 8 a node)
     ("#SBATCH --nodes=8\n", "srun -n 24", 24, 3, "srun -n 24"),
     ("#SBATCH --nodes=4\n", "srun -n 16 -c 8", 16, 4, "srun -n 16"),
-    ("#SBATCH --nodes=4\n", "srun -n 18", 18, None, "srun -n 18"),  # uneven: left to the allocation
     # -n takes precedence, --ntasks-per-node beside it is a maximum (srun(1)) and the block layout deals the 8 over
     # -N's 2 nodes, 4 a node (a QA trial: priced as 8 ranks on one node); -n above -N x it drops it (opt.c _opt_verify)
     ("", "srun -N 2 --ntasks-per-node=8 --ntasks=8", 8, 4, "srun -N 2 --ntasks-per-node=8 --ntasks=8"),
     ("#SBATCH --nodes=2 --ntasks-per-node=8\n", "srun -n 8", 8, 4, "srun -n 8"),
     ("", "srun -N 2 --ntasks-per-node=4 -n 16", 16, 8, "srun -N 2 --ntasks-per-node=4 -n 16"),
-    ("", "srun -N 2 --ntasks-per-node=8 -n 9", 9, None, "srun -N 2 --ntasks-per-node=8 -n 9"),
     ("", "srun", None, None, None),  # nothing fixes the task count: left to --gpus / the allocation
 ])
 def test_srun_python_runs_one_rank_per_task(tmp_path: Path, header, srun, world, per_node, said) -> None:

@@ -619,10 +619,10 @@ def _srun_tasks(launch: Launch, s: Settings) -> None:
         # srun reads the job's SLURM_NTASKS (`#SBATCH --ntasks=32`) as its -n (srun(1) INPUT ENVIRONMENT VARIABLES);
         # a QA trial's `#SBATCH --nodes=4 --ntasks=32` with `srun python` was priced on the cluster's 1,024 GPUs
         tasks = job_tasks
-        if nodes is not None and tasks[0] % nodes[0] == 0 and (per_node is None or per_node[0] * nodes[0] != tasks[0]):
+        if nodes is not None and (per_node is None or per_node[0] * nodes[0] != tasks[0]):
             # block deals them as many a node (slurm src/common/slurm_step_layout.c _task_layout_block counts them
             # cyclically, then numbers them node by node; CR_Pack_Nodes, which fills a node's CPUs first, aside)
-            per_node = (tasks[0] // nodes[0], f"{tasks[1]}; {nodes[1]}")
+            per_node = _dealt(tasks, nodes, None)
     elif tasks is not None and nodes is not None and (per_node is None or per_node[0] * nodes[0] != tasks[0]):
         # srun's own -n over its nodes (its -N, else the job's, which srun reads as -N: src/srun/opt.c env_vars
         # SLURM_JOB_NUM_NODES), dealt evenly as above (a QA trial: `srun -n 16` on a 4-node job was priced 8 a node)
@@ -642,17 +642,35 @@ def _srun_tasks(launch: Launch, s: Settings) -> None:
     _srun_distribution(srun, launch.command, s)
 
 
-def _dealt(tasks: tuple[int, str], nodes: tuple[int, str], per_node: tuple[int, str] | None) -> tuple[int, str] | None:
-    """The tasks a node of srun's own -n over its nodes, as srun deals them: -n takes precedence, and a
+def _dealt(tasks: tuple[int, str], nodes: tuple[int, str], per_node: tuple[int, str] | None) -> tuple[int, str]:
+    """The tasks a node of srun's -n over its nodes, as srun deals them: -n takes precedence, and a
     --ntasks-per-node beside it is "treated as a maximum count of tasks per node" (srun(1) --ntasks-per-node), or,
     where -n exceeds -N times it, dropped ("can't honor --ntasks-per-node", src/srun/opt.c _opt_verify); the block
     layout then counts the tasks out one a node in turn (src/common/slurm_step_layout.c _task_layout_block), so an
-    even split, tasks / nodes a node; None where they do not divide (the nodes run different counts).  A QA trial:
-    `srun -N 2 --ntasks-per-node=8 --ntasks=8 python` was priced as 8 ranks on one node, where srun starts 4 on each
-    of the two."""
-    if tasks[0] % nodes[0]:
-        return None
+    even split, tasks / nodes a node.  Fewer tasks than nodes run one a node on as many nodes as tasks (_opt_verify:
+    "can't run %d processes on %d nodes, setting nnodes to %d"; sbatch's the same, src/sbatch/opt.c).  Tasks that
+    do not divide over the nodes run different counts on different nodes, which no layout here prices: an error
+    naming the counts, the lines and the fix.  QA trials: `srun -N 2 --ntasks-per-node=8 --ntasks=8 python` was
+    priced as 8 ranks on one node, where srun starts 4 on each of the two; `srun -N 4 -n 2` (tp 2) was priced with
+    both ranks on one node's NVLink, where srun runs one on each of 2 nodes; `srun -N 2 -n 9` was refused as
+    '--gpus 9 is not a whole number of dgx-h100 nodes', a flag the user never gave."""
     lines = "; ".join(dict.fromkeys(x[1] for x in (tasks, nodes, per_node) if x is not None))
+    if tasks[0] < nodes[0]:
+        return 1, (f"{lines}: srun runs its {tasks[0]} task{'s' * (tasks[0] > 1)} on {tasks[0]} of the "
+                   f"{nodes[0]} nodes, one a node (\"can't run {tasks[0]} processes on {nodes[0]} nodes, setting "
+                   f"nnodes to {tasks[0]}\": src/srun/opt.c _opt_verify)")
+    if tasks[0] % nodes[0]:
+        base, extra = divmod(tasks[0], nodes[0])
+        counts = (f"{base + 1} on each of the first {extra} and {base} on the other {nodes[0] - extra}"
+                  if extra > 1 or nodes[0] - extra > 1 else f"{base + 1} on the first and {base} on the second")
+        fewer, more = base * nodes[0], (base + 1) * nodes[0]
+        flag = "#SBATCH --ntasks" if "#SBATCH" in tasks[1] else "srun -n"
+        raise InputError(
+            f"task layout: {lines}: srun deals its {tasks[0]} tasks over its {nodes[0]} nodes one a node in turn and "
+            f"numbers them node by node (src/common/slurm_step_layout.c _task_layout_block), {counts}, so its nodes "
+            f"run different numbers of ranks, a layout the audit cannot price (every node of a priced job holds one "
+            f"count); give {flag} a task count its nodes divide, {fewer} or {more} (or --ntasks-per-node with "
+            f"-N), or as many nodes as divide it")
     cap = ("" if per_node is None else
            f" (-n {tasks[0]} takes precedence over --ntasks-per-node {per_node[0]}, "
            + ("a maximum beside it: srun(1) --ntasks-per-node)" if tasks[0] < per_node[0] * nodes[0] else
@@ -743,8 +761,8 @@ def _srun_tasks_per_node(srun: list[Word], command: Command) -> tuple[int, str] 
                                                                                                     per_node)
     own = own or count(env="SLURM_NTASKS_PER_NODE")
     tasks = count(env="SLURM_NTASKS")
-    if own is None and tasks is not None and nodes is not None and tasks[0] % nodes[0] == 0:
-        own = (tasks[0] // nodes[0], f"{tasks[1]}; {nodes[1]}")
+    if own is None and tasks is not None and nodes is not None:
+        own = _dealt(tasks, nodes, None)
     return own
 
 

@@ -1,0 +1,61 @@
+"""srun's task layout where its tasks and nodes do not make whole nodes: fewer tasks than nodes run one a node on as
+many nodes as tasks (src/srun/opt.c _opt_verify: "can't run %d processes on %d nodes, setting nnodes to %d"), and
+tasks its nodes do not divide run different counts on different nodes (src/common/slurm_step_layout.c
+_task_layout_block: `srun -N 2 -n 9` puts 5 on the first and 4 on the second).  QA trials: `srun -N 4 -n 2` with tp 2
+was priced with both ranks on one node's NVLink; `srun -N 2 -n 9` was refused as '--gpus 9 is not a whole number of
+dgx-h100 nodes', naming a flag the user never gave."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from placement.audit.launch import parse_launch
+from placement.cli import main
+from placement.errors import InputError
+
+ARGS = ("--tensor-model-parallel-size 2 --num-layers 32 --hidden-size 4096 --num-attention-heads 32 --swiglu "
+        "--ffn-hidden-size 14336 --group-query-attention --num-query-groups 8 --seq-length 4096 --micro-batch-size 1 "
+        "--global-batch-size 64 --bf16")
+
+
+def _script(tmp_path: Path, header: str, srun: str) -> Path:
+    script = tmp_path / "job.sh"
+    script.write_text(f"#!/bin/bash\n{header}{srun} python pretrain_gpt.py {ARGS}\n")
+    return script
+
+
+@pytest.mark.parametrize(("header", "srun"), [
+    ("#SBATCH --nodes=4\n#SBATCH --gpus-per-node=8\n", "srun -N 4 -n 2"),
+    ("#SBATCH --nodes=4\n#SBATCH --gpus-per-node=8\n", "srun -n 2"),  # the job's 4 nodes are srun's -N
+    ("#SBATCH --nodes=4 --ntasks=2\n", "srun"),
+])
+def test_fewer_tasks_than_nodes_run_one_a_node_so_tp_crosses_nodes(tmp_path: Path, header, srun) -> None:
+    lay = parse_launch([_script(tmp_path, header, srun)])
+    assert (lay.world_size, lay.gpus_per_node) == (2, 1)
+    assert "setting nnodes to 2" in lay.sources["gpus_per_node"]
+    out = CliRunner().invoke(main, ["audit", "--launch", str(tmp_path / "job.sh"), "--model", "llama3-8b",
+                                    "--cluster", "dgx-h100", "--json"])
+    assert out.exit_code in (0, 1), out.output
+    mapping = json.loads(out.stdout)["estimate"]["mapping"]
+    assert len({r["host"] for r in mapping}) == 2  # the TP pair spans two nodes, as srun runs it
+
+
+@pytest.mark.parametrize(("header", "srun", "facts"), [
+    ("", "srun -N 2 -n 9", ("srun -N 2 -n 9", "5 on the first and 4 on the second", "srun -n a task count", "8 or 10")),
+    ("#SBATCH --nodes=4\n", "srun -n 18", ("srun -n 18", "5 on each of the first 2 and 4 on the other 2", "16 or 20")),
+    ("#SBATCH --nodes=2\n#SBATCH --ntasks=9\n", "srun", ("#SBATCH --ntasks=9", "#SBATCH --ntasks a task count")),
+    ("", "srun -N 2 --ntasks-per-node=8 -n 9", ("5 on the first and 4 on the second",)),
+])
+def test_tasks_the_nodes_do_not_divide_are_an_error_naming_the_counts_and_the_fix(tmp_path, header, srun,
+                                                                                  facts) -> None:
+    script = _script(tmp_path, header, srun)
+    with pytest.raises(InputError) as err:
+        parse_launch([script])
+    for fact in (*facts, "job.sh:", "_task_layout_block"):
+        assert fact in str(err.value), (fact, str(err.value))
+    out = CliRunner().invoke(main, ["audit", "--launch", str(script), "--model", "llama3-8b", "--cluster", "dgx-h100"])
+    assert out.exit_code == 2 and "Traceback" not in out.output and "--gpus" not in out.output, out.output
