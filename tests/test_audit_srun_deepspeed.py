@@ -52,3 +52,26 @@ def test_one_launcher_or_one_no_ssh_launcher_a_node_is_read_as_before(tmp_path) 
     with pytest.raises(InputError, match="8 launchers on each node"):  # --no_ssh, but 8 of them a node
         parse_launch(_files(tmp_path, "#SBATCH --nodes=2 --ntasks-per-node=8\n", "srun",
                             "--no_ssh --node_rank=$SLURM_NODEID --master_addr=node01 --hostfile hostfile"))
+
+
+def test_fewer_srun_tasks_than_nodes_start_that_many_launchers(tmp_path) -> None:
+    """`srun -n 1 deepspeed` in a 2-node job starts one launcher (srun sets its nodes to its tasks: src/srun/opt.c
+    _opt_verify "setting nnodes to 1"); a QA trial's was refused as one launcher on each of the 2 nodes."""
+    one = parse_launch(_files(tmp_path, "#SBATCH --nodes=2\n", "srun -n 1"))
+    assert one.world_size == 8
+
+
+def test_launchers_whose_nodes_are_unsaid_are_not_said_to_run_one_a_node(tmp_path) -> None:
+    with pytest.raises(InputError) as err:
+        parse_launch(_files(tmp_path, "#SBATCH --ntasks=2\n", "srun"))
+    said = str(err.value)
+    assert "2 launchers, on one node or several" in said and "one launcher a node" not in said, said
+
+
+def test_srun_with_no_task_count_says_it_starts_a_launcher_on_each_node(tmp_path) -> None:
+    """Nothing fixes srun's count: it starts one task on each of the allocation's nodes, which the files do not size;
+    the audit prices one launcher and says so (a QA trial's was priced with nothing said)."""
+    lay = parse_launch(_files(tmp_path, "", "srun"))
+    assert any("srun starts one deepspeed launcher on each node of the job's allocation" in i for i in lay.ignored)
+    quiet = parse_launch(_files(tmp_path, "#SBATCH --nodes=1\n", "srun"))
+    assert not any("srun's task count" in i for i in quiet.ignored)

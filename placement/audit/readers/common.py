@@ -818,7 +818,7 @@ def _srun_torchrun(launch: Launch, args: dict[str, Arg], n: int | None, p: int |
           f"processes on its node): {tasks[0] * p} processes per node{procid}")
 
 
-def _srun_deepspeed(launch: Launch, no_ssh: bool) -> None:
+def _srun_deepspeed(launch: Launch, no_ssh: bool, s: Settings) -> None:
     """The deepspeed launcher started by srun runs once per srun task, and each run is a whole launcher: without a
     hostfile it starts its own job of the node's GPUs on 127.0.0.1 (DeepSpeed runner.py main: `resource_pool
     ['localhost'] = device_count`, `args.master_addr = "127.0.0.1"`), with one it starts every host's ranks over pdsh
@@ -831,9 +831,24 @@ def _srun_deepspeed(launch: Launch, no_ssh: bool) -> None:
     nodes = count("-N", "--nodes", env="SLURM_NNODES")
     per_node = _srun_tasks_per_node(srun, launch.command)
     tasks = count("-n", "--ntasks", env="SLURM_NTASKS")
-    if per_node is not None and nodes is not None:
+    if tasks is not None and nodes is not None and tasks[0] < nodes[0]:
+        # fewer tasks than nodes run one a node on as many nodes (src/srun/opt.c _opt_verify "setting nnodes"): a QA
+        # trial's `srun -n 1 deepspeed` in a 2-node job was refused as starting a launcher on each node
+        nodes = (tasks[0], tasks[1])
+    elif per_node is not None and nodes is not None:
         tasks = (per_node[0] * nodes[0], "; ".join(dict.fromkeys((nodes[1], per_node[1]))))
     several_a_node = per_node is not None and per_node[0] > 1
+    if not no_ssh and tasks is None and nodes is None and per_node is None:
+        # nothing fixes srun's count: one task on each node of the job's allocation (src/srun/opt.c _opt_verify,
+        # "1 proc / node default"), which the files do not size (a QA trial's `srun deepspeed` with --gpus 16 was
+        # priced as one 16-GPU job, where 2 nodes run 2 launchers)
+        s.ignored.append(
+            f"srun's task count (`{' '.join(w.text for w in srun)} deepspeed ...`, {launch.site}): no -n, -N or "
+            f"--ntasks-per-node on srun and no #SBATCH --nodes or --ntasks, so srun starts one deepspeed launcher on "
+            f"each node of the job's allocation (src/srun/opt.c _opt_verify, one task a node); priced as one "
+            f"launcher, the job only on a one-node allocation: on more nodes each node's launcher (without --no_ssh) "
+            f"runs a job of its own or starts every host's ranks again; start deepspeed without srun, or `srun "
+            f"--ntasks=1 deepspeed ...`")
     if not several_a_node and (no_ssh or ((tasks is None or tasks[0] <= 1) and (nodes is None or nodes[0] <= 1))):
         return
     started = (f"{tasks[0]} tasks ({tasks[1]})" if tasks is not None else
@@ -841,6 +856,11 @@ def _srun_deepspeed(launch: Launch, no_ssh: bool) -> None:
     if several_a_node:
         runs = (f"{per_node[0]} launchers on each node, each starting its own processes on the node's GPUs with the "
                 f"same master port, so the job does not start as written")
+    elif per_node is None and nodes is None:
+        runs = (f"{tasks[0]} launchers, on one node or several as the allocation places them: on one node each "
+                f"starts its own processes on the node's GPUs with the same master port, on several each (without "
+                f"--no_ssh) runs a job of its own (no hostfile: runner.py main sets master_addr 127.0.0.1) or starts "
+                f"every host's ranks again (a hostfile: over pdsh), so the job does not train as written")
     else:
         runs = ("one launcher a node, each of which (without --no_ssh) runs a job of its own on its node's GPUs "
                 "(no hostfile: runner.py main sets master_addr 127.0.0.1) or starts every host's ranks again (a "
@@ -1116,7 +1136,7 @@ def launcher_settings(launch: Launch, s: Settings) -> None:
         _mpirun_tasks(launch, s)
     elif launch.launcher in ("deepspeed", "deepspeed.pt"):
         if srun_of(launch):
-            _srun_deepspeed(launch, "--no-ssh" in args)
+            _srun_deepspeed(launch, "--no-ssh" in args, s)
         # --hostfile's value is not read: the hostfile the job uses is the one passed with the files (its path, say
         # "$PLAN_DIR/hostfile" in placement's launch.sbatch, may depend on the directory the job starts in)
         for key in ("--num-nodes", "--num-gpus"):
