@@ -339,12 +339,13 @@ it writes for the job drop without a word (LaunchLayout.launch_environment); and
 (pyconfig.py:519-553), which its reader lays over the config (readers.maxtext.env_overrides)."""
 SLURM_JOB_ENVIRONMENT = ("SLURM_NNODES", "SLURM_NTASKS_PER_NODE", "SLURM_NTASKS", "SLURM_DISTRIBUTION",
                          "SLURM_DIST_PLANESIZE", "SLURM_CPU_BIND", "SLURM_JOB_NODELIST",
-                         "SLURM_GPUS_ON_NODE", "SLURM_GPUS_PER_TASK")
+                         "SLURM_GPUS_ON_NODE", "SLURM_GPUS_PER_TASK", "SLURM_HET_SIZE")
 """SLURM's job variables a command's `environment` also reports where the #SBATCH header fixes them (sbatch puts
 them in every command's environment): the task count of an `srun python ...` launch, one rank per task, the
 tasks per node of an `srun torchrun ...`, each task a torchrun, and the task distribution srun reads as its
 -m/--distribution (srun(1) INPUT ENVIRONMENT VARIABLES: SLURM_DISTRIBUTION, SLURM_DIST_PLANESIZE), which decides the
-node of each rank of an `srun python ...` launch, and SLURM_CPU_BIND, which srun reads as its --cpu-bind."""
+node of each rank of an `srun python ...` launch, SLURM_CPU_BIND, which srun reads as its --cpu-bind, and
+SLURM_HET_SIZE, the components of a heterogeneous job (its header read for component 0 only, srun's default)."""
 _RESERVED = {"then", "elif", "else", "fi", "do", "done", "esac"}
 """Words bash accepts only inside a compound command; tree-sitter reads a stray one as a command name."""
 _WORDS = {"word", "string", "raw_string", "ansi_c_string", "translated_string", "concatenation", "simple_expansion",
@@ -442,6 +443,29 @@ def _header_arguments(line: str) -> list[str]:
     return out
 
 
+_HET_SEPARATOR = re.compile(r"\s*(hetjob|packjob)(\s|$)", re.IGNORECASE)
+"""An `#SBATCH hetjob` line (`packjob` before 20.02) ends one heterogeneous job component's options and starts the
+next's (slurm src/sbatch/opt.c _opt_batch_script: het_job_scan_inx)."""
+
+
+def _het_size(state: _State) -> tuple[int, Origin] | None:
+    """The components of a heterogeneous job's header, with its first `#SBATCH hetjob` line; None for one.  sbatch
+    reads each component's options from its own lines (src/sbatch/opt.c _opt_batch_script), the batch script's
+    unsuffixed SLURM_* variables are component 0's (SLURM_*_HET_GROUP_# the others': sbatch(1)), and srun runs its
+    step on component 0 unless --het-group says otherwise (srun(1) --het-group: "The default value is
+    --het-group=0").  A QA trial: `#SBATCH --nodes=2 --ntasks-per-node=8`, `#SBATCH hetjob`, `#SBATCH --nodes=1
+    --ntasks-per-node=1` with `srun python pretrain_gpt.py` (tp 2) was refused as 1 rank, the last component's."""
+    count, first = 1, None
+    for n, raw in enumerate(state.lines, 1):
+        line = raw.strip()
+        if line and not line.startswith("#"):
+            break
+        magic = next((w for w in ("#SBATCH", "#SLURM") if line.startswith(w)), None)
+        if magic is not None and _HET_SEPARATOR.match(line[len(magic):]):
+            count, first = count + 1, first or Origin(state.path, n, line)
+    return (count, first) if first is not None else None
+
+
 def _header_values(state: _State) -> dict[str, tuple[str, Origin]]:
     """The header's option values, each with its line: every `#SBATCH` (or `#SLURM`) line up to the first command,
     each holding any number of options (`#SBATCH --nodes=2 --ntasks-per-node=8`), and of an option given twice the
@@ -456,6 +480,8 @@ def _header_values(state: _State) -> dict[str, tuple[str, Origin]]:
         if magic is None:
             continue
         at = Origin(state.path, n, line)
+        if _HET_SEPARATOR.match(line[len(magic):]):
+            break  # a heterogeneous job's next component: srun's default step runs on component 0 (see _het_size)
         args = _header_arguments(line[len(magic):])
         k = 0
         while k < len(args):
@@ -513,6 +539,9 @@ def _sbatch_environment(state: _State) -> None:
         for name in _SBATCH_ENV[option]:
             state.vars.setdefault(name, _Var(value=[_Seg(value, False, at)]))
     _tasks_from_gpus(state, per_gpu)
+    het = _het_size(state)
+    if het is not None:  # sbatch sets SLURM_HET_SIZE in a heterogeneous job's environment (sbatch(1))
+        state.vars.setdefault("SLURM_HET_SIZE", _Var(value=[_Seg(str(het[0]), False, het[1])]))
     # `--nodelist` (-w) asks for hosts the job holds (sbatch(1) -w); they are its whole node list, SLURM_JOB_NODELIST,
     # where no node count asks for more
     hosts, nodes = state.vars.get("SLURM_JOB_NODELIST"), state.vars.get("SLURM_NNODES")

@@ -973,9 +973,42 @@ HIP_ALLOC_CONF = ("PYTORCH_HIP_ALLOC_CONF, which PyTorch's ROCm builds read wher
 """The source of allocator settings read from PYTORCH_HIP_ALLOC_CONF (audit.core._allocator_note names it)."""
 
 
+def _srun_heterogeneous(launch: Launch) -> None:
+    """A heterogeneous step is an error naming its line and the fix: `srun A : B` (a standalone `:` separates the
+    step's components, srun(1) and heterogeneous_jobs.html "the stand-alone ':' character can not be used as an
+    argument to an application launched by srun"), or `srun --het-group=` other than 0 in a job whose header has
+    `#SBATCH hetjob` components, whose ranks run on the other components' nodes, or on several components' in one
+    MPI_COMM_WORLD, none of which the header reading (component 0's, srun's default --het-group=0) describes.  A QA
+    trial: `srun --het-group=0,1 python pretrain_gpt.py` over components of 1 and 2 nodes (24 ranks) was priced as
+    16 ranks, the last component's."""
+    srun = srun_of(launch)
+    if not srun:
+        return
+    words = launch.command.words if launch.command.words[0].text.rsplit("/", 1)[-1] == "srun" else ()
+    colon = next((w for w in words if w.text == ":"), None)
+    group = last_flag_value(srun[1:], r"--(?:het|pack)-group(?:=(.+))?")
+    if colon is not None:
+        raise InputError(
+            f"launch: {colon.evidence}: srun's standalone ':' starts a heterogeneous step, one component per "
+            f"':'-separated command, all in one MPI_COMM_WORLD (slurm doc/html/heterogeneous_jobs.html); the audit "
+            f"prices one homogeneous step: audit each component's command on its own line, or start the job as one "
+            f"srun")
+    if group is not None and (group.unresolved or group.text.strip() != "0"):
+        het = launch.command.env("SLURM_HET_SIZE")
+        where = f" ({het.evidence}: a job of {het.text} components)" if het is not None else ""
+        raise InputError(
+            f"launch: {group.evidence}: srun --het-group {group.unresolved or group.text} starts its step on "
+            f"heterogeneous job component(s) other than 0 alone{where}, whose nodes and tasks are their own #SBATCH "
+            f"lines after `#SBATCH hetjob` (several components run in one MPI_COMM_WORLD: slurm "
+            f"doc/html/heterogeneous_jobs.html); the audit reads the header's component 0, srun's default "
+            f"(srun(1) --het-group): put the training step's component first and drop --het-group, or audit a "
+            f"script with that component's header alone")
+
+
 def launcher_settings(launch: Launch, s: Settings) -> None:
     """The world size and GPUs per node torchrun's flags fix; the deepspeed launcher's node and GPU counts; the
     environment the launch runs with (CUDA_LAUNCH_BLOCKING, the runtime variables of runtime_settings)."""
+    _srun_heterogeneous(launch)
     nccl_settings(launch.command, s)
     runtime_settings(launch.command, s)
     nodelist = launch.command.env("SLURM_JOB_NODELIST")
