@@ -2199,6 +2199,13 @@ def _job_sources(launch, ctx: click.Context, topo, train, model, real: bool) -> 
                            f"node's {topo.cluster.name} GPUs ({launch.sources['launcher_nodes']})"
                            if launch.launcher_nodes is not None
                            else f"the cluster's default size ({topo.num_gpus} GPUs): {DEFAULT_TAILS[0]}")
+        if (given("gpus") or given("nodes")) and not real and launch.world_size not in (None, topo.num_gpus):
+            # the flag over the files' own count prices the job at another size (another dp, another batch split):
+            # said beside it (a QA trial: `srun -N 1 -n 8 python pretrain_gpt.py` with --gpus 16 was priced as dp 8
+            # on 16 GPUs under the source '--gpus 16', the files' 8 unsaid)
+            out["num_gpus"] += (f", over the launch files' {launch.world_size} processes "
+                                f"({launch.sources.get('world_size', 'the files')}): priced at the flag's size, not "
+                                f"the one the files start; drop the flag to price the job as written")
     if "seq_len" not in launch.sources:
         out["seq_len"] = (f"--seq-len {train.seq_len}" if given("seq_len")
                           else f"model {model.name}'s default ({train.seq_len}): {DEFAULT_TAILS[0]}")

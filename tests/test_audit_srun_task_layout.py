@@ -59,3 +59,17 @@ def test_tasks_the_nodes_do_not_divide_are_an_error_naming_the_counts_and_the_fi
         assert fact in str(err.value), (fact, str(err.value))
     out = CliRunner().invoke(main, ["audit", "--launch", str(script), "--model", "llama3-8b", "--cluster", "dgx-h100"])
     assert out.exit_code == 2 and "Traceback" not in out.output and "--gpus" not in out.output, out.output
+
+
+def test_a_gpu_flag_over_the_files_own_count_says_so_beside_the_flag(tmp_path: Path) -> None:
+    """--gpus over a world size the files fix prices another job; the source says both (a QA trial: `srun -N 1 -n 8`
+    with --gpus 16 was priced as dp 8 on 16 GPUs under the source '--gpus 16', the files' 8 unsaid)."""
+    script = _script(tmp_path, "", "srun -N 1 -n 8")
+    out = CliRunner().invoke(main, ["audit", "--launch", str(script), "--model", "llama3-8b", "--cluster", "dgx-h100",
+                                    "--gpus", "16", "--json"])
+    assert out.exit_code in (0, 1), out.output
+    said = json.loads(out.stdout)["layout"]["sources"]["num_gpus"]
+    assert said.startswith("--gpus 16, over the launch files' 8 processes") and "srun -N 1 -n 8" in said, said
+    same = CliRunner().invoke(main, ["audit", "--launch", str(script), "--model", "llama3-8b", "--cluster",
+                                     "dgx-h100", "--gpus", "8", "--json"])
+    assert "over the launch files'" not in json.loads(same.stdout)["layout"]["sources"].get("num_gpus", "")
