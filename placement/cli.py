@@ -2045,8 +2045,14 @@ def _per_node_fix(launch, per_host: int) -> str:
     if tasks is None:
         return f"start {per_host} per node (e.g. torchrun --nproc_per_node {per_host})"
     each, where = launch.gpus_per_node // tasks, launch.sources["tasks_per_node"].split(": ", 1)[0]
+    overridden = "takes precedence over --ntasks-per-node" in launch.sources["tasks_per_node"]
     return (f"start one srun task per node, --ntasks-per-node=1 ({where} gives {tasks}), and let its torchrun start "
-            f"the node's {per_host} processes" + (f" (--nproc_per_node {per_host})" if each != per_host else ""))
+            f"the node's {per_host} processes" + (f" (--nproc_per_node {per_host})" if each != per_host else "")
+            # srun's own --ntasks-per-node yields to the job's task count it reads as -n unless its own -N stands
+            # beside it (src/srun/opt.c _opt_verify): the fix says where it holds
+            + (": srun's own --ntasks-per-node yields to the task count it takes from the job's environment unless "
+               "srun's own -N stands beside it (srun -N $SLURM_NNODES --ntasks-per-node=1, or #SBATCH "
+               "--ntasks-per-node=1)" if overridden else ""))
 
 
 def _slurm_node_ranking(topo: Topology, slurm_conf: str | None, slurm_topology: str | None) -> None:

@@ -73,3 +73,32 @@ def test_a_gpu_flag_over_the_files_own_count_says_so_beside_the_flag(tmp_path: P
     same = CliRunner().invoke(main, ["audit", "--launch", str(script), "--model", "llama3-8b", "--cluster",
                                      "dgx-h100", "--gpus", "8", "--json"])
     assert "over the launch files'" not in json.loads(same.stdout)["layout"]["sources"].get("num_gpus", "")
+
+
+@pytest.mark.parametrize(("header", "srun", "world", "per_node"), [
+    # the batch script's SLURM_NTASKS is 16 (env.c env_array_for_batch_job), srun reads it as -n and ignores its
+    # own --ntasks-per-node 4 ("can't honor --ntasks-per-node": src/srun/opt.c _opt_verify)
+    ("#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=8\n", "srun --ntasks-per-node=4", 16, 8),
+    ("#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=4\n", "srun --ntasks-per-node=8", 8, 4),  # -n 8, 8 a node at most
+    ("#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=8\n", "srun -N 2 --ntasks-per-node=4", 8, 4),  # its own -N: N x 4
+])
+def test_the_jobs_task_count_stands_over_sruns_own_tasks_per_node(tmp_path: Path, header, srun, world,
+                                                                   per_node) -> None:
+    lay = parse_launch([_script(tmp_path, header, srun)])
+    assert (lay.world_size, lay.gpus_per_node) == (world, per_node), lay.sources
+
+
+def test_srun_torchrun_whose_tasks_per_node_srun_ignores_is_refused_with_a_fix_that_holds(tmp_path: Path) -> None:
+    """A QA trial: `srun --ntasks-per-node=1 torchrun --nproc_per_node 8` under `#SBATCH --nodes=2
+    --ntasks-per-node=8` was priced as one torchrun a node, where srun starts the job's 16 tasks, 8 torchruns a node."""
+    script = tmp_path / "job.sh"
+    script.write_text("#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=8\n#SBATCH --gpus-per-node=8\n"
+                      "srun --ntasks-per-node=1 torchrun --nproc_per_node 8 --nnodes 2 --node_rank $SLURM_NODEID "
+                      f"--master_addr node01 --master_port 29500 pretrain_gpt.py {ARGS}\n")
+    lay = parse_launch([script])
+    assert (lay.tasks_per_node, lay.gpus_per_node) == (8, 64)
+    out = CliRunner().invoke(main, ["audit", "--launch", str(script), "--model", "llama3-8b", "--cluster", "dgx-h100"])
+    assert out.exit_code == 2 and "srun -N $SLURM_NNODES --ntasks-per-node=1" in out.output, out.output
+    script.write_text(script.read_text().replace("srun --ntasks", "srun -N $SLURM_NNODES --ntasks"))
+    fixed = parse_launch([script])
+    assert (fixed.tasks_per_node, fixed.gpus_per_node, fixed.world_size) == (None, 8, 16)

@@ -611,7 +611,7 @@ def _srun_tasks(launch: Launch, s: Settings) -> None:
     tasks, own_nodes = count("-n", "--ntasks"), count("-N", "--nodes")
     nodes, per_node = count("-N", "--nodes", env="SLURM_NNODES"), count("--ntasks-per-node",
                                                                          env="SLURM_NTASKS_PER_NODE")
-    job_tasks = count(env="SLURM_NTASKS")
+    job_tasks = _job_task_count(count)
     per_node = per_node or _srun_per_gpu(count, tasks is not None)
     if per_node is not None and tasks is None and nodes is not None and count("--ntasks-per-gpu") is not None:
         job_tasks = None  # srun's step of N tasks a GPU (gres.c _handle_ntasks_per_tres_step), not the job's count
@@ -622,7 +622,7 @@ def _srun_tasks(launch: Launch, s: Settings) -> None:
         if nodes is not None and (per_node is None or per_node[0] * nodes[0] != tasks[0]):
             # block deals them as many a node (slurm src/common/slurm_step_layout.c _task_layout_block counts them
             # cyclically, then numbers them node by node; CR_Pack_Nodes, which fills a node's CPUs first, aside)
-            per_node = _dealt(tasks, nodes, None)
+            per_node = _dealt(tasks, nodes, count("--ntasks-per-node"))  # srun's own beside the job's -n: a maximum
     elif tasks is not None and nodes is not None and (per_node is None or per_node[0] * nodes[0] != tasks[0]):
         # srun's own -n over its nodes (its -N, else the job's, which srun reads as -N: src/srun/opt.c env_vars
         # SLURM_JOB_NUM_NODES), dealt evenly as above (a QA trial: `srun -n 16` on a 4-node job was priced 8 a node)
@@ -640,6 +640,19 @@ def _srun_tasks(launch: Launch, s: Settings) -> None:
     elif nodes is not None and per_node is not None:
         s.put("world_size", nodes[0] * per_node[0], f"{nodes[1]}; {per_node[1]} (srun starts one rank per task)")
     _srun_distribution(srun, launch.command, s)
+
+
+def _job_task_count(count) -> tuple[int, str] | None:
+    """The batch script's SLURM_NTASKS, which srun reads as its -n (src/srun/opt.c env_vars): the header's --ntasks,
+    else its --ntasks-per-node times its --nodes, as slurmd sets it for the batch script ("--ntasks-per-node
+    no-longer sets num_tasks implicitly, so we need to calculate num_tasks here ... make sure that the SLURM_NTASKS
+    environment variable is set": src/common/env.c env_array_for_batch_job); None where the header fixes neither."""
+    given = count(env="SLURM_NTASKS")
+    per_node, nodes = count(env="SLURM_NTASKS_PER_NODE"), count(env="SLURM_NNODES")
+    if given is not None or per_node is None or nodes is None:
+        return given
+    return per_node[0] * nodes[0], (f"{per_node[1]}; {nodes[1]} (the batch script's SLURM_NTASKS, their product: "
+                                    f"src/common/env.c env_array_for_batch_job)")
 
 
 def _dealt(tasks: tuple[int, str], nodes: tuple[int, str], per_node: tuple[int, str] | None) -> tuple[int, str]:
@@ -759,10 +772,17 @@ def _srun_tasks_per_node(srun: list[Word], command: Command) -> tuple[int, str] 
         per_node = own or count(env="SLURM_NTASKS_PER_NODE")
         return per_node if per_node is not None and per_node[0] * nodes[0] == tasks[0] else _dealt(tasks, nodes,
                                                                                                     per_node)
+    job = _job_task_count(count)
+    if own is not None and job is not None and nodes is not None and count("-N", "--nodes") is None and \
+            own[0] * nodes[0] != job[0]:
+        # srun's own --ntasks-per-node beside the job's task count, which it reads as -n, and the job's nodes, as -N:
+        # -n stands and the per-node count is a maximum, or ignored where -n exceeds it ("can't honor
+        # --ntasks-per-node ... Ignoring --ntasks-per-node": src/srun/opt.c _opt_verify; a QA trial: `srun
+        # --ntasks-per-node=1 torchrun` under `#SBATCH --nodes=2 --ntasks-per-node=8` was read as one torchrun a node)
+        return _dealt(job, nodes, own)
     own = own or count(env="SLURM_NTASKS_PER_NODE")
-    tasks = count(env="SLURM_NTASKS")
-    if own is None and tasks is not None and nodes is not None:
-        own = _dealt(tasks, nodes, None)
+    if own is None and job is not None and nodes is not None:
+        own = _dealt(job, nodes, None)
     return own
 
 
