@@ -106,3 +106,18 @@ def test_mpirun_bind_to_decides_the_binding(tmp_path: Path, line: str, bound: bo
     layout = parse_launch([script])
     assert layout.recipe["cpu_affinity"] is bound
     assert "bind" in layout.sources["recipe.cpu_affinity"]
+
+
+@pytest.mark.parametrize(("srun", "dist", "noted"), [
+    ("srun --distribution=pack", "block", True),  # pack alone: the default method, packed (proc_args.c)
+    ("srun -m block,Pack", "block", True),
+    ("srun --distribution=cyclic,pack", "cyclic", False),  # pack only changes block's counts
+    ("srun -m block,NoPack", "block", False),
+])
+def test_the_node_packing_flag_is_read_and_its_block_layout_said(tmp_path: Path, srun, dist, noted) -> None:
+    """A QA trial: `srun --distribution=pack`, which srun accepts (src/common/proc_args.c verify_dist_type), was
+    refused as no method, and `-m block,Pack` (each node's CPUs filled first: slurm_step_layout.c
+    _task_layout_block) was read as block with nothing said."""
+    lay = parse_launch([_script(tmp_path, srun)])
+    assert lay.task_distribution == dist
+    assert any("Pack fills each node's CPUs" in i for i in lay.ignored) == noted, lay.ignored

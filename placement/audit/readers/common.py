@@ -730,6 +730,19 @@ def _srun_distribution(words: list[Word], command: Command, s: Settings) -> None
         return
     method = re.split(r"[:,]", given.text, maxsplit=1)[0]
     name, _, size = method.partition("=")
+    flags = [f.lower() for f in given.text.split(",")[1:]]
+    if name.lower() in ("pack", "nopack"):
+        # `--distribution=pack` alone: the default method with the node-packing flag (src/common/proc_args.c
+        # verify_dist_type: "It is valid to use pack or nopack alone"; a QA trial's was refused as no method)
+        name, flags = "*", [name.lower()]
+    if "pack" in flags and name in ("*", "block"):
+        # block with Pack fills each node's CPUs before the next (src/common/slurm_step_layout.c _task_layout_block,
+        # pack_nodes: one task a node, then node by node up to its CPUs): the tasks a node follow CPUs the files do
+        # not give, so the even block layout priced is said (a QA trial's `-m block,Pack` was read as block, unsaid)
+        s.ignored.append(f"srun --distribution {given.text} ({given.evidence}): Pack fills each node's CPUs with "
+                         f"tasks before the next node's (src/common/slurm_step_layout.c _task_layout_block), so "
+                         f"the tasks a node depend on the nodes' CPUs, which the files do not give: priced as block "
+                         f"with the tasks dealt evenly; drop Pack (or give --ntasks-per-node) for the layout priced")
     if name not in SRUN_DISTRIBUTIONS:
         raise InputError(f"{given.evidence}: srun --distribution {given.text!r}: {name!r} is not one of srun's "
                          f"methods ({', '.join(SRUN_DISTRIBUTIONS)}; srun(1) -m); fix the launch line")
