@@ -16,6 +16,7 @@ from placement.audit.core import task_slots
 from placement.audit.launch import parse_launch
 from placement.audit.readers.reading import LaunchLayout
 from placement.cli import main
+from placement.errors import InputError
 
 ARGS = ("--tensor-model-parallel-size 8 --pipeline-model-parallel-size 2 --sequence-parallel --num-layers 32 "
         "--hidden-size 4096 --ffn-hidden-size 14336 --num-attention-heads 32 --group-query-attention "
@@ -90,7 +91,8 @@ def test_a_plane_that_does_not_fill_a_node_evenly_is_an_error(tmp_path: Path) ->
     result = CliRunner().invoke(main, ["audit", "--launch", str(_script(tmp_path, "srun -m plane=3")), "--model",
                                        "llama3-8b", "--cluster", "dgx-h100", "--gpus", "32"])
     assert result.exit_code == 2 and "Traceback" not in result.output, result.output
-    assert "planes of 3 tasks" in result.output and "8 % 3 = 2" in result.output
+    # plane=3 deals 32 tasks over 4 nodes 3 a turn: 9, 9, 8 and 6 (slurm_step_layout.c _task_layout_plane)
+    assert "srun -m plane=3" in result.output and "9, 9, 8, 6 a node" in result.output
 
 
 @pytest.mark.parametrize(("line", "bound"), [("mpirun -np 32 --bind-to none", False),
@@ -121,3 +123,17 @@ def test_the_node_packing_flag_is_read_and_its_block_layout_said(tmp_path: Path,
     lay = parse_launch([_script(tmp_path, srun)])
     assert lay.task_distribution == dist
     assert any("Pack fills each node's CPUs" in i for i in lay.ignored) == noted, lay.ignored
+
+
+def test_a_plane_that_deals_the_nodes_different_counts_is_an_error_naming_them(tmp_path: Path) -> None:
+    """plane=4 deals 4 tasks a node in turn (slurm_step_layout.c _task_layout_plane): 12 tasks on 2 nodes run 8 and
+    4.  A QA trial: read as 6 a node and refused as 'placement cannot lay out part of each node'."""
+    script = tmp_path / "job.sh"
+    script.write_text(f"#!/bin/bash\n#SBATCH --nodes=2 --ntasks=12\nsrun -m plane=4 python pretrain_gpt.py {ARGS}\n")
+    with pytest.raises(InputError) as err:
+        parse_launch([script])
+    for fact in ("job.sh:3: srun -m plane=4", "8, 4 a node", "_task_layout_plane", "a multiple of 8"):
+        assert fact in str(err.value), (fact, str(err.value))
+    script.write_text(script.read_text().replace("--ntasks=12", "--ntasks=16"))
+    lay = parse_launch([script])
+    assert (lay.world_size, lay.gpus_per_node, lay.task_distribution) == (16, 8, "plane=4")

@@ -639,7 +639,36 @@ def _srun_tasks(launch: Launch, s: Settings) -> None:
         s.put("world_size", tasks[0], f"{tasks[1]} (srun starts one rank per task)")
     elif nodes is not None and per_node is not None:
         s.put("world_size", nodes[0] * per_node[0], f"{nodes[1]}; {per_node[1]} (srun starts one rank per task)")
-    _srun_distribution(srun, launch.command, s)
+    plane = _srun_distribution(srun, launch.command, s)
+    world = tasks[0] if tasks is not None else nodes[0] * per_node[0] if nodes and per_node else None
+    if plane is not None and world is not None and nodes is not None and world > nodes[0]:
+        _plane_counts(plane, world, nodes)
+
+
+def _plane_counts(plane: tuple[int, Word], world: int, nodes: tuple[int, str]) -> None:
+    """plane=P deals P consecutive tasks to each node in turn (src/common/slurm_step_layout.c _task_layout_plane),
+    so its counts a node need not be even where the plain block layout's are: an uneven deal is an error naming the
+    counts and the fix (a QA trial: `#SBATCH --nodes=2 --ntasks=12` with `srun -m plane=4` was read as 6 a node and
+    refused as 'placement cannot lay out part of each node', where srun runs 8 and 4)."""
+    size, word = plane
+    # as _task_layout_plane counts them, the nodes' CPUs aside: one task a node first (world > nodes here), the rest
+    # of each node's first plane in turn, then a plane a node in turn
+    counts, dealt = [1] * nodes[0], nodes[0]
+    for turn in range(world):
+        for i in range(nodes[0]):
+            take = min(size - 1 if turn == 0 else size, world - dealt)
+            counts[i], dealt = counts[i] + take, dealt + take
+        if dealt == world:
+            break
+    if len(set(counts)) == 1:
+        return
+    shown = ", ".join(map(str, counts[:8])) + (", ..." if len(counts) > 8 else "")
+    raise InputError(
+        f"task layout: {word.evidence}: srun -m plane={size} deals {size} consecutive tasks to each of its "
+        f"{nodes[0]} nodes ({nodes[1]}) in turn (src/common/slurm_step_layout.c _task_layout_plane), so its {world} "
+        f"tasks run {shown} a node, different counts that the audit cannot price (every node of a priced job holds "
+        f"one count); give a task count that is a multiple of {size * nodes[0]} (plane x nodes), or a plane that "
+        f"divides the tasks a node ({world // nodes[0]})")
 
 
 def _job_task_count(count) -> tuple[int, str] | None:
@@ -711,7 +740,7 @@ def last_flag_value(words: list[Word], flag: str) -> Word | None:
     return given
 
 
-def _srun_distribution(words: list[Word], command: Command, s: Settings) -> None:
+def _srun_distribution(words: list[Word], command: Command, s: Settings) -> tuple[int, Word] | None:
     """The node each task of an `srun python ...` launch runs on, rank = task id: srun's -m/--distribution (`-m
     cyclic`, `--distribution=cyclic:block`, `plane=4`), else SLURM_DISTRIBUTION (which `#SBATCH --distribution` sets
     and srun reads as the flag), read into task_distribution.  Its first field decides the nodes: block (the
@@ -753,6 +782,7 @@ def _srun_distribution(words: list[Word], command: Command, s: Settings) -> None
             raise InputError(f"{given.evidence}: srun --distribution {given.text!r}: plane needs its size, "
                              f"plane=N with N >= 1 (or SLURM_DIST_PLANESIZE; srun(1) -m); fix the launch line")
         s.put("task_distribution", f"plane={int(text)}", given.evidence)
+        return int(text), given
     elif name == "arbitrary":
         s.ignored.append(f"srun --distribution arbitrary ({given.evidence}): each task runs on the host its line of "
                          f"$SLURM_HOSTFILE names, which the files do not give: priced with node rank k's ranks on "
