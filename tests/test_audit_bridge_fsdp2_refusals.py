@@ -56,3 +56,63 @@ def test_fsdp2_without_either_is_priced_at_zero_3(tmp_path: Path) -> None:
     result = _run(path)
     assert result.exit_code in (0, 1), result.output
     assert json.loads(result.stdout)["layout"]["zero_stage"] == 3
+
+
+OVERRIDE = L70.parent / "llama3_8b_pretrain_override_example_megatron_fsdp.yaml"
+JOB_8B = ("--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "8")
+
+
+def _override(tmp_path: Path, *extra: tuple[str, str]) -> Path:
+    """The Megatron-FSDP override example turned to torch FSDP2, its distributed optimizer left to the recipe."""
+    text = OVERRIDE.read_text()
+    for old, new in (("use_megatron_fsdp: true", "use_megatron_fsdp: false"),
+                     ("use_torch_fsdp2: false", "use_torch_fsdp2: true"), *extra):
+        assert old in text, old
+        text = text.replace(old, new)
+    out = tmp_path / OVERRIDE.name
+    out.write_text(text)
+    return out
+
+
+def _run_8b(path: Path):
+    return CliRunner().invoke(main, ["--reproducible", "audit", "--launch", str(path), *JOB_8B, "--json"])
+
+
+def test_fsdp2_override_over_the_recipes_distributed_optimizer_is_refused(tmp_path: Path) -> None:
+    """An override that turns FSDP2 on and leaves use_distributed_optimizer to the recipe runs the recipe's true
+    (recipes/common.py:87, utils/optimizer_utils.py:150), which Bridge neither fixes nor refuses: a QA run priced it
+    as a ZeRO-3 job."""
+    result = _run_8b(_override(tmp_path))
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    assert "ddp.use_distributed_optimizer: the recipe's" in result.output
+    assert "optimizer.use_distributed_optimizer: the recipe's" in result.output
+
+
+def test_fsdp2_override_turning_one_config_off_is_still_refused(tmp_path: Path) -> None:
+    """Bridge turns both configs' distributed optimizer on where either is true (training/config.py
+    _validate_and_sync_distributed_optimizer_settings): ddp's false beside the recipe's optimizer true runs it."""
+    path = _override(tmp_path, ("ddp:\n", "ddp:\n  use_distributed_optimizer: false\n"))
+    result = _run_8b(path)
+    assert result.exit_code == 2, result.output
+    assert "optimizer.use_distributed_optimizer: the recipe's" in result.output
+    assert "use_distributed_optimizer: false (Megatron-Bridge turns it back on" in result.output
+
+
+def test_fsdp2_override_over_the_recipes_accumulation_fusion_is_refused(tmp_path: Path) -> None:
+    """With both distributed optimizers off, the recipe's model provider still fuses the weight-gradient
+    accumulation wherever Transformer Engine imports (models/gpt_provider.py:206)."""
+    path = _override(tmp_path, ("ddp:\n", "ddp:\n  use_distributed_optimizer: false\n"),
+                     ("optimizer:\n", "optimizer:\n  use_distributed_optimizer: false\n"))
+    result = _run_8b(path)
+    assert result.exit_code == 2, result.output
+    assert "model.gradient_accumulation_fusion: the recipe's" in result.output and "main_grad" in result.output
+
+
+def test_fsdp2_override_stating_all_three_off_is_priced_at_zero_3(tmp_path: Path) -> None:
+    path = _override(tmp_path, ("ddp:\n", "ddp:\n  use_distributed_optimizer: false\n"),
+                     ("optimizer:\n", "optimizer:\n  use_distributed_optimizer: false\n"),
+                     ("model:\n", "model:\n  gradient_accumulation_fusion: false\n"))
+    result = _run_8b(path)
+    assert result.exit_code in (0, 1), result.output
+    assert json.loads(result.stdout)["layout"]["zero_stage"] == 3

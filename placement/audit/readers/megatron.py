@@ -2220,8 +2220,21 @@ def _bridge_fsdp2_refusals(keys: dict[str, tuple[Any, str]]) -> None:
     flag, ev = keys.get("dist.use_torch_fsdp2", (None, None))
     if flag is not True:
         return
-    distributed = [keys[k][1] for k in ("ddp.use_distributed_optimizer", "optimizer.use_distributed_optimizer")
-                   if keys.get(k, (None,))[0] is True]
+    names = ("ddp.use_distributed_optimizer", "optimizer.use_distributed_optimizer")
+    distributed = [keys[k][1] for k in names if keys.get(k, (None,))[0] is True]
+    saved = "model._target_" in keys
+    if not saved and not distributed and not all(keys.get(k, (None,))[0] is False for k in names):
+        # an override (or Hydra overrides) merges onto a recipe whose DDP and optimizer configs both set
+        # use_distributed_optimizer=True (recipes/common.py:87 and :406, utils/optimizer_utils.py:150
+        # distributed_fused_adam_with_cosine_annealing; NVIDIA-NeMo/Megatron-Bridge 067f987df), and either config's
+        # true turns both on (training/config.py _validate_and_sync_distributed_optimizer_settings), so only both
+        # false leaves it off; Bridge turns it off for Megatron-FSDP v2 alone (training/config.py:1191-1192)
+        unstated = [k for k in names if k not in keys]
+        distributed = [f"{k}: the recipe's (the launch files do not set it; Megatron-Bridge's recipes set it true: "
+                       f"recipes/common.py:87, recipes/utils/optimizer_utils.py:150)" for k in unstated]
+        distributed += [f"{keys[k][1]} (Megatron-Bridge turns it back on where the other config has it true: "
+                        f"training/config.py _validate_and_sync_distributed_optimizer_settings)"
+                        for k in names if k in keys]
     if distributed:
         raise InputError(
             f"{ev} with {'; '.join(distributed)}: this job does not train. Megatron-Core's distributed optimizer "
@@ -2234,6 +2247,13 @@ def _bridge_fsdp2_refusals(keys: dict[str, tuple[Any, str]]) -> None:
             f"arguments.py:1038). Set ddp.use_distributed_optimizer and optimizer.use_distributed_optimizer to false "
             f"(FSDP2 shards the optimizer state itself), or run Megatron-FSDP (dist.use_megatron_fsdp) instead")
     fusion, fev = keys.get("model.gradient_accumulation_fusion", (None, None))
+    if fusion is None and not saved:
+        # the recipe's model provider: GPTModelProvider.gradient_accumulation_fusion defaults to True wherever
+        # Transformer Engine imports (models/gpt_provider.py:206, utils/fusions.py:34-52
+        # can_enable_gradient_accumulation_fusion)
+        fusion, fev = True, ("model.gradient_accumulation_fusion: the recipe's (the launch files do not set it; "
+                             "Megatron-Bridge's GPTModelProvider turns it on wherever Transformer Engine imports: "
+                             "models/gpt_provider.py:206, utils/fusions.py:34-52)")
     if fusion is True:
         raise InputError(
             f"{ev} with {fev}: the first backward fails. Transformer Engine's fused weight-gradient accumulation "
