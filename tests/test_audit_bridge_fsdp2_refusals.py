@@ -116,3 +116,36 @@ def test_fsdp2_override_stating_all_three_off_is_priced_at_zero_3(tmp_path: Path
     result = _run_8b(path)
     assert result.exit_code in (0, 1), result.output
     assert json.loads(result.stdout)["layout"]["zero_stage"] == 3
+
+
+def _changes(result) -> dict[str, dict]:
+    assert result.exit_code in (0, 1), result.output
+    out = json.loads(result.stdout)
+    assert out["best"]["layout"]["zero_stage"] < 2
+    return {c["argument"]: c for c in out["changes"]}
+
+
+def test_a_best_plan_without_fsdp_turns_the_configs_fsdp2_off(tmp_path: Path) -> None:
+    """The best plan of a saved FSDP2 config, ZeRO-1, turns the distributed optimizer on and must turn FSDP2 off: a
+    QA run's change list kept dist.use_torch_fsdp2 true beside use_distributed_optimizer true, the config this audit
+    refuses."""
+    path = _write(tmp_path, ("  use_distributed_optimizer: true", "  use_distributed_optimizer: false"),
+                  ("  gradient_accumulation_fusion: true", "  gradient_accumulation_fusion: false"))
+    changes = _changes(_run(path))
+    assert changes["ddp.use_distributed_optimizer"]["to"] == "true"
+    assert changes["dist.use_torch_fsdp2"]["from"] == "true" and changes["dist.use_torch_fsdp2"]["to"] == "false"
+
+
+def test_a_best_plan_without_fsdp_drops_megatron_lms_fsdp2(tmp_path: Path) -> None:
+    """The same for a Megatron-LM script: --use-distributed-optimizer beside a kept --use-torch-fsdp2 is refused at
+    start (arguments.py:1038)."""
+    script = tmp_path / "train.sh"
+    script.write_text(
+        "torchrun --nproc_per_node 8 --nnodes 1 pretrain_gpt.py --tensor-model-parallel-size 1 "
+        "--pipeline-model-parallel-size 1 --num-layers 32 --hidden-size 4096 --num-attention-heads 32 --swiglu "
+        "--ffn-hidden-size 14336 --group-query-attention --num-query-groups 8 --seq-length 4096 --micro-batch-size 1 "
+        "--global-batch-size 8 --bf16 --use-torch-fsdp2 --no-gradient-accumulation-fusion "
+        "--untie-embeddings-and-output-weights\n")
+    changes = _changes(_run_8b(script))
+    assert changes["--use-distributed-optimizer"]["to"] is not None
+    assert changes["--use-torch-fsdp2"]["from"] is not None and changes["--use-torch-fsdp2"]["to"] is None

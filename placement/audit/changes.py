@@ -325,9 +325,9 @@ _SWITCHES = frozenset({"--sequence-parallel", "--use-distributed-optimizer", "--
                        "--cross-entropy-loss-fusion", "--moe-permute-fusion", "--moe-router-fusion",
                        "--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split",
                        "--activation-func-fp8-input-store", "--moe-grouped-gemm", "--use-tp-pp-dp-mapping",
-                       "--moe-shared-expert-overlap"})
-"""Megatron-LM's store_true flags placement writes (and --moe-shared-expert-overlap, which a change removes:
-DROPPED_SWITCHES): their Bridge field is a bool."""
+                       "--moe-shared-expert-overlap", "--use-torch-fsdp2"})
+"""Megatron-LM's store_true flags placement writes (and --moe-shared-expert-overlap and --use-torch-fsdp2, which a
+change removes: DROPPED_SWITCHES, TORCH_FSDP2_DROPPED): their Bridge field is a bool."""
 
 
 def _bridge_graph_api(changes: list[dict], stated: dict[str, str]) -> None:
@@ -751,6 +751,9 @@ def launch_changes(framework: str, now: EmitContext, best: EmitContext, files_te
         if files_text is not None:
             _megatron_virtual_flags(changes, b, files_text)
         _bridge_dropped_switches(changes, best, bridge)
+        if "--use-megatron-fsdp" not in b and bridge.get("dist.use_torch_fsdp2") == "true":
+            # torch FSDP2, which no plan of placement's runs, named as the config's field set false (bridge_changes)
+            changes.append({"argument": "--use-torch-fsdp2", "from": "true", "to": None, "note": TORCH_FSDP2_DROPPED})
         _moe_fusion_pair(changes, b, lambda flag: any(bridge[k] == "true" for k in _bridge_keys(flag, bridge)))
         changes = bridge_changes(changes, bridge)
         for c in changes:
@@ -1186,12 +1189,24 @@ never write: a best plan without Megatron-FSDP must drop them too (a user trial'
 --use-megatron-fsdp and left --fsdp-manual-registration, a job that does not start)."""
 
 
+TORCH_FSDP2_DROPPED = ("this plan runs no FSDP, and placement's files never run torch FSDP2: kept, it shards weights, "
+                       "gradients and optimizer state (ZeRO-3) whatever else the plan writes, and Megatron-LM refuses "
+                       "it beside the distributed optimizer ('--use-torch-fsdp2 is not supported with MCore's "
+                       "distributed optimizer', megatron/training/arguments.py:1038 at d98e8a64dd), beside which "
+                       "Megatron-Bridge's FSDP2 model holds no shard to update (optimizer/__init__.py "
+                       "_get_param_groups_and_buffers)")
+"""Why a best plan without Megatron-FSDP removes the launch's torch FSDP2 (a QA run: a Megatron-LM script and a saved
+Megatron-Bridge config with it were told to add the distributed optimizer for a ZeRO-1 plan and kept FSDP2 on)."""
+
+
 def _megatron_fsdp_only(changes: list[dict], best: dict[str, str], live: str) -> None:
-    """Remove the MEGATRON_FSDP_ONLY flags the launch files pass where the best plan runs no Megatron-FSDP."""
+    """Remove the MEGATRON_FSDP_ONLY flags the launch files pass, and torch FSDP2 (TORCH_FSDP2_DROPPED), where the best
+    plan runs no Megatron-FSDP."""
     if "--use-megatron-fsdp" in best:
         return
     for flag, why in MEGATRON_FSDP_ONLY.items():
         _drop_switch(changes, flag, live, why)
+    _drop_switch(changes, "--use-torch-fsdp2", live, TORCH_FSDP2_DROPPED)
 
 
 def _megatron_fsdp_connections(changes: list[dict], best: dict[str, str], live: str,
