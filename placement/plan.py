@@ -11,9 +11,9 @@ from placement.cost.constants import MEMORY_RESERVE_BYTES, GiB
 from placement.cost.context import fp8_recipe
 from placement.cost.memory import gradient_dtype
 from placement.cost.pipeline import rank_layer_counts
-from placement.cost.step import Estimates
+from placement.cost.step import BLOCKWISE_TP_OVERLAP_OFF, Estimates
 from placement.specs import Layout, ModelSpec, TrainingSpec
-from placement.specs.recipe import Recipe
+from placement.specs.recipe import Fp8Recipe, Recipe
 from placement.specs.training import Precision
 from placement.topology import Topology
 
@@ -262,6 +262,12 @@ def make_plan(batch: LayoutBatch, est: Estimates, i: int, model: ModelSpec, trai
         recipe = recipe.model_copy(update={"fp8_recipe": fp8_recipe(topo, recipe, train.precision)})
     per_rank = rank_layer_counts(model.num_layers, lay.pp, lay.vpp, recipe.pipeline_layout,
                                  recipe.account_for_embedding, recipe.account_for_loss, recipe.mtp_layers)
+    sources = {f: (recipe_sources or {}).get(f, "default") for f in Recipe.model_fields}
+    if train.precision is Precision.FP8 and recipe.fp8_recipe is Fp8Recipe.BLOCKWISE and lay.tp > 1 \
+            and sources["tp_comm_overlap"] in ("searched", "default"):
+        # the search tried it on and estimate priced every candidate off (cost.step._no_userbuffers_under_blockwise):
+        # a QA run's plan said "tp overlap off (searched)", as if it had lost on time
+        sources["tp_comm_overlap"] = BLOCKWISE_TP_OVERLAP_OFF
     best = _published_best(model, topo, train, est, i, lay, recipe)
     stages = [per_rank[0]]
     stages += [max(per_rank[1:-1])] if lay.pp > 2 else []
@@ -310,7 +316,7 @@ def make_plan(batch: LayoutBatch, est: Estimates, i: int, model: ModelSpec, trai
                                                               "in_node_level": topo.levels[0].name,
                                                               "note": topo.node_topo_note},
         recipe=recipe.model_dump(mode="json"),
-        recipe_sources={f: (recipe_sources or {}).get(f, "default") for f in Recipe.model_fields},
+        recipe_sources=sources,
         model_features=model_features(model, model_sources),
         accelerator_assumptions=accelerator_assumptions(topo, train),
         memory_headroom_bytes=train.memory_headroom_bytes,

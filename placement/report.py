@@ -10,6 +10,7 @@ from placement.calibration.validate import MOE_GROUP, SCHEDULE_FIELDS, TARGET_GR
 from placement.catalog import accelerator_file_given
 from placement.cost.constants import ALLOCATOR_FRAGMENTATION, GiB
 from placement.cost.context import priced_zero
+from placement.cost.step import BLOCKWISE_TP_OVERLAP_OFF
 from placement.plan import Plan
 from placement.planner import Planned
 from placement.specs import ModelSpec
@@ -284,7 +285,10 @@ def recipe_line(p: Plan) -> str:
             ("tp_comm_overlap", "tp overlap", onoff(r.tp_comm_overlap)),
             ("ep_comm_overlap", "ep overlap", onoff(r.ep_comm_overlap))):
         searched = sources.get(field) == "searched"
-        if searched or getattr(r, field) != getattr(default, field):
+        if sources.get(field) == BLOCKWISE_TP_OVERLAP_OFF:  # not a choice: the FP8 recipe forbids it
+            items.append(f"{label} {text} (forced by fp8 blockwise: Transformer Engine's userbuffers refuse its "
+                         f"quantizers)")
+        elif searched or getattr(r, field) != getattr(default, field):
             items.append(f"{label} {text}" + (" (searched)" if searched else ""))
     if r.recompute_modules:
         items.append("recompute " + "+".join(m.value for m in r.recompute_modules)

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from click.testing import CliRunner
 
@@ -33,3 +35,33 @@ def test_the_same_flag_with_fp8_prices_fp8() -> None:
 def test_turning_an_fp8_flag_off_on_a_bf16_run_is_no_error() -> None:
     result = CliRunner().invoke(main, ["evaluate", *JOB, *LAYOUT, "--no-fp8-params", "--json"])
     assert result.exit_code == 0, result.output
+
+
+def test_blockwise_plan_says_tp_overlap_is_forced_off_not_searched() -> None:
+    """Blockwise FP8 forces TP overlap off (Transformer Engine's userbuffers refuse its quantizers:
+    cost.step._no_userbuffers_under_blockwise); a QA run's plan said "tp overlap off (searched)", as if it had lost on
+    time.  The text line and the JSON's recipe_sources say why; a tensor-wise plan still searches it."""
+    job = ["plan", "--model", "llama3-70b", "--cluster", "dgx-h100", "--gpus", "64", "--top-k", "1", "--precision",
+           "fp8"]
+    text = CliRunner().invoke(main, [*job, "--fp8-recipe", "blockwise"])
+    assert text.exit_code == 0, text.output
+    assert "tp overlap off (forced by fp8 blockwise" in text.output
+    assert "tp overlap off (searched)" not in text.output
+    out = CliRunner().invoke(main, [*job, "--fp8-recipe", "blockwise", "--json"])
+    plan = json.loads(out.stdout)["plans"][0]
+    assert plan["recipe"]["tp_comm_overlap"] is False
+    assert plan["recipe_sources"]["tp_comm_overlap"].startswith("forced off by fp8 blockwise")
+    assert "Unsupported quantizer for Userbuffers" in plan["recipe_sources"]["tp_comm_overlap"]
+    tensorwise = CliRunner().invoke(main, [*job, "--fp8-recipe", "tensorwise", "--json"])
+    assert json.loads(tensorwise.stdout)["plans"][0]["recipe_sources"]["tp_comm_overlap"] == "searched"
+
+
+def test_evaluate_says_it_under_tp_only() -> None:
+    """evaluate's default (off) says why under tp above 1, and nothing at tp 1, where no TP collective runs."""
+    job = ["evaluate", "--cluster", "dgx-h100", "--precision", "fp8", "--fp8-recipe", "blockwise", "--json"]
+    tp4 = CliRunner().invoke(main, [*job, "--model", "llama3-70b", "--gpus", "64", "--tp", "4", "--pp", "4",
+                                    "--sequence-parallel"])
+    tp1 = CliRunner().invoke(main, [*job, "--model", "llama3-8b", "--gpus", "8", "--tp", "1", "--zero", "1"])
+    assert tp4.exit_code in (0, 1) and tp1.exit_code in (0, 1), tp4.output + tp1.output
+    assert json.loads(tp4.stdout)["recipe_sources"]["tp_comm_overlap"].startswith("forced off by fp8 blockwise")
+    assert json.loads(tp1.stdout)["recipe_sources"]["tp_comm_overlap"] == "default"

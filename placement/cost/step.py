@@ -925,6 +925,9 @@ BLOCKWISE_USERBUFFERS = ("Transformer Engine's userbuffers gather FP8 per-tensor
                          "v2.18 :730, fill_userbuffers_buffer_for_all_gather), and Megatron-Core passes "
                          "--tp-comm-overlap on unchecked")
 """Why blockwise FP8 runs no TP communication overlap."""
+BLOCKWISE_TP_OVERLAP_OFF = f"forced off by fp8 blockwise, whatever the search tries: {BLOCKWISE_USERBUFFERS}"
+"""A plan's recipe source of tp_comm_overlap under blockwise FP8 (plan.make_plan), where the search's "searched" would
+say it chose: estimate prices every candidate off (_no_userbuffers_under_blockwise)."""
 
 
 def _no_userbuffers_under_blockwise(choices: RecipeChoices, b: LayoutBatch) -> RecipeChoices:
