@@ -2575,6 +2575,8 @@ def _bridge_recipe(keys: dict[str, tuple[Any, str]], s: Settings) -> None:
             s.ignored.append(f"first_last_layers_bf16: the first {start if start is not None else 1} and last "
                              f"{end if end is not None else 1} transformer layer(s) run BF16 GEMMs "
                              f"(num_layers_at_start/end_in_bf16, default 1 each), priced as FP8 ({eev})")
+    if s.value("precision", "") == "fp8":
+        _bridge_fp8_reduce_scatters(keys, s)
     mtp, ev = _bridge_value(keys, "mtp_num_layers")
     if mtp is not None:
         s.put("recipe.mtp_layers", read_int(mtp, "mtp_num_layers", ev, minimum=0), ev)
@@ -2582,6 +2584,53 @@ def _bridge_recipe(keys: dict[str, tuple[Any, str]], s: Settings) -> None:
     if all(_torch_dtype(v) == "bf16" for v, _ in dtypes):
         s.put("recipe.optimizer_state_bf16", True, f"{dtypes[0][1]}; {dtypes[1][1]}")
     _megatron_recipe_finish(s, state)
+
+
+UB_REDUCE_SCATTERS = ("proj_fprop", "fc2_fprop", "qkv_dgrad", "fc1_dgrad")
+"""Transformer Engine's userbuffers GEMMs that reduce-scatter their output: the row-parallel forwards, pipelined by
+default, and the column-parallel input gradients where a config gives them a pipeline (module/base.py:346-357,
+520-535 initialize_ub; NVIDIA/TransformerEngine d0067d0da)."""
+BRIDGE_PIPELINE_CFG = "megatron.bridge.training.comm_overlap.PipelineOverlapCfg"
+"""The userbuffers dataclass whose fp8_buf defaults to `(False,)` (Megatron-Bridge training/comm_overlap.py:52 at
+067f987df), a one-element tuple a saved config writes as the list [false]."""
+
+
+def _bridge_fp8_reduce_scatters(keys: dict[str, tuple[Any, str]], s: Settings) -> None:
+    """A per-tensor FP8 Bridge job whose userbuffers config reduce-scatters in FP8, said: Transformer Engine gives a
+    pipelined reduce-scatter an FP8 buffer where its entry's fp8_buf is truthy (`user_ub_cfg[name].get("fp8_buf",
+    False) and name in methods["pipeline"]`, module/base.py:564-566), and then the GEMM writes FP8 that the
+    reduce-scatter moves (linear.py:1917-1922 fp8_output / fp8_grad; comm_gemm_overlap.cpp
+    reducescatter2_userbuff_stridedoutput_fp8).  Megatron-Bridge's PipelineOverlapCfg defaults fp8_buf to `(False,)`,
+    a tuple Python takes as true, so its BF16 userbuffers configs (userbuffers_bf16_*, which its FP8 recipes reuse)
+    reduce-scatter in FP8 under FP8, and a saved config writes that default as [false], true all the same.  The config
+    Bridge hands TE is the comm_overlap section's tp_comm_overlap_cfg (asdict, comm_overlap.py:619-632; null: TE's own
+    defaults, which reduce-scatter 16-bit), else the model's.  placement prices TP reduce-scatters at 16 bits and has no
+    field for this: the job moves fewer bytes than printed (a QA finding: nothing said it)."""
+    if s.value("recipe.tp_comm_overlap", False) is not True or s.value("recipe.fp8_recipe", "tensorwise") != \
+            "tensorwise":
+        return
+    key = "comm_overlap.tp_comm_overlap_cfg" if _has_section(keys, "comm_overlap") else "model.tp_comm_overlap_cfg"
+    cfg, ev = keys.get(key, (None, None))
+    if not isinstance(cfg, dict):
+        return
+    fp8 = []
+    for name in UB_REDUCE_SCATTERS:
+        entry = cfg.get(name)
+        if not isinstance(entry, dict):
+            continue
+        dataclass = entry.get("_target_") == BRIDGE_PIPELINE_CFG
+        method = entry.get("method", "pipeline" if dataclass or name.endswith("_fprop") else None)
+        buf = entry.get("fp8_buf", (False,) if dataclass else False)
+        if method == "pipeline" and buf:  # Python's truth, as TE's `and` takes it: [false] is true
+            fp8.append(f"{name} fp8_buf {yaml_text(list(buf) if isinstance(buf, tuple) else buf)}"
+                       + (" (PipelineOverlapCfg's default (False,))" if "fp8_buf" not in entry else ""))
+    if fp8:
+        s.ignored.append(
+            f"{key}: {', '.join(fp8)}: Transformer Engine gives these reduce-scatters FP8 buffers (it reads fp8_buf "
+            f"as Python's truth, module/base.py:564-566, and a one-element list or tuple such as Megatron-Bridge's "
+            f"PipelineOverlapCfg default (False,), comm_overlap.py:52, is true), so their GEMMs write FP8 and the "
+            f"reduce-scatters move 1 byte a value; priced as 16-bit reduce-scatters, so the job's TP traffic is "
+            f"smaller than printed; fp8_buf: false (not [false]) keeps them 16-bit ({ev})")
 
 
 def yaml_text(value: Any) -> str:
