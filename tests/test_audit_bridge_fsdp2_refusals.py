@@ -149,3 +149,21 @@ def test_a_best_plan_without_fsdp_drops_megatron_lms_fsdp2(tmp_path: Path) -> No
     changes = _changes(_run_8b(script))
     assert changes["--use-distributed-optimizer"]["to"] is not None
     assert changes["--use-torch-fsdp2"]["from"] is not None and changes["--use-torch-fsdp2"]["to"] is None
+
+
+def test_a_negated_flag_is_named_in_the_configs_own_fields(tmp_path: Path) -> None:
+    """The best plan's --no-align-param-gather names the config's comm_overlap.align_param_gather, which Bridge writes
+    over ddp's (comm_overlap.py _get_optimizer_overlap_cfgs): a QA run listed it in Megatron-LM's spelling with 'no
+    field of this name', though the saved config has both fields."""
+    from placement.audit.changes import bridge_changes
+
+    path = _write(tmp_path, ("  use_distributed_optimizer: true", "  use_distributed_optimizer: false"),
+                  ("  gradient_accumulation_fusion: true", "  gradient_accumulation_fusion: false"))
+    changes = _changes(_run(path))
+    assert "--no-align-param-gather" not in changes
+    assert changes["comm_overlap.align_param_gather"]["from"] == "null"
+    assert changes["comm_overlap.align_param_gather"]["to"] == "false"
+    p2p = bridge_changes([{"argument": "--no-overlap-p2p-communication", "from": None, "to": "true"}],
+                         {"comm_overlap.overlap_p2p_comm": "null", "model.overlap_p2p_comm": "true"})
+    assert {(c["argument"], c["from"], c["to"]) for c in p2p} == {
+        ("comm_overlap.overlap_p2p_comm", "null", "false"), ("model.overlap_p2p_comm", "true", "false")}

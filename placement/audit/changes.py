@@ -220,7 +220,8 @@ BRIDGE_UNSTATED_SECTIONS = {
     "sequence_parallel": ("model",), "cuda_graph_impl": ("model",), "cuda_graph_scope": ("model",),
     "cross_entropy_loss_fusion": ("model",), "check_for_nan_in_loss": ("rerun_state_machine",),
     "check_for_nan_in_grad": ("ddp",), "use_megatron_fsdp": ("ddp", "dist"),
-    "data_parallel_sharding_strategy": ("ddp",), "megatron_fsdp_main_grads_dtype": ("ddp",),
+    "data_parallel_sharding_strategy": ("ddp",), "align_param_gather": ("comm_overlap",),
+    "overlap_p2p_comm": ("comm_overlap",), "megatron_fsdp_main_grads_dtype": ("ddp",),
     "megatron_fsdp_grad_comm_dtype": ("ddp",), "ckpt_format": ("checkpoint",),
     **{field: ("model",) for field in (
         "tensor_model_parallel_size", "pipeline_model_parallel_size", "virtual_pipeline_model_parallel_size",
@@ -247,9 +248,14 @@ BRIDGE_EVERY_SECTION = frozenset({"use_distributed_optimizer", "use_megatron_fsd
 """Fields a Megatron-Bridge config states in two sections that must agree (ddp and optimizer; ddp and dist): a change
 names each."""
 BRIDGE_NEGATED = {"--no-check-for-nan-in-loss-and-grad": ("check_for_nan_in_grad", "check_for_nan_in_loss"),
-                  "--grad-reduce-in-bf16": ("grad_reduce_in_fp32",)}
+                  "--grad-reduce-in-bf16": ("grad_reduce_in_fp32",),
+                  "--no-align-param-gather": ("align_param_gather",),
+                  "--no-overlap-p2p-communication": ("overlap_p2p_comm",)}
 """Megatron-LM `--no-...` flags -> the Bridge fields they set false (ddp's gradient check, the rerun state machine's
-loss check)."""
+loss check; the interleaved pipeline's aligned weight gathers and overlapped transfers, which a comm_overlap section
+writes over the ddp and model fields: Megatron-Bridge training/comm_overlap.py _get_optimizer_overlap_cfgs,
+_get_model_comm_overlap_cfgs).  A QA run: a saved GB200 config with ddp.align_param_gather and
+comm_overlap.align_param_gather was told `+ --no-align-param-gather`, "no field of this name"."""
 
 
 def _bridge_names(flag: str) -> tuple[str, ...]:
