@@ -192,3 +192,40 @@ def test_deepseek_v3_refuses_tensorwise_float8_under_tensor_parallelism(tmp_path
     rowwise = tmp_path / "rowwise.toml"
     rowwise.write_text(bad.read_text().replace("[float8]\n", '[float8]\nrecipe_name = "rowwise"\n'))
     assert parse_launch([rowwise]).tp == 2
+
+
+GPT_OSS = Path(__file__).parent / "data" / "audit" / "bridge" / "gpt_oss_120b_pretrain_h100_fp8_mx_v1.yaml"
+
+
+def test_an_audited_blockwise_tp_overlap_is_refused_with_the_files_lines(tmp_path: Path) -> None:
+    """The same job audited from its launch files is refused naming their lines, not `evaluate`'s flags: a QA run's
+    saved Megatron-Bridge config (model.tp_comm_overlap true, mixed_precision fp8 blockwise, tp 2) was told to 'drop
+    --tp-comm-overlap', a flag it does not have."""
+    head, _, section = GPT_OSS.read_text().partition("\nmixed_precision:\n")  # its fp8 over the model's
+    text = head + "\nmixed_precision:\n" + section.replace("  fp8: null", "  fp8: e4m3", 1)
+    for old, new in (("  fp8_param_gather: false\n  fp8_recipe: tensorwise",
+                      "  fp8_param_gather: false\n  fp8_recipe: blockwise"),
+                     ("  tensor_model_parallel_size: 1", "  tensor_model_parallel_size: 2"),
+                     ("  sequence_parallel: false", "  sequence_parallel: true"),
+                     ("  tp_comm_overlap: false", "  tp_comm_overlap: true")):
+        assert text.count(old) == 1, old
+        text = text.replace(old, new)
+    config = tmp_path / "run_config.yaml"
+    config.write_text(text)
+    script = tmp_path / "train.sh"
+    script.write_text(
+        "torchrun --nproc_per_node 8 --nnodes 8 pretrain_gpt.py --tensor-model-parallel-size 4 "
+        "--pipeline-model-parallel-size 4 --num-layers 80 --hidden-size 8192 --num-attention-heads 64 --swiglu "
+        "--ffn-hidden-size 28672 --group-query-attention --num-query-groups 8 --seq-length 8192 --micro-batch-size 1 "
+        "--global-batch-size 512 --bf16 --fp8-format e4m3 --fp8-recipe blockwise --sequence-parallel "
+        "--tp-comm-overlap --use-distributed-optimizer --untie-embeddings-and-output-weights\n")
+    for path, job, lines in (
+            (config, ("--model", "gpt-oss-120b"), ("tp_comm_overlap: true", "fp8_recipe: blockwise",
+                                                   "tensor_model_parallel_size: 2")),
+            (script, ("--model", "llama3-70b"), ("--tp-comm-overlap", "--fp8-recipe blockwise"))):
+        result = CliRunner().invoke(main, ["audit", "--launch", str(path), *job, "--cluster", "dgx-h100", "--gpus",
+                                           "64"])
+        assert result.exit_code == 2, result.output
+        assert "Unsupported quantizer for Userbuffers" in result.output and "Traceback" not in result.output
+        assert f"{path}:" in result.output and all(line in result.output for line in lines)
+        assert "turn the TP overlap off in the files" in result.output

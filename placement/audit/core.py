@@ -40,9 +40,17 @@ from placement.audit.readers.reading import NodeDevices, node_line
 from placement.audit.shell import WITHHELD_MARK
 from placement.cost.batch import LayoutBatch, module_mask
 from placement.cost.constants import ALLOCATOR_FRAGMENTATION, MEMORY_RESERVE_BYTES, GiB
+from placement.cost.context import fp8_recipe as fp8_recipe_as_run
 from placement.cost.memory import moe_norm_recompute_lost
 from placement.cost.pipeline import DECODER, EMBED, LOSS, MTP, format_layout
-from placement.cost.step import Estimates, RecipeChoices, default_choices, estimate, usable_hbm_bytes
+from placement.cost.step import (
+    BLOCKWISE_USERBUFFERS,
+    Estimates,
+    RecipeChoices,
+    default_choices,
+    estimate,
+    usable_hbm_bytes,
+)
 from placement.emit.common import EmitContext
 from placement.emit.megatron import ACTIVATION_ARGS
 from placement.errors import InputError, PlacementInfeasible
@@ -60,7 +68,7 @@ from placement.planner import plan_job
 from placement.search import FixNames, SearchConfig, module_sets
 from placement.specs import FfnKind, Layout, ModelSpec, Recompute, TrainingSpec
 from placement.specs.model import PositionEmbedding
-from placement.specs.recipe import CudaGraphs, Dispatcher, GradAccumulation, Recipe, RecomputeModule
+from placement.specs.recipe import CudaGraphs, Dispatcher, Fp8Recipe, GradAccumulation, Recipe, RecomputeModule
 from placement.specs.training import AttentionKernel
 from placement.topology import Level, Topology
 from placement.workload import workload
@@ -791,6 +799,24 @@ def _check_megatron_connections(launch: LaunchLayout, layout: Layout, topo: Topo
                             f"parallelism require setting the environment variable CUDA_DEVICE_MAX_CONNECTIONS to 1')",
                             "set CUDA_DEVICE_MAX_CONNECTIONS=1")
     return None
+
+
+def _check_blockwise_tp_overlap(launch: LaunchLayout, layout: Layout, recipe: Recipe, sources: dict[str, str],
+                                train: TrainingSpec, topo: Topology) -> None:
+    """A launch with TP communication overlap under blockwise FP8 and tp above 1 stops at its first TP all-gather
+    (BLOCKWISE_USERBUFFERS): refused with the files' own lines.  The pricing's refusal (cost.step) names `evaluate`'s
+    flags, which a Megatron-Bridge config does not have (a QA run: a saved config with model.tp_comm_overlap true and
+    mixed_precision.fp8_recipe blockwise was told to 'drop --tp-comm-overlap')."""
+    if not recipe.tp_comm_overlap or layout.tp < 2 or \
+            fp8_recipe_as_run(topo, recipe, train.precision) is not Fp8Recipe.BLOCKWISE:
+        return
+    where = (sources.get("tp_comm_overlap") or "the TP communication overlap").removeprefix("launch:")
+    fp8 = (sources.get("fp8_recipe") or "fp8_recipe blockwise").removeprefix("launch:")
+    what = (f"TP communication overlap with blockwise FP8 ({fp8}) at "
+            f"tp {layout.tp}" + (f" ({launch.sources['tp']})" if launch.sources.get("tp") else ""))
+    raise start_refusal(where, what, f"the job stops at its first TP all-gather: {BLOCKWISE_USERBUFFERS}",
+                        "turn the TP overlap off in the files, or use a per-tensor FP8 recipe (tensorwise, Hopper) or "
+                        "mxfp8 (Blackwell)")
 
 
 def _srun_export_fix(name: str) -> str:
@@ -2970,6 +2996,7 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
         where = "; ".join(e for e in (recipe_sources.get("cuda_graphs"), launch.sources.get("recompute"),
                                       recipe_sources.get("recompute_modules")) if e)
         raise InputError(f"{where}: {refused}")
+    _check_blockwise_tp_overlap(launch, layout, recipe, recipe_sources, train, topo)
     try:
         check_layout(model, train, layout, recipe, runs_te=launch.framework in (None, "megatron"),
                      torch_pipeline=launch.framework == "torchtitan")
