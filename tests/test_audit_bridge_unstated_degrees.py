@@ -39,7 +39,10 @@ def test_each_layout_flag_has_its_bridge_field() -> None:
              "--expert-tensor-parallel-size": ("1", "model.expert_tensor_parallel_size"),
              "--micro-batch-size": ("2", "train.micro_batch_size"),
              "--recompute-granularity": ("full", "model.recompute_granularity"),
-             "--moe-token-dispatcher-type": ("flex", "model.moe_token_dispatcher_type")}
+             "--moe-token-dispatcher-type": ("flex", "model.moe_token_dispatcher_type"),
+             # a QA run: Hydra overrides of llama3_70b_pretrain_config, best plan pp 4 x vpp 3 with a layout
+             "--pipeline-model-parallel-layout": ("Et*6|(t*7|)*7t*6|(t*7|)*2t*5L",
+                                                  "model.pipeline_model_parallel_layout")}
     changes = [{"argument": flag, "from": None, "to": to} for flag, (to, _) in flags.items()]
     out = {c["argument"]: c for c in bridge_changes(changes, {"train.global_batch_size": "8"})}
     for flag, (to, field) in flags.items():

@@ -228,7 +228,7 @@ BRIDGE_UNSTATED_SECTIONS = {
         "context_parallel_size", "expert_model_parallel_size", "expert_tensor_parallel_size",
         "recompute_granularity", "recompute_method", "recompute_num_layers", "recompute_modules",
         "moe_token_dispatcher_type", "moe_flex_dispatcher_backend", "moe_permute_fusion", "moe_router_fusion",
-        "moe_grouped_gemm")},
+        "moe_grouped_gemm", "pipeline_model_parallel_layout")},
     "micro_batch_size": ("train",),
 }
 """Where a Megatron-Bridge ConfigContainer holds a field (named from its flag as `_bridge_names` names it) that the
@@ -241,7 +241,8 @@ megatron-core distributed_data_parallel_config.py holds the Megatron-FSDP fields
 dispatch fields are the model provider's TransformerConfig's and the micro-batch the train section's, where a saved
 ConfigContainer states them), each written where the best plan needs it.  A QA run: the Llama 3 8B Megatron-FSDP
 override example's best plan at tp 2 listed `--tensor-model-parallel-size 2` in Megatron-LM's spelling, "no field of
-this name"."""
+this name"; another, Hydra overrides of llama3_70b_pretrain_config, its `--pipeline-model-parallel-layout`, which is
+the model provider's pipeline_model_parallel_layout (read back by readers.megatron.bridge_settings)."""
 BRIDGE_UNSTATED_NOTE = ("not in the files: Megatron-Bridge's field for it, priced at Megatron-LM's default; where the "
                         "files override a recipe (base_config_unread), the recipe may set it already")
 BRIDGE_EVERY_SECTION = frozenset({"use_distributed_optimizer", "use_megatron_fsdp"})
