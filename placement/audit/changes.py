@@ -758,6 +758,7 @@ def launch_changes(framework: str, now: EmitContext, best: EmitContext, files_te
         if files_text is not None:
             _megatron_virtual_flags(changes, b, files_text)
         _bridge_dropped_switches(changes, best, bridge)
+        _bridge_stated_vpp(changes, best, bridge)
         if "--use-megatron-fsdp" not in b and bridge.get("dist.use_torch_fsdp2") == "true":
             # torch FSDP2, which no plan of placement's runs, named as the config's field set false (bridge_changes)
             changes.append({"argument": "--use-torch-fsdp2", "from": "true", "to": None, "note": TORCH_FSDP2_DROPPED})
@@ -1131,6 +1132,26 @@ def _env_from_files(changes: list[dict], live: str) -> list[dict]:
                 continue
         out.append(c)
     return out
+
+
+BRIDGE_VPP_WITH_LAYOUT = ("Megatron-Core asserts a stated virtual_pipeline_model_parallel_size equals the stages of "
+                          "pipeline_model_parallel_layout over pipeline_model_parallel_size (transformer/"
+                          "transformer_config.py:2275-2287 at d98e8a64dd; null takes the layout's)")
+
+
+def _bridge_stated_vpp(changes: list[dict], best: EmitContext, stated: dict[str, str]) -> None:
+    """The config's own model.virtual_pipeline_model_parallel_size where the best plan runs another: placement's files
+    spell a pipeline layout without the virtual size, so where both sides run a layout no flag change names it, and
+    the config would keep its old size beside a layout of another (a QA run: the saved DeepSeek-V3 config, pp 8 x vpp
+    4 with `Et|(tt|)*30mL`, best plan pp 4 x vpp 8, was told to change pp alone, which Megatron-Core refuses at
+    start: BRIDGE_VPP_WITH_LAYOUT)."""
+    flag, key = "--num-virtual-stages-per-pipeline-rank", "model.virtual_pipeline_model_parallel_size"
+    value = stated.get(key, "null")
+    vpp = best.plan.layout.vpp
+    if value == "null" or any(c["argument"] == flag for c in changes) or value == str(vpp):
+        return
+    changes.append({"argument": flag, "from": value, "to": str(vpp) if vpp > 1 else None,
+                    "note": BRIDGE_VPP_WITH_LAYOUT})
 
 
 def _bridge_dropped_switches(changes: list[dict], best: EmitContext, stated: dict[str, str]) -> None:
