@@ -2164,6 +2164,30 @@ def bridge_settings(keys: dict[str, tuple[Any, str]], s: Settings) -> None:
                          f"tokens, each sample attending only to itself (THD); attention is priced as one causal "
                          f"sequence of the whole length, more than the packed samples run ({pev})")
     _bridge_recipe(keys, s)
+    _bridge_full_graph_nan_check(keys, s)
+
+
+def _bridge_full_graph_nan_check(keys: dict[str, tuple[Any, str]], s: Settings) -> None:
+    """A full-iteration CUDA graph beside the loss's NaN check, which Megatron-Bridge refuses at start-up
+    (training/config.py:1509-1513 at 067f987df: "check_for_nan_in_loss must be disabled when using full_iteration
+    CUDA graph"; utils/cuda_graph.py is_full_iteration_cuda_graph: impl full_iteration, or local with full_iteration
+    in cuda_graph_modules or cuda_graph_scope, the reader's cuda_graphs full).  A saved config that leaves the field
+    out runs its default, True (Megatron-LM training/config/resilience_config.py:25, which Bridge's
+    RerunStateMachineConfig inherits); an override leaves it to the recipe, which the audit does not see.  A QA run:
+    a saved Llama 3 8B config with cuda_graph_impl local, cuda_graph_scope full_iteration and check_for_nan_in_loss
+    true was priced as running with full graphs."""
+    if s.value("recipe.cuda_graphs") != "full":
+        return
+    check, ev = keys.get("rerun_state_machine.check_for_nan_in_loss", (None, None))
+    if check is None and "model._target_" in keys:
+        check, ev = True, ("rerun_state_machine.check_for_nan_in_loss, which the saved config leaves out: its default "
+                           "True (Megatron-LM training/config/resilience_config.py:25)")
+    if check is True:
+        raise start_refusal(
+            s.sources.get("recipe.cuda_graphs", "the CUDA graph"), f"a full-iteration CUDA graph with {ev}",
+            "Megatron-Bridge asserts the loss's NaN check is off beside it (training/config.py:1509-1513: "
+            "'check_for_nan_in_loss must be disabled when using full_iteration CUDA graph')",
+            "set rerun_state_machine.check_for_nan_in_loss: false, or graph less than the whole iteration")
 
 
 _BRIDGE_RECIPE_BOOLS = {
@@ -2660,6 +2684,7 @@ BRIDGE_BOOL_KEYS = frozenset({
     "ddp.overlap_grad_reduce", "ddp.overlap_param_gather", "ddp.align_param_gather", "comm_overlap.overlap_grad_reduce",
     "comm_overlap.overlap_param_gather", "comm_overlap.align_param_gather", "comm_overlap.overlap_p2p_comm",
     "mixed_precision.grad_reduce_in_fp32", "mixed_precision.bf16", "model.gradient_accumulation_fusion",
+    "rerun_state_machine.check_for_nan_in_loss",
     *(f"{section}.{name}" for section in ("model", "mixed_precision", "comm_overlap")
       for name in (*_BRIDGE_RECIPE_BOOLS, *_BRIDGE_SWITCHES)),
 })
