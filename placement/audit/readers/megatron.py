@@ -746,6 +746,19 @@ def _refuse_validate_args(given: dict[str, Arg]) -> None:
                    "--overlap-param-gather-with-optimizer-step not supported with distributed checkpointing yet",
                    "give --ckpt-format torch or drop --overlap-param-gather-with-optimizer-step")
 
+    impl, scope = given.get("--cuda-graph-impl"), given.get("--cuda-graph-scope") or given.get("--cuda-graph-modules")
+    impl_text = impl.values[0].text.strip("'\"") if impl is not None and impl.values else None
+    scopes = {w.text.strip("'\"") for w in scope.values} if scope is not None else set()
+    if (impl_text == "full_iteration" or (impl_text == "local" and "full_iteration" in scopes)) and \
+            "--no-check-for-nan-in-loss-and-grad" not in given and not (impl.values and impl.values[0].unresolved):
+        # a QA run: --cuda-graph-impl full_iteration without the flag was priced with full graphs
+        refuse(impl, f"--cuda-graph-impl {impl_text}" + (" --cuda-graph-scope full_iteration" if impl_text == "local"
+                                                         else "") + " without --no-check-for-nan-in-loss-and-grad",
+               "e7c55de99e of 2025-08-01 (scope full_iteration; impl full_iteration from e41b37002c of 2026-05-18, "
+               "arguments.py:1235-1237 at d98e8a64dd)",
+               "--no-check-for-nan-in-loss-and-grad should be set with --cuda-graph-impl=full_iteration for training.",
+               "add --no-check-for-nan-in-loss-and-grad")
+
     def number(flag: str) -> int | None:
         a = given.get(flag)
         return int(a.values[0].text) if a is not None and a.values and a.values[0].text.isdigit() else None
