@@ -391,6 +391,29 @@ def _check_te_fp8(launch: LaunchLayout, topo: Topology) -> None:
                      f"to train, and price, them in bf16")
 
 
+TE_MXFP8_CHECK = ("TransformerEngine d0067d0da transformer_engine/pytorch/quantization.py:761-763, "
+                  "FP8GlobalStateManager.autocast_enter: `assert mxfp8_available, reason_for_no_mxfp8` under an "
+                  "MXFP8BlockScaling recipe, :162-168: \"Device compute capability 10.0 or higher required for MXFP8 "
+                  "execution.\"")
+"""Transformer Engine's check of MXFP8 on the GPU, at the first FP8 autocast."""
+
+
+def _check_te_mxfp8(launch: LaunchLayout, topo: Topology) -> None:
+    """A Megatron launch whose files run MXFP8 (--fp8-recipe mxfp8, a Megatron-Bridge fp8_recipe mxfp8 or its
+    bf16_with_mxfp8_mixed recipe) on a GPU without MXFP8 tensor cores stops at its first FP8 layer
+    (TE_MXFP8_CHECK): an InputError naming the files' own setting (a QA run: Hydra overrides with
+    mixed_precision=bf16_with_mxfp8_mixed audited on H100 were told "fp8_recipe mxfp8: h100-sxm has no MXFP8 tensor
+    cores ... use tensorwise or blockwise", naming no line)."""
+    if launch.framework != "megatron" or launch.precision != "fp8" or launch.recipe.get("fp8_recipe") != "mxfp8" \
+            or topo.accelerator.mxfp8:
+        return
+    where = launch.sources.get("recipe.fp8_recipe", "").removeprefix("launch:")
+    raise InputError(f"the launch files run MXFP8 GEMMs{f' ({where})' if where else ''}, and Transformer Engine stops "
+                     f"the job at its first FP8 layer on {topo.accelerator.name}, a GPU without MXFP8 tensor cores "
+                     f"(Blackwell and later: {TE_MXFP8_CHECK}), so this job does not start: pass the cluster it ran "
+                     f"on (--cluster), or use a per-tensor (tensorwise) or blockwise FP8 recipe in the files")
+
+
 def _check_kv_heads(launch: LaunchLayout, layout: Layout, model: ModelSpec) -> None:
     """A framework whose TP ranks compute whole KV heads (frameworks.Capability.kv_heads_whole: torchtitan) does not
     start a job whose TP degree does not divide them: an InputError naming the files' TP, not a price."""
@@ -2983,6 +3006,7 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
     _check_torchtitan_mxfp8(launch, topo)
     _check_torchtitan_float8(launch, topo)
     _check_te_fp8(launch, topo)
+    _check_te_mxfp8(launch, topo)
     _check_kv_heads(launch, layout, model)
     _check_megatron_rank_order(launch, layout, model)
     _check_deepspeed_moe_zero3(launch, layout, model)
