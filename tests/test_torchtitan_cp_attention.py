@@ -76,3 +76,37 @@ def test_llama3_keeps_cp_under_torchtitan() -> None:
                                        "--seq-len", "32768", "--global-batch", "16", "--cp", "2", "--zero", "3",
                                        "--recompute", "full", "--framework", "torchtitan", "--json"])
     assert result.exit_code == 0, result.output
+
+
+QWEN3_8B = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 4096,
+            "intermediate_size": 12288, "num_hidden_layers": 36, "num_attention_heads": 32, "num_key_value_heads": 8,
+            "head_dim": 128, "vocab_size": 151936, "rope_theta": 1000000, "max_position_embeddings": 40960,
+            "tie_word_embeddings": False, "rms_norm_eps": 1e-6, "hidden_act": "silu", "torch_dtype": "bfloat16"}
+
+
+def _audit_line(tmp_path: Path, config: str, cp: int, module: str = "qwen3", model: str = ""):
+    if not model:
+        model = str(tmp_path / "config.json")
+        Path(model).write_text(json.dumps(QWEN3_8B))
+    line = tmp_path / "run.sh"
+    line.write_text(f"torchrun --nnodes 1 --nproc_per_node 8 -m torchtitan.train --module {module} --config {config} "
+                    f"--parallelism.data_parallel_shard_degree {8 // cp} --parallelism.context_parallel_degree {cp}\n")
+    return CliRunner().invoke(main, ["audit", "--launch", str(line), "--model", model, "--cluster", "dgx-h100",
+                                     "--gpus", "8"])
+
+
+def test_the_audit_refuses_cp_beside_a_named_configs_varlen_attention(tmp_path: Path) -> None:
+    """A QA trial: --module qwen3 --config sft_qwen3_8b_math, whose model_registry("8B", attn_backend="varlen")
+    (models/qwen3/config_registry.py:464) runs varlen attention, at context_parallel_degree 2 was priced as running
+    ('cp all_gather', 0.197 s); torchtitan 0.3.0's validate_config raises NotImplementedError at start-up
+    (distributed/full_dtensor.py:44-53).  The audit refuses it, naming the key, the config's backend and the fix;
+    a config that runs FlexAttention (llama3_8b, the module's default 'flex') keeps its CP."""
+    result = _audit_line(tmp_path, "sft_qwen3_8b_math", 2)
+    assert result.exit_code == 2, result.output
+    for text in ("parallelism.context_parallel_degree 2", "attn_backend='varlen'", "config_registry.py:464",
+                 "full_dtensor.py:44-53", "so this job does not start", "context_parallel_degree 1"):
+        assert text in result.output, result.output
+    assert "Traceback" not in result.output
+    assert _audit_line(tmp_path, "sft_qwen3_8b_math", 1).exit_code in (0, 1)
+    flex = _audit_line(tmp_path, "llama3_8b", 2, "llama3", "llama3-8b")
+    assert flex.exit_code in (0, 1) and "cp2" in flex.output, flex.output

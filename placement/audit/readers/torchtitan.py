@@ -1337,6 +1337,7 @@ def _refusals(s: Settings, pipeline: _Pipeline, shard_value: int) -> None:
     tp, pp, cp, rep = s.value("tp", 1), s.value("pp", 1), s.value("cp", 1), s.value("dp_replicate", 1)
     _seq_divisible(s, get, version3, tp, cp)
     if version3:
+        _varlen_cp(s, *pipeline.named_config.split(":", 1), cp)
         _rope_length(s, pipeline.named_config.partition(":")[2])
         _tied_pipeline(s, *pipeline.named_config.split(":", 1), pp)
         _expert_mesh(s, shard_value, tp, cp)
@@ -1363,6 +1364,45 @@ def _tied_pipeline(s: Settings, module: str, config: str, pp: int) -> None:
     if pp > 1 and model is not None and model.tied_embeddings:
         raise InputError(f"{s.sources.get('pp', '')}: pipeline_parallel_degree {pp} with {config}, whose model ties "
                          f"its embeddings: {TORCHTITAN_TIED_PIPELINE}, {STOPS}; give pipeline_parallel_degree 1")
+
+
+def _varlen_cp(s: Settings, module: str, config: str, cp: int) -> None:
+    """torchtitan 0.3.0 refuses context parallelism beside PyTorch's varlen attention at start-up, whichever
+    spmd_backend: validate_config (distributed/full_dtensor.py:44-53, called by every model's parallelize.py under
+    spmd_types, the default, and full_dtensor) raises NotImplementedError for VarlenAttention with CP, and under
+    partial_dtensor apply_cp_to_forward does (distributed/context_parallel/api.py:103-104).  The attention is the
+    named config's model_registry(attn_backend=...) (torchtitan_configs.CONFIGS model.attn_backend), else its
+    module's model_registry default (varlen for gpt_oss, emit.torchtitan.VARLEN_MODULES; flex for the others); no
+    flag changes it (model_spec is suppressed from the CLI, trainer.py:75-77).  A QA trial: --module qwen3 --config
+    sft_qwen3_8b_math (attn_backend 'varlen') with --parallelism.context_parallel_degree 2 was priced as running,
+    'cp all_gather'."""
+    from placement.emit.torchtitan import VARLEN_MODULES
+
+    if cp <= 1:
+        return
+    module = module.removeprefix("torchtitan.models.").removesuffix(".config_registry")
+    stated = CONFIGS.get(module, {}).get(config, {}).get("model.attn_backend")
+    if stated is not None:
+        backend, where = stated[0], (f"torchtitan 0.3.0 models/{module}/config_registry.py:{stated[2]} {stated[1]}: "
+                                     f"model_registry(attn_backend={stated[0]!r})")
+    elif module in VARLEN_MODULES and config in CONFIGS.get(module, {}):
+        backend, where = "varlen", f"torchtitan 0.3.0 {VARLEN_MODULES[module]}"
+    else:
+        return
+    if backend != "varlen":
+        return
+    raise start_refusal(
+        s.sources.get("cp", "parallelism.context_parallel_degree"),
+        f"parallelism.context_parallel_degree {cp} (cp {cp}) with --module {module} --config {config}, whose model "
+        f"runs PyTorch's varlen attention ({where})",
+        "torchtitan 0.3.0 refuses context parallelism beside varlen attention at start-up: validate_config raises "
+        "NotImplementedError(\"spmd_types + CP is not supported with ScaledDotProductAttention or VarlenAttention. "
+        "Use FlexAttention + CP or disable CP.\") under spmd_backend spmd_types (the default) or full_dtensor "
+        "(distributed/full_dtensor.py:44-53, models/*/parallelize.py), and under partial_dtensor "
+        "apply_cp_to_forward raises \"Variable-length attention CP is not yet supported\" "
+        "(distributed/context_parallel/api.py:103-104)",
+        "give --parallelism.context_parallel_degree 1, or a config whose model runs FlexAttention (attn_backend "
+        "'flex', the default of every module's model_registry but gpt_oss's)")
 
 
 def _rope_length(s: Settings, config: str) -> None:
