@@ -397,3 +397,37 @@ def test_deepep_is_read_as_each_0_2_family_reads_it(tmp_path: Path) -> None:
     qwen = parse_launch([_toml(tmp_path, "qwen", deepep, ep8, {"model.name": '"qwen3"', "model.flavor": '"30B-A3B"'})])
     assert qwen.recipe["moe_dispatcher"] == "alltoall"
     assert "qwen3 does not read expert_parallel_comm_backend" in qwen.sources["recipe.moe_dispatcher"]
+
+
+def test_llama3_varlen_flavors_refuse_context_parallelism_in_every_version(tmp_path: Path) -> None:
+    """llama3 8B_varlen (f8fa21e1, 2025-11-21) runs varlen attention, beside which every torchtitan with the flavor
+    refuses CP at start (v0.2.1 models/llama3/model/args.py:57-63, v0.2.2 :57-65): a QA trial's file could not be
+    audited at all (--model llama3-8b was 'another model' than 8B_varlen); now it reads as 8B and is refused at cp 2,
+    with no key needed to date it, and runs at cp 1."""
+    varlen = {"model.flavor": '"8B_varlen"', "parallelism.context_parallel_degree": "2"}
+    _refused(_toml(tmp_path, "varlen", varlen), "varlen.toml", 'flavor = "8B_varlen"', "context_parallel_degree = 2",
+             "Varlen attention is not supported with CP", "give context_parallel_degree 1")
+    assert parse_launch([_toml(tmp_path, "cp1", varlen, {"parallelism.context_parallel_degree": "1"})]).cp == 1
+
+
+def test_llama3_flex_flavors_refuse_context_parallelism_until_flex_cp(tmp_path: Path) -> None:
+    """llama3 8B_flex runs FlexAttention, beside which torchtitan refused CP from 177b295d (2025-07-22) until
+    0a2107f9 (2026-01-20, "[CP] Enable FlexCP for llama3"): a file dated before 0a2107f9 (job.save_config_folder,
+    JobConfig 755ce8ff only) is refused, one dated after it (context_parallel_load_balancer, from 0a2107f9) runs
+    with its CP, and one its keys leave open is priced with a note."""
+    flex = {"model.flavor": '"8B_flex"', "parallelism.context_parallel_degree": "2"}
+    _refused(_toml(tmp_path, "old", flex, {"job.save_config_folder": '"cfg"'}), "old.toml", 'flavor = "8B_flex"',
+             "CP support for FlexAttention is still in progress", "job.save_config_folder", "0a2107f9")
+    new = parse_launch([_toml(tmp_path, "new", flex, {"parallelism.context_parallel_load_balancer": '"headtail"'})])
+    assert new.cp == 2 and not any("FlexAttention" in n and "refuses" in n for n in new.ignored), new.ignored
+    notes = _notes(_toml(tmp_path, "open", flex, NEW))
+    assert any("8B_flex" in n and "priced as if it runs" in n for n in notes), notes
+
+
+def test_llama4_irope_flavors_refuse_context_parallelism(tmp_path: Path) -> None:
+    """llama4's iRoPE flavors run FlexAttention for their chunked-attention layers, and torchtitan's Llama 4 refuses
+    CP beside it from 177b295d to v0.2.2 (model/args.py:79-86): a QA trial's 17bx16e_irope file at cp 2 (dated by
+    compile.enable, 08b8b244) was priced as running."""
+    irope = {"model.name": '"llama4"', "model.flavor": '"17bx16e_irope"', "parallelism.context_parallel_degree": "2"}
+    _refused(_toml(tmp_path, "irope", irope, NEW), "irope.toml", 'flavor = "17bx16e_irope"',
+             "context_parallel_degree = 2", "Context Parallel only supports SDPA attention", "compile.enable")

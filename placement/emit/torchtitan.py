@@ -733,6 +733,7 @@ def runs_precision(ctx: EmitContext) -> tuple[str, str] | None:
 
 TITAN_0_2_CONFIGS = {
     ("llama3", "8B"): "llama3_8b", ("llama3", "70B"): "llama3_70b", ("llama3", "405B"): "llama3_405b",
+    ("llama3", "8B_flex"): "llama3_8b", ("llama3", "8B_varlen"): "llama3_8b",
     ("deepseek_v3", "16B"): "deepseek_v3_16b", ("deepseek_v3", "671B"): "deepseek_v3_671b",
     ("qwen3", "0.6B"): "qwen3_0_6b", ("qwen3", "1.7B"): "qwen3_1_7b", ("qwen3", "14B"): "qwen3_14b",
     ("qwen3", "32B"): "qwen3_32b", ("qwen3", "30B-A3B"): "qwen3_30b_a3b",
@@ -741,7 +742,10 @@ TITAN_0_2_CONFIGS = {
 """torchtitan 0.2.x `model.name`/`model.flavor` -> the 0.3.0 config that builds the same flavor (v0.2.2
 models/qwen3/__init__.py, gpt_oss/__init__.py, llama3/__init__.py, deepseek_v3/__init__.py: the dimensions 0.3.0's
 config_registry.py gives each).  A user trial: v0.2.2's own qwen3_32b.toml and a 30B-A3B or gpt_oss 120b flavor
-were refused, whatever --model, as another model than the one they name."""
+were refused, whatever --model, as another model than the one they name.  llama3's 8B_flex and 8B_varlen (v0.2.1,
+v0.2.2 models/llama3/__init__.py:60-81) are 8B's dimensions with another attn_type, which the audit reads from the
+flavor (readers.torchtitan.FLEX_FLAVORS): a QA trial's 8B_flex file was refused with --model llama3-8b and with
+every other model."""
 
 
 def current_config(module: str, config: str) -> str:

@@ -1839,31 +1839,76 @@ both the flavor runs it and context parallelism beside it is refused: debugmodel
 (2025-07-21) and the refusal from 177b295d (2025-07-22, before JobConfig 34d815c0); 16B, 236B and 671B run it from
 f738a03b (2025-08-22, before JobConfig cd337db6).  The refusal stands to c6856e3c (2026-03-10, after 0.3.0's config
 system), which enabled FlexAttention with context parallelism."""
+DEEPSEEK_CP_CHECK = ("torchtitan's DeepSeek-V3 raises NotImplementedError at start (v0.2.0 "
+                     "models/deepseek_v3/infra/parallelize.py:64-66, v0.2.1 model/args.py:103-106: \"CP support for "
+                     "FlexAttention is still in progress.\"; v0.2.2 infra/parallelize.py:68-73: \"Context Parallel "
+                     "only supports SDPA attention.\")")
+LLAMA3_FLEX_CP = "0a2107f9"
+"""torchtitan #2145 "[CP] Enable FlexCP for llama3" (0a2107f9, 2026-01-20, a JobConfig commit; in v0.2.2): from it
+llama3's model args refuse context parallelism beside varlen attention only (v0.2.2 models/llama3/model/args.py:57-65),
+and FlexAttention runs it, all-gathering K and V (distributed/context_parallel.py _ContextParallel FLEX)."""
+ATTN_CP_REFUSED: dict[tuple[str, str], tuple[str | None, str | None, str]] = {
+    **{("deepseek_v3", f): (since, None, DEEPSEEK_CP_CHECK) for f, since in FLEX_CP_REFUSED.items()},
+    **{("llama3", f): ("34d815c0", LLAMA3_FLEX_CP,
+                       "torchtitan's Llama 3 raises NotImplementedError(\"CP support for FlexAttention is still in "
+                       "progress.\") at start beside FlexAttention (177b295d, 2025-07-22; v0.2.0 "
+                       "models/llama3/infra/parallelize.py:70-72, v0.2.1 model/args.py:57-63) until 0a2107f9 "
+                       "(2026-01-20, \"[CP] Enable FlexCP for llama3\", v0.2.2), from which it runs it")
+       for f in ("debugmodel_flex_attn", "8B_flex")},
+    **{("llama3", f): (None, None,
+                       "torchtitan's Llama 3 raises NotImplementedError at start beside varlen attention in every "
+                       "version that has the flavor (from f8fa21e1, 2025-11-21): v0.2.1 models/llama3/model/"
+                       "args.py:57-63 (\"CP support for FlexAttention is still in progress.\", any attn_type but "
+                       "sdpa), v0.2.2 args.py:57-65 (\"Context Parallel only supports SDPA and FlexAttention. Got "
+                       "attn_type='varlen'. Varlen attention is not supported with CP.\")")
+       for f in ("debugmodel_varlen_attn", "8B_varlen")},
+    **{("llama4", f): ("34d815c0", None,
+                       "torchtitan's Llama 4 raises NotImplementedError at start beside FlexAttention, which its "
+                       "iRoPE flavors run for their chunked-attention layers (177b295d, 2025-07-22; v0.2.0 "
+                       "models/llama4/infra/parallelize.py:74-76: \"CP support for FlexAttention is still in "
+                       "progress.\"; v0.2.1 model/args.py:79-83: \"CP support is only supported for SDPA.\"; v0.2.2 "
+                       "model/args.py:79-86: \"Context Parallel only supports SDPA attention. ...\")")
+       for f in ("debugmodel_irope", "17bx16e_irope", "17bx128e_irope")},
+}
+"""torchtitan 0.1.0 to 0.2.2 (model.name, model.flavor) whose attention (FLEX_FLAVORS) refuses context parallelism
+at start -> (the first JobConfig commit at which both the flavor runs that attention and the refusal stands, None
+where every version with the flavor refuses; the JobConfig commit from which it runs CP, None where no 0.2.x does;
+torchtitan's check).  A QA trial: llama3 8B_varlen and 8B_flex files at context_parallel_degree 2 could not be
+audited at all (--model llama3-8b was 'another model'), and llama4 17bx16e_irope at cp 2 was priced as running."""
 
 
 def _flex_cp(s: Settings, get, cp: int) -> None:
-    """torchtitan's DeepSeek-V3 refuses context parallelism beside FlexAttention at start: v0.2.0
-    models/deepseek_v3/infra/parallelize.py:64-66 and v0.2.1 model/args.py:103-106 NotImplementedError("CP support
-    for FlexAttention is still in progress."), v0.2.2 infra/parallelize.py:68-73 NotImplementedError("Context
-    Parallel only supports SDPA attention. ...").  A QA trial: deepseek_v3_16b.toml with context_parallel_degree 2
-    was priced as running, its attention FlexAttention."""
-    name = get("model.name")[0]
+    """context_parallel_degree > 1 beside an attention torchtitan refuses it with (ATTN_CP_REFUSED): an InputError
+    where the files' keys date them inside the refusal's window (version_window), a note where they leave it open,
+    nothing where they date them after it.  A QA trial: deepseek_v3_16b.toml with context_parallel_degree 2 was priced
+    as running, its attention FlexAttention."""
+    name = str(get("model.name")[0])
     flavor, fev = get("model.flavor")
-    since = FLEX_CP_REFUSED.get(str(flavor)) if str(name) == "deepseek_v3" else None
-    if cp <= 1 or since is None:
+    refused = ATTN_CP_REFUSED.get((name, str(flavor)))
+    if cp <= 1 or refused is None:
         return
-    what = (f"{fev}: deepseek_v3:{flavor}, which runs FlexAttention, with context_parallel_degree {cp} "
+    since, until, check = refused
+    newest, oldest = version_window(s.torchtitan_stated)
+    if until is not None and newest is not None and JOBCONFIG_ORDER[newest[1]] >= JOBCONFIG_ORDER[until]:
+        return  # dated to a torchtitan that runs it
+    kind = "varlen attention" if "varlen" in str(flavor) else "FlexAttention"
+    what = (f"{fev}: {name}:{flavor}, which runs {kind}, with context_parallel_degree {cp} "
             f"({s.sources.get('cp', '')})")
-    check = ("torchtitan's DeepSeek-V3 raises NotImplementedError at start (v0.2.0 "
-             "models/deepseek_v3/infra/parallelize.py:64-66, v0.2.1 model/args.py:103-106: \"CP support for "
-             "FlexAttention is still in progress.\"; v0.2.2 infra/parallelize.py:68-73: \"Context Parallel only "
-             "supports SDPA attention.\")")
-    fix = "give context_parallel_degree 1, or a flavor that runs SDPA (debugmodel)"
-    dated = _dated(s, since)
-    if dated is not None:
-        raise InputError(f"{what}; {check}; {_dating(s, dated)}, {STOPS}: {fix}")
-    s.ignored.append(f"{what}, which torchtitan from {since} refuses at start ({check}); {_undated(s, since)}: priced "
-                     f"as if it runs; {fix}")
+    sdpa = {"llama3": "8B", "deepseek_v3": "debugmodel"}.get(name, "the flavor without _irope")
+    fix = (f"give context_parallel_degree 1, or a flavor that runs SDPA ({sdpa})"
+           + (f", or a torchtitan from {until} on" if until is not None else ""))
+    before_until = until is None or (oldest is not None and JOBCONFIG_ORDER[oldest[1]] < JOBCONFIG_ORDER[until])
+    dated = _dated(s, since) if since is not None else ("model.flavor", "")
+    if dated is not None and before_until:
+        dating = _dating(s, dated) if since is not None else f"flavor {flavor!r} dates them"
+        if until is not None and since is not None and oldest is not None:
+            dating += f", and {oldest[0]}, which torchtitan dropped after {oldest[1]}, before {until}"
+        raise InputError(f"{what}; {check}; {dating}, {STOPS}: {fix}")
+    after = f" and before {until}" if until is not None else ""
+    undated = (_undated(s, since) if dated is None else
+               f"the files' keys do not date them against {until} ({JOBCONFIG_DATES[until]})")
+    s.ignored.append(f"{what}, which torchtitan from {since or 'the flavor on'}{after} refuses at start ({check}); "
+                     f"{undated}: priced as if it runs; {fix}")
 
 
 def _float8_moe_1d(s: Settings, get, pp: int, cp: int) -> None:
