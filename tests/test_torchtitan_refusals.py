@@ -431,3 +431,17 @@ def test_llama4_irope_flavors_refuse_context_parallelism(tmp_path: Path) -> None
     irope = {"model.name": '"llama4"', "model.flavor": '"17bx16e_irope"', "parallelism.context_parallel_degree": "2"}
     _refused(_toml(tmp_path, "irope", irope, NEW), "irope.toml", 'flavor = "17bx16e_irope"',
              "context_parallel_degree = 2", "Context Parallel only supports SDPA attention", "compile.enable")
+
+
+def test_rotate_method_alltoall_is_priced_as_the_training_step_runs_it(tmp_path: Path) -> None:
+    """From 1e8f9acd (2026-01-20, v0.2.2) torchtitan's training step runs PyTorch's _ContextParallel plan and reads
+    context_parallel_rotate_method only in validation (v0.2.2 components/validate.py:213), so a v0.2.2 file with
+    'alltoall' trains under torch's default all-gather rotation: it was priced as a ring (p2p).  A file its keys date
+    after the refactor (context_parallel_load_balancer, JobConfig 0a2107f9) is priced all_gather with a note; one they
+    leave open keeps p2p, with a note naming what a newer torchtitan runs."""
+    rot = {"parallelism.context_parallel_degree": "2", "parallelism.context_parallel_rotate_method": '"alltoall"'}
+    new = parse_launch([_toml(tmp_path, "new", rot, {"parallelism.context_parallel_load_balancer": '"headtail"'})])
+    assert new.recipe["cp_comm_type"] == "all_gather", new.recipe
+    assert any("validation only" in n for n in new.ignored), new.ignored
+    old = parse_launch([_toml(tmp_path, "open", rot)])
+    assert old.recipe["cp_comm_type"] == "p2p" and any("validation only" in n for n in old.ignored), old.ignored

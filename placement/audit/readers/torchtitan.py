@@ -2015,6 +2015,19 @@ def _lm_head_converted(get, s: Settings, kind: str, default: list[str]) -> None:
                                           f"module_filter_fn): its GEMMs run FP8")
 
 
+CP_ROTATE_VALIDATION_ONLY = "1e8f9acd"
+"""torchtitan #2144 (1e8f9acd, 2026-01-20, "[CP] Refactor Context Parallel to use new PyTorch CP APIs"): training
+shards its inputs with prepare_context_parallel_input and runs PyTorch's _ContextParallel plan (v0.2.2 train.py:469-477,
+distributed/context_parallel.py apply_cp_to_attention_module); context_parallel_rotate_method reaches only the
+validator's create_context_parallel_ctx (v0.2.2 components/validate.py:213)."""
+CP_ROTATE_VALIDATION_ONLY_JOBCONFIG = "0a2107f9"
+"""The first JobConfig commit at or after CP_ROTATE_VALIDATION_ONLY (#2145, the next commit of the same stack, which
+added context_parallel_load_balancer): keys dated there or later date the files after the refactor."""
+CP_ROTATE_IGNORED = ("training runs PyTorch's context-parallel dispatcher under its default rotation, all-gather "
+                     "(torch distributed/tensor/experimental/_attention.py _ContextParallelOptions.rotate_method = "
+                     "_RotateMethod.ALL_GATHER), or FlexAttention's K/V all-gather")
+
+
 def _rotate_method(get, s: Settings) -> None:
     """recipe.cp_comm_type of torchtitan before 0.3.0: PyTorch's context_parallel under its
     context_parallel_rotate_method, "allgather" (the default, v0.2.2 config/job_config.py) gathering K and V whole,
@@ -2023,10 +2036,21 @@ def _rotate_method(get, s: Settings) -> None:
     if method is None:
         s.put("recipe.cp_comm_type", "all_gather", "torchtitan before 0.3.0: context_parallel_rotate_method "
                                                    "'allgather' by default (v0.2.2 config/job_config.py)")
+    elif str(method) == "alltoall" and _dated(s, CP_ROTATE_VALIDATION_ONLY_JOBCONFIG) is not None:
+        dating = _dating(s, _dated(s, CP_ROTATE_VALIDATION_ONLY_JOBCONFIG))
+        s.put("recipe.cp_comm_type", "all_gather",
+              f"{where}, which training does not read from {CP_ROTATE_VALIDATION_ONLY} ({dating}): {CP_ROTATE_IGNORED}")
+        s.ignored.append(f"{where}: context_parallel_rotate_method 'alltoall' is read by validation only in the "
+                         f"torchtitan the files' keys date ({dating}): {CP_ROTATE_IGNORED}; priced so")
     elif str(method) in ("allgather", "alltoall"):
         s.put("recipe.cp_comm_type", "all_gather" if str(method) == "allgather" else "p2p",
               f"{where} (PyTorch context_parallel's {method} rotation: "
               f"{'K and V gathered whole' if str(method) == 'allgather' else 'K and V passed rank to rank'})")
+        if str(method) == "alltoall":
+            s.ignored.append(f"{where}: context_parallel_rotate_method 'alltoall', priced as a ring (p2p); a "
+                             f"torchtitan from {CP_ROTATE_VALIDATION_ONLY} (2026-01-20, v0.2.2) reads it in "
+                             f"validation only ({CP_ROTATE_IGNORED}), which the files' keys do not rule out: "
+                             f"--cp-comm-type all_gather prices that")
     else:
         raise InputError(f"{where}: context_parallel_rotate_method = {method!r}; torchtitan takes 'allgather' or "
                          f"'alltoall'")
