@@ -445,3 +445,13 @@ def test_rotate_method_alltoall_is_priced_as_the_training_step_runs_it(tmp_path:
     assert any("validation only" in n for n in new.ignored), new.ignored
     old = parse_launch([_toml(tmp_path, "open", rot)])
     assert old.recipe["cp_comm_type"] == "p2p" and any("validation only" in n for n in old.ignored), old.ignored
+
+
+def test_a_gpt_oss_toml_with_cp_is_refused_for_its_own_versions_reason(tmp_path: Path) -> None:
+    """A 0.2.x gpt_oss TOML at cp 2 was refused for torchtitan 0.3.0's varlen attention, which that torchtitan does not
+    run (its gpt-oss runs FlexAttention, models/gpt_oss/model/args.py:67); every 0.2.x gpt-oss refuses CP itself
+    (v0.2.2 model/args.py:89-92, "CP support for gpt-oss model is still in progress.")."""
+    oss = {"model.name": '"gpt_oss"', "model.flavor": '"120b"', "parallelism.context_parallel_degree": "2"}
+    message = _refused(_toml(tmp_path, "oss", oss), "oss.toml", 'flavor = "120b"', "context_parallel_degree = 2",
+                       "CP support for gpt-oss model is still in progress", "give context_parallel_degree 1")
+    assert "varlen" not in message, message

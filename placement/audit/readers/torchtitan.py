@@ -1869,6 +1869,11 @@ ATTN_CP_REFUSED: dict[tuple[str, str], tuple[str | None, str | None, str]] = {
                        "progress.\"; v0.2.1 model/args.py:79-83: \"CP support is only supported for SDPA.\"; v0.2.2 "
                        "model/args.py:79-86: \"Context Parallel only supports SDPA attention. ...\")")
        for f in ("debugmodel_irope", "17bx16e_irope", "17bx128e_irope")},
+    **{("gpt_oss", f): (None, None,
+                        "torchtitan's gpt-oss raises NotImplementedError(\"CP support for gpt-oss model is still in "
+                        "progress.\") at start whatever its attention, in every 0.2.x version that has the model "
+                        "(de335b32, 2025-10-22; v0.2.2 models/gpt_oss/model/args.py:89-92)")
+       for f in ("debugmodel", "20b", "120b")},
 }
 """torchtitan 0.1.0 to 0.2.2 (model.name, model.flavor) whose attention (FLEX_FLAVORS) refuses context parallelism
 at start -> (the first JobConfig commit at which both the flavor runs that attention and the refusal stands, None
@@ -1894,13 +1899,13 @@ def _flex_cp(s: Settings, get, cp: int) -> None:
     kind = "varlen attention" if "varlen" in str(flavor) else "FlexAttention"
     what = (f"{fev}: {name}:{flavor}, which runs {kind}, with context_parallel_degree {cp} "
             f"({s.sources.get('cp', '')})")
-    sdpa = {"llama3": "8B", "deepseek_v3": "debugmodel"}.get(name, "the flavor without _irope")
-    fix = (f"give context_parallel_degree 1, or a flavor that runs SDPA ({sdpa})"
+    sdpa = {"llama3": "8B", "deepseek_v3": "debugmodel", "llama4": "the flavor without _irope"}.get(name)
+    fix = ("give context_parallel_degree 1" + (f", or a flavor that runs SDPA ({sdpa})" if sdpa else "")
            + (f", or a torchtitan from {until} on" if until is not None else ""))
     before_until = until is None or (oldest is not None and JOBCONFIG_ORDER[oldest[1]] < JOBCONFIG_ORDER[until])
     dated = _dated(s, since) if since is not None else ("model.flavor", "")
     if dated is not None and before_until:
-        dating = _dating(s, dated) if since is not None else f"flavor {flavor!r} dates them"
+        dating = _dating(s, dated) if since is not None else f"every torchtitan with {name}:{flavor} runs the check"
         if until is not None and since is not None and oldest is not None:
             dating += f", and {oldest[0]}, which torchtitan dropped after {oldest[1]}, before {until}"
         raise InputError(f"{what}; {check}; {dating}, {STOPS}: {fix}")
