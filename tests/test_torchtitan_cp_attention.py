@@ -110,3 +110,28 @@ def test_the_audit_refuses_cp_beside_a_named_configs_varlen_attention(tmp_path: 
     assert _audit_line(tmp_path, "sft_qwen3_8b_math", 1).exit_code in (0, 1)
     flex = _audit_line(tmp_path, "llama3_8b", 2, "llama3", "llama3-8b")
     assert flex.exit_code in (0, 1) and "cp2" in flex.output, flex.output
+
+
+def _balancer_line(tmp_path: Path, balancer: str):
+    line = tmp_path / "lb.sh"
+    line.write_text("torchrun --nnodes 2 --nproc_per_node 8 -m torchtitan.train --module llama3 --config llama3_8b "
+                    "--parallelism.data_parallel_shard_degree 2 --parallelism.context_parallel_degree 8 "
+                    f"--parallelism.context_parallel_load_balancer {balancer} --training.seq_len 131072 "
+                    "--training.local_batch_size 1\n")
+    return CliRunner().invoke(main, ["audit", "--launch", str(line), "--model", "llama3-8b", "--cluster", "dgx-h100",
+                                     "--gpus", "16"])
+
+
+def test_the_audit_says_cp_load_balancing_is_off_and_refuses_a_balancer_torchtitan_lacks(tmp_path: Path) -> None:
+    """A QA trial: --parallelism.context_parallel_load_balancer None at cp 8 (contiguous shards: the last rank runs
+    15/8 of the balanced causal attention) was priced as balanced with no word of it; 'tail', which torchtitan's
+    cp_shard raises ValueError for in the first step, was priced as running."""
+    off = _balancer_line(tmp_path, "None")
+    assert off.exit_code in (0, 1), off.output
+    assert "context_parallel_load_balancer None" in off.output and "1.88x the balanced share" in off.output
+    bad = _balancer_line(tmp_path, "tail")
+    assert bad.exit_code == 2, bad.output
+    assert "context_parallel_load_balancer 'tail'" in bad.output and "headtail" in bad.output
+    assert "Traceback" not in bad.output
+    fine = _balancer_line(tmp_path, "ptrr")
+    assert fine.exit_code in (0, 1) and "balanced share" not in fine.output, fine.output

@@ -1348,6 +1348,7 @@ def _refusals(s: Settings, pipeline: _Pipeline, shard_value: int) -> None:
     if not version3:
         _float8_moe_1d(s, get, pp, cp)
         _flex_cp(s, get, cp)
+    _cp_load_balancer(s, get, version3, cp)
     _async_tp(s, get, version3, tp)
     _memory_budget(s, get, version3)
     _mxfp8_tp_compile(s, get, version3, tp)
@@ -1364,6 +1365,37 @@ def _tied_pipeline(s: Settings, module: str, config: str, pp: int) -> None:
     if pp > 1 and model is not None and model.tied_embeddings:
         raise InputError(f"{s.sources.get('pp', '')}: pipeline_parallel_degree {pp} with {config}, whose model ties "
                          f"its embeddings: {TORCHTITAN_TIED_PIPELINE}, {STOPS}; give pipeline_parallel_degree 1")
+
+
+CP_BALANCERS = ("headtail", "ptrr")
+"""torchtitan's context_parallel_load_balancer values (0.3.0 config/configs.py:235-241, v0.2.2 config/job_config.py:431
+from 0a2107f9): each gives every CP rank an equal share of the causal attention (head-and-tail chunks, or PTRR over
+the BlockMask); None turns the balancing off."""
+
+
+def _cp_load_balancer(s: Settings, get, version3: bool, cp: int) -> None:
+    """torchtitan's CP input sharding (0.3.0 distributed/context_parallel/api.py cp_shard, v0.2.2
+    distributed/context_parallel.py): `if load_balancer_type:` then headtail or ptrr, any other value a ValueError
+    ("Invalid load_balancer_type ...") in the first step's prepare_context_parallel_input (0.3.0 trainer.py:750-759),
+    so the job trains no step; None shards the sequence in cp contiguous pieces, and under the causal mask rank r
+    attends over (2r + 1) / (2 cp) of it: the last rank runs (2 cp - 1) / cp times the balanced share of the attention
+    (1.875x at cp 8), which placement does not price (it prices balanced shards).  A QA trial: --parallelism.
+    context_parallel_load_balancer None at cp 8, seq 131,072, was priced as balanced with no word of it."""
+    value, where = get("parallelism.context_parallel_load_balancer")
+    if value is None or cp <= 1 or str(value) in CP_BALANCERS:
+        return
+    if str(value) == "None":  # tyro reads None for `str | None` (a TOML cannot state None)
+        s.ignored.append(f"{where}: context_parallel_load_balancer None: torchtitan shards the sequence over the "
+                         f"{cp} CP ranks in contiguous pieces, and under the causal mask the last rank's attention is "
+                         f"{(2 * cp - 1) / cp:.3g}x the balanced share ((2 cp - 1) / cp); placement prices balanced "
+                         f"shards (headtail, the default): this job's step is longer than priced by that share of its "
+                         f"attention time")
+        return
+    raise InputError(f"{where}: context_parallel_load_balancer {value!r}: torchtitan takes 'headtail' or 'ptrr' (or "
+                     f"None, no balancing, on the 0.3.0 command line), and its first step raises ValueError(\"Invalid "
+                     f"load_balancer_type '{value}'. Must be one of: 'headtail', 'ptrr', or None\") sharding the "
+                     f"inputs (0.3.0 distributed/context_parallel/api.py cp_shard), so the job trains no step; give "
+                     f"--parallelism.context_parallel_load_balancer headtail (the default)")
 
 
 def _varlen_cp(s: Settings, module: str, config: str, cp: int) -> None:
