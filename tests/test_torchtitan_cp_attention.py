@@ -135,3 +135,23 @@ def test_the_audit_says_cp_load_balancing_is_off_and_refuses_a_balancer_torchtit
     assert "Traceback" not in bad.output
     fine = _balancer_line(tmp_path, "ptrr")
     assert fine.exit_code in (0, 1) and "balanced share" not in fine.output, fine.output
+
+
+def _best_cp(tmp_path: Path, flavor: str, *extra: str) -> int:
+    toml = tmp_path / f"{flavor}.toml"
+    toml.write_text(f'[model]\nname = "llama3"\nflavor = "{flavor}"\n'
+                    f'[training]\nlocal_batch_size = 1\nseq_len = 131072\n'
+                    f'[parallelism]\ndata_parallel_shard_degree = -1\ncontext_parallel_degree = 1\n{"".join(extra)}'
+                    f'[compile]\nenable = false\n')
+    result = CliRunner().invoke(main, ["--reproducible", "audit", "--launch", str(toml), "--model", "llama3-8b",
+                                       "--cluster", "dgx-h100", "--gpus", "16", "--json"])
+    assert result.exit_code in (0, 1), result.output
+    return json.loads(result.stdout)["best"]["layout"]["cp"]
+
+
+def test_the_audits_best_plan_keeps_cp_1_where_the_files_attention_refuses_it(tmp_path: Path) -> None:
+    """A QA trial: a llama3 8B_varlen file at cp 1, seq 131,072, was told its best plan is cp 8, which every
+    torchtitan with the flavor refuses at start (v0.2.2 models/llama3/model/args.py:57-65); the best plan keeps cp 1.
+    8B_flex dated from 0a2107f9 on (context_parallel_load_balancer), where FlexAttention runs CP, may still take it."""
+    assert _best_cp(tmp_path, "8B_varlen") == 1
+    assert _best_cp(tmp_path, "8B_flex", 'context_parallel_load_balancer = "headtail"\n') > 1

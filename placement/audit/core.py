@@ -37,6 +37,7 @@ from placement.audit.maxtext import trained_batch
 from placement.audit.measured import MeasuredStep
 from placement.audit.readers.common import FP16_MIXED, start_refusal
 from placement.audit.readers.reading import NodeDevices, node_line
+from placement.audit.readers.torchtitan import attention_refuses_cp
 from placement.audit.shell import WITHHELD_MARK
 from placement.cost.batch import LayoutBatch, module_mask
 from placement.cost.constants import ALLOCATOR_FRAGMENTATION, MEMORY_RESERVE_BYTES, GiB
@@ -573,16 +574,21 @@ def maxtext_layout(launch: LaunchLayout, model: ModelSpec, topo: Topology, globa
 
 
 def framework_space(framework: str, top_k: int, is_moe: bool = False, torchtitan_old: bool = False,
-                    float8_moe: bool = False, tied: bool = False, config: str | None = None) -> SearchConfig:
+                    float8_moe: bool = False, tied: bool = False, config: str | None = None,
+                    cp_refused: str = "") -> SearchConfig:
     """The layouts the framework launches exactly as priced for a dense or an MoE model (placement/frameworks.py,
     the table `plan --framework` uses), so the best plan is one the user can switch to; `torchtitan_old`: a job on a
-    torchtitan before 0.3.0, whose best plan is written in its keys (frameworks.torchtitan_before_030)."""
+    torchtitan before 0.3.0, whose best plan is written in its keys (frameworks.torchtitan_before_030);
+    `cp_refused`: why the job's framework refuses context parallelism beside its model's attention (torchtitan's
+    readers.torchtitan.attention_refuses_cp), which keeps the search at cp 1."""
     cap = CAPABILITIES.get(framework)
     if cap is None:
         return SearchConfig(top_k=top_k)
     cap = cap.for_model(is_moe, tied, config)
     if torchtitan_old:
         cap = torchtitan_before_030(cap, float8_moe)
+    if cp_refused:
+        cap = dataclasses.replace(cap, max_cp=1, why=f"{cap.why}; cp 1 ({cp_refused})")
     # the audit searches within the job's own framework, not a --framework flag (a user trial was told to drop one
     # it had not passed)
     names = FixNames(framework="another framework than the job's {} (the audit searches within what it launches)")
@@ -3226,7 +3232,9 @@ def audit_job(launch: LaunchLayout, model: ModelSpec, train: TrainingSpec, topo:
                             float8_moe=any(n in converters for n in ("quantize.grouped_mm.float8",
                                                                      "quantize.moe.float8")),
                             config=run_config(launch.framework, model, train.precision.value, topo.accelerator)
-                            if launch.framework in CAPABILITIES else None)
+                            if launch.framework in CAPABILITIES else None,
+                            cp_refused=attention_refuses_cp(launch.model_ref, launch.torchtitan_stated, old_titan)
+                            if launch.framework == "torchtitan" else "")
     if launch.dialect == "gpt-neox":
         space = neox_space(space, launch, model)
     if launch.dialect == "hf-trainer":

@@ -1398,6 +1398,22 @@ def _cp_load_balancer(s: Settings, get, version3: bool, cp: int) -> None:
                      f"--parallelism.context_parallel_load_balancer headtail (the default)")
 
 
+def _varlen_backend(module: str, config: str) -> str:
+    """Where torchtitan 0.3.0's named config `module`:`config` chooses PyTorch's varlen attention ("" where it runs
+    another, or the audit has no table of it): its model_registry(attn_backend=...) (torchtitan_configs.CONFIGS
+    model.attn_backend), else its module's model_registry default (varlen for gpt_oss, emit.torchtitan.VARLEN_MODULES;
+    flex for the others)."""
+    from placement.emit.torchtitan import VARLEN_MODULES
+
+    stated = CONFIGS.get(module, {}).get(config, {}).get("model.attn_backend")
+    if stated is not None:
+        return (f"torchtitan 0.3.0 models/{module}/config_registry.py:{stated[2]} {stated[1]}: "
+                f"model_registry(attn_backend={stated[0]!r})") if stated[0] == "varlen" else ""
+    if module in VARLEN_MODULES and config in CONFIGS.get(module, {}):
+        return f"torchtitan 0.3.0 {VARLEN_MODULES[module]}"
+    return ""
+
+
 def _varlen_cp(s: Settings, module: str, config: str, cp: int) -> None:
     """torchtitan 0.3.0 refuses context parallelism beside PyTorch's varlen attention at start-up, whichever
     spmd_backend: validate_config (distributed/full_dtensor.py:44-53, called by every model's parallelize.py under
@@ -1408,20 +1424,11 @@ def _varlen_cp(s: Settings, module: str, config: str, cp: int) -> None:
     flag changes it (model_spec is suppressed from the CLI, trainer.py:75-77).  A QA trial: --module qwen3 --config
     sft_qwen3_8b_math (attn_backend 'varlen') with --parallelism.context_parallel_degree 2 was priced as running,
     'cp all_gather'."""
-    from placement.emit.torchtitan import VARLEN_MODULES
-
     if cp <= 1:
         return
     module = module.removeprefix("torchtitan.models.").removesuffix(".config_registry")
-    stated = CONFIGS.get(module, {}).get(config, {}).get("model.attn_backend")
-    if stated is not None:
-        backend, where = stated[0], (f"torchtitan 0.3.0 models/{module}/config_registry.py:{stated[2]} {stated[1]}: "
-                                     f"model_registry(attn_backend={stated[0]!r})")
-    elif module in VARLEN_MODULES and config in CONFIGS.get(module, {}):
-        backend, where = "varlen", f"torchtitan 0.3.0 {VARLEN_MODULES[module]}"
-    else:
-        return
-    if backend != "varlen":
+    where = _varlen_backend(module, config)
+    if not where:
         return
     raise start_refusal(
         s.sources.get("cp", "parallelism.context_parallel_degree"),
@@ -1912,6 +1919,28 @@ at start -> (the first JobConfig commit at which both the flavor runs that atten
 where every version with the flavor refuses; the JobConfig commit from which it runs CP, None where no 0.2.x does;
 torchtitan's check).  A QA trial: llama3 8B_varlen and 8B_flex files at context_parallel_degree 2 could not be
 audited at all (--model llama3-8b was 'another model'), and llama4 17bx16e_irope at cp 2 was priced as running."""
+
+
+def attention_refuses_cp(model_ref: str | None, stated: Iterable[str], old: bool) -> str:
+    """Why the torchtitan that runs these files refuses context parallelism beside their model's attention ("" where
+    it runs it), for the audit's best plan, which keeps to what that torchtitan starts (a QA trial: llama3 8B_varlen
+    at cp 1, seq 131,072, was told to switch to cp 8, which every torchtitan with the flavor refuses): an older file's
+    flavor (ATTN_CP_REFUSED) unless its keys date it from the version that runs it; a 0.3.0 line's named config that
+    runs varlen attention (_varlen_backend)."""
+    module, _, config = (model_ref or "").partition(":")
+    module = module.removeprefix("torchtitan.models.").removesuffix(".config_registry")
+    if not old:
+        where = _varlen_backend(module, config)
+        return f"{module}:{config} runs PyTorch's varlen attention ({where}), beside which torchtitan 0.3.0 refuses " \
+               f"context parallelism at start-up (distributed/full_dtensor.py:44-53)" if where else ""
+    refused = ATTN_CP_REFUSED.get((module, config))
+    if refused is None:
+        return ""
+    newest, _ = version_window(stated)
+    until = refused[1]
+    if until is not None and newest is not None and JOBCONFIG_ORDER[newest[1]] >= JOBCONFIG_ORDER[until]:
+        return ""
+    return f"{module}:{config}: {refused[2]}"
 
 
 def _flex_cp(s: Settings, get, cp: int) -> None:
