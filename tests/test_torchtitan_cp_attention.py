@@ -155,3 +155,23 @@ def test_the_audits_best_plan_keeps_cp_1_where_the_files_attention_refuses_it(tm
     8B_flex dated from 0a2107f9 on (context_parallel_load_balancer), where FlexAttention runs CP, may still take it."""
     assert _best_cp(tmp_path, "8B_varlen") == 1
     assert _best_cp(tmp_path, "8B_flex", 'context_parallel_load_balancer = "headtail"\n') > 1
+
+
+def test_a_torchtitan_file_for_the_users_config_says_cp_needs_flex_attention(tmp_path: Path) -> None:
+    """A QA trial: a Qwen3 8B config.json planned at cp 2 was written with 'ships no config for qwen3_8b; replace
+    MODULE/CONFIG with yours', and 0.3.0's own Qwen3 8B configs (sft_qwen3_8b_math, qwen3_8b_first_85_pct_layers_nvfp4)
+    run varlen attention, beside which torchtitan refuses CP at start-up: the warning says the config must build
+    FlexAttention.  At cp 1 it says nothing of it."""
+    model = tmp_path / "config.json"
+    model.write_text(json.dumps(QWEN3_8B))
+
+    def run(cp: int):
+        return CliRunner().invoke(main, ["evaluate", "--model", str(model), "--cluster", "dgx-h100", "--gpus", "16",
+                                         "--seq-len", "32768", "--global-batch", "16", "--cp", str(cp), "--zero", "3",
+                                         "--recompute", "full", "--framework", "torchtitan", "--emit", "torchtitan",
+                                         "--out", str(tmp_path / f"cp{cp}")])
+    two = run(2)
+    assert two.exit_code == 0, two.output
+    text = (tmp_path / "cp2" / "torchtitan.sh").read_text()
+    assert "attn_backend 'flex'" in text and "sft_qwen3_8b_math" in text
+    assert "attn_backend 'flex'" not in (run(1), (tmp_path / "cp1" / "torchtitan.sh").read_text())[1]

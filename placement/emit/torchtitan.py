@@ -274,7 +274,14 @@ def flags(ctx: EmitContext) -> tuple[list[str], list[str]]:
     if module is None:
         warnings.append(f"{VERSION} ships no config for {ctx.model_name}; replace MODULE/CONFIG with yours"
                         + (" (the plan's FP8 comes from your config's Float8 converters, which scale row-wise: "
-                           "without them the file runs bf16)" if ctx.plan.precision == "fp8" else ""))
+                           "without them the file runs bf16)" if ctx.plan.precision == "fp8" else "")
+                        + (f"; context_parallel_degree {lay.cp} runs only beside FlexAttention: your config's "
+                           f"model_registry must build attn_backend 'flex' (its default in every module but "
+                           f"gpt_oss), as {VERSION} refuses CP beside varlen attention at start-up "
+                           f"(distributed/full_dtensor.py:44-53), which its gpt_oss configs, sft_qwen3_8b_math and "
+                           f"qwen3_8b_first_85_pct_layers_nvfp4 (Qwen3 8B, models/qwen3/config_registry.py:464, :249) "
+                           f"run"
+                           if lay.cp > 1 else ""))
         module, config = "MODULE", "CONFIG"
     if lay.zero_stage == 3:
         # "default" is `not pp_enabled` (distributed/fsdp.py:71-74): with PP it would keep the gathered weights
