@@ -387,8 +387,9 @@ CAPABILITIES: dict[str, Capability] = {
         recipe=(("grad_buffer_passes", 4,
                  "Megatron-LM's command line, which these files write, checks each gradient bucket's norm for NaN "
                  "before reducing it (check_for_nan_in_grad from --check-for-nan-in-loss-and-grad, on by default: "
-                 "core_v0.19.0 training.py:1989, param_and_grad_buffer.py check_grads), besides zeroing the "
-                 "gradient buffer each step and scaling it by 1/dp (:1615, :660-661)"),),
+                 "core_v0.19.0 training.py:1989, param_and_grad_buffer.py check_grads), as Megatron-Bridge's "
+                 "library recipes do (recipes/common.py check_for_nan_in_grad=True), besides zeroing the gradient "
+                 "buffer each step and scaling it by 1/dp (:1615, :660-661)"),),
         recipe_choices=frozenset({"grad_buffer_passes"})),
     "torchtitan": Capability(
         "torchtitan", "torchtitan 0.3.0", zero_stages=(0, 2, 3), zero_stages_with_pp=(0, 2, 3), etp="tp_without_ep",

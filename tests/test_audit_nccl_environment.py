@@ -115,14 +115,16 @@ def test_the_best_plans_files_name_the_jobs_runtime_variables_they_do_not_set(tm
     result, text = _audit_out(tmp_path, "#!/bin/bash\nexport NCCL_IB_QPS_PER_CONNECTION=4\n"
                                         "export NVTE_FWD_LAYERNORM_SM_MARGIN=16\n"
                                         "export TORCH_NCCL_AVOID_RECORD_STREAMS=1\nexport NCCL_GRAPH_REGISTER=0\n"
-                                        f"OMP_NUM_THREADS=4 {MIXTRAL_8X7B}\n", "--json")
+                                        f"OMP_NUM_THREADS=4 {MIXTRAL_8X7B} --ddp-average-in-collective\n", "--json")
     ignored = json.loads(result.stdout)["layout"]["ignored"]
     for line in ("NVTE_FWD_LAYERNORM_SM_MARGIN=16: a Transformer Engine setting, not modelled (",
                  "TORCH_NCCL_AVOID_RECORD_STREAMS=1: a PyTorch setting, not modelled (",
                  "OMP_NUM_THREADS=4: an OpenMP setting, not modelled ("):
         assert any(x.startswith(line) for x in ignored), (line, ignored)
     exports = re.findall(r"^export (\w+)=", text, re.M)
-    assert "NCCL_GRAPH_REGISTER" in exports  # the best plan runs partial CUDA graphs: the file sets it itself
+    # the best plan runs partial CUDA graphs (the collective averaging, one pass over the distributed optimizer's
+    # gradient buffer fewer, keeps it on the distributed optimizer): the file sets it itself
+    assert "NCCL_GRAPH_REGISTER" in exports
     named = re.search(r"^# not set here, though the audited job's launch sets them: (.*?); the prediction above runs "
                       r"without them", text, re.M)
     assert named, text[:2000]

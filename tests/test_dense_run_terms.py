@@ -677,8 +677,8 @@ def test_the_embeddings_bucket_reduces_after_the_last_backward(monkeypatch) -> N
 def test_unfused_cross_entropy_moves_its_counted_bytes_on_the_smallest_mcore_row(mean_speed_gpus) -> None:
     """Megatron-Core r0.8's unfused vocabulary-parallel cross-entropy moves 52 bytes per logit (one eager kernel
     per op), the fused one 28: on the 1.7B weak-scaling row (V 131,072 against h 2,048) the difference is four
-    points of its step (priced fused the row is 19.2 % fast, unfused 15.8 %: still over the 12 % bound, the
-    gap the README's accuracy section leaves open)."""
+    points of its step (with every GPU at the mean speed, priced fused the row is more than 16 % fast, unfused
+    less)."""
     from placement.cost.constants import CROSS_ENTROPY_BYTES_PER_LOGIT, CROSS_ENTROPY_FUSED_BYTES_PER_LOGIT
 
     run = RUNS["mcore-r0.8-h100-gpt-1.7b-48gpu"]
@@ -691,7 +691,7 @@ def test_unfused_cross_entropy_moves_its_counted_bytes_on_the_smallest_mcore_row
     saved_s = tokens * 131072 * (CROSS_ENTROPY_BYTES_PER_LOGIT - CROSS_ENTROPY_FUSED_BYTES_PER_LOGIT) / hbm
     assert unfused.predicted_step_time_s - fused.predicted_step_time_s == pytest.approx(saved_s, rel=0.02)
     assert unfused.error > fused.error + 0.03
-    assert fused.error < -0.18 < unfused.error
+    assert fused.error < -0.16 < unfused.error
 
 
 MCORE_PIPELINED = ("mcore-r0.8-h100-gpt-70b-768gpu", "mcore-r0.8-h100-gpt-119b-1536gpu",

@@ -83,7 +83,7 @@ def test_the_audit_reads_the_passes_from_megatron_flags(tmp_path, flags, passes)
     for flag in flags:
         assert flag in source
     if not flags:
-        assert "Megatron-LM's defaults" in source
+        assert "check_for_nan_in_grad from --check-for-nan-in-loss-and-grad, on by default" in source
 
 
 def test_a_megatron_file_states_the_passes_it_was_priced_with(tmp_path) -> None:

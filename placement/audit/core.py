@@ -1482,6 +1482,9 @@ def _launch_source(evidence: str) -> str:
 
 
 TORCHTITAN_BEFORE_030 = {
+    "grad_buffer_passes": "torchtitan before 0.3.0 keeps no Megatron-Core gradient buffer either: torch's "
+                          "optimizer.zero_grad() frees the gradients (set_to_none) and FSDP2 or DDP fold the 1/dp into "
+                          "their reduction (their own per-step gradient copies are not priced)",
     "grad_reduce_fp32": "torchtitan before 0.3.0 reduces gradients in float32 too: FSDP2's reduce_dtype is "
                         "training.mixed_precision_reduce, whose only value is float32 (v0.2.2 "
                         "config/job_config.py:290), and without FSDP the weights stay float32 under autocast "

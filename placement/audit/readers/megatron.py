@@ -1861,9 +1861,9 @@ def _grad_buffer_passes(given: dict[str, Arg], s: Settings) -> None:
         why.append("does not scale it by 1/dp (the collective averages, or the loss is summed per token)")
     else:
         why.append("scales it by 1/dp before the reduction")
-    text = f"{passes} passes: " + ", ".join(why)
-    s.put("recipe.grad_buffer_passes", passes, f"{'; '.join(evidence)} ({text})" if evidence
-          else f"Megatron-LM's defaults ({text})")
+    if evidence:  # without a flag the framework row's 4 stands (frameworks.CAPABILITIES["megatron"]): a file
+        # that states nothing of the job is not read as stating this
+        s.put("recipe.grad_buffer_passes", passes, f"{'; '.join(evidence)} ({passes} passes: {', '.join(why)})")
 
 
 def _gradient_width(args: list[Arg], s: Settings) -> None:
@@ -1912,12 +1912,12 @@ def _gradient_width(args: list[Arg], s: Settings) -> None:
 
 
 def _bridge_grad_buffer_passes(keys: dict, s: Settings) -> None:
-    """recipe.grad_buffer_passes from a Megatron-Bridge config's DDP keys where it states them: the buffer zeroed
-    (1), scaled by 1/dp unless ddp.average_in_collective (2), NaN-checked where ddp.check_for_nan_in_grad (1).  A
-    key left out keeps Megatron-Core's DistributedDataParallelConfig default (check off, average off: 3, as
-    Megatron-Bridge's performance recipes set, perf_recipes/_common.py)."""
-    if s.has("recipe.grad_buffer_passes"):
-        return
+    """recipe.grad_buffer_passes from a Megatron-Bridge config's DDP section: the buffer zeroed (1), scaled by 1/dp
+    unless ddp.average_in_collective (2), NaN-checked where ddp.check_for_nan_in_grad (1).  A key the section leaves
+    out keeps Megatron-Core's DistributedDataParallelConfig default (check off, average off: 3, as Megatron-Bridge's
+    performance recipes set, perf_recipes/_common.py); without a DDP section the framework row's 4 stands."""
+    if s.has("recipe.grad_buffer_passes") or not any(k.startswith("ddp.") for k in keys):
+        return  # no DDP section read: the framework row stands (the library recipes' check, 4)
     nan, nev = keys.get("ddp.check_for_nan_in_grad", (None, None))
     avg, aev = keys.get("ddp.average_in_collective", (None, None))
     passes = 1 + (1 if nan is True else 0) + (0 if avg is True else 2)
