@@ -66,7 +66,9 @@ def test_a_megatron_file_for_a_parallel_residual_plan_prices_its_sequential_laye
     result = CliRunner().invoke(main, ["evaluate", *JOB, "--tp", "2", "--pp", "4", "--mbs", "1", "--out", str(out),
                                        "--emit", "megatron,deepspeed"])
     assert result.exit_code == 0, result.output
-    sequential = _cli("evaluate", *JOB, "--tp", "2", "--pp", "4", "--mbs", "1", "--framework", "megatron")
+    # the file states the plan's gradient-buffer passes (3: --no-check-for-nan-in-loss-and-grad), a Megatron choice
+    sequential = _cli("evaluate", *JOB, "--tp", "2", "--pp", "4", "--mbs", "1", "--framework", "megatron",
+                      "--grad-buffer-passes", "3")
     header = (out / "megatron.sh").read_text()
     assert "this file runs attention, then the MLP (not the model's parallel residual" in header
     assert f"{sequential['step_time_s']:.3f} s/step" in header
@@ -125,7 +127,8 @@ def test_files_for_the_users_model_code_run_the_parallel_residual_a_framework_pl
     args = ["evaluate", *JOB, "--tp", "2", "--pp", "4", "--mbs", "1", "--framework", "megatron"]
     result = CliRunner().invoke(main, [*args, "--out", str(out), "--emit", "megatron,deepspeed,devicemesh"])
     assert result.exit_code == 0, result.output
-    own = _cli("evaluate", *JOB, "--tp", "2", "--pp", "4", "--mbs", "1")  # the model's own layers
+    # the model's own layers, with the Megatron plan's gradient-buffer passes (4), which a mesh leaves to your code
+    own = _cli("evaluate", *JOB, "--tp", "2", "--pp", "4", "--mbs", "1", "--grad-buffer-passes", "4")
     assert "parallel residual" not in (out / "megatron.sh").read_text()
     for name in ("deepspeed.sh", "device_mesh.py"):
         text = (out / name).read_text()
