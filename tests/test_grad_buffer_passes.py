@@ -108,7 +108,7 @@ def test_full_iteration_graphs_drop_the_nan_check_once(tmp_path) -> None:
     """Megatron-LM asserts --no-check-for-nan-in-loss-and-grad under --cuda-graph-impl full_iteration (core_v0.19.0
     arguments.py:1196-1197): a plan priced with the NaN check's pass says it runs one pass fewer, and the flag is
     written once whatever the count."""
-    for passes, runs_fewer in (("4", True), ("3", False)):
+    for passes, runs_fewer in (("4", True), ("3", False), ("0", False)):
         out = tmp_path / passes
         result = CliRunner().invoke(main, ["evaluate", *JOB, "--zero", "1", "--cuda-graphs", "full",
                                            "--grad-buffer-passes", passes, "--out", str(out), "--emit", "megatron"])
@@ -118,3 +118,5 @@ def test_full_iteration_graphs_drop_the_nan_check_once(tmp_path) -> None:
         assert args.count("--no-check-for-nan-in-loss-and-grad") == 1
         runs = [x for x in text.splitlines() if x.startswith("# this file runs")]
         assert bool(runs and "3 passes over the gradient buffer a step, no NaN check (not 4" in runs[0]) is runs_fewer
+        if passes == "0":  # no Megatron-LM job runs none: re-priced at the 3 a full-graph job runs
+            assert runs and "3 passes over the gradient buffer a step: zeroed, scaled by 1/dp (not 0" in runs[0]

@@ -653,7 +653,8 @@ GRAD_BUFFER_FLAGS = {4: [], 3: ["--no-check-for-nan-in-loss-and-grad"], 2: ["--d
 """The flags that make Megatron-LM's DDP pass over its gradient buffer as often as the plan was priced (recipe
 grad_buffer_passes): it zeroes the buffer every step (1); scales it by 1/dp before the reduction (2) unless
 `--ddp-average-in-collective` (training.py:1997, core_v0.19.0); checks each bucket's norm for NaN (1) unless
-`--no-check-for-nan-in-loss-and-grad` (:1989).  Any other count is not a Megatron-LM job: re-priced at 4."""
+`--no-check-for-nan-in-loss-and-grad` (:1989).  Any other count is not a Megatron-LM job: re-priced at 4 (3 under
+full-iteration CUDA graphs, which run without the check)."""
 
 MEGATRON_FSDP_OVERLAPS = ("Megatron-FSDP overlaps them whatever the flags say: megatron_fsdp.py sets "
                           "overlap_grad_reduce where it shards the gradients (optim_grads, optim_grads_params) and "
@@ -666,11 +667,13 @@ def runs(ctx: EmitContext) -> Runs:
     """What the file runs where Megatron-LM cannot be told the plan (each is also a warning)."""
     out = Runs()
     lay, r = ctx.plan.layout, ctx.recipe
+    full = r.cuda_graphs is CudaGraphs.FULL  # Megatron-LM then runs no NaN check
     if lay.zero_stage <= 1 and r.grad_buffer_passes not in GRAD_BUFFER_FLAGS:
-        out.recipe["grad_buffer_passes"] = 4
-        out.what.append(f"4 passes over the gradient buffer a step: zeroed, scaled by 1/dp and NaN-checked (not "
-                        f"{r.grad_buffer_passes}: Megatron-Core's DDP buffer)")
-    elif lay.zero_stage <= 1 and r.cuda_graphs is CudaGraphs.FULL and r.grad_buffer_passes in (4, 2):
+        out.recipe["grad_buffer_passes"] = 3 if full else 4
+        out.what.append(f"{3 if full else 4} passes over the gradient buffer a step: zeroed, scaled by 1/dp"
+                        f"{'' if full else ' and NaN-checked'} (not {r.grad_buffer_passes}: Megatron-Core's DDP "
+                        f"buffer)")
+    elif lay.zero_stage <= 1 and full and r.grad_buffer_passes in (4, 2):
         out.recipe["grad_buffer_passes"] = r.grad_buffer_passes - 1
         out.what.append(f"{r.grad_buffer_passes - 1} passes over the gradient buffer a step, no NaN check (not "
                         f"{r.grad_buffer_passes}: Megatron-LM requires --no-check-for-nan-in-loss-and-grad with "
