@@ -14,6 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from placement.cli import main
+from tests.file_edits import replaced
 
 L70 = Path(__file__).parent / "data" / "audit" / "bridge" / "llama3_70b_sft_gb200_fp8_mx_v1.yaml"
 JOB = ("--model", "llama3-70b", "--cluster", "gb200-nvl72", "--gpus", "32")
@@ -31,12 +32,10 @@ def _config(tmp_path: Path, entries: str, fp8_recipe: str = "tensorwise") -> Pat
     text = L70.read_text()
     cfg = ("  tp_comm_overlap: true\n  tp_comm_overlap_cfg:\n    _target_: "
            "megatron.bridge.training.comm_overlap.TransformerLayerTPOverlapCfg\n" + entries + "  wgrad_deferral_limit")
-    for old, new in (("  tp_comm_overlap: false\n  tp_comm_overlap_cfg: null\n  wgrad_deferral_limit", cfg),
-                     ("  fp8_recipe: mxfp8", f"  fp8_recipe: {fp8_recipe}"),
-                     ("  sequence_parallel: false", "  sequence_parallel: true"),
-                     ("  tensor_model_parallel_size: 1", "  tensor_model_parallel_size: 4")):
-        assert text.count(old) == 1, old
-        text = text.replace(old, new)
+    text = replaced(text, (("  tp_comm_overlap: false\n  tp_comm_overlap_cfg: null\n  wgrad_deferral_limit", cfg),
+                           ("  fp8_recipe: mxfp8", f"  fp8_recipe: {fp8_recipe}"),
+                           ("  sequence_parallel: false", "  sequence_parallel: true"),
+                           ("  tensor_model_parallel_size: 1", "  tensor_model_parallel_size: 4")), unique=True)
     out = tmp_path / "run_config.yaml"
     out.write_text(text)
     return out

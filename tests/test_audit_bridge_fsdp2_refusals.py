@@ -15,24 +15,14 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from placement.cli import main
+from tests.file_edits import edited_copy
 
 L70 = Path(__file__).parent / "data" / "audit" / "bridge" / "llama3_70b_sft_gb200_fp8_mx_v1.yaml"
 JOB = ("--model", "llama3-70b", "--cluster", "gb200-nvl72", "--gpus", "32")
 
 
-def _edited(source: Path, tmp_path: Path, replace) -> Path:
-    """`source` with each (old, new) replaced, written under tmp_path (each old must be there)."""
-    text = source.read_text()
-    for old, new in replace:
-        assert old in text, old
-        text = text.replace(old, new)
-    out = tmp_path / source.name
-    out.write_text(text)
-    return out
-
-
 def _write(tmp_path: Path, *replace: tuple[str, str]) -> Path:
-    return _edited(L70, tmp_path, (("  use_torch_fsdp2: false", "  use_torch_fsdp2: true"), *replace))
+    return edited_copy(L70, tmp_path, (("  use_torch_fsdp2: false", "  use_torch_fsdp2: true"), *replace))
 
 
 def _run(path: Path, *extra: str):
@@ -69,7 +59,7 @@ JOB_8B = ("--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "8")
 
 def _override(tmp_path: Path, *extra: tuple[str, str]) -> Path:
     """The Megatron-FSDP override example turned to torch FSDP2, its distributed optimizer left to the recipe."""
-    return _edited(OVERRIDE, tmp_path, (("use_megatron_fsdp: true", "use_megatron_fsdp: false"),
+    return edited_copy(OVERRIDE, tmp_path, (("use_megatron_fsdp: true", "use_megatron_fsdp: false"),
                                         ("use_torch_fsdp2: false", "use_torch_fsdp2: true"), *extra))
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from placement.cli import main
+from tests.file_edits import edited_copy
 
 BR = Path(__file__).parent / "data" / "audit" / "bridge"
 L70 = BR / "llama3_70b_sft_gb200_fp8_mx_v1.yaml"
@@ -32,13 +33,7 @@ def _audit(path: Path, *job: str) -> dict:
 
 
 def _edit(tmp_path: Path, source: Path, *replace: tuple[str, str]) -> Path:
-    text = source.read_text()
-    for old, new in replace:
-        assert old in text, old
-        text = text.replace(old, new)
-    out = tmp_path / source.name
-    out.write_text(text)
-    return out
+    return edited_copy(source, tmp_path, replace)
 
 
 def test_bridge_torch_fsdp2_is_full_sharding_whatever_the_strategy(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ import pytest
 
 from placement.audit.launch import parse_launch
 from placement.errors import InputError
+from tests.file_edits import replaced
 
 NEOX_20B = Path(__file__).parent / "data" / "audit" / "neox" / "20B.yml"
 FP16 = NEOX_20B.read_text().split('  "fp16": {')[1].split("},")[0]
@@ -26,10 +27,7 @@ MAY_2026 = '"fused_kernels_build_path": "./build"'
 
 def _config(tmp_path: Path, *extra: str, swap: tuple[tuple[str, str], ...] = (), no_fp16: bool = False) -> Path:
     """20B.yml with `swap` applied, `extra` keys added and, with `no_fp16`, its fp16 section dropped."""
-    text = NEOX_20B.read_text()
-    for old, new in swap:
-        assert old in text, old
-        text = text.replace(old, new)
+    text = replaced(NEOX_20B.read_text(), swap)
     if no_fp16:
         text = text.replace('  "fp16": {' + FP16 + "},\n", "")
     text = text.replace('  "pos_emb": "rotary",', "".join(f"  {x},\n" for x in extra) + '  "pos_emb": "rotary",')

@@ -16,6 +16,7 @@ from click.testing import CliRunner
 
 from placement.calibration.validate import load_runs, predict
 from placement.cli import main
+from tests.file_edits import replaced
 
 RUNS = {r.id: r for r in load_runs()}
 DATA = Path(__file__).parent / "data" / "audit" / "torchtitan"
@@ -203,13 +204,11 @@ def test_an_audited_blockwise_tp_overlap_is_refused_with_the_files_lines(tmp_pat
     --tp-comm-overlap', a flag it does not have."""
     head, _, section = GPT_OSS.read_text().partition("\nmixed_precision:\n")  # its fp8 over the model's
     text = head + "\nmixed_precision:\n" + section.replace("  fp8: null", "  fp8: e4m3", 1)
-    for old, new in (("  fp8_param_gather: false\n  fp8_recipe: tensorwise",
-                      "  fp8_param_gather: false\n  fp8_recipe: blockwise"),
-                     ("  tensor_model_parallel_size: 1", "  tensor_model_parallel_size: 2"),
-                     ("  sequence_parallel: false", "  sequence_parallel: true"),
-                     ("  tp_comm_overlap: false", "  tp_comm_overlap: true")):
-        assert text.count(old) == 1, old
-        text = text.replace(old, new)
+    text = replaced(text, (("  fp8_param_gather: false\n  fp8_recipe: tensorwise",
+                            "  fp8_param_gather: false\n  fp8_recipe: blockwise"),
+                           ("  tensor_model_parallel_size: 1", "  tensor_model_parallel_size: 2"),
+                           ("  sequence_parallel: false", "  sequence_parallel: true"),
+                           ("  tp_comm_overlap: false", "  tp_comm_overlap: true")), unique=True)
     config = tmp_path / "run_config.yaml"
     config.write_text(text)
     script = tmp_path / "train.sh"
